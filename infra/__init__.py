@@ -1,0 +1,1 @@
+"""Platform layer of tpu-rl: typed config, TPU catalogue, GCP and Kubernetes platform."""

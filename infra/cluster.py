@@ -1,0 +1,103 @@
+"""The GKE cluster, its node pools, Workload Identity binding and the Kubernetes provider."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from infra.config import Settings
+from infra.gke_spec import cluster_args, cpu_pool_args, system_pool_args, tpu_pool_args
+from infra.identities import NodeIdentities
+from infra.kubeconfig import build_kubeconfig
+from infra.naming import Names
+from infra.network import Network
+
+CLUSTER_TIMEOUTS = pulumi.CustomTimeouts(create="60m", update="60m", delete="60m")
+POOL_TIMEOUTS = pulumi.CustomTimeouts(create="45m", update="45m", delete="45m")
+
+
+def cluster_identifier(settings: Settings) -> str:
+    """Stable identity of the Kubernetes provider: an unknown kubeconfig at preview must not replace it."""
+    return f"{settings.project}/{settings.region}/{settings.cluster_name}"
+
+
+class GkeCluster(pulumi.ComponentResource):
+    """Regional private cluster pinned to one zone, with system, cpu-np and TPU slice pools."""
+
+    cluster: gcp.container.Cluster
+    pools: list[gcp.container.NodePool]
+    tpu_pools: list[gcp.container.NodePool]
+    provider: k8s.Provider
+    kubeconfig: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        settings: Settings,
+        names: Names,
+        network: Network,
+        identities: NodeIdentities,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("tpu-rl:gcp:GkeCluster", name, None, opts)
+        self.cluster = gcp.container.Cluster(
+            "cluster",
+            **cluster_args(settings, network.network.id, network.subnet.id, identities.email("system")),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                protect=settings.protect,
+                custom_timeouts=CLUSTER_TIMEOUTS,
+                ignore_changes=["nodeConfig", "initialNodeCount"],
+            ),
+        )
+        pool_opts = pulumi.ResourceOptions(
+            parent=self,
+            custom_timeouts=POOL_TIMEOUTS,
+            depends_on=identities.grants,
+            ignore_changes=["nodeConfig.labels"],
+        )
+        system = gcp.container.NodePool(
+            "system-pool", **system_pool_args(settings, self.cluster.id, identities.email("system")), opts=pool_opts
+        )
+        cpu = gcp.container.NodePool(
+            "cpu-pool", **cpu_pool_args(settings, self.cluster.id, identities.email("cpu")), opts=pool_opts
+        )
+        # A slice is atomic and a reservation holds exactly one: replace it delete-first.
+        tpu_opts = pulumi.ResourceOptions.merge(
+            pool_opts, pulumi.ResourceOptions(protect=settings.protect, delete_before_replace=True)
+        )
+        self.tpu_pools = [
+            gcp.container.NodePool(
+                f"tpu-pool-{i}",
+                **tpu_pool_args(settings, pool_name, self.cluster.id, identities.email("tpu")),
+                opts=tpu_opts,
+            )
+            for i, pool_name in enumerate(names.tpu_pools)
+        ]
+        self.pools = [system, cpu, *self.tpu_pools]
+
+        # The identity pool PROJECT.svc.id.goog exists once the cluster does.
+        self.workload_identity = gcp.serviceaccount.IAMMember(
+            "workload-identity",
+            service_account_id=identities.accounts["workload"].name,
+            role="roles/iam.workloadIdentityUser",
+            member=f"serviceAccount:{settings.project}.svc.id.goog[{settings.namespace}/{names.ksa}]",
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
+        )
+
+        self.kubeconfig = pulumi.Output.secret(
+            pulumi.Output.all(self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate).apply(
+                lambda args: build_kubeconfig(f"gke_{cluster_identifier(settings).replace('/', '_')}", *args)
+            )
+        )
+        self.provider = k8s.Provider(
+            "gke",
+            kubeconfig=self.kubeconfig,
+            cluster_identifier=cluster_identifier(settings),
+            delete_unreachable=True,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=self.pools),
+        )
+        self.register_outputs(
+            {"name": self.cluster.name, "pools": [p.name for p in self.pools], "kubeconfig": self.kubeconfig}
+        )

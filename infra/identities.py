@@ -1,0 +1,87 @@
+"""One service account per node role, least-privilege project roles, bucket-scoped object access.
+
+Pathways and TPU pods run with ``hostNetwork`` and therefore as the *node's*
+service account, so the cpu and tpu node accounts get object access on our
+bucket only. The workload's Kubernetes service account gets the same through
+Workload Identity (bound in ``infra.cluster`` once the identity pool exists).
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.config import Settings
+from infra.naming import Names
+
+NODE_PROJECT_ROLES = (
+    "roles/logging.logWriter",
+    "roles/monitoring.metricWriter",
+    "roles/monitoring.viewer",
+    "roles/stackdriver.resourceMetadata.writer",
+    "roles/artifactregistry.reader",
+)
+# objectUser: read/write/delete objects; legacyBucketReader: storage.buckets.get, which Orbax
+# and the GCS clients call first (without it: "bucket not found").
+BUCKET_ROLES = ("roles/storage.objectUser", "roles/storage.legacyBucketReader")
+BUCKET_ROLE_HOLDERS = ("cpu", "tpu", "workload")
+
+
+class NodeIdentities(pulumi.ComponentResource):
+    """Service accounts ``system``, ``cpu``, ``tpu`` (nodes) and ``workload`` (Workload Identity)."""
+
+    accounts: dict[str, gcp.serviceaccount.Account]
+    grants: list[pulumi.Resource]
+
+    def __init__(
+        self,
+        name: str,
+        settings: Settings,
+        names: Names,
+        bucket: pulumi.Input[str],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("tpu-rl:gcp:NodeIdentities", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.accounts = {
+            role: gcp.serviceaccount.Account(
+                f"{role}-sa",
+                account_id=account_id,
+                project=settings.project,
+                display_name=f"tpu-rl {role} ({settings.cluster_name})",
+                opts=child,
+            )
+            for role, account_id in names.service_accounts.items()
+        }
+        self.grants = []
+        for role_name in ("system", "cpu", "tpu"):
+            account = self.accounts[role_name]
+            for role in NODE_PROJECT_ROLES:
+                self.grants.append(
+                    gcp.projects.IAMMember(
+                        f"{role_name}-{role.split('/')[1]}",
+                        project=settings.project,
+                        role=role,
+                        member=_member(account),
+                        opts=child,
+                    )
+                )
+        for holder in BUCKET_ROLE_HOLDERS:
+            for role in BUCKET_ROLES:
+                self.grants.append(
+                    gcp.storage.BucketIAMMember(
+                        f"{holder}-bucket-{role.split('.')[-1]}",
+                        bucket=bucket,
+                        role=role,
+                        member=_member(self.accounts[holder]),
+                        opts=child,
+                    )
+                )
+        self.register_outputs({role: a.email for role, a in self.accounts.items()})
+
+    def email(self, role: str) -> pulumi.Output[str]:
+        return self.accounts[role].email
+
+
+def _member(account: gcp.serviceaccount.Account) -> pulumi.Output[str]:
+    return account.email.apply(lambda email: f"serviceAccount:{email}")

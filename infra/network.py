@@ -1,0 +1,76 @@
+"""VPC, subnet with pod/service ranges, Cloud NAT for the private nodes, internal firewall."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.config import Settings
+from infra.gke_spec import PODS_CIDR, SERVICES_CIDR, SUBNET_CIDR
+from infra.naming import Names
+
+
+class Network(pulumi.ComponentResource):
+    """The cluster's network. Private nodes reach Hugging Face and registries through Cloud NAT."""
+
+    network: gcp.compute.Network
+    subnet: gcp.compute.Subnetwork
+
+    def __init__(
+        self, name: str, settings: Settings, names: Names, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("tpu-rl:gcp:Network", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.network = gcp.compute.Network(
+            "vpc",
+            name=names.network,
+            project=settings.project,
+            auto_create_subnetworks=False,
+            routing_mode="REGIONAL",
+            mtu=8896,
+            opts=child,
+        )
+        self.subnet = gcp.compute.Subnetwork(
+            "subnet",
+            name=names.subnet,
+            project=settings.project,
+            region=settings.region,
+            network=self.network.id,
+            ip_cidr_range=SUBNET_CIDR,
+            private_ip_google_access=True,
+            secondary_ip_ranges=[
+                {"range_name": "pods", "ip_cidr_range": PODS_CIDR},
+                {"range_name": "services", "ip_cidr_range": SERVICES_CIDR},
+            ],
+            opts=child,
+        )
+        router = gcp.compute.Router(
+            "router", name=names.router, project=settings.project, region=settings.region,
+            network=self.network.id, opts=child,
+        )
+        gcp.compute.RouterNat(
+            "nat",
+            name=names.nat,
+            project=settings.project,
+            region=settings.region,
+            router=router.name,
+            nat_ip_allocate_option="AUTO_ONLY",
+            source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
+            log_config={"enable": True, "filter": "ERRORS_ONLY"},
+            opts=child,
+        )
+        gcp.compute.Firewall(
+            "internal",
+            name=names.firewall_internal,
+            project=settings.project,
+            network=self.network.id,
+            direction="INGRESS",
+            source_ranges=[SUBNET_CIDR, PODS_CIDR],
+            allows=[
+                {"protocol": "tcp", "ports": ["0-65535"]},
+                {"protocol": "udp", "ports": ["0-65535"]},
+                {"protocol": "icmp"},
+            ],
+            opts=child,
+        )
+        self.register_outputs({"network": self.network.id, "subnet": self.subnet.id})

@@ -1,0 +1,348 @@
+"""Run the real program under Pulumi's mock runtime and capture what `pulumi up` would register.
+
+No CLI, no cloud, no network: the mock monitor records every RegisterResource
+request (inputs and options) and returns plausible outputs for the few values
+the program reads back (cluster endpoint, service account emails).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import importlib
+import importlib.util
+import json
+import re
+import sys
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pulumi
+import yaml
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Generated provider packages import every resource module in their __init__ (pulumi_gcp.compute
+# alone takes seconds). The offline plan only needs a handful, so these packages are installed as
+# light shells that import a resource module when one of its classes is first used.
+LIGHT_PACKAGES = (
+    "pulumi_gcp.compute",
+    "pulumi_gcp.container",
+    "pulumi_gcp.storage",
+    "pulumi_gcp.serviceaccount",
+    "pulumi_gcp.projects",
+    "pulumi_kubernetes.core.v1",
+)
+
+
+def _light_package(name: str) -> None:
+    parent_name, _, child = name.rpartition(".")
+    parent = importlib.import_module(parent_name)
+    if type(sys.modules.get(name)) is types.ModuleType:
+        return  # already really imported (lazy modules are subclasses)
+    sys.modules.pop(name, None)
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return
+    package_dir = Path(next(iter(spec.submodule_search_locations)))
+    submodules = re.findall(r"^from \.(\w+) import \*$", (package_dir / "__init__.py").read_text(), re.M)
+    module = types.ModuleType(name)
+    module.__path__ = [str(package_dir)]
+    module.__package__ = name
+    module.__spec__ = spec
+    module.__file__ = str(package_dir / "__init__.py")
+
+    def __getattr__(attr: str) -> Any:  # noqa: N807 (PEP 562 module hook)
+        snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", attr).lower()
+        marker = f"class {attr}("
+        candidates = ([snake] if snake in submodules else []) + submodules
+        for sub in candidates:
+            if marker in (package_dir / f"{sub}.py").read_text():
+                value = getattr(importlib.import_module(f"{name}.{sub}"), attr)
+                setattr(module, attr, value)
+                return value
+        raise AttributeError(f"module {name!r} has no attribute {attr!r}")
+
+    module.__getattr__ = __getattr__  # type: ignore[attr-defined]
+    sys.modules[name] = module
+    setattr(parent, child, module)
+
+
+for _package in LIGHT_PACKAGES:
+    _light_package(_package)
+SECRET = "[secret]"
+_SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"
+_SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
+FAKE_CA = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCm9mZmxpbmUtcGxhbgotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg=="
+
+
+@dataclass
+class Plan:
+    """What the program registered: resources (inputs + options) and stack outputs."""
+
+    stack: str
+    resources: list[dict[str, Any]]
+    outputs: dict[str, Any]
+    raw_inputs: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    """Resource name -> inputs with secrets unwrapped (for tests that look for leaks)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stack": self.stack, "resources": self.resources, "outputs": self.outputs}
+
+    def find(self, type_: str, name: str | None = None) -> list[dict[str, Any]]:
+        """Resources of a type token (and name, when given)."""
+        return [r for r in self.resources if r["type"] == type_ and (name is None or r["name"] == name)]
+
+    def one(self, type_: str, name: str | None = None) -> dict[str, Any]:
+        found = self.find(type_, name)
+        if len(found) != 1:
+            raise AssertionError(f"expected one {type_} {name or ''}, found {len(found)}")
+        return found[0]
+
+    def kubernetes_objects(self) -> list[dict[str, Any]]:
+        """Inputs of every Kubernetes object (not providers, not Helm releases), as manifests."""
+        return [r["inputs"] for r in self.resources if is_kubernetes_object(r["type"])]
+
+
+def is_kubernetes_object(type_: str) -> bool:
+    return type_.startswith("kubernetes:") and type_.split(":")[1] not in ("", "helm.sh/v3", "helm.sh/v4") and not (
+        type_.startswith("pulumi:providers:")
+    )
+
+
+def _unwrap(value: Any, redact: bool) -> Any:
+    """Turn engine property values into plain data; secrets become ``[secret]`` when ``redact``."""
+    if isinstance(value, dict):
+        if value.get(_SECRET_SIG_KEY) == _SECRET_SIG:
+            return SECRET if redact else _unwrap(value.get("value"), redact)
+        return {k: _unwrap(v, redact) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwrap(v, redact) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+class _Mocks(pulumi_mocks.Mocks):
+    """Echo inputs back, plus the outputs the program reads."""
+
+    def __init__(self, status_for: Callable[[str, dict], dict | None] | None) -> None:
+        self.status_for = status_for
+
+    def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str, dict]:
+        state = dict(args.inputs)
+        if args.typ == "gcp:container/cluster:Cluster":
+            state["endpoint"] = "203.0.113.10"
+            state["masterAuth"] = {**state.get("masterAuth", {}), "clusterCaCertificate": FAKE_CA}
+        elif args.typ == "gcp:serviceaccount/account:Account":
+            email = f"{state['accountId']}@{state.get('project', 'project')}.iam.gserviceaccount.com"
+            state.update(email=email, name=f"projects/{state.get('project')}/serviceAccounts/{email}")
+        elif args.typ == "gcp:storage/bucket:Bucket":
+            state["url"] = f"gs://{state['name']}"
+        if self.status_for is not None:
+            status = self.status_for(args.typ, state)
+            if status is not None:
+                state["status"] = status
+        return f"{args.name}-id", state
+
+    def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict, list | None]:
+        return {}, None
+
+
+class _Recorder(pulumi_mocks.MockMonitor):
+    """Keeps every RegisterResource request so options and dependencies can be inspected."""
+
+    def __init__(self, mocks: pulumi_mocks.Mocks) -> None:
+        super().__init__(mocks)
+        self.requests: list[Any] = []
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            self.requests.append((response.urn, request))
+        return response
+
+
+def _urn_name(urn: str) -> str:
+    return urn.split("::")[-1]
+
+
+def _provider_name(ref: str) -> str | None:
+    return _urn_name(ref.split("::", 1)[1].rsplit("::", 1)[0]) if ref else None
+
+
+def _options(request: Any) -> dict[str, Any]:
+    timeouts = request.customTimeouts
+    custom = {k: getattr(timeouts, k) for k in ("create", "update", "delete") if getattr(timeouts, k)}
+    return {
+        "dependsOn": sorted({_urn_name(u) for u in request.dependencies}),
+        "parent": _urn_name(request.parent) if request.parent else None,
+        "provider": _provider_name(request.provider),
+        "protect": bool(request.protect) if request.HasField("protect") else False,
+        "customTimeouts": custom or None,
+        "replaceOnChanges": list(request.replaceOnChanges),
+        "deleteBeforeReplace": bool(request.deleteBeforeReplace),
+        "ignoreChanges": list(request.ignoreChanges),
+        "deletedWith": _urn_name(request.deletedWith) if request.deletedWith else None,
+        "retainOnDelete": bool(request.retainOnDelete) if request.HasField("retainOnDelete") else False,
+    }
+
+
+def run_program(
+    program: Callable[[], Any],
+    stack: str,
+    config: dict[str, str],
+    secret_keys: set[str] | frozenset[str] = frozenset(),
+    *,
+    project: str = "tpu-rl",
+    preview: bool = False,
+    status_for: Callable[[str, dict], dict | None] | None = None,
+) -> Plan:
+    """Run ``program`` under mocks with ``config`` (full key -> string) and return the Plan.
+
+    Each call runs in a fresh context, so repeated runs in one process do not share state.
+    Exceptions raised by the program (e.g. a config error) propagate.
+    """
+    return contextvars.Context().run(
+        _run_isolated, program, stack, config, frozenset(secret_keys), project, preview, status_for
+    )
+
+
+def _run_isolated(
+    program: Callable[[], Any],
+    stack: str,
+    config: dict[str, str],
+    secret_keys: frozenset[str],
+    project: str,
+    preview: bool,
+    status_for: Callable[[str, dict], dict | None] | None,
+) -> Plan:
+    recorder = _Recorder(_Mocks(status_for))
+    pulumi.runtime.set_mocks(recorder.mocks, project=project, stack=stack, preview=preview, monitor=recorder)
+    pulumi.runtime.set_all_config(dict(config), sorted(secret_keys))
+    outputs: dict[str, Any] = {}
+
+    async def collect() -> None:
+        root = pulumi.runtime.settings.get_root_resource()
+        for name, value in sorted(getattr(root, "outputs", {}).items()):
+            output = pulumi.Output.from_input(value)
+            resolved = await output.future()
+            outputs[name] = SECRET if await output.is_secret() else _unwrap(resolved, True)
+
+    async def body() -> None:
+        program()
+
+    _sync_await(run_pulumi_func(body))
+    _sync_await(run_pulumi_func(collect))
+
+    resources = []
+    raw_inputs: dict[str, dict[str, Any]] = {}
+    for urn, request in recorder.requests:
+        inputs = pulumi.runtime.rpc.deserialize_properties(request.object, keep_unknowns=True)
+        name = request.name
+        resources.append(
+            {"type": request.type, "name": name, "inputs": _unwrap(inputs, True), "options": _options(request)}
+        )
+        raw_inputs[name] = _unwrap(inputs, False)
+    resources.sort(key=lambda r: (r["type"], r["name"]))
+    return Plan(stack=stack, resources=resources, outputs=outputs, raw_inputs=raw_inputs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Stack files
+
+
+class StackFileError(ValueError):
+    """The stack file or an override cannot be read."""
+
+
+def project_declarations(root: Path = ROOT) -> dict[str, dict[str, Any]]:
+    """The ``config:`` declarations of Pulumi.yaml, keyed by full key."""
+    project = yaml.safe_load((root / "Pulumi.yaml").read_text())
+    name = project["name"]
+    declared = {}
+    for key, decl in (project.get("config") or {}).items():
+        full = key if ":" in key else f"{name}:{key}"
+        declared[full] = decl if isinstance(decl, dict) else {"value": decl}
+    return declared
+
+
+def _to_config_string(value: Any) -> str:
+    """How the Pulumi CLI hands a config value to the program: strings, objects as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return str(value)
+
+
+def _set_path(config: dict[str, Any], key: str, value: str) -> None:
+    """Apply ``KEY=VALUE`` the way ``pulumi config set --path`` does (``ns:key.field.sub``)."""
+    namespace, _, path = key.partition(":")
+    if not namespace or not path:
+        raise StackFileError(f"--set {key}: expected NAMESPACE:KEY[.FIELD...]=VALUE")
+    top, *fields = path.split(".")
+    full = f"{namespace}:{top}"
+    if not fields:
+        config[full] = value
+        return
+    current = config.get(full)
+    if isinstance(current, str):
+        try:
+            current = json.loads(current)
+        except json.JSONDecodeError:
+            current = None
+    obj = current if isinstance(current, dict) else {}
+    cursor = obj
+    for name in fields[:-1]:
+        cursor = cursor.setdefault(name, {})
+        if not isinstance(cursor, dict):
+            raise StackFileError(f"--set {key}: {name} is not an object")
+    cursor[fields[-1]] = value
+    config[full] = obj
+
+
+def load_stack_config(
+    stack_file: Path, overrides: list[str] = (), root: Path = ROOT
+) -> tuple[dict[str, str], set[str], list[str]]:
+    """Project defaults + stack file + overrides -> (config strings, secret keys, notes).
+
+    A ``secure:`` value stays an opaque secret. A secret the project declares but the stack
+    file lacks gets a placeholder, so a plan can be made before the secret is set.
+    """
+    try:
+        document = yaml.safe_load(stack_file.read_text()) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise StackFileError(f"cannot read {stack_file}: {err}") from None
+    declared = project_declarations(root)
+    config: dict[str, Any] = {}
+    secret_keys: set[str] = set()
+    notes: list[str] = []
+    for full, decl in declared.items():
+        if "default" in decl:
+            config[full] = decl["default"]
+        elif "value" in decl:
+            config[full] = decl["value"]
+    for key, value in (document.get("config") or {}).items():
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            config[key] = f"[ciphertext {value['secure'][:12]}...]"
+            secret_keys.add(key)
+        else:
+            config[key] = value
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        if not sep:
+            raise StackFileError(f"--set {override}: expected KEY=VALUE")
+        _set_path(config, key.strip(), value)
+    for full, decl in declared.items():
+        if decl.get("secret") and full not in config:
+            config[full] = "placeholder-secret-for-offline-plan"
+            secret_keys.add(full)
+            notes.append(f"{full} is not set in {stack_file.name}; planned with a placeholder secret")
+    return {k: _to_config_string(v) for k, v in config.items()}, secret_keys, notes

@@ -1,0 +1,114 @@
+"""Offline plan: what `pulumi up` would create, without the CLI, the cloud or the network.
+
+    python -m infra.plan (--stack NAME | --config-file FILE) [--set KEY=VALUE ...] [--out DIR]
+
+Prints a table of resources; with ``--out`` writes ``DIR/plan.json`` and one YAML file per
+Kubernetes object under ``DIR/manifests/``. A config error exits 2 with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+
+from infra.config import ConfigError
+from infra.offline import ROOT, Plan, StackFileError, is_kubernetes_object, load_stack_config, run_program
+
+
+def plan_stack(
+    stack_file: Path, overrides: list[str] = (), *, stack: str | None = None, offline: bool = True
+) -> tuple[Plan, list[str]]:
+    """Plan a stack file with overrides; returns the plan and notes about placeholders."""
+    from infra.program import main
+
+    config, secret_keys, notes = load_stack_config(stack_file, list(overrides))
+    name = stack or stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    plan = run_program(lambda: main(offline=offline), name, config, secret_keys)
+    return plan, notes
+
+
+def manifest_filename(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    parts = [obj.get("kind", "Object"), meta.get("namespace") or "cluster", meta.get("name", "unnamed")]
+    return "-".join(str(p) for p in parts).lower() + ".yaml"
+
+
+def write_plan(plan: Plan, out: Path) -> None:
+    """``plan.json`` plus one manifest per Kubernetes object (secrets already redacted)."""
+    manifests = out / "manifests"
+    if manifests.exists():
+        shutil.rmtree(manifests)
+    manifests.mkdir(parents=True)
+    (out / "plan.json").write_text(json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n")
+    for resource in plan.resources:
+        if is_kubernetes_object(resource["type"]):
+            obj = resource["inputs"]
+            (manifests / manifest_filename(obj)).write_text(yaml.safe_dump(obj, sort_keys=False))
+
+
+def render_table(plan: Plan) -> str:
+    """A readable table: type, name, parent and notable options."""
+    rows = [("TYPE", "NAME", "PARENT", "OPTIONS")]
+    for r in plan.resources:
+        o = r["options"]
+        flags = []
+        if o["protect"]:
+            flags.append("protect")
+        if o["deleteBeforeReplace"]:
+            flags.append("deleteBeforeReplace")
+        if o["replaceOnChanges"]:
+            flags.append("replaceOnChanges=" + ",".join(o["replaceOnChanges"]))
+        if o["customTimeouts"]:
+            flags.append("timeouts=" + "/".join(f"{k}:{v}" for k, v in o["customTimeouts"].items()))
+        if o["deletedWith"]:
+            flags.append(f"deletedWith={o['deletedWith']}")
+        rows.append((r["type"], r["name"], o["parent"] or "", " ".join(flags)))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = ["  ".join(cell.ljust(widths[i]) if i < 3 else cell for i, cell in enumerate(row)).rstrip() for row in rows]
+    lines.append(f"\n{len(plan.resources)} resources in stack {plan.stack}")
+    for key, value in plan.outputs.items():
+        if isinstance(value, (dict, list)):
+            value = json.dumps(value)
+        lines.append(f"  output {key}: {value}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m infra.plan", description=__doc__.splitlines()[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--stack", help="plan Pulumi.<STACK>.yaml")
+    source.add_argument("--config-file", type=Path, help="plan this stack config file")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a key, as `pulumi config set --path KEY VALUE` would")
+    parser.add_argument("--out", type=Path, help="write plan.json and manifests/ here")
+    parser.add_argument("--online-checks", action="store_true",
+                        help="also run the Hugging Face preflight (needs network and the real token)")
+    args = parser.parse_args(argv)
+
+    stack_file = args.config_file or ROOT / f"Pulumi.{args.stack}.yaml"
+    try:
+        plan, notes = plan_stack(stack_file, args.set, stack=args.stack, offline=not args.online_checks)
+    except (ConfigError, StackFileError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except pulumi.RunError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(render_table(plan))
+    if args.out:
+        write_plan(plan, args.out)
+        print(f"\nwrote {args.out / 'plan.json'} and {args.out / 'manifests'}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

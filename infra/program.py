@@ -1,0 +1,52 @@
+"""The whole program: validate config, then the GCP platform, then the workflow."""
+
+from __future__ import annotations
+
+import pulumi
+
+from infra.cluster import GkeCluster, cluster_identifier
+from infra.config import ConfigError, Settings
+from infra.identities import NodeIdentities
+from infra.naming import names_for
+from infra.network import Network
+from infra.project_apis import ProjectApis
+from infra.runtime_config import settings_from_runtime
+from infra.storage import ArtifactBucket
+
+
+def main(offline: bool = False) -> Settings:
+    """Register every resource of the stack. ``offline``: no network checks (offline plan, tests)."""
+    try:
+        settings = settings_from_runtime()
+    except ConfigError as err:
+        raise pulumi.RunError(str(err)) from None
+    names = names_for(settings)
+
+    apis = ProjectApis("apis", settings.project)
+    after_apis = pulumi.ResourceOptions(depends_on=apis.services)
+    network = Network("network", settings, names, after_apis)
+    bucket = ArtifactBucket("artifacts", settings, after_apis)
+    identities = NodeIdentities("identities", settings, names, bucket.bucket.name, after_apis)
+    gke = GkeCluster("gke", settings, names, network, identities, after_apis)
+
+    location = f"{settings.region}"
+    pulumi.export("clusterName", gke.cluster.name)
+    pulumi.export("clusterLocation", location)
+    pulumi.export("clusterIdentifier", cluster_identifier(settings))
+    pulumi.export("bucketUrl", bucket.url)
+    pulumi.export("nodePools", [p.name for p in gke.pools])
+    pulumi.export("tpuSlice", {
+        "machineType": settings.slice.machine_type,
+        "topology": settings.slice.topology,
+        "chips": settings.slice.chips,
+        "hosts": settings.slice.hosts,
+        "slices": settings.tpu.slices,
+        "capacity": settings.tpu.capacity,
+    })
+    pulumi.export("kubeconfig", gke.kubeconfig)
+    pulumi.export(
+        "getCredentialsCommand",
+        f"gcloud container clusters get-credentials {settings.cluster_name} "
+        f"--location {location} --project {settings.project}",
+    )
+    return settings

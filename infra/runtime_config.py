@@ -1,0 +1,28 @@
+"""Read the stack's raw config from the Pulumi runtime (the only Pulumi-aware part of config)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+from pulumi.runtime import config as runtime_config
+
+from infra.config import PROJECT, Settings, load_settings
+
+PROVIDER_KEYS = ("gcp:project", "gcp:region", "gcp:zone")
+
+
+def raw_config() -> tuple[dict[str, Any], frozenset[str]]:
+    """All ``tpu-rl:*`` keys plus the gcp keys, as strings, and which of them are secret."""
+    keys = set(runtime_config.get_config_env()) | set(runtime_config.CONFIG.get())
+    wanted = {k for k in keys if k.startswith(f"{PROJECT}:")} | set(PROVIDER_KEYS)
+    raw = {k: runtime_config.get_config(k) for k in sorted(wanted)}
+    secret = frozenset(k for k in wanted if runtime_config.is_config_secret(k))
+    secret |= frozenset(runtime_config.get_config_secret_keys_env()) & wanted
+    return {k: v for k, v in raw.items() if v is not None}, secret
+
+
+def settings_from_runtime() -> Settings:
+    """Validated settings of the running stack."""
+    raw, secret_keys = raw_config()
+    return load_settings(raw, pulumi.get_stack(), secret_keys)

@@ -1,0 +1,42 @@
+"""The artifacts bucket: converted model, checkpoints, exported model and Pathways scratch."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.config import Settings
+
+SOFT_DELETE_SECONDS = 7 * 24 * 3600
+
+
+def bucket_args(settings: Settings) -> dict:
+    """Bucket settings: private, uniform access, soft delete; force_destroy only if the stack allows it."""
+    return {
+        "name": settings.bucket_name,
+        "project": settings.project,
+        "location": settings.region.upper(),
+        "storage_class": "STANDARD",
+        "uniform_bucket_level_access": True,
+        "public_access_prevention": "enforced",
+        "soft_delete_policy": {"retention_duration_seconds": SOFT_DELETE_SECONDS},
+        "force_destroy": settings.force_destroy,
+        "labels": settings.labels,
+    }
+
+
+class ArtifactBucket(pulumi.ComponentResource):
+    """One regional bucket, next to the cluster, protected per stack."""
+
+    bucket: gcp.storage.Bucket
+    url: pulumi.Output[str]
+
+    def __init__(self, name: str, settings: Settings, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("tpu-rl:gcp:ArtifactBucket", name, None, opts)
+        self.bucket = gcp.storage.Bucket(
+            "bucket",
+            **bucket_args(settings),
+            opts=pulumi.ResourceOptions(parent=self, protect=settings.protect),
+        )
+        self.url = self.bucket.name.apply(lambda n: f"gs://{n}")
+        self.register_outputs({"url": self.url})

@@ -1,0 +1,1 @@
+"""Workflow layer of tpu-rl: the convert, train and export steps."""

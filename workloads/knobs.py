@@ -1,0 +1,112 @@
+"""The GRPO training knobs: config field, MaxText key, type and tutorial default.
+
+One table drives three things: parsing ``tpu-rl:training``, rendering the
+``train_rl`` argv in the tutorial's order, and the tests that check every key
+against MaxText 0.2.4's configs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Union
+
+KnobValue = Union[int, float, bool, str]
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One typed training setting that maps to one MaxText ``key=value`` argument."""
+
+    field: str
+    key: str
+    default: KnobValue
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    bool_text: tuple[str, str] = ("True", "False")
+    """How the tutorial spells true/false for this key (MaxText accepts either case)."""
+
+    @property
+    def kind(self) -> type:
+        return type(self.default)
+
+    def render(self, value: KnobValue) -> str:
+        """The argv text for ``value``, spelled as the tutorial spells it."""
+        if isinstance(value, bool):
+            return self.bool_text[0] if value else self.bool_text[1]
+        if isinstance(value, float):
+            return format_float(value)
+        return str(value)
+
+
+def format_float(value: float) -> str:
+    """``2e-05`` -> ``2e-5``; ``0.5`` -> ``0.5``: the shortest exact spelling."""
+    text = repr(value)
+    return re.sub(r"e([+-])0*(\d)", lambda m: "e" + ("-" if m[1] == "-" else "") + m[2], text)
+
+
+# Order: the tutorial's argv order. Knobs the tutorial does not pass are not here.
+TRAINING_KNOBS: tuple[Knob, ...] = (
+    Knob("numBatches", "num_batches", 50, minimum=1),
+    Knob("batchSize", "batch_size", 4, minimum=1),
+    Knob("trainMicroBatchSize", "train_micro_batch_size", 2, minimum=1),
+    Knob("maxTargetLength", "max_target_length", 640, minimum=2),
+    Knob("maxPrefillPredictLength", "max_prefill_predict_length", 256, minimum=1),
+    Knob("muDtype", "mu_dtype", "bfloat16", choices=("bfloat16", "float32")),
+    Knob("gradDtype", "grad_dtype", "bfloat16", choices=("bfloat16", "float32")),
+    Knob("rolloutTensorParallelism", "rollout_tensor_parallelism", 4, minimum=1),
+    Knob("rolloutExpertParallelism", "rollout_expert_parallelism", 1, minimum=1),
+    Knob("trainerDevicesFraction", "trainer_devices_fraction", 0.5, minimum=0.0, maximum=1.0),
+    Knob("samplerDevicesFraction", "sampler_devices_fraction", 0.5, minimum=0.0, maximum=1.0),
+    # tokenizer_path is derived from the model and rendered here (see workloads.train).
+    Knob("iciTensorParallelism", "ici_tensor_parallelism", 2, minimum=1),
+    Knob("iciExpertParallelism", "ici_expert_parallelism", 4, minimum=1),
+    Knob("iciFsdpParallelism", "ici_fsdp_parallelism", -1, minimum=-1),
+    Knob("hbmUtilizationVllm", "hbm_utilization_vllm", 0.7, minimum=0.05, maximum=0.95),
+    Knob("remat", "remat_policy", "full", choices=("full", "minimal", "save_qkv_proj", "custom", "save_dot_except_mlp")),
+    Knob("asyncScheduling", "async_scheduling", False),
+    Knob("allowSplitPhysicalAxes", "allow_split_physical_axes", True, bool_text=("true", "false")),
+    Knob("raggedGatherReduceFallback", "ragged_gather_reduce_fallback", True),
+    Knob("enableDpAttention", "enable_dp_attention", False),
+    Knob("decodeSamplingTemperature", "decode_sampling_temperature", 0.8, minimum=0.0, maximum=5.0),
+    Knob("decodeSamplingTopK", "decode_sampling_top_k", 50, minimum=0),
+    Knob("decodeSamplingNucleusP", "decode_sampling_nucleus_p", 0.95, minimum=0.0, maximum=1.0),
+    Knob("learningRate", "learning_rate", 2e-5, minimum=0.0, maximum=1.0),
+    Knob("learningRateScheduleSteps", "learning_rate_schedule_steps", 100, minimum=-1),
+    Knob("numGenerations", "rl.num_generations", 4, minimum=2),
+    Knob("reshardChunkSize", "rl.reshard_chunk_size", 4, minimum=1),
+    Knob("debug", "debug", True),
+)
+
+KNOBS_BY_FIELD: dict[str, Knob] = {k.field: k for k in TRAINING_KNOBS}
+
+OPTIMIZERS = ("adafactor", "adamw")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A training dataset and the MaxText keys that really select it."""
+
+    name: str
+    template: str
+    keys: tuple[tuple[str, str], ...]
+
+
+DATASETS: dict[str, Dataset] = {
+    "openmathinstruct2": Dataset(
+        "openmathinstruct2",
+        "maxtext/examples/chat_templates/openmathinstruct2_rl.json",
+        (
+            ("dataset_name", "nvidia/OpenMathInstruct-2"),
+            ("eval_dataset_name", "nvidia/OpenMathInstruct-2"),
+            ("hf_train_files", "hf://datasets/nvidia/OpenMathInstruct-2/data/train_1M-*.parquet"),
+            ("train_split", "train_1M"),
+        ),
+    ),
+    "gsm8k": Dataset(
+        "gsm8k",
+        "maxtext/examples/chat_templates/gsm8k_rl.json",
+        (("dataset_name", "openai/gsm8k"), ("eval_dataset_name", "openai/gsm8k")),
+    ),
+}
