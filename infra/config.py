@@ -12,8 +12,9 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from infra.machine_shapes import machine_shape
 from infra.tpu_catalogue import CATALOGUE, DEFAULT_TOPOLOGY, DEFAULT_VERSION, SliceShape, resolve_slice
@@ -257,7 +258,9 @@ _RESERVATION = _matching(
     r"([a-z]([-a-z0-9]{0,61}[a-z0-9])?)|(projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations/[a-z]([-a-z0-9]{0,61}[a-z0-9])?)",
     "a reservation name, or projects/PROJECT/reservations/NAME for a shared reservation",
 )
-_REVISION = _matching(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,99}", "a branch, tag or 40-character commit of the model repository")
+_REVISION = _matching(
+    r"[A-Za-z0-9][A-Za-z0-9._/-]{0,99}", "a branch, tag or 40-character commit of the model repository"
+)
 _DURATION = _matching(r"(?=\d)(\d+h)?(\d+m)?(\d+s)?", "a duration such as 90m, 4h or 1h30m")
 
 

@@ -16,7 +16,10 @@ def build_kubeconfig(context: str, endpoint: str, ca_certificate: str) -> str:
         "kind": "Config",
         "current-context": context,
         "clusters": [
-            {"name": context, "cluster": {"server": f"https://{endpoint}", "certificate-authority-data": ca_certificate}}
+            {
+                "name": context,
+                "cluster": {"server": f"https://{endpoint}", "certificate-authority-data": ca_certificate},
+            }
         ],
         "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
         "users": [

@@ -14,9 +14,10 @@ import json
 import re
 import sys
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pulumi
 import yaml
@@ -241,7 +242,7 @@ def _run_isolated(
 
     resources = []
     raw_inputs: dict[str, dict[str, Any]] = {}
-    for urn, request in recorder.requests:
+    for _urn, request in recorder.requests:
         inputs = pulumi.runtime.rpc.deserialize_properties(request.object, keep_unknowns=True)
         name = request.name
         resources.append(

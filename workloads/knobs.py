@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Union
 
-KnobValue = Union[int, float, bool, str]
+KnobValue = int | float | bool | str
 
 
 @dataclass(frozen=True)
@@ -46,6 +45,20 @@ def format_float(value: float) -> str:
     return re.sub(r"e([+-])0*(\d)", lambda m: "e" + ("-" if m[1] == "-" else "") + m[2], text)
 
 
+REMAT_POLICIES = (
+    "full",
+    "minimal",
+    "minimal_with_context",
+    "minimal_offloaded",
+    "save_dot_with_context_except_mlp",
+    "save_dot_except_mlpwi",
+    "save_dot_except_mlp",
+    "save_qkv_proj",
+    "qkv_proj_offloaded",
+    "save_out_proj",
+    "custom",
+)
+
 # Order: the tutorial's argv order. Knobs the tutorial does not pass are not here.
 TRAINING_KNOBS: tuple[Knob, ...] = (
     Knob("numBatches", "num_batches", 50, minimum=1),
@@ -64,7 +77,7 @@ TRAINING_KNOBS: tuple[Knob, ...] = (
     Knob("iciExpertParallelism", "ici_expert_parallelism", 4, minimum=1),
     Knob("iciFsdpParallelism", "ici_fsdp_parallelism", -1, minimum=-1),
     Knob("hbmUtilizationVllm", "hbm_utilization_vllm", 0.7, minimum=0.05, maximum=0.95),
-    Knob("remat", "remat_policy", "full", choices=("full", "minimal", "save_qkv_proj", "custom", "save_dot_except_mlp")),
+    Knob("remat", "remat_policy", "full", choices=REMAT_POLICIES),
     Knob("asyncScheduling", "async_scheduling", False),
     Knob("allowSplitPhysicalAxes", "allow_split_physical_axes", True, bool_text=("true", "false")),
     Knob("raggedGatherReduceFallback", "ragged_gather_reduce_fallback", True),

@@ -1,0 +1,53 @@
+# tpu-rl: two set-up commands.
+#   make up STACK=dev    provision and run the workflow (`pulumi up`)
+#   make test            run the offline test suite
+STACK ?= dev
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STATE_DIR := $(CURDIR)/.pulumi-state
+
+.PHONY: up preview plan destroy test lint venv dev-venv
+
+$(VENV)/.installed: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	ln -sfn $(VENV) venv   # Pulumi.yaml's virtualenv (venv) is this same environment
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+venv: $(VENV)/.installed
+dev-venv: $(VENV)/.installed-dev
+
+# Select (or create) the stack on Pulumi Cloud if logged in, else on a local file backend.
+define select_stack
+	@command -v pulumi >/dev/null || { echo "error: the Pulumi CLI is required (https://www.pulumi.com/docs/install/)" >&2; exit 1; }
+	@pulumi whoami >/dev/null 2>&1 || { mkdir -p $(STATE_DIR) && pulumi login file://$(STATE_DIR); }
+	@pulumi stack select $(STACK) 2>/dev/null || pulumi stack init $(STACK)
+endef
+
+up: $(VENV)/.installed
+	$(select_stack)
+	pulumi up --stack $(STACK)
+
+preview: $(VENV)/.installed
+	$(select_stack)
+	pulumi preview --stack $(STACK) --diff
+
+destroy: $(VENV)/.installed
+	$(select_stack)
+	pulumi destroy --stack $(STACK)
+
+plan: $(VENV)/.installed
+	$(PY) -m infra.plan --stack $(STACK) --out build/plan-$(STACK)
+
+lint: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check .
+
+test: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q
