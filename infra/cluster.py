@@ -12,6 +12,7 @@ from infra.identities import NodeIdentities
 from infra.kubeconfig import build_kubeconfig
 from infra.naming import Names
 from infra.network import Network
+from infra.options import child_options
 
 CLUSTER_TIMEOUTS = pulumi.CustomTimeouts(create="60m", update="60m", delete="60m")
 POOL_TIMEOUTS = pulumi.CustomTimeouts(create="45m", update="45m", delete="45m")
@@ -44,15 +45,17 @@ class GkeCluster(pulumi.ComponentResource):
         self.cluster = gcp.container.Cluster(
             "cluster",
             **cluster_args(settings, network.network.id, network.subnet.id, identities.email("system")),
-            opts=pulumi.ResourceOptions(
-                parent=self,
+            opts=child_options(
+                self,
+                opts,
                 protect=settings.protect,
                 custom_timeouts=CLUSTER_TIMEOUTS,
                 ignore_changes=["nodeConfig", "initialNodeCount"],
             ),
         )
-        pool_opts = pulumi.ResourceOptions(
-            parent=self,
+        pool_opts = child_options(
+            self,
+            opts,
             custom_timeouts=POOL_TIMEOUTS,
             depends_on=identities.grants,
             ignore_changes=["nodeConfig.labels"],

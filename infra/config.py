@@ -352,9 +352,7 @@ def _load_tpu(raw: Any, project: str) -> tuple[TpuSettings, SliceShape]:
             f"{key}.reservation", None, "required with capacity reservation (the name of a specific reservation)"
         )
     if capacity != "reservation" and reservation is not None:
-        raise _error(
-            f"{key}.reservation", reservation, f"only allowed with capacity reservation, not {capacity}"
-        )
+        raise _error(f"{key}.reservation", reservation, f"only allowed with capacity reservation, not {capacity}")
     if reservation is not None and not reservation.startswith("projects/"):
         reservation = f"projects/{project}/reservations/{reservation}"
     settings = TpuSettings(version_name, machine_name, topology, slices, capacity, reservation)
@@ -397,23 +395,29 @@ def _load_training(raw: Any) -> TrainingSettings:
     knobs: dict[str, KnobValue] = {}
     for knob in TRAINING_KNOBS:
         if knob.choices:
+
             def parse(k: str, v: Any, knob=knob) -> KnobValue:
                 return _choice(k, v, knob.choices)
         elif knob.kind is bool:
             parse = _as_bool
         elif knob.kind is int:
+
             def parse(k: str, v: Any, knob=knob) -> KnobValue:
                 return _as_int(k, v, knob.minimum, knob.maximum)  # type: ignore[arg-type]
         else:
+
             def parse(k: str, v: Any, knob=knob) -> KnobValue:
                 return _as_float(k, v, knob.minimum, knob.maximum)
+
         knobs[knob.key] = obj.get(knob.field, knob.default, parse)
     optimizer = obj.get("optimizer", "adafactor", lambda k, v: _choice(k, v, OPTIMIZERS))
     dataset = obj.get("dataset", "openmathinstruct2", lambda k, v: _choice(k, v, tuple(DATASETS)))
-    extra = _Object(f"{key}.extraArgs", obj.raw.get("extraArgs"), ())
+    extra = _json_value(f"{key}.extraArgs", obj.raw.get("extraArgs")) or {}
+    if not isinstance(extra, dict):
+        raise _error(f"{key}.extraArgs", extra, "an object of MaxText key: value pairs")
     extra_args: dict[str, str] = {}
     reserved = {k.key for k in TRAINING_KNOBS} | RESERVED_TRAIN_KEYS
-    for name, value in (extra.raw or {}).items():
+    for name, value in extra.items():
         full = f"{key}.extraArgs.{name}"
         if not re.fullmatch(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?", name):
             raise _error(full, value, "MaxText keys are lowercase snake_case, e.g. eval_interval")
@@ -422,8 +426,8 @@ def _load_training(raw: Any) -> TrainingSettings:
         if isinstance(value, (dict, list)) or value is None:
             raise _error(full, value, "expected a scalar value")
         text = json.dumps(value) if isinstance(value, bool) else str(value)
-        if re.search(r"\s|['\"\\$`]", text):
-            raise _error(full, value, "values may not contain spaces, quotes, backslashes, $ or backticks")
+        if not re.fullmatch(r"[A-Za-z0-9_.,:/=+@%*-]+", text):
+            raise _error(full, value, "values may use letters, digits and _ . , : / = + @ % * - only")
         extra_args[name] = text
     _check_training(key, knobs)
     return TrainingSettings(knobs, optimizer, dataset, dict(sorted(extra_args.items())))

@@ -104,9 +104,7 @@ def cpu_pool_args(settings: Settings, cluster: Any, sa_email: Any) -> dict[str, 
         "node_locations": [settings.zone],
         "autoscaling": {"min_node_count": pool.min_nodes, "max_node_count": pool.max_nodes},
         "management": {"auto_repair": True, "auto_upgrade": True},
-        "node_config": _node_config(
-            settings, sa_email, pool.machine_type, pool.disk_size_gb, disk_type="pd-balanced"
-        ),
+        "node_config": _node_config(settings, sa_email, pool.machine_type, pool.disk_size_gb, disk_type="pd-balanced"),
     }
 
 

@@ -13,6 +13,7 @@ import pulumi_gcp as gcp
 
 from infra.config import Settings
 from infra.naming import Names
+from infra.options import child_options
 
 NODE_PROJECT_ROLES = (
     "roles/logging.logWriter",
@@ -42,7 +43,7 @@ class NodeIdentities(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("tpu-rl:gcp:NodeIdentities", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        child = child_options(self, opts)
         self.accounts = {
             role: gcp.serviceaccount.Account(
                 f"{role}-sa",

@@ -8,6 +8,7 @@ import pulumi_gcp as gcp
 from infra.config import Settings
 from infra.gke_spec import PODS_CIDR, SERVICES_CIDR, SUBNET_CIDR
 from infra.naming import Names
+from infra.options import child_options
 
 
 class Network(pulumi.ComponentResource):
@@ -16,11 +17,9 @@ class Network(pulumi.ComponentResource):
     network: gcp.compute.Network
     subnet: gcp.compute.Subnetwork
 
-    def __init__(
-        self, name: str, settings: Settings, names: Names, opts: pulumi.ResourceOptions | None = None
-    ) -> None:
+    def __init__(self, name: str, settings: Settings, names: Names, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tpu-rl:gcp:Network", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        child = child_options(self, opts)
         self.network = gcp.compute.Network(
             "vpc",
             name=names.network,
@@ -45,8 +44,12 @@ class Network(pulumi.ComponentResource):
             opts=child,
         )
         router = gcp.compute.Router(
-            "router", name=names.router, project=settings.project, region=settings.region,
-            network=self.network.id, opts=child,
+            "router",
+            name=names.router,
+            project=settings.project,
+            region=settings.region,
+            network=self.network.id,
+            opts=child,
         )
         gcp.compute.RouterNat(
             "nat",

@@ -110,8 +110,10 @@ class Plan:
 
 
 def is_kubernetes_object(type_: str) -> bool:
-    return type_.startswith("kubernetes:") and type_.split(":")[1] not in ("", "helm.sh/v3", "helm.sh/v4") and not (
-        type_.startswith("pulumi:providers:")
+    return (
+        type_.startswith("kubernetes:")
+        and type_.split(":")[1] not in ("", "helm.sh/v3", "helm.sh/v4")
+        and not (type_.startswith("pulumi:providers:"))
     )
 
 

@@ -23,12 +23,21 @@ from infra.offline import ROOT, Plan, StackFileError, is_kubernetes_object, load
 
 
 def plan_stack(
-    stack_file: Path, overrides: list[str] = (), *, stack: str | None = None, offline: bool = True
+    stack_file: Path,
+    overrides: list[str] = (),
+    *,
+    stack: str | None = None,
+    offline: bool = True,
+    secrets: dict[str, str] | None = None,
 ) -> tuple[Plan, list[str]]:
-    """Plan a stack file with overrides; returns the plan and notes about placeholders."""
+    """Plan a stack file with overrides (and secret values, e.g. a test sentinel token)."""
     from infra.program import main
 
     config, secret_keys, notes = load_stack_config(stack_file, list(overrides))
+    for key, value in (secrets or {}).items():
+        config[key] = value
+        secret_keys.add(key)
+        notes = [n for n in notes if not n.startswith(key)]
     name = stack or stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
     plan = run_program(lambda: main(offline=offline), name, config, secret_keys)
     return plan, notes
@@ -85,11 +94,19 @@ def main(argv: list[str] | None = None) -> int:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--stack", help="plan Pulumi.<STACK>.yaml")
     source.add_argument("--config-file", type=Path, help="plan this stack config file")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a key, as `pulumi config set --path KEY VALUE` would")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a key, as `pulumi config set --path KEY VALUE` would",
+    )
     parser.add_argument("--out", type=Path, help="write plan.json and manifests/ here")
-    parser.add_argument("--online-checks", action="store_true",
-                        help="also run the Hugging Face preflight (needs network and the real token)")
+    parser.add_argument(
+        "--online-checks",
+        action="store_true",
+        help="also run the Hugging Face preflight (needs network and the real token)",
+    )
     args = parser.parse_args(argv)
 
     stack_file = args.config_file or ROOT / f"Pulumi.{args.stack}.yaml"

@@ -35,14 +35,17 @@ def main(offline: bool = False) -> Settings:
     pulumi.export("clusterIdentifier", cluster_identifier(settings))
     pulumi.export("bucketUrl", bucket.url)
     pulumi.export("nodePools", [p.name for p in gke.pools])
-    pulumi.export("tpuSlice", {
-        "machineType": settings.slice.machine_type,
-        "topology": settings.slice.topology,
-        "chips": settings.slice.chips,
-        "hosts": settings.slice.hosts,
-        "slices": settings.tpu.slices,
-        "capacity": settings.tpu.capacity,
-    })
+    pulumi.export(
+        "tpuSlice",
+        {
+            "machineType": settings.slice.machine_type,
+            "topology": settings.slice.topology,
+            "chips": settings.slice.chips,
+            "hosts": settings.slice.hosts,
+            "slices": settings.tpu.slices,
+            "capacity": settings.tpu.capacity,
+        },
+    )
     pulumi.export("kubeconfig", gke.kubeconfig)
     pulumi.export(
         "getCredentialsCommand",

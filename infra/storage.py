@@ -6,6 +6,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.config import Settings
+from infra.options import child_options
 
 SOFT_DELETE_SECONDS = 7 * 24 * 3600
 
@@ -36,7 +37,7 @@ class ArtifactBucket(pulumi.ComponentResource):
         self.bucket = gcp.storage.Bucket(
             "bucket",
             **bucket_args(settings),
-            opts=pulumi.ResourceOptions(parent=self, protect=settings.protect),
+            opts=child_options(self, opts, protect=settings.protect),
         )
         self.url = self.bucket.name.apply(lambda n: f"gs://{n}")
         self.register_outputs({"url": self.url})

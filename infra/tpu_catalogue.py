@@ -153,9 +153,4 @@ def resolve_slice(version: str, machine_type: str, topology: str) -> SliceShape:
 
 def all_slices() -> list[SliceShape]:
     """Every (version, machine type, topology) the catalogue lists."""
-    return [
-        resolve_slice(v.name, m.name, t)
-        for v in CATALOGUE.values()
-        for m in v.machine_types
-        for t in m.topologies
-    ]
+    return [resolve_slice(v.name, m.name, t) for v in CATALOGUE.values() for m in v.machine_types for t in m.topologies]

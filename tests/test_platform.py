@@ -1,0 +1,263 @@
+"""The GCP platform in the dev and prod plans: pools, IAM, bucket, cluster, provider, dependencies."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from infra.identities import NODE_PROJECT_ROLES
+from infra.plan import main as plan_main
+from tests.conftest import plan_of
+
+POOL = "gcp:container/nodePool:NodePool"
+CLUSTER = "gcp:container/cluster:Cluster"
+
+
+def tpu_pools(plan):
+    return sorted((r for r in plan.find(POOL) if r["name"].startswith("tpu-pool")), key=lambda r: r["name"])
+
+
+def common_tpu_pool_checks(pool, machine, topology, zone="us-east5-b"):
+    inputs = pool["inputs"]
+    node = inputs["nodeConfig"]
+    assert node["machineType"] == machine
+    assert inputs["nodeLocations"] == [zone], "a slice lives in exactly one zone"
+    assert node["taints"] == [{"key": "google.com/tpu", "value": "present", "effect": "NO_SCHEDULE"}]
+    assert node["labels"]["cloud.google.com/gke-tpu-accelerator"] == "tpu-v6e-slice"
+    assert node["labels"]["cloud.google.com/gke-tpu-topology"] == topology
+    assert node["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
+    assert node["serviceAccount"].startswith("tpu-rl-")
+    assert pool["options"]["deleteBeforeReplace"] is True
+
+
+def test_reservation_pool_is_static_on_the_specific_reservation(prod_plan):
+    (pool,) = tpu_pools(prod_plan)
+    common_tpu_pool_checks(pool, "ct6e-standard-4t", "4x8")
+    inputs = pool["inputs"]
+    assert inputs["nodeCount"] == 8
+    assert "autoscaling" not in inputs
+    assert inputs["placementPolicy"] == {"type": "COMPACT", "tpuTopology": "4x8"}
+    assert inputs["nodeConfig"]["reservationAffinity"] == {
+        "consumeReservationType": "SPECIFIC_RESERVATION",
+        "key": "compute.googleapis.com/reservation-name",
+        "values": ["projects/my-tpu-prod-project/reservations/my-v6e-32-reservation"],
+    }
+    assert not inputs["nodeConfig"].get("spot") and not inputs["nodeConfig"].get("flexStart")
+    assert pool["options"]["protect"] is True
+
+
+@pytest.mark.parametrize("capacity", ["spot", "flex-start", "on-demand"])
+def test_autoscaled_pools_scale_between_zero_and_one_slice(capacity):
+    (pool,) = tpu_pools(plan_of("dev", f"tpu-rl:tpu.capacity={capacity}"))
+    common_tpu_pool_checks(pool, "ct6e-standard-4t", "2x4")
+    inputs = pool["inputs"]
+    assert "nodeCount" not in inputs
+    assert inputs["autoscaling"]["minNodeCount"] == 0
+    assert inputs["autoscaling"]["maxNodeCount"] == 2, "a whole 2x4 slice is 2 hosts"
+    assert inputs["placementPolicy"] == {"type": "COMPACT", "tpuTopology": "2x4"}
+    node = inputs["nodeConfig"]
+    assert node["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
+    assert node.get("spot", False) == (capacity == "spot")
+    assert node.get("flexStart", False) == (capacity == "flex-start")
+    if capacity == "flex-start":
+        assert inputs["autoscaling"]["locationPolicy"] == "ANY"
+        assert inputs["management"]["autoRepair"] is False
+
+
+def test_two_slices_get_two_identical_pools():
+    pools = tpu_pools(plan_of("prod", "tpu-rl:tpu.slices=2"))
+    assert [p["inputs"]["name"] for p in pools] == ["tpu-v6e-4x8-0", "tpu-v6e-4x8-1"]
+    for pool in pools:
+        common_tpu_pool_checks(pool, "ct6e-standard-4t", "4x8")
+        assert pool["inputs"]["nodeCount"] == 8
+
+
+def test_set_overrides_a_nested_key_like_config_set_path():
+    (pool,) = tpu_pools(plan_of("prod", "tpu-rl:tpu.topology=4x4"))
+    assert pool["inputs"]["placementPolicy"]["tpuTopology"] == "4x4"
+    assert pool["inputs"]["nodeCount"] == 4
+
+
+def test_single_host_pool_has_no_topology():
+    (pool,) = tpu_pools(
+        plan_of("dev", "tpu-rl:tpu.machineType=ct6e-standard-8t", "tpu-rl:training.rolloutTensorParallelism=4")
+    )
+    assert "placementPolicy" not in pool["inputs"]
+    assert pool["inputs"]["autoscaling"]["maxNodeCount"] == 1
+
+
+def test_cpu_and_system_pools(dev_plan, prod_plan):
+    cpu = prod_plan.one(POOL, "cpu-pool")["inputs"]
+    assert cpu["name"] == "cpu-np"
+    assert cpu["nodeConfig"]["machineType"] == "n2-standard-64"
+    assert cpu["autoscaling"] == {"minNodeCount": 0, "maxNodeCount": 4}
+    assert cpu["nodeConfig"]["diskSizeGb"] >= 200, "conversion downloads ~52 GB"
+    system = prod_plan.one(POOL, "system-pool")["inputs"]
+    assert system["nodeConfig"]["machineType"] == "e2-standard-8"
+    assert system["nodeLocations"] == ["us-east5-b"]
+    assert dev_plan.one(POOL, "system-pool")["inputs"]["autoscaling"]["minNodeCount"] == 1
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_iam_is_least_privilege(stack):
+    plan = plan_of(stack)
+    project_roles = {r["inputs"]["role"] for r in plan.find("gcp:projects/iAMMember:IAMMember")}
+    assert project_roles == set(NODE_PROJECT_ROLES)
+    forbidden = {
+        "roles/storage.admin",
+        "roles/owner",
+        "roles/editor",
+        "roles/container.admin",
+        "roles/iam.serviceAccountUser",
+    }
+    assert not project_roles & forbidden
+    bucket_grants = plan.find("gcp:storage/bucketIAMMember:BucketIAMMember")
+    assert {r["inputs"]["role"] for r in bucket_grants} == {
+        "roles/storage.objectUser",
+        "roles/storage.legacyBucketReader",
+    }
+    holders = {r["inputs"]["member"].split(":")[1].split("@")[0] for r in bucket_grants}
+    cluster = plan.one(CLUSTER)["inputs"]["name"]
+    assert holders == {f"{cluster}-cpu-np", f"{cluster}-tpu-np", f"{cluster}-workload"}, (
+        "system nodes get no bucket access"
+    )
+    assert all(r["inputs"]["bucket"] == plan.one("gcp:storage/bucket:Bucket")["inputs"]["name"] for r in bucket_grants)
+    wi = plan.one("gcp:serviceaccount/iAMMember:IAMMember", "workload-identity")["inputs"]
+    assert wi["role"] == "roles/iam.workloadIdentityUser"
+    assert (
+        wi["member"] == f"serviceAccount:{plan.one(CLUSTER)['inputs']['project']}.svc.id.goog[tpu-rl/tpu-rl-workload]"
+    )
+
+
+def test_service_account_ids_fit_the_30_character_limit():
+    plan = plan_of("dev", "tpu-rl:clusterName=abcdefghijklmnopqrst")
+    ids = [r["inputs"]["accountId"] for r in plan.find("gcp:serviceaccount/account:Account")]
+    assert len(ids) == 4 and all(6 <= len(i) <= 30 for i in ids)
+
+
+def test_bucket_security(dev_plan, prod_plan):
+    for plan, force, protect in ((dev_plan, True, False), (prod_plan, False, True)):
+        bucket = plan.one("gcp:storage/bucket:Bucket")
+        inputs = bucket["inputs"]
+        assert inputs["uniformBucketLevelAccess"] is True
+        assert inputs["publicAccessPrevention"] == "enforced"
+        assert inputs["softDeletePolicy"]["retentionDurationSeconds"] >= 7 * 24 * 3600
+        assert inputs["forceDestroy"] is force
+        assert bucket["options"]["protect"] is protect
+        assert inputs["labels"]["app"] == "tpu-rl"
+
+
+def test_cluster_security(dev_plan, prod_plan):
+    for plan, protect, networks in ((dev_plan, False, ["0.0.0.0/0"]), (prod_plan, True, ["203.0.113.0/24"])):
+        cluster = plan.one(CLUSTER)
+        c = cluster["inputs"]
+        assert c["location"] == "us-east5" and c["nodeLocations"] == ["us-east5-b"]
+        assert c["removeDefaultNodePool"] is True
+        assert c["releaseChannel"] == {"channel": "REGULAR"}
+        assert c["workloadIdentityConfig"]["workloadPool"] == f"{c['project']}.svc.id.goog"
+        assert c["privateClusterConfig"]["enablePrivateNodes"] is True
+        assert c["privateClusterConfig"]["enablePrivateEndpoint"] is False
+        assert [b["cidrBlock"] for b in c["masterAuthorizedNetworksConfig"]["cidrBlocks"]] == networks
+        assert c["enableShieldedNodes"] is True
+        assert c["datapathProvider"] == "ADVANCED_DATAPATH"
+        assert c["addonsConfig"]["gcsFuseCsiDriverConfig"]["enabled"] is True
+        assert c["deletionProtection"] is protect
+        assert cluster["options"]["protect"] is protect
+        assert cluster["options"]["customTimeouts"]["create"] == "60m"
+        assert c["resourceLabels"]["cluster"] == c["name"]
+
+
+def test_network_has_nat_and_pod_ranges(dev_plan):
+    subnet = dev_plan.one("gcp:compute/subnetwork:Subnetwork")["inputs"]
+    assert {r["rangeName"] for r in subnet["secondaryIpRanges"]} == {"pods", "services"}
+    nat = dev_plan.one("gcp:compute/routerNat:RouterNat")["inputs"]
+    assert nat["sourceSubnetworkIpRangesToNat"] == "ALL_SUBNETWORKS_ALL_IP_RANGES"
+    services = dev_plan.find("gcp:projects/service:Service")
+    assert {s["inputs"]["service"] for s in services} >= {"container.googleapis.com", "compute.googleapis.com"}
+    assert all(s["inputs"]["disableOnDestroy"] is False for s in services)
+
+
+def test_kubernetes_provider_uses_exec_plugin_and_stable_identifier(dev_plan):
+    provider = dev_plan.one("pulumi:providers:kubernetes", "gke")
+    assert provider["inputs"]["kubeconfig"] == "[secret]"
+    assert provider["inputs"]["clusterIdentifier"] == "my-tpu-dev-project/us-east5/tpu-rl-dev"
+    kubeconfig = yaml.safe_load(dev_plan.raw_inputs["gke"]["kubeconfig"])
+    user = kubeconfig["users"][0]["user"]
+    assert user["exec"]["command"] == "gke-gcloud-auth-plugin"
+    assert "token" not in user
+    assert kubeconfig["clusters"][0]["cluster"]["server"].startswith("https://")
+    assert dev_plan.outputs["kubeconfig"] == "[secret]"
+
+
+def test_dependencies(dev_plan):
+    apis = {r["name"] for r in dev_plan.find("gcp:projects/service:Service")}
+    cluster = dev_plan.one(CLUSTER)
+    assert apis <= set(cluster["options"]["dependsOn"])
+    for pool in dev_plan.find(POOL):
+        assert "tpu-logging.logWriter" in pool["options"]["dependsOn"]
+        assert "cluster" in pool["options"]["dependsOn"]
+    provider = dev_plan.one("pulumi:providers:kubernetes", "gke")
+    assert {"system-pool", "cpu-pool", "tpu-pool-0"} <= set(provider["options"]["dependsOn"])
+    assert (
+        "cluster" in dev_plan.one("gcp:serviceaccount/iAMMember:IAMMember", "workload-identity")["options"]["dependsOn"]
+    )
+
+
+def test_outputs(prod_plan):
+    out = prod_plan.outputs
+    assert out["clusterName"] == "tpu-rl-prod" and out["clusterLocation"] == "us-east5"
+    assert out["bucketUrl"] == "gs://my-tpu-prod-project-tpu-rl-prod"
+    assert out["nodePools"] == ["system", "cpu-np", "tpu-v6e-4x8-0"]
+    assert out["getCredentialsCommand"] == (
+        "gcloud container clusters get-credentials tpu-rl-prod --location us-east5 --project my-tpu-prod-project"
+    )
+
+
+def test_cli_writes_plan_json_and_is_deterministic(tmp_path, capsys):
+    for name in ("a", "b"):
+        assert plan_main(["--stack", "dev", "--out", str(tmp_path / name)]) == 0
+    out = capsys.readouterr().out
+    assert "gcp:container/cluster:Cluster" in out and "resources in stack dev" in out
+    a = (tmp_path / "a" / "plan.json").read_text()
+    assert a == (tmp_path / "b" / "plan.json").read_text()
+    plan = json.loads(a)
+    assert plan["stack"] == "dev" and plan["outputs"]["clusterName"] == "tpu-rl-dev"
+    resource = plan["resources"][0]
+    assert set(resource) == {"type", "name", "inputs", "options"}
+    assert set(resource["options"]) == {
+        "dependsOn",
+        "parent",
+        "provider",
+        "protect",
+        "customTimeouts",
+        "replaceOnChanges",
+        "deleteBeforeReplace",
+        "ignoreChanges",
+        "deletedWith",
+        "retainOnDelete",
+    }
+    assert plan["resources"] == sorted(plan["resources"], key=lambda r: (r["type"], r["name"]))
+    assert (tmp_path / "a" / "manifests").is_dir()
+
+
+def test_config_file_option(tmp_path):
+    stack = tmp_path / "custom.yaml"
+    stack.write_text(
+        yaml.safe_dump(
+            {
+                "config": {
+                    "gcp:project": "custom-proj-1",
+                    "gcp:region": "europe-west4",
+                    "gcp:zone": "europe-west4-a",
+                    "tpu-rl:tpu": {"capacity": "spot"},
+                    "tpu-rl:workflow": {"enabled": False},
+                }
+            }
+        )
+    )
+    assert plan_main(["--config-file", str(stack), "--out", str(tmp_path / "out")]) == 0
+    plan = json.loads((tmp_path / "out" / "plan.json").read_text())
+    pools = [r for r in plan["resources"] if r["name"].startswith("tpu-pool")]
+    assert pools[0]["inputs"]["autoscaling"]["maxNodeCount"] == 8
