@@ -1,0 +1,68 @@
+"""Pulumi.yaml declares every key with the defaults the code applies; the stack files are valid."""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from infra.config import (
+    CPU_POOL_DEFAULTS,
+    DEFAULT_IMAGES,
+    DEFAULT_TIMEOUTS,
+    PROJECT_KEYS,
+    SYSTEM_POOL_DEFAULTS,
+)
+from infra.offline import ROOT, project_declarations
+from workloads.knobs import KNOBS_BY_FIELD
+
+
+def test_every_project_key_is_declared_with_a_description():
+    declared = project_declarations()
+    assert {k.split(":", 1)[1] for k in declared if k.startswith("tpu-rl:")} == set(PROJECT_KEYS)
+    for key, decl in declared.items():
+        assert decl.get("description"), key
+        assert "default" in decl or decl.get("secret"), f"{key} needs a default"
+
+
+def test_declared_defaults_equal_code_defaults():
+    d = {k.split(":", 1)[1]: v.get("default") for k, v in project_declarations().items()}
+    assert d["clusterName"] == "tpu-rl" and d["authorizedNetworks"] == ["0.0.0.0/0"]
+    assert d["tpu"] == {
+        "version": "v6e",
+        "machineType": "ct6e-standard-4t",
+        "topology": "4x8",
+        "slices": 1,
+        "capacity": "reservation",
+    }
+    for name, defaults in (("systemPool", SYSTEM_POOL_DEFAULTS), ("cpuPool", CPU_POOL_DEFAULTS)):
+        assert d[name] == {
+            "machineType": defaults.machine_type,
+            "minNodes": defaults.min_nodes,
+            "maxNodes": defaults.max_nodes,
+            "diskSizeGb": defaults.disk_size_gb,
+        }
+    assert d["images"] == DEFAULT_IMAGES
+    assert d["workflow"]["timeouts"] == DEFAULT_TIMEOUTS
+    assert d["workflow"]["enabled"] is True and d["workflow"]["maxRestarts"] == 0
+    for field, value in d["training"].items():
+        if field in KNOBS_BY_FIELD:
+            assert KNOBS_BY_FIELD[field].default == value, field
+    assert d["training"]["optimizer"] == "adafactor" and d["training"]["dataset"] == "openmathinstruct2"
+    assert d["model"] == {"name": "gemma4-26b", "revision": "main"}
+
+
+def test_runtime_is_python_with_pip_and_venv():
+    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+    assert project["name"] == "tpu-rl"
+    assert project["runtime"] == {"name": "python", "options": {"toolchain": "pip", "virtualenv": "venv"}}
+
+
+def test_example_stacks_use_placeholders_and_no_secrets():
+    for stack in ("dev", "prod"):
+        text = (ROOT / f"Pulumi.{stack}.yaml").read_text()
+        assert "secure:" not in text and not re.search(r"hf_[A-Za-z0-9]{20,}", text)
+        config = yaml.safe_load(text)["config"]
+        assert config["gcp:project"].startswith("my-tpu-")
+    prod = yaml.safe_load((ROOT / "Pulumi.prod.yaml").read_text())["config"]
+    assert prod["tpu-rl:protect"] is True and "0.0.0.0/0" not in prod["tpu-rl:authorizedNetworks"]
