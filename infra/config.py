@@ -34,6 +34,7 @@ DEFAULT_IMAGES = {
     "6342a3cae2818d2f887d396e9ae4156b3316f79fef186d71ff16d535b44e1724",
 }
 
+DEFAULT_JOBSET_VERSION = "0.10.1"  # what Cluster Toolkit installs
 DEFAULT_TIMEOUTS = {"convert": "4h", "train": "24h", "export": "4h"}
 
 # What the Pathways head pod requests (proxy + resource manager + workload container).
@@ -121,6 +122,7 @@ class WorkflowSettings:
     preflight: bool
     max_restarts: int
     timeouts: dict[str, str]
+    jobset_version: str
 
 
 @dataclass(frozen=True)
@@ -502,13 +504,16 @@ def _check_meshes(key: str, knobs: dict[str, KnobValue], chips: int) -> None:
 
 def _load_workflow(raw: Any) -> WorkflowSettings:
     key = f"{PROJECT}:workflow"
-    obj = _Object(key, raw, ("enabled", "preflight", "maxRestarts", "timeouts"))
+    obj = _Object(key, raw, ("enabled", "preflight", "maxRestarts", "timeouts", "jobsetVersion"))
     enabled = obj.get("enabled", True, _as_bool)
     preflight = obj.get("preflight", True, _as_bool)
     max_restarts = obj.get("maxRestarts", 0, lambda k, v: _as_int(k, v, 0, 5))
     timeouts_obj = _Object(f"{key}.timeouts", obj.raw.get("timeouts"), tuple(DEFAULT_TIMEOUTS))
     timeouts = {step: timeouts_obj.get(step, default, _DURATION) for step, default in DEFAULT_TIMEOUTS.items()}
-    return WorkflowSettings(enabled, preflight, max_restarts, timeouts)
+    jobset_version = obj.get(
+        "jobsetVersion", DEFAULT_JOBSET_VERSION, _matching(r"\d+\.\d+\.\d+", "a JobSet chart version such as 0.10.1")
+    )
+    return WorkflowSettings(enabled, preflight, max_restarts, timeouts, jobset_version)
 
 
 def _check_cpu_pool(pool: PoolSettings, model: Model) -> None:

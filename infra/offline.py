@@ -59,10 +59,11 @@ def _light_package(name: str) -> None:
 
     def __getattr__(attr: str) -> Any:  # noqa: N807 (PEP 562 module hook)
         snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", attr).lower()
-        marker = f"class {attr}("
+        markers = (f"class {attr}(", f"class {attr}:")
         candidates = ([snake] if snake in submodules else []) + submodules
         for sub in candidates:
-            if marker in (package_dir / f"{sub}.py").read_text():
+            text = (package_dir / f"{sub}.py").read_text()
+            if any(marker in text for marker in markers):
                 value = getattr(importlib.import_module(f"{name}.{sub}"), attr)
                 setattr(module, attr, value)
                 return value

@@ -7,11 +7,13 @@ import pulumi
 from infra.cluster import GkeCluster, cluster_identifier
 from infra.config import ConfigError, Settings
 from infra.identities import NodeIdentities
+from infra.k8s_platform import KubernetesPlatform
 from infra.naming import names_for
 from infra.network import Network
 from infra.project_apis import ProjectApis
 from infra.runtime_config import settings_from_runtime
 from infra.storage import ArtifactBucket
+from workloads.workflow import WorkflowRun
 
 
 def main(offline: bool = False) -> Settings:
@@ -21,6 +23,8 @@ def main(offline: bool = False) -> Settings:
     except ConfigError as err:
         raise pulumi.RunError(str(err)) from None
     names = names_for(settings)
+    if settings.workflow.enabled and settings.workflow.preflight and not offline:
+        _preflight(settings)
 
     apis = ProjectApis("apis", settings.project)
     after_apis = pulumi.ResourceOptions(depends_on=apis.services)
@@ -28,6 +32,23 @@ def main(offline: bool = False) -> Settings:
     bucket = ArtifactBucket("artifacts", settings, after_apis)
     identities = NodeIdentities("identities", settings, names, bucket.bucket.name, after_apis)
     gke = GkeCluster("gke", settings, names, network, identities, after_apis)
+
+    token = pulumi.Config().get_secret("hfToken") if settings.hf_token_set else None
+    platform = KubernetesPlatform(
+        "k8s",
+        settings,
+        names,
+        provider=gke.provider,
+        cluster=gke.cluster,
+        workload_sa_email=identities.email("workload"),
+        hf_token=token,
+    )
+    if settings.workflow.enabled:
+        run = WorkflowRun(
+            "workflow", settings, provider=gke.provider, cluster=gke.cluster, platform=platform, offline=offline
+        )
+        pulumi.export("steps", run.step_outputs())
+        pulumi.export("hfModelUri", run.hf_model_uri)
 
     location = f"{settings.region}"
     pulumi.export("clusterName", gke.cluster.name)
@@ -53,3 +74,19 @@ def main(offline: bool = False) -> Settings:
         f"--location {location} --project {settings.project}",
     )
     return settings
+
+
+def _preflight(settings: Settings) -> None:
+    """Fail before any resource if the token cannot read the model (gated licence not accepted, bad token)."""
+    from pulumi.runtime import config as runtime_config
+
+    from workloads.preflight import PreflightError, check_model_access
+
+    model = settings.model
+    try:
+        commit = check_model_access(
+            model.spec.hf_repo, model.revision, runtime_config.get_config("tpu-rl:hfToken") or ""
+        )
+    except PreflightError as err:
+        raise pulumi.RunError(f"preflight: {err}") from None
+    pulumi.log.info(f"preflight: {model.spec.hf_repo}@{model.revision} is readable (commit {commit or 'unknown'})")

@@ -1,0 +1,84 @@
+"""Kubernetes platform on the cluster: JobSet controller, workload namespace, service account, token Secret."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.config import Settings
+from infra.naming import Names
+from workloads.manifests import HF_SECRET, HF_SECRET_KEY
+
+JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
+JOBSET_NAMESPACE = "jobset-system"
+
+
+class KubernetesPlatform(pulumi.ComponentResource):
+    """Everything the workflow's objects need before they can be created.
+
+    Every resource is ``deleted_with`` the cluster: destroying the cluster removes them,
+    so ``pulumi destroy`` does not wait on finalizers or an unreachable API server.
+    """
+
+    jobset: k8s.helm.v3.Release
+    namespace: k8s.core.v1.Namespace
+    service_account: k8s.core.v1.ServiceAccount
+    hf_secret: k8s.core.v1.Secret | None
+
+    def __init__(
+        self,
+        name: str,
+        settings: Settings,
+        names: Names,
+        *,
+        provider: k8s.Provider,
+        cluster: pulumi.Resource,
+        workload_sa_email: pulumi.Input[str],
+        hf_token: pulumi.Output[str] | None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("tpu-rl:k8s:KubernetesPlatform", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self, provider=provider, deleted_with=cluster)
+        # Helm v3 Release (not Chart v4, which cannot preview a cluster that does not exist yet);
+        # it waits until the controller and its webhook are ready.
+        self.jobset = k8s.helm.v3.Release(
+            "jobset",
+            name="jobset",
+            chart=JOBSET_CHART,
+            version=settings.workflow.jobset_version,
+            namespace=JOBSET_NAMESPACE,
+            create_namespace=True,
+            atomic=True,
+            timeout=900,
+            opts=child,
+        )
+        labels = {"app.kubernetes.io/name": "tpu-rl", "app.kubernetes.io/instance": settings.cluster_name}
+        self.namespace = k8s.core.v1.Namespace(
+            "namespace", metadata={"name": settings.namespace, "labels": labels}, opts=child
+        )
+        in_namespace = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))
+        self.service_account = k8s.core.v1.ServiceAccount(
+            "workload-ksa",
+            metadata={
+                "name": names.ksa,
+                "namespace": settings.namespace,
+                "labels": labels,
+                "annotations": {"iam.gke.io/gcp-service-account": workload_sa_email},
+            },
+            opts=in_namespace,
+        )
+        self.hf_secret = None
+        if hf_token is not None:
+            self.hf_secret = k8s.core.v1.Secret(
+                "hf-token",
+                metadata={"name": HF_SECRET, "namespace": settings.namespace, "labels": labels},
+                type="Opaque",
+                string_data={HF_SECRET_KEY: pulumi.Output.secret(hf_token)},
+                opts=in_namespace,
+            )
+        self.register_outputs({"namespace": settings.namespace, "jobsetVersion": settings.workflow.jobset_version})
+
+    @property
+    def ready(self) -> list[pulumi.Resource]:
+        """What a workflow object must wait for."""
+        return [r for r in (self.jobset, self.namespace, self.service_account, self.hf_secret) if r is not None]

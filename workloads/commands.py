@@ -1,0 +1,144 @@
+"""The three steps' argv and the bash scripts that run them (plain functions, no Pulumi).
+
+The Hugging Face token is never an argument: MaxText 0.2.4 reads ``HF_TOKEN`` from the
+environment when ``hf_access_token`` is not passed, and the container gets ``HF_TOKEN``
+from a Kubernetes Secret.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from infra.config import Settings
+from workloads.knobs import DATASETS, TRAINING_KNOBS
+
+TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
+TRAIN_RL = "maxtext.trainers.post_train.rl.train_rl"
+TO_HUGGINGFACE = "maxtext.checkpoint_conversion.to_huggingface"
+
+UTILS_RL = "/deps/src/maxtext/trainers/post_train/rl/utils_rl.py"
+
+# The tutorial's AdamW -> Adafactor patch, made loud: exactly one substitution or the step fails.
+OPTIMIZER_PATCH = """import pathlib, re, sys
+path = pathlib.Path(sys.argv[1])
+text, count = re.subn(r"optax[.]adamw[(][^)]+[)]", "optax.adafactor(learning_rate=learning_rate)", path.read_text())
+if count != 1:
+    sys.exit(f"optimizer patch: expected exactly one optax.adamw(...) call in {path}, found {count}; "
+             "the image changed, refusing to train with an unknown optimizer")
+path.write_text(text)
+print(f"optimizer patch: {path}: optax.adamw -> optax.adafactor")
+"""
+
+
+def convert_argv(settings: Settings, output_uri: str) -> list[str]:
+    """``to_maxtext`` arguments: the tutorial's, without the token, with the revision and our output path."""
+    model = settings.model.spec
+    return [
+        "-m",
+        TO_MAXTEXT,
+        f"model_name={model.maxtext_name}",
+        f"--hf_model_path={model.hf_repo}",
+        f"base_output_directory={output_uri}",
+        "scan_layers=False",
+        "use_multimodal=False",
+        "skip_jax_distributed_system=true",
+        "checkpoint_storage_use_zarr3=0",
+        "checkpoint_storage_use_ocdbt=0",
+        "hardware=cpu",
+        "--lazy_load_tensors=True",
+        f"--revision={settings.model.revision}",
+    ]
+
+
+def vllm_additional_config(settings: Settings) -> str:
+    """The tutorial's vLLM ``maxtext_config``, with the model and the matching knobs filled in."""
+    knobs = settings.training.knobs
+
+    def flag(value: object) -> str:
+        return "true" if value else "false"
+
+    return (
+        "{'maxtext_config': {"
+        f"'model_name': '{settings.model.spec.maxtext_name}', 'model_call_mode': 'inference', "
+        f"'enable_dp_attention': {flag(knobs['enable_dp_attention'])}, "
+        f"'allow_split_physical_axes': {flag(knobs['allow_split_physical_axes'])}, "
+        "'use_ragged_sort': false, "
+        f"'ragged_gather_reduce_fallback': {flag(knobs['ragged_gather_reduce_fallback'])}, "
+        "'prefuse_moe_weights': true, 'weight_dtype': 'bfloat16'}}"
+    )
+
+
+def train_argv(settings: Settings, input_uri: str, output_uri: str) -> list[str]:
+    """``train_rl`` arguments in the tutorial's order (token removed, dataset keys added)."""
+    model = settings.model.spec
+    training = settings.training
+    dataset = DATASETS[training.dataset]
+    rendered = {k.key: f"{k.key}={k.render(training.knobs[k.key])}" for k in TRAINING_KNOBS}
+    args = [
+        "-m",
+        TRAIN_RL,
+        "run_name=rl",
+        f"base_output_directory={output_uri}",
+        f"model_name={model.maxtext_name}",
+        "scan_layers=False",
+        f"load_parameters_path={input_uri}",
+        f"data_template_path={dataset.template}",
+        *(f"{key}={value}" for key, value in dataset.keys),
+    ]
+    for knob in TRAINING_KNOBS:
+        args.append(rendered[knob.key])
+        if knob.key == "sampler_devices_fraction":
+            args.append(f"tokenizer_path={model.hf_repo}")
+    args += [
+        'vllm_hf_overrides={"architectures": ["MaxTextForCausalLM"]}',
+        f"vllm_additional_config={vllm_additional_config(settings)}",
+    ]
+    args += [f"{key}={value}" for key, value in training.extra_args.items()]
+    return args
+
+
+def export_argv(settings: Settings, input_uri: str, output_uri: str) -> list[str]:
+    """``to_huggingface`` arguments: the tutorial's plus non-OCDBT/zarr3 reads of the RL checkpoint."""
+    return [
+        "-m",
+        TO_HUGGINGFACE,
+        f"model_name={settings.model.spec.maxtext_name}",
+        f"load_parameters_path={input_uri}",
+        f"base_output_directory={output_uri}",
+        "skip_jax_distributed_system=true",
+        "hardware=cpu",
+        "scan_layers=False",
+        "use_multimodal=False",
+        "weight_dtype=bfloat16",
+        "checkpoint_storage_use_zarr3=False",
+        "checkpoint_storage_use_ocdbt=False",
+        f"--hf_model_path={settings.model.spec.hf_repo}",
+        "--override_model_architecture",
+    ]
+
+
+def final_train_step(settings: Settings) -> int:
+    """The step of the last checkpoint: num_batches x rl.num_iterations x train_fraction x num_epoch."""
+    extra = settings.training.extra_args
+    steps = (
+        int(settings.training.knobs["num_batches"])
+        * int(extra.get("rl.num_iterations", "1"))
+        * float(extra.get("train_fraction", "1.0"))
+        * int(extra.get("num_epoch", "1"))
+    )
+    return int(steps)
+
+
+def script(*lines: str, argv: list[str]) -> str:
+    """A bash script: strict mode, the given lines, then ``exec python3 <argv>`` (every word quoted)."""
+    body = ["set -euo pipefail", *lines, "exec python3 " + " ".join(shlex.quote(a) for a in argv)]
+    return "\n".join(body) + "\n"
+
+
+def train_script(settings: Settings, argv: list[str]) -> str:
+    """The training container's script: the optimizer patch (Adafactor), then ``train_rl``."""
+    lines = []
+    if settings.training.optimizer == "adafactor":
+        lines.append(f"python3 -c {shlex.quote(OPTIMIZER_PATCH)} {shlex.quote(UTILS_RL)}")
+    lines.append('echo "tpu-rl: starting train_rl (VLLM_HOST_IP=${VLLM_HOST_IP:-unset})"')
+    return script(*lines, argv=argv)

@@ -1,0 +1,133 @@
+"""Wire the three content-addressed steps to Kubernetes resources: convert -> train -> export.
+
+Each step waits for the previous one's *verified* output: the next object's
+``tpu-rl/input`` annotation is an Output that resolves only after the previous step
+succeeded and its artifacts were found in GCS. A failure raises, so `pulumi up` stops
+and the later steps are never created.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.config import Settings
+from infra.k8s_platform import KubernetesPlatform
+from workloads.jobset import JobSet, JobSetFailedError, check_jobset_status
+from workloads.steps import Step, plan_workflow
+
+INPUT_ANNOTATION = "tpu-rl/input"
+
+
+def _check_artifact(kind: str, uri: str) -> None:
+    from workloads import artifacts
+
+    check: Callable[[Any, str], None] = getattr(artifacts, f"check_{kind}")
+    try:
+        check(artifacts.storage_client(), uri)
+    except artifacts.ArtifactMissingError as err:
+        raise pulumi.RunError(str(err)) from None
+
+
+class WorkflowRun(pulumi.ComponentResource):
+    """convert (batch/v1 Job on cpu-np) -> train (Pathways JobSet) -> export (batch/v1 Job on cpu-np)."""
+
+    hf_model_uri: pulumi.Output[str]
+    steps: dict[str, Step]
+
+    def __init__(
+        self,
+        name: str,
+        settings: Settings,
+        *,
+        provider: k8s.Provider,
+        cluster: pulumi.Resource,
+        platform: KubernetesPlatform,
+        offline: bool,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("tpu-rl:workflow:WorkflowRun", name, None, opts)
+        plan = plan_workflow(settings)
+        self.steps = {s.step: s for s in plan.steps}
+        verify = not offline and not pulumi.runtime.is_dry_run()
+
+        def options(step: str, *after: pulumi.Resource) -> pulumi.ResourceOptions:
+            timeout = settings.workflow.timeouts[step]
+            return pulumi.ResourceOptions(
+                parent=self,
+                provider=provider,
+                deleted_with=cluster,
+                depends_on=[*platform.ready, *after],
+                custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout, delete="20m"),
+                # A changed step is a new object; a step left failed (init error) is re-created.
+                replace_on_changes=["*"],
+                delete_before_replace=True,
+            )
+
+        def with_input(step: Step, verified_input: pulumi.Input[str] | None) -> dict[str, Any]:
+            manifest = copy.deepcopy(step.manifest)
+            if verified_input is not None:
+                manifest["metadata"]["annotations"][INPUT_ANNOTATION] = verified_input
+            return manifest
+
+        def job_done(step: Step, kind: str) -> Callable[[Any], str]:
+            def done(_status: Any) -> str:
+                if verify:
+                    _check_artifact(kind, step.artifact_uri)
+                return step.artifact_uri
+
+            return done
+
+        convert_manifest = with_input(plan.convert, None)
+        convert = k8s.batch.v1.Job(
+            "convert",
+            metadata=convert_manifest["metadata"],
+            spec=convert_manifest["spec"],
+            opts=options("convert"),
+        )
+        converted = convert.status.apply(job_done(plan.convert, "converted"))
+
+        train_step = plan.train
+
+        def train_done(status: Any) -> str:
+            try:
+                state = check_jobset_status(status, settings.namespace, train_step.name, train_step.logs_command)
+            except JobSetFailedError as err:
+                raise pulumi.RunError(str(err)) from None
+            if verify:
+                if state != "Completed":
+                    raise pulumi.RunError(
+                        f"JobSet {settings.namespace}/{train_step.name} stopped without completing "
+                        f"(terminalState={state or 'none'}); logs: {train_step.logs_command}"
+                    )
+                _check_artifact("trained", train_step.artifact_uri)
+            return train_step.artifact_uri
+
+        train = JobSet("train", with_input(plan.train, converted), opts=options("train", convert))
+        trained = train.status.apply(train_done)
+
+        export_manifest = with_input(plan.export, trained)
+        export = k8s.batch.v1.Job(
+            "export",
+            metadata=export_manifest["metadata"],
+            spec=export_manifest["spec"],
+            opts=options("export", train),
+        )
+        self.hf_model_uri = export.status.apply(job_done(plan.export, "exported"))
+        self.register_outputs({"hfModelUri": self.hf_model_uri})
+
+    def step_outputs(self) -> dict[str, dict[str, str]]:
+        """Per step: object name, artifact URI, logs command and Cloud Console logs link."""
+        return {
+            step.step: {
+                "name": step.name,
+                "artifactUri": step.artifact_uri,
+                "logs": step.logs_command,
+                "consoleLogs": step.console_logs_url,
+            }
+            for step in self.steps.values()
+        }
