@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.config import Settings
+from infra.k8s_object import KubernetesObject
 from infra.naming import Names
 from workloads.manifests import HF_SECRET, HF_SECRET_KEY
 
@@ -21,9 +24,9 @@ class KubernetesPlatform(pulumi.ComponentResource):
     """
 
     jobset: k8s.helm.v3.Release
-    namespace: k8s.core.v1.Namespace
-    service_account: k8s.core.v1.ServiceAccount
-    hf_secret: k8s.core.v1.Secret | None
+    namespace: KubernetesObject
+    service_account: KubernetesObject
+    hf_secret: KubernetesObject | None
 
     def __init__(
         self,
@@ -53,27 +56,18 @@ class KubernetesPlatform(pulumi.ComponentResource):
             opts=child,
         )
         labels = {"app.kubernetes.io/name": "tpu-rl", "app.kubernetes.io/instance": settings.cluster_name}
-        self.namespace = k8s.core.v1.Namespace(
-            "namespace", metadata={"name": settings.namespace, "labels": labels}, opts=child
-        )
+        self.namespace = KubernetesObject("namespace", namespace_manifest(settings.namespace, labels), opts=child)
         in_namespace = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))
-        self.service_account = k8s.core.v1.ServiceAccount(
+        self.service_account = KubernetesObject(
             "workload-ksa",
-            metadata={
-                "name": names.ksa,
-                "namespace": settings.namespace,
-                "labels": labels,
-                "annotations": {"iam.gke.io/gcp-service-account": workload_sa_email},
-            },
+            service_account_manifest(settings.namespace, names.ksa, labels, workload_sa_email),
             opts=in_namespace,
         )
         self.hf_secret = None
         if hf_token is not None:
-            self.hf_secret = k8s.core.v1.Secret(
+            self.hf_secret = KubernetesObject(
                 "hf-token",
-                metadata={"name": HF_SECRET, "namespace": settings.namespace, "labels": labels},
-                type="Opaque",
-                string_data={HF_SECRET_KEY: pulumi.Output.secret(hf_token)},
+                token_secret_manifest(settings.namespace, labels, pulumi.Output.secret(hf_token)),
                 opts=in_namespace,
             )
         self.register_outputs({"namespace": settings.namespace, "jobsetVersion": settings.workflow.jobset_version})
@@ -82,3 +76,32 @@ class KubernetesPlatform(pulumi.ComponentResource):
     def ready(self) -> list[pulumi.Resource]:
         """What a workflow object must wait for."""
         return [r for r in (self.jobset, self.namespace, self.service_account, self.hf_secret) if r is not None]
+
+
+def namespace_manifest(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+def service_account_manifest(namespace: str, name: str, labels: dict[str, str], gsa_email: Any) -> dict[str, Any]:
+    """The workload's KSA, bound to its Google service account by Workload Identity."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": {"iam.gke.io/gcp-service-account": gsa_email},
+        },
+    }
+
+
+def token_secret_manifest(namespace: str, labels: dict[str, str], token: Any) -> dict[str, Any]:
+    """The Hugging Face token Secret; containers read it through ``secretKeyRef`` only."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": HF_SECRET, "namespace": namespace, "labels": labels},
+        "type": "Opaque",
+        "stringData": {HF_SECRET_KEY: token},
+    }

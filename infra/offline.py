@@ -36,7 +36,7 @@ LIGHT_PACKAGES = (
     "pulumi_gcp.storage",
     "pulumi_gcp.serviceaccount",
     "pulumi_gcp.projects",
-    "pulumi_kubernetes.core.v1",
+    "pulumi_kubernetes.helm.v3",
 )
 
 
@@ -122,13 +122,22 @@ def _unwrap(value: Any, redact: bool) -> Any:
     """Turn engine property values into plain data; secrets become ``[secret]`` when ``redact``."""
     if isinstance(value, dict):
         if value.get(_SECRET_SIG_KEY) == _SECRET_SIG:
-            return SECRET if redact else _unwrap(value.get("value"), redact)
+            return _redact(_unwrap(value.get("value"), False)) if redact else _unwrap(value.get("value"), False)
         return {k: _unwrap(v, redact) for k, v in value.items()}
     if isinstance(value, list):
         return [_unwrap(v, redact) for v in value]
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
+
+
+def _redact(value: Any) -> Any:
+    """Hide every leaf of a secret value, keeping the shape (a Secret's keys stay visible)."""
+    if isinstance(value, dict):
+        return {k: _redact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact(v) for v in value]
+    return SECRET
 
 
 class _Mocks(pulumi_mocks.Mocks):

@@ -43,6 +43,18 @@ def plan_stack(
     return plan, notes
 
 
+class _ManifestDumper(yaml.SafeDumper):
+    """Multi-line strings (container scripts) as literal blocks, so a PR diff reads like the script."""
+
+
+def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_ManifestDumper.add_representer(str, _str_representer)
+
+
 def manifest_filename(obj: dict[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     parts = [obj.get("kind", "Object"), meta.get("namespace") or "cluster", meta.get("name", "unnamed")]
@@ -59,7 +71,9 @@ def write_plan(plan: Plan, out: Path) -> None:
     for resource in plan.resources:
         if is_kubernetes_object(resource["type"]):
             obj = resource["inputs"]
-            (manifests / manifest_filename(obj)).write_text(yaml.safe_dump(obj, sort_keys=False))
+            head = {k: obj[k] for k in ("apiVersion", "kind", "metadata") if k in obj}
+            ordered = {**head, **{k: v for k, v in sorted(obj.items()) if k not in head}}
+            (manifests / manifest_filename(obj)).write_text(yaml.dump(ordered, Dumper=_ManifestDumper, sort_keys=False))
 
 
 def render_table(plan: Plan) -> str:

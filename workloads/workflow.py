@@ -16,8 +16,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.config import Settings
+from infra.k8s_object import KubernetesObject
 from infra.k8s_platform import KubernetesPlatform
-from workloads.jobset import JobSet, JobSetFailedError, check_jobset_status
+from workloads.jobset import JobSetFailedError, check_jobset_status
 from workloads.steps import Step, plan_workflow
 
 INPUT_ANNOTATION = "tpu-rl/input"
@@ -82,13 +83,7 @@ class WorkflowRun(pulumi.ComponentResource):
 
             return done
 
-        convert_manifest = with_input(plan.convert, None)
-        convert = k8s.batch.v1.Job(
-            "convert",
-            metadata=convert_manifest["metadata"],
-            spec=convert_manifest["spec"],
-            opts=options("convert"),
-        )
+        convert = KubernetesObject("convert", with_input(plan.convert, None), opts=options("convert"))
         converted = convert.status.apply(job_done(plan.convert, "converted"))
 
         train_step = plan.train
@@ -107,16 +102,10 @@ class WorkflowRun(pulumi.ComponentResource):
                 _check_artifact("trained", train_step.artifact_uri)
             return train_step.artifact_uri
 
-        train = JobSet("train", with_input(plan.train, converted), opts=options("train", convert))
+        train = KubernetesObject("train", with_input(plan.train, converted), opts=options("train", convert))
         trained = train.status.apply(train_done)
 
-        export_manifest = with_input(plan.export, trained)
-        export = k8s.batch.v1.Job(
-            "export",
-            metadata=export_manifest["metadata"],
-            spec=export_manifest["spec"],
-            opts=options("export", train),
-        )
+        export = KubernetesObject("export", with_input(plan.export, trained), opts=options("export", train))
         self.hf_model_uri = export.status.apply(job_done(plan.export, "exported"))
         self.register_outputs({"hfModelUri": self.hf_model_uri})
 
