@@ -1,0 +1,258 @@
+"""Rendered container commands, run by a real bash with a ``python3`` shim, give exactly the expected argv."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import plan_of, shared_path
+from workloads.commands import OPTIMIZER_PATCH, UTILS_RL
+
+# The tutorial's training command, verbatim (../shared/reference/tutorial.md, step 2).
+TUTORIAL_TRAIN = """python3 -m maxtext.trainers.post_train.rl.train_rl run_name=rl
+base_output_directory=gs://$GCS_BUCKET/gemma4-26b/trained/ model_name=gemma4-26b scan_layers=False
+load_parameters_path=gs://$GCS_BUCKET/gemma4-26b/max-text-format/0/items/ hf_access_token=$HF_TOKEN
+data_template_path=maxtext/examples/chat_templates/openmathinstruct2_rl.json num_batches=50
+batch_size=4 train_micro_batch_size=2 max_target_length=640 max_prefill_predict_length=256
+mu_dtype=bfloat16 grad_dtype=bfloat16 rollout_tensor_parallelism=4 rollout_expert_parallelism=1
+trainer_devices_fraction=0.5 sampler_devices_fraction=0.5 tokenizer_path=google/gemma-4-26b-a4b-it
+ici_tensor_parallelism=2 ici_expert_parallelism=4 ici_fsdp_parallelism=-1 hbm_utilization_vllm=0.7
+remat_policy=full async_scheduling=False allow_split_physical_axes=true ragged_gather_reduce_fallback=True
+enable_dp_attention=False decode_sampling_temperature=0.8 decode_sampling_top_k=50 decode_sampling_nucleus_p=0.95
+learning_rate=2e-5 learning_rate_schedule_steps=100 rl.num_generations=4 rl.reshard_chunk_size=4 debug=True
+vllm_hf_overrides='{"architectures": ["MaxTextForCausalLM"]}'
+vllm_additional_config="{'maxtext_config': {'model_name': 'gemma4-26b', 'model_call_mode': 'inference',
+'enable_dp_attention': false, 'allow_split_physical_axes': true, 'use_ragged_sort': false,
+'ragged_gather_reduce_fallback': true, 'prefuse_moe_weights': true, 'weight_dtype': 'bfloat16'}}\""""
+
+TUTORIAL_CONVERT = """python3 -m maxtext.checkpoint_conversion.to_maxtext model_name=gemma4-26b hf_access_token=$HF_TOKEN
+--hf_model_path=google/gemma-4-26b-a4b-it base_output_directory=gs://$GCS_BUCKET/gemma4-26b/max-text-format/
+scan_layers=False use_multimodal=False skip_jax_distributed_system=true checkpoint_storage_use_zarr3=0
+checkpoint_storage_use_ocdbt=0 hardware=cpu --lazy_load_tensors=True"""
+
+TUTORIAL_EXPORT = """python3 -m maxtext.checkpoint_conversion.to_huggingface model_name=gemma4-26b hf_access_token=$HF_TOKEN
+load_parameters_path=gs://$GCS_BUCKET/gemma4-26b/trained/rl/checkpoints/actor/50/model_params/
+base_output_directory=gs://$GCS_BUCKET/gemma4-26b/hf-trained/ skip_jax_distributed_system=true
+hardware=cpu scan_layers=False use_multimodal=False weight_dtype=bfloat16 --override_model_architecture"""
+
+
+def tutorial_argv(command: str) -> list[str]:
+    """The tutorial's argv after python3, as bash would split it (variables left literal)."""
+    return shlex.split(command.replace("\n", " "))[1:]
+
+
+SHIM = """#!/bin/sh
+exec "{python}" -c 'import json, sys; open(sys.argv[1], "a").write(json.dumps(sys.argv[2:]) + "\\n")' "{log}" "$@"
+"""
+
+
+def run_in_bash(command: list[str], tmp_path: Path, env: dict[str, str] | None = None) -> list[list[str]]:
+    """Run a container command with ``python3`` on PATH recording each call's argv."""
+    assert command[:2] == ["/bin/bash", "-c"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    log = tmp_path / "calls.jsonl"
+    log.write_text("")
+    shim = bin_dir / "python3"
+    shim.write_text(SHIM.format(python=sys.executable, log=log))
+    shim.chmod(0o755)
+    environment = {"PATH": f"{bin_dir}:/usr/bin:/bin", **(env or {})}
+    subprocess.run(["bash", "-c", command[2]], check=True, env=environment, timeout=30)
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def objects(stack: str, *overrides: str) -> dict[str, dict]:
+    return {
+        o["metadata"]["name"].split("-")[2]: o
+        for o in plan_of(stack, *overrides).kubernetes_objects()
+        if o["kind"] in ("Job", "JobSet")
+    }
+
+
+def step_id(obj: dict) -> str:
+    return obj["metadata"]["labels"]["tpu-rl/step-id"]
+
+
+def container_command(obj: dict) -> list[str]:
+    if obj["kind"] == "Job":
+        return obj["spec"]["template"]["spec"]["containers"][0]["command"]
+    head = obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    return next(c for c in head["containers"] if c["name"] == "workload-container")["command"]
+
+
+def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_path):
+    objs = objects("prod")
+    calls = run_in_bash(container_command(objs["train"]), tmp_path)
+    assert calls[0] == ["-c", OPTIMIZER_PATCH, UTILS_RL], "the Adafactor patch runs first"
+    actual = calls[1]
+    train_uri = objs["train"]["metadata"]["annotations"]["tpu-rl/input"]
+    expected = []
+    for arg in tutorial_argv(TUTORIAL_TRAIN):
+        if arg.startswith("hf_access_token="):
+            continue  # the token comes from the Secret via HF_TOKEN
+        if arg.startswith("base_output_directory="):
+            arg = (
+                f"base_output_directory=gs://my-tpu-prod-project-tpu-rl-prod/gemma4-26b/train/{step_id(objs['train'])}/"
+            )
+        if arg.startswith("load_parameters_path="):
+            arg = f"load_parameters_path={train_uri}"
+        expected.append(arg)
+        if arg.startswith("data_template_path="):
+            expected += [
+                "dataset_name=nvidia/OpenMathInstruct-2",
+                "eval_dataset_name=nvidia/OpenMathInstruct-2",
+                "hf_train_files=hf://datasets/nvidia/OpenMathInstruct-2/data/train_1M-*.parquet",
+                "train_split=train_1M",
+            ]
+    assert actual == expected
+    assert len(calls) == 2
+
+
+def test_conversion_and_export_argv(tmp_path):
+    objs = objects("prod")
+    (convert,) = run_in_bash(container_command(objs["convert"]), tmp_path)
+    expected = [a for a in tutorial_argv(TUTORIAL_CONVERT) if not a.startswith("hf_access_token=")]
+    convert_out = f"gs://my-tpu-prod-project-tpu-rl-prod/gemma4-26b/convert/{step_id(objs['convert'])}/"
+    expected = [
+        f"base_output_directory={convert_out}" if a.startswith("base_output_directory=") else a for a in expected
+    ]
+    assert convert == [*expected, "--revision=main"]
+
+    (export,) = run_in_bash(container_command(objs["export"]), tmp_path)
+    export_out = f"gs://my-tpu-prod-project-tpu-rl-prod/gemma4-26b/export/{step_id(objs['export'])}/"
+    trained = objs["export"]["metadata"]["annotations"]["tpu-rl/input"]
+    assert trained.endswith("/rl/checkpoints/actor/50/model_params/")
+    expected = []
+    for arg in tutorial_argv(TUTORIAL_EXPORT):
+        if arg.startswith("hf_access_token="):
+            continue
+        if arg.startswith("load_parameters_path="):
+            arg = f"load_parameters_path={trained}"
+        if arg.startswith("base_output_directory="):
+            arg = f"base_output_directory={export_out}"
+        if arg == "--override_model_architecture":
+            expected += [
+                "checkpoint_storage_use_zarr3=False",
+                "checkpoint_storage_use_ocdbt=False",
+                "--hf_model_path=google/gemma-4-26b-a4b-it",
+            ]
+        expected.append(arg)
+    assert export == expected
+
+
+def test_adamw_means_no_patch(tmp_path):
+    calls = run_in_bash(container_command(objects("prod", "tpu-rl:training.optimizer=adamw")["train"]), tmp_path)
+    assert len(calls) == 1 and calls[0][1] == "maxtext.trainers.post_train.rl.train_rl"
+
+
+def test_extra_args_are_appended_verbatim(tmp_path):
+    objs = objects(
+        "prod", "tpu-rl:training.extraArgs.eval_interval=1000", "tpu-rl:training.extraArgs.num_test_batches=2"
+    )
+    calls = run_in_bash(container_command(objs["train"]), tmp_path)
+    assert calls[-1][-2:] == ["eval_interval=1000", "num_test_batches=2"]
+
+
+UTILS_RL_EXCERPT = """def get_optimizer(config, learning_rate):
+  return optax.chain(
+      optax.clip_by_global_norm(config.gradient_clipping_threshold),
+      optax.adamw(
+          learning_rate=learning_rate,
+          b1=config.adam_b1,
+          b2=config.adam_b2,
+          weight_decay=config.adam_weight_decay,
+      ),
+  )
+"""
+
+
+def test_optimizer_patch_replaces_exactly_one_call(tmp_path):
+    target = tmp_path / "utils_rl.py"
+    target.write_text(UTILS_RL_EXCERPT)
+    subprocess.run([sys.executable, "-c", OPTIMIZER_PATCH, str(target)], check=True, capture_output=True)
+    patched = target.read_text()
+    assert "optax.adafactor(learning_rate=learning_rate)" in patched and "adamw" not in patched
+    assert "clip_by_global_norm" in patched
+
+
+@pytest.mark.parametrize("text", ["no optimizer here\n", UTILS_RL_EXCERPT + UTILS_RL_EXCERPT])
+def test_optimizer_patch_fails_loudly_when_the_image_changed(tmp_path, text):
+    target = tmp_path / "utils_rl.py"
+    target.write_text(text)
+    result = subprocess.run([sys.executable, "-c", OPTIMIZER_PATCH, str(target)], capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "expected exactly one optax.adamw" in result.stderr
+    assert target.read_text() == text
+
+
+def _maxtext_keys() -> set[str]:
+    keys: set[str] = set()
+    for path in (
+        shared_path("maxtext-0.2.4", "configs", "base.yml"),
+        shared_path("maxtext-0.2.4", "configs", "post_train", "rl.yml"),
+    ):
+        for key, value in (yaml.safe_load(path.read_text()) or {}).items():
+            keys.add(key)
+            if isinstance(value, dict):
+                keys |= {f"{key}.{sub}" for sub in value}
+    return keys
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_every_maxtext_key_exists_in_maxtext_0_2_4(stack, tmp_path):
+    known = _maxtext_keys()
+    overrides = ("tpu-rl:training.extraArgs.eval_interval=1000",)
+    for step, obj in objects(stack, *overrides).items():
+        calls = run_in_bash(container_command(obj), tmp_path)
+        argv = calls[-1]
+        keys = [a.split("=", 1)[0] for a in argv[2:] if not a.startswith("-")]
+        unknown = [k for k in keys if k not in known]
+        assert not unknown, f"{step}: keys not in MaxText 0.2.4 configs: {unknown}"
+        assert "hf_access_token" not in keys
+
+
+def test_data_templates_exist_in_maxtext_0_2_4():
+    for stack in ("dev", "prod"):
+        argv = [
+            a
+            for a in objects(stack)["train"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
+                "containers"
+            ][0]["command"][2].split()
+            if a.startswith("data_template_path=")
+        ]
+        template = argv[0].split("=", 1)[1]
+        assert shared_path("maxtext-0.2.4", *template.split("/")[1:]).exists()
+
+
+def test_model_names_exist_in_maxtext_0_2_4():
+    for name in ("gemma4-26b", "gemma4-e4b"):
+        assert shared_path("maxtext-0.2.4", "configs", "models", f"{name}.yml").exists()
+
+
+def test_training_env_matches_the_tutorial():
+    head = objects("prod")["train"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    worker = objects("prod")["train"]["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
+    containers = head["initContainers"] + head["containers"] + worker["containers"]
+    assert [c["name"] for c in containers] == ["pathways-proxy", "pathways-rm", "workload-container", "pathways-worker"]
+    for container in containers:
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["GRPC_DNS_RESOLVER"] == "native"
+        assert env["FLAGS_pathways_enforce_subset_devices_form_subslice"] == "false"
+    workload = {e["name"]: e for e in head["containers"][0]["env"]}
+    assert workload["JAX_PLATFORMS"]["value"] == "proxy,cpu"
+    assert workload["ENABLE_PATHWAYS_PERSISTENCE"]["value"] == "1"
+    assert workload["VLLM_HOST_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert workload["HF_TOKEN"]["valueFrom"] == {"secretKeyRef": {"name": "hf-token", "key": "token"}}
+    rm = head["initContainers"][1]
+    assert "--instance_type=tpuv6e:4x8" in rm["args"] and "--instance_count=1" in rm["args"]
+    assert "--gcs_scratch_location=gs://my-tpu-prod-project-tpu-rl-prod/pathways/" in rm["args"]
+    assert os.path.basename(head["nodeSelector"]["cloud.google.com/gke-nodepool"]) == "cpu-np"
+    assert re.fullmatch(r"4", worker["containers"][0]["resources"]["limits"]["google.com/tpu"])

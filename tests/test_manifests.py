@@ -1,0 +1,95 @@
+"""Every Kubernetes object in the dev and prod plans validates against the real schemas."""
+
+from __future__ import annotations
+
+import copy
+
+import jsonschema
+import kubernetes_validate
+import pytest
+
+from tests.conftest import plan_of, shared_path
+from tests.k8s_validation import WebhookError, crd_validator, validate_core, validate_jobset
+
+
+@pytest.fixture(scope="module")
+def jobset_validators():
+    return [
+        crd_validator(shared_path("schemas", "jobset.x-k8s.io_jobsets.yaml")),
+        crd_validator(shared_path("schemas", "jobset-v0.12.0", "jobset.x-k8s.io_jobsets.yaml")),
+    ]
+
+
+def _objects(stack):
+    return plan_of(stack).kubernetes_objects()
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_every_object_validates(stack, jobset_validators):
+    objects = _objects(stack)
+    kinds = sorted(o["kind"] for o in objects)
+    assert kinds == ["Job", "Job", "JobSet", "Namespace", "Secret", "ServiceAccount"]
+    for obj in objects:
+        if obj["kind"] == "JobSet":
+            for validator in jobset_validators:
+                validate_jobset(obj, validator)
+        else:
+            validate_core(obj)
+
+
+def test_many_slices_and_big_topologies_still_fit_name_limits(jobset_validators):
+    (jobset,) = [
+        o
+        for o in plan_of("prod", "tpu-rl:tpu.topology=16x16", "tpu-rl:tpu.slices=4").kubernetes_objects()
+        if o["kind"] == "JobSet"
+    ]
+    assert jobset["spec"]["replicatedJobs"][1]["replicas"] == 4
+    assert jobset["spec"]["replicatedJobs"][1]["template"]["spec"]["completions"] == 64
+    validate_jobset(jobset, jobset_validators[0])
+
+
+def _jobset(stack="prod"):
+    return copy.deepcopy(next(o for o in _objects(stack) if o["kind"] == "JobSet"))
+
+
+def _break(mutate):
+    obj = _jobset()
+    mutate(obj)
+    return obj
+
+
+BROKEN_JOBSETS = {
+    "typo-field": lambda o: o["spec"].__setitem__("replicatedJob", []),
+    "bad-restart-strategy": lambda o: o["spec"]["failurePolicy"].__setitem__("restartStrategy", "Sometimes"),
+    "replicas-string": lambda o: o["spec"]["replicatedJobs"][0].__setitem__("replicas", "1"),
+    "container-typo": lambda o: o["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][
+        0
+    ].__setitem__("imagee", "x"),
+    "duplicate-replicated-job": lambda o: o["spec"]["replicatedJobs"].append(
+        copy.deepcopy(o["spec"]["replicatedJobs"][0])
+    ),
+    "bad-memory-quantity": lambda o: o["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
+        "containers"
+    ][0]["resources"]["limits"].__setitem__("memory", "100GB"),
+    "name-too-long": lambda o: o["metadata"].__setitem__("name", "x" * 45),
+    "coordinator-missing": lambda o: o["spec"]["coordinator"].__setitem__("replicatedJob", "leader"),
+    "success-target-missing": lambda o: o["spec"]["successPolicy"].__setitem__("targetReplicatedJobs", ["nope"]),
+    "int32-overflow": lambda o: o["spec"]["replicatedJobs"][1]["template"]["spec"].__setitem__("parallelism", 2**31),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_JOBSETS))
+def test_validator_catches_broken_jobsets(case, jobset_validators):
+    with pytest.raises((jsonschema.ValidationError, WebhookError, kubernetes_validate.ValidationError)):
+        validate_jobset(_break(BROKEN_JOBSETS[case]), jobset_validators[0])
+
+
+def test_validator_catches_broken_core_objects():
+    job = copy.deepcopy(next(o for o in _objects("dev") if o["kind"] == "Job"))
+    job["spec"]["template"]["spec"]["containers"][0]["imagee"] = "typo"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate_core(job)
+    secret = copy.deepcopy(next(o for o in _objects("dev") if o["kind"] == "Secret"))
+    secret["metadata"]["name"] = "Not_A_DNS_Name"
+    with pytest.raises(WebhookError):
+        validate_core(secret)
