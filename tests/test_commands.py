@@ -25,8 +25,10 @@ batch_size=4 train_micro_batch_size=2 max_target_length=640 max_prefill_predict_
 mu_dtype=bfloat16 grad_dtype=bfloat16 rollout_tensor_parallelism=4 rollout_expert_parallelism=1
 trainer_devices_fraction=0.5 sampler_devices_fraction=0.5 tokenizer_path=google/gemma-4-26b-a4b-it
 ici_tensor_parallelism=2 ici_expert_parallelism=4 ici_fsdp_parallelism=-1 hbm_utilization_vllm=0.7
-remat_policy=full async_scheduling=False allow_split_physical_axes=true ragged_gather_reduce_fallback=True
-enable_dp_attention=False decode_sampling_temperature=0.8 decode_sampling_top_k=50 decode_sampling_nucleus_p=0.95
+remat_policy=full async_scheduling=False allow_split_physical_axes=true
+ragged_gather_reduce_fallback=True
+enable_dp_attention=False decode_sampling_temperature=0.8 decode_sampling_top_k=50
+decode_sampling_nucleus_p=0.95
 learning_rate=2e-5 learning_rate_schedule_steps=100 rl.num_generations=4 rl.reshard_chunk_size=4 debug=True
 vllm_hf_overrides='{"architectures": ["MaxTextForCausalLM"]}'
 vllm_additional_config="{'maxtext_config': {'model_name': 'gemma4-26b', 'model_call_mode': 'inference',
