@@ -35,12 +35,14 @@ vllm_additional_config="{'maxtext_config': {'model_name': 'gemma4-26b', 'model_c
 'enable_dp_attention': false, 'allow_split_physical_axes': true, 'use_ragged_sort': false,
 'ragged_gather_reduce_fallback': true, 'prefuse_moe_weights': true, 'weight_dtype': 'bfloat16'}}\""""
 
-TUTORIAL_CONVERT = """python3 -m maxtext.checkpoint_conversion.to_maxtext model_name=gemma4-26b hf_access_token=$HF_TOKEN
+TUTORIAL_CONVERT = """python3 -m maxtext.checkpoint_conversion.to_maxtext model_name=gemma4-26b
+hf_access_token=$HF_TOKEN
 --hf_model_path=google/gemma-4-26b-a4b-it base_output_directory=gs://$GCS_BUCKET/gemma4-26b/max-text-format/
 scan_layers=False use_multimodal=False skip_jax_distributed_system=true checkpoint_storage_use_zarr3=0
 checkpoint_storage_use_ocdbt=0 hardware=cpu --lazy_load_tensors=True"""
 
-TUTORIAL_EXPORT = """python3 -m maxtext.checkpoint_conversion.to_huggingface model_name=gemma4-26b hf_access_token=$HF_TOKEN
+TUTORIAL_EXPORT = """python3 -m maxtext.checkpoint_conversion.to_huggingface model_name=gemma4-26b
+hf_access_token=$HF_TOKEN
 load_parameters_path=gs://$GCS_BUCKET/gemma4-26b/trained/rl/checkpoints/actor/50/model_params/
 base_output_directory=gs://$GCS_BUCKET/gemma4-26b/hf-trained/ skip_jax_distributed_system=true
 hardware=cpu scan_layers=False use_multimodal=False weight_dtype=bfloat16 --override_model_architecture"""
