@@ -7,6 +7,7 @@ the program reads back (cluster endpoint, service account emails).
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import importlib
 import importlib.util
@@ -91,6 +92,8 @@ class Plan:
     outputs: dict[str, Any]
     raw_inputs: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
     """Resource name -> inputs with secrets unwrapped (for tests that look for leaks)."""
+    error: BaseException | None = None
+    """What the program raised, when run with ``raise_errors=False``."""
 
     def to_json(self) -> dict[str, Any]:
         return {"stack": self.stack, "resources": self.resources, "outputs": self.outputs}
@@ -214,15 +217,25 @@ def run_program(
     project: str = "tpu-rl",
     preview: bool = False,
     status_for: Callable[[str, dict], dict | None] | None = None,
+    raise_errors: bool = True,
 ) -> Plan:
     """Run ``program`` under mocks with ``config`` (full key -> string) and return the Plan.
 
+    ``status_for(type, inputs)`` may return a ``status`` for a resource (e.g. a failed JobSet).
     Each call runs in a fresh context, so repeated runs in one process do not share state.
-    Exceptions raised by the program (e.g. a config error) propagate.
+    Exceptions raised by the program propagate, or with ``raise_errors=False`` are returned
+    in ``Plan.error`` together with what was registered before the failure.
     """
     return contextvars.Context().run(
-        _run_isolated, program, stack, config, frozenset(secret_keys), project, preview, status_for
+        _run_isolated, program, stack, config, frozenset(secret_keys), project, preview, status_for, raise_errors
     )
+
+
+def _quiet_program_errors(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """A program error is reported once (raised or in ``Plan.error``), not again per pending Output."""
+    if isinstance(context.get("exception"), pulumi.RunError):
+        return
+    loop.default_exception_handler(context)
 
 
 def _run_isolated(
@@ -233,8 +246,12 @@ def _run_isolated(
     project: str,
     preview: bool,
     status_for: Callable[[str, dict], dict | None] | None,
+    raise_errors: bool,
 ) -> Plan:
     recorder = _Recorder(_Mocks(status_for))
+    # Outputs still pending from an earlier run (e.g. one that failed) live in a process-wide set.
+    pulumi.runtime.settings.SETTINGS.outputs.clear()
+    asyncio.get_event_loop().set_exception_handler(_quiet_program_errors)
     pulumi.runtime.set_mocks(recorder.mocks, project=project, stack=stack, preview=preview, monitor=recorder)
     pulumi.runtime.set_all_config(dict(config), sorted(secret_keys))
     outputs: dict[str, Any] = {}
@@ -249,8 +266,14 @@ def _run_isolated(
     async def body() -> None:
         program()
 
-    _sync_await(run_pulumi_func(body))
-    _sync_await(run_pulumi_func(collect))
+    error: BaseException | None = None
+    try:
+        _sync_await(run_pulumi_func(body))
+        _sync_await(run_pulumi_func(collect))
+    except Exception as err:  # noqa: BLE001 (returned to the caller when asked)
+        if raise_errors:
+            raise
+        error = err
 
     resources = []
     raw_inputs: dict[str, dict[str, Any]] = {}
@@ -262,7 +285,7 @@ def _run_isolated(
         )
         raw_inputs[name] = _unwrap(inputs, False)
     resources.sort(key=lambda r: (r["type"], r["name"]))
-    return Plan(stack=stack, resources=resources, outputs=outputs, raw_inputs=raw_inputs)
+    return Plan(stack=stack, resources=resources, outputs=outputs, raw_inputs=raw_inputs, error=error)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ def plan_stack(
     stack: str | None = None,
     offline: bool = True,
     secrets: dict[str, str] | None = None,
+    **run_options: Any,
 ) -> tuple[Plan, list[str]]:
     """Plan a stack file with overrides (and secret values, e.g. a test sentinel token)."""
     from infra.program import main
@@ -39,7 +40,7 @@ def plan_stack(
         secret_keys.add(key)
         notes = [n for n in notes if not n.startswith(key)]
     name = stack or stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
-    plan = run_program(lambda: main(offline=offline), name, config, secret_keys)
+    plan = run_program(lambda: main(offline=offline), name, config, secret_keys, **run_options)
     return plan, notes
 
 

@@ -1,0 +1,257 @@
+"""Workflow behaviour: ordering, waiting, content addressing, secrets, and the failed-JobSet error."""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pytest
+
+from infra.offline import ROOT
+from infra.plan import main as plan_main
+from infra.plan import plan_stack
+from tests.conftest import SENTINEL_TOKEN, plan_of
+
+JOB = "kubernetes:batch/v1:Job"
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+
+
+def steps(plan):
+    return {"convert": plan.one(JOB, "convert"), "train": plan.one(JOBSET, "train"), "export": plan.one(JOB, "export")}
+
+
+def out_dir(resource):
+    """The step's base_output_directory (from its script)."""
+    script = json.dumps(resource["inputs"])
+    start = script.index("base_output_directory=") + len("base_output_directory=")
+    return script[start : script.index("/", script.index("/", start + 5) + 1 + 40) + 1].split(" ")[0]
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_steps_run_in_order_on_awaited_results(stack):
+    plan = plan_of(stack)
+    s = steps(plan)
+    assert {"jobset", "namespace", "workload-ksa", "hf-token"} <= set(s["convert"]["options"]["dependsOn"])
+    assert "convert" in s["train"]["options"]["dependsOn"]
+    assert "train" in s["export"]["options"]["dependsOn"]
+    assert (
+        s["train"]["inputs"]["metadata"]["annotations"]["tpu-rl/input"]
+        == plan.outputs["steps"]["convert"]["artifactUri"]
+    )
+    assert (
+        s["export"]["inputs"]["metadata"]["annotations"]["tpu-rl/input"]
+        == plan.outputs["steps"]["train"]["artifactUri"]
+    )
+    assert s["train"]["inputs"]["metadata"]["annotations"]["pulumi.com/waitFor"] == "jsonpath={.status.terminalState}"
+
+
+def test_waiting_timeouts_and_replacement_options():
+    plan = plan_of("prod")
+    for step, resource in steps(plan).items():
+        options = resource["options"]
+        assert options["customTimeouts"]["create"] == {"convert": "4h", "train": "24h", "export": "4h"}[step]
+        assert options["replaceOnChanges"] == ["*"], "a step left failed by a previous up is re-created"
+        assert options["deleteBeforeReplace"] is True, "names are explicit"
+        assert options["deletedWith"] == "cluster"
+        assert options["provider"] == "gke"
+        assert "ttlSecondsAfterFinished" not in json.dumps(resource["inputs"])
+    for name in ("convert", "export"):
+        job = plan.one(JOB, name)["inputs"]
+        assert job["metadata"]["annotations"]["pulumi.com/replaceUnready"] == "true"
+        assert job["spec"]["backoffLimit"] == 0 and job["spec"]["activeDeadlineSeconds"] == 4 * 3600
+    for resource in plan.find("kubernetes:core/v1:Namespace") + plan.find("kubernetes:helm.sh/v3:Release"):
+        assert resource["options"]["deletedWith"] == "cluster"
+    release = plan.one("kubernetes:helm.sh/v3:Release", "jobset")["inputs"]
+    assert release["chart"] == "oci://registry.k8s.io/jobset/charts/jobset"
+    assert release["version"] == "0.10.1" and release["namespace"] == "jobset-system"
+
+
+def test_timeouts_and_restarts_come_from_config():
+    plan = plan_of("prod", "tpu-rl:workflow.timeouts.train=36h", "tpu-rl:workflow.maxRestarts=2")
+    train = plan.one(JOBSET, "train")
+    assert train["options"]["customTimeouts"]["create"] == "36h"
+    assert train["inputs"]["spec"]["failurePolicy"]["maxRestarts"] == 2
+
+
+def test_conversion_and_export_run_on_cpu_not_on_the_slice():
+    plan = plan_of("prod")
+    for name in ("convert", "export"):
+        pod = plan.one(JOB, name)["inputs"]["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu-np"}
+        assert "tolerations" not in pod
+        container = pod["containers"][0]
+        assert "google.com/tpu" not in json.dumps(container["resources"])
+        assert {"name": "HF_HOME", "value": "/scratch/huggingface"} in container["env"]
+        claim = pod["volumes"][0]["ephemeral"]["volumeClaimTemplate"]["spec"]
+        assert int(claim["resources"]["requests"]["storage"].removesuffix("Gi")) >= 60
+    assert (
+        plan.one(JOB, "convert")["inputs"]["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"][
+            "memory"
+        ]
+        == "128Gi"
+    )
+
+
+def test_unchanged_config_plans_identical_objects():
+    first, _ = plan_stack(ROOT / "Pulumi.prod.yaml", secrets={"tpu-rl:hfToken": SENTINEL_TOKEN})
+    second, _ = plan_stack(
+        ROOT / "Pulumi.prod.yaml", secrets={"tpu-rl:hfToken": "hf_anotherTOKENvalueXXXXXXXXXXXXXXXX"}
+    )
+    assert first.kubernetes_objects() == second.kubernetes_objects(), "the token is not part of any identity"
+
+
+def test_changing_a_training_knob_reruns_training_and_export_only():
+    before = steps(plan_of("prod"))
+    after = steps(plan_of("prod", "tpu-rl:training.learningRate=1e-5"))
+    name = lambda r: r["inputs"]["metadata"]["name"]  # noqa: E731
+    assert name(before["convert"]) == name(after["convert"])
+    assert before["convert"]["inputs"] == after["convert"]["inputs"]
+    assert name(before["train"]) != name(after["train"])
+    assert name(before["export"]) != name(after["export"])
+
+
+def test_changing_the_model_revision_reruns_everything():
+    before = steps(plan_of("prod"))
+    after = steps(plan_of("prod", "tpu-rl:model.revision=0123456789abcdef0123456789abcdef01234567"))
+    for step in ("convert", "train", "export"):
+        assert before[step]["inputs"]["metadata"]["name"] != after[step]["inputs"]["metadata"]["name"]
+
+
+def test_no_output_path_is_reused_by_a_different_configuration():
+    variants = [
+        (),
+        ("tpu-rl:training.learningRate=1e-5",),
+        ("tpu-rl:training.numBatches=40",),
+        ("tpu-rl:training.optimizer=adamw",),
+        ("tpu-rl:training.dataset=gsm8k",),
+        ("tpu-rl:tpu.topology=8x8", "tpu-rl:training.iciTensorParallelism=2"),
+        ("tpu-rl:images.maxtext=us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.5",),
+    ]
+    seen: dict[str, tuple] = {}
+    for overrides in variants:
+        outputs = plan_of("prod", *overrides).outputs["steps"]
+        for step in ("train", "export"):
+            uri = outputs[step]["artifactUri"]
+            assert uri not in seen or seen[uri] == overrides, f"{step} path {uri} reused by {overrides} and {seen[uri]}"
+            seen[uri] = overrides
+
+
+def test_a_rerun_of_the_same_training_resumes_in_the_same_path():
+    # MaxText resumes from the newest checkpoint under base_output_directory/run_name when one exists.
+    a = plan_of("prod").outputs["steps"]["train"]
+    b, _ = plan_stack(ROOT / "Pulumi.prod.yaml", secrets={"tpu-rl:hfToken": SENTINEL_TOKEN})
+    assert a == b.outputs["steps"]["train"]
+    assert "/train/" in a["artifactUri"] and a["artifactUri"].endswith("/rl/checkpoints/actor/50/model_params/")
+
+
+def test_token_appears_only_in_the_secret(tmp_path):
+    plan = plan_of("dev")
+    for resource in plan.resources:
+        assert SENTINEL_TOKEN not in json.dumps(resource), resource["name"]
+    assert SENTINEL_TOKEN not in json.dumps(plan.outputs)
+    holders = [name for name, inputs in plan.raw_inputs.items() if SENTINEL_TOKEN in json.dumps(inputs)]
+    assert holders == ["hf-token"]
+    assert plan.one("kubernetes:core/v1:Secret", "hf-token")["inputs"]["stringData"] == {"token": "[secret]"}
+    for obj in plan.kubernetes_objects():
+        for container in _containers(obj):
+            for env in container.get("env", []):
+                assert "value" not in env or "TOKEN" not in env["name"], env
+            assert "hf_access_token" not in json.dumps(container.get("command", []) + container.get("args", []))
+
+
+def test_token_never_reaches_plan_files(tmp_path):
+    from infra.plan import write_plan
+
+    write_plan(plan_of("dev"), tmp_path)
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert SENTINEL_TOKEN not in path.read_text(), path
+
+
+def _containers(obj):
+    text = json.dumps(obj)
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            for key in ("containers", "initContainers"):
+                found.extend(node.get(key, []))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(json.loads(text))
+    return found
+
+
+def test_workflow_disabled_plans_no_steps(tmp_path):
+    assert plan_main(["--stack", "dev", "--set", "tpu-rl:workflow.enabled=false", "--out", str(tmp_path)]) == 0
+    manifests = sorted(p.name for p in (tmp_path / "manifests").iterdir())
+    assert not [m for m in manifests if m.startswith(("job-", "jobset-"))]
+    assert "namespace-cluster-tpu-rl.yaml" in manifests
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert "steps" not in plan["outputs"] and "hfModelUri" not in plan["outputs"]
+
+
+def test_dev_plan_writes_the_three_steps(tmp_path):
+    assert plan_main(["--stack", "dev", "--out", str(tmp_path)]) == 0
+    names = sorted(p.name for p in (tmp_path / "manifests").iterdir())
+    assert [n.split("-")[0] for n in names if n.startswith("job")] == ["job", "job", "jobset"]
+
+
+def test_outputs_per_step():
+    outputs = plan_of("prod").outputs
+    for step in ("convert", "train", "export"):
+        out = outputs["steps"][step]
+        assert out["name"].startswith(f"gemma4-26b-{step}-")
+        assert out["artifactUri"].startswith(f"gs://my-tpu-prod-project-tpu-rl-prod/gemma4-26b/{step}/")
+        assert out["logs"].startswith("kubectl logs -n tpu-rl ")
+        assert out["consoleLogs"].startswith("https://console.cloud.google.com/logs/query;query=")
+    assert "-c workload-container" in outputs["steps"]["train"]["logs"]
+    assert outputs["hfModelUri"] == outputs["steps"]["export"]["artifactUri"]
+
+
+def _failed_jobset(type_: str, inputs: dict) -> dict | None:
+    if type_ == JOBSET:
+        return {
+            "terminalState": "Failed",
+            "conditions": [
+                {"type": "StartupPolicyCompleted", "status": "True"},
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "FailedJobs",
+                    "message": "jobset failed due to one or more job failures",
+                },
+            ],
+        }
+    return None
+
+
+def test_a_failed_jobset_stops_up_with_name_reason_and_logs_command():
+    plan, _ = plan_stack(
+        ROOT / "Pulumi.prod.yaml",
+        secrets={"tpu-rl:hfToken": SENTINEL_TOKEN},
+        status_for=_failed_jobset,
+        raise_errors=False,
+    )
+    assert isinstance(plan.error, pulumi.RunError)
+    message = str(plan.error)
+    name = plan.one(JOBSET, "train")["inputs"]["metadata"]["name"]
+    assert f"JobSet tpu-rl/{name} failed (FailedJobs): jobset failed due to one or more job failures" in message
+    assert f"kubectl logs -n tpu-rl -l job-name={name}-pathways-head-0 -c workload-container" in message
+    assert not plan.find(JOB, "export"), "export is never created after a failed training"
+
+
+def test_a_completed_jobset_lets_export_run():
+    def completed(type_, inputs):
+        return (
+            {"terminalState": "Completed", "conditions": [{"type": "Completed", "status": "True"}]}
+            if type_ == JOBSET
+            else None
+        )
+
+    plan, _ = plan_stack(ROOT / "Pulumi.prod.yaml", secrets={"tpu-rl:hfToken": SENTINEL_TOKEN}, status_for=completed)
+    assert plan.find(JOB, "export")
