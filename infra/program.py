@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pulumi
 
 from infra.cluster import GkeCluster, cluster_identifier
@@ -85,7 +87,10 @@ def _preflight(settings: Settings) -> None:
     model = settings.model
     try:
         commit = check_model_access(
-            model.spec.hf_repo, model.revision, runtime_config.get_config("tpu-rl:hfToken") or ""
+            model.spec.hf_repo,
+            model.revision,
+            runtime_config.get_config("tpu-rl:hfToken") or "",
+            endpoint=os.environ.get("HF_ENDPOINT"),
         )
     except PreflightError as err:
         raise pulumi.RunError(f"preflight: {err}") from None

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 import pytest
 
 from infra.offline import ROOT, Plan
 from infra.plan import plan_stack
+
+# Tests talk only to loopback: google-auth must never probe the GCE metadata server.
+os.environ["NO_GCE_CHECK"] = "True"
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 SHARED = ROOT.parent / "shared"
 SENTINEL_TOKEN = "hf_SENTINELtokenVALUEforLEAKchecks0123456789"

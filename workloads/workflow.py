@@ -25,6 +25,8 @@ INPUT_ANNOTATION = "tpu-rl/input"
 
 
 def _check_artifact(kind: str, uri: str) -> None:
+    from google.auth.exceptions import DefaultCredentialsError
+
     from workloads import artifacts
 
     check: Callable[[Any, str], None] = getattr(artifacts, f"check_{kind}")
@@ -32,6 +34,11 @@ def _check_artifact(kind: str, uri: str) -> None:
         check(artifacts.storage_client(), uri)
     except artifacts.ArtifactMissingError as err:
         raise pulumi.RunError(str(err)) from None
+    except DefaultCredentialsError:
+        raise pulumi.RunError(
+            f"cannot verify {uri}: no Google credentials for the artifact check; "
+            "run `gcloud auth application-default login` (the gcp provider needs them too)"
+        ) from None
 
 
 class WorkflowRun(pulumi.ComponentResource):

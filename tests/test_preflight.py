@@ -1,0 +1,143 @@
+"""The Hugging Face preflight against a local HTTP server standing in for the Hub (HF_ENDPOINT)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pulumi
+import pytest
+
+from infra.offline import ROOT
+from infra.plan import plan_stack
+from workloads.preflight import PreflightError, check_model_access
+
+REPO = "google/gemma-4-26b-a4b-it"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+GOOD, NOT_ACCEPTED, BAD = "hf_goodTOKEN", "hf_licenceNOTaccepted", "hf_invalidTOKEN"
+
+
+class FakeHub(BaseHTTPRequestHandler):
+    """Just enough of the Hub API: model info and the file metadata HEAD request."""
+
+    def log_message(self, *args):  # keep test output clean
+        pass
+
+    def _token(self) -> str:
+        return self.headers.get("Authorization", "").removeprefix("Bearer ")
+
+    def _error(self, status: int, code: str | None, message: str) -> None:
+        body = json.dumps({"error": message}).encode()
+        self.send_response(status)
+        if code:
+            self.send_header("X-Error-Code", code)
+        self.send_header("X-Error-Message", message)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _check(self, repo: str, revision: str) -> bool:
+        if self._token() == BAD:
+            self._error(401, None, "Invalid credentials in Authorization header")
+        elif repo != REPO:
+            self._error(404, "RepoNotFound", "Repository not found")
+        elif revision not in ("main", COMMIT):
+            self._error(404, "RevisionNotFound", "Invalid rev id")
+        else:
+            return True
+        return False
+
+    def do_GET(self):  # noqa: N802
+        parts = self.path.split("?")[0].strip("/").split("/")
+        if parts[:2] == ["api", "models"] and "revision" in parts:
+            i = parts.index("revision")
+            repo, revision = "/".join(parts[2:i]), parts[i + 1]
+            if self._check(repo, revision):
+                body = json.dumps({"id": repo, "sha": COMMIT, "private": False, "gated": "manual"}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+        else:
+            self._error(404, None, "not found")
+
+    def do_HEAD(self):  # noqa: N802
+        parts = self.path.split("?")[0].strip("/").split("/")
+        if "resolve" in parts:
+            i = parts.index("resolve")
+            repo, revision = "/".join(parts[:i]), parts[i + 1]
+            if not self._check(repo, revision):
+                return
+            if self._token() == NOT_ACCEPTED:
+                self._error(403, "GatedRepo", "Access to model is restricted and you are not in the authorized list")
+                return
+            self.send_response(200)
+            self.send_header("X-Repo-Commit", COMMIT)
+            self.send_header("ETag", '"abc"')
+            self.send_header("Content-Length", "123")
+            self.end_headers()
+        else:
+            self._error(404, None, "not found")
+
+
+@pytest.fixture(scope="module")
+def hub():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeHub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+def test_readable_model_reports_its_commit(hub):
+    assert check_model_access(REPO, "main", GOOD, endpoint=hub) == COMMIT
+
+
+@pytest.mark.parametrize(
+    ("repo", "revision", "token", "words"),
+    [
+        (REPO, "main", NOT_ACCEPTED, "has not accepted its licence"),
+        (REPO, "main", BAD, "tpu-rl:hfToken"),
+        (REPO, "v9-missing", GOOD, "tpu-rl:model.revision 'v9-missing' does not exist"),
+        ("google/no-such-model", "main", GOOD, "does not exist or the token is invalid"),
+    ],
+)
+def test_clear_message_when_the_model_cannot_be_read(hub, repo, revision, token, words):
+    with pytest.raises(PreflightError, match=words):
+        check_model_access(repo, revision, token, endpoint=hub)
+
+
+def _up_with_token(token: str):
+    """The program as in `pulumi up` with the preflight on (mocked cloud)."""
+    return plan_stack(ROOT / "Pulumi.prod.yaml", offline=False, secrets={"tpu-rl:hfToken": token}, raise_errors=False)[
+        0
+    ]
+
+
+def test_preflight_stops_up_before_any_resource(hub, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", hub)
+    plan = _up_with_token(NOT_ACCEPTED)
+    assert isinstance(plan.error, pulumi.RunError)
+    assert str(plan.error).startswith("preflight: tpu-rl:hfToken cannot download google/gemma-4-26b-a4b-it")
+    assert plan.resources == [], "nothing is registered when the preflight fails"
+
+
+def test_preflight_passes_and_changes_nothing_rendered(hub, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", hub)
+    for name in ("GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST", "GOOGLE_OAUTH_ACCESS_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/adc.json")
+    online = _up_with_token(GOOD)
+    offline = plan_stack(ROOT / "Pulumi.prod.yaml", secrets={"tpu-rl:hfToken": GOOD})[0]
+    # With the preflight passed, the program goes on until the first artifact check (no GCS here).
+    assert online.error is not None and not str(online.error).startswith("preflight")
+    rendered = {o["metadata"]["name"]: o for o in offline.kubernetes_objects()}
+    assert online.kubernetes_objects(), "resources were registered after the preflight"
+    for obj in online.kubernetes_objects():
+        assert obj == rendered[obj["metadata"]["name"]]
