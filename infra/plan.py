@@ -19,6 +19,7 @@ import pulumi
 import yaml
 
 from infra.config import ConfigError
+from infra.estimate import describe
 from infra.offline import ROOT, Plan, StackFileError, is_kubernetes_object, load_stack_config, run_program
 
 
@@ -98,9 +99,13 @@ def render_table(plan: Plan) -> str:
     lines = ["  ".join(cell.ljust(widths[i]) if i < 3 else cell for i, cell in enumerate(row)).rstrip() for row in rows]
     lines.append(f"\n{len(plan.resources)} resources in stack {plan.stack}")
     for key, value in plan.outputs.items():
+        if key == "estimate":
+            continue
         if isinstance(value, (dict, list)):
             value = json.dumps(value)
         lines.append(f"  output {key}: {value}")
+    if "estimate" in plan.outputs:
+        lines.append("\n" + describe(plan.outputs["estimate"]))
     return "\n".join(lines)
 
 

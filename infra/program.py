@@ -8,6 +8,7 @@ import pulumi
 
 from infra.cluster import GkeCluster, cluster_identifier
 from infra.config import ConfigError, Settings
+from infra.estimate import estimate_for
 from infra.identities import NodeIdentities
 from infra.k8s_platform import KubernetesPlatform
 from infra.naming import names_for
@@ -69,6 +70,7 @@ def main(offline: bool = False) -> Settings:
             "capacity": settings.tpu.capacity,
         },
     )
+    pulumi.export("estimate", estimate_for(settings).to_output())
     pulumi.export("kubeconfig", gke.kubeconfig)
     pulumi.export(
         "getCredentialsCommand",

@@ -1,0 +1,195 @@
+"""A small, documented cost and duration model for one workflow run (plain functions, no Pulumi).
+
+Model: each step takes an assumed wall-clock time (the named constants below). TPU chip-hours are
+billed while TPU VMs exist:
+
+- ``reservation``: the static slice exists from ``pulumi up`` until ``pulumi destroy``, so it bills
+  during conversion and export too (which do not use it) and every idle day after the run;
+- ``spot`` / ``flex-start`` / ``on-demand``: the pool scales from 0 to one slice only while training
+  pods need it, so only training (plus scale-up/down) bills.
+
+Conversion and export run on the CPU pool and hold no TPU in any mode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from infra.tpu_catalogue import SliceShape
+
+# USD per chip-hour. Source: Google Cloud TPU pricing page (https://cloud.google.com/tpu/pricing),
+# list prices for us-east5 / us-central regions as recorded on 2026-11-29 for this project; they
+# were not re-fetched from this offline workplace, and they change: verify them for your region.
+# "reservation" is the 1-year committed-use price (TPU reservations require a CUD).
+# spot and flex-start are assumptions relative to on-demand (SPOT_FACTOR, FLEX_START_FACTOR).
+ON_DEMAND_USD_PER_CHIP_HOUR = {"v6e": 2.70, "v5e": 1.20, "v5p": 4.20}
+RESERVATION_USD_PER_CHIP_HOUR = {"v6e": 1.89, "v5e": 0.84, "v5p": 2.94}
+SPOT_FACTOR = 0.40
+FLEX_START_FACTOR = 0.60
+PRICES_AS_OF = "2026-11-29"
+
+# Assumed durations (hours).
+CONVERT_HOURS = {"gemma4-26b": 1.0, "gemma4-e4b": 0.3}
+"""Download the bf16 weights, transform, save the MaxText checkpoint (one CPU node)."""
+EXPORT_HOURS = {"gemma4-26b": 0.75, "gemma4-e4b": 0.25}
+"""Restore the RL checkpoint on CPU and write safetensors to GCS."""
+TRAIN_STARTUP_HOURS = 0.75
+"""Scheduling, Pathways start-up, checkpoint restore, XLA compilation and the pre-RL eval."""
+TRAIN_SECONDS_PER_SAMPLE = {"gemma4-26b": 6.0, "gemma4-e4b": 1.5}
+"""Per generated sample (prompt x generation) of 640 tokens on a 32-chip slice: rollout, reshard,
+update. Scales with target length and inversely with chips."""
+REFERENCE_TARGET_LENGTH = 640
+REFERENCE_CHIPS = 32
+AUTOSCALE_OVERHEAD_HOURS = 0.25
+"""TPU VMs boot before training starts and linger until scale-down after it ends."""
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    step: str
+    hours: float
+    holds_tpu: bool
+    tpu_chip_hours: float
+    usd: float
+
+
+@dataclass(frozen=True)
+class Estimate:
+    capacity: str
+    chips: int
+    usd_per_chip_hour: float
+    steps: list[StepEstimate]
+    total_hours: float
+    total_tpu_chip_hours: float
+    total_usd: float
+    idle_usd_per_day: float
+    """What the slice costs per day when nothing runs (reservation only; autoscaled pools scale to 0)."""
+    notes: list[str] = field(default_factory=list)
+
+    def to_output(self) -> dict[str, Any]:
+        """Stack-output form, camelCase and rounded."""
+        return {
+            "capacity": self.capacity,
+            "chips": self.chips,
+            "usdPerChipHour": round(self.usd_per_chip_hour, 4),
+            "steps": {
+                s.step: {
+                    "hours": round(s.hours, 2),
+                    "holdsTpu": s.holds_tpu,
+                    "tpuChipHours": round(s.tpu_chip_hours, 1),
+                    "usd": round(s.usd, 2),
+                }
+                for s in self.steps
+            },
+            "totalHours": round(self.total_hours, 2),
+            "totalTpuChipHours": round(self.total_tpu_chip_hours, 1),
+            "totalUsd": round(self.total_usd, 2),
+            "idleUsdPerDay": round(self.idle_usd_per_day, 2),
+            "pricesAsOf": PRICES_AS_OF,
+            "notes": self.notes,
+        }
+
+
+def usd_per_chip_hour(version: str, capacity: str) -> float:
+    on_demand = ON_DEMAND_USD_PER_CHIP_HOUR[version]
+    return {
+        "reservation": RESERVATION_USD_PER_CHIP_HOUR[version],
+        "on-demand": on_demand,
+        "spot": on_demand * SPOT_FACTOR,
+        "flex-start": on_demand * FLEX_START_FACTOR,
+    }[capacity]
+
+
+def train_hours(model: str, chips: int, num_batches: int, batch_size: int, generations: int, target: int) -> float:
+    """Startup plus num_batches steps of batch_size x generations samples."""
+    per_step = TRAIN_SECONDS_PER_SAMPLE[model] * batch_size * generations * (target / REFERENCE_TARGET_LENGTH)
+    per_step *= REFERENCE_CHIPS / chips
+    return TRAIN_STARTUP_HOURS + num_batches * per_step / 3600
+
+
+def estimate_run(
+    shape: SliceShape,
+    slices: int,
+    capacity: str,
+    *,
+    model: str,
+    num_batches: int,
+    batch_size: int,
+    num_generations: int,
+    max_target_length: int,
+    workflow: bool = True,
+) -> Estimate:
+    """Wall-clock hours, TPU chip-hours and USD per step for one run of the workflow."""
+    chips = shape.chips * slices
+    price = usd_per_chip_hour(shape.version, capacity)
+    reserved = capacity == "reservation"
+    hours = {
+        "convert": CONVERT_HOURS[model] if workflow else 0.0,
+        "train": train_hours(model, chips, num_batches, batch_size, num_generations, max_target_length)
+        if workflow
+        else 0.0,
+        "export": EXPORT_HOURS[model] if workflow else 0.0,
+    }
+    steps = []
+    for step, step_hours in hours.items():
+        holds_tpu = step == "train"
+        if reserved:
+            billed = step_hours
+        elif holds_tpu and step_hours:
+            billed = step_hours + AUTOSCALE_OVERHEAD_HOURS
+        else:
+            billed = 0.0
+        steps.append(StepEstimate(step, step_hours, holds_tpu, billed * chips, billed * chips * price))
+    notes = ["conversion and export run on the CPU pool and hold no TPU"]
+    if reserved:
+        notes.append(
+            f"the reserved slice bills from creation until destroy: {chips} chips x ${price:.2f} "
+            f"= ${chips * price * 24:,.0f} per day, also while conversion and export run"
+        )
+    else:
+        notes.append(f"the {capacity} pool scales to zero: TPU bills only while training runs")
+    return Estimate(
+        capacity=capacity,
+        chips=chips,
+        usd_per_chip_hour=price,
+        steps=steps,
+        total_hours=sum(hours.values()),
+        total_tpu_chip_hours=sum(s.tpu_chip_hours for s in steps),
+        total_usd=sum(s.usd for s in steps),
+        idle_usd_per_day=chips * price * 24 if reserved else 0.0,
+        notes=notes,
+    )
+
+
+def estimate_for(settings: Any) -> Estimate:
+    """The estimate of a validated ``infra.config.Settings``."""
+    knobs = settings.training.knobs
+    return estimate_run(
+        settings.slice,
+        settings.tpu.slices,
+        settings.tpu.capacity,
+        model=settings.model.spec.name,
+        num_batches=int(knobs["num_batches"]),
+        batch_size=int(knobs["batch_size"]),
+        num_generations=int(knobs["rl.num_generations"]),
+        max_target_length=int(knobs["max_target_length"]),
+        workflow=settings.workflow.enabled,
+    )
+
+
+def describe(output: dict[str, Any]) -> str:
+    """A short table of an estimate's stack output, for the offline plan."""
+    lines = [
+        f"estimate ({output['capacity']}, {output['chips']} chips at ${output['usdPerChipHour']:.2f}/chip-hour, "
+        f"prices as of {output['pricesAsOf']}):"
+    ]
+    for step, s in output["steps"].items():
+        tpu = "TPU" if s["holdsTpu"] else "CPU only"
+        lines.append(f"  {step:<8} {s['hours']:6.2f} h  {tpu:<8}  {s['tpuChipHours']:8.1f} chip-h  ${s['usd']:10,.2f}")
+    lines.append(
+        f"  {'total':<8} {output['totalHours']:6.2f} h            {output['totalTpuChipHours']:8.1f} chip-h  "
+        f"${output['totalUsd']:10,.2f}"
+    )
+    lines += [f"  note: {n}" for n in output["notes"]]
+    return "\n".join(lines)
