@@ -1,0 +1,527 @@
+"""tpu-rl guardrails: TPU- and ML-aware CrossGuard policies (importable; ``__main__.py`` builds the pack).
+
+Every policy has a name, a one-line description, a severity and a remediation in its
+messages. Enforcement levels come from the policy config files (``config/<stack>.json``).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyConfigSchema,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    Severity,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+# The pack lives beside the program and shares its TPU catalogue and cost model (plain modules).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from infra.estimate import estimate_run  # noqa: E402
+from infra.tpu_catalogue import CATALOGUE, resolve_slice  # noqa: E402
+
+NODE_POOL = "gcp:container/nodePool:NodePool"
+CLUSTER = "gcp:container/cluster:Cluster"
+BUCKET = "gcp:storage/bucket:Bucket"
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+JOB = "kubernetes:batch/v1:Job"
+PROJECT_IAM = (
+    "gcp:projects/iAMMember:IAMMember",
+    "gcp:projects/iAMBinding:IAMBinding",
+)
+WORKLOAD_TYPES = (JOB, JOBSET, "kubernetes:core/v1:Pod", "kubernetes:apps/v1:Deployment")
+
+TOKEN_PATTERNS = (
+    re.compile(r"hf_[A-Za-z0-9]{20,}"),
+    re.compile(r"(?i)\bhf_access_token=(?!\s*$)\S+"),
+    re.compile(r"\b[A-Z][A-Z0-9_]*_(TOKEN|KEY|SECRET|PASSWORD)=\S+"),
+    re.compile(r"(?i)--(hf-)?token[= ]\S+"),
+)
+SECRET_ENV_NAME = re.compile(r"(?i)(TOKEN|SECRET|PASSWORD|API_?KEY|ACCESS_KEY)")
+
+
+def _machine(machine_type: str) -> tuple[str, Any] | None:
+    for version in CATALOGUE.values():
+        machine = version.machine(machine_type)
+        if machine is not None:
+            return version.name, machine
+    return None
+
+
+def containers(obj: Any) -> Iterator[dict[str, Any]]:
+    """Every container and init container anywhere in a manifest."""
+    if isinstance(obj, Mapping):
+        for key in ("containers", "initContainers"):
+            for container in obj.get(key) or []:
+                if isinstance(container, Mapping):
+                    yield container  # type: ignore[misc]
+        for value in obj.values():
+            yield from containers(value)
+    elif isinstance(obj, list):
+        for value in obj:
+            yield from containers(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Secrets
+
+
+def _no_secrets(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type not in WORKLOAD_TYPES:
+        return
+    fix = "pass secrets as env valueFrom.secretKeyRef (MaxText reads HF_TOKEN from the environment)"
+    for container in containers(args.props):
+        name = container.get("name", "?")
+        for field in ("command", "args"):
+            for word in container.get(field) or []:
+                for pattern in TOKEN_PATTERNS:
+                    match = pattern.search(str(word))
+                    if match:
+                        report(f"container {name}: {field} contains secret material ({match.group(0)[:18]}...); {fix}")
+                        break
+        for env in container.get("env") or []:
+            value = env.get("value")
+            if value is not None and (
+                SECRET_ENV_NAME.search(env.get("name", "")) or any(p.search(str(value)) for p in TOKEN_PATTERNS)
+            ):
+                report(f"container {name}: env {env.get('name')} has a literal value; {fix}")
+            if env.get("name") == "HF_TOKEN" and "secretKeyRef" not in (env.get("valueFrom") or {}):
+                report(f"container {name}: HF_TOKEN must come from a secretKeyRef; {fix}")
+
+
+no_secrets_in_workloads = ResourceValidationPolicy(
+    name="no-secrets-in-workloads",
+    description="No tokens or keys in container args, command or env values; HF_TOKEN comes from a secretKeyRef.",
+    severity=Severity.CRITICAL,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Store the token as a Pulumi secret and reference the Kubernetes Secret with secretKeyRef.",
+    validate=_no_secrets,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# TPU node pools
+
+
+def _tpu_pool(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != NODE_POOL:
+        return
+    node = args.props.get("nodeConfig") or {}
+    found = _machine(node.get("machineType", ""))
+    if found is None:
+        return
+    version, machine = found
+    placement = args.props.get("placementPolicy") or {}
+    topology = placement.get("tpuTopology") or (node.get("labels") or {}).get("cloud.google.com/gke-tpu-topology")
+    topology = topology or machine.single_host_topology
+    if topology not in machine.topologies:
+        report(
+            f"{machine.name} cannot form topology {topology}; valid: {', '.join(machine.topologies)}. "
+            "Fix tpu-rl:tpu.topology."
+        )
+        return
+    shape = resolve_slice(version, machine.name, topology)
+    if shape.multi_host:
+        if placement.get("type") != "COMPACT" or placement.get("tpuTopology") != topology:
+            report(f"multi-host slice {topology} needs placementPolicy {{type: COMPACT, tpuTopology: {topology}}}")
+    elif placement.get("tpuTopology"):
+        report("a single-host TPU pool must not set placementPolicy.tpuTopology (GKE rejects it)")
+    zones = args.props.get("nodeLocations") or []
+    if len(zones) != 1:
+        report(f"a TPU slice lives in exactly one zone; nodeLocations has {len(zones)}: set gcp:zone")
+    autoscaling = args.props.get("autoscaling")
+    affinity = (node.get("reservationAffinity") or {}).get("consumeReservationType", "UNSPECIFIED")
+    preemptible = bool(node.get("spot") or node.get("flexStart"))
+    if autoscaling:
+        top = autoscaling.get("maxNodeCount", autoscaling.get("totalMaxNodeCount"))
+        if top != shape.hosts:
+            report(f"autoscaling max {top} must be one whole slice ({shape.hosts} hosts for {topology})")
+        if autoscaling.get("minNodeCount", 0) not in (0, shape.hosts):
+            report(f"autoscaling min must be 0 or {shape.hosts}: a partial slice cannot run")
+        if affinity == "SPECIFIC_RESERVATION":
+            report("an autoscaled pool must not consume a specific reservation; use capacity reservation (static)")
+    else:
+        if args.props.get("nodeCount") != shape.hosts:
+            report(f"nodeCount {args.props.get('nodeCount')} must equal the slice's {shape.hosts} hosts")
+        if affinity != "SPECIFIC_RESERVATION" or not (node.get("reservationAffinity") or {}).get("values"):
+            report("a static TPU pool (capacity reservation) needs a SPECIFIC_RESERVATION affinity with the name")
+    if preemptible and affinity not in ("NO_RESERVATION", "UNSPECIFIED"):
+        report("spot and flex-start capacity cannot consume a reservation: set reservationAffinity NO_RESERVATION")
+
+
+tpu_node_pool_shape = ResourceValidationPolicy(
+    name="tpu-node-pool-shape",
+    description="TPU pools form a valid slice: topology, node count, COMPACT placement, one zone, capacity mode.",
+    severity=Severity.HIGH,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Fix tpu-rl:tpu (machineType, topology, capacity, reservation).",
+    validate=_tpu_pool,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cluster
+
+
+def _control_plane(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != CLUSTER:
+        return
+    props = args.props
+    if not (props.get("privateClusterConfig") or {}).get("enablePrivateNodes"):
+        report("nodes must be private (privateClusterConfig.enablePrivateNodes); egress goes through Cloud NAT")
+    if not (props.get("workloadIdentityConfig") or {}).get("workloadPool"):
+        report("Workload Identity must be enabled (workloadIdentityConfig.workloadPool = PROJECT.svc.id.goog)")
+    if props.get("enableShieldedNodes") is False:
+        report("shielded nodes must be enabled (enableShieldedNodes: true)")
+
+
+gke_control_plane = ResourceValidationPolicy(
+    name="gke-private-cluster",
+    description="GKE clusters have private nodes, Workload Identity and shielded nodes.",
+    severity=Severity.HIGH,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Keep the cluster settings of infra/gke_spec.py.",
+    validate=_control_plane,
+)
+
+
+def _open_control_plane(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != CLUSTER:
+        return
+    config = args.props.get("masterAuthorizedNetworksConfig") or {}
+    blocks = [b.get("cidrBlock") for b in config.get("cidrBlocks") or []]
+    if "0.0.0.0/0" in blocks:
+        report("the control plane is open to 0.0.0.0/0: set tpu-rl:authorizedNetworks to the networks you deploy from")
+    if config.get("gcpPublicCidrsAccessEnabled"):
+        report("gcpPublicCidrsAccessEnabled lets any Google Cloud IP reach the control plane: disable it")
+
+
+no_open_control_plane = ResourceValidationPolicy(
+    name="no-open-control-plane",
+    description="The GKE control plane is reachable only from the stack's authorized networks, never 0.0.0.0/0.",
+    severity=Severity.HIGH,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="pulumi config set --path 'tpu-rl:authorizedNetworks[0]' <your CIDR>",
+    validate=_open_control_plane,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# IAM and bucket
+
+BROAD_ROLES = ("roles/storage.admin", "roles/owner", "roles/editor")
+
+
+def _broad_iam(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type in PROJECT_IAM and args.props.get("role") in BROAD_ROLES:
+        report(
+            f"project-level {args.props['role']} is too broad; grant roles/storage.objectUser on the bucket "
+            "(gcp.storage.BucketIAMMember) or a narrower project role"
+        )
+
+
+no_broad_project_iam = ResourceValidationPolicy(
+    name="no-broad-project-iam",
+    description="No project-level roles/storage.admin, roles/owner or roles/editor grants.",
+    severity=Severity.CRITICAL,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Scope storage access to the artifacts bucket (see infra/identities.py).",
+    validate=_broad_iam,
+)
+
+
+def _bucket(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != BUCKET:
+        return
+    props = args.props
+    if not props.get("uniformBucketLevelAccess"):
+        report("enable uniform bucket-level access (uniformBucketLevelAccess: true)")
+    if props.get("publicAccessPrevention") != "enforced":
+        report("enforce public access prevention (publicAccessPrevention: enforced)")
+    soft_delete = (props.get("softDeletePolicy") or {}).get("retentionDurationSeconds", 0)
+    if not soft_delete and not (props.get("versioning") or {}).get("enabled"):
+        report("keep deleted checkpoints recoverable: enable soft delete or versioning")
+
+
+bucket_hardening = ResourceValidationPolicy(
+    name="bucket-hardening",
+    description="Buckets use uniform access, enforce public access prevention and keep deleted objects recoverable.",
+    severity=Severity.HIGH,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Keep the bucket settings of infra/storage.py.",
+    validate=_bucket,
+)
+
+
+def _bucket_deletion(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != BUCKET:
+        return
+    if args.props.get("forceDestroy"):
+        report("forceDestroy deletes every checkpoint on destroy: set tpu-rl:forceDestroy false")
+    if not (args.opts and args.opts.protect):
+        report("the artifacts bucket is not protected: set tpu-rl:protect true")
+
+
+bucket_deletion_guard = ResourceValidationPolicy(
+    name="bucket-deletion-guard",
+    description="Finished runs' artifacts survive `pulumi destroy`: no forceDestroy, protect on.",
+    severity=Severity.MEDIUM,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="pulumi config set tpu-rl:protect true; pulumi config set tpu-rl:forceDestroy false",
+    validate=_bucket_deletion,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Workloads
+
+
+def _no_ttl(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type not in (JOB, JOBSET):
+        return
+    spec = args.props.get("spec") or {}
+    inner = [spec] + [(r.get("template") or {}).get("spec") or {} for r in spec.get("replicatedJobs") or []]
+    if any("ttlSecondsAfterFinished" in s for s in inner):
+        report(
+            "ttlSecondsAfterFinished deletes the finished object; a later refresh re-creates it and re-runs the "
+            "step: remove it"
+        )
+
+
+no_ttl_on_managed_jobs = ResourceValidationPolicy(
+    name="no-ttl-on-managed-jobs",
+    description="Pulumi-managed Jobs and JobSets have no ttlSecondsAfterFinished (a refresh would re-run them).",
+    severity=Severity.HIGH,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Remove ttlSecondsAfterFinished; the stack keeps the objects until destroy.",
+    validate=_no_ttl,
+)
+
+
+def _bounded_retries(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type not in (JOB, JOBSET):
+        return
+    config = args.get_config()
+    max_backoff, max_restarts = config.get("maxBackoffLimit", 64), config.get("maxRestarts", 3)
+    spec = args.props.get("spec") or {}
+    jobs = (
+        [("Job", spec)]
+        if args.resource_type == JOB
+        else [
+            (r.get("name", "?"), (r.get("template") or {}).get("spec") or {}) for r in spec.get("replicatedJobs") or []
+        ]
+    )
+    for name, job in jobs:
+        backoff = job.get("backoffLimit")
+        if backoff is None or backoff > max_backoff:
+            report(f"{name}: backoffLimit {backoff} is unbounded or above {max_backoff}: a TPU slice retries for hours")
+    if args.resource_type == JOBSET:
+        restarts = (spec.get("failurePolicy") or {}).get("maxRestarts")
+        if restarts is None or restarts > max_restarts:
+            report(
+                f"failurePolicy.maxRestarts {restarts} is missing or above {max_restarts}: "
+                "lower tpu-rl:workflow.maxRestarts"
+            )
+
+
+bounded_retries = ResourceValidationPolicy(
+    name="bounded-retries",
+    description="Jobs and JobSets retry a bounded number of times (backoffLimit, failurePolicy.maxRestarts).",
+    severity=Severity.HIGH,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Lower tpu-rl:workflow.maxRestarts; keep backoffLimit explicit.",
+    config_schema=PolicyConfigSchema(
+        properties={
+            "maxBackoffLimit": {"type": "integer", "default": 64},
+            "maxRestarts": {"type": "integer", "default": 3},
+        }
+    ),
+    validate=_bounded_retries,
+)
+
+
+def _pinned_images(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type not in WORKLOAD_TYPES:
+        return
+    for container in containers(args.props):
+        image = str(container.get("image", ""))
+        tagless = ":" not in image.rsplit("/", 1)[-1] and "@" not in image
+        if image.endswith(":latest") or tagless:
+            report(f"container {container.get('name')}: image {image} is not pinned; use a version tag or a digest")
+        elif "/pathways/" in image and "@sha256:" not in image:
+            report(
+                f"container {container.get('name')}: Pathways image {image} must be pinned by digest "
+                "(it must match the client's JAX); set tpu-rl:images"
+            )
+
+
+pinned_images = ResourceValidationPolicy(
+    name="pinned-images",
+    description="No :latest or untagged images; Pathways server and proxy images are pinned by digest.",
+    severity=Severity.HIGH,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Set tpu-rl:images to tags or @sha256 digests.",
+    validate=_pinned_images,
+)
+
+
+def _model_revision(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != JOB:
+        return
+    text = " ".join(str(word) for c in containers(args.props) for word in c.get("command") or [])
+    match = re.search(r"--revision=([^\s\"']+)", text)
+    if match and not re.fullmatch(r"[0-9a-f]{40}", match.group(1)):
+        report(
+            f"model revision {match.group(1)!r} is a moving ref; pin a commit for reproducible runs "
+            "(pulumi config set --path 'tpu-rl:model.revision' <commit>)"
+        )
+
+
+model_revision_pinned = ResourceValidationPolicy(
+    name="model-revision-pinned",
+    description="The Hugging Face model revision is pinned to a commit.",
+    severity=Severity.LOW,
+    enforcement_level=EnforcementLevel.ADVISORY,
+    remediation_steps="Set tpu-rl:model.revision to the commit the preflight reports.",
+    validate=_model_revision,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Labels and budget
+
+LABEL_FIELDS = {BUCKET: ("labels",), CLUSTER: ("resourceLabels",), NODE_POOL: ("nodeConfig", "resourceLabels")}
+
+
+def _labels(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    path = LABEL_FIELDS.get(args.resource_type)
+    if path is None:
+        return
+    labels: Any = args.props
+    for key in path:
+        labels = (labels or {}).get(key)
+    required = args.get_config().get("requiredLabels", ["app", "stack"])
+    missing = [k for k in required if k not in (labels or {})]
+    if missing:
+        report(f"missing cost-attribution labels {', '.join(missing)} on {'.'.join(path)}")
+
+
+cost_attribution_labels = ResourceValidationPolicy(
+    name="cost-attribution-labels",
+    description="Labelable GCP resources carry the cost-attribution labels.",
+    severity=Severity.LOW,
+    enforcement_level=EnforcementLevel.ADVISORY,
+    remediation_steps="Keep settings.labels on every labelable resource.",
+    config_schema=PolicyConfigSchema(
+        properties={"requiredLabels": {"type": "array", "items": {"type": "string"}, "default": ["app", "stack"]}}
+    ),
+    validate=_labels,
+)
+
+
+def _arg(command: str, key: str, default: int) -> int:
+    match = re.search(rf"(?:^|\s){re.escape(key)}=(\d+)", command)
+    return int(match.group(1)) if match else default
+
+
+def stack_estimate(resources: list[Any]) -> dict[str, Any] | None:
+    """The cost estimate of a stack, from its TPU pools and its training JobSet."""
+    pools = []
+    for r in resources:
+        if r.resource_type != NODE_POOL:
+            continue
+        node = r.props.get("nodeConfig") or {}
+        found = _machine(node.get("machineType", ""))
+        if found is None:
+            continue
+        version, machine = found
+        topology = (r.props.get("placementPolicy") or {}).get("tpuTopology") or machine.single_host_topology
+        if topology not in machine.topologies:
+            continue
+        if node.get("spot"):
+            capacity = "spot"
+        elif node.get("flexStart"):
+            capacity = "flex-start"
+        elif r.props.get("autoscaling"):
+            capacity = "on-demand"
+        else:
+            capacity = "reservation"
+        pools.append((resolve_slice(version, machine.name, topology), capacity))
+    if not pools:
+        return None
+    shape, capacity = pools[0]
+    jobset = next((r for r in resources if r.resource_type == JOBSET), None)
+    command = " ".join(" ".join(c.get("command") or []) for c in containers(jobset.props if jobset else {}))
+    model = re.search(r"model_name=(\S+)", command)
+    estimate = estimate_run(
+        shape,
+        len(pools),
+        capacity,
+        model=model.group(1) if model else "gemma4-26b",
+        num_batches=_arg(command, "num_batches", 50),
+        batch_size=_arg(command, "batch_size", 4),
+        num_generations=_arg(command, "rl.num_generations", 4),
+        max_target_length=_arg(command, "max_target_length", 640),
+        workflow=jobset is not None,
+    )
+    return estimate.to_output()
+
+
+def _budget(args: StackValidationArgs, report: ReportViolation) -> None:
+    estimate = stack_estimate(list(args.resources))
+    if estimate is None:
+        return
+    budget = float(args.get_config().get("maxEstimatedUsd", 1000))
+    if estimate["totalUsd"] > budget:
+        report(
+            f"estimated TPU cost of one run is ${estimate['totalUsd']:,.2f} ({estimate['capacity']}, "
+            f"{estimate['chips']} chips), above maxEstimatedUsd ${budget:,.2f}: use a smaller slice, fewer "
+            "numBatches or spot/flex-start capacity, or raise the budget in the policy config"
+        )
+    if estimate["idleUsdPerDay"] > float(args.get_config().get("maxIdleUsdPerDay", 5000)):
+        report(
+            f"the reserved slice bills ${estimate['idleUsdPerDay']:,.2f} per day until `pulumi destroy`: "
+            "destroy the stack after the run or use autoscaled capacity"
+        )
+
+
+tpu_budget = StackValidationPolicy(
+    name="tpu-budget",
+    description="The estimated TPU cost of one workflow run stays under the stack's budget.",
+    severity=Severity.HIGH,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Shrink the run or the slice, or raise maxEstimatedUsd in policy/config/<stack>.json.",
+    config_schema=PolicyConfigSchema(
+        properties={
+            "maxEstimatedUsd": {"type": "number", "default": 1000},
+            "maxIdleUsdPerDay": {"type": "number", "default": 5000},
+        }
+    ),
+    validate=_budget,
+)
+
+
+POLICIES = [
+    no_secrets_in_workloads,
+    tpu_node_pool_shape,
+    gke_control_plane,
+    no_open_control_plane,
+    no_broad_project_iam,
+    bucket_hardening,
+    bucket_deletion_guard,
+    no_ttl_on_managed_jobs,
+    bounded_retries,
+    pinned_images,
+    model_revision_pinned,
+    cost_attribution_labels,
+    tpu_budget,
+]

@@ -1,0 +1,317 @@
+"""The CrossGuard pack on the captured dev and prod plans, and on mutated plans it must catch."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import importlib
+import json
+import sys
+from typing import Any
+
+import pytest
+from pulumi_policy import (
+    PolicyCustomTimeouts,
+    PolicyResource,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+)
+
+from infra.offline import ROOT, Plan
+from tests.conftest import plan_of
+
+sys.path.insert(0, str(ROOT / "policy"))
+policies = importlib.import_module("tpu_rl_policies")
+BY_NAME = {p.name: p for p in policies.POLICIES}
+
+
+def stack_config(stack: str) -> dict[str, Any]:
+    return json.loads((ROOT / "policy" / "config" / f"{stack}.json").read_text())
+
+
+def policy_config(stack: str, name: str) -> dict[str, Any]:
+    entry = stack_config(stack).get(name, {})
+    return {k: v for k, v in entry.items() if k != "enforcementLevel"} if isinstance(entry, dict) else {}
+
+
+def level(stack: str, name: str) -> str:
+    config = stack_config(stack)
+    entry = config.get(name, config.get("all"))
+    return entry["enforcementLevel"] if isinstance(entry, dict) else entry
+
+
+def _options(resource: dict[str, Any]) -> PolicyResourceOptions:
+    o = resource["options"]
+    timeouts = o["customTimeouts"] or {}
+    return PolicyResourceOptions(
+        protect=o["protect"],
+        ignore_changes=o["ignoreChanges"],
+        delete_before_replace=o["deleteBeforeReplace"],
+        aliases=[],
+        custom_timeouts=PolicyCustomTimeouts(0, 0, 0) if not timeouts else PolicyCustomTimeouts(1, 1, 1),
+        additional_secret_outputs=[],
+        parent=o["parent"],
+    )
+
+
+def _run(result: Any) -> None:
+    if asyncio.iscoroutine(result):
+        asyncio.new_event_loop().run_until_complete(result)
+
+
+def violations(plan: Plan, name: str, stack: str = "dev") -> list[str]:
+    """Messages the named policy reports on a plan, with the stack's policy config."""
+    policy = BY_NAME[name]
+    config = policy_config(stack, name)
+    found: list[str] = []
+
+    def report(message: str, urn: str | None = None) -> None:
+        found.append(message)
+
+    if isinstance(policy, ResourceValidationPolicy):
+        for r in plan.resources:
+            args = ResourceValidationArgs(
+                r["type"], r["inputs"], f"urn:{r['name']}", r["name"], _options(r), None, config
+            )
+            for validate in policy.validate if isinstance(policy.validate, list) else [policy.validate]:
+                _run(validate(args, report))
+    else:
+        resources = [
+            PolicyResource(r["type"], r["inputs"], f"urn:{r['name']}", r["name"], _options(r), None, None, [], {})
+            for r in plan.resources
+        ]
+        _run(policy.validate(StackValidationArgs(resources, config), report))
+    return found
+
+
+def test_pack_module_imports_without_starting_a_server():
+    assert "pulumi_policy" in sys.modules and len(policies.POLICIES) >= 12
+    assert "__main__" not in policies.__name__
+    for policy in policies.POLICIES:
+        assert policy.name and policy.description and policy.severity and policy.remediation_steps
+        assert "\n" not in policy.description
+
+
+# Findings the stack config makes expected (all advisory there); everything else must be clean.
+EXPECTED = {
+    "dev": {"no-open-control-plane", "bucket-deletion-guard", "model-revision-pinned"},
+    "prod": {"model-revision-pinned"},
+}
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_every_policy_runs_on_the_example_stacks(stack):
+    plan = plan_of(stack)
+    for name in BY_NAME:
+        found = violations(plan, name, stack)
+        if name in EXPECTED[stack]:
+            assert found, f"{name} should report the finding {stack} expects"
+            assert level(stack, name) == "advisory", f"{name} must be advisory in {stack}"
+        else:
+            assert found == [], f"{name} on {stack}: {found}"
+
+
+def test_prod_is_stricter_than_dev():
+    order = {"disabled": 0, "advisory": 1, "mandatory": 2}
+    for name in BY_NAME:
+        assert order[level("prod", name)] >= order[level("dev", name)], name
+    assert level("prod", "no-open-control-plane") == "mandatory" and level("dev", "no-open-control-plane") == "advisory"
+    assert level("prod", "bucket-deletion-guard") == "mandatory"
+
+
+def mutated(stack: str, type_: str, name: str | None, change) -> Plan:
+    plan = copy.deepcopy(plan_of(stack))
+    targets = [r for r in plan.resources if r["type"] == type_ and (name is None or r["name"] == name)]
+    assert targets, (type_, name)
+    for resource in targets:
+        change(resource)
+    return plan
+
+
+def _head(r):
+    return r["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+
+
+def _set(path, value):
+    def change(resource):
+        node = resource["inputs"]
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+
+    return change
+
+
+POOL, CLUSTER, BUCKET = "gcp:container/nodePool:NodePool", "gcp:container/cluster:Cluster", "gcp:storage/bucket:Bucket"
+JOB, JOBSET = "kubernetes:batch/v1:Job", "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+
+MUTATIONS = [
+    (
+        "no-secrets-in-workloads",
+        "prod",
+        JOBSET,
+        None,
+        lambda r: _head(r)["containers"][0]["command"].__setitem__(
+            2, "python3 x hf_access_token=hf_abcdefghijklmnopqrstuvwxyz"
+        ),
+        "command contains secret material",
+    ),
+    (
+        "no-secrets-in-workloads",
+        "prod",
+        JOB,
+        "convert",
+        lambda r: r["inputs"]["spec"]["template"]["spec"]["containers"][0]["env"].__setitem__(
+            0, {"name": "HF_TOKEN", "value": "hf_abcdefghijklmnopqrstuvwxyz"}
+        ),
+        "env HF_TOKEN has a literal value",
+    ),
+    ("tpu-node-pool-shape", "prod", POOL, "tpu-pool-0", _set(["nodeCount"], 4), "must equal the slice's 8 hosts"),
+    (
+        "tpu-node-pool-shape",
+        "prod",
+        POOL,
+        "tpu-pool-0",
+        _set(["placementPolicy", "tpuTopology"], "4x5"),
+        "cannot form topology 4x5",
+    ),
+    (
+        "tpu-node-pool-shape",
+        "prod",
+        POOL,
+        "tpu-pool-0",
+        _set(["nodeLocations"], ["us-east5-a", "us-east5-b"]),
+        "exactly one zone",
+    ),
+    (
+        "tpu-node-pool-shape",
+        "dev",
+        POOL,
+        "tpu-pool-0",
+        _set(
+            ["nodeConfig", "reservationAffinity"], {"consumeReservationType": "SPECIFIC_RESERVATION", "values": ["r"]}
+        ),
+        "cannot consume a reservation",
+    ),
+    ("tpu-node-pool-shape", "dev", POOL, "tpu-pool-0", _set(["autoscaling", "maxNodeCount"], 1), "one whole slice"),
+    (
+        "gke-private-cluster",
+        "prod",
+        CLUSTER,
+        None,
+        _set(["privateClusterConfig", "enablePrivateNodes"], False),
+        "nodes must be private",
+    ),
+    ("gke-private-cluster", "prod", CLUSTER, None, _set(["workloadIdentityConfig"], {}), "Workload Identity"),
+    (
+        "no-open-control-plane",
+        "prod",
+        CLUSTER,
+        None,
+        _set(["masterAuthorizedNetworksConfig", "cidrBlocks"], [{"cidrBlock": "0.0.0.0/0"}]),
+        "open to 0.0.0.0/0",
+    ),
+    (
+        "no-broad-project-iam",
+        "prod",
+        "gcp:projects/iAMMember:IAMMember",
+        "tpu-logging.logWriter",
+        _set(["role"], "roles/storage.admin"),
+        "project-level roles/storage.admin is too broad",
+    ),
+    (
+        "bucket-hardening",
+        "prod",
+        BUCKET,
+        None,
+        _set(["publicAccessPrevention"], "inherited"),
+        "public access prevention",
+    ),
+    ("bucket-hardening", "prod", BUCKET, None, _set(["softDeletePolicy"], {}), "soft delete or versioning"),
+    ("bucket-deletion-guard", "prod", BUCKET, None, _set(["forceDestroy"], True), "forceDestroy"),
+    (
+        "no-ttl-on-managed-jobs",
+        "prod",
+        JOBSET,
+        None,
+        _set(["spec", "ttlSecondsAfterFinished"], 86400),
+        "ttlSecondsAfterFinished",
+    ),
+    (
+        "no-ttl-on-managed-jobs",
+        "prod",
+        JOB,
+        "export",
+        _set(["spec", "ttlSecondsAfterFinished"], 3600),
+        "ttlSecondsAfterFinished",
+    ),
+    ("bounded-retries", "prod", JOBSET, None, _set(["spec", "failurePolicy", "maxRestarts"], 50), "maxRestarts 50"),
+    (
+        "bounded-retries",
+        "prod",
+        JOBSET,
+        None,
+        lambda r: r["inputs"]["spec"]["replicatedJobs"][1]["template"]["spec"].__setitem__("backoffLimit", 2048000),
+        "backoffLimit 2048000",
+    ),
+    (
+        "pinned-images",
+        "prod",
+        JOB,
+        "convert",
+        lambda r: r["inputs"]["spec"]["template"]["spec"]["containers"][0].__setitem__("image", "maxtext:latest"),
+        "is not pinned",
+    ),
+    (
+        "pinned-images",
+        "prod",
+        JOBSET,
+        None,
+        lambda r: _head(r)["initContainers"][0].__setitem__(
+            "image", "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:jax-0.11.0"
+        ),
+        "must be pinned by digest",
+    ),
+    ("cost-attribution-labels", "prod", BUCKET, None, _set(["labels"], {}), "missing cost-attribution labels"),
+]
+
+
+@pytest.mark.parametrize(
+    ("policy", "stack", "type_", "name", "change", "message"),
+    MUTATIONS,
+    ids=[f"{m[0]}:{m[5][:30]}" for m in MUTATIONS],
+)
+def test_each_policy_catches_its_mutation(policy, stack, type_, name, change, message):
+    assert not [v for v in violations(plan_of(stack), policy, stack) if message in v]
+    found = violations(mutated(stack, type_, name, change), policy, stack)
+    assert any(message in v for v in found), found
+
+
+def test_every_policy_has_a_mutation_or_an_expected_finding():
+    covered = {m[0] for m in MUTATIONS} | EXPECTED["dev"] | {"tpu-budget"}
+    assert covered == set(BY_NAME)
+
+
+def test_model_revision_pinned_accepts_a_commit():
+    plan = plan_of("prod", "tpu-rl:model.revision=0123456789abcdef0123456789abcdef01234567")
+    assert violations(plan, "model-revision-pinned", "prod") == []
+
+
+def test_budget_gate():
+    prod = plan_of("prod")
+    assert policies.stack_estimate([_policy_resource(r) for r in prod.resources])["totalUsd"] == pytest.approx(
+        231.84, abs=0.01
+    )
+    assert violations(plan_of("prod", "tpu-rl:training.numBatches=2000"), "tpu-budget", "prod")[0].startswith(
+        "estimated TPU cost of one run is $"
+    )
+    found = violations(plan_of("dev", "tpu-rl:tpu.capacity=on-demand", "tpu-rl:training.numBatches=500"), "tpu-budget")
+    assert found and "above maxEstimatedUsd $100.00" in found[0]
+    reserved = violations(plan_of("dev", "tpu-rl:tpu.capacity=reservation", "tpu-rl:tpu.reservation=r"), "tpu-budget")
+    assert any("per day until `pulumi destroy`" in v for v in reserved)
+
+
+def _policy_resource(r):
+    return PolicyResource(r["type"], r["inputs"], "urn", r["name"], _options(r), None, None, [], {})
