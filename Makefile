@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STATE_DIR := $(CURDIR)/.pulumi-state
 
-.PHONY: up preview plan destroy test lint venv dev-venv
+.PHONY: up preview policy-preview plan destroy test lint venv dev-venv
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ up: $(VENV)/.installed
 preview: $(VENV)/.installed
 	$(select_stack)
 	pulumi preview --stack $(STACK) --diff
+
+# The same check as the pull-request workflow: preview with the guardrails policy pack.
+policy-preview: $(VENV)/.installed
+	$(select_stack)
+	pulumi preview --stack $(STACK) --diff --policy-pack policy --policy-pack-config policy/config/$(STACK).json
 
 destroy: $(VENV)/.installed
 	$(select_stack)

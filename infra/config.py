@@ -179,11 +179,12 @@ class _Object:
         self.raw = raw
 
     def has(self, name: str) -> bool:
-        return self.raw.get(name) is not None
+        return self.raw.get(name) not in (None, "")
 
     def get(self, name: str, default: Any, parse: Callable[[str, Any], Any]) -> Any:
+        """The parsed field, or ``default`` when it is absent or empty (as after `--set key=`)."""
         value = self.raw.get(name)
-        return default if value is None else parse(f"{self.key}.{name}", value)
+        return default if value in (None, "") else parse(f"{self.key}.{name}", value)
 
 
 def _as_str(key: str, value: Any) -> str:

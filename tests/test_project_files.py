@@ -66,3 +66,21 @@ def test_example_stacks_use_placeholders_and_no_secrets():
         assert config["gcp:project"].startswith("my-tpu-")
     prod = yaml.safe_load((ROOT / "Pulumi.prod.yaml").read_text())["config"]
     assert prod["tpu-rl:protect"] is True and "0.0.0.0/0" not in prod["tpu-rl:authorizedNetworks"]
+
+
+def test_pr_workflows_run_the_tests_and_the_policy_preview():
+    tests = yaml.safe_load((ROOT / ".github/workflows/test.yml").read_text())
+    assert any(step.get("run") == "make test" for step in tests["jobs"]["test"]["steps"])
+    preview = yaml.safe_load((ROOT / ".github/workflows/preview.yml").read_text())
+    job = preview["jobs"]["preview"]
+    assert preview["permissions"]["id-token"] == "write", "Workload Identity Federation, no keys"
+    assert job["strategy"]["matrix"]["stack"] == ["dev", "prod"]
+    pulumi_step = next(s for s in job["steps"] if s.get("uses", "").startswith("pulumi/actions@"))
+    assert pulumi_step["with"]["command"] == "preview" and pulumi_step["with"]["comment-on-pr"] is True
+    assert pulumi_step["with"]["policyPacks"] == "policy"
+    assert pulumi_step["with"]["policyPackConfigs"] == "policy/config/${{ matrix.stack }}.json"
+    auth = next(s for s in job["steps"] if s.get("uses", "").startswith("google-github-actions/auth@"))
+    assert "workload_identity_provider" in auth["with"] and "credentials_json" not in auth["with"]
+    for stack in ("dev", "prod"):
+        assert (ROOT / "policy" / "config" / f"{stack}.json").exists()
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
