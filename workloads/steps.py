@@ -101,41 +101,41 @@ def _model_identity(settings: Settings) -> dict[str, Any]:
     return {"repo": settings.model.spec.hf_repo, "revision": settings.model.revision}
 
 
-def plan_workflow(settings: Settings, annotations: dict[str, dict[str, str]] | None = None) -> Workflow:
-    """Build the three steps from validated settings. ``annotations``: extra per-step annotations."""
-    annotations = annotations or {}
-    ns = settings.namespace
-    model = settings.model.spec
-
-    # 1. convert (HF -> MaxText), CPU only.
-    argv = convert_argv(settings, OUTPUT_PLACEHOLDER)
-    digest, name, out = _identity(
-        settings, "convert", {"image": settings.images.maxtext, "model": _model_identity(settings), "argv": argv}
-    )
+def _cpu_step(
+    settings: Settings, step: str, argv: list[str], input_uri: str | None, artifact: str, scratch_gib: int
+) -> Step:
+    """A CPU-only step (convert, export): a ``batch/v1`` Job on cpu-np. ``argv`` holds the output placeholder."""
+    payload: dict[str, Any] = {"image": settings.images.maxtext, "model": _model_identity(settings), "argv": argv}
+    if input_uri is not None:
+        payload["input"] = input_uri
+    digest, name, out = _identity(settings, step, payload)
     argv = _with_output(argv, out)
-    convert = Step(
-        step="convert",
+    return Step(
+        step=step,
         step_id=digest,
         name=name,
         output_uri=out,
-        artifact_uri=f"{out}0/items/",
-        input_uri=None,
+        artifact_uri=out + artifact,
+        input_uri=input_uri,
         argv=argv,
         manifest=cpu_job(
             settings,
             name=name,
-            step="convert",
+            step=step,
             step_id=digest,
             command=["/bin/bash", "-c", script(argv=argv)],
-            scratch_gib=model.weights_gib * 2 + 20,
-            annotations={"pulumi.com/replaceUnready": "true", **annotations.get("convert", {})},
+            scratch_gib=scratch_gib,
+            # A Job left failed by an earlier `up` is replaced on the next one.
+            annotations={"pulumi.com/replaceUnready": "true"},
         ),
-        logs_command=f"kubectl logs -n {ns} job/{name} --all-containers --tail=200 -f",
+        logs_command=f"kubectl logs -n {settings.namespace} job/{name} --all-containers --tail=200 -f",
         console_logs_url=console_logs_url(settings, name),
     )
 
-    # 2. train (GRPO through Pathways) on the TPU slice.
-    argv = train_argv(settings, convert.artifact_uri, OUTPUT_PLACEHOLDER)
+
+def _train_step(settings: Settings, input_uri: str) -> Step:
+    """GRPO through Pathways on the TPU slice: a JobSet awaited until its terminal state."""
+    argv = train_argv(settings, input_uri, OUTPUT_PLACEHOLDER)
     digest, name, out = _identity(
         settings,
         "train",
@@ -145,7 +145,7 @@ def plan_workflow(settings: Settings, annotations: dict[str, dict[str, str]] | N
             "slice": [settings.slice.machine_type, settings.slice.topology, settings.tpu.slices],
             "model": _model_identity(settings),
             "optimizer": settings.training.optimizer,
-            "input": convert.artifact_uri,
+            "input": input_uri,
             "argv": argv,
         },
     )
@@ -153,14 +153,13 @@ def plan_workflow(settings: Settings, annotations: dict[str, dict[str, str]] | N
         raise ValueError(f"JobSet name {name} is longer than {MAX_JOBSET_NAME} characters")
     argv = _with_output(argv, out)
     head_job = f"{name}-pathways-head-0"
-    final = f"{out}rl/checkpoints/actor/{final_train_step(settings)}/model_params/"
-    train = Step(
+    return Step(
         step="train",
         step_id=digest,
         name=name,
         output_uri=out,
-        artifact_uri=final,
-        input_uri=convert.artifact_uri,
+        artifact_uri=f"{out}rl/checkpoints/actor/{final_train_step(settings)}/model_params/",
+        input_uri=input_uri,
         argv=argv,
         manifest=pathways_jobset(
             settings,
@@ -168,43 +167,33 @@ def plan_workflow(settings: Settings, annotations: dict[str, dict[str, str]] | N
             step_id=digest,
             command=["/bin/bash", "-c", train_script(settings, argv)],
             scratch_uri=f"gs://{settings.bucket_name}/pathways/",
-            annotations={"pulumi.com/waitFor": WAIT_FOR_TERMINAL, **annotations.get("train", {})},
+            annotations={"pulumi.com/waitFor": WAIT_FOR_TERMINAL},
         ),
-        logs_command=f"kubectl logs -n {ns} -l job-name={head_job} -c {WORKLOAD_CONTAINER} --tail=200 -f",
+        logs_command=(
+            f"kubectl logs -n {settings.namespace} -l job-name={head_job} -c {WORKLOAD_CONTAINER} --tail=200 -f"
+        ),
         console_logs_url=console_logs_url(settings, head_job, WORKLOAD_CONTAINER),
     )
 
-    # 3. export (MaxText -> HF), CPU only.
-    argv = export_argv(settings, train.artifact_uri, OUTPUT_PLACEHOLDER)
-    digest, name, out = _identity(
+
+def plan_workflow(settings: Settings) -> Workflow:
+    """The three steps from validated settings, each identified by the hash of what determines its output."""
+    model = settings.model.spec
+    convert = _cpu_step(
+        settings,
+        "convert",
+        convert_argv(settings, OUTPUT_PLACEHOLDER),
+        None,
+        "0/items/",
+        scratch_gib=model.weights_gib * 2 + 20,
+    )
+    train = _train_step(settings, convert.artifact_uri)
+    export = _cpu_step(
         settings,
         "export",
-        {
-            "image": settings.images.maxtext,
-            "model": _model_identity(settings),
-            "input": train.artifact_uri,
-            "argv": argv,
-        },
-    )
-    argv = _with_output(argv, out)
-    export = Step(
-        step="export",
-        step_id=digest,
-        name=name,
-        output_uri=out,
-        artifact_uri=out,
-        input_uri=train.artifact_uri,
-        argv=argv,
-        manifest=cpu_job(
-            settings,
-            name=name,
-            step="export",
-            step_id=digest,
-            command=["/bin/bash", "-c", script(argv=argv)],
-            scratch_gib=model.weights_gib + 20,
-            annotations={"pulumi.com/replaceUnready": "true", **annotations.get("export", {})},
-        ),
-        logs_command=f"kubectl logs -n {ns} job/{name} --all-containers --tail=200 -f",
-        console_logs_url=console_logs_url(settings, name),
+        export_argv(settings, train.artifact_uri, OUTPUT_PLACEHOLDER),
+        train.artifact_uri,
+        "",
+        scratch_gib=model.weights_gib + 20,
     )
     return Workflow(convert, train, export)
