@@ -22,6 +22,7 @@ from typing import Any
 
 import pulumi
 import yaml
+from google.protobuf import json_format
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
@@ -94,6 +95,8 @@ class Plan:
     """Resource name -> inputs with secrets unwrapped (for tests that look for leaks)."""
     error: BaseException | None = None
     """What the program raised, when run with ``raise_errors=False``."""
+    replacement_triggers: dict[str, Any] = field(default_factory=dict, repr=False)
+    """Resource name -> its ``replacement_trigger`` option, where one is set."""
 
     def to_json(self) -> dict[str, Any]:
         return {"stack": self.stack, "resources": self.resources, "outputs": self.outputs}
@@ -152,7 +155,7 @@ class _Mocks(pulumi_mocks.Mocks):
     def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str, dict]:
         state = dict(args.inputs)
         if args.typ == "gcp:container/cluster:Cluster":
-            state["endpoint"] = "203.0.113.10"
+            state["endpoint"] = "127.0.0.1:9"  # loopback discard port: nothing offline may reach a cluster
             state["masterAuth"] = {**state.get("masterAuth", {}), "clusterCaCertificate": FAKE_CA}
         elif args.typ == "gcp:serviceaccount/account:Account":
             email = f"{state['accountId']}@{state.get('project', 'project')}.iam.gserviceaccount.com"
@@ -277,7 +280,10 @@ def _run_isolated(
 
     resources = []
     raw_inputs: dict[str, dict[str, Any]] = {}
+    triggers: dict[str, Any] = {}
     for _urn, request in recorder.requests:
+        if request.HasField("replacement_trigger"):
+            triggers[request.name] = _unwrap(json_format.MessageToDict(request.replacement_trigger), False)
         inputs = pulumi.runtime.rpc.deserialize_properties(request.object, keep_unknowns=True)
         name = request.name
         resources.append(
@@ -285,7 +291,14 @@ def _run_isolated(
         )
         raw_inputs[name] = _unwrap(inputs, False)
     resources.sort(key=lambda r: (r["type"], r["name"]))
-    return Plan(stack=stack, resources=resources, outputs=outputs, raw_inputs=raw_inputs, error=error)
+    return Plan(
+        stack=stack,
+        resources=resources,
+        outputs=outputs,
+        raw_inputs=raw_inputs,
+        error=error,
+        replacement_triggers=triggers,
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,7 +28,8 @@ def plan_stack(
     overrides: list[str] = (),
     *,
     stack: str | None = None,
-    offline: bool = True,
+    preflight: bool = False,
+    live: bool = False,
     secrets: dict[str, str] | None = None,
     **run_options: Any,
 ) -> tuple[Plan, list[str]]:
@@ -41,7 +42,7 @@ def plan_stack(
         secret_keys.add(key)
         notes = [n for n in notes if not n.startswith(key)]
     name = stack or stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
-    plan = run_program(lambda: main(offline=offline), name, config, secret_keys, **run_options)
+    plan = run_program(lambda: main(preflight=preflight, live=live), name, config, secret_keys, **run_options)
     return plan, notes
 
 
@@ -123,15 +124,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, help="write plan.json and manifests/ here")
     parser.add_argument(
-        "--online-checks",
+        "--preflight",
         action="store_true",
-        help="also run the Hugging Face preflight (needs network and the real token)",
+        help="also run the Hugging Face preflight (needs the network and the real token)",
     )
     args = parser.parse_args(argv)
 
     stack_file = args.config_file or ROOT / f"Pulumi.{args.stack}.yaml"
     try:
-        plan, notes = plan_stack(stack_file, args.set, stack=args.stack, offline=not args.online_checks)
+        plan, notes = plan_stack(stack_file, args.set, stack=args.stack, preflight=args.preflight)
     except (ConfigError, StackFileError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

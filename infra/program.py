@@ -19,14 +19,19 @@ from infra.storage import ArtifactBucket
 from workloads.workflow import WorkflowRun
 
 
-def main(offline: bool = False) -> Settings:
-    """Register every resource of the stack. ``offline``: no network checks (offline plan, tests)."""
+def main(*, preflight: bool = True, live: bool = True) -> Settings:
+    """Register every resource of the stack.
+
+    ``preflight``: check the Hugging Face token before anything (when the stack enables it).
+    ``live``: read the cluster and the bucket (retry detection, artifact checks); the offline
+    plan turns both off.
+    """
     try:
         settings = settings_from_runtime()
     except ConfigError as err:
         raise pulumi.RunError(str(err)) from None
     names = names_for(settings)
-    if settings.workflow.enabled and settings.workflow.preflight and not offline:
+    if settings.workflow.enabled and settings.workflow.preflight and preflight:
         _preflight(settings)
 
     apis = ProjectApis("apis", settings.project)
@@ -48,7 +53,13 @@ def main(offline: bool = False) -> Settings:
     )
     if settings.workflow.enabled:
         run = WorkflowRun(
-            "workflow", settings, provider=gke.provider, cluster=gke.cluster, platform=platform, offline=offline
+            "workflow",
+            settings,
+            provider=gke.provider,
+            cluster=gke.cluster,
+            platform=platform,
+            kubeconfig=gke.kubeconfig,
+            live=live,
         )
         pulumi.export("steps", run.step_outputs())
         pulumi.export("hfModelUri", run.hf_model_uri)

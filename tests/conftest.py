@@ -27,6 +27,12 @@ def shared_path(*parts: str) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def no_live_cluster(monkeypatch):
+    """Tests never reach a cluster: the live JobSet read finds nothing unless a test says otherwise."""
+    monkeypatch.setattr("workloads.retry.read_live_jobset", lambda kubeconfig, namespace, name: None)
+
+
 @functools.lru_cache(maxsize=64)
 def _plan(stack: str, overrides: tuple[str, ...]) -> Plan:
     plan, _ = plan_stack(

@@ -80,7 +80,7 @@ def _run_up(**kwargs):
     return plan_stack(
         ROOT / "Pulumi.prod.yaml",
         ["tpu-rl:workflow.preflight=false"],
-        offline=False,
+        live=True,
         secrets={"tpu-rl:hfToken": SENTINEL_TOKEN},
         status_for=_completed,
         raise_errors=False,

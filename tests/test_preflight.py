@@ -115,9 +115,9 @@ def test_clear_message_when_the_model_cannot_be_read(hub, repo, revision, token,
 
 def _up_with_token(token: str):
     """The program as in `pulumi up` with the preflight on (mocked cloud)."""
-    return plan_stack(ROOT / "Pulumi.prod.yaml", offline=False, secrets={"tpu-rl:hfToken": token}, raise_errors=False)[
-        0
-    ]
+    return plan_stack(
+        ROOT / "Pulumi.prod.yaml", preflight=True, live=True, secrets={"tpu-rl:hfToken": token}, raise_errors=False
+    )[0]
 
 
 def test_preflight_stops_up_before_any_resource(hub, monkeypatch):

@@ -18,6 +18,7 @@ import pulumi_kubernetes as k8s
 from infra.config import Settings
 from infra.k8s_object import KubernetesObject
 from infra.k8s_platform import KubernetesPlatform
+from workloads import retry
 from workloads.jobset import JobSetFailedError, check_jobset_status
 from workloads.steps import Step, plan_workflow
 
@@ -55,17 +56,21 @@ class WorkflowRun(pulumi.ComponentResource):
         provider: k8s.Provider,
         cluster: pulumi.Resource,
         platform: KubernetesPlatform,
-        offline: bool,
+        kubeconfig: pulumi.Output[str],
+        live: bool,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("tpu-rl:workflow:WorkflowRun", name, None, opts)
         plan = plan_workflow(settings)
         self.steps = {s.step: s for s in plan.steps}
-        verify = not offline and not pulumi.runtime.is_dry_run()
+        verify = live and not pulumi.runtime.is_dry_run()
 
-        def options(step: str, *after: pulumi.Resource) -> pulumi.ResourceOptions:
+        def options(
+            step: str, *after: pulumi.Resource, trigger: pulumi.Input[str] | None = None
+        ) -> pulumi.ResourceOptions:
             timeout = settings.workflow.timeouts[step]
             return pulumi.ResourceOptions(
+                replacement_trigger=trigger,
                 parent=self,
                 provider=provider,
                 deleted_with=cluster,
@@ -109,7 +114,22 @@ class WorkflowRun(pulumi.ComponentResource):
                 _check_artifact("trained", train_step.artifact_uri)
             return train_step.artifact_uri
 
-        train = KubernetesObject("train", with_input(plan.train, converted), opts=options("train", convert))
+        # A run that failed in an earlier `up` is replaced (see workloads.retry).
+        marker: pulumi.Input[str] = ""
+        if live:
+            marker = pulumi.Output.secret(kubeconfig).apply(
+                lambda config: retry.retry_marker(retry.read_live_jobset(config, settings.namespace, train_step.name))
+            )
+            marker = pulumi.Output.unsecret(marker)
+        train_manifest = copy.deepcopy(plan.train.manifest)
+        train_manifest["metadata"]["annotations"] = pulumi.Output.all(converted, marker).apply(
+            lambda args: {
+                **plan.train.manifest["metadata"]["annotations"],
+                INPUT_ANNOTATION: args[0],
+                **({retry.RETRY_ANNOTATION: args[1]} if args[1] else {}),
+            }
+        )
+        train = KubernetesObject("train", train_manifest, opts=options("train", convert, trigger=marker))
         trained = train.status.apply(train_done)
 
         export = KubernetesObject("export", with_input(plan.export, trained), opts=options("export", train))
