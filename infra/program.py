@@ -7,7 +7,7 @@ import os
 import pulumi
 
 from infra.cluster import GkeCluster, cluster_identifier
-from infra.config import ConfigError, Settings
+from infra.config import ConfigError, Settings, placeholder_problems
 from infra.estimate import estimate_for
 from infra.identities import NodeIdentities
 from infra.k8s_platform import KubernetesPlatform
@@ -31,8 +31,12 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     except ConfigError as err:
         raise pulumi.RunError(str(err)) from None
     names = names_for(settings)
-    if settings.workflow.enabled and settings.workflow.preflight and preflight:
-        _preflight(settings)
+    if preflight:
+        problems = placeholder_problems(settings)
+        if problems:
+            raise pulumi.RunError("preflight: " + "; ".join(problems))
+        if settings.workflow.enabled and settings.workflow.preflight:
+            _preflight(settings)
 
     apis = ProjectApis("apis", settings.project)
     after_apis = pulumi.ResourceOptions(depends_on=apis.services)

@@ -113,11 +113,28 @@ def test_clear_message_when_the_model_cannot_be_read(hub, repo, revision, token,
         check_model_access(repo, revision, token, endpoint=hub)
 
 
-def _up_with_token(token: str):
+REAL = ["gcp:project=real-project-1", "tpu-rl:tpu.reservation=res-a", 'tpu-rl:authorizedNetworks=["198.18.0.0/15"]']
+
+
+def _up_with_token(token: str, overrides: list[str] = REAL):
     """The program as in `pulumi up` with the preflight on (mocked cloud)."""
     return plan_stack(
-        ROOT / "Pulumi.prod.yaml", preflight=True, live=True, secrets={"tpu-rl:hfToken": token}, raise_errors=False
+        ROOT / "Pulumi.prod.yaml",
+        overrides,
+        preflight=True,
+        live=True,
+        secrets={"tpu-rl:hfToken": token},
+        raise_errors=False,
     )[0]
+
+
+def test_example_placeholders_stop_up_before_any_resource():
+    plan = _up_with_token(GOOD, [])
+    message = str(plan.error)
+    assert message.startswith("preflight: gcp:project is the example placeholder 'my-tpu-prod-project'")
+    assert "tpu-rl:tpu.reservation is the example placeholder" in message
+    assert "documentation range 203.0.113.0/24" in message
+    assert plan.resources == []
 
 
 def test_preflight_stops_up_before_any_resource(hub, monkeypatch):
@@ -134,7 +151,7 @@ def test_preflight_passes_and_changes_nothing_rendered(hub, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/adc.json")
     online = _up_with_token(GOOD)
-    offline = plan_stack(ROOT / "Pulumi.prod.yaml", secrets={"tpu-rl:hfToken": GOOD})[0]
+    offline = plan_stack(ROOT / "Pulumi.prod.yaml", REAL, secrets={"tpu-rl:hfToken": GOOD})[0]
     # With the preflight passed, the program goes on until the first artifact check (no GCS here).
     assert online.error is not None and not str(online.error).startswith("preflight")
     rendered = {o["metadata"]["name"]: o for o in offline.kubernetes_objects()}
