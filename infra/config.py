@@ -13,7 +13,7 @@ import ipaddress
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from infra.machine_shapes import machine_shape
@@ -148,7 +148,8 @@ class Settings:
     images: ImageSettings
     training: TrainingSettings
     workflow: WorkflowSettings
-    labels: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str]
+    """Cost-attribution labels put on every labelable GCP resource."""
 
     @property
     def total_chips(self) -> int:
@@ -579,10 +580,8 @@ def load_settings(raw: Mapping[str, Any], stack: str, secret_keys: frozenset[str
     tpu, slice_shape = _load_tpu(get("tpu"), project)
     system_pool = _load_pool("systemPool", get("systemPool"), SYSTEM_POOL_DEFAULTS, 1)
     cpu_pool = _load_pool("cpuPool", get("cpuPool"), CPU_POOL_DEFAULTS, 0)
-    protect = _as_bool(f"{PROJECT}:protect", get("protect") if get("protect") is not None else False)
-    force_destroy = _as_bool(
-        f"{PROJECT}:forceDestroy", get("forceDestroy") if get("forceDestroy") is not None else False
-    )
+    protect = _as_bool(f"{PROJECT}:protect", get("protect") or False)
+    force_destroy = _as_bool(f"{PROJECT}:forceDestroy", get("forceDestroy") or False)
     namespace = _DNS_LABEL(f"{PROJECT}:namespace", get("namespace") or "tpu-rl")
     if namespace.startswith("kube-") or namespace in ("default", "jobset-system"):
         raise _error(f"{PROJECT}:namespace", namespace, "use a namespace of its own, not a system one")
@@ -595,6 +594,12 @@ def load_settings(raw: Mapping[str, Any], stack: str, secret_keys: frozenset[str
     token_key = f"{PROJECT}:hfToken"
     token = raw.get(token_key)
     hf_token_set = token not in (None, "")
+    if hf_token_set and token_key not in secret_keys:
+        # The value itself is never echoed.
+        raise ConfigError(
+            f"{token_key} is stored in plain text: remove it and set it again with "
+            "`pulumi config set --secret tpu-rl:hfToken`"
+        )
     if workflow.enabled:
         if not hf_token_set:
             raise _error(
@@ -602,11 +607,6 @@ def load_settings(raw: Mapping[str, Any], stack: str, secret_keys: frozenset[str
                 None,
                 "required while tpu-rl:workflow.enabled is true; set it with "
                 "`pulumi config set --secret tpu-rl:hfToken` (a Hugging Face read token)",
-            )
-        if token_key not in secret_keys:
-            raise ConfigError(
-                f"{token_key} is stored in plain text: remove it and set it again with "
-                "`pulumi config set --secret tpu-rl:hfToken`"
             )
         _check_cpu_pool(cpu_pool, model.spec)
         _check_meshes(f"{PROJECT}:training", training.knobs, slice_shape.chips * tpu.slices)

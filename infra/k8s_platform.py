@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.config import Settings
+from infra.k8s_manifests import namespace_manifest, service_account_manifest, token_secret_manifest
 from infra.k8s_object import KubernetesObject
 from infra.naming import Names
-from workloads.manifests import HF_SECRET, HF_SECRET_KEY
 
 JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
 JOBSET_NAMESPACE = "jobset-system"
@@ -76,32 +74,3 @@ class KubernetesPlatform(pulumi.ComponentResource):
     def ready(self) -> list[pulumi.Resource]:
         """What a workflow object must wait for."""
         return [r for r in (self.jobset, self.namespace, self.service_account, self.hf_secret) if r is not None]
-
-
-def namespace_manifest(name: str, labels: dict[str, str]) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
-
-
-def service_account_manifest(namespace: str, name: str, labels: dict[str, str], gsa_email: Any) -> dict[str, Any]:
-    """The workload's KSA, bound to its Google service account by Workload Identity."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": labels,
-            "annotations": {"iam.gke.io/gcp-service-account": gsa_email},
-        },
-    }
-
-
-def token_secret_manifest(namespace: str, labels: dict[str, str], token: Any) -> dict[str, Any]:
-    """The Hugging Face token Secret; containers read it through ``secretKeyRef`` only."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": HF_SECRET, "namespace": namespace, "labels": labels},
-        "type": "Opaque",
-        "stringData": {HF_SECRET_KEY: token},
-    }

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infra.config import Settings
+from workloads.manifests import WORKLOAD_KSA
 
 NODE_ROLES = ("system", "cpu", "tpu")
 
@@ -48,5 +49,5 @@ def names_for(settings: Settings) -> Names:
             "tpu": f"{c}-tpu-np",
             "workload": f"{c}-workload",
         },
-        ksa="tpu-rl-workload",
+        ksa=WORKLOAD_KSA,
     )

@@ -12,6 +12,8 @@ from infra.config import Settings
 
 API_JOBSET = "jobset.x-k8s.io/v1alpha2"
 CPU_POOL = "cpu-np"
+WORKLOAD_KSA = "tpu-rl-workload"
+"""The Kubernetes service account of the CPU steps, bound to the workload GSA by Workload Identity."""
 HF_SECRET = "hf-token"
 HF_SECRET_KEY = "token"
 WORKLOAD_CONTAINER = "workload-container"
@@ -92,7 +94,7 @@ def cpu_job(
                 "metadata": {"labels": step_labels},
                 "spec": {
                     "restartPolicy": "Never",
-                    "serviceAccountName": "tpu-rl-workload",
+                    "serviceAccountName": WORKLOAD_KSA,
                     "nodeSelector": {"cloud.google.com/gke-nodepool": CPU_POOL},
                     "terminationGracePeriodSeconds": 30,
                     "containers": [

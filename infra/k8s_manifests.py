@@ -1,0 +1,36 @@
+"""Manifests of the platform's Kubernetes objects (plain dicts, no Pulumi)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workloads.manifests import HF_SECRET, HF_SECRET_KEY
+
+
+def namespace_manifest(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+def service_account_manifest(namespace: str, name: str, labels: dict[str, str], gsa_email: Any) -> dict[str, Any]:
+    """The workload's KSA, bound to its Google service account by Workload Identity."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": {"iam.gke.io/gcp-service-account": gsa_email},
+        },
+    }
+
+
+def token_secret_manifest(namespace: str, labels: dict[str, str], token: Any) -> dict[str, Any]:
+    """The Hugging Face token Secret; containers read it through ``secretKeyRef`` only."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": HF_SECRET, "namespace": namespace, "labels": labels},
+        "type": "Opaque",
+        "stringData": {HF_SECRET_KEY: token},
+    }
