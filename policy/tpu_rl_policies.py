@@ -311,7 +311,7 @@ def _bounded_retries(args: ResourceValidationArgs, report: ReportViolation) -> N
     if args.resource_type not in (JOB, JOBSET):
         return
     config = args.get_config()
-    max_backoff, max_restarts = config.get("maxBackoffLimit", 64), config.get("maxRestarts", 3)
+    max_backoff, max_restarts = config.get("maxBackoffLimit", 256), config.get("maxRestarts", 3)
     spec = args.props.get("spec") or {}
     jobs = (
         [("Job", spec)]
@@ -341,7 +341,7 @@ bounded_retries = ResourceValidationPolicy(
     remediation_steps="Lower tpu-rl:workflow.maxRestarts; keep backoffLimit explicit.",
     config_schema=PolicyConfigSchema(
         properties={
-            "maxBackoffLimit": {"type": "integer", "default": 64},
+            "maxBackoffLimit": {"type": "integer", "default": 256},
             "maxRestarts": {"type": "integer", "default": 3},
         }
     ),
