@@ -99,7 +99,8 @@ class GkeCluster(pulumi.ComponentResource):
             kubeconfig=self.kubeconfig,
             cluster_identifier=cluster_identifier(settings),
             delete_unreachable=True,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=self.pools),
+            # Kubernetes objects need nodes for the system and CPU work; only training waits for TPU pools.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[system, cpu]),
         )
         self.register_outputs(
             {"name": self.cluster.name, "pools": [p.name for p in self.pools], "kubeconfig": self.kubeconfig}

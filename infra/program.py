@@ -63,6 +63,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
             cluster=gke.cluster,
             platform=platform,
             kubeconfig=gke.kubeconfig,
+            tpu_pools=gke.tpu_pools,
             live=live,
         )
         pulumi.export("steps", run.step_outputs())

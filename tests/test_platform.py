@@ -199,7 +199,10 @@ def test_dependencies(dev_plan):
         assert "tpu-logging.logWriter" in pool["options"]["dependsOn"]
         assert "cluster" in pool["options"]["dependsOn"]
     provider = dev_plan.one("pulumi:providers:kubernetes", "gke")
-    assert {"system-pool", "cpu-pool", "tpu-pool-0"} <= set(provider["options"]["dependsOn"])
+    assert {"system-pool", "cpu-pool"} <= set(provider["options"]["dependsOn"])
+    assert "tpu-pool-0" not in provider["options"]["dependsOn"], "conversion need not wait for the TPU slice"
+    train = dev_plan.one("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet", "train")
+    assert "tpu-pool-0" in train["options"]["dependsOn"]
     assert (
         "cluster" in dev_plan.one("gcp:serviceaccount/iAMMember:IAMMember", "workload-identity")["options"]["dependsOn"]
     )

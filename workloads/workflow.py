@@ -57,6 +57,7 @@ class WorkflowRun(pulumi.ComponentResource):
         cluster: pulumi.Resource,
         platform: KubernetesPlatform,
         kubeconfig: pulumi.Output[str],
+        tpu_pools: list[pulumi.Resource],
         live: bool,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -129,7 +130,7 @@ class WorkflowRun(pulumi.ComponentResource):
                 **({retry.RETRY_ANNOTATION: args[1]} if args[1] else {}),
             }
         )
-        train = KubernetesObject("train", train_manifest, opts=options("train", convert, trigger=marker))
+        train = KubernetesObject("train", train_manifest, opts=options("train", convert, *tpu_pools, trigger=marker))
         trained = train.status.apply(train_done)
 
         export = KubernetesObject("export", with_input(plan.export, trained), opts=options("export", train))
