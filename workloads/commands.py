@@ -129,9 +129,17 @@ def final_train_step(settings: Settings) -> int:
     return int(steps)
 
 
+def quote(word: str) -> str:
+    """Shell-quote one word; words with single quotes but nothing special to bash in double quotes
+    get double quotes (as the tutorial writes ``vllm_additional_config="{'maxtext_config': ...}"``)."""
+    if "'" in word and not any(c in word for c in '"$`\\!'):
+        return f'"{word}"'
+    return shlex.quote(word)
+
+
 def script(*lines: str, argv: list[str]) -> str:
     """A bash script: strict mode, the given lines, then ``exec python3 <argv>`` (every word quoted)."""
-    body = ["set -euo pipefail", *lines, "exec python3 " + " ".join(shlex.quote(a) for a in argv)]
+    body = ["set -euo pipefail", *lines, "exec python3 " + " ".join(quote(a) for a in argv)]
     return "\n".join(body) + "\n"
 
 
@@ -139,6 +147,6 @@ def train_script(settings: Settings, argv: list[str]) -> str:
     """The training container's script: the optimizer patch (Adafactor), then ``train_rl``."""
     lines = []
     if settings.training.optimizer == "adafactor":
-        lines.append(f"python3 -c {shlex.quote(OPTIMIZER_PATCH)} {shlex.quote(UTILS_RL)}")
+        lines.append(f"python3 -c {shlex.quote(OPTIMIZER_PATCH)} {quote(UTILS_RL)}")
     lines.append('echo "tpu-rl: starting train_rl (VLLM_HOST_IP=${VLLM_HOST_IP:-unset})"')
     return script(*lines, argv=argv)
