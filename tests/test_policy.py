@@ -324,3 +324,30 @@ def test_budget_gate():
 
 def _policy_resource(r):
     return PolicyResource(r["type"], r["inputs"], "urn", r["name"], _options(r), None, None, [], {})
+
+
+def test_pack_entry_point_builds_the_pack(monkeypatch):
+    import runpy
+
+    import pulumi_policy
+
+    built = {}
+
+    class FakePack:
+        def __init__(self, name, policies, enforcement_level=None, **kwargs):
+            built.update(name=name, policies=policies, level=enforcement_level)
+
+    monkeypatch.setattr(pulumi_policy, "PolicyPack", FakePack)
+    runpy.run_path(str(ROOT / "policy" / "__main__.py"))
+    assert built["name"] == "tpu-rl-guardrails"
+    names = [p.name for p in built["policies"]]
+    assert len(names) == len(set(names)) == len(policies.POLICIES)
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_policy_config_names_only_known_policies(stack):
+    config = stack_config(stack)
+    assert set(config) - {"all"} <= set(BY_NAME)
+    for name, entry in config.items():
+        value = entry["enforcementLevel"] if isinstance(entry, dict) else entry
+        assert value in ("advisory", "mandatory", "remediate", "disabled"), name
