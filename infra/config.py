@@ -60,6 +60,10 @@ PROJECT_KEYS = (
 )
 
 
+SECRET_KEYS = ("hfToken",)
+"""Keys that must be stored as Pulumi secrets."""
+
+
 class ConfigError(ValueError):
     """A stack setting is invalid; the message is one line naming key, value and what is allowed."""
 

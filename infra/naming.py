@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from infra.config import Settings
 from workloads.manifests import WORKLOAD_KSA
 
-NODE_ROLES = ("system", "cpu", "tpu")
-
 
 @dataclass(frozen=True)
 class Names:

@@ -27,6 +27,8 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from infra.config import PROJECT, SECRET_KEYS
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # Generated provider packages import every resource module in their __init__ (pulumi_gcp.compute
@@ -389,8 +391,13 @@ def load_stack_config(
         if not sep:
             raise StackFileError(f"--set {override}: expected KEY=VALUE")
         _set_path(config, key.strip(), value)
-    for full, decl in declared.items():
-        if decl.get("secret") and full not in config:
+    workflow = config.get(f"{PROJECT}:workflow")
+    if isinstance(workflow, str):
+        workflow = json.loads(workflow) if workflow.startswith("{") else {}
+    workflow_on = str((workflow or {}).get("enabled", True)).lower() != "false"
+    for key in SECRET_KEYS:
+        full = f"{PROJECT}:{key}"
+        if workflow_on and config.get(full) in (None, ""):
             config[full] = "placeholder-secret-for-offline-plan"
             secret_keys.add(full)
             notes.append(f"{full} is not set in {stack_file.name}; planned with a placeholder secret")

@@ -22,7 +22,7 @@ def test_every_project_key_is_declared_with_a_description():
     assert {k.split(":", 1)[1] for k in declared if k.startswith("tpu-rl:")} == set(PROJECT_KEYS)
     for key, decl in declared.items():
         assert decl.get("description"), key
-        assert "default" in decl or decl.get("secret"), f"{key} needs a default"
+        assert "default" in decl, f"{key} needs a default"
 
 
 def test_declared_defaults_equal_code_defaults():
