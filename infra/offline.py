@@ -9,12 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import importlib
-import importlib.util
 import json
-import re
-import sys
-import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,59 +22,13 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from infra import fast_imports
 from infra.config import PROJECT, SECRET_KEYS
+
+fast_imports.install()
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Generated provider packages import every resource module in their __init__ (pulumi_gcp.compute
-# alone takes seconds). The offline plan only needs a handful, so these packages are installed as
-# light shells that import a resource module when one of its classes is first used.
-LIGHT_PACKAGES = (
-    "pulumi_gcp.compute",
-    "pulumi_gcp.container",
-    "pulumi_gcp.storage",
-    "pulumi_gcp.serviceaccount",
-    "pulumi_gcp.projects",
-    "pulumi_kubernetes.helm.v3",
-)
-
-
-def _light_package(name: str) -> None:
-    parent_name, _, child = name.rpartition(".")
-    parent = importlib.import_module(parent_name)
-    if type(sys.modules.get(name)) is types.ModuleType:
-        return  # already really imported (lazy modules are subclasses)
-    sys.modules.pop(name, None)
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        return
-    package_dir = Path(next(iter(spec.submodule_search_locations)))
-    submodules = re.findall(r"^from \.(\w+) import \*$", (package_dir / "__init__.py").read_text(), re.M)
-    module = types.ModuleType(name)
-    module.__path__ = [str(package_dir)]
-    module.__package__ = name
-    module.__spec__ = spec
-    module.__file__ = str(package_dir / "__init__.py")
-
-    def __getattr__(attr: str) -> Any:  # noqa: N807 (PEP 562 module hook)
-        snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", attr).lower()
-        markers = (f"class {attr}(", f"class {attr}:")
-        candidates = ([snake] if snake in submodules else []) + submodules
-        for sub in candidates:
-            text = (package_dir / f"{sub}.py").read_text()
-            if any(marker in text for marker in markers):
-                value = getattr(importlib.import_module(f"{name}.{sub}"), attr)
-                setattr(module, attr, value)
-                return value
-        raise AttributeError(f"module {name!r} has no attribute {attr!r}")
-
-    module.__getattr__ = __getattr__  # type: ignore[attr-defined]
-    sys.modules[name] = module
-    setattr(parent, child, module)
-
-
-for _package in LIGHT_PACKAGES:
-    _light_package(_package)
 SECRET = "[secret]"
 _SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"
 _SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
@@ -119,11 +68,8 @@ class Plan:
 
 
 def is_kubernetes_object(type_: str) -> bool:
-    return (
-        type_.startswith("kubernetes:")
-        and type_.split(":")[1] not in ("", "helm.sh/v3", "helm.sh/v4")
-        and not (type_.startswith("pulumi:providers:"))
-    )
+    """A Kubernetes object (``kubernetes:<group/version>:<Kind>``), not a Helm release or a provider."""
+    return type_.startswith("kubernetes:") and not type_.startswith("kubernetes:helm.sh/")
 
 
 def _unwrap(value: Any, redact: bool) -> Any:
