@@ -84,3 +84,19 @@ def test_pr_workflows_run_the_tests_and_the_policy_preview():
     for stack in ("dev", "prod"):
         assert (ROOT / "policy" / "config" / f"{stack}.json").exists()
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_make_up_selects_a_stack_with_a_local_backend_fallback_and_runs_pulumi_up():
+    import shutil
+    import subprocess
+
+    if not shutil.which("make"):
+        import pytest
+
+        pytest.skip("make is not installed")
+    out = subprocess.run(["make", "-n", "up", "STACK=dev"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert "pulumi whoami" in out and "pulumi login file://" in out
+    assert "pulumi stack select dev 2>/dev/null || pulumi stack init dev" in out
+    assert out.rstrip().endswith("pulumi up --stack dev")
+    test = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert "ruff check" in test and "-m pytest" in test
