@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STATE_DIR := $(CURDIR)/.pulumi-state
 
-.PHONY: up preview policy-preview plan destroy test lint venv dev-venv
+.PHONY: up stack preview policy-preview plan destroy test lint venv dev-venv
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ endef
 up: $(VENV)/.installed
 	$(select_stack)
 	pulumi up --stack $(STACK)
+
+# Log in and select (or create) the stack, e.g. before `pulumi config set`.
+stack:
+	$(select_stack)
 
 preview: $(VENV)/.installed
 	$(select_stack)
