@@ -27,19 +27,31 @@ def retry_marker(live: dict[str, Any] | None) -> str:
     return str((metadata.get("annotations") or {}).get(RETRY_ANNOTATION, ""))
 
 
+class ClusterReadError(Exception):
+    """The live JobSet could not be read (network, credentials, permissions)."""
+
+
 def read_live_jobset(kubeconfig: str, namespace: str, name: str) -> dict[str, Any] | None:
-    """The JobSet as the API server has it, or None if it does not exist (yet)."""
+    """The JobSet as the API server has it, or None if it (or its CRD, or the namespace) does not exist yet."""
     from kubernetes import client, config
     from kubernetes.client.exceptions import ApiException
 
     api_client = config.new_client_from_config_dict(yaml.safe_load(kubeconfig))
+    api_client.configuration.retries = 1
     try:
         return client.CustomObjectsApi(api_client).get_namespaced_custom_object(
-            "jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", name
+            "jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", name, _request_timeout=30
         )
     except ApiException as err:
         if err.status == 404:
             return None
-        raise
+        raise ClusterReadError(
+            f"cannot read JobSet {namespace}/{name} to check for a failed earlier run: HTTP {err.status} {err.reason}"
+        ) from None
+    except Exception as err:  # noqa: BLE001 (urllib3, TLS and exec-plugin errors all mean the same to the user)
+        raise ClusterReadError(
+            f"cannot reach the cluster to read JobSet {namespace}/{name} ({type(err).__name__}); is this machine in "
+            "tpu-rl:authorizedNetworks, and is gke-gcloud-auth-plugin installed and logged in?"
+        ) from None
     finally:
         api_client.close()

@@ -118,9 +118,14 @@ class WorkflowRun(pulumi.ComponentResource):
         # A run that failed in an earlier `up` is replaced (see workloads.retry).
         marker: pulumi.Input[str] = ""
         if live:
-            marker = pulumi.Output.secret(kubeconfig).apply(
-                lambda config: retry.retry_marker(retry.read_live_jobset(config, settings.namespace, train_step.name))
-            )
+
+            def live_marker(config: str) -> str:
+                try:
+                    return retry.retry_marker(retry.read_live_jobset(config, settings.namespace, train_step.name))
+                except retry.ClusterReadError as err:
+                    raise pulumi.RunError(str(err)) from None
+
+            marker = pulumi.Output.secret(kubeconfig).apply(live_marker)
             marker = pulumi.Output.unsecret(marker)
         train_manifest = copy.deepcopy(plan.train.manifest)
         train_manifest["metadata"]["annotations"] = pulumi.Output.all(converted, marker).apply(
