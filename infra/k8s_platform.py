@@ -35,6 +35,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
         provider: k8s.Provider,
         cluster: pulumi.Resource,
         workload_sa_email: pulumi.Input[str],
+        workload_grants: list[pulumi.Resource],
         hf_token: pulumi.Output[str] | None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -56,10 +57,12 @@ class KubernetesPlatform(pulumi.ComponentResource):
         labels = {"app.kubernetes.io/name": "tpu-rl", "app.kubernetes.io/instance": settings.cluster_name}
         self.namespace = KubernetesObject("namespace", namespace_manifest(settings.namespace, labels), opts=child)
         in_namespace = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))
+        # Pods of this account write to the bucket as soon as they run: wait for the Workload
+        # Identity binding and the bucket grants.
         self.service_account = KubernetesObject(
             "workload-ksa",
             service_account_manifest(settings.namespace, names.ksa, labels, workload_sa_email),
-            opts=in_namespace,
+            opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=workload_grants)),
         )
         self.hf_secret = None
         if hf_token is not None:

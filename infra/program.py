@@ -53,6 +53,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
         provider=gke.provider,
         cluster=gke.cluster,
         workload_sa_email=identities.email("workload"),
+        workload_grants=[gke.workload_identity, *identities.grants],
         hf_token=token,
     )
     if settings.workflow.enabled:

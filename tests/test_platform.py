@@ -203,9 +203,10 @@ def test_dependencies(dev_plan):
     assert "tpu-pool-0" not in provider["options"]["dependsOn"], "conversion need not wait for the TPU slice"
     train = dev_plan.one("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet", "train")
     assert "tpu-pool-0" in train["options"]["dependsOn"]
-    assert (
-        "cluster" in dev_plan.one("gcp:serviceaccount/iAMMember:IAMMember", "workload-identity")["options"]["dependsOn"]
-    )
+    wi = dev_plan.one("gcp:serviceaccount/iAMMember:IAMMember", "workload-identity")
+    assert "cluster" in wi["options"]["dependsOn"], "the identity pool exists once the cluster does"
+    ksa = dev_plan.one("kubernetes:core/v1:ServiceAccount", "workload-ksa")["options"]["dependsOn"]
+    assert {"workload-identity", "workload-bucket-objectUser", "namespace"} <= set(ksa)
 
 
 def test_outputs(prod_plan):
