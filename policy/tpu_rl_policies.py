@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,16 +57,20 @@ def _machine(machine_type: str) -> tuple[str, Any] | None:
     return None
 
 
-def containers(obj: Any) -> Iterator[dict[str, Any]]:
-    """Every container and init container anywhere in a manifest."""
+def containers(obj: Any) -> Iterator[Mapping[str, Any]]:
+    """Every container and init container anywhere in a manifest.
+
+    The analyzer hands props over as read-only proxies (``Mapping`` and ``Sequence``, not
+    ``dict`` and ``list``), so only the abstract types are tested here.
+    """
     if isinstance(obj, Mapping):
         for key in ("containers", "initContainers"):
             for container in obj.get(key) or []:
                 if isinstance(container, Mapping):
-                    yield container  # type: ignore[misc]
+                    yield container
         for value in obj.values():
             yield from containers(value)
-    elif isinstance(obj, list):
+    elif isinstance(obj, Sequence) and not isinstance(obj, str):
         for value in obj:
             yield from containers(value)
 
@@ -79,7 +83,7 @@ def _no_secrets(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type not in WORKLOAD_TYPES:
         return
     fix = "pass secrets as env valueFrom.secretKeyRef (MaxText reads HF_TOKEN from the environment)"
-    for container in containers(args.props):
+    for container in containers(args.props.get("spec")):
         name = container.get("name", "?")
         for field in ("command", "args"):
             for word in container.get(field) or []:
@@ -352,7 +356,7 @@ bounded_retries = ResourceValidationPolicy(
 def _pinned_images(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type not in WORKLOAD_TYPES:
         return
-    for container in containers(args.props):
+    for container in containers(args.props.get("spec")):
         image = str(container.get("image", ""))
         tagless = ":" not in image.rsplit("/", 1)[-1] and "@" not in image
         if image.endswith(":latest") or tagless:
@@ -377,7 +381,7 @@ pinned_images = ResourceValidationPolicy(
 def _model_revision(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type != JOB:
         return
-    text = " ".join(str(word) for c in containers(args.props) for word in c.get("command") or [])
+    text = " ".join(str(word) for c in containers(args.props.get("spec")) for word in c.get("command") or [])
     match = re.search(r"--revision=([^\s\"']+)", text)
     if match and not re.fullmatch(r"[0-9a-f]{40}", match.group(1)):
         report(

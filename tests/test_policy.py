@@ -18,6 +18,7 @@ from pulumi_policy import (
     ResourceValidationPolicy,
     StackValidationArgs,
 )
+from pulumi_policy.proxy import unknown_checking_proxy
 
 from infra.offline import ROOT, Plan
 from tests.conftest import plan_of
@@ -72,16 +73,13 @@ def violations(plan: Plan, name: str, stack: str = "dev") -> list[str]:
 
     if isinstance(policy, ResourceValidationPolicy):
         for r in plan.resources:
-            args = ResourceValidationArgs(
-                r["type"], r["inputs"], f"urn:{r['name']}", r["name"], _options(r), None, config
-            )
+            # Props as the analyzer hands them over: read-only Mapping/Sequence proxies.
+            props = unknown_checking_proxy(copy.deepcopy(r["inputs"]))
+            args = ResourceValidationArgs(r["type"], props, f"urn:{r['name']}", r["name"], _options(r), None, config)
             for validate in policy.validate if isinstance(policy.validate, list) else [policy.validate]:
                 _run(validate(args, report))
     else:
-        resources = [
-            PolicyResource(r["type"], r["inputs"], f"urn:{r['name']}", r["name"], _options(r), None, None, [], {})
-            for r in plan.resources
-        ]
+        resources = [_policy_resource(r) for r in plan.resources]
         _run(policy.validate(StackValidationArgs(resources, config), report))
     return found
 
@@ -323,7 +321,8 @@ def test_budget_gate():
 
 
 def _policy_resource(r):
-    return PolicyResource(r["type"], r["inputs"], "urn", r["name"], _options(r), None, None, [], {})
+    props = unknown_checking_proxy(copy.deepcopy(r["inputs"]))
+    return PolicyResource(r["type"], props, f"urn:{r['name']}", r["name"], _options(r), None, None, [], {})
 
 
 def test_pack_entry_point_builds_the_pack(monkeypatch):
