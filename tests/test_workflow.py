@@ -255,3 +255,15 @@ def test_a_completed_jobset_lets_export_run():
 
     plan, _ = plan_stack(ROOT / "Pulumi.prod.yaml", secrets={"tpu-rl:hfToken": SENTINEL_TOKEN}, status_for=completed)
     assert plan.find(JOB, "export")
+
+
+def test_cpu_pool_check_matches_what_the_pathways_head_requests():
+    from infra.config import HEAD_REQUEST_GIB, HEAD_REQUEST_VCPU
+
+    head = plan_of("prod").one(JOBSET, "train")["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    spec = head["spec"]
+    # Native sidecars run beside the main container: the pod requests their sum.
+    containers = spec["initContainers"] + spec["containers"]
+    requests = [c["resources"].get("requests") or c["resources"]["limits"] for c in containers]
+    assert sum(int(r["cpu"]) for r in requests) == HEAD_REQUEST_VCPU
+    assert sum(int(r["memory"].removesuffix("Gi")) for r in requests) == HEAD_REQUEST_GIB
