@@ -22,7 +22,8 @@ from workloads.workflow import WorkflowRun
 def main(*, preflight: bool = True, live: bool = True) -> Settings:
     """Register every resource of the stack.
 
-    ``preflight``: check the Hugging Face token before anything (when the stack enables it).
+    ``preflight``: before anything, refuse example placeholders and check the Hugging Face token
+    (the latter when ``tpu-rl:workflow.preflight`` is on).
     ``live``: read the cluster and the bucket (retry detection, artifact checks); the offline
     plan turns both off.
     """
@@ -70,7 +71,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
         pulumi.export("steps", run.step_outputs())
         pulumi.export("hfModelUri", run.hf_model_uri)
 
-    location = f"{settings.region}"
+    location = settings.region
     pulumi.export("clusterName", gke.cluster.name)
     pulumi.export("clusterLocation", location)
     pulumi.export("clusterIdentifier", cluster_identifier(settings))
