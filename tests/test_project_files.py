@@ -94,9 +94,18 @@ def test_make_up_selects_a_stack_with_a_local_backend_fallback_and_runs_pulumi_u
         import pytest
 
         pytest.skip("make is not installed")
-    out = subprocess.run(["make", "-n", "up", "STACK=dev"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    import os
+
+    # Outside any parent make (CI runs the tests from `make test`).
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+
+    def dry_run(*args: str) -> str:
+        command = ["make", "--no-print-directory", "-n", *args]
+        return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
+
+    out = dry_run("up", "STACK=dev")
     assert "pulumi whoami" in out and "pulumi login file://" in out
     assert "pulumi stack select dev 2>/dev/null || pulumi stack init dev" in out
-    assert out.rstrip().endswith("pulumi up --stack dev")
-    test = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert out.rstrip().splitlines()[-1] == "pulumi up --stack dev"
+    test = dry_run("test")
     assert "ruff check" in test and "-m pytest" in test
