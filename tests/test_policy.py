@@ -318,6 +318,22 @@ def test_budget_gate():
     assert found and "above maxEstimatedUsd $100.00" in found[0]
     reserved = violations(plan_of("dev", "tpu-rl:tpu.capacity=reservation", "tpu-rl:tpu.reservation=r"), "tpu-budget")
     assert any("per day until `pulumi destroy`" in v for v in reserved)
+    idle = violations(
+        plan_of("dev", "tpu-rl:tpu.capacity=reservation", "tpu-rl:tpu.reservation=r", "tpu-rl:workflow.enabled=false"),
+        "tpu-budget",
+    )
+    assert len(idle) == 1 and "per day until `pulumi destroy`" in idle[0], "provision-only still shows the daily bill"
+
+
+def test_budget_gate_says_when_it_cannot_judge():
+    plan = mutated(
+        "prod",
+        JOBSET,
+        None,
+        lambda r: _head(r)["containers"][0]["command"].__setitem__(2, "exec python3 -m something_else"),
+    )
+    (found,) = violations(plan, "tpu-budget", "prod")
+    assert found.startswith("cannot read model_name= from the training JobSet's command")
 
 
 def _policy_resource(r):

@@ -20,13 +20,6 @@ def steps(plan):
     return {"convert": plan.one(JOB, "convert"), "train": plan.one(JOBSET, "train"), "export": plan.one(JOB, "export")}
 
 
-def out_dir(resource):
-    """The step's base_output_directory (from its script)."""
-    script = json.dumps(resource["inputs"])
-    start = script.index("base_output_directory=") + len("base_output_directory=")
-    return script[start : script.index("/", script.index("/", start + 5) + 1 + 40) + 1].split(" ")[0]
-
-
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_steps_run_in_order_on_awaited_results(stack):
     plan = plan_of(stack)
@@ -168,22 +161,15 @@ def test_token_never_reaches_plan_files(tmp_path):
             assert SENTINEL_TOKEN not in path.read_text(), path
 
 
-def _containers(obj):
-    text = json.dumps(obj)
-    found = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            for key in ("containers", "initContainers"):
-                found.extend(node.get(key, []))
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(json.loads(text))
-    return found
+def _containers(node):
+    """Every container and init container anywhere in a manifest."""
+    if isinstance(node, dict):
+        yield from node.get("containers", []) + node.get("initContainers", [])
+        for value in node.values():
+            yield from _containers(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _containers(value)
 
 
 def test_workflow_disabled_plans_no_steps(tmp_path):
