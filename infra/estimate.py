@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.tpu_catalogue import SliceShape
+from core.tpu import SliceShape
 
 # USD per chip-hour. Source: Google Cloud TPU pricing page (https://cloud.google.com/tpu/pricing),
 # list prices for us-east5 / us-central regions as recorded on 2026-11-29 for this project; they

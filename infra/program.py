@@ -6,16 +6,17 @@ import os
 
 import pulumi
 
-from infra.cluster import GkeCluster, cluster_identifier
-from infra.config import ConfigError, Settings, placeholder_problems
+from core.settings import Settings
+from infra.config import ConfigError, placeholder_problems
+from infra.config.runtime import settings_from_runtime
 from infra.estimate import estimate_for
-from infra.identities import NodeIdentities
-from infra.k8s_platform import KubernetesPlatform
-from infra.naming import names_for
-from infra.network import Network
-from infra.project_apis import ProjectApis
-from infra.runtime_config import settings_from_runtime
-from infra.storage import ArtifactBucket
+from infra.gcp.apis import ProjectApis
+from infra.gcp.cluster import GkeCluster
+from infra.gcp.identities import NodeIdentities
+from infra.gcp.naming import names_for
+from infra.gcp.network import Network
+from infra.gcp.storage import ArtifactBucket
+from infra.k8s.platform import KubernetesPlatform
 from workloads.workflow import WorkflowRun
 
 
@@ -74,7 +75,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     location = settings.region
     pulumi.export("clusterName", gke.cluster.name)
     pulumi.export("clusterLocation", location)
-    pulumi.export("clusterIdentifier", cluster_identifier(settings))
+    pulumi.export("clusterIdentifier", settings.cluster_identifier)
     pulumi.export("bucketUrl", bucket.url)
     pulumi.export("nodePools", [p.name for p in gke.pools])
     pulumi.export(

@@ -26,8 +26,8 @@ from pulumi_policy import (
 # The pack lives beside the program and shares its TPU catalogue and cost model (plain modules).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from core.tpu import CATALOGUE, resolve_slice  # noqa: E402
 from infra.estimate import estimate_run  # noqa: E402
-from infra.tpu_catalogue import CATALOGUE, resolve_slice  # noqa: E402
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.offline import ROOT, Plan
 from infra.plan import plan_stack
+from infra.plan.offline import ROOT, Plan
 
 # Tests talk only to loopback: google-auth must never probe the GCE metadata server.
 os.environ["NO_GCE_CHECK"] = "True"

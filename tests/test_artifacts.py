@@ -7,8 +7,8 @@ import os
 import pulumi
 import pytest
 
-from infra.offline import ROOT
 from infra.plan import plan_stack
+from infra.plan.offline import ROOT
 from tests.conftest import SENTINEL_TOKEN
 from workloads.artifacts import ArtifactMissingError, check_converted, check_exported, check_trained, storage_client
 

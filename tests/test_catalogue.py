@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from infra.machine_shapes import machine_shape
-from infra.tpu_catalogue import CATALOGUE, all_slices, chips_in, resolve_slice
+from core.machines import machine_shape
+from core.tpu import CATALOGUE, all_slices, chips_in, resolve_slice
 
 
 @pytest.mark.parametrize("shape", all_slices(), ids=lambda s: f"{s.machine_type}-{s.topology}")

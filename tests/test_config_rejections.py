@@ -21,7 +21,7 @@ BAD_INPUTS = [
     ("bucket-google", ["tpu-rl:bucketName=my-google-bucket"], "tpu-rl:bucketName", "google"),
     ("bucket-uppercase", ["tpu-rl:bucketName=Bad_Bucket"], "tpu-rl:bucketName", "lowercase"),
     ("networks-empty", ["tpu-rl:authorizedNetworks=[]"], "tpu-rl:authorizedNetworks", "non-empty"),
-    ("networks-host-bits", ['tpu-rl:authorizedNetworks=["10.0.0.1/8"]'], "tpu-rl:authorizedNetworks[0]", "CIDR"),
+    ("networks-host-bits", ['tpu-rl:authorizedNetworks=["10.0.0.1/8"]'], "tpu-rl:authorizedNetworks[0]", "host bits"),
     ("networks-garbage", ['tpu-rl:authorizedNetworks=["office"]'], "tpu-rl:authorizedNetworks[0]", "CIDR"),
     ("tpu-version", ["tpu-rl:tpu.version=v4"], "tpu-rl:tpu.version", "v6e"),
     (
@@ -183,7 +183,8 @@ def test_defaults_reproduce_the_tutorial():
     assert s.model.spec.hf_repo == "google/gemma-4-26b-a4b-it" and s.model.spec.maxtext_name == "gemma4-26b"
     assert s.images.maxtext.endswith("tpu_post_training:0.2.4")
     assert s.training.knobs["num_batches"] == 50 and s.training.knobs["learning_rate"] == 2e-5
-    assert s.training.optimizer == "adafactor" and s.workflow.max_restarts == 0
+    assert s.training.optimizer == "adafactor"
+    assert s.workflow.max_restarts == 1, "departs from the tutorial's 0: a reserved slice survives one disruption"
     assert s.bucket_name == "my-proj-123-tpu-rl"
 
 

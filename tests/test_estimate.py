@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from core.tpu import resolve_slice
 from infra.estimate import describe, estimate_run
-from infra.tpu_catalogue import resolve_slice
 from tests.conftest import plan_of
 
 V6E_32 = resolve_slice("v6e", "ct6e-standard-4t", "4x8")

@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from infra.identities import NODE_PROJECT_ROLES
+from infra.gcp.identities import NODE_PROJECT_ROLES
 from infra.plan import main as plan_main
 from tests.conftest import plan_of
 

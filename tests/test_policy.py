@@ -20,7 +20,7 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import unknown_checking_proxy
 
-from infra.offline import ROOT, Plan
+from infra.plan.offline import ROOT, Plan
 from tests.conftest import plan_of
 
 sys.path.insert(0, str(ROOT / "policy"))

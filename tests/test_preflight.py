@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pulumi
 import pytest
 
-from infra.offline import ROOT
 from infra.plan import plan_stack
+from infra.plan.offline import ROOT
 from workloads.preflight import PreflightError, check_model_access
 
 REPO = "google/gemma-4-26b-a4b-it"

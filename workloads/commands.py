@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import shlex
 
-from infra.config import Settings
-from workloads.knobs import DATASETS, TRAINING_KNOBS
+from core.knobs import DATASETS, TRAINING_KNOBS
+from core.settings import Settings
 
 TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
 TRAIN_RL = "maxtext.trainers.post_train.rl.train_rl"
@@ -86,13 +86,15 @@ def train_argv(settings: Settings, input_uri: str, output_uri: str) -> list[str]
         *(f"{key}={value}" for key, value in dataset.keys),
     ]
     for knob in TRAINING_KNOBS:
-        args.append(rendered[knob.key])
+        if knob.tutorial:
+            args.append(rendered[knob.key])
         if knob.key == "sampler_devices_fraction":
             args.append(f"tokenizer_path={model.hf_repo}")
     args += [
         'vllm_hf_overrides={"architectures": ["MaxTextForCausalLM"]}',
         f"vllm_additional_config={vllm_additional_config(settings)}",
     ]
+    args += [rendered[knob.key] for knob in TRAINING_KNOBS if not knob.tutorial]
     args += [f"{key}={value}" for key, value in training.extra_args.items()]
     return args
 
@@ -115,18 +117,6 @@ def export_argv(settings: Settings, input_uri: str, output_uri: str) -> list[str
         f"--hf_model_path={settings.model.spec.hf_repo}",
         "--override_model_architecture",
     ]
-
-
-def final_train_step(settings: Settings) -> int:
-    """The step of the last checkpoint: num_batches x rl.num_iterations x train_fraction x num_epoch."""
-    extra = settings.training.extra_args
-    steps = (
-        int(settings.training.knobs["num_batches"])
-        * int(extra.get("rl.num_iterations", "1"))
-        * float(extra.get("train_fraction", "1.0"))
-        * int(extra.get("num_epoch", "1"))
-    )
-    return int(steps)
 
 
 def quote(word: str) -> str:

@@ -8,14 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.config import Settings
+from core.names import CPU_POOL, HF_SECRET, HF_SECRET_KEY, WORKLOAD_KSA
+from core.settings import Settings
 
 API_JOBSET = "jobset.x-k8s.io/v1alpha2"
-CPU_POOL = "cpu-np"
-WORKLOAD_KSA = "tpu-rl-workload"
-"""The Kubernetes service account of the CPU steps, bound to the workload GSA by Workload Identity."""
-HF_SECRET = "hf-token"
-HF_SECRET_KEY = "token"
 WORKLOAD_CONTAINER = "workload-container"
 COORDINATOR_LABEL = "metadata.labels['jobset.sigs.k8s.io/coordinator']"
 # The tutorial sets these on the workload, proxy, resource manager and worker containers.
@@ -50,18 +46,6 @@ def labels(settings: Settings, step: str, step_id: str) -> dict[str, str]:
     }
 
 
-def seconds(duration: str) -> int:
-    """``1h30m`` -> 5400."""
-    total, number = 0, ""
-    for char in duration:
-        if char.isdigit():
-            number += char
-        else:
-            total += int(number) * {"h": 3600, "m": 60, "s": 1}[char]
-            number = ""
-    return total
-
-
 def cpu_job(
     settings: Settings,
     *,
@@ -89,7 +73,7 @@ def cpu_job(
             "backoffLimit": settings.workflow.max_restarts,
             "completions": 1,
             "parallelism": 1,
-            "activeDeadlineSeconds": seconds(settings.workflow.timeouts[step]),
+            "activeDeadlineSeconds": settings.workflow.timeouts[step],
             "template": {
                 "metadata": {"labels": step_labels},
                 "spec": {
@@ -266,7 +250,7 @@ def pathways_jobset(
                             "completionMode": "Indexed",
                             "completions": 1,
                             "parallelism": 1,
-                            "activeDeadlineSeconds": seconds(settings.workflow.timeouts["train"]),
+                            "activeDeadlineSeconds": settings.workflow.timeouts["train"],
                             "template": {
                                 "metadata": {"labels": step_labels},
                                 "spec": {

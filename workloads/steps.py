@@ -16,11 +16,10 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from infra.config import Settings
+from core.settings import Settings
 from workloads.commands import (
     convert_argv,
     export_argv,
-    final_train_step,
     script,
     train_argv,
     train_script,
@@ -158,7 +157,7 @@ def _train_step(settings: Settings, input_uri: str) -> Step:
         step_id=digest,
         name=name,
         output_uri=out,
-        artifact_uri=f"{out}rl/checkpoints/actor/{final_train_step(settings)}/model_params/",
+        artifact_uri=f"{out}rl/checkpoints/actor/{settings.training.final_step}/model_params/",
         input_uri=input_uri,
         argv=argv,
         manifest=pathways_jobset(

@@ -15,11 +15,12 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.config import Settings
-from infra.k8s_object import KubernetesObject
-from infra.k8s_platform import KubernetesPlatform
+from core.settings import Settings
+from infra.config.values import format_duration
+from infra.k8s.object import KubernetesObject
+from infra.k8s.platform import KubernetesPlatform
 from workloads import retry
-from workloads.jobset import JobSetFailedError, check_jobset_status
+from workloads.status import JobSetFailedError, check_jobset_status
 from workloads.steps import Step, plan_workflow
 
 INPUT_ANNOTATION = "tpu-rl/input"
@@ -69,7 +70,7 @@ class WorkflowRun(pulumi.ComponentResource):
         def options(
             step: str, *after: pulumi.Resource, trigger: pulumi.Input[str] | None = None
         ) -> pulumi.ResourceOptions:
-            timeout = settings.workflow.timeouts[step]
+            timeout = format_duration(settings.workflow.timeouts[step])
             return pulumi.ResourceOptions(
                 replacement_trigger=trigger,
                 parent=self,

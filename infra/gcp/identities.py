@@ -11,8 +11,8 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.config import Settings
-from infra.naming import Names
+from core.settings import Settings
+from infra.gcp.naming import Names
 from infra.options import child_options
 
 NODE_PROJECT_ROLES = (

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.config import Settings
-from infra.k8s_manifests import namespace_manifest, service_account_manifest, token_secret_manifest
-from infra.k8s_object import KubernetesObject
-from infra.naming import Names
+from core.settings import Settings
+from infra.gcp.naming import Names
+from infra.k8s.manifests import namespace_manifest, service_account_manifest, token_secret_manifest
+from infra.k8s.object import KubernetesObject
 
 JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
 JOBSET_NAMESPACE = "jobset-system"

@@ -154,3 +154,10 @@ def resolve_slice(version: str, machine_type: str, topology: str) -> SliceShape:
 def all_slices() -> list[SliceShape]:
     """Every (version, machine type, topology) the catalogue lists."""
     return [resolve_slice(v.name, m.name, t) for v in CATALOGUE.values() for m in v.machine_types for t in m.topologies]
+
+
+# Flex-start (Dynamic Workload Scheduler) limits, from GKE's "About TPUs in GKE: flex-start" and
+# Cluster Toolkit's DWS examples, as of 2026-11: GKE 1.33.0-gke.1712000 or later, and TPU v6e
+# flex-start is offered in a few zones only. Extend the table when Google adds zones.
+FLEX_START_MIN_GKE = "1.33.0-gke.1712000"
+FLEX_START_ZONES = {"v6e": ("asia-northeast1-b", "us-east5-a", "us-east5-b")}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.config import Settings
+from core.settings import Settings
 from infra.options import child_options
 
 SOFT_DELETE_SECONDS = 7 * 24 * 3600

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.config import Settings
-from infra.gke_spec import PODS_CIDR, SERVICES_CIDR, SUBNET_CIDR
-from infra.naming import Names
+from core.settings import Settings
+from infra.gcp.gke_spec import PODS_CIDR, SERVICES_CIDR, SUBNET_CIDR
+from infra.gcp.naming import Names
 from infra.options import child_options
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.config import Settings
+from core.settings import Settings
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 MASTER_CIDR = "172.16.0.32/28"

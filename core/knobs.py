@@ -25,6 +25,8 @@ class Knob:
     maximum: float | None = None
     bool_text: tuple[str, str] = ("True", "False")
     """How the tutorial spells true/false for this key (MaxText accepts either case)."""
+    tutorial: bool = True
+    """Whether the tutorial's command passes this key (others are appended after its argv)."""
 
     @property
     def kind(self) -> type:
@@ -59,23 +61,25 @@ REMAT_POLICIES = (
     "custom",
 )
 
-# Order: the tutorial's argv order. Knobs the tutorial does not pass are not here.
+# Order: the tutorial's argv order; knobs the tutorial does not pass come last (``tutorial=False``).
+# Every number has documented, finite bounds (MaxText's own limits where it has them, else a
+# sanity cap far above any run this program can afford).
 TRAINING_KNOBS: tuple[Knob, ...] = (
-    Knob("numBatches", "num_batches", 50, minimum=1),
-    Knob("batchSize", "batch_size", 4, minimum=1),
-    Knob("trainMicroBatchSize", "train_micro_batch_size", 2, minimum=1),
-    Knob("maxTargetLength", "max_target_length", 640, minimum=2),
-    Knob("maxPrefillPredictLength", "max_prefill_predict_length", 256, minimum=1),
+    Knob("numBatches", "num_batches", 50, minimum=1, maximum=100_000),
+    Knob("batchSize", "batch_size", 4, minimum=1, maximum=4096),
+    Knob("trainMicroBatchSize", "train_micro_batch_size", 2, minimum=1, maximum=4096),
+    Knob("maxTargetLength", "max_target_length", 640, minimum=2, maximum=131_072),
+    Knob("maxPrefillPredictLength", "max_prefill_predict_length", 256, minimum=1, maximum=131_072),
     Knob("muDtype", "mu_dtype", "bfloat16", choices=("bfloat16", "float32")),
     Knob("gradDtype", "grad_dtype", "bfloat16", choices=("bfloat16", "float32")),
-    Knob("rolloutTensorParallelism", "rollout_tensor_parallelism", 4, minimum=1),
-    Knob("rolloutExpertParallelism", "rollout_expert_parallelism", 1, minimum=1),
+    Knob("rolloutTensorParallelism", "rollout_tensor_parallelism", 4, minimum=1, maximum=256),
+    Knob("rolloutExpertParallelism", "rollout_expert_parallelism", 1, minimum=1, maximum=256),
     Knob("trainerDevicesFraction", "trainer_devices_fraction", 0.5, minimum=0.0, maximum=1.0),
     Knob("samplerDevicesFraction", "sampler_devices_fraction", 0.5, minimum=0.0, maximum=1.0),
-    # tokenizer_path is derived from the model and rendered here (see workloads.train).
-    Knob("iciTensorParallelism", "ici_tensor_parallelism", 2, minimum=1),
-    Knob("iciExpertParallelism", "ici_expert_parallelism", 4, minimum=1),
-    Knob("iciFsdpParallelism", "ici_fsdp_parallelism", -1, minimum=-1),
+    # tokenizer_path is derived from the model and rendered here (see workloads.commands).
+    Knob("iciTensorParallelism", "ici_tensor_parallelism", 2, minimum=1, maximum=256),
+    Knob("iciExpertParallelism", "ici_expert_parallelism", 4, minimum=1, maximum=256),
+    Knob("iciFsdpParallelism", "ici_fsdp_parallelism", -1, minimum=-1, maximum=256),
     Knob("hbmUtilizationVllm", "hbm_utilization_vllm", 0.7, minimum=0.05, maximum=0.95),
     Knob("remat", "remat_policy", "full", choices=REMAT_POLICIES),
     Knob("asyncScheduling", "async_scheduling", False),
@@ -83,13 +87,16 @@ TRAINING_KNOBS: tuple[Knob, ...] = (
     Knob("raggedGatherReduceFallback", "ragged_gather_reduce_fallback", True),
     Knob("enableDpAttention", "enable_dp_attention", False),
     Knob("decodeSamplingTemperature", "decode_sampling_temperature", 0.8, minimum=0.0, maximum=5.0),
-    Knob("decodeSamplingTopK", "decode_sampling_top_k", 50, minimum=0),
+    Knob("decodeSamplingTopK", "decode_sampling_top_k", 50, minimum=0, maximum=262_144),
     Knob("decodeSamplingNucleusP", "decode_sampling_nucleus_p", 0.95, minimum=0.0, maximum=1.0),
     Knob("learningRate", "learning_rate", 2e-5, minimum=0.0, maximum=1.0),
-    Knob("learningRateScheduleSteps", "learning_rate_schedule_steps", 100, minimum=-1),
-    Knob("numGenerations", "rl.num_generations", 4, minimum=2),
-    Knob("reshardChunkSize", "rl.reshard_chunk_size", 4, minimum=1),
+    Knob("learningRateScheduleSteps", "learning_rate_schedule_steps", 100, minimum=-1, maximum=10_000_000),
+    Knob("numGenerations", "rl.num_generations", 4, minimum=2, maximum=256),
+    Knob("reshardChunkSize", "rl.reshard_chunk_size", 4, minimum=1, maximum=1_000_000),
     Knob("debug", "debug", True),
+    # Not in the tutorial (rl.yml saves every 50 steps, i.e. only at the end of its 50-step run): a
+    # failure then loses the whole run. Every 10 steps bounds the loss at 10 steps plus start-up.
+    Knob("checkpointPeriod", "checkpoint_period", 10, minimum=1, maximum=100_000, tutorial=False),
 )
 
 KNOBS_BY_FIELD: dict[str, Knob] = {k.field: k for k in TRAINING_KNOBS}

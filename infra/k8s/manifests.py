@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workloads.manifests import HF_SECRET, HF_SECRET_KEY
+from core.names import HF_SECRET, HF_SECRET_KEY
 
 
 def namespace_manifest(name: str, labels: dict[str, str]) -> dict[str, Any]:

@@ -20,7 +20,8 @@ import yaml
 
 from infra.config import ConfigError
 from infra.estimate import describe
-from infra.offline import ROOT, Plan, StackFileError, is_kubernetes_object, load_stack_config, run_program
+from infra.plan.offline import Plan, is_kubernetes_object, run_program
+from infra.plan.stack_files import ROOT, StackFileError, load_stack_config
 
 
 def plan_stack(

@@ -9,25 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pulumi
-import yaml
 from google.protobuf import json_format
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from infra import fast_imports
-from infra.config import PROJECT, SECRET_KEYS
+from infra.plan import fast_imports
 
 fast_imports.install()
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 SECRET = "[secret]"
 _SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"
@@ -247,104 +244,3 @@ def _run_isolated(
         error=error,
         replacement_triggers=triggers,
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# Stack files
-
-
-class StackFileError(ValueError):
-    """The stack file or an override cannot be read."""
-
-
-def project_declarations(root: Path = ROOT) -> dict[str, dict[str, Any]]:
-    """The ``config:`` declarations of Pulumi.yaml, keyed by full key."""
-    project = yaml.safe_load((root / "Pulumi.yaml").read_text())
-    name = project["name"]
-    declared = {}
-    for key, decl in (project.get("config") or {}).items():
-        full = key if ":" in key else f"{name}:{key}"
-        declared[full] = decl if isinstance(decl, dict) else {"value": decl}
-    return declared
-
-
-def _to_config_string(value: Any) -> str:
-    """How the Pulumi CLI hands a config value to the program: strings, objects as JSON."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (dict, list)):
-        return json.dumps(value)
-    return str(value)
-
-
-def _set_path(config: dict[str, Any], key: str, value: str) -> None:
-    """Apply ``KEY=VALUE`` the way ``pulumi config set --path`` does (``ns:key.field.sub``)."""
-    namespace, _, path = key.partition(":")
-    if not namespace or not path:
-        raise StackFileError(f"--set {key}: expected NAMESPACE:KEY[.FIELD...]=VALUE")
-    top, *fields = path.split(".")
-    full = f"{namespace}:{top}"
-    if not fields:
-        config[full] = value
-        return
-    current = config.get(full)
-    if isinstance(current, str):
-        try:
-            current = json.loads(current)
-        except json.JSONDecodeError:
-            current = None
-    obj = current if isinstance(current, dict) else {}
-    cursor = obj
-    for name in fields[:-1]:
-        cursor = cursor.setdefault(name, {})
-        if not isinstance(cursor, dict):
-            raise StackFileError(f"--set {key}: {name} is not an object")
-    cursor[fields[-1]] = value
-    config[full] = obj
-
-
-def load_stack_config(
-    stack_file: Path, overrides: list[str] = (), root: Path = ROOT
-) -> tuple[dict[str, str], set[str], list[str]]:
-    """Project defaults + stack file + overrides -> (config strings, secret keys, notes).
-
-    A ``secure:`` value stays an opaque secret. A secret the project declares but the stack
-    file lacks gets a placeholder, so a plan can be made before the secret is set.
-    """
-    try:
-        document = yaml.safe_load(stack_file.read_text()) or {}
-    except (OSError, yaml.YAMLError) as err:
-        raise StackFileError(f"cannot read {stack_file}: {err}") from None
-    declared = project_declarations(root)
-    config: dict[str, Any] = {}
-    secret_keys: set[str] = set()
-    notes: list[str] = []
-    for full, decl in declared.items():
-        if "default" in decl:
-            config[full] = decl["default"]
-        elif "value" in decl:
-            config[full] = decl["value"]
-    for key, value in (document.get("config") or {}).items():
-        if isinstance(value, dict) and set(value) == {"secure"}:
-            config[key] = f"[ciphertext {value['secure'][:12]}...]"
-            secret_keys.add(key)
-        else:
-            config[key] = value
-    for override in overrides:
-        key, sep, value = override.partition("=")
-        if not sep:
-            raise StackFileError(f"--set {override}: expected KEY=VALUE")
-        _set_path(config, key.strip(), value)
-    workflow = config.get(f"{PROJECT}:workflow")
-    if isinstance(workflow, str):
-        workflow = json.loads(workflow) if workflow.startswith("{") else {}
-    workflow_on = str((workflow or {}).get("enabled", True)).lower() != "false"
-    for key in SECRET_KEYS:
-        full = f"{PROJECT}:{key}"
-        if workflow_on and config.get(full) in (None, ""):
-            config[full] = "placeholder-secret-for-offline-plan"
-            secret_keys.add(full)
-            notes.append(f"{full} is not set in {stack_file.name}; planned with a placeholder secret")
-    return {k: _to_config_string(v) for k, v in config.items()}, secret_keys, notes

@@ -6,21 +6,16 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from infra.config import Settings
-from infra.gke_spec import cluster_args, cpu_pool_args, system_pool_args, tpu_pool_args
-from infra.identities import NodeIdentities
-from infra.kubeconfig import build_kubeconfig
-from infra.naming import Names
-from infra.network import Network
+from core.settings import Settings
+from infra.gcp.gke_spec import cluster_args, cpu_pool_args, system_pool_args, tpu_pool_args
+from infra.gcp.identities import NodeIdentities
+from infra.gcp.naming import Names
+from infra.gcp.network import Network
+from infra.k8s.kubeconfig import build_kubeconfig
 from infra.options import child_options
 
 CLUSTER_TIMEOUTS = pulumi.CustomTimeouts(create="60m", update="60m", delete="60m")
 POOL_TIMEOUTS = pulumi.CustomTimeouts(create="45m", update="45m", delete="45m")
-
-
-def cluster_identifier(settings: Settings) -> str:
-    """Stable identity of the Kubernetes provider: an unknown kubeconfig at preview must not replace it."""
-    return f"{settings.project}/{settings.region}/{settings.cluster_name}"
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -91,13 +86,13 @@ class GkeCluster(pulumi.ComponentResource):
 
         self.kubeconfig = pulumi.Output.secret(
             pulumi.Output.all(self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate).apply(
-                lambda args: build_kubeconfig(f"gke_{cluster_identifier(settings).replace('/', '_')}", *args)
+                lambda args: build_kubeconfig(f"gke_{settings.cluster_identifier.replace('/', '_')}", *args)
             )
         )
         self.provider = k8s.Provider(
             "gke",
             kubeconfig=self.kubeconfig,
-            cluster_identifier=cluster_identifier(settings),
+            cluster_identifier=settings.cluster_identifier,
             delete_unreachable=True,
             # Kubernetes objects need nodes for the system and CPU work; only training waits for TPU pools.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[system, cpu]),

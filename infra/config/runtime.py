@@ -1,4 +1,4 @@
-"""Read the stack's raw config from the Pulumi runtime (the only Pulumi-aware part of config)."""
+"""Read the running stack's raw config from the Pulumi runtime (the only Pulumi-aware part of config)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from typing import Any
 import pulumi
 from pulumi.runtime import config as runtime_config
 
-from infra.config import PROJECT, Settings, load_settings
-
-PROVIDER_KEYS = ("gcp:project", "gcp:region", "gcp:zone")
+from core.names import PROJECT
+from core.settings import Settings
+from infra.config.load import load_settings
+from infra.config.schema import PROVIDER_KEYS
 
 
 def raw_config() -> tuple[dict[str, Any], frozenset[str]]:

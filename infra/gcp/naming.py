@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra.config import Settings
-from workloads.manifests import WORKLOAD_KSA
+from core.names import WORKLOAD_KSA
+from core.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,32 @@
+"""Names and values that two sides of the platform must agree on (pool <-> pod, Secret <-> env)."""
+
+from __future__ import annotations
+
+PROJECT = "tpu-rl"
+"""The Pulumi project and the namespace of its configuration keys."""
+
+SYSTEM_POOL = "system"
+CPU_POOL = "cpu-np"
+"""The CPU pool: Pathways head, conversion and export (Cluster Toolkit and gcluster look for this name)."""
+
+NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
+TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+
+TPU_TAINT_KEY = "google.com/tpu"
+TPU_TAINT_VALUE = "present"
+CPU_TAINT_KEY = "tpu-rl/pool"
+CPU_TAINT_VALUE = CPU_POOL
+"""Keeps everything but our CPU steps (and DaemonSets, which tolerate all taints) off cpu-np, so the
+autoscaler can remove a 64-vCPU node once a step ends."""
+
+WORKLOAD_KSA = "tpu-rl-workload"
+"""Kubernetes service account of the CPU steps, bound to the workload GSA by Workload Identity."""
+HF_SECRET = "hf-token"
+HF_SECRET_KEY = "token"
+SCRATCH_STORAGE_CLASS = "tpu-rl-scratch"
+"""StorageClass of the CPU steps' scratch volumes; its disk type follows cpu-np's machine family."""
+
+SETUP_FAILURE_EXIT = 3
+"""Exit code of a step script that fails for a reason a retry cannot fix (image changed, nothing to
+export); the Jobs' podFailurePolicy turns it into an immediate failure instead of a restart."""

@@ -1,0 +1,136 @@
+"""The validated stack configuration every builder takes (plain frozen dataclasses).
+
+``infra.config`` is the only producer: it parses and checks the raw stack config and returns
+a ``Settings``. Everything downstream (GCP builders, manifests, commands, estimate) reads these
+values and never raw config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.knobs import KnobValue
+from core.models import Model
+from core.tpu import SliceShape
+
+
+@dataclass(frozen=True)
+class TpuSettings:
+    version: str
+    machine_type: str
+    topology: str
+    slices: int
+    capacity: str
+    """reservation | spot | flex-start | on-demand."""
+    reservation: str | None
+    """``projects/P/reservations/R`` with capacity reservation, else None."""
+
+    @property
+    def autoscaled(self) -> bool:
+        return self.capacity != "reservation"
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    machine_type: str
+    min_nodes: int
+    max_nodes: int
+    disk_size_gb: int
+    disk_type: str
+    """Boot disk type of the machine family (pd-balanced or hyperdisk-balanced)."""
+
+
+@dataclass(frozen=True)
+class GkeSettings:
+    release_channel: str
+    version_prefix: str | None
+    """Pin the control plane to the channel's newest version with this prefix (e.g. ``1.35.``)."""
+    maintenance_exclusion: bool
+    """Keep minor and node upgrades away (NO_MINOR_OR_NODE_UPGRADES), as Cluster Toolkit does."""
+    maintenance_window: str
+    """Daily maintenance window start, ``HH:MM`` UTC."""
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    spec: Model
+    revision: str
+
+
+@dataclass(frozen=True)
+class ImageSettings:
+    maxtext: str
+    pathways_server: str
+    pathways_proxy: str
+
+
+@dataclass(frozen=True)
+class TrainingSettings:
+    knobs: dict[str, KnobValue]
+    """MaxText key -> value, for every knob in ``core.knobs.TRAINING_KNOBS``."""
+    optimizer: str
+    dataset: str
+    extra_args: dict[str, str]
+    """More MaxText ``key=value`` pairs, checked against MaxText 0.2.4's keys, rendered as argv text."""
+
+    def extra_number(self, key: str, default: float) -> float:
+        """An ``extraArgs`` value the program interprets (validated as a number at load time)."""
+        return float(self.extra_args.get(key, default))
+
+    @property
+    def final_step(self) -> int:
+        """Steps MaxText trains: num_batches x rl.num_iterations x train_fraction x num_epoch (types.py)."""
+        return int(
+            int(self.knobs["num_batches"])
+            * self.extra_number("rl.num_iterations", 1)
+            * self.extra_number("train_fraction", 1.0)
+            * self.extra_number("num_epoch", 1)
+        )
+
+
+@dataclass(frozen=True)
+class WorkflowSettings:
+    enabled: bool
+    preflight: bool
+    max_restarts: int
+    """JobSet restarts of the training run (default by capacity mode)."""
+    timeouts: dict[str, int]
+    """Step -> deadline in seconds (each attempt's activeDeadlineSeconds)."""
+    jobset_version: str
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the program needs, validated."""
+
+    stack: str
+    project: str
+    region: str
+    zone: str
+    cluster_name: str
+    bucket_name: str
+    authorized_networks: tuple[str, ...]
+    tpu: TpuSettings
+    slice: SliceShape
+    system_pool: PoolSettings
+    cpu_pool: PoolSettings
+    gke: GkeSettings
+    protect: bool
+    force_destroy: bool
+    namespace: str
+    hf_token_set: bool
+    model: ModelSettings
+    images: ImageSettings
+    training: TrainingSettings
+    workflow: WorkflowSettings
+    labels: dict[str, str]
+    """Cost-attribution labels put on every labelable GCP resource."""
+
+    @property
+    def total_chips(self) -> int:
+        return self.slice.chips * self.tpu.slices
+
+    @property
+    def cluster_identifier(self) -> str:
+        """Stable identity of the cluster (and of the Kubernetes provider): project/region/name."""
+        return f"{self.project}/{self.region}/{self.cluster_name}"

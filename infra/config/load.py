@@ -1,0 +1,306 @@
+"""Raw stack config -> validated ``core.settings.Settings``, before any resource is registered.
+
+``load_settings`` takes the config as the Pulumi CLI hands it to the program (full key ->
+string, objects as JSON; a stack file's YAML scalars work too), reads every field of
+``infra.config.schema`` with its strict reader, applies the cross-field rules of
+``infra.config.rules`` and returns frozen settings. The first problem raises ``ConfigError``:
+one line naming the full key, the value and what is allowed. Secrets and token-shaped values are
+never echoed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from core.maxtext_keys import closest_key, known_keys
+from core.names import PROJECT
+from core.settings import Settings
+from infra.config import rules
+from infra.config.schema import (
+    DERIVED,
+    FIELDS,
+    MAXTEXT_ARGS,
+    PROJECT_KEYS,
+    REQUIRED,
+    Field,
+    fields_of,
+    is_object,
+)
+from infra.config.values import TOKEN_SHAPE, ConfigError, Hidden, Integer, Number, error
+
+TOKEN_KEY = f"{PROJECT}:hfToken"
+MAX_JSON_CHARS = 200_000
+UNSET = object()
+
+
+def load_settings(raw: Mapping[str, Any], stack: str, secret_keys: frozenset[str] = frozenset()) -> Settings:
+    """Validate the raw stack config (full key -> value) and return typed Settings."""
+    values = read_fields(raw, secret_keys)
+    return rules.build_settings(values, stack)
+
+
+def read_fields(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Every field's typed value (``None`` where unset and derived), or the first ``ConfigError``."""
+    _check_keys(raw, secret_keys)
+    tops = dict.fromkeys(f.top for f in FIELDS)
+    values: dict[str, Any] = {}
+    for top in tops:
+        present = raw.get(top, UNSET)
+        flat = _flatten(top, present) if present is not UNSET else {}
+        for field in fields_of(top):
+            values[field.key] = _read(field, flat.get(field.path, UNSET) if field.path else present)
+    values["hfTokenSet"] = values[TOKEN_KEY] not in (None, "")
+    values[TOKEN_KEY] = None  # the token itself never travels further than this check
+    return values
+
+
+def _check_keys(raw: Mapping[str, Any], secret_keys: frozenset[str]) -> None:
+    for key in sorted(raw):
+        if not key.startswith(f"{PROJECT}:"):
+            continue
+        name = key.split(":", 1)[1]
+        if name not in PROJECT_KEYS:
+            hint = difflib.get_close_matches(name, PROJECT_KEYS, n=1)
+            suggestion = f"did you mean {PROJECT}:{hint[0]}? " if hint else ""
+            raise error(
+                key,
+                Hidden("value") if key in secret_keys else "(set)",
+                f"unknown key; {suggestion}known keys: {', '.join(PROJECT_KEYS)}",
+            )
+        if key in secret_keys and key != TOKEN_KEY:
+            raise ConfigError(
+                f"{key} is stored as a secret: only {TOKEN_KEY} may be secret (a secret anywhere else would reach "
+                f"container arguments in plain text); remove it with `pulumi config rm {key}` and set the "
+                "token with `pulumi config set --secret tpu-rl:hfToken`"
+            )
+    token = raw.get(TOKEN_KEY)
+    if token not in (None, "", UNSET) and TOKEN_KEY not in secret_keys:
+        raise ConfigError(
+            f"{TOKEN_KEY} is stored in plain text: remove it and set it again with "
+            "`pulumi config set --secret tpu-rl:hfToken` (the value is not shown)"
+        )
+    for key in sorted(raw):
+        if key == TOKEN_KEY or not (key.startswith(f"{PROJECT}:") or key.startswith("gcp:")):
+            continue
+        where = _token_path(_decoded(raw[key]), key)
+        if where:
+            raise ConfigError(
+                f"{where} holds a value that looks like a Hugging Face token (not shown): the token belongs "
+                "in tpu-rl:hfToken only, set with `pulumi config set --secret tpu-rl:hfToken`"
+            )
+
+
+def _decoded(value: Any) -> Any:
+    if isinstance(value, str) and value[:1] in ("{", "[") and len(value) <= MAX_JSON_CHARS:
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _token_path(value: Any, path: str) -> str | None:
+    if isinstance(value, str):
+        return path if TOKEN_SHAPE.search(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _token_path(str(key), f"{path}.{key}") if TOKEN_SHAPE.search(str(key)) else None
+            found = found or _token_path(item, f"{path}.{key}")
+            if found:
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _token_path(item, f"{path}[{index}]")
+            if found:
+                return found
+    return None
+
+
+def _flatten(top: str, value: Any) -> dict[str, Any]:
+    """An object-valued key's fields by path (``timeouts.train``); a scalar key's value under ``""``."""
+    if not is_object(top):
+        return {}
+    if value in (None, ""):
+        return {}
+    if isinstance(value, str):
+        if value[:1] != "{":
+            raise error(top, value, "expected an object (set fields with `pulumi config set --path`)")
+        if len(value) > MAX_JSON_CHARS:
+            raise error(top, Hidden("too long"), f"at most {MAX_JSON_CHARS} characters of JSON")
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise error(top, value, "malformed JSON; expected an object") from None
+    if not isinstance(value, dict):
+        raise error(top, value, "expected an object (set fields with `pulumi config set --path`)")
+    known = {f.path: f for f in fields_of(top)}
+    flat: dict[str, Any] = {}
+
+    def walk(obj: dict[str, Any], prefix: str) -> None:
+        for name, item in obj.items():
+            path = f"{prefix}{name}"
+            if path in known:
+                flat[path] = item
+            elif any(k.startswith(f"{path}.") for k in known):
+                if item in (None, ""):
+                    continue
+                if not isinstance(item, dict):
+                    raise error(f"{top}.{path}", item, "expected an object")
+                walk(item, f"{path}.")
+            else:
+                siblings = sorted({k[len(prefix) :].split(".", 1)[0] for k in known if k.startswith(prefix)})
+                hint = difflib.get_close_matches(str(name), siblings, n=1)
+                suggestion = f"did you mean {hint[0]}? " if hint else ""
+                raise error(f"{top}.{path}", item, f"unknown field; {suggestion}known fields: {', '.join(siblings)}")
+
+    walk(value, "")
+    return flat
+
+
+def _read(field: Field, value: Any) -> Any:
+    if value is UNSET or value is None or value == "":
+        if field.default is REQUIRED:
+            raise error(field.key, None, f"required; set it with `pulumi config set {field.key} VALUE`")
+        if field.default is DERIVED:
+            return None
+        if field.default == "":
+            return ""
+        value = field.default
+    if field.read is MAXTEXT_ARGS:
+        return read_extra_args(field.key, value)
+    if field.key == f"{PROJECT}:authorizedNetworks":
+        return rules.read_networks(field.key, value)
+    return field.read(field.key, value)
+
+
+# ---------------------------------------------------------------------------------------------
+# training.extraArgs: more MaxText key=value pairs, checked against MaxText 0.2.4's keys
+
+# Keys the program sets itself (paths, model, dataset, token handling) or through typed fields.
+PROGRAM_KEYS = frozenset(
+    {
+        "run_name",
+        "base_output_directory",
+        "model_name",
+        "scan_layers",
+        "load_parameters_path",
+        "hf_access_token",
+        "data_template_path",
+        "tokenizer_path",
+        "vllm_hf_overrides",
+        "vllm_additional_config",
+        "dataset_name",
+        "eval_dataset_name",
+        "hf_train_files",
+        "train_split",
+        "tensorboard_dir",
+        "checkpoint_dir",
+    }
+)
+# extraArgs the program itself interprets (the final step; the report), read like typed knobs.
+INTERPRETED = {
+    "rl.num_iterations": Integer(1, 1000),
+    "train_fraction": Number(0.0, 1.0, exclusive_low=True),
+    "num_epoch": Integer(1, 1000),
+    "eval_interval": Integer(0, 100_000),
+    "num_test_batches": Integer(0, 100_000),
+}
+GENERIC_INT = Integer(-(2**31), 2**31 - 1)
+GENERIC_FLOAT = Number(-1e15, 1e15)
+SAFE_TEXT = re.compile(r"[A-Za-z0-9_.,:/=+@%*-]{1,256}")
+KEY_SHAPE = re.compile(r"[a-z_][a-z0-9_]{0,79}(\.[a-z_][a-z0-9_]{0,79})?")
+
+
+def _flat_args(key: str, value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        if value[:1] != "{":
+            raise error(key, value, "an object of MaxText key: value pairs")
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise error(key, value, "malformed JSON; expected an object of MaxText key: value pairs") from None
+    if not isinstance(value, dict):
+        raise error(key, value, "an object of MaxText key: value pairs")
+    flat: dict[str, Any] = {}
+    for name, item in value.items():
+        # `pulumi config set --path 'tpu-rl:training.extraArgs.rl.num_iterations' 2` nests rl: {num_iterations: 2}.
+        if isinstance(item, dict) and item:
+            for sub, sub_item in item.items():
+                flat[f"{name}.{sub}"] = sub_item
+        else:
+            flat[str(name)] = item
+    return flat
+
+
+def read_extra_args(key: str, value: Any) -> dict[str, str]:
+    """``extraArgs`` as MaxText argv text, every key known to MaxText 0.2.4 and every value of its type."""
+    table = known_keys()
+    out: dict[str, str] = {}
+    typed = _knob_keys()
+    for name, item in _flat_args(key, value).items():
+        full = f"{key}.{name}"
+        if not KEY_SHAPE.fullmatch(name):
+            raise error(full, item, "MaxText keys are lowercase snake_case, e.g. eval_interval or rl.num_iterations")
+        if name in PROGRAM_KEYS:
+            raise error(full, item, "this key is set by the program from the model, dataset and step paths")
+        if name in typed:
+            raise error(full, item, f"use the typed field tpu-rl:training.{typed[name]}")
+        if name not in table:
+            near = closest_key(name)
+            hint = f"did you mean {near}? " if near else ""
+            raise error(
+                full,
+                item,
+                f"{hint}MaxText {_version()} has no such key (an unknown rl.* key is ignored "
+                "silently by MaxText, so it is refused here)",
+            )
+        out[name] = _render_extra(full, item, table[name], INTERPRETED.get(name))
+    return dict(sorted(out.items()))
+
+
+def _version() -> str:
+    from core.maxtext_keys import MAXTEXT_VERSION
+
+    return MAXTEXT_VERSION
+
+
+def _knob_keys() -> dict[str, str]:
+    from core.knobs import TRAINING_KNOBS
+
+    return {knob.key: knob.field for knob in TRAINING_KNOBS}
+
+
+def _render_extra(key: str, value: Any, kind: str, interpreted: Any) -> str:
+    from core.knobs import format_float
+    from infra.config.values import Boolean
+
+    if value is None or value == "":
+        raise error(key, value, "expected a value (remove the key to use MaxText's default)")
+    if kind in ("list", "dict") or isinstance(value, (dict, list)):
+        raise error(
+            key,
+            value,
+            f"MaxText {_version()} takes {'a list' if kind == 'list' else 'an object'} here; "
+            "structured values are not supported in extraArgs",
+        )
+    if interpreted is not None:
+        number = interpreted(key, value)
+        return format_float(number) if isinstance(number, float) else str(number)
+    if kind == "bool":
+        return "true" if Boolean()(key, value) else "false"
+    if kind == "int":
+        return str(GENERIC_INT(key, value))
+    if kind == "float":
+        return format_float(GENERIC_FLOAT(key, value))
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return format_float(GENERIC_FLOAT(key, value))
+    text = str(value)
+    if not SAFE_TEXT.fullmatch(text):
+        raise error(key, value, "values may use letters, digits and _ . , : / = + @ % * - only (at most 256)")
+    return text

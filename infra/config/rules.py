@@ -1,0 +1,296 @@
+"""Cross-field rules and derived values: typed field values -> ``Settings``.
+
+Each rule reports the key a user would change, with the other value it conflicts with.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from core.knobs import KNOBS_BY_FIELD, TRAINING_KNOBS
+from core.machines import HYPERDISK_FAMILIES, PD_FAMILIES, boot_disk_type, machine_family, machine_shape
+from core.models import MODELS, Model
+from core.names import PROJECT
+from core.settings import (
+    GkeSettings,
+    ImageSettings,
+    ModelSettings,
+    PoolSettings,
+    Settings,
+    TpuSettings,
+    TrainingSettings,
+    WorkflowSettings,
+)
+from core.tpu import CATALOGUE, DEFAULT_TOPOLOGY, FLEX_START_MIN_GKE, FLEX_START_ZONES, SliceShape, resolve_slice
+from infra.config.schema import DEFAULT_RESTARTS
+from infra.config.values import ConfigError, canonical_cidr, error
+
+MAX_AUTHORIZED_NETWORKS = 50
+"""GKE's limit of authorized networks for a cluster with a public endpoint."""
+
+# What the Pathways head pod requests (proxy + resource manager + workload container).
+HEAD_REQUEST_VCPU = 32
+HEAD_REQUEST_GIB = 196
+NODE_RESERVED_VCPU = 2
+"""kubelet, system daemons and DaemonSets take some of every node."""
+MEMORY_HEADROOM = 1.1
+
+
+def _k(path: str) -> str:
+    return f"{PROJECT}:{path}"
+
+
+def read_networks(key: str, value: Any) -> tuple[str, ...]:
+    """A non-empty list of unique canonical IPv4 CIDRs, at most GKE's limit."""
+    import json
+
+    if isinstance(value, str):
+        if value[:1] != "[":
+            raise error(key, value, 'a list of CIDRs, e.g. ["203.0.113.0/24"]')
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise error(key, value, "malformed JSON; expected a list of CIDRs") from None
+    if not isinstance(value, list) or not value:
+        raise error(key, value, "a non-empty list of CIDRs that may reach the control plane")
+    if len(value) > MAX_AUTHORIZED_NETWORKS:
+        raise error(key, f"{len(value)} networks", f"GKE allows at most {MAX_AUTHORIZED_NETWORKS} authorized networks")
+    seen: dict[str, int] = {}
+    for index, item in enumerate(value):
+        cidr = canonical_cidr(f"{key}[{index}]", item)
+        if cidr in seen:
+            raise error(f"{key}[{index}]", item, f"duplicate of {key}[{seen[cidr]}]")
+        seen[cidr] = index
+    return tuple(value)
+
+
+def build_settings(values: dict[str, Any], stack: str) -> Settings:
+    """Apply the cross-field rules to typed field values and assemble ``Settings``."""
+    v = values
+    project, region, zone = v["gcp:project"], v["gcp:region"], v["gcp:zone"]
+    if zone.rsplit("-", 1)[0] != region:
+        raise error("gcp:zone", zone, f"must be a zone of gcp:region {region} (e.g. {region}-b)")
+    cluster = v[_k("clusterName")]
+    bucket = v[_k("bucketName")]
+    if bucket is None:
+        from infra.config.schema import BUCKET_NAME
+
+        bucket = BUCKET_NAME(_k("bucketName"), f"{project}-{cluster}")
+
+    tpu, shape = _tpu(v, project)
+    gke = GkeSettings(
+        release_channel=v[_k("gke.releaseChannel")],
+        version_prefix=v[_k("gke.versionPrefix")] or None,
+        maintenance_exclusion=v[_k("gke.maintenanceExclusion")],
+        maintenance_window=v[_k("gke.maintenanceWindow")],
+    )
+    _flex_start(tpu, zone, gke)
+    system_pool = _pool(v, "systemPool")
+    cpu_pool = _pool(v, "cpuPool")
+    model = MODELS[v[_k("model.name")]]
+    training = _training(v)
+    enabled = v[_k("workflow.enabled")]
+    restarts = v[_k("workflow.maxRestarts")]
+    workflow = WorkflowSettings(
+        enabled=enabled,
+        preflight=v[_k("workflow.preflight")],
+        max_restarts=DEFAULT_RESTARTS[tpu.capacity] if restarts is None else restarts,
+        timeouts={step: v[_k(f"workflow.timeouts.{step}")] for step in ("convert", "train", "export")},
+        jobset_version=v[_k("workflow.jobsetVersion")],
+    )
+    if enabled:
+        if not v["hfTokenSet"]:
+            raise error(
+                _k("hfToken"),
+                None,
+                "required while tpu-rl:workflow.enabled is true; set it with "
+                "`pulumi config set --secret tpu-rl:hfToken` (a Hugging Face read token)",
+            )
+        check_cpu_pool(cpu_pool, model)
+        check_meshes(training.knobs, shape.chips * tpu.slices)
+    return Settings(
+        stack=stack,
+        project=project,
+        region=region,
+        zone=zone,
+        cluster_name=cluster,
+        bucket_name=bucket,
+        authorized_networks=v[_k("authorizedNetworks")],
+        tpu=tpu,
+        slice=shape,
+        system_pool=system_pool,
+        cpu_pool=cpu_pool,
+        gke=gke,
+        protect=v[_k("protect")],
+        force_destroy=v[_k("forceDestroy")],
+        namespace=v[_k("namespace")],
+        hf_token_set=v["hfTokenSet"],
+        model=ModelSettings(model, v[_k("model.revision")]),
+        images=ImageSettings(v[_k("images.maxtext")], v[_k("images.pathwaysServer")], v[_k("images.pathwaysProxy")]),
+        training=training,
+        workflow=workflow,
+        labels={"app": PROJECT, "stack": label_value(stack), "cluster": cluster, "managed-by": "pulumi"},
+    )
+
+
+def _tpu(v: dict[str, Any], project: str) -> tuple[TpuSettings, SliceShape]:
+    version = CATALOGUE[v[_k("tpu.version")]]
+    machine_name = v[_k("tpu.machineType")] or version.default_machine_type
+    machine = version.machine(machine_name)
+    if machine is None:
+        raise error(
+            _k("tpu.machineType"),
+            machine_name,
+            f"TPU {version.name} machine types are {', '.join(m.name for m in version.machine_types)}",
+        )
+    topology = v[_k("tpu.topology")]
+    if machine.multi_host_capable:
+        topology = topology or DEFAULT_TOPOLOGY[machine.name]
+        if topology not in machine.multi_host_topologies:
+            hint = (
+                f"{topology} is a single-host slice and GKE rejects a topology on single-host pools; "
+                if topology == machine.single_host_topology
+                else ""
+            )
+            raise error(
+                _k("tpu.topology"),
+                topology,
+                f"{hint}valid topologies of {machine.name} are {', '.join(machine.multi_host_topologies)}",
+            )
+    else:
+        if topology not in (None, machine.single_host_topology):
+            raise error(
+                _k("tpu.topology"),
+                topology,
+                f"{machine.name} is single-host: it forms only {machine.single_host_topology}; omit the topology",
+            )
+        topology = machine.single_host_topology
+    capacity = v[_k("tpu.capacity")]
+    reservation = v[_k("tpu.reservation")]
+    if capacity == "reservation" and reservation is None:
+        raise error(
+            _k("tpu.reservation"), None, "required with capacity reservation (the name of a specific reservation)"
+        )
+    if capacity != "reservation" and reservation is not None:
+        raise error(_k("tpu.reservation"), reservation, f"only allowed with capacity reservation, not {capacity}")
+    if reservation is not None and not reservation.startswith("projects/"):
+        reservation = f"projects/{project}/reservations/{reservation}"
+    settings = TpuSettings(version.name, machine_name, topology, v[_k("tpu.slices")], capacity, reservation)
+    return settings, resolve_slice(version.name, machine_name, topology)
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"[0-9]+", text))
+
+
+def _flex_start(tpu: TpuSettings, zone: str, gke: GkeSettings) -> None:
+    if tpu.capacity != "flex-start":
+        return
+    zones = FLEX_START_ZONES.get(tpu.version)
+    if zones is not None and zone not in zones:
+        raise error(
+            "gcp:zone",
+            zone,
+            f"TPU {tpu.version} flex-start is offered in {', '.join(zones)} only "
+            "(GKE docs, 2026-11); choose one of them or another capacity mode",
+        )
+    if gke.version_prefix:
+        prefix = _version_tuple(gke.version_prefix)
+        minimum = _version_tuple(FLEX_START_MIN_GKE)
+        if prefix[: len(prefix)] < minimum[: len(prefix)]:
+            raise error(
+                _k("gke.versionPrefix"), gke.version_prefix, f"TPU flex-start needs GKE {FLEX_START_MIN_GKE} or later"
+            )
+
+
+def _pool(v: dict[str, Any], name: str) -> PoolSettings:
+    machine = v[_k(f"{name}.machineType")]
+    minimum, maximum = v[_k(f"{name}.minNodes")], v[_k(f"{name}.maxNodes")]
+    if maximum < minimum:
+        raise error(_k(f"{name}.maxNodes"), maximum, f"must be at least minNodes ({minimum})")
+    disk = boot_disk_type(machine)
+    if disk is None:
+        raise error(
+            _k(f"{name}.machineType"),
+            machine,
+            f"unknown machine family {machine_family(machine)!r}: known families with PD boot disks are "
+            f"{', '.join(PD_FAMILIES)}; with Hyperdisk only {', '.join(HYPERDISK_FAMILIES)}",
+        )
+    return PoolSettings(machine, minimum, maximum, v[_k(f"{name}.diskSizeGb")], disk)
+
+
+def _training(v: dict[str, Any]) -> TrainingSettings:
+    knobs = {knob.key: v[_k(f"training.{knob.field}")] for knob in TRAINING_KNOBS}
+    batch, micro = int(knobs["batch_size"]), int(knobs["train_micro_batch_size"])
+    if batch % micro:
+        raise error(_k("training.trainMicroBatchSize"), micro, f"must divide batchSize ({batch})")
+    if int(knobs["max_prefill_predict_length"]) >= int(knobs["max_target_length"]):
+        raise error(
+            _k("training.maxPrefillPredictLength"),
+            knobs["max_prefill_predict_length"],
+            f"must be below maxTargetLength ({knobs['max_target_length']})",
+        )
+    trainer, sampler = float(knobs["trainer_devices_fraction"]), float(knobs["sampler_devices_fraction"])
+    if trainer <= 0:
+        raise error(_k("training.trainerDevicesFraction"), trainer, "must be above 0")
+    if sampler <= 0 or trainer + sampler > 1.0 + 1e-9:
+        raise error(
+            _k("training.samplerDevicesFraction"),
+            sampler,
+            f"must be above 0, and trainer and sampler fractions sum to at most 1 (trainer is {trainer})",
+        )
+    return TrainingSettings(knobs, v[_k("training.optimizer")], v[_k("training.dataset")], v[_k("training.extraArgs")])
+
+
+def check_meshes(knobs: dict[str, Any], chips: int) -> None:
+    """The rollout and trainer meshes must tile the chips each side gets (model_creation_utils)."""
+    trainer_chips = int(chips * float(knobs["trainer_devices_fraction"]))
+    sampler_chips = int(chips * float(knobs["sampler_devices_fraction"]))
+    rollout = int(knobs["rollout_tensor_parallelism"]) * int(knobs["rollout_expert_parallelism"])
+    if sampler_chips < 1 or sampler_chips % rollout:
+        raise error(
+            _k("training.rolloutTensorParallelism"),
+            knobs["rollout_tensor_parallelism"],
+            f"rollout TP x EP ({rollout}) must divide the sampler's {sampler_chips} chips "
+            f"({chips} chips x samplerDevicesFraction)",
+        )
+    ici = int(knobs["ici_tensor_parallelism"]) * int(knobs["ici_expert_parallelism"])
+    fsdp = int(knobs["ici_fsdp_parallelism"])
+    if fsdp == 0:
+        raise error(_k("training.iciFsdpParallelism"), fsdp, "use -1 (fill the remaining chips) or a positive size")
+    mesh = ici * fsdp if fsdp > 0 else ici
+    fits = trainer_chips >= 1 and (trainer_chips == mesh if fsdp > 0 else trainer_chips % ici == 0)
+    if not fits:
+        raise error(
+            _k("training.iciExpertParallelism"),
+            knobs["ici_expert_parallelism"],
+            f"the ICI mesh tensor x expert x fsdp ({knobs['ici_tensor_parallelism']} x "
+            f"{knobs['ici_expert_parallelism']} x {fsdp}) must tile the trainer's {trainer_chips} chips",
+        )
+
+
+def check_cpu_pool(pool: PoolSettings, model: Model) -> None:
+    """cpu-np must fit the Pathways head and the CPU-only conversion of the model."""
+    key = _k("cpuPool")
+    shape = machine_shape(pool.machine_type)
+    if shape is None:
+        return  # custom shapes: size is not known, GKE will tell
+    need_vcpu = HEAD_REQUEST_VCPU + NODE_RESERVED_VCPU
+    need_gib = max(HEAD_REQUEST_GIB, model.cpu_step_memory_gib) * MEMORY_HEADROOM
+    if shape.vcpus < need_vcpu or shape.memory_gib < need_gib:
+        raise error(
+            f"{key}.machineType",
+            pool.machine_type,
+            f"{shape.vcpus} vCPU / {shape.memory_gib:g} GiB is too small: the Pathways head requests "
+            f"{HEAD_REQUEST_VCPU} vCPU / {HEAD_REQUEST_GIB} GiB and {model.name} conversion "
+            f"{model.cpu_step_memory_gib} GiB; use n2-standard-64 or larger",
+        )
+
+
+def label_value(text: str) -> str:
+    """A GCP label value: lowercase letters, digits, underscores and hyphens, at most 63."""
+    return re.sub(r"[^a-z0-9_-]", "-", text.lower())[:63]
+
+
+__all__ = ["ConfigError", "KNOBS_BY_FIELD", "build_settings", "read_networks"]

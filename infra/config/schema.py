@@ -1,0 +1,338 @@
+"""The stack's configuration as data: every key, its reader, default, samples and description.
+
+One table drives parsing (``infra.config.load``), the declarations in ``Pulumi.yaml`` (a test
+keeps them equal), the README's configuration reference and the invariance test that walks every
+key. A new setting is one ``Field`` here plus its use in ``load``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from core.knobs import DATASETS, OPTIMIZERS, TRAINING_KNOBS, Knob
+from core.models import DEFAULT_MODEL, MODELS
+from core.names import PROJECT
+from core.tpu import CATALOGUE
+from infra.config.values import Boolean, Duration, Integer, Number, OneOf, Reader, Text
+
+REQUIRED = object()
+"""No default: the key must be set."""
+DERIVED = object()
+"""The default is computed from other keys (documented in ``doc``)."""
+
+CAPACITY_MODES = ("reservation", "spot", "flex-start", "on-demand")
+RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
+
+DEFAULT_IMAGES = {
+    "maxtext": "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4",
+    # Digests pinned by MaxText's own v6e-32 Gemma 4 RL recipe.
+    "pathwaysServer": "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server@sha256:"
+    "d03068b39a8a2fab0621086ccb7c9445ce17ad34f1520159ca4ecd395346a162",
+    "pathwaysProxy": "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server@sha256:"
+    "6342a3cae2818d2f887d396e9ae4156b3316f79fef186d71ff16d535b44e1724",
+}
+# Default JobSet restarts by capacity mode: a reserved or on-demand slice survives one disruption
+# (a host maintenance event); spot and flex-start capacity gets preempted more often.
+DEFAULT_RESTARTS = {"reservation": 1, "on-demand": 1, "spot": 3, "flex-start": 2}
+
+
+@dataclass(frozen=True)
+class Field:
+    """One configuration key (``namespace:top.sub``), how it is read and what it defaults to."""
+
+    key: str
+    read: Reader
+    default: Any
+    doc: str
+    samples: tuple[Any, ...] = ()
+    """Other valid values: shown in docs and tried by the invariance test."""
+    secret: bool = False
+    shown_default: Any = None
+    """For a derived field: what it derives to from the other defaults (declared in Pulumi.yaml)."""
+
+    @property
+    def top(self) -> str:
+        """The stack-file key: ``tpu-rl:tpu`` for ``tpu-rl:tpu.topology``."""
+        return self.key.split(".", 1)[0]
+
+    @property
+    def path(self) -> str:
+        """The path inside the top-level object (empty for a scalar key)."""
+        return self.key.split(".", 1)[1] if "." in self.key else ""
+
+
+def _key(path: str) -> str:
+    return f"{PROJECT}:{path}"
+
+
+PROJECT_ID = Text(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", "a project id: 6-30 lowercase letters, digits, hyphens")
+REGION = Text(r"[a-z]+-[a-z]+[0-9]{1,2}", "a region such as us-east5")
+ZONE = Text(r"[a-z]+-[a-z]+[0-9]{1,2}-[a-z]", "a zone such as us-east5-b")
+CLUSTER_NAME = Text(
+    r"[a-z]([a-z0-9-]{0,18}[a-z0-9])?",
+    "a lowercase letter first, then lowercase letters, digits or hyphens, at most 20 characters, no trailing hyphen",
+)
+BUCKET_NAME = Text(
+    r"(?!goog)(?!.*g(oo|00)gle)[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]",
+    "3-63 lowercase letters, digits, hyphens or underscores, starting and ending with a letter or digit, not "
+    'starting with "goog" and not containing "google"',
+)
+NAMESPACE = Text(
+    r"(?!kube-)(?!gke-)(?!gmp-)(?!(default|jobset-system|config-management-system|istio-system)$)"
+    r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?",
+    "a DNS-1123 label of our own (not default, jobset-system or a GKE-owned kube-*, gke-*, gmp-* namespace)",
+)
+MACHINE_TYPE = Text(
+    r"[a-z][a-z0-9]{0,9}-[a-z0-9]+(-[a-z0-9]+){0,3}", "a Compute Engine machine type such as n2-standard-64"
+)
+RESERVATION = Text(
+    r"([a-z]([-a-z0-9]{0,61}[a-z0-9])?)|(projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations/[a-z]([-a-z0-9]{0,61}[a-z0-9])?)",
+    "a reservation name, or projects/PROJECT/reservations/NAME for a shared reservation",
+)
+REVISION = Text(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,99}", "a branch, tag or 40-character commit of the model repository")
+IMAGE = Text(
+    r"(?!.*:latest$)[a-z0-9.-]+(:[0-9]{1,5})?(/[a-z0-9._-]+)+(:[A-Za-z0-9._-]{1,128}|@sha256:[0-9a-f]{64})",
+    "an image reference with a version tag or an @sha256 digest (:latest is not reproducible)",
+)
+VERSION_PREFIX = Text(
+    r"1\.[0-9]{2}\.([0-9]{1,2}(-gke\.[0-9]{1,10})?)?", 'a GKE version prefix such as "1.35." or "1.35.2"'
+)
+CLOCK = Text(r"([01][0-9]|2[0-3]):[0-5][0-9]", "a UTC time HH:MM such as 09:00")
+CHART_VERSION = Text(r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}", "a JobSet chart version such as 0.10.1")
+TOKEN = Text(r"\S{1,512}", "a Hugging Face read token")
+
+
+def _knob_field(knob: Knob) -> Field:
+    reader: Reader
+    if knob.choices:
+        reader = OneOf(knob.choices)
+    elif isinstance(knob.default, bool):
+        reader = Boolean()
+    elif isinstance(knob.default, int):
+        reader = Integer(int(knob.minimum), int(knob.maximum))  # type: ignore[arg-type]
+    else:
+        reader = Number(float(knob.minimum), float(knob.maximum))  # type: ignore[arg-type]
+    origin = "the tutorial's value" if knob.tutorial else "not in the tutorial"
+    return Field(_key(f"training.{knob.field}"), reader, knob.default, f"MaxText `{knob.key}` ({origin})")
+
+
+class _MaxTextArgs:
+    """Marker reader for ``training.extraArgs`` (checked against MaxText's keys in ``load``)."""
+
+    def __call__(self, key: str, value: Any) -> Any:
+        return value
+
+    def describe(self) -> str:
+        return "MaxText key: value pairs"
+
+
+MAXTEXT_ARGS = _MaxTextArgs()
+
+
+def _networks(key: str, value: Any) -> Any:
+    """Marker reader for ``authorizedNetworks`` (a list, checked by ``rules.read_networks``)."""
+    return value
+
+
+FIELDS: tuple[Field, ...] = (
+    Field("gcp:project", PROJECT_ID, REQUIRED, "Google Cloud project", samples=("another-project",)),
+    Field("gcp:region", REGION, REQUIRED, "region of the cluster and bucket", samples=("us-central2",)),
+    Field("gcp:zone", ZONE, REQUIRED, "zone of every node pool (must be in gcp:region)", samples=("us-east5-a",)),
+    Field(
+        _key("clusterName"),
+        CLUSTER_NAME,
+        "tpu-rl",
+        "GKE cluster name; every other name derives from it",
+        samples=("tpu-rl-b",),
+    ),
+    Field(
+        _key("bucketName"),
+        BUCKET_NAME,
+        DERIVED,
+        'artifacts bucket; default "<gcp:project>-<clusterName>"',
+        samples=("my-artifacts-bucket",),
+    ),
+    Field(
+        _key("authorizedNetworks"),
+        _networks,
+        ["0.0.0.0/0"],
+        "CIDRs that may reach the control plane (at most 50, canonical a.b.c.d/n)",
+        samples=(["198.51.100.7/32"],),
+    ),
+    Field(_key("protect"), Boolean(), False, "protect bucket, cluster and TPU pools; GKE deletion protection"),
+    Field(_key("forceDestroy"), Boolean(), False, "let destroy delete a non-empty bucket"),
+    Field(_key("namespace"), NAMESPACE, "tpu-rl", "Kubernetes namespace of the workflow", samples=("rl-runs",)),
+    Field(
+        _key("hfToken"),
+        TOKEN,
+        "",
+        "Hugging Face read token (secret; required while the workflow is on)",
+        samples=("hf_SAMPLEotherTOKENvalue0123456789",),
+        secret=True,
+    ),
+    # tpu
+    Field(_key("tpu.version"), OneOf(tuple(CATALOGUE)), "v6e", "TPU generation"),
+    Field(
+        _key("tpu.machineType"),
+        MACHINE_TYPE,
+        DERIVED,
+        "TPU VM type; default: the version's 4-chip type",
+        samples=("ct6e-standard-8t",),
+        shown_default="ct6e-standard-4t",
+    ),
+    Field(
+        _key("tpu.topology"),
+        Text(r"[0-9]{1,2}(x[0-9]{1,2}){1,2}", "a topology such as 4x8 or 2x2x4"),
+        DERIVED,
+        "slice topology; default 4x8 (v6e, v5e) or 2x2x4 (v5p)",
+        samples=("4x4", "2x4"),
+        shown_default="4x8",
+    ),
+    Field(_key("tpu.slices"), Integer(1, 64), 1, "slices (one node pool each; Pathways multislice)"),
+    Field(_key("tpu.capacity"), OneOf(CAPACITY_MODES), "reservation", "how TPU capacity is obtained"),
+    Field(
+        _key("tpu.reservation"),
+        RESERVATION,
+        DERIVED,
+        "specific reservation (with capacity reservation only)",
+        samples=("my-other-reservation",),
+    ),
+    # pools
+    Field(
+        _key("systemPool.machineType"),
+        MACHINE_TYPE,
+        "e2-standard-8",
+        "system pool machine type",
+        samples=("e2-standard-16",),
+    ),
+    Field(_key("systemPool.minNodes"), Integer(1, 1000), 2, "system pool minimum nodes"),
+    Field(_key("systemPool.maxNodes"), Integer(1, 1000), 10, "system pool maximum nodes"),
+    Field(_key("systemPool.diskSizeGb"), Integer(50, 65536), 200, "system pool boot disk (GB)"),
+    Field(
+        _key("cpuPool.machineType"),
+        MACHINE_TYPE,
+        "n2-standard-64",
+        "cpu-np machine type (Pathways head, CPU steps)",
+        samples=("n4-standard-64", "n2-highmem-64"),
+    ),
+    Field(_key("cpuPool.minNodes"), Integer(0, 1000), 0, "cpu-np minimum nodes"),
+    Field(_key("cpuPool.maxNodes"), Integer(1, 1000), 4, "cpu-np maximum nodes"),
+    Field(_key("cpuPool.diskSizeGb"), Integer(50, 65536), 500, "cpu-np boot disk (GB)"),
+    # gke
+    Field(_key("gke.releaseChannel"), OneOf(RELEASE_CHANNELS), "REGULAR", "GKE release channel"),
+    Field(
+        _key("gke.versionPrefix"),
+        VERSION_PREFIX,
+        "",
+        "pin the control plane to the channel's newest version "
+        'with this prefix (Cluster Toolkit pins "1.35."); empty = the channel default',
+        samples=("1.35.",),
+    ),
+    Field(
+        _key("gke.maintenanceExclusion"),
+        Boolean(),
+        True,
+        "keep minor and node upgrades away (NO_MINOR_OR_NODE_UPGRADES until end of support), as Cluster Toolkit does",
+    ),
+    Field(_key("gke.maintenanceWindow"), CLOCK, "09:00", "daily maintenance window start (UTC)", samples=("03:00",)),
+    # model and images
+    Field(_key("model.name"), OneOf(tuple(MODELS)), DEFAULT_MODEL, "model to post-train"),
+    Field(
+        _key("model.revision"),
+        REVISION,
+        "main",
+        "branch, tag or commit of the Hugging Face repository",
+        samples=("0123456789abcdef0123456789abcdef01234567",),
+    ),
+    Field(
+        _key("images.maxtext"),
+        IMAGE,
+        DEFAULT_IMAGES["maxtext"],
+        "MaxText post-training image",
+        samples=("us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.5",),
+    ),
+    Field(
+        _key("images.pathwaysServer"),
+        IMAGE,
+        DEFAULT_IMAGES["pathwaysServer"],
+        "Pathways server (RM and workers)",
+        samples=("us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server@sha256:" + "1" * 64,),
+    ),
+    Field(
+        _key("images.pathwaysProxy"),
+        IMAGE,
+        DEFAULT_IMAGES["pathwaysProxy"],
+        "Pathways proxy",
+        samples=("us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server@sha256:" + "2" * 64,),
+    ),
+    # training
+    *(_knob_field(knob) for knob in TRAINING_KNOBS),
+    Field(
+        _key("training.optimizer"),
+        OneOf(OPTIMIZERS),
+        "adafactor",
+        "adafactor (the tutorial's patch of utils_rl.py) or adamw (MaxText's default)",
+    ),
+    Field(_key("training.dataset"), OneOf(tuple(DATASETS)), "openmathinstruct2", "training dataset"),
+    Field(
+        _key("training.extraArgs"),
+        MAXTEXT_ARGS,
+        {},
+        "more MaxText `key: value` pairs (checked against 0.2.4)",
+        samples=({"eval_interval": 5},),
+    ),
+    # workflow
+    Field(_key("workflow.enabled"), Boolean(), True, "run the workflow (false = provision only)"),
+    Field(_key("workflow.preflight"), Boolean(), True, "check the Hugging Face token before creating anything"),
+    Field(
+        _key("workflow.maxRestarts"),
+        Integer(0, 5),
+        DERIVED,
+        "JobSet restarts of a training run; default by capacity: reservation/on-demand 1, spot 3, flex-start 2",
+    ),
+    Field(_key("workflow.timeouts.convert"), Duration(60, 168 * 3600), "4h", "deadline of the conversion"),
+    Field(_key("workflow.timeouts.train"), Duration(60, 168 * 3600), "24h", "deadline of each training attempt"),
+    Field(_key("workflow.timeouts.export"), Duration(60, 168 * 3600), "4h", "deadline of the export"),
+    Field(
+        _key("workflow.jobsetVersion"),
+        CHART_VERSION,
+        "0.10.1",
+        "JobSet Helm chart (Cluster Toolkit installs 0.10.1)",
+        samples=("0.10.0",),
+    ),
+)
+
+FIELDS_BY_KEY: dict[str, Field] = {f.key: f for f in FIELDS}
+PROVIDER_KEYS = tuple(f.key for f in FIELDS if not f.key.startswith(f"{PROJECT}:"))
+PROJECT_KEYS = tuple(dict.fromkeys(f.top.split(":", 1)[1] for f in FIELDS if f.key.startswith(f"{PROJECT}:")))
+SECRET_KEYS = tuple(f.key for f in FIELDS if f.secret)
+NUMBER_READERS = (Integer, Number)
+
+
+def fields_of(top: str) -> list[Field]:
+    """The fields stored under one stack-file key (``tpu-rl:tpu``)."""
+    return [f for f in FIELDS if f.top == top]
+
+
+def is_object(top: str) -> bool:
+    """Whether a stack-file key holds an object of fields."""
+    return any(f.path for f in fields_of(top))
+
+
+def declared_default(top: str) -> Any:
+    """What ``Pulumi.yaml`` declares as the default of a stack-file key (derived fields are omitted)."""
+    fields = fields_of(top)
+    if not is_object(top):
+        return "" if fields[0].default is DERIVED else fields[0].default
+    out: dict[str, Any] = {}
+    for f in fields:
+        default = f.shown_default if f.default is DERIVED else f.default
+        if default is None or default is REQUIRED:
+            continue
+        cursor = out
+        *parents, leaf = f.path.split(".")
+        for part in parents:
+            cursor = cursor.setdefault(part, {})
+        cursor[leaf] = default
+    return out

@@ -1,0 +1,251 @@
+"""Stack files and ``--set`` overrides, read the way the Pulumi CLI reads them (plain functions).
+
+``load_stack_config`` merges the project's declared defaults, a ``Pulumi.<stack>.yaml`` and
+``--set KEY=VALUE`` overrides into what the CLI would hand the program: full key -> string,
+objects as JSON. Stack files are read with limits (size, no YAML aliases, so no alias bombs);
+overrides use ``pulumi config set --path`` syntax (``a.b``, ``a[0]``, ``a["b.c"]``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from core.names import PROJECT
+from infra.config.schema import SECRET_KEYS
+
+ROOT = Path(__file__).resolve().parents[2]
+MAX_STACK_FILE_BYTES = 1_000_000
+PLACEHOLDER_SECRET = "placeholder-secret-for-offline-plan"
+
+
+class StackFileError(ValueError):
+    """The stack file or an override cannot be read (one line)."""
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """A safe loader that refuses YAML aliases: a Pulumi stack file needs none, and they allow bombs."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: ANN401 (PyYAML's signature)
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.constructor.ConstructorError(
+                None, None, "YAML aliases (*name) are not allowed in a stack file", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+
+def read_yaml(path: Path) -> Any:
+    """A YAML document with limits: at most 1 MB, no aliases; errors as one-line ``StackFileError``."""
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise StackFileError(f"cannot read {path}: {err.strerror or err}") from None
+    if len(data) > MAX_STACK_FILE_BYTES:
+        raise StackFileError(f"{path} is larger than {MAX_STACK_FILE_BYTES} bytes; a stack file is a few KB")
+    try:
+        return yaml.load(data.decode("utf-8"), Loader=_NoAliasLoader)  # noqa: S506 (a SafeLoader subclass)
+    except UnicodeDecodeError:
+        raise StackFileError(f"{path} is not UTF-8 text") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise StackFileError(f"{path} is not valid YAML{where}: {problem}") from None
+
+
+def project_declarations(root: Path = ROOT) -> dict[str, dict[str, Any]]:
+    """The ``config:`` declarations of Pulumi.yaml, keyed by full key."""
+    project = read_yaml(root / "Pulumi.yaml")
+    name = project["name"]
+    declared = {}
+    for key, decl in (project.get("config") or {}).items():
+        full = key if ":" in key else f"{name}:{key}"
+        declared[full] = decl if isinstance(decl, dict) else {"value": decl}
+    return declared
+
+
+def to_config_string(value: Any) -> str:
+    """How the Pulumi CLI hands a config value to the program: strings, objects as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return str(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# `pulumi config set --path` syntax (sdk/go/common/resource/properties_path.go, parsePropertyPath)
+
+
+def parse_property_path(path: str) -> list[str | int]:
+    """``a.b[0]["c.d"]`` -> ``["a", "b", 0, "c.d"]``, as Pulumi parses ``--path`` keys."""
+    elements: list[str | int] = []
+    if path.startswith("."):
+        raise ValueError("expected the path to start with a name or index")
+    i = 0
+    while i < len(path):
+        char = path[i]
+        if char == ".":
+            i += 1
+            if i == len(path):
+                raise ValueError("expected the path to end with a name or index")
+        elif char == "[":
+            if path[i + 1 : i + 2] == '"':
+                key, j = [], i + 2
+                while True:
+                    if j >= len(path):
+                        raise ValueError("missing closing quote in a property name")
+                    if path[j] == '"':
+                        j += 1
+                        break
+                    if path[j] == "\\" and path[j + 1 : j + 2] == '"':
+                        key.append('"')
+                        j += 2
+                    else:
+                        key.append(path[j])
+                        j += 1
+                if path[j : j + 1] != "]":
+                    raise ValueError("missing closing bracket in a property access")
+                elements.append("".join(key))
+                i = j + 1
+            else:
+                end = path.find("]", i)
+                if end == -1:
+                    raise ValueError("missing closing bracket in an array index")
+                segment = path[i + 1 : end]
+                if not segment.isascii() or not segment.isdigit() or len(segment) > 6:
+                    raise ValueError(f"invalid array index {segment!r}")
+                elements.append(int(segment))
+                i = end + 1
+        else:
+            j = i
+            while j < len(path) and path[j] not in ".[":
+                j += 1
+            elements.append(path[i:j])
+            i = j
+    return elements
+
+
+def _container_for(element: str | int) -> Any:
+    return [] if isinstance(element, int) else {}
+
+
+def set_path(config: dict[str, Any], key: str, value: Any) -> None:
+    """Apply ``KEY=VALUE`` as ``pulumi config set --path KEY VALUE`` does."""
+    namespace, sep, rest = key.partition(":")
+    if not sep or not namespace or not rest:
+        raise StackFileError(f"--set {key}: expected NAMESPACE:KEY[.FIELD|[INDEX]...]=VALUE")
+    try:
+        elements = parse_property_path(rest)
+    except ValueError as err:
+        raise StackFileError(f"--set {key}: {err}") from None
+    top, *path = elements
+    if not isinstance(top, str) or not top:
+        raise StackFileError(f"--set {key}: the key must start with a name")
+    full = f"{namespace}:{top}"
+    if not path:
+        config[full] = value
+        return
+    current = config.get(full)
+    if isinstance(current, str) and current[:1] in ("{", "["):
+        try:
+            current = json.loads(current)
+        except ValueError:
+            current = None
+    root = current if isinstance(current, (dict, list)) and type(current) is type(_container_for(path[0])) else None
+    root = root if root is not None else _container_for(path[0])
+    cursor: Any = root
+    for element, following in zip(path, [*path[1:], None], strict=True):
+        if following is None:
+            _assign(key, cursor, element, value)
+        else:
+            existing = _get(cursor, element)
+            if not isinstance(existing, (dict, list)) or type(existing) is not type(_container_for(following)):
+                existing = _container_for(following)
+                _assign(key, cursor, element, existing)
+            cursor = existing
+    config[full] = root
+
+
+def _get(cursor: Any, element: str | int) -> Any:
+    if isinstance(cursor, dict):
+        return cursor.get(element)
+    return cursor[element] if isinstance(element, int) and element < len(cursor) else None
+
+
+def _assign(key: str, cursor: Any, element: str | int, value: Any) -> None:
+    if isinstance(cursor, dict):
+        if isinstance(element, int):
+            raise StackFileError(f"--set {key}: [{element}] indexes a list, but this is an object")
+        cursor[element] = value
+        return
+    if not isinstance(element, int):
+        raise StackFileError(f"--set {key}: {element!r} names a field, but this is a list")
+    if element > len(cursor):
+        raise StackFileError(f"--set {key}: index {element} is past the end of the list (length {len(cursor)})")
+    if element == len(cursor):
+        cursor.append(value)
+    else:
+        cursor[element] = value
+
+
+def load_stack_config(
+    stack_file: Path, overrides: list[str] = (), root: Path = ROOT
+) -> tuple[dict[str, str], set[str], list[str]]:
+    """Project defaults + stack file + overrides -> (config strings, secret keys, notes).
+
+    A ``secure:`` value stays an opaque secret. A secret the project declares but the stack
+    file lacks gets a placeholder, so a plan can be made before the secret is set.
+    """
+    document = read_yaml(stack_file)
+    if document is None:
+        document = {}
+    if not isinstance(document, dict):
+        raise StackFileError(f"{stack_file}: expected a mapping with a `config:` section")
+    stack_config = document.get("config") or {}
+    if not isinstance(stack_config, dict):
+        raise StackFileError(f"{stack_file}: `config:` must be a mapping of keys to values")
+    declared = project_declarations(root)
+    config: dict[str, Any] = {}
+    secret_keys: set[str] = set()
+    notes: list[str] = []
+    for full, decl in declared.items():
+        if "default" in decl:
+            config[full] = decl["default"]
+        elif "value" in decl:
+            config[full] = decl["value"]
+    for key, value in stack_config.items():
+        if not isinstance(key, str) or ":" not in key:
+            raise StackFileError(f"{stack_file}: config key {key!r} must be NAMESPACE:KEY (e.g. tpu-rl:tpu)")
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            config[key] = f"[ciphertext {str(value['secure'])[:12]}...]"
+            secret_keys.add(key)
+        else:
+            config[key] = value
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        if not sep:
+            raise StackFileError(f"--set {override}: expected KEY=VALUE")
+        set_path(config, key.strip(), value)
+    workflow = config.get(f"{PROJECT}:workflow")
+    if isinstance(workflow, str):
+        try:
+            workflow = json.loads(workflow) if workflow.startswith("{") else {}
+        except ValueError:
+            workflow = {}
+    enabled = workflow.get("enabled", True) if isinstance(workflow, dict) else True
+    workflow_on = str(enabled).lower() != "false"
+    for full in SECRET_KEYS:
+        if workflow_on and config.get(full) in (None, ""):
+            config[full] = PLACEHOLDER_SECRET
+            secret_keys.add(full)
+            notes.append(f"{full} is not set in {stack_file.name}; planned with a placeholder secret")
+    return {k: to_config_string(v) for k, v in config.items()}, secret_keys, notes
