@@ -27,6 +27,10 @@ class Knob:
     """How the tutorial spells true/false for this key (MaxText accepts either case)."""
     tutorial: bool = True
     """Whether the tutorial's command passes this key (others are appended after its argv)."""
+    samples: tuple[KnobValue, ...] = ()
+    """Other valid values where the simple ones break a cross-field rule (docs and the invariance test)."""
+    companions: tuple[tuple[str, KnobValue], ...] = ()
+    """Other training fields a different value needs: (field, value)."""
 
     @property
     def kind(self) -> type:
@@ -73,13 +77,27 @@ TRAINING_KNOBS: tuple[Knob, ...] = (
     Knob("muDtype", "mu_dtype", "bfloat16", choices=("bfloat16", "float32")),
     Knob("gradDtype", "grad_dtype", "bfloat16", choices=("bfloat16", "float32")),
     Knob("rolloutTensorParallelism", "rollout_tensor_parallelism", 4, minimum=1, maximum=256),
-    Knob("rolloutExpertParallelism", "rollout_expert_parallelism", 1, minimum=1, maximum=256),
+    Knob(
+        "rolloutExpertParallelism",
+        "rollout_expert_parallelism",
+        1,
+        minimum=1,
+        maximum=256,
+        companions=(("rolloutTensorParallelism", 2),),
+    ),
     Knob("trainerDevicesFraction", "trainer_devices_fraction", 0.5, minimum=0.0, maximum=1.0),
-    Knob("samplerDevicesFraction", "sampler_devices_fraction", 0.5, minimum=0.0, maximum=1.0),
+    Knob(
+        "samplerDevicesFraction",
+        "sampler_devices_fraction",
+        0.5,
+        minimum=0.0,
+        maximum=1.0,
+        companions=(("rolloutTensorParallelism", 2),),
+    ),
     # tokenizer_path is derived from the model and rendered here (see workloads.commands).
     Knob("iciTensorParallelism", "ici_tensor_parallelism", 2, minimum=1, maximum=256),
     Knob("iciExpertParallelism", "ici_expert_parallelism", 4, minimum=1, maximum=256),
-    Knob("iciFsdpParallelism", "ici_fsdp_parallelism", -1, minimum=-1, maximum=256),
+    Knob("iciFsdpParallelism", "ici_fsdp_parallelism", -1, minimum=-1, maximum=256, samples=(2,)),
     Knob("hbmUtilizationVllm", "hbm_utilization_vllm", 0.7, minimum=0.05, maximum=0.95),
     Knob("remat", "remat_policy", "full", choices=REMAT_POLICIES),
     Knob("asyncScheduling", "async_scheduling", False),

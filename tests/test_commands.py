@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import plan_of, shared_path
-from workloads.commands import OPTIMIZER_PATCH, UTILS_RL
+from core.names import SETUP_FAILURE_EXIT
+from tests.conftest import plan_of, put, shared_path
+from workloads.commands import CHECKPOINT_SCAN, OPTIMIZER_PATCH, TRAIN_LOG, UPLOAD_LOG, UTILS_RL
 
 # The tutorial's training command, verbatim (../shared/reference/tutorial.md, step 2).
 TUTORIAL_TRAIN = """python3 -m maxtext.trainers.post_train.rl.train_rl run_name=rl
@@ -54,12 +55,16 @@ def tutorial_argv(command: str) -> list[str]:
 
 
 SHIM = """#!/bin/sh
-exec "{python}" -c 'import json, sys; open(sys.argv[1], "a").write(json.dumps(sys.argv[2:]) + "\\n")' "{log}" "$@"
+"{python}" -c 'import json, sys; open(sys.argv[1], "a").write(json.dumps(sys.argv[2:]) + "\\n")' "{log}" "$@"
+if [ "$1" = "-c" ] && [ -n "$SHIM_RUN_C" ]; then exec "{python}" "$@"; fi
 """
 
 
-def run_in_bash(command: list[str], tmp_path: Path, env: dict[str, str] | None = None) -> list[list[str]]:
-    """Run a container command with ``python3`` on PATH recording each call's argv."""
+def run_in_bash(
+    command: list[str], tmp_path: Path, env: dict[str, str] | None = None, check: bool = True
+) -> list[list[str]]:
+    """Run a container command with ``python3`` on PATH recording each call's argv (``SHIM_RUN_C=1``
+    also runs ``python3 -c`` snippets with the real interpreter)."""
     assert command[:2] == ["/bin/bash", "-c"]
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
@@ -69,13 +74,16 @@ def run_in_bash(command: list[str], tmp_path: Path, env: dict[str, str] | None =
     shim.write_text(SHIM.format(python=sys.executable, log=log))
     shim.chmod(0o755)
     environment = {"PATH": f"{bin_dir}:/usr/bin:/bin", **(env or {})}
-    subprocess.run(["bash", "-c", command[2]], check=True, env=environment, timeout=30)
+    done = subprocess.run(["bash", "-c", command[2]], env=environment, timeout=60, capture_output=True, text=True)
+    if check:
+        assert done.returncode == 0, done.stderr
+    run_in_bash.last = done  # type: ignore[attr-defined]
     return [json.loads(line) for line in log.read_text().splitlines()]
 
 
 def objects(stack: str, *overrides: str) -> dict[str, dict]:
     return {
-        o["metadata"]["name"].split("-")[2]: o
+        o["metadata"]["labels"]["app.kubernetes.io/component"]: o
         for o in plan_of(stack, *overrides).kubernetes_objects()
         if o["kind"] in ("Job", "JobSet")
     }
@@ -92,20 +100,22 @@ def container_command(obj: dict) -> list[str]:
     return next(c for c in head["containers"] if c["name"] == "workload-container")["command"]
 
 
+PROD_BUCKET = "gs://my-tpu-prod-project-tpu-rl-prod"
+
+
 def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_path):
     objs = objects("prod")
     calls = run_in_bash(container_command(objs["train"]), tmp_path)
     assert calls[0] == ["-c", OPTIMIZER_PATCH, UTILS_RL], "the Adafactor patch runs first"
     actual = calls[1]
     train_uri = objs["train"]["metadata"]["annotations"]["tpu-rl/input"]
+    train_out = f"{PROD_BUCKET}/gemma4-26b/train/{step_id(objs['train'])}/"
     expected = []
     for arg in tutorial_argv(TUTORIAL_TRAIN):
         if arg.startswith("hf_access_token="):
             continue  # the token comes from the Secret via HF_TOKEN
         if arg.startswith("base_output_directory="):
-            arg = (
-                f"base_output_directory=gs://my-tpu-prod-project-tpu-rl-prod/gemma4-26b/train/{step_id(objs['train'])}/"
-            )
+            arg = f"base_output_directory={train_out}"
         if arg.startswith("load_parameters_path="):
             arg = f"load_parameters_path={train_uri}"
         expected.append(arg)
@@ -118,29 +128,41 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
             ]
     expected.append("checkpoint_period=10")  # not in the tutorial: bounds what a failure loses (README)
     assert actual == expected
-    assert len(calls) == 2
+    assert train_uri == f"{PROD_BUCKET}/gemma4-26b/convert/{step_id(objs['convert'])}/0/items/"
+    upload = calls[2]
+    assert upload[:2] == ["-c", UPLOAD_LOG] and upload[2] == TRAIN_LOG
+    assert re.fullmatch(re.escape(f"{train_out}logs/train-") + r"\d{8}T\d{6}Z\.log", upload[3])
+    assert len(calls) == 3
 
 
-def test_conversion_and_export_argv(tmp_path):
+def test_training_fails_with_train_rls_exit_code_after_copying_the_log(tmp_path):
+    """The log is copied whatever happens; the container exits with train_rl's status."""
+    command = container_command(objects("prod", "tpu-rl:training.optimizer=adamw")["train"])
+    failing = command[2].replace("python3 -m maxtext", "(exit 7) && python3 -m maxtext", 1)
+    calls = run_in_bash([*command[:2], failing], tmp_path, check=False)
+    assert run_in_bash.last.returncode == 7
+    assert calls[-1][:2] == ["-c", UPLOAD_LOG]
+
+
+def test_conversion_argv(tmp_path):
     objs = objects("prod")
     (convert,) = run_in_bash(container_command(objs["convert"]), tmp_path)
     expected = [a for a in tutorial_argv(TUTORIAL_CONVERT) if not a.startswith("hf_access_token=")]
-    convert_out = f"gs://my-tpu-prod-project-tpu-rl-prod/gemma4-26b/convert/{step_id(objs['convert'])}/"
+    convert_out = f"{PROD_BUCKET}/gemma4-26b/convert/{step_id(objs['convert'])}/"
     expected = [
         f"base_output_directory={convert_out}" if a.startswith("base_output_directory=") else a for a in expected
     ]
     assert convert == [*expected, "--revision=main"]
 
-    (export,) = run_in_bash(container_command(objs["export"]), tmp_path)
-    export_out = f"gs://my-tpu-prod-project-tpu-rl-prod/gemma4-26b/export/{step_id(objs['export'])}/"
-    trained = objs["export"]["metadata"]["annotations"]["tpu-rl/input"]
-    assert trained.endswith("/rl/checkpoints/actor/50/model_params/")
+
+def _export_expected(objs: dict, checkpoint: str) -> list[str]:
+    export_out = f"{PROD_BUCKET}/gemma4-26b/export/{step_id(objs['export'])}/"
     expected = []
     for arg in tutorial_argv(TUTORIAL_EXPORT):
         if arg.startswith("hf_access_token="):
             continue
         if arg.startswith("load_parameters_path="):
-            arg = f"load_parameters_path={trained}"
+            arg = f"load_parameters_path={checkpoint}"
         if arg.startswith("base_output_directory="):
             arg = f"base_output_directory={export_out}"
         if arg == "--override_model_architecture":
@@ -150,12 +172,36 @@ def test_conversion_and_export_argv(tmp_path):
                 "--hf_model_path=google/gemma-4-26b-a4b-it",
             ]
         expected.append(arg)
-    assert export == expected
+    return expected
+
+
+def test_export_argv_reads_the_newest_complete_checkpoint_found_at_run_time(tmp_path, gcs):
+    """The export script runs the real checkpoint scan (its inlined source) against fake-gcs-server."""
+    objs = objects("prod")
+    actor = objs["export"]["metadata"]["annotations"]["tpu-rl/input"]
+    assert actor == f"{PROD_BUCKET}/gemma4-26b/train/{step_id(objs['train'])}/rl/checkpoints/actor/"
+    for step in (10, 20, 30, 40, 49):
+        put(gcs, actor, f"{step}/model_params/x", f"{step}/commit_success.txt")
+    put(gcs, actor, "50/model_params/x")  # a save cut short
+    env = {"SHIM_RUN_C": "1", "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"]}
+    scan, export = run_in_bash(container_command(objs["export"]), tmp_path, env)
+    assert scan == ["-c", CHECKPOINT_SCAN, actor]
+    assert export == _export_expected(objs, f"{actor}49/model_params/")
+
+
+def test_export_stops_with_the_setup_failure_code_when_there_is_nothing_to_export(tmp_path, gcs):
+    objs = objects("prod")
+    put(gcs, f"{PROD_BUCKET}/", "unrelated")
+    env = {"SHIM_RUN_C": "1", "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"]}
+    calls = run_in_bash(container_command(objs["export"]), tmp_path, env, check=False)
+    assert run_in_bash.last.returncode == SETUP_FAILURE_EXIT
+    assert len(calls) == 1, "to_huggingface never starts"
+    assert "no complete checkpoint under" in run_in_bash.last.stderr
 
 
 def test_adamw_means_no_patch(tmp_path):
     calls = run_in_bash(container_command(objects("prod", "tpu-rl:training.optimizer=adamw")["train"]), tmp_path)
-    assert len(calls) == 1 and calls[0][1] == "maxtext.trainers.post_train.rl.train_rl"
+    assert [c[1] for c in calls] == ["maxtext.trainers.post_train.rl.train_rl", UPLOAD_LOG]
 
 
 def test_extra_args_are_appended_verbatim(tmp_path):
@@ -163,7 +209,7 @@ def test_extra_args_are_appended_verbatim(tmp_path):
         "prod", "tpu-rl:training.extraArgs.eval_interval=1000", "tpu-rl:training.extraArgs.num_test_batches=2"
     )
     calls = run_in_bash(container_command(objs["train"]), tmp_path)
-    assert calls[-1][-2:] == ["eval_interval=1000", "num_test_batches=2"]
+    assert calls[1][-2:] == ["eval_interval=1000", "num_test_batches=2"]
 
 
 UTILS_RL_EXCERPT = """def get_optimizer(config, learning_rate):
@@ -193,7 +239,7 @@ def test_optimizer_patch_fails_loudly_when_the_image_changed(tmp_path, text):
     target = tmp_path / "utils_rl.py"
     target.write_text(text)
     result = subprocess.run([sys.executable, "-c", OPTIMIZER_PATCH, str(target)], capture_output=True, text=True)
-    assert result.returncode != 0
+    assert result.returncode == SETUP_FAILURE_EXIT, "not retried: the Jobs' podFailurePolicy fails at once on 3"
     assert "expected exactly one optax.adamw" in result.stderr
     assert target.read_text() == text
 
@@ -217,7 +263,7 @@ def test_every_maxtext_key_exists_in_maxtext_0_2_4(stack, tmp_path):
     overrides = ("tpu-rl:training.extraArgs.eval_interval=1000",)
     for step, obj in objects(stack, *overrides).items():
         calls = run_in_bash(container_command(obj), tmp_path)
-        argv = calls[-1]
+        argv = next(c for c in calls if c[0] == "-m")
         keys = [a.split("=", 1)[0] for a in argv[2:] if not a.startswith("-")]
         unknown = [k for k in keys if k not in known]
         assert not unknown, f"{step}: keys not in MaxText 0.2.4 configs: {unknown}"

@@ -27,7 +27,8 @@ def _objects(stack):
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_every_core_object_validates(stack):
     objects = _objects(stack)
-    assert sorted(o["kind"] for o in objects) == ["Job", "Job", "JobSet", "Namespace", "Secret", "ServiceAccount"]
+    kinds = sorted(o["kind"] for o in objects)
+    assert kinds == ["Job", "Job", "JobSet", "Namespace", "Secret", "ServiceAccount", "StorageClass"]
     for obj in objects:
         if obj["kind"] != "JobSet":
             validate_core(obj)

@@ -201,7 +201,7 @@ def test_dependencies(dev_plan):
     provider = dev_plan.one("pulumi:providers:kubernetes", "gke")
     assert {"system-pool", "cpu-pool"} <= set(provider["options"]["dependsOn"])
     assert "tpu-pool-0" not in provider["options"]["dependsOn"], "conversion need not wait for the TPU slice"
-    train = dev_plan.one("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet", "train")
+    (train,) = dev_plan.find("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet")
     assert "tpu-pool-0" in train["options"]["dependsOn"]
     wi = dev_plan.one("gcp:serviceaccount/iAMMember:IAMMember", "workload-identity")
     assert "cluster" in wi["options"]["dependsOn"], "the identity pool exists once the cluster does"

@@ -119,9 +119,19 @@ def test_prod_is_stricter_than_dev():
     assert level("prod", "bucket-deletion-guard") == "mandatory"
 
 
+STEPS = ("convert", "train", "export")
+
+
+def _is(resource: dict, name: str | None) -> bool:
+    """A resource by name, or a workflow step by its step (its name is content-addressed)."""
+    if name in STEPS:
+        return (resource["inputs"].get("metadata") or {}).get("labels", {}).get("app.kubernetes.io/component") == name
+    return name is None or resource["name"] == name
+
+
 def mutated(stack: str, type_: str, name: str | None, change) -> Plan:
     plan = copy.deepcopy(plan_of(stack))
-    targets = [r for r in plan.resources if r["type"] == type_ and (name is None or r["name"] == name)]
+    targets = [r for r in plan.resources if r["type"] == type_ and _is(r, name)]
     assert targets, (type_, name)
     for resource in targets:
         change(resource)
@@ -282,7 +292,8 @@ def test_model_revision_policy_catches_a_moving_ref():
     plan = plan_of("prod", PINNED)
     assert violations(plan, "model-revision-pinned", "prod") == []
     moved = copy.deepcopy(plan)
-    container = moved.one(JOB, "convert")["inputs"]["spec"]["template"]["spec"]["containers"][0]
+    convert = next(r for r in moved.resources if r["type"] == JOB and _is(r, "convert"))
+    container = convert["inputs"]["spec"]["template"]["spec"]["containers"][0]
     container["command"][2] = container["command"][2].replace(PINNED.split("=", 1)[1], "main")
     assert violations(moved, "model-revision-pinned", "prod") == [
         "model revision 'main' is a moving ref; pin a commit for reproducible runs "

@@ -9,24 +9,23 @@ import pytest
 
 from infra.plan import main as plan_main
 from infra.plan import plan_stack
-from infra.plan.offline import ROOT
-from tests.conftest import SENTINEL_TOKEN, plan_of
-
-JOB = "kubernetes:batch/v1:Job"
-JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
-
-
-def steps(plan):
-    return {"convert": plan.one(JOB, "convert"), "train": plan.one(JOBSET, "train"), "export": plan.one(JOB, "export")}
+from infra.plan.stack_files import ROOT
+from tests.conftest import JOB, JOBSET, SENTINEL_TOKEN, plan_of
+from tests.conftest import step_resources as steps
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_steps_run_in_order_on_awaited_results(stack):
     plan = plan_of(stack)
     s = steps(plan)
-    assert {"jobset", "namespace", "workload-ksa", "hf-token"} <= set(s["convert"]["options"]["dependsOn"])
-    assert "convert" in s["train"]["options"]["dependsOn"]
-    assert "train" in s["export"]["options"]["dependsOn"]
+    ready = {"jobset", "namespace", "scratch-storage-class", "workload-ksa", "hf-token"}
+    assert ready <= set(s["convert"]["options"]["dependsOn"])
+    assert s["convert"]["name"] in s["train"]["options"]["dependsOn"]
+    assert {f"tpu-pool-{i}" for i in range(plan_of(stack).outputs["tpuSlice"]["slices"])} <= set(
+        s["train"]["options"]["dependsOn"]
+    ), "only training waits for the TPU pools"
+    assert not any(d.startswith("tpu-pool") for d in s["convert"]["options"]["dependsOn"])
+    assert s["train"]["name"] in s["export"]["options"]["dependsOn"]
     assert (
         s["train"]["inputs"]["metadata"]["annotations"]["tpu-rl/input"]
         == plan.outputs["steps"]["convert"]["artifactUri"]
@@ -38,20 +37,21 @@ def test_steps_run_in_order_on_awaited_results(stack):
     assert s["train"]["inputs"]["metadata"]["annotations"]["pulumi.com/waitFor"] == "jsonpath={.status.terminalState}"
 
 
-def test_waiting_timeouts_and_replacement_options():
+def test_waiting_options_and_the_jobset_controller():
     plan = plan_of("prod")
     for step, resource in steps(plan).items():
-        options = resource["options"]
-        assert options["customTimeouts"]["create"] == {"convert": "4h", "train": "24h", "export": "4h"}[step]
-        assert options["replaceOnChanges"] == ["*"], "a step left failed by a previous up is re-created"
-        assert options["deleteBeforeReplace"] is True, "names are explicit"
-        assert options["deletedWith"] == "cluster"
-        assert options["provider"] == "gke"
         assert "ttlSecondsAfterFinished" not in json.dumps(resource["inputs"])
-    for name in ("convert", "export"):
-        job = plan.one(JOB, name)["inputs"]
-        assert job["metadata"]["annotations"]["pulumi.com/replaceUnready"] == "true"
-        assert job["spec"]["activeDeadlineSeconds"] == 4 * 3600
+        annotations = resource["inputs"]["metadata"]["annotations"]
+        if step == "train":
+            assert annotations["pulumi.com/waitFor"] == "jsonpath={.status.terminalState}"
+        else:
+            # Either end state ends the wait; the program then reports a failure with its logs command.
+            assert (
+                annotations["pulumi.com/waitFor"]
+                == "jsonpath={.status.conditions[?(@.type=='Complete'||@.type=='Failed')].status}=True"
+            )
+            job = resource["inputs"]["spec"]
+            assert job["backoffLimit"] == 1 and job["activeDeadlineSeconds"] == 4 * 3600
     for resource in plan.find("kubernetes:core/v1:Namespace") + plan.find("kubernetes:helm.sh/v3:Release"):
         assert resource["options"]["deletedWith"] == "cluster"
     release = plan.one("kubernetes:helm.sh/v3:Release", "jobset")["inputs"]
@@ -61,26 +61,27 @@ def test_waiting_timeouts_and_replacement_options():
 
 def test_timeouts_and_restarts_come_from_config():
     plan = plan_of("prod", "tpu-rl:workflow.timeouts.train=36h", "tpu-rl:workflow.maxRestarts=2")
-    train = plan.one(JOBSET, "train")
-    assert train["options"]["customTimeouts"]["create"] == "36h"
+    train = steps(plan)["train"]
+    assert train["options"]["customTimeouts"]["create"] == "108h45m", "3 attempts x (36h + 15m)"
     assert train["inputs"]["spec"]["failurePolicy"]["maxRestarts"] == 2
 
 
 def test_conversion_and_export_run_on_cpu_not_on_the_slice():
     plan = plan_of("prod")
     for name in ("convert", "export"):
-        pod = plan.one(JOB, name)["inputs"]["spec"]["template"]["spec"]
+        pod = steps(plan)[name]["inputs"]["spec"]["template"]["spec"]
         assert pod["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu-np"}
-        assert "tolerations" not in pod
+        assert pod["tolerations"] == [
+            {"key": "tpu-rl/pool", "operator": "Equal", "value": "cpu-np", "effect": "NoSchedule"}
+        ], "cpu-np's taint, and nothing that lets the pod onto a TPU node"
         container = pod["containers"][0]
         assert "google.com/tpu" not in json.dumps(container["resources"])
         assert {"name": "HF_HOME", "value": "/scratch/huggingface"} in container["env"]
         claim = pod["volumes"][0]["ephemeral"]["volumeClaimTemplate"]["spec"]
         assert int(claim["resources"]["requests"]["storage"].removesuffix("Gi")) >= 60
+        assert claim["storageClassName"] == "tpu-rl-scratch"
     assert (
-        plan.one(JOB, "convert")["inputs"]["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"][
-            "memory"
-        ]
+        steps(plan)["convert"]["inputs"]["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["memory"]
         == "128Gi"
     )
 
@@ -134,7 +135,8 @@ def test_a_rerun_of_the_same_training_resumes_in_the_same_path():
     a = plan_of("prod").outputs["steps"]["train"]
     b, _ = plan_stack(ROOT / "Pulumi.prod.yaml", secrets={"tpu-rl:hfToken": SENTINEL_TOKEN})
     assert a == b.outputs["steps"]["train"]
-    assert "/train/" in a["artifactUri"] and a["artifactUri"].endswith("/rl/checkpoints/actor/50/model_params/")
+    assert a["artifactUri"] == a["outputUri"] + "rl/checkpoints/actor/"
+    assert a["checkpointUri"] == a["artifactUri"] + "50/model_params/", "offline: the configured last step"
 
 
 def test_token_appears_only_in_the_secret(tmp_path):
@@ -225,10 +227,40 @@ def test_a_failed_jobset_stops_up_with_name_reason_and_logs_command():
     )
     assert isinstance(plan.error, pulumi.RunError)
     message = str(plan.error)
-    name = plan.one(JOBSET, "train")["inputs"]["metadata"]["name"]
+    name = steps(plan)["train"]["name"]
     assert f"JobSet tpu-rl/{name} failed (FailedJobs): jobset failed due to one or more job failures" in message
     assert f"kubectl logs -n tpu-rl -l job-name={name}-pathways-head-0 -c workload-container" in message
-    assert not plan.find(JOB, "export"), "export is never created after a failed training"
+    assert "export" not in steps(plan), "export is never created after a failed training"
+
+
+def test_a_failed_job_stops_up_with_name_reason_and_logs_command():
+    def failed_convert(type_, inputs):
+        if type_ == JOB:
+            return {
+                "conditions": [
+                    {"type": "FailureTarget", "status": "True"},
+                    {
+                        "type": "Failed",
+                        "status": "True",
+                        "reason": "BackoffLimitExceeded",
+                        "message": "Job has reached the specified backoff limit",
+                    },
+                ]
+            }
+        return None
+
+    plan, _ = plan_stack(
+        ROOT / "Pulumi.prod.yaml",
+        secrets={"tpu-rl:hfToken": SENTINEL_TOKEN},
+        status_for=failed_convert,
+        raise_errors=False,
+    )
+    name = steps(plan)["convert"]["name"]
+    assert str(plan.error) == (
+        f"Job tpu-rl/{name} failed (BackoffLimitExceeded): Job has reached the specified backoff limit. "
+        f"Read the logs with: kubectl logs -n tpu-rl job/{name} --all-containers --tail=200 -f"
+    )
+    assert "train" not in steps(plan)
 
 
 def test_a_completed_jobset_lets_export_run():
@@ -240,13 +272,13 @@ def test_a_completed_jobset_lets_export_run():
         )
 
     plan, _ = plan_stack(ROOT / "Pulumi.prod.yaml", secrets={"tpu-rl:hfToken": SENTINEL_TOKEN}, status_for=completed)
-    assert plan.find(JOB, "export")
+    assert "export" in steps(plan)
 
 
 def test_cpu_pool_check_matches_what_the_pathways_head_requests():
     from infra.config.rules import HEAD_REQUEST_GIB, HEAD_REQUEST_VCPU
 
-    head = plan_of("prod").one(JOBSET, "train")["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    head = steps(plan_of("prod"))["train"]["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     spec = head["spec"]
     # Native sidecars run beside the main container: the pod requests their sum.
     containers = spec["initContainers"] + spec["containers"]

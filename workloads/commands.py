@@ -7,9 +7,12 @@ from a Kubernetes Secret.
 
 from __future__ import annotations
 
+import re
 import shlex
+from pathlib import Path
 
 from core.knobs import DATASETS, TRAINING_KNOBS
+from core.names import SETUP_FAILURE_EXIT
 from core.settings import Settings
 
 TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
@@ -23,11 +26,12 @@ OPTIMIZER_PATCH = """import pathlib, re, sys
 path = pathlib.Path(sys.argv[1])
 text, count = re.subn(r"optax[.]adamw[(][^)]+[)]", "optax.adafactor(learning_rate=learning_rate)", path.read_text())
 if count != 1:
-    sys.exit(f"optimizer patch: expected exactly one optax.adamw(...) call in {path}, found {count}; "
-             "the image changed, refusing to train with an unknown optimizer")
+    print(f"optimizer patch: expected exactly one optax.adamw(...) call in {path}, found {count}; "
+          "the image changed, refusing to train with an unknown optimizer", file=sys.stderr)
+    sys.exit(EXIT_CODE)
 path.write_text(text)
 print(f"optimizer patch: {path}: optax.adamw -> optax.adafactor")
-"""
+""".replace("EXIT_CODE", str(SETUP_FAILURE_EXIT))
 
 
 def convert_argv(settings: Settings, output_uri: str) -> list[str]:
@@ -99,13 +103,33 @@ def train_argv(settings: Settings, input_uri: str, output_uri: str) -> list[str]
     return args
 
 
-def export_argv(settings: Settings, input_uri: str, output_uri: str) -> list[str]:
-    """``to_huggingface`` arguments: the tutorial's plus non-OCDBT/zarr3 reads of the RL checkpoint."""
+CHECKPOINT_REF = "${checkpoint}"
+"""The export's input, found at run time by ``checkpoint_scan.py`` (see ``export_script``)."""
+CHECKPOINT_SCAN = (Path(__file__).parent / "checkpoint_scan.py").read_text()
+TRAIN_LOG = "/tmp/tpu-rl-train.log"
+# Copies the training output next to the checkpoints (best effort: never changes the step's outcome).
+UPLOAD_LOG = """import sys
+from google.cloud import storage
+bucket, _, name = sys.argv[2][len("gs://"):].partition("/")
+try:
+    storage.Client().bucket(bucket).blob(name).upload_from_filename(sys.argv[1], content_type="text/plain")
+    print(f"tpu-rl: training log copied to {sys.argv[2]}")
+except Exception as err:
+    print(f"tpu-rl: could not copy the training log to {sys.argv[2]}: {type(err).__name__}", file=sys.stderr)
+"""
+
+
+def export_argv(settings: Settings, output_uri: str) -> list[str]:
+    """``to_huggingface`` arguments: the tutorial's plus non-OCDBT/zarr3 reads of the RL checkpoint.
+
+    The checkpoint is not computed from numBatches: MaxText drops long prompts and batches with
+    drop_remainder, so a run can end early; the script finds the newest complete step.
+    """
     return [
         "-m",
         TO_HUGGINGFACE,
         f"model_name={settings.model.spec.maxtext_name}",
-        f"load_parameters_path={input_uri}",
+        f"load_parameters_path={CHECKPOINT_REF}",
         f"base_output_directory={output_uri}",
         "skip_jax_distributed_system=true",
         "hardware=cpu",
@@ -119,24 +143,58 @@ def export_argv(settings: Settings, input_uri: str, output_uri: str) -> list[str
     ]
 
 
+_SAFE_AROUND_REF = re.compile(r"[A-Za-z0-9_.,:/=+@%*-]*")
+
+
 def quote(word: str) -> str:
     """Shell-quote one word; words with single quotes but nothing special to bash in double quotes
-    get double quotes (as the tutorial writes ``vllm_additional_config="{'maxtext_config': ...}"``)."""
+    get double quotes (as the tutorial writes ``vllm_additional_config="{'maxtext_config': ...}"``).
+    The run-time checkpoint reference is double-quoted so bash expands it (and nothing else)."""
+    if CHECKPOINT_REF in word:
+        before, _, after = word.partition(CHECKPOINT_REF)
+        if not (_SAFE_AROUND_REF.fullmatch(before) and _SAFE_AROUND_REF.fullmatch(after)):
+            raise ValueError(f"unsafe text around {CHECKPOINT_REF}: {word!r}")
+        return f'"{word}"'
     if "'" in word and not any(c in word for c in '"$`\\!'):
         return f'"{word}"'
     return shlex.quote(word)
 
 
+def command_line(argv: list[str]) -> str:
+    """``python3 <argv>`` with every word quoted."""
+    return "python3 " + " ".join(quote(a) for a in argv)
+
+
 def script(*lines: str, argv: list[str]) -> str:
-    """A bash script: strict mode, the given lines, then ``exec python3 <argv>`` (every word quoted)."""
-    body = ["set -euo pipefail", *lines, "exec python3 " + " ".join(quote(a) for a in argv)]
+    """A bash script: strict mode, the given lines, then ``exec python3 <argv>``."""
+    body = ["set -euo pipefail", *lines, "exec " + command_line(argv)]
     return "\n".join(body) + "\n"
 
 
-def train_script(settings: Settings, argv: list[str]) -> str:
-    """The training container's script: the optimizer patch (Adafactor), then ``train_rl``."""
-    lines = []
+def export_script(argv: list[str], actor_uri: str) -> str:
+    """Find the newest complete checkpoint (exit 3, not retried, if there is none), then export it.
+
+    ``workloads/checkpoint_scan.py`` is inlined: the image has no copy of it.
+    """
+    return script(
+        f'checkpoint="$(python3 -c {shlex.quote(CHECKPOINT_SCAN)} {shlex.quote(actor_uri)})"',
+        'echo "tpu-rl: exporting ${checkpoint}"',
+        argv=argv,
+    )
+
+
+def train_script(settings: Settings, argv: list[str], output_uri: str) -> str:
+    """The training container's script: the optimizer patch (Adafactor), then ``train_rl``, its output
+    teed to a log that is copied to ``<output>logs/`` (where the report reads the evaluations)."""
+    lines = ["set -euo pipefail"]
     if settings.training.optimizer == "adafactor":
         lines.append(f"python3 -c {shlex.quote(OPTIMIZER_PATCH)} {quote(UTILS_RL)}")
-    lines.append('echo "tpu-rl: starting train_rl (VLLM_HOST_IP=${VLLM_HOST_IP:-unset})"')
-    return script(*lines, argv=argv)
+    lines += [
+        'echo "tpu-rl: starting train_rl (VLLM_HOST_IP=${VLLM_HOST_IP:-unset})"',
+        "status=0",
+        f"{command_line(argv)} 2>&1 | tee {TRAIN_LOG} || status=$?",
+        f'log_uri="{output_uri}logs/train-$(date -u +%Y%m%dT%H%M%SZ).log"',
+        f'python3 -c {shlex.quote(UPLOAD_LOG)} {TRAIN_LOG} "$log_uri"',
+        'exit "$status"',
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,23 +1,60 @@
 """Kubernetes manifests of the three steps (plain dicts, no Pulumi).
 
 Shapes follow Cluster Toolkit's ``gcluster job submit --pathways`` and xpk's Pathways
-JobSet; the CPU-only conversion and export are plain ``batch/v1`` Jobs on ``cpu-np``.
+JobSet (``../shared/reference/cluster-toolkit.md`` §3, ``maxtext-pathways.md`` §3); the
+CPU-only conversion and export are plain ``batch/v1`` Jobs on ``cpu-np``. Ports, labels,
+taints and names that another object must agree with are named constants, so tests can
+cross-check each pair.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from core.names import CPU_POOL, HF_SECRET, HF_SECRET_KEY, WORKLOAD_KSA
+from core.names import (
+    CPU_POOL,
+    CPU_TAINT_KEY,
+    CPU_TAINT_VALUE,
+    HF_SECRET,
+    HF_SECRET_KEY,
+    NODEPOOL_LABEL,
+    SCRATCH_STORAGE_CLASS,
+    SETUP_FAILURE_EXIT,
+    TPU_ACCELERATOR_LABEL,
+    TPU_TAINT_KEY,
+    TPU_TOPOLOGY_LABEL,
+    WORKLOAD_KSA,
+)
 from core.settings import Settings
 
 API_JOBSET = "jobset.x-k8s.io/v1alpha2"
 WORKLOAD_CONTAINER = "workload-container"
+HEAD_JOB = "pathways-head"
+WORKER_JOB = "worker"
 COORDINATOR_LABEL = "metadata.labels['jobset.sigs.k8s.io/coordinator']"
+WAIT_FOR_TERMINAL = "jsonpath={.status.terminalState}"
+"""JobSet: awaited until Completed or Failed (pulumi-kubernetes ``pulumi.com/waitFor``)."""
+WAIT_FOR_JOB_END = "jsonpath={.status.conditions[?(@.type=='Complete'||@.type=='Failed')].status}=True"
+"""Job: awaited until Complete or Failed (an RFC 9535 filter, pulumi-kubernetes >= 4.24), so a failure
+reaches the program, which reports the reason and the logs command like a JobSet's."""
+
+# Pathways ports (xpk pathways_workload_create.yaml.j2, gcluster pathways_jobset.tmpl).
+PROXY_PORT = 29000
+"""The proxy serves the JAX client (JAX_BACKEND_TARGET)."""
+RESOURCE_MANAGER_PORT = 29001
+"""The resource manager serves the proxy and the workers (--resource_manager_address)."""
+RESOURCE_MANAGER_EXTRA_PORT = 29002
+WORKER_PORT = 29005
+WORKER_EXTRA_PORTS = (29006, 8471, 8080)
+HEAD_LIMITS = {"proxy": ("16", "100Gi"), "rm": ("8", "32Gi"), "workload": ("24", "100Gi")}
+"""(cpu, memory) limits of the head's containers, as xpk sets them."""
+
 # The tutorial sets these on the workload, proxy, resource manager and worker containers.
 TUTORIAL_ENV = (("FLAGS_pathways_enforce_subset_devices_form_subslice", "false"), ("GRPC_DNS_RESOLVER", "native"))
 ABSL_FLAGS = "--pathways_pipe_unreachable_timeout=60s"
-WAIT_FOR_TERMINAL = "jsonpath={.status.terminalState}"
+
+CPU_STEP_RETRIES = 1
+"""Convert and export retry once (gcluster's default ``--restarts``); a disruption does not count."""
 
 
 def _env(name: str, value: str) -> dict[str, Any]:
@@ -35,6 +72,28 @@ def token_env() -> dict[str, Any]:
 
 def tutorial_env() -> list[dict[str, Any]]:
     return [_env(k, v) for k, v in TUTORIAL_ENV]
+
+
+def cpu_toleration() -> dict[str, Any]:
+    """Lets a pod onto cpu-np (the pool's taint keeps everything else off)."""
+    return {"key": CPU_TAINT_KEY, "operator": "Equal", "value": CPU_TAINT_VALUE, "effect": "NoSchedule"}
+
+
+def tpu_toleration() -> dict[str, Any]:
+    return {"key": TPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+
+
+def setup_failure_rule(container: str) -> dict[str, Any]:
+    """A failure a retry cannot fix (exit 3: image changed, nothing to export) fails the Job at once."""
+    return {
+        "action": "FailJob",
+        "onExitCodes": {"containerName": container, "operator": "In", "values": [SETUP_FAILURE_EXIT]},
+    }
+
+
+def disruption_rule() -> dict[str, Any]:
+    """A pod evicted or preempted (DisruptionTarget) is re-created without using up a retry."""
+    return {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
 
 
 def labels(settings: Settings, step: str, step_id: str) -> dict[str, str]:
@@ -70,16 +129,18 @@ def cpu_job(
             "annotations": annotations,
         },
         "spec": {
-            "backoffLimit": settings.workflow.max_restarts,
+            "backoffLimit": CPU_STEP_RETRIES,
             "completions": 1,
             "parallelism": 1,
             "activeDeadlineSeconds": settings.workflow.timeouts[step],
+            "podFailurePolicy": {"rules": [setup_failure_rule(step), disruption_rule()]},
             "template": {
                 "metadata": {"labels": step_labels},
                 "spec": {
                     "restartPolicy": "Never",
                     "serviceAccountName": WORKLOAD_KSA,
-                    "nodeSelector": {"cloud.google.com/gke-nodepool": CPU_POOL},
+                    "nodeSelector": {NODEPOOL_LABEL: CPU_POOL},
+                    "tolerations": [cpu_toleration()],
                     "terminationGracePeriodSeconds": 30,
                     "containers": [
                         {
@@ -106,7 +167,7 @@ def cpu_job(
                                     "metadata": {"labels": step_labels},
                                     "spec": {
                                         "accessModes": ["ReadWriteOnce"],
-                                        "storageClassName": "standard-rwo",
+                                        "storageClassName": SCRATCH_STORAGE_CLASS,
                                         "resources": {"requests": {"storage": f"{scratch_gib}Gi"}},
                                     },
                                 }
@@ -123,6 +184,11 @@ def _shared_tmp() -> dict[str, Any]:
     return {"name": "shared-tmp", "hostPath": {"path": "/tmp", "type": "DirectoryOrCreate"}}
 
 
+def _limits(part: str) -> dict[str, str]:
+    cpu, memory = HEAD_LIMITS[part]
+    return {"cpu": cpu, "memory": memory}
+
+
 def pathways_jobset(
     settings: Settings,
     *,
@@ -136,25 +202,26 @@ def pathways_jobset(
     shape, slices = settings.slice, settings.tpu.slices
     step_labels = labels(settings, "train", step_id)
     head_env = _field_env("PATHWAYS_HEAD", COORDINATOR_LABEL)
+    rm_address = f"--resource_manager_address=$(PATHWAYS_HEAD):{RESOURCE_MANAGER_PORT}"
     proxy = {
         "name": "pathways-proxy",
         "image": settings.images.pathways_proxy,
-        "restartPolicy": "Always",
+        "restartPolicy": "Always",  # a native sidecar: runs beside the workload for the pod's life
         "args": [
-            "--server_port=29000",
-            "--resource_manager_address=$(PATHWAYS_HEAD):29001",
+            f"--server_port={PROXY_PORT}",
+            rm_address,
             f"--gcs_scratch_location={scratch_uri}",
         ],
         "env": [head_env, _env("ABSL_FLAGS", ABSL_FLAGS), *tutorial_env()],
-        "ports": [{"containerPort": 29000, "protocol": "TCP"}],
-        "resources": {"limits": {"cpu": "16", "memory": "100Gi"}},
+        "ports": [{"containerPort": PROXY_PORT, "protocol": "TCP"}],
+        "resources": {"limits": _limits("proxy")},
     }
     resource_manager = {
         "name": "pathways-rm",
         "image": settings.images.pathways_server,
         "restartPolicy": "Always",
         "args": [
-            "--server_port=29001",
+            f"--server_port={RESOURCE_MANAGER_PORT}",
             f"--gcs_scratch_location={scratch_uri}",
             "--node_type=resource_manager",
             f"--instance_count={slices}",
@@ -168,8 +235,11 @@ def pathways_jobset(
             _env("ABSL_FLAGS", ABSL_FLAGS),
             *tutorial_env(),
         ],
-        "ports": [{"containerPort": 29001, "protocol": "TCP"}, {"containerPort": 29002, "protocol": "TCP"}],
-        "resources": {"limits": {"cpu": "8", "memory": "32Gi"}},
+        "ports": [
+            {"containerPort": RESOURCE_MANAGER_PORT, "protocol": "TCP"},
+            {"containerPort": RESOURCE_MANAGER_EXTRA_PORT, "protocol": "TCP"},
+        ],
+        "resources": {"limits": _limits("rm")},
         "volumeMounts": [{"name": "shared-tmp", "mountPath": "/tmp"}],
     }
     workload = {
@@ -181,7 +251,7 @@ def pathways_jobset(
             head_env,
             _env("JAX_PLATFORMS", "proxy,cpu"),
             _env("XCLOUD_ENVIRONMENT", "GCP"),
-            _env("JAX_BACKEND_TARGET", "grpc://127.0.0.1:29000"),
+            _env("JAX_BACKEND_TARGET", f"grpc://127.0.0.1:{PROXY_PORT}"),
             _env("ENABLE_PATHWAYS_PERSISTENCE", "1"),
             _env("VLLM_ENABLE_V1_MULTIPROCESSING", "0"),
             _field_env("VLLM_HOST_IP", "status.podIP"),
@@ -189,15 +259,15 @@ def pathways_jobset(
             _env("ABSL_FLAGS", ABSL_FLAGS),
             *tutorial_env(),
         ],
-        "resources": {"requests": {"cpu": "8", "memory": "64Gi"}, "limits": {"cpu": "24", "memory": "100Gi"}},
+        "resources": {"requests": {"cpu": "8", "memory": "64Gi"}, "limits": _limits("workload")},
         "volumeMounts": [{"name": "shared-tmp", "mountPath": "/tmp"}],
     }
     worker = {
         "name": "pathways-worker",
         "image": settings.images.pathways_server,
         "args": [
-            "--server_port=29005",
-            "--resource_manager_address=$(PATHWAYS_HEAD):29001",
+            f"--server_port={WORKER_PORT}",
+            rm_address,
             f"--gcs_scratch_location={scratch_uri}",
         ],
         "env": [
@@ -212,7 +282,7 @@ def pathways_jobset(
             _env("ABSL_FLAGS", ABSL_FLAGS),
             *tutorial_env(),
         ],
-        "ports": [{"containerPort": p, "protocol": "TCP"} for p in (29005, 29006, 8471, 8080)],
+        "ports": [{"containerPort": p, "protocol": "TCP"} for p in (WORKER_PORT, *WORKER_EXTRA_PORTS)],
         "resources": {"limits": {"google.com/tpu": str(shape.chips_per_vm)}},
         "volumeMounts": [{"name": "shared-tmp", "mountPath": "/tmp"}],
     }
@@ -223,23 +293,22 @@ def pathways_jobset(
         "metadata": {"name": name, "namespace": settings.namespace, "labels": step_labels, "annotations": annotations},
         "spec": {
             "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
-            "coordinator": {"replicatedJob": "pathways-head", "jobIndex": 0, "podIndex": 0},
+            "coordinator": {"replicatedJob": HEAD_JOB, "jobIndex": 0, "podIndex": 0},
             "startupPolicy": {"startupPolicyOrder": "InOrder"},
-            "successPolicy": {"operator": "All", "targetReplicatedJobs": ["pathways-head"]},
+            "successPolicy": {"operator": "All", "targetReplicatedJobs": [HEAD_JOB]},
             "failurePolicy": {
                 "maxRestarts": settings.workflow.max_restarts,
                 "restartStrategy": "Recreate",
                 "rules": [
-                    {
-                        "name": "failOnPodFailurePolicy",
-                        "action": "FailJobSet",
-                        "onJobFailureReasons": ["PodFailurePolicy"],
-                    }
+                    # Exit 3 (the optimizer patch found a changed image): restarting cannot help.
+                    {"name": "failOnSetupError", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
+                    # The attempt's deadline is the bound: a restart would start a new deadline.
+                    {"name": "failOnDeadline", "action": "FailJobSet", "onJobFailureReasons": ["DeadlineExceeded"]},
                 ],
             },
             "replicatedJobs": [
                 {
-                    "name": "pathways-head",
+                    "name": HEAD_JOB,
                     "replicas": 1,
                     "template": {
                         "metadata": {
@@ -251,12 +320,14 @@ def pathways_jobset(
                             "completions": 1,
                             "parallelism": 1,
                             "activeDeadlineSeconds": settings.workflow.timeouts["train"],
+                            "podFailurePolicy": {"rules": [setup_failure_rule(WORKLOAD_CONTAINER)]},
                             "template": {
                                 "metadata": {"labels": step_labels},
                                 "spec": {
                                     **host_pod,
                                     "restartPolicy": "Never",
-                                    "nodeSelector": {"cloud.google.com/gke-nodepool": CPU_POOL},
+                                    "nodeSelector": {NODEPOOL_LABEL: CPU_POOL},
+                                    "tolerations": [cpu_toleration()],
                                     "initContainers": [proxy, resource_manager],
                                     "containers": [workload],
                                     "volumes": [_shared_tmp()],
@@ -266,14 +337,10 @@ def pathways_jobset(
                     },
                 },
                 {
-                    "name": "worker",
+                    "name": WORKER_JOB,
                     "replicas": slices,
                     "template": {
-                        "metadata": {
-                            "annotations": {
-                                "alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"
-                            }
-                        },
+                        "metadata": {"annotations": {"alpha.jobset.sigs.k8s.io/exclusive-topology": NODEPOOL_LABEL}},
                         "spec": {
                             "backoffLimit": shape.hosts * 4,
                             "completionMode": "Indexed",
@@ -288,12 +355,10 @@ def pathways_jobset(
                                     **host_pod,
                                     "restartPolicy": "OnFailure",
                                     "nodeSelector": {
-                                        "cloud.google.com/gke-tpu-accelerator": shape.gke_accelerator,
-                                        "cloud.google.com/gke-tpu-topology": shape.topology,
+                                        TPU_ACCELERATOR_LABEL: shape.gke_accelerator,
+                                        TPU_TOPOLOGY_LABEL: shape.topology,
                                     },
-                                    "tolerations": [
-                                        {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}
-                                    ],
+                                    "tolerations": [tpu_toleration()],
                                     "containers": [worker],
                                     "volumes": [_shared_tmp()],
                                 },

@@ -1,15 +1,20 @@
 """The workflow as three content-addressed steps (plain data, no Pulumi).
 
-A step's identity is a short hash of everything that determines its output: image,
-model repository and revision, argv, upstream output URI (and for training the
-Pathways images and the slice). The hash is in the object name and in the output
-path ``gs://<bucket>/<model>/<step>/<hash>/``, so an unchanged config plans the same
-objects, a changed knob re-runs only the affected steps into new paths, and a re-run
-of a failed training resumes from its own checkpoints.
+A step's identity is a short hash of the object it sends to the cluster (every field except
+the *operational* ones listed in ``OPERATIONAL_PATHS``) and of where it runs (project, region,
+cluster). The hash is in the object's name, in its Pulumi resource name and in its output path
+``gs://<bucket>/<model>/<step>/<hash>/``, so:
+
+- unchanged config plans the same objects and `pulumi up` does nothing;
+- a change that alters what a step runs gives it a new name and a new output path: the step
+  (and every step downstream, whose input path changed) runs again, nothing is overwritten;
+- a change to an operational field (a deadline, JobSet restarts) keeps the name and is ignored
+  for the existing object (``ignoreChanges``): a finished or running step is never touched.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import urllib.parse
@@ -20,19 +25,42 @@ from core.settings import Settings
 from workloads.commands import (
     convert_argv,
     export_argv,
+    export_script,
     script,
     train_argv,
     train_script,
 )
-from workloads.manifests import WAIT_FOR_TERMINAL, WORKLOAD_CONTAINER, cpu_job, pathways_jobset
+from workloads.manifests import (
+    HEAD_JOB,
+    WAIT_FOR_JOB_END,
+    WAIT_FOR_TERMINAL,
+    WORKLOAD_CONTAINER,
+    cpu_job,
+    pathways_jobset,
+)
 
 HASH_CHARS = 10
-OUTPUT_PLACEHOLDER = "<output>"
+# Placeholders while the hash is computed: shell-safe (scripts quote them like the real values) and
+# never produced by a validated config value.
+NAME = "@tpu-rl.name@"
+STEP_ID = "@tpu-rl.step-id@"
+OUTPUT = "gs://@tpu-rl.output@/"
 # Longest suffix JobSet adds to a pod name: -<replicatedJob>-<job index>-<pod index>-<5 random>.
-MAX_JOBSET_NAME = 63 - len("-pathways-head-0-0-abcde")
+MAX_JOBSET_NAME = 63 - len(f"-{HEAD_JOB}-0-0-abcde")
+MAX_JOB_NAME = 63 - len("-abcde")
+"""A Job's pods are named ``<job>-<5 random>`` and carry the job name as a label (63 characters)."""
+OPERATIONAL_PATHS = {
+    "Job": ("spec.activeDeadlineSeconds",),
+    "JobSet": ("spec.failurePolicy.maxRestarts", "spec.replicatedJobs[0].template.spec.activeDeadlineSeconds"),
+}
+"""Fields that bound a run but do not change what it computes: not part of the identity, and ignored
+on an existing object (ignoreChanges) so changing them never re-runs or disturbs a step."""
+AWAIT_GRACE_SECONDS = 15 * 60
+"""How much longer Pulumi waits than a step's own deadline, so the step's own failure (its reason and
+log command) is what `pulumi up` reports, not a Pulumi timeout."""
 
 
-def step_hash(payload: dict[str, Any]) -> str:
+def step_hash(payload: Any) -> str:
     """A short, stable hash of a JSON-able payload."""
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:HASH_CHARS]
@@ -45,12 +73,19 @@ class Step:
     step: str
     step_id: str
     name: str
+    """Object name and Pulumi resource name: ``<model>-<step>-<hash>``."""
+    kind: str
     output_uri: str
     artifact_uri: str
     """What the next step reads (and what the artifact check looks for)."""
     input_uri: str | None
     argv: list[str]
     manifest: dict[str, Any]
+    ignore_changes: tuple[str, ...]
+    deadline_seconds: int
+    """The step's own bound on one attempt (activeDeadlineSeconds)."""
+    await_seconds: int
+    """How long Pulumi waits: every attempt's deadline plus a grace."""
     logs_command: str
     console_logs_url: str
 
@@ -66,16 +101,32 @@ class Workflow:
         return (self.convert, self.train, self.export)
 
 
-def _identity(settings: Settings, step: str, payload: dict[str, Any]) -> tuple[str, str, str]:
-    """(hash, object name, output URI) for a step; the argv in ``payload`` uses the placeholder path."""
-    digest = step_hash({"step": step, **payload})
-    model = settings.model.spec.name
-    name = f"{model}-{step}-{digest}"
-    return digest, name, f"gs://{settings.bucket_name}/{model}/{step}/{digest}/"
+def _without(manifest: dict[str, Any], paths: tuple[str, ...]) -> dict[str, Any]:
+    """A copy of ``manifest`` without the fields at ``paths`` (dotted, ``name[i]`` for list items)."""
+    out = copy.deepcopy(manifest)
+    for path in paths:
+        cursor: Any = out
+        parts = path.replace("[", ".[").split(".")
+        for part in parts[:-1]:
+            cursor = cursor[int(part[1:-1])] if part.startswith("[") else cursor[part]
+        cursor.pop(parts[-1], None)
+    return out
 
 
-def _with_output(argv: list[str], output_uri: str) -> list[str]:
-    return [a.replace(OUTPUT_PLACEHOLDER, output_uri) for a in argv]
+def identity(settings: Settings, manifest: dict[str, Any]) -> str:
+    """The hash of a step: its object (placeholders in, operational fields and annotations out), the
+    cluster it runs on and the bucket it writes to."""
+    body = _without(manifest, OPERATIONAL_PATHS[manifest["kind"]])
+    body["metadata"] = {k: v for k, v in body["metadata"].items() if k != "annotations"}
+    return step_hash({"cluster": settings.cluster_identifier, "bucket": settings.bucket_name, "object": body})
+
+
+def _fill(value: Any, name: str, step_id: str, output: str) -> Any:
+    """Replace the placeholders everywhere in a manifest (they never appear in user-supplied text)."""
+    text = json.dumps(value)
+    for placeholder, real in ((NAME, name), (STEP_ID, step_id), (OUTPUT, output)):
+        text = text.replace(placeholder, real)
+    return json.loads(text)
 
 
 def console_logs_url(settings: Settings, pod_prefix: str, container: str | None = None) -> str:
@@ -96,37 +147,46 @@ def console_logs_url(settings: Settings, pod_prefix: str, container: str | None 
     )
 
 
-def _model_identity(settings: Settings) -> dict[str, Any]:
-    return {"repo": settings.model.spec.hf_repo, "revision": settings.model.revision}
+def _address(settings: Settings, step: str, manifest: dict[str, Any]) -> tuple[str, str, str, dict[str, Any]]:
+    """(hash, name, output URI, filled manifest) of a manifest built with placeholders."""
+    digest = identity(settings, manifest)
+    model = settings.model.spec.name
+    name = f"{model}-{step}-{digest}"
+    limit = MAX_JOBSET_NAME if manifest["kind"] == "JobSet" else MAX_JOB_NAME
+    if len(name) > limit:
+        raise ValueError(f"{manifest['kind']} name {name} is longer than {limit} characters")
+    output = f"gs://{settings.bucket_name}/{model}/{step}/{digest}/"
+    return digest, name, output, _fill(manifest, name, digest, output)
 
 
 def _cpu_step(
-    settings: Settings, step: str, argv: list[str], input_uri: str | None, artifact: str, scratch_gib: int
+    settings: Settings, step: str, argv: list[str], command: str, input_uri: str | None, artifact: str, scratch_gib: int
 ) -> Step:
-    """A CPU-only step (convert, export): a ``batch/v1`` Job on cpu-np. ``argv`` holds the output placeholder."""
-    payload: dict[str, Any] = {"image": settings.images.maxtext, "model": _model_identity(settings), "argv": argv}
-    if input_uri is not None:
-        payload["input"] = input_uri
-    digest, name, out = _identity(settings, step, payload)
-    argv = _with_output(argv, out)
+    """A CPU-only step (convert, export): a ``batch/v1`` Job on cpu-np."""
+    manifest = cpu_job(
+        settings,
+        name=NAME,
+        step=step,
+        step_id=STEP_ID,
+        command=["/bin/bash", "-c", command],
+        scratch_gib=scratch_gib,
+        annotations={"pulumi.com/waitFor": WAIT_FOR_JOB_END},
+    )
+    digest, name, out, manifest = _address(settings, step, manifest)
+    deadline = settings.workflow.timeouts[step]
     return Step(
         step=step,
         step_id=digest,
         name=name,
+        kind="Job",
         output_uri=out,
         artifact_uri=out + artifact,
         input_uri=input_uri,
-        argv=argv,
-        manifest=cpu_job(
-            settings,
-            name=name,
-            step=step,
-            step_id=digest,
-            command=["/bin/bash", "-c", script(argv=argv)],
-            scratch_gib=scratch_gib,
-            # A Job left failed by an earlier `up` is replaced on the next one.
-            annotations={"pulumi.com/replaceUnready": "true"},
-        ),
+        argv=_fill(argv, name, digest, out),
+        manifest=manifest,
+        ignore_changes=OPERATIONAL_PATHS["Job"],
+        deadline_seconds=deadline,
+        await_seconds=deadline + AWAIT_GRACE_SECONDS,
         logs_command=f"kubectl logs -n {settings.namespace} job/{name} --all-containers --tail=200 -f",
         console_logs_url=console_logs_url(settings, name),
     )
@@ -134,40 +194,31 @@ def _cpu_step(
 
 def _train_step(settings: Settings, input_uri: str) -> Step:
     """GRPO through Pathways on the TPU slice: a JobSet awaited until its terminal state."""
-    argv = train_argv(settings, input_uri, OUTPUT_PLACEHOLDER)
-    digest, name, out = _identity(
+    argv = train_argv(settings, input_uri, OUTPUT)
+    manifest = pathways_jobset(
         settings,
-        "train",
-        {
-            "image": settings.images.maxtext,
-            "pathways": [settings.images.pathways_server, settings.images.pathways_proxy],
-            "slice": [settings.slice.machine_type, settings.slice.topology, settings.tpu.slices],
-            "model": _model_identity(settings),
-            "optimizer": settings.training.optimizer,
-            "input": input_uri,
-            "argv": argv,
-        },
+        name=NAME,
+        step_id=STEP_ID,
+        command=["/bin/bash", "-c", train_script(settings, argv, OUTPUT)],
+        scratch_uri=f"gs://{settings.bucket_name}/pathways/",
+        annotations={"pulumi.com/waitFor": WAIT_FOR_TERMINAL},
     )
-    if len(name) > MAX_JOBSET_NAME:
-        raise ValueError(f"JobSet name {name} is longer than {MAX_JOBSET_NAME} characters")
-    argv = _with_output(argv, out)
-    head_job = f"{name}-pathways-head-0"
+    digest, name, out, manifest = _address(settings, "train", manifest)
+    head_job = f"{name}-{HEAD_JOB}-0"
+    deadline = settings.workflow.timeouts["train"]
     return Step(
         step="train",
         step_id=digest,
         name=name,
+        kind="JobSet",
         output_uri=out,
-        artifact_uri=f"{out}rl/checkpoints/actor/{settings.training.final_step}/model_params/",
+        artifact_uri=f"{out}rl/checkpoints/actor/",
         input_uri=input_uri,
-        argv=argv,
-        manifest=pathways_jobset(
-            settings,
-            name=name,
-            step_id=digest,
-            command=["/bin/bash", "-c", train_script(settings, argv)],
-            scratch_uri=f"gs://{settings.bucket_name}/pathways/",
-            annotations={"pulumi.com/waitFor": WAIT_FOR_TERMINAL},
-        ),
+        argv=_fill(argv, name, digest, out),
+        manifest=manifest,
+        ignore_changes=OPERATIONAL_PATHS["JobSet"],
+        deadline_seconds=deadline,
+        await_seconds=(1 + settings.workflow.max_restarts) * (deadline + AWAIT_GRACE_SECONDS),
         logs_command=(
             f"kubectl logs -n {settings.namespace} -l job-name={head_job} -c {WORKLOAD_CONTAINER} --tail=200 -f"
         ),
@@ -176,23 +227,19 @@ def _train_step(settings: Settings, input_uri: str) -> Step:
 
 
 def plan_workflow(settings: Settings) -> Workflow:
-    """The three steps from validated settings, each identified by the hash of what determines its output."""
+    """The three steps from validated settings, each named by the hash of what it runs."""
     model = settings.model.spec
-    convert = _cpu_step(
-        settings,
-        "convert",
-        convert_argv(settings, OUTPUT_PLACEHOLDER),
-        None,
-        "0/items/",
-        scratch_gib=model.weights_gib * 2 + 20,
-    )
+    argv = convert_argv(settings, OUTPUT)
+    convert = _cpu_step(settings, "convert", argv, script(argv=argv), None, "0/items/", model.weights_gib * 2 + 20)
     train = _train_step(settings, convert.artifact_uri)
+    argv = export_argv(settings, OUTPUT)
     export = _cpu_step(
         settings,
         "export",
-        export_argv(settings, train.artifact_uri, OUTPUT_PLACEHOLDER),
+        argv,
+        export_script(argv, train.artifact_uri),
         train.artifact_uri,
         "",
-        scratch_gib=model.weights_gib + 20,
+        model.weights_gib + 20,
     )
     return Workflow(convert, train, export)

@@ -47,6 +47,8 @@ class Field:
     doc: str
     samples: tuple[Any, ...] = ()
     """Other valid values: shown in docs and tried by the invariance test."""
+    companions: tuple[tuple[str, Any], ...] = ()
+    """Other keys a different value of this one needs (e.g. a zone for another region): (full key, value)."""
     secret: bool = False
     shown_default: Any = None
     """For a derived field: what it derives to from the other defaults (declared in Pulumi.yaml)."""
@@ -114,7 +116,14 @@ def _knob_field(knob: Knob) -> Field:
     else:
         reader = Number(float(knob.minimum), float(knob.maximum))  # type: ignore[arg-type]
     origin = "the tutorial's value" if knob.tutorial else "not in the tutorial"
-    return Field(_key(f"training.{knob.field}"), reader, knob.default, f"MaxText `{knob.key}` ({origin})")
+    return Field(
+        _key(f"training.{knob.field}"),
+        reader,
+        knob.default,
+        f"MaxText `{knob.key}` ({origin})",
+        samples=knob.samples,
+        companions=tuple((_key(f"training.{field}"), value) for field, value in knob.companions),
+    )
 
 
 class _MaxTextArgs:
@@ -137,7 +146,14 @@ def _networks(key: str, value: Any) -> Any:
 
 FIELDS: tuple[Field, ...] = (
     Field("gcp:project", PROJECT_ID, REQUIRED, "Google Cloud project", samples=("another-project",)),
-    Field("gcp:region", REGION, REQUIRED, "region of the cluster and bucket", samples=("us-central2",)),
+    Field(
+        "gcp:region",
+        REGION,
+        REQUIRED,
+        "region of the cluster and bucket",
+        samples=("us-central2",),
+        companions=(("gcp:zone", "us-central2-b"),),
+    ),
     Field("gcp:zone", ZONE, REQUIRED, "zone of every node pool (must be in gcp:region)", samples=("us-east5-a",)),
     Field(
         _key("clusterName"),
@@ -172,7 +188,13 @@ FIELDS: tuple[Field, ...] = (
         secret=True,
     ),
     # tpu
-    Field(_key("tpu.version"), OneOf(tuple(CATALOGUE)), "v6e", "TPU generation"),
+    Field(
+        _key("tpu.version"),
+        OneOf(tuple(CATALOGUE)),
+        "v6e",
+        "TPU generation",
+        companions=((_key("tpu.machineType"), ""),),
+    ),
     Field(
         _key("tpu.machineType"),
         MACHINE_TYPE,
@@ -180,6 +202,7 @@ FIELDS: tuple[Field, ...] = (
         "TPU VM type; default: the version's 4-chip type",
         samples=("ct6e-standard-8t",),
         shown_default="ct6e-standard-4t",
+        companions=((_key("tpu.topology"), "2x4"), (_key("training.iciExpertParallelism"), 1)),
     ),
     Field(
         _key("tpu.topology"),
@@ -190,13 +213,20 @@ FIELDS: tuple[Field, ...] = (
         shown_default="4x8",
     ),
     Field(_key("tpu.slices"), Integer(1, 64), 1, "slices (one node pool each; Pathways multislice)"),
-    Field(_key("tpu.capacity"), OneOf(CAPACITY_MODES), "reservation", "how TPU capacity is obtained"),
+    Field(
+        _key("tpu.capacity"),
+        OneOf(CAPACITY_MODES),
+        "reservation",
+        "how TPU capacity is obtained",
+        companions=((_key("tpu.reservation"), ""),),
+    ),
     Field(
         _key("tpu.reservation"),
         RESERVATION,
         DERIVED,
         "specific reservation (with capacity reservation only)",
         samples=("my-other-reservation",),
+        companions=((_key("tpu.capacity"), "reservation"),),
     ),
     # pools
     Field(

@@ -6,6 +6,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 REQUIRED_APIS = (
+    "cloudresourcemanager.googleapis.com",  # project-level IAM members (gcp.projects.IAMMember)
     "compute.googleapis.com",
     "container.googleapis.com",
     "iam.googleapis.com",

@@ -37,15 +37,28 @@ class GkeCluster(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("tpu-rl:gcp:GkeCluster", name, None, opts)
+        min_master_version = None
+        if settings.gke.version_prefix:
+            # Cluster Toolkit: the channel's newest version with the prefix, read once; later upgrades
+            # are GKE's (inside the maintenance policy), so the field is ignored after creation.
+            versions = gcp.container.get_engine_versions_output(
+                location=settings.region, project=settings.project, version_prefix=settings.gke.version_prefix
+            )
+            channel = settings.gke.release_channel
+            min_master_version = versions.apply(
+                lambda v: (v.release_channel_latest_version or {}).get(channel) or v.latest_master_version
+            )
         self.cluster = gcp.container.Cluster(
             "cluster",
-            **cluster_args(settings, network.network.id, network.subnet.id, identities.email("system")),
+            **cluster_args(
+                settings, network.network.id, network.subnet.id, identities.email("system"), min_master_version
+            ),
             opts=child_options(
                 self,
                 opts,
                 protect=settings.protect,
                 custom_timeouts=CLUSTER_TIMEOUTS,
-                ignore_changes=["nodeConfig", "initialNodeCount"],
+                ignore_changes=["nodeConfig", "initialNodeCount", "minMasterVersion"],
             ),
         )
         pool_opts = child_options(
@@ -94,6 +107,10 @@ class GkeCluster(pulumi.ComponentResource):
             kubeconfig=self.kubeconfig,
             cluster_identifier=settings.cluster_identifier,
             delete_unreachable=True,
+            # After a hard-killed `up` the engine forgets a create that reached the cluster; the next
+            # create of that (content-addressed, one-URN-per-name) object then adopts it instead of
+            # failing with AlreadyExists (provider await.go, Creation: SSA patch when upsertExistingObjects).
+            upsert_existing_objects=True,
             # Kubernetes objects need nodes for the system and CPU work; only training waits for TPU pools.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[system, cpu]),
         )

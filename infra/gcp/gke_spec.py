@@ -8,6 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.names import (
+    CPU_POOL,
+    CPU_TAINT_KEY,
+    CPU_TAINT_VALUE,
+    SYSTEM_POOL,
+    TPU_ACCELERATOR_LABEL,
+    TPU_TAINT_KEY,
+    TPU_TAINT_VALUE,
+    TPU_TOPOLOGY_LABEL,
+)
 from core.settings import Settings
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -15,13 +25,38 @@ MASTER_CIDR = "172.16.0.32/28"
 SUBNET_CIDR = "192.168.0.0/18"
 PODS_CIDR = "10.4.0.0/14"
 SERVICES_CIDR = "10.0.32.0/20"
-TPU_TAINT = {"key": "google.com/tpu", "value": "present", "effect": "NO_SCHEDULE"}
+PODS_RANGE = "pods"
+SERVICES_RANGE = "services"
+TPU_TAINT = {"key": TPU_TAINT_KEY, "value": TPU_TAINT_VALUE, "effect": "NO_SCHEDULE"}
+CPU_TAINT = {"key": CPU_TAINT_KEY, "value": CPU_TAINT_VALUE, "effect": "NO_SCHEDULE"}
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+TPU_BOOT_DISK_GB = 100
+"""Boot disk of a TPU VM (Cluster Toolkit's v6e pool: 100 GB)."""
+# Node upgrades one VM at a time with no surge VM (Cluster Toolkit's gke-node-pool module): an
+# exact-size reservation has no spare VM for a surge, and a multi-host slice is replaced as a whole.
+UPGRADE_SETTINGS = {"strategy": "SURGE", "max_surge": 0, "max_unavailable": 1}
+# Cluster Toolkit's gke-tpu-v6e blueprint: no minor or node upgrades until the version's end of
+# support; only patch upgrades of the control plane happen, in the daily window.
+MAINTENANCE_EXCLUSION = {
+    "exclusion_name": "no-minor-or-node-upgrades-indefinite",
+    "start_time": "2025-12-01T00:00:00Z",
+    "exclusion_options": {"scope": "NO_MINOR_OR_NODE_UPGRADES", "end_time_behavior": "UNTIL_END_OF_SUPPORT"},
+}
 
 
-def cluster_args(settings: Settings, network: Any, subnet: Any, system_sa_email: Any) -> dict[str, Any]:
+def maintenance_policy(settings: Settings) -> dict[str, Any]:
+    """The daily window, plus the exclusion that keeps minor and node upgrades away (on by default)."""
+    policy: dict[str, Any] = {"daily_maintenance_window": {"start_time": settings.gke.maintenance_window}}
+    if settings.gke.maintenance_exclusion:
+        policy["maintenance_exclusions"] = [MAINTENANCE_EXCLUSION]
+    return policy
+
+
+def cluster_args(
+    settings: Settings, network: Any, subnet: Any, system_sa_email: Any, min_master_version: Any = None
+) -> dict[str, Any]:
     """A regional, private, Workload-Identity cluster with nodes pinned to the zone."""
-    return {
+    args = {
         "name": settings.cluster_name,
         "project": settings.project,
         "location": settings.region,
@@ -30,8 +65,8 @@ def cluster_args(settings: Settings, network: Any, subnet: Any, system_sa_email:
         "subnetwork": subnet,
         "networking_mode": "VPC_NATIVE",
         "ip_allocation_policy": {
-            "cluster_secondary_range_name": "pods",
-            "services_secondary_range_name": "services",
+            "cluster_secondary_range_name": PODS_RANGE,
+            "services_secondary_range_name": SERVICES_RANGE,
         },
         "remove_default_node_pool": True,
         "initial_node_count": 1,
@@ -40,7 +75,8 @@ def cluster_args(settings: Settings, network: Any, subnet: Any, system_sa_email:
             "oauth_scopes": [CLOUD_PLATFORM_SCOPE],
             "shielded_instance_config": {"enable_secure_boot": True, "enable_integrity_monitoring": True},
         },
-        "release_channel": {"channel": "REGULAR"},
+        "release_channel": {"channel": settings.gke.release_channel},
+        "maintenance_policy": maintenance_policy(settings),
         "workload_identity_config": {"workload_pool": f"{settings.project}.svc.id.goog"},
         "private_cluster_config": {
             "enable_private_nodes": True,
@@ -62,12 +98,18 @@ def cluster_args(settings: Settings, network: Any, subnet: Any, system_sa_email:
         "deletion_protection": settings.protect,
         "resource_labels": settings.labels,
     }
+    if min_master_version is not None:
+        args["min_master_version"] = min_master_version
+    return args
 
 
-def _node_config(settings: Settings, sa_email: Any, machine_type: str, disk_gb: int, **extra: Any) -> dict[str, Any]:
+def _node_config(
+    settings: Settings, sa_email: Any, machine_type: str, disk_gb: int, disk_type: str, **extra: Any
+) -> dict[str, Any]:
     return {
         "machine_type": machine_type,
         "disk_size_gb": disk_gb,
+        "disk_type": disk_type,
         "service_account": sa_email,
         "oauth_scopes": [CLOUD_PLATFORM_SCOPE],
         "workload_metadata_config": {"mode": "GKE_METADATA"},
@@ -82,29 +124,37 @@ def system_pool_args(settings: Settings, cluster: Any, sa_email: Any) -> dict[st
     """The system pool (cluster add-ons, the JobSet controller)."""
     pool = settings.system_pool
     return {
-        "name": "system",
+        "name": SYSTEM_POOL,
         "project": settings.project,
         "cluster": cluster,
         "location": settings.region,
         "node_locations": [settings.zone],
         "autoscaling": {"min_node_count": pool.min_nodes, "max_node_count": pool.max_nodes},
         "management": {"auto_repair": True, "auto_upgrade": True},
-        "node_config": _node_config(settings, sa_email, pool.machine_type, pool.disk_size_gb),
+        "upgrade_settings": UPGRADE_SETTINGS,
+        "node_config": _node_config(settings, sa_email, pool.machine_type, pool.disk_size_gb, pool.disk_type),
     }
 
 
 def cpu_pool_args(settings: Settings, cluster: Any, sa_email: Any) -> dict[str, Any]:
-    """``cpu-np``: the Pathways head and the CPU-only conversion and export; scales from 0."""
+    """``cpu-np``: the Pathways head and the CPU-only conversion and export; scales from 0.
+
+    Tainted, so only our steps (which tolerate it) and DaemonSets land there: a stray kube-system
+    pod would keep a 64-vCPU node from scaling down.
+    """
     pool = settings.cpu_pool
     return {
-        "name": "cpu-np",
+        "name": CPU_POOL,
         "project": settings.project,
         "cluster": cluster,
         "location": settings.region,
         "node_locations": [settings.zone],
         "autoscaling": {"min_node_count": pool.min_nodes, "max_node_count": pool.max_nodes},
         "management": {"auto_repair": True, "auto_upgrade": True},
-        "node_config": _node_config(settings, sa_email, pool.machine_type, pool.disk_size_gb, disk_type="pd-balanced"),
+        "upgrade_settings": UPGRADE_SETTINGS,
+        "node_config": _node_config(
+            settings, sa_email, pool.machine_type, pool.disk_size_gb, pool.disk_type, taints=[CPU_TAINT]
+        ),
     }
 
 
@@ -112,12 +162,8 @@ def tpu_pool_args(settings: Settings, name: str, cluster: Any, sa_email: Any) ->
     """One TPU slice pool: static on a reservation, otherwise autoscaled between 0 and one slice."""
     shape, tpu = settings.slice, settings.tpu
     extra: dict[str, Any] = {
-        "labels": {
-            "cloud.google.com/gke-tpu-accelerator": shape.gke_accelerator,
-            "cloud.google.com/gke-tpu-topology": shape.topology,
-        },
+        "labels": {TPU_ACCELERATOR_LABEL: shape.gke_accelerator, TPU_TOPOLOGY_LABEL: shape.topology},
         "taints": [TPU_TAINT],
-        "disk_type": shape.boot_disk_type,
     }
     args: dict[str, Any] = {
         "name": name,
@@ -125,7 +171,9 @@ def tpu_pool_args(settings: Settings, name: str, cluster: Any, sa_email: Any) ->
         "cluster": cluster,
         "location": settings.region,
         "node_locations": [settings.zone],
+        # Flex-start VMs cannot be repaired in place (xpk: --no-enable-autorepair).
         "management": {"auto_repair": tpu.capacity != "flex-start", "auto_upgrade": True},
+        "upgrade_settings": UPGRADE_SETTINGS,
     }
     if shape.pool_topology:
         args["placement_policy"] = {"type": "COMPACT", "tpu_topology": shape.pool_topology}
@@ -144,5 +192,7 @@ def tpu_pool_args(settings: Settings, name: str, cluster: Any, sa_email: Any) ->
         elif tpu.capacity == "flex-start":
             extra["flex_start"] = True
             args["autoscaling"]["location_policy"] = "ANY"
-    args["node_config"] = _node_config(settings, sa_email, shape.machine_type, 100, **extra)
+    args["node_config"] = _node_config(
+        settings, sa_email, shape.machine_type, TPU_BOOT_DISK_GB, shape.boot_disk_type, **extra
+    )
     return args

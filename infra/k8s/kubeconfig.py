@@ -29,6 +29,10 @@ def build_kubeconfig(context: str, endpoint: str, ca_certificate: str) -> str:
                     "exec": {
                         "apiVersion": "client.authentication.k8s.io/v1beta1",
                         "command": "gke-gcloud-auth-plugin",
+                        # Application Default Credentials, as the gcp provider and the README use; what
+                        # `gcloud container clusters get-credentials` writes with
+                        # container/use_application_default_credentials (googlecloudsdk kubeconfig.py).
+                        "args": ["--use_application_default_credentials"],
                         "installHint": "Install gke-gcloud-auth-plugin: "
                         "gcloud components install gke-gcloud-auth-plugin",
                         "provideClusterInfo": True,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.names import HF_SECRET, HF_SECRET_KEY
+from core.names import HF_SECRET, HF_SECRET_KEY, SCRATCH_STORAGE_CLASS
 
 
 def namespace_manifest(name: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -33,4 +33,21 @@ def token_secret_manifest(namespace: str, labels: dict[str, str], token: Any) ->
         "metadata": {"name": HF_SECRET, "namespace": namespace, "labels": labels},
         "type": "Opaque",
         "stringData": {HF_SECRET_KEY: token},
+    }
+
+
+def scratch_storage_class(disk_type: str, labels: dict[str, str]) -> dict[str, Any]:
+    """The CPU steps' scratch disks, of the type cpu-np's machine family takes (PD or Hyperdisk).
+
+    GKE's ``standard-rwo`` is PD-balanced, which N4/C4 nodes cannot attach.
+    """
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": SCRATCH_STORAGE_CLASS, "labels": labels},
+        "provisioner": "pd.csi.storage.gke.io",
+        "parameters": {"type": disk_type},
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "reclaimPolicy": "Delete",
+        "allowVolumeExpansion": True,
     }

@@ -7,7 +7,12 @@ import pulumi_kubernetes as k8s
 
 from core.settings import Settings
 from infra.gcp.naming import Names
-from infra.k8s.manifests import namespace_manifest, service_account_manifest, token_secret_manifest
+from infra.k8s.manifests import (
+    namespace_manifest,
+    scratch_storage_class,
+    service_account_manifest,
+    token_secret_manifest,
+)
 from infra.k8s.object import KubernetesObject
 
 JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
@@ -24,6 +29,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
     jobset: k8s.helm.v3.Release
     namespace: KubernetesObject
     service_account: KubernetesObject
+    storage_class: KubernetesObject
     hf_secret: KubernetesObject | None
 
     def __init__(
@@ -56,6 +62,14 @@ class KubernetesPlatform(pulumi.ComponentResource):
         )
         labels = {"app.kubernetes.io/name": "tpu-rl", "app.kubernetes.io/instance": settings.cluster_name}
         self.namespace = KubernetesObject("namespace", namespace_manifest(settings.namespace, labels), opts=child)
+        # StorageClass parameters are immutable: a new disk type replaces it (no volume outlives a step).
+        self.storage_class = KubernetesObject(
+            "scratch-storage-class",
+            scratch_storage_class(settings.cpu_pool.disk_type, labels),
+            opts=pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(replace_on_changes=["parameters"], delete_before_replace=True)
+            ),
+        )
         in_namespace = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))
         # Pods of this account write to the bucket as soon as they run: wait for the Workload
         # Identity binding and the bucket grants.
@@ -76,4 +90,8 @@ class KubernetesPlatform(pulumi.ComponentResource):
     @property
     def ready(self) -> list[pulumi.Resource]:
         """What a workflow object must wait for."""
-        return [r for r in (self.jobset, self.namespace, self.service_account, self.hf_secret) if r is not None]
+        return [
+            r
+            for r in (self.jobset, self.namespace, self.storage_class, self.service_account, self.hf_secret)
+            if r is not None
+        ]

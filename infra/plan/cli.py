@@ -92,6 +92,8 @@ def render_table(plan: Plan) -> str:
             flags.append("deleteBeforeReplace")
         if o["replaceOnChanges"]:
             flags.append("replaceOnChanges=" + ",".join(o["replaceOnChanges"]))
+        if o["ignoreChanges"]:
+            flags.append("ignoreChanges=" + ",".join(o["ignoreChanges"]))
         if o["customTimeouts"]:
             flags.append("timeouts=" + "/".join(f"{k}:{v}" for k, v in o["customTimeouts"].items()))
         if o["deletedWith"]:

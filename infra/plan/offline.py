@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,11 @@ class Plan:
     """What the program raised, when run with ``raise_errors=False``."""
     replacement_triggers: dict[str, Any] = field(default_factory=dict, repr=False)
     """Resource name -> its ``replacement_trigger`` option, where one is set."""
+    logs: list[tuple[str, str]] = field(default_factory=list, repr=False)
+    """(level, message) of what the program logged through ``pulumi.log`` (warnings, infos)."""
+
+    def warnings(self) -> list[str]:
+        return [message for level, message in self.logs if level == "WARNING"]
 
     def to_json(self) -> dict[str, Any]:
         return {"stack": self.stack, "resources": self.resources, "outputs": self.outputs}
@@ -114,6 +120,11 @@ class _Mocks(pulumi_mocks.Mocks):
         return f"{args.name}-id", state
 
     def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict, list | None]:
+        if args.token == "gcp:container/getEngineVersions:getEngineVersions":
+            # A plausible answer: the prefix's newest patch on every channel (the plan shows the prefix).
+            version = f"{args.args.get('versionPrefix') or '1.35.'}0-gke.0"
+            channels = {c: version for c in ("RAPID", "REGULAR", "STABLE", "EXTENDED")}
+            return {"latestMasterVersion": version, "releaseChannelLatestVersion": channels}, None
         return {}, None
 
 
@@ -186,6 +197,17 @@ def _quiet_program_errors(loop: asyncio.AbstractEventLoop, context: dict[str, An
     loop.default_exception_handler(context)
 
 
+class _Capture(logging.Handler):
+    """Keeps what the program logs through ``pulumi.log`` (the mock engine's logger)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[tuple[str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append((record.levelname, record.getMessage()))
+
+
 def _run_isolated(
     program: Callable[[], Any],
     stack: str,
@@ -197,10 +219,17 @@ def _run_isolated(
     raise_errors: bool,
 ) -> Plan:
     recorder = _Recorder(_Mocks(status_for))
+    capture = _Capture()
+    logger = logging.getLogger(f"tpu-rl.plan.{id(capture)}")
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(capture)
     # Outputs still pending from an earlier run (e.g. one that failed) live in a process-wide set.
     pulumi.runtime.settings.SETTINGS.outputs.clear()
     asyncio.get_event_loop().set_exception_handler(_quiet_program_errors)
-    pulumi.runtime.set_mocks(recorder.mocks, project=project, stack=stack, preview=preview, monitor=recorder)
+    pulumi.runtime.set_mocks(
+        recorder.mocks, project=project, stack=stack, preview=preview, logger=logger, monitor=recorder
+    )
     pulumi.runtime.set_all_config(dict(config), sorted(secret_keys))
     outputs: dict[str, Any] = {}
 
@@ -243,4 +272,5 @@ def _run_isolated(
         raw_inputs=raw_inputs,
         error=error,
         replacement_triggers=triggers,
+        logs=capture.records,
     )
