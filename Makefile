@@ -6,8 +6,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STATE_DIR := $(CURDIR)/.pulumi-state
+POLICY_VENV := policy/venv
 
-.PHONY: up stack preview policy-preview plan destroy test lint venv dev-venv
+.PHONY: up stack preview policy-preview plan destroy test lint venv dev-venv policy-venv status report mutation
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +21,15 @@ $(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
+# The policy pack's own environment: PulumiPolicy.yaml's `virtualenv: venv` resolves inside policy/.
+$(POLICY_VENV)/.installed: policy/requirements.txt
+	$(PYTHON) -m venv $(POLICY_VENV)
+	$(POLICY_VENV)/bin/python -m pip install --quiet -r policy/requirements.txt
+	touch $@
+
 venv: $(VENV)/.installed
 dev-venv: $(VENV)/.installed-dev
+policy-venv: $(POLICY_VENV)/.installed
 
 # Select (or create) the stack on Pulumi Cloud if logged in, else on a local file backend.
 define select_stack
@@ -43,7 +51,7 @@ preview: $(VENV)/.installed
 	pulumi preview --stack $(STACK) --diff
 
 # The same check as the pull-request workflow: preview with the guardrails policy pack.
-policy-preview: $(VENV)/.installed
+policy-preview: $(VENV)/.installed $(POLICY_VENV)/.installed
 	$(select_stack)
 	pulumi preview --stack $(STACK) --diff --policy-pack policy --policy-pack-config policy/config/$(STACK).json
 
@@ -57,6 +65,6 @@ plan: $(VENV)/.installed
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 
-test: $(VENV)/.installed-dev
+test: $(VENV)/.installed-dev $(POLICY_VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q

@@ -41,8 +41,8 @@ def _light_package(name: str) -> None:
     module.__file__ = str(package_dir / "__init__.py")
 
     def __getattr__(attr: str) -> Any:  # noqa: N807 (PEP 562 module hook)
-        snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", attr).lower()
-        markers = (f"class {attr}(", f"class {attr}:")
+        snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", attr).lower().removesuffix("_output")
+        markers = (f"class {attr}(", f"class {attr}:", f"def {attr}(")
         candidates = ([snake] if snake in submodules else []) + submodules
         for sub in candidates:
             text = (package_dir / f"{sub}.py").read_text()

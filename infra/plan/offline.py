@@ -119,13 +119,13 @@ class _Mocks(pulumi_mocks.Mocks):
                 state["status"] = status
         return f"{args.name}-id", state
 
-    def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict, list | None]:
+    def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict, list]:
         if args.token == "gcp:container/getEngineVersions:getEngineVersions":
             # A plausible answer: the prefix's newest patch on every channel (the plan shows the prefix).
             version = f"{args.args.get('versionPrefix') or '1.35.'}0-gke.0"
             channels = {c: version for c in ("RAPID", "REGULAR", "STABLE", "EXTENDED")}
-            return {"latestMasterVersion": version, "releaseChannelLatestVersion": channels}, None
-        return {}, None
+            return {"latestMasterVersion": version, "releaseChannelLatestVersion": channels}, []
+        return {}, []
 
 
 class _Recorder(pulumi_mocks.MockMonitor):
