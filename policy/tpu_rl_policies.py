@@ -6,6 +6,7 @@ messages. Enforcement levels come from the policy config files (``config/<stack>
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -198,23 +199,96 @@ gke_control_plane = ResourceValidationPolicy(
 )
 
 
+# Ranges that are not public IPv4 (RFC 6890 special-purpose blocks): authorizing them opens nothing to
+# the internet, so they do not count towards the public share.
+NON_PUBLIC = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "0.0.0.0/8",
+        "10.0.0.0/8",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.0.0.0/24",
+        "192.0.2.0/24",
+        "192.88.99.0/24",
+        "192.168.0.0/16",
+        "198.18.0.0/15",
+        "198.51.100.0/24",
+        "203.0.113.0/24",
+        "224.0.0.0/3",
+    )
+)
+PUBLIC_ADDRESSES = 2**32 - sum(n.num_addresses for n in ipaddress.collapse_addresses(NON_PUBLIC))
+
+
+def parse_cidr(text: Any) -> ipaddress.IPv4Network | None:
+    """Any CIDR spelling GKE might take (``a.b.c.d/n``, ``/00``, netmask form, host bits set), normalised."""
+    value = str(text).strip()
+    address, sep, prefix = value.partition("/")
+    if not sep:
+        prefix = "32"
+    if prefix.isascii() and prefix.isdigit():
+        prefix = str(int(prefix))
+    try:
+        network = ipaddress.ip_network(f"{address}/{prefix}", strict=False)
+    except ValueError:
+        return None
+    return network if isinstance(network, ipaddress.IPv4Network) else None
+
+
+def public_share(networks: list[ipaddress.IPv4Network]) -> float:
+    """The share of the public IPv4 space the networks cover together (overlaps counted once)."""
+    covered = 0
+    for network in ipaddress.collapse_addresses(networks):
+        # Two CIDR blocks are either disjoint or one contains the other.
+        inside = [p if p.subnet_of(network) else network for p in NON_PUBLIC if p.overlaps(network)]
+        private = sum(n.num_addresses for n in ipaddress.collapse_addresses(inside))
+        covered += network.num_addresses - private
+    return covered / PUBLIC_ADDRESSES
+
+
 def _open_control_plane(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type != CLUSTER:
         return
     config = args.props.get("masterAuthorizedNetworksConfig") or {}
-    blocks = [b.get("cidrBlock") for b in config.get("cidrBlocks") or []]
-    if "0.0.0.0/0" in blocks:
-        report("the control plane is open to 0.0.0.0/0: set tpu-rl:authorizedNetworks to the networks you deploy from")
+    policy_config = args.get_config()
+    widest = int(policy_config.get("minPrefixLength", 16))
+    max_share = float(policy_config.get("maxPublicShare", 0.0001))
+    fix = "set tpu-rl:authorizedNetworks to the networks you deploy from"
+    networks = []
+    for block in config.get("cidrBlocks") or []:
+        text = block.get("cidrBlock")
+        network = parse_cidr(text)
+        if network is None:
+            report(f"authorized network {text!r} is not an IPv4 CIDR this policy can judge; {fix}")
+            continue
+        networks.append(network)
+        if network.prefixlen < widest and public_share([network]) > 0:
+            report(f"authorized network {text} ({network}) is wider than /{widest}; {fix}")
+    share = public_share(networks)
+    if share > max_share:
+        report(
+            f"the authorized networks together cover {share:.4%} of the public IPv4 space (at most "
+            f"{max_share:.4%} allowed); the control plane is open to the internet: {fix}"
+        )
     if config.get("gcpPublicCidrsAccessEnabled"):
         report("gcpPublicCidrsAccessEnabled lets any Google Cloud IP reach the control plane: disable it")
 
 
 no_open_control_plane = ResourceValidationPolicy(
     name="no-open-control-plane",
-    description="The GKE control plane is reachable only from the stack's authorized networks, never 0.0.0.0/0.",
+    description="The authorized networks of the GKE control plane cover only a small share of the public internet.",
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="pulumi config set --path 'tpu-rl:authorizedNetworks[0]' <your CIDR>",
+    config_schema=PolicyConfigSchema(
+        properties={
+            "minPrefixLength": {"type": "integer", "default": 16},
+            "maxPublicShare": {"type": "number", "default": 0.0001},
+        }
+    ),
     validate=_open_control_plane,
 )
 

@@ -213,13 +213,24 @@ MUTATIONS = [
         "nodes must be private",
     ),
     ("gke-private-cluster", "prod", CLUSTER, None, _set(["workloadIdentityConfig"], {}), "Workload Identity"),
-    (
-        "no-open-control-plane",
-        "prod",
-        CLUSTER,
-        None,
-        _set(["masterAuthorizedNetworksConfig", "cidrBlocks"], [{"cidrBlock": "0.0.0.0/0"}]),
-        "open to 0.0.0.0/0",
+    *(
+        (
+            "no-open-control-plane",
+            "prod",
+            CLUSTER,
+            None,
+            _set(["masterAuthorizedNetworksConfig", "cidrBlocks"], [{"cidrBlock": c} for c in blocks]),
+            message,
+        )
+        for blocks, message in (
+            (["0.0.0.0/0"], "cover 100.0000% of the public IPv4 space"),
+            (["0.0.0.0/1", "128.0.0.0/1"], "cover 100.0000% of the public IPv4 space"),
+            (["0.0.0.0/00"], "cover 100.0000%"),
+            (["0.0.0.0/0.0.0.0"], "cover 100.0000%"),
+            (["203.0.113.0/24", "1.0.0.0/8"], "1.0.0.0/8 (1.0.0.0/8) is wider than /16"),
+            (["198.51.100.0/24"] + [f"{i}.0.0.0/16" for i in range(1, 12)], "together cover 0.01"),
+            (["office-network"], "'office-network' is not an IPv4 CIDR"),
+        )
     ),
     (
         "no-broad-project-iam",
@@ -304,7 +315,7 @@ def test_model_revision_policy_catches_a_moving_ref():
 @pytest.mark.parametrize(
     ("policy", "stack", "type_", "name", "change", "message"),
     MUTATIONS,
-    ids=[f"{m[0]}:{m[5][:30]}" for m in MUTATIONS],
+    ids=[f"{m[0]}:{i}:{m[5][:30]}" for i, m in enumerate(MUTATIONS)],
 )
 def test_each_policy_catches_its_mutation(policy, stack, type_, name, change, message):
     assert not [v for v in violations(plan_of(stack), policy, stack) if message in v]
@@ -377,3 +388,48 @@ def test_policy_config_names_only_known_policies(stack):
     for name, entry in config.items():
         value = entry["enforcementLevel"] if isinstance(entry, dict) else entry
         assert value in ("advisory", "mandatory", "remediate", "disabled"), name
+
+
+@pytest.mark.parametrize(
+    ("blocks", "share"),
+    [
+        (["0.0.0.0/0"], 1.0),
+        (["10.0.0.0/8", "192.168.0.0/16", "203.0.113.0/24"], 0.0),
+        (["0.0.0.0/1", "128.0.0.0/1"], 1.0),
+        (["8.8.8.0/24", "8.8.8.0/24", "8.8.8.128/25"], 256 / policies.PUBLIC_ADDRESSES),
+    ],
+)
+def test_public_share_counts_overlaps_once_and_ignores_private_space(blocks, share):
+    assert policies.public_share([policies.parse_cidr(b) for b in blocks]) == pytest.approx(share)
+
+
+def test_coverage_limits_at_their_boundaries():
+    """At the limit passes, one step beyond fails (prefix /16 and share 0.01% by default)."""
+
+    def found(blocks, **config):
+        plan = mutated(
+            "prod",
+            CLUSTER,
+            None,
+            _set(["masterAuthorizedNetworksConfig", "cidrBlocks"], [{"cidrBlock": c} for c in blocks]),
+        )
+        cluster = plan.one(CLUSTER)
+        props = unknown_checking_proxy(copy.deepcopy(cluster["inputs"]))
+        args = ResourceValidationArgs(
+            CLUSTER,
+            props,
+            "urn",
+            "cluster",
+            _options(cluster),
+            None,
+            {"minPrefixLength": 16, "maxPublicShare": 0.0001, **config},
+        )
+        out: list[str] = []
+        BY_NAME["no-open-control-plane"].validate(args, lambda m, urn=None: out.append(m))
+        return out
+
+    assert found(["1.2.0.0/16"]) == []
+    assert any("wider than /16" in m for m in found(["1.2.0.0/15"]))
+    share_of_16 = 65536 / policies.PUBLIC_ADDRESSES
+    assert found(["1.2.0.0/16"], maxPublicShare=share_of_16) == []
+    assert any("together cover" in m for m in found(["1.2.0.0/16", "1.4.0.1/32"], maxPublicShare=share_of_16))

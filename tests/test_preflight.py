@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pulumi
 import pytest
 
 from infra.plan import plan_stack
-from infra.plan.offline import ROOT
-from workloads.preflight import PreflightError, check_model_access
+from infra.plan.stack_files import ROOT
+from workloads.preflight import Budget, PreflightError, check_model_access
 
 REPO = "google/gemma-4-26b-a4b-it"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -50,8 +52,44 @@ class FakeHub(BaseHTTPRequestHandler):
             return True
         return False
 
+    def _misbehave(self, repo: str) -> bool:
+        """Repositories named after a way a server (or a proxy in front of it) can go wrong."""
+        name = repo.split("/")[-1]
+        if name == "hang":
+            time.sleep(10)
+        elif name == "drip":
+            self.send_response(200)
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            for _ in range(40):
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                time.sleep(0.25)
+        elif name == "reset":
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            self.connection.close()
+        elif name in ("garbage", "nonutf8", "shape"):
+            body = {"garbage": b"<html>oops", "nonutf8": b"\xff\xfe\x00{", "shape": b'["not", "an", "object"]'}[name]
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        elif name == "redirect":
+            self.send_response(302)
+            self.send_header("Location", self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif name == "echo":
+            # A broken proxy that echoes request headers into its error.
+            self._error(502, None, f"bad gateway; request had {self.headers.get('Authorization')}")
+        else:
+            return False
+        return True
+
     def do_GET(self):  # noqa: N802
         parts = self.path.split("?")[0].strip("/").split("/")
+        if parts[:2] == ["api", "models"] and "revision" in parts and self._misbehave("/".join(parts[2:4])):
+            return
         if parts[:2] == ["api", "models"] and "revision" in parts:
             i = parts.index("revision")
             repo, revision = "/".join(parts[2:i]), parts[i + 1]
@@ -87,6 +125,7 @@ class FakeHub(BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def hub():
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakeHub)
+    server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -111,6 +150,43 @@ def test_readable_model_reports_its_commit(hub):
 def test_clear_message_when_the_model_cannot_be_read(hub, repo, revision, token, words):
     with pytest.raises(PreflightError, match=words):
         check_model_access(repo, revision, token, endpoint=hub)
+
+
+FAST = Budget(connect=0.5, read=0.5, total=1.2)
+
+
+@pytest.mark.parametrize(
+    ("repo", "words"),
+    [
+        ("x/hang", "did not answer GET .*/api/models/x/hang/revision/main in time"),
+        ("x/drip", "did not finish answering GET .* within 1 s"),
+        ("x/reset", "cannot reach the Hub at 127.0.0.1:[0-9]+ for GET"),
+        ("x/garbage", "not JSON"),
+        ("x/nonutf8", "not JSON"),
+        ("x/shape", "unexpected shape"),
+        ("x/redirect", "redirected more than 5 times"),
+        ("x/echo", "failed \\(HTTP 502: bad gateway; request had Bearer \\[token\\]\\)"),
+    ],
+)
+def test_a_misbehaving_hub_gives_one_bounded_line_without_the_token(hub, repo, words):
+    start = time.monotonic()
+    with pytest.raises(PreflightError, match=words) as caught:
+        check_model_access(repo, "main", GOOD, endpoint=hub, budget=FAST)
+    assert time.monotonic() - start < FAST.total + 1.0
+    message = str(caught.value)
+    assert "\n" not in message and GOOD not in message
+
+
+def test_a_refused_connection_and_a_bad_endpoint_are_one_line():
+    with pytest.raises(PreflightError, match="cannot reach the Hub at 127.0.0.1:9"):
+        check_model_access(REPO, "main", GOOD, endpoint="http://127.0.0.1:9", budget=FAST)
+    for endpoint in ("huggingface.co", "ftp://x", "http://", "://"):
+        with pytest.raises(PreflightError, match="HF_ENDPOINT = .* is invalid: expected an http\\(s\\) URL"):
+            check_model_access(REPO, "main", GOOD, endpoint=endpoint, budget=FAST)
+
+
+def test_the_default_budget_is_bounded():
+    assert Budget().total <= 30 and Budget().connect < Budget().total
 
 
 REAL = ["gcp:project=real-project-1", "tpu-rl:tpu.reservation=res-a", 'tpu-rl:authorizedNetworks=["198.18.0.0/15"]']

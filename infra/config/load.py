@@ -60,6 +60,15 @@ def read_fields(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset(
 
 def _check_keys(raw: Mapping[str, Any], secret_keys: frozenset[str]) -> None:
     for key in sorted(raw):
+        if key == TOKEN_KEY or not (key.startswith(f"{PROJECT}:") or key.startswith("gcp:")):
+            continue
+        where = _token_path(_decoded(raw[key]), key)
+        if where:
+            raise ConfigError(
+                f"{where} holds a value that looks like a Hugging Face token (not shown): the token belongs "
+                "in tpu-rl:hfToken only, set with `pulumi config set --secret tpu-rl:hfToken`"
+            )
+    for key in sorted(raw):
         if not key.startswith(f"{PROJECT}:"):
             continue
         name = key.split(":", 1)[1]
@@ -83,15 +92,6 @@ def _check_keys(raw: Mapping[str, Any], secret_keys: frozenset[str]) -> None:
             f"{TOKEN_KEY} is stored in plain text: remove it and set it again with "
             "`pulumi config set --secret tpu-rl:hfToken` (the value is not shown)"
         )
-    for key in sorted(raw):
-        if key == TOKEN_KEY or not (key.startswith(f"{PROJECT}:") or key.startswith("gcp:")):
-            continue
-        where = _token_path(_decoded(raw[key]), key)
-        if where:
-            raise ConfigError(
-                f"{where} holds a value that looks like a Hugging Face token (not shown): the token belongs "
-                "in tpu-rl:hfToken only, set with `pulumi config set --secret tpu-rl:hfToken`"
-            )
 
 
 def _decoded(value: Any) -> Any:
@@ -174,6 +174,8 @@ def _read(field: Field, value: Any) -> Any:
         return read_extra_args(field.key, value)
     if field.key == f"{PROJECT}:authorizedNetworks":
         return rules.read_networks(field.key, value)
+    if not field.path:
+        value = _decoded(value)  # `[]` or `{}` for a scalar key is a list or object, refused as such
     return field.read(field.key, value)
 
 
@@ -197,8 +199,6 @@ PROGRAM_KEYS = frozenset(
         "eval_dataset_name",
         "hf_train_files",
         "train_split",
-        "tensorboard_dir",
-        "checkpoint_dir",
     }
 )
 # extraArgs the program itself interprets (the final step; the report), read like typed knobs.

@@ -136,12 +136,15 @@ def main(argv: list[str] | None = None) -> int:
     stack_file = args.config_file or ROOT / f"Pulumi.{args.stack}.yaml"
     try:
         plan, notes = plan_stack(stack_file, args.set, stack=args.stack, preflight=args.preflight)
-    except (ConfigError, StackFileError) as err:
+    except (ConfigError, StackFileError, pulumi.RunError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except pulumi.RunError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    except Exception as err:  # noqa: BLE001 (a bug, not a bad input: one line, and a distinct exit code)
+        print(
+            f"error: internal error in the offline plan ({type(err).__name__}: {err}); please report it",
+            file=sys.stderr,
+        )
+        return 1
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     print(render_table(plan))
