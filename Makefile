@@ -62,9 +62,17 @@ destroy: $(VENV)/.installed
 plan: $(VENV)/.installed
 	$(PY) -m infra.plan --stack $(STACK) --out build/plan-$(STACK)
 
+# Watch the stack's run (`pulumi up` may be waiting on it): make status STACK=dev [WATCH=1]
+status: $(VENV)/.installed
+	$(PY) -m workloads.status --stack $(STACK) $(if $(WATCH),--watch)
+
+# Reward curves, before/after accuracy, config diff and chip-hours of the stack's run: build/report-<stack>/
+report: $(VENV)/.installed
+	$(PY) -m workloads.report --stack $(STACK) --out build/report-$(STACK)
+
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 
 test: $(VENV)/.installed-dev $(POLICY_VENV)/.installed
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile

@@ -101,11 +101,15 @@ def usd_per_chip_hour(version: str, capacity: str) -> float:
     }[capacity]
 
 
+def step_seconds(model: str, chips: int, batch_size: int, generations: int, target: int) -> float:
+    """Seconds of one step of batch_size x generations samples."""
+    per_step = TRAIN_SECONDS_PER_SAMPLE[model] * batch_size * generations * (target / REFERENCE_TARGET_LENGTH)
+    return per_step * REFERENCE_CHIPS / chips
+
+
 def train_hours(model: str, chips: int, num_batches: int, batch_size: int, generations: int, target: int) -> float:
     """Startup plus num_batches steps of batch_size x generations samples."""
-    per_step = TRAIN_SECONDS_PER_SAMPLE[model] * batch_size * generations * (target / REFERENCE_TARGET_LENGTH)
-    per_step *= REFERENCE_CHIPS / chips
-    return TRAIN_STARTUP_HOURS + num_batches * per_step / 3600
+    return TRAIN_STARTUP_HOURS + num_batches * step_seconds(model, chips, batch_size, generations, target) / 3600
 
 
 def estimate_run(
@@ -175,6 +179,18 @@ def estimate_for(settings: Any) -> Estimate:
         num_generations=int(knobs["rl.num_generations"]),
         max_target_length=int(knobs["max_target_length"]),
         workflow=settings.workflow.enabled,
+    )
+
+
+def step_seconds_for(settings: Any) -> float:
+    """The model's seconds per training step of a validated ``Settings`` (the status tool's ETA)."""
+    knobs = settings.training.knobs
+    return step_seconds(
+        settings.model.spec.name,
+        settings.total_chips,
+        int(knobs["batch_size"]),
+        int(knobs["rl.num_generations"]),
+        int(knobs["max_target_length"]),
     )
 
 

@@ -16,7 +16,8 @@ from infra.plan.stack_files import ROOT
 os.environ["NO_GCE_CHECK"] = "True"
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
-SHARED = ROOT.parent / "shared"
+SHARED = Path(os.environ.get("TPU_RL_SHARED") or ROOT.parent / "shared")
+"""The read-only test data beside the checkout (TPU_RL_SHARED overrides it, e.g. for the mutation run's copy)."""
 SENTINEL_TOKEN = "hf_SENTINELtokenVALUEforLEAKchecks0123456789"
 JOB = "kubernetes:batch/v1:Job"
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"

@@ -12,6 +12,7 @@ from core.names import SETUP_FAILURE_EXIT
 from infra.plan import plan_stack
 from infra.plan.stack_files import ROOT
 from tests.conftest import JOB, JOBSET, SENTINEL_TOKEN, plan_of, put
+from tests.run_files import reward, upload_run
 from workloads import checkpoint_scan
 from workloads.artifacts import (
     ArtifactMissingError,
@@ -149,8 +150,13 @@ def test_up_exports_the_last_step_found_and_warns_when_it_is_short(gcs):
         names = [f"{step}/model_params/x", f"{step}/commit_success.txt"]
         put(gcs, actor, *names)
     put(gcs, steps["export"]["artifactUri"], "config.json", "model.safetensors", "tokenizer_config.json")
+    upload_run(gcs, steps["train"]["outputUri"], steps=[1, 2, 3, 4])
     plan = _run_up()
     assert plan.error is None, plan.error
+    summary = plan.outputs["steps"]["train"]["summary"]
+    assert summary["accuracyBefore"] == 30.0 and summary["accuracyAfter"] == 52.5
+    assert summary["finalReward"] == pytest.approx(reward(4)) and summary["lastStep"] == 49
+    assert summary["tpuChipHours"] > 0
     assert plan.outputs["steps"]["train"]["finalStep"] == 49
     assert plan.outputs["steps"]["train"]["checkpointUri"] == f"{actor}49/model_params/"
     assert plan.outputs["hfModelUri"] == steps["export"]["artifactUri"]

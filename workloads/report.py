@@ -1,0 +1,400 @@
+"""Report of a training run: reward curves, before/after accuracy, config diff, chip-hours vs the estimate.
+
+    python -m workloads.report (--stack NAME | --config-file FILE | --run-uri gs://.../train/<hash>/) --out DIR
+
+Writes ``DIR/report.json`` (every TensorBoard scalar tag unchanged, the parsed evaluations), PNG plots
+(matplotlib, headless) and ``DIR/report.html``, one self-contained page. Reads GCS only (ADC, or
+``STORAGE_EMULATOR_HOST``); a config or GCS problem is one line on stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.knobs import TRAINING_KNOBS
+from core.settings import Settings
+from workloads.run_data import RunData, reward_tag
+
+PLOTS = (
+    ("reward", "Reward", lambda tag: "reward" in tag and "advantage" not in tag),
+    ("loss", "Loss", lambda tag: tag.endswith("/loss") or tag.endswith("_loss")),
+    ("kl", "KL divergence", lambda tag: tag.rsplit("/", 1)[-1] == "kl" or "/kl" in tag),
+    ("entropy", "Entropy", lambda tag: "entropy" in tag),
+    ("length", "Completion length", lambda tag: "length" in tag),
+)
+STYLE = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 980px; color: #1d2330; }
+h1 { font-size: 22px; margin-bottom: 2px; }
+h2 { font-size: 16px; margin-top: 28px; border-bottom: 1px solid #dde; }
+table { border-collapse: collapse; margin: 8px 0; }
+th, td { padding: 4px 10px; border-bottom: 1px solid #eef; text-align: left; }
+td { font-variant-numeric: tabular-nums; } code { font-size: 12px; } .sub { color: #667; }
+.cards { display: flex; gap: 14px; flex-wrap: wrap; }
+.card { border: 1px solid #dde; border-radius: 8px; padding: 10px 14px; min-width: 150px; }
+.card b { display: block; font-size: 20px; }
+.plots { display: grid; grid-template-columns: 1fr 1fr; gap: 10px; }
+img { width: 100%; border: 1px solid #eef; }
+.up { color: #177a3c; } .down { color: #b3261e; } .note { color: #8a5a00; }
+"""
+EVAL_ROWS = (
+    ("accuracy", "accuracy (%)"),
+    ("partial_accuracy", "partial accuracy (%)"),
+    ("format_accuracy", "format accuracy (%)"),
+    ("mean_reward", "mean reward"),
+    ("corr", "correct"),
+    ("total", "evaluated"),
+)
+
+
+@dataclass
+class RunInfo:
+    """What is known about the run besides its files: from the stack when given, else from its log."""
+
+    output_uri: str
+    stack: str | None = None
+    model: str | None = None
+    chips: int | None = None
+    capacity: str | None = None
+    version: str | None = None
+    steps: dict[str, dict[str, str]] = field(default_factory=dict)
+    config_diff: list[dict[str, Any]] | None = None
+    estimate: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outputUri": self.output_uri,
+            "stack": self.stack,
+            "model": self.model,
+            "chips": self.chips,
+            "capacity": self.capacity,
+            "steps": self.steps,
+        }
+
+
+class ReportError(Exception):
+    """The report cannot be made (one line)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Run information
+
+
+def info_from_settings(settings: Settings, raw: dict[str, str], secret_keys: frozenset[str]) -> RunInfo:
+    """The run of a stack's current configuration."""
+    from infra.estimate import estimate_for
+    from workloads.steps import plan_workflow
+
+    plan = plan_workflow(settings)
+    return RunInfo(
+        output_uri=plan.train.output_uri,
+        stack=settings.stack,
+        model=settings.model.spec.name,
+        chips=settings.total_chips,
+        capacity=settings.tpu.capacity,
+        version=settings.tpu.version,
+        steps={s.step: {"name": s.name, "stepId": s.step_id, "outputUri": s.output_uri} for s in plan.steps},
+        config_diff=config_diff(raw, secret_keys),
+        estimate=estimate_for(settings).to_output(),
+    )
+
+
+def config_diff(raw: dict[str, str], secret_keys: frozenset[str]) -> list[dict[str, Any]]:
+    """Every setting whose value differs from the tutorial's default (provider keys and secrets left out)."""
+    from infra.config import read_fields
+    from infra.config.schema import DERIVED, FIELDS
+
+    values = read_fields(raw, secret_keys)
+    diff = []
+    for f in FIELDS:
+        if f.secret or not f.key.startswith("tpu-rl:") or f.default is DERIVED:
+            continue
+        default = f.read(f.key, f.default) if f.default not in ("", {}) else f.default
+        if f.key.endswith("authorizedNetworks"):
+            default = tuple(f.default)
+        if values[f.key] != default:
+            diff.append({"key": f.key, "value": values[f.key], "tutorial": default})
+    return diff
+
+
+def argv_diff(argv: list[str]) -> list[dict[str, Any]]:
+    """The training knobs a run's argv sets away from the tutorial's values (a run known only by its URI)."""
+    given = dict(arg.split("=", 1) for arg in argv if "=" in arg and not arg.startswith("-"))
+    diff = []
+    for knob in TRAINING_KNOBS:
+        tutorial = knob.render(knob.default)
+        if knob.key in given and given[knob.key] != tutorial:
+            diff.append({"key": knob.key, "value": given[knob.key], "tutorial": tutorial})
+    return diff
+
+
+# ---------------------------------------------------------------------------------------------
+# report.json, plots, report.html
+
+
+def report_json(info: RunInfo, data: RunData) -> dict[str, Any]:
+    """The report's data: run, last step, every scalar tag unchanged, the evaluations, chip-hours."""
+    chips = info.chips or (data.evaluations.run or {}).get("slice", {}).get("chips")
+    return {
+        "run": {**info.to_json(), "logs": data.evaluations.logs, "record": data.evaluations.run},
+        "steps": data.last_step,
+        "scalars": data.scalars.to_json(),
+        "evaluation": data.evaluations.to_json(),
+        "summary": data.summary(int(chips or 0)),
+        "truncated": data.scalars.truncated,
+    }
+
+
+def plot(data: RunData, out: Path) -> list[tuple[str, Path]]:
+    """One PNG per group of scalars found (reward, loss, KL, entropy, length), evaluations marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    eval_steps = [e["step"] for e in data.evaluations.intermediate]
+    for name, title, wanted in PLOTS:
+        tags = sorted(t for t in data.scalars.series if wanted(t) and data.scalars.series[t])
+        if not tags:
+            continue
+        figure, axes = plt.subplots(figsize=(7.5, 3.6), dpi=110)
+        for tag in tags:
+            steps, values = zip(*data.scalars.series[tag], strict=True)
+            axes.plot(steps, values, marker="o", markersize=3, linewidth=1.4, label=tag)
+        for step in eval_steps:
+            axes.axvline(step, color="#888888", linestyle="--", linewidth=0.8)
+        if eval_steps:
+            axes.plot([], [], color="#888888", linestyle="--", linewidth=0.8, label="intermediate eval")
+        axes.set_title(title)
+        axes.set_xlabel("step")
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=7, loc="best")
+        figure.tight_layout()
+        path = out / f"{name}.png"
+        figure.savefig(path)
+        plt.close(figure)
+        files.append((title, path))
+    return files
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:,.4g}" if abs(value) < 1000 else f"{value:,.0f}"
+    if isinstance(value, (list, tuple, dict)):
+        return html.escape(json.dumps(value))
+    return html.escape(str(value))
+
+
+def render_html(report: dict[str, Any], info: RunInfo, plots: list[tuple[str, Path]]) -> str:
+    """One self-contained page (plots inlined as data URIs, no external resources)."""
+    evaluation = report["evaluation"]
+    summary = report["summary"]
+    pre, post = evaluation.get("pre") or {}, evaluation.get("post") or {}
+    rows = "".join(
+        f"<tr><th>{label}</th><td>{_fmt(pre.get(key))}</td><td>{_fmt(post.get(key))}</td>"
+        f"<td>{_delta(pre.get(key), post.get(key))}</td></tr>"
+        for key, label in EVAL_ROWS
+    )
+    images = (
+        "<div class=plots>"
+        + "".join(
+            f'<img alt="{html.escape(title)}" src="data:image/png;base64,{_base64(path)}">' for title, path in plots
+        )
+        + "</div>"
+        if plots
+        else "<p>No TensorBoard scalars were found for this run yet.</p>"
+    )
+    diff = (
+        info.config_diff
+        if info.config_diff is not None
+        else argv_diff((report["run"]["record"] or {}).get("argv") or [])
+    )
+    diff_rows = (
+        "".join(
+            f"<tr><td><code>{html.escape(d['key'])}</code></td><td>{_fmt(d['value'])}</td><td>{_fmt(d['tutorial'])}</td></tr>"
+            for d in diff
+        )
+        or '<tr><td colspan="3">the tutorial\'s values</td></tr>'
+    )
+    artifacts = (
+        "".join(
+            f"<tr><th>{html.escape(step)}</th><td><code>{html.escape(s['name'])}</code></td>"
+            f"<td><code>{html.escape(s['outputUri'])}</code></td></tr>"
+            for step, s in info.steps.items()
+        )
+        or f"<tr><th>train</th><td></td><td><code>{html.escape(info.output_uri)}</code></td></tr>"
+    )
+    cost = _cost_rows(info, summary)
+    truncated = (
+        "<p class=note>The newest event file ends mid-record (the run may still be writing).</p>"
+        if (report["truncated"])
+        else ""
+    )
+    title = f"tpu-rl report: {html.escape(info.model or 'run')}" + (
+        f" ({html.escape(info.stack)})" if info.stack else ""
+    )
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>{STYLE}</style></head><body>
+<h1>{title}</h1>
+<div class=sub>run <code>{html.escape(info.output_uri)}</code> · last step {_fmt(report["steps"])}</div>
+<div class=cards>{_cards(summary)}
+</div>
+{truncated}
+<h2>Before and after GRPO</h2>
+<table><tr><th></th><th>before</th><th>after</th><th>change</th></tr>{rows}</table>
+<h2>Training curves</h2>{images}
+<h2>Configuration (differences from the tutorial)</h2>
+<table><tr><th>setting</th><th>this run</th><th>tutorial</th></tr>{diff_rows}</table>
+<h2>Artifacts</h2><table>{artifacts}</table>
+<h2>TPU time and cost</h2><table>{cost}</table>
+<p class=sub>Chip-hours are measured from the first to the last TensorBoard event (training, without start-up)
+times the run's chips; the estimate is tpu-rl's model (infra/estimate.py).</p>
+</body></html>
+"""
+
+
+def _base64(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
+
+
+def _cards(summary: dict[str, Any]) -> str:
+    def percent(value: Any) -> str:
+        return f"{_fmt(value)}%" if value is not None else _fmt(value)
+
+    cards = (
+        ("accuracy before", percent(summary["accuracyBefore"])),
+        ("accuracy after", percent(summary["accuracyAfter"])),
+        ("final reward", _fmt(summary["finalReward"])),
+        ("TPU chip-hours", _fmt(summary["tpuChipHours"])),
+    )
+    return "".join(f"<div class=card>{label}<b>{value}</b></div>" for label, value in cards)
+
+
+def _delta(before: Any, after: Any) -> str:
+    if not isinstance(before, (int, float)) or not isinstance(after, (int, float)):
+        return "–"
+    change = after - before
+    css = "up" if change > 0 else "down" if change < 0 else ""
+    return f'<span class="{css}">{change:+.4g}</span>'
+
+
+def _cost_rows(info: RunInfo, summary: dict[str, Any]) -> str:
+    from infra.estimate import usd_per_chip_hour
+
+    hours = summary.get("tpuChipHours")
+    rows = f"<tr><th>actual</th><td>{_fmt(hours)} chip-h</td>"
+    if hours is not None and info.capacity and info.version:
+        rows += (
+            f"<td>${hours * usd_per_chip_hour(info.version, info.capacity):,.2f} ({html.escape(info.capacity)})</td>"
+        )
+    rows += "</tr>"
+    if info.estimate:
+        train = info.estimate["steps"]["train"]
+        chip_hours, usd = _fmt(train["tpuChipHours"]), train["usd"]
+        rows += f"<tr><th>estimate (train)</th><td>{chip_hours} chip-h</td><td>${usd:,.2f}</td></tr>"
+    return rows
+
+
+def write_report(info: RunInfo, data: RunData, out: Path) -> dict[str, Any]:
+    """``report.json``, the PNG plots and ``report.html`` in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    report = report_json(info, data)
+    (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    plots = plot(data, out)
+    (out / "report.html").write_text(render_html(report, info, plots))
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+
+def _load_stack(args: argparse.Namespace) -> tuple[Settings, dict[str, str], frozenset[str]]:
+    from infra.config import load_settings
+    from infra.plan.stack_files import ROOT, load_stack_config
+
+    stack_file = args.config_file or ROOT / f"Pulumi.{args.stack}.yaml"
+    config, secret_keys, _ = load_stack_config(stack_file, list(args.set))
+    name = args.stack or stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    return load_settings(config, name, frozenset(secret_keys)), config, frozenset(secret_keys)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workloads.report", description=__doc__.splitlines()[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--stack", help="the run of Pulumi.<STACK>.yaml's current configuration")
+    source.add_argument("--config-file", type=Path, help="the run of this stack config file")
+    source.add_argument("--run-uri", help="any run: its training output, gs://BUCKET/MODEL/train/HASH/")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a key (--path syntax)"
+    )
+    parser.add_argument("--capacity", help="price the measured chip-hours at this capacity (with --run-uri)")
+    parser.add_argument("--out", type=Path, required=True, help="folder for report.json, the plots and report.html")
+    args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except ReportError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    from infra.config import ConfigError
+    from infra.plan.stack_files import StackFileError
+    from workloads.artifacts import storage_client
+    from workloads.run_data import gather
+
+    if args.run_uri:
+        if not (args.run_uri.startswith("gs://") and args.run_uri.endswith("/")):
+            raise ReportError(f"--run-uri {args.run_uri!r}: expected gs://BUCKET/MODEL/train/HASH/ (with the slash)")
+        info = RunInfo(output_uri=args.run_uri, capacity=args.capacity)
+    else:
+        try:
+            settings, raw, secret_keys = _load_stack(args)
+        except (ConfigError, StackFileError) as err:
+            raise ReportError(str(err)) from None
+        if not settings.workflow.enabled:
+            raise ReportError(f"stack {settings.stack} runs no workflow (tpu-rl:workflow.enabled is false)")
+        info = info_from_settings(settings, raw, secret_keys)
+    try:
+        data = gather(storage_client(), info.output_uri)
+    except ReportError:
+        raise
+    except Exception as err:  # noqa: BLE001 (GCS, credentials and network failures: one line)
+        raise ReportError(_gcs_problem(info.output_uri, err)) from None
+    record = data.evaluations.run or {}
+    info.model = info.model or record.get("model")
+    info.chips = info.chips or (record.get("slice") or {}).get("chips")
+    info.version = info.version or (record.get("slice") or {}).get("version")
+    write_report(info, data, args.out)
+    print(
+        f"wrote {args.out / 'report.json'}, {args.out / 'report.html'} and the plots "
+        f"(last step {data.last_step}, reward tag {reward_tag(data.scalars)})"
+    )
+    return 0
+
+
+def _gcs_problem(uri: str, err: Exception) -> str:
+    from workloads.preflight import TOKEN_SHAPE
+
+    detail = TOKEN_SHAPE.sub("[token]", " ".join(str(err).split()))[:160]
+    return (
+        f"cannot read the run at {uri} ({type(err).__name__}: {detail}); check "
+        "`gcloud auth application-default login` and that the bucket exists"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""Everything a finished or running training run left in GCS, gathered for the status, the report and the
+stack output (scalars, evaluations, checkpoints, what the run was)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from workloads.evaluations import Evaluations, read_run_logs
+from workloads.scalars import Scalars, read_run_scalars
+
+REWARD_TAGS = ("rewards/train/sum", "rewards/train/mean")
+"""Per-completion reward summed over the reward functions (what ``mean_reward`` averages), then the mean."""
+RUN_NAME = "rl"
+"""``run_name`` the training step passes (tensorboard and checkpoints live under it)."""
+
+
+def tensorboard_uri(output_uri: str) -> str:
+    """MaxText's ``tensorboard_dir``: ``<base_output_directory>/<run_name>/tensorboard/``."""
+    return f"{output_uri}{RUN_NAME}/tensorboard/"
+
+
+def actor_uri(output_uri: str) -> str:
+    """tunix's actor checkpoints: ``<base_output_directory>/<run_name>/checkpoints/actor/``."""
+    return f"{output_uri}{RUN_NAME}/checkpoints/actor/"
+
+
+def reward_tag(scalars: Scalars) -> str | None:
+    """The tag to show as "reward" (the summed reward, else its mean, else any reward tag)."""
+    for tag in REWARD_TAGS:
+        if scalars.series.get(tag):
+            return tag
+    rewards = sorted(t for t in scalars.series if "reward" in t and scalars.series[t])
+    return rewards[0] if rewards else None
+
+
+@dataclass
+class RunData:
+    output_uri: str
+    scalars: Scalars
+    evaluations: Evaluations
+    checkpoint_step: int | None
+
+    @property
+    def last_step(self) -> int | None:
+        steps = [s for s in (self.scalars.last_step, self.checkpoint_step) if s is not None]
+        return max(steps) if steps else None
+
+    @property
+    def final_reward(self) -> float | None:
+        tag = reward_tag(self.scalars)
+        return self.scalars.last(tag) if tag else None
+
+    def chip_hours(self, chips: int) -> float | None:
+        """TPU chip-hours the metrics span (first to last event): training, without start-up."""
+        first, last = self.scalars.first_wall_time, self.scalars.last_wall_time
+        if first is None or last is None or chips <= 0:
+            return None
+        return (last - first) / 3600 * chips
+
+    def summary(self, chips: int) -> dict[str, Any]:
+        """The stack output: before/after accuracy, final reward, chip-hours (None where not logged)."""
+        pre, post = self.evaluations.pre or {}, self.evaluations.post or {}
+        hours = self.chip_hours(chips)
+        return {
+            "accuracyBefore": pre.get("accuracy"),
+            "accuracyAfter": post.get("accuracy"),
+            "meanRewardBefore": pre.get("mean_reward"),
+            "meanRewardAfter": post.get("mean_reward"),
+            "finalReward": self.final_reward,
+            "lastStep": self.last_step,
+            "tpuChipHours": round(hours, 2) if hours is not None else None,
+        }
+
+
+def gather(client: Any, output_uri: str) -> RunData:
+    """Read a run's scalars, evaluations and newest complete checkpoint from GCS."""
+    from workloads.artifacts import object_names
+    from workloads.checkpoint_scan import complete_steps
+
+    steps = complete_steps(object_names(client, actor_uri(output_uri)))
+    return RunData(
+        output_uri=output_uri,
+        scalars=read_run_scalars(client, tensorboard_uri(output_uri)),
+        evaluations=read_run_logs(client, output_uri),
+        checkpoint_step=steps[-1] if steps else None,
+    )
