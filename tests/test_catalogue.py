@@ -9,6 +9,8 @@ import pytest
 from core.machines import machine_shape
 from core.tpu import CATALOGUE, all_slices, chips_in, resolve_slice
 
+pytestmark = pytest.mark.pure
+
 
 @pytest.mark.parametrize("shape", all_slices(), ids=lambda s: f"{s.machine_type}-{s.topology}")
 def test_every_topology_has_consistent_arithmetic(shape):

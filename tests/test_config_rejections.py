@@ -296,6 +296,20 @@ def _run(argv: list[str], tmp_path, capsys) -> tuple[int, str, str, float]:
     return code, captured.out, captured.err, elapsed
 
 
+@pytest.mark.pure
+@pytest.mark.parametrize(("overrides", "key", "words"), [c[1:] for c in BAD_INPUTS], ids=[c[0] for c in BAD_INPUTS])
+def test_bad_value_is_refused_by_the_config_loader(overrides, key, words):
+    """The same corpus through the loader alone (what the program calls first; fast for mutation runs)."""
+    from infra.plan.stack_files import ROOT, StackFileError, load_stack_config
+
+    with pytest.raises((ConfigError, StackFileError)) as caught:
+        config, secret_keys, _ = load_stack_config(ROOT / "Pulumi.dev.yaml", overrides)
+        config["tpu-rl:hfToken"] = "hf_x"
+        load_settings(config, "dev", frozenset(secret_keys | {"tpu-rl:hfToken"}))
+    message = str(caught.value)
+    assert key in message and words in message and TOKEN_LIKE not in message, message
+
+
 @pytest.mark.parametrize(("overrides", "key", "words"), [c[1:] for c in BAD_INPUTS], ids=[c[0] for c in BAD_INPUTS])
 def test_bad_value_exits_2_naming_the_key(overrides, key, words, tmp_path, capsys):
     argv = ["--stack", "dev"]

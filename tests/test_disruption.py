@@ -48,6 +48,7 @@ def test_the_version_prefix_pins_the_control_plane_once(prod_plan):
     assert "minMasterVersion" in cluster["options"]["ignoreChanges"], "later upgrades are GKE's, inside the policy"
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize(
     ("capacity", "extra", "restarts"),
     [
@@ -68,6 +69,7 @@ def test_default_restarts_fit_the_capacity_mode(capacity, extra, restarts):
     ), "an explicit value wins"
 
 
+@pytest.mark.pure
 def test_checkpoints_bound_what_a_failure_loses():
     s = settings("prod", [])
     assert s.training.knobs["checkpoint_period"] == 10 < s.training.final_step
@@ -108,6 +110,7 @@ def test_disk_type_and_scratch_storage_class_follow_the_machine_family(machine, 
     assert plan.one(STORAGE_CLASS)["options"]["deleteBeforeReplace"] is True, "a fixed name"
 
 
+@pytest.mark.pure
 def test_an_unknown_machine_family_is_refused():
     with pytest.raises(
         ConfigError, match="tpu-rl:cpuPool.machineType = \"z9-standard-64\" is invalid: unknown machine family 'z9'"
@@ -122,6 +125,7 @@ def test_tpu_boot_disks(prod_plan):
     assert v5e["inputs"]["nodeConfig"]["diskType"] == "pd-balanced"
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize(
     ("overrides", "key", "words"),
     [

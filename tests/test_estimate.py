@@ -12,6 +12,7 @@ V6E_32 = resolve_slice("v6e", "ct6e-standard-4t", "4x8")
 TUTORIAL = {"model": "gemma4-26b", "num_batches": 50, "batch_size": 4, "num_generations": 4, "max_target_length": 640}
 
 
+@pytest.mark.pure
 def test_tutorial_on_a_reservation():
     e = estimate_run(V6E_32, 1, "reservation", **TUTORIAL)
     # train: 0.75 h start-up + 50 steps x (6 s x 4 prompts x 4 generations) = 0.75 + 50 x 96 s = 2.0833 h
@@ -28,6 +29,7 @@ def test_tutorial_on_a_reservation():
     assert any("from creation until destroy" in n for n in e.notes)
 
 
+@pytest.mark.pure
 def test_autoscaled_capacity_bills_only_while_training():
     e = estimate_run(V6E_32, 1, "spot", **TUTORIAL)
     steps = {s.step: s for s in e.steps}
@@ -39,6 +41,7 @@ def test_autoscaled_capacity_bills_only_while_training():
     assert on_demand.total_usd == pytest.approx((2.083333 + 0.25) * 32 * 2.70, rel=1e-5)  # $201.60
 
 
+@pytest.mark.pure
 def test_smaller_slice_trains_longer():
     small = resolve_slice("v6e", "ct6e-standard-4t", "2x4")
     e = estimate_run(small, 1, "spot", **TUTORIAL)
@@ -46,6 +49,7 @@ def test_smaller_slice_trains_longer():
     assert train.hours == pytest.approx(0.75 + 50 * 96 * 4 / 3600)
 
 
+@pytest.mark.pure
 def test_provision_only_reservation_still_shows_the_daily_bill():
     e = estimate_run(V6E_32, 1, "reservation", workflow=False, **TUTORIAL)
     assert e.total_usd == 0 and e.idle_usd_per_day == pytest.approx(1451.52)

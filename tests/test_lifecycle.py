@@ -28,6 +28,7 @@ def walks():
     return {stack: walk(stack) for stack in ("dev", "prod")}
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_every_key_renames_a_step_or_is_ignored(walks, stack):
     """Walks every key of the schema (a new key is covered automatically; the walk fails if it cannot
@@ -102,6 +103,7 @@ def test_step_options_never_replace_a_step_for_anything_but_its_identity(prod_pl
         assert resource["name"].startswith(f"gemma4-26b-{step}-")
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_pulumi_waits_longer_than_each_steps_own_deadline(stack):
     s = settings(stack, [])

@@ -12,6 +12,8 @@ from tests.conftest import shared_path
 
 KEY = "tpu-rl:training.extraArgs"
 
+pytestmark = pytest.mark.pure
+
 
 def test_the_table_is_regenerated_from_maxtext_0_2_4():
     configs = shared_path("maxtext-0.2.4", "configs")

@@ -6,6 +6,7 @@ import asyncio
 import copy
 import importlib
 import json
+import re
 import sys
 from typing import Any
 
@@ -22,6 +23,9 @@ from pulumi_policy.proxy import unknown_checking_proxy
 
 from infra.plan.offline import ROOT, Plan
 from tests.conftest import plan_of
+from tests.pure_plan import pure_plan
+
+pytestmark = pytest.mark.pure  # the policies judge builder output (pure_plan); one test also runs the program
 
 sys.path.insert(0, str(ROOT / "policy"))
 policies = importlib.import_module("tpu_rl_policies")
@@ -99,9 +103,16 @@ EXPECTED = {
 }
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_every_policy_runs_on_the_example_stacks(stack):
-    plan = plan_of(stack)
+@pytest.mark.parametrize(
+    ("stack", "source"),
+    [
+        pytest.param(st, src, marks=[pytest.mark.program] if src == "program" else [])
+        for st in ("dev", "prod")
+        for src in ("program", "builders")
+    ],
+)
+def test_every_policy_runs_on_the_example_stacks(stack, source):
+    plan = plan_of(stack) if source == "program" else pure_plan(stack)
     for name in BY_NAME:
         found = violations(plan, name, stack)
         if name in EXPECTED[stack]:
@@ -130,7 +141,7 @@ def _is(resource: dict, name: str | None) -> bool:
 
 
 def mutated(stack: str, type_: str, name: str | None, change) -> Plan:
-    plan = copy.deepcopy(plan_of(stack))
+    plan = copy.deepcopy(pure_plan(stack))
     targets = [r for r in plan.resources if r["type"] == type_ and _is(r, name)]
     assert targets, (type_, name)
     for resource in targets:
@@ -300,7 +311,7 @@ PINNED = "tpu-rl:model.revision=0123456789abcdef0123456789abcdef01234567"
 
 
 def test_model_revision_policy_catches_a_moving_ref():
-    plan = plan_of("prod", PINNED)
+    plan = pure_plan("prod", PINNED)
     assert violations(plan, "model-revision-pinned", "prod") == []
     moved = copy.deepcopy(plan)
     convert = next(r for r in moved.resources if r["type"] == JOB and _is(r, "convert"))
@@ -318,7 +329,7 @@ def test_model_revision_policy_catches_a_moving_ref():
     ids=[f"{m[0]}:{i}:{m[5][:30]}" for i, m in enumerate(MUTATIONS)],
 )
 def test_each_policy_catches_its_mutation(policy, stack, type_, name, change, message):
-    assert not [v for v in violations(plan_of(stack), policy, stack) if message in v]
+    assert not [v for v in violations(pure_plan(stack), policy, stack) if message in v]
     found = violations(mutated(stack, type_, name, change), policy, stack)
     assert any(message in v for v in found), found
 
@@ -329,19 +340,23 @@ def test_every_policy_has_a_mutation():
 
 
 def test_budget_gate():
-    prod = plan_of("prod")
+    prod = pure_plan("prod")
     assert policies.stack_estimate([_policy_resource(r) for r in prod.resources])["totalUsd"] == pytest.approx(
         231.84, abs=0.01
     )
-    assert violations(plan_of("prod", "tpu-rl:training.numBatches=2000"), "tpu-budget", "prod")[0].startswith(
+    assert violations(pure_plan("prod", "tpu-rl:training.numBatches=2000"), "tpu-budget", "prod")[0].startswith(
         "estimated TPU cost of one run is $"
     )
-    found = violations(plan_of("dev", "tpu-rl:tpu.capacity=on-demand", "tpu-rl:training.numBatches=500"), "tpu-budget")
+    found = violations(
+        pure_plan("dev", "tpu-rl:tpu.capacity=on-demand", "tpu-rl:training.numBatches=500"), "tpu-budget"
+    )
     assert found and "above maxEstimatedUsd $100.00" in found[0]
-    reserved = violations(plan_of("dev", "tpu-rl:tpu.capacity=reservation", "tpu-rl:tpu.reservation=r"), "tpu-budget")
+    reserved = violations(pure_plan("dev", "tpu-rl:tpu.capacity=reservation", "tpu-rl:tpu.reservation=r"), "tpu-budget")
     assert any("per day until `pulumi destroy`" in v for v in reserved)
     idle = violations(
-        plan_of("dev", "tpu-rl:tpu.capacity=reservation", "tpu-rl:tpu.reservation=r", "tpu-rl:workflow.enabled=false"),
+        pure_plan(
+            "dev", "tpu-rl:tpu.capacity=reservation", "tpu-rl:tpu.reservation=r", "tpu-rl:workflow.enabled=false"
+        ),
         "tpu-budget",
     )
     assert len(idle) == 1 and "per day until `pulumi destroy`" in idle[0], "provision-only still shows the daily bill"
@@ -433,3 +448,25 @@ def test_coverage_limits_at_their_boundaries():
     share_of_16 = 65536 / policies.PUBLIC_ADDRESSES
     assert found(["1.2.0.0/16"], maxPublicShare=share_of_16) == []
     assert any("together cover" in m for m in found(["1.2.0.0/16", "1.4.0.1/32"], maxPublicShare=share_of_16))
+
+
+def _normalised(resource):
+    """Inputs without what only a real registration knows (ids, emails)."""
+    text = json.dumps(resource["inputs"], sort_keys=True)
+    text = re.sub(r'"[a-z0-9-]+@[a-z0-9.-]+"', '"EMAIL"', text)
+    text = re.sub(r'serviceAccount:[^"]+', "serviceAccount:EMAIL", text)
+    inputs = json.loads(text)
+    for key in ("network", "subnetwork", "cluster"):
+        inputs.pop(key, None)
+    (inputs.get("metadata") or {}).pop("annotations", None)
+    return inputs
+
+
+@pytest.mark.program
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_the_builders_plan_is_what_the_program_registers(stack):
+    program = plan_of(stack)
+    for resource in pure_plan(stack).resources:
+        registered = program.one(resource["type"], resource["name"])
+        assert _normalised(resource) == _normalised(registered), resource["name"]
+        assert resource["options"]["protect"] == registered["options"]["protect"]

@@ -107,3 +107,12 @@ def test_make_up_selects_a_stack_with_a_local_backend_fallback_and_runs_pulumi_u
     assert out.rstrip().splitlines()[-1] == "pulumi up --stack dev"
     test = dry_run("test")
     assert "ruff check" in test and "-m pytest" in test
+
+
+def test_readme_lists_every_key_with_its_default_and_bounds():
+    from infra.config.schema import reference_table
+
+    table = reference_table()
+    assert table in (ROOT / "README.md").read_text(), "README's configuration table is stale:\n" + table
+    assert "| `tpu-rl:training.numBatches` | `50` | integer 1..100000 |" in table
+    assert "| `tpu-rl:workflow.timeouts.train` | `24h` | duration 1m..168h |" in table

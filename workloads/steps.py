@@ -47,8 +47,8 @@ STEP_ID = "@tpu-rl.step-id@"
 OUTPUT = "gs://@tpu-rl.output@/"
 # Longest suffix JobSet adds to a pod name: -<replicatedJob>-<job index>-<pod index>-<5 random>.
 MAX_JOBSET_NAME = 63 - len(f"-{HEAD_JOB}-0-0-abcde")
-MAX_JOB_NAME = 63 - len("-abcde")
-"""A Job's pods are named ``<job>-<5 random>`` and carry the job name as a label (63 characters)."""
+MAX_JOB_NAME = 63
+"""A Job's pods carry its name in the ``job-name`` label (at most 63 characters; pod names are truncated)."""
 OPERATIONAL_PATHS = {
     "Job": ("spec.activeDeadlineSeconds",),
     "JobSet": ("spec.failurePolicy.maxRestarts", "spec.replicatedJobs[0].template.spec.activeDeadlineSeconds"),

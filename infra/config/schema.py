@@ -166,7 +166,7 @@ FIELDS: tuple[Field, ...] = (
         _key("bucketName"),
         BUCKET_NAME,
         DERIVED,
-        'artifacts bucket; default "<gcp:project>-<clusterName>"',
+        "artifacts bucket; default `<gcp:project>-<clusterName>`",
         samples=("my-artifacts-bucket",),
     ),
     Field(
@@ -366,3 +366,29 @@ def declared_default(top: str) -> Any:
             cursor = cursor.setdefault(part, {})
         cursor[leaf] = default
     return out
+
+
+def _shown(field: Field) -> str:
+    if field.default is REQUIRED:
+        return "(required)"
+    if field.default is DERIVED:
+        return f"`{field.shown_default}`" if field.shown_default is not None else "(derived)"
+    if field.secret:
+        return "(secret)"
+    if field.default in ("", {}, []):
+        return "(empty)"
+    if isinstance(field.default, bool):
+        return f"`{str(field.default).lower()}`"
+    if isinstance(field.default, list):
+        return "`" + ", ".join(field.default) + "`"
+    return f"`{field.default}`"
+
+
+def reference_table() -> str:
+    """The README's configuration reference: every key, its default and what is allowed."""
+    lines = ["| key | default | allowed | meaning |", "| --- | --- | --- | --- |"]
+    for field in FIELDS:
+        describe = getattr(field.read, "describe", None)
+        allowed = describe() if describe else ("list of CIDRs" if field.key.endswith("Networks") else "")
+        lines.append(f"| `{field.key}` | {_shown(field)} | {allowed.replace('|', '/')} | {field.doc} |")
+    return "\n".join(lines)

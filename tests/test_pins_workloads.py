@@ -1,0 +1,496 @@
+"""Every field of the step objects that GKE, the JobSet controller, Pathways and MaxText depend on, pinned
+against named expectations (xpk's and gcluster's Pathways JobSet, the tutorial), and every pair of fields
+that must agree cross-checked. Pure: the builders only, no mock runtime (fast enough for mutation runs)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from core.models import Model
+from core.names import SETUP_FAILURE_EXIT
+from core.settings import ModelSettings
+from infra.gcp.gke_spec import CPU_TAINT, TPU_TAINT, cpu_pool_args, tpu_pool_args
+from infra.k8s.manifests import scratch_storage_class, token_secret_manifest
+from tests.lifecycle_walk import settings
+from workloads import checkpoint_scan, steps
+from workloads.commands import OPTIMIZER_PATCH
+from workloads.steps import plan_workflow
+
+pytestmark = pytest.mark.pure
+
+PROD = settings("prod", [])
+DEV = settings("dev", [])
+TWO_SLICES = settings("prod", ["tpu-rl:tpu.slices=2"])
+COORDINATOR = {"fieldRef": {"fieldPath": "metadata.labels['jobset.sigs.k8s.io/coordinator']"}}
+TUTORIAL_ENV = [
+    {"name": "FLAGS_pathways_enforce_subset_devices_form_subslice", "value": "false"},
+    {"name": "GRPC_DNS_RESOLVER", "value": "native"},
+]
+ABSL = {"name": "ABSL_FLAGS", "value": "--pathways_pipe_unreachable_timeout=60s"}
+HF_TOKEN = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}
+CPU_TOLERATION = {"key": "tpu-rl/pool", "operator": "Equal", "value": "cpu-np", "effect": "NoSchedule"}
+TPU_TOLERATION = {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}
+HOST_NETWORK = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet", "terminationGracePeriodSeconds": 30}
+SHARED_TMP = [{"name": "shared-tmp", "hostPath": {"path": "/tmp", "type": "DirectoryOrCreate"}}]
+TMP_MOUNT = [{"name": "shared-tmp", "mountPath": "/tmp"}]
+
+
+def jobs(s):
+    return plan_workflow(s)
+
+
+def head_and_workers(jobset):
+    head, worker = jobset["spec"]["replicatedJobs"]
+    return head, worker
+
+
+def containers(pod):
+    return {c["name"]: c for c in pod.get("initContainers", []) + pod["containers"]}
+
+
+def field_env(name, path):
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+# ---------------------------------------------------------------------------------------------
+# The Pathways JobSet (xpk pathways_workload_create.yaml.j2; gcluster pathways_jobset.tmpl)
+
+
+def test_jobset_top_level_is_gclusters_pathways_shape():
+    train = jobs(PROD).train
+    spec = train.manifest["spec"]
+    assert train.manifest["apiVersion"] == "jobset.x-k8s.io/v1alpha2" and train.manifest["kind"] == "JobSet"
+    assert train.manifest["metadata"] == {
+        "name": train.name,
+        "namespace": "tpu-rl",
+        "labels": {
+            "app.kubernetes.io/name": "tpu-rl",
+            "app.kubernetes.io/instance": "tpu-rl-prod",
+            "app.kubernetes.io/component": "train",
+            "tpu-rl/step-id": train.step_id,
+        },
+        "annotations": {"pulumi.com/waitFor": "jsonpath={.status.terminalState}"},
+    }
+    assert spec["network"] == {"enableDNSHostnames": True, "publishNotReadyAddresses": True}
+    assert spec["coordinator"] == {"replicatedJob": "pathways-head", "jobIndex": 0, "podIndex": 0}
+    assert spec["startupPolicy"] == {"startupPolicyOrder": "InOrder"}, "the head (resource manager) starts first"
+    assert spec["successPolicy"] == {"operator": "All", "targetReplicatedJobs": ["pathways-head"]}
+    assert spec["failurePolicy"] == {
+        "maxRestarts": 1,
+        "restartStrategy": "Recreate",
+        "rules": [
+            {"name": "failOnSetupError", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
+            {"name": "failOnDeadline", "action": "FailJobSet", "onJobFailureReasons": ["DeadlineExceeded"]},
+        ],
+    }
+    assert "ttlSecondsAfterFinished" not in spec and "suspend" not in spec
+
+
+def test_pathways_head_job_and_pod():
+    head, _ = head_and_workers(jobs(PROD).train.manifest)
+    assert head["name"] == "pathways-head" and head["replicas"] == 1
+    assert head["template"]["metadata"] == {
+        "annotations": {"alpha.jobset.sigs.k8s.io/exclusive-topology": "kubernetes.io/hostname"}
+    }
+    job = head["template"]["spec"]
+    assert {k: v for k, v in job.items() if k != "template"} == {
+        "backoffLimit": 0,
+        "completionMode": "Indexed",
+        "completions": 1,
+        "parallelism": 1,
+        "activeDeadlineSeconds": 24 * 3600,
+        "podFailurePolicy": {
+            "rules": [
+                {
+                    "action": "FailJob",
+                    "onExitCodes": {"containerName": "workload-container", "operator": "In", "values": [3]},
+                }
+            ]
+        },
+    }
+    pod = job["template"]["spec"]
+    assert {k: pod[k] for k in HOST_NETWORK} == HOST_NETWORK
+    assert pod["restartPolicy"] == "Never"
+    assert pod["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu-np"}
+    assert pod["tolerations"] == [CPU_TOLERATION]
+    assert pod["volumes"] == SHARED_TMP
+    assert [c["name"] for c in pod["initContainers"]] == ["pathways-proxy", "pathways-rm"]
+    assert [c["name"] for c in pod["containers"]] == ["workload-container"]
+    assert job["template"]["metadata"]["labels"]["tpu-rl/step-id"] == jobs(PROD).train.step_id
+
+
+def test_proxy_and_resource_manager_are_native_sidecars_with_xpks_settings():
+    head, _ = head_and_workers(jobs(PROD).train.manifest)
+    c = containers(head["template"]["spec"]["template"]["spec"])
+    scratch = "--gcs_scratch_location=gs://my-tpu-prod-project-tpu-rl-prod/pathways/"
+    assert c["pathways-proxy"] == {
+        "name": "pathways-proxy",
+        "image": PROD.images.pathways_proxy,
+        "restartPolicy": "Always",
+        "args": ["--server_port=29000", "--resource_manager_address=$(PATHWAYS_HEAD):29001", scratch],
+        "env": [{"name": "PATHWAYS_HEAD", "valueFrom": COORDINATOR}, ABSL, *TUTORIAL_ENV],
+        "ports": [{"containerPort": 29000, "protocol": "TCP"}],
+        "resources": {"limits": {"cpu": "16", "memory": "100Gi"}},
+    }
+    assert c["pathways-rm"] == {
+        "name": "pathways-rm",
+        "image": PROD.images.pathways_server,
+        "restartPolicy": "Always",
+        "args": [
+            "--server_port=29001",
+            scratch,
+            "--node_type=resource_manager",
+            "--instance_count=1",
+            "--instance_type=tpuv6e:4x8",
+        ],
+        "env": [
+            field_env("REPLICATED_JOB_NAME", "metadata.annotations['jobset.sigs.k8s.io/replicatedjob-name']"),
+            field_env("JOBSET_NAME", "metadata.annotations['jobset.sigs.k8s.io/jobset-name']"),
+            {"name": "HOST_ADDRESS", "valueFrom": COORDINATOR},
+            {"name": "TPU_SKIP_MDS_QUERY", "value": "true"},
+            ABSL,
+            *TUTORIAL_ENV,
+        ],
+        "ports": [{"containerPort": 29001, "protocol": "TCP"}, {"containerPort": 29002, "protocol": "TCP"}],
+        "resources": {"limits": {"cpu": "8", "memory": "32Gi"}},
+        "volumeMounts": TMP_MOUNT,
+    }
+
+
+def test_workload_container_talks_to_the_proxy_on_loopback():
+    train = jobs(PROD).train
+    head, _ = head_and_workers(train.manifest)
+    workload = containers(head["template"]["spec"]["template"]["spec"])["workload-container"]
+    assert workload["image"] == PROD.images.maxtext and workload["securityContext"] == {"privileged": True}
+    assert workload["command"][:2] == ["/bin/bash", "-c"]
+    assert workload["env"] == [
+        {"name": "PATHWAYS_HEAD", "valueFrom": COORDINATOR},
+        {"name": "JAX_PLATFORMS", "value": "proxy,cpu"},
+        {"name": "XCLOUD_ENVIRONMENT", "value": "GCP"},
+        {"name": "JAX_BACKEND_TARGET", "value": "grpc://127.0.0.1:29000"},
+        {"name": "ENABLE_PATHWAYS_PERSISTENCE", "value": "1"},
+        {"name": "VLLM_ENABLE_V1_MULTIPROCESSING", "value": "0"},
+        field_env("VLLM_HOST_IP", "status.podIP"),
+        HF_TOKEN,
+        ABSL,
+        *TUTORIAL_ENV,
+    ]
+    assert workload["resources"] == {
+        "requests": {"cpu": "8", "memory": "64Gi"},
+        "limits": {"cpu": "24", "memory": "100Gi"},
+    }
+    assert workload["volumeMounts"] == TMP_MOUNT
+
+
+@pytest.mark.parametrize(
+    ("s", "hosts", "slices", "chips_per_vm", "topology"),
+    [
+        (PROD, 8, 1, 4, "4x8"),
+        (DEV, 2, 1, 4, "2x4"),
+        (TWO_SLICES, 8, 2, 4, "4x8"),
+    ],
+)
+def test_workers_one_pod_per_tpu_vm_of_every_slice(s, hosts, slices, chips_per_vm, topology):
+    _, worker = head_and_workers(jobs(s).train.manifest)
+    assert worker["name"] == "worker" and worker["replicas"] == slices
+    assert worker["template"]["metadata"] == {
+        "annotations": {"alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"}
+    }
+    job = worker["template"]["spec"]
+    assert {k: v for k, v in job.items() if k != "template"} == {
+        "backoffLimit": hosts * 4,
+        "completionMode": "Indexed",
+        "completions": hosts,
+        "parallelism": hosts,
+    }
+    assert job["template"]["metadata"]["annotations"] == {"cloud.google.com/gke-tpu-slice-topology": topology}
+    pod = job["template"]["spec"]
+    assert {k: pod[k] for k in HOST_NETWORK} == HOST_NETWORK
+    assert pod["restartPolicy"] == "OnFailure"
+    assert pod["nodeSelector"] == {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+        "cloud.google.com/gke-tpu-topology": topology,
+    }
+    assert pod["tolerations"] == [TPU_TOLERATION] and pod["volumes"] == SHARED_TMP
+    (container,) = pod["containers"]
+    assert container == {
+        "name": "pathways-worker",
+        "image": s.images.pathways_server,
+        "args": [
+            "--server_port=29005",
+            "--resource_manager_address=$(PATHWAYS_HEAD):29001",
+            f"--gcs_scratch_location=gs://{s.bucket_name}/pathways/",
+        ],
+        "env": [
+            {"name": "XCLOUD_ENVIRONMENT", "value": "GCP"},
+            {"name": "MEGASCALE_GRPC_ENABLE_XOR_TRACER", "value": "false"},
+            field_env("MEGASCALE_NUM_SLICES", "metadata.labels['jobset.sigs.k8s.io/replicatedjob-replicas']"),
+            field_env("JOBSET_NAME", "metadata.annotations['jobset.sigs.k8s.io/jobset-name']"),
+            field_env("REPLICATED_JOB_NAME", "metadata.annotations['jobset.sigs.k8s.io/replicatedjob-name']"),
+            field_env("MEGASCALE_SLICE_ID", "metadata.labels['jobset.sigs.k8s.io/job-index']"),
+            {"name": "PATHWAYS_HEAD", "valueFrom": COORDINATOR},
+            {"name": "MEGASCALE_COORDINATOR_ADDRESS", "valueFrom": COORDINATOR},
+            ABSL,
+            *TUTORIAL_ENV,
+        ],
+        "ports": [{"containerPort": p, "protocol": "TCP"} for p in (29005, 29006, 8471, 8080)],
+        "resources": {"limits": {"google.com/tpu": str(chips_per_vm)}},
+        "volumeMounts": TMP_MOUNT,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Pairs that must agree
+
+
+def _port(arg_list, flag):
+    return int(next(a for a in arg_list if a.startswith(flag)).rsplit(":", 1)[-1].split("=")[-1])
+
+
+@pytest.mark.parametrize("s", [PROD, DEV, TWO_SLICES])
+def test_every_port_a_client_uses_is_the_port_its_server_listens_on(s):
+    head, worker = head_and_workers(jobs(s).train.manifest)
+    c = containers(head["template"]["spec"]["template"]["spec"])
+    proxy, rm, workload = c["pathways-proxy"], c["pathways-rm"], c["workload-container"]
+    (worker_container,) = worker["template"]["spec"]["template"]["spec"]["containers"]
+    target = next(e["value"] for e in workload["env"] if e["name"] == "JAX_BACKEND_TARGET")
+    proxy_port = _port(proxy["args"], "--server_port=")
+    assert int(target.rsplit(":", 1)[1]) == proxy_port == proxy["ports"][0]["containerPort"]
+    rm_port = _port(rm["args"], "--server_port=")
+    assert rm_port == rm["ports"][0]["containerPort"]
+    for client in (proxy, worker_container):
+        assert _port(client["args"], "--resource_manager_address=") == rm_port
+    worker_port = _port(worker_container["args"], "--server_port=")
+    assert worker_port == worker_container["ports"][0]["containerPort"]
+    assert len({proxy_port, rm_port, worker_port}) == 3, "hostNetwork: the head's ports must not collide"
+
+
+@pytest.mark.parametrize("s", [PROD, DEV, TWO_SLICES])
+def test_the_multislice_environment_matches_the_slice_count(s):
+    head, worker = head_and_workers(jobs(s).train.manifest)
+    rm = containers(head["template"]["spec"]["template"]["spec"])["pathways-rm"]
+    assert f"--instance_count={s.tpu.slices}" in rm["args"] and worker["replicas"] == s.tpu.slices
+    assert f"--instance_type={s.slice.pathways_instance_type}" in rm["args"]
+    (container,) = worker["template"]["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    # JobSet labels each worker pod with its replicated job's replica count and its job index.
+    assert env["MEGASCALE_NUM_SLICES"]["valueFrom"]["fieldRef"]["fieldPath"].endswith("replicatedjob-replicas']")
+    assert env["MEGASCALE_SLICE_ID"]["valueFrom"]["fieldRef"]["fieldPath"].endswith("job-index']")
+    tpus = int(container["resources"]["limits"]["google.com/tpu"])
+    assert tpus * worker["template"]["spec"]["completions"] * worker["replicas"] == s.total_chips
+
+
+@pytest.mark.parametrize("s", [PROD, DEV])
+def test_tolerations_match_the_taints_and_selectors_match_the_pools(s):
+    pool_names = {"cpu": cpu_pool_args(s, "c", "sa")["name"]}
+    tpu_pool = tpu_pool_args(s, "tpu-x", "c", "sa")
+    effect = {"NO_SCHEDULE": "NoSchedule"}
+    plan = jobs(s)
+    head, worker = head_and_workers(plan.train.manifest)
+    head_pod = head["template"]["spec"]["template"]["spec"]
+    worker_pod = worker["template"]["spec"]["template"]["spec"]
+    for pod in (head_pod, *(step.manifest["spec"]["template"]["spec"] for step in (plan.convert, plan.export))):
+        assert pod["nodeSelector"] == {"cloud.google.com/gke-nodepool": pool_names["cpu"]}
+        (toleration,) = pod["tolerations"]
+        assert (toleration["key"], toleration["value"], toleration["effect"]) == (
+            CPU_TAINT["key"],
+            CPU_TAINT["value"],
+            effect[CPU_TAINT["effect"]],
+        )
+    (toleration,) = worker_pod["tolerations"]
+    assert (toleration["key"], toleration["operator"], toleration["effect"]) == (
+        TPU_TAINT["key"],
+        "Exists",
+        effect[TPU_TAINT["effect"]],
+    )
+    assert worker_pod["nodeSelector"] == tpu_pool["node_config"]["labels"]
+
+
+def test_the_token_secret_and_the_storage_class_are_what_the_pods_reference():
+    secret = token_secret_manifest("tpu-rl", {}, "x")
+    plan = jobs(PROD)
+    for step in (plan.convert, plan.export):
+        pod = step.manifest["spec"]["template"]["spec"]
+        (env,) = [e for e in pod["containers"][0]["env"] if e["name"] == "HF_TOKEN"]
+        ref = env["valueFrom"]["secretKeyRef"]
+        assert ref["name"] == secret["metadata"]["name"] and ref["key"] in secret["stringData"]
+        claim = pod["volumes"][0]["ephemeral"]["volumeClaimTemplate"]["spec"]
+        assert claim["storageClassName"] == scratch_storage_class("pd-balanced", {})["metadata"]["name"]
+
+
+def test_every_setup_failure_exits_with_the_code_the_jobs_fail_on():
+    plan = jobs(PROD)
+    head, _ = head_and_workers(plan.train.manifest)
+    codes = [head["template"]["spec"]["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"]]
+    codes += [
+        s.manifest["spec"]["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"] for s in (plan.convert, plan.export)
+    ]
+    assert codes == [[SETUP_FAILURE_EXIT]] * 3
+    assert (
+        checkpoint_scan.NOTHING_TO_EXPORT == SETUP_FAILURE_EXIT and f"sys.exit({SETUP_FAILURE_EXIT})" in OPTIMIZER_PATCH
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The CPU Jobs
+
+
+@pytest.mark.parametrize(
+    ("step", "scratch", "memory", "limit"),
+    [
+        ("convert", 124, "128Gi", "160Gi"),
+        ("export", 72, "128Gi", "160Gi"),
+    ],
+)
+def test_cpu_jobs(step, scratch, memory, limit):
+    built = getattr(jobs(PROD), step)
+    job = built.manifest
+    assert job["apiVersion"] == "batch/v1" and job["kind"] == "Job"
+    assert job["metadata"]["annotations"] == {
+        "pulumi.com/waitFor": "jsonpath={.status.conditions[?(@.type=='Complete'||@.type=='Failed')].status}=True"
+    }
+    spec = job["spec"]
+    assert {k: v for k, v in spec.items() if k != "template"} == {
+        "backoffLimit": 1,
+        "completions": 1,
+        "parallelism": 1,
+        "activeDeadlineSeconds": 4 * 3600,
+        "podFailurePolicy": {
+            "rules": [
+                {"action": "FailJob", "onExitCodes": {"containerName": step, "operator": "In", "values": [3]}},
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+            ]
+        },
+    }
+    labels = job["metadata"]["labels"]
+    assert spec["template"]["metadata"] == {"labels": labels}
+    pod = spec["template"]["spec"]
+    assert pod["restartPolicy"] == "Never" and pod["terminationGracePeriodSeconds"] == 30
+    assert pod["serviceAccountName"] == "tpu-rl-workload", "Workload Identity: the pod's GCS identity"
+    (container,) = pod["containers"]
+    assert container["name"] == step and container["image"] == PROD.images.maxtext
+    assert container["env"] == [
+        HF_TOKEN,
+        {"name": "HF_HOME", "value": "/scratch/huggingface"},
+        {"name": "HF_HUB_DISABLE_PROGRESS_BARS", "value": "1"},
+    ]
+    assert container["resources"] == {"requests": {"cpu": "16", "memory": memory}, "limits": {"memory": limit}}
+    assert container["volumeMounts"] == [{"name": "scratch", "mountPath": "/scratch"}]
+    assert pod["volumes"] == [
+        {
+            "name": "scratch",
+            "ephemeral": {
+                "volumeClaimTemplate": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "storageClassName": "tpu-rl-scratch",
+                        "resources": {"requests": {"storage": f"{scratch}Gi"}},
+                    },
+                }
+            },
+        }
+    ]
+
+
+def test_cpu_steps_are_sized_by_the_model():
+    dev = jobs(DEV)
+    pod = dev.convert.manifest["spec"]["template"]["spec"]
+    assert pod["containers"][0]["resources"] == {
+        "requests": {"cpu": "16", "memory": "48Gi"},
+        "limits": {"memory": "60Gi"},
+    }
+    assert pod["volumes"][0]["ephemeral"]["volumeClaimTemplate"]["spec"]["resources"]["requests"]["storage"] == "52Gi"
+
+
+# ---------------------------------------------------------------------------------------------
+# Identities, names, paths, timeouts (workloads/steps.py)
+
+
+def test_names_paths_and_logs():
+    plan = jobs(PROD)
+    for step in plan.steps:
+        assert step.name == f"gemma4-26b-{step.step}-{step.step_id}" and len(step.step_id) == 10
+        assert step.output_uri == f"gs://my-tpu-prod-project-tpu-rl-prod/gemma4-26b/{step.step}/{step.step_id}/"
+        assert step.manifest["metadata"]["labels"]["tpu-rl/step-id"] == step.step_id
+        assert step.name in step.console_logs_url and "project=my-tpu-prod-project" in step.console_logs_url
+    assert plan.convert.artifact_uri == plan.convert.output_uri + "0/items/"
+    assert plan.train.artifact_uri == plan.train.output_uri + "rl/checkpoints/actor/"
+    assert plan.export.artifact_uri == plan.export.output_uri
+    assert (plan.convert.input_uri, plan.train.input_uri, plan.export.input_uri) == (
+        None,
+        plan.convert.artifact_uri,
+        plan.train.artifact_uri,
+    )
+    assert plan.convert.logs_command == f"kubectl logs -n tpu-rl job/{plan.convert.name} --all-containers --tail=200 -f"
+    assert plan.train.logs_command == (
+        f"kubectl logs -n tpu-rl -l job-name={plan.train.name}-pathways-head-0 -c workload-container --tail=200 -f"
+    )
+    assert (plan.convert.kind, plan.train.kind, plan.export.kind) == ("Job", "JobSet", "Job")
+
+
+def test_the_identity_covers_the_object_the_cluster_and_the_bucket_but_not_operational_fields():
+    base = jobs(PROD)
+    moved = jobs(settings("prod", ["tpu-rl:clusterName=other"]))
+    assert all(a.step_id != b.step_id for a, b in zip(base.steps, moved.steps, strict=True))
+    bucket = jobs(settings("prod", ["tpu-rl:bucketName=another-bucket"]))
+    assert all(a.step_id != b.step_id for a, b in zip(base.steps, bucket.steps, strict=True))
+    region = jobs(settings("prod", ["gcp:region=us-central2", "gcp:zone=us-central2-b", "tpu-rl:bucketName=b-123"]))
+    same_bucket = jobs(settings("prod", ["tpu-rl:bucketName=b-123"]))
+    assert all(a.step_id != b.step_id for a, b in zip(region.steps, same_bucket.steps, strict=True)), "cluster"
+    pathways = jobs(settings("prod", ["tpu-rl:images.pathwaysProxy=us-docker.pkg.dev/x/pathways/proxy_server:1"]))
+    assert pathways.convert.step_id == base.convert.step_id and pathways.train.step_id != base.train.step_id
+    timeouts = jobs(settings("prod", ["tpu-rl:workflow.timeouts.train=30h", "tpu-rl:workflow.maxRestarts=3"]))
+    assert [s.step_id for s in timeouts.steps] == [s.step_id for s in base.steps]
+    assert timeouts.train.deadline_seconds == 30 * 3600 and timeouts.train.await_seconds == 4 * (30 * 3600 + 900)
+
+
+def test_identity_ignores_annotations_and_exactly_the_operational_paths():
+    manifest = jobs(PROD).train.manifest
+    other = dataclasses.replace(PROD)
+    base = steps.identity(other, manifest)
+    changed = {**manifest, "metadata": {**manifest["metadata"], "annotations": {"x": "y"}}}
+    assert steps.identity(other, changed) == base
+    spec = dict(manifest["spec"])
+    spec["failurePolicy"] = {**spec["failurePolicy"], "maxRestarts": 5}
+    assert steps.identity(other, {**manifest, "spec": spec}) == base
+    spec["failurePolicy"] = {**spec["failurePolicy"], "restartStrategy": "BlockingRecreate"}
+    assert steps.identity(other, {**manifest, "spec": spec}) != base
+    assert steps.OPERATIONAL_PATHS == {
+        "Job": ("spec.activeDeadlineSeconds",),
+        "JobSet": ("spec.failurePolicy.maxRestarts", "spec.replicatedJobs[0].template.spec.activeDeadlineSeconds"),
+    }
+
+
+def test_step_hash_is_stable_and_short():
+    assert steps.step_hash({"a": 1, "b": [1, 2]}) == steps.step_hash({"b": [1, 2], "a": 1})
+    assert steps.step_hash({"a": 1}) != steps.step_hash({"a": 2})
+    assert steps.step_hash({"a": 1}) == "015abd7f5c"
+
+
+def _with_model_name(s, length):
+    name = "m" * length
+    return dataclasses.replace(s, model=ModelSettings(dataclasses.replace(s.model.spec, name=name), "main"))
+
+
+def test_name_limits_at_their_boundaries():
+    """JobSet: 63 minus its longest pod-name suffix; Job: 63 minus the 5-character pod suffix."""
+    assert steps.MAX_JOBSET_NAME == 63 - len("-pathways-head-0-0-abcde") == 39
+    assert steps.MAX_JOB_NAME == 63
+    # name = <model>-<step>-<10 hex>: train adds 17 characters, convert 19.
+    fits = _with_model_name(PROD, 39 - 17)
+    assert len(jobs(fits).train.name) == 39
+    with pytest.raises(ValueError, match="JobSet name m+-train-[0-9a-f]{10} is longer than 39 characters"):
+        jobs(_with_model_name(PROD, 39 - 16))
+    with pytest.raises(ValueError, match="JobSet"):
+        jobs(_with_model_name(PROD, 63 - 19))  # a Job may be longer, but the JobSet's limit is hit first
+    assert isinstance(Model, type)
+
+
+def test_without_removes_exactly_the_given_paths():
+    manifest = {"spec": {"a": 1, "b": [{"c": 2, "d": 3}]}, "kind": "X"}
+    assert steps._without(manifest, ("spec.a", "spec.b[0].c")) == {"spec": {"b": [{"d": 3}]}, "kind": "X"}
+    assert manifest == {"spec": {"a": 1, "b": [{"c": 2, "d": 3}]}, "kind": "X"}, "a copy"
+    assert steps._without(manifest, ("spec.missing",)) == manifest
