@@ -73,6 +73,15 @@ report: $(VENV)/.installed
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 
+# Mutation testing of the pure builders and validators (not part of `make test` or CI; README "Tests").
+# Incremental: only mutants of changed functions and the last run's survivors are tested again.
+MUTMUT := TPU_RL_SHARED=$(abspath ../shared) $(VENV)/bin/mutmut run --max-children 2
+mutation: $(VENV)/.installed-dev
+	$(MUTMUT)
+	$(PY) -m tests.mutation_report --survivors > mutants/survivors.txt
+	if [ -s mutants/survivors.txt ]; then $(MUTMUT) $$(cat mutants/survivors.txt); fi
+	$(PY) -m tests.mutation_report
+
 test: $(VENV)/.installed-dev $(POLICY_VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -n 2 --dist loadfile

@@ -7,7 +7,9 @@ policies can be mutation-tested on it in milliseconds.
 from __future__ import annotations
 
 import functools
+import os
 import re
+from collections.abc import Callable
 from typing import Any
 
 from infra.gcp.gke_spec import cluster_args, cpu_pool_args, system_pool_args, tpu_pool_args
@@ -48,7 +50,25 @@ def _resource(type_: str, name: str, inputs: dict[str, Any], **options: Any) -> 
     return {"type": type_, "name": name, "inputs": inputs, "options": _options(**options)}
 
 
-@functools.cache
+def per_mutant_cache(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``functools.cache``, with one cache per mutant of a mutation run.
+
+    mutmut forks each mutant's test run from a process that already ran the tests unmutated (it sets
+    ``MUTANT_UNDER_TEST`` in the fork); a plain cache would hand every mutant the unmutated result.
+    """
+    cache: dict[tuple[str, tuple[Any, ...]], Any] = {}
+
+    @functools.wraps(function)
+    def cached(*args: Any) -> Any:
+        key = (os.environ.get("MUTANT_UNDER_TEST", ""), args)
+        if key not in cache:
+            cache[key] = function(*args)
+        return cache[key]
+
+    return cached
+
+
+@per_mutant_cache
 def pure_plan(stack: str, *overrides: str) -> Plan:
     """The cluster, pools, bucket, project IAM and workflow objects of an example stack."""
     s = settings(stack, list(overrides))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -14,8 +15,20 @@ import pytest
 import yaml
 
 from core.names import SETUP_FAILURE_EXIT
-from tests.conftest import plan_of, put, shared_path
-from workloads.commands import CHECKPOINT_SCAN, OPTIMIZER_PATCH, TRAIN_LOG, UPLOAD_LOG, UTILS_RL
+from tests.conftest import put, shared_path
+from tests.lifecycle_walk import settings
+from workloads.commands import (
+    CHECKPOINT_SCAN,
+    OPTIMIZER_PATCH,
+    TRAIN_LOG,
+    UPLOAD_LOG,
+    UTILS_RL,
+    quote,
+    vllm_additional_config,
+)
+from workloads.evaluations import RUN_LINE
+from workloads.steps import plan_workflow
+from workloads.workflow import INPUT_ANNOTATION
 
 # The tutorial's training command, verbatim (../shared/reference/tutorial.md, step 2).
 TUTORIAL_TRAIN = """python3 -m maxtext.trainers.post_train.rl.train_rl run_name=rl
@@ -57,6 +70,8 @@ def tutorial_argv(command: str) -> list[str]:
 SHIM = """#!/bin/sh
 "{python}" -c 'import json, sys; open(sys.argv[1], "a").write(json.dumps(sys.argv[2:]) + "\\n")' "{log}" "$@"
 if [ "$1" = "-c" ] && [ -n "$SHIM_RUN_C" ]; then exec "{python}" "$@"; fi
+if [ "$1" = "-c" ] && [ -n "$SHIM_C_PRINTS" ]; then echo "$SHIM_C_PRINTS"; fi
+if [ -n "$SHIM_FAIL" ]; then exit "$SHIM_FAIL"; fi
 """
 
 
@@ -82,11 +97,15 @@ def run_in_bash(
 
 
 def objects(stack: str, *overrides: str) -> dict[str, dict]:
-    return {
-        o["metadata"]["labels"]["app.kubernetes.io/component"]: o
-        for o in plan_of(stack, *overrides).kubernetes_objects()
-        if o["kind"] in ("Job", "JobSet")
-    }
+    """The step objects the builders make for an example stack (what the program registers:
+    ``test_workflow`` and ``test_policy`` compare the two)."""
+    found = {}
+    for step in plan_workflow(settings(stack, list(overrides))).steps:
+        manifest = copy.deepcopy(step.manifest)
+        if step.input_uri:  # annotated by the program once the previous step's output is verified
+            manifest["metadata"]["annotations"][INPUT_ANNOTATION] = step.input_uri
+        found[step.step] = manifest
+    return found
 
 
 def step_id(obj: dict) -> str:
@@ -103,6 +122,7 @@ def container_command(obj: dict) -> list[str]:
 PROD_BUCKET = "gs://my-tpu-prod-project-tpu-rl-prod"
 
 
+@pytest.mark.pure
 def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_path):
     objs = objects("prod")
     calls = run_in_bash(container_command(objs["train"]), tmp_path)
@@ -135,6 +155,7 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
     assert len(calls) == 3
 
 
+@pytest.mark.pure
 def test_training_fails_with_train_rls_exit_code_after_copying_the_log(tmp_path):
     """The log is copied whatever happens; the container exits with train_rl's status."""
     command = container_command(objects("prod", "tpu-rl:training.optimizer=adamw")["train"])
@@ -144,6 +165,86 @@ def test_training_fails_with_train_rls_exit_code_after_copying_the_log(tmp_path)
     assert calls[-1][:2] == ["-c", UPLOAD_LOG]
 
 
+@pytest.mark.pure
+def test_a_failing_patch_stops_the_training_script(tmp_path):
+    """Strict mode: the first failing command ends the script with its status; train_rl never starts."""
+    calls = run_in_bash(container_command(objects("prod")["train"]), tmp_path, {"SHIM_FAIL": "3"}, check=False)
+    assert run_in_bash.last.returncode == 3 and len(calls) == 1 and calls[0][:2] == ["-c", OPTIMIZER_PATCH]
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(("overrides", "slices", "chips"), [((), 1, 32), (("tpu-rl:tpu.slices=2",), 2, 64)])
+def test_the_training_log_starts_with_the_run_record(tmp_path, overrides, slices, chips):
+    """The report and the status tool read what the run is from the log's first line."""
+    train = objects("prod", *overrides)["train"]
+    command = container_command(train)
+    log = tmp_path / "train.log"
+    calls = run_in_bash([*command[:2], command[2].replace(TRAIN_LOG, str(log))], tmp_path, {"VLLM_HOST_IP": "10.1.2.3"})
+    record = {
+        "model": "gemma4-26b",
+        "hfRepo": "google/gemma-4-26b-a4b-it",
+        "slice": {
+            "version": "v6e",
+            "machineType": "ct6e-standard-4t",
+            "topology": "4x8",
+            "slices": slices,
+            "chips": chips,
+        },
+        "optimizer": "adafactor",
+        "dataset": "openmathinstruct2",
+        "argv": calls[1][2:],
+    }
+    assert log.read_text().splitlines()[0] == RUN_LINE + json.dumps(record, separators=(",", ":")), "compact JSON"
+    assert "tpu-rl: starting train_rl (VLLM_HOST_IP=10.1.2.3)" in run_in_bash.last.stdout
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("word", "quoted"),
+    [
+        ("plain=1", "plain=1"),
+        ("two words", "'two words'"),
+        ("{'a': 1}", "\"{'a': 1}\""),  # the tutorial's double-quoted vLLM config
+        ("it's $HOME", "'it'\"'\"'s $HOME'"),  # $ must not expand: single quotes
+        ("it's `x`", "'it'\"'\"'s `x`'"),
+        ("it's \\", "'it'\"'\"'s \\'"),
+        ("it's!", "'it'\"'\"'s!'"),
+        ('it\'s "x"', "'it'\"'\"'s \"x\"'"),
+        ("load_parameters_path=${checkpoint}", '"load_parameters_path=${checkpoint}"'),
+        ("${checkpoint}/items", '"${checkpoint}/items"'),
+    ],
+)
+def test_quoting_keeps_every_word_literal_except_the_checkpoint(word, quoted, tmp_path):
+    assert quote(word) == quoted
+    if "${checkpoint}" not in word:
+        (echoed,) = run_in_bash(["/bin/bash", "-c", f"python3 {quoted}"], tmp_path)
+        assert echoed == [word]
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("word", ["x=${checkpoint} y", "$(id)${checkpoint}", "${checkpoint}`id`", "a b${checkpoint}"])
+def test_unsafe_text_around_the_checkpoint_is_refused(word):
+    with pytest.raises(ValueError, match=re.escape(f"unsafe text around ${{checkpoint}}: {word!r}")):
+        quote(word)
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_vllm_config_follows_its_knobs(enabled):
+    flag = "true" if enabled else "false"
+    overrides = [
+        f"tpu-rl:training.{k}={flag}"
+        for k in ("enableDpAttention", "allowSplitPhysicalAxes", "raggedGatherReduceFallback")
+    ]
+    config = vllm_additional_config(settings("prod", overrides))
+    assert config == (
+        "{'maxtext_config': {'model_name': 'gemma4-26b', 'model_call_mode': 'inference', "
+        f"'enable_dp_attention': {flag}, 'allow_split_physical_axes': {flag}, 'use_ragged_sort': false, "
+        f"'ragged_gather_reduce_fallback': {flag}, 'prefuse_moe_weights': true, 'weight_dtype': 'bfloat16'}}}}"
+    )
+
+
+@pytest.mark.pure
 def test_conversion_argv(tmp_path):
     objs = objects("prod")
     (convert,) = run_in_bash(container_command(objs["convert"]), tmp_path)
@@ -189,6 +290,18 @@ def test_export_argv_reads_the_newest_complete_checkpoint_found_at_run_time(tmp_
     assert export == _export_expected(objs, f"{actor}49/model_params/")
 
 
+@pytest.mark.pure
+def test_export_argv_takes_the_checkpoint_the_scan_prints(tmp_path):
+    """The scan's answer (stubbed here; run for real above) becomes load_parameters_path."""
+    objs = objects("prod")
+    actor = objs["export"]["metadata"]["annotations"]["tpu-rl/input"]
+    checkpoint = f"{actor}49/model_params/"
+    scan, export = run_in_bash(container_command(objs["export"]), tmp_path, {"SHIM_C_PRINTS": checkpoint})
+    assert scan == ["-c", CHECKPOINT_SCAN, actor]
+    assert export == _export_expected(objs, checkpoint)
+    assert f"tpu-rl: exporting {checkpoint}" in run_in_bash.last.stdout
+
+
 def test_export_stops_with_the_setup_failure_code_when_there_is_nothing_to_export(tmp_path, gcs):
     objs = objects("prod")
     put(gcs, f"{PROD_BUCKET}/", "unrelated")
@@ -199,11 +312,13 @@ def test_export_stops_with_the_setup_failure_code_when_there_is_nothing_to_expor
     assert "no complete checkpoint under" in run_in_bash.last.stderr
 
 
+@pytest.mark.pure
 def test_adamw_means_no_patch(tmp_path):
     calls = run_in_bash(container_command(objects("prod", "tpu-rl:training.optimizer=adamw")["train"]), tmp_path)
     assert [c[1] for c in calls] == ["maxtext.trainers.post_train.rl.train_rl", UPLOAD_LOG]
 
 
+@pytest.mark.pure
 def test_extra_args_are_appended_verbatim(tmp_path):
     objs = objects(
         "prod", "tpu-rl:training.extraArgs.eval_interval=1000", "tpu-rl:training.extraArgs.num_test_batches=2"
@@ -225,6 +340,7 @@ UTILS_RL_EXCERPT = """def get_optimizer(config, learning_rate):
 """
 
 
+@pytest.mark.pure
 def test_optimizer_patch_replaces_exactly_one_call(tmp_path):
     target = tmp_path / "utils_rl.py"
     target.write_text(UTILS_RL_EXCERPT)
@@ -234,6 +350,7 @@ def test_optimizer_patch_replaces_exactly_one_call(tmp_path):
     assert "clip_by_global_norm" in patched
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize("text", ["no optimizer here\n", UTILS_RL_EXCERPT + UTILS_RL_EXCERPT])
 def test_optimizer_patch_fails_loudly_when_the_image_changed(tmp_path, text):
     target = tmp_path / "utils_rl.py"
@@ -257,6 +374,7 @@ def _maxtext_keys() -> set[str]:
     return keys
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_every_maxtext_key_exists_in_maxtext_0_2_4(stack, tmp_path):
     known = _maxtext_keys()
@@ -270,6 +388,7 @@ def test_every_maxtext_key_exists_in_maxtext_0_2_4(stack, tmp_path):
         assert "hf_access_token" not in keys
 
 
+@pytest.mark.pure
 def test_data_templates_exist_in_maxtext_0_2_4():
     for stack in ("dev", "prod"):
         argv = [
@@ -283,11 +402,13 @@ def test_data_templates_exist_in_maxtext_0_2_4():
         assert shared_path("maxtext-0.2.4", *template.split("/")[1:]).exists()
 
 
+@pytest.mark.pure
 def test_model_names_exist_in_maxtext_0_2_4():
     for name in ("gemma4-26b", "gemma4-e4b"):
         assert shared_path("maxtext-0.2.4", "configs", "models", f"{name}.yml").exists()
 
 
+@pytest.mark.pure
 def test_training_env_matches_the_tutorial():
     head = objects("prod")["train"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     worker = objects("prod")["train"]["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]

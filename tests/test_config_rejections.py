@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +15,7 @@ from tests.conftest import plan_of
 
 TOKEN_LIKE = "hf_LEAKtestTOKENvalue0123456789abcdefgh"
 X = "tpu-rl:training.extraArgs"
+MESSAGES = Path(__file__).parent / "data" / "config-messages.tsv"
 
 # (id, --set overrides, full key the message must name, words the message must contain)
 BAD_INPUTS = [
@@ -296,18 +299,41 @@ def _run(argv: list[str], tmp_path, capsys) -> tuple[int, str, str, float]:
     return code, captured.out, captured.err, elapsed
 
 
-@pytest.mark.pure
-@pytest.mark.parametrize(("overrides", "key", "words"), [c[1:] for c in BAD_INPUTS], ids=[c[0] for c in BAD_INPUTS])
-def test_bad_value_is_refused_by_the_config_loader(overrides, key, words):
-    """The same corpus through the loader alone (what the program calls first; fast for mutation runs)."""
+def loader_message(overrides: list[str]) -> str:
+    """What the config loader (the program's first call) says about a bad input."""
     from infra.plan.stack_files import ROOT, StackFileError, load_stack_config
 
     with pytest.raises((ConfigError, StackFileError)) as caught:
         config, secret_keys, _ = load_stack_config(ROOT / "Pulumi.dev.yaml", overrides)
         config["tpu-rl:hfToken"] = "hf_x"
         load_settings(config, "dev", frozenset(secret_keys | {"tpu-rl:hfToken"}))
-    message = str(caught.value)
+    return str(caught.value)
+
+
+def read_messages() -> dict[str, str]:
+    lines = MESSAGES.read_text().splitlines() if MESSAGES.exists() else []
+    return dict(line.split("\t", 1) for line in lines if line)
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(("case", "overrides", "key", "words"), BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
+def test_bad_value_is_refused_by_the_config_loader(case, overrides, key, words):
+    """The corpus through the loader alone (fast for mutation runs); each message is reviewed word for
+    word in tests/data/config-messages.tsv (`TPU_RL_UPDATE_MESSAGES=1 make test` rewrites it)."""
+    message = loader_message(overrides)
     assert key in message and words in message and TOKEN_LIKE not in message, message
+    assert "\n" not in message
+    if os.environ.get("TPU_RL_UPDATE_MESSAGES"):
+        return
+    assert message == read_messages()[case]
+
+
+def test_the_reviewed_messages_are_the_corpus():
+    """Regenerates the reviewed file when asked; otherwise it lists exactly the corpus, in order."""
+    messages = {case: loader_message(overrides) for case, overrides, _, _ in BAD_INPUTS}
+    if os.environ.get("TPU_RL_UPDATE_MESSAGES"):
+        MESSAGES.write_text("".join(f"{case}\t{message}\n" for case, message in messages.items()))
+    assert list(read_messages()) == list(messages)
 
 
 @pytest.mark.parametrize(("overrides", "key", "words"), [c[1:] for c in BAD_INPUTS], ids=[c[0] for c in BAD_INPUTS])

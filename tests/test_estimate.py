@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from core.tpu import resolve_slice
-from infra.estimate import describe, estimate_run
+from infra.estimate import describe, estimate_for, estimate_run, step_seconds, step_seconds_for, usd_per_chip_hour
 from tests.conftest import plan_of
+from tests.lifecycle_walk import settings
 
 V6E_32 = resolve_slice("v6e", "ct6e-standard-4t", "4x8")
 TUTORIAL = {"model": "gemma4-26b", "num_batches": 50, "batch_size": 4, "num_generations": 4, "max_target_length": 640}
@@ -64,3 +65,99 @@ def test_estimate_is_a_stack_output_and_printed_by_the_plan(capsys):
     assert "reservation, 32 chips" in describe(output)
     assert main(["--stack", "prod"]) == 0
     assert "note: the reserved slice bills from creation until destroy" in capsys.readouterr().out
+
+
+@pytest.mark.pure
+def test_the_stack_output_of_the_tutorial_run_on_a_reservation():
+    """Every field of the `estimate` stack output, rounded as documented."""
+    assert estimate_run(V6E_32, 1, "reservation", **TUTORIAL).to_output() == {
+        "capacity": "reservation",
+        "chips": 32,
+        "usdPerChipHour": 1.89,
+        "steps": {
+            "convert": {"hours": 1.0, "holdsTpu": False, "tpuChipHours": 32.0, "usd": 60.48},
+            "train": {"hours": 2.08, "holdsTpu": True, "tpuChipHours": 66.7, "usd": 126.0},
+            "export": {"hours": 0.75, "holdsTpu": False, "tpuChipHours": 24.0, "usd": 45.36},
+        },
+        "totalHours": 3.83,
+        "totalTpuChipHours": 122.7,
+        "totalUsd": 231.84,
+        "idleUsdPerDay": 1451.52,
+        "pricesAsOf": "2026-11-29",
+        "notes": [
+            "conversion and export run on the CPU pool and hold no TPU",
+            "the reserved slice bills from creation until destroy: 32 chips x $1.89 = $1,452 per day, also while "
+            "conversion and export run",
+        ],
+    }
+
+
+@pytest.mark.pure
+def test_two_flex_start_slices_halve_the_steps_and_bill_only_training():
+    # 64 chips at $2.70 x 0.60 = $1.62; train 0.75 h + 50 x 96 s x 32/64 = 1.4167 h, billed + 0.25 h.
+    assert describe(estimate_run(V6E_32, 2, "flex-start", **TUTORIAL).to_output()).splitlines() == [
+        "estimate (flex-start, 64 chips at $1.62/chip-hour, prices as of 2026-11-29):",
+        "  convert    1.00 h  CPU only       0.0 chip-h  $      0.00",
+        "  train      1.42 h  TPU          106.7 chip-h  $    172.80",
+        "  export     0.75 h  CPU only       0.0 chip-h  $      0.00",
+        "  total      3.17 h               106.7 chip-h  $    172.80",
+        "  note: conversion and export run on the CPU pool and hold no TPU",
+        "  note: the flex-start pool scales to zero: TPU bills only while training runs",
+    ]
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("version", "capacity", "usd"),
+    [
+        ("v6e", "reservation", 1.89),
+        ("v6e", "on-demand", 2.70),
+        ("v6e", "spot", 2.70 * 0.40),
+        ("v6e", "flex-start", 2.70 * 0.60),
+        ("v5e", "reservation", 0.84),
+        ("v5e", "on-demand", 1.20),
+        ("v5p", "reservation", 2.94),
+        ("v5p", "flex-start", 4.20 * 0.60),
+    ],
+)
+def test_price_per_chip_hour(version, capacity, usd):
+    assert usd_per_chip_hour(version, capacity) == pytest.approx(usd)
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("target", "chips", "seconds"),
+    [(640, 32, 96.0), (1280, 32, 192.0), (320, 32, 48.0), (640, 64, 48.0), (640, 8, 384.0)],
+)
+def test_step_time_scales_with_target_length_and_inversely_with_chips(target, chips, seconds):
+    assert step_seconds("gemma4-26b", chips, 4, 4, target) == pytest.approx(seconds)
+    assert step_seconds("gemma4-e4b", chips, 4, 4, target) == pytest.approx(seconds / 4)
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ([], ("reservation", 1, TUTORIAL)),
+        (["tpu-rl:tpu.slices=2"], ("reservation", 2, TUTORIAL)),
+        (["tpu-rl:tpu.capacity=spot"], ("spot", 1, TUTORIAL)),
+        (["tpu-rl:training.numBatches=7"], ("reservation", 1, {**TUTORIAL, "num_batches": 7})),
+        (
+            ["tpu-rl:training.batchSize=8", "tpu-rl:training.trainMicroBatchSize=8"],
+            ("reservation", 1, {**TUTORIAL, "batch_size": 8}),
+        ),
+        (["tpu-rl:training.numGenerations=3"], ("reservation", 1, {**TUTORIAL, "num_generations": 3})),
+        (["tpu-rl:training.maxTargetLength=1024"], ("reservation", 1, {**TUTORIAL, "max_target_length": 1024})),
+        (["tpu-rl:model.name=gemma4-e4b"], ("reservation", 1, {**TUTORIAL, "model": "gemma4-e4b"})),
+        (["tpu-rl:workflow.enabled=false"], ("reservation", 1, {**TUTORIAL, "workflow": False})),
+    ],
+)
+def test_the_estimate_of_a_stack_reads_each_setting(overrides, expected):
+    """estimate_for passes every setting the model uses; step_seconds_for agrees with it."""
+    capacity, slices, run = expected
+    extra = ["tpu-rl:tpu.reservation="] if capacity == "spot" else []
+    s = settings("prod", [*overrides, *extra])
+    assert estimate_for(s) == estimate_run(V6E_32, slices, capacity, **run)
+    assert step_seconds_for(s) == pytest.approx(
+        step_seconds(run["model"], 32 * slices, run["batch_size"], run["num_generations"], run["max_target_length"])
+    )

@@ -28,7 +28,6 @@ def walks():
     return {stack: walk(stack) for stack in ("dev", "prod")}
 
 
-@pytest.mark.pure
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_every_key_renames_a_step_or_is_ignored(walks, stack):
     """Walks every key of the schema (a new key is covered automatically; the walk fails if it cannot

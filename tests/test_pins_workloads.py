@@ -5,6 +5,7 @@ that must agree cross-checked. Pure: the builders only, no mock runtime (fast en
 from __future__ import annotations
 
 import dataclasses
+import urllib.parse
 
 import pytest
 
@@ -348,8 +349,18 @@ def test_cpu_jobs(step, scratch, memory, limit):
     built = getattr(jobs(PROD), step)
     job = built.manifest
     assert job["apiVersion"] == "batch/v1" and job["kind"] == "Job"
-    assert job["metadata"]["annotations"] == {
-        "pulumi.com/waitFor": "jsonpath={.status.conditions[?(@.type=='Complete'||@.type=='Failed')].status}=True"
+    assert job["metadata"] == {
+        "name": built.name,
+        "namespace": "tpu-rl",
+        "labels": {
+            "app.kubernetes.io/name": "tpu-rl",
+            "app.kubernetes.io/instance": "tpu-rl-prod",
+            "app.kubernetes.io/component": step,
+            "tpu-rl/step-id": built.step_id,
+        },
+        "annotations": {
+            "pulumi.com/waitFor": "jsonpath={.status.conditions[?(@.type=='Complete'||@.type=='Failed')].status}=True"
+        },
     }
     spec = job["spec"]
     assert {k: v for k, v in spec.items() if k != "template"} == {
@@ -464,6 +475,42 @@ def test_identity_ignores_annotations_and_exactly_the_operational_paths():
     }
 
 
+def test_the_identity_covers_the_objects_name_and_labels():
+    manifest = jobs(PROD).convert.manifest
+    base = steps.identity(PROD, manifest)
+    for field, value in (("labels", {**manifest["metadata"]["labels"], "x": "y"}), ("name", "other")):
+        changed = {**manifest, "metadata": {**manifest["metadata"], field: value}}
+        assert steps.identity(PROD, changed) != base, field
+
+
+# A step's name is its identity: a change here re-runs that step (and the ones after it) for every user
+# on their next `pulumi up`. Update these deliberately, with the reason in the commit message.
+STEP_NAMES = {
+    "dev": ["gemma4-e4b-convert-45028d21a9", "gemma4-e4b-train-bca9d688ab", "gemma4-e4b-export-8502832640"],
+    "prod": ["gemma4-26b-convert-e2a7b1dd08", "gemma4-26b-train-11ff0a1767", "gemma4-26b-export-95c53856aa"],
+}
+
+
+@pytest.mark.parametrize("stack", sorted(STEP_NAMES))
+def test_the_example_stacks_step_names(stack):
+    assert [step.name for step in jobs(settings(stack, [])).steps] == STEP_NAMES[stack]
+
+
+def test_the_cloud_logging_links():
+    plan = jobs(PROD)
+    base = "https://console.cloud.google.com/logs/query;query="
+    scope = (
+        'resource.type="k8s_container"\nresource.labels.project_id="my-tpu-prod-project"\n'
+        'resource.labels.cluster_name="tpu-rl-prod"\nresource.labels.namespace_name="tpu-rl"\n'
+    )
+    convert = scope + f'resource.labels.pod_name:"{plan.convert.name}"'
+    train = scope + f'resource.labels.pod_name:"{plan.train.name}-pathways-head-0"\n'
+    train += 'resource.labels.container_name="workload-container"'
+    for step, query in ((plan.convert, convert), (plan.train, train)):
+        assert step.console_logs_url == base + urllib.parse.quote(query, safe="") + "?project=my-tpu-prod-project"
+        assert "/" not in step.console_logs_url.split(";query=")[1].split("?")[0], "the query is one path segment"
+
+
 def test_step_hash_is_stable_and_short():
     assert steps.step_hash({"a": 1, "b": [1, 2]}) == steps.step_hash({"b": [1, 2], "a": 1})
     assert steps.step_hash({"a": 1}) != steps.step_hash({"a": 2})
@@ -476,7 +523,7 @@ def _with_model_name(s, length):
 
 
 def test_name_limits_at_their_boundaries():
-    """JobSet: 63 minus its longest pod-name suffix; Job: 63 minus the 5-character pod suffix."""
+    """JobSet: 63 minus its longest pod-name suffix; Job: 63 (its name is the job-name label's value)."""
     assert steps.MAX_JOBSET_NAME == 63 - len("-pathways-head-0-0-abcde") == 39
     assert steps.MAX_JOB_NAME == 63
     # name = <model>-<step>-<10 hex>: train adds 17 characters, convert 19.

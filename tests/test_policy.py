@@ -6,6 +6,7 @@ import asyncio
 import copy
 import importlib
 import json
+import os
 import re
 import sys
 from typing import Any
@@ -27,8 +28,8 @@ from tests.pure_plan import pure_plan
 
 pytestmark = pytest.mark.pure  # the policies judge builder output (pure_plan); one test also runs the program
 
-sys.path.insert(0, str(ROOT / "policy"))
-policies = importlib.import_module("tpu_rl_policies")
+# Imported by its package path (as the mutation run names it); the pack itself runs it as a script.
+policies = importlib.import_module("policy.tpu_rl_policies")
 BY_NAME = {p.name: p for p in policies.POLICIES}
 
 
@@ -66,10 +67,10 @@ def _run(result: Any) -> None:
         asyncio.new_event_loop().run_until_complete(result)
 
 
-def violations(plan: Plan, name: str, stack: str = "dev") -> list[str]:
-    """Messages the named policy reports on a plan, with the stack's policy config."""
+def violations(plan: Plan, name: str, stack: str = "dev", config: dict[str, Any] | None = None) -> list[str]:
+    """Messages the named policy reports on a plan, with the stack's policy config (or ``config``)."""
     policy = BY_NAME[name]
-    config = policy_config(stack, name)
+    config = policy_config(stack, name) if config is None else config
     found: list[str] = []
 
     def report(message: str, urn: str | None = None) -> None:
@@ -166,29 +167,114 @@ def _set(path, value):
 POOL, CLUSTER, BUCKET = "gcp:container/nodePool:NodePool", "gcp:container/cluster:Cluster", "gcp:storage/bucket:Bucket"
 JOB, JOBSET = "kubernetes:batch/v1:Job", "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 
+
+def _container(r, index=0):
+    return r["inputs"]["spec"]["template"]["spec"]["containers"][index]
+
+
+def _cidrs(*blocks):
+    return _set(["masterAuthorizedNetworksConfig", "cidrBlocks"], [{"cidrBlock": c} for c in blocks])
+
+
+def _env(name, value=None, value_from=None):
+    entry = {"name": name, **({"value": value} if value is not None else {"valueFrom": value_from})}
+    return lambda r: _container(r)["env"].append(entry)
+
+
+def _command(text):
+    return lambda r: _head(r)["containers"][0]["command"].__setitem__(2, text)
+
+
+def _both(*changes):
+    def change(resource):
+        for c in changes:
+            c(resource)
+
+    return change
+
+
+TOKEN = "hf_abcdefghijklmnopqrstuvwxyz"
+
+# (id, policy, stack, resource type, resource or step name, change, words the finding contains). Every
+# finding is also compared word for word with tests/data/policy-messages.tsv (reviewed; rewritten by
+# `TPU_RL_UPDATE_MESSAGES=1 make test`).
 MUTATIONS = [
     (
+        "token-in-command",
         "no-secrets-in-workloads",
         "prod",
         JOBSET,
         None,
-        lambda r: _head(r)["containers"][0]["command"].__setitem__(
-            2, "python3 x hf_access_token=hf_abcdefghijklmnopqrstuvwxyz"
-        ),
+        _command(f"python3 x hf_access_token={TOKEN}"),
         "command contains secret material",
     ),
     (
+        "token-in-args",
         "no-secrets-in-workloads",
         "prod",
         JOB,
         "convert",
-        lambda r: r["inputs"]["spec"]["template"]["spec"]["containers"][0]["env"].__setitem__(
-            0, {"name": "HF_TOKEN", "value": "hf_abcdefghijklmnopqrstuvwxyz"}
-        ),
+        lambda r: _container(r).__setitem__("args", [f"--token={TOKEN}"]),
+        "args contains secret material",
+    ),
+    (
+        "env-var-in-command",
+        "no-secrets-in-workloads",
+        "prod",
+        JOB,
+        "export",
+        lambda r: _container(r).__setitem__("args", ["MY_API_KEY=abc"]),
+        "args contains secret material",
+    ),
+    (
+        "token-literal-env",
+        "no-secrets-in-workloads",
+        "prod",
+        JOB,
+        "convert",
+        lambda r: _container(r)["env"].__setitem__(0, {"name": "HF_TOKEN", "value": TOKEN}),
         "env HF_TOKEN has a literal value",
     ),
-    ("tpu-node-pool-shape", "prod", POOL, "tpu-pool-0", _set(["nodeCount"], 4), "must equal the slice's 8 hosts"),
     (
+        "secret-named-env",
+        "no-secrets-in-workloads",
+        "prod",
+        JOB,
+        "convert",
+        _env("WANDB_API_KEY", "abc"),
+        "env WANDB_API_KEY has a literal value",
+    ),
+    (
+        "token-valued-env",
+        "no-secrets-in-workloads",
+        "prod",
+        JOB,
+        "convert",
+        _env("EXTRA", TOKEN),
+        "env EXTRA has a literal value",
+    ),
+    (
+        "token-from-config-map",
+        "no-secrets-in-workloads",
+        "prod",
+        JOB,
+        "convert",
+        lambda r: _container(r)["env"].__setitem__(
+            0, {"name": "HF_TOKEN", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}
+        ),
+        "HF_TOKEN must come from a secretKeyRef",
+    ),
+    (
+        "node-count",
+        "tpu-node-pool-shape",
+        "prod",
+        POOL,
+        "tpu-pool-0",
+        _set(["nodeCount"], 4),
+        "must equal the slice's 8 hosts",
+    ),
+    (
+        "topology-unformable",
         "tpu-node-pool-shape",
         "prod",
         POOL,
@@ -197,6 +283,40 @@ MUTATIONS = [
         "cannot form topology 4x5",
     ),
     (
+        "topology-from-labels",
+        "tpu-node-pool-shape",
+        "prod",
+        POOL,
+        "tpu-pool-0",
+        _both(
+            _set(["placementPolicy"], {}), _set(["nodeConfig", "labels"], {"cloud.google.com/gke-tpu-topology": "4x8"})
+        ),
+        "needs placementPolicy {type: COMPACT, tpuTopology: 4x8}",
+    ),
+    (
+        "not-compact",
+        "tpu-node-pool-shape",
+        "prod",
+        POOL,
+        "tpu-pool-0",
+        _set(["placementPolicy", "type"], "SPREAD"),
+        "needs placementPolicy",
+    ),
+    (
+        "single-host-with-topology",
+        "tpu-node-pool-shape",
+        "prod",
+        POOL,
+        "tpu-pool-0",
+        _both(
+            _set(["nodeConfig", "machineType"], "ct6e-standard-8t"),
+            _set(["placementPolicy", "tpuTopology"], "2x4"),
+            _set(["nodeCount"], 1),
+        ),
+        "must not set placementPolicy.tpuTopology",
+    ),
+    (
+        "two-zones",
         "tpu-node-pool-shape",
         "prod",
         POOL,
@@ -204,7 +324,9 @@ MUTATIONS = [
         _set(["nodeLocations"], ["us-east5-a", "us-east5-b"]),
         "exactly one zone",
     ),
+    ("no-zone", "tpu-node-pool-shape", "prod", POOL, "tpu-pool-0", _set(["nodeLocations"], []), "nodeLocations has 0"),
     (
+        "autoscaled-reservation",
         "tpu-node-pool-shape",
         "dev",
         POOL,
@@ -214,8 +336,53 @@ MUTATIONS = [
         ),
         "cannot consume a reservation",
     ),
-    ("tpu-node-pool-shape", "dev", POOL, "tpu-pool-0", _set(["autoscaling", "maxNodeCount"], 1), "one whole slice"),
     (
+        "autoscaled-part-slice",
+        "tpu-node-pool-shape",
+        "dev",
+        POOL,
+        "tpu-pool-0",
+        _set(["autoscaling", "maxNodeCount"], 1),
+        "one whole slice",
+    ),
+    (
+        "autoscaled-total-max",
+        "tpu-node-pool-shape",
+        "dev",
+        POOL,
+        "tpu-pool-0",
+        _set(["autoscaling"], {"totalMaxNodeCount": 3}),
+        "autoscaling max 3",
+    ),
+    (
+        "autoscaled-min-partial",
+        "tpu-node-pool-shape",
+        "dev",
+        POOL,
+        "tpu-pool-0",
+        _set(["autoscaling", "minNodeCount"], 1),
+        "autoscaling min must be 0 or 2",
+    ),
+    (
+        "static-without-reservation",
+        "tpu-node-pool-shape",
+        "prod",
+        POOL,
+        "tpu-pool-0",
+        _set(["nodeConfig", "reservationAffinity", "values"], []),
+        "needs a SPECIFIC_RESERVATION affinity",
+    ),
+    (
+        "spot-any-reservation",
+        "tpu-node-pool-shape",
+        "dev",
+        POOL,
+        "tpu-pool-0",
+        _set(["nodeConfig", "reservationAffinity"], {"consumeReservationType": "ANY_RESERVATION"}),
+        "set reservationAffinity NO_RESERVATION",
+    ),
+    (
+        "public-nodes",
         "gke-private-cluster",
         "prod",
         CLUSTER,
@@ -223,27 +390,100 @@ MUTATIONS = [
         _set(["privateClusterConfig", "enablePrivateNodes"], False),
         "nodes must be private",
     ),
-    ("gke-private-cluster", "prod", CLUSTER, None, _set(["workloadIdentityConfig"], {}), "Workload Identity"),
-    *(
-        (
-            "no-open-control-plane",
-            "prod",
-            CLUSTER,
-            None,
-            _set(["masterAuthorizedNetworksConfig", "cidrBlocks"], [{"cidrBlock": c} for c in blocks]),
-            message,
-        )
-        for blocks, message in (
-            (["0.0.0.0/0"], "cover 100.0000% of the public IPv4 space"),
-            (["0.0.0.0/1", "128.0.0.0/1"], "cover 100.0000% of the public IPv4 space"),
-            (["0.0.0.0/00"], "cover 100.0000%"),
-            (["0.0.0.0/0.0.0.0"], "cover 100.0000%"),
-            (["203.0.113.0/24", "1.0.0.0/8"], "1.0.0.0/8 (1.0.0.0/8) is wider than /16"),
-            (["198.51.100.0/24"] + [f"{i}.0.0.0/16" for i in range(1, 12)], "together cover 0.01"),
-            (["office-network"], "'office-network' is not an IPv4 CIDR"),
-        )
+    (
+        "no-workload-identity",
+        "gke-private-cluster",
+        "prod",
+        CLUSTER,
+        None,
+        _set(["workloadIdentityConfig"], {}),
+        "Workload Identity",
     ),
     (
+        "unshielded",
+        "gke-private-cluster",
+        "prod",
+        CLUSTER,
+        None,
+        _set(["enableShieldedNodes"], False),
+        "shielded nodes",
+    ),
+    (
+        "open-world",
+        "no-open-control-plane",
+        "prod",
+        CLUSTER,
+        None,
+        _cidrs("0.0.0.0/0"),
+        "cover 100.0000% of the public IPv4 space",
+    ),
+    (
+        "open-world-in-halves",
+        "no-open-control-plane",
+        "prod",
+        CLUSTER,
+        None,
+        _cidrs("0.0.0.0/1", "128.0.0.0/1"),
+        "cover 100.0000%",
+    ),
+    ("open-world-zero-padded", "no-open-control-plane", "prod", CLUSTER, None, _cidrs("0.0.0.0/00"), "cover 100.0000%"),
+    (
+        "open-world-netmask",
+        "no-open-control-plane",
+        "prod",
+        CLUSTER,
+        None,
+        _cidrs("0.0.0.0/0.0.0.0"),
+        "cover 100.0000%",
+    ),
+    (
+        "wider-than-16",
+        "no-open-control-plane",
+        "prod",
+        CLUSTER,
+        None,
+        _cidrs("203.0.113.0/24", "1.0.0.0/8"),
+        "1.0.0.0/8 (1.0.0.0/8) is wider than /16",
+    ),
+    (
+        "host-bits",
+        "no-open-control-plane",
+        "prod",
+        CLUSTER,
+        None,
+        _cidrs("1.2.3.4/15"),
+        "1.2.3.4/15 (1.2.0.0/15) is wider than /16",
+    ),
+    (
+        "many-narrow",
+        "no-open-control-plane",
+        "prod",
+        CLUSTER,
+        None,
+        _cidrs("198.51.100.0/24", *(f"{i}.0.0.0/16" for i in range(1, 12))),
+        "together cover 0.01",
+    ),
+    (
+        "not-a-cidr",
+        "no-open-control-plane",
+        "prod",
+        CLUSTER,
+        None,
+        _cidrs("office-network"),
+        "'office-network' is not an IPv4 CIDR",
+    ),
+    ("ipv6", "no-open-control-plane", "prod", CLUSTER, None, _cidrs("::/0"), "'::/0' is not an IPv4 CIDR"),
+    (
+        "google-cloud-ips",
+        "no-open-control-plane",
+        "prod",
+        CLUSTER,
+        None,
+        _set(["masterAuthorizedNetworksConfig", "gcpPublicCidrsAccessEnabled"], True),
+        "gcpPublicCidrsAccessEnabled",
+    ),
+    (
+        "storage-admin",
         "no-broad-project-iam",
         "prod",
         "gcp:projects/iAMMember:IAMMember",
@@ -252,6 +492,25 @@ MUTATIONS = [
         "project-level roles/storage.admin is too broad",
     ),
     (
+        "editor",
+        "no-broad-project-iam",
+        "prod",
+        "gcp:projects/iAMMember:IAMMember",
+        "tpu-logging.logWriter",
+        _set(["role"], "roles/editor"),
+        "project-level roles/editor",
+    ),
+    (
+        "no-uniform-access",
+        "bucket-hardening",
+        "prod",
+        BUCKET,
+        None,
+        _set(["uniformBucketLevelAccess"], False),
+        "uniform bucket-level access",
+    ),
+    (
+        "public-access",
         "bucket-hardening",
         "prod",
         BUCKET,
@@ -259,9 +518,36 @@ MUTATIONS = [
         _set(["publicAccessPrevention"], "inherited"),
         "public access prevention",
     ),
-    ("bucket-hardening", "prod", BUCKET, None, _set(["softDeletePolicy"], {}), "soft delete or versioning"),
-    ("bucket-deletion-guard", "prod", BUCKET, None, _set(["forceDestroy"], True), "forceDestroy"),
     (
+        "no-soft-delete",
+        "bucket-hardening",
+        "prod",
+        BUCKET,
+        None,
+        _set(["softDeletePolicy"], {}),
+        "soft delete or versioning",
+    ),
+    (
+        "zero-soft-delete",
+        "bucket-hardening",
+        "prod",
+        BUCKET,
+        None,
+        _set(["softDeletePolicy", "retentionDurationSeconds"], 0),
+        "soft delete or versioning",
+    ),
+    ("force-destroy", "bucket-deletion-guard", "prod", BUCKET, None, _set(["forceDestroy"], True), "forceDestroy"),
+    (
+        "unprotected",
+        "bucket-deletion-guard",
+        "prod",
+        BUCKET,
+        None,
+        lambda r: r["options"].__setitem__("protect", False),
+        "not protected",
+    ),
+    (
+        "jobset-ttl",
         "no-ttl-on-managed-jobs",
         "prod",
         JOBSET,
@@ -270,6 +556,18 @@ MUTATIONS = [
         "ttlSecondsAfterFinished",
     ),
     (
+        "child-job-ttl",
+        "no-ttl-on-managed-jobs",
+        "prod",
+        JOBSET,
+        None,
+        lambda r: r["inputs"]["spec"]["replicatedJobs"][1]["template"]["spec"].__setitem__(
+            "ttlSecondsAfterFinished", 0
+        ),
+        "ttlSecondsAfterFinished",
+    ),
+    (
+        "job-ttl",
         "no-ttl-on-managed-jobs",
         "prod",
         JOB,
@@ -277,24 +575,62 @@ MUTATIONS = [
         _set(["spec", "ttlSecondsAfterFinished"], 3600),
         "ttlSecondsAfterFinished",
     ),
-    ("bounded-retries", "prod", JOBSET, None, _set(["spec", "failurePolicy", "maxRestarts"], 50), "maxRestarts 50"),
     (
+        "restarts-above-cap",
         "bounded-retries",
         "prod",
         JOBSET,
         None,
-        lambda r: r["inputs"]["spec"]["replicatedJobs"][1]["template"]["spec"].__setitem__("backoffLimit", 2048000),
-        "backoffLimit 2048000",
+        _set(["spec", "failurePolicy", "maxRestarts"], 2),
+        "maxRestarts 2",
     ),
     (
+        "restarts-missing",
+        "bounded-retries",
+        "prod",
+        JOBSET,
+        None,
+        _set(["spec", "failurePolicy"], {}),
+        "maxRestarts None",
+    ),
+    (
+        "child-backoff-above-cap",
+        "bounded-retries",
+        "prod",
+        JOBSET,
+        None,
+        lambda r: r["inputs"]["spec"]["replicatedJobs"][1]["template"]["spec"].__setitem__("backoffLimit", 257),
+        "worker: backoffLimit 257",
+    ),
+    (
+        "job-backoff-missing",
+        "bounded-retries",
+        "prod",
+        JOB,
+        "convert",
+        lambda r: r["inputs"]["spec"].pop("backoffLimit"),
+        "Job: backoffLimit None",
+    ),
+    (
+        "latest",
         "pinned-images",
         "prod",
         JOB,
         "convert",
-        lambda r: r["inputs"]["spec"]["template"]["spec"]["containers"][0].__setitem__("image", "maxtext:latest"),
+        lambda r: _container(r).__setitem__("image", "maxtext:latest"),
         "is not pinned",
     ),
     (
+        "untagged",
+        "pinned-images",
+        "prod",
+        JOB,
+        "convert",
+        lambda r: _container(r).__setitem__("image", "us-docker.pkg.dev/p/r:1/maxtext"),
+        "is not pinned",
+    ),
+    (
+        "pathways-by-tag",
         "pinned-images",
         "prod",
         JOBSET,
@@ -304,8 +640,41 @@ MUTATIONS = [
         ),
         "must be pinned by digest",
     ),
-    ("cost-attribution-labels", "prod", BUCKET, None, _set(["labels"], {}), "missing cost-attribution labels"),
+    (
+        "bucket-labels",
+        "cost-attribution-labels",
+        "prod",
+        BUCKET,
+        None,
+        _set(["labels"], {}),
+        "missing cost-attribution labels app, stack on labels",
+    ),
+    (
+        "cluster-labels",
+        "cost-attribution-labels",
+        "prod",
+        CLUSTER,
+        None,
+        _set(["resourceLabels"], {"app": "tpu-rl"}),
+        "missing cost-attribution labels stack on resourceLabels",
+    ),
+    (
+        "pool-labels",
+        "cost-attribution-labels",
+        "prod",
+        POOL,
+        "tpu-pool-0",
+        _set(["nodeConfig", "resourceLabels"], None),
+        "on nodeConfig.resourceLabels",
+    ),
 ]
+POLICY_MESSAGES = ROOT / "tests" / "data" / "policy-messages.tsv"
+
+
+def read_policy_messages() -> dict[str, list[str]]:
+    lines = POLICY_MESSAGES.read_text().splitlines() if POLICY_MESSAGES.exists() else []
+    return {case: json.loads(found) for case, found in (line.split("\t", 1) for line in lines if line)}
+
 
 PINNED = "tpu-rl:model.revision=0123456789abcdef0123456789abcdef01234567"
 
@@ -324,18 +693,99 @@ def test_model_revision_policy_catches_a_moving_ref():
 
 
 @pytest.mark.parametrize(
-    ("policy", "stack", "type_", "name", "change", "message"),
-    MUTATIONS,
-    ids=[f"{m[0]}:{i}:{m[5][:30]}" for i, m in enumerate(MUTATIONS)],
+    ("case", "policy", "stack", "type_", "name", "change", "words"), MUTATIONS, ids=[m[0] for m in MUTATIONS]
 )
-def test_each_policy_catches_its_mutation(policy, stack, type_, name, change, message):
-    assert not [v for v in violations(pure_plan(stack), policy, stack) if message in v]
+def test_each_policy_catches_its_mutation(case, policy, stack, type_, name, change, words):
+    assert not [v for v in violations(pure_plan(stack), policy, stack) if words in v]
     found = violations(mutated(stack, type_, name, change), policy, stack)
-    assert any(message in v for v in found), found
+    assert any(words in v for v in found), found
+    if not os.environ.get("TPU_RL_UPDATE_MESSAGES"):
+        assert found == read_policy_messages()[case]
+
+
+# The accepted side of each boundary: changes that must not be reported.
+PASSES = [
+    (
+        "backoff-at-cap",
+        "bounded-retries",
+        "prod",
+        JOBSET,
+        None,
+        lambda r: r["inputs"]["spec"]["replicatedJobs"][1]["template"]["spec"].__setitem__("backoffLimit", 256),
+    ),
+    ("restarts-at-dev-cap", "bounded-retries", "dev", JOBSET, None, _set(["spec", "failurePolicy", "maxRestarts"], 3)),
+    ("prefix-16", "no-open-control-plane", "prod", CLUSTER, None, _cidrs("1.2.0.0/16")),
+    ("private-and-wide", "no-open-control-plane", "prod", CLUSTER, None, _cidrs("10.0.0.0/8", "172.16.0.0/12")),
+    ("a-host", "no-open-control-plane", "prod", CLUSTER, None, _cidrs("8.8.8.8")),
+    (
+        "pathways-by-digest",
+        "pinned-images",
+        "prod",
+        JOBSET,
+        None,
+        lambda r: _head(r)["initContainers"][0].__setitem__(
+            "image", "us-docker.pkg.dev/x/pathways/proxy@sha256:" + "a" * 64
+        ),
+    ),
+    (
+        "versioning-instead-of-soft-delete",
+        "bucket-hardening",
+        "prod",
+        BUCKET,
+        None,
+        _both(_set(["softDeletePolicy"], {}), _set(["versioning"], {"enabled": True})),
+    ),
+    (
+        "narrow-project-role",
+        "no-broad-project-iam",
+        "prod",
+        "gcp:projects/iAMMember:IAMMember",
+        "tpu-logging.logWriter",
+        _set(["role"], "roles/monitoring.metricWriter"),
+    ),
+    (
+        "autoscaled-min-whole-slice",
+        "tpu-node-pool-shape",
+        "dev",
+        POOL,
+        "tpu-pool-0",
+        _set(["autoscaling", "minNodeCount"], 2),
+    ),
+    (
+        "env-from-secret",
+        "no-secrets-in-workloads",
+        "prod",
+        JOB,
+        "convert",
+        _env("OTHER_TOKEN", value_from={"secretKeyRef": {"name": "s", "key": "k"}}),
+    ),
+    (
+        "extra-labels",
+        "cost-attribution-labels",
+        "prod",
+        BUCKET,
+        None,
+        _set(["labels"], {"app": "a", "stack": "s", "team": "t"}),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("policy", "stack", "type_", "name", "change"), [p[1:] for p in PASSES], ids=[p[0] for p in PASSES]
+)
+def test_the_accepted_side_of_each_boundary_is_not_reported(policy, stack, type_, name, change):
+    assert violations(mutated(stack, type_, name, change), policy, stack) == []
+
+
+def test_the_reviewed_policy_messages_are_the_cases():
+    found = {m[0]: violations(mutated(*m[2:6]), m[1], m[2]) for m in MUTATIONS}
+    if os.environ.get("TPU_RL_UPDATE_MESSAGES"):
+        POLICY_MESSAGES.write_text("".join(f"{case}\t{json.dumps(v)}\n" for case, v in found.items()))
+    assert list(read_policy_messages()) == list(found)
 
 
 def test_every_policy_has_a_mutation():
-    covered = {m[0] for m in MUTATIONS} | {"model-revision-pinned", "tpu-budget"}  # tested below
+    covered = {m[1] for m in MUTATIONS} | {"model-revision-pinned", "tpu-budget"}  # tested below
     assert covered == set(BY_NAME)
 
 
@@ -470,3 +920,95 @@ def test_the_builders_plan_is_what_the_program_registers(stack):
         registered = program.one(resource["type"], resource["name"])
         assert _normalised(resource) == _normalised(registered), resource["name"]
         assert resource["options"]["protect"] == registered["options"]["protect"]
+
+
+BUDGET_FIX = (
+    "use a smaller slice, fewer numBatches or spot/flex-start capacity, or raise the budget in the policy config"
+)
+IDLE = "per day until `pulumi destroy`: destroy the stack after the run or use autoscaled capacity"
+OPEN = "set tpu-rl:authorizedNetworks to the networks you deploy from"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "config", "expected"),
+    [
+        # prod's run: 231.84 USD, 1,451.52 USD a day idle (test_estimate). At the limits: nothing.
+        ((), {"maxEstimatedUsd": 231.84, "maxIdleUsdPerDay": 1451.52}, []),
+        (
+            (),
+            {"maxEstimatedUsd": 231.83, "maxIdleUsdPerDay": 1451.51},
+            [
+                f"estimated TPU cost of one run is $231.84 (reservation, 32 chips), above maxEstimatedUsd $231.83: "
+                f"{BUDGET_FIX}",
+                f"the reserved slice bills $1,451.52 {IDLE}",
+            ],
+        ),
+        # Defaults without config: 1,000 USD a run, 5,000 USD a day. 1,000 batches: 29.1667 h x 32 x 1.89.
+        (
+            ("tpu-rl:training.numBatches=1000",),
+            {},
+            [
+                "estimated TPU cost of one run is $1,764.00 (reservation, 32 chips), above maxEstimatedUsd "
+                f"$1,000.00: {BUDGET_FIX}"
+            ],
+        ),
+        (("tpu-rl:tpu.slices=3",), {}, []),  # 96 chips: 4,354.56 USD a day
+        (("tpu-rl:tpu.slices=4",), {}, [f"the reserved slice bills $5,806.08 {IDLE}"]),
+    ],
+)
+def test_budget_limits_and_defaults(overrides, config, expected):
+    assert violations(pure_plan("prod", *overrides), "tpu-budget", "prod", config) == expected
+
+
+@pytest.mark.parametrize(
+    ("policy", "change", "config", "expected"),
+    [
+        (
+            "no-open-control-plane",
+            _cidrs("1.0.0.0/8"),
+            {},
+            [
+                f"authorized network 1.0.0.0/8 (1.0.0.0/8) is wider than /16; {OPEN}",
+                "the authorized networks together cover 0.4532% of the public IPv4 space (at most 0.0100% allowed); "
+                f"the control plane is open to the internet: {OPEN}",
+            ],
+        ),
+        ("no-open-control-plane", _cidrs("1.0.0.0/8"), {"minPrefixLength": 8, "maxPublicShare": 0.004532}, []),
+        (
+            "no-open-control-plane",
+            _cidrs("1.0.0.0/8"),
+            {"minPrefixLength": 9, "maxPublicShare": 0.004531},
+            [
+                f"authorized network 1.0.0.0/8 (1.0.0.0/8) is wider than /9; {OPEN}",
+                "the authorized networks together cover 0.4532% of the public IPv4 space (at most 0.4531% allowed); "
+                f"the control plane is open to the internet: {OPEN}",
+            ],
+        ),
+        ("bounded-retries", _set(["spec", "failurePolicy", "maxRestarts"], 3), {}, []),
+        (
+            "bounded-retries",
+            _set(["spec", "failurePolicy", "maxRestarts"], 4),
+            {},
+            ["failurePolicy.maxRestarts 4 is missing or above 3: lower tpu-rl:workflow.maxRestarts"],
+        ),
+        (
+            "bounded-retries",
+            # The workers' own backoffLimit (32) sits on this cap and passes; the head's 33 does not.
+            lambda r: r["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"].__setitem__("backoffLimit", 33),
+            {"maxBackoffLimit": 32, "maxRestarts": 1},
+            ["pathways-head: backoffLimit 33 is unbounded or above 32: a TPU slice retries for hours"],
+        ),
+    ],
+)
+def test_policy_config_defaults_and_overrides(policy, change, config, expected):
+    type_ = CLUSTER if policy == "no-open-control-plane" else JOBSET
+    assert violations(mutated("prod", type_, None, change), policy, "prod", config) == expected
+
+
+def test_required_labels_come_from_the_policy_config():
+    found = violations(pure_plan("prod"), "cost-attribution-labels", "prod", {"requiredLabels": ["team"]})
+    assert sorted(set(found)) == [
+        "missing cost-attribution labels team on labels",
+        "missing cost-attribution labels team on nodeConfig.resourceLabels",
+        "missing cost-attribution labels team on resourceLabels",
+    ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 import yaml
 
 from infra.config.schema import FIELDS, PROJECT_KEYS, declared_default, fields_of, is_object
@@ -109,6 +110,7 @@ def test_make_up_selects_a_stack_with_a_local_backend_fallback_and_runs_pulumi_u
     assert "ruff check" in test and "-m pytest" in test
 
 
+@pytest.mark.pure
 def test_readme_lists_every_key_with_its_default_and_bounds():
     from infra.config.schema import reference_table
 
@@ -116,3 +118,17 @@ def test_readme_lists_every_key_with_its_default_and_bounds():
     assert table in (ROOT / "README.md").read_text(), "README's configuration table is stale:\n" + table
     assert "| `tpu-rl:training.numBatches` | `50` | integer 1..100000 |" in table
     assert "| `tpu-rl:workflow.timeouts.train` | `24h` | duration 1m..168h |" in table
+
+
+@pytest.mark.pure
+def test_every_training_field_is_its_knob():
+    """The schema's training fields are built from core.knobs (the README table above pins their text);
+    rebuilt here so a broken builder shows up in the test run, not only at import."""
+    from core.knobs import TRAINING_KNOBS
+    from infra.config import schema
+
+    for knob in TRAINING_KNOBS:
+        field = schema.FIELDS_BY_KEY[f"tpu-rl:training.{knob.field}"]
+        assert schema._knob_field(knob) == field
+        assert field.default == knob.default and field.samples == knob.samples
+        assert f"MaxText `{knob.key}`" in field.doc

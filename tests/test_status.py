@@ -75,7 +75,7 @@ def kubeconfig(tmp_path, server: str, context: str = CONTEXT):
     return path
 
 
-def job(name, state, start="2026-11-30T05:00:00Z", end="2026-11-30T05:18:02Z"):
+def job(name, state, start="2026-11-30T05:00:00Z", end="2026-11-30T05:18:02Z", ready=1):
     conditions = {
         "succeeded": [{"type": "Complete", "status": "True", "lastTransitionTime": end}],
         "failed": [
@@ -92,11 +92,16 @@ def job(name, state, start="2026-11-30T05:00:00Z", end="2026-11-30T05:18:02Z"):
     return {
         "kind": "Job",
         "metadata": {"name": name},
-        "status": {"startTime": start, "conditions": conditions, "failed": 1 if state == "failed" else 0},
+        "status": {
+            "startTime": start,
+            "conditions": conditions,
+            "failed": 1 if state == "failed" else 0,
+            "ready": ready if state == "running" else 0,
+        },
     }
 
 
-def jobset(name, terminal="", restarts=1):
+def jobset(name, terminal="", restarts=1, workers_ready=1):
     conditions = (
         [{"type": "Completed", "status": "True", "lastTransitionTime": "2026-11-30T07:00:00Z"}]
         if (terminal == "Completed")
@@ -105,7 +110,16 @@ def jobset(name, terminal="", restarts=1):
     return {
         "kind": "JobSet",
         "metadata": {"name": name, "creationTimestamp": "2026-11-30T05:20:00Z"},
-        "status": {"terminalState": terminal, "restarts": restarts, "conditions": conditions},
+        "spec": {"replicatedJobs": [{"name": "pathways-head", "replicas": 1}, {"name": "worker", "replicas": 1}]},
+        "status": {
+            "terminalState": terminal,
+            "restarts": restarts,
+            "conditions": conditions,
+            "replicatedJobsStatus": [
+                {"name": "pathways-head", "ready": 1, "active": 1},
+                {"name": "worker", "ready": workers_ready, "active": 1},
+            ],
+        },
     }
 
 
@@ -128,8 +142,30 @@ def test_a_running_training_shows_steps_eta_reward_and_log_commands(tmp_path, ap
     assert "step 6/10" in train and "reward 0.58" in train and "accuracy 30% -> 52.5%" in train
     # ETA from the estimate model: 4 steps x 1.5 s/sample x 4 prompts x 4 generations x 32/8 chips = 384 s.
     assert "ETA 0:06" in train
-    assert "not created" in lines["export"]
+    assert "pending" in lines["export"]
     assert f"logs train: {DEV.train.logs_command}" in out
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("step", "obj", "state"),
+    [
+        ("convert", None, "pending"),
+        ("convert", job("c", "running", ready=0), "pending"),
+        ("convert", job("c", "running", ready=1), "running"),
+        ("convert", job("c", "succeeded"), "succeeded"),
+        ("convert", job("c", "failed"), "failed"),
+        ("train", None, "pending"),
+        ("train", jobset("t", workers_ready=0), "pending"),
+        ("train", jobset("t", workers_ready=1), "running"),
+        ("train", {**jobset("t"), "status": {}}, "pending"),
+        ("train", jobset("t", "Completed", workers_ready=0), "succeeded"),
+        ("train", jobset("t", "Failed"), "failed"),
+    ],
+)
+def test_a_step_is_pending_until_its_pods_are_ready(step, obj, state):
+    """Created but waiting (unschedulable TPU pods, image pulls) reads as pending, not running."""
+    assert status_cli.step_status(getattr(DEV, step), obj).state == state
 
 
 def test_a_failed_step_shows_its_reason_and_exits_1(tmp_path, api, gcs, capsys):

@@ -39,7 +39,7 @@ class StepStatus:
     step: str
     name: str
     state: str
-    """not created | running | succeeded | failed."""
+    """pending | running | succeeded | failed."""
     started: datetime | None = None
     finished: datetime | None = None
     restarts: int | None = None
@@ -72,7 +72,7 @@ def _condition_time(status: dict[str, Any], *types: str) -> datetime | None:
 def step_status(step: Step, obj: dict[str, Any] | None) -> StepStatus:
     """The state of one step from its live object (None: not created yet)."""
     if obj is None:
-        return StepStatus(step.step, step.name, "not created")
+        return StepStatus(step.step, step.name, "pending")
     status = obj.get("status") or {}
     current = live_step(obj)
     if step.kind == "Job":
@@ -84,7 +84,33 @@ def step_status(step: Step, obj: dict[str, Any] | None) -> StepStatus:
         finished = _condition_time(status, "Completed", "Failed")
         restarts = status.get("restarts") if isinstance(status.get("restarts"), int) else 0
     reason = f"{current.reason}: {current.message}".strip(": ") if current.state == "failed" else ""
-    return StepStatus(step.step, step.name, current.state, started, finished, restarts, reason)
+    state = current.state
+    if state == "running" and not _all_pods_ready(step.kind, obj):
+        state = "pending"
+    return StepStatus(step.step, step.name, state, started, finished, restarts, reason)
+
+
+def _all_pods_ready(kind: str, obj: dict[str, Any]) -> bool:
+    """Whether a running Job or JobSet has its pods up (else it is waiting: pending).
+
+    A Job counts `status.ready` pods; a JobSet counts, per replicated Job, the child Jobs whose
+    pods are all ready or completed (`status.replicatedJobsStatus[].ready`), which stays below
+    `replicas` while the TPU slice's pods wait for nodes.
+    """
+    status = obj.get("status") or {}
+    if kind == "Job":
+        ready = status.get("ready")
+        return isinstance(ready, int) and ready > 0
+    counts = {entry.get("name"): entry for entry in status.get("replicatedJobsStatus") or [] if isinstance(entry, dict)}
+    jobs = (obj.get("spec") or {}).get("replicatedJobs") or []
+    if not jobs:
+        return False
+    for job in jobs:
+        entry = counts.get(job.get("name")) or {}
+        done = sum(v for k in ("ready", "succeeded") if isinstance(v := entry.get(k), int))
+        if done < (job.get("replicas") if isinstance(job.get("replicas"), int) else 1):
+            return False
+    return True
 
 
 def training_detail(settings: Settings, data: Any, running: bool) -> str:
@@ -139,7 +165,7 @@ def read_status(settings: Settings, plan: Workflow, kubeconfig: str, client: Any
             raise StatusError(f"cannot read the cluster: {err}") from None
     train = next(s for s in statuses if s.step == "train")
     detail = ""
-    if train.state != "not created":
+    if train.state != "pending" or train.started is not None:
         try:
             data = gather(client, plan.train.output_uri)
         except Exception as err:  # noqa: BLE001 (GCS, credentials, network: one line)

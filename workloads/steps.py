@@ -79,7 +79,6 @@ class Step:
     artifact_uri: str
     """What the next step reads (and what the artifact check looks for)."""
     input_uri: str | None
-    argv: list[str]
     manifest: dict[str, Any]
     ignore_changes: tuple[str, ...]
     deadline_seconds: int
@@ -160,7 +159,7 @@ def _address(settings: Settings, step: str, manifest: dict[str, Any]) -> tuple[s
 
 
 def _cpu_step(
-    settings: Settings, step: str, argv: list[str], command: str, input_uri: str | None, artifact: str, scratch_gib: int
+    settings: Settings, step: str, command: str, input_uri: str | None, artifact: str, scratch_gib: int
 ) -> Step:
     """A CPU-only step (convert, export): a ``batch/v1`` Job on cpu-np."""
     manifest = cpu_job(
@@ -182,7 +181,6 @@ def _cpu_step(
         output_uri=out,
         artifact_uri=out + artifact,
         input_uri=input_uri,
-        argv=_fill(argv, name, digest, out),
         manifest=manifest,
         ignore_changes=OPERATIONAL_PATHS["Job"],
         deadline_seconds=deadline,
@@ -214,7 +212,6 @@ def _train_step(settings: Settings, input_uri: str) -> Step:
         output_uri=out,
         artifact_uri=f"{out}rl/checkpoints/actor/",
         input_uri=input_uri,
-        argv=_fill(argv, name, digest, out),
         manifest=manifest,
         ignore_changes=OPERATIONAL_PATHS["JobSet"],
         deadline_seconds=deadline,
@@ -230,13 +227,12 @@ def plan_workflow(settings: Settings) -> Workflow:
     """The three steps from validated settings, each named by the hash of what it runs."""
     model = settings.model.spec
     argv = convert_argv(settings, OUTPUT)
-    convert = _cpu_step(settings, "convert", argv, script(argv=argv), None, "0/items/", model.weights_gib * 2 + 20)
+    convert = _cpu_step(settings, "convert", script(argv=argv), None, "0/items/", model.weights_gib * 2 + 20)
     train = _train_step(settings, convert.artifact_uri)
     argv = export_argv(settings, OUTPUT)
     export = _cpu_step(
         settings,
         "export",
-        argv,
         export_script(argv, train.artifact_uri),
         train.artifact_uri,
         "",

@@ -1,0 +1,352 @@
+"""Every validation rule at both sides of its boundary: the last accepted value reaches Settings, the
+first refused value gets its one-line message (ranges, cross-field rules, meshes, names, pools)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from core.machines import MachineShape
+from core.models import MODELS
+from core.settings import PoolSettings, Settings
+from infra.config import ConfigError
+from infra.config import rules as config_rules
+from tests.lifecycle_walk import settings
+
+pytestmark = pytest.mark.pure
+
+T = "tpu-rl:training."
+Check = Callable[[Settings], Any]
+
+
+def knob(name: str) -> Check:
+    return lambda s: s.training.knobs[name]
+
+
+# (rule, accepted overrides, what Settings holds then, expected value, refused overrides, message after "is invalid: ")
+BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
+    (
+        "slices-max",
+        ["tpu-rl:tpu.slices=64"],
+        lambda s: s.tpu.slices,
+        64,
+        ["tpu-rl:tpu.slices=65"],
+        "must be at most 64",
+    ),
+    ("slices-min", ["tpu-rl:tpu.slices=1"], lambda s: s.tpu.slices, 1, ["tpu-rl:tpu.slices=0"], "must be at least 1"),
+    (
+        "batches-max",
+        [f"{T}numBatches=100000"],
+        knob("num_batches"),
+        100000,
+        [f"{T}numBatches=100001"],
+        "must be at most 100000",
+    ),
+    (
+        "top-k-is-the-vocabulary",
+        [f"{T}decodeSamplingTopK=262144"],
+        knob("decode_sampling_top_k"),
+        262144,
+        [f"{T}decodeSamplingTopK=262145"],
+        "must be at most 262144",
+    ),
+    (
+        "hbm-max",
+        [f"{T}hbmUtilizationVllm=0.95"],
+        knob("hbm_utilization_vllm"),
+        0.95,
+        [f"{T}hbmUtilizationVllm=0.951"],
+        "must be at most 0.95",
+    ),
+    (
+        "generations-min",
+        [f"{T}numGenerations=2"],
+        knob("rl.num_generations"),
+        2,
+        [f"{T}numGenerations=1"],
+        "must be at least 2",
+    ),
+    (
+        "schedule-min",
+        [f"{T}learningRateScheduleSteps=-1"],
+        knob("learning_rate_schedule_steps"),
+        -1,
+        [f"{T}learningRateScheduleSteps=-2"],
+        "must be at least -1",
+    ),
+    (
+        "learning-rate-min",
+        [f"{T}learningRate=0"],
+        knob("learning_rate"),
+        0.0,
+        [f"{T}learningRate=-1e-12"],
+        "must be at least 0",
+    ),
+    (
+        "checkpoint-period-min",
+        [f"{T}checkpointPeriod=1"],
+        knob("checkpoint_period"),
+        1,
+        [f"{T}checkpointPeriod=0"],
+        "must be at least 1",
+    ),
+    (
+        "system-pool-min",
+        ["tpu-rl:systemPool.minNodes=1"],
+        lambda s: s.system_pool.min_nodes,
+        1,
+        ["tpu-rl:systemPool.minNodes=0"],
+        "must be at least 1",
+    ),
+    (
+        "pool-max",
+        ["tpu-rl:cpuPool.maxNodes=1000"],
+        lambda s: s.cpu_pool.max_nodes,
+        1000,
+        ["tpu-rl:cpuPool.maxNodes=1001"],
+        "must be at most 1000",
+    ),
+    (
+        "min-equals-max",
+        ["tpu-rl:systemPool.minNodes=3", "tpu-rl:systemPool.maxNodes=3"],
+        lambda s: (s.system_pool.min_nodes, s.system_pool.max_nodes),
+        (3, 3),
+        ["tpu-rl:systemPool.minNodes=3", "tpu-rl:systemPool.maxNodes=2"],
+        "must be at least minNodes (3)",
+    ),
+    (
+        "cpu-disk-min",
+        ["tpu-rl:cpuPool.diskSizeGb=50"],
+        lambda s: s.cpu_pool.disk_size_gb,
+        50,
+        ["tpu-rl:cpuPool.diskSizeGb=49"],
+        "must be at least 50",
+    ),
+    (
+        "restarts-max",
+        ["tpu-rl:workflow.maxRestarts=5"],
+        lambda s: s.workflow.max_restarts,
+        5,
+        ["tpu-rl:workflow.maxRestarts=6"],
+        "must be at most 5",
+    ),
+    (
+        "restarts-zero",
+        ["tpu-rl:workflow.maxRestarts=0"],
+        lambda s: s.workflow.max_restarts,
+        0,
+        ["tpu-rl:workflow.maxRestarts=-1"],
+        "must be at least 0",
+    ),
+    (
+        "timeout-max",
+        ["tpu-rl:workflow.timeouts.train=168h"],
+        lambda s: s.workflow.timeouts["train"],
+        168 * 3600,
+        ["tpu-rl:workflow.timeouts.train=168h0m1s"],
+        "a duration such as 90m, 4h or 1h30m, from 1m to 168h",
+    ),
+    (
+        "timeout-min",
+        ["tpu-rl:workflow.timeouts.convert=1m"],
+        lambda s: s.workflow.timeouts["convert"],
+        60,
+        ["tpu-rl:workflow.timeouts.convert=59s"],
+        "a duration such as 90m, 4h or 1h30m, from 1m to 168h",
+    ),
+    (
+        "micro-batch-divides",
+        [f"{T}trainMicroBatchSize=4"],
+        knob("train_micro_batch_size"),
+        4,
+        [f"{T}trainMicroBatchSize=3"],
+        "must divide batchSize (4)",
+    ),
+    (
+        "prefill-below-target",
+        [f"{T}maxPrefillPredictLength=639"],
+        knob("max_prefill_predict_length"),
+        639,
+        [f"{T}maxPrefillPredictLength=640"],
+        "must be below maxTargetLength (640)",
+    ),
+    (
+        "fractions-sum-to-one",
+        [f"{T}trainerDevicesFraction=0.25", f"{T}samplerDevicesFraction=0.75"],
+        lambda s: (s.training.knobs["trainer_devices_fraction"], s.training.knobs["sampler_devices_fraction"]),
+        (0.25, 0.75),
+        [f"{T}trainerDevicesFraction=0.25", f"{T}samplerDevicesFraction=0.75001"],
+        "must be above 0, and trainer and sampler fractions sum to at most 1 (trainer is 0.25)",
+    ),
+    (
+        # 32 chips x 0.125 = 4 sampler chips, rollout TP 4 x EP 1 tiles them; 0.1 gives 3 chips.
+        "rollout-mesh-tiles-the-sampler",
+        [f"{T}samplerDevicesFraction=0.125"],
+        knob("sampler_devices_fraction"),
+        0.125,
+        [f"{T}samplerDevicesFraction=0.1"],
+        "rollout TP x EP (4) must divide the sampler's 3 chips (32 chips x samplerDevicesFraction)",
+    ),
+    (
+        # One sampler chip is enough for TP 1; a fraction that rounds down to 0 chips is not (0 % 1 == 0).
+        "sampler-has-a-chip",
+        [f"{T}samplerDevicesFraction=0.03125", f"{T}rolloutTensorParallelism=1"],
+        knob("sampler_devices_fraction"),
+        0.03125,
+        [f"{T}samplerDevicesFraction=0.03", f"{T}rolloutTensorParallelism=1"],
+        "rollout TP x EP (1) must divide the sampler's 0 chips (32 chips x samplerDevicesFraction)",
+    ),
+    (
+        "trainer-has-a-chip",
+        [f"{T}trainerDevicesFraction=0.03125", f"{T}iciTensorParallelism=1", f"{T}iciExpertParallelism=1"],
+        knob("trainer_devices_fraction"),
+        0.03125,
+        [f"{T}trainerDevicesFraction=0.03", f"{T}iciTensorParallelism=1", f"{T}iciExpertParallelism=1"],
+        "the ICI mesh tensor x expert x fsdp (1 x 1 x -1) must tile the trainer's 0 chips",
+    ),
+    (
+        # 16 trainer chips: tensor 2 x expert 4 x fsdp 2 is exactly 16; fsdp 1 leaves chips idle.
+        "ici-mesh-equals-the-trainer",
+        [f"{T}iciFsdpParallelism=2"],
+        knob("ici_fsdp_parallelism"),
+        2,
+        [f"{T}iciFsdpParallelism=1"],
+        "the ICI mesh tensor x expert x fsdp (2 x 4 x 1) must tile the trainer's 16 chips",
+    ),
+    (
+        "ici-mesh-not-larger-than-the-trainer",
+        [f"{T}iciFsdpParallelism=-1"],
+        knob("ici_fsdp_parallelism"),
+        -1,
+        [f"{T}iciFsdpParallelism=4"],
+        "the ICI mesh tensor x expert x fsdp (2 x 4 x 4) must tile the trainer's 16 chips",
+    ),
+    (
+        "fsdp-fill-divides",
+        [f"{T}iciExpertParallelism=8"],
+        knob("ici_expert_parallelism"),
+        8,
+        [f"{T}iciExpertParallelism=3"],
+        "the ICI mesh tensor x expert x fsdp (2 x 3 x -1) must tile the trainer's 16 chips",
+    ),
+    (
+        "cluster-name-length",
+        ["tpu-rl:clusterName=a" + "b" * 19],
+        lambda s: len(s.cluster_name),
+        20,
+        ["tpu-rl:clusterName=a" + "b" * 20],
+        "a lowercase letter first, then lowercase letters, digits or hyphens, at most 20 characters, "
+        "no trailing hyphen",
+    ),
+    (
+        "bucket-name-length",
+        ["tpu-rl:bucketName=a" + "b" * 62],
+        lambda s: len(s.bucket_name),
+        63,
+        ["tpu-rl:bucketName=a" + "b" * 63],
+        "3-63 lowercase letters, digits, hyphens or underscores, starting and ending with a letter or digit, "
+        'not starting with "goog" and not containing "google"',
+    ),
+    (
+        "bucket-name-shortest",
+        ["tpu-rl:bucketName=abc"],
+        lambda s: s.bucket_name,
+        "abc",
+        ["tpu-rl:bucketName=ab"],
+        "3-63 lowercase letters, digits, hyphens or underscores, starting and ending with a letter or digit, "
+        'not starting with "goog" and not containing "google"',
+    ),
+    (
+        "namespace-prefixes-are-reserved-not-words",
+        ["tpu-rl:namespace=kubeflow"],
+        lambda s: s.namespace,
+        "kubeflow",
+        ["tpu-rl:namespace=kube-flow"],
+        "a DNS-1123 label of our own (not default, jobset-system or a GKE-owned kube-*, gke-*, gmp-* namespace)",
+    ),
+    (
+        "cpu-pool-fits-the-head",
+        ["tpu-rl:cpuPool.machineType=n2-highmem-48"],
+        lambda s: s.cpu_pool.machine_type,
+        "n2-highmem-48",
+        ["tpu-rl:cpuPool.machineType=n2-standard-48"],
+        "48 vCPU / 192 GiB is too small: the Pathways head requests 32 vCPU / 196 GiB and gemma4-26b conversion "
+        "128 GiB; use n2-standard-64 or larger",
+    ),
+    (
+        "extra-arg-value-length",
+        [f"{T}extraArgs.profiler=" + "a" * 256],
+        lambda s: len(s.training.extra_args["profiler"]),
+        256,
+        [f"{T}extraArgs.profiler=" + "a" * 257],
+        "values may use letters, digits and _ . , : / = + @ % * - only (at most 256)",
+    ),
+    (
+        "authorized-networks-limit",
+        ["tpu-rl:authorizedNetworks=" + str([f"10.0.{i}.0/24" for i in range(50)]).replace("'", '"')],
+        lambda s: len(s.authorized_networks),
+        50,
+        ["tpu-rl:authorizedNetworks=" + str([f"10.0.{i}.0/24" for i in range(51)]).replace("'", '"')],
+        "GKE allows at most 50 authorized networks",
+    ),
+    (
+        "a-host-route-is-a-network",
+        ["tpu-rl:authorizedNetworks[0]=198.51.100.7/32"],
+        lambda s: s.authorized_networks,
+        ("198.51.100.7/32",),
+        ["tpu-rl:authorizedNetworks[0]=198.51.100.7/33"],
+        "an IPv4 CIDR block a.b.c.d/n such as 203.0.113.0/24 (prefix 0-32, no leading zeros, host bits zero)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("accepted", "check", "value", "refused", "message"),
+    [b[1:] for b in BOUNDARIES],
+    ids=[b[0] for b in BOUNDARIES],
+)
+def test_each_rule_at_both_sides_of_its_boundary(accepted, check, value, refused, message):
+    assert check(settings("prod", accepted)) == value
+    with pytest.raises(ConfigError) as caught:
+        settings("prod", refused)
+    assert str(caught.value).split(" is invalid: ", 1)[1] == message
+
+
+def test_the_mesh_rules_apply_only_when_the_workflow_runs():
+    """A provision-only stack (workflow.enabled false) is not refused for a mesh it never uses."""
+    s = settings("prod", ["tpu-rl:workflow.enabled=false", f"{T}iciFsdpParallelism=1"])
+    assert s.workflow.enabled is False and s.training.knobs["ici_fsdp_parallelism"] == 1
+
+
+@pytest.mark.parametrize(
+    ("vcpus", "memory_gib", "fits"),
+    [
+        (34, 196 * 1.1, True),  # 32 vCPU head + 2 reserved; 196 GiB x 1.1 headroom
+        (33, 196 * 1.1, False),
+        (34, 196 * 1.1 - 0.01, False),
+        (64, 256.0, True),
+    ],
+)
+def test_the_cpu_pool_rule_at_its_exact_boundary(vcpus, memory_gib, fits, monkeypatch):
+    """No catalogue machine sits on the boundary, so the rule is checked with a made-up shape."""
+    monkeypatch.setattr(config_rules, "machine_shape", lambda name: MachineShape(name, vcpus, memory_gib))
+    pool = PoolSettings("n2-custom", 0, 4, 500, "pd-balanced")
+    if fits:
+        config_rules.check_cpu_pool(pool, MODELS["gemma4-26b"])
+    else:
+        with pytest.raises(ConfigError, match="is too small"):
+            config_rules.check_cpu_pool(pool, MODELS["gemma4-26b"])
+
+
+def test_a_machine_of_unknown_size_is_left_to_gke():
+    config_rules.check_cpu_pool(PoolSettings("n2-custom-64-262144", 0, 4, 500, "pd-balanced"), MODELS["gemma4-26b"])
+
+
+@pytest.mark.parametrize(
+    ("stack", "label"),
+    [("prod", "prod"), ("Dev.Team_1", "dev-team_1"), ("x" * 70, "x" * 63)],
+)
+def test_the_stack_label_is_a_gcp_label_value(stack, label):
+    assert config_rules.label_value(stack) == label
