@@ -75,7 +75,8 @@ lint: $(VENV)/.installed-dev
 
 # Mutation testing of the pure builders and validators (not part of `make test` or CI; README "Tests").
 # Incremental: only mutants of changed functions and the last run's survivors are tested again.
-MUTMUT := TPU_RL_SHARED=$(abspath ../shared) $(VENV)/bin/mutmut run --max-children 2
+SHARED ?= $(abspath ../shared)
+MUTMUT := TPU_RL_SHARED=$(SHARED) $(VENV)/bin/mutmut run --max-children 2
 mutation: $(VENV)/.installed-dev
 	$(MUTMUT)
 	$(PY) -m tests.mutation_report --survivors > mutants/survivors.txt

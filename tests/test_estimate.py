@@ -161,3 +161,11 @@ def test_the_estimate_of_a_stack_reads_each_setting(overrides, expected):
     assert step_seconds_for(s) == pytest.approx(
         step_seconds(run["model"], 32 * slices, run["batch_size"], run["num_generations"], run["max_target_length"])
     )
+
+
+@pytest.mark.pure
+def test_the_output_rounds_money_to_cents_and_hours_to_hundredths():
+    # 7 batches on spot: train 0.75 h + 7 x 96 s = 0.93667 h, billed + 0.25 h x 32 chips x $1.08 = $41.0112.
+    output = estimate_run(V6E_32, 1, "spot", **{**TUTORIAL, "num_batches": 7}).to_output()
+    assert output["steps"]["train"] == {"hours": 0.94, "holdsTpu": True, "tpuChipHours": 38.0, "usd": 41.01}
+    assert (output["totalHours"], output["totalUsd"], output["usdPerChipHour"]) == (2.69, 41.01, 1.08)

@@ -206,7 +206,10 @@ def test_workers_one_pod_per_tpu_vm_of_every_slice(s, hosts, slices, chips_per_v
         "completions": hosts,
         "parallelism": hosts,
     }
-    assert job["template"]["metadata"]["annotations"] == {"cloud.google.com/gke-tpu-slice-topology": topology}
+    assert job["template"]["metadata"] == {
+        "labels": jobs(s).train.manifest["metadata"]["labels"],  # the step's labels reach every pod
+        "annotations": {"cloud.google.com/gke-tpu-slice-topology": topology},
+    }
     pod = job["template"]["spec"]
     assert {k: pod[k] for k in HOST_NETWORK} == HOST_NETWORK
     assert pod["restartPolicy"] == "OnFailure"
@@ -440,6 +443,8 @@ def test_names_paths_and_logs():
         f"kubectl logs -n tpu-rl -l job-name={plan.train.name}-pathways-head-0 -c workload-container --tail=200 -f"
     )
     assert (plan.convert.kind, plan.train.kind, plan.export.kind) == ("Job", "JobSet", "Job")
+    for step in plan.steps:
+        assert step.ignore_changes == steps.OPERATIONAL_PATHS[step.kind]
 
 
 def test_the_identity_covers_the_object_the_cluster_and_the_bucket_but_not_operational_fields():
@@ -515,6 +520,7 @@ def test_step_hash_is_stable_and_short():
     assert steps.step_hash({"a": 1, "b": [1, 2]}) == steps.step_hash({"b": [1, 2], "a": 1})
     assert steps.step_hash({"a": 1}) != steps.step_hash({"a": 2})
     assert steps.step_hash({"a": 1}) == "015abd7f5c"
+    assert steps.step_hash({"b": [1, 2], "a": 1}) == "8baa731984", "sorted keys, compact separators"
 
 
 def _with_model_name(s, length):

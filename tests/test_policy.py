@@ -70,7 +70,7 @@ def _run(result: Any) -> None:
 def violations(plan: Plan, name: str, stack: str = "dev", config: dict[str, Any] | None = None) -> list[str]:
     """Messages the named policy reports on a plan, with the stack's policy config (or ``config``)."""
     policy = BY_NAME[name]
-    config = policy_config(stack, name) if config is None else config
+    config = policy_config(VARIANTS.get(stack, (stack,))[0], name) if config is None else config
     found: list[str] = []
 
     def report(message: str, urn: str | None = None) -> None:
@@ -141,8 +141,16 @@ def _is(resource: dict, name: str | None) -> bool:
     return name is None or resource["name"] == name
 
 
+# Stack variants some cases need: (example stack whose policy config applies, --set overrides).
+VARIANTS = {"flex": ("dev", "tpu-rl:tpu.capacity=flex-start")}
+
+
+def base_plan(stack: str) -> Plan:
+    return pure_plan(*VARIANTS.get(stack, (stack,)))
+
+
 def mutated(stack: str, type_: str, name: str | None, change) -> Plan:
-    plan = copy.deepcopy(pure_plan(stack))
+    plan = copy.deepcopy(base_plan(stack))
     targets = [r for r in plan.resources if r["type"] == type_ and _is(r, name)]
     assert targets, (type_, name)
     for resource in targets:
@@ -667,6 +675,86 @@ MUTATIONS = [
         _set(["nodeConfig", "resourceLabels"], None),
         "on nodeConfig.resourceLabels",
     ),
+    (
+        "nameless-container-env",
+        "no-secrets-in-workloads",
+        "prod",
+        JOB,
+        "convert",
+        lambda r: r["inputs"]["spec"]["template"]["spec"]["containers"].append(
+            {"image": "busybox:1.36", "env": [{"name": "X_TOKEN", "value": "v"}, {"value": "no name"}]}
+        ),
+        "container ?: env X_TOKEN has a literal value",
+    ),
+    (
+        "command-and-env",
+        "no-secrets-in-workloads",
+        "prod",
+        JOB,
+        "convert",
+        _both(
+            lambda r: _container(r).__setitem__("args", [f"hf_access_token={TOKEN}"]),
+            _env("DB_PASSWORD", "hunter2"),
+        ),
+        "env DB_PASSWORD has a literal value",
+    ),
+    (
+        "bad-cidr-then-open",
+        "no-open-control-plane",
+        "prod",
+        CLUSTER,
+        None,
+        _cidrs("office", "0.0.0.0/0"),
+        "0.0.0.0/0 (0.0.0.0/0) is wider than /16",
+    ),
+    (
+        "no-image",
+        "pinned-images",
+        "prod",
+        JOB,
+        "convert",
+        lambda r: _container(r).pop("image"),
+        "image (none) is not pinned",
+    ),
+    (
+        "short-digest",
+        "pinned-images",
+        "prod",
+        JOB,
+        "convert",
+        lambda r: _container(r).__setitem__("image", "us-docker.pkg.dev/p/r/maxtext@sha256:abc"),
+        "is not pinned",
+    ),
+    (
+        "nameless-replicated-job",
+        "bounded-retries",
+        "prod",
+        JOBSET,
+        None,
+        lambda r: (
+            r["inputs"]["spec"]["replicatedJobs"][1].pop("name"),
+            r["inputs"]["spec"]["replicatedJobs"][1]["template"]["spec"].__setitem__("backoffLimit", 257),
+        ),
+        "?: backoffLimit 257",
+    ),
+    (
+        "flex-start-reservation",
+        "tpu-node-pool-shape",
+        "flex",
+        POOL,
+        "tpu-pool-0",
+        _set(["nodeConfig", "reservationAffinity"], {"consumeReservationType": "ANY_RESERVATION"}),
+        "spot and flex-start capacity cannot consume a reservation",
+    ),
+    (
+        "static-no-affinity",
+        "tpu-node-pool-shape",
+        "prod",
+        POOL,
+        "tpu-pool-0",
+        lambda r: r["inputs"]["nodeConfig"].pop("reservationAffinity"),
+        "needs a SPECIFIC_RESERVATION affinity",
+    ),
 ]
 POLICY_MESSAGES = ROOT / "tests" / "data" / "policy-messages.tsv"
 
@@ -696,7 +784,7 @@ def test_model_revision_policy_catches_a_moving_ref():
     ("case", "policy", "stack", "type_", "name", "change", "words"), MUTATIONS, ids=[m[0] for m in MUTATIONS]
 )
 def test_each_policy_catches_its_mutation(case, policy, stack, type_, name, change, words):
-    assert not [v for v in violations(pure_plan(stack), policy, stack) if words in v]
+    assert not [v for v in violations(base_plan(stack), policy, stack) if words in v]
     found = violations(mutated(stack, type_, name, change), policy, stack)
     assert any(words in v for v in found), found
     if not os.environ.get("TPU_RL_UPDATE_MESSAGES"):
@@ -766,6 +854,30 @@ PASSES = [
         BUCKET,
         None,
         _set(["labels"], {"app": "a", "stack": "s", "team": "t"}),
+    ),
+    (
+        "env-without-a-name",
+        "no-secrets-in-workloads",
+        "prod",
+        JOB,
+        "convert",
+        lambda r: _container(r)["env"].append({"value": "plain"}),
+    ),
+    (
+        "spot-without-affinity",
+        "tpu-node-pool-shape",
+        "dev",
+        POOL,
+        "tpu-pool-0",
+        lambda r: r["inputs"]["nodeConfig"].pop("reservationAffinity", None),
+    ),
+    (
+        "tag-and-digest",
+        "pinned-images",
+        "prod",
+        JOB,
+        "convert",
+        lambda r: _container(r).__setitem__("image", "r/m:1@sha256:" + "b" * 64),
     ),
 ]
 
@@ -1011,4 +1123,45 @@ def test_required_labels_come_from_the_policy_config():
         "missing cost-attribution labels team on labels",
         "missing cost-attribution labels team on nodeConfig.resourceLabels",
         "missing cost-attribution labels team on resourceLabels",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "capacity", "chips"),
+    [
+        ((), "reservation", 32),
+        (("tpu-rl:tpu.capacity=spot", "tpu-rl:tpu.reservation="), "spot", 32),
+        (("tpu-rl:tpu.capacity=flex-start", "tpu-rl:tpu.reservation="), "flex-start", 32),
+        (("tpu-rl:tpu.capacity=on-demand", "tpu-rl:tpu.reservation="), "on-demand", 32),
+        (("tpu-rl:tpu.slices=2",), "reservation", 64),
+    ],
+    ids=["reservation", "spot", "flex-start", "on-demand", "two-slices"],
+)
+def test_the_budget_reads_capacity_and_slices_from_the_pools(overrides, capacity, chips):
+    plan = pure_plan("prod", *overrides)
+    estimate = policies.stack_estimate([_policy_resource(r) for r in plan.resources])
+    assert (estimate["capacity"], estimate["chips"]) == (capacity, chips)
+
+
+def test_a_provision_only_stack_costs_nothing_per_run_but_bills_per_day():
+    plan = pure_plan("prod", "tpu-rl:workflow.enabled=false")
+    estimate = policies.stack_estimate([_policy_resource(r) for r in plan.resources])
+    assert (estimate["totalUsd"], estimate["totalHours"], estimate["idleUsdPerDay"]) == (0.0, 0.0, 1451.52)
+
+
+def test_a_pool_the_budget_cannot_read_is_skipped_not_the_rest():
+    """A pool with an unformable topology (reported by tpu-node-pool-shape) does not hide the next one."""
+    plan = copy.deepcopy(pure_plan("prod", "tpu-rl:tpu.slices=2"))
+    first = next(r for r in plan.resources if r["name"] == "tpu-pool-0")
+    first["inputs"]["placementPolicy"]["tpuTopology"] = "4x5"
+    estimate = policies.stack_estimate([_policy_resource(r) for r in plan.resources])
+    assert estimate["chips"] == 32
+
+
+def test_default_backoff_cap_without_config():
+    def change(resource):
+        resource["inputs"]["spec"]["replicatedJobs"][1]["template"]["spec"]["backoffLimit"] = 257
+
+    assert violations(mutated("prod", JOBSET, None, change), "bounded-retries", "prod", {"maxRestarts": 5}) == [
+        "worker: backoffLimit 257 is unbounded or above 256: a TPU slice retries for hours"
     ]

@@ -10,6 +10,8 @@ import yaml
 from infra.config.schema import FIELDS, PROJECT_KEYS, declared_default, fields_of, is_object
 from infra.plan.stack_files import ROOT, project_declarations
 
+pytestmark = pytest.mark.pure  # files and tables only
+
 
 def test_every_project_key_is_declared_with_a_description():
     declared = project_declarations()
@@ -110,7 +112,6 @@ def test_make_up_selects_a_stack_with_a_local_backend_fallback_and_runs_pulumi_u
     assert "ruff check" in test and "-m pytest" in test
 
 
-@pytest.mark.pure
 def test_readme_lists_every_key_with_its_default_and_bounds():
     from infra.config.schema import reference_table
 
@@ -120,7 +121,6 @@ def test_readme_lists_every_key_with_its_default_and_bounds():
     assert "| `tpu-rl:workflow.timeouts.train` | `24h` | duration 1m..168h |" in table
 
 
-@pytest.mark.pure
 def test_every_training_field_is_its_knob():
     """The schema's training fields are built from core.knobs (the README table above pins their text);
     rebuilt here so a broken builder shows up in the test run, not only at import."""

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import shutil
 import struct
-import subprocess
 import zlib
 
 import pytest
 
 from tests.lifecycle_walk import settings
+from tests.report_screenshot import CHROMIUM, screenshot
 from tests.run_files import START, STEP_SECONDS, reward, upload_run
 from workloads import report as report_cli
 from workloads.evaluations import parse_logs
@@ -180,35 +179,13 @@ def test_evaluation_lines_need_every_field():
     assert parse_logs([("a.log", "Pre RL Training: corr=1, total=2, accuracy=50.0%")]).pre is None
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
 @pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium (Debian's package `chromium`) on this machine")
 def test_the_page_renders_in_headless_chromium(gcs, tmp_path):
     upload_run(gcs, RUN, steps=STEPS, checkpoints=(10,))
     code, out = make(tmp_path, "--stack", "dev")
     assert code == 0
     shot = tmp_path / "report.png"
-    subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--window-size=1100,1500",
-            f"--screenshot={shot}",
-            (out / "report.html").as_uri(),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=90,
-    )
+    screenshot(out / "report.html", shot, "1100,1500", profile=tmp_path / "profile", timeout=90)
     width, height = _png_size(shot)
     assert (width, height) == (1100, 1500)
     assert len(zlib.compress(shot.read_bytes())) > 50_000, "the page rendered text and plots"

@@ -24,6 +24,7 @@ from infra.config.schema import (
     DERIVED,
     FIELDS,
     MAXTEXT_ARGS,
+    NETWORKS,
     PROJECT_KEYS,
     REQUIRED,
     Field,
@@ -34,7 +35,6 @@ from infra.config.values import TOKEN_SHAPE, ConfigError, Hidden, Integer, Numbe
 
 TOKEN_KEY = f"{PROJECT}:hfToken"
 MAX_JSON_CHARS = 200_000
-UNSET = object()
 
 
 def load_settings(raw: Mapping[str, Any], stack: str, secret_keys: frozenset[str] = frozenset()) -> Settings:
@@ -49,12 +49,12 @@ def read_fields(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset(
     tops = dict.fromkeys(f.top for f in FIELDS)
     values: dict[str, Any] = {}
     for top in tops:
-        present = raw.get(top, UNSET)
-        flat = _flatten(top, present) if present is not UNSET else {}
+        present = raw.get(top)  # absent, null and "" all mean: the default
+        flat = _flatten(top, present)
         for field in fields_of(top):
-            values[field.key] = _read(field, flat.get(field.path, UNSET) if field.path else present)
+            values[field.key] = _read(field, flat.get(field.path) if field.path else present)
     values["hfTokenSet"] = values[TOKEN_KEY] not in (None, "")
-    values[TOKEN_KEY] = None  # the token itself never travels further than this check
+    del values[TOKEN_KEY]  # the token itself never travels further than this check
     return values
 
 
@@ -87,7 +87,7 @@ def _check_keys(raw: Mapping[str, Any], secret_keys: frozenset[str]) -> None:
                 "token with `pulumi config set --secret tpu-rl:hfToken`"
             )
     token = raw.get(TOKEN_KEY)
-    if token not in (None, "", UNSET) and TOKEN_KEY not in secret_keys:
+    if token not in (None, "") and TOKEN_KEY not in secret_keys:
         raise ConfigError(
             f"{TOKEN_KEY} is stored in plain text: remove it and set it again with "
             "`pulumi config set --secret tpu-rl:hfToken` (the value is not shown)"
@@ -108,8 +108,9 @@ def _token_path(value: Any, path: str) -> str | None:
         return path if TOKEN_SHAPE.search(value) else None
     if isinstance(value, dict):
         for key, item in value.items():
-            found = _token_path(str(key), f"{path}.{key}") if TOKEN_SHAPE.search(str(key)) else None
-            found = found or _token_path(item, f"{path}.{key}")
+            if TOKEN_SHAPE.search(str(key)):
+                return path  # the key itself is token-shaped: name its parent, never the key
+            found = _token_path(item, f"{path}.{key}")
             if found:
                 return found
     if isinstance(value, list):
@@ -162,7 +163,7 @@ def _flatten(top: str, value: Any) -> dict[str, Any]:
 
 
 def _read(field: Field, value: Any) -> Any:
-    if value is UNSET or value is None or value == "":
+    if value is None or value == "":
         if field.default is REQUIRED:
             raise error(field.key, None, f"required; set it with `pulumi config set {field.key} VALUE`")
         if field.default is DERIVED:
@@ -172,7 +173,7 @@ def _read(field: Field, value: Any) -> Any:
         value = field.default
     if field.read is MAXTEXT_ARGS:
         return read_extra_args(field.key, value)
-    if field.key == f"{PROJECT}:authorizedNetworks":
+    if field.read is NETWORKS:
         return rules.read_networks(field.key, value)
     if not field.path:
         value = _decoded(value)  # `[]` or `{}` for a scalar key is a list or object, refused as such
@@ -280,16 +281,17 @@ def _render_extra(key: str, value: Any, kind: str, interpreted: Any) -> str:
 
     if value is None or value == "":
         raise error(key, value, "expected a value (remove the key to use MaxText's default)")
-    if kind in ("list", "dict") or isinstance(value, (dict, list)):
+    if kind in ("list", "dict"):
         raise error(
             key,
             value,
             f"MaxText {_version()} takes {'a list' if kind == 'list' else 'an object'} here; "
             "structured values are not supported in extraArgs",
         )
+    if isinstance(value, (dict, list)):
+        raise error(key, value, f"expected one value, not {'an object' if isinstance(value, dict) else 'a list'}")
     if interpreted is not None:
-        number = interpreted(key, value)
-        return format_float(number) if isinstance(number, float) else str(number)
+        return format_float(interpreted(key, value))  # an int's repr is its digits
     if kind == "bool":
         return "true" if Boolean()(key, value) else "false"
     if kind == "int":

@@ -76,7 +76,14 @@ def build_settings(values: dict[str, Any], stack: str) -> Settings:
     if bucket is None:
         from infra.config.schema import BUCKET_NAME
 
-        bucket = BUCKET_NAME(_k("bucketName"), f"{project}-{cluster}")
+        bucket = f"{project}-{cluster}"
+        if not BUCKET_NAME.matches(bucket):
+            raise error(
+                _k("bucketName"),
+                None,
+                f"required: the default {bucket} (gcp:project-tpu-rl:clusterName) is not a valid bucket name; "
+                "set one with `pulumi config set tpu-rl:bucketName NAME`",
+            )
 
     tpu, shape = _tpu(v, project)
     gke = GkeSettings(
@@ -259,8 +266,8 @@ def check_meshes(knobs: dict[str, Any], chips: int) -> None:
     fsdp = int(knobs["ici_fsdp_parallelism"])
     if fsdp == 0:
         raise error(_k("training.iciFsdpParallelism"), fsdp, "use -1 (fill the remaining chips) or a positive size")
-    mesh = ici * fsdp if fsdp > 0 else ici
-    fits = trainer_chips >= 1 and (trainer_chips == mesh if fsdp > 0 else trainer_chips % ici == 0)
+    # fsdp -1 fills the chips the tensor x expert mesh leaves; a positive fsdp fixes the mesh exactly.
+    fits = trainer_chips >= 1 and (trainer_chips == ici * fsdp if fsdp > 0 else trainer_chips % ici == 0)
     if not fits:
         raise error(
             _k("training.iciExpertParallelism"),

@@ -45,7 +45,9 @@ def show(value: Any) -> str:
         text = repr(value)
     if TOKEN_SHAPE.search(text):
         return "(a value that looks like a Hugging Face token, not shown)"
-    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 4] + '..."'
+    if len(text) <= MAX_SHOWN:
+        return text
+    return text[: MAX_SHOWN - 4] + ('..."' if text.startswith('"') else "...")
 
 
 def error(key: str, value: Any, allowed: str) -> ConfigError:
@@ -113,9 +115,10 @@ class Number:
         if isinstance(value, bool):
             raise error(key, value, "expected a number")
         if isinstance(value, int):
-            if abs(value) > 10**15:
-                raise error(key, value, f"must be at most {_fmt(self.high)}")
-            number = float(value)
+            try:
+                number = float(value)
+            except OverflowError:  # beyond float range: not finite, like 1e400
+                number = math.inf
         elif isinstance(value, float):
             number = value
         elif isinstance(value, str) and _FLOAT_TEXT.fullmatch(value.strip()):
@@ -176,9 +179,13 @@ class Text:
         _scalar(key, value, "a string")
         if isinstance(value, int) and not isinstance(value, bool):
             value = str(value)
-        if not isinstance(value, str) or not re.fullmatch(self.pattern, value, re.ASCII):
+        if not isinstance(value, str) or not self.matches(value):
             raise error(key, value, self.allowed)
         return value
+
+    def matches(self, text: str) -> bool:
+        """Whether ``text`` is allowed (ASCII character classes only)."""
+        return re.fullmatch(self.pattern, text, re.ASCII) is not None
 
     def describe(self) -> str:
         return self.allowed
