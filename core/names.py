@@ -5,6 +5,9 @@ from __future__ import annotations
 PROJECT = "tpu-rl"
 """The Pulumi project and the namespace of its configuration keys."""
 
+STEPS = ("convert", "train", "export")
+"""The workflow's steps, in the order they run."""
+
 SYSTEM_POOL = "system"
 CPU_POOL = "cpu-np"
 """The CPU pool: Pathways head, conversion and export (Cluster Toolkit and gcluster look for this name)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.names import STEPS
 from core.tpu import SliceShape
 
 # USD per chip-hour. Source: Google Cloud TPU pricing page (https://cloud.google.com/tpu/pricing),
@@ -101,40 +102,47 @@ def usd_per_chip_hour(version: str, capacity: str) -> float:
     }[capacity]
 
 
-def step_seconds(model: str, chips: int, batch_size: int, generations: int, target: int) -> float:
-    """Seconds of one step of batch_size x generations samples."""
-    per_step = TRAIN_SECONDS_PER_SAMPLE[model] * batch_size * generations * (target / REFERENCE_TARGET_LENGTH)
+@dataclass(frozen=True)
+class TrainingRun:
+    """What the length of a training run depends on (MaxText's names in the comments)."""
+
+    model: str
+    num_batches: int  # num_batches
+    batch_size: int  # batch_size
+    num_generations: int  # rl.num_generations
+    max_target_length: int  # max_target_length
+
+
+def step_seconds(run: TrainingRun, chips: int) -> float:
+    """Seconds of one step of batch_size x generations samples on `chips` chips."""
+    per_step = (
+        TRAIN_SECONDS_PER_SAMPLE[run.model]
+        * run.batch_size
+        * run.num_generations
+        * (run.max_target_length / REFERENCE_TARGET_LENGTH)
+    )
     return per_step * REFERENCE_CHIPS / chips
 
 
-def train_hours(model: str, chips: int, num_batches: int, batch_size: int, generations: int, target: int) -> float:
-    """Startup plus num_batches steps of batch_size x generations samples."""
-    return TRAIN_STARTUP_HOURS + num_batches * step_seconds(model, chips, batch_size, generations, target) / 3600
+def train_hours(run: TrainingRun, chips: int) -> float:
+    """Startup plus num_batches steps."""
+    return TRAIN_STARTUP_HOURS + run.num_batches * step_seconds(run, chips) / 3600
 
 
-def estimate_run(
-    shape: SliceShape,
-    slices: int,
-    capacity: str,
-    *,
-    model: str,
-    num_batches: int,
-    batch_size: int,
-    num_generations: int,
-    max_target_length: int,
-    workflow: bool = True,
-) -> Estimate:
-    """Wall-clock hours, TPU chip-hours and USD per step for one run of the workflow."""
+def estimate_run(shape: SliceShape, slices: int, capacity: str, run: TrainingRun | None) -> Estimate:
+    """Wall-clock hours, TPU chip-hours and USD per step for one run of the workflow; with no `run`
+    (a provision-only stack) every step takes 0 h and only a reserved slice's daily bill remains."""
     chips = shape.chips * slices
     price = usd_per_chip_hour(shape.version, capacity)
     reserved = capacity == "reservation"
-    hours = {
-        "convert": CONVERT_HOURS[model] if workflow else 0.0,
-        "train": train_hours(model, chips, num_batches, batch_size, num_generations, max_target_length)
-        if workflow
-        else 0.0,
-        "export": EXPORT_HOURS[model] if workflow else 0.0,
-    }
+    if run is None:
+        hours = dict.fromkeys(STEPS, 0.0)
+    else:
+        hours = {
+            "convert": CONVERT_HOURS[run.model],
+            "train": train_hours(run, chips),
+            "export": EXPORT_HOURS[run.model],
+        }
     steps = []
     for step, step_hours in hours.items():
         holds_tpu = step == "train"
@@ -166,32 +174,27 @@ def estimate_run(
     )
 
 
-def estimate_for(settings: Any) -> Estimate:
-    """The estimate of a validated ``infra.config.Settings``."""
+def training_run(settings: Any) -> TrainingRun:
+    """The training run of a validated ``infra.config.Settings``."""
     knobs = settings.training.knobs
-    return estimate_run(
-        settings.slice,
-        settings.tpu.slices,
-        settings.tpu.capacity,
+    return TrainingRun(
         model=settings.model.spec.name,
         num_batches=int(knobs["num_batches"]),
         batch_size=int(knobs["batch_size"]),
         num_generations=int(knobs["rl.num_generations"]),
         max_target_length=int(knobs["max_target_length"]),
-        workflow=settings.workflow.enabled,
     )
+
+
+def estimate_for(settings: Any) -> Estimate:
+    """The estimate of a validated ``infra.config.Settings``."""
+    run = training_run(settings) if settings.workflow.enabled else None
+    return estimate_run(settings.slice, settings.tpu.slices, settings.tpu.capacity, run)
 
 
 def step_seconds_for(settings: Any) -> float:
     """The model's seconds per training step of a validated ``Settings`` (the status tool's ETA)."""
-    knobs = settings.training.knobs
-    return step_seconds(
-        settings.model.spec.name,
-        settings.total_chips,
-        int(knobs["batch_size"]),
-        int(knobs["rl.num_generations"]),
-        int(knobs["max_target_length"]),
-    )
+    return step_seconds(training_run(settings), settings.total_chips)
 
 
 def describe(output: dict[str, Any]) -> str:

@@ -28,7 +28,7 @@ from pulumi_policy import (
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.tpu import CATALOGUE, resolve_slice  # noqa: E402
-from infra.estimate import estimate_run  # noqa: E402
+from infra.estimate import TrainingRun, estimate_run  # noqa: E402
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -50,7 +50,7 @@ TOKEN_PATTERNS = (
 SECRET_ENV_NAME = re.compile(r"(?i)(TOKEN|SECRET|PASSWORD|API_?KEY|ACCESS_KEY)")
 
 
-def _machine(machine_type: str) -> tuple[str, Any] | None:
+def _machine(machine_type: str | None) -> tuple[str, Any] | None:
     for version in CATALOGUE.values():
         machine = version.machine(machine_type)
         if machine is not None:
@@ -74,6 +74,12 @@ def containers(obj: Any) -> Iterator[Mapping[str, Any]]:
     elif isinstance(obj, Sequence) and not isinstance(obj, str):
         for value in obj:
             yield from containers(value)
+
+
+def command_text(spec: Any) -> str:
+    """The words of every container's command and args in `spec`, joined by spaces: what the
+    policies that read a command (revision, budget) search, whether it is argv or a shell script."""
+    return " ".join(str(word) for c in containers(spec) for key in ("command", "args") for word in c.get(key) or [])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,7 +127,7 @@ def _tpu_pool(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type != NODE_POOL:
         return
     node = args.props.get("nodeConfig") or {}
-    found = _machine(node.get("machineType", ""))
+    found = _machine(node.get("machineType"))
     if found is None:
         return
     version, machine = found
@@ -325,7 +331,7 @@ def _bucket(args: ResourceValidationArgs, report: ReportViolation) -> None:
         report("enable uniform bucket-level access (uniformBucketLevelAccess: true)")
     if props.get("publicAccessPrevention") != "enforced":
         report("enforce public access prevention (publicAccessPrevention: enforced)")
-    soft_delete = (props.get("softDeletePolicy") or {}).get("retentionDurationSeconds", 0)
+    soft_delete = (props.get("softDeletePolicy") or {}).get("retentionDurationSeconds")
     if not soft_delete and not (props.get("versioning") or {}).get("enabled"):
         report("keep deleted checkpoints recoverable: enable soft delete or versioning")
 
@@ -459,7 +465,7 @@ pinned_images = ResourceValidationPolicy(
 def _model_revision(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type != JOB:
         return
-    text = " ".join(str(word) for c in containers(args.props.get("spec")) for word in c.get("command") or [])
+    text = command_text(args.props.get("spec"))
     match = re.search(r"--revision=([^\s\"']+)", text)
     if match and not re.fullmatch(r"[0-9a-f]{40}", match.group(1)):
         report(
@@ -528,7 +534,7 @@ def stack_estimate(resources: list[Any]) -> dict[str, Any] | None:
         if r.resource_type != NODE_POOL:
             continue
         node = r.props.get("nodeConfig") or {}
-        found = _machine(node.get("machineType", ""))
+        found = _machine(node.get("machineType"))
         if found is None:
             continue
         version, machine = found
@@ -549,29 +555,16 @@ def stack_estimate(resources: list[Any]) -> dict[str, Any] | None:
     shape, capacity = pools[0]
     jobset = next((r for r in resources if r.resource_type == JOBSET), None)
     if jobset is None:  # provision only: no run, but a reserved slice still bills per day
-        return estimate_run(
-            shape,
-            len(pools),
-            capacity,
-            model="gemma4-26b",
-            num_batches=0,
-            batch_size=1,
-            num_generations=2,
-            max_target_length=640,
-            workflow=False,
-        ).to_output()
-    command = " ".join(" ".join(str(w) for w in c.get("command") or []) for c in containers(jobset.props.get("spec")))
-    estimate = estimate_run(
-        shape,
-        len(pools),
-        capacity,
+        return estimate_run(shape, len(pools), capacity, None).to_output()
+    command = command_text(jobset.props.get("spec"))
+    run = TrainingRun(
         model=_arg(command, "model_name", r"[a-z0-9-]+"),
         num_batches=int(_arg(command, "num_batches")),
         batch_size=int(_arg(command, "batch_size")),
         num_generations=int(_arg(command, "rl.num_generations")),
         max_target_length=int(_arg(command, "max_target_length")),
     )
-    return estimate.to_output()
+    return estimate_run(shape, len(pools), capacity, run).to_output()
 
 
 def _budget(args: StackValidationArgs, report: ReportViolation) -> None:

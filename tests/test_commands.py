@@ -79,8 +79,10 @@ def run_in_bash(
     command: list[str], tmp_path: Path, env: dict[str, str] | None = None, check: bool = True
 ) -> list[list[str]]:
     """Run a container command with ``python3`` on PATH recording each call's argv (``SHIM_RUN_C=1``
-    also runs ``python3 -c`` snippets with the real interpreter)."""
+    also runs ``python3 -c`` snippets with the real interpreter). The training log goes to
+    ``tmp_path/train.log`` instead of the container's /tmp."""
     assert command[:2] == ["/bin/bash", "-c"]
+    script = command[2].replace(TRAIN_LOG, str(tmp_path / "train.log"))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     log = tmp_path / "calls.jsonl"
@@ -89,7 +91,7 @@ def run_in_bash(
     shim.write_text(SHIM.format(python=sys.executable, log=log))
     shim.chmod(0o755)
     environment = {"PATH": f"{bin_dir}:/usr/bin:/bin", **(env or {})}
-    done = subprocess.run(["bash", "-c", command[2]], env=environment, timeout=60, capture_output=True, text=True)
+    done = subprocess.run(["bash", "-c", script], env=environment, timeout=60, capture_output=True, text=True)
     if check:
         assert done.returncode == 0, done.stderr
     run_in_bash.last = done  # type: ignore[attr-defined]
@@ -150,7 +152,8 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
     assert actual == expected
     assert train_uri == f"{PROD_BUCKET}/gemma4-26b/convert/{step_id(objs['convert'])}/0/items/"
     upload = calls[2]
-    assert upload[:2] == ["-c", UPLOAD_LOG] and upload[2] == TRAIN_LOG
+    assert upload[:2] == ["-c", UPLOAD_LOG] and upload[2] == str(tmp_path / "train.log")
+    assert f"> {TRAIN_LOG}" in container_command(objs["train"])[2], "the container writes its log to /tmp"
     assert re.fullmatch(re.escape(f"{train_out}logs/train-") + r"\d{8}T\d{6}Z\.log", upload[3])
     assert len(calls) == 3
 
@@ -179,7 +182,7 @@ def test_the_training_log_starts_with_the_run_record(tmp_path, overrides, slices
     train = objects("prod", *overrides)["train"]
     command = container_command(train)
     log = tmp_path / "train.log"
-    calls = run_in_bash([*command[:2], command[2].replace(TRAIN_LOG, str(log))], tmp_path, {"VLLM_HOST_IP": "10.1.2.3"})
+    calls = run_in_bash(command, tmp_path, {"VLLM_HOST_IP": "10.1.2.3"})
     record = {
         "model": "gemma4-26b",
         "hfRepo": "google/gemma-4-26b-a4b-it",

@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from core.tpu import resolve_slice
-from infra.estimate import describe, estimate_for, estimate_run, step_seconds, step_seconds_for, usd_per_chip_hour
+from infra.estimate import (
+    TrainingRun,
+    describe,
+    estimate_for,
+    estimate_run,
+    step_seconds,
+    step_seconds_for,
+    usd_per_chip_hour,
+)
 from tests.conftest import plan_of
 from tests.lifecycle_walk import settings
 
 V6E_32 = resolve_slice("v6e", "ct6e-standard-4t", "4x8")
-TUTORIAL = {"model": "gemma4-26b", "num_batches": 50, "batch_size": 4, "num_generations": 4, "max_target_length": 640}
+TUTORIAL = TrainingRun(model="gemma4-26b", num_batches=50, batch_size=4, num_generations=4, max_target_length=640)
 
 
 @pytest.mark.pure
 def test_tutorial_on_a_reservation():
-    e = estimate_run(V6E_32, 1, "reservation", **TUTORIAL)
+    e = estimate_run(V6E_32, 1, "reservation", TUTORIAL)
     # train: 0.75 h start-up + 50 steps x (6 s x 4 prompts x 4 generations) = 0.75 + 50 x 96 s = 2.0833 h
     steps = {s.step: s for s in e.steps}
     assert steps["train"].hours == pytest.approx(0.75 + 50 * 96 / 3600)
@@ -32,27 +42,27 @@ def test_tutorial_on_a_reservation():
 
 @pytest.mark.pure
 def test_autoscaled_capacity_bills_only_while_training():
-    e = estimate_run(V6E_32, 1, "spot", **TUTORIAL)
+    e = estimate_run(V6E_32, 1, "spot", TUTORIAL)
     steps = {s.step: s for s in e.steps}
     assert steps["convert"].usd == 0 and steps["export"].usd == 0
     # (2.0833 h + 0.25 h scale-up/down) x 32 chips x ($2.70 x 0.40 = $1.08)
     assert steps["train"].usd == pytest.approx((2.083333 + 0.25) * 32 * 1.08, rel=1e-5)  # $80.64
     assert e.idle_usd_per_day == 0
-    on_demand = estimate_run(V6E_32, 1, "on-demand", **TUTORIAL)
+    on_demand = estimate_run(V6E_32, 1, "on-demand", TUTORIAL)
     assert on_demand.total_usd == pytest.approx((2.083333 + 0.25) * 32 * 2.70, rel=1e-5)  # $201.60
 
 
 @pytest.mark.pure
 def test_smaller_slice_trains_longer():
     small = resolve_slice("v6e", "ct6e-standard-4t", "2x4")
-    e = estimate_run(small, 1, "spot", **TUTORIAL)
+    e = estimate_run(small, 1, "spot", TUTORIAL)
     train = next(s for s in e.steps if s.step == "train")
     assert train.hours == pytest.approx(0.75 + 50 * 96 * 4 / 3600)
 
 
 @pytest.mark.pure
 def test_provision_only_reservation_still_shows_the_daily_bill():
-    e = estimate_run(V6E_32, 1, "reservation", workflow=False, **TUTORIAL)
+    e = estimate_run(V6E_32, 1, "reservation", None)
     assert e.total_usd == 0 and e.idle_usd_per_day == pytest.approx(1451.52)
 
 
@@ -70,7 +80,7 @@ def test_estimate_is_a_stack_output_and_printed_by_the_plan(capsys):
 @pytest.mark.pure
 def test_the_stack_output_of_the_tutorial_run_on_a_reservation():
     """Every field of the `estimate` stack output, rounded as documented."""
-    assert estimate_run(V6E_32, 1, "reservation", **TUTORIAL).to_output() == {
+    assert estimate_run(V6E_32, 1, "reservation", TUTORIAL).to_output() == {
         "capacity": "reservation",
         "chips": 32,
         "usdPerChipHour": 1.89,
@@ -95,7 +105,7 @@ def test_the_stack_output_of_the_tutorial_run_on_a_reservation():
 @pytest.mark.pure
 def test_two_flex_start_slices_halve_the_steps_and_bill_only_training():
     # 64 chips at $2.70 x 0.60 = $1.62; train 0.75 h + 50 x 96 s x 32/64 = 1.4167 h, billed + 0.25 h.
-    assert describe(estimate_run(V6E_32, 2, "flex-start", **TUTORIAL).to_output()).splitlines() == [
+    assert describe(estimate_run(V6E_32, 2, "flex-start", TUTORIAL).to_output()).splitlines() == [
         "estimate (flex-start, 64 chips at $1.62/chip-hour, prices as of 2026-11-29):",
         "  convert    1.00 h  CPU only       0.0 chip-h  $      0.00",
         "  train      1.42 h  TPU          106.7 chip-h  $    172.80",
@@ -130,8 +140,9 @@ def test_price_per_chip_hour(version, capacity, usd):
     [(640, 32, 96.0), (1280, 32, 192.0), (320, 32, 48.0), (640, 64, 48.0), (640, 8, 384.0)],
 )
 def test_step_time_scales_with_target_length_and_inversely_with_chips(target, chips, seconds):
-    assert step_seconds("gemma4-26b", chips, 4, 4, target) == pytest.approx(seconds)
-    assert step_seconds("gemma4-e4b", chips, 4, 4, target) == pytest.approx(seconds / 4)
+    run = replace(TUTORIAL, max_target_length=target)
+    assert step_seconds(run, chips) == pytest.approx(seconds)
+    assert step_seconds(replace(run, model="gemma4-e4b"), chips) == pytest.approx(seconds / 4)
 
 
 @pytest.mark.pure
@@ -141,15 +152,15 @@ def test_step_time_scales_with_target_length_and_inversely_with_chips(target, ch
         ([], ("reservation", 1, TUTORIAL)),
         (["tpu-rl:tpu.slices=2"], ("reservation", 2, TUTORIAL)),
         (["tpu-rl:tpu.capacity=spot"], ("spot", 1, TUTORIAL)),
-        (["tpu-rl:training.numBatches=7"], ("reservation", 1, {**TUTORIAL, "num_batches": 7})),
+        (["tpu-rl:training.numBatches=7"], ("reservation", 1, replace(TUTORIAL, num_batches=7))),
         (
             ["tpu-rl:training.batchSize=8", "tpu-rl:training.trainMicroBatchSize=8"],
-            ("reservation", 1, {**TUTORIAL, "batch_size": 8}),
+            ("reservation", 1, replace(TUTORIAL, batch_size=8)),
         ),
-        (["tpu-rl:training.numGenerations=3"], ("reservation", 1, {**TUTORIAL, "num_generations": 3})),
-        (["tpu-rl:training.maxTargetLength=1024"], ("reservation", 1, {**TUTORIAL, "max_target_length": 1024})),
-        (["tpu-rl:model.name=gemma4-e4b"], ("reservation", 1, {**TUTORIAL, "model": "gemma4-e4b"})),
-        (["tpu-rl:workflow.enabled=false"], ("reservation", 1, {**TUTORIAL, "workflow": False})),
+        (["tpu-rl:training.numGenerations=3"], ("reservation", 1, replace(TUTORIAL, num_generations=3))),
+        (["tpu-rl:training.maxTargetLength=1024"], ("reservation", 1, replace(TUTORIAL, max_target_length=1024))),
+        (["tpu-rl:model.name=gemma4-e4b"], ("reservation", 1, replace(TUTORIAL, model="gemma4-e4b"))),
+        (["tpu-rl:workflow.enabled=false"], ("reservation", 1, None)),
     ],
 )
 def test_the_estimate_of_a_stack_reads_each_setting(overrides, expected):
@@ -157,15 +168,13 @@ def test_the_estimate_of_a_stack_reads_each_setting(overrides, expected):
     capacity, slices, run = expected
     extra = ["tpu-rl:tpu.reservation="] if capacity == "spot" else []
     s = settings("prod", [*overrides, *extra])
-    assert estimate_for(s) == estimate_run(V6E_32, slices, capacity, **run)
-    assert step_seconds_for(s) == pytest.approx(
-        step_seconds(run["model"], 32 * slices, run["batch_size"], run["num_generations"], run["max_target_length"])
-    )
+    assert estimate_for(s) == estimate_run(V6E_32, slices, capacity, run)
+    assert step_seconds_for(s) == pytest.approx(step_seconds(run or TUTORIAL, 32 * slices))
 
 
 @pytest.mark.pure
 def test_the_output_rounds_money_to_cents_and_hours_to_hundredths():
     # 7 batches on spot: train 0.75 h + 7 x 96 s = 0.93667 h, billed + 0.25 h x 32 chips x $1.08 = $41.0112.
-    output = estimate_run(V6E_32, 1, "spot", **{**TUTORIAL, "num_batches": 7}).to_output()
+    output = estimate_run(V6E_32, 1, "spot", replace(TUTORIAL, num_batches=7)).to_output()
     assert output["steps"]["train"] == {"hours": 0.94, "holdsTpu": True, "tpuChipHours": 38.0, "usd": 41.01}
     assert (output["totalHours"], output["totalUsd"], output["usdPerChipHour"]) == (2.69, 41.01, 1.08)

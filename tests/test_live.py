@@ -3,72 +3,47 @@
 from __future__ import annotations
 
 import json
-import socket
 import stat
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import yaml
 
 from infra.k8s import live
+from tests.loopback import QuietHandler, serve
 
 FAST = live.Budget(connect=0.5, read=0.5, auth=0.8, total=1.2)
 SLACK = 1.0
 JOBSET_PATH = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/tpu-rl/jobsets/"
 
 
-class StubApiServer(BaseHTTPRequestHandler):
+class StubApiServer(QuietHandler):
     """Misbehaves on purpose, by path."""
-
-    def log_message(self, *args):
-        pass
-
-    def _send(self, status: int, body: bytes, content_type: str = "application/json", **headers: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for key, value in headers.items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_GET(self):  # noqa: N802
         name = self.path.rsplit("/", 1)[-1].split("?")[0]
         if self.headers.get("Authorization") != "Bearer test-token":
-            self._send(401, b'{"kind": "Status", "code": 401}')
+            self.send_body(401, b'{"kind": "Status", "code": 401}')
         elif name == "ok":
-            self._send(200, json.dumps({"kind": "JobSet", "metadata": {"name": "ok", "uid": "u1"}}).encode())
+            self.send_body(200, json.dumps({"kind": "JobSet", "metadata": {"name": "ok", "uid": "u1"}}).encode())
         elif name == "forbidden":
-            self._send(403, b'{"kind": "Status", "code": 403}')
+            self.send_body(403, b'{"kind": "Status", "code": 403}')
         elif name == "boom":
-            self._send(500, b"oops", "text/plain")
-        elif name == "hang":
-            time.sleep(10)
-        elif name == "drip":
-            self.send_response(200)
-            self.send_header("Content-Length", "100000")
-            self.end_headers()
-            for _ in range(50):
-                self.wfile.write(b" ")
-                self.wfile.flush()
-                time.sleep(0.3)
-        elif name == "reset":
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-            self.connection.close()
+            self.send_body(500, b"oops", "text/plain")
+        elif self.misbehave(name):
+            pass
         elif name == "garbage":
-            self._send(200, b"\xff\xfe<html>not json", "text/html")
+            self.send_body(200, b"\xff\xfe<html>not json", "text/html")
         elif name == "shape":
-            self._send(200, b'["a", "list"]')
+            self.send_body(200, b'["a", "list"]')
         elif name == "redirect":
-            self._send(302, b"", Location=self.path)
+            self.send_body(302, b"", Location=self.path)
         elif name == "huge":
-            self._send(200, b"[" + b"1," * (live.MAX_BODY_BYTES // 2 + 10) + b"1]")
+            self.send_body(200, b"[" + b"1," * (live.MAX_BODY_BYTES // 2 + 10) + b"1]")
         elif "jobsets" in self.path and name == "jobsets":
-            self._send(200, json.dumps({"items": [{"kind": "JobSet", "metadata": {"name": "a"}}, "junk"]}).encode())
+            self.send_body(200, json.dumps({"items": [{"kind": "JobSet", "metadata": {"name": "a"}}, "junk"]}).encode())
         else:
-            self._send(404, b'{"kind": "Status", "code": 404}')
+            self.send_body(404, b'{"kind": "Status", "code": 404}')
 
 
 @pytest.fixture(autouse=True)
@@ -78,11 +53,8 @@ def no_live_cluster():
 
 @pytest.fixture(scope="module")
 def server():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), StubApiServer)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    with serve(StubApiServer) as url:
+        yield url
 
 
 def kubeconfig(server: str, user: dict) -> str:

@@ -780,6 +780,37 @@ def test_model_revision_policy_catches_a_moving_ref():
     ]
 
 
+COMMIT = PINNED.split("=", 1)[1]
+
+
+@pytest.mark.parametrize(
+    ("revision", "found"),
+    [(COMMIT, []), ("main", ["model revision 'main' is a moving ref; pin a commit for reproducible runs"])],
+    ids=["commit", "branch"],
+)
+@pytest.mark.parametrize("field", ["command", "args"])
+def test_model_revision_policy_reads_argv_form_commands_and_args(revision, found, field):
+    """A hand-written Job that passes the revision as one argv word, in `command` or in `args`."""
+    plan = copy.deepcopy(pure_plan("prod", PINNED))
+    convert = next(r for r in plan.resources if r["type"] == JOB and _is(r, "convert"))
+    argv = ["python3", "-m", "convert", f"--revision={revision}", "--lazy_load_tensors=true"]
+    _container(convert).update({"command": argv[:2], "args": argv[2:]} if field == "args" else {"command": argv})
+    assert [v.split(" (pulumi")[0] for v in violations(plan, "model-revision-pinned", "prod")] == found
+
+
+@pytest.mark.parametrize("field", ["command", "args"])
+def test_the_budget_reads_an_argv_form_training_command(field):
+    plan = copy.deepcopy(pure_plan("prod"))
+    jobset = next(r for r in plan.resources if r["type"] == JOBSET)
+    words = ["model_name=gemma4-26b", "num_batches=50", "batch_size=4", "rl.num_generations=4", "max_target_length=640"]
+    argv = ["python3", "-m", "maxtext.trainers.post_train.rl.train_rl", *words, "run_name=rl"]
+    head = next(c for c in _head(jobset)["containers"] if c["name"] == "workload-container")
+    head.update({"command": argv[:3], "args": argv[3:]} if field == "args" else {"command": argv})
+    assert policies.command_text(jobset["inputs"]["spec"]).count("num_batches=") == 1, "the only training command"
+    estimate = policies.stack_estimate([_policy_resource(r) for r in plan.resources])
+    assert estimate == policies.stack_estimate([_policy_resource(r) for r in pure_plan("prod").resources])
+
+
 @pytest.mark.parametrize(
     ("case", "policy", "stack", "type_", "name", "change", "words"), MUTATIONS, ids=[m[0] for m in MUTATIONS]
 )

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pulumi
 import pytest
 
 from infra.plan import plan_stack
 from infra.plan.stack_files import ROOT
+from tests.loopback import QuietHandler, serve
 from workloads.preflight import Budget, PreflightError, check_model_access
 
 REPO = "google/gemma-4-26b-a4b-it"
@@ -20,26 +18,15 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 GOOD, NOT_ACCEPTED, BAD = "hf_goodTOKEN", "hf_licenceNOTaccepted", "hf_invalidTOKEN"
 
 
-class FakeHub(BaseHTTPRequestHandler):
+class FakeHub(QuietHandler):
     """Just enough of the Hub API: model info and the file metadata HEAD request."""
-
-    def log_message(self, *args):  # keep test output clean
-        pass
 
     def _token(self) -> str:
         return self.headers.get("Authorization", "").removeprefix("Bearer ")
 
     def _error(self, status: int, code: str | None, message: str) -> None:
-        body = json.dumps({"error": message}).encode()
-        self.send_response(status)
-        if code:
-            self.send_header("X-Error-Code", code)
-        self.send_header("X-Error-Message", message)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+        headers = {"X-Error-Code": code} if code else {}
+        self.send_body(status, json.dumps({"error": message}).encode(), **headers, **{"X-Error-Message": message})
 
     def _check(self, repo: str, revision: str) -> bool:
         if self._token() == BAD:
@@ -55,30 +42,13 @@ class FakeHub(BaseHTTPRequestHandler):
     def _misbehave(self, repo: str) -> bool:
         """Repositories named after a way a server (or a proxy in front of it) can go wrong."""
         name = repo.split("/")[-1]
-        if name == "hang":
-            time.sleep(10)
-        elif name == "drip":
-            self.send_response(200)
-            self.send_header("Content-Length", "100000")
-            self.end_headers()
-            for _ in range(40):
-                self.wfile.write(b" ")
-                self.wfile.flush()
-                time.sleep(0.25)
-        elif name == "reset":
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-            self.connection.close()
+        if self.misbehave(name, drips=40, pause=0.25):
+            pass
         elif name in ("garbage", "nonutf8", "shape"):
             body = {"garbage": b"<html>oops", "nonutf8": b"\xff\xfe\x00{", "shape": b'["not", "an", "object"]'}[name]
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.send_body(200, body)
         elif name == "redirect":
-            self.send_response(302)
-            self.send_header("Location", self.path)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+            self.send_body(302, b"", Location=self.path)
         elif name == "echo":
             # A broken proxy that echoes request headers into its error.
             self._error(502, None, f"bad gateway; request had {self.headers.get('Authorization')}")
@@ -94,12 +64,7 @@ class FakeHub(BaseHTTPRequestHandler):
             i = parts.index("revision")
             repo, revision = "/".join(parts[2:i]), parts[i + 1]
             if self._check(repo, revision):
-                body = json.dumps({"id": repo, "sha": COMMIT, "private": False, "gated": "manual"}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.send_json(200, {"id": repo, "sha": COMMIT, "private": False, "gated": "manual"})
         else:
             self._error(404, None, "not found")
 
@@ -113,25 +78,15 @@ class FakeHub(BaseHTTPRequestHandler):
             if self._token() == NOT_ACCEPTED:
                 self._error(403, "GatedRepo", "Access to model is restricted and you are not in the authorized list")
                 return
-            self.send_response(200)
-            self.send_header("X-Repo-Commit", COMMIT)
-            self.send_header("ETag", '"abc"')
-            self.send_header("Content-Length", "123")
-            self.end_headers()
+            self.send_body(200, b"x" * 123, "application/octet-stream", **{"X-Repo-Commit": COMMIT, "ETag": '"abc"'})
         else:
             self._error(404, None, "not found")
 
 
 @pytest.fixture(scope="module")
 def hub():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeHub)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
+    with serve(FakeHub) as url:
+        yield url
 
 
 def test_readable_model_reports_its_commit(hub):

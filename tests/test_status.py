@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import yaml
 
 from tests.lifecycle_walk import settings
+from tests.loopback import QuietHandler, serve
 from tests.run_files import upload_run
 from workloads import status as status_cli
 from workloads.steps import plan_workflow
@@ -21,10 +19,7 @@ OBJECTS: dict[str, dict] = {}
 """What the stub API server has, by object name (tests set it)."""
 
 
-class StubApi(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
+class StubApi(QuietHandler):
     def do_GET(self):  # noqa: N802
         name = self.path.split("?")[0].rsplit("/", 1)[-1]
         if self.headers.get("Authorization") != "Bearer t":
@@ -33,11 +28,7 @@ class StubApi(BaseHTTPRequestHandler):
             code, body = 200, OBJECTS[name]
         else:
             code, body = 404, {"kind": "Status", "code": 404}
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_json(code, body)
 
 
 @pytest.fixture(autouse=True)
@@ -48,11 +39,8 @@ def no_live_cluster():
 
 @pytest.fixture(scope="module")
 def api():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), StubApi)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with serve(StubApi) as url:
+        yield url
 
 
 def kubeconfig(tmp_path, server: str, context: str = CONTEXT):

@@ -11,7 +11,7 @@ from typing import Any
 from core.knobs import KNOBS_BY_FIELD, TRAINING_KNOBS
 from core.machines import HYPERDISK_FAMILIES, PD_FAMILIES, boot_disk_type, machine_family, machine_shape
 from core.models import MODELS, Model
-from core.names import PROJECT
+from core.names import PROJECT, STEPS
 from core.settings import (
     GkeSettings,
     ImageSettings,
@@ -103,7 +103,7 @@ def build_settings(values: dict[str, Any], stack: str) -> Settings:
         enabled=enabled,
         preflight=v[_k("workflow.preflight")],
         max_restarts=DEFAULT_RESTARTS[tpu.capacity] if restarts is None else restarts,
-        timeouts={step: v[_k(f"workflow.timeouts.{step}")] for step in ("convert", "train", "export")},
+        timeouts={step: v[_k(f"workflow.timeouts.{step}")] for step in STEPS},
         jobset_version=v[_k("workflow.jobsetVersion")],
     )
     if enabled:

@@ -40,7 +40,7 @@ def show(value: Any) -> str:
     if value is None:
         return "null"
     try:
-        text = json.dumps(value, ensure_ascii=True, sort_keys=True)
+        text = json.dumps(value, sort_keys=True)  # ASCII: escapes control and non-ASCII characters
     except (TypeError, ValueError):
         text = repr(value)
     if TOKEN_SHAPE.search(text):
