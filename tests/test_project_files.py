@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -132,3 +133,12 @@ def test_every_training_field_is_its_knob():
         assert schema._knob_field(knob) == field
         assert field.default == knob.default and field.samples == knob.samples
         assert f"MaxText `{knob.key}`" in field.doc
+
+
+def test_the_reference_shows_each_kind_of_default():
+    from infra.config.schema import _shown
+
+    networks = next(f for f in FIELDS if f.key == "tpu-rl:authorizedNetworks")
+    assert _shown(networks) == "`0.0.0.0/0`"
+    assert _shown(replace(networks, default=["10.0.0.0/8", "192.168.0.0/16"])) == "`10.0.0.0/8, 192.168.0.0/16`"
+    assert _shown(replace(networks, default=[])) == "(empty)"
