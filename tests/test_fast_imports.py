@@ -30,6 +30,18 @@ def test_typed_dicts_become_dict_subclasses_and_nothing_else_changes():
     )
 
 
+@pytest.mark.pure
+def test_the_code_cache_is_written_whole_or_not_at_all(tmp_path):
+    fast_imports._store(tmp_path / "cache" / "a.code", b"code")
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == ["a.code"]
+    assert (tmp_path / "cache" / "a.code").read_bytes() == b"code"
+    (tmp_path / "file").write_text("")
+    fast_imports._store(tmp_path / "file" / "b.code", b"code")  # cannot create the folder: no cache, no error
+    (tmp_path / "cache" / "c.code").mkdir()
+    fast_imports._store(tmp_path / "cache" / "c.code", b"code")  # cannot replace: the temporary file goes
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["a.code", "c.code"]
+
+
 def test_the_sdk_modules_are_compiled_lazily_and_still_typed():
     """In this session the offline plan has loaded pulumi_gcp through the fast loader."""
     import pulumi_gcp.compute

@@ -30,9 +30,6 @@ import types
 from pathlib import Path
 from typing import Any
 
-# Generated provider packages import every resource module in their __init__ (pulumi_gcp.compute
-# alone takes seconds). The offline plan only needs a handful, so these packages are installed as
-# light shells that import a resource module when one of its classes is first used.
 LIGHT_PACKAGES = (
     "pulumi_gcp.compute",
     "pulumi_gcp.container",
@@ -107,14 +104,24 @@ class _SdkLoader(importlib.machinery.SourceFileLoader):
             pass
         flags = __future__.annotations.compiler_flag
         code = compile(sdk_source(source), path, "exec", flags=flags, dont_inherit=True)
-        try:  # atomic: pytest workers may compile the same module at once
-            CACHE_DIR.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=CACHE_DIR, delete=False) as out:
-                out.write(marshal.dumps(code))
-            os.replace(out.name, cached)
-        except OSError:
-            pass  # no cache: compiled again next time
+        _store(cached, marshal.dumps(code))
         return code
+
+
+def _store(path: Path, data: bytes) -> None:
+    """Write atomically (pytest workers may compile the same module at once); without a writable
+    cache the module is simply compiled again next time."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent)
+    except OSError:
+        return
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(temporary, path)
+    except OSError:
+        Path(temporary).unlink(missing_ok=True)
 
 
 class _SdkFinder:
