@@ -24,9 +24,10 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-# The pack lives beside the program and shares its TPU catalogue and cost model (plain modules).
+# The pack lives beside the program and shares its TPU catalogue, cost model and token shapes (plain modules).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from core.redact import HF_TOKEN  # noqa: E402
 from core.tpu import CATALOGUE, resolve_slice  # noqa: E402
 from infra.estimate import TrainingRun, estimate_run  # noqa: E402
 
@@ -42,7 +43,7 @@ PROJECT_IAM = (
 WORKLOAD_TYPES = (JOB, JOBSET, "kubernetes:core/v1:Pod", "kubernetes:apps/v1:Deployment")
 
 TOKEN_PATTERNS = (
-    re.compile(r"hf_[A-Za-z0-9]{20,}"),
+    HF_TOKEN,
     re.compile(r"(?i)\bhf_access_token=(?!\s*$)\S+"),
     re.compile(r"\b[A-Z][A-Z0-9_]*_(TOKEN|KEY|SECRET|PASSWORD)=\S+"),
     re.compile(r"(?i)--(hf-)?token[= ]\S+"),

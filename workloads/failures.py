@@ -11,11 +11,6 @@ class StepFailedError(Exception):
     """The step's Job or JobSet ended Failed."""
 
 
-def terminal_state(kind: str, status: dict[str, Any] | None) -> str:
-    """``succeeded``, ``failed`` or ``running`` from an object's status."""
-    return live_step({"kind": kind, "status": status or {}}).state
-
-
 def check_step_status(kind: str, status: dict[str, Any] | None, namespace: str, name: str, logs_command: str) -> str:
     """Return the state; raise ``StepFailedError`` naming the object, the reason and the logs command."""
     live = live_step({"kind": kind, "status": status or {}})

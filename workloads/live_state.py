@@ -41,10 +41,11 @@ class LiveStep:
 ABSENT = LiveStep("absent")
 
 
-def _condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    for condition in status.get("conditions") or []:
-        if isinstance(condition, dict) and condition.get("type") == kind and condition.get("status") == "True":
-            return condition
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    """The object's condition of type `kind` when it is True."""
+    for entry in status.get("conditions") or []:
+        if isinstance(entry, dict) and entry.get("type") == kind and entry.get("status") == "True":
+            return entry
     return None
 
 
@@ -59,13 +60,13 @@ def live_step(obj: dict[str, Any] | None) -> LiveStep:
     if obj.get("kind") == "JobSet":
         terminal = status.get("terminalState") or ""
         state = {"Failed": "failed", "Completed": "succeeded"}.get(terminal, "running")
-        failed = _condition(status, "Failed") or {}
+        failed = condition(status, "Failed") or {}
         jobs = spec.get("replicatedJobs") or [{}]
         deadline = ((jobs[0].get("template") or {}).get("spec") or {}).get("activeDeadlineSeconds")
         restarts = (spec.get("failurePolicy") or {}).get("maxRestarts")
     else:
-        failed = _condition(status, "Failed") or {}
-        state = "failed" if failed else "succeeded" if _condition(status, "Complete") else "running"
+        failed = condition(status, "Failed") or {}
+        state = "failed" if failed else "succeeded" if condition(status, "Complete") else "running"
         deadline = spec.get("activeDeadlineSeconds")
         restarts = spec.get("backoffLimit")
     return LiveStep(

@@ -10,17 +10,17 @@ every message is one line, names the endpoint and never contains the token.
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
 import httpx
 
+from core.redact import scrub
+
 DEFAULT_ENDPOINT = "https://huggingface.co"
 MAX_BODY_BYTES = 2 * 1024 * 1024
 MAX_REDIRECTS = 5
-TOKEN_SHAPE = re.compile(r"hf_[A-Za-z0-9]{8,}")
 
 
 class PreflightError(Exception):
@@ -34,11 +34,6 @@ class Budget:
     connect: float = 5.0
     read: float = 10.0
     total: float = 30.0
-
-
-def _scrub(text: str, token: str) -> str:
-    text = text.replace(token, "[token]") if token else text
-    return " ".join(TOKEN_SHAPE.sub("[token]", text).split())[:200]
 
 
 def _endpoint(endpoint: str | None) -> str:
@@ -122,7 +117,7 @@ def _classify(response: httpx.Response, repo: str, revision: str, token: str, ho
         )
     if status == 401:
         raise PreflightError("tpu-rl:hfToken was rejected by Hugging Face (401): set a valid read token")
-    detail = _scrub(response.headers.get("X-Error-Message", "") or response.reason_phrase or "", token)
+    detail = scrub(response.headers.get("X-Error-Message", "") or response.reason_phrase or "", token)
     raise PreflightError(
         f"Hugging Face preflight for {repo} at {host} failed (HTTP {status}{': ' if detail else ''}{detail})"
     )

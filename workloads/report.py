@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from core.knobs import TRAINING_KNOBS
+from core.redact import scrub
 from core.settings import Settings
 from workloads.run_data import RunData, reward_tag
 
@@ -321,16 +322,6 @@ def write_report(info: RunInfo, data: RunData, out: Path) -> dict[str, Any]:
 # Command line
 
 
-def _load_stack(args: argparse.Namespace) -> tuple[Settings, dict[str, str], frozenset[str]]:
-    from infra.config import load_settings
-    from infra.plan.stack_files import ROOT, load_stack_config
-
-    stack_file = args.config_file or ROOT / f"Pulumi.{args.stack}.yaml"
-    config, secret_keys, _ = load_stack_config(stack_file, list(args.set))
-    name = args.stack or stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
-    return load_settings(config, name, frozenset(secret_keys)), config, frozenset(secret_keys)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workloads.report", description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group(required=True)
@@ -352,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from infra.config import ConfigError
-    from infra.plan.stack_files import StackFileError
+    from infra.plan.stack_files import StackFileError, load_stack
     from workloads.artifacts import storage_client
     from workloads.run_data import gather
 
@@ -362,7 +353,7 @@ def _run(args: argparse.Namespace) -> int:
         info = RunInfo(output_uri=args.run_uri, capacity=args.capacity)
     else:
         try:
-            settings, raw, secret_keys = _load_stack(args)
+            settings, raw, secret_keys = load_stack(args.stack, args.config_file, args.set)
         except (ConfigError, StackFileError) as err:
             raise ReportError(str(err)) from None
         if not settings.workflow.enabled:
@@ -387,9 +378,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _gcs_problem(uri: str, err: Exception) -> str:
-    from workloads.preflight import TOKEN_SHAPE
-
-    detail = TOKEN_SHAPE.sub("[token]", " ".join(str(err).split()))[:160]
+    detail = scrub(str(err), limit=160)
     return (
         f"cannot read the run at {uri} ({type(err).__name__}: {detail}); check "
         "`gcloud auth application-default login` and that the bucket exists"

@@ -24,7 +24,7 @@ import yaml
 
 from core.settings import Settings
 from infra.k8s import live
-from workloads.live_state import live_step
+from workloads.live_state import condition, live_step
 from workloads.steps import Step, Workflow
 
 TERMINAL = ("succeeded", "failed")
@@ -63,10 +63,9 @@ def _time(text: Any) -> datetime | None:
 
 
 def _condition_time(status: dict[str, Any], *types: str) -> datetime | None:
-    for condition in status.get("conditions") or []:
-        if condition.get("type") in types and condition.get("status") == "True":
-            return _time(condition.get("lastTransitionTime"))
-    return None
+    """When the first of the conditions `types` that is True became True."""
+    found = next(filter(None, (condition(status, kind) for kind in types)), None)
+    return _time(found.get("lastTransitionTime")) if found else None
 
 
 def step_status(step: Step, obj: dict[str, Any] | None) -> StepStatus:
@@ -195,14 +194,11 @@ def render(settings: Settings, plan: Workflow, statuses: list[StepStatus], now: 
 
 
 def _load(args: argparse.Namespace) -> Settings:
-    from infra.config import ConfigError, load_settings
-    from infra.plan.stack_files import ROOT, StackFileError, load_stack_config
+    from infra.config import ConfigError
+    from infra.plan.stack_files import StackFileError, load_stack
 
-    stack_file = args.config_file or ROOT / f"Pulumi.{args.stack}.yaml"
     try:
-        config, secret_keys, _ = load_stack_config(stack_file, list(args.set))
-        name = args.stack or stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
-        return load_settings(config, name, frozenset(secret_keys))
+        return load_stack(args.stack, args.config_file, args.set)[0]
     except (ConfigError, StackFileError) as err:
         raise StatusError(str(err)) from None
 

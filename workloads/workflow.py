@@ -69,6 +69,12 @@ class LiveReader:
             resource=self.parent,
         )
 
+    def _refuse(self, message: str) -> None:
+        """Stop `pulumi up` with `message`; a preview only warns (it changes nothing)."""
+        if not self.preview:
+            raise pulumi.RunError(message)
+        pulumi.log.warn(message, resource=self.parent)
+
     def marker(self, step: Step) -> pulumi.Output[str | None]:
         """The step's retry marker (None when the cluster cannot be read during preview)."""
         namespace = self.settings.namespace
@@ -89,9 +95,7 @@ class LiveReader:
                     f"with the configured values, delete the failed run first: `kubectl delete {step.kind.lower()} "
                     f"-n {namespace} {step.name} && pulumi refresh --yes`, then `pulumi up`"
                 )
-                if not self.preview:
-                    raise pulumi.RunError(message)
-                pulumi.log.warn(message, resource=self.parent)
+                self._refuse(message)
             if current.state == "failed":
                 pulumi.log.info(f"{step.kind} {namespace}/{step.name} ended Failed: `pulumi up` retries it")
             return live_state.retry_marker(current)
@@ -116,9 +120,7 @@ class LiveReader:
                     f"{train.name} cannot start until it ends. Wait for it (`kubectl get jobset -n {namespace} -w`) "
                     f"or stop it (`kubectl delete jobset -n {namespace} {others[0]}`), then run `pulumi up` again"
                 )
-                if not self.preview:
-                    raise pulumi.RunError(message)
-                pulumi.log.warn(message, resource=self.parent)
+                self._refuse(message)
             return ""
 
         return pulumi.Output.unsecret(self.kubeconfig.apply(read))

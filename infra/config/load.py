@@ -18,6 +18,7 @@ from typing import Any
 
 from core.maxtext_keys import closest_key, known_keys
 from core.names import PROJECT
+from core.redact import HF_TOKEN
 from core.settings import Settings
 from infra.config import rules
 from infra.config.schema import (
@@ -31,7 +32,7 @@ from infra.config.schema import (
     fields_of,
     is_object,
 )
-from infra.config.values import TOKEN_SHAPE, ConfigError, Hidden, Integer, Number, error
+from infra.config.values import ConfigError, Hidden, Integer, Number, error
 
 TOKEN_KEY = f"{PROJECT}:hfToken"
 MAX_JSON_CHARS = 200_000
@@ -105,10 +106,10 @@ def _decoded(value: Any) -> Any:
 
 def _token_path(value: Any, path: str) -> str | None:
     if isinstance(value, str):
-        return path if TOKEN_SHAPE.search(value) else None
+        return path if HF_TOKEN.search(value) else None
     if isinstance(value, dict):
         for key, item in value.items():
-            if TOKEN_SHAPE.search(str(key)):
+            if HF_TOKEN.search(str(key)):
                 return path  # the key itself is token-shaped: name its parent, never the key
             found = _token_path(item, f"{path}.{key}")
             if found:

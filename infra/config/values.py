@@ -16,8 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-TOKEN_SHAPE = re.compile(r"hf_[A-Za-z0-9]{16,}")
-"""A Hugging Face access token (``hf_`` + at least 16 letters/digits; real ones have 34)."""
+from core.redact import HF_TOKEN
 
 MAX_SHOWN = 60
 
@@ -43,7 +42,7 @@ def show(value: Any) -> str:
         text = json.dumps(value, sort_keys=True)  # ASCII: escapes control and non-ASCII characters
     except (TypeError, ValueError):
         text = repr(value)
-    if TOKEN_SHAPE.search(text):
+    if HF_TOKEN.search(text):
         return "(a value that looks like a Hugging Face token, not shown)"
     if len(text) <= MAX_SHOWN:
         return text

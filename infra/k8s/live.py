@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import subprocess
 import time
 from dataclasses import dataclass
@@ -21,8 +20,9 @@ from urllib.parse import quote, urlsplit
 
 import yaml
 
+from core.redact import scrub
+
 MAX_BODY_BYTES = 8 * 1024 * 1024
-TOKEN_SHAPES = re.compile(r"(ya29\.[A-Za-z0-9._-]+|hf_[A-Za-z0-9]{16,}|eyJ[A-Za-z0-9._-]{20,})")
 
 
 class ClusterReadError(Exception):
@@ -37,12 +37,6 @@ class Budget:
     read: float = 10.0
     auth: float = 15.0
     total: float = 25.0
-
-
-def scrub(text: str) -> str:
-    """Text safe to print: no access tokens, one line, at most 200 characters."""
-    line = " ".join(TOKEN_SHAPES.sub("[redacted]", text).split())
-    return line[:200]
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import yaml
 from infra.config import ConfigError
 from infra.estimate import describe
 from infra.plan.offline import Plan, is_kubernetes_object, run_program
-from infra.plan.stack_files import ROOT, StackFileError, load_stack_config
+from infra.plan.stack_files import ROOT, StackFileError, load_stack_config, stack_name
 
 
 def plan_stack(
@@ -42,7 +42,7 @@ def plan_stack(
         config[key] = value
         secret_keys.add(key)
         notes = [n for n in notes if not n.startswith(key)]
-    name = stack or stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    name = stack or stack_name(stack_file)
     plan = run_program(lambda: main(preflight=preflight, live=live), name, config, secret_keys, **run_options)
     return plan, notes
 

@@ -15,6 +15,8 @@ from typing import Any
 import yaml
 
 from core.names import PROJECT
+from core.settings import Settings
+from infra.config import load_settings
 from infra.config.schema import SECRET_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -249,3 +251,20 @@ def load_stack_config(
             secret_keys.add(full)
             notes.append(f"{full} is not set in {stack_file.name}; planned with a placeholder secret")
     return {k: to_config_string(v) for k, v in config.items()}, secret_keys, notes
+
+
+def stack_name(stack_file: Path) -> str:
+    """`dev` for `Pulumi.dev.yaml` (any other file name is used as it is)."""
+    return stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
+
+
+def load_stack(
+    stack: str | None, config_file: Path | None = None, overrides: list[str] = ()
+) -> tuple[Settings, dict[str, Any], frozenset[str]]:
+    """A stack's validated settings, read as the program reads them (for the CLIs that need no
+    Pulumi CLI): `Pulumi.<stack>.yaml` or `config_file`, plus overrides. Returns the settings, the
+    raw config and the secret keys; raises ``StackFileError`` or ``ConfigError`` (one line)."""
+    stack_file = config_file or ROOT / f"Pulumi.{stack}.yaml"
+    config, secret_keys, _ = load_stack_config(stack_file, list(overrides))
+    keys = frozenset(secret_keys)
+    return load_settings(config, stack or stack_name(stack_file), keys), config, keys

@@ -1,0 +1,21 @@
+"""Token shapes and scrubbing, shared by the config readers, the live reads, the preflight, the
+report and the policy pack: no message the project prints may carry a credential."""
+
+from __future__ import annotations
+
+import re
+
+HF_TOKEN = re.compile(r"hf_[A-Za-z0-9]{16,}")
+"""A Hugging Face access token (``hf_`` + at least 16 letters/digits; real ones have 34)."""
+
+ACCESS_TOKENS = re.compile(r"ya29\.[A-Za-z0-9._-]+|hf_[A-Za-z0-9]{8,}|eyJ[A-Za-z0-9._-]{20,}")
+"""Anything token-shaped in text from elsewhere: Google OAuth and Hugging Face tokens, JWTs.
+Broader than ``HF_TOKEN``: a redaction too many costs nothing."""
+
+
+def scrub(text: str, *secrets: str, limit: int = 200) -> str:
+    """`text` safe to print: `secrets` and token-shaped words redacted, one line, at most `limit` characters."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    return " ".join(ACCESS_TOKENS.sub("[redacted]", text).split())[:limit]
