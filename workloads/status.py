@@ -27,8 +27,6 @@ from infra.k8s import live
 from workloads.live_state import condition, live_step
 from workloads.steps import Step, Workflow
 
-TERMINAL = ("succeeded", "failed")
-
 
 class StatusError(Exception):
     """The status cannot be read (one line)."""

@@ -338,7 +338,6 @@ FIELDS_BY_KEY: dict[str, Field] = {f.key: f for f in FIELDS}
 PROVIDER_KEYS = tuple(f.key for f in FIELDS if not f.key.startswith(f"{PROJECT}:"))
 PROJECT_KEYS = tuple(dict.fromkeys(f.top.split(":", 1)[1] for f in FIELDS if f.key.startswith(f"{PROJECT}:")))
 SECRET_KEYS = tuple(f.key for f in FIELDS if f.secret)
-NUMBER_READERS = (Integer, Number)
 
 
 def fields_of(top: str) -> list[Field]:
