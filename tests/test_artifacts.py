@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pulumi
 import pytest
@@ -11,34 +12,33 @@ import pytest
 from core.names import SETUP_FAILURE_EXIT
 from infra.plan import plan_stack
 from infra.plan.stack_files import ROOT
-from tests.conftest import JOB, JOBSET, SENTINEL_TOKEN, plan_of, put
+from tests.conftest import JOB, JOBSET, SENTINEL_TOKEN, plan_of, put, statuses
 from tests.run_files import reward, upload_run
 from workloads import checkpoint_scan
-from workloads.artifacts import (
-    ArtifactMissingError,
-    check_converted,
-    check_exported,
-    final_checkpoint,
-    short_run_warning,
-)
+from workloads.artifacts import converted_problem, exported_problem, final_checkpoint, short_run_warning
 
 BUCKET = "my-tpu-prod-project-tpu-rl-prod"
 ACTOR = f"gs://{BUCKET}/gemma4-26b/train/def/rl/checkpoints/actor/"
 
 
 def save(client, step: int, *, committed: bool = True) -> None:
-    """What tunix/Orbax leave for one saved step on GCS."""
-    names = [f"{step}/model_params/_METADATA", f"{step}/model_params/d/0.0", f"{step}/optimizer_state/_METADATA"]
+    """What tunix/Orbax leave for one saved step on GCS (Pathways: zarr v2, commit files per item)."""
+    names = [
+        f"{step}/_CHECKPOINT_METADATA",
+        f"{step}/model_params/_METADATA",
+        f"{step}/model_params/base.decoder.layers_0.mlp.wi_0.kernel.value/.zarray",
+        f"{step}/model_params/base.decoder.layers_0.mlp.wi_0.kernel.value/0.0.0",
+        f"{step}/optimizer_state/_METADATA",
+    ]
     put(client, ACTOR, *names, *([f"{step}/commit_success.txt"] if committed else []))
 
 
 def test_converted_checkpoint(gcs):
     uri = f"gs://{BUCKET}/gemma4-26b/convert/abc/0/items/"
     put(gcs, f"gs://{BUCKET}/", "unrelated")
-    with pytest.raises(ArtifactMissingError, match="0/items/ is empty"):
-        check_converted(gcs, uri)
+    assert converted_problem(gcs, uri) == f"conversion finished but {uri} is empty: no MaxText checkpoint to train from"
     put(gcs, uri, "_METADATA", "params/0.0")
-    check_converted(gcs, uri)
+    assert converted_problem(gcs, uri) is None
 
 
 def test_steps_0_to_49_give_49_and_a_short_run_warning(gcs):
@@ -48,6 +48,7 @@ def test_steps_0_to_49_give_49_and_a_short_run_warning(gcs):
     assert (found.step, found.uri, found.incomplete) == (49, f"{ACTOR}49/model_params/", ())
     warning = short_run_warning(found, 50, 256)
     assert "ended at step 49, not 50" in warning and "maxPrefillPredictLength (256" in warning
+    assert "numBatches" not in warning, "a bigger numBatches also takes more prompts: it does not help"
     assert short_run_warning(found, 49, 256) is None, "the configured last step: no warning"
 
 
@@ -55,39 +56,39 @@ def test_a_partial_last_step_is_skipped_and_named(gcs):
     for step in (10, 20):
         save(gcs, step)
     save(gcs, 30, committed=False)
-    put(gcs, ACTOR, "40.orbax-checkpoint-tmp-1732/model_params/x")
+    put(gcs, ACTOR, "40.orbax-checkpoint-tmp/model_params/x")  # a local-style save: Orbax's tmp folder
     found = final_checkpoint(gcs, ACTOR)
-    assert (found.step, found.incomplete) == (20, (30,))
+    assert (found.step, found.incomplete) == (20, (40, 30))
 
 
-def test_no_checkpoint_is_a_failure_naming_the_path(gcs):
-    put(gcs, ACTOR, "notes.txt")
-    with pytest.raises(ArtifactMissingError, match=f"no complete checkpoint was found under {ACTOR}"):
-        final_checkpoint(gcs, ACTOR)
+def test_no_checkpoint_is_none(gcs):
+    put(gcs, ACTOR, "notes.txt", "tensorboard/events.out")
+    assert final_checkpoint(gcs, ACTOR) is None
 
 
 def test_a_commit_file_without_params_is_not_a_checkpoint(gcs):
     put(gcs, ACTOR, "7/commit_success.txt", "7/optimizer_state/x", "8/model_params/")
-    with pytest.raises(ArtifactMissingError):
-        final_checkpoint(gcs, ACTOR)
+    assert final_checkpoint(gcs, ACTOR) is None
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize(
-    ("names", "complete", "started"),
+    ("folder", "parsed"),
     [
-        ([], [], []),
-        (["5/commit_success.txt", "5/model_params/a"], [5], [5]),
-        (["5/model_params/a"], [], [5]),
-        (["5/commit_success.txt"], [], [5]),
-        (["5/commit_success.txt", "5/model_params/"], [], [5]),
-        (["5/commit_success.txt", "5/model_params/a", "12/commit_success.txt", "12/model_params/b"], [5, 12], [5, 12]),
-        (["x5/commit_success.txt", "x5/model_params/a", "٥/commit_success.txt", "٥/model_params/a"], [], []),
-        (["5/sub/commit_success.txt", "5/model_params/a"], [], [5]),
+        ("5", (5, True)),
+        ("120", (120, True)),
+        ("5.orbax-checkpoint-tmp", (5, False)),
+        ("5.orbax-checkpoint-tmp-1732", (5, False)),
+        ("x5", None),
+        ("\u0665", None),
+        ("5.other", None),
+        ("", None),
+        ("1" * 13, None),
     ],
+    ids=["step", "three-digits", "tmp", "tmp-timestamp", "letter", "arabic-digit", "other-suffix", "empty", "huge"],
 )
-def test_complete_steps(names, complete, started):
-    assert checkpoint_scan.complete_steps(names) == complete
-    assert checkpoint_scan.started_steps(names) == started
+def test_step_folder_names(folder, parsed):
+    assert checkpoint_scan.parse_step(folder) == parsed
 
 
 def test_the_export_container_finds_the_same_step(gcs, monkeypatch):
@@ -108,10 +109,12 @@ def test_the_export_container_finds_the_same_step(gcs, monkeypatch):
 def test_exported_model(gcs):
     uri = f"gs://{BUCKET}/gemma4-26b/export/ghi/"
     put(gcs, uri, "config.json")
-    with pytest.raises(ArtifactMissingError, match=r"lacks \*\.safetensors, tokenizer files"):
-        check_exported(gcs, uri)
+    assert exported_problem(gcs, uri) == (
+        f"export finished but {uri} lacks *.safetensors, tokenizer files (tokenizer.json or "
+        "tokenizer_config.json or tokenizer.model)"
+    )
     put(gcs, uri, "model-00001-of-00002.safetensors", "tokenizer.json")
-    check_exported(gcs, uri)
+    assert exported_problem(gcs, uri) is None
 
 
 def _completed(type_, inputs):
@@ -129,7 +132,7 @@ def _run_up():
         ["tpu-rl:workflow.preflight=false"],
         live=True,
         secrets={"tpu-rl:hfToken": SENTINEL_TOKEN},
-        status_for=_completed,
+        outputs_for=statuses(_completed),
         raise_errors=False,
     )[0]
 
@@ -169,4 +172,39 @@ def test_up_fails_naming_the_path_when_training_saved_nothing(gcs):
     plan = _run_up()
     assert isinstance(plan.error, pulumi.RunError)
     assert f"no complete checkpoint was found under {steps['train']['artifactUri']}" in str(plan.error)
+    assert "the next `pulumi up` runs" in str(plan.error), "the error says how it is retried"
     assert not plan.find(JOB, steps["export"]["name"]), "nothing to export: the export is never created"
+
+
+def orbax_step(step: int, *, complete: bool, params: int = 660, shards: int = 8) -> list[str]:
+    """The objects one actor step leaves on GCS under Pathways (tunix ``CheckpointManager``, Orbax
+    0.12 ``CommitFileTemporaryPath``, zarr v2 without OCDBT): per item ``_METADATA``,
+    ``array_metadatas/process_0`` and its ``commit_success.txt``, per array a ``.zarray`` and one object
+    per shard; the step's ``_CHECKPOINT_METADATA`` and, once committed, its ``commit_success.txt``
+    (/work/notes of orbax ``_src/path/atomicity.py`` and tunix ``sft/checkpoint_manager.py``)."""
+    names = [f"{step}/_CHECKPOINT_METADATA"]
+    for item, arrays in (("model_params", params), ("optimizer_state", 2 * params)):
+        names += [f"{step}/{item}/_METADATA", f"{step}/{item}/array_metadatas/process_0"]
+        for index in range(arrays if complete else arrays // 3):
+            layer, kind = divmod(index, 22)
+            folder = f"{step}/{item}/base.decoder.layers_{layer}.moe_block.w{kind}.kernel.value"
+            names += [f"{folder}/.zarray", *(f"{folder}/{shard}.0.0" for shard in range(shards))]
+        if complete:
+            names.append(f"{step}/{item}/commit_success.txt")
+    return names + ([f"{step}/commit_success.txt"] if complete else [])
+
+
+def test_the_newest_complete_step_among_150k_objects_is_found_quickly(gcs):
+    """A 26B run's checkpoints: every step is ~18k objects. The scan lists step folders with a delimiter
+    and checks one commit file and one name per step, so the newest step is never cut by a listing cap."""
+    names = [name for step in range(0, 90, 10) for name in orbax_step(step, complete=True)]
+    names += orbax_step(90, complete=False)  # a save cut short by a preemption
+    assert len(names) >= 150_000
+    bucket, prefix = checkpoint_scan.split_uri(ACTOR)
+    gcs.create_bucket(bucket)
+    gcs.fake.lay_out(bucket, [prefix + name for name in names])
+    start = time.monotonic()
+    found = final_checkpoint(gcs, ACTOR)
+    elapsed = time.monotonic() - start
+    assert (found.step, found.uri, found.incomplete) == (80, f"{ACTOR}80/model_params/", (90,))
+    assert elapsed < 30, f"the scan took {elapsed:.1f} s"

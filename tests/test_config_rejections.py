@@ -436,6 +436,7 @@ def test_stack_file_limits(tmp_path, capsys):
 
 def test_a_bad_hub_endpoint_in_the_environment_is_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", "not a url")
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 34)  # the offline plan checks a token from the environment
     code, _, err, _ = _run(["--stack", "dev", "--preflight", "--set", "gcp:project=real-project-1"], tmp_path, capsys)
     assert code == 2 and err.strip() == (
         'error: preflight: HF_ENDPOINT = "not a url" is invalid: expected an http(s) URL of a Hub'

@@ -1,4 +1,5 @@
-"""Bounded live reads (infra.k8s.live) against loopback stub servers and stub auth plugins."""
+"""Live reads through the official Kubernetes client (infra.k8s.live) against a loopback API server
+speaking the real paths, list pages, Status errors and TLS, with real exec auth plugins (scripts)."""
 
 from __future__ import annotations
 
@@ -9,41 +10,14 @@ import time
 import pytest
 import yaml
 
+from core.deadline import Budget
 from infra.k8s import live
+from tests.fake_kube import FakeCluster, fake_cluster, with_state
 from tests.loopback import QuietHandler, serve
 
-FAST = live.Budget(connect=0.5, read=0.5, auth=0.8, total=1.2)
+FAST = live.Budgets(auth=Budget(0.8, 0.8, 0.8), read=Budget(1.2, 0.5, 0.5))
 SLACK = 1.0
-JOBSET_PATH = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/tpu-rl/jobsets/"
-
-
-class StubApiServer(QuietHandler):
-    """Misbehaves on purpose, by path."""
-
-    def do_GET(self):  # noqa: N802
-        name = self.path.rsplit("/", 1)[-1].split("?")[0]
-        if self.headers.get("Authorization") != "Bearer test-token":
-            self.send_body(401, b'{"kind": "Status", "code": 401}')
-        elif name == "ok":
-            self.send_body(200, json.dumps({"kind": "JobSet", "metadata": {"name": "ok", "uid": "u1"}}).encode())
-        elif name == "forbidden":
-            self.send_body(403, b'{"kind": "Status", "code": 403}')
-        elif name == "boom":
-            self.send_body(500, b"oops", "text/plain")
-        elif self.misbehave(name):
-            pass
-        elif name == "garbage":
-            self.send_body(200, b"\xff\xfe<html>not json", "text/html")
-        elif name == "shape":
-            self.send_body(200, b'["a", "list"]')
-        elif name == "redirect":
-            self.send_body(302, b"", Location=self.path)
-        elif name == "huge":
-            self.send_body(200, b"[" + b"1," * (live.MAX_BODY_BYTES // 2 + 10) + b"1]")
-        elif "jobsets" in self.path and name == "jobsets":
-            self.send_body(200, json.dumps({"items": [{"kind": "JobSet", "metadata": {"name": "a"}}, "junk"]}).encode())
-        else:
-            self.send_body(404, b'{"kind": "Status", "code": 404}')
+JOBSET = "jobset.x-k8s.io/v1alpha2"
 
 
 @pytest.fixture(autouse=True)
@@ -52,144 +26,238 @@ def no_live_cluster():
 
 
 @pytest.fixture(scope="module")
-def server():
-    with serve(StubApiServer) as url:
-        yield url
+def cluster():
+    with fake_cluster() as running:
+        yield running
 
 
-def kubeconfig(server: str, user: dict) -> str:
-    return yaml.safe_dump(
-        {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "current-context": "test",
-            "clusters": [{"name": "test", "cluster": {"server": server}}],
-            "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
-            "users": [{"name": "test", "user": user}],
-        }
-    )
+def manifest(kind: str, name: str, labels: dict | None = None) -> dict:
+    api = "batch/v1" if kind == "Job" else JOBSET
+    spec = {"template": {}} if kind == "Job" else {"replicatedJobs": [{"name": "head", "replicas": 1}]}
+    return {
+        "apiVersion": api,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": "tpu-rl", "labels": labels or {}},
+        "spec": spec,
+    }
 
 
-def token_user(token: str = "test-token") -> dict:
-    return {"token": token}
+def reader(config, budgets=FAST) -> live.ClusterReader:
+    return live.ClusterReader(config, budgets)
 
 
-def read(server: str, name: str, user: dict | None = None):
-    return live.get_json(kubeconfig(server, user or token_user()), JOBSET_PATH + name, budget=FAST)
+def test_objects_are_read_over_tls_and_a_missing_one_is_none(cluster: FakeCluster):
+    stored = cluster.put(with_state(manifest("JobSet", "run-a"), "failed"))
+    found = reader(cluster.kubeconfig()).get(JOBSET, "JobSet", "tpu-rl", "run-a")
+    assert found["metadata"]["uid"] == stored["metadata"]["uid"] and found["status"]["terminalState"] == "Failed"
+    assert reader(cluster.kubeconfig()).get("batch/v1", "Job", "tpu-rl", "never-created") is None
+    assert cluster.requests[-1] == "/apis/batch/v1/namespaces/tpu-rl/jobs/never-created"
 
 
-def test_an_object_is_read_and_a_missing_one_is_none(server):
-    assert read(server, "ok")["metadata"]["uid"] == "u1"
-    assert read(server, "never-created") is None
+def test_a_crd_that_is_not_installed_yet_reads_as_absent(cluster: FakeCluster):
+    cluster.missing_groups.add("jobset.x-k8s.io")
+    try:
+        assert reader(cluster.kubeconfig()).get(JOBSET, "JobSet", "tpu-rl", "x") is None
+        assert reader(cluster.kubeconfig()).list(JOBSET, "JobSet", "tpu-rl", "a=b") == []
+    finally:
+        cluster.missing_groups.clear()
 
 
-def test_lists_keep_only_objects(server):
-    items = live.list_items(kubeconfig(server, token_user()), JOBSET_PATH.rstrip("/"), "a=b", budget=FAST)
-    assert items == [{"kind": "JobSet", "metadata": {"name": "a"}}]
+def test_lists_follow_every_page_and_the_selector(cluster: FakeCluster, monkeypatch):
+    monkeypatch.setattr(live, "PAGE_SIZE", 2)
+    for index in range(5):
+        cluster.put(manifest("JobSet", f"page-{index}", {"app": "tpu-rl", "n": str(index % 2)}))
+    names = [
+        item["metadata"]["name"]
+        for item in reader(cluster.kubeconfig()).list(JOBSET, "JobSet", "tpu-rl", "app=tpu-rl,n=0")
+    ]
+    assert names == ["page-0", "page-2", "page-4"]
+    assert any("continue=2" in r for r in cluster.requests), "the second page was read"
+
+
+def test_endless_pages_are_refused(monkeypatch):
+    class Endless(QuietHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_json(200, {"kind": "JobSetList", "metadata": {"continue": "more"}, "items": []})
+
+    monkeypatch.setattr(live, "MAX_PAGES", 3)
+    with serve(Endless) as url, pytest.raises(live.ClusterReadError, match="more than 3 pages"):
+        reader(FakeCluster().kubeconfig() | {"clusters": [{"name": "test", "cluster": {"server": url}}]}).list(
+            JOBSET, "JobSet", "tpu-rl", "a=b"
+        )
 
 
 @pytest.mark.parametrize(
-    ("name", "user", "words"),
+    ("user", "words"),
     [
-        ("forbidden", None, "refused to read .* \\(HTTP 403\\)"),
-        ("ok", token_user("wrong"), "refused to read .* \\(HTTP 401\\)"),
-        ("boom", None, "answered HTTP 500"),
-        ("garbage", None, "not JSON"),
-        ("shape", None, "JSON that is not an object"),
-        ("redirect", None, "redirected .* \\(HTTP 302\\)"),
-        ("huge", None, "sent more than"),
-        ("reset", None, "cannot reach the cluster at .*authorizedNetworks"),
+        ({"token": "wrong"}, r"refused to read /apis/.*/jobs/x \(HTTP 401\): the identity running `pulumi` needs"),
     ],
 )
-def test_every_failure_is_one_clear_line(server, name, user, words):
+def test_refused_access_is_one_line(cluster: FakeCluster, user, words):
     with pytest.raises(live.ClusterReadError, match=words) as caught:
-        read(server, name, user)
+        reader(cluster.kubeconfig(user)).get("batch/v1", "Job", "tpu-rl", "x")
     assert "\n" not in str(caught.value)
 
 
-@pytest.mark.parametrize("name", ["hang", "drip"])
-def test_a_silent_or_dripping_server_is_bounded(server, name):
+def test_a_failed_reader_fails_again_at_once_with_the_same_line():
+    """Once a cluster is found unreachable, the remaining reads of that `up` or preview skip at once."""
+    gone = FakeCluster().start(tls=False)
+    config = gone.kubeconfig()
+    gone.stop()
+    shared = reader(config)
+    with pytest.raises(
+        live.ClusterReadError, match="cannot reach the cluster at 127.0.0.1:.*authorizedNetworks"
+    ) as first:
+        shared.get("batch/v1", "Job", "tpu-rl", "a")
     start = time.monotonic()
-    with pytest.raises(live.ClusterReadError):
-        read(server, name)
-    assert time.monotonic() - start < FAST.total + SLACK
+    for _ in range(3):
+        with pytest.raises(live.ClusterReadError) as again:
+            shared.list(JOBSET, "JobSet", "tpu-rl", "a=b")
+        assert str(again.value) == str(first.value)
+    assert time.monotonic() - start < 0.05
 
 
-def test_a_refused_connection_names_the_likely_causes():
-    with pytest.raises(live.ClusterReadError, match="authorizedNetworks"):
-        read("http://127.0.0.1:9", "x")
+def test_an_untrusted_certificate_is_a_tls_line(cluster: FakeCluster):
+    config = cluster.kubeconfig()
+    del config["clusters"][0]["cluster"]["certificate-authority-data"]
+    with pytest.raises(live.ClusterReadError, match="TLS with the cluster at 127.0.0.1:[0-9]+ failed"):
+        reader(config).get("batch/v1", "Job", "tpu-rl", "x")
 
 
-def plugin(tmp_path, body: str) -> dict:
-    path = tmp_path / "auth-plugin"
+# ---------------------------------------------------------------------------------------------
+# The exec auth plugin (as gke-gcloud-auth-plugin speaks it)
+
+
+def plugin(tmp_path, body: str, *, hint: str = "install the plugin") -> dict:
+    path = tmp_path / "gke-gcloud-auth-plugin"
     path.write_text("#!/bin/sh\n" + body)
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
     return {
         "exec": {
             "apiVersion": "client.authentication.k8s.io/v1beta1",
             "command": str(path),
-            "args": ["--x"],
+            "args": ["--use_application_default_credentials"],
             "provideClusterInfo": True,
-            "installHint": "install the plugin",
+            "installHint": hint,
         }
     }
 
 
-CREDENTIAL = (
-    '{"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential", '
-    '"status": {"token": "test-token"}}'
-)
+def credential(token: str) -> str:
+    status = {"expirationTimestamp": "2099-01-01T00:00:00Z", "token": token}
+    kind = {"kind": "ExecCredential", "apiVersion": "client.authentication.k8s.io/v1beta1"}
+    return json.dumps({**kind, "spec": {"interactive": False}, "status": status})
 
 
-def test_the_auth_plugin_token_is_used(server, tmp_path):
-    user = plugin(tmp_path, f'test "$1" = --x && test -n "$KUBERNETES_EXEC_INFO" && echo \'{CREDENTIAL}\'')
-    assert read(server, "ok", user)["metadata"]["name"] == "ok"
+def test_the_plugin_gets_the_cluster_info_and_its_token_is_used(cluster: FakeCluster, tmp_path):
+    cluster.put(manifest("Job", "with-plugin"))
+    body = (
+        'test "$1" = --use_application_default_credentials || exit 9\n'
+        'echo "$KUBERNETES_EXEC_INFO" | grep -q certificate-authority-data || exit 8\n'
+        f"echo '{credential(cluster.token)}'\n"
+    )
+    found = reader(cluster.kubeconfig(plugin(tmp_path, body))).get("batch/v1", "Job", "tpu-rl", "with-plugin")
+    assert found["metadata"]["name"] == "with-plugin"
 
 
-def test_a_stalled_auth_plugin_is_bounded(server, tmp_path):
+def test_a_hanging_plugin_is_bounded_and_later_reads_skip(cluster: FakeCluster, tmp_path):
+    shared = reader(cluster.kubeconfig(plugin(tmp_path, "sleep 30\n")))
     start = time.monotonic()
+    with pytest.raises(live.ClusterReadError, match="gke-gcloud-auth-plugin did not answer within 1 s"):
+        shared.get("batch/v1", "Job", "tpu-rl", "x")
     with pytest.raises(live.ClusterReadError, match="did not answer within"):
-        read(server, "ok", plugin(tmp_path, "sleep 30"))
-    assert time.monotonic() - start < FAST.auth + SLACK
+        shared.get(JOBSET, "JobSet", "tpu-rl", "y")
+    assert time.monotonic() - start < FAST.auth.total + SLACK
 
 
 @pytest.mark.parametrize(
     ("body", "words"),
     [
-        ("echo 'ERROR: token ya29.SECRETSECRET expired' >&2; exit 1", "failed: ERROR: token \\[redacted\\] expired"),
-        ("echo not-json", "did not print an ExecCredential"),
-        ("echo '{\"status\": {}}'", "did not print an ExecCredential"),
+        (
+            "echo 'ERROR: token ya29.SECRETSECRET expired' >&2; exit 1",
+            r"failed: process returned 1\. ERROR: token \[redacted\] expired",
+        ),
+        ("echo not-json", "failed: failed to decode process output"),
+        (
+            'echo \'{"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential", "status": {}}\'',
+            "did not print an ExecCredential with a token",
+        ),
+        ("printf '\\033[31mRED\\033[0m\\n' >&2; exit 3", r"failed: process returned 3\. RED$"),
     ],
+    ids=["stderr-with-token", "not-json", "no-token", "ansi-in-stderr"],
 )
-def test_auth_plugin_failures_are_one_line_without_tokens(server, tmp_path, body, words):
+def test_plugin_failures_are_one_line_without_tokens_or_escapes(cluster: FakeCluster, tmp_path, body, words):
     with pytest.raises(live.ClusterReadError, match=words) as caught:
-        read(server, "ok", plugin(tmp_path, body))
-    assert "SECRET" not in str(caught.value)
+        reader(cluster.kubeconfig(plugin(tmp_path, body))).get("batch/v1", "Job", "tpu-rl", "x")
+    assert "SECRET" not in str(caught.value) and "\x1b" not in str(caught.value) and "\n" not in str(caught.value)
 
 
-def test_a_missing_auth_plugin_gives_the_install_hint(server):
+def test_a_missing_plugin_gives_the_install_hint(cluster: FakeCluster):
     user = {"exec": {"command": "/nonexistent/gke-gcloud-auth-plugin", "installHint": "gcloud components install x"}}
-    with pytest.raises(live.ClusterReadError, match="gke-gcloud-auth-plugin was not found: gcloud components"):
-        read(server, "ok", user)
+    with pytest.raises(
+        live.ClusterReadError, match="gke-gcloud-auth-plugin was not found: gcloud components install x"
+    ):
+        reader(cluster.kubeconfig(user)).get("batch/v1", "Job", "tpu-rl", "x")
 
 
-@pytest.mark.parametrize("config", ["", "{}", "current-context: x", "clusters: 5"])
-def test_an_unusable_kubeconfig_is_one_line(config):
-    with pytest.raises(live.ClusterReadError, match="kubeconfig is not usable"):
-        live.get_json(config, "/x", budget=FAST)
-
-
-def test_the_default_budget_stays_under_30_seconds():
-    budget = live.Budget()
-    assert budget.total < 30 and budget.auth < budget.total and budget.connect + budget.read <= budget.total
+# ---------------------------------------------------------------------------------------------
+# kubeconfig shapes and files
 
 
 @pytest.mark.parametrize(
-    ("api_version", "kind", "name", "path"),
+    ("config", "words"),
     [
-        ("batch/v1", "Job", "a-b", "/apis/batch/v1/namespaces/ns/jobs/a-b"),
-        ("jobset.x-k8s.io/v1alpha2", "JobSet", "", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ns/jobsets"),
+        ("", "it is not a mapping"),
+        ("{}", "no current context"),
+        ("current-context: x", "no context x"),
+        ("current-context: x\ncontexts: 5", "contexts is not a list"),
+        ("current-context: x\ncontexts: [{name: x}]", "an entry of contexts has no name or context"),
+        ("current-context: x\ncontexts: [{name: x, context: {cluster: c}}]", "the context's cluster has no server"),
+        (
+            "current-context: x\ncontexts: [{name: x, context: {cluster: c}}]\nclusters: [{name: c, cluster: {server: ftp://h}}]",
+            "not an http\\(s\\) URL",
+        ),
+        (
+            "current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+            "clusters: [{name: c, cluster: {server: 'https://h'}}]\nusers: [{name: u, user: {exec: {args: [1]}}}]",
+            "exec plugin has no command",
+        ),
+        ("a: &x [1]\nb: *x", "YAML alias"),
+        ("[" * 100 + "]" * 100, "nested deeper than 64"),
+        ("a: " + "9" * 5000, "out of range"),
+    ],
+    ids=[
+        "empty",
+        "no-context",
+        "unknown-context",
+        "contexts-not-list",
+        "context-without-body",
+        "no-server",
+        "not-http",
+        "exec-without-command",
+        "alias",
+        "deep",
+        "huge-int",
     ],
 )
-def test_object_paths(api_version, kind, name, path):
-    assert live.object_path(api_version, kind, "ns", name) == path
+def test_an_unusable_kubeconfig_is_one_line(config, words):
+    with pytest.raises(live.ClusterReadError, match=words) as caught:
+        reader(config).get("batch/v1", "Job", "tpu-rl", "x")
+    assert "\n" not in str(caught.value)
+
+
+def test_kubeconfig_files_merge_like_kubectl_and_are_read_with_limits(tmp_path, cluster: FakeCluster):
+    first = tmp_path / "a"
+    first.write_text(yaml.safe_dump(cluster.kubeconfig(context="wanted")))
+    second = tmp_path / "b"
+    other = cluster.kubeconfig(context="wanted")
+    other["clusters"][0]["cluster"]["server"] = "https://elsewhere"
+    second.write_text(yaml.safe_dump(other))
+    merged = live.kubeconfig_from_files([tmp_path / "missing", first, second], "wanted")
+    assert merged["clusters"][0]["cluster"]["server"] == cluster.url, "the first definition of a name wins"
+    with pytest.raises(live.ClusterReadError, match="no context nope in"):
+        live.kubeconfig_from_files([first], "nope")
+    with pytest.raises(live.ClusterReadError, match="not a regular file"):
+        live.kubeconfig_from_files([tmp_path], "wanted")
+    with pytest.raises(live.ClusterReadError, match="not a regular file"):
+        live.kubeconfig_from_files([__import__("pathlib").Path("/dev/zero")], "wanted")

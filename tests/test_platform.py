@@ -241,6 +241,7 @@ def test_cli_writes_plan_json_and_is_deterministic(tmp_path, capsys):
         "ignoreChanges",
         "deletedWith",
         "retainOnDelete",
+        "aliases",
     }
     assert plan["resources"] == sorted(plan["resources"], key=lambda r: (r["type"], r["name"]))
     assert (tmp_path / "a" / "manifests").is_dir()

@@ -8,6 +8,7 @@ import zlib
 
 import pytest
 
+from core.deadline import BUDGETS, Budget
 from tests.lifecycle_walk import settings
 from tests.report_screenshot import CHROMIUM, screenshot
 from tests.run_files import START, STEP_SECONDS, reward, upload_run
@@ -166,13 +167,14 @@ def test_bad_inputs_are_one_line(args, words, tmp_path, capsys):
 
 def test_an_unreachable_bucket_is_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")
-    monkeypatch.setattr(
-        "google.cloud.storage.Client.list_blobs",
-        lambda self, *a, **k: (_ for _ in ()).throw(ConnectionError("refused")),
-    )
-    code, _ = make(tmp_path, "--stack", "dev")
+    monkeypatch.setitem(BUDGETS, "gcs", Budget(1.0, 0.5, 0.5))
+    code, out = make(tmp_path, "--stack", "dev")
     err = capsys.readouterr().err.strip()
-    assert code == 2 and err.startswith(f"error: cannot read the run at {RUN} (ConnectionError")
+    assert code == 2 and "\n" not in err and not out.exists()
+    assert err == (
+        f"error: cannot read the run at {RUN}: GCS did not answer listing the checkpoints under "
+        f"{RUN}rl/checkpoints/actor/ in time (ConnectionError); check the network"
+    )
 
 
 def test_evaluation_lines_need_every_field():

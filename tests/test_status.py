@@ -7,6 +7,7 @@ import time
 import pytest
 import yaml
 
+from core.deadline import BUDGETS, Budget
 from tests.lifecycle_walk import settings
 from tests.loopback import QuietHandler, serve
 from tests.run_files import upload_run
@@ -206,15 +207,16 @@ def test_a_missing_context_says_how_to_get_it(tmp_path, api, gcs, capsys):
     )
 
 
-def test_an_unreadable_bucket_is_one_line(tmp_path, api, gcs, capsys, monkeypatch):
+def test_an_unreadable_bucket_is_one_line(tmp_path, api, capsys, monkeypatch):
     OBJECTS[DEV.train.name] = jobset(DEV.train.name)
-    monkeypatch.setattr(
-        "google.cloud.storage.Client.list_blobs",
-        lambda self, *a, **k: (_ for _ in ()).throw(ConnectionError("refused")),
-    )
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")
+    monkeypatch.setitem(BUDGETS, "gcs", Budget(1.0, 0.5, 0.5))
     assert run(tmp_path, api) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"error: cannot read the run in GCS at {DEV.train.output_uri} (ConnectionError)")
+    assert err == (
+        f"error: cannot read the run in GCS: GCS did not answer listing the checkpoints under "
+        f"{DEV.train.output_uri}rl/checkpoints/actor/ in time (ConnectionError); check the network"
+    )
 
 
 def test_a_config_error_is_one_line(tmp_path, api, capsys):

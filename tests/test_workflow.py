@@ -10,7 +10,7 @@ import pytest
 from infra.plan import main as plan_main
 from infra.plan import plan_stack
 from infra.plan.stack_files import ROOT
-from tests.conftest import JOB, JOBSET, SENTINEL_TOKEN, plan_of
+from tests.conftest import JOB, JOBSET, SENTINEL_TOKEN, plan_of, statuses
 from tests.conftest import step_resources as steps
 
 
@@ -222,7 +222,7 @@ def test_a_failed_jobset_stops_up_with_name_reason_and_logs_command():
     plan, _ = plan_stack(
         ROOT / "Pulumi.prod.yaml",
         secrets={"tpu-rl:hfToken": SENTINEL_TOKEN},
-        status_for=_failed_jobset,
+        outputs_for=statuses(_failed_jobset),
         raise_errors=False,
     )
     assert isinstance(plan.error, pulumi.RunError)
@@ -252,13 +252,14 @@ def test_a_failed_job_stops_up_with_name_reason_and_logs_command():
     plan, _ = plan_stack(
         ROOT / "Pulumi.prod.yaml",
         secrets={"tpu-rl:hfToken": SENTINEL_TOKEN},
-        status_for=failed_convert,
+        outputs_for=statuses(failed_convert),
         raise_errors=False,
     )
     name = steps(plan)["convert"]["name"]
     assert str(plan.error) == (
         f"Job tpu-rl/{name} failed (BackoffLimitExceeded): Job has reached the specified backoff limit. "
-        f"Read the logs with: kubectl logs -n tpu-rl job/{name} --all-containers --tail=200 -f"
+        f"Read the logs with: kubectl logs -n tpu-rl job/{name} --all-containers --tail=200 -f. "
+        "Run `pulumi up` again to retry it"
     )
     assert "train" not in steps(plan)
 
@@ -271,7 +272,9 @@ def test_a_completed_jobset_lets_export_run():
             else None
         )
 
-    plan, _ = plan_stack(ROOT / "Pulumi.prod.yaml", secrets={"tpu-rl:hfToken": SENTINEL_TOKEN}, status_for=completed)
+    plan, _ = plan_stack(
+        ROOT / "Pulumi.prod.yaml", secrets={"tpu-rl:hfToken": SENTINEL_TOKEN}, outputs_for=statuses(completed)
+    )
     assert "export" in steps(plan)
 
 

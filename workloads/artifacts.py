@@ -1,23 +1,39 @@
-"""Confirm each step's outputs exist in GCS before the next step starts (google-cloud-storage)."""
+"""Each step's outputs in GCS, checked before the next step starts (google-cloud-storage, bounded).
+
+Every GCS operation gets the ``gcs`` budget of ``core.deadline``: the library's own ``timeout``
+(connect, read) and ``retry`` (its retry deadline) per request, and a wall-clock bound on the whole
+operation (every page of a listing included), so a server that stalls, drips or pages forever ends
+in one line.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatch
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from workloads.checkpoint_scan import PARAMS_DIR, complete_steps, started_steps
+from core import deadline
+from workloads.checkpoint_scan import PARAMS_DIR, ListingTooLongError, newest_complete_step, split_uri
 
 if TYPE_CHECKING:  # imported lazily: the offline plan never talks to GCS
     from google.cloud import storage
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
-LISTING_LIMIT = 100_000
+MAX_LISTED = 10_000
+"""Objects a listing of one folder may return (an exported model has a few dozen)."""
+T = TypeVar("T")
+
+__all__ = ["split_uri"]
 
 
 class ArtifactMissingError(Exception):
     """A step finished but its output is not where the next step will read it."""
+
+
+class StorageError(Exception):
+    """GCS could not be read within the budget (one line)."""
 
 
 @dataclass(frozen=True)
@@ -28,15 +44,7 @@ class FinalCheckpoint:
     uri: str
     """``<root><step>/model_params/``: what the export reads."""
     incomplete: tuple[int, ...]
-    """Step directories that exist without a finished save (e.g. a save cut short by a failure)."""
-
-
-def split_uri(uri: str) -> tuple[str, str]:
-    """``gs://bucket/a/b/`` -> (``bucket``, ``a/b/``)."""
-    if not uri.startswith("gs://"):
-        raise ValueError(f"not a gs:// URI: {uri}")
-    bucket, _, prefix = uri[5:].partition("/")
-    return bucket, prefix
+    """Newer step folders without a finished save (e.g. a save cut short by a failure)."""
 
 
 def storage_client() -> storage.Client:
@@ -53,30 +61,133 @@ def storage_client() -> storage.Client:
     return storage.Client()
 
 
-def object_names(client: storage.Client, uri: str, limit: int = LISTING_LIMIT) -> list[str]:
-    """Object names under ``uri``, relative to it."""
-    bucket, prefix = split_uri(uri)
-    return [blob.name[len(prefix) :] for blob in client.list_blobs(bucket, prefix=prefix, max_results=limit)]
+def open_client() -> storage.Client:
+    """``storage_client()``, or ``StorageError`` (one line) when there are no usable credentials."""
+    try:
+        return storage_client()
+    except Exception as err:  # noqa: BLE001 (no credentials, no project, a bad emulator URL: one line)
+        raise StorageError(f"cannot open GCS: {describe(err, 'opening a client')}") from None
 
 
-def check_converted(client: storage.Client, items_uri: str) -> None:
-    """The MaxText checkpoint ``<base>/0/items/`` exists and is not empty."""
-    if not object_names(client, items_uri, 50):
-        raise ArtifactMissingError(f"conversion finished but {items_uri} is empty: no MaxText checkpoint to train from")
+def call_options(budget: deadline.Budget | None = None) -> dict[str, Any]:
+    """``timeout`` and ``retry`` for every storage request (the library's own hooks)."""
+    from google.cloud.storage.retry import DEFAULT_RETRY
+
+    budget = budget or deadline.BUDGETS["gcs"]
+    return {"timeout": (budget.connect, budget.read), "retry": DEFAULT_RETRY.with_timeout(budget.total)}
 
 
-def final_checkpoint(client: storage.Client, actor_uri: str) -> FinalCheckpoint:
-    """The newest complete step under ``.../checkpoints/actor/`` (found, not computed)."""
-    names = object_names(client, actor_uri)
-    complete = complete_steps(names)
-    if not complete:
-        raise ArtifactMissingError(
-            f"training finished but no complete checkpoint was found under {actor_uri} (searched for "
-            "<step>/commit_success.txt with <step>/model_params/): check the training logs"
+def describe(err: Exception, what: str) -> str:
+    """One line for a failed GCS operation (the library's exceptions, the transport's, a bad reply)."""
+    from google.api_core import exceptions as api
+    from google.auth import exceptions as auth
+    from requests import exceptions as http
+
+    from core.redact import scrub
+
+    if isinstance(err, auth.DefaultCredentialsError | auth.RefreshError):
+        return "no usable Google credentials: run `gcloud auth application-default login`"
+    if isinstance(err, api.RetryError):
+        if isinstance(err.cause, http.SSLError):
+            return f"TLS with GCS failed for {what}; check the proxy or its certificate"
+        if isinstance(err.cause, api.GoogleAPICallError):
+            return f"GCS kept answering HTTP {err.cause.code} for {what}; retry later"
+        cause = type(err.cause).__name__ if err.cause is not None else "no answer"
+        return f"GCS did not answer {what} in time ({cause}); check the network"
+    if isinstance(err, api.Unauthorized | api.Forbidden):
+        return (
+            f"GCS refused {what} (HTTP {err.code}): the identity needs storage.objects.list and .get on the "
+            "bucket (run `gcloud auth application-default login`)"
         )
-    last = complete[-1]
-    incomplete = tuple(s for s in started_steps(names) if s not in complete)
-    return FinalCheckpoint(last, f"{actor_uri}{last}/{PARAMS_DIR}", incomplete)
+    if isinstance(err, api.NotFound):
+        return f"GCS found nothing for {what} (HTTP 404): does the bucket exist?"
+    if isinstance(err, api.GoogleAPICallError):
+        return f"GCS answered HTTP {err.code} for {what}: {scrub(str(err.message), limit=120)}"
+    if isinstance(err, http.TooManyRedirects):
+        return f"GCS redirected {what} too many times; check STORAGE_EMULATOR_HOST or the proxy"
+    if isinstance(err, http.SSLError):
+        return f"TLS with GCS failed for {what}; check the proxy or its certificate"
+    if isinstance(err, ValueError):  # JSON that does not parse (requests' JSONDecodeError included)
+        return f"GCS answered {what} with something that is not the JSON it sends"
+    if isinstance(err, http.ConnectionError | http.Timeout | OSError):
+        return f"cannot reach GCS for {what} ({type(err).__name__}); check the network or a proxy"
+    return f"GCS failed for {what} ({type(err).__name__}: {scrub(str(err), limit=100)})"
+
+
+def bounded(
+    client: Any, what: str, operation: Callable[[dict[str, Any]], T], budget: deadline.Budget | None = None
+) -> T:
+    """``operation(call_options)`` within the ``gcs`` budget by the wall clock; any failure but a missing
+    artifact becomes ``StorageError`` (one line)."""
+    budget = budget or deadline.BUDGETS["gcs"]
+    try:
+        return deadline.call(lambda: operation(call_options(budget)), budget.total, cancel=client.close)
+    except deadline.DeadlineExceededError:
+        raise StorageError(f"GCS did not finish {what} within {budget.total:g} s; check the network") from None
+    except ArtifactMissingError:
+        raise
+    except ListingTooLongError as err:
+        raise StorageError(str(err)) from None
+    except Exception as err:  # noqa: BLE001 (every failure of the library or the reply: one line)
+        raise StorageError(describe(err, what)) from None
+
+
+def object_names(client: Any, uri: str, limit: int = MAX_LISTED, **call: Any) -> list[str]:
+    """Object names under ``uri``, relative to it (at most ``limit``: more is refused, not cut)."""
+    bucket, prefix = split_uri(uri)
+    names = [
+        blob.name[len(prefix) :] for blob in client.list_blobs(bucket, prefix=prefix, max_results=limit + 1, **call)
+    ]
+    if len(names) > limit:
+        raise ArtifactMissingError(f"{uri} holds more than {limit} objects; expected a model folder")
+    return names
+
+
+def converted_problem(client: Any, items_uri: str, **call: Any) -> str | None:
+    """Why the MaxText checkpoint ``<base>/0/items/`` is not usable (None: it is there)."""
+    bucket, prefix = split_uri(items_uri)
+    if not any(True for _ in client.list_blobs(bucket, prefix=prefix, max_results=1, **call)):
+        return f"conversion finished but {items_uri} is empty: no MaxText checkpoint to train from"
+    return None
+
+
+def final_checkpoint(client: Any, actor_uri: str, **call: Any) -> FinalCheckpoint | None:
+    """The newest complete step under ``.../checkpoints/actor/`` (found, not computed), None if none."""
+    step, incomplete = newest_complete_step(client, actor_uri, **call)
+    if step is None:
+        return None
+    return FinalCheckpoint(step, f"{actor_uri}{step}/{PARAMS_DIR}", tuple(incomplete))
+
+
+def no_checkpoint(actor_uri: str) -> str:
+    return (
+        f"training finished but no complete checkpoint was found under {actor_uri} (searched for "
+        "<step>/commit_success.txt with a non-empty <step>/model_params/): check the training logs"
+    )
+
+
+def exported_problem(client: Any, hf_uri: str, **call: Any) -> str | None:
+    """What an HF model directory lacks: ``config.json``, a ``*.safetensors``, tokenizer files."""
+    names = set(object_names(client, hf_uri, **call))
+    missing = []
+    if "config.json" not in names:
+        missing.append("config.json")
+    if not any(fnmatch(n, "*.safetensors") for n in names):
+        missing.append("*.safetensors")
+    if not names & set(TOKENIZER_FILES):
+        missing.append("tokenizer files (" + " or ".join(TOKENIZER_FILES) + ")")
+    if missing:
+        return f"export finished but {hf_uri} lacks {', '.join(missing)}"
+    return None
+
+
+def step_problem(client: Any, step: str, artifact_uri: str, **call: Any) -> str | None:
+    """Why a completed step's output is not usable (None when it is), for any of the three steps."""
+    if step == "convert":
+        return converted_problem(client, artifact_uri, **call)
+    if step == "train":
+        return None if final_checkpoint(client, artifact_uri, **call) else no_checkpoint(artifact_uri)
+    return exported_problem(client, artifact_uri, **call)
 
 
 def short_run_warning(found: FinalCheckpoint, expected: int, prefill: int) -> str | None:
@@ -87,19 +198,5 @@ def short_run_warning(found: FinalCheckpoint, expected: int, prefill: int) -> st
         f"training ended at step {found.step}, not {expected}: MaxText drops prompts longer than "
         f"maxPrefillPredictLength ({prefill} tokens) before batching with drop_remainder, so the dataset "
         f"gave fewer full batches; exporting step {found.step} ({found.uri}). Raise "
-        "tpu-rl:training.maxPrefillPredictLength or numBatches if you need every step"
+        "tpu-rl:training.maxPrefillPredictLength if you need every step"
     )
-
-
-def check_exported(client: storage.Client, hf_uri: str) -> None:
-    """An HF model directory: ``config.json``, at least one ``*.safetensors`` and tokenizer files."""
-    names = set(object_names(client, hf_uri))
-    missing = []
-    if "config.json" not in names:
-        missing.append("config.json")
-    if not any(fnmatch(n, "*.safetensors") for n in names):
-        missing.append("*.safetensors")
-    if not names & set(TOKENIZER_FILES):
-        missing.append("tokenizer files (" + " or ".join(TOKENIZER_FILES) + ")")
-    if missing:
-        raise ArtifactMissingError(f"export finished but {hf_uri} lacks {', '.join(missing)}")

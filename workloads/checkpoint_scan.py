@@ -1,74 +1,99 @@
 """Find the newest complete actor checkpoint of a training run (stdlib + google-cloud-storage).
 
-One algorithm, two runtimes: the program imports ``complete_steps`` to verify a finished run
-and name its last step; the export container runs this file's source with ``python3 -c ROOT``
-(the MaxText image ships google-cloud-storage) to pick the same step at run time, so the export
-manifest depends only on the training run's identity, never on what a preview cannot know.
+One implementation for every reader: the program verifies a finished run and names its last step,
+`make status` and `make report` show it, and the export container runs this file's source with
+``python3 -c`` (the MaxText image ships google-cloud-storage) to pick the same step at run time, so
+the export manifest depends only on the training run's identity.
 
 Checkpoint layout (tunix ``CheckpointManager`` under MaxText's ``checkpoint_dir``):
-``<root>/<step>/`` with ``model_params/`` and ``optimizer_state/``. Orbax finalizes a step on GCS
-by writing ``commit_success.txt`` into it (orbax ``_src/path/atomicity.py``:
-``CommitFileTemporaryPath.finalize`` and ``AtomicRenameTemporaryPath.finalize``); a step without
-it, or a ``<step>.orbax-checkpoint-tmp-*`` directory, is a save that did not finish.
+``<root><step>/`` with ``model_params/`` and ``optimizer_state/``, each array its own zarr folder
+(``.zarray`` plus one object per shard): a 26B run writes tens of thousands of objects per step.
+Orbax finalizes a step on GCS by writing ``<step>/commit_success.txt`` (orbax ``_src/path/atomicity.py``,
+``CommitFileTemporaryPath.finalize``); a step without it, or a ``<step>.orbax-checkpoint-tmp-*`` folder,
+is a save that did not finish.
+
+So nothing lists every object: one listing with ``delimiter="/"`` gives the step folders (a few
+pages however many objects there are), then, newest first, each step is checked with one object
+lookup (the commit file) and one listing of at most one name (``model_params/`` is not empty).
 """
 
 import sys
-from collections.abc import Iterable
 
 COMMIT_FILE = "commit_success.txt"
 PARAMS_DIR = "model_params/"
+TMP_MARK = ".orbax-checkpoint-tmp"
 NOTHING_TO_EXPORT = 3
 """Exit code when no complete checkpoint exists (core.names.SETUP_FAILURE_EXIT: never retried)."""
+MAX_PAGES = 100
+"""Pages of step folders (1,000 each) before the listing is refused as endless."""
 
 
-def complete_steps(names: Iterable[str]) -> list[int]:
-    """Steps (ascending) whose directory holds the commit file and a non-empty ``model_params/``.
-
-    ``names`` are object names relative to the checkpoint root (``50/model_params/x``).
-    """
-    committed: set[int] = set()
-    with_params: set[int] = set()
-    for name in names:
-        step, _, rest = name.partition("/")
-        if not (step.isascii() and step.isdigit()):
-            continue
-        if rest == COMMIT_FILE:
-            committed.add(int(step))
-        elif rest.startswith(PARAMS_DIR) and len(rest) > len(PARAMS_DIR):
-            with_params.add(int(step))
-    return sorted(committed & with_params)
+class ListingTooLongError(Exception):
+    """The step listing did not end within ``MAX_PAGES`` pages."""
 
 
-def started_steps(names: Iterable[str]) -> list[int]:
-    """Every step directory that exists, complete or not (ascending)."""
-    steps: set[int] = set()
-    for name in names:
-        step = name.split("/", 1)[0]
-        if step.isascii() and step.isdigit():
-            steps.add(int(step))
-    return sorted(steps)
-
-
-def _split(uri: str) -> tuple[str, str]:
+def split_uri(uri):
+    """``gs://bucket/a/b/`` -> (``bucket``, ``a/b/``)."""
+    if not uri.startswith("gs://"):
+        raise ValueError(f"not a gs:// URI: {uri}")
     bucket, _, prefix = uri[len("gs://") :].partition("/")
     return bucket, prefix
 
 
-def latest_checkpoint(root: str) -> int:
+def step_folders(client, bucket, prefix, **call):
+    """The folder names directly under ``prefix`` (``50/``, ``60.orbax-checkpoint-tmp-1712/``)."""
+    listing = client.list_blobs(bucket, prefix=prefix, delimiter="/", page_size=1000, **call)
+    for pages, page in enumerate(listing.pages, 1):
+        for _ in page:  # objects directly under the root (none expected)
+            pass
+        if pages >= MAX_PAGES and listing.next_page_token:
+            raise ListingTooLongError(f"more than {MAX_PAGES} pages of step folders under gs://{bucket}/{prefix}")
+    return sorted(name[len(prefix) : -1] for name in listing.prefixes)
+
+
+def parse_step(folder):
+    """(step, finished?) of a step folder name, or None for anything else."""
+    head, dot, tail = folder.partition(".")
+    if not (head.isascii() and head.isdigit() and len(head) <= 12):
+        return None
+    if not dot:
+        return int(head), True
+    return (int(head), False) if tail.startswith(TMP_MARK[1:]) else None
+
+
+def newest_complete_step(client, root, **call):
+    """(newest complete step or None, the newer steps found incomplete, descending).
+
+    ``call`` (``timeout``, ``retry``) is passed to every storage call.
+    """
+    bucket, prefix = split_uri(root)
+    found = [parsed for parsed in map(parse_step, step_folders(client, bucket, prefix, **call)) if parsed]
+    incomplete = sorted({step for step, finished in found if not finished}, reverse=True)
+    for step in sorted({step for step, finished in found if finished}, reverse=True):
+        base = f"{prefix}{step}/"
+        committed = client.bucket(bucket).blob(base + COMMIT_FILE).exists(**call)
+        has_params = committed and any(
+            True for _ in client.list_blobs(bucket, prefix=base + PARAMS_DIR, max_results=1, **call)
+        )
+        if committed and has_params:
+            return step, [s for s in incomplete if s > step]
+        incomplete = sorted({*incomplete, step}, reverse=True)
+    return None, incomplete
+
+
+def latest_checkpoint(root):
     """Print ``<root><step>/model_params/`` of the newest complete step; exit 3 naming the root if none."""
     from google.cloud import storage  # in the image; honours STORAGE_EMULATOR_HOST
 
-    bucket, prefix = _split(root)
-    names = [blob.name[len(prefix) :] for blob in storage.Client().list_blobs(bucket, prefix=prefix)]
-    steps = complete_steps(names)
-    if not steps:
+    step, _ = newest_complete_step(storage.Client(), root)
+    if step is None:
         print(f"tpu-rl: no complete checkpoint under {root} (nothing to export)", file=sys.stderr)
         return NOTHING_TO_EXPORT
-    print(f"{root}{steps[-1]}/{PARAMS_DIR}")
+    print(f"{root}{step}/{PARAMS_DIR}")
     return 0
 
 
-def main(argv: list[str]) -> int:
+def main(argv):
     if len(argv) == 1 and argv[0].startswith("gs://") and argv[0].endswith("/"):
         return latest_checkpoint(argv[0])
     print("usage: checkpoint_scan gs://BUCKET/.../checkpoints/actor/", file=sys.stderr)

@@ -80,18 +80,18 @@ def parse_logs(logs: list[tuple[str, str]]) -> Evaluations:
     return result
 
 
-def read_run_logs(client: Any, output_uri: str, limit_bytes: int = 64 * 1024 * 1024) -> Evaluations:
+def read_run_logs(client: Any, output_uri: str, limit_bytes: int = 64 * 1024 * 1024, **call: Any) -> Evaluations:
     """The evaluations of a run's copied logs (``<output>logs/train-*.log``) in GCS."""
     from workloads.artifacts import split_uri
 
     bucket, prefix = split_uri(output_uri + "logs/")
     logs = []
-    for blob in client.list_blobs(bucket, prefix=prefix):
+    for blob in client.list_blobs(bucket, prefix=prefix, **call):
         if blob.name.endswith(".log"):
             data = (
-                blob.download_as_bytes(end=limit_bytes - 1)
+                blob.download_as_bytes(end=limit_bytes - 1, **call)
                 if blob.size and blob.size > limit_bytes
-                else (blob.download_as_bytes())
+                else (blob.download_as_bytes(**call))
             )
             logs.append((blob.name.rsplit("/", 1)[-1], data.decode("utf-8", errors="replace")))
     return parse_logs(logs)

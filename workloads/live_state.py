@@ -2,16 +2,23 @@
 
 Pulumi cannot tell a *failed* step from a finished one: an awaited Job or JobSet that ended
 Failed was created, so the next `up` sees no diff. Before registering a step the program reads
-its live object:
+its live object and passes a *retry marker* as the step's ``replacement_trigger``:
 
-- it ended Failed: its UID becomes the step's ``replacement_trigger`` and is recorded in the new
-  object's ``tpu-rl/retry-of`` annotation, so Pulumi replaces it (a retry, resuming from the
-  checkpoints in the same output path); a completed retry keeps the same marker, so the
-  following `up` is a no-op;
+- it ended Failed (or Completed with incomplete output): its UID is the marker, so Pulumi replaces
+  it: a retry, resuming from the checkpoints in the same output path. The engine compares the
+  stored and the new trigger and replaces when they differ (pulumi ``step_generator.go``,
+  ``shouldTriggerReplace``); a replacement takes the program's current inputs (``continueStepsFromDiff``
+  re-runs ``Check`` on them), so a retry gets the configured deadline and restarts;
+- the retry records the marker in its ``tpu-rl/retry-of`` annotation, so while it runs and after it
+  completed the marker stays the same and the following `up` is a no-op;
+- a run that failed while no `pulumi up` watched it and was then *adopted* by a create
+  (``upsertExistingObjects``: pulumi-kubernetes ``await.go`` ``Creation`` applies the manifest, with
+  ``retry-of: <its own UID>``, to the existing object, and the await sees Failed at once) stored its
+  own UID as the trigger: its marker is ``<UID>/adopted``, so the next `up` still retries it;
 - it is still running (a Ctrl-C, a dropped connection or a Pulumi timeout interrupted the last
-  `up`): nothing changes, and the engine's update of a resource with init errors re-attaches
-  to it (``pkg/resource/deploy/step_generator.go``: "generate an empty update step to attempt
-  to continue awaiting initialization"; the provider's ``await.Update`` awaits it again);
+  `up`): nothing changes, and the engine's update of a resource with init errors re-attaches to it
+  (``continueStepsFromDiff``: "generate an empty update step to attempt to continue awaiting
+  initialization"; the provider's ``await.Update`` awaits it again);
 - it does not exist: it is created.
 """
 
@@ -21,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 RETRY_ANNOTATION = "tpu-rl/retry-of"
+ADOPTED = "/adopted"
 
 
 @dataclass(frozen=True)
@@ -34,8 +42,6 @@ class LiveStep:
     retry_of: str = ""
     reason: str = ""
     message: str = ""
-    deadline_seconds: int | None = None
-    max_restarts: int | None = None
 
 
 ABSENT = LiveStep("absent")
@@ -53,22 +59,15 @@ def live_step(obj: dict[str, Any] | None) -> LiveStep:
     """Interpret a live Job or JobSet (None = it does not exist)."""
     if not obj:
         return ABSENT
-    metadata = obj.get("metadata") or {}
-    status = obj.get("status") or {}
-    spec = obj.get("spec") or {}
-    annotations = metadata.get("annotations") or {}
+    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+    annotations = metadata.get("annotations") if isinstance(metadata.get("annotations"), dict) else {}
+    failed = condition(status, "Failed") or {}
     if obj.get("kind") == "JobSet":
         terminal = status.get("terminalState") or ""
         state = {"Failed": "failed", "Completed": "succeeded"}.get(terminal, "running")
-        failed = condition(status, "Failed") or {}
-        jobs = spec.get("replicatedJobs") or [{}]
-        deadline = ((jobs[0].get("template") or {}).get("spec") or {}).get("activeDeadlineSeconds")
-        restarts = (spec.get("failurePolicy") or {}).get("maxRestarts")
     else:
-        failed = condition(status, "Failed") or {}
         state = "failed" if failed else "succeeded" if condition(status, "Complete") else "running"
-        deadline = spec.get("activeDeadlineSeconds")
-        restarts = spec.get("backoffLimit")
     return LiveStep(
         state=state,
         name=str(metadata.get("name") or ""),
@@ -76,33 +75,17 @@ def live_step(obj: dict[str, Any] | None) -> LiveStep:
         retry_of=str(annotations.get(RETRY_ANNOTATION) or ""),
         reason=str(failed.get("reason") or ""),
         message=str(failed.get("message") or ""),
-        deadline_seconds=deadline if isinstance(deadline, int) else None,
-        max_restarts=restarts if isinstance(restarts, int) else None,
     )
 
 
-def retry_marker(live: LiveStep) -> str:
-    """UID of a run that ended Failed; otherwise the marker the live run was created with ("" if none)."""
-    if live.state == "failed":
-        return live.uid
-    return live.retry_of
-
-
-def carried_over(live: LiveStep, kind: str, deadline: int, max_restarts: int) -> list[str]:
-    """Operational values a retry of ``live`` would keep although the config changed them.
-
-    Pulumi sets every ``ignoreChanges`` path of a replacement to the old value
-    (``step_generator.go``: ``processIgnoreChanges`` runs before the replacement is planned), so a
-    retry keeps the failed run's deadline and restarts.
-    """
-    if live.state != "failed":
-        return []
-    differences = []
-    if live.deadline_seconds is not None and live.deadline_seconds != deadline:
-        differences.append(f"deadline {live.deadline_seconds} s (configured {deadline} s)")
-    if kind == "JobSet" and live.max_restarts is not None and live.max_restarts != max_restarts:
-        differences.append(f"maxRestarts {live.max_restarts} (configured {max_restarts})")
-    return differences
+def retry_marker(live: LiveStep, *, retry: bool) -> str:
+    """The step's ``replacement_trigger``: a new value for a run to retry (``retry``: it failed, or its
+    output is incomplete), else the marker the live run was created with ("" if none)."""
+    if not retry:
+        return live.retry_of
+    if live.retry_of == live.uid:  # adopted after it failed: its own UID is already the stored trigger
+        return live.uid + ADOPTED
+    return live.uid
 
 
 def running_elsewhere(items: list[dict[str, Any]], current: str) -> list[str]:

@@ -1,150 +1,242 @@
-"""Preflight: can the token read the model? (gated licence accepted, revision exists). Bounded HTTP.
+"""Preflight: can the token read the model? (gated licence accepted, revision exists), through ``huggingface_hub``.
 
-The same two calls the Hub client makes (``HfApi.model_info`` and ``get_hf_file_metadata``), made with
-httpx directly so every wait is bounded: connect and read timeouts, at most 5 redirects, a size cap and a
-total deadline checked while the body streams in (a server that drips bytes cannot hold `pulumi up`).
-Errors are classified as ``huggingface_hub.utils.hf_raise_for_status`` does (``X-Error-Code``), and
-every message is one line, names the endpoint and never contains the token.
+Two calls of the Hub client, as a download would make them: ``HfApi.model_info`` (the revision -> its
+commit) and ``get_hf_file_metadata`` of ``config.json`` (what the licence gate guards). Bounds:
+
+- the client ``huggingface_hub`` uses comes from our ``set_client_factory`` factory: connect and read
+  timeouts, at most 5 redirects, and a transport that caps what a reply may hold (compressed and
+  decompressed: a gzip bomb stops at the cap);
+- each call runs under ``core.deadline`` (the ``hub`` budget, retries with backoff on 429/5xx/dropped
+  connections included), so a server that drips its status line or headers cannot hold `pulumi up`.
+
+Errors are the Hub client's own (``GatedRepoError``, ``RevisionNotFoundError``, ...), each turned into one
+line that names the endpoint and never contains the token.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
-from dataclasses import dataclass
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
-import httpx
-
+from core import deadline
 from core.redact import scrub
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 MAX_BODY_BYTES = 2 * 1024 * 1024
 MAX_REDIRECTS = 5
+COMMIT = re.compile(r"[0-9a-f]{40}")
+T = TypeVar("T")
 
 
 class PreflightError(Exception):
     """The workflow cannot succeed with this token and model; nothing has been created."""
 
 
-@dataclass(frozen=True)
-class Budget:
-    """Time limits of the preflight, in seconds."""
-
-    connect: float = 5.0
-    read: float = 10.0
-    total: float = 30.0
+class ReplyTooLargeError(Exception):
+    """A Hub reply was larger than ``MAX_BODY_BYTES`` (compressed or not)."""
 
 
 def _endpoint(endpoint: str | None) -> str:
     url = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise PreflightError(f"HF_ENDPOINT = {json.dumps(url[:80])} is invalid: expected an http(s) URL of a Hub")
+        raise PreflightError(
+            f"HF_ENDPOINT = {json.dumps(scrub(url, limit=80))} is invalid: expected an http(s) URL of a Hub"
+        )
     return url
 
 
-class _Session:
-    def __init__(self, endpoint: str, token: str, budget: Budget) -> None:
-        self.endpoint = endpoint
-        self.host = urlsplit(endpoint).netloc
-        self.token = token
-        self.deadline = time.monotonic() + budget.total
-        self.budget = budget
-        self.client = httpx.Client(
-            timeout=httpx.Timeout(budget.read, connect=budget.connect),
+# ---------------------------------------------------------------------------------------------
+# The bounded client huggingface_hub uses (httpx2: its supported transport and client hooks)
+
+
+def _capped(chunks: Iterator[bytes], encoding: str) -> Iterator[bytes]:
+    """The reply's bytes, decoded when gzip/deflate, at most ``MAX_BODY_BYTES`` either way."""
+    decoder = None
+    if encoding == "gzip":
+        decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    elif encoding == "deflate":
+        decoder = zlib.decompressobj()
+    received = produced = 0
+    for chunk in chunks:
+        received += len(chunk)
+        if decoder is not None:
+            chunk = decoder.decompress(chunk, MAX_BODY_BYTES + 1 - produced)
+            if decoder.unconsumed_tail:
+                raise ReplyTooLargeError()
+        produced += len(chunk)
+        if received > MAX_BODY_BYTES or produced > MAX_BODY_BYTES:
+            raise ReplyTooLargeError()
+        yield chunk
+
+
+def _client_factory(budget: deadline.Budget) -> Callable[[], Any]:
+    import httpx2
+
+    class CappedStream(httpx2.SyncByteStream):
+        def __init__(self, stream: Any, encoding: str) -> None:
+            self.stream, self.encoding = stream, encoding
+
+        def __iter__(self) -> Iterator[bytes]:
+            return _capped(iter(self.stream), self.encoding)
+
+        def close(self) -> None:
+            self.stream.close()
+
+    class CappedTransport(httpx2.HTTPTransport):
+        """Decodes gzip/deflate itself, bounded, and hands on the plain bytes (no Content-Encoding)."""
+
+        def handle_request(self, request: Any) -> Any:
+            response = super().handle_request(request)
+            encoding = response.headers.get("content-encoding", "identity").strip().lower()
+            if encoding not in ("identity", "", "gzip", "deflate"):
+                response.close()
+                raise httpx2.DecodingError(f"unsupported content encoding {encoding[:20]!r}")
+            skip = {b"content-encoding", b"content-length"} if encoding in ("gzip", "deflate") else set()
+            headers = [(k, v) for k, v in response.headers.raw if k.lower() not in skip]
+            return httpx2.Response(
+                response.status_code,
+                headers=headers,
+                stream=CappedStream(response.stream, encoding),
+                extensions=response.extensions,
+            )
+
+    def factory() -> Any:
+        return httpx2.Client(
+            transport=CappedTransport(trust_env=True),
             follow_redirects=True,
             max_redirects=MAX_REDIRECTS,
-            headers={"Authorization": f"Bearer {token}", "User-Agent": "tpu-rl-preflight"},
-            trust_env=False,
+            timeout=httpx2.Timeout(budget.read, connect=budget.connect),
+            headers={"Accept-Encoding": "gzip, deflate"},
         )
 
-    def request(self, method: str, path: str) -> tuple[httpx.Response, bytes]:
-        what = f"{method} {self.endpoint}{path.split('?')[0]}"
-        try:
-            with self.client.stream(method, self.endpoint + path) as response:
-                body = bytearray()
-                for chunk in response.iter_raw():
-                    body += chunk
-                    if len(body) > MAX_BODY_BYTES:
-                        raise PreflightError(f"the Hub at {self.host} sent more than {MAX_BODY_BYTES} bytes for {what}")
-                    if time.monotonic() > self.deadline:
-                        raise PreflightError(
-                            f"the Hub at {self.host} did not finish answering {what} within {self.budget.total:.0f} s"
-                        )
-                return response, bytes(body)
-        except PreflightError:
-            raise
-        except httpx.TooManyRedirects:
-            raise PreflightError(
-                f"the Hub at {self.host} redirected more than {MAX_REDIRECTS} times for {what}"
-            ) from None
-        except httpx.TimeoutException as err:
-            raise PreflightError(
-                f"the Hub at {self.host} did not answer {what} in time ({type(err).__name__}); check the network "
-                "or HF_ENDPOINT"
-            ) from None
-        except (httpx.HTTPError, OSError) as err:
-            raise PreflightError(
-                f"cannot reach the Hub at {self.host} for {what} ({type(err).__name__}); check the network, a "
-                "proxy or HF_ENDPOINT"
-            ) from None
-
-    def close(self) -> None:
-        self.client.close()
+    return factory
 
 
-def _classify(response: httpx.Response, repo: str, revision: str, token: str, host: str) -> None:
-    """Raise ``PreflightError`` for an error response, as the Hub client would classify it."""
-    status = response.status_code
-    if status < 400:
-        return
-    code = response.headers.get("X-Error-Code", "")
+# ---------------------------------------------------------------------------------------------
+# The check
+
+
+def _transient(err: Exception) -> float | None:
+    """Seconds before another try (0: the default backoff) for 429, 5xx and dropped connections."""
+    import httpx2
+    from huggingface_hub.errors import HfHubHTTPError
+
+    if isinstance(err, HfHubHTTPError) and err.response is not None:
+        status = err.response.status_code
+        if status == 429 or status >= 500:
+            try:
+                return min(max(float(err.response.headers.get("Retry-After", 0)), 0.0), 60.0)
+            except ValueError:
+                return 0.0
+        return None
+    if isinstance(err, (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.WriteError)):
+        return 0.0
+    return None
+
+
+def _describe(err: Exception, repo: str, revision: str, token: str, host: str, what: str) -> PreflightError:
+    """One line for a failed call, as the Hub client classified it (``hf_raise_for_status``)."""
+    import httpx2
+    from huggingface_hub import errors
+
     licence = f"https://huggingface.co/{repo}"
-    if code == "GatedRepo":
-        raise PreflightError(
+    if isinstance(err, errors.GatedRepoError):
+        return PreflightError(
             f"tpu-rl:hfToken cannot download {repo}: the model is gated and this token's account has not "
             f"accepted its licence; accept it at {licence} and retry"
         )
-    if code == "RevisionNotFound":
-        raise PreflightError(f"tpu-rl:model.revision {revision!r} does not exist in {repo}")
-    if code == "EntryNotFound":
-        raise PreflightError(f"{repo}@{revision} has no config.json: it is not a model repository tpu-rl can convert")
-    if code == "RepoNotFound" or status == 404:
-        raise PreflightError(
+    if isinstance(err, errors.RevisionNotFoundError):
+        return PreflightError(
+            f"tpu-rl:model.revision {json.dumps(scrub(revision, limit=100))} does not exist in {repo}"
+        )
+    if isinstance(err, errors.RemoteEntryNotFoundError):
+        return PreflightError(
+            f"{repo}@{scrub(revision, limit=100)} has no config.json: it is not a model repository tpu-rl can convert"
+        )
+    if isinstance(err, errors.RepositoryNotFoundError):
+        return PreflightError(
             f"tpu-rl:hfToken cannot see {repo}: the repository does not exist or the token is invalid "
             "(use a read token from https://huggingface.co/settings/tokens)"
         )
-    if status == 401:
-        raise PreflightError("tpu-rl:hfToken was rejected by Hugging Face (401): set a valid read token")
-    detail = scrub(response.headers.get("X-Error-Message", "") or response.reason_phrase or "", token)
-    raise PreflightError(
-        f"Hugging Face preflight for {repo} at {host} failed (HTTP {status}{': ' if detail else ''}{detail})"
-    )
+    if isinstance(err, errors.HfHubHTTPError) and err.response is not None:
+        status = err.response.status_code
+        if status == 401:
+            return PreflightError("tpu-rl:hfToken was rejected by Hugging Face (401): set a valid read token")
+        if status == 429:
+            return PreflightError(f"the Hub at {host} kept answering 429 (too many requests) for {what}; retry later")
+        detail = scrub(err.response.headers.get("X-Error-Message", "") or err.response.reason_phrase or "", token)
+        return PreflightError(
+            f"Hugging Face preflight for {repo} at {host} failed (HTTP {status}{': ' if detail else ''}{detail})"
+        )
+    if isinstance(err, ReplyTooLargeError):
+        return PreflightError(f"the Hub at {host} sent more than {MAX_BODY_BYTES} bytes for {what}")
+    if isinstance(err, httpx2.TooManyRedirects):
+        return PreflightError(f"the Hub at {host} redirected more than {MAX_REDIRECTS} times for {what}")
+    if isinstance(err, httpx2.TimeoutException):
+        return PreflightError(
+            f"the Hub at {host} did not answer {what} in time ({type(err).__name__}); check the network or HF_ENDPOINT"
+        )
+    if isinstance(err, httpx2.ConnectError) and "SSL" in str(err):
+        return PreflightError(f"TLS with the Hub at {host} failed for {what}; check HF_ENDPOINT or the proxy")
+    if isinstance(err, (httpx2.HTTPError, OSError)):
+        return PreflightError(
+            f"cannot reach the Hub at {host} for {what} ({type(err).__name__}); check the network, a proxy or "
+            "HF_ENDPOINT"
+        )
+    if isinstance(err, (ValueError, TypeError, KeyError, AttributeError)):  # not the JSON the client expects
+        return PreflightError(f"the Hub at {host} answered {what} with something unexpected; check HF_ENDPOINT")
+    return PreflightError(f"Hugging Face preflight for {repo} at {host} failed ({type(err).__name__})")
 
 
 def check_model_access(
-    repo: str, revision: str, token: str, endpoint: str | None = None, *, budget: Budget = Budget()
+    repo: str, revision: str, token: str, endpoint: str | None = None, *, budget: deadline.Budget | None = None
 ) -> str:
     """Return the commit the revision resolves to; raise ``PreflightError`` (one line) otherwise."""
-    session = _Session(_endpoint(endpoint), token, budget)
-    try:
-        rev = quote(revision, safe="")
-        response, body = session.request("GET", f"/api/models/{repo}/revision/{rev}")
-        _classify(response, repo, revision, token, session.host)
+    from huggingface_hub import HfApi, close_session, get_hf_file_metadata, hf_hub_url, set_client_factory
+
+    # The Hub client's shared session comes from this factory from now on in this process (the program
+    # and the tools make no other Hub calls).
+
+    budget = budget or deadline.BUDGETS["hub"]
+    url = _endpoint(endpoint)
+    host = scrub(urlsplit(url).netloc, limit=100)
+    ends = time.monotonic() + budget.total
+    set_client_factory(_client_factory(budget))
+    api = HfApi(endpoint=url, token=token, library_name="tpu-rl")
+    shown = quote(scrub(revision, limit=100), safe="")
+
+    def bounded(what: str, call: Callable[[], T]) -> T:
+        left = replace(budget, total=max(0.001, ends - time.monotonic()))
         try:
-            info = json.loads(body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            raise PreflightError(
-                f"the Hub at {session.host} answered the model info of {repo} with something that is not JSON; "
-                "check HF_ENDPOINT"
-            ) from None
-        if not isinstance(info, dict) or not isinstance(info.get("sha", ""), str):
-            raise PreflightError(
-                f"the Hub at {session.host} answered the model info of {repo} with an unexpected shape"
+            return deadline.retrying(
+                lambda seconds: deadline.call(call, seconds, cancel=close_session), left, wait_for=_transient
             )
-        response, _ = session.request("HEAD", f"/{repo}/resolve/{rev}/config.json")
-        _classify(response, repo, revision, token, session.host)
-        return str(info.get("sha") or "")
+        except deadline.DeadlineExceededError:
+            raise PreflightError(
+                f"the Hub at {host} did not finish answering {what} within {budget.total:.0f} s; check the network "
+                "or HF_ENDPOINT"
+            ) from None
+        except Exception as err:  # noqa: BLE001 (every failure becomes one line)
+            raise _describe(err, repo, revision, token, host, what) from None
+
+    try:
+        info = bounded(
+            f"GET {url}/api/models/{repo}/revision/{shown}",
+            lambda: api.model_info(repo, revision=revision, timeout=budget.read),
+        )
+        sha = info.sha if isinstance(getattr(info, "sha", None), str) else ""
+        config = hf_hub_url(repo, "config.json", revision=revision, endpoint=url)
+        bounded(
+            f"HEAD {url}/{repo}/resolve/{shown}/config.json",
+            lambda: get_hf_file_metadata(config, token=token, timeout=budget.read),
+        )
     finally:
-        session.close()
+        close_session()  # the next user of huggingface_hub in this process gets a fresh client
+    return sha if COMMIT.fullmatch(sha) else ""

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from core.knobs import TRAINING_KNOBS
-from core.redact import scrub
 from core.settings import Settings
 from workloads.run_data import RunData, reward_tag
 
@@ -344,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     from infra.config import ConfigError
     from infra.plan.stack_files import StackFileError, load_stack
-    from workloads.artifacts import storage_client
+    from workloads.artifacts import StorageError, open_client
     from workloads.run_data import gather
 
     if args.run_uri:
@@ -360,11 +359,9 @@ def _run(args: argparse.Namespace) -> int:
             raise ReportError(f"stack {settings.stack} runs no workflow (tpu-rl:workflow.enabled is false)")
         info = info_from_settings(settings, raw, secret_keys)
     try:
-        data = gather(storage_client(), info.output_uri)
-    except ReportError:
-        raise
-    except Exception as err:  # noqa: BLE001 (GCS, credentials and network failures: one line)
-        raise ReportError(_gcs_problem(info.output_uri, err)) from None
+        data = gather(open_client(), info.output_uri)
+    except StorageError as err:
+        raise ReportError(f"cannot read the run at {info.output_uri}: {err}") from None
     record = data.evaluations.run or {}
     info.model = info.model or record.get("model")
     info.chips = info.chips or (record.get("slice") or {}).get("chips")
@@ -375,14 +372,6 @@ def _run(args: argparse.Namespace) -> int:
         f"(last step {data.last_step}, reward tag {reward_tag(data.scalars)})"
     )
     return 0
-
-
-def _gcs_problem(uri: str, err: Exception) -> str:
-    detail = scrub(str(err), limit=160)
-    return (
-        f"cannot read the run at {uri} ({type(err).__name__}: {detail}); check "
-        "`gcloud auth application-default login` and that the bucket exists"
-    )
 
 
 if __name__ == "__main__":

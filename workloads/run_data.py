@@ -74,14 +74,24 @@ class RunData:
 
 
 def gather(client: Any, output_uri: str) -> RunData:
-    """Read a run's scalars, evaluations and newest complete checkpoint from GCS."""
-    from workloads.artifacts import object_names
-    from workloads.checkpoint_scan import complete_steps
+    """Read a run's scalars, evaluations and newest complete checkpoint from GCS (each read bounded;
+    ``workloads.artifacts.StorageError`` names what could not be read)."""
+    from workloads.artifacts import bounded, final_checkpoint
 
-    steps = complete_steps(object_names(client, actor_uri(output_uri)))
+    actor = actor_uri(output_uri)
+    found = bounded(
+        client, f"listing the checkpoints under {actor}", lambda call: final_checkpoint(client, actor, **call)
+    )
+    events = tensorboard_uri(output_uri)
+    scalars = bounded(
+        client, f"reading the TensorBoard files under {events}", lambda call: read_run_scalars(client, events, **call)
+    )
+    evaluations = bounded(
+        client, f"reading the logs under {output_uri}logs/", lambda call: read_run_logs(client, output_uri, **call)
+    )
     return RunData(
         output_uri=output_uri,
-        scalars=read_run_scalars(client, tensorboard_uri(output_uri)),
-        evaluations=read_run_logs(client, output_uri),
-        checkpoint_step=steps[-1] if steps else None,
+        scalars=scalars,
+        evaluations=evaluations,
+        checkpoint_step=found.step if found else None,
     )

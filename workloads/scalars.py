@@ -94,23 +94,23 @@ def _ends_mid_record(path: Path) -> bool:
     return offset != len(data)
 
 
-def download_event_files(client: Any, tensorboard_uri: str, into: Path) -> list[Path]:
+def download_event_files(client: Any, tensorboard_uri: str, into: Path, **call: Any) -> list[Path]:
     """Copy the event files under ``tensorboard_uri`` (recursively) into a local folder."""
     from workloads.artifacts import split_uri
 
     bucket, prefix = split_uri(tensorboard_uri)
     paths = []
-    for index, blob in enumerate(client.list_blobs(bucket, prefix=prefix)):
+    for index, blob in enumerate(client.list_blobs(bucket, prefix=prefix, **call)):
         name = blob.name.rsplit("/", 1)[-1]
         if EVENT_FILE_MARK not in name:
             continue
         target = into / f"{index:05d}-{name}"
-        blob.download_to_filename(str(target))
+        blob.download_to_filename(str(target), **call)
         paths.append(target)
     return paths
 
 
-def read_run_scalars(client: Any, tensorboard_uri: str) -> Scalars:
+def read_run_scalars(client: Any, tensorboard_uri: str, **call: Any) -> Scalars:
     """Every scalar of a run's TensorBoard directory in GCS."""
     with tempfile.TemporaryDirectory(prefix="tpu-rl-tb-") as folder:
-        return read_event_files(download_event_files(client, tensorboard_uri, Path(folder)))
+        return read_event_files(download_event_files(client, tensorboard_uri, Path(folder), **call))

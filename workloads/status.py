@@ -20,8 +20,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from core.settings import Settings
 from infra.k8s import live
 from workloads.live_state import condition, live_step
@@ -129,8 +127,8 @@ def training_detail(settings: Settings, data: Any, running: bool) -> str:
     return " · ".join(parts)
 
 
-def kubeconfig_for(settings: Settings, path: Path | None, context: str | None) -> str:
-    """The kubeconfig text with the stack's cluster as its current context."""
+def kubeconfig_for(settings: Settings, path: Path | None, context: str | None) -> dict[str, Any]:
+    """The kubeconfig ``kubectl --context`` would use for the stack's cluster, files read with limits."""
     files = [Path(p) for p in (str(path) if path else os.environ.get("KUBECONFIG", "")).split(os.pathsep) if p]
     files = files or [Path.home() / ".kube" / "config"]
     wanted = context or f"gke_{settings.project}_{settings.region}_{settings.cluster_name}"
@@ -138,38 +136,37 @@ def kubeconfig_for(settings: Settings, path: Path | None, context: str | None) -
         f"gcloud container clusters get-credentials {settings.cluster_name} --location {settings.region} "
         f"--project {settings.project}"
     )
-    for file in files:
-        try:
-            config = yaml.safe_load(file.read_text()) or {}
-        except (OSError, yaml.YAMLError):
-            continue
-        if isinstance(config, dict) and any(c.get("name") == wanted for c in config.get("contexts") or []):
-            config["current-context"] = wanted
-            return yaml.safe_dump(config)
-    raise StatusError(f"no context {wanted} in {', '.join(map(str, files))}: run `{fetch}`")
+    try:
+        return live.kubeconfig_from_files(files, wanted)
+    except live.ClusterReadError as err:
+        hint = f": run `{fetch}`" if str(err).startswith("no context") else ""
+        raise StatusError(f"{err}{hint}") from None
 
 
-def read_status(settings: Settings, plan: Workflow, kubeconfig: str, client: Any) -> tuple[list[StepStatus], str]:
-    """Every step's status and the training detail (bounded reads)."""
+def read_status(
+    settings: Settings, plan: Workflow, kubeconfig: dict[str, Any], client: Any
+) -> tuple[list[StepStatus], str]:
+    """Every step's status and the training detail (bounded reads; one reader per refresh)."""
+    from workloads.artifacts import StorageError
     from workloads.run_data import gather
 
+    reader = live.ClusterReader(kubeconfig)
     statuses = []
-    for step in plan.steps:
-        path = live.object_path(step.manifest["apiVersion"], step.kind, settings.namespace, step.name)
-        try:
-            statuses.append(step_status(step, live.get_json(kubeconfig, path)))
-        except live.ClusterReadError as err:
-            raise StatusError(f"cannot read the cluster: {err}") from None
+    try:
+        for step in plan.steps:
+            obj = reader.get(step.manifest["apiVersion"], step.kind, settings.namespace, step.name)
+            statuses.append(step_status(step, obj))
+    except live.ClusterReadError as err:
+        raise StatusError(f"cannot read the cluster: {err}") from None
+    finally:
+        reader.close()
     train = next(s for s in statuses if s.step == "train")
     detail = ""
     if train.state != "pending" or train.started is not None:
         try:
             data = gather(client, plan.train.output_uri)
-        except Exception as err:  # noqa: BLE001 (GCS, credentials, network: one line)
-            raise StatusError(
-                f"cannot read the run in GCS at {plan.train.output_uri} ({type(err).__name__}); check "
-                "`gcloud auth application-default login`"
-            ) from None
+        except StorageError as err:
+            raise StatusError(f"cannot read the run in GCS: {err}") from None
         detail = training_detail(settings, data, train.state == "running")
         train.detail = detail
     return statuses, detail
@@ -215,7 +212,7 @@ def main(argv: list[str] | None = None, *, clock: Any = time) -> int:
     parser.add_argument("--interval", type=float, default=30.0, help="seconds between refreshes with --watch")
     args = parser.parse_args(argv)
     try:
-        from workloads.artifacts import storage_client
+        from workloads.artifacts import StorageError, open_client
         from workloads.steps import plan_workflow
 
         settings = _load(args)
@@ -224,11 +221,9 @@ def main(argv: list[str] | None = None, *, clock: Any = time) -> int:
         plan = plan_workflow(settings)
         kubeconfig = kubeconfig_for(settings, args.kubeconfig, args.context)
         try:
-            client = storage_client()
-        except Exception as err:  # noqa: BLE001 (no credentials, no project: one line)
-            raise StatusError(
-                f"cannot open GCS ({type(err).__name__}): run `gcloud auth application-default login`"
-            ) from None
+            client = open_client()
+        except StorageError as err:
+            raise StatusError(str(err)) from None
         while True:
             statuses, _ = read_status(settings, plan, kubeconfig, client)
             print(render(settings, plan, statuses, datetime.now(UTC)), flush=True)

@@ -30,6 +30,7 @@ from workloads.commands import (
     train_argv,
     train_script,
 )
+from workloads.live_state import RETRY_ANNOTATION
 from workloads.manifests import (
     HEAD_JOB,
     WAIT_FOR_JOB_END,
@@ -55,6 +56,17 @@ OPERATIONAL_PATHS = {
 }
 """Fields that bound a run but do not change what it computes: not part of the identity, and ignored
 on an existing object (ignoreChanges) so changing them never re-runs or disturbs a step."""
+INPUT_ANNOTATION = "tpu-rl/input"
+"""The verified output of the step before (an Output: the object waits for that verification)."""
+PROGRAM_ANNOTATIONS = (INPUT_ANNOTATION, RETRY_ANNOTATION)
+"""Annotations the program sets from live reads and earlier steps: set when an object is created (a
+replacement takes the program's inputs), ignored afterwards (``ignoreChanges``), so a preview that
+cannot read the cluster, or whose earlier step is being retried, shows no change for them."""
+PATCH_FORCE = {"pulumi.com/patchForce": "true"}
+"""When a create adopts an object that already exists (``upsertExistingObjects`` after a killed `up`),
+pulumi-kubernetes applies the manifest with a new field manager and no force (``await.go``
+``Creation``, ``patchForce``): a changed ``tpu-rl/retry-of`` annotation would then conflict with the
+first create's. The objects are the program's alone, so it takes their fields over."""
 AWAIT_GRACE_SECONDS = 15 * 60
 """How much longer Pulumi waits than a step's own deadline, so the step's own failure (its reason and
 log command) is what `pulumi up` reports, not a Pulumi timeout."""
@@ -146,6 +158,11 @@ def console_logs_url(settings: Settings, pod_prefix: str, container: str | None 
     )
 
 
+def _ignored(kind: str) -> tuple[str, ...]:
+    """``ignoreChanges`` of a step: its operational fields and the program's annotations."""
+    return OPERATIONAL_PATHS[kind] + tuple(f'metadata.annotations["{a}"]' for a in PROGRAM_ANNOTATIONS)
+
+
 def _address(settings: Settings, step: str, manifest: dict[str, Any]) -> tuple[str, str, str, dict[str, Any]]:
     """(hash, name, output URI, filled manifest) of a manifest built with placeholders."""
     digest = identity(settings, manifest)
@@ -169,7 +186,7 @@ def _cpu_step(
         step_id=STEP_ID,
         command=["/bin/bash", "-c", command],
         scratch_gib=scratch_gib,
-        annotations={"pulumi.com/waitFor": WAIT_FOR_JOB_END},
+        annotations={"pulumi.com/waitFor": WAIT_FOR_JOB_END, **PATCH_FORCE},
     )
     digest, name, out, manifest = _address(settings, step, manifest)
     deadline = settings.workflow.timeouts[step]
@@ -182,7 +199,7 @@ def _cpu_step(
         artifact_uri=out + artifact,
         input_uri=input_uri,
         manifest=manifest,
-        ignore_changes=OPERATIONAL_PATHS["Job"],
+        ignore_changes=_ignored("Job"),
         deadline_seconds=deadline,
         await_seconds=deadline + AWAIT_GRACE_SECONDS,
         logs_command=f"kubectl logs -n {settings.namespace} job/{name} --all-containers --tail=200 -f",
@@ -199,7 +216,7 @@ def _train_step(settings: Settings, input_uri: str) -> Step:
         step_id=STEP_ID,
         command=["/bin/bash", "-c", train_script(settings, argv, OUTPUT)],
         scratch_uri=f"gs://{settings.bucket_name}/pathways/",
-        annotations={"pulumi.com/waitFor": WAIT_FOR_TERMINAL},
+        annotations={"pulumi.com/waitFor": WAIT_FOR_TERMINAL, **PATCH_FORCE},
     )
     digest, name, out, manifest = _address(settings, "train", manifest)
     head_job = f"{name}-{HEAD_JOB}-0"
@@ -213,7 +230,7 @@ def _train_step(settings: Settings, input_uri: str) -> Step:
         artifact_uri=f"{out}rl/checkpoints/actor/",
         input_uri=input_uri,
         manifest=manifest,
-        ignore_changes=OPERATIONAL_PATHS["JobSet"],
+        ignore_changes=_ignored("JobSet"),
         deadline_seconds=deadline,
         await_seconds=(1 + settings.workflow.max_restarts) * (deadline + AWAIT_GRACE_SECONDS),
         logs_command=(

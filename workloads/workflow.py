@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from core.redact import scrub
 from core.settings import Settings
 from infra.config.values import format_duration
 from infra.k8s import live
@@ -25,49 +26,75 @@ from infra.k8s.object import KubernetesObject
 from infra.k8s.platform import KubernetesPlatform
 from workloads import live_state
 from workloads.failures import StepFailedError, check_step_status
-from workloads.steps import Step, plan_workflow
+from workloads.steps import INPUT_ANNOTATION, Step, plan_workflow
 
-INPUT_ANNOTATION = "tpu-rl/input"
 DELETE_TIMEOUT = "20m"
+T = TypeVar("T")
 
 
-def _check_artifact(check: Callable[[Any], Any]) -> Any:
-    """Run a GCS check with the program's credentials; missing artifacts and credentials become one line."""
+def _gcs(what: str, check: Callable[[Any, dict[str, Any]], T]) -> T:
+    """A bounded GCS read with the program's credentials; every failure becomes one line."""
     from google.api_core import exceptions as gcs_errors
     from google.auth.exceptions import DefaultCredentialsError
 
     from workloads import artifacts
 
     try:
-        return check(artifacts.storage_client())
-    except artifacts.ArtifactMissingError as err:
-        raise pulumi.RunError(str(err)) from None
+        client = artifacts.storage_client()
+        return artifacts.bounded(client, what, lambda call: check(client, call))
+    except artifacts.StorageError as err:
+        raise pulumi.RunError(f"cannot verify the step's output: {err}") from None
     except DefaultCredentialsError:
         raise pulumi.RunError(
             "cannot verify the step's output: no Google credentials for the artifact check; "
             "run `gcloud auth application-default login` (the gcp provider needs them too)"
         ) from None
-    except gcs_errors.GoogleAPIError as err:
-        raise pulumi.RunError(f"cannot verify the step's output in GCS: {type(err).__name__}: {err}") from None
+    except (gcs_errors.GoogleAPIError, artifacts.ArtifactMissingError, OSError, ValueError) as err:
+        raise pulumi.RunError(
+            f"cannot verify the step's output in GCS: {type(err).__name__}: {scrub(str(err))}"
+        ) from None
+
+
+def _resumes(step: Step) -> str:
+    return " (training resumes from its last checkpoint)" if step.step == "train" else ""
 
 
 class LiveReader:
-    """Reads the live objects of the steps, bounded; during preview a failure is a warning, not an error."""
+    """Reads the live objects of the steps (one bounded reader per program run).
 
-    def __init__(self, settings: Settings, kubeconfig: pulumi.Output[str], parent: pulumi.Resource) -> None:
+    In `pulumi up` a read that fails stops the run: it cannot tell a failed step from a finished
+    one. A preview never fails because of a run's state: an unreadable cluster is one warning (the
+    reader's later reads fail at once) and the steps show as they were recorded.
+    """
+
+    def __init__(
+        self, settings: Settings, kubeconfig: pulumi.Output[str], ready: pulumi.Output[Any], parent: pulumi.Resource
+    ) -> None:
         self.settings = settings
-        self.kubeconfig = pulumi.Output.secret(kubeconfig)
+        # Read once the workflow's namespace exists: the API server answers by then (a new cluster's
+        # first minutes see restarts of the control plane).
+        self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(kubeconfig, ready).apply(lambda args: args[0]))
         self.parent = parent
         self.preview = pulumi.runtime.is_dry_run()
+        self._reader: live.ClusterReader | None = None
+        self._warned = False
 
-    def _unreadable(self, what: str, err: live.ClusterReadError) -> None:
+    def _cluster(self, config: str) -> live.ClusterReader:
+        if self._reader is None:
+            self._reader = live.ClusterReader(config)
+        return self._reader
+
+    def _unreadable(self, what: str, err: Exception) -> None:
         if not self.preview:
             raise pulumi.RunError(f"cannot read {what}: {err}")
-        pulumi.log.warn(
-            f"preview could not read {what} ({err}); it is shown as unchanged. `pulumi up` reads it again and "
-            "retries the step if it ended Failed (a runner outside tpu-rl:authorizedNetworks sees this warning)",
-            resource=self.parent,
-        )
+        if not self._warned:
+            self._warned = True
+            pulumi.log.warn(
+                f"preview could not read the cluster ({err}); every step is shown as recorded at the last "
+                "`pulumi up`, which reads the cluster again and retries a step that ended Failed (a runner "
+                "outside tpu-rl:authorizedNetworks sees this warning)",
+                resource=self.parent,
+            )
 
     def _refuse(self, message: str) -> None:
         """Stop `pulumi up` with `message`; a preview only warns (it changes nothing)."""
@@ -75,45 +102,68 @@ class LiveReader:
             raise pulumi.RunError(message)
         pulumi.log.warn(message, resource=self.parent)
 
+    def _output_problem(self, step: Step) -> str | None:
+        """Why a completed step's output is unusable (read in GCS), None when it is fine or unknown."""
+        from workloads.artifacts import step_problem
+
+        try:
+            return _gcs(
+                f"checking {step.artifact_uri}",
+                lambda client, call: step_problem(client, step.step, step.artifact_uri, **call),
+            )
+        except pulumi.RunError as err:
+            if not self.preview:
+                raise
+            pulumi.log.warn(f"preview could not check the output of {step.name}: {err}", resource=self.parent)
+            return None
+
     def marker(self, step: Step) -> pulumi.Output[str | None]:
-        """The step's retry marker (None when the cluster cannot be read during preview)."""
+        """The step's retry marker (``replacement_trigger``); None when a preview cannot read the cluster."""
         namespace = self.settings.namespace
-        path = live.object_path(step.manifest["apiVersion"], step.kind, namespace, step.name)
+        what = f"{step.kind} {namespace}/{step.name}"
 
         def read(config: str) -> str | None:
             try:
-                current = live_state.live_step(live.get_json(config, path))
-            except live.ClusterReadError as err:
-                self._unreadable(f"{step.kind} {namespace}/{step.name}", err)
-                return None
-            restarts = self.settings.workflow.max_restarts
-            kept = live_state.carried_over(current, step.kind, step.deadline_seconds, restarts)
-            if kept:
-                message = (
-                    f"{step.kind} {namespace}/{step.name} failed ({current.reason or 'Failed'}); a retry would keep "
-                    f"its {' and '.join(kept)}, because Pulumi carries ignored fields into a replacement. To retry "
-                    f"with the configured values, delete the failed run first: `kubectl delete {step.kind.lower()} "
-                    f"-n {namespace} {step.name} && pulumi refresh --yes`, then `pulumi up`"
+                current = live_state.live_step(
+                    self._cluster(config).get(step.manifest["apiVersion"], step.kind, namespace, step.name)
                 )
-                self._refuse(message)
-            if current.state == "failed":
-                pulumi.log.info(f"{step.kind} {namespace}/{step.name} ended Failed: `pulumi up` retries it")
-            return live_state.retry_marker(current)
+            except live.ClusterReadError as err:
+                self._unreadable(what, err)
+                return None
+            retry = current.state == "failed"
+            if retry:
+                reason = scrub(current.reason or "Failed", limit=60)
+                self._say(f"{what} ended Failed ({reason}); {self._will()}{_resumes(step)}")
+            elif current.state == "succeeded":
+                problem = self._output_problem(step)
+                if problem:
+                    retry = True
+                    self._say(f"{what} completed, but {problem.split(' but ', 1)[-1]}; {self._will()}{_resumes(step)}")
+            return live_state.retry_marker(current, retry=retry)
 
         return pulumi.Output.unsecret(self.kubeconfig.apply(read))
+
+    def _will(self) -> str:
+        return "`pulumi up` will retry it" if self.preview else "retrying it"
+
+    def _say(self, message: str) -> None:
+        if self.preview:
+            pulumi.log.warn(message, resource=self.parent)
+        else:
+            pulumi.log.info(message, resource=self.parent)
 
     def check_slice_free(self, train: Step) -> pulumi.Output[str]:
         """Fail (warn in preview) when another training run of this cluster still holds the TPU slice."""
         namespace = self.settings.namespace
-        path = live.object_path(train.manifest["apiVersion"], "JobSet", namespace)
         selector = f"app.kubernetes.io/instance={self.settings.cluster_name},app.kubernetes.io/component=train"
 
         def read(config: str) -> str:
             try:
-                others = live_state.running_elsewhere(live.list_items(config, path, selector), train.name)
+                items = self._cluster(config).list(train.manifest["apiVersion"], "JobSet", namespace, selector)
             except live.ClusterReadError as err:
                 self._unreadable(f"the training runs in {namespace}", err)
                 return ""
+            others = live_state.running_elsewhere(items, train.name)
             if others:
                 message = (
                     f"training run {', '.join(others)} (an earlier configuration) is still running on the TPU slice; "
@@ -150,7 +200,7 @@ class WorkflowRun(pulumi.ComponentResource):
         plan = plan_workflow(settings)
         self.steps = {s.step: s for s in plan.steps}
         verify = live and not pulumi.runtime.is_dry_run()
-        reader = LiveReader(settings, kubeconfig, self) if live else None
+        reader = LiveReader(settings, kubeconfig, platform.namespace.id, self) if live else None
 
         def register(
             step: Step, verified_input: pulumi.Input[str] | None, after: list[pulumi.Resource]
@@ -184,12 +234,17 @@ class WorkflowRun(pulumi.ComponentResource):
                 ),
             )
 
+        preview = pulumi.runtime.is_dry_run()
+
         def finished(step: Step) -> Callable[[Any], None]:
             def check(status: Any) -> None:
                 try:
                     state = check_step_status(step.kind, status, settings.namespace, step.name, step.logs_command)
                 except StepFailedError as err:
-                    raise pulumi.RunError(str(err)) from None
+                    if preview:  # the recorded state of a step the cluster read could not see: warn, plan on
+                        pulumi.log.warn(f"at the last `pulumi up`, {err}", resource=self)
+                        return
+                    raise pulumi.RunError(f"{err}. Run `pulumi up` again to retry it{_resumes(step)}") from None
                 if verify and state != "succeeded":
                     raise pulumi.RunError(
                         f"{step.kind} {settings.namespace}/{step.name} stopped without completing "
@@ -200,12 +255,24 @@ class WorkflowRun(pulumi.ComponentResource):
 
         convert = register(plan.convert, None, [])
 
+        def verified(step: Step) -> None:
+            """Fail `up` when a completed step's output is unusable (the next `up` runs it again)."""
+            from workloads.artifacts import step_problem
+
+            problem = _gcs(
+                f"checking {step.artifact_uri}",
+                lambda client, call: step_problem(client, step.step, step.artifact_uri, **call),
+            )
+            if problem:
+                raise pulumi.RunError(
+                    f"{problem}; the next `pulumi up` runs {step.name} again (a completed step whose output "
+                    "is incomplete is retried)"
+                )
+
         def converted(status: Any) -> str:
             finished(plan.convert)(status)
             if verify:
-                from workloads.artifacts import check_converted
-
-                _check_artifact(lambda client: check_converted(client, plan.convert.artifact_uri))
+                verified(plan.convert)
             return plan.convert.artifact_uri
 
         convert_done = convert.status.apply(converted)
@@ -224,7 +291,12 @@ class WorkflowRun(pulumi.ComponentResource):
                 return {"step": expected, "uri": f"{plan.train.artifact_uri}{expected}/model_params/", "summary": None}
             from workloads.artifacts import final_checkpoint, short_run_warning
 
-            found = _check_artifact(lambda client: final_checkpoint(client, plan.train.artifact_uri))
+            found = _gcs(
+                f"listing the checkpoints under {plan.train.artifact_uri}",
+                lambda client, call: final_checkpoint(client, plan.train.artifact_uri, **call),
+            )
+            if found is None:
+                verified(plan.train)  # raises: no complete checkpoint
             prefill = int(settings.training.knobs["max_prefill_predict_length"])
             warning = short_run_warning(found, expected, prefill)
             if warning:
@@ -242,9 +314,7 @@ class WorkflowRun(pulumi.ComponentResource):
         def exported(status: Any) -> str:
             finished(plan.export)(status)
             if verify:
-                from workloads.artifacts import check_exported
-
-                _check_artifact(lambda client: check_exported(client, plan.export.artifact_uri))
+                verified(plan.export)
             return plan.export.artifact_uri
 
         self.hf_model_uri = export.status.apply(exported)

@@ -32,7 +32,7 @@ from infra.config.schema import (
     fields_of,
     is_object,
 )
-from infra.config.values import ConfigError, Hidden, Integer, Number, error
+from infra.config.values import OFFLINE_SECRETS, ConfigError, Hidden, Integer, Number, error
 
 TOKEN_KEY = f"{PROJECT}:hfToken"
 MAX_JSON_CHARS = 200_000
@@ -53,7 +53,9 @@ def read_fields(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset(
         present = raw.get(top)  # absent, null and "" all mean: the default
         flat = _flatten(top, present)
         for field in fields_of(top):
-            values[field.key] = _read(field, flat.get(field.path) if field.path else present)
+            value = flat.get(field.path) if field.path else present
+            # Set but encrypted (the offline tools never decrypt): counts as set, never read as a value.
+            values[field.key] = value if field.secret and value in OFFLINE_SECRETS else _read(field, value)
     values["hfTokenSet"] = values[TOKEN_KEY] not in (None, "")
     del values[TOKEN_KEY]  # the token itself never travels further than this check
     return values

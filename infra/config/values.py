@@ -19,6 +19,13 @@ from typing import Any
 from core.redact import HF_TOKEN
 
 MAX_SHOWN = 60
+UNSET_SECRET = "[secret not set in the stack file; planned with a placeholder]"
+"""What the offline plan passes for a declared secret the stack file lacks (so a plan can be made first)."""
+OPAQUE_SECRET = "[secret set in the stack file; not decrypted offline]"
+"""What the offline tools (plan, status, report) pass for a ``secure:`` value: the Pulumi CLI decrypts
+secrets for `pulumi up`, the offline tools never do. The key counts as set; the value is never
+validated, shown or used (a real token has no spaces, so it can never equal this or ``UNSET_SECRET``)."""
+OFFLINE_SECRETS = (UNSET_SECRET, OPAQUE_SECRET)
 
 
 class ConfigError(ValueError):

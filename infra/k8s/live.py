@@ -1,28 +1,41 @@
-"""Bounded reads of live Kubernetes objects from a kubeconfig (urllib3; no Pulumi).
+"""Bounded reads of live Jobs and JobSets through the official Kubernetes client (``kubernetes``).
 
-The program reads the live state of its steps before registering them (is a run still going,
-did it fail?). Every read is bounded: the auth plugin (``gke-gcloud-auth-plugin``) gets a
-timeout of its own, the connection and each read have socket timeouts, and the whole read has
-a deadline checked while the body streams in, so a stalled plugin, a silent server or one that
-drips bytes cannot hold `pulumi up`. Every failure is one line naming the server and what to check.
+The program reads its steps' live objects before registering them (did a run fail, is one still
+going?), and `make status` reads them to show a run. How a read stays bounded and one line:
+
+- the kubeconfig is parsed with limits and its shape checked before the client's loader
+  (``kubernetes.config.load_kube_config_from_dict``) sees it;
+- its exec plugin (``gke-gcloud-auth-plugin``) runs through the client's ``ExecProvider`` within the
+  ``auth-plugin`` budget of ``core.deadline`` (the loader itself would log the plugin's error and go
+  on without credentials), and the token it prints is handed to the loader;
+- each read goes through ``CustomObjectsApi`` (a Job is ``/apis/batch/v1/...``, a JobSet
+  ``/apis/jobset.x-k8s.io/v1alpha2/...``) with ``_request_timeout=(connect, read)``, retried with
+  backoff on 429 (``Retry-After``), 5xx and dropped connections, all within the ``cluster-read``
+  budget measured by the wall clock (``core.deadline.call``);
+- once a reader has failed (the plugin hangs, the cluster is unreachable, access is refused), every
+  later read of the same reader fails at once with the same line: a preview with a hanging plugin
+  waits once, not once per step.
 """
 
 from __future__ import annotations
 
 import base64
-import json
-import os
-import subprocess
-import time
+import copy
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit
 
-import yaml
-
+from core import deadline
+from core.inputs import InputError, parse_json, parse_yaml, read_file
 from core.redact import scrub
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
+MAX_KUBECONFIG_BYTES = 1024 * 1024
+MAX_PAGES = 20
+PAGE_SIZE = 500
+RESOURCES = {"Job": ("batch", "v1", "jobs"), "JobSet": ("jobset.x-k8s.io", "v1alpha2", "jobsets")}
+"""Kind -> (API group, version, plural): the paths the reader can read."""
 
 
 class ClusterReadError(Exception):
@@ -30,169 +43,354 @@ class ClusterReadError(Exception):
 
 
 @dataclass(frozen=True)
-class Budget:
-    """Time limits of one read, in seconds (under 30 s in total)."""
+class Budgets:
+    """The reader's limits (``core.deadline.BUDGETS`` by default; tests pass smaller ones)."""
 
-    connect: float = 5.0
-    read: float = 10.0
-    auth: float = 15.0
-    total: float = 25.0
+    auth: deadline.Budget
+    read: deadline.Budget
 
-
-@dataclass(frozen=True)
-class _Target:
-    server: str
-    ca_pem: str | None
-    insecure: bool
-    user: dict[str, Any]
+    @staticmethod
+    def default() -> Budgets:
+        return Budgets(deadline.BUDGETS["auth-plugin"], deadline.BUDGETS["cluster-read"])
 
 
-def _target(kubeconfig: str) -> _Target:
+# ---------------------------------------------------------------------------------------------
+# kubeconfig: text -> a checked dict
+
+
+def _entries(config: dict[str, Any], section: str, body: str) -> dict[str, dict[str, Any]]:
+    entries = config.get(section) or []
+    if not isinstance(entries, list):
+        raise ClusterReadError(f"the kubeconfig is not usable: {section} is not a list")
+    found: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        if not (isinstance(entry, dict) and isinstance(entry.get("name"), str) and isinstance(entry.get(body), dict)):
+            raise ClusterReadError(f"the kubeconfig is not usable: an entry of {section} has no name or {body}")
+        found.setdefault(entry["name"], entry[body])  # kubectl: the first definition of a name wins
+    return found
+
+
+def check_kubeconfig(config: Any, context: str | None = None) -> dict[str, Any]:
+    """A kubeconfig whose chosen context, cluster and user have the shapes the client expects."""
+    if not isinstance(config, dict):
+        raise ClusterReadError("the kubeconfig is not usable: it is not a mapping")
+    current = context or config.get("current-context")
+    if not isinstance(current, str) or not current:
+        raise ClusterReadError("the kubeconfig is not usable: no current context")
+    contexts = _entries(config, "contexts", "context")
+    chosen = contexts.get(current)
+    if chosen is None:
+        raise ClusterReadError(f"the kubeconfig is not usable: no context {scrub(current, limit=80)}")
+    cluster = _entries(config, "clusters", "cluster").get(str(chosen.get("cluster")))
+    if cluster is None or not isinstance(cluster.get("server"), str):
+        raise ClusterReadError("the kubeconfig is not usable: the context's cluster has no server")
+    if not cluster["server"].startswith(("https://", "http://")):
+        raise ClusterReadError("the kubeconfig is not usable: the cluster's server is not an http(s) URL")
+    user = _entries(config, "users", "user").get(str(chosen.get("user")), {})
+    exec_config = user.get("exec")
+    if exec_config is not None and not (isinstance(exec_config, dict) and isinstance(exec_config.get("command"), str)):
+        raise ClusterReadError("the kubeconfig is not usable: the user's exec plugin has no command")
+    for key in ("token", "certificate-authority-data"):
+        where = user if key == "token" else cluster
+        if key in where and not isinstance(where[key], str):
+            raise ClusterReadError(f"the kubeconfig is not usable: {key} is not text")
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": current,
+        "contexts": [{"name": current, "context": chosen}],
+        "clusters": [{"name": str(chosen.get("cluster")), "cluster": cluster}],
+        "users": [{"name": str(chosen.get("user")), "user": user}],
+    }
+
+
+def parse_kubeconfig(text: str, context: str | None = None) -> dict[str, Any]:
+    """The program's kubeconfig text (built from the cluster's outputs), checked."""
+    if len(text.encode()) > MAX_KUBECONFIG_BYTES:
+        raise ClusterReadError(f"the kubeconfig is larger than {MAX_KUBECONFIG_BYTES} bytes")
     try:
-        config = yaml.safe_load(kubeconfig) or {}
-        current = config["current-context"]
-        context = next(c["context"] for c in config["contexts"] if c["name"] == current)
-        cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
-        user = next((u["user"] for u in config.get("users") or [] if u["name"] == context.get("user")), {})
-    except (yaml.YAMLError, KeyError, TypeError, StopIteration):
-        raise ClusterReadError("the stack's kubeconfig is not usable (no current context, cluster or user)") from None
-    ca = cluster.get("certificate-authority-data")
-    try:
-        ca_pem = base64.b64decode(ca).decode() if ca else None
-    except (ValueError, UnicodeDecodeError):
-        raise ClusterReadError("the kubeconfig's certificate-authority-data is not base64 PEM") from None
-    return _Target(str(cluster.get("server", "")), ca_pem, bool(cluster.get("insecure-skip-tls-verify")), user)
+        return check_kubeconfig(parse_yaml(text, "the kubeconfig"), context)
+    except InputError as err:
+        raise ClusterReadError(str(err)) from None
 
 
-def _token(target: _Target, budget: Budget, deadline: float) -> str | None:
-    user = target.user
-    if user.get("token"):
-        return str(user["token"])
+def kubeconfig_from_files(paths: list[Path], context: str) -> dict[str, Any]:
+    """The kubeconfig ``kubectl`` would use with ``--context context``: the files merged in order (the
+    first definition of each name wins), each read with limits. Raises ``ClusterReadError``."""
+    merged: dict[str, Any] = {"contexts": [], "clusters": [], "users": []}
+    found = False
+    for path in paths:
+        try:
+            document = parse_yaml(read_file(path, MAX_KUBECONFIG_BYTES).decode("utf-8"), str(path))
+        except InputError as err:
+            if "No such file" in str(err):
+                continue
+            raise ClusterReadError(str(err)) from None
+        except UnicodeDecodeError:
+            raise ClusterReadError(f"{path} is not UTF-8 text") from None
+        if document is None:
+            continue
+        if not isinstance(document, dict):
+            raise ClusterReadError(f"{path} is not a kubeconfig (not a mapping)")
+        for section in ("contexts", "clusters", "users"):
+            entries = document.get(section) or []
+            if not isinstance(entries, list):
+                raise ClusterReadError(f"{path} is not a kubeconfig ({section} is not a list)")
+            merged[section] += entries
+        found = found or any(isinstance(c, dict) and c.get("name") == context for c in document.get("contexts") or [])
+    if not found:
+        raise ClusterReadError(f"no context {context} in {', '.join(map(str, paths))}")
+    return check_kubeconfig(merged, context)
+
+
+# ---------------------------------------------------------------------------------------------
+# The reader
+
+
+def _plugin_name(exec_config: dict[str, Any]) -> str:
+    return Path(str(exec_config.get("command", ""))).name or "the kubeconfig's exec plugin"
+
+
+def _credential(config: dict[str, Any], budget: deadline.Budget) -> dict[str, Any]:
+    """Run the user's exec plugin (if any) through the client's ExecProvider; return the user entry the
+    loader gets (a token or client certificate instead of the exec block)."""
+    from kubernetes.config.config_exception import ConfigException
+    from kubernetes.config.exec_provider import ExecProvider
+    from kubernetes.config.kube_config import ConfigNode
+
+    user = config["users"][0]["user"]
     exec_config = user.get("exec")
     if not exec_config:
-        return None
-    command = [str(exec_config.get("command", "")), *(str(a) for a in exec_config.get("args") or [])]
-    env = {**os.environ, **{e["name"]: str(e["value"]) for e in exec_config.get("env") or []}}
-    if exec_config.get("provideClusterInfo"):
-        cluster: dict[str, Any] = {"server": target.server}
-        if target.ca_pem:
-            cluster["certificate-authority-data"] = base64.b64encode(target.ca_pem.encode()).decode()
-        env["KUBERNETES_EXEC_INFO"] = json.dumps(
-            {
-                "apiVersion": exec_config.get("apiVersion", "client.authentication.k8s.io/v1beta1"),
-                "kind": "ExecCredential",
-                "spec": {"cluster": cluster, "interactive": False},
-            }
-        )
-    timeout = max(0.1, min(budget.auth, deadline - time.monotonic()))
-    name = os.path.basename(command[0]) or "the kubeconfig's exec plugin"
+        return user
+    name = _plugin_name(exec_config)
+    exec_config = {"apiVersion": "client.authentication.k8s.io/v1beta1", **exec_config}
+    cluster = ConfigNode("cluster", config["clusters"][0]["cluster"])
+    provider = ExecProvider(ConfigNode("exec", exec_config), None, cluster)
     try:
-        done = subprocess.run(command, env=env, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        status = deadline.call(provider.run, budget.total)
+    except deadline.DeadlineExceededError:
+        raise ClusterReadError(
+            f"{name} did not answer within {budget.total:.0f} s: check `{name}` and "
+            "`gcloud auth application-default login`"
+        ) from None
     except FileNotFoundError:
         hint = exec_config.get("installHint") or f"install {name}"
         raise ClusterReadError(f"{name} was not found: {scrub(str(hint))}") from None
-    except subprocess.TimeoutExpired:
-        raise ClusterReadError(
-            f"{name} did not answer within {timeout:.0f} s: check `{name}` and `gcloud auth application-default login`"
-        ) from None
-    except OSError as err:
-        raise ClusterReadError(f"{name} could not run: {scrub(str(err))}") from None
-    if done.returncode != 0:
-        detail = scrub(done.stderr.decode(errors="replace")) or f"exit code {done.returncode}"
-        raise ClusterReadError(f"{name} failed: {detail}")
+    except (ConfigException, OSError, ValueError, KeyError, TypeError) as err:
+        raise ClusterReadError(f"{name} failed: {scrub(str(err).removeprefix('exec: '))}") from None
+    if not isinstance(status, dict):
+        raise ClusterReadError(f"{name} did not print an ExecCredential with a token")
+    if isinstance(status.get("token"), str) and status["token"]:
+        return {"token": status["token"]}
+    if isinstance(status.get("clientCertificateData"), str) and isinstance(status.get("clientKeyData"), str):
+        return {
+            "client-certificate-data": base64.b64encode(status["clientCertificateData"].encode()).decode(),
+            "client-key-data": base64.b64encode(status["clientKeyData"].encode()).decode(),
+        }
+    raise ClusterReadError(f"{name} did not print an ExecCredential with a token")
+
+
+def _retry_after(headers: Any) -> float:
     try:
-        credential = json.loads(done.stdout)
-        return str(credential["status"]["token"])
-    except (ValueError, KeyError, TypeError):
-        raise ClusterReadError(f"{name} did not print an ExecCredential with a token") from None
+        return min(max(float((headers or {}).get("Retry-After", 0)), 0.0), 60.0)
+    except (TypeError, ValueError):
+        return 0.0
 
 
-def get_json(kubeconfig: str, path: str, *, budget: Budget = Budget()) -> dict[str, Any] | None:
-    """GET ``path`` from the kubeconfig's cluster: the object, None on 404, else ``ClusterReadError``."""
-    import urllib3
+class ClusterReader:
+    """Reads Jobs and JobSets of one cluster, each read bounded; after a failure it only repeats it."""
 
-    deadline = time.monotonic() + budget.total
-    target = _target(kubeconfig)
-    where = urlsplit(target.server).netloc or target.server or "(no server)"
-    if not target.server.startswith(("https://", "http://")):
-        raise ClusterReadError(f"the kubeconfig's server {target.server!r} is not an http(s) URL")
-    token = _token(target, budget, deadline)
-    headers = {"Accept": "application/json", "User-Agent": "tpu-rl"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    remaining = max(0.1, deadline - time.monotonic())
-    timeout = urllib3.Timeout(connect=min(budget.connect, remaining), read=min(budget.read, remaining))
-    if target.server.startswith("https://") and not target.insecure:
-        pool = urllib3.PoolManager(cert_reqs="CERT_REQUIRED", ca_cert_data=target.ca_pem, retries=False)
-    else:
-        pool = urllib3.PoolManager(cert_reqs="CERT_NONE", retries=False)
-    reach = (
-        f"cannot reach the cluster at {where}: is this machine in tpu-rl:authorizedNetworks, and is "
-        "gke-gcloud-auth-plugin installed and logged in (gcloud auth application-default login)?"
-    )
-    try:
-        response = pool.request(
-            "GET",
-            target.server.rstrip("/") + path,
-            headers=headers,
-            timeout=timeout,
-            preload_content=False,
-            redirect=False,
-        )
-        body = bytearray()
-        while chunk := response.read1(64 * 1024):  # returns what arrived: a drip cannot hide the deadline
-            body += chunk
-            if len(body) > MAX_BODY_BYTES:
-                raise ClusterReadError(f"the cluster at {where} sent more than {MAX_BODY_BYTES} bytes for {path}")
-            if time.monotonic() > deadline:
-                raise ClusterReadError(
-                    f"the cluster at {where} did not finish answering {path} within {budget.total:.0f} s"
+    def __init__(self, kubeconfig: dict[str, Any] | str, budgets: Budgets | None = None) -> None:
+        self._kubeconfig = kubeconfig
+        self.budgets = budgets or Budgets.default()
+        self._client: Any = None
+        self.broken: ClusterReadError | None = None
+        self.where = "(unknown server)"
+
+    # -- public reads --------------------------------------------------------------------------
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The live object, or None when it does not exist."""
+        group, version, plural = self._resource(api_version, kind)
+        path = f"/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}"
+
+        def request(api: Any, timeout: tuple[float, float]) -> Any:
+            return api.get_namespaced_custom_object(
+                group, version, namespace, plural, name, _preload_content=False, _request_timeout=timeout
+            )
+
+        return self._read(path, request, missing_ok=True)
+
+    def list(self, api_version: str, kind: str, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        """The objects matching a label selector (every page; none when the collection does not exist)."""
+        group, version, plural = self._resource(api_version, kind)
+        path = f"/apis/{group}/{version}/namespaces/{namespace}/{plural}"
+        items: list[dict[str, Any]] = []
+        token = ""
+        for _ in range(MAX_PAGES):
+
+            def request(api: Any, timeout: tuple[float, float], token: str = token) -> Any:
+                return api.list_namespaced_custom_object(
+                    group,
+                    version,
+                    namespace,
+                    plural,
+                    label_selector=label_selector,
+                    limit=PAGE_SIZE,
+                    _continue=token or None,
+                    _preload_content=False,
+                    _request_timeout=timeout,
                 )
-        response.release_conn()
-    except ClusterReadError:
-        raise
-    except urllib3.exceptions.SSLError as err:
-        raise ClusterReadError(
-            f"TLS with the cluster at {where} failed ({type(err).__name__}); is the kubeconfig current?"
-        ) from None
-    except urllib3.exceptions.HTTPError as err:
-        reason = type(getattr(err, "reason", None) or err).__name__
-        raise ClusterReadError(f"{reach} ({reason})") from None
-    finally:
-        pool.clear()
-    status = response.status
-    if status == 404:
+
+            page = self._read(path, request, missing_ok=True) or {}
+            entries = page.get("items") or []
+            if not isinstance(entries, list):
+                raise self._fail(ClusterReadError(f"the list at {path} on {self.where} has no items array"))
+            items += [item for item in entries if isinstance(item, dict)]
+            token = str((page.get("metadata") or {}).get("continue") or "")
+            if not token:
+                return items
+        raise self._fail(ClusterReadError(f"the list at {path} on {self.where} has more than {MAX_PAGES} pages"))
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    # -- internals -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _resource(api_version: str, kind: str) -> tuple[str, str, str]:
+        group, version, plural = RESOURCES[kind]
+        if api_version != f"{group}/{version}":
+            raise ValueError(f"{kind} is read as {group}/{version}, not {api_version}")
+        return group, version, plural
+
+    def _fail(self, err: ClusterReadError) -> ClusterReadError:
+        self.broken = err
+        return err
+
+    def _api(self) -> Any:
+        if self.broken is not None:
+            raise self.broken
+        if self._client is None:
+            try:
+                config = (
+                    parse_kubeconfig(self._kubeconfig)
+                    if isinstance(self._kubeconfig, str)
+                    else check_kubeconfig(self._kubeconfig)
+                )
+                self.where = scrub(config["clusters"][0]["cluster"]["server"].split("://", 1)[-1], limit=100)
+                self._client = self._connect(config)
+            except ClusterReadError as err:
+                raise self._fail(err) from None
+        from kubernetes.client.api.custom_objects_api import CustomObjectsApi
+
+        return CustomObjectsApi(self._client)
+
+    def _connect(self, config: dict[str, Any]) -> Any:
+        from kubernetes.client import ApiClient, Configuration
+        from kubernetes.config.config_exception import ConfigException
+        from kubernetes.config.kube_config import load_kube_config_from_dict
+
+        config = copy.deepcopy(config)
+        config["users"][0]["user"] = _credential(config, self.budgets.auth)
+        configuration = Configuration()
+        try:
+            load_kube_config_from_dict(config, client_configuration=configuration, persist_config=False)
+        except (ConfigException, ValueError, TypeError, KeyError, OSError) as err:
+            raise ClusterReadError(f"the kubeconfig is not usable: {scrub(str(err), limit=120)}") from None
+        configuration.retries = False  # retries are ours (bounded); urllib3 would retry connects on its own
+        return ApiClient(configuration)
+
+    def _read(
+        self, path: str, request: Callable[[Any, tuple[float, float]], Any], *, missing_ok: bool
+    ) -> dict[str, Any] | None:
+        api = self._api()
+        budget = self.budgets.read
+        timeout = (budget.connect, budget.read)
+
+        def attempt(left: float) -> dict[str, Any] | None:
+            def call() -> dict[str, Any] | None:
+                response = request(api, timeout)
+                try:
+                    body = response.read(MAX_BODY_BYTES + 1)
+                finally:
+                    response.release_conn()
+                if len(body) > MAX_BODY_BYTES:
+                    raise ClusterReadError(
+                        f"the cluster at {self.where} sent more than {MAX_BODY_BYTES} bytes for {path}"
+                    )
+                try:
+                    document = parse_json(body, f"the cluster's answer to {path}")
+                except InputError as err:
+                    raise ClusterReadError(f"{err} (cluster at {self.where})") from None
+                if not isinstance(document, dict):
+                    raise ClusterReadError(
+                        f"the cluster at {self.where} answered {path} with JSON that is not an object"
+                    )
+                return document
+
+            return deadline.call(call, left, cancel=self.close)
+
+        try:
+            return deadline.retrying(attempt, budget, wait_for=self._transient)
+        except ClusterReadError as err:
+            raise self._fail(err) from None
+        except deadline.DeadlineExceededError:
+            raise self._fail(
+                ClusterReadError(f"the cluster at {self.where} did not answer {path} within {budget.total:.0f} s")
+            ) from None
+        except Exception as err:
+            if missing_ok and getattr(err, "status", None) == 404:
+                return None
+            raise self._fail(self._describe(err, path)) from None
+
+    @staticmethod
+    def _transient(err: Exception) -> float | None:
+        """Seconds to wait before retrying (0 = the default backoff), or None when retrying cannot help."""
+        import urllib3
+        from kubernetes.client.exceptions import ApiException
+
+        if isinstance(err, ApiException):
+            if err.status == 429 or (err.status or 0) >= 500:
+                return _retry_after(err.headers)
+            return None
+        if isinstance(err, urllib3.exceptions.ProtocolError):  # reset or closed mid-answer
+            return 0.0
         return None
-    if 300 <= status < 400:
-        raise ClusterReadError(f"the cluster at {where} redirected {path} (HTTP {status}); expected the API server")
-    if status in (401, 403):
-        raise ClusterReadError(
-            f"the cluster at {where} refused to read {path} (HTTP {status}): the identity running `pulumi` needs "
-            "container.developer (or read access to the namespace) and a fresh login"
-        )
-    if status != 200:
-        raise ClusterReadError(f"the cluster at {where} answered HTTP {status} for {path}")
-    try:
-        document = json.loads(bytes(body).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        raise ClusterReadError(f"the cluster at {where} answered {path} with something that is not JSON") from None
-    if not isinstance(document, dict):
-        raise ClusterReadError(f"the cluster at {where} answered {path} with JSON that is not an object")
-    return document
 
+    def _describe(self, err: Exception, path: str) -> ClusterReadError:
+        import urllib3
+        from kubernetes.client.exceptions import ApiException
 
-def object_path(api_version: str, kind: str, namespace: str, name: str = "") -> str:
-    """The REST path of a namespaced object (or of its collection when ``name`` is empty)."""
-    plural = {"Job": "jobs", "JobSet": "jobsets"}[kind]
-    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
-    path = f"{base}/namespaces/{quote(namespace, safe='')}/{plural}"
-    return f"{path}/{quote(name, safe='')}" if name else path
-
-
-def list_items(kubeconfig: str, path: str, label_selector: str, *, budget: Budget = Budget()) -> list[dict[str, Any]]:
-    """Items of a collection matching a label selector (empty when the collection does not exist)."""
-    document = get_json(kubeconfig, f"{path}?labelSelector={quote(label_selector, safe='')}", budget=budget)
-    items = (document or {}).get("items") or []
-    if not isinstance(items, list):
-        raise ClusterReadError(f"the list at {path} has no items array")
-    return [item for item in items if isinstance(item, dict)]
+        where = self.where
+        if isinstance(err, ApiException):
+            status = err.status or 0
+            if status == 0 and "SSLError" in str(err.reason):  # the client's wrapping of urllib3's SSLError
+                return ClusterReadError(f"TLS with the cluster at {where} failed; is the kubeconfig current?")
+            if 300 <= status < 400:
+                return ClusterReadError(
+                    f"the cluster at {where} redirected {path} (HTTP {status}); expected the API server"
+                )
+            if status in (401, 403):
+                return ClusterReadError(
+                    f"the cluster at {where} refused to read {path} (HTTP {status}): the identity running `pulumi` "
+                    "needs container.developer (or read access to the namespace) and a fresh login"
+                )
+            if status == 429:
+                return ClusterReadError(f"the cluster at {where} kept answering 429 (too many requests) for {path}")
+            return ClusterReadError(f"the cluster at {where} answered HTTP {status} for {path}")
+        if isinstance(err, urllib3.exceptions.ReadTimeoutError):
+            return ClusterReadError(
+                f"the cluster at {where} accepted the connection but did not answer {path} within "
+                f"{self.budgets.read.read:g} s"
+            )
+        if isinstance(err, urllib3.exceptions.SSLError):
+            return ClusterReadError(f"TLS with the cluster at {where} failed; is the kubeconfig current?")
+        if isinstance(err, (urllib3.exceptions.HTTPError, OSError)):
+            return ClusterReadError(
+                f"cannot reach the cluster at {where} ({type(err).__name__}): is this machine in "
+                "tpu-rl:authorizedNetworks, and is gke-gcloud-auth-plugin installed and logged in "
+                "(gcloud auth application-default login)?"
+            )
+        return ClusterReadError(f"reading {path} from the cluster at {where} failed ({type(err).__name__})")

@@ -9,6 +9,7 @@ Kubernetes object under ``DIR/manifests/``. A config error exits 2 with one line
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import shutil
 import sys
@@ -132,7 +133,19 @@ def main(argv: list[str] | None = None) -> int:
         help="also run the Hugging Face preflight (needs the network and the real token)",
     )
     args = parser.parse_args(argv)
+    # Loading the provider SDKs builds about 7,000 classes; the cyclic garbage collector would walk them
+    # over and over while they load, and once more at exit. Nothing the plan makes needs collecting, so
+    # the collector is off while it runs and what exists afterwards is frozen (gc.freeze: ignored by
+    # every later collection). This halves the time of `make plan`.
+    gc.disable()
+    try:
+        return _plan(args)
+    finally:
+        gc.freeze()
+        gc.enable()
 
+
+def _plan(args: argparse.Namespace) -> int:
     stack_file = args.config_file or ROOT / f"Pulumi.{args.stack}.yaml"
     try:
         plan, notes = plan_stack(stack_file, args.set, stack=args.stack, preflight=args.preflight)

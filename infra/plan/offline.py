@@ -1,8 +1,11 @@
 """Run the real program under Pulumi's mock runtime and capture what `pulumi up` would register.
 
-No CLI, no cloud, no network: the mock monitor records every RegisterResource
-request (inputs and options) and returns plausible outputs for the few values
-the program reads back (cluster endpoint, service account emails).
+No CLI, no cloud, no network. Only the SDK's public testing API is used: ``pulumi.runtime.set_mocks``
+with a ``Mocks`` and a ``MockMonitor`` subclass (the ``monitor=`` argument) that keeps every
+``RegisterResource`` request (its options are not in ``MockResourceArgs``), ``set_all_config``, and
+``pulumi.runtime.test``, which runs the program and waits for every registration and pending Output.
+The mocks return plausible outputs for the few values the program reads back (cluster endpoint,
+service account emails); a caller may answer for some resources itself (``outputs_for``).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,19 +22,38 @@ from typing import Any
 import pulumi
 from google.protobuf import json_format
 from pulumi.runtime import mocks as pulumi_mocks
-from pulumi.runtime.stack import run_pulumi_func
-from pulumi.runtime.sync_await import _sync_await
-
-from infra.plan import fast_imports
-
-fast_imports.install()
 
 ROOT = Path(__file__).resolve().parents[2]
 
 SECRET = "[secret]"
-_SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"
-_SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
+SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"
+SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
+"""How a secret value travels between the SDK and the engine: ``{SIG_KEY: SECRET_SIG, "value": v}``
+(pulumi ``sdk/go/common/resource/sig/sig.go``: ``Key`` and ``Secret``; part of the wire protocol, so
+every SDK version uses the same constants)."""
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+"""The wire value of an unknown (``sig.go``'s ``UnknownStringValue``); an output the mocks return as this
+is unknown to the program, in a preview as in an update."""
 FAKE_CA = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCm9mZmxpbmUtcGxhbgotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg=="
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One ``RegisterResource`` request: what the program asked for, options included."""
+
+    type: str
+    name: str
+    inputs: dict[str, Any]
+    """As the SDK sends them (secrets as signature-wrapped values; ``plain()`` unwraps them)."""
+    request: Any
+    """The raw ``RegisterResourceRequest`` (options: ``ignoreChanges``, ``customTimeouts``, ...)."""
+
+    @property
+    def trigger(self) -> Any:
+        """The ``replacement_trigger`` option (None when the program set none)."""
+        if not self.request.HasField("replacement_trigger"):
+            return None
+        return plain(json_format.MessageToDict(self.request.replacement_trigger), redact=False)
 
 
 @dataclass
@@ -75,14 +98,15 @@ def is_kubernetes_object(type_: str) -> bool:
     return type_.startswith("kubernetes:") and not type_.startswith("kubernetes:helm.sh/")
 
 
-def _unwrap(value: Any, redact: bool) -> Any:
-    """Turn engine property values into plain data; secrets become ``[secret]`` when ``redact``."""
+def plain(value: Any, redact: bool) -> Any:
+    """Engine property values as plain data; secrets become ``[secret]`` (every leaf) when ``redact``."""
     if isinstance(value, dict):
-        if value.get(_SECRET_SIG_KEY) == _SECRET_SIG:
-            return _redact(_unwrap(value.get("value"), False)) if redact else _unwrap(value.get("value"), False)
-        return {k: _unwrap(v, redact) for k, v in value.items()}
+        if value.get(SECRET_SIG_KEY) == SECRET_SIG:
+            inner = plain(value.get("value"), False)
+            return _redact(inner) if redact else inner
+        return {k: plain(v, redact) for k, v in value.items()}
     if isinstance(value, list):
-        return [_unwrap(v, redact) for v in value]
+        return [plain(v, redact) for v in value]
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
@@ -97,13 +121,26 @@ def _redact(value: Any) -> Any:
     return SECRET
 
 
-class _Mocks(pulumi_mocks.Mocks):
-    """Echo inputs back, plus the outputs the program reads."""
+OutputsFor = Callable[[Registration], "dict[str, Any] | None"]
 
-    def __init__(self, status_for: Callable[[str, dict], dict | None] | None) -> None:
-        self.status_for = status_for
+
+class _Mocks(pulumi_mocks.Mocks):
+    """Echo inputs back, plus the outputs the program reads; ``outputs_for`` may answer instead."""
+
+    def __init__(self, outputs_for: OutputsFor | None) -> None:
+        self.outputs_for = outputs_for
+        self.registrations: list[Registration] = []
+        self.local = threading.local()
+        """``current``: the request this thread is registering (the SDK registers from a thread pool;
+        the recorder sets it, new_resource sees only its inputs)."""
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str, dict]:
+        registration = Registration(args.typ, args.name, dict(args.inputs), self.local.current)
+        self.registrations.append(registration)
+        if self.outputs_for is not None:
+            answer = self.outputs_for(registration)
+            if answer is not None:
+                return f"{args.name}-id", answer
         state = dict(args.inputs)
         if args.typ == "gcp:container/cluster:Cluster":
             state["endpoint"] = "127.0.0.1:9"  # loopback discard port: nothing offline may reach a cluster
@@ -113,10 +150,6 @@ class _Mocks(pulumi_mocks.Mocks):
             state.update(email=email, name=f"projects/{state.get('project')}/serviceAccounts/{email}")
         elif args.typ == "gcp:storage/bucket:Bucket":
             state["url"] = f"gs://{state['name']}"
-        if self.status_for is not None:
-            status = self.status_for(args.typ, state)
-            if status is not None:
-                state["status"] = status
         return f"{args.name}-id", state
 
     def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict, list]:
@@ -129,16 +162,19 @@ class _Mocks(pulumi_mocks.Mocks):
 
 
 class _Recorder(pulumi_mocks.MockMonitor):
-    """Keeps every RegisterResource request so options and dependencies can be inspected."""
+    """Hands every RegisterResource request to the mocks, so options and dependencies can be inspected."""
 
-    def __init__(self, mocks: pulumi_mocks.Mocks) -> None:
+    mocks: _Mocks
+
+    def __init__(self, mocks: _Mocks) -> None:
         super().__init__(mocks)
-        self.requests: list[Any] = []
+        self.urns: dict[str, str] = {}
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        self.mocks.local.current = request
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
-            self.requests.append((response.urn, request))
+            self.urns[request.name] = response.urn
         return response
 
 
@@ -164,6 +200,7 @@ def _options(request: Any) -> dict[str, Any]:
         "ignoreChanges": list(request.ignoreChanges),
         "deletedWith": _urn_name(request.deletedWith) if request.deletedWith else None,
         "retainOnDelete": bool(request.retainOnDelete) if request.HasField("retainOnDelete") else False,
+        "aliases": [str(alias) for alias in request.aliases],
     }
 
 
@@ -175,18 +212,19 @@ def run_program(
     *,
     project: str = "tpu-rl",
     preview: bool = False,
-    status_for: Callable[[str, dict], dict | None] | None = None,
+    outputs_for: OutputsFor | None = None,
     raise_errors: bool = True,
 ) -> Plan:
     """Run ``program`` under mocks with ``config`` (full key -> string) and return the Plan.
 
-    ``status_for(type, inputs)`` may return a ``status`` for a resource (e.g. a failed JobSet).
-    Each call runs in a fresh context, so repeated runs in one process do not share state.
-    Exceptions raised by the program propagate, or with ``raise_errors=False`` are returned
-    in ``Plan.error`` together with what was registered before the failure.
+    ``outputs_for(registration)`` may return the outputs of a resource (e.g. a failed JobSet's
+    status) or raise (the registration fails, as a failed create does). Each call runs in a fresh
+    context, so repeated runs in one process do not share state. Exceptions raised by the program
+    propagate, or with ``raise_errors=False`` are returned in ``Plan.error`` together with what was
+    registered before the failure.
     """
     return contextvars.Context().run(
-        _run_isolated, program, stack, config, frozenset(secret_keys), project, preview, status_for, raise_errors
+        _run_isolated, program, stack, config, frozenset(secret_keys), project, preview, outputs_for, raise_errors
     )
 
 
@@ -208,6 +246,21 @@ class _Capture(logging.Handler):
         self.records.append((record.levelname, record.getMessage()))
 
 
+def _stack_outputs(into: dict[str, Any]) -> pulumi.Output[Any]:
+    """An Output that resolves once every stack output is known, filling ``into`` (secrets hidden)."""
+    root = pulumi.runtime.get_root_resource()
+    parts = []
+    for name, value in sorted((getattr(root, "outputs", None) or {}).items()):
+        output = pulumi.Output.from_input(value)
+        into[name] = None  # unknown (a preview) stays None
+
+        async def resolve(resolved: Any, name: str = name, output: pulumi.Output[Any] = output) -> None:
+            into[name] = SECRET if await output.is_secret() else plain(resolved, True)
+
+        parts.append(output.apply(resolve))
+    return pulumi.Output.all(*parts)
+
+
 def _run_isolated(
     program: Callable[[], Any],
     stack: str,
@@ -215,38 +268,29 @@ def _run_isolated(
     secret_keys: frozenset[str],
     project: str,
     preview: bool,
-    status_for: Callable[[str, dict], dict | None] | None,
+    outputs_for: OutputsFor | None,
     raise_errors: bool,
 ) -> Plan:
-    recorder = _Recorder(_Mocks(status_for))
+    recorder = _Recorder(_Mocks(outputs_for))
     capture = _Capture()
     logger = logging.getLogger(f"tpu-rl.plan.{id(capture)}")
     logger.propagate = False
     logger.setLevel(logging.DEBUG)
     logger.addHandler(capture)
-    # Outputs still pending from an earlier run (e.g. one that failed) live in a process-wide set.
-    pulumi.runtime.settings.SETTINGS.outputs.clear()
-    asyncio.get_event_loop().set_exception_handler(_quiet_program_errors)
     pulumi.runtime.set_mocks(
         recorder.mocks, project=project, stack=stack, preview=preview, logger=logger, monitor=recorder
     )
     pulumi.runtime.set_all_config(dict(config), sorted(secret_keys))
     outputs: dict[str, Any] = {}
 
-    async def collect() -> None:
-        root = pulumi.runtime.settings.get_root_resource()
-        for name, value in sorted(getattr(root, "outputs", {}).items()):
-            output = pulumi.Output.from_input(value)
-            resolved = await output.future()
-            outputs[name] = SECRET if await output.is_secret() else _unwrap(resolved, True)
-
-    async def body() -> None:
+    def body() -> pulumi.Output[Any]:
+        asyncio.get_event_loop().set_exception_handler(_quiet_program_errors)
         program()
+        return _stack_outputs(outputs)
 
     error: BaseException | None = None
     try:
-        _sync_await(run_pulumi_func(body))
-        _sync_await(run_pulumi_func(collect))
+        pulumi.runtime.test(body)()
     except Exception as err:  # noqa: BLE001 (returned to the caller when asked)
         if raise_errors:
             raise
@@ -255,15 +299,19 @@ def _run_isolated(
     resources = []
     raw_inputs: dict[str, dict[str, Any]] = {}
     triggers: dict[str, Any] = {}
-    for _urn, request in recorder.requests:
-        if request.HasField("replacement_trigger"):
-            triggers[request.name] = _unwrap(json_format.MessageToDict(request.replacement_trigger), False)
-        inputs = pulumi.runtime.rpc.deserialize_properties(request.object, keep_unknowns=True)
-        name = request.name
+    for registration in recorder.mocks.registrations:
+        if registration.request.HasField("replacement_trigger"):
+            triggers[registration.name] = registration.trigger
+        options = _options(registration.request)
         resources.append(
-            {"type": request.type, "name": name, "inputs": _unwrap(inputs, True), "options": _options(request)}
+            {
+                "type": registration.type,
+                "name": registration.name,
+                "inputs": plain(registration.inputs, True),
+                "options": options,
+            }
         )
-        raw_inputs[name] = _unwrap(inputs, False)
+        raw_inputs[registration.name] = plain(registration.inputs, False)
     resources.sort(key=lambda r: (r["type"], r["name"]))
     return Plan(
         stack=stack,

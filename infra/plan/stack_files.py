@@ -18,10 +18,10 @@ from core.names import PROJECT
 from core.settings import Settings
 from infra.config import load_settings
 from infra.config.schema import SECRET_KEYS
+from infra.config.values import OPAQUE_SECRET, UNSET_SECRET
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_STACK_FILE_BYTES = 1_000_000
-PLACEHOLDER_SECRET = "placeholder-secret-for-offline-plan"
 
 
 class StackFileError(ValueError):
@@ -227,11 +227,16 @@ def load_stack_config(
     for key, value in stack_config.items():
         if not isinstance(key, str) or ":" not in key:
             raise StackFileError(f"{stack_file}: config key {key!r} must be NAMESPACE:KEY (e.g. tpu-rl:tpu)")
-        if isinstance(value, dict) and set(value) == {"secure"}:
-            config[key] = f"[ciphertext {str(value['secure'])[:12]}...]"
+        opaque, secret = _opaque_secrets(value)
+        config[key] = opaque
+        if secret:
             secret_keys.add(key)
-        else:
-            config[key] = value
+    environments = document.get("environment")
+    if environments:
+        notes.append(
+            f"{stack_file.name} imports Pulumi ESC environments ({_names(environments)}); the offline tools read "
+            "only the stack file, so values set there are not seen"
+        )
     for override in overrides:
         key, sep, value = override.partition("=")
         if not sep:
@@ -247,10 +252,36 @@ def load_stack_config(
     workflow_on = str(enabled).lower() != "false"
     for full in SECRET_KEYS:
         if workflow_on and config.get(full) in (None, ""):
-            config[full] = PLACEHOLDER_SECRET
+            config[full] = UNSET_SECRET
             secret_keys.add(full)
             notes.append(f"{full} is not set in {stack_file.name}; planned with a placeholder secret")
     return {k: to_config_string(v) for k, v in config.items()}, secret_keys, notes
+
+
+def _is_secure(value: Any) -> bool:
+    """A value `pulumi config set --secret` wrote: ``{secure: <ciphertext>}`` (any secrets provider)."""
+    return isinstance(value, dict) and len(value) == 1 and "secure" in value
+
+
+def _opaque_secrets(value: Any) -> tuple[Any, bool]:
+    """``value`` with every ``secure:`` value (top level, or nested by ``--secret --path``) replaced by
+    ``OPAQUE_SECRET``, and whether it held one. The Pulumi CLI marks the whole top-level key secret
+    when any part of it is (``config.Map``: a secure value anywhere makes the key secure)."""
+    if _is_secure(value):
+        return OPAQUE_SECRET, True
+    if isinstance(value, dict):
+        pairs = [(k, *_opaque_secrets(v)) for k, v in value.items()]
+        return {k: v for k, v, _ in pairs}, any(secret for _, _, secret in pairs)
+    if isinstance(value, list):
+        items = [_opaque_secrets(v) for v in value]
+        return [v for v, _ in items], any(secret for _, secret in items)
+    return value, False
+
+
+def _names(environments: Any) -> str:
+    if isinstance(environments, list):
+        return ", ".join(str(e)[:60] for e in environments[:5] if isinstance(e, str)) or "listed"
+    return "listed"
 
 
 def stack_name(stack_file: Path) -> str:

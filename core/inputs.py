@@ -1,0 +1,105 @@
+"""Reading what comes from outside (stack files, kubeconfigs, server replies, run records) with limits
+checked before parsing: only regular files, sizes checked before reading, nesting depth checked on the
+token stream before any object is built, integers of bounded size. Every failure is one line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+MAX_DEPTH = 64
+"""Nesting a stack file, a kubeconfig or an API object needs is under 20 levels."""
+
+
+class InputError(ValueError):
+    """The input cannot be read or parsed within the limits (one line)."""
+
+
+def read_file(path: Path, max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes``; a FIFO, a device, a directory or a larger
+    (or sparse) file is refused before anything is read from it."""
+    try:
+        # O_NONBLOCK: opening a FIFO for reading must not wait for a writer.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as err:
+        raise InputError(f"cannot read {path}: {err.strerror or err}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"cannot read {path}: not a regular file")
+        if info.st_size > max_bytes:
+            raise InputError(f"{path} is larger than {max_bytes} bytes")
+        chunks, size = [], 0
+        while size <= max_bytes:
+            chunk = os.read(fd, max_bytes + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > max_bytes:
+            raise InputError(f"{path} is larger than {max_bytes} bytes")
+        return b"".join(chunks)
+    except OSError as err:
+        raise InputError(f"cannot read {path}: {err.strerror or err}") from None
+    finally:
+        os.close(fd)
+
+
+class _SafeLoader(yaml.SafeLoader):
+    """PyYAML's safe loader (a separate class, so nothing registered on it leaks elsewhere)."""
+
+
+def parse_yaml(text: str, what: str, *, max_depth: int = MAX_DEPTH) -> Any:
+    """One YAML document: no aliases (no alias bombs), at most ``max_depth`` levels, checked on the
+    event stream before the document is composed; integers of at most 4,300 digits."""
+    try:
+        depth = 0
+        for event in yaml.parse(text, Loader=_SafeLoader):
+            if isinstance(event, yaml.AliasEvent):
+                raise InputError(f"{what} uses a YAML alias (*name), which is not allowed here")
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > max_depth:
+                    raise InputError(f"{what} is nested deeper than {max_depth} levels")
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+        return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 (a SafeLoader subclass)
+    except InputError:
+        raise
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise InputError(f"{what} is not valid YAML{where}: {problem}") from None
+    except (ValueError, RecursionError, OverflowError) as err:  # an integer with thousands of digits
+        raise InputError(f"{what} holds a value out of range ({type(err).__name__})") from None
+
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_JSON_NESTING = re.compile(rb"[\[\]{}]")
+
+
+def parse_json(data: bytes | str, what: str, *, max_depth: int = MAX_DEPTH) -> Any:
+    """A JSON document of at most ``max_depth`` levels (checked before parsing) and integers of at
+    most 4,300 digits."""
+    raw = data.encode("utf-8", errors="surrogateescape") if isinstance(data, str) else data
+    depth = deepest = 0
+    for bracket in _JSON_NESTING.finditer(_JSON_STRING.sub(b"", raw)):
+        depth += 1 if bracket.group() in (b"[", b"{") else -1
+        deepest = max(deepest, depth)
+    if deepest > max_depth:
+        raise InputError(f"{what} is nested deeper than {max_depth} levels")
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, RecursionError):
+        raise InputError(f"{what} is not JSON") from None
+    except ValueError as err:
+        detail = "a number with too many digits" if "digits" in str(err) else "not JSON"
+        raise InputError(f"{what} is {detail}") from None

@@ -1,0 +1,335 @@
+"""A loopback Kubernetes API server for the program's Jobs and JobSets: the paths, list pagination,
+label selectors, bearer tokens, TLS and the error bodies (``Status`` objects) of the real API server,
+plus builders of live objects in each state as the Job and JobSet controllers write them.
+
+Tests (and the scenario harness in ``tests.engine``) change the objects in process; the program and
+the tools read them over HTTP(S) with the real client.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import ssl
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+RESOURCES = {"batch": ("v1", "jobs", "Job"), "jobset.x-k8s.io": ("v1alpha2", "jobsets", "JobSet")}
+TOKEN = "test-cluster-token"
+T0 = "2026-11-30T05:00:00Z"
+T1 = "2026-11-30T05:18:02Z"
+
+
+def status_body(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A ``metav1.Status`` as the API server sends it with an error code."""
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details is not None:
+        body["details"] = details
+    return body
+
+
+def job_status(state: str) -> dict[str, Any]:
+    """``status`` of a batch/v1 Job (Kubernetes 1.33: SuccessCriteriaMet/FailureTarget precede the final condition)."""
+    if state == "pending":
+        return {}
+    if state == "running":
+        return {"startTime": T0, "active": 1, "ready": 1, "terminating": 0}
+    if state == "complete":
+        return {
+            "startTime": T0,
+            "completionTime": T1,
+            "succeeded": 1,
+            "ready": 0,
+            "terminating": 0,
+            "conditions": [
+                {
+                    "type": "SuccessCriteriaMet",
+                    "status": "True",
+                    "reason": "CompletionsReached",
+                    "message": "Reached expected number of succeeded pods",
+                    "lastTransitionTime": T1,
+                },
+                {
+                    "type": "Complete",
+                    "status": "True",
+                    "reason": "CompletionsReached",
+                    "message": "Reached expected number of succeeded pods",
+                    "lastTransitionTime": T1,
+                },
+            ],
+        }
+    return {
+        "startTime": T0,
+        "failed": 2,
+        "ready": 0,
+        "terminating": 0,
+        "conditions": [
+            {
+                "type": "FailureTarget",
+                "status": "True",
+                "reason": "BackoffLimitExceeded",
+                "message": "Job has reached the specified backoff limit",
+                "lastTransitionTime": T1,
+            },
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "BackoffLimitExceeded",
+                "message": "Job has reached the specified backoff limit",
+                "lastTransitionTime": T1,
+            },
+        ],
+    }
+
+
+def jobset_status(state: str, jobs: list[dict[str, Any]], restarts: int = 0) -> dict[str, Any]:
+    """``status`` of a JobSet as its controller (v0.10) writes it."""
+    rows = []
+    for job in jobs:
+        n = job.get("replicas", 1)
+        rows.append(
+            {
+                "name": job["name"],
+                "ready": n if state == "running" else 0,
+                "succeeded": n if state == "completed" else 0,
+                "failed": 1 if state == "failed" and job is jobs[0] else 0,
+                "active": n if state in ("pending", "running") else 0,
+                "suspended": 0,
+            }
+        )
+    status: dict[str, Any] = {"replicatedJobsStatus": rows, "restarts": restarts, "restartsCountTowardsMax": restarts}
+    if state == "completed":
+        status["terminalState"] = "Completed"
+        status["conditions"] = [
+            {
+                "type": "Completed",
+                "status": "True",
+                "reason": "AllJobsCompleted",
+                "message": "jobset completed successfully",
+                "lastTransitionTime": T1,
+            }
+        ]
+    elif state == "failed":
+        status["terminalState"] = "Failed"
+        status["conditions"] = [
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "FailedJobs",
+                "message": "jobset failed due to one or more job failures",
+                "lastTransitionTime": T1,
+            }
+        ]
+    return status
+
+
+def with_state(manifest: dict[str, Any], state: str, *, restarts: int = 0) -> dict[str, Any]:
+    """A copy of ``manifest`` with the ``status`` the controllers give it in ``state``
+    (Job: pending/running/complete/failed; JobSet: pending/running/completed/failed; "complete" and
+    "completed" are accepted for both)."""
+    obj = copy.deepcopy(manifest)
+    if obj["kind"] == "JobSet":
+        state = {"complete": "completed"}.get(state, state)
+        obj["status"] = jobset_status(state, obj["spec"]["replicatedJobs"], restarts)
+    else:
+        obj["status"] = job_status({"completed": "complete"}.get(state, state))
+    return obj
+
+
+def _selected(obj: dict[str, Any], selector: str) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    for term in filter(None, selector.split(",")):
+        key, _, value = term.partition("=")
+        if labels.get(key) != value:
+            return False
+    return True
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def _json(self, code: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802
+        cluster = self.server.cluster
+        cluster.requests.append(self.path)
+        if self.headers.get("Authorization") != f"Bearer {cluster.token}":
+            self._json(401, status_body(401, "Unauthorized", "Unauthorized"))
+            return
+        url = urlsplit(self.path)
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        parts = url.path.strip("/").split("/")
+        # /apis/<group>/<version>/namespaces/<ns>/<plural>[/<name>]
+        if len(parts) not in (6, 7) or parts[0] != "apis" or parts[3] != "namespaces":
+            self._json(404, status_body(404, "NotFound", "the server could not find the requested resource", {}))
+            return
+        group, version, namespace, plural = parts[1], parts[2], parts[4], parts[5]
+        known = RESOURCES.get(group)
+        if known is None or known[:2] != (version, plural) or (group in cluster.missing_groups):
+            self._json(404, status_body(404, "NotFound", "the server could not find the requested resource", {}))
+            return
+        with cluster.lock:
+            if len(parts) == 7:
+                name = parts[6]
+                obj = cluster.objects.get((plural, namespace, name))
+                if obj is None:
+                    details = {"name": name, "group": group, "kind": plural}
+                    self._json(404, status_body(404, "NotFound", f'{plural}.{group} "{name}" not found', details))
+                else:
+                    self._json(200, obj)
+                return
+            items = sorted(
+                (o for (p, ns, _), o in cluster.objects.items() if p == plural and ns == namespace),
+                key=lambda o: o["metadata"]["name"],
+            )
+        items = [o for o in items if _selected(o, query.get("labelSelector", ""))]
+        start = int(query.get("continue") or 0)
+        limit = int(query.get("limit") or 0) or len(items) or 1
+        page = items[start : start + limit]
+        metadata: dict[str, Any] = {"resourceVersion": str(cluster.version)}
+        if start + limit < len(items):
+            metadata["continue"] = str(start + limit)
+        self._json(
+            200, {"apiVersion": f"{group}/{version}", "kind": f"{known[2]}List", "metadata": metadata, "items": page}
+        )
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    cluster: FakeCluster
+
+
+class FakeCluster:
+    """The objects of one cluster and the loopback API server that serves them."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.requests: list[str] = []
+        self.token = TOKEN
+        self.missing_groups: set[str] = set()
+        """API groups whose CRD is not installed (the JobSet CRD before the Helm release)."""
+        self.lock = threading.Lock()
+        self.version = 1
+        self.url = ""
+        self.ca_pem = b""
+        self._server: _Server | None = None
+
+    # -- objects -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
+        group = obj["apiVersion"].split("/")[0]
+        return RESOURCES[group][1], obj["metadata"]["namespace"], obj["metadata"]["name"]
+
+    def put(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store ``obj`` as the API server would: a UID and timestamps when it is new (kept when it exists)."""
+        obj = copy.deepcopy(obj)
+        with self.lock:
+            self.version += 1
+            old = self.objects.get(self._key(obj))
+            metadata = obj.setdefault("metadata", {})
+            metadata["uid"] = (old or {}).get("metadata", {}).get("uid") or str(uuid.uuid4())
+            metadata["creationTimestamp"] = (old or {}).get("metadata", {}).get("creationTimestamp") or T0
+            metadata["resourceVersion"] = str(self.version)
+            metadata["generation"] = 1
+            self.objects[self._key(obj)] = obj
+        return copy.deepcopy(obj)
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        plural = {"Job": "jobs", "JobSet": "jobsets"}[kind]
+        with self.lock:
+            obj = self.objects.get((plural, namespace, name))
+        return copy.deepcopy(obj) if obj else None
+
+    def set_state(self, kind: str, namespace: str, name: str, state: str, *, restarts: int = 0) -> dict[str, Any]:
+        """The controllers move an existing object to ``state``."""
+        obj = self.get(kind, namespace, name)
+        assert obj is not None, f"no {kind} {namespace}/{name}"
+        return self.put(with_state(obj, state, restarts=restarts))
+
+    def delete(self, kind: str, namespace: str, name: str) -> None:
+        plural = {"Job": "jobs", "JobSet": "jobsets"}[kind]
+        with self.lock:
+            self.objects.pop((plural, namespace, name), None)
+
+    # -- serving -------------------------------------------------------------------------------
+
+    @property
+    def ca_data(self) -> str:
+        """``certificate-authority-data`` for a kubeconfig (base64 of the CA's PEM)."""
+        return base64.b64encode(self.ca_pem).decode()
+
+    @property
+    def endpoint(self) -> str:
+        """``host:port``, as a GKE cluster's ``endpoint`` output."""
+        return self.url.split("://", 1)[1]
+
+    def start(self, *, tls: bool = True) -> FakeCluster:
+        server = _Server(("127.0.0.1", 0), _Handler)
+        server.cluster = self
+        if tls:
+            import trustme
+
+            ca = trustme.CA()
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ca.issue_cert("127.0.0.1").configure_cert(context)
+            server.socket = context.wrap_socket(server.socket, server_side=True)
+            self.ca_pem = ca.cert_pem.bytes()
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}"
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self._server = server
+        return self
+
+    def stop(self) -> None:
+        """Stop answering: from now on the address refuses connections (as if unreachable)."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def kubeconfig(self, user: dict[str, Any] | None = None, context: str = "test") -> dict[str, Any]:
+        """A kubeconfig for this cluster (a bearer token unless ``user`` says otherwise)."""
+        cluster: dict[str, Any] = {"server": self.url}
+        if self.ca_pem:
+            cluster["certificate-authority-data"] = self.ca_data
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": context,
+            "clusters": [{"name": context, "cluster": cluster}],
+            "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
+            "users": [{"name": context, "user": user or {"token": self.token}}],
+        }
+
+
+@contextmanager
+def fake_cluster(*, tls: bool = True) -> Iterator[FakeCluster]:
+    cluster = FakeCluster().start(tls=tls)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
