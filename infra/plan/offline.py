@@ -229,8 +229,9 @@ def run_program(
 
 
 def _quiet_program_errors(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-    """A program error is reported once (raised or in ``Plan.error``), not again per pending Output."""
-    if isinstance(context.get("exception"), pulumi.RunError):
+    """A program error is reported once (raised or in ``Plan.error``), not again for every pending Output
+    or registration that failed with it ("Future exception was never retrieved")."""
+    if isinstance(context.get("exception"), pulumi.RunError) or "never retrieved" in str(context.get("message")):
         return
     loop.default_exception_handler(context)
 

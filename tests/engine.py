@@ -1,0 +1,372 @@
+"""What the Pulumi engine and pulumi-kubernetes decide for the program's step objects, as a model the
+scenario tests drive the real program through (``tests/test_scenarios.py``).
+
+The real program runs under the mock runtime with ``live=True``: it reads the loopback cluster
+(``tests.fake_kube``) through the real Kubernetes client, its kubeconfig's real exec plugin (a script
+on PATH) and real TLS, and checks artifacts in fake-gcs-server. For each step object it registers,
+this model makes the decision the engine and the provider make, each cited by the function it comes
+from, then plays it on the cluster: create, adopt, replace (delete first), update, await, record.
+
+Sources (read at these revisions; see README "Run lifecycle" for the same citations):
+- pulumi/pulumi v3.259.0 (0ac56e8): ``pkg/resource/deploy/step_generator.go`` (``sg.go``),
+  ``pkg/resource/deploy/step.go``, ``pkg/backend/journal.go``, ``pkg/resource/deploy/deployment_executor.go``;
+- pulumi/pulumi-kubernetes v4.32.0 (a03ff6b): ``provider/pkg/provider/provider.go`` (``kp.go``),
+  ``provider/pkg/await/await.go``, ``provider/pkg/provider/diff.go``.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pulumi.output import Unknown
+
+from infra.plan import plan_stack
+from infra.plan.offline import UNKNOWN, Plan, Registration, plain
+from infra.plan.stack_files import ROOT, parse_property_path
+from tests.conftest import JOB, JOBSET, SENTINEL_TOKEN, put
+from tests.fake_kube import FakeCluster, with_state
+from tests.lifecycle_walk import settings
+from workloads.steps import Workflow, plan_workflow
+
+STEP_TYPES = (JOB, JOBSET)
+JOB_FORCE_NEW = ("spec.completions", "spec.parallelism", "spec.selector", "spec.template")
+"""Job paths whose change the provider plans as a replacement (``diff.go``, ``forceNewProperties``)."""
+TERMINAL = {"Job": ("complete", "failed"), "JobSet": ("completed", "failed")}
+
+
+class AwaitInterruptedError(Exception):
+    """The `up` stopped while a step was being awaited (Ctrl-C, a dropped connection, Pulumi's timeout)."""
+
+
+class KilledError(Exception):
+    """The runner was killed (SIGKILL, a lost CI machine) while a step was being awaited."""
+
+
+@dataclass
+class Recorded:
+    """What the state holds for a resource (``resource.State``: inputs, outputs, trigger, init errors)."""
+
+    inputs: dict[str, Any]
+    outputs: dict[str, Any]
+    trigger: Any
+    init_errors: bool = False
+
+
+@dataclass
+class Run:
+    plan: Plan
+    actions: dict[str, str]
+    """Step name -> create | adopt | replace | update | same (what the engine planned and did)."""
+
+    @property
+    def error(self) -> BaseException | None:
+        return self.plan.error
+
+
+def is_unknown(value: Any) -> bool:
+    return isinstance(value, Unknown) or value == UNKNOWN
+
+
+def should_trigger_replace(new: Any, old: Any) -> bool:
+    """``sg.go`` ``shouldTriggerReplace``: unknowns always replace, a null on either side never does,
+    otherwise a change does."""
+    if is_unknown(new) or is_unknown(old):
+        return True
+    if new is None or old is None:
+        return False
+    return new != old
+
+
+def _get(obj: Any, path: list[str | int]) -> tuple[bool, Any]:
+    for element in path:
+        if isinstance(element, int):
+            if not isinstance(obj, list) or element >= len(obj):
+                return False, None
+        elif not isinstance(obj, dict) or element not in obj:
+            return False, None
+        obj = obj[element]
+    return True, obj
+
+
+def _set(obj: Any, path: list[str | int], present: bool, value: Any) -> None:
+    for element in path[:-1]:
+        obj = obj.setdefault(element, {}) if isinstance(element, str) else obj[element]
+    if present:
+        obj[path[-1]] = copy.deepcopy(value)
+    elif isinstance(obj, dict):
+        obj.pop(path[-1], None)
+
+
+def process_ignore_changes(inputs: dict[str, Any], old: dict[str, Any], paths: list[str]) -> dict[str, Any]:
+    """``sg.go`` ``processIgnoreChanges``: every ignored path takes the old input's value (absent stays absent)."""
+    result = copy.deepcopy(inputs)
+    for path in paths:
+        elements = parse_property_path(path)
+        present, value = _get(old, elements)
+        if _get(result, elements[:-1])[0] or present:
+            _set(result, elements, present, value)
+    return result
+
+
+def _differs(old: dict[str, Any], new: dict[str, Any], path: str) -> bool:
+    elements = parse_property_path(path)
+    return _get(old, elements) != _get(new, elements)
+
+
+@dataclass
+class Stack:
+    """One stack's state across runs, and the cluster and bucket its runs act on."""
+
+    cluster: FakeCluster
+    gcs: Any
+    stack_file: Path = ROOT / "Pulumi.prod.yaml"
+    overrides: list[str] = field(default_factory=lambda: ["tpu-rl:workflow.preflight=false"])
+    state: dict[str, Recorded] = field(default_factory=dict)
+    pending_creates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Creates a killed `up` left (``journal.go``: carried into every later snapshot until a refresh clears them)."""
+    provider_inputs: dict[str, Any] = field(default_factory=dict)
+    """The Kubernetes provider's inputs the last run registered (what a refresh configures it with)."""
+    written: list[str] = field(default_factory=list)
+
+    # -- running the program -------------------------------------------------------------------
+
+    def up(self, outcomes: dict[str, str] | None = None, overrides: list[str] = ()) -> Run:
+        """``pulumi up``; ``outcomes`` says how each awaited step ends (default: complete)."""
+        return self._run(False, outcomes or {}, list(overrides))
+
+    def preview(self, overrides: list[str] = ()) -> Run:
+        return self._run(True, {}, list(overrides))
+
+    def _run(self, preview: bool, outcomes: dict[str, str], overrides: list[str]) -> Run:
+        self._steps = self.steps(overrides)
+        self._final_step = settings(
+            self.stack_file.name.split(".")[1], [*self.overrides, *overrides]
+        ).training.final_step
+        actions: dict[str, str] = {}
+        registered: set[str] = set()
+        killed: list[bool] = []
+
+        def answer(registration: Registration) -> dict[str, Any] | None:
+            if killed:
+                raise KilledError("the runner is gone")
+            if registration.type == "gcp:container/cluster:Cluster":
+                return {
+                    **registration.inputs,
+                    "endpoint": self.cluster.endpoint,
+                    "masterAuth": {"clusterCaCertificate": self.cluster.ca_data},
+                }
+            if registration.type == "gcp:storage/bucket:Bucket":
+                bucket = registration.inputs["name"]
+                if not self.gcs.lookup_bucket(bucket):  # the bucket the program creates
+                    self.gcs.create_bucket(bucket)
+                return None
+            if registration.type == "pulumi:providers:kubernetes":
+                self.provider_inputs = plain(registration.inputs, False)
+                return None
+            if registration.type not in STEP_TYPES:
+                return None
+            registered.add(registration.name)
+            try:
+                return self._step(registration, preview, outcomes, actions)
+            except KilledError:
+                killed.append(True)
+                raise
+
+        plan, _ = plan_stack(
+            self.stack_file,
+            [*self.overrides, *overrides],
+            stack=self.stack_file.name.split(".")[1],
+            live=True,
+            preview=preview,
+            secrets={"tpu-rl:hfToken": SENTINEL_TOKEN},
+            outputs_for=answer,
+            raise_errors=False,
+        )
+        if not preview and plan.error is None and not killed:
+            # The program finished without an error: resources it no longer registers are deleted,
+            # after every create (deployment_executor.go: deletes follow the source's end; sg.go
+            # GenerateDeletes). The provider deletes by name (kp.go Delete, await.go Deletion).
+            for name in sorted(set(self.state) - registered):
+                recorded = self.state.pop(name)
+                metadata = recorded.inputs["metadata"]
+                self.cluster.delete(recorded.inputs["kind"], metadata["namespace"], metadata["name"])
+                actions[name] = "delete"
+        return Run(plan, actions)
+
+    # -- one step object -----------------------------------------------------------------------
+
+    def _step(
+        self, registration: Registration, preview: bool, outcomes: dict[str, str], actions: dict[str, str]
+    ) -> dict[str, Any]:
+        name = registration.name
+        inputs = plain(registration.inputs, False)
+        ignore = list(registration.request.ignoreChanges)
+        trigger = registration.trigger
+        old = self.state.get(name)
+        if old is None:
+            # No old state (a pending create is not a resource: journal.go): sg.go generateResourceSteps -> CreateStep.
+            action = "create"
+        elif should_trigger_replace(trigger, old.trigger):
+            # sg.go generateStepsFromDiff: the trigger is compared before the provider's diff, and a
+            # replacement re-runs Check on the program's current inputs (continueStepsFromDiff): nothing
+            # ignored is carried over.
+            action = "replace"
+        else:
+            inputs = process_ignore_changes(inputs, old.inputs, ignore)
+            changed = inputs != old.inputs
+            if changed and inputs["kind"] == "Job" and any(_differs(old.inputs, inputs, p) for p in JOB_FORCE_NEW):
+                action = "replace"  # diff.go: a Job's template cannot change in place
+            elif changed or old.init_errors:
+                # sg.go continueStepsFromDiff: unchanged but with init errors -> "an empty update step to
+                # attempt to continue awaiting initialization" (a preview plans it too).
+                action = "update"
+            else:
+                action = "same"
+        kind, namespace = inputs["kind"], inputs["metadata"]["namespace"]
+        live = self.cluster.get(kind, namespace, name)
+        if action == "create" and live is not None and not preview:
+            action = "adopt"  # kp.go Create with upsertExistingObjects: a server-side apply onto the object
+        actions[name] = action
+        if preview:
+            return self._preview_outputs(action, old, inputs, live)
+        if action == "same":
+            return copy.deepcopy(old.outputs)  # step.go SameStep: the recorded outputs, no provider call
+        if action == "replace":
+            # delete_before_replace: DeleteReplacement, then CreateReplacement, run serially (sg.go); the
+            # delete waits until the object is gone (await.go Deletion, foreground).
+            self.cluster.delete(kind, namespace, name)
+            self.state.pop(name)  # the old resource leaves the snapshot once DeleteReplacement is done
+            live = None
+        obj = self._apply(inputs, live, adopt=action == "adopt")
+        try:
+            obj = self._await(
+                obj, outcomes.get(inputs["metadata"]["labels"]["app.kubernetes.io/component"], "complete")
+            )
+        except AwaitInterruptedError:
+            # A partial failure is recorded with the new inputs, trigger and init errors
+            # (engine update.go OnResourceStepPost; step.go CreateStep/UpdateStep InitErrors).
+            self.state[name] = Recorded(inputs, self.cluster.get(kind, namespace, name), trigger, init_errors=True)
+            raise
+        except KilledError:
+            if action in ("create", "adopt", "replace"):
+                self.pending_creates[name] = inputs  # snapshot.go markOperationPending before Create
+            raise
+        self.state[name] = Recorded(inputs, obj, trigger)
+        return obj
+
+    def _preview_outputs(
+        self, action: str, old: Recorded | None, inputs: dict[str, Any], live: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        if action == "same":
+            return copy.deepcopy(old.outputs)  # SameStep in preview: the recorded outputs
+        if action == "update" and live is not None and not _has_unknowns(inputs):
+            # kp.go Update in preview: a dry-run apply that returns the live object (status included).
+            return {**inputs, "status": live.get("status")}
+        # kp.go Create in preview strips status (and inputs with unknowns return the inputs only).
+        return {**inputs, "status": UNKNOWN}
+
+    def _apply(self, inputs: dict[str, Any], live: dict[str, Any] | None, *, adopt: bool) -> dict[str, Any]:
+        """POST a new object, or server-side apply the manifest onto the one that exists (create with
+        upsert, or update): the applied fields change; status, UID and fields not applied stay."""
+        manifest = copy.deepcopy(inputs)
+        manifest.pop("status", None)
+        if live is None:
+            return self.cluster.put(with_state(manifest, "pending"))
+        applied = manifest["metadata"].get("annotations", {})
+        current = live["metadata"].get("annotations") or {}
+        changed = sorted(k for k, v in applied.items() if k in current and current[k] != v)
+        if adopt and changed and applied.get("pulumi.com/patchForce") != "true":
+            # A create with upsert applies under a new field manager without force (await.go Creation,
+            # patchForce); a field another manager set to a different value is a conflict (handleSSAErr).
+            raise RuntimeError(f"server-side apply field conflict detected: {changed}")
+        merged = copy.deepcopy(live)
+        merged["metadata"]["annotations"] = {**current, **applied}
+        return self.cluster.put(merged)
+
+    def _await(self, obj: dict[str, Any], outcome: str) -> dict[str, Any]:
+        """The provider's await of ``pulumi.com/waitFor`` (await.go: the existing object satisfies it at once
+        when it already ended); otherwise the run goes as ``outcome`` says."""
+        kind, metadata = obj["kind"], obj["metadata"]
+        if _state_of(obj) in TERMINAL[kind]:
+            return obj
+        if outcome == "interrupt":
+            self.cluster.set_state(kind, metadata["namespace"], metadata["name"], "running")
+            raise AwaitInterruptedError(f"interrupted while awaiting {metadata['name']}")
+        if outcome == "kill":
+            self.cluster.set_state(kind, metadata["namespace"], metadata["name"], "running")
+            raise KilledError(f"killed while awaiting {metadata['name']}")
+        if outcome == "fail":
+            return self.cluster.set_state(kind, metadata["namespace"], metadata["name"], "failed", restarts=1)
+        if outcome != "complete-without-output":
+            self.write_outputs(obj)
+        return self.cluster.set_state(kind, metadata["namespace"], metadata["name"], TERMINAL[kind][0])
+
+    # -- what the steps write ------------------------------------------------------------------
+
+    def steps(self, overrides: list[str] = ()) -> Workflow:
+        """The three steps of the stack's configuration (the pure builders the program uses)."""
+        stack = self.stack_file.name.split(".")[1]
+        return plan_workflow(settings(stack, [*self.overrides, *overrides]))
+
+    def write_outputs(self, obj: dict[str, Any]) -> None:
+        """The files a step that succeeds leaves in its output path."""
+        name = obj["metadata"]["name"]
+        step = next(s for s in self._steps.steps if s.name == name)
+        if step.step == "convert":
+            put(self.gcs, step.artifact_uri, "_METADATA", "params/0.0")
+        elif step.step == "train":
+            final = self._final_step
+            put(self.gcs, step.artifact_uri, f"{final}/commit_success.txt", f"{final}/model_params/_METADATA")
+        else:
+            put(self.gcs, step.artifact_uri, "config.json", "model-00001-of-00001.safetensors", "tokenizer.json")
+        self.written.append(f"{step.step}:{step.output_uri}")
+
+    # -- refresh -------------------------------------------------------------------------------
+
+    def refresh(self, *, reachable: bool, env: dict[str, str] | None = None) -> str | None:
+        """``pulumi refresh``; returns its error (None when it succeeded). The provider is configured from
+        the state (its last inputs) and the environment ``env`` (kp.go Configure: deleteUnreachable from
+        the inputs when they have it, else PULUMI_K8S_DELETE_UNREACHABLE)."""
+        setting = self.provider_inputs.get(
+            "deleteUnreachable", (env or {}).get("PULUMI_K8S_DELETE_UNREACHABLE", "false")
+        )
+        delete_unreachable = str(setting).lower() == "true"
+        for name, recorded in sorted(self.state.items()):
+            if not reachable:
+                if delete_unreachable:
+                    del self.state[name]  # kp.go Read: "Deleting the unreachable resource from Pulumi state"
+                    continue
+                # kp.go Read: "failed to read resource state due to unreachable cluster": the refresh fails.
+                return f"failed to read resource state due to unreachable cluster ({name})"
+            metadata = recorded.inputs["metadata"]
+            live = self.cluster.get(recorded.inputs["kind"], metadata["namespace"], metadata["name"])
+            if live is None:
+                del self.state[name]  # step.go RefreshStep: a blank ID is a delete
+            else:
+                recorded.outputs = live
+        return None
+
+    def clear_pending_creates(self) -> None:
+        """``pulumi refresh --clear-pending-creates`` (refresh.go, removePendingCreates)."""
+        self.pending_creates.clear()
+
+
+def _state_of(obj: dict[str, Any]) -> str:
+    status = obj.get("status") or {}
+    if obj["kind"] == "JobSet":
+        return {"Completed": "completed", "Failed": "failed"}.get(status.get("terminalState", ""), "running")
+    types = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
+    return "failed" if "Failed" in types else "complete" if "Complete" in types else "running"
+
+
+def _has_unknowns(value: Any) -> bool:
+    if is_unknown(value):
+        return True
+    if isinstance(value, dict):
+        return any(_has_unknowns(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_unknowns(v) for v in value)
+    return False

@@ -1,0 +1,20 @@
+"""A preview whose auth plugin hangs, with the real budgets (its own file: it takes the plugin's
+budget, about 10 s, and runs beside the other scenarios)."""
+
+from __future__ import annotations
+
+import time
+
+from tests.test_scenarios import auth_plugin, cluster, no_live_cluster, stack  # noqa: F401, F811 (fixtures)
+
+
+def test_preview_with_a_hanging_auth_plugin_finishes_in_under_30_seconds(stack, tmp_path, monkeypatch):  # noqa: F811
+    """The first read waits for the plugin within its budget; every later read of the preview skips at once."""
+    assert stack.up().error is None
+    auth_plugin(tmp_path, monkeypatch, "sleep 300\n")
+    start = time.monotonic()
+    preview = stack.preview()
+    elapsed = time.monotonic() - start
+    assert preview.error is None and elapsed < 30, elapsed
+    assert set(preview.actions.values()) == {"same"}
+    assert sum("gke-gcloud-auth-plugin did not answer within" in w for w in preview.plan.warnings()) == 1

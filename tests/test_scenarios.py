@@ -1,0 +1,273 @@
+"""The real sequences a stack goes through, each run end to end: the real program (under the mock
+runtime, ``live=True``), its real kubeconfig, exec plugin, TLS and Kubernetes client against a loopback
+API server, its artifact checks against fake-gcs-server, and ``tests.engine``'s model of what the Pulumi
+engine and pulumi-kubernetes decide for each step object. Each test names the engine or provider
+function whose decision it relies on (``sg.go`` is pulumi ``pkg/resource/deploy/step_generator.go``,
+``kp.go`` pulumi-kubernetes ``provider/pkg/provider/provider.go``; revisions in ``tests/engine.py``)."""
+
+from __future__ import annotations
+
+import json
+import stat
+
+import pytest
+
+from tests.engine import Stack
+from tests.fake_kube import fake_cluster
+from workloads.live_state import ADOPTED, RETRY_ANNOTATION
+
+STEPS = ("convert", "train", "export")
+
+
+@pytest.fixture(autouse=True)
+def no_live_cluster():
+    """The real reader, against the loopback cluster (overrides the conftest stub)."""
+
+
+@pytest.fixture
+def cluster():
+    with fake_cluster() as running:
+        yield running
+
+
+def auth_plugin(tmp_path, monkeypatch, body: str) -> None:
+    """``gke-gcloud-auth-plugin`` on PATH, as the program's kubeconfig runs it."""
+    folder = tmp_path / "bin"
+    folder.mkdir(exist_ok=True)
+    plugin = folder / "gke-gcloud-auth-plugin"
+    plugin.write_text("#!/bin/sh\n" + body)
+    plugin.chmod(plugin.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{folder}:{__import__('os').environ['PATH']}")
+
+
+def credential(token: str) -> str:
+    status = {"expirationTimestamp": "2099-01-01T00:00:00Z", "token": token}
+    return json.dumps(
+        {"kind": "ExecCredential", "apiVersion": "client.authentication.k8s.io/v1beta1", "status": status}
+    )
+
+
+@pytest.fixture
+def stack(cluster, gcs, tmp_path, monkeypatch):
+    body = f"test \"$1\" = --use_application_default_credentials || exit 9\necho '{credential(cluster.token)}'\n"
+    auth_plugin(tmp_path, monkeypatch, body)
+    return Stack(cluster, gcs)
+
+
+def names(stack: Stack, overrides: list[str] = ()) -> dict[str, str]:
+    return {s.step: s.name for s in stack.steps(overrides).steps}
+
+
+def live(stack: Stack, step: str, overrides: list[str] = ()) -> dict:
+    built = {s.step: s for s in stack.steps(overrides).steps}[step]
+    return stack.cluster.get(built.kind, "tpu-rl", built.name)
+
+
+def test_first_up_of_a_new_stack_creates_each_step_once_and_the_next_up_changes_nothing(stack):
+    """sg.go generateResourceSteps: no old state -> a create; with the state recorded and the same inputs
+    and trigger, SameStep (step.go) keeps the outputs and calls no provider: nothing runs twice."""
+    first = stack.up()
+    assert first.error is None, first.error
+    step_names = names(stack)
+    assert first.actions == {step_names[s]: "create" for s in STEPS}
+    assert all(first.plan.replacement_triggers[step_names[s]] == "" for s in STEPS)
+    assert [w.split(":")[0] for w in stack.written] == list(STEPS)
+    again = stack.up()
+    assert again.error is None and again.actions == {step_names[s]: "same" for s in STEPS}
+    assert len(stack.written) == 3, "no step ran again"
+
+
+def test_a_step_fails_then_up_retries_it_with_the_configured_values(stack):
+    """sg.go shouldTriggerReplace: the failed run's UID is a new trigger value -> replace (delete first:
+    delete_before_replace); continueStepsFromDiff re-runs Check on the program's current inputs, so the
+    retry gets the deadline configured since the failure (ignoreChanges does not carry it over)."""
+    failed = stack.up({"train": "fail"})
+    train = names(stack)["train"]
+    message = str(failed.error)
+    assert message.startswith(
+        f"JobSet tpu-rl/{train} failed (FailedJobs): jobset failed due to one or more job failures."
+    )
+    assert message.endswith("Run `pulumi up` again to retry it (training resumes from its last checkpoint)")
+    assert names(stack)["export"] not in failed.actions, "nothing downstream of a failed step is created"
+    old_uid = live(stack, "train")["metadata"]["uid"]
+
+    retry = stack.up(overrides=["tpu-rl:workflow.timeouts.train=30h"])
+    assert retry.error is None, retry.error
+    assert retry.actions[train] == "replace" and retry.plan.replacement_triggers[train] == old_uid
+    now = live(stack, "train")
+    assert now["metadata"]["uid"] != old_uid and now["metadata"]["annotations"][RETRY_ANNOTATION] == old_uid
+    assert now["spec"]["replicatedJobs"][0]["template"]["spec"]["activeDeadlineSeconds"] == 30 * 3600
+    assert any("ended Failed (FailedJobs); retrying it" in m for _, m in retry.plan.logs)
+
+    stable = stack.up(overrides=["tpu-rl:workflow.timeouts.train=30h"])
+    assert stable.error is None and set(stable.actions.values()) == {"same"}, "a completed retry stays put"
+
+
+def test_ctrl_c_during_the_await_then_up_re_attaches_to_the_running_step(stack):
+    """After an interrupted await the state has the step with init errors (engine update.go
+    OnResourceStepPost records a partial failure); the next `up` sees the same inputs and trigger and plans
+    an empty update "to attempt to continue awaiting initialization" (sg.go continueStepsFromDiff), and the
+    provider awaits the same object again (await.go Update): nothing is deleted or started twice."""
+    interrupted = stack.up({"train": "interrupt"})
+    assert isinstance(interrupted.error, Exception)
+    train = names(stack)["train"]
+    uid = live(stack, "train")["metadata"]["uid"]
+    assert stack.state[train].init_errors
+    again = stack.up()
+    assert again.error is None, again.error
+    assert again.actions[train] == "update" and live(stack, "train")["metadata"]["uid"] == uid
+    assert set(again.actions.values()) <= {"same", "update", "create"}
+
+
+def test_change_an_operational_knob_while_training_runs_keeps_the_run(stack):
+    """The deadline and maxRestarts are ignoreChanges: processIgnoreChanges (sg.go) puts the recorded
+    values back, so the running step is neither renamed nor replaced; `up` re-attaches to it."""
+    stack.up({"train": "interrupt"})
+    uid = live(stack, "train")["metadata"]["uid"]
+    changed = ["tpu-rl:workflow.timeouts.train=30h", "tpu-rl:workflow.maxRestarts=3"]
+    assert names(stack, changed) == names(stack)
+    again = stack.up(overrides=changed)
+    assert again.error is None and again.actions[names(stack)["train"]] == "update"
+    assert live(stack, "train")["metadata"]["uid"] == uid
+
+
+def test_change_a_training_knob_while_training_runs_stops_until_the_old_run_ends(stack):
+    """A training knob renames the step (a new object); the slice is held by the old run, so `up` stops
+    before creating it and says how to wait or stop; a preview only warns. Once the old run ended, the new
+    one is created and the old object is deleted after the program finished (sg.go GenerateDeletes)."""
+    stack.up({"train": "interrupt"})
+    old = names(stack)["train"]
+    changed = ["tpu-rl:training.learningRate=3e-05"]
+    new = names(stack, changed)["train"]
+    assert new != old
+    blocked = stack.up(overrides=changed)
+    assert f"training run {old} (an earlier configuration) is still running on the TPU slice" in str(blocked.error)
+    assert f"kubectl delete jobset -n tpu-rl {old}" in str(blocked.error) and new not in blocked.actions
+    preview = stack.preview(overrides=changed)
+    assert preview.error is None and any(old in w for w in preview.plan.warnings())
+    stack.cluster.set_state("JobSet", "tpu-rl", old, "completed")
+    after = stack.up(overrides=changed)
+    assert after.error is None, after.error
+    assert after.actions[new] == "create" and after.actions[old] == "delete"
+    assert stack.cluster.get("JobSet", "tpu-rl", old) is None
+
+
+def test_runner_killed_the_run_fails_meanwhile_then_up_twice_retries_it(stack):
+    """A killed `up` leaves a pending create (journal.go carries it into every snapshot; it is not a
+    resource), so the next `up` creates the step again: with upsertExistingObjects the provider applies
+    the manifest to the existing, failed object and the await sees Failed at once (await.go Creation).
+    That create stores the failed run's own UID as the trigger; the program's marker for an object whose
+    retry-of is its own UID is "<UID>/adopted", so the following `up` replaces it (shouldTriggerReplace)."""
+    killed = stack.up({"train": "kill"})
+    assert isinstance(killed.error, Exception)
+    train = names(stack)["train"]
+    assert train in stack.pending_creates and train not in stack.state
+    stack.cluster.set_state("JobSet", "tpu-rl", train, "failed", restarts=1)  # it failed while nobody watched
+    uid = live(stack, "train")["metadata"]["uid"]
+
+    adopted = stack.up()
+    assert adopted.actions[train] == "adopt" and "failed (FailedJobs)" in str(adopted.error)
+    assert (
+        stack.state[train].trigger == uid and live(stack, "train")["metadata"]["annotations"][RETRY_ANNOTATION] == uid
+    )
+
+    retried = stack.up()
+    assert retried.error is None, retried.error
+    assert retried.actions[train] == "replace" and retried.plan.replacement_triggers[train] == uid + ADOPTED
+    assert live(stack, "train")["metadata"]["uid"] != uid
+    assert set(stack.up().actions.values()) == {"same"}
+
+
+def test_runner_killed_during_a_retry_the_retry_fails_meanwhile_then_up_twice_retries_it_again(stack):
+    """The adopting create applies ``retry-of: <its own UID>`` over the retry's ``retry-of: <first UID>``:
+    with a new field manager and no force that is an SSA conflict (await.go Creation, patchForce,
+    handleSSAErr), so the step objects carry ``pulumi.com/patchForce`` and the adoption goes through."""
+    stack.up({"train": "fail"})
+    first = live(stack, "train")["metadata"]["uid"]
+    train = names(stack)["train"]
+    stack.up({"train": "kill"})  # the retry is created (replace), then the runner dies
+    assert train in stack.pending_creates
+    retry_uid = live(stack, "train")["metadata"]["uid"]
+    assert live(stack, "train")["metadata"]["annotations"][RETRY_ANNOTATION] == first
+    stack.cluster.set_state("JobSet", "tpu-rl", train, "failed", restarts=1)
+    adopted = stack.up()
+    assert adopted.actions[train] == "adopt" and "failed (FailedJobs)" in str(adopted.error)
+    assert live(stack, "train")["metadata"]["annotations"][RETRY_ANNOTATION] == retry_uid
+    again = stack.up()
+    assert again.error is None and again.plan.replacement_triggers[train] == retry_uid + ADOPTED
+
+
+def test_runner_killed_while_training_runs_then_up_adopts_and_waits_for_it(stack):
+    """The same pending create, but the run is still going: the adopting create awaits the running object
+    (await.go Creation awaits the existing object), nothing is started twice."""
+    stack.up({"train": "kill"})
+    uid = live(stack, "train")["metadata"]["uid"]
+    again = stack.up()
+    assert again.error is None, again.error
+    assert again.actions[names(stack)["train"]] == "adopt" and live(stack, "train")["metadata"]["uid"] == uid
+
+
+def test_a_completed_step_whose_output_is_missing_is_run_again_by_the_next_up(stack):
+    """A step can complete without its files (a deleted prefix, a bucket policy): `up` fails naming the path
+    and saying that the next `up` runs it again; that `up` reads the files, finds them missing and passes
+    the run's UID as the trigger (a replacement, sg.go shouldTriggerReplace)."""
+    first = stack.up({"convert": "complete-without-output"})
+    convert = names(stack)["convert"]
+    assert "conversion finished but" in str(first.error) and f"the next `pulumi up` runs {convert} again" in str(
+        first.error
+    )
+    again = stack.up()
+    assert again.error is None, again.error
+    assert again.actions[convert] == "replace" and again.actions[names(stack)["export"]] == "create"
+
+
+def test_refresh_from_outside_the_network_fails_and_keeps_the_state(stack):
+    """kp.go Read: without deleteUnreachable, an unreachable cluster fails the refresh and the state stays;
+    with it, every object would be dropped (and the next `up` would run every step again). The program's
+    provider sets neither, so only PULUMI_K8S_DELETE_UNREACHABLE=true on that one command drops them
+    (kp.go Configure reads it when the provider's inputs lack the key)."""
+    assert stack.up().error is None
+    assert "deleteUnreachable" not in stack.provider_inputs
+    before = dict(stack.state)
+    stack.cluster.stop()
+    assert stack.refresh(reachable=False) is not None
+    assert stack.state == before, "a failed refresh keeps every object in the state"
+    assert stack.refresh(reachable=False, env={"PULUMI_K8S_DELETE_UNREACHABLE": "true"}) is None
+    assert stack.state == {}, "the documented recovery for a cluster that is really gone"
+
+
+def test_pr_preview_after_a_failed_run_warns_and_shows_the_retry(stack):
+    """A preview of an unchanged step returns its recorded outputs (step.go SameStep), a recorded Failed
+    status included: the program warns instead of failing; with the cluster readable the marker is the
+    failed UID, so the preview shows the replacement `up` will make (sg.go shouldTriggerReplace in a dry run)."""
+    stack.up({"train": "fail"})
+    train = names(stack)["train"]
+    preview = stack.preview()
+    assert preview.error is None, preview.error
+    assert preview.actions[train] == "replace"
+    assert any("ended Failed (FailedJobs); `pulumi up` will retry it" in w for w in preview.plan.warnings())
+
+
+def test_pr_preview_after_a_failed_run_from_outside_the_network_warns_once(stack):
+    """Unreadable: the trigger is null, which is "no trigger" (sg.go shouldTriggerReplace), and the
+    program's annotations are ignoreChanges, so the steps show as recorded; the recorded Failed status
+    is a warning, not an error."""
+    stack.up({"train": "fail"})
+    stack.cluster.stop()
+    preview = stack.preview()
+    assert preview.error is None, preview.error
+    assert preview.actions[names(stack)["train"]] == "same"
+    warnings = preview.plan.warnings()
+    assert sum("preview could not read the cluster" in w for w in warnings) == 1
+    assert any("at the last `pulumi up`, JobSet tpu-rl/" in w and "failed (FailedJobs)" in w for w in warnings)
+
+
+def test_pr_preview_of_a_retried_run_from_outside_the_network_shows_no_change(stack):
+    """The retry's object carries ``tpu-rl/retry-of``; a preview that cannot read the cluster passes no
+    marker, and the annotation is ignoreChanges (processIgnoreChanges keeps the recorded one), so nothing
+    shows as an update; the null trigger is no trigger (shouldTriggerReplace)."""
+    stack.up({"train": "fail"})
+    assert stack.up().error is None
+    stack.cluster.stop()
+    preview = stack.preview()
+    assert preview.error is None and set(preview.actions.values()) == {"same"}
