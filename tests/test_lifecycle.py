@@ -151,3 +151,36 @@ def test_offline_plans_never_read_the_cluster(monkeypatch):
     monkeypatch.setattr(live.ClusterReader, "list", forbidden)
     plan, _ = plan_stack(ROOT / "Pulumi.dev.yaml", secrets={"tpu-rl:hfToken": SENTINEL_TOKEN})
     assert plan.error is None
+
+
+URNS = {
+    "namespace": "tpu-rl:k8s:KubernetesPlatform$kubernetes:core/v1:Namespace::namespace",
+    "hf-token": "tpu-rl:k8s:KubernetesPlatform$kubernetes:core/v1:Secret::hf-token",
+    "workload-ksa": "tpu-rl:k8s:KubernetesPlatform$kubernetes:core/v1:ServiceAccount::workload-ksa",
+    "scratch-storage-class": (
+        "tpu-rl:k8s:KubernetesPlatform$kubernetes:storage.k8s.io/v1:StorageClass::scratch-storage-class"
+    ),
+    "jobset": "tpu-rl:k8s:KubernetesPlatform$kubernetes:helm.sh/v3:Release::jobset",
+    "convert": "tpu-rl:workflow:WorkflowRun$kubernetes:batch/v1:Job::{name}",
+    "train": "tpu-rl:workflow:WorkflowRun$kubernetes:jobset.x-k8s.io/v1alpha2:JobSet::{name}",
+    "export": "tpu-rl:workflow:WorkflowRun$kubernetes:batch/v1:Job::{name}",
+}
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_every_kubernetes_urn_is_pinned(stack):
+    """The provider adopts existing objects (upsertExistingObjects): an object whose URN changed would be
+    created (adopted) under the new URN and then deleted by name with the old one at the end of `up`
+    (step_generator.go GenerateDeletes; the provider deletes by name). A change here needs an alias."""
+    plan = plan_of(stack)
+    steps = {s: r["name"] for s, r in step_resources(plan).items()}
+    kubernetes = {
+        r["name"] for r in plan.resources if r["type"].startswith("kubernetes:") and "providers" not in r["type"]
+    }
+    expected = {}
+    for key, suffix in URNS.items():
+        name = steps.get(key, key)
+        expected[name] = f"urn:pulumi:{stack}::tpu-rl::" + suffix.format(name=name)
+    assert kubernetes == set(expected)
+    assert {name: plan.urns[name] for name in kubernetes} == expected
+    assert all(not r["options"]["aliases"] for r in plan.resources if r["name"] in kubernetes), "add aliases here"

@@ -122,6 +122,15 @@ def test_readme_lists_every_key_with_its_default_and_bounds():
     assert "| `tpu-rl:workflow.timeouts.train` | `24h` | duration 1m..168h |" in table
 
 
+def test_readme_lists_every_network_budget():
+    from core.deadline import BUDGETS, reference_table
+
+    table = reference_table()
+    assert table in (ROOT / "README.md").read_text(), "README's budget table is stale:\n" + table
+    assert BUDGETS["auth-plugin"].total + BUDGETS["cluster-read"].total < 30, "a preview with a hanging plugin"
+    assert all(b.total <= 60 for b in BUDGETS.values())
+
+
 def test_every_training_field_is_its_knob():
     """The schema's training fields are built from core.knobs (the README table above pins their text);
     rebuilt here so a broken builder shows up in the test run, not only at import."""

@@ -71,6 +71,8 @@ class Plan:
     """Resource name -> its ``replacement_trigger`` option, where one is set."""
     logs: list[tuple[str, str]] = field(default_factory=list, repr=False)
     """(level, message) of what the program logged through ``pulumi.log`` (warnings, infos)."""
+    urns: dict[str, str] = field(default_factory=dict, repr=False)
+    """Resource name -> the URN the mock monitor gave it (the parent chain of types, then the name)."""
 
     def warnings(self) -> list[str]:
         return [message for level, message in self.logs if level == "WARNING"]
@@ -200,7 +202,7 @@ def _options(request: Any) -> dict[str, Any]:
         "ignoreChanges": list(request.ignoreChanges),
         "deletedWith": _urn_name(request.deletedWith) if request.deletedWith else None,
         "retainOnDelete": bool(request.retainOnDelete) if request.HasField("retainOnDelete") else False,
-        "aliases": [str(alias) for alias in request.aliases],
+        "aliases": [json_format.MessageToDict(alias) for alias in request.aliases],
     }
 
 
@@ -322,4 +324,5 @@ def _run_isolated(
         error=error,
         replacement_triggers=triggers,
         logs=capture.records,
+        urns=dict(recorder.urns),
     )
