@@ -131,10 +131,18 @@ class Dataset:
     keys: tuple[tuple[str, str], ...]
 
 
+PLAIN_TEMPLATE = "maxtext/examples/chat_templates/openmathinstruct2_rl.json"
+"""The data template with no turn markers (``{system_prompt}\\n\\n{question}``). MaxText's ``process_data``
+(``utils_rl.py`` 765-769) wraps every prompt in the tokenizer's own chat template, so a template that
+carries turn markers itself nests them: ``gsm8k_rl.json`` hard-codes Gemma 3's ``<start_of_turn>``, which
+Gemma 4 (``<|turn>user``, ``processor_gemma4.py`` 97) then wraps again (MaxText's own
+``rl_gemma4_e4b.md`` warns of it). The tutorial runs GSM8K with this template and no dataset keys, so
+rl.yml's ``openai/gsm8k`` is what it trains on; both choices here use it."""
+
 DATASETS: dict[str, Dataset] = {
     "openmathinstruct2": Dataset(
         "openmathinstruct2",
-        "maxtext/examples/chat_templates/openmathinstruct2_rl.json",
+        PLAIN_TEMPLATE,
         (
             ("dataset_name", "nvidia/OpenMathInstruct-2"),
             ("eval_dataset_name", "nvidia/OpenMathInstruct-2"),
@@ -144,7 +152,7 @@ DATASETS: dict[str, Dataset] = {
     ),
     "gsm8k": Dataset(
         "gsm8k",
-        "maxtext/examples/chat_templates/gsm8k_rl.json",
-        (("dataset_name", "openai/gsm8k"), ("eval_dataset_name", "openai/gsm8k")),
+        PLAIN_TEMPLATE,
+        (("dataset_name", "openai/gsm8k"), ("eval_dataset_name", "openai/gsm8k")),  # rl.yml's own defaults
     ),
 }

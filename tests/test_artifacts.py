@@ -153,12 +153,12 @@ def test_up_exports_the_last_step_found_and_warns_when_it_is_short(gcs):
         names = [f"{step}/model_params/x", f"{step}/commit_success.txt"]
         put(gcs, actor, *names)
     put(gcs, steps["export"]["artifactUri"], "config.json", "model.safetensors", "tokenizer_config.json")
-    upload_run(gcs, steps["train"]["outputUri"], steps=[1, 2, 3, 4])
+    upload_run(gcs, steps["train"]["outputUri"], steps=[1, 2, 3, 4, 47, 48, 49])
     plan = _run_up()
     assert plan.error is None, plan.error
     summary = plan.outputs["steps"]["train"]["summary"]
     assert summary["accuracyBefore"] == 30.0 and summary["accuracyAfter"] == 52.5
-    assert summary["finalReward"] == pytest.approx(reward(4)) and summary["lastStep"] == 49
+    assert summary["finalReward"] == pytest.approx(reward(49)) and summary["lastStep"] == 49
     assert summary["tpuChipHours"] > 0
     assert plan.outputs["steps"]["train"]["finalStep"] == 49
     assert plan.outputs["steps"]["train"]["checkpointUri"] == f"{actor}49/model_params/"

@@ -7,8 +7,10 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,9 +21,11 @@ from tests.conftest import put, shared_path, slug
 from tests.lifecycle_walk import settings
 from workloads.commands import (
     CHECKPOINT_SCAN,
+    EVALS_LOG,
     OPTIMIZER_PATCH,
     TRAIN_LOG,
-    UPLOAD_LOG,
+    TRAIN_RL,
+    UPLOAD,
     UTILS_RL,
     quote,
     vllm_additional_config,
@@ -71,6 +75,7 @@ SHIM = """#!/bin/sh
 "{python}" -c 'import json, sys; open(sys.argv[1], "a").write(json.dumps(sys.argv[2:]) + "\\n")' "{log}" "$@"
 if [ "$1" = "-c" ] && [ -n "$SHIM_RUN_C" ]; then exec "{python}" "$@"; fi
 if [ "$1" = "-c" ] && [ -n "$SHIM_C_PRINTS" ]; then echo "$SHIM_C_PRINTS"; fi
+if [ "$1" = "-m" ] && [ -n "$SHIM_TRAIN_RL" ]; then exec "{python}" "$SHIM_TRAIN_RL"; fi
 if [ -n "$SHIM_FAIL" ]; then exit "$SHIM_FAIL"; fi
 """
 
@@ -79,10 +84,10 @@ def run_in_bash(
     command: list[str], tmp_path: Path, env: dict[str, str] | None = None, check: bool = True
 ) -> list[list[str]]:
     """Run a container command with ``python3`` on PATH recording each call's argv (``SHIM_RUN_C=1``
-    also runs ``python3 -c`` snippets with the real interpreter). The training log goes to
-    ``tmp_path/train.log`` instead of the container's /tmp."""
+    also runs ``python3 -c`` snippets with the real interpreter; ``SHIM_TRAIN_RL=<file>`` runs that file
+    for ``python3 -m ...``). The training log and side file go to ``tmp_path`` instead of /tmp."""
     assert command[:2] == ["/bin/bash", "-c"]
-    script = command[2].replace(TRAIN_LOG, str(tmp_path / "train.log"))
+    script = command[2].replace(TRAIN_LOG, str(tmp_path / "train.log")).replace(EVALS_LOG, str(tmp_path / "evals.txt"))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     log = tmp_path / "calls.jsonl"
@@ -129,7 +134,7 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
     objs = objects("prod")
     calls = run_in_bash(container_command(objs["train"]), tmp_path)
     assert calls[0] == ["-c", OPTIMIZER_PATCH, UTILS_RL], "the Adafactor patch runs first"
-    actual = calls[1]
+    actual = train_call(calls)
     train_uri = objs["train"]["metadata"]["annotations"]["tpu-rl/input"]
     train_out = f"{PROD_BUCKET}/gemma4-26b/train/{step_id(objs['train'])}/"
     expected = []
@@ -151,11 +156,17 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
     expected.append("checkpoint_period=10")  # not in the tutorial: bounds what a failure loses (README)
     assert actual == expected
     assert train_uri == f"{PROD_BUCKET}/gemma4-26b/convert/{step_id(objs['convert'])}/0/items/"
-    upload = calls[2]
-    assert upload[:2] == ["-c", UPLOAD_LOG] and upload[2] == str(tmp_path / "train.log")
+    uploads = [c[2:] for c in calls if c[:2] == ["-c", UPLOAD]]
+    evals, log = str(tmp_path / "evals.txt"), str(tmp_path / "train.log")
+    assert [u[0] for u in uploads] == [evals, log, evals], "the side file at the start; both files at the end"
     assert f"> {TRAIN_LOG}" in container_command(objs["train"])[2], "the container writes its log to /tmp"
-    assert re.fullmatch(re.escape(f"{train_out}logs/train-") + r"\d{8}T\d{6}Z\.log", upload[3])
-    assert len(calls) == 3
+    attempt = re.fullmatch(re.escape(f"{train_out}logs/train-") + r"(\d{8}T\d{6}Z)\.log", uploads[1][1])
+    assert attempt and uploads[0][1] == uploads[2][1] == f"{train_out}logs/evals-{attempt.group(1)}.txt"
+    assert len(calls) == 5
+
+
+def train_call(calls: list[list[str]]) -> list[str]:
+    return next(c for c in calls if c[:2] == ["-m", TRAIN_RL])
 
 
 @pytest.mark.pure
@@ -165,7 +176,7 @@ def test_training_fails_with_train_rls_exit_code_after_copying_the_log(tmp_path)
     failing = command[2].replace("python3 -m maxtext", "(exit 7) && python3 -m maxtext", 1)
     calls = run_in_bash([*command[:2], failing], tmp_path, check=False)
     assert run_in_bash.last.returncode == 7
-    assert calls[-1][:2] == ["-c", UPLOAD_LOG]
+    assert calls[-2][:3] == ["-c", UPLOAD, str(tmp_path / "train.log")]
 
 
 @pytest.mark.pure
@@ -195,7 +206,7 @@ def test_the_training_log_starts_with_the_run_record(tmp_path, overrides, slices
         },
         "optimizer": "adafactor",
         "dataset": "openmathinstruct2",
-        "argv": calls[1][2:],
+        "argv": train_call(calls)[2:],
     }
     assert log.read_text().splitlines()[0] == RUN_LINE + json.dumps(record, separators=(",", ":")), "compact JSON"
     assert "tpu-rl: starting train_rl (VLLM_HOST_IP=10.1.2.3)" in run_in_bash.last.stdout
@@ -320,7 +331,7 @@ def test_export_stops_with_the_setup_failure_code_when_there_is_nothing_to_expor
 @pytest.mark.pure
 def test_adamw_means_no_patch(tmp_path):
     calls = run_in_bash(container_command(objects("prod", "tpu-rl:training.optimizer=adamw")["train"]), tmp_path)
-    assert [c[1] for c in calls] == ["maxtext.trainers.post_train.rl.train_rl", UPLOAD_LOG]
+    assert [c[1] for c in calls] == [UPLOAD, TRAIN_RL, UPLOAD, UPLOAD]
 
 
 @pytest.mark.pure
@@ -329,7 +340,7 @@ def test_extra_args_are_appended_verbatim(tmp_path):
         "prod", "tpu-rl:training.extraArgs.eval_interval=1000", "tpu-rl:training.extraArgs.num_test_batches=2"
     )
     calls = run_in_bash(container_command(objs["train"]), tmp_path)
-    assert calls[1][-2:] == ["eval_interval=1000", "num_test_batches=2"]
+    assert train_call(calls)[-2:] == ["eval_interval=1000", "num_test_batches=2"]
 
 
 UTILS_RL_EXCERPT = """def get_optimizer(config, learning_rate):
@@ -433,3 +444,104 @@ def test_training_env_matches_the_tutorial():
     assert "--gcs_scratch_location=gs://my-tpu-prod-project-tpu-rl-prod/pathways/" in rm["args"]
     assert os.path.basename(head["nodeSelector"]["cloud.google.com/gke-nodepool"]) == "cpu-np"
     assert re.fullmatch(r"4", worker["containers"][0]["resources"]["limits"]["google.com/tpu"])
+
+
+TRAIN_RL_STAND_IN = """import time
+# What train_rl prints when it resumes (tunix checkpoint_manager.py 292-296, then MaxText train_rl.py 785-788),
+# then it trains on; like train_rl it has no SIGTERM handler.
+print("I1201 05:00:01.000000 1 checkpoint_manager.py:293] Restored params from step: 30 in 12.345 seconds", flush=True)
+print("W1201 05:00:02.000000 1 train_rl.py:786] Pre RL Training: corr=30, total=40, accuracy=75.0%, "
+      "partial_accuracy=80.0%, format_accuracy=95.0%, mean_reward=0.7000", flush=True)
+print("I1201 05:00:03.000000 1 peft_trainer.py:736] Train step 31 training loss: 0.1", flush=True)
+time.sleep(120)
+"""
+
+
+def _logs(gcs, prefix: str) -> dict[str, str]:
+    bucket, _, path = prefix.removeprefix("gs://").partition("/")
+    return {b.name.rsplit("/", 1)[-1]: b.download_as_text() for b in gcs.list_blobs(bucket, prefix=path + "logs/")}
+
+
+def test_sigterm_reaches_train_rl_and_the_attempt_keeps_its_log_and_evaluations(tmp_path, gcs):
+    """A JobSet restart or a deadline stops the head pod: the kubelet sends SIGTERM to the container's PID 1,
+    bash. The script forwards it to train_rl, waits for it, copies the log and the side file, and exits
+    with train_rl's status (143); the side file had the evaluation as soon as it was printed."""
+    from workloads.evaluations import read_run_logs
+
+    objs = objects("prod", "tpu-rl:training.optimizer=adamw")
+    output = f"{PROD_BUCKET}/gemma4-26b/train/{step_id(objs['train'])}/"
+    gcs.create_bucket(output.removeprefix("gs://").split("/")[0])
+    stand_in = tmp_path / "train_rl.py"
+    stand_in.write_text(TRAIN_RL_STAND_IN)
+    run_in_bash(["/bin/bash", "-c", "true"], tmp_path)  # installs the shim
+    script = container_command(objs["train"])[2].replace(TRAIN_LOG, str(tmp_path / "train.log"))
+    script = script.replace(EVALS_LOG, str(tmp_path / "evals.txt"))
+    env = {
+        "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
+        "SHIM_RUN_C": "1",
+        "SHIM_TRAIN_RL": str(stand_in),
+        "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"],
+        "NO_GCE_CHECK": "True",
+    }
+    bash = subprocess.Popen(["bash", "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 40
+        while not any(
+            "Pre RL Training" in text for name, text in _logs(gcs, output).items() if name.startswith("evals-")
+        ):
+            assert time.monotonic() < deadline and bash.poll() is None, "the side file never had the evaluation"
+            time.sleep(0.2)
+        assert not any(name.startswith("train-") for name in _logs(gcs, output)), "the full log comes at the end"
+        bash.send_signal(signal.SIGTERM)
+        out, _ = bash.communicate(timeout=40)
+    finally:
+        bash.kill()
+    assert bash.returncode == 128 + signal.SIGTERM, "train_rl's status: it was stopped by the forwarded SIGTERM"
+    assert "tpu-rl: forwarding SIGTERM to train_rl" in out and "Train step 31" in out, "the log is on stdout"
+    logs = _logs(gcs, output)
+    (log,) = [text for name, text in logs.items() if name.startswith("train-")]
+    (evals,) = [text for name, text in logs.items() if name.startswith("evals-")]
+    assert log.startswith(RUN_LINE) and "Restored params from step: 30" in log and "Train step 31" in log
+    assert evals.startswith(RUN_LINE) and "Train step" not in evals, "the side file holds only what it selects"
+    found = read_run_logs(gcs, output)
+    assert found.attempts[0].restored_step == 30 and found.pre is None
+    assert "resumed from a checkpoint (step 30 first)" in found.pre_unknown
+
+
+# Gemma 4's turn markers (MaxText 0.2.4 multimodal/processor_gemma4.py:97; tunix c4ec573
+# rl/agentic/parser/chat_template_parser/parser.py Gemma4ChatTemplateParser; vLLM's gemma4 chat template):
+# a user turn is "<|turn>user\n...<turn|>\n", the generation prompt "<|turn>model\n".
+GEMMA4_TURN, GEMMA4_END = "<|turn>", "<turn|>"
+GEMMA3_MARKERS = ("<start_of_turn>", "<end_of_turn>")
+
+
+def gemma4_prompt(user_content: str) -> str:
+    """What the tokenizer's chat template makes of one user message with add_generation_prompt=True
+    (MaxText utils_rl.py 765-769, process_data)."""
+    return f"<bos>{GEMMA4_TURN}user\n{user_content.strip()}{GEMMA4_END}\n{GEMMA4_TURN}model\n"
+
+
+@pytest.mark.parametrize("dataset", ["openmathinstruct2", "gsm8k"])
+def test_each_dataset_prompt_has_exactly_one_turn_marker_per_turn_for_gemma4(dataset):
+    """MaxText formats the data template (utils_rl.py 648-667, format_maxtext_messages) and then wraps it in
+    the tokenizer's chat template: a template with turn markers of its own would nest them."""
+    from core.knobs import DATASETS
+
+    template = json.loads(shared_path("maxtext-0.2.4", *DATASETS[dataset].template.split("/")[1:]).read_text())
+    system = template["SYSTEM_PROMPT"].format(
+        reasoning_start_token="<reasoning>",
+        reasoning_end_token="</reasoning>",
+        solution_start_token="<answer>",
+        solution_end_token="</answer>",
+    )
+    content = template["TEMPLATE"].format(system_prompt=system, question="What is 12 * 7?")
+    prompt = gemma4_prompt(content)
+    assert prompt.count(GEMMA4_TURN) == 2 and prompt.count(GEMMA4_END) == 1, "one user turn, one model turn"
+    assert not any(marker in prompt for marker in GEMMA3_MARKERS), "no Gemma 3 markers inside Gemma 4's"
+    assert "What is 12 * 7?" in prompt and "<answer>" in prompt
+
+
+def test_the_gsm8k_template_would_nest_turn_markers():
+    """Why neither choice uses gsm8k_rl.json: its TEMPLATE hard-codes Gemma 3's markers."""
+    template = json.loads(shared_path("maxtext-0.2.4", "examples", "chat_templates", "gsm8k_rl.json").read_text())
+    assert all(marker in template["TEMPLATE"] for marker in GEMMA3_MARKERS)

@@ -112,7 +112,8 @@ def test_pathways_head_job_and_pod():
         },
     }
     pod = job["template"]["spec"]
-    assert {k: pod[k] for k in HOST_NETWORK} == HOST_NETWORK
+    head_network = {**HOST_NETWORK, "terminationGracePeriodSeconds": 120}  # time to copy the attempt's log
+    assert {k: pod[k] for k in head_network} == head_network
     assert pod["restartPolicy"] == "Never"
     assert pod["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu-np"}
     assert pod["tolerations"] == [CPU_TOLERATION]
@@ -497,8 +498,8 @@ def test_the_identity_covers_the_objects_name_and_labels():
 # A step's name is its identity: a change here re-runs that step (and the ones after it) for every user
 # on their next `pulumi up`. Update these deliberately, with the reason in the commit message.
 STEP_NAMES = {
-    "dev": ["gemma4-e4b-convert-45028d21a9", "gemma4-e4b-train-bca9d688ab", "gemma4-e4b-export-92c2b3d56e"],
-    "prod": ["gemma4-26b-convert-e2a7b1dd08", "gemma4-26b-train-11ff0a1767", "gemma4-26b-export-9df26a29af"],
+    "dev": ["gemma4-e4b-convert-45028d21a9", "gemma4-e4b-train-5534c3959c", "gemma4-e4b-export-c78bfcd923"],
+    "prod": ["gemma4-26b-convert-e2a7b1dd08", "gemma4-26b-train-ed0cd6ec7c", "gemma4-26b-export-d312cd0c03"],
 }
 
 

@@ -122,6 +122,14 @@ def test_readme_lists_every_key_with_its_default_and_bounds():
     assert "| `tpu-rl:workflow.timeouts.train` | `24h` | duration 1m..168h |" in table
 
 
+def test_readme_lists_every_refused_extra_arg():
+    from infra.config.load import REFUSED_KEYS, refused_keys_table
+
+    assert refused_keys_table() in (ROOT / "README.md").read_text(), "README's refused keys are stale"
+    workflow = {"enable_checkpointing", "checkpoint_dir", "run_name", "base_output_directory", "load_parameters_path"}
+    assert workflow | {"tensorboard_dir"} <= set(REFUSED_KEYS)
+
+
 def test_readme_lists_every_network_budget():
     from core.deadline import BUDGETS, reference_table
 

@@ -11,7 +11,7 @@ import pytest
 from core.deadline import BUDGETS, Budget
 from tests.lifecycle_walk import settings
 from tests.report_screenshot import CHROMIUM, screenshot
-from tests.run_files import START, STEP_SECONDS, reward, upload_run
+from tests.run_files import FIRST_ATTEMPT, RESTORED, SECOND_ATTEMPT, STEP_SECONDS, reward, upload_run
 from workloads import report as report_cli
 from workloads.evaluations import parse_logs
 from workloads.run_data import gather
@@ -39,11 +39,15 @@ def test_report_json_holds_every_tag_sorted_the_evaluations_and_the_summary(gcs,
         "actor/train/kl",
         "actor/train/loss",
         "completions/train/mean_length",
+        "jax/checkpoint/write/async/commit_future_count",
+        "jax/orbax/write/async/start_time",
         "rewards/train/mean",
         "rewards/train/sum",
-    ]
-    assert report["scalars"]["rewards/train/sum"] == [[s, pytest.approx(reward(s))] for s in range(1, 11)]
-    assert report["scalars"]["completions/train/mean_length"][-1] == [10, 250.0]
+    ], "every tag unchanged, Orbax's step-0 scalars included"
+    assert report["scalars"]["rewards/train/sum"] == [[s - 1, pytest.approx(reward(s))] for s in range(1, 11)]
+    assert report["scalars"]["actor/train/loss"][0][0] == 1, "tunix: the rollout at step s-1, the update at s"
+    assert report["stepOffsets"]["rewards/"] == 1 and "actor/" not in report["stepOffsets"]
+    assert report["scalars"]["completions/train/mean_length"][-1] == [9, 250.0]
     assert report["evaluation"]["pre"] == {
         "corr": 12,
         "total": 40,
@@ -71,7 +75,11 @@ def test_report_json_holds_every_tag_sorted_the_evaluations_and_the_summary(gcs,
             "mean_reward": 0.55,
         }
     ], "a re-evaluated step keeps its latest values"
-    hours = ((START + 60 + 10 * STEP_SECONDS) - (START + 1 * STEP_SECONDS)) / 3600
+    # Each attempt's span of tunix's events (rewards one second before the update), not the gap between them
+    # nor Orbax's scalars two seconds after a save.
+    per_attempt = (4 * STEP_SECONDS + 1) / 3600
+    assert [a["hours"] for a in report["attempts"]] == [round(per_attempt, 4)] * 2
+    assert [(a["firstStep"], a["lastStep"]) for a in report["attempts"]] == [(1, 5), (6, 10)]
     assert report["summary"] == {
         "accuracyBefore": 30.0,
         "accuracyAfter": 52.5,
@@ -79,11 +87,19 @@ def test_report_json_holds_every_tag_sorted_the_evaluations_and_the_summary(gcs,
         "meanRewardAfter": 0.65,
         "finalReward": pytest.approx(reward(10)),
         "lastStep": 10,
-        "tpuChipHours": round(hours * 8, 2),
+        "tpuChipHours": round(2 * per_attempt * 8, 2),
+        "attempts": 2,
     }
     assert report["run"]["stack"] == "dev" and report["run"]["chips"] == 8 and report["run"]["capacity"] == "spot"
     assert report["run"]["steps"]["train"]["outputUri"] == RUN
-    assert report["run"]["logs"] == ["train-20261130T050000Z.log", "train-20261130T060000Z.log"]
+    assert report["run"]["logs"] == [
+        f"evals-{FIRST_ATTEMPT}.txt",
+        f"evals-{SECOND_ATTEMPT}.txt",
+        f"train-{SECOND_ATTEMPT}.log",
+    ]
+    attempts = report["evaluation"]["attempts"]
+    assert [(a["start"], a["restoredStep"]) for a in attempts] == [(FIRST_ATTEMPT, None), (SECOND_ATTEMPT, RESTORED)]
+    assert attempts[1]["pre"]["accuracy"] == 37.5 and attempts[1]["pre"]["afterRestore"] is True
     assert report["truncated"] is False
 
 
@@ -124,18 +140,20 @@ def test_a_truncated_last_file_and_an_empty_run(gcs, tmp_path):
     data = gather(gcs, RUN)
     assert data.scalars.truncated
     series = {tag: dict(points) for tag, points in data.scalars.series.items()}
-    assert 7 not in series["completions/train/mean_length"], "the cut record (the last one written) is dropped"
-    assert 7 in series["rewards/train/sum"] and data.scalars.last_step == 10, "everything before it is kept"
+    assert 10 in series["actor/train/kl"] and data.scalars.last_step == 10, "everything before the cut is kept"
     empty = "gs://my-tpu-dev-project-tpu-rl-dev/gemma4-e4b/train/0000000000/"
     upload_run(gcs, empty, steps=[], logs=False)
     code, out = make(tmp_path, "--run-uri", empty)
     assert code == 0
     report = json.loads((out / "report.json").read_text())
-    assert (
-        report["steps"] is None
-        and report["scalars"] == {}
-        and report["evaluation"] == {"pre": None, "post": None, "intermediate": []}
-    )
+    assert report["steps"] is None and report["scalars"] == {} and report["attempts"] == []
+    assert report["evaluation"] == {
+        "pre": None,
+        "preUnknown": "the run left no logs",
+        "post": None,
+        "intermediate": [],
+        "attempts": [],
+    }
     assert not list(out.glob("*.png"))
     assert "No TensorBoard scalars were found" in (out / "report.html").read_text()
 
@@ -191,3 +209,81 @@ def test_the_page_renders_in_headless_chromium(gcs, tmp_path):
     width, height = _png_size(shot)
     assert (width, height) == (1100, 1500)
     assert len(zlib.compress(shot.read_bytes())) > 50_000, "the page rendered text and plots"
+
+
+@pytest.mark.pure
+def test_pass_at_1_gives_a_float_corr_that_is_kept():
+    """evaluate_rl.py 174-181: with eval_mode=pass_at_1 corr is the sum of per-question fractions."""
+    line = (
+        "W1130 05:02:03.000000 1 train_rl.py:786] Pre RL Training: corr=12.333333333333334, total=40, "
+        "accuracy=30.833333333333336%, partial_accuracy=45.0%, format_accuracy=80.0%, mean_reward=0.4500"
+    )
+    pre = parse_logs([("train-20261130T050000Z.log", line)]).pre
+    assert pre["corr"] == pytest.approx(12.333333333333334) and pre["total"] == 40
+    assert parse_logs([("train-20261130T050000Z.log", line.replace("12.333333333333334", "12"))]).pre["corr"] == 12
+
+
+@pytest.mark.pure
+def test_a_resumed_attempts_pre_rl_line_is_never_the_base_model():
+    """A resume restores the checkpoint, then evaluates (train_rl.py 768-788): its Pre RL Training line is of
+    trained weights. With the first attempt's log lost the base accuracy is unknown, and the reason says so."""
+    resumed = "\n".join(
+        [
+            "I1130 06:00:40.000000 1 checkpoint_manager.py:293] Restored params from step: 30 in 1.000 seconds",
+            "W1130 06:02:03.000000 1 train_rl.py:786] Pre RL Training: corr=30, total=40, accuracy=75.0%, "
+            "partial_accuracy=80.0%, format_accuracy=95.0%, mean_reward=0.7000",
+        ]
+    )
+    found = parse_logs([("train-20261130T060000Z.log", resumed)])
+    assert found.pre is None and found.attempts[0].restored_step == 30
+    assert found.pre_unknown.startswith("every surviving log is of an attempt that resumed from a checkpoint")
+    fresh = "W1130 05:02:03.000000 1 train_rl.py:786] Pre RL Training: corr=12, total=40, accuracy=30.0%, "
+    fresh += "partial_accuracy=45.0%, format_accuracy=80.0%, mean_reward=0.4500"
+    both = parse_logs([("train-20261130T060000Z.log", resumed), ("evals-20261130T050000Z.txt", fresh)])
+    assert both.pre["accuracy"] == 30.0 and both.pre_unknown is None, "the fresh attempt's, though it came first"
+
+
+@pytest.mark.pure
+def test_status_does_not_overstate_the_step_after_a_resume():
+    """The dead attempt logged step 7; the new one restored step 5 and has logged nothing yet: it is at 5."""
+    from workloads.evaluations import Attempt, Evaluations
+    from workloads.run_data import RunData
+    from workloads.scalars import EventAttempt, Scalars
+
+    dead = EventAttempt("events.out.tfevents.1790000000.head", 1_790_000_000.0, 1_790_003_000.0, 1, 7)
+    scalars = Scalars(series={"actor/train/loss": [(7, 0.1)]}, attempts=[dead])
+    logs = Evaluations(attempts=[Attempt("20260921T133000Z"), Attempt("20260921T150000Z", restored_step=5)])
+    assert RunData("gs://b/r/", scalars, logs, checkpoint_step=5).last_step == 5
+    started = EventAttempt("events.out.tfevents.1790010000.head", 1_790_010_000.0, 1_790_010_400.0, 6, 6)
+    scalars.attempts.append(started)
+    assert RunData("gs://b/r/", scalars, logs, checkpoint_step=5).last_step == 6
+
+
+def test_a_200_mib_log_is_read_by_its_head_and_tail(gcs):
+    """A debug run's log is large; its pre-RL line is at the start and its post-RL line at the end."""
+    from tests.run_files import POST, PRE, RECORD
+    from workloads.evaluations import HEAD_BYTES, TAIL_BYTES, read_run_logs
+
+    bucket, _, prefix = RUN.removeprefix("gs://").partition("/")
+    gcs.create_bucket(bucket)
+    filler = b"I1130 05:10:00.000000 1 rl_cluster.py:730] Rollout string metric completions: ...\n"
+    middle = filler * ((200 << 20) // len(filler))
+    data = f"{RECORD}\n{PRE}\n".encode() + middle + f"{POST}\n".encode()
+    assert len(data) >= 200 << 20 > HEAD_BYTES + TAIL_BYTES
+    gcs.fake.lay_out(bucket, [f"{prefix}logs/train-20261130T050000Z.log"], data=data)
+    found = read_run_logs(gcs, RUN)
+    assert found.pre["accuracy"] == 30.0 and found.post["accuracy"] == 52.5 and found.run["model"] == "gemma4-e4b"
+
+
+@pytest.mark.parametrize("given", ["Spot", "reservation", "FLEX-START"])
+def test_capacity_is_any_case(gcs, tmp_path, given):
+    upload_run(gcs, RUN, steps=STEPS)
+    assert make(tmp_path, "--run-uri", RUN, "--capacity", given)[0] == 0
+    assert f"({given.lower()})" in (tmp_path / "report" / "report.html").read_text(), "priced at that capacity"
+
+
+def test_an_unknown_capacity_is_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exited:
+        make(tmp_path, "--run-uri", RUN, "--capacity", "bogus")
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exited.value.code == 2 and "invalid choice: 'bogus'" in err and not (tmp_path / "report").exists()

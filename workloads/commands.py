@@ -15,7 +15,7 @@ from pathlib import Path
 from core.knobs import DATASETS, TRAINING_KNOBS
 from core.names import SETUP_FAILURE_EXIT
 from core.settings import Settings
-from workloads.evaluations import RUN_LINE
+from workloads.evaluations import RUN_LINE, SIDE_PATTERN
 
 TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
 TRAIN_RL = "maxtext.trainers.post_train.rl.train_rl"
@@ -109,15 +109,16 @@ CHECKPOINT_REF = "${checkpoint}"
 """The export's input, found at run time by ``checkpoint_scan.py`` (see ``export_script``)."""
 CHECKPOINT_SCAN = (Path(__file__).parent / "checkpoint_scan.py").read_text()
 TRAIN_LOG = "/tmp/tpu-rl-train.log"
-# Copies the training output next to the checkpoints (best effort: never changes the step's outcome).
-UPLOAD_LOG = """import sys
+EVALS_LOG = "/tmp/tpu-rl-evals.txt"
+# Copies a file of the attempt next to the checkpoints (best effort: never changes the step's outcome).
+UPLOAD = """import sys
 from google.cloud import storage
 bucket, _, name = sys.argv[2][len("gs://"):].partition("/")
 try:
     storage.Client().bucket(bucket).blob(name).upload_from_filename(sys.argv[1], content_type="text/plain")
-    print(f"tpu-rl: training log copied to {sys.argv[2]}")
+    print(f"tpu-rl: copied to {sys.argv[2]}")
 except Exception as err:
-    print(f"tpu-rl: could not copy the training log to {sys.argv[2]}: {type(err).__name__}", file=sys.stderr)
+    print(f"tpu-rl: could not copy {sys.argv[1]} to {sys.argv[2]}: {type(err).__name__}", file=sys.stderr)
 """
 
 
@@ -206,19 +207,48 @@ def run_record(settings: Settings, argv: list[str]) -> dict[str, object]:
 
 
 def train_script(settings: Settings, argv: list[str], output_uri: str) -> str:
-    """The training container's script: the optimizer patch (Adafactor), then ``train_rl``, its output
-    teed to a log that is copied to ``<output>logs/`` (where the report reads the evaluations)."""
+    """The training container's script (bash is the container's PID 1):
+
+    - the optimizer patch (Adafactor), in strict mode: a changed image stops it;
+    - the run record, first line of the attempt's log and of its side file, and the side file copied at
+      once, so `make status` sees a new attempt as it starts;
+    - ``train_rl`` in the background, its output appended to the log, which ``tail --pid`` shows on the
+      container's stdout (``kubectl logs``); SIGTERM (a JobSet restart, a deadline, a deleted pod) is
+      forwarded to it (PID 1 ignores a signal it has no handler for, so without the trap nothing would
+      stop train_rl until the grace period's SIGKILL);
+    - each evaluation and restore line, as it appears, appended to the side file and the side file
+      copied (a killed attempt keeps its evaluations);
+    - when train_rl exits, for any reason, the log and the side file copied to ``<output>logs/``, and the
+      container exits with train_rl's status.
+    """
     lines = ["set -euo pipefail"]
     if settings.training.optimizer == "adafactor":
         lines.append(f"python3 -c {shlex.quote(OPTIMIZER_PATCH)} {quote(UTILS_RL)}")
     record = json.dumps(run_record(settings, argv), separators=(",", ":"))
+    upload = f"python3 -c {shlex.quote(UPLOAD)}"
     lines += [
-        'echo "tpu-rl: starting train_rl (VLLM_HOST_IP=${VLLM_HOST_IP:-unset})"',
+        'attempt="$(date -u +%Y%m%dT%H%M%SZ)"',
+        f'log_uri="{output_uri}logs/train-${{attempt}}.log"',
+        f'evals_uri="{output_uri}logs/evals-${{attempt}}.txt"',
         f"printf '%s\\n' {shlex.quote(RUN_LINE + record)} > {TRAIN_LOG}",
-        "status=0",
-        f"{command_line(argv)} 2>&1 | tee -a {TRAIN_LOG} || status=$?",
-        f'log_uri="{output_uri}logs/train-$(date -u +%Y%m%dT%H%M%SZ).log"',
-        f'python3 -c {shlex.quote(UPLOAD_LOG)} {TRAIN_LOG} "$log_uri"',
+        f"cp {TRAIN_LOG} {EVALS_LOG}",
+        f'{upload} {EVALS_LOG} "$evals_uri"',
+        'echo "tpu-rl: starting train_rl (VLLM_HOST_IP=${VLLM_HOST_IP:-unset})"',
+        "set +e",
+        f"{command_line(argv)} >> {TRAIN_LOG} 2>&1 &",
+        "child=$!",
+        """trap 'echo "tpu-rl: forwarding SIGTERM to train_rl"; kill -TERM "$child" 2>/dev/null' TERM INT""",
+        f'tail -n +1 --pid="$child" -f {TRAIN_LOG} &',
+        "shown=$!",
+        f'tail -n +1 --pid="$child" -f {TRAIN_LOG} | grep --line-buffered -E {shlex.quote(SIDE_PATTERN)} |',
+        f'  while IFS= read -r line; do printf "%s\\n" "$line" >> {EVALS_LOG}; {upload} {EVALS_LOG} "$evals_uri";',
+        "  done &",
+        "side=$!",
+        'wait "$child"; status=$?',
+        'while kill -0 "$child" 2>/dev/null; do wait "$child"; status=$?; done  # a trapped signal ends wait early',
+        'wait "$shown" "$side"',
+        f'{upload} {TRAIN_LOG} "$log_uri"',
+        f'{upload} {EVALS_LOG} "$evals_uri"',
         'exit "$status"',
     ]
     return "\n".join(lines) + "\n"

@@ -1,25 +1,33 @@
-"""The evaluations MaxText's RL trainer logs, parsed from the training container's output.
+"""The evaluations MaxText's RL trainer logs, per attempt, from the training container's output.
 
-``train_rl.py`` (MaxText 0.2.4) logs, when ``num_test_batches > 0``::
+``train_rl.py`` (MaxText 0.2.4, lines 785-788 and 823-826) and ``hooks.py`` (98-102) log, through absl,
+when ``num_test_batches > 0``::
 
-    Pre RL Training: corr=12, total=40, accuracy=30.0%, partial_accuracy=45.0%,
-        format_accuracy=80.0%, mean_reward=0.4500       (one line in the log)
-    Post RL Training: corr=..., total=..., accuracy=...%, ...
+    W1130 05:02:03.000000 1 train_rl.py:786] Pre RL Training: corr=12, total=40, accuracy=30.0%,
+        partial_accuracy=45.0%, format_accuracy=80.0%, mean_reward=0.4500        (one line in the log)
+    ... Intermediate Eval (step=10): corr=..., ...
+    ... Post RL Training: corr=..., ...
 
-and ``hooks.py`` logs ``Intermediate Eval (step=N): ...`` every ``eval_interval`` steps. The training
-script tees that output to a log it copies to ``<output>logs/train-<UTC time>.log`` (one per attempt):
-the earliest attempt's pre-RL line is the base model (a resumed attempt evaluates restored weights),
-the latest attempt's post-RL line is the result.
+The fields are Python ``repr``s (``f"{x=}"``): ``corr`` is an int, or a float with
+``eval_mode=pass_at_1`` (``evaluate_rl.py`` 174-181). An attempt that resumes a run restores the newest
+checkpoint first and logs ``Restored params from step: N in X seconds`` (tunix ``sft/checkpoint_manager.py``
+292-296) before its ``Pre RL Training:`` line, which therefore evaluates trained weights (``train_rl.py``
+768-788): only an attempt that restored nothing evaluates the base model.
+
+Each attempt of the training script leaves ``<output>logs/train-<UTC start>.log`` (the whole output,
+copied when it exits, whatever ends it) and ``<output>logs/evals-<UTC start>.txt`` (the run record and
+the evaluation and restore lines, copied as each one appears, so a killed attempt keeps them).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-# A value as f"{x=}" prints it: a Python number, or numpy's repr (np.float64(30.0)) for numpy scalars.
+from core.inputs import InputError, parse_json
+
+# A value as f"{x=}" prints it (numpy's repr, np.float64(30.0), is accepted too).
 _NUMBER = r"(?:np\.\w+\()?(-?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|nan|inf|-inf)\)?"
 _FIELDS = (
     rf"corr={_NUMBER}, total={_NUMBER}, accuracy={_NUMBER}%, partial_accuracy={_NUMBER}%, "
@@ -28,70 +36,165 @@ _FIELDS = (
 PRE = re.compile(rf"Pre RL Training: {_FIELDS}")
 POST = re.compile(rf"Post RL Training: {_FIELDS}")
 INTERMEDIATE = re.compile(rf"Intermediate Eval \(step=([0-9]+)\): {_FIELDS}")
+RESTORED = re.compile(r"Restored params from step: ([0-9]{1,12})")
+SIDE_PATTERN = r"Pre RL Training:|Post RL Training:|Intermediate Eval \(step=|Restored params from step:|Fast forwarded"
+"""The lines the training script copies to the side file as they appear (``grep -E``)."""
 RUN_LINE = "tpu-rl run: "
-"""The first line of each training log: what the run is (written by the training script)."""
+"""The first line of each training log and side file: what the run is (written by the training script)."""
 KEYS = ("corr", "total", "accuracy", "partial_accuracy", "format_accuracy", "mean_reward")
+ATTEMPT = re.compile(r"(?:train|evals)-([0-9]{8}T[0-9]{6}Z)\.(?:log|txt)")
+MAX_RECORD_CHARS = 100_000
+
+
+def _number(text: str) -> float | int:
+    return int(text) if re.fullmatch(r"-?[0-9]+", text) else float(text)
 
 
 def _values(groups: tuple[str, ...]) -> dict[str, float]:
-    values = {key: float(text) for key, text in zip(KEYS, groups, strict=True)}
-    values["corr"], values["total"] = int(values["corr"]), int(values["total"])
+    values: dict[str, Any] = {key: float(text) for key, text in zip(KEYS, groups, strict=True)}
+    values["corr"] = _number(groups[0])  # a float with eval_mode=pass_at_1
+    values["total"] = int(float(groups[1]))
     return values
+
+
+@dataclass
+class Attempt:
+    """One run of the training container, from its log and its side file."""
+
+    name: str
+    """The attempt's UTC start (``20261130T050000Z``), from the file names."""
+    files: list[str] = field(default_factory=list)
+    restored_step: int | None = None
+    """The checkpoint step it resumed from (``Restored params from step:``), None for a fresh start."""
+    pre: dict[str, float] | None = None
+    post: dict[str, float] | None = None
+    intermediate: dict[int, dict[str, float]] = field(default_factory=dict)
+    run: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "start": self.name,
+            "files": self.files,
+            "restoredStep": self.restored_step,
+            "pre": self.pre,
+            "post": self.post,
+            "intermediateSteps": sorted(self.intermediate),
+        }
 
 
 @dataclass
 class Evaluations:
     pre: dict[str, float] | None = None
+    """The base model's evaluation: the ``Pre RL Training:`` line of the first attempt that restored nothing."""
+    pre_unknown: str | None = None
+    """Why the base model's accuracy is unknown, when it is."""
     post: dict[str, float] | None = None
     intermediate: list[dict[str, float]] = field(default_factory=list)
     """``{"step": N, ...}`` in step order (a re-evaluated step keeps its latest values)."""
     run: dict[str, Any] | None = None
     """What the training script recorded about the run (model, slice, argv), if any log has it."""
-    logs: list[str] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)
+
+    @property
+    def logs(self) -> list[str]:
+        return [name for attempt in self.attempts for name in attempt.files]
 
     def to_json(self) -> dict[str, Any]:
-        return {"pre": self.pre, "post": self.post, "intermediate": self.intermediate}
+        return {
+            "pre": self.pre,
+            "preUnknown": self.pre_unknown,
+            "post": self.post,
+            "intermediate": self.intermediate,
+            "attempts": [a.to_json() for a in self.attempts],
+        }
+
+
+def _read_attempt(attempt: Attempt, text: str) -> None:
+    for line in text.splitlines():
+        if line.startswith(RUN_LINE) and attempt.run is None:
+            try:
+                record = parse_json(line[len(RUN_LINE) : len(RUN_LINE) + MAX_RECORD_CHARS], "the run record")
+            except InputError:
+                continue
+            if isinstance(record, dict):
+                attempt.run = record
+            continue
+        if (restored := RESTORED.search(line)) and attempt.restored_step is None:
+            attempt.restored_step = int(restored.group(1))
+        elif (pre := PRE.search(line)) and attempt.pre is None:
+            attempt.pre = {**_values(pre.groups()), "afterRestore": attempt.restored_step is not None}
+        elif post := POST.search(line):
+            attempt.post = _values(post.groups())
+        elif step := INTERMEDIATE.search(line):
+            attempt.intermediate[int(step.group(1))] = {"step": int(step.group(1)), **_values(step.groups()[1:])}
 
 
 def parse_logs(logs: list[tuple[str, str]]) -> Evaluations:
-    """Evaluations from ``(name, text)`` logs; names sort in time order (``train-<UTC time>.log``)."""
-    result = Evaluations()
-    by_step: dict[int, dict[str, float]] = {}
+    """Evaluations from ``(file name, text)``: a log and a side file of the same attempt (same UTC start)
+    are read together; attempts in time order."""
+    attempts: dict[str, Attempt] = {}
     for name, text in sorted(logs):
-        result.logs.append(name)
-        pre = PRE.search(text)
-        if pre and result.pre is None:
-            result.pre = _values(pre.groups())
-        posts = POST.findall(text)
-        if posts:
-            result.post = _values(posts[-1])
-        for match in INTERMEDIATE.finditer(text):
-            by_step[int(match.group(1))] = {"step": int(match.group(1)), **_values(match.groups()[1:])}
-        for line in text.splitlines():
-            if line.startswith(RUN_LINE):
-                try:
-                    record = json.loads(line[len(RUN_LINE) :])
-                except ValueError:
-                    continue
-                if isinstance(record, dict):
-                    result.run = record
-                break
-    result.intermediate = [by_step[step] for step in sorted(by_step)]
+        match = ATTEMPT.search(name)
+        key = match.group(1) if match else name
+        attempt = attempts.setdefault(key, Attempt(key))
+        attempt.files.append(name)
+        _read_attempt(attempt, text)
+    ordered = [attempts[key] for key in sorted(attempts)]
+    result = Evaluations(attempts=ordered)
+    base = next((a for a in ordered if a.pre is not None and a.restored_step is None), None)
+    if base is not None:
+        result.pre = {k: v for k, v in base.pre.items() if k != "afterRestore"}
+    elif ordered:
+        resumed = [a for a in ordered if a.restored_step is not None]
+        if resumed:
+            result.pre_unknown = (
+                f"every surviving log is of an attempt that resumed from a checkpoint (step "
+                f"{resumed[0].restored_step} first), whose pre-RL evaluation is of trained weights; the first "
+                "attempt's log did not survive"
+            )
+        else:
+            result.pre_unknown = "no attempt logged a pre-RL evaluation (MaxText logs it when num_test_batches > 0)"
+    else:
+        result.pre_unknown = "the run left no logs"
+    result.post = next((a.post for a in reversed(ordered) if a.post is not None), None)
+    steps: dict[int, dict[str, float]] = {}
+    for attempt in ordered:
+        steps.update(attempt.intermediate)
+    result.intermediate = [steps[step] for step in sorted(steps)]
+    result.run = next((a.run for a in reversed(ordered) if a.run is not None), None)
     return result
 
 
-def read_run_logs(client: Any, output_uri: str, limit_bytes: int = 64 * 1024 * 1024, **call: Any) -> Evaluations:
-    """The evaluations of a run's copied logs (``<output>logs/train-*.log``) in GCS."""
+HEAD_BYTES = TAIL_BYTES = 4 * 1024 * 1024
+"""What is read of a large log: its head (the run record, the pre-RL evaluation) and its tail (the post-RL
+one); every evaluation line of the middle is in the side file."""
+MAX_FILES = 1000
+
+
+def _download(blob: Any, **call: Any) -> str:
+    size = blob.size or 0
+    if size <= HEAD_BYTES + TAIL_BYTES:
+        data = blob.download_as_bytes(**call)
+    else:
+        head = blob.download_as_bytes(start=0, end=HEAD_BYTES - 1, **call)
+        tail = blob.download_as_bytes(start=size - TAIL_BYTES, end=size - 1, **call)
+        head = head[: head.rfind(b"\n") + 1]  # whole lines only
+        tail = tail[tail.find(b"\n") + 1 :]
+        data = head + b"\n" + tail
+    return data.decode("utf-8", errors="replace")
+
+
+def read_run_logs(client: Any, output_uri: str, **call: Any) -> Evaluations:
+    """The evaluations of a run's logs and side files (``<output>logs/``) in GCS; a log of any size costs at
+    most its head and tail."""
     from workloads.artifacts import split_uri
 
     bucket, prefix = split_uri(output_uri + "logs/")
     logs = []
-    for blob in client.list_blobs(bucket, prefix=prefix, **call):
-        if blob.name.endswith(".log"):
-            data = (
-                blob.download_as_bytes(end=limit_bytes - 1, **call)
-                if blob.size and blob.size > limit_bytes
-                else (blob.download_as_bytes(**call))
-            )
-            logs.append((blob.name.rsplit("/", 1)[-1], data.decode("utf-8", errors="replace")))
+    for index, blob in enumerate(client.list_blobs(bucket, prefix=prefix, **call)):
+        if index >= MAX_FILES:
+            break
+        name = blob.name.rsplit("/", 1)[-1]
+        if name.endswith((".log", ".txt")):
+            logs.append((name, _download(blob, **call)))
     return parse_logs(logs)

@@ -53,6 +53,12 @@ HEAD_LIMITS = {"proxy": ("16", "100Gi"), "rm": ("8", "32Gi"), "workload": ("24",
 TUTORIAL_ENV = (("FLAGS_pathways_enforce_subset_devices_form_subslice", "false"), ("GRPC_DNS_RESOLVER", "native"))
 ABSL_FLAGS = "--pathways_pipe_unreachable_timeout=60s"
 
+HEAD_GRACE_SECONDS = 120
+"""The Pathways head's termination grace period. When the pod is stopped (a JobSet restart, the deadline),
+the training script forwards SIGTERM to train_rl and then copies the attempt's log and side file (a Python
+start and two uploads); Kubernetes' default 30 s, which xpk and gcluster keep for the head, is too short
+for that on a busy node. The TPU workers keep 30 s: nothing on them needs flushing."""
+
 CPU_STEP_RETRIES = 1
 """Convert and export retry once (gcluster's default ``--restarts``); a disruption does not count."""
 
@@ -325,6 +331,7 @@ def pathways_jobset(
                                 "metadata": {"labels": step_labels},
                                 "spec": {
                                     **host_pod,
+                                    "terminationGracePeriodSeconds": HEAD_GRACE_SECONDS,
                                     "restartPolicy": "Never",
                                     "nodeSelector": {NODEPOOL_LABEL: CPU_POOL},
                                     "tolerations": [cpu_toleration()],

@@ -19,8 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from core.knobs import TRAINING_KNOBS
+from core.outdir import OutputError
+from core.redact import scrub
 from core.settings import Settings
+from infra.config.schema import CAPACITY_MODES
 from workloads.run_data import RunData, reward_tag
+from workloads.scalars import ROLLOUT_PREFIXES, is_training_tag
 
 PLOTS = (
     ("reward", "Reward", lambda tag: "reward" in tag and "advantage" not in tag),
@@ -140,19 +144,32 @@ def argv_diff(argv: list[str]) -> list[dict[str, Any]]:
 
 def report_json(info: RunInfo, data: RunData) -> dict[str, Any]:
     """The report's data: run, last step, every scalar tag unchanged, the evaluations, chip-hours."""
-    chips = info.chips or (data.evaluations.run or {}).get("slice", {}).get("chips")
+    chips = info.chips or _chips(data.evaluations.run)
     return {
         "run": {**info.to_json(), "logs": data.evaluations.logs, "record": data.evaluations.run},
         "steps": data.last_step,
         "scalars": data.scalars.to_json(),
+        "stepOffsets": {prefix: 1 for prefix in ROLLOUT_PREFIXES},
+        "attempts": [a.to_json() for a in data.scalars.attempts],
         "evaluation": data.evaluations.to_json(),
-        "summary": data.summary(int(chips or 0)),
+        "summary": data.summary(chips or 0),
         "truncated": data.scalars.truncated,
     }
 
 
-def plot(data: RunData, out: Path) -> list[tuple[str, Path]]:
-    """One PNG per group of scalars found (reward, loss, KL, entropy, length), evaluations marked."""
+def _chips(record: dict[str, Any] | None) -> int | None:
+    """The chips a run record names (a log is text from the run: only a positive integer counts)."""
+    chips = ((record or {}).get("slice") or {}).get("chips") if isinstance((record or {}).get("slice"), dict) else None
+    return chips if isinstance(chips, int) and not isinstance(chips, bool) and 0 < chips <= 100_000 else None
+
+
+def plot(data: RunData) -> list[tuple[str, str, bytes]]:
+    """One PNG per group of scalars found (reward, loss, KL, entropy, length): (title, file name, bytes).
+
+    Every tag at the optimizer step it describes (the rollout's tags are logged one step before the update,
+    ``workloads.scalars``); Orbax's step-0 scalars are not plotted; intermediate evaluations are marked."""
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -160,27 +177,28 @@ def plot(data: RunData, out: Path) -> list[tuple[str, Path]]:
 
     files = []
     eval_steps = [e["step"] for e in data.evaluations.intermediate]
+    series = {t: data.scalars.aligned(t) for t in data.scalars.series if is_training_tag(t)}
     for name, title, wanted in PLOTS:
-        tags = sorted(t for t in data.scalars.series if wanted(t) and data.scalars.series[t])
+        tags = sorted(t for t in series if wanted(t) and series[t])
         if not tags:
             continue
         figure, axes = plt.subplots(figsize=(7.5, 3.6), dpi=110)
         for tag in tags:
-            steps, values = zip(*data.scalars.series[tag], strict=True)
+            steps, values = zip(*series[tag], strict=True)
             axes.plot(steps, values, marker="o", markersize=3, linewidth=1.4, label=tag)
         for step in eval_steps:
             axes.axvline(step, color="#888888", linestyle="--", linewidth=0.8)
         if eval_steps:
             axes.plot([], [], color="#888888", linestyle="--", linewidth=0.8, label="intermediate eval")
         axes.set_title(title)
-        axes.set_xlabel("step")
+        axes.set_xlabel("optimizer step")
         axes.grid(alpha=0.3)
         axes.legend(fontsize=7, loc="best")
         figure.tight_layout()
-        path = out / f"{name}.png"
-        figure.savefig(path)
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png")
         plt.close(figure)
-        files.append((title, path))
+        files.append((title, f"{name}.png", buffer.getvalue()))
     return files
 
 
@@ -196,7 +214,7 @@ def _fmt(value: Any) -> str:
     return html.escape(str(value))
 
 
-def render_html(report: dict[str, Any], info: RunInfo, plots: list[tuple[str, Path]]) -> str:
+def render_html(report: dict[str, Any], info: RunInfo, plots: list[tuple[str, str, bytes]]) -> str:
     """One self-contained page (plots inlined as data URIs, no external resources)."""
     evaluation = report["evaluation"]
     summary = report["summary"]
@@ -209,7 +227,8 @@ def render_html(report: dict[str, Any], info: RunInfo, plots: list[tuple[str, Pa
     images = (
         "<div class=plots>"
         + "".join(
-            f'<img alt="{html.escape(title)}" src="data:image/png;base64,{_base64(path)}">' for title, path in plots
+            f'<img alt="{html.escape(title)}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
+            for title, _, data in plots
         )
         + "</div>"
         if plots
@@ -236,6 +255,13 @@ def render_html(report: dict[str, Any], info: RunInfo, plots: list[tuple[str, Pa
         or f"<tr><th>train</th><td></td><td><code>{html.escape(info.output_uri)}</code></td></tr>"
     )
     cost = _cost_rows(info, summary)
+    unknown = evaluation.get("preUnknown")
+    base_note = (
+        f"<p class=note>The base model's accuracy is unknown: {html.escape(unknown)}.</p>"
+        if unknown and not pre
+        else ""
+    )
+    attempts = _attempt_rows(report)
     truncated = (
         "<p class=note>The newest event file ends mid-record (the run may still be writing).</p>"
         if (report["truncated"])
@@ -254,19 +280,49 @@ def render_html(report: dict[str, Any], info: RunInfo, plots: list[tuple[str, Pa
 {truncated}
 <h2>Before and after GRPO</h2>
 <table><tr><th></th><th>before</th><th>after</th><th>change</th></tr>{rows}</table>
+{base_note}
 <h2>Training curves</h2>{images}
 <h2>Configuration (differences from the tutorial)</h2>
 <table><tr><th>setting</th><th>this run</th><th>tutorial</th></tr>{diff_rows}</table>
 <h2>Artifacts</h2><table>{artifacts}</table>
 <h2>TPU time and cost</h2><table>{cost}</table>
-<p class=sub>Chip-hours are measured from the first to the last TensorBoard event (training, without start-up)
-times the run's chips; the estimate is tpu-rl's model (infra/estimate.py).</p>
+<table><tr><th>attempt</th><th>from</th><th>to</th><th>steps</th><th>hours</th><th>log</th></tr>{attempts}</table>
+<p class=sub>Chip-hours are each attempt's span of tunix's own TensorBoard events (training, without its
+start-up or the time between attempts; Orbax's step-0 scalars left out), summed, times the run's chips; the
+estimate is tpu-rl's model (infra/estimate.py).</p>
 </body></html>
 """
 
 
-def _base64(path: Path) -> str:
-    return base64.b64encode(path.read_bytes()).decode()
+def _utc(seconds: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _attempt_rows(report: dict[str, Any]) -> str:
+    """One row per training attempt (an event file), with what its log says (resumed from a step)."""
+    logs = report["evaluation"].get("attempts") or []
+    rows = []
+    for index, attempt in enumerate(report["attempts"], 1):
+        log = next((a for a in reversed(logs) if _started(a["start"]) <= attempt["start"]), None)
+        resumed = f"resumed from step {log['restoredStep']}" if log and log["restoredStep"] is not None else ""
+        note = html.escape(", ".join(filter(None, [log["start"] if log else "no log", resumed])))
+        rows.append(
+            f"<tr><td>{index}</td><td>{_utc(attempt['start'])}</td><td>{_utc(attempt['end'])}</td>"
+            f"<td>{_fmt(attempt['firstStep'])}–{_fmt(attempt['lastStep'])}</td><td>{attempt['hours']:.2f}</td>"
+            f"<td>{note}</td></tr>"
+        )
+    return "".join(rows) or '<tr><td colspan="6">no TensorBoard events yet</td></tr>'
+
+
+def _started(name: str) -> float:
+    from datetime import UTC, datetime
+
+    try:
+        return datetime.strptime(name, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return float("inf")
 
 
 def _cards(summary: dict[str, Any]) -> str:
@@ -291,11 +347,13 @@ def _delta(before: Any, after: Any) -> str:
 
 
 def _cost_rows(info: RunInfo, summary: dict[str, Any]) -> str:
+    from core.tpu import CATALOGUE
+    from infra.config.schema import CAPACITY_MODES
     from infra.estimate import usd_per_chip_hour
 
     hours = summary.get("tpuChipHours")
     rows = f"<tr><th>actual</th><td>{_fmt(hours)} chip-h</td>"
-    if hours is not None and info.capacity and info.version:
+    if hours is not None and info.capacity in CAPACITY_MODES and info.version in CATALOGUE:
         rows += (
             f"<td>${hours * usd_per_chip_hour(info.version, info.capacity):,.2f} ({html.escape(info.capacity)})</td>"
         )
@@ -308,12 +366,16 @@ def _cost_rows(info: RunInfo, summary: dict[str, Any]) -> str:
 
 
 def write_report(info: RunInfo, data: RunData, out: Path) -> dict[str, Any]:
-    """``report.json``, the PNG plots and ``report.html`` in ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
+    """``report.json``, the PNG plots and ``report.html`` in ``out`` (``core.outdir``: all or nothing,
+    never through a link, a user's own files left alone)."""
+    from core.outdir import write_files
+
     report = report_json(info, data)
-    (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
-    plots = plot(data, out)
-    (out / "report.html").write_text(render_html(report, info, plots))
+    plots = plot(data)
+    files: dict[str, bytes | str] = {"report.json": json.dumps(report, indent=2, sort_keys=True) + "\n"}
+    files.update({name: png for _, name, png in plots})
+    files["report.html"] = render_html(report, info, plots)
+    write_files(out, files)
     return report
 
 
@@ -330,22 +392,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a key (--path syntax)"
     )
-    parser.add_argument("--capacity", help="price the measured chip-hours at this capacity (with --run-uri)")
+    parser.add_argument(
+        "--capacity",
+        type=str.lower,
+        choices=CAPACITY_MODES,
+        help="price the measured chip-hours at this capacity (with --run-uri)",
+    )
     parser.add_argument("--out", type=Path, required=True, help="folder for report.json, the plots and report.html")
     args = parser.parse_args(argv)
     try:
         return _run(args)
-    except ReportError as err:
-        print(f"error: {err}", file=sys.stderr)
+    except (ReportError, OutputError) as err:
+        print(f"error: {scrub(str(err), limit=300)}", file=sys.stderr)
         return 2
 
 
 def _run(args: argparse.Namespace) -> int:
+    from core.outdir import check
     from infra.config import ConfigError
     from infra.plan.stack_files import StackFileError, load_stack
     from workloads.artifacts import StorageError, open_client
     from workloads.run_data import gather
 
+    check(args.out)  # before anything is read: a bad --out is one line, and nothing is created
     if args.run_uri:
         if not (args.run_uri.startswith("gs://") and args.run_uri.endswith("/")):
             raise ReportError(f"--run-uri {args.run_uri!r}: expected gs://BUCKET/MODEL/train/HASH/ (with the slash)")

@@ -43,8 +43,19 @@ class RunData:
 
     @property
     def last_step(self) -> int | None:
-        steps = [s for s in (self.scalars.last_step, self.checkpoint_step) if s is not None]
-        return max(steps) if steps else None
+        """The step training reached: the current attempt's. A resumed attempt starts again from its
+        checkpoint, so until its first event it is at the step it restored (else the newest complete
+        checkpoint), not at the step the dead attempt had logged."""
+        events = self.scalars.attempts
+        logs = self.evaluations.attempts
+        newest_log = _epoch(logs[-1].name) if logs else None
+        if events and (newest_log is None or events[-1].start >= newest_log):
+            logged = self.scalars.last_step
+            if logged is not None:
+                return max(logged, self.checkpoint_step) if self.checkpoint_step is not None else logged
+        if logs and logs[-1].restored_step is not None:
+            return logs[-1].restored_step
+        return self.checkpoint_step
 
     @property
     def final_reward(self) -> float | None:
@@ -52,11 +63,12 @@ class RunData:
         return self.scalars.last(tag) if tag else None
 
     def chip_hours(self, chips: int) -> float | None:
-        """TPU chip-hours the metrics span (first to last event): training, without start-up."""
-        first, last = self.scalars.first_wall_time, self.scalars.last_wall_time
-        if first is None or last is None or chips <= 0:
+        """TPU chip-hours of training: each attempt's span of tunix's own events, summed, times the chips
+        (start-up, the gaps between attempts and Orbax's step-0 scalars left out)."""
+        hours = self.scalars.training_hours
+        if hours is None or chips <= 0:
             return None
-        return (last - first) / 3600 * chips
+        return hours * chips
 
     def summary(self, chips: int) -> dict[str, Any]:
         """The stack output: before/after accuracy, final reward, chip-hours (None where not logged)."""
@@ -70,7 +82,18 @@ class RunData:
             "finalReward": self.final_reward,
             "lastStep": self.last_step,
             "tpuChipHours": round(hours, 2) if hours is not None else None,
+            "attempts": len(self.scalars.attempts),
         }
+
+
+def _epoch(name: str) -> float | None:
+    """``20261130T050000Z`` (an attempt's UTC start) as a Unix time."""
+    from datetime import UTC, datetime
+
+    try:
+        return datetime.strptime(name, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
 
 
 def gather(client: Any, output_uri: str) -> RunData:

@@ -1,9 +1,20 @@
 """TensorBoard scalars of a training run, read from its event files (tensorboard's reader; no TensorFlow).
 
 MaxText's RL trainer hands ``tensorboard_dir`` (``<base_output_directory>/<run_name>/tensorboard/``) to
-tunix's ``MetricsLogger``; every scalar is recorded as ``<prefix>/<mode>/<name>``
-(``tunix/sft/metrics_logger.py``, ``MetricsLogger.log``), e.g. ``rewards/train/sum``,
-``completions/train/mean_length``, ``actor/train/loss``, ``actor/train/kl``.
+tunix's ``MetricsLogger``; every scalar is recorded as ``<prefix>/<mode>/<name>`` (tunix
+``sft/metrics_logger.py``, ``MetricsLogger.log``), e.g. ``rewards/train/sum``, ``actor/train/loss``.
+What else is in those files, and how it is read:
+
+- each attempt (one process) writes its own file (tensorboardX names it ``events.out.tfevents.<unix
+  time>.<host>``): an attempt is a file, and its training time is the span of tunix's own events in it;
+- Orbax records its scalars through the same process-wide listener, at step 0 (``jax/orbax/...``,
+  ``jax/checkpoint/...``; ``metrax`` writes a step-less scalar at step 0): they are kept in the data but
+  count neither as training time nor as steps;
+- ``actor/*`` is logged at the optimizer step it describes (1..N: ``peft_trainer.py`` adds one "for
+  logging purpose"), while the rollout's tags (``rewards/*``, ``completions/*``, ``global/*``, ...) are
+  logged at the global step *before* the update (0..N-1: ``rl_cluster.py`` ``buffer_metrics``), so
+  ``rewards/train/sum`` at step s is the batch ``actor/train/loss`` shows at s + 1 (``aligned``);
+- a resumed attempt may log steps the dead one already logged: the newest write of a (tag, step) wins.
 """
 
 from __future__ import annotations
@@ -16,27 +27,80 @@ from pathlib import Path
 from typing import Any
 
 EVENT_FILE_MARK = "tfevents"
+FRAMEWORK_PREFIXES = ("jax/",)
+"""Tags Orbax (through JAX's monitoring) records at step 0: not tunix's, not training."""
+ROLLOUT_PREFIXES = ("rewards/", "completions/", "global/", "sampler_trainer/", "sampler_is/")
+"""Tags logged at the global step before the optimizer update they feed (one step behind ``actor/``)."""
+MAX_FILES = 1000
+
+
+def is_training_tag(tag: str) -> bool:
+    return not tag.startswith(FRAMEWORK_PREFIXES)
+
+
+def step_offset(tag: str) -> int:
+    """What to add to a tag's step to get the optimizer step it describes."""
+    return 1 if tag.startswith(ROLLOUT_PREFIXES) else 0
+
+
+@dataclass
+class EventAttempt:
+    """One event file: an attempt of the training process."""
+
+    file: str
+    start: float
+    """Wall time of its first tunix event (the process had loaded the model and started training)."""
+    end: float
+    first_step: int | None
+    last_step: int | None
+    """Optimizer steps (aligned) it logged."""
+
+    @property
+    def hours(self) -> float:
+        return max(0.0, self.end - self.start) / 3600
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "start": self.start,
+            "end": self.end,
+            "firstStep": self.first_step,
+            "lastStep": self.last_step,
+            "hours": round(self.hours, 4),
+        }
 
 
 @dataclass
 class Scalars:
-    """Every scalar tag of a run: tag -> [(step, value)], sorted by step (the last write of a step wins)."""
+    """Every scalar tag of a run: tag -> [(step, value)] by step (the newest write of a step wins)."""
 
     series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
-    first_wall_time: float | None = None
-    last_wall_time: float | None = None
+    attempts: list[EventAttempt] = field(default_factory=list)
     files: int = 0
     truncated: bool = False
     """A file ended in the middle of a record (a writer that was still running, or a cut copy)."""
 
+    def aligned(self, tag: str) -> list[tuple[int, float]]:
+        """The tag's points at the optimizer step they describe."""
+        offset = step_offset(tag)
+        return [(step + offset, value) for step, value in self.series.get(tag) or []]
+
     @property
     def last_step(self) -> int | None:
-        steps = [points[-1][0] for points in self.series.values() if points]
-        return max(steps) if steps else None
+        """The newest attempt's last optimizer step (after a resume, not the dead attempt's)."""
+        for attempt in reversed(self.attempts):
+            if attempt.last_step is not None:
+                return attempt.last_step
+        return None
 
     def last(self, tag: str) -> float | None:
         points = self.series.get(tag) or []
         return points[-1][1] if points else None
+
+    @property
+    def training_hours(self) -> float | None:
+        """Sum over attempts of the span of tunix's own events (without start-up or the gaps between)."""
+        return sum(a.hours for a in self.attempts) if self.attempts else None
 
     def to_json(self) -> dict[str, list[list[float]]]:
         return {tag: [[step, value] for step, value in points] for tag, points in sorted(self.series.items())}
@@ -58,40 +122,52 @@ def _value(value: Any) -> float | None:
 
 
 def read_event_files(paths: Iterable[Path]) -> Scalars:
-    """Scalars from local event files, in file order (a later write of the same step replaces it)."""
+    """Scalars from local event files (one per attempt), in name order (tensorboardX names start with the
+    file's creation time)."""
     from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
-    points: dict[str, dict[int, float]] = {}
+    newest: dict[str, dict[int, tuple[float, float]]] = {}
     scalars = Scalars()
-    for path in sorted(paths):
+    for path in sorted(paths, key=lambda p: p.name):
         scalars.files += 1
-        loader = EventFileLoader(str(path))
+        times: list[float] = []
+        steps: list[int] = []
         try:
-            for event in loader.Load():
+            for event in EventFileLoader(str(path)).Load():
                 for value in event.summary.value:
                     number = _value(value)
-                    if number is not None and math.isfinite(number):
-                        points.setdefault(value.tag, {})[int(event.step)] = number
-                        if event.wall_time:  # a scalar's time (not the file header's)
-                            first = scalars.first_wall_time
-                            scalars.first_wall_time = event.wall_time if first is None else min(first, event.wall_time)
-                            scalars.last_wall_time = max(scalars.last_wall_time or 0.0, event.wall_time)
+                    if number is None or not math.isfinite(number):
+                        continue
+                    step, wall = int(event.step), float(event.wall_time)
+                    seen = newest.setdefault(value.tag, {})
+                    if step not in seen or wall >= seen[step][0]:
+                        seen[step] = (wall, number)
+                    if is_training_tag(value.tag):
+                        times.append(wall)
+                        steps.append(step + step_offset(value.tag))
         except Exception:  # noqa: BLE001 (a record cut short ends the file, as TensorBoard itself treats it)
             scalars.truncated = True
         if _ends_mid_record(path):
             scalars.truncated = True
-    scalars.series = {tag: sorted(by_step.items()) for tag, by_step in points.items()}
+        if times:
+            scalars.attempts.append(
+                EventAttempt(path.name.split("-", 1)[-1], min(times), max(times), min(steps), max(steps))
+            )
+    scalars.series = {tag: [(step, by_step[step][1]) for step in sorted(by_step)] for tag, by_step in newest.items()}
+    scalars.attempts.sort(key=lambda a: a.start)
     return scalars
 
 
 def _ends_mid_record(path: Path) -> bool:
     """Whether the file's records do not add up to its size (TFRecord: 8-byte length, 4, data, 4)."""
-    data = path.read_bytes()
+    size = path.stat().st_size
     offset = 0
-    while offset + 12 <= len(data):
-        length = int.from_bytes(data[offset : offset + 8], "little")
-        offset += 12 + length + 4
-    return offset != len(data)
+    with path.open("rb") as handle:
+        while offset + 12 <= size:
+            handle.seek(offset)
+            length = int.from_bytes(handle.read(8), "little")
+            offset += 12 + length + 4
+    return offset != size
 
 
 def download_event_files(client: Any, tensorboard_uri: str, into: Path, **call: Any) -> list[Path]:
@@ -101,6 +177,8 @@ def download_event_files(client: Any, tensorboard_uri: str, into: Path, **call: 
     bucket, prefix = split_uri(tensorboard_uri)
     paths = []
     for index, blob in enumerate(client.list_blobs(bucket, prefix=prefix, **call)):
+        if index >= MAX_FILES:
+            break
         name = blob.name.rsplit("/", 1)[-1]
         if EVENT_FILE_MARK not in name:
             continue

@@ -186,25 +186,41 @@ def _read(field: Field, value: Any) -> Any:
 # ---------------------------------------------------------------------------------------------
 # training.extraArgs: more MaxText key=value pairs, checked against MaxText 0.2.4's keys
 
-# Keys the program sets itself (paths, model, dataset, token handling) or through typed fields.
-PROGRAM_KEYS = frozenset(
-    {
-        "run_name",
-        "base_output_directory",
-        "model_name",
-        "scan_layers",
-        "load_parameters_path",
-        "hf_access_token",
-        "data_template_path",
-        "tokenizer_path",
-        "vllm_hf_overrides",
-        "vllm_additional_config",
-        "dataset_name",
-        "eval_dataset_name",
-        "hf_train_files",
-        "train_split",
-    }
-)
+# Keys extraArgs may not set, each with the reason (README "training.extraArgs"; MaxText 0.2.4
+# configs/types.py RLConfig derives checkpoint_dir and tensorboard_dir from base_output_directory and run_name;
+# train_rl.py 443-450 saves nothing without enable_checkpointing).
+REFUSED_KEYS: dict[str, str] = {
+    "run_name": "the program sets it (rl): a retry resumes from the run's rl/checkpoints/, another name starts over",
+    "base_output_directory": "the step's content-addressed output path, set by the program",
+    "load_parameters_path": "the conversion's checkpoint, set by the program",
+    "checkpoint_dir": "MaxText derives it from base_output_directory and run_name (a value is ignored)",
+    "tensorboard_dir": "MaxText derives it from base_output_directory and run_name (a value is ignored)",
+    "enable_checkpointing": (
+        "without checkpoints a restart starts over and there is nothing to export (the whole TPU run is lost)"
+    ),
+    "checkpoint_storage_use_ocdbt": "must match how the conversion wrote the checkpoint training reads (no OCDBT)",
+    "checkpoint_storage_use_zarr3": "must match how the conversion wrote the checkpoint training reads (zarr v2)",
+    "model_name": "set by the program from tpu-rl:model.name",
+    "tokenizer_path": "set by the program from tpu-rl:model.name",
+    "scan_layers": "set by the program (the conversion writes unscanned layers)",
+    "hf_access_token": "the token comes from the Kubernetes Secret (HF_TOKEN); never put it in arguments",
+    "data_template_path": "set by the program from tpu-rl:training.dataset",
+    "dataset_name": "set by the program from tpu-rl:training.dataset",
+    "eval_dataset_name": "set by the program from tpu-rl:training.dataset",
+    "hf_train_files": "set by the program from tpu-rl:training.dataset",
+    "train_split": "set by the program from tpu-rl:training.dataset",
+    "vllm_hf_overrides": "set by the program (the tutorial's MaxTextForCausalLM override)",
+    "vllm_additional_config": "set by the program from the model and the vLLM knobs",
+}
+"""MaxText keys ``training.extraArgs`` refuses: the program sets them, or they break the workflow."""
+PROGRAM_KEYS = frozenset(REFUSED_KEYS)
+
+
+def refused_keys_table() -> str:
+    """The README's list of refused keys (rows after its header)."""
+    return "\n".join(f"| `{key}` | {reason} |" for key, reason in sorted(REFUSED_KEYS.items()))
+
+
 # extraArgs the program itself interprets (the final step; the report), read like typed knobs.
 INTERPRETED = {
     "rl.num_iterations": Integer(1, 1000),
@@ -249,8 +265,8 @@ def read_extra_args(key: str, value: Any) -> dict[str, str]:
         full = f"{key}.{name}"
         if not KEY_SHAPE.fullmatch(name):
             raise error(full, item, "MaxText keys are lowercase snake_case, e.g. eval_interval or rl.num_iterations")
-        if name in PROGRAM_KEYS:
-            raise error(full, item, "this key is set by the program from the model, dataset and step paths")
+        if name in REFUSED_KEYS:
+            raise error(full, item, f"not settable in extraArgs: {REFUSED_KEYS[name]}")
         if name in typed:
             raise error(full, item, f"use the typed field tpu-rl:training.{typed[name]}")
         if name not in table:

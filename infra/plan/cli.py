@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,8 @@ from typing import Any
 import pulumi
 import yaml
 
+from core.outdir import OutputError, check, write_files
+from core.redact import scrub
 from infra.config import ConfigError
 from infra.estimate import describe
 from infra.plan.offline import Plan, is_kubernetes_object, run_program
@@ -67,18 +68,17 @@ def manifest_filename(obj: dict[str, Any]) -> str:
 
 
 def write_plan(plan: Plan, out: Path) -> None:
-    """``plan.json`` plus one manifest per Kubernetes object (secrets already redacted)."""
-    manifests = out / "manifests"
-    if manifests.exists():
-        shutil.rmtree(manifests)
-    manifests.mkdir(parents=True)
-    (out / "plan.json").write_text(json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n")
+    """``plan.json`` plus one manifest per Kubernetes object (secrets already redacted), through
+    ``core.outdir``: all or nothing, never through a link; stale manifests this tool wrote are removed,
+    a user's own files are left alone."""
+    files: dict[str, bytes | str] = {"plan.json": json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n"}
     for resource in plan.resources:
         if is_kubernetes_object(resource["type"]):
             obj = resource["inputs"]
             head = {k: obj[k] for k in ("apiVersion", "kind", "metadata") if k in obj}
             ordered = {**head, **{k: v for k, v in sorted(obj.items()) if k not in head}}
-            (manifests / manifest_filename(obj)).write_text(yaml.dump(ordered, Dumper=_ManifestDumper, sort_keys=False))
+            files[f"manifests/{manifest_filename(obj)}"] = yaml.dump(ordered, Dumper=_ManifestDumper, sort_keys=False)
+    write_files(out, files, owned="manifests")
 
 
 def render_table(plan: Plan) -> str:
@@ -148,9 +148,11 @@ def main(argv: list[str] | None = None) -> int:
 def _plan(args: argparse.Namespace) -> int:
     stack_file = args.config_file or ROOT / f"Pulumi.{args.stack}.yaml"
     try:
+        if args.out:
+            check(args.out)  # a bad --out is one line before anything runs (nothing is created)
         plan, notes = plan_stack(stack_file, args.set, stack=args.stack, preflight=args.preflight)
-    except (ConfigError, StackFileError, pulumi.RunError) as err:
-        print(f"error: {err}", file=sys.stderr)
+    except (ConfigError, StackFileError, OutputError, pulumi.RunError) as err:
+        print(f"error: {scrub(str(err), limit=400)}", file=sys.stderr)
         return 2
     except Exception as err:  # noqa: BLE001 (a bug, not a bad input: one line, and a distinct exit code)
         print(
@@ -160,9 +162,14 @@ def _plan(args: argparse.Namespace) -> int:
         return 1
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
+    if args.out:
+        try:
+            write_plan(plan, args.out)
+        except OutputError as err:
+            print(f"error: {scrub(str(err), limit=400)}", file=sys.stderr)
+            return 2
     print(render_table(plan))
     if args.out:
-        write_plan(plan, args.out)
         print(f"\nwrote {args.out / 'plan.json'} and {args.out / 'manifests'}/")
     return 0
 

@@ -1,0 +1,339 @@
+"""Every client against every way a server can go wrong (``tests.hostile.MODES``), through the CLIs.
+
+The Hub through the plan CLI's preflight, the cluster through `make status`, GCS through `make report`:
+each case ends within its (small) budget with the exit code of the table and exactly one line on
+stderr (``error: ...``, no traceback, no token, no terminal escape). Two modes are survivable: a
+gzip-encoded good answer and 429 that clears after two ``Retry-After: 1``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import yaml
+
+import tests.hostile
+from core import deadline
+from core.deadline import Budget
+from core.models import MODELS
+from infra.k8s import live
+from infra.plan.cli import main as plan_main
+from tests.hostile import MODES, Answer, HostileServer, hostile
+from tests.lifecycle_walk import settings
+from workloads import report as report_cli
+from workloads import status as status_cli
+from workloads.steps import plan_workflow
+
+HF_TOKEN = "hf_" + "QwErTyUiOpAsDfGhJkLzXcVbNmQwErTyUi"
+KUBE_TOKEN = "kube-" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+REPO = MODELS["gemma4-e4b"].hf_repo  # the dev stack's model
+DEV = plan_workflow(settings("dev", []))
+CONTEXT = "gke_my-tpu-dev-project_us-east5_tpu-rl-dev"
+RUN_URI = "gs://b/m/train/h/"
+SLACK = 1.5
+"""Seconds a case may take past its budget's total (thread start-up, the CLI's own work)."""
+
+FAST = Budget(1.5, 0.5, 0.5)
+SLOW = Budget(4.0, 0.5, 0.5)
+"""429 sends ``Retry-After: 1`` twice before the good answer: the budget must hold both waits."""
+ESC = re.compile(r"\x1b|\x9b")
+HUB_GET = f"GET http://127.0.0.1:[0-9]+/api/models/{REPO}/revision/main"
+KUBE_GET = f"/apis/batch/v1/namespaces/tpu-rl/jobs/{DEV.convert.name}"
+LISTING = "listing the checkpoints under gs://b/m/train/h/rl/checkpoints/actor/"
+
+# mode -> (exit code, a regular expression the one line must match); exit 0: the mode is survivable
+HUB: dict[str, tuple[int, str]] = {
+    "hang": (2, f"the Hub at 127.0.0.1:[0-9]+ did not answer {HUB_GET} in time \\(ReadTimeout\\)"),
+    "drip-status": (2, f"did not finish answering {HUB_GET} within [0-9.]+ s"),
+    "drip-headers": (2, f"did not finish answering {HUB_GET} within [0-9.]+ s"),
+    "continue": (2, f"did not finish answering {HUB_GET} within [0-9.]+ s"),
+    "reset": (2, f"cannot reach the Hub at 127.0.0.1:[0-9]+ for {HUB_GET} \\(ReadError\\)"),
+    "5xx": (2, f"preflight for {REPO} at 127.0.0.1:[0-9]+ failed \\(HTTP 503: Service Unavailable\\)"),
+    "429": (0, ""),
+    "429-long": (2, f"kept answering 429 \\(too many requests\\) for {HUB_GET}"),
+    "gzip": (0, ""),
+    "gzip-bomb": (2, f"sent more than 2097152 bytes for {HUB_GET}"),
+    "redirect-loop": (2, f"redirected more than 5 times for {HUB_GET}"),
+    "tls": (2, "TLS with the Hub at 127.0.0.1:[0-9]+ failed for GET https://"),
+}
+CLUSTER: dict[str, tuple[int, str]] = {
+    "hang": (2, f"the cluster at 127.0.0.1:[0-9]+ accepted the connection but did not answer {KUBE_GET} within 0.5 s"),
+    "drip-status": (2, f"did not answer {KUBE_GET} within [0-9.]+ s"),
+    "drip-headers": (2, f"did not answer {KUBE_GET} within [0-9.]+ s"),
+    "continue": (2, f"did not answer {KUBE_GET} within [0-9.]+ s"),
+    "reset": (2, "cannot reach the cluster at 127.0.0.1:[0-9]+ \\(ProtocolError\\)"),
+    "5xx": (2, f"answered HTTP 503 for {KUBE_GET}"),
+    "429": (0, ""),
+    "429-long": (2, f"kept answering 429 \\(too many requests\\) for {KUBE_GET}"),
+    "gzip": (0, ""),
+    "gzip-bomb": (2, f"sent more than 8388608 bytes for {KUBE_GET}"),
+    "redirect-loop": (2, f"redirected {KUBE_GET} \\(HTTP 302\\)"),
+    "tls": (2, "TLS with the cluster at 127.0.0.1:[0-9]+ failed"),
+}
+GCS: dict[str, tuple[int, str]] = {
+    "hang": (2, f"GCS did not (answer|finish) {LISTING}"),
+    "drip-status": (2, f"GCS did not finish {LISTING} within [0-9.]+ s"),
+    "drip-headers": (2, f"GCS did not finish {LISTING} within [0-9.]+ s"),
+    "continue": (2, f"GCS did not finish {LISTING} within [0-9.]+ s"),
+    "reset": (2, f"GCS did not (answer|finish) {LISTING}"),
+    "5xx": (2, f"GCS kept answering HTTP 503 for {LISTING}"),
+    "429": (0, ""),
+    "429-long": (2, f"GCS kept answering HTTP 429 for {LISTING}"),
+    "gzip": (0, ""),
+    "gzip-bomb": (2, f"GCS answered {LISTING} with something that is not the JSON"),
+    "redirect-loop": (2, f"GCS redirected {LISTING} too many times"),
+    "tls": (2, f"TLS with GCS failed for {LISTING}"),
+    "endless-pagination": (2, "more than 3 pages of step folders under gs://b/m/train/h/rl/checkpoints/actor/"),
+}
+assert set(HUB) == set(CLUSTER) == set(GCS) - {"endless-pagination"} == set(MODES), "a mode without a row"
+
+
+def budget_for(mode: str) -> Budget:
+    return SLOW if mode == "429" else FAST
+
+
+def small_budgets(monkeypatch, mode: str, *names: str) -> Budget:
+    budget = budget_for(mode)
+    for name in names:
+        monkeypatch.setitem(deadline.BUDGETS, name, budget)
+    return budget
+
+
+def check_outcome(code: int, err: str, elapsed: float, budget: Budget, expected: tuple[int, str]) -> None:
+    """The table's exit code; on failure exactly one ``error:`` line naming the problem; never a
+    traceback, a token or an escape; within the budget."""
+    want, words = expected
+    assert "Traceback" not in err, err
+    assert HF_TOKEN not in err and KUBE_TOKEN not in err, "a token leaked"
+    assert not ESC.search(err), f"terminal escape in {err!r}"
+    assert elapsed < budget.total + SLACK, f"took {elapsed:.1f} s for a budget of {budget.total:g} s"
+    assert code == want, f"exit {code}, expected {want}: {err!r}"
+    if want:
+        lines = err.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), f"not one error line: {err!r}"
+        assert re.search(words, lines[0]), f"{words!r} not in {lines[0]!r}"
+    else:
+        assert "error" not in err, err
+
+
+@contextmanager
+def timed() -> Iterator[list[float]]:
+    took: list[float] = []
+    start = time.monotonic()
+    try:
+        yield took
+    finally:
+        took.append(time.monotonic() - start)
+
+
+def json_answer(value: object, status: int = 200, **headers: str) -> Answer:
+    return status, {"Content-Type": "application/json", **headers}, json.dumps(value).encode()
+
+
+@pytest.fixture(autouse=True)
+def no_live_cluster():
+    """The real bounded reader (overrides the conftest stub): these tests bring their own server."""
+
+
+class QuickStop(HostileServer):
+    """Stops within 20 ms (``serve_forever`` polls every 0.5 s by default: 0.5 s more per case)."""
+
+    def serve_forever(self, poll_interval: float = 0.02) -> None:
+        super().serve_forever(poll_interval)
+
+
+@pytest.fixture(autouse=True)
+def quick_stop(monkeypatch):
+    monkeypatch.setattr(tests.hostile, "HostileServer", QuickStop)
+
+
+def survived(server: HostileServer, mode: str, *requests: str) -> None:
+    """A survivable mode was really served (429: twice refused first) and the good answer read."""
+    assert server.count_429 == (2 if mode == "429" else 0), server.requests
+    for request in requests:
+        assert any(seen.startswith(request) for seen in server.requests), (request, server.requests)
+
+
+# ---------------------------------------------------------------------------------------------
+# The Hub, through `python -m infra.plan --preflight`
+
+
+def hub_answer(method: str, path: str) -> Answer:
+    path = path.split("?", 1)[0]
+    if method == "GET" and path == f"/api/models/{REPO}/revision/main":
+        return json_answer({"id": REPO, "sha": COMMIT, "private": False, "gated": "manual"})
+    if method == "HEAD" and path == f"/{REPO}/resolve/main/config.json":
+        return 200, {"X-Repo-Commit": COMMIT, "ETag": '"abc"', "Content-Type": "application/json"}, b""
+    return json_answer({"error": "not found"}, 404, **{"X-Error-Message": "not found"})
+
+
+@pytest.mark.parametrize("mode", HUB)
+def test_the_hub_preflight(mode, monkeypatch, capsys, tmp_path):
+    budget = small_budgets(monkeypatch, mode, "hub")
+    monkeypatch.setenv("HF_TOKEN", HF_TOKEN)
+    with hostile(mode, hub_answer) as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        with timed() as took:
+            code = plan_main(["--stack", "dev", "--preflight", "--set", "gcp:project=real-project-1"])
+    captured = capsys.readouterr()
+    check_outcome(code, captured.err, took[0], budget, HUB[mode])
+    assert HF_TOKEN not in captured.out
+    if HUB[mode][0]:
+        assert captured.err.startswith("error: preflight: "), captured.err
+    else:
+        survived(server, mode, f"GET /api/models/{REPO}/revision/main", f"HEAD /{REPO}/resolve/main/config.json")
+
+
+# ---------------------------------------------------------------------------------------------
+# The cluster, through `python -m workloads.status`
+
+
+def cluster_answer(method: str, path: str) -> Answer:
+    """The convert Job exists and completed; the later steps are not created yet (404 Status)."""
+    name = path.split("?", 1)[0].rsplit("/", 1)[-1]
+    if name == DEV.convert.name:
+        return json_answer(
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": name, "namespace": "tpu-rl"},
+                "status": {
+                    "startTime": "2026-11-30T05:00:00Z",
+                    "completionTime": "2026-11-30T05:18:02Z",
+                    "succeeded": 1,
+                    "conditions": [
+                        {"type": "Complete", "status": "True", "lastTransitionTime": "2026-11-30T05:18:02Z"}
+                    ],
+                },
+            }
+        )
+    status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}
+    return json_answer({**status, "message": f"not found: {name}"}, 404)
+
+
+def write_kubeconfig(tmp_path: Path, server: str) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig(server)))
+    return path
+
+
+@pytest.mark.parametrize("mode", CLUSTER)
+def test_the_cluster_status(mode, monkeypatch, capsys, tmp_path):
+    budget = small_budgets(monkeypatch, mode, "cluster-read", "auth-plugin", "gcs")
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")  # never reached: train is pending
+    with hostile(mode, cluster_answer) as server:
+        path = write_kubeconfig(tmp_path, server.url)
+        with timed() as took:
+            code = status_cli.main(["--stack", "dev", "--kubeconfig", str(path)])
+    captured = capsys.readouterr()
+    check_outcome(code, captured.err, took[0], budget, CLUSTER[mode])
+    assert KUBE_TOKEN not in captured.out
+    if CLUSTER[mode][0]:
+        assert captured.err.startswith("error: cannot read the cluster: "), captured.err
+    else:
+        survived(server, mode, f"GET /apis/batch/v1/namespaces/tpu-rl/jobs/{DEV.convert.name}")
+        convert = next(line for line in captured.out.splitlines() if line.startswith("convert "))
+        assert "succeeded" in convert, captured.out
+
+
+def kubeconfig(server: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": CONTEXT,
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "contexts": [{"name": CONTEXT, "context": {"cluster": "c", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": KUBE_TOKEN}}],
+    }
+
+
+def endless_pages(pages: list[str], pause: float = 0.0) -> Callable[[str, str], Answer]:
+    """A Job list whose every page (after ``pause`` seconds) names a next one."""
+
+    def answer(method: str, path: str) -> Answer:
+        pages.append(path)
+        time.sleep(pause)
+        metadata = {"continue": f"page-{len(pages)}"}
+        return json_answer({"apiVersion": "batch/v1", "kind": "JobList", "items": [], "metadata": metadata})
+
+    return answer
+
+
+def read_endless_list(monkeypatch, pause: float) -> tuple[str, float, list[str]]:
+    small_budgets(monkeypatch, "endless-pagination", "cluster-read", "auth-plugin")
+    pages: list[str] = []
+    with hostile("endless-pagination", endless_pages(pages, pause)) as server:
+        reader = live.ClusterReader(kubeconfig(server.url))
+        with timed() as took, pytest.raises(live.ClusterReadError) as caught:
+            reader.list("batch/v1", "Job", "tpu-rl", "app=x")
+        reader.close()
+    message = str(caught.value)
+    assert "\n" not in message and KUBE_TOKEN not in message and not ESC.search(message), message
+    return message, took[0], pages
+
+
+def test_an_endless_cluster_listing_is_one_bounded_line(monkeypatch):
+    """`status` only GETs single objects, so the reader's list is read directly: `metadata.continue` never ends."""
+    monkeypatch.setattr(live, "MAX_PAGES", 3)
+    message, elapsed, pages = read_endless_list(monkeypatch, pause=0.0)
+    assert re.fullmatch(
+        r"the list at /apis/batch/v1/namespaces/tpu-rl/jobs on 127.0.0.1:[0-9]+ has more than 3 pages", message
+    )
+    assert elapsed < FAST.total + SLACK
+    assert len(pages) == 3 and "continue=page-2" in pages[-1], pages
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="defect: the cluster-read budget bounds each page of a list, not the list (BUDGETS: 'or one list')",
+)
+def test_a_slow_endless_cluster_listing_ends_at_the_budget(monkeypatch):
+    """Pages that each come within the read timeout: the list as a whole still ends at the budget's total."""
+    monkeypatch.setattr(live, "MAX_PAGES", 12)  # 12 pages x 0.3 s, each within the read timeout: 3.6 s
+    _, elapsed, pages = read_endless_list(monkeypatch, pause=0.3)
+    assert elapsed < FAST.total + SLACK, f"{len(pages)} pages in {elapsed:.1f} s for a {FAST.total:g} s budget"
+
+
+# ---------------------------------------------------------------------------------------------
+# GCS, through `python -m workloads.report --run-uri`
+
+
+def gcs_answer(method: str, path: str) -> Answer:
+    """An empty bucket: every listing has no items."""
+    return json_answer({"kind": "storage#objects"})
+
+
+def endless_listing(method: str, path: str) -> Answer:
+    """Every listing page names a next page."""
+    return json_answer({"kind": "storage#objects", "prefixes": [], "nextPageToken": f"t{time.monotonic_ns()}"})
+
+
+@pytest.mark.parametrize("mode", GCS)
+def test_gcs_for_the_report(mode, monkeypatch, capsys, tmp_path):
+    budget = small_budgets(monkeypatch, mode, "gcs")
+    answer: Callable[[str, str], Answer] = gcs_answer
+    if mode == "endless-pagination":
+        import workloads.checkpoint_scan
+
+        monkeypatch.setattr(workloads.checkpoint_scan, "MAX_PAGES", 3)
+        answer = endless_listing
+    out = tmp_path / "report"
+    with hostile(mode, answer) as server:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.url)
+        with timed() as took:
+            code = report_cli.main(["--run-uri", RUN_URI, "--out", str(out)])
+    err = capsys.readouterr().err
+    check_outcome(code, err, took[0], budget, GCS[mode])
+    if GCS[mode][0]:
+        assert err.startswith(f"error: cannot read the run at {RUN_URI}: "), err
+        assert not out.exists() or not any(out.iterdir()), f"written although GCS failed: {sorted(out.iterdir())}"
+    else:
+        survived(server, mode, "GET /storage/v1/b/b/o?")
+        assert json.loads((out / "report.json").read_text())["run"]["outputUri"] == RUN_URI
