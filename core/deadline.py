@@ -53,9 +53,7 @@ BUDGETS: dict[str, Budget] = {
 
 def reference_table() -> str:
     """The README's table of budgets (rows after its header)."""
-    return "\n".join(
-        f"| {b.what} | {b.total:g} s | {b.connect:g} s | {b.read:g} s |" for b in BUDGETS.values()
-    )
+    return "\n".join(f"| {b.what} | {b.total:g} s | {b.connect:g} s | {b.read:g} s |" for b in BUDGETS.values())
 
 
 class DeadlineExceededError(Exception):

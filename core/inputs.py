@@ -63,7 +63,7 @@ def parse_yaml(text: str, what: str, *, max_depth: int = MAX_DEPTH) -> Any:
         depth = 0
         for event in yaml.parse(text, Loader=_SafeLoader):
             if isinstance(event, yaml.AliasEvent):
-                raise InputError(f"{what} uses a YAML alias (*name), which is not allowed here")
+                raise InputError(f"{what} uses YAML aliases (*name), which are not allowed here")
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > max_depth:

@@ -222,7 +222,7 @@ def test_a_missing_plugin_gives_the_install_hint(cluster: FakeCluster):
             "clusters: [{name: c, cluster: {server: 'https://h'}}]\nusers: [{name: u, user: {exec: {args: [1]}}}]",
             "exec plugin has no command",
         ),
-        ("a: &x [1]\nb: *x", "YAML alias"),
+        ("a: &x [1]\nb: *x", "YAML aliases"),
         ("[" * 100 + "]" * 100, "nested deeper than 64"),
         ("a: " + "9" * 5000, "out of range"),
     ],

@@ -927,6 +927,16 @@ def test_the_reviewed_policy_messages_are_the_cases():
     assert list(read_policy_messages()) == list(found)
 
 
+def test_no_policy_message_shows_any_part_of_a_secret():
+    """PR comments carry policy messages: a secret found in a workload is named by kind, never quoted."""
+    secrets = (TOKEN, "KEY=abc")  # the values; an env var's name is not a secret
+    for case in [m for m in MUTATIONS if m[1] == "no-secrets-in-workloads"]:
+        for message in violations(mutated(*case[2:6]), case[1], case[2]):
+            for secret in secrets:
+                parts = {secret[i : i + 6] for i in range(len(secret) - 5)}
+                assert not any(part in message for part in parts), (case[0], message)
+
+
 def test_every_policy_has_a_mutation():
     covered = {m[1] for m in MUTATIONS} | {"model-revision-pinned", "tpu-budget"}  # tested below
     assert covered == set(BY_NAME)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.redact import scrub
 from workloads.live_state import live_step
 
 
@@ -16,6 +17,6 @@ def check_step_status(kind: str, status: dict[str, Any] | None, namespace: str, 
     live = live_step({"kind": kind, "status": status or {}})
     if live.state != "failed":
         return live.state
-    reason = live.reason or "Failed"
-    message = (live.message or f"no message in the {kind}'s Failed condition").rstrip(".")
+    reason = scrub(live.reason, limit=60) or "Failed"  # the controller's text: one line, no escapes, no tokens
+    message = (scrub(live.message, limit=300) or f"no message in the {kind}'s Failed condition").rstrip(".")
     raise StepFailedError(f"{kind} {namespace}/{name} failed ({reason}): {message}. Read the logs with: {logs_command}")

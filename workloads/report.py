@@ -431,10 +431,12 @@ def _run(args: argparse.Namespace) -> int:
         data = gather(open_client(), info.output_uri)
     except StorageError as err:
         raise ReportError(f"cannot read the run at {info.output_uri}: {err}") from None
-    record = data.evaluations.run or {}
-    info.model = info.model or record.get("model")
-    info.chips = info.chips or (record.get("slice") or {}).get("chips")
-    info.version = info.version or (record.get("slice") or {}).get("version")
+    record = data.evaluations.run or {}  # the run's own text: each field is used only if it has the right shape
+    shape = record.get("slice") if isinstance(record.get("slice"), dict) else {}
+    model = record.get("model")
+    info.model = info.model or (scrub(model, limit=40) if isinstance(model, str) else None)
+    info.chips = info.chips or _chips(record)
+    info.version = info.version or (shape.get("version") if isinstance(shape.get("version"), str) else None)
     write_report(info, data, args.out)
     print(
         f"wrote {args.out / 'report.json'}, {args.out / 'report.html'} and the plots "

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from core.redact import scrub
 from core.settings import Settings
 from infra.k8s import live
 from workloads.live_state import condition, live_step
@@ -78,7 +79,7 @@ def step_status(step: Step, obj: dict[str, Any] | None) -> StepStatus:
         started = _time((obj.get("metadata") or {}).get("creationTimestamp"))
         finished = _condition_time(status, "Completed", "Failed")
         restarts = status.get("restarts") if isinstance(status.get("restarts"), int) else 0
-    reason = f"{current.reason}: {current.message}".strip(": ") if current.state == "failed" else ""
+    reason = scrub(f"{current.reason}: {current.message}".strip(": "), limit=200) if current.state == "failed" else ""
     state = current.state
     if state == "running" and not _all_pods_ready(step.kind, obj):
         state = "pending"
@@ -198,6 +199,17 @@ def _load(args: argparse.Namespace) -> Settings:
         raise StatusError(str(err)) from None
 
 
+def _interval(text: str) -> float:
+    """``--interval``: a finite number of seconds, 0..3600 (0 only makes sense in tests)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{scrub(text, limit=20)!r} is not a number of seconds") from None
+    if not 0 <= seconds <= 3600:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"{scrub(text, limit=20)!r} is not between 0 and 3600 seconds")
+    return seconds
+
+
 def main(argv: list[str] | None = None, *, clock: Any = time) -> int:
     parser = argparse.ArgumentParser(prog="python -m workloads.status", description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group(required=True)
@@ -209,7 +221,9 @@ def main(argv: list[str] | None = None, *, clock: Any = time) -> int:
     parser.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
     parser.add_argument("--context", help="context of the stack's cluster (default: gke_<project>_<region>_<cluster>)")
     parser.add_argument("--watch", action="store_true", help="refresh until the run ends")
-    parser.add_argument("--interval", type=float, default=30.0, help="seconds between refreshes with --watch")
+    parser.add_argument(
+        "--interval", type=_interval, default=30.0, help="seconds between refreshes with --watch (1..3600)"
+    )
     args = parser.parse_args(argv)
     try:
         from workloads.artifacts import StorageError, open_client

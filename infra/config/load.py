@@ -11,11 +11,11 @@ never echoed.
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
+from core.inputs import parse_json
 from core.maxtext_keys import closest_key, known_keys
 from core.names import PROJECT
 from core.redact import HF_TOKEN
@@ -100,7 +100,7 @@ def _check_keys(raw: Mapping[str, Any], secret_keys: frozenset[str]) -> None:
 def _decoded(value: Any) -> Any:
     if isinstance(value, str) and value[:1] in ("{", "[") and len(value) <= MAX_JSON_CHARS:
         try:
-            return json.loads(value)
+            return parse_json(value, "a config value")
         except ValueError:
             return value
     return value
@@ -136,9 +136,9 @@ def _flatten(top: str, value: Any) -> dict[str, Any]:
         if len(value) > MAX_JSON_CHARS:
             raise error(top, Hidden("too long"), f"at most {MAX_JSON_CHARS} characters of JSON")
         try:
-            value = json.loads(value)
-        except ValueError:
-            raise error(top, value, "malformed JSON; expected an object") from None
+            value = parse_json(value, "the JSON")
+        except ValueError as err:
+            raise error(top, value, f"malformed JSON{_why(err)}; expected an object") from None
     if not isinstance(value, dict):
         raise error(top, value, "expected an object (set fields with `pulumi config set --path`)")
     known = {f.path: f for f in fields_of(top)}
@@ -235,14 +235,22 @@ SAFE_TEXT = re.compile(r"[A-Za-z0-9_.,:/=+@%*-]{1,256}")
 KEY_SHAPE = re.compile(r"[a-z_][a-z0-9_]{0,79}(\.[a-z_][a-z0-9_]{0,79})?")
 
 
+def _why(err: ValueError) -> str:
+    """The reason ``parse_json`` gave, when it says more than "not JSON" (too deep, too many digits)."""
+    detail = str(err).removeprefix("the JSON is ")
+    return "" if detail == "not JSON" else f" ({detail})"
+
+
 def _flat_args(key: str, value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         if value[:1] != "{":
             raise error(key, value, "an object of MaxText key: value pairs")
         try:
-            value = json.loads(value)
-        except ValueError:
-            raise error(key, value, "malformed JSON; expected an object of MaxText key: value pairs") from None
+            value = parse_json(value, "the JSON")
+        except ValueError as err:
+            raise error(
+                key, value, f"malformed JSON{_why(err)}; expected an object of MaxText key: value pairs"
+            ) from None
     if not isinstance(value, dict):
         raise error(key, value, "an object of MaxText key: value pairs")
     flat: dict[str, Any] = {}

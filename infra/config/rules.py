@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from core.inputs import parse_json
 from core.knobs import KNOBS_BY_FIELD, TRAINING_KNOBS
 from core.machines import HYPERDISK_FAMILIES, PD_FAMILIES, boot_disk_type, machine_family, machine_shape
 from core.models import MODELS, Model
@@ -43,13 +44,12 @@ def _k(path: str) -> str:
 
 def read_networks(key: str, value: Any) -> tuple[str, ...]:
     """A non-empty list of unique canonical IPv4 CIDRs, at most GKE's limit."""
-    import json
 
     if isinstance(value, str):
         if value[:1] != "[":
             raise error(key, value, 'a list of CIDRs, e.g. ["203.0.113.0/24"]')
         try:
-            value = json.loads(value)
+            value = parse_json(value, "a config value")
         except ValueError:
             raise error(key, value, "malformed JSON; expected a list of CIDRs") from None
     if not isinstance(value, list) or not value:

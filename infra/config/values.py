@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from core.redact import HF_TOKEN
+from core.redact import HF_TOKEN, scrub
 
 MAX_SHOWN = 60
 UNSET_SECRET = "[secret not set in the stack file; planned with a placeholder]"
@@ -57,8 +57,8 @@ def show(value: Any) -> str:
 
 
 def error(key: str, value: Any, allowed: str) -> ConfigError:
-    """The one-line error: ``key = value is invalid: allowed``."""
-    return ConfigError(f"{key} = {show(value)} is invalid: {allowed}")
+    """The one-line error: ``key = value is invalid: allowed`` (the key as typed, scrubbed: a key is user text too)."""
+    return ConfigError(f"{scrub(key, limit=120)} = {show(value)} is invalid: {allowed}")
 
 
 Reader = Callable[[str, Any], Any]

@@ -12,9 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from core.inputs import InputError, parse_json, parse_yaml, read_file
 from core.names import PROJECT
+from core.redact import scrub
 from core.settings import Settings
 from infra.config import load_settings
 from infra.config.schema import SECRET_KEYS
@@ -28,35 +28,24 @@ class StackFileError(ValueError):
     """The stack file or an override cannot be read (one line)."""
 
 
-class _NoAliasLoader(yaml.SafeLoader):
-    """A safe loader that refuses YAML aliases: a Pulumi stack file needs none, and they allow bombs."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: ANN401 (PyYAML's signature)
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.constructor.ConstructorError(
-                None, None, "YAML aliases (*name) are not allowed in a stack file", event.start_mark
-            )
-        return super().compose_node(parent, index)
-
-
 def read_yaml(path: Path) -> Any:
-    """A YAML document with limits: at most 1 MB, no aliases; errors as one-line ``StackFileError``."""
+    """A YAML document read with limits (``core.inputs``: a regular file of at most 1 MB, no aliases, nesting
+    and integers bounded); errors as one-line ``StackFileError``."""
     try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise StackFileError(f"cannot read {path}: {err.strerror or err}") from None
-    if len(data) > MAX_STACK_FILE_BYTES:
-        raise StackFileError(f"{path} is larger than {MAX_STACK_FILE_BYTES} bytes; a stack file is a few KB")
+        data = read_file(path, MAX_STACK_FILE_BYTES)
+    except InputError as err:
+        message = str(err)
+        if "larger than" in message:
+            message += "; a stack file is a few KB"
+        raise StackFileError(message) from None
     try:
-        return yaml.load(data.decode("utf-8"), Loader=_NoAliasLoader)  # noqa: S506 (a SafeLoader subclass)
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise StackFileError(f"{path} is not UTF-8 text") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise StackFileError(f"{path} is not valid YAML{where}: {problem}") from None
+    try:
+        return parse_yaml(text, str(path))
+    except InputError as err:
+        raise StackFileError(str(err)) from None
 
 
 def project_declarations(root: Path = ROOT) -> dict[str, dict[str, Any]]:
@@ -144,14 +133,14 @@ def set_path(config: dict[str, Any], key: str, value: Any) -> None:
     """Apply ``KEY=VALUE`` as ``pulumi config set --path KEY VALUE`` does."""
     namespace, sep, rest = key.partition(":")
     if not sep or not namespace or not rest:
-        raise StackFileError(f"--set {key}: expected NAMESPACE:KEY[.FIELD|[INDEX]...]=VALUE")
+        raise StackFileError(f"--set {scrub(key, limit=120)}: expected NAMESPACE:KEY[.FIELD|[INDEX]...]=VALUE")
     try:
         elements = parse_property_path(rest)
     except ValueError as err:
-        raise StackFileError(f"--set {key}: {err}") from None
+        raise StackFileError(f"--set {scrub(key, limit=120)}: {err}") from None
     top, *path = elements
     if not isinstance(top, str) or not top:
-        raise StackFileError(f"--set {key}: the key must start with a name")
+        raise StackFileError(f"--set {scrub(key, limit=120)}: the key must start with a name")
     full = f"{namespace}:{top}"
     if not path:
         config[full] = value
@@ -159,7 +148,7 @@ def set_path(config: dict[str, Any], key: str, value: Any) -> None:
     current = config.get(full)
     if isinstance(current, str) and current[:1] in ("{", "["):
         try:
-            current = json.loads(current)
+            current = parse_json(current, "a config value")
         except ValueError:
             current = None
     root = current if isinstance(current, (dict, list)) and type(current) is type(_container_for(path[0])) else None
@@ -186,13 +175,17 @@ def _get(cursor: Any, element: str | int) -> Any:
 def _assign(key: str, cursor: Any, element: str | int, value: Any) -> None:
     if isinstance(cursor, dict):
         if isinstance(element, int):
-            raise StackFileError(f"--set {key}: [{element}] indexes a list, but this is an object")
+            raise StackFileError(f"--set {scrub(key, limit=120)}: [{element}] indexes a list, but this is an object")
         cursor[element] = value
         return
     if not isinstance(element, int):
-        raise StackFileError(f"--set {key}: {element!r} names a field, but this is a list")
+        raise StackFileError(
+            f"--set {scrub(key, limit=120)}: {scrub(repr(element), limit=60)} names a field, but this is a list"
+        )
     if element > len(cursor):
-        raise StackFileError(f"--set {key}: index {element} is past the end of the list (length {len(cursor)})")
+        raise StackFileError(
+            f"--set {scrub(key, limit=120)}: index {element} is past the end of the list (length {len(cursor)})"
+        )
     if element == len(cursor):
         cursor.append(value)
     else:
@@ -226,7 +219,8 @@ def load_stack_config(
             config[full] = decl["value"]
     for key, value in stack_config.items():
         if not isinstance(key, str) or ":" not in key:
-            raise StackFileError(f"{stack_file}: config key {key!r} must be NAMESPACE:KEY (e.g. tpu-rl:tpu)")
+            shown = scrub(str(key), limit=80)
+            raise StackFileError(f"{stack_file}: config key {shown!r} must be NAMESPACE:KEY (e.g. tpu-rl:tpu)")
         opaque, secret = _opaque_secrets(value)
         config[key] = opaque
         if secret:
@@ -240,12 +234,13 @@ def load_stack_config(
     for override in overrides:
         key, sep, value = override.partition("=")
         if not sep:
-            raise StackFileError(f"--set {override}: expected KEY=VALUE")
+            # Shown scrubbed and short: a token typed there by mistake is never printed.
+            raise StackFileError(f"--set {scrub(override, limit=40)}: expected KEY=VALUE")
         set_path(config, key.strip(), value)
     workflow = config.get(f"{PROJECT}:workflow")
     if isinstance(workflow, str):
         try:
-            workflow = json.loads(workflow) if workflow.startswith("{") else {}
+            workflow = parse_json(workflow, "a config value") if workflow.startswith("{") else {}
         except ValueError:
             workflow = {}
     enabled = workflow.get("enabled", True) if isinstance(workflow, dict) else True

@@ -1,0 +1,245 @@
+"""Hostile input to every CLI (``infra.plan``, ``workloads.status``, ``workloads.report``): each is one line
+on stderr, exit 2, no traceback, nothing written, nothing echoed that it should not (no token, no control
+character), within a few seconds. The limits live in ``core.inputs`` (files, YAML, JSON) and
+``core.outdir`` (the output folder); the scrubbing in ``core.redact``."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+import yaml
+
+from infra.plan.cli import main as plan_main
+from tests.fake_kube import with_state
+from tests.run_files import RECORD, upload_run
+from workloads import report as report_cli
+from workloads import status as status_cli
+from workloads.steps import plan_workflow
+
+TOKEN_LIKE = "hf_" + "Q" * 34
+ESC = "\x1b[31m"
+
+
+@pytest.fixture(autouse=True)
+def no_live_cluster():
+    """The real reader (overrides the conftest stub): the cluster here is a loopback one."""
+
+
+def one_line(capsys, code: int, *, expected: int = 2) -> str:
+    """The failure's line (notes, e.g. a secret planned with a placeholder, may come before it)."""
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    err = lines[-1] if lines else ""
+    assert code == expected, captured.err
+    assert err.startswith("error: ") and "Traceback" not in captured.err, captured.err
+    assert all(line.startswith("note: ") for line in lines[:-1]), captured.err
+    assert TOKEN_LIKE not in captured.out + captured.err and "\x1b" not in captured.out + captured.err
+    return err
+
+
+def timed(run):
+    start = time.monotonic()
+    result = run()
+    assert time.monotonic() - start < 10
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Stack files and overrides (the plan; status and report read them the same way)
+
+
+def special_files(tmp_path):
+    fifo = tmp_path / "Pulumi.fifo.yaml"
+    os.mkfifo(fifo)
+    sparse = tmp_path / "Pulumi.sparse.yaml"
+    with sparse.open("wb") as handle:
+        handle.truncate(10 << 30)  # 10 GiB of nothing: refused by its size, never read
+    link = tmp_path / "Pulumi.zero.yaml"
+    link.symlink_to("/dev/zero")
+    return {
+        "dev-zero": ("/dev/zero", "not a regular file"),
+        "fifo": (str(fifo), "not a regular file"),
+        "sparse": (str(sparse), "is larger than 1000000 bytes"),
+        "link-to-dev-zero": (str(link), "not a regular file"),
+        "directory": (str(tmp_path), "not a regular file"),
+    }
+
+
+@pytest.mark.parametrize("case", ["dev-zero", "fifo", "sparse", "link-to-dev-zero", "directory"])
+def test_a_stack_file_that_is_no_regular_file_is_refused_before_reading(case, tmp_path, capsys):
+    path, words = special_files(tmp_path)[case]
+    err = one_line(capsys, timed(lambda: plan_main(["--config-file", path])))
+    assert words in err
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("config:\n  tpu-rl:x: " + "[" * 200 + "]" * 200 + "\n", "nested deeper than 64 levels"),
+        ("config:\n  tpu-rl:training:\n    numBatches: " + "9" * 5000 + "\n", "out of range"),
+        ("config:\n  a: &a [1]\n  b: *a\n", "YAML aliases"),
+        (f"config:\n  tpu-rl:{TOKEN_LIKE}: 1\n", "[redacted]"),
+        (f"config:\n  tpu-rl:clusterName{ESC}: x\n", "special characters are not allowed"),
+        ("config:\n  tpu-rl:clusterName\u200b: x\n", "unknown key"),
+    ],
+    ids=["deep", "huge-integer", "alias", "token-shaped-key", "escape-in-key", "invisible-character-in-key"],
+)
+def test_hostile_stack_file_content_is_one_line(text, words, tmp_path, capsys):
+    path = tmp_path / "Pulumi.bad.yaml"
+    path.write_text(text)
+    err = one_line(capsys, timed(lambda: plan_main(["--config-file", str(path)])))
+    assert words in err
+
+
+@pytest.mark.parametrize(
+    ("override", "words"),
+    [
+        (TOKEN_LIKE, "expected KEY=VALUE"),
+        (f"tpu-rl:{TOKEN_LIKE}=1", "[redacted]"),
+        ("tpu-rl:training.extraArgs=" + '{"a":' * 500 + "1" + "}" * 500, "nested deeper than 64 levels"),
+        ('tpu-rl:training={"numBatches": ' + "9" * 5000 + "}", "a number with too many digits"),
+        ("tpu-rl:training.numBatches=" + "9" * 5000, "integer"),
+        (f"tpu-rl:clusterName={ESC}x", "tpu-rl:clusterName"),
+        (f"tpu-rl:training.{ESC}numBatches=1", "--set tpu-rl:training.numBatches: missing closing bracket"),
+        (f"tpu-rl:training.num{ESC[:1]}Batches=1", "unknown field"),
+    ],
+    ids=[
+        "token-without-equals",
+        "token-in-key",
+        "deep-json",
+        "huge-json-integer",
+        "huge-integer",
+        "escape-in-value",
+        "escape-sequence-in-field",
+        "escape-in-field",
+    ],
+)
+def test_hostile_overrides_are_one_line(override, words, capsys):
+    err = one_line(capsys, timed(lambda: plan_main(["--stack", "dev", "--set", override])))
+    assert words in err
+
+
+@pytest.mark.parametrize(
+    ("target", "words"),
+    [("file", "is a file, not a folder"), ("/dev/null", "under /dev"), ("/proc/self", "under /proc")],
+)
+def test_a_bad_out_is_one_line_and_nothing_is_written(target, words, tmp_path, capsys):
+    if target == "file":
+        target = str(tmp_path / "plan.txt")
+        (tmp_path / "plan.txt").write_text("mine")
+    err = one_line(capsys, plan_main(["--stack", "dev", "--out", target]))
+    assert words in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["plan.txt"] if target.endswith("plan.txt") else [])
+
+
+def test_out_keeps_the_users_files_and_never_follows_a_planted_link(tmp_path, capsys):
+    out = tmp_path / "plan"
+    assert plan_main(["--stack", "dev", "--out", str(out)]) == 0
+    mine = out / "manifests" / "my-notes.yaml"
+    mine.write_text("mine")
+    assert plan_main(["--stack", "dev", "--out", str(out)]) == 0
+    assert mine.read_text() == "mine", "only what the plan wrote is replaced"
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched")
+    (out / "plan.json").unlink()
+    (out / "plan.json").symlink_to(victim)
+    capsys.readouterr()
+    err = one_line(capsys, plan_main(["--stack", "dev", "--out", str(out)]))
+    assert "plan.json is a symbolic link" in err and victim.read_text() == "untouched"
+
+
+# ---------------------------------------------------------------------------------------------
+# status: kubeconfigs, the interval, remote text
+
+
+def status(tmp_path, kubeconfig, *extra):
+    return status_cli.main(["--stack", "dev", "--kubeconfig", str(kubeconfig), *extra])
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        ("- a\n- b\n", "not a kubeconfig (not a mapping)"),
+        ("contexts: 5\n", "contexts is not a list"),
+        ("contexts: [5]\n", "no context gke_my-tpu-dev-project_us-east5_tpu-rl-dev"),
+        ("a: " + "9" * 5000 + "\n", "out of range"),
+        ("x: " + "[" * 100 + "]" * 100 + "\n", "nested deeper"),
+    ],
+    ids=["list", "contexts-not-list", "context-not-mapping", "huge-integer", "deep"],
+)
+def test_a_kubeconfig_of_the_wrong_shape_is_one_line(content, words, tmp_path, capsys):
+    path = tmp_path / "kubeconfig"
+    path.write_text(content)
+    err = one_line(capsys, timed(lambda: status(tmp_path, path)))
+    assert words in err
+
+
+@pytest.mark.parametrize("case", ["dev-zero", "fifo", "sparse"])
+def test_a_kubeconfig_that_is_no_regular_file_is_one_line(case, tmp_path, capsys):
+    path = special_files(tmp_path)[case][0]
+    err = one_line(capsys, timed(lambda: status(tmp_path, path)))
+    assert "not a regular file" in err or "larger than" in err
+
+
+@pytest.mark.parametrize("interval", ["inf", "nan", "-1", "1e9", "soon"])
+def test_a_bad_interval_is_refused(interval, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exited:
+        status(tmp_path, tmp_path / "none", "--watch", "--interval", interval)
+    assert exited.value.code == 2 and "--interval" in capsys.readouterr().err
+
+
+def test_a_failure_message_from_the_cluster_is_shown_scrubbed(tmp_path, capsys, gcs):
+    from tests.fake_kube import fake_cluster
+
+    plan = plan_workflow(__import__("tests.lifecycle_walk", fromlist=["settings"]).settings("dev", []))
+    with fake_cluster() as cluster:
+        failed = with_state(plan.convert.manifest, "failed")
+        failed["status"]["conditions"][-1]["message"] = f"{ESC}boom\nsecond line with {TOKEN_LIKE}\x07"
+        cluster.put(failed)
+        path = tmp_path / "kubeconfig"
+        path.write_text(yaml.safe_dump(cluster.kubeconfig(context="gke_my-tpu-dev-project_us-east5_tpu-rl-dev")))
+        code = status(tmp_path, path)
+    captured = capsys.readouterr()
+    assert code == 1 and "boom second line with [redacted]" in captured.out
+    assert "\x1b" not in captured.out and "\x07" not in captured.out and TOKEN_LIKE not in captured.out
+
+
+# ---------------------------------------------------------------------------------------------
+# report: run records and logs are text from the run
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        "tpu-rl run: [1, 2]",
+        'tpu-rl run: {"slice": "x", "model": 5, "argv": "no list"}',
+        'tpu-rl run: {"slice": {"chips": 1e400, "version": "v99"}}',
+        "tpu-rl run: " + "[" * 5000 + "]" * 5000,
+        'tpu-rl run: {"chips": ' + "9" * 5000 + "}",
+        f'tpu-rl run: {{"model": "{ESC}evil{TOKEN_LIKE}"}}',
+    ],
+    ids=["list", "wrong-types", "huge-float", "deep", "huge-integer", "escape-and-token"],
+)
+def test_a_run_record_of_any_shape_never_breaks_the_report(record, gcs, tmp_path, capsys):
+    run = "gs://my-tpu-dev-project-tpu-rl-dev/gemma4-e4b/train/0123456789/"
+    upload_run(gcs, run, steps=[1, 2], logs=False)
+    from tests.conftest import put
+
+    put(gcs, run, "logs/train-20260921T130000Z.log", data=f"{record}\n".encode())
+    out = tmp_path / "report"
+    assert report_cli.main(["--run-uri", run, "--out", str(out)]) == 0, capsys.readouterr().err
+    page = (out / "report.html").read_text() + (out / "report.json").read_text()
+    assert TOKEN_LIKE not in page and "\x1b" not in page and "<script" not in page
+
+
+def test_a_good_record_still_names_the_model(gcs, tmp_path):
+    run = "gs://my-tpu-dev-project-tpu-rl-dev/gemma4-e4b/train/0123456789/"
+    upload_run(gcs, run, steps=[1, 2], logs=False)
+    from tests.conftest import put
+
+    put(gcs, run, "logs/train-20260921T130000Z.log", data=f"{RECORD}\n".encode())
+    assert report_cli.main(["--run-uri", run, "--out", str(tmp_path / "r")]) == 0
+    assert json.loads((tmp_path / "r" / "report.json").read_text())["run"]["model"] == "gemma4-e4b"
