@@ -18,7 +18,7 @@ import contextvars
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -40,6 +40,11 @@ class Budget:
     def __post_init__(self) -> None:
         if not (0 < self.connect <= self.total and 0 < self.read <= self.total):
             raise ValueError(f"budget {self}: connect and read must be positive and within total")
+
+    def within(self, seconds: float) -> Budget:
+        """What is left of this budget when only ``seconds`` remain (a later call of a larger operation)."""
+        total = max(0.001, min(self.total, seconds))
+        return replace(self, total=total, connect=min(self.connect, total), read=min(self.read, total))
 
 
 BUDGETS: dict[str, Budget] = {

@@ -69,12 +69,35 @@ def open_client() -> storage.Client:
         raise StorageError(f"cannot open GCS: {describe(err, 'opening a client')}") from None
 
 
+def transient(err: Exception) -> bool:
+    """What a storage request retries: 408, 429 and 5xx answers and dropped connections, as the library's
+    own ``DEFAULT_RETRY`` does, but not a TLS failure (an untrusted certificate does not heal by waiting)."""
+    import http.client
+
+    from google.api_core import exceptions as api
+    from requests import exceptions as requests_errors
+
+    if isinstance(err, requests_errors.SSLError):
+        return False
+    if isinstance(err, api.GoogleAPICallError):
+        return err.code in (408, 429, 500, 502, 503, 504)
+    return isinstance(
+        err,
+        requests_errors.ConnectionError
+        | requests_errors.ChunkedEncodingError
+        | requests_errors.Timeout
+        | ConnectionError
+        | http.client.HTTPException,
+    )
+
+
 def call_options(budget: deadline.Budget | None = None) -> dict[str, Any]:
     """``timeout`` and ``retry`` for every storage request (the library's own hooks)."""
     from google.cloud.storage.retry import DEFAULT_RETRY
 
     budget = budget or deadline.BUDGETS["gcs"]
-    return {"timeout": (budget.connect, budget.read), "retry": DEFAULT_RETRY.with_timeout(budget.total)}
+    retry = DEFAULT_RETRY.with_predicate(transient).with_timeout(budget.total)
+    return {"timeout": (budget.connect, budget.read), "retry": retry}
 
 
 def describe(err: Exception, what: str) -> str:

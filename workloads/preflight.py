@@ -20,7 +20,6 @@ import re
 import time
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
@@ -213,7 +212,7 @@ def check_model_access(
     shown = quote(scrub(revision, limit=100), safe="")
 
     def bounded(what: str, call: Callable[[], T]) -> T:
-        left = replace(budget, total=max(0.001, ends - time.monotonic()))
+        left = budget.within(ends - time.monotonic())
         try:
             return deadline.retrying(
                 lambda seconds: deadline.call(call, seconds, cancel=close_session), left, wait_for=_transient

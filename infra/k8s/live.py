@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -227,6 +228,7 @@ class ClusterReader:
         path = f"/apis/{group}/{version}/namespaces/{namespace}/{plural}"
         items: list[dict[str, Any]] = []
         token = ""
+        ends = time.monotonic() + self.budgets.read.total  # one budget for the whole list, every page
         for _ in range(MAX_PAGES):
 
             def request(api: Any, timeout: tuple[float, float], token: str = token) -> Any:
@@ -242,7 +244,7 @@ class ClusterReader:
                     _request_timeout=timeout,
                 )
 
-            page = self._read(path, request, missing_ok=True) or {}
+            page = self._read(path, request, missing_ok=True, ends=ends) or {}
             entries = page.get("items") or []
             if not isinstance(entries, list):
                 raise self._fail(ClusterReadError(f"the list at {path} on {self.where} has no items array"))
@@ -303,10 +305,18 @@ class ClusterReader:
         return ApiClient(configuration)
 
     def _read(
-        self, path: str, request: Callable[[Any, tuple[float, float]], Any], *, missing_ok: bool
+        self,
+        path: str,
+        request: Callable[[Any, tuple[float, float]], Any],
+        *,
+        missing_ok: bool,
+        ends: float | None = None,
     ) -> dict[str, Any] | None:
+        """One request (retried within the budget); ``ends``: the wall-clock end of a larger read (a list)."""
         api = self._api()
         budget = self.budgets.read
+        if ends is not None:
+            budget = budget.within(ends - time.monotonic())
         timeout = (budget.connect, budget.read)
 
         def attempt(left: float) -> dict[str, Any] | None:
@@ -337,8 +347,9 @@ class ClusterReader:
         except ClusterReadError as err:
             raise self._fail(err) from None
         except deadline.DeadlineExceededError:
+            total = self.budgets.read.total
             raise self._fail(
-                ClusterReadError(f"the cluster at {self.where} did not answer {path} within {budget.total:.0f} s")
+                ClusterReadError(f"the cluster at {self.where} did not answer {path} within {total:g} s")
             ) from None
         except Exception as err:
             if missing_ok and getattr(err, "status", None) == 404:
