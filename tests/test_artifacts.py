@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pulumi
 import pytest
@@ -176,22 +177,27 @@ def test_up_fails_naming_the_path_when_training_saved_nothing(gcs):
     assert not plan.find(JOB, steps["export"]["name"]), "nothing to export: the export is never created"
 
 
-def orbax_step(step: int, *, complete: bool, params: int = 660, shards: int = 8) -> list[str]:
-    """The objects one actor step leaves on GCS under Pathways (tunix ``CheckpointManager``, Orbax
-    0.12 ``CommitFileTemporaryPath``, zarr v2 without OCDBT): per item ``_METADATA``,
-    ``array_metadatas/process_0`` and its ``commit_success.txt``, per array a ``.zarray`` and one object
-    per shard; the step's ``_CHECKPOINT_METADATA`` and, once committed, its ``commit_success.txt``
-    (/work/notes of orbax ``_src/path/atomicity.py`` and tunix ``sft/checkpoint_manager.py``)."""
-    names = [f"{step}/_CHECKPOINT_METADATA"]
-    for item, arrays in (("model_params", params), ("optimizer_state", 2 * params)):
-        names += [f"{step}/{item}/_METADATA", f"{step}/{item}/array_metadatas/process_0"]
-        for index in range(arrays if complete else arrays // 3):
-            layer, kind = divmod(index, 22)
-            folder = f"{step}/{item}/base.decoder.layers_{layer}.moe_block.w{kind}.kernel.value"
-            names += [f"{folder}/.zarray", *(f"{folder}/{shard}.0.0" for shard in range(shards))]
-        if complete:
-            names.append(f"{step}/{item}/commit_success.txt")
-    return names + ([f"{step}/commit_success.txt"] if complete else [])
+ORBAX_STEP = [
+    line.removeprefix("10/")
+    for line in (Path(__file__).parent / "data" / "orbax-step-names.txt").read_text().splitlines()
+    if line and not line.startswith("#")
+]
+"""The names one actor step has, as Orbax wrote them (tests/make_orbax_fixture.py: orbax-checkpoint's v1
+Checkpointer as tunix uses it, zarr v2 without OCDBT, commit files), relative to the step folder."""
+
+
+def orbax_step(step: int, *, complete: bool, copies: int = 160) -> list[str]:
+    """One step of a 26B run: the real writer's names with every array folder repeated ``copies`` times (a
+    26B model has hundreds of arrays, each with a chunk per shard: ~17k objects a step). A save cut short
+    has the first third of its arrays and no commit file."""
+    arrays = sorted(name.rsplit("/", 1)[0] for name in ORBAX_STEP if name.endswith("/.zarray"))
+    step_files = [name for name in ORBAX_STEP if name.rsplit("/", 1)[0] not in arrays]
+    names = [f"{step}/{n}" for n in step_files if complete or not n.endswith("commit_success.txt")]
+    folders = [(array, copy) for copy in range(copies) for array in arrays]
+    for array, copy in folders if complete else folders[: len(folders) // 3]:
+        files = [name for name in ORBAX_STEP if name.startswith(f"{array}/")]
+        names += [f"{step}/{array.replace('.value', f'_{copy}.value', 1)}/{n.rsplit('/', 1)[1]}" for n in files]
+    return names
 
 
 def test_the_newest_complete_step_among_150k_objects_is_found_quickly(gcs):

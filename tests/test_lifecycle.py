@@ -183,4 +183,6 @@ def test_every_kubernetes_urn_is_pinned(stack):
         expected[name] = f"urn:pulumi:{stack}::tpu-rl::" + suffix.format(name=name)
     assert kubernetes == set(expected)
     assert {name: plan.urns[name] for name in kubernetes} == expected
+    providers = {r["options"]["provider"] for r in plan.resources if r["name"] in kubernetes}
+    assert providers == {"gke"}, "every object names the provider (whose version selects the plugin)"
     assert all(not r["options"]["aliases"] for r in plan.resources if r["name"] in kubernetes), "add aliases here"

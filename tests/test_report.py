@@ -287,3 +287,16 @@ def test_an_unknown_capacity_is_one_line(tmp_path, capsys):
         make(tmp_path, "--run-uri", RUN, "--capacity", "bogus")
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert exited.value.code == 2 and "invalid choice: 'bogus'" in err and not (tmp_path / "report").exists()
+
+
+@pytest.mark.pure
+def test_the_rollout_tags_are_aligned_with_the_update_they_feed():
+    """tunix logs rewards/* at the global step before the update (rl_cluster.py buffer_metrics) and actor/* at
+    the update (peft_trainer.py "increment the step by one for logging purpose")."""
+    from workloads.scalars import Scalars, is_training_tag, step_offset
+
+    scalars = Scalars(series={"rewards/train/sum": [(0, 0.4), (1, 0.5)], "actor/train/loss": [(1, 2.0), (2, 1.0)]})
+    assert scalars.aligned("rewards/train/sum") == [(1, 0.4), (2, 0.5)]
+    assert scalars.aligned("actor/train/loss") == [(1, 2.0), (2, 1.0)]
+    assert [step_offset(t) for t in ("completions/train/mean_length", "global/train/x", "perf/train/y")] == [1, 1, 0]
+    assert not is_training_tag("jax/orbax/write/async/start_time") and is_training_tag("actor/train/kl")

@@ -262,6 +262,19 @@ def test_pr_preview_after_a_failed_run_from_outside_the_network_warns_once(stack
     assert any("at the last `pulumi up`, JobSet tpu-rl/" in w and "failed (FailedJobs)" in w for w in warnings)
 
 
+def test_pr_preview_while_a_retry_runs_re_attaches_and_warns_of_nothing(stack):
+    """The retry was started and its `up` interrupted: the state has it with init errors and the trigger it
+    was created with, the live run carries the same marker, so the preview plans the empty update that
+    re-attaches (sg.go continueStepsFromDiff, in a dry run too) and the provider's dry-run update returns the
+    live, running status (kp.go Update with preview): no replacement, no error, no failure warning."""
+    stack.up({"train": "fail"})
+    stack.up({"train": "interrupt"})  # the retry runs; `up` was stopped while it was awaited
+    preview = stack.preview()
+    train = names(stack)["train"]
+    assert preview.error is None and preview.actions[train] == "update"
+    assert not [w for w in preview.plan.warnings() if "Failed" in w or "failed" in w]
+
+
 def test_pr_preview_of_a_retried_run_from_outside_the_network_shows_no_change(stack):
     """The retry's object carries ``tpu-rl/retry-of``; a preview that cannot read the cluster passes no
     marker, and the annotation is ignoreChanges (processIgnoreChanges keeps the recorded one), so nothing

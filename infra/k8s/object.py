@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import pulumi
-from pulumi_kubernetes import _utilities as k8s_utilities
 
 
 def type_token(api_version: str, kind: str) -> str:
@@ -32,8 +31,7 @@ class KubernetesObject(pulumi.CustomResource):
         api_version, kind = manifest["apiVersion"], manifest["kind"]
         props = {**manifest, "status": None}
         secret_outputs = ["data", "stringData"] if (api_version, kind) == ("v1", "Secret") else None
-        opts = pulumi.ResourceOptions.merge(
-            opts,
-            pulumi.ResourceOptions(version=k8s_utilities.get_version(), additional_secret_outputs=secret_outputs),
-        )
+        # Every object is registered with an explicit provider (infra.gcp.cluster), whose own version selects
+        # the plugin: no version option is needed here.
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=secret_outputs))
         super().__init__(type_token(api_version, kind), resource_name, props, opts)
