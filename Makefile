@@ -70,8 +70,11 @@ status: $(VENV)/.installed
 report: $(VENV)/.installed
 	$(PY) -m workloads.report --stack $(STACK) --out build/report-$(STACK)
 
+# Style, formatting and the import contracts in pyproject.toml (imports point one way: README "Layout").
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 # Mutation testing of the pure builders and validators (not part of `make test` or CI; README "Tests").
 # Incremental: only mutants of changed functions and the last run's survivors are tested again.
@@ -87,5 +90,5 @@ mutation: $(VENV)/.installed-dev
 	$(PY) -m tests.mutation_report
 
 test: $(VENV)/.installed-dev $(POLICY_VENV)/.installed
-	$(VENV)/bin/ruff check .
+	$(MAKE) --no-print-directory lint
 	$(PY) -m pytest -q -n 2 --dist loadfile

@@ -1,0 +1,1 @@
+"""Kubernetes: pure manifests, kubeconfig and the bounded live reader, plus the platform component."""
