@@ -15,6 +15,10 @@ from infra.config.schema import PROVIDER_KEYS
 
 def raw_config() -> tuple[dict[str, Any], frozenset[str]]:
     """All ``tpu-rl:*`` keys plus the gcp keys, as strings, and which of them are secret."""
+    # No exported function lists the keys: the language host passes them to `set_all_config`, which
+    # stores them in the module's `CONFIG` (pulumi 3.272 sdk/python/lib/pulumi/runtime/config.py), and
+    # older hosts in PULUMI_CONFIG (`get_config_env`). This line is the one non-exported name the program
+    # reads; the offline plan (set_mocks + set_all_config) and so every program test runs it.
     keys = set(runtime_config.get_config_env()) | set(runtime_config.CONFIG.get())
     wanted = {k for k in keys if k.startswith(f"{PROJECT}:")} | set(PROVIDER_KEYS)
     raw = {k: runtime_config.get_config(k) for k in sorted(wanted)}
