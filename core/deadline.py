@@ -50,7 +50,7 @@ class Budget:
 BUDGETS: dict[str, Budget] = {
     "hub": Budget(30.0, 5.0, 10.0, "Hugging Face preflight: model info and config.json, retries included"),
     "auth-plugin": Budget(10.0, 10.0, 10.0, "the kubeconfig's exec plugin (gke-gcloud-auth-plugin) printing a token"),
-    "cluster-read": Budget(18.0, 5.0, 10.0, "one read of a Job or JobSet (or one list), retries included"),
+    "cluster-read": Budget(18.0, 5.0, 10.0, "one read of a JobSet (or one list), retries included"),
     "gcs": Budget(60.0, 5.0, 20.0, "one GCS operation: a listing (every page) or one object, retries included"),
 }
 """The documented budget of each kind of call."""

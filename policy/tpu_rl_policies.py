@@ -466,7 +466,7 @@ pinned_images = ResourceValidationPolicy(
 
 
 def _model_revision(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type != JOB:
+    if args.resource_type not in (JOB, JOBSET):
         return
     text = command_text(args.props.get("spec"))
     match = re.search(r"--revision=([^\s\"']+)", text)
@@ -556,7 +556,7 @@ def stack_estimate(resources: list[Any]) -> dict[str, Any] | None:
     if not pools:
         return None
     shape, capacity = pools[0]
-    jobset = next((r for r in resources if r.resource_type == JOBSET), None)
+    jobset = next((r for r in resources if r.resource_type == JOBSET and _requests_tpu(r.props)), None)
     if jobset is None:  # provision only: no run, but a reserved slice still bills per day
         return estimate_run(shape, len(pools), capacity, None).to_output()
     command = command_text(jobset.props.get("spec"))
@@ -568,6 +568,12 @@ def stack_estimate(resources: list[Any]) -> dict[str, Any] | None:
         max_target_length=int(_arg(command, "max_target_length")),
     )
     return estimate_run(shape, len(pools), capacity, run).to_output()
+
+
+def _requests_tpu(props: Mapping[str, Any]) -> bool:
+    """The training JobSet: the one whose containers ask for TPU chips (convert and export run on CPU)."""
+    limits = (((c.get("resources") or {}).get("limits") or {}) for c in containers(props.get("spec")))
+    return any("google.com/tpu" in entry for entry in limits)
 
 
 def _budget(args: StackValidationArgs, report: ReportViolation) -> None:

@@ -22,7 +22,6 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 SHARED = Path(os.environ.get("TPU_RL_SHARED") or ROOT.parent / "shared")
 """The read-only test data beside the checkout (TPU_RL_SHARED overrides it, e.g. for the mutation run's copy)."""
 SENTINEL_TOKEN = "hf_SENTINELtokenVALUEforLEAKchecks0123456789"
-JOB = "kubernetes:batch/v1:Job"
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 
 
@@ -69,7 +68,7 @@ def statuses(status_for):
 def step_resources(plan: Plan) -> dict[str, dict]:
     """The three step resources of a plan, by step (convert, train, export)."""
     found = {}
-    for resource in plan.find(JOB) + plan.find(JOBSET):
+    for resource in plan.find(JOBSET):
         found[resource["inputs"]["metadata"]["labels"]["app.kubernetes.io/component"]] = resource
     return found
 

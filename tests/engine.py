@@ -26,15 +26,15 @@ from pulumi.output import Unknown
 from infra.plan import plan_stack
 from infra.plan.offline import UNKNOWN, Plan, Registration, plain
 from infra.plan.stack_files import ROOT, parse_property_path
-from tests.conftest import JOB, JOBSET, SENTINEL_TOKEN, put
+from tests.conftest import JOBSET, SENTINEL_TOKEN, put
 from tests.fake_kube import FakeCluster, with_state
 from tests.lifecycle_walk import settings
 from workloads.steps import Workflow, plan_workflow
 
-STEP_TYPES = (JOB, JOBSET)
-JOB_FORCE_NEW = ("spec.completions", "spec.parallelism", "spec.selector", "spec.template")
-"""Job paths whose change the provider plans as a replacement (``diff.go``, ``forceNewProperties``)."""
-TERMINAL = {"Job": ("complete", "failed"), "JobSet": ("completed", "failed")}
+STEP_TYPES = (JOBSET,)
+TERMINAL = ("completed", "failed")
+"""A JobSet's terminal states (``status.terminalState``); the provider plans no field of a custom resource
+as a replacement (``diff.go`` ``forceNewProperties`` knows built-in kinds only)."""
 
 
 class AwaitInterruptedError(Exception):
@@ -109,11 +109,6 @@ def process_ignore_changes(inputs: dict[str, Any], old: dict[str, Any], paths: l
         if _get(result, elements[:-1])[0] or present:
             _set(result, elements, present, value)
     return result
-
-
-def _differs(old: dict[str, Any], new: dict[str, Any], path: str) -> bool:
-    elements = parse_property_path(path)
-    return _get(old, elements) != _get(new, elements)
 
 
 @dataclass
@@ -216,15 +211,9 @@ class Stack:
             action = "replace"
         else:
             inputs = process_ignore_changes(inputs, old.inputs, ignore)
-            changed = inputs != old.inputs
-            if changed and inputs["kind"] == "Job" and any(_differs(old.inputs, inputs, p) for p in JOB_FORCE_NEW):
-                action = "replace"  # diff.go: a Job's template cannot change in place
-            elif changed or old.init_errors:
-                # sg.go continueStepsFromDiff: unchanged but with init errors -> "an empty update step to
-                # attempt to continue awaiting initialization" (a preview plans it too).
-                action = "update"
-            else:
-                action = "same"
+            # sg.go continueStepsFromDiff: unchanged but with init errors -> "an empty update step to
+            # attempt to continue awaiting initialization" (a preview plans it too).
+            action = "update" if inputs != old.inputs or old.init_errors else "same"
         kind, namespace = inputs["kind"], inputs["metadata"]["namespace"]
         live = self.cluster.get(kind, namespace, name)
         if action == "create" and live is not None and not preview:
@@ -290,7 +279,7 @@ class Stack:
         """The provider's await of ``pulumi.com/waitFor`` (await.go: the existing object satisfies it at once
         when it already ended); otherwise the run goes as ``outcome`` says."""
         kind, metadata = obj["kind"], obj["metadata"]
-        if _state_of(obj) in TERMINAL[kind]:
+        if _state_of(obj) in TERMINAL:
             return obj
         if outcome == "interrupt":
             self.cluster.set_state(kind, metadata["namespace"], metadata["name"], "running")
@@ -302,7 +291,7 @@ class Stack:
             return self.cluster.set_state(kind, metadata["namespace"], metadata["name"], "failed", restarts=1)
         if outcome != "complete-without-output":
             self.write_outputs(obj)
-        return self.cluster.set_state(kind, metadata["namespace"], metadata["name"], TERMINAL[kind][0])
+        return self.cluster.set_state(kind, metadata["namespace"], metadata["name"], "completed")
 
     # -- what the steps write ------------------------------------------------------------------
 
@@ -356,10 +345,7 @@ class Stack:
 
 def _state_of(obj: dict[str, Any]) -> str:
     status = obj.get("status") or {}
-    if obj["kind"] == "JobSet":
-        return {"Completed": "completed", "Failed": "failed"}.get(status.get("terminalState", ""), "running")
-    types = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
-    return "failed" if "Failed" in types else "complete" if "Complete" in types else "running"
+    return {"Completed": "completed", "Failed": "failed"}.get(status.get("terminalState", ""), "running")
 
 
 def _has_unknowns(value: Any) -> bool:

@@ -1,6 +1,6 @@
-"""A loopback Kubernetes API server for the program's Jobs and JobSets: the paths, list pagination,
-label selectors, bearer tokens, TLS and the error bodies (``Status`` objects) of the real API server,
-plus builders of live objects in each state as the Job and JobSet controllers write them.
+"""A loopback Kubernetes API server for the program's JobSets: the paths, list pagination, label
+selectors, bearer tokens, TLS and the error bodies (``Status`` objects) of the real API server, plus
+builders of live objects in each state as the JobSet controller writes them.
 
 Tests (and the scenario harness in ``tests.engine``) change the objects in process; the program and
 the tools read them over HTTP(S) with the real client.
@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-RESOURCES = {"batch": ("v1", "jobs", "Job"), "jobset.x-k8s.io": ("v1alpha2", "jobsets", "JobSet")}
+RESOURCES = {"jobset.x-k8s.io": ("v1alpha2", "jobsets", "JobSet")}
 TOKEN = "test-cluster-token"
 T0 = "2026-11-30T05:00:00Z"
 T1 = "2026-11-30T05:18:02Z"
@@ -42,62 +42,10 @@ def status_body(code: int, reason: str, message: str, details: dict[str, Any] | 
     return body
 
 
-def job_status(state: str) -> dict[str, Any]:
-    """``status`` of a batch/v1 Job (Kubernetes 1.33: SuccessCriteriaMet/FailureTarget precede the final condition)."""
-    if state == "pending":
-        return {}
-    if state == "running":
-        return {"startTime": T0, "active": 1, "ready": 1, "terminating": 0}
-    if state == "complete":
-        return {
-            "startTime": T0,
-            "completionTime": T1,
-            "succeeded": 1,
-            "ready": 0,
-            "terminating": 0,
-            "conditions": [
-                {
-                    "type": "SuccessCriteriaMet",
-                    "status": "True",
-                    "reason": "CompletionsReached",
-                    "message": "Reached expected number of succeeded pods",
-                    "lastTransitionTime": T1,
-                },
-                {
-                    "type": "Complete",
-                    "status": "True",
-                    "reason": "CompletionsReached",
-                    "message": "Reached expected number of succeeded pods",
-                    "lastTransitionTime": T1,
-                },
-            ],
-        }
-    return {
-        "startTime": T0,
-        "failed": 2,
-        "ready": 0,
-        "terminating": 0,
-        "conditions": [
-            {
-                "type": "FailureTarget",
-                "status": "True",
-                "reason": "BackoffLimitExceeded",
-                "message": "Job has reached the specified backoff limit",
-                "lastTransitionTime": T1,
-            },
-            {
-                "type": "Failed",
-                "status": "True",
-                "reason": "BackoffLimitExceeded",
-                "message": "Job has reached the specified backoff limit",
-                "lastTransitionTime": T1,
-            },
-        ],
-    }
-
-
-def jobset_status(state: str, jobs: list[dict[str, Any]], restarts: int = 0) -> dict[str, Any]:
-    """``status`` of a JobSet as its controller (v0.10) writes it."""
+def jobset_status(state: str, jobs: list[dict[str, Any]], restarts: int = 0, name: str = "") -> dict[str, Any]:
+    """``status`` of a JobSet as its controller (v0.10.1) writes it; a failure names its first failed Job
+    (``failure_policy.go`` ``messageWithFirstFailedJob``: ``%s (first failed job: %s)``)."""
+    first_job = f"{name}-{jobs[0]['name']}-0"
     rows = []
     for job in jobs:
         n = job.get("replicas", 1)
@@ -130,7 +78,7 @@ def jobset_status(state: str, jobs: list[dict[str, Any]], restarts: int = 0) -> 
                 "type": "Failed",
                 "status": "True",
                 "reason": "FailedJobs",
-                "message": "jobset failed due to one or more job failures",
+                "message": f"jobset failed due to one or more job failures (first failed job: {first_job})",
                 "lastTransitionTime": T1,
             }
         ]
@@ -138,15 +86,11 @@ def jobset_status(state: str, jobs: list[dict[str, Any]], restarts: int = 0) -> 
 
 
 def with_state(manifest: dict[str, Any], state: str, *, restarts: int = 0) -> dict[str, Any]:
-    """A copy of ``manifest`` with the ``status`` the controllers give it in ``state``
-    (Job: pending/running/complete/failed; JobSet: pending/running/completed/failed; "complete" and
-    "completed" are accepted for both)."""
+    """A copy of a JobSet ``manifest`` with the ``status`` its controller gives it in ``state``
+    (pending/running/completed/failed; "complete" is accepted for "completed")."""
     obj = copy.deepcopy(manifest)
-    if obj["kind"] == "JobSet":
-        state = {"complete": "completed"}.get(state, state)
-        obj["status"] = jobset_status(state, obj["spec"]["replicatedJobs"], restarts)
-    else:
-        obj["status"] = job_status({"completed": "complete"}.get(state, state))
+    state = {"complete": "completed"}.get(state, state)
+    obj["status"] = jobset_status(state, obj["spec"]["replicatedJobs"], restarts, obj["metadata"]["name"])
     return obj
 
 
@@ -260,7 +204,7 @@ class FakeCluster:
         return copy.deepcopy(obj)
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        plural = {"Job": "jobs", "JobSet": "jobsets"}[kind]
+        plural = {"JobSet": "jobsets"}[kind]
         with self.lock:
             obj = self.objects.get((plural, namespace, name))
         return copy.deepcopy(obj) if obj else None
@@ -272,7 +216,7 @@ class FakeCluster:
         return self.put(with_state(obj, state, restarts=restarts))
 
     def delete(self, kind: str, namespace: str, name: str) -> None:
-        plural = {"Job": "jobs", "JobSet": "jobsets"}[kind]
+        plural = {"JobSet": "jobsets"}[kind]
         with self.lock:
             self.objects.pop((plural, namespace, name), None)
 

@@ -167,6 +167,10 @@ def jobset_webhook_rules(obj: dict[str, Any]) -> None:
                 raise WebhookError(
                     f"JobSet name is too long, pod names generated for this JobSet will exceed 63: {pod}"
                 )
+        # The Job API's own rule (kubernetes pkg/apis/batch/validation validateJobSpec): "only
+        # restartPolicy=Never is supported when podFailurePolicy is specified".
+        if "podFailurePolicy" in job_spec and job_spec["template"]["spec"].get("restartPolicy") != "Never":
+            raise WebhookError(f"{rjob['name']}: a podFailurePolicy needs restartPolicy Never")
         if rjob.get("replicas", 1) * job_spec.get("parallelism", 1) > 2**31 - 1:
             raise WebhookError("replicas x parallelism exceeds int32")
         for dep in rjob.get("dependsOn") or []:

@@ -103,6 +103,6 @@ def pure_plan(stack: str, *overrides: str) -> Plan:
     ]
     if s.workflow.enabled:
         for step in plan_workflow(s).steps:
-            type_ = f"kubernetes:{'batch/v1' if step.kind == 'Job' else 'jobset.x-k8s.io/v1alpha2'}:{step.kind}"
+            type_ = f"kubernetes:{step.manifest['apiVersion']}:{step.kind}"
             resources.append(_resource(type_, step.name, step.manifest, delete_before_replace=True))
     return Plan(stack=stack, resources=sorted(resources, key=lambda r: (r["type"], r["name"])), outputs={})

@@ -13,7 +13,7 @@ import pytest
 from core.names import SETUP_FAILURE_EXIT
 from infra.plan import plan_stack
 from infra.plan.stack_files import ROOT
-from tests.conftest import JOB, JOBSET, SENTINEL_TOKEN, plan_of, put, statuses
+from tests.conftest import JOBSET, SENTINEL_TOKEN, plan_of, put, statuses, step_resources
 from tests.run_files import reward, upload_run
 from workloads import checkpoint_scan
 from workloads.artifacts import converted_problem, exported_problem, final_checkpoint, short_run_warning
@@ -121,8 +121,6 @@ def test_exported_model(gcs):
 def _completed(type_, inputs):
     if type_ == JOBSET:
         return {"terminalState": "Completed", "conditions": [{"type": "Completed", "status": "True"}]}
-    if type_ == JOB:
-        return {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
     return None
 
 
@@ -143,7 +141,7 @@ def test_up_stops_when_conversion_left_no_checkpoint(gcs):
     plan = _run_up()
     assert isinstance(plan.error, pulumi.RunError)
     assert "conversion finished but" in str(plan.error) and "/0/items/ is empty" in str(plan.error)
-    assert not plan.find(JOBSET), "training never starts without its input"
+    assert set(step_resources(plan)) == {"convert"}, "training never starts without its input"
 
 
 def test_up_exports_the_last_step_found_and_warns_when_it_is_short(gcs):
@@ -174,7 +172,7 @@ def test_up_fails_naming_the_path_when_training_saved_nothing(gcs):
     assert isinstance(plan.error, pulumi.RunError)
     assert f"no complete checkpoint was found under {steps['train']['artifactUri']}" in str(plan.error)
     assert "the next `pulumi up` runs" in str(plan.error), "the error says how it is retried"
-    assert not plan.find(JOB, steps["export"]["name"]), "nothing to export: the export is never created"
+    assert not plan.find(JOBSET, steps["export"]["name"]), "nothing to export: the export is never created"
 
 
 ORBAX_STEP = [

@@ -120,10 +120,12 @@ def step_id(obj: dict) -> str:
 
 
 def container_command(obj: dict) -> list[str]:
-    if obj["kind"] == "Job":
-        return obj["spec"]["template"]["spec"]["containers"][0]["command"]
-    head = obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-    return next(c for c in head["containers"] if c["name"] == "workload-container")["command"]
+    """The step's command: the CPU step's only container, or the training head's workload container."""
+    pod = obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    if obj["metadata"]["labels"]["app.kubernetes.io/component"] != "train":
+        (container,) = pod["containers"]
+        return container["command"]
+    return next(c for c in pod["containers"] if c["name"] == "workload-container")["command"]
 
 
 PROD_BUCKET = "gs://my-tpu-prod-project-tpu-rl-prod"

@@ -83,7 +83,8 @@ def test_cpu_np_is_tainted_and_exactly_our_cpu_pods_tolerate_it(prod_plan):
     toleration = {"key": "tpu-rl/pool", "operator": "Equal", "value": "cpu-np", "effect": "NoSchedule"}
     steps = step_resources(prod_plan)
     for step in ("convert", "export"):
-        assert steps[step]["inputs"]["spec"]["template"]["spec"]["tolerations"] == [toleration]
+        (job,) = steps[step]["inputs"]["spec"]["replicatedJobs"]
+        assert job["template"]["spec"]["template"]["spec"]["tolerations"] == [toleration]
     head, worker = (
         j["template"]["spec"]["template"]["spec"] for j in steps["train"]["inputs"]["spec"]["replicatedJobs"]
     )

@@ -26,6 +26,7 @@ from core.deadline import Budget
 from core.models import MODELS
 from infra.k8s import live
 from infra.plan.cli import main as plan_main
+from tests.fake_kube import with_state
 from tests.hostile import MODES, Answer, HostileServer, hostile
 from tests.lifecycle_walk import settings
 from workloads import checkpoint_scan
@@ -49,7 +50,7 @@ SLOW = Budget(4.0, 0.5, 0.5)
 """429 sends ``Retry-After: 1`` twice before the good answer: the budget must hold both waits."""
 ESC = re.compile(r"\x1b|\x9b")
 HUB_GET = f"GET http://127.0.0.1:[0-9]+/api/models/{REPO}/revision/main"
-KUBE_GET = f"/apis/batch/v1/namespaces/tpu-rl/jobs/{DEV.convert.name}"
+KUBE_GET = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/tpu-rl/jobsets/{DEV.convert.name}"
 LISTING = "listing the checkpoints under gs://b/m/train/h/rl/checkpoints/actor/"
 
 # mode -> (exit code, a regular expression the one line must match); exit 0: the mode is survivable
@@ -215,23 +216,11 @@ def test_the_hub_preflight(mode, monkeypatch, capsys, tmp_path):
 
 
 def cluster_answer(method: str, path: str) -> Answer:
-    """The convert Job exists and completed; the later steps are not created yet (404 Status)."""
+    """The convert JobSet exists and completed; the later steps are not created yet (404 Status)."""
     name = path.split("?", 1)[0].rsplit("/", 1)[-1]
     if name == DEV.convert.name:
         return json_answer(
-            {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "metadata": {"name": name, "namespace": "tpu-rl"},
-                "status": {
-                    "startTime": "2026-11-30T05:00:00Z",
-                    "completionTime": "2026-11-30T05:18:02Z",
-                    "succeeded": 1,
-                    "conditions": [
-                        {"type": "Complete", "status": "True", "lastTransitionTime": "2026-11-30T05:18:02Z"}
-                    ],
-                },
-            }
+            with_state({**DEV.convert.manifest, "metadata": {"name": name, "namespace": "tpu-rl"}}, "completed")
         )
     status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}
     return json_answer({**status, "message": f"not found: {name}"}, 404)
@@ -269,7 +258,7 @@ def test_the_cluster_status(mode, monkeypatch, capsys, tmp_path):
     if CLUSTER[mode][0]:
         assert captured.err.startswith("error: cannot read the cluster: "), captured.err
     else:
-        survived(server, mode, f"GET /apis/batch/v1/namespaces/tpu-rl/jobs/{DEV.convert.name}")
+        survived(server, mode, f"GET /apis/jobset.x-k8s.io/v1alpha2/namespaces/tpu-rl/jobsets/{DEV.convert.name}")
         convert = next(line for line in captured.out.splitlines() if line.startswith("convert "))
         assert "succeeded" in convert, captured.out
 
@@ -292,7 +281,7 @@ def read_endless_list(monkeypatch, pause: float) -> tuple[str, float, list[str]]
     with hostile("endless-pagination", endless_pages(pages, pause)) as server:
         reader = live.ClusterReader(kubeconfig(server.url))
         with timed() as took, pytest.raises(live.ClusterReadError) as caught:
-            reader.list("batch/v1", "Job", "tpu-rl", "app=x")
+            reader.list("jobset.x-k8s.io/v1alpha2", "JobSet", "tpu-rl", "app=x")
         reader.close()
     message = str(caught.value)
     assert "\n" not in message and KUBE_TOKEN not in message and not ESC.search(message), message
@@ -304,7 +293,9 @@ def test_an_endless_cluster_listing_is_one_bounded_line(monkeypatch):
     monkeypatch.setattr(live, "MAX_PAGES", 3)
     message, elapsed, pages = read_endless_list(monkeypatch, pause=0.0)
     assert re.fullmatch(
-        r"the list at /apis/batch/v1/namespaces/tpu-rl/jobs on 127.0.0.1:[0-9]+ has more than 3 pages", message
+        r"the list at /apis/jobset.x-k8s.io/v1alpha2/namespaces/tpu-rl/jobsets on 127.0.0.1:[0-9]+ has more than 3 "
+        r"pages",
+        message,
     )
     assert elapsed < FAST.total + SLACK
     assert len(pages) == 3 and "continue=page-2" in pages[-1], pages

@@ -85,7 +85,7 @@ def test_the_walk_sees_what_the_program_registers(stack, overrides):
         assert inputs == expected
         options = resource["options"]
         assert options["ignoreChanges"] == list(step.ignore_changes)
-        assert options["ignoreChanges"][: len(OPERATIONAL_PATHS[step.kind])] == list(OPERATIONAL_PATHS[step.kind])
+        assert options["ignoreChanges"][: len(OPERATIONAL_PATHS)] == list(OPERATIONAL_PATHS)
         assert options["customTimeouts"]["create"] == format_duration(step.await_seconds)
 
 
@@ -107,16 +107,15 @@ def test_pulumi_waits_longer_than_each_steps_own_deadline(stack):
     s = settings(stack, [])
     for step in plan_workflow(s).steps:
         deadline = step.deadline_seconds
-        attempts = 1 + s.workflow.max_restarts if step.kind == "JobSet" else 1
+        # Each JobSet attempt (a restart re-creates the Jobs) gets the first Job's deadline; the CPU steps never
+        # restart (their Job retries its pod within the same deadline).
+        restarts = step.manifest["spec"]["failurePolicy"]["maxRestarts"]
+        assert restarts == (s.workflow.max_restarts if step.step == "train" else 0)
+        attempts = 1 + restarts
         assert step.await_seconds == attempts * (deadline + AWAIT_GRACE_SECONDS)
         assert step.await_seconds > attempts * deadline
-        manifest = step.manifest
-        if step.kind == "Job":
-            assert manifest["spec"]["activeDeadlineSeconds"] == deadline == s.workflow.timeouts[step.step]
-        else:
-            head = manifest["spec"]["replicatedJobs"][0]["template"]["spec"]
-            assert head["activeDeadlineSeconds"] == deadline == s.workflow.timeouts["train"]
-            assert manifest["spec"]["failurePolicy"]["maxRestarts"] == s.workflow.max_restarts
+        first = step.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]
+        assert first["activeDeadlineSeconds"] == deadline == s.workflow.timeouts[step.step]
 
 
 def test_prod_waits_for_two_24h_attempts():
@@ -161,9 +160,9 @@ URNS = {
         "tpu-rl:k8s:KubernetesPlatform$kubernetes:storage.k8s.io/v1:StorageClass::scratch-storage-class"
     ),
     "jobset": "tpu-rl:k8s:KubernetesPlatform$kubernetes:helm.sh/v3:Release::jobset",
-    "convert": "tpu-rl:workflow:WorkflowRun$kubernetes:batch/v1:Job::{name}",
+    "convert": "tpu-rl:workflow:WorkflowRun$kubernetes:jobset.x-k8s.io/v1alpha2:JobSet::{name}",
     "train": "tpu-rl:workflow:WorkflowRun$kubernetes:jobset.x-k8s.io/v1alpha2:JobSet::{name}",
-    "export": "tpu-rl:workflow:WorkflowRun$kubernetes:batch/v1:Job::{name}",
+    "export": "tpu-rl:workflow:WorkflowRun$kubernetes:jobset.x-k8s.io/v1alpha2:JobSet::{name}",
 }
 
 

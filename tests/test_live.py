@@ -32,10 +32,10 @@ def cluster():
 
 
 def manifest(kind: str, name: str, labels: dict | None = None) -> dict:
-    api = "batch/v1" if kind == "Job" else JOBSET
-    spec = {"template": {}} if kind == "Job" else {"replicatedJobs": [{"name": "head", "replicas": 1}]}
+    assert kind == "JobSet"
+    spec = {"replicatedJobs": [{"name": "head", "replicas": 1}]}
     return {
-        "apiVersion": api,
+        "apiVersion": JOBSET,
         "kind": kind,
         "metadata": {"name": name, "namespace": "tpu-rl", "labels": labels or {}},
         "spec": spec,
@@ -50,8 +50,8 @@ def test_objects_are_read_over_tls_and_a_missing_one_is_none(cluster: FakeCluste
     stored = cluster.put(with_state(manifest("JobSet", "run-a"), "failed"))
     found = reader(cluster.kubeconfig()).get(JOBSET, "JobSet", "tpu-rl", "run-a")
     assert found["metadata"]["uid"] == stored["metadata"]["uid"] and found["status"]["terminalState"] == "Failed"
-    assert reader(cluster.kubeconfig()).get("batch/v1", "Job", "tpu-rl", "never-created") is None
-    assert cluster.requests[-1] == "/apis/batch/v1/namespaces/tpu-rl/jobs/never-created"
+    assert reader(cluster.kubeconfig()).get(JOBSET, "JobSet", "tpu-rl", "never-created") is None
+    assert cluster.requests[-1] == "/apis/jobset.x-k8s.io/v1alpha2/namespaces/tpu-rl/jobsets/never-created"
 
 
 def test_a_crd_that_is_not_installed_yet_reads_as_absent(cluster: FakeCluster):
@@ -90,12 +90,12 @@ def test_endless_pages_are_refused(monkeypatch):
 @pytest.mark.parametrize(
     ("user", "words"),
     [
-        ({"token": "wrong"}, r"refused to read /apis/.*/jobs/x \(HTTP 401\): the identity running `pulumi` needs"),
+        ({"token": "wrong"}, r"refused to read /apis/.*/jobsets/x \(HTTP 401\): the identity running `pulumi` needs"),
     ],
 )
 def test_refused_access_is_one_line(cluster: FakeCluster, user, words):
     with pytest.raises(live.ClusterReadError, match=words) as caught:
-        reader(cluster.kubeconfig(user)).get("batch/v1", "Job", "tpu-rl", "x")
+        reader(cluster.kubeconfig(user)).get(JOBSET, "JobSet", "tpu-rl", "x")
     assert "\n" not in str(caught.value)
 
 
@@ -108,7 +108,7 @@ def test_a_failed_reader_fails_again_at_once_with_the_same_line():
     with pytest.raises(
         live.ClusterReadError, match="cannot reach the cluster at 127.0.0.1:.*authorizedNetworks"
     ) as first:
-        shared.get("batch/v1", "Job", "tpu-rl", "a")
+        shared.get(JOBSET, "JobSet", "tpu-rl", "a")
     start = time.monotonic()
     for _ in range(3):
         with pytest.raises(live.ClusterReadError) as again:
@@ -121,7 +121,7 @@ def test_an_untrusted_certificate_is_a_tls_line(cluster: FakeCluster):
     config = cluster.kubeconfig()
     del config["clusters"][0]["cluster"]["certificate-authority-data"]
     with pytest.raises(live.ClusterReadError, match="TLS with the cluster at 127.0.0.1:[0-9]+ failed"):
-        reader(config).get("batch/v1", "Job", "tpu-rl", "x")
+        reader(config).get(JOBSET, "JobSet", "tpu-rl", "x")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,13 +150,13 @@ def credential(token: str) -> str:
 
 
 def test_the_plugin_gets_the_cluster_info_and_its_token_is_used(cluster: FakeCluster, tmp_path):
-    cluster.put(manifest("Job", "with-plugin"))
+    cluster.put(manifest("JobSet", "with-plugin"))
     body = (
         'test "$1" = --use_application_default_credentials || exit 9\n'
         'echo "$KUBERNETES_EXEC_INFO" | grep -q certificate-authority-data || exit 8\n'
         f"echo '{credential(cluster.token)}'\n"
     )
-    found = reader(cluster.kubeconfig(plugin(tmp_path, body))).get("batch/v1", "Job", "tpu-rl", "with-plugin")
+    found = reader(cluster.kubeconfig(plugin(tmp_path, body))).get(JOBSET, "JobSet", "tpu-rl", "with-plugin")
     assert found["metadata"]["name"] == "with-plugin"
 
 
@@ -164,7 +164,7 @@ def test_a_hanging_plugin_is_bounded_and_later_reads_skip(cluster: FakeCluster, 
     shared = reader(cluster.kubeconfig(plugin(tmp_path, "sleep 30\n")))
     start = time.monotonic()
     with pytest.raises(live.ClusterReadError, match="gke-gcloud-auth-plugin did not answer within 1 s"):
-        shared.get("batch/v1", "Job", "tpu-rl", "x")
+        shared.get(JOBSET, "JobSet", "tpu-rl", "x")
     with pytest.raises(live.ClusterReadError, match="did not answer within"):
         shared.get(JOBSET, "JobSet", "tpu-rl", "y")
     assert time.monotonic() - start < FAST.auth.total + SLACK
@@ -188,7 +188,7 @@ def test_a_hanging_plugin_is_bounded_and_later_reads_skip(cluster: FakeCluster, 
 )
 def test_plugin_failures_are_one_line_without_tokens_or_escapes(cluster: FakeCluster, tmp_path, body, words):
     with pytest.raises(live.ClusterReadError, match=words) as caught:
-        reader(cluster.kubeconfig(plugin(tmp_path, body))).get("batch/v1", "Job", "tpu-rl", "x")
+        reader(cluster.kubeconfig(plugin(tmp_path, body))).get(JOBSET, "JobSet", "tpu-rl", "x")
     assert "SECRET" not in str(caught.value) and "\x1b" not in str(caught.value) and "\n" not in str(caught.value)
 
 
@@ -197,7 +197,7 @@ def test_a_missing_plugin_gives_the_install_hint(cluster: FakeCluster):
     with pytest.raises(
         live.ClusterReadError, match="gke-gcloud-auth-plugin was not found: gcloud components install x"
     ):
-        reader(cluster.kubeconfig(user)).get("batch/v1", "Job", "tpu-rl", "x")
+        reader(cluster.kubeconfig(user)).get(JOBSET, "JobSet", "tpu-rl", "x")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,7 +242,7 @@ def test_a_missing_plugin_gives_the_install_hint(cluster: FakeCluster):
 )
 def test_an_unusable_kubeconfig_is_one_line(config, words):
     with pytest.raises(live.ClusterReadError, match=words) as caught:
-        reader(config).get("batch/v1", "Job", "tpu-rl", "x")
+        reader(config).get(JOBSET, "JobSet", "tpu-rl", "x")
     assert "\n" not in str(caught.value)
 
 

@@ -28,36 +28,45 @@ def _objects(stack):
 def test_every_core_object_validates(stack):
     objects = _objects(stack)
     kinds = sorted(o["kind"] for o in objects)
-    assert kinds == ["Job", "Job", "JobSet", "Namespace", "Secret", "ServiceAccount", "StorageClass"]
+    assert kinds == ["JobSet", "JobSet", "JobSet", "Namespace", "Secret", "ServiceAccount", "StorageClass"]
     for obj in objects:
         if obj["kind"] != "JobSet":
             validate_core(obj)
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_the_jobset_validates_against_the_crd_and_webhook(stack, jobset_validators):
-    (jobset,) = [o for o in _objects(stack) if o["kind"] == "JobSet"]
-    for validator in jobset_validators:
-        validate_jobset(jobset, validator)
+def test_every_jobset_validates_against_the_crd_and_webhook(stack, jobset_validators):
+    jobsets = [o for o in _objects(stack) if o["kind"] == "JobSet"]
+    components = [o["metadata"]["labels"]["app.kubernetes.io/component"] for o in jobsets]
+    assert sorted(components) == ["convert", "export", "train"]
+    for jobset in jobsets:
+        for validator in jobset_validators:
+            validate_jobset(jobset, validator)
 
 
 def test_many_slices_and_big_topologies_still_fit_name_limits(jobset_validators):
     (jobset,) = [
         o
         for o in plan_of("prod", "tpu-rl:tpu.topology=16x16", "tpu-rl:tpu.slices=4").kubernetes_objects()
-        if o["kind"] == "JobSet"
+        if o["kind"] == "JobSet" and o["metadata"]["labels"]["app.kubernetes.io/component"] == "train"
     ]
     assert jobset["spec"]["replicatedJobs"][1]["replicas"] == 4
     assert jobset["spec"]["replicatedJobs"][1]["template"]["spec"]["completions"] == 64
     validate_jobset(jobset, jobset_validators[0])
 
 
-def _jobset(stack="prod"):
-    return copy.deepcopy(next(o for o in _objects(stack) if o["kind"] == "JobSet"))
+def _jobset(stack="prod", step="train"):
+    return copy.deepcopy(
+        next(
+            o
+            for o in _objects(stack)
+            if o["kind"] == "JobSet" and o["metadata"]["labels"]["app.kubernetes.io/component"] == step
+        )
+    )
 
 
-def _break(mutate):
-    obj = _jobset()
+def _break(mutate, step="train"):
+    obj = _jobset(step=step)
     mutate(obj)
     return obj
 
@@ -88,11 +97,27 @@ def test_validator_catches_broken_jobsets(case, jobset_validators):
         validate_jobset(_break(BROKEN_JOBSETS[case]), jobset_validators[0])
 
 
+BROKEN_CPU_JOBSETS = {
+    "container-typo": lambda o: o["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][
+        0
+    ].__setitem__("imagee", "x"),
+    # a pod failure policy needs restartPolicy Never (the Job API's validation)
+    "restart-on-failure": lambda o: o["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"].__setitem__(
+        "restartPolicy", "OnFailure"
+    ),
+    "name-too-long": lambda o: o["metadata"].__setitem__("name", "x" * 46),
+    "network-typo": lambda o: o["spec"]["network"].__setitem__("enableDNSHostname", False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_CPU_JOBSETS))
+def test_validator_catches_broken_cpu_jobsets(case, jobset_validators):
+    assert validate_jobset(_jobset(step="convert"), jobset_validators[0]) is None
+    with pytest.raises((jsonschema.ValidationError, WebhookError, kubernetes_validate.ValidationError)):
+        validate_jobset(_break(BROKEN_CPU_JOBSETS[case], step="convert"), jobset_validators[0])
+
+
 def test_validator_catches_broken_core_objects():
-    job = copy.deepcopy(next(o for o in _objects("dev") if o["kind"] == "Job"))
-    job["spec"]["template"]["spec"]["containers"][0]["imagee"] = "typo"
-    with pytest.raises(kubernetes_validate.ValidationError):
-        validate_core(job)
     secret = copy.deepcopy(next(o for o in _objects("dev") if o["kind"] == "Secret"))
     secret["metadata"]["name"] = "Not_A_DNS_Name"
     with pytest.raises(WebhookError):

@@ -47,6 +47,12 @@ def head_and_workers(jobset):
     return head, worker
 
 
+def cpu_job(step):
+    """The only replicated Job of a CPU step's JobSet: its Job spec."""
+    (job,) = step.manifest["spec"]["replicatedJobs"]
+    return job["template"]["spec"]
+
+
 def containers(pod):
     return {c["name"]: c for c in pod.get("initContainers", []) + pod["containers"]}
 
@@ -296,7 +302,7 @@ def test_tolerations_match_the_taints_and_selectors_match_the_pools(s):
     head, worker = head_and_workers(plan.train.manifest)
     head_pod = head["template"]["spec"]["template"]["spec"]
     worker_pod = worker["template"]["spec"]["template"]["spec"]
-    for pod in (head_pod, *(step.manifest["spec"]["template"]["spec"] for step in (plan.convert, plan.export))):
+    for pod in (head_pod, *(cpu_job(step)["template"]["spec"] for step in (plan.convert, plan.export))):
         assert pod["nodeSelector"] == {"cloud.google.com/gke-nodepool": pool_names["cpu"]}
         (toleration,) = pod["tolerations"]
         assert (toleration["key"], toleration["value"], toleration["effect"]) == (
@@ -317,7 +323,7 @@ def test_the_token_secret_and_the_storage_class_are_what_the_pods_reference():
     secret = token_secret_manifest("tpu-rl", {}, "x")
     plan = jobs(PROD)
     for step in (plan.convert, plan.export):
-        pod = step.manifest["spec"]["template"]["spec"]
+        pod = cpu_job(step)["template"]["spec"]
         (env,) = [e for e in pod["containers"][0]["env"] if e["name"] == "HF_TOKEN"]
         ref = env["valueFrom"]["secretKeyRef"]
         assert ref["name"] == secret["metadata"]["name"] and ref["key"] in secret["stringData"]
@@ -329,9 +335,7 @@ def test_every_setup_failure_exits_with_the_code_the_jobs_fail_on():
     plan = jobs(PROD)
     head, _ = head_and_workers(plan.train.manifest)
     codes = [head["template"]["spec"]["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"]]
-    codes += [
-        s.manifest["spec"]["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"] for s in (plan.convert, plan.export)
-    ]
+    codes += [cpu_job(s)["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"] for s in (plan.convert, plan.export)]
     assert codes == [[SETUP_FAILURE_EXIT]] * 3
     assert (
         checkpoint_scan.NOTHING_TO_EXPORT == SETUP_FAILURE_EXIT and f"sys.exit({SETUP_FAILURE_EXIT})" in OPTIMIZER_PATCH
@@ -339,7 +343,7 @@ def test_every_setup_failure_exits_with_the_code_the_jobs_fail_on():
 
 
 # ---------------------------------------------------------------------------------------------
-# The CPU Jobs
+# The CPU steps: single-pod JobSets on cpu-np
 
 
 @pytest.mark.parametrize(
@@ -349,11 +353,11 @@ def test_every_setup_failure_exits_with_the_code_the_jobs_fail_on():
         ("export", 72, "128Gi", "160Gi"),
     ],
 )
-def test_cpu_jobs(step, scratch, memory, limit):
+def test_cpu_jobsets(step, scratch, memory, limit):
     built = getattr(jobs(PROD), step)
-    job = built.manifest
-    assert job["apiVersion"] == "batch/v1" and job["kind"] == "Job"
-    assert job["metadata"] == {
+    jobset = built.manifest
+    assert jobset["apiVersion"] == "jobset.x-k8s.io/v1alpha2" and jobset["kind"] == "JobSet"
+    assert jobset["metadata"] == {
         "name": built.name,
         "namespace": "tpu-rl",
         "labels": {
@@ -362,14 +366,21 @@ def test_cpu_jobs(step, scratch, memory, limit):
             "app.kubernetes.io/component": step,
             "tpu-rl/step-id": built.step_id,
         },
-        "annotations": {
-            "pulumi.com/waitFor": "jsonpath={.status.conditions[?(@.type=='Complete'||@.type=='Failed')].status}=True",
-            "pulumi.com/patchForce": "true",
-        },
+        "annotations": {"pulumi.com/waitFor": "jsonpath={.status.terminalState}", "pulumi.com/patchForce": "true"},
     }
-    spec = job["spec"]
+    # One pod: no headless Service (jobset_controller.go createHeadlessSvcIfNecessary); the JobSet never
+    # restarts, so the Job's own backoffLimit is the one retry.
+    assert {k: v for k, v in jobset["spec"].items() if k != "replicatedJobs"} == {
+        "network": {"enableDNSHostnames": False},
+        "failurePolicy": {"maxRestarts": 0},
+    }
+    (replicated,) = jobset["spec"]["replicatedJobs"]
+    assert {k: v for k, v in replicated.items() if k != "template"} == {"name": step, "replicas": 1}
+    assert list(replicated["template"]) == ["spec"]
+    spec = cpu_job(built)
     assert {k: v for k, v in spec.items() if k != "template"} == {
         "backoffLimit": 1,
+        "completionMode": "Indexed",
         "completions": 1,
         "parallelism": 1,
         "activeDeadlineSeconds": 4 * 3600,
@@ -380,7 +391,7 @@ def test_cpu_jobs(step, scratch, memory, limit):
             ]
         },
     }
-    labels = job["metadata"]["labels"]
+    labels = jobset["metadata"]["labels"]
     assert spec["template"]["metadata"] == {"labels": labels}
     pod = spec["template"]["spec"]
     assert pod["restartPolicy"] == "Never" and pod["terminationGracePeriodSeconds"] == 30
@@ -413,7 +424,7 @@ def test_cpu_jobs(step, scratch, memory, limit):
 
 def test_cpu_steps_are_sized_by_the_model():
     dev = jobs(DEV)
-    pod = dev.convert.manifest["spec"]["template"]["spec"]
+    pod = cpu_job(dev.convert)["template"]["spec"]
     assert pod["containers"][0]["resources"] == {
         "requests": {"cpu": "16", "memory": "48Gi"},
         "limits": {"memory": "60Gi"},
@@ -440,18 +451,29 @@ def test_names_paths_and_logs():
         plan.convert.artifact_uri,
         plan.train.artifact_uri,
     )
-    assert plan.convert.logs_command == f"kubectl logs -n tpu-rl job/{plan.convert.name} --all-containers --tail=200 -f"
+    # JobSet names its Jobs <jobset>-<replicatedJob>-<index> (placement.go GenJobName); the Job controller
+    # labels their pods job-name=<job>.
+    for step, container in ((plan.convert, "convert"), (plan.export, "export")):
+        job = f"{step.name}-{step.step}-0"
+        assert step.logs_command == f"kubectl logs -n tpu-rl -l job-name={job} -c {container} --tail=200 -f"
     assert plan.train.logs_command == (
         f"kubectl logs -n tpu-rl -l job-name={plan.train.name}-pathways-head-0 -c workload-container --tail=200 -f"
     )
-    assert (plan.convert.kind, plan.train.kind, plan.export.kind) == ("Job", "JobSet", "Job")
+    assert {step.kind for step in plan.steps} == {"JobSet"}
+    assert [step.manifest["spec"]["replicatedJobs"][0]["name"] for step in (plan.convert, plan.export)] == [
+        "convert",
+        "export",
+    ]
     annotations = ('metadata.annotations["tpu-rl/input"]', 'metadata.annotations["tpu-rl/retry-of"]')
-    assert plan.convert.ignore_changes == plan.export.ignore_changes == ("spec.activeDeadlineSeconds", *annotations)
-    assert plan.train.ignore_changes == (
-        "spec.failurePolicy.maxRestarts",
-        "spec.replicatedJobs[0].template.spec.activeDeadlineSeconds",
-        *annotations,
-    )
+    for step in plan.steps:
+        assert step.ignore_changes == (
+            "spec.failurePolicy.maxRestarts",
+            "spec.replicatedJobs[0].template.spec.activeDeadlineSeconds",
+            *annotations,
+        )
+    assert "activeDeadlineSeconds" in cpu_job(plan.convert), "the path ignoreChanges names exists"
+    timeouts = jobs(settings("prod", ["tpu-rl:workflow.timeouts.convert=9h"]))
+    assert timeouts.convert.name == plan.convert.name and cpu_job(timeouts.convert)["activeDeadlineSeconds"] == 9 * 3600
 
 
 def test_the_identity_covers_the_object_the_cluster_and_the_bucket_but_not_operational_fields():
@@ -481,10 +503,10 @@ def test_identity_ignores_annotations_and_exactly_the_operational_paths():
     assert steps.identity(other, {**manifest, "spec": spec}) == base
     spec["failurePolicy"] = {**spec["failurePolicy"], "restartStrategy": "BlockingRecreate"}
     assert steps.identity(other, {**manifest, "spec": spec}) != base
-    assert steps.OPERATIONAL_PATHS == {
-        "Job": ("spec.activeDeadlineSeconds",),
-        "JobSet": ("spec.failurePolicy.maxRestarts", "spec.replicatedJobs[0].template.spec.activeDeadlineSeconds"),
-    }
+    assert steps.OPERATIONAL_PATHS == (
+        "spec.failurePolicy.maxRestarts",
+        "spec.replicatedJobs[0].template.spec.activeDeadlineSeconds",
+    )
 
 
 def test_the_identity_covers_the_objects_name_and_labels():
@@ -498,8 +520,8 @@ def test_the_identity_covers_the_objects_name_and_labels():
 # A step's name is its identity: a change here re-runs that step (and the ones after it) for every user
 # on their next `pulumi up`. Update these deliberately, with the reason in the commit message.
 STEP_NAMES = {
-    "dev": ["gemma4-e4b-convert-45028d21a9", "gemma4-e4b-train-5534c3959c", "gemma4-e4b-export-c78bfcd923"],
-    "prod": ["gemma4-26b-convert-e2a7b1dd08", "gemma4-26b-train-ed0cd6ec7c", "gemma4-26b-export-d312cd0c03"],
+    "dev": ["gemma4-e4b-convert-a36c9b41b5", "gemma4-e4b-train-7386692485", "gemma4-e4b-export-e1b67e3aab"],
+    "prod": ["gemma4-26b-convert-e68aae6396", "gemma4-26b-train-7eea6a911c", "gemma4-26b-export-9c0eb1b341"],
 }
 
 
@@ -515,7 +537,8 @@ def test_the_cloud_logging_links():
         'resource.type="k8s_container"\nresource.labels.project_id="my-tpu-prod-project"\n'
         'resource.labels.cluster_name="tpu-rl-prod"\nresource.labels.namespace_name="tpu-rl"\n'
     )
-    convert = scope + f'resource.labels.pod_name:"{plan.convert.name}"'
+    convert = scope + f'resource.labels.pod_name:"{plan.convert.name}-convert-0"\n'
+    convert += 'resource.labels.container_name="convert"'
     train = scope + f'resource.labels.pod_name:"{plan.train.name}-pathways-head-0"\n'
     train += 'resource.labels.container_name="workload-container"'
     for step, query in ((plan.convert, convert), (plan.train, train)):
@@ -536,16 +559,21 @@ def _with_model_name(s, length):
 
 
 def test_name_limits_at_their_boundaries():
-    """JobSet: 63 minus its longest pod-name suffix; Job: 63 (its name is the job-name label's value)."""
-    assert steps.MAX_JOBSET_NAME == 63 - len("-pathways-head-0-0-abcde") == 39
-    assert steps.MAX_JOB_NAME == 63
-    # name = <model>-<step>-<10 hex>: train adds 17 characters, convert 19.
+    """63 minus the longest pod-name suffix each JobSet gets (jobset_webhook.go: "JobSet name is too long, pod
+    names generated for this JobSet will exceed 63 characters"): -<replicatedJob>-<job>-<pod>-<5 random>."""
+    plan = jobs(PROD)
+    assert steps.max_name(plan.train.manifest) == 63 - len("-pathways-head-0-0-abcde") == 39
+    assert steps.max_name(plan.convert.manifest) == 63 - len("-convert-0-0-abcde") == 45
+    assert steps.max_name(plan.export.manifest) == 63 - len("-export-0-0-abcde") == 46
+    wide = jobs(settings("prod", ["tpu-rl:tpu.slices=12"])).train.manifest
+    assert steps.max_name({"spec": {"replicatedJobs": wide["spec"]["replicatedJobs"][1:]}}) == 63 - len(
+        "-worker-11-7-abcde"
+    )
+    # name = <model>-<step>-<10 hex>: train adds 17 characters.
     fits = _with_model_name(PROD, 39 - 17)
     assert len(jobs(fits).train.name) == 39
     with pytest.raises(ValueError, match="JobSet name m+-train-[0-9a-f]{10} is longer than 39 characters"):
         jobs(_with_model_name(PROD, 39 - 16))
-    with pytest.raises(ValueError, match="JobSet"):
-        jobs(_with_model_name(PROD, 63 - 19))  # a Job may be longer, but the JobSet's limit is hit first
     assert isinstance(Model, type)
 
 

@@ -9,7 +9,7 @@ import yaml
 
 from infra.gcp.identities import NODE_PROJECT_ROLES
 from infra.plan import main as plan_main
-from tests.conftest import plan_of
+from tests.conftest import plan_of, step_resources
 
 POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -201,8 +201,9 @@ def test_dependencies(dev_plan):
     provider = dev_plan.one("pulumi:providers:kubernetes", "gke")
     assert {"system-pool", "cpu-pool"} <= set(provider["options"]["dependsOn"])
     assert "tpu-pool-0" not in provider["options"]["dependsOn"], "conversion need not wait for the TPU slice"
-    (train,) = dev_plan.find("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet")
-    assert "tpu-pool-0" in train["options"]["dependsOn"]
+    steps = step_resources(dev_plan)
+    assert "tpu-pool-0" in steps["train"]["options"]["dependsOn"]
+    assert "tpu-pool-0" not in steps["convert"]["options"]["dependsOn"], "conversion runs while the slice comes up"
     wi = dev_plan.one("gcp:serviceaccount/iAMMember:IAMMember", "workload-identity")
     assert "cluster" in wi["options"]["dependsOn"], "the identity pool exists once the cluster does"
     ksa = dev_plan.one("kubernetes:core/v1:ServiceAccount", "workload-ksa")["options"]["dependsOn"]

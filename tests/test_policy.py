@@ -173,11 +173,12 @@ def _set(path, value):
 
 
 POOL, CLUSTER, BUCKET = "gcp:container/nodePool:NodePool", "gcp:container/cluster:Cluster", "gcp:storage/bucket:Bucket"
-JOB, JOBSET = "kubernetes:batch/v1:Job", "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+JOB = "kubernetes:batch/v1:Job"  # not in our stacks; the generic workload policies still cover it
 
 
 def _container(r, index=0):
-    return r["inputs"]["spec"]["template"]["spec"]["containers"][index]
+    return _head(r)["containers"][index]
 
 
 def _cidrs(*blocks):
@@ -212,7 +213,7 @@ MUTATIONS = [
         "no-secrets-in-workloads",
         "prod",
         JOBSET,
-        None,
+        "train",
         _command(f"python3 x hf_access_token={TOKEN}"),
         "command contains secret material",
     ),
@@ -220,7 +221,7 @@ MUTATIONS = [
         "token-in-args",
         "no-secrets-in-workloads",
         "prod",
-        JOB,
+        JOBSET,
         "convert",
         lambda r: _container(r).__setitem__("args", [f"--token={TOKEN}"]),
         "args contains secret material",
@@ -229,7 +230,7 @@ MUTATIONS = [
         "env-var-in-command",
         "no-secrets-in-workloads",
         "prod",
-        JOB,
+        JOBSET,
         "export",
         lambda r: _container(r).__setitem__("args", ["MY_API_KEY=abc"]),
         "args contains secret material",
@@ -238,7 +239,7 @@ MUTATIONS = [
         "token-literal-env",
         "no-secrets-in-workloads",
         "prod",
-        JOB,
+        JOBSET,
         "convert",
         lambda r: _container(r)["env"].__setitem__(0, {"name": "HF_TOKEN", "value": TOKEN}),
         "env HF_TOKEN has a literal value",
@@ -247,7 +248,7 @@ MUTATIONS = [
         "secret-named-env",
         "no-secrets-in-workloads",
         "prod",
-        JOB,
+        JOBSET,
         "convert",
         _env("WANDB_API_KEY", "abc"),
         "env WANDB_API_KEY has a literal value",
@@ -256,7 +257,7 @@ MUTATIONS = [
         "token-valued-env",
         "no-secrets-in-workloads",
         "prod",
-        JOB,
+        JOBSET,
         "convert",
         _env("EXTRA", TOKEN),
         "env EXTRA has a literal value",
@@ -265,7 +266,7 @@ MUTATIONS = [
         "token-from-config-map",
         "no-secrets-in-workloads",
         "prod",
-        JOB,
+        JOBSET,
         "convert",
         lambda r: _container(r)["env"].__setitem__(
             0, {"name": "HF_TOKEN", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}
@@ -559,7 +560,7 @@ MUTATIONS = [
         "no-ttl-on-managed-jobs",
         "prod",
         JOBSET,
-        None,
+        "train",
         _set(["spec", "ttlSecondsAfterFinished"], 86400),
         "ttlSecondsAfterFinished",
     ),
@@ -568,7 +569,7 @@ MUTATIONS = [
         "no-ttl-on-managed-jobs",
         "prod",
         JOBSET,
-        None,
+        "train",
         lambda r: r["inputs"]["spec"]["replicatedJobs"][1]["template"]["spec"].__setitem__(
             "ttlSecondsAfterFinished", 0
         ),
@@ -578,7 +579,7 @@ MUTATIONS = [
         "job-ttl",
         "no-ttl-on-managed-jobs",
         "prod",
-        JOB,
+        JOBSET,
         "export",
         _set(["spec", "ttlSecondsAfterFinished"], 3600),
         "ttlSecondsAfterFinished",
@@ -588,7 +589,7 @@ MUTATIONS = [
         "bounded-retries",
         "prod",
         JOBSET,
-        None,
+        "train",
         _set(["spec", "failurePolicy", "maxRestarts"], 2),
         "maxRestarts 2",
     ),
@@ -597,7 +598,7 @@ MUTATIONS = [
         "bounded-retries",
         "prod",
         JOBSET,
-        None,
+        "train",
         _set(["spec", "failurePolicy"], {}),
         "maxRestarts None",
     ),
@@ -606,7 +607,7 @@ MUTATIONS = [
         "bounded-retries",
         "prod",
         JOBSET,
-        None,
+        "train",
         lambda r: r["inputs"]["spec"]["replicatedJobs"][1]["template"]["spec"].__setitem__("backoffLimit", 257),
         "worker: backoffLimit 257",
     ),
@@ -614,16 +615,16 @@ MUTATIONS = [
         "job-backoff-missing",
         "bounded-retries",
         "prod",
-        JOB,
+        JOBSET,
         "convert",
-        lambda r: r["inputs"]["spec"].pop("backoffLimit"),
-        "Job: backoffLimit None",
+        lambda r: r["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"].pop("backoffLimit"),
+        "convert: backoffLimit None",
     ),
     (
         "latest",
         "pinned-images",
         "prod",
-        JOB,
+        JOBSET,
         "convert",
         lambda r: _container(r).__setitem__("image", "maxtext:latest"),
         "is not pinned",
@@ -632,7 +633,7 @@ MUTATIONS = [
         "untagged",
         "pinned-images",
         "prod",
-        JOB,
+        JOBSET,
         "convert",
         lambda r: _container(r).__setitem__("image", "us-docker.pkg.dev/p/r:1/maxtext"),
         "is not pinned",
@@ -642,7 +643,7 @@ MUTATIONS = [
         "pinned-images",
         "prod",
         JOBSET,
-        None,
+        "train",
         lambda r: _head(r)["initContainers"][0].__setitem__(
             "image", "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:jax-0.11.0"
         ),
@@ -679,9 +680,9 @@ MUTATIONS = [
         "nameless-container-env",
         "no-secrets-in-workloads",
         "prod",
-        JOB,
+        JOBSET,
         "convert",
-        lambda r: r["inputs"]["spec"]["template"]["spec"]["containers"].append(
+        lambda r: _head(r)["containers"].append(
             {"image": "busybox:1.36", "env": [{"name": "X_TOKEN", "value": "v"}, {"value": "no name"}]}
         ),
         "container ?: env X_TOKEN has a literal value",
@@ -690,7 +691,7 @@ MUTATIONS = [
         "command-and-env",
         "no-secrets-in-workloads",
         "prod",
-        JOB,
+        JOBSET,
         "convert",
         _both(
             lambda r: _container(r).__setitem__("args", [f"hf_access_token={TOKEN}"]),
@@ -711,7 +712,7 @@ MUTATIONS = [
         "no-image",
         "pinned-images",
         "prod",
-        JOB,
+        JOBSET,
         "convert",
         lambda r: _container(r).pop("image"),
         "image (none) is not pinned",
@@ -720,7 +721,7 @@ MUTATIONS = [
         "short-digest",
         "pinned-images",
         "prod",
-        JOB,
+        JOBSET,
         "convert",
         lambda r: _container(r).__setitem__("image", "us-docker.pkg.dev/p/r/maxtext@sha256:abc"),
         "is not pinned",
@@ -730,7 +731,7 @@ MUTATIONS = [
         "bounded-retries",
         "prod",
         JOBSET,
-        None,
+        "train",
         lambda r: (
             r["inputs"]["spec"]["replicatedJobs"][1].pop("name"),
             r["inputs"]["spec"]["replicatedJobs"][1]["template"]["spec"].__setitem__("backoffLimit", 257),
@@ -771,8 +772,8 @@ def test_model_revision_policy_catches_a_moving_ref():
     plan = pure_plan("prod", PINNED)
     assert violations(plan, "model-revision-pinned", "prod") == []
     moved = copy.deepcopy(plan)
-    convert = next(r for r in moved.resources if r["type"] == JOB and _is(r, "convert"))
-    container = convert["inputs"]["spec"]["template"]["spec"]["containers"][0]
+    convert = next(r for r in moved.resources if r["type"] == JOBSET and _is(r, "convert"))
+    container = _container(convert)
     container["command"][2] = container["command"][2].replace(PINNED.split("=", 1)[1], "main")
     assert violations(moved, "model-revision-pinned", "prod") == [
         "model revision 'main' is a moving ref; pin a commit for reproducible runs "
@@ -792,7 +793,7 @@ COMMIT = PINNED.split("=", 1)[1]
 def test_model_revision_policy_reads_argv_form_commands_and_args(revision, found, field):
     """A hand-written Job that passes the revision as one argv word, in `command` or in `args`."""
     plan = copy.deepcopy(pure_plan("prod", PINNED))
-    convert = next(r for r in plan.resources if r["type"] == JOB and _is(r, "convert"))
+    convert = next(r for r in plan.resources if r["type"] == JOBSET and _is(r, "convert"))
     argv = ["python3", "-m", "convert", f"--revision={revision}", "--lazy_load_tensors=true"]
     _container(convert).update({"command": argv[:2], "args": argv[2:]} if field == "args" else {"command": argv})
     assert [v.split(" (pulumi")[0] for v in violations(plan, "model-revision-pinned", "prod")] == found
@@ -801,7 +802,7 @@ def test_model_revision_policy_reads_argv_form_commands_and_args(revision, found
 @pytest.mark.parametrize("field", ["command", "args"])
 def test_the_budget_reads_an_argv_form_training_command(field):
     plan = copy.deepcopy(pure_plan("prod"))
-    jobset = next(r for r in plan.resources if r["type"] == JOBSET)
+    jobset = next(r for r in plan.resources if r["type"] == JOBSET and _is(r, "train"))
     words = ["model_name=gemma4-26b", "num_batches=50", "batch_size=4", "rl.num_generations=4", "max_target_length=640"]
     argv = ["python3", "-m", "maxtext.trainers.post_train.rl.train_rl", *words, "run_name=rl"]
     head = next(c for c in _head(jobset)["containers"] if c["name"] == "workload-container")
@@ -829,10 +830,17 @@ PASSES = [
         "bounded-retries",
         "prod",
         JOBSET,
-        None,
+        "train",
         lambda r: r["inputs"]["spec"]["replicatedJobs"][1]["template"]["spec"].__setitem__("backoffLimit", 256),
     ),
-    ("restarts-at-dev-cap", "bounded-retries", "dev", JOBSET, None, _set(["spec", "failurePolicy", "maxRestarts"], 3)),
+    (
+        "restarts-at-dev-cap",
+        "bounded-retries",
+        "dev",
+        JOBSET,
+        "train",
+        _set(["spec", "failurePolicy", "maxRestarts"], 3),
+    ),
     ("prefix-16", "no-open-control-plane", "prod", CLUSTER, None, _cidrs("1.2.0.0/16")),
     ("private-and-wide", "no-open-control-plane", "prod", CLUSTER, None, _cidrs("10.0.0.0/8", "172.16.0.0/12")),
     ("a-host", "no-open-control-plane", "prod", CLUSTER, None, _cidrs("8.8.8.8")),
@@ -841,7 +849,7 @@ PASSES = [
         "pinned-images",
         "prod",
         JOBSET,
-        None,
+        "train",
         lambda r: _head(r)["initContainers"][0].__setitem__(
             "image", "us-docker.pkg.dev/x/pathways/proxy@sha256:" + "a" * 64
         ),
@@ -874,7 +882,7 @@ PASSES = [
         "env-from-secret",
         "no-secrets-in-workloads",
         "prod",
-        JOB,
+        JOBSET,
         "convert",
         _env("OTHER_TOKEN", value_from={"secretKeyRef": {"name": "s", "key": "k"}}),
     ),
@@ -890,7 +898,7 @@ PASSES = [
         "env-without-a-name",
         "no-secrets-in-workloads",
         "prod",
-        JOB,
+        JOBSET,
         "convert",
         lambda r: _container(r)["env"].append({"value": "plain"}),
     ),
@@ -906,7 +914,7 @@ PASSES = [
         "tag-and-digest",
         "pinned-images",
         "prod",
-        JOB,
+        JOBSET,
         "convert",
         lambda r: _container(r).__setitem__("image", "r/m:1@sha256:" + "b" * 64),
     ),
@@ -969,7 +977,7 @@ def test_budget_gate_says_when_it_cannot_judge():
     plan = mutated(
         "prod",
         JOBSET,
-        None,
+        "train",
         lambda r: _head(r)["containers"][0]["command"].__setitem__(2, "exec python3 -m something_else"),
     )
     (found,) = violations(plan, "tpu-budget", "prod")
@@ -1155,7 +1163,9 @@ def test_budget_limits_and_defaults(overrides, config, expected):
 )
 def test_policy_config_defaults_and_overrides(policy, change, config, expected):
     type_ = CLUSTER if policy == "no-open-control-plane" else JOBSET
-    assert violations(mutated("prod", type_, None, change), policy, "prod", config) == expected
+    assert violations(mutated("prod", type_, "train" if type_ == JOBSET else None, change), policy, "prod", config) == (
+        expected
+    )
 
 
 def test_required_labels_come_from_the_policy_config():
@@ -1203,6 +1213,6 @@ def test_default_backoff_cap_without_config():
     def change(resource):
         resource["inputs"]["spec"]["replicatedJobs"][1]["template"]["spec"]["backoffLimit"] = 257
 
-    assert violations(mutated("prod", JOBSET, None, change), "bounded-retries", "prod", {"maxRestarts": 5}) == [
+    assert violations(mutated("prod", JOBSET, "train", change), "bounded-retries", "prod", {"maxRestarts": 5}) == [
         "worker: backoffLimit 257 is unbounded or above 256: a TPU slice retries for hours"
     ]

@@ -85,7 +85,8 @@ def test_a_step_fails_then_up_retries_it_with_the_configured_values(stack):
     train = names(stack)["train"]
     message = str(failed.error)
     assert message.startswith(
-        f"JobSet tpu-rl/{train} failed (FailedJobs): jobset failed due to one or more job failures."
+        f"JobSet tpu-rl/{train} failed (FailedJobs): jobset failed due to one or more job failures (first failed "
+        f"job: {train}-pathways-head-0)."
     )
     assert message.endswith("Run `pulumi up` again to retry it (training resumes from its last checkpoint)")
     assert names(stack)["export"] not in failed.actions, "nothing downstream of a failed step is created"

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from core.deadline import BUDGETS, Budget
+from tests.fake_kube import with_state
 from tests.lifecycle_walk import settings
 from tests.loopback import QuietHandler, serve
 from tests.run_files import upload_run
@@ -64,30 +65,13 @@ def kubeconfig(tmp_path, server: str, context: str = CONTEXT):
     return path
 
 
-def job(name, state, start="2026-11-30T05:00:00Z", end="2026-11-30T05:18:02Z", ready=1):
-    conditions = {
-        "succeeded": [{"type": "Complete", "status": "True", "lastTransitionTime": end}],
-        "failed": [
-            {
-                "type": "Failed",
-                "status": "True",
-                "reason": "BackoffLimitExceeded",
-                "message": "Job has reached the specified backoff limit",
-                "lastTransitionTime": end,
-            }
-        ],
-        "running": [],
-    }[state]
-    return {
-        "kind": "Job",
-        "metadata": {"name": name},
-        "status": {
-            "startTime": start,
-            "conditions": conditions,
-            "failed": 1 if state == "failed" else 0,
-            "ready": ready if state == "running" else 0,
-        },
-    }
+def cpu_step(step, state, ready=True):
+    """A CPU step's JobSet as its controller leaves it (created 05:00, ended 05:18:02)."""
+    obj = with_state(step.manifest, {"succeeded": "completed"}.get(state, state))
+    obj["metadata"]["creationTimestamp"] = "2026-11-30T05:00:00Z"
+    if not ready:
+        obj["status"]["replicatedJobsStatus"][0]["ready"] = 0
+    return obj
 
 
 def jobset(name, terminal="", restarts=1, workers_ready=1):
@@ -117,7 +101,7 @@ def run(tmp_path, api, *extra):
 
 
 def test_a_running_training_shows_steps_eta_reward_and_log_commands(tmp_path, api, gcs, capsys):
-    OBJECTS[DEV.convert.name] = job(DEV.convert.name, "succeeded")
+    OBJECTS[DEV.convert.name] = cpu_step(DEV.convert, "succeeded")
     OBJECTS[DEV.train.name] = jobset(DEV.train.name)
     upload_run(gcs, DEV.train.output_uri, steps=[1, 2, 3, 4, 5, 6], checkpoints=(5,))
     assert run(tmp_path, api) == 0
@@ -140,10 +124,10 @@ def test_a_running_training_shows_steps_eta_reward_and_log_commands(tmp_path, ap
     ("step", "obj", "state"),
     [
         ("convert", None, "pending"),
-        ("convert", job("c", "running", ready=0), "pending"),
-        ("convert", job("c", "running", ready=1), "running"),
-        ("convert", job("c", "succeeded"), "succeeded"),
-        ("convert", job("c", "failed"), "failed"),
+        ("convert", cpu_step(DEV.convert, "running", ready=False), "pending"),
+        ("convert", cpu_step(DEV.convert, "running"), "running"),
+        ("convert", cpu_step(DEV.convert, "succeeded"), "succeeded"),
+        ("convert", cpu_step(DEV.convert, "failed"), "failed"),
         ("train", None, "pending"),
         ("train", jobset("t", workers_ready=0), "pending"),
         ("train", jobset("t", workers_ready=1), "running"),
@@ -158,16 +142,20 @@ def test_a_step_is_pending_until_its_pods_are_ready(step, obj, state):
 
 
 def test_a_failed_step_shows_its_reason_and_exits_1(tmp_path, api, gcs, capsys):
-    OBJECTS[DEV.convert.name] = job(DEV.convert.name, "failed")
+    OBJECTS[DEV.convert.name] = cpu_step(DEV.convert, "failed")
     assert run(tmp_path, api) == 1
     out = capsys.readouterr().out
-    assert "failed" in out and "BackoffLimitExceeded: Job has reached the specified backoff limit" in out
+    first = f"{DEV.convert.name}-convert-0"
+    assert (
+        "failed" in out
+        and f"FailedJobs: jobset failed due to one or more job failures (first failed job: {first})" in out
+    )
 
 
 def test_watch_refreshes_until_the_run_ends(tmp_path, api, gcs, capsys):
-    OBJECTS[DEV.convert.name] = job(DEV.convert.name, "succeeded")
+    OBJECTS[DEV.convert.name] = cpu_step(DEV.convert, "succeeded")
     OBJECTS[DEV.train.name] = jobset(DEV.train.name, "Completed")
-    OBJECTS[DEV.export.name] = job(DEV.export.name, "running")
+    OBJECTS[DEV.export.name] = cpu_step(DEV.export, "running")
     upload_run(gcs, DEV.train.output_uri, steps=list(range(1, 11)))
 
     class Clock:
@@ -175,7 +163,7 @@ def test_watch_refreshes_until_the_run_ends(tmp_path, api, gcs, capsys):
 
         def sleep(self, seconds):
             Clock.sleeps += 1
-            OBJECTS[DEV.export.name] = job(DEV.export.name, "succeeded")
+            OBJECTS[DEV.export.name] = cpu_step(DEV.export, "succeeded")
 
     assert (
         status_cli.main(

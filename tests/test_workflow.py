@@ -10,7 +10,8 @@ import pytest
 from infra.plan import main as plan_main
 from infra.plan import plan_stack
 from infra.plan.stack_files import ROOT
-from tests.conftest import JOB, JOBSET, SENTINEL_TOKEN, plan_of, statuses
+from tests.conftest import JOBSET, SENTINEL_TOKEN, plan_of, statuses
+from tests.fake_kube import with_state
 from tests.conftest import step_resources as steps
 
 
@@ -42,15 +43,10 @@ def test_waiting_options_and_the_jobset_controller():
     for step, resource in steps(plan).items():
         assert "ttlSecondsAfterFinished" not in json.dumps(resource["inputs"])
         annotations = resource["inputs"]["metadata"]["annotations"]
-        if step == "train":
-            assert annotations["pulumi.com/waitFor"] == "jsonpath={.status.terminalState}"
-        else:
-            # Either end state ends the wait; the program then reports a failure with its logs command.
-            assert (
-                annotations["pulumi.com/waitFor"]
-                == "jsonpath={.status.conditions[?(@.type=='Complete'||@.type=='Failed')].status}=True"
-            )
-            job = resource["inputs"]["spec"]
+        # Either end state ends the wait; the program then reports a failure with its logs command.
+        assert annotations["pulumi.com/waitFor"] == "jsonpath={.status.terminalState}"
+        if step != "train":
+            job = resource["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]
             assert job["backoffLimit"] == 1 and job["activeDeadlineSeconds"] == 4 * 3600
     for resource in plan.find("kubernetes:core/v1:Namespace") + plan.find("kubernetes:helm.sh/v3:Release"):
         assert resource["options"]["deletedWith"] == "cluster"
@@ -69,7 +65,8 @@ def test_timeouts_and_restarts_come_from_config():
 def test_conversion_and_export_run_on_cpu_not_on_the_slice():
     plan = plan_of("prod")
     for name in ("convert", "export"):
-        pod = steps(plan)[name]["inputs"]["spec"]["template"]["spec"]
+        (job,) = steps(plan)[name]["inputs"]["spec"]["replicatedJobs"]
+        pod = job["template"]["spec"]["template"]["spec"]
         assert pod["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu-np"}
         assert pod["tolerations"] == [
             {"key": "tpu-rl/pool", "operator": "Equal", "value": "cpu-np", "effect": "NoSchedule"}
@@ -80,9 +77,9 @@ def test_conversion_and_export_run_on_cpu_not_on_the_slice():
         claim = pod["volumes"][0]["ephemeral"]["volumeClaimTemplate"]["spec"]
         assert int(claim["resources"]["requests"]["storage"].removesuffix("Gi")) >= 60
         assert claim["storageClassName"] == "tpu-rl-scratch"
+    (convert,) = steps(plan)["convert"]["inputs"]["spec"]["replicatedJobs"]
     assert (
-        steps(plan)["convert"]["inputs"]["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["memory"]
-        == "128Gi"
+        convert["template"]["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["memory"] == "128Gi"
     )
 
 
@@ -186,7 +183,7 @@ def test_workflow_disabled_plans_no_steps(tmp_path):
 def test_dev_plan_writes_the_three_steps(tmp_path):
     assert plan_main(["--stack", "dev", "--out", str(tmp_path)]) == 0
     names = sorted(p.name for p in (tmp_path / "manifests").iterdir())
-    assert [n.split("-")[0] for n in names if n.startswith("job")] == ["job", "job", "jobset"]
+    assert [n.split("-")[0] for n in names if n.startswith("job")] == ["jobset", "jobset", "jobset"]
 
 
 def test_outputs_per_step():
@@ -202,7 +199,7 @@ def test_outputs_per_step():
 
 
 def _failed_jobset(type_: str, inputs: dict) -> dict | None:
-    if type_ == JOBSET:
+    if type_ == JOBSET and inputs["metadata"]["labels"]["app.kubernetes.io/component"] == "train":
         return {
             "terminalState": "Failed",
             "conditions": [
@@ -233,20 +230,10 @@ def test_a_failed_jobset_stops_up_with_name_reason_and_logs_command():
     assert "export" not in steps(plan), "export is never created after a failed training"
 
 
-def test_a_failed_job_stops_up_with_name_reason_and_logs_command():
+def test_a_failed_cpu_step_stops_up_with_name_reason_and_logs_command():
     def failed_convert(type_, inputs):
-        if type_ == JOB:
-            return {
-                "conditions": [
-                    {"type": "FailureTarget", "status": "True"},
-                    {
-                        "type": "Failed",
-                        "status": "True",
-                        "reason": "BackoffLimitExceeded",
-                        "message": "Job has reached the specified backoff limit",
-                    },
-                ]
-            }
+        if type_ == JOBSET and inputs["metadata"]["labels"]["app.kubernetes.io/component"] == "convert":
+            return with_state(inputs, "failed")["status"]
         return None
 
     plan, _ = plan_stack(
@@ -257,9 +244,9 @@ def test_a_failed_job_stops_up_with_name_reason_and_logs_command():
     )
     name = steps(plan)["convert"]["name"]
     assert str(plan.error) == (
-        f"Job tpu-rl/{name} failed (BackoffLimitExceeded): Job has reached the specified backoff limit. "
-        f"Read the logs with: kubectl logs -n tpu-rl job/{name} --all-containers --tail=200 -f. "
-        "Run `pulumi up` again to retry it"
+        f"JobSet tpu-rl/{name} failed (FailedJobs): jobset failed due to one or more job failures (first failed "
+        f"job: {name}-convert-0). Read the logs with: kubectl logs -n tpu-rl -l job-name={name}-convert-0 -c convert "
+        "--tail=200 -f. Run `pulumi up` again to retry it"
     )
     assert "train" not in steps(plan)
 

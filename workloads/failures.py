@@ -9,12 +9,12 @@ from workloads.live_state import live_step
 
 
 class StepFailedError(Exception):
-    """The step's Job or JobSet ended Failed."""
+    """The step's JobSet ended Failed."""
 
 
 def check_step_status(kind: str, status: dict[str, Any] | None, namespace: str, name: str, logs_command: str) -> str:
     """Return the state; raise ``StepFailedError`` naming the object, the reason and the logs command."""
-    live = live_step({"kind": kind, "status": status or {}})
+    live = live_step({"kind": "JobSet", "status": status or {}})
     if live.state != "failed":
         return live.state
     reason = scrub(live.reason, limit=60) or "Failed"  # the controller's text: one line, no escapes, no tokens

@@ -1,6 +1,6 @@
 """What the live object of a step says, and what the next `pulumi up` does about it (plain functions).
 
-Pulumi cannot tell a *failed* step from a finished one: an awaited Job or JobSet that ended
+Pulumi cannot tell a *failed* step from a finished one: an awaited JobSet that ended
 Failed was created, so the next `up` sees no diff. Before registering a step the program reads
 its live object and passes a *retry marker* as the step's ``replacement_trigger``:
 
@@ -33,7 +33,7 @@ ADOPTED = "/adopted"
 
 @dataclass(frozen=True)
 class LiveStep:
-    """The parts of a live Job or JobSet the program decides on."""
+    """The parts of a live JobSet the program decides on."""
 
     state: str
     """absent | running | succeeded | failed."""
@@ -56,18 +56,16 @@ def condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
 
 
 def live_step(obj: dict[str, Any] | None) -> LiveStep:
-    """Interpret a live Job or JobSet (None = it does not exist)."""
+    """Interpret a live JobSet (None = it does not exist); its ``status.terminalState`` is set once it
+    has the Completed or Failed condition (JobSet ``jobset_controller.go``)."""
     if not obj:
         return ABSENT
     metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
     annotations = metadata.get("annotations") if isinstance(metadata.get("annotations"), dict) else {}
     failed = condition(status, "Failed") or {}
-    if obj.get("kind") == "JobSet":
-        terminal = status.get("terminalState") or ""
-        state = {"Failed": "failed", "Completed": "succeeded"}.get(terminal, "running")
-    else:
-        state = "failed" if failed else "succeeded" if condition(status, "Complete") else "running"
+    terminal = status.get("terminalState") or ""
+    state = {"Failed": "failed", "Completed": "succeeded"}.get(terminal, "running")
     return LiveStep(
         state=state,
         name=str(metadata.get("name") or ""),

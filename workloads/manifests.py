@@ -2,8 +2,9 @@
 
 Shapes follow Cluster Toolkit's ``gcluster job submit --pathways`` and xpk's Pathways
 JobSet (``../shared/reference/cluster-toolkit.md`` §3, ``maxtext-pathways.md`` §3); the
-CPU-only conversion and export are plain ``batch/v1`` Jobs on ``cpu-np``. Ports, labels,
-taints and names that another object must agree with are named constants, so tests can
+CPU-only conversion and export are single-pod JobSets on ``cpu-np`` (never the TPU slice), so all
+three steps are one kind with one await rule, one status reader and one log selector. Ports,
+labels, taints and names that another object must agree with are named constants, so tests can
 cross-check each pair.
 """
 
@@ -33,10 +34,7 @@ HEAD_JOB = "pathways-head"
 WORKER_JOB = "worker"
 COORDINATOR_LABEL = "metadata.labels['jobset.sigs.k8s.io/coordinator']"
 WAIT_FOR_TERMINAL = "jsonpath={.status.terminalState}"
-"""JobSet: awaited until Completed or Failed (pulumi-kubernetes ``pulumi.com/waitFor``)."""
-WAIT_FOR_JOB_END = "jsonpath={.status.conditions[?(@.type=='Complete'||@.type=='Failed')].status}=True"
-"""Job: awaited until Complete or Failed (an RFC 9535 filter, pulumi-kubernetes >= 4.24), so a failure
-reaches the program, which reports the reason and the logs command like a JobSet's."""
+"""Every step's JobSet is awaited until Completed or Failed (pulumi-kubernetes ``pulumi.com/waitFor``)."""
 
 # Pathways ports (xpk pathways_workload_create.yaml.j2, gcluster pathways_jobset.tmpl).
 PROXY_PORT = 29000
@@ -60,7 +58,7 @@ start and two uploads); Kubernetes' default 30 s, which xpk and gcluster keep fo
 for that on a busy node. The TPU workers keep 30 s: nothing on them needs flushing."""
 
 CPU_STEP_RETRIES = 1
-"""Convert and export retry once (gcluster's default ``--restarts``); a disruption does not count."""
+"""Convert and export retry their pod once (gcluster's default ``--restarts``); a disruption does not count."""
 
 
 def _env(name: str, value: str) -> dict[str, Any]:
@@ -111,7 +109,7 @@ def labels(settings: Settings, step: str, step_id: str) -> dict[str, str]:
     }
 
 
-def cpu_job(
+def cpu_jobset(
     settings: Settings,
     *,
     name: str,
@@ -121,13 +119,19 @@ def cpu_job(
     scratch_gib: int,
     annotations: dict[str, Any],
 ) -> dict[str, Any]:
-    """A single-pod ``batch/v1`` Job on ``cpu-np`` with the token from the Secret and HF_HOME on scratch."""
+    """A single-pod JobSet on ``cpu-np`` with the token from the Secret and HF_HOME on scratch.
+
+    One replicated Job named after the step (Job ``<name>-<step>-0``, container ``<step>``). The Job
+    retries its pod once (``backoffLimit``) under the same pod failure policy as before the steps were
+    JobSets; the JobSet itself never restarts (``maxRestarts: 0``), so the first Job failure fails it.
+    ``network.enableDNSHostnames: false``: one pod needs no headless Service.
+    """
     model = settings.model.spec
     memory = model.cpu_step_memory_gib
     step_labels = labels(settings, step, step_id)
     return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
+        "apiVersion": API_JOBSET,
+        "kind": "JobSet",
         "metadata": {
             "name": name,
             "namespace": settings.namespace,
@@ -135,54 +139,73 @@ def cpu_job(
             "annotations": annotations,
         },
         "spec": {
-            "backoffLimit": CPU_STEP_RETRIES,
-            "completions": 1,
-            "parallelism": 1,
-            "activeDeadlineSeconds": settings.workflow.timeouts[step],
-            "podFailurePolicy": {"rules": [setup_failure_rule(step), disruption_rule()]},
-            "template": {
-                "metadata": {"labels": step_labels},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "serviceAccountName": WORKLOAD_KSA,
-                    "nodeSelector": {NODEPOOL_LABEL: CPU_POOL},
-                    "tolerations": [cpu_toleration()],
-                    "terminationGracePeriodSeconds": 30,
-                    "containers": [
-                        {
-                            "name": step,
-                            "image": settings.images.maxtext,
-                            "command": command,
-                            "env": [
-                                token_env(),
-                                _env("HF_HOME", "/scratch/huggingface"),
-                                _env("HF_HUB_DISABLE_PROGRESS_BARS", "1"),
-                            ],
-                            "resources": {
-                                "requests": {"cpu": "16", "memory": f"{memory}Gi"},
-                                "limits": {"memory": f"{int(memory * 1.25)}Gi"},
-                            },
-                            "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
-                        }
-                    ],
-                    "volumes": [
-                        {
-                            "name": "scratch",
-                            "ephemeral": {
-                                "volumeClaimTemplate": {
-                                    "metadata": {"labels": step_labels},
-                                    "spec": {
-                                        "accessModes": ["ReadWriteOnce"],
-                                        "storageClassName": SCRATCH_STORAGE_CLASS,
-                                        "resources": {"requests": {"storage": f"{scratch_gib}Gi"}},
-                                    },
-                                }
+            "network": {"enableDNSHostnames": False},
+            "failurePolicy": {"maxRestarts": 0},
+            "replicatedJobs": [
+                {
+                    "name": step,
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "backoffLimit": CPU_STEP_RETRIES,
+                            "completionMode": "Indexed",
+                            "completions": 1,
+                            "parallelism": 1,
+                            "activeDeadlineSeconds": settings.workflow.timeouts[step],
+                            "podFailurePolicy": {"rules": [setup_failure_rule(step), disruption_rule()]},
+                            "template": {
+                                "metadata": {"labels": step_labels},
+                                "spec": _cpu_pod(settings, step, step_labels, command, memory, scratch_gib),
                             },
                         }
-                    ],
-                },
-            },
+                    },
+                }
+            ],
         },
+    }
+
+
+def _cpu_pod(
+    settings: Settings, step: str, step_labels: dict[str, str], command: list[str], memory: int, scratch_gib: int
+) -> dict[str, Any]:
+    return {
+        "restartPolicy": "Never",
+        "serviceAccountName": WORKLOAD_KSA,
+        "nodeSelector": {NODEPOOL_LABEL: CPU_POOL},
+        "tolerations": [cpu_toleration()],
+        "terminationGracePeriodSeconds": 30,
+        "containers": [
+            {
+                "name": step,
+                "image": settings.images.maxtext,
+                "command": command,
+                "env": [
+                    token_env(),
+                    _env("HF_HOME", "/scratch/huggingface"),
+                    _env("HF_HUB_DISABLE_PROGRESS_BARS", "1"),
+                ],
+                "resources": {
+                    "requests": {"cpu": "16", "memory": f"{memory}Gi"},
+                    "limits": {"memory": f"{int(memory * 1.25)}Gi"},
+                },
+                "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+            }
+        ],
+        "volumes": [
+            {
+                "name": "scratch",
+                "ephemeral": {
+                    "volumeClaimTemplate": {
+                        "metadata": {"labels": step_labels},
+                        "spec": {
+                            "accessModes": ["ReadWriteOnce"],
+                            "storageClassName": SCRATCH_STORAGE_CLASS,
+                            "resources": {"requests": {"storage": f"{scratch_gib}Gi"}},
+                        },
+                    }
+                },
+            }
+        ],
     }
 
 

@@ -71,32 +71,24 @@ def step_status(step: Step, obj: dict[str, Any] | None) -> StepStatus:
         return StepStatus(step.step, step.name, "pending")
     status = obj.get("status") or {}
     current = live_step(obj)
-    if step.kind == "Job":
-        started = _time(status.get("startTime"))
-        finished = _time(status.get("completionTime")) or _condition_time(status, "Complete", "Failed")
-        restarts = status.get("failed") if isinstance(status.get("failed"), int) else 0
-    else:
-        started = _time((obj.get("metadata") or {}).get("creationTimestamp"))
-        finished = _condition_time(status, "Completed", "Failed")
-        restarts = status.get("restarts") if isinstance(status.get("restarts"), int) else 0
+    started = _time((obj.get("metadata") or {}).get("creationTimestamp"))
+    finished = _condition_time(status, "Completed", "Failed")
+    restarts = status.get("restarts") if isinstance(status.get("restarts"), int) else 0
     reason = scrub(f"{current.reason}: {current.message}".strip(": "), limit=200) if current.state == "failed" else ""
     state = current.state
-    if state == "running" and not _all_pods_ready(step.kind, obj):
+    if state == "running" and not _all_pods_ready(obj):
         state = "pending"
     return StepStatus(step.step, step.name, state, started, finished, restarts, reason)
 
 
-def _all_pods_ready(kind: str, obj: dict[str, Any]) -> bool:
-    """Whether a running Job or JobSet has its pods up (else it is waiting: pending).
+def _all_pods_ready(obj: dict[str, Any]) -> bool:
+    """Whether a running JobSet has its pods up (else it is waiting: pending).
 
-    A Job counts `status.ready` pods; a JobSet counts, per replicated Job, the child Jobs whose
-    pods are all ready or completed (`status.replicatedJobsStatus[].ready`), which stays below
-    `replicas` while the TPU slice's pods wait for nodes.
+    It counts, per replicated Job, the child Jobs whose pods are all ready or completed
+    (`status.replicatedJobsStatus[].ready`), which stays below `replicas` while the TPU slice's
+    pods (or a CPU step's pod) wait for nodes.
     """
     status = obj.get("status") or {}
-    if kind == "Job":
-        ready = status.get("ready")
-        return isinstance(ready, int) and ready > 0
     counts = {entry.get("name"): entry for entry in status.get("replicatedJobsStatus") or [] if isinstance(entry, dict)}
     jobs = (obj.get("spec") or {}).get("replicatedJobs") or []
     if not jobs:

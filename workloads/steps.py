@@ -33,10 +33,9 @@ from workloads.commands import (
 from workloads.live_state import RETRY_ANNOTATION
 from workloads.manifests import (
     HEAD_JOB,
-    WAIT_FOR_JOB_END,
     WAIT_FOR_TERMINAL,
     WORKLOAD_CONTAINER,
-    cpu_job,
+    cpu_jobset,
     pathways_jobset,
 )
 
@@ -46,16 +45,24 @@ HASH_CHARS = 10
 NAME = "@tpu-rl.name@"
 STEP_ID = "@tpu-rl.step-id@"
 OUTPUT = "gs://@tpu-rl.output@/"
-# Longest suffix JobSet adds to a pod name: -<replicatedJob>-<job index>-<pod index>-<5 random>.
-MAX_JOBSET_NAME = 63 - len(f"-{HEAD_JOB}-0-0-abcde")
-MAX_JOB_NAME = 63
-"""A Job's pods carry its name in the ``job-name`` label (at most 63 characters; pod names are truncated)."""
-OPERATIONAL_PATHS = {
-    "Job": ("spec.activeDeadlineSeconds",),
-    "JobSet": ("spec.failurePolicy.maxRestarts", "spec.replicatedJobs[0].template.spec.activeDeadlineSeconds"),
-}
+MAX_POD_NAME = 63
+
+
+def max_name(manifest: dict[str, Any]) -> int:
+    """The longest name the JobSet may have: its pods are named ``<jobset>-<replicatedJob>-<job index>-<pod
+    index>-<5 random>`` and must fit 63 characters (JobSet ``jobset_webhook.go`` ``ValidateCreate``:
+    "JobSet name is too long, pod names generated for this JobSet will exceed 63 characters")."""
+    suffixes = (
+        f"-{job['name']}-{job.get('replicas', 1) - 1}-{job['template']['spec'].get('completions', 1) - 1}-abcde"
+        for job in manifest["spec"]["replicatedJobs"]
+    )
+    return MAX_POD_NAME - max(len(suffix) for suffix in suffixes)
+
+
+OPERATIONAL_PATHS = ("spec.failurePolicy.maxRestarts", "spec.replicatedJobs[0].template.spec.activeDeadlineSeconds")
 """Fields that bound a run but do not change what it computes: not part of the identity, and ignored
-on an existing object (ignoreChanges) so changing them never re-runs or disturbs a step."""
+on an existing object (ignoreChanges) so changing them never re-runs or disturbs a step. The first
+replicated Job is the one with the deadline: the Pathways head, or the CPU step's only Job."""
 INPUT_ANNOTATION = "tpu-rl/input"
 """The verified output of the step before (an Output: the object waits for that verification)."""
 PROGRAM_ANNOTATIONS = (INPUT_ANNOTATION, RETRY_ANNOTATION)
@@ -85,8 +92,7 @@ class Step:
     step: str
     step_id: str
     name: str
-    """Object name and Pulumi resource name: ``<model>-<step>-<hash>``."""
-    kind: str
+    """JobSet name and Pulumi resource name: ``<model>-<step>-<hash>``."""
     output_uri: str
     artifact_uri: str
     """What the next step reads (and what the artifact check looks for)."""
@@ -99,6 +105,8 @@ class Step:
     """How long Pulumi waits: every attempt's deadline plus a grace."""
     logs_command: str
     console_logs_url: str
+    kind: str = "JobSet"
+    """Every step is a JobSet (``jobset.x-k8s.io/v1alpha2``)."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +135,7 @@ def _without(manifest: dict[str, Any], paths: tuple[str, ...]) -> dict[str, Any]
 def identity(settings: Settings, manifest: dict[str, Any]) -> str:
     """The hash of a step: its object (placeholders in, operational fields and annotations out), the
     cluster it runs on and the bucket it writes to."""
-    body = _without(manifest, OPERATIONAL_PATHS[manifest["kind"]])
+    body = _without(manifest, OPERATIONAL_PATHS)
     body["metadata"] = {k: v for k, v in body["metadata"].items() if k != "annotations"}
     return step_hash({"cluster": settings.cluster_identifier, "bucket": settings.bucket_name, "object": body})
 
@@ -158,9 +166,8 @@ def console_logs_url(settings: Settings, pod_prefix: str, container: str | None 
     )
 
 
-def _ignored(kind: str) -> tuple[str, ...]:
-    """``ignoreChanges`` of a step: its operational fields and the program's annotations."""
-    return OPERATIONAL_PATHS[kind] + tuple(f'metadata.annotations["{a}"]' for a in PROGRAM_ANNOTATIONS)
+IGNORED = OPERATIONAL_PATHS + tuple(f'metadata.annotations["{a}"]' for a in PROGRAM_ANNOTATIONS)
+"""``ignoreChanges`` of every step: its operational fields and the program's annotations."""
 
 
 def _address(settings: Settings, step: str, manifest: dict[str, Any]) -> tuple[str, str, str, dict[str, Any]]:
@@ -168,42 +175,47 @@ def _address(settings: Settings, step: str, manifest: dict[str, Any]) -> tuple[s
     digest = identity(settings, manifest)
     model = settings.model.spec.name
     name = f"{model}-{step}-{digest}"
-    limit = MAX_JOBSET_NAME if manifest["kind"] == "JobSet" else MAX_JOB_NAME
+    limit = max_name(manifest)
     if len(name) > limit:
-        raise ValueError(f"{manifest['kind']} name {name} is longer than {limit} characters")
+        raise ValueError(f"JobSet name {name} is longer than {limit} characters")
     output = f"gs://{settings.bucket_name}/{model}/{step}/{digest}/"
     return digest, name, output, _fill(manifest, name, digest, output)
+
+
+def _logs(settings: Settings, job: str, container: str) -> str:
+    """The step's logs: the pods of its first replicated Job (``job-name`` label), one container."""
+    return f"kubectl logs -n {settings.namespace} -l job-name={job} -c {container} --tail=200 -f"
 
 
 def _cpu_step(
     settings: Settings, step: str, command: str, input_uri: str | None, artifact: str, scratch_gib: int
 ) -> Step:
-    """A CPU-only step (convert, export): a ``batch/v1`` Job on cpu-np."""
-    manifest = cpu_job(
+    """A CPU-only step (convert, export): a single-pod JobSet on cpu-np."""
+    manifest = cpu_jobset(
         settings,
         name=NAME,
         step=step,
         step_id=STEP_ID,
         command=["/bin/bash", "-c", command],
         scratch_gib=scratch_gib,
-        annotations={"pulumi.com/waitFor": WAIT_FOR_JOB_END, **PATCH_FORCE},
+        annotations={"pulumi.com/waitFor": WAIT_FOR_TERMINAL, **PATCH_FORCE},
     )
     digest, name, out, manifest = _address(settings, step, manifest)
     deadline = settings.workflow.timeouts[step]
+    job = f"{name}-{step}-0"
     return Step(
         step=step,
         step_id=digest,
         name=name,
-        kind="Job",
         output_uri=out,
         artifact_uri=out + artifact,
         input_uri=input_uri,
         manifest=manifest,
-        ignore_changes=_ignored("Job"),
+        ignore_changes=IGNORED,
         deadline_seconds=deadline,
         await_seconds=deadline + AWAIT_GRACE_SECONDS,
-        logs_command=f"kubectl logs -n {settings.namespace} job/{name} --all-containers --tail=200 -f",
-        console_logs_url=console_logs_url(settings, name),
+        logs_command=_logs(settings, job, step),
+        console_logs_url=console_logs_url(settings, job, step),
     )
 
 
@@ -225,17 +237,14 @@ def _train_step(settings: Settings, input_uri: str) -> Step:
         step="train",
         step_id=digest,
         name=name,
-        kind="JobSet",
         output_uri=out,
         artifact_uri=f"{out}rl/checkpoints/actor/",
         input_uri=input_uri,
         manifest=manifest,
-        ignore_changes=_ignored("JobSet"),
+        ignore_changes=IGNORED,
         deadline_seconds=deadline,
         await_seconds=(1 + settings.workflow.max_restarts) * (deadline + AWAIT_GRACE_SECONDS),
-        logs_command=(
-            f"kubectl logs -n {settings.namespace} -l job-name={head_job} -c {WORKLOAD_CONTAINER} --tail=200 -f"
-        ),
+        logs_command=_logs(settings, head_job, WORKLOAD_CONTAINER),
         console_logs_url=console_logs_url(settings, head_job, WORKLOAD_CONTAINER),
     )
 

@@ -177,7 +177,7 @@ class LiveReader:
 
 
 class WorkflowRun(pulumi.ComponentResource):
-    """convert (batch/v1 Job on cpu-np) -> train (Pathways JobSet) -> export (batch/v1 Job on cpu-np)."""
+    """convert (JobSet on cpu-np) -> train (Pathways JobSet) -> export (JobSet on cpu-np)."""
 
     hf_model_uri: pulumi.Output[str]
     final_step: pulumi.Output[int]

@@ -1,4 +1,4 @@
-"""Bounded reads of live Jobs and JobSets through the official Kubernetes client (``kubernetes``).
+"""Bounded reads of live JobSets through the official Kubernetes client (``kubernetes``).
 
 The program reads its steps' live objects before registering them (did a run fail, is one still
 going?), and `make status` reads them to show a run. How a read stays bounded and one line:
@@ -8,10 +8,9 @@ going?), and `make status` reads them to show a run. How a read stays bounded an
 - its exec plugin (``gke-gcloud-auth-plugin``) runs through the client's ``ExecProvider`` within the
   ``auth-plugin`` budget of ``core.deadline`` (the loader itself would log the plugin's error and go
   on without credentials), and the token it prints is handed to the loader;
-- each read goes through ``CustomObjectsApi`` (a Job is ``/apis/batch/v1/...``, a JobSet
-  ``/apis/jobset.x-k8s.io/v1alpha2/...``) with ``_request_timeout=(connect, read)``, retried with
-  backoff on 429 (``Retry-After``), 5xx and dropped connections, all within the ``cluster-read``
-  budget measured by the wall clock (``core.deadline.call``);
+- each read goes through ``CustomObjectsApi`` (a JobSet is ``/apis/jobset.x-k8s.io/v1alpha2/...``) with
+  ``_request_timeout=(connect, read)``, retried with backoff on 429 (``Retry-After``), 5xx and dropped
+  connections, all within the ``cluster-read`` budget measured by the wall clock (``core.deadline.call``);
 - once a reader has failed (the plugin hangs, the cluster is unreachable, access is refused), every
   later read of the same reader fails at once with the same line: a preview with a hanging plugin
   waits once, not once per step.
@@ -35,7 +34,7 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 MAX_KUBECONFIG_BYTES = 1024 * 1024
 MAX_PAGES = 20
 PAGE_SIZE = 500
-RESOURCES = {"Job": ("batch", "v1", "jobs"), "JobSet": ("jobset.x-k8s.io", "v1alpha2", "jobsets")}
+RESOURCES = {"JobSet": ("jobset.x-k8s.io", "v1alpha2", "jobsets")}
 """Kind -> (API group, version, plural): the paths the reader can read."""
 
 
@@ -199,7 +198,7 @@ def _retry_after(headers: Any) -> float:
 
 
 class ClusterReader:
-    """Reads Jobs and JobSets of one cluster, each read bounded; after a failure it only repeats it."""
+    """Reads JobSets of one cluster, each read bounded; after a failure it only repeats it."""
 
     def __init__(self, kubeconfig: dict[str, Any] | str, budgets: Budgets | None = None) -> None:
         self._kubeconfig = kubeconfig
