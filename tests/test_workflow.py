@@ -11,8 +11,8 @@ from infra.plan import main as plan_main
 from infra.plan import plan_stack
 from infra.plan.stack_files import ROOT
 from tests.conftest import JOBSET, SENTINEL_TOKEN, plan_of, statuses
-from tests.fake_kube import with_state
 from tests.conftest import step_resources as steps
+from tests.fake_kube import with_state
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
