@@ -30,6 +30,16 @@ HF_SECRET_KEY = "token"
 SCRATCH_STORAGE_CLASS = "tpu-rl-scratch"
 """StorageClass of the CPU steps' scratch volumes; its disk type follows cpu-np's machine family."""
 
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+"""The label that puts a JobSet in a Kueue LocalQueue (Kueue ``constants.QueueLabel``)."""
+LOCAL_QUEUE = "tpu-rl"
+"""The stack's LocalQueue (in the workflow namespace) and ClusterQueue, when tpu-rl installs Kueue."""
+CLUSTER_QUEUE = "tpu-rl"
+TPU_FLAVOR = "tpu-rl-tpu-slice"
+"""ResourceFlavor of the TPU slice pool(s): the workers' node selector."""
+CPU_FLAVOR = "tpu-rl-cpu-np"
+"""ResourceFlavor of cpu-np: the Pathways head's and the CPU steps' node selector."""
+
 SETUP_FAILURE_EXIT = 3
 """Exit code of a step script that fails for a reason a retry cannot fix (image changed, nothing to
 export); the Jobs' podFailurePolicy turns it into an immediate failure instead of a restart."""

@@ -100,6 +100,20 @@ class WorkflowSettings:
 
 
 @dataclass(frozen=True)
+class KueueSettings:
+    install: bool
+    """Install Kueue and the stack's own ResourceFlavors, ClusterQueue and LocalQueue."""
+    queue: str | None
+    """The LocalQueue every step is labelled with (``kueue.x-k8s.io/queue-name``); None: no Kueue."""
+    version: str
+    """Kueue Helm chart version (when installed)."""
+    pods_ready_timeout: int
+    """Seconds an admitted step may take until all its pods are Ready (Kueue ``waitForPodsReady``)."""
+    admission_timeout: int
+    """Seconds `pulumi up` waits for a queued step to be admitted."""
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything the program needs, validated."""
 
@@ -123,6 +137,7 @@ class Settings:
     images: ImageSettings
     training: TrainingSettings
     workflow: WorkflowSettings
+    kueue: KueueSettings
     labels: dict[str, str]
     """Cost-attribution labels put on every labelable GCP resource."""
 

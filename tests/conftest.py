@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import re
@@ -33,11 +34,18 @@ def shared_path(*parts: str) -> Path:
     return path
 
 
+APPLIED: dict[str, dict] = {}
+"""Objects the mock provider "applied" with a status (``statuses``), as a live read finds them."""
+
+
 @pytest.fixture(autouse=True)
 def no_live_cluster(monkeypatch):
-    """Tests never reach a cluster: a live object read finds nothing unless a test says otherwise
-    (the scenario tests run a loopback API server instead)."""
-    monkeypatch.setattr("infra.k8s.live.ClusterReader.get", lambda self, *args, **kwargs: None)
+    """Tests never reach a cluster: a live read finds only what ``statuses`` applied in this test (in the
+    status it gave), nothing else (the scenario tests run a loopback API server instead)."""
+    APPLIED.clear()
+    monkeypatch.setattr(
+        "infra.k8s.live.ClusterReader.get", lambda self, api, kind, namespace, name: copy.deepcopy(APPLIED.get(name))
+    )
     monkeypatch.setattr("infra.k8s.live.ClusterReader.list", lambda self, *args, **kwargs: [])
 
 
@@ -60,7 +68,14 @@ def statuses(status_for):
 
     def answer(registration):
         status = status_for(registration.type, registration.inputs)
-        return None if status is None else {**registration.inputs, "status": status}
+        if status is None:
+            return None
+        obj = {**registration.inputs, "status": status}
+        if registration.type == JOBSET:
+            live = copy.deepcopy(obj)
+            live["metadata"] = {**live["metadata"], "uid": f"uid-{registration.name}"}
+            APPLIED[registration.name] = live
+        return obj
 
     return answer
 

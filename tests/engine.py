@@ -5,7 +5,11 @@ The real program runs under the mock runtime with ``live=True``: it reads the lo
 (``tests.fake_kube``) through the real Kubernetes client, its kubeconfig's real exec plugin (a script
 on PATH) and real TLS, and checks artifacts in fake-gcs-server. For each step object it registers,
 this model makes the decision the engine and the provider make, each cited by the function it comes
-from, then plays it on the cluster: create, adopt, replace (delete first), update, await, record.
+from, then plays it on the cluster: create, adopt, replace (delete first), update, record. The steps
+carry ``pulumi.com/skipAwait: "true"``, so the provider returns once a step is applied
+(``await.go`` ``Creation``/``Update`` -> ``metadata.ReadyCondition``: Immediate); the run then goes on
+in the cluster (and in Kueue) as each scenario says, while the program waits for it
+(``workloads.waiting``) on a fake clock this model advances: a scenario can act on every poll.
 
 Sources (read at these revisions; see README "Run lifecycle" for the same citations):
 - pulumi/pulumi v3.259.0 (0ac56e8): ``pkg/resource/deploy/step_generator.go`` (``sg.go``),
@@ -17,6 +21,7 @@ Sources (read at these revisions; see README "Run lifecycle" for the same citati
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +34,7 @@ from infra.plan.stack_files import ROOT, parse_property_path
 from tests.conftest import JOBSET, SENTINEL_TOKEN, put
 from tests.fake_kube import FakeCluster, with_state
 from tests.lifecycle_walk import settings
+from workloads import waiting
 from workloads.steps import Workflow, plan_workflow
 
 STEP_TYPES = (JOBSET,)
@@ -37,22 +43,21 @@ TERMINAL = ("completed", "failed")
 as a replacement (``diff.go`` ``forceNewProperties`` knows built-in kinds only)."""
 
 
-class AwaitInterruptedError(Exception):
-    """The `up` stopped while a step was being awaited (Ctrl-C, a dropped connection, Pulumi's timeout)."""
+class StoppedError(Exception):
+    """The `up` stopped while the program waited for a step (Ctrl-C, a dropped connection)."""
 
 
 class KilledError(Exception):
-    """The runner was killed (SIGKILL, a lost CI machine) while a step was being awaited."""
+    """The runner was killed (SIGKILL, a lost CI machine)."""
 
 
 @dataclass
 class Recorded:
-    """What the state holds for a resource (``resource.State``: inputs, outputs, trigger, init errors)."""
+    """What the state holds for a resource (``resource.State``: inputs, outputs, trigger)."""
 
     inputs: dict[str, Any]
     outputs: dict[str, Any]
     trigger: Any
-    init_errors: bool = False
 
 
 @dataclass
@@ -125,6 +130,12 @@ class Stack:
     provider_inputs: dict[str, Any] = field(default_factory=dict)
     """The Kubernetes provider's inputs the last run registered (what a refresh configures it with)."""
     written: list[str] = field(default_factory=list)
+    clock: float = 0.0
+    """The program's clock while it waits (seconds; ``workloads.waiting.now``)."""
+    on_wait: Callable[[Stack], None] | None = None
+    """What happens in the cluster each time the program pauses between polls (a scenario sets it)."""
+    stop: BaseException | None = None
+    """Raised at the program's next pause (the runner is stopped or killed while the program waits)."""
 
     # -- running the program -------------------------------------------------------------------
 
@@ -170,16 +181,22 @@ class Stack:
                 killed.append(True)
                 raise
 
-        plan, _ = plan_stack(
-            self.stack_file,
-            [*self.overrides, *overrides],
-            stack=self.stack_file.name.split(".")[1],
-            live=True,
-            preview=preview,
-            secrets={"tpu-rl:hfToken": SENTINEL_TOKEN},
-            outputs_for=answer,
-            raise_errors=False,
-        )
+        original = (waiting.sleep, waiting.now)
+        waiting.sleep, waiting.now = self._pause, lambda: self.clock
+        try:
+            plan, _ = plan_stack(
+                self.stack_file,
+                [*self.overrides, *overrides],
+                stack=self.stack_file.name.split(".")[1],
+                live=True,
+                preview=preview,
+                secrets={"tpu-rl:hfToken": SENTINEL_TOKEN},
+                outputs_for=answer,
+                raise_errors=False,
+            )
+        finally:
+            waiting.sleep, waiting.now = original
+            self.stop = None
         if not preview and plan.error is None and not killed:
             # The program finished without an error: resources it no longer registers are deleted,
             # after every create (deployment_executor.go: deletes follow the source's end; sg.go
@@ -190,6 +207,15 @@ class Stack:
                 self.cluster.delete(recorded.inputs["kind"], metadata["namespace"], metadata["name"])
                 actions[name] = "delete"
         return Run(plan, actions)
+
+    def _pause(self, seconds: float) -> None:
+        """The program's pause between polls: time passes, then the cluster (the scenario) acts."""
+        self.clock += seconds
+        if self.stop is not None:
+            stop, self.stop = self.stop, None
+            raise stop
+        if self.on_wait is not None:
+            self.on_wait(self)
 
     # -- one step object -----------------------------------------------------------------------
 
@@ -211,9 +237,8 @@ class Stack:
             action = "replace"
         else:
             inputs = process_ignore_changes(inputs, old.inputs, ignore)
-            # sg.go continueStepsFromDiff: unchanged but with init errors -> "an empty update step to
-            # attempt to continue awaiting initialization" (a preview plans it too).
-            action = "update" if inputs != old.inputs or old.init_errors else "same"
+            # sg.go generateStepsFromDiff: a diff is an update, none is a SameStep (the provider is not called).
+            action = "update" if inputs != old.inputs else "same"
         kind, namespace = inputs["kind"], inputs["metadata"]["namespace"]
         live = self.cluster.get(kind, namespace, name)
         if action == "create" and live is not None and not preview:
@@ -230,20 +255,15 @@ class Stack:
             self.state.pop(name)  # the old resource leaves the snapshot once DeleteReplacement is done
             live = None
         obj = self._apply(inputs, live, adopt=action == "adopt")
-        try:
-            obj = self._await(
-                obj, outcomes.get(inputs["metadata"]["labels"]["app.kubernetes.io/component"], "complete")
-            )
-        except AwaitInterruptedError:
-            # A partial failure is recorded with the new inputs, trigger and init errors
-            # (engine update.go OnResourceStepPost; step.go CreateStep/UpdateStep InitErrors).
-            self.state[name] = Recorded(inputs, self.cluster.get(kind, namespace, name), trigger, init_errors=True)
-            raise
-        except KilledError:
-            if action in ("create", "adopt", "replace"):
-                self.pending_creates[name] = inputs  # snapshot.go markOperationPending before Create
-            raise
+        outcome = outcomes.get(inputs["metadata"]["labels"]["app.kubernetes.io/component"], "complete")
+        if outcome == "kill-during-create" and action in ("create", "adopt", "replace"):
+            # The runner dies before the provider's Create returned: snapshot.go markOperationPending recorded
+            # a pending create, and no resource (journal.go).
+            self.cluster.set_state(kind, namespace, name, "running")
+            self.pending_creates[name] = inputs
+            raise KilledError(f"killed while creating {name}")
         self.state[name] = Recorded(inputs, obj, trigger)
+        self._run_step(obj, outcome)
         return obj
 
     def _preview_outputs(
@@ -275,23 +295,41 @@ class Stack:
         merged["metadata"]["annotations"] = {**current, **applied}
         return self.cluster.put(merged)
 
-    def _await(self, obj: dict[str, Any], outcome: str) -> dict[str, Any]:
-        """The provider's await of ``pulumi.com/waitFor`` (await.go: the existing object satisfies it at once
-        when it already ended); otherwise the run goes as ``outcome`` says."""
-        kind, metadata = obj["kind"], obj["metadata"]
+    def _run_step(self, obj: dict[str, Any], outcome: str) -> None:
+        """After the provider returned (skipAwait), the run goes on in the cluster as ``outcome`` says:
+        complete, complete-without-output, fail, run (the scenario's ``on_wait`` drives it), interrupt or
+        kill (the program is stopped at its first pause), or a Kueue state (queued, never, deactivated)."""
+        metadata = obj["metadata"]
+        namespace, name = metadata["namespace"], metadata["name"]
         if _state_of(obj) in TERMINAL:
-            return obj
-        if outcome == "interrupt":
-            self.cluster.set_state(kind, metadata["namespace"], metadata["name"], "running")
-            raise AwaitInterruptedError(f"interrupted while awaiting {metadata['name']}")
-        if outcome == "kill":
-            self.cluster.set_state(kind, metadata["namespace"], metadata["name"], "running")
-            raise KilledError(f"killed while awaiting {metadata['name']}")
-        if outcome == "fail":
-            return self.cluster.set_state(kind, metadata["namespace"], metadata["name"], "failed", restarts=1)
-        if outcome != "complete-without-output":
+            return  # it had ended (an adopted object)
+        if outcome in ("complete", "complete-without-output"):
+            if outcome == "complete":
+                self.write_outputs(obj)
+            self.cluster.set_state("JobSet", namespace, name, "completed")
+        elif outcome == "fail":
+            self.cluster.set_state("JobSet", namespace, name, "failed", restarts=1)
+        elif outcome in ("queued", "never", "deactivated"):
+            self.cluster.kueue(namespace, name, outcome)
+        else:
+            self.cluster.set_state("JobSet", namespace, name, "running")
+            if outcome == "interrupt":
+                self.stop = StoppedError(f"stopped while waiting for {name}")
+            elif outcome == "kill":
+                self.stop = KilledError(f"killed while waiting for {name}")
+            else:
+                assert outcome == "run", outcome
+
+    def finish(self, name: str, state: str = "completed") -> None:
+        """The cluster ends the running step ``name``: Kueue admits it first if it is queued; a completed step
+        of the current configuration leaves its files."""
+        obj = self.cluster.get("JobSet", "tpu-rl", name)
+        assert obj is not None, name
+        if obj["spec"].get("suspend"):
+            self.cluster.kueue("tpu-rl", name, "admitted")
+        if state == "completed" and any(step.name == name for step in self._steps.steps):
             self.write_outputs(obj)
-        return self.cluster.set_state(kind, metadata["namespace"], metadata["name"], "completed")
+        self.cluster.set_state("JobSet", "tpu-rl", name, state, restarts=1 if state == "failed" else 0)
 
     # -- what the steps write ------------------------------------------------------------------
 

@@ -20,7 +20,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-RESOURCES = {"jobset.x-k8s.io": ("v1alpha2", "jobsets", "JobSet")}
+RESOURCES = {
+    "jobset.x-k8s.io": ("v1alpha2", "jobsets", "JobSet"),
+    "kueue.x-k8s.io": ("v1beta2", "workloads", "Workload"),
+}
+PLURALS = {kind: plural for _version, plural, kind in RESOURCES.values()}
 TOKEN = "test-cluster-token"
 T0 = "2026-11-30T05:00:00Z"
 T1 = "2026-11-30T05:18:02Z"
@@ -92,6 +96,60 @@ def with_state(manifest: dict[str, Any], state: str, *, restarts: int = 0) -> di
     state = {"complete": "completed"}.get(state, state)
     obj["status"] = jobset_status(state, obj["spec"]["replicatedJobs"], restarts, obj["metadata"]["name"])
     return obj
+
+
+# Kueue 0.17.1's words (pkg/scheduler/flavorassigner/flavorassigner.go lines 1046 and 1063; the pod set
+# prefix from Assignment.Message; pkg/controller/core/workload_controller.go 460-519, 995).
+KUEUE_MESSAGES = {
+    "queued": "couldn't assign flavors to pod set worker: insufficient unused quota for google.com/tpu in flavor "
+    "tpu-rl-tpu-slice, 32 more needed",
+    "never": "couldn't assign flavors to pod set worker: insufficient quota for google.com/tpu in flavor "
+    "tpu-rl-tpu-slice, previously considered podsets requests (0) + current podset request (64) > maximum "
+    "capacity (32)",
+    "deactivated": "The workload is deactivated due to exceeding the maximum number of re-queuing retries",
+}
+
+
+def workload(jobset: dict[str, Any], state: str) -> dict[str, Any]:
+    """The Workload Kueue 0.17.1 keeps for a queued JobSet, in ``state``: queued (waiting for quota), never
+    (can never fit), admitted, or deactivated (its pods were not Ready in time, backoffLimitCount 0)."""
+    meta = jobset["metadata"]
+    conditions: list[dict[str, Any]] = []
+    if state in ("queued", "never"):
+        conditions.append(
+            {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": KUEUE_MESSAGES[state]}
+        )
+    elif state == "admitted":
+        conditions += [
+            {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "Quota reserved"},
+            {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "The workload is admitted"},
+        ]
+    else:
+        conditions += [
+            {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": KUEUE_MESSAGES[state]},
+            {
+                "type": "Evicted",
+                "status": "True",
+                "reason": "DeactivatedDueToRequeuingLimitExceeded",
+                "message": KUEUE_MESSAGES[state],
+            },
+        ]
+    for entry in conditions:
+        entry["lastTransitionTime"] = T1
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": f"jobset-{meta['name']}-1a2b3",
+            "namespace": meta["namespace"],
+            "labels": {"kueue.x-k8s.io/job-uid": meta["uid"]},
+            "ownerReferences": [
+                {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": meta["name"], "uid": meta["uid"]}
+            ],
+        },
+        "spec": {"queueName": meta["labels"].get("kueue.x-k8s.io/queue-name", ""), "active": state != "deactivated"},
+        "status": {"conditions": conditions},
+    }
 
 
 def _selected(obj: dict[str, Any], selector: str) -> bool:
@@ -204,7 +262,7 @@ class FakeCluster:
         return copy.deepcopy(obj)
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        plural = {"JobSet": "jobsets"}[kind]
+        plural = PLURALS[kind]
         with self.lock:
             obj = self.objects.get((plural, namespace, name))
         return copy.deepcopy(obj) if obj else None
@@ -215,10 +273,25 @@ class FakeCluster:
         assert obj is not None, f"no {kind} {namespace}/{name}"
         return self.put(with_state(obj, state, restarts=restarts))
 
+    def kueue(self, namespace: str, name: str, state: str) -> dict[str, Any]:
+        """Kueue acts on a queued JobSet: its Workload in ``state``; the JobSet suspended until admitted
+        (Kueue's webhook suspends it at creation; ``startJob`` unsuspends it, ``stopJob`` suspends it again)."""
+        obj = self.get("JobSet", namespace, name)
+        assert obj is not None, f"no JobSet {namespace}/{name}"
+        obj["spec"]["suspend"] = state != "admitted"
+        obj = self.put(obj)
+        self.put(workload(obj, state))
+        return obj
+
     def delete(self, kind: str, namespace: str, name: str) -> None:
-        plural = {"JobSet": "jobsets"}[kind]
+        plural = PLURALS[kind]
         with self.lock:
-            self.objects.pop((plural, namespace, name), None)
+            gone = self.objects.pop((plural, namespace, name), None)
+            if gone and kind == "JobSet":  # the garbage collector follows the Workloads' owner references
+                uid = gone["metadata"]["uid"]
+                for key, obj in list(self.objects.items()):
+                    if key[0] == "workloads" and obj["metadata"]["labels"].get("kueue.x-k8s.io/job-uid") == uid:
+                        del self.objects[key]
 
     # -- serving -------------------------------------------------------------------------------
 

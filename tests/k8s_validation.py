@@ -110,10 +110,10 @@ def _cel(validator, rules, instance, schema):  # noqa: ANN001
             yield jsonschema.ValidationError(rule.get("message") or f"CEL rule failed: {rule['rule']}")
 
 
-def crd_validator(crd_path: Path) -> jsonschema.protocols.Validator:
-    """A strict validator for the served version of a CRD file."""
+def crd_validator(crd_path: Path, version_name: str | None = None) -> jsonschema.protocols.Validator:
+    """A strict validator for a served version of a CRD file (the first one unless named)."""
     crd = yaml.safe_load(crd_path.read_text())
-    version = next(v for v in crd["spec"]["versions"] if v.get("served", True))
+    version = next(v for v in crd["spec"]["versions"] if v.get("served", True) and version_name in (None, v["name"]))
     schema = _strictify(copy.deepcopy(version["schema"]["openAPIV3Schema"]))
     base = jsonschema.Draft202012Validator
     validator_class = jsonschema.validators.extend(
@@ -220,3 +220,35 @@ def validate_jobset(obj: dict[str, Any], validator: jsonschema.protocols.Validat
             K8S_VERSION,
             strict=True,
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# Kueue 0.17.1 webhooks
+
+
+def kueue_webhook_rules(objects: list[dict[str, Any]]) -> None:
+    """The Kueue validating webhooks' checks the CRD schema cannot express, and the references between
+    the objects (``pkg/webhooks/clusterqueue_webhook.go`` ``validateResourceGroups``)."""
+    flavors = {o["metadata"]["name"] for o in objects if o["kind"] == "ResourceFlavor"}
+    queues = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ClusterQueue"}
+    for queue in queues.values():
+        covered: list[str] = []
+        named: list[str] = []
+        for group in queue["spec"].get("resourceGroups") or []:
+            covered += group["coveredResources"]
+            for flavor in group["flavors"]:
+                named.append(flavor["name"])
+                if [r["name"] for r in flavor["resources"]] != group["coveredResources"]:
+                    raise WebhookError(f"{flavor['name']}: resources must match the name in coveredResources")
+                if flavor["name"] not in flavors:
+                    raise WebhookError(f"flavor {flavor['name']} is not a ResourceFlavor of the stack")
+        for kind, names in (("coveredResources", covered), ("flavors", named)):
+            if len(names) != len(set(names)):
+                raise WebhookError(f"{queue['metadata']['name']}: {kind} must not repeat across resource groups")
+        if queue["spec"].get("namespaceSelector") is None:
+            raise WebhookError(f"{queue['metadata']['name']}: a null namespaceSelector admits no namespace")
+    for local in (o for o in objects if o["kind"] == "LocalQueue"):
+        if local["spec"]["clusterQueue"] not in queues:
+            raise WebhookError(f"LocalQueue {local['metadata']['name']} names no ClusterQueue of the stack")
+        if not DNS1123_SUBDOMAIN.match(local["metadata"]["name"]):
+            raise WebhookError(f"LocalQueue name {local['metadata']['name']!r} is not a DNS-1123 subdomain")

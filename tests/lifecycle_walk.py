@@ -7,6 +7,7 @@ the program registers under the mock runtime; a full mock run per key would cost
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -72,7 +73,11 @@ def diff_paths(a: Any, b: Any, path: str = "") -> list[str]:
     if isinstance(a, dict) and isinstance(b, dict):
         paths = []
         for key in sorted(set(a) | set(b)):
-            sub = f"{path}.{key}" if path else key
+            # Pulumi's property path syntax (what ignoreChanges holds): name.name, or ["key"] for other keys.
+            if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+                sub = f"{path}.{key}" if path else key
+            else:
+                sub = f'{path}["{key}"]'
             if key not in a or key not in b:
                 paths.append(sub)
             else:

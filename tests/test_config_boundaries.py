@@ -431,6 +431,13 @@ def test_the_prod_stack_reads_as_written():
             "timeouts": {"convert": 4 * 3600, "train": 24 * 3600, "export": 4 * 3600},
             "jobset_version": "0.10.1",
         },
+        "kueue": {
+            "install": True,
+            "queue": "tpu-rl",
+            "version": "0.17.1",
+            "pods_ready_timeout": 30 * 60,
+            "admission_timeout": 15 * 60,
+        },
         "labels": {"app": "tpu-rl", "stack": "prod", "cluster": "tpu-rl-prod", "managed-by": "pulumi"},
     }
 

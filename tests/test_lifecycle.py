@@ -10,7 +10,6 @@ import re
 
 import pytest
 
-from infra.config.values import format_duration
 from infra.k8s import live
 from infra.plan import plan_stack
 from infra.plan.stack_files import ROOT
@@ -43,7 +42,11 @@ def test_every_key_renames_a_step_or_is_ignored(walks, stack):
         "tpu-rl:workflow.timeouts.convert",
         "tpu-rl:workflow.timeouts.train",
         "tpu-rl:workflow.timeouts.export",
+        "tpu-rl:kueue.enabled",  # which queue admits a step (the queue-name label)
+        "tpu-rl:kueue.queue",
     }, "only operational settings may change a step without renaming it"
+    for key in ("tpu-rl:kueue.enabled", "tpu-rl:kueue.queue"):
+        assert set(outcomes[key].values()) == {"ignored"}, key
     for key in ("tpu-rl:workflow.timeouts.train", "tpu-rl:workflow.maxRestarts"):
         assert outcomes[key] == {"convert": "kept", "train": "ignored", "export": "kept"}, key
     for key in ("tpu-rl:training.learningRate", "tpu-rl:training.numBatches", "tpu-rl:images.pathwaysServer"):
@@ -86,7 +89,7 @@ def test_the_walk_sees_what_the_program_registers(stack, overrides):
         options = resource["options"]
         assert options["ignoreChanges"] == list(step.ignore_changes)
         assert options["ignoreChanges"][: len(OPERATIONAL_PATHS)] == list(OPERATIONAL_PATHS)
-        assert options["customTimeouts"]["create"] == format_duration(step.await_seconds)
+        assert options["customTimeouts"] == {"create": "10m", "update": "10m", "delete": "20m"}, "the apply only"
 
 
 def test_step_options_never_replace_a_step_for_anything_but_its_identity(prod_plan):
@@ -119,8 +122,7 @@ def test_pulumi_waits_longer_than_each_steps_own_deadline(stack):
 
 
 def test_prod_waits_for_two_24h_attempts():
-    resource = step_resources(plan_of("prod"))["train"]
-    assert resource["options"]["customTimeouts"] == {"create": "48h30m", "update": "48h30m", "delete": "20m"}
+    assert plan_workflow(settings("prod", [])).train.await_seconds == 2 * (24 * 3600 + 15 * 60)
 
 
 def test_the_names_the_next_up_would_use_are_stable():
@@ -160,6 +162,19 @@ URNS = {
         "tpu-rl:k8s:KubernetesPlatform$kubernetes:storage.k8s.io/v1:StorageClass::scratch-storage-class"
     ),
     "jobset": "tpu-rl:k8s:KubernetesPlatform$kubernetes:helm.sh/v3:Release::jobset",
+    "kueue": "tpu-rl:k8s:KubernetesPlatform$kubernetes:helm.sh/v3:Release::kueue",
+    "kueue-tpu-flavor": (
+        "tpu-rl:k8s:KubernetesPlatform$kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor::kueue-tpu-flavor"
+    ),
+    "kueue-cpu-flavor": (
+        "tpu-rl:k8s:KubernetesPlatform$kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor::kueue-cpu-flavor"
+    ),
+    "kueue-cluster-queue": (
+        "tpu-rl:k8s:KubernetesPlatform$kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue::kueue-cluster-queue"
+    ),
+    "kueue-local-queue": (
+        "tpu-rl:k8s:KubernetesPlatform$kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue::kueue-local-queue"
+    ),
     "convert": "tpu-rl:workflow:WorkflowRun$kubernetes:jobset.x-k8s.io/v1alpha2:JobSet::{name}",
     "train": "tpu-rl:workflow:WorkflowRun$kubernetes:jobset.x-k8s.io/v1alpha2:JobSet::{name}",
     "export": "tpu-rl:workflow:WorkflowRun$kubernetes:jobset.x-k8s.io/v1alpha2:JobSet::{name}",

@@ -9,7 +9,7 @@ import kubernetes_validate
 import pytest
 
 from tests.conftest import plan_of, shared_path
-from tests.k8s_validation import WebhookError, crd_validator, validate_core, validate_jobset
+from tests.k8s_validation import WebhookError, crd_validator, kueue_webhook_rules, validate_core, validate_jobset
 
 
 @pytest.fixture(scope="module")
@@ -24,14 +24,88 @@ def _objects(stack):
     return plan_of(stack).kubernetes_objects()
 
 
+KUEUE = {"ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues", "LocalQueue": "localqueues"}
+
+
+@pytest.fixture(scope="module")
+def kueue_validators():
+    return {
+        kind: crd_validator(shared_path("schemas", "kueue", f"kueue.x-k8s.io_{plural}.yaml"), "v1beta2")
+        for kind, plural in KUEUE.items()
+    }
+
+
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_every_core_object_validates(stack):
     objects = _objects(stack)
     kinds = sorted(o["kind"] for o in objects)
-    assert kinds == ["JobSet", "JobSet", "JobSet", "Namespace", "Secret", "ServiceAccount", "StorageClass"]
+    assert kinds == [
+        "ClusterQueue",
+        "JobSet",
+        "JobSet",
+        "JobSet",
+        "LocalQueue",
+        "Namespace",
+        "ResourceFlavor",
+        "ResourceFlavor",
+        "Secret",
+        "ServiceAccount",
+        "StorageClass",
+    ]
     for obj in objects:
-        if obj["kind"] != "JobSet":
+        if obj["kind"] not in ("JobSet", *KUEUE):
             validate_core(obj)
+
+
+def _kueue_objects(stack: str, *overrides: str) -> list[dict]:
+    return [o for o in plan_of(stack, *overrides).kubernetes_objects() if o["kind"] in KUEUE]
+
+
+@pytest.mark.parametrize(("stack", "overrides"), [("dev", ()), ("prod", ()), ("prod", ("tpu-rl:tpu.slices=3",))])
+def test_the_kueue_objects_validate_against_kueues_crds_and_webhooks(stack, overrides, kueue_validators):
+    objects = _kueue_objects(stack, *overrides)
+    assert sorted(o["kind"] for o in objects) == ["ClusterQueue", "LocalQueue", "ResourceFlavor", "ResourceFlavor"]
+    for obj in objects:
+        errors = list(kueue_validators[obj["kind"]].iter_errors(obj))
+        assert not errors, f"{obj['kind']}: {errors[0].message}"
+    kueue_webhook_rules(objects)
+
+
+BROKEN_KUEUE = {
+    "quota-typo": (
+        "ClusterQueue",
+        lambda o: o["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0].update({"nominalQuote": "1"}),
+    ),
+    "bad-quantity": (
+        "ClusterQueue",
+        lambda o: o["spec"]["resourceGroups"][1]["flavors"][0]["resources"][1].update({"nominalQuota": "100GB"}),
+    ),
+    "resources-out-of-order": (
+        "ClusterQueue",
+        lambda o: o["spec"]["resourceGroups"][1]["flavors"][0]["resources"].reverse(),
+    ),
+    "resource-in-two-groups": (
+        "ClusterQueue",
+        lambda o: o["spec"]["resourceGroups"][1]["coveredResources"].__setitem__(0, "google.com/tpu"),
+    ),
+    "null-namespace-selector": ("ClusterQueue", lambda o: o["spec"].__setitem__("namespaceSelector", None)),
+    "unknown-flavor": ("ClusterQueue", lambda o: o["spec"]["resourceGroups"][0]["flavors"][0].__setitem__("name", "x")),
+    "local-queue-elsewhere": ("LocalQueue", lambda o: o["spec"].__setitem__("clusterQueue", "other")),
+    "flavor-typo": ("ResourceFlavor", lambda o: o["spec"].__setitem__("nodeLabel", {})),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_KUEUE))
+def test_the_kueue_validation_catches_broken_objects(case, kueue_validators):
+    kind, mutate = BROKEN_KUEUE[case]
+    objects = copy.deepcopy(_kueue_objects("prod"))
+    target = next(o for o in objects if o["kind"] == kind)
+    mutate(target)
+    with pytest.raises((jsonschema.ValidationError, WebhookError)):
+        for obj in objects:
+            for error in kueue_validators[obj["kind"]].iter_errors(obj):
+                raise jsonschema.ValidationError(error.message)
+        kueue_webhook_rules(objects)
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])

@@ -47,6 +47,11 @@ def head_and_workers(jobset):
     return head, worker
 
 
+def pod_labels(step):
+    """The step's labels, as its pods carry them (the JobSet's own, without the Kueue queue)."""
+    return {k: v for k, v in step.manifest["metadata"]["labels"].items() if k != "kueue.x-k8s.io/queue-name"}
+
+
 def cpu_job(step):
     """The only replicated Job of a CPU step's JobSet: its Job spec."""
     (job,) = step.manifest["spec"]["replicatedJobs"]
@@ -77,8 +82,9 @@ def test_jobset_top_level_is_gclusters_pathways_shape():
             "app.kubernetes.io/instance": "tpu-rl-prod",
             "app.kubernetes.io/component": "train",
             "tpu-rl/step-id": train.step_id,
+            "kueue.x-k8s.io/queue-name": "tpu-rl",
         },
-        "annotations": {"pulumi.com/waitFor": "jsonpath={.status.terminalState}", "pulumi.com/patchForce": "true"},
+        "annotations": {"pulumi.com/skipAwait": "true", "pulumi.com/patchForce": "true"},
     }
     assert spec["network"] == {"enableDNSHostnames": True, "publishNotReadyAddresses": True}
     assert spec["coordinator"] == {"replicatedJob": "pathways-head", "jobIndex": 0, "podIndex": 0}
@@ -214,7 +220,7 @@ def test_workers_one_pod_per_tpu_vm_of_every_slice(s, hosts, slices, chips_per_v
         "parallelism": hosts,
     }
     assert job["template"]["metadata"] == {
-        "labels": jobs(s).train.manifest["metadata"]["labels"],  # the step's labels reach every pod
+        "labels": pod_labels(jobs(s).train),  # the step's labels reach every pod
         "annotations": {"cloud.google.com/gke-tpu-slice-topology": topology},
     }
     pod = job["template"]["spec"]
@@ -365,8 +371,9 @@ def test_cpu_jobsets(step, scratch, memory, limit):
             "app.kubernetes.io/instance": "tpu-rl-prod",
             "app.kubernetes.io/component": step,
             "tpu-rl/step-id": built.step_id,
+            "kueue.x-k8s.io/queue-name": "tpu-rl",
         },
-        "annotations": {"pulumi.com/waitFor": "jsonpath={.status.terminalState}", "pulumi.com/patchForce": "true"},
+        "annotations": {"pulumi.com/skipAwait": "true", "pulumi.com/patchForce": "true"},
     }
     # One pod: no headless Service (jobset_controller.go createHeadlessSvcIfNecessary); the JobSet never
     # restarts, so the Job's own backoffLimit is the one retry.
@@ -391,7 +398,7 @@ def test_cpu_jobsets(step, scratch, memory, limit):
             ]
         },
     }
-    labels = jobset["metadata"]["labels"]
+    labels = pod_labels(built)
     assert spec["template"]["metadata"] == {"labels": labels}
     pod = spec["template"]["spec"]
     assert pod["restartPolicy"] == "Never" and pod["terminationGracePeriodSeconds"] == 30
@@ -470,6 +477,7 @@ def test_names_paths_and_logs():
             "spec.failurePolicy.maxRestarts",
             "spec.replicatedJobs[0].template.spec.activeDeadlineSeconds",
             *annotations,
+            'metadata.labels["kueue.x-k8s.io/queue-name"]',
         )
     assert "activeDeadlineSeconds" in cpu_job(plan.convert), "the path ignoreChanges names exists"
     timeouts = jobs(settings("prod", ["tpu-rl:workflow.timeouts.convert=9h"]))

@@ -187,7 +187,7 @@ def test_preflight_passes_and_changes_nothing_rendered(hub, monkeypatch):
     offline = plan_stack(ROOT / "Pulumi.prod.yaml", REAL, secrets={"tpu-rl:hfToken": GOOD})[0]
     # With the preflight passed, the program goes on until the first artifact check (no GCS here).
     assert online.error is not None and not str(online.error).startswith("preflight")
-    rendered = {o["metadata"]["name"]: o for o in offline.kubernetes_objects()}
+    rendered = {(o["kind"], o["metadata"]["name"]): o for o in offline.kubernetes_objects()}
     assert online.kubernetes_objects(), "resources were registered after the preflight"
     for obj in online.kubernetes_objects():
-        assert obj == rendered[obj["metadata"]["name"]]
+        assert obj == rendered[obj["kind"], obj["metadata"]["name"]]

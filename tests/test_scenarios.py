@@ -104,43 +104,93 @@ def test_a_step_fails_then_up_retries_it_with_the_configured_values(stack):
     assert stable.error is None and set(stable.actions.values()) == {"same"}, "a completed retry stays put"
 
 
-def test_ctrl_c_during_the_await_then_up_re_attaches_to_the_running_step(stack):
-    """After an interrupted await the state has the step with init errors (engine update.go
-    OnResourceStepPost records a partial failure); the next `up` sees the same inputs and trigger and plans
-    an empty update "to attempt to continue awaiting initialization" (sg.go continueStepsFromDiff), and the
-    provider awaits the same object again (await.go Update): nothing is deleted or started twice."""
+def test_ctrl_c_while_up_waits_for_a_step_then_up_waits_for_the_same_run(stack):
+    """The provider returned once the step was applied (skipAwait: await.go Creation -> metadata.ReadyCondition
+    is Immediate), so the state has it; the program was waiting (workloads.waiting) when it was stopped. The
+    next `up` sees the same inputs and trigger: a SameStep (sg.go generateStepsFromDiff; step.go SameStep calls
+    no provider), and the program waits for the same run until it ends: nothing is deleted or started twice."""
     interrupted = stack.up({"train": "interrupt"})
-    assert isinstance(interrupted.error, Exception)
+    assert "stopped while waiting for" in str(interrupted.error)
     train = names(stack)["train"]
     uid = live(stack, "train")["metadata"]["uid"]
-    assert stack.state[train].init_errors
+    assert train in stack.state and names(stack)["export"] not in interrupted.actions
+    stack.on_wait = lambda s: s.finish(train)
     again = stack.up()
     assert again.error is None, again.error
-    assert again.actions[train] == "update" and live(stack, "train")["metadata"]["uid"] == uid
-    assert set(again.actions.values()) <= {"same", "update", "create"}
+    assert again.actions[train] == "same" and live(stack, "train")["metadata"]["uid"] == uid
+    assert again.actions[names(stack)["export"]] == "create"
 
 
 def test_change_an_operational_knob_while_training_runs_keeps_the_run(stack):
     """The deadline and maxRestarts are ignoreChanges: processIgnoreChanges (sg.go) puts the recorded
-    values back, so the running step is neither renamed nor replaced; `up` re-attaches to it."""
+    values back, so the running step is neither renamed nor replaced nor updated; `up` waits for it."""
     stack.up({"train": "interrupt"})
     uid = live(stack, "train")["metadata"]["uid"]
     changed = ["tpu-rl:workflow.timeouts.train=30h", "tpu-rl:workflow.maxRestarts=3"]
     assert names(stack, changed) == names(stack)
+    stack.on_wait = lambda s: s.finish(names(s)["train"])
     again = stack.up(overrides=changed)
-    assert again.error is None and again.actions[names(stack)["train"]] == "update"
+    assert again.error is None and again.actions[names(stack)["train"]] == "same"
     assert live(stack, "train")["metadata"]["uid"] == uid
 
 
-def test_change_a_training_knob_while_training_runs_stops_until_the_old_run_ends(stack):
-    """A training knob renames the step (a new object); the slice is held by the old run, so `up` stops
-    before creating it and says how to wait or stop; a preview only warns. Once the old run ended, the new
-    one is created and the old object is deleted after the program finished (sg.go GenerateDeletes)."""
+def test_change_a_training_knob_while_training_runs_queues_the_new_run_behind_the_old_one(stack):
+    """A training knob renames the step (a new object). Kueue holds it (the slice's chips are the quota, the
+    old run has them: "insufficient unused quota"), `up` waits, and once the old run ends Kueue admits the
+    new one; the old object is deleted after the program finished (sg.go GenerateDeletes)."""
     stack.up({"train": "interrupt"})
     old = names(stack)["train"]
     changed = ["tpu-rl:training.learningRate=3e-05"]
     new = names(stack, changed)["train"]
     assert new != old
+    polls = []
+
+    def old_run_ends(s):
+        polls.append(s.clock)
+        if len(polls) == 2:  # the new run waited behind the old one for one poll
+            assert s.cluster.get("JobSet", "tpu-rl", new)["spec"]["suspend"] is True
+            s.finish(old)
+            s.finish(new)
+
+    stack.on_wait = old_run_ends
+    after = stack.up({"train": "queued"}, overrides=changed)
+    assert after.error is None, after.error
+    assert after.actions[new] == "create" and after.actions[old] == "delete"
+    assert stack.cluster.get("JobSet", "tpu-rl", old) is None
+    assert any(
+        "queued: couldn't assign flavors to pod set worker: insufficient unused quota" in m for _, m in after.plan.logs
+    )
+
+
+def test_a_queued_step_stops_up_after_the_admission_timeout_and_the_next_up_follows_it(stack):
+    """Queued past tpu-rl:kueue.admissionTimeout: `up` stops with Kueue's reason and leaves the JobSet queued
+    (it starts once admitted); the next `up` finds it unchanged (SameStep) and waits for it again."""
+    stack.up({"train": "interrupt"})
+    old = names(stack)["train"]
+    changed = ["tpu-rl:training.learningRate=3e-05"]
+    new = names(stack, changed)["train"]
+    waited = stack.up({"train": "queued"}, overrides=changed)
+    assert str(waited.error).startswith(
+        f"JobSet tpu-rl/{new} is still queued after 15m: Kueue: couldn't assign flavors to pod set worker: "
+        "insufficient unused quota for google.com/tpu in flavor tpu-rl-tpu-slice, 32 more needed. It stays queued"
+    )
+    assert 15 * 60 <= stack.clock < 15 * 60 + 2 * 20, "it gave up at the bound, one poll after"
+    assert stack.cluster.get("JobSet", "tpu-rl", new)["spec"]["suspend"] is True, "still queued"
+    stack.finish(old)
+    stack.on_wait = lambda s: s.finish(new)
+    again = stack.up(overrides=changed)
+    assert again.error is None, again.error
+    assert again.actions[new] == "same"
+
+
+def test_without_kueue_a_training_knob_change_stops_until_the_old_run_ends(stack):
+    """No queue (tpu-rl:kueue.enabled false): the slice is held by the old run, so `up` stops before creating
+    the new one and says how to wait or stop; a preview only warns."""
+    off = ["tpu-rl:kueue.enabled=false"]
+    stack.up({"train": "interrupt"}, overrides=off)
+    old = names(stack, off)["train"]
+    changed = [*off, "tpu-rl:training.learningRate=3e-05"]
+    new = names(stack, changed)["train"]
     blocked = stack.up(overrides=changed)
     assert f"training run {old} (an earlier configuration) is still running on the TPU slice" in str(blocked.error)
     assert f"kubectl delete jobset -n tpu-rl {old}" in str(blocked.error) and new not in blocked.actions
@@ -150,16 +200,67 @@ def test_change_a_training_knob_while_training_runs_stops_until_the_old_run_ends
     after = stack.up(overrides=changed)
     assert after.error is None, after.error
     assert after.actions[new] == "create" and after.actions[old] == "delete"
-    assert stack.cluster.get("JobSet", "tpu-rl", old) is None
 
 
-def test_runner_killed_the_run_fails_meanwhile_then_up_twice_retries_it(stack):
-    """A killed `up` leaves a pending create (journal.go carries it into every snapshot; it is not a
-    resource), so the next `up` creates the step again: with upsertExistingObjects the provider applies
-    the manifest to the existing, failed object and the await sees Failed at once (await.go Creation).
-    That create stores the failed run's own UID as the trigger; the program's marker for an object whose
-    retry-of is its own UID is "<UID>/adopted", so the following `up` replaces it (shouldTriggerReplace)."""
+def test_kueue_stops_a_step_whose_pods_are_never_ready_and_the_next_up_retries_it(stack):
+    """Kueue's waitForPodsReady with backoffLimitCount 0 deactivates the Workload (Evicted
+    DeactivatedDueToRequeuingLimitExceeded: workload_controller.go triggerDeactivation) and leaves the JobSet
+    suspended, never terminal: `up` stops at once with Kueue's words; the next `up` counts the step as failed
+    (its UID is the trigger: sg.go shouldTriggerReplace) and runs it again."""
+    stopped = stack.up({"train": "deactivated"})
+    train = names(stack)["train"]
+    assert str(stopped.error).startswith(
+        f"Kueue stopped JobSet tpu-rl/{train} (DeactivatedDueToRequeuingLimitExceeded: The workload is deactivated "
+        "due to exceeding the maximum number of re-queuing retries)"
+    )
+    assert "raise tpu-rl:kueue.podsReadyTimeout" in str(stopped.error) and stack.clock == 0, "no waiting"
+    uid = live(stack, "train")["metadata"]["uid"]
+    retried = stack.up()
+    assert retried.error is None, retried.error
+    assert retried.actions[train] == "replace" and retried.plan.replacement_triggers[train] == uid
+    assert any(
+        "was stopped by Kueue (DeactivatedDueToRequeuingLimitExceeded); retrying it" in m for _, m in retried.plan.logs
+    )
+
+
+def test_a_step_its_queue_can_never_admit_fails_up_at_once(stack):
+    """A LocalQueue managed elsewhere whose ClusterQueue is smaller than one slice: Kueue says "> maximum
+    capacity" (flavorassigner.go), which no wait can change: `up` stops on the first poll."""
+    elsewhere = ["tpu-rl:kueue.enabled=false", "tpu-rl:kueue.queue=team-queue"]
+    failed = stack.up({"train": "never"}, overrides=elsewhere)
+    train = names(stack, elsewhere)["train"]
+    assert live(stack, "train", elsewhere)["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-queue"
+    assert str(failed.error).startswith(
+        f"Kueue can never admit JobSet tpu-rl/{train} as its queue is configured: couldn't assign flavors to pod "
+        "set worker: insufficient quota for google.com/tpu in flavor tpu-rl-tpu-slice"
+    )
+    assert "> maximum capacity (32)" in str(failed.error) and stack.clock == 0
+
+
+def test_runner_killed_while_up_waits_the_run_fails_meanwhile_then_up_retries_it(stack):
+    """The create had returned (skipAwait), so the state has the step and no operation is pending; the run
+    failed while nobody watched: the next `up` reads it, passes its UID as the trigger and replaces it
+    (sg.go shouldTriggerReplace); the one after that changes nothing."""
     killed = stack.up({"train": "kill"})
+    assert "killed while waiting for" in str(killed.error)
+    train = names(stack)["train"]
+    assert train in stack.state and not stack.pending_creates
+    stack.cluster.set_state("JobSet", "tpu-rl", train, "failed", restarts=1)
+    uid = live(stack, "train")["metadata"]["uid"]
+    retried = stack.up()
+    assert retried.error is None, retried.error
+    assert retried.actions[train] == "replace" and retried.plan.replacement_triggers[train] == uid
+    assert set(stack.up().actions.values()) == {"same"}
+
+
+def test_runner_killed_during_the_create_the_run_fails_meanwhile_then_up_twice_retries_it(stack):
+    """Killed before the provider's Create returned: a pending create (journal.go carries it into every
+    snapshot; it is not a resource), so the next `up` creates the step again: with upsertExistingObjects
+    the provider applies the manifest to the existing, failed object (await.go Creation) and the program's
+    wait sees Failed at once. That create stores the failed run's own UID as the trigger; the program's
+    marker for an object whose retry-of is its own UID is "<UID>/adopted", so the following `up` replaces
+    it (shouldTriggerReplace)."""
+    killed = stack.up({"train": "kill-during-create"})
     assert isinstance(killed.error, Exception)
     train = names(stack)["train"]
     assert train in stack.pending_creates and train not in stack.state
@@ -179,14 +280,14 @@ def test_runner_killed_the_run_fails_meanwhile_then_up_twice_retries_it(stack):
     assert set(stack.up().actions.values()) == {"same"}
 
 
-def test_runner_killed_during_a_retry_the_retry_fails_meanwhile_then_up_twice_retries_it_again(stack):
+def test_runner_killed_during_a_retrys_create_the_retry_fails_meanwhile_then_up_twice_retries_it_again(stack):
     """The adopting create applies ``retry-of: <its own UID>`` over the retry's ``retry-of: <first UID>``:
     with a new field manager and no force that is an SSA conflict (await.go Creation, patchForce,
     handleSSAErr), so the step objects carry ``pulumi.com/patchForce`` and the adoption goes through."""
     stack.up({"train": "fail"})
     first = live(stack, "train")["metadata"]["uid"]
     train = names(stack)["train"]
-    stack.up({"train": "kill"})  # the retry is created (replace), then the runner dies
+    stack.up({"train": "kill-during-create"})  # the retry is created (replace), then the runner dies
     assert train in stack.pending_creates
     retry_uid = live(stack, "train")["metadata"]["uid"]
     assert live(stack, "train")["metadata"]["annotations"][RETRY_ANNOTATION] == first
@@ -198,11 +299,12 @@ def test_runner_killed_during_a_retry_the_retry_fails_meanwhile_then_up_twice_re
     assert again.error is None and again.plan.replacement_triggers[train] == retry_uid + ADOPTED
 
 
-def test_runner_killed_while_training_runs_then_up_adopts_and_waits_for_it(stack):
-    """The same pending create, but the run is still going: the adopting create awaits the running object
-    (await.go Creation awaits the existing object), nothing is started twice."""
-    stack.up({"train": "kill"})
+def test_runner_killed_during_the_create_while_training_runs_then_up_adopts_and_waits_for_it(stack):
+    """The same pending create, but the run is still going: the adopting create applies onto the running
+    object and the program waits for it: nothing is started twice."""
+    stack.up({"train": "kill-during-create"})
     uid = live(stack, "train")["metadata"]["uid"]
+    stack.on_wait = lambda s: s.finish(names(s)["train"])
     again = stack.up()
     assert again.error is None, again.error
     assert again.actions[names(stack)["train"]] == "adopt" and live(stack, "train")["metadata"]["uid"] == uid
@@ -251,8 +353,7 @@ def test_pr_preview_after_a_failed_run_warns_and_shows_the_retry(stack):
 
 def test_pr_preview_after_a_failed_run_from_outside_the_network_warns_once(stack):
     """Unreadable: the trigger is null, which is "no trigger" (sg.go shouldTriggerReplace), and the
-    program's annotations are ignoreChanges, so the steps show as recorded; the recorded Failed status
-    is a warning, not an error."""
+    program's annotations are ignoreChanges, so the steps show as recorded: one warning, no error."""
     stack.up({"train": "fail"})
     stack.cluster.stop()
     preview = stack.preview()
@@ -260,19 +361,18 @@ def test_pr_preview_after_a_failed_run_from_outside_the_network_warns_once(stack
     assert preview.actions[names(stack)["train"]] == "same"
     warnings = preview.plan.warnings()
     assert sum("preview could not read the cluster" in w for w in warnings) == 1
-    assert any("at the last `pulumi up`, JobSet tpu-rl/" in w and "failed (FailedJobs)" in w for w in warnings)
+    assert len(warnings) == 1, "a preview waits for nothing and says nothing it cannot read"
 
 
-def test_pr_preview_while_a_retry_runs_re_attaches_and_warns_of_nothing(stack):
-    """The retry was started and its `up` interrupted: the state has it with init errors and the trigger it
-    was created with, the live run carries the same marker, so the preview plans the empty update that
-    re-attaches (sg.go continueStepsFromDiff, in a dry run too) and the provider's dry-run update returns the
-    live, running status (kp.go Update with preview): no replacement, no error, no failure warning."""
+def test_pr_preview_while_a_retry_runs_shows_no_change_and_warns_of_nothing(stack):
+    """The retry was created and its `up` stopped while the program waited: the state has it with the trigger
+    it was created with, and the live run carries the same marker (its retry-of), so the preview plans no
+    change for it (SameStep): no replacement, no error, no failure warning."""
     stack.up({"train": "fail"})
-    stack.up({"train": "interrupt"})  # the retry runs; `up` was stopped while it was awaited
+    stack.up({"train": "interrupt"})  # the retry runs; `up` was stopped while it waited
     preview = stack.preview()
     train = names(stack)["train"]
-    assert preview.error is None and preview.actions[train] == "update"
+    assert preview.error is None and preview.actions[train] == "same"
     assert not [w for w in preview.plan.warnings() if "Failed" in w or "failed" in w]
 
 

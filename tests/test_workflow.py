@@ -13,13 +13,24 @@ from infra.plan.stack_files import ROOT
 from tests.conftest import JOBSET, SENTINEL_TOKEN, plan_of, statuses
 from tests.conftest import step_resources as steps
 from tests.fake_kube import with_state
+from tests.lifecycle_walk import settings
+from workloads.steps import plan_workflow
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_steps_run_in_order_on_awaited_results(stack):
     plan = plan_of(stack)
     s = steps(plan)
-    ready = {"jobset", "namespace", "scratch-storage-class", "workload-ksa", "hf-token"}
+    ready = {
+        "jobset",
+        "kueue",
+        "kueue-local-queue",
+        "kueue-cluster-queue",
+        "namespace",
+        "scratch-storage-class",
+        "workload-ksa",
+        "hf-token",
+    }
     assert ready <= set(s["convert"]["options"]["dependsOn"])
     assert s["convert"]["name"] in s["train"]["options"]["dependsOn"]
     assert {f"tpu-pool-{i}" for i in range(plan_of(stack).outputs["tpuSlice"]["slices"])} <= set(
@@ -35,7 +46,7 @@ def test_steps_run_in_order_on_awaited_results(stack):
         s["export"]["inputs"]["metadata"]["annotations"]["tpu-rl/input"]
         == plan.outputs["steps"]["train"]["artifactUri"]
     )
-    assert s["train"]["inputs"]["metadata"]["annotations"]["pulumi.com/waitFor"] == "jsonpath={.status.terminalState}"
+    assert s["train"]["inputs"]["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
 
 
 def test_waiting_options_and_the_jobset_controller():
@@ -43,8 +54,9 @@ def test_waiting_options_and_the_jobset_controller():
     for step, resource in steps(plan).items():
         assert "ttlSecondsAfterFinished" not in json.dumps(resource["inputs"])
         annotations = resource["inputs"]["metadata"]["annotations"]
-        # Either end state ends the wait; the program then reports a failure with its logs command.
-        assert annotations["pulumi.com/waitFor"] == "jsonpath={.status.terminalState}"
+        # The provider only applies the object; the program waits for it (workloads.waiting).
+        assert annotations["pulumi.com/skipAwait"] == "true" and "pulumi.com/waitFor" not in annotations
+        assert resource["options"]["customTimeouts"] == {"create": "10m", "update": "10m", "delete": "20m"}
         if step != "train":
             job = resource["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]
             assert job["backoffLimit"] == 1 and job["activeDeadlineSeconds"] == 4 * 3600
@@ -58,8 +70,11 @@ def test_waiting_options_and_the_jobset_controller():
 def test_timeouts_and_restarts_come_from_config():
     plan = plan_of("prod", "tpu-rl:workflow.timeouts.train=36h", "tpu-rl:workflow.maxRestarts=2")
     train = steps(plan)["train"]
-    assert train["options"]["customTimeouts"]["create"] == "108h45m", "3 attempts x (36h + 15m)"
+    head = train["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+    assert head["activeDeadlineSeconds"] == 36 * 3600
     assert train["inputs"]["spec"]["failurePolicy"]["maxRestarts"] == 2
+    waits = plan_workflow(settings("prod", ["tpu-rl:workflow.timeouts.train=36h", "tpu-rl:workflow.maxRestarts=2"]))
+    assert waits.train.await_seconds == 3 * (36 * 3600 + 15 * 60), "`up` waits for 3 attempts x (36h + 15m)"
 
 
 def test_conversion_and_export_run_on_cpu_not_on_the_slice():

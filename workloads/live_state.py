@@ -19,7 +19,15 @@ its live object and passes a *retry marker* as the step's ``replacement_trigger`
   `up`): nothing changes, and the engine's update of a resource with init errors re-attaches to it
   (``continueStepsFromDiff``: "generate an empty update step to attempt to continue awaiting
   initialization"; the provider's ``await.Update`` awaits it again);
-- it does not exist: it is created.
+- it does not exist: it is created;
+- Kueue stopped it (its Workload was deactivated: its pods were not Ready within
+  ``waitForPodsReady.timeout``): the JobSet stays suspended and never ends on its own, so it counts as
+  failed and the next `up` retries it.
+
+A step queued to a LocalQueue (``kueue.x-k8s.io/queue-name``) is suspended by Kueue until its Workload
+is admitted. What Kueue says of it (``admission``) is read from the Workload's conditions as Kueue
+0.17.1 writes them (``apis/kueue/v1beta2/workload_types.go``; messages from
+``pkg/scheduler/flavorassigner/flavorassigner.go`` and ``pkg/controller/core/workload_controller.go``).
 """
 
 from __future__ import annotations
@@ -29,6 +37,67 @@ from typing import Any
 
 RETRY_ANNOTATION = "tpu-rl/retry-of"
 ADOPTED = "/adopted"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+"""Kueue labels a job's Workload with the job's UID (its name carries a hash: select by this label)."""
+WAITING_FOR_QUOTA = ("insufficient unused quota", "Pending the preemption", "Preempting")
+"""Kueue's words for a workload that fits the queue once others finish."""
+NEVER_FITS = (
+    "> maximum capacity",
+    "unavailable in ClusterQueue",
+    "doesn't match node affinity",
+    "untolerated taint",
+    "not found",
+    "doesn't match ClusterQueue selector",
+    "validation failed",
+    "LimitRange",
+)
+"""Kueue's words for a workload the queue can never admit as configured (quota, flavors, selector)."""
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What Kueue says of a step's Workload."""
+
+    state: str
+    """none (no Workload yet) | queued | admitted | never (cannot ever be admitted) | stopped (deactivated,
+    or failed to start: the JobSet stays suspended) | finished."""
+    reason: str = ""
+    message: str = ""
+
+
+def admission(workloads: list[dict[str, Any]]) -> Admission:
+    """Interpret the Workloads Kueue made for one JobSet (the newest counts)."""
+    items = [w for w in workloads if isinstance(w, dict)]
+    if not items:
+        return Admission("none", "", "Kueue has not made a Workload for it yet")
+    newest = max(items, key=lambda w: str((w.get("metadata") or {}).get("creationTimestamp") or ""))
+    spec = newest.get("spec") if isinstance(newest.get("spec"), dict) else {}
+    status = newest.get("status") if isinstance(newest.get("status"), dict) else {}
+    evicted = condition(status, "Evicted") or {}
+    finished = condition(status, "Finished")
+    if spec.get("active") is False or str(evicted.get("reason") or "").startswith("DeactivatedDueTo"):
+        return Admission("stopped", str(evicted.get("reason") or "Deactivated"), str(evicted.get("message") or ""))
+    if finished:
+        state = "stopped" if finished.get("reason") == "FailedToStart" else "finished"
+        return Admission(state, str(finished.get("reason") or ""), str(finished.get("message") or ""))
+    if condition(status, "Admitted"):
+        return Admission("admitted", "Admitted", "")
+    reserved = _condition_any(status, "QuotaReserved") or {}
+    reason, message = str(reserved.get("reason") or ""), str(reserved.get("message") or "")
+    waiting = any(words in message for words in WAITING_FOR_QUOTA)
+    if reason == "Pending" and any(words in message for words in NEVER_FITS) and not waiting:
+        return Admission("never", reason, message)
+    if evicted:
+        reason, message = str(evicted.get("reason") or reason), str(evicted.get("message") or message)
+    return Admission("queued", reason or "Pending", message or "waiting for Kueue to admit it")
+
+
+def _condition_any(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    """The object's condition of type `kind`, whatever its status."""
+    for entry in status.get("conditions") or []:
+        if isinstance(entry, dict) and entry.get("type") == kind:
+            return entry
+    return None
 
 
 @dataclass(frozen=True)
@@ -36,12 +105,15 @@ class LiveStep:
     """The parts of a live JobSet the program decides on."""
 
     state: str
-    """absent | running | succeeded | failed."""
+    """absent | queued (suspended, waiting for Kueue) | running | succeeded | failed | stopped (Kueue
+    deactivated it: it never ends by itself)."""
     name: str = ""
     uid: str = ""
     retry_of: str = ""
     reason: str = ""
     message: str = ""
+    kueue: Admission | None = None
+    """What Kueue says, for a step that is not over and is queued to a LocalQueue."""
 
 
 ABSENT = LiveStep("absent")
@@ -55,9 +127,11 @@ def condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return None
 
 
-def live_step(obj: dict[str, Any] | None) -> LiveStep:
-    """Interpret a live JobSet (None = it does not exist); its ``status.terminalState`` is set once it
-    has the Completed or Failed condition (JobSet ``jobset_controller.go``)."""
+def live_step(obj: dict[str, Any] | None, workloads: list[dict[str, Any]] | None = None) -> LiveStep:
+    """Interpret a live JobSet (None = it does not exist) and, for a queued step, its Kueue Workloads.
+
+    ``status.terminalState`` is set once the JobSet has the Completed or Failed condition (JobSet
+    ``jobset_controller.go`` ``setJobSetCompletedCondition``/``setJobSetFailedCondition``)."""
     if not obj:
         return ABSENT
     metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
@@ -66,13 +140,23 @@ def live_step(obj: dict[str, Any] | None) -> LiveStep:
     failed = condition(status, "Failed") or {}
     terminal = status.get("terminalState") or ""
     state = {"Failed": "failed", "Completed": "succeeded"}.get(terminal, "running")
+    reason, message = str(failed.get("reason") or ""), str(failed.get("message") or "")
+    kueue = None
+    if state == "running" and workloads is not None:
+        kueue = admission(workloads)
+        suspended = (obj.get("spec") or {}).get("suspend") is True if isinstance(obj.get("spec"), dict) else False
+        if kueue.state == "stopped":
+            state, reason, message = "stopped", kueue.reason, kueue.message
+        elif kueue.state in ("none", "queued", "never") and suspended:
+            state, reason, message = "queued", kueue.reason, kueue.message
     return LiveStep(
         state=state,
         name=str(metadata.get("name") or ""),
         uid=str(metadata.get("uid") or ""),
         retry_of=str(annotations.get(RETRY_ANNOTATION) or ""),
-        reason=str(failed.get("reason") or ""),
-        message=str(failed.get("message") or ""),
+        reason=reason,
+        message=message,
+        kueue=kueue,
     )
 
 

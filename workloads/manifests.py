@@ -19,6 +19,7 @@ from core.names import (
     HF_SECRET,
     HF_SECRET_KEY,
     NODEPOOL_LABEL,
+    QUEUE_LABEL,
     SCRATCH_STORAGE_CLASS,
     SETUP_FAILURE_EXIT,
     TPU_ACCELERATOR_LABEL,
@@ -33,8 +34,8 @@ WORKLOAD_CONTAINER = "workload-container"
 HEAD_JOB = "pathways-head"
 WORKER_JOB = "worker"
 COORDINATOR_LABEL = "metadata.labels['jobset.sigs.k8s.io/coordinator']"
-WAIT_FOR_TERMINAL = "jsonpath={.status.terminalState}"
-"""Every step's JobSet is awaited until Completed or Failed (pulumi-kubernetes ``pulumi.com/waitFor``)."""
+SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+"""The provider returns once a step's JobSet is applied; the program waits for it (``workloads.waiting``)."""
 
 # Pathways ports (xpk pathways_workload_create.yaml.j2, gcluster pathways_jobset.tmpl).
 PROXY_PORT = 29000
@@ -109,6 +110,14 @@ def labels(settings: Settings, step: str, step_id: str) -> dict[str, str]:
     }
 
 
+def jobset_labels(settings: Settings, step: str, step_id: str) -> dict[str, str]:
+    """A step JobSet's own labels: the step's, and the LocalQueue Kueue admits it from (if any). Kueue's
+    webhook suspends a labelled JobSet at creation and unsuspends it once admitted (Kueue
+    ``jobframework.ApplyDefaultForSuspend``); the program never sets ``spec.suspend``."""
+    queue = {QUEUE_LABEL: settings.kueue.queue} if settings.kueue.queue else {}
+    return {**labels(settings, step, step_id), **queue}
+
+
 def cpu_jobset(
     settings: Settings,
     *,
@@ -135,7 +144,7 @@ def cpu_jobset(
         "metadata": {
             "name": name,
             "namespace": settings.namespace,
-            "labels": step_labels,
+            "labels": jobset_labels(settings, step, step_id),
             "annotations": annotations,
         },
         "spec": {
@@ -319,7 +328,12 @@ def pathways_jobset(
     return {
         "apiVersion": API_JOBSET,
         "kind": "JobSet",
-        "metadata": {"name": name, "namespace": settings.namespace, "labels": step_labels, "annotations": annotations},
+        "metadata": {
+            "name": name,
+            "namespace": settings.namespace,
+            "labels": jobset_labels(settings, "train", step_id),
+            "annotations": annotations,
+        },
         "spec": {
             "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
             "coordinator": {"replicatedJob": HEAD_JOB, "jobIndex": 0, "podIndex": 0},

@@ -21,6 +21,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
+from core.names import QUEUE_LABEL
 from core.settings import Settings
 from workloads.commands import (
     convert_argv,
@@ -33,7 +34,7 @@ from workloads.commands import (
 from workloads.live_state import RETRY_ANNOTATION
 from workloads.manifests import (
     HEAD_JOB,
-    WAIT_FOR_TERMINAL,
+    SKIP_AWAIT,
     WORKLOAD_CONTAINER,
     cpu_jobset,
     pathways_jobset,
@@ -75,8 +76,8 @@ pulumi-kubernetes applies the manifest with a new field manager and no force (``
 ``Creation``, ``patchForce``): a changed ``tpu-rl/retry-of`` annotation would then conflict with the
 first create's. The objects are the program's alone, so it takes their fields over."""
 AWAIT_GRACE_SECONDS = 15 * 60
-"""How much longer Pulumi waits than a step's own deadline, so the step's own failure (its reason and
-log command) is what `pulumi up` reports, not a Pulumi timeout."""
+"""How much longer `pulumi up` waits than a step's own deadlines, so the step's own failure (its reason and
+log command) is what it reports, not its own bound."""
 
 
 def step_hash(payload: Any) -> str:
@@ -102,7 +103,7 @@ class Step:
     deadline_seconds: int
     """The step's own bound on one attempt (activeDeadlineSeconds)."""
     await_seconds: int
-    """How long Pulumi waits: every attempt's deadline plus a grace."""
+    """How long `pulumi up` waits for it to end: every attempt's deadline plus a grace."""
     logs_command: str
     console_logs_url: str
     kind: str = "JobSet"
@@ -133,10 +134,11 @@ def _without(manifest: dict[str, Any], paths: tuple[str, ...]) -> dict[str, Any]
 
 
 def identity(settings: Settings, manifest: dict[str, Any]) -> str:
-    """The hash of a step: its object (placeholders in, operational fields and annotations out), the
-    cluster it runs on and the bucket it writes to."""
+    """The hash of a step: its object (placeholders in; operational fields, annotations and the Kueue
+    queue out), the cluster it runs on and the bucket it writes to."""
     body = _without(manifest, OPERATIONAL_PATHS)
-    body["metadata"] = {k: v for k, v in body["metadata"].items() if k != "annotations"}
+    labels = {k: v for k, v in body["metadata"].get("labels", {}).items() if k != QUEUE_LABEL}
+    body["metadata"] = {**{k: v for k, v in body["metadata"].items() if k != "annotations"}, "labels": labels}
     return step_hash({"cluster": settings.cluster_identifier, "bucket": settings.bucket_name, "object": body})
 
 
@@ -166,8 +168,14 @@ def console_logs_url(settings: Settings, pod_prefix: str, container: str | None 
     )
 
 
-IGNORED = OPERATIONAL_PATHS + tuple(f'metadata.annotations["{a}"]' for a in PROGRAM_ANNOTATIONS)
-"""``ignoreChanges`` of every step: its operational fields and the program's annotations."""
+IGNORED = (
+    *OPERATIONAL_PATHS,
+    *(f'metadata.annotations["{a}"]' for a in PROGRAM_ANNOTATIONS),
+    f'metadata.labels["{QUEUE_LABEL}"]',
+)
+"""``ignoreChanges`` of every step: its operational fields, the program's annotations and the Kueue queue
+(which queue admits a step does not change what it computes, and Kueue refuses to move a running one:
+``validateUpdateForQueueName``, "field is immutable")."""
 
 
 def _address(settings: Settings, step: str, manifest: dict[str, Any]) -> tuple[str, str, str, dict[str, Any]]:
@@ -198,7 +206,7 @@ def _cpu_step(
         step_id=STEP_ID,
         command=["/bin/bash", "-c", command],
         scratch_gib=scratch_gib,
-        annotations={"pulumi.com/waitFor": WAIT_FOR_TERMINAL, **PATCH_FORCE},
+        annotations={**SKIP_AWAIT, **PATCH_FORCE},
     )
     digest, name, out, manifest = _address(settings, step, manifest)
     deadline = settings.workflow.timeouts[step]
@@ -228,7 +236,7 @@ def _train_step(settings: Settings, input_uri: str) -> Step:
         step_id=STEP_ID,
         command=["/bin/bash", "-c", train_script(settings, argv, OUTPUT)],
         scratch_uri=f"gs://{settings.bucket_name}/pathways/",
-        annotations={"pulumi.com/waitFor": WAIT_FOR_TERMINAL, **PATCH_FORCE},
+        annotations={**SKIP_AWAIT, **PATCH_FORCE},
     )
     digest, name, out, manifest = _address(settings, "train", manifest)
     head_job = f"{name}-{HEAD_JOB}-0"

@@ -6,12 +6,16 @@ were found in GCS. A failure raises, so `pulumi up` stops and the later steps ar
 
 Lifecycle (see ``workloads.steps`` and ``workloads.live_state``): a step is replaced only when
 its name (its identity) changes or when its live object ended Failed (a retry); operational
-fields are ``ignoreChanges``; Pulumi waits longer than the step's own deadline.
+fields are ``ignoreChanges``. The provider only applies a step's JobSet (``pulumi.com/skipAwait``);
+the program waits for it to end, bounded (``workloads.waiting``), and reports Kueue's or the
+JobSet's reason when it cannot.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -20,15 +24,17 @@ import pulumi_kubernetes as k8s
 
 from core.redact import scrub
 from core.settings import Settings
-from infra.config.values import format_duration
 from infra.k8s import live
 from infra.k8s.object import KubernetesObject
 from infra.k8s.platform import KubernetesPlatform
-from workloads import live_state
+from workloads import live_state, waiting
 from workloads.failures import StepFailedError, check_step_status
 from workloads.steps import INPUT_ANNOTATION, Step, plan_workflow
 
+APPLY_TIMEOUT = "10m"
+"""The provider's create or update of a step: the apply only (the program does the waiting)."""
 DELETE_TIMEOUT = "20m"
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
 T = TypeVar("T")
 
 
@@ -59,8 +65,29 @@ def _resumes(step: Step) -> str:
     return " (training resumes from its last checkpoint)" if step.step == "train" else ""
 
 
+def _in_thread(work: Callable[[], T]) -> asyncio.Future[T]:
+    """Run a blocking wait off the event loop, in a daemon thread (an interrupted program exits at once)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(setter: Callable[[Any], None], value: Any) -> None:
+        if not future.done():
+            setter(value)
+
+    def run() -> None:
+        try:
+            result = work()
+        except BaseException as err:  # noqa: BLE001 (handed to the program's event loop)
+            loop.call_soon_threadsafe(settle, future.set_exception, err)
+        else:
+            loop.call_soon_threadsafe(settle, future.set_result, result)
+
+    threading.Thread(target=run, name="tpu-rl-wait", daemon=True).start()
+    return future
+
+
 class LiveReader:
-    """Reads the live objects of the steps (one bounded reader per program run).
+    """Reads the live objects of the steps (bounded) and waits for them to end.
 
     In `pulumi up` a read that fails stops the run: it cannot tell a failed step from a finished
     one. A preview never fails because of a run's state: an unreadable cluster is one warning (the
@@ -117,23 +144,34 @@ class LiveReader:
             pulumi.log.warn(f"preview could not check the output of {step.name}: {err}", resource=self.parent)
             return None
 
+    def _read(
+        self, reader: live.ClusterReader, step: Step
+    ) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
+        """The step's JobSet and, while it is not over and is queued to Kueue, its Workloads."""
+        namespace = self.settings.namespace
+        obj = reader.get(step.manifest["apiVersion"], "JobSet", namespace, step.name)
+        if obj is None or not self.settings.kueue.queue or live_state.live_step(obj).state != "running":
+            return obj, None
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        return obj, reader.list(KUEUE_API, "Workload", namespace, f"{live_state.JOB_UID_LABEL}={uid}")
+
     def marker(self, step: Step) -> pulumi.Output[str | None]:
         """The step's retry marker (``replacement_trigger``); None when a preview cannot read the cluster."""
-        namespace = self.settings.namespace
-        what = f"{step.kind} {namespace}/{step.name}"
+        what = f"JobSet {self.settings.namespace}/{step.name}"
 
         def read(config: str) -> str | None:
             try:
-                current = live_state.live_step(
-                    self._cluster(config).get(step.manifest["apiVersion"], step.kind, namespace, step.name)
-                )
+                current = live_state.live_step(*self._read(self._cluster(config), step))
             except live.ClusterReadError as err:
                 self._unreadable(what, err)
                 return None
-            retry = current.state == "failed"
-            if retry:
+            retry = current.state in ("failed", "stopped")
+            if current.state == "failed":
                 reason = scrub(current.reason or "Failed", limit=60)
                 self._say(f"{what} ended Failed ({reason}); {self._will()}{_resumes(step)}")
+            elif current.state == "stopped":
+                reason = scrub(current.reason or "Deactivated", limit=60)
+                self._say(f"{what} was stopped by Kueue ({reason}); {self._will()}{_resumes(step)}")
             elif current.state == "succeeded":
                 problem = self._output_problem(step)
                 if problem:
@@ -152,8 +190,39 @@ class LiveReader:
         else:
             pulumi.log.info(message, resource=self.parent)
 
+    def wait(self, step: Step, resource: pulumi.Resource) -> pulumi.Output[Any]:
+        """The status the step's JobSet ended with, once the provider applied it (``workloads.waiting``)."""
+        what = f"JobSet {self.settings.namespace}/{step.name}"
+        bounds = waiting.Bounds(total=step.await_seconds, admission=self.settings.kueue.admission_timeout)
+
+        def start(args: list[Any]) -> asyncio.Future[Any]:
+            config = args[1]
+            loop = asyncio.get_running_loop()
+
+            def report(message: str) -> None:  # progress on the step's row (called from the waiting thread)
+                loop.call_soon_threadsafe(lambda: pulumi.log.info(message, resource=resource, ephemeral=True))
+
+            def read() -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
+                reader = live.ClusterReader(config)  # a fresh credential on every poll
+                try:
+                    return self._read(reader, step)
+                finally:
+                    reader.close()
+
+            def work() -> Any:
+                try:
+                    obj = waiting.wait_for_step(read, what, bounds, report=report)
+                except waiting.StepWaitError as err:
+                    raise pulumi.RunError(str(err)) from None
+                return obj.get("status") or {}
+
+            return _in_thread(work)
+
+        return pulumi.Output.unsecret(pulumi.Output.all(resource.id, self.kubeconfig).apply(start))
+
     def check_slice_free(self, train: Step) -> pulumi.Output[str]:
-        """Fail (warn in preview) when another training run of this cluster still holds the TPU slice."""
+        """Without Kueue: fail (warn in preview) when another training run of this cluster still holds the
+        TPU slice (with Kueue, a second run queues behind the first)."""
         namespace = self.settings.namespace
         selector = f"app.kubernetes.io/instance={self.settings.cluster_name},app.kubernetes.io/component=train"
 
@@ -177,7 +246,8 @@ class LiveReader:
 
 
 class WorkflowRun(pulumi.ComponentResource):
-    """convert (JobSet on cpu-np) -> train (Pathways JobSet) -> export (JobSet on cpu-np)."""
+    """convert (JobSet on cpu-np) -> train (Pathways JobSet) -> export (JobSet on cpu-np), each queued to
+    Kueue when the stack has a queue."""
 
     hf_model_uri: pulumi.Output[str]
     final_step: pulumi.Output[int]
@@ -215,7 +285,6 @@ class WorkflowRun(pulumi.ComponentResource):
                     **({live_state.RETRY_ANNOTATION: args[1]} if args[1] else {}),
                 }
             )
-            timeout = format_duration(step.await_seconds)
             return KubernetesObject(
                 step.name,
                 manifest,
@@ -224,8 +293,10 @@ class WorkflowRun(pulumi.ComponentResource):
                     provider=provider,
                     deleted_with=cluster,
                     depends_on=[*platform.ready, *after],
-                    # Pulumi outlives the step's own deadline, so the step's failure is what `up` reports.
-                    custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout, delete=DELETE_TIMEOUT),
+                    # The provider only applies the object (skipAwait); the program waits (LiveReader.wait).
+                    custom_timeouts=pulumi.CustomTimeouts(
+                        create=APPLY_TIMEOUT, update=APPLY_TIMEOUT, delete=DELETE_TIMEOUT
+                    ),
                     # The identity is in the name: operational fields never re-run or disturb a step.
                     ignore_changes=list(step.ignore_changes),
                     # A run that ended Failed is replaced (retried); see workloads.live_state.
@@ -238,12 +309,11 @@ class WorkflowRun(pulumi.ComponentResource):
 
         def finished(step: Step) -> Callable[[Any], None]:
             def check(status: Any) -> None:
+                if preview:  # a preview waits for nothing; the marker read warned of a failed run
+                    return
                 try:
                     state = check_step_status(step.kind, status, settings.namespace, step.name, step.logs_command)
                 except StepFailedError as err:
-                    if preview:  # the recorded state of a step the cluster read could not see: warn, plan on
-                        pulumi.log.warn(f"at the last `pulumi up`, {err}", resource=self)
-                        return
                     raise pulumi.RunError(f"{err}. Run `pulumi up` again to retry it{_resumes(step)}") from None
                 if verify and state != "succeeded":
                     raise pulumi.RunError(
@@ -275,11 +345,15 @@ class WorkflowRun(pulumi.ComponentResource):
                 verified(plan.convert)
             return plan.convert.artifact_uri
 
-        convert_done = convert.status.apply(converted)
+        def ended(step: Step, resource: KubernetesObject) -> pulumi.Output[Any]:
+            """The status the step ended with: waited for in `up`, as recorded otherwise (offline, preview)."""
+            return reader.wait(step, resource) if verify and reader is not None else resource.status
+
+        convert_done = ended(plan.convert, convert).apply(converted)
 
         train_after: list[pulumi.Resource] = [convert, *tpu_pools]
         slice_free: pulumi.Input[str] = ""
-        if reader is not None:
+        if reader is not None and not settings.kueue.queue:
             slice_free = reader.check_slice_free(plan.train)
         train_input = pulumi.Output.all(convert_done, slice_free).apply(lambda args: args[0])
         train = register(plan.train, train_input, train_after)
@@ -303,7 +377,7 @@ class WorkflowRun(pulumi.ComponentResource):
                 pulumi.log.warn(warning, resource=self)
             return {"step": found.step, "uri": found.uri, "summary": self._summary(plan.train, settings)}
 
-        train_done = train.status.apply(trained)
+        train_done = ended(plan.train, train).apply(trained)
         self.final_step = train_done.apply(lambda found: found["step"])
         self.final_checkpoint_uri = train_done.apply(lambda found: found["uri"])
         self.summary = train_done.apply(lambda found: found["summary"])
@@ -317,7 +391,7 @@ class WorkflowRun(pulumi.ComponentResource):
                 verified(plan.export)
             return plan.export.artifact_uri
 
-        self.hf_model_uri = export.status.apply(exported)
+        self.hf_model_uri = ended(plan.export, export).apply(exported)
         self.register_outputs({"hfModelUri": self.hf_model_uri, "finalStep": self.final_step})
 
     def _summary(self, train: Step, settings: Settings) -> dict[str, Any] | None:

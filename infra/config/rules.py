@@ -12,10 +12,11 @@ from core.inputs import parse_json
 from core.knobs import KNOBS_BY_FIELD, TRAINING_KNOBS
 from core.machines import HYPERDISK_FAMILIES, PD_FAMILIES, boot_disk_type, machine_family, machine_shape
 from core.models import MODELS, Model
-from core.names import PROJECT, STEPS
+from core.names import LOCAL_QUEUE, PROJECT, STEPS
 from core.settings import (
     GkeSettings,
     ImageSettings,
+    KueueSettings,
     ModelSettings,
     PoolSettings,
     Settings,
@@ -24,7 +25,7 @@ from core.settings import (
     WorkflowSettings,
 )
 from core.tpu import CATALOGUE, DEFAULT_TOPOLOGY, FLEX_START_MIN_GKE, FLEX_START_ZONES, SliceShape, resolve_slice
-from infra.config.schema import DEFAULT_RESTARTS
+from infra.config.schema import DEFAULT_PODS_READY, DEFAULT_RESTARTS
 from infra.config.values import ConfigError, canonical_cidr, error
 
 MAX_AUTHORIZED_NETWORKS = 50
@@ -116,6 +117,7 @@ def build_settings(values: dict[str, Any], stack: str) -> Settings:
             )
         check_cpu_pool(cpu_pool, model)
         check_meshes(training.knobs, shape.chips * tpu.slices)
+    kueue = _kueue(v, tpu, cpu_pool)
     return Settings(
         stack=stack,
         project=project,
@@ -137,6 +139,7 @@ def build_settings(values: dict[str, Any], stack: str) -> Settings:
         images=ImageSettings(v[_k("images.maxtext")], v[_k("images.pathwaysServer")], v[_k("images.pathwaysProxy")]),
         training=training,
         workflow=workflow,
+        kueue=kueue,
         labels={"app": PROJECT, "stack": label_value(stack), "cluster": cluster, "managed-by": "pulumi"},
     )
 
@@ -275,6 +278,33 @@ def check_meshes(knobs: dict[str, Any], chips: int) -> None:
             f"the ICI mesh tensor x expert x fsdp ({knobs['ici_tensor_parallelism']} x "
             f"{knobs['ici_expert_parallelism']} x {fsdp}) must tile the trainer's {trainer_chips} chips",
         )
+
+
+def _kueue(v: dict[str, Any], tpu: TpuSettings, cpu_pool: PoolSettings) -> KueueSettings:
+    """Kueue of our own (the default), a LocalQueue managed elsewhere, or none."""
+    install, queue = v[_k("kueue.enabled")], v[_k("kueue.queue")]
+    if install and queue:
+        raise error(
+            _k("kueue.queue"),
+            queue,
+            "names a LocalQueue managed elsewhere, but tpu-rl:kueue.enabled is true (tpu-rl installs its own "
+            f"queue, {LOCAL_QUEUE}); set tpu-rl:kueue.enabled false to use {queue}, or remove tpu-rl:kueue.queue",
+        )
+    if install and machine_shape(cpu_pool.machine_type) is None:
+        raise error(
+            _k("cpuPool.machineType"),
+            cpu_pool.machine_type,
+            "has no known size, and Kueue's cpu and memory quota is the pool's size; use a predefined machine "
+            "type such as n2-standard-64, or set tpu-rl:kueue.enabled false",
+        )
+    ready = v[_k("kueue.podsReadyTimeout")]
+    return KueueSettings(
+        install=install,
+        queue=LOCAL_QUEUE if install else (queue or None),
+        version=v[_k("kueue.version")],
+        pods_ready_timeout=DEFAULT_PODS_READY[tpu.capacity] if ready is None else ready,
+        admission_timeout=v[_k("kueue.admissionTimeout")],
+    )
 
 
 def check_cpu_pool(pool: PoolSettings, model: Model) -> None:

@@ -35,6 +35,9 @@ DEFAULT_IMAGES = {
 # Default JobSet restarts by capacity mode: a reserved or on-demand slice survives one disruption
 # (a host maintenance event); spot and flex-start capacity gets preempted more often.
 DEFAULT_RESTARTS = {"reservation": 1, "on-demand": 1, "spot": 3, "flex-start": 2}
+# Default Kueue waitForPodsReady timeout by capacity mode: pods pull their images and autoscaled pools add
+# nodes within minutes; flex-start capacity may take hours to be granted.
+DEFAULT_PODS_READY = {"reservation": 1800, "on-demand": 1800, "spot": 1800, "flex-start": 7200}
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,8 @@ VERSION_PREFIX = Text(
     r"1\.[0-9]{2}\.([0-9]{1,2}(-gke\.[0-9]{1,10})?)?", 'a GKE version prefix such as "1.35." or "1.35.2"'
 )
 CLOCK = Text(r"([01][0-9]|2[0-3]):[0-5][0-9]", "a UTC time HH:MM such as 09:00")
-CHART_VERSION = Text(r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}", "a JobSet chart version such as 0.10.1")
+CHART_VERSION = Text(r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}", "a Helm chart version such as 0.10.1")
+QUEUE_NAME = Text(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a LocalQueue name (a DNS-1123 label)")
 TOKEN = Text(r"\S{1,512}", "a Hugging Face read token")
 
 
@@ -331,6 +335,45 @@ FIELDS: tuple[Field, ...] = (
         "0.10.1",
         "JobSet Helm chart (Cluster Toolkit installs 0.10.1)",
         samples=("0.10.0",),
+    ),
+    # kueue
+    Field(
+        _key("kueue.enabled"),
+        Boolean(),
+        True,
+        "install Kueue (as the tutorial's cluster has) with queues sized to the pools, and queue every step",
+        companions=((_key("kueue.queue"), ""),),
+    ),
+    Field(
+        _key("kueue.queue"),
+        QUEUE_NAME,
+        "",
+        "an existing LocalQueue in the workflow namespace to queue the steps to (Kueue managed elsewhere; "
+        "needs kueue.enabled false)",
+        samples=("team-queue",),
+        companions=((_key("kueue.enabled"), False),),
+    ),
+    Field(
+        _key("kueue.version"),
+        CHART_VERSION,
+        "0.17.1",
+        "Kueue Helm chart (Cluster Toolkit installs 0.17.1)",
+        samples=("0.16.0",),
+    ),
+    Field(
+        _key("kueue.podsReadyTimeout"),
+        Duration(300, 168 * 3600),
+        DERIVED,
+        "how long an admitted step may take until all its pods are Ready (Kueue waitForPodsReady); then Kueue "
+        "stops it and `pulumi up` fails; default 30m, flex-start 2h",
+        samples=("45m",),
+    ),
+    Field(
+        _key("kueue.admissionTimeout"),
+        Duration(60, 168 * 3600),
+        "15m",
+        "how long `pulumi up` waits for Kueue to admit a step before it stops (the step stays queued)",
+        samples=("1h",),
     ),
 )
 

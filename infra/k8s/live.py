@@ -1,4 +1,4 @@
-"""Bounded reads of live JobSets through the official Kubernetes client (``kubernetes``).
+"""Bounded reads of live JobSets and Kueue Workloads through the official Kubernetes client (``kubernetes``).
 
 The program reads its steps' live objects before registering them (did a run fail, is one still
 going?), and `make status` reads them to show a run. How a read stays bounded and one line:
@@ -34,7 +34,10 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 MAX_KUBECONFIG_BYTES = 1024 * 1024
 MAX_PAGES = 20
 PAGE_SIZE = 500
-RESOURCES = {"JobSet": ("jobset.x-k8s.io", "v1alpha2", "jobsets")}
+RESOURCES = {
+    "JobSet": ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+    "Workload": ("kueue.x-k8s.io", "v1beta2", "workloads"),
+}
 """Kind -> (API group, version, plural): the paths the reader can read."""
 
 
@@ -198,7 +201,8 @@ def _retry_after(headers: Any) -> float:
 
 
 class ClusterReader:
-    """Reads JobSets of one cluster, each read bounded; after a failure it only repeats it."""
+    """Reads JobSets (and their Kueue Workloads) of one cluster, each read bounded; after a failure it only
+    repeats it."""
 
     def __init__(self, kubeconfig: dict[str, Any] | str, budgets: Budgets | None = None) -> None:
         self._kubeconfig = kubeconfig

@@ -1,4 +1,5 @@
-"""Kubernetes platform on the cluster: JobSet controller, workload namespace, service account, token Secret."""
+"""Kubernetes platform on the cluster: JobSet controller, Kueue and the stack's queues, workload namespace,
+service account, token Secret."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pulumi_kubernetes as k8s
 
 from core.settings import Settings
 from infra.gcp.naming import Names
+from infra.k8s import kueue
 from infra.k8s.manifests import (
     namespace_manifest,
     scratch_storage_class,
@@ -27,6 +29,9 @@ class KubernetesPlatform(pulumi.ComponentResource):
     """
 
     jobset: k8s.helm.v3.Release
+    kueue: k8s.helm.v3.Release | None
+    queues: list[KubernetesObject]
+    """ResourceFlavors, ClusterQueue and LocalQueue (empty when Kueue is not ours)."""
     namespace: KubernetesObject
     service_account: KubernetesObject
     storage_class: KubernetesObject
@@ -78,6 +83,10 @@ class KubernetesPlatform(pulumi.ComponentResource):
             service_account_manifest(settings.namespace, names.ksa, labels, workload_sa_email),
             opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=workload_grants)),
         )
+        self.kueue = None
+        self.queues = []
+        if settings.kueue.install:
+            self._install_kueue(settings, labels, child)
         self.hf_secret = None
         if hf_token is not None:
             self.hf_secret = KubernetesObject(
@@ -85,13 +94,62 @@ class KubernetesPlatform(pulumi.ComponentResource):
                 token_secret_manifest(settings.namespace, labels, pulumi.Output.secret(hf_token)),
                 opts=in_namespace,
             )
-        self.register_outputs({"namespace": settings.namespace, "jobsetVersion": settings.workflow.jobset_version})
+        self.register_outputs(
+            {
+                "namespace": settings.namespace,
+                "jobsetVersion": settings.workflow.jobset_version,
+                "kueueVersion": settings.kueue.version if settings.kueue.install else None,
+                "localQueue": settings.kueue.queue,
+            }
+        )
+
+    def _install_kueue(self, settings: Settings, labels: dict[str, str], child: pulumi.ResourceOptions) -> None:
+        """Kueue's chart (after JobSet's, so its JobSet integration starts with the CRD in place), then the
+        flavors and queues (after the chart: its CRDs and webhooks)."""
+        self.kueue = k8s.helm.v3.Release(
+            "kueue",
+            name="kueue",
+            chart=kueue.CHART,
+            version=settings.kueue.version,
+            namespace=kueue.NAMESPACE,
+            create_namespace=True,
+            atomic=True,
+            timeout=900,
+            values=kueue.helm_values(settings),
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.jobset])),
+        )
+        after_chart = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.kueue]))
+        flavors = [
+            KubernetesObject("kueue-tpu-flavor", kueue.tpu_flavor(settings, labels), opts=after_chart),
+            KubernetesObject("kueue-cpu-flavor", kueue.cpu_flavor(labels), opts=after_chart),
+        ]
+        cluster_queue = KubernetesObject(
+            "kueue-cluster-queue",
+            kueue.cluster_queue(settings, labels),
+            opts=pulumi.ResourceOptions.merge(after_chart, pulumi.ResourceOptions(depends_on=flavors)),
+        )
+        local_queue = KubernetesObject(
+            "kueue-local-queue",
+            kueue.local_queue(settings, labels),
+            opts=pulumi.ResourceOptions.merge(
+                after_chart, pulumi.ResourceOptions(depends_on=[cluster_queue, self.namespace])
+            ),
+        )
+        self.queues = [*flavors, cluster_queue, local_queue]
 
     @property
     def ready(self) -> list[pulumi.Resource]:
         """What a workflow object must wait for."""
         return [
             r
-            for r in (self.jobset, self.namespace, self.storage_class, self.service_account, self.hf_secret)
+            for r in (
+                self.jobset,
+                self.kueue,
+                *self.queues,
+                self.namespace,
+                self.storage_class,
+                self.service_account,
+                self.hf_secret,
+            )
             if r is not None
         ]

@@ -1,0 +1,116 @@
+"""Kubernetes resource quantities, what a pod set asks the scheduler and Kueue for, and what a GKE node
+can give: the numbers a ClusterQueue's quota and a pool's size must agree on (plain functions).
+
+- A pod's request is the scheduler's formula, which Kueue uses as is (Kueue 0.17.1
+  ``pkg/workload/workload.go`` ``totalRequestsFromPodSets`` -> ``k8s.io/component-helpers/resource``
+  ``PodRequests``): the sum of its containers plus its native sidecars (init containers with
+  ``restartPolicy: Always``), or the largest other init container if that is more; a container with a
+  limit but no request requests its limit (Kueue ``UseLimitsAsMissingRequestsInPod``).
+- A node's allocatable is its capacity minus what GKE reserves for the kubelet and system daemons and
+  the eviction threshold (GKE "Standard cluster architecture", node allocatable resources: CPU 6 % of
+  the first core, 1 % of the second, 0.5 % of the next two, 0.25 % of the rest; memory 25 % of the
+  first 4 GiB, 20 % of the next 4, 10 % of the next 8, 6 % of the next 112, 2 % of the rest, plus
+  100 MiB).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from core.machines import MachineShape
+
+_QUANTITY = re.compile(r"(?P<number>[0-9]+(\.[0-9]+)?)(?P<suffix>m|k|M|G|T|Ki|Mi|Gi|Ti)?")
+_FACTORS = {
+    None: 1,
+    "m": 1e-3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+}
+
+
+def quantity(text: Any) -> float:
+    """A Kubernetes quantity (``"16"``, ``"500m"``, ``"128Gi"``) as a number of units (cores, bytes, chips)."""
+    match = _QUANTITY.fullmatch(str(text))
+    if not match:
+        raise ValueError(f"not a Kubernetes quantity: {text!r}")
+    return float(match["number"]) * _FACTORS[match["suffix"]]
+
+
+def _add(total: dict[str, float], amounts: Mapping[str, float]) -> None:
+    for name, amount in amounts.items():
+        total[name] = total.get(name, 0.0) + amount
+
+
+def container_requests(container: Mapping[str, Any]) -> dict[str, float]:
+    """What one container requests: its requests, and its limits where it has no request."""
+    resources = container.get("resources") or {}
+    asked = {name: quantity(value) for name, value in (resources.get("limits") or {}).items()}
+    asked.update({name: quantity(value) for name, value in (resources.get("requests") or {}).items()})
+    return asked
+
+
+def pod_requests(pod: Mapping[str, Any]) -> dict[str, float]:
+    """What one pod requests: its containers plus its native sidecars, or, if more, what the pod needs
+    while an init container runs (that container plus the sidecars started before it)."""
+    running: dict[str, float] = {}
+    for container in pod.get("containers") or []:
+        _add(running, container_requests(container))
+    sidecars: dict[str, float] = {}
+    starting: dict[str, float] = {}
+    for init in pod.get("initContainers") or []:
+        asked = container_requests(init)
+        if init.get("restartPolicy") == "Always":  # a native sidecar: runs for the rest of the pod's life
+            _add(sidecars, asked)
+            during = dict(sidecars)
+        else:
+            during = dict(sidecars)
+            _add(during, asked)
+        for name, amount in during.items():
+            starting[name] = max(starting.get(name, 0.0), amount)
+    _add(running, sidecars)
+    needed = {name: max(running.get(name, 0.0), starting.get(name, 0.0)) for name in set(running) | set(starting)}
+    return {name: amount for name, amount in sorted(needed.items()) if amount}
+
+
+def jobset_pod_sets(jobset: Mapping[str, Any]) -> list[tuple[str, int, dict[str, float]]]:
+    """Kueue's pod sets of a JobSet: (replicated Job, pods, requests of one pod); a replicated Job's pods
+    are ``replicas x min(parallelism, completions)`` (Kueue ``jobset_controller.go`` ``PodSets``)."""
+    sets = []
+    for job in jobset["spec"]["replicatedJobs"]:
+        spec = job["template"]["spec"]
+        parallelism = spec.get("parallelism", 1)
+        count = job.get("replicas", 1) * min(parallelism, spec.get("completions", parallelism))
+        sets.append((job["name"], count, pod_requests(spec["template"]["spec"])))
+    return sets
+
+
+def total(pod_sets: Iterable[tuple[str, int, dict[str, float]]]) -> dict[str, float]:
+    """What a workload asks for in all: every pod set's requests times its pods."""
+    found: dict[str, float] = {}
+    for _name, count, asked in pod_sets:
+        _add(found, {name: amount * count for name, amount in asked.items()})
+    return found
+
+
+def _tiers(amount: float, tiers: tuple[tuple[float, float], ...], rest: float) -> float:
+    reserved, left = 0.0, amount
+    for size, share in tiers:
+        part = min(left, size)
+        reserved += part * share
+        left -= part
+    return reserved + left * rest
+
+
+def allocatable(shape: MachineShape) -> dict[str, float]:
+    """What a GKE node of this shape offers pods: cores and bytes of memory (GKE's reservations)."""
+    cpu = shape.vcpus - _tiers(shape.vcpus, ((1, 0.06), (1, 0.01), (2, 0.005)), 0.0025)
+    gib = shape.memory_gib - _tiers(shape.memory_gib, ((4, 0.25), (4, 0.20), (8, 0.10), (112, 0.06)), 0.02)
+    return {"cpu": cpu, "memory": gib * 2**30 - 100 * 2**20}

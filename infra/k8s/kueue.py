@@ -1,0 +1,164 @@
+"""Kueue as the tutorial's cluster has it (plain dicts, no Pulumi): the Helm chart's values and the
+stack's queues.
+
+Cluster Toolkit's blueprint installs Kueue 0.17.1 with a ClusterQueue and a LocalQueue
+(``../shared/reference/cluster-toolkit.md`` §1.9); here the queues are sized to the stack's pools:
+
+- two ResourceFlavors whose node labels are exactly the pods' node selectors: the TPU slice pool(s)
+  (the workers) and ``cpu-np`` (the Pathways head, conversion, export), so Kueue's admission patch
+  changes no selector the program applied (Kueue ``podset.Merge``: a different value would be a
+  conflict and the workload would never start);
+- one ClusterQueue with two resource groups, ``google.com/tpu`` on the TPU flavor and cpu and memory
+  on the cpu-np flavor: a pod set that asks only for chips gets only the TPU flavor, one that asks for
+  cpu and memory only the cpu-np flavor (Kueue ``flavorassigner.go`` assigns per requested resource).
+  The chip quota is every slice's chips (one training at a time: a second configuration queues
+  behind the first); cpu and memory are cpu-np's allocatable at its maximum size;
+- a LocalQueue in the workflow namespace, which every step's JobSet names (``kueue.x-k8s.io/queue-name``).
+
+The manager configuration replaces the chart's whole default (a Helm value is one string), so it
+repeats the chart's defaults we rely on (``charts/kueue/values.yaml`` at v0.17.1) and adds
+``waitForPodsReady``: an admitted step whose pods are not all Ready within the timeout is evicted and,
+with ``backoffLimitCount: 0``, deactivated at once (``workload_controller.go``
+``reconcileNotReadyTimeout``, ``triggerDeactivation``), so it stops holding quota; `pulumi up` reports it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import yaml
+
+from core.machines import machine_shape
+from core.names import (
+    CLUSTER_QUEUE,
+    CPU_FLAVOR,
+    CPU_POOL,
+    LOCAL_QUEUE,
+    NODEPOOL_LABEL,
+    SYSTEM_POOL,
+    TPU_ACCELERATOR_LABEL,
+    TPU_FLAVOR,
+    TPU_TOPOLOGY_LABEL,
+)
+from core.requests import allocatable
+from core.settings import Settings
+from infra.config.values import format_duration
+
+API = "kueue.x-k8s.io/v1beta2"
+CHART = "oci://registry.k8s.io/kueue/charts/kueue"
+NAMESPACE = "kueue-system"
+TPU_RESOURCE = "google.com/tpu"
+FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
+"""The integrations Kueue manages: JobSets, and the Jobs they create (a child Job follows its JobSet)."""
+
+
+def manager_config(settings: Settings) -> dict[str, Any]:
+    """Kueue's Configuration (``config.kueue.x-k8s.io/v1beta2``, decoded strictly: no unknown field)."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "controller": {
+            "groupKindConcurrency": {
+                "Job.batch": 5,
+                "Pod": 5,
+                "Workload.kueue.x-k8s.io": 5,
+                "LocalQueue.kueue.x-k8s.io": 1,
+                "ClusterQueue.kueue.x-k8s.io": 1,
+                "ResourceFlavor.kueue.x-k8s.io": 1,
+            }
+        },
+        "clientConnection": {"qps": 50, "burst": 100},
+        # v1beta2 has no `enable`: the block's presence turns it on; recoveryTimeout defaults to timeout.
+        "waitForPodsReady": {
+            "timeout": format_duration(settings.kueue.pods_ready_timeout),
+            "blockAdmission": False,
+            "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 0},
+        },
+        "integrations": {"frameworks": list(FRAMEWORKS)},
+    }
+
+
+def helm_values(settings: Settings) -> dict[str, Any]:
+    """The chart's values: the controller on the system pool, and our manager configuration."""
+    return {
+        "controllerManager": {"nodeSelector": {NODEPOOL_LABEL: SYSTEM_POOL}},
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_config(settings), sort_keys=False)},
+    }
+
+
+def _object(kind: str, name: str, labels: dict[str, str], spec: dict[str, Any], namespace: str | None = None):
+    metadata: dict[str, Any] = {"name": name, "labels": labels}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {"apiVersion": API, "kind": kind, "metadata": metadata, "spec": spec}
+
+
+def tpu_flavor(settings: Settings, labels: dict[str, str]) -> dict[str, Any]:
+    """The TPU slice pool(s): the workers' node selector (accelerator and topology)."""
+    node_labels = {TPU_ACCELERATOR_LABEL: settings.slice.gke_accelerator, TPU_TOPOLOGY_LABEL: settings.slice.topology}
+    return _object("ResourceFlavor", TPU_FLAVOR, labels, {"nodeLabels": node_labels})
+
+
+def cpu_flavor(labels: dict[str, str]) -> dict[str, Any]:
+    """cpu-np: the node selector of the Pathways head and the CPU steps."""
+    return _object("ResourceFlavor", CPU_FLAVOR, labels, {"nodeLabels": {NODEPOOL_LABEL: CPU_POOL}})
+
+
+def cpu_quota(settings: Settings) -> dict[str, str]:
+    """cpu-np's allocatable at its maximum size (millicores, MiB)."""
+    shape = machine_shape(settings.cpu_pool.machine_type)
+    if shape is None:  # the config rules refuse an unknown shape while Kueue is installed
+        raise ValueError(f"{settings.cpu_pool.machine_type} has no known size")
+    node = allocatable(shape)
+    nodes = settings.cpu_pool.max_nodes
+    return {
+        "cpu": f"{math.floor(node['cpu'] * 1000) * nodes}m",
+        "memory": f"{math.floor(node['memory'] / 2**20) * nodes}Mi",
+    }
+
+
+def cluster_queue(settings: Settings, labels: dict[str, str]) -> dict[str, Any]:
+    """Every slice's chips, and cpu-np's cpu and memory, for the workflow namespace only."""
+    cpu = cpu_quota(settings)
+    return _object(
+        "ClusterQueue",
+        CLUSTER_QUEUE,
+        labels,
+        {
+            # null would admit no namespace; the workflow's namespace carries its name as a label (Kubernetes
+            # sets kubernetes.io/metadata.name on every namespace).
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": settings.namespace}},
+            "resourceGroups": [
+                {
+                    "coveredResources": [TPU_RESOURCE],
+                    "flavors": [
+                        {
+                            "name": TPU_FLAVOR,
+                            "resources": [{"name": TPU_RESOURCE, "nominalQuota": str(settings.total_chips)}],
+                        }
+                    ],
+                },
+                {
+                    "coveredResources": ["cpu", "memory"],
+                    "flavors": [
+                        {
+                            "name": CPU_FLAVOR,
+                            "resources": [
+                                {"name": "cpu", "nominalQuota": cpu["cpu"]},
+                                {"name": "memory", "nominalQuota": cpu["memory"]},
+                            ],
+                        }
+                    ],
+                },
+            ],
+        },
+    )
+
+
+def local_queue(settings: Settings, labels: dict[str, str]) -> dict[str, Any]:
+    return _object("LocalQueue", LOCAL_QUEUE, labels, {"clusterQueue": CLUSTER_QUEUE}, namespace=settings.namespace)

@@ -1,0 +1,226 @@
+"""Kueue as the stack installs it, pinned, and every pair that must agree cross-checked: queue names, the
+flavors' node labels and the pods' node selectors and pools, the quotas and the pools and pod sets, the
+manager configuration and what Kueue 0.17.1 accepts. Pure: builders only (fast enough for mutation runs)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import yaml
+
+from core.machines import machine_shape
+from core.names import CPU_POOL, NODEPOOL_LABEL, QUEUE_LABEL, SYSTEM_POOL
+from core.requests import allocatable, jobset_pod_sets, quantity, total
+from infra.config.values import ConfigError
+from infra.gcp.gke_spec import cpu_pool_args, system_pool_args, tpu_pool_args
+from infra.k8s import kueue
+from infra.k8s.manifests import namespace_manifest
+from tests.lifecycle_walk import settings
+from workloads.steps import plan_workflow
+
+pytestmark = pytest.mark.pure
+
+PROD = settings("prod", [])
+DEV = settings("dev", [])
+LABELS = {"app.kubernetes.io/name": "tpu-rl"}
+STACKS = [PROD, DEV, settings("prod", ["tpu-rl:tpu.slices=2"]), settings("prod", ["tpu-rl:cpuPool.maxNodes=9"])]
+
+
+def queue_objects(s):
+    return kueue.tpu_flavor(s, LABELS), kueue.cpu_flavor(LABELS), kueue.cluster_queue(s, LABELS)
+
+
+def pods(step):
+    return [job["template"]["spec"]["template"]["spec"] for job in step.manifest["spec"]["replicatedJobs"]]
+
+
+def test_the_objects_as_pinned():
+    tpu, cpu, cq = queue_objects(PROD)
+    assert tpu == {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": "tpu-rl-tpu-slice", "labels": LABELS},
+        "spec": {
+            "nodeLabels": {
+                "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+                "cloud.google.com/gke-tpu-topology": "4x8",
+            }
+        },
+    }
+    assert cpu["spec"] == {"nodeLabels": {"cloud.google.com/gke-nodepool": "cpu-np"}}
+    # n2-standard-64: 64 - 0.23 cores and 256 GiB - 11.88 GiB - 100 MiB allocatable per node, 4 nodes.
+    assert cq["spec"] == {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "tpu-rl"}},
+        "resourceGroups": [
+            {
+                "coveredResources": ["google.com/tpu"],
+                "flavors": [
+                    {"name": "tpu-rl-tpu-slice", "resources": [{"name": "google.com/tpu", "nominalQuota": "32"}]}
+                ],
+            },
+            {
+                "coveredResources": ["cpu", "memory"],
+                "flavors": [
+                    {
+                        "name": "tpu-rl-cpu-np",
+                        "resources": [
+                            {"name": "cpu", "nominalQuota": f"{63770 * 4}m"},
+                            {"name": "memory", "nominalQuota": f"{249878 * 4}Mi"},
+                        ],
+                    }
+                ],
+            },
+        ],
+    }
+    assert kueue.local_queue(PROD, LABELS) == {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {"name": "tpu-rl", "labels": LABELS, "namespace": "tpu-rl"},
+        "spec": {"clusterQueue": "tpu-rl"},
+    }
+
+
+@pytest.mark.parametrize("s", STACKS)
+def test_every_step_is_queued_to_the_stacks_local_queue_and_it_to_the_cluster_queue(s):
+    local = kueue.local_queue(s, LABELS)
+    for step in plan_workflow(s).steps:
+        assert step.manifest["metadata"]["labels"][QUEUE_LABEL] == local["metadata"]["name"]
+        assert step.manifest["metadata"]["namespace"] == local["metadata"]["namespace"] == s.namespace
+        assert "suspend" not in step.manifest["spec"], "Kueue's webhook suspends it; the program never sets it"
+        for pod in pods(step):
+            assert QUEUE_LABEL not in pod.get("labels", {}), "the JobSet is the workload, not its pods"
+    cq = kueue.cluster_queue(s, LABELS)
+    assert local["spec"]["clusterQueue"] == cq["metadata"]["name"]
+    # The ClusterQueue admits the workflow's namespace: Kubernetes labels every namespace with its name.
+    namespace = namespace_manifest(s.namespace, {})
+    selector = cq["spec"]["namespaceSelector"]["matchLabels"]
+    assert selector == {"kubernetes.io/metadata.name": namespace["metadata"]["name"]}
+
+
+@pytest.mark.parametrize("s", STACKS)
+def test_the_flavors_are_the_pods_node_selectors_and_the_pools_labels(s):
+    """Kueue merges an assigned flavor's node labels into the pod template (podset.Merge): equal values keep
+    the program's selectors untouched; a different value would fail the workload (FailedToStart)."""
+    tpu, cpu, _ = queue_objects(s)
+    plan = plan_workflow(s)
+    head, worker = pods(plan.train)
+    assert (
+        worker["nodeSelector"] == tpu["spec"]["nodeLabels"] == tpu_pool_args(s, "p", "c", "sa")["node_config"]["labels"]
+    )
+    for pod in (head, *pods(plan.convert), *pods(plan.export)):
+        assert pod["nodeSelector"] == cpu["spec"]["nodeLabels"] == {NODEPOOL_LABEL: cpu_pool_args(s, "c", "sa")["name"]}
+    assert cpu_pool_args(s, "c", "sa")["name"] == CPU_POOL
+
+
+@pytest.mark.parametrize("s", STACKS)
+def test_each_pod_set_asks_for_resources_of_one_group_only(s):
+    """Two resource groups: a pod set that asked for chips and cpu would get both flavors' node labels and
+    never schedule (flavorassigner.go assigns per resource); every requested resource must be covered."""
+    cq = kueue.cluster_queue(s, LABELS)
+    groups = [set(g["coveredResources"]) for g in cq["spec"]["resourceGroups"]]
+    for step in plan_workflow(s).steps:
+        for name, _count, asked in jobset_pod_sets(step.manifest):
+            touched = [g for g in groups if g & set(asked)]
+            assert len(touched) == 1, f"{step.step}/{name} asks for {sorted(asked)}"
+            assert set(asked) <= touched[0], f"{step.step}/{name}: {set(asked) - touched[0]} is not covered"
+
+
+def _quota(cq, resource):
+    for group in cq["spec"]["resourceGroups"]:
+        for flavor in group["flavors"]:
+            for entry in flavor["resources"]:
+                if entry["name"] == resource:
+                    return quantity(entry["nominalQuota"])
+    raise KeyError(resource)
+
+
+@pytest.mark.parametrize("s", STACKS)
+def test_the_quotas_are_the_pools_and_one_training_fits_exactly(s):
+    cq = kueue.cluster_queue(s, LABELS)
+    plan = plan_workflow(s)
+    training = total(jobset_pod_sets(plan.train.manifest))
+    assert _quota(cq, "google.com/tpu") == training["google.com/tpu"] == s.total_chips
+    assert s.total_chips == s.tpu.slices * s.slice.hosts * s.slice.chips_per_vm
+    node = allocatable(machine_shape(s.cpu_pool.machine_type))
+    assert _quota(cq, "cpu") == pytest.approx(math.floor(node["cpu"] * 1000) / 1000 * s.cpu_pool.max_nodes)
+    assert _quota(cq, "memory") == math.floor(node["memory"] / 2**20) * 2**20 * s.cpu_pool.max_nodes
+    for step in plan.steps:
+        for name, _count, asked in jobset_pod_sets(step.manifest):
+            for resource in ("cpu", "memory"):
+                if resource in asked:
+                    assert asked[resource] <= node[resource], f"{step.step}/{name} cannot fit one cpu-np node"
+        needed = total(jobset_pod_sets(step.manifest))
+        for resource, amount in needed.items():
+            assert amount <= _quota(cq, resource), f"{step.step} would never be admitted ({resource})"
+
+
+def test_allocatable_follows_gkes_reservations():
+    n2 = allocatable(machine_shape("n2-standard-64"))
+    assert n2["cpu"] == pytest.approx(64 - (0.06 + 0.01 + 2 * 0.005 + 60 * 0.0025))
+    reserved_gib = 4 * 0.25 + 4 * 0.20 + 8 * 0.10 + 112 * 0.06 + (256 - 128) * 0.02
+    assert n2["memory"] == pytest.approx((256 - reserved_gib) * 2**30 - 100 * 2**20)
+    small = allocatable(machine_shape("e2-standard-2"))
+    assert small["cpu"] == pytest.approx(2 - 0.07)
+    assert small["memory"] == pytest.approx((8 - 1 - 0.8) * 2**30 - 100 * 2**20)
+
+
+def test_pod_requests_follow_the_schedulers_formula():
+    """Containers + native sidecars, or an init container with the sidecars started before it if more;
+    limits stand in for missing requests (component-helpers PodRequests; Kueue UseLimitsAsMissingRequestsInPod)."""
+    head, worker = pods(plan_workflow(PROD).train)
+    from core.requests import pod_requests
+
+    assert pod_requests(head) == {"cpu": 16 + 8 + 8, "memory": (100 + 32 + 64) * 2**30}
+    assert pod_requests(worker) == {"google.com/tpu": 4}
+    init_heavy = {
+        "initContainers": [
+            {"name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}},
+            {"name": "setup", "resources": {"requests": {"cpu": "10"}}},
+        ],
+        "containers": [{"name": "main", "resources": {"requests": {"cpu": "2"}}}],
+    }
+    assert pod_requests(init_heavy) == {"cpu": 11}, "setup runs beside the sidecar started before it"
+    assert quantity("500m") == 0.5 and quantity("2Gi") == 2**31 and quantity("1k") == 1000
+    with pytest.raises(ValueError, match="not a Kubernetes quantity"):
+        quantity("100GB")
+
+
+def test_the_manager_configuration():
+    config = kueue.manager_config(PROD)
+    assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2" and config["kind"] == "Configuration"
+    # v1beta2 has no `enable` (decoded strictly: an unknown field stops Kueue); the block turns it on.
+    assert config["waitForPodsReady"] == {
+        "timeout": "30m",
+        "blockAdmission": False,
+        "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 0},
+    }
+    assert config["integrations"] == {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]}
+    assert config["webhook"] == {"port": 9443} and config["health"] == {"healthProbeBindAddress": ":8081"}
+    flex = settings("dev", ["tpu-rl:tpu.capacity=flex-start"])
+    assert kueue.manager_config(flex)["waitForPodsReady"]["timeout"] == "2h"
+    custom = settings("prod", ["tpu-rl:kueue.podsReadyTimeout=45m"])
+    assert kueue.manager_config(custom)["waitForPodsReady"]["timeout"] == "45m"
+    values = kueue.helm_values(PROD)
+    assert yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"]) == config
+    assert values["controllerManager"] == {"nodeSelector": {NODEPOOL_LABEL: SYSTEM_POOL}}
+    assert system_pool_args(PROD, "c", "sa")["name"] == SYSTEM_POOL, "the controller runs on the system pool"
+
+
+def test_kueue_settings_and_their_rules():
+    assert (PROD.kueue.install, PROD.kueue.queue, PROD.kueue.version) == (True, "tpu-rl", "0.17.1")
+    assert (PROD.kueue.pods_ready_timeout, PROD.kueue.admission_timeout) == (1800, 900)
+    off = settings("prod", ["tpu-rl:kueue.enabled=false"])
+    assert (off.kueue.install, off.kueue.queue) == (False, None)
+    assert QUEUE_LABEL not in plan_workflow(off).train.manifest["metadata"]["labels"]
+    elsewhere = settings("prod", ["tpu-rl:kueue.enabled=false", "tpu-rl:kueue.queue=team-queue"])
+    assert (elsewhere.kueue.install, elsewhere.kueue.queue) == (False, "team-queue")
+    assert plan_workflow(elsewhere).train.manifest["metadata"]["labels"][QUEUE_LABEL] == "team-queue"
+    with pytest.raises(ConfigError, match='tpu-rl:kueue.queue = "team-queue" is invalid: names a LocalQueue'):
+        settings("prod", ["tpu-rl:kueue.queue=team-queue"])
+    with pytest.raises(ConfigError, match="tpu-rl:cpuPool.machineType .* has no known size"):
+        settings("prod", ["tpu-rl:cpuPool.machineType=n2-custom-64-262144"])
+    assert (
+        settings("prod", ["tpu-rl:cpuPool.machineType=n2-custom-64-262144", "tpu-rl:kueue.enabled=false"]).kueue.queue
+        is None
+    )

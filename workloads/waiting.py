@@ -1,0 +1,142 @@
+"""Wait for a step's JobSet to end, bounded by the wall clock: the one await rule of all three steps.
+
+The provider creates each step with ``pulumi.com/skipAwait: "true"`` (pulumi-kubernetes
+``metadata.ReadyCondition`` then returns at once; a JobSet's delete is still awaited, since
+``allowsSkipAwaitWithDelete`` lists built-in kinds only), and the program waits here instead, because
+the provider's await of ``pulumi.com/waitFor`` can only end when its JSONPath matches or Pulumi's
+timeout passes (``await/internal/awaiter.go`` ``Await``): it could not stop for a step Kueue will never
+admit, or one Kueue stopped (a deactivated Workload leaves the JobSet suspended, never terminal).
+
+Each poll reads the JobSet and, for a queued step, its Kueue Workload (``workloads.live_state``), with a
+fresh bounded reader (a new credential from the exec plugin, so a day-long wait outlives a token). The
+wait ends when:
+
+- the JobSet is Completed or Failed: its object is returned (the caller reports a failure);
+- Kueue stopped it (its pods were not Ready within ``tpu-rl:kueue.podsReadyTimeout``), or it can never
+  be admitted as the queue is configured: ``StepWaitError`` at once;
+- it is still queued after ``tpu-rl:kueue.admissionTimeout``: ``StepWaitError`` (it stays queued);
+- it has not ended within every attempt's deadline plus a grace (``Step.await_seconds``), or the cluster
+  could not be read for ``LOST_CONTACT_SECONDS``: ``StepWaitError`` (it keeps running).
+
+Interrupting the program here (Ctrl-C, a lost runner) leaves the step recorded as created: the next
+`pulumi up` finds it unchanged and waits for it again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from core.redact import scrub
+from infra.config.values import format_duration
+from infra.k8s.live import ClusterReadError
+from workloads.live_state import LiveStep, live_step
+
+POLL_SECONDS = 20.0
+LOST_CONTACT_SECONDS = 600.0
+
+
+class StepWaitError(Exception):
+    """The wait for a step ended without the step ending (one line)."""
+
+
+@dataclass(frozen=True)
+class Bounds:
+    total: float
+    """Seconds until the step must have ended (``Step.await_seconds``)."""
+    admission: float
+    """Seconds it may stay queued (``tpu-rl:kueue.admissionTimeout``)."""
+    lost: float = LOST_CONTACT_SECONDS
+    """Seconds the cluster may stay unreadable."""
+
+
+Read = Callable[[], tuple[dict[str, Any] | None, list[dict[str, Any]] | None]]
+"""One poll: the JobSet (None: gone) and its Workloads (None: the step is not queued to Kueue)."""
+
+
+def sleep(seconds: float) -> None:
+    """The pause between polls (tests replace it and ``now`` with a fake clock)."""
+    time.sleep(seconds)
+
+
+def now() -> float:
+    return time.monotonic()
+
+
+def describe(current: LiveStep) -> str:
+    """What a waiting step is doing, for the progress line."""
+    if current.state == "queued":
+        return f"queued: {scrub(current.message or current.reason, limit=200)}"
+    return current.state
+
+
+def wait_for_step(
+    read: Read,
+    what: str,
+    bounds: Bounds,
+    *,
+    report: Callable[[str], None],
+) -> dict[str, Any]:
+    """Poll ``read`` until the JobSet ``what`` (``JobSet <ns>/<name>``) ends; return its last object."""
+    start = now()
+    queued_since: float | None = None
+    lost_since: float | None = None
+    shown = ""
+    while True:
+        try:
+            obj, workloads = read()
+        except ClusterReadError as err:
+            lost_since = now() if lost_since is None else lost_since
+            if now() - lost_since >= bounds.lost:
+                raise StepWaitError(
+                    f"could not read the cluster for {format_duration(int(bounds.lost))} while waiting for {what} "
+                    f"({err}); the step keeps running: run `pulumi up` again to follow it"
+                ) from None
+            sleep(POLL_SECONDS)
+            continue
+        lost_since = None
+        if obj is None:
+            raise StepWaitError(
+                f"{what} is gone (deleted outside Pulumi?); run `pulumi refresh --yes` so the stack forgets it, "
+                "then `pulumi up` runs it again"
+            )
+        current = live_step(obj, workloads)
+        if current.state in ("succeeded", "failed"):
+            return obj
+        kueue = current.kueue
+        if current.state == "stopped":
+            raise StepWaitError(
+                f"Kueue stopped {what} ({scrub(current.reason, limit=80)}: {scrub(current.message, limit=300)}); "
+                "its pods were not all Ready in time, so it holds no quota now. The next `pulumi up` runs it "
+                "again; if its pods need longer to start (image pulls, node scale-up, flex-start capacity), "
+                "raise tpu-rl:kueue.podsReadyTimeout"
+            )
+        if kueue is not None and kueue.state == "never":
+            raise StepWaitError(
+                f"Kueue can never admit {what} as its queue is configured: {scrub(kueue.message, limit=400)}; "
+                "fix the ClusterQueue behind tpu-rl:kueue.queue (quota, flavors, namespaces), then run "
+                "`pulumi up` again"
+            )
+        moment = now()
+        if current.state == "queued":
+            queued_since = moment if queued_since is None else queued_since
+            if moment - queued_since >= bounds.admission:
+                raise StepWaitError(
+                    f"{what} is still queued after {format_duration(int(bounds.admission))}: Kueue: "
+                    f"{scrub(current.message or current.reason, limit=300)}. It stays queued and starts once "
+                    "Kueue admits it; run `pulumi up` again to follow it (tpu-rl:kueue.admissionTimeout)"
+                )
+        else:
+            queued_since = None
+        if moment - start >= bounds.total:
+            raise StepWaitError(
+                f"{what} did not end within {format_duration(int(bounds.total))} (every attempt's deadline plus "
+                "15m); it keeps running: run `pulumi up` again to follow it"
+            )
+        line = describe(current)
+        if line != shown:
+            report(f"{what}: {line}")
+            shown = line
+        sleep(POLL_SECONDS)
