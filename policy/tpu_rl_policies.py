@@ -28,6 +28,7 @@ from pulumi_policy import (
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.redact import HF_TOKEN  # noqa: E402
+from core.requests import jobset_pod_sets, quantity  # noqa: E402
 from core.tpu import CATALOGUE, resolve_slice  # noqa: E402
 from infra.estimate import TrainingRun, estimate_run  # noqa: E402
 
@@ -36,6 +37,10 @@ CLUSTER = "gcp:container/cluster:Cluster"
 BUCKET = "gcp:storage/bucket:Bucket"
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 JOB = "kubernetes:batch/v1:Job"
+LOCAL_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
+CLUSTER_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
+RESOURCE_FLAVOR = "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PROJECT_IAM = (
     "gcp:projects/iAMMember:IAMMember",
     "gcp:projects/iAMBinding:IAMBinding",
@@ -614,6 +619,124 @@ tpu_budget = StackValidationPolicy(
 )
 
 
+# ---------------------------------------------------------------------------------------------
+# Kueue: a step its queue can never admit waits until `pulumi up` gives up, the slice idle meanwhile
+
+
+def _by_name(resources: list[Any], type_: str) -> dict[str, Mapping[str, Any]]:
+    return {str((r.props.get("metadata") or {}).get("name")): r.props for r in resources if r.resource_type == type_}
+
+
+def _selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """A label selector against labels (null selects nothing, {} everything: Kueue ClusterQueue)."""
+    if selector is None:
+        return False
+    if any(labels.get(key) != value for key, value in (selector.get("matchLabels") or {}).items()):
+        return False
+    for term in selector.get("matchExpressions") or []:
+        key, operator, values = term.get("key"), term.get("operator"), list(term.get("values") or [])
+        found = key in labels
+        if not {
+            "In": found and labels.get(key) in values,
+            "NotIn": not found or labels.get(key) not in values,
+            "Exists": found,
+            "DoesNotExist": not found,
+        }.get(str(operator), False):
+            return False
+    return True
+
+
+def _pod_sets(props: Mapping[str, Any]) -> list[tuple[str, int, dict[str, float], dict[str, str]]]:
+    """(replicated Job, pods, requests of one pod, node selector) of a JobSet."""
+    selectors = {
+        job.get("name"): dict(
+            (((job.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec", {}).get("nodeSelector")
+            or {}
+        )
+        for job in (props.get("spec") or {}).get("replicatedJobs") or []
+    }
+    return [(name, count, asked, selectors.get(name, {})) for name, count, asked in jobset_pod_sets(props)]
+
+
+def _queue_problems(
+    jobset: Mapping[str, Any], queue: Mapping[str, Any], flavors: Mapping[str, Any], namespaces: Mapping[str, Any]
+) -> list[str]:
+    """Why Kueue could never admit ``jobset`` from ``queue`` (Kueue flavorassigner.go: per requested
+    resource, the group that covers it; a flavor whose node labels contradict the pod's selector is skipped;
+    the pod set's total must fit a flavor's nominal quota)."""
+    meta = jobset.get("metadata") or {}
+    name, namespace = meta.get("name"), meta.get("namespace")
+    cq_name = (queue.get("metadata") or {}).get("name")
+    spec = queue.get("spec") or {}
+    ns_labels = {
+        **(((namespaces.get(str(namespace)) or {}).get("metadata") or {}).get("labels") or {}),
+        "kubernetes.io/metadata.name": str(namespace),  # every namespace carries its name as a label
+    }
+    if not _selects(spec.get("namespaceSelector"), ns_labels):
+        return [f"ClusterQueue {cq_name} does not admit namespace {namespace} (JobSet {name})"]
+    problems = []
+    groups = spec.get("resourceGroups") or []
+    for pod_set, count, asked, selector in _pod_sets(jobset):
+        for resource, amount in asked.items():
+            group = next((g for g in groups if resource in (g.get("coveredResources") or [])), None)
+            if group is None:
+                problems.append(
+                    f"JobSet {name} ({pod_set}) asks for {resource}, which ClusterQueue {cq_name} does not cover"
+                )
+                continue
+            best = 0.0
+            for flavor in group.get("flavors") or []:
+                labels = ((flavors.get(flavor.get("name")) or {}).get("spec") or {}).get("nodeLabels") or {}
+                if any(key in selector and selector[key] != value for key, value in labels.items()):
+                    continue  # its nodes are not the ones the pods ask for
+                quota = next((r for r in flavor.get("resources") or [] if r.get("name") == resource), {})
+                best = max(best, quantity(quota.get("nominalQuota", "0")))
+            if amount * count > best:
+                problems.append(
+                    f"JobSet {name} ({pod_set}) asks for {amount * count:g} {resource} but ClusterQueue {cq_name} "
+                    f"offers at most {best:g} on a flavor its pods fit"
+                )
+    return problems
+
+
+def _queue_fits(args: StackValidationArgs, report: ReportViolation) -> None:
+    resources = list(args.resources)
+    locals_ = _by_name(resources, LOCAL_QUEUE)
+    if not locals_:
+        return
+    clusters, flavors = _by_name(resources, CLUSTER_QUEUE), _by_name(resources, RESOURCE_FLAVOR)
+    namespaces = _by_name(resources, "kubernetes:core/v1:Namespace")
+    for r in resources:
+        if r.resource_type != JOBSET:
+            continue
+        meta = r.props.get("metadata") or {}
+        queue_name = (meta.get("labels") or {}).get(QUEUE_LABEL)
+        if not queue_name:
+            report(
+                f"JobSet {meta.get('name')} names no LocalQueue ({QUEUE_LABEL}) while the stack has one: it "
+                "bypasses Kueue and competes with queued runs for the slice"
+            )
+            continue
+        local = locals_.get(str(queue_name))
+        if local is None:
+            continue  # a queue managed elsewhere: not in this stack to judge
+        queue = clusters.get(str((local.get("spec") or {}).get("clusterQueue")))
+        if queue is None:
+            continue
+        for problem in _queue_problems(r.props, queue, flavors, namespaces):
+            report(f"{problem}: Kueue would never admit it; size the ClusterQueue to the pools (tpu-rl:kueue)")
+
+
+kueue_queue_fits = StackValidationPolicy(
+    name="kueue-queue-fits",
+    description="Every step is queued, and its queue can admit it (namespace, covered resources, flavors, quota).",
+    severity=Severity.HIGH,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Keep the queues tpu-rl renders (tpu-rl:kueue), or size the ClusterQueue to the slice.",
+    validate=_queue_fits,
+)
+
+
 POLICIES = [
     no_secrets_in_workloads,
     tpu_node_pool_shape,
@@ -628,4 +751,5 @@ POLICIES = [
     model_revision_pinned,
     cost_attribution_labels,
     tpu_budget,
+    kueue_queue_fits,
 ]

@@ -16,6 +16,7 @@ from infra.gcp.gke_spec import cluster_args, cpu_pool_args, system_pool_args, tp
 from infra.gcp.identities import NODE_PROJECT_ROLES
 from infra.gcp.naming import names_for
 from infra.gcp.storage import bucket_args
+from infra.k8s import kueue
 from infra.plan.offline import Plan
 from tests.lifecycle_walk import settings
 from workloads.steps import plan_workflow
@@ -101,6 +102,15 @@ def pure_plan(stack: str, *overrides: str) -> Plan:
             for role in NODE_PROJECT_ROLES
         ),
     ]
+    if s.kueue.install:
+        labels = {"app.kubernetes.io/name": "tpu-rl", "app.kubernetes.io/instance": s.cluster_name}
+        for name, manifest in (
+            ("kueue-tpu-flavor", kueue.tpu_flavor(s, labels)),
+            ("kueue-cpu-flavor", kueue.cpu_flavor(labels)),
+            ("kueue-cluster-queue", kueue.cluster_queue(s, labels)),
+            ("kueue-local-queue", kueue.local_queue(s, labels)),
+        ):
+            resources.append(_resource(f"kubernetes:{manifest['apiVersion']}:{manifest['kind']}", name, manifest))
     if s.workflow.enabled:
         for step in plan_workflow(s).steps:
             type_ = f"kubernetes:{step.manifest['apiVersion']}:{step.kind}"

@@ -175,6 +175,7 @@ def _set(path, value):
 POOL, CLUSTER, BUCKET = "gcp:container/nodePool:NodePool", "gcp:container/cluster:Cluster", "gcp:storage/bucket:Bucket"
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 JOB = "kubernetes:batch/v1:Job"  # not in our stacks; the generic workload policies still cover it
+CQ = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
 
 
 def _container(r, index=0):
@@ -756,6 +757,53 @@ MUTATIONS = [
         lambda r: r["inputs"]["nodeConfig"].pop("reservationAffinity"),
         "needs a SPECIFIC_RESERVATION affinity",
     ),
+    (
+        "queue-smaller-than-a-slice",
+        "kueue-queue-fits",
+        "prod",
+        CQ,
+        "kueue-cluster-queue",
+        lambda r: r["inputs"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0].__setitem__(
+            "nominalQuota", "16"
+        ),
+        "asks for 32 google.com/tpu but ClusterQueue tpu-rl offers at most 16",
+    ),
+    (
+        "tpu-flavor-of-another-topology",
+        "kueue-queue-fits",
+        "prod",
+        "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor",
+        "kueue-tpu-flavor",
+        _set(["spec", "nodeLabels", "cloud.google.com/gke-tpu-topology"], "2x4"),
+        "asks for 32 google.com/tpu but ClusterQueue tpu-rl offers at most 0 on a flavor its pods fit",
+    ),
+    (
+        "cpu-not-covered",
+        "kueue-queue-fits",
+        "prod",
+        CQ,
+        "kueue-cluster-queue",
+        lambda r: r["inputs"]["spec"]["resourceGroups"].pop(1),
+        "asks for cpu, which ClusterQueue tpu-rl does not cover",
+    ),
+    (
+        "namespace-not-admitted",
+        "kueue-queue-fits",
+        "prod",
+        CQ,
+        "kueue-cluster-queue",
+        _set(["spec", "namespaceSelector"], {"matchLabels": {"kubernetes.io/metadata.name": "other"}}),
+        "ClusterQueue tpu-rl does not admit namespace tpu-rl",
+    ),
+    (
+        "step-not-queued",
+        "kueue-queue-fits",
+        "prod",
+        JOBSET,
+        "export",
+        lambda r: r["inputs"]["metadata"]["labels"].pop("kueue.x-k8s.io/queue-name"),
+        "names no LocalQueue (kueue.x-k8s.io/queue-name) while the stack has one",
+    ),
 ]
 POLICY_MESSAGES = ROOT / "tests" / "data" / "policy-messages.tsv"
 
@@ -917,6 +965,35 @@ PASSES = [
         JOBSET,
         "convert",
         lambda r: _container(r).__setitem__("image", "r/m:1@sha256:" + "b" * 64),
+    ),
+    (
+        "queue-matches-everything",
+        "kueue-queue-fits",
+        "prod",
+        CQ,
+        "kueue-cluster-queue",
+        _set(["spec", "namespaceSelector"], {}),
+    ),
+    (
+        "queue-by-expression",
+        "kueue-queue-fits",
+        "prod",
+        CQ,
+        "kueue-cluster-queue",
+        _set(
+            ["spec", "namespaceSelector"],
+            {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["tpu-rl"]}]},
+        ),
+    ),
+    (
+        "quota-exactly-a-slice-and-a-head",
+        "kueue-queue-fits",
+        "prod",
+        CQ,
+        "kueue-cluster-queue",
+        lambda r: r["inputs"]["spec"]["resourceGroups"][1]["flavors"][0]["resources"][0].__setitem__(
+            "nominalQuota", "32"
+        ),
     ),
 ]
 

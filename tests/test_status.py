@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from core.deadline import BUDGETS, Budget
-from tests.fake_kube import with_state
+from tests.fake_kube import with_state, workload
 from tests.lifecycle_walk import settings
 from tests.loopback import QuietHandler, serve
 from tests.run_files import upload_run
@@ -210,3 +210,23 @@ def test_an_unreadable_bucket_is_one_line(tmp_path, api, capsys, monkeypatch):
 def test_a_config_error_is_one_line(tmp_path, api, capsys):
     assert run(tmp_path, api, "--set", "tpu-rl:tpu.slices=x") == 2
     assert capsys.readouterr().err.startswith("error: tpu-rl:tpu.slices")
+
+
+def test_a_step_kueue_has_not_admitted_shows_as_queued_with_kueues_reason(tmp_path, api, gcs, capsys):
+    """Suspended by Kueue's webhook and waiting for quota: `queued`, not `running` or `pending`, with the
+    Workload's QuotaReserved message (Kueue flavorassigner.go); a step Kueue stopped exits 1."""
+    OBJECTS[DEV.convert.name] = cpu_step(DEV.convert, "succeeded")
+    train = with_state(DEV.train.manifest, "running")
+    train["metadata"].update(uid="uid-train", creationTimestamp="2026-11-30T05:20:00Z")
+    train["spec"]["suspend"] = True
+    OBJECTS[DEV.train.name] = train
+    OBJECTS["workloads"] = {"kind": "WorkloadList", "metadata": {}, "items": [workload(train, "queued")]}
+    upload_run(gcs, DEV.train.output_uri, steps=[])
+    assert run(tmp_path, api) == 0
+    out = capsys.readouterr().out
+    (row,) = [line for line in out.splitlines() if line.startswith("train")]
+    assert " queued " in row and "Pending: couldn't assign flavors to pod set worker: insufficient unused quota" in row
+    OBJECTS["workloads"]["items"] = [workload(train, "deactivated")]
+    assert run(tmp_path, api) == 1
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("train")]
+    assert " stopped " in row and "DeactivatedDueToRequeuingLimitExceeded" in row

@@ -32,6 +32,7 @@ is admitted. What Kueue says of it (``admission``) is read from the Workload's c
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,16 +43,17 @@ JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 WAITING_FOR_QUOTA = ("insufficient unused quota", "Pending the preemption", "Preempting")
 """Kueue's words for a workload that fits the queue once others finish."""
 NEVER_FITS = (
-    "> maximum capacity",
-    "unavailable in ClusterQueue",
-    "doesn't match node affinity",
-    "untolerated taint",
-    "not found",
-    "doesn't match ClusterQueue selector",
-    "validation failed",
-    "LimitRange",
+    r"> maximum capacity",
+    r"unavailable in ClusterQueue",
+    r"doesn't match node affinity",
+    r"untolerated taint",
+    r"flavor \S+ not found",
+    r"doesn't match ClusterQueue selector",
+    r"validation failed",
+    r"LimitRange",
 )
-"""Kueue's words for a workload the queue can never admit as configured (quota, flavors, selector)."""
+"""Kueue's words (patterns) for a workload the queue can never admit as configured: quota, flavors, selector.
+"ClusterQueue X not found" is not one of them: it passes once Kueue's cache has the queue."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,11 @@ def admission(workloads: list[dict[str, Any]]) -> Admission:
     evicted = condition(status, "Evicted") or {}
     finished = condition(status, "Finished")
     if spec.get("active") is False or str(evicted.get("reason") or "").startswith("DeactivatedDueTo"):
-        return Admission("stopped", str(evicted.get("reason") or "Deactivated"), str(evicted.get("message") or ""))
+        return Admission(
+            "stopped",
+            str(evicted.get("reason") or "Deactivated"),
+            str(evicted.get("message") or "its Workload is deactivated (spec.active is false)"),
+        )
     if finished:
         state = "stopped" if finished.get("reason") == "FailedToStart" else "finished"
         return Admission(state, str(finished.get("reason") or ""), str(finished.get("message") or ""))
@@ -85,7 +91,7 @@ def admission(workloads: list[dict[str, Any]]) -> Admission:
     reserved = _condition_any(status, "QuotaReserved") or {}
     reason, message = str(reserved.get("reason") or ""), str(reserved.get("message") or "")
     waiting = any(words in message for words in WAITING_FOR_QUOTA)
-    if reason == "Pending" and any(words in message for words in NEVER_FITS) and not waiting:
+    if reason == "Pending" and any(re.search(words, message) for words in NEVER_FITS) and not waiting:
         return Admission("never", reason, message)
     if evicted:
         reason, message = str(evicted.get("reason") or reason), str(evicted.get("message") or message)

@@ -6,7 +6,7 @@ an ETA from the estimate model, the latest reward and the command to read each s
 Reads the stack's config as the program does (no Pulumi CLI), the cluster through the context
 ``gcloud container clusters get-credentials`` writes (``gke_<project>_<region>_<cluster>``; see the
 stack output ``getCredentialsCommand``) and the run's files in GCS. Every read is bounded; an
-unreachable cluster or bucket is one line and exit 2. Exit 1 when a step failed, else 0.
+unreachable cluster or bucket is one line and exit 2. Exit 1 when a step failed (or Kueue stopped it), else 0.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from core.settings import Settings
 from infra.k8s import live
 from workloads.live_state import condition, live_step
 from workloads.steps import Step, Workflow
+from workloads.waiting import read_step
 
 
 class StatusError(Exception):
@@ -36,7 +37,8 @@ class StepStatus:
     step: str
     name: str
     state: str
-    """pending | running | succeeded | failed."""
+    """pending (not created, or its pods not all up) | queued (Kueue has not admitted it) | running |
+    succeeded | failed | stopped (Kueue stopped it: the next `pulumi up` runs it again)."""
     started: datetime | None = None
     finished: datetime | None = None
     restarts: int | None = None
@@ -65,16 +67,18 @@ def _condition_time(status: dict[str, Any], *types: str) -> datetime | None:
     return _time(found.get("lastTransitionTime")) if found else None
 
 
-def step_status(step: Step, obj: dict[str, Any] | None) -> StepStatus:
-    """The state of one step from its live object (None: not created yet)."""
+def step_status(step: Step, obj: dict[str, Any] | None, workloads: list[dict[str, Any]] | None = None) -> StepStatus:
+    """The state of one step from its live JobSet (None: not created yet) and, for a step queued to Kueue,
+    its Workloads."""
     if obj is None:
         return StepStatus(step.step, step.name, "pending")
     status = obj.get("status") or {}
-    current = live_step(obj)
+    current = live_step(obj, workloads)
     started = _time((obj.get("metadata") or {}).get("creationTimestamp"))
     finished = _condition_time(status, "Completed", "Failed")
     restarts = status.get("restarts") if isinstance(status.get("restarts"), int) else 0
-    reason = scrub(f"{current.reason}: {current.message}".strip(": "), limit=200) if current.state == "failed" else ""
+    shown = current.state in ("failed", "stopped", "queued")
+    reason = scrub(f"{current.reason}: {current.message}".strip(": "), limit=200) if shown else ""
     state = current.state
     if state == "running" and not _all_pods_ready(obj):
         state = "pending"
@@ -147,8 +151,8 @@ def read_status(
     statuses = []
     try:
         for step in plan.steps:
-            obj = reader.get(step.manifest["apiVersion"], step.kind, settings.namespace, step.name)
-            statuses.append(step_status(step, obj))
+            obj, workloads = read_step(reader, settings.namespace, step.name, queued=bool(settings.kueue.queue))
+            statuses.append(step_status(step, obj, workloads))
     except live.ClusterReadError as err:
         raise StatusError(f"cannot read the cluster: {err}") from None
     finally:
@@ -233,7 +237,7 @@ def main(argv: list[str] | None = None, *, clock: Any = time) -> int:
         while True:
             statuses, _ = read_status(settings, plan, kubeconfig, client)
             print(render(settings, plan, statuses, datetime.now(UTC)), flush=True)
-            failed = any(s.state == "failed" for s in statuses)
+            failed = any(s.state in ("failed", "stopped") for s in statuses)
             done = failed or statuses[-1].state == "succeeded"
             if not args.watch or done:
                 return 1 if failed else 0

@@ -31,11 +31,13 @@ from typing import Any
 
 from core.redact import scrub
 from infra.config.values import format_duration
-from infra.k8s.live import ClusterReadError
-from workloads.live_state import LiveStep, live_step
+from infra.k8s.live import ClusterReader, ClusterReadError
+from workloads.live_state import JOB_UID_LABEL, LiveStep, live_step
 
 POLL_SECONDS = 20.0
 LOST_CONTACT_SECONDS = 600.0
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+WORKLOAD_API = "kueue.x-k8s.io/v1beta2"
 
 
 class StepWaitError(Exception):
@@ -56,6 +58,18 @@ Read = Callable[[], tuple[dict[str, Any] | None, list[dict[str, Any]] | None]]
 """One poll: the JobSet (None: gone) and its Workloads (None: the step is not queued to Kueue)."""
 
 
+def read_step(
+    reader: ClusterReader, namespace: str, name: str, *, queued: bool
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
+    """A step's JobSet and, while it is not over and ``queued`` (it names a LocalQueue), its Kueue Workloads
+    (selected by the JobSet's UID: the Workload's name carries a hash, ``workload_names.go``)."""
+    obj = reader.get(JOBSET_API, "JobSet", namespace, name)
+    if obj is None or not queued or live_step(obj).state != "running":
+        return obj, None
+    uid = str((obj.get("metadata") or {}).get("uid") or "")
+    return obj, reader.list(WORKLOAD_API, "Workload", namespace, f"{JOB_UID_LABEL}={uid}")
+
+
 def sleep(seconds: float) -> None:
     """The pause between polls (tests replace it and ``now`` with a fake clock)."""
     time.sleep(seconds)
@@ -68,8 +82,24 @@ def now() -> float:
 def describe(current: LiveStep) -> str:
     """What a waiting step is doing, for the progress line."""
     if current.state == "queued":
-        return f"queued: {scrub(current.message or current.reason, limit=200)}"
+        return f"queued: {scrub(current.message or current.reason, limit=400)}"
     return current.state
+
+
+def _why_stopped(reason: str) -> str:
+    """What a step Kueue stopped means and what to do (Kueue 0.17.1's reasons)."""
+    if "RequeuingLimitExceeded" in reason:  # waitForPodsReady: not all pods Ready within the timeout
+        return (
+            "its pods were not all Ready in time, so it holds no quota now. The next `pulumi up` runs it again; "
+            "if its pods need longer to start (image pulls, node scale-up, flex-start capacity), raise "
+            "tpu-rl:kueue.podsReadyTimeout"
+        )
+    if reason == "FailedToStart":  # the admission could not be applied to the JobSet (reconciler.go startJob)
+        return (
+            "Kueue could not start it as admitted (a flavor's node labels or tolerations conflict with the pods'), "
+            "and a rerun meets the same conflict: fix the ResourceFlavors of its queue, then run `pulumi up` again"
+        )
+    return "its Workload is inactive and holds no quota; the next `pulumi up` runs it again"
 
 
 def wait_for_step(
@@ -92,7 +122,7 @@ def wait_for_step(
             if now() - lost_since >= bounds.lost:
                 raise StepWaitError(
                     f"could not read the cluster for {format_duration(int(bounds.lost))} while waiting for {what} "
-                    f"({err}); the step keeps running: run `pulumi up` again to follow it"
+                    f"({scrub(str(err), limit=300)}); the step keeps running: run `pulumi up` again to follow it"
                 ) from None
             sleep(POLL_SECONDS)
             continue
@@ -109,9 +139,7 @@ def wait_for_step(
         if current.state == "stopped":
             raise StepWaitError(
                 f"Kueue stopped {what} ({scrub(current.reason, limit=80)}: {scrub(current.message, limit=300)}); "
-                "its pods were not all Ready in time, so it holds no quota now. The next `pulumi up` runs it "
-                "again; if its pods need longer to start (image pulls, node scale-up, flex-start capacity), "
-                "raise tpu-rl:kueue.podsReadyTimeout"
+                + _why_stopped(current.reason)
             )
         if kueue is not None and kueue.state == "never":
             raise StepWaitError(

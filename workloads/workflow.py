@@ -34,7 +34,6 @@ from workloads.steps import INPUT_ANNOTATION, Step, plan_workflow
 APPLY_TIMEOUT = "10m"
 """The provider's create or update of a step: the apply only (the program does the waiting)."""
 DELETE_TIMEOUT = "20m"
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
 T = TypeVar("T")
 
 
@@ -144,16 +143,8 @@ class LiveReader:
             pulumi.log.warn(f"preview could not check the output of {step.name}: {err}", resource=self.parent)
             return None
 
-    def _read(
-        self, reader: live.ClusterReader, step: Step
-    ) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
-        """The step's JobSet and, while it is not over and is queued to Kueue, its Workloads."""
-        namespace = self.settings.namespace
-        obj = reader.get(step.manifest["apiVersion"], "JobSet", namespace, step.name)
-        if obj is None or not self.settings.kueue.queue or live_state.live_step(obj).state != "running":
-            return obj, None
-        uid = str((obj.get("metadata") or {}).get("uid") or "")
-        return obj, reader.list(KUEUE_API, "Workload", namespace, f"{live_state.JOB_UID_LABEL}={uid}")
+    def _read(self, reader: live.ClusterReader, step: Step) -> tuple[dict[str, Any] | None, list[Any] | None]:
+        return waiting.read_step(reader, self.settings.namespace, step.name, queued=bool(self.settings.kueue.queue))
 
     def marker(self, step: Step) -> pulumi.Output[str | None]:
         """The step's retry marker (``replacement_trigger``); None when a preview cannot read the cluster."""

@@ -1,0 +1,313 @@
+"""The bounded wait for a step's JobSet (``workloads.waiting``) and what Kueue's Workload says of it
+(``workloads.live_state``): on a fake clock, with the real train step's manifest and Kueue 0.17.1's
+condition shapes and messages (``tests.fake_kube``, /work/notes/kueue.md B.4-B.7). Pure."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from core.redact import TERMINAL_CONTROLS
+from infra.k8s.live import ClusterReadError
+from tests.conftest import slug
+from tests.fake_kube import KUEUE_MESSAGES, T0, T1, with_state, workload
+from tests.lifecycle_walk import settings
+from workloads import waiting
+from workloads.live_state import NEVER_FITS, Admission, admission, live_step, retry_marker
+from workloads.steps import plan_workflow
+from workloads.waiting import POLL_SECONDS, Bounds, StepWaitError
+
+pytestmark = pytest.mark.pure
+
+PROD = settings("prod", [])
+TRAIN = plan_workflow(PROD).train
+WHAT = f"JobSet tpu-rl/{TRAIN.name}"
+BOUNDS = Bounds(total=TRAIN.await_seconds, admission=PROD.kueue.admission_timeout)
+UID = "6f1c1f4e-0000-4000-8000-000000000001"
+QUEUED_LINE = f"{WHAT}: queued: {KUEUE_MESSAGES['queued']}"
+# Kueue 0.17.1 words for a step that can never be admitted as configured, one per NEVER_FITS entry
+# (pkg/scheduler/flavorassigner/flavorassigner.go 790, 931, 949, 958, 1046; scheduler.go 500-517 `nominate`).
+NEVER = {
+    "> maximum capacity": KUEUE_MESSAGES["never"],
+    "unavailable in ClusterQueue": "couldn't assign flavors to pod set worker: resource google.com/tpu unavailable "
+    "in ClusterQueue",
+    "doesn't match node affinity": "couldn't assign flavors to pod set worker: flavor tpu-rl-tpu-slice doesn't "
+    "match node affinity",
+    "untolerated taint": "couldn't assign flavors to pod set worker: untolerated taint "
+    "google.com/tpu=present:NoSchedule in flavor tpu-rl-tpu-slice",
+    r"flavor \S+ not found": "couldn't assign flavors to pod set worker: flavor tpu-rl-tpu-slice not found",
+    "doesn't match ClusterQueue selector": "Workload namespace doesn't match ClusterQueue selector",
+    "validation failed": "resources validation failed: google.com/tpu: requests must not exceed limits",
+    "LimitRange": "resources didn't satisfy LimitRange constraints: the pod's cpu is above the maximum (8)",
+}
+# A never-fit reason beside a waiting one (reasons joined ", "; scheduler.go 374-377 appends the preemption).
+MIXED = (
+    "couldn't assign flavors to pod set worker: flavor tpu-rl-spare not found, insufficient unused quota for "
+    "google.com/tpu in flavor tpu-rl-tpu-slice, 32 more needed",
+    KUEUE_MESSAGES["never"] + ", insufficient unused quota for google.com/tpu in flavor tpu-rl-b, 32 more needed. "
+    "Pending the preemption of 1 workload(s)",
+)
+# Evicted=True PodsReadyTimeout, `Exceeded the PodsReady timeout %s` (workload_controller.go:995); the JobSet
+# reconciler then sets QuotaReserved=False Pending with the eviction message (reconciler.go:580-604).
+TIMEOUT = f"Exceeded the PodsReady timeout tpu-rl/jobset-{TRAIN.name}-1a2b3"
+# Finished=True FailedToStart: podset.Merge's conflict (reconciler.go:611-621, podset.go:117-175).
+CONFLICT = (
+    "invalid admission check PodSetUpdate: conflict for nodeSelector: conflict for "
+    "key=cloud.google.com/gke-tpu-topology, value1=4x4, value2=2x4"
+)
+
+
+def jobset(state: str = "pending", *, suspend: bool | None = True) -> dict:
+    obj = with_state(TRAIN.manifest, state)
+    obj["metadata"]["uid"] = UID
+    if suspend is not None:
+        obj["spec"]["suspend"] = suspend
+    return obj
+
+
+def wl(state: str, created: str = T1, **conditions: tuple[str, str, str]) -> dict:
+    """A Workload from fake_kube in ``state``; ``conditions`` (type=(status, reason, message)) replace its own."""
+    item = workload(jobset(), state)
+    item["metadata"]["creationTimestamp"] = created
+    if conditions:
+        item["status"]["conditions"] = [
+            {"type": kind, "status": s, "reason": r, "message": m} for kind, (s, r, m) in conditions.items()
+        ]
+    return item
+
+
+def pending(message: str) -> tuple[dict, list[dict]]:
+    return jobset(), [wl("queued", QuotaReserved=("False", "Pending", message))]
+
+
+QUEUED = (jobset(), [wl("queued")])
+RUNNING = (jobset("running", suspend=False), [wl("admitted")])
+EVICTED = (
+    jobset(),
+    [wl("queued", QuotaReserved=("False", "Pending", TIMEOUT), Evicted=("True", "PodsReadyTimeout", TIMEOUT))],
+)
+COMPLETED = (jobset("completed", suspend=False), [wl("admitted")])
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.sleeps: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.t += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    fake = Clock()
+    monkeypatch.setattr(waiting, "sleep", fake.sleep)
+    monkeypatch.setattr(waiting, "now", lambda: fake.t)
+    return fake
+
+
+def run(clock: Clock, script, bounds: Bounds = BOUNDS):
+    """``wait_for_step`` whose every poll at fake time t answers ``script(t)`` (an exception is raised):
+    (the returned object or the StepWaitError, the progress lines)."""
+    lines: list[str] = []
+
+    def read():
+        answer = script(clock.t)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    try:
+        return waiting.wait_for_step(read, WHAT, bounds, report=lines.append), lines
+    except StepWaitError as err:
+        return err, lines
+
+
+@pytest.mark.parametrize("state", ["completed", "failed"])
+def test_an_ended_jobset_is_returned_at_once(clock, state):
+    obj = jobset(state, suspend=False)
+    result, lines = run(clock, lambda t: (obj, [wl("admitted")]))
+    assert result is obj and clock.sleeps == [] and lines == []
+
+
+def test_polls_while_running_and_reports_each_change_once(clock):
+    preempting = KUEUE_MESSAGES["queued"] + ". Pending the preemption of 1 workload(s)"
+
+    def script(t):
+        return QUEUED if t < 60 else pending(preempting) if t < 100 else RUNNING if t < 200 else COMPLETED
+
+    result, lines = run(clock, script)
+    assert result is COMPLETED[0]
+    assert clock.sleeps == [POLL_SECONDS] * 10 and clock.t == 200
+    assert lines == [QUEUED_LINE, f"{WHAT}: queued: {preempting}", f"{WHAT}: running"]
+
+
+def test_still_queued_at_the_admission_bound(clock):
+    assert BOUNDS.admission == 900
+    err, lines = run(clock, lambda t: QUEUED)
+    assert isinstance(err, StepWaitError) and clock.t == 900, "it raises at the first poll at the bound"
+    assert str(err).startswith(f"{WHAT} is still queued after 15m: Kueue: {KUEUE_MESSAGES['queued']}. It stays")
+    assert "(tpu-rl:kueue.admissionTimeout)" in str(err) and lines == [QUEUED_LINE]
+
+
+def test_admitted_one_poll_before_the_admission_bound(clock):
+    result, lines = run(clock, lambda t: QUEUED if t < 900 else RUNNING if t < 2000 else COMPLETED)
+    assert result is COMPLETED[0] and clock.t == 2000
+    assert lines == [QUEUED_LINE, f"{WHAT}: running"]
+
+
+def test_queued_time_restarts_when_a_timed_out_step_is_requeued(clock):
+    """Evicted PodsReadyTimeout: Kueue requeues it; it counts as queued from the eviction on."""
+    err, lines = run(clock, lambda t: QUEUED if t < 880 else RUNNING if t < 1000 else EVICTED)
+    assert isinstance(err, StepWaitError) and clock.t == 1000 + 900
+    assert str(err).startswith(f"{WHAT} is still queued after 15m: Kueue: {TIMEOUT}. ")
+    assert lines == [QUEUED_LINE, f"{WHAT}: running", f"{WHAT}: queued: {TIMEOUT}"]
+
+
+def test_total_bound(clock):
+    assert BOUNDS.total == 174600
+    err, lines = run(clock, lambda t: RUNNING)
+    assert isinstance(err, StepWaitError) and clock.t == BOUNDS.total
+    assert str(err) == (
+        f"{WHAT} did not end within 48h30m (every attempt's deadline plus 15m); it keeps running: "
+        "run `pulumi up` again to follow it"
+    )
+    assert lines == [f"{WHAT}: running"]
+
+
+def test_lost_contact_bound(clock):
+    lost = ClusterReadError("the cluster at 10.0.0.2 did not answer /apis/jobset.x-k8s.io within 30 s")
+    err, lines = run(clock, lambda t: RUNNING if t < 100 else lost)
+    assert isinstance(err, StepWaitError) and clock.t == 100 + 600
+    assert str(err) == (
+        f"could not read the cluster for 10m while waiting for {WHAT} ({lost}); the step keeps running: "
+        "run `pulumi up` again to follow it"
+    )
+    assert lines == [f"{WHAT}: running"]
+
+
+def test_one_answer_resets_the_lost_contact_timer(clock):
+    lost = ClusterReadError("reading /apis from the cluster at 10.0.0.2 failed (ConnectionResetError)")
+    result, _ = run(clock, lambda t: RUNNING if t == 600 else lost if t < 1200 else COMPLETED)
+    assert result is COMPLETED[0] and clock.t == 1200
+
+
+def test_a_deleted_jobset(clock):
+    err, lines = run(clock, lambda t: RUNNING if t < 40 else (None, None))
+    assert str(err) == (
+        f"{WHAT} is gone (deleted outside Pulumi?); run `pulumi refresh --yes` so the stack forgets it, "
+        "then `pulumi up` runs it again"
+    )
+    assert clock.t == 40 and lines == [f"{WHAT}: running"]
+
+
+INACTIVE = "its Workload is deactivated (spec.active is false)"
+
+
+@pytest.mark.parametrize(
+    ("workloads", "reason", "message", "advice"),
+    [
+        (
+            [wl("deactivated")],
+            "DeactivatedDueToRequeuingLimitExceeded",
+            KUEUE_MESSAGES["deactivated"],
+            "its pods were not all Ready in time",
+        ),
+        ([{**wl("queued"), "spec": {"active": False}}], "Deactivated", INACTIVE, "its Workload is inactive"),
+        (
+            [wl("queued", Finished=("True", "FailedToStart", CONFLICT))],
+            "FailedToStart",
+            CONFLICT,
+            "Kueue could not start it as admitted",
+        ),
+    ],
+    ids=["requeuing-limit", "inactive", "failed-to-start"],
+)
+def test_a_step_kueue_stopped_raises_at_once_with_what_to_do(clock, workloads, reason, message, advice):
+    err, lines = run(clock, lambda t: (jobset(), workloads))
+    assert str(err).startswith(f"Kueue stopped {WHAT} ({reason}: {message}); {advice}")
+    raise_timeout = "raise tpu-rl:kueue.podsReadyTimeout" in str(err)
+    assert raise_timeout == (reason == "DeactivatedDueToRequeuingLimitExceeded"), "only a timeout is raised"
+    assert clock.sleeps == [] and lines == []
+
+
+def test_a_cluster_queue_kueue_has_not_cached_yet_is_waited_for():
+    """scheduler.go nominate: "ClusterQueue %s not found" passes once Kueue's cache has the queue."""
+    assert admission(pending("ClusterQueue tpu-rl not found")[1]).state == "queued"
+
+
+@pytest.mark.parametrize("phrase", NEVER_FITS, ids=slug)
+def test_a_step_that_never_fits_raises_at_once(clock, phrase):
+    assert set(NEVER) == set(NEVER_FITS) and re.search(phrase, NEVER[phrase])
+    err, lines = run(clock, lambda t: pending(NEVER[phrase]))
+    assert str(err).startswith(f"Kueue can never admit {WHAT} as its queue is configured: {NEVER[phrase]}; fix")
+    assert clock.sleeps == [] and lines == []
+    assert admission(pending(NEVER[phrase])[1]) == Admission("never", "Pending", NEVER[phrase])
+
+
+@pytest.mark.parametrize("message", MIXED, ids=["unused-quota", "preemption"])
+def test_a_never_fit_reason_beside_a_waiting_one_is_queued(clock, message):
+    assert admission(pending(message)[1]) == Admission("queued", "Pending", message)
+    result, lines = run(clock, lambda t: pending(message) if t < 100 else COMPLETED)
+    assert result is COMPLETED[0] and lines == [f"{WHAT}: queued: {message[:400]}"], "at most 400 characters"
+
+
+def test_the_newest_workload_counts():
+    old, new = wl("deactivated", created=T0), wl("admitted", created=T1)
+    assert admission([old, new]).state == admission([new, old]).state == "admitted"
+    old, new = wl("admitted", created=T0), wl("queued", created=T1)
+    assert admission([new, old]).state == admission([old, new]).state == "queued"
+
+
+def test_what_kueue_says_of_a_workload():
+    assert admission([]) == Admission("none", "", "Kueue has not made a Workload for it yet")
+    assert admission([wl("admitted")]) == Admission("admitted", "Admitted", "")
+    done = "jobset completed successfully"  # the JobSet's message (reconciler.go:484-505)
+    assert admission([wl("admitted", Finished=("True", "Succeeded", done))]) == Admission("finished", "Succeeded", done)
+    # QuotaReserved=False Inadmissible `LocalQueue %s doesn't exist` (workload_controller.go:640-669): it
+    # resolves once the queue exists, so it is queued, not never.
+    missing = "LocalQueue team-queue doesn't exist"
+    inadmissible = wl("queued", QuotaReserved=("False", "Inadmissible", missing))
+    assert admission([inadmissible]) == Admission("queued", "Inadmissible", missing)
+    assert admission([wl("queued")]) == Admission("queued", "Pending", KUEUE_MESSAGES["queued"])
+    assert admission(EVICTED[1]) == Admission("queued", "PodsReadyTimeout", TIMEOUT)
+
+
+def test_live_step_reads_the_workload_of_a_step_that_is_not_over():
+    queued = live_step(*QUEUED)
+    assert (queued.state, queued.reason, queued.message) == ("queued", "Pending", KUEUE_MESSAGES["queued"])
+    assert live_step(jobset(), []).state == "queued" and live_step(jobset(), None).state == "running"
+    assert live_step(*RUNNING).state == "running"
+    assert live_step(jobset("running", suspend=False), [wl("queued")]).state == "running", "unsuspended"
+    stopped = live_step(jobset(), [wl("deactivated")])
+    assert (stopped.state, stopped.reason) == ("stopped", "DeactivatedDueToRequeuingLimitExceeded")
+    assert retry_marker(stopped, retry=True) == UID and retry_marker(stopped, retry=False) == ""
+
+
+@pytest.mark.parametrize(("state", "live"), [("completed", "succeeded"), ("failed", "failed")])
+def test_a_terminal_jobset_ignores_its_workloads(state, live):
+    read = live_step(jobset(state), [wl("deactivated")])
+    assert read.state == live and read.kueue is None
+
+
+def clean(text: str) -> bool:
+    return not re.search(r"[\x00-\x1f\x7f-\x9f]", text) and not TERMINAL_CONTROLS.search(text)
+
+
+def test_kueue_text_cannot_reach_the_terminal(clock):
+    hostile = (
+        "couldn't assign flavors to pod set worker:\x1b[2J insufficient unused quota for google.com/tpu\x07 "
+        "in flavor\r\ntpu-rl-tpu-slice, 32 more\x9b needed\x1b]0;owned\x07"
+    )
+    err, lines = run(clock, lambda t: pending(hostile))
+    assert lines == [QUEUED_LINE] and str(err).startswith(f"{WHAT} is still queued after 15m: Kueue: ")
+    assert KUEUE_MESSAGES["queued"] in str(err) and clean(str(err))
+    reason = "DeactivatedDueToRequeuingLimitExceeded\x1b[0m\x08"
+    stopped = [wl("queued", Evicted=("True", reason, hostile))]
+    err, _ = run(clock, lambda t: (jobset(), stopped))
+    assert f"(DeactivatedDueToRequeuingLimitExceeded: {KUEUE_MESSAGES['queued']})" in str(err) and clean(str(err))
+    never = KUEUE_MESSAGES["never"].replace("worker: ", "worker:\x1b[1m ").replace("(32)", "(32)\x1b[0m\x00")
+    err, _ = run(clock, lambda t: pending(never))
+    assert f"as its queue is configured: {KUEUE_MESSAGES['never']}; fix" in str(err) and clean(str(err))
