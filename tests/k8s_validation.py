@@ -252,3 +252,16 @@ def kueue_webhook_rules(objects: list[dict[str, Any]]) -> None:
             raise WebhookError(f"LocalQueue {local['metadata']['name']} names no ClusterQueue of the stack")
         if not DNS1123_SUBDOMAIN.match(local["metadata"]["name"]):
             raise WebhookError(f"LocalQueue name {local['metadata']['name']!r} is not a DNS-1123 subdomain")
+
+
+def kueue_jobset_rules(obj: dict[str, Any]) -> None:
+    """What Kueue 0.17.1's JobSet webhooks check on create (``jobframework/validation.go``
+    ``ValidateLabelAsCRDName``): the queue name is a DNS-1123 subdomain; and what the program relies on:
+    Kueue's webhook, not the manifest, suspends a queued JobSet (``ApplyDefaultForSuspend``)."""
+    queue = (obj["metadata"].get("labels") or {}).get("kueue.x-k8s.io/queue-name")
+    if queue is None:
+        return
+    if not DNS1123_SUBDOMAIN.match(queue) or len(queue) > 253:
+        raise WebhookError(f"metadata.labels[kueue.x-k8s.io/queue-name]: {queue!r} is not a DNS-1123 subdomain")
+    if "suspend" in obj["spec"]:
+        raise WebhookError("a queued JobSet must not set spec.suspend (Kueue owns it; an apply would fight Kueue)")

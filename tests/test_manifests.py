@@ -9,7 +9,14 @@ import kubernetes_validate
 import pytest
 
 from tests.conftest import plan_of, shared_path
-from tests.k8s_validation import WebhookError, crd_validator, kueue_webhook_rules, validate_core, validate_jobset
+from tests.k8s_validation import (
+    WebhookError,
+    crd_validator,
+    kueue_jobset_rules,
+    kueue_webhook_rules,
+    validate_core,
+    validate_jobset,
+)
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +123,8 @@ def test_every_jobset_validates_against_the_crd_and_webhook(stack, jobset_valida
     for jobset in jobsets:
         for validator in jobset_validators:
             validate_jobset(jobset, validator)
+        kueue_jobset_rules(jobset)
+        assert jobset["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "tpu-rl"
 
 
 def test_many_slices_and_big_topologies_still_fit_name_limits(jobset_validators):
@@ -169,6 +178,22 @@ BROKEN_JOBSETS = {
 def test_validator_catches_broken_jobsets(case, jobset_validators):
     with pytest.raises((jsonschema.ValidationError, WebhookError, kubernetes_validate.ValidationError)):
         validate_jobset(_break(BROKEN_JOBSETS[case]), jobset_validators[0])
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda o: o["metadata"]["labels"].__setitem__("kueue.x-k8s.io/queue-name", "Team_Queue"),
+        lambda o: o["spec"].__setitem__("suspend", True),
+    ],
+    ids=["queue-not-a-dns-name", "suspend-set"],
+)
+def test_the_kueue_jobset_rules_catch_a_bad_queue_label_and_a_suspend(change):
+    jobset = _jobset()
+    assert kueue_jobset_rules(jobset) is None
+    change(jobset)
+    with pytest.raises(WebhookError):
+        kueue_jobset_rules(jobset)
 
 
 BROKEN_CPU_JOBSETS = {
