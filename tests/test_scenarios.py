@@ -167,14 +167,14 @@ def test_a_queued_step_stops_up_after_the_admission_timeout_and_the_next_up_foll
     (it starts once admitted); the next `up` finds it unchanged (SameStep) and waits for it again."""
     stack.up({"train": "interrupt"})
     old = names(stack)["train"]
-    changed = ["tpu-rl:training.learningRate=3e-05"]
+    changed = ["tpu-rl:training.learningRate=3e-05", "tpu-rl:kueue.admissionTimeout=2m"]
     new = names(stack, changed)["train"]
     waited = stack.up({"train": "queued"}, overrides=changed)
     assert str(waited.error).startswith(
-        f"JobSet tpu-rl/{new} is still queued after 15m: Kueue: couldn't assign flavors to pod set worker: "
+        f"JobSet tpu-rl/{new} is still queued after 2m: Kueue: couldn't assign flavors to pod set worker: "
         "insufficient unused quota for google.com/tpu in flavor tpu-rl-tpu-slice, 32 more needed. It stays queued"
     )
-    assert 15 * 60 <= stack.clock < 15 * 60 + 2 * 20, "it gave up at the bound, one poll after"
+    assert 2 * 60 <= stack.clock < 2 * 60 + 2 * 20, "it gave up at the bound, one poll after"
     assert stack.cluster.get("JobSet", "tpu-rl", new)["spec"]["suspend"] is True, "still queued"
     stack.finish(old)
     stack.on_wait = lambda s: s.finish(new)

@@ -11,14 +11,14 @@ its live object and passes a *retry marker* as the step's ``replacement_trigger`
   re-runs ``Check`` on them), so a retry gets the configured deadline and restarts;
 - the retry records the marker in its ``tpu-rl/retry-of`` annotation, so while it runs and after it
   completed the marker stays the same and the following `up` is a no-op;
-- a run that failed while no `pulumi up` watched it and was then *adopted* by a create
-  (``upsertExistingObjects``: pulumi-kubernetes ``await.go`` ``Creation`` applies the manifest, with
-  ``retry-of: <its own UID>``, to the existing object, and the await sees Failed at once) stored its
-  own UID as the trigger: its marker is ``<UID>/adopted``, so the next `up` still retries it;
-- it is still running (a Ctrl-C, a dropped connection or a Pulumi timeout interrupted the last
-  `up`): nothing changes, and the engine's update of a resource with init errors re-attaches to it
-  (``continueStepsFromDiff``: "generate an empty update step to attempt to continue awaiting
-  initialization"; the provider's ``await.Update`` awaits it again);
+- a run that failed while no `pulumi up` watched it and was then *adopted* by a create (after an `up`
+  killed during the create left a pending create; ``upsertExistingObjects``: pulumi-kubernetes
+  ``await.go`` ``Creation`` applies the manifest, with ``retry-of: <its own UID>``, to the existing
+  object, and the program's wait sees Failed at once) stored its own UID as the trigger: its marker is
+  ``<UID>/adopted``, so the next `up` still retries it;
+- it is still running (a Ctrl-C, a dropped connection or a killed runner stopped the last `up` while
+  the program waited for it): nothing changes (a SameStep: the engine calls no provider), and the
+  program waits for the same run again (``workloads.waiting``);
 - it does not exist: it is created;
 - Kueue stopped it (its Workload was deactivated: its pods were not Ready within
   ``waitForPodsReady.timeout``): the JobSet stays suspended and never ends on its own, so it counts as

@@ -14,6 +14,8 @@ JobSet's reason when it cannot.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import copy
 import threading
 from collections.abc import Callable
@@ -77,12 +79,19 @@ def _in_thread(work: Callable[[], T]) -> asyncio.Future[T]:
         try:
             result = work()
         except BaseException as err:  # noqa: BLE001 (handed to the program's event loop)
-            loop.call_soon_threadsafe(settle, future.set_exception, err)
+            _on_loop(loop, settle, future.set_exception, err)
         else:
-            loop.call_soon_threadsafe(settle, future.set_result, result)
+            _on_loop(loop, settle, future.set_result, result)
 
     threading.Thread(target=run, name="tpu-rl-wait", daemon=True).start()
     return future
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any, context: Any = None) -> None:
+    """Run ``fn`` on the program's event loop from the waiting thread; nothing once the program is gone
+    (an interrupted `up` closes the loop while the thread still polls)."""
+    with contextlib.suppress(RuntimeError):  # the loop is closed
+        loop.call_soon_threadsafe(fn, *args, context=context)
 
 
 class LiveReader:
@@ -189,9 +198,12 @@ class LiveReader:
         def start(args: list[Any]) -> asyncio.Future[Any]:
             config = args[1]
             loop = asyncio.get_running_loop()
+            # The program's context (the SDK keeps its engine connection in context variables): a log call
+            # made for the waiting thread runs in it, not in the thread's empty one.
+            program = contextvars.copy_context()
 
             def report(message: str) -> None:  # progress on the step's row (called from the waiting thread)
-                loop.call_soon_threadsafe(lambda: pulumi.log.info(message, resource=resource, ephemeral=True))
+                _on_loop(loop, lambda: pulumi.log.info(message, resource=resource, ephemeral=True), context=program)
 
             def read() -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
                 reader = live.ClusterReader(config)  # a fresh credential on every poll

@@ -111,14 +111,14 @@ class GkeCluster(pulumi.ComponentResource):
             # release included (pulumi-kubernetes provider.go, Read). Without it that refresh fails and the
             # state is kept; README "Refresh" says how to drop a cluster that is really gone.
             #
-            # After a hard-killed `up` the state holds a pending create, which the next `up` plans as a
-            # fresh create of the same URN (pulumi journal.go keeps pending creates; they are not
-            # resources); with upsertExistingObjects that create applies the manifest to the object that
-            # already runs (await.go, Creation: a server-side apply) and awaits it: a running training is
-            # adopted, not lost or duplicated. Its hazard, an object adopted under a changed URN being
-            # deleted by name when the old URN is deleted at the end of `up` (step_generator.go,
-            # GenerateDeletes; provider Delete), is kept out by test_lifecycle's pinned URNs: a URN that
-            # changes needs an alias.
+            # After an `up` killed while a step's create was in flight the state holds a pending create,
+            # which the next `up` plans as a fresh create of the same URN (pulumi journal.go keeps pending
+            # creates; they are not resources); with upsertExistingObjects that create applies the manifest
+            # to the object that already exists (await.go, Creation: a server-side apply) and the program
+            # waits for it: a running training is adopted, not lost or duplicated. Its hazard, an object
+            # adopted under a changed URN being deleted by name when the old URN is deleted at the end of
+            # `up` (step_generator.go, GenerateDeletes; provider Delete), is kept out by test_lifecycle's
+            # pinned URNs: a URN that changes needs an alias.
             upsert_existing_objects=True,
             # Kubernetes objects need nodes for the system and CPU work; only training waits for TPU pools.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[system, cpu]),
