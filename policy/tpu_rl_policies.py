@@ -208,7 +208,7 @@ gke_control_plane = ResourceValidationPolicy(
     description="GKE clusters have private nodes, Workload Identity and shielded nodes.",
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
-    remediation_steps="Keep the cluster settings of infra/gke_spec.py.",
+    remediation_steps="Keep the cluster settings of infra/gcp/gke_spec.py.",
     validate=_control_plane,
 )
 
@@ -326,7 +326,7 @@ no_broad_project_iam = ResourceValidationPolicy(
     description="No project-level roles/storage.admin, roles/owner or roles/editor grants.",
     severity=Severity.CRITICAL,
     enforcement_level=EnforcementLevel.MANDATORY,
-    remediation_steps="Scope storage access to the artifacts bucket (see infra/identities.py).",
+    remediation_steps="Scope storage access to the artifacts bucket (see infra/gcp/identities.py).",
     validate=_broad_iam,
 )
 
@@ -349,7 +349,7 @@ bucket_hardening = ResourceValidationPolicy(
     description="Buckets use uniform access, enforce public access prevention and keep deleted objects recoverable.",
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
-    remediation_steps="Keep the bucket settings of infra/storage.py.",
+    remediation_steps="Keep the bucket settings of infra/gcp/storage.py.",
     validate=_bucket,
 )
 

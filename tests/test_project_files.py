@@ -159,3 +159,24 @@ def test_the_reference_shows_each_kind_of_default():
     assert _shown(networks) == "`0.0.0.0/0`"
     assert _shown(replace(networks, default=["10.0.0.0/8", "192.168.0.0/16"])) == "`10.0.0.0/8, 192.168.0.0/16`"
     assert _shown(replace(networks, default=[])) == "(empty)"
+
+
+PATH_MENTION = re.compile(
+    r"(?<![\w./-])((?:core|infra|workloads|policy|tests|docs|\.github|\.ci)/[\w./-]*?"
+    r"(?:\.(?:py|md|yaml|yml|json|toml|txt|tsv|png)|/))(?![\w-])"
+)
+
+
+def test_every_project_path_a_message_docstring_or_the_readme_names_exists():
+    """Remediation text, error messages, docstrings and the README point users and maintainers at files:
+    a file that moved leaves a pointer to nothing (three policy remediations once named old paths)."""
+    sources = [ROOT / "README.md", ROOT / "Makefile", ROOT / "pyproject.toml"]
+    for folder in ("core", "infra", "workloads", "policy", "tests"):
+        sources += [p for p in (ROOT / folder).rglob("*.py") if "venv" not in p.parts]
+    missing = {}
+    for source in sources:
+        for match in PATH_MENTION.finditer(source.read_text()):
+            path = match.group(1)
+            if not (ROOT / path).exists():
+                missing.setdefault(path, source.relative_to(ROOT).as_posix())
+    assert not missing, f"paths named but not in the tree: {missing}"
