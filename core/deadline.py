@@ -52,6 +52,13 @@ BUDGETS: dict[str, Budget] = {
     "auth-plugin": Budget(10.0, 10.0, 10.0, "the kubeconfig's exec plugin (gke-gcloud-auth-plugin) printing a token"),
     "cluster-read": Budget(18.0, 5.0, 10.0, "one read of a JobSet (or one list), retries included"),
     "gcs": Budget(60.0, 5.0, 20.0, "one GCS operation: a listing (every page) or one object, retries included"),
+    "compute": Budget(
+        # The Compute and Service Usage clients take one timeout for the connect and each read.
+        30.0,
+        10.0,
+        10.0,
+        "one read of the capacity preflight (reservation, quotas, node VMs, APIs), retries included",
+    ),
 }
 """The documented budget of each kind of call."""
 

@@ -92,6 +92,8 @@ class TrainingSettings:
 class WorkflowSettings:
     enabled: bool
     preflight: bool
+    capacity_check: bool
+    """Check the reservation, quotas and APIs before creating anything (``infra.gcp.capacity``)."""
     max_restarts: int
     """JobSet restarts of the training run (default by capacity mode)."""
     timeouts: dict[str, int]

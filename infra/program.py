@@ -26,8 +26,8 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
 
     ``preflight``: before anything, refuse example placeholders and check the Hugging Face token
     (the latter when ``tpu-rl:workflow.preflight`` is on).
-    ``live``: read the cluster and the bucket (retry detection, artifact checks); the offline
-    plan turns both off.
+    ``live``: read the cluster and the bucket (retry detection, artifact checks) and, before anything, the
+    project's capacity (``tpu-rl:workflow.capacityCheck``); the offline plan turns them off.
     """
     try:
         settings = settings_from_runtime()
@@ -40,6 +40,8 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
             raise pulumi.RunError("preflight: " + "; ".join(problems))
         if settings.workflow.enabled and settings.workflow.preflight:
             _preflight(settings)
+        if live and settings.workflow.capacity_check:
+            _capacity(settings)
 
     apis = ProjectApis("apis", settings.project)
     after_apis = pulumi.ResourceOptions(depends_on=apis.services)
@@ -98,6 +100,23 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
         f"--location {location} --project {settings.project}",
     )
     return settings
+
+
+def _capacity(settings: Settings) -> None:
+    """Fail before any resource when the slice cannot be had (reservation, quotas, APIs): infra.gcp.capacity."""
+    from infra.gcp.capacity import check_capacity
+
+    findings = check_capacity(settings)
+    for finding in findings:
+        if finding.level == "unknown":
+            pulumi.log.warn(f"capacity check: {finding.text}")
+        elif finding.level == "note":
+            pulumi.log.info(f"capacity check: {finding.text}")
+    problems = [f.text for f in findings if f.level == "problem"]
+    if problems:
+        raise pulumi.RunError(
+            "capacity check: " + "; ".join(problems) + " (tpu-rl:workflow.capacityCheck: false skips this check)"
+        )
 
 
 def _preflight(settings: Settings) -> None:

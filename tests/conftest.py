@@ -34,6 +34,13 @@ def shared_path(*parts: str) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def no_capacity_check(monkeypatch):
+    """The program's capacity preflight finds nothing unless a test runs it against the loopback Compute
+    API (tests/fake_compute.py)."""
+    monkeypatch.setattr("infra.gcp.capacity.check_capacity", lambda settings, clients=None: [])
+
+
 APPLIED: dict[str, dict] = {}
 """Objects the mock provider "applied" with a status (``statuses``), as a live read finds them."""
 

@@ -427,6 +427,7 @@ def test_the_prod_stack_reads_as_written():
         "workflow": {
             "enabled": True,
             "preflight": True,
+            "capacity_check": True,
             "max_restarts": 1,
             "timeouts": {"convert": 4 * 3600, "train": 24 * 3600, "export": 4 * 3600},
             "jobset_version": "0.10.1",

@@ -279,8 +279,8 @@ DELETE = object()
         (
             {"tpu-rl:workflow": {"zzzz": 1}},
             set(),
-            "tpu-rl:workflow.zzzz = 1 is invalid: unknown field; known fields: enabled, jobsetVersion, maxRestarts, "
-            "preflight, timeouts",
+            "tpu-rl:workflow.zzzz = 1 is invalid: unknown field; known fields: capacityCheck, enabled, "
+            "jobsetVersion, maxRestarts, preflight, timeouts",
         ),
         (
             {"tpu-rl:workflow": {"timeouts": {"tarin": "1h"}}},

@@ -321,6 +321,12 @@ FIELDS: tuple[Field, ...] = (
     Field(_key("workflow.enabled"), Boolean(), True, "run the workflow (false = provision only)"),
     Field(_key("workflow.preflight"), Boolean(), True, "check the Hugging Face token before creating anything"),
     Field(
+        _key("workflow.capacityCheck"),
+        Boolean(),
+        True,
+        "check the reservation, the region's quotas and the APIs before creating anything",
+    ),
+    Field(
         _key("workflow.maxRestarts"),
         Integer(0, 5),
         DERIVED,

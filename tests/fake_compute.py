@@ -1,0 +1,162 @@
+"""A loopback Compute Engine and Service Usage API for the capacity preflight: the REST paths the official
+clients call (google-cloud-compute ``transports/rest_base.py``), their JSON (camelCase, int64 as strings)
+and Google's error bodies (``{"error": {code, message, errors[{reason}], details[ErrorInfo]}}``), so the
+real clients parse real shapes. See /work/notes/compute-api.md for where each shape comes from."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+ZONE_URL = "https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}"
+
+
+def reservation(
+    name: str,
+    *,
+    project: str,
+    zone: str,
+    count: int,
+    in_use: int = 0,
+    machine_type: str = "ct6e-standard-4t",
+    specific: bool = True,
+    status: str = "READY",
+) -> dict[str, Any]:
+    """A ``compute#reservation`` as ``reservations.get`` answers it."""
+    zone_url = ZONE_URL.format(project=project, zone=zone)
+    return {
+        "kind": "compute#reservation",
+        "id": "4213987462318",
+        "name": name,
+        "status": status,
+        "zone": zone_url,
+        "selfLink": f"{zone_url}/reservations/{name}",
+        "specificReservationRequired": specific,
+        "specificReservation": {
+            "count": str(count),
+            "inUseCount": str(in_use),
+            "assuredCount": str(count),
+            "instanceProperties": {"machineType": machine_type},
+        },
+        "shareSettings": {"shareType": "LOCAL"},
+    }
+
+
+def region(name: str, quotas: dict[str, tuple[float, float]]) -> dict[str, Any]:
+    """A ``compute#region`` with its quotas (metric -> (limit, usage))."""
+    return {
+        "kind": "compute#region",
+        "name": name,
+        "status": "UP",
+        "quotas": [{"metric": m, "limit": limit, "usage": usage} for m, (limit, usage) in sorted(quotas.items())],
+    }
+
+
+def instance(name: str, machine_type: str, *, project: str, zone: str) -> dict[str, Any]:
+    zone_url = ZONE_URL.format(project=project, zone=zone)
+    return {"kind": "compute#instance", "name": name, "machineType": f"{zone_url}/machineTypes/{machine_type}"}
+
+
+def error(code: int, message: str, reason: str, *, service: str | None = None) -> dict[str, Any]:
+    """Google's JSON error body; ``service``: a SERVICE_DISABLED ErrorInfo for that API."""
+    status = {403: "PERMISSION_DENIED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}[code]
+    body: dict[str, Any] = {
+        "code": code,
+        "status": status,
+        "message": message,
+        "errors": [{"message": message, "domain": "usageLimits" if service else "global", "reason": reason}],
+    }
+    if service:
+        body["details"] = [
+            {
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": "SERVICE_DISABLED",
+                "domain": "googleapis.com",
+                "metadata": {"service": service, "consumer": "projects/42"},
+            }
+        ]
+    return {"error": body}
+
+
+def not_found(path: str) -> tuple[int, dict[str, Any]]:
+    resource = path.split("/compute/v1/", 1)[-1]
+    return 404, error(404, f"The resource '{resource}' was not found", "notFound")
+
+
+class FakeCompute:
+    """Routes -> (status, JSON); a route may also hang (``hang``) or fail a number of times first (``flaky``)."""
+
+    def __init__(self) -> None:
+        self.routes: dict[str, tuple[int, dict[str, Any]]] = {}
+        self.flaky: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+        self.hang: set[str] = set()
+        self.requests: list[str] = []
+        self.services: dict[str, str] = {}
+        """Service Usage: API name -> ENABLED | DISABLED (absent: ENABLED)."""
+        self.service_usage_error: tuple[int, dict[str, Any]] | None = None
+        self.url = ""
+
+    def answer(self, path: str, query: dict[str, list[str]]) -> tuple[int, dict[str, Any]] | None:
+        self.requests.append(path)
+        if path in self.hang:
+            return None
+        if self.flaky.get(path):
+            return self.flaky[path].pop(0)
+        if path.endswith("/services:batchGet"):
+            if self.service_usage_error:
+                return self.service_usage_error
+            names = query.get("names", [])
+            return 200, {
+                "services": [
+                    {
+                        "name": n,
+                        "parent": n.split("/services/")[0],
+                        "state": self.services.get(n.rsplit("/", 1)[-1], "ENABLED"),
+                        "config": {"name": n.rsplit("/", 1)[-1]},
+                    }
+                    for n in names
+                ]
+            }
+        return self.routes.get(path) or not_found(path)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: Any
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802
+        parts = urlsplit(self.path)
+        found = self.server.fake.answer(parts.path, parse_qs(parts.query))
+        if found is None:
+            time.sleep(60)  # never answers within any budget
+            return
+        code, body = found
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@contextmanager
+def fake_compute() -> Iterator[FakeCompute]:
+    fake = FakeCompute()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.daemon_threads = True
+    server.fake = fake  # type: ignore[attr-defined]
+    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield fake
+    finally:
+        server.shutdown()
+        server.server_close()
