@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -13,14 +14,31 @@ class Model:
     hf_repo: str
     maxtext_name: str
     weights_gib: int
-    """Size of the bf16 safetensors download (HF_HOME scratch is sized from it)."""
-    cpu_step_memory_gib: int
-    """Host RAM the CPU-only conversion and export need (about one bf16 copy plus headroom)."""
+    """Size of the bf16 safetensors download (HF_HOME scratch and the CPU steps' memory are sized from it)."""
 
 
 MODELS: dict[str, Model] = {
-    "gemma4-26b": Model("gemma4-26b", "google/gemma-4-26b-a4b-it", "gemma4-26b", 52, 128),
-    "gemma4-e4b": Model("gemma4-e4b", "google/gemma-4-E4B-it", "gemma4-e4b", 16, 48),
+    "gemma4-26b": Model("gemma4-26b", "google/gemma-4-26b-a4b-it", "gemma4-26b", 52),
+    "gemma4-e4b": Model("gemma4-e4b", "google/gemma-4-E4B-it", "gemma4-e4b", 16),
 }
+
+WEIGHT_COPIES = 3
+"""Copies of the bf16 weights the conversion and the export hold at their peak. Conversion (MaxText
+``to_maxtext``) keeps the Hugging Face weights it loaded and the MaxText tree it builds from them, and while
+it stacks the per-layer (and per-expert) tensors into that tree a transient third copy of the layer in
+hand can reach the size of the stacked parameter; export (``to_huggingface``) is the mirror image: the
+Orbax checkpoint's weights, the Hugging Face state dict built from them and the same transient."""
+RUNTIME_GIB = 8
+"""Python, JAX, transformers and the safetensors write buffers."""
+
+
+def step_memory_gib(model: Model) -> int:
+    """Memory (request = limit) of the conversion and the export of ``model``: ``WEIGHT_COPIES`` copies of
+    its bf16 weights plus ``RUNTIME_GIB``, rounded up to 8 GiB. The tutorial ran both on a 720 GB TPU host
+    with no limit; a limit is needed on a shared cpu-np node, and request = limit keeps the step from
+    being the pod the kernel kills when the node runs short (gemma4-26b: 168 GiB on a 256 GB n4-standard-64,
+    where the Pathways head, which runs between them, is not scheduled at the same time)."""
+    return math.ceil((WEIGHT_COPIES * model.weights_gib + RUNTIME_GIB) / 8) * 8
+
 
 DEFAULT_MODEL = "gemma4-26b"

@@ -99,6 +99,10 @@ class WorkflowSettings:
     timeouts: dict[str, int]
     """Step -> deadline in seconds (each attempt's activeDeadlineSeconds)."""
     jobset_version: str
+    unschedulable_timeout: int = 900
+    """Seconds a step's pod may stay unschedulable before `pulumi up` fails (``workloads.waiting``)."""
+    step_memory_gib: int = 168
+    """Memory request and limit of the conversion and the export (``core.models.step_memory_gib``)."""
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,8 @@ def no_live_cluster(monkeypatch):
         "infra.k8s.live.ClusterReader.get", lambda self, api, kind, namespace, name: copy.deepcopy(APPLIED.get(name))
     )
     monkeypatch.setattr("infra.k8s.live.ClusterReader.list", lambda self, *args, **kwargs: [])
+    monkeypatch.setattr("infra.k8s.live.ClusterReader.pods", lambda self, *args, **kwargs: [])
+    monkeypatch.setattr("infra.k8s.live.ClusterReader.events", lambda self, *args, **kwargs: [])
 
 
 @functools.lru_cache(maxsize=64)

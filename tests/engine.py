@@ -32,7 +32,7 @@ from infra.plan import plan_stack
 from infra.plan.offline import UNKNOWN, Plan, Registration, plain
 from infra.plan.stack_files import ROOT, parse_property_path
 from tests.conftest import JOBSET, SENTINEL_TOKEN, put
-from tests.fake_kube import FakeCluster, with_state
+from tests.fake_kube import FakeCluster, pod_event, step_pod, with_state
 from tests.lifecycle_walk import settings
 from workloads import waiting
 from workloads.steps import Workflow, plan_workflow
@@ -311,6 +311,22 @@ class Stack:
             self.cluster.set_state("JobSet", namespace, name, "failed", restarts=1)
         elif outcome in ("queued", "never", "deactivated"):
             self.cluster.kueue(namespace, name, outcome)
+        elif outcome == "unschedulable":
+            # Admitted and started, but its first pod finds no node and cpu-np cannot grow (the scheduler's
+            # condition and events, the autoscaler's NotTriggerScaleUp).
+            self.cluster.set_state("JobSet", namespace, name, "running")
+            pod = step_pod(obj, obj["spec"]["replicatedJobs"][0]["name"], "unschedulable")
+            self.cluster.core[("pods", namespace)] = [pod]
+            self.cluster.core[("events", namespace)] = [
+                pod_event(pod, "FailedScheduling"),
+                pod_event(pod, "NotTriggerScaleUp"),
+            ]
+        elif outcome == "oomkilled":
+            # The step's container is OOM-killed (exit 137): its Job fails by its pod failure policy.
+            rjob = obj["spec"]["replicatedJobs"][0]
+            container = rjob["template"]["spec"]["template"]["spec"]["containers"][0]["name"]
+            self.cluster.core[("pods", namespace)] = [step_pod(obj, rjob["name"], "oomkilled", container=container)]
+            self.cluster.set_state("JobSet", namespace, name, "failed")
         else:
             self.cluster.set_state("JobSet", namespace, name, "running")
             if outcome == "interrupt":

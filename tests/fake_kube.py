@@ -25,6 +25,8 @@ RESOURCES = {
     "kueue.x-k8s.io": ("v1beta2", "workloads", "Workload"),
 }
 PLURALS = {kind: plural for _version, plural, kind in RESOURCES.values()}
+CORE = {"pods": "Pod", "events": "Event"}
+"""The core collections served (lists only), from ``FakeCluster.core``."""
 TOKEN = "test-cluster-token"
 T0 = "2026-11-30T05:00:00Z"
 T1 = "2026-11-30T05:18:02Z"
@@ -161,6 +163,133 @@ def _selected(obj: dict[str, Any], selector: str) -> bool:
     return True
 
 
+# The scheduler's and the cluster autoscaler's words (kube-scheduler ``schedule_one.go`` FitError, GKE's
+# cluster-autoscaler pod events ``NotTriggerScaleUp`` / ``FailedScaleUp``).
+SCHEDULER_MESSAGE = (
+    "0/6 nodes are available: 2 Insufficient memory, 4 node(s) didn't match Pod's node affinity/selector. "
+    "preemption: 0/6 nodes are available: 2 No preemption victims found for incoming pod, 4 Preemption is not "
+    "helpful for scheduling."
+)
+AUTOSCALER_MESSAGES = {
+    "NotTriggerScaleUp": "pod didn't trigger scale-up: 1 max node group size reached, 2 node(s) didn't match Pod's "
+    "node affinity/selector",
+    "FailedScaleUp": "Node scale up in zones us-east5-b associated with this pod failed: GCE out of resources. Pod is "
+    "at risk of not being scheduled.",
+    "TriggeredScaleUp": "pod triggered scale-up: [{https://www.googleapis.com/compute/v1/projects/p/zones/us-east5-b/"
+    "instanceGroups/gke-tpu-rl-cpu-np-1a2b3c4d-grp 0->1 (max: 4)}]",
+}
+
+
+def step_pod(jobset: dict[str, Any], rjob: str, state: str, *, index: int = 0, container: str = "") -> dict[str, Any]:
+    """A pod of ``rjob`` of a step's JobSet as the Job controller makes it and the kubelet reports it:
+    ``unschedulable`` (PodScheduled False), ``running``, or ``oomkilled`` (its container ``container``
+    terminated by the kernel's OOM killer, exit 137)."""
+    name = jobset["metadata"]["name"]
+    job = f"{name}-{rjob}-0"
+    template = next(r for r in jobset["spec"]["replicatedJobs"] if r["name"] == rjob)["template"]["spec"]["template"]
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{job}-{index}-x7k2p",
+            "namespace": jobset["metadata"]["namespace"],
+            "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{job}-{index}")),
+            "labels": {
+                **template["metadata"].get("labels", {}),
+                "jobset.sigs.k8s.io/jobset-name": name,
+                "jobset.sigs.k8s.io/replicatedjob-name": rjob,
+                "batch.kubernetes.io/job-name": job,
+                "job-name": job,
+            },
+        },
+        "spec": {"nodeSelector": template["spec"].get("nodeSelector", {})},
+    }
+    if state == "unschedulable":
+        pod["status"] = {
+            "phase": "Pending",
+            "qosClass": "Burstable",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": T0,
+                    "reason": "Unschedulable",
+                    "message": SCHEDULER_MESSAGE,
+                }
+            ],
+        }
+    elif state == "oomkilled":
+        pod["status"] = {
+            "phase": "Failed",
+            "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": T0}],
+            "containerStatuses": [
+                {
+                    "name": container,
+                    "ready": False,
+                    "restartCount": 0,
+                    "started": False,
+                    "image": "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4",
+                    "imageID": "",
+                    "containerID": "containerd://" + "0" * 64,
+                    "lastState": {},
+                    "state": {
+                        "terminated": {
+                            "exitCode": 137,
+                            "reason": "OOMKilled",
+                            "startedAt": T0,
+                            "finishedAt": T1,
+                            "containerID": "containerd://" + "0" * 64,
+                        }
+                    },
+                }
+            ],
+        }
+    else:
+        pod["status"] = {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]}
+    return pod
+
+
+def pod_event(pod: dict[str, Any], reason: str, *, at: str = T1) -> dict[str, Any]:
+    """A core/v1 Event on ``pod``: ``FailedScheduling`` from the scheduler (written through events.k8s.io, so
+    ``source`` is empty and ``reportingComponent`` names it) or an autoscaler event (``source.component``)."""
+    scheduler = reason == "FailedScheduling"
+    meta = pod["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{meta['name']}.{abs(hash((reason, at))) % 10**16:x}", "namespace": meta["namespace"]},
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta["uid"],
+        },
+        "reason": reason,
+        "message": SCHEDULER_MESSAGE if scheduler else AUTOSCALER_MESSAGES[reason],
+        "type": "Normal" if reason == "TriggeredScaleUp" else "Warning",
+        "source": {} if scheduler else {"component": "cluster-autoscaler"},
+        "reportingComponent": "default-scheduler" if scheduler else "cluster-autoscaler",
+        "firstTimestamp": None if scheduler else at,
+        "lastTimestamp": None if scheduler else at,
+        "eventTime": f"{at[:-1]}.000000Z" if scheduler else None,
+        "count": 1,
+    }
+
+
+def _fields(obj: dict[str, Any], selector: str) -> bool:
+    """The API server's field selectors (``a.b=value``, joined by commas), as events support them."""
+    for term in filter(None, selector.split(",")):
+        path, _, value = term.partition("=")
+        node: Any = obj
+        for part in path.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if str(node) != value:
+            return False
+    return True
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
@@ -185,6 +314,20 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
         parts = url.path.strip("/").split("/")
+        # /api/v1/namespaces/<ns>/{pods,events}: the core objects a step's wait reads
+        if len(parts) == 5 and parts[:2] == ["api", "v1"] and parts[2] == "namespaces" and parts[4] in CORE:
+            with cluster.lock:
+                items = [copy.deepcopy(o) for o in cluster.core.get((parts[4], parts[3]), [])]
+            items = [
+                o
+                for o in items
+                if _selected(o, query.get("labelSelector", "")) and _fields(o, query.get("fieldSelector", ""))
+            ]
+            kind = CORE[parts[4]]
+            self._json(
+                200, {"apiVersion": "v1", "kind": f"{kind}List", "metadata": {"resourceVersion": "1"}, "items": items}
+            )
+            return
         # /apis/<group>/<version>/namespaces/<ns>/<plural>[/<name>]
         if len(parts) not in (6, 7) or parts[0] != "apis" or parts[3] != "namespaces":
             self._json(404, status_body(404, "NotFound", "the server could not find the requested resource", {}))
@@ -232,6 +375,8 @@ class FakeCluster:
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.requests: list[str] = []
         self.token = TOKEN
+        self.core: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        """(pods | events, namespace) -> the objects a list returns."""
         self.missing_groups: set[str] = set()
         """API groups whose CRD is not installed (the JobSet CRD before the Helm release)."""
         self.lock = threading.Lock()

@@ -27,7 +27,7 @@ REAL_CHECK = capacity.check_capacity
 """The check itself (conftest replaces it with one that finds nothing, for every other test)."""
 ENOUGH = {
     "CPUS": (1000, 0),
-    "N2_CPUS": (600, 0),
+    "N4_CPUS": (600, 0),
     "E2_CPUS": (200, 0),
     "TPU_V6E": (64, 0),
     "PREEMPTIBLE_TPU_V6E": (64, 0),
@@ -57,8 +57,8 @@ def problems(findings):
 def test_what_the_pools_need():
     prod = needs(PROD)
     assert prod.reservation == ("my-tpu-prod-project", "my-v6e-32-reservation") and prod.vms == 8
-    # system e2-standard-8 x 10 = 80, cpu-np n2-standard-64 x 4 = 256.
-    assert prod.cpus == {"E2_CPUS": 80, "N2_CPUS": 256, "CPUS": 336} and prod.chips == 32
+    # system e2-standard-8 x 10 = 80, cpu-np n4-standard-64 x 4 = 256.
+    assert prod.cpus == {"E2_CPUS": 80, "N4_CPUS": 256, "CPUS": 336} and prod.chips == 32
     shared = needs(settings("prod", ["tpu-rl:tpu.reservation=projects/owner-proj/reservations/shared-v6e"]))
     assert shared.reservation == ("owner-proj", "shared-v6e")
     dev = needs(DEV)
@@ -106,23 +106,23 @@ def test_the_reservation_at_its_boundaries(reservation, held_vms, message):
 @pytest.mark.pure
 def test_the_quotas_at_their_boundaries():
     need = needs(PROD)
-    exact = {"CPUS": (336, 0), "N2_CPUS": (256, 0), "E2_CPUS": (80, 0)}
+    exact = {"CPUS": (336, 0), "N4_CPUS": (256, 0), "E2_CPUS": (80, 0)}
     assert problems(quota_findings(need, exact, "us-east5", Held())) == [], "a reservation needs no TPU quota"
-    short = {**exact, "N2_CPUS": (256, 1)}
+    short = {**exact, "N4_CPUS": (256, 1)}
     (problem,) = problems(quota_findings(need, short, "us-east5", Held()))
-    assert problem.startswith("quota N2_CPUS in us-east5: 255 of 256 vCPUs left, the CPU pools need 256")
-    ours = Held(cpus={"N2_CPUS": 128, "CPUS": 128})
-    busy = {**exact, "N2_CPUS": (256, 128), "CPUS": (336, 128)}
+    assert problem.startswith("quota N4_CPUS in us-east5: 255 of 256 vCPUs left, the CPU pools need 256")
+    ours = Held(cpus={"N4_CPUS": 128, "CPUS": 128})
+    busy = {**exact, "N4_CPUS": (256, 128), "CPUS": (336, 128)}
     assert problems(quota_findings(need, busy, "us-east5", ours)) == [], "what the stack holds counts as left"
     unknown = quota_findings(need, {"CPUS": (336, 0), "E2_CPUS": (80, 0)}, "us-east5", Held())
-    assert unknown == [Finding("unknown", "region us-east5 lists no N2_CPUS quota; it was not checked")]
+    assert unknown == [Finding("unknown", "region us-east5 lists no N4_CPUS quota; it was not checked")]
     assert quota_findings(need, None, "us-east5", Held())[0].level == "unknown"
 
 
 @pytest.mark.pure
 def test_tpu_quota_by_capacity():
     spot, on_demand = needs(DEV), needs(settings("dev", ["tpu-rl:tpu.capacity=on-demand"]))
-    cpus = {"CPUS": (1000, 0), "N2_CPUS": (1000, 0), "E2_CPUS": (1000, 0)}
+    cpus = {"CPUS": (1000, 0), "N4_CPUS": (1000, 0), "E2_CPUS": (1000, 0)}
     quotas = {**cpus, "TPU_V6E": (8, 0), "PREEMPTIBLE_TPU_V6E": (7, 0)}
     (problem,) = problems(quota_findings(spot, quotas, "us-east5", Held()))
     assert problem.startswith("quota PREEMPTIBLE_TPU_V6E in us-east5: 7 of 7 TPU chips left, the slices need 8")

@@ -306,8 +306,8 @@ BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
         lambda s: s.cpu_pool.machine_type,
         "n2-highmem-48",
         ["tpu-rl:cpuPool.machineType=n2-standard-48"],
-        "48 vCPU / 192 GiB is too small: the Pathways head requests 32 vCPU / 196 GiB and gemma4-26b conversion "
-        "128 GiB; use n2-standard-64 or larger",
+        "48 vCPU / 192 GiB is too small: the Pathways head requests 32 vCPU / 196 GiB and gemma4-26b's conversion "
+        "and export 168 GiB (tpu-rl:workflow.stepMemoryGib); use n4-standard-64 or larger",
     ),
     (
         "extra-arg-value-length",
@@ -391,11 +391,11 @@ def test_the_prod_stack_reads_as_written():
             "disk_type": "pd-balanced",
         },
         "cpu_pool": {
-            "machine_type": "n2-standard-64",
+            "machine_type": "n4-standard-64",
             "min_nodes": 0,
             "max_nodes": 4,
             "disk_size_gb": 500,
-            "disk_type": "pd-balanced",
+            "disk_type": "hyperdisk-balanced",
         },
         "gke": {
             "release_channel": "REGULAR",
@@ -413,7 +413,6 @@ def test_the_prod_stack_reads_as_written():
                 "hf_repo": "google/gemma-4-26b-a4b-it",
                 "maxtext_name": "gemma4-26b",
                 "weights_gib": 52,
-                "cpu_step_memory_gib": 128,
             },
             "revision": "main",
         },
@@ -431,6 +430,8 @@ def test_the_prod_stack_reads_as_written():
             "max_restarts": 1,
             "timeouts": {"convert": 4 * 3600, "train": 24 * 3600, "export": 4 * 3600},
             "jobset_version": "0.10.1",
+            "unschedulable_timeout": 15 * 60,
+            "step_memory_gib": 168,
         },
         "kueue": {
             "install": True,
@@ -510,27 +511,31 @@ def test_the_mesh_rules_apply_only_when_the_workflow_runs():
 
 
 @pytest.mark.parametrize(
-    ("vcpus", "memory_gib", "fits"),
+    ("vcpus", "memory_gib", "step_memory", "fits"),
     [
-        (34, 196 * 1.1, True),  # 32 vCPU head + 2 reserved; 196 GiB x 1.1 headroom
-        (33, 196 * 1.1, False),
-        (34, 196 * 1.1 - 0.01, False),
-        (64, 256.0, True),
+        (34, 196 * 1.1, 168, True),  # 32 vCPU head + 2 reserved; 196 GiB x 1.1 headroom
+        (33, 196 * 1.1, 168, False),
+        (34, 196 * 1.1 - 0.01, 168, False),
+        (64, 256.0, 168, True),
+        (64, 232 * 1.1, 232, True),  # a raised tpu-rl:workflow.stepMemoryGib, x 1.1 headroom
+        (64, 232 * 1.1 - 0.01, 232, False),
     ],
 )
-def test_the_cpu_pool_rule_at_its_exact_boundary(vcpus, memory_gib, fits, monkeypatch):
+def test_the_cpu_pool_rule_at_its_exact_boundary(vcpus, memory_gib, step_memory, fits, monkeypatch):
     """No catalogue machine sits on the boundary, so the rule is checked with a made-up shape."""
     monkeypatch.setattr(config_rules, "machine_shape", lambda name: MachineShape(name, vcpus, memory_gib))
     pool = PoolSettings("n2-custom", 0, 4, 500, "pd-balanced")
     if fits:
-        config_rules.check_cpu_pool(pool, MODELS["gemma4-26b"])
+        config_rules.check_cpu_pool(pool, MODELS["gemma4-26b"], step_memory)
     else:
         with pytest.raises(ConfigError, match="is too small"):
-            config_rules.check_cpu_pool(pool, MODELS["gemma4-26b"])
+            config_rules.check_cpu_pool(pool, MODELS["gemma4-26b"], step_memory)
 
 
 def test_a_machine_of_unknown_size_is_left_to_gke():
-    config_rules.check_cpu_pool(PoolSettings("n2-custom-64-262144", 0, 4, 500, "pd-balanced"), MODELS["gemma4-26b"])
+    config_rules.check_cpu_pool(
+        PoolSettings("n2-custom-64-262144", 0, 4, 500, "pd-balanced"), MODELS["gemma4-26b"], 168
+    )
 
 
 @pytest.mark.parametrize(

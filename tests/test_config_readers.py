@@ -280,7 +280,7 @@ DELETE = object()
             {"tpu-rl:workflow": {"zzzz": 1}},
             set(),
             "tpu-rl:workflow.zzzz = 1 is invalid: unknown field; known fields: capacityCheck, enabled, "
-            "jobsetVersion, maxRestarts, preflight, timeouts",
+            "jobsetVersion, maxRestarts, preflight, stepMemoryGib, timeouts, unschedulableTimeout",
         ),
         (
             {"tpu-rl:workflow": {"timeouts": {"tarin": "1h"}}},

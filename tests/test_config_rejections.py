@@ -523,7 +523,7 @@ def test_defaults_reproduce_the_tutorial():
     )
     assert s.tpu.reservation == "projects/my-proj-123/reservations/r"
     assert (s.system_pool.machine_type, s.system_pool.min_nodes, s.system_pool.max_nodes) == ("e2-standard-8", 2, 10)
-    assert s.cpu_pool.machine_type == "n2-standard-64" and s.cpu_pool.min_nodes == 0
+    assert s.cpu_pool.machine_type == "n4-standard-64" and s.cpu_pool.min_nodes == 0  # Cluster Toolkit's cpu-np
     assert s.authorized_networks == ("0.0.0.0/0",)
     assert s.model.spec.hf_repo == "google/gemma-4-26b-a4b-it" and s.model.spec.maxtext_name == "gemma4-26b"
     assert s.images.maxtext.endswith("tpu_post_training:0.2.4")

@@ -133,9 +133,9 @@ def test_system_and_cpu_pools():
         "management": {"auto_repair": True, "auto_upgrade": True},
         "upgrade_settings": SURGE_0_1,
         "node_config": node_config(
-            "n2-standard-64",
+            "n4-standard-64",  # Cluster Toolkit's cpu-np (gke-cluster main.tf); N4 boots from Hyperdisk only
             500,
-            "pd-balanced",
+            "hyperdisk-balanced",
             "CPU@",
             taints=[{"key": "tpu-rl/pool", "value": "cpu-np", "effect": "NO_SCHEDULE"}],
         ),

@@ -33,7 +33,10 @@ ABSL = {"name": "ABSL_FLAGS", "value": "--pathways_pipe_unreachable_timeout=60s"
 HF_TOKEN = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}
 CPU_TOLERATION = {"key": "tpu-rl/pool", "operator": "Equal", "value": "cpu-np", "effect": "NoSchedule"}
 TPU_TOLERATION = {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}
-HOST_NETWORK = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet", "terminationGracePeriodSeconds": 30}
+HOST_NETWORK = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}
+# Every training pod's grace: a checkpoint write in flight (2 x the bf16 weights over hosts x 0.2 GiB/s)
+# plus the head's 120 s, in whole minutes (manifests.grace_seconds).
+GRACE = {"prod": 240, "dev": 240, "two-slices": 180}
 SHARED_TMP = [{"name": "shared-tmp", "hostPath": {"path": "/tmp", "type": "DirectoryOrCreate"}}]
 TMP_MOUNT = [{"name": "shared-tmp", "mountPath": "/tmp"}]
 
@@ -93,8 +96,10 @@ def test_jobset_top_level_is_gclusters_pathways_shape():
     assert spec["failurePolicy"] == {
         "maxRestarts": 1,
         "restartStrategy": "Recreate",
+        # JobSet 0.10.1 failure_policy.go: rules in order, each against every failed Job; no match restarts.
         "rules": [
-            {"name": "failOnSetupError", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
+            {"name": "restartOnDisruption", "action": "RestartJobSet", "onJobFailureReasons": ["BackoffLimitExceeded"]},
+            {"name": "failOnWorkloadExit", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
             {"name": "failOnDeadline", "action": "FailJobSet", "onJobFailureReasons": ["DeadlineExceeded"]},
         ],
     }
@@ -114,17 +119,20 @@ def test_pathways_head_job_and_pod():
         "completions": 1,
         "parallelism": 1,
         "activeDeadlineSeconds": 24 * 3600,
+        # A disruption counts against backoffLimit 0 (BackoffLimitExceeded: restart); any other exit of the
+        # trainer fails the Job (PodFailurePolicy: the JobSet fails). Disruption first: a disrupted pod exits 143.
         "podFailurePolicy": {
             "rules": [
+                {"action": "Count", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
                 {
                     "action": "FailJob",
-                    "onExitCodes": {"containerName": "workload-container", "operator": "In", "values": [3]},
-                }
+                    "onExitCodes": {"containerName": "workload-container", "operator": "NotIn", "values": [0]},
+                },
             ]
         },
     }
     pod = job["template"]["spec"]
-    head_network = {**HOST_NETWORK, "terminationGracePeriodSeconds": 120}  # time to copy the attempt's log
+    head_network = {**HOST_NETWORK, "terminationGracePeriodSeconds": GRACE["prod"]}
     assert {k: pod[k] for k in head_network} == head_network
     assert pod["restartPolicy"] == "Never"
     assert pod["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu-np"}
@@ -205,8 +213,9 @@ def test_workload_container_talks_to_the_proxy_on_loopback():
         (DEV, 2, 1, 4, "2x4"),
         (TWO_SLICES, 8, 2, 4, "4x8"),
     ],
+    ids=["prod", "dev", "two-slices"],
 )
-def test_workers_one_pod_per_tpu_vm_of_every_slice(s, hosts, slices, chips_per_vm, topology):
+def test_workers_one_pod_per_tpu_vm_of_every_slice(request, s, hosts, slices, chips_per_vm, topology):
     _, worker = head_and_workers(jobs(s).train.manifest)
     assert worker["name"] == "worker" and worker["replicas"] == slices
     assert worker["template"]["metadata"] == {
@@ -225,6 +234,7 @@ def test_workers_one_pod_per_tpu_vm_of_every_slice(s, hosts, slices, chips_per_v
     }
     pod = job["template"]["spec"]
     assert {k: pod[k] for k in HOST_NETWORK} == HOST_NETWORK
+    assert pod["terminationGracePeriodSeconds"] == GRACE[request.node.callspec.id], "the workers write the arrays"
     assert pod["restartPolicy"] == "OnFailure"
     assert pod["nodeSelector"] == {
         "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
@@ -337,12 +347,18 @@ def test_the_token_secret_and_the_storage_class_are_what_the_pods_reference():
         assert claim["storageClassName"] == scratch_storage_class("pd-balanced", {})["metadata"]["name"]
 
 
-def test_every_setup_failure_exits_with_the_code_the_jobs_fail_on():
+def test_every_setup_failure_fails_its_job_at_once():
+    """Exit 3 (a setup check) is one of the non-zero exits every step's Job fails on at once."""
     plan = jobs(PROD)
     head, _ = head_and_workers(plan.train.manifest)
-    codes = [head["template"]["spec"]["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"]]
-    codes += [cpu_job(s)["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"] for s in (plan.convert, plan.export)]
-    assert codes == [[SETUP_FAILURE_EXIT]] * 3
+    rules = [head["template"]["spec"]["podFailurePolicy"]["rules"][1]]
+    rules += [cpu_job(s)["podFailurePolicy"]["rules"][1] for s in (plan.convert, plan.export)]
+    for rule, container in zip(rules, ("workload-container", "convert", "export"), strict=True):
+        assert rule == {
+            "action": "FailJob",
+            "onExitCodes": {"containerName": container, "operator": "NotIn", "values": [0]},
+        }
+        assert SETUP_FAILURE_EXIT not in rule["onExitCodes"]["values"]
     assert (
         checkpoint_scan.NOTHING_TO_EXPORT == SETUP_FAILURE_EXIT and f"sys.exit({SETUP_FAILURE_EXIT})" in OPTIMIZER_PATCH
     )
@@ -355,8 +371,8 @@ def test_every_setup_failure_exits_with_the_code_the_jobs_fail_on():
 @pytest.mark.parametrize(
     ("step", "scratch", "memory", "limit"),
     [
-        ("convert", 124, "128Gi", "160Gi"),
-        ("export", 72, "128Gi", "160Gi"),
+        ("convert", 124, "168Gi", "168Gi"),
+        ("export", 72, "168Gi", "168Gi"),
     ],
 )
 def test_cpu_jobsets(step, scratch, memory, limit):
@@ -375,8 +391,8 @@ def test_cpu_jobsets(step, scratch, memory, limit):
         },
         "annotations": {"pulumi.com/skipAwait": "true", "pulumi.com/patchForce": "true"},
     }
-    # One pod: no headless Service (jobset_controller.go createHeadlessSvcIfNecessary); the JobSet never
-    # restarts, so the Job's own backoffLimit is the one retry.
+    # One pod: no headless Service (jobset_controller.go createHeadlessSvcIfNecessary); neither the JobSet
+    # nor the Job retries: a failure of the step is deterministic, a disruption re-creates the pod.
     assert {k: v for k, v in jobset["spec"].items() if k != "replicatedJobs"} == {
         "network": {"enableDNSHostnames": False},
         "failurePolicy": {"maxRestarts": 0},
@@ -386,15 +402,15 @@ def test_cpu_jobsets(step, scratch, memory, limit):
     assert list(replicated["template"]) == ["spec"]
     spec = cpu_job(built)
     assert {k: v for k, v in spec.items() if k != "template"} == {
-        "backoffLimit": 1,
+        "backoffLimit": 0,
         "completionMode": "Indexed",
         "completions": 1,
         "parallelism": 1,
         "activeDeadlineSeconds": 4 * 3600,
         "podFailurePolicy": {
             "rules": [
-                {"action": "FailJob", "onExitCodes": {"containerName": step, "operator": "In", "values": [3]}},
                 {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                {"action": "FailJob", "onExitCodes": {"containerName": step, "operator": "NotIn", "values": [0]}},
             ]
         },
     }
@@ -432,10 +448,13 @@ def test_cpu_jobsets(step, scratch, memory, limit):
 def test_cpu_steps_are_sized_by_the_model():
     dev = jobs(DEV)
     pod = cpu_job(dev.convert)["template"]["spec"]
+    # 3 x the 16 GiB of bf16 weights + 8 GiB (core.models.step_memory_gib); request = limit
     assert pod["containers"][0]["resources"] == {
-        "requests": {"cpu": "16", "memory": "48Gi"},
-        "limits": {"memory": "60Gi"},
+        "requests": {"cpu": "16", "memory": "56Gi"},
+        "limits": {"memory": "56Gi"},
     }
+    raised = jobs(settings("dev", ["tpu-rl:workflow.stepMemoryGib=100"]))
+    assert cpu_job(raised.export)["template"]["spec"]["containers"][0]["resources"]["limits"] == {"memory": "100Gi"}
     assert pod["volumes"][0]["ephemeral"]["volumeClaimTemplate"]["spec"]["resources"]["requests"]["storage"] == "52Gi"
 
 
@@ -528,8 +547,8 @@ def test_the_identity_covers_the_objects_name_and_labels():
 # A step's name is its identity: a change here re-runs that step (and the ones after it) for every user
 # on their next `pulumi up`. Update these deliberately, with the reason in the commit message.
 STEP_NAMES = {
-    "dev": ["gemma4-e4b-convert-a36c9b41b5", "gemma4-e4b-train-7386692485", "gemma4-e4b-export-e1b67e3aab"],
-    "prod": ["gemma4-26b-convert-e68aae6396", "gemma4-26b-train-7eea6a911c", "gemma4-26b-export-9c0eb1b341"],
+    "dev": ["gemma4-e4b-convert-7165014040", "gemma4-e4b-train-8ca4240817", "gemma4-e4b-export-d64ae42646"],
+    "prod": ["gemma4-26b-convert-fb738a0306", "gemma4-26b-train-e029d0c3f3", "gemma4-26b-export-6d99868960"],
 }
 
 

@@ -91,7 +91,8 @@ def test_single_host_pool_has_no_topology():
 def test_cpu_and_system_pools(dev_plan, prod_plan):
     cpu = prod_plan.one(POOL, "cpu-pool")["inputs"]
     assert cpu["name"] == "cpu-np"
-    assert cpu["nodeConfig"]["machineType"] == "n2-standard-64"
+    assert cpu["nodeConfig"]["machineType"] == "n4-standard-64"
+    assert cpu["nodeConfig"]["diskType"] == "hyperdisk-balanced", "N4 has no Persistent Disk"
     assert cpu["autoscaling"] == {"minNodeCount": 0, "maxNodeCount": 4}
     assert cpu["nodeConfig"]["diskSizeGb"] >= 200, "conversion downloads ~52 GB"
     system = prod_plan.one(POOL, "system-pool")["inputs"]

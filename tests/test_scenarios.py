@@ -237,6 +237,36 @@ def test_a_step_its_queue_can_never_admit_fails_up_at_once(stack):
     assert "> maximum capacity (32)" in str(failed.error) and stack.clock == 0
 
 
+def test_a_conversion_pod_that_cannot_be_scheduled_fails_up_after_the_bound_with_the_reasons(stack):
+    """cpu-np cannot grow (the autoscaler's NotTriggerScaleUp: max size reached): the conversion's pod stays
+    Pending (PodScheduled False Unschedulable) and `up` stops after tpu-rl:workflow.unschedulableTimeout with
+    the scheduler's and autoscaler's words read from the pod and its events, instead of waiting out the 4 h
+    deadline while the slice bills. Nothing after it starts."""
+    failed = stack.up({"convert": "unschedulable"})
+    convert = names(stack)["convert"]
+    message = str(failed.error)
+    assert message.startswith(f"JobSet tpu-rl/{convert} could not be scheduled for 15m: pod {convert}-convert-0-0-")
+    assert "(pool cpu-np): scheduler: 0/6 nodes are available: 2 Insufficient memory" in message
+    assert "autoscaler NotTriggerScaleUp: pod didn't trigger scale-up: 1 max node group size reached" in message
+    assert (
+        "raise tpu-rl:cpuPool.maxNodes" in message and "Kueue stops it after tpu-rl:kueue.podsReadyTimeout" in message
+    )
+    assert 15 * 60 <= stack.clock < 16 * 60, "the bound, not the deadline"
+    assert names(stack)["train"] not in failed.actions
+
+
+def test_an_oom_killed_conversion_fails_up_at_once_naming_the_limit_and_the_key(stack):
+    """The kernel kills the conversion (OOMKilled, exit 137): the Job's pod failure policy fails it (any
+    non-zero exit: FailJob), the JobSet fails (maxRestarts 0), and `up` names the container, its limit and
+    the key that raises it; no retry re-downloads the model first."""
+    failed = stack.up({"convert": "oomkilled"})
+    convert = names(stack)["convert"]
+    message = str(failed.error)
+    assert message.startswith(f"JobSet tpu-rl/{convert} failed (FailedJobs)")
+    assert f"; container convert of pod {convert}-convert-0-0-x7k2p was OOMKilled at its 168Gi limit: raise " in message
+    assert "tpu-rl:workflow.stepMemoryGib" in message and "Read the logs with: kubectl logs" in message
+
+
 def test_runner_killed_while_up_waits_the_run_fails_meanwhile_then_up_retries_it(stack):
     """The create had returned (skipAwait), so the state has the step and no operation is pending; the run
     failed while nobody watched: the next `up` reads it, passes its UID as the trigger and replaces it

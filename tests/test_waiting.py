@@ -11,7 +11,17 @@ import pytest
 from core.redact import TERMINAL_CONTROLS
 from infra.k8s.live import ClusterReadError
 from tests.conftest import slug
-from tests.fake_kube import KUEUE_MESSAGES, T0, T1, with_state, workload
+from tests.fake_kube import (
+    AUTOSCALER_MESSAGES,
+    KUEUE_MESSAGES,
+    SCHEDULER_MESSAGE,
+    T0,
+    T1,
+    pod_event,
+    step_pod,
+    with_state,
+    workload,
+)
 from tests.lifecycle_walk import settings
 from workloads import waiting
 from workloads.live_state import NEVER_FITS, Admission, admission, live_step, retry_marker
@@ -117,7 +127,7 @@ def run(clock: Clock, script, bounds: Bounds = BOUNDS):
         answer = script(clock.t)
         if isinstance(answer, Exception):
             raise answer
-        return answer
+        return (*answer, None) if len(answer) == 2 else answer  # (JobSet, Workloads[, pods])
 
     try:
         return waiting.wait_for_step(read, WHAT, bounds, report=lines.append), lines
@@ -311,3 +321,100 @@ def test_kueue_text_cannot_reach_the_terminal(clock):
     never = KUEUE_MESSAGES["never"].replace("worker: ", "worker:\x1b[1m ").replace("(32)", "(32)\x1b[0m\x00")
     err, _ = run(clock, lambda t: pending(never))
     assert f"as its queue is configured: {KUEUE_MESSAGES['never']}; fix" in str(err) and clean(str(err))
+
+
+# ---------------------------------------------------------------------------------------------
+# Unschedulable pods (workloads.pods): the bound, both sides; the scheduler's and the autoscaler's words
+
+
+STUCK_POD = step_pod(TRAIN.manifest, "pathways-head", "unschedulable")
+ADMITTED = jobset("running", suspend=False)
+
+
+def unschedulable_reads(events=None):
+    calls = []
+
+    def read_events():
+        calls.append(1)
+        if isinstance(events, Exception):
+            raise events
+        return events if events is not None else [pod_event(STUCK_POD, "FailedScaleUp")]
+
+    reads = waiting.Unschedulable(events=read_events, fix=lambda pool: f"fix {pool}", then="It stays pending")
+    return reads, calls
+
+
+def run_unschedulable(clock, script, events=None):
+    reads, calls = unschedulable_reads(events)
+    lines: list[str] = []
+
+    def read():
+        return script(clock.t)
+
+    try:
+        result = waiting.wait_for_step(read, WHAT, BOUNDS, report=lines.append, unschedulable=reads)
+    except StepWaitError as err:
+        result = err
+    return result, lines, calls
+
+
+def test_a_pod_unschedulable_for_the_bound_fails_with_the_reasons_the_pool_and_the_fix(clock):
+    result, lines, calls = run_unschedulable(clock, lambda t: (ADMITTED, [wl("admitted")], [STUCK_POD]))
+    assert isinstance(result, StepWaitError) and calls == [1], "events are read once, at the bound"
+    assert clock.t == BOUNDS.unschedulable == 15 * 60
+    name = STUCK_POD["metadata"]["name"]
+    assert str(result) == (
+        f"{WHAT} could not be scheduled for 15m: pod {name} (pool cpu-np): scheduler: {SCHEDULER_MESSAGE.rstrip('.')}; "
+        f"autoscaler FailedScaleUp: {AUTOSCALER_MESSAGES['FailedScaleUp'].rstrip('.')}. fix cpu-np. It stays pending "
+        "(tpu-rl:workflow.unschedulableTimeout)"
+    )
+    assert lines == [f"{WHAT}: pending: pod {name} cannot be scheduled yet (cpu-np)"]
+
+
+def test_scheduled_one_poll_before_the_bound_waits_on(clock):
+    def script(t):
+        pods = (
+            [STUCK_POD]
+            if t < BOUNDS.unschedulable - POLL_SECONDS
+            else [step_pod(TRAIN.manifest, "pathways-head", "running")]
+        )
+        return (
+            (ADMITTED if t < BOUNDS.unschedulable + 60 else jobset("completed", suspend=False)),
+            [wl("admitted")],
+            pods,
+        )
+
+    result, lines, calls = run_unschedulable(clock, script)
+    assert not isinstance(result, StepWaitError) and calls == []
+    assert lines[-1] == f"{WHAT}: running"
+
+
+def test_the_unschedulable_time_restarts_when_the_pod_was_scheduled_meanwhile(clock):
+    half = BOUNDS.unschedulable / 2
+
+    def script(t):
+        stuck = t < half or half + POLL_SECONDS <= t
+        return ADMITTED, [wl("admitted")], [STUCK_POD] if stuck else []
+
+    result, _lines, _calls = run_unschedulable(clock, script)
+    # polls every 20 s: not stuck at 460, stuck again from 480, so the bound passes at 480 + 15m
+    assert isinstance(result, StepWaitError) and clock.t == 480 + BOUNDS.unschedulable
+
+
+def test_a_queued_step_is_not_unschedulable_and_unread_pods_do_not_count(clock):
+    def script(t):
+        if t < BOUNDS.unschedulable * 2:
+            return jobset("running", suspend=False), [wl("admitted")], None  # the pods could not be listed
+        return jobset("completed", suspend=False), [wl("admitted")], None
+
+    result, _lines, calls = run_unschedulable(clock, script)
+    assert not isinstance(result, StepWaitError) and calls == []
+    queued, _lines, _calls = run_unschedulable(clock, lambda t: (jobset(), [wl("queued")], [STUCK_POD]))
+    assert "still queued" in str(queued), "queued: Kueue's bound, not the scheduler's"
+
+
+def test_unreadable_events_still_give_the_schedulers_words(clock):
+    result, _lines, calls = run_unschedulable(
+        clock, lambda t: (ADMITTED, [wl("admitted")], [STUCK_POD]), events=ClusterReadError("down")
+    )
+    assert calls == [1] and f"scheduler: {SCHEDULER_MESSAGE.rstrip('.')}. fix cpu-np" in str(result)

@@ -59,7 +59,7 @@ def test_waiting_options_and_the_jobset_controller():
         assert resource["options"]["customTimeouts"] == {"create": "10m", "update": "10m", "delete": "20m"}
         if step != "train":
             job = resource["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]
-            assert job["backoffLimit"] == 1 and job["activeDeadlineSeconds"] == 4 * 3600
+            assert job["backoffLimit"] == 0 and job["activeDeadlineSeconds"] == 4 * 3600
     for resource in plan.find("kubernetes:core/v1:Namespace") + plan.find("kubernetes:helm.sh/v3:Release"):
         assert resource["options"]["deletedWith"] == "cluster"
     release = plan.one("kubernetes:helm.sh/v3:Release", "jobset")["inputs"]
@@ -94,7 +94,7 @@ def test_conversion_and_export_run_on_cpu_not_on_the_slice():
         assert claim["storageClassName"] == "tpu-rl-scratch"
     (convert,) = steps(plan)["convert"]["inputs"]["spec"]["replicatedJobs"]
     assert (
-        convert["template"]["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["memory"] == "128Gi"
+        convert["template"]["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["memory"] == "168Gi"
     )
 
 

@@ -1,4 +1,4 @@
-"""Turn a step that ended Failed into an error naming it, the reason and the logs command."""
+"""Turn a step that ended Failed into an error naming it, the reason, what its pods say and the logs command."""
 
 from __future__ import annotations
 
@@ -6,17 +6,49 @@ from typing import Any
 
 from core.redact import scrub
 from workloads.live_state import live_step
+from workloads.steps import Step
+
+DETAIL = "tpu-rl.detail"
+"""Key of what the failed step's pods say, added by the program's wait to the status it hands on."""
+MEMORY_KEY = "tpu-rl:workflow.stepMemoryGib"
 
 
 class StepFailedError(Exception):
     """The step's JobSet ended Failed."""
 
 
+def memory_limit(manifest: dict[str, Any], container: str) -> str:
+    """The memory limit of ``container`` in a step's JobSet (``?`` when it has none)."""
+    for rjob in manifest["spec"]["replicatedJobs"]:
+        pod = rjob["template"]["spec"]["template"]["spec"]
+        for spec in [*pod.get("initContainers", []), *pod["containers"]]:
+            if spec["name"] == container:
+                return str(spec.get("resources", {}).get("limits", {}).get("memory") or "?")
+    return "?"
+
+
+def failure_detail(step: Step, oom: list[tuple[str, str]]) -> str:
+    """What the failed step's pods say: a container the OOM killer ended, and the key that raises its memory."""
+    if not oom:
+        return ""
+    pod, container = oom[0]
+    limit = memory_limit(step.manifest, container)
+    where = f"container {scrub(container, limit=63)} of pod {scrub(pod, limit=100)} was OOMKilled at its {limit} limit"
+    if step.step in ("convert", "export"):
+        return f"{where}: raise {MEMORY_KEY} (and tpu-rl:cpuPool.machineType if the node no longer fits it)"
+    return f"{where}: the Pathways head's limits are xpk's (workloads/manifests.py HEAD_LIMITS)"
+
+
 def check_step_status(kind: str, status: dict[str, Any] | None, namespace: str, name: str, logs_command: str) -> str:
-    """Return the state; raise ``StepFailedError`` naming the object, the reason and the logs command."""
+    """Return the state; raise ``StepFailedError`` naming the object, the reason, what its pods say and the
+    logs command."""
     live = live_step({"kind": "JobSet", "status": status or {}})
     if live.state != "failed":
         return live.state
     reason = scrub(live.reason, limit=60) or "Failed"  # the controller's text: one line, no escapes, no tokens
     message = (scrub(live.message, limit=300) or f"no message in the {kind}'s Failed condition").rstrip(".")
-    raise StepFailedError(f"{kind} {namespace}/{name} failed ({reason}): {message}. Read the logs with: {logs_command}")
+    detail = (status or {}).get(DETAIL)
+    also = f"; {detail}" if detail else ""
+    raise StepFailedError(
+        f"{kind} {namespace}/{name} failed ({reason}): {message}{also}. Read the logs with: {logs_command}"
+    )

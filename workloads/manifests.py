@@ -21,7 +21,6 @@ from core.names import (
     NODEPOOL_LABEL,
     QUEUE_LABEL,
     SCRATCH_STORAGE_CLASS,
-    SETUP_FAILURE_EXIT,
     TPU_ACCELERATOR_LABEL,
     TPU_TAINT_KEY,
     TPU_TOPOLOGY_LABEL,
@@ -56,10 +55,69 @@ HEAD_GRACE_SECONDS = 120
 """The Pathways head's termination grace period. When the pod is stopped (a JobSet restart, the deadline),
 the training script forwards SIGTERM to train_rl and then copies the attempt's log and side file (a Python
 start and two uploads); Kubernetes' default 30 s, which xpk and gcluster keep for the head, is too short
-for that on a busy node. The TPU workers keep 30 s: nothing on them needs flushing."""
+for that on a busy node. ``grace_seconds`` raises it (and the workers') to cover a checkpoint write."""
+GCS_WRITE_GIB_PER_SECOND = 0.2
+"""What one TPU host is assumed to write to GCS (a conservative single-host Orbax rate)."""
+STATE_COPIES = 2
+"""A checkpoint holds the bf16 weights and about as much optimizer state (Adafactor's factored moments
+are smaller; AdamW's two bf16 moments are one copy each: the bound for Adafactor, the default)."""
 
-CPU_STEP_RETRIES = 1
-"""Convert and export retry their pod once (gcluster's default ``--restarts``); a disruption does not count."""
+
+def grace_seconds(weights_gib: int, hosts: int) -> int:
+    """A training pod's grace period: long enough for a checkpoint write in flight when SIGTERM comes to
+    finish (the workers write the arrays, ``hosts`` at a time, at ``GCS_WRITE_GIB_PER_SECOND`` each) plus
+    the head's own ``HEAD_GRACE_SECONDS``, in whole minutes (gemma4-26b on 8 hosts: 65 s + 120 s -> 240 s)."""
+    write = STATE_COPIES * weights_gib / (hosts * GCS_WRITE_GIB_PER_SECOND)
+    return int(-(-(write + HEAD_GRACE_SECONDS) // 60) * 60)
+
+
+def _pod_failed(container: str) -> dict[str, Any]:
+    """Any non-zero exit of ``container`` (an exception, a bad flag, exit 3 from a setup check, an
+    OOMKilled 137) fails its Job at once: a rerun would fail the same way."""
+    return {"action": "FailJob", "onExitCodes": {"containerName": container, "operator": "NotIn", "values": [0]}}
+
+
+DISRUPTED = {"type": "DisruptionTarget", "status": "True"}
+"""The pod condition Kubernetes sets before it stops a pod for a reason outside it: preemption, eviction
+(node pressure, API-initiated: a drain for an upgrade, repair or maintenance), a lost node's pods being
+garbage-collected (``DeletionByPodGC``). Listed before the exit-code rule: a disrupted pod also exits non-zero
+(143 after SIGTERM), and the Job controller applies the first rule that matches (``pod_failure_policy.go``
+``matchPodFailurePolicy``)."""
+
+
+def cpu_pod_failure_policy(step: str) -> dict[str, Any]:
+    """A CPU step: a disrupted pod is re-created without counting (``Ignore``); any other failure of the
+    step's container fails the Job, and so the JobSet, at once (``backoffLimit: 0``, ``maxRestarts: 0``)."""
+    return {"rules": [{"action": "Ignore", "onPodConditions": [DISRUPTED]}, _pod_failed(step)]}
+
+
+def head_pod_failure_policy() -> dict[str, Any]:
+    """The Pathways head: a disruption counts against the Job's ``backoffLimit: 0`` (reason
+    ``BackoffLimitExceeded``: the JobSet restarts, ``restartOnDisruption``); a non-zero exit of the workload
+    container fails the Job (reason ``PodFailurePolicy``: the JobSet fails, ``failOnWorkloadExit``)."""
+    return {"rules": [{"action": "Count", "onPodConditions": [DISRUPTED]}, _pod_failed(WORKLOAD_CONTAINER)]}
+
+
+def train_failure_policy(max_restarts: int) -> dict[str, Any]:
+    """The training JobSet's rules (JobSet 0.10.1 ``failure_policy.go``: rules are tried in order, each
+    against every failed Job, ``findFirstFailedPolicyRuleAndJob``; no match restarts).
+
+    1. ``restartOnDisruption``: a Job that failed ``BackoffLimitExceeded`` (the head disrupted, or a worker
+       Job out of in-place restarts: a TPU host lost again and again) restarts the JobSet, counted against
+       ``maxRestarts``. First, so that when a disruption made the trainer fail too, it is a restart.
+    2. ``failOnWorkloadExit``: the head's Job failed by its pod failure policy (the trainer exited non-zero:
+       an exception, an OOM, a bad flag, exit 3): fail at once, nothing is re-run.
+    3. ``failOnDeadline``: the attempt's deadline is the bound; a restart would start a new deadline.
+    """
+    return {
+        "maxRestarts": max_restarts,
+        "restartStrategy": "Recreate",
+        "rules": [
+            {"name": "restartOnDisruption", "action": "RestartJobSet", "onJobFailureReasons": ["BackoffLimitExceeded"]},
+            {"name": "failOnWorkloadExit", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
+            {"name": "failOnDeadline", "action": "FailJobSet", "onJobFailureReasons": ["DeadlineExceeded"]},
+        ],
+    }
 
 
 def _env(name: str, value: str) -> dict[str, Any]:
@@ -86,19 +144,6 @@ def cpu_toleration() -> dict[str, Any]:
 
 def tpu_toleration() -> dict[str, Any]:
     return {"key": TPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
-
-
-def setup_failure_rule(container: str) -> dict[str, Any]:
-    """A failure a retry cannot fix (exit 3: image changed, nothing to export) fails the Job at once."""
-    return {
-        "action": "FailJob",
-        "onExitCodes": {"containerName": container, "operator": "In", "values": [SETUP_FAILURE_EXIT]},
-    }
-
-
-def disruption_rule() -> dict[str, Any]:
-    """A pod evicted or preempted (DisruptionTarget) is re-created without using up a retry."""
-    return {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
 
 
 def labels(settings: Settings, step: str, step_id: str) -> dict[str, str]:
@@ -130,13 +175,13 @@ def cpu_jobset(
 ) -> dict[str, Any]:
     """A single-pod JobSet on ``cpu-np`` with the token from the Secret and HF_HOME on scratch.
 
-    One replicated Job named after the step (Job ``<name>-<step>-0``, container ``<step>``). The Job
-    retries its pod once (``backoffLimit``) under the same pod failure policy as before the steps were
-    JobSets; the JobSet itself never restarts (``maxRestarts: 0``), so the first Job failure fails it.
+    One replicated Job named after the step (Job ``<name>-<step>-0``, container ``<step>``). A failure of
+    the step's container fails it at once (``cpu_pod_failure_policy``, ``backoffLimit: 0``, the JobSet's
+    ``maxRestarts: 0``); a disrupted pod is re-created. Memory: request = limit =
+    ``tpu-rl:workflow.stepMemoryGib`` (``core.models.step_memory_gib``).
     ``network.enableDNSHostnames: false``: one pod needs no headless Service.
     """
-    model = settings.model.spec
-    memory = model.cpu_step_memory_gib
+    memory = settings.workflow.step_memory_gib
     step_labels = labels(settings, step, step_id)
     return {
         "apiVersion": API_JOBSET,
@@ -156,12 +201,12 @@ def cpu_jobset(
                     "replicas": 1,
                     "template": {
                         "spec": {
-                            "backoffLimit": CPU_STEP_RETRIES,
+                            "backoffLimit": 0,
                             "completionMode": "Indexed",
                             "completions": 1,
                             "parallelism": 1,
                             "activeDeadlineSeconds": settings.workflow.timeouts[step],
-                            "podFailurePolicy": {"rules": [setup_failure_rule(step), disruption_rule()]},
+                            "podFailurePolicy": cpu_pod_failure_policy(step),
                             "template": {
                                 "metadata": {"labels": step_labels},
                                 "spec": _cpu_pod(settings, step, step_labels, command, memory, scratch_gib),
@@ -195,7 +240,7 @@ def _cpu_pod(
                 ],
                 "resources": {
                     "requests": {"cpu": "16", "memory": f"{memory}Gi"},
-                    "limits": {"memory": f"{int(memory * 1.25)}Gi"},
+                    "limits": {"memory": f"{memory}Gi"},
                 },
                 "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
             }
@@ -324,7 +369,8 @@ def pathways_jobset(
         "resources": {"limits": {"google.com/tpu": str(shape.chips_per_vm)}},
         "volumeMounts": [{"name": "shared-tmp", "mountPath": "/tmp"}],
     }
-    host_pod = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet", "terminationGracePeriodSeconds": 30}
+    grace = grace_seconds(settings.model.spec.weights_gib, shape.hosts * slices)
+    host_pod = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet", "terminationGracePeriodSeconds": grace}
     return {
         "apiVersion": API_JOBSET,
         "kind": "JobSet",
@@ -339,16 +385,7 @@ def pathways_jobset(
             "coordinator": {"replicatedJob": HEAD_JOB, "jobIndex": 0, "podIndex": 0},
             "startupPolicy": {"startupPolicyOrder": "InOrder"},
             "successPolicy": {"operator": "All", "targetReplicatedJobs": [HEAD_JOB]},
-            "failurePolicy": {
-                "maxRestarts": settings.workflow.max_restarts,
-                "restartStrategy": "Recreate",
-                "rules": [
-                    # Exit 3 (the optimizer patch found a changed image): restarting cannot help.
-                    {"name": "failOnSetupError", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
-                    # The attempt's deadline is the bound: a restart would start a new deadline.
-                    {"name": "failOnDeadline", "action": "FailJobSet", "onJobFailureReasons": ["DeadlineExceeded"]},
-                ],
-            },
+            "failurePolicy": train_failure_policy(settings.workflow.max_restarts),
             "replicatedJobs": [
                 {
                     "name": HEAD_JOB,
@@ -363,12 +400,12 @@ def pathways_jobset(
                             "completions": 1,
                             "parallelism": 1,
                             "activeDeadlineSeconds": settings.workflow.timeouts["train"],
-                            "podFailurePolicy": {"rules": [setup_failure_rule(WORKLOAD_CONTAINER)]},
+                            "podFailurePolicy": head_pod_failure_policy(),
                             "template": {
                                 "metadata": {"labels": step_labels},
                                 "spec": {
                                     **host_pod,
-                                    "terminationGracePeriodSeconds": HEAD_GRACE_SECONDS,
+                                    "terminationGracePeriodSeconds": grace,
                                     "restartPolicy": "Never",
                                     "nodeSelector": {NODEPOOL_LABEL: CPU_POOL},
                                     "tolerations": [cpu_toleration()],

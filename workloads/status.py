@@ -151,7 +151,7 @@ def read_status(
     statuses = []
     try:
         for step in plan.steps:
-            obj, workloads = read_step(reader, settings.namespace, step.name, queued=bool(settings.kueue.queue))
+            obj, workloads, _pods = read_step(reader, settings.namespace, step.name, queued=bool(settings.kueue.queue))
             statuses.append(step_status(step, obj, workloads))
     except live.ClusterReadError as err:
         raise StatusError(f"cannot read the cluster: {err}") from None

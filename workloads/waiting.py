@@ -15,6 +15,9 @@ wait ends when:
 - Kueue stopped it (its pods were not Ready within ``tpu-rl:kueue.podsReadyTimeout``), or it can never
   be admitted as the queue is configured: ``StepWaitError`` at once;
 - it is still queued after ``tpu-rl:kueue.admissionTimeout``: ``StepWaitError`` (it stays queued);
+- one of its pods has stayed unschedulable for ``tpu-rl:workflow.unschedulableTimeout`` (the node pool cannot
+  grow: stockout, quota, max size): ``StepWaitError`` with the scheduler's and the autoscaler's words, the
+  pool and the fix (``workloads.pods``);
 - it has not ended within every attempt's deadline plus a grace (``Step.await_seconds``), or the cluster
   could not be read for ``LOST_CONTACT_SECONDS``: ``StepWaitError`` (it keeps running).
 
@@ -32,6 +35,7 @@ from typing import Any
 from core.redact import scrub
 from infra.config.values import format_duration
 from infra.k8s.live import ClusterReader, ClusterReadError
+from workloads import pods as pod_state
 from workloads.live_state import JOB_UID_LABEL, LiveStep, live_step
 
 POLL_SECONDS = 20.0
@@ -52,22 +56,41 @@ class Bounds:
     """Seconds it may stay queued (``tpu-rl:kueue.admissionTimeout``)."""
     lost: float = LOST_CONTACT_SECONDS
     """Seconds the cluster may stay unreadable."""
+    unschedulable: float = 15 * 60.0
+    """Seconds a pod of the step may stay unschedulable (``tpu-rl:workflow.unschedulableTimeout``)."""
 
 
-Read = Callable[[], tuple[dict[str, Any] | None, list[dict[str, Any]] | None]]
-"""One poll: the JobSet (None: gone) and its Workloads (None: the step is not queued to Kueue)."""
+Objects = list[dict[str, Any]]
+Poll = tuple[dict[str, Any] | None, Objects | None, Objects | None]
+"""One poll: the JobSet (None: gone), its Workloads (None: not queued to Kueue) and its pods (None: not read)."""
+Read = Callable[[], Poll]
 
 
-def read_step(
-    reader: ClusterReader, namespace: str, name: str, *, queued: bool
-) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
-    """A step's JobSet and, while it is not over and ``queued`` (it names a LocalQueue), its Kueue Workloads
-    (selected by the JobSet's UID: the Workload's name carries a hash, ``workload_names.go``)."""
+@dataclass(frozen=True)
+class Unschedulable:
+    """What the wait needs to explain a pod that stays unschedulable."""
+
+    events: Callable[[], Objects]
+    """The namespace's pod events (read once, when the bound passes)."""
+    fix: Callable[[str], str]
+    """Pool -> what to do (``workloads.pods.pool_fix``)."""
+    then: str
+    """What becomes of the step once `up` stops (Kueue stops it later, or it stays pending)."""
+
+
+def read_step(reader: ClusterReader, namespace: str, name: str, *, queued: bool, pods: bool = False) -> Poll:
+    """A step's JobSet and, while it is not over: when ``queued`` (it names a LocalQueue) its Kueue Workloads
+    (selected by the JobSet's UID: the Workload's name carries a hash, ``workload_names.go``) and, when
+    ``pods``, its pods (the JobSet controller labels them ``jobset.sigs.k8s.io/jobset-name``)."""
     obj = reader.get(JOBSET_API, "JobSet", namespace, name)
-    if obj is None or not queued or live_step(obj).state != "running":
-        return obj, None
-    uid = str((obj.get("metadata") or {}).get("uid") or "")
-    return obj, reader.list(WORKLOAD_API, "Workload", namespace, f"{JOB_UID_LABEL}={uid}")
+    if obj is None or live_step(obj).state != "running":
+        return obj, None, None
+    workloads = None
+    if queued:
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        workloads = reader.list(WORKLOAD_API, "Workload", namespace, f"{JOB_UID_LABEL}={uid}")
+    found = reader.pods(namespace, f"{pod_state.JOBSET_LABEL}={name}") if pods else None
+    return obj, workloads, found
 
 
 def sleep(seconds: float) -> None:
@@ -102,21 +125,36 @@ def _why_stopped(reason: str) -> str:
     return "its Workload is inactive and holds no quota; the next `pulumi up` runs it again"
 
 
+def _why_unschedulable(what: str, stuck: pod_state.Stuck, bounds: Bounds, reads: Unschedulable) -> str:
+    try:
+        events = reads.events()
+    except ClusterReadError:
+        events = []  # the condition's message still says why
+    reasons = pod_state.newest_reasons(events, stuck.pod)
+    return (
+        f"{what} could not be scheduled for {format_duration(int(bounds.unschedulable))}: "
+        f"{pod_state.explain_unschedulable(stuck, reasons, reads.fix(stuck.pool))}. {reads.then} "
+        "(tpu-rl:workflow.unschedulableTimeout)"
+    )
+
+
 def wait_for_step(
     read: Read,
     what: str,
     bounds: Bounds,
     *,
     report: Callable[[str], None],
+    unschedulable: Unschedulable | None = None,
 ) -> dict[str, Any]:
     """Poll ``read`` until the JobSet ``what`` (``JobSet <ns>/<name>``) ends; return its last object."""
     start = now()
     queued_since: float | None = None
     lost_since: float | None = None
+    stuck_since: float | None = None
     shown = ""
     while True:
         try:
-            obj, workloads = read()
+            obj, workloads, pods = read()
         except ClusterReadError as err:
             lost_since = now() if lost_since is None else lost_since
             if now() - lost_since >= bounds.lost:
@@ -158,12 +196,21 @@ def wait_for_step(
                 )
         else:
             queued_since = None
+        stuck = pod_state.unschedulable(pods) if pods is not None and current.state != "queued" else []
+        if stuck and unschedulable is not None:
+            stuck_since = moment if stuck_since is None else stuck_since
+            if moment - stuck_since >= bounds.unschedulable:
+                raise StepWaitError(_why_unschedulable(what, stuck[0], bounds, unschedulable))
+        else:
+            stuck_since = None
         if moment - start >= bounds.total:
             raise StepWaitError(
                 f"{what} did not end within {format_duration(int(bounds.total))} (every attempt's deadline plus "
                 "15m); it keeps running: run `pulumi up` again to follow it"
             )
-        line = describe(current)
+        line = (
+            describe(current) if not stuck else f"pending: pod {stuck[0].pod} cannot be scheduled yet ({stuck[0].pool})"
+        )
         if line != shown:
             report(f"{what}: {line}")
             shown = line

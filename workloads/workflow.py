@@ -26,11 +26,13 @@ import pulumi_kubernetes as k8s
 
 from core.redact import scrub
 from core.settings import Settings
+from infra.config.values import format_duration
 from infra.k8s import live
 from infra.k8s.object import KubernetesObject
 from infra.k8s.platform import KubernetesPlatform
 from workloads import live_state, waiting
-from workloads.failures import StepFailedError, check_step_status
+from workloads import pods as pod_state
+from workloads.failures import DETAIL, StepFailedError, check_step_status, failure_detail
 from workloads.steps import INPUT_ANNOTATION, Step, plan_workflow
 
 APPLY_TIMEOUT = "10m"
@@ -152,8 +154,10 @@ class LiveReader:
             pulumi.log.warn(f"preview could not check the output of {step.name}: {err}", resource=self.parent)
             return None
 
-    def _read(self, reader: live.ClusterReader, step: Step) -> tuple[dict[str, Any] | None, list[Any] | None]:
-        return waiting.read_step(reader, self.settings.namespace, step.name, queued=bool(self.settings.kueue.queue))
+    def _read(self, reader: live.ClusterReader, step: Step, *, pods: bool = False) -> waiting.Poll:
+        return waiting.read_step(
+            reader, self.settings.namespace, step.name, queued=bool(self.settings.kueue.queue), pods=pods
+        )
 
     def marker(self, step: Step) -> pulumi.Output[str | None]:
         """The step's retry marker (``replacement_trigger``); None when a preview cannot read the cluster."""
@@ -161,7 +165,8 @@ class LiveReader:
 
         def read(config: str) -> str | None:
             try:
-                current = live_state.live_step(*self._read(self._cluster(config), step))
+                obj, workloads, _pods = self._read(self._cluster(config), step)
+                current = live_state.live_step(obj, workloads)
             except live.ClusterReadError as err:
                 self._unreadable(what, err)
                 return None
@@ -191,9 +196,16 @@ class LiveReader:
             pulumi.log.info(message, resource=self.parent)
 
     def wait(self, step: Step, resource: pulumi.Resource) -> pulumi.Output[Any]:
-        """The status the step's JobSet ended with, once the provider applied it (``workloads.waiting``)."""
-        what = f"JobSet {self.settings.namespace}/{step.name}"
-        bounds = waiting.Bounds(total=step.await_seconds, admission=self.settings.kueue.admission_timeout)
+        """The status the step's JobSet ended with, once the provider applied it (``workloads.waiting``); a
+        failed step's status carries what its pods say (``failures.DETAIL``: a container OOMKilled)."""
+        settings = self.settings
+        namespace = settings.namespace
+        what = f"JobSet {namespace}/{step.name}"
+        bounds = waiting.Bounds(
+            total=step.await_seconds,
+            admission=settings.kueue.admission_timeout,
+            unschedulable=settings.workflow.unschedulable_timeout,
+        )
 
         def start(args: list[Any]) -> asyncio.Future[Any]:
             config = args[1]
@@ -205,19 +217,42 @@ class LiveReader:
             def report(message: str) -> None:  # progress on the step's row (called from the waiting thread)
                 _on_loop(loop, lambda: pulumi.log.info(message, resource=resource, ephemeral=True), context=program)
 
-            def read() -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
+            def fresh(read: Callable[[live.ClusterReader], T]) -> T:
                 reader = live.ClusterReader(config)  # a fresh credential on every poll
                 try:
-                    return self._read(reader, step)
+                    return read(reader)
                 finally:
                     reader.close()
 
+            unschedulable = waiting.Unschedulable(
+                events=lambda: fresh(lambda reader: reader.events(namespace, "involvedObject.kind=Pod")),
+                fix=lambda pool: pod_state.pool_fix(
+                    pool, capacity=settings.tpu.capacity, cpu_machine=settings.cpu_pool.machine_type
+                ),
+                then=_unschedulable_then(settings),
+            )
+
             def work() -> Any:
                 try:
-                    obj = waiting.wait_for_step(read, what, bounds, report=report)
+                    obj = waiting.wait_for_step(
+                        lambda: fresh(lambda reader: self._read(reader, step, pods=True)),
+                        what,
+                        bounds,
+                        report=report,
+                        unschedulable=unschedulable,
+                    )
                 except waiting.StepWaitError as err:
                     raise pulumi.RunError(str(err)) from None
-                return obj.get("status") or {}
+                status = dict(obj.get("status") or {})
+                if live_state.live_step(obj).state == "failed":
+                    try:
+                        found = fresh(lambda reader: reader.pods(namespace, f"{pod_state.JOBSET_LABEL}={step.name}"))
+                    except live.ClusterReadError:
+                        found = []  # the failure is reported without what its pods say
+                    detail = failure_detail(step, pod_state.oom_killed(found))
+                    if detail:
+                        status[DETAIL] = detail
+                return status
 
             return _in_thread(work)
 
@@ -246,6 +281,16 @@ class LiveReader:
             return ""
 
         return pulumi.Output.unsecret(self.kubeconfig.apply(read))
+
+
+def _unschedulable_then(settings: Settings) -> str:
+    """What becomes of a step `up` stopped waiting for as unschedulable."""
+    if settings.kueue.install:
+        return (
+            "It stays pending: Kueue stops it after tpu-rl:kueue.podsReadyTimeout "
+            f"({format_duration(settings.kueue.pods_ready_timeout)}) and the next `pulumi up` runs it again"
+        )
+    return "It stays pending and starts if capacity appears; run `pulumi up` again to follow it"
 
 
 class WorkflowRun(pulumi.ComponentResource):

@@ -11,7 +11,7 @@ from typing import Any
 from core.inputs import parse_json
 from core.knobs import KNOBS_BY_FIELD, TRAINING_KNOBS
 from core.machines import HYPERDISK_FAMILIES, PD_FAMILIES, boot_disk_type, machine_family, machine_shape
-from core.models import MODELS, Model
+from core.models import MODELS, Model, step_memory_gib
 from core.names import LOCAL_QUEUE, PROJECT, STEPS
 from core.settings import (
     GkeSettings,
@@ -25,7 +25,7 @@ from core.settings import (
     WorkflowSettings,
 )
 from core.tpu import CATALOGUE, DEFAULT_TOPOLOGY, FLEX_START_MIN_GKE, FLEX_START_ZONES, SliceShape, resolve_slice
-from infra.config.schema import DEFAULT_PODS_READY, DEFAULT_RESTARTS
+from infra.config.schema import DEFAULT_PODS_READY, DEFAULT_RESTARTS, DEFAULT_UNSCHEDULABLE
 from infra.config.values import ConfigError, canonical_cidr, error
 
 MAX_AUTHORIZED_NETWORKS = 50
@@ -100,6 +100,8 @@ def build_settings(values: dict[str, Any], stack: str) -> Settings:
     training = _training(v)
     enabled = v[_k("workflow.enabled")]
     restarts = v[_k("workflow.maxRestarts")]
+    unschedulable = v[_k("workflow.unschedulableTimeout")]
+    memory = v[_k("workflow.stepMemoryGib")]
     workflow = WorkflowSettings(
         enabled=enabled,
         preflight=v[_k("workflow.preflight")],
@@ -107,6 +109,8 @@ def build_settings(values: dict[str, Any], stack: str) -> Settings:
         max_restarts=DEFAULT_RESTARTS[tpu.capacity] if restarts is None else restarts,
         timeouts={step: v[_k(f"workflow.timeouts.{step}")] for step in STEPS},
         jobset_version=v[_k("workflow.jobsetVersion")],
+        unschedulable_timeout=DEFAULT_UNSCHEDULABLE[tpu.capacity] if unschedulable is None else unschedulable,
+        step_memory_gib=step_memory_gib(model) if memory is None else memory,
     )
     if enabled:
         if not v["hfTokenSet"]:
@@ -116,7 +120,7 @@ def build_settings(values: dict[str, Any], stack: str) -> Settings:
                 "required while tpu-rl:workflow.enabled is true; set it with "
                 "`pulumi config set --secret tpu-rl:hfToken` (a Hugging Face read token)",
             )
-        check_cpu_pool(cpu_pool, model)
+        check_cpu_pool(cpu_pool, model, workflow.step_memory_gib)
         check_meshes(training.knobs, shape.chips * tpu.slices)
     kueue = _kueue(v, tpu, cpu_pool)
     return Settings(
@@ -308,21 +312,21 @@ def _kueue(v: dict[str, Any], tpu: TpuSettings, cpu_pool: PoolSettings) -> Kueue
     )
 
 
-def check_cpu_pool(pool: PoolSettings, model: Model) -> None:
-    """cpu-np must fit the Pathways head and the CPU-only conversion of the model."""
+def check_cpu_pool(pool: PoolSettings, model: Model, step_memory: int) -> None:
+    """cpu-np must fit the Pathways head and the CPU-only conversion and export of the model."""
     key = _k("cpuPool")
     shape = machine_shape(pool.machine_type)
     if shape is None:
         return  # custom shapes: size is not known, GKE will tell
     need_vcpu = HEAD_REQUEST_VCPU + NODE_RESERVED_VCPU
-    need_gib = max(HEAD_REQUEST_GIB, model.cpu_step_memory_gib) * MEMORY_HEADROOM
+    need_gib = max(HEAD_REQUEST_GIB, step_memory) * MEMORY_HEADROOM
     if shape.vcpus < need_vcpu or shape.memory_gib < need_gib:
         raise error(
             f"{key}.machineType",
             pool.machine_type,
             f"{shape.vcpus} vCPU / {shape.memory_gib:g} GiB is too small: the Pathways head requests "
-            f"{HEAD_REQUEST_VCPU} vCPU / {HEAD_REQUEST_GIB} GiB and {model.name} conversion "
-            f"{model.cpu_step_memory_gib} GiB; use n2-standard-64 or larger",
+            f"{HEAD_REQUEST_VCPU} vCPU / {HEAD_REQUEST_GIB} GiB and {model.name}'s conversion and export "
+            f"{step_memory} GiB (tpu-rl:workflow.stepMemoryGib); use n4-standard-64 or larger",
         )
 
 

@@ -38,6 +38,10 @@ DEFAULT_RESTARTS = {"reservation": 1, "on-demand": 1, "spot": 3, "flex-start": 2
 # Default Kueue waitForPodsReady timeout by capacity mode: pods pull their images and autoscaled pools add
 # nodes within minutes; flex-start capacity may take hours to be granted.
 DEFAULT_PODS_READY = {"reservation": 1800, "on-demand": 1800, "spot": 1800, "flex-start": 7200}
+# Default bound on an unschedulable pod by capacity mode: a pool that can grow does within minutes (a
+# reserved slice is there already); flex-start capacity is obtained by waiting for it. Below the pods-ready
+# timeout, so the program reports the scheduler's reasons before Kueue stops the step.
+DEFAULT_UNSCHEDULABLE = {"reservation": 900, "on-demand": 900, "spot": 900, "flex-start": 3600}
 
 
 @dataclass(frozen=True)
@@ -247,9 +251,9 @@ FIELDS: tuple[Field, ...] = (
     Field(
         _key("cpuPool.machineType"),
         MACHINE_TYPE,
-        "n2-standard-64",
-        "cpu-np machine type (Pathways head, CPU steps)",
-        samples=("n4-standard-64", "n2-highmem-64"),
+        "n4-standard-64",
+        "cpu-np machine type (Pathways head, CPU steps), Cluster Toolkit's",
+        samples=("n2-standard-64", "n2-highmem-64"),
     ),
     Field(_key("cpuPool.minNodes"), Integer(0, 1000), 0, "cpu-np minimum nodes"),
     Field(_key("cpuPool.maxNodes"), Integer(1, 1000), 4, "cpu-np maximum nodes"),
@@ -331,6 +335,22 @@ FIELDS: tuple[Field, ...] = (
         Integer(0, 5),
         DERIVED,
         "JobSet restarts of a training run; default by capacity: reservation/on-demand 1, spot 3, flex-start 2",
+    ),
+    Field(
+        _key("workflow.unschedulableTimeout"),
+        Duration(60, 168 * 3600),
+        DERIVED,
+        "how long a step's pod may stay unschedulable (its pool cannot grow: stockout, quota, max size) before "
+        "`pulumi up` fails with the scheduler's and autoscaler's reasons; default 15m, flex-start 1h",
+        samples=("30m",),
+    ),
+    Field(
+        _key("workflow.stepMemoryGib"),
+        Integer(8, 4096),
+        DERIVED,
+        "memory (GiB, request = limit) of the conversion and the export; default from the model: 3 x its bf16 "
+        "weights + 8, rounded up to 8 (gemma4-26b 168, gemma4-e4b 56)",
+        samples=("200",),
     ),
     Field(_key("workflow.timeouts.convert"), Duration(60, 168 * 3600), "4h", "deadline of the conversion"),
     Field(_key("workflow.timeouts.train"), Duration(60, 168 * 3600), "24h", "deadline of each training attempt"),

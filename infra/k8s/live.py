@@ -1,4 +1,4 @@
-"""Bounded reads of live JobSets and Kueue Workloads through the official Kubernetes client (``kubernetes``).
+"""Bounded reads of live JobSets, Kueue Workloads, pods and events through the official Kubernetes client.
 
 The program reads its steps' live objects before registering them (did a run fail, is one still
 going?), and `make status` reads them to show a run. How a read stays bounded and one line:
@@ -8,7 +8,8 @@ going?), and `make status` reads them to show a run. How a read stays bounded an
 - its exec plugin (``gke-gcloud-auth-plugin``) runs through the client's ``ExecProvider`` within the
   ``auth-plugin`` budget of ``core.deadline`` (the loader itself would log the plugin's error and go
   on without credentials), and the token it prints is handed to the loader;
-- each read goes through ``CustomObjectsApi`` (a JobSet is ``/apis/jobset.x-k8s.io/v1alpha2/...``) with
+- each read goes through ``CustomObjectsApi`` (a JobSet is ``/apis/jobset.x-k8s.io/v1alpha2/...``), or
+  ``CoreV1Api`` for a step's pods and their events, with
   ``_request_timeout=(connect, read)``, retried with backoff on 429 (``Retry-After``), 5xx and dropped
   connections, all within the ``cluster-read`` budget measured by the wall clock (``core.deadline.call``);
 - once a reader has failed (the plugin hangs, the cluster is unreachable, access is refused), every
@@ -200,9 +201,21 @@ def _retry_after(headers: Any) -> float:
         return 0.0
 
 
+class _Apis:
+    """The client's API groups a read may use: custom objects (JobSets, Workloads) and the core group
+    (``.core``: pods and events)."""
+
+    def __init__(self, client: Any) -> None:
+        from kubernetes.client.api.core_v1_api import CoreV1Api
+        from kubernetes.client.api.custom_objects_api import CustomObjectsApi
+
+        self.custom = CustomObjectsApi(client)
+        self.core = CoreV1Api(client)
+
+
 class ClusterReader:
-    """Reads JobSets (and their Kueue Workloads) of one cluster, each read bounded; after a failure it only
-    repeats it."""
+    """Reads JobSets (and their Kueue Workloads, pods and events) of one cluster, each read bounded; after a
+    failure it only repeats it."""
 
     def __init__(self, kubeconfig: dict[str, Any] | str, budgets: Budgets | None = None) -> None:
         self._kubeconfig = kubeconfig
@@ -219,7 +232,7 @@ class ClusterReader:
         path = f"/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}"
 
         def request(api: Any, timeout: tuple[float, float]) -> Any:
-            return api.get_namespaced_custom_object(
+            return api.custom.get_namespaced_custom_object(
                 group, version, namespace, plural, name, _preload_content=False, _request_timeout=timeout
             )
 
@@ -228,26 +241,64 @@ class ClusterReader:
     def list(self, api_version: str, kind: str, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         """The objects matching a label selector (every page; none when the collection does not exist)."""
         group, version, plural = self._resource(api_version, kind)
-        path = f"/apis/{group}/{version}/namespaces/{namespace}/{plural}"
+
+        def request(api: Any, timeout: tuple[float, float], token: str) -> Any:
+            return api.custom.list_namespaced_custom_object(
+                group,
+                version,
+                namespace,
+                plural,
+                label_selector=label_selector,
+                limit=PAGE_SIZE,
+                _continue=token or None,
+                _preload_content=False,
+                _request_timeout=timeout,
+            )
+
+        return self._pages(f"/apis/{group}/{version}/namespaces/{namespace}/{plural}", request)
+
+    def pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        """The pods matching a label selector (``CoreV1Api.list_namespaced_pod``, every page)."""
+
+        def request(api: Any, timeout: tuple[float, float], token: str) -> Any:
+            return api.core.list_namespaced_pod(
+                namespace,
+                label_selector=label_selector,
+                limit=PAGE_SIZE,
+                _continue=token or None,
+                _preload_content=False,
+                _request_timeout=timeout,
+            )
+
+        return self._pages(f"/api/v1/namespaces/{namespace}/pods", request)
+
+    def events(self, namespace: str, field_selector: str) -> list[dict[str, Any]]:
+        """The events matching a field selector, e.g. ``involvedObject.kind=Pod`` (``list_namespaced_event``)."""
+
+        def request(api: Any, timeout: tuple[float, float], token: str) -> Any:
+            return api.core.list_namespaced_event(
+                namespace,
+                field_selector=field_selector,
+                limit=PAGE_SIZE,
+                _continue=token or None,
+                _preload_content=False,
+                _request_timeout=timeout,
+            )
+
+        return self._pages(f"/api/v1/namespaces/{namespace}/events", request)
+
+    def _pages(self, path: str, request: Callable[[Any, tuple[float, float], str], Any]) -> list[dict[str, Any]]:
+        """Every page of a list, within one budget for them all."""
         items: list[dict[str, Any]] = []
         token = ""
-        ends = time.monotonic() + self.budgets.read.total  # one budget for the whole list, every page
+        ends = time.monotonic() + self.budgets.read.total
         for _ in range(MAX_PAGES):
-
-            def request(api: Any, timeout: tuple[float, float], token: str = token) -> Any:
-                return api.list_namespaced_custom_object(
-                    group,
-                    version,
-                    namespace,
-                    plural,
-                    label_selector=label_selector,
-                    limit=PAGE_SIZE,
-                    _continue=token or None,
-                    _preload_content=False,
-                    _request_timeout=timeout,
+            page = (
+                self._read(
+                    path, lambda api, timeout, token=token: request(api, timeout, token), missing_ok=True, ends=ends
                 )
-
-            page = self._read(path, request, missing_ok=True, ends=ends) or {}
+                or {}
+            )
             entries = page.get("items") or []
             if not isinstance(entries, list):
                 raise self._fail(ClusterReadError(f"the list at {path} on {self.where} has no items array"))
@@ -274,7 +325,7 @@ class ClusterReader:
         self.broken = err
         return err
 
-    def _api(self) -> Any:
+    def _api(self) -> _Apis:
         if self.broken is not None:
             raise self.broken
         if self._client is None:
@@ -288,9 +339,7 @@ class ClusterReader:
                 self._client = self._connect(config)
             except ClusterReadError as err:
                 raise self._fail(err) from None
-        from kubernetes.client.api.custom_objects_api import CustomObjectsApi
-
-        return CustomObjectsApi(self._client)
+        return _Apis(self._client)
 
     def _connect(self, config: dict[str, Any]) -> Any:
         from kubernetes.client import ApiClient, Configuration
