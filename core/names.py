@@ -43,3 +43,15 @@ CPU_FLAVOR = "tpu-rl-cpu-np"
 SETUP_FAILURE_EXIT = 3
 """Exit code of a step script that fails for a reason a retry cannot fix (image changed, nothing to
 export); the Jobs' podFailurePolicy turns it into an immediate failure instead of a restart."""
+
+REQUIRED_APIS = (
+    "cloudresourcemanager.googleapis.com",  # project-level IAM members (gcp.projects.IAMMember)
+    "compute.googleapis.com",
+    "container.googleapis.com",
+    "iam.googleapis.com",
+    "iamcredentials.googleapis.com",
+    "logging.googleapis.com",
+    "monitoring.googleapis.com",
+    "storage.googleapis.com",
+)
+"""The Google Cloud APIs the stack enables (``infra.gcp.apis``) and the capacity check reads."""

@@ -9,6 +9,18 @@ billed while TPU VMs exist:
   pods need it, so only training (plus scale-up/down) bills.
 
 Conversion and export run on the CPU pool and hold no TPU in any mode.
+
+What each failure mode costs (``FailureCost``, stack output ``estimate.failureModes``), with the failure
+semantics of ``workloads.manifests`` and ``workloads.waiting``:
+
+- ``deterministicFailure``: the trainer exits non-zero at its first step (a bad flag, an OOM at
+  compilation): one start-up, no restart (``failOnWorkloadExit``);
+- ``preemption``: a disruption restarts the JobSet (``restartOnDisruption``): a new start-up (restore,
+  compilation, the pre-RL evaluation) plus the steps since the last checkpoint, half a
+  ``checkpoint_period`` on average;
+- ``unschedulable``: a step's pod that finds no node holds a reserved slice until `up` stops at
+  ``tpu-rl:workflow.unschedulableTimeout`` (an autoscaled slice is not created for a pod that cannot start:
+  the head starts first, ``startupPolicy: InOrder``).
 """
 
 from __future__ import annotations
@@ -56,6 +68,15 @@ class StepEstimate:
 
 
 @dataclass(frozen=True)
+class FailureCost:
+    """TPU hours one failure of a kind bills, and what they cost."""
+
+    tpu_hours: float
+    tpu_chip_hours: float
+    usd: float
+
+
+@dataclass(frozen=True)
 class Estimate:
     capacity: str
     chips: int
@@ -67,6 +88,8 @@ class Estimate:
     idle_usd_per_day: float
     """What the slice costs per day when nothing runs (reservation only; autoscaled pools scale to 0)."""
     notes: list[str] = field(default_factory=list)
+    failures: dict[str, FailureCost] = field(default_factory=dict)
+    """What each failure mode costs (module docstring)."""
 
     def to_output(self) -> dict[str, Any]:
         """Stack-output form, camelCase and rounded."""
@@ -89,6 +112,14 @@ class Estimate:
             "idleUsdPerDay": round(self.idle_usd_per_day, 2),
             "pricesAsOf": PRICES_AS_OF,
             "notes": self.notes,
+            "failureModes": {
+                mode: {
+                    "tpuHours": round(f.tpu_hours, 2),
+                    "tpuChipHours": round(f.tpu_chip_hours, 1),
+                    "usd": round(f.usd, 2),
+                }
+                for mode, f in self.failures.items()
+            },
         }
 
 
@@ -129,9 +160,31 @@ def train_hours(run: TrainingRun, chips: int) -> float:
     return TRAIN_STARTUP_HOURS + run.num_batches * step_seconds(run, chips) / 3600
 
 
-def estimate_run(shape: SliceShape, slices: int, capacity: str, run: TrainingRun | None) -> Estimate:
-    """Wall-clock hours, TPU chip-hours and USD per step for one run of the workflow; with no `run`
-    (a provision-only stack) every step takes 0 h and only a reserved slice's daily bill remains."""
+def failure_costs(
+    chips: int, price: float, capacity: str, run: TrainingRun, *, checkpoint_period: int, unschedulable_seconds: int
+) -> dict[str, FailureCost]:
+    """What one failure of each kind bills (module docstring)."""
+    lost_steps = min(checkpoint_period, run.num_batches) / 2
+    hours = {
+        "deterministicFailure": TRAIN_STARTUP_HOURS,
+        "preemption": TRAIN_STARTUP_HOURS + lost_steps * step_seconds(run, chips) / 3600,
+        "unschedulable": unschedulable_seconds / 3600 if capacity == "reservation" else 0.0,
+    }
+    return {mode: FailureCost(h, h * chips, h * chips * price) for mode, h in hours.items()}
+
+
+def estimate_run(
+    shape: SliceShape,
+    slices: int,
+    capacity: str,
+    run: TrainingRun | None,
+    *,
+    checkpoint_period: int = 10,
+    unschedulable_seconds: int = 900,
+) -> Estimate:
+    """Wall-clock hours, TPU chip-hours and USD per step for one run of the workflow, and what each failure
+    mode costs; with no `run` (a provision-only stack) every step takes 0 h and only a reserved slice's daily
+    bill remains."""
     chips = shape.chips * slices
     price = usd_per_chip_hour(shape.version, capacity)
     reserved = capacity == "reservation"
@@ -171,6 +224,16 @@ def estimate_run(shape: SliceShape, slices: int, capacity: str, run: TrainingRun
         total_usd=sum(s.usd for s in steps),
         idle_usd_per_day=chips * price * 24 if reserved else 0.0,
         notes=notes,
+        failures={}
+        if run is None
+        else failure_costs(
+            chips,
+            price,
+            capacity,
+            run,
+            checkpoint_period=checkpoint_period,
+            unschedulable_seconds=unschedulable_seconds,
+        ),
     )
 
 
@@ -189,7 +252,14 @@ def training_run(settings: Any) -> TrainingRun:
 def estimate_for(settings: Any) -> Estimate:
     """The estimate of a validated ``infra.config.Settings``."""
     run = training_run(settings) if settings.workflow.enabled else None
-    return estimate_run(settings.slice, settings.tpu.slices, settings.tpu.capacity, run)
+    return estimate_run(
+        settings.slice,
+        settings.tpu.slices,
+        settings.tpu.capacity,
+        run,
+        checkpoint_period=int(settings.training.knobs["checkpoint_period"]),
+        unschedulable_seconds=settings.workflow.unschedulable_timeout,
+    )
 
 
 def step_seconds_for(settings: Any) -> float:
@@ -211,4 +281,11 @@ def describe(output: dict[str, Any]) -> str:
         f"${output['totalUsd']:10,.2f}"
     )
     lines += [f"  note: {n}" for n in output["notes"]]
+    words = {
+        "deterministicFailure": "a failure of the trainer (no restart)",
+        "preemption": "a preemption (restart + steps since the checkpoint)",
+        "unschedulable": "an unschedulable step until `up` stops",
+    }
+    for mode, f in output.get("failureModes", {}).items():
+        lines.append(f"  if {words[mode]:<52} {f['tpuChipHours']:8.1f} chip-h  ${f['usd']:10,.2f}")
     return "\n".join(lines)

@@ -99,6 +99,12 @@ def test_the_stack_output_of_the_tutorial_run_on_a_reservation():
             "the reserved slice bills from creation until destroy: 32 chips x $1.89 = $1,452 per day, also while "
             "conversion and export run",
         ],
+        # one start-up (0.75 h); a restart (0.75 h) + half of checkpoint_period 10 x 96 s; 15 min held
+        "failureModes": {
+            "deterministicFailure": {"tpuHours": 0.75, "tpuChipHours": 24.0, "usd": 45.36},
+            "preemption": {"tpuHours": 0.88, "tpuChipHours": 28.3, "usd": 53.42},
+            "unschedulable": {"tpuHours": 0.25, "tpuChipHours": 8.0, "usd": 15.12},
+        },
     }
 
 
@@ -113,7 +119,30 @@ def test_two_flex_start_slices_halve_the_steps_and_bill_only_training():
         "  total      3.17 h               106.7 chip-h  $    172.80",
         "  note: conversion and export run on the CPU pool and hold no TPU",
         "  note: the flex-start pool scales to zero: TPU bills only while training runs",
+        # 0.75 h x 64; 0.75 h + 5 steps x 48 s; no slice is created for a pod that cannot start
+        "  if a failure of the trainer (no restart)                    48.0 chip-h  $     77.76",
+        "  if a preemption (restart + steps since the checkpoint)      52.3 chip-h  $     84.67",
+        "  if an unschedulable step until `up` stops                    0.0 chip-h  $      0.00",
     ]
+
+
+@pytest.mark.pure
+def test_failure_costs_follow_the_checkpoint_period_and_the_unschedulable_bound():
+    """Both sides: a longer checkpoint period loses more steps to a preemption (never more than the run has),
+    a longer bound holds a reserved slice longer."""
+    base = estimate_run(V6E_32, 1, "reservation", TUTORIAL).failures
+    sparse = estimate_run(V6E_32, 1, "reservation", TUTORIAL, checkpoint_period=50, unschedulable_seconds=3600)
+    assert sparse.failures["preemption"].tpu_hours == pytest.approx(0.75 + 25 * 96 / 3600)
+    assert sparse.failures["unschedulable"].tpu_chip_hours == pytest.approx(32.0)
+    assert base["unschedulable"].tpu_chip_hours == pytest.approx(8.0)
+    huge = estimate_run(V6E_32, 1, "reservation", TUTORIAL, checkpoint_period=1000).failures["preemption"]
+    assert huge.tpu_hours == pytest.approx(sparse.failures["preemption"].tpu_hours), "at most the run's 50 steps"
+    assert estimate_run(V6E_32, 1, "reservation", None).failures == {}, "provision-only: nothing runs"
+    prod = estimate_for(
+        settings("prod", ["tpu-rl:workflow.unschedulableTimeout=30m", "tpu-rl:training.checkpointPeriod=20"])
+    )
+    assert prod.failures["unschedulable"].tpu_hours == 0.5
+    assert prod.failures["preemption"].tpu_hours == pytest.approx(0.75 + 10 * 96 / 3600)
 
 
 @pytest.mark.pure

@@ -5,16 +5,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
-REQUIRED_APIS = (
-    "cloudresourcemanager.googleapis.com",  # project-level IAM members (gcp.projects.IAMMember)
-    "compute.googleapis.com",
-    "container.googleapis.com",
-    "iam.googleapis.com",
-    "iamcredentials.googleapis.com",
-    "logging.googleapis.com",
-    "monitoring.googleapis.com",
-    "storage.googleapis.com",
-)
+from core.names import REQUIRED_APIS
 
 
 class ProjectApis(pulumi.ComponentResource):

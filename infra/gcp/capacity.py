@@ -32,9 +32,9 @@ from typing import Any, TypeVar
 
 from core import deadline
 from core.machines import machine_family, machine_shape
+from core.names import REQUIRED_APIS
 from core.redact import scrub
 from core.settings import Settings
-from infra.gcp.apis import REQUIRED_APIS
 
 T = TypeVar("T")
 CLUSTER_LABEL = "goog-k8s-cluster-name"
