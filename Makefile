@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STATE_DIR := $(CURDIR)/.pulumi-state
 POLICY_VENV := policy/venv
 
-.PHONY: up stack preview policy-preview plan destroy test lint venv dev-venv policy-venv status report mutation
+.PHONY: up stack preview policy-preview plan destroy test lint venv dev-venv policy-venv status report mutation readme
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -70,11 +70,17 @@ status: $(VENV)/.installed
 report: $(VENV)/.installed
 	$(PY) -m workloads.report --stack $(STACK) --out build/report-$(STACK)
 
-# Style, formatting and the import contracts in pyproject.toml (imports point one way: README "Layout").
+# Style, formatting, the import contracts (imports point one way: README "Layout") and the types, as
+# pyproject.toml configures them.
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
+	$(PY) -m mypy
+
+# Rewrite the README's generated tables (configuration, refused keys, budgets, what re-runs) from their sources.
+readme: $(VENV)/.installed-dev
+	$(PY) -m tests.readme_tables
 
 # Mutation testing of the pure builders and validators (not part of `make test` or CI; README "Tests").
 # Incremental: only mutants of changed functions and the last run's survivors are tested again.

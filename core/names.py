@@ -42,7 +42,10 @@ CPU_FLAVOR = "tpu-rl-cpu-np"
 
 SETUP_FAILURE_EXIT = 3
 """Exit code of a step script that fails for a reason a retry cannot fix (image changed, nothing to
-export); the Jobs' podFailurePolicy turns it into an immediate failure instead of a restart."""
+export); like every other non-zero exit, the Jobs' podFailurePolicy fails the step at once."""
+SLICE_DOWN_EXIT = 75
+"""Exit code of the training script when train_rl died of a lost TPU slice (EX_TEMPFAIL): the head's
+podFailurePolicy counts it as a disruption, so the JobSet restarts instead of failing."""
 
 REQUIRED_APIS = (
     "cloudresourcemanager.googleapis.com",  # project-level IAM members (gcp.projects.IAMMember)

@@ -42,7 +42,7 @@ class TpuVersion:
     default_machine_type: str
     machine_types: tuple[MachineType, ...]
 
-    def machine(self, name: str) -> MachineType | None:
+    def machine(self, name: str | None) -> MachineType | None:
         return next((m for m in self.machine_types if m.name == name), None)
 
 

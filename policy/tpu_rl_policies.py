@@ -9,9 +9,9 @@ from __future__ import annotations
 import ipaddress
 import re
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -58,6 +58,24 @@ TOKEN_PATTERNS = tuple(KINDS)
 SECRET_ENV_NAME = re.compile(r"(?i)(TOKEN|SECRET|PASSWORD|API_?KEY|ACCESS_KEY)")
 
 
+class Report(Protocol):
+    """The callback the SDK passes a validation: ``report(message, urn=None)`` (the urn is optional, and
+    ignored for a resource validation). The policies here pass the message alone."""
+
+    def __call__(self, message: str, urn: str | None = None) -> None: ...
+
+
+_Args = TypeVar("_Args", ResourceValidationArgs, StackValidationArgs)
+
+
+def _validation(check: Callable[[_Args, Report], None]) -> Callable[[_Args, ReportViolation], None]:
+    """``check`` itself, typed as the SDK's ``validate=`` expects it."""
+    # pulumi_policy types the callback `ReportViolation = Callable[[str, Optional[str]], None]`, which makes
+    # the urn required (a Callable cannot mark an argument optional), while every callback it passes is
+    # `report_violation(message, urn=None)` and its docs call the urn optional. The alias is wrong, not `check`.
+    return check  # type: ignore[return-value]
+
+
 def _machine(machine_type: str | None) -> tuple[str, Any] | None:
     for version in CATALOGUE.values():
         machine = version.machine(machine_type)
@@ -94,7 +112,7 @@ def command_text(spec: Any) -> str:
 # Secrets
 
 
-def _no_secrets(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def _no_secrets(args: ResourceValidationArgs, report: Report) -> None:
     if args.resource_type not in WORKLOAD_TYPES:
         return
     fix = "pass secrets as env valueFrom.secretKeyRef (MaxText reads HF_TOKEN from the environment)"
@@ -123,7 +141,7 @@ no_secrets_in_workloads = ResourceValidationPolicy(
     severity=Severity.CRITICAL,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Store the token as a Pulumi secret and reference the Kubernetes Secret with secretKeyRef.",
-    validate=_no_secrets,
+    validate=_validation(_no_secrets),
 )
 
 
@@ -131,7 +149,7 @@ no_secrets_in_workloads = ResourceValidationPolicy(
 # TPU node pools
 
 
-def _tpu_pool(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def _tpu_pool(args: ResourceValidationArgs, report: Report) -> None:
     if args.resource_type != NODE_POOL:
         return
     node = args.props.get("nodeConfig") or {}
@@ -183,7 +201,7 @@ tpu_node_pool_shape = ResourceValidationPolicy(
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Fix tpu-rl:tpu (machineType, topology, capacity, reservation).",
-    validate=_tpu_pool,
+    validate=_validation(_tpu_pool),
 )
 
 
@@ -191,7 +209,7 @@ tpu_node_pool_shape = ResourceValidationPolicy(
 # Cluster
 
 
-def _control_plane(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def _control_plane(args: ResourceValidationArgs, report: Report) -> None:
     if args.resource_type != CLUSTER:
         return
     props = args.props
@@ -209,14 +227,14 @@ gke_control_plane = ResourceValidationPolicy(
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Keep the cluster settings of infra/gcp/gke_spec.py.",
-    validate=_control_plane,
+    validate=_validation(_control_plane),
 )
 
 
 # Ranges that are not public IPv4 (RFC 6890 special-purpose blocks): authorizing them opens nothing to
 # the internet, so they do not count towards the public share.
 NON_PUBLIC = tuple(
-    ipaddress.ip_network(n)
+    ipaddress.IPv4Network(n)
     for n in (
         "0.0.0.0/8",
         "10.0.0.0/8",
@@ -263,7 +281,7 @@ def public_share(networks: list[ipaddress.IPv4Network]) -> float:
     return covered / PUBLIC_ADDRESSES
 
 
-def _open_control_plane(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def _open_control_plane(args: ResourceValidationArgs, report: Report) -> None:
     if args.resource_type != CLUSTER:
         return
     config = args.props.get("masterAuthorizedNetworksConfig") or {}
@@ -303,7 +321,7 @@ no_open_control_plane = ResourceValidationPolicy(
             "maxPublicShare": {"type": "number", "default": 0.0001},
         }
     ),
-    validate=_open_control_plane,
+    validate=_validation(_open_control_plane),
 )
 
 
@@ -313,7 +331,7 @@ no_open_control_plane = ResourceValidationPolicy(
 BROAD_ROLES = ("roles/storage.admin", "roles/owner", "roles/editor")
 
 
-def _broad_iam(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def _broad_iam(args: ResourceValidationArgs, report: Report) -> None:
     if args.resource_type in PROJECT_IAM and args.props.get("role") in BROAD_ROLES:
         report(
             f"project-level {args.props['role']} is too broad; grant roles/storage.objectUser on the bucket "
@@ -327,11 +345,11 @@ no_broad_project_iam = ResourceValidationPolicy(
     severity=Severity.CRITICAL,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Scope storage access to the artifacts bucket (see infra/gcp/identities.py).",
-    validate=_broad_iam,
+    validate=_validation(_broad_iam),
 )
 
 
-def _bucket(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def _bucket(args: ResourceValidationArgs, report: Report) -> None:
     if args.resource_type != BUCKET:
         return
     props = args.props
@@ -350,11 +368,11 @@ bucket_hardening = ResourceValidationPolicy(
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Keep the bucket settings of infra/gcp/storage.py.",
-    validate=_bucket,
+    validate=_validation(_bucket),
 )
 
 
-def _bucket_deletion(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def _bucket_deletion(args: ResourceValidationArgs, report: Report) -> None:
     if args.resource_type != BUCKET:
         return
     if args.props.get("forceDestroy"):
@@ -369,7 +387,7 @@ bucket_deletion_guard = ResourceValidationPolicy(
     severity=Severity.MEDIUM,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="pulumi config set tpu-rl:protect true; pulumi config set tpu-rl:forceDestroy false",
-    validate=_bucket_deletion,
+    validate=_validation(_bucket_deletion),
 )
 
 
@@ -377,7 +395,7 @@ bucket_deletion_guard = ResourceValidationPolicy(
 # Workloads
 
 
-def _no_ttl(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def _no_ttl(args: ResourceValidationArgs, report: Report) -> None:
     if args.resource_type not in (JOB, JOBSET):
         return
     spec = args.props.get("spec") or {}
@@ -395,11 +413,11 @@ no_ttl_on_managed_jobs = ResourceValidationPolicy(
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Remove ttlSecondsAfterFinished; the stack keeps the objects until destroy.",
-    validate=_no_ttl,
+    validate=_validation(_no_ttl),
 )
 
 
-def _bounded_retries(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def _bounded_retries(args: ResourceValidationArgs, report: Report) -> None:
     if args.resource_type not in (JOB, JOBSET):
         return
     config = args.get_config()
@@ -437,11 +455,11 @@ bounded_retries = ResourceValidationPolicy(
             "maxRestarts": {"type": "integer", "default": 3},
         }
     ),
-    validate=_bounded_retries,
+    validate=_validation(_bounded_retries),
 )
 
 
-def _pinned_images(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def _pinned_images(args: ResourceValidationArgs, report: Report) -> None:
     if args.resource_type not in WORKLOAD_TYPES:
         return
     for container in containers(args.props.get("spec")):
@@ -466,11 +484,11 @@ pinned_images = ResourceValidationPolicy(
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Set tpu-rl:images to tags or @sha256 digests.",
-    validate=_pinned_images,
+    validate=_validation(_pinned_images),
 )
 
 
-def _model_revision(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def _model_revision(args: ResourceValidationArgs, report: Report) -> None:
     if args.resource_type not in (JOB, JOBSET):
         return
     text = command_text(args.props.get("spec"))
@@ -488,7 +506,7 @@ model_revision_pinned = ResourceValidationPolicy(
     severity=Severity.LOW,
     enforcement_level=EnforcementLevel.ADVISORY,
     remediation_steps="Set tpu-rl:model.revision to the commit the preflight reports.",
-    validate=_model_revision,
+    validate=_validation(_model_revision),
 )
 
 
@@ -498,7 +516,7 @@ model_revision_pinned = ResourceValidationPolicy(
 LABEL_FIELDS = {BUCKET: ("labels",), CLUSTER: ("resourceLabels",), NODE_POOL: ("nodeConfig", "resourceLabels")}
 
 
-def _labels(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def _labels(args: ResourceValidationArgs, report: Report) -> None:
     path = LABEL_FIELDS.get(args.resource_type)
     if path is None:
         return
@@ -520,7 +538,7 @@ cost_attribution_labels = ResourceValidationPolicy(
     config_schema=PolicyConfigSchema(
         properties={"requiredLabels": {"type": "array", "items": {"type": "string"}, "default": ["app", "stack"]}}
     ),
-    validate=_labels,
+    validate=_validation(_labels),
 )
 
 
@@ -581,7 +599,7 @@ def _requests_tpu(props: Mapping[str, Any]) -> bool:
     return any("google.com/tpu" in entry for entry in limits)
 
 
-def _budget(args: StackValidationArgs, report: ReportViolation) -> None:
+def _budget(args: StackValidationArgs, report: Report) -> None:
     try:
         estimate = stack_estimate(list(args.resources))
     except (EstimateInputError, KeyError) as err:
@@ -615,7 +633,7 @@ tpu_budget = StackValidationPolicy(
             "maxIdleUsdPerDay": {"type": "number", "default": 5000},
         }
     ),
-    validate=_budget,
+    validate=_validation(_budget),
 )
 
 
@@ -689,7 +707,9 @@ def _queue_problems(
                 labels = ((flavors.get(flavor.get("name")) or {}).get("spec") or {}).get("nodeLabels") or {}
                 if any(key in selector and selector[key] != value for key, value in labels.items()):
                     continue  # its nodes are not the ones the pods ask for
-                quota = next((r for r in flavor.get("resources") or [] if r.get("name") == resource), {})
+                quota: Mapping[str, Any] = next(
+                    (r for r in flavor.get("resources") or [] if r.get("name") == resource), {}
+                )
                 best = max(best, quantity(quota.get("nominalQuota", "0")))
             if amount * count > best:
                 problems.append(
@@ -699,7 +719,7 @@ def _queue_problems(
     return problems
 
 
-def _queue_fits(args: StackValidationArgs, report: ReportViolation) -> None:
+def _queue_fits(args: StackValidationArgs, report: Report) -> None:
     resources = list(args.resources)
     locals_ = _by_name(resources, LOCAL_QUEUE)
     if not locals_:
@@ -733,7 +753,7 @@ kueue_queue_fits = StackValidationPolicy(
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Keep the queues tpu-rl renders (tpu-rl:kueue), or size the ClusterQueue to the slice.",
-    validate=_queue_fits,
+    validate=_validation(_queue_fits),
 )
 
 

@@ -46,10 +46,13 @@ APPLIED: dict[str, dict] = {}
 
 
 @pytest.fixture(autouse=True)
-def no_live_cluster(monkeypatch):
+def no_live_cluster(request, monkeypatch):
     """Tests never reach a cluster: a live read finds only what ``statuses`` applied in this test (in the
-    status it gave), nothing else (the scenario tests run a loopback API server instead)."""
+    status it gave), nothing else. A module with ``REAL_CLUSTER = True`` (the scenario tests, the live
+    reader's) uses the real reader against a loopback API server instead."""
     APPLIED.clear()
+    if getattr(request.module, "REAL_CLUSTER", False):
+        return
     monkeypatch.setattr(
         "infra.k8s.live.ClusterReader.get", lambda self, api, kind, namespace, name: copy.deepcopy(APPLIED.get(name))
     )
@@ -157,3 +160,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         raise pytest.UsageError(
             f"test ids must be plain ASCII without backslashes (use tests.conftest.slug): {odd[:3]}"
         )
+
+
+@pytest.fixture
+def cluster():
+    """The loopback Kubernetes API server (``tests.fake_kube``)."""
+    from tests.fake_kube import fake_cluster
+
+    with fake_cluster() as running:
+        yield running
+
+
+@pytest.fixture
+def stack(cluster, gcs, tmp_path, monkeypatch):
+    """A stack of the scenario tests (``tests.engine.Stack``) whose kubeconfig's auth plugin prints the
+    loopback cluster's token."""
+    from tests.engine import Stack
+    from tests.scenario import auth_plugin, credential
+
+    body = f"test \"$1\" = --use_application_default_credentials || exit 9\necho '{credential(cluster.token)}'\n"
+    auth_plugin(tmp_path, monkeypatch, body)
+    return Stack(cluster, gcs)

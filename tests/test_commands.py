@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core.names import SETUP_FAILURE_EXIT
+from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT
 from tests.conftest import put, shared_path, slug
 from tests.lifecycle_walk import settings
 from workloads.commands import (
@@ -508,6 +508,54 @@ def test_sigterm_reaches_train_rl_and_the_attempt_keeps_its_log_and_evaluations(
     found = read_run_logs(gcs, output)
     assert found.attempts[0].restored_step == 30 and found.pre is None
     assert "resumed from a checkpoint (step 30 first)" in found.pre_unknown
+
+
+SLICE_DOWN = """import sys
+print("I1201 05:00:03.000000 1 peft_trainer.py:736] Train step 31 training loss: 0.1", flush=True)
+print("Traceback (most recent call last):", flush=True)
+print('  File "/app/maxtext/trainers/post_train/rl/train_rl.py", line 812, in main', flush=True)
+print("jax.errors.JaxRuntimeError: DATA_LOSS: Slice 0 is unhealthy: TPU worker 3 unreachable", flush=True)
+sys.exit(1)
+"""
+BAD_FLAG = """import sys
+print("Traceback (most recent call last):", flush=True)
+print("ValueError: INTERNAL is not a valid value for rl.loss_algo", flush=True)
+sys.exit(1)
+"""
+
+
+@pytest.mark.parametrize(
+    ("stand_in", "status"),
+    [
+        (SLICE_DOWN, SLICE_DOWN_EXIT),
+        (BAD_FLAG, 1),
+        (TRAIN_RL_STAND_IN.replace("time.sleep(120)", 'print("rpc status INTERNAL retried, DATA_LOSS none")'), 0),
+    ],
+    ids=["slice-down", "exception", "success"],
+)
+def test_a_lost_slice_exits_with_the_code_the_head_restarts_on(tmp_path, gcs, stand_in, status):
+    """train_rl dies of a lost TPU slice (pathways-utils' "slice down" JaxRuntimeError): the script exits
+    SLICE_DOWN_EXIT, which the head's podFailurePolicy counts as a disruption; any other failure keeps its
+    status (FailJob), and success stays 0 even though the log says INTERNAL elsewhere."""
+    objs = objects("prod", "tpu-rl:training.optimizer=adamw")
+    output = f"{PROD_BUCKET}/gemma4-26b/train/{step_id(objs['train'])}/"
+    gcs.create_bucket(output.removeprefix("gs://").split("/")[0])
+    (tmp_path / "train_rl.py").write_text(stand_in)
+    run_in_bash(["/bin/bash", "-c", "true"], tmp_path)  # installs the shim
+    script = container_command(objs["train"])[2].replace(TRAIN_LOG, str(tmp_path / "train.log"))
+    script = script.replace(EVALS_LOG, str(tmp_path / "evals.txt"))
+    env = {
+        "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
+        "SHIM_RUN_C": "1",
+        "SHIM_TRAIN_RL": str(tmp_path / "train_rl.py"),
+        "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"],
+        "NO_GCE_CHECK": "True",
+    }
+    done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == status, done.stdout + done.stderr
+    lost = f"tpu-rl: train_rl (exit 1) lost a TPU slice; exiting {SLICE_DOWN_EXIT} so the JobSet restarts"
+    assert (lost in done.stdout) == (status == SLICE_DOWN_EXIT)
+    assert any(name.startswith("train-") for name in _logs(gcs, output)), "the log is copied either way"
 
 
 # Gemma 4's turn markers (MaxText 0.2.4 multimodal/processor_gemma4.py:97; tunix c4ec573

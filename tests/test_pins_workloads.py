@@ -119,11 +119,16 @@ def test_pathways_head_job_and_pod():
         "completions": 1,
         "parallelism": 1,
         "activeDeadlineSeconds": 24 * 3600,
-        # A disruption counts against backoffLimit 0 (BackoffLimitExceeded: restart); any other exit of the
-        # trainer fails the Job (PodFailurePolicy: the JobSet fails). Disruption first: a disrupted pod exits 143.
+        # A disruption, or the trainer dead of a lost slice (exit 75), counts against backoffLimit 0
+        # (BackoffLimitExceeded: restart); any other exit of the trainer fails the Job (PodFailurePolicy: the
+        # JobSet fails). Disruptions first: a disrupted pod exits 143.
         "podFailurePolicy": {
             "rules": [
                 {"action": "Count", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                {
+                    "action": "Count",
+                    "onExitCodes": {"containerName": "workload-container", "operator": "In", "values": [75]},
+                },
                 {
                     "action": "FailJob",
                     "onExitCodes": {"containerName": "workload-container", "operator": "NotIn", "values": [0]},
@@ -351,7 +356,7 @@ def test_every_setup_failure_fails_its_job_at_once():
     """Exit 3 (a setup check) is one of the non-zero exits every step's Job fails on at once."""
     plan = jobs(PROD)
     head, _ = head_and_workers(plan.train.manifest)
-    rules = [head["template"]["spec"]["podFailurePolicy"]["rules"][1]]
+    rules = [head["template"]["spec"]["podFailurePolicy"]["rules"][2]]
     rules += [cpu_job(s)["podFailurePolicy"]["rules"][1] for s in (plan.convert, plan.export)]
     for rule, container in zip(rules, ("workload-container", "convert", "export"), strict=True):
         assert rule == {
@@ -547,8 +552,8 @@ def test_the_identity_covers_the_objects_name_and_labels():
 # A step's name is its identity: a change here re-runs that step (and the ones after it) for every user
 # on their next `pulumi up`. Update these deliberately, with the reason in the commit message.
 STEP_NAMES = {
-    "dev": ["gemma4-e4b-convert-7165014040", "gemma4-e4b-train-8ca4240817", "gemma4-e4b-export-d64ae42646"],
-    "prod": ["gemma4-26b-convert-fb738a0306", "gemma4-26b-train-e029d0c3f3", "gemma4-26b-export-6d99868960"],
+    "dev": ["gemma4-e4b-convert-7165014040", "gemma4-e4b-train-88b16da38a", "gemma4-e4b-export-2e979f2a38"],
+    "prod": ["gemma4-26b-convert-fb738a0306", "gemma4-26b-train-547a7cabdf", "gemma4-26b-export-ed288b7235"],
 }
 
 

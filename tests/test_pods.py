@@ -100,3 +100,5 @@ def test_an_oom_kill_of_a_cpu_step_names_its_limit_and_the_key_to_raise():
     head = failure_detail(PLAN.train, [("p", "workload-container")])
     assert "at its 100Gi limit" in head and "HEAD_LIMITS" in head
     assert failure_detail(PLAN.export, []) == ""
+    sidecar_too = failure_detail(PLAN.train, [("a-pod", "pathways-proxy"), ("b-pod", "workload-container")])
+    assert sidecar_too.startswith("container workload-container of pod b-pod"), "the step's own container first"

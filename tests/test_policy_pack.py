@@ -60,10 +60,10 @@ def test_the_engine_can_start_the_pack_from_its_virtualenv(policy_python):
         assert line and line[0].strip().isdigit(), process.stderr.read() if process.poll() is not None else line
         with grpc.insecure_channel(f"127.0.0.1:{line[0].strip()}") as channel:
             info = analyzer_pb2_grpc.AnalyzerStub(channel).GetAnalyzerInfo(empty_pb2.Empty(), timeout=30)
-        from tests.test_policy import BY_NAME
+        from policy.tpu_rl_policies import POLICIES
 
         assert info.name == "tpu-rl-guardrails"
-        assert {p.name for p in info.policies} == set(BY_NAME)
+        assert {p.name for p in info.policies} == {p.name for p in POLICIES}
     finally:
         process.kill()
         process.wait(10)

@@ -70,24 +70,6 @@ def test_example_stacks_use_placeholders_and_no_secrets():
     assert prod["tpu-rl:protect"] is True and "0.0.0.0/0" not in prod["tpu-rl:authorizedNetworks"]
 
 
-def test_pr_workflows_run_the_tests_and_the_policy_preview():
-    tests = yaml.safe_load((ROOT / ".github/workflows/test.yml").read_text())
-    assert any(step.get("run") == "make test" for step in tests["jobs"]["test"]["steps"])
-    preview = yaml.safe_load((ROOT / ".github/workflows/preview.yml").read_text())
-    job = preview["jobs"]["preview"]
-    assert preview["permissions"]["id-token"] == "write", "Workload Identity Federation, no keys"
-    assert job["strategy"]["matrix"]["stack"] == ["dev", "prod"]
-    pulumi_step = next(s for s in job["steps"] if s.get("uses", "").startswith("pulumi/actions@"))
-    assert pulumi_step["with"]["command"] == "preview" and pulumi_step["with"]["comment-on-pr"] is True
-    assert pulumi_step["with"]["policyPacks"] == "policy"
-    assert pulumi_step["with"]["policyPackConfigs"] == "policy/config/${{ matrix.stack }}.json"
-    auth = next(s for s in job["steps"] if s.get("uses", "").startswith("google-github-actions/auth@"))
-    assert "workload_identity_provider" in auth["with"] and "credentials_json" not in auth["with"]
-    for stack in ("dev", "prod"):
-        assert (ROOT / "policy" / "config" / f"{stack}.json").exists()
-    assert "make test" in (ROOT / ".ci" / "run").read_text()
-
-
 def test_make_up_selects_a_stack_with_a_local_backend_fallback_and_runs_pulumi_up():
     import shutil
     import subprocess
@@ -180,3 +162,26 @@ def test_every_project_path_a_message_docstring_or_the_readme_names_exists():
             if not (ROOT / path).exists():
                 missing.setdefault(path, source.relative_to(ROOT).as_posix())
     assert not missing, f"paths named but not in the tree: {missing}"
+
+
+def test_tests_share_helpers_through_modules_not_through_each_other():
+    """Fixtures live in conftest.py, factories and fakes in tests/<helper>.py: a test module never imports
+    another (CONTRIBUTING.md)."""
+    importers = sorted(
+        path.name
+        for path in (ROOT / "tests").glob("*.py")
+        if re.search(r"^\s*(from|import) tests\.test_", path.read_text(), re.MULTILINE)
+    )
+    assert importers == []
+
+
+def test_pre_commit_runs_what_make_lint_runs():
+    """Each tool of the Makefile's lint target is a pre-commit hook, from the same venv (no second pin)."""
+    hooks = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())["repos"]
+    assert [repo["repo"] for repo in hooks] == ["local"]
+    entries = [hook["entry"] for hook in hooks[0]["hooks"]]
+    makefile = (ROOT / "Makefile").read_text()
+    lint = makefile.split("\nlint:", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    tools = [line.strip().replace("$(VENV)", ".venv").replace("$(PY)", ".venv/bin/python") for line in lint]
+    assert sorted(t.removesuffix(" .") for t in tools) == sorted(e.removesuffix(" --force-exclude") for e in entries)
+    assert len(entries) == 4

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import time
 
-from tests.test_scenarios import auth_plugin, cluster, no_live_cluster, stack  # noqa: F401, F811 (fixtures)
+from tests.scenario import auth_plugin
+
+REAL_CLUSTER = True
 
 
-def test_preview_with_a_hanging_auth_plugin_finishes_in_under_30_seconds(stack, tmp_path, monkeypatch):  # noqa: F811
+def test_preview_with_a_hanging_auth_plugin_finishes_in_under_30_seconds(stack, tmp_path, monkeypatch):
     """The first read waits for the plugin within its budget; every later read of the preview skips at once."""
     assert stack.up().error is None
     auth_plugin(tmp_path, monkeypatch, "sleep 300\n")

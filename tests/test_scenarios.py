@@ -7,60 +7,10 @@ function whose decision it relies on (``sg.go`` is pulumi ``pkg/resource/deploy/
 
 from __future__ import annotations
 
-import json
-import stat
-
-import pytest
-
-from tests.engine import Stack
-from tests.fake_kube import fake_cluster
+from tests.scenario import STEPS, live, names
 from workloads.live_state import ADOPTED, RETRY_ANNOTATION
 
-STEPS = ("convert", "train", "export")
-
-
-@pytest.fixture(autouse=True)
-def no_live_cluster():
-    """The real reader, against the loopback cluster (overrides the conftest stub)."""
-
-
-@pytest.fixture
-def cluster():
-    with fake_cluster() as running:
-        yield running
-
-
-def auth_plugin(tmp_path, monkeypatch, body: str) -> None:
-    """``gke-gcloud-auth-plugin`` on PATH, as the program's kubeconfig runs it."""
-    folder = tmp_path / "bin"
-    folder.mkdir(exist_ok=True)
-    plugin = folder / "gke-gcloud-auth-plugin"
-    plugin.write_text("#!/bin/sh\n" + body)
-    plugin.chmod(plugin.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{folder}:{__import__('os').environ['PATH']}")
-
-
-def credential(token: str) -> str:
-    status = {"expirationTimestamp": "2099-01-01T00:00:00Z", "token": token}
-    return json.dumps(
-        {"kind": "ExecCredential", "apiVersion": "client.authentication.k8s.io/v1beta1", "status": status}
-    )
-
-
-@pytest.fixture
-def stack(cluster, gcs, tmp_path, monkeypatch):
-    body = f"test \"$1\" = --use_application_default_credentials || exit 9\necho '{credential(cluster.token)}'\n"
-    auth_plugin(tmp_path, monkeypatch, body)
-    return Stack(cluster, gcs)
-
-
-def names(stack: Stack, overrides: list[str] = ()) -> dict[str, str]:
-    return {s.step: s.name for s in stack.steps(overrides).steps}
-
-
-def live(stack: Stack, step: str, overrides: list[str] = ()) -> dict:
-    built = {s.step: s for s in stack.steps(overrides).steps}[step]
-    return stack.cluster.get(built.kind, "tpu-rl", built.name)
+REAL_CLUSTER = True
 
 
 def test_first_up_of_a_new_stack_creates_each_step_once_and_the_next_up_changes_nothing(stack):

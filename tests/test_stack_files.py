@@ -21,9 +21,9 @@ import yaml
 from infra.config import ConfigError
 from infra.plan.cli import main as plan_main
 from infra.plan.stack_files import load_stack
+from tests.fake_hub import FakeHub
 from tests.fake_kube import fake_cluster
 from tests.loopback import serve
-from tests.test_preflight import FakeHub
 
 DATA = __import__("pathlib").Path(__file__).parent / "data" / "stacks"
 PROVIDERS = ("passphrase", "service", "gcpkms", "awskms", "azurekeyvault", "hashivault")

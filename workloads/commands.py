@@ -13,7 +13,7 @@ import shlex
 from pathlib import Path
 
 from core.knobs import DATASETS, TRAINING_KNOBS
-from core.names import SETUP_FAILURE_EXIT
+from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT
 from core.settings import Settings
 from workloads.evaluations import RUN_LINE, SIDE_PATTERN
 
@@ -108,6 +108,13 @@ def train_argv(settings: Settings, input_uri: str, output_uri: str) -> list[str]
 CHECKPOINT_REF = "${checkpoint}"
 """The export's input, found at run time by ``checkpoint_scan.py`` (see ``export_script``)."""
 CHECKPOINT_SCAN = (Path(__file__).parent / "checkpoint_scan.py").read_text()
+SLICE_DOWN_PATTERN = r"JaxRuntimeError: (DATA_LOSS|DEADLINE_EXCEEDED|NOT_FOUND|INTERNAL)"
+"""How a JAX client on Pathways sees a lost TPU slice: a ``JaxRuntimeError`` whose gRPC status is one of
+these (pathways-utils ``elastic/manager.py``, ``_ELASTIC_DOWN_ERROR_TYPES`` and
+``_ELASTIC_DOWN_ADDITIONAL_ERROR_TYPES``, which its elastic retry treats as "slice down"). MaxText 0.2.4's
+``train_rl`` does not retry them, so it exits non-zero while the head's own pod was never disrupted."""
+SLICE_DOWN_TAIL_LINES = 200
+"""The end of train_rl's log searched for it (the traceback's last line)."""
 TRAIN_LOG = "/tmp/tpu-rl-train.log"
 EVALS_LOG = "/tmp/tpu-rl-evals.txt"
 # Copies a file of the attempt next to the checkpoints (best effort: never changes the step's outcome).
@@ -219,7 +226,8 @@ def train_script(settings: Settings, argv: list[str], output_uri: str) -> str:
     - each evaluation and restore line, as it appears, appended to the side file and the side file
       copied (a killed attempt keeps its evaluations);
     - when train_rl exits, for any reason, the log and the side file copied to ``<output>logs/``, and the
-      container exits with train_rl's status.
+      container exits with train_rl's status, or with ``SLICE_DOWN_EXIT`` when it died of a lost TPU slice
+      (``SLICE_DOWN_PATTERN`` in the log's last lines): a disruption, which the JobSet restarts.
     """
     lines = ["set -euo pipefail"]
     if settings.training.optimizer == "adafactor":
@@ -249,6 +257,11 @@ def train_script(settings: Settings, argv: list[str], output_uri: str) -> str:
         'wait "$shown" "$side"',
         f'{upload} {TRAIN_LOG} "$log_uri"',
         f'{upload} {EVALS_LOG} "$evals_uri"',
+        f'if [ "$status" -ne 0 ] && tail -n {SLICE_DOWN_TAIL_LINES} {TRAIN_LOG} |',
+        f"    grep -qE {shlex.quote(SLICE_DOWN_PATTERN)}; then",
+        f'  echo "tpu-rl: train_rl (exit $status) lost a TPU slice; exiting {SLICE_DOWN_EXIT} so the JobSet restarts"',
+        f"  status={SLICE_DOWN_EXIT}",
+        "fi",
         'exit "$status"',
     ]
     return "\n".join(lines) + "\n"

@@ -142,7 +142,7 @@ def parse_logs(logs: list[tuple[str, str]]) -> Evaluations:
     ordered = [attempts[key] for key in sorted(attempts)]
     result = Evaluations(attempts=ordered)
     base = next((a for a in ordered if a.pre is not None and a.restored_step is None), None)
-    if base is not None:
+    if base is not None and base.pre is not None:  # the search required pre: said again for mypy
         result.pre = {k: v for k, v in base.pre.items() if k != "afterRestore"}
     elif ordered:
         resumed = [a for a in ordered if a.restored_step is not None]

@@ -31,7 +31,8 @@ def failure_detail(step: Step, oom: list[tuple[str, str]]) -> str:
     """What the failed step's pods say: a container the OOM killer ended, and the key that raises its memory."""
     if not oom:
         return ""
-    pod, container = oom[0]
+    main = "workload-container" if step.step == "train" else step.step
+    pod, container = min(oom, key=lambda found: (found[1] != main, found))  # the step's own container first
     limit = memory_limit(step.manifest, container)
     where = f"container {scrub(container, limit=63)} of pod {scrub(pod, limit=100)} was OOMKilled at its {limit} limit"
     if step.step in ("convert", "export"):

@@ -67,14 +67,19 @@ class Admission:
     message: str = ""
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    """``value`` if it is a mapping, else an empty one (a live object's field may be missing or malformed)."""
+    return value if isinstance(value, dict) else {}
+
+
 def admission(workloads: list[dict[str, Any]]) -> Admission:
     """Interpret the Workloads Kueue made for one JobSet (the newest counts)."""
     items = [w for w in workloads if isinstance(w, dict)]
     if not items:
         return Admission("none", "", "Kueue has not made a Workload for it yet")
     newest = max(items, key=lambda w: str((w.get("metadata") or {}).get("creationTimestamp") or ""))
-    spec = newest.get("spec") if isinstance(newest.get("spec"), dict) else {}
-    status = newest.get("status") if isinstance(newest.get("status"), dict) else {}
+    spec = _dict(newest.get("spec"))
+    status = _dict(newest.get("status"))
     evicted = condition(status, "Evicted") or {}
     finished = condition(status, "Finished")
     if spec.get("active") is False or str(evicted.get("reason") or "").startswith("DeactivatedDueTo"):
@@ -140,9 +145,9 @@ def live_step(obj: dict[str, Any] | None, workloads: list[dict[str, Any]] | None
     ``jobset_controller.go`` ``setJobSetCompletedCondition``/``setJobSetFailedCondition``)."""
     if not obj:
         return ABSENT
-    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
-    annotations = metadata.get("annotations") if isinstance(metadata.get("annotations"), dict) else {}
+    metadata = _dict(obj.get("metadata"))
+    status = _dict(obj.get("status"))
+    annotations = _dict(metadata.get("annotations"))
     failed = condition(status, "Failed") or {}
     terminal = status.get("terminalState") or ""
     state = {"Failed": "failed", "Completed": "succeeded"}.get(terminal, "running")

@@ -21,6 +21,7 @@ from core.names import (
     NODEPOOL_LABEL,
     QUEUE_LABEL,
     SCRATCH_STORAGE_CLASS,
+    SLICE_DOWN_EXIT,
     TPU_ACCELERATOR_LABEL,
     TPU_TAINT_KEY,
     TPU_TOPOLOGY_LABEL,
@@ -93,18 +94,26 @@ def cpu_pod_failure_policy(step: str) -> dict[str, Any]:
 
 def head_pod_failure_policy() -> dict[str, Any]:
     """The Pathways head: a disruption counts against the Job's ``backoffLimit: 0`` (reason
-    ``BackoffLimitExceeded``: the JobSet restarts, ``restartOnDisruption``); a non-zero exit of the workload
-    container fails the Job (reason ``PodFailurePolicy``: the JobSet fails, ``failOnWorkloadExit``)."""
-    return {"rules": [{"action": "Count", "onPodConditions": [DISRUPTED]}, _pod_failed(WORKLOAD_CONTAINER)]}
+    ``BackoffLimitExceeded``: the JobSet restarts, ``restartOnDisruption``): its own pod disrupted, or the
+    trainer dead of a lost TPU slice (the script's ``SLICE_DOWN_EXIT``; the head's pod itself was fine, and
+    the worker Jobs restart their pods in place, so no other Job fails first). Any other non-zero exit of
+    the workload container fails the Job (reason ``PodFailurePolicy``: the JobSet fails,
+    ``failOnWorkloadExit``)."""
+    slice_down = {
+        "action": "Count",
+        "onExitCodes": {"containerName": WORKLOAD_CONTAINER, "operator": "In", "values": [SLICE_DOWN_EXIT]},
+    }
+    return {"rules": [{"action": "Count", "onPodConditions": [DISRUPTED]}, slice_down, _pod_failed(WORKLOAD_CONTAINER)]}
 
 
 def train_failure_policy(max_restarts: int) -> dict[str, Any]:
     """The training JobSet's rules (JobSet 0.10.1 ``failure_policy.go``: rules are tried in order, each
     against every failed Job, ``findFirstFailedPolicyRuleAndJob``; no match restarts).
 
-    1. ``restartOnDisruption``: a Job that failed ``BackoffLimitExceeded`` (the head disrupted, or a worker
-       Job out of in-place restarts: a TPU host lost again and again) restarts the JobSet, counted against
-       ``maxRestarts``. First, so that when a disruption made the trainer fail too, it is a restart.
+    1. ``restartOnDisruption``: a Job that failed ``BackoffLimitExceeded`` (the head disrupted, the trainer
+       dead of a lost TPU slice, or a worker Job out of its in-place restarts) restarts the JobSet, counted
+       against ``maxRestarts``. First, so that when Jobs failed both ways by the same reconcile, it is a
+       restart.
     2. ``failOnWorkloadExit``: the head's Job failed by its pod failure policy (the trainer exited non-zero:
        an exception, an OOM, a bad flag, exit 3): fail at once, nothing is re-run.
     3. ``failOnDeadline``: the attempt's deadline is the bound; a restart would start a new deadline.

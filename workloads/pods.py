@@ -3,9 +3,11 @@
 - **Unschedulable**: a pod whose ``PodScheduled`` condition is ``False`` with reason ``Unschedulable`` (the
   scheduler's ``FitError``, kube-scheduler ``schedule_one.go`` ``handleSchedulingFailure``), explained by
   the newest ``FailedScheduling`` event (the scheduler) and the cluster autoscaler's ``NotTriggerScaleUp``
-  (no node group can fit it: max size, selectors, quota), ``FailedScaleUp`` (the scale-up failed: GCE out of
-  resources, quota) or ``TriggeredScaleUp`` (a node is coming). The wait (``workloads.waiting``) fails a
-  step whose pods stay unschedulable for ``tpu-rl:workflow.unschedulableTimeout``.
+  (no node group can fit it: max size, selectors; upstream ``EventingScaleUpStatusProcessor``),
+  ``FailedScaleUp`` (GKE's autoscaler: ``Node scale up in zones %v associated with this pod failed: %v``,
+  e.g. ``GCE out of resources``, ``GCE quota exceeded``) or ``TriggeredScaleUp`` (a node is coming). The
+  wait (``workloads.waiting``) fails a step whose pods stay unschedulable for
+  ``tpu-rl:workflow.unschedulableTimeout``.
 - **OOMKilled**: a container the kernel's OOM killer ended (``state.terminated.reason: OOMKilled``, exit
   137), named in the step's failure with the key that raises its memory.
 """

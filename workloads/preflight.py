@@ -230,7 +230,8 @@ def check_model_access(
             f"GET {url}/api/models/{repo}/revision/{shown}",
             lambda: api.model_info(repo, revision=revision, timeout=budget.read),
         )
-        sha = info.sha if isinstance(getattr(info, "sha", None), str) else ""
+        found = getattr(info, "sha", None)
+        sha = found if isinstance(found, str) else ""
         config = hf_hub_url(repo, "config.json", revision=revision, endpoint=url)
         bounded(
             f"HEAD {url}/{repo}/resolve/{shown}/config.json",

@@ -432,7 +432,8 @@ def _run(args: argparse.Namespace) -> int:
     except StorageError as err:
         raise ReportError(f"cannot read the run at {info.output_uri}: {err}") from None
     record = data.evaluations.run or {}  # the run's own text: each field is used only if it has the right shape
-    shape = record.get("slice") if isinstance(record.get("slice"), dict) else {}
+    slice_field = record.get("slice")
+    shape = slice_field if isinstance(slice_field, dict) else {}
     model = record.get("model")
     info.model = info.model or (scrub(model, limit=40) if isinstance(model, str) else None)
     info.chips = info.chips or _chips(record)

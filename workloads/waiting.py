@@ -113,7 +113,8 @@ def _why_stopped(reason: str) -> str:
     """What a step Kueue stopped means and what to do (Kueue 0.17.1's reasons)."""
     if "RequeuingLimitExceeded" in reason:  # waitForPodsReady: not all pods Ready within the timeout
         return (
-            "its pods were not all Ready in time, so it holds no quota now. The next `pulumi up` runs it again; "
+            "its pods were not all Ready in time (at its start, or again after a restart or a node repair), so it "
+            "holds no quota now. The next `pulumi up` runs it again; "
             "if its pods need longer to start (image pulls, node scale-up, flex-start capacity), raise "
             "tpu-rl:kueue.podsReadyTimeout"
         )

@@ -18,7 +18,7 @@ import contextlib
 import contextvars
 import copy
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import pulumi
@@ -110,7 +110,9 @@ class LiveReader:
         self.settings = settings
         # Read once the workflow's namespace exists: the API server answers by then (a new cluster's
         # first minutes see restarts of the control plane).
-        self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(kubeconfig, ready).apply(lambda args: args[0]))
+        self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(
+            pulumi.Output.all(kubeconfig, ready).apply(lambda args: args[0])
+        )
         self.parent = parent
         self.preview = pulumi.runtime.is_dry_run()
         self._reader: live.ClusterReader | None = None
@@ -195,7 +197,7 @@ class LiveReader:
         else:
             pulumi.log.info(message, resource=self.parent)
 
-    def wait(self, step: Step, resource: pulumi.Resource) -> pulumi.Output[Any]:
+    def wait(self, step: Step, resource: pulumi.CustomResource) -> pulumi.Output[Any]:
         """The status the step's JobSet ended with, once the provider applied it (``workloads.waiting``); a
         failed step's status carries what its pods say (``failures.DETAIL``: a container OOMKilled)."""
         settings = self.settings
@@ -310,7 +312,7 @@ class WorkflowRun(pulumi.ComponentResource):
         cluster: pulumi.Resource,
         platform: KubernetesPlatform,
         kubeconfig: pulumi.Output[str],
-        tpu_pools: list[pulumi.Resource],
+        tpu_pools: Sequence[pulumi.Resource],
         live: bool,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -419,6 +421,11 @@ class WorkflowRun(pulumi.ComponentResource):
             )
             if found is None:
                 verified(plan.train)  # raises: no complete checkpoint
+                # It lists again and did not raise: a complete checkpoint appeared between the two listings.
+                raise pulumi.RunError(
+                    f"the checkpoints under {plan.train.artifact_uri} changed while they were checked (none was "
+                    "complete, then one was); run `pulumi up` again"
+                )
             prefill = int(settings.training.knobs["max_prefill_predict_length"])
             warning = short_run_warning(found, expected, prefill)
             if warning:

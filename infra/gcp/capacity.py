@@ -191,19 +191,19 @@ def quota_findings(
                 )
             )
     if need.reservation is None and tpu_version == "v6e":
-        metric = tpu_metric(list(quotas), need.preemptible)
+        tpu_name = tpu_metric(list(quotas), need.preemptible)
         kind = "preemptible (spot, flex-start)" if need.preemptible else "on-demand"
-        if metric is None:
+        if tpu_name is None:
             found.append(
                 Finding("unknown", f"region {region} lists no {kind} TPU v6e quota metric; TPU quota was not checked")
             )
         else:
-            limit, usage = quotas[metric]
+            limit, usage = quotas[tpu_name]
             if limit - usage < need.chips:
                 found.append(
                     Finding(
                         "problem",
-                        f"quota {metric} in {region}: {limit - usage:g} of {limit:g} TPU chips left, the slices need "
+                        f"quota {tpu_name} in {region}: {limit - usage:g} of {limit:g} TPU chips left, the slices need "
                         f"{need.chips}; request more quota or use a smaller slice",
                     )
                 )

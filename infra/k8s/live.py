@@ -40,6 +40,8 @@ RESOURCES = {
     "Workload": ("kueue.x-k8s.io", "v1beta2", "workloads"),
 }
 """Kind -> (API group, version, plural): the paths the reader can read."""
+Objects = list[dict[str, Any]]
+"""A list of live objects (an alias: inside ``ClusterReader`` the name ``list`` is its method)."""
 
 
 class ClusterReadError(Exception):
@@ -238,7 +240,7 @@ class ClusterReader:
 
         return self._read(path, request, missing_ok=True)
 
-    def list(self, api_version: str, kind: str, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+    def list(self, api_version: str, kind: str, namespace: str, label_selector: str) -> Objects:
         """The objects matching a label selector (every page; none when the collection does not exist)."""
         group, version, plural = self._resource(api_version, kind)
 
@@ -257,7 +259,7 @@ class ClusterReader:
 
         return self._pages(f"/apis/{group}/{version}/namespaces/{namespace}/{plural}", request)
 
-    def pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+    def pods(self, namespace: str, label_selector: str) -> Objects:
         """The pods matching a label selector (``CoreV1Api.list_namespaced_pod``, every page)."""
 
         def request(api: Any, timeout: tuple[float, float], token: str) -> Any:
@@ -272,7 +274,7 @@ class ClusterReader:
 
         return self._pages(f"/api/v1/namespaces/{namespace}/pods", request)
 
-    def events(self, namespace: str, field_selector: str) -> list[dict[str, Any]]:
+    def events(self, namespace: str, field_selector: str) -> Objects:
         """The events matching a field selector, e.g. ``involvedObject.kind=Pod`` (``list_namespaced_event``)."""
 
         def request(api: Any, timeout: tuple[float, float], token: str) -> Any:
@@ -287,18 +289,17 @@ class ClusterReader:
 
         return self._pages(f"/api/v1/namespaces/{namespace}/events", request)
 
-    def _pages(self, path: str, request: Callable[[Any, tuple[float, float], str], Any]) -> list[dict[str, Any]]:
+    def _pages(self, path: str, request: Callable[[Any, tuple[float, float], str], Any]) -> Objects:
         """Every page of a list, within one budget for them all."""
-        items: list[dict[str, Any]] = []
+        items: Objects = []
         token = ""
         ends = time.monotonic() + self.budgets.read.total
         for _ in range(MAX_PAGES):
-            page = (
-                self._read(
-                    path, lambda api, timeout, token=token: request(api, timeout, token), missing_ok=True, ends=ends
-                )
-                or {}
-            )
+
+            def page_request(api: Any, timeout: tuple[float, float], token: str = token) -> Any:
+                return request(api, timeout, token)
+
+            page = self._read(path, page_request, missing_ok=True, ends=ends) or {}
             entries = page.get("items") or []
             if not isinstance(entries, list):
                 raise self._fail(ClusterReadError(f"the list at {path} on {self.where} has no items array"))

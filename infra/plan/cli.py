@@ -12,6 +12,7 @@ import argparse
 import gc
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from infra.plan.stack_files import ROOT, StackFileError, load_stack_config, stac
 
 def plan_stack(
     stack_file: Path,
-    overrides: list[str] = (),
+    overrides: Sequence[str] = (),
     *,
     stack: str | None = None,
     preflight: bool = False,

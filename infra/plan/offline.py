@@ -252,7 +252,7 @@ class _Capture(logging.Handler):
 def _stack_outputs(into: dict[str, Any]) -> pulumi.Output[Any]:
     """An Output that resolves once every stack output is known, filling ``into`` (secrets hidden)."""
     root = pulumi.runtime.get_root_resource()
-    parts = []
+    parts: list[pulumi.Output[None]] = []
     for name, value in sorted((getattr(root, "outputs", None) or {}).items()):
         output = pulumi.Output.from_input(value)
         into[name] = None  # unknown (a preview) stays None

@@ -9,6 +9,7 @@ overrides use ``pulumi config set --path`` syntax (``a.b``, ``a[0]``, ``a["b.c"]
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -193,7 +194,7 @@ def _assign(key: str, cursor: Any, element: str | int, value: Any) -> None:
 
 
 def load_stack_config(
-    stack_file: Path, overrides: list[str] = (), root: Path = ROOT
+    stack_file: Path, overrides: Sequence[str] = (), root: Path = ROOT
 ) -> tuple[dict[str, str], set[str], list[str]]:
     """Project defaults + stack file + overrides -> (config strings, secret keys, notes).
 
@@ -285,7 +286,7 @@ def stack_name(stack_file: Path) -> str:
 
 
 def load_stack(
-    stack: str | None, config_file: Path | None = None, overrides: list[str] = ()
+    stack: str | None, config_file: Path | None = None, overrides: Sequence[str] = ()
 ) -> tuple[Settings, dict[str, Any], frozenset[str]]:
     """A stack's validated settings, read as the program reads them (for the CLIs that need no
     Pulumi CLI): `Pulumi.<stack>.yaml` or `config_file`, plus overrides. Returns the settings, the

@@ -1,0 +1,78 @@
+"""A loopback stand-in for the Hugging Face Hub (HF_ENDPOINT): model info and the file metadata HEAD
+request, with its real error headers (``X-Error-Code``), tokens that are good, not licensed or invalid, and
+repositories named after a way a server can go wrong."""
+
+from __future__ import annotations
+
+import json
+
+from tests.loopback import QuietHandler
+
+REPO = "google/gemma-4-26b-a4b-it"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+GOOD, NOT_ACCEPTED, BAD = "hf_goodTOKEN", "hf_licenceNOTaccepted", "hf_invalidTOKEN"
+
+
+class FakeHub(QuietHandler):
+    """Just enough of the Hub API: model info and the file metadata HEAD request."""
+
+    def _token(self) -> str:
+        return self.headers.get("Authorization", "").removeprefix("Bearer ")
+
+    def _error(self, status: int, code: str | None, message: str) -> None:
+        headers = {"X-Error-Code": code} if code else {}
+        self.send_body(status, json.dumps({"error": message}).encode(), **headers, **{"X-Error-Message": message})
+
+    def _check(self, repo: str, revision: str) -> bool:
+        if self._token() == BAD:
+            self._error(401, None, "Invalid credentials in Authorization header")
+        elif repo != REPO:
+            self._error(404, "RepoNotFound", "Repository not found")
+        elif revision not in ("main", COMMIT):
+            self._error(404, "RevisionNotFound", "Invalid rev id")
+        else:
+            return True
+        return False
+
+    def _misbehave(self, repo: str) -> bool:
+        """Repositories named after a way a server (or a proxy in front of it) can go wrong."""
+        name = repo.split("/")[-1]
+        if self.misbehave(name, drips=40, pause=0.25):
+            pass
+        elif name in ("garbage", "nonutf8", "shape"):
+            body = {"garbage": b"<html>oops", "nonutf8": b"\xff\xfe\x00{", "shape": b'["not", "an", "object"]'}[name]
+            self.send_body(200, body)
+        elif name == "redirect":
+            self.send_body(302, b"", Location=self.path)
+        elif name == "echo":
+            # A broken proxy that echoes request headers into its error.
+            self._error(502, None, f"bad gateway; request had {self.headers.get('Authorization')}")
+        else:
+            return False
+        return True
+
+    def do_GET(self):  # noqa: N802
+        parts = self.path.split("?")[0].strip("/").split("/")
+        if parts[:2] == ["api", "models"] and "revision" in parts and self._misbehave("/".join(parts[2:4])):
+            return
+        if parts[:2] == ["api", "models"] and "revision" in parts:
+            i = parts.index("revision")
+            repo, revision = "/".join(parts[2:i]), parts[i + 1]
+            if self._check(repo, revision):
+                self.send_json(200, {"id": repo, "sha": COMMIT, "private": False, "gated": "manual"})
+        else:
+            self._error(404, None, "not found")
+
+    def do_HEAD(self):  # noqa: N802
+        parts = self.path.split("?")[0].strip("/").split("/")
+        if "resolve" in parts:
+            i = parts.index("resolve")
+            repo, revision = "/".join(parts[:i]), parts[i + 1]
+            if not self._check(repo, revision):
+                return
+            if self._token() == NOT_ACCEPTED:
+                self._error(403, "GatedRepo", "Access to model is restricted and you are not in the authorized list")
+                return
+            self.send_body(200, b"x" * 123, "application/octet-stream", **{"X-Repo-Commit": COMMIT, "ETag": '"abc"'})
+        else:
+            self._error(404, None, "not found")
