@@ -1,4 +1,4 @@
-"""A loopback Compute Engine and Service Usage API for the capacity preflight: the REST paths the official
+"""A loopback Compute Engine, Service Usage and Cloud Quotas API for the capacity preflight: the REST paths the official
 clients call (google-cloud-compute ``transports/rest_base.py``), their JSON (camelCase, int64 as strings)
 and Google's error bodies (``{"error": {code, message, errors[{reason}], details[ErrorInfo]}}``), so the
 real clients parse real shapes. See /work/notes/compute-api.md for where each shape comes from."""
@@ -46,6 +46,60 @@ def reservation(
         },
         "shareSettings": {"shareType": "LOCAL"},
     }
+
+
+def aggregate_reservation(
+    name: str,
+    *,
+    project: str,
+    zone: str,
+    chips: int,
+    in_use: int = 0,
+    family: str = "VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT6E",
+) -> dict[str, Any]:
+    """An aggregate TPU reservation (``aggregateReservation``: chips of a VM family, no machine type), as
+    ``reservations.get`` answers it."""
+    zone_url = ZONE_URL.format(project=project, zone=zone)
+
+    def resources(count: int) -> list[dict[str, Any]]:
+        return [{"accelerator": {"acceleratorCount": count, "acceleratorType": f"{zone_url}/acceleratorTypes/ct6e"}}]
+
+    return {
+        "kind": "compute#reservation",
+        "id": "4213987462319",
+        "name": name,
+        "status": "READY",
+        "zone": zone_url,
+        "selfLink": f"{zone_url}/reservations/{name}",
+        "specificReservationRequired": True,
+        "aggregateReservation": {
+            "vmFamily": family,
+            "workloadType": "BATCH",
+            "reservedResources": resources(chips),
+            "inUseResources": resources(in_use) if in_use else [],
+        },
+    }
+
+
+def quota_info(project: str, quota: str, entries: list[tuple[dict[str, str], int, list[str]]]) -> dict[str, Any]:
+    """A Cloud Quotas ``QuotaInfo`` of compute.googleapis.com: one ``dimensionsInfos`` entry per
+    (dimensions, limit, applicable locations); int64 as strings, as the REST API writes them."""
+    return {
+        "name": f"projects/{project}/locations/global/services/compute.googleapis.com/quotaInfos/{quota}",
+        "quotaId": quota,
+        "metric": "compute.googleapis.com/tpus",
+        "service": "compute.googleapis.com",
+        "containerType": "PROJECT",
+        "dimensions": ["region", "tpu_family"] if "FAMILY" in quota else ["region"],
+        "dimensionsInfos": [
+            {"dimensions": dims, "details": {"value": str(limit)}, "applicableLocations": locations}
+            for dims, limit, locations in entries
+        ],
+    }
+
+
+def quota_path(project: str, quota: str) -> str:
+    return f"/v1/projects/{project}/locations/global/services/compute.googleapis.com/quotaInfos/{quota}"
 
 
 def region(name: str, quotas: dict[str, tuple[float, float]]) -> dict[str, Any]:

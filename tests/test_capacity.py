@@ -15,7 +15,16 @@ from infra.gcp.capacity import Finding, Held, needs, quota_findings, reservation
 from infra.plan import plan_stack
 from infra.plan.stack_files import ROOT
 from tests.conftest import SENTINEL_TOKEN
-from tests.fake_compute import error, fake_compute, instance, region, reservation
+from tests.fake_compute import (
+    aggregate_reservation,
+    error,
+    fake_compute,
+    instance,
+    quota_info,
+    quota_path,
+    region,
+    reservation,
+)
 from tests.lifecycle_walk import settings
 
 PROD = settings("prod", [])
@@ -29,8 +38,6 @@ ENOUGH = {
     "CPUS": (1000, 0),
     "N4_CPUS": (600, 0),
     "E2_CPUS": (200, 0),
-    "TPU_V6E": (64, 0),
-    "PREEMPTIBLE_TPU_V6E": (64, 0),
 }
 
 
@@ -120,19 +127,60 @@ def test_the_quotas_at_their_boundaries():
 
 
 @pytest.mark.pure
-def test_tpu_quota_by_capacity():
-    spot, on_demand = needs(DEV), needs(settings("dev", ["tpu-rl:tpu.capacity=on-demand"]))
-    cpus = {"CPUS": (1000, 0), "N4_CPUS": (1000, 0), "E2_CPUS": (1000, 0)}
-    quotas = {**cpus, "TPU_V6E": (8, 0), "PREEMPTIBLE_TPU_V6E": (7, 0)}
-    (problem,) = problems(quota_findings(spot, quotas, "us-east5", Held()))
-    assert problem.startswith("quota PREEMPTIBLE_TPU_V6E in us-east5: 7 of 7 TPU chips left, the slices need 8")
-    assert problems(quota_findings(on_demand, quotas, "us-east5", Held())) == []
-    missing = quota_findings(spot, cpus, "us-east5", Held())
-    assert [f.level for f in missing] == ["unknown"] and "no preemptible (spot, flex-start) TPU v6e" in missing[0].text
-    assert (
-        capacity.tpu_metric(["TPU_V6E", "PREEMPTIBLE_TPU_V6E", "TPU_LITE_PODSLICE_V5"], True) == "PREEMPTIBLE_TPU_V6E"
-    )
-    assert capacity.tpu_metric(["PREEMPTIBLE_TPU_V6E"], False) is None
+def test_tpu_quota_limits_by_capacity():
+    """Cloud Quotas entries as it lists them: a default (no dimensions, every location), per region, per
+    region and family; the most specific entry for the slice's region (and, on demand, CT6E) counts."""
+    spot = needs(DEV)
+    on_demand = needs(settings("dev", ["tpu-rl:tpu.capacity=on-demand"]))
+    flex = needs(settings("dev", ["tpu-rl:tpu.capacity=flex-start"]))
+    default = {"dimensions": {}, "value": 0, "locations": ["us-east5", "us-central1"]}
+    here = {"dimensions": {"region": "us-east5"}, "value": 8, "locations": ["us-east5"]}
+    elsewhere = {"dimensions": {"region": "us-central1"}, "value": 64, "locations": ["us-central1"]}
+    assert capacity.tpu_quota_id(spot) == "PREEMPTIBLE-TPU-V6E-per-project-region"
+    assert capacity.tpu_quota_id(on_demand) == "TPUS-PER-TPU-FAMILY-per-project-region"
+    assert capacity.tpu_quota_findings(spot, [default, here, elsewhere], "us-east5") == [
+        Finding(
+            "note", "quota PREEMPTIBLE-TPU-V6E-per-project-region in us-east5: limit 8 TPU chips (usage is not checked)"
+        )
+    ]
+    (problem,) = problems(capacity.tpu_quota_findings(spot, [default, elsewhere], "us-east5"))
+    assert problem.startswith(
+        "quota PREEMPTIBLE-TPU-V6E-per-project-region in us-east5: the limit is 0 TPU chips, the slices need 8"
+    ), "the default entry (0 for a new project) applies to a region without its own"
+    (short,) = capacity.tpu_quota_findings(flex, [{**here, "value": 7}], "us-east5")
+    assert short.level == "unknown" and short.text.endswith("flex-start may use on-demand quota instead")
+    family = {"dimensions": {"region": "us-east5", "tpu_family": "CT6E"}, "value": 8, "locations": ["us-east5"]}
+    v5e = {"dimensions": {"region": "us-east5", "tpu_family": "CT5LP"}, "value": 64, "locations": ["us-east5"]}
+    assert not problems(capacity.tpu_quota_findings(on_demand, [v5e, family], "us-east5"))
+    assert problems(capacity.tpu_quota_findings(on_demand, [v5e, {**family, "value": 7}], "us-east5"))
+    assert capacity.tpu_quota_findings(on_demand, [v5e], "us-east5")[0].level == "unknown", "another family only"
+    assert capacity.tpu_quota_findings(spot, None, "us-east5")[0].level == "unknown"
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("chips", "in_use", "held_vms", "family", "message"),
+    [
+        (32, 0, 0, capacity.V6E_FAMILY, None),
+        (32, 4, 0, capacity.V6E_FAMILY, "has 28 of 32 chips free, the slices need 32"),
+        (32, 32, 8, capacity.V6E_FAMILY, None),  # a later `up`: 8 VMs x 4 chips held by this stack
+        (32, 0, 0, "VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT5LP", "is a TPU reservation of VM_FAMILY_CLOUD_TPU_LITE"),
+    ],
+    ids=["exactly-free", "four-chips-short", "held-by-us", "other-family"],
+)
+def test_an_aggregate_tpu_reservation_is_counted_in_chips(chips, in_use, held_vms, family, message):
+    """TPU capacity is often reserved as an aggregate reservation (a VM family and chips, no machine type):
+    Cluster Toolkit skips its machine-type check for TPUs; here its family and free chips are checked."""
+    found = {
+        "status": "READY",
+        "specific_reservation_required": True,
+        "aggregate": True,
+        "vm_family": family,
+        "reserved": chips,
+        "in_use": in_use,
+    }
+    result = problems(reservation_findings(needs(PROD), found, "us-east5-b", Held(tpu_vms=held_vms)))
+    assert result == [] if message is None else message in result[0]
 
 
 @pytest.mark.pure
@@ -269,13 +317,41 @@ def test_a_hanging_api_is_an_unknown_within_the_budget(compute, monkeypatch):
     assert not problems(findings)
 
 
-def test_a_short_quota_is_a_problem_through_the_client(compute):
-    compute.routes[REGION_PATH.format(project="my-tpu-dev-project")] = (
+def test_a_short_tpu_quota_is_a_problem_through_the_client(compute):
+    """Spot dev: the chips' limit comes from Cloud Quotas (regions.get does not list the v6e metrics)."""
+    path = quota_path("my-tpu-dev-project", "PREEMPTIBLE-TPU-V6E-per-project-region")
+    compute.routes[path] = (
         200,
-        region("us-east5", {**ENOUGH, "PREEMPTIBLE_TPU_V6E": (8, 4)}),
+        quota_info(
+            "my-tpu-dev-project",
+            "PREEMPTIBLE-TPU-V6E-per-project-region",
+            [({}, 0, ["us-east5"]), ({"region": "us-east5"}, 4, ["us-east5"])],
+        ),
     )
     (problem,) = problems(REAL_CHECK(DEV, clients(compute)))
-    assert problem.startswith("quota PREEMPTIBLE_TPU_V6E in us-east5: 4 of 8 TPU chips left, the slices need 8")
+    assert problem.startswith("quota PREEMPTIBLE-TPU-V6E-per-project-region in us-east5: the limit is 4 TPU chips")
+    assert path in compute.requests
+    del compute.routes[path]
+    findings = REAL_CHECK(DEV, clients(compute))
+    assert Finding(
+        "unknown", "quota PREEMPTIBLE-TPU-V6E-per-project-region was not found; TPU quota was not checked"
+    ) in findings and not problems(findings)
+
+
+def test_an_aggregate_reservation_through_the_client(compute):
+    compute.routes[RES_PATH] = (
+        200,
+        aggregate_reservation("my-v6e-32-reservation", project="my-tpu-prod-project", zone="us-east5-b", chips=32),
+    )
+    assert REAL_CHECK(PROD, clients(compute)) == []
+    compute.routes[RES_PATH] = (
+        200,
+        aggregate_reservation(
+            "my-v6e-32-reservation", project="my-tpu-prod-project", zone="us-east5-b", chips=32, in_use=16
+        ),
+    )
+    (problem,) = problems(REAL_CHECK(PROD, clients(compute)))
+    assert "has 16 of 32 chips free, the slices need 32" in problem
 
 
 # ---------------------------------------------------------------------------------------------

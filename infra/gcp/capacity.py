@@ -8,12 +8,19 @@ registering anything the program reads, through the official clients and bounded
 
 - the reservation (capacity ``reservation``), ``compute_v1.ReservationsClient.get``: it exists in
   ``gcp:zone`` (a shared one in its owner project), is *specific* (GKE's ``SPECIFIC_RESERVATION``
-  affinity consumes only those), holds the slice's machine type, is ``READY`` and has every slice's VMs
-  free, counting the VMs this stack's cluster already holds (a later ``up``);
+  affinity consumes only those), is ``READY`` and has every slice free, counting what this stack's
+  cluster already holds (a later ``up``): a reservation of VMs holds the slice's machine type with its
+  VMs free; an *aggregate* TPU reservation (``aggregateReservation``, how TPU capacity is often reserved;
+  Cluster Toolkit skips its machine-type check for that reason) is of the v6e family
+  (``VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT6E``) with the slices' chips free;
 - the region's quotas, ``compute_v1.RegionsClient.get``: the CPU pools' families at their maximum size
-  (``<FAMILY>_CPUS`` and ``CPUS``) and, for capacity that is not reserved, the TPU chips (GKE's TPU
-  pools use Compute Engine quota; the metric is found by name, ``PREEMPTIBLE_`` for spot and
-  flex-start), again minus what the stack holds;
+  (``<FAMILY>_CPUS`` and ``CPUS``), minus what the stack holds;
+- for capacity that is not reserved, the TPU chips: GKE's TPU pools use Compute Engine quota, but
+  ``regions.get`` does not list the v6e metrics, so their limits are read from the Cloud Quotas API
+  (``cloudquotas_v1.CloudQuotasClient.get_quota_info``: ``TPUS-PER-TPU-FAMILY-per-project-region`` with
+  ``tpu_family=CT6E`` on demand, ``PREEMPTIBLE-TPU-V6E-per-project-region`` for spot and flex-start). It
+  reports limits, not usage: a limit below the slices is a problem; whether other TPUs use it up is not
+  known here. Flex-start may fall back to on-demand quota, so a short preemptible limit is a warning there;
 - the APIs, ``service_usage_v1.ServiceUsageClient.batch_get_services``: the stack enables the ones it
   needs itself (``infra.gcp.apis``), so a disabled one is a note; a disabled Service Usage API, which
   that needs, is a problem.
@@ -25,7 +32,6 @@ check cannot decide. ``tpu-rl:workflow.capacityCheck: false`` skips it all.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -40,6 +46,8 @@ T = TypeVar("T")
 CLUSTER_LABEL = "goog-k8s-cluster-name"
 """The label GKE puts on every node VM with its cluster's name (the stack's own VMs are counted as held)."""
 SERVICE_USAGE = "serviceusage.googleapis.com"
+V6E_FAMILY = "VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT6E"
+"""An aggregate TPU reservation's family for v6e (``AllocationAggregateReservation.vmFamily``)."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +67,9 @@ class Need:
     """TPU VMs of every slice."""
     machine_type: str
     chips: int
+    chips_per_vm: int
     preemptible: bool
+    flex_start: bool
     """Spot and flex-start TPU capacity draws on preemptible quota."""
     cpus: dict[str, float] = field(default_factory=dict)
     """Quota metric -> vCPUs of the CPU pools at their maximum size (per family, and ``CPUS`` in all)."""
@@ -85,7 +95,9 @@ def needs(settings: Settings) -> Need:
         vms=settings.slice.hosts * settings.tpu.slices,
         machine_type=settings.slice.machine_type,
         chips=settings.total_chips,
+        chips_per_vm=settings.slice.chips_per_vm,
         preemptible=settings.tpu.capacity in ("spot", "flex-start"),
+        flex_start=settings.tpu.capacity == "flex-start",
         cpus=cpus,
     )
 
@@ -141,37 +153,47 @@ def reservation_findings(
             "SPECIFIC_RESERVATION affinity, which the TPU pool uses, consumes only specific reservations; "
             "create it with --require-specific-reservation"
         )
-    machine = str(found.get("machine_type") or "")
-    if machine != need.machine_type:
-        problems.append(
-            f"{where} holds {scrub(machine, limit=40) or 'no'} VMs, the slice needs {need.machine_type}; fix {key} "
-            "or tpu-rl:tpu.machineType"
+    if found.get("aggregate"):
+        family = str(found.get("vm_family") or "")
+        if family != V6E_FAMILY:
+            problems.append(
+                f"{where} is a TPU reservation of {scrub(family, limit=60) or 'no'} family, the slice needs "
+                f"{V6E_FAMILY}; fix {key} or tpu-rl:tpu.version"
+            )
+        unit, count, used, held_by_us, needed = (
+            "chips",
+            found.get("reserved"),
+            found.get("in_use"),
+            ours.tpu_vms,
+            need.chips,
         )
-    count, used = int(found.get("count") or 0), int(found.get("in_use_count") or 0)
-    free = count - used + ours.tpu_vms
-    if not problems and free < need.vms:
+        held_by_us *= need.chips_per_vm
+    else:
+        machine = str(found.get("machine_type") or "")
+        if machine != need.machine_type:
+            problems.append(
+                f"{where} holds {scrub(machine, limit=40) or 'no'} VMs, the slice needs {need.machine_type}; fix "
+                f"{key} or tpu-rl:tpu.machineType"
+            )
+        unit, count, used, held_by_us, needed = (
+            "VMs",
+            found.get("count"),
+            found.get("in_use_count"),
+            ours.tpu_vms,
+            need.vms,
+        )
+    count, used = int(count or 0), int(used or 0)
+    if not problems and count - used + held_by_us < needed:
         problems.append(
-            f"{where} has {count - used} of {count} VMs free"
-            + (f" (and {ours.tpu_vms} held by this stack)" if ours.tpu_vms else "")
-            + f", the slices need {need.vms}; free VMs in it or lower tpu-rl:tpu.slices"
+            f"{where} has {count - used} of {count} {unit} free"
+            + (f" (and {held_by_us} held by this stack)" if held_by_us else "")
+            + f", the slices need {needed}; free them in it or lower tpu-rl:tpu.slices"
         )
     return [Finding("problem", p) for p in problems]
 
 
-def tpu_metric(metrics: list[str], preemptible: bool) -> str | None:
-    """The region's TPU v6e chip quota metric (``TPU_V6E``, ``PREEMPTIBLE_TPU_V6E``): found by name, as the
-    client's metric list does not know it yet (google-cloud-compute 1.57)."""
-    pattern = re.compile(r"TPU.*V6E|V6E.*TPU")
-    for metric in sorted(metrics):
-        if pattern.search(metric) and metric.startswith("PREEMPTIBLE_") == preemptible:
-            return metric
-    return None
-
-
-def quota_findings(
-    need: Need, quotas: dict[str, tuple[float, float]] | None, region: str, ours: Held, *, tpu_version: str = "v6e"
-) -> list[Finding]:
-    """The region's quotas (metric -> (limit, usage)) against what the pools need (pure)."""
+def quota_findings(need: Need, quotas: dict[str, tuple[float, float]] | None, region: str, ours: Held) -> list[Finding]:
+    """The region's CPU quotas (metric -> (limit, usage)) against what the pools need (pure)."""
     if quotas is None:
         return [Finding("unknown", f"the quotas of region {region} were not listed; they were not checked")]
     found: list[Finding] = []
@@ -190,24 +212,42 @@ def quota_findings(
                     "tpu-rl:systemPool.maxNodes",
                 )
             )
-    if need.reservation is None and tpu_version == "v6e":
-        tpu_name = tpu_metric(list(quotas), need.preemptible)
-        kind = "preemptible (spot, flex-start)" if need.preemptible else "on-demand"
-        if tpu_name is None:
-            found.append(
-                Finding("unknown", f"region {region} lists no {kind} TPU v6e quota metric; TPU quota was not checked")
-            )
-        else:
-            limit, usage = quotas[tpu_name]
-            if limit - usage < need.chips:
-                found.append(
-                    Finding(
-                        "problem",
-                        f"quota {tpu_name} in {region}: {limit - usage:g} of {limit:g} TPU chips left, the slices need "
-                        f"{need.chips}; request more quota or use a smaller slice",
-                    )
-                )
     return found
+
+
+def tpu_quota_id(need: Need) -> str:
+    """The Cloud Quotas id of the TPU v6e chips the slices draw on."""
+    return "PREEMPTIBLE-TPU-V6E-per-project-region" if need.preemptible else "TPUS-PER-TPU-FAMILY-per-project-region"
+
+
+def tpu_quota_findings(need: Need, infos: list[dict[str, Any]] | None, region: str) -> list[Finding]:
+    """The TPU v6e chip limit in ``region`` (``infos``: the quota's dimension entries as
+    ``{"dimensions", "value", "locations"}``; None: not found) against the slices (pure)."""
+    quota = tpu_quota_id(need)
+    if infos is None:
+        return [Finding("unknown", f"quota {quota} was not found; TPU quota was not checked")]
+    wanted = {"region": region} if need.preemptible else {"region": region, "tpu_family": "CT6E"}
+
+    def fits(info: dict[str, Any]) -> int:
+        """How well an entry names the region (and family): exact, by location, the default; -1 another."""
+        dims = info.get("dimensions") or {}
+        if any(dims.get(k) not in (None, v) for k, v in wanted.items()):
+            return -1
+        return 2 if all(dims.get(k) == v for k, v in wanted.items()) else int(region in (info.get("locations") or []))
+
+    ranked = sorted((fits(i), n) for n, i in enumerate(infos) if fits(i) >= 0)
+    if not ranked:
+        return [Finding("unknown", f"quota {quota} has no limit for {region}; TPU quota was not checked")]
+    limit = int(infos[ranked[-1][1]].get("value") or 0)
+    if limit >= need.chips:
+        return [Finding("note", f"quota {quota} in {region}: limit {limit} TPU chips (usage is not checked)")]
+    text = (
+        f"quota {quota} in {region}: the limit is {limit} TPU chips, the slices need {need.chips}; request more "
+        "quota (gcloud alpha quotas preferences create) or use a smaller slice"
+    )
+    if need.flex_start:
+        return [Finding("unknown", text + "; flex-start may use on-demand quota instead")]
+    return [Finding("problem", text)]
 
 
 def api_findings(states: dict[str, str] | None, project: str) -> list[Finding]:
@@ -223,18 +263,19 @@ def api_findings(states: dict[str, str] | None, project: str) -> list[Finding]:
 
 
 class Clients:
-    """The Compute Engine and Service Usage clients (tests point them at a loopback server)."""
+    """The Compute Engine, Service Usage and Cloud Quotas clients (tests point them at a loopback server)."""
 
     def __init__(self, **options: Any) -> None:
-        from google.cloud import compute_v1, service_usage_v1
+        from google.cloud import cloudquotas_v1, compute_v1, service_usage_v1
 
         self.reservations = compute_v1.ReservationsClient(**options)
         self.regions = compute_v1.RegionsClient(**options)
         self.instances = compute_v1.InstancesClient(**options)
         self.services = service_usage_v1.ServiceUsageClient(transport="rest", **options)
+        self.quotas = cloudquotas_v1.CloudQuotasClient(transport="rest", **options)
 
     def close(self) -> None:
-        for client in (self.reservations, self.regions, self.instances, self.services):
+        for client in (self.reservations, self.regions, self.instances, self.services, self.quotas):
             client.transport.close()
 
 
@@ -394,7 +435,9 @@ def check_capacity(settings: Settings, clients: Clients | None = None) -> list[F
         except (ReadFailedError, api.NotFound) as err:
             findings.append(Finding("unknown", f"{err}; the quotas were not checked"))
         else:
-            findings += quota_findings(need, quotas, settings.region, ours, tpu_version=settings.tpu.version)
+            findings += quota_findings(need, quotas, settings.region, ours)
+        if need.reservation is None and settings.tpu.version == "v6e":
+            findings += _tpu_quota(settings, need, clients, budget)
     finally:
         clients.close()
     return findings
@@ -427,11 +470,53 @@ def _held(settings: Settings, need: Need, clients: Clients, budget: deadline.Bud
     return held(instances, need.machine_type)
 
 
+def _tpu_quota(settings: Settings, need: Need, clients: Clients, budget: deadline.Budget) -> list[Finding]:
+    from google.api_core import exceptions as api
+
+    quota = tpu_quota_id(need)
+    name = f"projects/{settings.project}/locations/global/services/compute.googleapis.com/quotaInfos/{quota}"
+    try:
+        infos = _read(
+            f"reading quota {quota}",
+            lambda options: [
+                {
+                    "dimensions": dict(i.dimensions),
+                    "value": i.details.value,
+                    "locations": list(i.applicable_locations),
+                }
+                for i in clients.quotas.get_quota_info(name=name, **options).dimensions_infos
+            ],
+            clients,
+            budget,
+        )
+    except api.NotFound:
+        infos = None
+    except ReadFailedError as err:
+        return [Finding("unknown", f"{err}; TPU quota was not checked")]
+    return tpu_quota_findings(need, infos, settings.region)
+
+
 def _reservation_fields(reservation: Any) -> dict[str, Any]:
-    specific = reservation.specific_reservation
-    return {
+    base = {
         "status": reservation.status or None,
         "specific_reservation_required": bool(reservation.specific_reservation_required),
+    }
+    if "aggregate_reservation" in reservation:
+        aggregate = reservation.aggregate_reservation
+
+        def chips(resources: Any) -> int:
+            return sum(int(r.accelerator.accelerator_count) for r in resources)
+
+        return {
+            **base,
+            "aggregate": True,
+            "vm_family": aggregate.vm_family,
+            "reserved": chips(aggregate.reserved_resources),
+            "in_use": chips(aggregate.in_use_resources),
+        }
+    specific = reservation.specific_reservation
+    return {
+        **base,
         "machine_type": specific.instance_properties.machine_type,
         "count": specific.count,
         "in_use_count": specific.in_use_count,
