@@ -22,9 +22,9 @@ $(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
 	touch $@
 
 # The policy pack's own environment: PulumiPolicy.yaml's `virtualenv: venv` resolves inside policy/.
-$(POLICY_VENV)/.installed: policy/requirements.txt
+$(POLICY_VENV)/.installed: policy/requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(POLICY_VENV)
-	$(POLICY_VENV)/bin/python -m pip install --quiet -r policy/requirements.txt
+	cd policy && venv/bin/python -m pip install --quiet -r requirements.txt
 	touch $@
 
 venv: $(VENV)/.installed
@@ -60,15 +60,15 @@ destroy: $(VENV)/.installed
 	pulumi destroy --stack $(STACK)
 
 plan: $(VENV)/.installed
-	$(PY) -m infra.plan --stack $(STACK) --out build/plan-$(STACK)
+	$(PY) -m tools.plan --stack $(STACK) --out build/plan-$(STACK)
 
 # Watch the stack's run (`pulumi up` may be waiting on it): make status STACK=dev [WATCH=1]
 status: $(VENV)/.installed
-	$(PY) -m workloads.status --stack $(STACK) $(if $(WATCH),--watch)
+	$(PY) -m tools.status --stack $(STACK) $(if $(WATCH),--watch)
 
 # Reward curves, before/after accuracy, config diff and chip-hours of the stack's run: build/report-<stack>/
 report: $(VENV)/.installed
-	$(PY) -m workloads.report --stack $(STACK) --out build/report-$(STACK)
+	$(PY) -m tools.report --stack $(STACK) --out build/report-$(STACK)
 
 # Style, formatting, the import contracts (imports point one way: README "Layout") and the types, as
 # pyproject.toml configures them.

@@ -1,5 +1,5 @@
 """tpu-rl: GRPO post-training of Gemma 4 on a GKE TPU slice, as one Pulumi program."""
 
-from infra.program import main
+from program import main
 
 main()

@@ -58,3 +58,8 @@ REQUIRED_APIS = (
     "storage.googleapis.com",
 )
 """The Google Cloud APIs the stack enables (``infra.gcp.apis``) and the capacity check reads."""
+
+RETRY_ANNOTATION = "tpu-rl/retry-of"
+"""The annotation a retried step carries: the failed run's UID (``workloads.run.live_state``)."""
+ADOPTED = "/adopted"
+"""The suffix of the retry marker of a run adopted by a create (``workloads.run.live_state``)."""

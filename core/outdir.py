@@ -1,4 +1,4 @@
-"""Writing the output folder of the offline tools (``infra.plan --out DIR``, ``workloads.report --out DIR``).
+"""Writing the output folder of the offline tools (``tools.plan --out DIR``, ``tools.report --out DIR``).
 
 One home for it, because the folder is the user's: it may hold their own files, a planted symbolic link,
 or be no folder at all (a file, ``/dev/null``, something under ``/proc``). So the folder is checked

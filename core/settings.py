@@ -1,6 +1,6 @@
 """The validated stack configuration every builder takes (plain frozen dataclasses).
 
-``infra.config`` is the only producer: it parses and checks the raw stack config and returns
+``core.config`` is the only producer: it parses and checks the raw stack config and returns
 a ``Settings``. Everything downstream (GCP builders, manifests, commands, estimate) reads these
 values and never raw config.
 """
@@ -100,7 +100,7 @@ class WorkflowSettings:
     """Step -> deadline in seconds (each attempt's activeDeadlineSeconds)."""
     jobset_version: str
     unschedulable_timeout: int = 900
-    """Seconds a step's pod may stay unschedulable before `pulumi up` fails (``workloads.waiting``)."""
+    """Seconds a step's pod may stay unschedulable before `pulumi up` fails (``workloads.run.waiting``)."""
     step_memory_gib: int = 168
     """Memory request and limit of the conversion and the export (``core.models.step_memory_gib``)."""
 

@@ -1,13 +1,10 @@
 """The tpu-rl guardrails policy pack (constructing PolicyPack starts the analyzer server)."""
 
-import sys
-from pathlib import Path
-
 from pulumi_policy import EnforcementLevel, PolicyPack
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from tpu_rl_policies import POLICIES  # noqa: E402
+# Run as a script from policy/ (the Pulumi CLI's analyzer), so its folder is on sys.path; `core` is the
+# installed tpu-rl-core (policy/requirements.txt).
+from tpu_rl_policies import POLICIES
 
 PolicyPack(
     name="tpu-rl-guardrails",

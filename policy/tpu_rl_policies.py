@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from pulumi_policy import (
@@ -25,12 +23,10 @@ from pulumi_policy import (
 )
 
 # The pack lives beside the program and shares its TPU catalogue, cost model and token shapes (plain modules).
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from core.redact import HF_TOKEN  # noqa: E402
-from core.requests import jobset_pod_sets, quantity  # noqa: E402
-from core.tpu import CATALOGUE, resolve_slice  # noqa: E402
-from infra.estimate import TrainingRun, estimate_run  # noqa: E402
+from core.estimate import TrainingRun, estimate_run
+from core.redact import HF_TOKEN
+from core.requests import jobset_pod_sets, quantity
+from core.tpu import CATALOGUE, resolve_slice
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"

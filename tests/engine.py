@@ -9,7 +9,7 @@ from, then plays it on the cluster: create, adopt, replace (delete first), updat
 carry ``pulumi.com/skipAwait: "true"``, so the provider returns once a step is applied
 (``await.go`` ``Creation``/``Update`` -> ``metadata.ReadyCondition``: Immediate); the run then goes on
 in the cluster (and in Kueue) as each scenario says, while the program waits for it
-(``workloads.waiting``) on a fake clock this model advances: a scenario can act on every poll.
+(``workloads.run.waiting``) on a fake clock this model advances: a scenario can act on every poll.
 
 Sources (read at these revisions; see README "Run lifecycle" for the same citations):
 - pulumi/pulumi v3.259.0 (0ac56e8): ``pkg/resource/deploy/step_generator.go`` (``sg.go``),
@@ -28,14 +28,14 @@ from typing import Any
 
 from pulumi.output import Unknown
 
-from infra.plan import plan_stack
-from infra.plan.offline import UNKNOWN, Plan, Registration, plain
-from infra.plan.stack_files import ROOT, parse_property_path
 from tests.conftest import JOBSET, SENTINEL_TOKEN, put
 from tests.fake_kube import FakeCluster, pod_event, step_pod, with_state
 from tests.lifecycle_walk import settings
-from workloads import waiting
-from workloads.steps import Workflow, plan_workflow
+from tools.plan import plan_stack
+from tools.plan.offline import UNKNOWN, Plan, Registration, plain
+from tools.stack_files import ROOT, parse_property_path
+from workloads.build.steps import Workflow, plan_workflow
+from workloads.run import waiting
 
 STEP_TYPES = (JOBSET,)
 TERMINAL = ("completed", "failed")
@@ -131,7 +131,7 @@ class Stack:
     """The Kubernetes provider's inputs the last run registered (what a refresh configures it with)."""
     written: list[str] = field(default_factory=list)
     clock: float = 0.0
-    """The program's clock while it waits (seconds; ``workloads.waiting.now``)."""
+    """The program's clock while it waits (seconds; ``workloads.run.waiting.now``)."""
     on_wait: Callable[[Stack], None] | None = None
     """What happens in the cluster each time the program pauses between polls (a scenario sets it)."""
     stop: BaseException | None = None

@@ -11,12 +11,12 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from core.config import ConfigError, load_settings, read_fields
+from core.config.schema import FIELDS, Field
+from core.config.values import Boolean, Duration, Integer, Number, OneOf, format_duration
 from core.settings import Settings
-from infra.config import ConfigError, load_settings, read_fields
-from infra.config.schema import FIELDS, Field
-from infra.config.values import Boolean, Duration, Integer, Number, OneOf, format_duration
-from infra.plan.stack_files import ROOT, load_stack_config
-from workloads.steps import Workflow, plan_workflow
+from tools.stack_files import ROOT, load_stack_config
+from workloads.build.steps import Workflow, plan_workflow
 
 STEPS = ("convert", "train", "export")
 TOKEN = "hf_SENTINELtokenVALUEforLEAKchecks0123456789"

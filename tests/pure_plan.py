@@ -17,9 +17,9 @@ from infra.gcp.identities import NODE_PROJECT_ROLES
 from infra.gcp.naming import names_for
 from infra.gcp.storage import bucket_args
 from infra.k8s import kueue
-from infra.plan.offline import Plan
 from tests.lifecycle_walk import settings
-from workloads.steps import plan_workflow
+from tools.plan.offline import Plan
+from workloads.build.steps import plan_workflow
 
 _SNAKE = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)+")
 CLUSTER_ID = "projects/p/locations/r/clusters/c"

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from core.config.load import refused_keys_table
+from core.config.schema import reference_table as config_table
 from core.deadline import reference_table as budget_table
-from infra.config.load import refused_keys_table
-from infra.config.schema import reference_table as config_table
-from infra.plan.stack_files import ROOT
 from tests.lifecycle_walk import table as lifecycle_table
 from tests.lifecycle_walk import walk
+from tools.stack_files import ROOT
 
 README = ROOT / "README.md"
 BLOCKS: tuple[Callable[[], str], ...] = (

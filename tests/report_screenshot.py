@@ -45,9 +45,9 @@ def main(target: str) -> int:
 
     from tests.lifecycle_walk import settings
     from tests.run_files import upload_run
-    from workloads import report
-    from workloads.artifacts import storage_client
-    from workloads.steps import plan_workflow
+    from tools import report
+    from workloads.build.steps import plan_workflow
+    from workloads.run.artifacts import storage_client
 
     if CHROMIUM is None:
         print("error: needs Debian's chromium", file=sys.stderr)

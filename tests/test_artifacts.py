@@ -11,12 +11,12 @@ import pulumi
 import pytest
 
 from core.names import SETUP_FAILURE_EXIT
-from infra.plan import plan_stack
-from infra.plan.stack_files import ROOT
 from tests.conftest import JOBSET, SENTINEL_TOKEN, plan_of, put, statuses, step_resources
 from tests.run_files import reward, upload_run
-from workloads import checkpoint_scan
-from workloads.artifacts import converted_problem, exported_problem, final_checkpoint, short_run_warning
+from tools.plan import plan_stack
+from tools.stack_files import ROOT
+from workloads.run import checkpoint_scan
+from workloads.run.artifacts import converted_problem, exported_problem, final_checkpoint, short_run_warning
 
 BUCKET = "my-tpu-prod-project-tpu-rl-prod"
 ACTOR = f"gs://{BUCKET}/gemma4-26b/train/def/rl/checkpoints/actor/"

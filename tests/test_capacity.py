@@ -12,8 +12,6 @@ from google.auth.credentials import AnonymousCredentials
 from core import deadline
 from infra.gcp import capacity
 from infra.gcp.capacity import Finding, Held, needs, quota_findings, reservation_findings
-from infra.plan import plan_stack
-from infra.plan.stack_files import ROOT
 from tests.conftest import SENTINEL_TOKEN
 from tests.fake_compute import (
     aggregate_reservation,
@@ -26,6 +24,8 @@ from tests.fake_compute import (
     reservation,
 )
 from tests.lifecycle_walk import settings
+from tools.plan import plan_stack
+from tools.stack_files import ROOT
 
 PROD = settings("prod", [])
 DEV = settings("dev", [])

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from core.config import ConfigError
+from core.config import rules as config_rules
 from core.machines import MachineShape
 from core.models import MODELS
 from core.settings import PoolSettings, Settings
-from infra.config import ConfigError
-from infra.config import rules as config_rules
 from tests.lifecycle_walk import settings
 
 pytestmark = pytest.mark.pure

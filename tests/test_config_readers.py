@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from infra.config.values import (
+from core.config.values import (
     MAX_SHOWN,
     Boolean,
     ConfigError,
@@ -188,7 +188,7 @@ NO_KEY = "MaxText 0.2.4 has no such key (an unknown rl.* key is ignored silently
     ],
 )
 def test_extra_args_are_typed_by_maxtexts_key_table(value, expected):
-    from infra.config.load import read_extra_args
+    from core.config.load import read_extra_args
 
     if isinstance(expected, dict):
         assert read_extra_args(X, value) == expected
@@ -297,7 +297,7 @@ DELETE = object()
 )
 def test_the_loader_on_raw_stack_values(changes, secret, expected):
     """Values as a stack file holds them (native YAML types, secure keys), straight into the loader."""
-    from infra.config import load_settings
+    from core.config import load_settings
     from tests.lifecycle_walk import raw
 
     config, secret_keys = raw("prod", [])

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from infra.config import ConfigError, load_settings
-from infra.plan import main as plan_main
+from core.config import ConfigError, load_settings
 from tests.conftest import plan_of
+from tools.plan import main as plan_main
 
 TOKEN_LIKE = "hf_LEAKtestTOKENvalue0123456789abcdefgh"
 X = "tpu-rl:training.extraArgs"
@@ -308,7 +308,7 @@ def _run(argv: list[str], tmp_path, capsys) -> tuple[int, str, str, float]:
 
 def loader_message(overrides: list[str]) -> str:
     """What the config loader (the program's first call) says about a bad input."""
-    from infra.plan.stack_files import ROOT, StackFileError, load_stack_config
+    from tools.stack_files import ROOT, StackFileError, load_stack_config
 
     with pytest.raises((ConfigError, StackFileError)) as caught:
         config, secret_keys, _ = load_stack_config(ROOT / "Pulumi.dev.yaml", overrides)

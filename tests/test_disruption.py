@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from infra.config import ConfigError
+from core.config import ConfigError
 from tests.conftest import plan_of, step_resources
 from tests.lifecycle_walk import settings
 

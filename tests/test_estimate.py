@@ -6,8 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from core.tpu import resolve_slice
-from infra.estimate import (
+from core.estimate import (
     TrainingRun,
     describe,
     estimate_for,
@@ -16,6 +15,7 @@ from infra.estimate import (
     step_seconds_for,
     usd_per_chip_hour,
 )
+from core.tpu import resolve_slice
 from tests.conftest import plan_of
 from tests.lifecycle_walk import settings
 
@@ -67,7 +67,7 @@ def test_provision_only_reservation_still_shows_the_daily_bill():
 
 
 def test_estimate_is_a_stack_output_and_printed_by_the_plan(capsys):
-    from infra.plan import main
+    from tools.plan import main
 
     output = plan_of("prod").outputs["estimate"]
     assert output["totalUsd"] == pytest.approx(231.84, abs=0.01)

@@ -20,8 +20,8 @@ import pytest
 
 from core.names import SLICE_DOWN_EXIT
 from tests.lifecycle_walk import settings
-from workloads.manifests import grace_seconds
-from workloads.steps import plan_workflow
+from workloads.build.manifests import grace_seconds
+from workloads.build.steps import plan_workflow
 
 pytestmark = pytest.mark.pure
 

@@ -1,4 +1,4 @@
-"""Hostile input to every CLI (``infra.plan``, ``workloads.status``, ``workloads.report``): each is one line
+"""Hostile input to every CLI (``tools.plan``, ``tools.status``, ``tools.report``): each is one line
 on stderr, exit 2, no traceback, nothing written, nothing echoed that it should not (no token, no control
 character), within a few seconds. The limits live in ``core.inputs`` (files, YAML, JSON) and
 ``core.outdir`` (the output folder); the scrubbing in ``core.redact``."""
@@ -12,12 +12,12 @@ import time
 import pytest
 import yaml
 
-from infra.plan.cli import main as plan_main
 from tests.fake_kube import with_state
 from tests.run_files import RECORD, upload_run
-from workloads import report as report_cli
-from workloads import status as status_cli
-from workloads.steps import plan_workflow
+from tools import report as report_cli
+from tools import status as status_cli
+from tools.plan.cli import main as plan_main
+from workloads.build.steps import plan_workflow
 
 TOKEN_LIKE = "hf_" + "Q" * 34
 ESC = "\x1b[31m"

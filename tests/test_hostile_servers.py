@@ -25,14 +25,14 @@ from core import deadline
 from core.deadline import Budget
 from core.models import MODELS
 from infra.k8s import live
-from infra.plan.cli import main as plan_main
 from tests.fake_kube import with_state
 from tests.hostile import MODES, Answer, HostileServer, hostile
 from tests.lifecycle_walk import settings
-from workloads import checkpoint_scan
-from workloads import report as report_cli
-from workloads import status as status_cli
-from workloads.steps import plan_workflow
+from tools import report as report_cli
+from tools import status as status_cli
+from tools.plan.cli import main as plan_main
+from workloads.build.steps import plan_workflow
+from workloads.run import checkpoint_scan
 
 HF_TOKEN = "hf_" + "QwErTyUiOpAsDfGhJkLzXcVbNmQwErTyUi"
 KUBE_TOKEN = "kube-" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
@@ -182,7 +182,7 @@ def survived(server: HostileServer, mode: str, *requests: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# The Hub, through `python -m infra.plan --preflight`
+# The Hub, through `python -m tools.plan --preflight`
 
 
 def hub_answer(method: str, path: str) -> Answer:
@@ -212,7 +212,7 @@ def test_the_hub_preflight(mode, monkeypatch, capsys, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# The cluster, through `python -m workloads.status`
+# The cluster, through `python -m tools.status`
 
 
 def cluster_answer(method: str, path: str) -> Answer:
@@ -309,7 +309,7 @@ def test_a_slow_endless_cluster_listing_ends_at_the_budget(monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------
-# GCS, through `python -m workloads.report --run-uri`
+# GCS, through `python -m tools.report --run-uri`
 
 
 BUCKET = "/storage/v1/b/b?"

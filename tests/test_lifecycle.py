@@ -1,6 +1,6 @@
 """Run lifecycle: identity decides replacement, an interrupted `up` re-attaches, a failed step is retried.
 
-The engine behaviour these options rely on is cited in workloads/steps.py, workloads/live_state.py and the
+The engine behaviour these options rely on is cited in workloads/build/steps.py, workloads/run/live_state.py and the
 README ("What happens when..."); here everything the mock runtime can show is pinned.
 """
 
@@ -11,11 +11,11 @@ import re
 import pytest
 
 from infra.k8s import live
-from infra.plan import plan_stack
-from infra.plan.stack_files import ROOT
 from tests.conftest import SENTINEL_TOKEN, plan_of, step_resources
 from tests.lifecycle_walk import settings, table, walk
-from workloads.steps import AWAIT_GRACE_SECONDS, OPERATIONAL_PATHS, plan_workflow
+from tools.plan import plan_stack
+from tools.stack_files import ROOT
+from workloads.build.steps import AWAIT_GRACE_SECONDS, OPERATIONAL_PATHS, plan_workflow
 
 README = (ROOT / "README.md").read_text()
 
@@ -31,7 +31,7 @@ def test_every_key_renames_a_step_or_is_ignored(walks, stack):
     find a valid other value). classify() fails on any step that keeps its name while a field outside
     its ignoreChanges changed."""
     outcomes = walks[stack]
-    from infra.config.schema import FIELDS
+    from core.config.schema import FIELDS
 
     assert set(outcomes) == {f.key for f in FIELDS}
     ignored = {key for key, result in outcomes.items() if "ignored" in result.values()}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from core import maxtext_keys
+from core.config import ConfigError
+from core.config.load import INTERPRETED, PROGRAM_KEYS, read_extra_args
 from core.knobs import TRAINING_KNOBS
-from infra.config import ConfigError
-from infra.config.load import INTERPRETED, PROGRAM_KEYS, read_extra_args
 from tests.conftest import shared_path
 
 KEY = "tpu-rl:training.extraArgs"

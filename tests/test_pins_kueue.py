@@ -9,15 +9,15 @@ import math
 import pytest
 import yaml
 
+from core.config.values import ConfigError
 from core.machines import machine_shape
 from core.names import CPU_POOL, NODEPOOL_LABEL, QUEUE_LABEL, SYSTEM_POOL
 from core.requests import allocatable, jobset_pod_sets, quantity, total
-from infra.config.values import ConfigError
 from infra.gcp.gke_spec import cpu_pool_args, system_pool_args, tpu_pool_args
 from infra.k8s import kueue
 from infra.k8s.manifests import namespace_manifest
 from tests.lifecycle_walk import settings
-from workloads.steps import plan_workflow
+from workloads.build.steps import plan_workflow
 
 pytestmark = pytest.mark.pure
 

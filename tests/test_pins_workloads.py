@@ -15,9 +15,10 @@ from core.settings import ModelSettings
 from infra.gcp.gke_spec import CPU_TAINT, TPU_TAINT, cpu_pool_args, tpu_pool_args
 from infra.k8s.manifests import scratch_storage_class, token_secret_manifest
 from tests.lifecycle_walk import settings
-from workloads import checkpoint_scan, steps
-from workloads.commands import OPTIMIZER_PATCH
-from workloads.steps import plan_workflow
+from workloads.build import steps
+from workloads.build.commands import OPTIMIZER_PATCH
+from workloads.build.steps import plan_workflow
+from workloads.run import checkpoint_scan
 
 pytestmark = pytest.mark.pure
 
@@ -464,7 +465,7 @@ def test_cpu_steps_are_sized_by_the_model():
 
 
 # ---------------------------------------------------------------------------------------------
-# Identities, names, paths, timeouts (workloads/steps.py)
+# Identities, names, paths, timeouts (workloads/build/steps.py)
 
 
 def test_names_paths_and_logs():

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from infra.gcp.identities import NODE_PROJECT_ROLES
-from infra.plan import main as plan_main
 from tests.conftest import plan_of, step_resources
+from tools.plan import main as plan_main
 
 POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"

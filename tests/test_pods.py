@@ -1,4 +1,4 @@
-"""What a step's pods say (``workloads.pods``): unschedulable with the scheduler's and the autoscaler's words,
+"""What a step's pods say (``workloads.run.pods``): unschedulable with the scheduler's and the autoscaler's words,
 OOMKilled with the key to raise; on pods and events in the shapes the API server returns them
 (``tests.fake_kube``: kube-scheduler's FitError text, GKE cluster-autoscaler's pod events). Pure."""
 
@@ -8,9 +8,9 @@ import pytest
 
 from tests.fake_kube import AUTOSCALER_MESSAGES, SCHEDULER_MESSAGE, T0, T1, pod_event, step_pod
 from tests.lifecycle_walk import settings
-from workloads import pods
-from workloads.failures import failure_detail
-from workloads.steps import plan_workflow
+from workloads.build.steps import plan_workflow
+from workloads.run import pods
+from workloads.run.failures import failure_detail
 
 pytestmark = pytest.mark.pure
 

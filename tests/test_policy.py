@@ -22,9 +22,9 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import unknown_checking_proxy
 
-from infra.plan.offline import ROOT, Plan
 from tests.conftest import plan_of
 from tests.pure_plan import pure_plan
+from tools.plan.offline import ROOT, Plan
 
 pytestmark = pytest.mark.pure  # the policies judge builder output (pure_plan); one test also runs the program
 
@@ -1078,6 +1078,7 @@ def test_pack_entry_point_builds_the_pack(monkeypatch):
             built.update(name=name, policies=policies, level=enforcement_level)
 
     monkeypatch.setattr(pulumi_policy, "PolicyPack", FakePack)
+    monkeypatch.syspath_prepend(str(ROOT / "policy"))  # as `python __main__.py` in policy/ (the CLI) puts it
     runpy.run_path(str(ROOT / "policy" / "__main__.py"))
     assert built["name"] == "tpu-rl-guardrails"
     names = [p.name for p in built["policies"]]

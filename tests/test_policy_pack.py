@@ -14,7 +14,7 @@ import yaml
 from google.protobuf import empty_pb2
 from pulumi.runtime.proto import analyzer_pb2_grpc
 
-from infra.plan.stack_files import ROOT
+from tools.stack_files import ROOT
 
 POLICY = ROOT / "policy"
 

@@ -8,10 +8,10 @@ import pulumi
 import pytest
 
 from core.deadline import BUDGETS, Budget
-from infra.plan import plan_stack
-from infra.plan.stack_files import ROOT
 from tests.fake_hub import BAD, COMMIT, GOOD, NOT_ACCEPTED, REPO, FakeHub
 from tests.loopback import serve
+from tools.plan import plan_stack
+from tools.stack_files import ROOT
 from workloads.preflight import PreflightError, check_model_access
 
 

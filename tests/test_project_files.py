@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import ast
 import re
+import subprocess
 from dataclasses import replace
 
 import pytest
 import yaml
 
-from infra.config.schema import FIELDS, PROJECT_KEYS, declared_default, fields_of, is_object
-from infra.plan.stack_files import ROOT, project_declarations
+from core.config.schema import FIELDS, PROJECT_KEYS, declared_default, fields_of, is_object
+from tools.stack_files import ROOT, project_declarations
 
 pytestmark = pytest.mark.pure  # files and tables only
 
@@ -96,7 +98,7 @@ def test_make_up_selects_a_stack_with_a_local_backend_fallback_and_runs_pulumi_u
 
 
 def test_readme_lists_every_key_with_its_default_and_bounds():
-    from infra.config.schema import reference_table
+    from core.config.schema import reference_table
 
     table = reference_table()
     assert table in (ROOT / "README.md").read_text(), "README's configuration table is stale:\n" + table
@@ -105,7 +107,7 @@ def test_readme_lists_every_key_with_its_default_and_bounds():
 
 
 def test_readme_lists_every_refused_extra_arg():
-    from infra.config.load import REFUSED_KEYS, refused_keys_table
+    from core.config.load import REFUSED_KEYS, refused_keys_table
 
     assert refused_keys_table() in (ROOT / "README.md").read_text(), "README's refused keys are stale"
     workflow = {"enable_checkpointing", "checkpoint_dir", "run_name", "base_output_directory", "load_parameters_path"}
@@ -124,8 +126,8 @@ def test_readme_lists_every_network_budget():
 def test_every_training_field_is_its_knob():
     """The schema's training fields are built from core.knobs (the README table above pins their text);
     rebuilt here so a broken builder shows up in the test run, not only at import."""
+    from core.config import schema
     from core.knobs import TRAINING_KNOBS
-    from infra.config import schema
 
     for knob in TRAINING_KNOBS:
         field = schema.FIELDS_BY_KEY[f"tpu-rl:training.{knob.field}"]
@@ -135,7 +137,7 @@ def test_every_training_field_is_its_knob():
 
 
 def test_the_reference_shows_each_kind_of_default():
-    from infra.config.schema import _shown
+    from core.config.schema import _shown
 
     networks = next(f for f in FIELDS if f.key == "tpu-rl:authorizedNetworks")
     assert _shown(networks) == "`0.0.0.0/0`"
@@ -185,3 +187,42 @@ def test_pre_commit_runs_what_make_lint_runs():
     tools = [line.strip().replace("$(VENV)", ".venv").replace("$(PY)", ".venv/bin/python") for line in lint]
     assert sorted(t.removesuffix(" .") for t in tools) == sorted(e.removesuffix(" --force-exclude") for e in entries)
     assert len(entries) == 4
+
+
+def layout_entries() -> dict[str, str]:
+    """The README's Layout block: path -> description (continuation lines joined)."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Layout\n", 1)[1].split("```\n", 2)[1]
+    entries: dict[str, str] = {}
+    last = ""
+    for line in block.splitlines():
+        if line.startswith(" "):
+            entries[last] += " " + line.strip()
+        else:
+            last, _, text = line.partition(" ")
+            entries[last] = text.strip()
+    return entries
+
+
+def test_the_readme_layout_is_the_tree():
+    """Every path it lists exists; every top-level file and folder of the repository and every package
+    is listed; every package says in its docstring what it holds."""
+    entries = layout_entries()
+    missing = sorted(path for path in entries if not (ROOT / path.rstrip("/")).exists())
+    assert missing == [], f"listed but not in the tree: {missing}"
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    top = {line.split("/")[0] + ("/" if "/" in line else "") for line in tracked.splitlines()} - {".gitignore"}
+    listed = {
+        path if path.count("/") <= 1 and not path.endswith("/") or path.count("/") == 1 else path for path in entries
+    }
+    listed_top = {p.split("/")[0] + ("/" if "/" in p else "") for p in listed}
+    assert sorted(top - listed_top) == [], "top-level entries missing from the README's Layout"
+    packages = sorted(
+        str(init.parent.relative_to(ROOT)) + "/"
+        for init in ROOT.glob("**/__init__.py")
+        if not {"tests", "venv", ".venv", "mutants", "node_modules"} & set(init.relative_to(ROOT).parts)
+    )
+    assert [p for p in packages if p not in entries] == [], "packages missing from the README's Layout"
+    for package in packages:
+        doc = ast.get_docstring(ast.parse((ROOT / package / "__init__.py").read_text()))
+        assert doc and len(doc) > 40, f"{package}__init__.py does not say what the package holds"

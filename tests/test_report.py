@@ -12,10 +12,10 @@ from core.deadline import BUDGETS, Budget
 from tests.lifecycle_walk import settings
 from tests.report_screenshot import CHROMIUM, screenshot
 from tests.run_files import FIRST_ATTEMPT, RESTORED, SECOND_ATTEMPT, STEP_SECONDS, reward, upload_run
-from workloads import report as report_cli
-from workloads.evaluations import parse_logs
-from workloads.run_data import gather
-from workloads.steps import plan_workflow
+from tools import report as report_cli
+from workloads.build.steps import plan_workflow
+from workloads.run.evaluations import parse_logs
+from workloads.run.run_data import gather
 
 STEPS = [3, 1, 2, 5, 4, 10, 8, 9, 6, 7]
 """Written out of order, in two files (an attempt and its resume)."""
@@ -246,9 +246,9 @@ def test_a_resumed_attempts_pre_rl_line_is_never_the_base_model():
 @pytest.mark.pure
 def test_status_does_not_overstate_the_step_after_a_resume():
     """The dead attempt logged step 7; the new one restored step 5 and has logged nothing yet: it is at 5."""
-    from workloads.evaluations import Attempt, Evaluations
-    from workloads.run_data import RunData
-    from workloads.scalars import EventAttempt, Scalars
+    from workloads.run.evaluations import Attempt, Evaluations
+    from workloads.run.run_data import RunData
+    from workloads.run.scalars import EventAttempt, Scalars
 
     dead = EventAttempt("events.out.tfevents.1790000000.head", 1_790_000_000.0, 1_790_003_000.0, 1, 7)
     scalars = Scalars(series={"actor/train/loss": [(7, 0.1)]}, attempts=[dead])
@@ -262,7 +262,7 @@ def test_status_does_not_overstate_the_step_after_a_resume():
 def test_a_200_mib_log_is_read_by_its_head_and_tail(gcs):
     """A debug run's log is large; its pre-RL line is at the start and its post-RL line at the end."""
     from tests.run_files import POST, PRE, RECORD
-    from workloads.evaluations import HEAD_BYTES, TAIL_BYTES, read_run_logs
+    from workloads.run.evaluations import HEAD_BYTES, TAIL_BYTES, read_run_logs
 
     bucket, _, prefix = RUN.removeprefix("gs://").partition("/")
     gcs.create_bucket(bucket)
@@ -293,7 +293,7 @@ def test_an_unknown_capacity_is_one_line(tmp_path, capsys):
 def test_the_rollout_tags_are_aligned_with_the_update_they_feed():
     """tunix logs rewards/* at the global step before the update (rl_cluster.py buffer_metrics) and actor/* at
     the update (peft_trainer.py "increment the step by one for logging purpose")."""
-    from workloads.scalars import Scalars, is_training_tag, step_offset
+    from workloads.run.scalars import Scalars, is_training_tag, step_offset
 
     scalars = Scalars(series={"rewards/train/sum": [(0, 0.4), (1, 0.5)], "actor/train/loss": [(1, 2.0), (2, 1.0)]})
     assert scalars.aligned("rewards/train/sum") == [(1, 0.4), (2, 0.5)]

@@ -7,8 +7,8 @@ function whose decision it relies on (``sg.go`` is pulumi ``pkg/resource/deploy/
 
 from __future__ import annotations
 
+from core.names import ADOPTED, RETRY_ANNOTATION
 from tests.scenario import STEPS, live, names
-from workloads.live_state import ADOPTED, RETRY_ANNOTATION
 
 REAL_CLUSTER = True
 
@@ -56,7 +56,7 @@ def test_a_step_fails_then_up_retries_it_with_the_configured_values(stack):
 
 def test_ctrl_c_while_up_waits_for_a_step_then_up_waits_for_the_same_run(stack):
     """The provider returned once the step was applied (skipAwait: await.go Creation -> metadata.ReadyCondition
-    is Immediate), so the state has it; the program was waiting (workloads.waiting) when it was stopped. The
+    is Immediate), so the state has it; the program was waiting (workloads.run.waiting) when it was stopped. The
     next `up` sees the same inputs and trigger: a SameStep (sg.go generateStepsFromDiff; step.go SameStep calls
     no provider), and the program waits for the same run until it ends: nothing is deleted or started twice."""
     interrupted = stack.up({"train": "interrupt"})

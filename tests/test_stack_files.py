@@ -18,12 +18,12 @@ import json
 import pytest
 import yaml
 
-from infra.config import ConfigError
-from infra.plan.cli import main as plan_main
-from infra.plan.stack_files import load_stack
+from core.config import ConfigError
 from tests.fake_hub import FakeHub
 from tests.fake_kube import fake_cluster
 from tests.loopback import serve
+from tools.plan.cli import main as plan_main
+from tools.stack_files import load_stack
 
 DATA = __import__("pathlib").Path(__file__).parent / "data" / "stacks"
 PROVIDERS = ("passphrase", "service", "gcpkms", "awskms", "azurekeyvault", "hashivault")
@@ -153,7 +153,7 @@ def test_esc_environments_are_named_as_unseen(tmp_path, capsys):
 
 
 def test_status_and_report_work_on_a_cli_written_stack(tmp_path, gcs, capsys):
-    from workloads import report, status
+    from tools import report, status
 
     with fake_cluster() as cluster:
         config = cluster.kubeconfig(context="gke_acme-ml-dev_us-east5_tpu-rl-dev")

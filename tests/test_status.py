@@ -12,8 +12,8 @@ from tests.fake_kube import with_state, workload
 from tests.lifecycle_walk import settings
 from tests.loopback import QuietHandler, serve
 from tests.run_files import upload_run
-from workloads import status as status_cli
-from workloads.steps import plan_workflow
+from tools import status as status_cli
+from workloads.build.steps import plan_workflow
 
 DEV = plan_workflow(settings("dev", []))
 CONTEXT = "gke_my-tpu-dev-project_us-east5_tpu-rl-dev"

@@ -1,5 +1,5 @@
-"""The bounded wait for a step's JobSet (``workloads.waiting``) and what Kueue's Workload says of it
-(``workloads.live_state``): on a fake clock, with the real train step's manifest and Kueue 0.17.1's
+"""The bounded wait for a step's JobSet (``workloads.run.waiting``) and what Kueue's Workload says of it
+(``workloads.run.live_state``): on a fake clock, with the real train step's manifest and Kueue 0.17.1's
 condition shapes and messages (``tests.fake_kube``, /work/notes/kueue.md B.4-B.7). Pure."""
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from tests.fake_kube import (
     workload,
 )
 from tests.lifecycle_walk import settings
-from workloads import waiting
-from workloads.live_state import NEVER_FITS, Admission, admission, live_step, retry_marker
-from workloads.steps import plan_workflow
-from workloads.waiting import POLL_SECONDS, Bounds, StepWaitError
+from workloads.build.steps import plan_workflow
+from workloads.run import waiting
+from workloads.run.live_state import NEVER_FITS, Admission, admission, live_step, retry_marker
+from workloads.run.waiting import POLL_SECONDS, Bounds, StepWaitError
 
 pytestmark = pytest.mark.pure
 
@@ -324,7 +324,7 @@ def test_kueue_text_cannot_reach_the_terminal(clock):
 
 
 # ---------------------------------------------------------------------------------------------
-# Unschedulable pods (workloads.pods): the bound, both sides; the scheduler's and the autoscaler's words
+# Unschedulable pods (workloads.run.pods): the bound, both sides; the scheduler's and the autoscaler's words
 
 
 STUCK_POD = step_pod(TRAIN.manifest, "pathways-head", "unschedulable")

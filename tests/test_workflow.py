@@ -7,14 +7,14 @@ import json
 import pulumi
 import pytest
 
-from infra.plan import main as plan_main
-from infra.plan import plan_stack
-from infra.plan.stack_files import ROOT
 from tests.conftest import JOBSET, SENTINEL_TOKEN, plan_of, statuses
 from tests.conftest import step_resources as steps
 from tests.fake_kube import with_state
 from tests.lifecycle_walk import settings
-from workloads.steps import plan_workflow
+from tools.plan import main as plan_main
+from tools.plan import plan_stack
+from tools.stack_files import ROOT
+from workloads.build.steps import plan_workflow
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
@@ -54,7 +54,7 @@ def test_waiting_options_and_the_jobset_controller():
     for step, resource in steps(plan).items():
         assert "ttlSecondsAfterFinished" not in json.dumps(resource["inputs"])
         annotations = resource["inputs"]["metadata"]["annotations"]
-        # The provider only applies the object; the program waits for it (workloads.waiting).
+        # The provider only applies the object; the program waits for it (workloads.run.waiting).
         assert annotations["pulumi.com/skipAwait"] == "true" and "pulumi.com/waitFor" not in annotations
         assert resource["options"]["customTimeouts"] == {"create": "10m", "update": "10m", "delete": "20m"}
         if step != "train":
@@ -167,7 +167,7 @@ def test_token_appears_only_in_the_secret(tmp_path):
 
 
 def test_token_never_reaches_plan_files(tmp_path):
-    from infra.plan import write_plan
+    from tools.plan import write_plan
 
     write_plan(plan_of("dev"), tmp_path)
     for path in tmp_path.rglob("*"):
@@ -281,7 +281,7 @@ def test_a_completed_jobset_lets_export_run():
 
 
 def test_cpu_pool_check_matches_what_the_pathways_head_requests():
-    from infra.config.rules import HEAD_REQUEST_GIB, HEAD_REQUEST_VCPU
+    from core.config.rules import HEAD_REQUEST_GIB, HEAD_REQUEST_VCPU
 
     head = steps(plan_of("prod"))["train"]["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     spec = head["spec"]

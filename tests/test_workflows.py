@@ -7,7 +7,7 @@ import re
 
 import yaml
 
-from infra.plan.stack_files import ROOT
+from tools.stack_files import ROOT
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 PREVIEW = yaml.safe_load((WORKFLOWS / "preview.yml").read_text())

@@ -4,10 +4,10 @@ Each step waits for the previous one's *verified* output: the next object's ``tp
 annotation is an Output that resolves only after the previous step succeeded and its artifacts
 were found in GCS. A failure raises, so `pulumi up` stops and the later steps are never created.
 
-Lifecycle (see ``workloads.steps`` and ``workloads.live_state``): a step is replaced only when
+Lifecycle (see ``workloads.build.steps`` and ``workloads.run.live_state``): a step is replaced only when
 its name (its identity) changes or when its live object ended Failed (a retry); operational
 fields are ``ignoreChanges``. The provider only applies a step's JobSet (``pulumi.com/skipAwait``);
-the program waits for it to end, bounded (``workloads.waiting``), and reports Kueue's or the
+the program waits for it to end, bounded (``workloads.run.waiting``), and reports Kueue's or the
 JobSet's reason when it cannot.
 """
 
@@ -24,16 +24,17 @@ from typing import Any, TypeVar
 import pulumi
 import pulumi_kubernetes as k8s
 
+from core.config.values import format_duration
+from core.names import RETRY_ANNOTATION
 from core.redact import scrub
 from core.settings import Settings
-from infra.config.values import format_duration
 from infra.k8s import live
 from infra.k8s.object import KubernetesObject
 from infra.k8s.platform import KubernetesPlatform
-from workloads import live_state, waiting
-from workloads import pods as pod_state
-from workloads.failures import DETAIL, StepFailedError, check_step_status, failure_detail
-from workloads.steps import INPUT_ANNOTATION, Step, plan_workflow
+from workloads.build.steps import INPUT_ANNOTATION, Step, plan_workflow
+from workloads.run import live_state, waiting
+from workloads.run import pods as pod_state
+from workloads.run.failures import DETAIL, StepFailedError, check_step_status, failure_detail
 
 APPLY_TIMEOUT = "10m"
 """The provider's create or update of a step: the apply only (the program does the waiting)."""
@@ -46,7 +47,7 @@ def _gcs(what: str, check: Callable[[Any, dict[str, Any]], T]) -> T:
     from google.api_core import exceptions as gcs_errors
     from google.auth.exceptions import DefaultCredentialsError
 
-    from workloads import artifacts
+    from workloads.run import artifacts
 
     try:
         client = artifacts.storage_client()
@@ -143,7 +144,7 @@ class LiveReader:
 
     def _output_problem(self, step: Step) -> str | None:
         """Why a completed step's output is unusable (read in GCS), None when it is fine or unknown."""
-        from workloads.artifacts import step_problem
+        from workloads.run.artifacts import step_problem
 
         try:
             return _gcs(
@@ -198,7 +199,7 @@ class LiveReader:
             pulumi.log.info(message, resource=self.parent)
 
     def wait(self, step: Step, resource: pulumi.CustomResource) -> pulumi.Output[Any]:
-        """The status the step's JobSet ended with, once the provider applied it (``workloads.waiting``); a
+        """The status the step's JobSet ended with, once the provider applied it (``workloads.run.waiting``); a
         failed step's status carries what its pods say (``failures.DETAIL``: a container OOMKilled)."""
         settings = self.settings
         namespace = settings.namespace
@@ -332,7 +333,7 @@ class WorkflowRun(pulumi.ComponentResource):
                 lambda args: {
                     **annotations,
                     **({INPUT_ANNOTATION: args[0]} if args[0] else {}),
-                    **({live_state.RETRY_ANNOTATION: args[1]} if args[1] else {}),
+                    **({RETRY_ANNOTATION: args[1]} if args[1] else {}),
                 }
             )
             return KubernetesObject(
@@ -349,7 +350,7 @@ class WorkflowRun(pulumi.ComponentResource):
                     ),
                     # The identity is in the name: operational fields never re-run or disturb a step.
                     ignore_changes=list(step.ignore_changes),
-                    # A run that ended Failed is replaced (retried); see workloads.live_state.
+                    # A run that ended Failed is replaced (retried); see workloads.run.live_state.
                     replacement_trigger=marker,
                     delete_before_replace=True,
                 ),
@@ -377,7 +378,7 @@ class WorkflowRun(pulumi.ComponentResource):
 
         def verified(step: Step) -> None:
             """Fail `up` when a completed step's output is unusable (the next `up` runs it again)."""
-            from workloads.artifacts import step_problem
+            from workloads.run.artifacts import step_problem
 
             problem = _gcs(
                 f"checking {step.artifact_uri}",
@@ -413,7 +414,7 @@ class WorkflowRun(pulumi.ComponentResource):
             expected = settings.training.final_step
             if not verify:
                 return {"step": expected, "uri": f"{plan.train.artifact_uri}{expected}/model_params/", "summary": None}
-            from workloads.artifacts import final_checkpoint, short_run_warning
+            from workloads.run.artifacts import final_checkpoint, short_run_warning
 
             found = _gcs(
                 f"listing the checkpoints under {plan.train.artifact_uri}",
@@ -451,8 +452,8 @@ class WorkflowRun(pulumi.ComponentResource):
 
     def _summary(self, train: Step, settings: Settings) -> dict[str, Any] | None:
         """Before/after accuracy, final reward and chip-hours of a finished run (None if they cannot be read)."""
-        from workloads.artifacts import storage_client
-        from workloads.run_data import gather
+        from workloads.run.artifacts import storage_client
+        from workloads.run.run_data import gather
 
         try:
             return gather(storage_client(), train.output_uri).summary(settings.total_chips)

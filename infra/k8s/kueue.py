@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from core.config.values import format_duration
 from core.machines import machine_shape
 from core.names import (
     CLUSTER_QUEUE,
@@ -43,7 +44,6 @@ from core.names import (
 )
 from core.requests import allocatable
 from core.settings import Settings
-from infra.config.values import format_duration
 
 API = "kueue.x-k8s.io/v1beta2"
 CHART = "oci://registry.k8s.io/kueue/charts/kueue"

@@ -15,7 +15,6 @@ from pathlib import Path
 from core.knobs import DATASETS, TRAINING_KNOBS
 from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT
 from core.settings import Settings
-from workloads.evaluations import RUN_LINE, SIDE_PATTERN
 
 TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
 TRAIN_RL = "maxtext.trainers.post_train.rl.train_rl"
@@ -107,7 +106,11 @@ def train_argv(settings: Settings, input_uri: str, output_uri: str) -> list[str]
 
 CHECKPOINT_REF = "${checkpoint}"
 """The export's input, found at run time by ``checkpoint_scan.py`` (see ``export_script``)."""
-CHECKPOINT_SCAN = (Path(__file__).parent / "checkpoint_scan.py").read_text()
+CHECKPOINT_SCAN = (Path(__file__).parents[1] / "run" / "checkpoint_scan.py").read_text()
+SIDE_PATTERN = r"Pre RL Training:|Post RL Training:|Intermediate Eval \(step=|Restored params from step:|Fast forwarded"
+"""The lines the training script copies to the side file as they appear (``grep -E``)."""
+RUN_LINE = "tpu-rl run: "
+"""The first line of each training log and side file: what the run is (written by the training script)."""
 SLICE_DOWN_PATTERN = r"JaxRuntimeError: (DATA_LOSS|DEADLINE_EXCEEDED|NOT_FOUND|INTERNAL)"
 """How a JAX client on Pathways sees a lost TPU slice: a ``JaxRuntimeError`` whose gRPC status is one of
 these (pathways-utils ``elastic/manager.py``, ``_ELASTIC_DOWN_ERROR_TYPES`` and
@@ -184,7 +187,7 @@ def script(*lines: str, argv: list[str]) -> str:
 def export_script(argv: list[str], actor_uri: str) -> str:
     """Find the newest complete checkpoint (exit 3, not retried, if there is none), then export it.
 
-    ``workloads/checkpoint_scan.py`` is inlined: the image has no copy of it.
+    ``workloads/run/checkpoint_scan.py`` is inlined: the image has no copy of it.
     """
     return script(
         f'checkpoint="$(python3 -c {shlex.quote(CHECKPOINT_SCAN)} {shlex.quote(actor_uri)})"',
@@ -194,7 +197,7 @@ def export_script(argv: list[str], actor_uri: str) -> str:
 
 
 def run_record(settings: Settings, argv: list[str]) -> dict[str, object]:
-    """What a training run is, written as the first line of its log (``workloads.evaluations.RUN_LINE``);
+    """What a training run is, written as the first line of its log (``RUN_LINE``, read back by ``workloads.run.evaluations``);
     only what the step's identity covers, so it never changes a step's hash on its own."""
     shape = settings.slice
     return {

@@ -23,7 +23,7 @@ from typing import Any
 
 from core.names import QUEUE_LABEL
 from core.settings import Settings
-from workloads.commands import (
+from workloads.build.commands import (
     convert_argv,
     export_argv,
     export_script,
@@ -31,8 +31,8 @@ from workloads.commands import (
     train_argv,
     train_script,
 )
-from workloads.live_state import RETRY_ANNOTATION
-from workloads.manifests import (
+from core.names import RETRY_ANNOTATION
+from workloads.build.manifests import (
     HEAD_JOB,
     SKIP_AWAIT,
     WORKLOAD_CONTAINER,

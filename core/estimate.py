@@ -11,7 +11,7 @@ billed while TPU VMs exist:
 Conversion and export run on the CPU pool and hold no TPU in any mode.
 
 What each failure mode costs (``FailureCost``, stack output ``estimate.failureModes``), with the failure
-semantics of ``workloads.manifests`` and ``workloads.waiting``:
+semantics of ``workloads.build.manifests`` and ``workloads.run.waiting``:
 
 - ``deterministicFailure``: the trainer exits non-zero at its first step (a bad flag, an OOM at
   compilation): one start-up, no restart (``failOnWorkloadExit``);
@@ -238,7 +238,7 @@ def estimate_run(
 
 
 def training_run(settings: Any) -> TrainingRun:
-    """The training run of a validated ``infra.config.Settings``."""
+    """The training run of a validated ``core.config.Settings``."""
     knobs = settings.training.knobs
     return TrainingRun(
         model=settings.model.spec.name,
@@ -250,7 +250,7 @@ def training_run(settings: Any) -> TrainingRun:
 
 
 def estimate_for(settings: Any) -> Estimate:
-    """The estimate of a validated ``infra.config.Settings``."""
+    """The estimate of a validated ``core.config.Settings``."""
     run = training_run(settings) if settings.workflow.enabled else None
     return estimate_run(
         settings.slice,

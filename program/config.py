@@ -1,4 +1,4 @@
-"""Read the running stack's raw config from the Pulumi runtime (the only Pulumi-aware part of config)."""
+"""Read the running stack's raw config from the Pulumi runtime and validate it (``core.config``)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Any
 import pulumi
 from pulumi.runtime import config as runtime_config
 
+from core.config.load import load_settings
+from core.config.schema import PROVIDER_KEYS
 from core.names import PROJECT
 from core.settings import Settings
-from infra.config.load import load_settings
-from infra.config.schema import PROVIDER_KEYS
 
 
 def raw_config() -> tuple[dict[str, Any], frozenset[str]]:

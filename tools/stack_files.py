@@ -13,15 +13,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from core.config import load_settings
+from core.config.schema import SECRET_KEYS
+from core.config.values import OPAQUE_SECRET, UNSET_SECRET
 from core.inputs import InputError, parse_json, parse_yaml, read_file
 from core.names import PROJECT
 from core.redact import scrub
 from core.settings import Settings
-from infra.config import load_settings
-from infra.config.schema import SECRET_KEYS
-from infra.config.values import OPAQUE_SECRET, UNSET_SECRET
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 MAX_STACK_FILE_BYTES = 1_000_000
 
 

@@ -35,7 +35,7 @@ HEAD_JOB = "pathways-head"
 WORKER_JOB = "worker"
 COORDINATOR_LABEL = "metadata.labels['jobset.sigs.k8s.io/coordinator']"
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
-"""The provider returns once a step's JobSet is applied; the program waits for it (``workloads.waiting``)."""
+"""The provider returns once a step's JobSet is applied; the program waits for it (``workloads.run.waiting``)."""
 
 # Pathways ports (xpk pathways_workload_create.yaml.j2, gcluster pathways_jobset.tmpl).
 PROXY_PORT = 29000

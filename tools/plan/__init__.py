@@ -1,8 +1,8 @@
 """Offline plan: the real program under Pulumi's mock runtime, with stack files read as the CLI reads them.
 
-python -m infra.plan (--stack NAME | --config-file FILE) [--set KEY=VALUE ...] [--out DIR]
+python -m tools.plan (--stack NAME | --config-file FILE) [--set KEY=VALUE ...] [--out DIR]
 """
 
-from infra.plan.cli import main, plan_stack, render_table, write_plan
+from tools.plan.cli import main, plan_stack, render_table, write_plan
 
 __all__ = ["main", "plan_stack", "render_table", "write_plan"]

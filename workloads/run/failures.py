@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from core.redact import scrub
-from workloads.live_state import live_step
-from workloads.steps import Step
+from workloads.build.steps import Step
+from workloads.run.live_state import live_step
 
 DETAIL = "tpu-rl.detail"
 """Key of what the failed step's pods say, added by the program's wait to the status it hands on."""
@@ -37,7 +37,7 @@ def failure_detail(step: Step, oom: list[tuple[str, str]]) -> str:
     where = f"container {scrub(container, limit=63)} of pod {scrub(pod, limit=100)} was OOMKilled at its {limit} limit"
     if step.step in ("convert", "export"):
         return f"{where}: raise {MEMORY_KEY} (and tpu-rl:cpuPool.machineType if the node no longer fits it)"
-    return f"{where}: the Pathways head's limits are xpk's (workloads/manifests.py HEAD_LIMITS)"
+    return f"{where}: the Pathways head's limits are xpk's (workloads/build/manifests.py HEAD_LIMITS)"
 
 
 def check_step_status(kind: str, status: dict[str, Any] | None, namespace: str, name: str, logs_command: str) -> str:

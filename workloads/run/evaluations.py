@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.inputs import InputError, parse_json
+from workloads.build.commands import RUN_LINE
 
 # A value as f"{x=}" prints it (numpy's repr, np.float64(30.0), is accepted too).
 _NUMBER = r"(?:np\.\w+\()?(-?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|nan|inf|-inf)\)?"
@@ -37,10 +38,6 @@ PRE = re.compile(rf"Pre RL Training: {_FIELDS}")
 POST = re.compile(rf"Post RL Training: {_FIELDS}")
 INTERMEDIATE = re.compile(rf"Intermediate Eval \(step=([0-9]+)\): {_FIELDS}")
 RESTORED = re.compile(r"Restored params from step: ([0-9]{1,12})")
-SIDE_PATTERN = r"Pre RL Training:|Post RL Training:|Intermediate Eval \(step=|Restored params from step:|Fast forwarded"
-"""The lines the training script copies to the side file as they appear (``grep -E``)."""
-RUN_LINE = "tpu-rl run: "
-"""The first line of each training log and side file: what the run is (written by the training script)."""
 KEYS = ("corr", "total", "accuracy", "partial_accuracy", "format_accuracy", "mean_reward")
 ATTEMPT = re.compile(r"(?:train|evals)-([0-9]{8}T[0-9]{6}Z)\.(?:log|txt)")
 MAX_RECORD_CHARS = 100_000
@@ -187,7 +184,7 @@ def _download(blob: Any, **call: Any) -> str:
 def read_run_logs(client: Any, output_uri: str, **call: Any) -> Evaluations:
     """The evaluations of a run's logs and side files (``<output>logs/``) in GCS; a log of any size costs at
     most its head and tail."""
-    from workloads.artifacts import split_uri
+    from workloads.run.artifacts import split_uri
 
     bucket, prefix = split_uri(output_uri + "logs/")
     logs = []

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from workloads.evaluations import Evaluations, read_run_logs
-from workloads.scalars import Scalars, read_run_scalars
+from workloads.run.evaluations import Evaluations, read_run_logs
+from workloads.run.scalars import Scalars, read_run_scalars
 
 REWARD_TAGS = ("rewards/train/sum", "rewards/train/mean")
 """Per-completion reward summed over the reward functions (what ``mean_reward`` averages), then the mean."""
@@ -98,8 +98,8 @@ def _epoch(name: str) -> float | None:
 
 def gather(client: Any, output_uri: str) -> RunData:
     """Read a run's scalars, evaluations and newest complete checkpoint from GCS (each read bounded;
-    ``workloads.artifacts.StorageError`` names what could not be read)."""
-    from workloads.artifacts import bounded, final_checkpoint
+    ``workloads.run.artifacts.StorageError`` names what could not be read)."""
+    from workloads.run.artifacts import bounded, final_checkpoint
 
     actor = actor_uri(output_uri)
     found = bounded(

@@ -1,16 +1,17 @@
-"""The whole program: validate config, then the GCP platform, then the workflow."""
+"""The whole stack: config validated, then the GCP platform (``infra/``), then the workflow
+(``workloads/``), then the stack's outputs."""
 
 from __future__ import annotations
 
 import os
 
 import pulumi
+from pulumi.runtime import config as runtime_config
 
+from core.config import ConfigError, placeholder_problems
+from core.config.values import OFFLINE_SECRETS
+from core.estimate import estimate_for
 from core.settings import Settings
-from infra.config import ConfigError, placeholder_problems
-from infra.config.runtime import settings_from_runtime
-from infra.config.values import OFFLINE_SECRETS
-from infra.estimate import estimate_for
 from infra.gcp.apis import ProjectApis
 from infra.gcp.cluster import GkeCluster
 from infra.gcp.identities import NodeIdentities
@@ -18,6 +19,7 @@ from infra.gcp.naming import names_for
 from infra.gcp.network import Network
 from infra.gcp.storage import ArtifactBucket
 from infra.k8s.platform import KubernetesPlatform
+from program.config import settings_from_runtime
 from workloads.workflow import WorkflowRun
 
 
@@ -121,7 +123,6 @@ def _capacity(settings: Settings) -> None:
 
 def _preflight(settings: Settings) -> None:
     """Fail before any resource if the token cannot read the model (gated licence not accepted, bad token)."""
-    from pulumi.runtime import config as runtime_config
 
     from workloads.preflight import PreflightError, check_model_access
 

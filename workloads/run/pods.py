@@ -6,7 +6,7 @@
   (no node group can fit it: max size, selectors; upstream ``EventingScaleUpStatusProcessor``),
   ``FailedScaleUp`` (GKE's autoscaler: ``Node scale up in zones %v associated with this pod failed: %v``,
   e.g. ``GCE out of resources``, ``GCE quota exceeded``) or ``TriggeredScaleUp`` (a node is coming). The
-  wait (``workloads.waiting``) fails a step whose pods stay unschedulable for
+  wait (``workloads.run.waiting``) fails a step whose pods stay unschedulable for
   ``tpu-rl:workflow.unschedulableTimeout``.
 - **OOMKilled**: a container the kernel's OOM killer ended (``state.terminated.reason: OOMKilled``, exit
   137), named in the step's failure with the key that raises its memory.

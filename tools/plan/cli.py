@@ -1,6 +1,6 @@
 """Offline plan: what `pulumi up` would create, without the CLI, the cloud or the network.
 
-    python -m infra.plan (--stack NAME | --config-file FILE) [--set KEY=VALUE ...] [--out DIR]
+    python -m tools.plan (--stack NAME | --config-file FILE) [--set KEY=VALUE ...] [--out DIR]
 
 Prints a table of resources; with ``--out`` writes ``DIR/plan.json`` and one YAML file per
 Kubernetes object under ``DIR/manifests/``. A config error exits 2 with one line on stderr.
@@ -19,12 +19,12 @@ from typing import Any
 import pulumi
 import yaml
 
+from core.config import ConfigError
+from core.estimate import describe
 from core.outdir import OutputError, check, write_files
 from core.redact import scrub
-from infra.config import ConfigError
-from infra.estimate import describe
-from infra.plan.offline import Plan, is_kubernetes_object, run_program
-from infra.plan.stack_files import ROOT, StackFileError, load_stack_config, stack_name
+from tools.plan.offline import Plan, is_kubernetes_object, run_program
+from tools.stack_files import ROOT, StackFileError, load_stack_config, stack_name
 
 
 def plan_stack(
@@ -38,7 +38,7 @@ def plan_stack(
     **run_options: Any,
 ) -> tuple[Plan, list[str]]:
     """Plan a stack file with overrides (and secret values, e.g. a test sentinel token)."""
-    from infra.program import main
+    from program import main
 
     config, secret_keys, notes = load_stack_config(stack_file, list(overrides))
     for key, value in (secrets or {}).items():
@@ -116,7 +116,7 @@ def render_table(plan: Plan) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra.plan", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.plan", description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--stack", help="plan Pulumi.<STACK>.yaml")
     source.add_argument("--config-file", type=Path, help="plan this stack config file")

@@ -18,7 +18,7 @@ its live object and passes a *retry marker* as the step's ``replacement_trigger`
   ``<UID>/adopted``, so the next `up` still retries it;
 - it is still running (a Ctrl-C, a dropped connection or a killed runner stopped the last `up` while
   the program waited for it): nothing changes (a SameStep: the engine calls no provider), and the
-  program waits for the same run again (``workloads.waiting``);
+  program waits for the same run again (``workloads.run.waiting``);
 - it does not exist: it is created;
 - Kueue stopped it (its Workload was deactivated: its pods were not Ready within
   ``waitForPodsReady.timeout``): the JobSet stays suspended and never ends on its own, so it counts as
@@ -36,8 +36,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-RETRY_ANNOTATION = "tpu-rl/retry-of"
-ADOPTED = "/adopted"
+from core.names import ADOPTED, RETRY_ANNOTATION
+
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 """Kueue labels a job's Workload with the job's UID (its name carries a hash: select by this label)."""
 WAITING_FOR_QUOTA = ("insufficient unused quota", "Pending the preemption", "Preempting")

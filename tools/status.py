@@ -1,7 +1,7 @@
 """Live status of a stack's run while `pulumi up` waits: each step's state, the step training reached,
 an ETA from the estimate model, the latest reward and the command to read each step's logs.
 
-    python -m workloads.status (--stack NAME | --config-file FILE) [--set KEY=VALUE] [--watch]
+    python -m tools.status (--stack NAME | --config-file FILE) [--set KEY=VALUE] [--watch]
 
 Reads the stack's config as the program does (no Pulumi CLI), the cluster through the context
 ``gcloud container clusters get-credentials`` writes (``gke_<project>_<region>_<cluster>``; see the
@@ -23,9 +23,9 @@ from typing import Any
 from core.redact import scrub
 from core.settings import Settings
 from infra.k8s import live
-from workloads.live_state import condition, live_step
-from workloads.steps import Step, Workflow
-from workloads.waiting import read_step
+from workloads.build.steps import Step, Workflow
+from workloads.run.live_state import condition, live_step
+from workloads.run.waiting import read_step
 
 
 class StatusError(Exception):
@@ -107,7 +107,7 @@ def _all_pods_ready(obj: dict[str, Any]) -> bool:
 
 def training_detail(settings: Settings, data: Any, running: bool) -> str:
     """``step 12/50 · ETA 0:41 · reward 0.63`` from the run's files in GCS."""
-    from infra.estimate import step_seconds_for
+    from core.estimate import step_seconds_for
 
     total = settings.training.final_step
     reached = data.last_step
@@ -144,8 +144,8 @@ def read_status(
     settings: Settings, plan: Workflow, kubeconfig: dict[str, Any], client: Any
 ) -> tuple[list[StepStatus], str]:
     """Every step's status and the training detail (bounded reads; one reader per refresh)."""
-    from workloads.artifacts import StorageError
-    from workloads.run_data import gather
+    from workloads.run.artifacts import StorageError
+    from workloads.run.run_data import gather
 
     reader = live.ClusterReader(kubeconfig)
     statuses = []
@@ -186,8 +186,8 @@ def render(settings: Settings, plan: Workflow, statuses: list[StepStatus], now: 
 
 
 def _load(args: argparse.Namespace) -> Settings:
-    from infra.config import ConfigError
-    from infra.plan.stack_files import StackFileError, load_stack
+    from core.config import ConfigError
+    from tools.stack_files import StackFileError, load_stack
 
     try:
         return load_stack(args.stack, args.config_file, args.set)[0]
@@ -207,7 +207,7 @@ def _interval(text: str) -> float:
 
 
 def main(argv: list[str] | None = None, *, clock: Any = time) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workloads.status", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.status", description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--stack", help="Pulumi.<STACK>.yaml")
     source.add_argument("--config-file", type=Path, help="this stack config file")
@@ -222,8 +222,8 @@ def main(argv: list[str] | None = None, *, clock: Any = time) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        from workloads.artifacts import StorageError, open_client
-        from workloads.steps import plan_workflow
+        from workloads.build.steps import plan_workflow
+        from workloads.run.artifacts import StorageError, open_client
 
         settings = _load(args)
         if not settings.workflow.enabled:

@@ -15,7 +15,7 @@ from fnmatch import fnmatch
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from core import deadline
-from workloads.checkpoint_scan import PARAMS_DIR, ListingTooLongError, newest_complete_step, split_uri
+from workloads.run.checkpoint_scan import PARAMS_DIR, ListingTooLongError, newest_complete_step, split_uri
 
 if TYPE_CHECKING:  # imported lazily: the offline plan never talks to GCS
     from google.cloud import storage

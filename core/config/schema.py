@@ -1,6 +1,6 @@
 """The stack's configuration as data: every key, its reader, default, samples and description.
 
-One table drives parsing (``infra.config.load``), the declarations in ``Pulumi.yaml`` (a test
+One table drives parsing (``core.config.load``), the declarations in ``Pulumi.yaml`` (a test
 keeps them equal), the README's configuration reference and the invariance test that walks every
 key. A new setting is one ``Field`` here plus its use in ``load``.
 """
@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from core.config.values import Boolean, Duration, Integer, Number, OneOf, Reader, Text
 from core.knobs import DATASETS, OPTIMIZERS, TRAINING_KNOBS, Knob
 from core.models import DEFAULT_MODEL, MODELS
 from core.names import PROJECT
 from core.tpu import CATALOGUE
-from infra.config.values import Boolean, Duration, Integer, Number, OneOf, Reader, Text
 
 REQUIRED = object()
 """No default: the key must be set."""

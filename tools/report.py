@@ -1,6 +1,6 @@
 """Report of a training run: reward curves, before/after accuracy, config diff, chip-hours vs the estimate.
 
-    python -m workloads.report (--stack NAME | --config-file FILE | --run-uri gs://.../train/<hash>/) --out DIR
+    python -m tools.report (--stack NAME | --config-file FILE | --run-uri gs://.../train/<hash>/) --out DIR
 
 Writes ``DIR/report.json`` (every TensorBoard scalar tag unchanged, the parsed evaluations), PNG plots
 (matplotlib, headless) and ``DIR/report.html``, one self-contained page. Reads GCS only (ADC, or
@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.config.schema import CAPACITY_MODES
 from core.knobs import TRAINING_KNOBS
 from core.outdir import OutputError
 from core.redact import scrub
 from core.settings import Settings
-from infra.config.schema import CAPACITY_MODES
-from workloads.run_data import RunData, reward_tag
-from workloads.scalars import ROLLOUT_PREFIXES, is_training_tag
+from workloads.run.run_data import RunData, reward_tag
+from workloads.run.scalars import ROLLOUT_PREFIXES, is_training_tag
 
 PLOTS = (
     ("reward", "Reward", lambda tag: "reward" in tag and "advantage" not in tag),
@@ -92,8 +92,8 @@ class ReportError(Exception):
 
 def info_from_settings(settings: Settings, raw: dict[str, str], secret_keys: frozenset[str]) -> RunInfo:
     """The run of a stack's current configuration."""
-    from infra.estimate import estimate_for
-    from workloads.steps import plan_workflow
+    from core.estimate import estimate_for
+    from workloads.build.steps import plan_workflow
 
     plan = plan_workflow(settings)
     return RunInfo(
@@ -111,8 +111,8 @@ def info_from_settings(settings: Settings, raw: dict[str, str], secret_keys: fro
 
 def config_diff(raw: dict[str, str], secret_keys: frozenset[str]) -> list[dict[str, Any]]:
     """Every setting whose value differs from the tutorial's default (provider keys and secrets left out)."""
-    from infra.config import read_fields
-    from infra.config.schema import DERIVED, FIELDS
+    from core.config import read_fields
+    from core.config.schema import DERIVED, FIELDS
 
     values = read_fields(raw, secret_keys)
     diff = []
@@ -167,7 +167,7 @@ def plot(data: RunData) -> list[tuple[str, str, bytes]]:
     """One PNG per group of scalars found (reward, loss, KL, entropy, length): (title, file name, bytes).
 
     Every tag at the optimizer step it describes (the rollout's tags are logged one step before the update,
-    ``workloads.scalars``); Orbax's step-0 scalars are not plotted; intermediate evaluations are marked."""
+    ``workloads.run.scalars``); Orbax's step-0 scalars are not plotted; intermediate evaluations are marked."""
     import io
 
     import matplotlib
@@ -289,7 +289,7 @@ def render_html(report: dict[str, Any], info: RunInfo, plots: list[tuple[str, st
 <table><tr><th>attempt</th><th>from</th><th>to</th><th>steps</th><th>hours</th><th>log</th></tr>{attempts}</table>
 <p class=sub>Chip-hours are each attempt's span of tunix's own TensorBoard events (training, without its
 start-up or the time between attempts; Orbax's step-0 scalars left out), summed, times the run's chips; the
-estimate is tpu-rl's model (infra/estimate.py).</p>
+estimate is tpu-rl's model (core/estimate.py).</p>
 </body></html>
 """
 
@@ -347,9 +347,9 @@ def _delta(before: Any, after: Any) -> str:
 
 
 def _cost_rows(info: RunInfo, summary: dict[str, Any]) -> str:
+    from core.config.schema import CAPACITY_MODES
+    from core.estimate import usd_per_chip_hour
     from core.tpu import CATALOGUE
-    from infra.config.schema import CAPACITY_MODES
-    from infra.estimate import usd_per_chip_hour
 
     hours = summary.get("tpuChipHours")
     rows = f"<tr><th>actual</th><td>{_fmt(hours)} chip-h</td>"
@@ -384,7 +384,7 @@ def write_report(info: RunInfo, data: RunData, out: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workloads.report", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.report", description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--stack", help="the run of Pulumi.<STACK>.yaml's current configuration")
     source.add_argument("--config-file", type=Path, help="the run of this stack config file")
@@ -408,11 +408,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from core.config import ConfigError
     from core.outdir import check
-    from infra.config import ConfigError
-    from infra.plan.stack_files import StackFileError, load_stack
-    from workloads.artifacts import StorageError, open_client
-    from workloads.run_data import gather
+    from tools.stack_files import StackFileError, load_stack
+    from workloads.run.artifacts import StorageError, open_client
+    from workloads.run.run_data import gather
 
     check(args.out)  # before anything is read: a bad --out is one line, and nothing is created
     if args.run_uri:

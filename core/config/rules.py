@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from core.config.schema import DEFAULT_PODS_READY, DEFAULT_RESTARTS, DEFAULT_UNSCHEDULABLE
+from core.config.values import ConfigError, canonical_cidr, error
 from core.inputs import parse_json
 from core.knobs import KNOBS_BY_FIELD, TRAINING_KNOBS
 from core.machines import HYPERDISK_FAMILIES, PD_FAMILIES, boot_disk_type, machine_family, machine_shape
@@ -25,8 +27,6 @@ from core.settings import (
     WorkflowSettings,
 )
 from core.tpu import CATALOGUE, DEFAULT_TOPOLOGY, FLEX_START_MIN_GKE, FLEX_START_ZONES, SliceShape, resolve_slice
-from infra.config.schema import DEFAULT_PODS_READY, DEFAULT_RESTARTS, DEFAULT_UNSCHEDULABLE
-from infra.config.values import ConfigError, canonical_cidr, error
 
 MAX_AUTHORIZED_NETWORKS = 50
 """GKE's limit of authorized networks for a cluster with a public endpoint."""
@@ -75,7 +75,7 @@ def build_settings(values: dict[str, Any], stack: str) -> Settings:
     cluster = v[_k("clusterName")]
     bucket = v[_k("bucketName")]
     if bucket is None:
-        from infra.config.schema import BUCKET_NAME
+        from core.config.schema import BUCKET_NAME
 
         bucket = f"{project}-{cluster}"
         if not BUCKET_NAME.matches(bucket):

@@ -2,8 +2,8 @@
 
 ``load_settings`` takes the config as the Pulumi CLI hands it to the program (full key ->
 string, objects as JSON; a stack file's YAML scalars work too), reads every field of
-``infra.config.schema`` with its strict reader, applies the cross-field rules of
-``infra.config.rules`` and returns frozen settings. The first problem raises ``ConfigError``:
+``core.config.schema`` with its strict reader, applies the cross-field rules of
+``core.config.rules`` and returns frozen settings. The first problem raises ``ConfigError``:
 one line naming the full key, the value and what is allowed. Secrets and token-shaped values are
 never echoed.
 """
@@ -15,13 +15,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from core.inputs import parse_json
-from core.maxtext_keys import closest_key, known_keys
-from core.names import PROJECT
-from core.redact import HF_TOKEN
-from core.settings import Settings
-from infra.config import rules
-from infra.config.schema import (
+from core.config import rules
+from core.config.schema import (
     DERIVED,
     FIELDS,
     MAXTEXT_ARGS,
@@ -32,7 +27,12 @@ from infra.config.schema import (
     fields_of,
     is_object,
 )
-from infra.config.values import OFFLINE_SECRETS, ConfigError, Hidden, Integer, Number, error
+from core.config.values import OFFLINE_SECRETS, ConfigError, Hidden, Integer, Number, error
+from core.inputs import parse_json
+from core.maxtext_keys import closest_key, known_keys
+from core.names import PROJECT
+from core.redact import HF_TOKEN
+from core.settings import Settings
 
 TOKEN_KEY = f"{PROJECT}:hfToken"
 MAX_JSON_CHARS = 200_000
@@ -303,8 +303,8 @@ def _knob_keys() -> dict[str, str]:
 
 
 def _render_extra(key: str, value: Any, kind: str, interpreted: Any) -> str:
+    from core.config.values import Boolean
     from core.knobs import format_float
-    from infra.config.values import Boolean
 
     if value is None or value == "":
         raise error(key, value, "expected a value (remove the key to use MaxText's default)")
