@@ -155,3 +155,17 @@ class Settings:
     def cluster_identifier(self) -> str:
         """Stable identity of the cluster (and of the Kubernetes provider): project/region/name."""
         return f"{self.project}/{self.region}/{self.cluster_name}"
+
+    @property
+    def kube_context(self) -> str:
+        """The kubeconfig context of the cluster, named as ``gcloud container clusters get-credentials``
+        names it (``gke_<project>_<region>_<cluster>``)."""
+        return "gke_" + self.cluster_identifier.replace("/", "_")
+
+    @property
+    def get_credentials_command(self) -> str:
+        """The command that writes that context to ``~/.kube/config``."""
+        return (
+            f"gcloud container clusters get-credentials {self.cluster_name} --location {self.region} "
+            f"--project {self.project}"
+        )

@@ -13,14 +13,14 @@ from core.config.values import OFFLINE_SECRETS
 from core.estimate import estimate_for
 from core.settings import Settings
 from infra.gcp.apis import ProjectApis
-from infra.gcp.cluster import GkeCluster
-from infra.gcp.identities import NodeIdentities
+from infra.gcp.cluster import GkeCluster, GkeClusterArgs
+from infra.gcp.identities import IdentitiesArgs, NodeIdentities
 from infra.gcp.naming import names_for
-from infra.gcp.network import Network
-from infra.gcp.storage import ArtifactBucket
-from infra.k8s.platform import KubernetesPlatform
+from infra.gcp.network import Network, NetworkArgs
+from infra.gcp.storage import ArtifactBucket, BucketArgs, bucket_args
+from infra.k8s.platform import KubernetesPlatform, PlatformArgs
 from program.config import settings_from_runtime
-from workloads.workflow import WorkflowRun
+from workloads.workflow import WorkflowArgs, WorkflowRun
 
 
 def main(*, preflight: bool = True, live: bool = True) -> Settings:
@@ -47,32 +47,39 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
 
     apis = ProjectApis("apis", settings.project)
     after_apis = pulumi.ResourceOptions(depends_on=apis.services)
-    network = Network("network", settings, names, after_apis)
-    bucket = ArtifactBucket("artifacts", settings, after_apis)
-    identities = NodeIdentities("identities", settings, names, bucket.bucket.name, after_apis)
-    gke = GkeCluster("gke", settings, names, network, identities, after_apis)
+    network = Network("network", NetworkArgs(settings.project, settings.region, names), after_apis)
+    bucket = ArtifactBucket("artifacts", BucketArgs(bucket_args(settings), settings.protect), after_apis)
+    identities = NodeIdentities(
+        "identities", IdentitiesArgs(settings.project, settings.cluster_name, names, bucket.bucket.name), after_apis
+    )
+    gke = GkeCluster("gke", GkeClusterArgs(settings, names, network, identities), after_apis)
 
     token = pulumi.Config().get_secret("hfToken") if settings.hf_token_set else None
     platform = KubernetesPlatform(
         "k8s",
-        settings,
-        names,
-        provider=gke.provider,
-        cluster=gke.cluster,
-        workload_sa_email=identities.email("workload"),
-        workload_grants=[gke.workload_identity, *identities.grants],
-        hf_token=token,
+        PlatformArgs(
+            settings=settings,
+            names=names,
+            provider=gke.provider,
+            cluster=gke.cluster,
+            workload_sa_email=identities.email("workload"),
+            workload_grants=[gke.workload_identity, *identities.grants],
+            hf_token=token,
+        ),
     )
     if settings.workflow.enabled:
         run = WorkflowRun(
             "workflow",
-            settings,
-            provider=gke.provider,
-            cluster=gke.cluster,
-            platform=platform,
-            kubeconfig=gke.kubeconfig,
-            tpu_pools=gke.tpu_pools,
-            live=live,
+            WorkflowArgs(
+                settings=settings,
+                provider=gke.provider,
+                cluster=gke.cluster,
+                ready=platform.ready,
+                namespace_id=platform.namespace.id,
+                kubeconfig=gke.kubeconfig,
+                tpu_pools=gke.tpu_pools,
+                live=live,
+            ),
         )
         pulumi.export("steps", run.step_outputs())
         pulumi.export("hfModelUri", run.hf_model_uri)
@@ -96,11 +103,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     )
     pulumi.export("estimate", estimate_for(settings).to_output())
     pulumi.export("kubeconfig", gke.kubeconfig)
-    pulumi.export(
-        "getCredentialsCommand",
-        f"gcloud container clusters get-credentials {settings.cluster_name} "
-        f"--location {location} --project {settings.project}",
-    )
+    pulumi.export("getCredentialsCommand", settings.get_credentials_command)
     return settings
 
 

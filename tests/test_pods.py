@@ -98,7 +98,7 @@ def test_an_oom_kill_of_a_cpu_step_names_its_limit_and_the_key_to_raise():
         "tpu-rl:workflow.stepMemoryGib (and tpu-rl:cpuPool.machineType if the node no longer fits it)"
     )
     head = failure_detail(PLAN.train, [("p", "workload-container")])
-    assert "at its 100Gi limit" in head and "HEAD_LIMITS" in head
+    assert "at its 100Gi limit" in head and "HEAD_RESOURCES" in head
     assert failure_detail(PLAN.export, []) == ""
     sidecar_too = failure_detail(PLAN.train, [("a-pod", "pathways-proxy"), ("b-pod", "workload-container")])
     assert sidecar_too.startswith("container workload-container of pod b-pod"), "the step's own container first"

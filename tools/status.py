@@ -128,11 +128,8 @@ def kubeconfig_for(settings: Settings, path: Path | None, context: str | None) -
     """The kubeconfig ``kubectl --context`` would use for the stack's cluster, files read with limits."""
     files = [Path(p) for p in (str(path) if path else os.environ.get("KUBECONFIG", "")).split(os.pathsep) if p]
     files = files or [Path.home() / ".kube" / "config"]
-    wanted = context or f"gke_{settings.project}_{settings.region}_{settings.cluster_name}"
-    fetch = (
-        f"gcloud container clusters get-credentials {settings.cluster_name} --location {settings.region} "
-        f"--project {settings.project}"
-    )
+    wanted = context or settings.kube_context
+    fetch = settings.get_credentials_command
     try:
         return live.kubeconfig_from_files(files, wanted)
     except live.ClusterReadError as err:

@@ -19,6 +19,7 @@ import contextvars
 import copy
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pulumi
@@ -30,7 +31,6 @@ from core.redact import scrub
 from core.settings import Settings
 from infra.k8s import live
 from infra.k8s.object import KubernetesObject
-from infra.k8s.platform import KubernetesPlatform
 from workloads.build.steps import INPUT_ANNOTATION, Step, plan_workflow
 from workloads.run import live_state, waiting
 from workloads.run import pods as pod_state
@@ -296,159 +296,208 @@ def _unschedulable_then(settings: Settings) -> str:
     return "It stays pending and starts if capacity appears; run `pulumi up` again to follow it"
 
 
+@dataclass(frozen=True)
+class WorkflowArgs:
+    """What the workflow runs on: the platform's pieces it needs, each typed (as the Pulumi component models
+    take theirs), and the settings its pure step builders read."""
+
+    settings: Settings
+    """The validated settings (``workloads.build.steps.plan_workflow`` builds the steps from them)."""
+    provider: k8s.Provider
+    """The cluster's Kubernetes provider: every step is applied through it."""
+    cluster: pulumi.Resource
+    """The GKE cluster: deleting it deletes the steps with it (``deleted_with``)."""
+    ready: Sequence[pulumi.Resource]
+    """What every step waits for: the JobSet controller, Kueue and its queues, the namespace, the Secret."""
+    namespace_id: pulumi.Output[str]
+    """The workflow's namespace: the live reader reads once it exists."""
+    kubeconfig: pulumi.Output[str]
+    """The cluster's kubeconfig (secret): the live reader's."""
+    tpu_pools: Sequence[pulumi.Resource]
+    """The slice's node pools: training waits for them."""
+    live: bool
+    """Read the cluster and the bucket (retries, the wait, artifact checks); the offline plan does not."""
+
+
 class WorkflowRun(pulumi.ComponentResource):
     """convert (JobSet on cpu-np) -> train (Pathways JobSet) -> export (JobSet on cpu-np), each queued to
-    Kueue when the stack has a queue."""
+    Kueue when the stack has a queue. Each step's wiring is one method: register it after what it needs,
+    wait for it, check what it left."""
 
     hf_model_uri: pulumi.Output[str]
+    """The exported model (``hfModelUri``)."""
     final_step: pulumi.Output[int]
+    """The checkpoint step that was exported (``steps.train.finalStep``)."""
+    final_checkpoint_uri: pulumi.Output[str]
+    """Its folder (``steps.train.checkpointUri``)."""
+    summary: pulumi.Output[dict[str, Any] | None]
+    """Before/after accuracy, final reward and chip-hours of the run (``steps.train.summary``)."""
     steps: dict[str, Step]
 
-    def __init__(
-        self,
-        name: str,
-        settings: Settings,
-        *,
-        provider: k8s.Provider,
-        cluster: pulumi.Resource,
-        platform: KubernetesPlatform,
-        kubeconfig: pulumi.Output[str],
-        tpu_pools: Sequence[pulumi.Resource],
-        live: bool,
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: WorkflowArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tpu-rl:workflow:WorkflowRun", name, None, opts)
-        plan = plan_workflow(settings)
-        self.steps = {s.step: s for s in plan.steps}
-        verify = live and not pulumi.runtime.is_dry_run()
-        reader = LiveReader(settings, kubeconfig, platform.namespace.id, self) if live else None
+        self._args = args
+        self._plan = plan_workflow(args.settings)
+        self.steps = {s.step: s for s in self._plan.steps}
+        self._preview = pulumi.runtime.is_dry_run()
+        self._verify = args.live and not self._preview
+        self._reader = LiveReader(args.settings, args.kubeconfig, args.namespace_id, self) if args.live else None
 
-        def register(
-            step: Step, verified_input: pulumi.Input[str] | None, after: list[pulumi.Resource]
-        ) -> KubernetesObject:
-            marker: pulumi.Input[str | None] = reader.marker(step) if reader else ""
-            manifest = copy.deepcopy(step.manifest)
-            annotations = manifest["metadata"]["annotations"]
-            manifest["metadata"]["annotations"] = pulumi.Output.all(verified_input, marker).apply(
-                lambda args: {
-                    **annotations,
-                    **({INPUT_ANNOTATION: args[0]} if args[0] else {}),
-                    **({RETRY_ANNOTATION: args[1]} if args[1] else {}),
-                }
-            )
-            return KubernetesObject(
-                step.name,
-                manifest,
-                opts=pulumi.ResourceOptions(
-                    parent=self,
-                    provider=provider,
-                    deleted_with=cluster,
-                    depends_on=[*platform.ready, *after],
-                    # The provider only applies the object (skipAwait); the program waits (LiveReader.wait).
-                    custom_timeouts=pulumi.CustomTimeouts(
-                        create=APPLY_TIMEOUT, update=APPLY_TIMEOUT, delete=DELETE_TIMEOUT
-                    ),
-                    # The identity is in the name: operational fields never re-run or disturb a step.
-                    ignore_changes=list(step.ignore_changes),
-                    # A run that ended Failed is replaced (retried); see workloads.run.live_state.
-                    replacement_trigger=marker,
-                    delete_before_replace=True,
-                ),
-            )
+        convert, converted = self._convert()
+        train, trained = self._train(convert, converted)
+        self.final_step = trained.apply(lambda found: found["step"])
+        self.final_checkpoint_uri = trained.apply(lambda found: found["uri"])
+        self.summary = trained.apply(lambda found: found["summary"])
+        self.hf_model_uri = self._export(train, trained)
+        self.register_outputs(
+            {
+                "hfModelUri": self.hf_model_uri,
+                "finalStep": self.final_step,
+                "checkpointUri": self.final_checkpoint_uri,
+                "summary": self.summary,
+                "steps": {step.step: step.name for step in self._plan.steps},
+            }
+        )
 
-        preview = pulumi.runtime.is_dry_run()
+    # -- the three steps -------------------------------------------------------------------------
 
-        def finished(step: Step) -> Callable[[Any], None]:
-            def check(status: Any) -> None:
-                if preview:  # a preview waits for nothing; the marker read warned of a failed run
-                    return
-                try:
-                    state = check_step_status(step.kind, status, settings.namespace, step.name, step.logs_command)
-                except StepFailedError as err:
-                    raise pulumi.RunError(f"{err}. Run `pulumi up` again to retry it{_resumes(step)}") from None
-                if verify and state != "succeeded":
-                    raise pulumi.RunError(
-                        f"{step.kind} {settings.namespace}/{step.name} stopped without completing "
-                        f"(state {state}); logs: {step.logs_command}"
-                    )
-
-            return check
-
-        convert = register(plan.convert, None, [])
-
-        def verified(step: Step) -> None:
-            """Fail `up` when a completed step's output is unusable (the next `up` runs it again)."""
-            from workloads.run.artifacts import step_problem
-
-            problem = _gcs(
-                f"checking {step.artifact_uri}",
-                lambda client, call: step_problem(client, step.step, step.artifact_uri, **call),
-            )
-            if problem:
-                raise pulumi.RunError(
-                    f"{problem}; the next `pulumi up` runs {step.name} again (a completed step whose output "
-                    "is incomplete is retried)"
-                )
+    def _convert(self) -> tuple[KubernetesObject, pulumi.Output[str]]:
+        """The conversion, first: its verified checkpoint folder is training's input."""
+        step = self._plan.convert
+        convert = self._register(step, None, [])
 
         def converted(status: Any) -> str:
-            finished(plan.convert)(status)
-            if verify:
-                verified(plan.convert)
-            return plan.convert.artifact_uri
+            self._finished(step, status)
+            if self._verify:
+                self._verified(step)
+            return step.artifact_uri
 
-        def ended(step: Step, resource: KubernetesObject) -> pulumi.Output[Any]:
-            """The status the step ended with: waited for in `up`, as recorded otherwise (offline, preview)."""
-            return reader.wait(step, resource) if verify and reader is not None else resource.status
+        return convert, self._ended(step, convert).apply(converted)
 
-        convert_done = ended(plan.convert, convert).apply(converted)
-
-        train_after: list[pulumi.Resource] = [convert, *tpu_pools]
+    def _train(
+        self, convert: KubernetesObject, converted: pulumi.Output[str]
+    ) -> tuple[KubernetesObject, pulumi.Output[dict[str, Any]]]:
+        """Training, once the conversion's output is verified, the slice's pools exist and (without Kueue)
+        no other training holds the slice; it ends with the newest complete checkpoint found in GCS."""
+        settings, step = self._args.settings, self._plan.train
         slice_free: pulumi.Input[str] = ""
-        if reader is not None and not settings.kueue.queue:
-            slice_free = reader.check_slice_free(plan.train)
-        train_input = pulumi.Output.all(convert_done, slice_free).apply(lambda args: args[0])
-        train = register(plan.train, train_input, train_after)
+        if self._reader is not None and not settings.kueue.queue:
+            slice_free = self._reader.check_slice_free(step)
+        train_input = pulumi.Output.all(converted, slice_free).apply(lambda args: args[0])
+        train = self._register(step, train_input, [convert, *self._args.tpu_pools])
 
         def trained(status: Any) -> dict[str, Any]:
-            finished(plan.train)(status)
+            self._finished(step, status)
             expected = settings.training.final_step
-            if not verify:
-                return {"step": expected, "uri": f"{plan.train.artifact_uri}{expected}/model_params/", "summary": None}
+            if not self._verify:
+                return {"step": expected, "uri": f"{step.artifact_uri}{expected}/model_params/", "summary": None}
             from workloads.run.artifacts import final_checkpoint, short_run_warning
 
             found = _gcs(
-                f"listing the checkpoints under {plan.train.artifact_uri}",
-                lambda client, call: final_checkpoint(client, plan.train.artifact_uri, **call),
+                f"listing the checkpoints under {step.artifact_uri}",
+                lambda client, call: final_checkpoint(client, step.artifact_uri, **call),
             )
             if found is None:
-                verified(plan.train)  # raises: no complete checkpoint
+                self._verified(step)  # raises: no complete checkpoint
                 # It lists again and did not raise: a complete checkpoint appeared between the two listings.
                 raise pulumi.RunError(
-                    f"the checkpoints under {plan.train.artifact_uri} changed while they were checked (none was "
+                    f"the checkpoints under {step.artifact_uri} changed while they were checked (none was "
                     "complete, then one was); run `pulumi up` again"
                 )
             prefill = int(settings.training.knobs["max_prefill_predict_length"])
             warning = short_run_warning(found, expected, prefill)
             if warning:
                 pulumi.log.warn(warning, resource=self)
-            return {"step": found.step, "uri": found.uri, "summary": self._summary(plan.train, settings)}
+            return {"step": found.step, "uri": found.uri, "summary": self._summary(step, settings)}
 
-        train_done = ended(plan.train, train).apply(trained)
-        self.final_step = train_done.apply(lambda found: found["step"])
-        self.final_checkpoint_uri = train_done.apply(lambda found: found["uri"])
-        self.summary = train_done.apply(lambda found: found["summary"])
+        return train, self._ended(step, train).apply(trained)
 
-        export_input = train_done.apply(lambda _found: plan.train.artifact_uri)
-        export = register(plan.export, export_input, [train])
+    def _export(self, train: KubernetesObject, trained: pulumi.Output[dict[str, Any]]) -> pulumi.Output[str]:
+        """The export, after training: of the checkpoint found; it ends with the exported model's folder."""
+        step = self._plan.export
+        export = self._register(step, trained.apply(lambda _found: self._plan.train.artifact_uri), [train])
 
         def exported(status: Any) -> str:
-            finished(plan.export)(status)
-            if verify:
-                verified(plan.export)
-            return plan.export.artifact_uri
+            self._finished(step, status)
+            if self._verify:
+                self._verified(step)
+            return step.artifact_uri
 
-        self.hf_model_uri = ended(plan.export, export).apply(exported)
-        self.register_outputs({"hfModelUri": self.hf_model_uri, "finalStep": self.final_step})
+        return self._ended(step, export).apply(exported)
+
+    # -- what every step does --------------------------------------------------------------------
+
+    def _register(
+        self, step: Step, verified_input: pulumi.Input[str] | None, after: list[pulumi.Resource]
+    ) -> KubernetesObject:
+        """The step's JobSet, after the platform and ``after``, annotated with its verified input and its
+        retry marker (``replacement_trigger``: a failed run is replaced, see ``workloads.run.live_state``)."""
+        args = self._args
+        marker: pulumi.Input[str | None] = self._reader.marker(step) if self._reader else ""
+        manifest = copy.deepcopy(step.manifest)
+        annotations = manifest["metadata"]["annotations"]
+        manifest["metadata"]["annotations"] = pulumi.Output.all(verified_input, marker).apply(
+            lambda values: {
+                **annotations,
+                **({INPUT_ANNOTATION: values[0]} if values[0] else {}),
+                **({RETRY_ANNOTATION: values[1]} if values[1] else {}),
+            }
+        )
+        return KubernetesObject(
+            step.name,
+            manifest,
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=args.provider,
+                deleted_with=args.cluster,
+                depends_on=[*args.ready, *after],
+                # The provider only applies the object (skipAwait); the program waits (LiveReader.wait).
+                custom_timeouts=pulumi.CustomTimeouts(
+                    create=APPLY_TIMEOUT, update=APPLY_TIMEOUT, delete=DELETE_TIMEOUT
+                ),
+                # The identity is in the name: operational fields never re-run or disturb a step.
+                ignore_changes=list(step.ignore_changes),
+                # A run that ended Failed is replaced (retried); see workloads.run.live_state.
+                replacement_trigger=marker,
+                delete_before_replace=True,
+            ),
+        )
+
+    def _ended(self, step: Step, resource: KubernetesObject) -> pulumi.Output[Any]:
+        """The status the step ended with: waited for in `up`, as recorded otherwise (offline, preview)."""
+        if self._verify and self._reader is not None:
+            return self._reader.wait(step, resource)
+        return resource.status
+
+    def _finished(self, step: Step, status: Any) -> None:
+        """Stop `up` with the step's reason when it failed (a preview waits for nothing: the marker read
+        warned of a failed run)."""
+        if self._preview:
+            return
+        namespace = self._args.settings.namespace
+        try:
+            state = check_step_status(step.kind, status, namespace, step.name, step.logs_command)
+        except StepFailedError as err:
+            raise pulumi.RunError(f"{err}. Run `pulumi up` again to retry it{_resumes(step)}") from None
+        if self._verify and state != "succeeded":
+            raise pulumi.RunError(
+                f"{step.kind} {namespace}/{step.name} stopped without completing (state {state}); "
+                f"logs: {step.logs_command}"
+            )
+
+    def _verified(self, step: Step) -> None:
+        """Fail `up` when a completed step's output is unusable (the next `up` runs it again)."""
+        from workloads.run.artifacts import step_problem
+
+        problem = _gcs(
+            f"checking {step.artifact_uri}",
+            lambda client, call: step_problem(client, step.step, step.artifact_uri, **call),
+        )
+        if problem:
+            raise pulumi.RunError(
+                f"{problem}; the next `pulumi up` runs {step.name} again (a completed step whose output "
+                "is incomplete is retried)"
+            )
 
     def _summary(self, train: Step, settings: Settings) -> dict[str, Any] | None:
         """Before/after accuracy, final reward and chip-hours of a finished run (None if they cannot be read)."""

@@ -6,13 +6,9 @@ and hands it here; the offline tools read stack files and do the same.
 
 from core.config.load import load_settings, read_fields
 from core.config.placeholders import placeholder_problems
-from core.config.schema import FIELDS, PROJECT_KEYS, SECRET_KEYS
 from core.config.values import ConfigError
 
 __all__ = [
-    "FIELDS",
-    "PROJECT_KEYS",
-    "SECRET_KEYS",
     "ConfigError",
     "load_settings",
     "placeholder_problems",

@@ -9,12 +9,13 @@ import re
 from typing import Any
 
 from core.config.schema import DEFAULT_PODS_READY, DEFAULT_RESTARTS, DEFAULT_UNSCHEDULABLE
-from core.config.values import ConfigError, canonical_cidr, error
+from core.config.values import canonical_cidr, error
 from core.inputs import parse_json
-from core.knobs import KNOBS_BY_FIELD, TRAINING_KNOBS
+from core.knobs import TRAINING_KNOBS
 from core.machines import HYPERDISK_FAMILIES, PD_FAMILIES, boot_disk_type, machine_family, machine_shape
 from core.models import MODELS, Model, step_memory_gib
 from core.names import LOCAL_QUEUE, PROJECT, STEPS
+from core.pathways import head_requests
 from core.settings import (
     GkeSettings,
     ImageSettings,
@@ -31,9 +32,9 @@ from core.tpu import CATALOGUE, DEFAULT_TOPOLOGY, FLEX_START_MIN_GKE, FLEX_START
 MAX_AUTHORIZED_NETWORKS = 50
 """GKE's limit of authorized networks for a cluster with a public endpoint."""
 
-# What the Pathways head pod requests (proxy + resource manager + workload container).
-HEAD_REQUEST_VCPU = 32
-HEAD_REQUEST_GIB = 196
+# What the Pathways head pod requests (proxy + resource manager + workload container): 32 vCPU, 196 GiB.
+HEAD_REQUEST_VCPU = int(head_requests()["cpu"])
+HEAD_REQUEST_GIB = int(head_requests()["memory"] / 2**30)
 NODE_RESERVED_VCPU = 2
 """kubelet, system daemons and DaemonSets take some of every node."""
 MEMORY_HEADROOM = 1.1
@@ -333,6 +334,3 @@ def check_cpu_pool(pool: PoolSettings, model: Model, step_memory: int) -> None:
 def label_value(text: str) -> str:
     """A GCP label value: lowercase letters, digits, underscores and hyphens, at most 63."""
     return re.sub(r"[^a-z0-9_-]", "-", text.lower())[:63]
-
-
-__all__ = ["ConfigError", "KNOBS_BY_FIELD", "build_settings", "read_networks"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
@@ -18,6 +20,20 @@ CLUSTER_TIMEOUTS = pulumi.CustomTimeouts(create="60m", update="60m", delete="60m
 POOL_TIMEOUTS = pulumi.CustomTimeouts(create="45m", update="45m", delete="45m")
 
 
+@dataclass(frozen=True)
+class GkeClusterArgs:
+    """What the cluster, its pools and its Kubernetes provider are built from."""
+
+    settings: Settings
+    """The validated settings (the pure cluster and pool specs of ``infra.gcp.gke_spec`` are built from them)."""
+    names: Names
+    """The TPU pools' and the Kubernetes service account's names."""
+    network: Network
+    """The VPC and subnet the cluster runs in."""
+    identities: NodeIdentities
+    """The pools' service accounts (their grants come first) and the workload's."""
+
+
 class GkeCluster(pulumi.ComponentResource):
     """Regional private cluster pinned to one zone, with system, cpu-np and TPU slice pools."""
 
@@ -26,17 +42,11 @@ class GkeCluster(pulumi.ComponentResource):
     tpu_pools: list[gcp.container.NodePool]
     provider: k8s.Provider
     kubeconfig: pulumi.Output[str]
+    workload_identity: gcp.serviceaccount.IAMMember
 
-    def __init__(
-        self,
-        name: str,
-        settings: Settings,
-        names: Names,
-        network: Network,
-        identities: NodeIdentities,
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tpu-rl:gcp:GkeCluster", name, None, opts)
+        settings, names, network, identities = args.settings, args.names, args.network, args.identities
         min_master_version = None
         if settings.gke.version_prefix:
             # Cluster Toolkit: the channel's newest version with the prefix, read once; later upgrades
@@ -99,7 +109,7 @@ class GkeCluster(pulumi.ComponentResource):
 
         self.kubeconfig = pulumi.Output.secret(
             pulumi.Output.all(self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate).apply(
-                lambda args: build_kubeconfig(f"gke_{settings.cluster_identifier.replace('/', '_')}", *args)
+                lambda args: build_kubeconfig(settings.kube_context, *args)
             )
         )
         self.provider = k8s.Provider(
@@ -124,5 +134,11 @@ class GkeCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[system, cpu]),
         )
         self.register_outputs(
-            {"name": self.cluster.name, "pools": [p.name for p in self.pools], "kubeconfig": self.kubeconfig}
+            {
+                "name": self.cluster.name,
+                "pools": [p.name for p in self.pools],
+                "tpuPools": [p.name for p in self.tpu_pools],
+                "kubeconfig": self.kubeconfig,
+                "workloadIdentityMember": self.workload_identity.member,
+            }
         )

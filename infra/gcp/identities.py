@@ -8,10 +8,11 @@ Workload Identity (bound in ``infra.cluster`` once the identity pool exists).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pulumi
 import pulumi_gcp as gcp
 
-from core.settings import Settings
 from infra.gcp.naming import Names
 from infra.options import child_options
 
@@ -28,28 +29,35 @@ BUCKET_ROLES = ("roles/storage.objectUser", "roles/storage.legacyBucketReader")
 BUCKET_ROLE_HOLDERS = ("cpu", "tpu", "workload")
 
 
+@dataclass(frozen=True)
+class IdentitiesArgs:
+    """What the service accounts and their grants are built from."""
+
+    project: str
+    cluster_name: str
+    """Named in each account's display name."""
+    names: Names
+    """The accounts' ids (``Names.service_accounts``)."""
+    bucket: pulumi.Input[str]
+    """The artifacts bucket the cpu, tpu and workload accounts get object access to."""
+
+
 class NodeIdentities(pulumi.ComponentResource):
     """Service accounts ``system``, ``cpu``, ``tpu`` (nodes) and ``workload`` (Workload Identity)."""
 
     accounts: dict[str, gcp.serviceaccount.Account]
     grants: list[pulumi.Resource]
 
-    def __init__(
-        self,
-        name: str,
-        settings: Settings,
-        names: Names,
-        bucket: pulumi.Input[str],
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: IdentitiesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tpu-rl:gcp:NodeIdentities", name, None, opts)
+        names, bucket = args.names, args.bucket
         child = child_options(self, opts)
         self.accounts = {
             role: gcp.serviceaccount.Account(
                 f"{role}-sa",
                 account_id=account_id,
-                project=settings.project,
-                display_name=f"tpu-rl {role} ({settings.cluster_name})",
+                project=args.project,
+                display_name=f"tpu-rl {role} ({args.cluster_name})",
                 opts=child,
             )
             for role, account_id in names.service_accounts.items()
@@ -61,7 +69,7 @@ class NodeIdentities(pulumi.ComponentResource):
                 self.grants.append(
                     gcp.projects.IAMMember(
                         f"{role_name}-{role.split('/')[1]}",
-                        project=settings.project,
+                        project=args.project,
                         role=role,
                         member=_member(account),
                         opts=child,
@@ -78,7 +86,7 @@ class NodeIdentities(pulumi.ComponentResource):
                         opts=child,
                     )
                 )
-        self.register_outputs({role: a.email for role, a in self.accounts.items()})
+        self.register_outputs({**{role: a.email for role, a in self.accounts.items()}, "grants": len(self.grants)})
 
     def email(self, role: str) -> pulumi.Output[str]:
         return self.accounts[role].email

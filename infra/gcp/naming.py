@@ -12,14 +12,11 @@ from core.settings import Settings
 class Names:
     """Names of the platform's GCP objects for one stack."""
 
-    cluster: str
     network: str
     subnet: str
     router: str
     nat: str
     firewall_internal: str
-    system_pool: str
-    cpu_pool: str
     tpu_pools: tuple[str, ...]
     service_accounts: dict[str, str]
     """Role (system, cpu, tpu, workload) -> account id (6-30 characters)."""
@@ -32,14 +29,11 @@ def names_for(settings: Settings) -> Names:
     c = settings.cluster_name
     slice_prefix = f"tpu-{settings.tpu.version}-{settings.slice.topology}"
     return Names(
-        cluster=c,
         network=f"{c}-net",
         subnet=f"{c}-sub",
         router=f"{c}-router",
         nat=f"{c}-nat",
         firewall_internal=f"{c}-internal",
-        system_pool="system",
-        cpu_pool="cpu-np",
         tpu_pools=tuple(f"{slice_prefix}-{i}" for i in range(settings.tpu.slices)),
         service_accounts={
             "system": f"{c}-sys-np",

@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pulumi
 import pulumi_gcp as gcp
 
-from core.settings import Settings
-from infra.gcp.gke_spec import PODS_CIDR, SERVICES_CIDR, SUBNET_CIDR
+from infra.gcp.gke_spec import PODS_CIDR, PODS_RANGE, SERVICES_CIDR, SERVICES_RANGE, SUBNET_CIDR
 from infra.gcp.naming import Names
 from infra.options import child_options
+
+
+@dataclass(frozen=True)
+class NetworkArgs:
+    """What the network component is built from."""
+
+    project: str
+    region: str
+    """The subnet's region (the cluster's)."""
+    names: Names
+    """The network's, subnet's, router's, NAT's and firewall's names (``infra.gcp.naming``)."""
 
 
 class Network(pulumi.ComponentResource):
@@ -17,13 +29,14 @@ class Network(pulumi.ComponentResource):
     network: gcp.compute.Network
     subnet: gcp.compute.Subnetwork
 
-    def __init__(self, name: str, settings: Settings, names: Names, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tpu-rl:gcp:Network", name, None, opts)
+        names = args.names
         child = child_options(self, opts)
         self.network = gcp.compute.Network(
             "vpc",
             name=names.network,
-            project=settings.project,
+            project=args.project,
             auto_create_subnetworks=False,
             routing_mode="REGIONAL",
             mtu=8896,
@@ -32,30 +45,30 @@ class Network(pulumi.ComponentResource):
         self.subnet = gcp.compute.Subnetwork(
             "subnet",
             name=names.subnet,
-            project=settings.project,
-            region=settings.region,
+            project=args.project,
+            region=args.region,
             network=self.network.id,
             ip_cidr_range=SUBNET_CIDR,
             private_ip_google_access=True,
             secondary_ip_ranges=[
-                {"range_name": "pods", "ip_cidr_range": PODS_CIDR},
-                {"range_name": "services", "ip_cidr_range": SERVICES_CIDR},
+                {"range_name": PODS_RANGE, "ip_cidr_range": PODS_CIDR},
+                {"range_name": SERVICES_RANGE, "ip_cidr_range": SERVICES_CIDR},
             ],
             opts=child,
         )
         router = gcp.compute.Router(
             "router",
             name=names.router,
-            project=settings.project,
-            region=settings.region,
+            project=args.project,
+            region=args.region,
             network=self.network.id,
             opts=child,
         )
         gcp.compute.RouterNat(
             "nat",
             name=names.nat,
-            project=settings.project,
-            region=settings.region,
+            project=args.project,
+            region=args.region,
             router=router.name,
             nat_ip_allocate_option="AUTO_ONLY",
             source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
@@ -65,7 +78,7 @@ class Network(pulumi.ComponentResource):
         gcp.compute.Firewall(
             "internal",
             name=names.firewall_internal,
-            project=settings.project,
+            project=args.project,
             network=self.network.id,
             direction="INGRESS",
             source_ranges=[SUBNET_CIDR, PODS_CIDR],

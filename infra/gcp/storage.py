@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import pulumi
 import pulumi_gcp as gcp
 
@@ -11,7 +14,7 @@ from infra.options import child_options
 SOFT_DELETE_SECONDS = 7 * 24 * 3600
 
 
-def bucket_args(settings: Settings) -> dict:
+def bucket_args(settings: Settings) -> dict[str, Any]:
     """Bucket settings: private, uniform access, soft delete; force_destroy only if the stack allows it."""
     return {
         "name": settings.bucket_name,
@@ -26,18 +29,24 @@ def bucket_args(settings: Settings) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class BucketArgs:
+    """What the bucket component is built from."""
+
+    spec: dict[str, Any]
+    """The bucket's arguments (``bucket_args``)."""
+    protect: bool
+    """``tpu-rl:protect``: the bucket cannot be deleted while it is set."""
+
+
 class ArtifactBucket(pulumi.ComponentResource):
     """One regional bucket, next to the cluster, protected per stack."""
 
     bucket: gcp.storage.Bucket
     url: pulumi.Output[str]
 
-    def __init__(self, name: str, settings: Settings, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: BucketArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tpu-rl:gcp:ArtifactBucket", name, None, opts)
-        self.bucket = gcp.storage.Bucket(
-            "bucket",
-            **bucket_args(settings),
-            opts=child_options(self, opts, protect=settings.protect),
-        )
+        self.bucket = gcp.storage.Bucket("bucket", **args.spec, opts=child_options(self, opts, protect=args.protect))
         self.url = self.bucket.name.apply(lambda n: f"gs://{n}")
-        self.register_outputs({"url": self.url})
+        self.register_outputs({"name": self.bucket.name, "url": self.url})

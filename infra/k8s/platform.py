@@ -3,6 +3,9 @@ service account, token Secret."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -21,6 +24,26 @@ JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
 JOBSET_NAMESPACE = "jobset-system"
 
 
+@dataclass(frozen=True)
+class PlatformArgs:
+    """What the Kubernetes platform is built on."""
+
+    settings: Settings
+    """The validated settings (the pure manifests of ``infra.k8s.manifests`` and ``infra.k8s.kueue``)."""
+    names: Names
+    """The workload's Kubernetes service account name."""
+    provider: k8s.Provider
+    """The cluster's Kubernetes provider."""
+    cluster: pulumi.Resource
+    """The GKE cluster: every object here is deleted with it."""
+    workload_sa_email: pulumi.Input[str]
+    """The Google service account the workload's Kubernetes service account maps to."""
+    workload_grants: Sequence[pulumi.Resource]
+    """Its Workload Identity binding and bucket grants (the service account waits for them)."""
+    hf_token: pulumi.Output[str] | None
+    """The Hugging Face token (secret), or None when the workflow is off."""
+
+
 class KubernetesPlatform(pulumi.ComponentResource):
     """Everything the workflow's objects need before they can be created.
 
@@ -37,20 +60,10 @@ class KubernetesPlatform(pulumi.ComponentResource):
     storage_class: KubernetesObject
     hf_secret: KubernetesObject | None
 
-    def __init__(
-        self,
-        name: str,
-        settings: Settings,
-        names: Names,
-        *,
-        provider: k8s.Provider,
-        cluster: pulumi.Resource,
-        workload_sa_email: pulumi.Input[str],
-        workload_grants: list[pulumi.Resource],
-        hf_token: pulumi.Output[str] | None,
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tpu-rl:k8s:KubernetesPlatform", name, None, opts)
+        settings, names, provider, cluster = args.settings, args.names, args.provider, args.cluster
+        workload_sa_email, workload_grants, hf_token = args.workload_sa_email, args.workload_grants, args.hf_token
         child = pulumi.ResourceOptions(parent=self, provider=provider, deleted_with=cluster)
         # Helm v3 Release (not Chart v4, which cannot preview a cluster that does not exist yet);
         # it waits until the controller and its webhook are ready.

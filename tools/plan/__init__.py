@@ -3,6 +3,6 @@
 python -m tools.plan (--stack NAME | --config-file FILE) [--set KEY=VALUE ...] [--out DIR]
 """
 
-from tools.plan.cli import main, plan_stack, render_table, write_plan
+from tools.plan.cli import main, plan_stack, write_plan
 
-__all__ = ["main", "plan_stack", "render_table", "write_plan"]
+__all__ = ["main", "plan_stack", "write_plan"]

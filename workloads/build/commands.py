@@ -13,6 +13,7 @@ import shlex
 from pathlib import Path
 
 from core.knobs import DATASETS, TRAINING_KNOBS
+from core.layout import RUN_NAME
 from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT
 from core.settings import Settings
 
@@ -82,7 +83,7 @@ def train_argv(settings: Settings, input_uri: str, output_uri: str) -> list[str]
     args = [
         "-m",
         TRAIN_RL,
-        "run_name=rl",
+        f"run_name={RUN_NAME}",
         f"base_output_directory={output_uri}",
         f"model_name={model.maxtext_name}",
         "scan_layers=False",

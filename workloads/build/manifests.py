@@ -27,6 +27,7 @@ from core.names import (
     TPU_TOPOLOGY_LABEL,
     WORKLOAD_KSA,
 )
+from core import pathways
 from core.settings import Settings
 
 API_JOBSET = "jobset.x-k8s.io/v1alpha2"
@@ -45,8 +46,6 @@ RESOURCE_MANAGER_PORT = 29001
 RESOURCE_MANAGER_EXTRA_PORT = 29002
 WORKER_PORT = 29005
 WORKER_EXTRA_PORTS = (29006, 8471, 8080)
-HEAD_LIMITS = {"proxy": ("16", "100Gi"), "rm": ("8", "32Gi"), "workload": ("24", "100Gi")}
-"""(cpu, memory) limits of the head's containers, as xpk sets them."""
 
 # The tutorial sets these on the workload, proxy, resource manager and worker containers.
 TUTORIAL_ENV = (("FLAGS_pathways_enforce_subset_devices_form_subslice", "false"), ("GRPC_DNS_RESOLVER", "native"))
@@ -276,11 +275,6 @@ def _shared_tmp() -> dict[str, Any]:
     return {"name": "shared-tmp", "hostPath": {"path": "/tmp", "type": "DirectoryOrCreate"}}
 
 
-def _limits(part: str) -> dict[str, str]:
-    cpu, memory = HEAD_LIMITS[part]
-    return {"cpu": cpu, "memory": memory}
-
-
 def pathways_jobset(
     settings: Settings,
     *,
@@ -306,7 +300,7 @@ def pathways_jobset(
         ],
         "env": [head_env, _env("ABSL_FLAGS", ABSL_FLAGS), *tutorial_env()],
         "ports": [{"containerPort": PROXY_PORT, "protocol": "TCP"}],
-        "resources": {"limits": _limits("proxy")},
+        "resources": pathways.resources("proxy"),
     }
     resource_manager = {
         "name": "pathways-rm",
@@ -331,7 +325,7 @@ def pathways_jobset(
             {"containerPort": RESOURCE_MANAGER_PORT, "protocol": "TCP"},
             {"containerPort": RESOURCE_MANAGER_EXTRA_PORT, "protocol": "TCP"},
         ],
-        "resources": {"limits": _limits("rm")},
+        "resources": pathways.resources("rm"),
         "volumeMounts": [{"name": "shared-tmp", "mountPath": "/tmp"}],
     }
     workload = {
@@ -351,7 +345,7 @@ def pathways_jobset(
             _env("ABSL_FLAGS", ABSL_FLAGS),
             *tutorial_env(),
         ],
-        "resources": {"requests": {"cpu": "8", "memory": "64Gi"}, "limits": _limits("workload")},
+        "resources": pathways.resources("workload"),
         "volumeMounts": [{"name": "shared-tmp", "mountPath": "/tmp"}],
     }
     worker = {

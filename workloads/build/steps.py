@@ -31,6 +31,7 @@ from workloads.build.commands import (
     train_argv,
     train_script,
 )
+from core.layout import actor_checkpoints
 from core.names import RETRY_ANNOTATION
 from workloads.build.manifests import (
     HEAD_JOB,
@@ -246,7 +247,7 @@ def _train_step(settings: Settings, input_uri: str) -> Step:
         step_id=digest,
         name=name,
         output_uri=out,
-        artifact_uri=f"{out}rl/checkpoints/actor/",
+        artifact_uri=actor_checkpoints(out),
         input_uri=input_uri,
         manifest=manifest,
         ignore_changes=IGNORED,

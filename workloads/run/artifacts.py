@@ -25,8 +25,6 @@ MAX_LISTED = 10_000
 """Objects a listing of one folder may return (an exported model has a few dozen)."""
 T = TypeVar("T")
 
-__all__ = ["split_uri"]
-
 
 class ArtifactMissingError(Exception):
     """A step finished but its output is not where the next step will read it."""

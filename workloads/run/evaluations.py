@@ -184,7 +184,7 @@ def _download(blob: Any, **call: Any) -> str:
 def read_run_logs(client: Any, output_uri: str, **call: Any) -> Evaluations:
     """The evaluations of a run's logs and side files (``<output>logs/``) in GCS; a log of any size costs at
     most its head and tail."""
-    from workloads.run.artifacts import split_uri
+    from workloads.run.checkpoint_scan import split_uri
 
     bucket, prefix = split_uri(output_uri + "logs/")
     logs = []

@@ -37,7 +37,7 @@ def failure_detail(step: Step, oom: list[tuple[str, str]]) -> str:
     where = f"container {scrub(container, limit=63)} of pod {scrub(pod, limit=100)} was OOMKilled at its {limit} limit"
     if step.step in ("convert", "export"):
         return f"{where}: raise {MEMORY_KEY} (and tpu-rl:cpuPool.machineType if the node no longer fits it)"
-    return f"{where}: the Pathways head's limits are xpk's (workloads/build/manifests.py HEAD_LIMITS)"
+    return f"{where}: the Pathways head's limits are xpk's (core/pathways.py HEAD_RESOURCES)"
 
 
 def check_step_status(kind: str, status: dict[str, Any] | None, namespace: str, name: str, logs_command: str) -> str:

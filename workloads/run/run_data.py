@@ -6,23 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from core.layout import actor_checkpoints, tensorboard_dir
 from workloads.run.evaluations import Evaluations, read_run_logs
 from workloads.run.scalars import Scalars, read_run_scalars
 
 REWARD_TAGS = ("rewards/train/sum", "rewards/train/mean")
 """Per-completion reward summed over the reward functions (what ``mean_reward`` averages), then the mean."""
-RUN_NAME = "rl"
-"""``run_name`` the training step passes (tensorboard and checkpoints live under it)."""
-
-
-def tensorboard_uri(output_uri: str) -> str:
-    """MaxText's ``tensorboard_dir``: ``<base_output_directory>/<run_name>/tensorboard/``."""
-    return f"{output_uri}{RUN_NAME}/tensorboard/"
-
-
-def actor_uri(output_uri: str) -> str:
-    """tunix's actor checkpoints: ``<base_output_directory>/<run_name>/checkpoints/actor/``."""
-    return f"{output_uri}{RUN_NAME}/checkpoints/actor/"
 
 
 def reward_tag(scalars: Scalars) -> str | None:
@@ -101,11 +90,11 @@ def gather(client: Any, output_uri: str) -> RunData:
     ``workloads.run.artifacts.StorageError`` names what could not be read)."""
     from workloads.run.artifacts import bounded, final_checkpoint
 
-    actor = actor_uri(output_uri)
+    actor = actor_checkpoints(output_uri)
     found = bounded(
         client, f"listing the checkpoints under {actor}", lambda call: final_checkpoint(client, actor, **call)
     )
-    events = tensorboard_uri(output_uri)
+    events = tensorboard_dir(output_uri)
     scalars = bounded(
         client, f"reading the TensorBoard files under {events}", lambda call: read_run_scalars(client, events, **call)
     )

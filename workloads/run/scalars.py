@@ -172,7 +172,7 @@ def _ends_mid_record(path: Path) -> bool:
 
 def download_event_files(client: Any, tensorboard_uri: str, into: Path, **call: Any) -> list[Path]:
     """Copy the event files under ``tensorboard_uri`` (recursively) into a local folder."""
-    from workloads.run.artifacts import split_uri
+    from workloads.run.checkpoint_scan import split_uri
 
     bucket, prefix = split_uri(tensorboard_uri)
     paths = []
