@@ -207,3 +207,11 @@ def test_the_output_rounds_money_to_cents_and_hours_to_hundredths():
     output = estimate_run(V6E_32, 1, "spot", replace(TUTORIAL, num_batches=7)).to_output()
     assert output["steps"]["train"] == {"hours": 0.94, "holdsTpu": True, "tpuChipHours": 38.0, "usd": 41.01}
     assert (output["totalHours"], output["totalUsd"], output["usdPerChipHour"]) == (2.69, 41.01, 1.08)
+
+
+@pytest.mark.pure
+def test_an_estimate_output_without_failure_modes_still_reads():
+    """A stack output written before the failure modes were estimated (an older `up`) is still shown."""
+    output = estimate_run(V6E_32, 1, "reservation", TUTORIAL).to_output()
+    del output["failureModes"]
+    assert not any(line.startswith("  if ") for line in describe(output).splitlines())

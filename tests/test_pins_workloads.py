@@ -4,6 +4,7 @@ that must agree cross-checked. Pure: the builders only, no mock runtime (fast en
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import urllib.parse
 
@@ -615,3 +616,32 @@ def test_without_removes_exactly_the_given_paths():
     assert steps._without(manifest, ("spec.a", "spec.b[0].c")) == {"spec": {"b": [{"d": 3}]}, "kind": "X"}
     assert manifest == {"spec": {"a": 1, "b": [{"c": 2, "d": 3}]}, "kind": "X"}, "a copy"
     assert steps._without(manifest, ("spec.missing",)) == manifest
+
+
+def job_of(name: str, **spec) -> dict:
+    """A replicated Job with only what pod names depend on (``replicas`` and ``completions`` optional)."""
+    replicas = spec.pop("replicas", None)
+    job = {"name": name, "template": {"spec": spec}}
+    return job if replicas is None else {**job, "replicas": replicas}
+
+
+def test_pod_names_count_the_last_job_and_pod_index_and_default_to_one():
+    """Kubernetes' defaults: one replica, one completion (index 0); the last index is replicas - 1 and
+    completions - 1, so 10 of each still has one-digit indexes and 11 two."""
+    assert steps.max_name({"spec": {"replicatedJobs": [job_of("w")]}}) == 63 - len("-w-0-0-abcde")
+    ten = {"spec": {"replicatedJobs": [job_of("w", replicas=10, completions=10)]}}
+    assert steps.max_name(ten) == 63 - len("-w-9-9-abcde")
+    eleven = {"spec": {"replicatedJobs": [job_of("w", replicas=11, completions=11)]}}
+    assert steps.max_name(eleven) == 63 - len("-w-10-10-abcde")
+    only_replicas = {"spec": {"replicatedJobs": [job_of("w", replicas=11)]}}
+    assert steps.max_name(only_replicas) == 63 - len("-w-10-0-abcde")
+    only_completions = {"spec": {"replicatedJobs": [job_of("w", completions=11)]}}
+    assert steps.max_name(only_completions) == 63 - len("-w-0-10-abcde")
+
+
+def test_the_identity_of_an_object_without_labels():
+    unlabelled = copy.deepcopy(jobs(PROD).convert.manifest)
+    del unlabelled["metadata"]["labels"]
+    empty = copy.deepcopy(unlabelled)
+    empty["metadata"]["labels"] = {}
+    assert steps.identity(PROD, unlabelled) == steps.identity(PROD, empty)

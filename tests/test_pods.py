@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.redact import scrub
 from tests.fake_kube import AUTOSCALER_MESSAGES, SCHEDULER_MESSAGE, T0, T1, pod_event, step_pod
 from tests.lifecycle_walk import settings
 from workloads.build.steps import plan_workflow
@@ -102,3 +103,96 @@ def test_an_oom_kill_of_a_cpu_step_names_its_limit_and_the_key_to_raise():
     assert failure_detail(PLAN.export, []) == ""
     sidecar_too = failure_detail(PLAN.train, [("a-pod", "pathways-proxy"), ("b-pod", "workload-container")])
     assert sidecar_too.startswith("container workload-container of pod b-pod"), "the step's own container first"
+
+
+# ---------------------------------------------------------------------------------------------
+# Every field each function reads, and what it falls back to
+
+
+def test_events_are_ordered_by_the_time_each_kind_of_recorder_writes():
+    """core/v1 events carry lastTimestamp (the legacy recorder), or only eventTime (events.k8s.io, the
+    scheduler), or only firstTimestamp; an event with none sorts first; on a tie the later one counts."""
+    pod = step_pod(PLAN.convert.manifest, "convert", "unschedulable")
+    name = pod["metadata"]["name"]
+
+    def event(message, **times):
+        found = pod_event(pod, "FailedScaleUp")
+        found.update({"message": message, "lastTimestamp": None, "eventTime": None, "firstTimestamp": None})
+        found.update(times)
+        return found
+
+    assert pods.newest_reasons([event("old", lastTimestamp=T0), event("new", lastTimestamp=T1)], name) == {
+        "FailedScaleUp": "new"
+    }
+    assert pods.newest_reasons([event("new", eventTime=T1), event("old", eventTime=T0)], name)["FailedScaleUp"] == "new"
+    assert pods.newest_reasons([event("old", firstTimestamp=T0), event("new", firstTimestamp=T1)], name) == {
+        "FailedScaleUp": "new"
+    }
+    assert pods.newest_reasons([event("new", firstTimestamp=T1), event("old", firstTimestamp=T0)], name) == {
+        "FailedScaleUp": "new"
+    }
+    pulled = {**event("pulled", lastTimestamp=T0), "reason": "Pulled"}
+    assert pods.newest_reasons([pulled, event("after", lastTimestamp=T1)], name) == {"FailedScaleUp": "after"}
+    assert pods.newest_reasons([event("timed", lastTimestamp=T0), event("untimed")], name) == {"FailedScaleUp": "timed"}
+    assert pods.newest_reasons([event("first", lastTimestamp=T1), event("second", lastTimestamp=T1)], name) == {
+        "FailedScaleUp": "second"
+    }
+    assert pods.newest_reasons([event("last", lastTimestamp=T1, eventTime=T0)], name) == {"FailedScaleUp": "last"}
+    assert pods.newest_reasons([event("", lastTimestamp=T1)], name) == {"FailedScaleUp": ""}
+    other = step_pod(PLAN.export.manifest, "export", "unschedulable")
+    mixed = [pod_event(other, "FailedScaleUp"), {"reason": "Pulled"}, event("mine", lastTimestamp=T1)]
+    assert pods.newest_reasons(mixed, name) == {"FailedScaleUp": "mine"}, "other pods' and other events are skipped"
+    unnamed = {"involvedObject": {"kind": "Pod", "name": name}}
+    assert pods.newest_reasons([unnamed], name) == {}, "an event without a reason is not one of these"
+
+
+def test_the_explanation_cuts_the_servers_words_and_drops_their_final_dot():
+    pod = step_pod(PLAN.convert.manifest, "convert", "unschedulable")
+    pod["metadata"]["name"] = "p" * 150
+    (stuck,) = pods.unschedulable([pod])
+    long = "0/6 nodes are available: " + "x" * 400
+    text = pods.explain_unschedulable(stuck, {"FailedScheduling": long, "NotTriggerScaleUp": long}, "fix it")
+    assert text == (
+        f"pod {scrub('p' * 150, limit=100)} (pool cpu-np): scheduler: {scrub(long, limit=300)}; autoscaler "
+        f"NotTriggerScaleUp: {scrub(long, limit=300)}. fix it"
+    )
+    reasons = {"FailedScheduling": "no node X.", "FailedScaleUp": "quota X."}
+    ends = pods.explain_unschedulable(stuck, reasons, "f")
+    shown = scrub("p" * 150, limit=100)
+    assert ends == f"pod {shown} (pool cpu-np): scheduler: no node X; autoscaler FailedScaleUp: quota X. f"
+
+
+def test_pods_and_containers_without_names_are_still_reported():
+    oom = step_pod(PLAN.convert.manifest, "convert", "oomkilled", container="convert")
+    del oom["metadata"]["name"]
+    del oom["status"]["containerStatuses"][0]["name"]
+    assert pods.oom_killed([oom]) == [("?", "?")]
+    stuck = step_pod(PLAN.convert.manifest, "convert", "unschedulable")
+    del stuck["metadata"]["name"]
+    del stuck["status"]["conditions"][0]["message"]
+    assert pods.unschedulable([stuck]) == [pods.Stuck("?", "cpu-np", "")]
+
+
+def test_a_sidecar_killed_for_memory_is_found_in_the_init_container_statuses():
+    head = step_pod(PLAN.train.manifest, "pathways-head", "oomkilled", container="pathways-proxy")
+    head["status"]["initContainerStatuses"] = head["status"].pop("containerStatuses")
+    assert pods.oom_killed([head]) == [(head["metadata"]["name"], "pathways-proxy")]
+
+
+def test_a_pod_without_a_pool_selector_and_every_pools_fix():
+    assert pods.pool_of({"spec": {}}) == "any pool" == pods.pool_of({})
+    assert pods.pool_fix("cpu-np", capacity="spot", cpu_machine="c3-highmem-88") == (
+        "cpu-np cannot add another c3-highmem-88 node: raise tpu-rl:cpuPool.maxNodes, request more C3_CPUS "
+        "quota in the region, or choose another tpu-rl:cpuPool.machineType if the zone is out of it"
+    )
+    assert pods.pool_fix("the TPU slice pool", capacity="reservation", cpu_machine="n4-standard-64") == (
+        "the slice's nodes are not all up: check the reservation (tpu-rl:tpu.reservation) and "
+        "`kubectl get nodes -l cloud.google.com/gke-tpu-accelerator`"
+    )
+    assert pods.pool_fix("the TPU slice pool", capacity="flex-start", cpu_machine="n4-standard-64") == (
+        "GKE cannot get flex-start TPU v6e capacity in gcp:zone now: try again later, another zone, or "
+        "another tpu-rl:tpu.capacity"
+    )
+    assert pods.pool_fix("any pool", capacity="spot", cpu_machine="n4-standard-64") == (
+        "check the pod's node selector and tolerations against the node pools"
+    )

@@ -1294,3 +1294,225 @@ def test_default_backoff_cap_without_config():
     assert violations(mutated("prod", JOBSET, "train", change), "bounded-retries", "prod", {"maxRestarts": 5}) == [
         "worker: backoffLimit 257 is unbounded or above 256: a TPU slice retries for hours"
     ]
+
+
+def _as_job(backoff_limit):
+    """The convert step as a hand-written batch/v1 Job (its replicated Job's spec) with this backoffLimit."""
+
+    def change(resource):
+        spec = copy.deepcopy(resource["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"])
+        spec["backoffLimit"] = backoff_limit
+        resource["type"] = JOB
+        resource["inputs"] = {**resource["inputs"], "apiVersion": "batch/v1", "kind": "Job", "spec": spec}
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("backoff_limit", "expected"),
+    [
+        (257, ["Job: backoffLimit 257 is unbounded or above 256: a TPU slice retries for hours"]),
+        (None, ["Job: backoffLimit None is unbounded or above 256: a TPU slice retries for hours"]),
+        (256, []),  # a Job has no failurePolicy.maxRestarts to miss
+    ],
+)
+def test_a_plain_job_is_judged_by_its_own_backoff_limit(backoff_limit, expected):
+    plan = mutated("prod", JOBSET, "convert", _as_job(backoff_limit))
+    assert [r["type"] for r in plan.resources].count(JOB) == 1
+    assert violations(plan, "bounded-retries", "prod") == expected
+
+
+# Kueue: which namespaces a ClusterQueue admits, which steps it judges, which flavors count.
+NAMESPACE = "kubernetes:core/v1:Namespace"
+LOCAL_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
+FLAVOR = "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor"
+NS_NAME = "kubernetes.io/metadata.name"
+NEVER = ": Kueue would never admit it; size the ClusterQueue to the pools (tpu-rl:kueue)"
+UNQUEUED = (
+    " names no LocalQueue (kueue.x-k8s.io/queue-name) while the stack has one: it bypasses Kueue and competes "
+    "with queued runs for the slice"
+)
+
+
+def _jobset_name(plan: Plan, step: str) -> str:
+    (resource,) = [r for r in plan.resources if r["type"] == JOBSET and _is(r, step)]
+    return resource["inputs"]["metadata"]["name"]
+
+
+def _not_admitted(plan: Plan) -> list[str]:
+    """The findings when the ClusterQueue admits none of the steps' namespace (tpu-rl), in plan order."""
+    return [
+        f"ClusterQueue tpu-rl does not admit namespace tpu-rl (JobSet {_jobset_name(plan, s)}){NEVER}"
+        for s in ("convert", "export", "train")
+    ]
+
+
+def _with(plan: Plan, *resources: dict[str, Any]) -> Plan:
+    """The plan with more objects (as the program would register them, sorted by type and name)."""
+    plan = copy.deepcopy(plan)
+    plan.resources = sorted([*plan.resources, *copy.deepcopy(list(resources))], key=lambda r: (r["type"], r["name"]))
+    return plan
+
+
+def _object(type_: str, name: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    """A Kubernetes object as a plan resource, with default options."""
+    options = {
+        "protect": False,
+        "ignoreChanges": [],
+        "deleteBeforeReplace": False,
+        "customTimeouts": None,
+        "parent": None,
+    }
+    return {"type": type_, "name": name, "inputs": manifest, "options": options}
+
+
+def _term(key, operator, *values):
+    return {"matchExpressions": [{"key": key, "operator": operator, **({"values": list(values)} if values else {})}]}
+
+
+@pytest.mark.parametrize(
+    ("selector", "admitted"),
+    [
+        (None, False),  # null selects nothing (Kueue ClusterQueue), {} everything
+        ({}, True),
+        (_term(NS_NAME, "In", "tpu-rl", "other"), True),
+        (_term(NS_NAME, "In", "other"), False),
+        (_term("team", "In", "ml"), False),
+        (_term(NS_NAME, "NotIn", "other"), True),
+        (_term(NS_NAME, "NotIn", "tpu-rl"), False),
+        (_term("team", "NotIn", "ml"), True),  # a namespace without the label is not in any value set
+        (_term(NS_NAME, "Exists"), True),
+        (_term("team", "Exists"), False),
+        (_term("team", "DoesNotExist"), True),
+        (_term(NS_NAME, "DoesNotExist"), False),
+        (_term(NS_NAME, "Gt", "1"), False),  # not a label-selector operator: the selector is invalid
+        # Every label and every expression must hold.
+        ({"matchLabels": {NS_NAME: "tpu-rl"}, **_term(NS_NAME, "In", "other")}, False),
+        ({"matchLabels": {NS_NAME: "tpu-rl"}, **_term(NS_NAME, "NotIn", "other")}, True),
+    ],
+    ids=lambda v: json.dumps(v) if isinstance(v, dict) else None,
+)
+def test_the_namespace_selector_of_the_cluster_queue(selector, admitted):
+    plan = mutated("prod", CQ, "kueue-cluster-queue", _set(["spec", "namespaceSelector"], selector))
+    assert violations(plan, "kueue-queue-fits", "prod") == ([] if admitted else _not_admitted(plan))
+
+
+def test_the_namespace_selector_reads_the_labels_of_the_stacks_namespace():
+    plan = mutated(
+        "prod", CQ, "kueue-cluster-queue", _set(["spec", "namespaceSelector"], {"matchLabels": {"team": "ml"}})
+    )
+
+    def namespace(name, labels):
+        return _object(
+            NAMESPACE, name, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+        )
+
+    labelled = namespace("tpu-rl", {"team": "ml"})
+    assert violations(_with(plan, labelled), "kueue-queue-fits", "prod") == []
+    assert violations(plan, "kueue-queue-fits", "prod") == _not_admitted(plan), "no Namespace object: no labels"
+    for other in (namespace("other", {"team": "ml"}), namespace("tpu-rl", {}), namespace("None", {"team": "ml"})):
+        assert violations(_with(plan, other), "kueue-queue-fits", "prod") == _not_admitted(plan), other
+
+
+def _also(plan: Plan, type_: str, name: str | None, change) -> Plan:
+    """``mutated`` on a plan already changed: a copy of it with one more change."""
+    plan = copy.deepcopy(plan)
+    targets = [r for r in plan.resources if r["type"] == type_ and _is(r, name)]
+    assert targets, (type_, name)
+    for resource in targets:
+        change(resource)
+    return plan
+
+
+def _queue(name: str | None):
+    def change(resource):
+        labels = resource["inputs"]["metadata"]["labels"]
+        if name is None:
+            labels.pop("kueue.x-k8s.io/queue-name")
+        else:
+            labels["kueue.x-k8s.io/queue-name"] = name
+
+    return change
+
+
+def test_every_step_is_judged_after_one_that_is_not():
+    """A step without a queue, or with one the stack does not manage, does not end the check of the rest."""
+    export_unqueued = mutated("prod", JOBSET, "export", _queue(None))
+    export_finding = f"JobSet {_jobset_name(export_unqueued, 'export')}{UNQUEUED}"
+
+    both = _also(export_unqueued, JOBSET, "convert", _queue(None))
+    assert violations(both, "kueue-queue-fits", "prod") == [
+        f"JobSet {_jobset_name(both, 'convert')}{UNQUEUED}",
+        export_finding,
+    ]
+
+    elsewhere = _also(export_unqueued, JOBSET, "convert", _queue("queue-of-another-team"))
+    assert violations(elsewhere, "kueue-queue-fits", "prod") == [export_finding]
+
+    orphan = _object(
+        LOCAL_QUEUE,
+        "orphan-local-queue",
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": "orphan", "namespace": "tpu-rl"},
+            "spec": {"clusterQueue": "not-in-this-stack"},
+        },
+    )
+    dangling = _also(_with(export_unqueued, orphan), JOBSET, "convert", _queue("orphan"))
+    assert violations(dangling, "kueue-queue-fits", "prod") == [export_finding]
+
+
+def _tpu_flavors(*flavors):
+    """The ClusterQueue's TPU group with these flavors, in this order."""
+    return lambda r: r["inputs"]["spec"]["resourceGroups"][0].__setitem__("flavors", list(flavors))
+
+
+def _tpu_quota(flavor: str, *entries):
+    return {"name": flavor, "resources": list(entries)}
+
+
+def _workers_get_at_most(plan: Plan, best: str) -> list[str]:
+    return [
+        f"JobSet {_jobset_name(plan, 'train')} (worker) asks for 32 google.com/tpu but ClusterQueue tpu-rl offers "
+        f"at most {best} on a flavor its pods fit{NEVER}"
+    ]
+
+
+def test_a_flavor_the_pods_do_not_fit_is_skipped_not_the_rest():
+    """A 2x4 flavor listed before the 4x8 one: the 4x8 workers are admitted on the second."""
+    small = _object(
+        FLAVOR,
+        "kueue-tpu-2x4-flavor",
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "tpu-rl-tpu-2x4"},
+            "spec": {
+                "nodeLabels": {
+                    "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+                    "cloud.google.com/gke-tpu-topology": "2x4",
+                }
+            },
+        },
+    )
+    slice_quota = {"name": "google.com/tpu", "nominalQuota": "32"}
+    two = mutated(
+        "prod",
+        CQ,
+        "kueue-cluster-queue",
+        _tpu_flavors(_tpu_quota("tpu-rl-tpu-2x4", slice_quota), _tpu_quota("tpu-rl-tpu-slice", slice_quota)),
+    )
+    assert violations(_with(two, small), "kueue-queue-fits", "prod") == []
+    only_small = mutated("prod", CQ, "kueue-cluster-queue", _tpu_flavors(_tpu_quota("tpu-rl-tpu-2x4", slice_quota)))
+    assert violations(_with(only_small, small), "kueue-queue-fits", "prod") == _workers_get_at_most(only_small, "0")
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [(), ({"name": "google.com/tpu"},), ({"name": "cpu", "nominalQuota": "64"},)],
+    ids=["no-resources", "no-nominal-quota", "another-resource-only"],
+)
+def test_a_flavor_without_a_quota_for_the_resource_offers_none(entries):
+    plan = mutated("prod", CQ, "kueue-cluster-queue", _tpu_flavors(_tpu_quota("tpu-rl-tpu-slice", *entries)))
+    assert violations(plan, "kueue-queue-fits", "prod") == _workers_get_at_most(plan, "0")

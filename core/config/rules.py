@@ -301,7 +301,7 @@ def _kueue(v: dict[str, Any], tpu: TpuSettings, cpu_pool: PoolSettings) -> Kueue
             _k("cpuPool.machineType"),
             cpu_pool.machine_type,
             "has no known size, and Kueue's cpu and memory quota is the pool's size; use a predefined machine "
-            "type such as n2-standard-64, or set tpu-rl:kueue.enabled false",
+            "type such as n4-standard-64, or set tpu-rl:kueue.enabled false",
         )
     ready = v[_k("kueue.podsReadyTimeout")]
     return KueueSettings(
