@@ -121,6 +121,10 @@ def walk(stack: str) -> dict[str, dict[str, str]]:
             changed = workflow(settings(stack, [], token=OTHER_TOKEN))
             outcomes[field.key] = classify(base, changed)
             continue
+        if isinstance(field.read, OneOf) and len(field.read.choices) == 1:
+            # An allow-list of one (tpu-rl:kueue.version): no other value exists, so nothing can re-run.
+            outcomes[field.key] = classify(base, base)
+            continue
         companions = [override(k, v) for k, v in field.companions]
         for value in candidates(field, base_values.get(field.key)):
             try:

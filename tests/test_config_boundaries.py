@@ -454,7 +454,7 @@ def values_of_knobs() -> dict[str, Any]:
     ("overrides", "expected"),
     [
         (["tpu-rl:workflow.preflight=false"], {"workflow.preflight": False}),
-        (["tpu-rl:workflow.jobsetVersion=0.11.0"], {"workflow.jobset_version": "0.11.0"}),
+        (["tpu-rl:workflow.jobsetVersion=0.12.0"], {"workflow.jobset_version": "0.12.0"}),
         (["tpu-rl:gke.maintenanceExclusion=false"], {"gke.maintenance_exclusion": False}),
         (["tpu-rl:forceDestroy=true"], {"force_destroy": True}),
         (["tpu-rl:bucketName=my-bucket"], {"bucket_name": "my-bucket"}),

@@ -30,6 +30,8 @@ def node_config(machine, disk_gb, disk_type, sa, **extra):
         "workload_metadata_config": {"mode": "GKE_METADATA"},
         "shielded_instance_config": SHIELDED,
         "metadata": {"disable-legacy-endpoints": "true"},
+        # CIS GKE 5.9.1 (issue 20): the kubelet's unauthenticated read-only port 10255 is off on every pool.
+        "kubelet_config": {"insecure_kubelet_readonly_port_enabled": "FALSE"},
         "resource_labels": LABELS,
         **extra,
     }

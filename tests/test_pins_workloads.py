@@ -519,7 +519,9 @@ def test_the_identity_covers_the_object_the_cluster_and_the_bucket_but_not_opera
     region = jobs(settings("prod", ["gcp:region=us-central2", "gcp:zone=us-central2-b", "tpu-rl:bucketName=b-123"]))
     same_bucket = jobs(settings("prod", ["tpu-rl:bucketName=b-123"]))
     assert all(a.step_id != b.step_id for a, b in zip(region.steps, same_bucket.steps, strict=True)), "cluster"
-    pathways = jobs(settings("prod", ["tpu-rl:images.pathwaysProxy=us-docker.pkg.dev/x/pathways/proxy_server:1"]))
+    pathways = jobs(
+        settings("prod", ["tpu-rl:images.pathwaysProxy=us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:1"])
+    )
     assert pathways.convert.step_id == base.convert.step_id and pathways.train.step_id != base.train.step_id
     timeouts = jobs(settings("prod", ["tpu-rl:workflow.timeouts.train=30h", "tpu-rl:workflow.maxRestarts=3"]))
     assert [s.step_id for s in timeouts.steps] == [s.step_id for s in base.steps]

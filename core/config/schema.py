@@ -7,6 +7,7 @@ key. A new setting is one ``Field`` here plus its use in ``load``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,15 +101,26 @@ RESERVATION = Text(
     "a reservation name, or projects/PROJECT/reservations/NAME for a shared reservation",
 )
 REVISION = Text(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,99}", "a branch, tag or 40-character commit of the model repository")
+IMAGE_REGISTRIES = ("us-docker.pkg.dev/cloud-tpu-images", "us-docker.pkg.dev/cloud-tpu-v2-images")
+"""Where the images may come from: Google's TPU image repositories, which publish the tutorial's MaxText
+and Pathways images (an image from anywhere else runs with the Hugging Face token and a read-write bucket
+identity). Extend this tuple to allow a registry of your own."""
 IMAGE = Text(
-    r"(?!.*:latest$)[a-z0-9.-]+(:[0-9]{1,5})?(/[a-z0-9._-]+)+(:[A-Za-z0-9._-]{1,128}|@sha256:[0-9a-f]{64})",
-    "an image reference with a version tag or an @sha256 digest (:latest is not reproducible)",
+    r"(?!(?i:.*:latest)$)(?:"
+    + "|".join(re.escape(r) for r in IMAGE_REGISTRIES)
+    + r")(/[a-z0-9._-]+)+(:[A-Za-z0-9._-]{1,128}|@sha256:[0-9a-f]{64})",
+    f"an image from {' or '.join(IMAGE_REGISTRIES)} with a version tag or an @sha256 digest "
+    "(:latest, in any case, is not reproducible)",
 )
 VERSION_PREFIX = Text(
     r"1\.[0-9]{2}\.([0-9]{1,2}(-gke\.[0-9]{1,10})?)?", 'a GKE version prefix such as "1.35." or "1.35.2"'
 )
 CLOCK = Text(r"([01][0-9]|2[0-3]):[0-5][0-9]", "a UTC time HH:MM such as 09:00")
-CHART_VERSION = Text(r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}", "a Helm chart version such as 0.10.1")
+JOBSET_VERSIONS = ("0.10.1", "0.12.0")
+"""JobSet charts whose CRD the step manifests are validated against (tests/test_manifests.py; Cluster
+Toolkit allow-lists its JobSet versions the same way)."""
+KUEUE_VERSIONS = ("0.17.1",)
+"""Kueue charts whose CRDs and webhook rules the stack's flavors and queues are validated against."""
 QUEUE_NAME = Text(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a LocalQueue name (a DNS-1123 label)")
 TOKEN = Text(r"\S{1,512}", "a Hugging Face read token")
 
@@ -357,10 +369,10 @@ FIELDS: tuple[Field, ...] = (
     Field(_key("workflow.timeouts.export"), Duration(60, 168 * 3600), "4h", "deadline of the export"),
     Field(
         _key("workflow.jobsetVersion"),
-        CHART_VERSION,
+        OneOf(JOBSET_VERSIONS),
         "0.10.1",
         "JobSet Helm chart (Cluster Toolkit installs 0.10.1)",
-        samples=("0.10.0",),
+        samples=("0.12.0",),
     ),
     # kueue
     Field(
@@ -381,10 +393,9 @@ FIELDS: tuple[Field, ...] = (
     ),
     Field(
         _key("kueue.version"),
-        CHART_VERSION,
+        OneOf(KUEUE_VERSIONS),
         "0.17.1",
         "Kueue Helm chart (Cluster Toolkit installs 0.17.1)",
-        samples=("0.16.0",),
     ),
     Field(
         _key("kueue.podsReadyTimeout"),

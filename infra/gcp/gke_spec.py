@@ -115,6 +115,8 @@ def _node_config(
         "workload_metadata_config": {"mode": "GKE_METADATA"},
         "shielded_instance_config": {"enable_secure_boot": True, "enable_integrity_monitoring": True},
         "metadata": {"disable-legacy-endpoints": "true"},
+        # CIS GKE 5.9.1: no unauthenticated kubelet port 10255 (nothing here reads it; metrics use 10250).
+        "kubelet_config": {"insecure_kubelet_readonly_port_enabled": "FALSE"},
         "resource_labels": settings.labels,
         **extra,
     }
