@@ -290,3 +290,18 @@ def test_every_slice_is_listed_once():
     assert len(slices) == sum(len(m.topologies) for v in CATALOGUE.values() for m in v.machine_types) == 27
     assert len({(s.version, s.machine_type, s.topology) for s in slices}) == len(slices)
     assert chips_in("4x8") == 32 and chips_in("2x2x4") == 16 and chips_in("1x1") == 1
+
+
+def test_the_namespace_states_its_pod_security_levels():
+    """Pod Security Admission (issue 20): enforce privileged, which the Pathways head needs (privileged,
+    hostNetwork, a hostPath: xpk's head), and audit baseline, so the log records every pod beyond it."""
+    from infra.k8s.manifests import namespace_manifest
+
+    labels = namespace_manifest("tpu-rl", {"app.kubernetes.io/name": "tpu-rl"})["metadata"]["labels"]
+    assert labels == {
+        "app.kubernetes.io/name": "tpu-rl",
+        "pod-security.kubernetes.io/enforce": "privileged",
+        "pod-security.kubernetes.io/enforce-version": "latest",
+        "pod-security.kubernetes.io/audit": "baseline",
+        "pod-security.kubernetes.io/audit-version": "latest",
+    }

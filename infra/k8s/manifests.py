@@ -6,9 +6,20 @@ from typing import Any
 
 from core.names import HF_SECRET, HF_SECRET_KEY, SCRATCH_STORAGE_CLASS
 
+POD_SECURITY = {
+    "pod-security.kubernetes.io/enforce": "privileged",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+    "pod-security.kubernetes.io/audit": "baseline",
+    "pod-security.kubernetes.io/audit-version": "latest",
+}
+"""Pod Security Admission, stated rather than left to the cluster's default: the Pathways head runs
+privileged on the host network with a host path (xpk's and gcluster's head pod), so the namespace enforces
+``privileged``; every pod beyond ``baseline`` (the head and the TPU workers) is recorded in the audit log."""
+
 
 def namespace_manifest(name: str, labels: dict[str, str]) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+    """The workflow's namespace, with its Pod Security Admission levels (``POD_SECURITY``)."""
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {**labels, **POD_SECURITY}}}
 
 
 def service_account_manifest(namespace: str, name: str, labels: dict[str, str], gsa_email: Any) -> dict[str, Any]:
