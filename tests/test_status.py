@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -201,10 +202,14 @@ def test_an_unreadable_bucket_is_one_line(tmp_path, api, capsys, monkeypatch):
     monkeypatch.setitem(BUDGETS, "gcs", Budget(1.0, 0.5, 0.5))
     assert run(tmp_path, api) == 2
     err = capsys.readouterr().err.strip()
-    assert err == (
-        f"error: cannot read the run in GCS: GCS did not answer listing the checkpoints under "
-        f"{DEV.train.output_uri}rl/checkpoints/actor/ in time (ConnectionError); check the network"
-    )
+    # Refused connects are retried within the budget; on a loaded machine the wall-clock bound can end the
+    # retries first: either way one line that names the read and the fix.
+    where = re.escape(f"{DEV.train.output_uri}rl/checkpoints/actor/")
+    assert re.fullmatch(
+        rf"error: cannot read the run in GCS: GCS did not (answer listing the checkpoints under {where} in time "
+        rf"\(ConnectionError\)|finish listing the checkpoints under {where} within 1 s); check the network",
+        err,
+    ), err
 
 
 def test_a_config_error_is_one_line(tmp_path, api, capsys):
