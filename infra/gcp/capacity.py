@@ -69,8 +69,8 @@ class Need:
     chips: int
     chips_per_vm: int
     preemptible: bool
-    flex_start: bool
     """Spot and flex-start TPU capacity draws on preemptible quota."""
+    flex_start: bool
     cpus: dict[str, float] = field(default_factory=dict)
     """Quota metric -> vCPUs of the CPU pools at their maximum size (per family, and ``CPUS`` in all)."""
 
@@ -83,13 +83,7 @@ def needs(settings: Settings) -> Need:
         reservation = (parts[1], parts[3]) if len(parts) == 4 else (settings.project, settings.tpu.reservation)
     cpus: dict[str, float] = {}
     for pool in (settings.system_pool, settings.cpu_pool):
-        shape = machine_shape(pool.machine_type)
-        if shape is None:
-            continue
-        vcpus = shape.vcpus * pool.max_nodes
-        metric = f"{machine_family(pool.machine_type).upper()}_CPUS"
-        cpus[metric] = cpus.get(metric, 0.0) + vcpus
-        cpus["CPUS"] = cpus.get("CPUS", 0.0) + vcpus
+        _add_vcpus(cpus, pool.machine_type, pool.max_nodes)
     return Need(
         reservation=reservation,
         vms=settings.slice.hosts * settings.tpu.slices,
@@ -118,14 +112,19 @@ def held(instances: list[dict[str, Any]], machine_type: str) -> Held:
         name = str(instance.get("machine_type") or "").rsplit("/", 1)[-1]
         if name == machine_type:
             tpu += 1
-            continue
-        shape = machine_shape(name)
-        if shape is None:
-            continue
-        metric = f"{machine_family(name).upper()}_CPUS"
-        cpus[metric] = cpus.get(metric, 0.0) + shape.vcpus
-        cpus["CPUS"] = cpus.get("CPUS", 0.0) + shape.vcpus
+        else:
+            _add_vcpus(cpus, name, 1)
     return Held(tpu, cpus)
+
+
+def _add_vcpus(cpus: dict[str, float], machine_type: str, count: int) -> None:
+    """Add ``count`` machines' vCPUs to the quota metrics they draw on (``<FAMILY>_CPUS`` and ``CPUS``);
+    a machine of unknown shape adds nothing."""
+    shape = machine_shape(machine_type)
+    if shape is None:
+        return
+    for metric in (f"{machine_family(machine_type).upper()}_CPUS", "CPUS"):
+        cpus[metric] = cpus.get(metric, 0.0) + shape.vcpus * count
 
 
 def reservation_findings(
@@ -235,7 +234,7 @@ def tpu_quota_findings(need: Need, infos: list[dict[str, Any]] | None, region: s
             return -1
         return 2 if all(dims.get(k) == v for k, v in wanted.items()) else int(region in (info.get("locations") or []))
 
-    ranked = sorted((fits(i), n) for n, i in enumerate(infos) if fits(i) >= 0)
+    ranked = sorted(rank for rank in ((fits(info), n) for n, info in enumerate(infos)) if rank[0] >= 0)
     if not ranked:
         return [Finding("unknown", f"quota {quota} has no limit for {region}; TPU quota was not checked")]
     limit = int(infos[ranked[-1][1]].get("value") or 0)

@@ -243,63 +243,52 @@ class ClusterReader:
     def list(self, api_version: str, kind: str, namespace: str, label_selector: str) -> Objects:
         """The objects matching a label selector (every page; none when the collection does not exist)."""
         group, version, plural = self._resource(api_version, kind)
-
-        def request(api: Any, timeout: tuple[float, float], token: str) -> Any:
-            return api.custom.list_namespaced_custom_object(
-                group,
-                version,
-                namespace,
-                plural,
-                label_selector=label_selector,
-                limit=PAGE_SIZE,
-                _continue=token or None,
-                _preload_content=False,
-                _request_timeout=timeout,
-            )
-
-        return self._pages(f"/apis/{group}/{version}/namespaces/{namespace}/{plural}", request)
+        return self._pages(
+            f"/apis/{group}/{version}/namespaces/{namespace}/{plural}",
+            lambda api: api.custom.list_namespaced_custom_object,
+            (group, version, namespace, plural),
+            label_selector=label_selector,
+        )
 
     def pods(self, namespace: str, label_selector: str) -> Objects:
         """The pods matching a label selector (``CoreV1Api.list_namespaced_pod``, every page)."""
-
-        def request(api: Any, timeout: tuple[float, float], token: str) -> Any:
-            return api.core.list_namespaced_pod(
-                namespace,
-                label_selector=label_selector,
-                limit=PAGE_SIZE,
-                _continue=token or None,
-                _preload_content=False,
-                _request_timeout=timeout,
-            )
-
-        return self._pages(f"/api/v1/namespaces/{namespace}/pods", request)
+        return self._pages(
+            f"/api/v1/namespaces/{namespace}/pods",
+            lambda api: api.core.list_namespaced_pod,
+            (namespace,),
+            label_selector=label_selector,
+        )
 
     def events(self, namespace: str, field_selector: str) -> Objects:
         """The events matching a field selector, e.g. ``involvedObject.kind=Pod`` (``list_namespaced_event``)."""
+        return self._pages(
+            f"/api/v1/namespaces/{namespace}/events",
+            lambda api: api.core.list_namespaced_event,
+            (namespace,),
+            field_selector=field_selector,
+        )
 
-        def request(api: Any, timeout: tuple[float, float], token: str) -> Any:
-            return api.core.list_namespaced_event(
-                namespace,
-                field_selector=field_selector,
-                limit=PAGE_SIZE,
-                _continue=token or None,
-                _preload_content=False,
-                _request_timeout=timeout,
-            )
-
-        return self._pages(f"/api/v1/namespaces/{namespace}/events", request)
-
-    def _pages(self, path: str, request: Callable[[Any, tuple[float, float], str], Any]) -> Objects:
-        """Every page of a list, within one budget for them all."""
+    def _pages(
+        self, path: str, method: Callable[[_Apis], Callable[..., Any]], args: tuple[str, ...], **selector: str
+    ) -> Objects:
+        """Every page of a list (``method`` of the client's API groups, called with ``args`` and the
+        selector), within one budget for them all."""
         items: Objects = []
         token = ""
         ends = time.monotonic() + self.budgets.read.total
         for _ in range(MAX_PAGES):
 
-            def page_request(api: Any, timeout: tuple[float, float], token: str = token) -> Any:
-                return request(api, timeout, token)
+            def request(api: _Apis, timeout: tuple[float, float], token: str = token) -> Any:
+                return method(api)(
+                    *args,
+                    **selector,
+                    limit=PAGE_SIZE,
+                    _continue=token or None,
+                    _preload_content=False,
+                    _request_timeout=timeout,
+                )
 
-            page = self._read(path, page_request, missing_ok=True, ends=ends) or {}
+            page = self._read(path, request, missing_ok=True, ends=ends) or {}
             entries = page.get("items") or []
             if not isinstance(entries, list):
                 raise self._fail(ClusterReadError(f"the list at {path} on {self.where} has no items array"))

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from core.machines import machine_family
 from core.names import CPU_POOL, NODEPOOL_LABEL, TPU_ACCELERATOR_LABEL
 from core.redact import scrub
 
@@ -89,7 +90,7 @@ def newest_reasons(events: list[dict[str, Any]], pod: str) -> dict[str, str]:
 def pool_fix(pool: str, *, capacity: str, cpu_machine: str) -> str:
     """What to do about a pool that cannot take a step's pod."""
     if pool == CPU_POOL:
-        family = cpu_machine.split("-", 1)[0].upper()
+        family = machine_family(cpu_machine).upper()
         return (
             f"cpu-np cannot add another {cpu_machine} node: raise tpu-rl:cpuPool.maxNodes, request more {family}_CPUS "
             "quota in the region, or choose another tpu-rl:cpuPool.machineType if the zone is out of it"
