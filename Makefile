@@ -8,12 +8,18 @@ PY := $(VENV)/bin/python
 STATE_DIR := $(CURDIR)/.pulumi-state
 POLICY_VENV := policy/venv
 
-.PHONY: up stack preview policy-preview plan destroy test lint venv dev-venv policy-venv status report mutation readme
+.PHONY: up stack preview policy-preview plan destroy test lint venv dev-venv policy-venv status report mutation readme lock
 
-$(VENV)/.installed: requirements.txt
+# The program's environment comes from the hashed lock alone: requirements.lock pins every package
+# (transitive ones too) with the sha256 of each wheel and sdist, so pip resolves nothing and refuses a file
+# whose hash differs. `make lock` regenerates it from the ranges in requirements.txt. The `venv` link must
+# exist before pulumi runs: on a missing (or empty) venv, pulumi creates one itself and pip-installs the
+# unhashed requirements.txt into it; a venv/ directory it made that way is refused here, not reused.
+$(VENV)/.installed: requirements.lock requirements.txt
+	@if [ -e venv ] && [ ! -L venv ]; then echo "error: venv/ is a directory, not the link to $(VENV) (made by pulumi?): remove it and run make again" >&2; exit 1; fi
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --require-hashes --no-deps -r requirements.lock
 	ln -sfn $(VENV) venv   # Pulumi.yaml's virtualenv (venv) is this same environment
 	touch $@
 
@@ -30,6 +36,17 @@ $(POLICY_VENV)/.installed: policy/requirements.txt pyproject.toml
 venv: $(VENV)/.installed
 dev-venv: $(VENV)/.installed-dev
 policy-venv: $(POLICY_VENV)/.installed
+
+# Regenerate requirements.lock after editing requirements.txt. uv (pinned here, in a throwaway venv) makes one
+# universal lock, for Linux, macOS and Windows and Python 3.11 on, with the hash of every wheel and sdist; it
+# keeps the lock's current pins unless requirements.txt needs others. The lock's header is LOCK_COMMAND
+# (tests/test_lockfile.py checks that, and that the lock pins what the venv has installed).
+UV_VERSION := 0.13.8
+LOCK_COMMAND := uv pip compile --universal --generate-hashes --python-version 3.11 --output-file requirements.lock requirements.txt
+lock:
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(PYTHON) -m venv "$$tmp/uv" && "$$tmp/uv/bin/python" -m pip install --quiet uv==$(UV_VERSION) && \
+	PATH="$$tmp/uv/bin:$$PATH" $(LOCK_COMMAND)
 
 # Select (or create) the stack on Pulumi Cloud if logged in, else on a local file backend.
 define select_stack

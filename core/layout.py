@@ -8,6 +8,21 @@ from ``base_output_directory`` and ``run_name``; tunix writes the actor's checkp
 
 from __future__ import annotations
 
+PATHWAYS_SCRATCH = "pathways/"
+"""The Pathways servers' ``--gcs_scratch_location`` under the bucket."""
+
+
+def step_prefix(model: str, step: str) -> str:
+    """Where every run of one step of one model writes, under the bucket: ``<model>/<step>/`` (each run in
+    ``<hash>/`` below it, ``workloads.build.steps``)."""
+    return f"{model}/{step}/"
+
+
+def step_output(bucket: str, model: str, step: str, digest: str) -> str:
+    """A step's content-addressed output path: ``gs://<bucket>/<model>/<step>/<hash>/``."""
+    return f"gs://{bucket}/{step_prefix(model, step)}{digest}/"
+
+
 RUN_NAME = "rl"
 """``run_name`` the training step passes (its tensorboard and checkpoints live under it)."""
 

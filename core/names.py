@@ -30,6 +30,10 @@ HF_SECRET_KEY = "token"
 SCRATCH_STORAGE_CLASS = "tpu-rl-scratch"
 """StorageClass of the CPU steps' scratch volumes; its disk type follows cpu-np's machine family."""
 
+COMPONENT_LABEL = "app.kubernetes.io/component"
+"""A step's pods carry their step's name here (``workloads.build.manifests.labels``); the NetworkPolicy
+selects the training pods by it."""
+
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 """The label that puts a JobSet in a Kueue LocalQueue (Kueue ``constants.QueueLabel``)."""
 LOCAL_QUEUE = "tpu-rl"
@@ -58,6 +62,8 @@ REQUIRED_APIS = (
     "storage.googleapis.com",
 )
 """The Google Cloud APIs the stack enables (``infra.gcp.apis``) and the capacity check reads."""
+KMS_API = "cloudkms.googleapis.com"
+"""Enabled as well when the stack encrypts Secrets with a Cloud KMS key (``tpu-rl:gke.secretsEncryptionKey``)."""
 
 RETRY_ANNOTATION = "tpu-rl/retry-of"
 """The annotation a retried step carries: the failed run's UID (``workloads.run.live_state``)."""

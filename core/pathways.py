@@ -1,12 +1,26 @@
-"""The Pathways head's size: the one home of its containers' resources (xpk's), which the training
-JobSet's head pod carries (``workloads.build.manifests``) and the cpu-np rule checks a machine against
-(``core.config.rules``)."""
+"""The Pathways head's size and the Pathways ports: the one home of its containers' resources (xpk's), which
+the training JobSet's head pod carries (``workloads.build.manifests``) and the cpu-np rule checks a machine
+against (``core.config.rules``), and of the ports the JobSet, the firewall and the NetworkPolicy use."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from core.requests import container_requests
+
+# Pathways ports (xpk pathways_workload_create.yaml.j2, gcluster pathways_jobset.tmpl). The head and the
+# workers run with hostNetwork, so each listens on its node's address.
+PROXY_PORT = 29000
+"""The proxy serves the JAX client (JAX_BACKEND_TARGET)."""
+RESOURCE_MANAGER_PORT = 29001
+"""The resource manager serves the proxy and the workers (--resource_manager_address)."""
+RESOURCE_MANAGER_EXTRA_PORT = 29002
+WORKER_PORT = 29005
+WORKER_EXTRA_PORTS = (29006, 8471, 8080)
+"""The worker's second port, the TPU runtime's slice builder (8471, between the hosts of a slice) and
+megascale (8080, between slices)."""
+PORTS = (PROXY_PORT, RESOURCE_MANAGER_PORT, RESOURCE_MANAGER_EXTRA_PORT, WORKER_PORT, *WORKER_EXTRA_PORTS)
+"""Every port the head and the workers talk on (the firewall and the NetworkPolicy allow these)."""
 
 HEAD_RESOURCES: dict[str, dict[str, dict[str, str]]] = {
     "proxy": {"limits": {"cpu": "16", "memory": "100Gi"}},

@@ -45,10 +45,15 @@ class GkeSettings:
     release_channel: str
     version_prefix: str | None
     """Pin the control plane to the channel's newest version with this prefix (e.g. ``1.35.``)."""
-    maintenance_exclusion: bool
-    """Keep minor and node upgrades away (NO_MINOR_OR_NODE_UPGRADES), as Cluster Toolkit does."""
+    maintenance_exclusion: str | None
+    """Scope of the standing exclusion until end of support (``NO_MINOR_UPGRADES`` lets node patches in),
+    None: no standing exclusion."""
     maintenance_window: str
     """Daily maintenance window start, ``HH:MM`` UTC."""
+    hold_upgrades: tuple[str, str] | None = None
+    """A ``NO_UPGRADES`` exclusion between two UTC dates (``YYYY-MM-DD``), None: no hold."""
+    secrets_key: str | None = None
+    """``create`` (the stack creates the key) or a Cloud KMS key name; None: no application-layer encryption."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,8 @@ class ImageSettings:
     maxtext: str
     pathways_server: str
     pathways_proxy: str
+    registries: tuple[str, ...] = ()
+    """Where images may come from (``tpu-rl:images.registries``)."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +144,7 @@ class Settings:
     gke: GkeSettings
     protect: bool
     force_destroy: bool
+    bucket_versioning: bool
     namespace: str
     hf_token_set: bool
     model: ModelSettings

@@ -23,6 +23,7 @@ from pulumi_policy import (
 )
 
 # The pack lives beside the program and shares its TPU catalogue, cost model and token shapes (plain modules).
+from core.config.schema import IMAGE_REGISTRIES
 from core.estimate import TrainingRun, estimate_run
 from core.redact import HF_TOKEN
 from core.requests import jobset_pod_sets, quantity
@@ -31,6 +32,10 @@ from core.tpu import CATALOGUE, resolve_slice
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
 BUCKET = "gcp:storage/bucket:Bucket"
+BUCKET_IAM = ("gcp:storage/bucketIAMMember:BucketIAMMember", "gcp:storage/bucketIAMBinding:BucketIAMBinding")
+OBJECT_ROLES = ("roles/storage.objectUser", "roles/storage.objectViewer", "roles/storage.objectCreator")
+"""Object roles a bucket grant must bound to prefixes (``infra.gcp.access``)."""
+WHOLE_BUCKET_ROLES = ("roles/storage.objectAdmin", "roles/storage.admin", "roles/storage.legacyBucketOwner")
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 JOB = "kubernetes:batch/v1:Job"
 LOCAL_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
@@ -251,6 +256,28 @@ NON_PUBLIC = tuple(
 PUBLIC_ADDRESSES = 2**32 - sum(n.num_addresses for n in ipaddress.collapse_addresses(NON_PUBLIC))
 
 
+def _secrets_encryption(args: ResourceValidationArgs, report: Report) -> None:
+    if args.resource_type != CLUSTER or not args.get_config().get("required", False):
+        return
+    encryption = args.props.get("databaseEncryption") or {}
+    if encryption.get("state") != "ENCRYPTED" or not encryption.get("keyName"):
+        report(
+            "Secrets, the Hugging Face token among them, are stored without application-layer encryption: set "
+            "tpu-rl:gke.secretsEncryptionKey (create, or a Cloud KMS key in gcp:region)"
+        )
+
+
+secrets_encryption = ResourceValidationPolicy(
+    name="secrets-encryption",
+    description="Where the stack's policy config requires it, GKE encrypts Secrets with a Cloud KMS key.",
+    severity=Severity.HIGH,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="pulumi config set --path tpu-rl:gke.secretsEncryptionKey create",
+    config_schema=PolicyConfigSchema(properties={"required": {"type": "boolean", "default": False}}),
+    validate=_validation(_secrets_encryption),
+)
+
+
 def parse_cidr(text: Any) -> ipaddress.IPv4Network | None:
     """Any CIDR spelling GKE might take (``a.b.c.d/n``, ``/00``, netmask form, host bits set), normalised."""
     value = str(text).strip()
@@ -345,6 +372,29 @@ no_broad_project_iam = ResourceValidationPolicy(
 )
 
 
+def _scoped_bucket_grants(args: ResourceValidationArgs, report: Report) -> None:
+    if args.resource_type not in BUCKET_IAM:
+        return
+    role = args.props.get("role")
+    if role in WHOLE_BUCKET_ROLES:
+        report(f"bucket-level {role} manages the whole bucket; grant object roles on the step's prefixes")
+    elif role in OBJECT_ROLES and not (args.props.get("condition") or {}).get("expression"):
+        report(
+            f"{role} on the whole bucket lets one step's identity read or delete every run; bound it to the "
+            "prefixes its step uses with an IAM condition (infra/gcp/access.py)"
+        )
+
+
+scoped_bucket_grants = ResourceValidationPolicy(
+    name="scoped-bucket-grants",
+    description="Object access on the bucket is bounded by IAM conditions to the prefixes each identity uses.",
+    severity=Severity.HIGH,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Keep the grants of infra/gcp/access.py: each identity's roles on its steps' prefixes.",
+    validate=_validation(_scoped_bucket_grants),
+)
+
+
 def _bucket(args: ResourceValidationArgs, report: Report) -> None:
     if args.resource_type != BUCKET:
         return
@@ -375,14 +425,22 @@ def _bucket_deletion(args: ResourceValidationArgs, report: Report) -> None:
         report("forceDestroy deletes every checkpoint on destroy: set tpu-rl:forceDestroy false")
     if not (args.opts and args.opts.protect):
         report("the artifacts bucket is not protected: set tpu-rl:protect true")
+    if not (args.props.get("versioning") or {}).get("enabled"):
+        report(
+            "bucket versioning is off: an overwritten checkpoint cannot be recovered, a deleted one for the "
+            "soft-delete week only: set tpu-rl:bucketVersioning true"
+        )
 
 
 bucket_deletion_guard = ResourceValidationPolicy(
     name="bucket-deletion-guard",
-    description="Finished runs' artifacts survive `pulumi destroy`: no forceDestroy, protect on.",
+    description="Finished runs' artifacts survive destroy and overwrites: no forceDestroy, protect on, versioning.",
     severity=Severity.MEDIUM,
     enforcement_level=EnforcementLevel.MANDATORY,
-    remediation_steps="pulumi config set tpu-rl:protect true; pulumi config set tpu-rl:forceDestroy false",
+    remediation_steps=(
+        "pulumi config set tpu-rl:protect true; pulumi config set tpu-rl:forceDestroy false; "
+        "pulumi config set tpu-rl:bucketVersioning true"
+    ),
     validate=_validation(_bucket_deletion),
 )
 
@@ -481,6 +539,82 @@ pinned_images = ResourceValidationPolicy(
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Set tpu-rl:images to tags or @sha256 digests.",
     validate=_validation(_pinned_images),
+)
+
+
+def _trusted_registries(args: ResourceValidationArgs, report: Report) -> None:
+    if args.resource_type not in WORKLOAD_TYPES:
+        return
+    registries = tuple(args.get_config().get("registries") or IMAGE_REGISTRIES)
+    for container in containers(args.props.get("spec")):
+        image = str(container.get("image", ""))
+        if not any(image.startswith(f"{registry}/") for registry in registries):
+            report(
+                f"container {container.get('name')}: image {image or '(none)'} is not from a trusted registry "
+                f"({', '.join(registries)}); it would run with the Hugging Face token and a bucket identity"
+            )
+
+
+trusted_registries = ResourceValidationPolicy(
+    name="trusted-registries",
+    description="Workload images come from the trusted registries only (Google's TPU image repositories).",
+    severity=Severity.CRITICAL,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Set tpu-rl:images to images of tpu-rl:images.registries; add a registry to the policy config.",
+    config_schema=PolicyConfigSchema(
+        properties={"registries": {"type": "array", "items": {"type": "string"}, "default": list(IMAGE_REGISTRIES)}}
+    ),
+    validate=_validation(_trusted_registries),
+)
+
+
+def pod_specs(obj: Any) -> Iterator[Mapping[str, Any]]:
+    """Every pod spec in a manifest (a mapping that holds ``containers``)."""
+    if isinstance(obj, Mapping):
+        if isinstance(obj.get("containers"), Sequence):
+            yield obj
+        for value in obj.values():
+            yield from pod_specs(value)
+    elif isinstance(obj, Sequence) and not isinstance(obj, str):
+        for value in obj:
+            yield from pod_specs(value)
+
+
+def _requests_tpu_chips(pod: Mapping[str, Any]) -> bool:
+    return any("google.com/tpu" in ((c.get("resources") or {}).get("limits") or {}) for c in containers(pod))
+
+
+def _least_privilege_pods(args: ResourceValidationArgs, report: Report) -> None:
+    if args.resource_type not in WORKLOAD_TYPES:
+        return
+    for container in containers(args.props.get("spec")):
+        context = container.get("securityContext") or {}
+        if context.get("privileged"):
+            report(
+                f"container {container.get('name')} is privileged: root on the node, with the Hugging Face "
+                "token and a bucket identity; no Pathways or MaxText container needs it"
+            )
+        if set((context.get("capabilities") or {}).get("add") or []) - {"NET_BIND_SERVICE"}:
+            report(f"container {container.get('name')} adds capabilities: remove capabilities.add")
+    for pod in pod_specs(args.props.get("spec")):
+        for volume in pod.get("volumes") or []:
+            host_path = (volume.get("hostPath") or {}).get("path")
+            if host_path is None:
+                continue
+            if host_path != "/tmp" or not _requests_tpu_chips(pod):
+                report(
+                    f"volume {volume.get('name')} mounts the node's {host_path}: only the Pathways workers on "
+                    "TPU hosts mount a host path (/tmp)"
+                )
+
+
+least_privilege_pods = ResourceValidationPolicy(
+    name="least-privilege-pods",
+    description="No privileged container or added capability; a host path only as the TPU workers' /tmp.",
+    severity=Severity.HIGH,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Keep the pod specs of workloads/build/manifests.py (only the TPU workers mount /tmp).",
+    validate=_validation(_least_privilege_pods),
 )
 
 
@@ -759,11 +893,15 @@ POLICIES = [
     gke_control_plane,
     no_open_control_plane,
     no_broad_project_iam,
+    scoped_bucket_grants,
+    secrets_encryption,
     bucket_hardening,
     bucket_deletion_guard,
     no_ttl_on_managed_jobs,
     bounded_retries,
     pinned_images,
+    trusted_registries,
+    least_privilege_pods,
     model_revision_pinned,
     cost_attribution_labels,
     tpu_budget,

@@ -9,12 +9,15 @@ import pulumi
 from pulumi.runtime import config as runtime_config
 
 from core.config import ConfigError, placeholder_problems
+from core.config.schema import IMAGE_REGISTRIES
 from core.config.values import OFFLINE_SECRETS
 from core.estimate import estimate_for
+from core.names import KMS_API, REQUIRED_APIS
 from core.settings import Settings
 from infra.gcp.apis import ProjectApis
 from infra.gcp.cluster import GkeCluster, GkeClusterArgs
 from infra.gcp.identities import IdentitiesArgs, NodeIdentities
+from infra.gcp.kms import SecretsKey, SecretsKeyArgs
 from infra.gcp.naming import names_for
 from infra.gcp.network import Network, NetworkArgs
 from infra.gcp.storage import ArtifactBucket, BucketArgs, bucket_args
@@ -45,14 +48,39 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
         if live and settings.workflow.capacity_check:
             _capacity(settings)
 
-    apis = ProjectApis("apis", settings.project)
+    apis = ProjectApis("apis", settings.project, REQUIRED_APIS + ((KMS_API,) if settings.gke.secrets_key else ()))
     after_apis = pulumi.ResourceOptions(depends_on=apis.services)
     network = Network("network", NetworkArgs(settings.project, settings.region, names), after_apis)
     bucket = ArtifactBucket("artifacts", BucketArgs(bucket_args(settings), settings.protect), after_apis)
     identities = NodeIdentities(
-        "identities", IdentitiesArgs(settings.project, settings.cluster_name, names, bucket.bucket.name), after_apis
+        "identities",
+        IdentitiesArgs(
+            project=settings.project,
+            cluster_name=settings.cluster_name,
+            names=names,
+            bucket=bucket.bucket.name,
+            bucket_name=settings.bucket_name,
+            model=settings.model.spec.name,
+            private_registries=any(r not in IMAGE_REGISTRIES for r in settings.images.registries),
+        ),
+        after_apis,
     )
-    gke = GkeCluster("gke", GkeClusterArgs(settings, names, network, identities), after_apis)
+    secrets_key = None
+    if settings.gke.secrets_key:
+        secrets_key = SecretsKey(
+            "secrets-key",
+            SecretsKeyArgs(
+                project=settings.project,
+                region=settings.region,
+                key=settings.gke.secrets_key,
+                ring_name=names.key_ring,
+                key_id=names.crypto_key,
+                protect=settings.protect,
+                labels=settings.labels,
+            ),
+            after_apis,
+        )
+    gke = GkeCluster("gke", GkeClusterArgs(settings, names, network, identities, secrets_key), after_apis)
 
     token = pulumi.Config().get_secret("hfToken") if settings.hf_token_set else None
     platform = KubernetesPlatform(

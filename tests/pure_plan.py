@@ -12,11 +12,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from infra.gcp.access import bucket_grants
 from infra.gcp.gke_spec import cluster_args, cpu_pool_args, system_pool_args, tpu_pool_args
 from infra.gcp.identities import NODE_PROJECT_ROLES
+from infra.gcp.kms import key_name
 from infra.gcp.naming import names_for
 from infra.gcp.storage import bucket_args
 from infra.k8s import kueue
+from infra.k8s.manifests import network_policies
 from tests.lifecycle_walk import settings
 from tools.plan.offline import Plan
 from workloads.build.steps import plan_workflow
@@ -75,9 +78,15 @@ def pure_plan(stack: str, *overrides: str) -> Plan:
     s = settings(stack, list(overrides))
     names = names_for(s)
     email = f"x@{s.project}.iam.gserviceaccount.com"
+    key = s.gke.secrets_key
+    if key == "create":
+        key = key_name(s.project, s.region, names.key_ring, names.crypto_key)
     resources = [
         _resource(
-            "gcp:container/cluster:Cluster", "cluster", camel(cluster_args(s, "net", "sub", email)), protect=s.protect
+            "gcp:container/cluster:Cluster",
+            "cluster",
+            camel(cluster_args(s, "net", "sub", email, None, key)),
+            protect=s.protect,
         ),
         _resource("gcp:container/nodePool:NodePool", "system-pool", camel(system_pool_args(s, CLUSTER_ID, email))),
         _resource("gcp:container/nodePool:NodePool", "cpu-pool", camel(cpu_pool_args(s, CLUSTER_ID, email))),
@@ -100,6 +109,24 @@ def pure_plan(stack: str, *overrides: str) -> Plan:
             )
             for r in ("system", "cpu", "tpu")
             for role in NODE_PROJECT_ROLES
+        ),
+        *(
+            _resource(
+                "gcp:storage/bucketIAMMember:BucketIAMMember",
+                grant.resource_name,
+                {
+                    "role": grant.role,
+                    "member": f"serviceAccount:{email}",
+                    **({"condition": grant.condition(s.bucket_name)} if grant.prefixes else {}),
+                },
+            )
+            for grant in bucket_grants(s.model.spec.name)
+        ),
+        *(
+            _resource("kubernetes:networking.k8s.io/v1:NetworkPolicy", f"network-policy-{p['metadata']['name']}", p)
+            for p in network_policies(
+                s.namespace, {"app.kubernetes.io/name": "tpu-rl", "app.kubernetes.io/instance": s.cluster_name}
+            )
         ),
     ]
     if s.kueue.install:

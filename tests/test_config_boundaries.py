@@ -400,11 +400,14 @@ def test_the_prod_stack_reads_as_written():
         "gke": {
             "release_channel": "REGULAR",
             "version_prefix": None,
-            "maintenance_exclusion": True,
+            "maintenance_exclusion": "NO_MINOR_UPGRADES",
             "maintenance_window": "09:00",
+            "hold_upgrades": None,
+            "secrets_key": "create",
         },
         "protect": True,
         "force_destroy": False,
+        "bucket_versioning": True,
         "namespace": "tpu-rl",
         "hf_token_set": True,
         "model": {
@@ -422,6 +425,7 @@ def test_the_prod_stack_reads_as_written():
             "d03068b39a8a2fab0621086ccb7c9445ce17ad34f1520159ca4ecd395346a162",
             "pathways_proxy": "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server@sha256:"
             "6342a3cae2818d2f887d396e9ae4156b3316f79fef186d71ff16d535b44e1724",
+            "registries": ("us-docker.pkg.dev/cloud-tpu-images", "us-docker.pkg.dev/cloud-tpu-v2-images"),
         },
         "workflow": {
             "enabled": True,
@@ -455,7 +459,28 @@ def values_of_knobs() -> dict[str, Any]:
     [
         (["tpu-rl:workflow.preflight=false"], {"workflow.preflight": False}),
         (["tpu-rl:workflow.jobsetVersion=0.12.0"], {"workflow.jobset_version": "0.12.0"}),
-        (["tpu-rl:gke.maintenanceExclusion=false"], {"gke.maintenance_exclusion": False}),
+        (["tpu-rl:gke.maintenanceExclusion=none"], {"gke.maintenance_exclusion": None}),
+        (
+            ["tpu-rl:gke.maintenanceExclusion=NO_MINOR_OR_NODE_UPGRADES"],
+            {"gke.maintenance_exclusion": "NO_MINOR_OR_NODE_UPGRADES"},
+        ),
+        # GKE's longest NO_UPGRADES exclusion: 30 days are accepted (31 are refused, test_config_rejections).
+        (["tpu-rl:gke.holdUpgrades=2026-12-01/2026-12-31"], {"gke.hold_upgrades": ("2026-12-01", "2026-12-31")}),
+        (["tpu-rl:gke.holdUpgrades=2026-12-01/2026-12-02"], {"gke.hold_upgrades": ("2026-12-01", "2026-12-02")}),
+        (["tpu-rl:gke.secretsEncryptionKey="], {"gke.secrets_key": None}),
+        (
+            ["tpu-rl:gke.secretsEncryptionKey=projects/other-project/locations/us-east5/keyRings/r/cryptoKeys/k"],
+            {"gke.secrets_key": "projects/other-project/locations/us-east5/keyRings/r/cryptoKeys/k"},
+        ),
+        (["tpu-rl:bucketVersioning=false"], {"bucket_versioning": False}),
+        (
+            [
+                'tpu-rl:images.registries=["us-docker.pkg.dev/cloud-tpu-images", '
+                '"us-docker.pkg.dev/cloud-tpu-v2-images", "europe-docker.pkg.dev/my-project/mirror"]',
+                "tpu-rl:images.maxtext=europe-docker.pkg.dev/my-project/mirror/maxtext:0.2.4",
+            ],
+            {"images.maxtext": "europe-docker.pkg.dev/my-project/mirror/maxtext:0.2.4"},
+        ),
         (["tpu-rl:forceDestroy=true"], {"force_destroy": True}),
         (["tpu-rl:bucketName=my-bucket"], {"bucket_name": "my-bucket"}),
         (["tpu-rl:tpu.reservation=r2"], {"tpu.reservation": "projects/my-tpu-prod-project/reservations/r2"}),

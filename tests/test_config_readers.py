@@ -200,7 +200,8 @@ def test_extra_args_are_typed_by_maxtexts_key_table(value, expected):
 
 SET_TOKEN = "the token belongs in tpu-rl:hfToken only, set with `pulumi config set --secret tpu-rl:hfToken`"
 KNOWN = (
-    "known keys: clusterName, bucketName, authorizedNetworks, protect, forceDestroy, namespace, hfToken, tpu, "
+    "known keys: clusterName, bucketName, authorizedNetworks, protect, forceDestroy, bucketVersioning, namespace, "
+    "hfToken, tpu, "
     "systemPool, cpuPool, gke, model, images, training, workflow, kueue"
 )
 TOKEN = "hf_" + "A" * 30

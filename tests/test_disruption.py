@@ -24,20 +24,51 @@ def test_every_pool_upgrades_one_node_at_a_time_without_a_surge_vm(stack):
         assert pool["inputs"]["upgradeSettings"] == {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 1}
 
 
-def test_the_cluster_keeps_minor_and_node_upgrades_away_by_default(prod_plan):
+def test_nodes_get_patches_but_no_minor_upgrade_by_default(prod_plan):
+    """NO_MINOR_UPGRADES lets patch upgrades of the control plane and the nodes in, in the window; it keeps
+    minor versions away until end of support (GKE "Maintenance windows and exclusions": the only scope that
+    allows node patches)."""
     policy = prod_plan.one(CLUSTER)["inputs"]["maintenancePolicy"]
     assert policy == {
         "dailyMaintenanceWindow": {"startTime": "09:00"},
         "maintenanceExclusions": [
             {
-                "exclusionName": "no-minor-or-node-upgrades-indefinite",
+                "exclusionName": "no-minor-upgrades-indefinite",
                 "startTime": "2025-12-01T00:00:00Z",
-                "exclusionOptions": {"scope": "NO_MINOR_OR_NODE_UPGRADES", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"},
+                "exclusionOptions": {"scope": "NO_MINOR_UPGRADES", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"},
             }
         ],
     }
-    off = plan_of("prod", "tpu-rl:gke.maintenanceExclusion=false", "tpu-rl:gke.maintenanceWindow=03:30")
+    toolkit = plan_of("prod", "tpu-rl:gke.maintenanceExclusion=NO_MINOR_OR_NODE_UPGRADES")
+    (exclusion,) = toolkit.one(CLUSTER)["inputs"]["maintenancePolicy"]["maintenanceExclusions"]
+    assert exclusion == {
+        "exclusionName": "no-minor-or-node-upgrades-indefinite",
+        "startTime": "2025-12-01T00:00:00Z",
+        "exclusionOptions": {"scope": "NO_MINOR_OR_NODE_UPGRADES", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"},
+    }
+    off = plan_of("prod", "tpu-rl:gke.maintenanceExclusion=none", "tpu-rl:gke.maintenanceWindow=03:30")
     assert off.one(CLUSTER)["inputs"]["maintenancePolicy"] == {"dailyMaintenanceWindow": {"startTime": "03:30"}}
+
+
+def test_a_hold_keeps_every_upgrade_away_between_its_dates(prod_plan):
+    """A long run: a NO_UPGRADES exclusion (at most 30 days) beside the standing one; removing the key lifts it.
+    Only the cluster changes (in place): no step is renamed (test_lifecycle walks every key)."""
+    held = plan_of("prod", "tpu-rl:gke.holdUpgrades=2026-12-01/2026-12-29")
+    exclusions = held.one(CLUSTER)["inputs"]["maintenancePolicy"]["maintenanceExclusions"]
+    assert exclusions[1:] == [
+        {
+            "exclusionName": "hold-all-upgrades",
+            "startTime": "2026-12-01T00:00:00Z",
+            "endTime": "2026-12-29T00:00:00Z",
+            "exclusionOptions": {"scope": "NO_UPGRADES"},
+        }
+    ]
+    assert exclusions[0]["exclusionOptions"]["scope"] == "NO_MINOR_UPGRADES"
+    alone = plan_of("prod", "tpu-rl:gke.holdUpgrades=2026-12-01/2026-12-29", "tpu-rl:gke.maintenanceExclusion=none")
+    assert [e["exclusionName"] for e in alone.one(CLUSTER)["inputs"]["maintenancePolicy"]["maintenanceExclusions"]] == [
+        "hold-all-upgrades"
+    ]
+    assert [s["name"] for s in step_resources(held).values()] == [s["name"] for s in step_resources(prod_plan).values()]
 
 
 def test_the_version_prefix_pins_the_control_plane_once(prod_plan):

@@ -54,11 +54,20 @@ def _check(cls: type, value: dict[str, Any], path: str, errors: list[str]) -> No
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_every_gcp_input_is_an_sdk_field(stack):
     errors: list[str] = []
-    plan = plan_of(stack, "tpu-rl:tpu.capacity=flex-start", "tpu-rl:tpu.reservation=")
+    plan = plan_of(
+        stack,
+        "tpu-rl:tpu.capacity=flex-start",
+        "tpu-rl:tpu.reservation=",
+        # every optional input as well: the upgrade hold, the created KMS key, versioning
+        "tpu-rl:gke.holdUpgrades=2026-12-01/2026-12-20",
+        "tpu-rl:gke.secretsEncryptionKey=create",
+        "tpu-rl:bucketVersioning=true",
+    )
     resources = [r for r in plan.resources if r["type"].startswith("gcp:")] + [
         r for r in plan_of(stack).resources if r["type"] == "gcp:container/nodePool:NodePool"
     ]
     assert len(resources) > 40
+    assert {"gcp:kms/keyRing:KeyRing", "gcp:kms/cryptoKey:CryptoKey"} <= {r["type"] for r in resources}
     for resource in resources:
         _check(_args_class(resource["type"]), resource["inputs"], resource["name"], errors)
     assert errors == []

@@ -157,6 +157,13 @@ def test_offline_plans_never_read_the_cluster(monkeypatch):
 URNS = {
     "namespace": "tpu-rl:k8s:KubernetesPlatform$kubernetes:core/v1:Namespace::namespace",
     "hf-token": "tpu-rl:k8s:KubernetesPlatform$kubernetes:core/v1:Secret::hf-token",
+    "network-policy-default-deny-ingress": (
+        "tpu-rl:k8s:KubernetesPlatform$kubernetes:networking.k8s.io/v1:NetworkPolicy::network-policy-default-deny-ingress"
+    ),
+    "network-policy-pathways-between-training-pods": (
+        "tpu-rl:k8s:KubernetesPlatform$kubernetes:networking.k8s.io/v1:NetworkPolicy::"
+        "network-policy-pathways-between-training-pods"
+    ),
     "workload-ksa": "tpu-rl:k8s:KubernetesPlatform$kubernetes:core/v1:ServiceAccount::workload-ksa",
     "scratch-storage-class": (
         "tpu-rl:k8s:KubernetesPlatform$kubernetes:storage.k8s.io/v1:StorageClass::scratch-storage-class"

@@ -53,6 +53,8 @@ def test_every_core_object_validates(stack):
         "JobSet",
         "LocalQueue",
         "Namespace",
+        "NetworkPolicy",
+        "NetworkPolicy",
         "ResourceFlavor",
         "ResourceFlavor",
         "Secret",

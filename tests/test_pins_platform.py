@@ -55,12 +55,9 @@ def test_the_cluster_is_the_blueprints_private_regional_cluster_pinned_to_the_zo
             "daily_maintenance_window": {"start_time": "09:00"},
             "maintenance_exclusions": [
                 {
-                    "exclusion_name": "no-minor-or-node-upgrades-indefinite",
+                    "exclusion_name": "no-minor-upgrades-indefinite",
                     "start_time": "2025-12-01T00:00:00Z",
-                    "exclusion_options": {
-                        "scope": "NO_MINOR_OR_NODE_UPGRADES",
-                        "end_time_behavior": "UNTIL_END_OF_SUPPORT",
-                    },
+                    "exclusion_options": {"scope": "NO_MINOR_UPGRADES", "end_time_behavior": "UNTIL_END_OF_SUPPORT"},
                 }
             ],
         },
@@ -93,7 +90,12 @@ def test_cluster_variants():
     ]
     assert cluster["min_master_version"] == "1.35.2-gke.1" and cluster["deletion_protection"] is False
     assert "min_master_version" not in gke_spec.cluster_args(DEV, "N", "S", "E")
-    stable = settings("dev", ["tpu-rl:gke.releaseChannel=STABLE", "tpu-rl:gke.maintenanceExclusion=false"])
+    assert "database_encryption" not in gke_spec.cluster_args(DEV, "N", "S", "E"), "no key: GKE's default"
+    assert gke_spec.cluster_args(PROD, "N", "S", "E", None, "KEY")["database_encryption"] == {
+        "state": "ENCRYPTED",
+        "key_name": "KEY",
+    }
+    stable = settings("dev", ["tpu-rl:gke.releaseChannel=STABLE", "tpu-rl:gke.maintenanceExclusion=none"])
     cluster = gke_spec.cluster_args(stable, "N", "S", "E")
     assert cluster["release_channel"] == {"channel": "STABLE"}
     assert cluster["maintenance_policy"] == {"daily_maintenance_window": {"start_time": "09:00"}}

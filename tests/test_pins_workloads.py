@@ -40,6 +40,9 @@ HOST_NETWORK = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}
 # plus the head's 120 s, in whole minutes (manifests.grace_seconds).
 GRACE = {"prod": 240, "dev": 240, "two-slices": 180}
 SHARED_TMP = [{"name": "shared-tmp", "hostPath": {"path": "/tmp", "type": "DirectoryOrCreate"}}]
+"""The workers' /tmp: the node's (xpk, pathways-job and Cluster Toolkit mount it on every worker)."""
+HEAD_TMP = [{"name": "shared-tmp", "emptyDir": {}}]
+"""The head's /tmp: its own volume (no tool shares the node's /tmp across the head's containers)."""
 TMP_MOUNT = [{"name": "shared-tmp", "mountPath": "/tmp"}]
 
 
@@ -144,7 +147,7 @@ def test_pathways_head_job_and_pod():
     assert pod["restartPolicy"] == "Never"
     assert pod["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu-np"}
     assert pod["tolerations"] == [CPU_TOLERATION]
-    assert pod["volumes"] == SHARED_TMP
+    assert pod["volumes"] == HEAD_TMP
     assert [c["name"] for c in pod["initContainers"]] == ["pathways-proxy", "pathways-rm"]
     assert [c["name"] for c in pod["containers"]] == ["workload-container"]
     assert job["template"]["metadata"]["labels"]["tpu-rl/step-id"] == jobs(PROD).train.step_id
@@ -192,7 +195,8 @@ def test_workload_container_talks_to_the_proxy_on_loopback():
     train = jobs(PROD).train
     head, _ = head_and_workers(train.manifest)
     workload = containers(head["template"]["spec"]["template"]["spec"])["workload-container"]
-    assert workload["image"] == PROD.images.maxtext and workload["securityContext"] == {"privileged": True}
+    assert workload["image"] == PROD.images.maxtext
+    assert "securityContext" not in workload, "not privileged: the head has no TPU devices (pathways-job, gcluster)"
     assert workload["command"][:2] == ["/bin/bash", "-c"]
     assert workload["env"] == [
         {"name": "PATHWAYS_HEAD", "valueFrom": COORDINATOR},
@@ -426,8 +430,11 @@ def test_cpu_jobsets(step, scratch, memory, limit):
     pod = spec["template"]["spec"]
     assert pod["restartPolicy"] == "Never" and pod["terminationGracePeriodSeconds"] == 30
     assert pod["serviceAccountName"] == "tpu-rl-workload", "Workload Identity: the pod's GCS identity"
+    assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
     (container,) = pod["containers"]
     assert container["name"] == step and container["image"] == PROD.images.maxtext
+    # Pod Security "restricted" but runAsNonRoot: the MaxText image runs as root (no USER in its Dockerfile).
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     assert container["env"] == [
         HF_TOKEN,
         {"name": "HF_HOME", "value": "/scratch/huggingface"},
@@ -556,8 +563,9 @@ def test_the_identity_covers_the_objects_name_and_labels():
 # A step's name is its identity: a change here re-runs that step (and the ones after it) for every user
 # on their next `pulumi up`. Update these deliberately, with the reason in the commit message.
 STEP_NAMES = {
-    "dev": ["gemma4-e4b-convert-7165014040", "gemma4-e4b-train-88b16da38a", "gemma4-e4b-export-2e979f2a38"],
-    "prod": ["gemma4-26b-convert-fb738a0306", "gemma4-26b-train-547a7cabdf", "gemma4-26b-export-ed288b7235"],
+    # Issue 20: the CPU steps' securityContext, the head's own /tmp and no privileged workload container.
+    "dev": ["gemma4-e4b-convert-dcbf05b4bf", "gemma4-e4b-train-08be671c22", "gemma4-e4b-export-8262c4ee75"],
+    "prod": ["gemma4-26b-convert-4d99fa05bf", "gemma4-26b-train-511ee376b1", "gemma4-26b-export-80d8d58f60"],
 }
 
 

@@ -117,8 +117,12 @@ def test_iam_is_least_privilege(stack):
     bucket_grants = plan.find("gcp:storage/bucketIAMMember:BucketIAMMember")
     assert {r["inputs"]["role"] for r in bucket_grants} == {
         "roles/storage.objectUser",
+        "roles/storage.objectViewer",
         "roles/storage.legacyBucketReader",
     }
+    for grant in bucket_grants:
+        condition = grant["inputs"].get("condition")
+        assert (condition is None) == (grant["inputs"]["role"] == "roles/storage.legacyBucketReader"), grant["name"]
     holders = {r["inputs"]["member"].split(":")[1].split("@")[0] for r in bucket_grants}
     cluster = plan.one(CLUSTER)["inputs"]["name"]
     assert holders == {f"{cluster}-cpu-np", f"{cluster}-tpu-np", f"{cluster}-workload"}, (
@@ -197,7 +201,7 @@ def test_dependencies(dev_plan):
     cluster = dev_plan.one(CLUSTER)
     assert apis <= set(cluster["options"]["dependsOn"])
     for pool in dev_plan.find(POOL):
-        assert "tpu-logging.logWriter" in pool["options"]["dependsOn"]
+        assert "tpu-container.defaultNodeServiceAccount" in pool["options"]["dependsOn"]
         assert "cluster" in pool["options"]["dependsOn"]
     provider = dev_plan.one("pulumi:providers:kubernetes", "gke")
     assert {"system-pool", "cpu-pool"} <= set(provider["options"]["dependsOn"])

@@ -176,10 +176,25 @@ POOL, CLUSTER, BUCKET = "gcp:container/nodePool:NodePool", "gcp:container/cluste
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 JOB = "kubernetes:batch/v1:Job"  # not in our stacks; the generic workload policies still cover it
 CQ = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
+BUCKET_IAM = "gcp:storage/bucketIAMMember:BucketIAMMember"
 
 
 def _container(r, index=0):
     return _head(r)["containers"][index]
+
+
+def _worker(r):
+    return r["inputs"]["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
+
+
+def _container_set(path, value):
+    def change(resource):
+        node = _container(resource)
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+
+    return change
 
 
 def _cidrs(*blocks):
@@ -497,7 +512,7 @@ MUTATIONS = [
         "no-broad-project-iam",
         "prod",
         "gcp:projects/iAMMember:IAMMember",
-        "tpu-logging.logWriter",
+        "tpu-container.defaultNodeServiceAccount",
         _set(["role"], "roles/storage.admin"),
         "project-level roles/storage.admin is too broad",
     ),
@@ -506,7 +521,7 @@ MUTATIONS = [
         "no-broad-project-iam",
         "prod",
         "gcp:projects/iAMMember:IAMMember",
-        "tpu-logging.logWriter",
+        "tpu-container.defaultNodeServiceAccount",
         _set(["role"], "roles/editor"),
         "project-level roles/editor",
     ),
@@ -531,7 +546,7 @@ MUTATIONS = [
     (
         "no-soft-delete",
         "bucket-hardening",
-        "prod",
+        "dev",
         BUCKET,
         None,
         _set(["softDeletePolicy"], {}),
@@ -540,7 +555,7 @@ MUTATIONS = [
     (
         "zero-soft-delete",
         "bucket-hardening",
-        "prod",
+        "dev",
         BUCKET,
         None,
         _set(["softDeletePolicy", "retentionDurationSeconds"], 0),
@@ -804,6 +819,146 @@ MUTATIONS = [
         lambda r: r["inputs"]["metadata"]["labels"].pop("kueue.x-k8s.io/queue-name"),
         "names no LocalQueue (kueue.x-k8s.io/queue-name) while the stack has one",
     ),
+    # Cluster and CI hardening (issue 20)
+    (
+        "secrets-in-plain-etcd",
+        "secrets-encryption",
+        "prod",
+        CLUSTER,
+        None,
+        lambda r: r["inputs"].pop("databaseEncryption"),
+        "without application-layer encryption",
+    ),
+    (
+        "secrets-decrypted",
+        "secrets-encryption",
+        "prod",
+        CLUSTER,
+        None,
+        _set(["databaseEncryption", "state"], "DECRYPTED"),
+        "without application-layer encryption",
+    ),
+    (
+        "secrets-key-missing",
+        "secrets-encryption",
+        "prod",
+        CLUSTER,
+        None,
+        _set(["databaseEncryption", "keyName"], ""),
+        "without application-layer encryption",
+    ),
+    (
+        "versioning-off",
+        "bucket-deletion-guard",
+        "prod",
+        BUCKET,
+        None,
+        lambda r: r["inputs"].pop("versioning"),
+        "bucket versioning is off",
+    ),
+    (
+        "versioning-disabled",
+        "bucket-deletion-guard",
+        "prod",
+        BUCKET,
+        None,
+        _set(["versioning", "enabled"], False),
+        "bucket versioning is off",
+    ),
+    (
+        "whole-bucket-object-user",
+        "scoped-bucket-grants",
+        "prod",
+        BUCKET_IAM,
+        "workload-bucket-objectUser",
+        lambda r: r["inputs"].pop("condition"),
+        "roles/storage.objectUser on the whole bucket",
+    ),
+    (
+        "conditionless-reader",
+        "scoped-bucket-grants",
+        "prod",
+        BUCKET_IAM,
+        "tpu-bucket-objectViewer",
+        _set(["condition", "expression"], ""),
+        "roles/storage.objectViewer on the whole bucket",
+    ),
+    (
+        "object-creator-unbounded",
+        "scoped-bucket-grants",
+        "prod",
+        BUCKET_IAM,
+        "cpu-bucket-legacyBucketReader",
+        _set(["role"], "roles/storage.objectCreator"),
+        "roles/storage.objectCreator on the whole bucket",
+    ),
+    (
+        "bucket-admin",
+        "scoped-bucket-grants",
+        "prod",
+        BUCKET_IAM,
+        "cpu-bucket-objectUser",
+        _set(["role"], "roles/storage.objectAdmin"),
+        "bucket-level roles/storage.objectAdmin manages the whole bucket",
+    ),
+    (
+        "image-from-docker-hub",
+        "trusted-registries",
+        "prod",
+        JOBSET,
+        "convert",
+        lambda r: _container(r).__setitem__("image", "docker.io/someone/tpu_post_training:0.2.4"),
+        "is not from a trusted registry",
+    ),
+    (
+        "worker-image-lookalike",
+        "trusted-registries",
+        "prod",
+        JOBSET,
+        "train",
+        lambda r: _worker(r)["containers"][0].__setitem__(
+            "image", "us-docker.pkg.dev/cloud-tpu-v2-images-mirror/pathways/server@sha256:" + "0" * 64
+        ),
+        "is not from a trusted registry",
+    ),
+    (
+        "privileged-head",
+        "least-privilege-pods",
+        "prod",
+        JOBSET,
+        "train",
+        lambda r: _container(r).__setitem__("securityContext", {"privileged": True}),
+        "is privileged",
+    ),
+    (
+        "capability-added",
+        "least-privilege-pods",
+        "prod",
+        JOBSET,
+        "export",
+        _container_set(["securityContext", "capabilities", "add"], ["SYS_ADMIN"]),
+        "adds capabilities",
+    ),
+    (
+        "host-path-on-the-head",
+        "least-privilege-pods",
+        "prod",
+        JOBSET,
+        "train",
+        lambda r: _head(r)["volumes"].__setitem__(
+            0, {"name": "shared-tmp", "hostPath": {"path": "/tmp", "type": "DirectoryOrCreate"}}
+        ),
+        "mounts the node's /tmp",
+    ),
+    (
+        "worker-mounts-the-root",
+        "least-privilege-pods",
+        "prod",
+        JOBSET,
+        "train",
+        lambda r: _worker(r)["volumes"][0]["hostPath"].__setitem__("path", "/"),
+        "mounts the node's /",
+    ),
 ]
 POLICY_MESSAGES = ROOT / "tests" / "data" / "policy-messages.tsv"
 
@@ -874,6 +1029,22 @@ def test_each_policy_catches_its_mutation(case, policy, stack, type_, name, chan
 # The accepted side of each boundary: changes that must not be reported.
 PASSES = [
     (
+        "bind-low-ports",
+        "least-privilege-pods",
+        "prod",
+        JOBSET,
+        "export",
+        _container_set(["securityContext", "capabilities", "add"], ["NET_BIND_SERVICE"]),
+    ),
+    (
+        "not-privileged",
+        "least-privilege-pods",
+        "prod",
+        JOBSET,
+        "train",
+        lambda r: _container(r).__setitem__("securityContext", {"privileged": False}),
+    ),
+    (
         "backoff-at-cap",
         "bounded-retries",
         "prod",
@@ -915,7 +1086,7 @@ PASSES = [
         "no-broad-project-iam",
         "prod",
         "gcp:projects/iAMMember:IAMMember",
-        "tpu-logging.logWriter",
+        "tpu-container.defaultNodeServiceAccount",
         _set(["role"], "roles/monitoring.metricWriter"),
     ),
     (
@@ -1020,6 +1191,26 @@ def test_no_policy_message_shows_any_part_of_a_secret():
             for secret in secrets:
                 parts = {secret[i : i + 6] for i in range(len(secret) - 5)}
                 assert not any(part in message for part in parts), (case[0], message)
+
+
+def test_trusted_registries_come_from_the_policy_config():
+    mirror = "europe-docker.pkg.dev/my-project/mirror"
+    plan = mutated("prod", JOBSET, "convert", lambda r: _container(r).__setitem__("image", f"{mirror}/maxtext:0.2.4"))
+    assert violations(plan, "trusted-registries", "prod")
+    trusted = [mirror, "us-docker.pkg.dev/cloud-tpu-images", "us-docker.pkg.dev/cloud-tpu-v2-images"]
+    assert violations(plan, "trusted-registries", "prod", config={"registries": trusted}) == []
+    only_mirror = violations(plan, "trusted-registries", "prod", config={"registries": [mirror]})
+    assert only_mirror, "the other steps' images are refused"
+    assert not [v for v in only_mirror if f"{mirror}/maxtext" in v], "the mirror's image is trusted"
+
+
+def test_secrets_encryption_is_required_only_where_the_policy_config_says_so():
+    dev = base_plan("dev")
+    assert "databaseEncryption" not in dev.one(CLUSTER)["inputs"]
+    assert violations(dev, "secrets-encryption", "dev") == []
+    assert violations(dev, "secrets-encryption", "dev", config={"required": True})
+    assert policy_config("prod", "secrets-encryption") == {"required": True}
+    assert level("prod", "secrets-encryption") == "mandatory"
 
 
 def test_every_policy_has_a_mutation():
@@ -1145,7 +1336,7 @@ def _normalised(resource):
     text = re.sub(r'"[a-z0-9-]+@[a-z0-9.-]+"', '"EMAIL"', text)
     text = re.sub(r'serviceAccount:[^"]+', "serviceAccount:EMAIL", text)
     inputs = json.loads(text)
-    for key in ("network", "subnetwork", "cluster"):
+    for key in ("network", "subnetwork", "cluster", "bucket"):
         inputs.pop(key, None)
     (inputs.get("metadata") or {}).pop("annotations", None)
     return inputs

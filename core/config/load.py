@@ -22,6 +22,7 @@ from core.config.schema import (
     MAXTEXT_ARGS,
     NETWORKS,
     PROJECT_KEYS,
+    REGISTRIES,
     REQUIRED,
     Field,
     fields_of,
@@ -178,6 +179,8 @@ def _read(field: Field, value: Any) -> Any:
         return read_extra_args(field.key, value)
     if field.read is NETWORKS:
         return rules.read_networks(field.key, value)
+    if field.read is REGISTRIES:
+        return rules.read_registries(field.key, value)
     if not field.path:
         value = _decoded(value)  # `[]` or `{}` for a scalar key is a list or object, refused as such
     return field.read(field.key, value)

@@ -5,6 +5,7 @@ Each rule reports the key a user would change, with the other value it conflicts
 
 from __future__ import annotations
 
+import datetime
 import re
 from typing import Any
 
@@ -29,6 +30,9 @@ from core.settings import (
 )
 from core.tpu import CATALOGUE, DEFAULT_TOPOLOGY, FLEX_START_MIN_GKE, FLEX_START_ZONES, SliceShape, resolve_slice
 
+MAX_REGISTRIES = 20
+MAX_HOLD_DAYS = 30
+"""GKE's longest ``NO_UPGRADES`` maintenance exclusion."""
 MAX_AUTHORIZED_NETWORKS = 50
 """GKE's limit of authorized networks for a cluster with a public endpoint."""
 
@@ -67,6 +71,73 @@ def read_networks(key: str, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def read_registries(key: str, value: Any) -> tuple[str, ...]:
+    """A non-empty list of unique registry paths (host and repository path)."""
+    from core.config.schema import REGISTRY
+
+    if isinstance(value, str):
+        if value[:1] != "[":
+            raise error(key, value, 'a list of registry paths, e.g. ["us-docker.pkg.dev/cloud-tpu-images"]')
+        try:
+            value = parse_json(value, "a config value")
+        except ValueError:
+            raise error(key, value, "malformed JSON; expected a list of registry paths") from None
+    if not isinstance(value, list) or not value:
+        raise error(key, value, "a non-empty list of registry paths the images may come from")
+    if len(value) > MAX_REGISTRIES:
+        raise error(key, f"{len(value)} registries", f"at most {MAX_REGISTRIES}")
+    for index, item in enumerate(value):
+        REGISTRY(f"{key}[{index}]", item)
+        if item in value[:index]:
+            raise error(f"{key}[{index}]", item, f"duplicate of {key}[{value.index(item)}]")
+    return tuple(value)
+
+
+def read_hold(key: str, value: str) -> tuple[str, str] | None:
+    """``START/END`` as two real UTC dates, END after START and at most GKE's 30 days later."""
+    if not value:
+        return None
+    start, end = value.split("/")
+    try:
+        first, last = datetime.date.fromisoformat(start), datetime.date.fromisoformat(end)
+    except ValueError:
+        raise error(key, value, "START and END must be real dates YYYY-MM-DD") from None
+    if not first < last <= first + datetime.timedelta(days=MAX_HOLD_DAYS):
+        raise error(
+            key, value, f"END must be after START and at most {MAX_HOLD_DAYS} days later (GKE's limit for NO_UPGRADES)"
+        )
+    return start, end
+
+
+def _secrets_key(value: str, region: str) -> str | None:
+    """The key must live where the cluster does: GKE refuses a key of another location."""
+    if not value:
+        return None
+    if value != "create":
+        location = value.split("/")[3]
+        if location != region:
+            raise error(
+                _k("gke.secretsEncryptionKey"),
+                value,
+                f"the key must be in the cluster's location {region} (gcp:region), not {location}",
+            )
+    return value
+
+
+def _images(v: dict[str, Any]) -> ImageSettings:
+    registries = v[_k("images.registries")]
+    images = {name: v[_k(f"images.{name}")] for name in ("maxtext", "pathwaysServer", "pathwaysProxy")}
+    for name, image in images.items():
+        if not any(image.startswith(f"{registry}/") for registry in registries):
+            raise error(
+                _k(f"images.{name}"),
+                image,
+                f"not from an allowed registry ({', '.join(registries)}); add its registry to "
+                "tpu-rl:images.registries if you trust it",
+            )
+    return ImageSettings(images["maxtext"], images["pathwaysServer"], images["pathwaysProxy"], registries)
+
+
 def build_settings(values: dict[str, Any], stack: str) -> Settings:
     """Apply the cross-field rules to typed field values and assemble ``Settings``."""
     v = values
@@ -88,11 +159,14 @@ def build_settings(values: dict[str, Any], stack: str) -> Settings:
             )
 
     tpu, shape = _tpu(v, project)
+    exclusion = v[_k("gke.maintenanceExclusion")]
     gke = GkeSettings(
         release_channel=v[_k("gke.releaseChannel")],
         version_prefix=v[_k("gke.versionPrefix")] or None,
-        maintenance_exclusion=v[_k("gke.maintenanceExclusion")],
+        maintenance_exclusion=None if exclusion == "none" else exclusion,
         maintenance_window=v[_k("gke.maintenanceWindow")],
+        hold_upgrades=read_hold(_k("gke.holdUpgrades"), v[_k("gke.holdUpgrades")]),
+        secrets_key=_secrets_key(v[_k("gke.secretsEncryptionKey")], region),
     )
     _flex_start(tpu, zone, gke)
     system_pool = _pool(v, "systemPool")
@@ -139,10 +213,11 @@ def build_settings(values: dict[str, Any], stack: str) -> Settings:
         gke=gke,
         protect=v[_k("protect")],
         force_destroy=v[_k("forceDestroy")],
+        bucket_versioning=v[_k("bucketVersioning")],
         namespace=v[_k("namespace")],
         hf_token_set=v["hfTokenSet"],
         model=ModelSettings(model, v[_k("model.revision")]),
-        images=ImageSettings(v[_k("images.maxtext")], v[_k("images.pathwaysServer")], v[_k("images.pathwaysProxy")]),
+        images=_images(v),
         training=training,
         workflow=workflow,
         kueue=kueue,

@@ -7,7 +7,6 @@ key. A new setting is one ``Field`` here plus its use in ``load``.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,18 +101,31 @@ RESERVATION = Text(
 )
 REVISION = Text(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,99}", "a branch, tag or 40-character commit of the model repository")
 IMAGE_REGISTRIES = ("us-docker.pkg.dev/cloud-tpu-images", "us-docker.pkg.dev/cloud-tpu-v2-images")
-"""Where the images may come from: Google's TPU image repositories, which publish the tutorial's MaxText
-and Pathways images (an image from anywhere else runs with the Hugging Face token and a read-write bucket
-identity). Extend this tuple to allow a registry of your own."""
+"""The default of ``tpu-rl:images.registries``: Google's TPU image repositories, which publish the tutorial's
+MaxText and Pathways images (an image from anywhere else runs with the Hugging Face token and a read-write
+bucket identity)."""
+REGISTRY = Text(
+    r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]([a-z0-9._-]{0,126}[a-z0-9])?){1,4}",
+    "a registry host and repository path such as us-docker.pkg.dev/my-project/my-repo",
+)
 IMAGE = Text(
-    r"(?!(?i:.*:latest)$)(?:"
-    + "|".join(re.escape(r) for r in IMAGE_REGISTRIES)
-    + r")(/[a-z0-9._-]+)+(:[A-Za-z0-9._-]{1,128}|@sha256:[0-9a-f]{64})",
-    f"an image from {' or '.join(IMAGE_REGISTRIES)} with a version tag or an @sha256 digest "
-    "(:latest, in any case, is not reproducible)",
+    r"(?!(?i:.*:latest)$)[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9._-]+)+"
+    r"(:[A-Za-z0-9._-]{1,128}|@sha256:[0-9a-f]{64})",
+    "an image with a version tag or an @sha256 digest (:latest, in any case, is not reproducible), "
+    "from a registry of tpu-rl:images.registries",
 )
 VERSION_PREFIX = Text(
     r"1\.[0-9]{2}\.([0-9]{1,2}(-gke\.[0-9]{1,10})?)?", 'a GKE version prefix such as "1.35." or "1.35.2"'
+)
+EXCLUSION_SCOPES = ("NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES", "none")
+HOLD = Text(
+    r"20[0-9]{2}-[01][0-9]-[0-3][0-9]/20[0-9]{2}-[01][0-9]-[0-3][0-9]",
+    "two UTC dates START/END such as 2026-12-01/2026-12-29 (at most 30 days apart)",
+)
+KMS_KEY = Text(
+    r"create|projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/locations/[a-z]+-[a-z]+[0-9]{1,2}/keyRings/[A-Za-z0-9_-]{1,63}"
+    r"/cryptoKeys/[A-Za-z0-9_-]{1,63}",
+    "create, or a key projects/PROJECT/locations/REGION/keyRings/RING/cryptoKeys/KEY",
 )
 CLOCK = Text(r"([01][0-9]|2[0-3]):[0-5][0-9]", "a UTC time HH:MM such as 09:00")
 JOBSET_VERSIONS = ("0.10.1", "0.12.0")
@@ -163,6 +175,8 @@ MAXTEXT_ARGS = _Marker("MaxText key: value pairs")
 """``training.extraArgs``: checked against MaxText's key table by ``load.read_extra_args``."""
 NETWORKS = _Marker("list of CIDRs")
 """``authorizedNetworks``: a list checked by ``rules.read_networks``."""
+REGISTRIES = _Marker("list of registry paths")
+"""``images.registries``: a list checked by ``rules.read_registries``."""
 
 
 FIELDS: tuple[Field, ...] = (
@@ -199,6 +213,12 @@ FIELDS: tuple[Field, ...] = (
     ),
     Field(_key("protect"), Boolean(), False, "protect bucket, cluster and TPU pools; GKE deletion protection"),
     Field(_key("forceDestroy"), Boolean(), False, "let destroy delete a non-empty bucket"),
+    Field(
+        _key("bucketVersioning"),
+        Boolean(),
+        False,
+        "keep overwritten and deleted objects as noncurrent versions for 7 days (the prod example sets it)",
+    ),
     Field(_key("namespace"), NAMESPACE, "tpu-rl", "Kubernetes namespace of the workflow", samples=("rl-runs",)),
     Field(
         _key("hfToken"),
@@ -282,9 +302,27 @@ FIELDS: tuple[Field, ...] = (
     ),
     Field(
         _key("gke.maintenanceExclusion"),
-        Boolean(),
-        True,
-        "keep minor and node upgrades away (NO_MINOR_OR_NODE_UPGRADES until end of support), as Cluster Toolkit does",
+        OneOf(EXCLUSION_SCOPES),
+        "NO_MINOR_UPGRADES",
+        "standing maintenance exclusion until end of support: NO_MINOR_UPGRADES lets node and control-plane "
+        "patches in (in the window), NO_MINOR_OR_NODE_UPGRADES (Cluster Toolkit's) keeps every node upgrade away",
+        samples=("NO_MINOR_OR_NODE_UPGRADES", "none"),
+    ),
+    Field(
+        _key("gke.holdUpgrades"),
+        HOLD,
+        "",
+        "no upgrades at all between two UTC dates, at most 30 days (a NO_UPGRADES exclusion: set it for a "
+        "long run, remove it after)",
+        samples=("2026-12-01/2026-12-29",),
+    ),
+    Field(
+        _key("gke.secretsEncryptionKey"),
+        KMS_KEY,
+        "",
+        "Cloud KMS key for application-layer Secret encryption (CIS GKE 5.3.1): `create` (a key ring and key "
+        "the stack creates in gcp:region) or projects/P/locations/REGION/keyRings/R/cryptoKeys/K; empty = none",
+        samples=("create", "projects/another-project/locations/us-east5/keyRings/gke/cryptoKeys/secrets"),
     ),
     Field(_key("gke.maintenanceWindow"), CLOCK, "09:00", "daily maintenance window start (UTC)", samples=("03:00",)),
     # model and images
@@ -295,6 +333,19 @@ FIELDS: tuple[Field, ...] = (
         "main",
         "branch, tag or commit of the Hugging Face repository",
         samples=("0123456789abcdef0123456789abcdef01234567",),
+    ),
+    Field(
+        _key("images.registries"),
+        REGISTRIES,
+        list(IMAGE_REGISTRIES),
+        "registries the images may come from (a repository path each; an image outside them is refused)",
+        samples=(
+            [
+                "us-docker.pkg.dev/cloud-tpu-images",
+                "us-docker.pkg.dev/cloud-tpu-v2-images",
+                "europe-docker.pkg.dev/my-project/mirror",
+            ],
+        ),
     ),
     Field(
         _key("images.maxtext"),

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
-from core.names import REQUIRED_APIS
-
 
 class ProjectApis(pulumi.ComponentResource):
     """Enables the required services; destroying the stack leaves them enabled."""
 
     services: list[gcp.projects.Service]
 
-    def __init__(self, name: str, project: str, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self, name: str, project: str, apis: tuple[str, ...], opts: pulumi.ResourceOptions | None = None
+    ) -> None:
         super().__init__("tpu-rl:gcp:ProjectApis", name, None, opts)
         self.services = [
             gcp.projects.Service(
@@ -24,6 +24,6 @@ class ProjectApis(pulumi.ComponentResource):
                 disable_dependent_services=False,
                 opts=pulumi.ResourceOptions(parent=self),
             )
-            for api in REQUIRED_APIS
+            for api in apis
         ]
         self.register_outputs({"services": [s.service for s in self.services]})

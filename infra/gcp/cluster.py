@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 from core.settings import Settings
 from infra.gcp.gke_spec import cluster_args, cpu_pool_args, system_pool_args, tpu_pool_args
 from infra.gcp.identities import NodeIdentities
+from infra.gcp.kms import SecretsKey
 from infra.gcp.naming import Names
 from infra.gcp.network import Network
 from infra.k8s.kubeconfig import build_kubeconfig
@@ -32,6 +33,8 @@ class GkeClusterArgs:
     """The VPC and subnet the cluster runs in."""
     identities: NodeIdentities
     """The pools' service accounts (their grants come first) and the workload's."""
+    secrets_key: SecretsKey | None = None
+    """The Cloud KMS key Secrets are encrypted with (its grant to the GKE service agent comes first)."""
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -58,14 +61,21 @@ class GkeCluster(pulumi.ComponentResource):
             min_master_version = versions.apply(
                 lambda v: (v.release_channel_latest_version or {}).get(channel) or v.latest_master_version
             )
+        key = args.secrets_key
         self.cluster = gcp.container.Cluster(
             "cluster",
             **cluster_args(
-                settings, network.network.id, network.subnet.id, identities.email("system"), min_master_version
+                settings,
+                network.network.id,
+                network.subnet.id,
+                identities.email("system"),
+                min_master_version,
+                key.name if key else None,
             ),
             opts=child_options(
                 self,
                 opts,
+                depends_on=[key.grant] if key else [],
                 protect=settings.protect,
                 custom_timeouts=CLUSTER_TIMEOUTS,
                 ignore_changes=["nodeConfig", "initialNodeCount", "minMasterVersion"],

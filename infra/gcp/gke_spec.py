@@ -35,25 +35,59 @@ TPU_BOOT_DISK_GB = 100
 # Node upgrades one VM at a time with no surge VM (Cluster Toolkit's gke-node-pool module): an
 # exact-size reservation has no spare VM for a surge, and a multi-host slice is replaced as a whole.
 UPGRADE_SETTINGS = {"strategy": "SURGE", "max_surge": 0, "max_unavailable": 1}
-# Cluster Toolkit's gke-tpu-v6e blueprint: no minor or node upgrades until the version's end of
-# support; only patch upgrades of the control plane happen, in the daily window.
-MAINTENANCE_EXCLUSION = {
-    "exclusion_name": "no-minor-or-node-upgrades-indefinite",
-    "start_time": "2025-12-01T00:00:00Z",
-    "exclusion_options": {"scope": "NO_MINOR_OR_NODE_UPGRADES", "end_time_behavior": "UNTIL_END_OF_SUPPORT"},
+EXCLUSION_START = "2025-12-01T00:00:00Z"
+"""Start of the standing exclusion (a fixed past instant: the exclusion's identity never changes)."""
+EXCLUSION_NAMES = {
+    "NO_MINOR_UPGRADES": "no-minor-upgrades-indefinite",
+    "NO_MINOR_OR_NODE_UPGRADES": "no-minor-or-node-upgrades-indefinite",
 }
+HOLD_NAME = "hold-all-upgrades"
 
 
 def maintenance_policy(settings: Settings) -> dict[str, Any]:
-    """The daily window, plus the exclusion that keeps minor and node upgrades away (on by default)."""
-    policy: dict[str, Any] = {"daily_maintenance_window": {"start_time": settings.gke.maintenance_window}}
-    if settings.gke.maintenance_exclusion:
-        policy["maintenance_exclusions"] = [MAINTENANCE_EXCLUSION]
+    """The daily window, the standing exclusion until end of support and an optional hold of every upgrade.
+
+    ``NO_MINOR_UPGRADES`` (the default) keeps minor versions away but lets patch upgrades of the control
+    plane and the nodes in, inside the window, so nodes get security patches. Cluster Toolkit's gke-tpu-v6e
+    blueprint uses ``NO_MINOR_OR_NODE_UPGRADES``, which keeps every node upgrade away until end of support.
+    ``holdUpgrades`` adds a ``NO_UPGRADES`` exclusion (at most 30 days) for a run that must not be disturbed.
+    """
+    gke = settings.gke
+    policy: dict[str, Any] = {"daily_maintenance_window": {"start_time": gke.maintenance_window}}
+    exclusions: list[dict[str, Any]] = []
+    if gke.maintenance_exclusion:
+        exclusions.append(
+            {
+                "exclusion_name": EXCLUSION_NAMES[gke.maintenance_exclusion],
+                "start_time": EXCLUSION_START,
+                "exclusion_options": {
+                    "scope": gke.maintenance_exclusion,
+                    "end_time_behavior": "UNTIL_END_OF_SUPPORT",
+                },
+            }
+        )
+    if gke.hold_upgrades:
+        start, end = gke.hold_upgrades
+        exclusions.append(
+            {
+                "exclusion_name": HOLD_NAME,
+                "start_time": f"{start}T00:00:00Z",
+                "end_time": f"{end}T00:00:00Z",
+                "exclusion_options": {"scope": "NO_UPGRADES"},
+            }
+        )
+    if exclusions:
+        policy["maintenance_exclusions"] = exclusions
     return policy
 
 
 def cluster_args(
-    settings: Settings, network: Any, subnet: Any, system_sa_email: Any, min_master_version: Any = None
+    settings: Settings,
+    network: Any,
+    subnet: Any,
+    system_sa_email: Any,
+    min_master_version: Any = None,
+    secrets_key: Any = None,
 ) -> dict[str, Any]:
     """A regional, private, Workload-Identity cluster with nodes pinned to the zone."""
     args = {
@@ -100,6 +134,9 @@ def cluster_args(
     }
     if min_master_version is not None:
         args["min_master_version"] = min_master_version
+    if secrets_key is not None:
+        # Application-layer encryption of Secrets (the Hugging Face token) with a Cloud KMS key, CIS GKE 5.3.1.
+        args["database_encryption"] = {"state": "ENCRYPTED", "key_name": secrets_key}
     return args
 
 

@@ -2,8 +2,9 @@
 
 Pathways and TPU pods run with ``hostNetwork`` and therefore as the *node's*
 service account, so the cpu and tpu node accounts get object access on our
-bucket only. The workload's Kubernetes service account gets the same through
-Workload Identity (bound in ``infra.cluster`` once the identity pool exists).
+bucket only, under the prefixes their steps use (``infra.gcp.access``). The
+workload's Kubernetes service account gets its own through Workload Identity
+(bound in ``infra.cluster`` once the identity pool exists).
 """
 
 from __future__ import annotations
@@ -13,20 +14,16 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from infra.gcp.access import bucket_grants
 from infra.gcp.naming import Names
 from infra.options import child_options
 
-NODE_PROJECT_ROLES = (
-    "roles/logging.logWriter",
-    "roles/monitoring.metricWriter",
-    "roles/monitoring.viewer",
-    "roles/stackdriver.resourceMetadata.writer",
-    "roles/artifactregistry.reader",
-)
-# objectUser: read/write/delete objects; legacyBucketReader: storage.buckets.get, which Orbax
-# and the GCS clients call first (without it: "bucket not found").
-BUCKET_ROLES = ("roles/storage.objectUser", "roles/storage.legacyBucketReader")
-BUCKET_ROLE_HOLDERS = ("cpu", "tpu", "workload")
+NODE_PROJECT_ROLES = ("roles/container.defaultNodeServiceAccount",)
+"""What a GKE node needs (logs, metrics, resource metadata): GKE's least-privilege node role. No
+``artifactregistry.reader``: the default images are public."""
+REGISTRY_READER = "roles/artifactregistry.reader"
+"""Granted to the node accounts too when ``tpu-rl:images.registries`` names a registry beyond Google's public
+TPU image repositories (it may be private)."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +37,12 @@ class IdentitiesArgs:
     """The accounts' ids (``Names.service_accounts``)."""
     bucket: pulumi.Input[str]
     """The artifacts bucket the cpu, tpu and workload accounts get object access to."""
+    bucket_name: str
+    """Its name as configured (the IAM conditions name it)."""
+    model: str
+    """The model the steps train (its prefixes bound each account's object access, ``infra.gcp.access``)."""
+    private_registries: bool = False
+    """Whether an allowed image registry may be private (the nodes then get ``REGISTRY_READER``)."""
 
 
 class NodeIdentities(pulumi.ComponentResource):
@@ -63,9 +66,10 @@ class NodeIdentities(pulumi.ComponentResource):
             for role, account_id in names.service_accounts.items()
         }
         self.grants = []
+        node_roles = NODE_PROJECT_ROLES + ((REGISTRY_READER,) if args.private_registries else ())
         for role_name in ("system", "cpu", "tpu"):
             account = self.accounts[role_name]
-            for role in NODE_PROJECT_ROLES:
+            for role in node_roles:
                 self.grants.append(
                     gcp.projects.IAMMember(
                         f"{role_name}-{role.split('/')[1]}",
@@ -75,17 +79,17 @@ class NodeIdentities(pulumi.ComponentResource):
                         opts=child,
                     )
                 )
-        for holder in BUCKET_ROLE_HOLDERS:
-            for role in BUCKET_ROLES:
-                self.grants.append(
-                    gcp.storage.BucketIAMMember(
-                        f"{holder}-bucket-{role.split('.')[-1]}",
-                        bucket=bucket,
-                        role=role,
-                        member=_member(self.accounts[holder]),
-                        opts=child,
-                    )
+        for grant in bucket_grants(args.model):
+            self.grants.append(
+                gcp.storage.BucketIAMMember(
+                    grant.resource_name,
+                    bucket=bucket,
+                    role=grant.role,
+                    member=_member(self.accounts[grant.holder]),
+                    condition=grant.condition(args.bucket_name),
+                    opts=child,
                 )
+            )
         self.register_outputs({**{role: a.email for role, a in self.accounts.items()}, "grants": len(self.grants)})
 
     def email(self, role: str) -> pulumi.Output[str]:

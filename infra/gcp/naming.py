@@ -17,6 +17,9 @@ class Names:
     router: str
     nat: str
     firewall_internal: str
+    key_ring: str
+    """The key ring of ``tpu-rl:gke.secretsEncryptionKey: create``."""
+    crypto_key: str
     tpu_pools: tuple[str, ...]
     service_accounts: dict[str, str]
     """Role (system, cpu, tpu, workload) -> account id (6-30 characters)."""
@@ -34,6 +37,8 @@ def names_for(settings: Settings) -> Names:
         router=f"{c}-router",
         nat=f"{c}-nat",
         firewall_internal=f"{c}-internal",
+        key_ring=f"{c}-keys",
+        crypto_key="gke-secrets",
         tpu_pools=tuple(f"{slice_prefix}-{i}" for i in range(settings.tpu.slices)),
         service_accounts={
             "system": f"{c}-sys-np",

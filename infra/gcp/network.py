@@ -7,9 +7,13 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from core.pathways import PORTS
 from infra.gcp.gke_spec import PODS_CIDR, PODS_RANGE, SERVICES_CIDR, SERVICES_RANGE, SUBNET_CIDR
 from infra.gcp.naming import Names
 from infra.options import child_options
+
+FLOW_LOGS = {"aggregation_interval": "INTERVAL_5_SEC", "flow_sampling": 0.5, "metadata": "INCLUDE_ALL_METADATA"}
+"""VPC flow logs of the subnet (CIS GCP 3.8): half the flows, Compute Engine's default interval and metadata."""
 
 
 @dataclass(frozen=True)
@@ -21,6 +25,17 @@ class NetworkArgs:
     """The subnet's region (the cluster's)."""
     names: Names
     """The network's, subnet's, router's, NAT's and firewall's names (``infra.gcp.naming``)."""
+
+
+def internal_allows() -> list[dict[str, object]]:
+    """What the nodes take from each other beyond GKE's own rules: the Pathways ports (the head and the
+    workers listen on their nodes' addresses, ``hostNetwork``) and ICMP (path MTU discovery at MTU 8896).
+
+    GKE creates its own rules for the cluster (``gke-<cluster>-<hash>-vms``: the node range;
+    ``-all``: the pod range; ``-master``: the control plane), so this rule narrows nothing GKE opens; it
+    names the ports the workflow needs, where the old rule opened every port from the pod range too.
+    """
+    return [{"protocol": "tcp", "ports": [str(port) for port in PORTS]}, {"protocol": "icmp"}]
 
 
 class Network(pulumi.ComponentResource):
@@ -50,6 +65,7 @@ class Network(pulumi.ComponentResource):
             network=self.network.id,
             ip_cidr_range=SUBNET_CIDR,
             private_ip_google_access=True,
+            log_config=FLOW_LOGS,
             secondary_ip_ranges=[
                 {"range_name": PODS_RANGE, "ip_cidr_range": PODS_CIDR},
                 {"range_name": SERVICES_RANGE, "ip_cidr_range": SERVICES_CIDR},
@@ -81,12 +97,8 @@ class Network(pulumi.ComponentResource):
             project=args.project,
             network=self.network.id,
             direction="INGRESS",
-            source_ranges=[SUBNET_CIDR, PODS_CIDR],
-            allows=[
-                {"protocol": "tcp", "ports": ["0-65535"]},
-                {"protocol": "udp", "ports": ["0-65535"]},
-                {"protocol": "icmp"},
-            ],
+            source_ranges=[SUBNET_CIDR],
+            allows=internal_allows(),
             opts=child,
         )
         self.register_outputs({"network": self.network.id, "subnet": self.subnet.id})

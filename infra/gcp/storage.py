@@ -12,10 +12,25 @@ from core.settings import Settings
 from infra.options import child_options
 
 SOFT_DELETE_SECONDS = 7 * 24 * 3600
+NONCURRENT_DAYS = 7
+"""With versioning, how long an overwritten or deleted object stays recoverable (as long as soft delete)."""
 
 
 def bucket_args(settings: Settings) -> dict[str, Any]:
-    """Bucket settings: private, uniform access, soft delete; force_destroy only if the stack allows it."""
+    """Bucket settings: private, uniform access, soft delete; versioning where the stack asks for it (a
+    lifecycle rule deletes noncurrent versions after a week, so Orbax's temporary objects do not pile up);
+    force_destroy only if the stack allows it."""
+    versioning: dict[str, Any] = {}
+    if settings.bucket_versioning:
+        versioning = {
+            "versioning": {"enabled": True},
+            "lifecycle_rules": [
+                {
+                    "action": {"type": "Delete"},
+                    "condition": {"days_since_noncurrent_time": NONCURRENT_DAYS, "with_state": "ARCHIVED"},
+                }
+            ],
+        }
     return {
         "name": settings.bucket_name,
         "project": settings.project,
@@ -26,6 +41,7 @@ def bucket_args(settings: Settings) -> dict[str, Any]:
         "soft_delete_policy": {"retention_duration_seconds": SOFT_DELETE_SECONDS},
         "force_destroy": settings.force_destroy,
         "labels": settings.labels,
+        **versioning,
     }
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.names import HF_SECRET, HF_SECRET_KEY, SCRATCH_STORAGE_CLASS
+from core.names import COMPONENT_LABEL, HF_SECRET, HF_SECRET_KEY, SCRATCH_STORAGE_CLASS
+from core.pathways import PORTS
 
 POD_SECURITY = {
     "pod-security.kubernetes.io/enforce": "privileged",
@@ -12,9 +13,10 @@ POD_SECURITY = {
     "pod-security.kubernetes.io/audit": "baseline",
     "pod-security.kubernetes.io/audit-version": "latest",
 }
-"""Pod Security Admission, stated rather than left to the cluster's default: the Pathways head runs
-privileged on the host network with a host path (xpk's and gcluster's head pod), so the namespace enforces
-``privileged``; every pod beyond ``baseline`` (the head and the TPU workers) is recorded in the audit log."""
+"""Pod Security Admission, stated rather than left to the cluster's default: the Pathways head and workers
+run on the host network and the workers mount the node's ``/tmp`` (as xpk, pathways-job and Cluster
+Toolkit run them), which ``baseline`` forbids, so the namespace enforces ``privileged``; every pod beyond
+``baseline`` (the head and the TPU workers) is recorded in the audit log. No container is privileged."""
 
 
 def namespace_manifest(name: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -62,3 +64,39 @@ def scratch_storage_class(disk_type: str, labels: dict[str, str]) -> dict[str, A
         "reclaimPolicy": "Delete",
         "allowVolumeExpansion": True,
     }
+
+
+def network_policies(namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """Default-deny ingress for every pod of the workflow namespace, and the Pathways ports between the
+    training's own pods.
+
+    The conversion and the export take no connections at all. The Pathways head and workers run with
+    ``hostNetwork``, where Kubernetes treats their traffic as the node's and a NetworkPolicy does not reach
+    it (the VPC firewall of ``infra.gcp.network`` does); the second policy states the ports they use so
+    the policy still holds for them should they ever run on the pod network.
+    """
+    training = {"matchLabels": {"app.kubernetes.io/name": "tpu-rl", COMPONENT_LABEL: "train"}}
+    meta = {"namespace": namespace, "labels": labels}
+    return [
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": "default-deny-ingress", **meta},
+            "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+        },
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": "pathways-between-training-pods", **meta},
+            "spec": {
+                "podSelector": training,
+                "policyTypes": ["Ingress"],
+                "ingress": [
+                    {
+                        "from": [{"podSelector": training}],
+                        "ports": [{"protocol": "TCP", "port": port} for port in PORTS],
+                    }
+                ],
+            },
+        },
+    ]

@@ -14,6 +14,7 @@ from infra.gcp.naming import Names
 from infra.k8s import kueue
 from infra.k8s.manifests import (
     namespace_manifest,
+    network_policies,
     scratch_storage_class,
     service_account_manifest,
     token_secret_manifest,
@@ -56,6 +57,8 @@ class KubernetesPlatform(pulumi.ComponentResource):
     queues: list[KubernetesObject]
     """ResourceFlavors, ClusterQueue and LocalQueue (empty when Kueue is not ours)."""
     namespace: KubernetesObject
+    network_policies: list[KubernetesObject]
+    """Default-deny ingress in the workflow namespace, and the Pathways ports between the training's pods."""
     service_account: KubernetesObject
     storage_class: KubernetesObject
     hf_secret: KubernetesObject | None
@@ -96,6 +99,10 @@ class KubernetesPlatform(pulumi.ComponentResource):
             service_account_manifest(settings.namespace, names.ksa, labels, workload_sa_email),
             opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=workload_grants)),
         )
+        self.network_policies = [
+            KubernetesObject(f"network-policy-{policy['metadata']['name']}", policy, opts=in_namespace)
+            for policy in network_policies(settings.namespace, labels)
+        ]
         self.kueue = None
         self.queues = []
         if settings.kueue.install:
@@ -160,6 +167,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
                 self.kueue,
                 *self.queues,
                 self.namespace,
+                *self.network_policies,
                 self.storage_class,
                 self.service_account,
                 self.hf_secret,

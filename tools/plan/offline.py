@@ -126,6 +126,10 @@ def _redact(value: Any) -> Any:
 OutputsFor = Callable[[Registration], "dict[str, Any] | None"]
 
 
+PROJECT_NUMBER = "123456789012"
+"""The project number the offline plan answers ``gcp.organizations.get_project`` with."""
+
+
 class _Mocks(pulumi_mocks.Mocks):
     """Echo inputs back, plus the outputs the program reads; ``outputs_for`` may answer instead."""
 
@@ -160,6 +164,8 @@ class _Mocks(pulumi_mocks.Mocks):
             version = f"{args.args.get('versionPrefix') or '1.35.'}0-gke.0"
             channels = {c: version for c in ("RAPID", "REGULAR", "STABLE", "EXTENDED")}
             return {"latestMasterVersion": version, "releaseChannelLatestVersion": channels}, []
+        if args.token == "gcp:organizations/getProject:getProject":
+            return {"projectId": args.args.get("projectId"), "number": PROJECT_NUMBER}, []
         return {}, []
 
 

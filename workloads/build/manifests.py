@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.names import (
+    COMPONENT_LABEL,
     CPU_POOL,
     CPU_TAINT_KEY,
     CPU_TAINT_VALUE,
@@ -28,6 +29,13 @@ from core.names import (
     WORKLOAD_KSA,
 )
 from core import pathways
+from core.pathways import (
+    PROXY_PORT,
+    RESOURCE_MANAGER_EXTRA_PORT,
+    RESOURCE_MANAGER_PORT,
+    WORKER_EXTRA_PORTS,
+    WORKER_PORT,
+)
 from core.settings import Settings
 
 API_JOBSET = "jobset.x-k8s.io/v1alpha2"
@@ -37,15 +45,6 @@ WORKER_JOB = "worker"
 COORDINATOR_LABEL = "metadata.labels['jobset.sigs.k8s.io/coordinator']"
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
 """The provider returns once a step's JobSet is applied; the program waits for it (``workloads.run.waiting``)."""
-
-# Pathways ports (xpk pathways_workload_create.yaml.j2, gcluster pathways_jobset.tmpl).
-PROXY_PORT = 29000
-"""The proxy serves the JAX client (JAX_BACKEND_TARGET)."""
-RESOURCE_MANAGER_PORT = 29001
-"""The resource manager serves the proxy and the workers (--resource_manager_address)."""
-RESOURCE_MANAGER_EXTRA_PORT = 29002
-WORKER_PORT = 29005
-WORKER_EXTRA_PORTS = (29006, 8471, 8080)
 
 # The tutorial sets these on the workload, proxy, resource manager and worker containers.
 TUTORIAL_ENV = (("FLAGS_pathways_enforce_subset_devices_form_subslice", "false"), ("GRPC_DNS_RESOLVER", "native"))
@@ -158,7 +157,7 @@ def labels(settings: Settings, step: str, step_id: str) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "tpu-rl",
         "app.kubernetes.io/instance": settings.cluster_name,
-        "app.kubernetes.io/component": step,
+        COMPONENT_LABEL: step,
         "tpu-rl/step-id": step_id,
     }
 
@@ -227,6 +226,13 @@ def cpu_jobset(
     }
 
 
+CPU_STEP_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+"""The conversion's and the export's container: Pod Security ``restricted`` except ``runAsNonRoot`` (with
+the pod's ``RuntimeDefault`` seccomp profile). The MaxText image runs as root (its Dockerfile sets no
+``USER``; ``WORKDIR /deps``) and MaxText stages files under ``/tmp`` and ``$HOME``, so another user is not
+proven to work; root without capabilities or privilege escalation cannot reach past its own files."""
+
+
 def _cpu_pod(
     settings: Settings, step: str, step_labels: dict[str, str], command: list[str], memory: int, scratch_gib: int
 ) -> dict[str, Any]:
@@ -236,11 +242,13 @@ def _cpu_pod(
         "nodeSelector": {NODEPOOL_LABEL: CPU_POOL},
         "tolerations": [cpu_toleration()],
         "terminationGracePeriodSeconds": 30,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [
             {
                 "name": step,
                 "image": settings.images.maxtext,
                 "command": command,
+                "securityContext": CPU_STEP_SECURITY,
                 "env": [
                     token_env(),
                     _env("HF_HOME", "/scratch/huggingface"),
@@ -272,7 +280,17 @@ def _cpu_pod(
 
 
 def _shared_tmp() -> dict[str, Any]:
+    """The workers' ``/tmp``: the node's, as xpk, pathways-job and Cluster Toolkit mount it on every worker."""
     return {"name": "shared-tmp", "hostPath": {"path": "/tmp", "type": "DirectoryOrCreate"}}
+
+
+def _head_tmp() -> dict[str, Any]:
+    """The head's ``/tmp``: a volume of its own, shared by the resource manager and the workload container.
+
+    The head needs no host path: the workload reaches the proxy over TCP, and no tool shares the node's
+    ``/tmp`` across the head's containers (pathways-job mounts none, Cluster Toolkit the RM's only, xpk
+    the workload's only); the script's logs need a writable ``/tmp``."""
+    return {"name": "shared-tmp", "emptyDir": {}}
 
 
 def pathways_jobset(
@@ -332,7 +350,6 @@ def pathways_jobset(
         "name": WORKLOAD_CONTAINER,
         "image": settings.images.maxtext,
         "command": command,
-        "securityContext": {"privileged": True},
         "env": [
             head_env,
             _env("JAX_PLATFORMS", "proxy,cpu"),
@@ -414,7 +431,7 @@ def pathways_jobset(
                                     "tolerations": [cpu_toleration()],
                                     "initContainers": [proxy, resource_manager],
                                     "containers": [workload],
-                                    "volumes": [_shared_tmp()],
+                                    "volumes": [_head_tmp()],
                                 },
                             },
                         },

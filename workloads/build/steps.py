@@ -31,7 +31,7 @@ from workloads.build.commands import (
     train_argv,
     train_script,
 )
-from core.layout import actor_checkpoints
+from core.layout import PATHWAYS_SCRATCH, actor_checkpoints, step_output
 from core.names import RETRY_ANNOTATION
 from workloads.build.manifests import (
     HEAD_JOB,
@@ -187,7 +187,7 @@ def _address(settings: Settings, step: str, manifest: dict[str, Any]) -> tuple[s
     limit = max_name(manifest)
     if len(name) > limit:
         raise ValueError(f"JobSet name {name} is longer than {limit} characters")
-    output = f"gs://{settings.bucket_name}/{model}/{step}/{digest}/"
+    output = step_output(settings.bucket_name, model, step, digest)
     return digest, name, output, _fill(manifest, name, digest, output)
 
 
@@ -236,7 +236,7 @@ def _train_step(settings: Settings, input_uri: str) -> Step:
         name=NAME,
         step_id=STEP_ID,
         command=["/bin/bash", "-c", train_script(settings, argv, OUTPUT)],
-        scratch_uri=f"gs://{settings.bucket_name}/pathways/",
+        scratch_uri=f"gs://{settings.bucket_name}/{PATHWAYS_SCRATCH}",
         annotations={**SKIP_AWAIT, **PATCH_FORCE},
     )
     digest, name, out, manifest = _address(settings, "train", manifest)

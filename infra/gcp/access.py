@@ -1,0 +1,74 @@
+"""Who may read and write where in the artifacts bucket: IAM conditions on object-name prefixes (plain data).
+
+Each identity gets object access only under the prefixes its step reads or writes (``core.layout``):
+
+- ``workload`` (Workload Identity of the conversion and the export): writes ``<model>/convert/`` and
+  ``<model>/export/``, reads ``<model>/train/`` (the checkpoint it exports);
+- ``cpu`` (the Pathways head runs with ``hostNetwork``, hence as the node's account) and ``tpu`` (the
+  Pathways workers, likewise): read ``<model>/convert/``, write ``<model>/train/`` (checkpoints, TensorBoard)
+  and the Pathways scratch ``pathways/``.
+
+Writers get ``roles/storage.objectUser`` (Orbax deletes its temporary objects), readers
+``roles/storage.objectViewer``, each with a condition on ``resource.name``. ``roles/storage.legacyBucketReader``
+(``storage.buckets.get``, which Orbax and the GCS clients call first, and ``storage.objects.list``, which
+IAM checks on the bucket, where an object-name condition cannot hold) stays unconditional: every identity
+may list names, none may read or change an object outside its prefixes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.layout import PATHWAYS_SCRATCH, step_prefix
+
+WRITER_ROLE = "roles/storage.objectUser"
+READER_ROLE = "roles/storage.objectViewer"
+BUCKET_READER_ROLE = "roles/storage.legacyBucketReader"
+
+ACCESS: dict[str, dict[str, tuple[str, ...]]] = {
+    "workload": {"write": ("convert", "export"), "read": ("train",)},
+    "cpu": {"write": ("train", "scratch"), "read": ("convert",)},
+    "tpu": {"write": ("train", "scratch"), "read": ("convert",)},
+}
+"""Identity -> the steps' prefixes it writes and reads (``scratch``: the Pathways scratch)."""
+
+
+@dataclass(frozen=True)
+class BucketGrant:
+    """One bucket-level IAM member: an identity, a role and, unless None, the condition it holds under."""
+
+    holder: str
+    role: str
+    prefixes: tuple[str, ...]
+    """Object-name prefixes the grant is limited to (empty: the whole bucket)."""
+
+    @property
+    def resource_name(self) -> str:
+        """The grant's Pulumi resource name (``<holder>-bucket-<role>``)."""
+        return f"{self.holder}-bucket-{self.role.split('.')[-1]}"
+
+    def condition(self, bucket: str) -> dict[str, str] | None:
+        """The IAM condition (title, description, expression) on the prefixes, or None."""
+        if not self.prefixes:
+            return None
+        return {
+            "title": f"{self.holder} {self.role.split('.')[-1]} prefixes",
+            "description": "tpu-rl: only under " + ", ".join(self.prefixes),
+            "expression": " || ".join(
+                f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix}")' for prefix in self.prefixes
+            ),
+        }
+
+
+def _prefix(model: str, step: str) -> str:
+    return PATHWAYS_SCRATCH if step == "scratch" else step_prefix(model, step)
+
+
+def bucket_grants(model: str) -> list[BucketGrant]:
+    """Every identity's grants on the bucket for a stack training ``model``."""
+    grants = []
+    for holder, access in ACCESS.items():
+        grants.append(BucketGrant(holder, BUCKET_READER_ROLE, ()))
+        grants.append(BucketGrant(holder, WRITER_ROLE, tuple(_prefix(model, s) for s in access["write"])))
+        grants.append(BucketGrant(holder, READER_ROLE, tuple(_prefix(model, s) for s in access["read"])))
+    return grants

@@ -1,0 +1,228 @@
+"""Cluster hardening (issue 20) on the planned stacks: Secrets encrypted with a Cloud KMS key, node accounts with
+GKE's node role, bucket access bounded to each step's prefixes, the firewall and the NetworkPolicies on the
+Pathways ports the JobSet uses, flow logs, versioning in prod."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from core.layout import PATHWAYS_SCRATCH
+from core.pathways import PORTS
+from tests.conftest import plan_of, step_resources
+from tools.plan.offline import PROJECT_NUMBER
+
+CLUSTER = "gcp:container/cluster:Cluster"
+BUCKET_IAM = "gcp:storage/bucketIAMMember:BucketIAMMember"
+NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+KEY_NAME = "projects/my-tpu-prod-project/locations/us-east5/keyRings/tpu-rl-prod-keys/cryptoKeys/gke-secrets"
+
+
+# ---------------------------------------------------------------------------------------------
+# Secrets encrypted at rest (CIS GKE 5.3.1)
+
+
+def test_prod_encrypts_secrets_with_a_key_it_creates_in_the_clusters_region(prod_plan):
+    ring = prod_plan.one("gcp:kms/keyRing:KeyRing", "key-ring")
+    assert ring["inputs"] == {"name": "tpu-rl-prod-keys", "project": "my-tpu-prod-project", "location": "us-east5"}
+    key = prod_plan.one("gcp:kms/cryptoKey:CryptoKey", "secrets-key")
+    assert key["inputs"]["name"] == "gke-secrets" and key["inputs"]["purpose"] == "ENCRYPT_DECRYPT"
+    assert key["inputs"]["rotationPeriod"] == "7776000s", "90 days"
+    assert key["options"]["protect"] is True, "deleting it would make every Secret of the cluster unreadable"
+    grant = prod_plan.one("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember", "gke-agent-key-user")["inputs"]
+    assert grant == {
+        "cryptoKeyId": KEY_NAME,
+        "role": "roles/cloudkms.cryptoKeyEncrypterDecrypter",
+        "member": f"serviceAccount:service-{PROJECT_NUMBER}@container-engine-robot.iam.gserviceaccount.com",
+    }
+    cluster = prod_plan.one(CLUSTER)
+    assert cluster["inputs"]["databaseEncryption"] == {"state": "ENCRYPTED", "keyName": KEY_NAME}
+    assert "gke-agent-key-user" in cluster["options"]["dependsOn"], "GKE checks its access to the key at creation"
+    assert "secrets-key" in prod_plan.one("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")["options"]["dependsOn"]
+    assert "cloudkms" in cluster["options"]["dependsOn"]
+    assert "cloudkms.googleapis.com" in {s["inputs"]["service"] for s in prod_plan.find("gcp:projects/service:Service")}
+
+
+def test_a_key_of_its_own_is_used_and_granted_but_not_created():
+    own = "projects/security-project/locations/us-east5/keyRings/gke/cryptoKeys/secrets"
+    plan = plan_of("prod", f"tpu-rl:gke.secretsEncryptionKey={own}")
+    assert plan.find("gcp:kms/keyRing:KeyRing") == [] and plan.find("gcp:kms/cryptoKey:CryptoKey") == []
+    assert plan.one(CLUSTER)["inputs"]["databaseEncryption"] == {"state": "ENCRYPTED", "keyName": own}
+    assert plan.one("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")["inputs"]["cryptoKeyId"] == own
+
+
+def test_dev_keeps_gkes_default_encryption_and_enables_no_kms_api(dev_plan):
+    assert "databaseEncryption" not in dev_plan.one(CLUSTER)["inputs"]
+    assert [r for r in dev_plan.resources if r["type"].startswith("gcp:kms/")] == []
+    assert "cloudkms.googleapis.com" not in {
+        s["inputs"]["service"] for s in dev_plan.find("gcp:projects/service:Service")
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Least privilege
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_nodes_get_gkes_node_role_and_no_registry_reader_for_public_images(stack):
+    plan = plan_of(stack)
+    grants = {(r["name"], r["inputs"]["role"]) for r in plan.find("gcp:projects/iAMMember:IAMMember")}
+    assert grants == {
+        (f"{n}-container.defaultNodeServiceAccount", "roles/container.defaultNodeServiceAccount")
+        for n in ("system", "cpu", "tpu")
+    }
+
+
+def test_a_registry_of_ones_own_gives_the_nodes_registry_read_access():
+    mirror = "us-docker.pkg.dev/my-project/mirror"
+    plan = plan_of(
+        "prod",
+        f'tpu-rl:images.registries=["{mirror}", "us-docker.pkg.dev/cloud-tpu-v2-images"]',
+        f"tpu-rl:images.maxtext={mirror}/tpu_post_training:0.2.4",
+    )
+    readers = {
+        r["name"] for r in plan.find("gcp:projects/iAMMember:IAMMember") if "artifactregistry" in r["inputs"]["role"]
+    }
+    assert readers == {f"{n}-artifactregistry.reader" for n in ("system", "cpu", "tpu")}
+
+
+def _prefixes(grant: dict) -> list[str]:
+    condition = grant["inputs"].get("condition")
+    if condition is None:
+        return []
+    return re.findall(
+        r'resource\.name\.startsWith\("projects/_/buckets/[^/]+/objects/([^"]*)"\)', condition["expression"]
+    )
+
+
+def _access(plan) -> dict[tuple[str, str], list[str]]:
+    return {
+        (g["name"].split("-bucket-")[0], g["inputs"]["role"].split(".")[-1]): _prefixes(g)
+        for g in plan.find(BUCKET_IAM)
+    }
+
+
+def test_each_identity_reads_and_writes_only_under_its_steps_prefixes(prod_plan):
+    m = "gemma4-26b"
+    assert _access(prod_plan) == {
+        ("workload", "legacyBucketReader"): [],
+        ("workload", "objectUser"): [f"{m}/convert/", f"{m}/export/"],
+        ("workload", "objectViewer"): [f"{m}/train/"],
+        ("cpu", "legacyBucketReader"): [],
+        ("cpu", "objectUser"): [f"{m}/train/", "pathways/"],
+        ("cpu", "objectViewer"): [f"{m}/convert/"],
+        ("tpu", "legacyBucketReader"): [],
+        ("tpu", "objectUser"): [f"{m}/train/", "pathways/"],
+        ("tpu", "objectViewer"): [f"{m}/convert/"],
+    }
+    condition = prod_plan.one(BUCKET_IAM, "workload-bucket-objectViewer")["inputs"]["condition"]
+    assert condition["expression"] == (
+        'resource.name.startsWith("projects/_/buckets/my-tpu-prod-project-tpu-rl-prod/objects/gemma4-26b/train/")'
+    )
+    assert condition["title"] and len(condition["title"]) <= 100, "IAM's limit on a condition title"
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_the_prefixes_cover_where_each_step_really_writes_and_reads(stack):
+    """The pair that must agree: the grants' prefixes and the steps' output paths, input paths and the Pathways
+    scratch (a step outside its prefixes fails with 403 on its first write)."""
+    plan = plan_of(stack)
+    access = _access(plan)
+    bucket = plan.one("gcp:storage/bucket:Bucket")["inputs"]["name"]
+    steps = step_resources(plan)
+
+    def objects(uri: str) -> str:
+        assert uri.startswith(f"gs://{bucket}/")
+        return uri[len(f"gs://{bucket}/") :]
+
+    for step, resource in steps.items():
+        text = str(resource["inputs"])
+        outputs = set(re.findall(rf"gs://{re.escape(bucket)}/[^\s'\"]*{step}/[0-9a-f]{{10}}/", text))
+        assert outputs, step
+        writers = ["workload"] if step != "train" else ["cpu", "tpu"]
+        for uri in outputs:
+            for holder in writers:
+                assert any(objects(uri).startswith(p) for p in access[(holder, "objectUser")]), (holder, uri)
+    train_text = str(steps["train"]["inputs"])
+    assert f"--gcs_scratch_location=gs://{bucket}/{PATHWAYS_SCRATCH}" in train_text
+    for holder in ("cpu", "tpu"):
+        assert PATHWAYS_SCRATCH in access[(holder, "objectUser")], "the proxy, RM and workers write their scratch"
+    convert_out = re.search(rf"gs://{re.escape(bucket)}/[^\s'\"]*convert/[0-9a-f]{{10}}/", train_text).group(0)
+    for holder in ("cpu", "tpu"):
+        assert any(objects(convert_out).startswith(p) for p in access[(holder, "objectViewer")])
+    train_out = re.search(rf"gs://{re.escape(bucket)}/[^\s'\"]*train/[0-9a-f]{{10}}/", str(steps["export"]["inputs"]))
+    assert any(objects(train_out.group(0)).startswith(p) for p in access[("workload", "objectViewer")])
+
+
+# ---------------------------------------------------------------------------------------------
+# Network
+
+
+def _jobset_ports(plan) -> set[int]:
+    train = step_resources(plan)["train"]["inputs"]
+    return {
+        port["containerPort"]
+        for job in train["spec"]["replicatedJobs"]
+        for container in [
+            *job["template"]["spec"]["template"]["spec"].get("initContainers", []),
+            *job["template"]["spec"]["template"]["spec"]["containers"],
+        ]
+        for port in container.get("ports", [])
+    }
+
+
+def test_the_firewall_opens_the_pathways_ports_between_nodes_only(prod_plan):
+    rule = prod_plan.one("gcp:compute/firewall:Firewall", "internal")["inputs"]
+    assert rule["sourceRanges"] == ["192.168.0.0/18"], "the nodes' range: the head and workers use hostNetwork"
+    assert rule["direction"] == "INGRESS"
+    (tcp,) = [a for a in rule["allows"] if a["protocol"] == "tcp"]
+    assert {int(p) for p in tcp["ports"]} == set(PORTS) == _jobset_ports(prod_plan)
+    assert {a["protocol"] for a in rule["allows"]} == {"tcp", "icmp"}, "no UDP, no other TCP port"
+
+
+def test_the_subnet_logs_its_flows(dev_plan):
+    subnet = dev_plan.one("gcp:compute/subnetwork:Subnetwork")["inputs"]
+    assert subnet["logConfig"] == {
+        "aggregationInterval": "INTERVAL_5_SEC",
+        "flowSampling": 0.5,
+        "metadata": "INCLUDE_ALL_METADATA",
+    }
+
+
+def test_network_policies_deny_ingress_but_the_pathways_ports_between_training_pods(prod_plan):
+    policies = {p["name"]: p["inputs"] for p in prod_plan.find(NETWORK_POLICY)}
+    deny = policies["network-policy-default-deny-ingress"]
+    assert deny["metadata"]["namespace"] == "tpu-rl"
+    assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"]}, "every pod, no ingress rule"
+    allow = policies["network-policy-pathways-between-training-pods"]["spec"]
+    (rule,) = allow["ingress"]
+    assert rule["from"] == [{"podSelector": allow["podSelector"]}], "only from the training's own pods"
+    assert {p["port"] for p in rule["ports"]} == set(PORTS) and {p["protocol"] for p in rule["ports"]} == {"TCP"}
+    steps = step_resources(prod_plan)
+    selector = allow["podSelector"]["matchLabels"]
+
+    def pod_labels(step: str) -> list[dict]:
+        jobs = steps[step]["inputs"]["spec"]["replicatedJobs"]
+        return [job["template"]["spec"]["template"]["metadata"]["labels"] for job in jobs]
+
+    assert all(selector.items() <= labels.items() for labels in pod_labels("train")), "head and workers selected"
+    assert not any(selector.items() <= labels.items() for s in ("convert", "export") for labels in pod_labels(s))
+    for step in steps.values():
+        assert {"network-policy-default-deny-ingress", "network-policy-pathways-between-training-pods"} <= set(
+            step["options"]["dependsOn"]
+        ), "no step pod runs before the policies"
+
+
+# ---------------------------------------------------------------------------------------------
+# Bucket versioning
+
+
+def test_prod_keeps_noncurrent_versions_for_a_week_and_dev_keeps_none(dev_plan, prod_plan):
+    prod = prod_plan.one("gcp:storage/bucket:Bucket")["inputs"]
+    assert prod["versioning"] == {"enabled": True}
+    assert prod["lifecycleRules"] == [
+        {"action": {"type": "Delete"}, "condition": {"daysSinceNoncurrentTime": 7, "withState": "ARCHIVED"}}
+    ]
+    dev = dev_plan.one("gcp:storage/bucket:Bucket")["inputs"]
+    assert "versioning" not in dev and "lifecycleRules" not in dev
