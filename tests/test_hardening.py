@@ -10,6 +10,7 @@ import pytest
 
 from core.layout import PATHWAYS_SCRATCH
 from core.pathways import PORTS
+from infra.gcp.access import BucketGrant, bucket_grants
 from tests.conftest import plan_of, step_resources
 from tools.plan.offline import PROJECT_NUMBER
 
@@ -121,6 +122,32 @@ def test_each_identity_reads_and_writes_only_under_its_steps_prefixes(prod_plan)
         'resource.name.startsWith("projects/_/buckets/my-tpu-prod-project-tpu-rl-prod/objects/gemma4-26b/train/")'
     )
     assert condition["title"] and len(condition["title"]) <= 100, "IAM's limit on a condition title"
+
+
+@pytest.mark.pure
+def test_the_grants_as_built():
+    grants = {(g.holder, g.role): g.prefixes for g in bucket_grants("m")}
+    assert grants == {
+        ("workload", "roles/storage.legacyBucketReader"): (),
+        ("workload", "roles/storage.objectUser"): ("m/convert/", "m/export/"),
+        ("workload", "roles/storage.objectViewer"): ("m/train/",),
+        ("cpu", "roles/storage.legacyBucketReader"): (),
+        ("cpu", "roles/storage.objectUser"): ("m/train/", "pathways/"),
+        ("cpu", "roles/storage.objectViewer"): ("m/convert/",),
+        ("tpu", "roles/storage.legacyBucketReader"): (),
+        ("tpu", "roles/storage.objectUser"): ("m/train/", "pathways/"),
+        ("tpu", "roles/storage.objectViewer"): ("m/convert/",),
+    }
+    assert len(bucket_grants("m")) == len(grants), "one grant per identity and role"
+    grant = BucketGrant("cpu", "roles/storage.objectUser", ("m/train/", "pathways/"))
+    assert grant.resource_name == "cpu-bucket-objectUser"
+    assert grant.condition("b") == {
+        "title": "cpu objectUser prefixes",
+        "description": "tpu-rl: only under m/train/, pathways/",
+        "expression": 'resource.name.startsWith("projects/_/buckets/b/objects/m/train/") || '
+        'resource.name.startsWith("projects/_/buckets/b/objects/pathways/")',
+    }
+    assert BucketGrant("cpu", "roles/storage.legacyBucketReader", ()).condition("b") is None
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
