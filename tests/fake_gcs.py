@@ -33,15 +33,18 @@ def _free_port() -> int:
 
 
 class FakeGcs:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, backend: str = "filesystem") -> None:
         self.root = root
+        self.backend = backend
+        """``memory`` keeps objects whose names end in "/" (folder markers), which the filesystem backend
+        stores as directories and then does not list or return."""
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> FakeGcs:
         self.root.mkdir(parents=True, exist_ok=True)
-        argv = [_binary(), "-scheme", "http", "-backend", "filesystem", "-filesystem-root", str(self.root)]
+        argv = [_binary(), "-scheme", "http", "-backend", self.backend, "-filesystem-root", str(self.root)]
         argv += ["-host", "127.0.0.1", "-port", str(self.port), "-external-url", self.url, "-log-level", "error"]
         self._process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10

@@ -22,6 +22,7 @@ from tests.lifecycle_walk import settings
 from workloads.build.commands import (
     CHECKPOINT_SCAN,
     EVALS_LOG,
+    MARK_FOLDER,
     OPTIMIZER_PATCH,
     RUN_LINE,
     TRAIN_LOG,
@@ -137,6 +138,7 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
     calls = run_in_bash(container_command(objs["train"]), tmp_path)
     assert calls[0] == ["-c", OPTIMIZER_PATCH, UTILS_RL], "the Adafactor patch runs first"
     actual = train_call(calls)
+    assert calls[1] == ["-c", MARK_FOLDER, f"{PROD_BUCKET}/gemma4-26b/train/{step_id(objs['train'])}/"]
     train_uri = objs["train"]["metadata"]["annotations"]["tpu-rl/input"]
     train_out = f"{PROD_BUCKET}/gemma4-26b/train/{step_id(objs['train'])}/"
     expected = []
@@ -164,7 +166,7 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
     assert f"> {TRAIN_LOG}" in container_command(objs["train"])[2], "the container writes its log to /tmp"
     attempt = re.fullmatch(re.escape(f"{train_out}logs/train-") + r"(\d{8}T\d{6}Z)\.log", uploads[1][1])
     assert attempt and uploads[0][1] == uploads[2][1] == f"{train_out}logs/evals-{attempt.group(1)}.txt"
-    assert len(calls) == 5
+    assert len(calls) == 6
 
 
 def train_call(calls: list[list[str]]) -> list[str]:
@@ -265,7 +267,8 @@ def test_the_vllm_config_follows_its_knobs(enabled):
 @pytest.mark.pure
 def test_conversion_argv(tmp_path):
     objs = objects("prod")
-    (convert,) = run_in_bash(container_command(objs["convert"]), tmp_path)
+    mark, convert = run_in_bash(container_command(objs["convert"]), tmp_path)
+    assert mark[:2] == ["-c", MARK_FOLDER]
     expected = [a for a in tutorial_argv(TUTORIAL_CONVERT) if not a.startswith("hf_access_token=")]
     convert_out = f"{PROD_BUCKET}/gemma4-26b/convert/{step_id(objs['convert'])}/"
     expected = [
@@ -303,7 +306,9 @@ def test_export_argv_reads_the_newest_complete_checkpoint_found_at_run_time(tmp_
         put(gcs, actor, f"{step}/model_params/x", f"{step}/commit_success.txt")
     put(gcs, actor, "50/model_params/x")  # a save cut short
     env = {"SHIM_RUN_C": "1", "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"]}
-    scan, export = run_in_bash(container_command(objs["export"]), tmp_path, env)
+    mark, scan, export = run_in_bash(container_command(objs["export"]), tmp_path, env)
+    out = f"{PROD_BUCKET}/gemma4-26b/export/{step_id(objs['export'])}/"
+    assert mark == ["-c", MARK_FOLDER, out]
     assert scan == ["-c", CHECKPOINT_SCAN, actor]
     assert export == _export_expected(objs, f"{actor}49/model_params/")
 
@@ -314,7 +319,7 @@ def test_export_argv_takes_the_checkpoint_the_scan_prints(tmp_path):
     objs = objects("prod")
     actor = objs["export"]["metadata"]["annotations"]["tpu-rl/input"]
     checkpoint = f"{actor}49/model_params/"
-    scan, export = run_in_bash(container_command(objs["export"]), tmp_path, {"SHIM_C_PRINTS": checkpoint})
+    _mark, scan, export = run_in_bash(container_command(objs["export"]), tmp_path, {"SHIM_C_PRINTS": checkpoint})
     assert scan == ["-c", CHECKPOINT_SCAN, actor]
     assert export == _export_expected(objs, checkpoint)
     assert f"tpu-rl: exporting {checkpoint}" in run_in_bash.last.stdout
@@ -326,14 +331,38 @@ def test_export_stops_with_the_setup_failure_code_when_there_is_nothing_to_expor
     env = {"SHIM_RUN_C": "1", "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"]}
     calls = run_in_bash(container_command(objs["export"]), tmp_path, env, check=False)
     assert run_in_bash.last.returncode == SETUP_FAILURE_EXIT
-    assert len(calls) == 1, "to_huggingface never starts"
+    assert len(calls) == 2, "to_huggingface never starts"
     assert "no complete checkpoint under" in run_in_bash.last.stderr
+
+
+@pytest.mark.pure
+def test_each_step_creates_its_output_folder_first_or_stops(tmp_path, gcs_folders):
+    """TensorFlow's GCS mkdir (MaxText's paths) walks up from a missing folder and looks each parent up as an
+    object: from an empty step folder it would reach <model>/<step>, outside the identity's prefixes (403).
+    The folder is created first, for real against fake-gcs-server; a failure to create it stops the step."""
+    objs = objects("prod")
+    gcs = gcs_folders
+    env = {"SHIM_RUN_C": "1", "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"]}
+    convert = container_command(objs["convert"])
+    out = f"{PROD_BUCKET}/gemma4-26b/convert/{step_id(objs['convert'])}/"
+    # No bucket yet: GCS refuses the create at once (as it would a 403), and MaxText never starts.
+    calls = run_in_bash(convert, tmp_path, env, check=False)
+    assert run_in_bash.last.returncode == 1 and len(calls) == 1, "MaxText never starts"
+    assert run_in_bash.last.stderr.strip().endswith(
+        f"tpu-rl: cannot create {out} (NotFound): check the step's bucket access"
+    )
+    put(gcs, f"{PROD_BUCKET}/", "unrelated")
+    calls = run_in_bash(convert, tmp_path, env)
+    assert calls[0] == ["-c", MARK_FOLDER, out] and calls[1][:2] == ["-m", "maxtext.checkpoint_conversion.to_maxtext"]
+    folder = gcs.bucket(out.split("/")[2]).get_blob(out.split("/", 3)[3])
+    assert folder is not None and folder.size == 0 and folder.name.endswith("/")
+    assert f"tpu-rl: created {out}" in run_in_bash.last.stdout
 
 
 @pytest.mark.pure
 def test_adamw_means_no_patch(tmp_path):
     calls = run_in_bash(container_command(objects("prod", "tpu-rl:training.optimizer=adamw")["train"]), tmp_path)
-    assert [c[1] for c in calls] == [UPLOAD, TRAIN_RL, UPLOAD, UPLOAD]
+    assert [c[1] for c in calls] == [MARK_FOLDER, UPLOAD, TRAIN_RL, UPLOAD, UPLOAD]
 
 
 @pytest.mark.pure

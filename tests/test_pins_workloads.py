@@ -564,8 +564,8 @@ def test_the_identity_covers_the_objects_name_and_labels():
 # on their next `pulumi up`. Update these deliberately, with the reason in the commit message.
 STEP_NAMES = {
     # Issue 20: the CPU steps' securityContext, the head's own /tmp and no privileged workload container.
-    "dev": ["gemma4-e4b-convert-dcbf05b4bf", "gemma4-e4b-train-08be671c22", "gemma4-e4b-export-8262c4ee75"],
-    "prod": ["gemma4-26b-convert-4d99fa05bf", "gemma4-26b-train-511ee376b1", "gemma4-26b-export-80d8d58f60"],
+    "dev": ["gemma4-e4b-convert-fd2997f511", "gemma4-e4b-train-a49569e38b", "gemma4-e4b-export-dd70d70252"],
+    "prod": ["gemma4-26b-convert-fb7b40c241", "gemma4-26b-train-3d22687df8", "gemma4-26b-export-3f75d3af0f"],
 }
 
 

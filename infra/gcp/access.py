@@ -6,7 +6,12 @@ Each identity gets object access only under the prefixes its step reads or write
   ``<model>/export/``, reads ``<model>/train/`` (the checkpoint it exports);
 - ``cpu`` (the Pathways head runs with ``hostNetwork``, hence as the node's account) and ``tpu`` (the
   Pathways workers, likewise): read ``<model>/convert/``, write ``<model>/train/`` (checkpoints, TensorBoard)
-  and the Pathways scratch ``pathways/``.
+  and the Pathways scratch ``pathways/`` (the prefix ``pathways``: the folder's own name included).
+
+Each step's script creates its output folder before MaxText does anything (``workloads.build.commands``
+``mark_folder``): TensorFlow's GCS filesystem, which MaxText's paths go through, walks up from a new folder
+looking each missing parent up as an object, and would otherwise reach ``<model>/<step>``, outside the
+prefix, where GCS answers 403.
 
 Writers get ``roles/storage.objectUser`` (Orbax deletes its temporary objects), readers
 ``roles/storage.objectViewer``, each with a condition on ``resource.name``. ``roles/storage.legacyBucketReader``
@@ -61,7 +66,10 @@ class BucketGrant:
 
 
 def _prefix(model: str, step: str) -> str:
-    return PATHWAYS_SCRATCH if step == "scratch" else step_prefix(model, step)
+    # The scratch without its "/": a GCS client's mkdir (TensorFlow's) looks the folder up as the object
+    # ``pathways`` first, which ``pathways/`` would not cover (the Pathways servers are closed binaries; how
+    # they create their folders is not known). A step's folder is created by its script (``mark_folder``).
+    return PATHWAYS_SCRATCH.rstrip("/") if step == "scratch" else step_prefix(model, step)
 
 
 def bucket_grants(model: str) -> list[BucketGrant]:

@@ -121,6 +121,28 @@ SLICE_DOWN_TAIL_LINES = 200
 """The end of train_rl's log searched for it (the traceback's last line)."""
 TRAIN_LOG = "/tmp/tpu-rl-train.log"
 EVALS_LOG = "/tmp/tpu-rl-evals.txt"
+# Creates the step's own folder (a zero-byte object named like it, ending in "/") before MaxText touches it.
+# MaxText opens gs:// paths through TensorFlow's GCS filesystem, whose mkdir walks up from the new folder
+# and looks up each missing parent as an object without its "/": with an empty output path that walk
+# reaches <model>/<step>, outside the prefix the step's identity may read (infra/gcp/access.py), and GCS
+# answers 403, which MaxText takes as a permission error and stops. With the folder there, the walk
+# stops at it. Not best effort: without it the step would fail later, less clearly.
+MARK_FOLDER = """import sys
+from google.cloud import storage
+bucket, _, name = sys.argv[1][len("gs://"):].partition("/")
+try:
+    storage.Client().bucket(bucket).blob(name).upload_from_string(b"", content_type="application/x-directory")
+except Exception as err:
+    sys.exit(f"tpu-rl: cannot create {sys.argv[1]} ({type(err).__name__}): check the step's bucket access")
+print(f"tpu-rl: created {sys.argv[1]}")
+"""
+
+
+def mark_folder(uri: str) -> str:
+    """The line of a step's script that creates its output folder first (``MARK_FOLDER``)."""
+    return f"python3 -c {shlex.quote(MARK_FOLDER)} {shlex.quote(uri)}"
+
+
 # Copies a file of the attempt next to the checkpoints (best effort: never changes the step's outcome).
 UPLOAD = """import sys
 from google.cloud import storage
@@ -185,12 +207,14 @@ def script(*lines: str, argv: list[str]) -> str:
     return "\n".join(body) + "\n"
 
 
-def export_script(argv: list[str], actor_uri: str) -> str:
-    """Find the newest complete checkpoint (exit 3, not retried, if there is none), then export it.
+def export_script(argv: list[str], actor_uri: str, output_uri: str) -> str:
+    """Create the output folder, find the newest complete checkpoint (exit 3, not retried, if there is
+    none), then export it.
 
     ``workloads/run/checkpoint_scan.py`` is inlined: the image has no copy of it.
     """
     return script(
+        mark_folder(output_uri),
         f'checkpoint="$(python3 -c {shlex.quote(CHECKPOINT_SCAN)} {shlex.quote(actor_uri)})"',
         'echo "tpu-rl: exporting ${checkpoint}"',
         argv=argv,
@@ -221,6 +245,7 @@ def train_script(settings: Settings, argv: list[str], output_uri: str) -> str:
     """The training container's script (bash is the container's PID 1):
 
     - the optimizer patch (Adafactor), in strict mode: a changed image stops it;
+    - the output folder created (``mark_folder``);
     - the run record, first line of the attempt's log and of its side file, and the side file copied at
       once, so `make status` sees a new attempt as it starts;
     - ``train_rl`` in the background, its output appended to the log, which ``tail --pid`` shows on the
@@ -239,6 +264,7 @@ def train_script(settings: Settings, argv: list[str], output_uri: str) -> str:
     record = json.dumps(run_record(settings, argv), separators=(",", ":"))
     upload = f"python3 -c {shlex.quote(UPLOAD)}"
     lines += [
+        mark_folder(output_uri),
         'attempt="$(date -u +%Y%m%dT%H%M%SZ)"',
         f'log_uri="{output_uri}logs/train-${{attempt}}.log"',
         f'evals_uri="{output_uri}logs/evals-${{attempt}}.txt"',

@@ -27,6 +27,7 @@ from workloads.build.commands import (
     convert_argv,
     export_argv,
     export_script,
+    mark_folder,
     script,
     train_argv,
     train_script,
@@ -262,13 +263,15 @@ def plan_workflow(settings: Settings) -> Workflow:
     """The three steps from validated settings, each named by the hash of what it runs."""
     model = settings.model.spec
     argv = convert_argv(settings, OUTPUT)
-    convert = _cpu_step(settings, "convert", script(argv=argv), None, "0/items/", model.weights_gib * 2 + 20)
+    convert = _cpu_step(
+        settings, "convert", script(mark_folder(OUTPUT), argv=argv), None, "0/items/", model.weights_gib * 2 + 20
+    )
     train = _train_step(settings, convert.artifact_uri)
     argv = export_argv(settings, OUTPUT)
     export = _cpu_step(
         settings,
         "export",
-        export_script(argv, train.artifact_uri),
+        export_script(argv, train.artifact_uri, OUTPUT),
         train.artifact_uri,
         "",
         model.weights_gib + 20,
