@@ -11,6 +11,7 @@ import pytest
 
 from core.config import ConfigError
 from core.config import rules as config_rules
+from core.config.schema import IMAGE_REGISTRIES
 from core.machines import MachineShape
 from core.models import MODELS
 from core.settings import PoolSettings, Settings
@@ -473,6 +474,14 @@ def values_of_knobs() -> dict[str, Any]:
             {"gke.secrets_key": "projects/other-project/locations/us-east5/keyRings/r/cryptoKeys/k"},
         ),
         (["tpu-rl:bucketVersioning=false"], {"bucket_versioning": False}),
+        (
+            [
+                "tpu-rl:images.registries=["
+                + ", ".join([*(f'"r.io/r{i}"' for i in range(18)), '"us-docker.pkg.dev/cloud-tpu-images"'])
+                + ', "us-docker.pkg.dev/cloud-tpu-v2-images"]'
+            ],
+            {"images.registries": (*(f"r.io/r{i}" for i in range(18)), *IMAGE_REGISTRIES)},
+        ),
         (
             [
                 'tpu-rl:images.registries=["us-docker.pkg.dev/cloud-tpu-images", '

@@ -93,6 +93,13 @@ BAD_INPUTS = [
         "tpu-rl:images.pathwaysServer",
         "not from an allowed registry",
     ),
+    ("registries-malformed", ["tpu-rl:images.registries=[oops"], "tpu-rl:images.registries", "malformed JSON"),
+    (
+        "registries-too-many",
+        ["tpu-rl:images.registries=[" + ", ".join(f'"r.io/r{i}"' for i in range(21)) + "]"],
+        "tpu-rl:images.registries",
+        "at most 20",
+    ),
     ("registries-empty", ["tpu-rl:images.registries=[]"], "tpu-rl:images.registries", "non-empty list"),
     ("registries-text", ["tpu-rl:images.registries=docker.io"], "tpu-rl:images.registries", "a list of registry"),
     (

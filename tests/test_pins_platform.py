@@ -101,6 +101,21 @@ def test_cluster_variants():
     assert cluster["maintenance_policy"] == {"daily_maintenance_window": {"start_time": "09:00"}}
 
 
+def test_a_hold_is_a_no_upgrades_exclusion_between_its_dates():
+    held = settings("dev", ["tpu-rl:gke.holdUpgrades=2026-12-01/2026-12-29", "tpu-rl:gke.maintenanceExclusion=none"])
+    assert gke_spec.cluster_args(held, "N", "S", "E")["maintenance_policy"] == {
+        "daily_maintenance_window": {"start_time": "09:00"},
+        "maintenance_exclusions": [
+            {
+                "exclusion_name": "hold-all-upgrades",
+                "start_time": "2026-12-01T00:00:00Z",
+                "end_time": "2026-12-29T00:00:00Z",
+                "exclusion_options": {"scope": "NO_UPGRADES"},
+            }
+        ],
+    }
+
+
 def test_the_ranges_the_cluster_names_are_the_subnets():
     cluster = gke_spec.cluster_args(PROD, "N", "S", "E")
     ranges = cluster["ip_allocation_policy"]

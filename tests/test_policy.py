@@ -951,6 +951,24 @@ MUTATIONS = [
         "mounts the node's /tmp",
     ),
     (
+        "host-path-after-another-volume",
+        "least-privilege-pods",
+        "prod",
+        JOBSET,
+        "export",
+        lambda r: _head(r)["volumes"].append({"name": "logs", "hostPath": {"path": "/var/log"}}),
+        "mounts the node's /var/log",
+    ),
+    (
+        "image-missing-from-a-trusted-registry",
+        "trusted-registries",
+        "prod",
+        JOBSET,
+        "convert",
+        lambda r: _container(r).pop("image"),
+        "image (none) is not from a trusted registry",
+    ),
+    (
         "worker-mounts-the-root",
         "least-privilege-pods",
         "prod",
@@ -1209,6 +1227,7 @@ def test_secrets_encryption_is_required_only_where_the_policy_config_says_so():
     assert "databaseEncryption" not in dev.one(CLUSTER)["inputs"]
     assert violations(dev, "secrets-encryption", "dev") == []
     assert violations(dev, "secrets-encryption", "dev", config={"required": True})
+    assert violations(dev, "secrets-encryption", "dev", config={}) == [], "not required unless the config says so"
     assert policy_config("prod", "secrets-encryption") == {"required": True}
     assert level("prod", "secrets-encryption") == "mandatory"
 

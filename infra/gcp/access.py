@@ -48,16 +48,21 @@ class BucketGrant:
     """Object-name prefixes the grant is limited to (empty: the whole bucket)."""
 
     @property
+    def role_name(self) -> str:
+        """The role without ``roles/storage.`` (``objectUser``)."""
+        return self.role.removeprefix("roles/storage.")
+
+    @property
     def resource_name(self) -> str:
         """The grant's Pulumi resource name (``<holder>-bucket-<role>``)."""
-        return f"{self.holder}-bucket-{self.role.split('.')[-1]}"
+        return f"{self.holder}-bucket-{self.role_name}"
 
     def condition(self, bucket: str) -> dict[str, str] | None:
         """The IAM condition (title, description, expression) on the prefixes, or None."""
         if not self.prefixes:
             return None
         return {
-            "title": f"{self.holder} {self.role.split('.')[-1]} prefixes",
+            "title": f"{self.holder} {self.role_name} prefixes",
             "description": "tpu-rl: only under " + ", ".join(self.prefixes),
             "expression": " || ".join(
                 f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix}")' for prefix in self.prefixes
