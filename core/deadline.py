@@ -49,6 +49,12 @@ class Budget:
 
 BUDGETS: dict[str, Budget] = {
     "hub": Budget(30.0, 5.0, 10.0, "Hugging Face preflight: model info and config.json, retries included"),
+    "hub-model": Budget(
+        60.0, 5.0, 20.0, "the export check's base model: config.json, the index and every shard's header"
+    ),
+    "export-check": Budget(
+        60.0, 5.0, 20.0, "the export check in GCS: the listing, the JSON files and every shard's header"
+    ),
     "auth-plugin": Budget(10.0, 10.0, 10.0, "the kubeconfig's exec plugin (gke-gcloud-auth-plugin) printing a token"),
     "cluster-read": Budget(18.0, 5.0, 10.0, "one read of a JobSet (or one list), retries included"),
     "gcs": Budget(60.0, 5.0, 20.0, "one GCS operation: a listing (every page) or one object, retries included"),

@@ -110,6 +110,8 @@ class WorkflowSettings:
     """Seconds a step's pod may stay unschedulable before `pulumi up` fails (``workloads.run.waiting``)."""
     step_memory_gib: int = 168
     """Memory request and limit of the conversion and the export (``core.models.step_memory_gib``)."""
+    verify_export: bool = True
+    """Compare the exported model with the base model before `up` succeeds (``core.hf_model.compare``)."""
 
 
 @dataclass(frozen=True)

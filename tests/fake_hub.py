@@ -1,6 +1,8 @@
 """A loopback stand-in for the Hugging Face Hub (HF_ENDPOINT): model info and the file metadata HEAD
 request, with its real error headers (``X-Error-Code``), tokens that are good, not licensed or invalid, and
-repositories named after a way a server can go wrong."""
+repositories named after a way a server can go wrong. ``FakeHub.files`` (a subclass sets it) are served as
+the Hub serves a repository's files: HEAD with the commit and ETag headers ``hf_hub_download`` reads, GET
+with byte ranges (``Range: bytes=a-b`` -> 206), as ``parse_safetensors_file_metadata`` reads a header."""
 
 from __future__ import annotations
 
@@ -15,6 +17,11 @@ GOOD, NOT_ACCEPTED, BAD = "hf_goodTOKEN", "hf_licenceNOTaccepted", "hf_invalidTO
 
 class FakeHub(QuietHandler):
     """Just enough of the Hub API: model info and the file metadata HEAD request."""
+
+    files: dict[str, bytes] = {}
+    """The repository's files at ``COMMIT`` (empty: ``config.json`` is a 123-byte stand-in)."""
+    ranges: list[str] = []
+    """Every ``Range`` header received, in order (the test's view of how much was read)."""
 
     def _token(self) -> str:
         return self.headers.get("Authorization", "").removeprefix("Bearer ")
@@ -59,13 +66,42 @@ class FakeHub(QuietHandler):
             i = parts.index("revision")
             repo, revision = "/".join(parts[2:i]), parts[i + 1]
             if self._check(repo, revision):
-                self.send_json(200, {"id": repo, "sha": COMMIT, "private": False, "gated": "manual"})
+                siblings = [{"rfilename": name} for name in sorted(self.files)]
+                self.send_json(
+                    200, {"id": repo, "sha": COMMIT, "private": False, "gated": "manual", "siblings": siblings}
+                )
+        elif "resolve" in parts and self.files:
+            self._file(parts)
         else:
             self._error(404, None, "not found")
 
+    def _file(self, parts: list[str]) -> None:
+        i = parts.index("resolve")
+        repo, revision, name = "/".join(parts[:i]), parts[i + 1], "/".join(parts[i + 2 :])
+        if self.misbehave(name.removesuffix(".safetensors"), drips=40, pause=0.25):
+            return  # a shard named hang, drip or reset
+        if not self._check(repo, revision):
+            return
+        if name not in self.files:
+            self._error(404, "EntryNotFound", f"{name} does not exist on {revision}")
+            return
+        data = self.files[name]
+        headers = {"X-Repo-Commit": COMMIT, "ETag": f'"{len(data)}-{name}"', "Accept-Ranges": "bytes"}
+        wanted = self.headers.get("Range")
+        if wanted and self.command == "GET":
+            type(self).ranges.append(f"{name} {wanted}")
+            first, _, last = wanted.removeprefix("bytes=").partition("-")
+            start, end = int(first), min(int(last) if last else len(data) - 1, len(data) - 1)
+            headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
+            self.send_body(206, data[start : end + 1], "application/octet-stream", **headers)
+            return
+        self.send_body(200, data, "application/octet-stream", **headers)
+
     def do_HEAD(self):  # noqa: N802
         parts = self.path.split("?")[0].strip("/").split("/")
-        if "resolve" in parts:
+        if "resolve" in parts and self.files:
+            self._file(parts)
+        elif "resolve" in parts:
             i = parts.index("resolve")
             repo, revision = "/".join(parts[:i]), parts[i + 1]
             if not self._check(repo, revision):

@@ -12,6 +12,9 @@ import pytest
 
 from core.names import SETUP_FAILURE_EXIT
 from tests.conftest import JOBSET, SENTINEL_TOKEN, plan_of, put, statuses, step_resources
+from tests.fake_hub import FakeHub
+from tests.hf_files import CONFIG, LANG, LANGUAGE, VISION, model_files
+from tests.loopback import serve
 from tests.run_files import reward, upload_run
 from tools.plan import plan_stack
 from tools.stack_files import ROOT
@@ -144,17 +147,40 @@ def test_up_stops_when_conversion_left_no_checkpoint(gcs):
     assert set(step_resources(plan)) == {"convert"}, "training never starts without its input"
 
 
-def test_up_exports_the_last_step_found_and_warns_when_it_is_short(gcs):
+def _trained(gcs) -> dict:
+    """A converted checkpoint, a run that ended at step 49, and its evaluations and scalars in GCS."""
     steps = plan_of("prod").outputs["steps"]
     put(gcs, steps["convert"]["artifactUri"], "_METADATA")
-    actor = steps["train"]["artifactUri"]
     for step in (10, 20, 30, 40, 49):
-        names = [f"{step}/model_params/x", f"{step}/commit_success.txt"]
-        put(gcs, actor, *names)
-    put(gcs, steps["export"]["artifactUri"], "config.json", "model.safetensors", "tokenizer_config.json")
+        put(gcs, steps["train"]["artifactUri"], f"{step}/model_params/x", f"{step}/commit_success.txt")
     upload_run(gcs, steps["train"]["outputUri"], steps=[1, 2, 3, 4, 47, 48, 49])
-    plan = _run_up()
+    return steps
+
+
+def _export(gcs, uri: str, files: dict[str, bytes]) -> None:
+    bucket, _, prefix = uri.removeprefix("gs://").partition("/")
+    for name, data in files.items():
+        gcs.bucket(bucket).blob(prefix + name).upload_from_string(data)
+
+
+def base_hub() -> type[FakeHub]:
+    """The base model's repository on a loopback Hub: its language model and a vision tower, two shards."""
+    return type("BaseHub", (FakeHub,), {"files": model_files({**LANGUAGE, **VISION}, 2), "ranges": []})
+
+
+def test_up_exports_the_last_step_found_and_warns_when_it_is_short(gcs, monkeypatch):
+    steps = _trained(gcs)
+    actor = steps["train"]["artifactUri"]
+    _export(gcs, steps["export"]["artifactUri"], model_files(LANGUAGE, 3))
+    with serve(base_hub()) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub)
+        plan = _run_up()
     assert plan.error is None, plan.error
+    assert any(
+        f"export check: {steps['export']['artifactUri']} matches google/gemma-4-26b-a4b-it@main" in m
+        for level, m in plan.logs
+        if level == "INFO"
+    )
     summary = plan.outputs["steps"]["train"]["summary"]
     assert summary["accuracyBefore"] == 30.0 and summary["accuracyAfter"] == 52.5
     assert summary["finalReward"] == pytest.approx(reward(49)) and summary["lastStep"] == 49
@@ -163,6 +189,29 @@ def test_up_exports_the_last_step_found_and_warns_when_it_is_short(gcs):
     assert plan.outputs["steps"]["train"]["checkpointUri"] == f"{actor}49/model_params/"
     assert plan.outputs["hfModelUri"] == steps["export"]["artifactUri"]
     assert any("training ended at step 49, not 50" in w for w in plan.warnings())
+
+
+def test_up_fails_when_the_export_is_not_the_base_models_language_model(gcs, monkeypatch):
+    """A wrong architecture, a dtype slip and a lost shard: `up` fails with the first five differences, how
+    many more there are, and the export's logs."""
+    steps = _trained(gcs)
+    wrong = {**LANGUAGE, f"{LANG}norm.weight": ("F32", [4]), f"{LANG}embed_tokens.weight": ("BF16", [4, 8])}
+    files = model_files(wrong, 3, {**CONFIG, "architectures": ["Gemma4ForCausalLM"]})
+    files.pop("model-00003-of-00003.safetensors")
+    _export(gcs, steps["export"]["artifactUri"], files)
+    with serve(base_hub()) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub)
+        plan = _run_up()
+    assert isinstance(plan.error, pulumi.RunError)
+    text = str(plan.error)
+    assert text.startswith(
+        f"the exported model {steps['export']['artifactUri']} does not match google/gemma-4-26b-a4b-it@main: "
+    )
+    assert text.count("; ") == 5 and "(and 1 more)" in text, text
+    assert 'config.json architectures is ["Gemma4ForCausalLM"]' in text
+    assert "model-00003-of-00003.safetensors, named by model.safetensors.index.json, is missing" in text
+    assert f"export logs: kubectl logs -n tpu-rl -l job-name={steps['export']['name']}-export-0" in text
+    assert SENTINEL_TOKEN not in text and "\n" not in text
 
 
 def test_up_fails_naming_the_path_when_training_saved_nothing(gcs):

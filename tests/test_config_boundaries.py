@@ -437,6 +437,7 @@ def test_the_prod_stack_reads_as_written():
             "jobset_version": "0.10.1",
             "unschedulable_timeout": 15 * 60,
             "step_memory_gib": 168,
+            "verify_export": True,
         },
         "kueue": {
             "install": True,

@@ -38,7 +38,7 @@ class PreflightError(Exception):
 
 
 class ReplyTooLargeError(Exception):
-    """A Hub reply was larger than ``MAX_BODY_BYTES`` (compressed or not)."""
+    """A Hub reply was larger than the cap (``args[0]``, bytes; compressed or not)."""
 
 
 def _endpoint(endpoint: str | None) -> str:
@@ -55,8 +55,8 @@ def _endpoint(endpoint: str | None) -> str:
 # The bounded client huggingface_hub uses (httpx2: its supported transport and client hooks)
 
 
-def _capped(chunks: Iterator[bytes], encoding: str) -> Iterator[bytes]:
-    """The reply's bytes, decoded when gzip/deflate, at most ``MAX_BODY_BYTES`` either way."""
+def _capped(chunks: Iterator[bytes], encoding: str, cap: int = MAX_BODY_BYTES) -> Iterator[bytes]:
+    """The reply's bytes, decoded when gzip/deflate, at most ``cap`` either way."""
     decoder = None
     if encoding == "gzip":
         decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
@@ -66,16 +66,16 @@ def _capped(chunks: Iterator[bytes], encoding: str) -> Iterator[bytes]:
     for chunk in chunks:
         received += len(chunk)
         if decoder is not None:
-            chunk = decoder.decompress(chunk, MAX_BODY_BYTES + 1 - produced)
+            chunk = decoder.decompress(chunk, cap + 1 - produced)
             if decoder.unconsumed_tail:
-                raise ReplyTooLargeError()
+                raise ReplyTooLargeError(cap)
         produced += len(chunk)
-        if received > MAX_BODY_BYTES or produced > MAX_BODY_BYTES:
-            raise ReplyTooLargeError()
+        if received > cap or produced > cap:
+            raise ReplyTooLargeError(cap)
         yield chunk
 
 
-def _client_factory(budget: deadline.Budget) -> Callable[[], Any]:
+def _client_factory(budget: deadline.Budget, cap: int = MAX_BODY_BYTES) -> Callable[[], Any]:
     import httpx2
 
     class CappedStream(httpx2.SyncByteStream):
@@ -83,7 +83,7 @@ def _client_factory(budget: deadline.Budget) -> Callable[[], Any]:
             self.stream, self.encoding = stream, encoding
 
         def __iter__(self) -> Iterator[bytes]:
-            return _capped(iter(self.stream), self.encoding)
+            return _capped(iter(self.stream), self.encoding, cap)
 
         def close(self) -> None:
             self.stream.close()
@@ -175,7 +175,7 @@ def _describe(err: Exception, repo: str, revision: str, token: str, host: str, w
             f"Hugging Face preflight for {repo} at {host} failed (HTTP {status}{': ' if detail else ''}{detail})"
         )
     if isinstance(err, ReplyTooLargeError):
-        return PreflightError(f"the Hub at {host} sent more than {MAX_BODY_BYTES} bytes for {what}")
+        return PreflightError(f"the Hub at {host} sent more than {err.args[0]} bytes for {what}")
     if isinstance(err, httpx2.TooManyRedirects):
         return PreflightError(f"the Hub at {host} redirected more than {MAX_REDIRECTS} times for {what}")
     if isinstance(err, httpx2.TimeoutException):
@@ -240,3 +240,86 @@ def check_model_access(
     finally:
         close_session()  # the next user of huggingface_hub in this process gets a fresh client
     return sha if COMMIT.fullmatch(sha) else ""
+
+
+# ---------------------------------------------------------------------------------------------
+# The base model's layout, for the export check (``core.hf_model.compare``)
+
+MAX_METADATA_BYTES = 64 * 1024 * 1024
+"""The largest reply the metadata read takes (an index, a shard's header, config.json)."""
+
+
+def base_model_layout(
+    repo: str, revision: str, token: str, endpoint: str | None = None, *, budget: deadline.Budget | None = None
+) -> Any:
+    """The base model's ``config.json``, index and every shard's safetensors header at ``revision``, read
+    with the Hub client (``hf_hub_download`` into a temporary folder, ``parse_safetensors_file_metadata``:
+    ranged reads of each header, never the weights); ``PreflightError`` (one line) otherwise."""
+    import tempfile
+    from pathlib import Path
+
+    from huggingface_hub import HfApi, close_session, set_client_factory
+
+    from core.hf_model import INDEX_FILE, SINGLE_FILE, ModelLayout, Tensor, parse_config, parse_index
+
+    budget = budget or deadline.BUDGETS["hub-model"]
+    url = _endpoint(endpoint)
+    host = scrub(urlsplit(url).netloc, limit=100)
+    ends = time.monotonic() + budget.total
+    set_client_factory(_client_factory(budget, MAX_METADATA_BYTES))
+    api = HfApi(endpoint=url, token=token, library_name="tpu-rl")
+    shown = quote(scrub(revision, limit=100), safe="")
+
+    def bounded(what: str, call: Callable[[], T]) -> T:
+        left = budget.within(ends - time.monotonic())
+        try:
+            return deadline.retrying(
+                lambda seconds: deadline.call(call, seconds, cancel=close_session), left, wait_for=_transient
+            )
+        except deadline.DeadlineExceededError:
+            raise PreflightError(
+                f"the Hub at {host} did not finish answering {what} within {budget.total:.0f} s; check the network "
+                "or HF_ENDPOINT"
+            ) from None
+        except Exception as err:  # noqa: BLE001 (every failure becomes one line)
+            raise _describe(err, repo, revision, token, host, what) from None
+
+    def download(name: str, folder: str) -> bytes:
+        path = bounded(
+            f"GET {url}/{repo}/resolve/{shown}/{name}",
+            lambda: api.hf_hub_download(repo, name, revision=revision, local_dir=folder, etag_timeout=budget.read),
+        )
+        return Path(path).read_bytes()
+
+    def header(name: str) -> dict[str, Tensor]:
+        found = bounded(
+            f"the safetensors header of {repo}@{shown}/{name}",
+            lambda: api.parse_safetensors_file_metadata(repo, name, revision=revision, timeout=budget.read),
+        )
+        return {n: Tensor(str(t.dtype), tuple(int(d) for d in t.shape)) for n, t in found.tensors.items()}
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="tpu-rl-base-") as folder:
+            config = parse_config(download("config.json", folder))
+            files = bounded(
+                f"GET {url}/api/models/{repo}/revision/{shown}",
+                lambda: {
+                    s.rfilename for s in api.model_info(repo, revision=revision, timeout=budget.read).siblings or []
+                },
+            )
+            if INDEX_FILE in files:
+                weight_map = parse_index(download(INDEX_FILE, folder))
+            elif SINGLE_FILE in files:
+                weight_map = {}
+            else:
+                raise PreflightError(f"{repo}@{scrub(revision, limit=100)} has no safetensors weights to compare with")
+            tensors: dict[str, Tensor] = {}
+            for shard in sorted(set(weight_map.values()) or {SINGLE_FILE}):
+                for name, tensor in header(shard).items():
+                    tensors[name] = tensor
+                    weight_map.setdefault(name, shard)
+    except ValueError as err:  # ModelFormatError: the Hub's files are not what the formats say
+        raise PreflightError(f"the base model {repo}@{scrub(revision, limit=100)}: {err}") from None
+    finally:
+        close_session()
+    return ModelLayout(config, tensors, weight_map)

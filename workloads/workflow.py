@@ -42,7 +42,7 @@ DELETE_TIMEOUT = "20m"
 T = TypeVar("T")
 
 
-def _gcs(what: str, check: Callable[[Any, dict[str, Any]], T]) -> T:
+def _gcs(what: str, check: Callable[[Any, dict[str, Any]], T], budget: Any = None) -> T:
     """A bounded GCS read with the program's credentials; every failure becomes one line."""
     from google.api_core import exceptions as gcs_errors
     from google.auth.exceptions import DefaultCredentialsError
@@ -51,7 +51,7 @@ def _gcs(what: str, check: Callable[[Any, dict[str, Any]], T]) -> T:
 
     try:
         client = artifacts.storage_client()
-        return artifacts.bounded(client, what, lambda call: check(client, call))
+        return artifacts.bounded(client, what, lambda call: check(client, call), budget)
     except artifacts.StorageError as err:
         raise pulumi.RunError(f"cannot verify the step's output: {err}") from None
     except DefaultCredentialsError:
@@ -63,6 +63,35 @@ def _gcs(what: str, check: Callable[[Any, dict[str, Any]], T]) -> T:
         raise pulumi.RunError(
             f"cannot verify the step's output in GCS: {type(err).__name__}: {scrub(str(err))}"
         ) from None
+
+
+MAX_SHOWN_DIFFERENCES = 5
+
+
+def export_differences(settings: Settings, hf_uri: str, token: str, endpoint: str | None = None) -> list[str]:
+    """How the exported model in GCS differs from the base model on the Hub (empty: it matches): the export's
+    own problems (missing files, shards cut short, an index that disagrees with the headers), then the
+    comparison of architecture, tensor names, shapes and dtypes (``core.hf_model.compare``)."""
+    from core.deadline import BUDGETS
+    from core.hf_model import compare
+    from workloads.preflight import PreflightError, base_model_layout
+    from workloads.run.exported import read_exported
+
+    exported = _gcs(
+        f"reading the exported model at {hf_uri}",
+        lambda client, call: read_exported(client, hf_uri, **call),
+        BUDGETS["export-check"],
+    )
+    if exported.layout is None:
+        return exported.problems
+    model = settings.model
+    try:
+        base = base_model_layout(model.spec.hf_repo, model.revision, token, endpoint)
+    except PreflightError as err:
+        raise pulumi.RunError(
+            f"export check: {err} (tpu-rl:workflow.verifyExport: false skips the comparison)"
+        ) from None
+    return exported.problems + compare(exported.layout, base, model.spec.name)
 
 
 def _resumes(step: Step) -> str:
@@ -421,6 +450,8 @@ class WorkflowRun(pulumi.ComponentResource):
             self._finished(step, status)
             if self._verify:
                 self._verified(step)
+                if self._args.settings.workflow.verify_export:
+                    self._matches_base(step)
             return step.artifact_uri
 
         return self._ended(step, export).apply(exported)
@@ -484,6 +515,25 @@ class WorkflowRun(pulumi.ComponentResource):
                 f"{step.kind} {namespace}/{step.name} stopped without completing (state {state}); "
                 f"logs: {step.logs_command}"
             )
+
+    def _matches_base(self, step: Step) -> None:
+        """Fail `up` when the exported model is not the base model's language model in BF16 (wrong
+        architecture, dtype slip, missing or truncated shard), with the first differences and the logs."""
+        import os
+
+        from pulumi.runtime import config as runtime_config
+
+        model = self._args.settings.model
+        token = runtime_config.get_config("tpu-rl:hfToken") or ""
+        found = export_differences(self._args.settings, step.artifact_uri, token, os.environ.get("HF_ENDPOINT"))
+        if found:
+            shown = "; ".join(found[:MAX_SHOWN_DIFFERENCES])
+            more = f" (and {len(found) - MAX_SHOWN_DIFFERENCES} more)" if len(found) > MAX_SHOWN_DIFFERENCES else ""
+            raise pulumi.RunError(
+                f"the exported model {step.artifact_uri} does not match {model.spec.hf_repo}@{model.revision}: "
+                f"{shown}{more}; export logs: {step.logs_command} (tpu-rl:workflow.verifyExport: false skips this)"
+            )
+        pulumi.log.info(f"export check: {step.artifact_uri} matches {model.spec.hf_repo}@{model.revision}", self)
 
     def _verified(self, step: Step) -> None:
         """Fail `up` when a completed step's output is unusable (the next `up` runs it again)."""

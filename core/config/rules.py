@@ -181,6 +181,7 @@ def build_settings(values: dict[str, Any], stack: str) -> Settings:
         enabled=enabled,
         preflight=v[_k("workflow.preflight")],
         capacity_check=v[_k("workflow.capacityCheck")],
+        verify_export=v[_k("workflow.verifyExport")],
         max_restarts=DEFAULT_RESTARTS[tpu.capacity] if restarts is None else restarts,
         timeouts={step: v[_k(f"workflow.timeouts.{step}")] for step in STEPS},
         jobset_version=v[_k("workflow.jobsetVersion")],

@@ -394,6 +394,13 @@ FIELDS: tuple[Field, ...] = (
         "check the reservation, the region's quotas and the APIs before creating anything",
     ),
     Field(
+        _key("workflow.verifyExport"),
+        Boolean(),
+        True,
+        "compare the exported model with the base model's Hub metadata (architecture, tensor names, shapes, BF16) "
+        "before `up` succeeds",
+    ),
+    Field(
         _key("workflow.maxRestarts"),
         Integer(0, 5),
         DERIVED,

@@ -1,0 +1,107 @@
+"""The exported model as GCS holds it: its config, its index, every shard's safetensors header and size
+(google-cloud-storage, each request bounded by the caller's options; headers read as byte ranges).
+
+What it checks on its own, before the comparison with the base model (``core.hf_model.compare``): the
+files a Transformers loader needs are there (``config.json``, the tokenizer's, the weights), every shard the
+index names exists, each shard's object is exactly as long as its header says (a shard cut short or padded
+is named), and the index and the headers agree on where each tensor is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from core.hf_model import (
+    INDEX_FILE,
+    SINGLE_FILE,
+    ModelFormatError,
+    ModelLayout,
+    Tensor,
+    header_length,
+    parse_config,
+    parse_header,
+    parse_index,
+)
+from workloads.run.checkpoint_scan import split_uri
+
+MAX_LISTED = 10_000
+"""Objects the exported folder may hold (a 26B export has about 25)."""
+MAX_JSON_BYTES = 64 * 1024 * 1024
+"""The largest ``config.json`` or index read (a 26B index is about 60 kB)."""
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+"""What ``to_huggingface``'s ``tokenizer.save_pretrained`` writes for Gemma 4 and a loader reads."""
+
+
+@dataclass(frozen=True)
+class Exported:
+    """The layout found (None when the folder lacks what a layout needs) and what is wrong with it."""
+
+    layout: ModelLayout | None
+    problems: list[str]
+
+
+def read_exported(client: Any, hf_uri: str, **call: Any) -> Exported:
+    """Read the exported folder ``hf_uri`` (``gs://bucket/.../``): one listing, the JSON files, two ranged
+    reads per shard."""
+    bucket_name, prefix = split_uri(hf_uri)
+    bucket = client.bucket(bucket_name)
+    sizes = {
+        blob.name[len(prefix) :]: int(blob.size or 0)
+        for blob in client.list_blobs(bucket_name, prefix=prefix, max_results=MAX_LISTED + 1, **call)
+    }
+    if len(sizes) > MAX_LISTED:
+        return Exported(None, [f"{hf_uri} holds more than {MAX_LISTED} objects; expected a model folder"])
+
+    def read(name: str, start: int | None = None, end: int | None = None) -> bytes:
+        data: bytes = bucket.blob(prefix + name).download_as_bytes(start=start, end=end, **call)
+        return data
+
+    def json_file(name: str) -> bytes | None:
+        if name not in sizes:
+            return None
+        if sizes[name] > MAX_JSON_BYTES:
+            raise ModelFormatError(f"{name} is {sizes[name]} bytes, more than a model's {name} holds")
+        return read(name)
+
+    problems = [f"{name} is missing" for name in ("config.json", *TOKENIZER_FILES) if name not in sizes]
+    try:
+        raw_config = json_file("config.json")
+        config = parse_config(raw_config) if raw_config is not None else {}
+        raw_index = json_file(INDEX_FILE)
+    except ModelFormatError as err:
+        return Exported(None, [*problems, str(err)])
+    if raw_index is not None:
+        try:
+            weight_map = parse_index(raw_index)
+        except ModelFormatError as err:
+            return Exported(None, [*problems, str(err)])
+        shards = sorted(set(weight_map.values()))
+    elif SINGLE_FILE in sizes:
+        weight_map, shards = {}, [SINGLE_FILE]
+    else:
+        return Exported(None, [*problems, f"no weights: neither {INDEX_FILE} nor {SINGLE_FILE}"])
+
+    tensors: dict[str, Tensor] = {}
+    parsed: set[str] = set()
+    for shard in shards:
+        if shard not in sizes:
+            problems.append(f"{shard}, named by {INDEX_FILE}, is missing")
+            continue
+        try:
+            length = header_length(read(shard, 0, 7), shard, sizes[shard])
+            found = parse_header(read(shard, 8, 8 + length - 1), shard, sizes[shard])
+        except ModelFormatError as err:
+            problems.append(str(err))
+            continue
+        parsed.add(shard)
+        for name, tensor in found.items():
+            if raw_index is None:
+                weight_map[name] = shard
+            elif weight_map.get(name) != shard:
+                problems.append(f"tensor {name} is in {shard} but {INDEX_FILE} puts it in {weight_map.get(name)}")
+            tensors[name] = tensor
+    for name, shard in sorted(weight_map.items()):
+        if shard in parsed and name not in tensors:
+            problems.append(f"{INDEX_FILE} puts tensor {name} in {shard}, whose header lacks it")
+    return Exported(ModelLayout(config, tensors, weight_map), problems)
