@@ -475,6 +475,7 @@ def values_of_knobs() -> dict[str, Any]:
             {"gke.secrets_key": "projects/other-project/locations/us-east5/keyRings/r/cryptoKeys/k"},
         ),
         (["tpu-rl:bucketVersioning=false"], {"bucket_versioning": False}),
+        (["tpu-rl:workflow.verifyExport=false"], {"workflow.verify_export": False}),
         (
             [
                 "tpu-rl:images.registries=["

@@ -64,13 +64,64 @@ def test_a_shard_of_the_wrong_size_is_named(cut, words):
         (b'{"a": {"dtype": "BF16", "shape": [2]}}', "lacks dtype, shape or data_offsets"),
         (b'{"a": {"dtype": "Q4", "shape": [2], "data_offsets": [0, 4]}}', "invalid dtype"),
         (b'{"a": {"dtype": "BF16", "shape": [-2], "data_offsets": [0, 4]}}', "invalid dtype, shape"),
-        (b'{"a": {"dtype": "BF16", "shape": [2], "data_offsets": [0, 3]}}', "is 3 bytes, not 4"),
+        (b'{"a": {"dtype": "BF16", "shape": [2], "data_offsets": [1, 4]}}', "a (BF16 [2]) is 3 bytes, not 4"),
+        (b'{"a": {"dtype": "BF16", "shape": 2, "data_offsets": [0, 4]}}', "invalid dtype, shape"),
     ],
 )
 def test_a_header_that_breaks_the_format_is_refused_in_one_line(header, words):
     with pytest.raises(ModelFormatError) as err:
         parse_header(header, "s", 8 + len(header) + 4)
     assert words in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.pure
+def test_a_header_with_metadata_alone_describes_no_data():
+    header = b'{"__metadata__": {"format": "pt"}}'
+    assert parse_header(header, "s", 8 + len(header)) == {}
+    with pytest.raises(ModelFormatError, match="holds bytes no tensor accounts for"):
+        parse_header(header, "s", 9 + len(header))
+
+
+@pytest.mark.pure
+def test_a_header_length_is_an_unsigned_64_bit_number_from_the_first_8_bytes():
+    assert header_length((92).to_bytes(8, "little") + b"{}" * 4, "s", 100) == 92, "only the first 8 bytes count"
+    with pytest.raises(ModelFormatError, match="does not fit"):
+        header_length(b"\xff" * 8, "s", 100), "2**64 - 1, not -1"
+    limit = 100_000_000
+    assert header_length(limit.to_bytes(8, "little"), "s", 10**9) == limit, "the library's own limit is allowed"
+    with pytest.raises(ModelFormatError):
+        header_length((limit + 1).to_bytes(8, "little"), "s", 10**9)
+
+
+@pytest.mark.pure
+def test_a_config_is_a_json_object():
+    from core.hf_model import parse_config
+
+    assert parse_config(b'{"model_type": "gemma4"}') == {"model_type": "gemma4"}
+    with pytest.raises(ModelFormatError) as err:
+        parse_config(b"{oops")
+    assert str(err.value) == "config.json is not JSON"
+    with pytest.raises(ModelFormatError) as err:
+        parse_config(b"[]")
+    assert str(err.value) == "config.json is not an object"
+
+
+@pytest.mark.pure
+def test_a_long_value_is_shown_cut_to_80_characters():
+    long_arch = ["A" * 100]
+    found = compare(layout(LANGUAGE, {**CONFIG, "architectures": long_arch}), layout(LANGUAGE), "gemma4-26b")
+    assert found == [
+        'config.json architectures is ["' + "A" * 75 + '..., the base\'s ["Gemma4ForConditionalGeneration"]'
+    ]
+    exact = ["A" * 76]  # json.dumps: 80 characters, shown whole
+    found = compare(layout(LANGUAGE, {**CONFIG, "architectures": exact}), layout(LANGUAGE), "gemma4-26b")
+    assert found[0].startswith(f"config.json architectures is {json.dumps(exact)}, the base's")
+
+
+@pytest.mark.pure
+def test_a_text_config_that_is_not_an_object_differs_in_every_field():
+    found = compare(layout(LANGUAGE, {**CONFIG, "text_config": "gemma4_text"}), layout(LANGUAGE), "gemma4-26b")
+    assert found[0] == 'config.json text_config.model_type is null, the base\'s "gemma4_text"' and len(found) == 4
 
 
 @pytest.mark.pure
@@ -85,9 +136,13 @@ def test_a_header_length_past_the_file_is_refused():
 @pytest.mark.pure
 def test_an_index_without_a_weight_map_is_refused():
     assert parse_index(b'{"weight_map": {"a": "f"}}') == {"a": "f"}
-    for raw in (b"{}", b'{"weight_map": {}}', b'{"weight_map": {"a": 1}}', b"nope"):
-        with pytest.raises(ModelFormatError):
+    for raw in (b"{}", b'{"weight_map": {}}', b'{"weight_map": {"a": 1}}', b"[1]"):
+        with pytest.raises(ModelFormatError) as err:
             parse_index(raw)
+        assert str(err.value) == "model.safetensors.index.json has no weight_map of tensor names to shard files"
+    with pytest.raises(ModelFormatError) as err:
+        parse_index(b"nope")
+    assert str(err.value) == "model.safetensors.index.json is not JSON"
 
 
 # ---------------------------------------------------------------------------------------------

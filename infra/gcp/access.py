@@ -74,7 +74,7 @@ def _prefix(model: str, step: str) -> str:
     # The scratch without its "/": a GCS client's mkdir (TensorFlow's) looks the folder up as the object
     # ``pathways`` first, which ``pathways/`` would not cover (the Pathways servers are closed binaries; how
     # they create their folders is not known). A step's folder is created by its script (``mark_folder``).
-    return PATHWAYS_SCRATCH.rstrip("/") if step == "scratch" else step_prefix(model, step)
+    return PATHWAYS_SCRATCH.removesuffix("/") if step == "scratch" else step_prefix(model, step)
 
 
 def bucket_grants(model: str) -> list[BucketGrant]:
