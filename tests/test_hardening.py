@@ -29,6 +29,7 @@ def test_prod_encrypts_secrets_with_a_key_it_creates_in_the_clusters_region(prod
     assert ring["inputs"] == {"name": "tpu-rl-prod-keys", "project": "my-tpu-prod-project", "location": "us-east5"}
     key = prod_plan.one("gcp:kms/cryptoKey:CryptoKey", "secrets-key")
     assert key["inputs"]["name"] == "gke-secrets" and key["inputs"]["purpose"] == "ENCRYPT_DECRYPT"
+    assert key["inputs"]["deletionPolicy"] == "ABANDON", "destroy never destroys the versions Secrets need"
     assert key["inputs"]["rotationPeriod"] == "7776000s", "90 days"
     assert key["options"]["protect"] is True, "deleting it would make every Secret of the cluster unreadable"
     grant = prod_plan.one("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember", "gke-agent-key-user")["inputs"]
@@ -40,7 +41,10 @@ def test_prod_encrypts_secrets_with_a_key_it_creates_in_the_clusters_region(prod
     cluster = prod_plan.one(CLUSTER)
     assert cluster["inputs"]["databaseEncryption"] == {"state": "ENCRYPTED", "keyName": KEY_NAME}
     assert "gke-agent-key-user" in cluster["options"]["dependsOn"], "GKE checks its access to the key at creation"
-    assert "secrets-key" in prod_plan.one("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")["options"]["dependsOn"]
+    grant_deps = prod_plan.one("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")["options"]["dependsOn"]
+    assert {"secrets-key", "gke-service-agent"} <= set(grant_deps), "the key and GKE's service agent exist first"
+    agent = prod_plan.one("gcp:projects/serviceIdentity:ServiceIdentity", "gke-service-agent")["inputs"]
+    assert agent == {"project": "my-tpu-prod-project", "service": "container.googleapis.com"}
     assert "cloudkms" in cluster["options"]["dependsOn"]
     assert "cloudkms.googleapis.com" in {s["inputs"]["service"] for s in prod_plan.find("gcp:projects/service:Service")}
 
@@ -54,7 +58,8 @@ def test_a_key_of_its_own_is_used_and_granted_but_not_created():
 
 
 def test_dev_keeps_gkes_default_encryption_and_enables_no_kms_api(dev_plan):
-    assert "databaseEncryption" not in dev_plan.one(CLUSTER)["inputs"]
+    # Sent explicitly: removing a key from a stack decrypts the Secrets before the key's grant is deleted.
+    assert dev_plan.one(CLUSTER)["inputs"]["databaseEncryption"] == {"state": "DECRYPTED"}
     assert [r for r in dev_plan.resources if r["type"].startswith("gcp:kms/")] == []
     assert "cloudkms.googleapis.com" not in {
         s["inputs"]["service"] for s in dev_plan.find("gcp:projects/service:Service")
@@ -253,4 +258,5 @@ def test_prod_keeps_noncurrent_versions_for_a_week_and_dev_keeps_none(dev_plan, 
         {"action": {"type": "Delete"}, "condition": {"daysSinceNoncurrentTime": 7, "withState": "ARCHIVED"}}
     ]
     dev = dev_plan.one("gcp:storage/bucket:Bucket")["inputs"]
-    assert "versioning" not in dev and "lifecycleRules" not in dev
+    assert dev["versioning"] == {"enabled": False}, "sent: turning versioning off is an update GCS applies"
+    assert dev["lifecycleRules"] == prod["lifecycleRules"], "the rule stays: versions made before are deleted too"

@@ -78,6 +78,7 @@ def test_the_cluster_is_the_blueprints_private_regional_cluster_pinned_to_the_zo
         "logging_config": {"enable_components": ["SYSTEM_COMPONENTS", "WORKLOADS"]},
         "deletion_protection": True,
         "resource_labels": LABELS,
+        "database_encryption": {"state": "DECRYPTED"},
     }
 
 
@@ -90,7 +91,7 @@ def test_cluster_variants():
     ]
     assert cluster["min_master_version"] == "1.35.2-gke.1" and cluster["deletion_protection"] is False
     assert "min_master_version" not in gke_spec.cluster_args(DEV, "N", "S", "E")
-    assert "database_encryption" not in gke_spec.cluster_args(DEV, "N", "S", "E"), "no key: GKE's default"
+    assert gke_spec.cluster_args(DEV, "N", "S", "E")["database_encryption"] == {"state": "DECRYPTED"}
     assert gke_spec.cluster_args(PROD, "N", "S", "E", None, "KEY")["database_encryption"] == {
         "state": "ENCRYPTED",
         "key_name": "KEY",

@@ -1224,7 +1224,7 @@ def test_trusted_registries_come_from_the_policy_config():
 
 def test_secrets_encryption_is_required_only_where_the_policy_config_says_so():
     dev = base_plan("dev")
-    assert "databaseEncryption" not in dev.one(CLUSTER)["inputs"]
+    assert dev.one(CLUSTER)["inputs"]["databaseEncryption"] == {"state": "DECRYPTED"}
     assert violations(dev, "secrets-encryption", "dev") == []
     assert violations(dev, "secrets-encryption", "dev", config={"required": True})
     assert violations(dev, "secrets-encryption", "dev", config={}) == [], "not required unless the config says so"

@@ -134,9 +134,12 @@ def cluster_args(
     }
     if min_master_version is not None:
         args["min_master_version"] = min_master_version
-    if secrets_key is not None:
-        # Application-layer encryption of Secrets (the Hugging Face token) with a Cloud KMS key, CIS GKE 5.3.1.
-        args["database_encryption"] = {"state": "ENCRYPTED", "key_name": secrets_key}
+    # Application-layer encryption of Secrets (the Hugging Face token) with a Cloud KMS key, CIS GKE 5.3.1. Without
+    # a key the state is sent as DECRYPTED: the field is optional and computed, so leaving it out after removing
+    # the key would keep the cluster encrypted with a key whose grant the same `up` deletes.
+    args["database_encryption"] = (
+        {"state": "ENCRYPTED", "key_name": secrets_key} if secrets_key is not None else {"state": "DECRYPTED"}
+    )
     return args
 
 

@@ -59,18 +59,29 @@ class SecretsKey(pulumi.ComponentResource):
     def __init__(self, name: str, args: SecretsKeyArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tpu-rl:gcp:SecretsKey", name, None, opts)
         child = child_options(self, opts)
-        after: list[pulumi.Resource] = []
+        # GKE's service agent may not exist yet right after the container API is enabled on a new project
+        # (IAM then answers 400 "service account ... does not exist", which the provider does not retry):
+        # generating the service identity first creates it. Its email is not always returned, so the member
+        # is built from the project number.
+        agent = gcp.projects.ServiceIdentity(
+            "gke-service-agent", project=args.project, service="container.googleapis.com", opts=child
+        )
+        after: list[pulumi.Resource] = [agent]
         if args.key == "create":
             # A key ring cannot be deleted in Cloud KMS: `destroy` drops it from the state and leaves it.
             ring = gcp.kms.KeyRing(
                 "key-ring", name=args.ring_name, project=args.project, location=args.region, opts=child
             )
+            # ABANDON: `destroy` (or removing the key from the config) leaves the key and its versions in
+            # Cloud KMS instead of destroying every version, which would make the Secrets of a cluster still
+            # encrypted with it unreadable; a later stack names it (README "Cluster hardening").
             crypto_key = gcp.kms.CryptoKey(
                 "secrets-key",
                 name=args.key_id,
                 key_ring=ring.id,
                 purpose="ENCRYPT_DECRYPT",
                 rotation_period=ROTATION_PERIOD,
+                deletion_policy="ABANDON",
                 labels=args.labels,
                 opts=child_options(self, opts, protect=args.protect),
             )
@@ -86,4 +97,4 @@ class SecretsKey(pulumi.ComponentResource):
             member=number.apply(gke_service_agent),
             opts=child_options(self, opts, depends_on=after),
         )
-        self.register_outputs({"name": self.name, "member": self.grant.member})
+        self.register_outputs({"name": self.name, "member": self.grant.member, "agent": agent.id})

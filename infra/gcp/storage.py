@@ -20,17 +20,6 @@ def bucket_args(settings: Settings) -> dict[str, Any]:
     """Bucket settings: private, uniform access, soft delete; versioning where the stack asks for it (a
     lifecycle rule deletes noncurrent versions after a week, so Orbax's temporary objects do not pile up);
     force_destroy only if the stack allows it."""
-    versioning: dict[str, Any] = {}
-    if settings.bucket_versioning:
-        versioning = {
-            "versioning": {"enabled": True},
-            "lifecycle_rules": [
-                {
-                    "action": {"type": "Delete"},
-                    "condition": {"days_since_noncurrent_time": NONCURRENT_DAYS, "with_state": "ARCHIVED"},
-                }
-            ],
-        }
     return {
         "name": settings.bucket_name,
         "project": settings.project,
@@ -41,7 +30,15 @@ def bucket_args(settings: Settings) -> dict[str, Any]:
         "soft_delete_policy": {"retention_duration_seconds": SOFT_DELETE_SECONDS},
         "force_destroy": settings.force_destroy,
         "labels": settings.labels,
-        **versioning,
+        # Always sent, as is the rule: a bucket whose versioning is turned off keeps the versions it made, and
+        # the rule still deletes them (leaving the field out would keep versioning on, without the rule).
+        "versioning": {"enabled": settings.bucket_versioning},
+        "lifecycle_rules": [
+            {
+                "action": {"type": "Delete"},
+                "condition": {"days_since_noncurrent_time": NONCURRENT_DAYS, "with_state": "ARCHIVED"},
+            }
+        ],
     }
 
 
