@@ -116,6 +116,9 @@ def test_a_long_value_is_shown_cut_to_80_characters():
     exact = ["A" * 76]  # json.dumps: 80 characters, shown whole
     found = compare(layout(LANGUAGE, {**CONFIG, "architectures": exact}), layout(LANGUAGE), "gemma4-26b")
     assert found[0].startswith(f"config.json architectures is {json.dumps(exact)}, the base's")
+    over = ["A" * 77]  # 81 characters: cut
+    found = compare(layout(LANGUAGE, {**CONFIG, "architectures": over}), layout(LANGUAGE), "gemma4-26b")
+    assert found[0].startswith('config.json architectures is ["' + "A" * 75 + "..., the base's")
 
 
 @pytest.mark.pure
