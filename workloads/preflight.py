@@ -194,22 +194,15 @@ def _describe(err: Exception, repo: str, revision: str, token: str, host: str, w
     return PreflightError(f"Hugging Face preflight for {repo} at {host} failed ({type(err).__name__})")
 
 
-def check_model_access(
-    repo: str, revision: str, token: str, endpoint: str | None = None, *, budget: deadline.Budget | None = None
-) -> str:
-    """Return the commit the revision resolves to; raise ``PreflightError`` (one line) otherwise."""
-    from huggingface_hub import HfApi, close_session, get_hf_file_metadata, hf_hub_url, set_client_factory
+def _bounded_calls(
+    budget: deadline.Budget, url: str, repo: str, revision: str, token: str
+) -> Callable[[str, Callable[[], T]], T]:
+    """``bounded(what, call)``: one Hub call, retried on 429/5xx/dropped connections, within what is left of
+    ``budget`` from now on by the wall clock; every failure becomes one ``PreflightError`` line."""
+    from huggingface_hub import close_session
 
-    # The Hub client's shared session comes from this factory from now on in this process (the program
-    # and the tools make no other Hub calls).
-
-    budget = budget or deadline.BUDGETS["hub"]
-    url = _endpoint(endpoint)
     host = scrub(urlsplit(url).netloc, limit=100)
     ends = time.monotonic() + budget.total
-    set_client_factory(_client_factory(budget))
-    api = HfApi(endpoint=url, token=token, library_name="tpu-rl")
-    shown = quote(scrub(revision, limit=100), safe="")
 
     def bounded(what: str, call: Callable[[], T]) -> T:
         left = budget.within(ends - time.monotonic())
@@ -224,6 +217,25 @@ def check_model_access(
             ) from None
         except Exception as err:  # noqa: BLE001 (every failure becomes one line)
             raise _describe(err, repo, revision, token, host, what) from None
+
+    return bounded
+
+
+def check_model_access(
+    repo: str, revision: str, token: str, endpoint: str | None = None, *, budget: deadline.Budget | None = None
+) -> str:
+    """Return the commit the revision resolves to; raise ``PreflightError`` (one line) otherwise."""
+    from huggingface_hub import HfApi, close_session, get_hf_file_metadata, hf_hub_url, set_client_factory
+
+    # The Hub client's shared session comes from this factory from now on in this process (the program
+    # and the tools make no other Hub calls).
+
+    budget = budget or deadline.BUDGETS["hub"]
+    url = _endpoint(endpoint)
+    set_client_factory(_client_factory(budget))
+    api = HfApi(endpoint=url, token=token, library_name="tpu-rl")
+    shown = quote(scrub(revision, limit=100), safe="")
+    bounded = _bounded_calls(budget, url, repo, revision, token)
 
     try:
         info = bounded(
@@ -264,25 +276,10 @@ def base_model_layout(
 
     budget = budget or deadline.BUDGETS["hub-model"]
     url = _endpoint(endpoint)
-    host = scrub(urlsplit(url).netloc, limit=100)
-    ends = time.monotonic() + budget.total
     set_client_factory(_client_factory(budget, MAX_METADATA_BYTES))
     api = HfApi(endpoint=url, token=token, library_name="tpu-rl")
     shown = quote(scrub(revision, limit=100), safe="")
-
-    def bounded(what: str, call: Callable[[], T]) -> T:
-        left = budget.within(ends - time.monotonic())
-        try:
-            return deadline.retrying(
-                lambda seconds: deadline.call(call, seconds, cancel=close_session), left, wait_for=_transient
-            )
-        except deadline.DeadlineExceededError:
-            raise PreflightError(
-                f"the Hub at {host} did not finish answering {what} within {budget.total:.0f} s; check the network "
-                "or HF_ENDPOINT"
-            ) from None
-        except Exception as err:  # noqa: BLE001 (every failure becomes one line)
-            raise _describe(err, repo, revision, token, host, what) from None
+    bounded = _bounded_calls(budget, url, repo, revision, token)
 
     def download(name: str, folder: str) -> bytes:
         path = bounded(

@@ -48,49 +48,64 @@ def _k(path: str) -> str:
     return f"{PROJECT}:{path}"
 
 
-def read_networks(key: str, value: Any) -> tuple[str, ...]:
-    """A non-empty list of unique canonical IPv4 CIDRs, at most GKE's limit."""
-
+def _config_list(
+    key: str, value: Any, *, items: str, example: str, purpose: str, limit: int, counted: str, too_many: str
+) -> list[Any]:
+    """A non-empty JSON list (a stack file's YAML list, or the CLI's JSON text) of at most ``limit`` items."""
     if isinstance(value, str):
         if value[:1] != "[":
-            raise error(key, value, 'a list of CIDRs, e.g. ["203.0.113.0/24"]')
+            raise error(key, value, f"a list of {items}, e.g. {example}")
         try:
             value = parse_json(value, "a config value")
         except ValueError:
-            raise error(key, value, "malformed JSON; expected a list of CIDRs") from None
+            raise error(key, value, f"malformed JSON; expected a list of {items}") from None
     if not isinstance(value, list) or not value:
-        raise error(key, value, "a non-empty list of CIDRs that may reach the control plane")
-    if len(value) > MAX_AUTHORIZED_NETWORKS:
-        raise error(key, f"{len(value)} networks", f"GKE allows at most {MAX_AUTHORIZED_NETWORKS} authorized networks")
+        raise error(key, value, f"a non-empty list of {items} {purpose}")
+    if len(value) > limit:
+        raise error(key, f"{len(value)} {counted}", too_many)
+    return value
+
+
+def read_networks(key: str, value: Any) -> tuple[str, ...]:
+    """A non-empty list of unique canonical IPv4 CIDRs, at most GKE's limit."""
+    networks = _config_list(
+        key,
+        value,
+        items="CIDRs",
+        example='["203.0.113.0/24"]',
+        purpose="that may reach the control plane",
+        limit=MAX_AUTHORIZED_NETWORKS,
+        counted="networks",
+        too_many=f"GKE allows at most {MAX_AUTHORIZED_NETWORKS} authorized networks",
+    )
     seen: dict[str, int] = {}
-    for index, item in enumerate(value):
+    for index, item in enumerate(networks):
         cidr = canonical_cidr(f"{key}[{index}]", item)
         if cidr in seen:
             raise error(f"{key}[{index}]", item, f"duplicate of {key}[{seen[cidr]}]")
         seen[cidr] = index
-    return tuple(value)
+    return tuple(networks)
 
 
 def read_registries(key: str, value: Any) -> tuple[str, ...]:
     """A non-empty list of unique registry paths (host and repository path)."""
     from core.config.schema import REGISTRY
 
-    if isinstance(value, str):
-        if value[:1] != "[":
-            raise error(key, value, 'a list of registry paths, e.g. ["us-docker.pkg.dev/cloud-tpu-images"]')
-        try:
-            value = parse_json(value, "a config value")
-        except ValueError:
-            raise error(key, value, "malformed JSON; expected a list of registry paths") from None
-    if not isinstance(value, list) or not value:
-        raise error(key, value, "a non-empty list of registry paths the images may come from")
-    if len(value) > MAX_REGISTRIES:
-        raise error(key, f"{len(value)} registries", f"at most {MAX_REGISTRIES}")
-    for index, item in enumerate(value):
+    registries = _config_list(
+        key,
+        value,
+        items="registry paths",
+        example='["us-docker.pkg.dev/cloud-tpu-images"]',
+        purpose="the images may come from",
+        limit=MAX_REGISTRIES,
+        counted="registries",
+        too_many=f"at most {MAX_REGISTRIES}",
+    )
+    for index, item in enumerate(registries):
         REGISTRY(f"{key}[{index}]", item)
-        if item in value[:index]:
-            raise error(f"{key}[{index}]", item, f"duplicate of {key}[{value.index(item)}]")
-    return tuple(value)
+        if item in registries[:index]:
+            raise error(f"{key}[{index}]", item, f"duplicate of {key}[{registries.index(item)}]")
+    return tuple(registries)
 
 
 def read_hold(key: str, value: str) -> tuple[str, str] | None:
