@@ -50,11 +50,13 @@ class ModelLayout:
 
 
 def header_length(first_bytes: bytes, file_name: str, file_size: int) -> int:
-    """N from a shard's first 8 bytes; refuses a length past the file or the library's limit."""
+    """N from a shard's first 8 bytes; refuses a length shorter than ``{}``, past the file or past the library's
+    limit (a length of 0 would make the ranged read of the header ``bytes=8-7``, which GCS answers with the
+    whole object)."""
     if len(first_bytes) < 8:
         raise ModelFormatError(f"{file_name} holds {len(first_bytes)} bytes: too short for a safetensors file")
     (length,) = struct.unpack("<Q", first_bytes[:8])
-    if length > MAX_HEADER_BYTES or 8 + length > file_size:
+    if length < 2 or length > MAX_HEADER_BYTES or 8 + length > file_size:
         raise ModelFormatError(f"{file_name}: its header length {length} does not fit the file of {file_size} bytes")
     return int(length)
 

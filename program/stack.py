@@ -75,7 +75,6 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
                 key=settings.gke.secrets_key,
                 ring_name=names.key_ring,
                 key_id=names.crypto_key,
-                protect=settings.protect,
                 labels=settings.labels,
             ),
             after_apis,

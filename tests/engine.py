@@ -30,6 +30,7 @@ from pulumi.output import Unknown
 
 from tests.conftest import JOBSET, SENTINEL_TOKEN, put
 from tests.fake_kube import FakeCluster, pod_event, step_pod, with_state
+from tests.hf_files import LANGUAGE, model_files
 from tests.lifecycle_walk import settings
 from tools.plan import plan_stack
 from tools.plan.offline import UNKNOWN, Plan, Registration, plain
@@ -124,11 +125,11 @@ class Stack:
     gcs: Any
     stack_file: Path = ROOT / "Pulumi.prod.yaml"
     overrides: list[str] = field(
-        # The export check reads the Hub; a scenario that is about it sets export_files and turns it on.
+        # The export check reads the Hub: the scenarios are about the lifecycle (test_artifacts runs the check).
         default_factory=lambda: ["tpu-rl:workflow.preflight=false", "tpu-rl:workflow.verifyExport=false"]
     )
-    export_files: dict[str, bytes] | None = None
-    """What a completed export writes (file -> bytes); None: placeholder names."""
+    export_files: dict[str, bytes] = field(default_factory=lambda: model_files(LANGUAGE, 2))
+    """What a completed export writes (file -> bytes): a whole model folder, as the export check reads it."""
     state: dict[str, Recorded] = field(default_factory=dict)
     pending_creates: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Creates a killed `up` left (``journal.go``: carried into every later snapshot until a refresh clears them)."""
@@ -368,12 +369,10 @@ class Stack:
         elif step.step == "train":
             final = self._final_step
             put(self.gcs, step.artifact_uri, f"{final}/commit_success.txt", f"{final}/model_params/_METADATA")
-        elif self.export_files is not None:
+        else:
             bucket, _, prefix = step.artifact_uri.removeprefix("gs://").partition("/")
             for file, data in self.export_files.items():
                 self.gcs.bucket(bucket).blob(prefix + file).upload_from_string(data)
-        else:
-            put(self.gcs, step.artifact_uri, "config.json", "model-00001-of-00001.safetensors", "tokenizer.json")
         self.written.append(f"{step.step}:{step.output_uri}")
 
     # -- refresh -------------------------------------------------------------------------------

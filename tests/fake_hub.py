@@ -21,7 +21,7 @@ class FakeHub(QuietHandler):
     files: dict[str, bytes] = {}
     """The repository's files at ``COMMIT`` (empty: ``config.json`` is a 123-byte stand-in)."""
     ranges: list[str] = []
-    """Every ``Range`` header received, in order (the test's view of how much was read)."""
+    """``<file> <Range header, or "whole">`` of every GET of a file, in order (how much was read)."""
 
     def _token(self) -> str:
         return self.headers.get("Authorization", "").removeprefix("Bearer ")
@@ -88,8 +88,9 @@ class FakeHub(QuietHandler):
         data = self.files[name]
         headers = {"X-Repo-Commit": COMMIT, "ETag": f'"{len(data)}-{name}"', "Accept-Ranges": "bytes"}
         wanted = self.headers.get("Range")
+        if self.command == "GET":
+            type(self).ranges.append(f"{name} {wanted or 'whole'}")
         if wanted and self.command == "GET":
-            type(self).ranges.append(f"{name} {wanted}")
             first, _, last = wanted.removeprefix("bytes=").partition("-")
             start, end = int(first), min(int(last) if last else len(data) - 1, len(data) - 1)
             headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"

@@ -111,14 +111,23 @@ def test_the_export_container_finds_the_same_step(gcs, monkeypatch):
 
 
 def test_exported_model(gcs):
+    """The check after the export (and the next `up`'s, which retries a completed export it fails): the folder
+    as workloads.run.exported reads it, so a shard cut short is retried, not only a missing file."""
     uri = f"gs://{BUCKET}/gemma4-26b/export/ghi/"
-    put(gcs, uri, "config.json")
+    put(gcs, uri, "config.json", data=b"{}")
     assert exported_problem(gcs, uri) == (
-        f"export finished but {uri} lacks *.safetensors, tokenizer files (tokenizer.json or "
-        "tokenizer_config.json or tokenizer.model)"
+        f"export finished but {uri} is incomplete: tokenizer.json is missing; tokenizer_config.json is missing; "
+        "no weights: neither model.safetensors.index.json nor model.safetensors"
     )
-    put(gcs, uri, "model-00001-of-00002.safetensors", "tokenizer.json")
+    files = model_files(LANGUAGE, 6)
+    _export(gcs, uri, files)
     assert exported_problem(gcs, uri) is None
+    for shard in range(1, 7):
+        name = f"model-0000{shard}-of-00006.safetensors"
+        _export(gcs, uri, {name: files[name][:-1]})
+    found = exported_problem(gcs, uri)
+    assert found.startswith(f"export finished but {uri} is incomplete: model-00001-of-00006.safetensors is ")
+    assert found.endswith("the shard is cut short (and 1 more)") and found.count("cut short") == 5
 
 
 def _completed(type_, inputs):
@@ -192,13 +201,15 @@ def test_up_exports_the_last_step_found_and_warns_when_it_is_short(gcs, monkeypa
 
 
 def test_up_fails_when_the_export_is_not_the_base_models_language_model(gcs, monkeypatch):
-    """A wrong architecture, a dtype slip and a lost shard: `up` fails with the first five differences, how
-    many more there are, and the export's logs."""
+    """Six differences (architecture, dtype, shape, a missing and two extra tensors): `up` fails with the first
+    five, how many more there are, the export's logs and why the next `up` does not retry it."""
     steps = _trained(gcs)
     wrong = {**LANGUAGE, f"{LANG}norm.weight": ("F32", [4]), f"{LANG}embed_tokens.weight": ("BF16", [4, 8])}
-    files = model_files(wrong, 3, {**CONFIG, "architectures": ["Gemma4ForCausalLM"]})
-    files.pop("model-00003-of-00003.safetensors")
-    _export(gcs, steps["export"]["artifactUri"], files)
+    wrong.pop(f"{LANG}layers.1.self_attn.q_proj.weight")
+    wrong.update({f"{LANG}layers.2.extra{i}.weight": ("BF16", [2]) for i in range(2)})
+    _export(
+        gcs, steps["export"]["artifactUri"], model_files(wrong, 3, {**CONFIG, "architectures": ["Gemma4ForCausalLM"]})
+    )
     with serve(base_hub()) as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub)
         plan = _run_up()
@@ -206,12 +217,28 @@ def test_up_fails_when_the_export_is_not_the_base_models_language_model(gcs, mon
     text = str(plan.error)
     assert text.startswith(
         f"the exported model {steps['export']['artifactUri']} does not match google/gemma-4-26b-a4b-it@main: "
+        'config.json architectures is ["Gemma4ForCausalLM"]'
     )
-    assert text.count("; ") == 5 and "(and 1 more)" in text, text
-    assert 'config.json architectures is ["Gemma4ForCausalLM"]' in text
-    assert "model-00003-of-00003.safetensors, named by model.safetensors.index.json, is missing" in text
+    assert "(and 1 more); export logs: " in text and text.count("; ") == 5, text
     assert f"export logs: kubectl logs -n tpu-rl -l job-name={steps['export']['name']}-export-0" in text
+    assert "the next `up` does not retry it" in text
     assert SENTINEL_TOKEN not in text and "\n" not in text
+
+
+def test_up_runs_an_export_again_when_a_shard_is_missing(gcs, monkeypatch):
+    """A shard the index names but GCS lacks (an upload cut short): incomplete, so the next `up` retries the
+    export (its own check, before the comparison with the base)."""
+    steps = _trained(gcs)
+    files = model_files(LANGUAGE, 3)
+    files.pop("model-00003-of-00003.safetensors")
+    _export(gcs, steps["export"]["artifactUri"], files)
+    with serve(base_hub()) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub)
+        plan = _run_up()
+    text = str(plan.error)
+    assert text.startswith(f"export finished but {steps['export']['artifactUri']} is incomplete: ")
+    assert "model-00003-of-00003.safetensors, named by model.safetensors.index.json, is missing" in text
+    assert f"the next `pulumi up` runs {steps['export']['name']} again" in text
 
 
 def test_up_fails_naming_the_path_when_training_saved_nothing(gcs):

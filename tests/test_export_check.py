@@ -85,8 +85,12 @@ def test_a_header_with_metadata_alone_describes_no_data():
 @pytest.mark.pure
 def test_a_header_length_is_an_unsigned_64_bit_number_from_the_first_8_bytes():
     assert header_length((92).to_bytes(8, "little") + b"{}" * 4, "s", 100) == 92, "only the first 8 bytes count"
+    assert header_length((2).to_bytes(8, "little"), "s", 10) == 2, "{}: the shortest header"
+    for short in (0, 1):
+        with pytest.raises(ModelFormatError):
+            header_length(short.to_bytes(8, "little"), "s", 100)
     with pytest.raises(ModelFormatError, match="does not fit"):
-        header_length(b"\xff" * 8, "s", 100), "2**64 - 1, not -1"
+        header_length(b"\xff" * 8, "s", 100)  # 2**64 - 1, not -1
     limit = 100_000_000
     assert header_length(limit.to_bytes(8, "little"), "s", 10**9) == limit, "the library's own limit is allowed"
     with pytest.raises(ModelFormatError):
@@ -304,6 +308,13 @@ def test_an_export_of_real_size_is_read_from_its_headers_alone(gcs):
     )
 
 
+def test_an_empty_shard_is_a_problem_not_a_failed_read(gcs):
+    files = model_files(LANGUAGE, 2)
+    files["model-00002-of-00002.safetensors"] = b""
+    upload(gcs, files)
+    assert read(gcs).problems == ["model-00002-of-00002.safetensors holds 0 bytes: too short for a safetensors file"]
+
+
 def test_an_export_without_weights_says_so(gcs):
     files = {k: v for k, v in model_files(LANGUAGE, 2).items() if not k.startswith("model")}
     upload(gcs, files)
@@ -323,12 +334,16 @@ def hub_with(files: dict[str, bytes]) -> type[FakeHub]:
 def test_the_base_models_layout_comes_from_the_hubs_headers_not_its_weights():
     from workloads.preflight import base_model_layout
 
-    hub = hub_with(model_files({**LANGUAGE, **VISION}, 2))
+    # A shard far larger than the client's first header read (100 kB): a whole-file GET would show.
+    big = {**LANGUAGE, **VISION, f"{LANG}layers.0.experts.big": ("BF16", [256, 1024])}
+    hub = hub_with(model_files(big, 2))
     with serve(hub) as url:
         base = base_model_layout(REPO, COMMIT, GOOD, url)
     assert base.config == CONFIG
-    assert base.tensors == {n: Tensor(d, tuple(s)) for n, (d, s) in {**LANGUAGE, **VISION}.items()}
-    assert hub.ranges and all(r.split()[0].endswith(".safetensors") for r in hub.ranges), "only ranged header reads"
+    assert base.tensors == {n: Tensor(d, tuple(s)) for n, (d, s) in big.items()}
+    shards = [r for r in hub.ranges if r.split()[0].endswith(".safetensors")]
+    assert len(shards) == 2 and all(" bytes=0-" in r for r in shards), f"one ranged read per header: {hub.ranges}"
+    assert len(hub.files["model-00001-of-00002.safetensors"] + hub.files["model-00002-of-00002.safetensors"]) > 500_000
 
 
 @pytest.mark.parametrize("shard", ["hang", "drip"])
@@ -346,7 +361,47 @@ def test_a_hub_that_stalls_on_a_header_ends_within_the_budget(shard):
     with serve(hub_with(files)) as url, pytest.raises(PreflightError) as err:
         base_model_layout(REPO, COMMIT, GOOD, url, budget=Budget(2.0, 1.0, 1.0, "test"))
     assert time.monotonic() - started < 6, "the wall clock bounds it, connect and headers included"
-    assert "\n" not in str(err.value) and GOOD not in str(err.value)
+    assert "\n" not in str(err.value) and f"{shard}.safetensors" in str(err.value)
+
+
+def test_a_file_the_bases_index_names_but_the_hub_lacks_is_named():
+    from workloads.preflight import PreflightError, base_model_layout
+
+    files = model_files({**LANGUAGE, **VISION}, 2)
+    files.pop("model-00002-of-00002.safetensors")
+    with serve(hub_with(files)) as url, pytest.raises(PreflightError) as err:
+        base_model_layout(REPO, COMMIT, GOOD, url)
+    assert str(err.value) == f"{REPO}@{COMMIT} has no model-00002-of-00002.safetensors, which its files name"
+
+
+def test_a_hub_error_behind_a_download_is_retried_and_named():
+    """hf_hub_download turns a failed HEAD into LocalEntryNotFoundError; the 5xx behind it is what counts."""
+    from core.deadline import Budget
+    from workloads.preflight import PreflightError, base_model_layout
+
+    class Flaky(FakeHub):
+        files = model_files(LANGUAGE, 1)
+        ranges: list[str] = []
+        heads = 0
+
+        def do_HEAD(self):  # noqa: N802
+            type(self).heads += 1
+            if type(self).heads == 1:
+                self._error(503, None, "overloaded")
+            else:
+                super().do_HEAD()
+
+    with serve(Flaky) as url:
+        base = base_model_layout(REPO, COMMIT, GOOD, url)
+    assert Flaky.heads >= 2 and len(base.tensors) == len(LANGUAGE), "the 503 was retried"
+
+    class Down(Flaky):
+        def do_HEAD(self):  # noqa: N802
+            self._error(500, None, "internal")
+
+    with serve(Down) as url, pytest.raises(PreflightError) as err:
+        base_model_layout(REPO, COMMIT, GOOD, url, budget=Budget(3.0, 1.0, 1.0, "test"))
+    assert "HTTP 500" in str(err.value) or "did not finish answering" in str(err.value), str(err.value)
 
 
 def test_a_base_revision_without_safetensors_is_one_line():

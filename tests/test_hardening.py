@@ -31,7 +31,7 @@ def test_prod_encrypts_secrets_with_a_key_it_creates_in_the_clusters_region(prod
     assert key["inputs"]["name"] == "gke-secrets" and key["inputs"]["purpose"] == "ENCRYPT_DECRYPT"
     assert key["inputs"]["deletionPolicy"] == "ABANDON", "destroy never destroys the versions Secrets need"
     assert key["inputs"]["rotationPeriod"] == "7776000s", "90 days"
-    assert key["options"]["protect"] is True, "deleting it would make every Secret of the cluster unreadable"
+    assert key["options"]["protect"] is False, "abandoned on delete: removing the key from a stack must not fail"
     grant = prod_plan.one("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember", "gke-agent-key-user")["inputs"]
     assert grant == {
         "cryptoKeyId": KEY_NAME,

@@ -122,10 +122,22 @@ def _client_factory(budget: deadline.Budget, cap: int = MAX_BODY_BYTES) -> Calla
 # The check
 
 
+def _cause(err: BaseException) -> BaseException:
+    """The Hub error behind ``LocalEntryNotFoundError``, which ``hf_hub_download`` raises for a failed HEAD
+    (a 500, a dropped connection) when no local copy exists."""
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    while isinstance(err, LocalEntryNotFoundError) and err.__cause__ is not None:
+        err = err.__cause__
+    return err
+
+
 def _transient(err: Exception) -> float | None:
     """Seconds before another try (0: the default backoff) for 429, 5xx and dropped connections."""
     import httpx2
     from huggingface_hub.errors import HfHubHTTPError
+
+    err = _cause(err)  # type: ignore[assignment]
 
     if isinstance(err, HfHubHTTPError) and err.response is not None:
         status = err.response.status_code
@@ -140,10 +152,15 @@ def _transient(err: Exception) -> float | None:
     return None
 
 
-def _describe(err: Exception, repo: str, revision: str, token: str, host: str, what: str) -> PreflightError:
-    """One line for a failed call, as the Hub client classified it (``hf_raise_for_status``)."""
+def _describe(
+    err: Exception, repo: str, revision: str, token: str, host: str, what: str, entry: str = "config.json"
+) -> PreflightError:
+    """One line for a failed call, as the Hub client classified it (``hf_raise_for_status``); ``entry`` is the
+    file the call reads (named when the revision lacks it)."""
     import httpx2
     from huggingface_hub import errors
+
+    err = _cause(err)  # type: ignore[assignment]
 
     licence = f"https://huggingface.co/{repo}"
     if isinstance(err, errors.GatedRepoError):
@@ -156,6 +173,8 @@ def _describe(err: Exception, repo: str, revision: str, token: str, host: str, w
             f"tpu-rl:model.revision {json.dumps(scrub(revision, limit=100))} does not exist in {repo}"
         )
     if isinstance(err, errors.RemoteEntryNotFoundError):
+        if entry != "config.json":
+            return PreflightError(f"{repo}@{scrub(revision, limit=100)} has no {entry}, which its files name")
         return PreflightError(
             f"{repo}@{scrub(revision, limit=100)} has no config.json: it is not a model repository tpu-rl can convert"
         )
@@ -194,17 +213,15 @@ def _describe(err: Exception, repo: str, revision: str, token: str, host: str, w
     return PreflightError(f"Hugging Face preflight for {repo} at {host} failed ({type(err).__name__})")
 
 
-def _bounded_calls(
-    budget: deadline.Budget, url: str, repo: str, revision: str, token: str
-) -> Callable[[str, Callable[[], T]], T]:
-    """``bounded(what, call)``: one Hub call, retried on 429/5xx/dropped connections, within what is left of
-    ``budget`` from now on by the wall clock; every failure becomes one ``PreflightError`` line."""
+def _bounded_calls(budget: deadline.Budget, url: str, repo: str, revision: str, token: str) -> Callable[..., Any]:
+    """``bounded(what, call, entry=...)``: one Hub call, retried on 429/5xx/dropped connections, within what is
+    left of ``budget`` from now on by the wall clock; every failure becomes one ``PreflightError`` line."""
     from huggingface_hub import close_session
 
     host = scrub(urlsplit(url).netloc, limit=100)
     ends = time.monotonic() + budget.total
 
-    def bounded(what: str, call: Callable[[], T]) -> T:
+    def bounded(what: str, call: Callable[[], T], entry: str = "config.json") -> T:
         left = budget.within(ends - time.monotonic())
         try:
             return deadline.retrying(
@@ -216,7 +233,7 @@ def _bounded_calls(
                 "or HF_ENDPOINT"
             ) from None
         except Exception as err:  # noqa: BLE001 (every failure becomes one line)
-            raise _describe(err, repo, revision, token, host, what) from None
+            raise _describe(err, repo, revision, token, host, what, entry) from None
 
     return bounded
 
@@ -285,6 +302,7 @@ def base_model_layout(
         path = bounded(
             f"GET {url}/{repo}/resolve/{shown}/{name}",
             lambda: api.hf_hub_download(repo, name, revision=revision, local_dir=folder, etag_timeout=budget.read),
+            name,
         )
         return Path(path).read_bytes()
 
@@ -292,6 +310,7 @@ def base_model_layout(
         found = bounded(
             f"the safetensors header of {repo}@{shown}/{name}",
             lambda: api.parse_safetensors_file_metadata(repo, name, revision=revision, timeout=budget.read),
+            name,
         )
         return {n: Tensor(str(t.dtype), tuple(int(d) for d in t.shape)) for n, t in found.tensors.items()}
 

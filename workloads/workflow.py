@@ -531,7 +531,9 @@ class WorkflowRun(pulumi.ComponentResource):
             more = f" (and {len(found) - MAX_SHOWN_DIFFERENCES} more)" if len(found) > MAX_SHOWN_DIFFERENCES else ""
             raise pulumi.RunError(
                 f"the exported model {step.artifact_uri} does not match {model.spec.hf_repo}@{model.revision}: "
-                f"{shown}{more}; export logs: {step.logs_command} (tpu-rl:workflow.verifyExport: false skips this)"
+                f"{shown}{more}; export logs: {step.logs_command}. Exporting the same checkpoint again gives the same "
+                "model, so the next `up` does not retry it: change what the export runs (tpu-rl:images.maxtext, "
+                "tpu-rl:model) or set tpu-rl:workflow.verifyExport: false"
             )
         pulumi.log.info(f"export check: {step.artifact_uri} matches {model.spec.hf_repo}@{model.revision}", self)
 

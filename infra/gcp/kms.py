@@ -45,8 +45,6 @@ class SecretsKeyArgs:
     """The key ring the stack creates with ``create`` (``Names.key_ring``)."""
     key_id: str
     """The key the stack creates in that ring (``Names.crypto_key``)."""
-    protect: bool
-    """``tpu-rl:protect``: the created key cannot be deleted while it is set."""
     labels: dict[str, str]
 
 
@@ -74,7 +72,8 @@ class SecretsKey(pulumi.ComponentResource):
             )
             # ABANDON: `destroy` (or removing the key from the config) leaves the key and its versions in
             # Cloud KMS instead of destroying every version, which would make the Secrets of a cluster still
-            # encrypted with it unreadable; a later stack names it (README "Cluster hardening").
+            # encrypted with it unreadable; a later stack names it (README "Cluster hardening"). No `protect`:
+            # the delete is harmless, and a protected key would fail the `up` that removes it.
             crypto_key = gcp.kms.CryptoKey(
                 "secrets-key",
                 name=args.key_id,
@@ -83,7 +82,7 @@ class SecretsKey(pulumi.ComponentResource):
                 rotation_period=ROTATION_PERIOD,
                 deletion_policy="ABANDON",
                 labels=args.labels,
-                opts=child_options(self, opts, protect=args.protect),
+                opts=child,
             )
             after.append(crypto_key)
             self.name = key_name(args.project, args.region, args.ring_name, args.key_id)

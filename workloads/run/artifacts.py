@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from fnmatch import fnmatch
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from core import deadline
@@ -20,7 +19,8 @@ from workloads.run.checkpoint_scan import PARAMS_DIR, ListingTooLongError, newes
 if TYPE_CHECKING:  # imported lazily: the offline plan never talks to GCS
     from google.cloud import storage
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
+MAX_SHOWN = 5
+"""Problems of one output named in the error (then how many more)."""
 MAX_LISTED = 10_000
 """Objects a listing of one folder may return (an exported model has a few dozen)."""
 T = TypeVar("T")
@@ -188,18 +188,16 @@ def no_checkpoint(actor_uri: str) -> str:
 
 
 def exported_problem(client: Any, hf_uri: str, **call: Any) -> str | None:
-    """What an HF model directory lacks: ``config.json``, a ``*.safetensors``, tokenizer files."""
-    names = set(object_names(client, hf_uri, **call))
-    missing = []
-    if "config.json" not in names:
-        missing.append("config.json")
-    if not any(fnmatch(n, "*.safetensors") for n in names):
-        missing.append("*.safetensors")
-    if not names & set(TOKENIZER_FILES):
-        missing.append("tokenizer files (" + " or ".join(TOKENIZER_FILES) + ")")
-    if missing:
-        return f"export finished but {hf_uri} lacks {', '.join(missing)}"
-    return None
+    """What makes an exported folder unloadable (``workloads.run.exported``: missing files, a shard the index
+    names but GCS lacks, a shard cut short, an index that disagrees with the headers), None when it is whole.
+    A completed export with such a problem is run again by the next `up`."""
+    from workloads.run.exported import read_exported
+
+    problems = read_exported(client, hf_uri, **call).problems
+    if not problems:
+        return None
+    more = f" (and {len(problems) - MAX_SHOWN} more)" if len(problems) > MAX_SHOWN else ""
+    return f"export finished but {hf_uri} is incomplete: {'; '.join(problems[:MAX_SHOWN])}{more}"
 
 
 def step_problem(client: Any, step: str, artifact_uri: str, **call: Any) -> str | None:

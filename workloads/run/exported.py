@@ -88,6 +88,9 @@ def read_exported(client: Any, hf_uri: str, **call: Any) -> Exported:
         if shard not in sizes:
             problems.append(f"{shard}, named by {INDEX_FILE}, is missing")
             continue
+        if sizes[shard] < 8:
+            problems.append(f"{shard} holds {sizes[shard]} bytes: too short for a safetensors file")
+            continue
         try:
             length = header_length(read(shard, 0, 7), shard, sizes[shard])
             found = parse_header(read(shard, 8, 8 + length - 1), shard, sizes[shard])
