@@ -393,3 +393,68 @@ def test_up_stops_before_any_resource_when_the_reservation_is_missing(compute, m
     )
     assert compute.requests == [], "the check is skipped"
     assert skipped.resources and "capacity" not in str(skipped.error), "the program went on to register the stack"
+
+
+# ---------------------------------------------------------------------------------------------
+# A Secrets key of one's own (tpu-rl:gke.secretsEncryptionKey naming a key)
+
+OWN_KEY = "projects/security-project/locations/us-east5/keyRings/gke/cryptoKeys/secrets"
+KEY_PATH = f"/v1/{OWN_KEY}"
+
+
+def crypto_key(purpose: str = "ENCRYPT_DECRYPT", primary: str | None = "ENABLED") -> dict:
+    """A CryptoKey as Cloud KMS's REST API returns it (``projects.locations.keyRings.cryptoKeys.get``)."""
+    key = {"name": OWN_KEY, "purpose": purpose, "createTime": "2026-11-01T10:00:00.000000Z"}
+    if primary:
+        key["primary"] = {
+            "name": f"{OWN_KEY}/cryptoKeyVersions/1",
+            "state": primary,
+            "algorithm": "GOOGLE_SYMMETRIC_ENCRYPTION",
+            "protectionLevel": "SOFTWARE",
+        }
+    return key
+
+
+OWN = settings("prod", [f"tpu-rl:gke.secretsEncryptionKey={OWN_KEY}"])
+KEY_PROBLEM = "tpu-rl:gke.secretsEncryptionKey: key " + OWN_KEY
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ((200, crypto_key()), []),
+        (None, [f"{KEY_PROBLEM} was not found; create it (gcloud kms keys create) or set the key to `create`"]),
+        (
+            (200, crypto_key("ASYMMETRIC_SIGN")),
+            [f"{KEY_PROBLEM} is for ASYMMETRIC_SIGN; GKE needs an ENCRYPT_DECRYPT key"],
+        ),
+        (
+            (200, crypto_key(primary="DISABLED")),
+            [f"{KEY_PROBLEM} has DISABLED as its primary version; GKE needs an enabled one"],
+        ),
+        (
+            (200, crypto_key(primary=None)),
+            [f"{KEY_PROBLEM} has no primary version as its primary version; GKE needs an enabled one"],
+        ),
+    ],
+)
+def test_a_secrets_key_of_ones_own_is_read_before_anything_is_created(compute, answer, expected):
+    if answer:
+        compute.routes[KEY_PATH] = answer
+    assert problems(REAL_CHECK(OWN, clients(compute))) == expected
+    assert KEY_PATH in compute.requests
+
+
+def test_a_key_the_check_may_not_read_is_an_unknown_and_create_reads_no_key(compute):
+    compute.routes[KEY_PATH] = (403, error(403, "Permission 'cloudkms.cryptoKeys.get' denied", "forbidden"))
+    findings = REAL_CHECK(OWN, clients(compute))
+    assert not problems(findings)
+    assert (
+        Finding(
+            "unknown", f"reading Cloud KMS key {OWN_KEY}: permission denied (HTTP 403); the Secrets key was not checked"
+        )
+        in findings
+    )
+    compute.requests.clear()
+    REAL_CHECK(PROD, clients(compute))
+    assert not [r for r in compute.requests if "cryptoKeys" in r], "a key the stack creates is not read"

@@ -23,7 +23,11 @@ registering anything the program reads, through the official clients and bounded
   known here. Flex-start may fall back to on-demand quota, so a short preemptible limit is a warning there;
 - the APIs, ``service_usage_v1.ServiceUsageClient.batch_get_services``: the stack enables the ones it
   needs itself (``infra.gcp.apis``), so a disabled one is a note; a disabled Service Usage API, which
-  that needs, is a problem.
+  that needs, is a problem;
+- a Secrets key the stack is given (``tpu-rl:gke.secretsEncryptionKey`` naming a key),
+  ``kms_v1.KeyManagementServiceClient.get_crypto_key``: it exists, encrypts and decrypts, and has an enabled
+  primary version; otherwise GKE would refuse the cluster after the network, the bucket and the
+  identities exist.
 
 Each finding is one line: a *problem* stops `pulumi up` (and a preview) before anything is created; an
 *unknown* (no permission, no answer, a quota metric this project does not list) is a warning, since the
@@ -262,19 +266,21 @@ def api_findings(states: dict[str, str] | None, project: str) -> list[Finding]:
 
 
 class Clients:
-    """The Compute Engine, Service Usage and Cloud Quotas clients (tests point them at a loopback server)."""
+    """The Compute Engine, Service Usage, Cloud Quotas and Cloud KMS clients (tests point them at a loopback
+    server)."""
 
     def __init__(self, **options: Any) -> None:
-        from google.cloud import cloudquotas_v1, compute_v1, service_usage_v1
+        from google.cloud import cloudquotas_v1, compute_v1, kms_v1, service_usage_v1
 
         self.reservations = compute_v1.ReservationsClient(**options)
         self.regions = compute_v1.RegionsClient(**options)
         self.instances = compute_v1.InstancesClient(**options)
         self.services = service_usage_v1.ServiceUsageClient(transport="rest", **options)
         self.quotas = cloudquotas_v1.CloudQuotasClient(transport="rest", **options)
+        self.kms = kms_v1.KeyManagementServiceClient(transport="rest", **options)
 
     def close(self) -> None:
-        for client in (self.reservations, self.regions, self.instances, self.services, self.quotas):
+        for client in (self.reservations, self.regions, self.instances, self.services, self.quotas, self.kms):
             client.transport.close()
 
 
@@ -437,9 +443,61 @@ def check_capacity(settings: Settings, clients: Clients | None = None) -> list[F
             findings += quota_findings(need, quotas, settings.region, ours)
         if need.reservation is None and settings.tpu.version == "v6e":
             findings += _tpu_quota(settings, need, clients, budget)
+        if settings.gke.secrets_key not in (None, "create"):
+            findings += _secrets_key(str(settings.gke.secrets_key), clients, budget)
     finally:
         clients.close()
     return findings
+
+
+KEY = "tpu-rl:gke.secretsEncryptionKey"
+
+
+def key_findings(name: str, key: dict[str, Any] | None) -> list[Finding]:
+    """Whether GKE can encrypt Secrets with the key ``name`` (its fields as read; None: not found)."""
+    if key is None:
+        return [
+            Finding(
+                "problem",
+                f"{KEY}: key {name} was not found; create it (gcloud kms keys create) or set the key to `create`",
+            )
+        ]
+    found: list[Finding] = []
+    if key.get("purpose") != "ENCRYPT_DECRYPT":
+        found.append(
+            Finding("problem", f"{KEY}: key {name} is for {key.get('purpose')}; GKE needs an ENCRYPT_DECRYPT key")
+        )
+    if key.get("primary_state") != "ENABLED":
+        state = key.get("primary_state") or "no primary version"
+        found.append(
+            Finding("problem", f"{KEY}: key {name} has {state} as its primary version; GKE needs an enabled one")
+        )
+    return found
+
+
+def _secrets_key(name: str, clients: Clients, budget: deadline.Budget) -> list[Finding]:
+    from google.api_core import exceptions as api
+
+    try:
+        key = _read(
+            f"reading Cloud KMS key {name}",
+            lambda options: _key_fields(clients.kms.get_crypto_key(name=name, **options)),
+            clients,
+            budget,
+        )
+    except api.NotFound:
+        return key_findings(name, None)
+    except ReadFailedError as err:
+        return [Finding("unknown", f"{err}; the Secrets key was not checked")]
+    return key_findings(name, key)
+
+
+def _key_fields(key: Any) -> dict[str, Any]:
+    primary = key.primary if "primary" in key else None
+    return {
+        "purpose": type(key).CryptoKeyPurpose(key.purpose).name,
+        "primary_state": type(primary).CryptoKeyVersionState(primary.state).name if primary else None,
+    }
 
 
 def _held(settings: Settings, need: Need, clients: Clients, budget: deadline.Budget, findings: list[Finding]) -> Held:
