@@ -400,7 +400,7 @@ def test_a_hub_error_behind_a_download_is_retried_and_named():
             self._error(500, None, "internal")
 
     with serve(Down) as url, pytest.raises(PreflightError) as err:
-        base_model_layout(REPO, COMMIT, GOOD, url, budget=Budget(3.0, 1.0, 1.0, "test"))
+        base_model_layout(REPO, COMMIT, GOOD, url, budget=Budget(1.5, 0.5, 0.5, "test"))
     assert "HTTP 500" in str(err.value) or "did not finish answering" in str(err.value), str(err.value)
 
 
