@@ -580,8 +580,10 @@ def pod_specs(obj: Any) -> Iterator[Mapping[str, Any]]:
             yield from pod_specs(value)
 
 
-def _requests_tpu_chips(pod: Mapping[str, Any]) -> bool:
-    return any("google.com/tpu" in ((c.get("resources") or {}).get("limits") or {}) for c in containers(pod))
+def requests_tpu(obj: Any) -> bool:
+    """Whether a manifest part (a spec, a pod spec) has a container that asks for TPU chips."""
+    limits = (((c.get("resources") or {}).get("limits") or {}) for c in containers(obj))
+    return any("google.com/tpu" in entry for entry in limits)
 
 
 def _least_privilege_pods(args: ResourceValidationArgs, report: Report) -> None:
@@ -601,7 +603,7 @@ def _least_privilege_pods(args: ResourceValidationArgs, report: Report) -> None:
             host_path = (volume.get("hostPath") or {}).get("path")
             if host_path is None:
                 continue
-            if host_path != "/tmp" or not _requests_tpu_chips(pod):
+            if host_path != "/tmp" or not requests_tpu(pod):
                 report(
                     f"volume {volume.get('name')} mounts the node's {host_path}: only the Pathways workers on "
                     "TPU hosts mount a host path (/tmp)"
@@ -709,7 +711,8 @@ def stack_estimate(resources: list[Any]) -> dict[str, Any] | None:
     if not pools:
         return None
     shape, capacity = pools[0]
-    jobset = next((r for r in resources if r.resource_type == JOBSET and _requests_tpu(r.props)), None)
+    # The training JobSet: the one whose containers ask for TPU chips (convert and export run on CPU).
+    jobset = next((r for r in resources if r.resource_type == JOBSET and requests_tpu(r.props.get("spec"))), None)
     if jobset is None:  # provision only: no run, but a reserved slice still bills per day
         return estimate_run(shape, len(pools), capacity, None).to_output()
     command = command_text(jobset.props.get("spec"))
@@ -721,12 +724,6 @@ def stack_estimate(resources: list[Any]) -> dict[str, Any] | None:
         max_target_length=int(_arg(command, "max_target_length")),
     )
     return estimate_run(shape, len(pools), capacity, run).to_output()
-
-
-def _requests_tpu(props: Mapping[str, Any]) -> bool:
-    """The training JobSet: the one whose containers ask for TPU chips (convert and export run on CPU)."""
-    limits = (((c.get("resources") or {}).get("limits") or {}) for c in containers(props.get("spec")))
-    return any("google.com/tpu" in entry for entry in limits)
 
 
 def _budget(args: StackValidationArgs, report: Report) -> None:

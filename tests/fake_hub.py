@@ -23,6 +23,11 @@ class FakeHub(QuietHandler):
     ranges: list[str] = []
     """``<file> <Range header, or "whole">`` of every GET of a file, in order (how much was read)."""
 
+    @classmethod
+    def serving(cls, files: dict[str, bytes]) -> type[FakeHub]:
+        """A Hub whose repository holds ``files``, with a request log of its own."""
+        return type("ServingHub", (cls,), {"files": files, "ranges": []})
+
     def _token(self) -> str:
         return self.headers.get("Authorization", "").removeprefix("Bearer ")
 

@@ -174,17 +174,23 @@ def _export(gcs, uri: str, files: dict[str, bytes]) -> None:
 
 def base_hub() -> type[FakeHub]:
     """The base model's repository on a loopback Hub: its language model and a vision tower, two shards."""
-    return type("BaseHub", (FakeHub,), {"files": model_files({**LANGUAGE, **VISION}, 2), "ranges": []})
+    return FakeHub.serving(model_files({**LANGUAGE, **VISION}, 2))
 
 
 def test_up_exports_the_last_step_found_and_warns_when_it_is_short(gcs, monkeypatch):
     steps = _trained(gcs)
     actor = steps["train"]["artifactUri"]
     _export(gcs, steps["export"]["artifactUri"], model_files(LANGUAGE, 3))
+    from workloads.run import exported
+
+    reads = []
+    real = exported.read_exported
+    monkeypatch.setattr(exported, "read_exported", lambda *a, **k: reads.append(a[1]) or real(*a, **k))
     with serve(base_hub()) as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub)
         plan = _run_up()
     assert plan.error is None, plan.error
+    assert reads == [steps["export"]["artifactUri"]], "the export's folder is read once: its own check, then the base"
     assert any(
         f"export check: {steps['export']['artifactUri']} matches google/gemma-4-26b-a4b-it@main" in m
         for level, m in plan.logs

@@ -327,16 +327,12 @@ def test_an_export_without_weights_says_so(gcs):
 # The base model on the Hub (loopback), and the whole check
 
 
-def hub_with(files: dict[str, bytes]) -> type[FakeHub]:
-    return type("Hub", (FakeHub,), {"files": files, "ranges": []})
-
-
 def test_the_base_models_layout_comes_from_the_hubs_headers_not_its_weights():
     from workloads.preflight import base_model_layout
 
     # A shard far larger than the client's first header read (100 kB): a whole-file GET would show.
     big = {**LANGUAGE, **VISION, f"{LANG}layers.0.experts.big": ("BF16", [256, 1024])}
-    hub = hub_with(model_files(big, 2))
+    hub = FakeHub.serving(model_files(big, 2))
     with serve(hub) as url:
         base = base_model_layout(REPO, COMMIT, GOOD, url)
     assert base.config == CONFIG
@@ -358,7 +354,7 @@ def test_a_hub_that_stalls_on_a_header_ends_within_the_budget(shard):
         {"weight_map": {f"{LANG}norm.weight": f"{shard}.safetensors"}}
     ).encode()
     started = time.monotonic()
-    with serve(hub_with(files)) as url, pytest.raises(PreflightError) as err:
+    with serve(FakeHub.serving(files)) as url, pytest.raises(PreflightError) as err:
         base_model_layout(REPO, COMMIT, GOOD, url, budget=Budget(2.0, 1.0, 1.0, "test"))
     assert time.monotonic() - started < 6, "the wall clock bounds it, connect and headers included"
     assert "\n" not in str(err.value) and f"{shard}.safetensors" in str(err.value)
@@ -369,7 +365,7 @@ def test_a_file_the_bases_index_names_but_the_hub_lacks_is_named():
 
     files = model_files({**LANGUAGE, **VISION}, 2)
     files.pop("model-00002-of-00002.safetensors")
-    with serve(hub_with(files)) as url, pytest.raises(PreflightError) as err:
+    with serve(FakeHub.serving(files)) as url, pytest.raises(PreflightError) as err:
         base_model_layout(REPO, COMMIT, GOOD, url)
     assert str(err.value) == f"{REPO}@{COMMIT} has no model-00002-of-00002.safetensors, which its files name"
 
@@ -407,7 +403,7 @@ def test_a_hub_error_behind_a_download_is_retried_and_named():
 def test_a_base_revision_without_safetensors_is_one_line():
     from workloads.preflight import PreflightError, base_model_layout
 
-    hub = hub_with({"config.json": json.dumps(CONFIG).encode(), "pytorch_model.bin": b"x"})
+    hub = FakeHub.serving({"config.json": json.dumps(CONFIG).encode(), "pytorch_model.bin": b"x"})
     with serve(hub) as url, pytest.raises(PreflightError) as err:
         base_model_layout(REPO, "main", GOOD, url)
     assert str(err.value) == f"{REPO}@main has no safetensors weights to compare with"
@@ -417,7 +413,7 @@ def test_the_whole_check_passes_a_true_export_and_names_the_differences_of_a_wro
     from workloads.workflow import export_differences
 
     prod = settings("prod", [f"tpu-rl:model.revision={COMMIT}"])
-    hub = hub_with(model_files({**LANGUAGE, **VISION}, 2))
+    hub = FakeHub.serving(model_files({**LANGUAGE, **VISION}, 2))
     upload(gcs, model_files(LANGUAGE, 3))
     with serve(hub) as url:
         assert export_differences(prod, HF_URI, GOOD, url) == []

@@ -20,12 +20,13 @@ import copy
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from core.config.values import format_duration
+from core.hf_model import ModelLayout
 from core.names import RETRY_ANNOTATION
 from core.redact import scrub
 from core.settings import Settings
@@ -34,6 +35,7 @@ from infra.k8s.object import KubernetesObject
 from workloads.build.steps import INPUT_ANNOTATION, Step, plan_workflow
 from workloads.run import live_state, waiting
 from workloads.run import pods as pod_state
+from workloads.run.exported import Exported
 from workloads.run.failures import DETAIL, StepFailedError, check_step_status, failure_detail
 
 APPLY_TIMEOUT = "10m"
@@ -65,25 +67,28 @@ def _gcs(what: str, check: Callable[[Any, dict[str, Any]], T], budget: Any = Non
         ) from None
 
 
-MAX_SHOWN_DIFFERENCES = 5
-
-
-def export_differences(settings: Settings, hf_uri: str, token: str, endpoint: str | None = None) -> list[str]:
-    """How the exported model in GCS differs from the base model on the Hub (empty: it matches): the export's
-    own problems (missing files, shards cut short, an index that disagrees with the headers), then the
-    comparison of architecture, tensor names, shapes and dtypes (``core.hf_model.compare``)."""
+def read_export(hf_uri: str) -> Exported:
+    """The exported folder as GCS holds it, bounded; one line on failure."""
     from core.deadline import BUDGETS
-    from core.hf_model import compare
-    from workloads.preflight import PreflightError, base_model_layout
     from workloads.run.exported import read_exported
 
-    exported = _gcs(
+    return _gcs(
         f"reading the exported model at {hf_uri}",
         lambda client, call: read_exported(client, hf_uri, **call),
         BUDGETS["export-check"],
     )
-    if exported.layout is None:
-        return exported.problems
+
+
+def base_differences(
+    settings: Settings, layout: ModelLayout | None, token: str, endpoint: str | None = None
+) -> list[str]:
+    """How an exported layout differs from the base model on the Hub: architecture, tensor names, shapes and
+    dtypes (``core.hf_model.compare``); empty: it matches."""
+    from core.hf_model import compare
+    from workloads.preflight import PreflightError, base_model_layout
+
+    if layout is None:  # never with an export free of problems (read_exported)
+        raise pulumi.RunError("export check: the exported folder holds no model")
     model = settings.model
     try:
         base = base_model_layout(model.spec.hf_repo, model.revision, token, endpoint)
@@ -91,7 +96,16 @@ def export_differences(settings: Settings, hf_uri: str, token: str, endpoint: st
         raise pulumi.RunError(
             f"export check: {err} (tpu-rl:workflow.verifyExport: false skips the comparison)"
         ) from None
-    return exported.problems + compare(exported.layout, base, model.spec.name)
+    return compare(layout, base, model.spec.name)
+
+
+def export_differences(settings: Settings, hf_uri: str, token: str, endpoint: str | None = None) -> list[str]:
+    """The export's own problems (missing files, shards cut short, an index that disagrees with the headers),
+    or else how it differs from the base model (empty: it is whole and matches)."""
+    exported = read_export(hf_uri)
+    if exported.problems:  # a folder without a layout always has its problems
+        return list(exported.problems)
+    return base_differences(settings, exported.layout, token, endpoint)
 
 
 def _resumes(step: Step) -> str:
@@ -449,9 +463,10 @@ class WorkflowRun(pulumi.ComponentResource):
         def exported(status: Any) -> str:
             self._finished(step, status)
             if self._verify:
-                self._verified(step)
                 if self._args.settings.workflow.verify_export:
-                    self._matches_base(step)
+                    self._matches_base(step)  # reads the folder once: its own check and the comparison
+                else:
+                    self._verified(step)
             return step.artifact_uri
 
         return self._ended(step, export).apply(exported)
@@ -517,23 +532,28 @@ class WorkflowRun(pulumi.ComponentResource):
             )
 
     def _matches_base(self, step: Step) -> None:
-        """Fail `up` when the exported model is not the base model's language model in BF16 (wrong
-        architecture, dtype slip, missing or truncated shard), with the first differences and the logs."""
+        """Fail `up` when the export is incomplete (retried, as ``_verified`` says) or is not the base model's
+        language model in BF16 (wrong architecture, dtype slip, missing tensor), with the first differences and
+        the logs."""
         import os
 
         from pulumi.runtime import config as runtime_config
 
+        from workloads.run.artifacts import first_of, incomplete_export
+
+        exported = read_export(step.artifact_uri)
+        problem = incomplete_export(step.artifact_uri, exported.problems)
+        if problem:
+            self._retried(step, problem)
         model = self._args.settings.model
         token = runtime_config.get_config("tpu-rl:hfToken") or ""
-        found = export_differences(self._args.settings, step.artifact_uri, token, os.environ.get("HF_ENDPOINT"))
+        found = base_differences(self._args.settings, exported.layout, token, os.environ.get("HF_ENDPOINT"))
         if found:
-            shown = "; ".join(found[:MAX_SHOWN_DIFFERENCES])
-            more = f" (and {len(found) - MAX_SHOWN_DIFFERENCES} more)" if len(found) > MAX_SHOWN_DIFFERENCES else ""
             raise pulumi.RunError(
                 f"the exported model {step.artifact_uri} does not match {model.spec.hf_repo}@{model.revision}: "
-                f"{shown}{more}; export logs: {step.logs_command}. Exporting the same checkpoint again gives the same "
-                "model, so the next `up` does not retry it: change what the export runs (tpu-rl:images.maxtext, "
-                "tpu-rl:model) or set tpu-rl:workflow.verifyExport: false"
+                f"{first_of(found)}; export logs: {step.logs_command}. Exporting the same checkpoint again gives "
+                "the same model, so the next `up` does not retry it: change what the export runs "
+                "(tpu-rl:images.maxtext, tpu-rl:model) or set tpu-rl:workflow.verifyExport: false"
             )
         pulumi.log.info(f"export check: {step.artifact_uri} matches {model.spec.hf_repo}@{model.revision}", self)
 
@@ -546,10 +566,14 @@ class WorkflowRun(pulumi.ComponentResource):
             lambda client, call: step_problem(client, step.step, step.artifact_uri, **call),
         )
         if problem:
-            raise pulumi.RunError(
-                f"{problem}; the next `pulumi up` runs {step.name} again (a completed step whose output "
-                "is incomplete is retried)"
-            )
+            self._retried(step, problem)
+
+    def _retried(self, step: Step, problem: str) -> NoReturn:
+        """Stop `up`: a completed step's output is unusable, so the next `up` runs the step again."""
+        raise pulumi.RunError(
+            f"{problem}; the next `pulumi up` runs {step.name} again (a completed step whose output "
+            "is incomplete is retried)"
+        )
 
     def _summary(self, train: Step, settings: Settings) -> dict[str, Any] | None:
         """Before/after accuracy, final reward and chip-hours of a finished run (None if they cannot be read)."""

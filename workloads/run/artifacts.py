@@ -193,11 +193,18 @@ def exported_problem(client: Any, hf_uri: str, **call: Any) -> str | None:
     A completed export with such a problem is run again by the next `up`."""
     from workloads.run.exported import read_exported
 
-    problems = read_exported(client, hf_uri, **call).problems
-    if not problems:
-        return None
-    more = f" (and {len(problems) - MAX_SHOWN} more)" if len(problems) > MAX_SHOWN else ""
-    return f"export finished but {hf_uri} is incomplete: {'; '.join(problems[:MAX_SHOWN])}{more}"
+    return incomplete_export(hf_uri, read_exported(client, hf_uri, **call).problems)
+
+
+def incomplete_export(hf_uri: str, problems: list[str]) -> str | None:
+    """The line for an export with these problems (None: none)."""
+    return f"export finished but {hf_uri} is incomplete: {first_of(problems)}" if problems else None
+
+
+def first_of(lines: list[str]) -> str:
+    """The first ``MAX_SHOWN`` lines joined by "; ", then how many more there are."""
+    more = f" (and {len(lines) - MAX_SHOWN} more)" if len(lines) > MAX_SHOWN else ""
+    return "; ".join(lines[:MAX_SHOWN]) + more
 
 
 def step_problem(client: Any, step: str, artifact_uri: str, **call: Any) -> str | None:
