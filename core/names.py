@@ -6,6 +6,8 @@ PROJECT = "tpu-rl"
 """The Pulumi project and the namespace of its configuration keys."""
 
 STEPS = ("convert", "train", "export")
+PUBLISH = "publish"
+"""The optional fourth step (``tpu-rl:publish.repo``): the verified export uploaded to the Hub."""
 """The workflow's steps, in the order they run."""
 
 SYSTEM_POOL = "system"
@@ -27,6 +29,13 @@ WORKLOAD_KSA = "tpu-rl-workload"
 """Kubernetes service account of the CPU steps, bound to the workload GSA by Workload Identity."""
 HF_SECRET = "hf-token"
 HF_SECRET_KEY = "token"
+HF_WRITE_SECRET = "hf-write-token"
+"""The publication's write token (``tpu-rl:hfWriteToken``): only the publish step's container reads it."""
+PUBLISH_ENV = ("TPU_RL_PUBLISH_REPO", "TPU_RL_PUBLISH_BRANCH", "TPU_RL_PUBLISH_PRIVATE")
+"""What the publish step publishes where, as its container's environment (``workloads/run/publish_hub.py``
+reads it; the policy pack's private-publish check reads it from the manifest)."""
+PUBLIC_ANNOTATION = "tpu-rl/public-by-config"
+"""On a publish step that publishes in the open: the stack said so (``tpu-rl:publish.private: false``)."""
 SCRATCH_STORAGE_CLASS = "tpu-rl-scratch"
 """StorageClass of the CPU steps' scratch volumes; its disk type follows cpu-np's machine family."""
 

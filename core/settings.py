@@ -115,6 +115,20 @@ class WorkflowSettings:
 
 
 @dataclass(frozen=True)
+class PublishSettings:
+    """Where the verified export is published (``tpu-rl:publish``); ``repo`` None: nowhere."""
+
+    repo: str | None = None
+    """The Hub model repository ``namespace/name``."""
+    private: bool = True
+    """Create it private and refuse an existing public one (false: the stack said so explicitly)."""
+
+    @property
+    def namespace(self) -> str:
+        return (self.repo or "").split("/", 1)[0]
+
+
+@dataclass(frozen=True)
 class KueueSettings:
     install: bool
     """Install Kueue and the stack's own ResourceFlavors, ClusterQueue and LocalQueue."""
@@ -156,6 +170,10 @@ class Settings:
     kueue: KueueSettings
     labels: dict[str, str]
     """Cost-attribution labels put on every labelable GCP resource."""
+    publish: PublishSettings = PublishSettings()
+    """The optional publication of the export to the Hub."""
+    hf_write_token_set: bool = False
+    """``tpu-rl:hfWriteToken`` is set (its value never leaves ``core.config.load``)."""
 
     @property
     def total_chips(self) -> int:

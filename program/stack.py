@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pulumi
 from pulumi.runtime import config as runtime_config
@@ -23,6 +24,7 @@ from infra.gcp.network import Network, NetworkArgs
 from infra.gcp.storage import ArtifactBucket, BucketArgs, bucket_args
 from infra.k8s.platform import KubernetesPlatform, PlatformArgs
 from program.config import settings_from_runtime
+from workloads.preflight import COMMIT, BaseModel
 from workloads.workflow import WorkflowArgs, WorkflowRun
 
 
@@ -39,12 +41,14 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     except ConfigError as err:
         raise pulumi.RunError(str(err)) from None
     names = names_for(settings)
+    pinned = settings.model.revision if COMMIT.fullmatch(settings.model.revision) else ""
+    base = BaseModel(pinned, None)  # what the preflight reads, when it runs
     if preflight:
         problems = placeholder_problems(settings)
         if problems:
             raise pulumi.RunError("preflight: " + "; ".join(problems))
         if settings.workflow.enabled and settings.workflow.preflight:
-            _preflight(settings)
+            base = _preflight(settings)
         if live and settings.workflow.capacity_check:
             _capacity(settings)
 
@@ -82,6 +86,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     gke = GkeCluster("gke", GkeClusterArgs(settings, names, network, identities, secrets_key), after_apis)
 
     token = pulumi.Config().get_secret("hfToken") if settings.hf_token_set else None
+    write_token = pulumi.Config().get_secret("hfWriteToken") if settings.publish.repo else None
     platform = KubernetesPlatform(
         "k8s",
         PlatformArgs(
@@ -92,6 +97,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
             workload_sa_email=identities.email("workload"),
             workload_grants=[gke.workload_identity, *identities.grants],
             hf_token=token,
+            hf_write_token=write_token,
         ),
     )
     if settings.workflow.enabled:
@@ -106,10 +112,17 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
                 kubeconfig=gke.kubeconfig,
                 tpu_pools=gke.tpu_pools,
                 live=live,
+                config_diff=_config_diff() if settings.publish.repo else (),
+                base_commit=base.commit or None,
+                base_license=base.license,
             ),
         )
         pulumi.export("steps", run.step_outputs())
         pulumi.export("hfModelUri", run.hf_model_uri)
+        if run.published is not None:
+            pulumi.export("hubRepoUrl", run.published.apply(lambda found: found["url"]))
+            pulumi.export("hubRevision", run.published.apply(lambda found: found["branch"]))
+            pulumi.export("hubCommit", run.published.apply(lambda found: found["commit"]))
 
     location = settings.region
     pulumi.export("clusterName", gke.cluster.name)
@@ -151,7 +164,15 @@ def _capacity(settings: Settings) -> None:
         )
 
 
-def _preflight(settings: Settings) -> None:
+def _config_diff() -> list[dict[str, Any]]:
+    """The stack's settings that differ from the tutorial's (the model card's table)."""
+    from core.config.diff import config_diff
+    from program.config import raw_config
+
+    return config_diff(*raw_config())
+
+
+def _preflight(settings: Settings) -> BaseModel:
     """Fail before any resource if the token cannot read the model (gated licence not accepted, bad token)."""
 
     from workloads.preflight import PreflightError, check_model_access
@@ -166,7 +187,33 @@ def _preflight(settings: Settings) -> None:
                 "HF_TOKEN with the token to check it (`pulumi up` checks the stack's own)"
             )
     try:
-        commit = check_model_access(model.spec.hf_repo, model.revision, token, endpoint=os.environ.get("HF_ENDPOINT"))
+        base = check_model_access(model.spec.hf_repo, model.revision, token, endpoint=os.environ.get("HF_ENDPOINT"))
     except PreflightError as err:
         raise pulumi.RunError(f"preflight: {err}") from None
+    commit = base.commit
     pulumi.log.info(f"preflight: {model.spec.hf_repo}@{model.revision} is readable (commit {commit or 'unknown'})")
+    if settings.publish.repo:
+        _publish_preflight(settings)
+    return base
+
+
+def _publish_preflight(settings: Settings) -> None:
+    """Fail before any resource if the write token cannot publish to tpu-rl:publish.repo (a read token, no
+    write role in the namespace, an existing public repository for a private run)."""
+    from workloads.preflight import PreflightError, check_publish_access
+
+    publish = settings.publish
+    assert publish.repo is not None  # only called with a repository
+    token = runtime_config.get_config("tpu-rl:hfWriteToken") or ""
+    if token in OFFLINE_SECRETS:
+        token = os.environ.get("HF_WRITE_TOKEN", "")
+        if not token:
+            raise pulumi.RunError(
+                "preflight: the offline plan does not decrypt tpu-rl:hfWriteToken (or it is not set yet); export "
+                "HF_WRITE_TOKEN with the token to check it (`pulumi up` checks the stack's own)"
+            )
+    try:
+        found = check_publish_access(publish.repo, publish.private, token, endpoint=os.environ.get("HF_ENDPOINT"))
+    except PreflightError as err:
+        raise pulumi.RunError(f"preflight: {err}") from None
+    pulumi.log.info(f"preflight: tpu-rl:hfWriteToken can publish to {publish.repo} ({found})")

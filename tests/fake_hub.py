@@ -73,7 +73,17 @@ class FakeHub(QuietHandler):
             if self._check(repo, revision):
                 siblings = [{"rfilename": name} for name in sorted(self.files)]
                 self.send_json(
-                    200, {"id": repo, "sha": COMMIT, "private": False, "gated": "manual", "siblings": siblings}
+                    200,
+                    {
+                        "id": repo,
+                        "sha": COMMIT,
+                        "private": False,
+                        "gated": "manual",
+                        "siblings": siblings,
+                        # As google/gemma-4-* declare it: Gemma 4 is released under Apache 2.0.
+                        "cardData": {"license": "apache-2.0"},
+                        "tags": ["transformers", "license:apache-2.0"],
+                    },
                 )
         elif "resolve" in parts and self.files:
             self._file(parts)

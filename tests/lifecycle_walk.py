@@ -18,7 +18,9 @@ from core.settings import Settings
 from tools.stack_files import ROOT, load_stack_config
 from workloads.build.steps import Workflow, plan_workflow
 
-STEPS = ("convert", "train", "export")
+STEPS = ("convert", "train", "export", "publish")
+PUBLISHING = ["tpu-rl:publish.repo=my-org/gemma4-grpo"]
+"""The walk's stacks publish (the example stacks do not), so the table has the publish step's column."""
 TOKEN = "hf_SENTINELtokenVALUEforLEAKchecks0123456789"
 OTHER_TOKEN = "hf_OTHERtokenVALUEforLIFECYCLEwalk0123456789"
 
@@ -112,13 +114,13 @@ def classify(base: Workflow | None, new: Workflow | None) -> dict[str, str]:
 
 def walk(stack: str) -> dict[str, dict[str, str]]:
     """Key -> per-step outcome, for every field of the schema, on one example stack."""
-    config, secret_keys = raw(stack, [])
+    config, secret_keys = raw(stack, PUBLISHING)
     base_values = read_fields(config, secret_keys)
     base = workflow(load_settings(config, stack, secret_keys))
     outcomes: dict[str, dict[str, str]] = {}
     for field in FIELDS:
         if field.secret:
-            changed = workflow(settings(stack, [], token=OTHER_TOKEN))
+            changed = workflow(settings(stack, PUBLISHING, token=OTHER_TOKEN))
             outcomes[field.key] = classify(base, changed)
             continue
         if isinstance(field.read, OneOf) and len(field.read.choices) == 1:
@@ -128,7 +130,7 @@ def walk(stack: str) -> dict[str, dict[str, str]]:
         companions = [override(k, v) for k, v in field.companions]
         for value in candidates(field, base_values.get(field.key)):
             try:
-                changed = workflow(settings(stack, [*companions, override(field.key, value)]))
+                changed = workflow(settings(stack, [*PUBLISHING, *companions, override(field.key, value)]))
             except ConfigError:
                 continue
             try:
@@ -153,7 +155,7 @@ def table(outcomes: dict[str, dict[str, str]]) -> str:
         "not run": "not run",
         "runs": "runs",
     }
-    lines = ["| when you change | convert | train | export |", "| --- | --- | --- | --- |"]
+    lines = ["| when you change | convert | train | export | publish |", "| --- | --- | --- | --- | --- |"]
     for result, keys in sorted(groups.items(), key=lambda item: (-item[0].count("re-runs"), item[1][0])):
         cells = " | ".join(words[r] for r in result)
         lines.append(f"| {', '.join(f'`{k}`' for k in keys)} | {cells} |")

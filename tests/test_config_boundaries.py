@@ -433,7 +433,7 @@ def test_the_prod_stack_reads_as_written():
             "preflight": True,
             "capacity_check": True,
             "max_restarts": 1,
-            "timeouts": {"convert": 4 * 3600, "train": 24 * 3600, "export": 4 * 3600},
+            "timeouts": {"convert": 4 * 3600, "train": 24 * 3600, "export": 4 * 3600, "publish": 4 * 3600},
             "jobset_version": "0.10.1",
             "unschedulable_timeout": 15 * 60,
             "step_memory_gib": 168,
@@ -447,6 +447,8 @@ def test_the_prod_stack_reads_as_written():
             "admission_timeout": 15 * 60,
         },
         "labels": {"app": "tpu-rl", "stack": "prod", "cluster": "tpu-rl-prod", "managed-by": "pulumi"},
+        "publish": {"repo": None, "private": True},
+        "hf_write_token_set": False,
     }
 
 

@@ -201,8 +201,8 @@ def test_extra_args_are_typed_by_maxtexts_key_table(value, expected):
 SET_TOKEN = "the token belongs in tpu-rl:hfToken only, set with `pulumi config set --secret tpu-rl:hfToken`"
 KNOWN = (
     "known keys: clusterName, bucketName, authorizedNetworks, protect, forceDestroy, bucketVersioning, namespace, "
-    "hfToken, tpu, "
-    "systemPool, cpuPool, gke, model, images, training, workflow, kueue"
+    "hfToken, hfWriteToken, tpu, "
+    "systemPool, cpuPool, gke, model, images, training, publish, workflow, kueue"
 )
 TOKEN = "hf_" + "A" * 30
 DELETE = object()
@@ -214,9 +214,9 @@ DELETE = object()
         (
             {"tpu-rl:clusterName": "x"},
             {"tpu-rl:clusterName"},
-            "tpu-rl:clusterName is stored as a secret: only tpu-rl:hfToken may be secret (a secret anywhere else "
-            "would reach container arguments in plain text); remove it with `pulumi config rm tpu-rl:clusterName` "
-            "and set the token with `pulumi config set --secret tpu-rl:hfToken`",
+            "tpu-rl:clusterName is stored as a secret: only tpu-rl:hfToken and tpu-rl:hfWriteToken may be secret (a "
+            "secret anywhere else would reach container arguments in plain text); remove it with `pulumi config rm "
+            "tpu-rl:clusterName` and set the token with `pulumi config set --secret tpu-rl:hfToken`",
         ),
         ({"tpu-rl:fooo": "x"}, {"tpu-rl:fooo"}, f"tpu-rl:fooo = (value, not shown) is invalid: unknown key; {KNOWN}"),
         ({"tpu-rl:zzzzzz": "x"}, set(), f'tpu-rl:zzzzzz = "(set)" is invalid: unknown key; {KNOWN}'),
@@ -230,6 +230,29 @@ DELETE = object()
             {"-tpu-rl:hfToken"},
             "tpu-rl:hfToken is stored in plain text: remove it and set it again with "
             "`pulumi config set --secret tpu-rl:hfToken` (the value is not shown)",
+        ),
+        (
+            {"tpu-rl:hfWriteToken": TOKEN, "tpu-rl:publish": {"repo": "acme/gemma4-grpo"}},
+            set(),
+            "tpu-rl:hfWriteToken is stored in plain text: remove it and set it again with "
+            "`pulumi config set --secret tpu-rl:hfWriteToken` (the value is not shown)",
+        ),
+        (
+            {"tpu-rl:hfWriteToken": TOKEN, "tpu-rl:publish": {"repo": "acme/gemma4-grpo"}},
+            {"tpu-rl:hfWriteToken"},
+            lambda s: s.publish.repo == "acme/gemma4-grpo" and s.publish.private and s.hf_write_token_set,
+        ),
+        (
+            {"tpu-rl:publish": {"repo": "acme/gemma4-grpo", "private": False}},
+            set(),
+            "tpu-rl:hfWriteToken = null is invalid: required with tpu-rl:publish.repo; set it with `pulumi config set "
+            "--secret tpu-rl:hfWriteToken` (a Hugging Face write token for the repository's namespace, not the "
+            "read token)",
+        ),
+        (
+            {"tpu-rl:hfWriteToken": TOKEN},
+            {"tpu-rl:hfWriteToken"},
+            lambda s: s.publish.repo is None and s.hf_write_token_set,  # unused: no Secret holds it
         ),
         (
             {"gcp:project": TOKEN},
@@ -287,7 +310,7 @@ DELETE = object()
             {"tpu-rl:workflow": {"timeouts": {"tarin": "1h"}}},
             set(),
             'tpu-rl:workflow.timeouts.tarin = "1h" is invalid: unknown field; did you mean train? known fields: '
-            "convert, export, train",
+            "convert, export, publish, train",
         ),
         (
             {"tpu-rl:workflow": {"timeouts": ["1h"]}},

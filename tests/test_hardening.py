@@ -113,7 +113,7 @@ def test_each_identity_reads_and_writes_only_under_its_steps_prefixes(prod_plan)
     m = "gemma4-26b"
     assert _access(prod_plan) == {
         ("workload", "legacyBucketReader"): [],
-        ("workload", "objectUser"): [f"{m}/convert/", f"{m}/export/"],
+        ("workload", "objectUser"): [f"{m}/convert/", f"{m}/export/", f"{m}/publish/"],
         ("workload", "objectViewer"): [f"{m}/train/"],
         ("cpu", "legacyBucketReader"): [],
         ("cpu", "objectUser"): [f"{m}/train/", "pathways"],
@@ -134,7 +134,7 @@ def test_the_grants_as_built():
     grants = {(g.holder, g.role): g.prefixes for g in bucket_grants("m")}
     assert grants == {
         ("workload", "roles/storage.legacyBucketReader"): (),
-        ("workload", "roles/storage.objectUser"): ("m/convert/", "m/export/"),
+        ("workload", "roles/storage.objectUser"): ("m/convert/", "m/export/", "m/publish/"),
         ("workload", "roles/storage.objectViewer"): ("m/train/",),
         ("cpu", "roles/storage.legacyBucketReader"): (),
         ("cpu", "roles/storage.objectUser"): ("m/train/", "pathways"),

@@ -42,18 +42,34 @@ def test_every_key_renames_a_step_or_is_ignored(walks, stack):
         "tpu-rl:workflow.timeouts.convert",
         "tpu-rl:workflow.timeouts.train",
         "tpu-rl:workflow.timeouts.export",
+        "tpu-rl:workflow.timeouts.publish",
         "tpu-rl:kueue.enabled",  # which queue admits a step (the queue-name label)
         "tpu-rl:kueue.queue",
     }, "only operational settings may change a step without renaming it"
     for key in ("tpu-rl:kueue.enabled", "tpu-rl:kueue.queue"):
         assert set(outcomes[key].values()) == {"ignored"}, key
     for key in ("tpu-rl:workflow.timeouts.train", "tpu-rl:workflow.maxRestarts"):
-        assert outcomes[key] == {"convert": "kept", "train": "ignored", "export": "kept"}, key
+        assert outcomes[key] == {"convert": "kept", "train": "ignored", "export": "kept", "publish": "kept"}, key
     for key in ("tpu-rl:training.learningRate", "tpu-rl:training.numBatches", "tpu-rl:images.pathwaysServer"):
-        assert outcomes[key] == {"convert": "kept", "train": "re-runs", "export": "re-runs"}, key
+        assert outcomes[key] == {"convert": "kept", "train": "re-runs", "export": "re-runs", "publish": "re-runs"}, key
+    # A publication of its own: another repository or visibility uploads again (to a new branch); the
+    # deadline bounds it without renaming it.
+    for key in ("tpu-rl:publish.repo", "tpu-rl:publish.private"):
+        assert outcomes[key] == {"convert": "kept", "train": "kept", "export": "kept", "publish": "re-runs"}, key
+    assert outcomes["tpu-rl:workflow.timeouts.publish"] == {
+        "convert": "kept",
+        "train": "kept",
+        "export": "kept",
+        "publish": "ignored",
+    }
     for key in ("tpu-rl:model.revision", "tpu-rl:images.maxtext", "tpu-rl:namespace", "tpu-rl:bucketName"):
         assert set(outcomes[key].values()) == {"re-runs"}, key
-    for key in ("tpu-rl:hfToken", "tpu-rl:cpuPool.machineType", "tpu-rl:gke.maintenanceExclusion"):
+    for key in (
+        "tpu-rl:hfToken",
+        "tpu-rl:hfWriteToken",
+        "tpu-rl:cpuPool.machineType",
+        "tpu-rl:gke.maintenanceExclusion",
+    ):
         assert set(outcomes[key].values()) == {"kept"}, key
 
 

@@ -22,7 +22,8 @@ def hub():
 
 
 def test_readable_model_reports_its_commit(hub):
-    assert check_model_access(REPO, "main", GOOD, endpoint=hub) == COMMIT
+    found = check_model_access(REPO, "main", GOOD, endpoint=hub)
+    assert found.commit == COMMIT and found.license == "apache-2.0", "the licence the base model's card declares"
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,12 @@ def test_declared_defaults_are_the_schema_defaults():
         "slices": 1,
         "capacity": "reservation",
     }
-    assert declared_default("tpu-rl:workflow")["timeouts"] == {"convert": "4h", "train": "24h", "export": "4h"}
+    assert declared_default("tpu-rl:workflow")["timeouts"] == {
+        "convert": "4h",
+        "train": "24h",
+        "export": "4h",
+        "publish": "4h",
+    }
     assert all(fields_of(f.top) for f in FIELDS)
 
 

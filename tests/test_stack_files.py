@@ -126,7 +126,9 @@ def test_make_plan_works_and_shows_no_part_of_a_secret(name, tmp_path, capsys):
 def test_a_secret_set_with_path_is_refused_without_showing_it(capsys, tmp_path):
     assert plan_main(["--config-file", str(fixture("nested-secret"))]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: tpu-rl:workflow is stored as a secret: only tpu-rl:hfToken may be secret")
+    assert err.startswith(
+        "error: tpu-rl:workflow is stored as a secret: only tpu-rl:hfToken and tpu-rl:hfWriteToken may be secret"
+    )
     assert "\n" not in err
     never_shown(err, "nested-secret")
     with pytest.raises(ConfigError):

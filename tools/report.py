@@ -18,21 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.config.diff import config_diff
 from core.config.schema import CAPACITY_MODES
 from core.knobs import TRAINING_KNOBS
 from core.outdir import OutputError
 from core.redact import scrub
 from core.settings import Settings
+from workloads.run.plots import plot
 from workloads.run.run_data import RunData, reward_tag
-from workloads.run.scalars import ROLLOUT_PREFIXES, is_training_tag
+from workloads.run.scalars import ROLLOUT_PREFIXES
 
-PLOTS = (
-    ("reward", "Reward", lambda tag: "reward" in tag and "advantage" not in tag),
-    ("loss", "Loss", lambda tag: tag.endswith("/loss") or tag.endswith("_loss")),
-    ("kl", "KL divergence", lambda tag: tag.rsplit("/", 1)[-1] == "kl" or "/kl" in tag),
-    ("entropy", "Entropy", lambda tag: "entropy" in tag),
-    ("length", "Completion length", lambda tag: "length" in tag),
-)
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 980px; color: #1d2330; }
 h1 { font-size: 22px; margin-bottom: 2px; }
@@ -109,24 +104,6 @@ def info_from_settings(settings: Settings, raw: dict[str, str], secret_keys: fro
     )
 
 
-def config_diff(raw: dict[str, str], secret_keys: frozenset[str]) -> list[dict[str, Any]]:
-    """Every setting whose value differs from the tutorial's default (provider keys and secrets left out)."""
-    from core.config import read_fields
-    from core.config.schema import DERIVED, FIELDS
-
-    values = read_fields(raw, secret_keys)
-    diff = []
-    for f in FIELDS:
-        if f.secret or not f.key.startswith("tpu-rl:") or f.default is DERIVED:
-            continue
-        default = f.read(f.key, f.default) if f.default not in ("", {}) else f.default
-        if f.key.endswith("authorizedNetworks"):
-            default = tuple(f.default)
-        if values[f.key] != default:
-            diff.append({"key": f.key, "value": values[f.key], "tutorial": default})
-    return diff
-
-
 def argv_diff(argv: list[str]) -> list[dict[str, Any]]:
     """The training knobs a run's argv sets away from the tutorial's values (a run known only by its URI)."""
     given = dict(arg.split("=", 1) for arg in argv if "=" in arg and not arg.startswith("-"))
@@ -161,45 +138,6 @@ def _chips(record: dict[str, Any] | None) -> int | None:
     """The chips a run record names (a log is text from the run: only a positive integer counts)."""
     chips = ((record or {}).get("slice") or {}).get("chips") if isinstance((record or {}).get("slice"), dict) else None
     return chips if isinstance(chips, int) and not isinstance(chips, bool) and 0 < chips <= 100_000 else None
-
-
-def plot(data: RunData) -> list[tuple[str, str, bytes]]:
-    """One PNG per group of scalars found (reward, loss, KL, entropy, length): (title, file name, bytes).
-
-    Every tag at the optimizer step it describes (the rollout's tags are logged one step before the update,
-    ``workloads.run.scalars``); Orbax's step-0 scalars are not plotted; intermediate evaluations are marked."""
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    files = []
-    eval_steps = [e["step"] for e in data.evaluations.intermediate]
-    series = {t: data.scalars.aligned(t) for t in data.scalars.series if is_training_tag(t)}
-    for name, title, wanted in PLOTS:
-        tags = sorted(t for t in series if wanted(t) and series[t])
-        if not tags:
-            continue
-        figure, axes = plt.subplots(figsize=(7.5, 3.6), dpi=110)
-        for tag in tags:
-            steps, values = zip(*series[tag], strict=True)
-            axes.plot(steps, values, marker="o", markersize=3, linewidth=1.4, label=tag)
-        for step in eval_steps:
-            axes.axvline(step, color="#888888", linestyle="--", linewidth=0.8)
-        if eval_steps:
-            axes.plot([], [], color="#888888", linestyle="--", linewidth=0.8, label="intermediate eval")
-        axes.set_title(title)
-        axes.set_xlabel("optimizer step")
-        axes.grid(alpha=0.3)
-        axes.legend(fontsize=7, loc="best")
-        figure.tight_layout()
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png")
-        plt.close(figure)
-        files.append((title, f"{name}.png", buffer.getvalue()))
-    return files
 
 
 def _fmt(value: Any) -> str:

@@ -238,20 +238,28 @@ def load_stack_config(
             # Shown scrubbed and short: a token typed there by mistake is never printed.
             raise StackFileError(f"--set {scrub(override, limit=40)}: expected KEY=VALUE")
         set_path(config, key.strip(), value)
-    workflow = config.get(f"{PROJECT}:workflow")
-    if isinstance(workflow, str):
-        try:
-            workflow = parse_json(workflow, "a config value") if workflow.startswith("{") else {}
-        except ValueError:
-            workflow = {}
-    enabled = workflow.get("enabled", True) if isinstance(workflow, dict) else True
-    workflow_on = str(enabled).lower() != "false"
+    workflow = _object(config.get(f"{PROJECT}:workflow"))
+    workflow_on = str(workflow.get("enabled", True)).lower() != "false"
+    needed = {
+        f"{PROJECT}:hfToken": workflow_on,
+        f"{PROJECT}:hfWriteToken": bool(_object(config.get(f"{PROJECT}:publish")).get("repo")),
+    }
     for full in SECRET_KEYS:
-        if workflow_on and config.get(full) in (None, ""):
+        if needed[full] and config.get(full) in (None, ""):
             config[full] = UNSET_SECRET
             secret_keys.add(full)
             notes.append(f"{full} is not set in {stack_file.name}; planned with a placeholder secret")
     return {k: to_config_string(v) for k, v in config.items()}, secret_keys, notes
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """A stack-file object as the program reads it (a JSON string, after ``--set``), {} when it is none."""
+    if isinstance(value, str):
+        try:
+            value = parse_json(value, "a config value") if value.startswith("{") else {}
+        except ValueError:
+            value = {}
+    return value if isinstance(value, dict) else {}
 
 
 def _is_secure(value: Any) -> bool:

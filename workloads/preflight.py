@@ -20,6 +20,7 @@ import re
 import time
 import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
@@ -30,6 +31,8 @@ DEFAULT_ENDPOINT = "https://huggingface.co"
 MAX_BODY_BYTES = 2 * 1024 * 1024
 MAX_REDIRECTS = 5
 COMMIT = re.compile(r"[0-9a-f]{40}")
+READ_KEY = "tpu-rl:hfToken"
+WRITE_KEY = "tpu-rl:hfWriteToken"
 T = TypeVar("T")
 
 
@@ -153,10 +156,17 @@ def _transient(err: Exception) -> float | None:
 
 
 def _describe(
-    err: Exception, repo: str, revision: str, token: str, host: str, what: str, entry: str = "config.json"
+    err: Exception,
+    repo: str,
+    revision: str,
+    token: str,
+    host: str,
+    what: str,
+    entry: str = "config.json",
+    key: str = READ_KEY,
 ) -> PreflightError:
     """One line for a failed call, as the Hub client classified it (``hf_raise_for_status``); ``entry`` is the
-    file the call reads (named when the revision lacks it)."""
+    file the call reads (named when the revision lacks it), ``key`` the token's config key."""
     import httpx2
     from huggingface_hub import errors
 
@@ -180,13 +190,13 @@ def _describe(
         )
     if isinstance(err, errors.RepositoryNotFoundError):
         return PreflightError(
-            f"tpu-rl:hfToken cannot see {repo}: the repository does not exist or the token is invalid "
-            "(use a read token from https://huggingface.co/settings/tokens)"
+            f"{key} cannot see {repo}: the repository does not exist or the token is invalid "
+            "(use a token from https://huggingface.co/settings/tokens)"
         )
     if isinstance(err, errors.HfHubHTTPError) and err.response is not None:
         status = err.response.status_code
         if status == 401:
-            return PreflightError("tpu-rl:hfToken was rejected by Hugging Face (401): set a valid read token")
+            return PreflightError(f"{key} was rejected by Hugging Face (401): set a valid token")
         if status == 429:
             return PreflightError(f"the Hub at {host} kept answering 429 (too many requests) for {what}; retry later")
         detail = scrub(err.response.headers.get("X-Error-Message", "") or err.response.reason_phrase or "", token)
@@ -213,7 +223,9 @@ def _describe(
     return PreflightError(f"Hugging Face preflight for {repo} at {host} failed ({type(err).__name__})")
 
 
-def _bounded_calls(budget: deadline.Budget, url: str, repo: str, revision: str, token: str) -> Callable[..., Any]:
+def _bounded_calls(
+    budget: deadline.Budget, url: str, repo: str, revision: str, token: str, key: str = READ_KEY
+) -> Callable[..., Any]:
     """``bounded(what, call, entry=...)``: one Hub call, retried on 429/5xx/dropped connections, within what is
     left of ``budget`` from now on by the wall clock; every failure becomes one ``PreflightError`` line."""
     from huggingface_hub import close_session
@@ -233,15 +245,36 @@ def _bounded_calls(budget: deadline.Budget, url: str, repo: str, revision: str, 
                 "or HF_ENDPOINT"
             ) from None
         except Exception as err:  # noqa: BLE001 (every failure becomes one line)
-            raise _describe(err, repo, revision, token, host, what, entry) from None
+            raise _describe(err, repo, revision, token, host, what, entry, key) from None
 
     return bounded
 
 
+@dataclass(frozen=True)
+class BaseModel:
+    """What the preflight learned of the base model at the revision."""
+
+    commit: str
+    """The commit the revision resolves to ("" when the Hub did not name one)."""
+    license: str | None
+    """The licence its card declares (``license:`` in its front matter), None when it declares none."""
+
+
+def _license(info: Any) -> str | None:
+    """The licence a model's card declares (``cardData.license``, else a ``license:`` tag)."""
+    card = getattr(info, "card_data", None)
+    found = card.get("license") if card is not None and hasattr(card, "get") else None
+    if isinstance(found, str) and found:
+        return found
+    tags = [t for t in getattr(info, "tags", None) or [] if isinstance(t, str) and t.startswith("license:")]
+    return tags[0].removeprefix("license:") or None if tags else None
+
+
 def check_model_access(
     repo: str, revision: str, token: str, endpoint: str | None = None, *, budget: deadline.Budget | None = None
-) -> str:
-    """Return the commit the revision resolves to; raise ``PreflightError`` (one line) otherwise."""
+) -> BaseModel:
+    """Return the commit the revision resolves to and the licence its card declares; raise ``PreflightError``
+    (one line) otherwise."""
     from huggingface_hub import HfApi, close_session, get_hf_file_metadata, hf_hub_url, set_client_factory
 
     # The Hub client's shared session comes from this factory from now on in this process (the program
@@ -261,6 +294,7 @@ def check_model_access(
         )
         found = getattr(info, "sha", None)
         sha = found if isinstance(found, str) else ""
+        license = _license(info)
         config = hf_hub_url(repo, "config.json", revision=revision, endpoint=url)
         bounded(
             f"HEAD {url}/{repo}/resolve/{shown}/config.json",
@@ -268,7 +302,7 @@ def check_model_access(
         )
     finally:
         close_session()  # the next user of huggingface_hub in this process gets a fresh client
-    return sha if COMMIT.fullmatch(sha) else ""
+    return BaseModel(sha if COMMIT.fullmatch(sha) else "", license)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,3 +373,131 @@ def base_model_layout(
     finally:
         close_session()
     return ModelLayout(config, tensors, weight_map)
+
+
+# ---------------------------------------------------------------------------------------------
+# The publication: can the write token publish to the repository? (``tpu-rl:publish``)
+
+WRITE_ROLES = ("write", "admin")
+"""Organization roles that may write to any of its repositories (a ``contributor`` may create repositories
+and write to those only: https://huggingface.co/docs/hub/organizations-security)."""
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def token_denial(whoami: dict[str, Any], repo: str, exists: bool) -> str | None:
+    """Why the token ``whoami`` describes (``/api/whoami-v2``) cannot publish to ``repo`` (None: it can as far as
+    its account says; an existing repository is then asked, ``auth-check/write``).
+
+    Classic tokens have ``role`` read or write; a fine-grained token (``fineGrained``) must also hold
+    ``repo.write`` scoped to the namespace, or, for an existing repository, to the repository itself."""
+    namespace = repo.split("/", 1)[0]
+    access = _object(_object(whoami.get("auth")).get("accessToken"))
+    role = access.get("role")
+    user = scrub(str(whoami.get("name")), limit=60)
+    if role == "read":
+        return f"{WRITE_KEY} is a read token: publishing needs a write token (https://huggingface.co/settings/tokens)"
+    orgs = {o.get("name"): o.get("roleInOrg") for o in whoami.get("orgs") or [] if isinstance(o, dict)}
+    if namespace != whoami.get("name"):
+        if namespace not in orgs:
+            return f"{WRITE_KEY} belongs to {user}, who is not a member of {namespace}"
+        org_role = orgs[namespace]
+        if org_role not in WRITE_ROLES and not (org_role == "contributor" and not exists):
+            return (
+                f"{WRITE_KEY} belongs to {user}, whose role in {namespace} is {scrub(str(org_role), limit=20)}: "
+                "writing needs write or admin (a contributor may only create new repositories)"
+            )
+    if role == "fineGrained":
+        grants = _object(access.get("fineGrained")).get("scoped")
+        for grant in grants if isinstance(grants, list) else []:
+            entity = _object(_object(grant).get("entity"))
+            if "repo.write" not in (_object(grant).get("permissions") or []):
+                continue
+            if entity.get("type") in ("user", "org") and entity.get("name") == namespace:
+                return None
+            if exists and entity.get("type") == "model" and entity.get("name") == repo:
+                return None
+        return (
+            f"{WRITE_KEY} is a fine-grained token without write access to {namespace}'s repositories "
+            "(repo.write): add it in the token's settings"
+        )
+    return None
+
+
+def check_publish_access(
+    repo: str, private: bool, token: str, endpoint: str | None = None, *, budget: deadline.Budget | None = None
+) -> str:
+    """Whether the write token can publish to ``repo`` (as the step will: create it if missing, write a branch);
+    one ``PreflightError`` line otherwise. Returns what was found (``created on first publish`` or the
+    repository's visibility)."""
+    from huggingface_hub import HfApi, close_session, set_client_factory
+
+    budget = budget or deadline.BUDGETS["hub"]
+    url = _endpoint(endpoint)
+    set_client_factory(_client_factory(budget))
+    api = HfApi(endpoint=url, token=token, library_name="tpu-rl")
+    bounded = _bounded_calls(budget, url, repo, "main", token, WRITE_KEY)
+    try:
+        who = bounded(f"GET {url}/api/whoami-v2", lambda: api.whoami())
+        if not isinstance(who, dict):
+            raise PreflightError(f"the Hub at {url} answered GET /api/whoami-v2 with something unexpected")
+        info: Any = bounded(f"GET {url}/api/models/{repo}", lambda: _or_none(lambda: api.model_info(repo)))
+        denial = token_denial(who, repo, exists=info is not None)
+        if denial:
+            raise PreflightError(f"{denial}; tpu-rl:publish.repo is {repo}")
+        if info is None:
+            return "created private on first publish" if private else "created public on first publish"
+        if private and not info.private:
+            raise PreflightError(
+                f"tpu-rl:publish.repo {repo} exists and is public, and tpu-rl:publish.private is true: make the "
+                "repository private or set tpu-rl:publish.private false"
+            )
+        try:
+            bounded(
+                f"GET {url}/api/models/{repo}/auth-check/write",
+                lambda: api.auth_check(repo, repo_type="model", write=True),
+            )
+        except PreflightError as err:
+            raise PreflightError(f"{WRITE_KEY} cannot write to {repo} ({err})") from None
+        return "exists, private" if info.private else "exists, public"
+    finally:
+        close_session()
+
+
+def _or_none(call: Callable[[], T]) -> T | None:
+    """``call()``, or None when the repository does not exist (or the token cannot see it: the publish step
+    then creates it, and fails with the Hub's reason if it cannot)."""
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    try:
+        return call()
+    except RepositoryNotFoundError:
+        return None
+
+
+def published_revision(
+    repo: str, branch: str, token: str, endpoint: str | None = None, *, budget: deadline.Budget | None = None
+) -> tuple[str, dict[str, int | None]]:
+    """The commit ``branch`` of ``repo`` points at and its files with their sizes (``model_info`` with the
+    files' metadata), read with the write token; one ``PreflightError`` line otherwise."""
+    from huggingface_hub import HfApi, close_session, set_client_factory
+
+    budget = budget or deadline.BUDGETS["hub"]
+    url = _endpoint(endpoint)
+    set_client_factory(_client_factory(budget, MAX_METADATA_BYTES))
+    api = HfApi(endpoint=url, token=token, library_name="tpu-rl")
+    bounded = _bounded_calls(budget, url, repo, branch, token, WRITE_KEY)
+    try:
+        info = bounded(
+            f"GET {url}/api/models/{repo}/revision/{quote(branch, safe='')}",
+            lambda: api.model_info(repo, revision=branch, files_metadata=True, timeout=budget.read),
+        )
+    finally:
+        close_session()
+    sha = getattr(info, "sha", None)
+    if not isinstance(sha, str) or not COMMIT.fullmatch(sha):
+        raise PreflightError(f"the Hub at {url} named no commit for {repo}@{branch}")
+    files = {s.rfilename: s.size for s in info.siblings or []}
+    return sha, files

@@ -38,6 +38,8 @@ from workloads.run import pods as pod_state
 from workloads.run.exported import Exported
 from workloads.run.failures import DETAIL, StepFailedError, check_step_status, failure_detail
 
+HUB_URL = "https://huggingface.co"
+"""Where a published repository is (``hubRepoUrl``); ``HF_ENDPOINT`` points the program's reads elsewhere."""
 APPLY_TIMEOUT = "10m"
 """The provider's create or update of a step: the apply only (the program does the waiting)."""
 DELETE_TIMEOUT = "20m"
@@ -304,6 +306,25 @@ class LiveReader:
 
         return pulumi.Output.unsecret(pulumi.Output.all(resource.id, self.kubeconfig).apply(start))
 
+    def image_digests(self, steps: Sequence[Step], after: pulumi.Output[Any]) -> pulumi.Output[dict[str, str]]:
+        """Image -> the digest the steps' pods ran (``pods.image_digests``), read once ``after`` resolved; {} in
+        a preview or when the pods cannot be read (the card then says the digests were not recorded)."""
+        namespace = self.settings.namespace
+
+        def read(args: list[Any]) -> dict[str, str]:
+            if self.preview:
+                return {}
+            found: list[dict[str, Any]] = []
+            try:
+                for step in steps:
+                    found += self._cluster(args[0]).pods(namespace, f"{pod_state.JOBSET_LABEL}={step.name}")
+            except live.ClusterReadError as err:
+                pulumi.log.warn(f"no image digests for the model card: cannot read the pods ({err})", self.parent)
+                return {}
+            return pod_state.image_digests(found)
+
+        return pulumi.Output.unsecret(pulumi.Output.all(self.kubeconfig, after).apply(read))
+
     def check_slice_free(self, train: Step) -> pulumi.Output[str]:
         """Without Kueue: fail (warn in preview) when another training run of this cluster still holds the
         TPU slice (with Kueue, a second run queues behind the first)."""
@@ -360,6 +381,12 @@ class WorkflowArgs:
     """The slice's node pools: training waits for them."""
     live: bool
     """Read the cluster and the bucket (retries, the wait, artifact checks); the offline plan does not."""
+    config_diff: Sequence[dict[str, Any]] = ()
+    """The settings that differ from the tutorial's (``core.config.diff``): the model card lists them."""
+    base_commit: str | None = None
+    """The commit the model's revision resolved to at the preflight (None: not checked): the model card's."""
+    base_license: str | None = None
+    """The licence the base model's card declares (None: not read): the model card passes it on."""
 
 
 class WorkflowRun(pulumi.ComponentResource):
@@ -375,6 +402,9 @@ class WorkflowRun(pulumi.ComponentResource):
     """Its folder (``steps.train.checkpointUri``)."""
     summary: pulumi.Output[dict[str, Any] | None]
     """Before/after accuracy, final reward and chip-hours of the run (``steps.train.summary``)."""
+    published: pulumi.Output[dict[str, Any]] | None
+    """With ``tpu-rl:publish.repo``: ``{url, branch, commit}`` of the verified publication (``hubRepoUrl``,
+    ``hubRevision``, ``hubCommit``); None without."""
     steps: dict[str, Step]
 
     def __init__(self, name: str, args: WorkflowArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -391,18 +421,20 @@ class WorkflowRun(pulumi.ComponentResource):
         self.final_step = trained.apply(lambda found: found["step"])
         self.final_checkpoint_uri = trained.apply(lambda found: found["uri"])
         self.summary = trained.apply(lambda found: found["summary"])
-        self.hf_model_uri = self._export(train, trained)
+        export, self.hf_model_uri = self._export(train, trained)
+        self.published = self._publish(export, self.hf_model_uri, trained) if self._plan.publish else None
         self.register_outputs(
             {
                 "hfModelUri": self.hf_model_uri,
                 "finalStep": self.final_step,
                 "checkpointUri": self.final_checkpoint_uri,
                 "summary": self.summary,
+                "published": self.published,
                 "steps": {step.step: step.name for step in self._plan.steps},
             }
         )
 
-    # -- the three steps -------------------------------------------------------------------------
+    # -- the steps -------------------------------------------------------------------------------
 
     def _convert(self) -> tuple[KubernetesObject, pulumi.Output[str]]:
         """The conversion, first: its verified checkpoint folder is training's input."""
@@ -451,11 +483,14 @@ class WorkflowRun(pulumi.ComponentResource):
             warning = short_run_warning(found, expected, prefill)
             if warning:
                 pulumi.log.warn(warning, resource=self)
-            return {"step": found.step, "uri": found.uri, "summary": self._summary(step, settings)}
+            summary, curve = self._summary(step, settings)
+            return {"step": found.step, "uri": found.uri, "summary": summary, "rewardCurve": curve}
 
         return train, self._ended(step, train).apply(trained)
 
-    def _export(self, train: KubernetesObject, trained: pulumi.Output[dict[str, Any]]) -> pulumi.Output[str]:
+    def _export(
+        self, train: KubernetesObject, trained: pulumi.Output[dict[str, Any]]
+    ) -> tuple[KubernetesObject, pulumi.Output[str]]:
         """The export, after training: of the checkpoint found; it ends with the exported model's folder."""
         step = self._plan.export
         export = self._register(step, trained.apply(lambda _found: self._plan.train.artifact_uri), [train])
@@ -469,7 +504,60 @@ class WorkflowRun(pulumi.ComponentResource):
                     self._verified(step)
             return step.artifact_uri
 
-        return self._ended(step, export).apply(exported)
+        return export, self._ended(step, export).apply(exported)
+
+    def _publish(
+        self, export: KubernetesObject, exported: pulumi.Output[str], trained: pulumi.Output[dict[str, Any]]
+    ) -> pulumi.Output[dict[str, Any]]:
+        """The publication, after the export is verified: its card (a ConfigMap, written once: the run's numbers
+        are known when it is created), then the upload; it ends with the branch's commit, read back from the
+        Hub and checked to hold every exported file."""
+        from workloads.build.manifests import card_config_map
+        from workloads.build.steps import branch_of, card_name
+
+        settings, step = self._args.settings, self._plan.publish
+        assert step is not None and settings.publish.repo is not None  # only with a publication
+        repo, branch = settings.publish.repo, branch_of(step.step_id)
+        digests: pulumi.Input[dict[str, str]] = {}
+        if self._reader is not None:
+            digests = self._reader.image_digests([self._plan.train, self._plan.export], after=exported)
+
+        def card(args: list[Any]) -> dict[str, Any]:
+            found, images = args
+            readme, image = self._card(step, found, images)
+            return card_config_map(settings, card_name(step.name), step.step_id, readme, image)
+
+        manifest = pulumi.Output.all(trained, digests).apply(card)
+        card_map = KubernetesObject(
+            card_name(step.name),
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": manifest.apply(lambda m: m["metadata"]),
+                "data": manifest.apply(lambda m: m["data"]),
+                "binaryData": manifest.apply(lambda m: m.get("binaryData", {})),
+            },
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=self._args.provider,
+                deleted_with=self._args.cluster,
+                depends_on=list(self._args.ready),
+                # The card of a run is written once: a later `up` (its numbers read again) never rewrites it.
+                ignore_changes=["data", "binaryData"],
+            ),
+        )
+        publish = self._register(step, exported, [export, card_map])
+        url = f"{HUB_URL}/{repo}"
+
+        def published(status: Any) -> dict[str, Any]:
+            self._finished(step, status)
+            if not self._verify:
+                return {"url": url, "branch": branch, "commit": None}
+            commit = self._on_hub(step, repo, branch)
+            pulumi.log.info(f"published: {url}/tree/{branch} is commit {commit}", self)
+            return {"url": url, "branch": branch, "commit": commit}
+
+        return self._ended(step, publish).apply(published)
 
     # -- what every step does --------------------------------------------------------------------
 
@@ -557,6 +645,77 @@ class WorkflowRun(pulumi.ComponentResource):
             )
         pulumi.log.info(f"export check: {step.artifact_uri} matches {model.spec.hf_repo}@{model.revision}", self)
 
+    def _card(self, step: Step, found: dict[str, Any], digests: dict[str, str]) -> tuple[str, bytes | None]:
+        """The model card's text and the reward curve (``workloads.build.model_card``), from plain values."""
+        from core.estimate import estimate_for
+        from core.knobs import DATASETS
+        from workloads.build.manifests import REWARD_IMAGE
+        from workloads.build.model_card import CardFacts, model_card
+        from workloads.build.steps import branch_of
+
+        settings = self._args.settings
+        image = found.get("rewardCurve")
+        dataset = DATASETS[settings.training.dataset]
+        ids = tuple(dict.fromkeys(v for k, v in dataset.keys if k in ("dataset_name", "eval_dataset_name")))
+        estimate = estimate_for(settings)
+        facts = CardFacts(
+            repo=settings.publish.repo or "",
+            branch=branch_of(step.step_id),
+            base_repo=settings.model.spec.hf_repo,
+            base_revision=settings.model.revision,
+            base_commit=self._args.base_commit,
+            model_name=settings.model.spec.name,
+            dataset=settings.training.dataset,
+            dataset_ids=ids,
+            config_diff=list(self._args.config_diff),
+            images={
+                "maxtext": settings.images.maxtext,
+                "pathwaysServer": settings.images.pathways_server,
+                "pathwaysProxy": settings.images.pathways_proxy,
+            },
+            image_digests=digests,
+            summary=found.get("summary"),
+            usd_per_chip_hour=estimate.usd_per_chip_hour,
+            capacity=settings.tpu.capacity,
+            chips=settings.total_chips,
+            reward_image=REWARD_IMAGE if image else None,
+            steps={s.step: s.name for s in self._plan.steps},
+            export_uri=self._plan.export.artifact_uri,
+            base_license=self._args.base_license,
+        )
+        return model_card(facts), image
+
+    def _on_hub(self, step: Step, repo: str, branch: str) -> str:
+        """The commit ``branch`` holds, once every exported file is on it with its size and the card is there;
+        `up` fails with the first file missing otherwise."""
+        import os
+
+        from pulumi.runtime import config as runtime_config
+
+        from workloads.preflight import PreflightError, published_revision
+        from workloads.run.artifacts import first_of
+
+        exported = read_export(self._plan.export.artifact_uri)
+        token = runtime_config.get_config("tpu-rl:hfWriteToken") or ""
+        try:
+            commit, files = published_revision(repo, branch, token, os.environ.get("HF_ENDPOINT"))
+        except PreflightError as err:
+            raise pulumi.RunError(f"cannot verify the publication of {step.name}: {err}") from None
+        missing = [
+            f"{name} ({'missing' if name not in files else f'{files[name]} bytes, not {size}'})"
+            for name, size in sorted(exported.files.items())
+            if files.get(name, -1) not in (size, None)
+        ]
+        if "README.md" not in files:
+            missing.append("README.md (the model card) missing")
+        if missing:
+            raise pulumi.RunError(
+                f"{repo}@{branch} does not hold the export {self._plan.export.artifact_uri}: {first_of(missing)}; "
+                f"publish logs: {step.logs_command}. Delete the step to upload again (it resumes): "
+                f"kubectl delete jobset -n {self._args.settings.namespace} {step.name}"
+            )
+        return commit
+
     def _verified(self, step: Step) -> None:
         """Fail `up` when a completed step's output is unusable (the next `up` runs it again)."""
         from workloads.run.artifacts import step_problem
@@ -575,18 +734,28 @@ class WorkflowRun(pulumi.ComponentResource):
             "is incomplete is retried)"
         )
 
-    def _summary(self, train: Step, settings: Settings) -> dict[str, Any] | None:
-        """Before/after accuracy, final reward and chip-hours of a finished run (None if they cannot be read)."""
+    def _summary(self, train: Step, settings: Settings) -> tuple[dict[str, Any] | None, bytes | None]:
+        """Before/after accuracy, final reward and chip-hours of a finished run, and (for a publication's card)
+        its reward curve; None where they cannot be read."""
         from workloads.run.artifacts import storage_client
         from workloads.run.run_data import gather
 
         try:
-            return gather(storage_client(), train.output_uri).summary(settings.total_chips)
+            data = gather(storage_client(), train.output_uri)
         except Exception as err:  # noqa: BLE001 (the summary is a convenience: it never fails `up`)
             pulumi.log.warn(
                 f"no run summary for {train.name} ({type(err).__name__}); `make report` reads it later", resource=self
             )
-            return None
+            return None, None
+        curve = None
+        if self._plan.publish is not None:
+            from workloads.run.plots import reward_curve_png
+
+            try:
+                curve = reward_curve_png(data)
+            except Exception as err:  # noqa: BLE001 (the card says the curve was not recorded)
+                pulumi.log.warn(f"no reward curve for the model card ({type(err).__name__})", resource=self)
+        return data.summary(settings.total_chips), curve
 
     def step_outputs(self) -> dict[str, dict[str, Any]]:
         """Per step: object name, artifact URI, logs command, Cloud Console logs link (train: the final step)."""

@@ -24,6 +24,7 @@ from core.config.schema import (
     PROJECT_KEYS,
     REGISTRIES,
     REQUIRED,
+    SECRET_KEYS,
     Field,
     fields_of,
     is_object,
@@ -36,6 +37,7 @@ from core.redact import HF_TOKEN
 from core.settings import Settings
 
 TOKEN_KEY = f"{PROJECT}:hfToken"
+WRITE_TOKEN_KEY = f"{PROJECT}:hfWriteToken"
 MAX_JSON_CHARS = 200_000
 
 
@@ -58,13 +60,15 @@ def read_fields(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset(
             # Set but encrypted (the offline tools never decrypt): counts as set, never read as a value.
             values[field.key] = value if field.secret and value in OFFLINE_SECRETS else _read(field, value)
     values["hfTokenSet"] = values[TOKEN_KEY] not in (None, "")
-    del values[TOKEN_KEY]  # the token itself never travels further than this check
+    values["hfWriteTokenSet"] = values[WRITE_TOKEN_KEY] not in (None, "")
+    for key in SECRET_KEYS:
+        del values[key]  # a token itself never travels further than this check
     return values
 
 
 def _check_keys(raw: Mapping[str, Any], secret_keys: frozenset[str]) -> None:
     for key in sorted(raw):
-        if key == TOKEN_KEY or not (key.startswith(f"{PROJECT}:") or key.startswith("gcp:")):
+        if key in SECRET_KEYS or not (key.startswith(f"{PROJECT}:") or key.startswith("gcp:")):
             continue
         where = _token_path(_decoded(raw[key]), key)
         if where:
@@ -84,18 +88,19 @@ def _check_keys(raw: Mapping[str, Any], secret_keys: frozenset[str]) -> None:
                 Hidden("value") if key in secret_keys else "(set)",
                 f"unknown key; {suggestion}known keys: {', '.join(PROJECT_KEYS)}",
             )
-        if key in secret_keys and key != TOKEN_KEY:
+        if key in secret_keys and key not in SECRET_KEYS:
             raise ConfigError(
-                f"{key} is stored as a secret: only {TOKEN_KEY} may be secret (a secret anywhere else would reach "
-                f"container arguments in plain text); remove it with `pulumi config rm {key}` and set the "
-                "token with `pulumi config set --secret tpu-rl:hfToken`"
+                f"{key} is stored as a secret: only {' and '.join(SECRET_KEYS)} may be secret (a secret anywhere "
+                f"else would reach container arguments in plain text); remove it with `pulumi config rm {key}` and "
+                "set the token with `pulumi config set --secret tpu-rl:hfToken`"
             )
-    token = raw.get(TOKEN_KEY)
-    if token not in (None, "") and TOKEN_KEY not in secret_keys:
-        raise ConfigError(
-            f"{TOKEN_KEY} is stored in plain text: remove it and set it again with "
-            "`pulumi config set --secret tpu-rl:hfToken` (the value is not shown)"
-        )
+    for key in SECRET_KEYS:
+        token = raw.get(key)
+        if token not in (None, "") and key not in secret_keys:
+            raise ConfigError(
+                f"{key} is stored in plain text: remove it and set it again with "
+                f"`pulumi config set --secret {key}` (the value is not shown)"
+            )
 
 
 def _decoded(value: Any) -> Any:

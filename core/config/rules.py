@@ -15,7 +15,7 @@ from core.inputs import parse_json
 from core.knobs import TRAINING_KNOBS
 from core.machines import HYPERDISK_FAMILIES, PD_FAMILIES, boot_disk_type, machine_family, machine_shape
 from core.models import MODELS, Model, step_memory_gib
-from core.names import LOCAL_QUEUE, PROJECT, STEPS
+from core.names import LOCAL_QUEUE, PROJECT, PUBLISH, STEPS
 from core.pathways import head_requests
 from core.settings import (
     GkeSettings,
@@ -23,6 +23,7 @@ from core.settings import (
     KueueSettings,
     ModelSettings,
     PoolSettings,
+    PublishSettings,
     Settings,
     TpuSettings,
     TrainingSettings,
@@ -198,7 +199,7 @@ def build_settings(values: dict[str, Any], stack: str) -> Settings:
         capacity_check=v[_k("workflow.capacityCheck")],
         verify_export=v[_k("workflow.verifyExport")],
         max_restarts=DEFAULT_RESTARTS[tpu.capacity] if restarts is None else restarts,
-        timeouts={step: v[_k(f"workflow.timeouts.{step}")] for step in STEPS},
+        timeouts={step: v[_k(f"workflow.timeouts.{step}")] for step in (*STEPS, PUBLISH)},
         jobset_version=v[_k("workflow.jobsetVersion")],
         unschedulable_timeout=DEFAULT_UNSCHEDULABLE[tpu.capacity] if unschedulable is None else unschedulable,
         step_memory_gib=step_memory_gib(model) if memory is None else memory,
@@ -213,6 +214,7 @@ def build_settings(values: dict[str, Any], stack: str) -> Settings:
             )
         check_cpu_pool(cpu_pool, model, workflow.step_memory_gib)
         check_meshes(training.knobs, shape.chips * tpu.slices)
+    publish = _publish(v, enabled)
     kueue = _kueue(v, tpu, cpu_pool)
     return Settings(
         stack=stack,
@@ -238,7 +240,25 @@ def build_settings(values: dict[str, Any], stack: str) -> Settings:
         workflow=workflow,
         kueue=kueue,
         labels={"app": PROJECT, "stack": label_value(stack), "cluster": cluster, "managed-by": "pulumi"},
+        publish=publish,
+        hf_write_token_set=v["hfWriteTokenSet"],
     )
+
+
+def _publish(v: dict[str, Any], enabled: bool) -> PublishSettings:
+    """The publication: with the workflow on (off, there is no export to publish), a repository needs its own
+    write token (a write token without a repository is unused: no Secret holds it)."""
+    repo = v[_k("publish.repo")] or None
+    if repo is None or not enabled:
+        return PublishSettings()
+    if not v["hfWriteTokenSet"]:
+        raise error(
+            _k("hfWriteToken"),
+            None,
+            "required with tpu-rl:publish.repo; set it with `pulumi config set --secret tpu-rl:hfWriteToken` "
+            "(a Hugging Face write token for the repository's namespace, not the read token)",
+        )
+    return PublishSettings(repo=repo, private=v[_k("publish.private")])
 
 
 def _tpu(v: dict[str, Any], project: str) -> tuple[TpuSettings, SliceShape]:

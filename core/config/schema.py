@@ -135,6 +135,12 @@ KUEUE_VERSIONS = ("0.17.1",)
 """Kueue charts whose CRDs and webhook rules the stack's flavors and queues are validated against."""
 QUEUE_NAME = Text(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a LocalQueue name (a DNS-1123 label)")
 TOKEN = Text(r"\S{1,512}", "a Hugging Face read token")
+WRITE_TOKEN = Text(r"\S{1,512}", "a Hugging Face write token")
+HUB_REPO = Text(
+    r"(?!.*(--|\.\.))(?!.*\.git$)[A-Za-z0-9]([A-Za-z0-9._-]{0,94}[A-Za-z0-9])?/[A-Za-z0-9]([A-Za-z0-9._-]{0,94}[A-Za-z0-9])?",
+    "a Hub model repository `namespace/name` (letters, digits, '-', '_', '.'; at most 96 characters each, "
+    "no '--' or '..', not ending in .git), or empty for no publication",
+)
 
 
 def _knob_field(knob: Knob) -> Field:
@@ -226,6 +232,14 @@ FIELDS: tuple[Field, ...] = (
         "",
         "Hugging Face read token (secret; required while the workflow is on)",
         samples=("hf_SAMPLEotherTOKENvalue0123456789",),
+        secret=True,
+    ),
+    Field(
+        _key("hfWriteToken"),
+        WRITE_TOKEN,
+        "",
+        "Hugging Face write token of tpu-rl:publish.repo (secret; required with it, and only the publish step gets it)",
+        samples=("hf_SAMPLEwriteTOKENvalue0123456789",),
         secret=True,
     ),
     # tpu
@@ -384,6 +398,22 @@ FIELDS: tuple[Field, ...] = (
         "more MaxText `key: value` pairs (checked against 0.2.4)",
         samples=({"eval_interval": 5},),
     ),
+    # publish
+    Field(
+        _key("publish.repo"),
+        HUB_REPO,
+        "",
+        "Hub model repository the verified export is uploaded to, on a branch `tpu-rl-<step hash>` with its "
+        "model card (empty: no publication)",
+        samples=("my-org/gemma4-grpo-v2",),
+    ),
+    Field(
+        _key("publish.private"),
+        Boolean(),
+        True,
+        "create the repository private, and refuse to publish to an existing public one; false publishes in "
+        "the open (the policy pack's private-publish check must allow the repository)",
+    ),
     # workflow
     Field(_key("workflow.enabled"), Boolean(), True, "run the workflow (false = provision only)"),
     Field(_key("workflow.preflight"), Boolean(), True, "check the Hugging Face token before creating anything"),
@@ -425,6 +455,12 @@ FIELDS: tuple[Field, ...] = (
     Field(_key("workflow.timeouts.convert"), Duration(60, 168 * 3600), "4h", "deadline of the conversion"),
     Field(_key("workflow.timeouts.train"), Duration(60, 168 * 3600), "24h", "deadline of each training attempt"),
     Field(_key("workflow.timeouts.export"), Duration(60, 168 * 3600), "4h", "deadline of the export"),
+    Field(
+        _key("workflow.timeouts.publish"),
+        Duration(60, 168 * 3600),
+        "4h",
+        "deadline of the publication (tpu-rl:publish.repo)",
+    ),
     Field(
         _key("workflow.jobsetVersion"),
         OneOf(JOBSET_VERSIONS),

@@ -2,8 +2,9 @@
 
 Each identity gets object access only under the prefixes its step reads or writes (``core.layout``):
 
-- ``workload`` (Workload Identity of the conversion and the export): writes ``<model>/convert/`` and
-  ``<model>/export/``, reads ``<model>/train/`` (the checkpoint it exports);
+- ``workload`` (Workload Identity of the conversion, the export and the publication): writes
+  ``<model>/convert/``, ``<model>/export/`` and ``<model>/publish/`` (the publication's record), reads
+  ``<model>/train/`` (the checkpoint it exports);
 - ``cpu`` (the Pathways head runs with ``hostNetwork``, hence as the node's account) and ``tpu`` (the
   Pathways workers, likewise): read ``<model>/convert/``, write ``<model>/train/`` (checkpoints, TensorBoard)
   and the Pathways scratch ``pathways/`` (the prefix ``pathways``: the folder's own name included).
@@ -31,7 +32,7 @@ READER_ROLE = "roles/storage.objectViewer"
 BUCKET_READER_ROLE = "roles/storage.legacyBucketReader"
 
 ACCESS: dict[str, dict[str, tuple[str, ...]]] = {
-    "workload": {"write": ("convert", "export"), "read": ("train",)},
+    "workload": {"write": ("convert", "export", "publish"), "read": ("train",)},
     "cpu": {"write": ("train", "scratch"), "read": ("convert",)},
     "tpu": {"write": ("train", "scratch"), "read": ("convert",)},
 }

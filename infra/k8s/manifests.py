@@ -38,12 +38,13 @@ def service_account_manifest(namespace: str, name: str, labels: dict[str, str], 
     }
 
 
-def token_secret_manifest(namespace: str, labels: dict[str, str], token: Any) -> dict[str, Any]:
-    """The Hugging Face token Secret; containers read it through ``secretKeyRef`` only."""
+def token_secret_manifest(namespace: str, labels: dict[str, str], token: Any, name: str = HF_SECRET) -> dict[str, Any]:
+    """A Hugging Face token's Secret (the read token's, or the write token's); containers read it through
+    ``secretKeyRef`` only."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": {"name": HF_SECRET, "namespace": namespace, "labels": labels},
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "type": "Opaque",
         "stringData": {HF_SECRET_KEY: token},
     }

@@ -1,5 +1,5 @@
 """Kubernetes platform on the cluster: JobSet controller, Kueue and the stack's queues, workload namespace,
-service account, token Secret."""
+service account, the token Secrets."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from core.names import HF_WRITE_SECRET
 from core.settings import Settings
 from infra.gcp.naming import Names
 from infra.k8s import kueue
@@ -43,6 +44,9 @@ class PlatformArgs:
     """Its Workload Identity binding and bucket grants (the service account waits for them)."""
     hf_token: pulumi.Output[str] | None
     """The Hugging Face token (secret), or None when the workflow is off."""
+    hf_write_token: pulumi.Output[str] | None = None
+    """The publication's write token (secret), or None without ``tpu-rl:publish.repo``: a Secret of its own,
+    which only the publish step's container references."""
 
 
 class KubernetesPlatform(pulumi.ComponentResource):
@@ -62,6 +66,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
     service_account: KubernetesObject
     storage_class: KubernetesObject
     hf_secret: KubernetesObject | None
+    hf_write_secret: KubernetesObject | None
 
     def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tpu-rl:k8s:KubernetesPlatform", name, None, opts)
@@ -112,6 +117,15 @@ class KubernetesPlatform(pulumi.ComponentResource):
             self.hf_secret = KubernetesObject(
                 "hf-token",
                 token_secret_manifest(settings.namespace, labels, pulumi.Output.secret(hf_token)),
+                opts=in_namespace,
+            )
+        self.hf_write_secret = None
+        if args.hf_write_token is not None:
+            self.hf_write_secret = KubernetesObject(
+                "hf-write-token",
+                token_secret_manifest(
+                    settings.namespace, labels, pulumi.Output.secret(args.hf_write_token), HF_WRITE_SECRET
+                ),
                 opts=in_namespace,
             )
         self.register_outputs(
@@ -171,6 +185,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
                 self.storage_class,
                 self.service_account,
                 self.hf_secret,
+                self.hf_write_secret,
             )
             if r is not None
         ]

@@ -221,6 +221,28 @@ def export_script(argv: list[str], actor_uri: str, output_uri: str) -> str:
     )
 
 
+PUBLISH_HUB = (Path(__file__).parents[1] / "run" / "publish_hub.py").read_text()
+CARD_DIR = "/card"
+"""Where the publish step's card (its ConfigMap: ``README.md``, the reward curve) is mounted."""
+PUBLISH_WORK = "/scratch/publish"
+PUBLISHED = "published.json"
+"""The publish step's record in its output folder: repository, branch, commit."""
+
+
+def publish_script(export_uri: str, output_uri: str) -> str:
+    """Create the output folder, then upload the export with its card (``workloads/run/publish_hub.py``,
+    inlined: the image has no copy of it)."""
+    body = [
+        "set -euo pipefail",
+        mark_folder(output_uri),
+        "exec python3 -c "
+        + " ".join(
+            shlex.quote(word) for word in (PUBLISH_HUB, export_uri, CARD_DIR, PUBLISH_WORK, output_uri + PUBLISHED)
+        ),
+    ]
+    return "\n".join(body) + "\n"
+
+
 def run_record(settings: Settings, argv: list[str]) -> dict[str, object]:
     """What a training run is, written as the first line of its log (``RUN_LINE``, read back by ``workloads.run.evaluations``);
     only what the step's identity covers, so it never changes a step's hash on its own."""

@@ -135,9 +135,10 @@ def _field_env(name: str, path: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
-def token_env() -> dict[str, Any]:
-    """``HF_TOKEN`` by reference to the Secret, never by value."""
-    return {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": HF_SECRET, "key": HF_SECRET_KEY}}}
+def token_env(secret: str = HF_SECRET) -> dict[str, Any]:
+    """``HF_TOKEN`` by reference to a token's Secret (the read token's, or the publication's write token's),
+    never by value."""
+    return {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": secret, "key": HF_SECRET_KEY}}}
 
 
 def tutorial_env() -> list[dict[str, Any]]:
@@ -179,8 +180,13 @@ def cpu_jobset(
     command: list[str],
     scratch_gib: int,
     annotations: dict[str, Any],
+    secret: str = HF_SECRET,
+    memory_gib: int | None = None,
+    env: tuple[dict[str, Any], ...] = (),
+    config_map: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A single-pod JobSet on ``cpu-np`` with the token from the Secret and HF_HOME on scratch.
+    """A single-pod JobSet on ``cpu-np`` with the token from ``secret`` and HF_HOME on scratch; ``env`` added
+    to the container's, ``config_map`` (name, path) mounted read-only (the publication's card).
 
     One replicated Job named after the step (Job ``<name>-<step>-0``, container ``<step>``). A failure of
     the step's container fails it at once (``cpu_pod_failure_policy``, ``backoffLimit: 0``, the JobSet's
@@ -188,7 +194,7 @@ def cpu_jobset(
     ``tpu-rl:workflow.stepMemoryGib`` (``core.models.step_memory_gib``).
     ``network.enableDNSHostnames: false``: one pod needs no headless Service.
     """
-    memory = settings.workflow.step_memory_gib
+    memory = memory_gib or settings.workflow.step_memory_gib
     step_labels = labels(settings, step, step_id)
     return {
         "apiVersion": API_JOBSET,
@@ -216,7 +222,9 @@ def cpu_jobset(
                             "podFailurePolicy": cpu_pod_failure_policy(step),
                             "template": {
                                 "metadata": {"labels": step_labels},
-                                "spec": _cpu_pod(settings, step, step_labels, command, memory, scratch_gib),
+                                "spec": _cpu_pod(
+                                    settings, step, step_labels, command, memory, scratch_gib, secret, env, config_map
+                                ),
                             },
                         }
                     },
@@ -234,8 +242,21 @@ proven to work; root without capabilities or privilege escalation cannot reach p
 
 
 def _cpu_pod(
-    settings: Settings, step: str, step_labels: dict[str, str], command: list[str], memory: int, scratch_gib: int
+    settings: Settings,
+    step: str,
+    step_labels: dict[str, str],
+    command: list[str],
+    memory: int,
+    scratch_gib: int,
+    secret: str,
+    env: tuple[dict[str, Any], ...],
+    config_map: tuple[str, str] | None,
 ) -> dict[str, Any]:
+    mounts: list[dict[str, Any]] = [{"name": "scratch", "mountPath": "/scratch"}]
+    volumes: list[dict[str, Any]] = []
+    if config_map:
+        mounts.append({"name": "card", "mountPath": config_map[1], "readOnly": True})
+        volumes.append({"name": "card", "configMap": {"name": config_map[0]}})
     return {
         "restartPolicy": "Never",
         "serviceAccountName": WORKLOAD_KSA,
@@ -250,18 +271,20 @@ def _cpu_pod(
                 "command": command,
                 "securityContext": CPU_STEP_SECURITY,
                 "env": [
-                    token_env(),
+                    token_env(secret),
                     _env("HF_HOME", "/scratch/huggingface"),
                     _env("HF_HUB_DISABLE_PROGRESS_BARS", "1"),
+                    *env,
                 ],
                 "resources": {
                     "requests": {"cpu": "16", "memory": f"{memory}Gi"},
                     "limits": {"memory": f"{memory}Gi"},
                 },
-                "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+                "volumeMounts": mounts,
             }
         ],
         "volumes": [
+            *volumes,
             {
                 "name": "scratch",
                 "ephemeral": {
@@ -470,3 +493,23 @@ def pathways_jobset(
             ],
         },
     }
+
+
+def card_config_map(settings: Settings, name: str, step_id: str, readme: str, image: bytes | None) -> dict[str, Any]:
+    """The publish step's model card as a ConfigMap (mounted at ``commands.CARD_DIR``): ``README.md`` and,
+    when the run logged a reward, the reward curve (``binaryData``; a ConfigMap holds at most 1 MiB)."""
+    import base64
+
+    manifest: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": settings.namespace, "labels": labels(settings, "publish", step_id)},
+        "data": {"README.md": readme},
+    }
+    if image is not None:
+        manifest["binaryData"] = {REWARD_IMAGE: base64.b64encode(image).decode()}
+    return manifest
+
+
+REWARD_IMAGE = "reward-curve.png"
+"""The reward curve's file name in the card folder and on the Hub (the card links it)."""

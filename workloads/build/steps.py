@@ -21,13 +21,16 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from core.names import QUEUE_LABEL
+from core.names import HF_WRITE_SECRET, PUBLIC_ANNOTATION, PUBLISH, PUBLISH_ENV, QUEUE_LABEL
 from core.settings import Settings
 from workloads.build.commands import (
+    CARD_DIR,
+    PUBLISHED,
     convert_argv,
     export_argv,
     export_script,
     mark_folder,
+    publish_script,
     script,
     train_argv,
     train_script,
@@ -117,10 +120,12 @@ class Workflow:
     convert: Step
     train: Step
     export: Step
+    publish: Step | None = None
+    """The upload of the export to the Hub (``tpu-rl:publish.repo``), or None."""
 
     @property
-    def steps(self) -> tuple[Step, Step, Step]:
-        return (self.convert, self.train, self.export)
+    def steps(self) -> tuple[Step, ...]:
+        return (self.convert, self.train, self.export, *((self.publish,) if self.publish else ()))
 
 
 def _without(manifest: dict[str, Any], paths: tuple[str, ...]) -> dict[str, Any]:
@@ -198,9 +203,17 @@ def _logs(settings: Settings, job: str, container: str) -> str:
 
 
 def _cpu_step(
-    settings: Settings, step: str, command: str, input_uri: str | None, artifact: str, scratch_gib: int
+    settings: Settings,
+    step: str,
+    command: str,
+    input_uri: str | None,
+    artifact: str,
+    scratch_gib: int,
+    **options: Any,
 ) -> Step:
-    """A CPU-only step (convert, export): a single-pod JobSet on cpu-np."""
+    """A CPU-only step (convert, export, publish): a single-pod JobSet on cpu-np (``options``: the
+    publication's, see ``cpu_jobset``)."""
+    annotations = {**SKIP_AWAIT, **PATCH_FORCE, **options.pop("annotations", {})}
     manifest = cpu_jobset(
         settings,
         name=NAME,
@@ -208,7 +221,8 @@ def _cpu_step(
         step_id=STEP_ID,
         command=["/bin/bash", "-c", command],
         scratch_gib=scratch_gib,
-        annotations={**SKIP_AWAIT, **PATCH_FORCE},
+        annotations=annotations,
+        **options,
     )
     digest, name, out, manifest = _address(settings, step, manifest)
     deadline = settings.workflow.timeouts[step]
@@ -259,8 +273,49 @@ def _train_step(settings: Settings, input_uri: str) -> Step:
     )
 
 
+PUBLISH_MEMORY_GIB = 32
+"""The publication's memory: it streams files to the Hub (Xet's chunk buffers), it holds no model."""
+BRANCH_PREFIX = "tpu-rl-"
+
+
+def branch_of(step_id: str) -> str:
+    """The Hub branch a publish step uploads to: named by the step's hash, so a changed run gets a new
+    branch and nothing it published before is overwritten."""
+    return BRANCH_PREFIX + step_id
+
+
+def card_name(step_name: str) -> str:
+    """The ConfigMap holding a publish step's model card."""
+    return f"{step_name}-card"
+
+
+def _publish_step(settings: Settings, export: Step) -> Step:
+    """The verified export and its card, uploaded to ``tpu-rl:publish.repo`` on ``tpu-rl-<hash>``."""
+    publish = settings.publish
+    repo_env, branch_env, private_env = PUBLISH_ENV
+    env = (
+        {"name": repo_env, "value": publish.repo},
+        {"name": branch_env, "value": branch_of(STEP_ID)},
+        {"name": private_env, "value": "true" if publish.private else "false"},
+    )
+    return _cpu_step(
+        settings,
+        PUBLISH,
+        publish_script(export.artifact_uri, OUTPUT),
+        export.artifact_uri,
+        PUBLISHED,
+        settings.model.spec.weights_gib + 20,
+        annotations={} if publish.private else {PUBLIC_ANNOTATION: "tpu-rl:publish.private=false"},
+        secret=HF_WRITE_SECRET,
+        memory_gib=PUBLISH_MEMORY_GIB,
+        env=env,
+        config_map=(card_name(NAME), CARD_DIR),
+    )
+
+
 def plan_workflow(settings: Settings) -> Workflow:
-    """The three steps from validated settings, each named by the hash of what it runs."""
+    """The steps from validated settings, each named by the hash of what it runs: convert, train, export and,
+    with ``tpu-rl:publish.repo``, publish."""
     model = settings.model.spec
     argv = convert_argv(settings, OUTPUT)
     convert = _cpu_step(
@@ -276,4 +331,5 @@ def plan_workflow(settings: Settings) -> Workflow:
         "",
         model.weights_gib + 20,
     )
-    return Workflow(convert, train, export)
+    publish = _publish_step(settings, export) if settings.publish.repo else None
+    return Workflow(convert, train, export, publish)

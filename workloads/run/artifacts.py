@@ -213,7 +213,38 @@ def step_problem(client: Any, step: str, artifact_uri: str, **call: Any) -> str 
         return converted_problem(client, artifact_uri, **call)
     if step == "train":
         return None if final_checkpoint(client, artifact_uri, **call) else no_checkpoint(artifact_uri)
+    if step == "publish":
+        return None if published_record(client, artifact_uri, **call) else no_record(artifact_uri)
     return exported_problem(client, artifact_uri, **call)
+
+
+MAX_RECORD_BYTES = 64 * 1024
+
+
+def published_record(client: Any, record_uri: str, **call: Any) -> dict[str, Any] | None:
+    """The publish step's record (``published.json``: repo, branch, commit), None when it is missing or is
+    not one (the step did not finish publishing)."""
+    import json
+
+    from google.api_core.exceptions import NotFound
+
+    bucket, name = split_uri(record_uri)
+    blob = client.bucket(bucket).blob(name)
+    try:
+        data = blob.download_as_bytes(start=0, end=MAX_RECORD_BYTES - 1, **call)
+    except NotFound:
+        return None
+    try:
+        record = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or not all(isinstance(record.get(k), str) for k in ("repo", "branch", "commit")):
+        return None
+    return record
+
+
+def no_record(record_uri: str) -> str:
+    return f"publish finished but {record_uri} is missing or unreadable: the upload did not complete"
 
 
 def short_run_warning(found: FinalCheckpoint, expected: int, prefill: int) -> str | None:

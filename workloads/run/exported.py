@@ -9,7 +9,7 @@ is named), and the index and the headers agree on where each tensor is.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from core.hf_model import (
@@ -39,6 +39,8 @@ class Exported:
 
     layout: ModelLayout | None
     problems: list[str]
+    files: dict[str, int] = field(default_factory=dict)
+    """Every file of the folder and its size in bytes (what a publication must hold)."""
 
 
 def read_exported(client: Any, hf_uri: str, **call: Any) -> Exported:
@@ -52,6 +54,7 @@ def read_exported(client: Any, hf_uri: str, **call: Any) -> Exported:
     }
     if len(sizes) > MAX_LISTED:
         return Exported(None, [f"{hf_uri} holds more than {MAX_LISTED} objects; expected a model folder"])
+    files = {name: size for name, size in sizes.items() if name and not name.endswith("/")}
 
     def read(name: str, start: int | None = None, end: int | None = None) -> bytes:
         data: bytes = bucket.blob(prefix + name).download_as_bytes(start=start, end=end, **call)
@@ -70,17 +73,17 @@ def read_exported(client: Any, hf_uri: str, **call: Any) -> Exported:
         config = parse_config(raw_config) if raw_config is not None else {}
         raw_index = json_file(INDEX_FILE)
     except ModelFormatError as err:
-        return Exported(None, [*problems, str(err)])
+        return Exported(None, [*problems, str(err)], files)
     if raw_index is not None:
         try:
             weight_map = parse_index(raw_index)
         except ModelFormatError as err:
-            return Exported(None, [*problems, str(err)])
+            return Exported(None, [*problems, str(err)], files)
         shards = sorted(set(weight_map.values()))
     elif SINGLE_FILE in sizes:
         weight_map, shards = {}, [SINGLE_FILE]
     else:
-        return Exported(None, [*problems, f"no weights: neither {INDEX_FILE} nor {SINGLE_FILE}"])
+        return Exported(None, [*problems, f"no weights: neither {INDEX_FILE} nor {SINGLE_FILE}"], files)
 
     tensors: dict[str, Tensor] = {}
     parsed: set[str] = set()
@@ -107,4 +110,4 @@ def read_exported(client: Any, hf_uri: str, **call: Any) -> Exported:
     for name, shard in sorted(weight_map.items()):
         if shard in parsed and name not in tensors:
             problems.append(f"{INDEX_FILE} puts tensor {name} in {shard}, whose header lacks it")
-    return Exported(ModelLayout(config, tensors, weight_map), problems)
+    return Exported(ModelLayout(config, tensors, weight_map), problems, files)

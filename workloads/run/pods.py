@@ -132,3 +132,24 @@ def oom_killed(pods: list[dict[str, Any]]) -> list[tuple[str, str]]:
                     found.append((name, str(container.get("name") or "?")))
                     break
     return sorted(set(found))
+
+
+def image_digests(pods: list[dict[str, Any]]) -> dict[str, str]:
+    """Image reference -> the digest the kubelet ran it as (``status.containerStatuses[].imageID``, e.g.
+    ``us-docker.pkg.dev/...@sha256:...``), from the pods' specs and statuses; a container whose status has no
+    ``@sha256:`` ID is left out (it never started, or the runtime did not say)."""
+    found: dict[str, str] = {}
+    for pod in pods:
+        spec, status = _dict(pod.get("spec")), _dict(pod.get("status"))
+        images = {
+            c.get("name"): c.get("image")
+            for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+            if isinstance(c, dict)
+        }
+        for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+            if not isinstance(container, dict):
+                continue
+            image, ran = images.get(container.get("name")), str(container.get("imageID") or "")
+            if isinstance(image, str) and "@sha256:" in ran:
+                found.setdefault(image, ran.removeprefix("docker-pullable://"))
+    return dict(sorted(found.items()))

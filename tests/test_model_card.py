@@ -1,0 +1,511 @@
+"""The Hub model card (workloads/build/model_card.py), the reward curve it links (workloads/run/plots.py) and the
+configuration differences it lists (core/config/diff.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+
+import pytest
+import yaml
+
+from tests.conftest import slug
+from workloads.build.model_card import GEMMA_NOTICE, CardFacts, hub_datasets, model_card
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+MAXTEXT = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4"
+MAXTEXT_DIGEST = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training@sha256:" + "ab" * 32
+PATHWAYS = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server@sha256:" + "cd" * 32
+PROXY = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:latest"
+SUMMARY = {
+    "accuracyBefore": 30.0,
+    "accuracyAfter": 52.5,
+    "meanRewardBefore": 0.45,
+    "meanRewardAfter": 0.65,
+    "finalReward": 0.7123456,
+    "lastStep": 50,
+    "tpuChipHours": 21.33,
+    "attempts": 2,
+}
+FACTS = CardFacts(
+    repo="acme/gemma4-grpo",
+    branch="tpu-rl-0f1e2d3c4b",
+    base_repo="google/gemma-4-26b-a4b-it",
+    base_revision="main",
+    base_commit=COMMIT,
+    model_name="gemma4-26b",
+    dataset="openmathinstruct2",
+    dataset_ids=("nvidia/OpenMathInstruct-2", "nvidia/OpenMathInstruct-2"),
+    config_diff=[
+        {"key": "tpu-rl:training.numBatches", "value": 10, "tutorial": 50},
+        {"key": "tpu-rl:forceDestroy", "value": True, "tutorial": False},
+        {"key": "tpu-rl:authorizedNetworks", "value": ("198.51.100.7/32",), "tutorial": ("0.0.0.0/0",)},
+    ],
+    images={"pathwaysServer": PATHWAYS, "maxtext": MAXTEXT, "pathwaysProxy": PROXY},
+    image_digests={MAXTEXT: MAXTEXT_DIGEST},
+    summary=SUMMARY,
+    usd_per_chip_hour=2.7,
+    capacity="spot",
+    chips=8,
+    reward_image="reward-curve.png",
+    steps={"convert": "convert-1a2b3c4d5e", "train": "train-0f1e2d3c4b", "export": "export-9a8b7c6d5e"},
+    export_uri="gs://my-bucket/gemma4-26b/export/9a8b7c6d5e/",
+    base_license="gemma",
+)
+FRONT_MATTER = {
+    "license": "gemma",
+    "base_model": "google/gemma-4-26b-a4b-it",
+    "base_model_relation": "finetune",
+    "library_name": "transformers",
+    "pipeline_tag": "text-generation",
+    "datasets": ["nvidia/OpenMathInstruct-2"],
+    "tags": ["tpu-rl", "grpo", "maxtext", "reinforcement-learning"],
+}
+SECTIONS = [
+    "Base model",
+    "Dataset",
+    "Training configuration",
+    "Evaluation",
+    "Compute",
+    "Images",
+    "Provenance",
+    "License",
+]
+
+
+def card(**changes) -> str:
+    return model_card(dataclasses.replace(FACTS, **changes))
+
+
+def split(text: str) -> tuple[dict, str]:
+    """The front matter, parsed, and the Markdown after it (as the Hub splits them)."""
+    assert text.startswith("---\n")
+    end = text.index("\n---\n", 3)
+    return yaml.safe_load(text[4:end]), text[end + 5 :]
+
+
+def sections(text: str) -> dict[str, str]:
+    """The Markdown by ``## `` heading (the part before the first one under "")."""
+    parts: dict[str, str] = {}
+    name = ""
+    for line in split(text)[1].splitlines():
+        if line.startswith("## "):
+            name = line[3:]
+            parts[name] = ""
+        else:
+            parts[name] = parts.get(name, "") + line + "\n"
+    return parts
+
+
+def cells(line: str) -> list[str]:
+    """A table row's cells, split where GitHub and markdown-it split them: at a ``|`` after an even number of
+    backslashes (outer pipes dropped)."""
+    found, current, backslashes = [], "", 0
+    for char in line.strip()[1:-1]:
+        if char == "|" and backslashes % 2 == 0:
+            found.append(current.strip())
+            current = ""
+        else:
+            current += char
+        backslashes = backslashes + 1 if char == "\\" else 0
+    return [*found, current.strip()]
+
+
+def render(text: str) -> str:
+    """The card's Markdown as HTML, by markdown-it with GitHub's tables and strikethrough (raw HTML on)."""
+    markdown_it = pytest.importorskip("markdown_it")
+    return markdown_it.MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(split(text)[1])
+
+
+def rendered_tables(text: str) -> list[list[list[str]]]:
+    """Every table as a real Markdown renderer (markdown-it, with GitHub's tables) reads it: rows of cell texts."""
+    markdown_it = pytest.importorskip("markdown_it")
+    tokens = markdown_it.MarkdownIt("commonmark").enable("table").parse(split(text)[1])
+    tables: list[list[list[str]]] = []
+    in_cell = False
+    for token in tokens:
+        if token.type == "table_open":
+            tables.append([])
+        elif token.type == "tr_open":
+            tables[-1].append([])
+        elif token.type in ("th_open", "td_open", "th_close", "td_close"):
+            in_cell = token.type.endswith("_open")
+        elif token.type == "inline" and in_cell:
+            tables[-1][-1].append("".join(c.content for c in token.children or []))
+    return tables
+
+
+# ---------------------------------------------------------------------------------------------
+# Front matter
+
+
+@pytest.mark.pure
+def test_the_front_matter_is_what_the_hub_reads():
+    front, body = split(model_card(FACTS))
+    assert front == FRONT_MATTER, "the dataset named twice (train and eval) is listed once"
+    assert list(front) == list(FRONT_MATTER), "in this order"
+    repocard = pytest.importorskip("huggingface_hub.repocard")
+    parsed = repocard.ModelCard(model_card(FACTS))
+    assert parsed.data.to_dict() == FRONT_MATTER and parsed.text == body
+
+
+@pytest.mark.pure
+def test_hub_datasets_are_the_keys_that_name_hub_datasets():
+    assert hub_datasets("openmathinstruct2") == ("nvidia/OpenMathInstruct-2",), "not its parquet files or split"
+    assert hub_datasets("gsm8k") == ("openai/gsm8k",)
+    two = split(card(dataset_ids=("org/train", "org/eval")))[0]["datasets"]
+    assert two == ["org/train", "org/eval"]
+    assert split(card(dataset_ids=()))[0]["datasets"] == []
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "evil\n---\nlicense: mit",
+        "x\r\n---\r\nlicense: mit",
+        "---",
+        "...",
+        "a: b",
+        "# comment",
+        "'quoted\" \\ [flow] {map}",
+        "line\u2028separator\u0085next",
+        "caf\u00e9",
+        " padded ",
+    ],
+    ids=lambda value: slug(value),
+)
+def test_no_value_can_break_the_front_matter(hostile):
+    text = card(base_repo=hostile, dataset_ids=(hostile, "ok/data"))
+    front, body = split(text)
+    assert front == {**FRONT_MATTER, "base_model": hostile, "datasets": [hostile, "ok/data"]}
+    end = text.index("\n---\n", 3)
+    assert all(line.isascii() and line.isprintable() for line in text[4:end].split("\n")), "one line per value"
+    assert [line for line in text.splitlines() if line.strip() in ("---", "...")] == ["---", "---"]
+    repocard = pytest.importorskip("huggingface_hub.repocard")
+    assert repocard.ModelCard(text).data.to_dict()["base_model"] == hostile, "the Hub's own split agrees"
+
+
+# ---------------------------------------------------------------------------------------------
+# Each fact in its place
+
+
+@pytest.mark.pure
+def test_the_sections_in_order_and_what_the_model_is():
+    text = model_card(FACTS)
+    assert [line[3:] for line in text.splitlines() if line.startswith("## ")] == SECTIONS
+    intro = sections(text)[""]
+    assert intro.startswith("\n# acme/gemma4-grpo: gemma4-26b post-trained with GRPO\n")
+    assert "`google/gemma-4-26b-a4b-it` post-trained with GRPO" in intro and "`openmathinstruct2`" in intro
+    assert "MaxText" in intro and "Pathways on Cloud TPU" in intro and "branch `tpu-rl-0f1e2d3c4b`" in intro
+    load = 'AutoModelForCausalLM.from_pretrained("acme/gemma4-grpo", revision="tpu-rl-0f1e2d3c4b")'
+    assert load in intro and 'AutoTokenizer.from_pretrained("acme/gemma4-grpo", revision="tpu-rl-0f1e2d3c4b")' in intro
+    assert model_card(FACTS) == text, "deterministic"
+
+
+@pytest.mark.pure
+def test_the_base_model_its_revision_and_commit():
+    base = sections(model_card(FACTS))["Base model"]
+    assert "- model: [google/gemma-4-26b-a4b-it](https://huggingface.co/google/gemma-4-26b-a4b-it)\n" in base
+    assert "- revision: `main`\n" in base
+    assert f"- commit: [{COMMIT}](https://huggingface.co/google/gemma-4-26b-a4b-it/tree/{COMMIT})\n" in base
+    assert "- commit: not recorded\n" in sections(card(base_commit=None))["Base model"]
+    short = sections(card(base_commit=COMMIT[:39]))["Base model"]
+    assert f"- commit: `{COMMIT[:39]}`\n" in short and "/tree/" not in short, "only a full commit is linked"
+    upper = sections(card(base_commit=COMMIT.upper()))["Base model"]
+    assert "/tree/" not in upper, "the Hub's commits are lowercase hex"
+    odd = sections(card(base_repo="org/a b(c)"))["Base model"]
+    assert "[org/a b\\(c\\)](https://huggingface.co/org/a%20b%28c%29)" in odd, "the URL percent-encoded"
+
+
+@pytest.mark.pure
+def test_the_dataset_links():
+    dataset = sections(model_card(FACTS))["Dataset"]
+    assert dataset == (
+        "\n- `openmathinstruct2`: [nvidia/OpenMathInstruct-2](https://huggingface.co/datasets/nvidia/OpenMathInstruct-2)\n\n"
+    )
+    two = sections(card(dataset_ids=("a/b", "c/d")))["Dataset"]
+    assert "[a/b](https://huggingface.co/datasets/a/b), [c/d](https://huggingface.co/datasets/c/d)" in two
+    assert "- `openmathinstruct2`: not recorded" in sections(card(dataset_ids=()))["Dataset"]
+
+
+@pytest.mark.pure
+def test_the_configuration_table():
+    config = sections(model_card(FACTS))["Training configuration"]
+    rows = [line for line in config.splitlines() if line.startswith("|")]
+    assert rows == [
+        "| setting | this run | tutorial |",
+        "| --- | --- | --- |",
+        "| `tpu-rl:training.numBatches` | `10` | `50` |",
+        "| `tpu-rl:forceDestroy` | `true` | `false` |",
+        '| `tpu-rl:authorizedNetworks` | `["198.51.100.7/32"]` | `["0.0.0.0/0"]` |',
+    ]
+    assert "none: the tutorial's settings" not in config
+    empty = sections(card(config_diff=[]))["Training configuration"]
+    assert empty == "\nnone: the tutorial's settings\n\n" and "|" not in empty
+    unset = sections(card(config_diff=[{"key": "tpu-rl:k", "value": None, "tutorial": ""}]))
+    assert '| `tpu-rl:k` | `not set` | `""` |' in unset["Training configuration"]
+
+
+@pytest.mark.pure
+def test_the_evaluation_before_and_after():
+    evaluation = sections(model_card(FACTS))["Evaluation"]
+    assert "| accuracy | 30% | 52.5% |\n" in evaluation
+    assert "| mean reward | 0.45 | 0.65 |\n" in evaluation
+    assert "- final training reward: 0.7123\n" in evaluation
+    assert "- optimizer steps: 50\n" in evaluation and "- training attempts: 2\n" in evaluation
+    assert rendered_tables(model_card(FACTS))[1] == [
+        ["", "before GRPO", "after GRPO"],
+        ["accuracy", "30%", "52.5%"],
+        ["mean reward", "0.45", "0.65"],
+    ]
+
+
+@pytest.mark.pure
+def test_what_was_not_recorded_says_so():
+    partly = sections(card(summary={**SUMMARY, "accuracyBefore": None, "meanRewardAfter": None, "attempts": 0}))
+    assert "| accuracy | not recorded | 52.5% |\n" in partly["Evaluation"]
+    assert "| mean reward | 0.45 | not recorded |\n" in partly["Evaluation"]
+    assert "- training attempts: 0\n" in partly["Evaluation"], "zero is a value, not a missing one"
+    unknown = sections(card(summary=None, base_commit=None, image_digests={}))
+    assert "| accuracy | not recorded | not recorded |\n" in unknown["Evaluation"]
+    assert "| mean reward | not recorded | not recorded |\n" in unknown["Evaluation"]
+    for line in ("final training reward", "optimizer steps", "training attempts"):
+        assert f"- {line}: not recorded\n" in unknown["Evaluation"]
+    assert "- TPU chip-hours (training, every attempt): not recorded\n" in unknown["Compute"]
+    assert "- cost: not recorded\n" in unknown["Compute"]
+    assert "- commit: not recorded\n" in unknown["Base model"]
+    assert f"| `maxtext` | `{MAXTEXT}` | digest not recorded |" in unknown["Images"]
+    assert "None" not in model_card(dataclasses.replace(FACTS, summary=None, base_commit=None))
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("hours", "rate", "cost"),
+    [
+        (21.33, 2.7, "$57.59 ($2.70 per chip-hour)"),
+        (21.33, 1.375, "$29.33 ($1.375 per chip-hour)"),
+        (1000.0, 4.2, "$4,200.00 ($4.20 per chip-hour)"),
+        (0.0, 2.7, "$0.00 ($2.70 per chip-hour)"),
+        (3, 0.5, "$1.50 ($0.50 per chip-hour)"),
+    ],
+)
+def test_the_cost_is_chip_hours_times_the_rate(hours, rate, cost):
+    compute = sections(card(summary={**SUMMARY, "tpuChipHours": hours}, usd_per_chip_hour=rate))["Compute"]
+    assert f"- cost: {cost}\n" in compute
+    assert f"- TPU chip-hours (training, every attempt): {hours:,.2f}\n" in compute
+    assert "- capacity: spot\n" in compute and "- chips: 8\n" in compute
+
+
+@pytest.mark.pure
+def test_the_images_with_their_digests():
+    images = sections(model_card(FACTS))["Images"]
+    rows = [line for line in images.splitlines() if line.startswith("|")]
+    assert rows == [
+        "| image | reference | digest |",
+        "| --- | --- | --- |",
+        f"| `maxtext` | `{MAXTEXT}` | `{MAXTEXT_DIGEST}` |",
+        f"| `pathwaysProxy` | `{PROXY}` | digest not recorded |",
+        f"| `pathwaysServer` | `{PATHWAYS}` | `{PATHWAYS}` |",
+    ], "by name; a reference pinned by its digest is its own"
+    reordered = dict(reversed(list(FACTS.images.items())))
+    assert card(images=reordered) == model_card(FACTS), "the same images in another order: the same card"
+    assert sections(card(images={}))["Images"] == "\nnot recorded\n\n"
+
+
+@pytest.mark.pure
+def test_the_provenance():
+    provenance = sections(model_card(FACTS))["Provenance"]
+    rows = [line for line in provenance.splitlines() if line.startswith("|")]
+    assert rows[2:] == [
+        "| `convert` | `convert-1a2b3c4d5e` |",
+        "| `train` | `train-0f1e2d3c4b` |",
+        "| `export` | `export-9a8b7c6d5e` |",
+    ], "in the workflow's order"
+    assert "- export: `gs://my-bucket/gemma4-26b/export/9a8b7c6d5e/`\n" in provenance
+    assert "steps: not recorded" in sections(card(steps={}))["Provenance"]
+
+
+@pytest.mark.pure
+def test_the_licence_and_the_notice_the_gemma_terms_require():
+    text = model_card(FACTS)
+    licence = sections(text)["License"]
+    assert GEMMA_NOTICE == (
+        "Gemma is provided under and subject to the Gemma Terms of Use found at ai.google.dev/gemma/terms"
+    )
+    assert GEMMA_NOTICE in text.splitlines(), "verbatim, a line of its own"
+    assert text.endswith(f"\n\n{GEMMA_NOTICE}\n")
+    assert "[Gemma Terms of Use](https://ai.google.dev/gemma/terms)" in licence
+    assert "[Gemma Prohibited Use Policy](https://ai.google.dev/gemma/prohibited_use_policy)" in licence
+    assert "Model Derivative" in licence and "`google/gemma-4-26b-a4b-it`, is Gemma" in licence
+    assert split(text)[0]["license"] == "gemma"
+
+
+@pytest.mark.pure
+def test_an_apache_base_model_passes_its_licence_on():
+    """Gemma 4 is released under Apache 2.0 (its Hub card says ``license: apache-2.0``): the card says what
+    that licence asks of a derivative, and no Gemma Terms of Use are claimed for it."""
+    text = card(base_license="apache-2.0")
+    licence = sections(text)["License"]
+    assert split(text)[0]["license"] == "apache-2.0"
+    assert "[Apache License 2.0](https://www.apache.org/licenses/LICENSE-2.0)" in licence
+    assert "copy of the licence" in licence and "statement of the changes" in licence
+    assert "modified by GRPO training" in licence
+    assert "Gemma Terms" not in text and GEMMA_NOTICE not in text
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("declared", "shown", "front"),
+    [(None, "could not be read", "other"), ("llama3", "`llama3`", "llama3"), ("Bad Id", "`Bad Id`", "other")],
+)
+def test_another_or_unknown_licence_points_at_the_base_models_terms(declared, shown, front):
+    text = card(base_license=declared)
+    licence = sections(text)["License"]
+    assert (
+        shown in licence and "[google/gemma-4-26b-a4b-it](https://huggingface.co/google/gemma-4-26b-a4b-it)" in licence
+    )
+    assert split(text)[0]["license"] == front, "the front matter holds a licence identifier or other"
+    assert "Gemma Terms" not in text and "Apache" not in text
+
+
+@pytest.mark.pure
+def test_the_reward_curve_is_linked_only_when_there_is_one():
+    evaluation = sections(model_card(FACTS))["Evaluation"]
+    assert evaluation.endswith("\n\n![Reward per optimizer step](reward-curve.png)\n\n")
+    without = card(reward_image=None)
+    assert "![" not in without and ".png" not in without
+    assert "](plots/reward%20curve.png)" in card(reward_image="plots/reward curve.png"), "relative, encoded"
+
+
+# ---------------------------------------------------------------------------------------------
+# Values from the configuration cannot break the Markdown
+
+HOSTILE = [
+    "a|b",
+    "a\\|b",
+    "ends\\",
+    "two\nlines",
+    "cr\rlf\r\n",
+    "---",
+    "\n---\n",
+    "`code` and ``more``",
+    "<script>alert(1)</script>",
+    "*em* _em_ [link](https://x) ![img](y) $x$ ~~s~~ &amp; #h",
+    "line\u2028separator",
+    "",
+    " padded ",
+]
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("value", HOSTILE, ids=[f"{i}-{slug(v)}" for i, v in enumerate(HOSTILE)])
+def test_no_config_value_can_break_the_table(value):
+    diff = [
+        {"key": "tpu-rl:training.extraArgs", "value": {"k": value}, "tutorial": {}},
+        {"key": "tpu-rl:clusterName", "value": value, "tutorial": value},
+        {"key": "tpu-rl:namespace", "value": "after", "tutorial": "tpu-rl"},
+    ]
+    text = card(config_diff=diff, capacity=value)
+    config = sections(text)["Training configuration"]
+    rows = [line for line in config.splitlines() if line.strip()][1:]
+    assert len(rows) == 5 and all(cells(row) and len(cells(row)) == 3 for row in rows), rows
+    assert cells(rows[-1]) == ["`tpu-rl:namespace`", "`after`", "`tpu-rl`"], "the row after is intact"
+    assert [line for line in text.splitlines() if line.strip() in ("---", "...")] == ["---", "---"]
+    assert "\u2028" not in text and "\r" not in text
+    assert split(text)[0] == FRONT_MATTER
+    shown = value if value.isprintable() and value.strip() == value and value else json.dumps(value)
+    table = rendered_tables(text)[0]
+    assert len(table) == 4 and table[2] == ["tpu-rl:clusterName", shown, shown], (
+        "rendered, the cell shows the value itself (in JSON when a table cell could not)"
+    )
+    assert table[1][1] == json.dumps({"k": value}) and table[3] == ["tpu-rl:namespace", "after", "tpu-rl"]
+    assert re.search(r"^- capacity: .*$", sections(text)["Compute"], re.M), "on its own line"
+    plain = [{**d, "value": "plain", "tutorial": "plain"} if d["value"] == value else d for d in diff]
+    page, baseline = render(text), render(card(config_diff=plain, capacity="spot"))
+    for tag in ("<a ", "<img", "<em>", "<strong>", "<del>", "<script", "<h1", "<h2", "<hr", "<table", "<tr", "<li"):
+        assert page.count(tag) == baseline.count(tag), f"{tag}: no markup of its own"
+
+
+# ---------------------------------------------------------------------------------------------
+# The reward curve (workloads/run/plots.py)
+
+
+def _run_data(tmp_path, steps, **evaluations):
+    """A run's data from an event file tensorboardX wrote as tunix does (tests/run_files.py)."""
+    from tests.run_files import write_events
+    from workloads.run.evaluations import Evaluations
+    from workloads.run.run_data import RunData
+    from workloads.run.scalars import read_event_files
+
+    write_events(tmp_path, steps)
+    scalars = read_event_files(sorted(tmp_path.iterdir()))
+    return RunData("gs://b/m/train/h/", scalars, Evaluations(**evaluations), checkpoint_step=None)
+
+
+def test_the_reward_curve_is_a_png_of_the_reward_tag(tmp_path):
+    from tests.run_files import reward
+    from workloads.run.plots import plot, render_png, reward_curve_png
+
+    data = _run_data(tmp_path, [1, 2, 3, 4, 5], intermediate=[{"step": 3}])
+    png = reward_curve_png(data)
+    assert png is not None and png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
+    assert data.scalars.aligned("rewards/train/sum") == [(s, pytest.approx(reward(s))) for s in range(1, 6)]
+    assert png == render_png("Reward", {"rewards/train/sum": data.scalars.aligned("rewards/train/sum")}, [3]), (
+        "the summed reward alone (the tag the final reward is read from), the evaluation marked"
+    )
+    report_plot = dict((name, image) for _, name, image in plot(data))["reward.png"]
+    assert report_plot != png, "the report's reward plot draws the mean beside the sum"
+
+
+def test_no_reward_scalar_no_curve(tmp_path):
+    from workloads.run.evaluations import Evaluations
+    from workloads.run.plots import reward_curve_png
+    from workloads.run.run_data import RunData
+    from workloads.run.scalars import Scalars
+
+    def run(series):
+        return RunData("gs://b/m/train/h/", Scalars(series=series), Evaluations(), checkpoint_step=None)
+
+    assert reward_curve_png(_run_data(tmp_path, [])) is None, "an event file with no scalars yet"
+    assert reward_curve_png(run({"actor/train/loss": [(1, 2.0)], "actor/train/kl": [(1, 0.1)]})) is None
+    assert reward_curve_png(run({"rewards/train/sum": [], "actor/train/loss": [(1, 2.0)]})) is None
+    mean_only = reward_curve_png(run({"rewards/train/mean": [(0, 0.2), (1, 0.3)]}))
+    assert mean_only is not None and mean_only.startswith(b"\x89PNG"), "the mean when the sum is not logged"
+
+
+# ---------------------------------------------------------------------------------------------
+# The configuration differences (core/config/diff.py)
+
+
+@pytest.mark.pure
+def test_config_diff_lists_what_differs_and_never_a_secret():
+    from core.config.diff import config_diff
+    from core.config.schema import FIELDS
+    from tools.stack_files import ROOT, load_stack_config
+
+    raw, secret_keys, _ = load_stack_config(ROOT / "Pulumi.dev.yaml", [])
+    secrets = [f.key for f in FIELDS if f.secret]
+    assert "tpu-rl:hfToken" in secrets
+    for index, key in enumerate(secrets):
+        raw[key] = f"hf_SECRETvalueNUMBER{index}forTHEdiffTEST0123456789"
+    diff = config_diff(raw, frozenset(secret_keys) | set(secrets))
+    keys = [d["key"] for d in diff]
+    assert {"key": "tpu-rl:training.numBatches", "value": 10, "tutorial": 50} in diff
+    assert {"key": "tpu-rl:tpu.capacity", "value": "spot", "tutorial": "reservation"} in diff
+    assert not set(keys) & set(secrets) and "hf_SECRET" not in repr(diff)
+    assert not [k for k in keys if not k.startswith("tpu-rl:")], "provider keys left out"
+    assert "tpu-rl:authorizedNetworks" not in keys and "tpu-rl:images.registries" not in keys, (
+        "a list at the tutorial's value is no difference"
+    )
+    images = json.loads(raw["tpu-rl:images"]) if isinstance(raw.get("tpu-rl:images"), str) else {}
+    raw["tpu-rl:images"] = json.dumps({**images, "registries": ["us-docker.pkg.dev/my-project/mirror"]})
+    raw["tpu-rl:authorizedNetworks"] = json.dumps(["198.51.100.7/32"])
+    changed = {d["key"]: d for d in config_diff(raw, frozenset(secret_keys) | set(secrets))}
+    assert changed["tpu-rl:images.registries"]["value"] == ("us-docker.pkg.dev/my-project/mirror",)
+    assert changed["tpu-rl:authorizedNetworks"] == {
+        "key": "tpu-rl:authorizedNetworks",
+        "value": ("198.51.100.7/32",),
+        "tutorial": ("0.0.0.0/0",),
+    }

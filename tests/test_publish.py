@@ -1,0 +1,302 @@
+"""The publication (``tpu-rl:publish``): its step as the builders make it, its container command run through a
+real ``bash`` against fake-gcs-server and a loopback Hub with the real ``huggingface_hub`` client (LFS mode: Xet
+needs the Hub's storage service), the write token's preflight and the program's wiring under the mock runtime.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.config.values import ConfigError
+from core.names import HF_SECRET, HF_WRITE_SECRET, PUBLIC_ANNOTATION
+from tests.conftest import put
+from tests.fake_hub_write import FINE_ACME, FINE_READ, PRIVATE_REPO, PUBLIC_REPO, READ_ONLY, WRITE, WritableHub
+from tests.hf_files import LANGUAGE, model_files
+from tests.lifecycle_walk import settings
+from tests.loopback import serve
+from workloads.build.commands import CARD_DIR, PUBLISH_WORK
+from workloads.build.steps import branch_of, plan_workflow
+from workloads.preflight import PreflightError, check_publish_access, published_revision, token_denial
+
+REPO = "acme/gemma4-grpo"
+PUBLISHING = [f"tpu-rl:publish.repo={REPO}"]
+
+
+def publish_step(*overrides: str):
+    return plan_workflow(settings("prod", [*PUBLISHING, *overrides])).publish
+
+
+def container(step) -> dict:
+    return step.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
+
+
+def env_of(step) -> dict[str, object]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container(step)["env"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# The step, as the builders make it
+
+
+@pytest.mark.pure
+def test_no_repository_no_publish_step_and_the_other_steps_are_the_same():
+    without = plan_workflow(settings("prod", []))
+    with_ = plan_workflow(settings("prod", PUBLISHING))
+    assert without.publish is None and [s.step for s in without.steps] == ["convert", "train", "export"]
+    assert [s.name for s in with_.steps[:3]] == [s.name for s in without.steps], "publishing renames nothing"
+    assert with_.publish is not None and with_.publish.step == "publish"
+
+
+@pytest.mark.pure
+def test_the_publish_step_reads_the_write_token_and_only_it():
+    step = publish_step()
+    env = env_of(step)
+    assert env["HF_TOKEN"] == {"secretKeyRef": {"name": HF_WRITE_SECRET, "key": "token"}}
+    assert HF_WRITE_SECRET != HF_SECRET
+    assert env["TPU_RL_PUBLISH_REPO"] == REPO
+    assert env["TPU_RL_PUBLISH_PRIVATE"] == "true"
+    assert env["TPU_RL_PUBLISH_BRANCH"] == branch_of(step.step_id) == f"tpu-rl-{step.step_id}"
+    others = plan_workflow(settings("prod", PUBLISHING)).steps[:3]
+    for other in others:
+        text = json.dumps(other.manifest)
+        assert HF_WRITE_SECRET not in text, f"{other.step} must not see the write token"
+    pod = step.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert {"name": "card", "configMap": {"name": f"{step.name}-card"}} in pod["volumes"]
+    assert {"name": "card", "mountPath": CARD_DIR, "readOnly": True} in container(step)["volumeMounts"]
+    assert container(step)["resources"]["requests"]["memory"] == "32Gi", "it streams files, it holds no model"
+
+
+@pytest.mark.pure
+def test_the_publish_step_is_content_addressed():
+    base = publish_step()
+    export = plan_workflow(settings("prod", PUBLISHING)).export
+    assert base.input_uri == export.artifact_uri and base.output_uri.endswith(f"/publish/{base.step_id}/")
+    assert base.artifact_uri == base.output_uri + "published.json"
+    public = publish_step("tpu-rl:publish.private=false")
+    other_repo = publish_step("tpu-rl:publish.repo=acme/other")
+    retrained = publish_step("tpu-rl:training.learningRate=2e-6")
+    slower = publish_step("tpu-rl:workflow.timeouts.publish=8h")
+    assert len({base.name, public.name, other_repo.name, retrained.name}) == 4, "each uploads to its own branch"
+    assert slower.name == base.name, "the deadline is operational"
+    assert env_of(public)["TPU_RL_PUBLISH_PRIVATE"] == "false"
+    assert public.manifest["metadata"]["annotations"][PUBLIC_ANNOTATION] == "tpu-rl:publish.private=false"
+    assert PUBLIC_ANNOTATION not in base.manifest["metadata"]["annotations"]
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("repo", "ok"),
+    [
+        ("acme/gemma4-grpo", True),
+        ("a/b", True),
+        ("Org_1/model.v2-final", True),
+        ("acme/" + "m" * 96, True),
+        ("acme/" + "m" * 97, False),
+        ("acme", False),
+        ("acme/x/y", False),
+        ("acme/-model", False),
+        ("acme/model-", False),
+        ("acme/mo--del", False),
+        ("acme/mo..del", False),
+        ("acme/model.git", False),
+        ("acme/model name", False),
+        ("https://huggingface.co/acme/model", False),
+    ],
+)
+def test_the_repository_id_follows_the_hubs_rules(repo, ok):
+    if ok:
+        assert settings("prod", [f"tpu-rl:publish.repo={repo}"]).publish.repo == repo
+    else:
+        with pytest.raises(ConfigError, match="tpu-rl:publish.repo"):
+            settings("prod", [f"tpu-rl:publish.repo={repo}"])
+
+
+@pytest.mark.pure
+def test_publishing_is_off_with_the_workflow():
+    off = settings("prod", [*PUBLISHING, "tpu-rl:workflow.enabled=false"])
+    assert off.publish.repo is None, "provision only: there is no export to publish"
+
+
+# ---------------------------------------------------------------------------------------------
+# The container command, through bash, against fake-gcs-server and the loopback Hub
+
+
+EXPORT_FILES = model_files(LANGUAGE, shards=2)
+
+
+def run_publish(step, gcs, hub_url: str, tmp_path: Path, token: str = WRITE) -> subprocess.CompletedProcess:
+    """The step's container command as the pod runs it: its environment from the manifest (the token from
+    its Secret), ``python3`` the real interpreter, the card and scratch paths in ``tmp_path``."""
+    command = container(step)["command"]
+    assert command[:2] == ["/bin/bash", "-c"]
+    card, work = tmp_path / "card", tmp_path / "scratch-publish"
+    script = command[2].replace(CARD_DIR, str(card)).replace(PUBLISH_WORK, str(work))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    shim = bin_dir / "python3"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')  # the project's interpreter, as the image's
+    shim.chmod(0o755)
+    env = {k: v for k, v in env_of(step).items() if isinstance(v, str)}
+    env.update(
+        PATH=f"{bin_dir}:/usr/bin:/bin",
+        HF_TOKEN=token,
+        HF_HOME=str(tmp_path / "hf-home"),
+        HF_ENDPOINT=hub_url,
+        HF_HUB_DISABLE_XET="1",  # the loopback Hub speaks LFS; the image uploads through Xet
+        HF_HUB_DISABLE_TELEMETRY="1",
+        STORAGE_EMULATOR_HOST=os.environ["STORAGE_EMULATOR_HOST"],
+        NO_GCE_CHECK="True",
+        NO_PROXY="127.0.0.1,localhost",
+    )
+    return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+
+
+def lay_out(gcs, step, card: Path) -> None:
+    bucket = step.input_uri.removeprefix("gs://").split("/")[0]
+    gcs.create_bucket(bucket)
+    prefix = step.input_uri.removeprefix(f"gs://{bucket}/")
+    put(gcs, bucket, prefix, data=b"")  # the export's own folder marker
+    for name, data in EXPORT_FILES.items():
+        put(gcs, bucket, prefix + name, data=data)
+    card.mkdir(exist_ok=True)
+    (card / "README.md").write_text("---\nlicense: apache-2.0\n---\n\n# the card\n")
+    (card / "reward-curve.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 64)
+
+
+def test_the_container_uploads_the_export_and_its_card_to_the_branch_then_a_rerun_sends_nothing(gcs, tmp_path):
+    step = publish_step()
+    lay_out(gcs, step, tmp_path / "card")
+    hub = WritableHub.fresh()
+    with serve(hub) as url:
+        done = run_publish(step, gcs, url, tmp_path)
+        assert done.returncode == 0, done.stderr
+        branch = branch_of(step.step_id)
+        repo = hub.repos[REPO]
+        assert repo.private, "created private (tpu-rl:publish.private defaults to true)"
+        tree = repo.head(branch).tree
+        assert set(tree) == {*EXPORT_FILES, "README.md", "reward-curve.png", ".gitattributes"}
+        for name, data in EXPORT_FILES.items():
+            assert tree[name].data == data, name
+        commit = repo.branches[branch]
+        assert repo.branches["main"] != commit, "main is never written"
+        record = json.loads(
+            gcs.bucket(step.artifact_uri.split("/")[2]).blob(step.artifact_uri.split("/", 3)[3]).download_as_bytes()
+        )
+        assert record == {"repo": REPO, "branch": branch, "commit": commit, "private": True}
+        assert WRITE not in done.stdout + done.stderr
+
+        # The pod restarted (or the next `up` re-ran the step): the same upload, nothing sent, the same commit.
+        hub.requests.clear()
+        again = run_publish(step, gcs, url, tmp_path)
+        assert again.returncode == 0, again.stderr
+        assert not [r for r in hub.requests if r.startswith("PUT ") or "/commit/" in r], hub.requests
+        assert repo.branches[branch] == commit
+        assert "already downloaded" in again.stdout, "the scratch disk's files are kept"
+
+        # What the program reads back after the step: the branch's commit and every file with its size.
+        found, files = published_revision(REPO, branch, WRITE, url)
+        assert found == commit
+        assert {n: files[n] for n in EXPORT_FILES} == {n: len(d) for n, d in EXPORT_FILES.items()}
+
+
+def test_a_private_run_never_uploads_to_a_public_repository(gcs, tmp_path):
+    step = publish_step(f"tpu-rl:publish.repo={PUBLIC_REPO}")
+    lay_out(gcs, step, tmp_path / "card")
+    hub = WritableHub.fresh()
+    with serve(hub) as url:
+        done = run_publish(step, gcs, url, tmp_path)
+    assert done.returncode == 3, done.stderr
+    assert f"{PUBLIC_REPO} exists and is public" in done.stderr
+    assert branch_of(step.step_id) not in hub.repos[PUBLIC_REPO].branches
+    assert not [r for r in hub.requests if r.startswith("PUT ") or "/commit/" in r]
+
+
+def test_a_rejected_token_fails_the_step_in_one_line_without_the_token(gcs, tmp_path):
+    step = publish_step()
+    lay_out(gcs, step, tmp_path / "card")
+    with serve(WritableHub.fresh()) as url:
+        done = run_publish(step, gcs, url, tmp_path, token="hf_revokedTOKENvalue0123456789")
+    assert done.returncode == 1
+    lines = [line for line in done.stderr.splitlines() if line.startswith("tpu-rl publish:")]
+    assert len(lines) == 1 and f"uploading to {REPO}@{branch_of(step.step_id)} failed" in lines[0]
+    assert "revokedTOKEN" not in done.stdout + done.stderr
+
+
+def test_an_empty_export_is_refused(gcs, tmp_path):
+    step = publish_step()
+    bucket = step.input_uri.split("/")[2]
+    gcs.create_bucket(bucket)
+    with serve(WritableHub.fresh()) as url:
+        done = run_publish(step, gcs, url, tmp_path)
+    assert done.returncode == 3 and "holds no files" in done.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# The write token's preflight
+
+
+@pytest.fixture(scope="module")
+def hub():
+    with serve(WritableHub.fresh()) as url:
+        yield url
+
+
+@pytest.mark.parametrize(
+    ("repo", "private", "token", "words"),
+    [
+        ("acme/new-model", True, WRITE, None),
+        ("alice/new-model", True, WRITE, None),
+        ("bosses/new-model", True, WRITE, None),
+        ("contrib/new-model", True, WRITE, None),  # a contributor may create a repository
+        (PRIVATE_REPO, True, WRITE, None),
+        (PUBLIC_REPO, False, WRITE, None),
+        ("acme/new-model", True, FINE_ACME, None),
+        (PUBLIC_REPO, True, WRITE, "exists and is public, and tpu-rl:publish.private is true"),
+        ("acme/new-model", True, READ_ONLY, "tpu-rl:hfWriteToken is a read token"),
+        ("viewers/new-model", True, WRITE, "whose role in viewers is read"),
+        ("strangers/new-model", True, WRITE, "who is not a member of strangers"),
+        ("acme/new-model", True, FINE_READ, "fine-grained token without write access to acme"),
+        ("acme/new-model", True, "hf_invalidTOKENvalue", "tpu-rl:hfWriteToken was rejected by Hugging Face (401)"),
+    ],
+)
+def test_the_write_token_is_checked_before_anything_is_created(hub, repo, private, token, words):
+    if words is None:
+        assert check_publish_access(repo, private, token, endpoint=hub)
+        return
+    with pytest.raises(PreflightError) as caught:
+        check_publish_access(repo, private, token, endpoint=hub)
+    message = str(caught.value)
+    assert words in message and "\n" not in message and token not in message
+
+
+@pytest.mark.pure
+def test_a_contributor_cannot_write_to_a_repository_someone_else_made():
+    who = {
+        "name": "alice",
+        "orgs": [{"name": "contrib", "roleInOrg": "contributor"}],
+        "auth": {"accessToken": {"role": "write"}},
+    }
+    assert token_denial(who, "contrib/model", exists=False) is None
+    assert "a contributor may only create new repositories" in token_denial(who, "contrib/model", exists=True)
+
+
+@pytest.mark.pure
+def test_a_fine_grained_token_needs_repo_write_scoped_to_the_namespace():
+    def who(entity: str, permissions: list[str], kind: str = "org") -> dict:
+        scoped = [{"entity": {"type": kind, "name": entity}, "permissions": permissions}]
+        access = {"role": "fineGrained", "fineGrained": {"scoped": scoped}}
+        return {"name": "alice", "orgs": [{"name": "acme", "roleInOrg": "write"}], "auth": {"accessToken": access}}
+
+    assert token_denial(who("acme", ["repo.write"]), "acme/m", exists=True) is None
+    assert token_denial(who("acme", ["repo.content.read"]), "acme/m", exists=True)
+    assert token_denial(who("other", ["repo.write"]), "acme/m", exists=True), "scoped elsewhere"
+    # Scoped to the repository itself: it may write to it, not create it.
+    assert token_denial(who("acme/m", ["repo.write"], "model"), "acme/m", exists=True) is None
+    assert token_denial(who("acme/m", ["repo.write"], "model"), "acme/m", exists=False)
+    assert token_denial(who("acme/other", ["repo.write"], "model"), "acme/m", exists=True)

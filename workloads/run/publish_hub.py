@@ -1,0 +1,146 @@
+"""The publish step's program, run in the MaxText image (``python3 -c`` of this file's text, as the export
+runs ``checkpoint_scan.py``): the verified export, from GCS to a branch of a Hub model repository.
+
+    python3 publish_hub.py EXPORT_URI CARD_DIR WORK_DIR RECORD_URI
+
+What and where come from the container's environment, set by the step's manifest (so the policy pack reads
+what runs): ``TPU_RL_PUBLISH_REPO`` (``namespace/name``), ``TPU_RL_PUBLISH_BRANCH`` (``tpu-rl-<step hash>``)
+and ``TPU_RL_PUBLISH_PRIVATE`` (``true``/``false``); the write token is ``HF_TOKEN``, from its Secret by
+``secretKeyRef``, read by ``huggingface_hub`` itself and never printed.
+
+1. Every object of the exported folder is downloaded to ``WORK_DIR/model`` (a file already there with the
+   object's size is kept: a restarted pod on the same scratch disk does not fetch it again), then the card
+   folder's files (``README.md``, the reward curve) are copied in.
+2. ``create_repo(private=..., exist_ok=True)``; an existing repository keeps its visibility
+   (``create_repo`` ignores ``private`` then), so a private run refuses a public repository.
+3. ``create_branch(exist_ok=True)`` (``upload_folder`` does not create its revision), then
+   ``upload_folder`` to the branch: one call, re-run as is to resume. Files the branch already holds with
+   the same content are not sent again (the client compares each file's hash with the Hub's; Xet also
+   skips chunks it stored), and a call that changes nothing makes no commit.
+4. ``RECORD_URI`` gets ``{"repo", "branch", "commit", "private"}``: what was published.
+
+Exit 0 when published; 3 (``SETUP_FAILURE_EXIT``, not worth retrying as is) for a refusal: a public
+repository for a private run, an export folder with nothing in it; 1 for anything else (the Hub or GCS
+failing: the next `pulumi up` runs the step again, which resumes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+REFUSED = 3
+TOKEN_LIKE = re.compile(r"hf_[A-Za-z0-9]{8,}")
+
+
+def clean(text: str) -> str:
+    """``text`` without the token (a proxy may echo request headers into an error), one line, short."""
+    token = os.environ.get("HF_TOKEN", "")
+    if token:
+        text = text.replace(token, "***")
+    return TOKEN_LIKE.sub("***", " ".join(text.split()))[:300]
+
+
+def fail(message: str, code: int = 1) -> None:
+    print(f"tpu-rl publish: {clean(message)}", file=sys.stderr, flush=True)
+    sys.exit(code)
+
+
+def download(export_uri: str, folder: Path) -> list[str]:
+    """The exported folder's objects, below ``folder``; their names, relative to the folder."""
+    from google.cloud import storage
+
+    bucket_name, _, prefix = export_uri[len("gs://") :].partition("/")
+    client = storage.Client()
+    names = []
+    for blob in client.list_blobs(bucket_name, prefix=prefix):
+        name = blob.name[len(prefix) :]
+        if not name or name.endswith("/"):
+            continue  # the folder's own marker, or a sub-folder's
+        target = folder / name
+        if target.is_file() and target.stat().st_size == int(blob.size or 0):
+            print(f"tpu-rl publish: {name} already downloaded", flush=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            blob.download_to_filename(str(target))
+            print(f"tpu-rl publish: downloaded {name} ({int(blob.size or 0)} bytes)", flush=True)
+        names.append(name)
+    return names
+
+
+def publish(repo: str, branch: str, private: bool, folder: Path, message: str) -> str:
+    """Upload ``folder`` to ``repo``'s ``branch``; the branch's commit."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(library_name="tpu-rl")
+    api.create_repo(repo, repo_type="model", private=private, exist_ok=True)
+    if private and not api.model_info(repo).private:
+        fail(
+            f"{repo} exists and is public; this run is private (tpu-rl:publish.private), so nothing was uploaded: "
+            "make the repository private or set tpu-rl:publish.private false",
+            REFUSED,
+        )
+    api.create_branch(repo, branch=branch, repo_type="model", exist_ok=True)
+    info = api.upload_folder(
+        repo_id=repo,
+        folder_path=str(folder),
+        repo_type="model",
+        revision=branch,
+        commit_message=message,
+        ignore_patterns=[".cache/**"],
+    )
+    return str(info.oid)
+
+
+def write_record(record_uri: str, record: dict[str, object]) -> None:
+    from google.cloud import storage
+
+    bucket_name, _, name = record_uri[len("gs://") :].partition("/")
+    blob = storage.Client().bucket(bucket_name).blob(name)
+    blob.upload_from_string(json.dumps(record, sort_keys=True), content_type="application/json")
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) != 4:
+        fail("usage: publish_hub.py EXPORT_URI CARD_DIR WORK_DIR RECORD_URI", REFUSED)
+    export_uri, card_dir, work_dir, record_uri = argv
+    repo = os.environ.get("TPU_RL_PUBLISH_REPO", "")
+    branch = os.environ.get("TPU_RL_PUBLISH_BRANCH", "")
+    private = os.environ.get("TPU_RL_PUBLISH_PRIVATE", "")
+    if not repo or not branch or private not in ("true", "false"):
+        fail("TPU_RL_PUBLISH_REPO, TPU_RL_PUBLISH_BRANCH and TPU_RL_PUBLISH_PRIVATE must be set", REFUSED)
+    if not os.environ.get("HF_TOKEN"):
+        fail("HF_TOKEN is empty: the write token's Secret has no value", REFUSED)
+    folder = Path(work_dir) / "model"
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        names = download(export_uri, folder)
+    except Exception as err:  # noqa: BLE001 (one line; the step fails and the next `up` runs it again)
+        fail(f"cannot download {export_uri} ({type(err).__name__}: {err})")
+    if not names:
+        fail(f"{export_uri} holds no files", REFUSED)
+    card = Path(card_dir)
+    for path in sorted(card.iterdir()) if card.is_dir() else []:
+        if path.is_file() and not path.name.startswith("."):
+            shutil.copyfile(path, folder / path.name)
+            print(f"tpu-rl publish: added {path.name}", flush=True)
+    try:
+        commit = publish(repo, branch, private == "true", folder, f"tpu-rl: {branch}")
+    except SystemExit:
+        raise
+    except Exception as err:  # noqa: BLE001
+        fail(f"uploading to {repo}@{branch} failed ({type(err).__name__}: {err})")
+    record = {"repo": repo, "branch": branch, "commit": commit, "private": private == "true"}
+    try:
+        write_record(record_uri, record)
+    except Exception as err:  # noqa: BLE001
+        fail(f"published {repo}@{branch} ({commit}) but cannot write {record_uri} ({type(err).__name__})")
+    print(f"tpu-rl publish: {repo}@{branch} is commit {commit}", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
