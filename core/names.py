@@ -31,11 +31,11 @@ HF_SECRET = "hf-token"
 HF_SECRET_KEY = "token"
 HF_WRITE_SECRET = "hf-write-token"
 """The publication's write token (``tpu-rl:hfWriteToken``): only the publish step's container reads it."""
+HUB_URL = "https://huggingface.co"
+"""Where a published repository is (``hubRepoUrl``; ``HF_ENDPOINT`` points the program's own reads elsewhere)."""
 PUBLISH_ENV = ("TPU_RL_PUBLISH_REPO", "TPU_RL_PUBLISH_BRANCH", "TPU_RL_PUBLISH_PRIVATE")
 """What the publish step publishes where, as its container's environment (``workloads/run/publish_hub.py``
 reads it; the policy pack's private-publish check reads it from the manifest)."""
-PUBLIC_ANNOTATION = "tpu-rl/public-by-config"
-"""On a publish step that publishes in the open: the stack said so (``tpu-rl:publish.private: false``)."""
 SCRATCH_STORAGE_CLASS = "tpu-rl-scratch"
 """StorageClass of the CPU steps' scratch volumes; its disk type follows cpu-np's machine family."""
 

@@ -25,6 +25,7 @@ from pulumi_policy import (
 # The pack lives beside the program and shares its TPU catalogue, cost model and token shapes (plain modules).
 from core.config.schema import IMAGE_REGISTRIES
 from core.estimate import TrainingRun, estimate_run
+from core.names import PUBLISH_ENV
 from core.redact import HF_TOKEN
 from core.requests import jobset_pod_sets, quantity
 from core.tpu import CATALOGUE, resolve_slice
@@ -620,6 +621,43 @@ least_privilege_pods = ResourceValidationPolicy(
 )
 
 
+def publish_targets(spec: Any) -> Iterator[tuple[str, str]]:
+    """(repository, ``true``/``false``) of each container that publishes to the Hub (``core.names.PUBLISH_ENV``
+    in its environment: what ``workloads/run/publish_hub.py`` reads)."""
+    repo_env, _branch_env, private_env = PUBLISH_ENV
+    for container in containers(spec):
+        env = {e.get("name"): e.get("value") for e in container.get("env") or [] if isinstance(e, Mapping)}
+        if repo_env in env:
+            yield str(env.get(repo_env)), str(env.get(private_env))
+
+
+def _private_publish(args: ResourceValidationArgs, report: Report) -> None:
+    if args.resource_type not in WORKLOAD_TYPES:
+        return
+    allowed = set(args.get_config().get("publicRepos") or [])
+    for repo, private in publish_targets(args.props.get("spec")):
+        if private == "true" or repo in allowed:
+            continue
+        report(
+            f"publishes {repo} to the Hugging Face Hub as a public repository (TPU_RL_PUBLISH_PRIVATE={private}): "
+            "a trained model goes public only when the stack says so in two places, tpu-rl:publish.private false "
+            "and this policy's publicRepos"
+        )
+
+
+private_publish = ResourceValidationPolicy(
+    name="private-publish",
+    description="A published model goes to a private Hub repository, unless the policy config lists the repository.",
+    severity=Severity.HIGH,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Keep tpu-rl:publish.private true, or list the repository in publicRepos (policy/config).",
+    config_schema=PolicyConfigSchema(
+        properties={"publicRepos": {"type": "array", "items": {"type": "string"}, "default": []}}
+    ),
+    validate=_validation(_private_publish),
+)
+
+
 def _model_revision(args: ResourceValidationArgs, report: Report) -> None:
     if args.resource_type not in (JOB, JOBSET):
         return
@@ -899,6 +937,7 @@ POLICIES = [
     pinned_images,
     trusted_registries,
     least_privilege_pods,
+    private_publish,
     model_revision_pinned,
     cost_attribution_labels,
     tpu_budget,

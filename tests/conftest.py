@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import logging
 import os
 import re
 import shutil
@@ -19,6 +20,12 @@ from tools.stack_files import ROOT
 # Tests talk only to loopback: google-auth must never probe the GCE metadata server.
 os.environ["NO_GCE_CHECK"] = "True"
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+# A Hub call a wall-clock bound abandoned keeps retrying in its thread, and huggingface_hub logs each retry
+# through the handler it made at import, on the stderr of the test that imported it, which pytest has closed
+# since: the logging module would then print "--- Logging error ---" and a traceback into whichever test is
+# capturing stderr now. The standard switch for that (``logging.raiseExceptions``, "set to False in
+# production") keeps one test's leftover thread out of another's output.
+logging.raiseExceptions = False
 
 SHARED = Path(os.environ.get("TPU_RL_SHARED") or ROOT.parent / "shared")
 """The read-only test data beside the checkout (TPU_RL_SHARED overrides it, e.g. for the mutation run's copy)."""

@@ -35,7 +35,7 @@ from tests.lifecycle_walk import settings
 from tools.plan import plan_stack
 from tools.plan.offline import UNKNOWN, Plan, Registration, plain
 from tools.stack_files import ROOT, parse_property_path
-from workloads.build.steps import Workflow, plan_workflow
+from workloads.build.steps import Step, Workflow, plan_workflow
 from workloads.run import waiting
 
 STEP_TYPES = (JOBSET,)
@@ -130,6 +130,10 @@ class Stack:
     )
     export_files: dict[str, bytes] = field(default_factory=lambda: model_files(LANGUAGE, 2))
     """What a completed export writes (file -> bytes): a whole model folder, as the export check reads it."""
+    secrets: dict[str, str] = field(default_factory=lambda: {"tpu-rl:hfToken": SENTINEL_TOKEN})
+    """The stack's secrets as `pulumi up` decrypts them."""
+    publisher: Callable[[Step], None] | None = None
+    """What a completed publish step does (a scenario runs the step's real container command); None: nothing."""
     state: dict[str, Recorded] = field(default_factory=dict)
     pending_creates: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Creates a killed `up` left (``journal.go``: carried into every later snapshot until a refresh clears them)."""
@@ -196,7 +200,7 @@ class Stack:
                 stack=self.stack_file.name.split(".")[1],
                 live=True,
                 preview=preview,
-                secrets={"tpu-rl:hfToken": SENTINEL_TOKEN},
+                secrets=self.secrets,
                 outputs_for=answer,
                 raise_errors=False,
             )
@@ -369,6 +373,9 @@ class Stack:
         elif step.step == "train":
             final = self._final_step
             put(self.gcs, step.artifact_uri, f"{final}/commit_success.txt", f"{final}/model_params/_METADATA")
+        elif step.step == "publish":
+            if self.publisher is not None:
+                self.publisher(step)
         else:
             bucket, _, prefix = step.artifact_uri.removeprefix("gs://").partition("/")
             for file, data in self.export_files.items():

@@ -223,3 +223,29 @@ def test_validator_catches_broken_core_objects():
     secret["metadata"]["name"] = "Not_A_DNS_Name"
     with pytest.raises(WebhookError):
         validate_core(secret)
+
+
+PUBLISHING = ("tpu-rl:publish.repo=acme/gemma4-grpo", "tpu-rl:workflow.preflight=false")
+
+
+def test_a_publishing_stacks_objects_validate(jobset_validators):
+    """The publish step's JobSet (CRD, JobSet's and Kueue's webhook rules), its card's ConfigMap and the
+    write token's Secret, against the real schemas."""
+    objects = plan_of("prod", *PUBLISHING).kubernetes_objects()
+    publish = [
+        o
+        for o in objects
+        if o["kind"] == "JobSet" and o["metadata"]["labels"]["app.kubernetes.io/component"] == "publish"
+    ]
+    assert len(publish) == 1
+    for validator in jobset_validators:
+        validate_jobset(publish[0], validator)
+    kueue_jobset_rules(publish[0])
+    extra = [o for o in objects if o["kind"] in ("ConfigMap", "Secret")]
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in extra) == [
+        ("ConfigMap", f"{publish[0]['metadata']['name']}-card"),
+        ("Secret", "hf-token"),
+        ("Secret", "hf-write-token"),
+    ]
+    for obj in extra:
+        validate_core(obj)

@@ -131,7 +131,7 @@ def test_prod_is_stricter_than_dev():
     assert level("prod", "bucket-deletion-guard") == "mandatory"
 
 
-STEPS = ("convert", "train", "export")
+STEPS = ("convert", "train", "export", "publish")
 
 
 def _is(resource: dict, name: str | None) -> bool:
@@ -142,11 +142,22 @@ def _is(resource: dict, name: str | None) -> bool:
 
 
 # Stack variants some cases need: (example stack whose policy config applies, --set overrides).
-VARIANTS = {"flex": ("dev", "tpu-rl:tpu.capacity=flex-start")}
+VARIANTS = {
+    "flex": ("dev", "tpu-rl:tpu.capacity=flex-start"),
+    "publishing": ("prod", "tpu-rl:publish.repo=acme/gemma4-grpo"),
+}
 
 
 def base_plan(stack: str) -> Plan:
     return pure_plan(*VARIANTS.get(stack, (stack,)))
+
+
+def _publish_env(name, value):
+    def change(resource):
+        env = _container(resource)["env"]
+        next(e for e in env if e["name"] == name)["value"] = value
+
+    return change
 
 
 def mutated(stack: str, type_: str, name: str | None, change) -> Plan:
@@ -902,6 +913,24 @@ MUTATIONS = [
         "bucket-level roles/storage.objectAdmin manages the whole bucket",
     ),
     (
+        "public-publish",
+        "private-publish",
+        "publishing",
+        JOBSET,
+        "publish",
+        _publish_env("TPU_RL_PUBLISH_PRIVATE", "false"),
+        "as a public repository",
+    ),
+    (
+        "publish-visibility-unset",
+        "private-publish",
+        "publishing",
+        JOBSET,
+        "publish",
+        _publish_env("TPU_RL_PUBLISH_PRIVATE", ""),
+        "as a public repository",
+    ),
+    (
         "image-from-docker-hub",
         "trusted-registries",
         "prod",
@@ -1220,6 +1249,16 @@ def test_trusted_registries_come_from_the_policy_config():
     only_mirror = violations(plan, "trusted-registries", "prod", config={"registries": [mirror]})
     assert only_mirror, "the other steps' images are refused"
     assert not [v for v in only_mirror if f"{mirror}/maxtext" in v], "the mirror's image is trusted"
+
+
+def test_a_public_repository_needs_the_policy_config_to_list_it():
+    private = base_plan("publishing")
+    assert violations(private, "private-publish", "prod") == []
+    public = pure_plan("prod", "tpu-rl:publish.repo=acme/gemma4-grpo", "tpu-rl:publish.private=false")
+    assert violations(public, "private-publish", "prod"), "the stack's say-so alone is not enough"
+    assert violations(public, "private-publish", "prod", config={"publicRepos": ["acme/gemma4-grpo"]}) == []
+    assert violations(public, "private-publish", "prod", config={"publicRepos": ["acme/other"]})
+    assert policy_config("prod", "private-publish") == {} and level("prod", "private-publish") == "mandatory"
 
 
 def test_secrets_encryption_is_required_only_where_the_policy_config_says_so():

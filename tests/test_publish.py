@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from core.config.values import ConfigError
-from core.names import HF_SECRET, HF_WRITE_SECRET, PUBLIC_ANNOTATION
+from core.names import HF_SECRET, HF_WRITE_SECRET
 from tests.conftest import put
 from tests.fake_hub_write import FINE_ACME, FINE_READ, PRIVATE_REPO, PUBLIC_REPO, READ_ONLY, WRITE, WritableHub
 from tests.hf_files import LANGUAGE, model_files
@@ -24,6 +24,7 @@ from workloads.build.commands import CARD_DIR, PUBLISH_WORK
 from workloads.build.steps import branch_of, plan_workflow
 from workloads.preflight import PreflightError, check_publish_access, published_revision, token_denial
 
+REAL_CLUSTER = True  # the `up` scenarios read the loopback cluster with the real reader
 REPO = "acme/gemma4-grpo"
 PUBLISHING = [f"tpu-rl:publish.repo={REPO}"]
 
@@ -85,8 +86,6 @@ def test_the_publish_step_is_content_addressed():
     assert len({base.name, public.name, other_repo.name, retrained.name}) == 4, "each uploads to its own branch"
     assert slower.name == base.name, "the deadline is operational"
     assert env_of(public)["TPU_RL_PUBLISH_PRIVATE"] == "false"
-    assert public.manifest["metadata"]["annotations"][PUBLIC_ANNOTATION] == "tpu-rl:publish.private=false"
-    assert PUBLIC_ANNOTATION not in base.manifest["metadata"]["annotations"]
 
 
 @pytest.mark.pure
@@ -300,3 +299,66 @@ def test_a_fine_grained_token_needs_repo_write_scoped_to_the_namespace():
     assert token_denial(who("acme/m", ["repo.write"], "model"), "acme/m", exists=True) is None
     assert token_denial(who("acme/m", ["repo.write"], "model"), "acme/m", exists=False)
     assert token_denial(who("acme/other", ["repo.write"], "model"), "acme/m", exists=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# `pulumi up` of a publishing stack (the engine of tests/engine.py, the loopback cluster, fake-gcs-server)
+
+
+def publishing_up(stack, monkeypatch, tmp_path, hub_url: str, hub, partial: bool = False) -> None:
+    """A publishing stack whose publish step runs its real container command (``partial``: one shard is then
+    missing from the branch, as if it were changed behind the step's back)."""
+    monkeypatch.setenv("HF_ENDPOINT", hub_url)
+    stack.overrides = [*stack.overrides, *PUBLISHING]
+    stack.secrets = {**stack.secrets, "tpu-rl:hfWriteToken": WRITE}
+    card = tmp_path / "card"
+
+    def publisher(step):
+        card.mkdir(exist_ok=True)
+        (card / "README.md").write_text("---\nlicense: apache-2.0\n---\n")  # the ConfigMap's file, as mounted
+        done = run_publish(step, stack.gcs, hub_url, tmp_path)
+        assert done.returncode == 0, done.stderr
+        if partial:
+            tree = hub.repos[REPO].head(branch_of(step.step_id)).tree
+            tree.pop(min(n for n in tree if n.endswith(".safetensors")))
+
+    stack.publisher = publisher
+
+
+def test_up_publishes_the_verified_export_and_outputs_its_commit_then_up_again_uploads_nothing(
+    stack, monkeypatch, tmp_path
+):
+    hub = WritableHub.fresh()
+    with serve(hub) as url:
+        publishing_up(stack, monkeypatch, tmp_path, url, hub)
+        first = stack.up()
+        assert first.error is None, first.error
+        publish = stack.steps().publish
+        branch = branch_of(publish.step_id)
+        commit = hub.repos[REPO].branches[branch]
+        outputs = first.plan.outputs
+        assert outputs["hubRepoUrl"] == f"https://huggingface.co/{REPO}"
+        assert outputs["hubRevision"] == branch and outputs["hubCommit"] == commit
+        assert first.actions[publish.name] == "create"
+        card = next(r for r in first.plan.resources if r["name"] == f"{publish.name}-card")
+        readme = card["inputs"]["data"]["README.md"]
+        assert f'revision="{branch}"' in readme and "base_model: google/gemma-4-26b-a4b-it" in readme
+        assert card["options"]["ignoreChanges"] == ["data", "binaryData"], "a run's card is written once"
+        text = json.dumps(first.plan.resources) + json.dumps(outputs)
+        assert WRITE not in text, "the write token is a secret everywhere"
+
+        hub.requests.clear()
+        again = stack.up()
+        assert again.error is None and again.actions[publish.name] == "same"
+        assert not [r for r in hub.requests if r.startswith(("PUT ", "POST "))], "nothing uploaded again"
+        assert again.plan.outputs["hubCommit"] == commit
+
+
+def test_up_fails_when_the_branch_does_not_hold_the_export(stack, monkeypatch, tmp_path):
+    hub = WritableHub.fresh()
+    with serve(hub) as url:
+        publishing_up(stack, monkeypatch, tmp_path, url, hub, partial=True)
+        failed = stack.up()
+    message = str(failed.error)
+    assert f"{REPO}@tpu-rl-" in message and "does not hold the export" in message and "(missing)" in message
+    assert "kubectl delete jobset -n tpu-rl" in message and "\n" not in message

@@ -300,3 +300,25 @@ def test_the_rollout_tags_are_aligned_with_the_update_they_feed():
     assert scalars.aligned("actor/train/loss") == [(1, 2.0), (2, 1.0)]
     assert [step_offset(t) for t in ("completions/train/mean_length", "global/train/x", "perf/train/y")] == [1, 1, 0]
     assert not is_training_tag("jax/orbax/write/async/start_time") and is_training_tag("actor/train/kl")
+
+
+def test_a_publishing_stack_reports_where_the_model_was_published(gcs, tmp_path):
+    publishing = ["--set", "tpu-rl:publish.repo=acme/gemma4-grpo"]
+    plan = plan_workflow(settings("dev", ["tpu-rl:publish.repo=acme/gemma4-grpo"]))
+    upload_run(gcs, RUN, steps=STEPS, checkpoints=(10,))
+    code, out = make(tmp_path, "--stack", "dev", *publishing)
+    assert code == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["run"]["published"] is None and report["run"]["steps"]["publish"]["name"] == plan.publish.name
+    assert "<tr><th>hub</th><td colspan=2>not published yet</td></tr>" in (out / "report.html").read_text()
+
+    branch = f"tpu-rl-{plan.publish.step_id}"
+    record = {"repo": "acme/gemma4-grpo", "branch": branch, "commit": "f" * 40, "private": True}
+    bucket, name = plan.publish.artifact_uri.removeprefix("gs://").split("/", 1)
+    gcs.bucket(bucket).blob(name).upload_from_string(json.dumps(record))
+    code, out = make(tmp_path / "again", "--stack", "dev", *publishing)
+    assert code == 0
+    assert json.loads((out / "report.json").read_text())["run"]["published"] == record
+    page = (out / "report.html").read_text()
+    assert f'<a href="https://huggingface.co/acme/gemma4-grpo/tree/{branch}">acme/gemma4-grpo@{branch}</a>' in page
+    assert f"<code>{'f' * 40}</code>" in page

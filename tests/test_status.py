@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -235,3 +236,26 @@ def test_a_step_kueue_has_not_admitted_shows_as_queued_with_kueues_reason(tmp_pa
     assert run(tmp_path, api) == 1
     (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("train")]
     assert " stopped " in row and "DeactivatedDueToRequeuingLimitExceeded" in row
+
+
+def test_a_publishing_stack_shows_the_publish_step_and_where_it_published(tmp_path, api, gcs, capsys):
+    plan = plan_workflow(settings("dev", ["tpu-rl:publish.repo=acme/gemma4-grpo"]))
+    for step in plan.steps[:3]:
+        OBJECTS[step.name] = cpu_step(step, "succeeded") if step.step != "train" else jobset(step.name, "Completed")
+    OBJECTS[plan.publish.name] = cpu_step(plan.publish, "running")
+    upload_run(gcs, plan.train.output_uri, steps=list(range(1, 11)))
+    args = ["--set", "tpu-rl:publish.repo=acme/gemma4-grpo"]
+    assert run(tmp_path, api, *args) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("publish "))
+    assert plan.publish.name in row and "running" in row
+    assert f"logs publish: {plan.publish.logs_command}" in out
+
+    OBJECTS[plan.publish.name] = cpu_step(plan.publish, "succeeded")
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    record = {"repo": "acme/gemma4-grpo", "branch": f"tpu-rl-{plan.publish.step_id}", "commit": commit}
+    bucket, name = plan.publish.artifact_uri.removeprefix("gs://").split("/", 1)
+    gcs.bucket(bucket).blob(name).upload_from_string(json.dumps(record))
+    assert run(tmp_path, api, *args) == 0, "the run ends with its publication"
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("publish "))
+    assert f"https://huggingface.co/acme/gemma4-grpo/tree/tpu-rl-{plan.publish.step_id} (commit 0123456789ab)" in row

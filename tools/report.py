@@ -65,6 +65,10 @@ class RunInfo:
     steps: dict[str, dict[str, str]] = field(default_factory=dict)
     config_diff: list[dict[str, Any]] | None = None
     estimate: dict[str, Any] | None = None
+    publish_uri: str | None = None
+    """The publish step's record (``published.json``) when the stack publishes."""
+    published: dict[str, Any] | None = None
+    """What it published (repo, branch, commit), once it has."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +78,7 @@ class RunInfo:
             "chips": self.chips,
             "capacity": self.capacity,
             "steps": self.steps,
+            "published": self.published,
         }
 
 
@@ -101,6 +106,7 @@ def info_from_settings(settings: Settings, raw: dict[str, str], secret_keys: fro
         steps={s.step: {"name": s.name, "stepId": s.step_id, "outputUri": s.output_uri} for s in plan.steps},
         config_diff=config_diff(raw, secret_keys),
         estimate=estimate_for(settings).to_output(),
+        publish_uri=plan.publish.artifact_uri if plan.publish else None,
     )
 
 
@@ -192,6 +198,7 @@ def render_html(report: dict[str, Any], info: RunInfo, plots: list[tuple[str, st
         )
         or f"<tr><th>train</th><td></td><td><code>{html.escape(info.output_uri)}</code></td></tr>"
     )
+    artifacts += _published_row(info)
     cost = _cost_rows(info, summary)
     unknown = evaluation.get("preUnknown")
     base_note = (
@@ -230,6 +237,23 @@ start-up or the time between attempts; Orbax's step-0 scalars left out), summed,
 estimate is tpu-rl's model (core/estimate.py).</p>
 </body></html>
 """
+
+
+def _published_row(info: RunInfo) -> str:
+    """The Hub branch the run was published to (``tpu-rl:publish``), or that it is not published yet."""
+    from core.names import HUB_URL
+
+    if info.publish_uri is None:
+        return ""
+    record = info.published
+    if not record:
+        return "<tr><th>hub</th><td colspan=2>not published yet</td></tr>"
+    repo, branch, commit = (str(record[k]) for k in ("repo", "branch", "commit"))
+    url = f"{HUB_URL}/{repo}/tree/{branch}"
+    return (
+        f'<tr><th>hub</th><td><a href="{html.escape(url)}">{html.escape(repo)}@{html.escape(branch)}</a></td>'
+        f"<td><code>{html.escape(commit)}</code></td></tr>"
+    )
 
 
 def _utc(seconds: float) -> str:
@@ -366,7 +390,13 @@ def _run(args: argparse.Namespace) -> int:
             raise ReportError(f"stack {settings.stack} runs no workflow (tpu-rl:workflow.enabled is false)")
         info = info_from_settings(settings, raw, secret_keys)
     try:
-        data = gather(open_client(), info.output_uri)
+        client = open_client()
+        data = gather(client, info.output_uri)
+        if info.publish_uri:
+            from workloads.run.artifacts import bounded, published_record
+
+            uri = info.publish_uri
+            info.published = bounded(client, f"reading {uri}", lambda call: published_record(client, uri, **call))
     except StorageError as err:
         raise ReportError(f"cannot read the run at {info.output_uri}: {err}") from None
     record = data.evaluations.run or {}  # the run's own text: each field is used only if it has the right shape

@@ -154,6 +154,9 @@ def read_status(
         raise StatusError(f"cannot read the cluster: {err}") from None
     finally:
         reader.close()
+    for status in statuses:
+        if status.step == "publish" and status.state == "succeeded" and plan.publish is not None:
+            status.detail = _published(client, plan.publish.artifact_uri)
     train = next(s for s in statuses if s.step == "train")
     detail = ""
     if train.state != "pending" or train.started is not None:
@@ -164,6 +167,20 @@ def read_status(
         detail = training_detail(settings, data, train.state == "running")
         train.detail = detail
     return statuses, detail
+
+
+def _published(client: Any, record_uri: str) -> str:
+    """The publish step's detail: the Hub branch and commit its record names."""
+    from core.names import HUB_URL
+    from workloads.run.artifacts import StorageError, bounded, published_record
+
+    try:
+        record = bounded(client, f"reading {record_uri}", lambda call: published_record(client, record_uri, **call))
+    except StorageError as err:
+        raise StatusError(f"cannot read the run in GCS: {err}") from None
+    if record is None:
+        return f"no record at {record_uri}"
+    return scrub(f"{HUB_URL}/{record['repo']}/tree/{record['branch']} (commit {record['commit'][:12]})", limit=200)
 
 
 def render(settings: Settings, plan: Workflow, statuses: list[StepStatus], now: datetime) -> str:

@@ -27,7 +27,7 @@ import pulumi_kubernetes as k8s
 
 from core.config.values import format_duration
 from core.hf_model import ModelLayout
-from core.names import RETRY_ANNOTATION
+from core.names import HUB_URL, RETRY_ANNOTATION
 from core.redact import scrub
 from core.settings import Settings
 from infra.k8s import live
@@ -38,8 +38,6 @@ from workloads.run import pods as pod_state
 from workloads.run.exported import Exported
 from workloads.run.failures import DETAIL, StepFailedError, check_step_status, failure_detail
 
-HUB_URL = "https://huggingface.co"
-"""Where a published repository is (``hubRepoUrl``); ``HF_ENDPOINT`` points the program's reads elsewhere."""
 APPLY_TIMEOUT = "10m"
 """The provider's create or update of a step: the apply only (the program does the waiting)."""
 DELETE_TIMEOUT = "20m"

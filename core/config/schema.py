@@ -412,7 +412,7 @@ FIELDS: tuple[Field, ...] = (
         Boolean(),
         True,
         "create the repository private, and refuse to publish to an existing public one; false publishes in "
-        "the open (the policy pack's private-publish check must allow the repository)",
+        "the open (the policy pack's private-publish check must list the repository in publicRepos)",
     ),
     # workflow
     Field(_key("workflow.enabled"), Boolean(), True, "run the workflow (false = provision only)"),

@@ -21,7 +21,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from core.names import HF_WRITE_SECRET, PUBLIC_ANNOTATION, PUBLISH, PUBLISH_ENV, QUEUE_LABEL
+from core.names import HF_WRITE_SECRET, PUBLISH, PUBLISH_ENV, QUEUE_LABEL
 from core.settings import Settings
 from workloads.build.commands import (
     CARD_DIR,
@@ -213,7 +213,6 @@ def _cpu_step(
 ) -> Step:
     """A CPU-only step (convert, export, publish): a single-pod JobSet on cpu-np (``options``: the
     publication's, see ``cpu_jobset``)."""
-    annotations = {**SKIP_AWAIT, **PATCH_FORCE, **options.pop("annotations", {})}
     manifest = cpu_jobset(
         settings,
         name=NAME,
@@ -221,7 +220,7 @@ def _cpu_step(
         step_id=STEP_ID,
         command=["/bin/bash", "-c", command],
         scratch_gib=scratch_gib,
-        annotations=annotations,
+        annotations={**SKIP_AWAIT, **PATCH_FORCE},
         **options,
     )
     digest, name, out, manifest = _address(settings, step, manifest)
@@ -305,7 +304,6 @@ def _publish_step(settings: Settings, export: Step) -> Step:
         export.artifact_uri,
         PUBLISHED,
         settings.model.spec.weights_gib + 20,
-        annotations={} if publish.private else {PUBLIC_ANNOTATION: "tpu-rl:publish.private=false"},
         secret=HF_WRITE_SECRET,
         memory_gib=PUBLISH_MEMORY_GIB,
         env=env,

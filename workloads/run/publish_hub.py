@@ -91,7 +91,7 @@ def publish(repo: str, branch: str, private: bool, folder: Path, message: str) -
         repo_type="model",
         revision=branch,
         commit_message=message,
-        ignore_patterns=[".cache/**"],
+        ignore_patterns=[".cache/**", "*/.cache/*"],  # the client refuses .cache at any depth
     )
     return str(info.oid)
 
