@@ -305,9 +305,9 @@ def test_a_fine_grained_token_needs_repo_write_scoped_to_the_namespace():
 # `pulumi up` of a publishing stack (the engine of tests/engine.py, the loopback cluster, fake-gcs-server)
 
 
-def publishing_up(stack, monkeypatch, tmp_path, hub_url: str, hub, partial: bool = False) -> None:
-    """A publishing stack whose publish step runs its real container command (``partial``: one shard is then
-    missing from the branch, as if it were changed behind the step's back)."""
+def publishing_up(stack, monkeypatch, tmp_path, hub_url: str, hub, partial: list[bool] | None = None) -> None:
+    """A publishing stack whose publish step runs its real container command (while ``partial`` holds True,
+    one shard is then missing from the branch, as if it were changed behind the step's back)."""
     monkeypatch.setenv("HF_ENDPOINT", hub_url)
     stack.overrides = [*stack.overrides, *PUBLISHING]
     stack.secrets = {**stack.secrets, "tpu-rl:hfWriteToken": WRITE}
@@ -318,7 +318,7 @@ def publishing_up(stack, monkeypatch, tmp_path, hub_url: str, hub, partial: bool
         (card / "README.md").write_text("---\nlicense: apache-2.0\n---\n")  # the ConfigMap's file, as mounted
         done = run_publish(step, stack.gcs, hub_url, tmp_path)
         assert done.returncode == 0, done.stderr
-        if partial:
+        if partial and partial[0]:
             tree = hub.repos[REPO].head(branch_of(step.step_id)).tree
             tree.pop(min(n for n in tree if n.endswith(".safetensors")))
 
@@ -354,11 +354,20 @@ def test_up_publishes_the_verified_export_and_outputs_its_commit_then_up_again_u
         assert again.plan.outputs["hubCommit"] == commit
 
 
-def test_up_fails_when_the_branch_does_not_hold_the_export(stack, monkeypatch, tmp_path):
+def test_a_branch_without_the_export_fails_up_and_the_next_up_publishes_again(stack, monkeypatch, tmp_path):
     hub = WritableHub.fresh()
+    partial = [True]
     with serve(hub) as url:
-        publishing_up(stack, monkeypatch, tmp_path, url, hub, partial=True)
+        publishing_up(stack, monkeypatch, tmp_path, url, hub, partial)
         failed = stack.up()
-    message = str(failed.error)
-    assert f"{REPO}@tpu-rl-" in message and "does not hold the export" in message and "(missing)" in message
-    assert "kubectl delete jobset -n tpu-rl" in message and "\n" not in message
+        message = str(failed.error)
+        publish = stack.steps().publish
+        assert f"{REPO}@tpu-rl-" in message and "does not hold the export" in message and "(missing)" in message
+        assert f"the next `pulumi up` runs {publish.name} again" in message and "\n" not in message
+
+        partial[0] = False
+        again = stack.up()
+        assert again.error is None, again.error
+        assert again.actions[publish.name] == "replace", "the completed step whose branch is incomplete is retried"
+        tree = hub.repos[REPO].head(branch_of(publish.step_id)).tree
+        assert set(EXPORT_FILES) <= set(tree), "the retry uploaded what was missing"

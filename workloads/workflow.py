@@ -161,6 +161,9 @@ class LiveReader:
         self.preview = pulumi.runtime.is_dry_run()
         self._reader: live.ClusterReader | None = None
         self._warned = False
+        self.hub_check: Callable[[Step], tuple[str | None, str]] | None = None
+        """A publication's check on the Hub (``WorkflowRun._on_hub``): a completed publish step whose branch
+        does not hold the export is retried, like a step whose files in GCS are incomplete."""
 
     def _cluster(self, config: str) -> live.ClusterReader:
         if self._reader is None:
@@ -190,10 +193,13 @@ class LiveReader:
         from workloads.run.artifacts import step_problem
 
         try:
-            return _gcs(
+            problem = _gcs(
                 f"checking {step.artifact_uri}",
                 lambda client, call: step_problem(client, step.step, step.artifact_uri, **call),
             )
+            if problem is None and self.hub_check is not None and step.step == "publish":
+                problem = self.hub_check(step)[0]
+            return problem
         except pulumi.RunError as err:
             if not self.preview:
                 raise
@@ -413,6 +419,8 @@ class WorkflowRun(pulumi.ComponentResource):
         self._preview = pulumi.runtime.is_dry_run()
         self._verify = args.live and not self._preview
         self._reader = LiveReader(args.settings, args.kubeconfig, args.namespace_id, self) if args.live else None
+        if self._reader is not None and self._plan.publish is not None:
+            self._reader.hub_check = self._on_hub
 
         convert, converted = self._convert()
         train, trained = self._train(convert, converted)
@@ -551,7 +559,9 @@ class WorkflowRun(pulumi.ComponentResource):
             self._finished(step, status)
             if not self._verify:
                 return {"url": url, "branch": branch, "commit": None}
-            commit = self._on_hub(step, repo, branch)
+            problem, commit = self._on_hub(step)
+            if problem:
+                self._retried(step, f"{problem}; publish logs: {step.logs_command}")
             pulumi.log.info(f"published: {url}/tree/{branch} is commit {commit}", self)
             return {"url": url, "branch": branch, "commit": commit}
 
@@ -683,16 +693,18 @@ class WorkflowRun(pulumi.ComponentResource):
         )
         return model_card(facts), image
 
-    def _on_hub(self, step: Step, repo: str, branch: str) -> str:
-        """The commit ``branch`` holds, once every exported file is on it with its size and the card is there;
-        `up` fails with the first file missing otherwise."""
+    def _on_hub(self, step: Step) -> tuple[str | None, str]:
+        """(why the publish step's branch does not hold the export, None when it does; the branch's commit):
+        every exported file must be on it with its size, and the card."""
         import os
 
         from pulumi.runtime import config as runtime_config
 
+        from workloads.build.steps import branch_of
         from workloads.preflight import PreflightError, published_revision
         from workloads.run.artifacts import first_of
 
+        repo, branch = self._args.settings.publish.repo or "", branch_of(step.step_id)
         exported = read_export(self._plan.export.artifact_uri)
         token = runtime_config.get_config("tpu-rl:hfWriteToken") or ""
         try:
@@ -707,12 +719,12 @@ class WorkflowRun(pulumi.ComponentResource):
         if "README.md" not in files:
             missing.append("README.md (the model card) missing")
         if missing:
-            raise pulumi.RunError(
-                f"{repo}@{branch} does not hold the export {self._plan.export.artifact_uri}: {first_of(missing)}; "
-                f"publish logs: {step.logs_command}. Delete the step to upload again (it resumes): "
-                f"kubectl delete jobset -n {self._args.settings.namespace} {step.name}"
+            problem = (
+                f"publish finished but {repo}@{branch} does not hold the export {self._plan.export.artifact_uri}: "
+                f"{first_of(missing)}"
             )
-        return commit
+            return problem, commit
+        return None, commit
 
     def _verified(self, step: Step) -> None:
         """Fail `up` when a completed step's output is unusable (the next `up` runs it again)."""
