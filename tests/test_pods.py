@@ -196,3 +196,46 @@ def test_a_pod_without_a_pool_selector_and_every_pools_fix():
     assert pods.pool_fix("any pool", capacity="spot", cpu_machine="n4-standard-64") == (
         "check the pod's node selector and tolerations against the node pools"
     )
+
+
+MAXTEXT = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4"
+RAN = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training@sha256:" + "a" * 64
+
+
+def _pod(containers, statuses, init=(), init_statuses=()):
+    return {
+        "spec": {"containers": containers, "initContainers": list(init)},
+        "status": {"containerStatuses": statuses, "initContainerStatuses": list(init_statuses)},
+    }
+
+
+def test_image_digests_are_what_the_kubelet_ran_each_reference_as():
+    """``status.containerStatuses[].imageID`` by container name: the digest a tag resolved to (the model card's)."""
+    server = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server@sha256:" + "b" * 64
+    pod = _pod(
+        [{"name": "workload", "image": MAXTEXT}, {"name": "rm", "image": server}],
+        [
+            {"name": "rm", "imageID": server},
+            {"name": "workload", "imageID": "docker-pullable://" + RAN},
+        ],
+    )
+    assert pods.image_digests([pod]) == {MAXTEXT: RAN, server: server}
+
+
+def test_a_container_that_never_started_or_a_runtime_without_a_digest_is_left_out():
+    never = _pod([{"name": "workload", "image": MAXTEXT}], [{"name": "workload", "imageID": ""}])
+    local = _pod([{"name": "workload", "image": MAXTEXT}], [{"name": "workload", "imageID": "sha256:" + "c" * 64}])
+    other = _pod([{"name": "workload", "image": MAXTEXT}], [{"name": "sidecar", "imageID": RAN}])
+    assert pods.image_digests([never, local, other, {}, {"spec": None, "status": "x"}]) == {}
+
+
+def test_the_first_pod_that_ran_an_image_names_its_digest_and_init_containers_count():
+    init = _pod(
+        [{"name": "main", "image": "busybox:1"}],
+        [],
+        init=[{"name": "setup", "image": MAXTEXT}],
+        init_statuses=[{"name": "setup", "imageID": RAN}],
+    )
+    later = _pod([{"name": "workload", "image": MAXTEXT}], [{"name": "workload", "imageID": RAN.replace("a", "d")}])
+    found = pods.image_digests([init, later])
+    assert found == {MAXTEXT: RAN} and list(found) == sorted(found)

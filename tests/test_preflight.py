@@ -123,3 +123,21 @@ def test_preflight_passes_and_changes_nothing_rendered(hub, monkeypatch):
     assert online.kubernetes_objects(), "resources were registered after the preflight"
     for obj in online.kubernetes_objects():
         assert obj == rendered[obj["kind"], obj["metadata"]["name"]]
+
+
+@pytest.mark.parametrize(
+    ("card", "tags", "found"),
+    [
+        ({"license": "apache-2.0"}, ["license:other"], "apache-2.0"),  # the card's own field first
+        (None, ["transformers", "license:gemma"], "gemma"),  # a card without data: the Hub's license tag
+        ({}, [], None),
+        ({"license": ""}, ["license:"], None),
+        ({"license": 3}, None, None),
+    ],
+)
+def test_the_licence_is_the_one_the_base_models_card_declares(card, tags, found):
+    from types import SimpleNamespace
+
+    from workloads.preflight import _license
+
+    assert _license(SimpleNamespace(card_data=card, tags=tags)) == found
