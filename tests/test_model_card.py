@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.conftest import slug
-from workloads.build.model_card import GEMMA_NOTICE, CardFacts, hub_datasets, model_card
+from workloads.build.model_card import GEMMA_NOTICE, CardFacts, card_setting, hub_datasets, model_card
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 MAXTEXT = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4"
@@ -509,3 +509,31 @@ def test_config_diff_lists_what_differs_and_never_a_secret():
         "value": ("198.51.100.7/32",),
         "tutorial": ("0.0.0.0/0",),
     }
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("key", "listed"),
+    [
+        ("tpu-rl:training.numBatches", True),
+        ("tpu-rl:model.revision", True),
+        ("tpu-rl:tpu.topology", True),
+        ("tpu-rl:tpu.reservation", False),  # a reservation's path names the project
+        ("tpu-rl:authorizedNetworks", False),
+        ("tpu-rl:bucketName", False),
+        ("tpu-rl:gke.secretsEncryptionKey", False),
+        ("tpu-rl:images.registries", False),
+        ("tpu-rl:publish.repo", False),
+        ("tpu-rl:workflow.preflight", False),
+        ("gcp:project", False),
+    ],
+)
+def test_the_card_lists_training_settings_not_the_infrastructure(key, listed):
+    assert card_setting(key) is listed
+
+
+@pytest.mark.pure
+def test_a_card_without_the_export_path_names_no_bucket():
+    text = card(export_uri="")
+    assert "gs://" not in text and "- export:" not in text
+    assert "`export-9a8b7c6d5e`" in sections(text)["Provenance"], "the steps are still named"

@@ -331,6 +331,11 @@ def test_up_publishes_the_verified_export_and_outputs_its_commit_then_up_again_u
     hub = WritableHub.fresh()
     with serve(hub) as url:
         publishing_up(stack, monkeypatch, tmp_path, url, hub)
+        preview = stack.preview()
+        assert preview.error is None, preview.error
+        name = f"{stack.steps().publish.name}-card"
+        shown = next(r for r in preview.plan.resources if r["name"] == name)
+        assert shown["inputs"]["metadata"]["name"] == name, "a preview shows the card before the run's numbers"
         first = stack.up()
         assert first.error is None, first.error
         publish = stack.steps().publish

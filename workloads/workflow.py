@@ -518,7 +518,7 @@ class WorkflowRun(pulumi.ComponentResource):
         """The publication, after the export is verified: its card (a ConfigMap, written once: the run's numbers
         are known when it is created), then the upload; it ends with the branch's commit, read back from the
         Hub and checked to hold every exported file."""
-        from workloads.build.manifests import card_config_map
+        from workloads.build.manifests import card_config_map, card_metadata
         from workloads.build.steps import branch_of, card_name
 
         settings, step = self._args.settings, self._plan.publish
@@ -539,7 +539,7 @@ class WorkflowRun(pulumi.ComponentResource):
             {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
-                "metadata": manifest.apply(lambda m: m["metadata"]),
+                "metadata": card_metadata(settings, card_name(step.name), step.step_id),
                 "data": manifest.apply(lambda m: m["data"]),
                 "binaryData": manifest.apply(lambda m: m.get("binaryData", {})),
             },
@@ -658,7 +658,7 @@ class WorkflowRun(pulumi.ComponentResource):
         from core.estimate import estimate_for
         from core.knobs import DATASETS
         from workloads.build.manifests import REWARD_IMAGE
-        from workloads.build.model_card import CardFacts, model_card
+        from workloads.build.model_card import CardFacts, card_setting, model_card
         from workloads.build.steps import branch_of
 
         settings = self._args.settings
@@ -675,7 +675,7 @@ class WorkflowRun(pulumi.ComponentResource):
             model_name=settings.model.spec.name,
             dataset=settings.training.dataset,
             dataset_ids=ids,
-            config_diff=list(self._args.config_diff),
+            config_diff=[d for d in self._args.config_diff if card_setting(d["key"])],
             images={
                 "maxtext": settings.images.maxtext,
                 "pathwaysServer": settings.images.pathways_server,
@@ -688,7 +688,8 @@ class WorkflowRun(pulumi.ComponentResource):
             chips=settings.total_chips,
             reward_image=REWARD_IMAGE if image else None,
             steps={s.step: s.name for s in self._plan.steps},
-            export_uri=self._plan.export.artifact_uri,
+            # A public card does not name the bucket: its default name holds the project's id.
+            export_uri=self._plan.export.artifact_uri if settings.publish.private else "",
             base_license=self._args.base_license,
         )
         return model_card(facts), image

@@ -495,6 +495,11 @@ def pathways_jobset(
     }
 
 
+def card_metadata(settings: Settings, name: str, step_id: str) -> dict[str, Any]:
+    """The card ConfigMap's metadata: known before the run's numbers are (a preview shows the object)."""
+    return {"name": name, "namespace": settings.namespace, "labels": labels(settings, "publish", step_id)}
+
+
 def card_config_map(settings: Settings, name: str, step_id: str, readme: str, image: bytes | None) -> dict[str, Any]:
     """The publish step's model card as a ConfigMap (mounted at ``commands.CARD_DIR``): ``README.md`` and,
     when the run logged a reward, the reward curve (``binaryData``; a ConfigMap holds at most 1 MiB)."""
@@ -503,7 +508,7 @@ def card_config_map(settings: Settings, name: str, step_id: str, readme: str, im
     manifest: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": settings.namespace, "labels": labels(settings, "publish", step_id)},
+        "metadata": card_metadata(settings, name, step_id),
         "data": {"README.md": readme},
     }
     if image is not None:

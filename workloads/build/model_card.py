@@ -78,10 +78,21 @@ class CardFacts:
     steps: Mapping[str, str]
     """Workflow step -> its JobSet's name, in the workflow's order."""
     export_uri: str
-    """Where the export is in GCS (``gs://...``)."""
+    """Where the export is in GCS (``gs://...``); empty: not shown (a public repository's card)."""
     base_license: str | None = None
     """The base model's licence as its Hub card declares it at the revision (``license:``, e.g. ``apache-2.0``
     or ``gemma``), None when it was not read."""
+
+
+CARD_SETTINGS = ("tpu-rl:model.", "tpu-rl:training.", "tpu-rl:tpu.")
+"""The settings a card lists when they differ from the tutorial's: what the model was trained from, how and on
+what slice; not the infrastructure's (networks, bucket, cluster, keys, registries, reservation), which a
+model card has no business publishing."""
+
+
+def card_setting(key: str) -> bool:
+    """Whether a setting belongs in the card's training configuration (``CARD_SETTINGS``)."""
+    return key.startswith(CARD_SETTINGS) and key != "tpu-rl:tpu.reservation"
 
 
 def hub_datasets(dataset: str) -> tuple[str, ...]:
@@ -237,6 +248,8 @@ def _provenance(facts: CardFacts) -> str:
         lines += [_row(_code(step), _code(name)) for step, name in facts.steps.items()]
     else:
         lines.append(f"steps: {NOT_RECORDED}")
+    if not facts.export_uri:  # a public card does not name the bucket (its default name holds the project id)
+        return "\n".join(lines)
     return "\n".join([*lines, "", f"- export: {_code(facts.export_uri)}"])
 
 
