@@ -6,9 +6,9 @@ PROJECT = "tpu-rl"
 """The Pulumi project and the namespace of its configuration keys."""
 
 STEPS = ("convert", "train", "export")
+"""The workflow's steps, in the order they run."""
 PUBLISH = "publish"
 """The optional fourth step (``tpu-rl:publish.repo``): the verified export uploaded to the Hub."""
-"""The workflow's steps, in the order they run."""
 
 SYSTEM_POOL = "system"
 CPU_POOL = "cpu-np"

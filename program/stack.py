@@ -193,11 +193,11 @@ def _preflight(settings: Settings) -> BaseModel:
     commit = base.commit
     pulumi.log.info(f"preflight: {model.spec.hf_repo}@{model.revision} is readable (commit {commit or 'unknown'})")
     if settings.publish.repo:
-        _publish_preflight(settings)
+        _publish_preflight(settings, token)
     return base
 
 
-def _publish_preflight(settings: Settings) -> None:
+def _publish_preflight(settings: Settings, read_token: str) -> None:
     """Fail before any resource if the write token cannot publish to tpu-rl:publish.repo (a read token, no
     write role in the namespace, an existing public repository for a private run)."""
     from workloads.preflight import PreflightError, check_publish_access
@@ -212,6 +212,12 @@ def _publish_preflight(settings: Settings) -> None:
                 "preflight: the offline plan does not decrypt tpu-rl:hfWriteToken (or it is not set yet); export "
                 "HF_WRITE_TOKEN with the token to check it (`pulumi up` checks the stack's own)"
             )
+    if token == read_token:
+        raise pulumi.RunError(
+            "preflight: tpu-rl:hfWriteToken is the read token (tpu-rl:hfToken): publishing takes a token of its own, "
+            "which only the publish step gets; create a write token and set it with "
+            "`pulumi config set --secret tpu-rl:hfWriteToken`"
+        )
     try:
         found = check_publish_access(publish.repo, publish.private, token, endpoint=os.environ.get("HF_ENDPOINT"))
     except PreflightError as err:

@@ -432,6 +432,9 @@ class WritableHub(QuietHandler):
         if method == "GET" and (rest == [] or (head == "revision" and len(rest) == 2)):
             self._maybe_fail("info")
             return self._info(self._readable(repo_id, repo_type, token), rest[1] if rest else "main", query)
+        if method == "GET" and head == "tree" and len(rest) >= 2:
+            self._maybe_fail("tree")
+            return self._tree(self._readable(repo_id, repo_type, token), rest[1], "/".join(rest[2:]), query)
         if method == "GET" and rest == ["refs"]:
             self._maybe_fail("refs")
             return self._refs(self._readable(repo_id, repo_type, token), query)
@@ -495,6 +498,32 @@ class WritableHub(QuietHandler):
             if isinstance(card, dict):
                 info["cardData"] = card
         self.send_json(200, info)
+
+    def _tree(self, repo: Repo, revision: str, path: str, query: dict) -> None:
+        """GET /api/models/{repo}/tree/{rev}[/{path}]: the entries under ``path`` (``recursive``: all of them),
+        folders as ``directory`` entries, files with their size and LFS pointer; one page (no ``Link``)."""
+        commit = repo.resolve(revision)
+        if commit is None:
+            raise _revision_not_found(revision)
+        recursive = query.get("recursive", ["false"])[0].lower() in ("1", "true")
+        prefix = f"{path}/" if path else ""
+        entries: dict[str, dict] = {}
+        for name, blob in sorted(commit.tree.items()):
+            if not name.startswith(prefix):
+                continue
+            parts = name[len(prefix) :].split("/")
+            for depth in range(1, len(parts)):
+                folder = prefix + "/".join(parts[:depth])
+                if recursive or depth == 1:
+                    entries.setdefault(
+                        folder, {"type": "directory", "oid": git_hash(folder.encode()), "size": 0, "path": folder}
+                    )
+            if recursive or len(parts) == 1:
+                entry: dict = {"type": "file", "oid": blob.blob_id, "size": len(blob.data), "path": name}
+                if blob.lfs:
+                    entry["lfs"] = {"oid": blob.sha256, "size": len(blob.data), "pointerSize": len(blob.pointer)}
+                entries[name] = entry
+        self.send_json(200, [entries[k] for k in sorted(entries)])
 
     def _refs(self, repo: Repo, query: dict) -> None:
         branches = [

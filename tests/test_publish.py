@@ -16,8 +16,19 @@ import pytest
 from core.config.values import ConfigError
 from core.names import HF_SECRET, HF_WRITE_SECRET
 from tests.conftest import put
-from tests.fake_hub_write import FINE_ACME, FINE_READ, PRIVATE_REPO, PUBLIC_REPO, READ_ONLY, WRITE, WritableHub
-from tests.hf_files import LANGUAGE, model_files
+from tests.fake_hub_write import (
+    FINE_ACME,
+    FINE_READ,
+    PRIVATE_REPO,
+    PUBLIC_REPO,
+    READ_ONLY,
+    WRITE,
+    Blob,
+    WritableHub,
+    new_repo,
+)
+from tests.fake_kube import step_pod
+from tests.hf_files import LANGUAGE, VISION, model_files
 from tests.lifecycle_walk import settings
 from tests.loopback import serve
 from workloads.build.commands import CARD_DIR, PUBLISH_WORK
@@ -26,6 +37,7 @@ from workloads.preflight import PreflightError, check_publish_access, published_
 
 REAL_CLUSTER = True  # the `up` scenarios read the loopback cluster with the real reader
 REPO = "acme/gemma4-grpo"
+BASE_REPO = "google/gemma-4-26b-a4b-it"
 PUBLISHING = [f"tpu-rl:publish.repo={REPO}"]
 
 
@@ -172,14 +184,21 @@ def test_the_container_uploads_the_export_and_its_card_to_the_branch_then_a_reru
     step = publish_step()
     lay_out(gcs, step, tmp_path / "card")
     hub = WritableHub.fresh()
+    # An existing private repository whose main holds an earlier model: the run's branch starts there, and
+    # holds the run only.
+    existing = new_repo(REPO, private=True, created_by="alice")
+    main = existing.head("main").tree
+    existing.commit("main", "an earlier model", {**main, "old-model.safetensors": Blob(b"old", lfs=True)})
+    hub.repos[REPO] = existing
     with serve(hub) as url:
         done = run_publish(step, gcs, url, tmp_path)
         assert done.returncode == 0, done.stderr
         branch = branch_of(step.step_id)
         repo = hub.repos[REPO]
-        assert repo.private, "created private (tpu-rl:publish.private defaults to true)"
+        assert repo.private
         tree = repo.head(branch).tree
         assert set(tree) == {*EXPORT_FILES, "README.md", "reward-curve.png", ".gitattributes"}
+        assert "old-model.safetensors" in repo.head("main").tree, "main keeps what it had"
         for name, data in EXPORT_FILES.items():
             assert tree[name].data == data, name
         commit = repo.branches[branch]
@@ -196,7 +215,6 @@ def test_the_container_uploads_the_export_and_its_card_to_the_branch_then_a_reru
         assert again.returncode == 0, again.stderr
         assert not [r for r in hub.requests if r.startswith("PUT ") or "/commit/" in r], hub.requests
         assert repo.branches[branch] == commit
-        assert "already downloaded" in again.stdout, "the scratch disk's files are kept"
 
         # What the program reads back after the step: the branch's commit and every file with its size.
         found, files = published_revision(REPO, branch, WRITE, url)
@@ -242,7 +260,10 @@ def test_an_empty_export_is_refused(gcs, tmp_path):
 
 @pytest.fixture(scope="module")
 def hub():
-    with serve(WritableHub.fresh()) as url:
+    hub = WritableHub.fresh()
+    hub.repos["contrib/hers"] = new_repo("contrib/hers", private=True, created_by="alice")
+    hub.repos["contrib/theirs"] = new_repo("contrib/theirs", private=True, created_by="bob")
+    with serve(hub) as url:
         yield url
 
 
@@ -253,6 +274,8 @@ def hub():
         ("alice/new-model", True, WRITE, None),
         ("bosses/new-model", True, WRITE, None),
         ("contrib/new-model", True, WRITE, None),  # a contributor may create a repository
+        ("contrib/hers", True, WRITE, None),  # and write to one of its own, as the Hub answers
+        ("contrib/theirs", True, WRITE, "tpu-rl:hfWriteToken cannot write to contrib/theirs"),
         (PRIVATE_REPO, True, WRITE, None),
         (PUBLIC_REPO, False, WRITE, None),
         ("acme/new-model", True, FINE_ACME, None),
@@ -275,14 +298,18 @@ def test_the_write_token_is_checked_before_anything_is_created(hub, repo, privat
 
 
 @pytest.mark.pure
-def test_a_contributor_cannot_write_to_a_repository_someone_else_made():
-    who = {
-        "name": "alice",
-        "orgs": [{"name": "contrib", "roleInOrg": "contributor"}],
-        "auth": {"accessToken": {"role": "write"}},
-    }
-    assert token_denial(who, "contrib/model", exists=False) is None
-    assert "a contributor may only create new repositories" in token_denial(who, "contrib/model", exists=True)
+def test_an_organization_role_below_contributor_cannot_publish():
+    def who(role: str) -> dict:
+        return {
+            "name": "alice",
+            "orgs": [{"name": "org", "roleInOrg": role}],
+            "auth": {"accessToken": {"role": "write"}},
+        }
+
+    for role in ("write", "admin", "contributor"):  # a contributor's existing repository: the Hub's auth-check decides
+        assert token_denial(who(role), "org/model", exists=True) is None, role
+    for role in ("read", None, "owner?"):
+        assert "publishing needs write or admin" in token_denial(who(role), "org/model", exists=False), role
 
 
 @pytest.mark.pure
@@ -309,8 +336,14 @@ def publishing_up(stack, monkeypatch, tmp_path, hub_url: str, hub, partial: list
     """A publishing stack whose publish step runs its real container command (while ``partial`` holds True,
     one shard is then missing from the branch, as if it were changed behind the step's back)."""
     monkeypatch.setenv("HF_ENDPOINT", hub_url)
-    stack.overrides = [*stack.overrides, *PUBLISHING]
-    stack.secrets = {**stack.secrets, "tpu-rl:hfWriteToken": WRITE}
+    # Only a verified export is published: the Hub also serves the base model the export check reads.
+    stack.overrides = [o for o in stack.overrides if not o.startswith("tpu-rl:workflow.verifyExport")] + PUBLISHING
+    stack.secrets = {"tpu-rl:hfToken": READ_ONLY, "tpu-rl:hfWriteToken": WRITE}
+    base = new_repo(BASE_REPO, created_by="google")
+    files = model_files({**LANGUAGE, **VISION}, 2)
+    tree = {name: Blob(data, lfs=name.endswith(".safetensors")) for name, data in files.items()}
+    base.commit("main", "Gemma 4", {**base.head("main").tree, **tree})
+    hub.repos[BASE_REPO] = base
     card = tmp_path / "card"
 
     def publisher(step):
@@ -358,6 +391,16 @@ def test_up_publishes_the_verified_export_and_outputs_its_commit_then_up_again_u
         assert not [r for r in hub.requests if r.startswith(("PUT ", "POST "))], "nothing uploaded again"
         assert again.plan.outputs["hubCommit"] == commit
 
+        # The write token was revoked since: the Hub cannot say whether the branch is whole, which is no reason
+        # to publish again; the outputs come from the step's record.
+        stack.secrets = {**stack.secrets, "tpu-rl:hfWriteToken": "hf_revokedTOKENvalue0123456789"}
+        revoked = stack.up()
+        assert revoked.error is None and revoked.actions[publish.name] == "same", revoked.error
+        assert revoked.plan.outputs["hubCommit"] == commit
+        warned = [w for w in revoked.plan.warnings() if "cannot check the publication" in w]
+        assert warned and "tpu-rl:hfWriteToken was rejected by Hugging Face (401)" in warned[0]
+        assert "revokedTOKEN" not in " ".join(revoked.plan.warnings())
+
 
 def test_a_branch_without_the_export_fails_up_and_the_next_up_publishes_again(stack, monkeypatch, tmp_path):
     hub = WritableHub.fresh()
@@ -376,3 +419,83 @@ def test_a_branch_without_the_export_fails_up_and_the_next_up_publishes_again(st
         assert again.actions[publish.name] == "replace", "the completed step whose branch is incomplete is retried"
         tree = hub.repos[REPO].head(branch_of(publish.step_id)).tree
         assert set(EXPORT_FILES) <= set(tree), "the retry uploaded what was missing"
+
+
+def test_the_cards_image_digests_are_read_with_a_fresh_credential_after_the_export(stack, monkeypatch, tmp_path):
+    """The digests are read hours after the first reads of `up`: the credential the plugin gave then has
+    expired (here: the cluster rotates its token when the export ends); the card still names what ran."""
+    from tests.scenario import auth_plugin, credential
+
+    hub = WritableHub.fresh()
+    issued = tmp_path / "credential.json"
+    issued.write_text(credential(stack.cluster.token))
+    auth_plugin(tmp_path, monkeypatch, f'cat "{issued}"\n')
+    digest = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training@sha256:" + "e" * 64
+    write_outputs = stack.write_outputs
+
+    def export_ends_and_the_token_rotates(obj):
+        write_outputs(obj)
+        if obj["metadata"]["labels"]["app.kubernetes.io/component"] == "export":
+            pod = step_pod(obj, "export", "running")
+            pod["spec"]["containers"] = [{"name": "export", "image": container(stack.steps().export)["image"]}]
+            pod["status"] = {"phase": "Succeeded", "containerStatuses": [{"name": "export", "imageID": digest}]}
+            stack.cluster.core[("pods", "tpu-rl")] = [pod]
+            stack.cluster.token = "rotated-token"
+            issued.write_text(credential("rotated-token"))
+
+    monkeypatch.setattr(stack, "write_outputs", export_ends_and_the_token_rotates)
+    with serve(hub) as url:
+        publishing_up(stack, monkeypatch, tmp_path, url, hub)
+        done = stack.up()
+    assert done.error is None, done.error
+    card = next(r for r in done.plan.resources if r["name"] == f"{stack.steps().publish.name}-card")
+    readme = card["inputs"]["data"]["README.md"]
+    assert f"`{digest}`" in readme, "the digest the export's pod ran"
+
+
+# ---------------------------------------------------------------------------------------------
+# The program's preflight of a publishing stack (the read check is test_preflight's: here it passes)
+
+REAL = ["gcp:project=real-project-1", "tpu-rl:tpu.reservation=res-a", 'tpu-rl:authorizedNetworks=["198.18.0.0/15"]']
+READ = "hf_readTOKENforTHEbaseMODEL0123456789"
+
+
+def up_with(write_token: str, monkeypatch, hub_url: str, *overrides: str):
+    from tools.plan import plan_stack
+    from tools.stack_files import ROOT
+    from workloads import preflight
+
+    monkeypatch.setenv("HF_ENDPOINT", hub_url)
+    monkeypatch.setattr(preflight, "check_model_access", lambda *a, **k: preflight.BaseModel("a" * 40, "apache-2.0"))
+    return plan_stack(
+        ROOT / "Pulumi.prod.yaml",
+        [*REAL, *PUBLISHING, *overrides],
+        preflight=True,
+        live=True,
+        secrets={"tpu-rl:hfToken": READ, "tpu-rl:hfWriteToken": write_token},
+        raise_errors=False,
+    )[0]
+
+
+@pytest.mark.parametrize(
+    ("token", "words"),
+    [
+        (READ, "preflight: tpu-rl:hfWriteToken is the read token (tpu-rl:hfToken)"),
+        (READ_ONLY, "preflight: tpu-rl:hfWriteToken is a read token: publishing needs a write token"),
+        (WRITE, None),
+    ],
+)
+def test_the_write_token_stops_up_before_any_resource(token, words, monkeypatch):
+    with serve(WritableHub.fresh()) as url:
+        plan = up_with(token, monkeypatch, url)
+    if words is None:
+        assert plan.resources and not str(plan.error).startswith("preflight"), plan.error
+        return
+    assert str(plan.error).startswith(words) and plan.resources == [], "nothing is registered"
+    assert token not in str(plan.error)
+
+
+@pytest.mark.pure
+def test_only_a_verified_export_is_published():
+    with pytest.raises(ConfigError, match="needs tpu-rl:workflow.verifyExport true"):
+        settings("prod", [*PUBLISHING, "tpu-rl:workflow.verifyExport=false"])

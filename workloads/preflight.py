@@ -404,10 +404,12 @@ def token_denial(whoami: dict[str, Any], repo: str, exists: bool) -> str | None:
         if namespace not in orgs:
             return f"{WRITE_KEY} belongs to {user}, who is not a member of {namespace}"
         org_role = orgs[namespace]
-        if org_role not in WRITE_ROLES and not (org_role == "contributor" and not exists):
+        # A contributor may create repositories and write to those it created: whoami cannot say who created an
+        # existing one, so the Hub's own answer decides (auth-check/write, after this).
+        if org_role not in (*WRITE_ROLES, "contributor"):
             return (
                 f"{WRITE_KEY} belongs to {user}, whose role in {namespace} is {scrub(str(org_role), limit=20)}: "
-                "writing needs write or admin (a contributor may only create new repositories)"
+                "publishing needs write or admin (or contributor, for repositories of its own)"
             )
     if role == "fineGrained":
         grants = _object(access.get("fineGrained")).get("scoped")
@@ -479,23 +481,31 @@ def _or_none(call: Callable[[], T]) -> T | None:
 
 def published_revision(
     repo: str, branch: str, token: str, endpoint: str | None = None, *, budget: deadline.Budget | None = None
-) -> tuple[str, dict[str, int | None]]:
+) -> tuple[str, dict[str, int | None]] | None:
     """The commit ``branch`` of ``repo`` points at and its files with their sizes (``model_info`` with the
-    files' metadata), read with the write token; one ``PreflightError`` line otherwise."""
+    files' metadata), read with the write token; None when the Hub says the branch or the repository does not
+    exist (deleted since it was published); one ``PreflightError`` line when it cannot say."""
     from huggingface_hub import HfApi, close_session, set_client_factory
+    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
     budget = budget or deadline.BUDGETS["hub"]
     url = _endpoint(endpoint)
     set_client_factory(_client_factory(budget, MAX_METADATA_BYTES))
     api = HfApi(endpoint=url, token=token, library_name="tpu-rl")
     bounded = _bounded_calls(budget, url, repo, branch, token, WRITE_KEY)
+
+    def read() -> Any:
+        try:
+            return api.model_info(repo, revision=branch, files_metadata=True, timeout=budget.read)
+        except (RevisionNotFoundError, RepositoryNotFoundError):
+            return None  # a definite answer: nothing is published there
+
     try:
-        info = bounded(
-            f"GET {url}/api/models/{repo}/revision/{quote(branch, safe='')}",
-            lambda: api.model_info(repo, revision=branch, files_metadata=True, timeout=budget.read),
-        )
+        info = bounded(f"GET {url}/api/models/{repo}/revision/{quote(branch, safe='')}", read)
     finally:
         close_session()
+    if info is None:
+        return None
     sha = getattr(info, "sha", None)
     if not isinstance(sha, str) or not COMMIT.fullmatch(sha):
         raise PreflightError(f"the Hub at {url} named no commit for {repo}@{branch}")

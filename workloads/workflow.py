@@ -32,6 +32,7 @@ from core.redact import scrub
 from core.settings import Settings
 from infra.k8s import live
 from infra.k8s.object import KubernetesObject
+from workloads.build.manifests import CARD_FILES
 from workloads.build.steps import INPUT_ANNOTATION, Step, plan_workflow
 from workloads.run import live_state, waiting
 from workloads.run import pods as pod_state
@@ -108,6 +109,10 @@ def export_differences(settings: Settings, hf_uri: str, token: str, endpoint: st
     return base_differences(settings, exported.layout, token, endpoint)
 
 
+class HubUnknownError(Exception):
+    """The Hub cannot say whether a publication is whole (unreachable, a revoked token): one line."""
+
+
 def _resumes(step: Step) -> str:
     return " (training resumes from its last checkpoint)" if step.step == "train" else ""
 
@@ -161,7 +166,7 @@ class LiveReader:
         self.preview = pulumi.runtime.is_dry_run()
         self._reader: live.ClusterReader | None = None
         self._warned = False
-        self.hub_check: Callable[[Step], tuple[str | None, str]] | None = None
+        self.hub_check: Callable[[Step], tuple[str | None, str | None]] | None = None
         """A publication's check on the Hub (``WorkflowRun._on_hub``): a completed publish step whose branch
         does not hold the export is retried, like a step whose files in GCS are incomplete."""
 
@@ -198,7 +203,10 @@ class LiveReader:
                 lambda client, call: step_problem(client, step.step, step.artifact_uri, **call),
             )
             if problem is None and self.hub_check is not None and step.step == "publish":
-                problem = self.hub_check(step)[0]
+                try:
+                    problem = self.hub_check(step)[0]
+                except HubUnknownError as err:  # not a reason to publish again: kept as recorded
+                    pulumi.log.warn(f"{err}; the publication is kept as recorded", resource=self.parent)
             return problem
         except pulumi.RunError as err:
             if not self.preview:
@@ -319,12 +327,16 @@ class LiveReader:
             if self.preview:
                 return {}
             found: list[dict[str, Any]] = []
+            # A fresh reader (a new credential): the steps ended hours after the first reads of this `up`.
+            reader = live.ClusterReader(args[0])
             try:
                 for step in steps:
-                    found += self._cluster(args[0]).pods(namespace, f"{pod_state.JOBSET_LABEL}={step.name}")
+                    found += reader.pods(namespace, f"{pod_state.JOBSET_LABEL}={step.name}")
             except live.ClusterReadError as err:
                 pulumi.log.warn(f"no image digests for the model card: cannot read the pods ({err})", self.parent)
                 return {}
+            finally:
+                reader.close()
             return pod_state.image_digests(found)
 
         return pulumi.Output.unsecret(pulumi.Output.all(self.kubeconfig, after).apply(read))
@@ -559,7 +571,12 @@ class WorkflowRun(pulumi.ComponentResource):
             self._finished(step, status)
             if not self._verify:
                 return {"url": url, "branch": branch, "commit": None}
-            problem, commit = self._on_hub(step)
+            try:
+                problem, commit = self._on_hub(step)
+            except HubUnknownError as err:
+                commit = self._recorded_commit(step)
+                pulumi.log.warn(f"{err}; hubCommit is the commit the step recorded ({commit})", resource=self)
+                return {"url": url, "branch": branch, "commit": commit}
             if problem:
                 self._retried(step, f"{problem}; publish logs: {step.logs_command}")
             pulumi.log.info(f"published: {url}/tree/{branch} is commit {commit}", self)
@@ -694,9 +711,10 @@ class WorkflowRun(pulumi.ComponentResource):
         )
         return model_card(facts), image
 
-    def _on_hub(self, step: Step) -> tuple[str | None, str]:
-        """(why the publish step's branch does not hold the export, None when it does; the branch's commit):
-        every exported file must be on it with its size, and the card."""
+    def _on_hub(self, step: Step) -> tuple[str | None, str | None]:
+        """(why the publish step's branch does not hold the export, None when it does; the branch's commit): the
+        branch must exist and hold exactly the exported files, each with its size, and the card.
+        ``HubUnknownError`` when the Hub cannot say (unreachable, a revoked token)."""
         import os
 
         from pulumi.runtime import config as runtime_config
@@ -706,26 +724,41 @@ class WorkflowRun(pulumi.ComponentResource):
         from workloads.run.artifacts import first_of
 
         repo, branch = self._args.settings.publish.repo or "", branch_of(step.step_id)
-        exported = read_export(self._plan.export.artifact_uri)
+        export_uri = self._plan.export.artifact_uri
+        exported = read_export(export_uri)
         token = runtime_config.get_config("tpu-rl:hfWriteToken") or ""
         try:
-            commit, files = published_revision(repo, branch, token, os.environ.get("HF_ENDPOINT"))
+            found = published_revision(repo, branch, token, os.environ.get("HF_ENDPOINT"))
         except PreflightError as err:
-            raise pulumi.RunError(f"cannot verify the publication of {step.name}: {err}") from None
-        missing = [
+            raise HubUnknownError(f"cannot check the publication of {step.name} on the Hub: {err}") from None
+        if found is None:
+            return f"publish finished but {repo} has no branch {branch} (deleted since?)", None
+        commit, files = found
+        wanted = {name: size for name, size in exported.files.items() if name not in CARD_FILES}
+        differences = [
             f"{name} ({'missing' if name not in files else f'{files[name]} bytes, not {size}'})"
-            for name, size in sorted(exported.files.items())
+            for name, size in sorted(wanted.items())
             if files.get(name, -1) not in (size, None)
         ]
         if "README.md" not in files:
-            missing.append("README.md (the model card) missing")
-        if missing:
-            problem = (
-                f"publish finished but {repo}@{branch} does not hold the export {self._plan.export.artifact_uri}: "
-                f"{first_of(missing)}"
+            differences.append("README.md (the model card) missing")
+        extra = sorted(set(files) - set(wanted) - set(CARD_FILES) - {".gitattributes"})
+        differences += [f"{name} (not in the export)" for name in extra]
+        if differences:
+            return (
+                f"publish finished but {repo}@{branch} does not hold the export {export_uri}: {first_of(differences)}",
+                commit,
             )
-            return problem, commit
         return None, commit
+
+    def _recorded_commit(self, step: Step) -> str | None:
+        """The commit the publish step recorded (``published.json``), None without a record."""
+        from workloads.run.artifacts import published_record
+
+        record = _gcs(
+            f"reading {step.artifact_uri}", lambda client, call: published_record(client, step.artifact_uri, **call)
+        )
+        return str(record["commit"]) if record else None
 
     def _verified(self, step: Step) -> None:
         """Fail `up` when a completed step's output is unusable (the next `up` runs it again)."""

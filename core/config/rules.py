@@ -251,6 +251,12 @@ def _publish(v: dict[str, Any], enabled: bool) -> PublishSettings:
     repo = v[_k("publish.repo")] or None
     if repo is None or not enabled:
         return PublishSettings()
+    if not v[_k("workflow.verifyExport")]:
+        raise error(
+            _k("publish.repo"),
+            repo,
+            "needs tpu-rl:workflow.verifyExport true: only an export compared with the base model is published",
+        )
     if not v["hfWriteTokenSet"]:
         raise error(
             _k("hfWriteToken"),

@@ -428,7 +428,8 @@ FIELDS: tuple[Field, ...] = (
         Boolean(),
         True,
         "compare the exported model with the base model's Hub metadata (architecture, tensor names, shapes, BF16) "
-        "before `up` succeeds",
+        "before `up` succeeds (tpu-rl:publish.repo needs it)",
+        companions=((_key("publish.repo"), ""),),
     ),
     Field(
         _key("workflow.maxRestarts"),

@@ -518,3 +518,5 @@ def card_config_map(settings: Settings, name: str, step_id: str, readme: str, im
 
 REWARD_IMAGE = "reward-curve.png"
 """The reward curve's file name in the card folder and on the Hub (the card links it)."""
+CARD_FILES = ("README.md", REWARD_IMAGE)
+"""What the card adds to a published branch (a file of the export by that name is replaced by it)."""

@@ -8,20 +8,21 @@ what runs): ``TPU_RL_PUBLISH_REPO`` (``namespace/name``), ``TPU_RL_PUBLISH_BRANC
 and ``TPU_RL_PUBLISH_PRIVATE`` (``true``/``false``); the write token is ``HF_TOKEN``, from its Secret by
 ``secretKeyRef``, read by ``huggingface_hub`` itself and never printed.
 
-1. Every object of the exported folder is downloaded to ``WORK_DIR/model`` (a file already there with the
-   object's size is kept: a restarted pod on the same scratch disk does not fetch it again), then the card
-   folder's files (``README.md``, the reward curve) are copied in.
+1. Every object of the exported folder is downloaded to ``WORK_DIR/model`` (the pod's own scratch disk), then
+   the card folder's files (``README.md``, the reward curve) are copied in.
 2. ``create_repo(private=..., exist_ok=True)``; an existing repository keeps its visibility
    (``create_repo`` ignores ``private`` then), so a private run refuses a public repository.
-3. ``create_branch(exist_ok=True)`` (``upload_folder`` does not create its revision), then
-   ``upload_folder`` to the branch: one call, re-run as is to resume. Files the branch already holds with
-   the same content are not sent again (the client compares each file's hash with the Hub's; Xet also
-   skips chunks it stored), and a call that changes nothing makes no commit.
+3. ``create_branch(exist_ok=True)`` (``upload_folder`` does not create its revision; it starts at ``main``),
+   then ``upload_folder`` to the branch, deleting what else the branch holds (``delete_patterns="*"``): one
+   call, re-run as is to resume. Files the branch already holds with the same content are not committed
+   again (the client compares each file's hash with the Hub's; Xet skips chunks it stored), and a call that
+   changes nothing makes no commit.
 4. ``RECORD_URI`` gets ``{"repo", "branch", "commit", "private"}``: what was published.
 
-Exit 0 when published; 3 (``SETUP_FAILURE_EXIT``, not worth retrying as is) for a refusal: a public
-repository for a private run, an export folder with nothing in it; 1 for anything else (the Hub or GCS
-failing: the next `pulumi up` runs the step again, which resumes).
+Exit 0 when published; 3 for a refusal (a public repository for a private run, an export folder with nothing
+in it: running it again fails the same way until that is fixed; the preflight refuses the first before
+anything is created); 1 for anything else (the Hub or GCS failing). Either fails the step, which the next
+`pulumi up` runs again; an upload resumes.
 """
 
 from __future__ import annotations
@@ -62,12 +63,9 @@ def download(export_uri: str, folder: Path) -> list[str]:
         if not name or name.endswith("/"):
             continue  # the folder's own marker, or a sub-folder's
         target = folder / name
-        if target.is_file() and target.stat().st_size == int(blob.size or 0):
-            print(f"tpu-rl publish: {name} already downloaded", flush=True)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            blob.download_to_filename(str(target))
-            print(f"tpu-rl publish: downloaded {name} ({int(blob.size or 0)} bytes)", flush=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        blob.download_to_filename(str(target))
+        print(f"tpu-rl publish: downloaded {name} ({int(blob.size or 0)} bytes)", flush=True)
         names.append(name)
     return names
 
@@ -92,6 +90,9 @@ def publish(repo: str, branch: str, private: bool, folder: Path, message: str) -
         revision=branch,
         commit_message=message,
         ignore_patterns=[".cache/**", "*/.cache/*"],  # the client refuses .cache at any depth
+        # The branch holds this run only: what it inherited from main (an earlier model's shards, another
+        # tokenizer) is deleted in the same commit (.gitattributes is kept: huggingface_hub never deletes it).
+        delete_patterns="*",
     )
     return str(info.oid)
 
