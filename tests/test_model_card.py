@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -537,3 +539,35 @@ def test_a_card_without_the_export_path_names_no_bucket():
     text = card(export_uri="")
     assert "gs://" not in text and "- export:" not in text
     assert "`export-9a8b7c6d5e`" in sections(text)["Provenance"], "the steps are still named"
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole card, as reviewed (tests/data/model-card-*.md; TPU_RL_UPDATE_MESSAGES=1 rewrites them)
+
+GOLDEN = Path(__file__).parent / "data"
+ODD = dataclasses.replace(
+    FACTS,
+    dataset_ids=("nvidia/OpenMathInstruct-2", "some-org/" + "a-very-long-dataset-name-" * 5 + "v2", "org/données"),
+    config_diff=[
+        {"key": "tpu-rl:training.extraArgs", "value": {"b": 1, "a": 2}, "tutorial": {}},
+        {"key": "tpu-rl:model.revision", "value": "X-branch-é", "tutorial": "main"},
+    ],
+    summary={**SUMMARY, "lastStep": 12345, "tpuChipHours": "n/a", "accuracyBefore": "unknown"},
+    usd_per_chip_hour=2.705,
+)
+CARDS = {
+    "gemma-terms": FACTS,
+    "apache": dataclasses.replace(FACTS, base_license="apache-2.0"),
+    "unknown-licence": dataclasses.replace(FACTS, base_license=None, reward_image=None, summary=None),
+    "odd-values": ODD,
+}
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("name", sorted(CARDS))
+def test_the_card_is_the_reviewed_one(name):
+    path = GOLDEN / f"model-card-{name}.md"
+    text = model_card(CARDS[name])
+    if os.environ.get("TPU_RL_UPDATE_MESSAGES"):
+        path.write_text(text)
+    assert text == path.read_text(), f"the card changed: review it, then TPU_RL_UPDATE_MESSAGES=1 rewrites {path.name}"

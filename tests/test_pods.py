@@ -239,3 +239,8 @@ def test_the_first_pod_that_ran_an_image_names_its_digest_and_init_containers_co
     later = _pod([{"name": "workload", "image": MAXTEXT}], [{"name": "workload", "imageID": RAN.replace("a", "d")}])
     found = pods.image_digests([init, later])
     assert found == {MAXTEXT: RAN} and list(found) == sorted(found)
+
+
+def test_a_status_that_is_not_an_object_does_not_hide_the_next_one():
+    pod = _pod([{"name": "workload", "image": MAXTEXT}], ["oops", None, {"name": "workload", "imageID": RAN}])
+    assert pods.image_digests([pod]) == {MAXTEXT: RAN}

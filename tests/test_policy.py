@@ -158,6 +158,10 @@ def base_plan(stack: str) -> Plan:
     return pure_plan(*VARIANTS.get(stack, (stack,)))
 
 
+def _pod_spec(resource):
+    return resource["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+
+
 def _publish_env(name, value):
     def change(resource):
         env = _container(resource)["env"]
@@ -926,6 +930,24 @@ MUTATIONS = [
         "publish",
         _publish_env("TPU_RL_PUBLISH_PRIVATE", "false"),
         "as a public repository",
+    ),
+    (
+        "second-container-public",
+        "private-publish",
+        "publishing",
+        JOBSET,
+        "publish",
+        lambda r: _pod_spec(r)["containers"].append(
+            {
+                **copy.deepcopy(_container(r)),
+                "name": "again",
+                "env": [
+                    {"name": "TPU_RL_PUBLISH_REPO", "value": "acme/other"},
+                    {"name": "TPU_RL_PUBLISH_PRIVATE", "value": "false"},
+                ],
+            }
+        ),
+        "publishes acme/other to the Hugging Face Hub as a public repository",
     ),
     (
         "publish-visibility-unset",

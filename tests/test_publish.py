@@ -499,3 +499,62 @@ def test_the_write_token_stops_up_before_any_resource(token, words, monkeypatch)
 def test_only_a_verified_export_is_published():
     with pytest.raises(ConfigError, match="needs tpu-rl:workflow.verifyExport true"):
         settings("prod", [*PUBLISHING, "tpu-rl:workflow.verifyExport=false"])
+
+
+@pytest.mark.pure
+def test_the_publish_script_is_strict_mode_the_folder_then_the_program_inlined():
+    import shlex
+
+    from workloads.build.commands import MARK_FOLDER, PUBLISH_HUB, PUBLISHED, mark_folder, publish_script
+
+    script = publish_script("gs://b/m/export/abc/", "gs://b/m/publish/def/")
+    head = f"set -euo pipefail\n{mark_folder('gs://b/m/publish/def/')}\n"
+    assert script.startswith(head) and script.endswith("\n")
+    assert shlex.split(mark_folder("gs://b/m/publish/def/")) == ["python3", "-c", MARK_FOLDER, "gs://b/m/publish/def/"]
+    last = script[len(head) : -1]
+    assert last.startswith("exec python3 -c ")
+    assert shlex.split(last) == [
+        "exec",
+        "python3",
+        "-c",
+        PUBLISH_HUB,
+        "gs://b/m/export/abc/",
+        CARD_DIR,
+        PUBLISH_WORK,
+        "gs://b/m/publish/def/" + PUBLISHED,
+    ]
+
+
+@pytest.mark.pure
+def test_the_publish_steps_scratch_holds_the_export():
+    step = publish_step()
+    pod = step.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    scratch = next(v for v in pod["volumes"] if v["name"] == "scratch")
+    request = scratch["ephemeral"]["volumeClaimTemplate"]["spec"]["resources"]["requests"]["storage"]
+    assert request == f"{settings('prod', []).model.spec.weights_gib + 20}Gi"
+
+
+@pytest.mark.pure
+def test_the_card_config_map_holds_the_readme_and_the_curve():
+    import base64
+
+    from workloads.build.manifests import REWARD_IMAGE, card_config_map
+
+    s = settings("prod", PUBLISHING)
+    step = plan_workflow(s).publish
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+    cm = card_config_map(s, f"{step.name}-card", step.step_id, "# card\n", png)
+    assert cm["apiVersion"] == "v1" and cm["kind"] == "ConfigMap"
+    assert cm["metadata"] == {
+        "name": f"{step.name}-card",
+        "namespace": "tpu-rl",
+        "labels": {
+            "app.kubernetes.io/name": "tpu-rl",
+            "app.kubernetes.io/instance": "tpu-rl-prod",
+            "app.kubernetes.io/component": "publish",
+            "tpu-rl/step-id": step.step_id,
+        },
+    }
+    assert cm["data"] == {"README.md": "# card\n"}
+    assert cm["binaryData"] == {REWARD_IMAGE: base64.b64encode(png).decode()} and REWARD_IMAGE == "reward-curve.png"
+    assert "binaryData" not in card_config_map(s, "c", step.step_id, "# card\n", None), "no curve, no entry"
