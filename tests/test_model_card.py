@@ -547,7 +547,12 @@ def test_a_card_without_the_export_path_names_no_bucket():
 GOLDEN = Path(__file__).parent / "data"
 ODD = dataclasses.replace(
     FACTS,
-    dataset_ids=("nvidia/OpenMathInstruct-2", "some-org/" + "a-very-long-dataset-name-" * 5 + "v2", "org/données"),
+    dataset_ids=(
+        "nvidia/OpenMathInstruct-2",
+        "some-org/" + "a-very-long-dataset-name-" * 5 + "v2",
+        "org/données",
+        "org/" + "données-" * 12 + "fin",
+    ),
     config_diff=[
         {"key": "tpu-rl:training.extraArgs", "value": {"b": 1, "a": 2}, "tutorial": {}},
         {"key": "tpu-rl:model.revision", "value": "X-branch-é", "tutorial": "main"},

@@ -497,8 +497,12 @@ def test_the_write_token_stops_up_before_any_resource(token, words, monkeypatch)
 
 @pytest.mark.pure
 def test_only_a_verified_export_is_published():
-    with pytest.raises(ConfigError, match="needs tpu-rl:workflow.verifyExport true"):
+    with pytest.raises(ConfigError) as caught:
         settings("prod", [*PUBLISHING, "tpu-rl:workflow.verifyExport=false"])
+    assert str(caught.value) == (
+        'tpu-rl:publish.repo = "acme/gemma4-grpo" is invalid: needs tpu-rl:workflow.verifyExport true: only an '
+        "export compared with the base model is published"
+    )
 
 
 @pytest.mark.pure
