@@ -358,10 +358,37 @@ def publishing_up(stack, monkeypatch, tmp_path, hub_url: str, hub, partial: list
     stack.publisher = publisher
 
 
+DIGEST = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training@sha256:" + "e" * 64
+
+
+def export_ends_and_the_token_rotates(stack, monkeypatch, tmp_path) -> None:
+    """When the export ends its pod says what it ran, and the cluster rotates its token: the card's digests
+    are read hours after the first reads of `up`, whose credential has expired by then."""
+    from tests.scenario import auth_plugin, credential
+
+    issued = tmp_path / "credential.json"
+    issued.write_text(credential(stack.cluster.token))
+    auth_plugin(tmp_path, monkeypatch, f'cat "{issued}"\n')
+    write_outputs = stack.write_outputs
+
+    def ends(obj):
+        write_outputs(obj)
+        if obj["metadata"]["labels"]["app.kubernetes.io/component"] == "export":
+            pod = step_pod(obj, "export", "running")
+            pod["spec"]["containers"] = [{"name": "export", "image": container(stack.steps().export)["image"]}]
+            pod["status"] = {"phase": "Succeeded", "containerStatuses": [{"name": "export", "imageID": DIGEST}]}
+            stack.cluster.core[("pods", "tpu-rl")] = [pod]
+            stack.cluster.token = "rotated-token"
+            issued.write_text(credential("rotated-token"))
+
+    monkeypatch.setattr(stack, "write_outputs", ends)
+
+
 def test_up_publishes_the_verified_export_and_outputs_its_commit_then_up_again_uploads_nothing(
     stack, monkeypatch, tmp_path
 ):
     hub = WritableHub.fresh()
+    export_ends_and_the_token_rotates(stack, monkeypatch, tmp_path)
     with serve(hub) as url:
         publishing_up(stack, monkeypatch, tmp_path, url, hub)
         preview = stack.preview()
@@ -381,6 +408,7 @@ def test_up_publishes_the_verified_export_and_outputs_its_commit_then_up_again_u
         card = next(r for r in first.plan.resources if r["name"] == f"{publish.name}-card")
         readme = card["inputs"]["data"]["README.md"]
         assert f'revision="{branch}"' in readme and "base_model: google/gemma-4-26b-a4b-it" in readme
+        assert f"`{DIGEST}`" in readme, "the digest the export's pod ran, read with a fresh credential"
         assert card["options"]["ignoreChanges"] == ["data", "binaryData"], "a run's card is written once"
         text = json.dumps(first.plan.resources) + json.dumps(outputs)
         assert WRITE not in text, "the write token is a secret everywhere"
@@ -419,38 +447,6 @@ def test_a_branch_without_the_export_fails_up_and_the_next_up_publishes_again(st
         assert again.actions[publish.name] == "replace", "the completed step whose branch is incomplete is retried"
         tree = hub.repos[REPO].head(branch_of(publish.step_id)).tree
         assert set(EXPORT_FILES) <= set(tree), "the retry uploaded what was missing"
-
-
-def test_the_cards_image_digests_are_read_with_a_fresh_credential_after_the_export(stack, monkeypatch, tmp_path):
-    """The digests are read hours after the first reads of `up`: the credential the plugin gave then has
-    expired (here: the cluster rotates its token when the export ends); the card still names what ran."""
-    from tests.scenario import auth_plugin, credential
-
-    hub = WritableHub.fresh()
-    issued = tmp_path / "credential.json"
-    issued.write_text(credential(stack.cluster.token))
-    auth_plugin(tmp_path, monkeypatch, f'cat "{issued}"\n')
-    digest = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training@sha256:" + "e" * 64
-    write_outputs = stack.write_outputs
-
-    def export_ends_and_the_token_rotates(obj):
-        write_outputs(obj)
-        if obj["metadata"]["labels"]["app.kubernetes.io/component"] == "export":
-            pod = step_pod(obj, "export", "running")
-            pod["spec"]["containers"] = [{"name": "export", "image": container(stack.steps().export)["image"]}]
-            pod["status"] = {"phase": "Succeeded", "containerStatuses": [{"name": "export", "imageID": digest}]}
-            stack.cluster.core[("pods", "tpu-rl")] = [pod]
-            stack.cluster.token = "rotated-token"
-            issued.write_text(credential("rotated-token"))
-
-    monkeypatch.setattr(stack, "write_outputs", export_ends_and_the_token_rotates)
-    with serve(hub) as url:
-        publishing_up(stack, monkeypatch, tmp_path, url, hub)
-        done = stack.up()
-    assert done.error is None, done.error
-    card = next(r for r in done.plan.resources if r["name"] == f"{stack.steps().publish.name}-card")
-    readme = card["inputs"]["data"]["README.md"]
-    assert f"`{digest}`" in readme, "the digest the export's pod ran"
 
 
 # ---------------------------------------------------------------------------------------------
