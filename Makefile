@@ -112,6 +112,8 @@ mutation: $(VENV)/.installed-dev
 	if [ -s mutants/survivors.txt ]; then $(MUTMUT) $$(cat mutants/survivors.txt); fi
 	$(PY) -m tests.mutation_report
 
+# Four workers on two cores: much of the suite waits (loopback servers, bounded waits, bash and Python
+# subprocesses), so two workers per core finish about 20 s sooner than one (about 90 s instead of 110).
 test: $(VENV)/.installed-dev $(POLICY_VENV)/.installed
 	$(MAKE) --no-print-directory lint
-	$(PY) -m pytest -q -n 2 --dist loadfile
+	$(PY) -m pytest -q -n 4 --dist loadfile
