@@ -412,6 +412,8 @@ def test_up_publishes_the_verified_export_and_outputs_its_commit_then_up_again_u
         assert card["options"]["ignoreChanges"] == ["data", "binaryData"], "a run's card is written once"
         text = json.dumps(first.plan.resources) + json.dumps(outputs)
         assert WRITE not in text, "the write token is a secret everywhere"
+        assert first.plan.raw_inputs["hf-write-token"]["stringData"] == {"token": WRITE}, "its own Secret holds it"
+        assert WRITE not in json.dumps(first.plan.raw_inputs["hf-token"]), "not the read token's Secret"
 
         hub.requests.clear()
         again = stack.up()
