@@ -44,7 +44,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     pinned = settings.model.revision if COMMIT.fullmatch(settings.model.revision) else ""
     base = BaseModel(pinned, None)  # what the preflight reads, when it runs
     if preflight:
-        problems = placeholder_problems(settings)
+        problems = placeholder_problems(settings) + _token_problems(settings)
         if problems:
             raise pulumi.RunError("preflight: " + "; ".join(problems))
         if settings.workflow.enabled and settings.workflow.preflight:
@@ -164,6 +164,20 @@ def _capacity(settings: Settings) -> None:
         )
 
 
+def _token_problems(settings: Settings) -> list[str]:
+    """The write token may not be the read token (no network: checked with the preflight off too)."""
+    if not settings.publish.repo:
+        return []
+    read, write = (runtime_config.get_config(f"tpu-rl:{key}") for key in ("hfToken", "hfWriteToken"))
+    if write and write not in OFFLINE_SECRETS and write == read:
+        return [
+            "tpu-rl:hfWriteToken is the read token (tpu-rl:hfToken): publishing takes a token of its own, which "
+            "only the publish step gets; create a write token and set it with "
+            "`pulumi config set --secret tpu-rl:hfWriteToken`"
+        ]
+    return []
+
+
 def _config_diff() -> list[dict[str, Any]]:
     """The stack's settings that differ from the tutorial's (the model card's table)."""
     from core.config.diff import config_diff
@@ -193,11 +207,11 @@ def _preflight(settings: Settings) -> BaseModel:
     commit = base.commit
     pulumi.log.info(f"preflight: {model.spec.hf_repo}@{model.revision} is readable (commit {commit or 'unknown'})")
     if settings.publish.repo:
-        _publish_preflight(settings, token)
+        _publish_preflight(settings)
     return base
 
 
-def _publish_preflight(settings: Settings, read_token: str) -> None:
+def _publish_preflight(settings: Settings) -> None:
     """Fail before any resource if the write token cannot publish to tpu-rl:publish.repo (a read token, no
     write role in the namespace, an existing public repository for a private run)."""
     from workloads.preflight import PreflightError, check_publish_access
@@ -212,12 +226,6 @@ def _publish_preflight(settings: Settings, read_token: str) -> None:
                 "preflight: the offline plan does not decrypt tpu-rl:hfWriteToken (or it is not set yet); export "
                 "HF_WRITE_TOKEN with the token to check it (`pulumi up` checks the stack's own)"
             )
-    if token == read_token:
-        raise pulumi.RunError(
-            "preflight: tpu-rl:hfWriteToken is the read token (tpu-rl:hfToken): publishing takes a token of its own, "
-            "which only the publish step gets; create a write token and set it with "
-            "`pulumi config set --secret tpu-rl:hfWriteToken`"
-        )
     try:
         found = check_publish_access(publish.repo, publish.private, token, endpoint=os.environ.get("HF_ENDPOINT"))
     except PreflightError as err:

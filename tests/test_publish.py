@@ -451,6 +451,33 @@ def test_a_branch_without_the_export_fails_up_and_the_next_up_publishes_again(st
         assert set(EXPORT_FILES) <= set(tree), "the retry uploaded what was missing"
 
 
+def test_a_deleted_branch_or_a_stray_file_is_published_again_by_the_next_up(stack, monkeypatch, tmp_path):
+    """tpu-rl's branches are its own: the next `up` puts back what it published (a preview only says so)."""
+    hub = WritableHub.fresh()
+    with serve(hub) as url:
+        publishing_up(stack, monkeypatch, tmp_path, url, hub)
+        assert stack.up().error is None
+        publish = stack.steps().publish
+        branch = branch_of(publish.step_id)
+        repo = hub.repos[REPO]
+
+        del repo.branches[branch]
+        preview = stack.preview()
+        assert preview.error is None, preview.error
+        said = [w for w in preview.plan.warnings() if f"has no branch {branch}" in w]
+        assert said and "`pulumi up` will retry it" in said[0]
+        again = stack.up()
+        assert again.error is None and again.actions[publish.name] == "replace", again.error
+        assert set(EXPORT_FILES) <= set(repo.head(branch).tree)
+
+        head = repo.head(branch)
+        repo.commit(branch, "someone's file", {**head.tree, "notes.txt": Blob(b"mine")})
+        third = stack.up()
+        assert third.error is None and third.actions[publish.name] == "replace", third.error
+        assert "notes.txt" not in repo.head(branch).tree, "deleted on the branch by the upload"
+        assert third.plan.outputs["hubCommit"] == repo.branches[branch]
+
+
 # ---------------------------------------------------------------------------------------------
 # The program's preflight of a publishing stack (the read check is test_preflight's: here it passes)
 
@@ -491,6 +518,12 @@ def test_the_write_token_stops_up_before_any_resource(token, words, monkeypatch)
         return
     assert str(plan.error).startswith(words) and plan.resources == [], "nothing is registered"
     assert token not in str(plan.error)
+
+
+def test_the_read_token_is_refused_as_the_write_token_with_the_preflight_off_too(monkeypatch):
+    with serve(WritableHub.fresh()) as url:
+        plan = up_with(READ, monkeypatch, url, "tpu-rl:workflow.preflight=false")
+    assert str(plan.error).startswith("preflight: tpu-rl:hfWriteToken is the read token") and plan.resources == []
 
 
 @pytest.mark.pure

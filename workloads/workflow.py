@@ -574,8 +574,12 @@ class WorkflowRun(pulumi.ComponentResource):
             try:
                 problem, commit = self._on_hub(step)
             except HubUnknownError as err:
+                pulumi.log.warn(f"{err}; hubCommit is the commit the step recorded", resource=self)
                 commit = self._recorded_commit(step)
-                pulumi.log.warn(f"{err}; hubCommit is the commit the step recorded ({commit})", resource=self)
+                if commit is None:
+                    from workloads.run.artifacts import no_record
+
+                    self._retried(step, no_record(step.artifact_uri))
                 return {"url": url, "branch": branch, "commit": commit}
             if problem:
                 self._retried(step, f"{problem}; publish logs: {step.logs_command}")
@@ -721,18 +725,23 @@ class WorkflowRun(pulumi.ComponentResource):
 
         from workloads.build.steps import branch_of
         from workloads.preflight import PreflightError, published_revision
-        from workloads.run.artifacts import first_of
+        from workloads.run.artifacts import first_of, incomplete_export
 
         repo, branch = self._args.settings.publish.repo or "", branch_of(step.step_id)
         export_uri = self._plan.export.artifact_uri
         exported = read_export(export_uri)
+        if exported.problems:  # the export is run again first (its own check); then this publication
+            return incomplete_export(export_uri, exported.problems), None
         token = runtime_config.get_config("tpu-rl:hfWriteToken") or ""
         try:
             found = published_revision(repo, branch, token, os.environ.get("HF_ENDPOINT"))
         except PreflightError as err:
             raise HubUnknownError(f"cannot check the publication of {step.name} on the Hub: {err}") from None
         if found is None:
-            return f"publish finished but {repo} has no branch {branch} (deleted since?)", None
+            return (
+                f"publish finished but {repo} has no branch {branch} (deleted since, or the write token cannot see it)",
+                None,
+            )
         commit, files = found
         wanted = {name: size for name, size in exported.files.items() if name not in CARD_FILES}
         differences = [
