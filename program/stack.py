@@ -186,20 +186,28 @@ def _config_diff() -> list[dict[str, Any]]:
     return config_diff(*raw_config())
 
 
+def _checked_token(key: str, variable: str) -> str:
+    """The token the preflight checks: the stack's own in `pulumi up`; the offline plan never decrypts, so it
+    checks one from the environment variable ``variable``."""
+    token = runtime_config.get_config(f"tpu-rl:{key}") or ""
+    if token not in OFFLINE_SECRETS:
+        return token
+    token = os.environ.get(variable, "")
+    if not token:
+        raise pulumi.RunError(
+            f"preflight: the offline plan does not decrypt tpu-rl:{key} (or it is not set yet); export "
+            f"{variable} with the token to check it (`pulumi up` checks the stack's own)"
+        )
+    return token
+
+
 def _preflight(settings: Settings) -> BaseModel:
     """Fail before any resource if the token cannot read the model (gated licence not accepted, bad token)."""
 
     from workloads.preflight import PreflightError, check_model_access
 
     model = settings.model
-    token = runtime_config.get_config("tpu-rl:hfToken") or ""
-    if token in OFFLINE_SECRETS:  # the offline plan never decrypts: it checks a token from the environment
-        token = os.environ.get("HF_TOKEN", "")
-        if not token:
-            raise pulumi.RunError(
-                "preflight: the offline plan does not decrypt tpu-rl:hfToken (or it is not set yet); export "
-                "HF_TOKEN with the token to check it (`pulumi up` checks the stack's own)"
-            )
+    token = _checked_token("hfToken", "HF_TOKEN")
     try:
         base = check_model_access(model.spec.hf_repo, model.revision, token, endpoint=os.environ.get("HF_ENDPOINT"))
     except PreflightError as err:
@@ -218,14 +226,7 @@ def _publish_preflight(settings: Settings) -> None:
 
     publish = settings.publish
     assert publish.repo is not None  # only called with a repository
-    token = runtime_config.get_config("tpu-rl:hfWriteToken") or ""
-    if token in OFFLINE_SECRETS:
-        token = os.environ.get("HF_WRITE_TOKEN", "")
-        if not token:
-            raise pulumi.RunError(
-                "preflight: the offline plan does not decrypt tpu-rl:hfWriteToken (or it is not set yet); export "
-                "HF_WRITE_TOKEN with the token to check it (`pulumi up` checks the stack's own)"
-            )
+    token = _checked_token("hfWriteToken", "HF_WRITE_TOKEN")
     try:
         found = check_publish_access(publish.repo, publish.private, token, endpoint=os.environ.get("HF_ENDPOINT"))
     except PreflightError as err:

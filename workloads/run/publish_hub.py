@@ -131,9 +131,7 @@ def main(argv: list[str]) -> None:
             print(f"tpu-rl publish: added {path.name}", flush=True)
     try:
         commit = publish(repo, branch, private == "true", folder, f"tpu-rl: {branch}")
-    except SystemExit:
-        raise
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:  # noqa: BLE001 (a refusal exits through fail(): SystemExit is not an Exception)
         fail(f"uploading to {repo}@{branch} failed ({type(err).__name__}: {err})")
     record = {"repo": repo, "branch": branch, "commit": commit, "private": private == "true"}
     try:
