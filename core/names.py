@@ -59,6 +59,9 @@ export); like every other non-zero exit, the Jobs' podFailurePolicy fails the st
 SLICE_DOWN_EXIT = 75
 """Exit code of the training script when train_rl died of a lost TPU slice (EX_TEMPFAIL): the head's
 podFailurePolicy counts it as a disruption, so the JobSet restarts instead of failing."""
+STALLED_EXIT = 76
+"""Exit code of the training script when its watchdog ended a train_rl whose log stopped growing for
+``tpu-rl:workflow.stallTimeout``: counted as a disruption too (the JobSet restarts it from its checkpoint)."""
 
 REQUIRED_APIS = (
     "cloudresourcemanager.googleapis.com",  # project-level IAM members (gcp.projects.IAMMember)

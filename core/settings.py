@@ -112,6 +112,8 @@ class WorkflowSettings:
     """Memory request and limit of the conversion and the export (``core.models.step_memory_gib``)."""
     verify_export: bool = True
     """Compare the exported model with the base model before `up` succeeds (``core.hf_model.compare``)."""
+    stall_timeout: int = 7200
+    """Seconds a training attempt may go without a new log line before it is ended as stalled."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,8 @@ class KueueSettings:
     """Seconds an admitted step may take until all its pods are Ready (Kueue ``waitForPodsReady``)."""
     admission_timeout: int
     """Seconds `pulumi up` waits for a queued step to be admitted."""
+    recovery_timeout: int = 6000
+    """Seconds a running step's pods may stay not Ready before Kueue stops it (``waitForPodsReady``)."""
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from infra.gcp.network import Network, NetworkArgs
 from infra.gcp.storage import ArtifactBucket, BucketArgs, bucket_args
 from infra.k8s.platform import KubernetesPlatform, PlatformArgs
 from program.config import settings_from_runtime
+from workloads.build.steps import plan_workflow
 from workloads.preflight import COMMIT, BaseModel
 from workloads.workflow import WorkflowArgs, WorkflowRun
 
@@ -38,6 +39,8 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     """
     try:
         settings = settings_from_runtime()
+        # The steps, and what the controllers derive from them, are checked before anything is registered.
+        plan = plan_workflow(settings) if settings.workflow.enabled else None
     except ConfigError as err:
         raise pulumi.RunError(str(err)) from None
     names = names_for(settings)
@@ -100,11 +103,12 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
             hf_write_token=write_token,
         ),
     )
-    if settings.workflow.enabled:
+    if plan is not None:
         run = WorkflowRun(
             "workflow",
             WorkflowArgs(
                 settings=settings,
+                plan=plan,
                 provider=gke.provider,
                 cluster=gke.cluster,
                 ready=platform.ready,

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT
+from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from tests.conftest import put, shared_path, slug
 from tests.lifecycle_walk import settings
 from workloads.build.commands import (
@@ -25,6 +25,10 @@ from workloads.build.commands import (
     MARK_FOLDER,
     OPTIMIZER_PATCH,
     RUN_LINE,
+    STALL_ENV,
+    STALL_MARKER,
+    STALL_WATCHDOG,
+    TRAIN_EXIT,
     TRAIN_LOG,
     TRAIN_RL,
     UPLOAD,
@@ -81,6 +85,13 @@ if [ -n "$SHIM_FAIL" ]; then exit "$SHIM_FAIL"; fi
 """
 
 
+def local_paths(script: str, tmp_path: Path) -> str:
+    """The training script with its log, side file and stall marker in ``tmp_path`` instead of /tmp."""
+    for path, name in ((TRAIN_LOG, "train.log"), (EVALS_LOG, "evals.txt"), (STALL_MARKER, "stalled")):
+        script = script.replace(path, str(tmp_path / name))
+    return script
+
+
 def run_in_bash(
     command: list[str], tmp_path: Path, env: dict[str, str] | None = None, check: bool = True
 ) -> list[list[str]]:
@@ -88,7 +99,7 @@ def run_in_bash(
     also runs ``python3 -c`` snippets with the real interpreter; ``SHIM_TRAIN_RL=<file>`` runs that file
     for ``python3 -m ...``). The training log and side file go to ``tmp_path`` instead of /tmp."""
     assert command[:2] == ["/bin/bash", "-c"]
-    script = command[2].replace(TRAIN_LOG, str(tmp_path / "train.log")).replace(EVALS_LOG, str(tmp_path / "evals.txt"))
+    script = local_paths(command[2], tmp_path)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     log = tmp_path / "calls.jsonl"
@@ -96,7 +107,7 @@ def run_in_bash(
     shim = bin_dir / "python3"
     shim.write_text(SHIM.format(python=sys.executable, log=log))
     shim.chmod(0o755)
-    environment = {"PATH": f"{bin_dir}:/usr/bin:/bin", **(env or {})}
+    environment = {"PATH": f"{bin_dir}:/usr/bin:/bin", STALL_ENV: "7200", **(env or {})}
     done = subprocess.run(["bash", "-c", script], env=environment, timeout=60, capture_output=True, text=True)
     if check:
         assert done.returncode == 0, done.stderr
@@ -135,7 +146,7 @@ PROD_BUCKET = "gs://my-tpu-prod-project-tpu-rl-prod"
 @pytest.mark.pure
 def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_path):
     objs = objects("prod")
-    calls = run_in_bash(container_command(objs["train"]), tmp_path)
+    calls = run_in_bash(container_command(objs["train"]), tmp_path, literal_env(objs["train"]))
     assert calls[0] == ["-c", OPTIMIZER_PATCH, UTILS_RL], "the Adafactor patch runs first"
     actual = train_call(calls)
     assert calls[1] == ["-c", MARK_FOLDER, f"{PROD_BUCKET}/gemma4-26b/train/{step_id(objs['train'])}/"]
@@ -166,7 +177,12 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
     assert f"> {TRAIN_LOG}" in container_command(objs["train"])[2], "the container writes its log to /tmp"
     attempt = re.fullmatch(re.escape(f"{train_out}logs/train-") + r"(\d{8}T\d{6}Z)\.log", uploads[1][1])
     assert attempt and uploads[0][1] == uploads[2][1] == f"{train_out}logs/evals-{attempt.group(1)}.txt"
-    assert len(calls) == 6
+    stall = str(tmp_path / "stalled")
+    assert any(c[:2] == ["-c", STALL_WATCHDOG] and c[3:] == [log, "7200", stall] for c in calls), (
+        "the watchdog watches the log with the manifest's bound"
+    )
+    assert calls[-1] == ["-c", TRAIN_EXIT, log, "0", stall, str(SLICE_DOWN_EXIT), str(STALLED_EXIT)]
+    assert len(calls) == 8
 
 
 def train_call(calls: list[list[str]]) -> list[str]:
@@ -179,8 +195,10 @@ def test_training_fails_with_train_rls_exit_code_after_copying_the_log(tmp_path)
     command = container_command(objects("prod", "tpu-rl:training.optimizer=adamw")["train"])
     failing = command[2].replace("python3 -m maxtext", "(exit 7) && python3 -m maxtext", 1)
     calls = run_in_bash([*command[:2], failing], tmp_path, check=False)
-    assert run_in_bash.last.returncode == 7
-    assert calls[-2][:3] == ["-c", UPLOAD, str(tmp_path / "train.log")]
+    assert run_in_bash.last.returncode == 7, "the judge printed nothing (not run here): train_rl's status"
+    finished = [c for c in calls if c[:2] != ["-c", STALL_WATCHDOG]]  # started in the background: any order
+    assert finished[-3][:3] == ["-c", UPLOAD, str(tmp_path / "train.log")]
+    assert finished[-1][:4] == ["-c", TRAIN_EXIT, str(tmp_path / "train.log"), "7"]
 
 
 @pytest.mark.pure
@@ -362,7 +380,9 @@ def test_each_step_creates_its_output_folder_first_or_stops(tmp_path, gcs_folder
 @pytest.mark.pure
 def test_adamw_means_no_patch(tmp_path):
     calls = run_in_bash(container_command(objects("prod", "tpu-rl:training.optimizer=adamw")["train"]), tmp_path)
-    assert [c[1] for c in calls] == [MARK_FOLDER, UPLOAD, TRAIN_RL, UPLOAD, UPLOAD]
+    started = [c[1] for c in calls]
+    assert started[:2] == [MARK_FOLDER, UPLOAD] and sorted(started[2:4]) == sorted([TRAIN_RL, STALL_WATCHDOG])
+    assert started[4:] == [UPLOAD, UPLOAD, TRAIN_EXIT]
 
 
 @pytest.mark.pure
@@ -490,7 +510,10 @@ time.sleep(120)
 
 def _logs(gcs, prefix: str) -> dict[str, str]:
     bucket, _, path = prefix.removeprefix("gs://").partition("/")
-    return {b.name.rsplit("/", 1)[-1]: b.download_as_text() for b in gcs.list_blobs(bucket, prefix=path + "logs/")}
+    return {
+        b.name.rsplit("/", 1)[-1]: b.download_as_bytes().decode(errors="replace")
+        for b in gcs.list_blobs(bucket, prefix=path + "logs/")
+    }
 
 
 def test_sigterm_reaches_train_rl_and_the_attempt_keeps_its_log_and_evaluations(tmp_path, gcs):
@@ -505,15 +528,8 @@ def test_sigterm_reaches_train_rl_and_the_attempt_keeps_its_log_and_evaluations(
     stand_in = tmp_path / "train_rl.py"
     stand_in.write_text(TRAIN_RL_STAND_IN)
     run_in_bash(["/bin/bash", "-c", "true"], tmp_path)  # installs the shim
-    script = container_command(objs["train"])[2].replace(TRAIN_LOG, str(tmp_path / "train.log"))
-    script = script.replace(EVALS_LOG, str(tmp_path / "evals.txt"))
-    env = {
-        "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
-        "SHIM_RUN_C": "1",
-        "SHIM_TRAIN_RL": str(stand_in),
-        "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"],
-        "NO_GCE_CHECK": "True",
-    }
+    script = local_paths(container_command(objs["train"])[2], tmp_path)
+    env = train_env(objs["train"], tmp_path, stand_in)
     bash = subprocess.Popen(["bash", "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 40
@@ -539,52 +555,181 @@ def test_sigterm_reaches_train_rl_and_the_attempt_keeps_its_log_and_evaluations(
     assert "resumed from a checkpoint (step 30 first)" in found.pre_unknown
 
 
-SLICE_DOWN = """import sys
-print("I1201 05:00:03.000000 1 peft_trainer.py:736] Train step 31 training loss: 0.1", flush=True)
-print("Traceback (most recent call last):", flush=True)
-print('  File "/app/maxtext/trainers/post_train/rl/train_rl.py", line 812, in main', flush=True)
-print("jax.errors.JaxRuntimeError: DATA_LOSS: Slice 0 is unhealthy: TPU worker 3 unreachable", flush=True)
-sys.exit(1)
-"""
-BAD_FLAG = """import sys
-print("Traceback (most recent call last):", flush=True)
-print("ValueError: INTERNAL is not a valid value for rl.loss_algo", flush=True)
-sys.exit(1)
-"""
+def literal_env(obj: dict) -> dict[str, str]:
+    """The training workload container's environment as the manifest sets it (literal values only)."""
+    pod = obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    (workload,) = [c for c in pod["containers"] if c["name"] == "workload-container"]
+    return {e["name"]: e["value"] for e in workload["env"] if "value" in e}
 
 
-@pytest.mark.parametrize(
-    ("stand_in", "status"),
-    [
-        (SLICE_DOWN, SLICE_DOWN_EXIT),
-        (BAD_FLAG, 1),
-        (TRAIN_RL_STAND_IN.replace("time.sleep(120)", 'print("rpc status INTERNAL retried, DATA_LOSS none")'), 0),
-    ],
-    ids=["slice-down", "exception", "success"],
-)
-def test_a_lost_slice_exits_with_the_code_the_head_restarts_on(tmp_path, gcs, stand_in, status):
-    """train_rl dies of a lost TPU slice (pathways-utils' "slice down" JaxRuntimeError): the script exits
-    SLICE_DOWN_EXIT, which the head's podFailurePolicy counts as a disruption; any other failure keeps its
-    status (FailJob), and success stays 0 even though the log says INTERNAL elsewhere."""
+def train_env(obj: dict, tmp_path: Path, stand_in: Path, **overrides: str) -> dict[str, str]:
+    """The workload container's literal environment (as the manifest sets it), with the shim on PATH running
+    ``stand_in`` as train_rl and the GCS emulator for the uploads."""
+    return {
+        **literal_env(obj),
+        "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
+        "SHIM_RUN_C": "1",
+        "SHIM_TRAIN_RL": str(stand_in),
+        "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"],
+        "NO_GCE_CHECK": "True",
+        **overrides,
+    }
+
+
+def run_training(tmp_path: Path, gcs, stand_in: str, **env: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """The prod training script under real bash with ``stand_in`` as train_rl; (the run, its logs in GCS)."""
     objs = objects("prod", "tpu-rl:training.optimizer=adamw")
     output = f"{PROD_BUCKET}/gemma4-26b/train/{step_id(objs['train'])}/"
     gcs.create_bucket(output.removeprefix("gs://").split("/")[0])
     (tmp_path / "train_rl.py").write_text(stand_in)
     run_in_bash(["/bin/bash", "-c", "true"], tmp_path)  # installs the shim
-    script = container_command(objs["train"])[2].replace(TRAIN_LOG, str(tmp_path / "train.log"))
-    script = script.replace(EVALS_LOG, str(tmp_path / "evals.txt"))
-    env = {
-        "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
-        "SHIM_RUN_C": "1",
-        "SHIM_TRAIN_RL": str(tmp_path / "train_rl.py"),
-        "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"],
-        "NO_GCE_CHECK": "True",
-    }
-    done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == status, done.stdout + done.stderr
-    lost = f"tpu-rl: train_rl (exit 1) lost a TPU slice; exiting {SLICE_DOWN_EXIT} so the JobSet restarts"
-    assert (lost in done.stdout) == (status == SLICE_DOWN_EXIT)
-    assert any(name.startswith("train-") for name in _logs(gcs, output)), "the log is copied either way"
+    script = local_paths(container_command(objs["train"])[2], tmp_path)
+    environment = train_env(objs["train"], tmp_path, tmp_path / "train_rl.py", **env)
+    done = subprocess.run(
+        ["bash", "-c", script], env=environment, capture_output=True, text=True, errors="replace", timeout=60
+    )
+    return done, _logs(gcs, output)
+
+
+# What train_rl prints when a JAX call fails on a lost slice: the traceback, its last line the JaxRuntimeError
+# ``jax.errors.JaxRuntimeError: CODE: message`` (jax errors.py sets the class's module to jax.errors; pathways-utils'
+# own fault injector raises "DATA_LOSS: Simulated device loss error accessing array on lost device").
+TRACEBACK = """Traceback (most recent call last):
+  File "/deps/src/maxtext/trainers/post_train/rl/train_rl.py", line 812, in main
+    rl_train(config)
+  File "/deps/src/maxtext/trainers/post_train/rl/train_rl.py", line 790, in rl_train
+    rl_trainer.train(train_dataset)
+{error}
+"""
+
+
+def stand_in(
+    error: str, *, before: str = "", after_bytes: int = 0, newline: bool = True, exit: str = "sys.exit(1)"
+) -> str:
+    """A train_rl that trains a step, writes ``before``, dies of ``error`` (its traceback on stderr, as Python
+    prints it), with ``after_bytes`` of other output after it (threads shutting down, binary noise)."""
+    text = TRACEBACK.format(error=error)
+    if not newline:
+        text = text.rstrip("\n")
+    return f"""import os, sys
+print("I1201 05:00:03.000000 1 peft_trainer.py:736] Train step 31 training loss: 0.1", flush=True)
+sys.stdout.write({before!r}); sys.stdout.flush()
+sys.stderr.write({text!r}); sys.stderr.flush()
+chunk = b"W1201 05:10:00.000000 9 vllm.py:1] shutting down worker \\x00\\xff\\xfe not utf-8\\n" * 1000
+left = {after_bytes}
+while left > 0:
+    os.write(2, chunk[:left]); left -= len(chunk)
+{exit}
+"""
+
+
+DATA_LOSS = "jax.errors.JaxRuntimeError: DATA_LOSS: Simulated device loss error accessing array on lost device"
+LOST = f"lost a TPU slice ({DATA_LOSS}); exiting {SLICE_DOWN_EXIT} so the JobSet restarts"
+
+
+@pytest.mark.parametrize(
+    ("train_rl", "status", "says"),
+    [
+        (stand_in(DATA_LOSS), SLICE_DOWN_EXIT, LOST),
+        # 30 MB after the error: the tail | grep -q of earlier versions died of SIGPIPE and exited 1.
+        (stand_in(DATA_LOSS, after_bytes=30_000_000), SLICE_DOWN_EXIT, LOST),
+        (stand_in(DATA_LOSS, newline=False), SLICE_DOWN_EXIT, LOST),
+        (stand_in(DATA_LOSS, before="\x00\xff binary \x1b[31m\n" * 50, after_bytes=5000), SLICE_DOWN_EXIT, LOST),
+        # The code anywhere in the error's text counts (pathways-utils tests `code in str(error)`).
+        (
+            stand_in("jax.errors.JaxRuntimeError: UNKNOWN: remote call failed\n  caused by DATA_LOSS on slice 0"),
+            75,
+            "lost",
+        ),
+        # pathways-utils' "may or may not be due to slice down": a deterministic error, not restarted.
+        (
+            stand_in("jax.errors.JaxRuntimeError: INTERNAL: RET_CHECK failure (mesh 2x4 does not tile 32 devices)"),
+            1,
+            "INTERNAL",
+        ),
+        (
+            stand_in("jax.errors.JaxRuntimeError: DEADLINE_EXCEEDED: rpc timed out"),
+            1,
+            "'may or may not be due to slice down'",
+        ),
+        (stand_in("jax.errors.JaxRuntimeError: NOT_FOUND: buffer 17"), 1, "not restarted"),
+        (stand_in("ValueError: INTERNAL is not a valid value for rl.loss_algo"), 1, ""),
+        # An earlier, handled DATA_LOSS traceback does not decide: the last traceback is what killed train_rl.
+        (stand_in("ValueError: bad batch", before=TRACEBACK.format(error=DATA_LOSS)), 1, ""),
+        # Chained: the JaxRuntimeError is the cause, a RuntimeError what propagated (not a JaxRuntimeError).
+        (
+            stand_in(
+                f"{DATA_LOSS}\n\nThe above exception was the direct cause of the following exception:\n\n"
+                + TRACEBACK.format(error="RuntimeError: rollout failed").rstrip()
+            ),
+            1,
+            "",
+        ),
+        # Killed by a signal after printing one: an OOM kill is not an exception of train_rl.
+        (stand_in(DATA_LOSS, exit="os.kill(os.getpid(), 9)"), 137, ""),
+        (
+            stand_in("print('rpc status INTERNAL retried, DATA_LOSS none')", exit="sys.exit(0)").replace(
+                "sys.stderr.write", "print"
+            ),
+            0,
+            "",
+        ),
+    ],
+    ids=[
+        "data-loss",
+        "30MB-after",
+        "no-final-newline",
+        "binary-bytes",
+        "code-in-message",
+        "internal",
+        "deadline",
+        "not-found",
+        "exception",
+        "earlier-traceback",
+        "chained",
+        "killed",
+        "success",
+    ],
+)
+def test_the_training_script_exits_as_train_rl_died_for_any_log(tmp_path, gcs, train_rl, status, says):
+    """A lost slice (pathways-utils' definite DATA_LOSS, in the exception train_rl died of) exits SLICE_DOWN_EXIT,
+    which the head's podFailurePolicy counts as a disruption; the ambiguous codes, any other failure and a kill
+    keep train_rl's status (FailJob); success stays 0 however the log reads. The log is copied either way."""
+    done, logs = run_training(tmp_path, gcs, train_rl)
+    assert done.returncode == status, done.stdout[-2000:] + done.stderr[-2000:]
+    if says:
+        assert says in done.stderr
+    else:
+        assert "tpu-rl: train_rl (exit" not in done.stderr
+    assert any(name.startswith("train-") for name in logs), "the log is copied either way"
+
+
+STALLS = """import time
+print("I1201 05:00:03.000000 1 peft_trainer.py:736] Train step 31 training loss: 0.1", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_stalled_training_is_ended_and_exits_as_a_disruption(tmp_path, gcs):
+    """train_rl stops writing (a blocked Pathways client): after the stall bound the watchdog ends it, the side
+    file says so at once (`make status` reads it), and the script exits STALLED_EXIT, which the head's pod
+    failure policy counts like a disruption (the JobSet restarts the run from its last checkpoint)."""
+    started = time.monotonic()
+    done, logs = run_training(tmp_path, gcs, STALLS, **{STALL_ENV: "2"})
+    assert done.returncode == STALLED_EXIT, done.stdout + done.stderr
+    assert time.monotonic() - started < 30, "ended by the watchdog, not by the stand-in's 10 minutes"
+    assert "stalled: no new line in train_rl's log for 2s" in done.stderr
+    (evals,) = [text for name, text in logs.items() if name.startswith("evals-")]
+    assert "tpu-rl: stalled: no new line in train_rl's log for 2s (tpu-rl:workflow.stallTimeout)" in evals
+    (log,) = [text for name, text in logs.items() if name.startswith("train-")]
+    assert "Train step 31" in log and "stalled" in log
+
+
+def test_a_training_that_keeps_writing_is_not_stalled(tmp_path, gcs):
+    """A line every second, slower than the watchdog looks and faster than the bound: never a stall."""
+    writes = "import time\nfor i in range(6):\n    print(f'Reshard finished in {i}s', flush=True); time.sleep(1)\n"
+    done, _logs_ = run_training(tmp_path, gcs, writes, **{STALL_ENV: "3"})
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 # Gemma 4's turn markers (MaxText 0.2.4 multimodal/processor_gemma4.py:97; tunix c4ec573

@@ -438,6 +438,7 @@ def test_the_prod_stack_reads_as_written():
             "unschedulable_timeout": 15 * 60,
             "step_memory_gib": 168,
             "verify_export": True,
+            "stall_timeout": 2 * 3600,
         },
         "kueue": {
             "install": True,
@@ -445,6 +446,8 @@ def test_the_prod_stack_reads_as_written():
             "version": "0.17.1",
             "pods_ready_timeout": 30 * 60,
             "admission_timeout": 15 * 60,
+            # podsReadyTimeout + a GKE node auto-repair (10 min NotReady, then up to 1 h for the drain)
+            "recovery_timeout": 30 * 60 + 70 * 60,
         },
         "labels": {"app": "tpu-rl", "stack": "prod", "cluster": "tpu-rl-prod", "managed-by": "pulumi"},
         "publish": {"repo": None, "private": True},

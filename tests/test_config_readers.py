@@ -304,7 +304,8 @@ DELETE = object()
             {"tpu-rl:workflow": {"zzzz": 1}},
             set(),
             "tpu-rl:workflow.zzzz = 1 is invalid: unknown field; known fields: capacityCheck, enabled, "
-            "jobsetVersion, maxRestarts, preflight, stepMemoryGib, timeouts, unschedulableTimeout, verifyExport",
+            "jobsetVersion, maxRestarts, preflight, stallTimeout, stepMemoryGib, timeouts, unschedulableTimeout, "
+            "verifyExport",
         ),
         (
             {"tpu-rl:workflow": {"timeouts": {"tarin": "1h"}}},

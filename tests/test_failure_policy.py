@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 
-from core.names import SLICE_DOWN_EXIT
+from core.names import SLICE_DOWN_EXIT, STALLED_EXIT
 from tests.lifecycle_walk import settings
-from workloads.build.manifests import grace_seconds
 from workloads.build.steps import plan_workflow
 
 pytestmark = pytest.mark.pure
@@ -87,8 +86,9 @@ HEAD = job_spec(TRAIN, "pathways-head")
         (143, DISRUPTED, "BackoffLimitExceeded", "RestartJobSet"),  # preempted: SIGTERM, then 143
         (137, DISRUPTED, "BackoffLimitExceeded", "RestartJobSet"),  # evicted past its grace period
         (SLICE_DOWN_EXIT, [], "BackoffLimitExceeded", "RestartJobSet"),  # a TPU slice lost under the trainer
+        (STALLED_EXIT, [], "BackoffLimitExceeded", "RestartJobSet"),  # ended by the stall watchdog
     ],
-    ids=["exception", "oom", "setup", "flag", "preempted", "evicted", "slice-down"],
+    ids=["exception", "oom", "setup", "flag", "preempted", "evicted", "slice-down", "stalled"],
 )
 def test_the_trainer_fails_at_once_and_only_a_disruption_restarts(exit_code, conditions, reason, action):
     assert job_failure(HEAD, "workload-container", exit_code, conditions) == reason
@@ -130,13 +130,3 @@ def test_a_cpu_step_fails_at_once_and_a_disrupted_pod_is_re_created(step, exit_c
 
 def test_an_exit_of_zero_never_fails_a_job():
     assert pod_outcome(HEAD, "workload-container", 0, []) == "Count"
-
-
-@pytest.mark.parametrize(
-    ("weights", "hosts", "grace"),
-    [(48, 8, 180), (49, 8, 240), (52, 8, 240), (52, 16, 180), (16, 2, 240), (1, 8, 180)],
-)
-def test_the_grace_period_covers_a_checkpoint_write_in_whole_minutes(weights, hosts, grace):
-    """2 x the weights over hosts x 0.2 GiB/s, plus the head's 120 s, rounded up to a minute: 48 GiB on 8
-    hosts is 60 s + 120 s = exactly 180 s; one GiB more needs the next minute."""
-    assert grace_seconds(weights, hosts) == grace

@@ -37,6 +37,7 @@ def test_every_key_renames_a_step_or_is_ignored(walks, stack):
     ignored = {key for key, result in outcomes.items() if "ignored" in result.values()}
     assert ignored <= {
         "tpu-rl:workflow.maxRestarts",
+        "tpu-rl:workflow.stallTimeout",
         "tpu-rl:tpu.capacity",  # the default restarts follow the capacity mode
         "tpu-rl:tpu.reservation",  # on dev it switches the capacity to reservation
         "tpu-rl:workflow.timeouts.convert",

@@ -36,9 +36,9 @@ HF_TOKEN = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token
 CPU_TOLERATION = {"key": "tpu-rl/pool", "operator": "Equal", "value": "cpu-np", "effect": "NoSchedule"}
 TPU_TOLERATION = {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}
 HOST_NETWORK = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}
-# Every training pod's grace: a checkpoint write in flight (2 x the bf16 weights over hosts x 0.2 GiB/s)
-# plus the head's 120 s, in whole minutes (manifests.grace_seconds).
-GRACE = {"prod": 240, "dev": 240, "two-slices": 180}
+# The head's grace covers the script's work after train_rl died of SIGTERM (no handler: the copies of the log
+# and side file); the workers keep Kubernetes' default, as xpk, pathways-job and Cluster Toolkit do.
+HEAD_GRACE, WORKER_GRACE = 120, 30
 SHARED_TMP = [{"name": "shared-tmp", "hostPath": {"path": "/tmp", "type": "DirectoryOrCreate"}}]
 """The workers' /tmp: the node's (xpk, pathways-job and Cluster Toolkit mount it on every worker)."""
 HEAD_TMP = [{"name": "shared-tmp", "emptyDir": {}}]
@@ -94,7 +94,13 @@ def test_jobset_top_level_is_gclusters_pathways_shape():
         },
         "annotations": {"pulumi.com/skipAwait": "true", "pulumi.com/patchForce": "true"},
     }
-    assert spec["network"] == {"enableDNSHostnames": True, "publishNotReadyAddresses": True}
+    # The subdomain (the headless Service's name) is rl-<hash>: JobSet's default, the JobSet's own name, makes
+    # the coordinator label <jobset>-pathways-head-0-0.<jobset> 73 characters (workloads.build.derived).
+    assert spec["network"] == {
+        "enableDNSHostnames": True,
+        "publishNotReadyAddresses": True,
+        "subdomain": f"rl-{train.step_id}",
+    }
     assert spec["coordinator"] == {"replicatedJob": "pathways-head", "jobIndex": 0, "podIndex": 0}
     assert spec["startupPolicy"] == {"startupPolicyOrder": "InOrder"}, "the head (resource manager) starts first"
     assert spec["successPolicy"] == {"operator": "All", "targetReplicatedJobs": ["pathways-head"]}
@@ -124,15 +130,15 @@ def test_pathways_head_job_and_pod():
         "completions": 1,
         "parallelism": 1,
         "activeDeadlineSeconds": 24 * 3600,
-        # A disruption, or the trainer dead of a lost slice (exit 75), counts against backoffLimit 0
-        # (BackoffLimitExceeded: restart); any other exit of the trainer fails the Job (PodFailurePolicy: the
-        # JobSet fails). Disruptions first: a disrupted pod exits 143.
+        # A disruption, or the trainer dead of a lost slice (exit 75) or ended as stalled (76), counts against
+        # backoffLimit 0 (BackoffLimitExceeded: restart); any other exit of the trainer fails the Job
+        # (PodFailurePolicy: the JobSet fails). Disruptions first: a disrupted pod exits 143.
         "podFailurePolicy": {
             "rules": [
                 {"action": "Count", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
                 {
                     "action": "Count",
-                    "onExitCodes": {"containerName": "workload-container", "operator": "In", "values": [75]},
+                    "onExitCodes": {"containerName": "workload-container", "operator": "In", "values": [75, 76]},
                 },
                 {
                     "action": "FailJob",
@@ -142,7 +148,7 @@ def test_pathways_head_job_and_pod():
         },
     }
     pod = job["template"]["spec"]
-    head_network = {**HOST_NETWORK, "terminationGracePeriodSeconds": GRACE["prod"]}
+    head_network = {**HOST_NETWORK, "terminationGracePeriodSeconds": HEAD_GRACE}
     assert {k: pod[k] for k in head_network} == head_network
     assert pod["restartPolicy"] == "Never"
     assert pod["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu-np"}
@@ -204,6 +210,7 @@ def test_workload_container_talks_to_the_proxy_on_loopback():
         {"name": "XCLOUD_ENVIRONMENT", "value": "GCP"},
         {"name": "JAX_BACKEND_TARGET", "value": "grpc://127.0.0.1:29000"},
         {"name": "ENABLE_PATHWAYS_PERSISTENCE", "value": "1"},
+        {"name": "TPU_RL_STALL_SECONDS", "value": "7200"},  # tpu-rl:workflow.stallTimeout, 2h
         {"name": "VLLM_ENABLE_V1_MULTIPROCESSING", "value": "0"},
         field_env("VLLM_HOST_IP", "status.podIP"),
         HF_TOKEN,
@@ -245,7 +252,7 @@ def test_workers_one_pod_per_tpu_vm_of_every_slice(request, s, hosts, slices, ch
     }
     pod = job["template"]["spec"]
     assert {k: pod[k] for k in HOST_NETWORK} == HOST_NETWORK
-    assert pod["terminationGracePeriodSeconds"] == GRACE[request.node.callspec.id], "the workers write the arrays"
+    assert pod["terminationGracePeriodSeconds"] == WORKER_GRACE, "Kubernetes' default: the workers hold no state"
     assert pod["restartPolicy"] == "OnFailure"
     assert pod["nodeSelector"] == {
         "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
@@ -505,14 +512,18 @@ def test_names_paths_and_logs():
         "export",
     ]
     annotations = ('metadata.annotations["tpu-rl/input"]', 'metadata.annotations["tpu-rl/retry-of"]')
+    stall = "spec.replicatedJobs[0].template.spec.template.spec.containers[0].env[5].value"
     for step in plan.steps:
         assert step.ignore_changes == (
             "spec.failurePolicy.maxRestarts",
             "spec.replicatedJobs[0].template.spec.activeDeadlineSeconds",
+            *((stall,) if step.step == "train" else ()),
             *annotations,
             'metadata.labels["kueue.x-k8s.io/queue-name"]',
         )
     assert "activeDeadlineSeconds" in cpu_job(plan.convert), "the path ignoreChanges names exists"
+    head_pod = plan.train.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert head_pod["containers"][0]["env"][5] == {"name": "TPU_RL_STALL_SECONDS", "value": "7200"}, stall
     timeouts = jobs(settings("prod", ["tpu-rl:workflow.timeouts.convert=9h"]))
     assert timeouts.convert.name == plan.convert.name and cpu_job(timeouts.convert)["activeDeadlineSeconds"] == 9 * 3600
 
@@ -530,8 +541,15 @@ def test_the_identity_covers_the_object_the_cluster_and_the_bucket_but_not_opera
         settings("prod", ["tpu-rl:images.pathwaysProxy=us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:1"])
     )
     assert pathways.convert.step_id == base.convert.step_id and pathways.train.step_id != base.train.step_id
-    timeouts = jobs(settings("prod", ["tpu-rl:workflow.timeouts.train=30h", "tpu-rl:workflow.maxRestarts=3"]))
+    timeouts = jobs(
+        settings(
+            "prod",
+            ["tpu-rl:workflow.timeouts.train=30h", "tpu-rl:workflow.maxRestarts=3", "tpu-rl:workflow.stallTimeout=45m"],
+        )
+    )
     assert [s.step_id for s in timeouts.steps] == [s.step_id for s in base.steps]
+    head = timeouts.train.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert {"name": "TPU_RL_STALL_SECONDS", "value": "2700"} in head["containers"][0]["env"]
     assert timeouts.train.deadline_seconds == 30 * 3600 and timeouts.train.await_seconds == 4 * (30 * 3600 + 900)
 
 
@@ -550,6 +568,12 @@ def test_identity_ignores_annotations_and_exactly_the_operational_paths():
         "spec.failurePolicy.maxRestarts",
         "spec.replicatedJobs[0].template.spec.activeDeadlineSeconds",
     )
+    stall = steps.stall_path(manifest)
+    head = copy.deepcopy(manifest)
+    head["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["env"][5]["value"] = "9"
+    assert steps.identity(other, head) != base, "without the stall path, the bound is part of the identity"
+    operational = (*steps.OPERATIONAL_PATHS, stall)
+    assert steps.identity(other, head, operational) == steps.identity(other, manifest, operational)
 
 
 def test_the_identity_covers_the_objects_name_and_labels():
@@ -563,9 +587,10 @@ def test_the_identity_covers_the_objects_name_and_labels():
 # A step's name is its identity: a change here re-runs that step (and the ones after it) for every user
 # on their next `pulumi up`. Update these deliberately, with the reason in the commit message.
 STEP_NAMES = {
-    # Issue 20: the CPU steps' securityContext, the head's own /tmp and no privileged workload container.
-    "dev": ["gemma4-e4b-convert-fd2997f511", "gemma4-e4b-train-a49569e38b", "gemma4-e4b-export-dd70d70252"],
-    "prod": ["gemma4-26b-convert-fb7b40c241", "gemma4-26b-train-3d22687df8", "gemma4-26b-export-3f75d3af0f"],
+    # Issue 27: training's subdomain (its coordinator label fits), the stall watchdog and the exit judge in its
+    # script, its grace periods (the head 120 s, the workers Kubernetes' 30 s); the export follows its input.
+    "dev": ["gemma4-e4b-convert-fd2997f511", "gemma4-e4b-train-5066406790", "gemma4-e4b-export-3784e0ce77"],
+    "prod": ["gemma4-26b-convert-fb7b40c241", "gemma4-26b-train-11d278df53", "gemma4-26b-export-cf8b58d881"],
 }
 
 
@@ -602,22 +627,24 @@ def _with_model_name(s, length):
     return dataclasses.replace(s, model=ModelSettings(dataclasses.replace(s.model.spec, name=name), "main"))
 
 
-def test_name_limits_at_their_boundaries():
-    """63 minus the longest pod-name suffix each JobSet gets (jobset_webhook.go: "JobSet name is too long, pod
-    names generated for this JobSet will exceed 63 characters"): -<replicatedJob>-<job>-<pod>-<5 random>."""
-    plan = jobs(PROD)
-    assert steps.max_name(plan.train.manifest) == 63 - len("-pathways-head-0-0-abcde") == 39
-    assert steps.max_name(plan.convert.manifest) == 63 - len("-convert-0-0-abcde") == 45
-    assert steps.max_name(plan.export.manifest) == 63 - len("-export-0-0-abcde") == 46
-    wide = jobs(settings("prod", ["tpu-rl:tpu.slices=12"])).train.manifest
-    assert steps.max_name({"spec": {"replicatedJobs": wide["spec"]["replicatedJobs"][1:]}}) == 63 - len(
-        "-worker-11-7-abcde"
-    )
-    # name = <model>-<step>-<10 hex>: train adds 17 characters.
-    fits = _with_model_name(PROD, 39 - 17)
-    assert len(jobs(fits).train.name) == 39
-    with pytest.raises(ValueError, match="JobSet name m+-train-[0-9a-f]{10} is longer than 39 characters"):
-        jobs(_with_model_name(PROD, 39 - 16))
+@pytest.mark.parametrize("version", ["0.10.1", "0.12.0"])
+def test_a_model_name_too_long_for_what_the_controllers_derive_is_refused_naming_the_key(version):
+    """The name is <model>-train-<10 hex> and the coordinator label <name>-pathways-head-0-0.rl-<10 hex>: 63
+    characters at a 14-character model name. One more and the stack is refused before anything is created,
+    naming tpu-rl:model.name and the derived value (JobSet 0.12.0's webhook refuses the JobSet; 0.10.1 accepts
+    it and the API server refuses every child Job)."""
+    from core.config import ConfigError
+
+    s = dataclasses.replace(PROD, workflow=dataclasses.replace(PROD.workflow, jobset_version=version))
+    fits = jobs(_with_model_name(s, 14)).train
+    assert len(fits.name) == 31
+    with pytest.raises(ConfigError) as refused:
+        jobs(_with_model_name(s, 15))
+    text = str(refused.value)
+    assert text.startswith(f'tpu-rl:model.name = "{"m" * 15}" is invalid: the train step\'s JobSet m')
+    assert f"could not run on JobSet {version}: " in text and "jobset.sigs.k8s.io/coordinator" in text
+    assert "(64 characters): must be no more than 63 bytes" in text
+    assert ("Job (labelAndAnnotateObject)" in text) == (version == "0.10.1"), "0.12.0: the webhook's own check"
     assert isinstance(Model, type)
 
 
@@ -626,27 +653,6 @@ def test_without_removes_exactly_the_given_paths():
     assert steps._without(manifest, ("spec.a", "spec.b[0].c")) == {"spec": {"b": [{"d": 3}]}, "kind": "X"}
     assert manifest == {"spec": {"a": 1, "b": [{"c": 2, "d": 3}]}, "kind": "X"}, "a copy"
     assert steps._without(manifest, ("spec.missing",)) == manifest
-
-
-def job_of(name: str, **spec) -> dict:
-    """A replicated Job with only what pod names depend on (``replicas`` and ``completions`` optional)."""
-    replicas = spec.pop("replicas", None)
-    job = {"name": name, "template": {"spec": spec}}
-    return job if replicas is None else {**job, "replicas": replicas}
-
-
-def test_pod_names_count_the_last_job_and_pod_index_and_default_to_one():
-    """Kubernetes' defaults: one replica, one completion (index 0); the last index is replicas - 1 and
-    completions - 1, so 10 of each still has one-digit indexes and 11 two."""
-    assert steps.max_name({"spec": {"replicatedJobs": [job_of("w")]}}) == 63 - len("-w-0-0-abcde")
-    ten = {"spec": {"replicatedJobs": [job_of("w", replicas=10, completions=10)]}}
-    assert steps.max_name(ten) == 63 - len("-w-9-9-abcde")
-    eleven = {"spec": {"replicatedJobs": [job_of("w", replicas=11, completions=11)]}}
-    assert steps.max_name(eleven) == 63 - len("-w-10-10-abcde")
-    only_replicas = {"spec": {"replicatedJobs": [job_of("w", replicas=11)]}}
-    assert steps.max_name(only_replicas) == 63 - len("-w-10-0-abcde")
-    only_completions = {"spec": {"replicatedJobs": [job_of("w", completions=11)]}}
-    assert steps.max_name(only_completions) == 63 - len("-w-0-10-abcde")
 
 
 def test_the_identity_of_an_object_without_labels():

@@ -121,6 +121,22 @@ def test_a_running_training_shows_steps_eta_reward_and_log_commands(tmp_path, ap
     assert f"logs train: {DEV.train.logs_command}" in out
 
 
+def test_an_attempt_the_stall_watchdog_ended_shows_in_the_training_row(tmp_path, api, gcs, capsys):
+    """The watchdog's line reaches the side file as it is written (the script copies it at once): the first
+    attempt stalled, the JobSet restarted the run (one restart), and the row says so."""
+    from tests.conftest import put
+    from tests.run_files import FIRST_ATTEMPT, PRE, RECORD
+
+    OBJECTS[DEV.convert.name] = cpu_step(DEV.convert, "succeeded")
+    OBJECTS[DEV.train.name] = jobset(DEV.train.name)
+    upload_run(gcs, DEV.train.output_uri, steps=[1, 2, 3, 4, 5, 6], checkpoints=(5,))
+    stalled = "tpu-rl: stalled: no new line in train_rl's log for 2h00m (tpu-rl:workflow.stallTimeout); stopping it"
+    put(gcs, DEV.train.output_uri, f"logs/evals-{FIRST_ATTEMPT}.txt", data="\n".join([RECORD, PRE, stalled]).encode())
+    assert run(tmp_path, api) == 0
+    (train,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("train ")]
+    assert f"1 attempt ended stalled ({FIRST_ATTEMPT})" in train and "running" in train
+
+
 @pytest.mark.pure
 @pytest.mark.parametrize(
     ("step", "obj", "state"),

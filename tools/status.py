@@ -117,6 +117,9 @@ def training_detail(settings: Settings, data: Any, running: bool) -> str:
         parts.append(f"ETA {int(remaining // 3600)}:{int(remaining % 3600 // 60):02d}")
     if data.final_reward is not None:
         parts.append(f"reward {data.final_reward:.4g}")
+    stalled = [a for a in data.evaluations.attempts if a.stalled]
+    if stalled:
+        parts.append(f"{len(stalled)} attempt{'s' if len(stalled) > 1 else ''} ended stalled ({stalled[-1].name})")
     post = (data.evaluations.post or {}).get("accuracy")
     pre = (data.evaluations.pre or {}).get("accuracy")
     if pre is not None:

@@ -33,7 +33,7 @@ from core.settings import Settings
 from infra.k8s import live
 from infra.k8s.object import KubernetesObject
 from workloads.build.manifests import CARD_FILES
-from workloads.build.steps import INPUT_ANNOTATION, Step, plan_workflow
+from workloads.build.steps import INPUT_ANNOTATION, Step, Workflow
 from workloads.run import live_state, waiting
 from workloads.run import pods as pod_state
 from workloads.run.exported import Exported
@@ -382,7 +382,9 @@ class WorkflowArgs:
     take theirs), and the settings its pure step builders read."""
 
     settings: Settings
-    """The validated settings (``workloads.build.steps.plan_workflow`` builds the steps from them)."""
+    """The validated settings."""
+    plan: Workflow
+    """The steps (``workloads.build.steps.plan_workflow`` of the settings)."""
     provider: k8s.Provider
     """The cluster's Kubernetes provider: every step is applied through it."""
     cluster: pulumi.Resource
@@ -426,7 +428,7 @@ class WorkflowRun(pulumi.ComponentResource):
     def __init__(self, name: str, args: WorkflowArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tpu-rl:workflow:WorkflowRun", name, None, opts)
         self._args = args
-        self._plan = plan_workflow(args.settings)
+        self._plan = args.plan
         self.steps = {s.step: s for s in self._plan.steps}
         self._preview = pulumi.runtime.is_dry_run()
         self._verify = args.live and not self._preview

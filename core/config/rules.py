@@ -9,7 +9,7 @@ import datetime
 import re
 from typing import Any
 
-from core.config.schema import DEFAULT_PODS_READY, DEFAULT_RESTARTS, DEFAULT_UNSCHEDULABLE
+from core.config.schema import DEFAULT_PODS_READY, DEFAULT_RESTARTS, DEFAULT_UNSCHEDULABLE, NODE_REPAIR_SECONDS
 from core.config.values import canonical_cidr, error
 from core.inputs import parse_json
 from core.knobs import TRAINING_KNOBS
@@ -203,6 +203,7 @@ def build_settings(values: dict[str, Any], stack: str) -> Settings:
         jobset_version=v[_k("workflow.jobsetVersion")],
         unschedulable_timeout=DEFAULT_UNSCHEDULABLE[tpu.capacity] if unschedulable is None else unschedulable,
         step_memory_gib=step_memory_gib(model) if memory is None else memory,
+        stall_timeout=v[_k("workflow.stallTimeout")],
     )
     if enabled:
         if not v["hfTokenSet"]:
@@ -421,12 +422,15 @@ def _kueue(v: dict[str, Any], tpu: TpuSettings, cpu_pool: PoolSettings) -> Kueue
             "type such as n4-standard-64, or set tpu-rl:kueue.enabled false",
         )
     ready = v[_k("kueue.podsReadyTimeout")]
+    ready = DEFAULT_PODS_READY[tpu.capacity] if ready is None else ready
+    recovery = v[_k("kueue.recoveryTimeout")]
     return KueueSettings(
         install=install,
         queue=LOCAL_QUEUE if install else (queue or None),
         version=v[_k("kueue.version")],
-        pods_ready_timeout=DEFAULT_PODS_READY[tpu.capacity] if ready is None else ready,
+        pods_ready_timeout=ready,
         admission_timeout=v[_k("kueue.admissionTimeout")],
+        recovery_timeout=ready + NODE_REPAIR_SECONDS if recovery is None else recovery,
     )
 
 

@@ -42,6 +42,12 @@ DEFAULT_PODS_READY = {"reservation": 1800, "on-demand": 1800, "spot": 1800, "fle
 # reserved slice is there already); flex-start capacity is obtained by waiting for it. Below the pods-ready
 # timeout, so the program reports the scheduler's reasons before Kueue stops the step.
 DEFAULT_UNSCHEDULABLE = {"reservation": 900, "on-demand": 900, "spot": 900, "flex-start": 3600}
+# How long GKE may take to repair a node under a running step: auto-repair starts after about 10 minutes of
+# NotReady and waits up to an hour for the drain before it re-creates the node ("Auto-repair process",
+# https://cloud.google.com/kubernetes-engine/docs/how-to/node-auto-repair); a multi-host TPU slice is
+# re-created as one unit ("About TPUs in GKE"). Kueue's recovery timeout is this plus the pods-ready timeout
+# (the re-created pods must start as the first ones did).
+NODE_REPAIR_SECONDS = 10 * 60 + 60 * 60
 
 
 @dataclass(frozen=True)
@@ -453,6 +459,15 @@ FIELDS: tuple[Field, ...] = (
         "weights + 8, rounded up to 8 (gemma4-26b 168, gemma4-e4b 56)",
         samples=("200",),
     ),
+    Field(
+        _key("workflow.stallTimeout"),
+        Duration(600, 168 * 3600),
+        "2h",
+        "how long a training attempt may run without a new line in train_rl's log before it is ended as stalled "
+        "and restarted from its last checkpoint (counted against workflow.maxRestarts); the default is the 2 h "
+        "MaxText's own Gemma 4 RL script allows vLLM's engine to start (compilation included)",
+        samples=("45m",),
+    ),
     Field(_key("workflow.timeouts.convert"), Duration(60, 168 * 3600), "4h", "deadline of the conversion"),
     Field(_key("workflow.timeouts.train"), Duration(60, 168 * 3600), "24h", "deadline of each training attempt"),
     Field(_key("workflow.timeouts.export"), Duration(60, 168 * 3600), "4h", "deadline of the export"),
@@ -499,6 +514,15 @@ FIELDS: tuple[Field, ...] = (
         "how long an admitted step may take until all its pods are Ready (Kueue waitForPodsReady); then Kueue "
         "stops it and `pulumi up` fails; default 30m, flex-start 2h",
         samples=("45m",),
+    ),
+    Field(
+        _key("kueue.recoveryTimeout"),
+        Duration(300, 168 * 3600),
+        DERIVED,
+        "how long a running step's pods may stay not Ready (a JobSet restart, a node repair) before Kueue stops "
+        "it (Kueue waitForPodsReady.recoveryTimeout); default kueue.podsReadyTimeout + 1h10m, the length of a GKE "
+        "node auto-repair (10 min NotReady, then up to 1 h for the drain)",
+        samples=("3h",),
     ),
     Field(
         _key("kueue.admissionTimeout"),

@@ -17,9 +17,12 @@ Cluster Toolkit's blueprint installs Kueue 0.17.1 with a ClusterQueue and a Loca
 
 The manager configuration replaces the chart's whole default (a Helm value is one string), so it
 repeats the chart's defaults we rely on (``charts/kueue/values.yaml`` at v0.17.1) and adds
-``waitForPodsReady``: an admitted step whose pods are not all Ready within the timeout is evicted and,
-with ``backoffLimitCount: 0``, deactivated at once (``workload_controller.go``
-``reconcileNotReadyTimeout``, ``triggerDeactivation``), so it stops holding quota; `pulumi up` reports it.
+``waitForPodsReady``: an admitted step whose pods are not all Ready within the timeout (``podsReadyTimeout``
+after admission, ``recoveryTimeout`` after a running step's pods stop being Ready: a JobSet restart, a node
+repair) is evicted and, with ``backoffLimitCount: 0``, deactivated at once (``workload_controller.go``
+``reconcileNotReadyTimeout``, ``triggerDeactivation``), so it stops holding quota and never re-queues in a
+loop nobody watches; `pulumi up` reports it and the next `up` runs the step again (training resumes from its
+checkpoint).
 """
 
 from __future__ import annotations
@@ -73,9 +76,11 @@ def manager_config(settings: Settings) -> dict[str, Any]:
             }
         },
         "clientConnection": {"qps": 50, "burst": 100},
-        # v1beta2 has no `enable`: the block's presence turns it on; recoveryTimeout defaults to timeout.
+        # v1beta2 has no `enable`: the block's presence turns it on. recoveryTimeout would default to timeout
+        # (apis/config/v1beta2/defaults.go): a node repair under a running training takes longer than that.
         "waitForPodsReady": {
             "timeout": format_duration(settings.kueue.pods_ready_timeout),
+            "recoveryTimeout": format_duration(settings.kueue.recovery_timeout),
             "blockAdmission": False,
             "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 0},
         },

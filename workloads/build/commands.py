@@ -14,7 +14,7 @@ from pathlib import Path
 
 from core.knobs import DATASETS, TRAINING_KNOBS
 from core.layout import RUN_NAME
-from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT
+from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from core.settings import Settings
 
 TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
@@ -108,19 +108,22 @@ def train_argv(settings: Settings, input_uri: str, output_uri: str) -> list[str]
 CHECKPOINT_REF = "${checkpoint}"
 """The export's input, found at run time by ``checkpoint_scan.py`` (see ``export_script``)."""
 CHECKPOINT_SCAN = (Path(__file__).parents[1] / "run" / "checkpoint_scan.py").read_text()
-SIDE_PATTERN = r"Pre RL Training:|Post RL Training:|Intermediate Eval \(step=|Restored params from step:|Fast forwarded"
+SIDE_PATTERN = (
+    r"Pre RL Training:|Post RL Training:|Intermediate Eval \(step=|Restored params from step:|Fast forwarded"
+    r"|tpu-rl: stalled: "
+)
 """The lines the training script copies to the side file as they appear (``grep -E``)."""
 RUN_LINE = "tpu-rl run: "
 """The first line of each training log and side file: what the run is (written by the training script)."""
-SLICE_DOWN_PATTERN = r"JaxRuntimeError: (DATA_LOSS|DEADLINE_EXCEEDED|NOT_FOUND|INTERNAL)"
-"""How a JAX client on Pathways sees a lost TPU slice: a ``JaxRuntimeError`` whose gRPC status is one of
-these (pathways-utils ``elastic/manager.py``, ``_ELASTIC_DOWN_ERROR_TYPES`` and
-``_ELASTIC_DOWN_ADDITIONAL_ERROR_TYPES``, which its elastic retry treats as "slice down"). MaxText 0.2.4's
-``train_rl`` does not retry them, so it exits non-zero while the head's own pod was never disrupted."""
-SLICE_DOWN_TAIL_LINES = 200
-"""The end of train_rl's log searched for it (the traceback's last line)."""
+TRAIN_EXIT = (Path(__file__).parents[1] / "run" / "train_exit.py").read_text()
+"""Judges how the training container ends (train_rl's status, the stall watchdog, a lost TPU slice)."""
+STALL_WATCHDOG = (Path(__file__).parents[1] / "run" / "stall_watchdog.py").read_text()
+"""Ends an attempt whose log stopped growing for ``tpu-rl:workflow.stallTimeout``."""
+STALL_ENV = "TPU_RL_STALL_SECONDS"
+"""The workload container's stall bound (an operational field: ``workloads.build.steps``)."""
 TRAIN_LOG = "/tmp/tpu-rl-train.log"
 EVALS_LOG = "/tmp/tpu-rl-evals.txt"
+STALL_MARKER = "/tmp/tpu-rl-stalled"
 # Creates the step's own folder (a zero-byte object named like it, ending in "/") before MaxText touches it.
 # MaxText opens gs:// paths through TensorFlow's GCS filesystem, whose mkdir walks up from the new folder
 # and looks up each missing parent as an object without its "/": with an empty output path that walk
@@ -276,9 +279,13 @@ def train_script(settings: Settings, argv: list[str], output_uri: str) -> str:
       stop train_rl until the grace period's SIGKILL);
     - each evaluation and restore line, as it appears, appended to the side file and the side file
       copied (a killed attempt keeps its evaluations);
+    - a stall watchdog (``workloads/run/stall_watchdog.py``) beside it: a log that stops growing for
+      ``$TPU_RL_STALL_SECONDS`` (``tpu-rl:workflow.stallTimeout``) ends train_rl;
     - when train_rl exits, for any reason, the log and the side file copied to ``<output>logs/``, and the
-      container exits with train_rl's status, or with ``SLICE_DOWN_EXIT`` when it died of a lost TPU slice
-      (``SLICE_DOWN_PATTERN`` in the log's last lines): a disruption, which the JobSet restarts.
+      container exits as ``workloads/run/train_exit.py`` judges: train_rl's status, ``STALLED_EXIT`` after a
+      stall or ``SLICE_DOWN_EXIT`` when it died of a lost TPU slice (both counted as disruptions, which the
+      JobSet restarts). No pipeline judges the log: with ``pipefail`` a ``tail | grep -q`` that stops reading
+      early kills ``tail`` with SIGPIPE and turns a match into a failure.
     """
     lines = ["set -euo pipefail"]
     if settings.training.optimizer == "adafactor":
@@ -293,11 +300,15 @@ def train_script(settings: Settings, argv: list[str], output_uri: str) -> str:
         f"printf '%s\\n' {shlex.quote(RUN_LINE + record)} > {TRAIN_LOG}",
         f"cp {TRAIN_LOG} {EVALS_LOG}",
         f'{upload} {EVALS_LOG} "$evals_uri"',
+        f': "${{{STALL_ENV}:?is set by the manifest (tpu-rl:workflow.stallTimeout)}}"',
         'echo "tpu-rl: starting train_rl (VLLM_HOST_IP=${VLLM_HOST_IP:-unset})"',
         "set +e",
+        f"rm -f {STALL_MARKER}",
         f"{command_line(argv)} >> {TRAIN_LOG} 2>&1 &",
         "child=$!",
         """trap 'echo "tpu-rl: forwarding SIGTERM to train_rl"; kill -TERM "$child" 2>/dev/null' TERM INT""",
+        f'python3 -c {shlex.quote(STALL_WATCHDOG)} "$child" {TRAIN_LOG} "${{{STALL_ENV}}}" {STALL_MARKER} &',
+        "watchdog=$!",
         f'tail -n +1 --pid="$child" -f {TRAIN_LOG} &',
         "shown=$!",
         f'tail -n +1 --pid="$child" -f {TRAIN_LOG} | grep --line-buffered -E {shlex.quote(SIDE_PATTERN)} |',
@@ -306,14 +317,13 @@ def train_script(settings: Settings, argv: list[str], output_uri: str) -> str:
         "side=$!",
         'wait "$child"; status=$?',
         'while kill -0 "$child" 2>/dev/null; do wait "$child"; status=$?; done  # a trapped signal ends wait early',
+        'kill "$watchdog" 2>/dev/null; wait "$watchdog"',
         'wait "$shown" "$side"',
         f'{upload} {TRAIN_LOG} "$log_uri"',
         f'{upload} {EVALS_LOG} "$evals_uri"',
-        f'if [ "$status" -ne 0 ] && tail -n {SLICE_DOWN_TAIL_LINES} {TRAIN_LOG} |',
-        f"    grep -qE {shlex.quote(SLICE_DOWN_PATTERN)}; then",
-        f'  echo "tpu-rl: train_rl (exit $status) lost a TPU slice; exiting {SLICE_DOWN_EXIT} so the JobSet restarts"',
-        f"  status={SLICE_DOWN_EXIT}",
-        "fi",
-        'exit "$status"',
+        f'judged="$(python3 -c {shlex.quote(TRAIN_EXIT)} {TRAIN_LOG} "$status" {STALL_MARKER} '
+        f'{SLICE_DOWN_EXIT} {STALLED_EXIT})"',
+        'case "$judged" in ""|*[!0-9]*) judged="$status" ;; esac  # the judge could not run: train_rl\'s status',
+        'exit "$judged"',
     ]
     return "\n".join(lines) + "\n"

@@ -23,6 +23,7 @@ from core.names import (
     QUEUE_LABEL,
     SCRATCH_STORAGE_CLASS,
     SLICE_DOWN_EXIT,
+    STALLED_EXIT,
     TPU_ACCELERATOR_LABEL,
     TPU_TAINT_KEY,
     TPU_TOPOLOGY_LABEL,
@@ -37,6 +38,7 @@ from core.pathways import (
     WORKER_PORT,
 )
 from core.settings import Settings
+from workloads.build.commands import STALL_ENV
 
 API_JOBSET = "jobset.x-k8s.io/v1alpha2"
 WORKLOAD_CONTAINER = "workload-container"
@@ -51,23 +53,18 @@ TUTORIAL_ENV = (("FLAGS_pathways_enforce_subset_devices_form_subslice", "false")
 ABSL_FLAGS = "--pathways_pipe_unreachable_timeout=60s"
 
 HEAD_GRACE_SECONDS = 120
-"""The Pathways head's termination grace period. When the pod is stopped (a JobSet restart, the deadline),
-the training script forwards SIGTERM to train_rl and then copies the attempt's log and side file (a Python
-start and two uploads); Kubernetes' default 30 s, which xpk and gcluster keep for the head, is too short
-for that on a busy node. ``grace_seconds`` raises it (and the workers') to cover a checkpoint write."""
-GCS_WRITE_GIB_PER_SECOND = 0.2
-"""What one TPU host is assumed to write to GCS (a conservative single-host Orbax rate)."""
-STATE_COPIES = 2
-"""A checkpoint holds the bf16 weights and about as much optimizer state (Adafactor's factored moments
-are smaller; AdamW's two bf16 moments are one copy each: the bound for Adafactor, the default)."""
-
-
-def grace_seconds(weights_gib: int, hosts: int) -> int:
-    """A training pod's grace period: long enough for a checkpoint write in flight when SIGTERM comes to
-    finish (the workers write the arrays, ``hosts`` at a time, at ``GCS_WRITE_GIB_PER_SECOND`` each) plus
-    the head's own ``HEAD_GRACE_SECONDS``, in whole minutes (gemma4-26b on 8 hosts: 65 s + 120 s -> 240 s)."""
-    write = STATE_COPIES * weights_gib / (hosts * GCS_WRITE_GIB_PER_SECOND)
-    return int(-(-(write + HEAD_GRACE_SECONDS) // 60) * 60)
+"""The Pathways head's termination grace period (a JobSet restart, the deadline, a drained node). train_rl
+installs no SIGTERM handler (MaxText 0.2.4 train_rl, tunix c4ec573's learner and orbax's checkpoint manager
+install none; orbax's ``reached_preemption`` is always False on the Pathways proxy), so it dies as soon as
+the training script forwards SIGTERM, and an asynchronous checkpoint save in flight is abandoned: no grace
+period lets it commit (its ``commit_success.txt`` is written by the dying process). What the grace covers is
+the script's own work after that: stopping the watchdog and the log readers, copying the attempt's log (up
+to tens of MB) and side file to GCS (a Python start and an upload each) and judging the exit (one more
+start). Kubernetes' default 30 s, which xpk and gcluster keep for the head, is too short for that on a busy
+node. The resume point is the last committed checkpoint (``training.checkpointPeriod``)."""
+WORKER_GRACE_SECONDS = 30
+"""The TPU workers' grace period: Kubernetes' default, as xpk, pathways-job and Cluster Toolkit leave it; the
+Pathways server holds no state the run resumes from (GKE gives a spot or flex-start VM 15 s anyway)."""
 
 
 def _pod_failed(container: str) -> dict[str, Any]:
@@ -92,14 +89,19 @@ def cpu_pod_failure_policy(step: str) -> dict[str, Any]:
 
 def head_pod_failure_policy() -> dict[str, Any]:
     """The Pathways head: a disruption counts against the Job's ``backoffLimit: 0`` (reason
-    ``BackoffLimitExceeded``: the JobSet restarts, ``restartOnDisruption``): its own pod disrupted, or the
-    trainer dead of a lost TPU slice (the script's ``SLICE_DOWN_EXIT``; the head's pod itself was fine, and
+    ``BackoffLimitExceeded``: the JobSet restarts, ``restartOnDisruption``): its own pod disrupted, the
+    trainer stalled (the script's ``STALLED_EXIT``), or the trainer dead of a lost TPU slice (the script's
+    ``SLICE_DOWN_EXIT``; the head's pod itself was fine, and
     the worker Jobs restart their pods in place, so no other Job fails first). Any other non-zero exit of
     the workload container fails the Job (reason ``PodFailurePolicy``: the JobSet fails,
     ``failOnWorkloadExit``)."""
     slice_down = {
         "action": "Count",
-        "onExitCodes": {"containerName": WORKLOAD_CONTAINER, "operator": "In", "values": [SLICE_DOWN_EXIT]},
+        "onExitCodes": {
+            "containerName": WORKLOAD_CONTAINER,
+            "operator": "In",
+            "values": [SLICE_DOWN_EXIT, STALLED_EXIT],
+        },
     }
     return {"rules": [{"action": "Count", "onPodConditions": [DISRUPTED]}, slice_down, _pod_failed(WORKLOAD_CONTAINER)]}
 
@@ -302,6 +304,20 @@ def _cpu_pod(
     }
 
 
+SUBDOMAIN_PREFIX = "rl-"
+
+
+def subdomain(step_id: str) -> str:
+    """The training JobSet's subdomain, which is also its headless Service's name: ``rl-<step hash>``.
+
+    JobSet's default is the JobSet's own name, which makes the coordinator label
+    ``<jobset>-pathways-head-0-0.<jobset>`` 73 characters for ``gemma4-26b-train-<hash>``, and a label value
+    holds 63 (``workloads.build.derived``). The hash keeps it unique among the namespace's JobSets (a JobSet
+    whose Service name is taken uses the other JobSet's Service, ``createHeadlessSvcIfNecessary``), and the
+    prefix makes it a DNS-1035 label (a hash may start with a digit)."""
+    return SUBDOMAIN_PREFIX + step_id
+
+
 def _shared_tmp() -> dict[str, Any]:
     """The workers' ``/tmp``: the node's, as xpk, pathways-job and Cluster Toolkit mount it on every worker."""
     return {"name": "shared-tmp", "hostPath": {"path": "/tmp", "type": "DirectoryOrCreate"}}
@@ -379,6 +395,7 @@ def pathways_jobset(
             _env("XCLOUD_ENVIRONMENT", "GCP"),
             _env("JAX_BACKEND_TARGET", f"grpc://127.0.0.1:{PROXY_PORT}"),
             _env("ENABLE_PATHWAYS_PERSISTENCE", "1"),
+            _env(STALL_ENV, str(settings.workflow.stall_timeout)),
             _env("VLLM_ENABLE_V1_MULTIPROCESSING", "0"),
             _field_env("VLLM_HOST_IP", "status.podIP"),
             token_env(),
@@ -412,8 +429,7 @@ def pathways_jobset(
         "resources": {"limits": {"google.com/tpu": str(shape.chips_per_vm)}},
         "volumeMounts": [{"name": "shared-tmp", "mountPath": "/tmp"}],
     }
-    grace = grace_seconds(settings.model.spec.weights_gib, shape.hosts * slices)
-    host_pod = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet", "terminationGracePeriodSeconds": grace}
+    host_pod = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}
     return {
         "apiVersion": API_JOBSET,
         "kind": "JobSet",
@@ -424,7 +440,7 @@ def pathways_jobset(
             "annotations": annotations,
         },
         "spec": {
-            "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
+            "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True, "subdomain": subdomain(step_id)},
             "coordinator": {"replicatedJob": HEAD_JOB, "jobIndex": 0, "podIndex": 0},
             "startupPolicy": {"startupPolicyOrder": "InOrder"},
             "successPolicy": {"operator": "All", "targetReplicatedJobs": [HEAD_JOB]},
@@ -448,7 +464,7 @@ def pathways_jobset(
                                 "metadata": {"labels": step_labels},
                                 "spec": {
                                     **host_pod,
-                                    "terminationGracePeriodSeconds": grace,
+                                    "terminationGracePeriodSeconds": HEAD_GRACE_SECONDS,
                                     "restartPolicy": "Never",
                                     "nodeSelector": {NODEPOOL_LABEL: CPU_POOL},
                                     "tolerations": [cpu_toleration()],
@@ -477,6 +493,7 @@ def pathways_jobset(
                                 },
                                 "spec": {
                                     **host_pod,
+                                    "terminationGracePeriodSeconds": WORKER_GRACE_SECONDS,
                                     "restartPolicy": "OnFailure",
                                     "nodeSelector": {
                                         TPU_ACCELERATOR_LABEL: shape.gke_accelerator,

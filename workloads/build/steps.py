@@ -21,11 +21,14 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from core.names import HF_WRITE_SECRET, PUBLISH, PUBLISH_ENV, QUEUE_LABEL
+from core.config.values import error
+from core.names import CLUSTER_QUEUE, HF_WRITE_SECRET, PUBLISH, PUBLISH_ENV, QUEUE_LABEL
 from core.settings import Settings
+from workloads.build import derived
 from workloads.build.commands import (
     CARD_DIR,
     PUBLISHED,
+    STALL_ENV,
     convert_argv,
     export_argv,
     export_script,
@@ -51,24 +54,11 @@ HASH_CHARS = 10
 NAME = "@tpu-rl.name@"
 STEP_ID = "@tpu-rl.step-id@"
 OUTPUT = "gs://@tpu-rl.output@/"
-MAX_POD_NAME = 63
-
-
-def max_name(manifest: dict[str, Any]) -> int:
-    """The longest name the JobSet may have: its pods are named ``<jobset>-<replicatedJob>-<job index>-<pod
-    index>-<5 random>`` and must fit 63 characters (JobSet ``jobset_webhook.go`` ``ValidateCreate``:
-    "JobSet name is too long, pod names generated for this JobSet will exceed 63 characters")."""
-    suffixes = (
-        f"-{job['name']}-{job.get('replicas', 1) - 1}-{job['template']['spec'].get('completions', 1) - 1}-abcde"
-        for job in manifest["spec"]["replicatedJobs"]
-    )
-    return MAX_POD_NAME - max(len(suffix) for suffix in suffixes)
-
-
 OPERATIONAL_PATHS = ("spec.failurePolicy.maxRestarts", "spec.replicatedJobs[0].template.spec.activeDeadlineSeconds")
 """Fields that bound a run but do not change what it computes: not part of the identity, and ignored
 on an existing object (ignoreChanges) so changing them never re-runs or disturbs a step. The first
-replicated Job is the one with the deadline: the Pathways head, or the CPU step's only Job."""
+replicated Job is the one with the deadline: the Pathways head, or the CPU step's only Job. Training also has
+its stall bound (``stall_path``)."""
 INPUT_ANNOTATION = "tpu-rl/input"
 """The verified output of the step before (an Output: the object waits for that verification)."""
 PROGRAM_ANNOTATIONS = (INPUT_ANNOTATION, RETRY_ANNOTATION)
@@ -140,10 +130,31 @@ def _without(manifest: dict[str, Any], paths: tuple[str, ...]) -> dict[str, Any]
     return out
 
 
-def identity(settings: Settings, manifest: dict[str, Any]) -> str:
+def stall_path(manifest: dict[str, Any]) -> str:
+    """The training head's stall bound (``tpu-rl:workflow.stallTimeout``), an operational field: the value of
+    the workload container's ``TPU_RL_STALL_SECONDS``."""
+    pod = "spec.replicatedJobs[0].template.spec.template.spec"
+    containers = manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
+    index = next(i for i, c in enumerate(containers) if c["name"] == WORKLOAD_CONTAINER)
+    env = next(i for i, e in enumerate(containers[index]["env"]) if e["name"] == STALL_ENV)
+    return f"{pod}.containers[{index}].env[{env}].value"
+
+
+def ignored(operational: tuple[str, ...]) -> tuple[str, ...]:
+    """``ignoreChanges`` of a step: its operational fields, the program's annotations and the Kueue queue
+    (which queue admits a step does not change what it computes, and Kueue refuses to move a running one:
+    ``validateUpdateForQueueName``, "field is immutable")."""
+    return (
+        *operational,
+        *(f'metadata.annotations["{a}"]' for a in PROGRAM_ANNOTATIONS),
+        f'metadata.labels["{QUEUE_LABEL}"]',
+    )
+
+
+def identity(settings: Settings, manifest: dict[str, Any], operational: tuple[str, ...] = OPERATIONAL_PATHS) -> str:
     """The hash of a step: its object (placeholders in; operational fields, annotations and the Kueue
     queue out), the cluster it runs on and the bucket it writes to."""
-    body = _without(manifest, OPERATIONAL_PATHS)
+    body = _without(manifest, operational)
     labels = {k: v for k, v in body["metadata"].get("labels", {}).items() if k != QUEUE_LABEL}
     body["metadata"] = {**{k: v for k, v in body["metadata"].items() if k != "annotations"}, "labels": labels}
     return step_hash({"cluster": settings.cluster_identifier, "bucket": settings.bucket_name, "object": body})
@@ -175,26 +186,35 @@ def console_logs_url(settings: Settings, pod_prefix: str, container: str | None 
     )
 
 
-IGNORED = (
-    *OPERATIONAL_PATHS,
-    *(f'metadata.annotations["{a}"]' for a in PROGRAM_ANNOTATIONS),
-    f'metadata.labels["{QUEUE_LABEL}"]',
-)
-"""``ignoreChanges`` of every step: its operational fields, the program's annotations and the Kueue queue
-(which queue admits a step does not change what it computes, and Kueue refuses to move a running one:
-``validateUpdateForQueueName``, "field is immutable")."""
-
-
-def _address(settings: Settings, step: str, manifest: dict[str, Any]) -> tuple[str, str, str, dict[str, Any]]:
+def _address(
+    settings: Settings, step: str, manifest: dict[str, Any], operational: tuple[str, ...] = OPERATIONAL_PATHS
+) -> tuple[str, str, str, dict[str, Any]]:
     """(hash, name, output URI, filled manifest) of a manifest built with placeholders."""
-    digest = identity(settings, manifest)
+    digest = identity(settings, manifest, operational)
     model = settings.model.spec.name
     name = f"{model}-{step}-{digest}"
-    limit = max_name(manifest)
-    if len(name) > limit:
-        raise ValueError(f"JobSet name {name} is longer than {limit} characters")
     output = step_output(settings.bucket_name, model, step, digest)
-    return digest, name, output, _fill(manifest, name, digest, output)
+    filled = _fill(manifest, name, digest, output)
+    _creatable(settings, step, filled)
+    return digest, name, output, filled
+
+
+def _creatable(settings: Settings, step: str, manifest: dict[str, Any]) -> None:
+    """Refuse a step whose JobSet, or an object the controllers would derive from it (its Jobs, pods, Service,
+    Kueue Workload: ``workloads.build.derived``), Kubernetes or JobSet's webhook would refuse. Every name they
+    derive starts with the step's name, ``<tpu-rl:model.name>-<step>-<hash>``; the other values a stack can set
+    (the queue, the cluster name, the slice count) are bounded where they are read."""
+    version = settings.workflow.jobset_version
+    cluster_queue = CLUSTER_QUEUE if settings.kueue.install else None
+    found = derived.problems(manifest, version, cluster_queue=cluster_queue)
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise error(
+            "tpu-rl:model.name",
+            settings.model.spec.name,
+            f"the {step} step's JobSet {manifest['metadata']['name']} could not run on JobSet {version}: "
+            f"{found[0]}{more}; a model's name must be short enough for every name derived from it",
+        )
 
 
 def _logs(settings: Settings, job: str, container: str) -> str:
@@ -234,7 +254,7 @@ def _cpu_step(
         artifact_uri=out + artifact,
         input_uri=input_uri,
         manifest=manifest,
-        ignore_changes=IGNORED,
+        ignore_changes=ignored(OPERATIONAL_PATHS),
         deadline_seconds=deadline,
         await_seconds=deadline + AWAIT_GRACE_SECONDS,
         logs_command=_logs(settings, job, step),
@@ -253,7 +273,8 @@ def _train_step(settings: Settings, input_uri: str) -> Step:
         scratch_uri=f"gs://{settings.bucket_name}/{PATHWAYS_SCRATCH}",
         annotations={**SKIP_AWAIT, **PATCH_FORCE},
     )
-    digest, name, out, manifest = _address(settings, "train", manifest)
+    operational = (*OPERATIONAL_PATHS, stall_path(manifest))
+    digest, name, out, manifest = _address(settings, "train", manifest, operational)
     head_job = f"{name}-{HEAD_JOB}-0"
     deadline = settings.workflow.timeouts["train"]
     return Step(
@@ -264,7 +285,7 @@ def _train_step(settings: Settings, input_uri: str) -> Step:
         artifact_uri=actor_checkpoints(out),
         input_uri=input_uri,
         manifest=manifest,
-        ignore_changes=IGNORED,
+        ignore_changes=ignored(operational),
         deadline_seconds=deadline,
         await_seconds=(1 + settings.workflow.max_restarts) * (deadline + AWAIT_GRACE_SECONDS),
         logs_command=_logs(settings, head_job, WORKLOAD_CONTAINER),

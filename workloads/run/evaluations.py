@@ -38,6 +38,8 @@ PRE = re.compile(rf"Pre RL Training: {_FIELDS}")
 POST = re.compile(rf"Post RL Training: {_FIELDS}")
 INTERMEDIATE = re.compile(rf"Intermediate Eval \(step=([0-9]+)\): {_FIELDS}")
 RESTORED = re.compile(r"Restored params from step: ([0-9]{1,12})")
+STALLED = re.compile(r"tpu-rl: (stalled: [^;\n]{1,200})")
+"""The line the training script's watchdog writes when it ends an attempt (``workloads/run/stall_watchdog.py``)."""
 KEYS = ("corr", "total", "accuracy", "partial_accuracy", "format_accuracy", "mean_reward")
 ATTEMPT = re.compile(r"(?:train|evals)-([0-9]{8}T[0-9]{6}Z)\.(?:log|txt)")
 MAX_RECORD_CHARS = 100_000
@@ -67,6 +69,8 @@ class Attempt:
     post: dict[str, float] | None = None
     intermediate: dict[int, dict[str, float]] = field(default_factory=dict)
     run: dict[str, Any] | None = None
+    stalled: str | None = None
+    """Why the stall watchdog ended it (``stalled: no new line ... for 2h00m``), None when it did not."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -76,6 +80,7 @@ class Attempt:
             "pre": self.pre,
             "post": self.post,
             "intermediateSteps": sorted(self.intermediate),
+            "stalled": self.stalled,
         }
 
 
@@ -116,7 +121,9 @@ def _read_attempt(attempt: Attempt, text: str) -> None:
             if isinstance(record, dict):
                 attempt.run = record
             continue
-        if (restored := RESTORED.search(line)) and attempt.restored_step is None:
+        if (stalled := STALLED.search(line)) and attempt.stalled is None:
+            attempt.stalled = stalled.group(1)
+        elif (restored := RESTORED.search(line)) and attempt.restored_step is None:
             attempt.restored_step = int(restored.group(1))
         elif (pre := PRE.search(line)) and attempt.pre is None:
             attempt.pre = {**_values(pre.groups()), "afterRestore": attempt.restored_step is not None}
