@@ -27,26 +27,34 @@ $(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
-# The policy pack's own environment: PulumiPolicy.yaml's `virtualenv: venv` resolves inside policy/.
-$(POLICY_VENV)/.installed: policy/requirements.txt pyproject.toml
+# The policy pack's own environment: PulumiPolicy.yaml's `virtualenv: venv` resolves inside policy/. Its packages
+# come from policy/requirements.lock alone (pinned, hashed; pip refuses a file whose hash differs), as the PR workflow
+# installs the base branch's pack; core/ is this checkout's, editable, built with the lock's setuptools, nothing
+# fetched. `make lock` regenerates the lock after policy/requirements.txt changes.
+$(POLICY_VENV)/.installed: policy/requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(POLICY_VENV)
-	cd policy && venv/bin/python -m pip install --quiet -r requirements.txt
+	$(POLICY_VENV)/bin/python -m pip install --quiet --require-hashes --no-deps -r policy/requirements.lock
+	$(POLICY_VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation --no-index -e .
 	touch $@
 
 venv: $(VENV)/.installed
 dev-venv: $(VENV)/.installed-dev
 policy-venv: $(POLICY_VENV)/.installed
 
-# Regenerate requirements.lock after editing requirements.txt. uv (pinned here, in a throwaway venv) makes one
+# Regenerate requirements.lock after editing requirements.txt (and policy/requirements.lock after editing
+# policy/requirements.txt). uv (pinned here, in a throwaway venv) makes one
 # universal lock, for Linux, macOS and Windows and Python 3.11 on, with the hash of every wheel and sdist; it
 # keeps the lock's current pins unless requirements.txt needs others. The lock's header is LOCK_COMMAND
 # (tests/test_lockfile.py checks that, and that the lock pins what the venv has installed).
 UV_VERSION := 0.13.8
 LOCK_COMMAND := uv pip compile --universal --generate-hashes --python-version 3.11 --output-file requirements.lock requirements.txt
+# Run in policy/ (requirements.txt's `-e ..` is the checkout); tpu-rl-core is not emitted (no file to hash).
+POLICY_LOCK_COMMAND := uv pip compile --universal --generate-hashes --python-version 3.11 --no-emit-package tpu-rl-core --output-file requirements.lock requirements.txt
 lock:
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	$(PYTHON) -m venv "$$tmp/uv" && "$$tmp/uv/bin/python" -m pip install --quiet uv==$(UV_VERSION) && \
-	PATH="$$tmp/uv/bin:$$PATH" $(LOCK_COMMAND)
+	PATH="$$tmp/uv/bin:$$PATH" $(LOCK_COMMAND) && \
+	cd policy && PATH="$$tmp/uv/bin:$$PATH" $(POLICY_LOCK_COMMAND)
 
 # Select (or create) the stack on Pulumi Cloud if logged in, else on a local file backend.
 define select_stack

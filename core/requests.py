@@ -15,33 +15,64 @@ can give: the numbers a ClusterQueue's quota and a pool's size must agree on (pl
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
+from decimal import Decimal
 from typing import Any
 
 from core.machines import MachineShape
 
-_QUANTITY = re.compile(r"(?P<number>[0-9]+(\.[0-9]+)?)(?P<suffix>m|k|M|G|T|Ki|Mi|Gi|Ti)?")
+_QUANTITY = re.compile(
+    r"(?P<number>[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+))"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE](?P<exponent>[+-]?[0-9]+))?"
+)
+"""apimachinery's ``resource.ParseQuantity`` (``pkg/api/resource/quantity.go``): a signed decimal number (``1``,
+``1.5``, ``1.``, ``.5``), then a binary SI suffix (``Ki`` to ``Ei``), a decimal SI one (``n``, ``u``, ``m``, none,
+``k`` to ``E``; ``E`` alone is exa) or a decimal exponent (``e``/``E`` and a signed integer: ``1.8e11``). No space,
+nothing else: ``100GB``, ``1K``, ``1e`` and ``12 Gi`` are refused as the API server refuses them."""
 _FACTORS = {
-    None: 1,
-    "m": 1e-3,
-    "k": 1e3,
-    "M": 1e6,
-    "G": 1e9,
-    "T": 1e12,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
+    None: Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal(10) ** 3,
+    "M": Decimal(10) ** 6,
+    "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15,
+    "E": Decimal(10) ** 18,
+    "Ki": Decimal(2**10),
+    "Mi": Decimal(2**20),
+    "Gi": Decimal(2**30),
+    "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50),
+    "Ei": Decimal(2**60),
 }
+_MAX_EXPONENT = 400
+"""A decimal exponent beyond this is refused here (apimachinery truncates it to 32 bits; no real quantity has one)."""
 
 
 def quantity(text: Any) -> float:
-    """A Kubernetes quantity (``"16"``, ``"500m"``, ``"128Gi"``) as a number of units (cores, bytes, chips)."""
-    match = _QUANTITY.fullmatch(str(text))
+    """A Kubernetes quantity (``"16"``, ``"500m"``, ``"128Gi"``, ``"1.8e11"``) as a number of units (cores, bytes,
+    chips); a JSON number (an ``int`` or a finite ``float``, as a manifest may give one) is read as its decimal
+    text, the way ``Quantity.UnmarshalJSON`` does. Anything else raises ``ValueError`` (``not a Kubernetes
+    quantity``), never another exception. A negative quantity parses (the API server's validation of requests,
+    limits and quotas refuses it; the caller checks)."""
+    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
+        raise ValueError(f"not a Kubernetes quantity: {text!r}")
+    if isinstance(text, float) and not math.isfinite(text):
+        raise ValueError(f"not a Kubernetes quantity: {text!r}")
+    match = _QUANTITY.fullmatch(text if isinstance(text, str) else repr(text))
     if not match:
         raise ValueError(f"not a Kubernetes quantity: {text!r}")
-    return float(match["number"]) * _FACTORS[match["suffix"]]
+    number = Decimal(match["number"])
+    if match["exponent"] is not None:
+        exponent = int(match["exponent"])
+        if abs(exponent) > _MAX_EXPONENT:
+            raise ValueError(f"not a Kubernetes quantity: {text!r} (exponent out of range)")
+        return float(number.scaleb(exponent))
+    return float(number * _FACTORS[match["suffix"]])
 
 
 def _add(total: dict[str, float], amounts: Mapping[str, float]) -> None:

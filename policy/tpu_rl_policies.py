@@ -2,15 +2,30 @@
 
 Every policy has a name, a one-line description, a severity and a remediation in its
 messages. Enforcement levels come from the policy config files (``config/<stack>.json``).
+
+The policies judge the pod wherever it is: ``pods`` finds every pod spec of a resource of any kind by the
+API paths of that kind (Pod, PodTemplate, Deployment, DaemonSet, StatefulSet, ReplicaSet,
+ReplicationController, Job, CronJob, JobSet, their ``List`` forms, and any other object by the shape of a pod
+spec), and every container list of it (``containers``, ``initContainers``, ``ephemeralContainers``). A Helm
+release renders objects the pack cannot see: only the charts tpu-rl installs are allowed
+(``reviewed-helm-charts``). Environment variables from the stack's own ConfigMaps and Secrets are resolved as
+the kubelet resolves them before a policy reads them (``container_env``). A hostile or malformed shape is a
+finding or ignored, never a traceback: each policy reads plain copies of the props (an unknown preview value is
+``UNKNOWN``) and a failure inside one is reported as a finding (``_guarded``).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
 import re
+import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
+import yaml
 from pulumi_policy import (
     EnforcementLevel,
     PolicyConfigSchema,
@@ -21,13 +36,14 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
+from pulumi_policy.proxy import UnknownValueError
 
 # The pack lives beside the program and shares its TPU catalogue, cost model and token shapes (plain modules).
-from core.config.schema import IMAGE_REGISTRIES
-from core.estimate import TrainingRun, estimate_run
+from core.config.schema import IMAGE_REGISTRIES, JOBSET_VERSIONS, KUEUE_VERSIONS
+from core.estimate import CONVERT_HOURS, EXPORT_HOURS, TRAIN_SECONDS_PER_SAMPLE, TrainingRun, estimate_run
 from core.names import PUBLISH_ENV
 from core.redact import HF_TOKEN
-from core.requests import jobset_pod_sets, quantity
+from core.requests import pod_requests, quantity
 from core.tpu import CATALOGUE, resolve_slice
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -39,15 +55,18 @@ OBJECT_ROLES = ("roles/storage.objectUser", "roles/storage.objectViewer", "roles
 WHOLE_BUCKET_ROLES = ("roles/storage.objectAdmin", "roles/storage.admin", "roles/storage.legacyBucketOwner")
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 JOB = "kubernetes:batch/v1:Job"
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+SECRET = "kubernetes:core/v1:Secret"
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 LOCAL_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
 CLUSTER_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
 RESOURCE_FLAVOR = "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+TPU_RESOURCE = "google.com/tpu"
 PROJECT_IAM = (
     "gcp:projects/iAMMember:IAMMember",
     "gcp:projects/iAMBinding:IAMBinding",
 )
-WORKLOAD_TYPES = (JOB, JOBSET, "kubernetes:core/v1:Pod", "kubernetes:apps/v1:Deployment")
 
 KINDS: dict[re.Pattern[str], str] = {
     HF_TOKEN: "a Hugging Face token",
@@ -62,23 +81,151 @@ SECRET_ENV_NAME = re.compile(r"(?i)(TOKEN|SECRET|PASSWORD|API_?KEY|ACCESS_KEY)")
 
 class Report(Protocol):
     """The callback the SDK passes a validation: ``report(message, urn=None)`` (the urn is optional, and
-    ignored for a resource validation). The policies here pass the message alone."""
+    ignored for a resource validation)."""
 
     def __call__(self, message: str, urn: str | None = None) -> None: ...
 
 
-_Args = TypeVar("_Args", ResourceValidationArgs, StackValidationArgs)
+# ---------------------------------------------------------------------------------------------
+# Plain props: what every policy reads
 
 
-def _validation(check: Callable[[_Args, Report], None]) -> Callable[[_Args, ReportViolation], None]:
-    """``check`` itself, typed as the SDK's ``validate=`` expects it."""
-    # pulumi_policy types the callback `ReportViolation = Callable[[str, Optional[str]], None]`, which makes
-    # the urn required (a Callable cannot mark an argument optional), while every callback it passes is
+class _Unknown:
+    """A value the engine does not know during a preview (an output of a resource not created yet)."""
+
+    def __repr__(self) -> str:
+        return "(not known during preview)"
+
+    __str__ = __repr__
+
+
+UNKNOWN: Any = _Unknown()
+_UNKNOWN_SENTINELS = frozenset(
+    (
+        "1c4a061d-8072-4f0a-a4cb-0ff528b18fe7",
+        "3eeb2bf0-c639-47a8-9e75-3b44932eb421",
+        "04da6b54-80e4-46f7-96ec-b56ff0331ba9",
+        "6a19a0b0-7e62-4c92-b797-7f8e31da9cc2",
+        "030794c1-ac77-496b-92df-f27374a8bd58",
+        "e48ece36-62e2-4504-bad9-02848725956a",
+        "dd056dcd-154b-4c76-9bd3-c8f88648b5ff",
+    )
+)
+"""``pulumi_policy.proxy``'s markers of unknown values (a raw, unproxied props dict carries them as strings)."""
+_MAX_DEPTH = 64
+
+
+def plain(value: Any, depth: int = 0) -> Any:
+    """A plain copy of analyzer props: read-only proxies become ``dict`` and ``list``, every value the preview
+    does not know becomes ``UNKNOWN`` (the proxies raise on reading one, which would stop the whole policy with
+    an advisory "can't run during preview": a mandatory policy silently off)."""
+    if depth > _MAX_DEPTH:
+        return UNKNOWN
+    if isinstance(value, str):
+        return UNKNOWN if value in _UNKNOWN_SENTINELS else value
+    if isinstance(value, Mapping):
+        out: dict[Any, Any] = {}
+        for key in list(value):
+            try:
+                item = value[key]
+            except UnknownValueError:
+                item = UNKNOWN
+            out[key] = plain(item, depth + 1)
+        return out
+    if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
+        items: list[Any] = []
+        for index in range(len(value)):
+            try:
+                item = value[index]
+            except UnknownValueError:
+                item = UNKNOWN
+            items.append(plain(item, depth + 1))
+        return items
+    return value
+
+
+def _m(value: Any) -> dict[Any, Any]:
+    """``value`` if it is a mapping, else an empty one (a list where a mapping belongs reads as nothing)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _l(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _yaml(value: Any) -> str:
+    """A manifest value as the manifest spells it (``true``, not Python's ``True``)."""
+    return "true" if value is True else "false" if value is False else str(value)
+
+
+def _on(value: Any) -> bool:
+    """A boolean field that is set to anything but false (``true``, not known during preview, or malformed)."""
+    return value is not None and value is not False
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A stack resource with plain props (``PolicyResource`` as the stack validations read it)."""
+
+    resource_type: str
+    props: dict[str, Any]
+    urn: str
+    name: str
+    protect: bool = False
+
+
+def _resources(resources: Sequence[Any]) -> list[Resource]:
+    out = []
+    for r in resources:
+        props = plain(r.props)
+        opts = getattr(r, "opts", None)
+        out.append(
+            Resource(
+                str(r.resource_type),
+                props if isinstance(props, dict) else {},
+                str(getattr(r, "urn", "")),
+                str(getattr(r, "name", "")),
+                bool(getattr(opts, "protect", False)),
+            )
+        )
+    return out
+
+
+def _guarded_resource(
+    check: Callable[[ResourceValidationArgs, dict[str, Any], Report], None],
+) -> Callable[[ResourceValidationArgs, ReportViolation], None]:
+    """``check`` on the resource's plain props; anything it raises on a hostile shape becomes a finding."""
+
+    def validate(args: ResourceValidationArgs, report: Report) -> None:
+        try:
+            props = plain(args.props)
+            check(args, props if isinstance(props, dict) else {}, report)
+        except Exception as err:  # noqa: BLE001 (a malformed shape is a finding, never a traceback)
+            report(f"cannot judge this {args.resource_type}: its shape is malformed ({type(err).__name__}); fix it")
+
+    # pulumi_policy types the callback `ReportViolation = Callable[[str, Optional[str]], None]`, which makes the urn
+    # required (a Callable cannot mark an argument optional), while every callback it passes is
     # `report_violation(message, urn=None)` and its docs call the urn optional. The alias is wrong, not `check`.
-    return check  # type: ignore[return-value]
+    return validate  # type: ignore[return-value]
 
 
-def _machine(machine_type: str | None) -> tuple[str, Any] | None:
+def _guarded_stack(
+    check: Callable[[StackValidationArgs, list[Resource], Report], None],
+) -> Callable[[StackValidationArgs, ReportViolation], None]:
+    """``check`` on the stack's resources with plain props; a failure on a hostile shape becomes a finding."""
+
+    def validate(args: StackValidationArgs, report: Report) -> None:
+        try:
+            check(args, _resources(args.resources), report)
+        except Exception as err:  # noqa: BLE001 (a malformed shape is a finding, never a traceback)
+            report(f"cannot judge this stack: a resource's shape is malformed ({type(err).__name__}); fix it")
+
+    return validate  # type: ignore[return-value]
+
+
+def _machine(machine_type: Any) -> tuple[str, Any] | None:
+    if not isinstance(machine_type, str):
+        return None
     for version in CATALOGUE.values():
         machine = version.machine(machine_type)
         if machine is not None:
@@ -86,17 +233,116 @@ def _machine(machine_type: str | None) -> tuple[str, Any] | None:
     return None
 
 
-def containers(obj: Any) -> Iterator[Mapping[str, Any]]:
-    """Every container and init container anywhere in a manifest.
+# ---------------------------------------------------------------------------------------------
+# Pods, wherever they are
 
-    The analyzer hands props over as read-only proxies (``Mapping`` and ``Sequence``, not
-    ``dict`` and ``list``), so only the abstract types are tested here.
-    """
+TEMPLATED_KINDS = frozenset(("Deployment", "DaemonSet", "StatefulSet", "ReplicaSet", "ReplicationController", "Job"))
+"""Kinds whose pods are ``spec.template`` (apps/v1, core/v1 ReplicationController, batch/v1 Job)."""
+CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+NOT_WORKLOADS = frozenset(("Release", "Chart", "ConfigMap", "Secret", "CustomResourceDefinition"))
+"""Kinds never searched for pod shapes (a chart's values or a ConfigMap's data are not pods)."""
+
+
+def kind_of(resource_type: str) -> str | None:
+    """The Kubernetes kind of a ``kubernetes:<group>/<version>:<Kind>`` type token (a ``...Patch`` patches
+    its kind), or None for a resource that is not a Kubernetes object."""
+    if not resource_type.startswith("kubernetes:"):
+        return None
+    kind = resource_type.rsplit(":", 1)[-1]
+    return kind.removesuffix("Patch") or kind
+
+
+@dataclass(frozen=True)
+class Pod:
+    """A pod spec found in a resource, with the metadata its pods get."""
+
+    where: str
+    """Where it is: the replicated Job of a JobSet, or the API path of the template."""
+    spec: dict[str, Any]
+    metadata: dict[str, Any]
+    coordinator: bool = False
+    """The JobSet's ``spec.coordinator.replicatedJob`` (tpu-rl's Pathways head)."""
+
+
+def pods(resource_type: str, props: Mapping[str, Any]) -> list[Pod]:
+    """Every pod spec of a resource of any kind (plain props): Pod ``spec``, PodTemplate ``template``, the
+    apps/v1 kinds, ReplicationController and Job ``spec.template``, CronJob ``spec.jobTemplate.spec.template``,
+    JobSet ``spec.replicatedJobs[].template.spec.template``, a ``...List``'s ``items``, and in any other object
+    every mapping shaped like a pod spec (a ``containers`` list: LeaderWorkerSet, RayCluster, ...)."""
+    kind = kind_of(resource_type)
+    if kind is None or kind in NOT_WORKLOADS:
+        return []
+    return _pods_of(kind, _m(props), "")
+
+
+def _template(template: Any, where: str) -> list[Pod]:
+    t = _m(template)
+    spec = t.get("spec")
+    return [Pod(where, spec, _m(t.get("metadata")))] if isinstance(spec, dict) else []
+
+
+def _pods_of(kind: str, obj: dict[str, Any], prefix: str) -> list[Pod]:
+    spec = _m(obj.get("spec"))
+    if kind == "Pod":
+        return [Pod(f"{prefix}spec", spec, _m(obj.get("metadata")))] if isinstance(obj.get("spec"), dict) else []
+    if kind == "PodTemplate":
+        return _template(obj.get("template"), f"{prefix}template")
+    if kind in TEMPLATED_KINDS:
+        return _template(spec.get("template"), f"{prefix}spec.template")
+    if kind == "CronJob":
+        job = _m(_m(spec.get("jobTemplate")).get("spec"))
+        return _template(job.get("template"), f"{prefix}spec.jobTemplate.spec.template")
+    if kind == "JobSet":
+        coordinator = _m(spec.get("coordinator")).get("replicatedJob")
+        found = []
+        for index, job in enumerate(_l(spec.get("replicatedJobs"))):
+            name = _m(job).get("name")
+            where = f"{prefix}{name}" if isinstance(name, str) else f"{prefix}spec.replicatedJobs[{index}]"
+            for pod in _template(_m(_m(_m(job).get("template")).get("spec")).get("template"), where):
+                found.append(Pod(pod.where, pod.spec, pod.metadata, coordinator is not None and name == coordinator))
+        return found
+    if kind.endswith("List") and isinstance(obj.get("items"), list):
+        found = []
+        for index, item in enumerate(_l(obj.get("items"))):
+            item_kind = _m(item).get("kind")
+            found += _pods_of(
+                item_kind if isinstance(item_kind, str) else kind[: -len("List")], _m(item), f"{prefix}items[{index}]."
+            )
+        return found
+    return list(_pod_shapes(obj, prefix.rstrip(".") or "", None))
+
+
+def _pod_shapes(obj: Any, path: str, parent: dict[str, Any] | None) -> Iterator[Pod]:
+    """Mappings shaped like a pod spec (a ``containers`` list) anywhere in an object of another kind."""
+    if isinstance(obj, dict):
+        if isinstance(obj.get("containers"), list):
+            yield Pod(path or "(root)", obj, _m((parent or {}).get("metadata")))
+            return
+        for key, value in obj.items():
+            yield from _pod_shapes(value, f"{path}.{key}" if path else str(key), obj)
+    elif isinstance(obj, list):
+        for index, value in enumerate(obj):
+            yield from _pod_shapes(value, f"{path}[{index}]", None)
+
+
+def pod_containers(spec: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every container of a pod spec: containers, init containers (native sidecars among them) and ephemeral
+    containers (``kubectl debug`` adds these to a running pod; a manifest may carry them too)."""
+    for key in CONTAINER_LISTS:
+        for container in _l(spec.get(key)):
+            if isinstance(container, dict):
+                yield container
+
+
+def containers(obj: Any) -> Iterator[Mapping[str, Any]]:
+    """Every container, init container and ephemeral container anywhere in a manifest (proxies or plain)."""
     if isinstance(obj, Mapping):
-        for key in ("containers", "initContainers"):
-            for container in obj.get(key) or []:
-                if isinstance(container, Mapping):
-                    yield container
+        for key in CONTAINER_LISTS:
+            entries = obj.get(key)
+            if isinstance(entries, Sequence) and not isinstance(entries, str):
+                for container in entries:
+                    if isinstance(container, Mapping):
+                        yield container
         for value in obj.values():
             yield from containers(value)
     elif isinstance(obj, Sequence) and not isinstance(obj, str):
@@ -105,45 +351,288 @@ def containers(obj: Any) -> Iterator[Mapping[str, Any]]:
 
 
 def command_text(spec: Any) -> str:
-    """The words of every container's command and args in `spec`, joined by spaces: what the
-    policies that read a command (revision, budget) search, whether it is argv or a shell script."""
-    return " ".join(str(word) for c in containers(spec) for key in ("command", "args") for word in c.get(key) or [])
+    """The words of every container's command and args in `spec`, joined by spaces: what the revision policy
+    searches, whether it is argv or a shell script."""
+    words = []
+    for c in containers(spec):
+        for key in ("command", "args"):
+            entries = c.get(key)
+            if isinstance(entries, Sequence) and not isinstance(entries, str):
+                words += [str(word) for word in entries]
+    return " ".join(words)
+
+
+def _asks_tpu(spec: Mapping[str, Any], *, malformed: bool) -> bool:
+    """Whether a pod spec has a container that asks for TPU chips (a request or a limit above zero); a value
+    that is not a quantity counts as ``malformed`` says (True where asking costs money, False where it would
+    exempt the pod from a rule)."""
+    for container in pod_containers(spec):
+        resources = _m(container.get("resources"))
+        for part in ("limits", "requests"):
+            amounts = _m(resources.get(part))
+            if TPU_RESOURCE not in amounts:
+                continue
+            try:
+                if quantity(amounts[TPU_RESOURCE]) > 0:
+                    return True
+            except ValueError:
+                if malformed:
+                    return True
+    return False
+
+
+def requests_tpu(obj: Any) -> bool:
+    """Whether a manifest part (a spec, a pod spec; plain) has a container that asks for TPU chips."""
+    return any(_asks_tpu({"containers": [dict(c)]}, malformed=True) for c in containers(plain(obj)))
+
+
+def _name(resource: Resource) -> str:
+    name = _m(resource.props.get("metadata")).get("name")
+    return name if isinstance(name, str) else resource.name
+
+
+def _namespace(props: Mapping[str, Any]) -> str | None:
+    namespace = _m(props.get("metadata")).get("namespace")
+    return namespace if isinstance(namespace, str) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Environment variables, as the kubelet makes them (pkg/kubelet/kubelet_pods.go makeEnvironmentVariables)
+
+
+@dataclass(frozen=True)
+class EnvValue:
+    """One environment variable of a container: its value (``UNKNOWN`` where the policy cannot see it), where it
+    comes from (``ConfigMap x``, ``Secret y``, ``literal``, ``fieldRef``...), and of which kind."""
+
+    value: Any
+    source: str
+    kind: str
+    """``literal``, ``ConfigMap``, ``Secret`` or ``runtime`` (fieldRef, resourceFieldRef, fileKeyRef)."""
+    from_env_from: bool = False
+
+
+@dataclass
+class ContainerEnv:
+    values: dict[str, EnvValue] = field(default_factory=dict)
+    unseen: list[str] = field(default_factory=list)
+    """``envFrom`` sources this stack does not declare: any variable may come from them."""
+
+
+class StackObjects:
+    """The stack's ConfigMaps and Secrets by kind, name and namespace, with their data as text."""
+
+    def __init__(self, resources: Sequence[Resource]) -> None:
+        self._objects: dict[tuple[str, str], list[tuple[str | None, dict[str, Any]]]] = {}
+        for r in resources:
+            if r.resource_type not in (CONFIG_MAP, SECRET):
+                continue
+            name = _m(r.props.get("metadata")).get("name")
+            if not isinstance(name, str):
+                continue
+            kind = "ConfigMap" if r.resource_type == CONFIG_MAP else "Secret"
+            data = _config_map_data(r.props) if kind == "ConfigMap" else _secret_data(r.props)
+            self._objects.setdefault((kind, name), []).append((_namespace(r.props), data))
+
+    def find(self, kind: str, name: Any, namespace: str | None) -> dict[str, Any] | None:
+        """The data of the one object of this kind and name in the namespace, or None (not in the stack, or
+        more than one that could be it)."""
+        if not isinstance(name, str):
+            return None
+        candidates = [
+            data
+            for ns, data in self._objects.get((kind, name), [])
+            if ns is None or namespace is None or ns == namespace
+        ]
+        return candidates[0] if len(candidates) == 1 else None
+
+
+def _config_map_data(props: Mapping[str, Any]) -> dict[str, Any]:
+    """What a ConfigMap gives the environment: ``data`` (``binaryData`` never reaches env)."""
+    return {str(k): v if isinstance(v, str) else UNKNOWN for k, v in _m(props.get("data")).items()}
+
+
+def _secret_data(props: Mapping[str, Any]) -> dict[str, Any]:
+    """A Secret's values as text: ``data`` decoded from base64, ``stringData`` over it (the API server merges
+    it in on write)."""
+    out: dict[str, Any] = {}
+    for key, value in _m(props.get("data")).items():
+        try:
+            out[str(key)] = base64.b64decode(value, validate=True).decode("utf-8", "replace")
+        except (binascii.Error, TypeError, ValueError):
+            out[str(key)] = UNKNOWN
+    for key, value in _m(props.get("stringData")).items():
+        out[str(key)] = value if isinstance(value, str) else UNKNOWN
+    return out
+
+
+def expand(text: str, env: Mapping[str, EnvValue], *, keep_unknown: bool = False) -> Any:
+    """Kubernetes' ``$(VAR)`` expansion (``third_party/forked/golang/expansion``): ``$(NAME)`` becomes the value
+    of an already defined variable, ``$$`` is one ``$``, anything else stays as written. A reference to a
+    variable the policy cannot see makes the whole value ``UNKNOWN``, or stays ``$(NAME)`` with
+    ``keep_unknown`` (a command's words: the run-time value is nothing this policy could read anyway)."""
+    out: list[str] = []
+    cursor = 0
+    while cursor < len(text):
+        char = text[cursor]
+        if char != "$" or cursor + 1 >= len(text):
+            out.append(char)
+            cursor += 1
+            continue
+        following = text[cursor + 1]
+        if following == "$":
+            out.append("$")
+            cursor += 2
+        elif following == "(":
+            close = text.find(")", cursor + 2)
+            if close < 0:
+                out.append("$(")
+                cursor += 2
+                continue
+            name = text[cursor + 2 : close]
+            known = env.get(name)
+            if known is None:
+                out.append(f"$({name})")
+            elif isinstance(known.value, str):
+                out.append(known.value)
+            elif keep_unknown:
+                out.append(f"$({name})")
+            else:
+                return UNKNOWN
+            cursor = close + 1
+        else:
+            out.append("$" + following)
+            cursor += 2
+    return "".join(out)
+
+
+def container_env(container: Mapping[str, Any], namespace: str | None, objects: StackObjects) -> ContainerEnv:
+    """A container's environment: ``envFrom`` sources in order (a later one wins, each with its prefix), then
+    ``env`` entries in order (a later one wins; a value expands the ``$(VAR)`` defined before it; a
+    ``configMapKeyRef``/``secretKeyRef`` reads the stack's object, a key it lacks leaves the variable unset)."""
+    env = ContainerEnv()
+    for source in _l(container.get("envFrom")):
+        source = _m(source)
+        prefix = source.get("prefix") if isinstance(source.get("prefix"), str) else ""
+        for kind, key in (("ConfigMap", "configMapRef"), ("Secret", "secretRef")):
+            if key not in source:
+                continue
+            name = _m(source.get(key)).get("name")
+            data = objects.find(kind, name, namespace)
+            if data is None:
+                env.unseen.append(f"{kind} {name}")
+                continue
+            for var, value in data.items():
+                env.values[f"{prefix}{var}"] = EnvValue(value, f"{kind} {name}", kind, from_env_from=True)
+    for entry in _l(container.get("env")):
+        entry = _m(entry)
+        name = entry.get("name")
+        if not isinstance(name, str):
+            continue
+        value_from = entry.get("valueFrom")
+        if value_from is None:
+            value = entry.get("value", "")
+            text = expand(value, env.values) if isinstance(value, str) else UNKNOWN if value is UNKNOWN else str(value)
+            env.values[name] = EnvValue(text, "literal", "literal")
+            continue
+        value_from = _m(value_from)
+        for kind, key in (("ConfigMap", "configMapKeyRef"), ("Secret", "secretKeyRef")):
+            if key not in value_from:
+                continue
+            ref = _m(value_from.get(key))
+            data = objects.find(kind, ref.get("name"), namespace)
+            source, data_key = f"{kind} {ref.get('name')}", ref.get("key")
+            if data is None:
+                env.values[name] = EnvValue(UNKNOWN, f"{source}, which this stack does not declare", kind)
+            elif isinstance(data_key, str) and data_key in data:
+                env.values[name] = EnvValue(data[data_key], source, kind)
+            # A key the object lacks: an optional reference sets nothing (an earlier value stays), any other
+            # keeps the container from starting.
+            break
+        else:
+            env.values[name] = EnvValue(UNKNOWN, "a value the pod gets at run time", "runtime")
+    return env
 
 
 # ---------------------------------------------------------------------------------------------
 # Secrets
 
-
-def _no_secrets(args: ResourceValidationArgs, report: Report) -> None:
-    if args.resource_type not in WORKLOAD_TYPES:
-        return
-    fix = "pass secrets as env valueFrom.secretKeyRef (MaxText reads HF_TOKEN from the environment)"
-    for container in containers(args.props.get("spec")):
-        name = container.get("name", "?")
-        for field in ("command", "args"):
-            for word in container.get(field) or []:
-                for pattern in TOKEN_PATTERNS:
-                    if pattern.search(str(word)):
-                        # What kind, never what: PR comments carry policy messages, so no part of it is shown.
-                        report(f"container {name}: {field} contains secret material ({KINDS[pattern]}); {fix}")
-                        break
-        for env in container.get("env") or []:
-            value = env.get("value")
-            if value is not None and (
-                SECRET_ENV_NAME.search(env.get("name", "")) or any(p.search(str(value)) for p in TOKEN_PATTERNS)
-            ):
-                report(f"container {name}: env {env.get('name')} has a literal value; {fix}")
-            if env.get("name") == "HF_TOKEN" and "secretKeyRef" not in (env.get("valueFrom") or {}):
-                report(f"container {name}: HF_TOKEN must come from a secretKeyRef; {fix}")
+SECRETS_FIX = "pass secrets as env valueFrom.secretKeyRef (MaxText reads HF_TOKEN from the environment)"
 
 
-no_secrets_in_workloads = ResourceValidationPolicy(
+def _secret_kind(text: Any) -> str | None:
+    """What kind of secret material ``text`` holds (a policy message names the kind, never the text)."""
+    if not isinstance(text, str):
+        return None
+    return next((KINDS[pattern] for pattern in TOKEN_PATTERNS if pattern.search(text)), None)
+
+
+def _metadata_secrets(metadata: Mapping[str, Any], where: str, report: Callable[[str], None]) -> None:
+    """Labels and annotations are readable by anyone who may list the object (and land in logs and events)."""
+    for field_name in ("labels", "annotations"):
+        for key, value in _m(metadata.get(field_name)).items():
+            kind = _secret_kind(value)
+            if kind:
+                report(f"{where}{field_name[:-1]} {key} contains secret material ({kind}); {SECRETS_FIX}")
+
+
+def _container_secrets(container: Mapping[str, Any], env: ContainerEnv, report: Callable[[str], None]) -> None:
+    name = container.get("name", "?")
+    for field_name in ("command", "args"):
+        for word in _l(container.get(field_name)):
+            kind = _secret_kind(str(word))
+            if kind:
+                # What kind, never what: PR comments carry policy messages, so no part of it is shown.
+                report(f"container {name}: {field_name} contains secret material ({kind}); {SECRETS_FIX}")
+    for entry in _l(container.get("env")):
+        entry = _m(entry)
+        value = entry.get("value")
+        if value is not None and (
+            SECRET_ENV_NAME.search(str(entry.get("name") or "")) or _secret_kind(str(value)) is not None
+        ):
+            report(f"container {name}: env {entry.get('name')} has a literal value; {SECRETS_FIX}")
+        if entry.get("name") == "HF_TOKEN" and "secretKeyRef" not in _m(entry.get("valueFrom")):
+            report(f"container {name}: HF_TOKEN must come from a secretKeyRef; {SECRETS_FIX}")
+    # What the ConfigMaps the container reads give it (a ConfigMap is plain text to anyone who may read it).
+    for var, value in env.values.items():
+        if value.kind != "ConfigMap":
+            continue
+        if var == "HF_TOKEN":
+            if value.from_env_from:
+                report(f"container {name}: HF_TOKEN must come from a secretKeyRef; {SECRETS_FIX}")
+        elif SECRET_ENV_NAME.search(var) or _secret_kind(value.value) is not None:
+            report(f"container {name}: env {var} comes from {value.source}, which is not a Secret; {SECRETS_FIX}")
+
+
+def _no_secrets(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
+    objects = StackObjects(resources)
+    for r in resources:
+        if kind_of(r.resource_type) is None:
+            continue
+
+        def say(message: str, urn: str = r.urn) -> None:
+            report(message, urn)
+
+        metadata = _m(r.props.get("metadata"))
+        _metadata_secrets(metadata, "", say)
+        namespace = _namespace(r.props)
+        for pod in pods(r.resource_type, r.props):
+            if pod.metadata is not metadata:  # a Pod's own metadata is its pod's
+                _metadata_secrets(pod.metadata, f"pod {pod.where}: ", say)
+            for container in pod_containers(pod.spec):
+                _container_secrets(container, container_env(container, namespace, objects), say)
+
+
+no_secrets_in_workloads = StackValidationPolicy(
     name="no-secrets-in-workloads",
-    description="No tokens or keys in container args, command or env values; HF_TOKEN comes from a secretKeyRef.",
+    description=(
+        "No tokens or keys in container args, command or env values, in labels or annotations, or in the ConfigMaps "
+        "a container reads; HF_TOKEN comes from a Secret."
+    ),
     severity=Severity.CRITICAL,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Store the token as a Pulumi secret and reference the Kubernetes Secret with secretKeyRef.",
-    validate=_validation(_no_secrets),
+    validate=_guarded_stack(_no_secrets),
 )
 
 
@@ -151,16 +640,16 @@ no_secrets_in_workloads = ResourceValidationPolicy(
 # TPU node pools
 
 
-def _tpu_pool(args: ResourceValidationArgs, report: Report) -> None:
+def _tpu_pool(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
     if args.resource_type != NODE_POOL:
         return
-    node = args.props.get("nodeConfig") or {}
+    node = _m(props.get("nodeConfig"))
     found = _machine(node.get("machineType"))
     if found is None:
         return
     version, machine = found
-    placement = args.props.get("placementPolicy") or {}
-    topology = placement.get("tpuTopology") or (node.get("labels") or {}).get("cloud.google.com/gke-tpu-topology")
+    placement = _m(props.get("placementPolicy"))
+    topology = placement.get("tpuTopology") or _m(node.get("labels")).get("cloud.google.com/gke-tpu-topology")
     topology = topology or machine.single_host_topology
     if topology not in machine.topologies:
         report(
@@ -174,13 +663,15 @@ def _tpu_pool(args: ResourceValidationArgs, report: Report) -> None:
             report(f"multi-host slice {topology} needs placementPolicy {{type: COMPACT, tpuTopology: {topology}}}")
     elif placement.get("tpuTopology"):
         report("a single-host TPU pool must not set placementPolicy.tpuTopology (GKE rejects it)")
-    zones = args.props.get("nodeLocations") or []
+    zones = _l(props.get("nodeLocations"))
     if len(zones) != 1:
         report(f"a TPU slice lives in exactly one zone; nodeLocations has {len(zones)}: set gcp:zone")
-    autoscaling = args.props.get("autoscaling")
-    affinity = (node.get("reservationAffinity") or {}).get("consumeReservationType", "UNSPECIFIED")
+    autoscaling = props.get("autoscaling")
+    reservation = _m(node.get("reservationAffinity"))
+    affinity = reservation.get("consumeReservationType", "UNSPECIFIED")
     preemptible = bool(node.get("spot") or node.get("flexStart"))
     if autoscaling:
+        autoscaling = _m(autoscaling)
         top = autoscaling.get("maxNodeCount", autoscaling.get("totalMaxNodeCount"))
         if top != shape.hosts:
             report(f"autoscaling max {top} must be one whole slice ({shape.hosts} hosts for {topology})")
@@ -189,9 +680,9 @@ def _tpu_pool(args: ResourceValidationArgs, report: Report) -> None:
         if affinity == "SPECIFIC_RESERVATION":
             report("an autoscaled pool must not consume a specific reservation; use capacity reservation (static)")
     else:
-        if args.props.get("nodeCount") != shape.hosts:
-            report(f"nodeCount {args.props.get('nodeCount')} must equal the slice's {shape.hosts} hosts")
-        if affinity != "SPECIFIC_RESERVATION" or not (node.get("reservationAffinity") or {}).get("values"):
+        if props.get("nodeCount") != shape.hosts:
+            report(f"nodeCount {props.get('nodeCount')} must equal the slice's {shape.hosts} hosts")
+        if affinity != "SPECIFIC_RESERVATION" or not reservation.get("values"):
             report("a static TPU pool (capacity reservation) needs a SPECIFIC_RESERVATION affinity with the name")
     if preemptible and affinity not in ("NO_RESERVATION", "UNSPECIFIED"):
         report("spot and flex-start capacity cannot consume a reservation: set reservationAffinity NO_RESERVATION")
@@ -203,7 +694,7 @@ tpu_node_pool_shape = ResourceValidationPolicy(
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Fix tpu-rl:tpu (machineType, topology, capacity, reservation).",
-    validate=_validation(_tpu_pool),
+    validate=_guarded_resource(_tpu_pool),
 )
 
 
@@ -211,13 +702,12 @@ tpu_node_pool_shape = ResourceValidationPolicy(
 # Cluster
 
 
-def _control_plane(args: ResourceValidationArgs, report: Report) -> None:
+def _control_plane(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
     if args.resource_type != CLUSTER:
         return
-    props = args.props
-    if not (props.get("privateClusterConfig") or {}).get("enablePrivateNodes"):
+    if not _m(props.get("privateClusterConfig")).get("enablePrivateNodes"):
         report("nodes must be private (privateClusterConfig.enablePrivateNodes); egress goes through Cloud NAT")
-    if not (props.get("workloadIdentityConfig") or {}).get("workloadPool"):
+    if not _m(props.get("workloadIdentityConfig")).get("workloadPool"):
         report("Workload Identity must be enabled (workloadIdentityConfig.workloadPool = PROJECT.svc.id.goog)")
     if props.get("enableShieldedNodes") is False:
         report("shielded nodes must be enabled (enableShieldedNodes: true)")
@@ -229,7 +719,7 @@ gke_control_plane = ResourceValidationPolicy(
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Keep the cluster settings of infra/gcp/gke_spec.py.",
-    validate=_validation(_control_plane),
+    validate=_guarded_resource(_control_plane),
 )
 
 
@@ -257,10 +747,10 @@ NON_PUBLIC = tuple(
 PUBLIC_ADDRESSES = 2**32 - sum(n.num_addresses for n in ipaddress.collapse_addresses(NON_PUBLIC))
 
 
-def _secrets_encryption(args: ResourceValidationArgs, report: Report) -> None:
+def _secrets_encryption(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
     if args.resource_type != CLUSTER or not args.get_config().get("required", False):
         return
-    encryption = args.props.get("databaseEncryption") or {}
+    encryption = _m(props.get("databaseEncryption"))
     if encryption.get("state") != "ENCRYPTED" or not encryption.get("keyName"):
         report(
             "Secrets, the Hugging Face token among them, are stored without application-layer encryption: set "
@@ -275,7 +765,7 @@ secrets_encryption = ResourceValidationPolicy(
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="pulumi config set --path tpu-rl:gke.secretsEncryptionKey create",
     config_schema=PolicyConfigSchema(properties={"required": {"type": "boolean", "default": False}}),
-    validate=_validation(_secrets_encryption),
+    validate=_guarded_resource(_secrets_encryption),
 )
 
 
@@ -305,17 +795,17 @@ def public_share(networks: list[ipaddress.IPv4Network]) -> float:
     return covered / PUBLIC_ADDRESSES
 
 
-def _open_control_plane(args: ResourceValidationArgs, report: Report) -> None:
+def _open_control_plane(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
     if args.resource_type != CLUSTER:
         return
-    config = args.props.get("masterAuthorizedNetworksConfig") or {}
+    config = _m(props.get("masterAuthorizedNetworksConfig"))
     policy_config = args.get_config()
     widest = int(policy_config.get("minPrefixLength", 16))
     max_share = float(policy_config.get("maxPublicShare", 0.0001))
     fix = "set tpu-rl:authorizedNetworks to the networks you deploy from"
     networks = []
-    for block in config.get("cidrBlocks") or []:
-        text = block.get("cidrBlock")
+    for block in _l(config.get("cidrBlocks")):
+        text = _m(block).get("cidrBlock")
         network = parse_cidr(text)
         if network is None:
             report(f"authorized network {text!r} is not an IPv4 CIDR this policy can judge; {fix}")
@@ -345,7 +835,7 @@ no_open_control_plane = ResourceValidationPolicy(
             "maxPublicShare": {"type": "number", "default": 0.0001},
         }
     ),
-    validate=_validation(_open_control_plane),
+    validate=_guarded_resource(_open_control_plane),
 )
 
 
@@ -355,10 +845,10 @@ no_open_control_plane = ResourceValidationPolicy(
 BROAD_ROLES = ("roles/storage.admin", "roles/owner", "roles/editor")
 
 
-def _broad_iam(args: ResourceValidationArgs, report: Report) -> None:
-    if args.resource_type in PROJECT_IAM and args.props.get("role") in BROAD_ROLES:
+def _broad_iam(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
+    if args.resource_type in PROJECT_IAM and props.get("role") in BROAD_ROLES:
         report(
-            f"project-level {args.props['role']} is too broad; grant roles/storage.objectUser on the bucket "
+            f"project-level {props['role']} is too broad; grant roles/storage.objectUser on the bucket "
             "(gcp.storage.BucketIAMMember) or a narrower project role"
         )
 
@@ -369,17 +859,17 @@ no_broad_project_iam = ResourceValidationPolicy(
     severity=Severity.CRITICAL,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Scope storage access to the artifacts bucket (see infra/gcp/identities.py).",
-    validate=_validation(_broad_iam),
+    validate=_guarded_resource(_broad_iam),
 )
 
 
-def _scoped_bucket_grants(args: ResourceValidationArgs, report: Report) -> None:
+def _scoped_bucket_grants(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
     if args.resource_type not in BUCKET_IAM:
         return
-    role = args.props.get("role")
+    role = props.get("role")
     if role in WHOLE_BUCKET_ROLES:
         report(f"bucket-level {role} manages the whole bucket; grant object roles on the step's prefixes")
-    elif role in OBJECT_ROLES and not (args.props.get("condition") or {}).get("expression"):
+    elif role in OBJECT_ROLES and not _m(props.get("condition")).get("expression"):
         report(
             f"{role} on the whole bucket lets one step's identity read or delete every run; bound it to the "
             "prefixes its step uses with an IAM condition (infra/gcp/access.py)"
@@ -392,20 +882,19 @@ scoped_bucket_grants = ResourceValidationPolicy(
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Keep the grants of infra/gcp/access.py: each identity's roles on its steps' prefixes.",
-    validate=_validation(_scoped_bucket_grants),
+    validate=_guarded_resource(_scoped_bucket_grants),
 )
 
 
-def _bucket(args: ResourceValidationArgs, report: Report) -> None:
+def _bucket(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
     if args.resource_type != BUCKET:
         return
-    props = args.props
     if not props.get("uniformBucketLevelAccess"):
         report("enable uniform bucket-level access (uniformBucketLevelAccess: true)")
     if props.get("publicAccessPrevention") != "enforced":
         report("enforce public access prevention (publicAccessPrevention: enforced)")
-    soft_delete = (props.get("softDeletePolicy") or {}).get("retentionDurationSeconds")
-    if not soft_delete and not (props.get("versioning") or {}).get("enabled"):
+    soft_delete = _m(props.get("softDeletePolicy")).get("retentionDurationSeconds")
+    if not soft_delete and not _m(props.get("versioning")).get("enabled"):
         report("keep deleted checkpoints recoverable: enable soft delete or versioning")
 
 
@@ -415,18 +904,18 @@ bucket_hardening = ResourceValidationPolicy(
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Keep the bucket settings of infra/gcp/storage.py.",
-    validate=_validation(_bucket),
+    validate=_guarded_resource(_bucket),
 )
 
 
-def _bucket_deletion(args: ResourceValidationArgs, report: Report) -> None:
+def _bucket_deletion(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
     if args.resource_type != BUCKET:
         return
-    if args.props.get("forceDestroy"):
+    if props.get("forceDestroy"):
         report("forceDestroy deletes every checkpoint on destroy: set tpu-rl:forceDestroy false")
     if not (args.opts and args.opts.protect):
         report("the artifacts bucket is not protected: set tpu-rl:protect true")
-    if not (args.props.get("versioning") or {}).get("enabled"):
+    if not _m(props.get("versioning")).get("enabled"):
         report(
             "bucket versioning is off: an overwritten checkpoint cannot be recovered, a deleted one for the "
             "soft-delete week only: set tpu-rl:bucketVersioning true"
@@ -442,7 +931,7 @@ bucket_deletion_guard = ResourceValidationPolicy(
         "pulumi config set tpu-rl:protect true; pulumi config set tpu-rl:forceDestroy false; "
         "pulumi config set tpu-rl:bucketVersioning true"
     ),
-    validate=_validation(_bucket_deletion),
+    validate=_guarded_resource(_bucket_deletion),
 )
 
 
@@ -450,12 +939,12 @@ bucket_deletion_guard = ResourceValidationPolicy(
 # Workloads
 
 
-def _no_ttl(args: ResourceValidationArgs, report: Report) -> None:
+def _no_ttl(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
     if args.resource_type not in (JOB, JOBSET):
         return
-    spec = args.props.get("spec") or {}
-    inner = [spec] + [(r.get("template") or {}).get("spec") or {} for r in spec.get("replicatedJobs") or []]
-    if any("ttlSecondsAfterFinished" in s for s in inner):
+    spec = _m(props.get("spec"))
+    inner = [spec] + [_m(_m(r).get("template")).get("spec") for r in _l(spec.get("replicatedJobs"))]
+    if any("ttlSecondsAfterFinished" in _m(s) for s in inner):
         report(
             "ttlSecondsAfterFinished deletes the finished object; a later refresh re-creates it and re-runs the "
             "step: remove it"
@@ -468,30 +957,35 @@ no_ttl_on_managed_jobs = ResourceValidationPolicy(
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Remove ttlSecondsAfterFinished; the stack keeps the objects until destroy.",
-    validate=_validation(_no_ttl),
+    validate=_guarded_resource(_no_ttl),
 )
 
 
-def _bounded_retries(args: ResourceValidationArgs, report: Report) -> None:
+def _above(value: Any, cap: Any) -> bool:
+    """A count that is missing, not a number, or above ``cap``."""
+    return isinstance(value, bool) or not isinstance(value, (int, float)) or value > cap
+
+
+def _bounded_retries(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
     if args.resource_type not in (JOB, JOBSET):
         return
     config = args.get_config()
     max_backoff, max_restarts = config.get("maxBackoffLimit", 256), config.get("maxRestarts", 3)
-    spec = args.props.get("spec") or {}
+    spec = _m(props.get("spec"))
     jobs = (
         [("Job", spec)]
         if args.resource_type == JOB
         else [
-            (r.get("name", "?"), (r.get("template") or {}).get("spec") or {}) for r in spec.get("replicatedJobs") or []
+            (_m(r).get("name", "?"), _m(_m(_m(r).get("template")).get("spec"))) for r in _l(spec.get("replicatedJobs"))
         ]
     )
     for name, job in jobs:
         backoff = job.get("backoffLimit")
-        if backoff is None or backoff > max_backoff:
+        if _above(backoff, max_backoff):
             report(f"{name}: backoffLimit {backoff} is unbounded or above {max_backoff}: a TPU slice retries for hours")
     if args.resource_type == JOBSET:
-        restarts = (spec.get("failurePolicy") or {}).get("maxRestarts")
-        if restarts is None or restarts > max_restarts:
+        restarts = _m(spec.get("failurePolicy")).get("maxRestarts")
+        if _above(restarts, max_restarts):
             report(
                 f"failurePolicy.maxRestarts {restarts} is missing or above {max_restarts}: "
                 "lower tpu-rl:workflow.maxRestarts"
@@ -510,48 +1004,69 @@ bounded_retries = ResourceValidationPolicy(
             "maxRestarts": {"type": "integer", "default": 3},
         }
     ),
-    validate=_validation(_bounded_retries),
+    validate=_guarded_resource(_bounded_retries),
 )
 
 
-def _pinned_images(args: ResourceValidationArgs, report: Report) -> None:
-    if args.resource_type not in WORKLOAD_TYPES:
-        return
-    for container in containers(args.props.get("spec")):
-        image = str(container.get("image", ""))
-        by_digest = re.search(r"@sha256:[0-9a-f]{64}$", image) is not None
-        tagged = "@" not in image and ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest")
+def _all_containers(resource_type: str, props: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every container (init and ephemeral too) of every pod of a resource of any kind."""
+    for pod in pods(resource_type, props):
+        yield from pod_containers(pod.spec)
+
+
+DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+"""A Docker tag (distribution/reference): what follows the last ``:`` of the last path component."""
+
+
+def image_tag(image: str) -> str | None:
+    """The tag of an image reference (None: untagged; ``registry:5000/name`` has no tag)."""
+    last = image.split("@", 1)[0].rsplit("/", 1)[-1]
+    return last.split(":", 1)[1] if ":" in last else None
+
+
+def _shown(image: Any) -> str:
+    return str(image) if image not in (None, "") else "(none)"
+
+
+def _pinned_images(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
+    for container in _all_containers(args.resource_type, props):
+        image = container.get("image")
+        text = image if isinstance(image, str) else ""
+        by_digest = DIGEST.search(text) is not None
+        tag = image_tag(text) if "@" not in text else None
+        # `latest` in any case: registries treat tags case-sensitively, so `:LATEST` is just as mutable.
+        tagged = tag is not None and TAG.fullmatch(tag) is not None and tag.lower() != "latest"
         if not (by_digest or tagged):
             report(
-                f"container {container.get('name')}: image {image or '(none)'} is not pinned; "
-                "use a version tag or a digest"
+                f"container {container.get('name')}: image {_shown(image)} is not pinned; use a version tag or a digest"
             )
-        elif "/pathways/" in image and not by_digest:
+        elif "/pathways/" in text and not by_digest:
             report(
-                f"container {container.get('name')}: Pathways image {image} must be pinned by digest "
+                f"container {container.get('name')}: Pathways image {text} must be pinned by digest "
                 "(it must match the client's JAX); set tpu-rl:images"
             )
 
 
 pinned_images = ResourceValidationPolicy(
     name="pinned-images",
-    description="No :latest or untagged images; Pathways server and proxy images are pinned by digest.",
+    description="No :latest (in any case) or untagged images; Pathways server and proxy images are pinned by digest.",
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Set tpu-rl:images to tags or @sha256 digests.",
-    validate=_validation(_pinned_images),
+    validate=_guarded_resource(_pinned_images),
 )
 
 
-def _trusted_registries(args: ResourceValidationArgs, report: Report) -> None:
-    if args.resource_type not in WORKLOAD_TYPES:
-        return
-    registries = tuple(args.get_config().get("registries") or IMAGE_REGISTRIES)
-    for container in containers(args.props.get("spec")):
-        image = str(container.get("image", ""))
-        if not any(image.startswith(f"{registry}/") for registry in registries):
+def _trusted_registries(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
+    registries = tuple(str(r) for r in (args.get_config().get("registries") or IMAGE_REGISTRIES))
+    for container in _all_containers(args.resource_type, props):
+        image = container.get("image")
+        text = image if isinstance(image, str) else ""
+        # An image without a registry host is Docker Hub's (docker.io/library/...): never a prefix match here.
+        if not any(text.startswith(f"{registry}/") for registry in registries):
             report(
-                f"container {container.get('name')}: image {image or '(none)'} is not from a trusted registry "
+                f"container {container.get('name')}: image {_shown(image)} is not from a trusted registry "
                 f"({', '.join(registries)}); it would run with the Hugging Face token and a bucket identity"
             )
 
@@ -565,46 +1080,66 @@ trusted_registries = ResourceValidationPolicy(
     config_schema=PolicyConfigSchema(
         properties={"registries": {"type": "array", "items": {"type": "string"}, "default": list(IMAGE_REGISTRIES)}}
     ),
-    validate=_validation(_trusted_registries),
+    validate=_guarded_resource(_trusted_registries),
 )
 
 
-def pod_specs(obj: Any) -> Iterator[Mapping[str, Any]]:
-    """Every pod spec in a manifest (a mapping that holds ``containers``)."""
-    if isinstance(obj, Mapping):
-        if isinstance(obj.get("containers"), Sequence):
-            yield obj
-        for value in obj.values():
-            yield from pod_specs(value)
-    elif isinstance(obj, Sequence) and not isinstance(obj, str):
-        for value in obj:
-            yield from pod_specs(value)
+ALLOWED_CAPABILITIES = frozenset(("NET_BIND_SERVICE",))
+HOST_NAMESPACES = {"hostPID": "process", "hostIPC": "IPC"}
 
 
-def requests_tpu(obj: Any) -> bool:
-    """Whether a manifest part (a spec, a pod spec) has a container that asks for TPU chips."""
-    limits = (((c.get("resources") or {}).get("limits") or {}) for c in containers(obj))
-    return any("google.com/tpu" in entry for entry in limits)
-
-
-def _least_privilege_pods(args: ResourceValidationArgs, report: Report) -> None:
-    if args.resource_type not in WORKLOAD_TYPES:
+def _least_privilege_pods(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
+    """Where tpu-rl uses the node, and nowhere else: the TPU workers (pods that ask for ``google.com/tpu``) have the
+    host network and the node's ``/tmp``; the Pathways head (the coordinator of a JobSet with TPU workers) has the
+    host network. No pod shares the node's process or IPC namespace; no container is privileged, adds a
+    capability, may escalate its privileges or runs as a Windows host process."""
+    found = pods(args.resource_type, props)
+    if not found:
         return
-    for container in containers(args.props.get("spec")):
-        context = container.get("securityContext") or {}
-        if context.get("privileged"):
+    tpu_jobset = kind_of(args.resource_type) == "JobSet" and any(_asks_tpu(p.spec, malformed=False) for p in found)
+    for pod in found:
+        for container in pod_containers(pod.spec):
+            name = container.get("name")
+            context = _m(container.get("securityContext"))
+            if _on(context.get("privileged")):
+                report(
+                    f"container {name} is privileged: root on the node, with the Hugging Face "
+                    "token and a bucket identity; no Pathways or MaxText container needs it"
+                )
+            added = {str(c) for c in _l(_m(context.get("capabilities")).get("add"))}
+            if added - ALLOWED_CAPABILITIES:
+                report(f"container {name} adds capabilities: remove capabilities.add")
+            if _on(context.get("allowPrivilegeEscalation")):
+                report(
+                    f"container {name} allows privilege escalation (allowPrivilegeEscalation: "
+                    f"{_yaml(context.get('allowPrivilegeEscalation'))}): set it false"
+                )
+            if _on(_m(context.get("windowsOptions")).get("hostProcess")):
+                report(f"container {name} runs as a host process (windowsOptions.hostProcess): remove it")
+            if context.get("procMount") not in (None, "Default"):
+                report(f"container {name} unmasks /proc (procMount: {context.get('procMount')}): remove it")
+    for pod in found:
+        spec = pod.spec
+        tpu = _asks_tpu(spec, malformed=False)
+        for key, namespace in HOST_NAMESPACES.items():
+            if _on(spec.get(key)):
+                report(
+                    f"pod {pod.where} shares the node's {namespace} namespace ({key}: {_yaml(spec.get(key))}): it "
+                    "can see the node's other pods, the Pathways workers and their tokens among them; no step needs it"
+                )
+        if _on(spec.get("hostNetwork")) and not (tpu or (pod.coordinator and tpu_jobset)):
             report(
-                f"container {container.get('name')} is privileged: root on the node, with the Hugging Face "
-                "token and a bucket identity; no Pathways or MaxText container needs it"
+                f"pod {pod.where} uses the node's network (hostNetwork: {_yaml(spec.get('hostNetwork'))}): only the "
+                "Pathways head and the TPU workers do"
             )
-        if set((context.get("capabilities") or {}).get("add") or []) - {"NET_BIND_SERVICE"}:
-            report(f"container {container.get('name')} adds capabilities: remove capabilities.add")
-    for pod in pod_specs(args.props.get("spec")):
-        for volume in pod.get("volumes") or []:
-            host_path = (volume.get("hostPath") or {}).get("path")
-            if host_path is None:
+        if _on(_m(_m(spec.get("securityContext")).get("windowsOptions")).get("hostProcess")):
+            report(f"pod {pod.where} runs as a host process (windowsOptions.hostProcess): remove it")
+        for volume in _l(spec.get("volumes")):
+            volume = _m(volume)
+            if volume.get("hostPath") is None:
                 continue
-            if host_path != "/tmp" or not requests_tpu(pod):
+            host_path = _m(volume.get("hostPath")).get("path")
+            if host_path != "/tmp" or not tpu:
                 report(
                     f"volume {volume.get('name')} mounts the node's {host_path}: only the Pathways workers on "
                     "TPU hosts mount a host path (/tmp)"
@@ -613,39 +1148,137 @@ def _least_privilege_pods(args: ResourceValidationArgs, report: Report) -> None:
 
 least_privilege_pods = ResourceValidationPolicy(
     name="least-privilege-pods",
-    description="No privileged container or added capability; a host path only as the TPU workers' /tmp.",
+    description=(
+        "No privileged container, added capability or privilege escalation; no host PID or IPC; the host network "
+        "and a host path (/tmp) only where the Pathways head and TPU workers need them."
+    ),
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Keep the pod specs of workloads/build/manifests.py (only the TPU workers mount /tmp).",
-    validate=_validation(_least_privilege_pods),
+    validate=_guarded_resource(_least_privilege_pods),
 )
 
 
-def publish_targets(spec: Any) -> Iterator[tuple[str, str]]:
-    """(repository, ``true``/``false``) of each container that publishes to the Hub (``core.names.PUBLISH_ENV``
-    in its environment: what ``workloads/run/publish_hub.py`` reads)."""
-    repo_env, _branch_env, private_env = PUBLISH_ENV
-    for container in containers(spec):
-        env = {e.get("name"): e.get("value") for e in container.get("env") or [] if isinstance(e, Mapping)}
-        if repo_env in env:
-            yield str(env.get(repo_env)), str(env.get(private_env))
+HELM_CHARTS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]] = {
+    # chart: (versions, the value paths tpu-rl sets; "*" is any one key)
+    "oci://registry.k8s.io/jobset/charts/jobset": (JOBSET_VERSIONS, ()),
+    "oci://registry.k8s.io/kueue/charts/kueue": (
+        KUEUE_VERSIONS,
+        (("controllerManager", "nodeSelector", "*"), ("managerConfig", "controllerManagerConfigYaml")),
+    ),
+}
+"""The Helm charts tpu-rl installs (``infra/k8s/platform.py`` JOBSET_CHART, ``infra/k8s/kueue.py`` CHART; a test
+keeps them equal), at the versions the configuration accepts (``core.config.schema``)."""
 
 
-def _private_publish(args: ResourceValidationArgs, report: Report) -> None:
-    if args.resource_type not in WORKLOAD_TYPES:
+def _value_paths(values: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    if isinstance(values, dict) and values:
+        for key, value in values.items():
+            yield from _value_paths(value, (*prefix, str(key)))
+    elif prefix:
+        yield prefix
+
+
+def _reviewed_value(path: tuple[str, ...], allowed: Sequence[tuple[str, ...]]) -> bool:
+    return any(
+        len(path) == len(pattern) and all(p in ("*", part) for p, part in zip(pattern, path, strict=True))
+        for pattern in allowed
+    )
+
+
+def _helm_charts(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
+    if args.resource_type != HELM_RELEASE:
         return
-    allowed = set(args.get_config().get("publicRepos") or [])
-    for repo, private in publish_targets(args.props.get("spec")):
-        if private == "true" or repo in allowed:
-            continue
+    name = props.get("name") if isinstance(props.get("name"), str) else args.name
+    chart, version = props.get("chart"), props.get("version")
+    allowed = HELM_CHARTS.get(chart) if isinstance(chart, str) else None
+    if allowed is None:
         report(
-            f"publishes {repo} to the Hugging Face Hub as a public repository (TPU_RL_PUBLISH_PRIVATE={private}): "
-            "a trained model goes public only when the stack says so in two places, tpu-rl:publish.private false "
-            "and this policy's publicRepos"
+            f"Helm release {name} installs chart {chart!r}, which is not one tpu-rl installs "
+            f"({', '.join(HELM_CHARTS)}): "
+            "the policy pack cannot see what a chart renders (its pods, images and RBAC), so only reviewed charts "
+            "are allowed"
+        )
+        return
+    versions, value_paths = allowed
+    if version not in versions:
+        report(
+            f"Helm release {name}: {chart} version {version!r} is not one the stack's manifests are validated "
+            f"against ({', '.join(versions)}); pin one of them"
+        )
+    if _m(props.get("repositoryOpts")).get("repo") is not None:
+        report(f"Helm release {name}: repositoryOpts.repo fetches the chart from elsewhere; the OCI reference is all")
+    for key in ("postrender", "valueYamlFiles"):
+        if props.get(key) not in (None, "", []):
+            report(
+                f"Helm release {name}: {key} changes what the chart renders out of the policy pack's sight: remove it"
+            )
+    unreviewed = [".".join(p) for p in _value_paths(props.get("values")) if not _reviewed_value(p, value_paths)]
+    if unreviewed:
+        report(
+            f"Helm release {name}: values {', '.join(unreviewed)} are not ones tpu-rl sets; a value can change the "
+            "chart's images, privileges or webhooks"
         )
 
 
-private_publish = ResourceValidationPolicy(
+reviewed_helm_charts = ResourceValidationPolicy(
+    name="reviewed-helm-charts",
+    description="Helm releases install only the charts tpu-rl installs (JobSet, Kueue), at their versions and values.",
+    severity=Severity.HIGH,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Keep the releases of infra/k8s/platform.py; add a chart to HELM_CHARTS after a review.",
+    validate=_guarded_resource(_helm_charts),
+)
+
+
+def _unseen(value: EnvValue) -> str:
+    """Where a value the policy cannot read comes from, as a message shows it."""
+    return "(not known during preview)" if value.kind == "literal" else f"({value.source})"
+
+
+def _private_publish(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
+    """A container publishes when its environment (resolved: ``envFrom``, ``configMapKeyRef``, ``$(VAR)``) names a
+    repository (``workloads/run/publish_hub.py`` reads ``core.names.PUBLISH_ENV``); it is private only when
+    ``TPU_RL_PUBLISH_PRIVATE`` is exactly ``true``, as publish_hub.py reads it."""
+    allowed = {str(repo) for repo in _l(plain(args.get_config().get("publicRepos")))}
+    repo_env, _branch_env, private_env = PUBLISH_ENV
+    objects = StackObjects(resources)
+    for r in resources:
+        namespace = _namespace(r.props)
+        for pod in pods(r.resource_type, r.props):
+            for container in pod_containers(pod.spec):
+                env = container_env(container, namespace, objects)
+                repo, private = env.values.get(repo_env), env.values.get(private_env)
+                if repo is None and not env.unseen:
+                    continue
+                # A value from envFrom may be overridden by a later source this stack does not declare.
+                if private is not None and private.value == "true" and not (private.from_env_from and env.unseen):
+                    continue
+                if repo is not None and repo.value in allowed and not (repo.from_env_from and env.unseen):
+                    continue
+                if repo is None:
+                    report(
+                        f"container {container.get('name')} takes its environment from {', '.join(env.unseen)}, "
+                        f"which this stack does not declare: it may publish to the Hugging Face Hub ({repo_env}) "
+                        f"as a public repository; declare the object in the stack or set {private_env}=true in "
+                        "the container's env",
+                        r.urn,
+                    )
+                    continue
+                shown_repo = repo.value if isinstance(repo.value, str) else f"a repository {_unseen(repo)}"
+                if private is None:
+                    shown_private = "(unset)" if not env.unseen else f"(unset, unless {', '.join(env.unseen)} sets it)"
+                else:
+                    shown_private = private.value if isinstance(private.value, str) else _unseen(private)
+                report(
+                    f"publishes {shown_repo} to the Hugging Face Hub as a public repository "
+                    f"({private_env}={shown_private}): a trained model goes public only when the stack says so in "
+                    "two places, tpu-rl:publish.private false and this policy's publicRepos",
+                    r.urn,
+                )
+
+
+private_publish = StackValidationPolicy(
     name="private-publish",
     description="A published model goes to a private Hub repository, unless the policy config lists the repository.",
     severity=Severity.HIGH,
@@ -654,14 +1287,14 @@ private_publish = ResourceValidationPolicy(
     config_schema=PolicyConfigSchema(
         properties={"publicRepos": {"type": "array", "items": {"type": "string"}, "default": []}}
     ),
-    validate=_validation(_private_publish),
+    validate=_guarded_stack(_private_publish),
 )
 
 
-def _model_revision(args: ResourceValidationArgs, report: Report) -> None:
+def _model_revision(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
     if args.resource_type not in (JOB, JOBSET):
         return
-    text = command_text(args.props.get("spec"))
+    text = command_text(props.get("spec"))
     match = re.search(r"--revision=([^\s\"']+)", text)
     if match and not re.fullmatch(r"[0-9a-f]{40}", match.group(1)):
         report(
@@ -676,7 +1309,7 @@ model_revision_pinned = ResourceValidationPolicy(
     severity=Severity.LOW,
     enforcement_level=EnforcementLevel.ADVISORY,
     remediation_steps="Set tpu-rl:model.revision to the commit the preflight reports.",
-    validate=_validation(_model_revision),
+    validate=_guarded_resource(_model_revision),
 )
 
 
@@ -686,15 +1319,15 @@ model_revision_pinned = ResourceValidationPolicy(
 LABEL_FIELDS = {BUCKET: ("labels",), CLUSTER: ("resourceLabels",), NODE_POOL: ("nodeConfig", "resourceLabels")}
 
 
-def _labels(args: ResourceValidationArgs, report: Report) -> None:
+def _labels(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
     path = LABEL_FIELDS.get(args.resource_type)
     if path is None:
         return
-    labels: Any = args.props
+    labels: Any = props
     for key in path:
-        labels = (labels or {}).get(key)
+        labels = _m(labels).get(key)
     required = args.get_config().get("requiredLabels", ["app", "stack"])
-    missing = [k for k in required if k not in (labels or {})]
+    missing = [k for k in required if k not in _m(labels)]
     if missing:
         report(f"missing cost-attribution labels {', '.join(missing)} on {'.'.join(path)}")
 
@@ -708,33 +1341,271 @@ cost_attribution_labels = ResourceValidationPolicy(
     config_schema=PolicyConfigSchema(
         properties={"requiredLabels": {"type": "array", "items": {"type": "string"}, "default": ["app", "stack"]}}
     ),
-    validate=_validation(_labels),
+    validate=_guarded_resource(_labels),
 )
 
 
 class EstimateInputError(ValueError):
-    """The training JobSet does not carry a value the estimate needs."""
+    """A TPU workload does not carry a training command the estimate can read."""
 
 
-def _arg(command: str, key: str, pattern: str = r"\d+") -> str:
-    match = re.search(rf"(?:^|\s){re.escape(key)}=({pattern})", command)
-    if match is None:
-        raise EstimateInputError(f"cannot read {key}= from the training JobSet's command, so no estimate")
-    return match.group(1)
+TRAIN_RL = "maxtext.trainers.post_train.rl.train_rl"
+TRAINER_MENTIONS = ("trainers.post_train.rl.train_rl", "post_train/rl/train_rl")
+"""Text that names the trainer: a word holding it is a script to read (``bash -c``, ``eval``), or a finding."""
+_SHELL_PUNCTUATION = "();<>|&\n"
+_REDIRECTIONS = frozenset((">", ">>", "<", "<<", "<<<", ">&", "<&", "&>", "&>>", "<>", ">|", "<<-"))
+_MAX_SCRIPT_DEPTH = 4
 
 
-def stack_estimate(resources: list[Any]) -> dict[str, Any] | None:
-    """The cost estimate of a stack, from its TPU pools and its training JobSet."""
+class _Lines:
+    """A script for ``shlex`` whose comments end before their newline, so the newline still ends the command
+    (shlex's own comment handling reads the newline too, gluing the next line onto the commented one)."""
+
+    def __init__(self, text: str) -> None:
+        self._text, self._at = text, 0
+
+    def read(self, size: int = -1) -> str:
+        end = len(self._text) if size < 0 else self._at + size
+        out, self._at = self._text[self._at : end], min(end, len(self._text))
+        return out
+
+    def readline(self, size: int = -1) -> str:
+        end = self._text.find("\n", self._at)
+        end = len(self._text) if end < 0 else end
+        out, self._at = self._text[self._at : end], end
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+def shell_commands(script: str) -> list[list[str]]:
+    """The simple commands of a bash script, each as its words (quotes removed, ``#`` comments and redirections
+    with their targets dropped), split at ``;``, ``&``, ``|``, ``&&``, ``||``, parentheses and newlines; a
+    backslash-newline continues the line. Raises ``ValueError`` on a script shlex cannot read (an open quote)."""
+    lexer = shlex.shlex(_Lines(script.replace("\\\n", "")), posix=True, punctuation_chars=_SHELL_PUNCTUATION)
+    lexer.whitespace = " \t\r"
+    lexer.whitespace_split = True
+    commands: list[list[str]] = [[]]
+    skip_next = False
+    while (token := lexer.get_token()) is not None and token != lexer.eof:
+        if token and all(c in _SHELL_PUNCTUATION for c in token):
+            if token in _REDIRECTIONS or not any(c in ";&|()\n" for c in token):
+                skip_next = True  # a redirection: its target is no argument
+            else:
+                commands.append([])
+            continue
+        if skip_next:
+            skip_next = False
+            continue
+        commands[-1].append(token)
+    return [command for command in commands if command]
+
+
+def _trainer_argv(words: Sequence[str]) -> list[str] | None:
+    """The arguments after ``-m maxtext...train_rl`` (or its script path) in one command's words."""
+    for index, word in enumerate(words):
+        if word == "-m" and index + 1 < len(words) and words[index + 1] == TRAIN_RL:
+            return list(words[index + 2 :])
+        if word == f"-m{TRAIN_RL}" or word.endswith("post_train/rl/train_rl.py"):
+            return list(words[index + 1 :])
+    return None
+
+
+def trainer_invocations(words: Sequence[str], depth: int = 0) -> tuple[list[list[str]], bool]:
+    """Every train_rl argv in a command's words and in the scripts they carry (``bash -c``, ``eval``, ``sh -c``),
+    and whether any word names the trainer in a way this cannot read (then a hidden run may exist)."""
+    found: list[list[str]] = []
+    unread = False
+    argv = _trainer_argv(words)
+    if argv is not None:
+        found.append(argv)
+    for word in words:
+        if not any(m in word for m in TRAINER_MENTIONS) or word == TRAIN_RL or word.endswith("/train_rl.py"):
+            continue
+        if word == f"-m{TRAIN_RL}":
+            continue
+        if depth >= _MAX_SCRIPT_DEPTH:
+            unread = True
+            continue
+        try:
+            commands = shell_commands(word)
+        except ValueError:
+            unread = True
+            continue
+        inside = False
+        for command in commands:
+            more, hidden = trainer_invocations(command, depth + 1)
+            found += more
+            inside = inside or bool(more)
+            unread = unread or hidden
+        unread = unread or not inside
+    return found, unread
+
+
+class _OmegaConfLoader(yaml.SafeLoader):
+    """OmegaConf's YAML loader (``omegaconf._utils.get_yaml_loader``): YAML 1.1 scalars without timestamps, and
+    floats without a dot (``1e3``)."""
+
+
+_OmegaConfLoader.yaml_implicit_resolvers = {
+    key: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_OmegaConfLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:[-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?[0-9][0-9_]*(?:[eE][-+]?[0-9]+)
+        |\.[0-9_]+(?:[eE][-+][0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+
+
+def _merge(node: dict[str, Any], key: str, value: Any) -> None:
+    """``OmegaConf.update(cfg, key, value, merge=True)``: a dotted key nests, a mapping merges into a mapping."""
+    *parents, last = key.split(".")
+    for part in parents:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = node[part] = {}
+        node = child
+    if isinstance(value, dict) and isinstance(node.get(last), dict):
+        for k, v in value.items():
+            _merge(node[last], str(k), v)
+    else:
+        node[last] = value
+
+
+def maxtext_overrides(argv: Sequence[str]) -> dict[str, Any]:
+    """What train_rl's pyconfig makes of its command-line overrides (MaxText 0.2.4 ``pyconfig``: a first argument
+    ending in ``.yml`` is the config file; the rest is ``OmegaConf.from_cli``, i.e. ``from_dotlist``): each
+    ``key=value`` in order, the value read as OmegaConf's YAML, a later key overriding an earlier one, dotted keys
+    nested (``rl.num_generations``). absl takes ``-``-words as flags."""
+    words = list(argv)
+    if words and words[0].endswith(".yml"):
+        words = words[1:]
+    config: dict[str, Any] = {}
+    for word in words:
+        if word.startswith("-"):
+            continue
+        key, sep, text = word.partition("=")
+        value: Any = None
+        if sep:
+            try:
+                value = yaml.load(text, Loader=_OmegaConfLoader)  # noqa: S506 (a SafeLoader subclass)
+            except yaml.YAMLError:
+                value = text
+        _merge(config, key, value)
+    return config
+
+
+def _positive_int(value: Any) -> int | None:
+    """An int as MaxText's pydantic config takes one (an integral float or a digit string too), at least 1."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?[0-9]+\s*", value):
+        value = int(value)
+    return value if isinstance(value, int) and value >= 1 else None
+
+
+RUN_KEYS = ("model_name", "num_batches", "batch_size", "rl.num_generations", "max_target_length")
+
+
+def training_run(argv: Sequence[str], env: Mapping[str, EnvValue]) -> TrainingRun | str:
+    """The run a train_rl argv makes, or why it cannot be read. A top-level key missing from the command line is
+    read from its ``M_<KEY>`` environment variable, as pyconfig does (both set: pyconfig refuses to start)."""
+    config = maxtext_overrides(argv)
+    values: dict[str, Any] = {}
+    for key in RUN_KEYS:
+        node: Any = config
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is None and "." not in key:
+            from_env = env.get(f"M_{key.upper()}")
+            node = from_env.value if from_env is not None and isinstance(from_env.value, str) else None
+        if key == "model_name":
+            if not isinstance(node, str) or not node:
+                return f"cannot read {key}="
+            if node not in TRAIN_SECONDS_PER_SAMPLE or node not in CONVERT_HOURS or node not in EXPORT_HOURS:
+                return f"model_name={node} has no cost model (core/estimate.py)"
+            values[key] = node
+            continue
+        number = _positive_int(node)
+        if number is None:
+            return f"cannot read {key}= as a positive integer"
+        values[key] = number
+    return TrainingRun(
+        model=values["model_name"],
+        num_batches=values["num_batches"],
+        batch_size=values["batch_size"],
+        num_generations=values["rl.num_generations"],
+        max_target_length=values["max_target_length"],
+    )
+
+
+def _command_words(container: Mapping[str, Any], env: ContainerEnv) -> list[str]:
+    """A container's argv as the kubelet starts it: command then args, ``$(VAR)`` expanded."""
+    words = []
+    for key in ("command", "args"):
+        for word in _l(container.get(key)):
+            words.append(expand(word, env.values, keep_unknown=True) if isinstance(word, str) else str(word))
+    return words
+
+
+def _training_runs(resources: list[Resource]) -> tuple[list[tuple[str, TrainingRun]], list[str]]:
+    """Every TPU workload's training runs (any resource whose pods ask for ``google.com/tpu``), and why one
+    cannot be read."""
+    objects = StackObjects(resources)
+    runs: list[tuple[str, TrainingRun]] = []
+    problems: list[str] = []
+    for r in resources:
+        found = pods(r.resource_type, r.props)
+        if not any(_asks_tpu(p.spec, malformed=True) for p in found):
+            continue
+        label = f"{kind_of(r.resource_type)} {_name(r)}"
+        namespace = _namespace(r.props)
+        here: list[TrainingRun] = []
+        unread = False
+        for pod in found:
+            for container in pod_containers(pod.spec):
+                env = container_env(container, namespace, objects)
+                invocations, hidden = trainer_invocations(_command_words(container, env))
+                unread = unread or hidden
+                for argv in invocations:
+                    run = training_run(argv, env.values)
+                    if isinstance(run, str):
+                        problems.append(f"{run} from the train_rl command of {label}, so no estimate")
+                    else:
+                        here.append(run)
+        if unread:
+            problems.append(f"{label} names the trainer in a command this policy cannot read, so no estimate of it")
+        elif not here and not any(label in p for p in problems):
+            problems.append(
+                f"cannot find the train_rl command (python3 -m {TRAIN_RL} key=value ...) in {label}, whose pods "
+                "ask for TPU chips, so no estimate"
+            )
+        runs += [(_name(r), run) for run in here]
+    return runs, problems
+
+
+def _pools(resources: list[Resource]) -> list[tuple[Any, str]]:
     pools = []
     for r in resources:
         if r.resource_type != NODE_POOL:
             continue
-        node = r.props.get("nodeConfig") or {}
+        node = _m(r.props.get("nodeConfig"))
         found = _machine(node.get("machineType"))
         if found is None:
             continue
         version, machine = found
-        topology = (r.props.get("placementPolicy") or {}).get("tpuTopology") or machine.single_host_topology
+        topology = _m(r.props.get("placementPolicy")).get("tpuTopology") or machine.single_host_topology
         if topology not in machine.topologies:
             continue
         if node.get("spot"):
@@ -746,30 +1617,45 @@ def stack_estimate(resources: list[Any]) -> dict[str, Any] | None:
         else:
             capacity = "reservation"
         pools.append((resolve_slice(version, machine.name, topology), capacity))
+    return pools
+
+
+def _estimate(resources: list[Resource], runs: list[tuple[str, TrainingRun]]) -> dict[str, Any] | None:
+    """The stack's estimate: the workflow with the first run, every further TPU run's training added."""
+    pools = _pools(resources)
     if not pools:
         return None
     shape, capacity = pools[0]
-    # The training JobSet: the one whose containers ask for TPU chips (convert and export run on CPU).
-    jobset = next((r for r in resources if r.resource_type == JOBSET and requests_tpu(r.props.get("spec"))), None)
-    if jobset is None:  # provision only: no run, but a reserved slice still bills per day
-        return estimate_run(shape, len(pools), capacity, None).to_output()
-    command = command_text(jobset.props.get("spec"))
-    run = TrainingRun(
-        model=_arg(command, "model_name", r"[a-z0-9-]+"),
-        num_batches=int(_arg(command, "num_batches")),
-        batch_size=int(_arg(command, "batch_size")),
-        num_generations=int(_arg(command, "rl.num_generations")),
-        max_target_length=int(_arg(command, "max_target_length")),
-    )
-    return estimate_run(shape, len(pools), capacity, run).to_output()
+    if not runs:  # provision only: no run, but a reserved slice still bills per day
+        out = estimate_run(shape, len(pools), capacity, None).to_output()
+    else:
+        first = estimate_run(shape, len(pools), capacity, runs[0][1])
+        more = sum(
+            step.usd
+            for _, run in runs[1:]
+            for step in estimate_run(shape, len(pools), capacity, run).steps
+            if step.step == "train"
+        )
+        out = first.to_output()
+        out["totalUsd"] = round(first.total_usd + more, 2)
+    out["runs"] = [name for name, _ in runs]
+    return out
 
 
-def _budget(args: StackValidationArgs, report: Report) -> None:
-    try:
-        estimate = stack_estimate(list(args.resources))
-    except (EstimateInputError, KeyError) as err:
-        report(f"{err}: the budget gate cannot judge this stack; keep the JobSet rendered by workloads/")
-        return
+def stack_estimate(resources: Sequence[Any]) -> dict[str, Any] | None:
+    """The cost estimate of a stack, from its TPU pools and every TPU workload's training command."""
+    plain_resources = _resources(resources)
+    runs, problems = _training_runs(plain_resources)
+    if problems:
+        raise EstimateInputError(problems[0])
+    return _estimate(plain_resources, runs)
+
+
+def _budget(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
+    runs, problems = _training_runs(resources)
+    for problem in problems:
+        report(f"{problem}: the budget gate cannot judge this stack; keep the JobSet rendered by workloads/")
+    estimate = _estimate(resources, runs)
     if estimate is None:
         return
     budget = float(args.get_config().get("maxEstimatedUsd", 1000))
@@ -788,7 +1674,7 @@ def _budget(args: StackValidationArgs, report: Report) -> None:
 
 tpu_budget = StackValidationPolicy(
     name="tpu-budget",
-    description="The estimated TPU cost of one workflow run stays under the stack's budget.",
+    description="The estimated TPU cost of one workflow run, every TPU workload's training included, is under budget.",
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Shrink the run or the slice, or raise maxEstimatedUsd in policy/config/<stack>.json.",
@@ -798,26 +1684,35 @@ tpu_budget = StackValidationPolicy(
             "maxIdleUsdPerDay": {"type": "number", "default": 5000},
         }
     ),
-    validate=_validation(_budget),
+    validate=_guarded_stack(_budget),
 )
 
 
 # ---------------------------------------------------------------------------------------------
 # Kueue: a step its queue can never admit waits until `pulumi up` gives up, the slice idle meanwhile
 
+KUEUE_KINDS = ("JobSet", "Job")
+"""What tpu-rl's Kueue manages (``infra/k8s/kueue.py`` FRAMEWORKS): JobSets and batch Jobs."""
 
-def _by_name(resources: list[Any], type_: str) -> dict[str, Mapping[str, Any]]:
-    return {str((r.props.get("metadata") or {}).get("name")): r.props for r in resources if r.resource_type == type_}
+
+class _MalformedError(ValueError):
+    """A manifest value the API server would refuse (the message says which)."""
 
 
-def _selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+def _by_name(resources: list[Resource], type_: str) -> dict[str, dict[str, Any]]:
+    return {str(_m(r.props.get("metadata")).get("name")): r.props for r in resources if r.resource_type == type_}
+
+
+def _selects(selector: Any, labels: Mapping[Any, Any]) -> bool:
     """A label selector against labels (null selects nothing, {} everything: Kueue ClusterQueue)."""
     if selector is None:
         return False
-    if any(labels.get(key) != value for key, value in (selector.get("matchLabels") or {}).items()):
+    selector = _m(selector)
+    if any(labels.get(key) != value for key, value in _m(selector.get("matchLabels")).items()):
         return False
-    for term in selector.get("matchExpressions") or []:
-        key, operator, values = term.get("key"), term.get("operator"), list(term.get("values") or [])
+    for term in _l(selector.get("matchExpressions")):
+        term = _m(term)
+        key, operator, values = term.get("key"), term.get("operator"), _l(term.get("values"))
         found = key in labels
         if not {
             "In": found and labels.get(key) in values,
@@ -829,96 +1724,174 @@ def _selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> b
     return True
 
 
-def _pod_sets(props: Mapping[str, Any]) -> list[tuple[str, int, dict[str, float], dict[str, str]]]:
-    """(replicated Job, pods, requests of one pod, node selector) of a JobSet."""
-    selectors = {
-        job.get("name"): dict(
-            (((job.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec", {}).get("nodeSelector")
-            or {}
-        )
-        for job in (props.get("spec") or {}).get("replicatedJobs") or []
-    }
-    return [(name, count, asked, selectors.get(name, {})) for name, count, asked in jobset_pod_sets(props)]
+def _count(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _MalformedError(f"{what} {value!r} is not a count")
+    return value
+
+
+def _checked_requests(pod: Mapping[str, Any]) -> dict[str, float]:
+    """What a pod asks the scheduler (``core.requests.pod_requests``), each quantity checked first."""
+    clean: dict[str, Any] = {"containers": [], "initContainers": []}
+    for key in clean:
+        for container in _l(pod.get(key)):
+            container = _m(container)
+            resources = _m(container.get("resources"))
+            parts = {}
+            for part in ("requests", "limits"):
+                amounts = {}
+                for resource, value in _m(resources.get(part)).items():
+                    try:
+                        amount = quantity(value)
+                    except ValueError:
+                        amount = -1.0
+                    if amount < 0:
+                        shown = str(value)[:40]
+                        raise _MalformedError(
+                            f"container {container.get('name')}: {part}.{resource} {shown!r} is not a Kubernetes "
+                            "quantity the API server accepts"
+                        )
+                    amounts[str(resource)] = value
+                parts[part] = amounts
+            clean[key].append({"resources": parts, "restartPolicy": container.get("restartPolicy")})
+    return pod_requests(clean)
+
+
+def _pod_sets(kind: str, props: Mapping[str, Any]) -> list[tuple[str, int, dict[str, float], dict[str, Any]]]:
+    """Kueue's pod sets (pod set, pods, requests of one pod, node selector) of a JobSet (a replicated Job's pods
+    are ``replicas x min(parallelism, completions)``, ``jobset_controller.go``) or a Job (``main``)."""
+    spec = _m(props.get("spec"))
+    jobs = (
+        [
+            (_m(job).get("name"), _m(job).get("replicas", 1), _m(_m(_m(job).get("template")).get("spec")))
+            for job in _l(spec.get("replicatedJobs"))
+        ]
+        if kind == "JobSet"
+        else [("main", 1, spec)]
+    )
+    sets = []
+    for name, replicas, job in jobs:
+        parallelism = _count(job.get("parallelism", 1), f"{name}: parallelism")
+        completions = _count(job.get("completions", parallelism), f"{name}: completions")
+        count = _count(replicas, f"{name}: replicas") * min(parallelism, completions)
+        pod = _m(_m(job.get("template")).get("spec"))
+        try:
+            asked = _checked_requests(pod)
+        except _MalformedError as err:
+            raise _MalformedError(f"{name}: {err}") from None
+        sets.append((str(name), count, asked, _m(pod.get("nodeSelector"))))
+    return sets
 
 
 def _queue_problems(
-    jobset: Mapping[str, Any], queue: Mapping[str, Any], flavors: Mapping[str, Any], namespaces: Mapping[str, Any]
+    kind: str,
+    workload: Mapping[str, Any],
+    queue: Mapping[str, Any],
+    flavors: Mapping[Any, Any],
+    namespaces: Mapping[str, Any],
 ) -> list[str]:
-    """Why Kueue could never admit ``jobset`` from ``queue`` (Kueue flavorassigner.go: per requested
+    """Why Kueue could never admit ``workload`` from ``queue`` (Kueue flavorassigner.go: per requested
     resource, the group that covers it; a flavor whose node labels contradict the pod's selector is skipped;
     the pod set's total must fit a flavor's nominal quota)."""
-    meta = jobset.get("metadata") or {}
+    meta = _m(workload.get("metadata"))
     name, namespace = meta.get("name"), meta.get("namespace")
-    cq_name = (queue.get("metadata") or {}).get("name")
-    spec = queue.get("spec") or {}
+    cq_name = _m(queue.get("metadata")).get("name")
+    spec = _m(queue.get("spec"))
     ns_labels = {
-        **(((namespaces.get(str(namespace)) or {}).get("metadata") or {}).get("labels") or {}),
+        **_m(_m(_m(namespaces.get(str(namespace))).get("metadata")).get("labels")),
         "kubernetes.io/metadata.name": str(namespace),  # every namespace carries its name as a label
     }
     if not _selects(spec.get("namespaceSelector"), ns_labels):
-        return [f"ClusterQueue {cq_name} does not admit namespace {namespace} (JobSet {name})"]
+        return [f"ClusterQueue {cq_name} does not admit namespace {namespace} ({kind} {name})"]
     problems = []
-    groups = spec.get("resourceGroups") or []
-    for pod_set, count, asked, selector in _pod_sets(jobset):
+    groups = [_m(g) for g in _l(spec.get("resourceGroups"))]
+    for pod_set, count, asked, selector in _pod_sets(kind, workload):
         for resource, amount in asked.items():
-            group = next((g for g in groups if resource in (g.get("coveredResources") or [])), None)
+            group = next((g for g in groups if resource in _l(g.get("coveredResources"))), None)
             if group is None:
                 problems.append(
-                    f"JobSet {name} ({pod_set}) asks for {resource}, which ClusterQueue {cq_name} does not cover"
+                    f"{kind} {name} ({pod_set}) asks for {resource}, which ClusterQueue {cq_name} does not cover"
                 )
                 continue
             best = 0.0
-            for flavor in group.get("flavors") or []:
-                labels = ((flavors.get(flavor.get("name")) or {}).get("spec") or {}).get("nodeLabels") or {}
+            for flavor in _l(group.get("flavors")):
+                flavor = _m(flavor)
+                labels = _m(_m(_m(flavors.get(flavor.get("name"))).get("spec")).get("nodeLabels"))
                 if any(key in selector and selector[key] != value for key, value in labels.items()):
                     continue  # its nodes are not the ones the pods ask for
-                quota: Mapping[str, Any] = next(
-                    (r for r in flavor.get("resources") or [] if r.get("name") == resource), {}
-                )
-                best = max(best, quantity(quota.get("nominalQuota", "0")))
+                quota = next((_m(r) for r in _l(flavor.get("resources")) if _m(r).get("name") == resource), {})
+                try:
+                    best = max(best, quantity(quota.get("nominalQuota", "0")))
+                except ValueError:
+                    problems.append(
+                        f"ClusterQueue {cq_name}: the nominalQuota of {resource} on flavor {flavor.get('name')} is "
+                        "not a Kubernetes quantity"
+                    )
             if amount * count > best:
                 problems.append(
-                    f"JobSet {name} ({pod_set}) asks for {amount * count:g} {resource} but ClusterQueue {cq_name} "
+                    f"{kind} {name} ({pod_set}) asks for {amount * count:g} {resource} but ClusterQueue {cq_name} "
                     f"offers at most {best:g} on a flavor its pods fit"
                 )
     return problems
 
 
-def _queue_fits(args: StackValidationArgs, report: Report) -> None:
-    resources = list(args.resources)
+def _queue_fits(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
+    judged = []
+    for r in resources:
+        kind = kind_of(r.resource_type)
+        if kind not in KUEUE_KINDS:
+            continue
+        try:
+            _pod_sets(kind, r.props)
+        except _MalformedError as err:
+            report(f"{kind} {_name(r)}: {err}: the API server would refuse it", r.urn)
+            continue
+        judged.append((kind, r))
     locals_ = _by_name(resources, LOCAL_QUEUE)
     if not locals_:
         return
     clusters, flavors = _by_name(resources, CLUSTER_QUEUE), _by_name(resources, RESOURCE_FLAVOR)
     namespaces = _by_name(resources, "kubernetes:core/v1:Namespace")
     for r in resources:
-        if r.resource_type != JOBSET:
+        kind = kind_of(r.resource_type)
+        if kind is None or kind in KUEUE_KINDS or kind in NOT_WORKLOADS:
             continue
-        meta = r.props.get("metadata") or {}
-        queue_name = (meta.get("labels") or {}).get(QUEUE_LABEL)
+        if any(_asks_tpu(p.spec, malformed=True) for p in pods(r.resource_type, r.props)):
+            report(
+                f"{kind} {_name(r)} asks for TPU chips, but tpu-rl's Kueue manages JobSets and Jobs only: its pods "
+                "bypass the queue and compete with queued runs for the slice",
+                r.urn,
+            )
+    for kind, r in judged:
+        meta = _m(r.props.get("metadata"))
+        queue_name = _m(meta.get("labels")).get(QUEUE_LABEL)
         if not queue_name:
             report(
-                f"JobSet {meta.get('name')} names no LocalQueue ({QUEUE_LABEL}) while the stack has one: it "
-                "bypasses Kueue and competes with queued runs for the slice"
+                f"{kind} {meta.get('name')} names no LocalQueue ({QUEUE_LABEL}) while the stack has one: it "
+                "bypasses Kueue and competes with queued runs for the slice",
+                r.urn,
             )
             continue
         local = locals_.get(str(queue_name))
         if local is None:
             continue  # a queue managed elsewhere: not in this stack to judge
-        queue = clusters.get(str((local.get("spec") or {}).get("clusterQueue")))
+        queue = clusters.get(str(_m(local.get("spec")).get("clusterQueue")))
         if queue is None:
             continue
-        for problem in _queue_problems(r.props, queue, flavors, namespaces):
-            report(f"{problem}: Kueue would never admit it; size the ClusterQueue to the pools (tpu-rl:kueue)")
+        for problem in _queue_problems(kind, r.props, queue, flavors, namespaces):
+            report(f"{problem}: Kueue would never admit it; size the ClusterQueue to the pools (tpu-rl:kueue)", r.urn)
 
 
 kueue_queue_fits = StackValidationPolicy(
     name="kueue-queue-fits",
-    description="Every step is queued, and its queue can admit it (namespace, covered resources, flavors, quota).",
+    description=(
+        "Every step is queued, and its queue can admit it (namespace, covered resources, flavors, quota); "
+        "its quantities are Kubernetes quantities."
+    ),
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Keep the queues tpu-rl renders (tpu-rl:kueue), or size the ClusterQueue to the slice.",
-    validate=_validation(_queue_fits),
+    validate=_guarded_stack(_queue_fits),
 )
 
 
@@ -937,6 +1910,7 @@ POLICIES = [
     pinned_images,
     trusted_registries,
     least_privilege_pods,
+    reviewed_helm_charts,
     private_publish,
     model_revision_pinned,
     cost_attribution_labels,

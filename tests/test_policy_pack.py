@@ -4,14 +4,19 @@ the PR workflow uses, and the engine's command starts it and answers the analyze
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import threading
+import tomllib
 
 import grpc
 import pytest
 import yaml
 from google.protobuf import empty_pb2
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 from pulumi.runtime.proto import analyzer_pb2_grpc
 
 from tools.stack_files import ROOT
@@ -26,7 +31,57 @@ def test_the_pack_declares_its_own_virtualenv_and_requirements():
     assert "pulumi-policy" in requirements and "pulumi>=" in requirements
     preview = yaml.safe_load((ROOT / ".github/workflows/preview.yml").read_text())
     runs = [step.get("run", "") for step in preview["jobs"]["preview"]["steps"]]
-    assert any("policy-venv" in run for run in runs), "the PR workflow builds the pack's environment"
+    assert any("--require-hashes --no-deps -r policy/requirements.lock" in run for run in runs), (
+        "the PR workflow installs the pack's environment from its lock"
+    )
+
+
+LOCK_COMMAND = (
+    "uv pip compile --universal --generate-hashes --python-version 3.11 --no-emit-package tpu-rl-core "
+    "--output-file requirements.lock requirements.txt"
+)
+HASH = re.compile(r"--hash=sha256:[0-9a-f]{64}")
+
+
+def _lock() -> dict[str, tuple[str, list[str]]]:
+    """The lock's entries: name -> (version, hashes), as pip --require-hashes reads them."""
+    text = re.sub(r"\\\n", " ", (POLICY / "requirements.lock").read_text())
+    entries = {}
+    for line in text.splitlines():
+        line = re.sub(r"(^|\s)#.*$", "", line).strip()
+        if not line:
+            continue
+        spec, *options = re.split(r"\s+(?=--)", line)
+        requirement = Requirement(spec)
+        assert len(requirement.specifier) == 1, spec
+        (pin,) = requirement.specifier
+        assert pin.operator == "==", spec
+        assert options and all(HASH.fullmatch(o) for o in options), f"{spec}: every file by its sha256"
+        entries[canonicalize_name(requirement.name)] = (pin.version, options)
+    return entries
+
+
+def test_the_pack_lock_pins_every_package_with_hashes():
+    """policy/requirements.lock is what the PR workflow installs with --require-hashes: each package pinned with its
+    hashes, at versions policy/requirements.txt and tpu-rl-core (pyproject.toml) allow; core/ itself is the
+    checkout's (left out: it has no file to hash), so nothing of it is an editable or path line."""
+    text = (POLICY / "requirements.lock").read_text()
+    assert LOCK_COMMAND in text.splitlines()[1], "regenerate it with the command of its header (uv 0.13.8)"
+    assert not [line for line in text.splitlines() if line.startswith(("-e", "-r", "--", "file:", "."))]
+    pins = _lock()
+    ranges = [
+        Requirement(line.split("#")[0].strip())
+        for line in (POLICY / "requirements.txt").read_text().splitlines()
+        if line.split("#")[0].strip() and not line.startswith("-")
+    ]
+    ranges += [Requirement(d) for d in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]]
+    for requirement in ranges:
+        name = canonicalize_name(requirement.name)
+        assert name in pins, name
+        assert requirement.specifier.contains(pins[name][0], prereleases=True), (name, pins[name][0])
+    # The build backend of `pip install --no-build-isolation --no-index .` (tpu-rl-core's setuptools>=70).
+    assert Version(pins["setuptools"][0]) >= Version("70")
+    assert "tpu-rl-core" not in pins
 
 
 @pytest.fixture(scope="module")

@@ -29,8 +29,9 @@ def test_the_tests_and_the_policy_preview_run_on_every_pull_request():
     assert "make test" in (ROOT / ".ci" / "run").read_text()
     assert JOB["strategy"]["matrix"]["stack"] == ["dev", "prod"]
     pulumi = step("pulumi/actions@")["with"]
-    assert pulumi["command"] == "preview" and pulumi["comment-on-pr"] is True and pulumi["policyPacks"] == "policy"
-    assert pulumi["policyPackConfigs"] == "policy/config/${{ matrix.stack }}.json"
+    # The base branch's pack and config, never the pull request's (tests/test_preview_workflow.py).
+    assert pulumi["command"] == "preview" and pulumi["comment-on-pr"] is True and pulumi["policyPacks"] == "base/policy"
+    assert pulumi["policyPackConfigs"] == "base/policy/config/${{ matrix.stack }}.json"
     for stack in ("dev", "prod"):
         assert (ROOT / "policy" / "config" / f"{stack}.json").exists()
 
@@ -52,10 +53,16 @@ def test_secrets_reach_the_preview_step_alone_and_the_branchs_install_runs_first
     holders = [i for i, s in enumerate(STEPS) if "secrets." in yaml.safe_dump(s)]
     assert holders == [index("pulumi/actions@")], "only the pulumi step sees a secret"
     assert set(step("pulumi/actions@")["env"]) == {"PULUMI_ACCESS_TOKEN", "PULUMI_CONFIG_PASSPHRASE"}
-    install = index("make venv policy-venv")
-    assert install < index("google-github-actions/auth@") < index("pulumi/actions@"), "no credential during install"
-    assert "env" not in STEPS[install]
-    assert step("actions/checkout@")["with"]["persist-credentials"] is False, "no GitHub token left in .git"
+    install = index("make venv")
+    base_pack = next(i for i, s in enumerate(STEPS) if "policy/requirements.lock" in s.get("run", ""))
+    assert base_pack < install < index("google-github-actions/auth@") < index("pulumi/actions@"), (
+        "no credential during install"
+    )
+    assert "env" not in STEPS[install] and "env" not in STEPS[base_pack]
+    checkouts = [s for s in STEPS if s.get("uses", "").startswith("actions/checkout@")]
+    assert len(checkouts) == 2 and all(s["with"]["persist-credentials"] is False for s in checkouts), (
+        "no GitHub token left in .git"
+    )
     assert text.count("secrets.") == 3
 
 
