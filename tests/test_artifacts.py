@@ -199,7 +199,7 @@ def test_up_exports_the_last_step_found_and_warns_when_it_is_short(gcs, monkeypa
     summary = plan.outputs["steps"]["train"]["summary"]
     assert summary["accuracyBefore"] == 30.0 and summary["accuracyAfter"] == 52.5
     assert summary["finalReward"] == pytest.approx(reward(49)) and summary["lastStep"] == 49
-    assert summary["tpuChipHours"] > 0
+    assert summary["stepChipHours"] > 0 and summary["heldChipHours"] > summary["stepChipHours"]
     assert plan.outputs["steps"]["train"]["finalStep"] == 49
     assert plan.outputs["steps"]["train"]["checkpointUri"] == f"{actor}49/model_params/"
     assert plan.outputs["hfModelUri"] == steps["export"]["artifactUri"]

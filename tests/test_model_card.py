@@ -27,7 +27,8 @@ SUMMARY = {
     "meanRewardAfter": 0.65,
     "finalReward": 0.7123456,
     "lastStep": 50,
-    "tpuChipHours": 21.33,
+    "stepChipHours": 18.5,
+    "heldChipHours": 21.33,
     "attempts": 2,
 }
 FACTS = CardFacts(
@@ -275,7 +276,11 @@ def test_what_was_not_recorded_says_so():
     assert "| mean reward | not recorded | not recorded |\n" in unknown["Evaluation"]
     for line in ("final training reward", "optimizer steps", "training attempts"):
         assert f"- {line}: not recorded\n" in unknown["Evaluation"]
-    assert "- TPU chip-hours (training, every attempt): not recorded\n" in unknown["Compute"]
+    assert (
+        "- TPU chip-hours of the training steps (tunix's step events, every attempt): not recorded\n"
+        in unknown["Compute"]
+    )
+    assert "compilation, evaluations and steps): not recorded\n" in unknown["Compute"]
     assert "- cost: not recorded\n" in unknown["Compute"]
     assert "- commit: not recorded\n" in unknown["Base model"]
     assert f"| `maxtext` | `{MAXTEXT}` | digest not recorded |" in unknown["Images"]
@@ -293,11 +298,22 @@ def test_what_was_not_recorded_says_so():
         (3, 0.5, "$1.50 ($0.50 per chip-hour)"),
     ],
 )
-def test_the_cost_is_chip_hours_times_the_rate(hours, rate, cost):
-    compute = sections(card(summary={**SUMMARY, "tpuChipHours": hours}, usd_per_chip_hour=rate))["Compute"]
-    assert f"- cost: {cost}\n" in compute
-    assert f"- TPU chip-hours (training, every attempt): {hours:,.2f}\n" in compute
+def test_the_cost_is_the_held_chip_hours_times_the_rate_and_both_counts_are_labelled(hours, rate, cost):
+    """What the slice bills (the attempts held it from start-up to exit) is the cost; the steps' own chip-hours
+    (tunix's events: no start-up, compilation or evaluations) are shown beside it, each labelled."""
+    compute = sections(card(summary={**SUMMARY, "heldChipHours": hours}, usd_per_chip_hour=rate))["Compute"]
+    assert f"- cost: {cost.replace(' per chip-hour)', ' per chip-hour, of the slice held)')}\n" in compute
+    assert (
+        "- TPU chip-hours the slice was held by training (every attempt from its start to its exit: start-up, "
+        f"compilation, evaluations and steps): {hours:,.2f}\n"
+    ) in compute
+    assert "- TPU chip-hours of the training steps (tunix's step events, every attempt): 18.50\n" in compute
     assert "- capacity: spot\n" in compute and "- chips: 8\n" in compute
+    assert "reserved slice" not in compute
+    reserved = sections(card(capacity="reservation"))["Compute"]
+    assert "- a reserved slice bills every hour it exists, used or not: this counts the hours training held it\n" in (
+        reserved
+    )
 
 
 @pytest.mark.pure
@@ -557,7 +573,7 @@ ODD = dataclasses.replace(
         {"key": "tpu-rl:training.extraArgs", "value": {"b": 1, "a": 2}, "tutorial": {}},
         {"key": "tpu-rl:model.revision", "value": "X-branch-é", "tutorial": "main"},
     ],
-    summary={**SUMMARY, "lastStep": 12345, "tpuChipHours": "n/a", "accuracyBefore": "unknown"},
+    summary={**SUMMARY, "lastStep": 12345, "heldChipHours": "n/a", "accuracyBefore": "unknown"},
     usd_per_chip_hour=2.705,
 )
 CARDS = {
@@ -576,3 +592,49 @@ def test_the_card_is_the_reviewed_one(name):
     if os.environ.get("TPU_RL_UPDATE_MESSAGES"):
         path.write_text(text)
     assert text == path.read_text(), f"the card changed: review it, then TPU_RL_UPDATE_MESSAGES=1 rewrites {path.name}"
+
+
+@pytest.mark.pure
+def test_a_public_card_names_no_private_registry_or_project():
+    """A private registry's path holds its project (us-docker.pkg.dev/<project>/...): a public card shows only the
+    image's name and tag or digest for it; Google's public TPU image registries are shown whole."""
+    private = "us-docker.pkg.dev/acme-secret-project/images/tpu_post_training:0.2.4"
+    private_digest = "us-docker.pkg.dev/acme-secret-project/images/tpu_post_training@sha256:" + "ef" * 32
+    facts = dict(images={"maxtext": private, "pathwaysServer": PATHWAYS}, image_digests={private: private_digest})
+    public = model_card(dataclasses.replace(FACTS, private=False, export_uri="", **facts))
+    assert "acme-secret-project" not in public
+    assert (
+        f"| `maxtext` | `(a private registry)/tpu_post_training:0.2.4` | `(a private registry)/tpu_post_training@sha256:{'ef' * 32}` |"
+        in public
+    )
+    assert f"| `pathwaysServer` | `{PATHWAYS}` | `{PATHWAYS}` |" in public
+    assert "acme-secret-project" in model_card(dataclasses.replace(FACTS, **facts)), "a private card shows it whole"
+
+
+@pytest.mark.pure
+def test_the_card_always_fits_its_config_map():
+    """Every value is cut at 200 characters and the settings table at 120 rows: a hostile base card's licence of
+    1.5 MB, huge setting values and names leave the card under its 256 KiB bound (with the largest reward curve
+    kept, base64, under a ConfigMap's 1 MiB)."""
+    from workloads.build.manifests import REWARD_IMAGE_MAX_BYTES
+    from workloads.build.model_card import CARD_MAX_BYTES, MAX_VALUE_CHARS
+
+    huge = "x" * 1_500_000
+    diff = [{"key": f"tpu-rl:training.k{i}", "value": huge, "tutorial": huge} for i in range(500)]
+    text = model_card(
+        dataclasses.replace(
+            FACTS,
+            base_license=huge,
+            config_diff=diff,
+            images={f"image{i}": huge for i in range(5)},
+            summary={key: huge for key in SUMMARY},
+            steps={f"step{i}": huge for i in range(8)},
+            export_uri="gs://" + huge,
+            base_revision=huge,
+            base_commit=huge,
+        )
+    )
+    assert len(text.encode()) < CARD_MAX_BYTES
+    assert "x" * MAX_VALUE_CHARS not in text and "x" * (MAX_VALUE_CHARS - 1) + "…" in text
+    assert "and 380 more (the run's stack configuration has them all)" in text
+    assert CARD_MAX_BYTES + (REWARD_IMAGE_MAX_BYTES + 2) // 3 * 4 < 1024 * 1024, "card + base64 curve < 1 MiB"

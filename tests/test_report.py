@@ -29,6 +29,19 @@ def make(tmp_path, *args):
     return code, out
 
 
+def held_chip_hours(gcs, chips: int) -> float:
+    """Each attempt from its start (its files' names) to its last file's write time in GCS, times the chips."""
+    from workloads.run.evaluations import ATTEMPT
+    from workloads.run.run_data import _epoch
+
+    bucket, _, prefix = RUN.removeprefix("gs://").partition("/")
+    ends: dict[str, float] = {}
+    for blob in gcs.list_blobs(bucket, prefix=prefix + "logs/"):
+        start = ATTEMPT.search(blob.name).group(1)
+        ends[start] = max(ends.get(start, 0.0), blob.updated.timestamp())
+    return round(sum(end - _epoch(start) for start, end in ends.items()) / 3600 * chips, 2)
+
+
 def test_report_json_holds_every_tag_sorted_the_evaluations_and_the_summary(gcs, tmp_path):
     upload_run(gcs, RUN, steps=STEPS, checkpoints=(10,))
     code, out = make(tmp_path, "--stack", "dev")
@@ -87,9 +100,11 @@ def test_report_json_holds_every_tag_sorted_the_evaluations_and_the_summary(gcs,
         "meanRewardAfter": 0.65,
         "finalReward": pytest.approx(reward(10)),
         "lastStep": 10,
-        "tpuChipHours": round(2 * per_attempt * 8, 2),
+        "stepChipHours": round(2 * per_attempt * 8, 2),
+        "heldChipHours": held_chip_hours(gcs, 8),
         "attempts": 2,
     }
+    assert report["summary"]["heldChipHours"] > report["summary"]["stepChipHours"], "start-up and gaps included"
     assert report["run"]["stack"] == "dev" and report["run"]["chips"] == 8 and report["run"]["capacity"] == "spot"
     assert report["run"]["steps"]["train"]["outputUri"] == RUN
     assert report["run"]["logs"] == [
@@ -322,3 +337,24 @@ def test_a_publishing_stack_reports_where_the_model_was_published(gcs, tmp_path)
     page = (out / "report.html").read_text()
     assert f'<a href="https://huggingface.co/acme/gemma4-grpo/tree/{branch}">acme/gemma4-grpo@{branch}</a>' in page
     assert f"<code>{'f' * 40}</code>" in page
+
+
+def test_the_hours_an_attempt_held_the_slice_run_from_its_start_to_its_last_file():
+    """From the start in the files' names to the latest write of either file; while an attempt runs, to now;
+    unknown when any attempt's times are (a summary never counts part of the run)."""
+    from workloads.run.evaluations import Attempt
+    from workloads.run.run_data import RunData, _epoch
+    from workloads.run.scalars import Scalars
+
+    start = _epoch("20261130T050000Z")
+    logs = [("evals-20261130T050000Z.txt", ""), ("train-20261130T050000Z.log", ""), ("evals-20261130T070000Z.txt", "")]
+    written = {logs[0][0]: start + 1800, logs[1][0]: start + 3600, logs[2][0]: start + 7200 + 900}
+    evaluations = parse_logs(logs, written)
+    assert [a.held_hours() for a in evaluations.attempts] == [1.0, 0.25]
+    data = RunData(RUN, Scalars(), evaluations, None)
+    assert data.held_chip_hours(8) == 10.0
+    assert data.held_chip_hours(8, now=start + 7200 + 3600) == 16.0, "the running attempt until now"
+    assert data.held_chip_hours(0) is None and RunData(RUN, Scalars(), parse_logs([]), None).held_chip_hours(8) is None
+    assert RunData(RUN, Scalars(), parse_logs(logs[:1]), None).held_chip_hours(8) is None, "no write time"
+    assert Attempt("not-a-start", ended=start).held_hours() is None
+    assert Attempt("20261130T050000Z", ended=start - 60).held_hours() == 0.0, "a clock skew is no negative hour"

@@ -115,6 +115,7 @@ def test_a_running_training_shows_steps_eta_reward_and_log_commands(tmp_path, ap
     train = lines["train"]
     assert "running" in train and " 1 " in train, "one restart"
     assert "step 6/10" in train and "reward 0.58" in train and "accuracy 30% -> 52.5%" in train
+    assert re.search(r"chip-h [0-9,.]+ held, [0-9.]+ in steps", train), "both counts, labelled"
     # ETA from the estimate model: 4 steps x 1.5 s/sample x 4 prompts x 4 generations x 32/8 chips = 384 s.
     assert "ETA 0:06" in train
     assert "pending" in lines["export"]

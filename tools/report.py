@@ -295,7 +295,8 @@ def _cards(summary: dict[str, Any]) -> str:
         ("accuracy before", percent(summary["accuracyBefore"])),
         ("accuracy after", percent(summary["accuracyAfter"])),
         ("final reward", _fmt(summary["finalReward"])),
-        ("TPU chip-hours", _fmt(summary["tpuChipHours"])),
+        ("TPU chip-hours held by training", _fmt(summary["heldChipHours"])),
+        ("TPU chip-hours of the steps", _fmt(summary["stepChipHours"])),
     )
     return "".join(f"<div class=card>{label}<b>{value}</b></div>" for label, value in cards)
 
@@ -313,13 +314,14 @@ def _cost_rows(info: RunInfo, summary: dict[str, Any]) -> str:
     from core.estimate import usd_per_chip_hour
     from core.tpu import CATALOGUE
 
-    hours = summary.get("tpuChipHours")
-    rows = f"<tr><th>actual</th><td>{_fmt(hours)} chip-h</td>"
-    if hours is not None and info.capacity in CAPACITY_MODES and info.version in CATALOGUE:
-        rows += (
-            f"<td>${hours * usd_per_chip_hour(info.version, info.capacity):,.2f} ({html.escape(info.capacity)})</td>"
-        )
-    rows += "</tr>"
+    rows = ""
+    for label, key in (("held by training (start-up to exit)", "heldChipHours"), ("training steps", "stepChipHours")):
+        hours = summary.get(key)
+        rows += f"<tr><th>actual, {label}</th><td>{_fmt(hours)} chip-h</td>"
+        if hours is not None and info.capacity in CAPACITY_MODES and info.version in CATALOGUE:
+            usd = hours * usd_per_chip_hour(info.version, info.capacity)
+            rows += f"<td>${usd:,.2f} ({html.escape(info.capacity)})</td>"
+        rows += "</tr>"
     if info.estimate:
         train = info.estimate["steps"]["train"]
         chip_hours, usd = _fmt(train["tpuChipHours"]), train["usd"]

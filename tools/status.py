@@ -105,7 +105,7 @@ def _all_pods_ready(obj: dict[str, Any]) -> bool:
     return True
 
 
-def training_detail(settings: Settings, data: Any, running: bool) -> str:
+def training_detail(settings: Settings, data: Any, running: bool, now: float | None = None) -> str:
     """``step 12/50 · ETA 0:41 · reward 0.63`` from the run's files in GCS."""
     from core.estimate import step_seconds_for
 
@@ -117,6 +117,13 @@ def training_detail(settings: Settings, data: Any, running: bool) -> str:
         parts.append(f"ETA {int(remaining // 3600)}:{int(remaining % 3600 // 60):02d}")
     if data.final_reward is not None:
         parts.append(f"reward {data.final_reward:.4g}")
+    held = data.held_chip_hours(settings.total_chips, now=(now or time.time()) if running else None)
+    steps = data.step_chip_hours(settings.total_chips)
+    if held is not None or steps is not None:
+        shown = ", ".join(
+            f"{value:,.1f} {what}" for value, what in ((held, "held"), (steps, "in steps")) if value is not None
+        )
+        parts.append(f"chip-h {shown}")
     stalled = [a for a in data.evaluations.attempts if a.stalled]
     if stalled:
         parts.append(f"{len(stalled)} attempt{'s' if len(stalled) > 1 else ''} ended stalled ({stalled[-1].name})")

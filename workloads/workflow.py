@@ -684,8 +684,13 @@ class WorkflowRun(pulumi.ComponentResource):
         from workloads.build.model_card import CardFacts, card_setting, model_card
         from workloads.build.steps import branch_of
 
+        from workloads.build.manifests import REWARD_IMAGE_MAX_BYTES
+
         settings = self._args.settings
         image = found.get("rewardCurve")
+        if image is not None and len(image) > REWARD_IMAGE_MAX_BYTES:
+            pulumi.log.warn(f"the reward curve ({len(image)} bytes) is too large for the model card; left out", self)
+            image = None
         dataset = DATASETS[settings.training.dataset]
         ids = tuple(dict.fromkeys(v for k, v in dataset.keys if k in ("dataset_name", "eval_dataset_name")))
         estimate = estimate_for(settings)
@@ -714,6 +719,7 @@ class WorkflowRun(pulumi.ComponentResource):
             # A public card does not name the bucket: its default name holds the project's id.
             export_uri=self._plan.export.artifact_uri if settings.publish.private else "",
             base_license=self._args.base_license,
+            private=settings.publish.private,
         )
         return model_card(facts), image
 

@@ -535,5 +535,8 @@ def card_config_map(settings: Settings, name: str, step_id: str, readme: str, im
 
 REWARD_IMAGE = "reward-curve.png"
 """The reward curve's file name in the card folder and on the Hub (the card links it)."""
+REWARD_IMAGE_MAX_BYTES = 512 * 1024
+"""The largest reward curve the card carries: base64 makes it 683 KiB, which with the card's own bound
+(``model_card.CARD_MAX_BYTES``, 256 KiB) stays under a ConfigMap's 1 MiB; a larger one is left out."""
 CARD_FILES = ("README.md", REWARD_IMAGE)
 """What the card adds to a published branch (a file of the export by that name is replaced by it)."""

@@ -22,6 +22,7 @@ from typing import Any, TypeGuard
 
 import yaml
 
+from core.config.schema import IMAGE_REGISTRIES
 from core.knobs import DATASETS
 
 LICENSE = "gemma"
@@ -69,7 +70,8 @@ class CardFacts:
     digest is its own)."""
     summary: Mapping[str, Any] | None
     """``RunData.summary``: accuracyBefore, accuracyAfter, meanRewardBefore, meanRewardAfter, finalReward,
-    lastStep, tpuChipHours, attempts (each may be None); None when the run's results are not known."""
+    lastStep, stepChipHours, heldChipHours, attempts (each may be None); None when the run's results are not
+    known."""
     usd_per_chip_hour: float
     capacity: str
     chips: int
@@ -82,6 +84,8 @@ class CardFacts:
     base_license: str | None = None
     """The base model's licence as its Hub card declares it at the revision (``license:``, e.g. ``apache-2.0``
     or ``gemma``), None when it was not read."""
+    private: bool = True
+    """The repository is private: a public card names no private registry, project or bucket."""
 
 
 CARD_SETTINGS = ("tpu-rl:model.", "tpu-rl:training.", "tpu-rl:tpu.")
@@ -186,8 +190,10 @@ def _configuration(facts: CardFacts) -> str:
     if not facts.config_diff:
         return "\n".join([*lines[:2], "none: the tutorial's settings"])
     lines += [_row("setting", "this run", "tutorial"), _row("---", "---", "---")]
-    for entry in facts.config_diff:
+    for entry in facts.config_diff[:MAX_SETTINGS]:
         lines.append(_row(_code(entry["key"]), _code(_value(entry["value"])), _code(_value(entry["tutorial"]))))
+    if len(facts.config_diff) > MAX_SETTINGS:
+        lines += ["", f"and {len(facts.config_diff) - MAX_SETTINGS} more (the run's stack configuration has them all)"]
     return "\n".join(lines)
 
 
@@ -214,20 +220,38 @@ def _evaluation(facts: CardFacts) -> str:
 
 
 def _compute(facts: CardFacts) -> str:
-    hours = (facts.summary or {}).get("tpuChipHours")
+    summary = facts.summary or {}
+    steps, held = summary.get("stepChipHours"), summary.get("heldChipHours")
     cost = NOT_RECORDED
-    if _is_number(hours):
-        cost = f"{_usd(hours * facts.usd_per_chip_hour)} ({_rate(facts.usd_per_chip_hour)} per chip-hour)"
+    if _is_number(held):
+        cost = f"{_usd(held * facts.usd_per_chip_hour)} ({_rate(facts.usd_per_chip_hour)} per chip-hour, of the slice held)"
+    reserved = (
+        ["- a reserved slice bills every hour it exists, used or not: this counts the hours training held it"]
+        if facts.capacity == "reservation"
+        else []
+    )
     return "\n".join(
         [
             "## Compute",
             "",
-            f"- TPU chip-hours (training, every attempt): {_hours(hours)}",
+            f"- TPU chip-hours of the training steps (tunix's step events, every attempt): {_hours(steps)}",
+            "- TPU chip-hours the slice was held by training (every attempt from its start to its exit: start-up, "
+            f"compilation, evaluations and steps): {_hours(held)}",
             f"- cost: {cost}",
+            *reserved,
             f"- capacity: {_text(facts.capacity)}",
             f"- chips: {_number(facts.chips)}",
         ]
     )
+
+
+def _shown_image(reference: str, private: bool) -> str:
+    """An image reference as the card shows it: whole in a private card and for the public TPU image
+    registries; in a public card, an image of another registry without its registry and project (the image
+    name and tag or digest only)."""
+    if private or any(reference.startswith(registry + "/") for registry in IMAGE_REGISTRIES):
+        return reference
+    return "(a private registry)/" + reference.rsplit("/", 1)[-1]
 
 
 def _images(facts: CardFacts) -> str:
@@ -237,7 +261,14 @@ def _images(facts: CardFacts) -> str:
     for name in sorted(facts.images):
         reference = facts.images[name]
         digest = facts.image_digests.get(reference) or (reference if "@sha256:" in reference else None)
-        lines.append(_row(_code(name), _code(reference), _code(digest) if digest else "digest not recorded"))
+        shown_digest = _shown_image(digest, facts.private) if digest else None
+        lines.append(
+            _row(
+                _code(name),
+                _code(_shown_image(reference, facts.private)),
+                _code(shown_digest) if shown_digest else "digest not recorded",
+            )
+        )
     return "\n".join(lines)
 
 
@@ -320,11 +351,27 @@ def _yaml(data: dict[str, Any]) -> str:
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=False, width=1 << 30)
 
 
-def _text(value: Any) -> str:
-    """A value as Markdown text that renders as itself: on one line, markup characters escaped. A string
-    that would not show as itself (a line break or another unprintable character, spaces at an edge, which
-    a table cell trims, or nothing at all) is shown as its JSON string, quotes and escapes included."""
+MAX_VALUE_CHARS = 200
+"""The longest value the card shows (a longer one is cut, ``…`` marking the cut): every part of the card is
+bounded, so the card (``CARD_MAX_BYTES``) always fits its ConfigMap."""
+CARD_MAX_BYTES = 256 * 1024
+"""The card's bound: far below a ConfigMap's 1 MiB (``card_config_map`` holds it and the reward curve)."""
+ELLIPSIS = "…"
+MAX_SETTINGS = 120
+"""The most settings the configuration table lists (a stack has fewer keys than this)."""
+
+
+def _bounded(value: Any) -> str:
     text = str(value)
+    return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + ELLIPSIS
+
+
+def _text(value: Any) -> str:
+    """A value as Markdown text that renders as itself: on one line, markup characters escaped, at most
+    ``MAX_VALUE_CHARS`` of it. A string that would not show as itself (a line break or another unprintable
+    character, spaces at an edge, which a table cell trims, or nothing at all) is shown as its JSON string,
+    quotes and escapes included."""
+    text = _bounded(value)
     if not text.isprintable() or text.strip() != text or not text:
         text = json.dumps(text)
     return "".join("\\" + c if c in MARKDOWN_SPECIAL else c for c in text)
@@ -333,7 +380,7 @@ def _text(value: Any) -> str:
 def _code(value: Any) -> str:
     """A value as inline code when that renders it exactly (printable, no backtick, backslash or ``|``, no
     edge spaces, not empty), else as escaped text."""
-    text = str(value)
+    text = _bounded(value)
     if text and text.isprintable() and text.strip() == text and not set(text) & set("`\\|"):
         return f"`{text}`"
     return _text(text)

@@ -71,6 +71,26 @@ class Attempt:
     run: dict[str, Any] | None = None
     stalled: str | None = None
     """Why the stall watchdog ended it (``stalled: no new line ... for 2h00m``), None when it did not."""
+    ended: float | None = None
+    """When its files were last written (a Unix time: the log is copied when train_rl exits, the side file as
+    each line appears), None when not known."""
+
+    @property
+    def started(self) -> float | None:
+        """Its UTC start (from the file names) as a Unix time, None when the name is not a start."""
+        from datetime import UTC, datetime
+
+        try:
+            return datetime.strptime(self.name, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp()
+        except ValueError:
+            return None
+
+    def held_hours(self, now: float | None = None) -> float | None:
+        """How long the attempt held the slice, from its start to its last file (or ``now`` while it runs)."""
+        start, end = self.started, now if now is not None else self.ended
+        if start is None or end is None:
+            return None
+        return max(0.0, end - start) / 3600
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -81,6 +101,7 @@ class Attempt:
             "post": self.post,
             "intermediateSteps": sorted(self.intermediate),
             "stalled": self.stalled,
+            "heldHours": None if (hours := self.held_hours()) is None else round(hours, 4),
         }
 
 
@@ -133,15 +154,18 @@ def _read_attempt(attempt: Attempt, text: str) -> None:
             attempt.intermediate[int(step.group(1))] = {"step": int(step.group(1)), **_values(step.groups()[1:])}
 
 
-def parse_logs(logs: list[tuple[str, str]]) -> Evaluations:
+def parse_logs(logs: list[tuple[str, str]], written: dict[str, float] | None = None) -> Evaluations:
     """Evaluations from ``(file name, text)``: a log and a side file of the same attempt (same UTC start)
-    are read together; attempts in time order."""
+    are read together; attempts in time order. ``written``: file name -> when it was last written."""
     attempts: dict[str, Attempt] = {}
     for name, text in sorted(logs):
         match = ATTEMPT.search(name)
         key = match.group(1) if match else name
         attempt = attempts.setdefault(key, Attempt(key))
         attempt.files.append(name)
+        when = (written or {}).get(name)
+        if when is not None:
+            attempt.ended = max(attempt.ended or when, when)
         _read_attempt(attempt, text)
     ordered = [attempts[key] for key in sorted(attempts)]
     result = Evaluations(attempts=ordered)
@@ -195,10 +219,13 @@ def read_run_logs(client: Any, output_uri: str, **call: Any) -> Evaluations:
 
     bucket, prefix = split_uri(output_uri + "logs/")
     logs = []
+    written: dict[str, float] = {}
     for index, blob in enumerate(client.list_blobs(bucket, prefix=prefix, **call)):
         if index >= MAX_FILES:
             break
         name = blob.name.rsplit("/", 1)[-1]
         if name.endswith((".log", ".txt")):
             logs.append((name, _download(blob, **call)))
-    return parse_logs(logs)
+            if blob.updated is not None:
+                written[name] = blob.updated.timestamp()
+    return parse_logs(logs, written)

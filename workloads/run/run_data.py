@@ -51,18 +51,33 @@ class RunData:
         tag = reward_tag(self.scalars)
         return self.scalars.last(tag) if tag else None
 
-    def chip_hours(self, chips: int) -> float | None:
-        """TPU chip-hours of training: each attempt's span of tunix's own events, summed, times the chips
-        (start-up, the gaps between attempts and Orbax's step-0 scalars left out)."""
+    def step_chip_hours(self, chips: int) -> float | None:
+        """TPU chip-hours of the training steps: each attempt's span of tunix's own events, summed, times the
+        chips (start-up, compilation, the first step, the evaluations before and after, the gaps between
+        attempts and Orbax's step-0 scalars left out: less than the slice bills)."""
         hours = self.scalars.training_hours
         if hours is None or chips <= 0:
             return None
         return hours * chips
 
+    def held_chip_hours(self, chips: int, now: float | None = None) -> float | None:
+        """TPU chip-hours the training attempts held the slice: each attempt from its start (the training
+        container's, in its files' names) to its last file (its log, copied when train_rl exits), times the
+        chips; ``now`` ends the newest attempt while it runs. Start-up, compilation and every evaluation
+        included: what an autoscaled slice bills at least (a reserved one bills every hour it exists)."""
+        attempts = self.evaluations.attempts
+        if not attempts or chips <= 0:
+            return None
+        hours = [a.held_hours(now if a is attempts[-1] else None) for a in attempts]
+        if any(h is None for h in hours):
+            return None
+        return sum(h for h in hours if h is not None) * chips
+
     def summary(self, chips: int) -> dict[str, Any]:
-        """The stack output: before/after accuracy, final reward, chip-hours (None where not logged)."""
+        """The stack output: before/after accuracy, final reward, chip-hours of the steps and of the attempts
+        (None where not logged)."""
         pre, post = self.evaluations.pre or {}, self.evaluations.post or {}
-        hours = self.chip_hours(chips)
+        steps, held = self.step_chip_hours(chips), self.held_chip_hours(chips)
         return {
             "accuracyBefore": pre.get("accuracy"),
             "accuracyAfter": post.get("accuracy"),
@@ -70,7 +85,8 @@ class RunData:
             "meanRewardAfter": post.get("mean_reward"),
             "finalReward": self.final_reward,
             "lastStep": self.last_step,
-            "tpuChipHours": round(hours, 2) if hours is not None else None,
+            "stepChipHours": round(steps, 2) if steps is not None else None,
+            "heldChipHours": round(held, 2) if held is not None else None,
             "attempts": len(self.scalars.attempts),
         }
 
