@@ -603,10 +603,8 @@ def test_a_public_card_names_no_private_registry_or_project():
     facts = dict(images={"maxtext": private, "pathwaysServer": PATHWAYS}, image_digests={private: private_digest})
     public = model_card(dataclasses.replace(FACTS, private=False, export_uri="", **facts))
     assert "acme-secret-project" not in public
-    assert (
-        f"| `maxtext` | `(a private registry)/tpu_post_training:0.2.4` | `(a private registry)/tpu_post_training@sha256:{'ef' * 32}` |"
-        in public
-    )
+    shown = f"`(a private registry)/tpu_post_training@sha256:{'ef' * 32}`"
+    assert f"| `maxtext` | `(a private registry)/tpu_post_training:0.2.4` | {shown} |" in public
     assert f"| `pathwaysServer` | `{PATHWAYS}` | `{PATHWAYS}` |" in public
     assert "acme-secret-project" in model_card(dataclasses.replace(FACTS, **facts)), "a private card shows it whole"
 

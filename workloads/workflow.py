@@ -680,11 +680,9 @@ class WorkflowRun(pulumi.ComponentResource):
         """The model card's text and the reward curve (``workloads.build.model_card``), from plain values."""
         from core.estimate import estimate_for
         from core.knobs import DATASETS
-        from workloads.build.manifests import REWARD_IMAGE
+        from workloads.build.manifests import REWARD_IMAGE, REWARD_IMAGE_MAX_BYTES
         from workloads.build.model_card import CardFacts, card_setting, model_card
         from workloads.build.steps import branch_of
-
-        from workloads.build.manifests import REWARD_IMAGE_MAX_BYTES
 
         settings = self._args.settings
         image = found.get("rewardCurve")
