@@ -10,7 +10,7 @@ from core.redact import scrub
 from tests.fake_kube import AUTOSCALER_MESSAGES, SCHEDULER_MESSAGE, T0, T1, pod_event, step_pod
 from tests.lifecycle_walk import settings
 from workloads.build.steps import plan_workflow
-from workloads.run import pods
+from workloads.run import objects, pods
 from workloads.run.failures import failure_detail
 
 pytestmark = pytest.mark.pure
@@ -18,11 +18,20 @@ pytestmark = pytest.mark.pure
 PLAN = plan_workflow(settings("prod", []))
 
 
+def typed_pods(raw: list) -> list[objects.Pod]:
+    """Pods as the reader's boundary hands them on (``workloads.run.objects``)."""
+    return objects.pods(raw, "test pods")
+
+
+def typed_events(raw: list) -> list[objects.Event]:
+    return objects.events(raw, "test events")
+
+
 def test_an_unschedulable_pod_names_its_pool_and_the_schedulers_reason():
     head = step_pod(PLAN.train.manifest, "pathways-head", "unschedulable")
     worker = step_pod(PLAN.train.manifest, "worker", "unschedulable")
     running = step_pod(PLAN.convert.manifest, "convert", "running")
-    stuck = pods.unschedulable([worker, running, head])
+    stuck = pods.unschedulable(typed_pods([worker, running, head]))
     assert [(s.pod, s.pool) for s in stuck] == [
         (head["metadata"]["name"], "cpu-np"),
         (worker["metadata"]["name"], "the TPU slice pool"),
@@ -36,7 +45,7 @@ def test_a_pod_that_is_scheduled_or_failed_is_not_stuck():
     gated = step_pod(PLAN.convert.manifest, "convert", "unschedulable")
     gated["status"]["conditions"][0]["reason"] = "SchedulingGated"  # not the scheduler's verdict
     oom = step_pod(PLAN.convert.manifest, "convert", "oomkilled", container="convert")
-    assert pods.unschedulable([scheduled, gated, oom, {"status": "junk"}, {}]) == []
+    assert pods.unschedulable(typed_pods([scheduled, gated, oom, {}])) == []
 
 
 def test_the_newest_event_of_each_reason_on_that_pod_counts():
@@ -50,17 +59,22 @@ def test_the_newest_event_of_each_reason_on_that_pod_counts():
         pod_event(pod, "FailedScheduling"),
         pod_event(other, "NotTriggerScaleUp"),
     ]
-    assert pods.newest_reasons(events, pod["metadata"]["name"]) == {
+    assert pods.newest_reasons(typed_events(events), pod["metadata"]["name"]) == {
         "FailedScaleUp": AUTOSCALER_MESSAGES["FailedScaleUp"],
         "FailedScheduling": SCHEDULER_MESSAGE,
     }
-    assert pods.newest_reasons([{"reason": "Pulled", "involvedObject": {"kind": "Pod", "name": "x"}}], "x") == {}
+    assert (
+        pods.newest_reasons(typed_events([{"reason": "Pulled", "involvedObject": {"kind": "Pod", "name": "x"}}]), "x")
+        == {}
+    )
 
 
 def test_the_explanation_has_the_scheduler_the_autoscaler_and_the_fix():
     pod = step_pod(PLAN.convert.manifest, "convert", "unschedulable")
-    (stuck,) = pods.unschedulable([pod])
-    reasons = pods.newest_reasons([pod_event(pod, "NotTriggerScaleUp"), pod_event(pod, "FailedScheduling")], stuck.pod)
+    (stuck,) = pods.unschedulable(typed_pods([pod]))
+    reasons = pods.newest_reasons(
+        typed_events([pod_event(pod, "NotTriggerScaleUp"), pod_event(pod, "FailedScheduling")]), stuck.pod
+    )
     fix = pods.pool_fix("cpu-np", capacity="reservation", cpu_machine="n4-standard-64")
     assert pods.explain_unschedulable(stuck, reasons, fix) == (
         f"pod {stuck.pod} (pool cpu-np): scheduler: {SCHEDULER_MESSAGE.rstrip('.')}; autoscaler NotTriggerScaleUp: "
@@ -86,14 +100,14 @@ def test_an_oom_killed_container_is_found_now_or_in_its_last_restart():
     status["lastState"], status["state"] = status["state"], {"running": {"startedAt": T1}}
     exited = step_pod(PLAN.export.manifest, "export", "oomkilled", container="export")
     exited["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] = "Error"
-    assert pods.oom_killed([exited, restarted, oom]) == sorted(
+    assert pods.oom_killed(typed_pods([exited, restarted, oom])) == sorted(
         [(oom["metadata"]["name"], "convert"), (restarted["metadata"]["name"], "pathways-worker")]
     )
 
 
 def test_an_oom_kill_of_a_cpu_step_names_its_limit_and_the_key_to_raise():
     oom = step_pod(PLAN.convert.manifest, "convert", "oomkilled", container="convert")
-    detail = failure_detail(PLAN.convert, pods.oom_killed([oom]))
+    detail = failure_detail(PLAN.convert, pods.oom_killed(typed_pods([oom])))
     assert detail == (
         f"container convert of pod {oom['metadata']['name']} was OOMKilled at its 168Gi limit: raise "
         "tpu-rl:workflow.stepMemoryGib (and tpu-rl:cpuPool.machineType if the node no longer fits it)"
@@ -121,35 +135,48 @@ def test_events_are_ordered_by_the_time_each_kind_of_recorder_writes():
         found.update(times)
         return found
 
-    assert pods.newest_reasons([event("old", lastTimestamp=T0), event("new", lastTimestamp=T1)], name) == {
-        "FailedScaleUp": "new"
-    }
-    assert pods.newest_reasons([event("new", eventTime=T1), event("old", eventTime=T0)], name)["FailedScaleUp"] == "new"
-    assert pods.newest_reasons([event("old", firstTimestamp=T0), event("new", firstTimestamp=T1)], name) == {
-        "FailedScaleUp": "new"
-    }
-    assert pods.newest_reasons([event("new", firstTimestamp=T1), event("old", firstTimestamp=T0)], name) == {
-        "FailedScaleUp": "new"
-    }
+    assert pods.newest_reasons(
+        typed_events([event("old", lastTimestamp=T0), event("new", lastTimestamp=T1)]), name
+    ) == {"FailedScaleUp": "new"}
+    assert (
+        pods.newest_reasons(typed_events([event("new", eventTime=T1), event("old", eventTime=T0)]), name)[
+            "FailedScaleUp"
+        ]
+        == "new"
+    )
+    assert pods.newest_reasons(
+        typed_events([event("old", firstTimestamp=T0), event("new", firstTimestamp=T1)]), name
+    ) == {"FailedScaleUp": "new"}
+    assert pods.newest_reasons(
+        typed_events([event("new", firstTimestamp=T1), event("old", firstTimestamp=T0)]), name
+    ) == {"FailedScaleUp": "new"}
     pulled = {**event("pulled", lastTimestamp=T0), "reason": "Pulled"}
-    assert pods.newest_reasons([pulled, event("after", lastTimestamp=T1)], name) == {"FailedScaleUp": "after"}
-    assert pods.newest_reasons([event("timed", lastTimestamp=T0), event("untimed")], name) == {"FailedScaleUp": "timed"}
-    assert pods.newest_reasons([event("first", lastTimestamp=T1), event("second", lastTimestamp=T1)], name) == {
-        "FailedScaleUp": "second"
+    assert pods.newest_reasons(typed_events([pulled, event("after", lastTimestamp=T1)]), name) == {
+        "FailedScaleUp": "after"
     }
-    assert pods.newest_reasons([event("last", lastTimestamp=T1, eventTime=T0)], name) == {"FailedScaleUp": "last"}
-    assert pods.newest_reasons([event("", lastTimestamp=T1)], name) == {"FailedScaleUp": ""}
+    assert pods.newest_reasons(typed_events([event("timed", lastTimestamp=T0), event("untimed")]), name) == {
+        "FailedScaleUp": "timed"
+    }
+    assert pods.newest_reasons(
+        typed_events([event("first", lastTimestamp=T1), event("second", lastTimestamp=T1)]), name
+    ) == {"FailedScaleUp": "second"}
+    assert pods.newest_reasons(typed_events([event("last", lastTimestamp=T1, eventTime=T0)]), name) == {
+        "FailedScaleUp": "last"
+    }
+    assert pods.newest_reasons(typed_events([event("", lastTimestamp=T1)]), name) == {"FailedScaleUp": ""}
     other = step_pod(PLAN.export.manifest, "export", "unschedulable")
     mixed = [pod_event(other, "FailedScaleUp"), {"reason": "Pulled"}, event("mine", lastTimestamp=T1)]
-    assert pods.newest_reasons(mixed, name) == {"FailedScaleUp": "mine"}, "other pods' and other events are skipped"
+    assert pods.newest_reasons(typed_events(mixed), name) == {"FailedScaleUp": "mine"}, (
+        "other pods' and other events are skipped"
+    )
     unnamed = {"involvedObject": {"kind": "Pod", "name": name}}
-    assert pods.newest_reasons([unnamed], name) == {}, "an event without a reason is not one of these"
+    assert pods.newest_reasons(typed_events([unnamed]), name) == {}, "an event without a reason is not one of these"
 
 
 def test_the_explanation_cuts_the_servers_words_and_drops_their_final_dot():
     pod = step_pod(PLAN.convert.manifest, "convert", "unschedulable")
     pod["metadata"]["name"] = "p" * 150
-    (stuck,) = pods.unschedulable([pod])
+    (stuck,) = pods.unschedulable(typed_pods([pod]))
     long = "0/6 nodes are available: " + "x" * 400
     text = pods.explain_unschedulable(stuck, {"FailedScheduling": long, "NotTriggerScaleUp": long}, "fix it")
     assert text == (
@@ -166,21 +193,21 @@ def test_pods_and_containers_without_names_are_still_reported():
     oom = step_pod(PLAN.convert.manifest, "convert", "oomkilled", container="convert")
     del oom["metadata"]["name"]
     del oom["status"]["containerStatuses"][0]["name"]
-    assert pods.oom_killed([oom]) == [("?", "?")]
+    assert pods.oom_killed(typed_pods([oom])) == [("?", "?")]
     stuck = step_pod(PLAN.convert.manifest, "convert", "unschedulable")
     del stuck["metadata"]["name"]
     del stuck["status"]["conditions"][0]["message"]
-    assert pods.unschedulable([stuck]) == [pods.Stuck("?", "cpu-np", "")]
+    assert pods.unschedulable(typed_pods([stuck])) == [pods.Stuck("?", "cpu-np", "")]
 
 
 def test_a_sidecar_killed_for_memory_is_found_in_the_init_container_statuses():
     head = step_pod(PLAN.train.manifest, "pathways-head", "oomkilled", container="pathways-proxy")
     head["status"]["initContainerStatuses"] = head["status"].pop("containerStatuses")
-    assert pods.oom_killed([head]) == [(head["metadata"]["name"], "pathways-proxy")]
+    assert pods.oom_killed(typed_pods([head])) == [(head["metadata"]["name"], "pathways-proxy")]
 
 
 def test_a_pod_without_a_pool_selector_and_every_pools_fix():
-    assert pods.pool_of({"spec": {}}) == "any pool" == pods.pool_of({})
+    assert pods.pool_of(typed_pods([{"spec": {}}])[0]) == "any pool" == pods.pool_of(typed_pods([{}])[0])
     assert pods.pool_fix("cpu-np", capacity="spot", cpu_machine="c3-highmem-88") == (
         "cpu-np cannot add another c3-highmem-88 node: raise tpu-rl:cpuPool.maxNodes, request more C3_CPUS "
         "quota in the region, or choose another tpu-rl:cpuPool.machineType if the zone is out of it"
@@ -219,14 +246,14 @@ def test_image_digests_are_what_the_kubelet_ran_each_reference_as():
             {"name": "workload", "imageID": "docker-pullable://" + RAN},
         ],
     )
-    assert pods.image_digests([pod]) == {MAXTEXT: RAN, server: server}
+    assert pods.image_digests(typed_pods([pod])) == {MAXTEXT: RAN, server: server}
 
 
 def test_a_container_that_never_started_or_a_runtime_without_a_digest_is_left_out():
     never = _pod([{"name": "workload", "image": MAXTEXT}], [{"name": "workload", "imageID": ""}])
     local = _pod([{"name": "workload", "image": MAXTEXT}], [{"name": "workload", "imageID": "sha256:" + "c" * 64}])
     other = _pod([{"name": "workload", "image": MAXTEXT}], [{"name": "sidecar", "imageID": RAN}])
-    assert pods.image_digests([never, local, other, {}, {"spec": None, "status": "x"}]) == {}
+    assert pods.image_digests(typed_pods([never, local, other, {}])) == {}
 
 
 def test_the_first_pod_that_ran_an_image_names_its_digest_and_init_containers_count():
@@ -237,10 +264,34 @@ def test_the_first_pod_that_ran_an_image_names_its_digest_and_init_containers_co
         init_statuses=[{"name": "setup", "imageID": RAN}],
     )
     later = _pod([{"name": "workload", "image": MAXTEXT}], [{"name": "workload", "imageID": RAN.replace("a", "d")}])
-    found = pods.image_digests([init, later])
+    found = pods.image_digests(typed_pods([init, later]))
     assert found == {MAXTEXT: RAN} and list(found) == sorted(found)
 
 
-def test_a_status_that_is_not_an_object_does_not_hide_the_next_one():
-    pod = _pod([{"name": "workload", "image": MAXTEXT}], ["oops", None, {"name": "workload", "imageID": RAN}])
-    assert pods.image_digests([pod]) == {MAXTEXT: RAN}
+def test_a_status_that_is_not_an_object_is_named_at_the_boundary():
+    from core.boundary import BoundaryError
+
+    pod = _pod([{"name": "workload", "image": MAXTEXT}], ["oops", {"name": "workload", "imageID": RAN}])
+    with pytest.raises(BoundaryError, match=r"^test pods item 0: status.containerStatuses.0: Input should be a valid"):
+        typed_pods([pod])
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ({"status": "junk"}, "status: Input should be a valid dictionary"),
+        ({"spec": None}, "spec: Input should be a valid dictionary"),
+        ({"metadata": "x"}, "metadata: Input should be a valid dictionary"),
+        ({"status": {"conditions": 5}}, "status.conditions: Input should be a valid list"),
+        ({"status": {"containerStatuses": [{"imageID": 7}]}}, "status.containerStatuses.0.imageID: Input should be"),
+        ({"status": {"startTime": "2026-11-30T05:00:00"}}, "status.startTime: Value error, a time without a zone"),
+    ],
+)
+def test_a_pod_of_another_shape_is_one_line_naming_the_pod_and_the_field(raw, field):
+    """What a cluster (or a proxy in front of it) sends that is not a pod stops at the boundary, named, instead of
+    a traceback in the wait or in `make status`."""
+    from core.boundary import BoundaryError
+
+    with pytest.raises(BoundaryError) as refused:
+        typed_pods([step_pod(PLAN.convert.manifest, "convert", "running"), raw])
+    assert str(refused.value).startswith(f"test pods item 1: {field}") and "\n" not in str(refused.value)

@@ -16,6 +16,7 @@ from tests.loopback import QuietHandler, serve
 from tests.run_files import upload_run
 from tools import status as status_cli
 from workloads.build.steps import plan_workflow
+from workloads.run import objects
 
 DEV = plan_workflow(settings("dev", []))
 CONTEXT = "gke_my-tpu-dev-project_us-east5_tpu-rl-dev"
@@ -157,7 +158,41 @@ def test_an_attempt_the_stall_watchdog_ended_shows_in_the_training_row(tmp_path,
 )
 def test_a_step_is_pending_until_its_pods_are_ready(step, obj, state):
     """Created but waiting (unschedulable TPU pods, image pulls) reads as pending, not running."""
-    assert status_cli.step_status(getattr(DEV, step), obj).state == state
+    typed = None if obj is None else objects.jobset(obj, "test JobSet")
+    assert status_cli.step_status(getattr(DEV, step), typed).state == state
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (
+            lambda o: o["status"].update(terminalState=["Failed"]),
+            "status.terminalState: Input should be a valid string",
+        ),
+        (lambda o: o["status"].update(conditions=5), "status.conditions: Input should be a valid list"),
+        (lambda o: o.update(metadata="x"), "metadata: Input should be a valid dictionary"),
+        (lambda o: o["metadata"].update(creationTimestamp="2026-11-30T05:00:00"), "a time without a zone"),
+        (lambda o: o["status"].update(restarts=-1), "status.restarts: Input should be greater than or equal to 0"),
+        (
+            lambda o: o["status"]["conditions"].append({"type": "Failed", "message": ["x"]}),
+            "status.conditions.0.message",
+        ),
+    ],
+    ids=["list-terminal-state", "number-conditions", "string-metadata", "time-without-zone", "negative", "list-text"],
+)
+def test_a_jobset_of_another_shape_is_one_line_naming_the_object_and_the_field(
+    tmp_path, api, gcs, capsys, change, field
+):
+    """A JobSet the cluster (or a proxy) sends in another shape stops at the boundary: `make status` prints one
+    line naming the object and the field and exits 2 (no traceback), and nothing past it re-checks the shape."""
+    obj = cpu_step(DEV.convert, "running")
+    obj["status"].setdefault("conditions", [])
+    change(obj)
+    OBJECTS[DEV.convert.name] = obj
+    assert run(tmp_path, api) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot read the cluster: JobSet tpu-rl/{DEV.convert.name}: ") and field in err
+    assert err.count("\n") == 1 and "Traceback" not in err
 
 
 def test_a_failed_step_shows_its_reason_and_exits_1(tmp_path, api, gcs, capsys):

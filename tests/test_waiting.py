@@ -24,7 +24,7 @@ from tests.fake_kube import (
 )
 from tests.lifecycle_walk import settings
 from workloads.build.steps import plan_workflow
-from workloads.run import waiting
+from workloads.run import objects, waiting
 from workloads.run.live_state import NEVER_FITS, Admission, admission, live_step, retry_marker
 from workloads.run.waiting import POLL_SECONDS, Bounds, StepWaitError
 
@@ -68,7 +68,8 @@ CONFLICT = (
 )
 
 
-def jobset(state: str = "pending", *, suspend: bool | None = True) -> dict:
+def raw_jobset(state: str = "pending", *, suspend: bool | None = True) -> dict:
+    """The JobSet as the API server returns it (fake_kube)."""
     obj = with_state(TRAIN.manifest, state)
     obj["metadata"]["uid"] = UID
     if suspend is not None:
@@ -76,15 +77,23 @@ def jobset(state: str = "pending", *, suspend: bool | None = True) -> dict:
     return obj
 
 
-def wl(state: str, created: str = T1, **conditions: tuple[str, str, str]) -> dict:
+def jobset(state: str = "pending", *, suspend: bool | None = True) -> objects.JobSet:
+    """The JobSet as the reader's boundary hands it on (``workloads.run.objects``)."""
+    return objects.jobset(raw_jobset(state, suspend=suspend), "test JobSet")
+
+
+def wl(state: str, created: str = T1, active: bool | None = None, **conditions: tuple[str, str, str]):
     """A Workload from fake_kube in ``state``; ``conditions`` (type=(status, reason, message)) replace its own."""
-    item = workload(jobset(), state)
+    item = workload(raw_jobset(), state)
     item["metadata"]["creationTimestamp"] = created
+    if active is not None:
+        item["spec"] = {"active": active}
     if conditions:
         item["status"]["conditions"] = [
             {"type": kind, "status": s, "reason": r, "message": m} for kind, (s, r, m) in conditions.items()
         ]
-    return item
+    (parsed,) = objects.workloads([item], "test Workloads")
+    return parsed
 
 
 def pending(message: str) -> tuple[dict, list[dict]]:
@@ -225,7 +234,7 @@ INACTIVE = "its Workload is deactivated (spec.active is false)"
             KUEUE_MESSAGES["deactivated"],
             "its pods were not all Ready in time",
         ),
-        ([{**wl("queued"), "spec": {"active": False}}], "Deactivated", INACTIVE, "its Workload is inactive"),
+        ([wl("queued", active=False)], "Deactivated", INACTIVE, "its Workload is inactive"),
         (
             [wl("queued", Finished=("True", "FailedToStart", CONFLICT))],
             "FailedToStart",
@@ -327,7 +336,8 @@ def test_kueue_text_cannot_reach_the_terminal(clock):
 # Unschedulable pods (workloads.run.pods): the bound, both sides; the scheduler's and the autoscaler's words
 
 
-STUCK_POD = step_pod(TRAIN.manifest, "pathways-head", "unschedulable")
+RAW_STUCK_POD = step_pod(TRAIN.manifest, "pathways-head", "unschedulable")
+STUCK_POD = objects.pods([step_pod(TRAIN.manifest, "pathways-head", "unschedulable")], "test pods")[0]
 ADMITTED = jobset("running", suspend=False)
 
 
@@ -338,7 +348,8 @@ def unschedulable_reads(events=None):
         calls.append(1)
         if isinstance(events, Exception):
             raise events
-        return events if events is not None else [pod_event(STUCK_POD, "FailedScaleUp")]
+        raw = events if events is not None else [pod_event(RAW_STUCK_POD, "FailedScaleUp")]
+        return objects.events(raw, "test events")
 
     reads = waiting.Unschedulable(events=read_events, fix=lambda pool: f"fix {pool}", then="It stays pending")
     return reads, calls
@@ -362,7 +373,7 @@ def test_a_pod_unschedulable_for_the_bound_fails_with_the_reasons_the_pool_and_t
     result, lines, calls = run_unschedulable(clock, lambda t: (ADMITTED, [wl("admitted")], [STUCK_POD]))
     assert isinstance(result, StepWaitError) and calls == [1], "events are read once, at the bound"
     assert clock.t == BOUNDS.unschedulable == 15 * 60
-    name = STUCK_POD["metadata"]["name"]
+    name = STUCK_POD.metadata.name
     assert str(result) == (
         f"{WHAT} could not be scheduled for 15m: pod {name} (pool cpu-np): scheduler: {SCHEDULER_MESSAGE.rstrip('.')}; "
         f"autoscaler FailedScaleUp: {AUTOSCALER_MESSAGES['FailedScaleUp'].rstrip('.')}. fix cpu-np. It stays pending "
@@ -376,7 +387,7 @@ def test_scheduled_one_poll_before_the_bound_waits_on(clock):
         pods = (
             [STUCK_POD]
             if t < BOUNDS.unschedulable - POLL_SECONDS
-            else [step_pod(TRAIN.manifest, "pathways-head", "running")]
+            else objects.pods([step_pod(TRAIN.manifest, "pathways-head", "running")], "test pods")
         )
         return (
             (ADMITTED if t < BOUNDS.unschedulable + 60 else jobset("completed", suspend=False)),
@@ -418,3 +429,36 @@ def test_unreadable_events_still_give_the_schedulers_words(clock):
         clock, lambda t: (ADMITTED, [wl("admitted")], [STUCK_POD]), events=ClusterReadError("down")
     )
     assert calls == [1] and f"scheduler: {SCHEDULER_MESSAGE.rstrip('.')}. fix cpu-np" in str(result)
+
+
+class StubReader:
+    """What the bounded reader returns (its own checks passed: JSON objects), in any shape."""
+
+    def __init__(self, obj, workloads=(), pods=()):
+        self.obj, self.workloads, self.found = obj, list(workloads), list(pods)
+
+    def get(self, *_args):
+        return self.obj
+
+    def list(self, *_args):
+        return self.workloads
+
+    def pods(self, *_args):
+        return self.found
+
+
+@pytest.mark.parametrize(
+    ("reader", "words"),
+    [
+        (StubReader({**raw_jobset(), "status": {"terminalState": ["Failed"]}}), f"{WHAT}: status.terminalState: "),
+        (StubReader(raw_jobset(), workloads=[{"status": {"conditions": 5}}]), "the Kueue Workloads of "),
+        (StubReader(raw_jobset("running", suspend=False), pods=[{"metadata": "x"}]), "the pods of "),
+    ],
+    ids=["jobset", "workload", "pod"],
+)
+def test_an_object_of_another_shape_is_a_failed_read_naming_it(reader, words):
+    """read_step is where the wait's objects enter: a shape the API does not send is a ClusterReadError (the wait
+    reports it as an unreadable cluster, one line), never a TypeError in the code past it."""
+    with pytest.raises(ClusterReadError) as failed:
+        waiting.read_step(reader, "tpu-rl", TRAIN.name, queued=True, pods=True)
+    assert words in str(failed.value) and "\n" not in str(failed.value)

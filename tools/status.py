@@ -24,7 +24,8 @@ from core.redact import scrub
 from core.settings import Settings
 from infra.k8s import live
 from workloads.build.steps import Step, Workflow
-from workloads.run.live_state import condition, live_step
+from workloads.run import objects
+from workloads.run.live_state import live_step
 from workloads.run.waiting import read_step
 
 
@@ -52,55 +53,43 @@ class StepStatus:
         return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
-def _time(text: Any) -> datetime | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def _condition_time(status: dict[str, Any], *types: str) -> datetime | None:
+def _condition_time(status: objects.JobSetStatus, *types: str) -> datetime | None:
     """When the first of the conditions `types` that is True became True."""
-    found = next(filter(None, (condition(status, kind) for kind in types)), None)
-    return _time(found.get("lastTransitionTime")) if found else None
+    found = next(filter(None, (objects.true_condition(status.conditions, kind) for kind in types)), None)
+    return found.last_transition_time if found else None
 
 
-def step_status(step: Step, obj: dict[str, Any] | None, workloads: list[dict[str, Any]] | None = None) -> StepStatus:
+def step_status(step: Step, obj: objects.JobSet | None, workloads: list[objects.Workload] | None = None) -> StepStatus:
     """The state of one step from its live JobSet (None: not created yet) and, for a step queued to Kueue,
     its Workloads."""
     if obj is None:
         return StepStatus(step.step, step.name, "pending")
-    status = obj.get("status") or {}
     current = live_step(obj, workloads)
-    started = _time((obj.get("metadata") or {}).get("creationTimestamp"))
-    finished = _condition_time(status, "Completed", "Failed")
-    restarts = status.get("restarts") if isinstance(status.get("restarts"), int) else 0
+    finished = _condition_time(obj.status, "Completed", "Failed")
     shown = current.state in ("failed", "stopped", "queued")
-    reason = scrub(f"{current.reason}: {current.message}".strip(": "), limit=200) if shown else ""
+    reason = f"{current.reason}: {current.message}".strip(": ")[:200] if shown else ""
     state = current.state
     if state == "running" and not _all_pods_ready(obj):
         state = "pending"
-    return StepStatus(step.step, step.name, state, started, finished, restarts, reason)
+    return StepStatus(
+        step.step, step.name, state, obj.metadata.creation_timestamp, finished, obj.status.restarts, reason
+    )
 
 
-def _all_pods_ready(obj: dict[str, Any]) -> bool:
+def _all_pods_ready(obj: objects.JobSet) -> bool:
     """Whether a running JobSet has its pods up (else it is waiting: pending).
 
     It counts, per replicated Job, the child Jobs whose pods are all ready or completed
     (`status.replicatedJobsStatus[].ready`), which stays below `replicas` while the TPU slice's
     pods (or a CPU step's pod) wait for nodes.
     """
-    status = obj.get("status") or {}
-    counts = {entry.get("name"): entry for entry in status.get("replicatedJobsStatus") or [] if isinstance(entry, dict)}
-    jobs = (obj.get("spec") or {}).get("replicatedJobs") or []
-    if not jobs:
+    counts = {entry.name: entry for entry in obj.status.replicated_jobs_status}
+    if not obj.spec.replicated_jobs:
         return False
-    for job in jobs:
-        entry = counts.get(job.get("name")) or {}
-        done = sum(v for k in ("ready", "succeeded") if isinstance(v := entry.get(k), int))
-        if done < (job.get("replicas") if isinstance(job.get("replicas"), int) else 1):
+    for job in obj.spec.replicated_jobs:
+        entry = counts.get(job.name)
+        done = entry.ready + entry.succeeded if entry else 0
+        if done < job.replicas:
             return False
     return True
 

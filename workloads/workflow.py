@@ -38,6 +38,7 @@ from workloads.run import live_state, waiting
 from workloads.run import pods as pod_state
 from workloads.run.exported import Exported
 from workloads.run.failures import DETAIL, StepFailedError, check_step_status, failure_detail
+from workloads.run.objects import Pod
 
 APPLY_TIMEOUT = "10m"
 """The provider's create or update of a step: the apply only (the program does the waiting)."""
@@ -232,10 +233,10 @@ class LiveReader:
                 return None
             retry = current.state in ("failed", "stopped")
             if current.state == "failed":
-                reason = scrub(current.reason or "Failed", limit=60)
+                reason = (current.reason or "Failed")[:60]
                 self._say(f"{what} ended Failed ({reason}); {self._will()}{_resumes(step)}")
             elif current.state == "stopped":
-                reason = scrub(current.reason or "Deactivated", limit=60)
+                reason = (current.reason or "Deactivated")[:60]
                 self._say(f"{what} was stopped by Kueue ({reason}); {self._will()}{_resumes(step)}")
             elif current.state == "succeeded":
                 problem = self._output_problem(step)
@@ -285,7 +286,7 @@ class LiveReader:
                     reader.close()
 
             unschedulable = waiting.Unschedulable(
-                events=lambda: fresh(lambda reader: reader.events(namespace, "involvedObject.kind=Pod")),
+                events=lambda: fresh(lambda reader: waiting.read_pod_events(reader, namespace)),
                 fix=lambda pool: pod_state.pool_fix(
                     pool, capacity=settings.tpu.capacity, cpu_machine=settings.cpu_pool.machine_type
                 ),
@@ -303,10 +304,10 @@ class LiveReader:
                     )
                 except waiting.StepWaitError as err:
                     raise pulumi.RunError(str(err)) from None
-                status = dict(obj.get("status") or {})
+                status = obj.status.model_dump(mode="json", by_alias=True)
                 if live_state.live_step(obj).state == "failed":
                     try:
-                        found = fresh(lambda reader: reader.pods(namespace, f"{pod_state.JOBSET_LABEL}={step.name}"))
+                        found = fresh(lambda reader: waiting.read_pods(reader, namespace, step.name))
                     except live.ClusterReadError:
                         found = []  # the failure is reported without what its pods say
                     detail = failure_detail(step, pod_state.oom_killed(found))
@@ -326,12 +327,12 @@ class LiveReader:
         def read(args: list[Any]) -> dict[str, str]:
             if self.preview:
                 return {}
-            found: list[dict[str, Any]] = []
+            found: list[Pod] = []
             # A fresh reader (a new credential): the steps ended hours after the first reads of this `up`.
             reader = live.ClusterReader(args[0])
             try:
                 for step in steps:
-                    found += reader.pods(namespace, f"{pod_state.JOBSET_LABEL}={step.name}")
+                    found += waiting.read_pods(reader, namespace, step.name)
             except live.ClusterReadError as err:
                 pulumi.log.warn(f"no image digests for the model card: cannot read the pods ({err})", self.parent)
                 return {}
@@ -349,7 +350,7 @@ class LiveReader:
 
         def read(config: str) -> str:
             try:
-                items = self._cluster(config).list(train.manifest["apiVersion"], "JobSet", namespace, selector)
+                items = waiting.read_jobsets(self._cluster(config), namespace, selector)
             except live.ClusterReadError as err:
                 self._unreadable(f"the training runs in {namespace}", err)
                 return ""

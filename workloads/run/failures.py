@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.redact import scrub
 from workloads.build.steps import Step
-from workloads.run.live_state import live_step
+from workloads.run import objects
+from workloads.run.live_state import state_of
 
 DETAIL = "tpu-rl.detail"
 """Key of what the failed step's pods say, added by the program's wait to the status it hands on."""
@@ -34,22 +34,24 @@ def failure_detail(step: Step, oom: list[tuple[str, str]]) -> str:
     main = "workload-container" if step.step == "train" else step.step
     pod, container = min(oom, key=lambda found: (found[1] != main, found))  # the step's own container first
     limit = memory_limit(step.manifest, container)
-    where = f"container {scrub(container, limit=63)} of pod {scrub(pod, limit=100)} was OOMKilled at its {limit} limit"
+    where = f"container {container[:63]} of pod {pod[:100]} was OOMKilled at its {limit} limit"
     if step.step in ("convert", "export"):
         return f"{where}: raise {MEMORY_KEY} (and tpu-rl:cpuPool.machineType if the node no longer fits it)"
     return f"{where}: the Pathways head's limits are xpk's (core/pathways.py HEAD_RESOURCES)"
 
 
 def check_step_status(kind: str, status: dict[str, Any] | None, namespace: str, name: str, logs_command: str) -> str:
-    """Return the state; raise ``StepFailedError`` naming the object, the reason, what its pods say and the
-    logs command."""
-    live = live_step({"kind": "JobSet", "status": status or {}})
-    if live.state != "failed":
-        return live.state
-    reason = scrub(live.reason, limit=60) or "Failed"  # the controller's text: one line, no escapes, no tokens
-    message = (scrub(live.message, limit=300) or f"no message in the {kind}'s Failed condition").rstrip(".")
+    """Return the state of the status a step ended with (the program's wait's, or as the provider recorded it:
+    outside data, parsed here, ``objects.jobset_status``); raise ``StepFailedError`` naming the object, the
+    reason, what its pods say and the logs command."""
+    parsed = objects.jobset_status(status, f"{kind} {namespace}/{name}")
+    state, reason, message = state_of(parsed)
+    if state != "failed":
+        return state
+    reason = reason[:60] or "Failed"  # the controller's text, printable since it was read
+    message = (message[:300] or f"no message in the {kind}'s Failed condition").rstrip(".")
     detail = (status or {}).get(DETAIL)
-    also = f"; {detail}" if detail else ""
+    also = f"; {detail}" if isinstance(detail, str) and detail else ""
     raise StepFailedError(
         f"{kind} {namespace}/{name} failed ({reason}): {message}{also}. Read the logs with: {logs_command}"
     )

@@ -32,11 +32,12 @@ is admitted. What Kueue says of it (``admission``) is read from the Workload's c
 
 from __future__ import annotations
 
+import datetime
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from core.names import ADOPTED, RETRY_ANNOTATION
+from workloads.run.objects import JobSet, JobSetStatus, Workload, any_condition, true_condition
 
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 """Kueue labels a job's Workload with the job's UID (its name carries a hash: select by this label)."""
@@ -67,48 +68,36 @@ class Admission:
     message: str = ""
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    """``value`` if it is a mapping, else an empty one (a live object's field may be missing or malformed)."""
-    return value if isinstance(value, dict) else {}
+_EPOCH = datetime.datetime.min.replace(tzinfo=datetime.UTC)
 
 
-def admission(workloads: list[dict[str, Any]]) -> Admission:
+def admission(workloads: list[Workload]) -> Admission:
     """Interpret the Workloads Kueue made for one JobSet (the newest counts)."""
-    items = [w for w in workloads if isinstance(w, dict)]
-    if not items:
+    if not workloads:
         return Admission("none", "", "Kueue has not made a Workload for it yet")
-    newest = max(items, key=lambda w: str((w.get("metadata") or {}).get("creationTimestamp") or ""))
-    spec = _dict(newest.get("spec"))
-    status = _dict(newest.get("status"))
-    evicted = condition(status, "Evicted") or {}
-    finished = condition(status, "Finished")
-    if spec.get("active") is False or str(evicted.get("reason") or "").startswith("DeactivatedDueTo"):
+    newest = max(workloads, key=lambda w: w.metadata.creation_timestamp or _EPOCH)
+    conditions = newest.status.conditions
+    evicted = true_condition(conditions, "Evicted")
+    finished = true_condition(conditions, "Finished")
+    if newest.spec.active is False or (evicted is not None and evicted.reason.startswith("DeactivatedDueTo")):
         return Admission(
             "stopped",
-            str(evicted.get("reason") or "Deactivated"),
-            str(evicted.get("message") or "its Workload is deactivated (spec.active is false)"),
+            (evicted.reason if evicted else "") or "Deactivated",
+            (evicted.message if evicted else "") or "its Workload is deactivated (spec.active is false)",
         )
     if finished:
-        state = "stopped" if finished.get("reason") == "FailedToStart" else "finished"
-        return Admission(state, str(finished.get("reason") or ""), str(finished.get("message") or ""))
-    if condition(status, "Admitted"):
+        state = "stopped" if finished.reason == "FailedToStart" else "finished"
+        return Admission(state, finished.reason, finished.message)
+    if true_condition(conditions, "Admitted"):
         return Admission("admitted", "Admitted", "")
-    reserved = _condition_any(status, "QuotaReserved") or {}
-    reason, message = str(reserved.get("reason") or ""), str(reserved.get("message") or "")
+    reserved = any_condition(conditions, "QuotaReserved")
+    reason, message = (reserved.reason, reserved.message) if reserved else ("", "")
     waiting = any(words in message for words in WAITING_FOR_QUOTA)
     if reason == "Pending" and any(re.search(words, message) for words in NEVER_FITS) and not waiting:
         return Admission("never", reason, message)
     if evicted:
-        reason, message = str(evicted.get("reason") or reason), str(evicted.get("message") or message)
+        reason, message = evicted.reason or reason, evicted.message or message
     return Admission("queued", reason or "Pending", message or "waiting for Kueue to admit it")
-
-
-def _condition_any(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    """The object's condition of type `kind`, whatever its status."""
-    for entry in status.get("conditions") or []:
-        if isinstance(entry, dict) and entry.get("type") == kind:
-            return entry
-    return None
 
 
 @dataclass(frozen=True)
@@ -130,41 +119,33 @@ class LiveStep:
 ABSENT = LiveStep("absent")
 
 
-def condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    """The object's condition of type `kind` when it is True."""
-    for entry in status.get("conditions") or []:
-        if isinstance(entry, dict) and entry.get("type") == kind and entry.get("status") == "True":
-            return entry
-    return None
-
-
-def live_step(obj: dict[str, Any] | None, workloads: list[dict[str, Any]] | None = None) -> LiveStep:
-    """Interpret a live JobSet (None = it does not exist) and, for a queued step, its Kueue Workloads.
+def state_of(status: JobSetStatus) -> tuple[str, str, str]:
+    """(running | succeeded | failed, the Failed condition's reason, its message) of a JobSet's status.
 
     ``status.terminalState`` is set once the JobSet has the Completed or Failed condition (JobSet
     ``jobset_controller.go`` ``setJobSetCompletedCondition``/``setJobSetFailedCondition``)."""
-    if not obj:
+    state = {"Failed": "failed", "Completed": "succeeded"}.get(status.terminal_state, "running")
+    failed = true_condition(status.conditions, "Failed")
+    return state, failed.reason if failed else "", failed.message if failed else ""
+
+
+def live_step(obj: JobSet | None, workloads: list[Workload] | None = None) -> LiveStep:
+    """Interpret a live JobSet (None = it does not exist) and, for a queued step, its Kueue Workloads."""
+    if obj is None:
         return ABSENT
-    metadata = _dict(obj.get("metadata"))
-    status = _dict(obj.get("status"))
-    annotations = _dict(metadata.get("annotations"))
-    failed = condition(status, "Failed") or {}
-    terminal = status.get("terminalState") or ""
-    state = {"Failed": "failed", "Completed": "succeeded"}.get(terminal, "running")
-    reason, message = str(failed.get("reason") or ""), str(failed.get("message") or "")
+    state, reason, message = state_of(obj.status)
     kueue = None
     if state == "running" and workloads is not None:
         kueue = admission(workloads)
-        suspended = (obj.get("spec") or {}).get("suspend") is True if isinstance(obj.get("spec"), dict) else False
         if kueue.state == "stopped":
             state, reason, message = "stopped", kueue.reason, kueue.message
-        elif kueue.state in ("none", "queued", "never") and suspended:
+        elif kueue.state in ("none", "queued", "never") and obj.spec.suspend is True:
             state, reason, message = "queued", kueue.reason, kueue.message
     return LiveStep(
         state=state,
-        name=str(metadata.get("name") or ""),
-        uid=str(metadata.get("uid") or ""),
-        retry_of=str(annotations.get(RETRY_ANNOTATION) or ""),
+        name=obj.metadata.name,
+        uid=obj.metadata.uid,
+        retry_of=obj.metadata.annotations.get(RETRY_ANNOTATION, ""),
         reason=reason,
         message=message,
         kueue=kueue,
@@ -181,7 +162,7 @@ def retry_marker(live: LiveStep, *, retry: bool) -> str:
     return live.uid
 
 
-def running_elsewhere(items: list[dict[str, Any]], current: str) -> list[str]:
+def running_elsewhere(items: list[JobSet], current: str) -> list[str]:
     """Names of other training runs of this cluster still running (they hold the TPU slice)."""
     names = []
     for item in items:

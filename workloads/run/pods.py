@@ -14,12 +14,12 @@
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
-from typing import Any
 
 from core.machines import machine_family
 from core.names import CPU_POOL, NODEPOOL_LABEL, TPU_ACCELERATOR_LABEL
-from core.redact import scrub
+from workloads.run.objects import Event, Pod
 
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 """The JobSet controller labels every pod of a JobSet with its name (a step's pods are selected by it)."""
@@ -37,53 +37,40 @@ class Stuck:
     """The scheduler's reason (the condition's message)."""
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def pool_of(pod: dict[str, Any]) -> str:
-    selector = _dict(_dict(pod.get("spec")).get("nodeSelector"))
+def pool_of(pod: Pod) -> str:
+    selector = pod.spec.node_selector
     if TPU_ACCELERATOR_LABEL in selector:
         return "the TPU slice pool"
-    return str(selector.get(NODEPOOL_LABEL) or "any pool")
+    return selector.get(NODEPOOL_LABEL) or "any pool"
 
 
-def unschedulable(pods: list[dict[str, Any]]) -> list[Stuck]:
+def unschedulable(pods: list[Pod]) -> list[Stuck]:
     """The pods the scheduler has found no node for, by name."""
     stuck = []
     for pod in pods:
-        status = _dict(pod.get("status"))
-        if status.get("phase") != "Pending":
+        if pod.status.phase != "Pending":
             continue
-        for cond in status.get("conditions") or []:
-            cond = _dict(cond)
-            if (
-                cond.get("type") == "PodScheduled"
-                and cond.get("status") == "False"
-                and cond.get("reason") == ("Unschedulable")
-            ):
-                name = str(_dict(pod.get("metadata")).get("name") or "?")
-                stuck.append(Stuck(name, pool_of(pod), str(cond.get("message") or "")))
+        for cond in pod.status.conditions:
+            if cond.type == "PodScheduled" and cond.status == "False" and cond.reason == "Unschedulable":
+                stuck.append(Stuck(pod.metadata.name or "?", pool_of(pod), cond.message))
     return sorted(stuck, key=lambda s: s.pod)
 
 
-def _when(event: dict[str, Any]) -> str:
-    return str(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or "")
+_NEVER = datetime.datetime.min.replace(tzinfo=datetime.UTC)
 
 
-def newest_reasons(events: list[dict[str, Any]], pod: str) -> dict[str, str]:
+def newest_reasons(events: list[Event], pod: str) -> dict[str, str]:
     """Reason -> message of the newest scheduler and autoscaler events on ``pod``."""
-    found: dict[str, tuple[str, str]] = {}
+    found: dict[str, tuple[datetime.datetime, str]] = {}
     for event in events:
-        involved = _dict(event.get("involvedObject"))
-        reason = str(event.get("reason") or "")
-        if involved.get("kind") != "Pod" or involved.get("name") != pod:
+        if event.involved_object.kind != "Pod" or event.involved_object.name != pod:
             continue
+        reason = event.reason
         if reason != "FailedScheduling" and reason not in AUTOSCALER_REASONS:
             continue
-        when = _when(event)
+        when = event.when or _NEVER
         if reason not in found or when >= found[reason][0]:
-            found[reason] = (when, str(event.get("message") or ""))
+            found[reason] = (when, event.message)
     return {reason: message for reason, (_when_, message) in found.items()}
 
 
@@ -109,47 +96,39 @@ def pool_fix(pool: str, *, capacity: str, cpu_machine: str) -> str:
 
 
 def explain_unschedulable(stuck: Stuck, reasons: dict[str, str], fix: str) -> str:
-    """One sentence: the pod, its pool, the scheduler's and the autoscaler's words, the fix."""
-    scheduler = scrub(reasons.get("FailedScheduling") or stuck.message, limit=300).rstrip(".")
-    parts = [f"pod {scrub(stuck.pod, limit=100)} (pool {stuck.pool}): scheduler: {scheduler}"]
+    """One sentence: the pod, its pool, the scheduler's and the autoscaler's words (printable since they were
+    read: ``workloads.run.objects``), the fix."""
+    scheduler = (reasons.get("FailedScheduling") or stuck.message)[:300].rstrip(".")
+    parts = [f"pod {stuck.pod[:100]} (pool {stuck.pool}): scheduler: {scheduler}"]
     for reason in AUTOSCALER_REASONS:
         if reason in reasons:
-            parts.append(f"autoscaler {reason}: {scrub(reasons[reason], limit=300).rstrip('.')}")
+            parts.append(f"autoscaler {reason}: {reasons[reason][:300].rstrip('.')}")
             break
     return "; ".join(parts) + f". {fix}"
 
 
-def oom_killed(pods: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def oom_killed(pods: list[Pod]) -> list[tuple[str, str]]:
     """(pod, container) of every container the OOM killer ended (now or in its last restart)."""
     found = []
     for pod in pods:
-        name = str(_dict(pod.get("metadata")).get("name") or "?")
-        status = _dict(pod.get("status"))
-        for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
-            container = _dict(container)
-            for state in (_dict(container.get("state")), _dict(container.get("lastState"))):
-                if _dict(state.get("terminated")).get("reason") == "OOMKilled":
-                    found.append((name, str(container.get("name") or "?")))
+        name = pod.metadata.name or "?"
+        for container in [*pod.status.init_container_statuses, *pod.status.container_statuses]:
+            for state in (container.state, container.last_state):
+                if state.terminated is not None and state.terminated.reason == "OOMKilled":
+                    found.append((name, container.name or "?"))
                     break
     return sorted(set(found))
 
 
-def image_digests(pods: list[dict[str, Any]]) -> dict[str, str]:
+def image_digests(pods: list[Pod]) -> dict[str, str]:
     """Image reference -> the digest the kubelet ran it as (``status.containerStatuses[].imageID``, e.g.
     ``us-docker.pkg.dev/...@sha256:...``), from the pods' specs and statuses; a container whose status has no
     ``@sha256:`` ID is left out (it never started, or the runtime did not say)."""
     found: dict[str, str] = {}
     for pod in pods:
-        spec, status = _dict(pod.get("spec")), _dict(pod.get("status"))
-        images = {
-            c.get("name"): c.get("image")
-            for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
-            if isinstance(c, dict)
-        }
-        for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
-            if not isinstance(container, dict):
-                continue
-            image, ran = images.get(container.get("name")), str(container.get("imageID") or "")
-            if isinstance(image, str) and "@sha256:" in ran:
+        images = {c.name: c.image for c in [*pod.spec.init_containers, *pod.spec.containers]}
+        for container in [*pod.status.init_container_statuses, *pod.status.container_statuses]:
+            image, ran = images.get(container.name), container.image_id
+            if image and "@sha256:" in ran:
                 found.setdefault(image, ran.removeprefix("docker-pullable://"))
     return dict(sorted(found.items()))

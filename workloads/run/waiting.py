@@ -30,14 +30,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from core.boundary import BoundaryError
 from core.config.values import format_duration
-from core.redact import scrub
 from infra.k8s.live import ClusterReader, ClusterReadError
+from workloads.run import objects
 from workloads.run import pods as pod_state
 from workloads.run.live_state import JOB_UID_LABEL, LiveStep, live_step
 
+T = TypeVar("T")
 POLL_SECONDS = 20.0
 LOST_CONTACT_SECONDS = 600.0
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
@@ -60,8 +62,7 @@ class Bounds:
     """Seconds a pod of the step may stay unschedulable (``tpu-rl:workflow.unschedulableTimeout``)."""
 
 
-Objects = list[dict[str, Any]]
-Poll = tuple[dict[str, Any] | None, Objects | None, Objects | None]
+Poll = tuple[objects.JobSet | None, list[objects.Workload] | None, list[objects.Pod] | None]
 """One poll: the JobSet (None: gone), its Workloads (None: not queued to Kueue) and its pods (None: not read)."""
 Read = Callable[[], Poll]
 
@@ -70,7 +71,7 @@ Read = Callable[[], Poll]
 class Unschedulable:
     """What the wait needs to explain a pod that stays unschedulable."""
 
-    events: Callable[[], Objects]
+    events: Callable[[], list[objects.Event]]
     """The namespace's pod events (read once, when the bound passes)."""
     fix: Callable[[str], str]
     """Pool -> what to do (``workloads.run.pods.pool_fix``)."""
@@ -82,15 +83,45 @@ def read_step(reader: ClusterReader, namespace: str, name: str, *, queued: bool,
     """A step's JobSet and, while it is not over: when ``queued`` (it names a LocalQueue) its Kueue Workloads
     (selected by the JobSet's UID: the Workload's name carries a hash, ``workload_names.go``) and, when
     ``pods``, its pods (the JobSet controller labels them ``jobset.sigs.k8s.io/jobset-name``)."""
-    obj = reader.get(JOBSET_API, "JobSet", namespace, name)
+    where = f"JobSet {namespace}/{name}"
+    raw = reader.get(JOBSET_API, "JobSet", namespace, name)
+    obj = None if raw is None else _parsed(objects.jobset, raw, where)
     if obj is None or live_step(obj).state != "running":
         return obj, None, None
     workloads = None
     if queued:
-        uid = str((obj.get("metadata") or {}).get("uid") or "")
-        workloads = reader.list(WORKLOAD_API, "Workload", namespace, f"{JOB_UID_LABEL}={uid}")
-    found = reader.pods(namespace, f"{pod_state.JOBSET_LABEL}={name}") if pods else None
+        selector = f"{JOB_UID_LABEL}={obj.metadata.uid}"
+        listed = reader.list(WORKLOAD_API, "Workload", namespace, selector)
+        workloads = _parsed(objects.workloads, listed, f"the Kueue Workloads of {where}")
+    found = read_pods(reader, namespace, name) if pods else None
     return obj, workloads, found
+
+
+def read_pods(reader: ClusterReader, namespace: str, jobset: str) -> list[objects.Pod]:
+    """The pods of a step's JobSet (the JobSet controller labels them with its name)."""
+    listed = reader.pods(namespace, f"{pod_state.JOBSET_LABEL}={jobset}")
+    return _parsed(objects.pods, listed, f"the pods of JobSet {namespace}/{jobset}")
+
+
+def read_pod_events(reader: ClusterReader, namespace: str) -> list[objects.Event]:
+    """The namespace's pod events."""
+    listed = reader.events(namespace, "involvedObject.kind=Pod")
+    return _parsed(objects.events, listed, f"the pod events of {namespace}")
+
+
+def read_jobsets(reader: ClusterReader, namespace: str, selector: str) -> list[objects.JobSet]:
+    """The JobSets of ``namespace`` that ``selector`` selects."""
+    listed = reader.list(JOBSET_API, "JobSet", namespace, selector)
+    return _parsed(objects.jobsets, listed, f"the JobSets of {namespace}")
+
+
+def _parsed(parse: Callable[[Any, str], T], raw: Any, source: str) -> T:
+    """``parse(raw, source)``; an object of another shape is a read that failed (``ClusterReadError``, one
+    line), as an unreadable one is: the wait and `make status` report it, and nothing past here re-checks it."""
+    try:
+        return parse(raw, source)
+    except BoundaryError as err:
+        raise ClusterReadError(str(err)) from None
 
 
 def sleep(seconds: float) -> None:
@@ -105,7 +136,7 @@ def now() -> float:
 def describe(current: LiveStep) -> str:
     """What a waiting step is doing, for the progress line."""
     if current.state == "queued":
-        return f"queued: {scrub(current.message or current.reason, limit=400)}"
+        return f"queued: {(current.message or current.reason)[:400]}"
     return current.state
 
 
@@ -146,7 +177,7 @@ def wait_for_step(
     *,
     report: Callable[[str], None],
     unschedulable: Unschedulable | None = None,
-) -> dict[str, Any]:
+) -> objects.JobSet:
     """Poll ``read`` until the JobSet ``what`` (``JobSet <ns>/<name>``) ends; return its last object."""
     start = now()
     queued_since: float | None = None
@@ -161,7 +192,7 @@ def wait_for_step(
             if now() - lost_since >= bounds.lost:
                 raise StepWaitError(
                     f"could not read the cluster for {format_duration(int(bounds.lost))} while waiting for {what} "
-                    f"({scrub(str(err), limit=300)}); the step keeps running: run `pulumi up` again to follow it"
+                    f"({str(err)[:300]}); the step keeps running: run `pulumi up` again to follow it"
                 ) from None
             sleep(POLL_SECONDS)
             continue
@@ -177,12 +208,12 @@ def wait_for_step(
         kueue = current.kueue
         if current.state == "stopped":
             raise StepWaitError(
-                f"Kueue stopped {what} ({scrub(current.reason, limit=80)}: {scrub(current.message, limit=300)}); "
+                f"Kueue stopped {what} ({current.reason[:80]}: {current.message[:300]}); "
                 + _why_stopped(current.reason)
             )
         if kueue is not None and kueue.state == "never":
             raise StepWaitError(
-                f"Kueue can never admit {what} as its queue is configured: {scrub(kueue.message, limit=400)}; "
+                f"Kueue can never admit {what} as its queue is configured: {kueue.message[:400]}; "
                 "fix the ClusterQueue behind tpu-rl:kueue.queue (quota, flavors, namespaces), then run "
                 "`pulumi up` again"
             )
@@ -192,7 +223,7 @@ def wait_for_step(
             if moment - queued_since >= bounds.admission:
                 raise StepWaitError(
                     f"{what} is still queued after {format_duration(int(bounds.admission))}: Kueue: "
-                    f"{scrub(current.message or current.reason, limit=300)}. It stays queued and starts once "
+                    f"{(current.message or current.reason)[:300]}. It stays queued and starts once "
                     "Kueue admits it; run `pulumi up` again to follow it (tpu-rl:kueue.admissionTimeout)"
                 )
         else:
