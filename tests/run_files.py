@@ -129,3 +129,20 @@ def upload_run(
             f"rl/checkpoints/actor/{step}/commit_success.txt",
             f"rl/checkpoints/actor/{step}/model_params/x",
         )
+
+
+def write_events_with(client, output_uri: str, tag: str, values: list[float]) -> None:
+    """One attempt's event file in the run's TensorBoard folder: ``tag`` at steps 0, 1, ... with ``values`` (any
+    float, as tensorboardX writes it)."""
+    from tensorboardX import SummaryWriter
+
+    bucket_name, _, prefix = output_uri.removeprefix("gs://").partition("/")
+    if not client.lookup_bucket(bucket_name):
+        client.create_bucket(bucket_name)
+    with tempfile.TemporaryDirectory() as folder:
+        writer = SummaryWriter(folder, flush_secs=1)
+        for step, value in enumerate(values):
+            writer.add_scalar(tag, value, step, walltime=START + step)
+        writer.close()
+        for path in Path(folder).iterdir():
+            client.bucket(bucket_name).blob(f"{prefix}rl/tensorboard/{path.name}").upload_from_filename(str(path))

@@ -220,8 +220,10 @@ def test_a_failure_message_from_the_cluster_is_shown_scrubbed(tmp_path, capsys, 
         "tpu-rl run: " + "[" * 5000 + "]" * 5000,
         'tpu-rl run: {"chips": ' + "9" * 5000 + "}",
         f'tpu-rl run: {{"model": "{ESC}evil{TOKEN_LIKE}"}}',
+        'tpu-rl run: {"model": "m", "argv": ["num_batches=5", 7, null, {"a": 1}]}',
+        'tpu-rl run: {"slice": {"chips": -4}, "argv": ["learning_rate=$x^{$"]}',
     ],
-    ids=["list", "wrong-types", "huge-float", "deep", "huge-integer", "escape-and-token"],
+    ids=["list", "wrong-types", "huge-float", "deep", "huge-integer", "escape-and-token", "integer-argv", "mathtext"],
 )
 def test_a_run_record_of_any_shape_never_breaks_the_report(record, gcs, tmp_path, capsys):
     run = "gs://my-tpu-dev-project-tpu-rl-dev/gemma4-e4b/train/0123456789/"
@@ -243,3 +245,29 @@ def test_a_good_record_still_names_the_model(gcs, tmp_path):
     put(gcs, run, "logs/train-20260921T130000Z.log", data=f"{RECORD}\n".encode())
     assert report_cli.main(["--run-uri", run, "--out", str(tmp_path / "r")]) == 0
     assert json.loads((tmp_path / "r" / "report.json").read_text())["run"]["model"] == "gemma4-e4b"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Pre RL Training: corr=1e300, total=1e300, accuracy=1e300%, partial_accuracy=1e300%, format_accuracy=1e300%, "
+        "mean_reward=1e300",
+        "Post RL Training: corr=inf, total=inf, accuracy=inf%, partial_accuracy=nan%, format_accuracy=-inf%, "
+        "mean_reward=nan",
+        "Intermediate Eval (step=99999999999999999999): corr=1, total=2, accuracy=50%, partial_accuracy=50%, "
+        "format_accuracy=50%, mean_reward=1e308",
+    ],
+    ids=["1e300", "inf-nan", "huge-step"],
+)
+def test_run_data_at_the_edges_of_a_number_never_breaks_the_report(line, gcs, tmp_path, capsys):
+    """Evaluations a run logged at the edges of a number (1e300, inf, NaN, a huge step) and scalars at float32's
+    edge (what tensorboardX can write): the report is written; the plots leave out what matplotlib cannot draw."""
+    from tests.conftest import put
+    from tests.run_files import write_events_with
+
+    run = "gs://my-tpu-dev-project-tpu-rl-dev/gemma4-e4b/train/0123456789/"
+    write_events_with(gcs, run, "rewards/train/sum", [3.4e38, -3.4e38, 1.0])
+    put(gcs, run, "logs/train-20260921T130000Z.log", data=f"W1 x.py:1] {line}\n".encode())
+    out = tmp_path / "report"
+    assert report_cli.main(["--run-uri", run, "--out", str(out)]) == 0, capsys.readouterr().err
+    assert (out / "reward.png").stat().st_size > 0 and json.loads((out / "report.json").read_text())["scalars"]

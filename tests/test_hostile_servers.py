@@ -11,7 +11,10 @@ reader's ``list``: `status` only reads single objects) and for GCS.
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,6 +34,7 @@ from tests.lifecycle_walk import settings
 from tools import report as report_cli
 from tools import status as status_cli
 from tools.plan.cli import main as plan_main
+from tools.stack_files import ROOT
 from workloads.build.steps import plan_workflow
 from workloads.run import checkpoint_scan
 
@@ -358,3 +362,39 @@ def test_gcs_for_the_report(mode, monkeypatch, capsys, tmp_path):
     else:
         survived(server, mode, "GET /storage/v1/b/b/o?")
         assert json.loads((out / "report.json").read_text())["run"]["outputUri"] == RUN_URI
+
+
+STATUS_PROCESS = """
+import sys
+from core import deadline
+from core.deadline import Budget
+for name in ("auth-plugin", "cluster-read"):
+    deadline.BUDGETS[name] = Budget(1.5, 0.5, 0.5)
+from tools import status
+from tools.process import exit_now
+{exit}(status.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("mode", ["drip-headers", "continue"])
+def test_status_as_a_process_exits_2_after_its_line_even_with_a_call_still_running(mode, tmp_path):
+    """An abandoned call (headers dripped, 100 Continue forever) is still reading in a daemon thread when `make
+    status` has printed its line: the interpreter's shutdown would stop that thread inside the SSL/HTTP stack and
+    abort the process (SIGABRT, exit 134); tools.process.exit_now flushes and exits at once (every tool's
+    __main__ exits through it)."""
+    with hostile(mode, cluster_answer) as server:
+        path = write_kubeconfig(tmp_path, server.url)
+        env = {**os.environ, "STORAGE_EMULATOR_HOST": "http://127.0.0.1:9", "PYTHONPATH": str(ROOT)}
+        argv = ["--stack", "dev", "--kubeconfig", str(path)]
+        done = subprocess.run(
+            [sys.executable, "-c", STATUS_PROCESS.format(exit="exit_now"), *argv],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            cwd=ROOT,
+        )
+    assert done.returncode == 2, done.stderr[-500:]
+    assert done.stderr.strip().splitlines()[-1].startswith("error: cannot read the cluster: ")
+    for module in ("tools/status.py", "tools/report.py", "tools/plan/__main__.py"):
+        assert "exit_now(main())" in (ROOT / module).read_text(), module

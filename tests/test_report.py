@@ -287,7 +287,7 @@ def test_a_200_mib_log_is_read_by_its_head_and_tail(gcs):
     assert len(data) >= 200 << 20 > HEAD_BYTES + TAIL_BYTES
     gcs.fake.lay_out(bucket, [f"{prefix}logs/train-20261130T050000Z.log"], data=data)
     found = read_run_logs(gcs, RUN)
-    assert found.pre["accuracy"] == 30.0 and found.post["accuracy"] == 52.5 and found.run["model"] == "gemma4-e4b"
+    assert found.pre["accuracy"] == 30.0 and found.post["accuracy"] == 52.5 and found.run.model == "gemma4-e4b"
 
 
 @pytest.mark.parametrize("given", ["Spot", "reservation", "FLEX-START"])

@@ -24,6 +24,7 @@ from core.knobs import TRAINING_KNOBS
 from core.outdir import OutputError
 from core.redact import scrub
 from core.settings import Settings
+from tools.process import exit_now
 from workloads.run.plots import plot
 from workloads.run.run_data import RunData, reward_tag
 from workloads.run.scalars import ROLLOUT_PREFIXES
@@ -127,9 +128,14 @@ def argv_diff(argv: list[str]) -> list[dict[str, Any]]:
 
 def report_json(info: RunInfo, data: RunData) -> dict[str, Any]:
     """The report's data: run, last step, every scalar tag unchanged, the evaluations, chip-hours."""
-    chips = info.chips or _chips(data.evaluations.run)
+    record = data.evaluations.run
+    chips = info.chips or (record.slice.chips if record and 0 < record.slice.chips <= 100_000 else None)
     return {
-        "run": {**info.to_json(), "logs": data.evaluations.logs, "record": data.evaluations.run},
+        "run": {
+            **info.to_json(),
+            "logs": data.evaluations.logs,
+            "record": record.model_dump(mode="json", by_alias=True) if record else None,
+        },
         "steps": data.last_step,
         "scalars": data.scalars.to_json(),
         "stepOffsets": {prefix: 1 for prefix in ROLLOUT_PREFIXES},
@@ -138,12 +144,6 @@ def report_json(info: RunInfo, data: RunData) -> dict[str, Any]:
         "summary": data.summary(chips or 0),
         "truncated": data.scalars.truncated,
     }
-
-
-def _chips(record: dict[str, Any] | None) -> int | None:
-    """The chips a run record names (a log is text from the run: only a positive integer counts)."""
-    chips = ((record or {}).get("slice") or {}).get("chips") if isinstance((record or {}).get("slice"), dict) else None
-    return chips if isinstance(chips, int) and not isinstance(chips, bool) and 0 < chips <= 100_000 else None
 
 
 def _fmt(value: Any) -> str:
@@ -401,13 +401,11 @@ def _run(args: argparse.Namespace) -> int:
             info.published = bounded(client, f"reading {uri}", lambda call: published_record(client, uri, **call))
     except StorageError as err:
         raise ReportError(f"cannot read the run at {info.output_uri}: {err}") from None
-    record = data.evaluations.run or {}  # the run's own text: each field is used only if it has the right shape
-    slice_field = record.get("slice")
-    shape = slice_field if isinstance(slice_field, dict) else {}
-    model = record.get("model")
-    info.model = info.model or (scrub(model, limit=40) if isinstance(model, str) else None)
-    info.chips = info.chips or _chips(record)
-    info.version = info.version or (shape.get("version") if isinstance(shape.get("version"), str) else None)
+    record = data.evaluations.run  # the run's own text, parsed where it was read (evaluations.RunRecord)
+    if record is not None:
+        info.model = info.model or record.model[:40] or None
+        info.chips = info.chips or (record.slice.chips if 0 < record.slice.chips <= 100_000 else None)
+        info.version = info.version or record.slice.version or None
     write_report(info, data, args.out)
     print(
         f"wrote {args.out / 'report.json'}, {args.out / 'report.html'} and the plots "
@@ -417,4 +415,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -23,6 +23,7 @@ from typing import Any
 from core.redact import scrub
 from core.settings import Settings
 from infra.k8s import live
+from tools.process import exit_now
 from workloads.build.steps import Step, Workflow
 from workloads.run import objects
 from workloads.run.live_state import live_step
@@ -264,4 +265,4 @@ def main(argv: list[str] | None = None, *, clock: Any = time) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

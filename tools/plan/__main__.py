@@ -1,7 +1,6 @@
 """``python -m tools.plan``: see ``tools.plan.cli``."""
 
-import sys
-
 from tools.plan.cli import main
+from tools.process import exit_now
 
-sys.exit(main())
+exit_now(main())

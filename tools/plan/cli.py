@@ -24,6 +24,7 @@ from core.estimate import describe
 from core.outdir import OutputError, check, write_files
 from core.redact import scrub
 from tools.plan.offline import Plan, is_kubernetes_object, run_program
+from tools.process import exit_now
 from tools.stack_files import ROOT, StackFileError, load_stack_config, stack_name
 
 
@@ -176,4 +177,4 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

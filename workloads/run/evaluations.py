@@ -21,10 +21,14 @@ the evaluation and restore lines, copied as each one appears, so a killed attemp
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import Field
+
+from core.boundary import BoundaryError, Count, Model, Text, parse
 from core.inputs import InputError, parse_json
 from workloads.build.commands import RUN_LINE
 
@@ -45,14 +49,41 @@ ATTEMPT = re.compile(r"(?:train|evals)-([0-9]{8}T[0-9]{6}Z)\.(?:log|txt)")
 MAX_RECORD_CHARS = 100_000
 
 
+class RunSlice(Model):
+    """The slice a run record names (``commands.run_record``)."""
+
+    version: Text = ""
+    machine_type: Text = ""
+    topology: Text = ""
+    slices: Count = 0
+    chips: Count = 0
+
+
+class RunRecord(Model):
+    """What the training script wrote as its log's first line (``RUN_LINE`` + ``commands.run_record``): text
+    from the run, parsed here; a record of another shape is no record (``Attempt.run`` None)."""
+
+    model: Text = ""
+    hf_repo: Text = ""
+    slice: RunSlice = Field(default_factory=RunSlice)
+    optimizer: Text = ""
+    dataset: Text = ""
+    argv: list[Text] = Field(default_factory=list, max_length=1000)
+
+
 def _number(text: str) -> float | int:
     return int(text) if re.fullmatch(r"-?[0-9]+", text) else float(text)
 
 
-def _values(groups: tuple[str, ...]) -> dict[str, float]:
+def _values(groups: tuple[str, ...]) -> dict[str, float] | None:
+    """An evaluation's numbers; None when its count of questions is not a count (inf, nan, a fraction: not a
+    line MaxText writes; the rates may be nan, as a division by zero questions prints them)."""
     values: dict[str, Any] = {key: float(text) for key, text in zip(KEYS, groups, strict=True)}
+    total = values["total"]
+    if not (math.isfinite(total) and total.is_integer() and 0 <= total <= 2**63):
+        return None
     values["corr"] = _number(groups[0])  # a float with eval_mode=pass_at_1
-    values["total"] = int(float(groups[1]))
+    values["total"] = int(total)
     return values
 
 
@@ -68,7 +99,7 @@ class Attempt:
     pre: dict[str, float] | None = None
     post: dict[str, float] | None = None
     intermediate: dict[int, dict[str, float]] = field(default_factory=dict)
-    run: dict[str, Any] | None = None
+    run: RunRecord | None = None
     stalled: str | None = None
     """Why the stall watchdog ended it (``stalled: no new line ... for 2h00m``), None when it did not."""
     ended: float | None = None
@@ -114,7 +145,7 @@ class Evaluations:
     post: dict[str, float] | None = None
     intermediate: list[dict[str, float]] = field(default_factory=list)
     """``{"step": N, ...}`` in step order (a re-evaluated step keeps its latest values)."""
-    run: dict[str, Any] | None = None
+    run: RunRecord | None = None
     """What the training script recorded about the run (model, slice, argv), if any log has it."""
     attempts: list[Attempt] = field(default_factory=list)
 
@@ -136,22 +167,23 @@ def _read_attempt(attempt: Attempt, text: str) -> None:
     for line in text.splitlines():
         if line.startswith(RUN_LINE) and attempt.run is None:
             try:
-                record = parse_json(line[len(RUN_LINE) : len(RUN_LINE) + MAX_RECORD_CHARS], "the run record")
-            except InputError:
-                continue
-            if isinstance(record, dict):
-                attempt.run = record
+                raw = parse_json(line[len(RUN_LINE) : len(RUN_LINE) + MAX_RECORD_CHARS], "the run record")
+                attempt.run = parse(RunRecord, raw, "the run record")
+            except (InputError, BoundaryError):
+                pass  # not a record tpu-rl writes: the run is known from the stack, or not at all
             continue
         if (stalled := STALLED.search(line)) and attempt.stalled is None:
             attempt.stalled = stalled.group(1)
         elif (restored := RESTORED.search(line)) and attempt.restored_step is None:
             attempt.restored_step = int(restored.group(1))
         elif (pre := PRE.search(line)) and attempt.pre is None:
-            attempt.pre = {**_values(pre.groups()), "afterRestore": attempt.restored_step is not None}
+            if (values := _values(pre.groups())) is not None:
+                attempt.pre = {**values, "afterRestore": attempt.restored_step is not None}
         elif post := POST.search(line):
-            attempt.post = _values(post.groups())
+            attempt.post = _values(post.groups()) or attempt.post
         elif step := INTERMEDIATE.search(line):
-            attempt.intermediate[int(step.group(1))] = {"step": int(step.group(1)), **_values(step.groups()[1:])}
+            if (values := _values(step.groups()[1:])) is not None:
+                attempt.intermediate[int(step.group(1))] = {"step": int(step.group(1)), **values}
 
 
 def parse_logs(logs: list[tuple[str, str]], written: dict[str, float] | None = None) -> Evaluations:

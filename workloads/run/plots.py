@@ -9,6 +9,7 @@ the intermediate evaluations are marked.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from workloads.run.run_data import RunData, reward_tag
 from workloads.run.scalars import is_training_tag
@@ -45,19 +46,42 @@ def reward_curve_png(data: RunData) -> bytes | None:
     return render_png("Reward", {tag: points}, _eval_steps(data))
 
 
+PLOTTABLE = 1e300
+"""The largest magnitude drawn: matplotlib's tick locator overflows near the float maximum (``arange: cannot
+compute length`` at 1.7e308); a run's values past it are left out of the plot (``report.json`` keeps them)."""
+
+
 def render_png(title: str, series: dict[str, list[tuple[int, float]]], eval_steps: list[int]) -> bytes:
-    """One figure: a line per tag (in the order given) over the optimizer step, dashed lines at ``eval_steps``."""
+    """One figure: a line per tag (in the order given) over the optimizer step, dashed lines at ``eval_steps``.
+
+    Tags and titles are text from the run: drawn as text, never parsed as matplotlib's math (``$...$``, whose
+    syntax errors would stop the report); values out of ``PLOTTABLE`` are left out, the legend says how many."""
     import io
 
+    import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(7.5, 3.6), dpi=110)
-    FigureCanvasAgg(figure)  # headless: the figure renders on Agg whatever backend the process has selected
-    axes = figure.subplots()
+    with matplotlib.rc_context({"text.parse_math": False}):
+        figure = Figure(figsize=(7.5, 3.6), dpi=110)
+        FigureCanvasAgg(figure)  # headless: the figure renders on Agg whatever backend the process has selected
+        axes = figure.subplots()
+        _draw(axes, title, series, eval_steps)
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png")
+        return buffer.getvalue()
+
+
+def _draw(axes: Any, title: str, series: dict[str, list[tuple[int, float]]], eval_steps: list[int]) -> None:
     for tag, points in series.items():
-        steps, values = zip(*points, strict=True)
-        axes.plot(steps, values, marker="o", markersize=3, linewidth=1.4, label=tag)
+        kept = [(step, value) for step, value in points if abs(value) <= PLOTTABLE]
+        left_out = len(points) - len(kept)
+        label = tag if not left_out else f"{tag} ({left_out} out of range, not drawn)"
+        if not kept:
+            axes.plot([], [], label=label)
+            continue
+        steps, values = zip(*kept, strict=True)
+        axes.plot(steps, values, marker="o", markersize=3, linewidth=1.4, label=label)
     for step in eval_steps:
         axes.axvline(step, color="#888888", linestyle="--", linewidth=0.8)
     if eval_steps:
@@ -66,10 +90,7 @@ def render_png(title: str, series: dict[str, list[tuple[int, float]]], eval_step
     axes.set_xlabel("optimizer step")
     axes.grid(alpha=0.3)
     axes.legend(fontsize=7, loc="best")
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return buffer.getvalue()
+    axes.figure.tight_layout()
 
 
 def _eval_steps(data: RunData) -> list[int]:
