@@ -181,9 +181,8 @@ def _read_attempt(attempt: Attempt, text: str) -> None:
                 attempt.pre = {**values, "afterRestore": attempt.restored_step is not None}
         elif post := POST.search(line):
             attempt.post = _values(post.groups()) or attempt.post
-        elif step := INTERMEDIATE.search(line):
-            if (values := _values(step.groups()[1:])) is not None:
-                attempt.intermediate[int(step.group(1))] = {"step": int(step.group(1)), **values}
+        elif (step := INTERMEDIATE.search(line)) and (values := _values(step.groups()[1:])) is not None:
+            attempt.intermediate[int(step.group(1))] = {"step": int(step.group(1)), **values}
 
 
 def parse_logs(logs: list[tuple[str, str]], written: dict[str, float] | None = None) -> Evaluations:
