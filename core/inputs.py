@@ -53,7 +53,27 @@ def read_file(path: Path, max_bytes: int) -> bytes:
 
 
 class _SafeLoader(yaml.SafeLoader):
-    """PyYAML's safe loader (a separate class, so nothing registered on it leaks elsewhere)."""
+    """PyYAML's safe loader (a separate class, so nothing registered on it leaks elsewhere), reading what a
+    stack file, a kubeconfig or an object holds as the Pulumi CLI and kubectl (Go's yaml.v3) read it: a date or
+    time is text (yaml.v3 makes a timestamp a time only for a field typed as one), and the tags of other YAML
+    types (``!!binary``, ``!!set``, ``!!omap``, ``!!pairs``, ``!!timestamp``) are refused by name."""
+
+
+_SafeLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_REFUSED_TAGS = ("binary", "set", "omap", "pairs", "timestamp")
+
+
+def _refuse_tag(loader: yaml.SafeLoader, node: yaml.Node) -> None:
+    raise yaml.constructor.ConstructorError(
+        None, None, f"the YAML tag {node.tag.replace('tag:yaml.org,2002:', '!!')} is not a value here", node.start_mark
+    )
+
+
+for _tag in _REFUSED_TAGS:
+    _SafeLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse_tag)
 
 
 def parse_yaml(text: str, what: str, *, max_depth: int = MAX_DEPTH) -> Any:

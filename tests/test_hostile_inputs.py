@@ -84,8 +84,29 @@ def test_a_stack_file_that_is_no_regular_file_is_refused_before_reading(case, tm
         (f"config:\n  tpu-rl:{TOKEN_LIKE}: 1\n", "[redacted]"),
         (f"config:\n  tpu-rl:clusterName{ESC}: x\n", "special characters are not allowed"),
         ("config:\n  tpu-rl:clusterName\u200b: x\n", "unknown key"),
+        ("config:\n  tpu-rl:namespace: !!binary aGVsbG8=\n", "the YAML tag !!binary is not a value here"),
+        ("config:\n  tpu-rl:authorizedNetworks: !!set {1.2.3.4/32: null}\n", "the YAML tag !!set is not a value"),
+        ("config:\n  tpu-rl:clusterName: !!timestamp 2026-12-01\n", "the YAML tag !!timestamp is not a value"),
+        ("config:\n  tpu-rl:tpu: !!omap [{version: v6e}]\n", "the YAML tag !!omap is not a value here"),
+        (
+            "config:\n  gcp:project: p-123456\n  gcp:region: us-east5\n  gcp:zone: us-east5-b\n"
+            "  tpu-rl:clusterName: 2026-12-01 10:00:00\n",
+            'tpu-rl:clusterName = "2026-12-01 10:00:00" is',
+        ),
     ],
-    ids=["deep", "huge-integer", "alias", "token-shaped-key", "escape-in-key", "invisible-character-in-key"],
+    ids=[
+        "deep",
+        "huge-integer",
+        "alias",
+        "token-shaped-key",
+        "escape-in-key",
+        "invisible-character-in-key",
+        "binary",
+        "set",
+        "explicit-timestamp",
+        "omap",
+        "a-date-is-text",
+    ],
 )
 def test_hostile_stack_file_content_is_one_line(text, words, tmp_path, capsys):
     path = tmp_path / "Pulumi.bad.yaml"
@@ -105,6 +126,7 @@ def test_hostile_stack_file_content_is_one_line(text, words, tmp_path, capsys):
         (f"tpu-rl:clusterName={ESC}x", "tpu-rl:clusterName"),
         (f"tpu-rl:training.{ESC}numBatches=1", "--set tpu-rl:training.numBatches: missing closing bracket"),
         (f"tpu-rl:training.num{ESC[:1]}Batches=1", "unknown field"),
+        ("tpu-rl:training.extraArgs" + "[0]" * 3000 + "=1", "the path is 3001 levels deep; a stack's values nest"),
     ],
     ids=[
         "token-without-equals",
@@ -115,6 +137,7 @@ def test_hostile_stack_file_content_is_one_line(text, words, tmp_path, capsys):
         "escape-in-value",
         "escape-sequence-in-field",
         "escape-in-field",
+        "deep-path",
     ],
 )
 def test_hostile_overrides_are_one_line(override, words, capsys):
@@ -271,3 +294,13 @@ def test_run_data_at_the_edges_of_a_number_never_breaks_the_report(line, gcs, tm
     out = tmp_path / "report"
     assert report_cli.main(["--run-uri", run, "--out", str(out)]) == 0, capsys.readouterr().err
     assert (out / "reward.png").stat().st_size > 0 and json.loads((out / "report.json").read_text())["scalars"]
+
+
+def test_a_date_in_a_stack_file_is_the_text_the_pulumi_cli_passes(tmp_path, capsys):
+    """yaml.v3 (the CLI's) makes a timestamp a time only for a field typed as one: the program gets the text,
+    so a hold written unquoted reads as the same value it would from `pulumi up` (it was an internal error)."""
+    from tools.stack_files import read_yaml
+
+    path = tmp_path / "Pulumi.dev.yaml"
+    path.write_text("config:\n  tpu-rl:gke:\n    holdUpgrades: 2026-12-01/2026-12-20\n  a: 2026-12-01\n")
+    assert read_yaml(path)["config"] == {"tpu-rl:gke": {"holdUpgrades": "2026-12-01/2026-12-20"}, "a": "2026-12-01"}

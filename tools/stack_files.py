@@ -16,7 +16,7 @@ from typing import Any
 from core.config import load_settings
 from core.config.schema import SECRET_KEYS
 from core.config.values import OPAQUE_SECRET, UNSET_SECRET
-from core.inputs import InputError, parse_json, parse_yaml, read_file
+from core.inputs import MAX_DEPTH, InputError, parse_json, parse_yaml, read_file
 from core.names import PROJECT
 from core.redact import scrub
 from core.settings import Settings
@@ -142,6 +142,11 @@ def set_path(config: dict[str, Any], key: str, value: Any) -> None:
     top, *path = elements
     if not isinstance(top, str) or not top:
         raise StackFileError(f"--set {scrub(key, limit=120)}: the key must start with a name")
+    if len(path) > MAX_DEPTH:
+        raise StackFileError(
+            f"--set {scrub(key, limit=120)}: the path is {len(path)} levels deep; a stack's values nest at most "
+            f"{MAX_DEPTH} (core.inputs.MAX_DEPTH)"
+        )
     full = f"{namespace}:{top}"
     if not path:
         config[full] = value
