@@ -27,6 +27,10 @@ $(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
+$(VENV)/.installed-slow: $(VENV)/.installed-dev requirements-slow.txt
+	$(PY) -m pip install --quiet -r requirements-slow.txt
+	touch $@
+
 # The policy pack's own environment: PulumiPolicy.yaml's `virtualenv: venv` resolves inside policy/. Its packages
 # come from policy/requirements.lock alone (pinned, hashed; pip refuses a file whose hash differs), as the PR workflow
 # installs the base branch's pack; core/ is this checkout's, editable, built with the lock's setuptools, nothing
@@ -124,4 +128,9 @@ mutation: $(VENV)/.installed-dev
 # subprocesses), so two workers per core finish about 20 s sooner than one (about 90 s instead of 110).
 test: $(VENV)/.installed-dev $(POLICY_VENV)/.installed
 	$(MAKE) --no-print-directory lint
-	$(PY) -m pytest -q -n 4 --dist loadfile
+	$(PY) -m pytest -q -n 4 --dist loadfile -m "not slow"
+
+# The slow tier, which CI runs after `make test`: the export loaded for real with transformers (torch and
+# transformers: ~40 s to install, ~15 s to run).
+test-slow: $(VENV)/.installed-slow
+	$(PY) -m pytest -q -m slow tests/test_export_loads.py

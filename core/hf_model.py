@@ -5,9 +5,15 @@ The safetensors format (https://huggingface.co/docs/safetensors/index#format): 8
 header as a little-endian unsigned 64-bit integer; N bytes of JSON, ``{name: {"dtype", "shape",
 "data_offsets": [begin, end]}}`` plus an optional ``__metadata__`` of strings; then the data, whose offsets
 count from the end of the header. So a shard's header tells its exact size: a shard whose object is shorter
-(an upload cut short) or longer than its header says is refused. The headers are read here from byte
-ranges of the objects in GCS, which the ``safetensors`` library cannot do (it opens whole local files): a
-26B model's shards are 50 GB, their headers a few hundred kilobytes.
+(an upload cut short) or longer than its header says is refused.
+
+The headers are read from byte ranges of the objects (a 26B model's shards are 50 GB, their headers a few
+hundred kilobytes) and judged by the ``safetensors`` library itself (``parse_header``): the header is laid
+into a sparse file of the shard's size, which ``safetensors.safe_open`` validates as it validates any file
+(``SafeTensors::read_metadata`` and ``Metadata::validate`` of the Rust crate: the header JSON and its types,
+``__metadata__`` a map of strings, known dtypes, offsets that start at 0 and follow each other with no gap or
+overlap, each tensor's bytes what its dtype and shape need, the data ending exactly at the file's end),
+reading none of the data.
 """
 
 from __future__ import annotations
@@ -15,18 +21,19 @@ from __future__ import annotations
 import json
 import re
 import struct
+import tempfile
 from dataclasses import dataclass
 from typing import Any
 
 MAX_HEADER_BYTES = 100_000_000
 """The safetensors library's own limit on a header (``MAX_HEADER_SIZE``)."""
-DTYPES = frozenset(
-    ("BOOL", "U8", "I8", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "F64", "I64", "U64", "F8_E4M3", "F8_E5M2")
-)
-DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2}
-DTYPE_BYTES.update({"I32": 4, "U32": 4, "F32": 4, "F64": 8, "I64": 8, "U64": 8})
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
+MAX_DESCRIBED = 2**40
+"""The largest file a header may describe and still be validated (1 TiB, sparse): a header describing more is
+a shard cut short whatever it holds (no model shard is that large)."""
+LIBRARY_PREFIX = "Error while deserializing header: "
+"""How ``SafetensorError`` messages of a refused header begin (the Python binding's wording)."""
 
 
 class ModelFormatError(ValueError):
@@ -50,9 +57,9 @@ class ModelLayout:
 
 
 def header_length(first_bytes: bytes, file_name: str, file_size: int) -> int:
-    """N from a shard's first 8 bytes; refuses a length shorter than ``{}``, past the file or past the library's
-    limit (a length of 0 would make the ranged read of the header ``bytes=8-7``, which GCS answers with the
-    whole object)."""
+    """N from a shard's first 8 bytes; refuses what the library refuses (``HeaderTooLarge``: past its limit;
+    ``InvalidHeaderLength``: past the file) and a length shorter than ``{}`` (a length of 0 would make the
+    ranged read of the header ``bytes=8-7``, which GCS answers with the whole object)."""
     if len(first_bytes) < 8:
         raise ModelFormatError(f"{file_name} holds {len(first_bytes)} bytes: too short for a safetensors file")
     (length,) = struct.unpack("<Q", first_bytes[:8])
@@ -61,40 +68,60 @@ def header_length(first_bytes: bytes, file_name: str, file_size: int) -> int:
     return int(length)
 
 
-def parse_header(raw: bytes, file_name: str, file_size: int) -> dict[str, Tensor]:
-    """The tensors of one shard from its header's JSON; checks every tensor's bytes against its offsets and the
-    shard's size against the data the header describes."""
+def _described_size(raw: bytes) -> int | None:
+    """The file size the header describes (8 + N + the largest end offset), None when it cannot be told (not a
+    JSON object: the library then says why)."""
     try:
         header = json.loads(raw)
     except (UnicodeDecodeError, ValueError):
-        raise ModelFormatError(f"{file_name}: its safetensors header is not JSON") from None
+        return None
     if not isinstance(header, dict):
-        raise ModelFormatError(f"{file_name}: its safetensors header is not an object")
-    tensors: dict[str, Tensor] = {}
-    end_of_data = 0
+        return None
+    end = 0
     for name, info in header.items():
-        if name == "__metadata__":
-            continue
+        offsets = info.get("data_offsets") if name != "__metadata__" and isinstance(info, dict) else None
+        if isinstance(offsets, list) and len(offsets) == 2 and all(type(n) is int and n >= 0 for n in offsets):
+            end = max(end, offsets[1])
+    return 8 + len(raw) + end
+
+
+def _library_read(raw: bytes, size: int, file_name: str) -> dict[str, Tensor]:
+    """The tensors ``safetensors.safe_open`` finds in a file of ``size`` bytes that begins with this header
+    (a sparse file: the data is never written or read); ``ModelFormatError`` with the library's reason."""
+    from safetensors import SafetensorError, safe_open
+
+    with tempfile.NamedTemporaryFile(prefix="tpu-rl-header-", suffix=".safetensors") as file:
+        file.write(struct.pack("<Q", len(raw)) + raw)
+        file.truncate(size)
+        file.flush()
         try:
-            dtype, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
-        except (KeyError, TypeError, ValueError):
-            raise ModelFormatError(f"{file_name}: tensor {name} lacks dtype, shape or data_offsets") from None
-        ints = [*shape, begin, end] if isinstance(shape, list) else None
-        if dtype not in DTYPES or ints is None or not all(type(n) is int and n >= 0 for n in ints):
-            raise ModelFormatError(f"{file_name}: tensor {name} has an invalid dtype, shape or data_offsets")
-        count = 1
-        for n in shape:
-            count *= n
-        size = count * DTYPE_BYTES[dtype]
-        if end - begin != size:
-            raise ModelFormatError(f"{file_name}: tensor {name} ({dtype} {shape}) is {end - begin} bytes, not {size}")
-        tensors[name] = Tensor(dtype, tuple(shape))
-        end_of_data = max(end_of_data, end)
-    expected = 8 + len(raw) + end_of_data
-    if file_size != expected:
+            with safe_open(file.name, framework="numpy") as opened:
+                found = {}
+                for name in opened.keys():  # noqa: SIM118 (safe_open is no mapping)
+                    part = opened.get_slice(name)
+                    found[name] = Tensor(str(part.get_dtype()), tuple(int(n) for n in part.get_shape()))
+                return found
+        except SafetensorError as err:
+            reason = " ".join(str(err).removeprefix(LIBRARY_PREFIX).split())[:200]
+            raise ModelFormatError(f"{file_name}: the safetensors library refuses its header ({reason})") from None
+
+
+def parse_header(raw: bytes, file_name: str, file_size: int) -> dict[str, Tensor]:
+    """The tensors of one shard from its header (the ``N`` bytes after the first 8), as the safetensors library
+    reads them: the header is judged by the library, then the shard's size against the size it describes."""
+    described = _described_size(raw)
+    if described is None:
+        _library_read(raw, max(file_size, 8 + len(raw)), file_name)  # refused: the library says why
+        raise ModelFormatError(f"{file_name}: its safetensors header is not a JSON object")
+    if described > MAX_DESCRIBED:
         raise ModelFormatError(
-            f"{file_name} is {file_size} bytes but its header describes {expected}: "
-            + ("the shard is cut short" if file_size < expected else "it holds bytes no tensor accounts for")
+            f"{file_name} is {file_size} bytes but its header describes {described}: the shard is cut short"
+        )
+    tensors = _library_read(raw, described, file_name)  # a sparse file of the size the header describes
+    if file_size != described:
+        raise ModelFormatError(
+            f"{file_name} is {file_size} bytes but its header describes {described}: "
+            + ("the shard is cut short" if file_size < described else "it holds bytes no tensor accounts for")
         )
     return tensors
 
@@ -108,6 +135,10 @@ def parse_index(raw: bytes) -> dict[str, str]:
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not weight_map or not all(isinstance(v, str) for v in weight_map.values()):
         raise ModelFormatError(f"{INDEX_FILE} has no weight_map of tensor names to shard files")
+    for shard in sorted(set(weight_map.values())):
+        problem = shard_problem(shard)
+        if problem:
+            raise ModelFormatError(f"{INDEX_FILE} names a shard that cannot be one: {problem}")
     return {str(k): v for k, v in weight_map.items()}
 
 
@@ -123,15 +154,122 @@ def parse_config(raw: bytes) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
+# The files of a model folder: names from outside (a GCS listing, an index's weight_map, a Hub repository's
+# files) are checked where they enter
+
+CONFIG_FILE = "config.json"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+"""What ``to_huggingface``'s ``tokenizer.save_pretrained`` writes for Gemma 4 and a loader reads."""
+MODEL_FILES = frozenset(
+    (
+        CONFIG_FILE,
+        "generation_config.json",
+        INDEX_FILE,
+        SINGLE_FILE,
+        *TOKENIZER_FILES,
+        "tokenizer.model",
+        "special_tokens_map.json",
+        "added_tokens.json",
+        "chat_template.jinja",
+        "chat_template.json",
+        "processor_config.json",
+        "preprocessor_config.json",
+        "video_preprocessor_config.json",
+    )
+)
+"""The files of a Transformers model folder besides its shards: what ``save_pretrained`` of a model (config,
+generation config, weights or index), its tokenizer and its processor write, and the chat template."""
+COPIED_FILES = tuple(sorted(MODEL_FILES - {CONFIG_FILE, INDEX_FILE, SINGLE_FILE, *TOKENIZER_FILES}))
+"""The base's files the export step copies where MaxText wrote none (``to_huggingface`` writes no generation or
+processor config); the tokenizer stays MaxText's, ``config.json`` becomes the base's, the weights the index's."""
+SHARD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,200}[.]safetensors")
+"""A shard's name: ``model-00001-of-00018.safetensors`` (``save_pretrained``, MaxText's ``shard_checkpoint``),
+the export step's ``model-base-00001-of-00001.safetensors``: one plain segment."""
+MAX_NAME = 255
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` (relative to its folder) cannot be a file of a model folder, None when it can be: one plain
+    path segment (no ``/`` or backslash, not ``.``, ``..`` or hidden, no control character), so a path built
+    from it stays in its folder."""
+    shown = CONTROL.sub("?", name)[:80]
+    if not name:
+        return "an empty name"
+    if CONTROL.search(name):
+        return f"the name {shown!r} holds a control character"
+    if "/" in name or "\\" in name:
+        return f"the name {shown!r} is a path, not a file of the folder"
+    if name.startswith("."):
+        return f"the name {shown!r} is not a plain file name"
+    if len(name) > MAX_NAME:
+        return f"the name {shown!r}... is longer than {MAX_NAME} characters"
+    return None
+
+
+def export_file_problem(name: str) -> str | None:
+    """Why ``name`` is not a file a model folder consists of (None: it is one; a shard must also be named by the
+    index, which the reader checks)."""
+    problem = name_problem(name)
+    if problem is None and name not in MODEL_FILES and not SHARD.fullmatch(name):
+        problem = f"{name!r} is not a file of a model folder"
+    return problem
+
+
+def shard_problem(name: str) -> str | None:
+    """Why ``name``, a shard an index names, is not a plain ``.safetensors`` file of the folder."""
+    problem = name_problem(name)
+    if problem is None and not SHARD.fullmatch(name):
+        problem = f"{name!r} is not a safetensors shard's name"
+    return problem
+
+
+class ReplyTooLargeError(ValueError):
+    """A server sent more bytes than the read asked for (it ignored the byte range, or the object changed)."""
+
+
+class BoundedBuffer:
+    """A file-like sink that holds at most ``cap`` bytes (``Blob.download_to_file`` writes the body into it in
+    8 kB chunks): the download stops with ``ReplyTooLargeError`` as soon as the server sends more, so a server
+    that ignores ``Range`` cannot pull a whole shard into memory."""
+
+    def __init__(self, cap: int, what: str) -> None:
+        self.cap, self.what = cap, what
+        self.data = bytearray()
+
+    def write(self, chunk: bytes) -> int:
+        if len(self.data) + len(chunk) > self.cap:
+            raise ReplyTooLargeError(f"{self.what}: the server sent more than the {self.cap} bytes asked for")
+        self.data += chunk
+        return len(chunk)
+
+    def flush(self) -> None:
+        pass
+
+
+def read_object(blob: Any, cap: int, what: str, start: int | None = None, end: int | None = None, **call: Any) -> bytes:
+    """Bytes ``start``..``end`` (inclusive) of a GCS object (google-cloud-storage's ``Blob``), or the whole object,
+    holding at most ``cap`` bytes (for a range, ``end - start + 1``) whatever the server sends."""
+    if start is not None and end is not None:
+        cap = min(cap, end - start + 1)
+    sink = BoundedBuffer(cap, what)
+    # A ranged read skips the checksum (GCS has none for a part); a whole read keeps the library's default.
+    options = {"checksum": None} if start is not None else {}
+    blob.download_to_file(sink, start=start, end=end, **options, **call)
+    return bytes(sink.data)
+
+
+# ---------------------------------------------------------------------------------------------
 # An export against its base model
 
 LANGUAGE_PREFIX = "model.language_model."
 """Where a Gemma 4 checkpoint keeps its language model: MaxText 0.2.4's ``to_huggingface`` names every tensor
-under it (``param_mapping.py``: ``text_base = "model.language_model"`` whenever the config has a
-``vision_config``, which its Gemma 4 configs always have), as the base repositories do."""
+it writes under it (``param_mapping.py``: ``text_base = "model.language_model"`` whenever the config has a
+``vision_config``, which its Gemma 4 configs always have), as the base repositories do. It writes nothing else
+(``use_multimodal=False``: no vision tower, no audio tower); the export step copies the rest from the base."""
 EXPORTED_DTYPE = "BF16"
-"""``weight_dtype=bfloat16``: every exported tensor (the export's default would be F32)."""
-TEXT_CONFIG_KEYS = (
+"""``weight_dtype=bfloat16``: every tensor MaxText writes (its default would be F32)."""
+SHAPE_CONFIG_KEYS = (
     "model_type",
     "hidden_size",
     "num_hidden_layers",
@@ -144,46 +282,84 @@ TEXT_CONFIG_KEYS = (
     "top_k_experts",
     "moe_intermediate_size",
 )
-"""``text_config`` fields that fix the language model's shapes, compared where the base sets them."""
-BASE_ONLY: dict[str, re.Pattern[str]] = {
-    # Gemma 4 E4B shares the key/value projections of its layers 24-41 (MaxText param_mapping.py, Transformers
-    # modeling_gemma4.py): the export writes none there; should the base repository still hold them, they are
-    # not missing from the export.
-    "gemma4-e4b": re.compile(
-        re.escape(LANGUAGE_PREFIX) + r"layers\.(2[4-9]|3[0-9]|4[01])\.self_attn\.(k_proj|v_proj|k_norm|v_norm)\."
-    ),
-}
-"""Base tensors of the language model an export of that model rightly lacks."""
+"""``text_config`` fields that fix the language model's shapes: MaxText's ``config.json`` must agree with the
+base's on them (and on ``architectures`` and ``model_type``) before the export step writes the base's."""
 
 
-def compare(exported: ModelLayout, base: ModelLayout, model: str) -> list[str]:
-    """How the export differs from the base model, one line each (empty: it is the base's language model
-    with the same architecture, tensor names and shapes, in BF16)."""
-    out: list[str] = []
-    for key in ("architectures", "model_type"):
-        if exported.config.get(key) != base.config.get(key):
-            out.append(
-                f"config.json {key} is {_shown(exported.config.get(key))}, the base's {_shown(base.config.get(key))}"
-            )
-    mine, theirs = exported.config.get("text_config") or {}, base.config.get("text_config") or {}
-    for key in TEXT_CONFIG_KEYS:
-        if isinstance(theirs, dict) and key in theirs and (not isinstance(mine, dict) or mine.get(key) != theirs[key]):
-            found = mine.get(key) if isinstance(mine, dict) else None
+def maxtext_config_differences(maxtext: dict[str, Any], base: dict[str, Any]) -> list[str]:
+    """Where the ``config.json`` MaxText wrote disagrees with the base's on what fixes the tensors' shapes (the
+    export step then refuses to put the base's in its place)."""
+    out = [
+        f"config.json {key} is {_shown(maxtext.get(key))}, the base's {_shown(base.get(key))}"
+        for key in ("architectures", "model_type")
+        if maxtext.get(key) != base.get(key)
+    ]
+    mine, theirs = maxtext.get("text_config"), base.get("text_config")
+    mine = mine if isinstance(mine, dict) else {}
+    theirs = theirs if isinstance(theirs, dict) else {}
+    for key in SHAPE_CONFIG_KEYS:
+        found = mine.get(key)
+        if key in theirs and found != theirs[key]:
             out.append(f"config.json text_config.{key} is {_shown(found)}, the base's {_shown(theirs[key])}")
-    allowed = BASE_ONLY.get(model)
-    language = {n: t for n, t in base.tensors.items() if n.startswith(LANGUAGE_PREFIX)}
-    for name in sorted(set(exported.tensors) - set(language)):
-        where = "the base has no such tensor" if name.startswith(LANGUAGE_PREFIX) else "not a language-model tensor"
-        out.append(f"tensor {name} is in the export only ({where})")
-    for name in sorted(set(language) - set(exported.tensors)):
-        if allowed is None or not allowed.match(name):
-            out.append(f"tensor {name} of the base is missing from the export")
-    for name in sorted(set(exported.tensors) & set(language)):
-        mine_t, theirs_t = exported.tensors[name], language[name]
-        if mine_t.shape != theirs_t.shape:
-            out.append(f"tensor {name} has shape {list(mine_t.shape)}, the base's {list(theirs_t.shape)}")
-        if mine_t.dtype != EXPORTED_DTYPE:
-            out.append(f"tensor {name} is {mine_t.dtype}, not {EXPORTED_DTYPE} (weight_dtype=bfloat16)")
+    return out
+
+
+KV_SHARED = re.compile(re.escape(LANGUAGE_PREFIX) + r"layers[.](\d+)[.]self_attn[.](k_proj|v_proj|k_norm|v_norm)[.]")
+
+
+def unused_by_the_model(name: str, config: dict[str, Any]) -> bool:
+    """Whether ``name`` is a key or value tensor of a layer that shares another layer's keys and values (Gemma 4
+    E2B/E4B: the last ``text_config.num_kv_shared_layers`` layers). Transformers builds no such weights
+    (``Gemma4TextAttention``: "Layers sharing kv states don't need any weight matrices") and MaxText writes none
+    (``GEMMA4_SMALL_MAXTEXT_TO_HF_PARAM_MAPPING``); a base repository that still holds them gets them back in
+    the export unchanged, so the export holds every tensor its base holds."""
+    found = KV_SHARED.match(name)
+    text = config.get("text_config")
+    if found is None or not isinstance(text, dict):
+        return False
+    layers, shared = text.get("num_hidden_layers"), text.get("num_kv_shared_layers")
+    if type(layers) is not int or type(shared) is not int or shared <= 0:
+        return False
+    return layers - shared <= int(found.group(1)) < layers
+
+
+def copied_from_base(name: str, config: dict[str, Any]) -> bool:
+    """Whether the export step copies the base's tensor ``name`` unchanged: everything outside the language model
+    (vision tower, ``embed_vision``, audio tower, ``embed_audio``) and the language model's unused tensors."""
+    return not name.startswith(LANGUAGE_PREFIX) or unused_by_the_model(name, config)
+
+
+def compare(exported: ModelLayout, base: ModelLayout) -> list[str]:
+    """How the export differs from the base model, one line each (empty: it is the whole base model: the same
+    ``config.json``, every tensor of the base and no other, each with the base's shape, in the base's dtype or,
+    for the language model MaxText writes, in BF16)."""
+    out = _config_differences(exported.config, base.config)
+    for name in sorted(set(base.tensors) - set(exported.tensors)):
+        out.append(f"tensor {name} of the base is missing from the export")
+    for name in sorted(set(exported.tensors) - set(base.tensors)):
+        out.append(f"tensor {name} is in the export only (the base has no such tensor)")
+    for name in sorted(set(exported.tensors) & set(base.tensors)):
+        mine, theirs = exported.tensors[name], base.tensors[name]
+        if mine.shape != theirs.shape:
+            out.append(f"tensor {name} has shape {list(mine.shape)}, the base's {list(theirs.shape)}")
+        if mine.dtype == theirs.dtype or (mine.dtype == EXPORTED_DTYPE and name.startswith(LANGUAGE_PREFIX)):
+            continue
+        if name.startswith(LANGUAGE_PREFIX):
+            out.append(f"tensor {name} is {mine.dtype}, not {EXPORTED_DTYPE} (weight_dtype=bfloat16)")
+        else:
+            out.append(f"tensor {name} is {mine.dtype}, the base's {theirs.dtype} (copied from the base unchanged)")
+    return out
+
+
+def _config_differences(mine: dict[str, Any], theirs: dict[str, Any], path: str = "") -> list[str]:
+    """Where ``config.json`` differs from the base's, field by field (the sub-configs' fields one by one)."""
+    out = []
+    for key in sorted(set(mine) | set(theirs)):
+        a, b = mine.get(key), theirs.get(key)
+        if not path and isinstance(b, dict):
+            out += _config_differences(a if isinstance(a, dict) else {}, b, f"{key}.")
+        elif a != b:
+            out.append(f"config.json {path}{key} is {_shown(a)}, the base's {_shown(b)}")
     return out
 
 

@@ -41,4 +41,22 @@ def step_memory_gib(model: Model) -> int:
     return math.ceil((WEIGHT_COPIES * model.weights_gib + RUNTIME_GIB) / 8) * 8
 
 
+SCRATCH_SLACK_GIB = 20
+"""Room on a CPU step's scratch beyond the weights it downloads (Hugging Face's cache index, a partial download)."""
+
+
+def scratch_gib(model: Model, step: str) -> int:
+    """A CPU step's scratch (``HF_HOME``, the publication's work folder; an ``emptyDir`` on cpu-np's boot disk):
+    the conversion holds the Hugging Face download and the MaxText checkpoint it writes (two copies of the
+    weights), the export and the publication one."""
+    return model.weights_gib * (2 if step == "convert" else 1) + SCRATCH_SLACK_GIB
+
+
+def boot_disk_allocatable_gib(disk_gb: int) -> float:
+    """What GKE lets pods use of a node's boot disk ("Plan GKE Standard node sizes", local ephemeral storage): the
+    filesystem (about 94.25 % of the disk) less the 10 % eviction threshold and the system reservation, the least
+    of 50 % of the disk, 6 GiB + 35 % of it and 100 GiB (the page's 100 GB node: 43.83 GiB allocatable)."""
+    return 0.9425 * disk_gb * 0.9 - min(0.5 * disk_gb, 6 + 0.35 * disk_gb, 100)
+
+
 DEFAULT_MODEL = "gemma4-26b"

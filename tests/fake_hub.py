@@ -22,11 +22,16 @@ class FakeHub(QuietHandler):
     """The repository's files at ``COMMIT`` (empty: ``config.json`` is a 123-byte stand-in)."""
     ranges: list[str] = []
     """``<file> <Range header, or "whole">`` of every GET of a file, in order (how much was read)."""
+    ignores_range = False
+    """A server (or a proxy or CDN in front of it) that ignores ``Range`` and answers every GET with the whole
+    file (200): a reader that trusts it pulls a whole shard for an 8-byte header read."""
+    sent: list[int] = []
+    """Bytes of file content written to clients, per GET, in order (what a reader made the server send)."""
 
     @classmethod
     def serving(cls, files: dict[str, bytes]) -> type[FakeHub]:
         """A Hub whose repository holds ``files``, with a request log of its own."""
-        return type("ServingHub", (cls,), {"files": files, "ranges": []})
+        return type("ServingHub", (cls,), {"files": files, "ranges": [], "sent": []})
 
     def _token(self) -> str:
         return self.headers.get("Authorization", "").removeprefix("Bearer ")
@@ -71,7 +76,8 @@ class FakeHub(QuietHandler):
             i = parts.index("revision")
             repo, revision = "/".join(parts[2:i]), parts[i + 1]
             if self._check(repo, revision):
-                siblings = [{"rfilename": name} for name in sorted(self.files)]
+                # As the Hub lists them with files_metadata=True (size, and lfs for large files).
+                siblings = [{"rfilename": name, "size": len(data)} for name, data in sorted(self.files.items())]
                 self.send_json(
                     200,
                     {
@@ -105,13 +111,32 @@ class FakeHub(QuietHandler):
         wanted = self.headers.get("Range")
         if self.command == "GET":
             type(self).ranges.append(f"{name} {wanted or 'whole'}")
-        if wanted and self.command == "GET":
+        if wanted and self.command == "GET" and not self.ignores_range:
             first, _, last = wanted.removeprefix("bytes=").partition("-")
             start, end = int(first), min(int(last) if last else len(data) - 1, len(data) - 1)
             headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
             self.send_body(206, data[start : end + 1], "application/octet-stream", **headers)
+            type(self).sent.append(end + 1 - start)
             return
-        self.send_body(200, data, "application/octet-stream", **headers)
+        self._whole(data, headers)
+
+    def _whole(self, data: bytes, headers: dict[str, str]) -> None:
+        """The whole file, 200, in 64 kB writes; a client that hangs up stops it (counted in ``sent``)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+        written = 0
+        if self.command == "GET":
+            try:
+                for at in range(0, len(data), 65536):
+                    self.wfile.write(data[at : at + 65536])
+                    written += len(data[at : at + 65536])
+            except OSError:
+                pass  # the client stopped reading
+            type(self).sent.append(written)
 
     def do_HEAD(self):  # noqa: N802
         parts = self.path.split("?")[0].strip("/").split("/")

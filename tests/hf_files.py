@@ -1,17 +1,22 @@
 """Hugging Face model folders for tests, written the way ``save_pretrained`` and MaxText's ``to_huggingface``
 write them: ``config.json``, safetensors shards written by the real ``safetensors`` library, the index and
-the tokenizer's files. Gemma 4's names: the language model under ``model.language_model.``, a vision tower the
-export leaves out."""
+the tokenizer's files. Gemma 4's names: the language model under ``model.language_model.``, a vision tower
+MaxText leaves out and the export step copies from the base. And a proxy in front of fake-gcs-server that
+ignores ``Range``, as a misbehaving endpoint would."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from core.hf_model import ModelLayout, Tensor
+from tests.fake_hub import GOOD
 
 LANG = "model.language_model."
 CONFIG = {
@@ -34,14 +39,23 @@ VISION = {
 BYTES = {"BF16": 2, "F32": 4}
 
 
-def shard_bytes(tensors: dict[str, tuple[str, list[int]]]) -> bytes:
-    """A safetensors file, as the library writes it (zeros: the check reads headers only)."""
+def tensor_data(name: str, dtype: str, shape: list[int]) -> bytes:
+    """Bytes of a tensor that differ from tensor to tensor (a copy from the wrong place shows)."""
+    count = int(np.prod(shape)) * BYTES[dtype]
+    seed = int.from_bytes(name.encode()[-8:].rjust(8, b"\0"), "little") ^ len(name)
+    return np.random.default_rng(seed).integers(0, 255, count, dtype=np.uint8).tobytes()
+
+
+def shard_bytes(tensors: dict[str, tuple[str, list[int]]], values: dict[str, bytes] | None = None) -> bytes:
+    """A safetensors file, as the library writes it (zeros, or the bytes ``values`` gives a tensor)."""
     import safetensors
 
     keep = []
     specs = {}
     for name, (dtype, shape) in tensors.items():
-        data = np.zeros(int(np.prod(shape)) * BYTES[dtype], dtype=np.uint8)
+        count = int(np.prod(shape)) * BYTES[dtype]
+        raw = (values or {}).get(name)
+        data = np.frombuffer(raw, dtype=np.uint8).copy() if raw is not None else np.zeros(count, dtype=np.uint8)
         keep.append(data)
         specs[name] = safetensors.TensorSpec(
             dtype={"BF16": "bfloat16", "F32": "float32"}[dtype],
@@ -55,7 +69,12 @@ def shard_bytes(tensors: dict[str, tuple[str, list[int]]]) -> bytes:
         return path.read_bytes()
 
 
-def model_files(tensors: dict[str, tuple[str, list[int]]], shards: int, config: dict | None = None) -> dict[str, bytes]:
+def model_files(
+    tensors: dict[str, tuple[str, list[int]]],
+    shards: int,
+    config: dict | None = None,
+    values: dict[str, bytes] | None = None,
+) -> dict[str, bytes]:
     """A model folder as ``save_pretrained`` and ``to_huggingface`` write it: config, shards, index, tokenizer."""
     names = sorted(tensors)
     groups = [names[i::shards] for i in range(shards)]
@@ -63,7 +82,7 @@ def model_files(tensors: dict[str, tuple[str, list[int]]], shards: int, config: 
     weight_map = {}
     for i, group in enumerate(groups, 1):
         file = f"model-{i:05d}-of-{shards:05d}.safetensors"
-        files[file] = shard_bytes({n: tensors[n] for n in group})
+        files[file] = shard_bytes({n: tensors[n] for n in group}, values)
         weight_map.update(dict.fromkeys(group, file))
     total = sum(int(np.prod(shape)) * BYTES[dtype] for dtype, shape in tensors.values())
     files["model.safetensors.index.json"] = json.dumps(
@@ -80,3 +99,171 @@ def layout(tensors: dict[str, tuple[str, list[int]]], config: dict | None = None
     return ModelLayout(
         config or CONFIG, {n: Tensor(d, tuple(s)) for n, (d, s) in tensors.items()}, dict.fromkeys(tensors, "m")
     )
+
+
+def values_of(tensors: dict[str, tuple[str, list[int]]]) -> dict[str, bytes]:
+    """Distinct bytes for every tensor (``tensor_data``)."""
+    return {name: tensor_data(name, dtype, shape) for name, (dtype, shape) in tensors.items()}
+
+
+MAXTEXT_SHARD_BYTES = 1024 * 1024 * 1024 * 3
+"""MaxText 0.2.4's ``DEFAULT_MAX_SHARD_SIZE`` (``checkpoint_conversion/utils/utils.py``)."""
+
+
+def maxtext_files(
+    tensors: dict[str, tuple[str, list[int]]],
+    values: dict[str, bytes],
+    config: dict,
+    max_shard_bytes: int = MAXTEXT_SHARD_BYTES,
+) -> dict[str, bytes]:
+    """An export as MaxText 0.2.4's ``to_huggingface`` writes it (``utils.py``: ``save_model_files``): the
+    tokenizer's files (``tokenizer.save_pretrained``), ``config.json``, then ``shard_checkpoint``'s shards: the
+    tensors in name order, a new shard when the next would pass ``max_shard_bytes``; one shard is
+    ``model.safetensors`` with no index, more are ``model-00001-of-0000N.safetensors`` with an index
+    (``json.dumps(index, indent=2)``, ``total_size`` the tensors' bytes); each written by the safetensors
+    library with ``metadata={"format": "pt"}``."""
+    groups: list[list[str]] = [[]]
+    used = 0
+    for name in sorted(tensors):
+        dtype, shape = tensors[name]
+        size = int(np.prod(shape)) * BYTES[dtype]
+        if used + size > max_shard_bytes and groups[-1]:
+            groups.append([])
+            used = 0
+        groups[-1].append(name)
+        used += size
+    files = {
+        "tokenizer.json": b'{"version": "1.0"}',
+        "tokenizer_config.json": b'{"tokenizer_class": "GemmaTokenizer"}',
+        "chat_template.jinja": b"{{ messages }}",
+        "config.json": json.dumps(config, indent=2).encode(),
+    }
+    if len(groups) == 1:
+        files["model.safetensors"] = shard_bytes({n: tensors[n] for n in groups[0]}, values)
+        return files
+    weight_map = {}
+    for i, group in enumerate(groups, 1):
+        file = f"model-{i:05d}-of-{len(groups):05d}.safetensors"
+        files[file] = shard_bytes({n: tensors[n] for n in group}, values)
+        weight_map.update(dict.fromkeys(group, file))
+    total = sum(int(np.prod(shape)) * BYTES[dtype] for dtype, shape in tensors.values())
+    files["model.safetensors.index.json"] = json.dumps(
+        {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2
+    ).encode()
+    return files
+
+
+def tensors_of(data: bytes) -> dict[str, bytes]:
+    """Each tensor's bytes in a safetensors file, as the library reads them (``safetensors.deserialize``)."""
+    import safetensors
+
+    return {name: bytes(info["data"]) for name, info in safetensors.deserialize(data)}
+
+
+class RangeIgnoringProxy:
+    """A loopback proxy in front of fake-gcs-server that drops every request's ``Range`` header, so every
+    ranged read is answered with the whole object (200), as an endpoint that ignores ``Range`` answers.
+    ``sent`` counts the body bytes it passed on, per response."""
+
+    def __init__(self, upstream: str) -> None:
+        import http.client
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from urllib.parse import urlsplit
+
+        target = urlsplit(upstream)
+        proxy = self
+        self.sent: list[int] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _forward(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("range", "host")}
+                connection = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
+                connection.request(self.command, self.path, body=body, headers=headers)
+                reply = connection.getresponse()
+                self.send_response(reply.status)
+                for key, value in reply.getheaders():
+                    if key.lower() not in ("transfer-encoding", "connection"):
+                        self.send_header(key, value)
+                self.end_headers()
+                written = 0
+                try:
+                    while chunk := reply.read(65536):
+                        self.wfile.write(chunk)
+                        written += len(chunk)
+                except OSError:
+                    pass  # the client stopped reading
+                proxy.sent.append(written)
+                connection.close()
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _forward  # noqa: N815
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# ---------------------------------------------------------------------------------------------
+# The export step, run as its pod runs it
+
+
+def export_step(*overrides: str):
+    """The prod stack's export step (with ``--set`` overrides)."""
+    from tests.lifecycle_walk import settings
+    from workloads.build.steps import plan_workflow
+
+    return plan_workflow(settings("prod", list(overrides))).export
+
+
+def lay_out(gcs, step, files: dict[str, bytes]) -> tuple[str, str]:
+    """The trained checkpoint the scan finds, and the export as ``to_huggingface`` left it; (bucket, prefix)."""
+    from tests.conftest import put
+
+    bucket, _, prefix = step.output_uri.removeprefix("gs://").partition("/")
+    if not gcs.lookup_bucket(bucket):
+        gcs.create_bucket(bucket)
+    put(gcs, step.input_uri, "49/model_params/x", "49/commit_success.txt")
+    for name, data in files.items():
+        gcs.bucket(bucket).blob(prefix + name).upload_from_string(data)
+    return bucket, prefix
+
+
+def run_export(step, hub_url: str, tmp_path: Path, python: str = sys.executable) -> subprocess.CompletedProcess:
+    """The export step's container command as the pod runs it, ``python3`` the given interpreter; MaxText's
+    ``python3 -m`` is a stand-in that does nothing (the test laid out what it writes)."""
+    pod = step.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["command"][:2] == ["/bin/bash", "-c"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    shim = bin_dir / "python3"
+    shim.write_text(f'#!/bin/sh\nif [ "$1" = "-m" ]; then echo "stand-in: $2"; exit 0; fi\nexec "{python}" "$@"\n')
+    shim.chmod(0o755)
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "HF_TOKEN": GOOD,
+        "HF_HOME": str(tmp_path / "hf-home"),
+        "HF_ENDPOINT": hub_url,
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"],
+        "NO_GCE_CHECK": "True",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "TMPDIR": str(tmp_path),
+    }
+    return subprocess.run(["bash", "-c", container["command"][2]], env=env, capture_output=True, text=True, timeout=120)
+
+
+def objects(gcs, bucket: str, prefix: str) -> dict[str, bytes]:
+    return {
+        b.name[len(prefix) :]: b.download_as_bytes() for b in gcs.list_blobs(bucket, prefix=prefix) if b.name != prefix
+    }

@@ -180,7 +180,7 @@ def base_hub() -> type[FakeHub]:
 def test_up_exports_the_last_step_found_and_warns_when_it_is_short(gcs, monkeypatch):
     steps = _trained(gcs)
     actor = steps["train"]["artifactUri"]
-    _export(gcs, steps["export"]["artifactUri"], model_files(LANGUAGE, 3))
+    _export(gcs, steps["export"]["artifactUri"], model_files({**LANGUAGE, **VISION}, 3))
     from workloads.run import exported
 
     reads = []
@@ -206,11 +206,16 @@ def test_up_exports_the_last_step_found_and_warns_when_it_is_short(gcs, monkeypa
     assert any("training ended at step 49, not 50" in w for w in plan.warnings())
 
 
-def test_up_fails_when_the_export_is_not_the_base_models_language_model(gcs, monkeypatch):
+def test_up_fails_when_the_export_is_not_the_whole_base_model(gcs, monkeypatch):
     """Six differences (architecture, dtype, shape, a missing and two extra tensors): `up` fails with the first
     five, how many more there are, the export's logs and why the next `up` does not retry it."""
     steps = _trained(gcs)
-    wrong = {**LANGUAGE, f"{LANG}norm.weight": ("F32", [4]), f"{LANG}embed_tokens.weight": ("BF16", [4, 8])}
+    wrong = {
+        **LANGUAGE,
+        **VISION,
+        f"{LANG}norm.weight": ("F32", [4]),
+        f"{LANG}embed_tokens.weight": ("BF16", [4, 8]),
+    }
     wrong.pop(f"{LANG}layers.1.self_attn.q_proj.weight")
     wrong.update({f"{LANG}layers.2.extra{i}.weight": ("BF16", [2]) for i in range(2)})
     _export(
@@ -235,7 +240,7 @@ def test_up_runs_an_export_again_when_a_shard_is_missing(gcs, monkeypatch):
     """A shard the index names but GCS lacks (an upload cut short): incomplete, so the next `up` retries the
     export (its own check, before the comparison with the base)."""
     steps = _trained(gcs)
-    files = model_files(LANGUAGE, 3)
+    files = model_files({**LANGUAGE, **VISION}, 3)
     files.pop("model-00003-of-00003.safetensors")
     _export(gcs, steps["export"]["artifactUri"], files)
     with serve(base_hub()) as hub:

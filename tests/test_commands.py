@@ -21,6 +21,7 @@ from tests.conftest import put, shared_path, slug
 from tests.lifecycle_walk import settings
 from workloads.build.commands import (
     CHECKPOINT_SCAN,
+    COMPLETE_EXPORT,
     EVALS_LOG,
     MARK_FOLDER,
     OPTIMIZER_PATCH,
@@ -323,12 +324,20 @@ def test_export_argv_reads_the_newest_complete_checkpoint_found_at_run_time(tmp_
     for step in (10, 20, 30, 40, 49):
         put(gcs, actor, f"{step}/model_params/x", f"{step}/commit_success.txt")
     put(gcs, actor, "50/model_params/x")  # a save cut short
-    env = {"SHIM_RUN_C": "1", "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"]}
-    mark, scan, export = run_in_bash(container_command(objs["export"]), tmp_path, env)
+    # SHIM_RUN_C runs every -c snippet for real, the completion too: a closed loopback Hub makes it fail at once
+    # (it is tested for real in tests/test_export_complete.py).
+    env = {
+        "SHIM_RUN_C": "1",
+        "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"],
+        "HF_ENDPOINT": "http://127.0.0.1:9",
+        "NO_GCE_CHECK": "True",
+    }
+    mark, scan, export, complete = run_in_bash(container_command(objs["export"]), tmp_path, env, check=False)
     out = f"{PROD_BUCKET}/gemma4-26b/export/{step_id(objs['export'])}/"
     assert mark == ["-c", MARK_FOLDER, out]
     assert scan == ["-c", CHECKPOINT_SCAN, actor]
     assert export == _export_expected(objs, f"{actor}49/model_params/")
+    assert complete == ["-c", COMPLETE_EXPORT, "google/gemma-4-26b-a4b-it", "main", out]
 
 
 @pytest.mark.pure
@@ -337,9 +346,12 @@ def test_export_argv_takes_the_checkpoint_the_scan_prints(tmp_path):
     objs = objects("prod")
     actor = objs["export"]["metadata"]["annotations"]["tpu-rl/input"]
     checkpoint = f"{actor}49/model_params/"
-    _mark, scan, export = run_in_bash(container_command(objs["export"]), tmp_path, {"SHIM_C_PRINTS": checkpoint})
+    _mark, scan, export, complete = run_in_bash(
+        container_command(objs["export"]), tmp_path, {"SHIM_C_PRINTS": checkpoint}
+    )
     assert scan == ["-c", CHECKPOINT_SCAN, actor]
     assert export == _export_expected(objs, checkpoint)
+    assert complete[:2] == ["-c", COMPLETE_EXPORT]
     assert f"tpu-rl: exporting {checkpoint}" in run_in_bash.last.stdout
 
 

@@ -3,7 +3,12 @@
 Shards are written by the real ``safetensors`` library, served by fake-gcs-server (the export) and by a
 loopback Hub that answers ``hf_hub_download`` and ``parse_safetensors_file_metadata`` as the Hub does (the
 base). The tensor names are Gemma 4's: MaxText 0.2.4's ``to_huggingface`` writes the language model under
-``model.language_model.`` and leaves the vision tower out (``use_multimodal=False``).
+``model.language_model.`` and leaves the vision tower out (``use_multimodal=False``); the export step copies it
+from the base (tests/test_export_complete.py), so a checked export holds every tensor of the base.
+
+Headers are judged by the safetensors library itself (``core.hf_model.parse_header``): each rule of
+``SafeTensors::read_metadata`` / ``Metadata::validate`` is tested at both sides, with files the library wrote
+and with crafted headers.
 """
 
 from __future__ import annotations
@@ -55,23 +60,119 @@ def test_a_shard_of_the_wrong_size_is_named(cut, words):
     )
 
 
+def entry(dtype: str, shape: object, begin: int, end: int) -> dict:
+    return {"dtype": dtype, "shape": shape, "data_offsets": [begin, end]}
+
+
+def described(raw: bytes) -> int:
+    """The size of the file a header describes (8 + N + its largest end offset)."""
+    entries = [v for k, v in json.loads(raw).items() if k != "__metadata__" and "data_offsets" in v]
+    return 8 + len(raw) + max([v["data_offsets"][1] for v in entries] or [0])
+
+
+def judged(header: dict | bytes, size: int | None = None) -> dict[str, Tensor] | str:
+    """The tensors ``parse_header`` finds in a file of ``size`` bytes (default: the size the header describes),
+    or the one line it refuses it with."""
+    raw = header if isinstance(header, bytes) else json.dumps(header).encode()
+    size = described(raw) if size is None else size
+    try:
+        return parse_header(raw, "s", size)
+    except ModelFormatError as err:
+        assert "\n" not in str(err)
+        return str(err)
+
+
+REFUSED = "s: the safetensors library refuses its header ("
+# Each rule of the library at both sides: (header, what the library says, or None: accepted).
+RULES = [
+    # offsets start at 0 and follow each other: no gap, no overlap (Metadata::validate, InvalidOffset)
+    ({"a": entry("BF16", [2], 0, 4), "b": entry("BF16", [2], 4, 8)}, None),
+    ({"b": entry("BF16", [2], 4, 8), "a": entry("BF16", [2], 0, 4)}, None),  # in any order in the JSON
+    ({"a": entry("BF16", [2], 0, 4), "b": entry("BF16", [2], 2, 6)}, "invalid offset for tensor `b`"),
+    ({"a": entry("BF16", [2], 0, 4), "b": entry("BF16", [2], 6, 10)}, "invalid offset for tensor `b`"),
+    ({"a": entry("BF16", [2], 1, 5)}, "invalid offset for tensor `a`"),
+    # each tensor's bytes are what its dtype and shape need (TensorInvalidInfo)
+    ({"a": entry("BF16", [2, 3], 0, 12)}, None),
+    ({"a": entry("BF16", [2, 3], 0, 10)}, "invalid shape, data type, or offset for tensor"),
+    ({"a": entry("BF16", [], 0, 2)}, None),  # a scalar
+    ({"a": entry("BF16", [0, 4], 0, 0)}, None),  # an empty tensor
+    # sub-byte dtypes end on a byte (MisalignedSlice); shapes that overflow (ValidationOverflow)
+    ({"a": entry("F4", [4], 0, 2)}, None),
+    ({"a": entry("F4", [3], 0, 2)}, "does not end up at a byte boundary"),
+    ({"a": entry("BF16", [2**40, 2**40], 0, 4)}, "overflow computing buffer size"),
+    # dtypes the library knows, shapes of unsigned integers, every field present (serde: HashMetadata)
+    ({"a": entry("F8_E4M3", [4], 0, 4)}, None),
+    ({"a": entry("Q4", [4], 0, 2)}, "unknown variant `Q4`"),
+    ({"a": entry("BF16", [-2], 0, 4)}, "invalid value: integer `-2`, expected usize"),
+    ({"a": entry("BF16", 2, 0, 4)}, "invalid type: integer `2`, expected a sequence"),
+    ({"a": {"dtype": "BF16", "shape": [2]}}, "missing field `data_offsets`"),
+    # __metadata__ is a map of strings
+    ({"__metadata__": {"format": "pt"}, "a": entry("BF16", [2], 0, 4)}, None),
+    ({"__metadata__": {"format": 1}, "a": entry("BF16", [2], 0, 4)}, "invalid type: integer `1`, expected a string"),
+    ({"__metadata__": {"format": None}, "a": entry("BF16", [2], 0, 4)}, "invalid type: null, expected a string"),
+    ({"__metadata__": "pt", "a": entry("BF16", [2], 0, 4)}, 'invalid type: string "pt", expected a map'),
+    # the header is a JSON object (read_metadata: InvalidHeaderDeserialization)
+    (b"not json", "invalid JSON in header: expected ident"),
+    (b"[1]", "invalid type: sequence"),
+]
+
+
 @pytest.mark.pure
-@pytest.mark.parametrize(
-    ("header", "words"),
-    [
-        (b"not json", "not JSON"),
-        (b"[1]", "not an object"),
-        (b'{"a": {"dtype": "BF16", "shape": [2]}}', "lacks dtype, shape or data_offsets"),
-        (b'{"a": {"dtype": "Q4", "shape": [2], "data_offsets": [0, 4]}}', "invalid dtype"),
-        (b'{"a": {"dtype": "BF16", "shape": [-2], "data_offsets": [0, 4]}}', "invalid dtype, shape"),
-        (b'{"a": {"dtype": "BF16", "shape": [2], "data_offsets": [1, 4]}}', "a (BF16 [2]) is 3 bytes, not 4"),
-        (b'{"a": {"dtype": "BF16", "shape": 2, "data_offsets": [0, 4]}}', "invalid dtype, shape"),
-    ],
-)
-def test_a_header_that_breaks_the_format_is_refused_in_one_line(header, words):
-    with pytest.raises(ModelFormatError) as err:
-        parse_header(header, "s", 8 + len(header) + 4)
-    assert words in str(err.value) and "\n" not in str(err.value)
+@pytest.mark.parametrize(("header", "words"), RULES, ids=[f"rule{i}" for i in range(len(RULES))])
+def test_a_header_is_judged_by_each_rule_of_the_safetensors_library(header, words):
+    size = 8 + len(header) + 4 if isinstance(header, bytes) else None
+    found = judged(header, size)
+    if words is None:
+        assert isinstance(found, dict), found
+    else:
+        assert isinstance(found, str) and found.startswith(REFUSED) and words in found, found
+
+
+@pytest.mark.pure
+def test_what_the_library_accepts_it_also_reads_back_and_what_it_refuses_the_check_refuses():
+    """The same headers given to ``safetensors.safe_open`` in whole files (their data written): the check's
+    answer is the library's, every time."""
+    import struct
+    import tempfile
+
+    from safetensors import SafetensorError, safe_open
+
+    for header, _words in RULES:
+        raw = header if isinstance(header, bytes) else json.dumps(header).encode()
+        size = 8 + len(raw) + 4 if isinstance(header, bytes) else None
+        found = judged(header, size)
+        with tempfile.NamedTemporaryFile() as file:
+            file.write(struct.pack("<Q", len(raw)) + raw)
+            file.truncate(size or described(raw))
+            file.flush()
+            try:
+                with safe_open(file.name, framework="numpy") as opened:
+                    accepted = sorted(opened.keys())
+            except SafetensorError:
+                accepted = None
+        assert (accepted is None) == isinstance(found, str), (header, found)
+        if accepted is not None:
+            assert sorted(found) == accepted
+
+
+@pytest.mark.pure
+def test_a_file_the_library_wrote_padding_and_metadata_included_is_read_whole():
+    """safetensors pads its header with spaces to 8 bytes; the padding belongs to the header."""
+    data = shard_bytes({"a": ("BF16", [3]), "b": ("F32", [1]), "c": ("BF16", [0])})
+    length = header_length(data[:8], "s", len(data))
+    assert length % 8 == 0 and data[8 : 8 + length].endswith(b" ")
+    assert parse_header(data[8 : 8 + length], "s", len(data)) == {
+        "a": Tensor("BF16", (3,)),
+        "b": Tensor("F32", (1,)),
+        "c": Tensor("BF16", (0,)),
+    }
+
+
+@pytest.mark.pure
+def test_a_header_describing_more_than_any_shard_is_a_shard_cut_short():
+    huge = {"a": entry("BF16", [2**39], 0, 2**40)}
+    size = 8 + len(json.dumps(huge)) + 2**40
+    assert judged(huge, 1000) == f"s is 1000 bytes but its header describes {size}: the shard is cut short"
 
 
 @pytest.mark.pure
@@ -113,22 +214,22 @@ def test_a_config_is_a_json_object():
 @pytest.mark.pure
 def test_a_long_value_is_shown_cut_to_80_characters():
     long_arch = ["A" * 100]
-    found = compare(layout(LANGUAGE, {**CONFIG, "architectures": long_arch}), layout(LANGUAGE), "gemma4-26b")
+    found = compare(layout(WHOLE, {**CONFIG, "architectures": long_arch}), layout(WHOLE))
     assert found == [
         'config.json architectures is ["' + "A" * 75 + '..., the base\'s ["Gemma4ForConditionalGeneration"]'
     ]
     exact = ["A" * 76]  # json.dumps: 80 characters, shown whole
-    found = compare(layout(LANGUAGE, {**CONFIG, "architectures": exact}), layout(LANGUAGE), "gemma4-26b")
+    found = compare(layout(WHOLE, {**CONFIG, "architectures": exact}), layout(WHOLE))
     assert found[0].startswith(f"config.json architectures is {json.dumps(exact)}, the base's")
     over = ["A" * 77]  # 81 characters: cut
-    found = compare(layout(LANGUAGE, {**CONFIG, "architectures": over}), layout(LANGUAGE), "gemma4-26b")
+    found = compare(layout(WHOLE, {**CONFIG, "architectures": over}), layout(WHOLE))
     assert found[0].startswith('config.json architectures is ["' + "A" * 75 + "..., the base's")
 
 
 @pytest.mark.pure
 def test_a_text_config_that_is_not_an_object_differs_in_every_field():
-    found = compare(layout(LANGUAGE, {**CONFIG, "text_config": "gemma4_text"}), layout(LANGUAGE), "gemma4-26b")
-    assert found[0] == 'config.json text_config.model_type is null, the base\'s "gemma4_text"' and len(found) == 4
+    found = compare(layout(WHOLE, {**CONFIG, "text_config": "gemma4_text"}), layout(WHOLE))
+    assert found[-1] == "config.json text_config.vocab_size is null, the base's 8" and len(found) == 4
 
 
 @pytest.mark.pure
@@ -142,7 +243,7 @@ def test_a_header_length_past_the_file_is_refused():
 
 @pytest.mark.pure
 def test_an_index_without_a_weight_map_is_refused():
-    assert parse_index(b'{"weight_map": {"a": "f"}}') == {"a": "f"}
+    assert parse_index(b'{"weight_map": {"a": "f.safetensors"}}') == {"a": "f.safetensors"}
     for raw in (b"{}", b'{"weight_map": {}}', b'{"weight_map": {"a": 1}}', b"[1]"):
         with pytest.raises(ModelFormatError) as err:
             parse_index(raw)
@@ -153,12 +254,93 @@ def test_an_index_without_a_weight_map_is_refused():
 
 
 # ---------------------------------------------------------------------------------------------
-# The comparison
+# The names of a model folder's files (from GCS listings, indexes, the Hub)
+
+NAMES = [
+    ("config.json", None),
+    ("model-00001-of-00018.safetensors", None),
+    ("model-base-00001-of-00001.safetensors", None),
+    ("chat_template.jinja", None),
+    ("generation_config.json", None),
+    ("", "an empty name"),
+    ("..", "is not a plain file name"),
+    ("../../x.safetensors", "is a path, not a file of the folder"),
+    ("/etc/passwd", "is a path, not a file of the folder"),
+    ("sub/config.json", "is a path, not a file of the folder"),
+    ("a\\b.safetensors", "is a path, not a file of the folder"),
+    ("a\nb.json", "holds a control character"),
+    ("a\x7f.json", "holds a control character"),
+    ("a\x9b.json", "holds a control character"),
+    (".hidden.safetensors", "is not a plain file name"),
+    ("x" * 250 + ".safetensors", "longer than 255 characters"),
+    ("notes.txt", "is not a file of a model folder"),
+    ("README.md", "is not a file of a model folder"),
+    ("-x.safetensors", "is not a file of a model folder"),
+]
 
 
 @pytest.mark.pure
-def test_the_base_models_language_model_in_bf16_matches_and_its_vision_tower_is_not_expected():
-    assert compare(layout(LANGUAGE), layout({**LANGUAGE, **VISION}), "gemma4-26b") == []
+@pytest.mark.parametrize(("name", "words"), NAMES, ids=[f"name{i}" for i in range(len(NAMES))])
+def test_only_the_files_a_model_folder_consists_of_named_as_plain_files_pass(name, words):
+    from core.hf_model import export_file_problem, shard_problem
+
+    problem = export_file_problem(name)
+    assert (problem is None) == (words is None) and (words is None or words in problem), problem
+    if problem:
+        assert "\n" not in problem and "\x9b" not in problem
+        assert shard_problem(name), "what is no file of a model folder is no shard either"
+    assert shard_problem("config.json") == "'config.json' is not a safetensors shard's name"
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    "shard", ["../x.safetensors", "/x.safetensors", "x.bin", ""], ids=["dotdot", "abs", "bin", "empty"]
+)
+def test_an_index_naming_a_shard_that_cannot_be_one_is_refused(shard):
+    with pytest.raises(ModelFormatError) as err:
+        parse_index(json.dumps({"weight_map": {"a": "ok.safetensors", "b": shard}}).encode())
+    assert str(err.value).startswith("model.safetensors.index.json names a shard that cannot be one: ")
+
+
+@pytest.mark.pure
+def test_a_bounded_read_holds_at_most_what_it_asked_for():
+    """``read_object``'s sink: a server that ignores the range and sends more stops the download."""
+    from core.hf_model import BoundedBuffer, ReplyTooLargeError, read_object
+
+    class Blob:
+        def __init__(self, body: bytes) -> None:
+            self.body, self.asked = body, None
+
+        def download_to_file(self, sink, start=None, end=None, **options):
+            self.asked = (start, end, options)
+            for at in range(0, len(self.body), 8192):
+                sink.write(self.body[at : at + 8192])
+
+    honest, ignoring = Blob(b"12345678"), Blob(b"x" * 300_000)
+    assert read_object(honest, 100, "w", 0, 7, timeout=1) == b"12345678"
+    assert honest.asked == (0, 7, {"checksum": None, "timeout": 1})
+    with pytest.raises(ReplyTooLargeError) as err:
+        read_object(ignoring, 10**9, "reading s", 0, 7)
+    assert str(err.value) == "reading s: the server sent more than the 8 bytes asked for"
+    whole = Blob(b"y" * 20)
+    assert read_object(whole, 20, "w") == b"y" * 20 and whole.asked == (None, None, {})
+    with pytest.raises(ReplyTooLargeError):
+        read_object(whole, 19, "w")
+    sink = BoundedBuffer(3, "w")
+    assert sink.write(b"abc") == 3 and sink.flush() is None and bytes(sink.data) == b"abc"
+
+
+# ---------------------------------------------------------------------------------------------
+# The comparison: the whole base model
+
+WHOLE = {**LANGUAGE, **VISION}
+
+
+@pytest.mark.pure
+def test_the_whole_base_model_matches_and_its_language_model_alone_does_not():
+    assert compare(layout(WHOLE), layout(WHOLE)) == []
+    found = compare(layout(LANGUAGE), layout(WHOLE))
+    assert found == [f"tensor {n} of the base is missing from the export" for n in sorted(VISION)]
 
 
 @pytest.mark.pure
@@ -178,8 +360,19 @@ def test_the_base_models_language_model_in_bf16_matches_and_its_vision_tower_is_
             "config.json text_config.num_hidden_layers is 1, the base's 2",
         ),
         (
+            lambda t, c: c.__setitem__("vision_config", {}),
+            'config.json vision_config.model_type is null, the base\'s "gemma4_vision"',
+        ),
+        (lambda t, c: c.update(audio_config={"model_type": "gemma4_audio"}), "config.json audio_config is"),
+        (lambda t, c: c.update(transformers_version="5.5.0.dev0"), "config.json transformers_version is"),
+        (
             lambda t, c: t.__setitem__(f"{LANG}norm.weight", ("F32", [4])),
             f"tensor {LANG}norm.weight is F32, not BF16 (weight_dtype=bfloat16)",
+        ),
+        (
+            lambda t, c: t.__setitem__("model.embed_vision.embedding_projection.weight", ("F32", [4, 4])),
+            "tensor model.embed_vision.embedding_projection.weight is F32, the base's BF16 (copied from the base "
+            "unchanged)",
         ),
         (
             lambda t, c: t.__setitem__(f"{LANG}layers.1.experts.down_proj", ("BF16", [2, 3, 4])),
@@ -187,43 +380,65 @@ def test_the_base_models_language_model_in_bf16_matches_and_its_vision_tower_is_
         ),
         (lambda t, c: t.pop(f"{LANG}layers.1.self_attn.q_proj.weight"), "of the base is missing from the export"),
         (
+            lambda t, c: t.pop("model.vision_tower.encoder.layers.0.self_attn.q_proj.linear.weight"),
+            "tensor model.vision_tower.encoder.layers.0.self_attn.q_proj.linear.weight of the base is missing",
+        ),
+        (
             lambda t, c: t.__setitem__(f"{LANG}layers.2.self_attn.q_proj.weight", ("BF16", [4, 4])),
             "is in the export only (the base has no such tensor)",
         ),
         (
             lambda t, c: t.__setitem__("model.layers.0.self_attn.q_proj.weight", ("BF16", [4, 4])),
-            "tensor model.layers.0.self_attn.q_proj.weight is in the export only (not a language-model tensor)",
+            "tensor model.layers.0.self_attn.q_proj.weight is in the export only (the base has no such tensor)",
         ),
     ],
 )
 def test_each_kind_of_difference_is_one_line(change, words):
-    tensors, config = dict(LANGUAGE), json.loads(json.dumps(CONFIG))
+    tensors, config = dict(WHOLE), json.loads(json.dumps(CONFIG))
     change(tensors, config)
-    found = compare(layout(tensors, config), layout({**LANGUAGE, **VISION}), "gemma4-26b")
+    found = compare(layout(tensors, config), layout(WHOLE))
     assert len(found) == 1 and words in found[0], found
 
 
 @pytest.mark.pure
 def test_a_config_without_a_text_config_differs_in_every_field_the_base_sets():
     config = {k: v for k, v in CONFIG.items() if k != "text_config"}
-    found = compare(layout(LANGUAGE, config), layout(LANGUAGE), "gemma4-26b")
+    found = compare(layout(WHOLE, config), layout(WHOLE))
     assert found == [
-        'config.json text_config.model_type is null, the base\'s "gemma4_text"',
         "config.json text_config.hidden_size is null, the base's 4",
+        'config.json text_config.model_type is null, the base\'s "gemma4_text"',
         "config.json text_config.num_hidden_layers is null, the base's 2",
         "config.json text_config.vocab_size is null, the base's 8",
     ]
 
 
 @pytest.mark.pure
-def test_e4b_may_lack_the_key_value_projections_of_its_shared_layers_and_nothing_else():
-    shared = {f"{LANG}layers.{i}.self_attn.k_proj.weight": ("BF16", [4, 4]) for i in (23, 24, 41, 42)}
-    found = compare(layout(LANGUAGE), layout({**LANGUAGE, **shared}), "gemma4-e4b")
-    assert found == [
-        f"tensor {LANG}layers.23.self_attn.k_proj.weight of the base is missing from the export",
-        f"tensor {LANG}layers.42.self_attn.k_proj.weight of the base is missing from the export",
-    ], "layers 24-41 share their keys and values; 23 and 42 do not exist as shared layers"
-    assert len(compare(layout(LANGUAGE), layout({**LANGUAGE, **shared}), "gemma4-26b")) == 4, "26B shares none"
+def test_the_key_value_tensors_of_shared_layers_are_copied_from_the_base_and_no_others():
+    """Gemma 4 E2B/E4B: the last ``num_kv_shared_layers`` layers have no key/value weights of their own."""
+    from core.hf_model import copied_from_base, unused_by_the_model
+
+    config = {"text_config": {"num_hidden_layers": 42, "num_kv_shared_layers": 18}}
+    cases = [(24, "k_proj", True), (41, "v_norm", True), (23, "k_proj", False), (42, "k_proj", False)]
+    for layer, kind, unused in [*cases, (30, "q_proj", False)]:
+        name = f"{LANG}layers.{layer}.self_attn.{kind}.weight"
+        assert unused_by_the_model(name, config) is unused and copied_from_base(name, config) is unused, name
+    no_sharing = {"text_config": {"num_hidden_layers": 30}}
+    assert not unused_by_the_model(f"{LANG}layers.29.self_attn.k_proj.weight", no_sharing)
+    assert copied_from_base("model.vision_tower.std_bias", {}) and copied_from_base("model.embed_audio.x", {})
+    assert not copied_from_base(f"{LANG}norm.weight", config)
+
+
+@pytest.mark.pure
+def test_maxtexts_config_must_fix_the_same_shapes_as_the_bases():
+    from core.hf_model import maxtext_config_differences
+
+    assert maxtext_config_differences({**CONFIG, "transformers_version": "x", "audio_config": None}, CONFIG) == []
+    text = {**CONFIG["text_config"], "vocab_size": 9}
+    wrong = {**CONFIG, "architectures": ["Gemma4ForCausalLM"], "text_config": text}
+    assert maxtext_config_differences(wrong, CONFIG) == [
+        'config.json architectures is ["Gemma4ForCausalLM"], the base\'s ["Gemma4ForConditionalGeneration"]',
+        "config.json text_config.vocab_size is 9, the base's 8",
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -414,10 +629,11 @@ def test_the_whole_check_passes_a_true_export_and_names_the_differences_of_a_wro
 
     prod = settings("prod", [f"tpu-rl:model.revision={COMMIT}"])
     hub = FakeHub.serving(model_files({**LANGUAGE, **VISION}, 2))
-    upload(gcs, model_files(LANGUAGE, 3))
+    upload(gcs, model_files({**LANGUAGE, **VISION}, 3))
     with serve(hub) as url:
         assert export_differences(prod, HF_URI, GOOD, url) == []
-        wrong = dict(LANGUAGE)
+        assert export_differences(prod, HF_URI, GOOD, url, revision=COMMIT) == [], "the revision as a parameter"
+        wrong = {**LANGUAGE, **VISION}
         wrong[f"{LANG}norm.weight"] = ("F32", [4])
         upload(gcs, model_files(wrong, 3, {**CONFIG, "architectures": ["Gemma4ForCausalLM"]}))
         found = export_differences(prod, HF_URI, GOOD, url)

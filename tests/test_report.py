@@ -358,3 +358,21 @@ def test_the_hours_an_attempt_held_the_slice_run_from_its_start_to_its_last_file
     assert RunData(RUN, Scalars(), parse_logs(logs[:1]), None).held_chip_hours(8) is None, "no write time"
     assert Attempt("not-a-start", ended=start).held_hours() is None
     assert Attempt("20261130T050000Z", ended=start - 60).held_hours() == 0.0, "a clock skew is no negative hour"
+
+
+def test_an_event_file_past_its_bound_is_read_to_the_bound_and_the_report_says_it_was_cut(gcs, tmp_path, monkeypatch):
+    """A 300 MiB event file (tunix writes a few MB) costs at most the bound, whatever the load: read up to it (its
+    records there kept, the one cut short dropped) and ``truncated`` set; the same for the run's files together."""
+    from workloads.run import scalars
+
+    upload_run(gcs, RUN, steps=STEPS, checkpoints=(10,))
+    whole = json.loads((make(tmp_path / "whole", "--stack", "dev")[1] / "report.json").read_text())
+    assert whole["truncated"] is False
+    monkeypatch.setattr(scalars, "MAX_EVENT_FILE_BYTES", 600)
+    cut = json.loads((make(tmp_path / "cut", "--stack", "dev")[1] / "report.json").read_text())
+    assert cut["truncated"] is True
+    assert 0 < len(cut["scalars"]["rewards/train/sum"]) < len(whole["scalars"]["rewards/train/sum"])
+    monkeypatch.setattr(scalars, "MAX_EVENT_FILE_BYTES", 10**9)
+    monkeypatch.setattr(scalars, "MAX_EVENT_BYTES", 1)
+    none = json.loads((make(tmp_path / "none", "--stack", "dev")[1] / "report.json").read_text())
+    assert none["truncated"] is True and none["scalars"] == {}, "one byte of the first file: no record"

@@ -78,15 +78,28 @@ def _capped(chunks: Iterator[bytes], encoding: str, cap: int = MAX_BODY_BYTES) -
         yield chunk
 
 
+RANGE = re.compile(r"bytes=(\d{1,18})-(\d{1,18})")
+
+
+def _range_cap(wanted: str | None, cap: int) -> int:
+    """What a reply may hold: at most ``cap`` bytes and, for a request of one byte range (``Range: bytes=a-b``,
+    as ``parse_safetensors_file_metadata`` reads a header), at most that range's ``b - a + 1``: a server that
+    ignores the range and sends the whole shard stops at that bound, not at the whole file."""
+    found = RANGE.fullmatch(wanted.strip()) if wanted else None
+    if found is None or int(found.group(2)) < int(found.group(1)):
+        return cap
+    return min(cap, int(found.group(2)) - int(found.group(1)) + 1)
+
+
 def _client_factory(budget: deadline.Budget, cap: int = MAX_BODY_BYTES) -> Callable[[], Any]:
     import httpx2
 
     class CappedStream(httpx2.SyncByteStream):
-        def __init__(self, stream: Any, encoding: str) -> None:
-            self.stream, self.encoding = stream, encoding
+        def __init__(self, stream: Any, encoding: str, limit: int) -> None:
+            self.stream, self.encoding, self.limit = stream, encoding, limit
 
         def __iter__(self) -> Iterator[bytes]:
-            return _capped(iter(self.stream), self.encoding, cap)
+            return _capped(iter(self.stream), self.encoding, self.limit)
 
         def close(self) -> None:
             self.stream.close()
@@ -105,7 +118,7 @@ def _client_factory(budget: deadline.Budget, cap: int = MAX_BODY_BYTES) -> Calla
             return httpx2.Response(
                 response.status_code,
                 headers=headers,
-                stream=CappedStream(response.stream, encoding),
+                stream=CappedStream(response.stream, encoding, _range_cap(request.headers.get("range"), cap)),
                 extensions=response.extensions,
             )
 

@@ -82,10 +82,15 @@ def read_export(hf_uri: str) -> Exported:
 
 
 def base_differences(
-    settings: Settings, layout: ModelLayout | None, token: str, endpoint: str | None = None
+    settings: Settings,
+    layout: ModelLayout | None,
+    token: str,
+    endpoint: str | None = None,
+    revision: str | None = None,
 ) -> list[str]:
-    """How an exported layout differs from the base model on the Hub: architecture, tensor names, shapes and
-    dtypes (``core.hf_model.compare``); empty: it matches."""
+    """How an exported layout differs from the base model on the Hub at ``revision`` (default
+    ``tpu-rl:model.revision``; the commit that was converted, once it is recorded): its config, every tensor's
+    name, shape and dtype (``core.hf_model.compare``); empty: it is the whole base model."""
     from core.hf_model import compare
     from workloads.preflight import PreflightError, base_model_layout
 
@@ -93,21 +98,24 @@ def base_differences(
         raise pulumi.RunError("export check: the exported folder holds no model")
     model = settings.model
     try:
-        base = base_model_layout(model.spec.hf_repo, model.revision, token, endpoint)
+        base = base_model_layout(model.spec.hf_repo, revision or model.revision, token, endpoint)
     except PreflightError as err:
         raise pulumi.RunError(
             f"export check: {err} (tpu-rl:workflow.verifyExport: false skips the comparison)"
         ) from None
-    return compare(layout, base, model.spec.name)
+    return compare(layout, base)
 
 
-def export_differences(settings: Settings, hf_uri: str, token: str, endpoint: str | None = None) -> list[str]:
-    """The export's own problems (missing files, shards cut short, an index that disagrees with the headers),
-    or else how it differs from the base model (empty: it is whole and matches)."""
+def export_differences(
+    settings: Settings, hf_uri: str, token: str, endpoint: str | None = None, revision: str | None = None
+) -> list[str]:
+    """The export's own problems (files that are not a model's, missing files, shards cut short, an index that
+    disagrees with the headers), or else how it differs from the base model at ``revision`` (empty: it is whole
+    and is the whole base model)."""
     exported = read_export(hf_uri)
     if exported.problems:  # a folder without a layout always has its problems
         return list(exported.problems)
-    return base_differences(settings, exported.layout, token, endpoint)
+    return base_differences(settings, exported.layout, token, endpoint, revision)
 
 
 class HubUnknownError(Exception):
@@ -652,9 +660,9 @@ class WorkflowRun(pulumi.ComponentResource):
             )
 
     def _matches_base(self, step: Step) -> None:
-        """Fail `up` when the export is incomplete (retried, as ``_verified`` says) or is not the base model's
-        language model in BF16 (wrong architecture, dtype slip, missing tensor), with the first differences and
-        the logs."""
+        """Fail `up` when the export is incomplete (retried, as ``_verified`` says) or is not the whole base model
+        (another config, a missing, extra or reshaped tensor, a dtype slip), with the first differences and the
+        logs."""
         import os
 
         from pulumi.runtime import config as runtime_config
@@ -730,6 +738,7 @@ class WorkflowRun(pulumi.ComponentResource):
 
         from pulumi.runtime import config as runtime_config
 
+        from core.hf_model import name_problem
         from workloads.build.steps import branch_of
         from workloads.preflight import PreflightError, published_revision
         from workloads.run.artifacts import first_of, incomplete_export
@@ -759,7 +768,13 @@ class WorkflowRun(pulumi.ComponentResource):
         if "README.md" not in files:
             differences.append("README.md (the model card) missing")
         extra = sorted(set(files) - set(wanted) - set(CARD_FILES) - {".gitattributes"})
-        differences += [f"{name} (not in the export)" for name in extra]
+        # Names from the Hub are shown, never used as paths: one that is no plain file name is said to be one.
+        differences += [
+            f"{name} (not in the export)"
+            if name_problem(name) is None
+            else f"a file on the branch: {name_problem(name)}"
+            for name in extra
+        ]
         if differences:
             return (
                 f"publish finished but {repo}@{branch} does not hold the export {export_uri}: {first_of(differences)}",

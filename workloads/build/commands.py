@@ -210,21 +210,46 @@ def script(*lines: str, argv: list[str]) -> str:
     return "\n".join(body) + "\n"
 
 
-def export_script(argv: list[str], actor_uri: str, output_uri: str) -> str:
-    """Create the output folder, find the newest complete checkpoint (exit 3, not retried, if there is
-    none), then export it.
+HF_MODEL = (Path(__file__).parents[2] / "core" / "hf_model.py").read_text()
+"""``core/hf_model.py``: the safetensors header check, the names of a model folder's files, the bounded GCS read
+and the comparison; inlined into the export and publish steps' programs (the image has no copy of it)."""
+INLINED_START = "# tpu-rl: core/hf_model.py is inlined here (workloads/build/commands.py)\n"
+INLINED_END = "# tpu-rl: end of core/hf_model.py\n"
 
-    ``workloads/run/checkpoint_scan.py`` is inlined: the image has no copy of it.
+
+def _with_hf_model(file_name: str) -> str:
+    """The text of ``workloads/run/<file_name>`` with ``core/hf_model.py``'s in place of its import of it (the
+    lines between ``INLINED_START`` and ``INLINED_END``): one program for ``python3 -c``."""
+    source = (Path(__file__).parents[1] / "run" / file_name).read_text()
+    start, end = source.index(INLINED_START), source.index(INLINED_END) + len(INLINED_END)
+    return source[:start] + HF_MODEL.replace("from __future__ import annotations\n", "", 1) + source[end:]
+
+
+COMPLETE_EXPORT = _with_hf_model("complete_export.py")
+"""The export step's second program: the export made the whole base model (``workloads/run/complete_export.py``)."""
+
+
+def export_script(argv: list[str], actor_uri: str, output_uri: str, revision: str = "main") -> str:
+    """Create the output folder, find the newest complete checkpoint (exit 3, not retried, if there is
+    none), export it, then make the export the whole base model (``workloads/run/complete_export.py``, exit 3
+    for a refusal): the base repository is ``--hf_model_path`` of ``argv``, read at ``revision``
+    (``tpu-rl:model.revision``; the commit that was converted, once the program records it).
+
+    ``workloads/run/checkpoint_scan.py`` and the completion are inlined: the image has no copy of them.
     """
-    return script(
+    repo = next(a.removeprefix("--hf_model_path=") for a in argv if a.startswith("--hf_model_path="))
+    lines = [
+        "set -euo pipefail",
         mark_folder(output_uri),
         f'checkpoint="$(python3 -c {shlex.quote(CHECKPOINT_SCAN)} {shlex.quote(actor_uri)})"',
         'echo "tpu-rl: exporting ${checkpoint}"',
-        argv=argv,
-    )
+        command_line(argv),
+        "exec python3 -c " + " ".join(shlex.quote(w) for w in (COMPLETE_EXPORT, repo, revision, output_uri)),
+    ]
+    return "\n".join(lines) + "\n"
 
 
-PUBLISH_HUB = (Path(__file__).parents[1] / "run" / "publish_hub.py").read_text()
+PUBLISH_HUB = _with_hf_model("publish_hub.py")
 CARD_DIR = "/card"
 """Where the publish step's card (its ConfigMap: ``README.md``, the reward curve) is mounted."""
 PUBLISH_WORK = "/scratch/publish"
@@ -247,8 +272,9 @@ def publish_script(export_uri: str, output_uri: str) -> str:
 
 
 def run_record(settings: Settings, argv: list[str]) -> dict[str, object]:
-    """What a training run is, written as the first line of its log (``RUN_LINE``, read back by ``workloads.run.evaluations``);
-    only what the step's identity covers, so it never changes a step's hash on its own."""
+    """What a training run is, written as the first line of its log (``RUN_LINE``, read back by
+    ``workloads.run.evaluations``); only what the step's identity covers, so it never changes a step's hash on its
+    own."""
     shape = settings.slice
     return {
         "model": settings.model.spec.name,

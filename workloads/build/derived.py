@@ -7,8 +7,8 @@ object can overflow a label in theirs: the training JobSet's coordinator label w
 JobSet itself. This module derives those objects and checks them with Kubernetes' rules
 (``core.kubernetes_rules``), so such a stack is refused before anything is created.
 
-Formulas, by controller and version (``core.config.schema.JOBSET_VERSIONS``; both allowed versions derive the same objects, only
-their validating webhooks differ):
+Formulas, by controller and version (``core.config.schema.JOBSET_VERSIONS``; both allowed versions derive the
+same objects, only their validating webhooks differ):
 
 - JobSet v0.10.1 and v0.12.0, ``pkg/controllers/jobset_controller.go``: child Jobs ``<jobset>-<replicatedJob>-<job
   index>`` (``placement.GenJobName``); ``labelAndAnnotateObject`` puts the same keys on each Job and its pod
@@ -179,9 +179,7 @@ def derive(jobset: dict[str, Any], *, cluster_queue: str | None = CLUSTER_QUEUE)
     found: list[Derived] = []
     if dns_hostnames(jobset):
         service = subdomain_of(jobset)
-        found.append(
-            Derived("Service", service, "createHeadlessSvcIfNecessary", labels={PREFIX + "jobset-name": name})
-        )
+        found.append(Derived("Service", service, "createHeadlessSvcIfNecessary", labels={PREFIX + "jobset-name": name}))
     workload = workload_name(name) if queue else None
     if workload is not None:
         pod_sets = tuple(j["name"].lower() for j in spec["replicatedJobs"])
@@ -202,7 +200,13 @@ def derive(jobset: dict[str, Any], *, cluster_queue: str | None = CLUSTER_QUEUE)
             keys = _jobset_keys(jobset, rjob, index, global_index + index)
             job_labels = {**((rjob["template"].get("metadata") or {}).get("labels") or {}), **keys}
             found.append(
-                Derived("Job", job, "labelAndAnnotateObject", labels=job_labels, annotations={**job_annotations, **keys, **exclusive})
+                Derived(
+                    "Job",
+                    job,
+                    "labelAndAnnotateObject",
+                    labels=job_labels,
+                    annotations={**job_annotations, **keys, **exclusive},
+                )
             )
             completions = job_spec.get("completions", job_spec.get("parallelism", 1))
             pod_labels = {
@@ -227,7 +231,10 @@ def derive(jobset: dict[str, Any], *, cluster_queue: str | None = CLUSTER_QUEUE)
                         "Pod",
                         (pod_generate_name(job, pod) if indexed else f"{job}-") + RANDOM_SUFFIX,
                         "manageJob",
-                        labels={**pod_labels, **({"batch.kubernetes.io/job-completion-index": str(pod)} if indexed else {})},
+                        labels={
+                            **pod_labels,
+                            **({"batch.kubernetes.io/job-completion-index": str(pod)} if indexed else {}),
+                        },
                         annotations={
                             **pod_annotations,
                             **({"batch.kubernetes.io/job-completion-index": str(pod)} if indexed else {}),

@@ -224,7 +224,8 @@ def _compute(facts: CardFacts) -> str:
     steps, held = summary.get("stepChipHours"), summary.get("heldChipHours")
     cost = NOT_RECORDED
     if _is_number(held):
-        cost = f"{_usd(held * facts.usd_per_chip_hour)} ({_rate(facts.usd_per_chip_hour)} per chip-hour, of the slice held)"
+        rate = _rate(facts.usd_per_chip_hour)
+        cost = f"{_usd(held * facts.usd_per_chip_hour)} ({rate} per chip-hour, of the slice held)"
     reserved = (
         ["- a reserved slice bills every hour it exists, used or not: this counts the hours training held it"]
         if facts.capacity == "reservation"

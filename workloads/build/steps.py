@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.config.values import error
-from core.names import CLUSTER_QUEUE, HF_WRITE_SECRET, PUBLISH, PUBLISH_ENV, QUEUE_LABEL
+from core.layout import PATHWAYS_SCRATCH, actor_checkpoints, step_output
+from core.models import scratch_gib
+from core.names import CLUSTER_QUEUE, HF_WRITE_SECRET, PUBLISH, PUBLISH_ENV, QUEUE_LABEL, RETRY_ANNOTATION
 from core.settings import Settings
 from workloads.build import derived
 from workloads.build.commands import (
@@ -38,8 +40,6 @@ from workloads.build.commands import (
     train_argv,
     train_script,
 )
-from core.layout import PATHWAYS_SCRATCH, actor_checkpoints, step_output
-from core.names import RETRY_ANNOTATION
 from workloads.build.manifests import (
     HEAD_JOB,
     SKIP_AWAIT,
@@ -324,7 +324,7 @@ def _publish_step(settings: Settings, export: Step) -> Step:
         publish_script(export.artifact_uri, OUTPUT),
         export.artifact_uri,
         PUBLISHED,
-        settings.model.spec.weights_gib + 20,
+        scratch_gib(settings.model.spec, PUBLISH),
         secret=HF_WRITE_SECRET,
         memory_gib=PUBLISH_MEMORY_GIB,
         env=env,
@@ -338,17 +338,17 @@ def plan_workflow(settings: Settings) -> Workflow:
     model = settings.model.spec
     argv = convert_argv(settings, OUTPUT)
     convert = _cpu_step(
-        settings, "convert", script(mark_folder(OUTPUT), argv=argv), None, "0/items/", model.weights_gib * 2 + 20
+        settings, "convert", script(mark_folder(OUTPUT), argv=argv), None, "0/items/", scratch_gib(model, "convert")
     )
     train = _train_step(settings, convert.artifact_uri)
     argv = export_argv(settings, OUTPUT)
     export = _cpu_step(
         settings,
         "export",
-        export_script(argv, train.artifact_uri, OUTPUT),
+        export_script(argv, train.artifact_uri, OUTPUT, settings.model.revision),
         train.artifact_uri,
         "",
-        model.weights_gib + 20,
+        scratch_gib(model, "export"),
     )
     publish = _publish_step(settings, export) if settings.publish.repo else None
     return Workflow(convert, train, export, publish)

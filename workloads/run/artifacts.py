@@ -230,8 +230,10 @@ def published_record(client: Any, record_uri: str, **call: Any) -> dict[str, Any
 
     bucket, name = split_uri(record_uri)
     blob = client.bucket(bucket).blob(name)
+    from core.hf_model import read_object
+
     try:
-        data = blob.download_as_bytes(start=0, end=MAX_RECORD_BYTES - 1, **call)
+        data = read_object(blob, MAX_RECORD_BYTES, f"reading {record_uri}", 0, MAX_RECORD_BYTES - 1, **call)
     except NotFound:
         return None
     try:

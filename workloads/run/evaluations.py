@@ -231,12 +231,17 @@ MAX_FILES = 1000
 
 
 def _download(blob: Any, **call: Any) -> str:
+    """A log's text, at most its head and tail, each read holding at most the bytes it asked for
+    (``core.hf_model.read_object``: a server that ignores ``Range``, or an object larger than listed, stops)."""
+    from core.hf_model import read_object
+
     size = blob.size or 0
+    what = f"reading {blob.name}"
     if size <= HEAD_BYTES + TAIL_BYTES:
-        data = blob.download_as_bytes(**call)
+        data = read_object(blob, HEAD_BYTES + TAIL_BYTES, what, **call)
     else:
-        head = blob.download_as_bytes(start=0, end=HEAD_BYTES - 1, **call)
-        tail = blob.download_as_bytes(start=size - TAIL_BYTES, end=size - 1, **call)
+        head = read_object(blob, HEAD_BYTES, what, 0, HEAD_BYTES - 1, **call)
+        tail = read_object(blob, TAIL_BYTES, what, size - TAIL_BYTES, size - 1, **call)
         head = head[: head.rfind(b"\n") + 1]  # whole lines only
         tail = tail[tail.find(b"\n") + 1 :]
         data = head + b"\n" + tail

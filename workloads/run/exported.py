@@ -1,10 +1,13 @@
 """The exported model as GCS holds it: its config, its index, every shard's safetensors header and size
-(google-cloud-storage, each request bounded by the caller's options; headers read as byte ranges).
+(google-cloud-storage, each request bounded by the caller's options; headers read as byte ranges, each read
+holding at most the bytes it asked for, ``core.hf_model.read_object``).
 
-What it checks on its own, before the comparison with the base model (``core.hf_model.compare``): the
-files a Transformers loader needs are there (``config.json``, the tokenizer's, the weights), every shard the
-index names exists, each shard's object is exactly as long as its header says (a shard cut short or padded
-is named), and the index and the headers agree on where each tensor is.
+What it checks on its own, before the comparison with the base model (``core.hf_model.compare``): every object
+is a file a model folder consists of, named as one plain file (``core.hf_model.export_file_problem``: no
+``..``, no path, no control character), the files a Transformers loader needs are there (``config.json``,
+the tokenizer's, the weights), every shard the index names exists and every shard is named by the index,
+each shard's object is exactly as long as its header says (a shard cut short or padded is named), and the
+index and the headers agree on where each tensor is.
 """
 
 from __future__ import annotations
@@ -13,15 +16,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.hf_model import (
+    CONFIG_FILE,
     INDEX_FILE,
     SINGLE_FILE,
+    TOKENIZER_FILES,
     ModelFormatError,
     ModelLayout,
     Tensor,
+    export_file_problem,
     header_length,
     parse_config,
     parse_header,
     parse_index,
+    read_object,
 )
 from workloads.run.checkpoint_scan import split_uri
 
@@ -29,8 +36,6 @@ MAX_LISTED = 10_000
 """Objects the exported folder may hold (a 26B export has about 25)."""
 MAX_JSON_BYTES = 64 * 1024 * 1024
 """The largest ``config.json`` or index read (a 26B index is about 60 kB)."""
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
-"""What ``to_huggingface``'s ``tokenizer.save_pretrained`` writes for Gemma 4 and a loader reads."""
 
 
 @dataclass(frozen=True)
@@ -48,28 +53,37 @@ def read_exported(client: Any, hf_uri: str, **call: Any) -> Exported:
     reads per shard."""
     bucket_name, prefix = split_uri(hf_uri)
     bucket = client.bucket(bucket_name)
-    sizes = {
+    listed = {
         blob.name[len(prefix) :]: int(blob.size or 0)
         for blob in client.list_blobs(bucket_name, prefix=prefix, max_results=MAX_LISTED + 1, **call)
     }
-    if len(sizes) > MAX_LISTED:
+    if len(listed) > MAX_LISTED:
         return Exported(None, [f"{hf_uri} holds more than {MAX_LISTED} objects; expected a model folder"])
-    files = {name: size for name, size in sizes.items() if name and not name.endswith("/")}
+    problems = []
+    sizes: dict[str, int] = {}
+    for name, size in sorted(listed.items()):
+        if not name:
+            continue  # the folder's own marker
+        problem = export_file_problem(name)
+        if problem:
+            problems.append(f"{hf_uri} holds an object that is not a file of the export: {problem}")
+        else:
+            sizes[name] = size
+    files = dict(sizes)
 
-    def read(name: str, start: int | None = None, end: int | None = None) -> bytes:
-        data: bytes = bucket.blob(prefix + name).download_as_bytes(start=start, end=end, **call)
-        return data
+    def read(name: str, cap: int, start: int | None = None, end: int | None = None) -> bytes:
+        return read_object(bucket.blob(prefix + name), cap, f"reading {hf_uri}{name}", start, end, **call)
 
     def json_file(name: str) -> bytes | None:
         if name not in sizes:
             return None
         if sizes[name] > MAX_JSON_BYTES:
             raise ModelFormatError(f"{name} is {sizes[name]} bytes, more than a model's {name} holds")
-        return read(name)
+        return read(name, sizes[name])
 
-    problems = [f"{name} is missing" for name in ("config.json", *TOKENIZER_FILES) if name not in sizes]
+    problems += [f"{name} is missing" for name in (CONFIG_FILE, *TOKENIZER_FILES) if name not in sizes]
     try:
-        raw_config = json_file("config.json")
+        raw_config = json_file(CONFIG_FILE)
         config = parse_config(raw_config) if raw_config is not None else {}
         raw_index = json_file(INDEX_FILE)
     except ModelFormatError as err:
@@ -80,10 +94,15 @@ def read_exported(client: Any, hf_uri: str, **call: Any) -> Exported:
         except ModelFormatError as err:
             return Exported(None, [*problems, str(err)], files)
         shards = sorted(set(weight_map.values()))
+        if SINGLE_FILE in sizes:
+            problems.append(f"{SINGLE_FILE} is beside {INDEX_FILE}: a loader reads it alone and ignores the index")
     elif SINGLE_FILE in sizes:
         weight_map, shards = {}, [SINGLE_FILE]
     else:
         return Exported(None, [*problems, f"no weights: neither {INDEX_FILE} nor {SINGLE_FILE}"], files)
+    for name in sorted(set(sizes) - set(shards) - {SINGLE_FILE}):
+        if name.endswith(".safetensors"):
+            problems.append(f"{name} is not named by {INDEX_FILE}")
 
     tensors: dict[str, Tensor] = {}
     parsed: set[str] = set()
@@ -95,8 +114,8 @@ def read_exported(client: Any, hf_uri: str, **call: Any) -> Exported:
             problems.append(f"{shard} holds {sizes[shard]} bytes: too short for a safetensors file")
             continue
         try:
-            length = header_length(read(shard, 0, 7), shard, sizes[shard])
-            found = parse_header(read(shard, 8, 8 + length - 1), shard, sizes[shard])
+            length = header_length(read(shard, 8, 0, 7), shard, sizes[shard])
+            found = parse_header(read(shard, length, 8, 8 + length - 1), shard, sizes[shard])
         except ModelFormatError as err:
             problems.append(str(err))
             continue

@@ -9,7 +9,9 @@ and ``TPU_RL_PUBLISH_PRIVATE`` (``true``/``false``); the write token is ``HF_TOK
 ``secretKeyRef``, read by ``huggingface_hub`` itself and never printed.
 
 1. Every object of the exported folder is downloaded to ``WORK_DIR/model`` (the pod's own scratch disk), then
-   the card folder's files (``README.md``, the reward curve) are copied in.
+   the card folder's files (``README.md``, the reward curve) are copied in. Each object must be a file of a
+   model folder, one plain name whose path resolves inside the folder (``core.hf_model.export_file_problem``;
+   another stops the step, exit 3), and holds at most its listed size.
 2. ``create_repo(private=..., exist_ok=True)``; an existing repository keeps its visibility
    (``create_repo`` ignores ``private`` then), so a private run refuses a public repository.
 3. ``create_branch(exist_ok=True)`` (``upload_folder`` does not create its revision; it starts at ``main``),
@@ -34,6 +36,11 @@ import shutil
 import sys
 from pathlib import Path
 
+# tpu-rl: core/hf_model.py is inlined here (workloads/build/commands.py)
+from core.hf_model import ReplyTooLargeError, export_file_problem
+
+# tpu-rl: end of core/hf_model.py
+
 REFUSED = 3
 TOKEN_LIKE = re.compile(r"hf_[A-Za-z0-9]{8,}")
 
@@ -51,8 +58,38 @@ def fail(message: str, code: int = 1) -> None:
     sys.exit(code)
 
 
+class CappedFile:
+    """The local copy of one object, at most ``cap`` bytes (its listed size): a server that sends more stops the
+    download (google-cloud-storage writes the body in 8 kB chunks) instead of filling the disk."""
+
+    def __init__(self, path: Path, cap: int, what: str) -> None:
+        self.file, self.cap, self.what, self.written = path.open("wb"), cap, what, 0
+
+    def write(self, chunk: bytes) -> int:
+        self.written += len(chunk)
+        if self.written > self.cap:
+            raise ReplyTooLargeError(f"{self.what}: GCS sent more than its {self.cap} listed bytes")
+        return self.file.write(chunk)
+
+    def flush(self) -> None:
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def inside(folder: Path, name: str) -> Path:
+    """``folder / name``, refused unless ``name`` is a file of a model folder and the path resolves inside it."""
+    problem = export_file_problem(name)
+    target = (folder / name).resolve()
+    if problem or target.parent != folder.resolve():
+        fail(f"the export holds an object that is not a file of a model folder: {problem or name}", REFUSED)
+    return target
+
+
 def download(export_uri: str, folder: Path) -> list[str]:
-    """The exported folder's objects, below ``folder``; their names, relative to the folder."""
+    """The exported folder's objects, each a file of a model folder (``core.hf_model.export_file_problem``),
+    into ``folder``; their names."""
     from google.cloud import storage
 
     bucket_name, _, prefix = export_uri[len("gs://") :].partition("/")
@@ -60,14 +97,28 @@ def download(export_uri: str, folder: Path) -> list[str]:
     names = []
     for blob in client.list_blobs(bucket_name, prefix=prefix):
         name = blob.name[len(prefix) :]
-        if not name or name.endswith("/"):
-            continue  # the folder's own marker, or a sub-folder's
-        target = folder / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        blob.download_to_filename(str(target))
-        print(f"tpu-rl publish: downloaded {name} ({int(blob.size or 0)} bytes)", flush=True)
+        if not name:
+            continue  # the folder's own marker
+        size = int(blob.size or 0)
+        target = inside(folder, name)
+        sink = CappedFile(target, size, f"{export_uri}{name}")
+        try:
+            blob.download_to_file(sink)
+        finally:
+            sink.close()
+        if sink.written != size:
+            raise ReplyTooLargeError(f"{export_uri}{name}: GCS sent {sink.written} of its {size} listed bytes")
+        print(f"tpu-rl publish: downloaded {name} ({size} bytes)", flush=True)
         names.append(name)
     return names
+
+
+def inside_card(folder: Path, name: str) -> Path:
+    """Where a card file (the ConfigMap's, named by the program) goes: a plain name, inside ``folder``."""
+    target = (folder / name).resolve()
+    if "/" in name or "\\" in name or target.parent != folder.resolve():
+        fail(f"the card holds {name!r}, which is not a plain file name", REFUSED)
+    return target
 
 
 def publish(repo: str, branch: str, private: bool, folder: Path, message: str) -> str:
@@ -127,7 +178,7 @@ def main(argv: list[str]) -> None:
     card = Path(card_dir)
     for path in sorted(card.iterdir()) if card.is_dir() else []:
         if path.is_file() and not path.name.startswith("."):
-            shutil.copyfile(path, folder / path.name)
+            shutil.copyfile(path, inside_card(folder, path.name))
             print(f"tpu-rl publish: added {path.name}", flush=True)
     try:
         commit = publish(repo, branch, private == "true", folder, f"tpu-rl: {branch}")

@@ -170,25 +170,49 @@ def _ends_mid_record(path: Path) -> bool:
     return offset != size
 
 
-def download_event_files(client: Any, tensorboard_uri: str, into: Path, **call: Any) -> list[Path]:
-    """Copy the event files under ``tensorboard_uri`` (recursively) into a local folder."""
+MAX_EVENT_FILE_BYTES = 64 * 1024 * 1024
+"""The most read of one event file: tunix logs scalars only (a few MB for a long run); a larger file is read to
+this bound (its records up to there; the report says it was cut)."""
+MAX_EVENT_BYTES = 256 * 1024 * 1024
+"""The most read of a run's event files together (later files are left out, said the same way)."""
+
+
+def download_event_files(client: Any, tensorboard_uri: str, into: Path, **call: Any) -> tuple[list[Path], bool]:
+    """Copy the event files under ``tensorboard_uri`` (recursively) into a local folder, each read bounded
+    (``core.hf_model.read_object``: at most what it asked for, whatever the server sends); (the files, whether
+    any was cut or left out by the bounds)."""
+    from core.hf_model import read_object
     from workloads.run.checkpoint_scan import split_uri
 
     bucket, prefix = split_uri(tensorboard_uri)
-    paths = []
+    paths, read, cut = [], 0, False
     for index, blob in enumerate(client.list_blobs(bucket, prefix=prefix, **call)):
         if index >= MAX_FILES:
             break
         name = blob.name.rsplit("/", 1)[-1]
         if EVENT_FILE_MARK not in name:
             continue
+        size = int(blob.size or 0)
+        allowed = min(MAX_EVENT_FILE_BYTES, MAX_EVENT_BYTES - read)
+        if allowed <= 0:
+            cut = True
+            break
+        what = f"reading {blob.name}"
+        if size > allowed:
+            data, cut = read_object(blob, allowed, what, 0, allowed - 1, **call), True
+        else:
+            data = read_object(blob, allowed, what, **call)
         target = into / f"{index:05d}-{name}"
-        blob.download_to_filename(str(target), **call)
+        target.write_bytes(data)
+        read += len(data)
         paths.append(target)
-    return paths
+    return paths, cut
 
 
 def read_run_scalars(client: Any, tensorboard_uri: str, **call: Any) -> Scalars:
-    """Every scalar of a run's TensorBoard directory in GCS."""
+    """Every scalar of a run's TensorBoard directory in GCS (bounded: ``download_event_files``)."""
     with tempfile.TemporaryDirectory(prefix="tpu-rl-tb-") as folder:
-        return read_event_files(download_event_files(client, tensorboard_uri, Path(folder), **call))
+        paths, cut = download_event_files(client, tensorboard_uri, Path(folder), **call)
+        scalars = read_event_files(paths)
+        scalars.truncated = scalars.truncated or cut
+        return scalars

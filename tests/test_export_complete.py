@@ -1,0 +1,277 @@
+"""The export step makes the export the whole base model (``workloads/run/complete_export.py``): its real
+container script run through ``bash`` against fake-gcs-server and the loopback Hub (``to_huggingface`` stood in
+for by the export MaxText 0.2.4 writes, laid out first: ``tests.hf_files.maxtext_files``), then the program's
+export check on the result; and the hostile inputs: names, indexes, endpoints that ignore ``Range``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from core.hf_model import Tensor, compare
+from tests.fake_hub import COMMIT, GOOD, REPO, FakeHub
+from tests.hf_files import (
+    CONFIG,
+    LANG,
+    LANGUAGE,
+    VISION,
+    RangeIgnoringProxy,
+    export_step,
+    lay_out,
+    maxtext_files,
+    model_files,
+    objects,
+    run_export,
+    tensors_of,
+    values_of,
+)
+from tests.lifecycle_walk import settings
+from tests.loopback import serve
+
+pytest.importorskip("safetensors")
+
+BASE = {**LANGUAGE, **VISION}
+BASE_VALUES = values_of(BASE)
+TRAINED = {n: bytes(b ^ 0x5A for b in BASE_VALUES[n]) for n in LANGUAGE}
+"""The language model after training: other bytes than the base's (what MaxText writes)."""
+MAXTEXT_CONFIG = {**CONFIG, "transformers_version": "5.5.0.dev0"}
+"""MaxText's own copy of the config (``hf_model_configs.py``), not byte for byte the base's."""
+
+
+@pytest.mark.parametrize("shards", [1, 3], ids=["one-file", "sharded"])
+def test_the_export_step_makes_the_export_the_whole_base_model(gcs, tmp_path, shards):
+    """MaxText's export (one ``model.safetensors``, or shards with an index) plus the base's vision tower, the
+    base's config and generation config: the export check finds nothing, the trained bytes are MaxText's and
+    the copied ones the base's."""
+    from workloads.workflow import export_differences
+
+    step = export_step()
+    base_files = model_files(BASE, 2, values=BASE_VALUES)
+    base_files["generation_config.json"] = b'{"eos_token_id": [1, 106]}'
+    trained = {n: LANGUAGE[n] for n in LANGUAGE}
+    limit = 10**9 if shards == 1 else 64  # MaxText's 3 GiB, or small enough for three shards of these tensors
+    bucket, prefix = lay_out(gcs, step, maxtext_files(trained, TRAINED, MAXTEXT_CONFIG, limit))
+    hub = FakeHub.serving(base_files)
+    with serve(hub) as url:
+        done = run_export(step, url, tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert export_differences(settings("prod", []), step.output_uri, GOOD, url) == []
+        found = objects(gcs, bucket, prefix)
+        assert json.loads(found["config.json"]) == CONFIG and found["config.json"] == base_files["config.json"]
+        assert found["generation_config.json"] == base_files["generation_config.json"]
+        index = json.loads(found["model.safetensors.index.json"])
+        assert set(index["weight_map"]) == set(BASE)
+        assert "model.safetensors" not in found, "a loader would read it alone and ignore the index"
+        values = {}
+        for shard in set(index["weight_map"].values()):
+            values.update(tensors_of(found[shard]))
+        assert {n: values[n] for n in VISION} == {n: BASE_VALUES[n] for n in VISION}, "copied unchanged"
+        assert {n: values[n] for n in LANGUAGE} == TRAINED, "the trained language model is MaxText's"
+        assert index["metadata"]["total_size"] == sum(len(v) for v in values.values())
+        assert f"commit {COMMIT}" in done.stdout
+        headers = [r for r in hub.ranges if r.split()[0].endswith(".safetensors")]
+        assert all(" bytes=" in r for r in headers), f"only ranged reads of the base's shards: {hub.ranges}"
+
+        # The step runs again (a retry after the completion): nothing changes.
+        generations = {b.name: b.generation for b in gcs.list_blobs(bucket, prefix=prefix)}
+        again = run_export(step, url, tmp_path)
+        assert again.returncode == 0, again.stderr
+        assert {b.name: b.generation for b in gcs.list_blobs(bucket, prefix=prefix)} == generations
+
+
+def test_a_retry_after_to_huggingface_wrote_again_removes_what_the_last_attempt_left(gcs, tmp_path):
+    """An earlier attempt's base shard, named differently, is deleted once the new index is written."""
+    step = export_step()
+    files = maxtext_files(LANGUAGE, TRAINED, MAXTEXT_CONFIG, 64)
+    files["model-base-00001-of-00002.safetensors"] = b"left by an earlier attempt"
+    bucket, prefix = lay_out(gcs, step, files)
+    with serve(FakeHub.serving(model_files(BASE, 2, values=BASE_VALUES))) as url:
+        done = run_export(step, url, tmp_path)
+    assert done.returncode == 0, done.stderr
+    found = objects(gcs, bucket, prefix)
+    assert "model-base-00001-of-00002.safetensors" not in found
+    named = set(json.loads(found["model.safetensors.index.json"])["weight_map"].values())
+    assert {n for n in found if n.endswith(".safetensors")} == named
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (
+            lambda t, c: t.pop(f"{LANG}norm.weight"),
+            f"the export lacks tensor {LANG}norm.weight of the base's language model, which MaxText should have "
+            "written (1 such): refusing to fill the trained model with the base's",
+        ),
+        (
+            lambda t, c: t.__setitem__(f"{LANG}layers.9.mlp.weight", ("BF16", [4])),
+            f"MaxText wrote tensor {LANG}layers.9.mlp.weight, which {REPO}@{COMMIT} does not have (1 such)",
+        ),
+        (
+            lambda t, c: c["text_config"].__setitem__("num_hidden_layers", 3),
+            "the config.json MaxText wrote is not google/gemma-4-26b-a4b-it's model: config.json "
+            "text_config.num_hidden_layers is 3, the base's 2",
+        ),
+    ],
+    ids=["lacks-a-trained-tensor", "an-extra-tensor", "another-architecture"],
+)
+def test_what_cannot_be_made_whole_is_refused_in_one_line_and_not_retried(gcs, tmp_path, change, words):
+    step = export_step()
+    tensors, config = dict(LANGUAGE), json.loads(json.dumps(MAXTEXT_CONFIG))
+    change(tensors, config)
+    values = {n: TRAINED.get(n, b"\0" * 8) for n in tensors}
+    bucket, prefix = lay_out(gcs, step, maxtext_files(tensors, values, config))
+    with serve(FakeHub.serving(model_files(BASE, 2, values=BASE_VALUES))) as url:
+        done = run_export(step, url, tmp_path)
+    assert done.returncode == 3, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("tpu-rl export:")]
+    assert lines == [f"tpu-rl export: {words}"], done.stderr
+    assert "model.safetensors.index.json" not in objects(gcs, bucket, prefix), "nothing was written"
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile names, from GCS and from the Hub
+
+
+HOSTILE_NAMES = [
+    "../../x.safetensors",
+    "/etc/passwd",
+    "sub/config.json",
+    "a\nb.json",
+    ".hidden",
+    "notes.txt",
+    "README.md",
+]
+
+
+def test_an_export_holding_an_object_that_is_not_a_model_file_is_refused(gcs_folders, tmp_path):
+    """GCS names are the listing's: each hostile name alone makes the export check name it in one line; the
+    export step refuses the first before reading or writing anything (one run: each name is refused by the
+    same line of the program, ``core.hf_model.export_file_problem``, pinned in test_export_check)."""
+    from workloads.run.artifacts import call_options
+    from workloads.run.exported import read_exported
+
+    gcs = gcs_folders
+    step = export_step()
+    bucket, prefix = lay_out(gcs, step, maxtext_files(LANGUAGE, TRAINED, MAXTEXT_CONFIG))
+    for name in HOSTILE_NAMES:
+        gcs.bucket(bucket).blob(prefix + name).upload_from_string(b"{}")
+        found = read_exported(gcs, step.output_uri, **call_options())
+        assert len(found.problems) == 1 and "holds an object that is not a file of the export" in found.problems[0]
+        assert "\n" not in found.problems[0] and name not in found.files
+        gcs.bucket(bucket).blob(prefix + name).delete()
+    gcs.bucket(bucket).blob(prefix + HOSTILE_NAMES[0]).upload_from_string(b"{}")
+    with serve(FakeHub.serving(model_files(BASE, 2, values=BASE_VALUES))) as url:
+        done = run_export(step, url, tmp_path)
+    assert done.returncode == 3 and "holds an object that is not a file of the export" in done.stderr, done.stderr
+    assert "model.safetensors.index.json" not in objects(gcs, bucket, prefix), "nothing was written"
+
+
+@pytest.mark.parametrize("shard", ["../../x.safetensors", "/abs.safetensors", "model.bin", "a\x00.safetensors"])
+def test_an_index_naming_a_shard_that_cannot_be_one_is_refused_from_either_side(gcs, tmp_path, shard):
+    """The base's index (the Hub) and the export's (GCS) are inputs too: their shard names are checked before
+    any URL or path is built from them (the export step run once, for the first name)."""
+    from workloads.preflight import PreflightError, base_model_layout
+    from workloads.run.artifacts import call_options
+    from workloads.run.exported import read_exported
+
+    step = export_step()
+    files = maxtext_files(LANGUAGE, TRAINED, MAXTEXT_CONFIG, 64)
+    index = json.loads(files["model.safetensors.index.json"])
+    index["weight_map"][f"{LANG}norm.weight"] = shard
+    files["model.safetensors.index.json"] = json.dumps(index).encode()
+    lay_out(gcs, step, files)
+    problems = read_exported(gcs, step.output_uri, **call_options()).problems
+    assert len(problems) == 1 and "model.safetensors.index.json names a shard that cannot be one" in problems[0]
+
+    base = model_files(BASE, 2, values=BASE_VALUES)
+    base_index = json.loads(base["model.safetensors.index.json"])
+    base_index["weight_map"][f"{LANG}norm.weight"] = shard
+    base["model.safetensors.index.json"] = json.dumps(base_index).encode()
+    hub = FakeHub.serving(base)
+    with serve(hub) as url:
+        with pytest.raises(PreflightError) as err:
+            base_model_layout(REPO, COMMIT, GOOD, url)
+        assert "names a shard that cannot be one" in str(err.value) and "\n" not in str(err.value)
+        if shard == "../../x.safetensors":
+            done = run_export(step, url, tmp_path)
+            assert done.returncode == 3 and "names a shard that cannot be one" in done.stderr, done.stderr
+    assert not [r for r in hub.ranges if shard in r], "no request was built from the name"
+
+
+# ---------------------------------------------------------------------------------------------
+# Endpoints that ignore Range: every ranged read holds at most what it asked for
+
+BIG = {**BASE, f"{LANG}layers.0.experts.big": ("BF16", [2048, 4096])}
+"""A shard of 16 MiB, more than loopback socket buffers hold: a whole-file answer to an 8-byte read shows."""
+
+
+def test_a_hub_that_ignores_range_gets_no_whole_shard_read():
+    """``parse_safetensors_file_metadata`` asks for 100 kB; the preflight's transport holds a reply to a ranged
+    request to the range's length, so the whole shard is never taken in."""
+    from workloads.preflight import PreflightError, base_model_layout
+
+    hub = type("IgnoresRange", (FakeHub.serving(model_files(BIG, 1)),), {"ignores_range": True})
+    with serve(hub) as url, pytest.raises(PreflightError) as err:
+        base_model_layout(REPO, COMMIT, GOOD, url)
+    assert "sent more than 100001 bytes for the safetensors header of" in str(err.value), str(err.value)
+    assert max(hub.sent) < len(hub.files["model-00001-of-00001.safetensors"]), hub.sent
+
+
+def test_the_export_step_refuses_a_hub_that_answers_a_ranged_read_with_the_whole_file(gcs, tmp_path):
+    step = export_step()
+    trained = {n: t for n, t in BIG.items() if n.startswith(LANG)}
+    lay_out(gcs, step, maxtext_files(trained, values_of(trained), MAXTEXT_CONFIG))
+    hub = type("IgnoresRange", (FakeHub.serving(model_files(BIG, 1, values=values_of(BIG))),), {"ignores_range": True})
+    with serve(hub) as url:
+        done = run_export(step, url, tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "the Hub answered a ranged read with the whole file (it ignored Range)" in done.stderr
+    assert max(hub.sent) < len(hub.files["model-00001-of-00001.safetensors"]), "the whole shard was never read"
+
+
+def test_gcs_that_ignores_range_gets_no_whole_shard_read(gcs, monkeypatch, tmp_path):
+    """The export check's header reads through a proxy that drops ``Range``: the 8-byte read stops after its
+    8 bytes (at the library's first 8 kB chunk), not after the 4 MiB shard, and says so in one line."""
+    from core.hf_model import ReplyTooLargeError
+    from workloads.run.artifacts import call_options, storage_client
+    from workloads.run.exported import read_exported
+
+    step = export_step()
+    bucket, prefix = lay_out(gcs, step, maxtext_files(BIG, values_of(BIG), MAXTEXT_CONFIG))
+    size = gcs.bucket(bucket).get_blob(prefix + "model.safetensors").size
+    proxy = RangeIgnoringProxy(os.environ["STORAGE_EMULATOR_HOST"])
+    try:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", proxy.url)
+        with pytest.raises(ReplyTooLargeError) as err:
+            read_exported(storage_client(), step.output_uri, **call_options())
+        assert str(err.value).endswith("model.safetensors: the server sent more than the 8 bytes asked for")
+        assert proxy.sent[-1] < size, proxy.sent
+        with serve(FakeHub.serving(model_files(BIG, 1, values=values_of(BIG)))) as url:
+            done = run_export(step, url, tmp_path)
+        assert done.returncode == 1, done.stderr
+        assert "model.safetensors: the server sent more than the 8 bytes asked for" in done.stderr
+        assert proxy.sent[-1] < size, proxy.sent
+    finally:
+        proxy.close()
+
+
+@pytest.mark.pure
+def test_the_language_model_written_by_maxtext_and_the_rest_copied_compare_equal_to_the_base():
+    """The comparison of a whole export: every base tensor, MaxText's in BF16, the copied ones in the base's
+    dtype; the base's config."""
+    from tests.hf_files import layout
+
+    base = layout({**BASE, "model.vision_tower.std_scale": ("F32", [4])})
+    whole = layout({**BASE, "model.vision_tower.std_scale": ("F32", [4])})
+    assert compare(whole, base) == []
+    assert compare(layout(LANGUAGE), base)[0] == (
+        "tensor model.embed_vision.embedding_projection.weight of the base is missing from the export"
+    )
+    wrong = layout({**BASE, "model.vision_tower.std_scale": ("BF16", [4])})
+    assert compare(wrong, base) == [
+        "tensor model.vision_tower.std_scale is BF16, the base's F32 (copied from the base unchanged)"
+    ]
+    assert Tensor("BF16", (4,)) == whole.tensors[f"{LANG}norm.weight"]
