@@ -52,6 +52,8 @@ def _aware(value: datetime.datetime) -> datetime.datetime:
 
 Time = Annotated[datetime.datetime, Field(strict=False), AfterValidator(_aware)]
 """An RFC 3339 time with its zone (as Kubernetes writes ``creationTimestamp``), in UTC."""
+
+
 def _whole(value: Any) -> Any:
     """An integral float as an int (Pulumi's engine hands recorded outputs over as protobuf doubles)."""
     if isinstance(value, float) and value.is_integer():

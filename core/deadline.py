@@ -63,7 +63,8 @@ BUDGETS: dict[str, Budget] = {
         30.0,
         10.0,
         10.0,
-        "one read of the capacity preflight (reservation, quotas, node VMs, APIs), retries included",
+        "one read of the capacity preflight (reservation, quotas, node VMs, APIs, the Secrets key ring and key), "
+        "retries included",
     ),
 }
 """The documented budget of each kind of call."""

@@ -1,7 +1,8 @@
 """Compute Engine machine families: size of predefined shapes and the boot disk each family takes.
 
 Sources: Compute Engine "Machine families resource and comparison guide" and "Hyperdisk"
-(supported machine series), as of 2026-11. N4, N4D, C4, C4A, C4D, M4 and X4 take Hyperdisk only:
+(supported machine series), as of 2026-11; the quota metrics each family draws on (``CPU_QUOTAS``): "Allocation
+quotas", with what could and could not be read of it. N4, N4D, C4, C4A, C4D, M4 and X4 take Hyperdisk only:
 ``pd-balanced`` boot disks and PD-backed storage classes are rejected there.
 """
 
@@ -48,6 +49,53 @@ def machine_shape(name: str) -> MachineShape | None:
     vcpus = int(match["vcpus"])
     ratio = _RATIOS.get(match["family"], _DEFAULT_RATIOS)[match["cls"]]
     return MachineShape(name, vcpus, vcpus * ratio)
+
+
+@dataclass(frozen=True)
+class CpuQuota:
+    """The regional Compute Engine quota metrics one machine family's vCPUs count against."""
+
+    metrics: tuple[str, ...]
+    """What the family draws on for sure: a pool short of one stops `up` (a capacity-check problem)."""
+    maybe: tuple[str, ...] = ()
+    """What the sources read here do not settle: a pool short of one is a warning, never a stop."""
+
+
+# The rule, as data. Source: Compute Engine "Allocation quotas", CPU quota section,
+# https://docs.cloud.google.com/compute/resource-usage#cpu_quota (formerly cloud.google.com/compute/quotas).
+# That section's own text could not be read from any stored copy this project's research had (every copy of
+# the page stops before it; README "Quota rules"). What could be read instead:
+# - the Compute API's ``Quota.Metric`` enum (Google.Cloud.Compute.V1 ``Quota.Types.Metric``; googleapis
+#   compute v1 ``Quota``): ``CPUS`` "Guest CPUs", and a metric per machine series (``E2_CPUS``, ``N2_CPUS``,
+#   ``N2D_CPUS``, ``C2_CPUS``, ``C2D_CPUS``, ``C3_CPUS``, ``M1_CPUS``, ``M2_CPUS``, ``T2D_CPUS``, ...);
+# - quota errors naming the series' metric for N2 and N4 VMs ("Quota 'N2_CPUS' exceeded. Limit: 24.0 in region
+#   us-east1"; "Quota 'N4_CPUS' exceeded");
+# - notes in two public repositories (not named by the search index that found them) by people who read the
+#   section: "The Compute Engine allocation quota documentation
+#   (https://docs.cloud.google.com/compute/resource-usage#cpu_quota) ... explicitly maps E2 to CPUS"; "The
+#   documented E2 CPU quota pool is CPUS, shared with N1"; "E2 and N1 both consume the regional CPUS shared
+#   pool"; one observes "E2_CPUS ... limit 24 and usage 0 even with E2 VMs running".
+# So: E2 and N1 draw on ``CPUS`` (and not on ``E2_CPUS``, whose usage stays 0 for E2 VMs: it is not checked);
+# every other series draws on its own ``<SERIES>_CPUS``. Whether those also count against ``CPUS`` is not
+# settled by anything readable here, so ``CPUS`` is a ``maybe`` for them: the check never stops a project
+# on a rule it cannot cite (the reading that never stops a valid project), and still warns.
+_OWN_METRIC = ("n2", "n2d", "c2", "c2d", "c3", "c3d", "t2d", "t2a", "m1", "m2", "m3", "n4", "n4d", "c4", "c4a", "c4d")
+CPU_QUOTAS: dict[str, CpuQuota] = {
+    "e2": CpuQuota(("CPUS",)),
+    "n1": CpuQuota(("CPUS",)),
+    **{family: CpuQuota((f"{family.upper()}_CPUS",), maybe=("CPUS",)) for family in _OWN_METRIC},
+    # M4 and X4 VMs: their series' metric by the same naming; a region that does not list it makes the check
+    # say so (a warning), as for any metric it does not list.
+    "m4": CpuQuota(("M4_CPUS",), maybe=("CPUS",)),
+    "x4": CpuQuota(("X4_CPUS",), maybe=("CPUS",)),
+}
+"""Machine family -> the regional quota metrics its vCPUs count against (every family in ``PD_FAMILIES`` and
+``HYPERDISK_FAMILIES``)."""
+
+
+def cpu_quota(name: str) -> CpuQuota | None:
+    """The quota rule of a machine type's family, or None for a family the table does not know."""
+    return CPU_QUOTAS.get(machine_family(name))
 
 
 def boot_disk_type(name: str) -> str | None:

@@ -46,6 +46,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     names = names_for(settings)
     pinned = settings.model.revision if COMMIT.fullmatch(settings.model.revision) else ""
     base = BaseModel(pinned, None)  # what the preflight reads, when it runs
+    reuse: frozenset[str] = frozenset()  # what the capacity check found left by an earlier destroy (imported)
     if preflight:
         problems = placeholder_problems(settings) + _token_problems(settings)
         if problems:
@@ -53,7 +54,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
         if settings.workflow.enabled and settings.workflow.preflight:
             base = _preflight(settings)
         if live and settings.workflow.capacity_check:
-            _capacity(settings)
+            reuse = _capacity(settings)
 
     apis = ProjectApis("apis", settings.project, REQUIRED_APIS + ((KMS_API,) if settings.gke.secrets_key else ()))
     after_apis = pulumi.ResourceOptions(depends_on=apis.services)
@@ -83,6 +84,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
                 ring_name=names.key_ring,
                 key_id=names.crypto_key,
                 labels=settings.labels,
+                adopt=reuse,
             ),
             after_apis,
         )
@@ -166,6 +168,7 @@ def _capacity(settings: Settings) -> None:
         raise pulumi.RunError(
             "capacity check: " + "; ".join(problems) + " (tpu-rl:workflow.capacityCheck: false skips this check)"
         )
+    return frozenset(f.reuse for f in findings if f.reuse)
 
 
 def _token_problems(settings: Settings) -> list[str]:

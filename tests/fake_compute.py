@@ -1,10 +1,13 @@
-"""A loopback Compute Engine, Service Usage and Cloud Quotas API for the capacity preflight: the REST paths the official
-clients call (google-cloud-compute ``transports/rest_base.py``), their JSON (camelCase, int64 as strings)
-and Google's error bodies (``{"error": {code, message, errors[{reason}], details[ErrorInfo]}}``), so the
-real clients parse real shapes. See /work/notes/compute-api.md for where each shape comes from."""
+"""A loopback Compute Engine, Service Usage, Cloud Quotas and Cloud KMS API for the capacity preflight: the REST paths
+the official clients call (google-cloud-compute ``transports/rest_base.py``, google-cloud-kms
+``key_management_service/transports/rest_base.py``), their JSON (camelCase, int64 as strings) and Google's error
+bodies (``{"error": {code, message, errors[{reason}], details[ErrorInfo]}}``), so the real clients parse real
+shapes; a route may also answer raw bytes (``raw``: not JSON, gzip, a bomb) for the hostile-reply tests. See
+/work/notes/compute-api.md for where each shape comes from."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -117,6 +120,32 @@ def instance(name: str, machine_type: str, *, project: str, zone: str) -> dict[s
     return {"kind": "compute#instance", "name": name, "machineType": f"{zone_url}/machineTypes/{machine_type}"}
 
 
+def key_ring(name: str) -> dict[str, Any]:
+    """A KeyRing as Cloud KMS's REST API returns it (``projects.locations.keyRings.get``)."""
+    return {"name": name, "createTime": "2026-10-01T09:00:00.000000Z"}
+
+
+def crypto_key(name: str, purpose: str = "ENCRYPT_DECRYPT", primary: str | None = "ENABLED") -> dict[str, Any]:
+    """A CryptoKey as Cloud KMS's REST API returns it (``projects.locations.keyRings.cryptoKeys.get``)."""
+    key: dict[str, Any] = {
+        "name": name,
+        "purpose": purpose,
+        "createTime": "2026-10-01T09:00:01.000000Z",
+        "rotationPeriod": "7776000s",
+        "nextRotationTime": "2026-12-30T09:00:01Z",
+        "versionTemplate": {"algorithm": "GOOGLE_SYMMETRIC_ENCRYPTION", "protectionLevel": "SOFTWARE"},
+        "destroyScheduledDuration": "2592000s",
+    }
+    if primary:
+        key["primary"] = {
+            "name": f"{name}/cryptoKeyVersions/1",
+            "state": primary,
+            "algorithm": "GOOGLE_SYMMETRIC_ENCRYPTION",
+            "protectionLevel": "SOFTWARE",
+        }
+    return key
+
+
 def error(code: int, message: str, reason: str, *, service: str | None = None) -> dict[str, Any]:
     """Google's JSON error body; ``service``: a SERVICE_DISABLED ErrorInfo for that API."""
     status = {403: "PERMISSION_DENIED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}[code]
@@ -148,6 +177,8 @@ class FakeCompute:
 
     def __init__(self) -> None:
         self.routes: dict[str, tuple[int, dict[str, Any]]] = {}
+        self.raw: dict[str, tuple[int, dict[str, str], bytes]] = {}
+        """Routes answered with these bytes as they are (status, headers, body), not as JSON."""
         self.flaky: dict[str, list[tuple[int, dict[str, Any]]]] = {}
         self.hang: set[str] = set()
         self.requests: list[str] = []
@@ -156,10 +187,14 @@ class FakeCompute:
         self.service_usage_error: tuple[int, dict[str, Any]] | None = None
         self.url = ""
 
-    def answer(self, path: str, query: dict[str, list[str]]) -> tuple[int, dict[str, Any]] | None:
+    def answer(
+        self, path: str, query: dict[str, list[str]]
+    ) -> tuple[int, dict[str, Any]] | tuple[int, dict[str, str], bytes] | None:
         self.requests.append(path)
         if path in self.hang:
             return None
+        if path in self.raw:
+            return self.raw[path]
         if self.flaky.get(path):
             return self.flaky[path].pop(0)
         if path.endswith("/services:batchGet"):
@@ -192,13 +227,18 @@ class _Handler(BaseHTTPRequestHandler):
         if found is None:
             time.sleep(60)  # never answers within any budget
             return
-        code, body = found
-        data = json.dumps(body).encode()
+        if len(found) == 3:
+            code, headers, data = found
+        else:
+            code, body = found
+            headers, data = {"Content-Type": "application/json; charset=UTF-8"}, json.dumps(body).encode()
         self.send_response(code)
-        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        for key, value in headers.items():
+            self.send_header(key, value)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client stopped reading at its cap
+            self.wfile.write(data)
 
 
 @contextmanager
@@ -208,7 +248,7 @@ def fake_compute() -> Iterator[FakeCompute]:
     server.daemon_threads = True
     server.fake = fake  # type: ignore[attr-defined]
     fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         yield fake
     finally:

@@ -1,20 +1,25 @@
-"""The capacity preflight: the pure checks at both sides of each boundary, then the real Compute Engine and
-Service Usage clients against a loopback API speaking their JSON and error shapes (tests/fake_compute.py),
-then the program: a missing reservation stops `pulumi up` before any resource is registered."""
+"""The capacity preflight: the pure checks at both sides of each boundary (the quota rule of every machine family
+the stack allows among them), then the real Compute Engine and Service Usage clients against a loopback API
+speaking their JSON and error shapes (tests/fake_compute.py), then the program: a missing reservation stops
+`pulumi up` before any resource is registered. Hostile replies: test_capacity_hostile.py; names a destroy
+leaves taken: test_capacity_survivors.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
 from google.auth.credentials import AnonymousCredentials
 
 from core import deadline
+from core.machines import CPU_QUOTAS, HYPERDISK_FAMILIES, PD_FAMILIES
 from infra.gcp import capacity
-from infra.gcp.capacity import Finding, Held, needs, quota_findings, reservation_findings
+from infra.gcp.capacity import Finding, Held, QuotaLimit, Reservation, needs, quota_findings, reservation_findings
 from tests.conftest import SENTINEL_TOKEN
 from tests.fake_compute import (
     aggregate_reservation,
+    crypto_key,
     error,
     fake_compute,
     instance,
@@ -42,14 +47,8 @@ ENOUGH = {
 
 
 def found(count=8, in_use=0, **fields):
-    base = {
-        "status": "READY",
-        "specific_reservation_required": True,
-        "machine_type": "ct6e-standard-4t",
-        "count": count,
-        "in_use_count": in_use,
-    }
-    return {**base, **fields}
+    base = {"status": "READY", "specific": True, "aggregate": False, "machine_type": "ct6e-standard-4t"}
+    return Reservation(**{**base, "count": count, "in_use": in_use, **fields})
 
 
 def problems(findings):
@@ -64,8 +63,9 @@ def problems(findings):
 def test_what_the_pools_need():
     prod = needs(PROD)
     assert prod.reservation == ("my-tpu-prod-project", "my-v6e-32-reservation") and prod.vms == 8
-    # system e2-standard-8 x 10 = 80, cpu-np n4-standard-64 x 4 = 256.
-    assert prod.cpus == {"E2_CPUS": 80, "N4_CPUS": 256, "CPUS": 336} and prod.chips == 32
+    # system e2-standard-8 x 10 = 80 (CPUS), cpu-np n4-standard-64 x 4 = 256 (N4_CPUS, and CPUS perhaps).
+    assert prod.cpus == {"CPUS": 80, "N4_CPUS": 256} and prod.chips == 32
+    assert prod.maybe_cpus == {"CPUS": 256} and prod.maybe_families == ("N4",) and prod.uncounted == ()
     shared = needs(settings("prod", ["tpu-rl:tpu.reservation=projects/owner-proj/reservations/shared-v6e"]))
     assert shared.reservation == ("owner-proj", "shared-v6e")
     dev = needs(DEV)
@@ -84,7 +84,7 @@ def test_what_the_pools_need():
         (found(8, in_use=8), 8, None),  # a later `up`: this stack's own slice holds them
         (found(8, in_use=8), 7, "has 0 of 8 VMs free (and 7 held by this stack), the slices need 8"),
         (found(16, in_use=8), 0, None),
-        (found(8, specific_reservation_required=False), 0, "is not a specific reservation"),
+        (found(8, specific=False), 0, "is not a specific reservation"),
         (found(8, machine_type="ct6e-standard-8t"), 0, "holds ct6e-standard-8t VMs, the slice needs ct6e-standard-4t"),
         (found(8, status="CREATING"), 0, "is CREATING, not READY"),
         (None, 0, "reservation my-v6e-32-reservation (project my-tpu-prod-project, zone us-east5-b) was not found"),
@@ -113,17 +113,91 @@ def test_the_reservation_at_its_boundaries(reservation, held_vms, message):
 @pytest.mark.pure
 def test_the_quotas_at_their_boundaries():
     need = needs(PROD)
-    exact = {"CPUS": (336, 0), "N4_CPUS": (256, 0), "E2_CPUS": (80, 0)}
-    assert problems(quota_findings(need, exact, "us-east5", Held())) == [], "a reservation needs no TPU quota"
+    exact = {"CPUS": (336, 0), "N4_CPUS": (256, 0), "E2_CPUS": (0, 0)}
+    assert quota_findings(need, exact, "us-east5", Held()) == [], "a reservation needs no TPU quota; E2_CPUS unread"
     short = {**exact, "N4_CPUS": (256, 1)}
     (problem,) = problems(quota_findings(need, short, "us-east5", Held()))
     assert problem.startswith("quota N4_CPUS in us-east5: 255 of 256 vCPUs left, the CPU pools need 256")
-    ours = Held(cpus={"N4_CPUS": 128, "CPUS": 128})
+    (e2,) = problems(quota_findings(need, {**exact, "CPUS": (79, 0)}, "us-east5", Held()))
+    assert e2.startswith("quota CPUS in us-east5: 79 of 79 vCPUs left, the CPU pools need 80"), "E2 draws on CPUS"
+    ours = Held(cpus={"N4_CPUS": 128}, maybe_cpus={"CPUS": 128})
     busy = {**exact, "N4_CPUS": (256, 128), "CPUS": (336, 128)}
-    assert problems(quota_findings(need, busy, "us-east5", ours)) == [], "what the stack holds counts as left"
-    unknown = quota_findings(need, {"CPUS": (336, 0), "E2_CPUS": (80, 0)}, "us-east5", Held())
+    assert quota_findings(need, busy, "us-east5", ours) == [], "what the stack holds counts as left"
+    unknown = quota_findings(need, {"CPUS": (336, 0)}, "us-east5", Held())
     assert unknown == [Finding("unknown", "region us-east5 lists no N4_CPUS quota; it was not checked")]
     assert quota_findings(need, None, "us-east5", Held())[0].level == "unknown"
+
+
+@pytest.mark.pure
+def test_cpus_short_only_if_n4_counts_against_it_is_a_warning_not_a_stop():
+    """The documentation this project could read does not settle whether N4 vCPUs also count against CPUS
+    (core.machines.CPU_QUOTAS): a CPUS limit that fits the E2 pool but not E2 + N4 warns, and never stops."""
+    need = needs(PROD)
+    (warning,) = quota_findings(need, {"CPUS": (200, 0), "N4_CPUS": (256, 0)}, "us-east5", Held())
+    assert warning.level == "unknown"
+    assert warning.text.startswith(
+        "quota CPUS in us-east5: 200 of 200 vCPUs left; the CPU pools need 336 at their maximum size if N4 vCPUs "
+        "count against CPUS as well as their own metric"
+    )
+
+
+FAMILIES = PD_FAMILIES + HYPERDISK_FAMILIES
+
+
+@pytest.mark.pure
+def test_every_family_the_stack_allows_has_a_quota_rule():
+    assert set(CPU_QUOTAS) == set(FAMILIES)
+
+
+def with_pools(system: str, cpu: str):
+    """The prod settings with other pool machines (the quota rule is about families: the config's own size
+    rules for cpu-np are not what is tested here)."""
+    return dataclasses.replace(
+        PROD,
+        system_pool=dataclasses.replace(PROD.system_pool, machine_type=system),
+        cpu_pool=dataclasses.replace(PROD.cpu_pool, machine_type=cpu),
+    )
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("family", FAMILIES)
+def test_each_family_counts_only_against_the_metrics_it_draws_on(family):
+    """cpu-np of 4 x <family>-standard-16 (64 vCPUs) beside the system pool's 10 x e2-standard-8 (80): E2 and N1
+    against CPUS; every other series against its own <SERIES>_CPUS for sure and against CPUS perhaps (a warning
+    when short, never a stop)."""
+    need = needs(with_pools("e2-standard-8", f"{family}-standard-16"))
+    own = f"{family.upper()}_CPUS"
+    if family in ("e2", "n1"):
+        assert need.cpus == {"CPUS": 80 + 64} and need.maybe_cpus == {} and own not in need.cpus
+        assert quota_findings(need, {"CPUS": (144, 0), own: (0, 0)}, "r", Held()) == [], f"{own} is not read"
+        (short,) = problems(quota_findings(need, {"CPUS": (143, 0)}, "r", Held()))
+        assert short.startswith("quota CPUS in r: 143 of 143 vCPUs left, the CPU pools need 144")
+        return
+    assert need.cpus == {"CPUS": 80, own: 64} and need.maybe_cpus == {"CPUS": 64}
+    assert need.maybe_families == (family.upper(),)
+    assert quota_findings(need, {"CPUS": (144, 0), own: (64, 0)}, "r", Held()) == []
+    (short,) = problems(quota_findings(need, {"CPUS": (144, 0), own: (63, 0)}, "r", Held()))
+    assert short.startswith(f"quota {own} in r: 63 of 63 vCPUs left"), "its own metric stops `up`"
+    maybe = quota_findings(need, {"CPUS": (80, 0), own: (64, 0)}, "r", Held())
+    assert [f.level for f in maybe] == ["unknown"], "CPUS short only if the family counts against it: a warning"
+    assert f"if {family.upper()} vCPUs count against CPUS" in maybe[0].text
+    assert problems(quota_findings(need, {"CPUS": (79, 0), own: (64, 0)}, "r", Held())), "the E2 pool's CPUS stops"
+    unlisted = quota_findings(need, {"CPUS": (144, 0)}, "r", Held())
+    assert unlisted == [Finding("unknown", f"region r lists no {own} quota; it was not checked")]
+
+
+@pytest.mark.pure
+def test_a_machine_of_unknown_shape_is_named_not_counted():
+    need = needs(settings("prod", ["tpu-rl:systemPool.machineType=e2-medium"]))
+    assert need.uncounted == (("tpu-rl:systemPool.machineType", "e2-medium"),) and need.cpus == {"N4_CPUS": 256}
+    findings = quota_findings(need, {"CPUS": (1000, 0), "N4_CPUS": (256, 0)}, "r", Held())
+    assert findings == [
+        Finding(
+            "unknown",
+            "tpu-rl:systemPool.machineType e2-medium has no size or quota rule this check knows; its vCPUs were not "
+            "counted",
+        )
+    ]
 
 
 @pytest.mark.pure
@@ -133,9 +207,9 @@ def test_tpu_quota_limits_by_capacity():
     spot = needs(DEV)
     on_demand = needs(settings("dev", ["tpu-rl:tpu.capacity=on-demand"]))
     flex = needs(settings("dev", ["tpu-rl:tpu.capacity=flex-start"]))
-    default = {"dimensions": {}, "value": 0, "locations": ["us-east5", "us-central1"]}
-    here = {"dimensions": {"region": "us-east5"}, "value": 8, "locations": ["us-east5"]}
-    elsewhere = {"dimensions": {"region": "us-central1"}, "value": 64, "locations": ["us-central1"]}
+    default = QuotaLimit({}, 0, ("us-east5", "us-central1"))
+    here = QuotaLimit({"region": "us-east5"}, 8, ("us-east5",))
+    elsewhere = QuotaLimit({"region": "us-central1"}, 64, ("us-central1",))
     assert capacity.tpu_quota_id(spot) == "PREEMPTIBLE-TPU-V6E-per-project-region"
     assert capacity.tpu_quota_id(on_demand) == "TPUS-PER-TPU-FAMILY-per-project-region"
     assert capacity.tpu_quota_findings(spot, [default, here, elsewhere], "us-east5") == [
@@ -147,14 +221,16 @@ def test_tpu_quota_limits_by_capacity():
     assert problem.startswith(
         "quota PREEMPTIBLE-TPU-V6E-per-project-region in us-east5: the limit is 0 TPU chips, the slices need 8"
     ), "the default entry (0 for a new project) applies to a region without its own"
-    (short,) = capacity.tpu_quota_findings(flex, [{**here, "value": 7}], "us-east5")
+    (short,) = capacity.tpu_quota_findings(flex, [dataclasses.replace(here, value=7)], "us-east5")
     assert short.level == "unknown" and short.text.endswith("flex-start may use on-demand quota instead")
-    family = {"dimensions": {"region": "us-east5", "tpu_family": "CT6E"}, "value": 8, "locations": ["us-east5"]}
-    v5e = {"dimensions": {"region": "us-east5", "tpu_family": "CT5LP"}, "value": 64, "locations": ["us-east5"]}
+    family = QuotaLimit({"region": "us-east5", "tpu_family": "CT6E"}, 8, ("us-east5",))
+    v5e = QuotaLimit({"region": "us-east5", "tpu_family": "CT5LP"}, 64, ("us-east5",))
     assert not problems(capacity.tpu_quota_findings(on_demand, [v5e, family], "us-east5"))
-    assert problems(capacity.tpu_quota_findings(on_demand, [v5e, {**family, "value": 7}], "us-east5"))
+    assert problems(capacity.tpu_quota_findings(on_demand, [v5e, dataclasses.replace(family, value=7)], "us-east5"))
     assert capacity.tpu_quota_findings(on_demand, [v5e], "us-east5")[0].level == "unknown", "another family only"
     assert capacity.tpu_quota_findings(spot, None, "us-east5")[0].level == "unknown"
+    (unbounded,) = capacity.tpu_quota_findings(spot, [dataclasses.replace(here, value=-1)], "us-east5")
+    assert unbounded.level == "unknown", "a negative limit is no bound this check can judge: never a stop"
 
 
 @pytest.mark.pure
@@ -171,14 +247,7 @@ def test_tpu_quota_limits_by_capacity():
 def test_an_aggregate_tpu_reservation_is_counted_in_chips(chips, in_use, held_vms, family, message):
     """TPU capacity is often reserved as an aggregate reservation (a VM family and chips, no machine type):
     Cluster Toolkit skips its machine-type check for TPUs; here its family and free chips are checked."""
-    found = {
-        "status": "READY",
-        "specific_reservation_required": True,
-        "aggregate": True,
-        "vm_family": family,
-        "reserved": chips,
-        "in_use": in_use,
-    }
+    found = Reservation(status="READY", specific=True, aggregate=True, vm_family=family, count=chips, in_use=in_use)
     result = problems(reservation_findings(needs(PROD), found, "us-east5-b", Held(tpu_vms=held_vms)))
     assert result == [] if message is None else message in result[0]
 
@@ -194,12 +263,9 @@ def test_the_apis():
 
 @pytest.mark.pure
 def test_the_stacks_own_vms_are_counted_by_machine_type():
-    vms = [
-        {"machine_type": "https://www.googleapis.com/compute/v1/projects/p/zones/z/machineTypes/ct6e-standard-4t"},
-        {"machine_type": "https://www.googleapis.com/compute/v1/projects/p/zones/z/machineTypes/n2-standard-64"},
-        {"machine_type": "https://www.googleapis.com/compute/v1/projects/p/zones/z/machineTypes/e2-standard-8"},
-    ]
-    assert capacity.held(vms, "ct6e-standard-4t") == Held(1, {"N2_CPUS": 64, "CPUS": 72, "E2_CPUS": 8})
+    url = "https://www.googleapis.com/compute/v1/projects/p/zones/z/machineTypes/"
+    vms = [url + "ct6e-standard-4t", url + "n2-standard-64", url + "e2-standard-8", url + "e2-custom-4-8192"]
+    assert capacity.held(vms, "ct6e-standard-4t") == Held(1, {"N2_CPUS": 64, "CPUS": 8}, {"CPUS": 64})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,12 +292,14 @@ def clients(fake):
 
 def test_a_stack_with_its_capacity_passes_and_reads_each_thing_once(compute):
     assert REAL_CHECK(PROD, clients(compute)) == []
-    assert sorted(set(compute.requests)) == sorted(
+    assert sorted(compute.requests) == sorted(
         [
             "/v1/projects/my-tpu-prod-project/services:batchGet",
             VMS_PATH.format(project="my-tpu-prod-project"),
             RES_PATH,
             REGION_PATH.format(project="my-tpu-prod-project"),
+            # gke.secretsEncryptionKey: create looks for a ring of its name an earlier destroy left (none here)
+            "/v1/projects/my-tpu-prod-project/locations/us-east5/keyRings/tpu-rl-prod-keys",
         ]
     )
 
@@ -402,19 +470,6 @@ OWN_KEY = "projects/security-project/locations/us-east5/keyRings/gke/cryptoKeys/
 KEY_PATH = f"/v1/{OWN_KEY}"
 
 
-def crypto_key(purpose: str = "ENCRYPT_DECRYPT", primary: str | None = "ENABLED") -> dict:
-    """A CryptoKey as Cloud KMS's REST API returns it (``projects.locations.keyRings.cryptoKeys.get``)."""
-    key = {"name": OWN_KEY, "purpose": purpose, "createTime": "2026-11-01T10:00:00.000000Z"}
-    if primary:
-        key["primary"] = {
-            "name": f"{OWN_KEY}/cryptoKeyVersions/1",
-            "state": primary,
-            "algorithm": "GOOGLE_SYMMETRIC_ENCRYPTION",
-            "protectionLevel": "SOFTWARE",
-        }
-    return key
-
-
 OWN = settings("prod", [f"tpu-rl:gke.secretsEncryptionKey={OWN_KEY}"])
 KEY_PROBLEM = "tpu-rl:gke.secretsEncryptionKey: key " + OWN_KEY
 
@@ -422,18 +477,18 @@ KEY_PROBLEM = "tpu-rl:gke.secretsEncryptionKey: key " + OWN_KEY
 @pytest.mark.parametrize(
     ("answer", "expected"),
     [
-        ((200, crypto_key()), []),
+        ((200, crypto_key(OWN_KEY)), []),
         (None, [f"{KEY_PROBLEM} was not found; create it (gcloud kms keys create) or set the key to `create`"]),
         (
-            (200, crypto_key("ASYMMETRIC_SIGN")),
+            (200, crypto_key(OWN_KEY, "ASYMMETRIC_SIGN")),
             [f"{KEY_PROBLEM} is for ASYMMETRIC_SIGN; GKE needs an ENCRYPT_DECRYPT key"],
         ),
         (
-            (200, crypto_key(primary="DISABLED")),
+            (200, crypto_key(OWN_KEY, primary="DISABLED")),
             [f"{KEY_PROBLEM} has DISABLED as its primary version; GKE needs an enabled one"],
         ),
         (
-            (200, crypto_key(primary=None)),
+            (200, crypto_key(OWN_KEY, primary=None)),
             [f"{KEY_PROBLEM} has no primary version as its primary version; GKE needs an enabled one"],
         ),
     ],
@@ -457,4 +512,4 @@ def test_a_key_the_check_may_not_read_is_an_unknown_and_create_reads_no_key(comp
     )
     compute.requests.clear()
     REAL_CHECK(PROD, clients(compute))
-    assert not [r for r in compute.requests if "cryptoKeys" in r], "a key the stack creates is not read"
+    assert not [r for r in compute.requests if "cryptoKeys" in r], "no ring of the stack's names: no key to read"

@@ -13,8 +13,9 @@ registering anything the program reads, through the official clients and bounded
   VMs free; an *aggregate* TPU reservation (``aggregateReservation``, how TPU capacity is often reserved;
   Cluster Toolkit skips its machine-type check for that reason) is of the v6e family
   (``VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT6E``) with the slices' chips free;
-- the region's quotas, ``compute_v1.RegionsClient.get``: the CPU pools' families at their maximum size
-  (``<FAMILY>_CPUS`` and ``CPUS``), minus what the stack holds;
+- the region's quotas, ``compute_v1.RegionsClient.get``: the CPU pools at their maximum size, each machine
+  family against the metrics it draws on (``core.machines.CPU_QUOTAS``, the rule as data with its source),
+  minus what the stack holds;
 - for capacity that is not reserved, the TPU chips: GKE's TPU pools use Compute Engine quota, but
   ``regions.get`` does not list the v6e metrics, so their limits are read from the Cloud Quotas API
   (``cloudquotas_v1.CloudQuotasClient.get_quota_info``: ``TPUS-PER-TPU-FAMILY-per-project-region`` with
@@ -27,24 +28,40 @@ registering anything the program reads, through the official clients and bounded
 - a Secrets key the stack is given (``tpu-rl:gke.secretsEncryptionKey`` naming a key),
   ``kms_v1.KeyManagementServiceClient.get_crypto_key``: it exists, encrypts and decrypts, and has an enabled
   primary version; otherwise GKE would refuse the cluster after the network, the bucket and the
-  identities exist.
+  identities exist;
+- the names a destroy does not free (``SURVIVORS``): with ``gke.secretsEncryptionKey: create``, the key ring
+  and key of the stack's names (``get_key_ring``, ``get_crypto_key``). Cloud KMS keeps both after a destroy
+  (the provider never deletes a ring; the stack abandons its key), and neither name can be created again, so
+  a later `up` would fail at the KeyRing create after the network and the identities exist. A survivor the
+  cluster can use is *reused*: the finding carries its id and the program imports it (``Finding.reuse``);
+  a surviving key GKE cannot use stops `up` with the key to set instead.
+
+Every reply is parsed once, where it is read, into the frozen dataclasses below; a reply of another shape
+(not JSON, a field of the wrong type, a number out of range) is one line naming the API and the field, and
+every reply is read through a size cap (``MAX_REPLY_BYTES``, compressed and inflated alike; a requests
+adapter on each client's session), so a gzip bomb costs at most the cap.
 
 Each finding is one line: a *problem* stops `pulumi up` (and a preview) before anything is created; an
-*unknown* (no permission, no answer, a quota metric this project does not list) is a warning, since the
-check cannot decide. ``tpu-rl:workflow.capacityCheck: false`` skips it all.
+*unknown* (no permission, no answer, an unreadable reply, a quota metric this project does not list, a quota
+rule the sources do not settle) is a warning, since the check cannot decide. ``tpu-rl:workflow.capacityCheck:
+false`` skips it all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+import re
+import zlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from core import deadline
-from core.machines import machine_family, machine_shape
-from core.names import REQUIRED_APIS
+from core.machines import cpu_quota, machine_family, machine_shape
+from core.names import KMS_API, REQUIRED_APIS
 from core.redact import scrub
 from core.settings import Settings
+from infra.gcp.naming import crypto_key_id, key_ring_id, names_for
 
 T = TypeVar("T")
 CLUSTER_LABEL = "goog-k8s-cluster-name"
@@ -52,6 +69,18 @@ CLUSTER_LABEL = "goog-k8s-cluster-name"
 SERVICE_USAGE = "serviceusage.googleapis.com"
 V6E_FAMILY = "VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT6E"
 """An aggregate TPU reservation's family for v6e (``AllocationAggregateReservation.vmFamily``)."""
+MAX_REPLY_BYTES = 4 * 1024 * 1024
+"""The largest reply read, before and after inflating (a region's quotas are ~20 KB, a page of 100 node VMs
+well under 1 MB)."""
+MAX_DEPTH = 64
+"""The deepest JSON nesting read (the replies read here nest under 10 levels)."""
+MAX_PAGES = 20
+"""Pages of node VMs read at most (100 a page: a cluster of this stack has a few dozen nodes)."""
+MAX_COUNT = 2**31 - 1
+"""The largest count a reply may give (VMs, chips, a quota limit in chips)."""
+MAX_AMOUNT = 2.0**63
+"""The largest quota limit or usage a reply may give (Compute Engine writes "unlimited" as large numbers)."""
+KEY = "tpu-rl:gke.secretsEncryptionKey"
 
 
 @dataclass(frozen=True)
@@ -59,6 +88,8 @@ class Finding:
     level: str
     """problem (stops `up`) | unknown (a warning: the check cannot decide) | note."""
     text: str
+    reuse: str = ""
+    """A note's resource id that survived a destroy and that this `up` imports instead of creating."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +107,14 @@ class Need:
     """Spot and flex-start TPU capacity draws on preemptible quota."""
     flex_start: bool
     cpus: dict[str, float] = field(default_factory=dict)
-    """Quota metric -> vCPUs of the CPU pools at their maximum size (per family, and ``CPUS`` in all)."""
+    """Quota metric -> vCPUs of the CPU pools at their maximum size that surely count against it."""
+    maybe_cpus: dict[str, float] = field(default_factory=dict)
+    """Quota metric -> further vCPUs that count against it if a rule the sources do not settle holds
+    (``CpuQuota.maybe``)."""
+    maybe_families: tuple[str, ...] = ()
+    """The machine families behind ``maybe_cpus`` (named in its warning)."""
+    uncounted: tuple[tuple[str, str], ...] = ()
+    """(config key, machine type) of pools whose vCPUs or quota rule are not known: not counted."""
 
 
 def needs(settings: Settings) -> Need:
@@ -86,8 +124,14 @@ def needs(settings: Settings) -> Need:
         parts = settings.tpu.reservation.split("/")
         reservation = (parts[1], parts[3]) if len(parts) == 4 else (settings.project, settings.tpu.reservation)
     cpus: dict[str, float] = {}
-    for pool in (settings.system_pool, settings.cpu_pool):
-        _add_vcpus(cpus, pool.machine_type, pool.max_nodes)
+    maybe: dict[str, float] = {}
+    families: list[str] = []
+    uncounted: list[tuple[str, str]] = []
+    for key, pool in (("tpu-rl:systemPool", settings.system_pool), ("tpu-rl:cpuPool", settings.cpu_pool)):
+        if not _add_vcpus(cpus, maybe, pool.machine_type, pool.max_nodes):
+            uncounted.append((f"{key}.machineType", pool.machine_type))
+        elif (rule := cpu_quota(pool.machine_type)) and rule.maybe:
+            families.append(machine_family(pool.machine_type).upper())
     return Need(
         reservation=reservation,
         vms=settings.slice.hosts * settings.tpu.slices,
@@ -97,6 +141,9 @@ def needs(settings: Settings) -> Need:
         preemptible=settings.tpu.capacity in ("spot", "flex-start"),
         flex_start=settings.tpu.capacity == "flex-start",
         cpus=cpus,
+        maybe_cpus=maybe,
+        maybe_families=tuple(dict.fromkeys(families)),
+        uncounted=tuple(uncounted),
     )
 
 
@@ -106,35 +153,60 @@ class Held:
 
     tpu_vms: int = 0
     cpus: dict[str, float] = field(default_factory=dict)
+    maybe_cpus: dict[str, float] = field(default_factory=dict)
 
 
-def held(instances: list[dict[str, Any]], machine_type: str) -> Held:
-    """The stack's node VMs (``machineType`` URLs, as Compute lists them) as TPU VMs and vCPUs per metric."""
+def held(machine_types: Iterable[str], machine_type: str) -> Held:
+    """The stack's node VMs (their machine types, or ``machineType`` URLs as Compute lists them) as TPU VMs and
+    vCPUs per metric."""
     tpu = 0
     cpus: dict[str, float] = {}
-    for instance in instances:
-        name = str(instance.get("machine_type") or "").rsplit("/", 1)[-1]
+    maybe: dict[str, float] = {}
+    for url in machine_types:
+        name = url.rsplit("/", 1)[-1]
         if name == machine_type:
             tpu += 1
         else:
-            _add_vcpus(cpus, name, 1)
-    return Held(tpu, cpus)
+            _add_vcpus(cpus, maybe, name, 1)
+    return Held(tpu, cpus, maybe)
 
 
-def _add_vcpus(cpus: dict[str, float], machine_type: str, count: int) -> None:
-    """Add ``count`` machines' vCPUs to the quota metrics they draw on (``<FAMILY>_CPUS`` and ``CPUS``);
-    a machine of unknown shape adds nothing."""
-    shape = machine_shape(machine_type)
-    if shape is None:
-        return
-    for metric in (f"{machine_family(machine_type).upper()}_CPUS", "CPUS"):
-        cpus[metric] = cpus.get(metric, 0.0) + shape.vcpus * count
+def _add_vcpus(cpus: dict[str, float], maybe: dict[str, float], machine_type: str, count: int) -> bool:
+    """Add ``count`` machines' vCPUs to the quota metrics their family draws on (``core.machines.CPU_QUOTAS``);
+    False (nothing added) for a machine of unknown shape or family."""
+    shape, rule = machine_shape(machine_type), cpu_quota(machine_type)
+    if shape is None or rule is None:
+        return False
+    for into, metrics in ((cpus, rule.metrics), (maybe, rule.maybe)):
+        for metric in metrics:
+            into[metric] = into.get(metric, 0.0) + shape.vcpus * count
+    return True
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """A reservation as ``reservations.get`` answers it, the fields the check reads."""
+
+    status: str
+    """``READY``, ``CREATING``, ...; "" when the reply names none."""
+    specific: bool
+    """``specificReservationRequired``."""
+    aggregate: bool
+    """An aggregate TPU reservation (``aggregateReservation``: chips of a VM family)."""
+    machine_type: str = ""
+    """A reservation of VMs: their machine type."""
+    vm_family: str = ""
+    """An aggregate reservation: its VM family."""
+    count: int = 0
+    """VMs (or, aggregate, chips) reserved."""
+    in_use: int = 0
+    """VMs (or chips) in use."""
 
 
 def reservation_findings(
-    need: Need, found: dict[str, Any] | None, zone: str, ours: Held, *, key: str = "tpu-rl:tpu.reservation"
+    need: Need, found: Reservation | None, zone: str, ours: Held, *, key: str = "tpu-rl:tpu.reservation"
 ) -> list[Finding]:
-    """The reservation against the slices (pure). ``found``: the reservation's fields, None when not found."""
+    """The reservation against the slices (pure). ``found``: None when not found."""
     if need.reservation is None:
         return []
     project, name = need.reservation
@@ -148,44 +220,29 @@ def reservation_findings(
             )
         ]
     problems = []
-    if found.get("status") not in (None, "READY"):
-        problems.append(f"{where} is {scrub(str(found['status']), limit=20)}, not READY; wait for it or fix {key}")
-    if not found.get("specific_reservation_required"):
+    if found.status not in ("", "READY"):
+        problems.append(f"{where} is {found.status}, not READY; wait for it or fix {key}")
+    if not found.specific:
         problems.append(
             f"{where} is not a specific reservation (specificReservationRequired is false): GKE's "
             "SPECIFIC_RESERVATION affinity, which the TPU pool uses, consumes only specific reservations; "
             "create it with --require-specific-reservation"
         )
-    if found.get("aggregate"):
-        family = str(found.get("vm_family") or "")
-        if family != V6E_FAMILY:
+    if found.aggregate:
+        if found.vm_family != V6E_FAMILY:
             problems.append(
-                f"{where} is a TPU reservation of {scrub(family, limit=60) or 'no'} family, the slice needs "
+                f"{where} is a TPU reservation of {found.vm_family or 'no'} family, the slice needs "
                 f"{V6E_FAMILY}; fix {key} or tpu-rl:tpu.version"
             )
-        unit, count, used, held_by_us, needed = (
-            "chips",
-            found.get("reserved"),
-            found.get("in_use"),
-            ours.tpu_vms,
-            need.chips,
-        )
-        held_by_us *= need.chips_per_vm
+        unit, held_by_us, needed = "chips", ours.tpu_vms * need.chips_per_vm, need.chips
     else:
-        machine = str(found.get("machine_type") or "")
-        if machine != need.machine_type:
+        if found.machine_type != need.machine_type:
             problems.append(
-                f"{where} holds {scrub(machine, limit=40) or 'no'} VMs, the slice needs {need.machine_type}; fix "
+                f"{where} holds {found.machine_type or 'no'} VMs, the slice needs {need.machine_type}; fix "
                 f"{key} or tpu-rl:tpu.machineType"
             )
-        unit, count, used, held_by_us, needed = (
-            "VMs",
-            found.get("count"),
-            found.get("in_use_count"),
-            ours.tpu_vms,
-            need.vms,
-        )
-    count, used = int(count or 0), int(used or 0)
+        unit, held_by_us, needed = "VMs", ours.tpu_vms, need.vms
+    count, used = found.count, found.in_use
     if not problems and count - used + held_by_us < needed:
         problems.append(
             f"{where} has {count - used} of {count} {unit} free"
@@ -196,23 +253,50 @@ def reservation_findings(
 
 
 def quota_findings(need: Need, quotas: dict[str, tuple[float, float]] | None, region: str, ours: Held) -> list[Finding]:
-    """The region's CPU quotas (metric -> (limit, usage)) against what the pools need (pure)."""
+    """The region's CPU quotas (metric -> (limit, usage)) against what the pools need (pure): a metric a family
+    surely draws on is a problem when short; one it may draw on (``CpuQuota.maybe``) is a warning."""
+    found: list[Finding] = [
+        Finding("unknown", f"{key} {machine} has no size or quota rule this check knows; its vCPUs were not counted")
+        for key, machine in need.uncounted
+    ]
     if quotas is None:
-        return [Finding("unknown", f"the quotas of region {region} were not listed; they were not checked")]
-    found: list[Finding] = []
+        return [*found, Finding("unknown", f"the quotas of region {region} were not listed; they were not checked")]
+    short: set[str] = set()
     for metric, vcpus in sorted(need.cpus.items()):
         if metric not in quotas:
             found.append(Finding("unknown", f"region {region} lists no {metric} quota; it was not checked"))
+            short.add(metric)
             continue
         limit, usage = quotas[metric]
         left = limit - usage + ours.cpus.get(metric, 0.0)
         if left < vcpus:
+            short.add(metric)
             found.append(
                 Finding(
                     "problem",
                     f"quota {metric} in {region}: {left:g} of {limit:g} vCPUs left, the CPU pools need {vcpus:g} at "
                     "their maximum size; request more quota or lower tpu-rl:cpuPool.maxNodes / "
                     "tpu-rl:systemPool.maxNodes",
+                )
+            )
+    for metric, extra in sorted(need.maybe_cpus.items()):
+        if metric in short:
+            continue  # already a problem or not listed: one line per metric
+        if metric not in quotas:
+            found.append(Finding("unknown", f"region {region} lists no {metric} quota; it was not checked"))
+            continue
+        limit, usage = quotas[metric]
+        left = limit - usage + ours.cpus.get(metric, 0.0) + ours.maybe_cpus.get(metric, 0.0)
+        total = need.cpus.get(metric, 0.0) + extra
+        if left < total:
+            families = ", ".join(need.maybe_families)
+            found.append(
+                Finding(
+                    "unknown",
+                    f"quota {metric} in {region}: {left:g} of {limit:g} vCPUs left; the CPU pools need {total:g} at "
+                    f"their maximum size if {families} vCPUs count against {metric} as well as their own metric, "
+                    "which the Compute Engine documentation this check cites does not settle (core.machines."
+                    "CPU_QUOTAS); if GKE cannot add nodes, request more quota",
                 )
             )
     return found
@@ -223,25 +307,37 @@ def tpu_quota_id(need: Need) -> str:
     return "PREEMPTIBLE-TPU-V6E-per-project-region" if need.preemptible else "TPUS-PER-TPU-FAMILY-per-project-region"
 
 
-def tpu_quota_findings(need: Need, infos: list[dict[str, Any]] | None, region: str) -> list[Finding]:
-    """The TPU v6e chip limit in ``region`` (``infos``: the quota's dimension entries as
-    ``{"dimensions", "value", "locations"}``; None: not found) against the slices (pure)."""
+@dataclass(frozen=True)
+class QuotaLimit:
+    """One ``dimensionsInfos`` entry of a Cloud Quotas ``QuotaInfo``."""
+
+    dimensions: dict[str, str]
+    value: int
+    """The limit in effect; negative when the reply gives no bound (``QuotaDetails.value``)."""
+    locations: tuple[str, ...]
+
+
+def tpu_quota_findings(need: Need, infos: list[QuotaLimit] | None, region: str) -> list[Finding]:
+    """The TPU v6e chip limit in ``region`` (``infos``: the quota's dimension entries; None: not found) against
+    the slices (pure)."""
     quota = tpu_quota_id(need)
     if infos is None:
         return [Finding("unknown", f"quota {quota} was not found; TPU quota was not checked")]
     wanted = {"region": region} if need.preemptible else {"region": region, "tpu_family": "CT6E"}
 
-    def fits(info: dict[str, Any]) -> int:
+    def fits(info: QuotaLimit) -> int:
         """How well an entry names the region (and family): exact, by location, the default; -1 another."""
-        dims = info.get("dimensions") or {}
+        dims = info.dimensions
         if any(dims.get(k) not in (None, v) for k, v in wanted.items()):
             return -1
-        return 2 if all(dims.get(k) == v for k, v in wanted.items()) else int(region in (info.get("locations") or []))
+        return 2 if all(dims.get(k) == v for k, v in wanted.items()) else int(region in info.locations)
 
     ranked = sorted(rank for rank in ((fits(info), n) for n, info in enumerate(infos)) if rank[0] >= 0)
     if not ranked:
         return [Finding("unknown", f"quota {quota} has no limit for {region}; TPU quota was not checked")]
-    limit = int(infos[ranked[-1][1]].get("value") or 0)
+    limit = infos[ranked[-1][1]].value
+    if limit < 0:
+        return [Finding("unknown", f"quota {quota} in {region} gives no limit ({limit}); TPU quota was not checked")]
     if limit >= need.chips:
         return [Finding("note", f"quota {quota} in {region}: limit {limit} TPU chips (usage is not checked)")]
     text = (
@@ -253,12 +349,411 @@ def tpu_quota_findings(need: Need, infos: list[dict[str, Any]] | None, region: s
     return [Finding("problem", text)]
 
 
-def api_findings(states: dict[str, str] | None, project: str) -> list[Finding]:
+def api_findings(states: dict[str, str] | None, project: str, apis: tuple[str, ...] = REQUIRED_APIS) -> list[Finding]:
     """Which of the stack's APIs are not enabled yet (the stack enables them itself)."""
     if states is None:
         return [Finding("unknown", f"the APIs of project {project} could not be listed; they were not checked")]
-    disabled = sorted(api for api in REQUIRED_APIS if states.get(api) != "ENABLED")
+    disabled = sorted(api for api in apis if states.get(api) != "ENABLED")
     return [Finding("note", f"this `up` enables {', '.join(disabled)} in project {project}")] if disabled else []
+
+
+@dataclass(frozen=True)
+class CryptoKey:
+    """A Cloud KMS key as ``cryptoKeys.get`` answers it, the fields GKE's Secrets encryption needs."""
+
+    purpose: str
+    primary_state: str | None
+    """The primary version's state; None without a primary."""
+
+
+def key_findings(name: str, key: CryptoKey | None, *, fix: str = "") -> list[Finding]:
+    """Whether GKE can encrypt Secrets with the key ``name`` (None: not found). ``fix``: what to do instead, when
+    the key cannot be made usable (a surviving key of the stack's own name)."""
+    if key is None:
+        return [
+            Finding(
+                "problem",
+                f"{KEY}: key {name} was not found; create it (gcloud kms keys create) or set the key to `create`",
+            )
+        ]
+    found: list[Finding] = []
+    if key.purpose != "ENCRYPT_DECRYPT":
+        found.append(
+            Finding("problem", f"{KEY}: key {name} is for {key.purpose}; GKE needs an ENCRYPT_DECRYPT key{fix}")
+        )
+    if key.primary_state != "ENABLED":
+        state = key.primary_state or "no primary version"
+        found.append(
+            Finding("problem", f"{KEY}: key {name} has {state} as its primary version; GKE needs an enabled one{fix}")
+        )
+    return found
+
+
+_OPERATION = (
+    "the provider's delete waits for the operation to finish (magic-modules mmv1/products/compute/*.yaml "
+    "`async: OpAsync`; container resource_container_*.go wait on the cluster operation), and Compute Engine and "
+    "GKE document no retention of a deleted name"
+)
+SURVIVORS: dict[str, tuple[bool, str]] = {
+    "gcp:kms/keyRing:KeyRing": (
+        False,
+        "the provider never deletes a key ring (resourceKMSKeyRingDelete only drops it from the state), and its name "
+        "is taken while it exists (https://cloud.google.com/kms/docs/delete-kms-resources): found before anything "
+        "is created and imported",
+    ),
+    "gcp:kms/cryptoKey:CryptoKey": (
+        False,
+        "the stack abandons it (deletion_policy ABANDON), and 'the names of deleted CryptoKeys can't be reused' (the "
+        "same page): imported when GKE can use it, else `up` stops before anything is created, naming the key to set",
+    ),
+    "gcp:storage/bucket:Bucket": (
+        True,
+        "'After a bucket is deleted, anyone can reuse the bucket's name for a new bucket' "
+        "(https://cloud.google.com/storage/docs/deleting-buckets), a soft-deleted one included (which then cannot be "
+        "restored until the new one is deleted); with forceDestroy false a bucket with objects is not deleted at all, "
+        "and stays in the state",
+    ),
+    "gcp:serviceaccount/account:Account": (
+        True,
+        "'If you delete a service account, then create a new service account with the same name, the new service "
+        "account is treated as a separate identity' (https://cloud.google.com/iam/docs/service-accounts-delete-"
+        "undelete): the stack grants the new one its roles again",
+    ),
+    "gcp:compute/network:Network": (True, _OPERATION),
+    "gcp:compute/subnetwork:Subnetwork": (True, _OPERATION),
+    "gcp:compute/router:Router": (True, _OPERATION),
+    "gcp:compute/routerNat:RouterNat": (True, "part of the router (a field of it, deleted with it)"),
+    "gcp:compute/firewall:Firewall": (True, _OPERATION),
+    "gcp:container/cluster:Cluster": (True, _OPERATION),
+    "gcp:container/nodePool:NodePool": (True, _OPERATION),
+    "gcp:projects/iAMMember:IAMMember": (True, "a binding, not a name: added again"),
+    "gcp:serviceaccount/iAMMember:IAMMember": (True, "a binding, not a name: added again"),
+    "gcp:storage/bucketIAMMember:BucketIAMMember": (True, "a binding on the new bucket"),
+    "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember": (True, "a binding, added again (and waited for again)"),
+    "gcp:projects/service:Service": (True, "never disabled on destroy (disable_on_destroy false): nothing to free"),
+    "gcp:projects/serviceIdentity:ServiceIdentity": (
+        True,
+        "the project's GKE service agent: generated again, the same",
+    ),
+    "pulumi-python:dynamic/kms:GrantPropagation": (True, "state only (a wait)"),
+    "pulumi:providers:kubernetes": (True, "state only"),
+}
+"""Every GCP resource type the stack registers -> (whether `pulumi destroy` frees its name for the next `up`,
+why). The two that do not are handled by the check (``surviving_key_findings``); Kubernetes objects go with the
+cluster (README "Destroy and up again")."""
+
+
+def surviving_key_findings(
+    ring_id: str, ring: bool | None, key_id: str, key: CryptoKey | None, *, ring_error: str = "", key_error: str = ""
+) -> list[Finding]:
+    """With ``gke.secretsEncryptionKey: create``: what to do with a key ring and key of the stack's names that
+    exist already (pure). ``ring``: the ring exists (None: it could not be read, ``ring_error`` says why); ``key``:
+    the key as read, None when it does not exist (or, with ``key_error``, could not be read)."""
+    if ring is None:
+        return [
+            Finding(
+                "unknown",
+                f"{ring_error}; if an earlier destroy left key ring {ring_id}, its create fails with 409 (already "
+                f"exists): then set {KEY} to its key {key_id}",
+            )
+        ]
+    if not ring:
+        return []
+    reused = [
+        Finding(
+            "note",
+            f"key ring {ring_id} exists (Cloud KMS keeps it after a destroy): this `up` adopts it",
+            reuse=ring_id,
+        )
+    ]
+    if key_error:
+        return [
+            *reused,
+            Finding(
+                "unknown",
+                f"{key_error}; if the key exists, its create fails with 409 (a key's name is never free again): "
+                f"then set {KEY} to {key_id}",
+            ),
+        ]
+    if key is None:
+        return reused
+    fix = (
+        f"; Cloud KMS never frees a key's name, so set {KEY} to another ENCRYPT_DECRYPT key in the cluster's region "
+        f"(gcloud kms keys create ...), or change tpu-rl:clusterName"
+    )
+    problems = key_findings(key_id, key, fix=fix)
+    if problems:
+        return problems
+    return [
+        *reused,
+        Finding(
+            "note",
+            f"key {key_id} exists (the stack abandons it on destroy): this `up` adopts it, and Secrets stay readable",
+            reuse=key_id,
+        ),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# The replies, parsed once: protobuf messages of the clients into the dataclasses above
+
+
+class ReplyError(Exception):
+    """A reply of a shape the check does not read: one line naming the API and the field."""
+
+
+def _count(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        raise ReplyError(f"{where} is {scrub(repr(value), limit=40)}, not a count")
+    return value
+
+
+def _amount(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ReplyError(f"{where} is {scrub(repr(value), limit=40)}, not a number")
+    if not 0 <= value <= MAX_AMOUNT:
+        raise ReplyError(f"{where} is {value:g}, out of range")
+    return float(value)
+
+
+def _text(value: Any, where: str, limit: int = 120) -> str:
+    if not isinstance(value, str):
+        raise ReplyError(f"{where} is {type(value).__name__}, not text")
+    return scrub(value, limit=limit)
+
+
+def _enum(value: Any, where: str = "", *, required: bool = False) -> str:
+    """An enum field's name; a value the client does not know (a newer API) as ``value N``. ``required``: the
+    unset value (0, ``..._UNSPECIFIED``, which is also what the parser leaves for a string where an object is) is a
+    ``ReplyError``."""
+    if required and not value:
+        raise ReplyError(f"{where} is missing")
+    name = getattr(value, "name", None)
+    return name if isinstance(name, str) else f"value {scrub(repr(value), limit=20)}"
+
+
+def _present(message: Any, name: str, where: str) -> None:
+    """A field the check reads is in the reply. The protobuf JSON parser leaves a message field empty for a string
+    where an object is (``ignore_unknown_fields``), and Compute's fields are ``optional``: absent is detectable."""
+    if name not in message:
+        raise ReplyError(f"{where} is missing")
+
+
+def _named(message: Any, name: str, field: str = "name") -> None:
+    """The reply is of the object asked for (a reply of another object, or none, is not read as this one)."""
+    value = getattr(message, field)
+    if value != name:
+        raise ReplyError(f"{field} is {scrub(repr(value), limit=80)}, not {name}")
+
+
+def reservation_reply(message: Any, name: str) -> Reservation:
+    """``compute_v1.Reservation`` ``name`` as the check reads it."""
+    _named(message, name)
+    status, specific_required = _text(message.status, "status", 20), bool(message.specific_reservation_required)
+    if "aggregate_reservation" in message:
+        aggregate = message.aggregate_reservation
+        _present(aggregate, "vm_family", "aggregateReservation.vmFamily")
+
+        def chips(resources: Any, where: str) -> int:
+            total = sum(
+                _count(r.accelerator.accelerator_count, f"{where}[{n}].accelerator.acceleratorCount")
+                for n, r in enumerate(resources)
+            )
+            return _count(total, where)
+
+        return Reservation(
+            status=status,
+            specific=specific_required,
+            aggregate=True,
+            vm_family=_text(aggregate.vm_family, "aggregateReservation.vmFamily", 60),
+            count=chips(aggregate.reserved_resources, "aggregateReservation.reservedResources"),
+            in_use=chips(aggregate.in_use_resources, "aggregateReservation.inUseResources"),
+        )
+    _present(message, "specific_reservation", "specificReservation")
+    specific = message.specific_reservation
+    _present(specific, "count", "specificReservation.count")
+    _present(specific, "instance_properties", "specificReservation.instanceProperties")
+    _present(specific.instance_properties, "machine_type", "specificReservation.instanceProperties.machineType")
+    return Reservation(
+        status=status,
+        specific=specific_required,
+        aggregate=False,
+        machine_type=_text(specific.instance_properties.machine_type, "instanceProperties.machineType", 60),
+        count=_count(specific.count, "specificReservation.count"),
+        in_use=_count(specific.in_use_count, "specificReservation.inUseCount"),
+    )
+
+
+def region_quotas(message: Any, region: str) -> dict[str, tuple[float, float]] | None:
+    """``compute_v1.Region`` ``region``'s quotas, metric -> (limit, usage); None when Compute could not read them."""
+    _named(message, region)
+    if "quota_status_warning" in message or not message.quotas:
+        return None  # Compute answers without quotas when it could not read them (regions.get "fails open")
+    quotas: dict[str, tuple[float, float]] = {}
+    for n, quota in enumerate(message.quotas):
+        _present(quota, "metric", f"quotas[{n}].metric")
+        _present(quota, "limit", f"quotas[{n}].limit")
+        metric = _text(quota.metric, f"quotas[{n}].metric", 80)
+        limit, usage = _amount(quota.limit, f"quotas[{n}].limit"), _amount(quota.usage, f"quotas[{n}].usage")
+        quotas.setdefault(metric, (limit, usage))
+    return quotas
+
+
+def instance_types(pages: Iterable[Any]) -> list[str]:
+    """The machine types of ``instances.list`` pages (``ListPager.pages``), at most ``MAX_PAGES`` pages."""
+    found: list[str] = []
+    for page_number, page in enumerate(pages):
+        if page_number >= MAX_PAGES:
+            raise ReplyError(f"more than {MAX_PAGES} pages of VMs")
+        for n, item in enumerate(page.items):
+            found.append(_text(item.machine_type, f"items[{n}].machineType", 300))
+    return found
+
+
+def service_states(message: Any) -> dict[str, str]:
+    """``BatchGetServicesResponse`` as API name -> state name."""
+    return {
+        _text(s.config.name, f"services[{n}].config.name", 80): _enum(s.state) for n, s in enumerate(message.services)
+    }
+
+
+def quota_limits(message: Any, quota: str) -> list[QuotaLimit]:
+    """``cloudquotas_v1.QuotaInfo`` ``quota``'s dimension entries."""
+    _named(message, quota, "quota_id")
+    limits = []
+    for n, info in enumerate(message.dimensions_infos):
+        where = f"dimensionsInfos[{n}]"
+        _present(info, "details", f"{where}.details")  # its value may be absent: 0, as proto3 JSON omits it
+        value = info.details.value
+        if isinstance(value, bool) or not isinstance(value, int) or abs(value) > MAX_COUNT:
+            raise ReplyError(f"{where}.details.value is {scrub(repr(value), limit=40)}, not a limit")
+        limits.append(
+            QuotaLimit(
+                dimensions={
+                    _text(k, f"{where}.dimensions", 40): _text(v, f"{where}.dimensions", 40)
+                    for k, v in info.dimensions.items()
+                },
+                value=value,
+                locations=tuple(_text(loc, f"{where}.applicableLocations", 40) for loc in info.applicable_locations),
+            )
+        )
+    return limits
+
+
+def crypto_key_reply(message: Any, name: str) -> CryptoKey:
+    """``kms_v1.CryptoKey`` ``name`` as the check reads it."""
+    _named(message, name)
+    primary = message.primary if "primary" in message else None
+    return CryptoKey(
+        purpose=_enum(message.purpose, "purpose", required=True),
+        primary_state=_enum(primary.state, "primary.state", required=True) if primary is not None else None,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Every reply through a size cap: a requests adapter on each client's session
+
+
+class ReplyTooLargeError(Exception):
+    """A reply was larger than ``MAX_REPLY_BYTES`` (compressed or inflated)."""
+
+
+class ReplyEncodingError(Exception):
+    """A reply in a content encoding the check does not inflate (it asks for gzip or deflate only)."""
+
+
+def capped_body(chunks: Iterable[bytes], encoding: str, cap: int = MAX_REPLY_BYTES) -> bytes:
+    """The body, inflated when gzip or deflate, at most ``cap`` bytes either way (never more in memory)."""
+    encoding = encoding.strip().lower()
+    if encoding in ("", "identity"):
+        decoder = None
+    elif encoding in ("gzip", "x-gzip", "deflate"):
+        decoder = zlib.decompressobj(32 + zlib.MAX_WBITS)  # gzip or zlib, by its header
+    else:
+        raise ReplyEncodingError(encoding[:20])
+    parts: list[bytes] = []
+    received = produced = 0
+    for chunk in chunks:
+        received += len(chunk)
+        if received > cap:
+            raise ReplyTooLargeError(cap)
+        if decoder is not None:
+            chunk = decoder.decompress(chunk, cap + 1 - produced)
+            if decoder.unconsumed_tail:
+                raise ReplyTooLargeError(cap)
+        produced += len(chunk)
+        if produced > cap:
+            raise ReplyTooLargeError(cap)
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_JSON_NESTING = re.compile(rb"[\[\]{}]")
+
+
+def too_deep(body: bytes, limit: int = MAX_DEPTH) -> bool:
+    """Whether JSON nests deeper than ``limit`` (counted on brackets outside strings, before any parse: the
+    protobuf parser recurses on nesting)."""
+    depth = 0
+    for bracket in _JSON_NESTING.finditer(_JSON_STRING.sub(b"", body)):
+        depth += 1 if bracket.group() in (b"[", b"{") else -1
+        if depth > limit:
+            return True
+    return False
+
+
+def json_object(body: bytes) -> None:
+    """A successful reply of a Google API is a JSON object (checked before the client's protobuf parser, which
+    reads an array as an empty message and recurses on nesting): ``ReplyError`` otherwise."""
+    if not body.lstrip()[:1] == b"{":
+        raise ReplyError("not a JSON object")
+    if too_deep(body):
+        raise ReplyError(f"JSON nested deeper than {MAX_DEPTH} levels")
+
+
+def _capped_adapter(cap: int) -> Any:
+    from requests.adapters import HTTPAdapter
+
+    class CappedAdapter(HTTPAdapter):
+        """Reads each reply itself, bounded (``capped_body``), and hands requests the plain bytes: the clients'
+        REST transports then parse ``response.content`` as usual."""
+
+        def send(  # type: ignore[override]  # the same arguments, passed on as they come
+            self, request: Any, stream: bool = False, **kwargs: Any
+        ) -> Any:
+            request.headers["Accept-Encoding"] = "gzip, deflate"
+            response = super().send(request, stream=True, **kwargs)
+            try:
+                body = capped_body(
+                    response.raw.stream(64 * 1024, decode_content=False),
+                    response.headers.get("Content-Encoding", ""),
+                    cap,
+                )
+            except BaseException:
+                response.close()  # drops the connection: the rest of the body is never read
+                raise
+            response.headers.pop("Content-Encoding", None)
+            # What ``Response.content`` reads and then keeps (requests models.py): set, it is not read again.
+            response._content = body
+            response._content_consumed = True  # type: ignore[attr-defined]
+            response.close()  # read to its end: the connection goes back to the pool
+            if response.status_code < 400:
+                json_object(body)
+            return response
+
+    return CappedAdapter(max_retries=0)
+
+
+def cap_replies(client: Any, cap: int = MAX_REPLY_BYTES) -> None:
+    """Mount the capped adapter on a client's REST session. The REST transports build their
+    ``AuthorizedSession`` (a ``requests.Session``) in ``__init__`` and take no session argument (e.g.
+    ``compute_v1/services/regions/transports/rest.py``: ``self._session = AuthorizedSession(...)``); mounting an
+    adapter on that session is requests' own ``Session.mount``."""
+    session = client.transport._session
+    adapter = _capped_adapter(cap)
+    for prefix in ("https://", "http://"):
+        session.mount(prefix, adapter)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,8 +761,8 @@ def api_findings(states: dict[str, str] | None, project: str) -> list[Finding]:
 
 
 class Clients:
-    """The Compute Engine, Service Usage, Cloud Quotas and Cloud KMS clients (tests point them at a loopback
-    server)."""
+    """The Compute Engine, Service Usage, Cloud Quotas and Cloud KMS clients, REST, every reply capped (tests point
+    them at a loopback server)."""
 
     def __init__(self, **options: Any) -> None:
         from google.cloud import cloudquotas_v1, compute_v1, kms_v1, service_usage_v1
@@ -278,9 +773,14 @@ class Clients:
         self.services = service_usage_v1.ServiceUsageClient(transport="rest", **options)
         self.quotas = cloudquotas_v1.CloudQuotasClient(transport="rest", **options)
         self.kms = kms_v1.KeyManagementServiceClient(transport="rest", **options)
+        for client in self.all():
+            cap_replies(client)
+
+    def all(self) -> tuple[Any, ...]:
+        return (self.reservations, self.regions, self.instances, self.services, self.quotas, self.kms)
 
     def close(self) -> None:
-        for client in (self.reservations, self.regions, self.instances, self.services, self.quotas, self.kms):
+        for client in self.all():
             client.transport.close()
 
 
@@ -331,12 +831,35 @@ def _options(budget: deadline.Budget) -> dict[str, Any]:
 
 
 class ReadFailedError(Exception):
-    """A read could not decide (no permission, no answer, a disabled API): one line."""
+    """A read could not decide (no permission, no answer, a disabled API, an unreadable reply): one line."""
 
 
-def _read(what: str, call: Callable[[dict[str, Any]], T], clients: Clients, budget: deadline.Budget) -> T:
+_PARSE_FIELD = re.compile(r"Failed to parse ([A-Za-z0-9_]+) field: ")
+_PARSE_AT = re.compile(r" at [A-Za-z_][A-Za-z0-9_]*((?:\.[A-Za-z0-9_\[\]]+)*)\.*$")
+
+
+def parse_failure(message: str) -> str:
+    """What a protobuf JSON ``ParseError`` says (``json_format``), as ``<field>: <why>``: the field path it names
+    (``... at Region.quotas[0].limit``, or the ``Failed to parse quotas field`` chain), or ``not JSON``."""
+    if message.startswith("Failed to load JSON"):
+        return "not JSON"
+    fields = _PARSE_FIELD.findall(message)
+    rest = _PARSE_FIELD.sub("", message).strip()
+    at = _PARSE_AT.search(rest)
+    path = (at.group(1).lstrip(".") if at else "") or ".".join(fields) or "a field"
+    why = (rest[: at.start()] if at else rest).strip().rstrip(".")
+    return f"{scrub(path, limit=80)}: {scrub(why, limit=80)}"
+
+
+REPLY = "answered with a reply this check cannot read"
+
+
+def _read(what: str, source: str, call: Callable[[dict[str, Any]], T], clients: Clients, budget: deadline.Budget) -> T:
+    """One read through ``call(options)`` (the client call and its parse), bounded; every way it can fail is a
+    ``ReadFailedError`` line naming ``what`` was read and the API (``source``), or the client's ``NotFound``."""
     from google.api_core import exceptions as api
     from google.auth import exceptions as auth
+    from google.protobuf import json_format
     from requests import exceptions as requests_errors
 
     try:
@@ -357,147 +880,170 @@ def _read(what: str, call: Callable[[dict[str, Any]], T], clients: Clients, budg
         raise ReadFailedError(f"{what}: HTTP {err.code}") from None
     except (auth.DefaultCredentialsError, auth.RefreshError):
         raise ReadFailedError(f"{what}: no usable Google credentials (gcloud auth application-default login)") from None
+    except ReplyTooLargeError as err:
+        raise ReadFailedError(f"{what}: {source} sent more than {err.args[0]} bytes") from None
+    except ReplyEncodingError as err:
+        raise ReadFailedError(f"{what}: {source} {REPLY} (content encoding {scrub(err.args[0])!r})") from None
+    except ReplyError as err:
+        raise ReadFailedError(f"{what}: {source} {REPLY} ({err})") from None
+    except json_format.ParseError as err:
+        raise ReadFailedError(f"{what}: {source} {REPLY} ({parse_failure(str(err))})") from None
     except requests_errors.RequestException as err:
         raise ReadFailedError(f"{what}: {type(err).__name__}") from None
+    except (UnicodeError, ValueError, TypeError, AttributeError, KeyError, OverflowError, RecursionError) as err:
+        # what the client's own parse raises besides ParseError (bytes that are not UTF-8, an enum it cannot map)
+        raise ReadFailedError(f"{what}: {source} {REPLY} ({type(err).__name__})") from None
 
 
 def check_capacity(settings: Settings, clients: Clients | None = None) -> list[Finding]:
     """Every finding of the capacity preflight (bounded reads; never raises for a read it cannot make)."""
-    from google.api_core import exceptions as api
-
     budget = deadline.BUDGETS["compute"]
     need = needs(settings)
     try:
         clients = clients or make_clients()
     except Exception as err:  # noqa: BLE001 (no credentials: the check cannot run)
         return [Finding("unknown", f"the capacity check could not start ({type(err).__name__}); nothing was checked")]
-    findings: list[Finding] = []
     try:
-        try:
-            states = _read(
-                f"listing the APIs of project {settings.project}",
-                lambda options: {
-                    s.config.name: s.state.name
-                    for s in clients.services.batch_get_services(
-                        request={
-                            "parent": f"projects/{settings.project}",
-                            "names": [f"projects/{settings.project}/services/{a}" for a in REQUIRED_APIS],
-                        },
-                        **options,
-                    ).services
-                },
-                clients,
-                budget,
+        return _check(settings, need, clients, budget)
+    finally:
+        clients.close()
+
+
+def _check(settings: Settings, need: Need, clients: Clients, budget: deadline.Budget) -> list[Finding]:
+    from google.api_core import exceptions as api
+
+    findings: list[Finding] = []
+    apis = REQUIRED_APIS + ((KMS_API,) if settings.gke.secrets_key else ())
+    try:
+        states = _read(
+            f"listing the APIs of project {settings.project}",
+            "Service Usage (services.batchGet)",
+            lambda options: service_states(
+                clients.services.batch_get_services(
+                    request={
+                        "parent": f"projects/{settings.project}",
+                        "names": [f"projects/{settings.project}/services/{a}" for a in apis],
+                    },
+                    **options,
+                )
+            ),
+            clients,
+            budget,
+        )
+    except (ReadFailedError, api.NotFound) as err:
+        if f"{SERVICE_USAGE} is disabled" in str(err):
+            return [
+                Finding(
+                    "problem",
+                    f"the Service Usage API is disabled in project {settings.project}: the stack cannot enable "
+                    f"the APIs it needs; run `gcloud services enable {SERVICE_USAGE} --project "
+                    f"{settings.project}`",
+                )
+            ]
+        findings.append(Finding("unknown", f"{err}; the APIs were not checked"))
+        states = None
+    # With the Cloud KMS API off in the project, no key ring of the stack's can be in use there (the stack
+    # enables the API and never disables it): nothing to look for.
+    kms = states is None or states.get(KMS_API) == "ENABLED"
+    if states is not None:
+        findings += api_findings(states, settings.project, apis)
+        if states.get("compute.googleapis.com") != "ENABLED":
+            findings.append(
+                Finding("unknown", "the Compute Engine API is not enabled yet: reservation and quotas were not checked")
             )
-        except ReadFailedError as err:
-            if f"{SERVICE_USAGE} is disabled" in str(err):
-                return [
-                    Finding(
-                        "problem",
-                        f"the Service Usage API is disabled in project {settings.project}: the stack cannot enable "
-                        f"the APIs it needs; run `gcloud services enable {SERVICE_USAGE} --project "
-                        f"{settings.project}`",
-                    )
-                ]
-            findings.append(Finding("unknown", f"{err}; the APIs were not checked"))
-            states = None
-        if states is not None:
-            findings += api_findings(states, settings.project)
-            if states.get("compute.googleapis.com") != "ENABLED":
-                findings.append(
-                    Finding(
-                        "unknown", "the Compute Engine API is not enabled yet: reservation and quotas were not checked"
-                    )
-                )
-                return findings
-        ours = _held(settings, need, clients, budget, findings)
-        if need.reservation is not None:
-            project, name = need.reservation
-            try:
-                found = _read(
-                    f"reading reservation {name}",
-                    lambda options: _reservation_fields(
-                        clients.reservations.get(project=project, zone=settings.zone, reservation=name, **options)
-                    ),
-                    clients,
-                    budget,
-                )
-            except api.NotFound:
-                findings += reservation_findings(need, None, settings.zone, ours)
-            except ReadFailedError as err:
-                findings.append(Finding("unknown", f"{err}; the reservation was not checked"))
-            else:
-                findings += reservation_findings(need, found, settings.zone, ours)
+            return findings + _secrets_key(settings, clients, budget, kms)
+    ours = _held(settings, need, clients, budget, findings)
+    if need.reservation is not None:
+        project, name = need.reservation
         try:
-            quotas = _read(
-                f"reading the quotas of region {settings.region}",
-                lambda options: _quotas(
-                    clients.regions.get(project=settings.project, region=settings.region, **options)
+            found = _read(
+                f"reading reservation {name}",
+                "Compute Engine (reservations.get)",
+                lambda options: reservation_reply(
+                    clients.reservations.get(project=project, zone=settings.zone, reservation=name, **options), name
                 ),
                 clients,
                 budget,
             )
-        except (ReadFailedError, api.NotFound) as err:
-            findings.append(Finding("unknown", f"{err}; the quotas were not checked"))
+        except api.NotFound:
+            findings += reservation_findings(need, None, settings.zone, ours)
+        except ReadFailedError as err:
+            findings.append(Finding("unknown", f"{err}; the reservation was not checked"))
         else:
-            findings += quota_findings(need, quotas, settings.region, ours)
-        if need.reservation is None and settings.tpu.version == "v6e":
-            findings += _tpu_quota(settings, need, clients, budget)
-        if settings.gke.secrets_key not in (None, "create"):
-            findings += _secrets_key(str(settings.gke.secrets_key), clients, budget)
-    finally:
-        clients.close()
-    return findings
-
-
-KEY = "tpu-rl:gke.secretsEncryptionKey"
-
-
-def key_findings(name: str, key: dict[str, Any] | None) -> list[Finding]:
-    """Whether GKE can encrypt Secrets with the key ``name`` (its fields as read; None: not found)."""
-    if key is None:
-        return [
-            Finding(
-                "problem",
-                f"{KEY}: key {name} was not found; create it (gcloud kms keys create) or set the key to `create`",
-            )
-        ]
-    found: list[Finding] = []
-    if key.get("purpose") != "ENCRYPT_DECRYPT":
-        found.append(
-            Finding("problem", f"{KEY}: key {name} is for {key.get('purpose')}; GKE needs an ENCRYPT_DECRYPT key")
+            findings += reservation_findings(need, found, settings.zone, ours)
+    try:
+        quotas = _read(
+            f"reading the quotas of region {settings.region}",
+            "Compute Engine (regions.get)",
+            lambda options: region_quotas(
+                clients.regions.get(project=settings.project, region=settings.region, **options), settings.region
+            ),
+            clients,
+            budget,
         )
-    if key.get("primary_state") != "ENABLED":
-        state = key.get("primary_state") or "no primary version"
-        found.append(
-            Finding("problem", f"{KEY}: key {name} has {state} as its primary version; GKE needs an enabled one")
-        )
-    return found
+    except (ReadFailedError, api.NotFound) as err:
+        findings.append(Finding("unknown", f"{err}; the quotas were not checked"))
+    else:
+        findings += quota_findings(need, quotas, settings.region, ours)
+    if need.reservation is None and settings.tpu.version == "v6e":
+        findings += _tpu_quota(settings, need, clients, budget)
+    return findings + _secrets_key(settings, clients, budget, kms)
 
 
-def _secrets_key(name: str, clients: Clients, budget: deadline.Budget) -> list[Finding]:
+def _secrets_key(settings: Settings, clients: Clients, budget: deadline.Budget, kms: bool = True) -> list[Finding]:
+    """The Secrets key: one of one's own is read; with ``create``, a ring and key of the stack's names that
+    survived a destroy are found (reused, or a stop naming the key to set). ``kms``: the Cloud KMS API may be
+    enabled in the stack's project (False: it is not; no ring of the stack's can exist there)."""
+    key = settings.gke.secrets_key
+    if not key or (key == "create" and not kms):
+        return []
+    if key != "create":
+        try:
+            return key_findings(key, _crypto_key(key, clients, budget))
+        except ReadFailedError as err:
+            return [Finding("unknown", f"{err}; the Secrets key was not checked")]
+    names = names_for(settings)
+    ring_id = key_ring_id(settings.project, settings.region, names.key_ring)
+    key_id = crypto_key_id(settings.project, settings.region, names.key_ring, names.crypto_key)
+    try:
+        ring = _key_ring_exists(ring_id, clients, budget)
+    except ReadFailedError as err:
+        return surviving_key_findings(ring_id, None, key_id, None, ring_error=str(err))
+    if not ring:
+        return []
+    try:
+        found = _crypto_key(key_id, clients, budget)
+    except ReadFailedError as err:
+        return surviving_key_findings(ring_id, True, key_id, None, key_error=str(err))
+    return surviving_key_findings(ring_id, True, key_id, found)
+
+
+def _crypto_key(name: str, clients: Clients, budget: deadline.Budget) -> CryptoKey | None:
     from google.api_core import exceptions as api
 
     try:
-        key = _read(
+        return _read(
             f"reading Cloud KMS key {name}",
-            lambda options: _key_fields(clients.kms.get_crypto_key(name=name, **options)),
+            "Cloud KMS (cryptoKeys.get)",
+            lambda options: crypto_key_reply(clients.kms.get_crypto_key(name=name, **options), name),
             clients,
             budget,
         )
     except api.NotFound:
-        return key_findings(name, None)
-    except ReadFailedError as err:
-        return [Finding("unknown", f"{err}; the Secrets key was not checked")]
-    return key_findings(name, key)
+        return None
 
 
-def _key_fields(key: Any) -> dict[str, Any]:
-    primary = key.primary if "primary" in key else None
-    return {
-        "purpose": type(key).CryptoKeyPurpose(key.purpose).name,
-        "primary_state": type(primary).CryptoKeyVersionState(primary.state).name if primary else None,
-    }
+def _key_ring_exists(name: str, clients: Clients, budget: deadline.Budget) -> bool:
+    from google.api_core import exceptions as api
+
+    def read(options: dict[str, Any]) -> bool:
+        _named(clients.kms.get_key_ring(name=name, **options), name)
+        return True
+
+    try:
+        return _read(f"reading Cloud KMS key ring {name}", "Cloud KMS (keyRings.get)", read, clients, budget)
+    except api.NotFound:
+        return False
 
 
 def _held(settings: Settings, need: Need, clients: Clients, budget: deadline.Budget, findings: list[Finding]) -> Held:
@@ -505,26 +1051,27 @@ def _held(settings: Settings, need: Need, clients: Clients, budget: deadline.Bud
     from google.api_core import exceptions as api
 
     try:
-        instances = _read(
+        types = _read(
             f"listing the node VMs of cluster {settings.cluster_name}",
-            lambda options: [
-                {"machine_type": i.machine_type}
-                for i in clients.instances.list(
+            "Compute Engine (instances.list)",
+            lambda options: instance_types(
+                clients.instances.list(
                     request={
                         "project": settings.project,
                         "zone": settings.zone,
                         "filter": f'labels.{CLUSTER_LABEL} = "{settings.cluster_name}"',
+                        "max_results": 100,
                     },
                     **options,
-                )
-            ],
+                ).pages
+            ),
             clients,
             budget,
         )
     except (ReadFailedError, api.NotFound) as err:
         findings.append(Finding("unknown", f"{err}; VMs this stack already holds are not counted"))
         return Held()
-    return held(instances, need.machine_type)
+    return held(types, need.machine_type)
 
 
 def _tpu_quota(settings: Settings, need: Need, clients: Clients, budget: deadline.Budget) -> list[Finding]:
@@ -535,14 +1082,8 @@ def _tpu_quota(settings: Settings, need: Need, clients: Clients, budget: deadlin
     try:
         infos = _read(
             f"reading quota {quota}",
-            lambda options: [
-                {
-                    "dimensions": dict(i.dimensions),
-                    "value": i.details.value,
-                    "locations": list(i.applicable_locations),
-                }
-                for i in clients.quotas.get_quota_info(name=name, **options).dimensions_infos
-            ],
+            "Cloud Quotas (quotaInfos.get)",
+            lambda options: quota_limits(clients.quotas.get_quota_info(name=name, **options), quota),
             clients,
             budget,
         )
@@ -551,36 +1092,3 @@ def _tpu_quota(settings: Settings, need: Need, clients: Clients, budget: deadlin
     except ReadFailedError as err:
         return [Finding("unknown", f"{err}; TPU quota was not checked")]
     return tpu_quota_findings(need, infos, settings.region)
-
-
-def _reservation_fields(reservation: Any) -> dict[str, Any]:
-    base = {
-        "status": reservation.status or None,
-        "specific_reservation_required": bool(reservation.specific_reservation_required),
-    }
-    if "aggregate_reservation" in reservation:
-        aggregate = reservation.aggregate_reservation
-
-        def chips(resources: Any) -> int:
-            return sum(int(r.accelerator.accelerator_count) for r in resources)
-
-        return {
-            **base,
-            "aggregate": True,
-            "vm_family": aggregate.vm_family,
-            "reserved": chips(aggregate.reserved_resources),
-            "in_use": chips(aggregate.in_use_resources),
-        }
-    specific = reservation.specific_reservation
-    return {
-        **base,
-        "machine_type": specific.instance_properties.machine_type,
-        "count": specific.count,
-        "in_use_count": specific.in_use_count,
-    }
-
-
-def _quotas(region: Any) -> dict[str, tuple[float, float]] | None:
-    if "quota_status_warning" in region or not region.quotas:
-        return None  # Compute answers without quotas when it could not read them (regions.get "fails open")
-    return {q.metric: (float(q.limit), float(q.usage)) for q in region.quotas}

@@ -75,7 +75,9 @@ class GkeCluster(pulumi.ComponentResource):
             opts=child_options(
                 self,
                 opts,
-                depends_on=[key.grant] if key else [],
+                # The grant, and the wait for it to take effect (``SecretsKey.ready``): GKE checks its access to
+                # the key when it creates the cluster, and the provider does not retry that failure.
+                depends_on=[key.grant, key.ready] if key else [],
                 protect=settings.protect,
                 custom_timeouts=CLUSTER_TIMEOUTS,
                 ignore_changes=["nodeConfig", "initialNodeCount", "minMasterVersion"],

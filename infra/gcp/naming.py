@@ -48,3 +48,17 @@ def names_for(settings: Settings) -> Names:
         },
         ksa=WORKLOAD_KSA,
     )
+
+
+def key_ring_id(project: str, region: str, ring: str) -> str:
+    """A Cloud KMS key ring's resource name, which is also the provider's id of a ``gcp.kms.KeyRing``
+    (magic-modules ``mmv1/products/kms/KeyRing.yaml``: ``id_format: projects/{{project}}/locations/{{location}}/
+    keyRings/{{name}}``)."""
+    return f"projects/{project}/locations/{region}/keyRings/{ring}"
+
+
+def crypto_key_id(project: str, region: str, ring: str, key: str) -> str:
+    """A Cloud KMS key's resource name (what ``database_encryption.key_name`` takes), which is also the provider's
+    id of a ``gcp.kms.CryptoKey`` whose ``key_ring`` is the ring's id (``CryptoKey.yaml``: ``id_format:
+    '{{key_ring}}/cryptoKeys/{{name}}'``)."""
+    return f"{key_ring_id(project, region, ring)}/cryptoKeys/{key}"
