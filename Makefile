@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STATE_DIR := $(CURDIR)/.pulumi-state
 POLICY_VENV := policy/venv
 
-.PHONY: up stack preview policy-preview plan destroy test lint venv dev-venv policy-venv status report mutation readme lock
+.PHONY: up stack preview policy-preview plan destroy refresh test test-slow lint venv dev-venv policy-venv status report mutation readme lock
 
 # The program's environment comes from the hashed lock alone: requirements.lock pins every package
 # (transitive ones too) with the sha256 of each wheel and sdist, so pip resolves nothing and refuses a file
@@ -84,9 +84,20 @@ policy-preview: $(VENV)/.installed $(POLICY_VENV)/.installed
 	$(select_stack)
 	pulumi preview --stack $(STACK) --diff --policy-pack policy --policy-pack-config policy/config/$(STACK).json
 
+# Destroy and refresh run without the program (--run-program=false, which also beats PULUMI_RUN_PROGRAM): the
+# engine would run it as in an `up` (pulumi DestroyV2/RefreshV2), so a running step could make them wait and a
+# failed one fail them. A protected stack is refused here; its state guards itself too (README "Destroy").
 destroy: $(VENV)/.installed
 	$(select_stack)
-	pulumi destroy --stack $(STACK)
+	@if pulumi config get tpu-rl:protect --stack $(STACK) 2>/dev/null | grep -qix true; then \
+		echo "error: stack $(STACK) is protected (tpu-rl:protect: true); to destroy it, run \`pulumi config set tpu-rl:protect false --stack $(STACK)\` and \`make up STACK=$(STACK)\` (it lifts the protection and GKE's deletion protection), then \`make destroy STACK=$(STACK)\` again" >&2; \
+		exit 1; \
+	fi
+	pulumi destroy --stack $(STACK) --run-program=false
+
+refresh: $(VENV)/.installed
+	$(select_stack)
+	pulumi refresh --stack $(STACK) --run-program=false
 
 plan: $(VENV)/.installed
 	$(PY) -m tools.plan --stack $(STACK) --out build/plan-$(STACK)

@@ -22,7 +22,7 @@ from infra.gcp.kms import SecretsKey, SecretsKeyArgs
 from infra.gcp.naming import names_for
 from infra.gcp.network import Network, NetworkArgs
 from infra.gcp.storage import ArtifactBucket, BucketArgs, bucket_args
-from infra.k8s.platform import KubernetesPlatform, PlatformArgs
+from infra.k8s.platform import DestroyGuard, KubernetesPlatform, PlatformArgs
 from program.config import settings_from_runtime
 from workloads.build.steps import plan_workflow
 from workloads.preflight import COMMIT, BaseModel
@@ -103,8 +103,12 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
             workload_grants=[gke.workload_identity, *identities.grants],
             hf_token=token,
             hf_write_token=write_token,
+            live=live,
+            kubeconfig=gke.kubeconfig,
+            first_jobset=plan.steps[0].manifest if plan is not None else None,
         ),
     )
+    run = None
     if plan is not None:
         run = WorkflowRun(
             "workflow",
@@ -150,11 +154,16 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     pulumi.export("estimate", estimate_for(settings).to_output())
     pulumi.export("kubeconfig", gke.kubeconfig)
     pulumi.export("getCredentialsCommand", settings.get_credentials_command)
+    # Last, depending on everything: a protected stack's destroy stops at it, even with --skip-preview.
+    everything = [apis, network, bucket, identities, secrets_key, gke, platform, run]
+    DestroyGuard("tpu-rl-protect", settings.protect, [r for r in everything if r is not None])
     return settings
 
 
-def _capacity(settings: Settings) -> None:
-    """Fail before any resource when the slice cannot be had (reservation, quotas, APIs): infra.gcp.capacity."""
+def _capacity(settings: Settings) -> frozenset[str]:
+    """Fail before any resource when the slice cannot be had (reservation, quotas, APIs, the Secrets key):
+    infra.gcp.capacity. Returns the ids of what an earlier destroy left that this `up` imports (a KMS key ring
+    and key of the stack's names)."""
     from infra.gcp.capacity import check_capacity
 
     findings = check_capacity(settings)

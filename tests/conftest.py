@@ -66,6 +66,8 @@ def no_live_cluster(request, monkeypatch):
     monkeypatch.setattr("infra.k8s.live.ClusterReader.list", lambda self, *args, **kwargs: [])
     monkeypatch.setattr("infra.k8s.live.ClusterReader.pods", lambda self, *args, **kwargs: [])
     monkeypatch.setattr("infra.k8s.live.ClusterReader.events", lambda self, *args, **kwargs: [])
+    monkeypatch.setattr("infra.k8s.live.ClusterReader.crd", lambda self, name: None)
+    monkeypatch.setattr("infra.k8s.live.ClusterReader.dry_run_create", lambda self, manifest: None)
 
 
 @functools.lru_cache(maxsize=64)

@@ -20,11 +20,47 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-RESOURCES = {
-    "jobset.x-k8s.io": ("v1alpha2", "jobsets", "JobSet"),
-    "kueue.x-k8s.io": ("v1beta2", "workloads", "Workload"),
+KINDS = {
+    "JobSet": ("jobset.x-k8s.io", "v1alpha2", "jobsets", True),
+    "Workload": ("kueue.x-k8s.io", "v1beta2", "workloads", True),
+    "ResourceFlavor": ("kueue.x-k8s.io", "v1beta2", "resourceflavors", False),
+    "CustomResourceDefinition": ("apiextensions.k8s.io", "v1", "customresourcedefinitions", False),
 }
-PLURALS = {kind: plural for _version, plural, kind in RESOURCES.values()}
+"""Kind -> (group, version, plural, namespaced): the custom objects (and CRDs) served."""
+SERVED = {(group, version, plural): (kind, namespaced) for kind, (group, version, plural, namespaced) in KINDS.items()}
+PLURALS = {kind: plural for kind, (_group, _version, plural, _namespaced) in KINDS.items()}
+WEBHOOKS = {
+    "resourceflavors": (
+        "mresourceflavor.kb.io",
+        "kueue-webhook-service.kueue-system.svc",
+        "/mutate-kueue-x-k8s-io-v1beta2-resourceflavor",
+    ),
+    "jobsets": (
+        "mutate-jobset-x-k8s-io-v1alpha2-jobset.x-k8s.io",
+        "jobset-webhook-service.jobset-system.svc",
+        "/mutate-jobset-x-k8s-io-v1alpha2-jobset",
+    ),
+}
+"""The mutating webhook the API server calls first on a create of each kind (Kueue v0.17.1
+``charts/kueue/templates/webhook/manifests.yaml``; JobSet v0.10.1
+``charts/jobset/templates/webhook/mutating_webhook_configuration.yaml`` with the release named ``jobset``)."""
+UNREACHABLE = {
+    "connection refused": "dial tcp 10.52.0.14:443: connect: connection refused",
+    "no endpoints": 'no endpoints available for service "{service}"',
+}
+
+
+def webhook_unreachable(plural: str, mode: str = "connection refused") -> dict[str, Any]:
+    """The API server's answer to a create whose webhook it cannot call under ``failurePolicy: Fail``:
+    ``apierrors.NewInternalError`` of ``ErrCallingWebhook`` (HTTP 500, reason InternalError, the error as the
+    one cause), in the words of kubernetes-sigs/kueue#12008 and #7650."""
+    webhook, host, path = WEBHOOKS[plural]
+    cause = UNREACHABLE[mode].format(service=host.split(".")[0])
+    post = f'Post "https://{host}:443{path}?timeout=10s"'
+    error = f'failed calling webhook "{webhook}": failed to call webhook: {post}: {cause}'
+    return status_body(500, "InternalError", f"Internal error occurred: {error}", {"causes": [{"message": error}]})
+
+
 CORE = {"pods": "Pod", "events": "Event"}
 """The core collections served (lists only), from ``FakeCluster.core``."""
 TOKEN = "test-cluster-token"
@@ -328,18 +364,15 @@ class _Handler(BaseHTTPRequestHandler):
                 200, {"apiVersion": "v1", "kind": f"{kind}List", "metadata": {"resourceVersion": "1"}, "items": items}
             )
             return
-        # /apis/<group>/<version>/namespaces/<ns>/<plural>[/<name>]
-        if len(parts) not in (6, 7) or parts[0] != "apis" or parts[3] != "namespaces":
+        # /apis/<group>/<version>/namespaces/<ns>/<plural>[/<name>], or /apis/<group>/<version>/<plural>[/<name>]
+        found = _custom_path(parts, cluster)
+        if found is None:
             self._json(404, status_body(404, "NotFound", "the server could not find the requested resource", {}))
             return
-        group, version, namespace, plural = parts[1], parts[2], parts[4], parts[5]
-        known = RESOURCES.get(group)
-        if known is None or known[:2] != (version, plural) or (group in cluster.missing_groups):
-            self._json(404, status_body(404, "NotFound", "the server could not find the requested resource", {}))
-            return
+        group, version, namespace, plural, name = found
+        kind = SERVED[(group, version, plural)][0]
         with cluster.lock:
-            if len(parts) == 7:
-                name = parts[6]
+            if name is not None:
                 obj = cluster.objects.get((plural, namespace, name))
                 if obj is None:
                     details = {"name": name, "group": group, "kind": plural}
@@ -359,8 +392,60 @@ class _Handler(BaseHTTPRequestHandler):
         if start + limit < len(items):
             metadata["continue"] = str(start + limit)
         self._json(
-            200, {"apiVersion": f"{group}/{version}", "kind": f"{known[2]}List", "metadata": metadata, "items": page}
+            200, {"apiVersion": f"{group}/{version}", "kind": f"{kind}List", "metadata": metadata, "items": page}
         )
+
+    def do_POST(self) -> None:  # noqa: N802
+        """A create: only ``dryRun=All`` (the program's webhook wait) is served; it runs the "webhooks" (the
+        cluster's ``unreachable`` answers first) and stores nothing."""
+        cluster = self.server.cluster
+        url = urlsplit(self.path)
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        cluster.posts.append(self.path)
+        if self.headers.get("Authorization") != f"Bearer {cluster.token}":
+            self._json(401, status_body(401, "Unauthorized", "Unauthorized"))
+            return
+        found = _custom_path(url.path.strip("/").split("/"), cluster)
+        if found is None or found[4] is not None:
+            self._json(404, status_body(404, "NotFound", "the server could not find the requested resource", {}))
+            return
+        if query.get("dryRun") != "All":
+            self._json(405, status_body(405, "MethodNotAllowed", "only dry-run creates are served here"))
+            return
+        group, _version, namespace, plural, _ = found
+        obj = json.loads(body)
+        with cluster.lock:
+            left = cluster.unreachable.get(plural, (0, ""))
+            if left[0] > 0:
+                cluster.unreachable[plural] = (left[0] - 1, left[1])
+                self._json(500, webhook_unreachable(plural, left[1]))
+                return
+            exists = (plural, namespace, obj["metadata"]["name"]) in cluster.objects
+        if exists:
+            name = obj["metadata"]["name"]
+            details = {"name": name, "group": group, "kind": plural}
+            self._json(409, status_body(409, "AlreadyExists", f'{plural}.{group} "{name}" already exists', details))
+            return
+        self._json(201, {**obj, "metadata": {**obj["metadata"], "uid": str(uuid.uuid4())}})
+
+
+def _custom_path(parts: list[str], cluster: FakeCluster) -> tuple[str, str, str, str, str | None] | None:
+    """(group, version, namespace ("" when cluster-scoped), plural, name or None) of a served custom object
+    path, or None."""
+    if len(parts) < 4 or parts[0] != "apis":
+        return None
+    group, version = parts[1], parts[2]
+    if len(parts) in (6, 7) and parts[3] == "namespaces":
+        namespace, plural, name = parts[4], parts[5], (parts[6] if len(parts) == 7 else None)
+    elif len(parts) in (4, 5):
+        namespace, plural, name = "", parts[3], (parts[4] if len(parts) == 5 else None)
+    else:
+        return None
+    served = SERVED.get((group, version, plural))
+    if served is None or served[1] != bool(namespace) or group in cluster.missing_groups:
+        return None
+    return group, version, namespace, plural, name
 
 
 class _Server(ThreadingHTTPServer):
@@ -379,6 +464,11 @@ class FakeCluster:
         """(pods | events, namespace) -> the objects a list returns."""
         self.missing_groups: set[str] = set()
         """API groups whose CRD is not installed (the JobSet CRD before the Helm release)."""
+        self.posts: list[str] = []
+        """The paths of the creates the server was sent (dry runs)."""
+        self.unreachable: dict[str, tuple[int, str]] = {}
+        """plural -> (n, mode): the next n creates of that kind find its webhook unreachable (``webhook_unreachable``:
+        "connection refused" or "no endpoints")."""
         self.lock = threading.Lock()
         self.version = 1
         self.url = ""
@@ -389,8 +479,8 @@ class FakeCluster:
 
     @staticmethod
     def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
-        group = obj["apiVersion"].split("/")[0]
-        return RESOURCES[group][1], obj["metadata"]["namespace"], obj["metadata"]["name"]
+        _group, _version, plural, namespaced = KINDS[obj["kind"]]
+        return plural, obj["metadata"]["namespace"] if namespaced else "", obj["metadata"]["name"]
 
     def put(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Store ``obj`` as the API server would: a UID and timestamps when it is new (kept when it exists)."""

@@ -119,11 +119,11 @@ BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
         "must be at least minNodes (3)",
     ),
     (
-        "cpu-disk-min",
-        ["tpu-rl:cpuPool.diskSizeGb=50"],
+        "cpu-disk-min",  # the reader's bound (a stack that runs no workflow keeps no scratch there)
+        ["tpu-rl:workflow.enabled=false", "tpu-rl:cpuPool.diskSizeGb=50"],
         lambda s: s.cpu_pool.disk_size_gb,
         50,
-        ["tpu-rl:cpuPool.diskSizeGb=49"],
+        ["tpu-rl:workflow.enabled=false", "tpu-rl:cpuPool.diskSizeGb=49"],
         "must be at least 50",
     ),
     (
@@ -325,6 +325,17 @@ BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
         50,
         ["tpu-rl:authorizedNetworks=" + str([f"10.0.{i}.0/24" for i in range(51)]).replace("'", '"')],
         "GKE allows at most 50 authorized networks",
+    ),
+    (
+        # The conversion's 124 GiB of scratch + 20 GiB on cpu-np's boot disk (GKE: filesystem 94.25 %, less the
+        # 10 % eviction threshold and min(50 %, 6 GiB + 35 %, 100 GiB) reserved): 288 GB leaves 144.3 GiB.
+        "cpu-np-boot-disk-holds-the-scratch",
+        ["tpu-rl:cpuPool.diskSizeGb=288"],
+        lambda s: s.cpu_pool.disk_size_gb,
+        288,
+        ["tpu-rl:cpuPool.diskSizeGb=287"],
+        "gemma4-26b's conversion keeps 124 GiB of scratch on cpu-np's boot disk, which at 287 GB leaves pods 143 "
+        "GiB; use at least 288 GB",
     ),
     (
         "a-host-route-is-a-network",

@@ -165,8 +165,8 @@ def test_offline_plans_never_read_the_cluster(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("the offline plan read a cluster")
 
-    monkeypatch.setattr(live.ClusterReader, "get", forbidden)
-    monkeypatch.setattr(live.ClusterReader, "list", forbidden)
+    for method in ("get", "list", "crd", "dry_run_create"):
+        monkeypatch.setattr(live.ClusterReader, method, forbidden)
     plan, _ = plan_stack(ROOT / "Pulumi.dev.yaml", secrets={"tpu-rl:hfToken": SENTINEL_TOKEN})
     assert plan.error is None
 

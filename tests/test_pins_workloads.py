@@ -353,7 +353,7 @@ def test_tolerations_match_the_taints_and_selectors_match_the_pools(s):
     assert worker_pod["nodeSelector"] == tpu_pool["node_config"]["labels"]
 
 
-def test_the_token_secret_and_the_storage_class_are_what_the_pods_reference():
+def test_the_token_secret_is_what_the_pods_reference_and_no_pod_claims_a_disk():
     secret = token_secret_manifest("tpu-rl", {}, "x")
     plan = jobs(PROD)
     for step in (plan.convert, plan.export):
@@ -361,8 +361,8 @@ def test_the_token_secret_and_the_storage_class_are_what_the_pods_reference():
         (env,) = [e for e in pod["containers"][0]["env"] if e["name"] == "HF_TOKEN"]
         ref = env["valueFrom"]["secretKeyRef"]
         assert ref["name"] == secret["metadata"]["name"] and ref["key"] in secret["stringData"]
-        claim = pod["volumes"][0]["ephemeral"]["volumeClaimTemplate"]["spec"]
-        assert claim["storageClassName"] == scratch_storage_class("pd-balanced", {})["metadata"]["name"]
+        assert set(pod["volumes"][0]) == {"name", "emptyDir"}, "an emptyDir: no claim, no disk outlives the pod"
+    assert scratch_storage_class("pd-balanced", {})["metadata"]["name"] == "tpu-rl-scratch", "kept one release"
 
 
 def test_every_setup_failure_fails_its_job_at_once():
@@ -449,21 +449,9 @@ def test_cpu_jobsets(step, scratch, memory, limit):
     ]
     assert container["resources"] == {"requests": {"cpu": "16", "memory": memory}, "limits": {"memory": limit}}
     assert container["volumeMounts"] == [{"name": "scratch", "mountPath": "/scratch"}]
-    assert pod["volumes"] == [
-        {
-            "name": "scratch",
-            "ephemeral": {
-                "volumeClaimTemplate": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "accessModes": ["ReadWriteOnce"],
-                        "storageClassName": "tpu-rl-scratch",
-                        "resources": {"requests": {"storage": f"{scratch}Gi"}},
-                    },
-                }
-            },
-        }
-    ]
+    # The scratch is an emptyDir on cpu-np's boot disk (workloads/build/manifests.py scratch_volume): torn down
+    # with the pod, never a claimed disk that a finished Job's kept pod would hold.
+    assert labels and pod["volumes"] == [{"name": "scratch", "emptyDir": {"sizeLimit": f"{scratch}Gi"}}]
 
 
 def test_cpu_steps_are_sized_by_the_model():
@@ -476,7 +464,7 @@ def test_cpu_steps_are_sized_by_the_model():
     }
     raised = jobs(settings("dev", ["tpu-rl:workflow.stepMemoryGib=100"]))
     assert cpu_job(raised.export)["template"]["spec"]["containers"][0]["resources"]["limits"] == {"memory": "100Gi"}
-    assert pod["volumes"][0]["ephemeral"]["volumeClaimTemplate"]["spec"]["resources"]["requests"]["storage"] == "52Gi"
+    assert pod["volumes"][0]["emptyDir"]["sizeLimit"] == "52Gi"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -587,10 +575,10 @@ def test_the_identity_covers_the_objects_name_and_labels():
 # A step's name is its identity: a change here re-runs that step (and the ones after it) for every user
 # on their next `pulumi up`. Update these deliberately, with the reason in the commit message.
 STEP_NAMES = {
-    # Issue 27: training's subdomain (its coordinator label fits), the stall watchdog and the exit judge in its
-    # script, its grace periods (the head 120 s, the workers Kubernetes' 30 s); the export follows its input.
-    "dev": ["gemma4-e4b-convert-fd2997f511", "gemma4-e4b-train-5066406790", "gemma4-e4b-export-3784e0ce77"],
-    "prod": ["gemma4-26b-convert-fb7b40c241", "gemma4-26b-train-11d278df53", "gemma4-26b-export-cf8b58d881"],
+    # Issues 28-29: the CPU steps' scratch is an emptyDir on cpu-np's boot disk (no claimed disk outlives a step);
+    # the export step makes the export the whole base model (workloads/run/complete_export.py); training follows.
+    "dev": ["gemma4-e4b-convert-63f752f4fe", "gemma4-e4b-train-2dc1c3679c", "gemma4-e4b-export-fb214c2f44"],
+    "prod": ["gemma4-26b-convert-5174513aea", "gemma4-26b-train-26c3654600", "gemma4-26b-export-d5e49fe05f"],
 }
 
 

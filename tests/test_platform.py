@@ -272,3 +272,14 @@ def test_config_file_option(tmp_path):
     plan = json.loads((tmp_path / "out" / "plan.json").read_text())
     pools = [r for r in plan["resources"] if r["name"].startswith("tpu-pool")]
     assert pools[0]["inputs"]["autoscaling"]["maxNodeCount"] == 8
+
+
+@pytest.mark.parametrize(("stack", "protect"), [("dev", False), ("prod", True)])
+def test_the_destroy_guard_is_protected_with_the_stack_and_depends_on_every_resource(stack, protect):
+    """infra.k8s.platform.DestroyGuard: registered last, protected exactly while tpu-rl:protect is, depending on
+    every custom resource (the SDK expands a component it depends on to its custom children)."""
+    plan = plan_of(stack)
+    guard = plan.one("tpu-rl:lifecycle:DestroyGuard", "tpu-rl-protect")
+    assert guard["options"]["protect"] is protect
+    custom = {r["name"] for r in plan.resources if not r["type"].startswith("tpu-rl:")}
+    assert set(guard["options"]["dependsOn"]) == custom

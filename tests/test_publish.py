@@ -138,7 +138,8 @@ def test_publishing_is_off_with_the_workflow():
 # The container command, through bash, against fake-gcs-server and the loopback Hub
 
 
-EXPORT_FILES = model_files(LANGUAGE, shards=2)
+EXPORT_FILES = model_files({**LANGUAGE, **VISION}, shards=2)
+"""The export as the export step leaves it: the whole base model (the trained language model and the rest)."""
 
 
 def run_publish(step, gcs, hub_url: str, tmp_path: Path, token: str = WRITE) -> subprocess.CompletedProcess:
@@ -339,6 +340,7 @@ def publishing_up(stack, monkeypatch, tmp_path, hub_url: str, hub, partial: list
     # Only a verified export is published: the Hub also serves the base model the export check reads.
     stack.overrides = [o for o in stack.overrides if not o.startswith("tpu-rl:workflow.verifyExport")] + PUBLISHING
     stack.secrets = {"tpu-rl:hfToken": READ_ONLY, "tpu-rl:hfWriteToken": WRITE}
+    stack.export_files = EXPORT_FILES  # the export step's output: the whole model, as the export check wants
     base = new_repo(BASE_REPO, created_by="google")
     files = model_files({**LANGUAGE, **VISION}, 2)
     tree = {name: Blob(data, lfs=name.endswith(".safetensors")) for name, data in files.items()}
@@ -565,7 +567,7 @@ def test_the_publish_steps_scratch_holds_the_export():
     step = publish_step()
     pod = step.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     scratch = next(v for v in pod["volumes"] if v["name"] == "scratch")
-    request = scratch["ephemeral"]["volumeClaimTemplate"]["spec"]["resources"]["requests"]["storage"]
+    request = scratch["emptyDir"]["sizeLimit"]
     assert request == f"{settings('prod', []).model.spec.weights_gib + 20}Gi"
 
 
@@ -593,3 +595,23 @@ def test_the_card_config_map_holds_the_readme_and_the_curve():
     assert cm["data"] == {"README.md": "# card\n"}
     assert cm["binaryData"] == {REWARD_IMAGE: base64.b64encode(png).decode()} and REWARD_IMAGE == "reward-curve.png"
     assert "binaryData" not in card_config_map(s, "c", step.step_id, "# card\n", None), "no curve, no entry"
+
+
+@pytest.mark.parametrize("name", ["../../escaped.safetensors", "/abs.json", "sub/config.json", "notes\n.json"])
+def test_an_export_object_that_is_not_a_model_file_stops_the_upload_and_nothing_is_written_outside(
+    gcs_folders, tmp_path, name
+):
+    """Issue 30: names come from the GCS listing; a path built from one stays in the model folder or the step
+    stops (exit 3) before anything is downloaded there or uploaded."""
+    step = publish_step()
+    lay_out(gcs_folders, step, tmp_path / "card")
+    bucket, _, prefix = step.input_uri.removeprefix("gs://").partition("/")
+    gcs_folders.bucket(bucket).blob(prefix + name).upload_from_string(b"{}")
+    hub = WritableHub.fresh()
+    with serve(hub) as url:
+        done = run_publish(step, gcs_folders, url, tmp_path)
+    assert done.returncode == 3, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("tpu-rl publish:")]
+    assert len(lines) == 1 and "the export holds an object that is not a file of a model folder" in lines[0]
+    assert not list(tmp_path.rglob("escaped.safetensors")) and not list(tmp_path.rglob("abs.json"))
+    assert not [r for r in hub.requests if r.startswith("PUT ") or "/commit/" in r], "nothing uploaded"

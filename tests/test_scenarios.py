@@ -15,7 +15,8 @@ REAL_CLUSTER = True
 
 def test_first_up_of_a_new_stack_creates_each_step_once_and_the_next_up_changes_nothing(stack):
     """sg.go generateResourceSteps: no old state -> a create; with the state recorded and the same inputs
-    and trigger, SameStep (step.go) keeps the outputs and calls no provider: nothing runs twice."""
+    and trigger, the provider's Check and Diff find nothing to change and a SameStep keeps the outputs
+    (step.go SameStep.Apply calls no provider): nothing runs twice."""
     first = stack.up()
     assert first.error is None, first.error
     step_names = names(stack)
@@ -25,6 +26,8 @@ def test_first_up_of_a_new_stack_creates_each_step_once_and_the_next_up_changes_
     again = stack.up()
     assert again.error is None and again.actions == {step_names[s]: "same" for s in STEPS}
     assert len(stack.written) == 3, "no step ran again"
+    steps = {u for u, r in stack.state.items() if r.name in step_names.values()}
+    assert sorted(c for c in again.calls if c[1] in steps) == sorted((c, u) for u in steps for c in ("Check", "Diff"))
 
 
 def test_a_step_fails_then_up_retries_it_with_the_configured_values(stack):
@@ -63,7 +66,7 @@ def test_ctrl_c_while_up_waits_for_a_step_then_up_waits_for_the_same_run(stack):
     assert "stopped while waiting for" in str(interrupted.error)
     train = names(stack)["train"]
     uid = live(stack, "train")["metadata"]["uid"]
-    assert train in stack.state and names(stack)["export"] not in interrupted.actions
+    assert stack.step_state(train) is not None and names(stack)["export"] not in interrupted.actions
     stack.on_wait = lambda s: s.finish(train)
     again = stack.up()
     assert again.error is None, again.error
@@ -224,7 +227,7 @@ def test_runner_killed_while_up_waits_the_run_fails_meanwhile_then_up_retries_it
     killed = stack.up({"train": "kill"})
     assert "killed while waiting for" in str(killed.error)
     train = names(stack)["train"]
-    assert train in stack.state and not stack.pending_creates
+    assert stack.step_state(train) is not None and not stack.pending_creates
     stack.cluster.set_state("JobSet", "tpu-rl", train, "failed", restarts=1)
     uid = live(stack, "train")["metadata"]["uid"]
     retried = stack.up()
@@ -243,15 +246,14 @@ def test_runner_killed_during_the_create_the_run_fails_meanwhile_then_up_twice_r
     killed = stack.up({"train": "kill-during-create"})
     assert isinstance(killed.error, Exception)
     train = names(stack)["train"]
-    assert train in stack.pending_creates and train not in stack.state
+    assert train in stack.pending_creates and stack.step_state(train) is None
     stack.cluster.set_state("JobSet", "tpu-rl", train, "failed", restarts=1)  # it failed while nobody watched
     uid = live(stack, "train")["metadata"]["uid"]
 
     adopted = stack.up()
     assert adopted.actions[train] == "adopt" and "failed (FailedJobs)" in str(adopted.error)
-    assert (
-        stack.state[train].trigger == uid and live(stack, "train")["metadata"]["annotations"][RETRY_ANNOTATION] == uid
-    )
+    assert stack.step_state(train).trigger == uid
+    assert live(stack, "train")["metadata"]["annotations"][RETRY_ANNOTATION] == uid
 
     retried = stack.up()
     assert retried.error is None, retried.error
@@ -316,7 +318,8 @@ def test_refresh_from_outside_the_network_fails_and_keeps_the_state(stack):
     assert stack.refresh(reachable=False) is not None
     assert stack.state == before, "a failed refresh keeps every object in the state"
     assert stack.refresh(reachable=False, env={"PULUMI_K8S_DELETE_UNREACHABLE": "true"}) is None
-    assert stack.state == {}, "the documented recovery for a cluster that is really gone"
+    left = [r.urn for r in stack.state.values() if r.type.startswith("kubernetes:")]
+    assert left == [], "the documented recovery for a cluster that is really gone: every object of it dropped"
 
 
 def test_pr_preview_after_a_failed_run_warns_and_shows_the_retry(stack):

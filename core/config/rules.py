@@ -14,7 +14,7 @@ from core.config.values import canonical_cidr, error
 from core.inputs import parse_json
 from core.knobs import TRAINING_KNOBS
 from core.machines import HYPERDISK_FAMILIES, PD_FAMILIES, boot_disk_type, machine_family, machine_shape
-from core.models import MODELS, Model, step_memory_gib
+from core.models import MODELS, Model, boot_disk_allocatable_gib, scratch_gib, step_memory_gib
 from core.names import LOCAL_QUEUE, PROJECT, PUBLISH, STEPS
 from core.pathways import head_requests
 from core.settings import (
@@ -214,6 +214,7 @@ def build_settings(values: dict[str, Any], stack: str) -> Settings:
                 "`pulumi config set --secret tpu-rl:hfToken` (a Hugging Face read token)",
             )
         check_cpu_pool(cpu_pool, model, workflow.step_memory_gib)
+        check_cpu_disk(cpu_pool, model)
         check_meshes(training.knobs, shape.chips * tpu.slices)
     publish = _publish(v, enabled)
     kueue = _kueue(v, tpu, cpu_pool)
@@ -450,6 +451,27 @@ def check_cpu_pool(pool: PoolSettings, model: Model, step_memory: int) -> None:
             f"{HEAD_REQUEST_VCPU} vCPU / {HEAD_REQUEST_GIB} GiB and {model.name}'s conversion and export "
             f"{step_memory} GiB (tpu-rl:workflow.stepMemoryGib); use n4-standard-64 or larger",
         )
+
+
+SCRATCH_HEADROOM_GIB = 20
+"""What else a CPU step's node keeps on its boot disk: the step's image layers, its logs, the system pods'."""
+
+
+def check_cpu_disk(pool: PoolSettings, model: Model) -> None:
+    """cpu-np's boot disk must hold the largest CPU step's scratch (an ``emptyDir`` there): a disk too small for
+    it makes the kubelet evict the pod under disk pressure, which its pod failure policy re-creates until the
+    deadline."""
+    need = max(scratch_gib(model, step) for step in ("convert", "export")) + SCRATCH_HEADROOM_GIB
+    if boot_disk_allocatable_gib(pool.disk_size_gb) >= need:
+        return
+    smallest = next(gb for gb in range(pool.disk_size_gb, 65537) if boot_disk_allocatable_gib(gb) >= need)
+    raise error(
+        _k("cpuPool.diskSizeGb"),
+        pool.disk_size_gb,
+        f"{model.name}'s conversion keeps {scratch_gib(model, 'convert')} GiB of scratch on cpu-np's boot disk, "
+        f"which at {pool.disk_size_gb} GB leaves pods {boot_disk_allocatable_gib(pool.disk_size_gb):.0f} GiB; use "
+        f"at least {smallest} GB",
+    )
 
 
 def label_value(text: str) -> str:

@@ -346,7 +346,13 @@ FIELDS: tuple[Field, ...] = (
     ),
     Field(_key("gke.maintenanceWindow"), CLOCK, "09:00", "daily maintenance window start (UTC)", samples=("03:00",)),
     # model and images
-    Field(_key("model.name"), OneOf(tuple(MODELS)), DEFAULT_MODEL, "model to post-train"),
+    Field(
+        _key("model.name"),
+        OneOf(tuple(MODELS)),
+        DEFAULT_MODEL,
+        "model to post-train",
+        companions=((_key("cpuPool.diskSizeGb"), 500),),  # the largest model's scratch needs 288 GB (dev has 200)
+    ),
     Field(
         _key("model.revision"),
         REVISION,

@@ -38,14 +38,37 @@ PAGE_SIZE = 500
 RESOURCES = {
     "JobSet": ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
     "Workload": ("kueue.x-k8s.io", "v1beta2", "workloads"),
+    "ResourceFlavor": ("kueue.x-k8s.io", "v1beta2", "resourceflavors"),
+    "CustomResourceDefinition": ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
 }
-"""Kind -> (API group, version, plural): the paths the reader can read."""
+"""Kind -> (API group, version, plural): the paths the reader can read (and dry-run create)."""
+CLUSTER_SCOPED = frozenset({"ResourceFlavor", "CustomResourceDefinition"})
+WEBHOOK_BOUND = 300.0
+"""How long `pulumi up` waits for an admission webhook that is Ready but not yet reachable (its Service has no
+endpoints yet, or they are not programmed, or its certificate is not yet injected), wall clock."""
+WEBHOOK_POLL = 5.0
+UNREACHABLE = ("failed calling webhook", "no endpoints available for service")
+"""The API server's words for a webhook it could not call: under ``failurePolicy: Fail`` (every Kueue and JobSet
+webhook tpu-rl meets) the create fails with ``apierrors.NewInternalError`` (HTTP 500, "Internal error
+occurred: failed calling webhook %q: failed to call webhook: Post ...: dial tcp ...: connect: connection
+refused"; kubernetes/apiserver ``pkg/admission/plugin/webhook/{mutating,validating}/dispatcher.go``,
+``pkg/util/webhook/error.go`` ``ErrCallingWebhook``; kubernetes-sigs/kueue#12008, #7650). pulumi-kubernetes
+retries a create only on NotFound and NoMatch (v4.32.0 ``await.go`` ``Creation``: ``retrier.Do(apierrors.IsNotFound,
+meta.IsNoMatchError)``), so without this wait such a create fails the `up`."""
+webhook_clock: Callable[[], float] = time.monotonic
+webhook_sleep: Callable[[float], object] = time.sleep
+"""The webhook wait's clock and pause (tests give it a fake clock)."""
 Objects = list[dict[str, Any]]
 """A list of live objects (an alias: inside ``ClusterReader`` the name ``list`` is its method)."""
 
 
 class ClusterReadError(Exception):
     """The live object could not be read (network, credentials, permissions); one line."""
+
+
+class _NotAdmittedYetError(Exception):
+    """A dry-run create the API server could not admit yet (a webhook it could not call, a 5xx or 429, a type
+    not served yet, a dropped connection): the webhook wait tries again."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +174,18 @@ def kubeconfig_from_files(paths: list[Path], context: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------
 # The reader
+
+
+def load_client() -> None:
+    """Import the client modules a reader uses, in the caller's thread: a first import of them from two
+    threads at once can deadlock on Python's module locks."""
+    import urllib3  # noqa: F401
+    from kubernetes.client import ApiClient  # noqa: F401
+    from kubernetes.client.api.core_v1_api import CoreV1Api  # noqa: F401
+    from kubernetes.client.api.custom_objects_api import CustomObjectsApi  # noqa: F401
+    from kubernetes.client.exceptions import ApiException  # noqa: F401
+    from kubernetes.config.exec_provider import ExecProvider  # noqa: F401
+    from kubernetes.config.kube_config import load_kube_config_from_dict  # noqa: F401
 
 
 def _plugin_name(exec_config: dict[str, Any]) -> str:
@@ -267,6 +302,85 @@ class ClusterReader:
             (namespace,),
             field_selector=field_selector,
         )
+
+    def crd(self, name: str) -> dict[str, Any] | None:
+        """A CustomResourceDefinition (None when it is not installed)."""
+        group, version, plural = RESOURCES["CustomResourceDefinition"]
+
+        def request(api: Any, timeout: tuple[float, float]) -> Any:
+            return api.custom.get_cluster_custom_object(
+                group, version, plural, name, _preload_content=False, _request_timeout=timeout
+            )
+
+        return self._read(f"/apis/{group}/{version}/{plural}/{name}", request, missing_ok=True)
+
+    def dry_run_create(self, manifest: dict[str, Any]) -> None:
+        """Create ``manifest`` with ``dryRun=All``: the API server runs every admission webhook and stores
+        nothing. Returns when it was admitted, or it exists (409 AlreadyExists comes after admission: the
+        webhooks answered). Raises ``_NotAdmittedYetError`` when the answer may change, ``ClusterReadError`` when it
+        cannot (a refusal, access denied)."""
+        import urllib3
+        from kubernetes.client.exceptions import ApiException
+
+        kind, metadata = manifest["kind"], manifest["metadata"]
+        group, version, plural = self._resource(manifest["apiVersion"], kind)
+        namespace = None if kind in CLUSTER_SCOPED else metadata["namespace"]
+        what = f"{kind} {metadata['name']}" if namespace is None else f"{kind} {namespace}/{metadata['name']}"
+        api = self._api()
+        budget = self.budgets.read
+        timeout = (budget.connect, budget.read)
+
+        def call() -> None:
+            options = {"dry_run": "All", "_preload_content": False, "_request_timeout": timeout}
+            if namespace is None:
+                response = api.custom.create_cluster_custom_object(group, version, plural, manifest, **options)
+            else:
+                response = api.custom.create_namespaced_custom_object(
+                    group, version, namespace, plural, manifest, **options
+                )
+            try:
+                response.read(MAX_BODY_BYTES)  # read to the end: an unread answer spoils the pooled connection
+            finally:
+                response.release_conn()
+
+        try:
+            deadline.call(call, budget.total, cancel=self.close)
+        except deadline.DeadlineExceededError:
+            raise _NotAdmittedYetError(f"no answer within {budget.total:g} s") from None
+        except ApiException as err:
+            status = err.status or 0
+            message = _status_message(err.body)
+            if status == 409:
+                return
+            if status in (404, 429) or status >= 500:
+                raise _NotAdmittedYetError(message or f"HTTP {status}") from None
+            fix = (
+                ": the identity running `pulumi` needs container.developer and a fresh login"
+                if status in (401, 403)
+                else f": {message}"
+            )
+            raise ClusterReadError(
+                f"the cluster at {self.where} refused the dry-run create of {what} (HTTP {status}){fix}"
+            ) from None
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise _NotAdmittedYetError(f"{type(err).__name__} from the API server") from None
+
+    def wait_admitted(self, manifest: dict[str, Any], bound: float = WEBHOOK_BOUND) -> int:
+        """Dry-run create ``manifest`` until the API server admits it (its webhooks answer), at most ``bound``
+        seconds of wall clock (``webhook_clock``), every ``WEBHOOK_POLL``; returns how many tries it refused.
+        When the bound is hit, one line names the webhook, its Service's namespace and the fix."""
+        ends = webhook_clock() + bound
+        refused = 0
+        while True:
+            try:
+                self.dry_run_create(manifest)
+                return refused
+            except _NotAdmittedYetError as err:
+                last = str(err)
+            refused += 1
+            if webhook_clock() + WEBHOOK_POLL > ends:
+                raise ClusterReadError(_not_admitted(manifest, bound, refused, last))
+            webhook_sleep(WEBHOOK_POLL)
 
     def _pages(
         self, path: str, method: Callable[[_Apis], Callable[..., Any]], args: tuple[str, ...], **selector: str
@@ -447,3 +561,33 @@ class ClusterReader:
                 "(gcloud auth application-default login)?"
             )
         return ClusterReadError(f"reading {path} from the cluster at {where} failed ({type(err).__name__})")
+
+
+def _status_message(body: Any) -> str:
+    """The ``message`` of an API server's ``Status`` body (bytes or text), scrubbed to one line."""
+    try:
+        document = parse_json(body if isinstance(body, bytes) else str(body or "").encode(), "the cluster's answer")
+    except InputError:
+        return scrub(str(body or ""), limit=300)
+    message = document.get("message") if isinstance(document, dict) else None
+    return scrub(str(message or ""), limit=300)
+
+
+def _not_admitted(manifest: dict[str, Any], bound: float, refused: int, last: str) -> str:
+    """The line when the webhook wait's bound is hit: the webhook the API server could not call and the
+    namespace of its Service, when its answer names them (``Post "https://<service>.<namespace>.svc:443/..."``)."""
+    import re
+
+    kind, name = manifest["kind"], manifest["metadata"]["name"]
+    webhook = re.search(r'failed calling webhook \\?"([^"\\]+)', last)
+    service = re.search(r"https://([a-z0-9-]+)\.([a-z0-9-]+)\.svc", last)
+    who = f"the admission webhook {webhook.group(1)}" if webhook else "the API server's admission webhooks"
+    check = (
+        f"`kubectl get pods,endpoints -n {service.group(2)}` (Service {service.group(1)})"
+        if service
+        else "`kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations`"
+    )
+    return (
+        f"{who} did not admit a dry-run create of {kind} {name} within {bound:g} s ({refused} tries; last: "
+        f"{last}): check {check}, then run `pulumi up` again"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from core.names import COMPONENT_LABEL, HF_SECRET, HF_SECRET_KEY, SCRATCH_STORAGE_CLASS
@@ -101,3 +102,65 @@ def network_policies(namespace: str, labels: dict[str, str]) -> list[dict[str, A
             },
         },
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# The JobSet CRD on an upgrade of the chart
+
+JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
+JOBSET_CRD = "jobsets.jobset.x-k8s.io"
+"""The CRD the JobSet chart ships in ``crds/`` (``charts/jobset/crds/jobset.x-k8s.io_jobsets.yaml`` at v0.10.1
+and v0.12.0; ``templates/`` holds none)."""
+JOBSET_CRD_VERSION = "v1alpha2"
+JOBSET_SPEC_FIELDS: dict[str, frozenset[str]] = {
+    "0.10.1": frozenset(
+        {
+            "coordinator",
+            "failurePolicy",
+            "managedBy",
+            "network",
+            "replicatedJobs",
+            "startupPolicy",
+            "successPolicy",
+            "suspend",
+            "ttlSecondsAfterFinished",
+        }
+    ),
+}
+JOBSET_SPEC_FIELDS["0.12.0"] = JOBSET_SPEC_FIELDS["0.10.1"] | {"volumeClaimPolicies"}
+"""The top-level ``spec`` fields of each allowed chart version's CRD (``core.config.schema.JOBSET_VERSIONS``;
+a test pins them against the CRD files): a CRD served without one of its version's fields predates it."""
+
+
+def jobset_crd_fields(crd: Mapping[str, Any]) -> frozenset[str]:
+    """The top-level ``spec`` fields a live JobSet CRD serves at ``v1alpha2`` (empty: a shape it cannot read)."""
+    for version in crd.get("spec", {}).get("versions") or []:
+        if isinstance(version, Mapping) and version.get("name") == JOBSET_CRD_VERSION:
+            schema = ((version.get("schema") or {}).get("openAPIV3Schema") or {}).get("properties") or {}
+            fields = ((schema.get("spec") or {}).get("properties")) or {}
+            return frozenset(str(field) for field in fields) if isinstance(fields, Mapping) else frozenset()
+    return frozenset()
+
+
+def jobset_crd_problem(crd: Mapping[str, Any] | None, version: str) -> str | None:
+    """Why the cluster's JobSet CRD cannot serve chart ``version`` (None: it can, or there is none yet and
+    the chart's install creates it).
+
+    Helm installs a chart's ``crds/`` on install only, skipping a CRD that exists, and never on an upgrade
+    (helm v3.20.2 ``pkg/action/install.go`` ``installCRDs``: "CRD %s is already present. Skipping.";
+    ``pkg/action/upgrade.go`` renders without CRDs); pulumi-kubernetes' Release upgrades through that action
+    (v4.32.0 ``helm_release.go`` ``helmUpdate``: ``action.NewUpgrade``). So a new ``workflow.jobsetVersion``
+    on an existing cluster would run the new controller on the old schema, whose pruning drops the new
+    fields. The fix is one command, and ``up`` stops before the release changes until it has run."""
+    if crd is None:
+        return None
+    missing = sorted(JOBSET_SPEC_FIELDS[version] - jobset_crd_fields(crd))
+    if not missing:
+        return None
+    fields = ", ".join(f"spec.{field}" for field in missing)
+    return (
+        f"the cluster's JobSet CRD {JOBSET_CRD} predates JobSet {version} (it has no {fields}): Helm installs a "
+        "chart's CRDs only when it first installs the chart, never on an upgrade. Apply the new CRD, then run "
+        f"`pulumi up` again: helm show crds {JOBSET_CHART} --version {version} | kubectl apply --server-side "
+        "--force-conflicts -f -"
+    )

@@ -3,8 +3,12 @@ service account, the token Secrets."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -12,8 +16,11 @@ import pulumi_kubernetes as k8s
 from core.names import HF_WRITE_SECRET
 from core.settings import Settings
 from infra.gcp.naming import Names
-from infra.k8s import kueue
+from infra.k8s import kueue, live
 from infra.k8s.manifests import (
+    JOBSET_CHART,
+    JOBSET_CRD,
+    jobset_crd_problem,
     namespace_manifest,
     network_policies,
     scratch_storage_class,
@@ -22,8 +29,10 @@ from infra.k8s.manifests import (
 )
 from infra.k8s.object import KubernetesObject
 
-JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
+__all__ = ["JOBSET_CHART", "JOBSET_NAMESPACE", "DestroyGuard", "KubernetesPlatform", "PlatformArgs"]
 JOBSET_NAMESPACE = "jobset-system"
+T = TypeVar("T")
+R = TypeVar("R", bound=pulumi.Resource)
 
 
 @dataclass(frozen=True)
@@ -47,13 +56,28 @@ class PlatformArgs:
     hf_write_token: pulumi.Output[str] | None = None
     """The publication's write token (secret), or None without ``tpu-rl:publish.repo``: a Secret of its own,
     which only the publish step's container references."""
+    live: bool = False
+    """Check the cluster in `pulumi up` (the JobSet CRD before the chart changes, the webhooks before the first
+    Kueue object and the first JobSet); never in a preview or the offline plan."""
+    kubeconfig: pulumi.Output[str] | None = None
+    """The cluster's kubeconfig (secret): what those checks read with (``infra.k8s.live``)."""
+    first_jobset: Mapping[str, Any] | None = None
+    """The workflow's first step's JobSet (None without the workflow): dry-run created before any step is."""
 
 
 class KubernetesPlatform(pulumi.ComponentResource):
     """Everything the workflow's objects need before they can be created.
 
-    Every resource is ``deleted_with`` the cluster: destroying the cluster removes them,
-    so ``pulumi destroy`` does not wait on finalizers or an unreachable API server.
+    Every resource is ``deleted_with`` the cluster: destroying the cluster removes them, so ``pulumi destroy``
+    does not wait on finalizers, run state or an unreachable API server. (That is also why a protected stack
+    needs ``DestroyGuard``: ``deletedWith`` drops them from the state when the cluster's delete is only planned.)
+    Nothing here claims a disk, a load balancer or an address (the steps' scratch is an ``emptyDir``:
+    ``workloads.build.manifests.scratch_volume``), so the cluster's deletion leaves nothing billed behind.
+
+    In `pulumi up` (``PlatformArgs.live``) two things the engine and the provider would not wait for are
+    checked: the cluster's JobSet CRD serves the chart version before the release changes
+    (``infra.k8s.manifests.jobset_crd_problem``), and the Kueue and JobSet webhooks admit a dry run before the
+    first Kueue object and the first step (``infra.k8s.live.ClusterReader.wait_admitted``).
     """
 
     jobset: k8s.helm.v3.Release
@@ -73,13 +97,23 @@ class KubernetesPlatform(pulumi.ComponentResource):
         settings, names, provider, cluster = args.settings, args.names, args.provider, args.cluster
         workload_sa_email, workload_grants, hf_token = args.workload_sa_email, args.workload_grants, args.hf_token
         child = pulumi.ResourceOptions(parent=self, provider=provider, deleted_with=cluster)
+        self._kubeconfig = args.kubeconfig
+        self._checks = args.live and args.kubeconfig is not None and not pulumi.runtime.is_dry_run()
+        self._reader: live.ClusterReader | None = None
+        self._checking = threading.Lock()
+        version: pulumi.Input[str] = settings.workflow.jobset_version
+        if self._checks:
+            # The release's version resolves once the cluster's CRD serves it (README "Upgrading JobSet or
+            # Kueue"): a refusal stops `up` before the chart changes.
+            wanted = settings.workflow.jobset_version
+            version = self._after(provider.id, lambda reader: self._jobset_crd(reader, wanted))
         # Helm v3 Release (not Chart v4, which cannot preview a cluster that does not exist yet);
         # it waits until the controller and its webhook are ready.
         self.jobset = k8s.helm.v3.Release(
             "jobset",
             name="jobset",
             chart=JOBSET_CHART,
-            version=settings.workflow.jobset_version,
+            version=version,
             namespace=JOBSET_NAMESPACE,
             create_namespace=True,
             atomic=True,
@@ -88,7 +122,9 @@ class KubernetesPlatform(pulumi.ComponentResource):
         )
         labels = {"app.kubernetes.io/name": "tpu-rl", "app.kubernetes.io/instance": settings.cluster_name}
         self.namespace = KubernetesObject("namespace", namespace_manifest(settings.namespace, labels), opts=child)
-        # StorageClass parameters are immutable: a new disk type replaces it (no volume outlives a step).
+        # No step claims a disk any more (their scratch is an emptyDir); the class stays so that the `up` which
+        # replaces the steps of earlier versions deletes their claims' disks with their class in place.
+        # StorageClass parameters are immutable: a new disk type replaces it.
         self.storage_class = KubernetesObject(
             "scratch-storage-class",
             scratch_storage_class(settings.cpu_pool.disk_type, labels),
@@ -114,10 +150,15 @@ class KubernetesPlatform(pulumi.ComponentResource):
             self._install_kueue(settings, labels, child)
         self.hf_secret = None
         if hf_token is not None:
+            # Every step waits for this Secret (``ready``): once the JobSet and Kueue webhooks admit a dry run of
+            # the first step's JobSet, so no step's create meets a webhook not yet reachable.
+            admitted = self._jobsets_admitted(args.first_jobset)
             self.hf_secret = KubernetesObject(
                 "hf-token",
                 token_secret_manifest(settings.namespace, labels, pulumi.Output.secret(hf_token)),
-                opts=in_namespace,
+                opts=in_namespace
+                if admitted is None
+                else pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=[admitted])),
             )
         self.hf_write_secret = None
         if args.hf_write_token is not None:
@@ -152,9 +193,16 @@ class KubernetesPlatform(pulumi.ComponentResource):
             values=kueue.helm_values(settings),
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.jobset])),
         )
-        after_chart = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.kueue]))
+        tpu_flavor = kueue.tpu_flavor(settings, labels)
+        chart: list[pulumi.Input[pulumi.Resource]] = [self.kueue]
+        if self._checks:
+            # Ready is not reachable: Helm's wait sees the webhook's pod Ready before its Service's endpoints are
+            # programmed, and the provider does not retry a create a webhook failed (infra.k8s.live UNREACHABLE).
+            release = self.kueue
+            chart.append(self._after(release.id, lambda reader: self._admitted(reader, tpu_flavor, release)))
+        after_chart = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=chart))
         flavors = [
-            KubernetesObject("kueue-tpu-flavor", kueue.tpu_flavor(settings, labels), opts=after_chart),
+            KubernetesObject("kueue-tpu-flavor", tpu_flavor, opts=after_chart),
             KubernetesObject("kueue-cpu-flavor", kueue.cpu_flavor(labels), opts=after_chart),
         ]
         cluster_queue = KubernetesObject(
@@ -170,6 +218,55 @@ class KubernetesPlatform(pulumi.ComponentResource):
             ),
         )
         self.queues = [*flavors, cluster_queue, local_queue]
+
+    # -- the checks of `pulumi up` (live) ---------------------------------------------------------------
+
+    def _after(self, when: pulumi.Output[Any], check: Callable[[live.ClusterReader], T]) -> pulumi.Output[T]:
+        """``check(reader)`` once ``when`` and the kubeconfig resolve, in a thread (it may wait, bounded)."""
+        assert self._kubeconfig is not None  # only with checks
+
+        def run(values: list[Any]) -> asyncio.Future[T]:
+            if self._reader is None:
+                live.load_client()  # on the loop's thread: two threads importing the client at once can deadlock
+                self._reader = live.ClusterReader(values[0])
+            reader = self._reader
+
+            def checked() -> T:
+                with self._checking:  # one reader, one check at a time
+                    return check(reader)
+
+            return _in_thread(checked)
+
+        return pulumi.Output.all(self._kubeconfig, when).apply(run)
+
+    @staticmethod
+    def _jobset_crd(reader: live.ClusterReader, version: str) -> str:
+        """The chart version, once the cluster's JobSet CRD serves it (``jobset_crd_problem``)."""
+        try:
+            problem = jobset_crd_problem(reader.crd(JOBSET_CRD), version)
+        except live.ClusterReadError as err:
+            raise pulumi.RunError(f"cannot read the JobSet CRD before installing JobSet {version}: {err}") from None
+        if problem:
+            raise pulumi.RunError(problem)
+        return version
+
+    @staticmethod
+    def _admitted(reader: live.ClusterReader, manifest: Mapping[str, Any], resource: R) -> R:
+        """``resource`` once the API server admits a dry-run create of ``manifest`` (its webhooks answer)."""
+        try:
+            reader.wait_admitted(dict(manifest))
+        except live.ClusterReadError as err:
+            raise pulumi.RunError(str(err)) from None
+        return resource
+
+    def _jobsets_admitted(self, manifest: Mapping[str, Any] | None) -> pulumi.Output[KubernetesObject] | None:
+        """The namespace, once the JobSet webhook (and Kueue's, which mutates a queued JobSet) admit a dry run of
+        the first step's JobSet; None without checks or steps."""
+        if not self._checks or manifest is None:
+            return None
+        after = [self.jobset.id, self.namespace.id, *([self.kueue.id] if self.kueue is not None else [])]
+        namespace = self.namespace
+        return self._after(pulumi.Output.all(*after), lambda reader: self._admitted(reader, manifest, namespace))
 
     @property
     def ready(self) -> list[pulumi.Resource]:
@@ -189,3 +286,52 @@ class KubernetesPlatform(pulumi.ComponentResource):
             )
             if r is not None
         ]
+
+
+def _in_thread(work: Callable[[], T]) -> asyncio.Future[T]:
+    """Run a blocking check off the program's event loop, in a daemon thread (an interrupted `up` exits at
+    once), as a Future an ``apply`` can return."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(setter: Callable[[Any], object], value: Any) -> None:
+        if not future.done():
+            setter(value)
+
+    def run() -> None:
+        try:
+            result: Any = work()
+            setter: Callable[[Any], object] = future.set_result
+        except BaseException as err:  # noqa: BLE001 (handed to the program's event loop)
+            result, setter = err, future.set_exception
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the program is gone
+            loop.call_soon_threadsafe(settle, setter, result)
+
+    threading.Thread(target=run, name="tpu-rl-platform-check", daemon=True).start()
+    return future
+
+
+class DestroyGuard(pulumi.ComponentResource):
+    """A resource that depends on every other one, protected while ``tpu-rl:protect`` is true.
+
+    ``pulumi destroy --skip-preview`` has no preview to stop at a protected resource, and the engine deletes in
+    reverse dependency order (``step_generator.go`` ``ScheduleDeletes``: antichains, reversed), so without this
+    it drops every object ``deletedWith`` the cluster from the state (``step.go`` ``DeleteStep.Apply``:
+    ``isDeletedWith`` is true of a delete that is only planned) and deletes the unprotected resources around the
+    protected ones before it meets them. This guard comes first, alone (it depends on everything), and its
+    delete is refused (``deleteProtectedError``, before any other check of ``DeleteStep.Apply``); the executor
+    then skips every transitive dependency of a step that failed (``deployment_executor.go``
+    ``performPostSteps``: ``erroredDeps``; a protect error is recorded, ``step_executor.go``
+    ``cancelDueToError``), which is every other resource: nothing is deleted or dropped. A component: no cloud
+    object, no provider call, never replaced with what it depends on (``calculateDependentReplacements``:
+    "Neither component nor external resources require replacement"). It is always registered, unprotected once
+    ``tpu-rl:protect`` is false, so that the `up` which unprotects the stack can let a later destroy delete it."""
+
+    def __init__(self, name: str, protect: bool, resources: Sequence[pulumi.Resource]) -> None:
+        super().__init__(
+            "tpu-rl:lifecycle:DestroyGuard",
+            name,
+            None,
+            pulumi.ResourceOptions(protect=protect, depends_on=list(resources)),
+        )
+        self.register_outputs({"protect": protect})

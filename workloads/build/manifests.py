@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core import pathways
 from core.names import (
     COMPONENT_LABEL,
     CPU_POOL,
@@ -21,7 +22,6 @@ from core.names import (
     HF_SECRET_KEY,
     NODEPOOL_LABEL,
     QUEUE_LABEL,
-    SCRATCH_STORAGE_CLASS,
     SLICE_DOWN_EXIT,
     STALLED_EXIT,
     TPU_ACCELERATOR_LABEL,
@@ -29,7 +29,6 @@ from core.names import (
     TPU_TOPOLOGY_LABEL,
     WORKLOAD_KSA,
 )
-from core import pathways
 from core.pathways import (
     PROXY_PORT,
     RESOURCE_MANAGER_EXTRA_PORT,
@@ -224,9 +223,7 @@ def cpu_jobset(
                             "podFailurePolicy": cpu_pod_failure_policy(step),
                             "template": {
                                 "metadata": {"labels": step_labels},
-                                "spec": _cpu_pod(
-                                    settings, step, step_labels, command, memory, scratch_gib, secret, env, config_map
-                                ),
+                                "spec": _cpu_pod(settings, step, command, memory, scratch_gib, secret, env, config_map),
                             },
                         }
                     },
@@ -243,10 +240,38 @@ the pod's ``RuntimeDefault`` seccomp profile). The MaxText image runs as root (i
 proven to work; root without capabilities or privilege escalation cannot reach past its own files."""
 
 
+def scratch_volume(scratch_gib: int) -> dict[str, Any]:
+    """A CPU step's scratch (``HF_HOME``, the publication's work folder): an ``emptyDir`` on the node's boot
+    disk, at most ``scratch_gib``. Never a claimed disk, so nothing billed outlives the pod's node:
+
+    - a generic ephemeral volume (what this was) makes a PersistentVolumeClaim, and so a Persistent Disk,
+      that lives as long as the *Pod object* (Kubernetes "Ephemeral Volumes", "Lifecycle and
+      PersistentVolumeClaim"); a finished Job keeps its Pods (Kubernetes "Jobs", "Job termination and
+      cleanup") and a finished JobSet keeps its Jobs (JobSet v0.10.1 ``jobset_controller.go`` Reconcile
+      deletes only active ones; tpu-rl sets no TTL), so a conversion's 124 GiB disk stayed billed until the
+      step was replaced, and ``pulumi destroy``, which deletes no Kubernetes object (``deletedWith`` the
+      cluster), left it to GKE, whose cluster deletion does not guarantee it ("Persistent disk volumes":
+      ``gcloud container clusters delete``);
+    - an ``emptyDir`` is torn down with the pod's volumes once the pod has terminated (kubelet
+      ``kubelet.go`` ``SyncTerminatedPod``: ``WaitForUnmount``, then "Pod termination cleaned up volume
+      paths"), goes with its node when cpu-np scales down, and is among what cluster deletion always
+      removes ("Data stored in host hostPath and emptyDir volumes"). The boot disk is billed with the node
+      either way.
+
+    ``sizeLimit`` bounds it: a step that writes past it is evicted by the kubelet without a
+    ``DisruptionTarget`` condition (``eviction_manager.go`` ``emptyDirLimitEviction`` calls ``evictPod`` with
+    no condition), so its pod failure policy fails it once (``FailJob``) instead of re-creating it. It is not
+    requested as ``ephemeral-storage``: Kueue 0.17.1 admits a pod set only if its ClusterQueue covers every
+    resource it requests (``flavorassigner.go`` ``findFlavorForPodSets``: "resource %s unavailable in
+    ClusterQueue"). cpu-np's boot disk (``tpu-rl:cpuPool.diskSizeGb``, 500 GB by default, 200 GB on dev)
+    holds the largest scratch, 124 GiB for gemma4-26b's conversion, with GKE's system reservation and the
+    images beside it."""
+    return {"name": "scratch", "emptyDir": {"sizeLimit": f"{scratch_gib}Gi"}}
+
+
 def _cpu_pod(
     settings: Settings,
     step: str,
-    step_labels: dict[str, str],
     command: list[str],
     memory: int,
     scratch_gib: int,
@@ -285,22 +310,7 @@ def _cpu_pod(
                 "volumeMounts": mounts,
             }
         ],
-        "volumes": [
-            *volumes,
-            {
-                "name": "scratch",
-                "ephemeral": {
-                    "volumeClaimTemplate": {
-                        "metadata": {"labels": step_labels},
-                        "spec": {
-                            "accessModes": ["ReadWriteOnce"],
-                            "storageClassName": SCRATCH_STORAGE_CLASS,
-                            "resources": {"requests": {"storage": f"{scratch_gib}Gi"}},
-                        },
-                    }
-                },
-            }
-        ],
+        "volumes": [*volumes, scratch_volume(scratch_gib)],
     }
 
 

@@ -1,0 +1,160 @@
+"""`pulumi destroy` in the engine model (``tests.engine``): its order, what ``protect`` and ``deletedWith`` do
+with and without a preview, and a walk up -> steps done -> destroy that lists every billable object created
+against what was deleted. Engine functions are cited as ``sg.go`` (``step_generator.go``), ``step.go`` and
+``deployment_executor.go`` (revisions in ``tests/engine.py``)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from tests.engine import BILLED, CLUSTER, STEP_TYPES
+from tests.scenario import STEPS, names
+from tools.stack_files import ROOT
+from workloads.build import manifests
+
+REAL_CLUSTER = True
+GUARD = "tpu-rl:lifecycle:DestroyGuard"
+UNPROTECTED = ["tpu-rl:protect=false"]
+HAND_DELETIONS = {
+    "bucket storage": "tpu-rl:forceDestroy false keeps a bucket that holds objects",
+    "Cloud KMS key versions (the key is abandoned, not destroyed)": "the stack's key (gke.secretsEncryptionKey: "
+    "create) is abandoned on destroy",
+}
+"""What a destroy of the prod example (unprotected first) leaves billed, and why: the README's hand-deletion list."""
+
+
+@pytest.fixture
+def dev(stack):
+    stack.stack_file = ROOT / "Pulumi.dev.yaml"
+    return stack
+
+
+def test_walk_up_steps_done_destroy_leaves_nothing_billed(dev):
+    """dev (forceDestroy, no KMS key): everything billed that the stack caused to exist is gone after destroy.
+    The CPU steps' scratch is an emptyDir, so no disk ever exists; the cluster's deletion removes emptyDir data
+    (``gcloud container clusters delete``: "Data stored in host hostPath and emptyDir volumes")."""
+    first = dev.up()
+    assert first.error is None, first.error
+    assert [w.split(":")[0] for w in dev.written] == list(STEPS)
+    created = {key.rsplit("::", 1)[-1]: why for key, why in dev.cloud.ever.items()}
+    pools = BILLED["gcp:container/nodePool:NodePool"]
+    assert created == {
+        "cluster": BILLED[CLUSTER],
+        "system-pool": pools,
+        "cpu-pool": pools,
+        "tpu-pool-0": pools,
+        "nat": BILLED["gcp:compute/routerNat:RouterNat"],
+        "bucket": BILLED["gcp:storage/bucket:Bucket"],
+    }, "every billable object the stack caused to exist: no step claims a disk, no Service makes a load balancer"
+
+    destroyed = dev.destroy()
+    assert destroyed.errors == [], destroyed.errors
+    assert dev.state == {}
+    left = dev.cloud.now(dev._live_objects())
+    assert left == {}, f"created {sorted(created)}, left {left}"
+
+
+def test_with_a_claimed_scratch_the_walk_finds_the_disks_destroy_leaves(dev, monkeypatch):
+    """The same walk with the scratch as it was (a generic ephemeral volume): each CPU step's disk lives as
+    long as its Pod object, which a finished Job keeps, and destroy deletes no Kubernetes object (deletedWith
+    the cluster), so the disks are left to the cluster's deletion, which does not guarantee them."""
+
+    def claimed(scratch_gib: int) -> dict:
+        claim = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": f"{scratch_gib}Gi"}}}
+        return {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": claim}}}
+
+    monkeypatch.setattr(manifests, "scratch_volume", claimed)
+    assert dev.up().error is None
+    disks = sorted(key for key in dev.cloud.ever if key.startswith("disk"))
+    assert [d.split("/")[-2].rsplit("-", 1)[0].split("-")[-1] for d in disks] == ["convert", "export"]
+    dev.destroy()
+    assert sorted(dev.cloud.now(dev._live_objects())) == disks, "left by the cluster's deletion"
+
+
+def test_destroy_of_the_prod_example_in_order_leaves_only_what_the_readme_says_to_delete_by_hand(stack):
+    """prod, unprotected first: destroy's order, then what is left. The bucket holds the run's outputs and
+    forceDestroy is false, so its delete fails (and what it depends on stays: the APIs); the Cloud KMS key is
+    abandoned (deletion_policy ABANDON)."""
+    assert stack.up(overrides=UNPROTECTED).error is None
+    # sg.go ScheduleDeletes with dependency_graph.go DependenciesOf (dependencies, property dependencies,
+    # deletedWith, the provider, the parent): each resource is deleted after every resource that depends on it.
+    order = {urn: i for i, chain in enumerate(stack.schedule(list(stack.state))) for urn in chain}
+    for urn, rec in stack.state.items():
+        assert all(order[dep] > order[urn] for dep in rec.depends_on() & set(order)), urn
+    cluster = next(u for u, r in stack.state.items() if r.type == CLUSTER)
+    steps = [u for u, r in stack.state.items() if r.type in STEP_TYPES]
+    assert all(order[s] < order[cluster] and stack.state[s].deleted_with == cluster for s in steps)
+
+    destroyed = stack.destroy()
+    assert destroyed.errors == [
+        f"Error trying to delete bucket {stack.steps().export.output_uri.split('/')[2]} containing objects without "
+        "`force_destroy` set to true"
+    ]
+    left = stack.cloud.now(stack._live_objects())
+    assert sorted(left.values()) == sorted(HAND_DELETIONS)
+    kept = {r.type for r in stack.state.values() if r.custom}
+    assert kept == {"gcp:storage/bucket:Bucket", "gcp:projects/service:Service"}, "the bucket and what it needs"
+
+
+def test_a_protected_stacks_destroy_loses_nothing_with_or_without_a_preview(stack):
+    """With a preview (the default): step.go DeleteStep.Apply checks protect before its dry-run branch, so the
+    preview refuses and apply.go PreviewThenPromptThenExecute returns before anything is deleted.
+
+    Without one (--skip-preview) the deletes run. The guard depends on every resource, so sg.go ScheduleDeletes
+    puts it alone in the first antichain; its delete is refused (deleteProtectedError, which step_executor.go
+    cancelDueToError records and continues past) and deployment_executor.go performPostSteps leaves every
+    transitive dependency of it, every other resource, out of the later antichains: no provider is called and
+    nothing is dropped (deletedWith would drop an object: step.go isDeletedWith looks at the *planned* deletes).
+
+    Why the guard exists: a state without it (a stack last updated before it) loses every Kubernetes object, the
+    Helm releases included, while they still run, and the unprotected resources around the protected ones (the
+    NAT) are deleted before their refusals are reached."""
+    assert stack.up().error is None
+    before = copy.deepcopy(stack.state)
+    billed = dict(stack.cloud.now(stack._live_objects()))
+    (guard,) = [u for u, r in before.items() if r.type == GUARD]
+    assert stack.schedule(list(before))[0] == [guard], "the guard comes first, alone"
+
+    previewed = stack.destroy()
+    assert previewed.errors == [f"resource {guard!r} cannot be deleted\nbecause it is protected"]
+    assert stack.state == before and previewed.calls == []
+
+    skipped = stack.destroy(skip_preview=True)
+    assert skipped.errors == previewed.errors
+    assert set(skipped.outcomes.values()) == {"refused", "skipped"} and skipped.calls == []
+    assert stack.state == before, "nothing left the state"
+    assert stack.cloud.now(stack._live_objects()) == billed
+    assert all(stack.cluster.get("JobSet", "tpu-rl", n) for n in names(stack).values())
+
+    del stack.state[guard]
+    unguarded = stack.destroy(skip_preview=True)
+    outcome = {u.rsplit("::", 1)[-1]: what for u, what in unguarded.outcomes.items()}
+    assert all(outcome[n] == "dropped" for n in ("jobset", "kueue", "namespace", *names(stack).values()))
+    assert all(stack.cluster.get("JobSet", "tpu-rl", n) for n in names(stack).values()), "they still run"
+    assert outcome["tpu-pool-0"] == "refused" and outcome["nat"] == "deleted"
+
+
+def test_a_protected_resource_removed_from_the_program_is_refused_and_kept_without_a_preview(stack):
+    """`up --skip-preview` after a change that removes a protected resource (a second slice's pool): its delete
+    at the end of the `up` is refused and it stays in the state; the resources removed with it that depend on
+    it (the old training run) are deleted for real; nothing is dropped."""
+    two = ["tpu-rl:tpu.slices=2"]
+    assert stack.up(overrides=two).error is None
+    old_train = names(stack, two)["train"]
+    pool = next(u for u, r in stack.state.items() if r.name == "tpu-pool-1")
+    one = stack.up()
+    assert str(one.error) == f"resource {pool!r} cannot be deleted\nbecause it is protected"
+    assert pool in stack.state and one.resources[pool] == "refused"
+    assert one.actions[old_train] == "delete" and stack.cluster.get("JobSet", "tpu-rl", old_train) is None
+    assert "dropped" not in one.resources.values()
+
+
+def test_destroy_never_waits_or_fails_on_run_state(dev):
+    """The program does not run (destroy.go Destroy: a null source): a failed training and a running export
+    change nothing; the Jobs are deleted with the cluster."""
+    assert "failed" in str(dev.up({"train": "fail"}).error)
+    destroyed = dev.destroy()
+    assert destroyed.errors == [] and dev.state == {} and dev.clock == 0
+    assert dev.cloud.now(dev._live_objects()) == {}
