@@ -86,7 +86,7 @@ policy-preview: $(VENV)/.installed $(POLICY_VENV)/.installed
 
 # Destroy and refresh run without the program (--run-program=false, which also beats PULUMI_RUN_PROGRAM): the
 # engine would run it as in an `up` (pulumi DestroyV2/RefreshV2), so a running step could make them wait and a
-# failed one fail them. A protected stack is refused here; its state guards itself too (README "Destroy").
+# failed one fail them. A protected stack is refused here; its state guards itself too (docs/operations.md "Destroy").
 destroy: $(VENV)/.installed
 	$(select_stack)
 	@if pulumi config get tpu-rl:protect --stack $(STACK) 2>/dev/null | grep -qix true; then \
@@ -110,7 +110,8 @@ status: $(VENV)/.installed
 report: $(VENV)/.installed
 	$(PY) -m tools.report --stack $(STACK) --out build/report-$(STACK)
 
-# Style, formatting, the import contracts (imports point one way: README "Layout") and the types, as
+# Style, formatting, the import contracts (imports point one way: docs/architecture.md "Layers and import
+# contracts") and the types, as
 # pyproject.toml configures them.
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
@@ -118,11 +119,12 @@ lint: $(VENV)/.installed-dev
 	$(VENV)/bin/lint-imports
 	$(PY) -m mypy
 
-# Rewrite the README's generated tables (configuration, refused keys, budgets, what re-runs) from their sources.
+# Rewrite the docs' generated tables from their sources: docs/configuration.md (every key, the refused
+# extraArgs keys) and docs/operations.md (what re-runs, the network budgets).
 readme: $(VENV)/.installed-dev
 	$(PY) -m tests.readme_tables
 
-# Mutation testing of the pure builders and validators (not part of `make test` or CI; README "Tests").
+# Mutation testing of the pure builders and validators (not part of `make test` or CI; docs/testing.md "Mutation testing").
 # Incremental: only mutants of changed functions and the last run's survivors are tested again.
 # The test-to-function map is rebuilt every time (mutmut 3 maps only new test names, so a new
 # function called from an existing test would count as untested).

@@ -35,3 +35,12 @@ def tensorboard_dir(output_uri: str) -> str:
 def actor_checkpoints(output_uri: str) -> str:
     """tunix's actor checkpoints: ``<base_output_directory>/<run_name>/checkpoints/actor/``."""
     return f"{output_uri}{RUN_NAME}/checkpoints/actor/"
+
+
+CONVERTED = "0/items/"
+"""The MaxText checkpoint ``to_maxtext`` writes under the conversion's output (training's input)."""
+SOURCE_RECORD = "source.json"
+"""The conversion's record of the base model it converted: repo, revision, commit, files
+(``workloads/run/base_snapshot.py``)."""
+BASE_FILES = "base/"
+"""The base's files that are not weights, at that commit, under the conversion's output."""

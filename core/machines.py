@@ -64,7 +64,7 @@ class CpuQuota:
 # The rule, as data. Source: Compute Engine "Allocation quotas", CPU quota section,
 # https://docs.cloud.google.com/compute/resource-usage#cpu_quota (formerly cloud.google.com/compute/quotas).
 # That section's own text could not be read from any stored copy this project's research had (every copy of
-# the page stops before it; README "Quota rules"). What could be read instead:
+# the page stops before it; docs/operations.md "Quota rules"). What could be read instead:
 # - the Compute API's ``Quota.Metric`` enum (Google.Cloud.Compute.V1 ``Quota.Types.Metric``; googleapis
 #   compute v1 ``Quota``): ``CPUS`` "Guest CPUs", and a metric per machine series (``E2_CPUS``, ``N2_CPUS``,
 #   ``N2D_CPUS``, ``C2_CPUS``, ``C2D_CPUS``, ``C3_CPUS``, ``M1_CPUS``, ``M2_CPUS``, ``T2D_CPUS``, ...);

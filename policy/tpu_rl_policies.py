@@ -1295,7 +1295,11 @@ def _model_revision(args: ResourceValidationArgs, props: dict[str, Any], report:
     if args.resource_type not in (JOB, JOBSET):
         return
     text = command_text(props.get("spec"))
-    match = re.search(r"--revision=([^\s\"']+)", text)
+    # tpu-rl's conversion resolves the revision once (base_snapshot.py snapshot REPO REVISION gs://...) and
+    # converts the commit it printed (--revision="${commit}"); a hand-written Job passes --revision=REVISION.
+    snapshot = re.search(r"\ssnapshot\s+'?[^\s'\"]+'?\s+'?([^\s'\"]+)'?\s+'?gs://", text)
+    argv = re.search(r"--revision=(?!\$\{)([^\s\"']+)", text)
+    match = snapshot or argv
     if match and not re.fullmatch(r"[0-9a-f]{40}", match.group(1)):
         report(
             f"model revision {match.group(1)!r} is a moving ref; pin a commit for reproducible runs "

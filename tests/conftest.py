@@ -165,6 +165,22 @@ def put(client, uri_or_bucket: str, *names: str, data: bytes = b"x") -> None:
         client.bucket(bucket).blob(prefix + name).upload_from_string(data)
 
 
+def put_conversion(
+    client, output_uri: str, *, commit: str | None = None, repo: str | None = None, revision: str = "main"
+) -> None:
+    """What a finished conversion leaves under its output: the MaxText checkpoint (``0/items/``), the base's
+    files (``base/``) and, last, its record (``source.json``), as ``workloads/run/base_snapshot.py`` writes it
+    (``tests/test_base_snapshot.py`` runs the real script and reads what it writes the same way)."""
+    import json
+
+    from tests.fake_hub import COMMIT, REPO
+
+    files = ["config.json", "tokenizer.json"]
+    put(client, output_uri, "0/items/_METADATA", "0/items/params/0.0", *(f"base/{f}" for f in files))
+    record = {"repo": repo or REPO, "revision": revision, "commit": commit or COMMIT, "files": files}
+    put(client, output_uri, "source.json", data=json.dumps(record, sort_keys=True).encode())
+
+
 def slug(value: object) -> str:
     """A parametrize id from any value: ASCII letters, digits and ``_.=+-`` only, at most 40 characters."""
     text = (

@@ -15,7 +15,8 @@ Kueue) as each scenario says, while the program waits for it (``workloads.run.wa
 model advances: a scenario can act on every poll.
 
 Sources, the newest this project can read (the lock pins the SDK 3.272.0 and pulumi-kubernetes 4.34.2, whose
-sources are not published where this project reads; README "Run lifecycle" says what that means):
+sources are not published where this project reads; docs/architecture.md "The engine, provider and controller
+behaviour relied on" says what that means):
 - pulumi/pulumi v3.259.0 (0ac56e8), the newest release tag, and HEAD 1b59498 (3.260.0-dev) where they
   differ: ``pkg/resource/deploy/step_generator.go`` (``sg.go``), ``pkg/resource/deploy/step.go``,
   ``pkg/resource/deploy/step_executor.go``, ``pkg/resource/deploy/deployment_executor.go``,
@@ -35,7 +36,7 @@ from typing import Any
 
 from pulumi.output import Unknown
 
-from tests.conftest import JOBSET, SENTINEL_TOKEN, put
+from tests.conftest import JOBSET, SENTINEL_TOKEN, put, put_conversion
 from tests.fake_kube import FakeCluster, pod_event, step_pod, with_state
 from tests.hf_files import LANGUAGE, VISION, model_files
 from tests.lifecycle_walk import settings
@@ -268,6 +269,8 @@ class Stack:
         default_factory=lambda: ["tpu-rl:workflow.preflight=false", "tpu-rl:workflow.verifyExport=false"]
     )
     export_files: dict[str, bytes] = field(default_factory=lambda: model_files({**LANGUAGE, **VISION}, 2))
+    base_commit: str | None = None
+    """The base model's commit the conversion records (None: ``tests.fake_hub.COMMIT``)."""
     """What a completed export writes (file -> bytes): a whole model folder, as the export check reads it."""
     secrets: dict[str, str] = field(default_factory=lambda: {"tpu-rl:hfToken": SENTINEL_TOKEN})
     """The stack's secrets as `pulumi up` decrypts them."""
@@ -825,7 +828,7 @@ class Stack:
         name = obj["metadata"]["name"]
         step = next(s for s in self._steps.steps if s.name == name)
         if step.step == "convert":
-            put(self.gcs, step.artifact_uri, "_METADATA", "params/0.0")
+            put_conversion(self.gcs, step.output_uri, commit=self.base_commit)
         elif step.step == "train":
             final = self._final_step
             put(self.gcs, step.artifact_uri, f"{final}/commit_success.txt", f"{final}/model_params/_METADATA")

@@ -12,6 +12,8 @@ from tests.loopback import QuietHandler
 
 REPO = "google/gemma-4-26b-a4b-it"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
+MOVED = "fedcba9876543210fedcba9876543210fedcba98"
+"""Where ``main`` points once it moved (``FakeHub.moved``): a later commit of the repository."""
 GOOD, NOT_ACCEPTED, BAD = "hf_goodTOKEN", "hf_licenceNOTaccepted", "hf_invalidTOKEN"
 
 
@@ -27,6 +29,19 @@ class FakeHub(QuietHandler):
     file (200): a reader that trusts it pulls a whole shard for an 8-byte header read."""
     sent: list[int] = []
     """Bytes of file content written to clients, per GET, in order (what a reader made the server send)."""
+    moved: dict[str, bytes] | None = None
+    """The files at ``MOVED``, where ``main`` points once someone pushed to it (None: ``main`` is ``COMMIT``)."""
+
+    @classmethod
+    def moving(cls, files: dict[str, bytes], moved: dict[str, bytes]) -> type[FakeHub]:
+        """A Hub whose ``main`` was at ``COMMIT`` holding ``files`` and moved to ``MOVED`` holding ``moved``."""
+        return type("MovedHub", (cls.serving(files),), {"moved": moved})
+
+    def _at(self, revision: str) -> tuple[str, dict[str, bytes]]:
+        """The commit a (checked) revision names and the files it holds."""
+        if self.moved is not None and revision in ("main", MOVED):
+            return MOVED, self.moved
+        return COMMIT, self.files
 
     @classmethod
     def serving(cls, files: dict[str, bytes]) -> type[FakeHub]:
@@ -45,7 +60,7 @@ class FakeHub(QuietHandler):
             self._error(401, None, "Invalid credentials in Authorization header")
         elif repo != REPO:
             self._error(404, "RepoNotFound", "Repository not found")
-        elif revision not in ("main", COMMIT):
+        elif revision not in ("main", COMMIT) and not (self.moved is not None and revision == MOVED):
             self._error(404, "RevisionNotFound", "Invalid rev id")
         else:
             return True
@@ -77,12 +92,13 @@ class FakeHub(QuietHandler):
             repo, revision = "/".join(parts[2:i]), parts[i + 1]
             if self._check(repo, revision):
                 # As the Hub lists them with files_metadata=True (size, and lfs for large files).
-                siblings = [{"rfilename": name, "size": len(data)} for name, data in sorted(self.files.items())]
+                sha, files = self._at(revision)
+                siblings = [{"rfilename": name, "size": len(data)} for name, data in sorted(files.items())]
                 self.send_json(
                     200,
                     {
                         "id": repo,
-                        "sha": COMMIT,
+                        "sha": sha,
                         "private": False,
                         "gated": "manual",
                         "siblings": siblings,
@@ -103,11 +119,12 @@ class FakeHub(QuietHandler):
             return  # a shard named hang, drip or reset
         if not self._check(repo, revision):
             return
-        if name not in self.files:
+        sha, files = self._at(revision)
+        if name not in files:
             self._error(404, "EntryNotFound", f"{name} does not exist on {revision}")
             return
-        data = self.files[name]
-        headers = {"X-Repo-Commit": COMMIT, "ETag": f'"{len(data)}-{name}"', "Accept-Ranges": "bytes"}
+        data = files[name]
+        headers = {"X-Repo-Commit": sha, "ETag": f'"{len(data)}-{sha[:8]}-{name}"', "Accept-Ranges": "bytes"}
         wanted = self.headers.get("Range")
         if self.command == "GET":
             type(self).ranges.append(f"{name} {wanted or 'whole'}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -225,13 +226,29 @@ def export_step(*overrides: str):
     return plan_workflow(settings("prod", list(overrides))).export
 
 
+def conversion_of(step) -> str:
+    """The conversion output the export step fetches the base's files from (its script's ``fetch`` line)."""
+    found = re.search(r" fetch (gs://\S+/) ", _script(step))
+    assert found, "the export fetches the base's files from the conversion"
+    return found.group(1)
+
+
+def _script(step) -> str:
+    pod = step.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["command"][:2] == ["/bin/bash", "-c"]
+    return container["command"][2]
+
+
 def lay_out(gcs, step, files: dict[str, bytes]) -> tuple[str, str]:
-    """The trained checkpoint the scan finds, and the export as ``to_huggingface`` left it; (bucket, prefix)."""
-    from tests.conftest import put
+    """The finished conversion (its record of ``tests.fake_hub.COMMIT``), the trained checkpoint the scan finds,
+    and the export as ``to_huggingface`` left it; (bucket, prefix)."""
+    from tests.conftest import put, put_conversion
 
     bucket, _, prefix = step.output_uri.removeprefix("gs://").partition("/")
     if not gcs.lookup_bucket(bucket):
         gcs.create_bucket(bucket)
+    put_conversion(gcs, conversion_of(step))
     put(gcs, step.input_uri, "49/model_params/x", "49/commit_success.txt")
     for name, data in files.items():
         gcs.bucket(bucket).blob(prefix + name).upload_from_string(data)
@@ -241,9 +258,9 @@ def lay_out(gcs, step, files: dict[str, bytes]) -> tuple[str, str]:
 def run_export(step, hub_url: str, tmp_path: Path, python: str = sys.executable) -> subprocess.CompletedProcess:
     """The export step's container command as the pod runs it, ``python3`` the given interpreter; MaxText's
     ``python3 -m`` is a stand-in that does nothing (the test laid out what it writes)."""
-    pod = step.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
-    assert container["command"][:2] == ["/bin/bash", "-c"]
+    from workloads.build.commands import EXPORT_BASE_DIR
+
+    script = _script(step).replace(EXPORT_BASE_DIR, str(tmp_path / "base"))  # the pod's scratch volume
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     shim = bin_dir / "python3"
@@ -260,7 +277,7 @@ def run_export(step, hub_url: str, tmp_path: Path, python: str = sys.executable)
         "NO_PROXY": "127.0.0.1,localhost",
         "TMPDIR": str(tmp_path),
     }
-    return subprocess.run(["bash", "-c", container["command"][2]], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=120)
 
 
 def objects(gcs, bucket: str, prefix: str) -> dict[str, bytes]:

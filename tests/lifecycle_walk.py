@@ -144,7 +144,7 @@ def walk(stack: str) -> dict[str, dict[str, str]]:
 
 
 def table(outcomes: dict[str, dict[str, str]]) -> str:
-    """The README's "what re-runs" table: keys grouped by outcome."""
+    """docs/operations.md's "what re-runs" table: keys grouped by outcome."""
     groups: dict[tuple[str, ...], list[str]] = {}
     for key, result in outcomes.items():
         groups.setdefault(tuple(result[s] for s in STEPS), []).append(key.removeprefix("tpu-rl:"))

@@ -1,13 +1,16 @@
-"""Rewrite the README's generated blocks from their sources: `python -m tests.readme_tables` (`make readme`).
+"""Rewrite the docs' generated tables from their sources: `python -m tests.readme_tables` (`make readme`).
 
-Each block starts with its table's header line and ends at the first blank line; the tests that keep
-them current (test_project_files.py, test_lifecycle.py) fail with the new text when one is stale, and
+Each table sits in the page that explains it (``PAGES``: docs/configuration.md, docs/operations.md) right under
+a ``<!-- generated from|by SOURCE ... -->`` marker and ends at the first blank line. The tests that keep them
+current (test_project_files.py, test_lifecycle.py, test_docs.py) fail with the new text when one is stale, and
 this writes it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from pathlib import Path
 
 from core.config.load import refused_keys_table
 from core.config.schema import reference_table as config_table
@@ -16,33 +19,54 @@ from tests.lifecycle_walk import table as lifecycle_table
 from tests.lifecycle_walk import walk
 from tools.stack_files import ROOT
 
-README = ROOT / "README.md"
-BLOCKS: tuple[Callable[[], str], ...] = (
-    config_table,
-    refused_keys_table,
-    budget_table,
-    lambda: lifecycle_table(walk("prod")),
-)
+CONFIGURATION = ROOT / "docs" / "configuration.md"
+"""The configuration reference and the refused ``extraArgs`` keys."""
+OPERATIONS = ROOT / "docs" / "operations.md"
+"""What re-runs when a key changes, and the network budgets."""
 
 
-def replace_block(text: str, block: str) -> str:
-    """``text`` with the block that starts with ``block``'s first line replaced by ``block``."""
-    header = block.splitlines()[0]
-    start = text.index(header)
-    end = text.index("\n\n", start)
+def lifecycle() -> str:
+    """The "what re-runs" table of the prod stack (a walk of every key: a few seconds)."""
+    return lifecycle_table(walk("prod"))
+
+
+PAGES: dict[Path, tuple[tuple[str, Callable[[], str]], ...]] = {
+    CONFIGURATION: (("core/config/schema.py", config_table), ("core/config/load.py", refused_keys_table)),
+    OPERATIONS: (("tests/lifecycle_walk.py", lifecycle), ("core/deadline.py", budget_table)),
+}
+"""Each page and its tables: the source its ``<!-- generated from|by SOURCE ... -->`` marker names, and the
+builder of the table (a whole table, or the rows under the header the page keeps)."""
+
+
+def replace_table(text: str, source: str, block: str) -> str:
+    """``text`` with the table under the marker that names ``source`` replaced by ``block``: the whole table
+    when ``block`` has its own header, else every row under the page's header and separator. Found by its
+    marker, so a table whose first row changed is rewritten too."""
+    marker = re.search(r"^<!-- generated (?:from|by) " + re.escape(source) + r" .*-->\n", text, re.MULTILINE)
+    if marker is None:
+        raise ValueError(f"no '<!-- generated from {source} ... -->' marker")
+    start = marker.end()
+    end = text.find("\n\n", start)
+    end = len(text) if end < 0 else end
+    lines = block.splitlines()
+    if len(lines) < 2 or not lines[1].startswith("| ---"):  # rows only: keep the page's header and separator
+        header = text[start:end].splitlines()[:2]
+        block = "\n".join([*header, *lines])
     return text[:start] + block + text[end:]
 
 
 def main() -> None:
-    text = README.read_text()
-    new = text
-    for block in BLOCKS:
-        new = replace_block(new, block())
-    if new != text:
-        README.write_text(new)
-        print("README.md: generated blocks rewritten")
-    else:
-        print("README.md: generated blocks are current")
+    for page, builders in PAGES.items():
+        text = page.read_text()
+        new = text
+        for source, build in builders:
+            new = replace_table(new, source, build())
+        name = page.relative_to(ROOT).as_posix()
+        if new != text:
+            page.write_text(new)
+            print(f"{name}: generated tables rewritten")
+        else:
+            print(f"{name}: generated tables are current")
 
 
 if __name__ == "__main__":

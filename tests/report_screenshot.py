@@ -1,4 +1,5 @@
-"""Make the README's report screenshot from the tests' run data (fake-gcs-server + headless Chromium).
+"""Make the report screenshot of docs/operations.md ("Watching a run") from the tests' run data (fake-gcs-server
++ headless Chromium).
 
 .venv/bin/python -m tests.report_screenshot docs/report.png
 """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -11,15 +12,21 @@ import pulumi
 import pytest
 
 from core.names import SETUP_FAILURE_EXIT
-from tests.conftest import JOBSET, SENTINEL_TOKEN, plan_of, put, statuses, step_resources
-from tests.fake_hub import FakeHub
+from tests.conftest import JOBSET, SENTINEL_TOKEN, plan_of, put, put_conversion, statuses, step_resources
+from tests.fake_hub import COMMIT, GOOD, REPO, FakeHub
 from tests.hf_files import CONFIG, LANG, LANGUAGE, VISION, model_files
 from tests.loopback import serve
 from tests.run_files import reward, upload_run
 from tools.plan import plan_stack
 from tools.stack_files import ROOT
 from workloads.run import checkpoint_scan
-from workloads.run.artifacts import converted_problem, exported_problem, final_checkpoint, short_run_warning
+from workloads.run.artifacts import (
+    converted_problem,
+    exported_problem,
+    final_checkpoint,
+    short_run_warning,
+    source_record,
+)
 
 BUCKET = "my-tpu-prod-project-tpu-rl-prod"
 ACTOR = f"gs://{BUCKET}/gemma4-26b/train/def/rl/checkpoints/actor/"
@@ -38,11 +45,46 @@ def save(client, step: int, *, committed: bool = True) -> None:
 
 
 def test_converted_checkpoint(gcs):
-    uri = f"gs://{BUCKET}/gemma4-26b/convert/abc/0/items/"
+    output = f"gs://{BUCKET}/gemma4-26b/convert/abc/"
+    uri = output + "0/items/"
     put(gcs, f"gs://{BUCKET}/", "unrelated")
     assert converted_problem(gcs, uri) == f"conversion finished but {uri} is empty: no MaxText checkpoint to train from"
     put(gcs, uri, "_METADATA", "params/0.0")
+    assert converted_problem(gcs, uri) == (
+        f"conversion finished but {output}source.json is missing or is not the record of a conversion"
+    ), "a checkpoint without the record of its commit: training and the export could not read the same base"
+    put_conversion(gcs, output)
     assert converted_problem(gcs, uri) is None
+    assert source_record(gcs, output).commit == COMMIT
+
+
+def test_a_conversion_whose_base_files_are_missing_is_run_again(gcs):
+    output = f"gs://{BUCKET}/gemma4-26b/convert/abc/"
+    put_conversion(gcs, output)
+    gcs.bucket(BUCKET).blob("gemma4-26b/convert/abc/base/tokenizer.json").delete()
+    assert converted_problem(gcs, output + "0/items/") == (
+        f"conversion finished but {output}base/ lacks tokenizer.json of the base's files"
+    )
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        b"{not json",
+        b'["a list"]',
+        json.dumps({"repo": REPO, "revision": "main", "commit": "main", "files": []}).encode(),
+        json.dumps({"repo": REPO, "revision": "main", "commit": COMMIT.upper(), "files": []}).encode(),
+        json.dumps({"repo": REPO, "revision": "main", "commit": COMMIT, "files": "config.json"}).encode(),
+        json.dumps({"repo": REPO, "revision": "main", "commit": COMMIT, "files": ["x"] * 1001}).encode(),
+        json.dumps({"repo": REPO, "revision": "main", "commit": COMMIT, "files": ["../config.json"]}).encode(),
+        json.dumps({"repo": REPO, "commit": COMMIT, "files": []}).encode(),
+    ],
+    ids=["not-json", "a-list", "a-branch", "upper-case", "files-a-string", "too-many", "a-path", "partial"],
+)
+def test_a_record_that_is_not_a_conversions_is_none(gcs, record):
+    output = f"gs://{BUCKET}/gemma4-26b/convert/abc/"
+    put(gcs, output, "source.json", data=record)
+    assert source_record(gcs, output) is None
 
 
 def test_steps_0_to_49_give_49_and_a_short_run_warning(gcs):
@@ -159,7 +201,7 @@ def test_up_stops_when_conversion_left_no_checkpoint(gcs):
 def _trained(gcs) -> dict:
     """A converted checkpoint, a run that ended at step 49, and its evaluations and scalars in GCS."""
     steps = plan_of("prod").outputs["steps"]
-    put(gcs, steps["convert"]["artifactUri"], "_METADATA")
+    put_conversion(gcs, steps["convert"]["outputUri"])
     for step in (10, 20, 30, 40, 49):
         put(gcs, steps["train"]["artifactUri"], f"{step}/model_params/x", f"{step}/commit_success.txt")
     upload_run(gcs, steps["train"]["outputUri"], steps=[1, 2, 3, 4, 47, 48, 49])
@@ -192,7 +234,7 @@ def test_up_exports_the_last_step_found_and_warns_when_it_is_short(gcs, monkeypa
     assert plan.error is None, plan.error
     assert reads == [steps["export"]["artifactUri"]], "the export's folder is read once: its own check, then the base"
     assert any(
-        f"export check: {steps['export']['artifactUri']} matches google/gemma-4-26b-a4b-it@main" in m
+        f"export check: {steps['export']['artifactUri']} matches google/gemma-4-26b-a4b-it@{COMMIT}" in m
         for level, m in plan.logs
         if level == "INFO"
     )
@@ -204,6 +246,25 @@ def test_up_exports_the_last_step_found_and_warns_when_it_is_short(gcs, monkeypa
     assert plan.outputs["steps"]["train"]["checkpointUri"] == f"{actor}49/model_params/"
     assert plan.outputs["hfModelUri"] == steps["export"]["artifactUri"]
     assert any("training ended at step 49, not 50" in w for w in plan.warnings())
+
+
+def test_a_branch_moved_since_the_conversion_checks_the_export_against_the_commit_converted(gcs, monkeypatch):
+    """``main`` (prod's revision) moved after the conversion (a push: one tensor more): the export is of the
+    commit converted and is checked against it, not against where the branch points now."""
+    from tools.stack_files import load_stack
+    from workloads.workflow import export_differences
+
+    steps = _trained(gcs)
+    _export(gcs, steps["export"]["artifactUri"], model_files({**LANGUAGE, **VISION}, 3))
+    pushed = {**LANGUAGE, **VISION, f"{LANG}layers.2.extra.weight": ("BF16", [2])}
+    with serve(FakeHub.moving(model_files({**LANGUAGE, **VISION}, 2), model_files(pushed, 2))) as url:
+        monkeypatch.setenv("HF_ENDPOINT", url)
+        plan = _run_up()
+        at_the_branch = export_differences(load_stack("prod", None, [])[0], steps["export"]["artifactUri"], GOOD, url)
+    assert plan.error is None, plan.error
+    assert any(f"matches google/gemma-4-26b-a4b-it@{COMMIT}" in m for level, m in plan.logs if level == "INFO")
+    assert plan.outputs["steps"]["convert"]["baseCommit"] == COMMIT
+    assert at_the_branch and "extra.weight" in at_the_branch[0], "checked at the branch, the export would fail"
 
 
 def test_up_fails_when_the_export_is_not_the_whole_base_model(gcs, monkeypatch):
@@ -227,8 +288,8 @@ def test_up_fails_when_the_export_is_not_the_whole_base_model(gcs, monkeypatch):
     assert isinstance(plan.error, pulumi.RunError)
     text = str(plan.error)
     assert text.startswith(
-        f"the exported model {steps['export']['artifactUri']} does not match google/gemma-4-26b-a4b-it@main: "
-        'config.json architectures is ["Gemma4ForCausalLM"]'
+        f"the exported model {steps['export']['artifactUri']} does not match google/gemma-4-26b-a4b-it@{COMMIT} "
+        '(the commit converted): config.json architectures is ["Gemma4ForCausalLM"]'
     )
     assert "(and 1 more); export logs: " in text and text.count("; ") == 5, text
     assert f"export logs: kubectl logs -n tpu-rl -l job-name={steps['export']['name']}-export-0" in text
@@ -254,7 +315,7 @@ def test_up_runs_an_export_again_when_a_shard_is_missing(gcs, monkeypatch):
 
 def test_up_fails_naming_the_path_when_training_saved_nothing(gcs):
     steps = plan_of("prod").outputs["steps"]
-    put(gcs, steps["convert"]["artifactUri"], "_METADATA")
+    put_conversion(gcs, steps["convert"]["outputUri"])
     plan = _run_up()
     assert isinstance(plan.error, pulumi.RunError)
     assert f"no complete checkpoint was found under {steps['train']['artifactUri']}" in str(plan.error)

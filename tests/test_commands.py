@@ -18,17 +18,21 @@ import yaml
 
 from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from tests.conftest import put, shared_path, slug
+from tests.fake_hub import COMMIT
 from tests.lifecycle_walk import settings
 from workloads.build.commands import (
+    BASE_SNAPSHOT,
     CHECKPOINT_SCAN,
     COMPLETE_EXPORT,
     EVALS_LOG,
+    EXPORT_BASE_DIR,
     MARK_FOLDER,
     OPTIMIZER_PATCH,
     RUN_LINE,
     STALL_ENV,
     STALL_MARKER,
     STALL_WATCHDOG,
+    TRAIN_BASE_DIR,
     TRAIN_EXIT,
     TRAIN_LOG,
     TRAIN_RL,
@@ -79,6 +83,9 @@ def tutorial_argv(command: str) -> list[str]:
 
 SHIM = """#!/bin/sh
 "{python}" -c 'import json, sys; open(sys.argv[1], "a").write(json.dumps(sys.argv[2:]) + "\\n")' "{log}" "$@"
+if [ "$1" = "-c" ] && [ -n "$SHIM_BASE_COMMIT" ]; then
+  case "$2" in *"One commit of the base model for every step"*) echo "$SHIM_BASE_COMMIT"; exit 0;; esac
+fi
 if [ "$1" = "-c" ] && [ -n "$SHIM_RUN_C" ]; then exec "{python}" "$@"; fi
 if [ "$1" = "-c" ] && [ -n "$SHIM_C_PRINTS" ]; then echo "$SHIM_C_PRINTS"; fi
 if [ "$1" = "-m" ] && [ -n "$SHIM_TRAIN_RL" ]; then exec "{python}" "$SHIM_TRAIN_RL"; fi
@@ -87,7 +94,8 @@ if [ -n "$SHIM_FAIL" ]; then exit "$SHIM_FAIL"; fi
 
 
 def local_paths(script: str, tmp_path: Path) -> str:
-    """The training script with its log, side file and stall marker in ``tmp_path`` instead of /tmp."""
+    """The training script with its log, side file and stall marker in ``tmp_path`` instead of /tmp (the base's
+    files are fetched by ``base_snapshot.py``, which prints a commit here and writes nothing)."""
     for path, name in ((TRAIN_LOG, "train.log"), (EVALS_LOG, "evals.txt"), (STALL_MARKER, "stalled")):
         script = script.replace(path, str(tmp_path / name))
     return script
@@ -98,7 +106,9 @@ def run_in_bash(
 ) -> list[list[str]]:
     """Run a container command with ``python3`` on PATH recording each call's argv (``SHIM_RUN_C=1``
     also runs ``python3 -c`` snippets with the real interpreter; ``SHIM_TRAIN_RL=<file>`` runs that file
-    for ``python3 -m ...``). The training log and side file go to ``tmp_path`` instead of /tmp."""
+    for ``python3 -m ...``; ``base_snapshot.py`` prints ``SHIM_BASE_COMMIT``, ``COMMIT`` unless it is set empty:
+    it runs for real in tests/test_base_snapshot.py). The training log and side file go to ``tmp_path``
+    instead of /tmp."""
     assert command[:2] == ["/bin/bash", "-c"]
     script = local_paths(command[2], tmp_path)
     bin_dir = tmp_path / "bin"
@@ -108,7 +118,7 @@ def run_in_bash(
     shim = bin_dir / "python3"
     shim.write_text(SHIM.format(python=sys.executable, log=log))
     shim.chmod(0o755)
-    environment = {"PATH": f"{bin_dir}:/usr/bin:/bin", STALL_ENV: "7200", **(env or {})}
+    environment = {"PATH": f"{bin_dir}:/usr/bin:/bin", STALL_ENV: "7200", "SHIM_BASE_COMMIT": COMMIT, **(env or {})}
     done = subprocess.run(["bash", "-c", script], env=environment, timeout=60, capture_output=True, text=True)
     if check:
         assert done.returncode == 0, done.stderr
@@ -151,6 +161,9 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
     assert calls[0] == ["-c", OPTIMIZER_PATCH, UTILS_RL], "the Adafactor patch runs first"
     actual = train_call(calls)
     assert calls[1] == ["-c", MARK_FOLDER, f"{PROD_BUCKET}/gemma4-26b/train/{step_id(objs['train'])}/"]
+    convert_out = f"{PROD_BUCKET}/gemma4-26b/convert/{step_id(objs['convert'])}/"
+    assert calls[2] == ["-c", BASE_SNAPSHOT, "fetch", convert_out, TRAIN_BASE_DIR], "the base at the converted commit"
+    assert f"tpu-rl: the base model at commit {COMMIT} (tokenizer_path)" in run_in_bash.last.stdout
     train_uri = objs["train"]["metadata"]["annotations"]["tpu-rl/input"]
     train_out = f"{PROD_BUCKET}/gemma4-26b/train/{step_id(objs['train'])}/"
     expected = []
@@ -161,6 +174,8 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
             arg = f"base_output_directory={train_out}"
         if arg.startswith("load_parameters_path="):
             arg = f"load_parameters_path={train_uri}"
+        if arg.startswith("tokenizer_path="):
+            arg = f"tokenizer_path={TRAIN_BASE_DIR}"  # the base's files at the converted commit (docs/configuration.md)
         expected.append(arg)
         if arg.startswith("data_template_path="):
             expected += [
@@ -169,7 +184,7 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
                 "hf_train_files=hf://datasets/nvidia/OpenMathInstruct-2/data/train_1M-*.parquet",
                 "train_split=train_1M",
             ]
-    expected.append("checkpoint_period=10")  # not in the tutorial: bounds what a failure loses (README)
+    expected.append("checkpoint_period=10")  # not in the tutorial: bounds what a failure loses (docs/configuration.md)
     assert actual == expected
     assert train_uri == f"{PROD_BUCKET}/gemma4-26b/convert/{step_id(objs['convert'])}/0/items/"
     uploads = [c[2:] for c in calls if c[:2] == ["-c", UPLOAD]]
@@ -183,7 +198,7 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
         "the watchdog watches the log with the manifest's bound"
     )
     assert calls[-1] == ["-c", TRAIN_EXIT, log, "0", stall, str(SLICE_DOWN_EXIT), str(STALLED_EXIT)]
-    assert len(calls) == 8
+    assert len(calls) == 9
 
 
 def train_call(calls: list[list[str]]) -> list[str]:
@@ -286,14 +301,16 @@ def test_the_vllm_config_follows_its_knobs(enabled):
 @pytest.mark.pure
 def test_conversion_argv(tmp_path):
     objs = objects("prod")
-    mark, convert = run_in_bash(container_command(objs["convert"]), tmp_path)
+    mark, snapshot, convert = run_in_bash(container_command(objs["convert"]), tmp_path)
     assert mark[:2] == ["-c", MARK_FOLDER]
     expected = [a for a in tutorial_argv(TUTORIAL_CONVERT) if not a.startswith("hf_access_token=")]
     convert_out = f"{PROD_BUCKET}/gemma4-26b/convert/{step_id(objs['convert'])}/"
+    assert snapshot == ["-c", BASE_SNAPSHOT, "snapshot", "google/gemma-4-26b-a4b-it", "main", convert_out]
     expected = [
         f"base_output_directory={convert_out}" if a.startswith("base_output_directory=") else a for a in expected
     ]
-    assert convert == [*expected, "--revision=main"]
+    assert convert == [*expected, f"--revision={COMMIT}"], "the weights of the commit the snapshot resolved"
+    assert f"tpu-rl: converting commit {COMMIT}" in run_in_bash.last.stdout
 
 
 def _export_expected(objs: dict, checkpoint: str) -> list[str]:
@@ -310,7 +327,7 @@ def _export_expected(objs: dict, checkpoint: str) -> list[str]:
             expected += [
                 "checkpoint_storage_use_zarr3=False",
                 "checkpoint_storage_use_ocdbt=False",
-                "--hf_model_path=google/gemma-4-26b-a4b-it",
+                f"--hf_model_path={EXPORT_BASE_DIR}",
             ]
         expected.append(arg)
     return expected
@@ -332,12 +349,14 @@ def test_export_argv_reads_the_newest_complete_checkpoint_found_at_run_time(tmp_
         "HF_ENDPOINT": "http://127.0.0.1:9",
         "NO_GCE_CHECK": "True",
     }
-    mark, scan, export, complete = run_in_bash(container_command(objs["export"]), tmp_path, env, check=False)
+    mark, scan, fetch, export, complete = run_in_bash(container_command(objs["export"]), tmp_path, env, check=False)
     out = f"{PROD_BUCKET}/gemma4-26b/export/{step_id(objs['export'])}/"
+    convert_out = f"{PROD_BUCKET}/gemma4-26b/convert/{step_id(objs['convert'])}/"
     assert mark == ["-c", MARK_FOLDER, out]
     assert scan == ["-c", CHECKPOINT_SCAN, actor]
+    assert fetch == ["-c", BASE_SNAPSHOT, "fetch", convert_out, EXPORT_BASE_DIR]
     assert export == _export_expected(objs, f"{actor}49/model_params/")
-    assert complete == ["-c", COMPLETE_EXPORT, "google/gemma-4-26b-a4b-it", "main", out]
+    assert complete == ["-c", COMPLETE_EXPORT, "google/gemma-4-26b-a4b-it", COMMIT, out], "completed at the commit"
 
 
 @pytest.mark.pure
@@ -346,7 +365,7 @@ def test_export_argv_takes_the_checkpoint_the_scan_prints(tmp_path):
     objs = objects("prod")
     actor = objs["export"]["metadata"]["annotations"]["tpu-rl/input"]
     checkpoint = f"{actor}49/model_params/"
-    _mark, scan, export, complete = run_in_bash(
+    _mark, scan, _fetch, export, complete = run_in_bash(
         container_command(objs["export"]), tmp_path, {"SHIM_C_PRINTS": checkpoint}
     )
     assert scan == ["-c", CHECKPOINT_SCAN, actor]
@@ -383,7 +402,8 @@ def test_each_step_creates_its_output_folder_first_or_stops(tmp_path, gcs_folder
     )
     put(gcs, f"{PROD_BUCKET}/", "unrelated")
     calls = run_in_bash(convert, tmp_path, env)
-    assert calls[0] == ["-c", MARK_FOLDER, out] and calls[1][:2] == ["-m", "maxtext.checkpoint_conversion.to_maxtext"]
+    assert calls[0] == ["-c", MARK_FOLDER, out] and calls[1][:3] == ["-c", BASE_SNAPSHOT, "snapshot"]
+    assert calls[2][:2] == ["-m", "maxtext.checkpoint_conversion.to_maxtext"]
     folder = gcs.bucket(out.split("/")[2]).get_blob(out.split("/", 3)[3])
     assert folder is not None and folder.size == 0 and folder.name.endswith("/")
     assert f"tpu-rl: created {out}" in run_in_bash.last.stdout
@@ -393,8 +413,9 @@ def test_each_step_creates_its_output_folder_first_or_stops(tmp_path, gcs_folder
 def test_adamw_means_no_patch(tmp_path):
     calls = run_in_bash(container_command(objects("prod", "tpu-rl:training.optimizer=adamw")["train"]), tmp_path)
     started = [c[1] for c in calls]
-    assert started[:2] == [MARK_FOLDER, UPLOAD] and sorted(started[2:4]) == sorted([TRAIN_RL, STALL_WATCHDOG])
-    assert started[4:] == [UPLOAD, UPLOAD, TRAIN_EXIT]
+    assert started[:3] == [MARK_FOLDER, BASE_SNAPSHOT, UPLOAD]
+    assert sorted(started[3:5]) == sorted([TRAIN_RL, STALL_WATCHDOG])
+    assert started[5:] == [UPLOAD, UPLOAD, TRAIN_EXIT]
 
 
 @pytest.mark.pure
@@ -582,6 +603,7 @@ def train_env(obj: dict, tmp_path: Path, stand_in: Path, **overrides: str) -> di
         "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
         "SHIM_RUN_C": "1",
         "SHIM_TRAIN_RL": str(stand_in),
+        "SHIM_BASE_COMMIT": COMMIT,
         "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"],
         "NO_GCE_CHECK": "True",
         **overrides,

@@ -543,7 +543,7 @@ def test_the_corpus_is_large_and_distinct():
 
 
 def test_readme_commands_work_as_written(tmp_path, capsys):
-    """`--set` takes the `pulumi config set --path` syntax the README shows, list indexes included."""
+    """`--set` takes the `pulumi config set --path` syntax docs/configuration.md shows, list indexes included."""
     out = tmp_path / "ok"
     code = plan_main(
         [

@@ -28,6 +28,7 @@ from core import deadline
 from core.deadline import Budget
 from core.models import MODELS
 from infra.k8s import live
+from tests.conftest import put_conversion
 from tests.fake_kube import with_state
 from tests.hostile import MODES, Answer, HostileServer, hostile
 from tests.lifecycle_walk import settings
@@ -254,9 +255,9 @@ def write_kubeconfig(tmp_path: Path, server: str) -> Path:
 
 
 @pytest.mark.parametrize("mode", CLUSTER)
-def test_the_cluster_status(mode, monkeypatch, capsys, tmp_path):
+def test_the_cluster_status(mode, monkeypatch, capsys, tmp_path, gcs):
     budget = small_budgets(monkeypatch, "cluster", mode)
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")  # never reached: train is pending
+    put_conversion(gcs, DEV.convert.output_uri, repo=REPO)  # the convert row names its commit; train is pending
     with hostile(mode, cluster_answer) as server:
         path = write_kubeconfig(tmp_path, server.url)
         with timed() as took:
@@ -269,7 +270,7 @@ def test_the_cluster_status(mode, monkeypatch, capsys, tmp_path):
     else:
         survived(server, mode, f"GET /apis/jobset.x-k8s.io/v1alpha2/namespaces/tpu-rl/jobsets/{DEV.convert.name}")
         convert = next(line for line in captured.out.splitlines() if line.startswith("convert "))
-        assert "succeeded" in convert, captured.out
+        assert "succeeded" in convert and convert.endswith(f"base {REPO}@{COMMIT[:12]}"), captured.out
 
 
 def endless_pages(pages: list[str], pause: float = 0.0) -> Callable[[str, str], Answer]:

@@ -22,7 +22,8 @@ HAND_DELETIONS = {
     "Cloud KMS key versions (the key is abandoned, not destroyed)": "the stack's key (gke.secretsEncryptionKey: "
     "create) is abandoned on destroy",
 }
-"""What a destroy of the prod example (unprotected first) leaves billed, and why: the README's hand-deletion list."""
+"""What a destroy of the prod example (unprotected first) leaves billed, and why: the hand-deletion list of
+docs/operations.md "Destroy"."""
 
 
 @pytest.fixture

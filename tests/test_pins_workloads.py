@@ -575,10 +575,10 @@ def test_the_identity_covers_the_objects_name_and_labels():
 # A step's name is its identity: a change here re-runs that step (and the ones after it) for every user
 # on their next `pulumi up`. Update these deliberately, with the reason in the commit message.
 STEP_NAMES = {
-    # Issues 28-29: the CPU steps' scratch is an emptyDir on cpu-np's boot disk (no claimed disk outlives a step);
-    # the export step makes the export the whole base model (workloads/run/complete_export.py); training follows.
-    "dev": ["gemma4-e4b-convert-63f752f4fe", "gemma4-e4b-train-2dc1c3679c", "gemma4-e4b-export-fb214c2f44"],
-    "prod": ["gemma4-26b-convert-5174513aea", "gemma4-26b-train-26c3654600", "gemma4-26b-export-d5e49fe05f"],
+    # Issue 28.3: every step reads one commit of the base model, the one the conversion resolved and recorded
+    # (workloads/run/base_snapshot.py): the conversion, training (tokenizer_path) and the export change.
+    "dev": ["gemma4-e4b-convert-ffbd621a6c", "gemma4-e4b-train-1d2c2e5a28", "gemma4-e4b-export-46a9346331"],
+    "prod": ["gemma4-26b-convert-0b5150ac42", "gemma4-26b-train-9001ed4b88", "gemma4-26b-export-a1cea2f3f6"],
 }
 
 

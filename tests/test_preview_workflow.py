@@ -1,5 +1,6 @@
 """The PR preview is judged by the base branch's policy pack and policy config, installed from hashes, never by the
-pull request's own (README "Guardrails and PR review"): a branch that weakens a policy is still judged by the old one.
+pull request's own (docs/security.md "Guardrails and PR review"): a branch that weakens a policy is still judged by
+the old one.
 
 The last test builds the two trees the workflow has, the branch at the workspace root and the base commit where the
 workflow checks it out, weakens the branch's pack (a policy edited to do nothing, its config level ``disabled``),

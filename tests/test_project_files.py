@@ -15,6 +15,13 @@ from tools.stack_files import ROOT, project_declarations
 
 pytestmark = pytest.mark.pure  # files and tables only
 
+CONFIGURATION = ROOT / "docs" / "configuration.md"
+"""The generated configuration reference and refused extraArgs keys (tests/readme_tables.py writes them)."""
+OPERATIONS = ROOT / "docs" / "operations.md"
+"""The generated budget and "what re-runs" tables."""
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+"""The Layout block, checked against the tree."""
+
 
 def test_every_project_key_is_declared_with_a_description():
     declared = project_declarations()
@@ -102,34 +109,34 @@ def test_make_up_selects_a_stack_with_a_local_backend_fallback_and_runs_pulumi_u
     assert "ruff check" in test and "-m pytest" in test
 
 
-def test_readme_lists_every_key_with_its_default_and_bounds():
+def test_the_configuration_page_lists_every_key_with_its_default_and_bounds():
     from core.config.schema import reference_table
 
     table = reference_table()
-    assert table in (ROOT / "README.md").read_text(), "README's configuration table is stale:\n" + table
+    assert table in CONFIGURATION.read_text(), "docs/configuration.md's table is stale (make readme):\n" + table
     assert "| `tpu-rl:training.numBatches` | `50` | integer 1..100000 |" in table
     assert "| `tpu-rl:workflow.timeouts.train` | `24h` | duration 1m..168h |" in table
 
 
-def test_readme_lists_every_refused_extra_arg():
+def test_the_configuration_page_lists_every_refused_extra_arg():
     from core.config.load import REFUSED_KEYS, refused_keys_table
 
-    assert refused_keys_table() in (ROOT / "README.md").read_text(), "README's refused keys are stale"
+    assert refused_keys_table() in CONFIGURATION.read_text(), "docs/configuration.md's refused keys are stale"
     workflow = {"enable_checkpointing", "checkpoint_dir", "run_name", "base_output_directory", "load_parameters_path"}
     assert workflow | {"tensorboard_dir"} <= set(REFUSED_KEYS)
 
 
-def test_readme_lists_every_network_budget():
+def test_the_operations_page_lists_every_network_budget():
     from core.deadline import BUDGETS, reference_table
 
     table = reference_table()
-    assert table in (ROOT / "README.md").read_text(), "README's budget table is stale:\n" + table
+    assert table in OPERATIONS.read_text(), "docs/operations.md's budget table is stale (make readme):\n" + table
     assert BUDGETS["auth-plugin"].total + BUDGETS["cluster-read"].total < 30, "a preview with a hanging plugin"
     assert all(b.total <= 60 for b in BUDGETS.values())
 
 
 def test_every_training_field_is_its_knob():
-    """The schema's training fields are built from core.knobs (the README table above pins their text);
+    """The schema's training fields are built from core.knobs (the configuration table above pins their text);
     rebuilt here so a broken builder shows up in the test run, not only at import."""
     from core.config import schema
     from core.knobs import TRAINING_KNOBS
@@ -156,10 +163,11 @@ PATH_MENTION = re.compile(
 )
 
 
-def test_every_project_path_a_message_docstring_or_the_readme_names_exists():
-    """Remediation text, error messages, docstrings and the README point users and maintainers at files:
-    a file that moved leaves a pointer to nothing (three policy remediations once named old paths)."""
-    sources = [ROOT / "README.md", ROOT / "Makefile", ROOT / "pyproject.toml"]
+def test_every_project_path_a_message_docstring_or_a_page_names_exists():
+    """Remediation text, error messages, docstrings, the README and the docs point users and maintainers at
+    files: a file that moved leaves a pointer to nothing (three policy remediations once named old paths)."""
+    sources = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "Makefile", ROOT / "pyproject.toml"]
+    sources += sorted((ROOT / "docs").glob("*.md"))
     for folder in ("core", "infra", "workloads", "policy", "tests"):
         sources += [p for p in (ROOT / folder).rglob("*.py") if "venv" not in p.parts]
     missing = {}
@@ -195,9 +203,9 @@ def test_pre_commit_runs_what_make_lint_runs():
 
 
 def layout_entries() -> dict[str, str]:
-    """The README's Layout block: path -> description (continuation lines joined)."""
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("## Layout\n", 1)[1].split("```\n", 2)[1]
+    """The Layout block of docs/architecture.md: path -> description (continuation lines joined)."""
+    page = ARCHITECTURE.read_text()
+    block = page.split("## Layout\n", 1)[1].split("```\n", 2)[1]
     entries: dict[str, str] = {}
     last = ""
     for line in block.splitlines():
@@ -209,7 +217,7 @@ def layout_entries() -> dict[str, str]:
     return entries
 
 
-def test_the_readme_layout_is_the_tree():
+def test_the_layout_is_the_tree():
     """Every path it lists exists; every top-level file and folder of the repository and every package
     is listed; every package says in its docstring what it holds."""
     entries = layout_entries()
@@ -221,13 +229,13 @@ def test_the_readme_layout_is_the_tree():
         path if path.count("/") <= 1 and not path.endswith("/") or path.count("/") == 1 else path for path in entries
     }
     listed_top = {p.split("/")[0] + ("/" if "/" in p else "") for p in listed}
-    assert sorted(top - listed_top) == [], "top-level entries missing from the README's Layout"
+    assert sorted(top - listed_top) == [], "top-level entries missing from docs/architecture.md's Layout"
     packages = sorted(
         str(init.parent.relative_to(ROOT)) + "/"
         for init in ROOT.glob("**/__init__.py")
         if not {"tests", "venv", ".venv", "mutants", "node_modules"} & set(init.relative_to(ROOT).parts)
     )
-    assert [p for p in packages if p not in entries] == [], "packages missing from the README's Layout"
+    assert [p for p in packages if p not in entries] == [], "packages missing from docs/architecture.md's Layout"
     for package in packages:
         doc = ast.get_docstring(ast.parse((ROOT / package / "__init__.py").read_text()))
         assert doc and len(doc) > 40, f"{package}__init__.py does not say what the package holds"

@@ -346,6 +346,7 @@ def publishing_up(stack, monkeypatch, tmp_path, hub_url: str, hub, partial: list
     tree = {name: Blob(data, lfs=name.endswith(".safetensors")) for name, data in files.items()}
     base.commit("main", "Gemma 4", {**base.head("main").tree, **tree})
     hub.repos[BASE_REPO] = base
+    stack.base_commit = base.head("main").oid  # what the conversion resolved main to and recorded
     card = tmp_path / "card"
 
     def publisher(step):

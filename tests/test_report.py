@@ -9,6 +9,7 @@ import zlib
 import pytest
 
 from core.deadline import BUDGETS, Budget
+from tests.conftest import put_conversion
 from tests.lifecycle_walk import settings
 from tests.report_screenshot import CHROMIUM, screenshot
 from tests.run_files import FIRST_ATTEMPT, RESTORED, SECOND_ATTEMPT, STEP_SECONDS, reward, upload_run
@@ -337,6 +338,23 @@ def test_a_publishing_stack_reports_where_the_model_was_published(gcs, tmp_path)
     page = (out / "report.html").read_text()
     assert f'<a href="https://huggingface.co/acme/gemma4-grpo/tree/{branch}">acme/gemma4-grpo@{branch}</a>' in page
     assert f"<code>{'f' * 40}</code>" in page
+
+
+def test_the_report_names_the_base_models_commit_the_conversion_recorded(gcs, tmp_path):
+    plan = plan_workflow(settings("dev", []))
+    upload_run(gcs, RUN, steps=STEPS, checkpoints=(10,))
+    code, out = make(tmp_path, "--stack", "dev")
+    assert code == 0 and json.loads((out / "report.json").read_text())["run"]["base"] is None, "not converted yet"
+    assert "<tr><th>base</th>" not in (out / "report.html").read_text()
+    put_conversion(gcs, plan.convert.output_uri, repo="google/gemma-4-e4b-it", commit="a" * 40)
+    code, out = make(tmp_path / "again", "--stack", "dev")
+    assert code == 0
+    base = json.loads((out / "report.json").read_text())["run"]["base"]
+    assert base == {"repo": "google/gemma-4-e4b-it", "revision": "main", "commit": "a" * 40}
+    assert (
+        f"<tr><th>base</th><td>google/gemma-4-e4b-it@main</td><td><code>{'a' * 40}</code></td></tr>"
+        in (out / "report.html").read_text()
+    )
 
 
 def test_the_hours_an_attempt_held_the_slice_run_from_its_start_to_its_last_file():

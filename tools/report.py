@@ -70,6 +70,8 @@ class RunInfo:
     """The publish step's record (``published.json``) when the stack publishes."""
     published: dict[str, Any] | None = None
     """What it published (repo, branch, commit), once it has."""
+    base: dict[str, str] | None = None
+    """The base model the conversion converted (repo, revision, commit: ``source.json``), once it has."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -80,6 +82,7 @@ class RunInfo:
             "capacity": self.capacity,
             "steps": self.steps,
             "published": self.published,
+            "base": self.base,
         }
 
 
@@ -198,7 +201,7 @@ def render_html(report: dict[str, Any], info: RunInfo, plots: list[tuple[str, st
         )
         or f"<tr><th>train</th><td></td><td><code>{html.escape(info.output_uri)}</code></td></tr>"
     )
-    artifacts += _published_row(info)
+    artifacts += _base_row(info) + _published_row(info)
     cost = _cost_rows(info, summary)
     unknown = evaluation.get("preUnknown")
     base_note = (
@@ -237,6 +240,17 @@ start-up or the time between attempts; Orbax's step-0 scalars left out), summed,
 estimate is tpu-rl's model (core/estimate.py).</p>
 </body></html>
 """
+
+
+def _base_row(info: RunInfo) -> str:
+    """The base model's commit every step was of (``source.json`` of the conversion), once it is recorded."""
+    if info.base is None:
+        return ""
+    repo, revision, commit = (info.base[k] for k in ("repo", "revision", "commit"))
+    return (
+        f"<tr><th>base</th><td>{html.escape(repo)}@{html.escape(revision)}</td>"
+        f"<td><code>{html.escape(commit)}</code></td></tr>"
+    )
 
 
 def _published_row(info: RunInfo) -> str:
@@ -394,6 +408,13 @@ def _run(args: argparse.Namespace) -> int:
     try:
         client = open_client()
         data = gather(client, info.output_uri)
+        convert = info.steps.get("convert")
+        if convert:
+            from workloads.run.artifacts import bounded, source_record
+
+            output = convert["outputUri"]
+            found = bounded(client, f"reading {output}", lambda call: source_record(client, output, **call))
+            info.base = found.model_dump(include={"repo", "revision", "commit"}) if found else None
         if info.publish_uri:
             from workloads.run.artifacts import bounded, published_record
 

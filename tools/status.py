@@ -157,6 +157,8 @@ def read_status(
     for status in statuses:
         if status.step == "publish" and status.state == "succeeded" and plan.publish is not None:
             status.detail = _published(client, plan.publish.artifact_uri)
+        if status.step == "convert" and status.state == "succeeded":
+            status.detail = _converted(client, plan.convert.output_uri)
     train = next(s for s in statuses if s.step == "train")
     detail = ""
     if train.state != "pending" or train.started is not None:
@@ -181,6 +183,22 @@ def _published(client: Any, record_uri: str) -> str:
     if record is None:
         return f"no record at {record_uri}"
     return scrub(f"{HUB_URL}/{record['repo']}/tree/{record['branch']} (commit {record['commit'][:12]})", limit=200)
+
+
+def _converted(client: Any, output_uri: str) -> str:
+    """The conversion's detail: the base model's commit it converted (every later step is of it). A convenience:
+    when GCS cannot say, the row says so and the status goes on (the training row reads GCS and fails loudly)."""
+    from core.layout import SOURCE_RECORD
+    from workloads.run.artifacts import StorageError, bounded, source_record
+
+    what = f"reading {output_uri}{SOURCE_RECORD}"
+    try:
+        record = bounded(client, what, lambda call: source_record(client, output_uri, **call))
+    except StorageError as err:
+        return scrub(f"base commit unknown ({err})", limit=200)
+    if record is None:
+        return f"no record at {output_uri}{SOURCE_RECORD}"
+    return scrub(f"base {record.repo}@{record.commit[:12]}", limit=200)
 
 
 def render(settings: Settings, plan: Workflow, statuses: list[StepStatus], now: datetime) -> str:

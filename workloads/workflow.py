@@ -429,6 +429,8 @@ class WorkflowRun(pulumi.ComponentResource):
     """Its folder (``steps.train.checkpointUri``)."""
     summary: pulumi.Output[dict[str, Any] | None]
     """Before/after accuracy, final reward and chip-hours of the run (``steps.train.summary``)."""
+    base_commit: pulumi.Output[str | None]
+    """The base model's commit the conversion converted (``steps.convert.baseCommit``); every step is of it."""
     published: pulumi.Output[dict[str, Any]] | None
     """With ``tpu-rl:publish.repo``: ``{url, branch, commit}`` of the verified publication (``hubRepoUrl``,
     ``hubRevision``, ``hubCommit``); None without."""
@@ -458,6 +460,7 @@ class WorkflowRun(pulumi.ComponentResource):
                 "finalStep": self.final_step,
                 "checkpointUri": self.final_checkpoint_uri,
                 "summary": self.summary,
+                "baseCommit": self.base_commit,
                 "published": self.published,
                 "steps": {step.step: step.name for step in self._plan.steps},
             }
@@ -476,7 +479,26 @@ class WorkflowRun(pulumi.ComponentResource):
                 self._verified(step)
             return step.artifact_uri
 
-        return convert, self._ended(step, convert).apply(converted)
+        ended = self._ended(step, convert).apply(converted)
+        self.base_commit = ended.apply(lambda _uri: self._converted_commit(step))
+        return convert, ended
+
+    def _converted_commit(self, step: Step) -> str | None:
+        """The base model's commit the conversion converted, as it recorded it (``source.json``): training, the
+        export, the export check and the card are of that commit. The preflight's resolution when nothing is
+        read (offline, a preview)."""
+        if not self._verify:
+            return self._args.base_commit
+        from workloads.run.artifacts import source_record
+
+        output = step.output_uri
+        record = _gcs(
+            f"reading the conversion's record under {output}",
+            lambda client, call: source_record(client, output, **call),
+        )
+        if record is None:  # _verified read it a moment ago
+            self._retried(step, f"conversion finished but its record {output}source.json is missing")
+        return record.commit
 
     def _train(
         self, convert: KubernetesObject, converted: pulumi.Output[str]
@@ -524,16 +546,17 @@ class WorkflowRun(pulumi.ComponentResource):
         step = self._plan.export
         export = self._register(step, trained.apply(lambda _found: self._plan.train.artifact_uri), [train])
 
-        def exported(status: Any) -> str:
+        def exported(args: list[Any]) -> str:
+            status, commit = args
             self._finished(step, status)
             if self._verify:
                 if self._args.settings.workflow.verify_export:
-                    self._matches_base(step)  # reads the folder once: its own check and the comparison
+                    self._matches_base(step, commit)  # reads the folder once: its own check and the comparison
                 else:
                     self._verified(step)
             return step.artifact_uri
 
-        return export, self._ended(step, export).apply(exported)
+        return export, pulumi.Output.all(self._ended(step, export), self.base_commit).apply(exported)
 
     def _publish(
         self, export: KubernetesObject, exported: pulumi.Output[str], trained: pulumi.Output[dict[str, Any]]
@@ -552,11 +575,11 @@ class WorkflowRun(pulumi.ComponentResource):
             digests = self._reader.image_digests([self._plan.train, self._plan.export], after=exported)
 
         def card(args: list[Any]) -> dict[str, Any]:
-            found, images = args
-            readme, image = self._card(step, found, images)
+            found, images, commit = args
+            readme, image = self._card(step, found, images, commit)
             return card_config_map(settings, card_name(step.name), step.step_id, readme, image)
 
-        manifest = pulumi.Output.all(trained, digests).apply(card)
+        manifest = pulumi.Output.all(trained, digests, self.base_commit).apply(card)
         card_map = KubernetesObject(
             card_name(step.name),
             {
@@ -659,10 +682,10 @@ class WorkflowRun(pulumi.ComponentResource):
                 f"logs: {step.logs_command}"
             )
 
-    def _matches_base(self, step: Step) -> None:
+    def _matches_base(self, step: Step, commit: str | None) -> None:
         """Fail `up` when the export is incomplete (retried, as ``_verified`` says) or is not the whole base model
-        (another config, a missing, extra or reshaped tensor, a dtype slip), with the first differences and the
-        logs."""
+        at the converted ``commit`` (another config, a missing, extra or reshaped tensor, a dtype slip), with the
+        first differences and the logs."""
         import os
 
         from pulumi.runtime import config as runtime_config
@@ -675,18 +698,23 @@ class WorkflowRun(pulumi.ComponentResource):
             self._retried(step, problem)
         model = self._args.settings.model
         token = runtime_config.get_config("tpu-rl:hfToken") or ""
-        found = base_differences(self._args.settings, exported.layout, token, os.environ.get("HF_ENDPOINT"))
+        endpoint = os.environ.get("HF_ENDPOINT")
+        found = base_differences(self._args.settings, exported.layout, token, endpoint, commit)
+        base = f"{model.spec.hf_repo}@{commit or model.revision}"
         if found:
             raise pulumi.RunError(
-                f"the exported model {step.artifact_uri} does not match {model.spec.hf_repo}@{model.revision}: "
+                f"the exported model {step.artifact_uri} does not match {base} (the commit converted): "
                 f"{first_of(found)}; export logs: {step.logs_command}. Exporting the same checkpoint again gives "
                 "the same model, so the next `up` does not retry it: change what the export runs "
                 "(tpu-rl:images.maxtext, tpu-rl:model) or set tpu-rl:workflow.verifyExport: false"
             )
-        pulumi.log.info(f"export check: {step.artifact_uri} matches {model.spec.hf_repo}@{model.revision}", self)
+        pulumi.log.info(f"export check: {step.artifact_uri} matches {base}", self)
 
-    def _card(self, step: Step, found: dict[str, Any], digests: dict[str, str]) -> tuple[str, bytes | None]:
-        """The model card's text and the reward curve (``workloads.build.model_card``), from plain values."""
+    def _card(
+        self, step: Step, found: dict[str, Any], digests: dict[str, str], commit: str | None
+    ) -> tuple[str, bytes | None]:
+        """The model card's text and the reward curve (``workloads.build.model_card``), from plain values; the
+        base is the ``commit`` converted."""
         from core.estimate import estimate_for
         from core.knobs import DATASETS
         from workloads.build.manifests import REWARD_IMAGE, REWARD_IMAGE_MAX_BYTES
@@ -706,7 +734,7 @@ class WorkflowRun(pulumi.ComponentResource):
             branch=branch_of(step.step_id),
             base_repo=settings.model.spec.hf_repo,
             base_revision=settings.model.revision,
-            base_commit=self._args.base_commit,
+            base_commit=commit,
             model_name=settings.model.spec.name,
             dataset=settings.training.dataset,
             dataset_ids=ids,
@@ -848,4 +876,5 @@ class WorkflowRun(pulumi.ComponentResource):
         outputs["train"]["finalStep"] = self.final_step
         outputs["train"]["checkpointUri"] = self.final_checkpoint_uri
         outputs["train"]["summary"] = self.summary
+        outputs["convert"]["baseCommit"] = self.base_commit
         return outputs

@@ -194,7 +194,7 @@ def _read(field: Field, value: Any) -> Any:
 # ---------------------------------------------------------------------------------------------
 # training.extraArgs: more MaxText key=value pairs, checked against MaxText 0.2.4's keys
 
-# Keys extraArgs may not set, each with the reason (README "training.extraArgs"; MaxText 0.2.4
+# Keys extraArgs may not set, each with the reason (docs/configuration.md "Refused extraArgs keys"; MaxText 0.2.4
 # configs/types.py RLConfig derives checkpoint_dir and tensorboard_dir from base_output_directory and run_name;
 # train_rl.py 443-450 saves nothing without enable_checkpointing).
 REFUSED_KEYS: dict[str, str] = {
@@ -209,7 +209,7 @@ REFUSED_KEYS: dict[str, str] = {
     "checkpoint_storage_use_ocdbt": "must match how the conversion wrote the checkpoint training reads (no OCDBT)",
     "checkpoint_storage_use_zarr3": "must match how the conversion wrote the checkpoint training reads (zarr v2)",
     "model_name": "set by the program from tpu-rl:model.name",
-    "tokenizer_path": "set by the program from tpu-rl:model.name",
+    "tokenizer_path": "set by the program: the base's files at the converted commit, fetched into the pod",
     "scan_layers": "set by the program (the conversion writes unscanned layers)",
     "hf_access_token": "the token comes from the Kubernetes Secret (HF_TOKEN); never put it in arguments",
     "data_template_path": "set by the program from tpu-rl:training.dataset",
@@ -225,7 +225,7 @@ PROGRAM_KEYS = frozenset(REFUSED_KEYS)
 
 
 def refused_keys_table() -> str:
-    """The README's list of refused keys (rows after its header)."""
+    """docs/configuration.md's list of refused keys (rows after its header)."""
     return "\n".join(f"| `{key}` | {reason} |" for key, reason in sorted(REFUSED_KEYS.items()))
 
 

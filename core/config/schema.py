@@ -1,7 +1,7 @@
 """The stack's configuration as data: every key, its reader, default, samples and description.
 
 One table drives parsing (``core.config.load``), the declarations in ``Pulumi.yaml`` (a test
-keeps them equal), the README's configuration reference and the invariance test that walks every
+keeps them equal), the configuration reference in docs/configuration.md and the invariance test that walks every
 key. A new setting is one ``Field`` here plus its use in ``load``.
 """
 
@@ -590,7 +590,7 @@ def _shown(field: Field) -> str:
 
 
 def reference_table() -> str:
-    """The README's configuration reference: every key, its default and what is allowed."""
+    """docs/configuration.md's configuration reference: every key, its default and what is allowed."""
     lines = ["| key | default | allowed | meaning |", "| --- | --- | --- | --- |"]
     for field in FIELDS:
         allowed = field.read.describe()  # type: ignore[attr-defined]  # every reader describes itself

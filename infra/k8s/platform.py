@@ -103,7 +103,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
         self._checking = threading.Lock()
         version: pulumi.Input[str] = settings.workflow.jobset_version
         if self._checks:
-            # The release's version resolves once the cluster's CRD serves it (README "Upgrading JobSet or
+            # The release's version resolves once the cluster's CRD serves it (docs/operations.md "Upgrading JobSet or
             # Kueue"): a refusal stops `up` before the chart changes.
             wanted = settings.workflow.jobset_version
             version = self._after(provider.id, lambda reader: self._jobset_crd(reader, wanted))

@@ -37,7 +37,8 @@ print(f"optimizer patch: {path}: optax.adamw -> optax.adafactor")
 
 
 def convert_argv(settings: Settings, output_uri: str) -> list[str]:
-    """``to_maxtext`` arguments: the tutorial's, without the token, with the revision and our output path."""
+    """``to_maxtext`` arguments: the tutorial's, without the token, with our output path and the commit the
+    conversion resolved ``tpu-rl:model.revision`` to (``COMMIT_REF``, set by ``convert_script``)."""
     model = settings.model.spec
     return [
         "-m",
@@ -52,7 +53,7 @@ def convert_argv(settings: Settings, output_uri: str) -> list[str]:
         "checkpoint_storage_use_ocdbt=0",
         "hardware=cpu",
         "--lazy_load_tensors=True",
-        f"--revision={settings.model.revision}",
+        f"--revision={COMMIT_REF}",
     ]
 
 
@@ -95,7 +96,7 @@ def train_argv(settings: Settings, input_uri: str, output_uri: str) -> list[str]
         if knob.tutorial:
             args.append(rendered[knob.key])
         if knob.key == "sampler_devices_fraction":
-            args.append(f"tokenizer_path={model.hf_repo}")
+            args.append(f"tokenizer_path={TRAIN_BASE_DIR}")
     args += [
         'vllm_hf_overrides={"architectures": ["MaxTextForCausalLM"]}',
         f"vllm_additional_config={vllm_additional_config(settings)}",
@@ -107,6 +108,14 @@ def train_argv(settings: Settings, input_uri: str, output_uri: str) -> list[str]
 
 CHECKPOINT_REF = "${checkpoint}"
 """The export's input, found at run time by ``checkpoint_scan.py`` (see ``export_script``)."""
+COMMIT_REF = "${commit}"
+"""The base model's commit, resolved once by the conversion and read back by training and the export
+(``workloads/run/base_snapshot.py``)."""
+RUN_TIME_REFS = (CHECKPOINT_REF, COMMIT_REF)
+TRAIN_BASE_DIR = "/tmp/tpu-rl-base"
+"""Where training keeps the base's files at the converted commit: its ``tokenizer_path`` (vLLM's model config too)."""
+EXPORT_BASE_DIR = "/scratch/base"
+"""Where the export keeps them: ``to_huggingface``'s ``--hf_model_path`` (the tokenizer and chat template)."""
 CHECKPOINT_SCAN = (Path(__file__).parents[1] / "run" / "checkpoint_scan.py").read_text()
 SIDE_PATTERN = (
     r"Pre RL Training:|Post RL Training:|Intermediate Eval \(step=|Restored params from step:|Fast forwarded"
@@ -177,7 +186,7 @@ def export_argv(settings: Settings, output_uri: str) -> list[str]:
         "weight_dtype=bfloat16",
         "checkpoint_storage_use_zarr3=False",
         "checkpoint_storage_use_ocdbt=False",
-        f"--hf_model_path={settings.model.spec.hf_repo}",
+        f"--hf_model_path={EXPORT_BASE_DIR}",
         "--override_model_architecture",
     ]
 
@@ -188,12 +197,14 @@ _SAFE_AROUND_REF = re.compile(r"[A-Za-z0-9_.,:/=+@%*-]*")
 def quote(word: str) -> str:
     """Shell-quote one word; words with single quotes but nothing special to bash in double quotes
     get double quotes (as the tutorial writes ``vllm_additional_config="{'maxtext_config': ...}"``).
-    The run-time checkpoint reference is double-quoted so bash expands it (and nothing else)."""
-    if CHECKPOINT_REF in word:
-        before, _, after = word.partition(CHECKPOINT_REF)
-        if not (_SAFE_AROUND_REF.fullmatch(before) and _SAFE_AROUND_REF.fullmatch(after)):
-            raise ValueError(f"unsafe text around {CHECKPOINT_REF}: {word!r}")
-        return f'"{word}"'
+    A run-time reference (``RUN_TIME_REFS``: the checkpoint, the base's commit) is double-quoted so bash expands
+    it (and nothing else)."""
+    for ref in RUN_TIME_REFS:
+        if ref in word:
+            before, _, after = word.partition(ref)
+            if not (_SAFE_AROUND_REF.fullmatch(before) and _SAFE_AROUND_REF.fullmatch(after)):
+                raise ValueError(f"unsafe text around {ref}: {word!r}")
+            return f'"{word}"'
     if "'" in word and not any(c in word for c in '"$`\\!'):
         return f'"{word}"'
     return shlex.quote(word)
@@ -229,22 +240,45 @@ COMPLETE_EXPORT = _with_hf_model("complete_export.py")
 """The export step's second program: the export made the whole base model (``workloads/run/complete_export.py``)."""
 
 
-def export_script(argv: list[str], actor_uri: str, output_uri: str, revision: str = "main") -> str:
-    """Create the output folder, find the newest complete checkpoint (exit 3, not retried, if there is
-    none), export it, then make the export the whole base model (``workloads/run/complete_export.py``, exit 3
-    for a refusal): the base repository is ``--hf_model_path`` of ``argv``, read at ``revision``
-    (``tpu-rl:model.revision``; the commit that was converted, once the program records it).
+BASE_SNAPSHOT = _with_hf_model("base_snapshot.py")
+"""The base model at one commit for every step (``workloads/run/base_snapshot.py``)."""
 
-    ``workloads/run/checkpoint_scan.py`` and the completion are inlined: the image has no copy of them.
+
+def base_line(*words: str) -> str:
+    """The script line that runs ``base_snapshot.py`` with ``words`` and keeps the commit it prints (an
+    assignment is neither split nor globbed: no double quotes around ``$(...)``, whose program text holds some,
+    so a reader of the script that is not bash, the policy pack's, reads the lines after it as bash does)."""
+    return f"commit=$(python3 -c {shlex.quote(BASE_SNAPSHOT)} {' '.join(shlex.quote(w) for w in words)})"
+
+
+def convert_script(settings: Settings, argv: list[str], output_uri: str) -> str:
+    """Create the output folder, resolve ``tpu-rl:model.revision`` to a commit once and copy the base's files at
+    that commit (``base_snapshot.py snapshot``: a retried conversion keeps its recorded commit), then convert the
+    weights of that commit."""
+    model = settings.model
+    snapshot = base_line("snapshot", model.spec.hf_repo, model.revision, output_uri)
+    return script(mark_folder(output_uri), snapshot, 'echo "tpu-rl: converting commit ${commit}"', argv=argv)
+
+
+def export_script(argv: list[str], actor_uri: str, output_uri: str, repo: str, convert_uri: str) -> str:
+    """Create the output folder, find the newest complete checkpoint (exit 3, not retried, if there is none),
+    fetch the base's files at the converted commit (``base_snapshot.py fetch``: ``to_huggingface``'s tokenizer and
+    chat template), export the checkpoint, then make the export the whole base model at that commit
+    (``workloads/run/complete_export.py``, exit 3 for a refusal).
+
+    ``workloads/run/checkpoint_scan.py``, the fetch and the completion are inlined: the image has no copy of them.
     """
-    repo = next(a.removeprefix("--hf_model_path=") for a in argv if a.startswith("--hf_model_path="))
     lines = [
         "set -euo pipefail",
         mark_folder(output_uri),
         f'checkpoint="$(python3 -c {shlex.quote(CHECKPOINT_SCAN)} {shlex.quote(actor_uri)})"',
         'echo "tpu-rl: exporting ${checkpoint}"',
+        base_line("fetch", convert_uri, EXPORT_BASE_DIR),
         command_line(argv),
-        "exec python3 -c " + " ".join(shlex.quote(w) for w in (COMPLETE_EXPORT, repo, revision, output_uri)),
+        "exec python3 -c "
+        + " ".join(shlex.quote(w) for w in (COMPLETE_EXPORT, repo))
+        + f' "{COMMIT_REF}" '
+        + shlex.quote(output_uri),
     ]
     return "\n".join(lines) + "\n"
 
@@ -292,11 +326,12 @@ def run_record(settings: Settings, argv: list[str]) -> dict[str, object]:
     }
 
 
-def train_script(settings: Settings, argv: list[str], output_uri: str) -> str:
+def train_script(settings: Settings, argv: list[str], output_uri: str, convert_uri: str) -> str:
     """The training container's script (bash is the container's PID 1):
 
     - the optimizer patch (Adafactor), in strict mode: a changed image stops it;
     - the output folder created (``mark_folder``);
+    - the base's files at the converted commit fetched into ``TRAIN_BASE_DIR`` (its ``tokenizer_path``);
     - the run record, first line of the attempt's log and of its side file, and the side file copied at
       once, so `make status` sees a new attempt as it starts;
     - ``train_rl`` in the background, its output appended to the log, which ``tail --pid`` shows on the
@@ -320,6 +355,8 @@ def train_script(settings: Settings, argv: list[str], output_uri: str) -> str:
     upload = f"python3 -c {shlex.quote(UPLOAD)}"
     lines += [
         mark_folder(output_uri),
+        base_line("fetch", convert_uri, TRAIN_BASE_DIR),
+        'echo "tpu-rl: the base model at commit ${commit} (tokenizer_path)"',
         'attempt="$(date -u +%Y%m%dT%H%M%SZ)"',
         f'log_uri="{output_uri}logs/train-${{attempt}}.log"',
         f'evals_uri="{output_uri}logs/evals-${{attempt}}.txt"',

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.config.values import error
-from core.layout import PATHWAYS_SCRATCH, actor_checkpoints, step_output
+from core.layout import CONVERTED, PATHWAYS_SCRATCH, actor_checkpoints, step_output
 from core.models import scratch_gib
 from core.names import CLUSTER_QUEUE, HF_WRITE_SECRET, PUBLISH, PUBLISH_ENV, QUEUE_LABEL, RETRY_ANNOTATION
 from core.settings import Settings
@@ -32,11 +32,10 @@ from workloads.build.commands import (
     PUBLISHED,
     STALL_ENV,
     convert_argv,
+    convert_script,
     export_argv,
     export_script,
-    mark_folder,
     publish_script,
-    script,
     train_argv,
     train_script,
 )
@@ -262,14 +261,14 @@ def _cpu_step(
     )
 
 
-def _train_step(settings: Settings, input_uri: str) -> Step:
+def _train_step(settings: Settings, input_uri: str, convert_uri: str) -> Step:
     """GRPO through Pathways on the TPU slice: a JobSet awaited until its terminal state."""
     argv = train_argv(settings, input_uri, OUTPUT)
     manifest = pathways_jobset(
         settings,
         name=NAME,
         step_id=STEP_ID,
-        command=["/bin/bash", "-c", train_script(settings, argv, OUTPUT)],
+        command=["/bin/bash", "-c", train_script(settings, argv, OUTPUT, convert_uri)],
         scratch_uri=f"gs://{settings.bucket_name}/{PATHWAYS_SCRATCH}",
         annotations={**SKIP_AWAIT, **PATCH_FORCE},
     )
@@ -338,14 +337,14 @@ def plan_workflow(settings: Settings) -> Workflow:
     model = settings.model.spec
     argv = convert_argv(settings, OUTPUT)
     convert = _cpu_step(
-        settings, "convert", script(mark_folder(OUTPUT), argv=argv), None, "0/items/", scratch_gib(model, "convert")
+        settings, "convert", convert_script(settings, argv, OUTPUT), None, CONVERTED, scratch_gib(model, "convert")
     )
-    train = _train_step(settings, convert.artifact_uri)
+    train = _train_step(settings, convert.artifact_uri, convert.output_uri)
     argv = export_argv(settings, OUTPUT)
     export = _cpu_step(
         settings,
         "export",
-        export_script(argv, train.artifact_uri, OUTPUT, settings.model.revision),
+        export_script(argv, train.artifact_uri, OUTPUT, model.hf_repo, convert.output_uri),
         train.artifact_uri,
         "",
         scratch_gib(model, "export"),

@@ -11,9 +11,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+from pydantic import AfterValidator, Field, StringConstraints
 
 from core import deadline
+from core.boundary import BoundaryError, Model, Text, parse
+from core.layout import BASE_FILES, CONVERTED, SOURCE_RECORD
 from workloads.run.checkpoint_scan import PARAMS_DIR, ListingTooLongError, newest_complete_step, split_uri
 
 if TYPE_CHECKING:  # imported lazily: the offline plan never talks to GCS
@@ -165,11 +169,62 @@ def object_names(client: Any, uri: str, limit: int = MAX_LISTED, **call: Any) ->
 
 
 def converted_problem(client: Any, items_uri: str, **call: Any) -> str | None:
-    """Why the MaxText checkpoint ``<base>/0/items/`` is not usable (None: it is there)."""
+    """Why the conversion's output is not usable (None: it is): the MaxText checkpoint ``<output>0/items/``, the
+    record of the commit it converted (``<output>source.json``) and the base's files it names (``<output>base/``,
+    what training and the export read)."""
     bucket, prefix = split_uri(items_uri)
     if not any(True for _ in client.list_blobs(bucket, prefix=prefix, max_results=1, **call)):
         return f"conversion finished but {items_uri} is empty: no MaxText checkpoint to train from"
+    output = items_uri.removesuffix(CONVERTED)
+    record = source_record(client, output, **call)
+    if record is None:
+        return f"conversion finished but {output}{SOURCE_RECORD} is missing or is not the record of a conversion"
+    present = set(object_names(client, output + BASE_FILES, limit=1000, **call))
+    missing = [name for name in record.files if name not in present]
+    if missing:
+        return f"conversion finished but {output}{BASE_FILES} lacks {first_of(missing)} of the base's files"
     return None
+
+
+def _plain_name(name: str) -> str:
+    """A file name of the repository's top folder (``core.hf_model.name_problem``), as the record's writer
+    copied it; anything else (a path, a URL) is not a conversion's record."""
+    from core.hf_model import name_problem
+
+    problem = name_problem(name)
+    if problem is not None:
+        raise ValueError(problem)
+    return name
+
+
+class SourceRecord(Model):
+    """What the conversion converted (``<output>source.json``, ``workloads/run/base_snapshot.py``): read from GCS,
+    parsed here."""
+
+    repo: Text
+    revision: Text
+    commit: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")]
+    files: list[Annotated[Text, AfterValidator(_plain_name)]] = Field(max_length=1000)
+
+
+def source_record(client: Any, output_uri: str, **call: Any) -> SourceRecord | None:
+    """The conversion's record, None when it is missing or is not one."""
+    import json
+
+    from google.api_core.exceptions import NotFound
+
+    from core.hf_model import read_object
+
+    bucket, name = split_uri(output_uri + SOURCE_RECORD)
+    try:
+        what = f"reading {output_uri}{SOURCE_RECORD}"
+        data = read_object(client.bucket(bucket).blob(name), MAX_RECORD_BYTES, what, **call)
+    except NotFound:
+        return None
+    try:
+        return parse(SourceRecord, json.loads(data), f"{output_uri}{SOURCE_RECORD}")
+    except (ValueError, BoundaryError):
+        return None
 
 
 def final_checkpoint(client: Any, actor_uri: str, **call: Any) -> FinalCheckpoint | None:

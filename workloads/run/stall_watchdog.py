@@ -4,7 +4,8 @@
     python3 stall_watchdog.py PID LOG SECONDS MARKER
 
 Progress is a new byte in train_rl's log (it logs every weight sync, evaluation item and checkpoint: see the
-README's "What happens when"). When the log has not grown for ``SECONDS`` while train_rl (``PID``) runs, the
+docs/operations.md "What happens when..."). When the log has not grown for ``SECONDS`` while train_rl (``PID``)
+runs, the
 watchdog writes ``MARKER`` (why, one line), appends that line to the log, sends train_rl SIGTERM and, if it
 is still there ``KILL_AFTER`` seconds later, SIGKILL. The training script then exits ``STALLED_EXIT``
 (``train_exit.py``). It exits by itself once train_rl is gone.

@@ -1,0 +1,183 @@
+"""One commit of the base model for every step (``workloads/run/base_snapshot.py``): the program the conversion,
+training and the export run, as their pods run it (``python3 -c`` of its inlined text), against fake-gcs-server
+and the loopback Hub; what it writes is read back by the program's own reader (``artifacts.source_record``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.names import SETUP_FAILURE_EXIT
+from tests.conftest import SENTINEL_TOKEN, put
+from tests.fake_hub import COMMIT, MOVED, REPO, FakeHub
+from tests.loopback import serve
+from workloads.build.commands import BASE_SNAPSHOT
+from workloads.run.artifacts import converted_problem, source_record
+
+BUCKET = "tpu-rl-test"
+OUTPUT = f"gs://{BUCKET}/gemma4-26b/convert/0123456789/"
+TOKENIZER = b'{"version": "1.0", "model": {"type": "BPE"}}' * 100
+FILES = {
+    "config.json": b'{"architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4"}',
+    "tokenizer.json": TOKENIZER,
+    "tokenizer_config.json": b'{"chat_template": "{{ messages }}"}',
+    "generation_config.json": b'{"eos_token_id": [1, 106]}',
+    "model-00001-of-00002.safetensors": b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ",
+    "model-00002-of-00002.safetensors": b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ",
+    "model.safetensors.index.json": b'{"metadata": {}, "weight_map": {}}',
+}
+"""The base repository at ``COMMIT``: configs, the tokenizer, the weights (never copied) and their index."""
+COPIED = sorted(n for n in FILES if not n.endswith(".safetensors"))
+
+
+def run(tmp_path: Path, hub: str, *args: str) -> subprocess.CompletedProcess:
+    """``base_snapshot.py`` as a step's pod runs it (its environment: the token from the Secret, the emulator)."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HF_TOKEN": SENTINEL_TOKEN,
+        "HF_HOME": str(tmp_path / "hf-home"),
+        "HF_ENDPOINT": hub,
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"],
+        "NO_GCE_CHECK": "True",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "TMPDIR": str(tmp_path),
+    }
+    return subprocess.run(
+        [sys.executable, "-c", BASE_SNAPSHOT, *args], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def one_line(done: subprocess.CompletedProcess) -> str:
+    """The script's own message (the library's warnings left out): one line, never the token."""
+    lines = [line for line in done.stderr.splitlines() if line.startswith("tpu-rl base: ")]
+    assert SENTINEL_TOKEN not in done.stderr + done.stdout
+    return lines[-1]
+
+
+def objects(gcs, prefix: str) -> dict[str, bytes]:
+    return {
+        b.name.removeprefix(prefix): b.download_as_bytes()
+        for b in gcs.list_blobs(BUCKET, prefix=prefix)
+        if b.name != prefix
+    }
+
+
+@pytest.fixture
+def bucket(gcs):
+    gcs.create_bucket(BUCKET)
+    return gcs
+
+
+def test_the_conversion_records_the_commit_and_the_base_files_at_it(bucket, tmp_path):
+    with serve(FakeHub.serving(FILES)) as hub:
+        done = run(tmp_path, hub, "snapshot", REPO, "main", OUTPUT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{COMMIT}\n", "the commit, alone on stdout: the script's ${commit}"
+    found = objects(bucket, "gemma4-26b/convert/0123456789/")
+    assert {n.removeprefix("base/"): d for n, d in found.items() if n.startswith("base/")} == {
+        n: FILES[n] for n in COPIED
+    }, "every file but the weights, byte for byte"
+    record = source_record(bucket, OUTPUT)
+    assert record is not None, "the program reads what the step writes"
+    assert (record.repo, record.revision, record.commit, record.files) == (REPO, "main", COMMIT, COPIED)
+    assert converted_problem(bucket, OUTPUT + "0/items/") is not None, "no checkpoint yet: not a finished conversion"
+    put(bucket, OUTPUT, "0/items/_METADATA")
+    assert converted_problem(bucket, OUTPUT + "0/items/") is None
+
+
+def test_a_retried_conversion_keeps_its_commit_when_the_branch_has_moved(bucket, tmp_path):
+    """The first attempt recorded ``COMMIT``; ``main`` moved before the retry: the retry converts the same
+    commit (the checkpoint it resumes is of it), and never copies the moved branch's files."""
+    moved = {**FILES, "config.json": b'{"architectures": ["Gemma5"], "model_type": "gemma5"}'}
+    with serve(FakeHub.serving(FILES)) as hub:
+        assert run(tmp_path, hub, "snapshot", REPO, "main", OUTPUT).returncode == 0
+    with serve(FakeHub.moving(FILES, moved)) as hub:
+        fresh = run(tmp_path, hub, "snapshot", REPO, "main", f"gs://{BUCKET}/another/")
+        again = run(tmp_path, hub, "snapshot", REPO, "main", OUTPUT)
+    assert fresh.stdout == f"{MOVED}\n", "a new conversion resolves the branch where it points now"
+    assert again.returncode == 0 and again.stdout == f"{COMMIT}\n", again.stderr
+    assert objects(bucket, "gemma4-26b/convert/0123456789/")["base/config.json"] == FILES["config.json"]
+
+
+def test_training_and_the_export_read_the_recorded_files_and_commit(bucket, tmp_path):
+    with serve(FakeHub.serving(FILES)) as hub:
+        assert run(tmp_path, hub, "snapshot", REPO, "main", OUTPUT).returncode == 0
+        local = tmp_path / "base"
+        done = run(tmp_path, "http://127.0.0.1:9", "fetch", OUTPUT, str(local))  # never the Hub
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{COMMIT}\n"
+    assert {p.name: p.read_bytes() for p in local.iterdir()} == {n: FILES[n] for n in COPIED}
+
+
+def test_a_fetch_before_the_conversion_finished_is_refused(bucket, tmp_path):
+    done = run(tmp_path, "http://127.0.0.1:9", "fetch", OUTPUT, str(tmp_path / "base"))
+    assert done.returncode == SETUP_FAILURE_EXIT
+    assert one_line(done) == f"tpu-rl base: {OUTPUT}source.json is missing: the conversion did not finish"
+
+
+@pytest.mark.parametrize(
+    ("record", "words"),
+    [
+        (b"{not json", "is not JSON"),
+        (json.dumps({"repo": REPO, "commit": "main", "files": []}).encode(), "is not a record of this step"),
+        (json.dumps({"repo": REPO, "commit": COMMIT, "files": ["../../etc/passwd"]}).encode(), "is not a record"),
+        (json.dumps({"repo": REPO, "commit": COMMIT, "files": ["sub/config.json"]}).encode(), "is not a record"),
+        (json.dumps({"repo": REPO, "commit": COMMIT, "files": [".bashrc"]}).encode(), "is not a record"),
+    ],
+    ids=["not-json", "a-branch", "a-path-out", "a-path-in", "hidden"],
+)
+def test_a_record_that_is_not_a_conversions_is_refused_and_nothing_is_written(bucket, tmp_path, record, words):
+    put(bucket, OUTPUT, "source.json", data=record)
+    done = run(tmp_path, "http://127.0.0.1:9", "fetch", OUTPUT, str(tmp_path / "base"))
+    assert done.returncode == SETUP_FAILURE_EXIT and words in one_line(done)
+    assert not (tmp_path / "base").exists() or not any((tmp_path / "base").iterdir())
+    assert source_record(bucket, OUTPUT) is None, "the program's reader refuses it too"
+
+
+def test_a_record_of_another_repository_is_refused(bucket, tmp_path):
+    with serve(FakeHub.serving(FILES)) as hub:
+        assert run(tmp_path, hub, "snapshot", REPO, "main", OUTPUT).returncode == 0
+        done = run(tmp_path, hub, "snapshot", "google/gemma-4-31b-it", "main", OUTPUT)
+    assert done.returncode == SETUP_FAILURE_EXIT
+    assert one_line(done) == f"tpu-rl base: {OUTPUT}source.json records {REPO}, not google/gemma-4-31b-it"
+
+
+def test_hub_file_names_that_are_not_a_folders_are_never_copied(bucket, tmp_path):
+    hostile = {**FILES, "../escape.json": b"{}", "sub/nested.json": b"{}", ".hidden": b"x"}
+    with serve(FakeHub.serving(hostile)) as hub:
+        done = run(tmp_path, hub, "snapshot", REPO, "main", OUTPUT)
+    assert done.returncode == 0, done.stderr
+    assert source_record(bucket, OUTPUT).files == COPIED
+    assert not (tmp_path / "escape.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("repo", "revision", "code", "words"),
+    [
+        (REPO, "no-such-branch", 3, f"cannot read {REPO}@no-such-branch from the Hub (RevisionNotFoundError: "),
+        ("google/no-such-model", "main", 3, "cannot read google/no-such-model@main from the Hub (RepositoryNotFound"),
+        (REPO, "main", 1, f"cannot read {REPO}@main from the Hub ("),
+    ],
+    ids=["unknown-revision", "unknown-repo", "unreachable"],
+)
+def test_a_hub_error_is_one_line_refused_or_run_again(bucket, tmp_path, repo, revision, code, words):
+    """What a retry reads the same (no such repository or revision) is refused (exit 3, not retried); a Hub
+    that cannot be reached fails the attempt (exit 1: the step runs again)."""
+    with serve(FakeHub.serving(FILES)) as hub:
+        url = hub if code == 3 else "http://127.0.0.1:9"
+        done = run(tmp_path, url, "snapshot", repo, revision, OUTPUT)
+    assert done.returncode == code and words in one_line(done), done.stderr
+    assert source_record(bucket, OUTPUT) is None, "nothing recorded"
+
+
+def test_a_base_without_a_config_is_refused(bucket, tmp_path):
+    with serve(FakeHub.serving({k: v for k, v in FILES.items() if k != "config.json"})) as hub:
+        done = run(tmp_path, hub, "snapshot", REPO, "main", OUTPUT)
+    assert done.returncode == SETUP_FAILURE_EXIT
+    assert one_line(done) == f"tpu-rl base: {REPO}@{COMMIT} has no config.json"
