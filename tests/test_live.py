@@ -12,6 +12,7 @@ import yaml
 
 from core.deadline import Budget
 from infra.k8s import live
+from tests.conftest import slug
 from tests.fake_kube import FakeCluster, fake_cluster, with_state
 from tests.loopback import QuietHandler, serve
 
@@ -193,7 +194,13 @@ def test_plugin_failures_are_one_line_without_tokens_or_escapes(cluster: FakeClu
 
 
 def test_a_missing_plugin_gives_the_install_hint(cluster: FakeCluster):
-    user = {"exec": {"command": "/nonexistent/gke-gcloud-auth-plugin", "installHint": "gcloud components install x"}}
+    user = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "command": "/nonexistent/gke-gcloud-auth-plugin",
+            "installHint": "gcloud components install x",
+        }
+    }
     with pytest.raises(
         live.ClusterReadError, match="gke-gcloud-auth-plugin was not found: gcloud components install x"
     ):
@@ -202,6 +209,20 @@ def test_a_missing_plugin_gives_the_install_hint(cluster: FakeCluster):
 
 # ---------------------------------------------------------------------------------------------
 # kubeconfig shapes and files
+
+
+EXEC_SHAPES = [
+    # What the kubernetes client's ExecProvider subscripts unchecked (a TypeError or KeyError, a traceback).
+    ("command: p, apiVersion: v1, env: x", "exec plugin: env: Input should be a valid list"),
+    ("command: p, apiVersion: v1, env: [x]", "exec plugin: env.0: Input should be a valid dictionary"),
+    ("command: p, apiVersion: v1, env: [{name: A}]", "exec plugin: env.0.value: Field required"),
+    ("command: p, apiVersion: v1, env: [{name: A, value: 1}]", "exec plugin: env.0.value: Input should be a valid"),
+    ("command: p, apiVersion: v1, env: [{value: b}]", "exec plugin: env.0.name: Field required"),
+    ("command: p, apiVersion: v1, args: x", "exec plugin: args: Input should be a valid list"),
+    ("command: p, apiVersion: v1, args: [--a, 2]", "exec plugin: args.1: Input should be a valid string"),
+    ("command: p, apiVersion: 1", "exec plugin: apiVersion: Input should be a valid string"),
+    ("command: p", "exec plugin: apiVersion: Field required"),
+]
 
 
 @pytest.mark.parametrize(
@@ -222,6 +243,15 @@ def test_a_missing_plugin_gives_the_install_hint(cluster: FakeCluster):
             "clusters: [{name: c, cluster: {server: 'https://h'}}]\nusers: [{name: u, user: {exec: {args: [1]}}}]",
             "exec plugin has no command",
         ),
+        *(
+            (
+                "current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+                "clusters: [{name: c, cluster: {server: 'https://h'}}]\n"
+                f"users: [{{name: u, user: {{exec: {{{plugin}}}}}}}]",
+                words,
+            )
+            for plugin, words in EXEC_SHAPES
+        ),
         ("a: &x [1]\nb: *x", "YAML aliases"),
         ("[" * 100 + "]" * 100, "nested deeper than 64"),
         ("a: " + "9" * 5000, "out of range"),
@@ -235,6 +265,7 @@ def test_a_missing_plugin_gives_the_install_hint(cluster: FakeCluster):
         "no-server",
         "not-http",
         "exec-without-command",
+        *(f"exec-{slug(plugin.removeprefix('command: p, apiVersion: v1, '))}" for plugin, _ in EXEC_SHAPES),
         "alias",
         "deep",
         "huge-int",

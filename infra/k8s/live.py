@@ -27,7 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from core import deadline
+from core.boundary import BoundaryError, Model, parse
 from core.inputs import InputError, parse_json, parse_yaml, read_file
 from core.redact import scrub
 
@@ -99,6 +102,26 @@ def _entries(config: dict[str, Any], section: str, body: str) -> dict[str, dict[
     return found
 
 
+class ExecVar(Model):
+    """One ``env`` entry of an exec plugin, as client-go's ``ExecEnvVar`` (both fields required)."""
+
+    name: str = Field(min_length=1)
+    value: str
+
+
+class ExecPlugin(Model):
+    """A kubeconfig user's exec credential plugin (client-go ``ExecConfig``): the fields the ``kubernetes``
+    client's ``ExecProvider`` reads without checking their shape (``args`` a list of strings, ``env`` a list of
+    ``{name, value}``, ``apiVersion`` text; it subscripts them and raises ``TypeError`` or ``KeyError``
+    otherwise). Only checked: the plugin runs with the values as written, never scrubbed."""
+
+    command: str = Field(min_length=1)
+    api_version: str = Field(min_length=1)
+    args: list[str] | None = None
+    env: list[ExecVar] | None = None
+    provide_cluster_info: bool | None = None
+
+
 def check_kubeconfig(config: Any, context: str | None = None) -> dict[str, Any]:
     """A kubeconfig whose chosen context, cluster and user have the shapes the client expects."""
     if not isinstance(config, dict):
@@ -119,6 +142,11 @@ def check_kubeconfig(config: Any, context: str | None = None) -> dict[str, Any]:
     exec_config = user.get("exec")
     if exec_config is not None and not (isinstance(exec_config, dict) and isinstance(exec_config.get("command"), str)):
         raise ClusterReadError("the kubeconfig is not usable: the user's exec plugin has no command")
+    if exec_config is not None:
+        try:
+            parse(ExecPlugin, exec_config, "the kubeconfig is not usable: the user's exec plugin")
+        except BoundaryError as err:
+            raise ClusterReadError(str(err)) from None
     for key in ("token", "certificate-authority-data"):
         where = user if key == "token" else cluster
         if key in where and not isinstance(where[key], str):
