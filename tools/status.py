@@ -15,6 +15,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -154,12 +155,11 @@ def read_status(
         raise StatusError(f"cannot read the cluster: {err}") from None
     finally:
         reader.close()
-    for status in statuses:
-        if status.step == "publish" and status.state == "succeeded" and plan.publish is not None:
-            status.detail = _published(client, plan.publish.artifact_uri)
-        if status.step == "convert" and status.state == "succeeded":
-            status.detail = _converted(client, plan.convert.output_uri)
-    train = next(s for s in statuses if s.step == "train")
+    for step, status in zip(plan.steps, statuses, strict=True):
+        detail_of = DETAILS.get(step.output)
+        if detail_of is not None and status.state == "succeeded":
+            status.detail = detail_of(client, step)
+    train = next(s for s in statuses if s.step == plan.train.step)
     detail = ""
     if train.state != "pending" or train.started is not None:
         try:
@@ -171,10 +171,12 @@ def read_status(
     return statuses, detail
 
 
-def _published(client: Any, record_uri: str) -> str:
-    """The publish step's detail: the Hub branch and commit its record names."""
+def _published(client: Any, step: Step) -> str:
+    """A publication's detail: the Hub branch and commit its record names."""
     from core.names import HUB_URL
     from workloads.run.artifacts import StorageError, bounded, published_record
+
+    record_uri = step.artifact_uri
 
     try:
         record = bounded(client, f"reading {record_uri}", lambda call: published_record(client, record_uri, **call))
@@ -185,11 +187,13 @@ def _published(client: Any, record_uri: str) -> str:
     return scrub(f"{HUB_URL}/{record['repo']}/tree/{record['branch']} (commit {record['commit'][:12]})", limit=200)
 
 
-def _converted(client: Any, output_uri: str) -> str:
+def _converted(client: Any, step: Step) -> str:
     """The conversion's detail: the base model's commit it converted (every later step is of it). A convenience:
     when GCS cannot say, the row says so and the status goes on (the training row reads GCS and fails loudly)."""
     from core.layout import SOURCE_RECORD
     from workloads.run.artifacts import StorageError, bounded, source_record
+
+    output_uri = step.output_uri
 
     what = f"reading {output_uri}{SOURCE_RECORD}"
     try:
@@ -199,6 +203,11 @@ def _converted(client: Any, output_uri: str) -> str:
     if record is None:
         return f"no record at {output_uri}{SOURCE_RECORD}"
     return scrub(f"base {record.repo}@{record.commit[:12]}", limit=200)
+
+
+DETAILS: dict[str, Callable[[Any, Step], str]] = {"maxtext-checkpoint": _converted, "hub-record": _published}
+"""A completed step's detail column by the kind of output it left (``Step.output``): the commit a conversion
+converted, the branch a publication made (training's is the run's progress, ``training_detail``)."""
 
 
 def render(settings: Settings, plan: Workflow, statuses: list[StepStatus], now: datetime) -> str:

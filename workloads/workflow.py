@@ -1,8 +1,11 @@
-"""Wire the three content-addressed steps to Kubernetes resources: convert -> train -> export.
+"""Wire the catalogue's content-addressed steps (``workloads.build.steps.CATALOGUE``) to Kubernetes resources,
+each the same way: register it after the verified output it reads, wait for it, check what it left.
 
 Each step waits for the previous one's *verified* output: the next object's ``tpu-rl/input``
-annotation is an Output that resolves only after the previous step succeeded and its artifacts
-were found in GCS. A failure raises, so `pulumi up` stops and the later steps are never created.
+annotation is an Output that resolves only after the step it reads succeeded and its artifacts
+were found in GCS. A failure raises, so `pulumi up` stops and the later steps are never created. What a step
+does beyond that (training's checkpoints, the export check, the publication's card and Hub check) is its
+wiring (``workloads.wiring``).
 
 Lifecycle (see ``workloads.build.steps`` and ``workloads.run.live_state``): a step is replaced only when
 its name (its identity) changes or when its live object ended Failed (a retry); operational
@@ -13,376 +16,28 @@ JobSet's reason when it cannot.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import contextvars
 import copy
-import threading
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn, TypeVar
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from core.config.values import format_duration
-from core.hf_model import ModelLayout
-from core.names import HUB_URL, RETRY_ANNOTATION
-from core.redact import scrub
+from core.names import RETRY_ANNOTATION
 from core.settings import Settings
-from infra.k8s import live
 from infra.k8s.object import KubernetesObject
-from workloads.build.manifests import CARD_FILES
 from workloads.build.steps import INPUT_ANNOTATION, Step, Workflow
-from workloads.run import live_state, waiting
-from workloads.run import pods as pod_state
-from workloads.run.exported import Exported
-from workloads.run.failures import DETAIL, StepFailedError, check_step_status, failure_detail
-from workloads.run.objects import Pod
+from workloads.reader import LiveReader, resumes
+from workloads.run.failures import StepFailedError, check_step_status
+from workloads.wiring import Context, Result, StepWiring, export_differences, wiring_of
+
+__all__ = ["INPUT_ANNOTATION", "WorkflowArgs", "WorkflowRun", "export_differences"]
 
 APPLY_TIMEOUT = "10m"
 """The provider's create or update of a step: the apply only (the program does the waiting)."""
 DELETE_TIMEOUT = "20m"
-T = TypeVar("T")
-
-
-def _gcs(what: str, check: Callable[[Any, dict[str, Any]], T], budget: Any = None) -> T:
-    """A bounded GCS read with the program's credentials; every failure becomes one line."""
-    from google.api_core import exceptions as gcs_errors
-    from google.auth.exceptions import DefaultCredentialsError
-
-    from workloads.run import artifacts
-
-    try:
-        client = artifacts.storage_client()
-        return artifacts.bounded(client, what, lambda call: check(client, call), budget)
-    except artifacts.StorageError as err:
-        raise pulumi.RunError(f"cannot verify the step's output: {err}") from None
-    except DefaultCredentialsError:
-        raise pulumi.RunError(
-            "cannot verify the step's output: no Google credentials for the artifact check; "
-            "run `gcloud auth application-default login` (the gcp provider needs them too)"
-        ) from None
-    except (gcs_errors.GoogleAPIError, artifacts.ArtifactMissingError, OSError, ValueError) as err:
-        raise pulumi.RunError(
-            f"cannot verify the step's output in GCS: {type(err).__name__}: {scrub(str(err))}"
-        ) from None
-
-
-def read_export(hf_uri: str) -> Exported:
-    """The exported folder as GCS holds it, bounded; one line on failure."""
-    from core.deadline import BUDGETS
-    from workloads.run.exported import read_exported
-
-    return _gcs(
-        f"reading the exported model at {hf_uri}",
-        lambda client, call: read_exported(client, hf_uri, **call),
-        BUDGETS["export-check"],
-    )
-
-
-def base_differences(
-    settings: Settings,
-    layout: ModelLayout | None,
-    token: str,
-    endpoint: str | None = None,
-    revision: str | None = None,
-) -> list[str]:
-    """How an exported layout differs from the base model on the Hub at ``revision`` (default
-    ``tpu-rl:model.revision``; the commit that was converted, once it is recorded): its config, every tensor's
-    name, shape and dtype (``core.hf_model.compare``); empty: it is the whole base model."""
-    from core.hf_model import compare
-    from workloads.preflight import PreflightError, base_model_layout
-
-    if layout is None:  # never with an export free of problems (read_exported)
-        raise pulumi.RunError("export check: the exported folder holds no model")
-    model = settings.model
-    try:
-        base = base_model_layout(model.spec.hf_repo, revision or model.revision, token, endpoint)
-    except PreflightError as err:
-        raise pulumi.RunError(
-            f"export check: {err} (tpu-rl:workflow.verifyExport: false skips the comparison)"
-        ) from None
-    return compare(layout, base)
-
-
-def export_differences(
-    settings: Settings, hf_uri: str, token: str, endpoint: str | None = None, revision: str | None = None
-) -> list[str]:
-    """The export's own problems (files that are not a model's, missing files, shards cut short, an index that
-    disagrees with the headers), or else how it differs from the base model at ``revision`` (empty: it is whole
-    and is the whole base model)."""
-    exported = read_export(hf_uri)
-    if exported.problems:  # a folder without a layout always has its problems
-        return list(exported.problems)
-    return base_differences(settings, exported.layout, token, endpoint, revision)
-
-
-class HubUnknownError(Exception):
-    """The Hub cannot say whether a publication is whole (unreachable, a revoked token): one line."""
-
-
-def _resumes(step: Step) -> str:
-    return " (training resumes from its last checkpoint)" if step.step == "train" else ""
-
-
-def _in_thread(work: Callable[[], T]) -> asyncio.Future[T]:
-    """Run a blocking wait off the event loop, in a daemon thread (an interrupted program exits at once)."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-
-    def settle(setter: Callable[[Any], None], value: Any) -> None:
-        if not future.done():
-            setter(value)
-
-    def run() -> None:
-        try:
-            result = work()
-        except BaseException as err:  # noqa: BLE001 (handed to the program's event loop)
-            _on_loop(loop, settle, future.set_exception, err)
-        else:
-            _on_loop(loop, settle, future.set_result, result)
-
-    threading.Thread(target=run, name="tpu-rl-wait", daemon=True).start()
-    return future
-
-
-def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any, context: Any = None) -> None:
-    """Run ``fn`` on the program's event loop from the waiting thread; nothing once the program is gone
-    (an interrupted `up` closes the loop while the thread still polls)."""
-    with contextlib.suppress(RuntimeError):  # the loop is closed
-        loop.call_soon_threadsafe(fn, *args, context=context)
-
-
-class LiveReader:
-    """Reads the live objects of the steps (bounded) and waits for them to end.
-
-    In `pulumi up` a read that fails stops the run: it cannot tell a failed step from a finished
-    one. A preview never fails because of a run's state: an unreadable cluster is one warning (the
-    reader's later reads fail at once) and the steps show as they were recorded.
-    """
-
-    def __init__(
-        self, settings: Settings, kubeconfig: pulumi.Output[str], ready: pulumi.Output[Any], parent: pulumi.Resource
-    ) -> None:
-        self.settings = settings
-        # Read once the workflow's namespace exists: the API server answers by then (a new cluster's
-        # first minutes see restarts of the control plane).
-        self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(
-            pulumi.Output.all(kubeconfig, ready).apply(lambda args: args[0])
-        )
-        self.parent = parent
-        self.preview = pulumi.runtime.is_dry_run()
-        self._reader: live.ClusterReader | None = None
-        self._warned = False
-        self.hub_check: Callable[[Step], tuple[str | None, str | None]] | None = None
-        """A publication's check on the Hub (``WorkflowRun._on_hub``): a completed publish step whose branch
-        does not hold the export is retried, like a step whose files in GCS are incomplete."""
-
-    def _cluster(self, config: str) -> live.ClusterReader:
-        if self._reader is None:
-            self._reader = live.ClusterReader(config)
-        return self._reader
-
-    def _unreadable(self, what: str, err: Exception) -> None:
-        if not self.preview:
-            raise pulumi.RunError(f"cannot read {what}: {err}")
-        if not self._warned:
-            self._warned = True
-            pulumi.log.warn(
-                f"preview could not read the cluster ({err}); every step is shown as recorded at the last "
-                "`pulumi up`, which reads the cluster again and retries a step that ended Failed (a runner "
-                "outside tpu-rl:authorizedNetworks sees this warning)",
-                resource=self.parent,
-            )
-
-    def _refuse(self, message: str) -> None:
-        """Stop `pulumi up` with `message`; a preview only warns (it changes nothing)."""
-        if not self.preview:
-            raise pulumi.RunError(message)
-        pulumi.log.warn(message, resource=self.parent)
-
-    def _output_problem(self, step: Step) -> str | None:
-        """Why a completed step's output is unusable (read in GCS), None when it is fine or unknown."""
-        from workloads.run.artifacts import step_problem
-
-        try:
-            problem = _gcs(
-                f"checking {step.artifact_uri}",
-                lambda client, call: step_problem(client, step.step, step.artifact_uri, **call),
-            )
-            if problem is None and self.hub_check is not None and step.step == "publish":
-                try:
-                    problem = self.hub_check(step)[0]
-                except HubUnknownError as err:  # not a reason to publish again: kept as recorded
-                    pulumi.log.warn(f"{err}; the publication is kept as recorded", resource=self.parent)
-            return problem
-        except pulumi.RunError as err:
-            if not self.preview:
-                raise
-            pulumi.log.warn(f"preview could not check the output of {step.name}: {err}", resource=self.parent)
-            return None
-
-    def _read(self, reader: live.ClusterReader, step: Step, *, pods: bool = False) -> waiting.Poll:
-        return waiting.read_step(
-            reader, self.settings.namespace, step.name, queued=bool(self.settings.kueue.queue), pods=pods
-        )
-
-    def marker(self, step: Step) -> pulumi.Output[str | None]:
-        """The step's retry marker (``replacement_trigger``); None when a preview cannot read the cluster."""
-        what = f"JobSet {self.settings.namespace}/{step.name}"
-
-        def read(config: str) -> str | None:
-            try:
-                obj, workloads, _pods = self._read(self._cluster(config), step)
-                current = live_state.live_step(obj, workloads)
-            except live.ClusterReadError as err:
-                self._unreadable(what, err)
-                return None
-            retry = current.state in ("failed", "stopped")
-            if current.state == "failed":
-                reason = (current.reason or "Failed")[:60]
-                self._say(f"{what} ended Failed ({reason}); {self._will()}{_resumes(step)}")
-            elif current.state == "stopped":
-                reason = (current.reason or "Deactivated")[:60]
-                self._say(f"{what} was stopped by Kueue ({reason}); {self._will()}{_resumes(step)}")
-            elif current.state == "succeeded":
-                problem = self._output_problem(step)
-                if problem:
-                    retry = True
-                    self._say(f"{what} completed, but {problem.split(' but ', 1)[-1]}; {self._will()}{_resumes(step)}")
-            return live_state.retry_marker(current, retry=retry)
-
-        return pulumi.Output.unsecret(self.kubeconfig.apply(read))
-
-    def _will(self) -> str:
-        return "`pulumi up` will retry it" if self.preview else "retrying it"
-
-    def _say(self, message: str) -> None:
-        if self.preview:
-            pulumi.log.warn(message, resource=self.parent)
-        else:
-            pulumi.log.info(message, resource=self.parent)
-
-    def wait(self, step: Step, resource: pulumi.CustomResource) -> pulumi.Output[Any]:
-        """The status the step's JobSet ended with, once the provider applied it (``workloads.run.waiting``); a
-        failed step's status carries what its pods say (``failures.DETAIL``: a container OOMKilled)."""
-        settings = self.settings
-        namespace = settings.namespace
-        what = f"JobSet {namespace}/{step.name}"
-        bounds = waiting.Bounds(
-            total=step.await_seconds,
-            admission=settings.kueue.admission_timeout,
-            unschedulable=settings.workflow.unschedulable_timeout,
-        )
-
-        def start(args: list[Any]) -> asyncio.Future[Any]:
-            config = args[1]
-            loop = asyncio.get_running_loop()
-            # The program's context (the SDK keeps its engine connection in context variables): a log call
-            # made for the waiting thread runs in it, not in the thread's empty one.
-            program = contextvars.copy_context()
-
-            def report(message: str) -> None:  # progress on the step's row (called from the waiting thread)
-                _on_loop(loop, lambda: pulumi.log.info(message, resource=resource, ephemeral=True), context=program)
-
-            def fresh(read: Callable[[live.ClusterReader], T]) -> T:
-                reader = live.ClusterReader(config)  # a fresh credential on every poll
-                try:
-                    return read(reader)
-                finally:
-                    reader.close()
-
-            unschedulable = waiting.Unschedulable(
-                events=lambda: fresh(lambda reader: waiting.read_pod_events(reader, namespace)),
-                fix=lambda pool: pod_state.pool_fix(
-                    pool, capacity=settings.tpu.capacity, cpu_machine=settings.cpu_pool.machine_type
-                ),
-                then=_unschedulable_then(settings),
-            )
-
-            def work() -> Any:
-                try:
-                    obj = waiting.wait_for_step(
-                        lambda: fresh(lambda reader: self._read(reader, step, pods=True)),
-                        what,
-                        bounds,
-                        report=report,
-                        unschedulable=unschedulable,
-                    )
-                except waiting.StepWaitError as err:
-                    raise pulumi.RunError(str(err)) from None
-                status = obj.status.model_dump(mode="json", by_alias=True)
-                if live_state.live_step(obj).state == "failed":
-                    try:
-                        found = fresh(lambda reader: waiting.read_pods(reader, namespace, step.name))
-                    except live.ClusterReadError:
-                        found = []  # the failure is reported without what its pods say
-                    detail = failure_detail(step, pod_state.oom_killed(found))
-                    if detail:
-                        status[DETAIL] = detail
-                return status
-
-            return _in_thread(work)
-
-        return pulumi.Output.unsecret(pulumi.Output.all(resource.id, self.kubeconfig).apply(start))
-
-    def image_digests(self, steps: Sequence[Step], after: pulumi.Output[Any]) -> pulumi.Output[dict[str, str]]:
-        """Image -> the digest the steps' pods ran (``pods.image_digests``), read once ``after`` resolved; {} in
-        a preview or when the pods cannot be read (the card then says the digests were not recorded)."""
-        namespace = self.settings.namespace
-
-        def read(args: list[Any]) -> dict[str, str]:
-            if self.preview:
-                return {}
-            found: list[Pod] = []
-            # A fresh reader (a new credential): the steps ended hours after the first reads of this `up`.
-            reader = live.ClusterReader(args[0])
-            try:
-                for step in steps:
-                    found += waiting.read_pods(reader, namespace, step.name)
-            except live.ClusterReadError as err:
-                pulumi.log.warn(f"no image digests for the model card: cannot read the pods ({err})", self.parent)
-                return {}
-            finally:
-                reader.close()
-            return pod_state.image_digests(found)
-
-        return pulumi.Output.unsecret(pulumi.Output.all(self.kubeconfig, after).apply(read))
-
-    def check_slice_free(self, train: Step) -> pulumi.Output[str]:
-        """Without Kueue: fail (warn in preview) when another training run of this cluster still holds the
-        TPU slice (with Kueue, a second run queues behind the first)."""
-        namespace = self.settings.namespace
-        selector = f"app.kubernetes.io/instance={self.settings.cluster_name},app.kubernetes.io/component=train"
-
-        def read(config: str) -> str:
-            try:
-                items = waiting.read_jobsets(self._cluster(config), namespace, selector)
-            except live.ClusterReadError as err:
-                self._unreadable(f"the training runs in {namespace}", err)
-                return ""
-            others = live_state.running_elsewhere(items, train.name)
-            if others:
-                message = (
-                    f"training run {', '.join(others)} (an earlier configuration) is still running on the TPU slice; "
-                    f"{train.name} cannot start until it ends. Wait for it (`kubectl get jobset -n {namespace} -w`) "
-                    f"or stop it (`kubectl delete jobset -n {namespace} {others[0]}`), then run `pulumi up` again"
-                )
-                self._refuse(message)
-            return ""
-
-        return pulumi.Output.unsecret(self.kubeconfig.apply(read))
-
-
-def _unschedulable_then(settings: Settings) -> str:
-    """What becomes of a step `up` stopped waiting for as unschedulable."""
-    if settings.kueue.install:
-        return (
-            "It stays pending: Kueue stops it after tpu-rl:kueue.podsReadyTimeout "
-            f"({format_duration(settings.kueue.pods_ready_timeout)}) and the next `pulumi up` runs it again"
-        )
-    return "It stays pending and starts if capacity appears; run `pulumi up` again to follow it"
 
 
 @dataclass(frozen=True)
@@ -416,10 +71,14 @@ class WorkflowArgs:
     """The licence the base model's card declares (None: not read): the model card passes it on."""
 
 
+def _value(value: str, _resolved: Any) -> str:
+    """``value`` once what it waits for resolved (the verified input of a step)."""
+    return value
+
+
 class WorkflowRun(pulumi.ComponentResource):
-    """convert (JobSet on cpu-np) -> train (Pathways JobSet) -> export (JobSet on cpu-np), each queued to
-    Kueue when the stack has a queue. Each step's wiring is one method: register it after what it needs,
-    wait for it, check what it left."""
+    """The plan's steps (convert -> train -> export [-> publish]), each a JobSet queued to Kueue when the stack
+    has a queue, registered, waited for and verified by one path; ``workloads.wiring`` says what a step adds."""
 
     hf_model_uri: pulumi.Output[str]
     """The exported model (``hfModelUri``)."""
@@ -435,6 +94,8 @@ class WorkflowRun(pulumi.ComponentResource):
     """With ``tpu-rl:publish.repo``: ``{url, branch, commit}`` of the verified publication (``hubRepoUrl``,
     ``hubRevision``, ``hubCommit``); None without."""
     steps: dict[str, Step]
+    results: dict[str, pulumi.Output[Result]]
+    """Each step's result once it is verified (``workloads.wiring``), by name."""
 
     def __init__(self, name: str, args: WorkflowArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tpu-rl:workflow:WorkflowRun", name, None, opts)
@@ -444,16 +105,50 @@ class WorkflowRun(pulumi.ComponentResource):
         self._preview = pulumi.runtime.is_dry_run()
         self._verify = args.live and not self._preview
         self._reader = LiveReader(args.settings, args.kubeconfig, args.namespace_id, self) if args.live else None
-        if self._reader is not None and self._plan.publish is not None:
-            self._reader.hub_check = self._on_hub
+        self._context = Context(
+            settings=args.settings,
+            plan=self._plan,
+            parent=self,
+            reader=self._reader,
+            verify=self._verify,
+            provider=args.provider,
+            cluster=args.cluster,
+            ready=args.ready,
+            tpu_pools=args.tpu_pools,
+            config_diff=args.config_diff,
+            base_commit=args.base_commit,
+            base_license=args.base_license,
+        )
+        if self._reader is not None:
+            self._reader.output_checks = {
+                step.step: functools.partial(wiring_of(step).output_check, self._context) for step in self._plan
+            }
 
-        convert, converted = self._convert()
-        train, trained = self._train(convert, converted)
+        self.results = {}
+        objects: dict[str, KubernetesObject] = {}
+        for step in self._plan:
+            wiring = wiring_of(step)
+            read = self._reads(step)
+            verified_input: pulumi.Output[str] | None = None
+            if read is not None and step.input_uri is not None:
+                gates = wiring.gates(self._context, step)
+                verified_input = pulumi.Output.all(self.results[read.step], *gates).apply(
+                    functools.partial(_value, step.input_uri)
+                )
+            after = [*([objects[read.step]] if read else []), *wiring.after(self._context, step, self.results)]
+            objects[step.step] = self._register(step, verified_input, after)
+            used = [self.results[name] for name in wiring.uses]
+            self.results[step.step] = pulumi.Output.all(self._ended(step, objects[step.step]), *used).apply(
+                functools.partial(self._done, step, wiring)
+            )
+
+        trained, exported = self.results["train"], self.results["export"]
         self.final_step = trained.apply(lambda found: found["step"])
         self.final_checkpoint_uri = trained.apply(lambda found: found["uri"])
         self.summary = trained.apply(lambda found: found["summary"])
-        export, self.hf_model_uri = self._export(train, trained)
-        self.published = self._publish(export, self.hf_model_uri, trained) if self._plan.publish else None
+        self.hf_model_uri = exported.apply(lambda found: found["uri"])
+        self.base_commit = self.results["convert"].apply(lambda found: found["baseCommit"])
+        self.published = self.results.get("publish")
         self.register_outputs(
             {
                 "hfModelUri": self.hf_model_uri,
@@ -466,163 +161,21 @@ class WorkflowRun(pulumi.ComponentResource):
             }
         )
 
-    # -- the steps -------------------------------------------------------------------------------
-
-    def _convert(self) -> tuple[KubernetesObject, pulumi.Output[str]]:
-        """The conversion, first: its verified checkpoint folder is training's input."""
-        step = self._plan.convert
-        convert = self._register(step, None, [])
-
-        def converted(status: Any) -> str:
-            self._finished(step, status)
-            if self._verify:
-                self._verified(step)
-            return step.artifact_uri
-
-        ended = self._ended(step, convert).apply(converted)
-        self.base_commit = ended.apply(lambda _uri: self._converted_commit(step))
-        return convert, ended
-
-    def _converted_commit(self, step: Step) -> str | None:
-        """The base model's commit the conversion converted, as it recorded it (``source.json``): training, the
-        export, the export check and the card are of that commit. The preflight's resolution when nothing is
-        read (offline, a preview)."""
-        if not self._verify:
-            return self._args.base_commit
-        from workloads.run.artifacts import source_record
-
-        output = step.output_uri
-        record = _gcs(
-            f"reading the conversion's record under {output}",
-            lambda client, call: source_record(client, output, **call),
-        )
-        if record is None:  # _verified read it a moment ago
-            self._retried(step, f"conversion finished but its record {output}source.json is missing")
-        return record.commit
-
-    def _train(
-        self, convert: KubernetesObject, converted: pulumi.Output[str]
-    ) -> tuple[KubernetesObject, pulumi.Output[dict[str, Any]]]:
-        """Training, once the conversion's output is verified, the slice's pools exist and (without Kueue)
-        no other training holds the slice; it ends with the newest complete checkpoint found in GCS."""
-        settings, step = self._args.settings, self._plan.train
-        slice_free: pulumi.Input[str] = ""
-        if self._reader is not None and not settings.kueue.queue:
-            slice_free = self._reader.check_slice_free(step)
-        train_input = pulumi.Output.all(converted, slice_free).apply(lambda args: args[0])
-        train = self._register(step, train_input, [convert, *self._args.tpu_pools])
-
-        def trained(status: Any) -> dict[str, Any]:
-            self._finished(step, status)
-            expected = settings.training.final_step
-            if not self._verify:
-                return {"step": expected, "uri": f"{step.artifact_uri}{expected}/model_params/", "summary": None}
-            from workloads.run.artifacts import final_checkpoint, short_run_warning
-
-            found = _gcs(
-                f"listing the checkpoints under {step.artifact_uri}",
-                lambda client, call: final_checkpoint(client, step.artifact_uri, **call),
-            )
-            if found is None:
-                self._verified(step)  # raises: no complete checkpoint
-                # It lists again and did not raise: a complete checkpoint appeared between the two listings.
-                raise pulumi.RunError(
-                    f"the checkpoints under {step.artifact_uri} changed while they were checked (none was "
-                    "complete, then one was); run `pulumi up` again"
-                )
-            prefill = int(settings.training.knobs["max_prefill_predict_length"])
-            warning = short_run_warning(found, expected, prefill)
-            if warning:
-                pulumi.log.warn(warning, resource=self)
-            summary, curve = self._summary(step, settings)
-            return {"step": found.step, "uri": found.uri, "summary": summary, "rewardCurve": curve}
-
-        return train, self._ended(step, train).apply(trained)
-
-    def _export(
-        self, train: KubernetesObject, trained: pulumi.Output[dict[str, Any]]
-    ) -> tuple[KubernetesObject, pulumi.Output[str]]:
-        """The export, after training: of the checkpoint found; it ends with the exported model's folder."""
-        step = self._plan.export
-        export = self._register(step, trained.apply(lambda _found: self._plan.train.artifact_uri), [train])
-
-        def exported(args: list[Any]) -> str:
-            status, commit = args
-            self._finished(step, status)
-            if self._verify:
-                if self._args.settings.workflow.verify_export:
-                    self._matches_base(step, commit)  # reads the folder once: its own check and the comparison
-                else:
-                    self._verified(step)
-            return step.artifact_uri
-
-        return export, pulumi.Output.all(self._ended(step, export), self.base_commit).apply(exported)
-
-    def _publish(
-        self, export: KubernetesObject, exported: pulumi.Output[str], trained: pulumi.Output[dict[str, Any]]
-    ) -> pulumi.Output[dict[str, Any]]:
-        """The publication, after the export is verified: its card (a ConfigMap, written once: the run's numbers
-        are known when it is created), then the upload; it ends with the branch's commit, read back from the
-        Hub and checked to hold every exported file."""
-        from workloads.build.manifests import card_config_map, card_metadata
-        from workloads.build.steps import branch_of, card_name
-
-        settings, step = self._args.settings, self._plan.publish
-        assert step is not None and settings.publish.repo is not None  # only with a publication
-        repo, branch = settings.publish.repo, branch_of(step.step_id)
-        digests: pulumi.Input[dict[str, str]] = {}
-        if self._reader is not None:
-            digests = self._reader.image_digests([self._plan.train, self._plan.export], after=exported)
-
-        def card(args: list[Any]) -> dict[str, Any]:
-            found, images, commit = args
-            readme, image = self._card(step, found, images, commit)
-            return card_config_map(settings, card_name(step.name), step.step_id, readme, image)
-
-        manifest = pulumi.Output.all(trained, digests, self.base_commit).apply(card)
-        card_map = KubernetesObject(
-            card_name(step.name),
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": card_metadata(settings, card_name(step.name), step.step_id),
-                "data": manifest.apply(lambda m: m["data"]),
-                "binaryData": manifest.apply(lambda m: m.get("binaryData", {})),
-            },
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                provider=self._args.provider,
-                deleted_with=self._args.cluster,
-                depends_on=list(self._args.ready),
-                # The card of a run is written once: a later `up` (its numbers read again) never rewrites it.
-                ignore_changes=["data", "binaryData"],
-            ),
-        )
-        publish = self._register(step, exported, [export, card_map])
-        url = f"{HUB_URL}/{repo}"
-
-        def published(status: Any) -> dict[str, Any]:
-            self._finished(step, status)
-            if not self._verify:
-                return {"url": url, "branch": branch, "commit": None}
-            try:
-                problem, commit = self._on_hub(step)
-            except HubUnknownError as err:
-                pulumi.log.warn(f"{err}; hubCommit is the commit the step recorded", resource=self)
-                commit = self._recorded_commit(step)
-                if commit is None:
-                    from workloads.run.artifacts import no_record
-
-                    self._retried(step, no_record(step.artifact_uri))
-                return {"url": url, "branch": branch, "commit": commit}
-            if problem:
-                self._retried(step, f"{problem}; publish logs: {step.logs_command}")
-            pulumi.log.info(f"published: {url}/tree/{branch} is commit {commit}", self)
-            return {"url": url, "branch": branch, "commit": commit}
-
-        return self._ended(step, publish).apply(published)
-
     # -- what every step does --------------------------------------------------------------------
+
+    def _reads(self, step: Step) -> Step | None:
+        """The earlier step whose output is the step's input (None for the first step)."""
+        if step.input_uri is None:
+            return None
+        return next(s for s in self._plan if s.artifact_uri == step.input_uri)
+
+    def _done(self, step: Step, wiring: StepWiring, args: list[Any]) -> Result:
+        """The step's result once it ended: its failure stops `up`; in `up` its output is verified."""
+        status, *used = args
+        self._finished(step, status)
+        if not self._verify:
+            return wiring.offline(self._context, step)
+        return wiring.verify(self._context, step, used)
 
     def _register(
         self, step: Step, verified_input: pulumi.Input[str] | None, after: list[pulumi.Resource]
@@ -675,194 +228,17 @@ class WorkflowRun(pulumi.ComponentResource):
         try:
             state = check_step_status(step.kind, status, namespace, step.name, step.logs_command)
         except StepFailedError as err:
-            raise pulumi.RunError(f"{err}. Run `pulumi up` again to retry it{_resumes(step)}") from None
+            raise pulumi.RunError(f"{err}. Run `pulumi up` again to retry it{resumes(step)}") from None
         if self._verify and state != "succeeded":
             raise pulumi.RunError(
                 f"{step.kind} {namespace}/{step.name} stopped without completing (state {state}); "
                 f"logs: {step.logs_command}"
             )
 
-    def _matches_base(self, step: Step, commit: str | None) -> None:
-        """Fail `up` when the export is incomplete (retried, as ``_verified`` says) or is not the whole base model
-        at the converted ``commit`` (another config, a missing, extra or reshaped tensor, a dtype slip), with the
-        first differences and the logs."""
-        import os
-
-        from pulumi.runtime import config as runtime_config
-
-        from workloads.run.artifacts import first_of, incomplete_export
-
-        exported = read_export(step.artifact_uri)
-        problem = incomplete_export(step.artifact_uri, exported.problems)
-        if problem:
-            self._retried(step, problem)
-        model = self._args.settings.model
-        token = runtime_config.get_config("tpu-rl:hfToken") or ""
-        endpoint = os.environ.get("HF_ENDPOINT")
-        found = base_differences(self._args.settings, exported.layout, token, endpoint, commit)
-        base = f"{model.spec.hf_repo}@{commit or model.revision}"
-        if found:
-            raise pulumi.RunError(
-                f"the exported model {step.artifact_uri} does not match {base} (the commit converted): "
-                f"{first_of(found)}; export logs: {step.logs_command}. Exporting the same checkpoint again gives "
-                "the same model, so the next `up` does not retry it: change what the export runs "
-                "(tpu-rl:images.maxtext, tpu-rl:model) or set tpu-rl:workflow.verifyExport: false"
-            )
-        pulumi.log.info(f"export check: {step.artifact_uri} matches {base}", self)
-
-    def _card(
-        self, step: Step, found: dict[str, Any], digests: dict[str, str], commit: str | None
-    ) -> tuple[str, bytes | None]:
-        """The model card's text and the reward curve (``workloads.build.model_card``), from plain values; the
-        base is the ``commit`` converted."""
-        from core.estimate import estimate_for
-        from core.knobs import DATASETS
-        from workloads.build.manifests import REWARD_IMAGE, REWARD_IMAGE_MAX_BYTES
-        from workloads.build.model_card import CardFacts, card_setting, model_card
-        from workloads.build.steps import branch_of
-
-        settings = self._args.settings
-        image = found.get("rewardCurve")
-        if image is not None and len(image) > REWARD_IMAGE_MAX_BYTES:
-            pulumi.log.warn(f"the reward curve ({len(image)} bytes) is too large for the model card; left out", self)
-            image = None
-        dataset = DATASETS[settings.training.dataset]
-        ids = tuple(dict.fromkeys(v for k, v in dataset.keys if k in ("dataset_name", "eval_dataset_name")))
-        estimate = estimate_for(settings)
-        facts = CardFacts(
-            repo=settings.publish.repo or "",
-            branch=branch_of(step.step_id),
-            base_repo=settings.model.spec.hf_repo,
-            base_revision=settings.model.revision,
-            base_commit=commit,
-            model_name=settings.model.spec.name,
-            dataset=settings.training.dataset,
-            dataset_ids=ids,
-            config_diff=[d for d in self._args.config_diff if card_setting(d["key"])],
-            images={
-                "maxtext": settings.images.maxtext,
-                "pathwaysServer": settings.images.pathways_server,
-                "pathwaysProxy": settings.images.pathways_proxy,
-            },
-            image_digests=digests,
-            summary=found.get("summary"),
-            usd_per_chip_hour=estimate.usd_per_chip_hour,
-            capacity=settings.tpu.capacity,
-            chips=settings.total_chips,
-            reward_image=REWARD_IMAGE if image else None,
-            steps={s.step: s.name for s in self._plan.steps},
-            # A public card does not name the bucket: its default name holds the project's id.
-            export_uri=self._plan.export.artifact_uri if settings.publish.private else "",
-            base_license=self._args.base_license,
-            private=settings.publish.private,
-        )
-        return model_card(facts), image
-
-    def _on_hub(self, step: Step) -> tuple[str | None, str | None]:
-        """(why the publish step's branch does not hold the export, None when it does; the branch's commit): the
-        branch must exist and hold exactly the exported files, each with its size, and the card.
-        ``HubUnknownError`` when the Hub cannot say (unreachable, a revoked token)."""
-        import os
-
-        from pulumi.runtime import config as runtime_config
-
-        from core.hf_model import name_problem
-        from workloads.build.steps import branch_of
-        from workloads.preflight import PreflightError, published_revision
-        from workloads.run.artifacts import first_of, incomplete_export
-
-        repo, branch = self._args.settings.publish.repo or "", branch_of(step.step_id)
-        export_uri = self._plan.export.artifact_uri
-        exported = read_export(export_uri)
-        if exported.problems:  # the export is run again first (its own check); then this publication
-            return incomplete_export(export_uri, exported.problems), None
-        token = runtime_config.get_config("tpu-rl:hfWriteToken") or ""
-        try:
-            found = published_revision(repo, branch, token, os.environ.get("HF_ENDPOINT"))
-        except PreflightError as err:
-            raise HubUnknownError(f"cannot check the publication of {step.name} on the Hub: {err}") from None
-        if found is None:
-            return (
-                f"publish finished but {repo} has no branch {branch} (deleted since, or the write token cannot see it)",
-                None,
-            )
-        commit, files = found
-        wanted = {name: size for name, size in exported.files.items() if name not in CARD_FILES}
-        differences = [
-            f"{name} ({'missing' if name not in files else f'{files[name]} bytes, not {size}'})"
-            for name, size in sorted(wanted.items())
-            if files.get(name, -1) not in (size, None)
-        ]
-        if "README.md" not in files:
-            differences.append("README.md (the model card) missing")
-        extra = sorted(set(files) - set(wanted) - set(CARD_FILES) - {".gitattributes"})
-        # Names from the Hub are shown, never used as paths: one that is no plain file name is said to be one.
-        differences += [
-            f"{name} (not in the export)"
-            if name_problem(name) is None
-            else f"a file on the branch: {name_problem(name)}"
-            for name in extra
-        ]
-        if differences:
-            return (
-                f"publish finished but {repo}@{branch} does not hold the export {export_uri}: {first_of(differences)}",
-                commit,
-            )
-        return None, commit
-
-    def _recorded_commit(self, step: Step) -> str | None:
-        """The commit the publish step recorded (``published.json``), None without a record."""
-        from workloads.run.artifacts import published_record
-
-        record = _gcs(
-            f"reading {step.artifact_uri}", lambda client, call: published_record(client, step.artifact_uri, **call)
-        )
-        return str(record["commit"]) if record else None
-
-    def _verified(self, step: Step) -> None:
-        """Fail `up` when a completed step's output is unusable (the next `up` runs it again)."""
-        from workloads.run.artifacts import step_problem
-
-        problem = _gcs(
-            f"checking {step.artifact_uri}",
-            lambda client, call: step_problem(client, step.step, step.artifact_uri, **call),
-        )
-        if problem:
-            self._retried(step, problem)
-
-    def _retried(self, step: Step, problem: str) -> NoReturn:
-        """Stop `up`: a completed step's output is unusable, so the next `up` runs the step again."""
-        raise pulumi.RunError(
-            f"{problem}; the next `pulumi up` runs {step.name} again (a completed step whose output "
-            "is incomplete is retried)"
-        )
-
-    def _summary(self, train: Step, settings: Settings) -> tuple[dict[str, Any] | None, bytes | None]:
-        """Before/after accuracy, final reward and chip-hours of a finished run, and (for a publication's card)
-        its reward curve; None where they cannot be read."""
-        from workloads.run.artifacts import storage_client
-        from workloads.run.run_data import gather
-
-        try:
-            data = gather(storage_client(), train.output_uri)
-        except Exception as err:  # noqa: BLE001 (the summary is a convenience: it never fails `up`)
-            pulumi.log.warn(
-                f"no run summary for {train.name} ({type(err).__name__}); `make report` reads it later", resource=self
-            )
-            return None, None
-        curve = None
-        if self._plan.publish is not None:
-            from workloads.run.plots import reward_curve_png
-
-            try:
-                curve = reward_curve_png(data)
-            except Exception as err:  # noqa: BLE001 (the card says the curve was not recorded)
-                pulumi.log.warn(f"no reward curve for the model card ({type(err).__name__})", resource=self)
-        return data.summary(settings.total_chips), curve
-
     def step_outputs(self) -> dict[str, dict[str, Any]]:
-        """Per step: object name, artifact URI, logs command, Cloud Console logs link (train: the final step)."""
-        outputs: dict[str, dict[str, Any]] = {
+        """Per step: object name, artifact URI, logs command, Cloud Console logs link and what its wiring adds
+        (train: the final step; convert: the base's commit)."""
+        return {
             step.step: {
                 "name": step.name,
                 "kind": step.kind,
@@ -870,11 +246,7 @@ class WorkflowRun(pulumi.ComponentResource):
                 "artifactUri": step.artifact_uri,
                 "logs": step.logs_command,
                 "consoleLogs": step.console_logs_url,
+                **wiring_of(step).outputs(self.results[step.step]),
             }
             for step in self.steps.values()
         }
-        outputs["train"]["finalStep"] = self.final_step
-        outputs["train"]["checkpointUri"] = self.final_checkpoint_uri
-        outputs["train"]["summary"] = self.summary
-        outputs["convert"]["baseCommit"] = self.base_commit
-        return outputs

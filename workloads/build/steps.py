@@ -1,4 +1,5 @@
-"""The workflow as three content-addressed steps (plain data, no Pulumi).
+"""The workflow as content-addressed steps (plain data, no Pulumi): a catalogue of step specifications
+(``CATALOGUE``), each a builder of its ``Step`` from the settings and the steps before it.
 
 A step's identity is a short hash of the object it sends to the cluster (every field except
 the *operational* ones listed in ``OPERATIONAL_PATHS``) and of where it runs (project, region,
@@ -18,8 +19,9 @@ import copy
 import hashlib
 import json
 import urllib.parse
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from core.config.values import error
 from core.layout import CONVERTED, PATHWAYS_SCRATCH, actor_checkpoints, step_output
@@ -80,6 +82,14 @@ def step_hash(payload: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:HASH_CHARS]
 
 
+Output = Literal["maxtext-checkpoint", "checkpoints", "hf-model", "hub-record"]
+"""What a step leaves at its artifact URI, which says how its output is verified (``workloads.run.artifacts``
+``CHECKS``): a MaxText checkpoint and the base's record (the conversion), step folders of checkpoints
+(training), a Hugging Face model folder (the export), the record of a Hub branch and commit (the publication)."""
+MEMORY_FIX = "raise tpu-rl:workflow.stepMemoryGib (and tpu-rl:cpuPool.machineType if the node no longer fits it)"
+"""What raises a CPU step's memory when its container was OOMKilled."""
+
+
 @dataclass(frozen=True)
 class Step:
     """One workflow step, ready to be wired to a Kubernetes resource."""
@@ -100,21 +110,54 @@ class Step:
     """How long `pulumi up` waits for it to end: every attempt's deadline plus a grace."""
     logs_command: str
     console_logs_url: str
+    output: Output
+    """What it leaves at ``artifact_uri`` (how it is verified)."""
+    container: str
+    """Its own container: the one whose logs it shows and whose memory an OOM names first."""
+    memory_fix: str
+    """What raises that container's memory when the OOM killer ended it."""
+    retry_note: str = ""
+    """What a retry of it does beyond running it again (training resumes from its last checkpoint)."""
     kind: str = "JobSet"
     """Every step is a JobSet (``jobset.x-k8s.io/v1alpha2``)."""
 
 
 @dataclass(frozen=True)
 class Workflow:
-    convert: Step
-    train: Step
-    export: Step
-    publish: Step | None = None
-    """The upload of the export to the Hub (``tpu-rl:publish.repo``), or None."""
+    """The planned steps in their order, each after the one it reads."""
+
+    steps: tuple[Step, ...]
+
+    def __iter__(self) -> Iterator[Step]:
+        return iter(self.steps)
+
+    def get(self, name: str) -> Step | None:
+        """The step named ``name`` (``Step.step``), None when the stack does not run it."""
+        return next((step for step in self.steps if step.step == name), None)
+
+    def __getitem__(self, name: str) -> Step:
+        found = self.get(name)
+        if found is None:
+            raise KeyError(f"the workflow has no {name} step")
+        return found
+
+    # The steps every workflow has, by name (a later step needs no accessor: ``workflow["<name>"]``).
+    @property
+    def convert(self) -> Step:
+        return self["convert"]
 
     @property
-    def steps(self) -> tuple[Step, ...]:
-        return (self.convert, self.train, self.export, *((self.publish,) if self.publish else ()))
+    def train(self) -> Step:
+        return self["train"]
+
+    @property
+    def export(self) -> Step:
+        return self["export"]
+
+    @property
+    def publish(self) -> Step | None:
+        """The upload of the export to the Hub (``tpu-rl:publish.repo``), or None."""
+        return self.get(PUBLISH)
 
 
 def _without(manifest: dict[str, Any], paths: tuple[str, ...]) -> dict[str, Any]:
@@ -228,6 +271,8 @@ def _cpu_step(
     input_uri: str | None,
     artifact: str,
     scratch_gib: int,
+    output: Output,
+    memory_fix: str = MEMORY_FIX,
     **options: Any,
 ) -> Step:
     """A CPU-only step (convert, export, publish): a single-pod JobSet on cpu-np (``options``: the
@@ -258,11 +303,24 @@ def _cpu_step(
         await_seconds=deadline + AWAIT_GRACE_SECONDS,
         logs_command=_logs(settings, job, step),
         console_logs_url=console_logs_url(settings, job, step),
+        output=output,
+        container=step,
+        memory_fix=memory_fix,
     )
 
 
-def _train_step(settings: Settings, input_uri: str, convert_uri: str) -> Step:
-    """GRPO through Pathways on the TPU slice: a JobSet awaited until its terminal state."""
+def _convert_step(settings: Settings, _before: Mapping[str, Step]) -> Step:
+    """Hugging Face -> MaxText on cpu-np, of the commit it resolves ``tpu-rl:model.revision`` to."""
+    model = settings.model.spec
+    argv = convert_argv(settings, OUTPUT)
+    command = convert_script(settings, argv, OUTPUT)
+    return _cpu_step(settings, "convert", command, None, CONVERTED, scratch_gib(model, "convert"), "maxtext-checkpoint")
+
+
+def _train_step(settings: Settings, before: Mapping[str, Step]) -> Step:
+    """GRPO through Pathways on the TPU slice, from the conversion's checkpoint."""
+    convert = before["convert"]
+    input_uri, convert_uri = convert.artifact_uri, convert.output_uri
     argv = train_argv(settings, input_uri, OUTPUT)
     manifest = pathways_jobset(
         settings,
@@ -289,6 +347,10 @@ def _train_step(settings: Settings, input_uri: str, convert_uri: str) -> Step:
         await_seconds=(1 + settings.workflow.max_restarts) * (deadline + AWAIT_GRACE_SECONDS),
         logs_command=_logs(settings, head_job, WORKLOAD_CONTAINER),
         console_logs_url=console_logs_url(settings, head_job, WORKLOAD_CONTAINER),
+        output="checkpoints",
+        container=WORKLOAD_CONTAINER,
+        memory_fix="the Pathways head's limits are xpk's (core/pathways.py HEAD_RESOURCES)",
+        retry_note="training resumes from its last checkpoint",
     )
 
 
@@ -308,8 +370,19 @@ def card_name(step_name: str) -> str:
     return f"{step_name}-card"
 
 
-def _publish_step(settings: Settings, export: Step) -> Step:
+def _export_step(settings: Settings, before: Mapping[str, Step]) -> Step:
+    """MaxText -> Hugging Face on cpu-np, of the newest complete checkpoint of training, made the whole base
+    model at the converted commit."""
+    model = settings.model.spec
+    convert, train = before["convert"], before["train"]
+    argv = export_argv(settings, OUTPUT)
+    command = export_script(argv, train.artifact_uri, OUTPUT, model.hf_repo, convert.output_uri)
+    return _cpu_step(settings, "export", command, train.artifact_uri, "", scratch_gib(model, "export"), "hf-model")
+
+
+def _publish_step(settings: Settings, before: Mapping[str, Step]) -> Step:
     """The verified export and its card, uploaded to ``tpu-rl:publish.repo`` on ``tpu-rl-<hash>``."""
+    export = before["export"]
     publish = settings.publish
     repo_env, branch_env, private_env = PUBLISH_ENV
     env = (
@@ -324,6 +397,9 @@ def _publish_step(settings: Settings, export: Step) -> Step:
         export.artifact_uri,
         PUBLISHED,
         scratch_gib(settings.model.spec, PUBLISH),
+        "hub-record",
+        f"the publication's {PUBLISH_MEMORY_GIB} GiB are fixed (workloads/build/steps.py PUBLISH_MEMORY_GIB): it "
+        "streams the export, so running out of memory is a bug of the upload to report",
         secret=HF_WRITE_SECRET,
         memory_gib=PUBLISH_MEMORY_GIB,
         env=env,
@@ -331,23 +407,33 @@ def _publish_step(settings: Settings, export: Step) -> Step:
     )
 
 
-def plan_workflow(settings: Settings) -> Workflow:
-    """The steps from validated settings, each named by the hash of what it runs: convert, train, export and,
-    with ``tpu-rl:publish.repo``, publish."""
-    model = settings.model.spec
-    argv = convert_argv(settings, OUTPUT)
-    convert = _cpu_step(
-        settings, "convert", convert_script(settings, argv, OUTPUT), None, CONVERTED, scratch_gib(model, "convert")
-    )
-    train = _train_step(settings, convert.artifact_uri, convert.output_uri)
-    argv = export_argv(settings, OUTPUT)
-    export = _cpu_step(
-        settings,
-        "export",
-        export_script(argv, train.artifact_uri, OUTPUT, model.hf_repo, convert.output_uri),
-        train.artifact_uri,
-        "",
-        scratch_gib(model, "export"),
-    )
-    publish = _publish_step(settings, export) if settings.publish.repo else None
-    return Workflow(convert, train, export, publish)
+@dataclass(frozen=True)
+class StepSpec:
+    """One entry of the step catalogue: the step's name, its builder and whether a stack runs it."""
+
+    name: str
+    """The step's name (``Step.step``): in its objects' names, its output paths and its config keys
+    (``tpu-rl:workflow.timeouts.<name>``)."""
+    build: Callable[[Settings, Mapping[str, Step]], Step]
+    """Its ``Step`` from the settings and the steps planned before it, by name (what it reads)."""
+    runs: Callable[[Settings], bool] = lambda _settings: True
+    """Whether a stack with these settings runs it (an optional step is off by default)."""
+
+
+CATALOGUE: tuple[StepSpec, ...] = (
+    StepSpec("convert", _convert_step),
+    StepSpec("train", _train_step),
+    StepSpec("export", _export_step),
+    StepSpec(PUBLISH, _publish_step, runs=lambda settings: settings.publish.repo is not None),
+)
+"""Every step in the order it runs: each reads only steps before it."""
+
+
+def plan_workflow(settings: Settings, catalogue: tuple[StepSpec, ...] = CATALOGUE) -> Workflow:
+    """The steps of the catalogue the settings run, each named by the hash of what it runs: convert, train,
+    export and, with ``tpu-rl:publish.repo``, publish."""
+    planned: dict[str, Step] = {}
+    for spec in catalogue:
+        if spec.runs(settings):
+            planned[spec.name] = spec.build(settings, planned)
+    return Workflow(tuple(planned.values()))

@@ -23,6 +23,8 @@ from workloads.run.checkpoint_scan import PARAMS_DIR, ListingTooLongError, newes
 if TYPE_CHECKING:  # imported lazily: the offline plan never talks to GCS
     from google.cloud import storage
 
+    from workloads.build.steps import Output
+
 MAX_SHOWN = 5
 """Problems of one output named in the error (then how many more)."""
 MAX_LISTED = 10_000
@@ -262,15 +264,27 @@ def first_of(lines: list[str]) -> str:
     return "; ".join(lines[:MAX_SHOWN]) + more
 
 
-def step_problem(client: Any, step: str, artifact_uri: str, **call: Any) -> str | None:
-    """Why a completed step's output is not usable (None when it is), for any of the three steps."""
-    if step == "convert":
-        return converted_problem(client, artifact_uri, **call)
-    if step == "train":
-        return None if final_checkpoint(client, artifact_uri, **call) else no_checkpoint(artifact_uri)
-    if step == "publish":
-        return None if published_record(client, artifact_uri, **call) else no_record(artifact_uri)
-    return exported_problem(client, artifact_uri, **call)
+def _checkpoints_problem(client: Any, actor_uri: str, **call: Any) -> str | None:
+    return None if final_checkpoint(client, actor_uri, **call) else no_checkpoint(actor_uri)
+
+
+def _record_problem(client: Any, record_uri: str, **call: Any) -> str | None:
+    return None if published_record(client, record_uri, **call) else no_record(record_uri)
+
+
+CHECKS: dict[Output, Callable[..., str | None]] = {
+    "maxtext-checkpoint": converted_problem,
+    "checkpoints": _checkpoints_problem,
+    "hf-model": exported_problem,
+    "hub-record": _record_problem,
+}
+"""How each kind of output (``Step.output``) is verified: ``check(client, artifact_uri, **call)``, why it is not
+usable or None."""
+
+
+def step_problem(client: Any, output: Output, artifact_uri: str, **call: Any) -> str | None:
+    """Why a completed step's output (of kind ``output``) is not usable, None when it is."""
+    return CHECKS[output](client, artifact_uri, **call)
 
 
 MAX_RECORD_BYTES = 64 * 1024

@@ -10,7 +10,6 @@ from workloads.run.live_state import state_of
 
 DETAIL = "tpu-rl.detail"
 """Key of what the failed step's pods say, added by the program's wait to the status it hands on."""
-MEMORY_KEY = "tpu-rl:workflow.stepMemoryGib"
 
 
 class StepFailedError(Exception):
@@ -31,13 +30,9 @@ def failure_detail(step: Step, oom: list[tuple[str, str]]) -> str:
     """What the failed step's pods say: a container the OOM killer ended, and the key that raises its memory."""
     if not oom:
         return ""
-    main = "workload-container" if step.step == "train" else step.step
-    pod, container = min(oom, key=lambda found: (found[1] != main, found))  # the step's own container first
+    pod, container = min(oom, key=lambda found: (found[1] != step.container, found))  # its own container first
     limit = memory_limit(step.manifest, container)
-    where = f"container {container[:63]} of pod {pod[:100]} was OOMKilled at its {limit} limit"
-    if step.step in ("convert", "export"):
-        return f"{where}: raise {MEMORY_KEY} (and tpu-rl:cpuPool.machineType if the node no longer fits it)"
-    return f"{where}: the Pathways head's limits are xpk's (core/pathways.py HEAD_RESOURCES)"
+    return f"container {container[:63]} of pod {pod[:100]} was OOMKilled at its {limit} limit: {step.memory_fix}"
 
 
 def check_step_status(kind: str, status: dict[str, Any] | None, namespace: str, name: str, logs_command: str) -> str:

@@ -1,0 +1,334 @@
+"""Reads the live state of the workflow's steps for the program, bounded: the cluster (their objects, pods and
+events, and the wait for a step to end) and GCS (whether a completed step's output is usable).
+
+In `pulumi up` a read that fails stops the run; a preview never fails because of a run's state (one warning).
+The waits run in a daemon thread (``_in_thread``): an interrupted program exits at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import pulumi
+
+from core.config.values import format_duration
+from core.redact import scrub
+from core.settings import Settings
+from infra.k8s import live
+from workloads.build.steps import Step
+from workloads.run import live_state, waiting
+from workloads.run import pods as pod_state
+from workloads.run.exported import Exported
+from workloads.run.failures import DETAIL, failure_detail
+from workloads.run.objects import Pod
+
+T = TypeVar("T")
+
+
+def gcs_read(what: str, check: Callable[[Any, dict[str, Any]], T], budget: Any = None) -> T:
+    """A bounded GCS read with the program's credentials; every failure becomes one line."""
+    from google.api_core import exceptions as gcs_errors
+    from google.auth.exceptions import DefaultCredentialsError
+
+    from workloads.run import artifacts
+
+    try:
+        client = artifacts.storage_client()
+        return artifacts.bounded(client, what, lambda call: check(client, call), budget)
+    except artifacts.StorageError as err:
+        raise pulumi.RunError(f"cannot verify the step's output: {err}") from None
+    except DefaultCredentialsError:
+        raise pulumi.RunError(
+            "cannot verify the step's output: no Google credentials for the artifact check; "
+            "run `gcloud auth application-default login` (the gcp provider needs them too)"
+        ) from None
+    except (gcs_errors.GoogleAPIError, artifacts.ArtifactMissingError, OSError, ValueError) as err:
+        raise pulumi.RunError(
+            f"cannot verify the step's output in GCS: {type(err).__name__}: {scrub(str(err))}"
+        ) from None
+
+
+def read_export(hf_uri: str) -> Exported:
+    """The exported folder as GCS holds it, bounded; one line on failure."""
+    from core.deadline import BUDGETS
+    from workloads.run.exported import read_exported
+
+    return gcs_read(
+        f"reading the exported model at {hf_uri}",
+        lambda client, call: read_exported(client, hf_uri, **call),
+        BUDGETS["export-check"],
+    )
+
+
+class HubUnknownError(Exception):
+    """The Hub cannot say whether a publication is whole (unreachable, a revoked token): one line."""
+
+
+def resumes(step: Step) -> str:
+    """What a retry of the step does beyond running it again, for the end of a line ("" when nothing)."""
+    return f" ({step.retry_note})" if step.retry_note else ""
+
+
+def _in_thread(work: Callable[[], T]) -> asyncio.Future[T]:
+    """Run a blocking wait off the event loop, in a daemon thread (an interrupted program exits at once)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(setter: Callable[[Any], None], value: Any) -> None:
+        if not future.done():
+            setter(value)
+
+    def run() -> None:
+        try:
+            result = work()
+        except BaseException as err:  # noqa: BLE001 (handed to the program's event loop)
+            _on_loop(loop, settle, future.set_exception, err)
+        else:
+            _on_loop(loop, settle, future.set_result, result)
+
+    threading.Thread(target=run, name="tpu-rl-wait", daemon=True).start()
+    return future
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any, context: Any = None) -> None:
+    """Run ``fn`` on the program's event loop from the waiting thread; nothing once the program is gone
+    (an interrupted `up` closes the loop while the thread still polls)."""
+    with contextlib.suppress(RuntimeError):  # the loop is closed
+        loop.call_soon_threadsafe(fn, *args, context=context)
+
+
+class LiveReader:
+    """Reads the live objects of the steps (bounded) and waits for them to end.
+
+    In `pulumi up` a read that fails stops the run: it cannot tell a failed step from a finished
+    one. A preview never fails because of a run's state: an unreadable cluster is one warning (the
+    reader's later reads fail at once) and the steps show as they were recorded.
+    """
+
+    def __init__(
+        self, settings: Settings, kubeconfig: pulumi.Output[str], ready: pulumi.Output[Any], parent: pulumi.Resource
+    ) -> None:
+        self.settings = settings
+        # Read once the workflow's namespace exists: the API server answers by then (a new cluster's
+        # first minutes see restarts of the control plane).
+        self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(
+            pulumi.Output.all(kubeconfig, ready).apply(lambda args: args[0])
+        )
+        self.parent = parent
+        self.preview = pulumi.runtime.is_dry_run()
+        self._reader: live.ClusterReader | None = None
+        self._warned = False
+        self.output_checks: dict[str, Callable[[Step], str | None]] = {}
+        """Step name -> a check of its output beyond GCS (``workloads.wiring``: the publication's branch on the
+        Hub): a completed step it finds a problem with is retried, like one whose files in GCS are incomplete."""
+
+    def _cluster(self, config: str) -> live.ClusterReader:
+        if self._reader is None:
+            self._reader = live.ClusterReader(config)
+        return self._reader
+
+    def _unreadable(self, what: str, err: Exception) -> None:
+        if not self.preview:
+            raise pulumi.RunError(f"cannot read {what}: {err}")
+        if not self._warned:
+            self._warned = True
+            pulumi.log.warn(
+                f"preview could not read the cluster ({err}); every step is shown as recorded at the last "
+                "`pulumi up`, which reads the cluster again and retries a step that ended Failed (a runner "
+                "outside tpu-rl:authorizedNetworks sees this warning)",
+                resource=self.parent,
+            )
+
+    def _refuse(self, message: str) -> None:
+        """Stop `pulumi up` with `message`; a preview only warns (it changes nothing)."""
+        if not self.preview:
+            raise pulumi.RunError(message)
+        pulumi.log.warn(message, resource=self.parent)
+
+    def _output_problem(self, step: Step) -> str | None:
+        """Why a completed step's output is unusable (read in GCS), None when it is fine or unknown."""
+        from workloads.run.artifacts import step_problem
+
+        try:
+            problem = gcs_read(
+                f"checking {step.artifact_uri}",
+                lambda client, call: step_problem(client, step.output, step.artifact_uri, **call),
+            )
+            check = self.output_checks.get(step.step)
+            if problem is None and check is not None:
+                try:
+                    problem = check(step)
+                except HubUnknownError as err:  # not a reason to run it again: kept as recorded
+                    pulumi.log.warn(f"{err}; {step.name} is kept as recorded", resource=self.parent)
+            return problem
+        except pulumi.RunError as err:
+            if not self.preview:
+                raise
+            pulumi.log.warn(f"preview could not check the output of {step.name}: {err}", resource=self.parent)
+            return None
+
+    def _read(self, reader: live.ClusterReader, step: Step, *, pods: bool = False) -> waiting.Poll:
+        return waiting.read_step(
+            reader, self.settings.namespace, step.name, queued=bool(self.settings.kueue.queue), pods=pods
+        )
+
+    def marker(self, step: Step) -> pulumi.Output[str | None]:
+        """The step's retry marker (``replacement_trigger``); None when a preview cannot read the cluster."""
+        what = f"JobSet {self.settings.namespace}/{step.name}"
+
+        def read(config: str) -> str | None:
+            try:
+                obj, workloads, _pods = self._read(self._cluster(config), step)
+                current = live_state.live_step(obj, workloads)
+            except live.ClusterReadError as err:
+                self._unreadable(what, err)
+                return None
+            retry = current.state in ("failed", "stopped")
+            if current.state == "failed":
+                reason = (current.reason or "Failed")[:60]
+                self._say(f"{what} ended Failed ({reason}); {self._will()}{resumes(step)}")
+            elif current.state == "stopped":
+                reason = (current.reason or "Deactivated")[:60]
+                self._say(f"{what} was stopped by Kueue ({reason}); {self._will()}{resumes(step)}")
+            elif current.state == "succeeded":
+                problem = self._output_problem(step)
+                if problem:
+                    retry = True
+                    self._say(f"{what} completed, but {problem.split(' but ', 1)[-1]}; {self._will()}{resumes(step)}")
+            return live_state.retry_marker(current, retry=retry)
+
+        return pulumi.Output.unsecret(self.kubeconfig.apply(read))
+
+    def _will(self) -> str:
+        return "`pulumi up` will retry it" if self.preview else "retrying it"
+
+    def _say(self, message: str) -> None:
+        if self.preview:
+            pulumi.log.warn(message, resource=self.parent)
+        else:
+            pulumi.log.info(message, resource=self.parent)
+
+    def wait(self, step: Step, resource: pulumi.CustomResource) -> pulumi.Output[Any]:
+        """The status the step's JobSet ended with, once the provider applied it (``workloads.run.waiting``); a
+        failed step's status carries what its pods say (``failures.DETAIL``: a container OOMKilled)."""
+        settings = self.settings
+        namespace = settings.namespace
+        what = f"JobSet {namespace}/{step.name}"
+        bounds = waiting.Bounds(
+            total=step.await_seconds,
+            admission=settings.kueue.admission_timeout,
+            unschedulable=settings.workflow.unschedulable_timeout,
+        )
+
+        def start(args: list[Any]) -> asyncio.Future[Any]:
+            config = args[1]
+            loop = asyncio.get_running_loop()
+            # The program's context (the SDK keeps its engine connection in context variables): a log call
+            # made for the waiting thread runs in it, not in the thread's empty one.
+            program = contextvars.copy_context()
+
+            def report(message: str) -> None:  # progress on the step's row (called from the waiting thread)
+                _on_loop(loop, lambda: pulumi.log.info(message, resource=resource, ephemeral=True), context=program)
+
+            def fresh(read: Callable[[live.ClusterReader], T]) -> T:
+                reader = live.ClusterReader(config)  # a fresh credential on every poll
+                try:
+                    return read(reader)
+                finally:
+                    reader.close()
+
+            unschedulable = waiting.Unschedulable(
+                events=lambda: fresh(lambda reader: waiting.read_pod_events(reader, namespace)),
+                fix=lambda pool: pod_state.pool_fix(
+                    pool, capacity=settings.tpu.capacity, cpu_machine=settings.cpu_pool.machine_type
+                ),
+                then=_unschedulable_then(settings),
+            )
+
+            def work() -> Any:
+                try:
+                    obj = waiting.wait_for_step(
+                        lambda: fresh(lambda reader: self._read(reader, step, pods=True)),
+                        what,
+                        bounds,
+                        report=report,
+                        unschedulable=unschedulable,
+                    )
+                except waiting.StepWaitError as err:
+                    raise pulumi.RunError(str(err)) from None
+                status = obj.status.model_dump(mode="json", by_alias=True)
+                if live_state.live_step(obj).state == "failed":
+                    try:
+                        found = fresh(lambda reader: waiting.read_pods(reader, namespace, step.name))
+                    except live.ClusterReadError:
+                        found = []  # the failure is reported without what its pods say
+                    detail = failure_detail(step, pod_state.oom_killed(found))
+                    if detail:
+                        status[DETAIL] = detail
+                return status
+
+            return _in_thread(work)
+
+        return pulumi.Output.unsecret(pulumi.Output.all(resource.id, self.kubeconfig).apply(start))
+
+    def image_digests(self, steps: Sequence[Step], after: pulumi.Output[Any]) -> pulumi.Output[dict[str, str]]:
+        """Image -> the digest the steps' pods ran (``pods.image_digests``), read once ``after`` resolved; {} in
+        a preview or when the pods cannot be read (the card then says the digests were not recorded)."""
+        namespace = self.settings.namespace
+
+        def read(args: list[Any]) -> dict[str, str]:
+            if self.preview:
+                return {}
+            found: list[Pod] = []
+            # A fresh reader (a new credential): the steps ended hours after the first reads of this `up`.
+            reader = live.ClusterReader(args[0])
+            try:
+                for step in steps:
+                    found += waiting.read_pods(reader, namespace, step.name)
+            except live.ClusterReadError as err:
+                pulumi.log.warn(f"no image digests for the model card: cannot read the pods ({err})", self.parent)
+                return {}
+            finally:
+                reader.close()
+            return pod_state.image_digests(found)
+
+        return pulumi.Output.unsecret(pulumi.Output.all(self.kubeconfig, after).apply(read))
+
+    def check_slice_free(self, train: Step) -> pulumi.Output[str]:
+        """Without Kueue: fail (warn in preview) when another training run of this cluster still holds the
+        TPU slice (with Kueue, a second run queues behind the first)."""
+        namespace = self.settings.namespace
+        selector = f"app.kubernetes.io/instance={self.settings.cluster_name},app.kubernetes.io/component=train"
+
+        def read(config: str) -> str:
+            try:
+                items = waiting.read_jobsets(self._cluster(config), namespace, selector)
+            except live.ClusterReadError as err:
+                self._unreadable(f"the training runs in {namespace}", err)
+                return ""
+            others = live_state.running_elsewhere(items, train.name)
+            if others:
+                message = (
+                    f"training run {', '.join(others)} (an earlier configuration) is still running on the TPU slice; "
+                    f"{train.name} cannot start until it ends. Wait for it (`kubectl get jobset -n {namespace} -w`) "
+                    f"or stop it (`kubectl delete jobset -n {namespace} {others[0]}`), then run `pulumi up` again"
+                )
+                self._refuse(message)
+            return ""
+
+        return pulumi.Output.unsecret(self.kubeconfig.apply(read))
+
+
+def _unschedulable_then(settings: Settings) -> str:
+    """What becomes of a step `up` stopped waiting for as unschedulable."""
+    if settings.kueue.install:
+        return (
+            "It stays pending: Kueue stops it after tpu-rl:kueue.podsReadyTimeout "
+            f"({format_duration(settings.kueue.pods_ready_timeout)}) and the next `pulumi up` runs it again"
+        )
+    return "It stays pending and starts if capacity appears; run `pulumi up` again to follow it"

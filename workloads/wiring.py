@@ -1,0 +1,476 @@
+"""What each step does beyond the generic path of ``workloads.workflow`` (register, wait, check the output):
+one ``StepWiring`` per step of the catalogue that needs one (``WIRING``), found by the step's name; any other
+step gets the generic ``StepWiring``.
+
+A wiring says what a step waits for besides the step it reads (``gates``, ``after``), which earlier steps'
+results its verification uses (``uses``), how its output is verified once it succeeded (``verify``: the generic
+check of its kind of output, ``workloads.run.artifacts.CHECKS``, and whatever the step adds), what it hands on
+when nothing is read (``offline``: the offline plan, a preview), what it adds to the ``steps`` output
+(``outputs``) and a check of its output beyond GCS for a completed step (``output_check``).
+
+A step's result is a plain dict (an Output of one): ``{"uri": ...}`` and what the step adds (the conversion's
+``baseCommit``, training's ``step``, ``summary`` and ``rewardCurve``, the publication's ``url``, ``branch`` and
+``commit``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, NoReturn
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from core.hf_model import ModelLayout
+from core.names import HUB_URL, PUBLISH
+from core.settings import Settings
+from infra.k8s.object import KubernetesObject
+from workloads.build.manifests import CARD_FILES
+from workloads.build.steps import Step, Workflow
+from workloads.reader import HubUnknownError, LiveReader, gcs_read, read_export
+
+Result = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a step's wiring may use: the settings, the plan, the live reader, the platform's pieces."""
+
+    settings: Settings
+    plan: Workflow
+    parent: pulumi.Resource
+    """The workflow component: the parent of what a wiring registers, the resource its logs name."""
+    reader: LiveReader | None
+    """The live reader (None for the offline plan)."""
+    verify: bool
+    """Whether outputs are read and checked (`pulumi up`; not the offline plan, not a preview)."""
+    provider: k8s.Provider
+    cluster: pulumi.Resource
+    ready: Sequence[pulumi.Resource]
+    tpu_pools: Sequence[pulumi.Resource]
+    config_diff: Sequence[dict[str, Any]] = ()
+    base_commit: str | None = None
+    """The commit the preflight resolved the model's revision to (None: not checked)."""
+    base_license: str | None = None
+
+
+def retried(step: Step, problem: str) -> NoReturn:
+    """Stop `up`: a completed step's output is unusable, so the next `up` runs the step again."""
+    raise pulumi.RunError(
+        f"{problem}; the next `pulumi up` runs {step.name} again (a completed step whose output is incomplete is "
+        "retried)"
+    )
+
+
+def verified(step: Step) -> None:
+    """Fail `up` when a completed step's output is unusable by the check of its kind (the next `up` runs it
+    again)."""
+    from workloads.run.artifacts import step_problem
+
+    problem = gcs_read(
+        f"checking {step.artifact_uri}",
+        lambda client, call: step_problem(client, step.output, step.artifact_uri, **call),
+    )
+    if problem:
+        retried(step, problem)
+
+
+class StepWiring:
+    """The generic step: it reads the step before it, and its output is checked by its kind."""
+
+    uses: ClassVar[tuple[str, ...]] = ()
+    """The earlier steps whose results ``verify`` receives (by name, in this order)."""
+
+    def gates(self, context: Context, step: Step) -> list[pulumi.Output[Any]]:
+        """What must resolve before the step is registered, besides the verified output it reads."""
+        return []
+
+    def after(self, context: Context, step: Step, results: Mapping[str, pulumi.Output[Result]]) -> list[Any]:
+        """Resources the step is registered after, besides the step it reads (it may register them)."""
+        return []
+
+    def verify(self, context: Context, step: Step, used: Sequence[Result]) -> Result:
+        """After the step succeeded in `up`: fail when its output is unusable, else what it hands on."""
+        verified(step)
+        return {"uri": step.artifact_uri}
+
+    def offline(self, context: Context, step: Step) -> Result:
+        """What it hands on when nothing is read (the offline plan, a preview)."""
+        return {"uri": step.artifact_uri}
+
+    def outputs(self, result: pulumi.Output[Result]) -> dict[str, pulumi.Output[Any]]:
+        """What it adds to its entry of the ``steps`` output."""
+        return {}
+
+    def output_check(self, context: Context, step: Step) -> str | None:
+        """Why a completed step's output is unusable beyond its files in GCS (None: it is not, or the step has
+        no such check); ``HubUnknownError`` when that cannot be known."""
+        return None
+
+
+class ConvertWiring(StepWiring):
+    """The conversion hands on the commit of the base model it converted (``source.json``)."""
+
+    def verify(self, context: Context, step: Step, used: Sequence[Result]) -> Result:
+        from workloads.run.artifacts import source_record
+
+        verified(step)
+        output = step.output_uri
+        record = gcs_read(
+            f"reading the conversion's record under {output}",
+            lambda client, call: source_record(client, output, **call),
+        )
+        if record is None:  # verified read it a moment ago
+            retried(step, f"conversion finished but its record {output}source.json is missing")
+        return {"uri": step.artifact_uri, "baseCommit": record.commit}
+
+    def offline(self, context: Context, step: Step) -> Result:
+        return {"uri": step.artifact_uri, "baseCommit": context.base_commit}
+
+    def outputs(self, result: pulumi.Output[Result]) -> dict[str, pulumi.Output[Any]]:
+        return {"baseCommit": result.apply(lambda found: found["baseCommit"])}
+
+
+class TrainWiring(StepWiring):
+    """Training waits for the slice's pools and (without Kueue) for no other training to hold the slice; it
+    hands on the newest complete checkpoint found in GCS, with the run's summary."""
+
+    def gates(self, context: Context, step: Step) -> list[pulumi.Output[Any]]:
+        if context.reader is not None and not context.settings.kueue.queue:
+            return [context.reader.check_slice_free(step)]
+        return []
+
+    def after(self, context: Context, step: Step, results: Mapping[str, pulumi.Output[Result]]) -> list[Any]:
+        return list(context.tpu_pools)
+
+    def offline(self, context: Context, step: Step) -> Result:
+        expected = context.settings.training.final_step
+        return {"step": expected, "uri": f"{step.artifact_uri}{expected}/model_params/", "summary": None}
+
+    def verify(self, context: Context, step: Step, used: Sequence[Result]) -> Result:
+        from workloads.run.artifacts import final_checkpoint, short_run_warning
+
+        settings = context.settings
+        found = gcs_read(
+            f"listing the checkpoints under {step.artifact_uri}",
+            lambda client, call: final_checkpoint(client, step.artifact_uri, **call),
+        )
+        if found is None:
+            verified(step)  # raises: no complete checkpoint
+            # It lists again and did not raise: a complete checkpoint appeared between the two listings.
+            raise pulumi.RunError(
+                f"the checkpoints under {step.artifact_uri} changed while they were checked (none was "
+                "complete, then one was); run `pulumi up` again"
+            )
+        prefill = int(settings.training.knobs["max_prefill_predict_length"])
+        warning = short_run_warning(found, settings.training.final_step, prefill)
+        if warning:
+            pulumi.log.warn(warning, resource=context.parent)
+        summary, curve = self._summary(context, step)
+        return {"step": found.step, "uri": found.uri, "summary": summary, "rewardCurve": curve}
+
+    def outputs(self, result: pulumi.Output[Result]) -> dict[str, pulumi.Output[Any]]:
+        return {
+            "finalStep": result.apply(lambda found: found["step"]),
+            "checkpointUri": result.apply(lambda found: found["uri"]),
+            "summary": result.apply(lambda found: found["summary"]),
+        }
+
+    @staticmethod
+    def _summary(context: Context, train: Step) -> tuple[dict[str, Any] | None, bytes | None]:
+        """Before/after accuracy, final reward and chip-hours of a finished run, and (for a publication's card)
+        its reward curve; None where they cannot be read."""
+        from workloads.run.artifacts import storage_client
+        from workloads.run.run_data import gather
+
+        try:
+            data = gather(storage_client(), train.output_uri)
+        except Exception as err:  # noqa: BLE001 (the summary is a convenience: it never fails `up`)
+            pulumi.log.warn(
+                f"no run summary for {train.name} ({type(err).__name__}); `make report` reads it later",
+                resource=context.parent,
+            )
+            return None, None
+        curve = None
+        if context.plan.publish is not None:
+            from workloads.run.plots import reward_curve_png
+
+            try:
+                curve = reward_curve_png(data)
+            except Exception as err:  # noqa: BLE001 (the card says the curve was not recorded)
+                pulumi.log.warn(f"no reward curve for the model card ({type(err).__name__})", resource=context.parent)
+        return data.summary(context.settings.total_chips), curve
+
+
+def base_differences(
+    settings: Settings,
+    layout: ModelLayout | None,
+    token: str,
+    endpoint: str | None = None,
+    revision: str | None = None,
+) -> list[str]:
+    """How an exported layout differs from the base model on the Hub at ``revision`` (default
+    ``tpu-rl:model.revision``; the commit that was converted, once it is recorded): its config, every tensor's
+    name, shape and dtype (``core.hf_model.compare``); empty: it is the whole base model."""
+    from core.hf_model import compare
+    from workloads.preflight import PreflightError, base_model_layout
+
+    if layout is None:  # never with an export free of problems (read_exported)
+        raise pulumi.RunError("export check: the exported folder holds no model")
+    model = settings.model
+    try:
+        base = base_model_layout(model.spec.hf_repo, revision or model.revision, token, endpoint)
+    except PreflightError as err:
+        raise pulumi.RunError(
+            f"export check: {err} (tpu-rl:workflow.verifyExport: false skips the comparison)"
+        ) from None
+    return compare(layout, base)
+
+
+def export_differences(
+    settings: Settings, hf_uri: str, token: str, endpoint: str | None = None, revision: str | None = None
+) -> list[str]:
+    """The export's own problems (files that are not a model's, missing files, shards cut short, an index that
+    disagrees with the headers), or else how it differs from the base model at ``revision`` (empty: it is whole
+    and is the whole base model)."""
+    exported = read_export(hf_uri)
+    if exported.problems:  # a folder without a layout always has its problems
+        return list(exported.problems)
+    return base_differences(settings, exported.layout, token, endpoint, revision)
+
+
+class ExportWiring(StepWiring):
+    """The export is checked to be the whole base model at the commit the conversion converted."""
+
+    uses = ("convert",)
+
+    def verify(self, context: Context, step: Step, used: Sequence[Result]) -> Result:
+        if context.settings.workflow.verify_export:
+            (converted,) = used
+            self._matches_base(context, step, converted["baseCommit"])  # one read: its own check, the comparison
+        else:
+            verified(step)
+        return {"uri": step.artifact_uri}
+
+    @staticmethod
+    def _matches_base(context: Context, step: Step, commit: str | None) -> None:
+        """Fail `up` when the export is incomplete (retried, as ``verified`` says) or is not the whole base model
+        at the converted ``commit`` (another config, a missing, extra or reshaped tensor, a dtype slip), with the
+        first differences and the logs."""
+        from pulumi.runtime import config as runtime_config
+
+        from workloads.run.artifacts import first_of, incomplete_export
+
+        exported = read_export(step.artifact_uri)
+        problem = incomplete_export(step.artifact_uri, exported.problems)
+        if problem:
+            retried(step, problem)
+        model = context.settings.model
+        token = runtime_config.get_config("tpu-rl:hfToken") or ""
+        endpoint = os.environ.get("HF_ENDPOINT")
+        found = base_differences(context.settings, exported.layout, token, endpoint, commit)
+        base = f"{model.spec.hf_repo}@{commit or model.revision}"
+        if found:
+            raise pulumi.RunError(
+                f"the exported model {step.artifact_uri} does not match {base} (the commit converted): "
+                f"{first_of(found)}; export logs: {step.logs_command}. Exporting the same checkpoint again gives "
+                "the same model, so the next `up` does not retry it: change what the export runs "
+                "(tpu-rl:images.maxtext, tpu-rl:model) or set tpu-rl:workflow.verifyExport: false"
+            )
+        pulumi.log.info(f"export check: {step.artifact_uri} matches {base}", context.parent)
+
+
+class PublishWiring(StepWiring):
+    """The publication: its model card (a ConfigMap, written once, registered before it), then the upload; it
+    hands on the branch's commit, read back from the Hub and checked to hold every exported file."""
+
+    def after(self, context: Context, step: Step, results: Mapping[str, pulumi.Output[Result]]) -> list[Any]:
+        from workloads.build.manifests import card_config_map, card_metadata
+        from workloads.build.steps import card_name
+
+        settings, plan = context.settings, context.plan
+        digests: pulumi.Input[dict[str, str]] = {}
+        if context.reader is not None:
+            digests = context.reader.image_digests([plan.train, plan.export], after=results["export"])
+
+        def card(args: list[Any]) -> dict[str, Any]:
+            trained, images, converted = args
+            readme, image = self._card(context, step, trained, images, converted["baseCommit"])
+            return card_config_map(settings, card_name(step.name), step.step_id, readme, image)
+
+        manifest = pulumi.Output.all(results["train"], digests, results["convert"]).apply(card)
+        card_map = KubernetesObject(
+            card_name(step.name),
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": card_metadata(settings, card_name(step.name), step.step_id),
+                "data": manifest.apply(lambda m: m["data"]),
+                "binaryData": manifest.apply(lambda m: m.get("binaryData", {})),
+            },
+            opts=pulumi.ResourceOptions(
+                parent=context.parent,
+                provider=context.provider,
+                deleted_with=context.cluster,
+                depends_on=list(context.ready),
+                # The card of a run is written once: a later `up` (its numbers read again) never rewrites it.
+                ignore_changes=["data", "binaryData"],
+            ),
+        )
+        return [card_map]
+
+    def offline(self, context: Context, step: Step) -> Result:
+        return {**self._where(context, step), "commit": None}
+
+    def verify(self, context: Context, step: Step, used: Sequence[Result]) -> Result:
+        from workloads.run.artifacts import no_record
+
+        where = self._where(context, step)
+        try:
+            problem, commit = self.on_hub(context, step)
+        except HubUnknownError as err:
+            pulumi.log.warn(f"{err}; hubCommit is the commit the step recorded", resource=context.parent)
+            commit = self._recorded_commit(step)
+            if commit is None:
+                retried(step, no_record(step.artifact_uri))
+            return {**where, "commit": commit}
+        if problem:
+            retried(step, f"{problem}; publish logs: {step.logs_command}")
+        pulumi.log.info(f"published: {where['url']}/tree/{where['branch']} is commit {commit}", context.parent)
+        return {**where, "commit": commit}
+
+    def output_check(self, context: Context, step: Step) -> str | None:
+        return self.on_hub(context, step)[0]
+
+    @staticmethod
+    def _where(context: Context, step: Step) -> Result:
+        from workloads.build.steps import branch_of
+
+        return {"url": f"{HUB_URL}/{context.settings.publish.repo}", "branch": branch_of(step.step_id)}
+
+    @staticmethod
+    def _card(
+        context: Context, step: Step, found: dict[str, Any], digests: dict[str, str], commit: str | None
+    ) -> tuple[str, bytes | None]:
+        """The model card's text and the reward curve (``workloads.build.model_card``), from plain values; the
+        base is the ``commit`` converted."""
+        from core.estimate import estimate_for
+        from core.knobs import DATASETS
+        from workloads.build.manifests import REWARD_IMAGE, REWARD_IMAGE_MAX_BYTES
+        from workloads.build.model_card import CardFacts, card_setting, model_card
+        from workloads.build.steps import branch_of
+
+        settings, plan = context.settings, context.plan
+        image = found.get("rewardCurve")
+        if image is not None and len(image) > REWARD_IMAGE_MAX_BYTES:
+            pulumi.log.warn(
+                f"the reward curve ({len(image)} bytes) is too large for the model card; left out", context.parent
+            )
+            image = None
+        dataset = DATASETS[settings.training.dataset]
+        ids = tuple(dict.fromkeys(v for k, v in dataset.keys if k in ("dataset_name", "eval_dataset_name")))
+        estimate = estimate_for(settings)
+        facts = CardFacts(
+            repo=settings.publish.repo or "",
+            branch=branch_of(step.step_id),
+            base_repo=settings.model.spec.hf_repo,
+            base_revision=settings.model.revision,
+            base_commit=commit,
+            model_name=settings.model.spec.name,
+            dataset=settings.training.dataset,
+            dataset_ids=ids,
+            config_diff=[d for d in context.config_diff if card_setting(d["key"])],
+            images={
+                "maxtext": settings.images.maxtext,
+                "pathwaysServer": settings.images.pathways_server,
+                "pathwaysProxy": settings.images.pathways_proxy,
+            },
+            image_digests=digests,
+            summary=found.get("summary"),
+            usd_per_chip_hour=estimate.usd_per_chip_hour,
+            capacity=settings.tpu.capacity,
+            chips=settings.total_chips,
+            reward_image=REWARD_IMAGE if image else None,
+            steps={s.step: s.name for s in plan.steps},
+            # A public card does not name the bucket: its default name holds the project's id.
+            export_uri=plan.export.artifact_uri if settings.publish.private else "",
+            base_license=context.base_license,
+            private=settings.publish.private,
+        )
+        return model_card(facts), image
+
+    @staticmethod
+    def on_hub(context: Context, step: Step) -> tuple[str | None, str | None]:
+        """(why the publish step's branch does not hold the export, None when it does; the branch's commit): the
+        branch must exist and hold exactly the exported files, each with its size, and the card.
+        ``HubUnknownError`` when the Hub cannot say (unreachable, a revoked token)."""
+        from pulumi.runtime import config as runtime_config
+
+        from core.hf_model import name_problem
+        from workloads.build.steps import branch_of
+        from workloads.preflight import PreflightError, published_revision
+        from workloads.run.artifacts import first_of, incomplete_export
+
+        repo, branch = context.settings.publish.repo or "", branch_of(step.step_id)
+        export_uri = context.plan.export.artifact_uri
+        exported = read_export(export_uri)
+        if exported.problems:  # the export is run again first (its own check); then this publication
+            return incomplete_export(export_uri, exported.problems), None
+        token = runtime_config.get_config("tpu-rl:hfWriteToken") or ""
+        try:
+            found = published_revision(repo, branch, token, os.environ.get("HF_ENDPOINT"))
+        except PreflightError as err:
+            raise HubUnknownError(f"cannot check the publication of {step.name} on the Hub: {err}") from None
+        if found is None:
+            return (
+                f"publish finished but {repo} has no branch {branch} (deleted since, or the write token cannot see it)",
+                None,
+            )
+        commit, files = found
+        wanted = {name: size for name, size in exported.files.items() if name not in CARD_FILES}
+        differences = [
+            f"{name} ({'missing' if name not in files else f'{files[name]} bytes, not {size}'})"
+            for name, size in sorted(wanted.items())
+            if files.get(name, -1) not in (size, None)
+        ]
+        if "README.md" not in files:
+            differences.append("README.md (the model card) missing")
+        extra = sorted(set(files) - set(wanted) - set(CARD_FILES) - {".gitattributes"})
+        # Names from the Hub are shown, never used as paths: one that is no plain file name is said to be one.
+        differences += [
+            f"{name} (not in the export)"
+            if name_problem(name) is None
+            else f"a file on the branch: {name_problem(name)}"
+            for name in extra
+        ]
+        if differences:
+            return (
+                f"publish finished but {repo}@{branch} does not hold the export {export_uri}: {first_of(differences)}",
+                commit,
+            )
+        return None, commit
+
+    @staticmethod
+    def _recorded_commit(step: Step) -> str | None:
+        """The commit the publish step recorded (``published.json``), None without a record."""
+        from workloads.run.artifacts import published_record
+
+        record = gcs_read(
+            f"reading {step.artifact_uri}", lambda client, call: published_record(client, step.artifact_uri, **call)
+        )
+        return str(record["commit"]) if record else None
+
+
+WIRING: dict[str, StepWiring] = {
+    "convert": ConvertWiring(),
+    "train": TrainWiring(),
+    "export": ExportWiring(),
+    PUBLISH: PublishWiring(),
+}
+"""The steps that do more than the generic path, by name; any other step is a ``StepWiring()``."""
+
+
+def wiring_of(step: Step) -> StepWiring:
+    return WIRING.get(step.step) or StepWiring()
