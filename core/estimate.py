@@ -1,7 +1,8 @@
 """A small, documented cost and duration model for one workflow run (plain functions, no Pulumi).
 
-Model: each step takes an assumed wall-clock time (the named constants below). TPU chip-hours are
-billed while TPU VMs exist:
+Model: each step takes an assumed wall-clock time (the model's catalogue entry, ``core.models.MODELS``, and
+the named constants below), and a chip-hour costs its TPU version's list price (its entry in
+``core.tpu.CATALOGUE``) in the capacity mode. TPU chip-hours are billed while TPU VMs exist:
 
 - ``reservation``: the static slice exists from ``pulumi up`` until ``pulumi destroy``, so it bills
   during conversion and export too (which do not use it) and every idle day after the run;
@@ -28,39 +29,32 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.names import STEPS
-from core.tpu import SliceShape
+from core.models import MODELS
+from core.names import STEPS, StepName
+from core.tpu import CATALOGUE, Capacity, SliceShape, TpuVersionName
 
-# USD per chip-hour. Source: Google Cloud TPU pricing page (https://cloud.google.com/tpu/pricing),
-# list prices for us-east5 / us-central regions as recorded on 2026-11-29 for this project; they
-# were not re-fetched from this offline workplace, and they change: verify them for your region.
-# "reservation" is the 1-year committed-use price (TPU reservations require a CUD).
+# What the model assumes beyond the catalogues: each TPU version's list prices are its entry's
+# (``core.tpu.CATALOGUE``, ``TpuPrices``), each model's durations its entry's (``core.models.MODELS``).
+# Prices: the Google Cloud TPU pricing page (https://cloud.google.com/tpu/pricing), recorded on PRICES_AS_OF.
 # spot and flex-start are assumptions relative to on-demand (SPOT_FACTOR, FLEX_START_FACTOR).
-ON_DEMAND_USD_PER_CHIP_HOUR = {"v6e": 2.70, "v5e": 1.20, "v5p": 4.20}
-RESERVATION_USD_PER_CHIP_HOUR = {"v6e": 1.89, "v5e": 0.84, "v5p": 2.94}
 SPOT_FACTOR = 0.40
 FLEX_START_FACTOR = 0.60
 PRICES_AS_OF = "2026-11-29"
 
-# Assumed durations (hours).
-CONVERT_HOURS = {"gemma4-26b": 1.0, "gemma4-e4b": 0.3}
-"""Download the bf16 weights, transform, save the MaxText checkpoint (one CPU node)."""
-EXPORT_HOURS = {"gemma4-26b": 0.75, "gemma4-e4b": 0.25}
-"""Restore the RL checkpoint on CPU and write safetensors to GCS."""
+# Assumed durations (hours) that do not depend on the model.
 TRAIN_STARTUP_HOURS = 0.75
 """Scheduling, Pathways start-up, checkpoint restore, XLA compilation and the pre-RL eval."""
-TRAIN_SECONDS_PER_SAMPLE = {"gemma4-26b": 6.0, "gemma4-e4b": 1.5}
-"""Per generated sample (prompt x generation) of 640 tokens on a 32-chip slice: rollout, reshard,
-update. Scales with target length and inversely with chips."""
 REFERENCE_TARGET_LENGTH = 640
+"""The target length a model's ``train_seconds_per_sample`` is given for."""
 REFERENCE_CHIPS = 32
+"""The chips a model's ``train_seconds_per_sample`` is given for."""
 AUTOSCALE_OVERHEAD_HOURS = 0.25
 """TPU VMs boot before training starts and linger until scale-down after it ends."""
 
 
 @dataclass(frozen=True)
 class StepEstimate:
-    step: str
+    step: StepName
     hours: float
     holds_tpu: bool
     tpu_chip_hours: float
@@ -78,7 +72,7 @@ class FailureCost:
 
 @dataclass(frozen=True)
 class Estimate:
-    capacity: str
+    capacity: Capacity
     chips: int
     usd_per_chip_hour: float
     steps: list[StepEstimate]
@@ -123,14 +117,16 @@ class Estimate:
         }
 
 
-def usd_per_chip_hour(version: str, capacity: str) -> float:
-    on_demand = ON_DEMAND_USD_PER_CHIP_HOUR[version]
-    return {
-        "reservation": RESERVATION_USD_PER_CHIP_HOUR[version],
-        "on-demand": on_demand,
-        "spot": on_demand * SPOT_FACTOR,
-        "flex-start": on_demand * FLEX_START_FACTOR,
-    }[capacity]
+def usd_per_chip_hour(version: TpuVersionName, capacity: Capacity) -> float:
+    """The price of one chip-hour of a TPU version (its entry's ``prices``) in a capacity mode."""
+    prices = CATALOGUE[version].prices
+    by_capacity: dict[Capacity, float] = {
+        "reservation": prices.reservation,
+        "on-demand": prices.on_demand,
+        "spot": prices.on_demand * SPOT_FACTOR,
+        "flex-start": prices.on_demand * FLEX_START_FACTOR,
+    }
+    return by_capacity[capacity]
 
 
 @dataclass(frozen=True)
@@ -138,6 +134,7 @@ class TrainingRun:
     """What the length of a training run depends on (MaxText's names in the comments)."""
 
     model: str
+    """The model's catalogue name (a key of ``core.models.MODELS``), whose entry gives its durations."""
     num_batches: int  # num_batches
     batch_size: int  # batch_size
     num_generations: int  # rl.num_generations
@@ -147,7 +144,7 @@ class TrainingRun:
 def step_seconds(run: TrainingRun, chips: int) -> float:
     """Seconds of one step of batch_size x generations samples on `chips` chips."""
     per_step = (
-        TRAIN_SECONDS_PER_SAMPLE[run.model]
+        MODELS[run.model].train_seconds_per_sample
         * run.batch_size
         * run.num_generations
         * (run.max_target_length / REFERENCE_TARGET_LENGTH)
@@ -161,7 +158,13 @@ def train_hours(run: TrainingRun, chips: int) -> float:
 
 
 def failure_costs(
-    chips: int, price: float, capacity: str, run: TrainingRun, *, checkpoint_period: int, unschedulable_seconds: int
+    chips: int,
+    price: float,
+    capacity: Capacity,
+    run: TrainingRun,
+    *,
+    checkpoint_period: int,
+    unschedulable_seconds: int,
 ) -> dict[str, FailureCost]:
     """What one failure of each kind bills (module docstring)."""
     lost_steps = min(checkpoint_period, run.num_batches) / 2
@@ -176,7 +179,7 @@ def failure_costs(
 def estimate_run(
     shape: SliceShape,
     slices: int,
-    capacity: str,
+    capacity: Capacity,
     run: TrainingRun | None,
     *,
     checkpoint_period: int = 10,
@@ -188,14 +191,12 @@ def estimate_run(
     chips = shape.chips * slices
     price = usd_per_chip_hour(shape.version, capacity)
     reserved = capacity == "reservation"
+    hours: dict[StepName, float]
     if run is None:
         hours = dict.fromkeys(STEPS, 0.0)
     else:
-        hours = {
-            "convert": CONVERT_HOURS[run.model],
-            "train": train_hours(run, chips),
-            "export": EXPORT_HOURS[run.model],
-        }
+        model = MODELS[run.model]
+        hours = {"convert": model.convert_hours, "train": train_hours(run, chips), "export": model.export_hours}
     steps = []
     for step, step_hours in hours.items():
         holds_tpu = step == "train"

@@ -1,26 +1,74 @@
-"""Model catalogue: the models the workflow knows how to convert, train and export."""
+"""The model catalogue: one entry per model the workflow converts, trains and exports, with everything the
+program knows about it.
+
+An entry (``Model`` in ``MODELS``) holds its names (tpu-rl's, the Hub repository's, MaxText's ``model_name``),
+the size of its bf16 weights, from which the CPU steps' memory (``step_memory_gib``) and scratch
+(``scratch_gib``) and cpu-np's boot disk check are derived, and the durations the cost model assumes for it
+(``core.estimate``). No code branches on a model's name: a new model is one entry here, and the config rules,
+the plan and the estimate follow (docs/architecture.md "Catalogues"; ``tests/test_catalogue_entries.py`` adds
+one to prove it). The export's layout (``core.hf_model``: the language model under ``model.language_model.``
+in BF16, the rest copied from the base) is MaxText 0.2.4's for every Gemma 4 checkpoint, so it is not an
+entry's; a model of another family would need it as a field.
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
+from core.names import StepName
+
 
 @dataclass(frozen=True)
 class Model:
-    """A Hugging Face model and its MaxText name, with sizes for the CPU steps."""
+    """One model: every fact the program knows about it (the catalogue entry)."""
 
     name: str
+    """tpu-rl's short name (``tpu-rl:model.name``; the first part of every step's name and output path)."""
     hf_repo: str
+    """The Hugging Face repository the conversion reads and the export is compared with."""
     maxtext_name: str
+    """MaxText's ``model_name`` (``to_maxtext``, ``train_rl``, ``to_huggingface``, vLLM's ``maxtext_config``)."""
     weights_gib: int
     """Size of the bf16 safetensors download (HF_HOME scratch and the CPU steps' memory are sized from it)."""
+    convert_hours: float
+    """Assumed wall-clock hours of the conversion: download the bf16 weights, transform, save the MaxText
+    checkpoint (one CPU node)."""
+    export_hours: float
+    """Assumed wall-clock hours of the export: restore the RL checkpoint on CPU and write safetensors to GCS."""
+    train_seconds_per_sample: float
+    """Assumed seconds per generated sample (prompt x generation) of ``core.estimate.REFERENCE_TARGET_LENGTH``
+    tokens on a ``core.estimate.REFERENCE_CHIPS``-chip slice: rollout, reshard, update. The estimate scales it
+    with the target length and inversely with the chips."""
 
 
 MODELS: dict[str, Model] = {
-    "gemma4-26b": Model("gemma4-26b", "google/gemma-4-26b-a4b-it", "gemma4-26b", 52),
-    "gemma4-e4b": Model("gemma4-e4b", "google/gemma-4-E4B-it", "gemma4-e4b", 16),
+    "gemma4-26b": Model(
+        name="gemma4-26b",
+        hf_repo="google/gemma-4-26b-a4b-it",
+        maxtext_name="gemma4-26b",
+        weights_gib=52,
+        convert_hours=1.0,
+        export_hours=0.75,
+        train_seconds_per_sample=6.0,
+    ),
+    "gemma4-e4b": Model(
+        name="gemma4-e4b",
+        hf_repo="google/gemma-4-E4B-it",
+        maxtext_name="gemma4-e4b",
+        weights_gib=16,
+        convert_hours=0.3,
+        export_hours=0.25,
+        train_seconds_per_sample=1.5,
+    ),
 }
+"""tpu-rl's name -> the model's entry (a key is its entry's ``name``)."""
+
+
+def model_for_maxtext(maxtext_name: str) -> Model | None:
+    """The entry whose MaxText ``model_name`` is ``maxtext_name`` (what a training command names), or None."""
+    return next((m for m in MODELS.values() if m.maxtext_name == maxtext_name), None)
+
 
 WEIGHT_COPIES = 3
 """Copies of the bf16 weights the conversion and the export hold at their peak. Conversion (MaxText
@@ -45,7 +93,7 @@ SCRATCH_SLACK_GIB = 20
 """Room on a CPU step's scratch beyond the weights it downloads (Hugging Face's cache index, a partial download)."""
 
 
-def scratch_gib(model: Model, step: str) -> int:
+def scratch_gib(model: Model, step: StepName) -> int:
     """A CPU step's scratch (``HF_HOME``, the publication's work folder; an ``emptyDir`` on cpu-np's boot disk):
     the conversion holds the Hugging Face download and the MaxText checkpoint it writes (two copies of the
     weights), the export and the publication one."""

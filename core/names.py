@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Final, Literal
+
 PROJECT = "tpu-rl"
 """The Pulumi project and the namespace of its configuration keys."""
 
-STEPS = ("convert", "train", "export")
+StepName = Literal["convert", "train", "export", "publish"]
+"""A step of the workflow (a closed set mypy checks): the three of ``STEPS`` and ``PUBLISH``."""
+STEPS: Final[tuple[StepName, ...]] = ("convert", "train", "export")
 """The workflow's steps, in the order they run."""
-PUBLISH = "publish"
+PUBLISH: Final = "publish"
 """The optional fourth step (``tpu-rl:publish.repo``): the verified export uploaded to the Hub."""
 
 SYSTEM_POOL = "system"

@@ -11,16 +11,17 @@ from dataclasses import dataclass
 
 from core.knobs import KnobValue
 from core.models import Model
-from core.tpu import SliceShape
+from core.tpu import Capacity, SliceShape, TpuVersionName
 
 
 @dataclass(frozen=True)
 class TpuSettings:
-    version: str
+    version: TpuVersionName
+    """A key of ``core.tpu.CATALOGUE``."""
     machine_type: str
     topology: str
     slices: int
-    capacity: str
+    capacity: Capacity
     """reservation | spot | flex-start | on-demand."""
     reservation: str | None
     """``projects/P/reservations/R`` with capacity reservation, else None."""

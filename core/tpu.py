@@ -1,15 +1,39 @@
-"""TPU slice catalogue: which machine types form which slices (plain data, no Pulumi).
+"""The accelerator catalogue: one entry per TPU generation, with everything the program knows about it (plain
+data, no Pulumi).
 
-Sources: GKE "Plan TPUs in GKE" tables and xpk's ``system_characteristics.py``.
-A slice is ``topology`` chips; it needs ``chips / chips_per_vm`` VMs ("hosts").
-A single-host slice is what one VM forms on its own; GKE rejects ``tpu_topology``
-on such pools, so they get no COMPACT placement policy.
+An entry (``TpuVersion`` in ``CATALOGUE``) holds the GKE and Pathways names, the boot disk, the machine types and
+the slices each forms (with the default one), the list prices per chip-hour, what an aggregate reservation of it
+is called, the Cloud Quotas ids its chips draw on and where flex-start offers it. No code branches on a
+generation's name: the config rules, the plan, the estimate, the capacity check and the messages read the entry
+(docs/architecture.md "Catalogues"). A new generation is one entry here and its name in ``TpuVersionName`` (mypy
+refuses a catalogue key the Literal does not list; ``tests/test_catalogue_entries.py`` checks the two are the
+same set, and adds an entry in a test to prove the rest follows).
+
+Sources: GKE "Plan TPUs in GKE" tables and xpk's ``system_characteristics.py`` (machine types, topologies);
+each other field cites its own. A slice is ``topology`` chips; it needs ``chips / chips_per_vm`` VMs
+("hosts"). A single-host slice is what one VM forms on its own; GKE rejects ``tpu_topology`` on such pools,
+so they get no COMPACT placement policy.
+
+The closed sets that go with it are Literals mypy checks (``TpuVersionName``, ``Capacity``), each with the
+tuple of its values for the config schema (``TPU_VERSIONS``, ``CAPACITY_MODES``, from ``typing.get_args``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal, get_args
+
+TpuVersionName = Literal["v6e", "v5e", "v5p"]
+"""The TPU generations the catalogue lists (``tpu-rl:tpu.version``): the keys of ``CATALOGUE``."""
+TPU_VERSIONS: tuple[TpuVersionName, ...] = get_args(TpuVersionName)
+
+Capacity = Literal["reservation", "spot", "flex-start", "on-demand"]
+"""How TPU capacity is obtained (``tpu-rl:tpu.capacity``): a static slice on a specific reservation, or a pool
+autoscaled between 0 and one slice on spot, flex-start (Dynamic Workload Scheduler) or on-demand VMs."""
+CAPACITY_MODES: tuple[Capacity, ...] = get_args(Capacity)
+PREEMPTIBLE: tuple[Capacity, ...] = ("spot", "flex-start")
+"""The capacity modes whose TPU VMs draw on preemptible quota."""
 
 
 @dataclass(frozen=True)
@@ -20,6 +44,9 @@ class MachineType:
     chips_per_vm: int
     single_host_topology: str
     multi_host_topologies: tuple[str, ...] = ()
+    default_topology: str = ""
+    """The slice a multi-host type forms when ``tpu-rl:tpu.topology`` is not set ("" for a single-host type,
+    which forms only ``single_host_topology``)."""
 
     @property
     def topologies(self) -> tuple[str, ...]:
@@ -32,15 +59,51 @@ class MachineType:
 
 
 @dataclass(frozen=True)
-class TpuVersion:
-    """One TPU generation as GKE and Pathways name it."""
+class TpuPrices:
+    """USD per chip-hour, list prices (``core.estimate.PRICES_AS_OF`` says when they were recorded, and where
+    from); spot and flex-start are fractions of on-demand (``core.estimate.SPOT_FACTOR``, ``FLEX_START_FACTOR``)."""
 
-    name: str
+    on_demand: float
+    reservation: float
+    """The 1-year committed-use price (TPU reservations require a CUD)."""
+
+
+ON_DEMAND_QUOTA = "TPUS-PER-TPU-FAMILY-per-project-region"
+"""The Cloud Quotas id of on-demand TPU chips, one limit per ``tpu_family`` dimension."""
+
+
+@dataclass(frozen=True)
+class TpuQuota:
+    """The Cloud Quotas quotas an autoscaled slice's chips draw on (``regions.get`` does not list them, so the
+    capacity check reads ``cloudquotas_v1.CloudQuotasClient.get_quota_info``)."""
+
+    family: str
+    """The ``tpu_family`` dimension of ``on_demand`` (``CT6E``)."""
+    preemptible: str
+    """The quota of spot and flex-start chips (``PREEMPTIBLE-TPU-V6E-per-project-region``)."""
+    on_demand: str = ON_DEMAND_QUOTA
+
+
+@dataclass(frozen=True)
+class TpuVersion:
+    """One TPU generation: every fact the program knows about it (the catalogue entry)."""
+
+    name: TpuVersionName
     gke_accelerator: str
+    """The node label ``cloud.google.com/gke-tpu-accelerator`` (GKE)."""
     pathways_type: str
+    """The Pathways resource manager's ``--instance_type`` prefix (``tpuv6e``)."""
     boot_disk_type: str
     default_machine_type: str
     machine_types: tuple[MachineType, ...]
+    prices: TpuPrices
+    reservation_family: str
+    """What an aggregate TPU reservation of it is (``AllocationAggregateReservation.vmFamily``, the Compute API's
+    ``VmFamily`` enum as google-cloud-compute's ``compute_v1`` lists it)."""
+    quota: TpuQuota | None = None
+    """The quotas its autoscaled chips draw on; None: not recorded here, so not checked."""
+    flex_start_zones: tuple[str, ...] | None = None
+    """The only zones flex-start offers it in; None: no restriction recorded."""
 
     def machine(self, name: str | None) -> MachineType | None:
         return next((m for m in self.machine_types if m.name == name), None)
@@ -48,7 +111,12 @@ class TpuVersion:
 
 _V6E_V5E_MULTI = ("2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
 
-CATALOGUE: dict[str, TpuVersion] = {
+# Prices: USD per chip-hour, from the Google Cloud TPU pricing page (https://cloud.google.com/tpu/pricing), list
+# prices for us-east5 / us-central regions as recorded on 2026-11-29 for this project (core.estimate.PRICES_AS_OF);
+# they were not re-fetched from this offline workplace, and they change: verify them for your region.
+# Flex-start zones, from GKE's "About TPUs in GKE: flex-start" and Cluster Toolkit's DWS examples, as of 2026-11:
+# TPU v6e flex-start is offered in a few zones only. Extend an entry when Google adds zones.
+CATALOGUE: dict[TpuVersionName, TpuVersion] = {
     "v6e": TpuVersion(
         name="v6e",
         gke_accelerator="tpu-v6e-slice",
@@ -57,9 +125,13 @@ CATALOGUE: dict[str, TpuVersion] = {
         default_machine_type="ct6e-standard-4t",
         machine_types=(
             MachineType("ct6e-standard-1t", 1, "1x1"),
-            MachineType("ct6e-standard-4t", 4, "2x2", _V6E_V5E_MULTI),
+            MachineType("ct6e-standard-4t", 4, "2x2", _V6E_V5E_MULTI, default_topology="4x8"),
             MachineType("ct6e-standard-8t", 8, "2x4"),
         ),
+        prices=TpuPrices(on_demand=2.70, reservation=1.89),
+        reservation_family="VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT6E",
+        quota=TpuQuota(family="CT6E", preemptible="PREEMPTIBLE-TPU-V6E-per-project-region"),
+        flex_start_zones=("asia-northeast1-b", "us-east5-a", "us-east5-b"),
     ),
     "v5e": TpuVersion(
         name="v5e",
@@ -69,9 +141,11 @@ CATALOGUE: dict[str, TpuVersion] = {
         default_machine_type="ct5lp-hightpu-4t",
         machine_types=(
             MachineType("ct5lp-hightpu-1t", 1, "1x1"),
-            MachineType("ct5lp-hightpu-4t", 4, "2x2", _V6E_V5E_MULTI),
+            MachineType("ct5lp-hightpu-4t", 4, "2x2", _V6E_V5E_MULTI, default_topology="4x8"),
             MachineType("ct5lp-hightpu-8t", 8, "2x4"),
         ),
+        prices=TpuPrices(on_demand=1.20, reservation=0.84),
+        reservation_family="VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT5LP",
     ),
     "v5p": TpuVersion(
         name="v5p",
@@ -85,13 +159,15 @@ CATALOGUE: dict[str, TpuVersion] = {
                 4,
                 "2x2x1",
                 ("2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8", "8x8x16"),
+                default_topology="2x2x4",
             ),
         ),
+        prices=TpuPrices(on_demand=4.20, reservation=2.94),
+        reservation_family="VM_FAMILY_CLOUD_TPU_POD_SLICE_CT5P",
     ),
 }
 
-DEFAULT_VERSION = "v6e"
-DEFAULT_TOPOLOGY = {"ct6e-standard-4t": "4x8", "ct5lp-hightpu-4t": "4x8", "ct5p-hightpu-4t": "2x2x4"}
+DEFAULT_VERSION: TpuVersionName = "v6e"
 
 
 def chips_in(topology: str) -> int:
@@ -103,7 +179,7 @@ def chips_in(topology: str) -> int:
 class SliceShape:
     """A resolved slice: what one TPU node pool is, and what Pathways and pods call it."""
 
-    version: str
+    version: TpuVersionName
     machine_type: str
     topology: str
     chips_per_vm: int
@@ -134,7 +210,7 @@ class SliceShape:
         return self.topology if self.multi_host else None
 
 
-def resolve_slice(version: str, machine_type: str, topology: str) -> SliceShape:
+def resolve_slice(version: TpuVersionName, machine_type: str, topology: str) -> SliceShape:
     """Build a SliceShape; the caller has validated the combination with ``allowed_topologies``."""
     v = CATALOGUE[version]
     m = v.machine(machine_type)
@@ -156,8 +232,6 @@ def all_slices() -> list[SliceShape]:
     return [resolve_slice(v.name, m.name, t) for v in CATALOGUE.values() for m in v.machine_types for t in m.topologies]
 
 
-# Flex-start (Dynamic Workload Scheduler) limits, from GKE's "About TPUs in GKE: flex-start" and
-# Cluster Toolkit's DWS examples, as of 2026-11: GKE 1.33.0-gke.1712000 or later, and TPU v6e
-# flex-start is offered in a few zones only. Extend the table when Google adds zones.
+# Flex-start (Dynamic Workload Scheduler) needs GKE 1.33.0-gke.1712000 or later (GKE's "About TPUs in GKE:
+# flex-start", as of 2026-11), whatever the TPU generation; the zones it offers a generation in are the entry's.
 FLEX_START_MIN_GKE = "1.33.0-gke.1712000"
-FLEX_START_ZONES = {"v6e": ("asia-northeast1-b", "us-east5-a", "us-east5-b")}

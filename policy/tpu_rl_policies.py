@@ -40,11 +40,12 @@ from pulumi_policy.proxy import UnknownValueError
 
 # The pack lives beside the program and shares its TPU catalogue, cost model and token shapes (plain modules).
 from core.config.schema import IMAGE_REGISTRIES, JOBSET_VERSIONS, KUEUE_VERSIONS
-from core.estimate import CONVERT_HOURS, EXPORT_HOURS, TRAIN_SECONDS_PER_SAMPLE, TrainingRun, estimate_run
+from core.estimate import TrainingRun, estimate_run
+from core.models import model_for_maxtext
 from core.names import PUBLISH_ENV
 from core.redact import HF_TOKEN
 from core.requests import pod_requests, quantity
-from core.tpu import CATALOGUE, resolve_slice
+from core.tpu import CATALOGUE, Capacity, SliceShape, TpuVersionName, resolve_slice
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -223,7 +224,7 @@ def _guarded_stack(
     return validate  # type: ignore[return-value]
 
 
-def _machine(machine_type: Any) -> tuple[str, Any] | None:
+def _machine(machine_type: Any) -> tuple[TpuVersionName, Any] | None:
     if not isinstance(machine_type, str):
         return None
     for version in CATALOGUE.values():
@@ -1537,9 +1538,10 @@ def training_run(argv: Sequence[str], env: Mapping[str, EnvValue]) -> TrainingRu
         if key == "model_name":
             if not isinstance(node, str) or not node:
                 return f"cannot read {key}="
-            if node not in TRAIN_SECONDS_PER_SAMPLE or node not in CONVERT_HOURS or node not in EXPORT_HOURS:
-                return f"model_name={node} has no cost model (core/estimate.py)"
-            values[key] = node
+            model = model_for_maxtext(node)
+            if model is None:
+                return f"model_name={node} has no cost model (core/models.py)"
+            values[key] = model.name
             continue
         number = _positive_int(node)
         if number is None:
@@ -1599,7 +1601,7 @@ def _training_runs(resources: list[Resource]) -> tuple[list[tuple[str, TrainingR
     return runs, problems
 
 
-def _pools(resources: list[Resource]) -> list[tuple[Any, str]]:
+def _pools(resources: list[Resource]) -> list[tuple[SliceShape, Capacity]]:
     pools = []
     for r in resources:
         if r.resource_type != NODE_POOL:
@@ -1612,6 +1614,7 @@ def _pools(resources: list[Resource]) -> list[tuple[Any, str]]:
         topology = _m(r.props.get("placementPolicy")).get("tpuTopology") or machine.single_host_topology
         if topology not in machine.topologies:
             continue
+        capacity: Capacity
         if node.get("spot"):
             capacity = "spot"
         elif node.get("flexStart"):

@@ -134,7 +134,8 @@ def gcs(tmp_path, monkeypatch):
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.url)
     try:
         client = storage_client()
-        client.fake = server  # tests that lay out large buckets reach the server through the client
+        # Tests that lay out large buckets reach the server through the client (an attribute added here).
+        client.fake = server  # type: ignore[attr-defined]
         yield client
     finally:
         server.stop()

@@ -29,7 +29,7 @@ behaviour relied on" says what that means):
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -315,11 +315,11 @@ class Stack:
 
     # -- running the program -------------------------------------------------------------------
 
-    def up(self, outcomes: dict[str, str] | None = None, overrides: list[str] = ()) -> Run:
+    def up(self, outcomes: dict[str, str] | None = None, overrides: Sequence[str] = ()) -> Run:
         """``pulumi up``; ``outcomes`` says how each awaited step ends (default: complete)."""
         return self._run(False, outcomes or {}, list(overrides))
 
-    def preview(self, overrides: list[str] = ()) -> Run:
+    def preview(self, overrides: Sequence[str] = ()) -> Run:
         return self._run(True, {}, list(overrides))
 
     def _run(self, preview: bool, outcomes: dict[str, str], overrides: list[str]) -> Run:
@@ -819,7 +819,7 @@ class Stack:
 
     # -- what the steps write ------------------------------------------------------------------
 
-    def steps(self, overrides: list[str] = ()) -> Workflow:
+    def steps(self, overrides: Sequence[str] = ()) -> Workflow:
         """The three steps of the stack's configuration (the pure builders the program uses)."""
         return plan_workflow(settings(self.name, [*self.overrides, *overrides]))
 

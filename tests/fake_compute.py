@@ -11,7 +11,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -105,7 +105,7 @@ def quota_path(project: str, quota: str) -> str:
     return f"/v1/projects/{project}/locations/global/services/compute.googleapis.com/quotaInfos/{quota}"
 
 
-def region(name: str, quotas: dict[str, tuple[float, float]]) -> dict[str, Any]:
+def region(name: str, quotas: Mapping[str, tuple[float, float]]) -> dict[str, Any]:
     """A ``compute#region`` with its quotas (metric -> (limit, usage))."""
     return {
         "kind": "compute#region",

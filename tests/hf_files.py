@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from core.hf_model import ModelLayout, Tensor
 from tests.fake_hub import GOOD
 
 LANG = "model.language_model."
-CONFIG = {
+CONFIG: dict[str, Any] = {
     "architectures": ["Gemma4ForConditionalGeneration"],
     "model_type": "gemma4",
     "text_config": {"model_type": "gemma4_text", "hidden_size": 4, "num_hidden_layers": 2, "vocab_size": 8},
@@ -173,6 +174,8 @@ class RangeIgnoringProxy:
         from urllib.parse import urlsplit
 
         target = urlsplit(upstream)
+        host = target.hostname or ""
+        assert host, upstream
         proxy = self
         self.sent: list[int] = []
 
@@ -184,7 +187,7 @@ class RangeIgnoringProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("range", "host")}
-                connection = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
+                connection = http.client.HTTPConnection(host, target.port, timeout=30)
                 connection.request(self.command, self.path, body=body, headers=headers)
                 reply = connection.getresponse()
                 self.send_response(reply.status)

@@ -138,6 +138,7 @@ class HostileServer(ThreadingHTTPServer):
         self.requests: list[str] = []
         self.count_429 = 0
         self.stopping = threading.Event()
+        self.url = ""  # set by hostile(), which knows the scheme
 
 
 @contextmanager
@@ -152,7 +153,7 @@ def hostile(mode: str, answer: Callable[[str, str], Answer]) -> Iterator[Hostile
         trustme.CA().issue_cert("127.0.0.1").configure_cert(context)
         server.socket = context.wrap_socket(server.socket, server_side=True)
         scheme = "https"
-    server.url = f"{scheme}://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
+    server.url = f"{scheme}://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

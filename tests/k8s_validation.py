@@ -85,7 +85,7 @@ def _list_type(validator, list_type, instance, schema):  # noqa: ANN001
         for item in instance:
             key = tuple(item.get(k) for k in keys) if isinstance(item, dict) else None
             if key in seen:
-                yield jsonschema.ValidationError(f"duplicate list-map key {dict(zip(keys, key, strict=False))}")
+                yield jsonschema.ValidationError(f"duplicate list-map key {dict(zip(keys, key or (), strict=False))}")
             seen.add(key)
     elif list_type == "set":
         seen_items = []

@@ -25,13 +25,14 @@ TOKEN = "hf_SENTINELtokenVALUEforLEAKchecks0123456789"
 OTHER_TOKEN = "hf_OTHERtokenVALUEforLIFECYCLEwalk0123456789"
 
 
-def raw(stack: str, overrides: list[str], token: str = TOKEN) -> tuple[dict[str, str], frozenset[str]]:
-    config, secret_keys, _ = load_stack_config(ROOT / f"Pulumi.{stack}.yaml", overrides)
-    config["tpu-rl:hfToken"] = token
+def raw(stack: str, overrides: list[str], token: str | None = TOKEN) -> tuple[dict[str, str | None], frozenset[str]]:
+    """The stack's raw config with ``token`` as the Hugging Face token (None: the token is not set)."""
+    strings, secret_keys, _ = load_stack_config(ROOT / f"Pulumi.{stack}.yaml", overrides)
+    config: dict[str, str | None] = {**strings, "tpu-rl:hfToken": token}
     return config, frozenset(secret_keys | {"tpu-rl:hfToken"})
 
 
-def settings(stack: str, overrides: list[str], token: str = TOKEN) -> Settings:
+def settings(stack: str, overrides: list[str], token: str | None = TOKEN) -> Settings:
     config, secret_keys = raw(stack, overrides, token)
     return load_settings(config, stack, secret_keys)
 
@@ -146,8 +147,8 @@ def walk(stack: str) -> dict[str, dict[str, str]]:
 def table(outcomes: dict[str, dict[str, str]]) -> str:
     """docs/operations.md's "what re-runs" table: keys grouped by outcome."""
     groups: dict[tuple[str, ...], list[str]] = {}
-    for key, result in outcomes.items():
-        groups.setdefault(tuple(result[s] for s in STEPS), []).append(key.removeprefix("tpu-rl:"))
+    for key, per_step in outcomes.items():
+        groups.setdefault(tuple(per_step[s] for s in STEPS), []).append(key.removeprefix("tpu-rl:"))
     words = {
         "re-runs": "**re-runs**",
         "kept": "kept",

@@ -109,7 +109,7 @@ def upload_run(
             bucket.blob(f"{prefix}rl/tensorboard/{name}").upload_from_string(data)
     if logs:
         first_side = "\n".join([RECORD, PRE, INTERMEDIATE.format(step=5, corr=16, accuracy="40.0")])
-        second = [
+        second_log = [
             RECORD,
             "I1130 06:00:10.000000 1 train_rl.py:558] Creating RL cluster...",
             RESTORE,
@@ -118,9 +118,9 @@ def upload_run(
             INTERMEDIATE.format(step=5, corr=17, accuracy="42.5"),
             POST,
         ]
-        second_side = "\n".join(line for line in second if "Creating" not in line)
+        second_side = "\n".join(line for line in second_log if "Creating" not in line)
         put(client, output_uri, f"logs/evals-{FIRST_ATTEMPT}.txt", data=first_side.encode())
-        put(client, output_uri, f"logs/train-{SECOND_ATTEMPT}.log", data="\n".join(second).encode())
+        put(client, output_uri, f"logs/train-{SECOND_ATTEMPT}.log", data="\n".join(second_log).encode())
         put(client, output_uri, f"logs/evals-{SECOND_ATTEMPT}.txt", data=second_side.encode())
     for step in checkpoints:
         put(

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Sequence
+from typing import Any
 
 from tests.engine import Stack
 
@@ -31,10 +33,12 @@ def credential(token: str) -> str:
     )
 
 
-def names(stack: Stack, overrides: list[str] = ()) -> dict[str, str]:
+def names(stack: Stack, overrides: Sequence[str] = ()) -> dict[str, str]:
     return {s.step: s.name for s in stack.steps(overrides).steps}
 
 
-def live(stack: Stack, step: str, overrides: list[str] = ()) -> dict:
+def live(stack: Stack, step: str, overrides: Sequence[str] = ()) -> dict[str, Any]:
     built = {s.step: s for s in stack.steps(overrides).steps}[step]
-    return stack.cluster.get(built.kind, "tpu-rl", built.name)
+    obj = stack.cluster.get(built.kind, "tpu-rl", built.name)
+    assert obj is not None, f"{step}'s {built.kind} {built.name} is not in the cluster"
+    return obj

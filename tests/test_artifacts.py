@@ -55,7 +55,8 @@ def test_converted_checkpoint(gcs):
     ), "a checkpoint without the record of its commit: training and the export could not read the same base"
     put_conversion(gcs, output)
     assert converted_problem(gcs, uri) is None
-    assert source_record(gcs, output).commit == COMMIT
+    record = source_record(gcs, output)
+    assert record is not None and record.commit == COMMIT
 
 
 def test_a_conversion_whose_base_files_are_missing_is_run_again(gcs):
@@ -91,8 +92,10 @@ def test_steps_0_to_49_give_49_and_a_short_run_warning(gcs):
     for step in range(50):
         save(gcs, step)
     found = final_checkpoint(gcs, ACTOR)
+    assert found is not None
     assert (found.step, found.uri, found.incomplete) == (49, f"{ACTOR}49/model_params/", ())
     warning = short_run_warning(found, 50, 256)
+    assert warning is not None
     assert "ended at step 49, not 50" in warning and "maxPrefillPredictLength (256" in warning
     assert "numBatches" not in warning, "a bigger numBatches also takes more prompts: it does not help"
     assert short_run_warning(found, 49, 256) is None, "the configured last step: no warning"
@@ -104,7 +107,7 @@ def test_a_partial_last_step_is_skipped_and_named(gcs):
     save(gcs, 30, committed=False)
     put(gcs, ACTOR, "40.orbax-checkpoint-tmp/model_params/x")  # a local-style save: Orbax's tmp folder
     found = final_checkpoint(gcs, ACTOR)
-    assert (found.step, found.incomplete) == (20, (40, 30))
+    assert found is not None and (found.step, found.incomplete) == (20, (40, 30))
 
 
 def test_no_checkpoint_is_none(gcs):
@@ -145,7 +148,8 @@ def test_the_export_container_finds_the_same_step(gcs, monkeypatch):
     source = checkpoint_scan.__file__
     done = subprocess.run([sys.executable, source, ACTOR], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == final_checkpoint(gcs, ACTOR).uri == f"{ACTOR}20/model_params/"
+    found = final_checkpoint(gcs, ACTOR)
+    assert found is not None and done.stdout.strip() == found.uri == f"{ACTOR}20/model_params/"
     empty = f"gs://{BUCKET}/nothing/here/"
     done = subprocess.run([sys.executable, source, empty], capture_output=True, text=True, timeout=60)
     assert done.returncode == SETUP_FAILURE_EXIT == checkpoint_scan.NOTHING_TO_EXPORT
@@ -168,6 +172,7 @@ def test_exported_model(gcs):
         name = f"model-0000{shard}-of-00006.safetensors"
         _export(gcs, uri, {name: files[name][:-1]})
     found = exported_problem(gcs, uri)
+    assert found is not None
     assert found.startswith(f"export finished but {uri} is incomplete: model-00001-of-00006.safetensors is ")
     assert found.endswith("the shard is cut short (and 1 more)") and found.count("cut short") == 5
 
@@ -225,9 +230,14 @@ def test_up_exports_the_last_step_found_and_warns_when_it_is_short(gcs, monkeypa
     _export(gcs, steps["export"]["artifactUri"], model_files({**LANGUAGE, **VISION}, 3))
     from workloads.run import exported
 
-    reads = []
+    reads: list[str] = []
     real = exported.read_exported
-    monkeypatch.setattr(exported, "read_exported", lambda *a, **k: reads.append(a[1]) or real(*a, **k))
+
+    def read_exported(client, hf_uri: str, **call) -> exported.Exported:
+        reads.append(hf_uri)
+        return real(client, hf_uri, **call)
+
+    monkeypatch.setattr(exported, "read_exported", read_exported)
     with serve(base_hub()) as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub)
         plan = _run_up()
@@ -358,5 +368,6 @@ def test_the_newest_complete_step_among_150k_objects_is_found_quickly(gcs):
     start = time.monotonic()
     found = final_checkpoint(gcs, ACTOR)
     elapsed = time.monotonic() - start
+    assert found is not None
     assert (found.step, found.uri, found.incomplete) == (80, f"{ACTOR}80/model_params/", (90,))
     assert elapsed < 30, f"the scan took {elapsed:.1f} s"

@@ -153,7 +153,8 @@ def test_hub_file_names_that_are_not_a_folders_are_never_copied(bucket, tmp_path
     with serve(FakeHub.serving(hostile)) as hub:
         done = run(tmp_path, hub, "snapshot", REPO, "main", OUTPUT)
     assert done.returncode == 0, done.stderr
-    assert source_record(bucket, OUTPUT).files == COPIED
+    record = source_record(bucket, OUTPUT)
+    assert record is not None and record.files == COPIED
     assert not (tmp_path / "escape.json").exists()
 
 

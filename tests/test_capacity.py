@@ -14,6 +14,7 @@ from google.auth.credentials import AnonymousCredentials
 
 from core import deadline
 from core.machines import CPU_QUOTAS, HYPERDISK_FAMILIES, PD_FAMILIES
+from core.tpu import CATALOGUE
 from infra.gcp import capacity
 from infra.gcp.capacity import Finding, Held, QuotaLimit, Reservation, needs, quota_findings, reservation_findings
 from tests.conftest import SENTINEL_TOKEN
@@ -37,6 +38,8 @@ DEV = settings("dev", [])
 RES_PATH = "/compute/v1/projects/my-tpu-prod-project/zones/us-east5-b/reservations/my-v6e-32-reservation"
 REGION_PATH = "/compute/v1/projects/{project}/regions/us-east5"
 VMS_PATH = "/compute/v1/projects/{project}/zones/us-east5-b/instances"
+V6E_FAMILY = CATALOGUE["v6e"].reservation_family
+"""The prod stack's slice's aggregate reservation family (``VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT6E``)."""
 REAL_CHECK = capacity.check_capacity
 """The check itself (conftest replaces it with one that finds nothing, for every other test)."""
 ENOUGH = {
@@ -113,7 +116,7 @@ def test_the_reservation_at_its_boundaries(reservation, held_vms, message):
 @pytest.mark.pure
 def test_the_quotas_at_their_boundaries():
     need = needs(PROD)
-    exact = {"CPUS": (336, 0), "N4_CPUS": (256, 0), "E2_CPUS": (0, 0)}
+    exact: dict[str, tuple[float, float]] = {"CPUS": (336, 0), "N4_CPUS": (256, 0), "E2_CPUS": (0, 0)}
     assert quota_findings(need, exact, "us-east5", Held()) == [], "a reservation needs no TPU quota; E2_CPUS unread"
     short = {**exact, "N4_CPUS": (256, 1)}
     (problem,) = problems(quota_findings(need, short, "us-east5", Held()))
@@ -237,9 +240,9 @@ def test_tpu_quota_limits_by_capacity():
 @pytest.mark.parametrize(
     ("chips", "in_use", "held_vms", "family", "message"),
     [
-        (32, 0, 0, capacity.V6E_FAMILY, None),
-        (32, 4, 0, capacity.V6E_FAMILY, "has 28 of 32 chips free, the slices need 32"),
-        (32, 32, 8, capacity.V6E_FAMILY, None),  # a later `up`: 8 VMs x 4 chips held by this stack
+        (32, 0, 0, V6E_FAMILY, None),
+        (32, 4, 0, V6E_FAMILY, "has 28 of 32 chips free, the slices need 32"),
+        (32, 32, 8, V6E_FAMILY, None),  # a later `up`: 8 VMs x 4 chips held by this stack
         (32, 0, 0, "VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT5LP", "is a TPU reservation of VM_FAMILY_CLOUD_TPU_LITE"),
     ],
     ids=["exactly-free", "four-chips-short", "held-by-us", "other-family"],

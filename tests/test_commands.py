@@ -122,8 +122,16 @@ def run_in_bash(
     done = subprocess.run(["bash", "-c", script], env=environment, timeout=60, capture_output=True, text=True)
     if check:
         assert done.returncode == 0, done.stderr
-    run_in_bash.last = done  # type: ignore[attr-defined]
+    _LAST_RUN[:] = [done]
     return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+_LAST_RUN: list[subprocess.CompletedProcess[str]] = []
+
+
+def last_run() -> subprocess.CompletedProcess[str]:
+    """The last ``run_in_bash``'s process: its return code, stdout and stderr."""
+    return _LAST_RUN[-1]
 
 
 def objects(stack: str, *overrides: str) -> dict[str, dict]:
@@ -163,7 +171,7 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
     assert calls[1] == ["-c", MARK_FOLDER, f"{PROD_BUCKET}/gemma4-26b/train/{step_id(objs['train'])}/"]
     convert_out = f"{PROD_BUCKET}/gemma4-26b/convert/{step_id(objs['convert'])}/"
     assert calls[2] == ["-c", BASE_SNAPSHOT, "fetch", convert_out, TRAIN_BASE_DIR], "the base at the converted commit"
-    assert f"tpu-rl: the base model at commit {COMMIT} (tokenizer_path)" in run_in_bash.last.stdout
+    assert f"tpu-rl: the base model at commit {COMMIT} (tokenizer_path)" in last_run().stdout
     train_uri = objs["train"]["metadata"]["annotations"]["tpu-rl/input"]
     train_out = f"{PROD_BUCKET}/gemma4-26b/train/{step_id(objs['train'])}/"
     expected = []
@@ -211,7 +219,7 @@ def test_training_fails_with_train_rls_exit_code_after_copying_the_log(tmp_path)
     command = container_command(objects("prod", "tpu-rl:training.optimizer=adamw")["train"])
     failing = command[2].replace("python3 -m maxtext", "(exit 7) && python3 -m maxtext", 1)
     calls = run_in_bash([*command[:2], failing], tmp_path, check=False)
-    assert run_in_bash.last.returncode == 7, "the judge printed nothing (not run here): train_rl's status"
+    assert last_run().returncode == 7, "the judge printed nothing (not run here): train_rl's status"
     finished = [c for c in calls if c[:2] != ["-c", STALL_WATCHDOG]]  # started in the background: any order
     assert finished[-3][:3] == ["-c", UPLOAD, str(tmp_path / "train.log")]
     assert finished[-1][:4] == ["-c", TRAIN_EXIT, str(tmp_path / "train.log"), "7"]
@@ -221,7 +229,7 @@ def test_training_fails_with_train_rls_exit_code_after_copying_the_log(tmp_path)
 def test_a_failing_patch_stops_the_training_script(tmp_path):
     """Strict mode: the first failing command ends the script with its status; train_rl never starts."""
     calls = run_in_bash(container_command(objects("prod")["train"]), tmp_path, {"SHIM_FAIL": "3"}, check=False)
-    assert run_in_bash.last.returncode == 3 and len(calls) == 1 and calls[0][:2] == ["-c", OPTIMIZER_PATCH]
+    assert last_run().returncode == 3 and len(calls) == 1 and calls[0][:2] == ["-c", OPTIMIZER_PATCH]
 
 
 @pytest.mark.pure
@@ -247,7 +255,7 @@ def test_the_training_log_starts_with_the_run_record(tmp_path, overrides, slices
         "argv": train_call(calls)[2:],
     }
     assert log.read_text().splitlines()[0] == RUN_LINE + json.dumps(record, separators=(",", ":")), "compact JSON"
-    assert "tpu-rl: starting train_rl (VLLM_HOST_IP=10.1.2.3)" in run_in_bash.last.stdout
+    assert "tpu-rl: starting train_rl (VLLM_HOST_IP=10.1.2.3)" in last_run().stdout
 
 
 @pytest.mark.pure
@@ -310,7 +318,7 @@ def test_conversion_argv(tmp_path):
         f"base_output_directory={convert_out}" if a.startswith("base_output_directory=") else a for a in expected
     ]
     assert convert == [*expected, f"--revision={COMMIT}"], "the weights of the commit the snapshot resolved"
-    assert f"tpu-rl: converting commit {COMMIT}" in run_in_bash.last.stdout
+    assert f"tpu-rl: converting commit {COMMIT}" in last_run().stdout
 
 
 def _export_expected(objs: dict, checkpoint: str) -> list[str]:
@@ -371,7 +379,7 @@ def test_export_argv_takes_the_checkpoint_the_scan_prints(tmp_path):
     assert scan == ["-c", CHECKPOINT_SCAN, actor]
     assert export == _export_expected(objs, checkpoint)
     assert complete[:2] == ["-c", COMPLETE_EXPORT]
-    assert f"tpu-rl: exporting {checkpoint}" in run_in_bash.last.stdout
+    assert f"tpu-rl: exporting {checkpoint}" in last_run().stdout
 
 
 def test_export_stops_with_the_setup_failure_code_when_there_is_nothing_to_export(tmp_path, gcs):
@@ -379,9 +387,9 @@ def test_export_stops_with_the_setup_failure_code_when_there_is_nothing_to_expor
     put(gcs, f"{PROD_BUCKET}/", "unrelated")
     env = {"SHIM_RUN_C": "1", "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"]}
     calls = run_in_bash(container_command(objs["export"]), tmp_path, env, check=False)
-    assert run_in_bash.last.returncode == SETUP_FAILURE_EXIT
+    assert last_run().returncode == SETUP_FAILURE_EXIT
     assert len(calls) == 2, "to_huggingface never starts"
-    assert "no complete checkpoint under" in run_in_bash.last.stderr
+    assert "no complete checkpoint under" in last_run().stderr
 
 
 @pytest.mark.pure
@@ -396,17 +404,15 @@ def test_each_step_creates_its_output_folder_first_or_stops(tmp_path, gcs_folder
     out = f"{PROD_BUCKET}/gemma4-26b/convert/{step_id(objs['convert'])}/"
     # No bucket yet: GCS refuses the create at once (as it would a 403), and MaxText never starts.
     calls = run_in_bash(convert, tmp_path, env, check=False)
-    assert run_in_bash.last.returncode == 1 and len(calls) == 1, "MaxText never starts"
-    assert run_in_bash.last.stderr.strip().endswith(
-        f"tpu-rl: cannot create {out} (NotFound): check the step's bucket access"
-    )
+    assert last_run().returncode == 1 and len(calls) == 1, "MaxText never starts"
+    assert last_run().stderr.strip().endswith(f"tpu-rl: cannot create {out} (NotFound): check the step's bucket access")
     put(gcs, f"{PROD_BUCKET}/", "unrelated")
     calls = run_in_bash(convert, tmp_path, env)
     assert calls[0] == ["-c", MARK_FOLDER, out] and calls[1][:3] == ["-c", BASE_SNAPSHOT, "snapshot"]
     assert calls[2][:2] == ["-m", "maxtext.checkpoint_conversion.to_maxtext"]
     folder = gcs.bucket(out.split("/")[2]).get_blob(out.split("/", 3)[3])
     assert folder is not None and folder.size == 0 and folder.name.endswith("/")
-    assert f"tpu-rl: created {out}" in run_in_bash.last.stdout
+    assert f"tpu-rl: created {out}" in last_run().stdout
 
 
 @pytest.mark.pure
@@ -585,7 +591,7 @@ def test_sigterm_reaches_train_rl_and_the_attempt_keeps_its_log_and_evaluations(
     assert evals.startswith(RUN_LINE) and "Train step" not in evals, "the side file holds only what it selects"
     found = read_run_logs(gcs, output)
     assert found.attempts[0].restored_step == 30 and found.pre is None
-    assert "resumed from a checkpoint (step 30 first)" in found.pre_unknown
+    assert found.pre_unknown is not None and "resumed from a checkpoint (step 30 first)" in found.pre_unknown
 
 
 def literal_env(obj: dict) -> dict[str, str]:

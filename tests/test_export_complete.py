@@ -213,7 +213,7 @@ def test_a_hub_that_ignores_range_gets_no_whole_shard_read():
     request to the range's length, so the whole shard is never taken in."""
     from workloads.preflight import PreflightError, base_model_layout
 
-    hub = type("IgnoresRange", (FakeHub.serving(model_files(BIG, 1)),), {"ignores_range": True})
+    hub: type[FakeHub] = type("IgnoresRange", (FakeHub.serving(model_files(BIG, 1)),), {"ignores_range": True})
     with serve(hub) as url, pytest.raises(PreflightError) as err:
         base_model_layout(REPO, COMMIT, GOOD, url)
     assert "sent more than 100001 bytes for the safetensors header of" in str(err.value), str(err.value)
@@ -224,7 +224,9 @@ def test_the_export_step_refuses_a_hub_that_answers_a_ranged_read_with_the_whole
     step = export_step()
     trained = {n: t for n, t in BIG.items() if n.startswith(LANG)}
     lay_out(gcs, step, maxtext_files(trained, values_of(trained), MAXTEXT_CONFIG))
-    hub = type("IgnoresRange", (FakeHub.serving(model_files(BIG, 1, values=values_of(BIG))),), {"ignores_range": True})
+    hub: type[FakeHub] = type(
+        "IgnoresRange", (FakeHub.serving(model_files(BIG, 1, values=values_of(BIG))),), {"ignores_range": True}
+    )
     with serve(hub) as url:
         done = run_export(step, url, tmp_path)
     assert done.returncode == 1, done.stderr

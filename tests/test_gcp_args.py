@@ -36,7 +36,7 @@ def _nested_class(owner: type, annotation: str) -> type | None:
     return getattr(module, match.group(1))
 
 
-def _check(cls: type, value: dict[str, Any], path: str, errors: list[str]) -> None:
+def _check(cls: type[Any], value: dict[str, Any], path: str, errors: list[str]) -> None:
     params = inspect.signature(cls.__init__).parameters
     for key, item in value.items():
         name = _snake(key)

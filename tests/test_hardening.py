@@ -181,10 +181,13 @@ def test_the_prefixes_cover_where_each_step_really_writes_and_reads(stack):
     for holder in ("cpu", "tpu"):
         # The scratch's own name too: a GCS mkdir looks the folder up as the object "pathways" first.
         assert PATHWAYS_SCRATCH.rstrip("/") in access[(holder, "objectUser")], "the proxy, RM, workers' scratch"
-    convert_out = re.search(rf"gs://{re.escape(bucket)}/[^\s'\"]*convert/[0-9a-f]{{10}}/", train_text).group(0)
+    convert_found = re.search(rf"gs://{re.escape(bucket)}/[^\s'\"]*convert/[0-9a-f]{{10}}/", train_text)
+    assert convert_found, "training reads the conversion's output"
+    convert_out = convert_found.group(0)
     for holder in ("cpu", "tpu"):
         assert any(objects(convert_out).startswith(p) for p in access[(holder, "objectViewer")])
     train_out = re.search(rf"gs://{re.escape(bucket)}/[^\s'\"]*train/[0-9a-f]{{10}}/", str(steps["export"]["inputs"]))
+    assert train_out, "the export reads training's output"
     assert any(objects(train_out.group(0)).startswith(p) for p in access[("workload", "objectViewer")])
 
 

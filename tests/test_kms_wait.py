@@ -76,9 +76,12 @@ def test_only_a_new_grant_waits_again():
 
 def test_create_waits_says_why_and_records_it(monkeypatch, capsys):
     waited: list[tuple[float, str]] = []
-    monkeypatch.setattr(
-        kms, "wait_for_propagation", lambda seconds, grant: waited.append((seconds, grant)) or f"waited {seconds:g} s"
-    )
+
+    def wait_for_propagation(seconds: float, grant: str) -> str:
+        waited.append((seconds, grant))
+        return f"waited {seconds:g} s"
+
+    monkeypatch.setattr(kms, "wait_for_propagation", wait_for_propagation)
     result = GrantPropagationProvider().create({"grant": GRANT, "seconds": 420})
     assert waited == [(420.0, GRANT)]
     assert result.id == GRANT and result.outs == {"grant": GRANT, "seconds": 420, "note": "waited 420 s"}

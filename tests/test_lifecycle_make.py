@@ -26,6 +26,7 @@ exit 0
 
 
 def make(tmp_path, target: str, stack: str, protect: str | None) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    assert MAKE is not None  # the module is skipped without it
     folder = tmp_path / "bin"
     folder.mkdir(exist_ok=True)
     pulumi = folder / "pulumi"

@@ -50,6 +50,7 @@ def reader(config, budgets=FAST) -> live.ClusterReader:
 def test_objects_are_read_over_tls_and_a_missing_one_is_none(cluster: FakeCluster):
     stored = cluster.put(with_state(manifest("JobSet", "run-a"), "failed"))
     found = reader(cluster.kubeconfig()).get(JOBSET, "JobSet", "tpu-rl", "run-a")
+    assert found is not None
     assert found["metadata"]["uid"] == stored["metadata"]["uid"] and found["status"]["terminalState"] == "Failed"
     assert reader(cluster.kubeconfig()).get(JOBSET, "JobSet", "tpu-rl", "never-created") is None
     assert cluster.requests[-1] == "/apis/jobset.x-k8s.io/v1alpha2/namespaces/tpu-rl/jobsets/never-created"
@@ -158,7 +159,7 @@ def test_the_plugin_gets_the_cluster_info_and_its_token_is_used(cluster: FakeClu
         f"echo '{credential(cluster.token)}'\n"
     )
     found = reader(cluster.kubeconfig(plugin(tmp_path, body))).get(JOBSET, "JobSet", "tpu-rl", "with-plugin")
-    assert found["metadata"]["name"] == "with-plugin"
+    assert found is not None and found["metadata"]["name"] == "with-plugin"
 
 
 def test_a_hanging_plugin_is_bounded_and_later_reads_skip(cluster: FakeCluster, tmp_path):

@@ -600,13 +600,14 @@ def test_a_public_card_names_no_private_registry_or_project():
     image's name and tag or digest for it; Google's public TPU image registries are shown whole."""
     private = "us-docker.pkg.dev/acme-secret-project/images/tpu_post_training:0.2.4"
     private_digest = "us-docker.pkg.dev/acme-secret-project/images/tpu_post_training@sha256:" + "ef" * 32
-    facts = dict(images={"maxtext": private, "pathwaysServer": PATHWAYS}, image_digests={private: private_digest})
-    public = model_card(dataclasses.replace(FACTS, private=False, export_uri="", **facts))
+    images, digests = {"maxtext": private, "pathwaysServer": PATHWAYS}, {private: private_digest}
+    public = model_card(dataclasses.replace(FACTS, private=False, export_uri="", images=images, image_digests=digests))
     assert "acme-secret-project" not in public
     shown = f"`(a private registry)/tpu_post_training@sha256:{'ef' * 32}`"
     assert f"| `maxtext` | `(a private registry)/tpu_post_training:0.2.4` | {shown} |" in public
     assert f"| `pathwaysServer` | `{PATHWAYS}` | `{PATHWAYS}` |" in public
-    assert "acme-secret-project" in model_card(dataclasses.replace(FACTS, **facts)), "a private card shows it whole"
+    private_card = model_card(dataclasses.replace(FACTS, images=images, image_digests=digests))
+    assert "acme-secret-project" in private_card, "a private card shows it whole"
 
 
 @pytest.mark.pure

@@ -194,7 +194,7 @@ def test_nothing_is_written_when_one_destination_is_bad(tmp_path):
     write_files(out, plan_files("a.yaml", "b.yaml"), owned="manifests")
     (out / "manifests" / "c.yaml").symlink_to(tmp_path / "elsewhere")
     before = snapshot(out)
-    new = {"plan.json": "changed", "manifests/a.yaml": "changed", "manifests/c.yaml": "new"}
+    new: dict[str, bytes | str] = {"plan.json": "changed", "manifests/a.yaml": "changed", "manifests/c.yaml": "new"}
     with pytest.raises(OutputError) as err:
         write_files(out, new, owned="manifests")
     assert str(err.value) == f"{out}/manifests/c.yaml is a symbolic link: {LINK}"

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from core.config.values import ConfigError
-from core.machines import machine_shape
+from core.machines import MachineShape, machine_shape
 from core.names import CPU_POOL, NODEPOOL_LABEL, QUEUE_LABEL, SYSTEM_POOL
 from core.requests import allocatable, jobset_pod_sets, quantity, total
 from infra.gcp.gke_spec import cpu_pool_args, system_pool_args, tpu_pool_args
@@ -33,6 +33,12 @@ def queue_objects(s):
 
 def pods(step):
     return [job["template"]["spec"]["template"]["spec"] for job in step.manifest["spec"]["replicatedJobs"]]
+
+
+def shape(machine_type: str) -> MachineShape:
+    found = machine_shape(machine_type)
+    assert found is not None, f"{machine_type} is not a known machine type"
+    return found
 
 
 def test_the_objects_as_pinned():
@@ -142,7 +148,7 @@ def test_the_quotas_are_the_pools_and_one_training_fits_exactly(s):
     training = total(jobset_pod_sets(plan.train.manifest))
     assert _quota(cq, "google.com/tpu") == training["google.com/tpu"] == s.total_chips
     assert s.total_chips == s.tpu.slices * s.slice.hosts * s.slice.chips_per_vm
-    node = allocatable(machine_shape(s.cpu_pool.machine_type))
+    node = allocatable(shape(s.cpu_pool.machine_type))
     assert _quota(cq, "cpu") == pytest.approx(math.floor(node["cpu"] * 1000) / 1000 * s.cpu_pool.max_nodes)
     assert _quota(cq, "memory") == math.floor(node["memory"] / 2**20) * 2**20 * s.cpu_pool.max_nodes
     for step in plan.steps:
@@ -156,11 +162,11 @@ def test_the_quotas_are_the_pools_and_one_training_fits_exactly(s):
 
 
 def test_allocatable_follows_gkes_reservations():
-    n2 = allocatable(machine_shape("n2-standard-64"))
+    n2 = allocatable(shape("n2-standard-64"))
     assert n2["cpu"] == pytest.approx(64 - (0.06 + 0.01 + 2 * 0.005 + 60 * 0.0025))
     reserved_gib = 4 * 0.25 + 4 * 0.20 + 8 * 0.10 + 112 * 0.06 + (256 - 128) * 0.02
     assert n2["memory"] == pytest.approx((256 - reserved_gib) * 2**30 - 100 * 2**20)
-    small = allocatable(machine_shape("e2-standard-2"))
+    small = allocatable(shape("e2-standard-2"))
     assert small["cpu"] == pytest.approx(2 - 0.07)
     assert small["memory"] == pytest.approx((8 - 1 - 0.8) * 2**30 - 100 * 2**20)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.tpu import CATALOGUE, all_slices, chips_in, resolve_slice
+from core.tpu import CATALOGUE, TpuVersionName, all_slices, chips_in, resolve_slice
 from infra.gcp import gke_spec
 from tests.lifecycle_walk import settings
 
@@ -294,11 +294,12 @@ def test_slices(version, machine, topology, chips, hosts, instance, pool_topolog
 
 
 def test_resolve_slice_refuses_what_a_machine_cannot_form():
-    for version, machine, topology in (
+    cases: tuple[tuple[TpuVersionName, str, str], ...] = (
         ("v6e", "ct6e-standard-4t", "4x5"),
         ("v6e", "nope", "2x2"),
         ("v6e", "ct6e-standard-8t", "4x8"),
-    ):
+    )
+    for version, machine, topology in cases:
         with pytest.raises(ValueError, match=f"{machine} cannot form {topology}"):
             resolve_slice(version, machine, topology)
 

@@ -47,6 +47,7 @@ def policy_config(stack: str, name: str) -> dict[str, Any]:
 def level(stack: str, name: str) -> str:
     config = stack_config(stack)
     entry = config.get(name, config.get("all"))
+    assert entry is not None, f"{name} has no level in policy/config/{stack}.json"
     return entry["enforcementLevel"] if isinstance(entry, dict) else entry
 
 
@@ -1356,7 +1357,7 @@ def test_pack_entry_point_builds_the_pack(monkeypatch):
 
     import pulumi_policy
 
-    built = {}
+    built: dict[str, Any] = {}
 
     class FakePack:
         def __init__(self, name, policies, enforcement_level=None, **kwargs):
@@ -2037,7 +2038,7 @@ def test_a_clean_pod_of_any_kind_passes_the_pod_policies(kind):
 @pytest.mark.parametrize(("case", "policy", "change", "words"), POD_VIOLATIONS, ids=[v[0] for v in POD_VIOLATIONS])
 @pytest.mark.parametrize("kind", list(POD_KINDS))
 def test_the_pod_is_judged_the_same_in_every_kind(kind, case, policy, change, words):
-    pod, meta = _clean_pod(), {}
+    pod, meta = _clean_pod(), dict[str, Any]()
     change(pod, meta)
     found = violations(_plan_of(_workload(kind, pod, meta)), policy, "prod")
     assert any(words in v for v in found), (kind, case, found)
@@ -2329,7 +2330,7 @@ def _shows_the_token(message: str) -> bool:
 
 def test_no_corpus_finding_shows_any_part_of_the_token():
     for _case, policy, change, _words in POD_VIOLATIONS:
-        pod, meta = _clean_pod(), {}
+        pod, meta = _clean_pod(), dict[str, Any]()
         change(pod, meta)
         for kind in ("Pod", "CronJob", "JobSet"):
             for message in violations(_plan_of(_workload(kind, pod, meta)), policy, "prod"):
@@ -2377,7 +2378,7 @@ def test_an_unknown_annotation_does_not_switch_a_policy_off():
 FIVE_THOUSAND = ("tpu-rl:training.numBatches=5000",)
 
 
-def _train_line(plan: Plan) -> tuple[dict[str, Any], int, str]:
+def _train_line(plan: Plan) -> tuple[list[str], int, str]:
     """The train JobSet's script and the line that starts train_rl in it."""
     command = _head(_train(plan))["containers"][0]["command"]
     lines = command[2].split("\n")

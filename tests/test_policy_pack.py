@@ -46,7 +46,7 @@ HASH = re.compile(r"--hash=sha256:[0-9a-f]{64}")
 def _lock() -> dict[str, tuple[str, list[str]]]:
     """The lock's entries: name -> (version, hashes), as pip --require-hashes reads them."""
     text = re.sub(r"\\\n", " ", (POLICY / "requirements.lock").read_text())
-    entries = {}
+    entries: dict[str, tuple[str, list[str]]] = {}
     for line in text.splitlines():
         line = re.sub(r"(^|\s)#.*$", "", line).strip()
         if not line:
@@ -107,12 +107,14 @@ def test_the_engine_can_start_the_pack_from_its_virtualenv(policy_python):
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
         text=True,
     )
+    stdout, stderr = process.stdout, process.stderr
+    assert stdout is not None and stderr is not None  # both piped
     try:
         line: list[str] = []
-        reader = threading.Thread(target=lambda: line.append(process.stdout.readline()), daemon=True)
+        reader = threading.Thread(target=lambda: line.append(stdout.readline()), daemon=True)
         reader.start()
         reader.join(60)
-        assert line and line[0].strip().isdigit(), process.stderr.read() if process.poll() is not None else line
+        assert line and line[0].strip().isdigit(), stderr.read() if process.poll() is not None else line
         with grpc.insecure_channel(f"127.0.0.1:{line[0].strip()}") as channel:
             info = analyzer_pb2_grpc.AnalyzerStub(channel).GetAnalyzerInfo(empty_pb2.Empty(), timeout=30)
         from policy.tpu_rl_policies import POLICIES

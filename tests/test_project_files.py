@@ -170,7 +170,7 @@ def test_every_project_path_a_message_docstring_or_a_page_names_exists():
     sources += sorted((ROOT / "docs").glob("*.md"))
     for folder in ("core", "infra", "workloads", "policy", "tests"):
         sources += [p for p in (ROOT / folder).rglob("*.py") if "venv" not in p.parts]
-    missing = {}
+    missing: dict[str, str] = {}
     for source in sources:
         for match in PATH_MENTION.finditer(source.read_text()):
             path = match.group(1)

@@ -218,7 +218,9 @@ def test_the_container_uploads_the_export_and_its_card_to_the_branch_then_a_reru
         assert repo.branches[branch] == commit
 
         # What the program reads back after the step: the branch's commit and every file with its size.
-        found, files = published_revision(REPO, branch, WRITE, url)
+        revision = published_revision(REPO, branch, WRITE, url)
+        assert revision is not None, "the branch was published"
+        found, files = revision
         assert found == commit
         assert {n: files[n] for n in EXPORT_FILES} == {n: len(d) for n, d in EXPORT_FILES.items()}
 
@@ -300,7 +302,7 @@ def test_the_write_token_is_checked_before_anything_is_created(hub, repo, privat
 
 @pytest.mark.pure
 def test_an_organization_role_below_contributor_cannot_publish():
-    def who(role: str) -> dict:
+    def who(role: str | None) -> dict:
         return {
             "name": "alice",
             "orgs": [{"name": "org", "roleInOrg": role}],
@@ -309,8 +311,9 @@ def test_an_organization_role_below_contributor_cannot_publish():
 
     for role in ("write", "admin", "contributor"):  # a contributor's existing repository: the Hub's auth-check decides
         assert token_denial(who(role), "org/model", exists=True) is None, role
-    for role in ("read", None, "owner?"):
-        assert "publishing needs write or admin" in token_denial(who(role), "org/model", exists=False), role
+    for below in ("read", None, "owner?"):
+        denial = token_denial(who(below), "org/model", exists=False)
+        assert denial is not None and "publishing needs write or admin" in denial, below
 
 
 @pytest.mark.pure
@@ -580,6 +583,7 @@ def test_the_card_config_map_holds_the_readme_and_the_curve():
 
     s = settings("prod", PUBLISHING)
     step = plan_workflow(s).publish
+    assert step is not None
     png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
     cm = card_config_map(s, f"{step.name}-card", step.step_id, "# card\n", png)
     assert cm["apiVersion"] == "v1" and cm["kind"] == "ConfigMap"

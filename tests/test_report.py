@@ -38,9 +38,16 @@ def held_chip_hours(gcs, chips: int) -> float:
     bucket, _, prefix = RUN.removeprefix("gs://").partition("/")
     ends: dict[str, float] = {}
     for blob in gcs.list_blobs(bucket, prefix=prefix + "logs/"):
-        start = ATTEMPT.search(blob.name).group(1)
+        attempt = ATTEMPT.search(blob.name)
+        assert attempt, blob.name
+        start = attempt.group(1)
         ends[start] = max(ends.get(start, 0.0), blob.updated.timestamp())
-    return round(sum(end - _epoch(start) for start, end in ends.items()) / 3600 * chips, 2)
+    held = 0.0
+    for start, end in ends.items():
+        began = _epoch(start)
+        assert began is not None, start
+        held += end - began
+    return round(held / 3600 * chips, 2)
 
 
 def test_report_json_holds_every_tag_sorted_the_evaluations_and_the_summary(gcs, tmp_path):
@@ -235,8 +242,9 @@ def test_pass_at_1_gives_a_float_corr_that_is_kept():
         "accuracy=30.833333333333336%, partial_accuracy=45.0%, format_accuracy=80.0%, mean_reward=0.4500"
     )
     pre = parse_logs([("train-20261130T050000Z.log", line)]).pre
-    assert pre["corr"] == pytest.approx(12.333333333333334) and pre["total"] == 40
-    assert parse_logs([("train-20261130T050000Z.log", line.replace("12.333333333333334", "12"))]).pre["corr"] == 12
+    assert pre is not None and pre["corr"] == pytest.approx(12.333333333333334) and pre["total"] == 40
+    whole = parse_logs([("train-20261130T050000Z.log", line.replace("12.333333333333334", "12"))]).pre
+    assert whole is not None and whole["corr"] == 12
 
 
 @pytest.mark.pure
@@ -252,10 +260,12 @@ def test_a_resumed_attempts_pre_rl_line_is_never_the_base_model():
     )
     found = parse_logs([("train-20261130T060000Z.log", resumed)])
     assert found.pre is None and found.attempts[0].restored_step == 30
+    assert found.pre_unknown is not None
     assert found.pre_unknown.startswith("every surviving log is of an attempt that resumed from a checkpoint")
     fresh = "W1130 05:02:03.000000 1 train_rl.py:786] Pre RL Training: corr=12, total=40, accuracy=30.0%, "
     fresh += "partial_accuracy=45.0%, format_accuracy=80.0%, mean_reward=0.4500"
     both = parse_logs([("train-20261130T060000Z.log", resumed), ("evals-20261130T050000Z.txt", fresh)])
+    assert both.pre is not None
     assert both.pre["accuracy"] == 30.0 and both.pre_unknown is None, "the fresh attempt's, though it came first"
 
 
@@ -288,6 +298,7 @@ def test_a_200_mib_log_is_read_by_its_head_and_tail(gcs):
     assert len(data) >= 200 << 20 > HEAD_BYTES + TAIL_BYTES
     gcs.fake.lay_out(bucket, [f"{prefix}logs/train-20261130T050000Z.log"], data=data)
     found = read_run_logs(gcs, RUN)
+    assert found.pre is not None and found.post is not None and found.run is not None
     assert found.pre["accuracy"] == 30.0 and found.post["accuracy"] == 52.5 and found.run.model == "gemma4-e4b"
 
 
@@ -321,6 +332,7 @@ def test_the_rollout_tags_are_aligned_with_the_update_they_feed():
 def test_a_publishing_stack_reports_where_the_model_was_published(gcs, tmp_path):
     publishing = ["--set", "tpu-rl:publish.repo=acme/gemma4-grpo"]
     plan = plan_workflow(settings("dev", ["tpu-rl:publish.repo=acme/gemma4-grpo"]))
+    assert plan.publish is not None
     upload_run(gcs, RUN, steps=STEPS, checkpoints=(10,))
     code, out = make(tmp_path, "--stack", "dev", *publishing)
     assert code == 0
@@ -365,6 +377,7 @@ def test_the_hours_an_attempt_held_the_slice_run_from_its_start_to_its_last_file
     from workloads.run.scalars import Scalars
 
     start = _epoch("20261130T050000Z")
+    assert start is not None
     logs = [("evals-20261130T050000Z.txt", ""), ("train-20261130T050000Z.log", ""), ("evals-20261130T070000Z.txt", "")]
     written = {logs[0][0]: start + 1800, logs[1][0]: start + 3600, logs[2][0]: start + 7200 + 900}
     evaluations = parse_logs(logs, written)

@@ -27,6 +27,7 @@ OBJECTS: dict[str, dict] = {}
 class StubApi(QuietHandler):
     def do_GET(self):  # noqa: N802
         name = self.path.split("?")[0].rsplit("/", 1)[-1]
+        body: dict[str, object]
         if self.headers.get("Authorization") != "Bearer t":
             code, body = 401, {"kind": "Status"}
         elif name in OBJECTS:
@@ -292,6 +293,7 @@ def test_a_step_kueue_has_not_admitted_shows_as_queued_with_kueues_reason(tmp_pa
 
 def test_a_publishing_stack_shows_the_publish_step_and_where_it_published(tmp_path, api, gcs, capsys):
     plan = plan_workflow(settings("dev", ["tpu-rl:publish.repo=acme/gemma4-grpo"]))
+    assert plan.publish is not None
     for step in plan.steps[:3]:
         OBJECTS[step.name] = cpu_step(step, "succeeded") if step.step != "train" else jobset(step.name, "Completed")
     OBJECTS[plan.publish.name] = cpu_step(plan.publish, "running")

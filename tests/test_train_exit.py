@@ -178,6 +178,7 @@ def test_the_watchdog_kills_what_ignores_sigterm(tmp_path):
         ],
         stdout=subprocess.PIPE,
     )
+    assert stubborn.stdout is not None
     stubborn.stdout.readline()
     clock = Clock()
     try:

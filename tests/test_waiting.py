@@ -96,7 +96,7 @@ def wl(state: str, created: str = T1, active: bool | None = None, **conditions: 
     return parsed
 
 
-def pending(message: str) -> tuple[dict, list[dict]]:
+def pending(message: str) -> tuple[objects.JobSet, list[objects.Workload]]:
     return jobset(), [wl("queued", QuotaReserved=("False", "Pending", message))]
 
 
@@ -362,6 +362,7 @@ def run_unschedulable(clock, script, events=None):
     def read():
         return script(clock.t)
 
+    result: objects.JobSet | StepWaitError
     try:
         result = waiting.wait_for_step(read, WHAT, BOUNDS, report=lines.append, unschedulable=reads)
     except StepWaitError as err:

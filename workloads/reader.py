@@ -245,7 +245,10 @@ class LiveReader:
             unschedulable = waiting.Unschedulable(
                 events=lambda: fresh(lambda reader: waiting.read_pod_events(reader, namespace)),
                 fix=lambda pool: pod_state.pool_fix(
-                    pool, capacity=settings.tpu.capacity, cpu_machine=settings.cpu_pool.machine_type
+                    pool,
+                    capacity=settings.tpu.capacity,
+                    cpu_machine=settings.cpu_pool.machine_type,
+                    version=settings.tpu.version,
                 ),
                 then=_unschedulable_then(settings),
             )

@@ -29,7 +29,7 @@ from core.settings import (
     TrainingSettings,
     WorkflowSettings,
 )
-from core.tpu import CATALOGUE, DEFAULT_TOPOLOGY, FLEX_START_MIN_GKE, FLEX_START_ZONES, SliceShape, resolve_slice
+from core.tpu import CATALOGUE, FLEX_START_MIN_GKE, Capacity, SliceShape, resolve_slice
 
 MAX_REGISTRIES = 20
 MAX_HOLD_DAYS = 30
@@ -281,7 +281,7 @@ def _tpu(v: dict[str, Any], project: str) -> tuple[TpuSettings, SliceShape]:
         )
     topology = v[_k("tpu.topology")]
     if machine.multi_host_capable:
-        topology = topology or DEFAULT_TOPOLOGY[machine.name]
+        topology = topology or machine.default_topology
         if topology not in machine.multi_host_topologies:
             hint = (
                 f"{topology} is a single-host slice and GKE rejects a topology on single-host pools; "
@@ -301,7 +301,7 @@ def _tpu(v: dict[str, Any], project: str) -> tuple[TpuSettings, SliceShape]:
                 f"{machine.name} is single-host: it forms only {machine.single_host_topology}; omit the topology",
             )
         topology = machine.single_host_topology
-    capacity = v[_k("tpu.capacity")]
+    capacity: Capacity = v[_k("tpu.capacity")]
     reservation = v[_k("tpu.reservation")]
     if capacity == "reservation" and reservation is None:
         raise error(
@@ -322,7 +322,7 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 def _flex_start(tpu: TpuSettings, zone: str, gke: GkeSettings) -> None:
     if tpu.capacity != "flex-start":
         return
-    zones = FLEX_START_ZONES.get(tpu.version)
+    zones = CATALOGUE[tpu.version].flex_start_zones
     if zones is not None and zone not in zones:
         raise error(
             "gcp:zone",

@@ -12,16 +12,15 @@ from typing import Any
 
 from core.config.values import Boolean, Duration, Integer, Number, OneOf, Reader, Text
 from core.knobs import DATASETS, OPTIMIZERS, TRAINING_KNOBS, Knob
-from core.models import DEFAULT_MODEL, MODELS
+from core.models import DEFAULT_MODEL, MODELS, step_memory_gib
 from core.names import PROJECT
-from core.tpu import CATALOGUE
+from core.tpu import CAPACITY_MODES, CATALOGUE, DEFAULT_VERSION, Capacity, TpuVersionName
 
 REQUIRED = object()
 """No default: the key must be set."""
 DERIVED = object()
 """The default is computed from other keys (documented in ``doc``)."""
 
-CAPACITY_MODES = ("reservation", "spot", "flex-start", "on-demand")
 RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
 
 DEFAULT_IMAGES = {
@@ -34,14 +33,14 @@ DEFAULT_IMAGES = {
 }
 # Default JobSet restarts by capacity mode: a reserved or on-demand slice survives one disruption
 # (a host maintenance event); spot and flex-start capacity gets preempted more often.
-DEFAULT_RESTARTS = {"reservation": 1, "on-demand": 1, "spot": 3, "flex-start": 2}
+DEFAULT_RESTARTS: dict[Capacity, int] = {"reservation": 1, "on-demand": 1, "spot": 3, "flex-start": 2}
 # Default Kueue waitForPodsReady timeout by capacity mode: pods pull their images and autoscaled pools add
 # nodes within minutes; flex-start capacity may take hours to be granted.
-DEFAULT_PODS_READY = {"reservation": 1800, "on-demand": 1800, "spot": 1800, "flex-start": 7200}
+DEFAULT_PODS_READY: dict[Capacity, int] = {"reservation": 1800, "on-demand": 1800, "spot": 1800, "flex-start": 7200}
 # Default bound on an unschedulable pod by capacity mode: a pool that can grow does within minutes (a
 # reserved slice is there already); flex-start capacity is obtained by waiting for it. Below the pods-ready
 # timeout, so the program reports the scheduler's reasons before Kueue stops the step.
-DEFAULT_UNSCHEDULABLE = {"reservation": 900, "on-demand": 900, "spot": 900, "flex-start": 3600}
+DEFAULT_UNSCHEDULABLE: dict[Capacity, int] = {"reservation": 900, "on-demand": 900, "spot": 900, "flex-start": 3600}
 # How long GKE may take to repair a node under a running step: auto-repair starts after about 10 minutes of
 # NotReady and waits up to an hour for the drain before it re-creates the node ("Auto-repair process",
 # https://cloud.google.com/kubernetes-engine/docs/how-to/node-auto-repair); a multi-host TPU slice is
@@ -149,6 +148,22 @@ HUB_REPO = Text(
 )
 
 
+def _default_topology(version: TpuVersionName) -> str:
+    """The slice of a version's default machine type when ``tpu-rl:tpu.topology`` is not set."""
+    entry = CATALOGUE[version]
+    machine = entry.machine(entry.default_machine_type)
+    assert machine is not None, f"TPU {version}: the default machine type is not one of its machine types"
+    return machine.default_topology or machine.single_host_topology
+
+
+def _default_topologies() -> str:
+    """``4x8 (v6e, v5e) or 2x2x4 (v5p)``: each version's default slice (the key's description)."""
+    by_topology: dict[str, list[str]] = {}
+    for version in CATALOGUE:
+        by_topology.setdefault(_default_topology(version), []).append(version)
+    return " or ".join(f"{topology} ({', '.join(versions)})" for topology, versions in by_topology.items())
+
+
 def _knob_field(knob: Knob) -> Field:
     reader: Reader
     if knob.choices:
@@ -251,8 +266,8 @@ FIELDS: tuple[Field, ...] = (
     # tpu
     Field(
         _key("tpu.version"),
-        OneOf(tuple(CATALOGUE)),
-        "v6e",
+        OneOf(CATALOGUE.keys()),
+        DEFAULT_VERSION,
         "TPU generation",
         companions=((_key("tpu.machineType"), ""),),
     ),
@@ -262,16 +277,16 @@ FIELDS: tuple[Field, ...] = (
         DERIVED,
         "TPU VM type; default: the version's 4-chip type",
         samples=("ct6e-standard-8t",),
-        shown_default="ct6e-standard-4t",
+        shown_default=CATALOGUE[DEFAULT_VERSION].default_machine_type,
         companions=((_key("tpu.topology"), "2x4"), (_key("training.iciExpertParallelism"), 1)),
     ),
     Field(
         _key("tpu.topology"),
         Text(r"[0-9]{1,2}(x[0-9]{1,2}){1,2}", "a topology such as 4x8 or 2x2x4"),
         DERIVED,
-        "slice topology; default 4x8 (v6e, v5e) or 2x2x4 (v5p)",
+        f"slice topology; default {_default_topologies()}",
         samples=("4x4", "2x4"),
-        shown_default="4x8",
+        shown_default=_default_topology(DEFAULT_VERSION),
     ),
     Field(_key("tpu.slices"), Integer(1, 64), 1, "slices (one node pool each; Pathways multislice)"),
     Field(
@@ -348,7 +363,7 @@ FIELDS: tuple[Field, ...] = (
     # model and images
     Field(
         _key("model.name"),
-        OneOf(tuple(MODELS)),
+        OneOf(MODELS.keys()),
         DEFAULT_MODEL,
         "model to post-train",
         companions=((_key("cpuPool.diskSizeGb"), 500),),  # the largest model's scratch needs 288 GB (dev has 200)
@@ -462,7 +477,7 @@ FIELDS: tuple[Field, ...] = (
         Integer(8, 4096),
         DERIVED,
         "memory (GiB, request = limit) of the conversion and the export; default from the model: 3 x its bf16 "
-        "weights + 8, rounded up to 8 (gemma4-26b 168, gemma4-e4b 56)",
+        f"weights + 8, rounded up to 8 ({', '.join(f'{m.name} {step_memory_gib(m)}' for m in MODELS.values())})",
         samples=("200",),
     ),
     Field(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,9 +160,10 @@ class Boolean:
 
 @dataclass(frozen=True)
 class OneOf:
-    """One of a fixed set of strings."""
+    """One of a fixed set of strings: a tuple, or a catalogue's live ``keys()`` (so the choices are the entries
+    the catalogue holds when a value is read)."""
 
-    choices: tuple[str, ...]
+    choices: Collection[str]
 
     def __call__(self, key: str, value: Any) -> str:
         _scalar(key, value, f"one of {', '.join(self.choices)}")

@@ -11,17 +11,20 @@ registering anything the program reads, through the official clients and bounded
   affinity consumes only those), is ``READY`` and has every slice free, counting what this stack's
   cluster already holds (a later ``up``): a reservation of VMs holds the slice's machine type with its
   VMs free; an *aggregate* TPU reservation (``aggregateReservation``, how TPU capacity is often reserved;
-  Cluster Toolkit skips its machine-type check for that reason) is of the v6e family
-  (``VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT6E``) with the slices' chips free;
+  Cluster Toolkit skips its machine-type check for that reason) is of the slice's TPU family (its catalogue
+  entry's ``reservation_family``, ``VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT6E`` for v6e) with the slices' chips
+  free;
 - the region's quotas, ``compute_v1.RegionsClient.get``: the CPU pools at their maximum size, each machine
   family against the metrics it draws on (``core.machines.CPU_QUOTAS``, the rule as data with its source),
   minus what the stack holds;
 - for capacity that is not reserved, the TPU chips: GKE's TPU pools use Compute Engine quota, but
-  ``regions.get`` does not list the v6e metrics, so their limits are read from the Cloud Quotas API
-  (``cloudquotas_v1.CloudQuotasClient.get_quota_info``: ``TPUS-PER-TPU-FAMILY-per-project-region`` with
-  ``tpu_family=CT6E`` on demand, ``PREEMPTIBLE-TPU-V6E-per-project-region`` for spot and flex-start). It
-  reports limits, not usage: a limit below the slices is a problem; whether other TPUs use it up is not
-  known here. Flex-start may fall back to on-demand quota, so a short preemptible limit is a warning there;
+  ``regions.get`` does not list the TPU metrics, so their limits are read from the Cloud Quotas API
+  (``cloudquotas_v1.CloudQuotasClient.get_quota_info``), the quotas the slice's catalogue entry names
+  (``core.tpu.TpuQuota``; v6e: ``TPUS-PER-TPU-FAMILY-per-project-region`` with ``tpu_family=CT6E`` on demand,
+  ``PREEMPTIBLE-TPU-V6E-per-project-region`` for spot and flex-start; an entry that names none is not
+  checked). It reports limits, not usage: a limit below the slices is a problem; whether other TPUs use it up
+  is not known here. Flex-start may fall back to on-demand quota, so a short preemptible limit is a warning
+  there;
 - the APIs, ``service_usage_v1.ServiceUsageClient.batch_get_services``: the stack enables the ones it
   needs itself (``infra.gcp.apis``), so a disabled one is a note; a disabled Service Usage API, which
   that needs, is a problem;
@@ -61,14 +64,13 @@ from core.machines import cpu_quota, machine_family, machine_shape
 from core.names import KMS_API, REQUIRED_APIS
 from core.redact import scrub
 from core.settings import Settings
+from core.tpu import CATALOGUE, PREEMPTIBLE, TpuVersion
 from infra.gcp.naming import crypto_key_id, key_ring_id, names_for
 
 T = TypeVar("T")
 CLUSTER_LABEL = "goog-k8s-cluster-name"
 """The label GKE puts on every node VM with its cluster's name (the stack's own VMs are counted as held)."""
 SERVICE_USAGE = "serviceusage.googleapis.com"
-V6E_FAMILY = "VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT6E"
-"""An aggregate TPU reservation's family for v6e (``AllocationAggregateReservation.vmFamily``)."""
 MAX_REPLY_BYTES = 4 * 1024 * 1024
 """The largest reply read, before and after inflating (a region's quotas are ~20 KB, a page of 100 node VMs
 well under 1 MB)."""
@@ -106,6 +108,8 @@ class Need:
     preemptible: bool
     """Spot and flex-start TPU capacity draws on preemptible quota."""
     flex_start: bool
+    tpu: TpuVersion
+    """The slice's catalogue entry: its aggregate reservations' family and its chips' quotas."""
     cpus: dict[str, float] = field(default_factory=dict)
     """Quota metric -> vCPUs of the CPU pools at their maximum size that surely count against it."""
     maybe_cpus: dict[str, float] = field(default_factory=dict)
@@ -138,8 +142,9 @@ def needs(settings: Settings) -> Need:
         machine_type=settings.slice.machine_type,
         chips=settings.total_chips,
         chips_per_vm=settings.slice.chips_per_vm,
-        preemptible=settings.tpu.capacity in ("spot", "flex-start"),
+        preemptible=settings.tpu.capacity in PREEMPTIBLE,
         flex_start=settings.tpu.capacity == "flex-start",
+        tpu=CATALOGUE[settings.tpu.version],
         cpus=cpus,
         maybe_cpus=maybe,
         maybe_families=tuple(dict.fromkeys(families)),
@@ -229,10 +234,11 @@ def reservation_findings(
             "create it with --require-specific-reservation"
         )
     if found.aggregate:
-        if found.vm_family != V6E_FAMILY:
+        family = need.tpu.reservation_family
+        if found.vm_family != family:
             problems.append(
                 f"{where} is a TPU reservation of {found.vm_family or 'no'} family, the slice needs "
-                f"{V6E_FAMILY}; fix {key} or tpu-rl:tpu.version"
+                f"{family}; fix {key} or tpu-rl:tpu.version"
             )
         unit, held_by_us, needed = "chips", ours.tpu_vms * need.chips_per_vm, need.chips
     else:
@@ -302,9 +308,12 @@ def quota_findings(need: Need, quotas: dict[str, tuple[float, float]] | None, re
     return found
 
 
-def tpu_quota_id(need: Need) -> str:
-    """The Cloud Quotas id of the TPU v6e chips the slices draw on."""
-    return "PREEMPTIBLE-TPU-V6E-per-project-region" if need.preemptible else "TPUS-PER-TPU-FAMILY-per-project-region"
+def tpu_quota_id(need: Need) -> str | None:
+    """The Cloud Quotas id of the TPU chips the slices draw on (the entry's ``TpuQuota``; None: it names none)."""
+    quota = need.tpu.quota
+    if quota is None:
+        return None
+    return quota.preemptible if need.preemptible else quota.on_demand
 
 
 @dataclass(frozen=True)
@@ -318,12 +327,14 @@ class QuotaLimit:
 
 
 def tpu_quota_findings(need: Need, infos: list[QuotaLimit] | None, region: str) -> list[Finding]:
-    """The TPU v6e chip limit in ``region`` (``infos``: the quota's dimension entries; None: not found) against
-    the slices (pure)."""
+    """The TPU chip limit in ``region`` (``infos``: the quota's dimension entries; None: not found) against the
+    slices (pure); nothing for a TPU version whose entry names no quota."""
     quota = tpu_quota_id(need)
+    if need.tpu.quota is None:
+        return []
     if infos is None:
         return [Finding("unknown", f"quota {quota} was not found; TPU quota was not checked")]
-    wanted = {"region": region} if need.preemptible else {"region": region, "tpu_family": "CT6E"}
+    wanted = {"region": region} if need.preemptible else {"region": region, "tpu_family": need.tpu.quota.family}
 
     def fits(info: QuotaLimit) -> int:
         """How well an entry names the region (and family): exact, by location, the default; -1 another."""
@@ -985,7 +996,7 @@ def _check(settings: Settings, need: Need, clients: Clients, budget: deadline.Bu
         findings.append(Finding("unknown", f"{err}; the quotas were not checked"))
     else:
         findings += quota_findings(need, quotas, settings.region, ours)
-    if need.reservation is None and settings.tpu.version == "v6e":
+    if need.reservation is None:
         findings += _tpu_quota(settings, need, clients, budget)
     return findings + _secrets_key(settings, clients, budget, kms)
 
@@ -1078,6 +1089,8 @@ def _tpu_quota(settings: Settings, need: Need, clients: Clients, budget: deadlin
     from google.api_core import exceptions as api
 
     quota = tpu_quota_id(need)
+    if quota is None:
+        return []
     name = f"projects/{settings.project}/locations/global/services/compute.googleapis.com/quotaInfos/{quota}"
     try:
         infos = _read(

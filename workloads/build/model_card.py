@@ -24,6 +24,7 @@ import yaml
 
 from core.config.schema import IMAGE_REGISTRIES
 from core.knobs import DATASETS
+from core.tpu import Capacity
 
 LICENSE = "gemma"
 TAGS = ("tpu-rl", "grpo", "maxtext", "reinforcement-learning")
@@ -73,7 +74,7 @@ class CardFacts:
     lastStep, stepChipHours, heldChipHours, attempts (each may be None); None when the run's results are not
     known."""
     usd_per_chip_hour: float
-    capacity: str
+    capacity: Capacity
     chips: int
     reward_image: str | None
     """The reward curve's file name in the repository (``reward-curve.png``), None when there is none."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from core.machines import machine_family
 from core.names import CPU_POOL, NODEPOOL_LABEL, TPU_ACCELERATOR_LABEL
+from core.tpu import Capacity, TpuVersionName
 from workloads.run.objects import Event, Pod
 
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
@@ -74,8 +75,9 @@ def newest_reasons(events: list[Event], pod: str) -> dict[str, str]:
     return {reason: message for reason, (_when_, message) in found.items()}
 
 
-def pool_fix(pool: str, *, capacity: str, cpu_machine: str) -> str:
-    """What to do about a pool that cannot take a step's pod."""
+def pool_fix(pool: str, *, capacity: Capacity, cpu_machine: str, version: TpuVersionName) -> str:
+    """What to do about a pool that cannot take a step's pod (``version``: the slice's TPU version,
+    ``tpu-rl:tpu.version``)."""
     if pool == CPU_POOL:
         family = machine_family(cpu_machine).upper()
         return (
@@ -89,7 +91,7 @@ def pool_fix(pool: str, *, capacity: str, cpu_machine: str) -> str:
                 "`kubectl get nodes -l cloud.google.com/gke-tpu-accelerator`"
             )
         return (
-            f"GKE cannot get {capacity} TPU v6e capacity in gcp:zone now: try again later, another zone, or "
+            f"GKE cannot get {capacity} TPU {version} capacity in gcp:zone now: try again later, another zone, or "
             "another tpu-rl:tpu.capacity"
         )
     return "check the pod's node selector and tolerations against the node pools"
