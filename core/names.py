@@ -29,8 +29,14 @@ CPU_TAINT_VALUE = CPU_POOL
 """Keeps everything but our CPU steps (and DaemonSets, which tolerate all taints) off cpu-np, so the
 autoscaler can remove a 64-vCPU node once a step ends."""
 
-WORKLOAD_KSA = "tpu-rl-workload"
-"""Kubernetes service account of the CPU steps, bound to the workload GSA by Workload Identity."""
+
+def step_ksa(step: str) -> str:
+    """The Kubernetes service account of a CPU step's pods (``tpu-rl-<step>``): its own, bound by Workload Identity
+    to the step's own Google service account, which may touch only the bucket prefixes the step uses
+    (``infra.gcp.access``)."""
+    return f"tpu-rl-{step}"
+
+
 HF_SECRET = "hf-token"
 HF_SECRET_KEY = "token"
 HF_WRITE_SECRET = "hf-write-token"

@@ -112,30 +112,41 @@ def _access(plan) -> dict[tuple[str, str], list[str]]:
 def test_each_identity_reads_and_writes_only_under_its_steps_prefixes(prod_plan):
     m = "gemma4-26b"
     assert _access(prod_plan) == {
-        ("workload", "legacyBucketReader"): [],
-        ("workload", "objectUser"): [f"{m}/convert/", f"{m}/export/", f"{m}/publish/"],
-        ("workload", "objectViewer"): [f"{m}/train/"],
+        ("convert", "legacyBucketReader"): [],
+        ("convert", "objectUser"): [f"{m}/convert/"],
+        ("export", "legacyBucketReader"): [],
+        ("export", "objectUser"): [f"{m}/export/"],
+        ("export", "objectViewer"): [f"{m}/train/", f"{m}/convert/"],
         ("cpu", "legacyBucketReader"): [],
         ("cpu", "objectUser"): [f"{m}/train/", "pathways"],
         ("cpu", "objectViewer"): [f"{m}/convert/"],
         ("tpu", "legacyBucketReader"): [],
         ("tpu", "objectUser"): [f"{m}/train/", "pathways"],
         ("tpu", "objectViewer"): [f"{m}/convert/"],
-    }
-    condition = prod_plan.one(BUCKET_IAM, "workload-bucket-objectViewer")["inputs"]["condition"]
+    }, "no step writes another's output; no publication in prod's example, so no identity for it"
+    condition = prod_plan.one(BUCKET_IAM, "export-bucket-objectViewer")["inputs"]["condition"]
     assert condition["expression"] == (
-        'resource.name.startsWith("projects/_/buckets/my-tpu-prod-project-tpu-rl-prod/objects/gemma4-26b/train/")'
+        'resource.name.startsWith("projects/_/buckets/my-tpu-prod-project-tpu-rl-prod/objects/gemma4-26b/train/") || '
+        'resource.name.startsWith("projects/_/buckets/my-tpu-prod-project-tpu-rl-prod/objects/gemma4-26b/convert/")'
     )
     assert condition["title"] and len(condition["title"]) <= 100, "IAM's limit on a condition title"
+    published = _access(plan_of("prod", "tpu-rl:publish.repo=acme/gemma4-grpo"))
+    assert published[("publish", "objectUser")] == [f"{m}/publish/"]
+    assert published[("publish", "objectViewer")] == [f"{m}/export/"], "the publication reads the export only"
 
 
 @pytest.mark.pure
 def test_the_grants_as_built():
-    grants = {(g.holder, g.role): g.prefixes for g in bucket_grants("m")}
+    grants = {(g.holder, g.role): g.prefixes for g in bucket_grants("m", publishes=True)}
     assert grants == {
-        ("workload", "roles/storage.legacyBucketReader"): (),
-        ("workload", "roles/storage.objectUser"): ("m/convert/", "m/export/", "m/publish/"),
-        ("workload", "roles/storage.objectViewer"): ("m/train/",),
+        ("convert", "roles/storage.legacyBucketReader"): (),
+        ("convert", "roles/storage.objectUser"): ("m/convert/",),
+        ("export", "roles/storage.legacyBucketReader"): (),
+        ("export", "roles/storage.objectUser"): ("m/export/",),
+        ("export", "roles/storage.objectViewer"): ("m/train/", "m/convert/"),
+        ("publish", "roles/storage.legacyBucketReader"): (),
+        ("publish", "roles/storage.objectUser"): ("m/publish/",),
+        ("publish", "roles/storage.objectViewer"): ("m/export/",),
         ("cpu", "roles/storage.legacyBucketReader"): (),
         ("cpu", "roles/storage.objectUser"): ("m/train/", "pathways"),
         ("cpu", "roles/storage.objectViewer"): ("m/convert/",),
@@ -143,7 +154,8 @@ def test_the_grants_as_built():
         ("tpu", "roles/storage.objectUser"): ("m/train/", "pathways"),
         ("tpu", "roles/storage.objectViewer"): ("m/convert/",),
     }
-    assert len(bucket_grants("m")) == len(grants), "one grant per identity and role"
+    assert {g.holder for g in bucket_grants("m")} == {"convert", "export", "cpu", "tpu"}, "publishes only if asked"
+    assert len(bucket_grants("m", publishes=True)) == len(grants), "one grant per identity and role"
     grant = BucketGrant("cpu", "roles/storage.objectUser", ("m/train/", "pathways"))
     assert grant.resource_name == "cpu-bucket-objectUser"
     assert grant.condition("b") == {
@@ -155,40 +167,51 @@ def test_the_grants_as_built():
     assert BucketGrant("cpu", "roles/storage.legacyBucketReader", ()).condition("b") is None
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_the_prefixes_cover_where_each_step_really_writes_and_reads(stack):
-    """The pair that must agree: the grants' prefixes and the steps' output paths, input paths and the Pathways
-    scratch (a step outside its prefixes fails with 403 on its first write)."""
-    plan = plan_of(stack)
+@pytest.mark.parametrize(
+    "stack,overrides", [("dev", ()), ("prod", ()), ("prod", ("tpu-rl:publish.repo=acme/gemma4-grpo",))]
+)
+def test_the_prefixes_cover_where_each_step_really_writes_and_reads(stack, overrides):
+    """The pair that must agree: the grants' prefixes and every step folder a step's object names (its own output,
+    which it writes; the outputs of the steps it reads) and the Pathways scratch (a step outside its prefixes
+    fails with 403 on its first write). The CPU steps run as their own identities; training's pods as the
+    nodes' (hostNetwork)."""
+    plan = plan_of(stack, *overrides)
     access = _access(plan)
     bucket = plan.one("gcp:storage/bucket:Bucket")["inputs"]["name"]
     steps = step_resources(plan)
+    assert set(steps) == {"convert", "train", "export", *(("publish",) if overrides else ())}
 
     def objects(uri: str) -> str:
         assert uri.startswith(f"gs://{bucket}/")
         return uri[len(f"gs://{bucket}/") :]
 
     for step, resource in steps.items():
+        holders = ["cpu", "tpu"] if step == "train" else [step]
         text = str(resource["inputs"])
-        outputs = set(re.findall(rf"gs://{re.escape(bucket)}/[^\s'\"]*{step}/[0-9a-f]{{10}}/", text))
-        assert outputs, step
-        writers = ["workload"] if step != "train" else ["cpu", "tpu"]
-        for uri in outputs:
-            for holder in writers:
-                assert any(objects(uri).startswith(p) for p in access[(holder, "objectUser")]), (holder, uri)
+        folders = set(re.findall(rf"gs://{re.escape(bucket)}/[^\s'\"]*?/(\w+)/[0-9a-f]{{10}}/", text))
+        assert step in folders, step
+        for uri in set(re.findall(rf"gs://{re.escape(bucket)}/[^\s'\"]*?/\w+/[0-9a-f]{{10}}/", text)):
+            owner = uri.rstrip("/").split("/")[-2]
+            for holder in holders:
+                granted = access[(holder, "objectUser")] + (access.get((holder, "objectViewer")) or [])
+                if owner == step:
+                    assert any(objects(uri).startswith(p) for p in access[(holder, "objectUser")]), (holder, uri)
+                else:
+                    assert any(objects(uri).startswith(p) for p in granted), (holder, "reads", uri)
+                    assert not any(objects(uri).startswith(p) for p in access[(holder, "objectUser")]), (
+                        holder,
+                        "may not write another step's output",
+                        uri,
+                    )
     train_text = str(steps["train"]["inputs"])
     assert f"--gcs_scratch_location=gs://{bucket}/{PATHWAYS_SCRATCH}" in train_text
     for holder in ("cpu", "tpu"):
         # The scratch's own name too: a GCS mkdir looks the folder up as the object "pathways" first.
         assert PATHWAYS_SCRATCH.rstrip("/") in access[(holder, "objectUser")], "the proxy, RM, workers' scratch"
-    convert_found = re.search(rf"gs://{re.escape(bucket)}/[^\s'\"]*convert/[0-9a-f]{{10}}/", train_text)
-    assert convert_found, "training reads the conversion's output"
-    convert_out = convert_found.group(0)
-    for holder in ("cpu", "tpu"):
-        assert any(objects(convert_out).startswith(p) for p in access[(holder, "objectViewer")])
-    train_out = re.search(rf"gs://{re.escape(bucket)}/[^\s'\"]*train/[0-9a-f]{{10}}/", str(steps["export"]["inputs"]))
-    assert train_out, "the export reads training's output"
-    assert any(objects(train_out.group(0)).startswith(p) for p in access[("workload", "objectViewer")])
+    export_text = str(steps["export"]["inputs"])
+    assert re.search(rf"gs://{re.escape(bucket)}/[^\s'\"]*convert/[0-9a-f]{{10}}/", export_text), (
+        "the export reads the base's files the conversion recorded"
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -182,7 +182,10 @@ URNS = {
         "tpu-rl:k8s:KubernetesPlatform$kubernetes:networking.k8s.io/v1:NetworkPolicy::"
         "network-policy-pathways-between-training-pods"
     ),
-    "workload-ksa": "tpu-rl:k8s:KubernetesPlatform$kubernetes:core/v1:ServiceAccount::workload-ksa",
+    # Issue 30: one service account per CPU step. The shared workload-ksa's URN went away with its object
+    # (tpu-rl-workload): no alias, since no new URN names that object, and the end of that `up` deletes it.
+    "convert-ksa": "tpu-rl:k8s:KubernetesPlatform$kubernetes:core/v1:ServiceAccount::convert-ksa",
+    "export-ksa": "tpu-rl:k8s:KubernetesPlatform$kubernetes:core/v1:ServiceAccount::export-ksa",
     "scratch-storage-class": (
         "tpu-rl:k8s:KubernetesPlatform$kubernetes:storage.k8s.io/v1:StorageClass::scratch-storage-class"
     ),

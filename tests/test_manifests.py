@@ -59,8 +59,9 @@ def test_every_core_object_validates(stack):
         "ResourceFlavor",
         "Secret",
         "ServiceAccount",
+        "ServiceAccount",
         "StorageClass",
-    ]
+    ], "the conversion's and the export's own service accounts (the publication's too when a stack publishes)"
     for obj in objects:
         if obj["kind"] not in ("JobSet", *KUEUE):
             validate_core(obj)

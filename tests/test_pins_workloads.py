@@ -436,7 +436,7 @@ def test_cpu_jobsets(step, scratch, memory, limit):
     assert spec["template"]["metadata"] == {"labels": labels}
     pod = spec["template"]["spec"]
     assert pod["restartPolicy"] == "Never" and pod["terminationGracePeriodSeconds"] == 30
-    assert pod["serviceAccountName"] == "tpu-rl-workload", "Workload Identity: the pod's GCS identity"
+    assert pod["serviceAccountName"] == f"tpu-rl-{step}", "Workload Identity: the step's own GCS identity"
     assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
     (container,) = pod["containers"]
     assert container["name"] == step and container["image"] == PROD.images.maxtext
@@ -575,10 +575,10 @@ def test_the_identity_covers_the_objects_name_and_labels():
 # A step's name is its identity: a change here re-runs that step (and the ones after it) for every user
 # on their next `pulumi up`. Update these deliberately, with the reason in the commit message.
 STEP_NAMES = {
-    # Issue 28.3: every step reads one commit of the base model, the one the conversion resolved and recorded
-    # (workloads/run/base_snapshot.py): the conversion, training (tokenizer_path) and the export change.
-    "dev": ["gemma4-e4b-convert-ffbd621a6c", "gemma4-e4b-train-1d2c2e5a28", "gemma4-e4b-export-46a9346331"],
-    "prod": ["gemma4-26b-convert-0b5150ac42", "gemma4-26b-train-9001ed4b88", "gemma4-26b-export-a1cea2f3f6"],
+    # Issue 30: each CPU step runs as its own Kubernetes and Google service account (serviceAccountName), so the
+    # conversion and the export change, and training with its input path.
+    "dev": ["gemma4-e4b-convert-fdd83da8d9", "gemma4-e4b-train-d6afaadc86", "gemma4-e4b-export-301160bb23"],
+    "prod": ["gemma4-26b-convert-718eb433d1", "gemma4-26b-train-51703e3afd", "gemma4-26b-export-b449adfbcd"],
 }
 
 

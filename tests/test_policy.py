@@ -894,7 +894,7 @@ MUTATIONS = [
         "scoped-bucket-grants",
         "prod",
         BUCKET_IAM,
-        "workload-bucket-objectUser",
+        "export-bucket-objectUser",
         lambda r: r["inputs"].pop("condition"),
         "roles/storage.objectUser on the whole bucket",
     ),

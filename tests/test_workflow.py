@@ -28,7 +28,8 @@ def test_steps_run_in_order_on_awaited_results(stack):
         "kueue-cluster-queue",
         "namespace",
         "scratch-storage-class",
-        "workload-ksa",
+        "convert-ksa",
+        "export-ksa",
         "hf-token",
     }
     assert ready <= set(s["convert"]["options"]["dependsOn"])

@@ -2,9 +2,13 @@
 
 Each identity gets object access only under the prefixes its step reads or writes (``core.layout``):
 
-- ``workload`` (Workload Identity of the conversion, the export and the publication): writes
-  ``<model>/convert/``, ``<model>/export/`` and ``<model>/publish/`` (the publication's record), reads
-  ``<model>/train/`` (the checkpoint it exports);
+- each CPU step has a Google service account of its own, which its pods' Kubernetes service account
+  (``core.names.step_ksa``) maps to by Workload Identity: the conversion writes ``<model>/convert/``; the
+  export reads ``<model>/train/`` (the checkpoint it exports) and ``<model>/convert/`` (the base's files at
+  the converted commit) and writes ``<model>/export/``; the publication reads ``<model>/export/`` and writes
+  ``<model>/publish/`` (its record). No step can write another's output: the export's identity cannot plant
+  files in what the publication uploads, and the publication's (it holds the Hub write token) can change
+  nothing the other steps made;
 - ``cpu`` (the Pathways head runs with ``hostNetwork``, hence as the node's account) and ``tpu`` (the
   Pathways workers, likewise): read ``<model>/convert/``, write ``<model>/train/`` (checkpoints, TensorBoard)
   and the Pathways scratch ``pathways/`` (the prefix ``pathways``: the folder's own name included).
@@ -26,17 +30,37 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.layout import PATHWAYS_SCRATCH, step_prefix
+from core.names import PUBLISH
 
 WRITER_ROLE = "roles/storage.objectUser"
 READER_ROLE = "roles/storage.objectViewer"
 BUCKET_READER_ROLE = "roles/storage.legacyBucketReader"
 
-ACCESS: dict[str, dict[str, tuple[str, ...]]] = {
-    "workload": {"write": ("convert", "export", "publish"), "read": ("train",)},
-    "cpu": {"write": ("train", "scratch"), "read": ("convert",)},
-    "tpu": {"write": ("train", "scratch"), "read": ("convert",)},
+
+@dataclass(frozen=True)
+class Access:
+    """The prefixes an identity writes and reads (steps' names; ``scratch``: the Pathways scratch)."""
+
+    write: tuple[str, ...]
+    read: tuple[str, ...] = ()
+    step: bool = True
+    """A CPU step's own identity (a Kubernetes service account bound by Workload Identity); False: a node
+    pool's account, which the pods that run with ``hostNetwork`` use."""
+
+
+ACCESS: dict[str, Access] = {
+    "convert": Access(write=("convert",)),
+    "export": Access(write=("export",), read=("train", "convert")),
+    PUBLISH: Access(write=(PUBLISH,), read=("export",)),
+    "cpu": Access(write=("train", "scratch"), read=("convert",), step=False),
+    "tpu": Access(write=("train", "scratch"), read=("convert",), step=False),
 }
-"""Identity -> the steps' prefixes it writes and reads (``scratch``: the Pathways scratch)."""
+"""Identity -> what it may touch: each CPU step's own, and the node accounts of cpu-np and the TPU pools."""
+
+
+def step_identities(publishes: bool) -> tuple[str, ...]:
+    """The steps with an identity of their own in a stack (the publication's only when it publishes)."""
+    return tuple(name for name, access in ACCESS.items() if access.step and (publishes or name != PUBLISH))
 
 
 @dataclass(frozen=True)
@@ -78,11 +102,15 @@ def _prefix(model: str, step: str) -> str:
     return PATHWAYS_SCRATCH.removesuffix("/") if step == "scratch" else step_prefix(model, step)
 
 
-def bucket_grants(model: str) -> list[BucketGrant]:
-    """Every identity's grants on the bucket for a stack training ``model``."""
+def bucket_grants(model: str, publishes: bool = False) -> list[BucketGrant]:
+    """Every identity's grants on the bucket for a stack training ``model`` (the publication's when it
+    ``publishes``); an identity that reads nothing gets no reader grant."""
     grants = []
     for holder, access in ACCESS.items():
+        if access.step and holder not in step_identities(publishes):
+            continue
         grants.append(BucketGrant(holder, BUCKET_READER_ROLE, ()))
-        grants.append(BucketGrant(holder, WRITER_ROLE, tuple(_prefix(model, s) for s in access["write"])))
-        grants.append(BucketGrant(holder, READER_ROLE, tuple(_prefix(model, s) for s in access["read"])))
+        grants.append(BucketGrant(holder, WRITER_ROLE, tuple(_prefix(model, s) for s in access.write)))
+        if access.read:
+            grants.append(BucketGrant(holder, READER_ROLE, tuple(_prefix(model, s) for s in access.read)))
     return grants

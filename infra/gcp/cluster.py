@@ -45,7 +45,8 @@ class GkeCluster(pulumi.ComponentResource):
     tpu_pools: list[gcp.container.NodePool]
     provider: k8s.Provider
     kubeconfig: pulumi.Output[str]
-    workload_identity: gcp.serviceaccount.IAMMember
+    workload_identities: dict[str, gcp.serviceaccount.IAMMember]
+    """CPU step -> the binding of its Kubernetes service account to its Google account."""
 
     def __init__(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tpu-rl:gcp:GkeCluster", name, None, opts)
@@ -110,14 +111,18 @@ class GkeCluster(pulumi.ComponentResource):
         ]
         self.pools = [system, cpu, *self.tpu_pools]
 
-        # The identity pool PROJECT.svc.id.goog exists once the cluster does.
-        self.workload_identity = gcp.serviceaccount.IAMMember(
-            "workload-identity",
-            service_account_id=identities.accounts["workload"].name,
-            role="roles/iam.workloadIdentityUser",
-            member=f"serviceAccount:{settings.project}.svc.id.goog[{settings.namespace}/{names.ksa}]",
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
-        )
+        # The identity pool PROJECT.svc.id.goog exists once the cluster does: each CPU step's Kubernetes service
+        # account may act as that step's Google account, and only as it.
+        self.workload_identities = {
+            step: gcp.serviceaccount.IAMMember(
+                f"{step}-workload-identity",
+                service_account_id=identities.accounts[step].name,
+                role="roles/iam.workloadIdentityUser",
+                member=f"serviceAccount:{settings.project}.svc.id.goog[{settings.namespace}/{ksa}]",
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
+            )
+            for step, ksa in names.ksas.items()
+        }
 
         self.kubeconfig = pulumi.Output.secret(
             pulumi.Output.all(self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate).apply(
@@ -151,6 +156,6 @@ class GkeCluster(pulumi.ComponentResource):
                 "pools": [p.name for p in self.pools],
                 "tpuPools": [p.name for p in self.tpu_pools],
                 "kubeconfig": self.kubeconfig,
-                "workloadIdentityMember": self.workload_identity.member,
+                "workloadIdentityMembers": {step: wi.member for step, wi in self.workload_identities.items()},
             }
         )

@@ -1,10 +1,11 @@
-"""One service account per node role, least-privilege project roles, bucket-scoped object access.
+"""One service account per node role and per CPU step, least-privilege project roles, bucket-scoped object
+access.
 
-Pathways and TPU pods run with ``hostNetwork`` and therefore as the *node's*
-service account, so the cpu and tpu node accounts get object access on our
-bucket only, under the prefixes their steps use (``infra.gcp.access``). The
-workload's Kubernetes service account gets its own through Workload Identity
-(bound in ``infra.cluster`` once the identity pool exists).
+Pathways and TPU pods run with ``hostNetwork`` and therefore as the *node's* service account, so the cpu and
+tpu node accounts get object access on our bucket only, under the prefixes their steps use
+(``infra.gcp.access``). Each CPU step (convert, export, publish) has an account of its own, with only its
+step's prefixes, which its pods' Kubernetes service account maps to through Workload Identity (bound in
+``infra.gcp.cluster`` once the identity pool exists).
 """
 
 from __future__ import annotations
@@ -36,17 +37,19 @@ class IdentitiesArgs:
     names: Names
     """The accounts' ids (``Names.service_accounts``)."""
     bucket: pulumi.Input[str]
-    """The artifacts bucket the cpu, tpu and workload accounts get object access to."""
+    """The artifacts bucket the cpu, tpu and step accounts get object access to."""
     bucket_name: str
     """Its name as configured (the IAM conditions name it)."""
     model: str
     """The model the steps train (its prefixes bound each account's object access, ``infra.gcp.access``)."""
+    publishes: bool = False
+    """Whether the stack publishes (the publication's account and grants)."""
     private_registries: bool = False
     """Whether an allowed image registry may be private (the nodes then get ``REGISTRY_READER``)."""
 
 
 class NodeIdentities(pulumi.ComponentResource):
-    """Service accounts ``system``, ``cpu``, ``tpu`` (nodes) and ``workload`` (Workload Identity)."""
+    """Service accounts ``system``, ``cpu``, ``tpu`` (nodes) and one per CPU step (Workload Identity)."""
 
     accounts: dict[str, gcp.serviceaccount.Account]
     grants: list[pulumi.Resource]
@@ -79,7 +82,7 @@ class NodeIdentities(pulumi.ComponentResource):
                         opts=child,
                     )
                 )
-        for grant in bucket_grants(args.model):
+        for grant in bucket_grants(args.model, args.publishes):
             self.grants.append(
                 gcp.storage.BucketIAMMember(
                     grant.resource_name,

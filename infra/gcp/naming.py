@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.names import WORKLOAD_KSA
+from core.names import step_ksa
 from core.settings import Settings
+from infra.gcp.access import step_identities
 
 
 @dataclass(frozen=True)
@@ -22,15 +23,17 @@ class Names:
     crypto_key: str
     tpu_pools: tuple[str, ...]
     service_accounts: dict[str, str]
-    """Role (system, cpu, tpu, workload) -> account id (6-30 characters)."""
-    ksa: str
-    """The workload's Kubernetes service account."""
+    """Role -> account id (6-30 characters): the node pools' (system, cpu, tpu) and each CPU step's own
+    (convert, export and, when the stack publishes, publish)."""
+    ksas: dict[str, str]
+    """CPU step -> its pods' Kubernetes service account, bound to the step's own Google account."""
 
 
 def names_for(settings: Settings) -> Names:
     """All names derive from clusterName (at most 20 characters, so every id fits its limit)."""
     c = settings.cluster_name
     slice_prefix = f"tpu-{settings.tpu.version}-{settings.slice.topology}"
+    steps = step_identities(publishes=settings.publish.repo is not None)
     return Names(
         network=f"{c}-net",
         subnet=f"{c}-sub",
@@ -44,9 +47,9 @@ def names_for(settings: Settings) -> Names:
             "system": f"{c}-sys-np",
             "cpu": f"{c}-cpu-np",
             "tpu": f"{c}-tpu-np",
-            "workload": f"{c}-workload",
+            **{step: f"{c}-{step}" for step in steps},
         },
-        ksa=WORKLOAD_KSA,
+        ksas={step: step_ksa(step) for step in steps},
     )
 
 

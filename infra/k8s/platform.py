@@ -42,15 +42,15 @@ class PlatformArgs:
     settings: Settings
     """The validated settings (the pure manifests of ``infra.k8s.manifests`` and ``infra.k8s.kueue``)."""
     names: Names
-    """The workload's Kubernetes service account name."""
+    """The CPU steps' Kubernetes service account names (``Names.ksas``)."""
     provider: k8s.Provider
     """The cluster's Kubernetes provider."""
     cluster: pulumi.Resource
     """The GKE cluster: every object here is deleted with it."""
-    workload_sa_email: pulumi.Input[str]
-    """The Google service account the workload's Kubernetes service account maps to."""
+    step_sa_emails: Mapping[str, pulumi.Input[str]]
+    """CPU step -> the Google service account its Kubernetes service account maps to."""
     workload_grants: Sequence[pulumi.Resource]
-    """Its Workload Identity binding and bucket grants (the service account waits for them)."""
+    """Their Workload Identity bindings and bucket grants (the service accounts wait for them)."""
     hf_token: pulumi.Output[str] | None
     """The Hugging Face token (secret), or None when the workflow is off."""
     hf_write_token: pulumi.Output[str] | None = None
@@ -87,7 +87,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
     namespace: KubernetesObject
     network_policies: list[KubernetesObject]
     """Default-deny ingress in the workflow namespace, and the Pathways ports between the training's pods."""
-    service_account: KubernetesObject
+    service_accounts: list[KubernetesObject]
     storage_class: KubernetesObject
     hf_secret: KubernetesObject | None
     hf_write_secret: KubernetesObject | None
@@ -95,7 +95,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
     def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tpu-rl:k8s:KubernetesPlatform", name, None, opts)
         settings, names, provider, cluster = args.settings, args.names, args.provider, args.cluster
-        workload_sa_email, workload_grants, hf_token = args.workload_sa_email, args.workload_grants, args.hf_token
+        workload_grants, hf_token = args.workload_grants, args.hf_token
         child = pulumi.ResourceOptions(parent=self, provider=provider, deleted_with=cluster)
         self._kubeconfig = args.kubeconfig
         self._checks = args.live and args.kubeconfig is not None and not pulumi.runtime.is_dry_run()
@@ -133,13 +133,16 @@ class KubernetesPlatform(pulumi.ComponentResource):
             ),
         )
         in_namespace = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))
-        # Pods of this account write to the bucket as soon as they run: wait for the Workload
-        # Identity binding and the bucket grants.
-        self.service_account = KubernetesObject(
-            "workload-ksa",
-            service_account_manifest(settings.namespace, names.ksa, labels, workload_sa_email),
-            opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=workload_grants)),
-        )
+        # Pods of these accounts write to the bucket as soon as they run: wait for the Workload Identity
+        # bindings and the bucket grants.
+        self.service_accounts = [
+            KubernetesObject(
+                f"{step}-ksa",
+                service_account_manifest(settings.namespace, ksa, labels, args.step_sa_emails[step]),
+                opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=workload_grants)),
+            )
+            for step, ksa in names.ksas.items()
+        ]
         self.network_policies = [
             KubernetesObject(f"network-policy-{policy['metadata']['name']}", policy, opts=in_namespace)
             for policy in network_policies(settings.namespace, labels)
@@ -280,7 +283,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
                 self.namespace,
                 *self.network_policies,
                 self.storage_class,
-                self.service_account,
+                *self.service_accounts,
                 self.hf_secret,
                 self.hf_write_secret,
             )

@@ -27,7 +27,7 @@ from core.names import (
     TPU_ACCELERATOR_LABEL,
     TPU_TAINT_KEY,
     TPU_TOPOLOGY_LABEL,
-    WORKLOAD_KSA,
+    step_ksa,
 )
 from core.pathways import (
     PROXY_PORT,
@@ -286,7 +286,7 @@ def _cpu_pod(
         volumes.append({"name": "card", "configMap": {"name": config_map[0]}})
     return {
         "restartPolicy": "Never",
-        "serviceAccountName": WORKLOAD_KSA,
+        "serviceAccountName": step_ksa(step),
         "nodeSelector": {NODEPOOL_LABEL: CPU_POOL},
         "tolerations": [cpu_toleration()],
         "terminationGracePeriodSeconds": 30,
