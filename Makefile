@@ -11,33 +11,49 @@ POLICY_VENV := policy/venv
 .PHONY: up stack preview policy-preview plan destroy refresh test test-slow lint venv dev-venv policy-venv status report mutation readme lock
 
 # The program's environment comes from the hashed lock alone: requirements.lock pins every package
-# (transitive ones too) with the sha256 of each wheel and sdist, so pip resolves nothing and refuses a file
-# whose hash differs. `make lock` regenerates it from the ranges in requirements.txt. The `venv` link must
+# (transitive ones too) with the sha256 of each wheel and sdist, so the installer resolves nothing and refuses a
+# file whose hash differs. `make lock` regenerates it from the ranges in requirements.txt. The `venv` link must
 # exist before pulumi runs: on a missing (or empty) venv, pulumi creates one itself and pip-installs the
 # unhashed requirements.txt into it; a venv/ directory it made that way is refused here, not reused.
-$(VENV)/.installed: requirements.lock requirements.txt
-	@if [ -e venv ] && [ ! -L venv ]; then echo "error: venv/ is a directory, not the link to $(VENV) (made by pulumi?): remove it and run make again" >&2; exit 1; fi
+# The installer is uv (UV_VERSION, below), itself installed by pip from its hashed lock (requirements-uv.lock)
+# into the venv: it installs the lock in a few seconds where pip takes about a minute. The venv keeps the pip of
+# `python -m venv` (Pulumi.yaml's `toolchain: pip` lists the venv's packages with it). Nothing is compiled to
+# bytecode at install (all of pulumi_gcp would take ~25 s of CPU): Python writes it for what is imported.
+UV := $(VENV)/bin/uv
+VENV_GUARD = if [ -e venv ] && [ ! -L venv ]; then echo "error: venv/ is a directory, not the link to $(VENV) (made by pulumi?): remove it and run make again" >&2; exit 1; fi
+UV_INSTALL = $(UV) pip install --quiet --require-hashes --no-deps
+
+$(UV): requirements-uv.lock
+	@$(VENV_GUARD)
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --require-hashes --no-deps -r requirements.lock
+	$(PY) -m pip install --quiet --require-hashes --no-deps -r requirements-uv.lock
+	touch $@
+
+$(VENV)/.installed: $(UV) requirements.lock requirements.txt
+	@$(VENV_GUARD)
+	$(UV_INSTALL) --python $(PY) -r requirements.lock
 	ln -sfn $(VENV) venv   # Pulumi.yaml's virtualenv (venv) is this same environment
 	touch $@
 
-$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
-	$(PY) -m pip install --quiet -r requirements-dev.txt
+# The test tools: requirements-dev.lock pins requirements-dev.txt's packages (the runtime ones at
+# requirements.lock's versions: `make lock` compiles it with that lock as constraints), hashed like it.
+$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.lock requirements-dev.txt
+	$(UV_INSTALL) --python $(PY) -r requirements-dev.lock
 	touch $@
 
+# The slow tier's torch and transformers: pip, not uv, and no lock, because torch 2.13.0 is the CPU wheel this
+# machine keeps on disk (pip's find-links), which uv does not read; PyPI's own 2.13.0 for Linux pulls CUDA builds.
 $(VENV)/.installed-slow: $(VENV)/.installed-dev requirements-slow.txt
 	$(PY) -m pip install --quiet -r requirements-slow.txt
 	touch $@
 
 # The policy pack's own environment: PulumiPolicy.yaml's `virtualenv: venv` resolves inside policy/. Its packages
-# come from policy/requirements.lock alone (pinned, hashed; pip refuses a file whose hash differs), as the PR workflow
+# come from policy/requirements.lock alone (pinned, hashed; uv refuses a file whose hash differs), as the PR workflow
 # installs the base branch's pack; core/ is this checkout's, editable, built with the lock's setuptools, nothing
 # fetched. `make lock` regenerates the lock after policy/requirements.txt changes.
-$(POLICY_VENV)/.installed: policy/requirements.lock pyproject.toml
+$(POLICY_VENV)/.installed: $(UV) policy/requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(POLICY_VENV)
-	$(POLICY_VENV)/bin/python -m pip install --quiet --require-hashes --no-deps -r policy/requirements.lock
+	$(UV_INSTALL) --python $(POLICY_VENV)/bin/python -r policy/requirements.lock
 	$(POLICY_VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation --no-index -e .
 	touch $@
 
@@ -45,19 +61,25 @@ venv: $(VENV)/.installed
 dev-venv: $(VENV)/.installed-dev
 policy-venv: $(POLICY_VENV)/.installed
 
-# Regenerate requirements.lock after editing requirements.txt (and policy/requirements.lock after editing
-# policy/requirements.txt). uv (pinned here, in a throwaway venv) makes one
-# universal lock, for Linux, macOS and Windows and Python 3.11 on, with the hash of every wheel and sdist; it
-# keeps the lock's current pins unless requirements.txt needs others. The lock's header is LOCK_COMMAND
-# (tests/test_lockfile.py checks that, and that the lock pins what the venv has installed).
+# Regenerate requirements.lock after editing requirements.txt, requirements-dev.lock after editing
+# requirements-dev.txt, policy/requirements.lock after editing policy/requirements.txt, and requirements-uv.lock
+# after changing UV_VERSION. uv (pinned here, in a throwaway venv) makes one universal lock each, for Linux,
+# macOS and Windows and Python 3.11 on, with the hash of every wheel and sdist; it keeps a lock's current pins
+# unless its requirements need others. Each lock's header is its command (tests/test_lockfile.py checks that,
+# and that the locks pin what the venv has installed).
 UV_VERSION := 0.13.8
 LOCK_COMMAND := uv pip compile --universal --generate-hashes --python-version 3.11 --output-file requirements.lock requirements.txt
+DEV_LOCK_COMMAND := uv pip compile --universal --generate-hashes --python-version 3.11 --constraint requirements.lock --output-file requirements-dev.lock requirements-dev.txt
+# uv itself, from stdin (`-`): the line uv==$(UV_VERSION).
+UV_LOCK_COMMAND := uv pip compile --universal --generate-hashes --python-version 3.11 --output-file requirements-uv.lock -
 # Run in policy/ (requirements.txt's `-e ..` is the checkout); tpu-rl-core is not emitted (no file to hash).
 POLICY_LOCK_COMMAND := uv pip compile --universal --generate-hashes --python-version 3.11 --no-emit-package tpu-rl-core --output-file requirements.lock requirements.txt
 lock:
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	$(PYTHON) -m venv "$$tmp/uv" && "$$tmp/uv/bin/python" -m pip install --quiet uv==$(UV_VERSION) && \
 	PATH="$$tmp/uv/bin:$$PATH" $(LOCK_COMMAND) && \
+	PATH="$$tmp/uv/bin:$$PATH" $(DEV_LOCK_COMMAND) && \
+	echo uv==$(UV_VERSION) | PATH="$$tmp/uv/bin:$$PATH" $(UV_LOCK_COMMAND) && \
 	cd policy && PATH="$$tmp/uv/bin:$$PATH" $(POLICY_LOCK_COMMAND)
 
 # Select (or create) the stack on Pulumi Cloud if logged in, else on a local file backend.
@@ -137,13 +159,28 @@ mutation: $(VENV)/.installed-dev
 	if [ -s mutants/survivors.txt ]; then $(MUTMUT) $$(cat mutants/survivors.txt); fi
 	$(PY) -m tests.mutation_report
 
-# Four workers on two cores: much of the suite waits (loopback servers, bounded waits, bash and Python
-# subprocesses), so two workers per core finish about 20 s sooner than one (about 90 s instead of 110).
-test: $(VENV)/.installed-dev $(POLICY_VENV)/.installed
-	$(MAKE) --no-print-directory lint
-	$(PY) -m pytest -q -n 4 --dist loadfile -m "not slow"
+# The fast tier, the README's command: the install, then every test not marked slow, with two workers on the two
+# cores (four paid four collections of the whole suite for little waiting left to overlap), the ten slowest named.
+# Lint is its own command (`make lint`; CI runs it first). The budget (docs/testing.md "Timings"): TEST_BUDGET
+# seconds for all of it from a fresh clone; a test whose call takes more than TPU_RL_TEST_LIMIT seconds
+# (tests/conftest.py) fails, to be made faster or marked slow. Over the budget, make test says so; with
+# TEST_BUDGET_STRICT=1 (.ci/run) it fails. PYTHONDONTWRITEBYTECODE is emptied for the tests: the install compiles
+# nothing, so Python writes the bytecode of what the tests import once instead of compiling it in every worker.
+TEST_BUDGET ?= 90
+STARTED := $(shell date +%s)
+PYTEST_FAST := -m pytest -q -n 2 --dist loadfile -m "not slow" --durations=10 --durations-min=1
+test: $(VENV)/.installed-dev
+	@date +%s > $(VENV)/.test-installed
+	PYTHONDONTWRITEBYTECODE= $(PY) $(PYTEST_FAST)
+	@installed=$$(cat $(VENV)/.test-installed); done=$$(date +%s); \
+	total=$$((done - $(STARTED))); \
+	echo "make test: $$total s (install $$((installed - $(STARTED))) s, tests $$((done - installed)) s); the budget is $(TEST_BUDGET) s from a fresh clone on two cores"; \
+	if [ $$total -gt $(TEST_BUDGET) ]; then \
+		echo "make test: over the $(TEST_BUDGET) s budget: the slowest tests are named above; make them faster or mark them slow (docs/testing.md \"Timings\")" >&2; \
+		if [ -n "$(TEST_BUDGET_STRICT)" ]; then exit 1; fi; \
+	fi
 
-# The slow tier, which CI runs after `make test`: the export loaded for real with transformers (torch and
-# transformers: ~40 s to install, ~15 s to run).
-test-slow: $(VENV)/.installed-slow
-	$(PY) -m pytest -q -m slow tests/test_export_loads.py
+# The slow tier, which CI runs after `make test` (not the README's command): what does not fit the budget,
+# and the export loaded for real with torch and transformers (requirements-slow.txt; skipped without them).
+test-slow: $(VENV)/.installed-slow $(POLICY_VENV)/.installed
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 4 --dist loadfile -m slow --durations=10 --durations-min=1

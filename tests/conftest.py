@@ -9,7 +9,9 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Generator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -201,6 +203,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         raise pytest.UsageError(
             f"test ids must be plain ASCII without backslashes (use tests.conftest.slug): {odd[:3]}"
         )
+
+
+TEST_LIMIT = float(os.environ.get("TPU_RL_TEST_LIMIT") or 10)
+"""The fast tier's budget for one test's call, in seconds (docs/testing.md "Timings"); ``TPU_RL_TEST_LIMIT=0``
+turns it off. Setup is not counted: a module's or the session's fixtures (the plans) are paid once."""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    """A test not marked slow whose call takes longer than TEST_LIMIT fails, naming the fix, so that `make test`
+    stays within its budget as the suite grows."""
+    report: pytest.TestReport = yield
+    if (
+        TEST_LIMIT
+        and report.when == "call"
+        and report.passed
+        and report.duration > TEST_LIMIT
+        and not item.get_closest_marker("slow")
+    ):
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} took {report.duration:.1f} s, over the fast tier's {TEST_LIMIT:g} s "
+            "a test (TPU_RL_TEST_LIMIT): make it faster, or mark it slow (`make test-slow` runs it) and keep a "
+            'fast test of the same boundary (docs/testing.md "Timings")'
+        )
+    return report
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ the program registers under the mock runtime; a full mock run per key would cost
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator
@@ -25,9 +26,17 @@ TOKEN = "hf_SENTINELtokenVALUEforLEAKchecks0123456789"
 OTHER_TOKEN = "hf_OTHERtokenVALUEforLIFECYCLEwalk0123456789"
 
 
+@functools.lru_cache(maxsize=64)
+def _stack_config(stack: str, overrides: tuple[str, ...]) -> tuple[dict[str, str], frozenset[str]]:
+    """The stack file read once per test process: some thirty modules build the example stacks' settings at
+    import, in every worker (read fresh, Pulumi.yaml and the stack file take about 0.2 s each time)."""
+    strings, secret_keys, _ = load_stack_config(ROOT / f"Pulumi.{stack}.yaml", overrides)
+    return strings, frozenset(secret_keys)
+
+
 def raw(stack: str, overrides: list[str], token: str | None = TOKEN) -> tuple[dict[str, str | None], frozenset[str]]:
     """The stack's raw config with ``token`` as the Hugging Face token (None: the token is not set)."""
-    strings, secret_keys, _ = load_stack_config(ROOT / f"Pulumi.{stack}.yaml", overrides)
+    strings, secret_keys = _stack_config(stack, tuple(overrides))
     config: dict[str, str | None] = {**strings, "tpu-rl:hfToken": token}
     return config, frozenset(secret_keys | {"tpu-rl:hfToken"})
 

@@ -88,6 +88,7 @@ def test_a_record_that_is_not_a_conversions_is_none(gcs, record):
     assert source_record(gcs, output) is None
 
 
+@pytest.mark.slow
 def test_steps_0_to_49_give_49_and_a_short_run_warning(gcs):
     for step in range(50):
         save(gcs, step)
@@ -140,6 +141,7 @@ def test_step_folder_names(folder, parsed):
     assert checkpoint_scan.parse_step(folder) == parsed
 
 
+@pytest.mark.slow
 def test_the_export_container_finds_the_same_step(gcs, monkeypatch):
     """The script the export runs (its inlined source, real python) prints what the program found."""
     for step in (10, 20):
@@ -195,6 +197,7 @@ def _run_up():
     )[0]
 
 
+@pytest.mark.slow
 def test_up_stops_when_conversion_left_no_checkpoint(gcs):
     put(gcs, f"gs://{BUCKET}/", "unrelated")
     plan = _run_up()
@@ -224,6 +227,7 @@ def base_hub() -> type[FakeHub]:
     return FakeHub.serving(model_files({**LANGUAGE, **VISION}, 2))
 
 
+@pytest.mark.slow
 def test_up_exports_the_last_step_found_and_warns_when_it_is_short(gcs, monkeypatch):
     steps = _trained(gcs)
     actor = steps["train"]["artifactUri"]
@@ -258,6 +262,7 @@ def test_up_exports_the_last_step_found_and_warns_when_it_is_short(gcs, monkeypa
     assert any("training ended at step 49, not 50" in w for w in plan.warnings())
 
 
+@pytest.mark.slow
 def test_a_branch_moved_since_the_conversion_checks_the_export_against_the_commit_converted(gcs, monkeypatch):
     """``main`` (prod's revision) moved after the conversion (a push: one tensor more): the export is of the
     commit converted and is checked against it, not against where the branch points now."""
@@ -277,6 +282,7 @@ def test_a_branch_moved_since_the_conversion_checks_the_export_against_the_commi
     assert at_the_branch and "extra.weight" in at_the_branch[0], "checked at the branch, the export would fail"
 
 
+@pytest.mark.slow
 def test_up_fails_when_the_export_is_not_the_whole_base_model(gcs, monkeypatch):
     """Six differences (architecture, dtype, shape, a missing and two extra tensors): `up` fails with the first
     five, how many more there are, the export's logs and why the next `up` does not retry it."""
@@ -307,6 +313,7 @@ def test_up_fails_when_the_export_is_not_the_whole_base_model(gcs, monkeypatch):
     assert SENTINEL_TOKEN not in text and "\n" not in text
 
 
+@pytest.mark.slow
 def test_up_runs_an_export_again_when_a_shard_is_missing(gcs, monkeypatch):
     """A shard the index names but GCS lacks (an upload cut short): incomplete, so the next `up` retries the
     export (its own check, before the comparison with the base)."""
@@ -323,6 +330,7 @@ def test_up_runs_an_export_again_when_a_shard_is_missing(gcs, monkeypatch):
     assert f"the next `pulumi up` runs {steps['export']['name']} again" in text
 
 
+@pytest.mark.slow
 def test_up_fails_naming_the_path_when_training_saved_nothing(gcs):
     steps = plan_of("prod").outputs["steps"]
     put_conversion(gcs, steps["convert"]["outputUri"])
@@ -356,6 +364,7 @@ def orbax_step(step: int, *, complete: bool, copies: int = 160) -> list[str]:
     return names
 
 
+@pytest.mark.slow
 def test_the_newest_complete_step_among_150k_objects_is_found_quickly(gcs):
     """A 26B run's checkpoints: every step is ~18k objects. The scan lists step folders with a delimiter
     and checks one commit file and one name per step, so the newest step is never cut by a listing cap."""

@@ -19,6 +19,11 @@ from tests.loopback import serve
 from workloads.build.commands import BASE_SNAPSHOT
 from workloads.run.artifacts import converted_problem, source_record
 
+# The whole module is the slow tier (`make test-slow`, in CI; docs/testing.md "Timings"): each test runs the
+# program or a step for real against loopback servers, seconds apiece. The fast tier keeps the same boundaries
+# in pure form (the builders' and readers' own tests).
+pytestmark = pytest.mark.slow
+
 BUCKET = "tpu-rl-test"
 OUTPUT = f"gs://{BUCKET}/gemma4-26b/convert/0123456789/"
 TOKENIZER = b'{"version": "1.0", "model": {"type": "BPE"}}' * 100

@@ -293,6 +293,7 @@ def clients(fake):
     return capacity.Clients(credentials=AnonymousCredentials(), client_options={"api_endpoint": fake.url})
 
 
+@pytest.mark.slow
 def test_a_stack_with_its_capacity_passes_and_reads_each_thing_once(compute):
     assert REAL_CHECK(PROD, clients(compute)) == []
     assert sorted(compute.requests) == sorted(
@@ -378,6 +379,7 @@ def test_a_rate_limit_is_retried_within_the_budget(compute):
     assert compute.requests.count(RES_PATH) == 3
 
 
+@pytest.mark.slow
 def test_a_hanging_api_is_an_unknown_within_the_budget(compute, monkeypatch):
     monkeypatch.setitem(deadline.BUDGETS, "compute", deadline.Budget(1.5, 0.5, 0.5, "test"))
     compute.hang.add(RES_PATH)
@@ -433,6 +435,7 @@ REAL = ["gcp:project=real-project-1", "tpu-rl:tpu.reservation=res-a", 'tpu-rl:au
 """The prod stack with its placeholders replaced (the placeholder check comes first)."""
 
 
+@pytest.mark.slow
 def test_up_stops_before_any_resource_when_the_reservation_is_missing(compute, monkeypatch):
     compute.routes[REGION_PATH.format(project="real-project-1")] = (200, region("us-east5", ENOUGH))
     compute.routes[VMS_PATH.format(project="real-project-1")] = (200, {"kind": "compute#instanceList", "items": []})

@@ -73,6 +73,7 @@ def up(compute):
     return plan, imports
 
 
+@pytest.mark.slow
 def test_a_first_up_creates_the_ring_and_the_key(compute):
     plan, imports = up(compute)
     assert plan.error is None, plan.error
@@ -142,6 +143,7 @@ def test_a_ring_the_check_may_not_read_is_a_warning_naming_the_key(compute):
     )
 
 
+@pytest.mark.slow
 def test_with_the_kms_api_off_no_ring_is_looked_for(compute):
     compute.services["cloudkms.googleapis.com"] = "DISABLED"
     plan, _ = up(compute)

@@ -163,6 +163,7 @@ PROD_BUCKET = "gs://my-tpu-prod-project-tpu-rl-prod"
 
 
 @pytest.mark.pure
+@pytest.mark.slow
 def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_path):
     objs = objects("prod")
     calls = run_in_bash(container_command(objs["train"]), tmp_path, literal_env(objs["train"]))
@@ -214,6 +215,7 @@ def train_call(calls: list[list[str]]) -> list[str]:
 
 
 @pytest.mark.pure
+@pytest.mark.slow
 def test_training_fails_with_train_rls_exit_code_after_copying_the_log(tmp_path):
     """The log is copied whatever happens; the container exits with train_rl's status."""
     command = container_command(objects("prod", "tpu-rl:training.optimizer=adamw")["train"])
@@ -234,6 +236,7 @@ def test_a_failing_patch_stops_the_training_script(tmp_path):
 
 @pytest.mark.pure
 @pytest.mark.parametrize(("overrides", "slices", "chips"), [((), 1, 32), (("tpu-rl:tpu.slices=2",), 2, 64)])
+@pytest.mark.slow
 def test_the_training_log_starts_with_the_run_record(tmp_path, overrides, slices, chips):
     """The report and the status tool read what the run is from the log's first line."""
     train = objects("prod", *overrides)["train"]
@@ -341,6 +344,7 @@ def _export_expected(objs: dict, checkpoint: str) -> list[str]:
     return expected
 
 
+@pytest.mark.slow
 def test_export_argv_reads_the_newest_complete_checkpoint_found_at_run_time(tmp_path, gcs):
     """The export script runs the real checkpoint scan (its inlined source) against fake-gcs-server."""
     objs = objects("prod")
@@ -382,6 +386,7 @@ def test_export_argv_takes_the_checkpoint_the_scan_prints(tmp_path):
     assert f"tpu-rl: exporting {checkpoint}" in last_run().stdout
 
 
+@pytest.mark.slow
 def test_export_stops_with_the_setup_failure_code_when_there_is_nothing_to_export(tmp_path, gcs):
     objs = objects("prod")
     put(gcs, f"{PROD_BUCKET}/", "unrelated")
@@ -393,6 +398,7 @@ def test_export_stops_with_the_setup_failure_code_when_there_is_nothing_to_expor
 
 
 @pytest.mark.pure
+@pytest.mark.slow
 def test_each_step_creates_its_output_folder_first_or_stops(tmp_path, gcs_folders):
     """TensorFlow's GCS mkdir (MaxText's paths) walks up from a missing folder and looks each parent up as an
     object: from an empty step folder it would reach <model>/<step>, outside the identity's prefixes (403).
@@ -416,6 +422,7 @@ def test_each_step_creates_its_output_folder_first_or_stops(tmp_path, gcs_folder
 
 
 @pytest.mark.pure
+@pytest.mark.slow
 def test_adamw_means_no_patch(tmp_path):
     calls = run_in_bash(container_command(objects("prod", "tpu-rl:training.optimizer=adamw")["train"]), tmp_path)
     started = [c[1] for c in calls]
@@ -425,6 +432,7 @@ def test_adamw_means_no_patch(tmp_path):
 
 
 @pytest.mark.pure
+@pytest.mark.slow
 def test_extra_args_are_appended_verbatim(tmp_path):
     objs = objects(
         "prod", "tpu-rl:training.extraArgs.eval_interval=1000", "tpu-rl:training.extraArgs.num_test_batches=2"
@@ -482,6 +490,7 @@ def _maxtext_keys() -> set[str]:
 
 @pytest.mark.pure
 @pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.slow
 def test_every_maxtext_key_exists_in_maxtext_0_2_4(stack, tmp_path):
     known = _maxtext_keys()
     overrides = ("tpu-rl:training.extraArgs.eval_interval=1000",)
@@ -555,6 +564,7 @@ def _logs(gcs, prefix: str) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_sigterm_reaches_train_rl_and_the_attempt_keeps_its_log_and_evaluations(tmp_path, gcs):
     """A JobSet restart or a deadline stops the head pod: the kubelet sends SIGTERM to the container's PID 1,
     bash. The script forwards it to train_rl, waits for it, copies the log and the side file, and exits
@@ -731,6 +741,7 @@ LOST = f"lost a TPU slice ({DATA_LOSS}); exiting {SLICE_DOWN_EXIT} so the JobSet
         "success",
     ],
 )
+@pytest.mark.slow
 def test_the_training_script_exits_as_train_rl_died_for_any_log(tmp_path, gcs, train_rl, status, says):
     """A lost slice (pathways-utils' definite DATA_LOSS, in the exception train_rl died of) exits SLICE_DOWN_EXIT,
     which the head's podFailurePolicy counts as a disruption; the ambiguous codes, any other failure and a kill
@@ -750,6 +761,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.slow
 def test_a_stalled_training_is_ended_and_exits_as_a_disruption(tmp_path, gcs):
     """train_rl stops writing (a blocked Pathways client): after the stall bound the watchdog ends it, the side
     file says so at once (`make status` reads it), and the script exits STALLED_EXIT, which the head's pod
@@ -765,6 +777,7 @@ def test_a_stalled_training_is_ended_and_exits_as_a_disruption(tmp_path, gcs):
     assert "Train step 31" in log and "stalled" in log
 
 
+@pytest.mark.slow
 def test_a_training_that_keeps_writing_is_not_stalled(tmp_path, gcs):
     """A line every second, slower than the watchdog looks and faster than the bound: never a stall."""
     writes = "import time\nfor i in range(6):\n    print(f'Reshard finished in {i}s', flush=True); time.sleep(1)\n"

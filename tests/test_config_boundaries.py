@@ -353,6 +353,7 @@ BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
     [b[1:] for b in BOUNDARIES],
     ids=[b[0] for b in BOUNDARIES],
 )
+@pytest.mark.slow
 def test_each_rule_at_both_sides_of_its_boundary(accepted, check, value, refused, message):
     assert check(settings("prod", accepted)) == value
     with pytest.raises(ConfigError) as caught:

@@ -411,6 +411,7 @@ def read_messages() -> dict[str, str]:
 
 @pytest.mark.pure
 @pytest.mark.parametrize(("case", "overrides", "key", "words"), BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
+@pytest.mark.slow
 def test_bad_value_is_refused_by_the_config_loader(case, overrides, key, words):
     """The corpus through the loader alone (fast for mutation runs); each message is reviewed word for
     word in tests/data/config-messages.tsv (`TPU_RL_UPDATE_MESSAGES=1 make test` rewrites it)."""
@@ -422,6 +423,7 @@ def test_bad_value_is_refused_by_the_config_loader(case, overrides, key, words):
     assert message == read_messages()[case]
 
 
+@pytest.mark.slow
 def test_the_reviewed_messages_are_the_corpus():
     """Regenerates the reviewed file when asked; otherwise it lists exactly the corpus, in order."""
     messages = {case: loader_message(overrides) for case, overrides, _, _ in BAD_INPUTS}
@@ -431,6 +433,7 @@ def test_the_reviewed_messages_are_the_corpus():
 
 
 @pytest.mark.parametrize(("overrides", "key", "words"), [c[1:] for c in BAD_INPUTS], ids=[c[0] for c in BAD_INPUTS])
+@pytest.mark.slow
 def test_bad_value_exits_2_naming_the_key(overrides, key, words, tmp_path, capsys):
     argv = ["--stack", "dev"]
     for override in overrides:
@@ -542,6 +545,7 @@ def test_the_corpus_is_large_and_distinct():
     assert len(ids) == len(set(ids)) and len(ids) >= 80
 
 
+@pytest.mark.slow
 def test_readme_commands_work_as_written(tmp_path, capsys):
     """`--set` takes the `pulumi config set --path` syntax docs/configuration.md shows, list indexes included."""
     out = tmp_path / "ok"

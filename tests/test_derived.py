@@ -200,6 +200,7 @@ def _allowed():
 
 
 @pytest.mark.parametrize("version", JOBSET_VERSIONS)
+@pytest.mark.slow
 def test_every_allowed_configuration_derives_valid_objects(version):
     """The issue's promise: the coordinator label (and every other derived name) fits for every configuration
     the config accepts, at the pinned JobSet and the newest tpu-rl:workflow.jobsetVersion allows."""

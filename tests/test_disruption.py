@@ -16,6 +16,7 @@ STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.slow
 def test_every_pool_upgrades_one_node_at_a_time_without_a_surge_vm(stack):
     """Cluster Toolkit's gke-node-pool: an exact-size reservation has no spare VM for a surge upgrade."""
     pools = plan_of(stack).find(POOL)
@@ -24,6 +25,7 @@ def test_every_pool_upgrades_one_node_at_a_time_without_a_surge_vm(stack):
         assert pool["inputs"]["upgradeSettings"] == {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 1}
 
 
+@pytest.mark.slow
 def test_nodes_get_patches_but_no_minor_upgrade_by_default(prod_plan):
     """NO_MINOR_UPGRADES lets patch upgrades of the control plane and the nodes in, in the window; it keeps
     minor versions away until end of support (GKE "Maintenance windows and exclusions": the only scope that
@@ -50,6 +52,7 @@ def test_nodes_get_patches_but_no_minor_upgrade_by_default(prod_plan):
     assert off.one(CLUSTER)["inputs"]["maintenancePolicy"] == {"dailyMaintenanceWindow": {"startTime": "03:30"}}
 
 
+@pytest.mark.slow
 def test_a_hold_keeps_every_upgrade_away_between_its_dates(prod_plan):
     """A long run: a NO_UPGRADES exclusion (at most 30 days) beside the standing one; removing the key lifts it.
     Only the cluster changes (in place): no step is renamed (test_lifecycle walks every key)."""
@@ -71,6 +74,7 @@ def test_a_hold_keeps_every_upgrade_away_between_its_dates(prod_plan):
     assert [s["name"] for s in step_resources(held).values()] == [s["name"] for s in step_resources(prod_plan).values()]
 
 
+@pytest.mark.slow
 def test_the_version_prefix_pins_the_control_plane_once(prod_plan):
     assert "minMasterVersion" not in prod_plan.one(CLUSTER)["inputs"], "no prefix: the channel decides"
     cluster = plan_of("prod", "tpu-rl:gke.versionPrefix=1.35.", "tpu-rl:gke.releaseChannel=STABLE").one(CLUSTER)
@@ -132,6 +136,7 @@ def test_cpu_np_is_tainted_and_exactly_our_cpu_pods_tolerate_it(prod_plan):
         ("n2d-highmem-64", "pd-balanced"),
     ],
 )
+@pytest.mark.slow
 def test_disk_type_and_scratch_storage_class_follow_the_machine_family(machine, disk):
     plan = plan_of("prod", f"tpu-rl:cpuPool.machineType={machine}")
     assert plan.one(POOL, "cpu-pool")["inputs"]["nodeConfig"]["diskType"] == disk
@@ -150,6 +155,7 @@ def test_an_unknown_machine_family_is_refused():
         settings("prod", ["tpu-rl:cpuPool.machineType=z9-standard-64"])
 
 
+@pytest.mark.slow
 def test_tpu_boot_disks(prod_plan):
     tpu = prod_plan.one(POOL, "tpu-pool-0")["inputs"]["nodeConfig"]
     assert (tpu["diskType"], tpu["diskSizeGb"]) == ("hyperdisk-balanced", 100), "Cluster Toolkit's v6e pool"

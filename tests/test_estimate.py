@@ -66,6 +66,7 @@ def test_provision_only_reservation_still_shows_the_daily_bill():
     assert e.total_usd == 0 and e.idle_usd_per_day == pytest.approx(1451.52)
 
 
+@pytest.mark.slow
 def test_estimate_is_a_stack_output_and_printed_by_the_plan(capsys):
     from tools.plan import main
 

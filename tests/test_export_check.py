@@ -562,6 +562,7 @@ def test_the_base_models_layout_comes_from_the_hubs_headers_not_its_weights():
 
 
 @pytest.mark.parametrize("shard", ["hang", "drip"])
+@pytest.mark.slow
 def test_a_hub_that_stalls_on_a_header_ends_within_the_budget(shard):
     import time
 
@@ -589,6 +590,7 @@ def test_a_file_the_bases_index_names_but_the_hub_lacks_is_named():
     assert str(err.value) == f"{REPO}@{COMMIT} has no model-00002-of-00002.safetensors, which its files name"
 
 
+@pytest.mark.slow
 def test_a_hub_error_behind_a_download_is_retried_and_named():
     """hf_hub_download turns a failed HEAD into LocalEntryNotFoundError; the 5xx behind it is what counts."""
     from core.deadline import Budget
@@ -628,6 +630,7 @@ def test_a_base_revision_without_safetensors_is_one_line():
     assert str(err.value) == f"{REPO}@main has no safetensors weights to compare with"
 
 
+@pytest.mark.slow
 def test_the_whole_check_passes_a_true_export_and_names_the_differences_of_a_wrong_one(gcs):
     from workloads.workflow import export_differences
 

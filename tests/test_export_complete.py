@@ -42,6 +42,7 @@ MAXTEXT_CONFIG = {**CONFIG, "transformers_version": "5.5.0.dev0"}
 
 
 @pytest.mark.parametrize("shards", [1, 3], ids=["one-file", "sharded"])
+@pytest.mark.slow
 def test_the_export_step_makes_the_export_the_whole_base_model(gcs, tmp_path, shards):
     """MaxText's export (one ``model.safetensors``, or shards with an index) plus the base's vision tower, the
     base's config and generation config: the export check finds nothing, the trained bytes are MaxText's and
@@ -82,6 +83,7 @@ def test_the_export_step_makes_the_export_the_whole_base_model(gcs, tmp_path, sh
         assert {b.name: b.generation for b in gcs.list_blobs(bucket, prefix=prefix)} == generations
 
 
+@pytest.mark.slow
 def test_a_retry_after_to_huggingface_wrote_again_removes_what_the_last_attempt_left(gcs, tmp_path):
     """An earlier attempt's base shard, named differently, is deleted once the new index is written."""
     step = export_step()
@@ -117,6 +119,7 @@ def test_a_retry_after_to_huggingface_wrote_again_removes_what_the_last_attempt_
     ],
     ids=["lacks-a-trained-tensor", "an-extra-tensor", "another-architecture"],
 )
+@pytest.mark.slow
 def test_what_cannot_be_made_whole_is_refused_in_one_line_and_not_retried(gcs, tmp_path, change, words):
     step = export_step()
     tensors, config = dict(LANGUAGE), json.loads(json.dumps(MAXTEXT_CONFIG))
@@ -146,6 +149,7 @@ HOSTILE_NAMES = [
 ]
 
 
+@pytest.mark.slow
 def test_an_export_holding_an_object_that_is_not_a_model_file_is_refused(gcs_folders, tmp_path):
     """GCS names are the listing's: each hostile name alone makes the export check name it in one line; the
     export step refuses the first before reading or writing anything (one run: each name is refused by the
@@ -170,6 +174,7 @@ def test_an_export_holding_an_object_that_is_not_a_model_file_is_refused(gcs_fol
 
 
 @pytest.mark.parametrize("shard", ["../../x.safetensors", "/abs.safetensors", "model.bin", "a\x00.safetensors"])
+@pytest.mark.slow
 def test_an_index_naming_a_shard_that_cannot_be_one_is_refused_from_either_side(gcs, tmp_path, shard):
     """The base's index (the Hub) and the export's (GCS) are inputs too: their shard names are checked before
     any URL or path is built from them (the export step run once, for the first name)."""
@@ -220,6 +225,7 @@ def test_a_hub_that_ignores_range_gets_no_whole_shard_read():
     assert max(hub.sent) < len(hub.files["model-00001-of-00001.safetensors"]), hub.sent
 
 
+@pytest.mark.slow
 def test_the_export_step_refuses_a_hub_that_answers_a_ranged_read_with_the_whole_file(gcs, tmp_path):
     step = export_step()
     trained = {n: t for n, t in BIG.items() if n.startswith(LANG)}
@@ -234,6 +240,7 @@ def test_the_export_step_refuses_a_hub_that_answers_a_ranged_read_with_the_whole
     assert max(hub.sent) < len(hub.files["model-00001-of-00001.safetensors"]), "the whole shard was never read"
 
 
+@pytest.mark.slow
 def test_gcs_that_ignores_range_gets_no_whole_shard_read(gcs, monkeypatch, tmp_path):
     """The export check's header reads through a proxy that drops ``Range``: the 8-byte read stops after its
     8 bytes (at the library's first 8 kB chunk), not after the 4 MiB shard, and says so in one line."""

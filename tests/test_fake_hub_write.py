@@ -15,6 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tests.fake_hub_write import (
     FINE_ACME,
     FINE_READ,
@@ -62,6 +64,7 @@ def run_client(url: str, script: str, tmp_path: Path, token: str = WRITE, **env:
     return json.loads(done.stdout.splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_whoami_permissions_and_privacy(tmp_path):
     hub = WritableHub.fresh()
     hub.repos["contrib/theirs"] = new_repo("contrib/theirs")  # in alice's contributor org, not created by her
@@ -152,6 +155,7 @@ def test_whoami_permissions_and_privacy(tmp_path):
     assert out["branch, no repo"] == ["RepositoryNotFoundError", 404]
 
 
+@pytest.mark.slow
 def test_upload_folder_in_lfs_mode(tmp_path):
     folder = tmp_path / "export"
     folder.mkdir()

@@ -52,6 +52,7 @@ def _check(cls: type[Any], value: dict[str, Any], path: str, errors: list[str]) 
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.slow
 def test_every_gcp_input_is_an_sdk_field(stack):
     errors: list[str] = []
     plan = plan_of(

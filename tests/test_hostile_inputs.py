@@ -158,6 +158,7 @@ def test_a_bad_out_is_one_line_and_nothing_is_written(target, words, tmp_path, c
     assert sorted(p.name for p in tmp_path.iterdir()) == (["plan.txt"] if target.endswith("plan.txt") else [])
 
 
+@pytest.mark.slow
 def test_out_keeps_the_users_files_and_never_follows_a_planted_link(tmp_path, capsys):
     out = tmp_path / "plan"
     assert plan_main(["--stack", "dev", "--out", str(out)]) == 0
@@ -248,6 +249,7 @@ def test_a_failure_message_from_the_cluster_is_shown_scrubbed(tmp_path, capsys, 
     ],
     ids=["list", "wrong-types", "huge-float", "deep", "huge-integer", "escape-and-token", "integer-argv", "mathtext"],
 )
+@pytest.mark.slow
 def test_a_run_record_of_any_shape_never_breaks_the_report(record, gcs, tmp_path, capsys):
     run = "gs://my-tpu-dev-project-tpu-rl-dev/gemma4-e4b/train/0123456789/"
     upload_run(gcs, run, steps=[1, 2], logs=False)
@@ -260,6 +262,7 @@ def test_a_run_record_of_any_shape_never_breaks_the_report(record, gcs, tmp_path
     assert TOKEN_LIKE not in page and "\x1b" not in page and "<script" not in page
 
 
+@pytest.mark.slow
 def test_a_good_record_still_names_the_model(gcs, tmp_path):
     run = "gs://my-tpu-dev-project-tpu-rl-dev/gemma4-e4b/train/0123456789/"
     upload_run(gcs, run, steps=[1, 2], logs=False)

@@ -26,6 +26,9 @@ def walks():
     return {stack: walk(stack) for stack in ("dev", "prod")}
 
 
+# The walk changes every key of the schema, one at a time, and plans each: about 15 s per stack, so it is the slow
+# tier's (make test-slow); the fast tier pins the step names themselves (test_pins_workloads STEP_NAMES).
+@pytest.mark.slow
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_every_key_renames_a_step_or_is_ignored(walks, stack):
     """Walks every key of the schema (a new key is covered automatically; the walk fails if it cannot
@@ -75,6 +78,7 @@ def test_every_key_renames_a_step_or_is_ignored(walks, stack):
         assert set(outcomes[key].values()) == {"kept"}, key
 
 
+@pytest.mark.slow  # the walk above
 def test_the_operations_page_publishes_what_reruns_when_you_change_a_key(walks):
     expected = table(walks["prod"])
     assert expected in OPERATIONS, "docs/operations.md's table is stale (make readme); it should read:\n" + expected

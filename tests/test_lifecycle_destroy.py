@@ -14,6 +14,11 @@ from tests.scenario import STEPS, names
 from tools.stack_files import ROOT
 from workloads.build import manifests
 
+# The whole module is the slow tier (`make test-slow`, in CI; docs/testing.md "Timings"): each test runs the
+# program or a step for real against loopback servers, seconds apiece. The fast tier keeps the same boundaries
+# in pure form (the builders' and readers' own tests).
+pytestmark = pytest.mark.slow
+
 REAL_CLUSTER = True
 GUARD = "tpu-rl:lifecycle:DestroyGuard"
 UNPROTECTED = ["tpu-rl:protect=false"]

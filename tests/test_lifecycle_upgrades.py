@@ -67,6 +67,7 @@ def test_kueue_has_one_version_whose_chart_upgrades_its_crds():
     assert KUEUE_VERSIONS == ("0.17.1",)
 
 
+@pytest.mark.slow
 def test_upgrading_jobset_stops_before_the_chart_until_its_crd_is_applied_then_upgrades(stack):
     """From 0.10.1 to 0.12.0 on a running stack: the install created 0.10.1's CRD; the upgrade's `up` reads it,
     finds it older and stops before the release changes (the release's version is an Output the check

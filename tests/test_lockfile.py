@@ -1,6 +1,8 @@
 """requirements.lock is what `make venv` (and so `make up`) installs: every runtime package, transitive ones
 too, pinned with its sha256 hashes, at versions requirements.txt allows, for Linux and macOS on Python
-3.11-3.13, and the versions this environment has installed (a stale lock fails here)."""
+3.11-3.13, and the versions this environment has installed (a stale lock fails here). requirements-dev.lock is
+the same for the test tools (`make dev-venv`), at requirements.lock's versions for the runtime packages, and
+requirements-uv.lock pins the installer itself (uv, UV_VERSION)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,9 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "requirements.lock"
 REQUIREMENTS = ROOT / "requirements.txt"
+DEV_LOCK = ROOT / "requirements-dev.lock"
+DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
+UV_LOCK = ROOT / "requirements-uv.lock"
 MAKEFILE = ROOT / "Makefile"
 HASH = re.compile(r"--hash=sha256:[0-9a-f]{64}")
 
@@ -60,8 +65,15 @@ def logical_lines(text: str) -> list[str]:
     return [line for line in lines if line]
 
 
-def requirements(text: str) -> list[Requirement]:
-    return [Requirement(line) for line in logical_lines(text)]
+def requirements(text: str, folder: Path = ROOT) -> list[Requirement]:
+    """A requirements file's requirements, the files it includes (`-r other.txt`) read in place."""
+    found: list[Requirement] = []
+    for line in logical_lines(text):
+        if line.startswith("-r "):
+            found += requirements((folder / line.removeprefix("-r ").strip()).read_text(), folder)
+        else:
+            found.append(Requirement(line))
+    return found
 
 
 def parse_lock(text: str) -> tuple[list[Pin], list[str]]:
@@ -80,7 +92,7 @@ def parse_lock(text: str) -> tuple[list[Pin], list[str]]:
             problems.append(f"not a requirement: {spec!r} ({exc})")
             continue
         specifiers = list(req.specifier)
-        if req.url or req.extras or len(specifiers) != 1 or specifiers[0].operator != "==" or "*" in str(req):
+        if req.url or req.extras or len(specifiers) != 1 or specifiers[0].operator != "==" or "*" in str(req.specifier):
             problems.append(f"{spec}: not an exact name==version pin")
             continue
         if not options:
@@ -146,17 +158,19 @@ def dependency_problems(pins: list[Pin], wanted: list[Requirement]) -> list[str]
             continue
         seen.setdefault(key, set()).update(new)
         try:
-            dist = metadata.distribution(name)
+            dist: metadata.Distribution | None = metadata.distribution(name)
         except metadata.PackageNotFoundError:
-            problems.append(f"{name} (needed by {needed_by}) is not installed")
-            continue
+            if 0 in new:
+                problems.append(f"{name} (needed by {needed_by}) is not installed")
+                continue
+            dist = None  # needed on another Python only (libcst's pyyaml-ft on 3.13): its pins are checked
         for i in sorted(new):
             locked = [pin.version for pin in pins if pin.name == name and pin.applies(environments[i])]
             if len(locked) != 1:
                 problems.append(f"{name} (needed by {needed_by}) has {len(locked)} pins {label(environments[i])}")
-            elif environments[i] is None and Version(locked[0]) != Version(dist.version):
+            elif environments[i] is None and dist and Version(locked[0]) != Version(dist.version):
                 problems.append(f"{name}: the lock pins {locked[0]}, installed is {dist.version}")
-        for line in dist.requires or []:
+        for line in (dist.requires if dist else None) or []:
             dep = Requirement(line)
             applies = {
                 i
@@ -173,32 +187,76 @@ def _env(target: dict[str, str] | None, extra: str = "") -> dict[str, str]:
     return {**(target or {}), "extra": extra}
 
 
-def makefile_problems(makefile: str, lock: str) -> list[str]:
-    """`make venv` installs the lock alone, hash-checked; `make lock` runs the command the lock's header names,
-    with a pinned uv."""
+# Each install rule of the Makefile and the lock it installs, hash-checked, nothing else.
+INSTALLS = {
+    "$(UV)": "requirements-uv.lock",
+    "$(VENV)/.installed": "requirements.lock",
+    "$(VENV)/.installed-dev": "requirements-dev.lock",
+}
+# Each lock and the Makefile variable holding the command `make lock` makes it with (its header).
+LOCK_COMMANDS = {
+    "requirements.lock": "LOCK_COMMAND",
+    "requirements-dev.lock": "DEV_LOCK_COMMAND",
+    "requirements-uv.lock": "UV_LOCK_COMMAND",
+}
+
+
+def expand(makefile: str, text: str) -> str:
+    """``text`` with the Makefile's variables (``$(NAME)``) replaced by their definitions, as make runs it."""
+    definitions = dict(re.findall(r"^([A-Z_]+) *[:?]?= *(.*)$", makefile, re.MULTILINE))
+    for _ in range(10):
+        text, before = re.sub(r"\$\(([A-Z_]+)\)", lambda m: definitions.get(m[1], m[0]), text), text
+        if text == before:
+            break
+    return text
+
+
+def makefile_problems(makefile: str, locks: dict[str, str]) -> list[str]:
+    """Each install rule installs its lock alone, hash-checked and without resolving (uv itself from its own
+    lock, by pip); `make lock` runs, with a pinned uv, the command each lock's header names."""
     problems = []
-    rule = re.search(r"^\$\(VENV\)/\.installed:(?P<prereqs>.*)\n(?P<recipe>(?:\t.*\n)+)", makefile, re.MULTILINE)
-    if not rule:
-        return ["no $(VENV)/.installed rule"]
-    if "requirements.lock" not in rule["prereqs"].split():
-        problems.append("$(VENV)/.installed does not depend on requirements.lock")
-    installs = [line for line in rule["recipe"].splitlines() if "pip install" in line]
-    hashed = [line for line in installs if "-r requirements.lock" in line]
-    if not any("--require-hashes" in line and "--no-deps" in line for line in hashed):
-        problems.append("$(VENV)/.installed does not run pip install --require-hashes --no-deps -r requirements.lock")
-    upgrades_pip = re.compile(r"pip install (--quiet )?--upgrade pip\s*$")
-    unhashed = [line.strip() for line in installs if line not in hashed and not upgrades_pip.search(line)]
-    problems += [f"unhashed install in $(VENV)/.installed: {line}" for line in unhashed]
-    command = re.search(r"^LOCK_COMMAND := (.+)$", makefile, re.MULTILINE)
+    for target, lock in INSTALLS.items():
+        rule = re.search(rf"^{re.escape(target)}:(?P<prereqs>.*)\n(?P<recipe>(?:\t.*\n)+)", makefile, re.MULTILINE)
+        if not rule:
+            problems.append(f"no {target} rule")
+            continue
+        if lock not in rule["prereqs"].split():
+            problems.append(f"{target} does not depend on {lock}")
+        installs = [line.strip() for line in expand(makefile, rule["recipe"]).splitlines() if "pip install" in line]
+        hashed = [line for line in installs if re.search(rf"\s-r {re.escape(lock)}(\s|$)", line)]
+        if not any("--require-hashes" in line and "--no-deps" in line for line in hashed):
+            problems.append(f"{target} does not install --require-hashes --no-deps -r {lock}")
+        problems += [f"unhashed install in {target}: {line}" for line in installs if line not in hashed]
     uv = re.search(r"^UV_VERSION := (\d+\.\d+\.\d+)$", makefile, re.MULTILINE)
-    target = re.search(r"^lock:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
-    if not (command and uv and target):
-        return [*problems, "no lock target with LOCK_COMMAND and an exact UV_VERSION"]
-    if "uv==$(UV_VERSION)" not in target[1] or "$(LOCK_COMMAND)" not in target[1]:
-        problems.append("make lock does not install uv==$(UV_VERSION) and run $(LOCK_COMMAND)")
-    if f"#    {command[1]}" not in lock.splitlines()[:5]:
-        problems.append(f"the lock's header does not name the command make lock runs: {command[1]}")
+    lock_rule = re.search(r"^lock:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
+    if not (uv and lock_rule):
+        return [*problems, "no lock target and no exact UV_VERSION"]
+    if "uv==$(UV_VERSION)" not in lock_rule[1]:
+        problems.append("make lock does not install uv==$(UV_VERSION)")
+    for lock, variable in LOCK_COMMANDS.items():
+        command = re.search(rf"^{variable} := (.+)$", makefile, re.MULTILINE)
+        if not command or f"$({variable})" not in lock_rule[1]:
+            problems.append(f"make lock does not run $({variable})")
+        elif f"#    {command[1]}" not in locks[lock].splitlines()[:5]:
+            problems.append(f"the header of {lock} does not name the command make lock runs: {command[1]}")
+    if f"uv=={uv[1]}" not in locks["requirements-uv.lock"] or "echo uv==$(UV_VERSION) |" not in lock_rule[1]:
+        problems.append("requirements-uv.lock is not made from uv==$(UV_VERSION)")
     return problems
+
+
+def agreement_problems(runtime: list[Pin], dev: list[Pin]) -> list[str]:
+    """The dev lock pins each runtime package exactly as requirements.lock does (installing it over the runtime
+    venv changes nothing there)."""
+    runtime_names = {pin.name for pin in runtime}
+    want = {(pin.name, pin.version, str(pin.marker)) for pin in runtime}
+    have = {(pin.name, pin.version, str(pin.marker)) for pin in dev if pin.name in runtime_names}
+    return [f"requirements-dev.lock pins {p[0]}=={p[1]} ({p[2]})" for p in sorted(have - want)] + [
+        f"requirements-dev.lock lacks {p[0]}=={p[1]} ({p[2]})" for p in sorted(want - have)
+    ]
+
+
+def locks() -> dict[str, str]:
+    return {name: (ROOT / name).read_text() for name in LOCK_COMMANDS}
 
 
 @pytest.fixture(scope="module")
@@ -226,9 +284,39 @@ def test_the_lock_pins_every_dependency_and_what_this_environment_has_installed(
     assert dependency_problems(pins, wanted) == []
 
 
-def test_make_venv_installs_the_hash_checked_lock_and_make_lock_writes_it(lock):
-    text, _, _ = lock
-    assert makefile_problems(MAKEFILE.read_text(), text) == []
+def test_make_venv_installs_the_hash_checked_lock_and_make_lock_writes_it():
+    assert makefile_problems(MAKEFILE.read_text(), locks()) == []
+
+
+@pytest.fixture(scope="module")
+def dev_lock() -> tuple[str, list[Pin], list[Requirement]]:
+    text = DEV_LOCK.read_text()
+    pins, _ = parse_lock(text)
+    return text, pins, requirements(DEV_REQUIREMENTS.read_text())
+
+
+def test_the_dev_lock_pins_every_test_tool_with_hashes_at_a_version_its_range_allows(dev_lock):
+    text, pins, wanted = dev_lock
+    assert parse_lock(text)[1] == []
+    assert requirement_problems(pins, wanted) == []
+
+
+def test_the_dev_lock_pins_the_runtime_packages_as_requirements_lock_does(lock, dev_lock):
+    assert agreement_problems(lock[1], dev_lock[1]) == []
+
+
+def test_the_dev_lock_pins_what_this_environment_has_installed(dev_lock):
+    """`make dev-venv` after `make lock` (or after pulling a changed lock: make does it before `make test`)."""
+    _, pins, wanted = dev_lock
+    assert dependency_problems(pins, wanted) == []
+
+
+def test_uv_is_pinned_at_uv_version_with_the_hash_of_each_of_its_files():
+    pins, problems = parse_lock(UV_LOCK.read_text())
+    assert problems == []
+    version = re.search(r"^UV_VERSION := (\S+)$", MAKEFILE.read_text(), re.MULTILINE)
+    assert version and pins == [Pin("uv", version[1], None)]
+    assert UV_LOCK.read_text().count("--hash=sha256:") > 10, "a wheel for every platform uv ships"
 
 
 MUTANTS = {
@@ -242,6 +330,22 @@ MUTANTS = {
     "a range the pin is outside of": ("requirements", lambda t: t + "\npulumi>=999\n"),
     "a stale pin": ("dependencies", lambda t: re.sub(r"^pulumi==\S+", "pulumi==0.0.1", t, flags=re.MULTILINE)),
     "an unhashed install": ("makefile", lambda t: t.replace("--require-hashes ", "")),
+    "the dev ranges installed": (
+        "makefile",
+        lambda t: t.replace("-r requirements-dev.lock\n", "-r requirements-dev.txt\n", 1),
+    ),
+    "uv from the index unhashed": ("makefile", lambda t: t.replace("-r requirements-uv.lock", "uv==$(UV_VERSION)")),
+    "a resolving install": ("makefile", lambda t: t.replace("--no-deps\n", "\n", 1)),
+    "a dev lock made without the runtime lock": (
+        "makefile",
+        lambda t: t.replace("--constraint requirements.lock ", ""),
+    ),
+    "a UV_VERSION the uv lock does not pin": ("makefile", lambda t: t.replace("UV_VERSION := 0.", "UV_VERSION := 9.")),
+    "a dev lock with another runtime pin": (
+        "dev-lock",
+        lambda t: re.sub(r"^pulumi==\S+", "pulumi==3.999.0", t, flags=re.MULTILINE),
+    ),
+    "a test tool not locked": ("dev-requirements", lambda t: t + "\nsix>=1.16\n"),
     "the ranges installed": ("makefile", lambda t: t.replace("-r requirements.lock", "-r requirements.txt", 1)),
     "a header of another command": ("makefile", lambda t: t.replace("--universal ", "", 1)),
     "a dependency missing on macOS": (
@@ -263,5 +367,11 @@ def test_each_check_fails_on_a_broken_lock_requirements_or_makefile(lock, mutant
         assert requirement_problems(pins, requirements(mutate(REQUIREMENTS.read_text())))
     elif where == "dependencies":
         assert dependency_problems(parse_lock(mutate(text))[0], wanted)
+    elif where == "dev-lock":
+        assert agreement_problems(pins, parse_lock(mutate(DEV_LOCK.read_text()))[0])
+    elif where == "dev-requirements":
+        assert requirement_problems(
+            parse_lock(DEV_LOCK.read_text())[0], requirements(mutate(DEV_REQUIREMENTS.read_text()))
+        )
     else:
-        assert makefile_problems(mutate(MAKEFILE.read_text()), text)
+        assert makefile_problems(mutate(MAKEFILE.read_text()), locks())

@@ -43,6 +43,7 @@ def kueue_validators():
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.slow
 def test_every_core_object_validates(stack):
     objects = _objects(stack)
     kinds = sorted(o["kind"] for o in objects)
@@ -72,6 +73,7 @@ def _kueue_objects(stack: str, *overrides: str) -> list[dict]:
 
 
 @pytest.mark.parametrize(("stack", "overrides"), [("dev", ()), ("prod", ()), ("prod", ("tpu-rl:tpu.slices=3",))])
+@pytest.mark.slow
 def test_the_kueue_objects_validate_against_kueues_crds_and_webhooks(stack, overrides, kueue_validators):
     objects = _kueue_objects(stack, *overrides)
     assert sorted(o["kind"] for o in objects) == ["ClusterQueue", "LocalQueue", "ResourceFlavor", "ResourceFlavor"]
@@ -130,6 +132,7 @@ def test_every_jobset_validates_against_the_crd_and_webhook(stack, jobset_valida
         assert jobset["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "tpu-rl"
 
 
+@pytest.mark.slow
 def test_many_slices_and_big_topologies_still_fit_name_limits(jobset_validators):
     (jobset,) = [
         o
@@ -229,6 +232,7 @@ def test_validator_catches_broken_core_objects():
 PUBLISHING = ("tpu-rl:publish.repo=acme/gemma4-grpo", "tpu-rl:workflow.preflight=false")
 
 
+@pytest.mark.slow
 def test_a_publishing_stacks_objects_validate(jobset_validators):
     """The publish step's JobSet (CRD, JobSet's and Kueue's webhook rules), its card's ConfigMap and the
     write token's Secret, against the real schemas."""

@@ -15,6 +15,7 @@ KEY = "tpu-rl:training.extraArgs"
 pytestmark = pytest.mark.pure
 
 
+@pytest.mark.slow
 def test_the_table_is_regenerated_from_maxtext_0_2_4():
     configs = shared_path("maxtext-0.2.4", "configs")
     assert maxtext_keys.generate(configs) == maxtext_keys.known_keys(), (

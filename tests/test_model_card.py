@@ -462,6 +462,7 @@ def _run_data(tmp_path, steps, **evaluations):
     return RunData("gs://b/m/train/h/", scalars, Evaluations(**evaluations), checkpoint_step=None)
 
 
+@pytest.mark.slow
 def test_the_reward_curve_is_a_png_of_the_reward_tag(tmp_path):
     from tests.run_files import reward
     from workloads.run.plots import plot, render_png, reward_curve_png

@@ -49,6 +49,7 @@ def test_reservation_pool_is_static_on_the_specific_reservation(prod_plan):
 
 
 @pytest.mark.parametrize("capacity", ["spot", "flex-start", "on-demand"])
+@pytest.mark.slow
 def test_autoscaled_pools_scale_between_zero_and_one_slice(capacity):
     (pool,) = tpu_pools(plan_of("dev", f"tpu-rl:tpu.capacity={capacity}"))
     common_tpu_pool_checks(pool, "ct6e-standard-4t", "2x4")
@@ -66,6 +67,7 @@ def test_autoscaled_pools_scale_between_zero_and_one_slice(capacity):
         assert inputs["management"]["autoRepair"] is False
 
 
+@pytest.mark.slow
 def test_two_slices_get_two_identical_pools():
     pools = tpu_pools(plan_of("prod", "tpu-rl:tpu.slices=2"))
     assert [p["inputs"]["name"] for p in pools] == ["tpu-v6e-4x8-0", "tpu-v6e-4x8-1"]
@@ -80,6 +82,7 @@ def test_set_overrides_a_nested_key_like_config_set_path():
     assert pool["inputs"]["nodeCount"] == 4
 
 
+@pytest.mark.slow
 def test_single_host_pool_has_no_topology():
     (pool,) = tpu_pools(
         plan_of("dev", "tpu-rl:tpu.machineType=ct6e-standard-8t", "tpu-rl:training.rolloutTensorParallelism=4")
@@ -141,6 +144,7 @@ def test_iam_is_least_privilege(stack):
     assert f"{cluster}-publish" not in accounts, "no publication, no identity"
 
 
+@pytest.mark.slow
 def test_service_account_ids_fit_the_30_character_limit():
     plan = plan_of("dev", "tpu-rl:clusterName=abcdefghijklmnopqrst")
     ids = [r["inputs"]["accountId"] for r in plan.find("gcp:serviceaccount/account:Account")]
@@ -234,6 +238,7 @@ def test_outputs(prod_plan):
     )
 
 
+@pytest.mark.slow
 def test_cli_writes_plan_json_and_is_deterministic(tmp_path, capsys):
     for name in ("a", "b"):
         assert plan_main(["--stack", "dev", "--out", str(tmp_path / name)]) == 0

@@ -115,6 +115,7 @@ EXPECTED = {
         for src in ("program", "builders")
     ],
 )
+@pytest.mark.slow
 def test_every_policy_runs_on_the_example_stacks(stack, source):
     plan = plan_of(stack) if source == "program" else pure_plan(stack)
     for name in BY_NAME:
@@ -1308,6 +1309,7 @@ def test_every_policy_has_a_mutation():
     assert covered == set(BY_NAME)
 
 
+@pytest.mark.slow
 def test_budget_gate():
     prod = pure_plan("prod")
     assert policies.stack_estimate([_policy_resource(r) for r in prod.resources])["totalUsd"] == pytest.approx(
@@ -2432,6 +2434,7 @@ BUDGET_SCRIPTS = [
 
 
 @pytest.mark.parametrize(("case", "stack", "edit", "costs_as"), BUDGET_SCRIPTS, ids=[b[0] for b in BUDGET_SCRIPTS])
+@pytest.mark.slow
 def test_the_budget_reads_the_trainers_argv_as_maxtext_does(case, stack, edit, costs_as):
     assert _estimate(_edit_script(stack, edit))["totalUsd"] == _total(costs_as)
 
@@ -2467,6 +2470,7 @@ def _copy_of_train(name: str, change=None):
     return add
 
 
+@pytest.mark.slow
 def test_a_second_tpu_jobset_is_costed():
     plan = _copy_of_train("second-train")(pure_plan("prod"))
     one = _estimate(pure_plan("prod"))
@@ -2795,6 +2799,7 @@ HOSTILE_TYPES = [POD_KINDS[k][0] for k in ("Pod", "Deployment", "CronJob", "JobS
 
 
 @pytest.mark.parametrize("shape", HOSTILE_SHAPES, ids=[str(i) for i in range(len(HOSTILE_SHAPES))])
+@pytest.mark.slow
 def test_no_policy_raises_on_a_hostile_shape(shape):
     resources = [_object(type_, f"hostile-{i}", copy.deepcopy(shape)) for i, type_ in enumerate(HOSTILE_TYPES)]
     resources.append(_object(LOCAL_QUEUE, "q", {"metadata": {"name": "q"}, "spec": {"clusterQueue": "cq"}}))

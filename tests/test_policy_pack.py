@@ -96,6 +96,7 @@ def policy_python():
     return POLICY / "venv" / "bin" / "python"
 
 
+@pytest.mark.slow  # builds the pack's own venv (make policy-venv) and starts it
 def test_the_engine_can_start_the_pack_from_its_virtualenv(policy_python):
     """What the Python language host runs for a policy pack (sdk/python/cmd/pulumi-language-python, RunPlugin):
     `<venv>/bin/python -u -m pulumi.policy <engine> <pack dir>` in the pack's folder; it prints its port."""

@@ -116,6 +116,7 @@ def test_preflight_stops_up_before_any_resource(hub, monkeypatch):
     assert plan.resources == [], "nothing is registered when the preflight fails"
 
 
+@pytest.mark.slow
 def test_preflight_passes_and_changes_nothing_rendered(hub, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", hub)
     for name in ("GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST", "GOOGLE_OAUTH_ACCESS_TOKEN"):

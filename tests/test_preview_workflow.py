@@ -168,6 +168,7 @@ def _judge(workspace: Path, plan_file: Path, stack: str, pack: str, config: str,
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_a_branch_that_weakens_a_policy_is_still_judged_by_the_base_one(tmp_path):
     workspace = tmp_path / "workspace"  # the branch, checked out at the workspace's root
     workspace.mkdir()

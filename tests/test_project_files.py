@@ -106,7 +106,14 @@ def test_make_up_selects_a_stack_with_a_local_backend_fallback_and_runs_pulumi_u
     assert "pulumi stack select dev 2>/dev/null || pulumi stack init dev" in out
     assert out.rstrip().splitlines()[-1] == "pulumi up --stack dev"
     test = dry_run("test")
-    assert "ruff check" in test and "-m pytest" in test
+    assert '-m pytest -q -n 2 --dist loadfile -m "not slow"' in test, "the fast tier"
+    assert "ruff check" in dry_run("lint") and "ruff check" not in test, "lint is its own command (CI runs both)"
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert [line for line in ci if not line.startswith("#") and "make " in line] == [
+        "TEST_BUDGET_STRICT=1 make test",
+        "make lint",
+        "make test-slow",
+    ], "CI: the README's test command first on the fresh clone (its budget counts the install), then lint, slow tier"
 
 
 def test_the_configuration_page_lists_every_key_with_its_default_and_bounds():

@@ -181,6 +181,7 @@ def lay_out(gcs, step, card: Path) -> None:
     (card / "reward-curve.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 64)
 
 
+@pytest.mark.slow
 def test_the_container_uploads_the_export_and_its_card_to_the_branch_then_a_rerun_sends_nothing(gcs, tmp_path):
     step = publish_step()
     lay_out(gcs, step, tmp_path / "card")
@@ -225,6 +226,7 @@ def test_the_container_uploads_the_export_and_its_card_to_the_branch_then_a_reru
         assert {n: files[n] for n in EXPORT_FILES} == {n: len(d) for n, d in EXPORT_FILES.items()}
 
 
+@pytest.mark.slow
 def test_a_private_run_never_uploads_to_a_public_repository(gcs, tmp_path):
     step = publish_step(f"tpu-rl:publish.repo={PUBLIC_REPO}")
     lay_out(gcs, step, tmp_path / "card")
@@ -237,6 +239,7 @@ def test_a_private_run_never_uploads_to_a_public_repository(gcs, tmp_path):
     assert not [r for r in hub.requests if r.startswith("PUT ") or "/commit/" in r]
 
 
+@pytest.mark.slow
 def test_a_rejected_token_fails_the_step_in_one_line_without_the_token(gcs, tmp_path):
     step = publish_step()
     lay_out(gcs, step, tmp_path / "card")
@@ -248,6 +251,7 @@ def test_a_rejected_token_fails_the_step_in_one_line_without_the_token(gcs, tmp_
     assert "revokedTOKEN" not in done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_an_empty_export_is_refused(gcs, tmp_path):
     step = publish_step()
     bucket = step.input_uri.split("/")[2]
@@ -390,6 +394,7 @@ def export_ends_and_the_token_rotates(stack, monkeypatch, tmp_path) -> None:
     monkeypatch.setattr(stack, "write_outputs", ends)
 
 
+@pytest.mark.slow
 def test_up_publishes_the_verified_export_and_outputs_its_commit_then_up_again_uploads_nothing(
     stack, monkeypatch, tmp_path
 ):
@@ -438,6 +443,7 @@ def test_up_publishes_the_verified_export_and_outputs_its_commit_then_up_again_u
         assert "revokedTOKEN" not in " ".join(revoked.plan.warnings())
 
 
+@pytest.mark.slow
 def test_a_branch_without_the_export_fails_up_and_the_next_up_publishes_again(stack, monkeypatch, tmp_path):
     hub = WritableHub.fresh()
     partial = [True]
@@ -457,6 +463,7 @@ def test_a_branch_without_the_export_fails_up_and_the_next_up_publishes_again(st
         assert set(EXPORT_FILES) <= set(tree), "the retry uploaded what was missing"
 
 
+@pytest.mark.slow
 def test_a_deleted_branch_or_a_stray_file_is_published_again_by_the_next_up(stack, monkeypatch, tmp_path):
     """tpu-rl's branches are its own: the next `up` puts back what it published (a preview only says so)."""
     hub = WritableHub.fresh()
@@ -516,6 +523,7 @@ def up_with(write_token: str, monkeypatch, hub_url: str, *overrides: str):
         (WRITE, None),
     ],
 )
+@pytest.mark.slow
 def test_the_write_token_stops_up_before_any_resource(token, words, monkeypatch):
     with serve(WritableHub.fresh()) as url:
         plan = up_with(token, monkeypatch, url)
@@ -603,6 +611,7 @@ def test_the_card_config_map_holds_the_readme_and_the_curve():
 
 
 @pytest.mark.parametrize("name", ["../../escaped.safetensors", "/abs.json", "sub/config.json", "notes\n.json"])
+@pytest.mark.slow
 def test_an_export_object_that_is_not_a_model_file_stops_the_upload_and_nothing_is_written_outside(
     gcs_folders, tmp_path, name
 ):

@@ -50,6 +50,7 @@ def held_chip_hours(gcs, chips: int) -> float:
     return round(held / 3600 * chips, 2)
 
 
+@pytest.mark.slow
 def test_report_json_holds_every_tag_sorted_the_evaluations_and_the_summary(gcs, tmp_path):
     upload_run(gcs, RUN, steps=STEPS, checkpoints=(10,))
     code, out = make(tmp_path, "--stack", "dev")
@@ -132,6 +133,7 @@ def _png_size(path):
     return struct.unpack(">II", data[16:24])
 
 
+@pytest.mark.slow
 def test_plots_and_the_html_page(gcs, tmp_path):
     upload_run(gcs, RUN, steps=STEPS)
     code, out = make(tmp_path, "--stack", "dev")
@@ -181,6 +183,7 @@ def test_a_truncated_last_file_and_an_empty_run(gcs, tmp_path):
     assert "No TensorBoard scalars were found" in (out / "report.html").read_text()
 
 
+@pytest.mark.slow
 def test_a_run_known_only_by_its_uri_uses_its_log(gcs, tmp_path):
     upload_run(gcs, RUN, steps=STEPS)
     code, out = make(tmp_path, "--run-uri", RUN, "--capacity", "spot")
@@ -285,6 +288,7 @@ def test_status_does_not_overstate_the_step_after_a_resume():
     assert RunData("gs://b/r/", scalars, logs, checkpoint_step=5).last_step == 6
 
 
+@pytest.mark.slow
 def test_a_200_mib_log_is_read_by_its_head_and_tail(gcs):
     """A debug run's log is large; its pre-RL line is at the start and its post-RL line at the end."""
     from tests.run_files import POST, PRE, RECORD
@@ -303,6 +307,7 @@ def test_a_200_mib_log_is_read_by_its_head_and_tail(gcs):
 
 
 @pytest.mark.parametrize("given", ["Spot", "reservation", "FLEX-START"])
+@pytest.mark.slow
 def test_capacity_is_any_case(gcs, tmp_path, given):
     upload_run(gcs, RUN, steps=STEPS)
     assert make(tmp_path, "--run-uri", RUN, "--capacity", given)[0] == 0
@@ -329,6 +334,7 @@ def test_the_rollout_tags_are_aligned_with_the_update_they_feed():
     assert not is_training_tag("jax/orbax/write/async/start_time") and is_training_tag("actor/train/kl")
 
 
+@pytest.mark.slow
 def test_a_publishing_stack_reports_where_the_model_was_published(gcs, tmp_path):
     publishing = ["--set", "tpu-rl:publish.repo=acme/gemma4-grpo"]
     plan = plan_workflow(settings("dev", ["tpu-rl:publish.repo=acme/gemma4-grpo"]))
@@ -352,6 +358,7 @@ def test_a_publishing_stack_reports_where_the_model_was_published(gcs, tmp_path)
     assert f"<code>{'f' * 40}</code>" in page
 
 
+@pytest.mark.slow
 def test_the_report_names_the_base_models_commit_the_conversion_recorded(gcs, tmp_path):
     plan = plan_workflow(settings("dev", []))
     upload_run(gcs, RUN, steps=STEPS, checkpoints=(10,))
@@ -391,6 +398,7 @@ def test_the_hours_an_attempt_held_the_slice_run_from_its_start_to_its_last_file
     assert Attempt("20261130T050000Z", ended=start - 60).held_hours() == 0.0, "a clock skew is no negative hour"
 
 
+@pytest.mark.slow
 def test_an_event_file_past_its_bound_is_read_to_the_bound_and_the_report_says_it_was_cut(gcs, tmp_path, monkeypatch):
     """A 300 MiB event file (tunix writes a few MB) costs at most the bound, whatever the load: read up to it (its
     records there kept, the one cut short dropped) and ``truncated`` set; the same for the run's files together."""

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from tests.scenario import auth_plugin
+
+# The whole module is the slow tier (`make test-slow`, in CI; docs/testing.md "Timings"): each test runs the
+# program or a step for real against loopback servers, seconds apiece. The fast tier keeps the same boundaries
+# in pure form (the builders' and readers' own tests).
+pytestmark = pytest.mark.slow
 
 REAL_CLUSTER = True
 

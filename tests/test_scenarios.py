@@ -7,8 +7,15 @@ function whose decision it relies on (``sg.go`` is pulumi ``pkg/resource/deploy/
 
 from __future__ import annotations
 
+import pytest
+
 from core.names import ADOPTED, RETRY_ANNOTATION
 from tests.scenario import STEPS, live, names
+
+# The whole module is the slow tier (`make test-slow`, in CI; docs/testing.md "Timings"): each test runs the
+# program or a step for real against loopback servers, seconds apiece. The fast tier keeps the same boundaries
+# in pure form (the builders' and readers' own tests).
+pytestmark = pytest.mark.slow
 
 REAL_CLUSTER = True
 

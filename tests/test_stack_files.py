@@ -82,6 +82,7 @@ def decrypt(name: str, value: str) -> str:
     return open_(value)
 
 
+@pytest.mark.slow
 def test_the_passphrase_fixtures_are_real_ciphertext():
     for name in ("passphrase", "readme"):
         document = yaml.safe_load(fixture(name).read_text())
@@ -111,6 +112,7 @@ def test_values_as_the_cli_types_them_are_read():
 
 
 @pytest.mark.parametrize("name", [*PROVIDERS, "readme"])
+@pytest.mark.slow
 def test_make_plan_works_and_shows_no_part_of_a_secret(name, tmp_path, capsys):
     out = tmp_path / "plan"
     assert plan_main(["--config-file", str(fixture(name)), "--out", str(out)]) == 0

@@ -291,6 +291,7 @@ def test_a_step_kueue_has_not_admitted_shows_as_queued_with_kueues_reason(tmp_pa
     assert " stopped " in row and "DeactivatedDueToRequeuingLimitExceeded" in row
 
 
+@pytest.mark.slow
 def test_a_publishing_stack_shows_the_publish_step_and_where_it_published(tmp_path, api, gcs, capsys):
     plan = plan_workflow(settings("dev", ["tpu-rl:publish.repo=acme/gemma4-grpo"]))
     assert plan.publish is not None

@@ -85,6 +85,7 @@ def test_a_refusal_that_no_wait_changes_fails_at_once(cluster, clock, monkeypatc
 # `pulumi up` (the engine of tests/engine.py, the loopback cluster, fake-gcs-server)
 
 
+@pytest.mark.slow
 def test_up_waits_for_the_kueue_webhook_before_the_first_flavor(stack, clock):
     stack.cluster.unreachable["resourceflavors"] = (4, "connection refused")
     first = stack.up()
@@ -93,6 +94,7 @@ def test_up_waits_for_the_kueue_webhook_before_the_first_flavor(stack, clock):
     assert first.actions == {name: "create" for name in names(stack).values()}
 
 
+@pytest.mark.slow
 def test_up_waits_for_the_jobset_webhook_before_the_first_step(stack, clock):
     stack.cluster.unreachable["jobsets"] = (2, "no endpoints")
     first = stack.up()
@@ -105,6 +107,7 @@ def test_up_waits_for_the_jobset_webhook_before_the_first_step(stack, clock):
     assert stack.preview().error is None and stack.cluster.posts.count(JOBSETS) == 4
 
 
+@pytest.mark.slow
 def test_a_webhook_never_reachable_stops_up_at_the_bound_before_what_it_admits(stack, clock):
     """The issue's case: Kueue's webhook on the first ResourceFlavor create. (The JobSet webhook's bound is the
     same wait: ``test_the_bound_stops_the_wait_with_the_webhook_its_namespace_and_the_fix``.)"""

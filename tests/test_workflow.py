@@ -68,6 +68,7 @@ def test_waiting_options_and_the_jobset_controller():
     assert release["version"] == "0.10.1" and release["namespace"] == "jobset-system"
 
 
+@pytest.mark.slow
 def test_timeouts_and_restarts_come_from_config():
     plan = plan_of("prod", "tpu-rl:workflow.timeouts.train=36h", "tpu-rl:workflow.maxRestarts=2")
     train = steps(plan)["train"]
@@ -98,6 +99,7 @@ def test_conversion_and_export_run_on_cpu_not_on_the_slice():
     )
 
 
+@pytest.mark.slow
 def test_unchanged_config_plans_identical_objects():
     first, _ = plan_stack(ROOT / "Pulumi.prod.yaml", secrets={"tpu-rl:hfToken": SENTINEL_TOKEN})
     second, _ = plan_stack(
@@ -123,6 +125,7 @@ def test_changing_the_model_revision_reruns_everything():
         assert before[step]["inputs"]["metadata"]["name"] != after[step]["inputs"]["metadata"]["name"]
 
 
+@pytest.mark.slow
 def test_no_output_path_is_reused_by_a_different_configuration():
     variants = [
         (),
