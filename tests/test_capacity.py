@@ -370,6 +370,7 @@ def test_no_permission_is_an_unknown_not_a_problem(compute):
     )
 
 
+@pytest.mark.slow
 def test_a_rate_limit_is_retried_within_the_budget(compute):
     compute.flaky[RES_PATH] = [
         (403, error(403, "Rate Limit Exceeded", "rateLimitExceeded")),

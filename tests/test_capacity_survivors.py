@@ -81,6 +81,7 @@ def test_a_first_up_creates_the_ring_and_the_key(compute):
     assert RING in compute.requests and KEY not in compute.requests, "no ring: its key is not looked for"
 
 
+@pytest.mark.slow
 def test_up_after_a_destroy_imports_the_ring_and_the_key_it_left(compute):
     compute.routes[RING] = (200, key_ring(RING_ID))
     compute.routes[KEY] = (200, crypto_key(KEY_ID))

@@ -546,6 +546,7 @@ def test_an_export_without_weights_says_so(gcs):
 # The base model on the Hub (loopback), and the whole check
 
 
+@pytest.mark.slow
 def test_the_base_models_layout_comes_from_the_hubs_headers_not_its_weights():
     from workloads.preflight import base_model_layout
 

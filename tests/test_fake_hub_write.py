@@ -205,6 +205,7 @@ def test_upload_folder_in_lfs_mode(tmp_path):
     assert out["license"] == "gemma" and out["readme"].startswith("---\nlicense: gemma\n---\n")
 
 
+@pytest.mark.slow
 def test_failures_the_client_sees(tmp_path):
     hub = WritableHub.fresh()
     hub.fail = {"commit": 500}

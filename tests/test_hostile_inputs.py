@@ -215,6 +215,7 @@ def test_a_bad_interval_is_refused(interval, tmp_path, capsys):
     assert exited.value.code == 2 and "--interval" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_failure_message_from_the_cluster_is_shown_scrubbed(tmp_path, capsys, gcs):
     from tests.fake_kube import fake_cluster
 
@@ -285,6 +286,7 @@ def test_a_good_record_still_names_the_model(gcs, tmp_path):
     ],
     ids=["1e300", "inf-nan", "huge-step"],
 )
+@pytest.mark.slow
 def test_run_data_at_the_edges_of_a_number_never_breaks_the_report(line, gcs, tmp_path, capsys):
     """Evaluations a run logged at the edges of a number (1e300, inf, NaN, a huge step) and scalars at float32's
     edge (what tensorboardX can write): the report is written; the plots leave out what matplotlib cannot draw."""

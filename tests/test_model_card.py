@@ -478,6 +478,7 @@ def test_the_reward_curve_is_a_png_of_the_reward_tag(tmp_path):
     assert report_plot != png, "the report's reward plot draws the mean beside the sum"
 
 
+@pytest.mark.slow
 def test_no_reward_scalar_no_curve(tmp_path):
     from workloads.run.evaluations import Evaluations
     from workloads.run.plots import reward_curve_png

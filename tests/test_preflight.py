@@ -62,6 +62,7 @@ FAST = Budget(1.2, 0.5, 0.5)
         ("x/echo", "failed \\(HTTP 502: bad gateway; request had Bearer \\[redacted\\]\\)"),
     ],
 )
+@pytest.mark.slow
 def test_a_misbehaving_hub_gives_one_bounded_line_without_the_token(hub, repo, words):
     start = time.monotonic()
     with pytest.raises(PreflightError, match=words) as caught:

@@ -209,6 +209,7 @@ def test_bad_inputs_are_one_line(args, words, tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_an_unreachable_bucket_is_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")
     monkeypatch.setitem(BUDGETS, "gcs", Budget(1.0, 0.5, 0.5))

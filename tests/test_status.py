@@ -250,6 +250,7 @@ def test_a_missing_context_says_how_to_get_it(tmp_path, api, gcs, capsys):
     )
 
 
+@pytest.mark.slow
 def test_an_unreadable_bucket_is_one_line(tmp_path, api, capsys, monkeypatch):
     OBJECTS[DEV.train.name] = jobset(DEV.train.name)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")

@@ -58,6 +58,7 @@ def test_an_object_that_exists_was_admitted(cluster, clock):
     assert clock[0] == 0
 
 
+@pytest.mark.slow
 def test_the_bound_stops_the_wait_with_the_webhook_its_namespace_and_the_fix(cluster, clock):
     cluster.unreachable["resourceflavors"] = (10**6, "no endpoints")
     with pytest.raises(live.ClusterReadError) as caught:

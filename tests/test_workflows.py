@@ -25,7 +25,8 @@ def index(prefix: str) -> int:
 
 def test_the_tests_and_the_policy_preview_run_on_every_pull_request():
     tests = yaml.safe_load((WORKFLOWS / "test.yml").read_text())
-    assert any(s.get("run") == "make test" for s in tests["jobs"]["test"]["steps"])
+    runs = [s["run"] for s in tests["jobs"]["test"]["steps"] if "run" in s]
+    assert runs == ["TEST_BUDGET_STRICT=1 make test", "make lint", "make test-slow"], "as .ci/run: every tier"
     assert "make test" in (ROOT / ".ci" / "run").read_text()
     assert JOB["strategy"]["matrix"]["stack"] == ["dev", "prod"]
     pulumi = step("pulumi/actions@")["with"]
