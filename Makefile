@@ -15,18 +15,24 @@ POLICY_VENV := policy/venv
 # file whose hash differs. `make lock` regenerates it from the ranges in requirements.txt. The `venv` link must
 # exist before pulumi runs: on a missing (or empty) venv, pulumi creates one itself and pip-installs the
 # unhashed requirements.txt into it; a venv/ directory it made that way is refused here, not reused.
-# The installer is uv (UV_VERSION, below), itself installed by pip from its hashed lock (requirements-uv.lock)
-# into the venv: it installs the lock in a few seconds where pip takes about a minute. The venv keeps the pip of
-# `python -m venv` (Pulumi.yaml's `toolchain: pip` lists the venv's packages with it). Nothing is compiled to
-# bytecode at install (all of pulumi_gcp would take ~25 s of CPU): Python writes it for what is imported.
+# The installer is uv (UV_VERSION, below): it installs the lock in a few seconds where pip takes about a minute.
+# uv and pip (PIP_VERSION: Pulumi.yaml's `toolchain: pip` lists the venv's packages with it) come from their own
+# hashed lock, requirements-uv.lock, installed by the python3's own pip into a venv made without one (`python3 -m
+# venv` spends some 8 s compiling the pip it bundles); a python3 whose pip lacks `--python` (pip < 22.3) or has no
+# pip gets the bundled one and installs the lock with it. Nothing is compiled to bytecode at install (all of
+# pulumi_gcp would take ~25 s of CPU): Python writes it for what is imported.
 UV := $(VENV)/bin/uv
 VENV_GUARD = if [ -e venv ] && [ ! -L venv ]; then echo "error: venv/ is a directory, not the link to $(VENV) (made by pulumi?): remove it and run make again" >&2; exit 1; fi
 UV_INSTALL = $(UV) pip install --quiet --require-hashes --no-deps
+PIP_INSTALL = pip install --quiet --no-compile --require-hashes --no-deps
 
 $(UV): requirements-uv.lock
 	@$(VENV_GUARD)
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --require-hashes --no-deps -r requirements-uv.lock
+	if $(PYTHON) -m pip --python $(PYTHON) --version >/dev/null 2>&1; then \
+		$(PYTHON) -m venv --without-pip $(VENV) && $(PYTHON) -m pip --python $(PY) $(PIP_INSTALL) -r requirements-uv.lock; \
+	else \
+		$(PYTHON) -m venv $(VENV) && $(PY) -m $(PIP_INSTALL) -r requirements-uv.lock; \
+	fi
 	touch $@
 
 $(VENV)/.installed: $(UV) requirements.lock requirements.txt
@@ -70,7 +76,8 @@ policy-venv: $(POLICY_VENV)/.installed
 UV_VERSION := 0.13.8
 LOCK_COMMAND := uv pip compile --universal --generate-hashes --python-version 3.11 --output-file requirements.lock requirements.txt
 DEV_LOCK_COMMAND := uv pip compile --universal --generate-hashes --python-version 3.11 --constraint requirements.lock --output-file requirements-dev.lock requirements-dev.txt
-# uv itself, from stdin (`-`): the line uv==$(UV_VERSION).
+# uv and pip, from stdin (`-`): the lines uv==$(UV_VERSION) and pip==$(PIP_VERSION).
+PIP_VERSION := 25.3
 UV_LOCK_COMMAND := uv pip compile --universal --generate-hashes --python-version 3.11 --output-file requirements-uv.lock -
 # Run in policy/ (requirements.txt's `-e ..` is the checkout); tpu-rl-core is not emitted (no file to hash).
 POLICY_LOCK_COMMAND := uv pip compile --universal --generate-hashes --python-version 3.11 --no-emit-package tpu-rl-core --output-file requirements.lock requirements.txt
@@ -79,7 +86,7 @@ lock:
 	$(PYTHON) -m venv "$$tmp/uv" && "$$tmp/uv/bin/python" -m pip install --quiet uv==$(UV_VERSION) && \
 	PATH="$$tmp/uv/bin:$$PATH" $(LOCK_COMMAND) && \
 	PATH="$$tmp/uv/bin:$$PATH" $(DEV_LOCK_COMMAND) && \
-	echo uv==$(UV_VERSION) | PATH="$$tmp/uv/bin:$$PATH" $(UV_LOCK_COMMAND) && \
+	printf 'uv==$(UV_VERSION)\npip==$(PIP_VERSION)\n' | PATH="$$tmp/uv/bin:$$PATH" $(UV_LOCK_COMMAND) && \
 	cd policy && PATH="$$tmp/uv/bin:$$PATH" $(POLICY_LOCK_COMMAND)
 
 # Select (or create) the stack on Pulumi Cloud if logged in, else on a local file backend.

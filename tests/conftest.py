@@ -205,7 +205,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         )
 
 
-TEST_LIMIT = float(os.environ.get("TPU_RL_TEST_LIMIT") or 10)
+TEST_LIMIT = float(os.environ.get("TPU_RL_TEST_LIMIT") or 15)
 """The fast tier's budget for one test's call, in seconds (docs/testing.md "Timings"); ``TPU_RL_TEST_LIMIT=0``
 turns it off. Setup is not counted: a module's or the session's fixtures (the plans) are paid once."""
 

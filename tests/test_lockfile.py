@@ -2,7 +2,7 @@
 too, pinned with its sha256 hashes, at versions requirements.txt allows, for Linux and macOS on Python
 3.11-3.13, and the versions this environment has installed (a stale lock fails here). requirements-dev.lock is
 the same for the test tools (`make dev-venv`), at requirements.lock's versions for the runtime packages, and
-requirements-uv.lock pins the installer itself (uv, UV_VERSION)."""
+requirements-uv.lock pins the installers themselves (uv, UV_VERSION, and pip, PIP_VERSION)."""
 
 from __future__ import annotations
 
@@ -223,7 +223,7 @@ def makefile_problems(makefile: str, locks: dict[str, str]) -> list[str]:
         if lock not in rule["prereqs"].split():
             problems.append(f"{target} does not depend on {lock}")
         installs = [line.strip() for line in expand(makefile, rule["recipe"]).splitlines() if "pip install" in line]
-        hashed = [line for line in installs if re.search(rf"\s-r {re.escape(lock)}(\s|$)", line)]
+        hashed = [line for line in installs if re.search(rf"\s-r {re.escape(lock)}(\s|;|$)", line)]
         if not any("--require-hashes" in line and "--no-deps" in line for line in hashed):
             problems.append(f"{target} does not install --require-hashes --no-deps -r {lock}")
         problems += [f"unhashed install in {target}: {line}" for line in installs if line not in hashed]
@@ -239,8 +239,14 @@ def makefile_problems(makefile: str, locks: dict[str, str]) -> list[str]:
             problems.append(f"make lock does not run $({variable})")
         elif f"#    {command[1]}" not in locks[lock].splitlines()[:5]:
             problems.append(f"the header of {lock} does not name the command make lock runs: {command[1]}")
-    if f"uv=={uv[1]}" not in locks["requirements-uv.lock"] or "echo uv==$(UV_VERSION) |" not in lock_rule[1]:
-        problems.append("requirements-uv.lock is not made from uv==$(UV_VERSION)")
+    pip = re.search(r"^PIP_VERSION := (\d+(?:\.\d+)+)$", makefile, re.MULTILINE)
+    pinned = (
+        uv
+        and pip
+        and {f"uv=={uv[1]}", f"pip=={pip[1]}"} <= set(re.findall(r"^\S+==\S+", locks["requirements-uv.lock"], re.M))
+    )
+    if not pinned or "printf 'uv==$(UV_VERSION)\\npip==$(PIP_VERSION)\\n' |" not in lock_rule[1]:
+        problems.append("requirements-uv.lock is not made from uv==$(UV_VERSION) and pip==$(PIP_VERSION)")
     return problems
 
 
@@ -311,11 +317,12 @@ def test_the_dev_lock_pins_what_this_environment_has_installed(dev_lock):
     assert dependency_problems(pins, wanted) == []
 
 
-def test_uv_is_pinned_at_uv_version_with_the_hash_of_each_of_its_files():
+def test_uv_and_pip_are_pinned_at_their_versions_with_the_hash_of_each_of_their_files():
     pins, problems = parse_lock(UV_LOCK.read_text())
     assert problems == []
-    version = re.search(r"^UV_VERSION := (\S+)$", MAKEFILE.read_text(), re.MULTILINE)
-    assert version and pins == [Pin("uv", version[1], None)]
+    uv = re.search(r"^UV_VERSION := (\S+)$", MAKEFILE.read_text(), re.MULTILINE)
+    pip = re.search(r"^PIP_VERSION := (\S+)$", MAKEFILE.read_text(), re.MULTILINE)
+    assert uv and pip and pins == [Pin("pip", pip[1], None), Pin("uv", uv[1], None)]
     assert UV_LOCK.read_text().count("--hash=sha256:") > 10, "a wheel for every platform uv ships"
 
 
@@ -353,6 +360,8 @@ MUTANTS = {
         lambda t: re.sub(r"^(cycler==\S+)", r"\1 ; sys_platform == 'linux'", t, flags=re.MULTILINE),
     ),
     "an unpinned uv": ("makefile", lambda t: t.replace("uv==$(UV_VERSION)", "uv")),
+    "an unpinned pip": ("makefile", lambda t: t.replace("pip==$(PIP_VERSION)", "pip")),
+    "a PIP_VERSION the uv lock does not pin": ("makefile", lambda t: t.replace("PIP_VERSION := 2", "PIP_VERSION := 9")),
 }
 
 
