@@ -82,6 +82,7 @@ def test_a_conversion_whose_base_files_are_missing_is_run_again(gcs):
     ],
     ids=["not-json", "a-list", "a-branch", "upper-case", "files-a-string", "too-many", "a-path", "partial"],
 )
+@pytest.mark.slow
 def test_a_record_that_is_not_a_conversions_is_none(gcs, record):
     output = f"gs://{BUCKET}/gemma4-26b/convert/abc/"
     put(gcs, output, "source.json", data=record)

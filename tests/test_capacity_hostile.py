@@ -120,6 +120,7 @@ def test_the_good_answers_pass(compute):
 
 
 @pytest.mark.parametrize("path", list(SOURCES), ids=lambda p: SOURCES[p][0])
+@pytest.mark.slow
 def test_a_proxy_page_instead_of_json_is_one_warning(compute, path):
     compute.raw[path] = (200, {"Content-Type": "text/html"}, b"<html><body>a proxy in the way</body></html>")
     assert run(compute, path).endswith("answered with a reply this check cannot read (not a JSON object)" + tail(path))
@@ -141,6 +142,7 @@ def tail(path):
 
 
 @pytest.mark.parametrize("path", list(SOURCES), ids=lambda p: SOURCES[p][0])
+@pytest.mark.slow
 def test_a_field_of_another_type_is_one_warning_naming_it(compute, path):
     compute.raw[path] = json_body(WRONG_TYPE[path])
     text = run(compute, path)
@@ -187,6 +189,7 @@ def test_a_reply_about_another_object_is_not_read_as_this_one(compute):
         "number-for-text",
     ],
 )
+@pytest.mark.slow
 def test_numbers_out_of_range_are_one_warning_naming_the_field(compute, path, document, words):
     compute.raw[path] = json_body(document)
     text = run(compute, path)
@@ -201,6 +204,7 @@ def test_bytes_that_are_not_utf8_and_json_nested_a_thousand_deep(compute):
     assert "(JSON nested deeper than 64 levels)" in run(compute, REGION)
 
 
+@pytest.mark.slow
 def test_a_gzip_bomb_is_cut_at_the_cap_not_inflated_whole(compute, monkeypatch):
     inflated: list[int] = []
     real = capacity.capped_body

@@ -99,6 +99,7 @@ def test_up_after_a_destroy_imports_the_ring_and_the_key_it_left(compute):
     assert any("this `up` adopts it" in message for level, message in plan.logs if level == "INFO")
 
 
+@pytest.mark.slow
 def test_a_ring_without_its_key_is_imported_and_the_key_created(compute):
     compute.routes[RING] = (200, key_ring(RING_ID))
     plan, imports = up(compute)
@@ -119,6 +120,7 @@ def test_a_ring_without_its_key_is_imported_and_the_key_created(compute):
     ],
     ids=["destroyed", "destroy-scheduled", "no-primary", "asymmetric"],
 )
+@pytest.mark.slow
 def test_a_surviving_key_gke_cannot_use_stops_up_before_anything_naming_the_key_to_set(compute, key, words):
     """An older stack destroyed the key's versions (the provider's default delete); its name can never be used for
     a new key: `up` stops before anything is created, with the one line saying what to set."""
@@ -132,6 +134,7 @@ def test_a_surviving_key_gke_cannot_use_stops_up_before_anything_naming_the_key_
     assert "\n" not in message
 
 
+@pytest.mark.slow
 def test_a_ring_the_check_may_not_read_is_a_warning_naming_the_key(compute):
     compute.routes[RING] = (403, error(403, "Permission 'cloudkms.keyRings.get' denied", "forbidden"))
     plan, imports = up(compute)

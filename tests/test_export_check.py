@@ -509,6 +509,7 @@ def test_a_single_file_export_reads_back(gcs):
         ),
     ],
 )
+@pytest.mark.slow
 def test_what_an_export_lacks_is_named(gcs, change, problems):
     files = model_files(LANGUAGE, 3)
     change(files)
@@ -581,6 +582,7 @@ def test_a_hub_that_stalls_on_a_header_ends_within_the_budget(shard):
     assert "\n" not in str(err.value) and f"{shard}.safetensors" in str(err.value)
 
 
+@pytest.mark.slow
 def test_a_file_the_bases_index_names_but_the_hub_lacks_is_named():
     from workloads.preflight import PreflightError, base_model_layout
 

@@ -213,6 +213,7 @@ BIG = {**BASE, f"{LANG}layers.0.experts.big": ("BF16", [2048, 4096])}
 """A shard of 16 MiB, more than loopback socket buffers hold: a whole-file answer to an 8-byte read shows."""
 
 
+@pytest.mark.slow
 def test_a_hub_that_ignores_range_gets_no_whole_shard_read():
     """``parse_safetensors_file_metadata`` asks for 100 kB; the preflight's transport holds a reply to a ranged
     request to the range's length, so the whole shard is never taken in."""

@@ -49,6 +49,7 @@ def test_prod_encrypts_secrets_with_a_key_it_creates_in_the_clusters_region(prod
     assert "cloudkms.googleapis.com" in {s["inputs"]["service"] for s in prod_plan.find("gcp:projects/service:Service")}
 
 
+@pytest.mark.slow
 def test_a_key_of_its_own_is_used_and_granted_but_not_created():
     own = "projects/security-project/locations/us-east5/keyRings/gke/cryptoKeys/secrets"
     plan = plan_of("prod", f"tpu-rl:gke.secretsEncryptionKey={own}")
@@ -80,6 +81,7 @@ def test_nodes_get_gkes_node_role_and_no_registry_reader_for_public_images(stack
     }
 
 
+@pytest.mark.slow
 def test_a_registry_of_ones_own_gives_the_nodes_registry_read_access():
     mirror = "us-docker.pkg.dev/my-project/mirror"
     plan = plan_of(

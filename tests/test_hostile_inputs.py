@@ -140,6 +140,7 @@ def test_hostile_stack_file_content_is_one_line(text, words, tmp_path, capsys):
         "deep-path",
     ],
 )
+@pytest.mark.slow
 def test_hostile_overrides_are_one_line(override, words, capsys):
     err = one_line(capsys, timed(lambda: plan_main(["--stack", "dev", "--set", override])))
     assert words in err

@@ -162,6 +162,7 @@ def test_the_plugin_gets_the_cluster_info_and_its_token_is_used(cluster: FakeClu
     assert found is not None and found["metadata"]["name"] == "with-plugin"
 
 
+@pytest.mark.slow
 def test_a_hanging_plugin_is_bounded_and_later_reads_skip(cluster: FakeCluster, tmp_path):
     shared = reader(cluster.kubeconfig(plugin(tmp_path, "sleep 30\n")))
     start = time.monotonic()

@@ -127,6 +127,7 @@ def test_every_policy_runs_on_the_example_stacks(stack, source):
             assert found == [], f"{name} on {stack}: {found}"
 
 
+@pytest.mark.slow
 def test_a_publishing_stack_passes_every_policy_prod_passes():
     """The publish JobSet (its queue, retries, image, pod) and its card and Secret change no verdict."""
     for name in BY_NAME:
@@ -1483,6 +1484,7 @@ OPEN = "set tpu-rl:authorizedNetworks to the networks you deploy from"
         (("tpu-rl:tpu.slices=4",), {}, [f"the reserved slice bills $5,806.08 {IDLE}"]),
     ],
 )
+@pytest.mark.slow
 def test_budget_limits_and_defaults(overrides, config, expected):
     assert violations(pure_plan("prod", *overrides), "tpu-budget", "prod", config) == expected
 
@@ -1554,6 +1556,7 @@ def test_required_labels_come_from_the_policy_config():
     ],
     ids=["reservation", "spot", "flex-start", "on-demand", "two-slices"],
 )
+@pytest.mark.slow
 def test_the_budget_reads_capacity_and_slices_from_the_pools(overrides, capacity, chips):
     plan = pure_plan("prod", *overrides)
     estimate = policies.stack_estimate([_policy_resource(r) for r in plan.resources])
@@ -2547,6 +2550,7 @@ RUN = ["model_name=gemma4-26b", "batch_size=4", "rl.num_generations=4", "max_tar
     ],
     ids=["plain", "kubelet-expansion", "environment", "command-line-first", "config-file", "nested-mapping"],
 )
+@pytest.mark.slow
 def test_the_trainers_argv_with_its_environment(argv, env, num_batches):
     plan = _with(pure_plan("prod", "tpu-rl:workflow.enabled=false"), _tpu_deployment([*TRAINER, *argv], env))
     assert _estimate(plan)["totalUsd"] == _total((f"tpu-rl:training.numBatches={num_batches}",))

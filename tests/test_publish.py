@@ -294,6 +294,7 @@ def hub():
         ("acme/new-model", True, "hf_invalidTOKENvalue", "tpu-rl:hfWriteToken was rejected by Hugging Face (401)"),
     ],
 )
+@pytest.mark.slow
 def test_the_write_token_is_checked_before_anything_is_created(hub, repo, private, token, words):
     if words is None:
         assert check_publish_access(repo, private, token, endpoint=hub)

@@ -137,6 +137,7 @@ def test_a_secret_set_with_path_is_refused_without_showing_it(capsys, tmp_path):
         load_stack(None, fixture("nested-secret"))
 
 
+@pytest.mark.slow
 def test_the_preflight_of_an_encrypted_token_asks_for_it_and_uses_hf_token(monkeypatch, capsys):
     argv = ["--config-file", str(fixture("passphrase")), "--preflight", "--set", "tpu-rl:model.name=gemma4-26b"]
     monkeypatch.delenv("HF_TOKEN", raising=False)
@@ -156,6 +157,7 @@ def test_esc_environments_are_named_as_unseen(tmp_path, capsys):
     assert "imports Pulumi ESC environments (acme/tpu-rl-dev)" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_status_and_report_work_on_a_cli_written_stack(tmp_path, gcs, capsys):
     from tools import report, status
 

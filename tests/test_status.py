@@ -181,6 +181,7 @@ def test_a_step_is_pending_until_its_pods_are_ready(step, obj, state):
     ],
     ids=["list-terminal-state", "number-conditions", "string-metadata", "time-without-zone", "negative", "list-text"],
 )
+@pytest.mark.slow
 def test_a_jobset_of_another_shape_is_one_line_naming_the_object_and_the_field(
     tmp_path, api, gcs, capsys, change, field
 ):
@@ -272,6 +273,7 @@ def test_a_config_error_is_one_line(tmp_path, api, capsys):
     assert capsys.readouterr().err.startswith("error: tpu-rl:tpu.slices")
 
 
+@pytest.mark.slow
 def test_a_step_kueue_has_not_admitted_shows_as_queued_with_kueues_reason(tmp_path, api, gcs, capsys):
     """Suspended by Kueue's webhook and waiting for quota: `queued`, not `running` or `pending`, with the
     Workload's QuotaReserved message (Kueue flavorassigner.go); a step Kueue stopped exits 1."""

@@ -108,6 +108,7 @@ def test_unchanged_config_plans_identical_objects():
     assert first.kubernetes_objects() == second.kubernetes_objects(), "the token is not part of any identity"
 
 
+@pytest.mark.slow
 def test_changing_a_training_knob_reruns_training_and_export_only():
     before = steps(plan_of("prod"))
     after = steps(plan_of("prod", "tpu-rl:training.learningRate=1e-5"))
@@ -233,6 +234,7 @@ def _failed_jobset(type_: str, inputs: dict) -> dict | None:
     return None
 
 
+@pytest.mark.slow
 def test_a_failed_jobset_stops_up_with_name_reason_and_logs_command():
     plan, _ = plan_stack(
         ROOT / "Pulumi.prod.yaml",
