@@ -21,7 +21,6 @@ from typing import Any, cast, get_args
 
 import pytest
 from google.auth.credentials import AnonymousCredentials
-from google.cloud import compute_v1
 
 from core.config import ConfigError
 from core.config.schema import DEFAULT_PODS_READY, DEFAULT_RESTARTS, DEFAULT_UNSCHEDULABLE, FIELDS_BY_KEY
@@ -149,7 +148,10 @@ def test_every_accelerator_entry_is_whole(version: TpuVersionName):
         else:
             assert machine.default_topology == "", f"{machine.name} forms only {machine.single_host_topology}"
     assert 0 < entry.prices.reservation < entry.prices.on_demand
-    # The aggregate reservation family is one the Compute API names (google-cloud-compute's VmFamily enum).
+    # The aggregate reservation family is one the Compute API names (google-cloud-compute's VmFamily enum). Imported
+    # here, as infra/gcp/capacity.py does: the library is some 40 MB of Python that only a capacity check needs.
+    from google.cloud import compute_v1
+
     assert entry.reservation_family in compute_v1.AllocationAggregateReservation.VmFamily.__members__
 
 
