@@ -239,7 +239,7 @@ def estimate_run(
 
 
 def training_run(settings: Any) -> TrainingRun:
-    """The training run of a validated ``core.config.Settings``."""
+    """The training run of a validated ``core.settings.Settings``."""
     knobs = settings.training.knobs
     return TrainingRun(
         model=settings.model.spec.name,
@@ -251,7 +251,7 @@ def training_run(settings: Any) -> TrainingRun:
 
 
 def estimate_for(settings: Any) -> Estimate:
-    """The estimate of a validated ``core.config.Settings``."""
+    """The estimate of a validated ``core.settings.Settings``."""
     run = training_run(settings) if settings.workflow.enabled else None
     return estimate_run(
         settings.slice,

@@ -1,4 +1,4 @@
-"""The three steps' argv and the bash scripts that run them (plain functions, no Pulumi).
+"""The steps' argv and the bash scripts that run them (plain functions, no Pulumi).
 
 The Hugging Face token is never an argument: MaxText 0.2.4 reads ``HF_TOKEN`` from the
 environment when ``hf_access_token`` is not passed, and the container gets ``HF_TOKEN``

@@ -1,4 +1,4 @@
-"""Wait for a step's JobSet to end, bounded by the wall clock: the one await rule of all three steps.
+"""Wait for a step's JobSet to end, bounded by the wall clock: the one await rule of every step.
 
 The provider creates each step with ``pulumi.com/skipAwait: "true"`` (pulumi-kubernetes
 ``metadata.ReadyCondition`` then returns at once; a JobSet's delete is still awaited, since
