@@ -69,7 +69,6 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
             bucket=bucket.bucket.name,
             bucket_name=settings.bucket_name,
             model=settings.model.spec.name,
-            publishes=settings.publish.repo is not None,
             private_registries=any(r not in IMAGE_REGISTRIES for r in settings.images.registries),
         ),
         after_apis,

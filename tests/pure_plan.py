@@ -120,7 +120,7 @@ def pure_plan(stack: str, *overrides: str) -> Plan:
                     **({"condition": grant.condition(s.bucket_name)} if grant.prefixes else {}),
                 },
             )
-            for grant in bucket_grants(s.model.spec.name, s.publish.repo is not None)
+            for grant in bucket_grants(s.model.spec.name)
         ),
         *(
             _resource("kubernetes:networking.k8s.io/v1:NetworkPolicy", f"network-policy-{p['metadata']['name']}", p)

@@ -190,6 +190,7 @@ URNS = {
     # (tpu-rl-workload): no alias, since no new URN names that object, and the end of that `up` deletes it.
     "convert-ksa": "tpu-rl:k8s:KubernetesPlatform$kubernetes:core/v1:ServiceAccount::convert-ksa",
     "export-ksa": "tpu-rl:k8s:KubernetesPlatform$kubernetes:core/v1:ServiceAccount::export-ksa",
+    "publish-ksa": "tpu-rl:k8s:KubernetesPlatform$kubernetes:core/v1:ServiceAccount::publish-ksa",
     "scratch-storage-class": (
         "tpu-rl:k8s:KubernetesPlatform$kubernetes:storage.k8s.io/v1:StorageClass::scratch-storage-class"
     ),

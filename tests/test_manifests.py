@@ -61,8 +61,9 @@ def test_every_core_object_validates(stack):
         "Secret",
         "ServiceAccount",
         "ServiceAccount",
+        "ServiceAccount",
         "StorageClass",
-    ], "the conversion's and the export's own service accounts (the publication's too when a stack publishes)"
+    ], "the conversion's, the export's and the publication's own service accounts (in every stack)"
     for obj in objects:
         if obj["kind"] not in ("JobSet", *KUEUE):
             validate_core(obj)

@@ -128,30 +128,27 @@ def test_iam_is_least_privilege(stack):
         assert (condition is None) == (grant["inputs"]["role"] == "roles/storage.legacyBucketReader"), grant["name"]
     holders = {r["inputs"]["member"].split(":")[1].split("@")[0] for r in bucket_grants}
     cluster = plan.one(CLUSTER)["inputs"]["name"]
-    assert holders == {f"{cluster}-cpu-np", f"{cluster}-tpu-np", f"{cluster}-convert", f"{cluster}-export"}, (
-        "system nodes get no bucket access; each CPU step has its own identity (no publication here)"
+    assert holders == {f"{cluster}-{n}" for n in ("cpu-np", "tpu-np", "convert", "export", "publish")}, (
+        "system nodes get no bucket access; each CPU step has its own identity, the publication's in every stack"
     )
     assert all(r["inputs"]["bucket"] == plan.one("gcp:storage/bucket:Bucket")["inputs"]["name"] for r in bucket_grants)
     project = plan.one(CLUSTER)["inputs"]["project"]
-    for step in ("convert", "export"):
+    for step in ("convert", "export", "publish"):
         wi = plan.one("gcp:serviceaccount/iAMMember:IAMMember", f"{step}-workload-identity")["inputs"]
         assert wi["role"] == "roles/iam.workloadIdentityUser"
         assert wi["member"] == f"serviceAccount:{project}.svc.id.goog[tpu-rl/tpu-rl-{step}]", "only its own KSA"
         assert f"/serviceAccounts/{cluster}-{step}@" in wi["serviceAccountId"], "binds the step's own Google account"
-        pod = step_resources(plan)[step]["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    published = step_resources(plan_of(stack, "tpu-rl:publish.repo=acme/m"))
+    for step in ("convert", "export", "publish"):
+        pod = published[step]["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
         assert pod["spec"]["serviceAccountName"] == f"tpu-rl-{step}", "the step's pods run as its own KSA"
-    accounts = {r["inputs"]["accountId"] for r in plan.find("gcp:serviceaccount/account:Account")}
-    assert f"{cluster}-publish" not in accounts, "no publication, no identity"
 
 
 @pytest.mark.slow
 def test_service_account_ids_fit_the_30_character_limit():
     plan = plan_of("dev", "tpu-rl:clusterName=abcdefghijklmnopqrst")
     ids = [r["inputs"]["accountId"] for r in plan.find("gcp:serviceaccount/account:Account")]
-    assert len(ids) == 5 and all(6 <= len(i) <= 30 for i in ids)
-    published = plan_of("dev", "tpu-rl:clusterName=abcdefghijklmnopqrst", "tpu-rl:publish.repo=acme/m")
-    ids = [r["inputs"]["accountId"] for r in published.find("gcp:serviceaccount/account:Account")]
-    assert "abcdefghijklmnopqrst-publish" in ids and all(6 <= len(i) <= 30 for i in ids)
+    assert len(ids) == 6 and "abcdefghijklmnopqrst-publish" in ids and all(6 <= len(i) <= 30 for i in ids)
 
 
 def test_bucket_security(dev_plan, prod_plan):

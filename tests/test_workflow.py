@@ -30,6 +30,7 @@ def test_steps_run_in_order_on_awaited_results(stack):
         "scratch-storage-class",
         "convert-ksa",
         "export-ksa",
+        "publish-ksa",
         "hf-token",
     }
     assert ready <= set(s["convert"]["options"]["dependsOn"])

@@ -8,7 +8,10 @@ Each identity gets object access only under the prefixes its step reads or write
   the converted commit) and writes ``<model>/export/``; the publication reads ``<model>/export/`` and writes
   ``<model>/publish/`` (its record). No step can write another's output: the export's identity cannot plant
   files in what the publication uploads, and the publication's (it holds the Hub write token) can change
-  nothing the other steps made;
+  nothing the other steps made. Every stack has all of them, the publication's too: turning the publication
+  on later changes no IAM, so its step never starts before its grants have propagated (IAM takes up to 7
+  minutes, https://cloud.google.com/iam/docs/access-change-propagation), and an identity no pod runs as can
+  do nothing;
 - ``cpu`` (the Pathways head runs with ``hostNetwork``, hence as the node's account) and ``tpu`` (the
   Pathways workers, likewise): read ``<model>/convert/``, write ``<model>/train/`` (checkpoints, TensorBoard)
   and the Pathways scratch ``pathways/`` (the prefix ``pathways``: the folder's own name included).
@@ -58,9 +61,9 @@ ACCESS: dict[str, Access] = {
 """Identity -> what it may touch: each CPU step's own, and the node accounts of cpu-np and the TPU pools."""
 
 
-def step_identities(publishes: bool) -> tuple[str, ...]:
-    """The steps with an identity of their own in a stack (the publication's only when it publishes)."""
-    return tuple(name for name, access in ACCESS.items() if access.step and (publishes or name != PUBLISH))
+def step_identities() -> tuple[str, ...]:
+    """The steps with an identity of their own (every stack has each, whether or not it runs the step)."""
+    return tuple(name for name, access in ACCESS.items() if access.step)
 
 
 @dataclass(frozen=True)
@@ -102,13 +105,11 @@ def _prefix(model: str, step: str) -> str:
     return PATHWAYS_SCRATCH.removesuffix("/") if step == "scratch" else step_prefix(model, step)
 
 
-def bucket_grants(model: str, publishes: bool = False) -> list[BucketGrant]:
-    """Every identity's grants on the bucket for a stack training ``model`` (the publication's when it
-    ``publishes``); an identity that reads nothing gets no reader grant."""
+def bucket_grants(model: str) -> list[BucketGrant]:
+    """Every identity's grants on the bucket for a stack training ``model``; an identity that reads nothing gets
+    no reader grant."""
     grants = []
     for holder, access in ACCESS.items():
-        if access.step and holder not in step_identities(publishes):
-            continue
         grants.append(BucketGrant(holder, BUCKET_READER_ROLE, ()))
         grants.append(BucketGrant(holder, WRITER_ROLE, tuple(_prefix(model, s) for s in access.write)))
         if access.read:

@@ -42,8 +42,6 @@ class IdentitiesArgs:
     """Its name as configured (the IAM conditions name it)."""
     model: str
     """The model the steps train (its prefixes bound each account's object access, ``infra.gcp.access``)."""
-    publishes: bool = False
-    """Whether the stack publishes (the publication's account and grants)."""
     private_registries: bool = False
     """Whether an allowed image registry may be private (the nodes then get ``REGISTRY_READER``)."""
 
@@ -82,7 +80,7 @@ class NodeIdentities(pulumi.ComponentResource):
                         opts=child,
                     )
                 )
-        for grant in bucket_grants(args.model, args.publishes):
+        for grant in bucket_grants(args.model):
             self.grants.append(
                 gcp.storage.BucketIAMMember(
                     grant.resource_name,
