@@ -12,6 +12,13 @@ what a one-line message needs. Models here ignore fields they do not declare (th
 nothing silently (``strict``: a number is not a string), and make outside text printable once: ``Text`` is a
 string scrubbed of control characters, escapes and anything token-like (``core.redact.scrub``) and cut to a
 bound, so no later message has to scrub it again.
+
+The one exception, on purpose: the Google clients' replies (``infra.gcp.capacity``). Those clients already
+parse the JSON into typed protobuf messages (a field of another type is the protobuf parser's error, which
+names the field; the check reports it as one line naming the API), so a second model of the same fields would
+only copy the library's types; what protobuf cannot say (a field present, a count in range, the object asked
+for) is checked where the message is read, into frozen dataclasses, with the same one-line errors and the same
+``scrub``.
 """
 
 from __future__ import annotations
