@@ -17,22 +17,21 @@ POLICY_VENV := policy/venv
 # unhashed requirements.txt into it; a venv/ directory it made that way is refused here, not reused.
 # The installer is uv (UV_VERSION, below): it installs the lock in a few seconds where pip takes about a minute.
 # uv and pip (PIP_VERSION: Pulumi.yaml's `toolchain: pip` lists the venv's packages with it) come from their own
-# hashed lock, requirements-uv.lock, installed by the python3's own pip into a venv made without one (`python3 -m
-# venv` spends some 8 s compiling the pip it bundles); a python3 whose pip lacks `--python` (pip < 22.3) or has no
-# pip gets the bundled one and installs the lock with it. Nothing is compiled to bytecode at install (all of
-# pulumi_gcp would take ~25 s of CPU): Python writes it for what is imported.
+# hashed lock, requirements-uv.lock, installed by python3's own pip into a venv made without one (`python3 -m
+# venv` spends some 8 s compiling the pip it bundles); where python3's pip cannot (pip < 22.3 has no `--python`,
+# or python3 has no pip), the venv gets its bundled pip (ensurepip) and installs the same lock with it. Nothing
+# is compiled to bytecode at install (all of pulumi_gcp would take ~25 s of CPU): Python writes it for what is
+# imported.
 UV := $(VENV)/bin/uv
 VENV_GUARD = if [ -e venv ] && [ ! -L venv ]; then echo "error: venv/ is a directory, not the link to $(VENV) (made by pulumi?): remove it and run make again" >&2; exit 1; fi
 UV_INSTALL = $(UV) pip install --quiet --require-hashes --no-deps
-PIP_INSTALL = pip install --quiet --no-compile --require-hashes --no-deps
+PIP_INSTALL = install --quiet --no-compile --require-hashes --no-deps
 
 $(UV): requirements-uv.lock
 	@$(VENV_GUARD)
-	if $(PYTHON) -m pip --python $(PYTHON) --version >/dev/null 2>&1; then \
-		$(PYTHON) -m venv --without-pip $(VENV) && $(PYTHON) -m pip --python $(PY) $(PIP_INSTALL) -r requirements-uv.lock; \
-	else \
-		$(PYTHON) -m venv $(VENV) && $(PY) -m $(PIP_INSTALL) -r requirements-uv.lock; \
-	fi
+	$(PYTHON) -m venv --without-pip $(VENV)
+	$(PYTHON) -m pip --python $(PY) $(PIP_INSTALL) -r requirements-uv.lock 2>/dev/null || \
+		{ $(PY) -m ensurepip --default-pip >/dev/null && $(PY) -m pip $(PIP_INSTALL) -r requirements-uv.lock; }
 	touch $@
 
 $(VENV)/.installed: $(UV) requirements.lock requirements.txt

@@ -7,7 +7,11 @@ requirements-uv.lock pins the installers themselves (uv, UV_VERSION, and pip, PI
 from __future__ import annotations
 
 import importlib.metadata as metadata
+import os
 import re
+import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -187,6 +191,9 @@ def _env(target: dict[str, str] | None, extra: str = "") -> dict[str, str]:
     return {**(target or {}), "extra": extra}
 
 
+PIP_INSTALL_LINE = re.compile(r"\bpip (--python \S+ )?install\b")
+"""A line that installs with pip or uv (``pip install``, ``uv pip install``, ``pip --python <venv> install``)."""
+
 # Each install rule of the Makefile and the lock it installs, hash-checked, nothing else.
 INSTALLS = {
     "$(UV)": "requirements-uv.lock",
@@ -222,9 +229,10 @@ def makefile_problems(makefile: str, locks: dict[str, str]) -> list[str]:
             continue
         if lock not in rule["prereqs"].split():
             problems.append(f"{target} does not depend on {lock}")
-        installs = [line.strip() for line in expand(makefile, rule["recipe"]).splitlines() if "pip install" in line]
+        recipe = expand(makefile, rule["recipe"]).splitlines()
+        installs = [line.strip() for line in recipe if PIP_INSTALL_LINE.search(line)]
         hashed = [line for line in installs if re.search(rf"\s-r {re.escape(lock)}(\s|;|$)", line)]
-        if not any("--require-hashes" in line and "--no-deps" in line for line in hashed):
+        if not hashed or not all("--require-hashes" in line and "--no-deps" in line for line in hashed):
             problems.append(f"{target} does not install --require-hashes --no-deps -r {lock}")
         problems += [f"unhashed install in {target}: {line}" for line in installs if line not in hashed]
     uv = re.search(r"^UV_VERSION := (\d+\.\d+\.\d+)$", makefile, re.MULTILINE)
@@ -384,3 +392,42 @@ def test_each_check_fails_on_a_broken_lock_requirements_or_makefile(lock, mutant
         )
     else:
         assert makefile_problems(mutate(MAKEFILE.read_text()), locks())
+
+
+@pytest.mark.slow  # two real installs of uv and pip (about 15 s)
+@pytest.mark.parametrize("python_pip", ["has --python", "lacks --python"])
+def test_the_installer_rule_makes_a_venv_with_the_pinned_uv_and_pip_either_way(tmp_path, python_pip):
+    """`make`'s first rule, as a new user's `make up` runs it: python3's own pip installs uv and pip into a venv
+    made without one; a python3 whose pip lacks `--python` (pip < 22.3, or none) gets the venv's bundled pip,
+    which installs the same lock. Either way the venv has the lock's uv and pip, and nothing else was resolved."""
+    if not shutil.which("make"):
+        pytest.skip("make is not installed")
+    for name in ("Makefile", "requirements-uv.lock"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    python = Path(sys.base_prefix) / "bin" / "python3"
+    if python_pip == "lacks --python":
+        wrapper = tmp_path / "python3"
+        wrapper.write_text(
+            "#!/bin/sh\n"
+            'if [ "$1 $2 $3" = "-m pip --python" ]; then echo "no such option: --python" >&2; exit 2; fi\n'
+            f'exec {python} "$@"\n'
+        )
+        wrapper.chmod(0o755)
+        python = wrapper
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    done = subprocess.run(
+        ["make", "--no-print-directory", f"PYTHON={python}", ".venv/bin/uv"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    pins = {pin.name: pin.version for pin in parse_lock(UV_LOCK.read_text())[0]}
+    uv = subprocess.run([tmp_path / ".venv/bin/uv", "--version"], capture_output=True, text=True, check=True)
+    assert uv.stdout.split()[1] == pins["uv"]
+    pip = subprocess.run(
+        [tmp_path / ".venv/bin/python", "-m", "pip", "--version"], capture_output=True, text=True, check=True
+    )
+    assert pip.stdout.split()[1] == pins["pip"], "Pulumi's pip toolchain lists the venv's packages with it"
