@@ -549,7 +549,9 @@ class FakeCluster:
             ca = trustme.CA()
             context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             ca.issue_cert("127.0.0.1").configure_cert(context)
-            server.socket = context.wrap_socket(server.socket, server_side=True)
+            # The handshake happens in each connection's own thread (on its first read), not in accept(): there
+            # one slow client (a CPU-starved worker) would hold up every other handshake past its connect budget.
+            server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
             self.ca_pem = ca.cert_pem.bytes()
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}"
         threading.Thread(target=server.serve_forever, daemon=True).start()
