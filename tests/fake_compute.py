@@ -241,6 +241,19 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
 
 
+def serve_project(
+    fake: FakeCompute, project: str, quotas: Mapping[str, tuple[float, float]], zone: str = "us-east5-b"
+) -> None:
+    """``project``'s region (``zone``'s) answers with ``quotas`` and the zone has no VMs: what the capacity check
+    reads of a project before its reservation and quota answers."""
+    name = zone.rsplit("-", 1)[0]
+    fake.routes[f"/compute/v1/projects/{project}/regions/{name}"] = (200, region(name, quotas))
+    fake.routes[f"/compute/v1/projects/{project}/zones/{zone}/instances"] = (
+        200,
+        {"kind": "compute#instanceList", "items": []},
+    )
+
+
 @contextmanager
 def fake_compute() -> Iterator[FakeCompute]:
     fake = FakeCompute()

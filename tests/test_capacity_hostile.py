@@ -15,7 +15,16 @@ from google.auth.credentials import AnonymousCredentials
 
 from infra.gcp import capacity
 from infra.gcp.capacity import MAX_REPLY_BYTES, ReplyEncodingError, ReplyError, ReplyTooLargeError, capped_body
-from tests.fake_compute import crypto_key, fake_compute, key_ring, quota_info, quota_path, region, reservation
+from tests.fake_compute import (
+    crypto_key,
+    fake_compute,
+    key_ring,
+    quota_info,
+    quota_path,
+    region,
+    reservation,
+    serve_project,
+)
 from tests.hostile import bomb
 from tests.lifecycle_walk import settings
 
@@ -82,11 +91,7 @@ def compute(monkeypatch):
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     with fake_compute() as fake:
         for project in (P, "my-tpu-dev-project"):
-            fake.routes[f"/compute/v1/projects/{project}/regions/us-east5"] = (200, region("us-east5", ENOUGH))
-            fake.routes[f"/compute/v1/projects/{project}/zones/us-east5-b/instances"] = (
-                200,
-                {"kind": "compute#instanceList", "items": []},
-            )
+            serve_project(fake, project, ENOUGH)
         fake.routes[RES] = (200, reservation("my-v6e-32-reservation", project=P, zone="us-east5-b", count=8))
         fake.routes[RING] = (200, key_ring(RING_NAME))
         fake.routes[KEY] = (200, crypto_key(KEY_NAME))

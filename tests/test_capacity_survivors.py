@@ -11,7 +11,7 @@ from google.auth.credentials import AnonymousCredentials
 from infra.gcp import capacity
 from infra.gcp.capacity import SURVIVORS, CryptoKey, Finding, surviving_key_findings
 from tests.conftest import SENTINEL_TOKEN, plan_of
-from tests.fake_compute import crypto_key, error, fake_compute, key_ring, region, reservation
+from tests.fake_compute import crypto_key, error, fake_compute, key_ring, reservation, serve_project
 from tests.lifecycle_walk import settings
 from tools.plan import plan_stack
 from tools.stack_files import ROOT
@@ -31,14 +31,7 @@ def compute(monkeypatch):
     """The real project's Compute and Service Usage answer well; no ring yet (a test makes one survive)."""
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     with fake_compute() as fake:
-        fake.routes[f"/compute/v1/projects/{PROJECT}/regions/us-east5"] = (
-            200,
-            region("us-east5", {"CPUS": (1000, 0), "N4_CPUS": (600, 0)}),
-        )
-        fake.routes[f"/compute/v1/projects/{PROJECT}/zones/us-east5-b/instances"] = (
-            200,
-            {"kind": "compute#instanceList", "items": []},
-        )
+        serve_project(fake, PROJECT, {"CPUS": (1000, 0), "N4_CPUS": (600, 0)})
         fake.routes[f"/compute/v1/projects/{PROJECT}/zones/us-east5-b/reservations/res-a"] = (
             200,
             reservation("res-a", project=PROJECT, zone="us-east5-b", count=8),

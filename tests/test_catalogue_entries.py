@@ -42,7 +42,14 @@ from core.tpu import (
 from infra.gcp import capacity
 from infra.gcp.capacity import Held, Reservation, needs, reservation_findings
 from tests.conftest import SENTINEL_TOKEN
-from tests.fake_compute import FakeCompute, aggregate_reservation, fake_compute, quota_info, quota_path, region
+from tests.fake_compute import (
+    FakeCompute,
+    aggregate_reservation,
+    fake_compute,
+    quota_info,
+    quota_path,
+    serve_project,
+)
 from tests.lifecycle_walk import settings
 from tools.plan import plan_stack
 from tools.plan.offline import Plan
@@ -333,14 +340,7 @@ def compute(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCompute]:
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     with fake_compute() as fake:
         for project in ("my-tpu-prod-project", "my-tpu-dev-project"):
-            fake.routes[f"/compute/v1/projects/{project}/regions/us-east5"] = (
-                200,
-                region("us-east5", {"CPUS": (1000, 0), "N4_CPUS": (600, 0)}),
-            )
-            fake.routes[f"/compute/v1/projects/{project}/zones/us-east5-b/instances"] = (
-                200,
-                {"kind": "compute#instanceList", "items": []},
-            )
+            serve_project(fake, project, {"CPUS": (1000, 0), "N4_CPUS": (600, 0)})
         yield fake
 
 
