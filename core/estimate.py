@@ -1,7 +1,8 @@
 """A small, documented cost and duration model for one workflow run (plain functions, no Pulumi).
 
-Model: each step takes an assumed wall-clock time (the model's catalogue entry, ``core.models.MODELS``, and
-the named constants below), and a chip-hour costs its TPU version's list price (its entry in
+Model: each step takes an assumed wall-clock time (the step's catalogue entry, ``core.steps.STEPS``: training
+by the training model below, a CPU step by its model's entry, ``core.models.MODELS``; a step with no assumed
+time is not estimated), and a chip-hour costs its TPU version's list price (its entry in
 ``core.tpu.CATALOGUE``) in the capacity mode. TPU chip-hours are billed while TPU VMs exist:
 
 - ``reservation``: the static slice exists from ``pulumi up`` until ``pulumi destroy``, so it bills
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.models import MODELS
-from core.names import STEPS, StepName
+from core.steps import STEPS, StepName
 from core.tpu import CATALOGUE, Capacity, SliceShape, TpuVersionName
 
 # What the model assumes beyond the catalogues: each TPU version's list prices are its entry's
@@ -191,15 +192,18 @@ def estimate_run(
     chips = shape.chips * slices
     price = usd_per_chip_hour(shape.version, capacity)
     reserved = capacity == "reservation"
-    hours: dict[StepName, float]
-    if run is None:
-        hours = dict.fromkeys(STEPS, 0.0)
-    else:
-        model = MODELS[run.model]
-        hours = {"convert": model.convert_hours, "train": train_hours(run, chips), "export": model.export_hours}
+    estimated = [facts for facts in STEPS.values() if facts.holds_tpu or facts.hours is not None]
+    hours: dict[StepName, float] = {}
+    for facts in estimated:
+        if run is None:
+            hours[facts.name] = 0.0
+        elif facts.hours is not None:
+            hours[facts.name] = facts.hours(MODELS[run.model])
+        else:
+            hours[facts.name] = train_hours(run, chips)
     steps = []
     for step, step_hours in hours.items():
-        holds_tpu = step == "train"
+        holds_tpu = STEPS[step].holds_tpu
         if reserved:
             billed = step_hours
         elif holds_tpu and step_hours:

@@ -3,7 +3,7 @@ program knows about it.
 
 An entry (``Model`` in ``MODELS``) holds its names (tpu-rl's, the Hub repository's, MaxText's ``model_name``),
 the size of its bf16 weights, from which the CPU steps' memory (``step_memory_gib``) and scratch
-(``scratch_gib``) and cpu-np's boot disk check are derived, and the durations the cost model assumes for it
+(``core.steps.scratch_gib``) and cpu-np's boot disk check are derived, and the durations the cost model assumes for it
 (``core.estimate``). No code branches on a model's name: a new model is one entry here, and the config rules,
 the plan and the estimate follow (docs/architecture.md "Catalogues"; ``tests/test_catalogue_entries.py`` adds
 one to prove it). The export's layout (``core.hf_model``: the language model under ``model.language_model.``
@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-from core.names import StepName
 
 
 @dataclass(frozen=True)
@@ -87,17 +85,6 @@ def step_memory_gib(model: Model) -> int:
     being the pod the kernel kills when the node runs short (gemma4-26b: 168 GiB on a 256 GB n4-standard-64,
     where the Pathways head, which runs between them, is not scheduled at the same time)."""
     return math.ceil((WEIGHT_COPIES * model.weights_gib + RUNTIME_GIB) / 8) * 8
-
-
-SCRATCH_SLACK_GIB = 20
-"""Room on a CPU step's scratch beyond the weights it downloads (Hugging Face's cache index, a partial download)."""
-
-
-def scratch_gib(model: Model, step: StepName) -> int:
-    """A CPU step's scratch (``HF_HOME``, the publication's work folder; an ``emptyDir`` on cpu-np's boot disk):
-    the conversion holds the Hugging Face download and the MaxText checkpoint it writes (two copies of the
-    weights), the export and the publication one."""
-    return model.weights_gib * (2 if step == "convert" else 1) + SCRATCH_SLACK_GIB
 
 
 def boot_disk_allocatable_gib(disk_gb: int) -> float:

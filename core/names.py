@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final
 
 PROJECT = "tpu-rl"
 """The Pulumi project and the namespace of its configuration keys."""
 
-StepName = Literal["convert", "train", "export", "publish"]
-"""A step of the workflow (a closed set mypy checks): the three of ``STEPS`` and ``PUBLISH``."""
-STEPS: Final[tuple[StepName, ...]] = ("convert", "train", "export")
-"""The workflow's steps, in the order they run."""
 PUBLISH: Final = "publish"
-"""The optional fourth step (``tpu-rl:publish.repo``): the verified export uploaded to the Hub."""
+"""The optional step that uploads the verified export to the Hub (``tpu-rl:publish.repo``; ``core.steps``)."""
 
 SYSTEM_POOL = "system"
 CPU_POOL = "cpu-np"

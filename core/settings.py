@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from core.knobs import KnobValue
 from core.models import Model
+from core.steps import StepName
 from core.tpu import Capacity, SliceShape, TpuVersionName
 
 
@@ -115,6 +116,9 @@ class WorkflowSettings:
     """Compare the exported model with the base model before `up` succeeds (``core.hf_model.compare``)."""
     stall_timeout: int = 7200
     """Seconds a training attempt may go without a new log line before it is ended as stalled."""
+    steps: tuple[StepName, ...] = ()
+    """The steps of the catalogue this stack runs, in order (``core.steps``: every required one and each optional
+    one whose switch is on; none while the workflow is off)."""
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,11 @@ from core.config.values import OFFLINE_SECRETS
 from core.estimate import estimate_for
 from core.names import KMS_API, REQUIRED_APIS
 from core.settings import Settings
+from core.steps import STEPS
 from infra.gcp.apis import ProjectApis
 from infra.gcp.cluster import GkeCluster, GkeClusterArgs
 from infra.gcp.identities import IdentitiesArgs, NodeIdentities
-from infra.gcp.kms import SecretsKey, SecretsKeyArgs
+from infra.gcp.kms import PROPAGATION_SECONDS, GrantPropagation, SecretsKey, SecretsKeyArgs
 from infra.gcp.naming import names_for
 from infra.gcp.network import Network, NetworkArgs
 from infra.gcp.storage import ArtifactBucket, BucketArgs, bucket_args
@@ -69,6 +70,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
             bucket=bucket.bucket.name,
             bucket_name=settings.bucket_name,
             model=settings.model.spec.name,
+            steps=settings.workflow.steps,
             private_registries=any(r not in IMAGE_REGISTRIES for r in settings.images.registries),
         ),
         after_apis,
@@ -90,6 +92,20 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
         )
     gke = GkeCluster("gke", GkeClusterArgs(settings, names, network, identities, secrets_key), after_apis)
 
+    # An identity that only a stack running its step has is new when the step is turned on: the step's Kubernetes
+    # service account, and so the step, waits for its Workload Identity binding and grants to take effect.
+    waits: dict[str, list[pulumi.Resource]] = {
+        step: [
+            GrantPropagation(
+                f"{step}-access-propagation",
+                identities.email(step),
+                PROPAGATION_SECONDS,
+                opts=pulumi.ResourceOptions(depends_on=[gke.workload_identities[step], *identities.grants]),
+            )
+        ]
+        for step, facts in STEPS.items()
+        if facts.identity == "when-run" and step in names.ksas
+    }
     token = pulumi.Config().get_secret("hfToken") if settings.hf_token_set else None
     write_token = pulumi.Config().get_secret("hfWriteToken") if settings.publish.repo else None
     platform = KubernetesPlatform(
@@ -101,6 +117,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
             cluster=gke.cluster,
             step_sa_emails={step: identities.email(step) for step in names.ksas},
             workload_grants=[*gke.workload_identities.values(), *identities.grants],
+            step_waits=waits,
             hf_token=token,
             hf_write_token=write_token,
             live=live,

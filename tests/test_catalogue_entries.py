@@ -25,8 +25,8 @@ from google.auth.credentials import AnonymousCredentials
 from core.config import ConfigError
 from core.config.schema import DEFAULT_PODS_READY, DEFAULT_RESTARTS, DEFAULT_UNSCHEDULABLE, FIELDS_BY_KEY
 from core.estimate import FLEX_START_FACTOR, SPOT_FACTOR, estimate_for, training_run, usd_per_chip_hour
-from core.models import MODELS, Model, model_for_maxtext, scratch_gib, step_memory_gib
-from core.names import PUBLISH, STEPS, StepName
+from core.models import MODELS, Model, model_for_maxtext, step_memory_gib
+from core.steps import REQUIRED, STEPS, StepName, scratch_gib
 from core.tpu import (
     CAPACITY_MODES,
     CATALOGUE,
@@ -192,7 +192,8 @@ def test_the_closed_sets_and_the_tables_keyed_by_them():
     for table in (DEFAULT_RESTARTS, DEFAULT_PODS_READY, DEFAULT_UNSCHEDULABLE):
         assert set(table) == set(CAPACITY_MODES)
     assert all(usd_per_chip_hour(v, c) > 0 for v in TPU_VERSIONS for c in CAPACITY_MODES)
-    assert set(get_args(StepName)) == {*STEPS, PUBLISH}
+    assert get_args(StepName) == tuple(STEPS) and all(name == facts.name for name, facts in STEPS.items())
+    assert REQUIRED == ("convert", "train", "export")
     # The config schema reads them with the messages it always had (tests/data/config-messages.tsv pins them).
     with pytest.raises(ConfigError, match=r"expected one of reservation, spot, flex-start, on-demand$"):
         FIELDS_BY_KEY["tpu-rl:tpu.capacity"].read("tpu-rl:tpu.capacity", "preemptible")

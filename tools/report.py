@@ -72,6 +72,10 @@ class RunInfo:
     """What it published (repo, branch, commit), once it has."""
     base: dict[str, str] | None = None
     """The base model the conversion converted (repo, revision, commit: ``source.json``), once it has."""
+    record_uris: dict[str, str] = field(default_factory=dict)
+    """Step -> its record (``core.records``), for each step of the stack whose output is one."""
+    records: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    """Step -> its record as read (``StepRecord.to_json``), None while it has none."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -83,6 +87,7 @@ class RunInfo:
             "steps": self.steps,
             "published": self.published,
             "base": self.base,
+            **({"records": self.records} if self.record_uris else {}),
         }
 
 
@@ -111,6 +116,7 @@ def info_from_settings(settings: Settings, raw: dict[str, str], secret_keys: fro
         config_diff=config_diff(raw, secret_keys),
         estimate=estimate_for(settings).to_output(),
         publish_uri=plan.publish.artifact_uri if plan.publish else None,
+        record_uris={s.step: s.artifact_uri for s in plan.steps if s.output == "record"},
     )
 
 
@@ -229,6 +235,7 @@ def render_html(report: dict[str, Any], info: RunInfo, plots: list[tuple[str, st
 <h2>Before and after GRPO</h2>
 <table><tr><th></th><th>before</th><th>after</th><th>change</th></tr>{rows}</table>
 {base_note}
+{_record_sections(info)}
 <h2>Training curves</h2>{images}
 <h2>Configuration (differences from the tutorial)</h2>
 <table><tr><th>setting</th><th>this run</th><th>tutorial</th></tr>{diff_rows}</table>
@@ -240,6 +247,32 @@ start-up or the time between attempts; Orbax's step-0 scalars left out), summed,
 estimate is tpu-rl's model (core/estimate.py).</p>
 </body></html>
 """
+
+
+def _record_sections(info: RunInfo) -> str:
+    """One section per step record (``core.records``: checked and printable where it was read), or that the step
+    has not recorded yet."""
+    sections = []
+    for step, uri in info.record_uris.items():
+        record = info.records.get(step)
+        if record is None:
+            sections.append(f"<h2>{html.escape(step)}</h2><p>not recorded yet (<code>{html.escape(uri)}</code>)</p>")
+            continue
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in record["columns"])
+        rows = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in record["rows"])
+        sections.append(
+            f"<h2>{html.escape(record['title'])} ({html.escape(step)})</h2>"
+            f"<p>{html.escape(record['summary'])}</p><table><tr>{head}</tr>{rows}</table>"
+        )
+    return "\n".join(sections)
+
+
+def _read_record(client: Any, uri: str) -> dict[str, Any] | None:
+    """A step's record as read from GCS (bounded), None while it has none; ``StorageError`` when GCS cannot say."""
+    from workloads.run.artifacts import bounded, step_record
+
+    found = bounded(client, f"reading {uri}", lambda call: step_record(client, uri, **call))
+    return found.to_json() if found else None
 
 
 def _base_row(info: RunInfo) -> str:
@@ -415,6 +448,8 @@ def _run(args: argparse.Namespace) -> int:
             output = convert["outputUri"]
             found = bounded(client, f"reading {output}", lambda call: source_record(client, output, **call))
             info.base = found.model_dump(include={"repo", "revision", "commit"}) if found else None
+        for step, uri in info.record_uris.items():
+            info.records[step] = _read_record(client, uri)
         if info.publish_uri:
             from workloads.run.artifacts import bounded, published_record
 

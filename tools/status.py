@@ -205,9 +205,29 @@ def _converted(client: Any, step: Step) -> str:
     return scrub(f"base {record.repo}@{record.commit[:12]}", limit=200)
 
 
-DETAILS: dict[str, Callable[[Any, Step], str]] = {"maxtext-checkpoint": _converted, "hub-record": _published}
+def _recorded(client: Any, step: Step) -> str:
+    """A step record's detail (``core.records``): its title and summary, as the step wrote them (parsed where read).
+    A convenience like the conversion's: when GCS cannot say, the row says so."""
+    from workloads.run.artifacts import StorageError, bounded, step_record
+
+    record_uri = step.artifact_uri
+    try:
+        record = bounded(client, f"reading {record_uri}", lambda call: step_record(client, record_uri, **call))
+    except StorageError as err:
+        return scrub(f"record unknown ({err})", limit=200)
+    if record is None:
+        return f"no record at {record_uri}"
+    return scrub(f"{record.title}: {record.summary}", limit=200)
+
+
+DETAILS: dict[str, Callable[[Any, Step], str]] = {
+    "maxtext-checkpoint": _converted,
+    "hub-record": _published,
+    "record": _recorded,
+}
 """A completed step's detail column by the kind of output it left (``Step.output``): the commit a conversion
-converted, the branch a publication made (training's is the run's progress, ``training_detail``)."""
+converted, the branch a publication made, a step record's summary (training's is the run's progress,
+``training_detail``)."""
 
 
 def render(settings: Settings, plan: Workflow, statuses: list[StepStatus], now: datetime) -> str:

@@ -295,12 +295,16 @@ class PublishWiring(StepWiring):
         if context.reader is not None:
             digests = context.reader.image_digests([plan.train, plan.export], after=results["export"])
 
+        # The records of the steps before it (an evaluation's answers) are in the card: it waits for them.
+        recorded = [results[s.step] for s in plan.steps if s.output == "record" and s.step in results]
+
         def card(args: list[Any]) -> dict[str, Any]:
-            trained, images, converted = args
-            readme, image = self._card(context, step, trained, images, converted["baseCommit"])
+            trained, images, converted, *records = args
+            found = tuple(r["record"] for r in records if r.get("record"))
+            readme, image = self._card(context, step, trained, images, converted["baseCommit"], found)
             return card_config_map(settings, card_name(step.name), step.step_id, readme, image)
 
-        manifest = pulumi.Output.all(results["train"], digests, results["convert"]).apply(card)
+        manifest = pulumi.Output.all(results["train"], digests, results["convert"], *recorded).apply(card)
         card_map = KubernetesObject(
             card_name(step.name),
             {
@@ -352,7 +356,12 @@ class PublishWiring(StepWiring):
 
     @staticmethod
     def _card(
-        context: Context, step: Step, found: dict[str, Any], digests: dict[str, str], commit: str | None
+        context: Context,
+        step: Step,
+        found: dict[str, Any],
+        digests: dict[str, str],
+        commit: str | None,
+        records: tuple[dict[str, Any], ...] = (),
     ) -> tuple[str, bytes | None]:
         """The model card's text and the reward curve (``workloads.build.model_card``), from plain values; the
         base is the ``commit`` converted."""
@@ -398,6 +407,7 @@ class PublishWiring(StepWiring):
             export_uri=plan.export.artifact_uri if settings.publish.private else "",
             base_license=context.base_license,
             private=settings.publish.private,
+            records=records,
         )
         return model_card(facts), image
 
@@ -463,14 +473,38 @@ class PublishWiring(StepWiring):
         return str(record["commit"]) if record else None
 
 
+class RecordWiring(StepWiring):
+    """A step whose output is a step record (``core.records``): it hands on the record, checked and parsed, which
+    the ``steps`` output summarises and the model card shows."""
+
+    def verify(self, context: Context, step: Step, used: Sequence[Result]) -> Result:
+        from workloads.run.artifacts import no_step_record, step_record
+
+        record = gcs_read(
+            f"reading {step.artifact_uri}", lambda client, call: step_record(client, step.artifact_uri, **call)
+        )
+        if record is None:
+            retried(step, no_step_record(step.artifact_uri))
+        pulumi.log.info(f"{step.step}: {record.title}: {record.summary}", context.parent)
+        return {"uri": step.artifact_uri, "record": record.to_json()}
+
+    def offline(self, context: Context, step: Step) -> Result:
+        return {"uri": step.artifact_uri, "record": None}
+
+    def outputs(self, result: pulumi.Output[Result]) -> dict[str, pulumi.Output[Any]]:
+        return {"summary": result.apply(lambda found: (found["record"] or {}).get("summary"))}
+
+
 WIRING: dict[str, StepWiring] = {
     "convert": ConvertWiring(),
     "train": TrainWiring(),
     "export": ExportWiring(),
     PUBLISH: PublishWiring(),
 }
-"""The steps that do more than the generic path, by name; any other step is a ``StepWiring()``."""
+"""The steps that do more than the generic path, by name."""
+BY_OUTPUT: dict[str, StepWiring] = {"record": RecordWiring()}
+"""What any other step does, by the kind of output it leaves (``Step.output``); else the generic ``StepWiring``."""
 
 
 def wiring_of(step: Step) -> StepWiring:
-    return WIRING.get(step.step) or StepWiring()
+    return WIRING.get(step.step) or BY_OUTPUT.get(step.output) or StepWiring()

@@ -14,8 +14,8 @@ from core.config.values import canonical_cidr, error
 from core.inputs import parse_json
 from core.knobs import TRAINING_KNOBS
 from core.machines import HYPERDISK_FAMILIES, PD_FAMILIES, boot_disk_type, machine_family, machine_shape
-from core.models import MODELS, Model, boot_disk_allocatable_gib, scratch_gib, step_memory_gib
-from core.names import LOCAL_QUEUE, PROJECT, PUBLISH, STEPS
+from core.models import MODELS, Model, boot_disk_allocatable_gib, step_memory_gib
+from core.names import LOCAL_QUEUE, PROJECT
 from core.pathways import head_requests
 from core.settings import (
     GkeSettings,
@@ -29,6 +29,7 @@ from core.settings import (
     TrainingSettings,
     WorkflowSettings,
 )
+from core.steps import STEPS, scratch_gib
 from core.tpu import CATALOGUE, FLEX_START_MIN_GKE, Capacity, SliceShape, resolve_slice
 
 MAX_REGISTRIES = 20
@@ -199,11 +200,12 @@ def build_settings(values: dict[str, Any], stack: str) -> Settings:
         capacity_check=v[_k("workflow.capacityCheck")],
         verify_export=v[_k("workflow.verifyExport")],
         max_restarts=DEFAULT_RESTARTS[tpu.capacity] if restarts is None else restarts,
-        timeouts={step: v[_k(f"workflow.timeouts.{step}")] for step in (*STEPS, PUBLISH)},
+        timeouts={step: v[_k(f"workflow.timeouts.{step}")] for step in STEPS},
         jobset_version=v[_k("workflow.jobsetVersion")],
         unschedulable_timeout=DEFAULT_UNSCHEDULABLE[tpu.capacity] if unschedulable is None else unschedulable,
         step_memory_gib=step_memory_gib(model) if memory is None else memory,
         stall_timeout=v[_k("workflow.stallTimeout")],
+        steps=tuple(s.name for s in STEPS.values() if s.switch is None or v[s.switch]) if enabled else (),
     )
     if enabled:
         if not v["hfTokenSet"]:
@@ -461,16 +463,17 @@ def check_cpu_disk(pool: PoolSettings, model: Model) -> None:
     """cpu-np's boot disk must hold the largest CPU step's scratch (an ``emptyDir`` there): a disk too small for
     it makes the kubelet evict the pod under disk pressure, which its pod failure policy re-creates until the
     deadline."""
-    need = max(scratch_gib(model, step) for step in ("convert", "export")) + SCRATCH_HEADROOM_GIB
+    largest = max(STEPS, key=lambda step: scratch_gib(model, step))
+    need = scratch_gib(model, largest) + SCRATCH_HEADROOM_GIB
     if boot_disk_allocatable_gib(pool.disk_size_gb) >= need:
         return
     smallest = next(gb for gb in range(pool.disk_size_gb, 65537) if boot_disk_allocatable_gib(gb) >= need)
     raise error(
         _k("cpuPool.diskSizeGb"),
         pool.disk_size_gb,
-        f"{model.name}'s conversion keeps {scratch_gib(model, 'convert')} GiB of scratch on cpu-np's boot disk, "
-        f"which at {pool.disk_size_gb} GB leaves pods {boot_disk_allocatable_gib(pool.disk_size_gb):.0f} GiB; use "
-        f"at least {smallest} GB",
+        f"{model.name}'s {STEPS[largest].noun} keeps {scratch_gib(model, largest)} GiB of scratch on cpu-np's boot "
+        f"disk, which at {pool.disk_size_gb} GB leaves pods {boot_disk_allocatable_gib(pool.disk_size_gb):.0f} GiB; "
+        f"use at least {smallest} GB",
     )
 
 

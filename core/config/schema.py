@@ -14,6 +14,7 @@ from core.config.values import Boolean, Duration, Integer, Number, OneOf, Reader
 from core.knobs import DATASETS, OPTIMIZERS, TRAINING_KNOBS, Knob
 from core.models import DEFAULT_MODEL, MODELS, step_memory_gib
 from core.names import PROJECT
+from core.steps import STEPS
 from core.tpu import CAPACITY_MODES, CATALOGUE, DEFAULT_VERSION, Capacity, TpuVersionName
 
 REQUIRED = object()
@@ -489,15 +490,12 @@ FIELDS: tuple[Field, ...] = (
         "MaxText's own Gemma 4 RL script allows vLLM's engine to start (compilation included)",
         samples=("45m",),
     ),
-    Field(_key("workflow.timeouts.convert"), Duration(60, 168 * 3600), "4h", "deadline of the conversion"),
-    Field(_key("workflow.timeouts.train"), Duration(60, 168 * 3600), "24h", "deadline of each training attempt"),
-    Field(_key("workflow.timeouts.export"), Duration(60, 168 * 3600), "4h", "deadline of the export"),
-    Field(
-        _key("workflow.timeouts.publish"),
-        Duration(60, 168 * 3600),
-        "4h",
-        "deadline of the publication (tpu-rl:publish.repo)",
+    # each step of the catalogue: its deadline, and the switch of an optional step that has one of its own
+    *(
+        Field(_key(f"workflow.timeouts.{s.name}"), Duration(60, 168 * 3600), s.timeout, s.timeout_doc)
+        for s in STEPS.values()
     ),
+    *(Field(s.switch, Boolean(), False, s.switch_doc) for s in STEPS.values() if s.switch and s.switch_doc),
     Field(
         _key("workflow.jobsetVersion"),
         OneOf(JOBSET_VERSIONS),

@@ -1,20 +1,25 @@
 """Who may read and write where in the artifacts bucket: IAM conditions on object-name prefixes (plain data).
 
-Each identity gets object access only under the prefixes its step reads or writes (``core.layout``):
+Each identity gets object access only under the prefixes its step reads or writes (``core.layout``), as the
+step catalogue says (``core.steps.STEPS``: what each step ``reads``, and who it runs as):
 
 - each CPU step has a Google service account of its own, which its pods' Kubernetes service account
-  (``core.names.step_ksa``) maps to by Workload Identity: the conversion writes ``<model>/convert/``; the
-  export reads ``<model>/train/`` (the checkpoint it exports) and ``<model>/convert/`` (the base's files at
-  the converted commit) and writes ``<model>/export/``; the publication reads ``<model>/export/`` and writes
-  ``<model>/publish/`` (its record). No step can write another's output: the export's identity cannot plant
-  files in what the publication uploads, and the publication's (it holds the Hub write token) can change
-  nothing the other steps made. Every stack has all of them, the publication's too: turning the publication
-  on later changes no IAM, so its step never starts before its grants have propagated (IAM takes up to 7
-  minutes, https://cloud.google.com/iam/docs/access-change-propagation), and an identity no pod runs as can
-  do nothing;
+  (``core.names.step_ksa``) maps to by Workload Identity, and which writes only the step's own
+  ``<model>/<step>/`` and reads only the outputs of the steps it reads: the conversion writes
+  ``<model>/convert/``; the export reads ``<model>/train/`` (the checkpoint it exports) and ``<model>/convert/``
+  (the base's files at the converted commit) and writes ``<model>/export/``; the publication reads
+  ``<model>/export/`` and writes ``<model>/publish/`` (its record). No step can write another's output: the
+  export's identity cannot plant files in what the publication uploads, and the publication's (it holds the Hub
+  write token) can change nothing the other steps made. A step whose identity is ``always`` has it in every
+  stack, the publication's too: turning the publication on later changes no IAM, so its step never starts
+  before its grants have propagated (IAM takes up to 7 minutes,
+  https://cloud.google.com/iam/docs/access-change-propagation), and an identity no pod runs as can do nothing.
+  A ``when-run`` identity exists only in a stack that runs its step, and its Kubernetes service account waits
+  for the propagation (``program.stack``);
 - ``cpu`` (the Pathways head runs with ``hostNetwork``, hence as the node's account) and ``tpu`` (the
-  Pathways workers, likewise): read ``<model>/convert/``, write ``<model>/train/`` (checkpoints, TensorBoard)
-  and the Pathways scratch ``pathways/`` (the prefix ``pathways``: the folder's own name included).
+  Pathways workers, likewise), for the step that runs as the ``nodes`` (training): read ``<model>/convert/``,
+  write ``<model>/train/`` (checkpoints, TensorBoard) and the Pathways scratch ``pathways/`` (the prefix
+  ``pathways``: the folder's own name included).
 
 Each step's script creates its output folder before MaxText does anything (``workloads.build.commands``
 ``mark_folder``): TensorFlow's GCS filesystem, which MaxText's paths go through, walks up from a new folder
@@ -30,14 +35,17 @@ may list names, none may read or change an object outside its prefixes.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from core.layout import PATHWAYS_SCRATCH, step_prefix
-from core.names import PUBLISH
+from core.steps import STEPS
 
 WRITER_ROLE = "roles/storage.objectUser"
 READER_ROLE = "roles/storage.objectViewer"
 BUCKET_READER_ROLE = "roles/storage.legacyBucketReader"
+NODE_ACCOUNTS = ("cpu", "tpu")
+"""The node pools' accounts a ``nodes`` step runs as: cpu-np's (the Pathways head) and the TPU pools'."""
 
 
 @dataclass(frozen=True)
@@ -51,19 +59,25 @@ class Access:
     pool's account, which the pods that run with ``hostNetwork`` use."""
 
 
-ACCESS: dict[str, Access] = {
-    "convert": Access(write=("convert",)),
-    "export": Access(write=("export",), read=("train", "convert")),
-    PUBLISH: Access(write=(PUBLISH,), read=("export",)),
-    "cpu": Access(write=("train", "scratch"), read=("convert",), step=False),
-    "tpu": Access(write=("train", "scratch"), read=("convert",), step=False),
-}
-"""Identity -> what it may touch: each CPU step's own, and the node accounts of cpu-np and the TPU pools."""
+def access(running: Collection[str] = ()) -> dict[str, Access]:
+    """Identity -> what it may touch, for a stack running the steps ``running``: each CPU step's own (those whose
+    identity is ``always``, and each ``when-run`` one that runs), then the node accounts of cpu-np and the TPU
+    pools (what the ``nodes`` steps write and read, and the Pathways scratch)."""
+    own: dict[str, Access] = {
+        name: Access(write=(name,), read=facts.reads)
+        for name, facts in STEPS.items()
+        if facts.identity == "always" or (facts.identity == "when-run" and name in running)
+    }
+    nodes = [facts for facts in STEPS.values() if facts.identity == "nodes"]
+    write = tuple(facts.name for facts in nodes) + ("scratch",)
+    read = tuple(dict.fromkeys(r for facts in nodes for r in facts.reads))
+    return {**own, **{account: Access(write=write, read=read, step=False) for account in NODE_ACCOUNTS}}
 
 
-def step_identities() -> tuple[str, ...]:
-    """The steps with an identity of their own (every stack has each, whether or not it runs the step)."""
-    return tuple(name for name, access in ACCESS.items() if access.step)
+def step_identities(running: Collection[str] = ()) -> tuple[str, ...]:
+    """The steps with an identity of their own in a stack running ``running`` (every stack has each ``always``
+    one, whether or not it runs the step)."""
+    return tuple(name for name, entry in access(running).items() if entry.step)
 
 
 @dataclass(frozen=True)
@@ -105,13 +119,13 @@ def _prefix(model: str, step: str) -> str:
     return PATHWAYS_SCRATCH.removesuffix("/") if step == "scratch" else step_prefix(model, step)
 
 
-def bucket_grants(model: str) -> list[BucketGrant]:
-    """Every identity's grants on the bucket for a stack training ``model``; an identity that reads nothing gets
-    no reader grant."""
+def bucket_grants(model: str, running: Collection[str] = ()) -> list[BucketGrant]:
+    """Every identity's grants on the bucket for a stack training ``model`` and running the steps ``running``; an
+    identity that reads nothing gets no reader grant."""
     grants = []
-    for holder, access in ACCESS.items():
+    for holder, entry in access(running).items():
         grants.append(BucketGrant(holder, BUCKET_READER_ROLE, ()))
-        grants.append(BucketGrant(holder, WRITER_ROLE, tuple(_prefix(model, s) for s in access.write)))
-        if access.read:
-            grants.append(BucketGrant(holder, READER_ROLE, tuple(_prefix(model, s) for s in access.read)))
+        grants.append(BucketGrant(holder, WRITER_ROLE, tuple(_prefix(model, s) for s in entry.write)))
+        if entry.read:
+            grants.append(BucketGrant(holder, READER_ROLE, tuple(_prefix(model, s) for s in entry.read)))
     return grants

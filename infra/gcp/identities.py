@@ -3,9 +3,9 @@ access.
 
 Pathways and TPU pods run with ``hostNetwork`` and therefore as the *node's* service account, so the cpu and
 tpu node accounts get object access on our bucket only, under the prefixes their steps use
-(``infra.gcp.access``). Each CPU step (convert, export, publish) has an account of its own, with only its
-step's prefixes, which its pods' Kubernetes service account maps to through Workload Identity (bound in
-``infra.gcp.cluster`` once the identity pool exists).
+(``infra.gcp.access``). Each CPU step (convert, export, publish, and a ``when-run`` step where it runs) has an
+account of its own, with only its step's prefixes, which its pods' Kubernetes service account maps to through
+Workload Identity (bound in ``infra.gcp.cluster`` once the identity pool exists).
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ class IdentitiesArgs:
     """Its name as configured (the IAM conditions name it)."""
     model: str
     """The model the steps train (its prefixes bound each account's object access, ``infra.gcp.access``)."""
+    steps: tuple[str, ...] = ()
+    """The steps the stack runs (a ``when-run`` step's account and grants exist only where it runs)."""
     private_registries: bool = False
     """Whether an allowed image registry may be private (the nodes then get ``REGISTRY_READER``)."""
 
@@ -80,7 +82,7 @@ class NodeIdentities(pulumi.ComponentResource):
                         opts=child,
                     )
                 )
-        for grant in bucket_grants(args.model):
+        for grant in bucket_grants(args.model, args.steps):
             self.grants.append(
                 gcp.storage.BucketIAMMember(
                     grant.resource_name,

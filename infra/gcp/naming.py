@@ -24,7 +24,7 @@ class Names:
     tpu_pools: tuple[str, ...]
     service_accounts: dict[str, str]
     """Role -> account id (6-30 characters): the node pools' (system, cpu, tpu) and each CPU step's own
-    (convert, export and publish, in every stack: ``infra.gcp.access``)."""
+    (convert, export and publish in every stack, a ``when-run`` step's where it runs: ``infra.gcp.access``)."""
     ksas: dict[str, str]
     """CPU step -> its pods' Kubernetes service account, bound to the step's own Google account."""
 
@@ -33,7 +33,7 @@ def names_for(settings: Settings) -> Names:
     """All names derive from clusterName (at most 20 characters, so every id fits its limit)."""
     c = settings.cluster_name
     slice_prefix = f"tpu-{settings.tpu.version}-{settings.slice.topology}"
-    steps = step_identities()
+    steps = step_identities(settings.workflow.steps)
     return Names(
         network=f"{c}-net",
         subnet=f"{c}-sub",

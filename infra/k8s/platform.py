@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pulumi
@@ -63,6 +63,8 @@ class PlatformArgs:
     """The cluster's kubeconfig (secret): what those checks read with (``infra.k8s.live``)."""
     first_jobset: Mapping[str, Any] | None = None
     """The workflow's first step's JobSet (None without the workflow): dry-run created before any step is."""
+    step_waits: Mapping[str, Sequence[pulumi.Resource]] = field(default_factory=dict)
+    """CPU step -> what else its service account waits for (a new identity's propagation, ``program.stack``)."""
 
 
 class KubernetesPlatform(pulumi.ComponentResource):
@@ -139,7 +141,10 @@ class KubernetesPlatform(pulumi.ComponentResource):
             KubernetesObject(
                 f"{step}-ksa",
                 service_account_manifest(settings.namespace, ksa, labels, args.step_sa_emails[step]),
-                opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=workload_grants)),
+                opts=pulumi.ResourceOptions.merge(
+                    in_namespace,
+                    pulumi.ResourceOptions(depends_on=[*workload_grants, *args.step_waits.get(step, ())]),
+                ),
             )
             for step, ksa in names.ksas.items()
         ]

@@ -283,7 +283,25 @@ def export_script(argv: list[str], actor_uri: str, output_uri: str, repo: str, c
     return "\n".join(lines) + "\n"
 
 
-PUBLISH_HUB = _with_hf_model("publish_hub.py")
+def program(file_name: str) -> str:
+    """The text of a step's program ``workloads/run/<file_name>``, with ``core/hf_model.py``'s inlined where it
+    marks the place (``INLINED_START``): what ``python3 -c`` runs in the image, which has no copy of either."""
+    source = (Path(__file__).parents[1] / "run" / file_name).read_text()
+    return _with_hf_model(file_name) if INLINED_START in source else source
+
+
+def program_script(file_name: str, *words: str, output_uri: str) -> str:
+    """A step that runs one program: create its output folder, then ``exec`` the program ``file_name``
+    (``program``) with ``words``, each quoted."""
+    body = [
+        "set -euo pipefail",
+        mark_folder(output_uri),
+        "exec python3 -c " + " ".join(shlex.quote(word) for word in (program(file_name), *words)),
+    ]
+    return "\n".join(body) + "\n"
+
+
+PUBLISH_HUB = program("publish_hub.py")
 CARD_DIR = "/card"
 """Where the publish step's card (its ConfigMap: ``README.md``, the reward curve) is mounted."""
 PUBLISH_WORK = "/scratch/publish"
@@ -292,17 +310,10 @@ PUBLISHED = "published.json"
 
 
 def publish_script(export_uri: str, output_uri: str) -> str:
-    """Create the output folder, then upload the export with its card (``workloads/run/publish_hub.py``,
-    inlined: the image has no copy of it)."""
-    body = [
-        "set -euo pipefail",
-        mark_folder(output_uri),
-        "exec python3 -c "
-        + " ".join(
-            shlex.quote(word) for word in (PUBLISH_HUB, export_uri, CARD_DIR, PUBLISH_WORK, output_uri + PUBLISHED)
-        ),
-    ]
-    return "\n".join(body) + "\n"
+    """Create the output folder, then upload the export with its card (``workloads/run/publish_hub.py``)."""
+    return program_script(
+        "publish_hub.py", export_uri, CARD_DIR, PUBLISH_WORK, output_uri + PUBLISHED, output_uri=output_uri
+    )
 
 
 def run_record(settings: Settings, argv: list[str]) -> dict[str, object]:

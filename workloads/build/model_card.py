@@ -87,6 +87,9 @@ class CardFacts:
     or ``gemma``), None when it was not read."""
     private: bool = True
     """The repository is private: a public card names no private registry, project or bucket."""
+    records: Sequence[Mapping[str, Any]] = ()
+    """The records of the steps before the publication whose output is one (``core.records.StepRecord.to_json``,
+    checked where they were read): each a section of its own, after the evaluation."""
 
 
 CARD_SETTINGS = ("tpu-rl:model.", "tpu-rl:training.", "tpu-rl:tpu.")
@@ -128,6 +131,7 @@ def model_card(facts: CardFacts) -> str:
         _dataset(facts),
         _configuration(facts),
         _evaluation(facts),
+        *(_record(record) for record in facts.records),
         _compute(facts),
         _images(facts),
         _provenance(facts),
@@ -217,6 +221,15 @@ def _evaluation(facts: CardFacts) -> str:
     ]
     if facts.reward_image is not None:
         lines += ["", f"![Reward per optimizer step]({urllib.parse.quote(facts.reward_image)})"]
+    return "\n".join(lines)
+
+
+def _record(record: Mapping[str, Any]) -> str:
+    """A step's record (``core.records``): its title, its summary and its table, every cell escaped."""
+    columns = list(record["columns"])
+    lines = [f"## {_text(record['title'])}", "", _text(record["summary"] or NOT_RECORDED), ""]
+    lines += [_row(*(_text(c) for c in columns)), _row(*("---" for _ in columns))]
+    lines += [_row(*(_text(cell) for cell in row)) for row in record["rows"]]
     return "\n".join(lines)
 
 

@@ -21,13 +21,13 @@ import json
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from core.config.values import error
 from core.layout import CONVERTED, PATHWAYS_SCRATCH, actor_checkpoints, step_output
-from core.models import scratch_gib
 from core.names import CLUSTER_QUEUE, HF_WRITE_SECRET, PUBLISH, PUBLISH_ENV, QUEUE_LABEL, RETRY_ANNOTATION
 from core.settings import Settings
+from core.steps import STEPS, Output, StepName, scratch_gib
 from workloads.build import derived
 from workloads.build.commands import (
     CARD_DIR,
@@ -82,10 +82,6 @@ def step_hash(payload: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:HASH_CHARS]
 
 
-Output = Literal["maxtext-checkpoint", "checkpoints", "hf-model", "hub-record"]
-"""What a step leaves at its artifact URI, which says how its output is verified (``workloads.run.artifacts``
-``CHECKS``): a MaxText checkpoint and the base's record (the conversion), step folders of checkpoints
-(training), a Hugging Face model folder (the export), the record of a Hub branch and commit (the publication)."""
 MEMORY_FIX = "raise tpu-rl:workflow.stepMemoryGib (and tpu-rl:cpuPool.machineType if the node no longer fits it)"
 """What raises a CPU step's memory when its container was OOMKilled."""
 
@@ -266,24 +262,23 @@ def _logs(settings: Settings, job: str, container: str) -> str:
 
 def _cpu_step(
     settings: Settings,
-    step: str,
+    step: StepName,
     command: str,
     input_uri: str | None,
     artifact: str,
-    scratch_gib: int,
-    output: Output,
     memory_fix: str = MEMORY_FIX,
     **options: Any,
 ) -> Step:
-    """A CPU-only step (convert, export, publish): a single-pod JobSet on cpu-np (``options``: the
-    publication's, see ``cpu_jobset``)."""
+    """A CPU-only step (convert, export, publish, any other of the catalogue's): a single-pod JobSet on cpu-np that
+    runs ``command``, with the scratch its entry asks for (``options``: the publication's, see ``cpu_jobset``),
+    its output ``artifact`` (a name under its output folder, or ``""`` for the folder) verified by its kind."""
     manifest = cpu_jobset(
         settings,
         name=NAME,
         step=step,
         step_id=STEP_ID,
         command=["/bin/bash", "-c", command],
-        scratch_gib=scratch_gib,
+        scratch_gib=scratch_gib(settings.model.spec, step),
         annotations={**SKIP_AWAIT, **PATCH_FORCE},
         **options,
     )
@@ -303,7 +298,7 @@ def _cpu_step(
         await_seconds=deadline + AWAIT_GRACE_SECONDS,
         logs_command=_logs(settings, job, step),
         console_logs_url=console_logs_url(settings, job, step),
-        output=output,
+        output=STEPS[step].output,
         container=step,
         memory_fix=memory_fix,
     )
@@ -311,10 +306,9 @@ def _cpu_step(
 
 def _convert_step(settings: Settings, _before: Mapping[str, Step]) -> Step:
     """Hugging Face -> MaxText on cpu-np, of the commit it resolves ``tpu-rl:model.revision`` to."""
-    model = settings.model.spec
     argv = convert_argv(settings, OUTPUT)
     command = convert_script(settings, argv, OUTPUT)
-    return _cpu_step(settings, "convert", command, None, CONVERTED, scratch_gib(model, "convert"), "maxtext-checkpoint")
+    return _cpu_step(settings, "convert", command, None, CONVERTED)
 
 
 def _train_step(settings: Settings, before: Mapping[str, Step]) -> Step:
@@ -347,7 +341,7 @@ def _train_step(settings: Settings, before: Mapping[str, Step]) -> Step:
         await_seconds=(1 + settings.workflow.max_restarts) * (deadline + AWAIT_GRACE_SECONDS),
         logs_command=_logs(settings, head_job, WORKLOAD_CONTAINER),
         console_logs_url=console_logs_url(settings, head_job, WORKLOAD_CONTAINER),
-        output="checkpoints",
+        output=STEPS["train"].output,
         container=WORKLOAD_CONTAINER,
         memory_fix="the Pathways head's limits are xpk's (core/pathways.py HEAD_RESOURCES)",
         retry_note="training resumes from its last checkpoint",
@@ -377,7 +371,7 @@ def _export_step(settings: Settings, before: Mapping[str, Step]) -> Step:
     convert, train = before["convert"], before["train"]
     argv = export_argv(settings, OUTPUT)
     command = export_script(argv, train.artifact_uri, OUTPUT, model.hf_repo, convert.output_uri)
-    return _cpu_step(settings, "export", command, train.artifact_uri, "", scratch_gib(model, "export"), "hf-model")
+    return _cpu_step(settings, "export", command, train.artifact_uri, "")
 
 
 def _publish_step(settings: Settings, before: Mapping[str, Step]) -> Step:
@@ -396,8 +390,6 @@ def _publish_step(settings: Settings, before: Mapping[str, Step]) -> Step:
         publish_script(export.artifact_uri, OUTPUT),
         export.artifact_uri,
         PUBLISHED,
-        scratch_gib(settings.model.spec, PUBLISH),
-        "hub-record",
         f"the publication's {PUBLISH_MEMORY_GIB} GiB are fixed (workloads/build/steps.py PUBLISH_MEMORY_GIB): it "
         "streams the export, so running out of memory is a bug of the upload to report",
         secret=HF_WRITE_SECRET,
@@ -409,31 +401,30 @@ def _publish_step(settings: Settings, before: Mapping[str, Step]) -> Step:
 
 @dataclass(frozen=True)
 class StepSpec:
-    """One entry of the step catalogue: the step's name, its builder and whether a stack runs it."""
+    """One entry of the step catalogue: the step's name and its builder (its facts, among them whether a stack
+    runs it, are its entry in ``core.steps.STEPS``)."""
 
-    name: str
+    name: StepName
     """The step's name (``Step.step``): in its objects' names, its output paths and its config keys
     (``tpu-rl:workflow.timeouts.<name>``)."""
     build: Callable[[Settings, Mapping[str, Step]], Step]
     """Its ``Step`` from the settings and the steps planned before it, by name (what it reads)."""
-    runs: Callable[[Settings], bool] = lambda _settings: True
-    """Whether a stack with these settings runs it (an optional step is off by default)."""
 
 
 CATALOGUE: tuple[StepSpec, ...] = (
     StepSpec("convert", _convert_step),
     StepSpec("train", _train_step),
     StepSpec("export", _export_step),
-    StepSpec(PUBLISH, _publish_step, runs=lambda settings: settings.publish.repo is not None),
+    StepSpec(PUBLISH, _publish_step),
 )
-"""Every step in the order it runs: each reads only steps before it."""
+"""Every step's builder in the order the steps run (``core.steps.STEPS``'s): each reads only steps before it."""
 
 
 def plan_workflow(settings: Settings, catalogue: tuple[StepSpec, ...] = CATALOGUE) -> Workflow:
-    """The steps of the catalogue the settings run, each named by the hash of what it runs: convert, train,
-    export and, with ``tpu-rl:publish.repo``, publish."""
+    """The steps of the catalogue the settings run (``Settings.workflow.steps``), each named by the hash of what
+    it runs: convert, train, export and each optional step that is on (publish with ``tpu-rl:publish.repo``)."""
     planned: dict[str, Step] = {}
     for spec in catalogue:
-        if spec.runs(settings):
+        if spec.name in settings.workflow.steps:
             planned[spec.name] = spec.build(settings, planned)
     return Workflow(tuple(planned.values()))

@@ -23,7 +23,8 @@ from workloads.run.checkpoint_scan import PARAMS_DIR, ListingTooLongError, newes
 if TYPE_CHECKING:  # imported lazily: the offline plan never talks to GCS
     from google.cloud import storage
 
-    from workloads.build.steps import Output
+    from core.records import StepRecord
+    from core.steps import Output
 
 MAX_SHOWN = 5
 """Problems of one output named in the error (then how many more)."""
@@ -272,11 +273,16 @@ def _record_problem(client: Any, record_uri: str, **call: Any) -> str | None:
     return None if published_record(client, record_uri, **call) else no_record(record_uri)
 
 
+def _step_record_problem(client: Any, record_uri: str, **call: Any) -> str | None:
+    return None if step_record(client, record_uri, **call) else no_step_record(record_uri)
+
+
 CHECKS: dict[Output, Callable[..., str | None]] = {
     "maxtext-checkpoint": converted_problem,
     "checkpoints": _checkpoints_problem,
     "hf-model": exported_problem,
     "hub-record": _record_problem,
+    "record": _step_record_problem,
 }
 """How each kind of output (``Step.output``) is verified: ``check(client, artifact_uri, **call)``, why it is not
 usable or None."""
@@ -328,3 +334,23 @@ def short_run_warning(found: FinalCheckpoint, expected: int, prefill: int) -> st
         f"gave fewer full batches; exporting step {found.step} ({found.uri}). Raise "
         "tpu-rl:training.maxPrefillPredictLength if you need every step"
     )
+
+
+def step_record(client: Any, record_uri: str, **call: Any) -> StepRecord | None:
+    """A step's record (``core.records``), None when it is missing or is not one (the step did not finish)."""
+    from google.api_core.exceptions import NotFound
+
+    from core.hf_model import read_object
+    from core.records import MAX_RECORD_BYTES as LIMIT
+    from core.records import parse_record
+
+    bucket, name = split_uri(record_uri)
+    try:
+        data = read_object(client.bucket(bucket).blob(name), LIMIT, f"reading {record_uri}", 0, LIMIT - 1, **call)
+    except NotFound:
+        return None
+    return parse_record(data, record_uri)
+
+
+def no_step_record(record_uri: str) -> str:
+    return f"the step finished but its record {record_uri} is missing or is not a step record"

@@ -1,0 +1,126 @@
+"""The step catalogue's facts: one entry per step of the workflow with everything the program knows about it
+besides how its JobSet is built (plain data; ``workloads.build.steps.CATALOGUE`` holds each step's builder).
+
+An entry (``StepFacts`` in ``STEPS``) says when a stack runs the step (``switch``), its deadline's default and
+description (``tpu-rl:workflow.timeouts.<name>``), the kind of output it leaves (how that output is verified,
+shown by ``tools.status`` and reported: ``Output``), whose outputs it reads and under which identity (the
+bucket prefixes it may touch, ``infra.gcp.access``), how much scratch disk it needs and what the estimate
+assumes for it. The configuration (``core.config.schema``), the identities and grants, the estimate, the
+artifact checks, the status and the report read these entries; no code branches on a step's name. A new step is
+an entry here, its builder in ``workloads.build.steps`` and its container program (docs/architecture.md
+"Catalogues").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from core.models import Model
+
+StepName = Literal["convert", "train", "export", "publish"]
+"""A step of the workflow (a closed set mypy checks): the keys of ``STEPS``."""
+Output = Literal["maxtext-checkpoint", "checkpoints", "hf-model", "hub-record", "record"]
+"""What a step leaves at its artifact URI, which says how its output is verified (``workloads.run.artifacts``
+``CHECKS``): a MaxText checkpoint and the base's record (the conversion), step folders of checkpoints
+(training), a Hugging Face model folder (the export), the record of a Hub branch and commit (the publication),
+or a step record (``core.records.StepRecord``: a titled table the status, the report and the model card show)."""
+Identity = Literal["always", "when-run", "nodes"]
+"""Who a step runs as: ``always``, a Google service account of its own that every stack has (turning the step on
+later changes no IAM, so its first run never races IAM propagation); ``when-run``, one of its own that only a
+stack running the step has (its Kubernetes service account waits for its grants to propagate,
+``infra.gcp.identities``); ``nodes``, the node pools' accounts (pods with ``hostNetwork``: Pathways)."""
+
+
+@dataclass(frozen=True)
+class StepFacts:
+    """One step: every fact the program knows about it outside its builder (the catalogue entry)."""
+
+    name: StepName
+    """In its objects' names, its output path ``<model>/<name>/<hash>/`` and its configuration keys."""
+    noun: str
+    """What messages call it (``conversion``)."""
+    timeout: str
+    """The default of ``tpu-rl:workflow.timeouts.<name>``: the deadline of each attempt."""
+    timeout_doc: str
+    """That key's description (docs/configuration.md)."""
+    output: Output
+    """What it leaves at its artifact URI."""
+    reads: tuple[StepName, ...] = ()
+    """The steps whose outputs its identity may read (it writes only its own)."""
+    identity: Identity = "always"
+    switch: str | None = None
+    """The configuration key that turns it on (its value true or non-empty; None: every workflow runs it). An
+    optional step runs only while the workflow does."""
+    switch_doc: str | None = None
+    """When set, ``switch`` is a boolean key of the step's own (default false) described so; None: the key is
+    declared elsewhere in the schema (``tpu-rl:publish.repo``)."""
+    scratch_copies: int = 1
+    """Copies of the model's bf16 weights its scratch disk holds (``scratch_gib``)."""
+    hours: Callable[[Model], float] | None = None
+    """The wall-clock hours the estimate assumes for it on cpu-np; None: not estimated (a short step)."""
+    holds_tpu: bool = False
+    """It runs on the TPU slice: the estimate prices it with the training model (``core.estimate``)."""
+
+
+def _convert_hours(model: Model) -> float:
+    return model.convert_hours
+
+
+def _export_hours(model: Model) -> float:
+    return model.export_hours
+
+
+STEPS: Final[dict[StepName, StepFacts]] = {
+    "convert": StepFacts(
+        "convert",
+        "conversion",
+        "4h",
+        "deadline of the conversion",
+        "maxtext-checkpoint",
+        scratch_copies=2,  # the Hugging Face download and the MaxText checkpoint written from it
+        hours=_convert_hours,
+    ),
+    "train": StepFacts(
+        "train",
+        "training",
+        "24h",
+        "deadline of each training attempt",
+        "checkpoints",
+        reads=("convert",),
+        identity="nodes",
+        scratch_copies=0,
+        holds_tpu=True,
+    ),
+    "export": StepFacts(
+        "export",
+        "export",
+        "4h",
+        "deadline of the export",
+        "hf-model",
+        reads=("train", "convert"),  # the checkpoint it exports; the base's files at the converted commit
+        hours=_export_hours,
+    ),
+    "publish": StepFacts(
+        "publish",
+        "publication",
+        "4h",
+        "deadline of the publication (tpu-rl:publish.repo)",
+        "hub-record",
+        reads=("export",),
+        switch="tpu-rl:publish.repo",
+    ),
+}
+"""Every step in the order it runs, by name: each reads only steps before it."""
+REQUIRED: Final[tuple[StepName, ...]] = tuple(name for name, facts in STEPS.items() if facts.switch is None)
+"""The steps every workflow runs."""
+
+SCRATCH_SLACK_GIB = 20
+"""Room on a CPU step's scratch beyond the weights it holds (Hugging Face's cache index, a partial download)."""
+
+
+def scratch_gib(model: Model, step: StepName) -> int:
+    """A CPU step's scratch (``HF_HOME``, a work folder; an ``emptyDir`` on cpu-np's boot disk): its
+    ``scratch_copies`` of the weights plus ``SCRATCH_SLACK_GIB``."""
+    return model.weights_gib * STEPS[step].scratch_copies + SCRATCH_SLACK_GIB
