@@ -181,13 +181,14 @@ def cpu_jobset(
     command: list[str],
     scratch_gib: int,
     annotations: dict[str, Any],
-    secret: str = HF_SECRET,
+    secret: str | None = HF_SECRET,
     memory_gib: int | None = None,
     env: tuple[dict[str, Any], ...] = (),
     config_map: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A single-pod JobSet on ``cpu-np`` with the token from ``secret`` and HF_HOME on scratch; ``env`` added
-    to the container's, ``config_map`` (name, path) mounted read-only (the publication's card).
+    """A single-pod JobSet on ``cpu-np`` with the token from ``secret`` (None: no token, for a step that needs no
+    Hub access) and HF_HOME on scratch; ``env`` added to the container's, ``config_map`` (name, path) mounted
+    read-only (the publication's card).
 
     One replicated Job named after the step (Job ``<name>-<step>-0``, container ``<step>``). A failure of
     the step's container fails it at once (``cpu_pod_failure_policy``, ``backoffLimit: 0``, the JobSet's
@@ -275,7 +276,7 @@ def _cpu_pod(
     command: list[str],
     memory: int,
     scratch_gib: int,
-    secret: str,
+    secret: str | None,
     env: tuple[dict[str, Any], ...],
     config_map: tuple[str, str] | None,
 ) -> dict[str, Any]:
@@ -298,7 +299,7 @@ def _cpu_pod(
                 "command": command,
                 "securityContext": CPU_STEP_SECURITY,
                 "env": [
-                    token_env(secret),
+                    *([token_env(secret)] if secret else []),
                     _env("HF_HOME", "/scratch/huggingface"),
                     _env("HF_HUB_DISABLE_PROGRESS_BARS", "1"),
                     *env,
