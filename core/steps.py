@@ -19,7 +19,7 @@ from typing import Final, Literal
 
 from core.models import Model
 
-StepName = Literal["convert", "train", "export", "publish"]
+StepName = Literal["convert", "train", "export", "evaluate", "publish"]
 """A step of the workflow (a closed set mypy checks): the keys of ``STEPS``."""
 Output = Literal["maxtext-checkpoint", "checkpoints", "hf-model", "hub-record", "record"]
 """What a step leaves at its artifact URI, which says how its output is verified (``workloads.run.artifacts``
@@ -101,6 +101,19 @@ STEPS: Final[dict[StepName, StepFacts]] = {
         "hf-model",
         reads=("train", "convert"),  # the checkpoint it exports; the base's files at the converted commit
         hours=_export_hours,
+    ),
+    "evaluate": StepFacts(
+        "evaluate",
+        "evaluation",
+        "3h",
+        "deadline of the evaluation (tpu-rl:workflow.steps.evaluate)",
+        "record",
+        reads=("export",),
+        identity="when-run",  # off by default: a stack that never evaluates has no identity for it
+        switch="tpu-rl:workflow.steps.evaluate",
+        switch_doc="after the export, load the exported model with transformers on cpu-np and answer five held-out "
+        "GSM8K test questions as training prompts them; the answers are in the `steps` output, the report and the "
+        "model card (off: no evaluation step, no identity for it)",
     ),
     "publish": StepFacts(
         "publish",

@@ -276,6 +276,8 @@ class Stack:
     """The stack's secrets as `pulumi up` decrypts them."""
     publisher: Callable[[Step], None] | None = None
     """What a completed publish step does (a scenario runs the step's real container command); None: nothing."""
+    record: bytes = b""
+    """What a completed step whose output is a step record (``core.records``) writes there."""
     state: dict[str, Recorded] = field(default_factory=dict)
     """URN -> every resource the state holds, in the order the engine writes them (dependencies first)."""
     pending_creates: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -835,6 +837,9 @@ class Stack:
         elif step.step == "publish":
             if self.publisher is not None:
                 self.publisher(step)
+        elif step.output == "record":
+            bucket, _, name = step.artifact_uri.removeprefix("gs://").partition("/")
+            self.gcs.bucket(bucket).blob(name).upload_from_string(self.record)
         else:
             bucket, _, prefix = step.artifact_uri.removeprefix("gs://").partition("/")
             for file, data in self.export_files.items():

@@ -304,14 +304,14 @@ DELETE = object()
             {"tpu-rl:workflow": {"zzzz": 1}},
             set(),
             "tpu-rl:workflow.zzzz = 1 is invalid: unknown field; known fields: capacityCheck, enabled, "
-            "jobsetVersion, maxRestarts, preflight, stallTimeout, stepMemoryGib, timeouts, unschedulableTimeout, "
-            "verifyExport",
+            "jobsetVersion, maxRestarts, preflight, stallTimeout, stepMemoryGib, steps, timeouts, "
+            "unschedulableTimeout, verifyExport",
         ),
         (
             {"tpu-rl:workflow": {"timeouts": {"tarin": "1h"}}},
             set(),
             'tpu-rl:workflow.timeouts.tarin = "1h" is invalid: unknown field; did you mean train? known fields: '
-            "convert, export, publish, train",
+            "convert, evaluate, export, publish, train",
         ),
         (
             {"tpu-rl:workflow": {"timeouts": ["1h"]}},

@@ -19,6 +19,7 @@ import pytest
 from tests.fake_hub import FakeHub
 from tests.hf_files import export_step, lay_out, maxtext_files, objects, run_export
 from tests.loopback import serve
+from tests.tiny_gemma import tiny_gemma4
 
 pytestmark = pytest.mark.slow
 
@@ -28,48 +29,6 @@ transformers = pytest.importorskip(
 )
 
 LANG = "model.language_model."
-
-
-def tiny_gemma4():
-    """A random Gemma 4 of 26B-A4B's kind at toy sizes, in BF16 (as the base repositories store it)."""
-    text = {
-        "vocab_size": 512,
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_hidden_layers": 6,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 1,
-        "head_dim": 16,
-        "global_head_dim": 16,
-        "num_global_key_value_heads": 1,
-        "hidden_size_per_layer_input": 0,
-        "vocab_size_per_layer_input": 512,
-        "enable_moe_block": True,
-        "num_experts": 4,
-        "top_k_experts": 2,
-        "moe_intermediate_size": 16,
-        "attention_k_eq_v": True,
-        "sliding_window": 16,
-        "layer_types": ["sliding_attention"] * 5 + ["full_attention"],
-        "max_position_embeddings": 256,
-    }
-    vision = {
-        "hidden_size": 16,
-        "intermediate_size": 32,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 2,
-        "head_dim": 8,
-        "global_head_dim": 8,
-        "patch_size": 4,
-        "position_embedding_size": 64,
-        "standardize": True,
-    }
-    tokens = {"image_token_id": 500, "boi_token_id": 501, "eoi_token_id": 502, "video_token_id": 503}
-    tokens.update(audio_token_id=504, boa_token_id=505, eoa_token_index=506)
-    config = transformers.Gemma4Config(text_config=text, vision_config=vision, audio_config=None, **tokens)
-    torch.manual_seed(0)
-    return transformers.Gemma4ForConditionalGeneration(config).to(torch.bfloat16)
 
 
 def raw(tensor) -> bytes:

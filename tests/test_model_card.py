@@ -639,3 +639,24 @@ def test_the_card_always_fits_its_config_map():
     assert "x" * MAX_VALUE_CHARS not in text and "x" * (MAX_VALUE_CHARS - 1) + "…" in text
     assert "and 380 more (the run's stack configuration has them all)" in text
     assert CARD_MAX_BYTES + (REWARD_IMAGE_MAX_BYTES + 2) // 3 * 4 < 1024 * 1024, "card + base64 curve < 1 MiB"
+
+
+EVALUATION_RECORD = {
+    "title": "Held-out questions",
+    "summary": "1 of 2 correct",
+    "columns": ["question", "expected", "answer", "correct"],
+    "rows": [["What is 2 + 2?", "4", "4", "yes"], ["A | B <script>", "3", "*7*", "no"]],
+}
+"""A step record (``core.records``) as the evaluation step writes it, a model's text among it."""
+
+
+@pytest.mark.pure
+def test_the_model_card_shows_each_record_after_the_evaluation():
+    without = card()
+    text = card(records=(EVALUATION_RECORD,))
+    found = sections(text)
+    assert list(found).index("Held-out questions") == list(found).index("Evaluation") + 1
+    part = found["Held-out questions"]
+    assert "| question | expected | answer | correct |" in part
+    assert r"| A \| B \<script\> | 3 | \*7\* | no |" in part, "every cell escaped: no markup, no table break"
+    assert "Held-out questions" not in without

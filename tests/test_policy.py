@@ -134,6 +134,16 @@ def test_a_publishing_stack_passes_every_policy_prod_passes():
         assert violations(base_plan("publishing"), name, "prod") == violations(base_plan("prod"), name, "prod"), name
 
 
+@pytest.mark.slow
+def test_an_evaluating_stack_passes_every_policy_prod_passes():
+    """The evaluation's JobSet (no token, its own account), its account, grants and propagation wait change no
+    verdict."""
+    evaluating = plan_of("prod", "tpu-rl:workflow.steps.evaluate=true")
+    assert any(r["name"] == "evaluate-ksa" for r in evaluating.resources)
+    for name in BY_NAME:
+        assert violations(evaluating, name, "prod") == violations(plan_of("prod"), name, "prod"), name
+
+
 def test_prod_is_stricter_than_dev():
     order = {"disabled": 0, "advisory": 1, "mandatory": 2}
     for name in BY_NAME:

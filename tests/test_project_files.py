@@ -64,6 +64,7 @@ def test_declared_defaults_are_the_schema_defaults():
         "convert": "4h",
         "train": "24h",
         "export": "4h",
+        "evaluate": "3h",
         "publish": "4h",
     }
     assert all(fields_of(f.top) for f in FIELDS)

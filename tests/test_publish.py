@@ -630,3 +630,42 @@ def test_an_export_object_that_is_not_a_model_file_stops_the_upload_and_nothing_
     assert len(lines) == 1 and "the export holds an object that is not a file of a model folder" in lines[0]
     assert not list(tmp_path.rglob("escaped.safetensors")) and not list(tmp_path.rglob("abs.json"))
     assert not [r for r in hub.requests if r.startswith("PUT ") or "/commit/" in r], "nothing uploaded"
+
+
+RECORD = {
+    "title": "Held-out questions",
+    "summary": "4 of 5 correct",
+    "columns": ["question", "expected", "answer", "correct"],
+    "rows": [["Janet's ducks lay 16 eggs per day ...", "18", "18", "yes"]],
+}
+
+
+@pytest.mark.slow
+def test_up_with_the_evaluation_puts_its_record_in_the_outputs_and_the_card_and_retries_a_missing_one(
+    stack, monkeypatch, tmp_path
+):
+    """The evaluation (a catalogue entry, a builder and a program, nothing else) goes the generic way: created
+    after the verified export with its own account, checked, summarised in ``steps``, and the publication's card
+    waits for it and shows its record; a completed evaluation without its record is run again by the next `up`."""
+    hub = WritableHub.fresh()
+    with serve(hub) as url:
+        publishing_up(stack, monkeypatch, tmp_path, url, hub)
+        stack.overrides = [*stack.overrides, "tpu-rl:workflow.steps.evaluate=true"]
+        stack.record = b"{}"  # a completed evaluation that left no record
+        failed = stack.up()
+        evaluate = stack.steps()["evaluate"]
+        error = str(failed.error)
+        assert f"the step finished but its record {evaluate.artifact_uri} is missing or is not a step record" in error
+        assert f"the next `pulumi up` runs {evaluate.name} again" in error
+        assert stack.steps().publish.name not in failed.actions, "the publication waits for the evaluation"
+
+        stack.record = json.dumps(RECORD).encode()
+        done = stack.up()
+        assert done.error is None, done.error
+        assert done.plan.outputs["steps"]["evaluate"]["summary"] == "4 of 5 correct"
+        names = [r["name"] for r in done.plan.resources]
+        assert {"evaluate-sa", "evaluate-ksa", "evaluate-access-propagation"} <= set(names)
+        card = next(r for r in done.plan.resources if r["name"] == f"{stack.steps().publish.name}-card")
+        readme = card["inputs"]["data"]["README.md"]
+        assert "## Held-out questions\n\n4 of 5 correct\n" in readme
+        assert "| Janet's ducks lay 16 eggs per day ... | 18 | 18 | yes |" in readme

@@ -26,6 +26,7 @@ from typing import Any
 from core.config.values import error
 from core.layout import CONVERTED, PATHWAYS_SCRATCH, actor_checkpoints, step_output
 from core.names import CLUSTER_QUEUE, HF_WRITE_SECRET, PUBLISH, PUBLISH_ENV, QUEUE_LABEL, RETRY_ANNOTATION
+from core.records import RECORD
 from core.settings import Settings
 from core.steps import STEPS, Output, StepName, scratch_gib
 from workloads.build import derived
@@ -37,6 +38,7 @@ from workloads.build.commands import (
     convert_script,
     export_argv,
     export_script,
+    program_script,
     publish_script,
     train_argv,
     train_script,
@@ -399,6 +401,73 @@ def _publish_step(settings: Settings, before: Mapping[str, Step]) -> Step:
     )
 
 
+HELD_OUT = (
+    (
+        "Janet’s ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for her "
+        "friends every day with four. She sells the remainder at the farmers' market daily for $2 per fresh duck egg. "
+        "How much in dollars does she make every day at the farmers' market?",
+        "18",
+    ),
+    ("A robe takes 2 bolts of blue fiber and half that much white fiber.  How many bolts in total does it take?", "3"),
+    (
+        "Josh decides to try flipping a house.  He buys a house for $80,000 and then puts in $50,000 in repairs.  This "
+        "increased the value of the house by 150%.  How much profit did he make?",
+        "70000",
+    ),
+    (
+        "James decides to run 3 sprints 3 times a week.  He runs 60 meters each sprint.  How many total meters does he "
+        "run a week?",
+        "540",
+    ),
+    (
+        "Every day, Wendi feeds each of her chickens three cups of mixed chicken feed, containing seeds, mealworms and "
+        "vegetables to help keep them healthy.  She gives the chickens their feed in three separate meals. In the "
+        "morning, she gives her flock of chickens 15 cups of feed.  In the afternoon, she gives her chickens another "
+        "25 cups of feed.  How many cups of feed does she need to give her chickens in the final meal of the day if "
+        "the size of Wendi's flock is 20 chickens?",
+        "20",
+    ),
+)
+"""The evaluation's questions and answers: the first five of GSM8K's test split (``openai/gsm8k``, ``main``, MIT
+licence), held out from both datasets (training reads GSM8K's train split; OpenMathInstruct-2 is synthesised from
+GSM8K's and MATH's training sets)."""
+SYSTEM_PROMPT = (
+    "You are given a problem. Think about the problem and provide your reasoning. Place it between {reasoning_start} "
+    "and {reasoning_end}. Then, provide the final answer (i.e., just one numerical value) between {solution_start} "
+    "and {solution_end}."
+)
+"""The ``SYSTEM_PROMPT`` of training's data template (``core.knobs.PLAIN_TEMPLATE``,
+``maxtext/examples/chat_templates/openmathinstruct2_rl.json``), its tokens rl.yml's unless the stack sets them."""
+EVALUATE_WORK = "/scratch/evaluate"
+
+
+def _evaluate_step(settings: Settings, before: Mapping[str, Step]) -> Step:
+    """The verified export loaded with transformers on cpu-np (``workloads/run/evaluate_export.py``), prompted as
+    training prompts (the data template in the tokenizer's chat template), graded on ``HELD_OUT``: a step record."""
+    export = before["export"]
+    extra = settings.training.extra_args
+    tokens = {
+        name: extra.get(f"{name}_token", default)
+        for name, default in (
+            ("reasoning_start", "<reasoning>"),
+            ("reasoning_end", "</reasoning>"),
+            ("solution_start", "<answer>"),
+            ("solution_end", "</answer>"),
+        )
+    }
+    spec = {
+        "system": SYSTEM_PROMPT.format(**tokens),
+        "answerStart": tokens["solution_start"],
+        "answerEnd": tokens["solution_end"],
+        "maxNewTokens": 512,
+        "questions": [{"question": question, "answer": answer} for question, answer in HELD_OUT],
+    }
+    words = (export.artifact_uri, EVALUATE_WORK, OUTPUT + RECORD, json.dumps(spec, ensure_ascii=False))
+    command = program_script("evaluate_export.py", *words, output_uri=OUTPUT)
+    offline = ({"name": "HF_HUB_OFFLINE", "value": "1"},)  # it reads the export from GCS, nothing from the Hub
+    return _cpu_step(settings, "evaluate", command, export.artifact_uri, RECORD, secret=None, env=offline)
+
+
 @dataclass(frozen=True)
 class StepSpec:
     """One entry of the step catalogue: the step's name and its builder (its facts, among them whether a stack
@@ -415,6 +484,7 @@ CATALOGUE: tuple[StepSpec, ...] = (
     StepSpec("convert", _convert_step),
     StepSpec("train", _train_step),
     StepSpec("export", _export_step),
+    StepSpec("evaluate", _evaluate_step),
     StepSpec(PUBLISH, _publish_step),
 )
 """Every step's builder in the order the steps run (``core.steps.STEPS``'s): each reads only steps before it."""

@@ -1,0 +1,507 @@
+"""A step's program that grades the export on held-out questions. It runs in the MaxText post-training image as
+``python3 -c`` of this file's text with ``core/hf_model.py`` inlined in place of its import
+(``workloads.build.commands._with_hf_model``, as the publish step runs ``publish_hub.py``). The exported model
+answers each question as training prompted it, and the step records how many answers were right.
+
+    python3 evaluate_export.py EXPORT_URI WORK_DIR RECORD_URI SPEC_JSON
+
+1. ``SPEC_JSON`` is checked before anything is read: one JSON object with exactly ``system``, ``answerStart``,
+   ``answerEnd`` (non-empty strings, the two markers different), ``maxNewTokens`` (1 to 4096) and ``questions``
+   (1 to 20 objects with exactly a non-empty ``question`` and ``answer``). Nothing else is accepted (``parse_spec``).
+2. The export's objects are listed, and every name is checked before anything is downloaded. Each must be a file
+   of a model folder: one plain name whose path stays inside the folder (``core.hf_model.export_file_problem``).
+   Then every object is downloaded into ``WORK_DIR/model``, which is emptied first (a restarted pod keeps its
+   scratch disk). Each object holds at most its listed size, and at most ``MAX_FILES`` objects are taken.
+3. The tokenizer (``AutoTokenizer``) and the model (``AutoModelForCausalLM``, ``dtype=torch.bfloat16``) are loaded
+   on CPU from that folder only (``local_files_only``, ``HF_HUB_OFFLINE``), in eval mode, with no gradients.
+4. Each question is prompted as MaxText's RL data pipeline prompts it (``process_data`` in its ``utils_rl.py``):
+   the data template ``{system_prompt}\\n\\n{question}`` as one user turn of the tokenizer's own chat template,
+   ``add_generation_prompt=True``. It is decoded greedily (``do_sample=False``, ``max_new_tokens``) and only the
+   new tokens are decoded, ``skip_special_tokens=True``.
+5. The answer is the text between the last ``answerStart`` and the first ``answerEnd`` after it, stripped, or
+   empty when there is none (``extract_answer``). It is correct when it equals the expected answer as a number,
+   with ``$``, ``,`` and spaces dropped (``18.0`` is ``18``, ``$70,000`` is ``70000``). When either of them is not
+   a number, it must be the same string once both are stripped (``is_correct``). One line per question goes to
+   stdout (``tpu-rl evaluate: question 2/5: correct``), and the model's output is never printed.
+6. ``RECORD_URI`` gets the step record (``build_record``): ``{"title", "summary", "columns", "rows"}``. It has one
+   row per question (question, expected, answer, ``yes``/``no``). Every cell is one printable line, and the
+   question is clipped to 300 characters, the expected answer and the answer to 100.
+
+Every GCS request gets the library's own ``timeout`` (10 s to connect, 60 s for one read) and a ``retry`` whose
+deadline is ``TPU_RL_EVALUATE_GCS_SECONDS`` (default 120 s, at most 600). The deadline counts from the request's
+start, so unreachable GCS fails the step within about that long, and a download that breaks after it is not
+retried (exit 1: the step runs again). Python warnings go to stdout as one line each, and transformers' own
+logging and progress bars are off, so stderr holds only the program's own line.
+
+Exit 0 when recorded. Exit 3 for a refusal, which the same input repeats: a bad argument or spec, an empty
+export, or an object that is not a model folder's file. Exit 1 for anything else (GCS failing, the model not
+loading, generation failing). Either way stderr gets one line, ``tpu-rl evaluate: <what failed and the fix>``, and
+no traceback. A run can be repeated safely: it downloads again and overwrites the record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any, TextIO
+
+# tpu-rl: core/hf_model.py is inlined here (workloads/build/commands.py)
+from core.hf_model import ReplyTooLargeError, export_file_problem
+
+# tpu-rl: end of core/hf_model.py
+
+REFUSED = 3
+FAILED = 1
+PREFIX = "tpu-rl evaluate: "
+USAGE = "usage: evaluate_export.py EXPORT_URI WORK_DIR RECORD_URI SPEC_JSON"
+
+SPEC_KEYS = frozenset({"system", "answerStart", "answerEnd", "maxNewTokens", "questions"})
+QUESTION_KEYS = frozenset({"question", "answer"})
+MAX_QUESTIONS = 20
+MAX_NEW_TOKENS = 4096
+MAX_SPEC_CHARS = 200_000
+"""The longest ``SPEC_JSON`` read (Linux caps one argument at 128 KiB anyway)."""
+MAX_TEXT = 20_000
+"""The longest system prompt or question, in characters."""
+MAX_MARKER = 100
+MAX_EXPECTED = 1_000
+
+MAX_FILES = 1_000
+"""The most objects an export may hold (a Gemma 4 folder holds a few dozen)."""
+GCS_SECONDS_ENV = "TPU_RL_EVALUATE_GCS_SECONDS"
+GCS_SECONDS = 120.0
+"""The default retry deadline of one GCS request."""
+MAX_GCS_SECONDS = 600.0
+GCS_TIMEOUT = (10.0, 60.0)
+"""One connect and one socket read, in seconds (google-cloud-storage's ``timeout``)."""
+
+TITLE = "Held-out questions"
+COLUMNS = ("question", "expected", "answer", "correct")
+QUESTION_CELL = 300
+ANSWER_CELL = 100
+CLIP = "…"
+NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d{1,4})?")
+"""A plain decimal number (``Decimal`` alone would also take ``NaN``, ``Infinity`` and ``1_000``)."""
+
+
+class RefusedError(Exception):
+    """This input cannot be evaluated, and running it again fails the same way (exit 3)."""
+
+
+class FailedError(Exception):
+    """GCS, the model or generation failed (exit 1)."""
+
+
+@dataclass(frozen=True)
+class Question:
+    question: str
+    answer: str
+
+
+@dataclass(frozen=True)
+class Spec:
+    system: str
+    answer_start: str
+    answer_end: str
+    max_new_tokens: int
+    questions: tuple[Question, ...]
+
+
+@dataclass(frozen=True)
+class Graded:
+    question: str
+    expected: str
+    answer: str
+    correct: bool
+
+
+# ---------------------------------------------------------------------------------------------
+# The spec, the answers and the record: pure
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    if repeated:
+        raise RefusedError(f"SPEC_JSON names {repeated[0]!r} twice")
+    return dict(pairs)
+
+
+def _text(value: object, where: str, limit: int) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise RefusedError(f"SPEC_JSON {where} must be a non-empty string")
+    if len(value) > limit:
+        raise RefusedError(f"SPEC_JSON {where} is {len(value)} characters, more than {limit}")
+    return value
+
+
+def _keys(value: dict[str, Any], expected: frozenset[str], where: str) -> None:
+    unknown, missing = sorted(set(value) - expected), sorted(expected - set(value))
+    if unknown:
+        takes = ", ".join(sorted(expected))
+        raise RefusedError(f"SPEC_JSON {where} has the unknown key {unknown[0]!r} (it takes {takes})")
+    if missing:
+        raise RefusedError(f"SPEC_JSON {where} lacks {missing[0]!r}")
+
+
+def parse_spec(raw: str) -> Spec:
+    """The spec of ``SPEC_JSON``; ``RefusedError`` naming the field for anything else."""
+    if len(raw) > MAX_SPEC_CHARS:
+        raise RefusedError(f"SPEC_JSON is {len(raw)} characters, more than {MAX_SPEC_CHARS}")
+    try:
+        data = json.loads(raw, object_pairs_hook=_no_duplicates)
+    except (ValueError, RecursionError):
+        raise RefusedError("SPEC_JSON is not JSON") from None
+    if not isinstance(data, dict):
+        raise RefusedError("SPEC_JSON is not a JSON object")
+    _keys(data, SPEC_KEYS, "(the object)")
+    tokens = data["maxNewTokens"]
+    if type(tokens) is not int or not 1 <= tokens <= MAX_NEW_TOKENS:
+        raise RefusedError(f"SPEC_JSON maxNewTokens must be a whole number from 1 to {MAX_NEW_TOKENS}")
+    start = _text(data["answerStart"], "answerStart", MAX_MARKER)
+    end = _text(data["answerEnd"], "answerEnd", MAX_MARKER)
+    if start == end:
+        raise RefusedError("SPEC_JSON answerStart and answerEnd are the same marker: no answer could be found")
+    questions = data["questions"]
+    if not isinstance(questions, list) or not 1 <= len(questions) <= MAX_QUESTIONS:
+        raise RefusedError(f"SPEC_JSON questions must be a list of 1 to {MAX_QUESTIONS} questions")
+    parsed = []
+    for number, item in enumerate(questions):
+        where = f"questions[{number}]"
+        if not isinstance(item, dict):
+            raise RefusedError(f"SPEC_JSON {where} is not an object")
+        _keys(item, QUESTION_KEYS, where)
+        question = _text(item["question"], f"{where}.question", MAX_TEXT)
+        parsed.append(Question(question, _text(item["answer"], f"{where}.answer", MAX_EXPECTED)))
+    return Spec(_text(data["system"], "system", MAX_TEXT), start, end, tokens, tuple(parsed))
+
+
+def prompt_text(spec: Spec, question: str) -> str:
+    """The user turn's text: MaxText's data template ``{system_prompt}\\n\\n{question}``."""
+    return f"{spec.system}\n\n{question}"
+
+
+def extract_answer(output: str, start: str, end: str) -> str:
+    """The text between the last ``start`` and the first ``end`` after it, stripped; empty when there is none."""
+    at = output.rfind(start)
+    if at < 0:
+        return ""
+    begin = at + len(start)
+    stop = output.find(end, begin)
+    return output[begin:stop].strip() if stop >= 0 else ""
+
+
+def as_number(text: str) -> Decimal | None:
+    """``text`` as a number once ``$``, ``,`` and whitespace are dropped; None when it is not one."""
+    cleaned = "".join(text.split()).replace("$", "").replace(",", "")
+    if not NUMBER.fullmatch(cleaned):
+        return None
+    try:
+        return Decimal(cleaned)
+    except InvalidOperation:
+        return None
+
+
+def is_correct(answer: str, expected: str) -> bool:
+    """Equal as numbers when both are numbers, else equal as stripped strings."""
+    mine, theirs = as_number(answer), as_number(expected)
+    if mine is not None and theirs is not None:
+        return mine == theirs
+    return bool(answer.strip()) and answer.strip() == expected.strip()
+
+
+def cell(text: str, limit: int) -> str:
+    """``text`` as one printable line of at most ``limit`` characters (runs of whitespace become one space, any
+    other unprintable character ``?``, and a longer text ends in ``…``)."""
+    line = "".join(c if c.isprintable() else "?" for c in " ".join(text.split()))
+    return line if len(line) <= limit else line[: limit - len(CLIP)] + CLIP
+
+
+def build_record(graded: list[Graded]) -> dict[str, Any]:
+    """The step record: its title, ``N of M correct``, the columns and one row per question."""
+    rows = [
+        [cell(g.question, QUESTION_CELL), cell(g.expected, ANSWER_CELL), cell(g.answer, ANSWER_CELL)]
+        + ["yes" if g.correct else "no"]
+        for g in graded
+    ]
+    correct = sum(g.correct for g in graded)
+    return {
+        "title": TITLE,
+        "summary": f"{correct} of {len(graded)} correct",
+        "columns": list(COLUMNS),
+        "rows": rows,
+    }
+
+
+def gcs_seconds(environ: Mapping[str, str]) -> float:
+    """The retry deadline of one GCS request (``TPU_RL_EVALUATE_GCS_SECONDS``)."""
+    raw = environ.get(GCS_SECONDS_ENV, "")
+    if not raw:
+        return GCS_SECONDS
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds <= MAX_GCS_SECONDS:  # NaN fails this too
+        raise RefusedError(f"{GCS_SECONDS_ENV} is {raw[:40]!r}: give seconds above 0, at most {MAX_GCS_SECONDS:g}")
+    return seconds
+
+
+def split_uri(uri: str, what: str, folder: bool) -> tuple[str, str]:
+    """(bucket, prefix or name) of a ``gs://`` URI; a folder ends in ``/``, an object does not."""
+    bucket, _, path = uri.removeprefix("gs://").partition("/")
+    if not uri.startswith("gs://") or not bucket or not path or path.endswith("/") != folder:
+        shape = "gs://BUCKET/.../" if folder else "gs://BUCKET/.../record.json"
+        raise RefusedError(f"{what} {uri[:200]!r} is not {shape}")
+    return bucket, path
+
+
+def one_line(text: str, limit: int = 400) -> str:
+    return " ".join(text.split())[:limit]
+
+
+# ---------------------------------------------------------------------------------------------
+# GCS
+
+
+def call_options(seconds: float) -> dict[str, Any]:
+    """``timeout`` and ``retry`` for one storage request (the library's own hooks)."""
+    from google.cloud.storage.retry import DEFAULT_RETRY
+
+    bounded = getattr(DEFAULT_RETRY, "with_timeout", None) or DEFAULT_RETRY.with_deadline  # older api-core
+    return {"timeout": GCS_TIMEOUT, "retry": bounded(seconds)}
+
+
+def describe(err: Exception, what: str, seconds: float) -> str:
+    """One line for a failed GCS request, naming ``what`` and the fix."""
+    from google.api_core import exceptions as api
+    from google.auth import exceptions as auth
+
+    if isinstance(err, ReplyTooLargeError):
+        return str(err)
+    if isinstance(err, auth.GoogleAuthError):
+        return f"no usable Google credentials for {what}: check the step's service account (Workload Identity)"
+    if isinstance(err, api.RetryError):
+        cause = type(err.cause).__name__ if err.cause is not None else "no answer"
+        return f"GCS did not answer {what} within the {seconds:g} s retry deadline ({cause}); check the network"
+    if isinstance(err, api.Unauthorized | api.Forbidden):
+        return (
+            f"GCS refused {what} (HTTP {err.code}): the step's service account needs storage.objects.list, .get "
+            "and .create on the bucket"
+        )
+    if isinstance(err, api.NotFound):
+        return f"GCS found nothing for {what} (HTTP 404): does the bucket exist?"
+    if isinstance(err, api.GoogleAPICallError):
+        return f"GCS answered HTTP {err.code} for {what}: {one_line(str(err.message), 120)}"
+    return f"GCS failed for {what} ({type(err).__name__}: {one_line(str(err), 120)}); check the network"
+
+
+class CappedFile:
+    """The local copy of one object, at most ``cap`` bytes (its listed size): a server that sends more stops the
+    download instead of filling the disk (google-cloud-storage writes the body in chunks)."""
+
+    def __init__(self, path: Path, cap: int) -> None:
+        self.file, self.cap, self.written = path.open("wb"), cap, 0
+
+    def write(self, chunk: bytes) -> int:
+        self.written += len(chunk)
+        if self.written > self.cap:
+            raise ReplyTooLargeError(f"GCS sent more than its {self.cap} listed bytes")
+        return self.file.write(chunk)
+
+    def flush(self) -> None:
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def list_export(client: Any, export_uri: str, seconds: float) -> dict[str, int]:
+    """The export's files and their sizes, every name checked (``RefusedError`` for one that is not a model
+    folder's file, or for more than ``MAX_FILES``)."""
+    bucket, prefix = split_uri(export_uri, "EXPORT_URI", folder=True)
+    files: dict[str, int] = {}
+    try:
+        listing = client.list_blobs(bucket, prefix=prefix, max_results=MAX_FILES + 2, **call_options(seconds))
+        blobs = [(blob.name, int(blob.size or 0)) for blob in listing]
+    except Exception as err:  # noqa: BLE001 (one line naming the URI)
+        raise FailedError(f"cannot list {export_uri}: {describe(err, export_uri, seconds)}") from None
+    for full, size in blobs:
+        name = full[len(prefix) :]
+        if not name:
+            continue  # the folder's own marker
+        problem = export_file_problem(name)
+        if problem:
+            raise RefusedError(f"{export_uri} holds an object that is not a file of a model folder: {problem}")
+        files[name] = size
+    if len(files) > MAX_FILES:
+        raise RefusedError(f"{export_uri} holds more than {MAX_FILES} files: it is not one model folder")
+    if not files:
+        raise RefusedError(f"{export_uri} holds no files: is EXPORT_URI the export step's output folder?")
+    return files
+
+
+def inside(folder: Path, name: str) -> Path:
+    """``folder / name``, refused unless it resolves to a file directly inside ``folder``."""
+    target = (folder / name).resolve()
+    if export_file_problem(name) or target.parent != folder.resolve():
+        raise RefusedError(f"the export's {name[:80]!r} would be written outside {folder}")
+    return target
+
+
+def download(client: Any, export_uri: str, files: dict[str, int], folder: Path, seconds: float) -> None:
+    """Every file of the export into ``folder``, each at most (and exactly) its listed size."""
+    bucket_name, prefix = split_uri(export_uri, "EXPORT_URI", folder=True)
+    bucket = client.bucket(bucket_name)
+    for name, size in sorted(files.items()):
+        what = f"{export_uri}{name}"
+        sink = CappedFile(inside(folder, name), size)
+        try:
+            bucket.blob(prefix + name).download_to_file(sink, **call_options(seconds))
+        except Exception as err:  # noqa: BLE001 (one line naming the URI)
+            raise FailedError(f"cannot download {what}: {describe(err, what, seconds)}") from None
+        finally:
+            sink.close()
+        if sink.written != size:
+            raise FailedError(f"cannot download {what}: GCS sent {sink.written} of its {size} listed bytes")
+        print(f"{PREFIX}downloaded {name} ({size} bytes)", flush=True)
+
+
+def write_record(client: Any, record_uri: str, record: dict[str, Any], seconds: float) -> None:
+    bucket, name = split_uri(record_uri, "RECORD_URI", folder=False)
+    blob = client.bucket(bucket).blob(name)
+    # Overwriting with the same record is idempotent, so the upload may be retried.
+    blob.upload_from_string(json.dumps(record), content_type="application/json", **call_options(seconds))
+
+
+# ---------------------------------------------------------------------------------------------
+# The model
+
+
+def load(folder: Path) -> tuple[Any, Any, Any]:
+    """(torch, tokenizer, model) from ``folder`` alone, on CPU, in bfloat16, in eval mode."""
+    import importlib
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    torch = importlib.import_module("torch")
+    transformers = importlib.import_module("transformers")
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            str(folder), dtype=torch.bfloat16, local_files_only=True
+        )
+    except Exception as err:  # noqa: BLE001 (one line: the library's own error class and words)
+        raise FailedError(
+            f"the export does not load as a Hugging Face model ({type(err).__name__}: {one_line(str(err), 200)}): "
+            "run the export step again"
+        ) from None
+    model.eval()
+    return torch, tokenizer, model
+
+
+def generate(torch: Any, tokenizer: Any, model: Any, spec: Spec, question: str) -> str:
+    """The model's greedy answer to ``question``, as training prompted it; only the new tokens, decoded."""
+    messages = [{"role": "user", "content": prompt_text(spec, question)}]
+    inputs = tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt"
+    )
+    with torch.no_grad():
+        output = model.generate(**inputs, do_sample=False, max_new_tokens=spec.max_new_tokens)
+    return str(tokenizer.decode(output[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True))
+
+
+# ---------------------------------------------------------------------------------------------
+# The program
+
+
+def _warning_to_stdout(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """``warnings.showwarning`` that prints one line to stdout: stderr holds only the program's own line."""
+    print(f"{PREFIX}(warning) {category.__name__}: {one_line(str(message), 200)}", flush=True)
+
+
+def evaluate(argv: list[str]) -> str:
+    """Run the steps; the summary written. ``RefusedError`` or ``FailedError`` for what stops it."""
+    if len(argv) != 4:
+        raise RefusedError(USAGE)
+    export_uri, work_dir, record_uri, spec_json = argv
+    split_uri(export_uri, "EXPORT_URI", folder=True)
+    split_uri(record_uri, "RECORD_URI", folder=False)
+    spec = parse_spec(spec_json)
+    seconds = gcs_seconds(os.environ)
+    if not work_dir:
+        raise RefusedError("WORK_DIR is empty")
+    folder = Path(work_dir) / "model"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("HF_HOME", str(Path(work_dir) / "hf-home"))
+
+    from google.cloud import storage
+
+    try:
+        client = storage.Client()
+    except Exception as err:  # noqa: BLE001
+        raise FailedError(f"cannot read {export_uri}: {describe(err, export_uri, seconds)}") from None
+    files = list_export(client, export_uri, seconds)
+    download(client, export_uri, files, folder, seconds)
+
+    torch, tokenizer, model = load(folder)
+    graded = []
+    total = len(spec.questions)
+    for number, item in enumerate(spec.questions, 1):
+        try:
+            output = generate(torch, tokenizer, model, spec, item.question)
+        except Exception as err:  # noqa: BLE001
+            raise FailedError(
+                f"generating the answer to question {number}/{total} failed "
+                f"({type(err).__name__}: {one_line(str(err), 200)})"
+            ) from None
+        answer = extract_answer(output, spec.answer_start, spec.answer_end)
+        correct = is_correct(answer, item.answer)
+        graded.append(Graded(item.question, item.answer, answer, correct))
+        print(f"{PREFIX}question {number}/{total}: {'correct' if correct else 'wrong'}", flush=True)
+    record = build_record(graded)
+    try:
+        write_record(client, record_uri, record, seconds)
+    except Exception as err:  # noqa: BLE001
+        raise FailedError(
+            f"evaluated ({record['summary']}) but cannot write {record_uri}: {describe(err, record_uri, seconds)}"
+        ) from None
+    return f"{record['summary']}, recorded in {record_uri}"
+
+
+def main(argv: list[str]) -> None:
+    warnings.showwarning = _warning_to_stdout
+    try:
+        summary = evaluate(argv)
+    except RefusedError as err:
+        print(PREFIX + one_line(str(err)), file=sys.stderr, flush=True)
+        sys.exit(REFUSED)
+    except FailedError as err:
+        print(PREFIX + one_line(str(err)), file=sys.stderr, flush=True)
+        sys.exit(FAILED)
+    except Exception as err:  # noqa: BLE001 (anything else: still one line, the step runs again)
+        print(f"{PREFIX}failed ({type(err).__name__}: {one_line(str(err), 300)})", file=sys.stderr, flush=True)
+        sys.exit(FAILED)
+    print(PREFIX + summary, flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
