@@ -77,8 +77,9 @@ def _value(value: str, _resolved: Any) -> str:
 
 
 class WorkflowRun(pulumi.ComponentResource):
-    """The plan's steps (convert -> train -> export [-> publish]), each a JobSet queued to Kueue when the stack
-    has a queue, registered, waited for and verified by one path; ``workloads.wiring`` says what a step adds."""
+    """The plan's steps (convert -> train -> export, then each optional step that is on), each a JobSet queued to
+    Kueue when the stack has a queue, registered, waited for and verified by one path; ``workloads.wiring`` says
+    what a step adds."""
 
     hf_model_uri: pulumi.Output[str]
     """The exported model (``hfModelUri``)."""

@@ -477,8 +477,9 @@ FIELDS: tuple[Field, ...] = (
         _key("workflow.stepMemoryGib"),
         Integer(8, 4096),
         DERIVED,
-        "memory (GiB, request = limit) of the conversion and the export; default from the model: 3 x its bf16 "
-        f"weights + 8, rounded up to 8 ({', '.join(f'{m.name} {step_memory_gib(m)}' for m in MODELS.values())})",
+        "memory (GiB, request = limit) of every CPU step but the publication (its own 32); default from the model: "
+        "3 x its bf16 weights + 8, rounded up to 8 "
+        f"({', '.join(f'{m.name} {step_memory_gib(m)}' for m in MODELS.values())})",
         samples=("200",),
     ),
     Field(

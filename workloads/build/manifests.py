@@ -2,8 +2,8 @@
 
 Shapes follow Cluster Toolkit's ``gcluster job submit --pathways`` and xpk's Pathways
 JobSet (``../shared/reference/cluster-toolkit.md`` §3, ``maxtext-pathways.md`` §3); the
-CPU-only conversion, export and publication are single-pod JobSets on ``cpu-np`` (never the TPU slice), so
-every step is one kind with one await rule, one status reader and one log selector. Ports,
+CPU-only steps (the conversion, the export and the optional ones) are single-pod JobSets on ``cpu-np``
+(never the TPU slice), so every step is one kind with one await rule, one status reader and one log selector. Ports,
 labels, taints and names that another object must agree with are named constants, so tests can
 cross-check each pair.
 """
