@@ -62,5 +62,5 @@ def parse_record(data: bytes, source: str) -> StepRecord | None:
         return None
     try:
         return parse(StepRecord, json.loads(data), source)
-    except (ValueError, BoundaryError):
+    except (ValueError, BoundaryError, RecursionError):  # RecursionError: JSON nested too deeply
         return None

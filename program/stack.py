@@ -142,6 +142,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
                 config_diff=_config_diff() if settings.publish.repo else (),
                 base_commit=base.commit or None,
                 base_license=base.license,
+                step_ready=platform.waiting_accounts,
             ),
         )
         pulumi.export("steps", run.step_outputs())

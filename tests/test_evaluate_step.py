@@ -111,6 +111,16 @@ def test_its_identity_exists_only_where_it_runs_and_touches_only_its_prefixes():
     assert "evaluate-access-propagation" in by_name["evaluate-ksa"]["options"]["dependsOn"]
     assert "evaluate-access-propagation" not in by_name["convert-ksa"]["options"]["dependsOn"], "no other step waits"
     assert by_name["evaluate-ksa"]["inputs"]["metadata"]["name"] == "tpu-rl-evaluate"
+    jobsets = {r["name"]: r for r in plan.resources if r["type"] == "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"}
+    waiting = {name for name, r in jobsets.items() if "evaluate-ksa" in r["options"]["dependsOn"]}
+    assert waiting == {n for n in jobsets if "-evaluate-" in n}, "only the evaluation waits for its account"
+
+
+@pytest.mark.pure
+def test_the_two_catalogues_list_the_same_steps_in_the_same_order():
+    from workloads.build.steps import CATALOGUE
+
+    assert tuple(spec.name for spec in CATALOGUE) == tuple(STEPS)
 
 
 @pytest.mark.pure
@@ -137,6 +147,7 @@ def test_a_record_parses_within_its_bounds_and_nothing_else_does():
         json.dumps({**RECORDED, "summary": 3}).encode(),
         json.dumps({k: v for k, v in RECORDED.items() if k != "rows"}).encode(),
         json.dumps([RECORDED]).encode(),
+        b"[" * 200_000,  # nested too deeply for the JSON parser: not a record, not a crash
     ]
     assert [parse_record(data, "gs://b/r") for data in bad] == [None] * len(bad)
     shown = parse_record(json.dumps({**RECORDED, "summary": "two\nlines\x1b[31m"}).encode(), "gs://b/r")
@@ -185,6 +196,7 @@ def test_the_step_is_named_in_its_three_files_only():
         p
         for folder in ("core", "infra", "workloads", "tools", "program", "policy")
         for p in (ROOT / folder).rglob("*.py")
+        if "venv" not in p.relative_to(ROOT).parts
     ]
     found = {str(p.relative_to(ROOT)) for p in [*product, ROOT / "__main__.py"] if named.search(p.read_text())}
     assert found == {"core/steps.py", "workloads/build/steps.py", "workloads/run/evaluate_export.py"}

@@ -1,4 +1,4 @@
-"""The workflow's steps (convert, train, export and the optional publish), built on the platform:
+"""The workflow's steps (convert, train, export and the optional ones), built on the platform:
 
 - ``workloads.build``: pure builders of each step's argv, scripts and JobSet, named by what it runs;
 - ``workloads.workflow``: the component that registers the steps in order and waits for each;

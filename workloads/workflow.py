@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -69,6 +69,8 @@ class WorkflowArgs:
     """The commit the model's revision resolved to at the preflight (None: not checked): the model card's."""
     base_license: str | None = None
     """The licence the base model's card declares (None: not read): the model card passes it on."""
+    step_ready: Mapping[str, pulumi.Resource] = field(default_factory=dict)
+    """Step -> what only that step also waits for (an account that waits for its grants to propagate)."""
 
 
 def _value(value: str, _resolved: Any) -> str:
@@ -201,7 +203,11 @@ class WorkflowRun(pulumi.ComponentResource):
                 parent=self,
                 provider=args.provider,
                 deleted_with=args.cluster,
-                depends_on=[*args.ready, *after],
+                depends_on=[
+                    *args.ready,
+                    *after,
+                    *([args.step_ready[step.step]] if step.step in args.step_ready else []),
+                ],
                 # The provider only applies the object (skipAwait); the program waits (LiveReader.wait).
                 custom_timeouts=pulumi.CustomTimeouts(
                     create=APPLY_TIMEOUT, update=APPLY_TIMEOUT, delete=DELETE_TIMEOUT

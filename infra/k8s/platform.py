@@ -89,7 +89,9 @@ class KubernetesPlatform(pulumi.ComponentResource):
     namespace: KubernetesObject
     network_policies: list[KubernetesObject]
     """Default-deny ingress in the workflow namespace, and the Pathways ports between the training's pods."""
-    service_accounts: list[KubernetesObject]
+    service_accounts: dict[str, KubernetesObject]
+    waiting_accounts: dict[str, KubernetesObject]
+    """The accounts that wait for their grants to propagate: not in ``ready``, only their own step waits for them."""
     storage_class: KubernetesObject
     hf_secret: KubernetesObject | None
     hf_write_secret: KubernetesObject | None
@@ -137,8 +139,8 @@ class KubernetesPlatform(pulumi.ComponentResource):
         in_namespace = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))
         # Pods of these accounts write to the bucket as soon as they run: wait for the Workload Identity
         # bindings and the bucket grants.
-        self.service_accounts = [
-            KubernetesObject(
+        self.service_accounts = {
+            step: KubernetesObject(
                 f"{step}-ksa",
                 service_account_manifest(settings.namespace, ksa, labels, args.step_sa_emails[step]),
                 opts=pulumi.ResourceOptions.merge(
@@ -147,7 +149,9 @@ class KubernetesPlatform(pulumi.ComponentResource):
                 ),
             )
             for step, ksa in names.ksas.items()
-        ]
+        }
+        # A step whose account waits for its grants to propagate is the only one that waits for that account.
+        self.waiting_accounts = {step: self.service_accounts[step] for step in args.step_waits}
         self.network_policies = [
             KubernetesObject(f"network-policy-{policy['metadata']['name']}", policy, opts=in_namespace)
             for policy in network_policies(settings.namespace, labels)
@@ -288,7 +292,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
                 self.namespace,
                 *self.network_policies,
                 self.storage_class,
-                *self.service_accounts,
+                *(a for step, a in self.service_accounts.items() if step not in self.waiting_accounts),
                 self.hf_secret,
                 self.hf_write_secret,
             )
