@@ -1,7 +1,8 @@
 """A step record: what a step whose output is a ``record`` (``core.steps.Output``) leaves, a titled table the status,
 the report and the model card show as it is, whatever the step (plain data, parsed where it is read).
 
-The step's program writes ``<output>record.json``, one JSON object of exactly four keys::
+The step's program writes ``<output>record.json``, one JSON object of these four keys (any other is ignored,
+as at every boundary)::
 
     {"title": "Held-out questions", "summary": "3 of 5 correct",
      "columns": ["question", "expected", "answer", "correct"],
@@ -56,8 +57,8 @@ class StepRecord(Model):
 
 
 def parse_record(data: bytes, source: str) -> StepRecord | None:
-    """The record in ``data`` (read from ``source``), None when it is not one (not JSON, another shape, too
-    large, text that is not printable on one line)."""
+    """The record in ``data`` (read from ``source``), None when it is not one (not JSON, nested too deeply,
+    another shape, too large); its text is made printable on one line (``core.boundary.Text``)."""
     if len(data) > MAX_RECORD_BYTES:
         return None
     try:

@@ -30,7 +30,7 @@ Identity = Literal["always", "when-run", "nodes"]
 """Who a step runs as: ``always``, a Google service account of its own that every stack has (turning the step on
 later changes no IAM, so its first run never races IAM propagation); ``when-run``, one of its own that only a
 stack running the step has (its Kubernetes service account waits for its grants to propagate,
-``infra.gcp.identities``); ``nodes``, the node pools' accounts (pods with ``hostNetwork``: Pathways)."""
+``program.stack``); ``nodes``, the node pools' accounts (pods with ``hostNetwork``: Pathways)."""
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,8 @@ def test_the_spec_the_builder_writes_is_the_one_the_program_reads():
     text = json.loads(spec_of(step))
     assert [(q["question"], q["answer"]) for q in text["questions"]] == list(HELD_OUT)
     assert text["answerStart"] == "<answer>" and text["answerEnd"] == "</answer>"
+    knobs = settings("prod", ON).training.knobs
+    assert text["maxNewTokens"] == int(knobs["max_target_length"]) - int(knobs["max_prefill_predict_length"]) > 0
     assert (
         "between <reasoning> and </reasoning>" in text["system"] and "between <answer> and </answer>" in text["system"]
     )

@@ -445,7 +445,7 @@ def _evaluate_step(settings: Settings, before: Mapping[str, Step]) -> Step:
     """The verified export loaded with transformers on cpu-np (``workloads/run/evaluate_export.py``), prompted as
     training prompts (the data template in the tokenizer's chat template), graded on ``HELD_OUT``: a step record."""
     export = before["export"]
-    extra = settings.training.extra_args
+    knobs, extra = settings.training.knobs, settings.training.extra_args
     tokens = {
         name: extra.get(f"{name}_token", default)
         for name, default in (
@@ -459,7 +459,8 @@ def _evaluate_step(settings: Settings, before: Mapping[str, Step]) -> Step:
         "system": SYSTEM_PROMPT.format(**tokens),
         "answerStart": tokens["solution_start"],
         "answerEnd": tokens["solution_end"],
-        "maxNewTokens": 512,
+        # As many new tokens as training generates (the config rules keep the prefill below the target length).
+        "maxNewTokens": int(knobs["max_target_length"]) - int(knobs["max_prefill_predict_length"]),
         "questions": [{"question": question, "answer": answer} for question, answer in HELD_OUT],
     }
     words = (export.artifact_uri, EVALUATE_WORK, OUTPUT + RECORD, json.dumps(spec, ensure_ascii=False))
