@@ -7,13 +7,22 @@ import dataclasses
 import json
 import os
 import re
+import unicodedata
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.conftest import slug
-from workloads.build.model_card import GEMMA_NOTICE, CardFacts, card_setting, hub_datasets, model_card
+from workloads.build.model_card import (
+    GEMMA_NOTICE,
+    GEMMA_PROHIBITED_USE,
+    GEMMA_TERMS,
+    CardFacts,
+    card_setting,
+    hub_datasets,
+    model_card,
+)
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 MAXTEXT = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4"
@@ -65,6 +74,8 @@ FRONT_MATTER = {
     "datasets": ["nvidia/OpenMathInstruct-2"],
     "tags": ["tpu-rl", "grpo", "maxtext", "reinforcement-learning"],
 }
+BASE_LINK = r"[google\/gemma\-4\-26b\-a4b\-it](https://huggingface.co/google/gemma-4-26b-a4b-it)"
+"""The card's link to the base model: its text plain (every ASCII punctuation escaped), its address the Hub's."""
 SECTIONS = [
     "Base model",
     "Dataset",
@@ -116,9 +127,31 @@ def cells(line: str) -> list[str]:
 
 
 def render(text: str) -> str:
-    """The card's Markdown as HTML, by markdown-it with GitHub's tables and strikethrough (raw HTML on)."""
+    """The card's Markdown as HTML, by markdown-it with GitHub's tables and strikethrough (raw HTML on) and
+    linkify-it's autolinks, which find more than GitHub's (``evil.example`` as well as ``www.``, schemes and
+    e-mail addresses)."""
     markdown_it = pytest.importorskip("markdown_it")
-    return markdown_it.MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(split(text)[1])
+    pytest.importorskip("linkify_it")
+    md = markdown_it.MarkdownIt("commonmark", {"linkify": True}).enable(["table", "strikethrough", "linkify"])
+    md.linkify.set({"fuzzy_email": True, "fuzzy_link": True})
+    return md.render(split(text)[1])
+
+
+TAGS = ("<a ", "<img", "<em>", "<strong>", "<del>", "<script", "<h1", "<h2", "<h3", "<hr", "<table", "<tr", "<td")
+TAGS += ("<li", "<blockquote", "<p>", "<br", "<!--", "<b>", "<span", "<pre")
+"""What a value must never add to the rendered card."""
+
+
+def blocks(text: str) -> list[tuple[str, str]]:
+    """The card's Markdown as markdown-it reads it: each block's tag and its inline text (code spans' content
+    included), in order."""
+    markdown_it = pytest.importorskip("markdown_it")
+    tokens = markdown_it.MarkdownIt("commonmark").enable("table").parse(split(text)[1])
+    found: list[tuple[str, str]] = []
+    for index, token in enumerate(tokens):
+        if token.type == "inline":
+            found.append((tokens[index - 1].tag, "".join(c.content for c in token.children or [])))
+    return found
 
 
 def rendered_tables(text: str) -> list[list[list[str]]]:
@@ -199,7 +232,7 @@ def test_the_sections_in_order_and_what_the_model_is():
     text = model_card(FACTS)
     assert [line[3:] for line in text.splitlines() if line.startswith("## ")] == SECTIONS
     intro = sections(text)[""]
-    assert intro.startswith("\n# acme/gemma4-grpo: gemma4-26b post-trained with GRPO\n")
+    assert intro.startswith("\n# acme\\/gemma4\\-grpo: gemma4\\-26b post-trained with GRPO\n")
     assert "`google/gemma-4-26b-a4b-it` post-trained with GRPO" in intro and "`openmathinstruct2`" in intro
     assert "MaxText" in intro and "Pathways on Cloud TPU" in intro and "branch `tpu-rl-0f1e2d3c4b`" in intro
     load = 'AutoModelForCausalLM.from_pretrained("acme/gemma4-grpo", revision="tpu-rl-0f1e2d3c4b")'
@@ -210,7 +243,7 @@ def test_the_sections_in_order_and_what_the_model_is():
 @pytest.mark.pure
 def test_the_base_model_its_revision_and_commit():
     base = sections(model_card(FACTS))["Base model"]
-    assert "- model: [google/gemma-4-26b-a4b-it](https://huggingface.co/google/gemma-4-26b-a4b-it)\n" in base
+    assert f"- model: {BASE_LINK}\n" in base
     assert "- revision: `main`\n" in base
     assert f"- commit: [{COMMIT}](https://huggingface.co/google/gemma-4-26b-a4b-it/tree/{COMMIT})\n" in base
     assert "- commit: not recorded\n" in sections(card(base_commit=None))["Base model"]
@@ -219,17 +252,17 @@ def test_the_base_model_its_revision_and_commit():
     upper = sections(card(base_commit=COMMIT.upper()))["Base model"]
     assert "/tree/" not in upper, "the Hub's commits are lowercase hex"
     odd = sections(card(base_repo="org/a b(c)"))["Base model"]
-    assert "[org/a b\\(c\\)](https://huggingface.co/org/a%20b%28c%29)" in odd, "the URL percent-encoded"
+    assert "[org\\/a b\\(c\\)](https://huggingface.co/org/a%20b%28c%29)" in odd, "the URL percent-encoded"
 
 
 @pytest.mark.pure
 def test_the_dataset_links():
     dataset = sections(model_card(FACTS))["Dataset"]
     assert dataset == (
-        "\n- `openmathinstruct2`: [nvidia/OpenMathInstruct-2](https://huggingface.co/datasets/nvidia/OpenMathInstruct-2)\n\n"
+        "\n- `openmathinstruct2`: [nvidia\\/OpenMathInstruct\\-2](https://huggingface.co/datasets/nvidia/OpenMathInstruct-2)\n\n"
     )
     two = sections(card(dataset_ids=("a/b", "c/d")))["Dataset"]
-    assert "[a/b](https://huggingface.co/datasets/a/b), [c/d](https://huggingface.co/datasets/c/d)" in two
+    assert "[a\\/b](https://huggingface.co/datasets/a/b), [c\\/d](https://huggingface.co/datasets/c/d)" in two
     assert "- `openmathinstruct2`: not recorded" in sections(card(dataset_ids=()))["Dataset"]
 
 
@@ -381,9 +414,7 @@ def test_an_apache_base_model_passes_its_licence_on():
 def test_another_or_unknown_licence_points_at_the_base_models_terms(declared, shown, front):
     text = card(base_license=declared)
     licence = sections(text)["License"]
-    assert (
-        shown in licence and "[google/gemma-4-26b-a4b-it](https://huggingface.co/google/gemma-4-26b-a4b-it)" in licence
-    )
+    assert shown in licence and BASE_LINK in licence
     assert split(text)[0]["license"] == front, "the front matter holds a licence identifier or other"
     assert "Gemma Terms" not in text and "Apache" not in text
 
@@ -414,6 +445,8 @@ HOSTILE = [
     "line\u2028separator",
     "",
     " padded ",
+    "http://evil.example/x www.evil.example me@evil.example",
+    "safe\u202egnp.exe",
 ]
 
 
@@ -442,7 +475,7 @@ def test_no_config_value_can_break_the_table(value):
     assert re.search(r"^- capacity: .*$", sections(text)["Compute"], re.M), "on its own line"
     plain = [{**d, "value": "plain", "tutorial": "plain"} if d["value"] == value else d for d in diff]
     page, baseline = render(text), render(card(config_diff=plain, capacity="spot"))
-    for tag in ("<a ", "<img", "<em>", "<strong>", "<del>", "<script", "<h1", "<h2", "<hr", "<table", "<tr", "<li"):
+    for tag in TAGS:
         assert page.count(tag) == baseline.count(tag), f"{tag}: no markup of its own"
 
 
@@ -612,33 +645,117 @@ def test_a_public_card_names_no_private_registry_or_project():
     assert "acme-secret-project" in private_card, "a private card shows it whole"
 
 
+def _record(rows, title="Rows", columns=8, summary="s"):
+    return {"title": title, "summary": summary, "columns": [f"c{i}" for i in range(columns)], "rows": rows}
+
+
+LONG_CELLS = ("😀" * 500, ("@\u202e|`\\*" * 84)[:500])
+"""A model's output at its longest (``core.records.MAX_CELL_CHARS``, 500), of what takes the most bytes in the card:
+4-byte characters; ``@`` (a code span), a bidi override (JSON), markup to escape."""
+
+
 @pytest.mark.pure
 def test_the_card_always_fits_its_config_map():
-    """Every value is cut at 200 characters and the settings table at 120 rows: a hostile base card's licence of
-    1.5 MB, huge setting values and names leave the card under its 256 KiB bound (with the largest reward curve
-    kept, base64, under a ConfigMap's 1 MiB)."""
+    """Every value is cut at 200 characters, the lists at their caps and, when the whole card would be larger, the
+    tables' rows: a hostile base card's licence of 1.5 MB, huge setting values and names, and records that hold
+    the most a record may (``core.records``), each cell at its longest, in more records than the card shows, leave
+    the card under its 256 KiB bound (with the largest reward curve kept, base64, under a ConfigMap's 1 MiB)."""
+    from core.records import MAX_CELL_CHARS, MAX_COLUMNS, MAX_ROWS
     from workloads.build.manifests import REWARD_IMAGE_MAX_BYTES
-    from workloads.build.model_card import CARD_MAX_BYTES, MAX_VALUE_CHARS
+    from workloads.build.model_card import CARD_MAX_BYTES, MAX_RECORDS, MAX_VALUE_CHARS
 
+    assert all(len(cell) == MAX_CELL_CHARS for cell in LONG_CELLS)
     huge = "x" * 1_500_000
     diff = [{"key": f"tpu-rl:training.k{i}", "value": huge, "tutorial": huge} for i in range(500)]
-    text = model_card(
-        dataclasses.replace(
-            FACTS,
-            base_license=huge,
-            config_diff=diff,
-            images={f"image{i}": huge for i in range(5)},
-            summary={key: huge for key in SUMMARY},
-            steps={f"step{i}": huge for i in range(8)},
-            export_uri="gs://" + huge,
-            base_revision=huge,
-            base_commit=huge,
-        )
+    full = tuple(
+        _record([[cell] * MAX_COLUMNS] * MAX_ROWS, title=cell, columns=MAX_COLUMNS, summary=cell)
+        for cell in LONG_CELLS * 6
     )
-    assert len(text.encode()) < CARD_MAX_BYTES
+    facts = dataclasses.replace(
+        FACTS,
+        base_license=huge,
+        config_diff=diff,
+        images={f"image{i}": huge for i in range(5)},
+        summary={key: huge for key in SUMMARY},
+        steps={f"step{i}": huge for i in range(8)},
+        export_uri="gs://" + huge,
+        base_revision=huge,
+        base_commit=huge,
+        records=full,
+    )
+    text = model_card(facts)
+    assert len(text.encode()) <= CARD_MAX_BYTES
     assert "x" * MAX_VALUE_CHARS not in text and "x" * (MAX_VALUE_CHARS - 1) + "…" in text
     assert "and 380 more (the run's stack configuration has them all)" in text
+    assert f"and {len(full) - MAX_RECORDS} more step records, left out of the card" in text
+    assert "left out of the card (the step's `record.json` has them all)" in text
     assert CARD_MAX_BYTES + (REWARD_IMAGE_MAX_BYTES + 2) // 3 * 4 < 1024 * 1024, "card + base64 curve < 1 MiB"
+
+    records_only = model_card(dataclasses.replace(FACTS, records=full))
+    assert len(records_only.encode()) <= CARD_MAX_BYTES
+    shown = rendered_tables(records_only)[2]
+    assert 10 < len(shown) - 1 < MAX_ROWS, "the first record's rows fill what room there is"
+    assert sections(records_only)["Images"] == sections(model_card(FACTS))["Images"], "the card's own tables whole"
+    split(records_only)  # the front matter intact
+
+    worst = "😀" * 1_500  # 4 bytes a character: the most a shown value takes
+    everything = dataclasses.replace(
+        facts,
+        **{f.name: worst for f in dataclasses.fields(CardFacts) if isinstance(getattr(FACTS, f.name), str)},
+        dataset_ids=tuple(f"{worst}{i}" for i in range(30)),
+        config_diff=[{"key": f"{worst}{i}", "value": worst, "tutorial": worst} for i in range(500)],
+        images={f"{worst}{i}": worst for i in range(30)},
+        image_digests={worst: worst},
+        summary={key: worst for key in SUMMARY},
+        steps={f"{worst}{i}": worst for i in range(30)},
+    )
+    assert len(model_card(everything).encode()) <= CARD_MAX_BYTES, "every value and list at its worst"
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("extra", [0, 1])
+def test_the_card_at_its_bound_is_whole_and_one_byte_over_cuts_rows(monkeypatch, extra):
+    """A card of exactly ``CARD_MAX_BYTES`` is the card with every row; a byte over, the records' rows are cut
+    (the card's own tables are not), the card fits, and says how many rows it left out."""
+    from workloads.build import model_card as module
+
+    rows = [[f"row {i}", "x" * 150] for i in range(20)]
+    facts = dataclasses.replace(FACTS, records=(_record(rows, columns=2),))
+    whole = model_card(facts)
+    monkeypatch.setattr(module, "CARD_MAX_BYTES", len(whole.encode()) - extra)
+    text = model_card(facts)
+    if not extra:
+        assert text == whole and "left out" not in text
+        return
+    assert len(text.encode()) <= len(whole.encode()) - 1
+    table = rendered_tables(text)[2]
+    assert [row[0] for row in table[1:]] == [f"row {i}" for i in range(len(table) - 1)], "the first rows, in order"
+    left = 20 - (len(table) - 1)
+    assert left >= 1 and f"and {left} more, left out of the card (the step's `record.json` has them all)" in text
+    for name in ("Training configuration", "Images", "Provenance"):
+        assert sections(text)[name] == sections(whole)[name], f"{name}: the card's own table is whole"
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("count", [50, 51])
+def test_a_record_shows_at_most_its_rows(count):
+    from workloads.build.model_card import MAX_RECORD_ROWS
+
+    assert MAX_RECORD_ROWS == 50
+    text = card(records=(_record([[str(i), "y"] for i in range(count)], columns=2),))
+    assert len(rendered_tables(text)[2]) == 1 + 50
+    assert ("and 1 more, left out of the card" in text) is (count == 51)
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("count", [8, 9])
+def test_the_card_shows_at_most_eight_records(count):
+    from workloads.build.model_card import MAX_RECORDS
+
+    assert MAX_RECORDS == 8
+    text = card(records=tuple(_record([["a"]], title=f"Record {i}", columns=1) for i in range(count)))
+    assert [name for name in sections(text) if name.startswith("Record")] == [f"Record {i}" for i in range(8)]
+    assert ("and 1 more step record, left out of the card" in text) is (count == 9)
 
 
 EVALUATION_RECORD = {
@@ -655,8 +772,116 @@ def test_the_model_card_shows_each_record_after_the_evaluation():
     without = card()
     text = card(records=(EVALUATION_RECORD,))
     found = sections(text)
-    assert list(found).index("Held-out questions") == list(found).index("Evaluation") + 1
-    part = found["Held-out questions"]
+    title = r"Held\-out questions"
+    assert list(found).index(title) == list(found).index("Evaluation") + 1
+    part = found[title]
     assert "| question | expected | answer | correct |" in part
-    assert r"| A \| B \<script\> | 3 | \*7\* | no |" in part, "every cell escaped: no markup, no table break"
-    assert "Held-out questions" not in without
+    assert r"| A \| B \<script\> | 3 | \*7\* | no |" in part, "every cell plain: no markup, no table break"
+    assert rendered_tables(text)[2] == [EVALUATION_RECORD["columns"], *EVALUATION_RECORD["rows"]]
+    assert "Held" not in without
+
+
+OUTSIDE = [
+    "http://evil.example/x",
+    "see https://evil.example/p?q=1 now",
+    "HTTPS://EVIL.EXAMPLE",
+    "ftp://evil.example/f",
+    "www.evil.example",
+    "WWW.Evil.Example/path",
+    "evil.example",
+    "me@evil.example",
+    "mailto:me@evil.example",
+    "xmpp:me@evil.example",
+    "<http://evil.example>",
+    "<me@evil.example>",
+    "[click](http://evil.example)",
+    '[click](http://evil.example "title")',
+    "![x](http://evil.example/i.png)",
+    "[x][1] and [1]: http://evil.example",
+    "[1]: http://evil.example",
+    "<img src=x onerror=alert(1)>",
+    "<a href='http://evil.example'>x</a>",
+    "<!-- hidden -->",
+    "&lt;b&gt; &#64; &amp; &#x3C;",
+    "back\\slash \\* \\_ \\` \\| \\\\ \\n",
+    "`code` ``more``",
+    "a | b",
+    "*em* _em_ **strong** __strong__ ~~del~~",
+    "# heading",
+    "- item",
+    "+ item",
+    "1. item",
+    "2) item",
+    "---",
+    "===",
+    "> quote",
+    "$x$ $$y$$",
+    "safe\u202egnp.exe",
+    "\u2066isolate\u2069 \u2067r\u2069 \u2068f\u2069",
+    "embed\u202a\u202b\u202c\u202d",
+    "marks\u200e\u200f\u061c",
+    "zero\u200bwidth\u200cjoiner\u200d",
+    "\ufeffbom",
+    "soft\u00adhyphen",
+    "tag\U000e0041\U000e007f",
+    "two\nlines",
+    " padded ",
+    "",
+]
+"""A model's output and other run data as hostile as it gets: links, images, autolinks and bare addresses, raw HTML,
+entities, escapes, markup, blocks at a line's start, bidi controls and other invisible format characters (Unicode
+category Cf)."""
+
+
+def shown(value: str) -> str:
+    """What the card shows for ``value``: itself, or its JSON string when a line could not show it."""
+    return value if value.isprintable() and value.strip() == value and value else json.dumps(value)
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("value", OUTSIDE, ids=[f"{i}-{slug(v)}" for i, v in enumerate(OUTSIDE)])
+def test_run_data_reaches_the_card_as_plain_text(value):
+    """A record's title, summary, column and cells (a model's answers) reach the card as plain text: rendered by
+    markdown-it with linkify (more autolinks than GitHub's), they add no link, image, markup or block, the text
+    shown is the value (escapes shown, not interpreted), and no invisible format or bidi control character is in
+    the card at all. ``@`` is a code span of its own: GitHub's renderer finds e-mail addresses in text whatever
+    its escapes, so no text of the card may hold one."""
+    record = {"title": value, "summary": value, "columns": ["q", value], "rows": [[value, "plain"], ["plain", value]]}
+    text = card(records=(record,))
+    plain = card(records=({"title": "t", "summary": "s", "columns": ["q", "c"], "rows": [["a", "b"], ["c", "d"]]},))
+    assert not [c for c in text if unicodedata.category(c) == "Cf"], "no invisible format or bidi character"
+    page, baseline = render(text), render(plain)
+    for tag in TAGS:
+        assert page.count(tag) == baseline.count(tag), f"{tag}: no markup of its own"
+    assert rendered_tables(text)[2] == [["q", shown(value)], [shown(value), "plain"], ["plain", shown(value)]]
+    found = blocks(text)
+    at = found.index(("h2", shown(value)))
+    assert found[at + 1] == ("p", shown(value) if value else "not recorded"), "the summary, a paragraph of its own"
+    assert found[at - 1][0] != "h2" and found[at + 2][0] == "th", "the blocks around it intact"
+    markdown_it = pytest.importorskip("markdown_it")
+    tokens = markdown_it.MarkdownIt("commonmark").enable("table").parse(split(text)[1])
+    texts = [c.content for t in tokens if t.type == "inline" for c in t.children or [] if c.type == "text"]
+    assert not [t for t in texts if "@" in t], "an @ is never in text, where GitHub would find an e-mail address"
+    assert split(text)[0] == FRONT_MATTER
+
+
+@pytest.mark.pure
+def test_the_cards_own_links_stay_links():
+    """The links the card makes itself, from trusted values (the base model's and the datasets' Hub pages, the
+    commit, the licence's terms), are links; no other."""
+    markdown_it = pytest.importorskip("markdown_it")
+    tokens = markdown_it.MarkdownIt("commonmark").enable("table").parse(split(card(records=(EVALUATION_RECORD,)))[1])
+    links = [c.attrs["href"] for t in tokens if t.type == "inline" for c in t.children or [] if c.type == "link_open"]
+    assert links == [
+        "https://huggingface.co/google/gemma-4-26b-a4b-it",
+        f"https://huggingface.co/google/gemma-4-26b-a4b-it/tree/{COMMIT}",
+        "https://huggingface.co/datasets/nvidia/OpenMathInstruct-2",
+        GEMMA_TERMS,
+        GEMMA_TERMS,
+        GEMMA_PROHIBITED_USE,
+    ]
+    long = "org/" + "x" * 300
+    text = card(base_repo=long, dataset_ids=(long,), base_commit=COMMIT)
+    assert "](https://huggingface.co/org/" not in text and "](https://huggingface.co/datasets/org/" not in text, (
+        "an id longer than a value the card shows is no Hub id: not linked"
+    )

@@ -8,13 +8,21 @@ The card is YAML front matter, which the Hub validates (https://huggingface.co/d
 Markdown. Most values come from the stack's configuration, so neither part can be broken by what they hold:
 the YAML is written by ``yaml.safe_dump`` on one line per value (a string that is not printable ASCII is
 double-quoted, its line breaks escaped, so no line of it can close the front matter), and every value in the
-Markdown is escaped (``_text``, ``_code``): no line break, no table-cell ``|``, no markup or HTML of its own.
+Markdown is plain text (``_text``, or ``_code`` where a code span shows it exactly): no line break, no table-cell
+``|``, no markup, link, image, autolink or HTML of its own, no invisible or bidi control character; only the links
+the card makes itself, to the Hub pages of the base model and the datasets, are links.
+
+The card is bounded (``CARD_MAX_BYTES``), whatever the facts hold: every value is cut (``MAX_VALUE_CHARS``), every
+list is cut (``MAX_SETTINGS``, ``MAX_LISTED``, ``MAX_RECORDS``, ``MAX_RECORD_ROWS``, ``MAX_RECORD_COLUMNS``), and
+when the whole card would still be larger, the tables' rows are cut to fit (``_fit``), each cut table saying how
+many rows it left out.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import string
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +32,7 @@ import yaml
 
 from core.config.schema import IMAGE_REGISTRIES
 from core.knobs import DATASETS
+from core.records import MAX_COLUMNS, MAX_ROWS
 from core.tpu import Capacity
 
 LICENSE = "gemma"
@@ -37,9 +46,16 @@ NOT_RECORDED = "not recorded"
 DATASET_KEYS = ("dataset_name", "eval_dataset_name")
 """The MaxText keys of ``core.knobs.DATASETS`` that name Hub datasets (the others are files and splits)."""
 COMMIT = re.compile(r"[0-9a-f]{40}")
-MARKDOWN_SPECIAL = frozenset("\\`*_{}[]<>()#+!|~&$")
-"""ASCII punctuation that can start markup in (GitHub-flavoured) Markdown, a table cell's ``|`` or a Hub
-math span (``$``): escaped with a backslash wherever a value is written as text."""
+MARKDOWN_SPECIAL = frozenset(string.punctuation)
+"""CommonMark's ASCII punctuation, every character of which may be backslash-escaped and is then shown as itself
+(https://spec.commonmark.org/0.31.2/#backslash-escapes): escaped, each of them, wherever a value is written as
+text. Not only what starts markup (``*``, ``_``, ``[``, ``<``, ``#``, ``|``, ``$``, ``~``, ``&``) but also what a
+renderer would make a link of (GitHub's and markdown-it's autolinks need ``:`` of a scheme, ``.`` of ``www.`` or
+a domain) or a block of at a line's start (``-``, ``+``, ``=``, ``1.``, ``>``): an escaped character splits the
+text where an autolink or a block would be recognised. Except ``@``, which is shown as a code span of its own
+(``AT``): GitHub's renderer (cmark-gfm) finds an e-mail address, and so ``mailto:`` and ``xmpp:`` links, in the
+text after its escapes and character references are resolved, so only another kind of inline splits it."""
+AT = "`@`"
 
 
 @dataclass(frozen=True)
@@ -113,96 +129,173 @@ def front_matter(facts: CardFacts) -> dict[str, Any]:
     """The card's metadata, as the Hub reads it."""
     return {
         "license": _license_id(facts.base_license),
-        "base_model": facts.base_repo,
+        "base_model": _bounded(facts.base_repo),
         "base_model_relation": "finetune",
         "library_name": "transformers",
         "pipeline_tag": "text-generation",
-        "datasets": list(dict.fromkeys(facts.dataset_ids)),
+        "datasets": [_bounded(i) for i in _datasets(facts)],
         "tags": list(TAGS),
     }
 
 
 def model_card(facts: CardFacts) -> str:
     """The ``README.md`` of the run's branch: front matter, then what the model is, its base model, dataset,
-    configuration, evaluation, compute, images, provenance and licence."""
-    sections = [
+    configuration, evaluation, the records, compute, images, provenance and licence; at most ``CARD_MAX_BYTES``
+    (``_fit``)."""
+    records = list(facts.records)
+    left_out: list[Sequence[str | _Rows]] = []
+    if len(records) > MAX_RECORDS:
+        n = len(records) - MAX_RECORDS
+        left_out.append([f"and {n} more step record{'s' if n > 1 else ''}, left out of the card"])
+    sections: list[Sequence[str | _Rows]] = [
         _intro(facts),
         _base_model(facts),
         _dataset(facts),
         _configuration(facts),
         _evaluation(facts),
-        *(_record(record) for record in facts.records),
+        *(_record(record) for record in records[:MAX_RECORDS]),
+        *left_out,
         _compute(facts),
         _images(facts),
         _provenance(facts),
         _licence(facts),
     ]
-    return f"---\n{_yaml(front_matter(facts))}---\n\n" + "\n\n".join(sections) + "\n"
+    lines: list[str | _Rows] = ["---", *_yaml(front_matter(facts)).splitlines(), "---"]
+    for section in sections:
+        lines += ["", *section]
+    return _fit(lines, CARD_MAX_BYTES)
+
+
+def _datasets(facts: CardFacts) -> list[str]:
+    """The datasets the card names: each once, at most ``MAX_LISTED``."""
+    return list(dict.fromkeys(facts.dataset_ids))[:MAX_LISTED]
+
+
+# ---------------------------------------------------------------------------------------------
+# The card's bound
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """A table's body: the rows (lines, every cell escaped) the card may cut to fit its bound, and what it says
+    of the rows it left out."""
+
+    rows: tuple[str, ...]
+    """The rows the card would show, at most ``limit`` of the table's."""
+    total: int
+    """How many rows the table has (those past ``limit`` are left out whatever the room)."""
+    more: str
+    """The line after a cut table: ``{n}`` is the number of rows left out."""
+    outside: bool = False
+    """Rows of outside data (a step's record): they get what room the card's own tables leave."""
+
+
+def _fit(lines: Sequence[str | _Rows], limit: int) -> str:
+    """The card's text from its lines, at most ``limit`` bytes: every table whole when the whole card fits;
+    else what is not a table's row first (each value is bounded, and so is how many there are), then the rows,
+    the card's own tables' before those of outside data, each table a prefix of its rows and a line saying how
+    many it left out. The line of a table cut to no row is no longer than its line at any other cut, so what is
+    not a row plus the rows shown never exceeds ``limit``."""
+    tables = {index: line for index, line in enumerate(lines) if isinstance(line, _Rows)}
+    whole = _render(lines, {index: len(table.rows) for index, table in tables.items()})
+    if len(whole.encode()) <= limit:
+        return whole
+    room = limit - len(_render(lines, dict.fromkeys(tables, 0)).encode())
+    shown: dict[int, int] = {}
+    for index, table in sorted(tables.items(), key=lambda item: item[1].outside):
+        shown[index] = 0
+        for row in table.rows:
+            size = len(row.encode()) + 1  # with its line's end
+            if size > room:
+                break
+            room -= size
+            shown[index] += 1
+    return _render(lines, shown)
+
+
+def _render(lines: Sequence[str | _Rows], shown: Mapping[int, int]) -> str:
+    """The lines as text, ``shown[i]`` rows of the table at ``i``."""
+    out: list[str] = []
+    for index, line in enumerate(lines):
+        if isinstance(line, str):
+            out.append(line)
+            continue
+        out += line.rows[: shown[index]]
+        if line.total > shown[index]:  # after a blank line: a line right after a table is one of its rows
+            out += ["", line.more.format(n=line.total - shown[index])]
+    return "\n".join(out) + "\n"
+
+
+def _rows(rows: Sequence[str], total: int, limit: int, more: str, outside: bool = False) -> _Rows:
+    return _Rows(tuple(rows[:limit]), total, more, outside)
 
 
 # ---------------------------------------------------------------------------------------------
 # Sections
 
 
-def _intro(facts: CardFacts) -> str:
-    repo, branch = json.dumps(facts.repo), json.dumps(facts.branch)
-    return "\n".join(
-        [
-            f"# {_text(facts.repo)}: {_text(facts.model_name)} post-trained with GRPO",
-            "",
-            f"{_code(facts.base_repo)} post-trained with GRPO (Group Relative Policy Optimization), reinforcement "
-            f"learning on {_code(facts.dataset)}, by tpu-rl: MaxText's RL trainer with Pathways on Cloud TPU, "
-            "then exported to the Hugging Face Transformers format.",
-            "",
-            f"This run is the branch {_code(facts.branch)} of this repository; load it with its revision:",
-            "",
-            "```python",
-            "from transformers import AutoModelForCausalLM, AutoTokenizer",
-            "",
-            f"tokenizer = AutoTokenizer.from_pretrained({repo}, revision={branch})",
-            f"model = AutoModelForCausalLM.from_pretrained({repo}, revision={branch})",
-            "```",
-        ]
-    )
+def _intro(facts: CardFacts) -> list[str]:
+    repo, branch = json.dumps(_bounded(facts.repo)), json.dumps(_bounded(facts.branch))
+    return [
+        f"# {_text(facts.repo)}: {_text(facts.model_name)} post-trained with GRPO",
+        "",
+        f"{_code(facts.base_repo)} post-trained with GRPO (Group Relative Policy Optimization), reinforcement "
+        f"learning on {_code(facts.dataset)}, by tpu-rl: MaxText's RL trainer with Pathways on Cloud TPU, "
+        "then exported to the Hugging Face Transformers format.",
+        "",
+        f"This run is the branch {_code(facts.branch)} of this repository; load it with its revision:",
+        "",
+        "```python",
+        "from transformers import AutoModelForCausalLM, AutoTokenizer",
+        "",
+        f"tokenizer = AutoTokenizer.from_pretrained({repo}, revision={branch})",
+        f"model = AutoModelForCausalLM.from_pretrained({repo}, revision={branch})",
+        "```",
+    ]
 
 
-def _base_model(facts: CardFacts) -> str:
+def _base_model(facts: CardFacts) -> list[str]:
     if facts.base_commit is None:
         commit = NOT_RECORDED
     elif COMMIT.fullmatch(facts.base_commit):
-        commit = _link(facts.base_commit, _hub_url(facts.base_repo, "tree", facts.base_commit))
+        commit = _hub_link(facts.base_commit, facts.base_repo, "tree", facts.base_commit)
     else:
         commit = _code(facts.base_commit)
-    return "\n".join(
-        [
-            "## Base model",
-            "",
-            f"- model: {_link(facts.base_repo, _hub_url(facts.base_repo))}",
-            f"- revision: {_code(facts.base_revision)}",
-            f"- commit: {commit}",
-        ]
-    )
+    return [
+        "## Base model",
+        "",
+        f"- model: {_hub_link(facts.base_repo, facts.base_repo)}",
+        f"- revision: {_code(facts.base_revision)}",
+        f"- commit: {commit}",
+    ]
 
 
-def _dataset(facts: CardFacts) -> str:
-    ids = list(dict.fromkeys(facts.dataset_ids))
-    links = ", ".join(_link(i, _hub_url("datasets/" + i)) for i in ids) if ids else NOT_RECORDED
-    return "\n".join(["## Dataset", "", f"- {_code(facts.dataset)}: {links}"])
+def _dataset(facts: CardFacts) -> list[str]:
+    ids = _datasets(facts)
+    links = ", ".join(_hub_link(i, "datasets/" + i) for i in ids) if ids else NOT_RECORDED
+    more = len(dict.fromkeys(facts.dataset_ids)) - len(ids)
+    return ["## Dataset", "", f"- {_code(facts.dataset)}: {links}" + (f", and {more} more" if more > 0 else "")]
 
 
-def _configuration(facts: CardFacts) -> str:
-    lines = ["## Training configuration", "", "The settings of this run that differ from the tpu-rl tutorial's:", ""]
+def _configuration(facts: CardFacts) -> list[str | _Rows]:
+    lines: list[str | _Rows] = [
+        "## Training configuration",
+        "",
+        "The settings of this run that differ from the tpu-rl tutorial's:",
+        "",
+    ]
     if not facts.config_diff:
-        return "\n".join([*lines[:2], "none: the tutorial's settings"])
-    lines += [_row("setting", "this run", "tutorial"), _row("---", "---", "---")]
-    for entry in facts.config_diff[:MAX_SETTINGS]:
-        lines.append(_row(_code(entry["key"]), _code(_value(entry["value"])), _code(_value(entry["tutorial"]))))
-    if len(facts.config_diff) > MAX_SETTINGS:
-        lines += ["", f"and {len(facts.config_diff) - MAX_SETTINGS} more (the run's stack configuration has them all)"]
-    return "\n".join(lines)
+        return [*lines[:2], "none: the tutorial's settings"]
+    rows = [
+        _row(_code(entry["key"]), _code(_value(entry["value"])), _code(_value(entry["tutorial"])))
+        for entry in facts.config_diff[:MAX_SETTINGS]
+    ]
+    more = "and {n} more (the run's stack configuration has them all)"
+    header = [_row("setting", "this run", "tutorial"), _row("---", "---", "---")]
+    return [*lines, *header, _rows(rows, len(facts.config_diff), MAX_SETTINGS, more)]
 
 
-def _evaluation(facts: CardFacts) -> str:
+def _evaluation(facts: CardFacts) -> list[str]:
     summary = facts.summary or {}
     lines = [
         "## Evaluation",
@@ -221,19 +314,35 @@ def _evaluation(facts: CardFacts) -> str:
     ]
     if facts.reward_image is not None:
         lines += ["", f"![Reward per optimizer step]({urllib.parse.quote(facts.reward_image)})"]
-    return "\n".join(lines)
+    return lines
 
 
-def _record(record: Mapping[str, Any]) -> str:
-    """A step's record (``core.records``): its title, its summary and its table, every cell escaped."""
-    columns = list(record["columns"])
-    lines = [f"## {_text(record['title'])}", "", _text(record["summary"] or NOT_RECORDED), ""]
-    lines += [_row(*(_text(c) for c in columns)), _row(*("---" for _ in columns))]
-    lines += [_row(*(_text(cell) for cell in row)) for row in record["rows"]]
-    return "\n".join(lines)
+def _record(record: Mapping[str, Any]) -> list[str | _Rows]:
+    """A step's record (``core.records``): its title, its summary and its table, every cell plain text; at most
+    ``MAX_RECORD_COLUMNS`` columns and ``MAX_RECORD_ROWS`` rows, and its rows cut first when the card is too
+    large (``_fit``)."""
+    columns = list(record["columns"])[:MAX_RECORD_COLUMNS]
+    rows = list(record["rows"])
+    shown = [_row(*(_text(cell) for cell in _cells(row, len(columns)))) for row in rows[:MAX_RECORD_ROWS]]
+    more = "and {n} more, left out of the card (the step's `record.json` has them all)"
+    return [
+        f"## {_text(record['title'])}",
+        "",
+        _text(record["summary"] or NOT_RECORDED),
+        "",
+        _row(*(_text(c) for c in columns)),
+        _row(*("---" for _ in columns)),
+        _rows(shown, len(rows), MAX_RECORD_ROWS, more, outside=True),
+    ]
 
 
-def _compute(facts: CardFacts) -> str:
+def _cells(row: Sequence[Any], width: int) -> list[Any]:
+    """A record's row as ``width`` cells (a record's rows are as long as its header: ``core.records``)."""
+    cells = list(row)[:width]
+    return cells + [""] * (width - len(cells))
+
+
+def _compute(facts: CardFacts) -> list[str]:
     summary = facts.summary or {}
     steps, held = summary.get("stepChipHours"), summary.get("heldChipHours")
     cost = NOT_RECORDED
@@ -245,19 +354,17 @@ def _compute(facts: CardFacts) -> str:
         if facts.capacity == "reservation"
         else []
     )
-    return "\n".join(
-        [
-            "## Compute",
-            "",
-            f"- TPU chip-hours of the training steps (tunix's step events, every attempt): {_hours(steps)}",
-            "- TPU chip-hours the slice was held by training (every attempt from its start to its exit: start-up, "
-            f"compilation, evaluations and steps): {_hours(held)}",
-            f"- cost: {cost}",
-            *reserved,
-            f"- capacity: {_text(facts.capacity)}",
-            f"- chips: {_number(facts.chips)}",
-        ]
-    )
+    return [
+        "## Compute",
+        "",
+        f"- TPU chip-hours of the training steps (tunix's step events, every attempt): {_hours(steps)}",
+        "- TPU chip-hours the slice was held by training (every attempt from its start to its exit: start-up, "
+        f"compilation, evaluations and steps): {_hours(held)}",
+        f"- cost: {cost}",
+        *reserved,
+        f"- capacity: {_text(facts.capacity)}",
+        f"- chips: {_number(facts.chips)}",
+    ]
 
 
 def _shown_image(reference: str, private: bool) -> str:
@@ -269,34 +376,39 @@ def _shown_image(reference: str, private: bool) -> str:
     return "(a private registry)/" + reference.rsplit("/", 1)[-1]
 
 
-def _images(facts: CardFacts) -> str:
+def _images(facts: CardFacts) -> list[str | _Rows]:
     if not facts.images:
-        return f"## Images\n\n{NOT_RECORDED}"
-    lines = ["## Images", "", _row("image", "reference", "digest"), _row("---", "---", "---")]
-    for name in sorted(facts.images):
+        return ["## Images", "", NOT_RECORDED]
+    rows = []
+    for name in sorted(facts.images)[:MAX_LISTED]:
         reference = facts.images[name]
         digest = facts.image_digests.get(reference) or (reference if "@sha256:" in reference else None)
         shown_digest = _shown_image(digest, facts.private) if digest else None
-        lines.append(
+        rows.append(
             _row(
                 _code(name),
                 _code(_shown_image(reference, facts.private)),
                 _code(shown_digest) if shown_digest else "digest not recorded",
             )
         )
-    return "\n".join(lines)
+    header = [_row("image", "reference", "digest"), _row("---", "---", "---")]
+    return ["## Images", "", *header, _rows(rows, len(facts.images), MAX_LISTED, "and {n} more")]
 
 
-def _provenance(facts: CardFacts) -> str:
-    lines = ["## Provenance", ""]
+def _provenance(facts: CardFacts) -> list[str | _Rows]:
+    lines: list[str | _Rows] = ["## Provenance", ""]
     if facts.steps:
-        lines += [_row("step", "JobSet"), _row("---", "---")]
-        lines += [_row(_code(step), _code(name)) for step, name in facts.steps.items()]
+        rows = [_row(_code(step), _code(name)) for step, name in list(facts.steps.items())[:MAX_LISTED]]
+        lines += [
+            _row("step", "JobSet"),
+            _row("---", "---"),
+            _rows(rows, len(facts.steps), MAX_LISTED, "and {n} more"),
+        ]
     else:
         lines.append(f"steps: {NOT_RECORDED}")
     if not facts.export_uri:  # a public card does not name the bucket (its default name holds the project id)
-        return "\n".join(lines)
-    return "\n".join([*lines, "", f"- export: {_code(facts.export_uri)}"])
+        return lines
+    return [*lines, "", f"- export: {_code(facts.export_uri)}"]
 
 
 LICENSE_ID = re.compile(r"[a-z0-9][a-z0-9.-]{0,63}")
@@ -311,11 +423,11 @@ def _license_id(license: str | None) -> str:
     return license if license and LICENSE_ID.fullmatch(license) else "other"
 
 
-def _licence(facts: CardFacts) -> str:
+def _licence(facts: CardFacts) -> list[str]:
     """What the base model's licence says of a derivative, by the licence the base model's card declares: the
     Gemma Terms of Use (Gemma 1-3) bind derivatives and ask for their notice; Apache 2.0 (Gemma 4) asks that the
     licence and a statement of the changes go with it; anything else points at the base model's own terms."""
-    base, page = _code(facts.base_repo), _link(_text(facts.base_repo), _hub_url(facts.base_repo))
+    base, page = _code(facts.base_repo), _hub_link(facts.base_repo, facts.base_repo)
     license = _license_id(facts.base_license)
     if license == LICENSE:
         body = [
@@ -343,7 +455,7 @@ def _licence(facts: CardFacts) -> str:
             f"The base model's licence {shown}; its terms, on {page}, apply to this model, a derivative of it (the "
             "base model's weights, modified by GRPO training). Read them before sharing this model.",
         ]
-    return "\n".join(["## License", "", *body])
+    return ["## License", "", *body]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -367,13 +479,20 @@ def _yaml(data: dict[str, Any]) -> str:
 
 
 MAX_VALUE_CHARS = 200
-"""The longest value the card shows (a longer one is cut, ``…`` marking the cut): every part of the card is
-bounded, so the card (``CARD_MAX_BYTES``) always fits its ConfigMap."""
+"""The longest value the card shows, in characters as shown (a longer one is cut, ``…`` marking the cut)."""
 CARD_MAX_BYTES = 256 * 1024
-"""The card's bound: far below a ConfigMap's 1 MiB (``card_config_map`` holds it and the reward curve)."""
+"""The card's bound (``model_card`` never exceeds it, ``_fit``): far below a ConfigMap's 1 MiB
+(``card_config_map`` holds it and the reward curve)."""
 ELLIPSIS = "…"
 MAX_SETTINGS = 120
 """The most settings the configuration table lists (a stack has fewer keys than this)."""
+MAX_LISTED = 20
+"""The most datasets, images and steps the card lists (a run has a few)."""
+MAX_RECORDS = 8
+"""The most step records the card shows (one per step whose output is a record)."""
+MAX_RECORD_COLUMNS = MAX_COLUMNS
+MAX_RECORD_ROWS = MAX_ROWS
+"""The most columns and rows of a record the card shows: what a record may hold (``core.records``)."""
 
 
 def _bounded(value: Any) -> str:
@@ -382,22 +501,26 @@ def _bounded(value: Any) -> str:
 
 
 def _text(value: Any) -> str:
-    """A value as Markdown text that renders as itself: on one line, markup characters escaped, at most
-    ``MAX_VALUE_CHARS`` of it. A string that would not show as itself (a line break or another unprintable
-    character, spaces at an edge, which a table cell trims, or nothing at all) is shown as its JSON string,
-    quotes and escapes included."""
-    text = _bounded(value)
+    """A value as plain Markdown text, shown as itself whatever it holds: on one line, every ASCII punctuation
+    character backslash-escaped (``MARKDOWN_SPECIAL``: no markup, link, image, autolink, HTML, entity or block of
+    its own; ``@`` as a code span, ``AT``), at most ``MAX_VALUE_CHARS`` shown. A string that would not show as
+    itself (a line break, an invisible format or bidi control character (Unicode's Cf: U+200B-U+200F,
+    U+202A-U+202E, U+2066-U+2069, U+061C, U+FEFF...) or any other unprintable one, spaces at an edge, which a
+    table cell trims, or nothing at all) is shown as its JSON string in ASCII: quotes and escapes (``\\u202e``)
+    shown, not interpreted. The one helper every value the card shows goes through (``_code`` too, unless a code
+    span shows the value exactly)."""
+    text = str(value)[: MAX_VALUE_CHARS + 1]  # what can be shown: its last character shows that it is cut
     if not text.isprintable() or text.strip() != text or not text:
-        text = json.dumps(text)
-    return "".join("\\" + c if c in MARKDOWN_SPECIAL else c for c in text)
+        text = json.dumps(text)  # ensure_ascii: every character that is not printable ASCII as its escape
+    return "".join(AT if c == "@" else "\\" + c if c in MARKDOWN_SPECIAL else c for c in _bounded(text))
 
 
 def _code(value: Any) -> str:
     """A value as inline code when that renders it exactly (printable, no backtick, backslash or ``|``, no
-    edge spaces, not empty), else as escaped text."""
-    text = _bounded(value)
+    edge spaces, not empty: a code span has no markup, link or HTML), else as plain text (``_text``)."""
+    text = str(value)[: MAX_VALUE_CHARS + 1]
     if text and text.isprintable() and text.strip() == text and not set(text) & set("`\\|"):
-        return f"`{text}`"
+        return f"`{_bounded(text)}`"
     return _text(text)
 
 
@@ -406,13 +529,14 @@ def _row(*cells: str) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def _link(text: str, url: str) -> str:
+def _hub_link(text: str, *parts: str) -> str:
+    """A link to ``https://huggingface.co/<parts>``, each part percent-encoded (its ``/`` kept), shown as ``text``
+    (plain text): the card's own links, to the pages of the base model, its commit and the datasets. A path longer
+    than a value the card shows is no Hub id: shown as plain text, not linked."""
+    if any(len(part) > MAX_VALUE_CHARS for part in parts):
+        return _code(text)
+    url = "https://huggingface.co/" + "/".join(urllib.parse.quote(p, safe="/") for p in parts)
     return f"[{_text(text)}]({url})"
-
-
-def _hub_url(*parts: str) -> str:
-    """``https://huggingface.co/<parts>``, each part percent-encoded (its ``/`` kept)."""
-    return "https://huggingface.co/" + "/".join(urllib.parse.quote(p, safe="/") for p in parts)
 
 
 def _value(value: Any) -> str:
