@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import ipaddress
+import itertools
 import re
 import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -36,6 +39,7 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
+from pulumi_policy.policy import _PolicyAnalyzerServicer
 from pulumi_policy.proxy import UnknownValueError
 
 # The pack lives beside the program and shares its TPU catalogue, cost model and token shapes (plain modules).
@@ -62,6 +66,10 @@ HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 LOCAL_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
 CLUSTER_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
 RESOURCE_FLAVOR = "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+REFERENCED = frozenset((CONFIG_MAP, SECRET, LOCAL_QUEUE, CLUSTER_QUEUE, RESOURCE_FLAVOR, NAMESPACE))
+"""Objects a stack policy reads to judge another (a container's ConfigMaps and Secrets; a step's queues, flavors
+and namespace): a finding on that other object may rest on their values."""
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 TPU_RESOURCE = "google.com/tpu"
 PROJECT_IAM = (
@@ -92,7 +100,8 @@ class Report(Protocol):
 
 
 class _Unknown:
-    """A value the engine does not know during a preview (an output of a resource not created yet)."""
+    """A value this policy cannot see: what a container gets only at run time (a ``fieldRef``), an object the stack
+    does not declare (``UNKNOWN``), or a value the engine does not know yet (``Unseen``)."""
 
     def __repr__(self) -> str:
         return "(not known during preview)"
@@ -101,6 +110,85 @@ class _Unknown:
 
 
 UNKNOWN: Any = _Unknown()
+
+
+class Unseen(_Unknown):
+    """A value the engine does not know yet, at its property path: at a preview, an output of a resource not created
+    yet (the engine sends a sentinel string; ``rpc.go`` ``marshalUnknownProperty``).
+
+    Reading it to decide anything (its truth, an equality, a membership, its text, its items) notes it, so a policy
+    never passes it as an empty or harmless value: a policy that noted one says what it could not see (``_judged``:
+    advisory at a preview, a finding at ``pulumi up``, where the engine knows every value)."""
+
+    def __init__(self, path: str, owner: tuple[str, str] | None = None) -> None:
+        self.path = path
+        self.owner = owner
+        """(URN, type) of the resource it is a value of, in a stack validation (None: the resource judged)."""
+
+    def __bool__(self) -> bool:
+        _note(self)
+        return False
+
+    def __eq__(self, other: object) -> bool:
+        _note(self)
+        return False
+
+    def __ne__(self, other: object) -> bool:
+        _note(self)
+        return False
+
+    __hash__ = object.__hash__
+
+    def __str__(self) -> str:
+        _note(self)
+        return "(not known during preview)"
+
+    __repr__ = __str__
+
+    def __iter__(self) -> Iterator[Any]:
+        _note(self)
+        return iter(())
+
+    def __len__(self) -> int:
+        _note(self)
+        return 0
+
+    def __contains__(self, item: object) -> bool:
+        _note(self)
+        return False
+
+
+_UNSEEN: ContextVar[list[tuple[Unseen, tuple[int, ...]]] | None] = ContextVar("tpu_rl_unseen", default=None)
+"""The unknown values the running validation read, each with the scope it was read in (``_judged`` sets it up)."""
+_SCOPE: ContextVar[tuple[int, ...]] = ContextVar("tpu_rl_scope", default=())
+_SCOPES = itertools.count(1)
+
+
+def _note(value: Unseen) -> None:
+    seen = _UNSEEN.get()
+    if seen is not None:
+        seen.append((value, _SCOPE.get()))
+
+
+@contextlib.contextmanager
+def judging() -> Iterator[None]:
+    """A part of a check judged on its own (one container, one object's metadata): a finding reported inside it
+    rests only on the unknown values read inside it or around it before, not on those of a part judged before it."""
+    token = _SCOPE.set((*_SCOPE.get(), next(_SCOPES)))
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+
+
+def unseen(value: Any) -> bool:
+    """Whether ``value`` is one the engine does not know yet (noted as read)."""
+    if isinstance(value, Unseen):
+        _note(value)
+        return True
+    return False
+
+
 _UNKNOWN_SENTINELS = frozenset(
     (
         "1c4a061d-8072-4f0a-a4cb-0ff528b18fe7",
@@ -113,25 +201,34 @@ _UNKNOWN_SENTINELS = frozenset(
     )
 )
 """``pulumi_policy.proxy``'s markers of unknown values (a raw, unproxied props dict carries them as strings)."""
+_UNKNOWN_STRING = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 _MAX_DEPTH = 64
 
 
-def plain(value: Any, depth: int = 0) -> Any:
-    """A plain copy of analyzer props: read-only proxies become ``dict`` and ``list``, every value the preview
-    does not know becomes ``UNKNOWN`` (the proxies raise on reading one, which would stop the whole policy with
-    an advisory "can't run during preview": a mandatory policy silently off)."""
+def _key_path(path: str, key: Any) -> str:
+    return f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}"
+
+
+def plain(value: Any, depth: int = 0, path: str = "", owner: tuple[str, str] | None = None) -> Any:
+    """A plain copy of analyzer props: read-only proxies become ``dict`` and ``list``; every value the preview does not
+    know becomes an ``Unseen`` at its path (the proxies raise on reading one, which would stop the whole policy with an
+    advisory "can't run during preview": a mandatory policy silently off for the values it had not read yet); a
+    number that is whole becomes an ``int`` (the engine sends every number as a double and pulumi-policy reads it
+    with ``json_format.MessageToDict``: ``parallelism: 1`` arrives as ``1.0``, still a count)."""
     if depth > _MAX_DEPTH:
-        return UNKNOWN
+        return Unseen(f"{path} (nested more than {_MAX_DEPTH} levels)", owner)
     if isinstance(value, str):
-        return UNKNOWN if value in _UNKNOWN_SENTINELS else value
+        return Unseen(path or ".", owner) if value in _UNKNOWN_SENTINELS else value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
     if isinstance(value, Mapping):
         out: dict[Any, Any] = {}
         for key in list(value):
             try:
                 item = value[key]
             except UnknownValueError:
-                item = UNKNOWN
-            out[key] = plain(item, depth + 1)
+                item = _UNKNOWN_STRING
+            out[key] = plain(item, depth + 1, _key_path(path, key), owner)
         return out
     if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
         items: list[Any] = []
@@ -139,18 +236,27 @@ def plain(value: Any, depth: int = 0) -> Any:
             try:
                 item = value[index]
             except UnknownValueError:
-                item = UNKNOWN
-            items.append(plain(item, depth + 1))
+                item = _UNKNOWN_STRING
+            items.append(plain(item, depth + 1, _key_path(path, index), owner))
         return items
     return value
 
 
+def _config(args: ResourceValidationArgs | StackValidationArgs) -> dict[str, Any]:
+    """The policy's config as plain values (the engine sends it as a Struct: ``256`` arrives as ``256.0``)."""
+    config = plain(args.get_config())
+    return config if isinstance(config, dict) else {}
+
+
 def _m(value: Any) -> dict[Any, Any]:
-    """``value`` if it is a mapping, else an empty one (a list where a mapping belongs reads as nothing)."""
+    """``value`` if it is a mapping, else an empty one (a list where a mapping belongs reads as nothing; an unknown one
+    is noted as read)."""
+    unseen(value)
     return value if isinstance(value, dict) else {}
 
 
 def _l(value: Any) -> list[Any]:
+    unseen(value)
     return value if isinstance(value, list) else []
 
 
@@ -160,8 +266,9 @@ def _yaml(value: Any) -> str:
 
 
 def _on(value: Any) -> bool:
-    """A boolean field that is set to anything but false (``true``, not known during preview, or malformed)."""
-    return value is not None and value is not False
+    """A boolean field that is set to anything but false (``true`` or malformed); one not known yet is noted, not
+    judged (``_judged``)."""
+    return not unseen(value) and value is not None and value is not False
 
 
 @dataclass(frozen=True)
@@ -178,31 +285,117 @@ class Resource:
 def _resources(resources: Sequence[Any]) -> list[Resource]:
     out = []
     for r in resources:
-        props = plain(r.props)
+        name = str(getattr(r, "name", ""))
+        type_ = str(r.resource_type)
+        urn = str(getattr(r, "urn", ""))
+        props = plain(r.props, path=f"{type_.rsplit(':', 1)[-1]} {name}: ", owner=(urn, type_))
         opts = getattr(r, "opts", None)
         out.append(
             Resource(
-                str(r.resource_type),
+                type_,
                 props if isinstance(props, dict) else {},
-                str(getattr(r, "urn", "")),
-                str(getattr(r, "name", "")),
+                urn,
+                name,
                 bool(getattr(opts, "protect", False)),
             )
         )
     return out
 
 
+@dataclass
+class Deployment:
+    """What the engine says of the deployment the pack analyses: ``dry_run`` (a preview) from
+    ``ConfigureStack`` (``analyzer_plugin.go`` ``NewPolicyAnalyzer``; ``None`` until the engine says)."""
+
+    dry_run: bool | None = None
+
+
+DEPLOYMENT = Deployment()
+
+
+class Analyzer(_PolicyAnalyzerServicer):
+    """pulumi-policy's analyzer, which also keeps whether the engine runs a preview (pulumi-policy 1.21 reads only the
+    stack's tags from ``ConfigureStack``; the engine has sent ``dry_run`` there since pulumi 3.19x, #20565).
+    ``policy/__main__.py`` has ``PolicyPack`` build this one."""
+
+    def ConfigureStack(self, request: Any, context: Any) -> Any:  # noqa: N802 (the gRPC method's name)
+        DEPLOYMENT.dry_run = bool(request.dry_run)
+        return super().ConfigureStack(request, context)
+
+
+PACK_NAME = "tpu-rl-guardrails"
+PACK_LEVEL = EnforcementLevel.MANDATORY
+
+
+def servicer(policies: Sequence[Any]) -> Analyzer:
+    """The analyzer ``PolicyPack(PACK_NAME, policies, PACK_LEVEL)`` serves (its version is the SDK's placeholder; the
+    CLI reads PulumiPolicy.yaml's)."""
+    return Analyzer(PACK_NAME, "0.0.1", list(policies), PACK_LEVEL)
+
+
+_MAX_SHOWN = 3
+
+
+def _judged(run: Callable[[Report], None], report: Report) -> None:
+    """Run a policy's check, then answer for what it could not see.
+
+    A finding reported before the check read any unknown value of its resource stands. Once it read one (``Unseen``),
+    at a preview, where values of resources not created yet are unknown, it cannot judge them: the findings it
+    reported afterwards on that resource (which may rest on the value; in a stack validation, a finding on another
+    resource rests only on what it read of that resource, or of the ConfigMaps and Secrets the containers read) and
+    the unknown values it read become the advisory "can't run policy ... during preview" that pulumi-policy makes of
+    ``UnknownValueError``, naming them; at ``pulumi up``, where the engine knows every value it sends, an unknown
+    left is a finding at the policy's level, like the others."""
+    seen: list[tuple[Unseen, tuple[int, ...]]] = []
+    token = _UNSEEN.set(seen)
+    held: list[tuple[str, str | None]] = []
+    try:
+
+        def rests_on_unseen(urn: str | None) -> bool:
+            scope = _SCOPE.get()
+            return any(
+                where == scope[: len(where)]
+                and (v.owner is None or urn is None or v.owner[0] == urn or v.owner[1] in REFERENCED)
+                for v, where in seen
+            )
+
+        def collect(message: str, urn: str | None = None) -> None:
+            if DEPLOYMENT.dry_run is not False and rests_on_unseen(urn):
+                held.append((message, urn))
+            else:
+                report(message, urn)
+
+        run(collect)
+    finally:
+        _UNSEEN.reset(token)
+    if not seen:
+        return
+    paths = list(dict.fromkeys(v.path for v, _ in seen))
+    shown = ", ".join(paths[:_MAX_SHOWN]) + (f" and {len(paths) - _MAX_SHOWN} more" if len(paths) > _MAX_SHOWN else "")
+    if DEPLOYMENT.dry_run is False:
+        report(f"cannot judge {shown}: not known at `pulumi up`; give it a value the program knows")
+        return
+    withheld = f"; reading them as unset it would report: {'; '.join(m for m, _ in held)}" if held else ""
+    error = UnknownValueError(_UNKNOWN_STRING, [])
+    error.message = f"{shown} not known until what they come from exists; judged at `pulumi up`{withheld}"
+    raise error
+
+
 def _guarded_resource(
     check: Callable[[ResourceValidationArgs, dict[str, Any], Report], None],
 ) -> Callable[[ResourceValidationArgs, ReportViolation], None]:
-    """``check`` on the resource's plain props; anything it raises on a hostile shape becomes a finding."""
+    """``check`` on the resource's plain props, judged (``_judged``); anything it raises on a hostile shape becomes a
+    finding."""
 
     def validate(args: ResourceValidationArgs, report: Report) -> None:
-        try:
-            props = plain(args.props)
-            check(args, props if isinstance(props, dict) else {}, report)
-        except Exception as err:  # noqa: BLE001 (a malformed shape is a finding, never a traceback)
-            report(f"cannot judge this {args.resource_type}: its shape is malformed ({type(err).__name__}); fix it")
+        def run(say: Report) -> None:
+            try:
+                props = plain(args.props)
+                check(args, props if isinstance(props, dict) else {}, say)
+            except Exception as err:  # noqa: BLE001 (a malformed shape is a finding, never a traceback)
+                say(f"cannot judge this {args.resource_type}: its shape is malformed ({type(err).__name__}); fix it")
+
+        _judged(run, report)
 
     # pulumi_policy types the callback `ReportViolation = Callable[[str, Optional[str]], None]`, which makes the urn
     # required (a Callable cannot mark an argument optional), while every callback it passes is
@@ -213,19 +406,23 @@ def _guarded_resource(
 def _guarded_stack(
     check: Callable[[StackValidationArgs, list[Resource], Report], None],
 ) -> Callable[[StackValidationArgs, ReportViolation], None]:
-    """``check`` on the stack's resources with plain props; a failure on a hostile shape becomes a finding."""
+    """``check`` on the stack's resources with plain props, judged (``_judged``); a failure on a hostile shape becomes
+    a finding."""
 
     def validate(args: StackValidationArgs, report: Report) -> None:
-        try:
-            check(args, _resources(args.resources), report)
-        except Exception as err:  # noqa: BLE001 (a malformed shape is a finding, never a traceback)
-            report(f"cannot judge this stack: a resource's shape is malformed ({type(err).__name__}); fix it")
+        def run(say: Report) -> None:
+            try:
+                check(args, _resources(args.resources), say)
+            except Exception as err:  # noqa: BLE001 (a malformed shape is a finding, never a traceback)
+                say(f"cannot judge this stack: a resource's shape is malformed ({type(err).__name__}); fix it")
+
+        _judged(run, report)
 
     return validate  # type: ignore[return-value]
 
 
 def _machine(machine_type: Any) -> tuple[TpuVersionName, Any] | None:
-    if not isinstance(machine_type, str):
+    if unseen(machine_type) or not isinstance(machine_type, str):
         return None
     for version in CATALOGUE.values():
         machine = version.machine(machine_type)
@@ -331,7 +528,7 @@ def pod_containers(spec: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     containers (``kubectl debug`` adds these to a running pod; a manifest may carry them too)."""
     for key in CONTAINER_LISTS:
         for container in _l(spec.get(key)):
-            if isinstance(container, dict):
+            if not unseen(container) and isinstance(container, dict):
                 yield container
 
 
@@ -371,7 +568,7 @@ def _asks_tpu(spec: Mapping[str, Any], *, malformed: bool) -> bool:
         resources = _m(container.get("resources"))
         for part in ("limits", "requests"):
             amounts = _m(resources.get(part))
-            if TPU_RESOURCE not in amounts:
+            if TPU_RESOURCE not in amounts or unseen(amounts[TPU_RESOURCE]):
                 continue
             try:
                 if quantity(amounts[TPU_RESOURCE]) > 0:
@@ -424,7 +621,7 @@ class StackObjects:
     """The stack's ConfigMaps and Secrets by kind, name and namespace, with their data as text."""
 
     def __init__(self, resources: Sequence[Resource]) -> None:
-        self._objects: dict[tuple[str, str], list[tuple[str | None, dict[str, Any]]]] = {}
+        self._objects: dict[tuple[str, str], list[tuple[str | None, Any]]] = {}
         for r in resources:
             if r.resource_type not in (CONFIG_MAP, SECRET):
                 continue
@@ -435,9 +632,9 @@ class StackObjects:
             data = _config_map_data(r.props) if kind == "ConfigMap" else _secret_data(r.props)
             self._objects.setdefault((kind, name), []).append((_namespace(r.props), data))
 
-    def find(self, kind: str, name: Any, namespace: str | None) -> dict[str, Any] | None:
-        """The data of the one object of this kind and name in the namespace, or None (not in the stack, or
-        more than one that could be it)."""
+    def find(self, kind: str, name: Any, namespace: str | None) -> Any:
+        """The data of the one object of this kind and name in the namespace (an ``Unseen`` where which keys it
+        holds is not known yet), or None (not in the stack, or more than one that could be it)."""
         if not isinstance(name, str):
             return None
         candidates = [
@@ -448,22 +645,32 @@ class StackObjects:
         return candidates[0] if len(candidates) == 1 else None
 
 
-def _config_map_data(props: Mapping[str, Any]) -> dict[str, Any]:
-    """What a ConfigMap gives the environment: ``data`` (``binaryData`` never reaches env)."""
-    return {str(k): v if isinstance(v, str) else UNKNOWN for k, v in _m(props.get("data")).items()}
+def _config_map_data(props: Mapping[str, Any]) -> Any:
+    """What a ConfigMap gives the environment: ``data`` (``binaryData`` never reaches env); an ``Unseen`` (noted
+    when a container reads it) where the data is not known yet, and each value not known yet stays one."""
+    data = props.get("data")
+    if isinstance(data, Unseen):
+        return data
+    return {str(k): v if isinstance(v, (str, Unseen)) else UNKNOWN for k, v in _m(data).items()}
 
 
-def _secret_data(props: Mapping[str, Any]) -> dict[str, Any]:
+def _secret_data(props: Mapping[str, Any]) -> Any:
     """A Secret's values as text: ``data`` decoded from base64, ``stringData`` over it (the API server merges
-    it in on write)."""
+    it in on write); an ``Unseen`` where either is not known yet (any key may come from it)."""
+    for part in ("data", "stringData"):
+        if isinstance(props.get(part), Unseen):
+            return props[part]
     out: dict[str, Any] = {}
     for key, value in _m(props.get("data")).items():
+        if isinstance(value, Unseen):
+            out[str(key)] = value
+            continue
         try:
             out[str(key)] = base64.b64decode(value, validate=True).decode("utf-8", "replace")
         except (binascii.Error, TypeError, ValueError):
             out[str(key)] = UNKNOWN
     for key, value in _m(props.get("stringData")).items():
-        out[str(key)] = value if isinstance(value, str) else UNKNOWN
+        out[str(key)] = value if isinstance(value, (str, Unseen)) else UNKNOWN
     return out
 
 
@@ -496,6 +703,8 @@ def expand(text: str, env: Mapping[str, EnvValue], *, keep_unknown: bool = False
                 out.append(f"$({name})")
             elif isinstance(known.value, str):
                 out.append(known.value)
+            elif unseen(known.value) and not keep_unknown:
+                return known.value
             elif keep_unknown:
                 out.append(f"$({name})")
             else:
@@ -520,7 +729,7 @@ def container_env(container: Mapping[str, Any], namespace: str | None, objects: 
                 continue
             name = _m(source.get(key)).get("name")
             data = objects.find(kind, name, namespace)
-            if data is None:
+            if data is None or unseen(data):
                 env.unseen.append(f"{kind} {name}")
                 continue
             for var, value in data.items():
@@ -533,7 +742,10 @@ def container_env(container: Mapping[str, Any], namespace: str | None, objects: 
         value_from = entry.get("valueFrom")
         if value_from is None:
             value = entry.get("value", "")
-            text = expand(value, env.values) if isinstance(value, str) else UNKNOWN if value is UNKNOWN else str(value)
+            if isinstance(value, str):
+                text = expand(value, env.values)
+            else:
+                text = value if isinstance(value, _Unknown) else str(value)
             env.values[name] = EnvValue(text, "literal", "literal")
             continue
         value_from = _m(value_from)
@@ -545,6 +757,8 @@ def container_env(container: Mapping[str, Any], namespace: str | None, objects: 
             source, data_key = f"{kind} {ref.get('name')}", ref.get("key")
             if data is None:
                 env.values[name] = EnvValue(UNKNOWN, f"{source}, which this stack does not declare", kind)
+            elif isinstance(data, Unseen):
+                env.values[name] = EnvValue(data, source, kind)
             elif isinstance(data_key, str) and data_key in data:
                 env.values[name] = EnvValue(data[data_key], source, kind)
             # A key the object lacks: an optional reference sets nothing (an earlier value stays), any other
@@ -563,7 +777,7 @@ SECRETS_FIX = "pass secrets as env valueFrom.secretKeyRef (MaxText reads HF_TOKE
 
 def _secret_kind(text: Any) -> str | None:
     """What kind of secret material ``text`` holds (a policy message names the kind, never the text)."""
-    if not isinstance(text, str):
+    if unseen(text) or not isinstance(text, str):
         return None
     return next((KINDS[pattern] for pattern in TOKEN_PATTERNS if pattern.search(text)), None)
 
@@ -614,14 +828,17 @@ def _no_secrets(args: StackValidationArgs, resources: list[Resource], report: Re
         def say(message: str, urn: str = r.urn) -> None:
             report(message, urn)
 
-        metadata = _m(r.props.get("metadata"))
-        _metadata_secrets(metadata, "", say)
+        with judging():
+            metadata = _m(r.props.get("metadata"))
+            _metadata_secrets(metadata, "", say)
         namespace = _namespace(r.props)
         for pod in pods(r.resource_type, r.props):
             if pod.metadata is not metadata:  # a Pod's own metadata is its pod's
-                _metadata_secrets(pod.metadata, f"pod {pod.where}: ", say)
+                with judging():
+                    _metadata_secrets(pod.metadata, f"pod {pod.where}: ", say)
             for container in pod_containers(pod.spec):
-                _container_secrets(container, container_env(container, namespace, objects), say)
+                with judging():
+                    _container_secrets(container, container_env(container, namespace, objects), say)
 
 
 no_secrets_in_workloads = StackValidationPolicy(
@@ -710,7 +927,7 @@ def _control_plane(args: ResourceValidationArgs, props: dict[str, Any], report: 
         report("nodes must be private (privateClusterConfig.enablePrivateNodes); egress goes through Cloud NAT")
     if not _m(props.get("workloadIdentityConfig")).get("workloadPool"):
         report("Workload Identity must be enabled (workloadIdentityConfig.workloadPool = PROJECT.svc.id.goog)")
-    if props.get("enableShieldedNodes") is False:
+    if not unseen(props.get("enableShieldedNodes")) and props.get("enableShieldedNodes") is False:
         report("shielded nodes must be enabled (enableShieldedNodes: true)")
 
 
@@ -749,7 +966,7 @@ PUBLIC_ADDRESSES = 2**32 - sum(n.num_addresses for n in ipaddress.collapse_addre
 
 
 def _secrets_encryption(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
-    if args.resource_type != CLUSTER or not args.get_config().get("required", False):
+    if args.resource_type != CLUSTER or not _config(args).get("required", False):
         return
     encryption = _m(props.get("databaseEncryption"))
     if encryption.get("state") != "ENCRYPTED" or not encryption.get("keyName"):
@@ -800,7 +1017,7 @@ def _open_control_plane(args: ResourceValidationArgs, props: dict[str, Any], rep
     if args.resource_type != CLUSTER:
         return
     config = _m(props.get("masterAuthorizedNetworksConfig"))
-    policy_config = args.get_config()
+    policy_config = _config(args)
     widest = int(policy_config.get("minPrefixLength", 16))
     max_share = float(policy_config.get("maxPublicShare", 0.0001))
     fix = "set tpu-rl:authorizedNetworks to the networks you deploy from"
@@ -970,7 +1187,7 @@ def _above(value: Any, cap: Any) -> bool:
 def _bounded_retries(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
     if args.resource_type not in (JOB, JOBSET):
         return
-    config = args.get_config()
+    config = _config(args)
     max_backoff, max_restarts = config.get("maxBackoffLimit", 256), config.get("maxRestarts", 3)
     spec = _m(props.get("spec"))
     jobs = (
@@ -1060,7 +1277,7 @@ pinned_images = ResourceValidationPolicy(
 
 
 def _trusted_registries(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
-    registries = tuple(str(r) for r in (args.get_config().get("registries") or IMAGE_REGISTRIES))
+    registries = tuple(str(r) for r in (_config(args).get("registries") or IMAGE_REGISTRIES))
     for container in _all_containers(args.resource_type, props):
         image = container.get("image")
         text = image if isinstance(image, str) else ""
@@ -1173,6 +1390,8 @@ keeps them equal), at the versions the configuration accepts (``core.config.sche
 
 
 def _value_paths(values: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    if unseen(values):
+        return
     if isinstance(values, dict) and values:
         for key, value in values.items():
             yield from _value_paths(value, (*prefix, str(key)))
@@ -1187,11 +1406,25 @@ def _reviewed_value(path: tuple[str, ...], allowed: Sequence[tuple[str, ...]]) -
     )
 
 
+RENDERERS = re.compile(r"kubernetes:(helm\.sh/v\d+:Chart|yaml(/v\d+)?:Config(File|Group)|kustomize(/v\d+)?:Directory)")
+"""Components that render Kubernetes objects from a chart, manifests or a kustomization (Helm v3 and v4 ``Chart``,
+``yaml`` and ``yaml/v2`` ``ConfigFile``/``ConfigGroup``, ``kustomize`` ``Directory``): tpu-rl uses none of them."""
+
+
 def _helm_charts(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
+    if RENDERERS.fullmatch(args.resource_type):
+        report(
+            f"{args.resource_type} {args.name} renders Kubernetes objects from a chart or from files, out of the "
+            "review the stack's own objects get: tpu-rl installs charts only as the reviewed Helm releases "
+            "(infra/k8s/platform.py) and registers every other object itself"
+        )
+        return
     if args.resource_type != HELM_RELEASE:
         return
     name = props.get("name") if isinstance(props.get("name"), str) else args.name
     chart, version = props.get("chart"), props.get("version")
+    if unseen(chart):
+        return
     allowed = HELM_CHARTS.get(chart) if isinstance(chart, str) else None
     if allowed is None:
         report(
@@ -1224,7 +1457,10 @@ def _helm_charts(args: ResourceValidationArgs, props: dict[str, Any], report: Re
 
 reviewed_helm_charts = ResourceValidationPolicy(
     name="reviewed-helm-charts",
-    description="Helm releases install only the charts tpu-rl installs (JobSet, Kueue), at their versions and values.",
+    description=(
+        "Helm releases install only the charts tpu-rl installs (JobSet, Kueue), at their versions and values; no "
+        "other chart or manifest renderer."
+    ),
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Keep the releases of infra/k8s/platform.py; add a chart to HELM_CHARTS after a review.",
@@ -1241,7 +1477,7 @@ def _private_publish(args: StackValidationArgs, resources: list[Resource], repor
     """A container publishes when its environment (resolved: ``envFrom``, ``configMapKeyRef``, ``$(VAR)``) names a
     repository (``workloads/run/publish_hub.py`` reads ``core.names.PUBLISH_ENV``); it is private only when
     ``TPU_RL_PUBLISH_PRIVATE`` is exactly ``true``, as publish_hub.py reads it."""
-    allowed = {str(repo) for repo in _l(plain(args.get_config().get("publicRepos")))}
+    allowed = {str(repo) for repo in _l(_config(args).get("publicRepos"))}
     repo_env, _branch_env, private_env = PUBLISH_ENV
     objects = StackObjects(resources)
     for r in resources:
@@ -1331,8 +1567,9 @@ def _labels(args: ResourceValidationArgs, props: dict[str, Any], report: Report)
     labels: Any = props
     for key in path:
         labels = _m(labels).get(key)
-    required = args.get_config().get("requiredLabels", ["app", "stack"])
-    missing = [k for k in required if k not in _m(labels)]
+    required = _config(args).get("requiredLabels", ["app", "stack"])
+    labels = _m(labels)
+    missing = [k for k in required if k not in labels or unseen(labels[k])]
     if missing:
         report(f"missing cost-attribution labels {', '.join(missing)} on {'.'.join(path)}")
 
@@ -1665,14 +1902,14 @@ def _budget(args: StackValidationArgs, resources: list[Resource], report: Report
     estimate = _estimate(resources, runs)
     if estimate is None:
         return
-    budget = float(args.get_config().get("maxEstimatedUsd", 1000))
+    budget = float(_config(args).get("maxEstimatedUsd", 1000))
     if estimate["totalUsd"] > budget:
         report(
             f"estimated TPU cost of one run is ${estimate['totalUsd']:,.2f} ({estimate['capacity']}, "
             f"{estimate['chips']} chips), above maxEstimatedUsd ${budget:,.2f}: use a smaller slice, fewer "
             "numBatches or spot/flex-start capacity, or raise the budget in the policy config"
         )
-    if estimate["idleUsdPerDay"] > float(args.get_config().get("maxIdleUsdPerDay", 5000)):
+    if estimate["idleUsdPerDay"] > float(_config(args).get("maxIdleUsdPerDay", 5000)):
         report(
             f"the reserved slice bills ${estimate['idleUsdPerDay']:,.2f} per day until `pulumi destroy`: "
             "destroy the stack after the run or use autoscaled capacity"
@@ -1732,6 +1969,9 @@ def _selects(selector: Any, labels: Mapping[Any, Any]) -> bool:
 
 
 def _count(value: Any, what: str) -> int:
+    """A count as the API server takes one: a whole number, however the engine sent it (``1.0`` is 1)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise _MalformedError(f"{what} {value!r} is not a count")
     return value
@@ -1748,6 +1988,8 @@ def _checked_requests(pod: Mapping[str, Any]) -> dict[str, float]:
             for part in ("requests", "limits"):
                 amounts = {}
                 for resource, value in _m(resources.get(part)).items():
+                    if unseen(value):
+                        continue
                     try:
                         amount = quantity(value)
                     except ValueError:
@@ -1827,8 +2069,11 @@ def _queue_problems(
                 if any(key in selector and selector[key] != value for key, value in labels.items()):
                     continue  # its nodes are not the ones the pods ask for
                 quota = next((_m(r) for r in _l(flavor.get("resources")) if _m(r).get("name") == resource), {})
+                nominal = quota.get("nominalQuota", "0")
+                if unseen(nominal):
+                    continue
                 try:
-                    best = max(best, quantity(quota.get("nominalQuota", "0")))
+                    best = max(best, quantity(nominal))
                 except ValueError:
                     problems.append(
                         f"ClusterQueue {cq_name}: the nominalQuota of {resource} on flavor {flavor.get('name')} is "

@@ -18,12 +18,12 @@ from pulumi_policy import (
     PolicyCustomTimeouts,
     PolicyResource,
     PolicyResourceOptions,
-    ResourceValidationArgs,
     ResourceValidationPolicy,
-    StackValidationArgs,
 )
 from pulumi_policy.proxy import unknown_checking_proxy
 
+from tests import analyzer
+from tests.analyzer import Finding, Pack
 from tests.conftest import plan_of
 from tests.pure_plan import pure_plan
 from tools.plan.offline import ROOT, Plan
@@ -70,26 +70,28 @@ def _run(result: Any) -> None:
         asyncio.new_event_loop().run_until_complete(result)
 
 
-def violations(plan: Plan, name: str, stack: str = "dev", config: dict[str, Any] | None = None) -> list[str]:
-    """Messages the named policy reports on a plan, with the stack's policy config (or ``config``)."""
+def violations(
+    plan: Plan, name: str, stack: str = "dev", config: dict[str, Any] | None = None, *, preview: bool = False
+) -> list[str]:
+    """Messages the named policy reports on a plan, run as the engine runs the pack (``tests/analyzer.py``: the
+    properties as protobuf Structs, every number a double, through pulumi-policy's own analyzer), with the stack's
+    policy config file (or ``config`` as this policy's properties); at ``pulumi up`` unless ``preview``."""
+    return [f.message for f in findings(plan, name, stack, config, preview=preview)]
+
+
+def findings(
+    plan: Plan, name: str, stack: str = "dev", config: dict[str, Any] | None = None, *, preview: bool = False
+) -> list[Finding]:
     policy = BY_NAME[name]
-    config = policy_config(VARIANTS.get(stack, (stack,))[0], name) if config is None else config
-    found: list[str] = []
-
-    def report(message: str, urn: str | None = None) -> None:
-        found.append(message)
-
+    file = stack_config(VARIANTS.get(stack, (stack,))[0])
+    if config is not None:
+        file = {**file, name: {"enforcementLevel": level(VARIANTS.get(stack, (stack,))[0], name), **config}}
+    pack = Pack(file, dry_run=preview, policies=[policy])
     if isinstance(policy, ResourceValidationPolicy):
-        for r in plan.resources:
-            # Props as the analyzer hands them over: read-only Mapping/Sequence proxies.
-            props = unknown_checking_proxy(copy.deepcopy(r["inputs"]))
-            args = ResourceValidationArgs(r["type"], props, f"urn:{r['name']}", r["name"], _options(r), None, config)
-            for validate in policy.validate if isinstance(policy.validate, list) else [policy.validate]:
-                _run(validate(args, report))
+        found = [f for r in analyzer.resources(plan, preview=preview, stack_view=False) for f in pack.analyze(r)]
     else:
-        resources = [_policy_resource(r) for r in plan.resources]
-        _run(policy.validate(StackValidationArgs(resources, config), report))
-    return found
+        found = pack.analyze_stack(analyzer.resources(plan, preview=preview, stack_view=True))
+    return [f for f in found if f.policy == name]
 
 
 def test_pack_module_imports_without_starting_a_server():
@@ -142,6 +144,45 @@ def test_an_evaluating_stack_passes_every_policy_prod_passes():
     assert any(r["name"] == "evaluate-ksa" for r in evaluating.resources)
     for name in BY_NAME:
         assert violations(evaluating, name, "prod") == violations(plan_of("prod"), name, "prod"), name
+
+
+@pytest.mark.program
+@pytest.mark.parametrize("preview", [False, True], ids=["up", "first-preview"])
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_the_example_stacks_pass_the_pack_as_the_engine_runs_it(stack, preview):
+    """The whole pack, configured from the stack's policy config file as the engine reads it, on what the program
+    registers (its own protobuf Structs: every number a double, secrets sig-wrapped): ``Analyze`` on each resource's
+    inputs, ``AnalyzeStack`` on the outputs. At `pulumi up` and at the first preview of a new stack (every output a
+    provider computes unknown), no mandatory finding; at the preview, what the pack cannot see yet is named (advisory):
+    the service accounts' emails in the Kubernetes service accounts' annotations and the annotations of the steps that
+    wait on an earlier one."""
+    plan = analyzer.first_preview(stack) if preview else plan_of(stack)
+    found = analyzer.analyze_plan(plan, Pack(analyzer.policy_config_file(stack), dry_run=preview), preview=preview)
+    assert analyzer.mandatory(found) == []
+    assert {f.policy for f in found if not f.unjudged} == EXPECTED[stack]
+    unjudged = [f for f in found if f.unjudged]
+    if not preview:
+        assert unjudged == []
+        return
+    (secrets,) = unjudged
+    assert secrets.policy == "no-secrets-in-workloads" and secrets.level == "advisory"
+    assert "ServiceAccount convert-ksa: .metadata.annotations.iam.gke.io/gcp-service-account" in secrets.message
+
+
+def test_a_count_the_engine_sends_as_a_double_is_a_count():
+    """The engine sends every number as a double and pulumi-policy reads it with ``MessageToDict``: the JobSet's
+    ``parallelism: 1`` reaches the pack as ``1.0`` (which the queue policy once refused as "not a count", blocking every
+    step of every stack)."""
+    from google.protobuf import json_format
+
+    train = next(r for r in pure_plan("prod").resources if r["type"] == JOBSET and _is(r, "train"))
+    sent = json_format.MessageToDict(analyzer.properties(train["inputs"]))
+    assert sent["spec"]["replicatedJobs"][1]["template"]["spec"]["parallelism"] == 8.0
+    assert policies.plain(sent)["spec"]["replicatedJobs"][1]["template"]["spec"]["parallelism"] == 8
+    assert policies._count(8.0, "parallelism") == 8
+    with pytest.raises(ValueError, match="is not a count"):
+        policies._count(1.5, "parallelism")
+    assert violations(pure_plan("prod"), "kueue-queue-fits", "prod") == []
 
 
 def test_prod_is_stricter_than_dev():
@@ -1117,6 +1158,77 @@ def test_each_policy_catches_its_mutation(case, policy, stack, type_, name, chan
 
 
 # The accepted side of each boundary: changes that must not be reported.
+UNKNOWN_STRING = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+"""What the engine sends for a value it does not know yet (``rpc.go`` ``UnknownStringValue``)."""
+
+
+def _differences(old: Any, new: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """The paths where ``new`` differs from ``old``: a changed leaf, an added or a removed key (sent as a key whose
+    value is not known: an Output that resolves to nothing at `pulumi up` is unknown at a preview), a list of another
+    length."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[tuple[Any, ...]] = []
+        for key in sorted(set(old) | set(new), key=str):
+            out += _differences(old[key], new[key], (*path, key)) if key in old and key in new else [(*path, key)]
+        return out
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [p for i, (a, b) in enumerate(zip(old, new, strict=True)) for p in _differences(a, b, (*path, i))]
+    return [] if old == new else [path]
+
+
+def _unknown_at(node: Any, path: tuple[Any, ...]) -> None:
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = UNKNOWN_STRING
+
+
+def unknown_in_place_of_the_change(stack: str, type_: str, name: str | None, change: Any) -> Plan | None:
+    """The plan a mutation makes, with every value it changed, added or removed sent as not known yet; None when the
+    mutation changes no input (an option such as ``protect``)."""
+    base, plan = base_plan(stack), mutated(stack, type_, name, change)
+    changed = False
+    for before, after in zip(base.resources, plan.resources, strict=True):
+        for path in _differences(before["inputs"], after["inputs"]):
+            changed = True
+            _unknown_at(after["inputs"], path)
+    return plan if changed else None
+
+
+@pytest.mark.parametrize(
+    ("case", "policy", "stack", "type_", "name", "change", "words"), MUTATIONS, ids=[m[0] for m in MUTATIONS]
+)
+def test_an_unknown_in_place_of_what_a_policy_catches_is_never_passed(case, policy, stack, type_, name, change, words):
+    """Unknown is not safe: where each policy catches a value, the same value not known yet (a preview) is reported
+    as not judged (advisory, naming it) and refuses nothing by itself; at `pulumi up` (the engine knows every value it
+    sends) one left unknown is a finding at the policy's level."""
+    plan = unknown_in_place_of_the_change(stack, type_, name, change)
+    if plan is None:
+        pytest.skip("the mutation changes an option, not a value the engine could send as unknown")
+    known = violations(base_plan(stack), policy, stack) + violations(mutated(stack, type_, name, change), policy, stack)
+    assert_never_passed(plan, known, policy, stack, words)
+
+
+def assert_never_passed(plan: Plan, known: list[str], policy: str, stack: str, words: str) -> None:
+    """At a preview the policy reports nothing that rests on a value not known yet (only findings it also reports with
+    the values known) and either still catches ``words`` or says it could not judge (advisory, naming the value); at
+    `pulumi up` it catches it or reports the value it could not judge, at its configured level."""
+    preview = findings(plan, policy, stack, preview=True)
+    definite = [f.message for f in preview if not f.unjudged]
+    assert set(definite) <= set(known), "a finding resting on a value not known yet"
+    assert any(words in m for m in definite) or [f for f in preview if f.unjudged and f.level == "advisory"], preview
+    up = findings(plan, policy, stack)
+    configured = level(VARIANTS.get(stack, (stack,))[0], policy)
+    said = [f for f in up if f.level == configured and ("not known at `pulumi up`" in f.message or words in f.message)]
+    assert said, up
+
+
+def _unknown_where_changed(clean: dict[str, Any], changed: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(changed)
+    for path in _differences(clean["inputs"], changed["inputs"]):
+        _unknown_at(out["inputs"], path)
+    return out
+
+
 PASSES = [
     (
         "bind-low-ports",
@@ -1376,10 +1488,15 @@ def test_pack_entry_point_builds_the_pack(monkeypatch):
         def __init__(self, name, policies, enforcement_level=None, **kwargs):
             built.update(name=name, policies=policies, level=enforcement_level)
 
+    import pulumi_policy.policy
+
     monkeypatch.setattr(pulumi_policy, "PolicyPack", FakePack)
+    monkeypatch.setattr(pulumi_policy.policy, "_PolicyAnalyzerServicer", pulumi_policy.policy._PolicyAnalyzerServicer)
     monkeypatch.syspath_prepend(str(ROOT / "policy"))  # as `python __main__.py` in policy/ (the CLI) puts it
     runpy.run_path(str(ROOT / "policy" / "__main__.py"))
     assert built["name"] == "tpu-rl-guardrails"
+    # PolicyPack builds the analyzer by that module name: ours, which keeps whether the engine runs a preview.
+    assert pulumi_policy.policy._PolicyAnalyzerServicer.__name__ == "Analyzer"
     names = [p.name for p in built["policies"]]
     assert len(names) == len(set(names)) == len(policies.POLICIES)
 
@@ -1416,20 +1533,8 @@ def test_coverage_limits_at_their_boundaries():
             None,
             _set(["masterAuthorizedNetworksConfig", "cidrBlocks"], [{"cidrBlock": c} for c in blocks]),
         )
-        cluster = plan.one(CLUSTER)
-        props = unknown_checking_proxy(copy.deepcopy(cluster["inputs"]))
-        args = ResourceValidationArgs(
-            CLUSTER,
-            props,
-            "urn",
-            "cluster",
-            _options(cluster),
-            None,
-            {"minPrefixLength": 16, "maxPublicShare": 0.0001, **config},
-        )
-        out: list[str] = []
-        BY_NAME["no-open-control-plane"].validate(args, lambda m, urn=None: out.append(m))
-        return out
+        config = {"minPrefixLength": 16, "maxPublicShare": 0.0001, **config}
+        return violations(plan, "no-open-control-plane", "prod", config=config)
 
     assert found(["1.2.0.0/16"]) == []
     assert any("wider than /16" in m for m in found(["1.2.0.0/15"]))
@@ -2293,6 +2398,29 @@ def test_a_publication_is_judged_by_the_environment_the_kubelet_makes(case, chan
         assert len(found) == 1 and words in found[0] and (PUBLIC in found[0] or "may publish" in found[0]), found
 
 
+def _unknown_data(obj: dict[str, Any], whole: bool) -> dict[str, Any]:
+    """A ConfigMap or Secret whose data is not known yet: each value, or (``whole``) which keys it holds."""
+    obj = copy.deepcopy(obj)
+    for part in ("data", "stringData"):
+        if part in obj["inputs"]:
+            obj["inputs"][part] = UNKNOWN_STRING if whole else dict.fromkeys(obj["inputs"][part], UNKNOWN_STRING)
+    return obj
+
+
+PUBLISH_WITH_OBJECTS = [c for c in PUBLISH_CASES if c[2] and c[3] is not None]
+
+
+@pytest.mark.parametrize("whole", [False, True], ids=["values", "keys"])
+@pytest.mark.parametrize(
+    ("case", "change", "objects", "words"), PUBLISH_WITH_OBJECTS, ids=[c[0] for c in PUBLISH_WITH_OBJECTS]
+)
+def test_a_publication_whose_config_map_is_not_known_yet_is_never_passed(case, change, objects, words, whole):
+    known = violations(base_plan("publishing"), "private-publish", "publishing")
+    known += violations(_publication(change, *objects), "private-publish", "publishing")
+    plan = _publication(change, *[_unknown_data(o, whole) for o in objects])
+    assert_never_passed(plan, known, "private-publish", "publishing", words)
+
+
 SECRET_CONFIG_CASES = [
     (
         "hf-token-from-a-config-map-by-env-from",
@@ -2339,6 +2467,24 @@ def test_secrets_read_from_the_stacks_config_maps(case, change, objects, expecte
     assert not [message for message in found if _shows_the_token(message)]
 
 
+SECRET_CASES_WITH_OBJECTS = [c for c in SECRET_CONFIG_CASES if c[2] and c[3]]
+
+
+@pytest.mark.parametrize("whole", [False, True], ids=["values", "keys"])
+@pytest.mark.parametrize(
+    ("case", "change", "objects", "expected"), SECRET_CASES_WITH_OBJECTS, ids=[c[0] for c in SECRET_CASES_WITH_OBJECTS]
+)
+def test_a_secret_in_a_config_map_not_known_yet_is_never_passed(case, change, objects, expected, whole):
+    def plan_with(*extra):
+        return _with(mutated("prod", JOBSET, "convert", lambda r: change(_container(r))), *extra)
+
+    known = violations(base_plan("prod"), "no-secrets-in-workloads", "prod") + violations(
+        plan_with(*objects), "no-secrets-in-workloads", "prod"
+    )
+    plan = plan_with(*[_unknown_data(o, whole) for o in objects])
+    assert_never_passed(plan, known, "no-secrets-in-workloads", "prod", expected[0])
+
+
 def _shows_the_token(message: str) -> bool:
     return any(TOKEN[i : i + 6] in message for i in range(len(TOKEN) - 5))
 
@@ -2372,20 +2518,24 @@ def test_a_token_in_labels_and_annotations(where, words):
 
 
 def test_an_unknown_annotation_does_not_switch_a_policy_off():
-    """A value the preview does not know (an annotation that waits on the previous step) used to stop the policy
-    with an advisory "can't run during preview"; it is read as not known, and the rest is judged."""
-    unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # pulumi_policy.proxy.UNKNOWN_STRING_VALUE
+    """At a preview, an annotation that waits on the previous step is not known: the policy that reads annotations says
+    it could not judge that one (advisory) and judges the rest, the token in the container's args a mandatory finding;
+    no other policy is stopped by it."""
 
     def change(resource):
-        resource["inputs"]["metadata"].setdefault("annotations", {})["tpu-rl/input"] = unknown
+        resource["inputs"]["metadata"].setdefault("annotations", {})["tpu-rl/input"] = UNKNOWN_STRING
         _container(resource)["args"] = [f"--token={TOKEN}"]
 
     plan = mutated("prod", JOBSET, "export", change)
-    assert [v.split(";")[0] for v in violations(plan, "no-secrets-in-workloads", "prod")] == [
-        "container export: args contains secret material (a Hugging Face token)"
+    found = findings(plan, "no-secrets-in-workloads", "prod", preview=True)
+    assert [(f.level, f.message.split(";")[0]) for f in found if not f.unjudged] == [
+        ("mandatory", "container export: args contains secret material (a Hugging Face token)")
     ]
+    (unjudged,) = [f for f in found if f.unjudged]
+    assert unjudged.level == "advisory" and ".metadata.annotations.tpu-rl/input not known" in unjudged.message
     for name in BY_NAME:
-        assert not [v for v in violations(plan, name, "prod") if "cannot judge" in v], name
+        if name != "no-secrets-in-workloads":
+            assert not [f for f in findings(plan, name, "prod", preview=True) if f.unjudged], name
 
 
 # The budget reads every TPU workload, and the trainer's real arguments as MaxText parses them.
@@ -2692,6 +2842,57 @@ HELM_CASES = [
 def test_a_helm_release_of_another_chart_is_a_finding(case, policy, release, words):
     (found,) = violations(_plan_of(release), policy, "prod")
     assert words in found, found
+
+
+@pytest.mark.parametrize(("case", "policy", "change", "words"), POD_VIOLATIONS, ids=[v[0] for v in POD_VIOLATIONS])
+@pytest.mark.parametrize("kind", ["Pod", "JobSet", "LeaderWorkerSet"])
+def test_an_unknown_in_place_of_a_pod_finding_is_never_passed(kind, case, policy, change, words):
+    pod, meta = _clean_pod(), dict[str, Any]()
+    change(pod, meta)
+    clean, bad = _workload(kind, _clean_pod()), _workload(kind, pod, meta)
+    known = violations(_plan_of(clean), policy, "prod") + violations(_plan_of(bad), policy, "prod")
+    assert_never_passed(_plan_of(_unknown_where_changed(clean, bad)), known, policy, "prod", words)
+
+
+@pytest.mark.parametrize(("case", "policy", "release", "words"), HELM_CASES, ids=[h[0] for h in HELM_CASES])
+def test_an_unknown_in_place_of_a_helm_finding_is_never_passed(case, policy, release, words):
+    clean = _release("jobset", "oci://registry.k8s.io/jobset/charts/jobset", "0.10.1")
+    clean["name"] = release["name"] = "release"
+    clean["inputs"]["name"] = release["inputs"]["name"]
+    clean["inputs"]["namespace"] = release["inputs"]["namespace"]
+    known = violations(_plan_of(clean), policy, "prod") + violations(_plan_of(release), policy, "prod")
+    assert_never_passed(_plan_of(_unknown_where_changed(clean, release)), known, policy, "prod", words)
+
+
+def test_a_release_whose_values_are_not_known_yet_is_judged_at_up():
+    release = _release("kueue", "oci://registry.k8s.io/kueue/charts/kueue", "0.17.1", values=UNKNOWN_STRING)
+    (preview,) = findings(_plan_of(release), "reviewed-helm-charts", "prod", preview=True)
+    assert preview.unjudged and preview.level == "advisory" and ".values" in preview.message, preview
+    (up,) = findings(_plan_of(release), "reviewed-helm-charts", "prod")
+    assert up.level == "mandatory" and up.message.startswith("cannot judge .values: not known at `pulumi up`"), up
+
+
+RENDERER_TYPES = [
+    "kubernetes:helm.sh/v4:Chart",
+    "kubernetes:helm.sh/v3:Chart",
+    "kubernetes:yaml/v2:ConfigGroup",
+    "kubernetes:yaml/v2:ConfigFile",
+    "kubernetes:yaml:ConfigGroup",
+    "kubernetes:yaml:ConfigFile",
+    "kubernetes:kustomize/v2:Directory",
+    "kubernetes:kustomize:Directory",
+]
+
+
+@pytest.mark.parametrize("type_", RENDERER_TYPES)
+@pytest.mark.parametrize("preview", [True, False], ids=["preview", "up"])
+def test_a_chart_or_manifest_renderer_is_refused_at_preview_and_at_up(type_, preview):
+    """What a chart or a manifest file renders is out of the review the stack's own objects get: refused whatever its
+    inputs, known or not (a Helm v4 Chart's values may be unknown at a preview)."""
+    renderer = _object(type_, "evil", {"chart": "oci://registry.k8s.io/jobset/charts/jobset", "values": UNKNOWN_STRING})
+    (found,) = findings(_plan_of(renderer), "reviewed-helm-charts", "prod", preview=preview)
+    assert found.level == "mandatory" and not found.unjudged
+    assert found.message.startswith(f"{type_} evil renders Kubernetes objects from a chart or from files"), found
 
 
 def test_a_node_selector_value_of_the_kueue_chart_passes():

@@ -3,6 +3,7 @@ the PR workflow uses, and the engine's command starts it and answers the analyze
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import shutil
@@ -117,11 +118,47 @@ def test_the_engine_can_start_the_pack_from_its_virtualenv(policy_python):
         reader.join(60)
         assert line and line[0].strip().isdigit(), stderr.read() if process.poll() is not None else line
         with grpc.insecure_channel(f"127.0.0.1:{line[0].strip()}") as channel:
-            info = analyzer_pb2_grpc.AnalyzerStub(channel).GetAnalyzerInfo(empty_pb2.Empty(), timeout=30)
-        from policy.tpu_rl_policies import POLICIES
+            stub = analyzer_pb2_grpc.AnalyzerStub(channel)
+            info = stub.GetAnalyzerInfo(empty_pb2.Empty(), timeout=30)
+            from policy.tpu_rl_policies import POLICIES
 
-        assert info.name == "tpu-rl-guardrails"
-        assert {p.name for p in info.policies} == {p.name for p in POLICIES}
+            assert info.name == "tpu-rl-guardrails"
+            assert {p.name for p in info.policies} == {p.name for p in POLICIES}
+            _judges_as_the_engine_asks(stub)
     finally:
         process.kill()
         process.wait(10)
+
+
+def _judges_as_the_engine_asks(stub: analyzer_pb2_grpc.AnalyzerStub) -> None:
+    """The pack process, asked as the engine asks (``ConfigureStack`` with ``dry_run``, ``Configure`` with the prod
+    policy config, ``Analyze`` with the properties as Structs): the prod stack's training JobSet passes; its image not
+    known is advisory at a preview and a mandatory finding at `pulumi up`."""
+    from pulumi.runtime.proto import analyzer_pb2
+
+    from policy.tpu_rl_policies import POLICIES
+    from tests import analyzer
+    from tests.pure_plan import pure_plan
+
+    train = next(r for r in pure_plan("prod").resources if r["name"].startswith("gemma4-26b-train-"))
+    unknown = copy.deepcopy(train)
+    head = unknown["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    head["containers"][0]["image"] = analyzer.UNKNOWN_SENTINELS[2]
+    configure = analyzer_pb2.ConfigureAnalyzerRequest()
+    for name, (level, props) in analyzer.reconciled(POLICIES, analyzer.policy_config_file("prod")).items():
+        configure.policyConfig[name].enforcementLevel = analyzer.WIRE_LEVELS[level]
+        configure.policyConfig[name].properties.update(props)
+    stub.Configure(configure, timeout=30)
+
+    def analyze(resource: dict, dry_run: bool) -> list[tuple[str, int]]:
+        stub.ConfigureStack(analyzer_pb2.AnalyzerStackConfigureRequest(stack="prod", dry_run=dry_run), timeout=30)
+        request = analyzer_pb2.AnalyzeRequest(
+            type=resource["type"], properties=analyzer.properties(resource["inputs"]), urn="urn:x", name="train"
+        )
+        reply = stub.Analyze(request, timeout=60)
+        return [(d.policyName, d.enforcementLevel) for d in reply.diagnostics]
+
+    assert analyze(train, False) == []
+    assert ("pinned-images", analyzer_pb2.ADVISORY) in analyze(unknown, True)
+    assert not [d for d in analyze(unknown, True) if d[1] == analyzer_pb2.MANDATORY]
+    assert ("pinned-images", analyzer_pb2.MANDATORY) in analyze(unknown, False)

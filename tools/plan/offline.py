@@ -73,6 +73,11 @@ class Plan:
     """(level, message) of what the program logged through ``pulumi.log`` (warnings, infos)."""
     urns: dict[str, str] = field(default_factory=dict, repr=False)
     """Resource name -> the URN the mock monitor gave it (the parent chain of types, then the name)."""
+    wire: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=dict, repr=False)
+    """(type, name) -> (inputs, outputs) as they crossed the wire (``json_format.MessageToDict`` of the request's
+    and the reply's Struct): every number a float, a secret ``{SIG_KEY: SECRET_SIG, "value": v}`` where the program
+    made it, an unknown the string ``UNKNOWN``. What the engine holds for the resource, before a provider's Check
+    (``tests/analyzer.py`` hands it to the policy pack as the engine does)."""
 
     def warnings(self) -> list[str]:
         return [message for level, message in self.logs if level == "WARNING"]
@@ -125,6 +130,16 @@ def _redact(value: Any) -> Any:
 
 OutputsFor = Callable[[Registration], "dict[str, Any] | None"]
 
+COMPUTED: dict[str, tuple[str, ...]] = {
+    "gcp:container/cluster:Cluster": ("endpoint", "masterAuth", "selfLink", "labelFingerprint"),
+    "gcp:serviceaccount/account:Account": ("email", "name", "member", "uniqueId"),
+    "gcp:storage/bucket:Bucket": ("url", "selfLink"),
+    "gcp:compute/network:Network": ("selfLink", "gatewayIpv4"),
+    "gcp:compute/subnetwork:Subnetwork": ("selfLink", "gatewayAddress"),
+    "gcp:kms/cryptoKey:CryptoKey": ("primary",),
+}
+"""Outputs a provider computes that the program reads back, by type (unknown in a first preview)."""
+
 
 PROJECT_NUMBER = "123456789012"
 """The project number the offline plan answers ``gcp.organizations.get_project`` with."""
@@ -133,8 +148,12 @@ PROJECT_NUMBER = "123456789012"
 class _Mocks(pulumi_mocks.Mocks):
     """Echo inputs back, plus the outputs the program reads; ``outputs_for`` may answer instead."""
 
-    def __init__(self, outputs_for: OutputsFor | None) -> None:
+    def __init__(self, outputs_for: OutputsFor | None, unknown_outputs: bool = False) -> None:
         self.outputs_for = outputs_for
+        self.unknown_outputs = unknown_outputs
+        """A preview of a stack with nothing created yet: what a provider computes (ids, emails, endpoints,
+        URLs) is unknown, as a Create in preview returns it (pulumi-terraform-bridge and pulumi-kubernetes
+        return the inputs; the engine marks the rest unknown)."""
         self.registrations: list[Registration] = []
         self.local = threading.local()
         """``current``: the request this thread is registering (the SDK registers from a thread pool;
@@ -148,6 +167,10 @@ class _Mocks(pulumi_mocks.Mocks):
             if answer is not None:
                 return f"{args.name}-id", answer
         state = dict(args.inputs)
+        if self.unknown_outputs:
+            for key in COMPUTED.get(args.typ, ()):
+                state[key] = UNKNOWN
+            return "", state
         if args.typ == "gcp:container/cluster:Cluster":
             state["endpoint"] = "127.0.0.1:9"  # loopback discard port: nothing offline may reach a cluster
             state["masterAuth"] = {**state.get("masterAuth", {}), "clusterCaCertificate": FAKE_CA}
@@ -177,12 +200,17 @@ class _Recorder(pulumi_mocks.MockMonitor):
     def __init__(self, mocks: _Mocks) -> None:
         super().__init__(mocks)
         self.urns: dict[str, str] = {}
+        self.wire: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any]]] = {}
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
         self.mocks.local.current = request
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
             self.urns[request.name] = response.urn
+            self.wire[(request.type, request.name)] = (
+                json_format.MessageToDict(request.object),
+                json_format.MessageToDict(response.object),
+            )
         return response
 
 
@@ -220,6 +248,7 @@ def run_program(
     *,
     project: str = "tpu-rl",
     preview: bool = False,
+    unknown_outputs: bool = False,
     outputs_for: OutputsFor | None = None,
     raise_errors: bool = True,
 ) -> Plan:
@@ -232,7 +261,16 @@ def run_program(
     registered before the failure.
     """
     return contextvars.Context().run(
-        _run_isolated, program, stack, config, frozenset(secret_keys), project, preview, outputs_for, raise_errors
+        _run_isolated,
+        program,
+        stack,
+        config,
+        frozenset(secret_keys),
+        project,
+        preview,
+        unknown_outputs,
+        outputs_for,
+        raise_errors,
     )
 
 
@@ -277,10 +315,11 @@ def _run_isolated(
     secret_keys: frozenset[str],
     project: str,
     preview: bool,
+    unknown_outputs: bool,
     outputs_for: OutputsFor | None,
     raise_errors: bool,
 ) -> Plan:
-    recorder = _Recorder(_Mocks(outputs_for))
+    recorder = _Recorder(_Mocks(outputs_for, unknown_outputs))
     capture = _Capture()
     logger = logging.getLogger(f"tpu-rl.plan.{id(capture)}")
     logger.propagate = False
@@ -331,4 +370,5 @@ def _run_isolated(
         replacement_triggers=triggers,
         logs=capture.records,
         urns=dict(recorder.urns),
+        wire=dict(recorder.wire),
     )

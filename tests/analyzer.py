@@ -1,0 +1,370 @@
+"""The policy pack as the engine runs it: pulumi-policy's own analyzer (the gRPC servicer ``pulumi policy`` starts,
+``pulumi_policy.policy._PolicyAnalyzerServicer``, as ``policy/__main__.py`` builds it) fed the protobuf requests the
+engine sends, configured from a policy config file as the engine reads it.
+
+What the engine sends (pulumi/pulumi HEAD 1b59498, unchanged since v3.259.0):
+
+- ``sdk/go/common/resource/plugin/analyzer_plugin.go`` ``analyzer.Analyze`` / ``AnalyzeStack``: the properties as
+  ``MarshalProperties(props, {KeepUnknowns, KeepSecrets, SkipInternalKeys})``; ``rpc.go`` ``MarshalPropertyValue``:
+  every number a double (``structpb.Value_NumberValue``), a secret ``{SIG_KEY: SECRET_SIG, "value": v}``, an unknown
+  the sentinel string of its type (``marshalUnknownProperty``; the Python SDK's unknowns are strings);
+  ``analyzer.ConfigureStack`` sends ``dry_run`` (since pulumi 3.19x, #20565);
+- ``pkg/resource/analyzer/config.go`` ``parsePolicyPackConfig`` and ``ReconcilePolicyPackConfig``: every policy's
+  config is its schema's defaults, then ``all``'s level, then its own entry, validated against its schema
+  (``validatePolicyConfig``), and ``analyzer.Configure`` sends each as ``structpb.NewStruct`` (numbers doubles);
+- ``pkg/resource/deploy/step_generator.go``: ``analyzeAll`` runs ``Analyze`` on a resource's checked inputs before
+  its step, in a preview as in an update; ``AnalyzeResources`` runs ``AnalyzeStack`` on every resource's *outputs*
+  (``v.Outputs``), and ``deployment_executor.go`` calls it only after every step succeeded.
+
+What the pack does with it (pulumi-policy v1.21.0, the lock's): ``_PolicyAnalyzerServicer.Analyze`` /
+``AnalyzeStack`` turn each Struct into a dict with ``json_format.MessageToDict`` (every number a float: ``1.0``),
+unwrap secrets (``deserialize_properties``) and wrap the dict in ``unknown_checking_proxy``; a policy that raises
+``UnknownValueError`` becomes an *advisory* "can't run policy ... during preview" diagnostic.
+
+A provider's Check is taken as the identity: pulumi-kubernetes ``Check`` normalises a Secret's ``stringData`` into
+``data`` and adds nothing a policy reads (``provider.go`` ``Check``, ``normalizeInputs``, ``annotateSecrets``);
+pulumi-terraform-bridge returns the inputs with defaults the policies do not read.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+from google.protobuf import struct_pb2
+from pulumi.output import Unknown
+from pulumi.runtime.proto import analyzer_pb2
+from pulumi_policy import EnforcementLevel, Policy
+
+from tests.fake_kube import with_state
+from tests.k8s_validation import jobset_defaults
+from tools.plan.offline import SECRET_SIG, SECRET_SIG_KEY, UNKNOWN, Plan
+from tools.stack_files import ROOT
+
+UNKNOWN_SENTINELS = (
+    "1c4a061d-8072-4f0a-a4cb-0ff528b18fe7",
+    "3eeb2bf0-c639-47a8-9e75-3b44932eb421",
+    "04da6b54-80e4-46f7-96ec-b56ff0331ba9",
+    "6a19a0b0-7e62-4c92-b797-7f8e31da9cc2",
+    "030794c1-ac77-496b-92df-f27374a8bd58",
+    "e48ece36-62e2-4504-bad9-02848725956a",
+    "dd056dcd-154b-4c76-9bd3-c8f88648b5ff",
+)
+"""``rpc.go``'s ``Unknown*Value`` sentinels (bool, number, string, array, asset, archive, object)."""
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+LEVELS = {
+    analyzer_pb2.ADVISORY: "advisory",
+    analyzer_pb2.MANDATORY: "mandatory",
+    analyzer_pb2.REMEDIATE: "remediate",
+    analyzer_pb2.DISABLED: "disabled",
+}
+WIRE_LEVELS = {name: value for value, name in LEVELS.items()}
+CANT_RUN = "can't run policy '"
+"""How pulumi-policy words the advisory diagnostic of a policy that raised ``UnknownValueError``."""
+
+
+class Secret:
+    """A value the program made secret (``pulumi.Output.secret``): the engine sends it sig-wrapped."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def encode(value: Any) -> struct_pb2.Value:
+    """One property value as ``MarshalPropertyValue`` marshals it with KeepUnknowns and KeepSecrets."""
+    out = struct_pb2.Value()
+    if isinstance(value, Unknown):
+        out.string_value = UNKNOWN
+    elif isinstance(value, Secret):
+        out.struct_value.CopyFrom(_struct({SECRET_SIG_KEY: SECRET_SIG, "value": value.value}))
+    elif value is None:
+        out.null_value = struct_pb2.NULL_VALUE
+    elif isinstance(value, bool):
+        out.bool_value = value
+    elif isinstance(value, (int, float)):
+        out.number_value = float(value)
+    elif isinstance(value, str):
+        out.string_value = value
+    elif isinstance(value, Mapping):
+        out.struct_value.CopyFrom(_struct(value))
+    elif isinstance(value, Sequence):
+        out.list_value.values.extend(encode(v) for v in value)
+    else:
+        raise TypeError(f"the engine sends no {type(value).__name__}")
+    return out
+
+
+def _struct(props: Mapping[str, Any], top: bool = False) -> struct_pb2.Struct:
+    out = struct_pb2.Struct()
+    for key, value in props.items():
+        if top and str(key).startswith("__"):
+            continue  # SkipInternalKeys: only at the top level
+        out.fields[str(key)].CopyFrom(encode(value))
+    return out
+
+
+def properties(props: Mapping[str, Any]) -> struct_pb2.Struct:
+    """A resource's properties as ``MarshalProperties(KeepUnknowns, KeepSecrets, SkipInternalKeys)`` sends them."""
+    return _struct(props, top=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The policy config, as the engine reads the file and sends it
+
+
+def policy_config_file(stack: str) -> dict[str, Any]:
+    return json.loads((ROOT / "policy" / "config" / f"{stack}.json").read_text())
+
+
+def reconciled(policies: Sequence[Policy], config: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """``ReconcilePolicyPackConfig``: each policy's level and properties (its schema's defaults, then ``all``, then its
+    entry), validated against its schema; raises ``ValueError`` with the engine's complaint otherwise."""
+    result: dict[str, tuple[str, dict[str, Any]]] = {}
+    for policy in policies:
+        schema = policy.config_schema
+        defaults = {k: v["default"] for k, v in (schema.properties if schema else {}).items() if "default" in v}
+        result[policy.name] = (_level(policy.enforcement_level or EnforcementLevel.ADVISORY), defaults)
+    entries = dict(config)
+    all_level = entries.pop("all", None)
+    if isinstance(all_level, str):
+        result = {name: (all_level, props) for name, (_, props) in result.items()}
+    for name, entry in entries.items():
+        level, props = result.get(name, ("", {}))
+        if isinstance(entry, str):
+            level = entry
+        else:
+            entry = dict(entry)
+            level = entry.pop("enforcementLevel", level)
+            props = {**props, **entry}
+        result[name] = (level, props)
+    for policy in policies:
+        schema = policy.config_schema
+        if schema is None:
+            continue
+        document = {"type": "object", "properties": schema.properties}
+        if schema.required:
+            document["required"] = schema.required
+        errors = [e.message for e in jsonschema.Draft7Validator(document).iter_errors(result[policy.name][1])]
+        if errors:
+            raise ValueError(f"{policy.name}: {'; '.join(errors)}")
+    return result
+
+
+def _level(level: EnforcementLevel) -> str:
+    return level.value
+
+
+# ---------------------------------------------------------------------------------------------
+# The pack
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One diagnostic of the pack, as the engine shows it."""
+
+    policy: str
+    level: str
+    """advisory, mandatory (or remediate, disabled)."""
+    message: str
+    """The policy's own words (pulumi-policy prefixes its description and a newline; that prefix is removed)."""
+    urn: str
+    unjudged: bool = False
+    """pulumi-policy's "can't run policy ... during preview": the policy raised ``UnknownValueError``."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    """What the engine holds of a resource: its type, name, URN, the properties it analyses and its options."""
+
+    type: str
+    name: str
+    urn: str
+    props: dict[str, Any]
+    protect: bool = False
+    delete_before_replace: bool = False
+    parent: str = ""
+
+
+class Pack:
+    """The pack's analyzer, configured as the engine configures it for one deployment."""
+
+    def __init__(
+        self,
+        config: Mapping[str, Any] | None = None,
+        *,
+        dry_run: bool = False,
+        policies: Sequence[Policy] | None = None,
+    ) -> None:
+        pack = _pack_module()
+        self.policies = list(pack.POLICIES if policies is None else policies)
+        self.servicer = pack.servicer(self.policies)
+        levels = reconciled(self.policies, config or {})
+        self._descriptions = {p.name: p.description for p in self.policies}
+        request = analyzer_pb2.AnalyzerStackConfigureRequest(stack="dev", project="tpu-rl", dry_run=dry_run)
+        self.servicer.ConfigureStack(_wire(request), None)
+        configure = analyzer_pb2.ConfigureAnalyzerRequest()
+        for name, (level, props) in levels.items():
+            entry = configure.policyConfig[name]
+            entry.enforcementLevel = WIRE_LEVELS[level]
+            entry.properties.CopyFrom(struct_pb2.Struct())
+            entry.properties.update(json.loads(json.dumps(props)))
+        self.servicer.Configure(_wire(configure), None)
+
+    def analyze(self, resource: Resource) -> list[Finding]:
+        request = analyzer_pb2.AnalyzeRequest(
+            type=resource.type, properties=properties(resource.props), urn=resource.urn, name=resource.name
+        )
+        request.options.CopyFrom(_options(resource))
+        return self._findings(self.servicer.Analyze(_wire(request), None))
+
+    def analyze_stack(self, resources: Iterable[Resource]) -> list[Finding]:
+        request = analyzer_pb2.AnalyzeStackRequest()
+        for resource in resources:
+            entry = request.resources.add(
+                type=resource.type,
+                properties=properties(resource.props),
+                urn=resource.urn,
+                name=resource.name,
+                parent=resource.parent,
+            )
+            entry.options.CopyFrom(_options(resource))
+        return self._findings(self.servicer.AnalyzeStack(_wire(request), None))
+
+    def _findings(self, response: Any) -> list[Finding]:
+        response = analyzer_pb2.AnalyzeResponse.FromString(response.SerializeToString())
+        found = []
+        for d in response.diagnostics:
+            prefix = self._descriptions.get(d.policyName, "") + "\n"
+            message = d.message.removeprefix(prefix)
+            unjudged = d.message.startswith(CANT_RUN)
+            found.append(Finding(d.policyName, LEVELS[d.enforcementLevel], message, d.urn, unjudged))
+        return found
+
+
+def _wire(message: Any) -> Any:
+    """A request as it crosses the wire (serialised and parsed again)."""
+    return type(message).FromString(message.SerializeToString())
+
+
+def _options(resource: Resource) -> analyzer_pb2.AnalyzerResourceOptions:
+    return analyzer_pb2.AnalyzerResourceOptions(
+        protect=resource.protect,
+        deleteBeforeReplace=resource.delete_before_replace,
+        deleteBeforeReplaceDefined=True,
+        parent=resource.parent,
+    )
+
+
+def _pack_module() -> Any:
+    import importlib
+
+    return importlib.import_module("policy.tpu_rl_policies")
+
+
+# ---------------------------------------------------------------------------------------------
+# A plan, as the engine hands it to the pack at preview and at up
+
+
+def _urn(plan: Plan, type_: str, name: str) -> str:
+    return plan.urns.get(name) or f"urn:pulumi:{plan.stack}::tpu-rl::{type_}::{name}"
+
+
+def _from_wire(value: Any) -> Any:
+    """A value as ``json_format.MessageToDict`` read it off the wire, back to what ``encode`` sends (an unknown
+    sentinel stays a string: the engine sends the string)."""
+    if isinstance(value, dict):
+        if value.get(SECRET_SIG_KEY) == SECRET_SIG:
+            return Secret(_from_wire(value.get("value")))
+        return {k: _from_wire(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_from_wire(v) for v in value]
+    return value
+
+
+def inputs(plan: Plan, r: Mapping[str, Any]) -> dict[str, Any]:
+    """A plan resource's inputs as the engine received them (the program's own Struct when the plan ran the program;
+    the builders' plain dict otherwise)."""
+    sent = plan.wire.get((r["type"], r["name"]))
+    return _from_wire(sent[0]) if sent is not None else copy.deepcopy(r["inputs"])
+
+
+def outputs(plan: Plan, r: Mapping[str, Any], *, preview: bool) -> dict[str, Any]:
+    """What ``AnalyzeStack`` reads of a resource: its outputs. At preview a create returns its inputs and the engine
+    marks what the provider computes unknown (the mocks' reply); at ``up`` the live object: a JobSet as the API server
+    keeps it (the webhook's defaults, a status), anything else the provider's reply."""
+    sent = plan.wire.get((r["type"], r["name"]))
+    live = _from_wire(sent[1]) if sent is not None else copy.deepcopy(r["inputs"])
+    if not preview and r["type"] == JOBSET:
+        live = with_state(jobset_defaults(live), "running")
+        live["metadata"] = {**live["metadata"], "uid": f"uid-{r['name']}", "generation": 1}
+    return live
+
+
+def resources(plan: Plan, *, preview: bool, stack_view: bool) -> list[Resource]:
+    out = []
+    for r in plan.resources:
+        props = outputs(plan, r, preview=preview) if stack_view else inputs(plan, r)
+        o = r["options"]
+        out.append(
+            Resource(
+                r["type"],
+                r["name"],
+                _urn(plan, r["type"], r["name"]),
+                props,
+                protect=bool(o.get("protect")),
+                delete_before_replace=bool(o.get("deleteBeforeReplace")),
+                parent=_urn(plan, "", o["parent"]) if o.get("parent") else "",
+            )
+        )
+    return out
+
+
+def analyze_plan(plan: Plan, pack: Pack, *, preview: bool = False) -> list[Finding]:
+    """Every finding of the pack on a plan: ``Analyze`` on each resource's inputs, then ``AnalyzeStack`` on the
+    outputs, as one ``pulumi preview --policy-pack`` (``preview``) or ``pulumi up --policy-pack`` shows them."""
+    found = []
+    for resource in resources(plan, preview=preview, stack_view=False):
+        found += pack.analyze(resource)
+    found += pack.analyze_stack(resources(plan, preview=preview, stack_view=True))
+    return found
+
+
+def mandatory(findings: Iterable[Finding]) -> list[Finding]:
+    return [f for f in findings if f.level == "mandatory"]
+
+
+__all__ = [
+    "Finding",
+    "Pack",
+    "Resource",
+    "Secret",
+    "analyze_plan",
+    "encode",
+    "mandatory",
+    "policy_config_file",
+    "properties",
+    "reconciled",
+]
+
+
+@functools.lru_cache(maxsize=8)
+def first_preview(stack: str, *overrides: str) -> Plan:
+    """The first ``pulumi preview`` of an example stack, nothing created yet: what the program registers when every
+    output a provider computes (ids, emails, endpoints, URLs) is unknown (``run_program``'s ``unknown_outputs``)."""
+    from tests.conftest import SENTINEL_TOKEN
+    from tools.plan import plan_stack
+
+    plan, _ = plan_stack(
+        ROOT / f"Pulumi.{stack}.yaml",
+        list(overrides),
+        stack=stack,
+        preview=True,
+        unknown_outputs=True,
+        secrets={"tpu-rl:hfToken": SENTINEL_TOKEN},
+    )
+    return plan
