@@ -26,11 +26,24 @@ CPU_TAINT_VALUE = CPU_POOL
 autoscaler can remove a 64-vCPU node once a step ends."""
 
 
-def step_ksa(step: str) -> str:
-    """The Kubernetes service account of a CPU step's pods (``tpu-rl-<step>``): its own, bound by Workload Identity
-    to the step's own Google service account, which may touch only the bucket prefixes the step uses
-    (``infra.gcp.access``)."""
-    return f"tpu-rl-{step}"
+def step_account(cluster: str, step: str) -> str:
+    """A CPU step's own Google service account id, ``<clusterName>-<step>`` (``infra.gcp.naming``): it may touch only
+    the bucket prefixes the step uses (``infra.gcp.access``). An account id is 6-30 characters and unique within the
+    project (IAM refuses a second account of the same id): ``tpu-rl:clusterName`` holds at most 20 characters, so a
+    step's name at most 9 (``tests/test_platform.py`` checks every step's)."""
+    return f"{cluster}-{step}"
+
+
+def step_ksa(cluster: str, step: str) -> str:
+    """The Kubernetes service account of a CPU step's pods, bound by Workload Identity to the step's own Google
+    account and named as it (``step_account``).
+
+    The binding's principal, ``PROJECT.svc.id.goog[NAMESPACE/KSA]``, names the project's one identity pool and no
+    cluster: a name every stack shares in one namespace (``tpu-rl-<step>`` before issue 41) lets a pod of one
+    stack's cluster act as another stack's account. The account id is unique within the project, so a
+    principal named by it is one stack's whatever ``tpu-rl:namespace`` is. The name is a DNS-1123 subdomain
+    (at most 253 characters; the id is lowercase letters, digits and hyphens, a letter first, at most 30)."""
+    return step_account(cluster, step)
 
 
 HF_SECRET = "hf-token"

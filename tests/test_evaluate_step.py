@@ -63,7 +63,7 @@ def test_on_it_reads_the_export_and_the_publication_comes_after_it_unchanged():
     assert step.artifact_uri == step.output_uri + RECORD and step.output_uri.endswith(f"/evaluate/{step.step_id}/")
     assert step.deadline_seconds == 3 * 3600 and step.container == "evaluate"
     pod = step.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-    assert pod["serviceAccountName"] == "tpu-rl-evaluate"
+    assert pod["serviceAccountName"] == "tpu-rl-prod-evaluate", "its Google account's name (core.names.step_ksa)"
     env = {e["name"]: e for e in container(step)["env"]}
     assert "HF_TOKEN" not in env, "it reads GCS only: no Hub token"
     assert env["HF_HUB_OFFLINE"]["value"] == "1"
@@ -112,7 +112,7 @@ def test_its_identity_exists_only_where_it_runs_and_touches_only_its_prefixes():
     ), "the wait starts once its binding and grants exist"
     assert "evaluate-access-propagation" in by_name["evaluate-ksa"]["options"]["dependsOn"]
     assert "evaluate-access-propagation" not in by_name["convert-ksa"]["options"]["dependsOn"], "no other step waits"
-    assert by_name["evaluate-ksa"]["inputs"]["metadata"]["name"] == "tpu-rl-evaluate"
+    assert by_name["evaluate-ksa"]["inputs"]["metadata"]["name"] == "tpu-rl-dev-evaluate"
     jobsets = {r["name"]: r for r in plan.resources if r["type"] == "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"}
     waiting = {name for name, r in jobsets.items() if "evaluate-ksa" in r["options"]["dependsOn"]}
     assert waiting == {n for n in jobsets if "-evaluate-" in n}, "only the evaluation waits for its account"

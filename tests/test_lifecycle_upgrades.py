@@ -1,22 +1,32 @@
-"""Upgrading the JobSet or Kueue chart updates its CRDs, or `up` refuses with the command that does.
+"""Upgrades of a running stack: the JobSet or Kueue chart, and tpu-rl itself.
 
-Helm installs a chart's ``crds/`` when it first installs the chart and never on an upgrade (helm v3.20.2
+Upgrading the JobSet or Kueue chart updates its CRDs, or `up` refuses with the command that does. Helm installs a
+chart's ``crds/`` when it first installs the chart and never on an upgrade (helm v3.20.2
 ``pkg/action/install.go`` ``installCRDs``, ``pkg/action/upgrade.go``), and the JobSet chart ships its CRD there
 (``charts/jobset/crds/`` at v0.10.1 and v0.12.0); Kueue's chart renders its CRDs as templates
-(``charts/kueue/templates/crd/`` at v0.17.1), which an upgrade applies like any other object."""
+(``charts/kueue/templates/crd/`` at v0.17.1), which an upgrade applies like any other object.
+
+The version that names each CPU step's Kubernetes service account as its Google account (issue 41,
+docs/operations.md "Upgrading tpu-rl") re-runs no step: the identity hashes the account by its step
+(``workloads.build.steps.hashed_account``) and an existing JobSet keeps the one it has (``ignoreChanges``)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import pytest
 import yaml
 
+import infra.gcp.naming
+import workloads.build.manifests
 from core.config.schema import JOBSET_VERSIONS, KUEUE_VERSIONS
+from core.names import step_ksa
 from infra.k8s.manifests import JOBSET_CRD, JOBSET_SPEC_FIELDS, jobset_crd_fields, jobset_crd_problem
 from tests.conftest import shared_path
 from tests.engine import HELM_RELEASE
-from tests.scenario import names
+from tests.scenario import STEPS, live, names
+from workloads.build.steps import ACCOUNT_PATH
 
 REAL_CLUSTER = True
 CRD_FILES = {
@@ -92,3 +102,93 @@ def test_upgrading_jobset_stops_before_the_chart_until_its_crd_is_applied_then_u
     assert upgraded.error is None, upgraded.error
     assert stack.state[release].inputs["version"] == "0.12.0" and ("Update", release) in upgraded.calls
     assert upgraded.actions == {name: "same" for name in names(stack, UPGRADE).values()}
+
+
+KSA = "kubernetes:core/v1:ServiceAccount"
+BINDING = "gcp:serviceaccount/iAMMember:IAMMember"
+CPU_STEPS = ("convert", "export")
+
+
+@contextlib.contextmanager
+def accounts_before_issue_41(monkeypatch):
+    """The program of the versions before issue 41: every stack's CPU step ran as ``tpu-rl-<step>``."""
+    with monkeypatch.context() as before:
+        for module in (workloads.build.manifests, infra.gcp.naming):
+            before.setattr(module, "step_ksa", lambda cluster, step: f"tpu-rl-{step}")
+        yield
+
+
+def pod_account(obj: dict) -> str:
+    return obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["serviceAccountName"]
+
+
+def assert_renamed(stack, cluster: str) -> None:
+    """Each CPU step's KSA object and Workload Identity binding now name ``<clusterName>-<step>``."""
+    for step in ("convert", "export", "publish"):
+        ksa = stack.state[stack.urn(KSA, f"{step}-ksa")].inputs["metadata"]
+        assert ksa["name"] == step_ksa(cluster, step) == f"{cluster}-{step}"
+        member = stack.state[stack.urn(BINDING, f"{step}-workload-identity")].inputs["member"]
+        assert member.endswith(f".svc.id.goog[tpu-rl/{cluster}-{step}]"), member
+
+
+@pytest.mark.slow
+def test_upgrading_to_per_stack_accounts_re_runs_no_step_and_a_running_one_finishes_as_it_started(stack, monkeypatch):
+    """A stack of the earlier version whose conversion and training are done and whose export runs when tpu-rl is
+    upgraded: the upgrade's `up` finds every step the same (the identity hashes the account by its step, and the
+    recorded account is put back: sg.go processIgnoreChanges), so nothing is replaced, updated or run again (JobSet
+    v0.10.1's webhook would refuse the update: ``ValidateUpdate``, spec.replicatedJobs is immutable), and `up`
+    waits for the same export, which finishes under its old account: the old KSA and binding are replaced
+    create-first, their deletes scheduled after every other step (sg.go GenerateDeletes). The KSAs and bindings
+    take the new names."""
+    with accounts_before_issue_41(monkeypatch):
+        interrupted = stack.up({"export": "interrupt"})
+        assert "stopped while waiting for" in str(interrupted.error)
+    step_names = names(stack)
+    export = step_names["export"]
+    uids = {step: live(stack, step)["metadata"]["uid"] for step in STEPS}
+    assert {step: pod_account(live(stack, step)) for step in CPU_STEPS} == {s: f"tpu-rl-{s}" for s in CPU_STEPS}
+
+    stack.on_wait = lambda s: s.finish(export)
+    upgraded = stack.up()
+    assert upgraded.error is None, upgraded.error
+    assert upgraded.actions == {step_names[s]: "same" for s in STEPS}, "no step re-runs"
+    assert {step: live(stack, step)["metadata"]["uid"] for step in STEPS} == uids
+    jobsets = {stack.urn("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet", step_names[s]) for s in STEPS}
+    assert not [c for c in upgraded.calls if c[1] in jobsets and c[0] in ("Update", "Create", "Delete")]
+    for step in CPU_STEPS:
+        recorded = stack.step_state(step_names[step])
+        assert ACCOUNT_PATH in recorded.ignore_changes
+        assert pod_account(recorded.inputs) == pod_account(live(stack, step)) == f"tpu-rl-{step}", "kept"
+    assert [w.split(":")[0] for w in stack.written] == list(STEPS), "each step ran once"
+    cluster = live(stack, "convert")["metadata"]["labels"]["app.kubernetes.io/instance"]
+    assert_renamed(stack, cluster)
+    for step in ("convert", "export", "publish"):
+        assert upgraded.resources[stack.urn(KSA, f"{step}-ksa")] == "replace", "a new name is a new object"
+
+    again = stack.up()
+    assert again.error is None and set(again.actions.values()) == {"same"}
+
+
+@pytest.mark.slow
+def test_after_the_upgrade_a_retried_step_runs_as_its_new_account(stack, monkeypatch):
+    """A CPU step of the earlier version that failed is retried by the upgrade's `up`: a replacement takes the
+    program's current inputs (sg.go continueStepsFromDiff re-runs Check; nothing ignored is carried over), so the
+    new run's pods run as the renamed KSA, into the same output path (its identity is unchanged)."""
+    with accounts_before_issue_41(monkeypatch):
+        failed = stack.up({"export": "fail"})
+        assert failed.error is not None
+    step_names = names(stack)
+    old_uid = live(stack, "export")["metadata"]["uid"]
+
+    retried = stack.up()
+    assert retried.error is None, retried.error
+    assert retried.actions == {
+        step_names["convert"]: "same",
+        step_names["train"]: "same",
+        step_names["export"]: "replace",
+    }
+    cluster = live(stack, "convert")["metadata"]["labels"]["app.kubernetes.io/instance"]
+    export = live(stack, "export")
+    assert export["metadata"]["uid"] != old_uid and pod_account(export) == f"{cluster}-export"
+    assert pod_account(live(stack, "convert")) == "tpu-rl-convert", "a finished step keeps the account it ran as"
+    assert_renamed(stack, cluster)

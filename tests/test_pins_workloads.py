@@ -436,7 +436,9 @@ def test_cpu_jobsets(step, scratch, memory, limit):
     assert spec["template"]["metadata"] == {"labels": labels}
     pod = spec["template"]["spec"]
     assert pod["restartPolicy"] == "Never" and pod["terminationGracePeriodSeconds"] == 30
-    assert pod["serviceAccountName"] == f"tpu-rl-{step}", "Workload Identity: the step's own GCS identity"
+    # Issue 41: named as the step's own Google account (<clusterName>-<step>, unique in the project), so no other
+    # stack's Workload Identity principal is this one.
+    assert pod["serviceAccountName"] == f"tpu-rl-prod-{step}", "Workload Identity: the step's own GCS identity"
     assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
     (container,) = pod["containers"]
     assert container["name"] == step and container["image"] == PROD.images.maxtext
@@ -505,7 +507,12 @@ def test_names_paths_and_logs():
         assert step.ignore_changes == (
             "spec.failurePolicy.maxRestarts",
             "spec.replicatedJobs[0].template.spec.activeDeadlineSeconds",
-            *((stall,) if step.step == "train" else ()),
+            # Who a CPU step runs as: kept on an existing JobSet (issue 41 renamed the accounts).
+            *(
+                (stall,)
+                if step.step == "train"
+                else ("spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName",)
+            ),
             *annotations,
             'metadata.labels["kueue.x-k8s.io/queue-name"]',
         )
@@ -564,6 +571,37 @@ def test_identity_ignores_annotations_and_exactly_the_operational_paths():
     assert steps.identity(other, head, operational) == steps.identity(other, manifest, operational)
 
 
+def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existing_object():
+    """Issue 41 named each CPU step's Kubernetes service account as its Google account (``<clusterName>-<step>``)
+    instead of ``tpu-rl-<step>``. Who a step runs as is not what it computes, and the cluster and the step are in
+    the hash already: the identity hashes the account as ``tpu-rl-<step>``, its name before, so the rename kept
+    every step's name (these, and ``STEP_NAMES``) and re-ran nothing; an existing JobSet keeps its account
+    (``ignoreChanges``: JobSet v0.10.1's webhook refuses any change to ``spec.replicatedJobs``)."""
+    everything = plan_workflow(
+        settings("prod", ["tpu-rl:publish.repo=me/model", "tpu-rl:workflow.steps.evaluate=true"])
+    )
+    assert [s.name for s in everything] == [
+        *STEP_NAMES["prod"],
+        "gemma4-26b-evaluate-0d952d55a5",
+        "gemma4-26b-publish-18750d8b7e",
+    ], "the names before issue 41"
+    assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
+    for step in everything:
+        pod = step.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        if step.step == "train":
+            assert "serviceAccountName" not in pod, "training runs as the node pools' accounts (hostNetwork)"
+            assert steps.ACCOUNT_PATH not in step.ignore_changes
+            continue
+        assert pod["serviceAccountName"] == f"tpu-rl-prod-{step.step}"
+        assert steps.ACCOUNT_PATH in step.ignore_changes
+        assert steps.hashed_account(step.step) == f"tpu-rl-{step.step}"
+        renamed = copy.deepcopy(step.manifest)
+        renamed["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["serviceAccountName"] = "other"
+        as_hashed = steps.identity(PROD, step.manifest, step=step.step)
+        assert steps.identity(PROD, renamed, step=step.step) == as_hashed
+        assert steps.identity(PROD, renamed) != steps.identity(PROD, step.manifest), "without its step, as it is"
+
+
 def test_the_identity_covers_the_objects_name_and_labels():
     manifest = jobs(PROD).convert.manifest
     base = steps.identity(PROD, manifest)
@@ -576,7 +614,8 @@ def test_the_identity_covers_the_objects_name_and_labels():
 # on their next `pulumi up`. Update these deliberately, with the reason in the commit message.
 STEP_NAMES = {
     # Issue 30: each CPU step runs as its own Kubernetes and Google service account (serviceAccountName), so the
-    # conversion and the export change, and training with its input path.
+    # conversion and the export change, and training with its input path. Issue 41 renamed those Kubernetes
+    # accounts and kept these (the identity hashes an account by its step: steps.hashed_account).
     "dev": ["gemma4-e4b-convert-fdd83da8d9", "gemma4-e4b-train-d6afaadc86", "gemma4-e4b-export-301160bb23"],
     "prod": ["gemma4-26b-convert-718eb433d1", "gemma4-26b-train-51703e3afd", "gemma4-26b-export-b449adfbcd"],
 }

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
 
+from core.names import step_account, step_ksa
+from core.steps import STEPS
 from infra.gcp.identities import NODE_PROJECT_ROLES
 from tests.conftest import plan_of, step_resources
 from tools.plan import main as plan_main
@@ -136,12 +139,93 @@ def test_iam_is_least_privilege(stack):
     for step in ("convert", "export", "publish"):
         wi = plan.one("gcp:serviceaccount/iAMMember:IAMMember", f"{step}-workload-identity")["inputs"]
         assert wi["role"] == "roles/iam.workloadIdentityUser"
-        assert wi["member"] == f"serviceAccount:{project}.svc.id.goog[tpu-rl/tpu-rl-{step}]", "only its own KSA"
+        # Issue 41: the KSA is named as the Google account (<clusterName>-<step>), which no other stack has.
+        assert wi["member"] == f"serviceAccount:{project}.svc.id.goog[tpu-rl/{cluster}-{step}]", "only its own KSA"
         assert f"/serviceAccounts/{cluster}-{step}@" in wi["serviceAccountId"], "binds the step's own Google account"
     published = step_resources(plan_of(stack, "tpu-rl:publish.repo=acme/m"))
     for step in ("convert", "export", "publish"):
         pod = published[step]["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
-        assert pod["spec"]["serviceAccountName"] == f"tpu-rl-{step}", "the step's pods run as its own KSA"
+        assert pod["spec"]["serviceAccountName"] == f"{cluster}-{step}", "the step's pods run as its own KSA"
+
+
+WORKLOAD_IDENTITY_USER = "roles/iam.workloadIdentityUser"
+SHARED_PROJECT = (
+    "gcp:project=shared-tpu-project",
+    "tpu-rl:namespace=rl-runs",
+    "tpu-rl:publish.repo=acme/m",
+    "tpu-rl:workflow.steps.evaluate=true",
+)
+"""Two stacks in one project and one namespace, every CPU step on."""
+
+
+def workload_identities(plan) -> dict[str, tuple[str, str]]:
+    """CPU step -> (the Workload Identity principal its Google account lets act as it, that account)."""
+    found = {}
+    for r in plan.find("gcp:serviceaccount/iAMMember:IAMMember"):
+        if r["inputs"]["role"] == WORKLOAD_IDENTITY_USER:
+            account = r["inputs"]["serviceAccountId"].rsplit("/", 1)[1]
+            found[r["name"].removesuffix("-workload-identity")] = (r["inputs"]["member"], account)
+    return found
+
+
+def kubernetes_accounts(plan) -> dict[str, tuple[str, str]]:
+    """CPU step -> (its ServiceAccount object's namespace/name, the Google account it maps to)."""
+    return {
+        r["name"].removesuffix("-ksa"): (
+            f"{r['inputs']['metadata']['namespace']}/{r['inputs']['metadata']['name']}",
+            r["inputs"]["metadata"]["annotations"]["iam.gke.io/gcp-service-account"],
+        )
+        for r in plan.find("kubernetes:core/v1:ServiceAccount")
+    }
+
+
+def pod_accounts(plan) -> dict[str, str]:
+    """Step -> namespace/serviceAccountName of its pods (the steps whose pods name one: the CPU steps)."""
+    found = {}
+    for step, r in step_resources(plan).items():
+        for rjob in r["inputs"]["spec"]["replicatedJobs"]:
+            pod = rjob["template"]["spec"]["template"]["spec"]
+            if "serviceAccountName" in pod:
+                found[step] = f"{r['inputs']['metadata']['namespace']}/{pod['serviceAccountName']}"
+    return found
+
+
+def test_two_stacks_in_one_project_and_namespace_share_no_workload_identity_principal():
+    """Issue 41: the project's identity pool PROJECT.svc.id.goog is one, and a principal names a namespace and a
+    KSA, no cluster. With KSAs named alike in both stacks, a pod of dev's cluster could act as prod's accounts. Each
+    KSA is named as its Google account (unique in the project), so the principals are disjoint whatever the
+    namespace, and each step's pods run as the KSA its own account is bound to."""
+    plans = {stack: plan_of(stack, *SHARED_PROJECT) for stack in ("dev", "prod")}
+    principals, ksas, pods = {}, {}, {}
+    for stack, plan in plans.items():
+        assert plan.one(CLUSTER)["inputs"]["project"] == "shared-tpu-project"
+        bound, accounts, running = workload_identities(plan), kubernetes_accounts(plan), pod_accounts(plan)
+        assert set(bound) == set(accounts) == set(running) == {"convert", "export", "evaluate", "publish"}, stack
+        for step, (member, google) in bound.items():
+            ksa, annotated = accounts[step]
+            assert ksa.startswith("rl-runs/") and running[step] == ksa, f"{stack} {step}: its pods run as its KSA"
+            assert member == f"serviceAccount:shared-tpu-project.svc.id.goog[{ksa}]", f"{stack} {step}"
+            assert annotated == google, f"{stack} {step}: the KSA maps to the account that trusts it"
+            assert ksa.split("/")[1] == google.split("@")[0], "named as its Google account"
+        principals[stack] = {member for member, _ in bound.values()}
+        ksas[stack] = {ksa for ksa, _ in accounts.values()}
+        pods[stack] = set(running.values())
+    assert not principals["dev"] & principals["prod"], "no principal of one stack is trusted by the other's accounts"
+    assert not ksas["dev"] & ksas["prod"] and not pods["dev"] & pods["prod"]
+
+
+@pytest.mark.pure
+def test_every_step_account_and_its_ksa_fit_their_limits_whatever_the_cluster_name():
+    """An account id is 6-30 characters, a lowercase letter first (IAM); the KSA named as it is a DNS-1123
+    subdomain (at most 253). ``tpu-rl:clusterName`` is 1-20 characters."""
+    own = [name for name, facts in STEPS.items() if facts.identity != "nodes"]
+    assert own == ["convert", "export", "evaluate", "publish"]
+    for cluster in ("a", "abcdefghijklmnopqrst"):
+        for step in own:
+            account = step_account(cluster, step)
+            assert re.fullmatch(r"[a-z][-a-z0-9]{4,28}[a-z0-9]", account), account
+            assert step_ksa(cluster, step) == account
+            assert len(account) <= 253 and re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", account)
 
 
 @pytest.mark.slow
@@ -149,6 +233,8 @@ def test_service_account_ids_fit_the_30_character_limit():
     plan = plan_of("dev", "tpu-rl:clusterName=abcdefghijklmnopqrst")
     ids = [r["inputs"]["accountId"] for r in plan.find("gcp:serviceaccount/account:Account")]
     assert len(ids) == 6 and "abcdefghijklmnopqrst-publish" in ids and all(6 <= len(i) <= 30 for i in ids)
+    ksas = {r["inputs"]["metadata"]["name"] for r in plan.find("kubernetes:core/v1:ServiceAccount")}
+    assert ksas == {f"abcdefghijklmnopqrst-{step}" for step in ("convert", "export", "publish")} <= set(ids)
 
 
 def test_bucket_security(dev_plan, prod_plan):

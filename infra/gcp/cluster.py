@@ -112,7 +112,8 @@ class GkeCluster(pulumi.ComponentResource):
         self.pools = [system, cpu, *self.tpu_pools]
 
         # The identity pool PROJECT.svc.id.goog exists once the cluster does: each CPU step's Kubernetes service
-        # account may act as that step's Google account, and only as it.
+        # account may act as that step's Google account, and only as it. The pool is the project's, not the
+        # cluster's: the KSA is named as the account (core.names.step_ksa), so no other stack has this principal.
         self.workload_identities = {
             step: gcp.serviceaccount.IAMMember(
                 f"{step}-workload-identity",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.names import step_ksa
+from core.names import step_account, step_ksa
 from core.settings import Settings
 from infra.gcp.access import step_identities
 
@@ -26,7 +26,8 @@ class Names:
     """Role -> account id (6-30 characters): the node pools' (system, cpu, tpu) and each CPU step's own
     (convert, export and publish in every stack, a ``when-run`` step's where it runs: ``infra.gcp.access``)."""
     ksas: dict[str, str]
-    """CPU step -> its pods' Kubernetes service account, bound to the step's own Google account."""
+    """CPU step -> its pods' Kubernetes service account, bound to the step's own Google account and named as it
+    (``core.names.step_ksa``: a Workload Identity principal no other stack of the project has)."""
 
 
 def names_for(settings: Settings) -> Names:
@@ -47,9 +48,9 @@ def names_for(settings: Settings) -> Names:
             "system": f"{c}-sys-np",
             "cpu": f"{c}-cpu-np",
             "tpu": f"{c}-tpu-np",
-            **{step: f"{c}-{step}" for step in steps},
+            **{step: step_account(c, step) for step in steps},
         },
-        ksas={step: step_ksa(step) for step in steps},
+        ksas={step: step_ksa(c, step) for step in steps},
     )
 
 

@@ -287,7 +287,7 @@ def _cpu_pod(
         volumes.append({"name": "card", "configMap": {"name": config_map[0]}})
     return {
         "restartPolicy": "Never",
-        "serviceAccountName": step_ksa(step),
+        "serviceAccountName": step_ksa(settings.cluster_name, step),
         "nodeSelector": {NODEPOOL_LABEL: CPU_POOL},
         "tolerations": [cpu_toleration()],
         "terminationGracePeriodSeconds": 30,

@@ -10,7 +10,9 @@ cluster). The hash is in the object's name, in its Pulumi resource name and in i
 - a change that alters what a step runs gives it a new name and a new output path: the step
   (and every step downstream, whose input path changed) runs again, nothing is overwritten;
 - a change to an operational field (a deadline, JobSet restarts) keeps the name and is ignored
-  for the existing object (``ignoreChanges``): a finished or running step is never touched.
+  for the existing object (``ignoreChanges``): a finished or running step is never touched;
+- who a CPU step runs as (its Kubernetes service account, ``ACCOUNT_PATH``) is hashed by the step's name alone
+  and ignored on an existing object, like an operational field.
 """
 
 from __future__ import annotations
@@ -62,6 +64,11 @@ OPERATIONAL_PATHS = ("spec.failurePolicy.maxRestarts", "spec.replicatedJobs[0].t
 on an existing object (ignoreChanges) so changing them never re-runs or disturbs a step. The first
 replicated Job is the one with the deadline: the Pathways head, or the CPU step's only Job. Training also has
 its stall bound (``stall_path``)."""
+ACCOUNT_PATH = "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
+"""A CPU step's Kubernetes service account: who it runs as, not what it computes. The identity hashes it as
+``hashed_account`` whatever its name, and an existing object keeps the one it was created with (``ignoreChanges``:
+JobSet refuses a change to its pods' service account, v0.10.1 ``jobset_webhook.go`` ``ValidateUpdate``); a new
+object (a new identity, a retry) takes the current name."""
 INPUT_ANNOTATION = "tpu-rl/input"
 """The verified output of the step before (an Output: the object waits for that verification)."""
 PROGRAM_ANNOTATIONS = (INPUT_ANNOTATION, RETRY_ANNOTATION)
@@ -191,10 +198,27 @@ def ignored(operational: tuple[str, ...]) -> tuple[str, ...]:
     )
 
 
-def identity(settings: Settings, manifest: dict[str, Any], operational: tuple[str, ...] = OPERATIONAL_PATHS) -> str:
+def hashed_account(step: str) -> str:
+    """A CPU step's service account as its identity hashes it: ``tpu-rl-<step>``, the name every stack gave it
+    before each account took its Google account's name (``core.names.step_ksa``, ``<clusterName>-<step>``). That
+    name adds nothing the hash lacks (the cluster and the step are in it), and hashing the old one kept every
+    step's identity: the rename re-ran no step (docs/operations.md "Upgrading tpu-rl")."""
+    return f"tpu-rl-{step}"
+
+
+def identity(
+    settings: Settings,
+    manifest: dict[str, Any],
+    operational: tuple[str, ...] = OPERATIONAL_PATHS,
+    step: str | None = None,
+) -> str:
     """The hash of a step: its object (placeholders in; operational fields, annotations and the Kueue
-    queue out), the cluster it runs on and the bucket it writes to."""
+    queue out; the service account of ``step``'s pods, if it names one, as ``hashed_account``), the cluster it
+    runs on and the bucket it writes to."""
     body = _without(manifest, operational)
+    pod = body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    if step is not None and "serviceAccountName" in pod:
+        pod["serviceAccountName"] = hashed_account(step)
     labels = {k: v for k, v in body["metadata"].get("labels", {}).items() if k != QUEUE_LABEL}
     body["metadata"] = {**{k: v for k, v in body["metadata"].items() if k != "annotations"}, "labels": labels}
     return step_hash({"cluster": settings.cluster_identifier, "bucket": settings.bucket_name, "object": body})
@@ -230,7 +254,7 @@ def _address(
     settings: Settings, step: str, manifest: dict[str, Any], operational: tuple[str, ...] = OPERATIONAL_PATHS
 ) -> tuple[str, str, str, dict[str, Any]]:
     """(hash, name, output URI, filled manifest) of a manifest built with placeholders."""
-    digest = identity(settings, manifest, operational)
+    digest = identity(settings, manifest, operational, step)
     model = settings.model.spec.name
     name = f"{model}-{step}-{digest}"
     output = step_output(settings.bucket_name, model, step, digest)
@@ -295,7 +319,7 @@ def _cpu_step(
         artifact_uri=out + artifact,
         input_uri=input_uri,
         manifest=manifest,
-        ignore_changes=ignored(OPERATIONAL_PATHS),
+        ignore_changes=ignored((*OPERATIONAL_PATHS, ACCOUNT_PATH)),
         deadline_seconds=deadline,
         await_seconds=deadline + AWAIT_GRACE_SECONDS,
         logs_command=_logs(settings, job, step),
