@@ -46,10 +46,17 @@ $(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.lock requirements-de
 	$(UV_INSTALL) --python $(PY) -r requirements-dev.lock
 	touch $@
 
-# The slow tier's torch and transformers: pip, not uv, and no lock, because torch 2.13.0 is the CPU wheel this
-# machine keeps on disk (pip's find-links), which uv does not read; PyPI's own 2.13.0 for Linux pulls CUDA builds.
-$(VENV)/.installed-slow: $(VENV)/.installed-dev requirements-slow.txt
-	$(PY) -m pip install --quiet -r requirements-slow.txt
+# The slow tier's torch and transformers, hashed like every install: requirements-slow.lock pins what
+# requirements-slow.txt adds to the test tools (the dev lock's packages at its versions), for Linux x86_64 and
+# Python 3.11, where CI runs the slow tier; torch is its CPU build (2.13.0+cpu; PyPI's Linux torch is a CUDA build
+# of several GB). pip, not uv: this machine keeps that wheel where pip's find-links point (PIP_FIND_LINKS), which
+# uv does not read. Where pip cannot find it without an index (GitHub's runners), pip also reads PyTorch's CPU
+# index, TORCH_INDEX, which has it. Either way pip takes only files whose sha256 the lock lists.
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+$(VENV)/.installed-slow: $(VENV)/.installed-dev requirements-slow.lock requirements-slow.txt
+	if $(PY) -m pip install --quiet --dry-run --no-index --no-deps "$$(grep -o '^torch==[^ ]*' requirements-slow.lock)" >/dev/null 2>&1; \
+	then index=; else index="--extra-index-url $(TORCH_INDEX)"; fi; \
+	$(PY) -m pip $(PIP_INSTALL) $$index -r requirements-slow.lock
 	touch $@
 
 # The policy pack's own environment: PulumiPolicy.yaml's `virtualenv: venv` resolves inside policy/. Its packages
@@ -67,14 +74,20 @@ dev-venv: $(VENV)/.installed-dev
 policy-venv: $(POLICY_VENV)/.installed
 
 # Regenerate requirements.lock after editing requirements.txt, requirements-dev.lock after editing
-# requirements-dev.txt, policy/requirements.lock after editing policy/requirements.txt, and requirements-uv.lock
-# after changing UV_VERSION. uv (pinned here, in a throwaway venv) makes one universal lock each, for Linux,
-# macOS and Windows and Python 3.11 on, with the hash of every wheel and sdist; it keeps a lock's current pins
-# unless its requirements need others. Each lock's header is its command (tests/test_lockfile.py checks that,
+# requirements-dev.txt, requirements-slow.lock after editing requirements-slow.txt, policy/requirements.lock after
+# editing policy/requirements.txt, and requirements-uv.lock after changing UV_VERSION. uv (pinned here, in a
+# throwaway venv) makes one universal lock each (but the slow tier's, below), for Linux, macOS and Windows and
+# Python 3.11 on, with the hash of every wheel and sdist; it keeps a lock's current pins unless its requirements
+# need others. Each lock's header is its command (tests/test_lockfile.py checks that,
 # and that the locks pin what the venv has installed).
 UV_VERSION := 0.13.8
 LOCK_COMMAND := uv pip compile --universal --generate-hashes --python-version 3.11 --output-file requirements.lock requirements.txt
 DEV_LOCK_COMMAND := uv pip compile --universal --generate-hashes --python-version 3.11 --constraint requirements.lock --output-file requirements-dev.lock requirements-dev.txt
+# The slow tier's lock is for where it runs, Linux x86_64 and Python 3.11 (torch's CPU build has no wheel for macOS),
+# at the dev lock's versions; uv finds the CPU build of torch through TORCH_WHEELS (UV_FIND_LINKS, which the lock's
+# header leaves out): pip's find-links here, else PyTorch's page of torch wheels.
+SLOW_LOCK_COMMAND := uv pip compile --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28 --constraint requirements-dev.lock --output-file requirements-slow.lock requirements-slow.txt
+TORCH_WHEELS ?= $(or $(PIP_FIND_LINKS),https://download.pytorch.org/whl/torch/)
 # uv and pip, from stdin (`-`): the lines uv==$(UV_VERSION) and pip==$(PIP_VERSION).
 PIP_VERSION := 25.3
 UV_LOCK_COMMAND := uv pip compile --universal --generate-hashes --python-version 3.11 --output-file requirements-uv.lock -
@@ -85,6 +98,7 @@ lock:
 	$(PYTHON) -m venv "$$tmp/uv" && "$$tmp/uv/bin/python" -m pip install --quiet uv==$(UV_VERSION) && \
 	PATH="$$tmp/uv/bin:$$PATH" $(LOCK_COMMAND) && \
 	PATH="$$tmp/uv/bin:$$PATH" $(DEV_LOCK_COMMAND) && \
+	PATH="$$tmp/uv/bin:$$PATH" UV_FIND_LINKS="$(TORCH_WHEELS)" $(SLOW_LOCK_COMMAND) && \
 	printf 'uv==$(UV_VERSION)\npip==$(PIP_VERSION)\n' | PATH="$$tmp/uv/bin:$$PATH" $(UV_LOCK_COMMAND) && \
 	cd policy && PATH="$$tmp/uv/bin:$$PATH" $(POLICY_LOCK_COMMAND)
 

@@ -1,8 +1,10 @@
 """requirements.lock is what `make venv` (and so `make up`) installs: every runtime package, transitive ones
 too, pinned with its sha256 hashes, at versions requirements.txt allows, for Linux and macOS on Python
 3.11-3.13, and the versions this environment has installed (a stale lock fails here). requirements-dev.lock is
-the same for the test tools (`make dev-venv`), at requirements.lock's versions for the runtime packages, and
-requirements-uv.lock pins the installers themselves (uv, UV_VERSION, and pip, PIP_VERSION)."""
+the same for the test tools (`make dev-venv`), at requirements.lock's versions for the runtime packages,
+requirements-slow.lock the same for the slow tier's torch and transformers (`make test-slow`), for where that tier
+runs (Linux x86_64, Python 3.11), at requirements-dev.lock's versions, and requirements-uv.lock pins the installers
+themselves (uv, UV_VERSION, and pip, PIP_VERSION)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ REQUIREMENTS = ROOT / "requirements.txt"
 DEV_LOCK = ROOT / "requirements-dev.lock"
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
 UV_LOCK = ROOT / "requirements-uv.lock"
+SLOW_LOCK = ROOT / "requirements-slow.lock"
+SLOW_REQUIREMENTS = ROOT / "requirements-slow.txt"
 MAKEFILE = ROOT / "Makefile"
 HASH = re.compile(r"--hash=sha256:[0-9a-f]{64}")
 
@@ -50,6 +54,10 @@ TARGETS = [
         ("darwin", "Darwin", "x86_64"),
     )
 ]
+SLOW_TARGET = next(
+    t for t in TARGETS if (t["python_version"], t["sys_platform"], t["platform_machine"]) == ("3.11", "linux", "x86_64")
+)
+"""Where the slow tier runs (CI: Linux x86_64, Python 3.11): its lock is for there alone (torch's CPU build)."""
 
 
 @dataclass(frozen=True)
@@ -142,12 +150,14 @@ def label(target: dict[str, str] | None) -> str:
     return f"on Python {target['python_version']} {target['sys_platform']} {target['platform_machine']}"
 
 
-def dependency_problems(pins: list[Pin], wanted: list[Requirement]) -> list[str]:
+def dependency_problems(
+    pins: list[Pin], wanted: list[Requirement], targets: list[dict[str, str]] = TARGETS
+) -> list[str]:
     """Every package the requirements need (their dependencies followed through this environment's metadata, as
     `pip install --no-deps` will not) has one pin on each target and here, and here it is the installed version.
     (A target that gets another version may need other dependencies; uv's resolution covers those.)"""
     problems = []
-    environments: list[dict[str, str] | None] = [None, *TARGETS]
+    environments: list[dict[str, str] | None] = [None, *targets]
     todo = [(req, "requirements.txt", set(range(len(environments)))) for req in wanted]
     seen: dict[tuple[str, str], set[int]] = {}
     while todo:
@@ -199,12 +209,14 @@ INSTALLS = {
     "$(UV)": "requirements-uv.lock",
     "$(VENV)/.installed": "requirements.lock",
     "$(VENV)/.installed-dev": "requirements-dev.lock",
+    "$(VENV)/.installed-slow": "requirements-slow.lock",
 }
 # Each lock and the Makefile variable holding the command `make lock` makes it with (its header).
 LOCK_COMMANDS = {
     "requirements.lock": "LOCK_COMMAND",
     "requirements-dev.lock": "DEV_LOCK_COMMAND",
     "requirements-uv.lock": "UV_LOCK_COMMAND",
+    "requirements-slow.lock": "SLOW_LOCK_COMMAND",
 }
 
 
@@ -230,7 +242,8 @@ def makefile_problems(makefile: str, locks: dict[str, str]) -> list[str]:
         if lock not in rule["prereqs"].split():
             problems.append(f"{target} does not depend on {lock}")
         recipe = expand(makefile, rule["recipe"]).splitlines()
-        installs = [line.strip() for line in recipe if PIP_INSTALL_LINE.search(line)]
+        # `pip install --dry-run` installs nothing (the slow tier's probe for torch's wheel)
+        installs = [line.strip() for line in recipe if PIP_INSTALL_LINE.search(line) and "--dry-run" not in line]
         hashed = [line for line in installs if re.search(rf"\s-r {re.escape(lock)}(\s|;|$)", line)]
         if not hashed or not all("--require-hashes" in line and "--no-deps" in line for line in hashed):
             problems.append(f"{target} does not install --require-hashes --no-deps -r {lock}")
@@ -267,6 +280,19 @@ def agreement_problems(runtime: list[Pin], dev: list[Pin]) -> list[str]:
     return [f"requirements-dev.lock pins {p[0]}=={p[1]} ({p[2]})" for p in sorted(have - want)] + [
         f"requirements-dev.lock lacks {p[0]}=={p[1]} ({p[2]})" for p in sorted(want - have)
     ]
+
+
+def slow_agreement_problems(dev: list[Pin], slow: list[Pin]) -> list[str]:
+    """The slow lock pins, for where the slow tier runs, each package the dev lock pins there, at its version
+    (installing it over the dev venv changes nothing there), and nothing for another platform."""
+    want = {(pin.name, pin.version) for pin in dev if pin.applies(SLOW_TARGET)}
+    have = {(pin.name, pin.version) for pin in slow if pin.applies(SLOW_TARGET)}
+    dev_names = {name for name, _ in want}
+    return (
+        [f"requirements-slow.lock pins {n}=={v}" for n, v in sorted(have - want) if n in dev_names]
+        + [f"requirements-slow.lock lacks {n}=={v}" for n, v in sorted(want - have)]
+        + [f"requirements-slow.lock pins {pin.name} for another platform" for pin in slow if pin.marker]
+    )
 
 
 def locks() -> dict[str, str]:
@@ -325,6 +351,38 @@ def test_the_dev_lock_pins_what_this_environment_has_installed(dev_lock):
     assert dependency_problems(pins, wanted) == []
 
 
+@pytest.fixture(scope="module")
+def slow_lock() -> tuple[str, list[Pin], list[Requirement]]:
+    text = SLOW_LOCK.read_text()
+    pins, _ = parse_lock(text)
+    return text, pins, requirements(SLOW_REQUIREMENTS.read_text())
+
+
+def test_the_slow_lock_pins_torch_and_transformers_with_hashes_at_a_version_their_range_allows(slow_lock):
+    """`make test-slow` installs requirements-slow.lock alone, hash-checked: torch's CPU build (this machine's wheel;
+    PyTorch's CPU index elsewhere), transformers and every dependency, for Linux x86_64 and Python 3.11."""
+    text, pins, wanted = slow_lock
+    assert parse_lock(text)[1] == []
+    assert requirement_problems(pins, wanted) == []
+    versions = {pin.name: pin.version for pin in pins}
+    assert versions["torch"] == "2.13.0+cpu", "the CPU build: PyPI's Linux torch is a CUDA build of several GB"
+    torch = re.search(r"^torch==\S+((?:\s*\\\s*--hash=sha256:[0-9a-f]{64})+)", text, re.MULTILINE)
+    assert torch and torch[1].count("--hash") == 1, "one file: the CPU wheel for Linux x86_64 and CPython 3.11"
+
+
+def test_the_slow_lock_pins_the_dev_packages_as_the_dev_lock_does(dev_lock, slow_lock):
+    assert slow_agreement_problems(dev_lock[1], slow_lock[1]) == []
+
+
+@pytest.mark.slow
+def test_the_slow_lock_pins_what_the_slow_tier_has_installed(slow_lock):
+    """`make test-slow` installs the slow lock first: every dependency of torch and transformers is pinned, at the
+    installed version (without the slow tier's packages, as in `make test`, they are not installed: skipped)."""
+    pytest.importorskip("transformers", reason="the slow tier's packages are not installed (make test-slow)")
+    _, pins, wanted = slow_lock
+    assert dependency_problems(pins, wanted, [SLOW_TARGET]) == []
+
+
 def test_uv_and_pip_are_pinned_at_their_versions_with_the_hash_of_each_of_their_files():
     pins, problems = parse_lock(UV_LOCK.read_text())
     assert problems == []
@@ -370,6 +428,20 @@ MUTANTS = {
     "an unpinned uv": ("makefile", lambda t: t.replace("uv==$(UV_VERSION)", "uv")),
     "an unpinned pip": ("makefile", lambda t: t.replace("pip==$(PIP_VERSION)", "pip")),
     "a PIP_VERSION the uv lock does not pin": ("makefile", lambda t: t.replace("PIP_VERSION := 2", "PIP_VERSION := 9")),
+    "the slow ranges installed": (
+        "makefile",
+        lambda t: t.replace("-r requirements-slow.lock\n", "-r requirements-slow.txt\n", 1),
+    ),
+    "an unhashed slow install": ("makefile", lambda t: t.replace("$(PIP_INSTALL) $$index", "install $$index", 1)),
+    "a slow lock not made by make lock": ("makefile", lambda t: t.replace(" $(SLOW_LOCK_COMMAND) &&", " true &&")),
+    "a slow lock with another dev pin": (
+        "slow-lock",
+        lambda t: re.sub(r"^pulumi==\S+", "pulumi==3.999.0", t, flags=re.MULTILINE),
+    ),
+    "a slow lock pinning for another platform": (
+        "slow-lock",
+        lambda t: re.sub(r"^(torch==\S+)", r"\1 ; sys_platform == 'darwin'", t, flags=re.MULTILINE),
+    ),
 }
 
 
@@ -386,6 +458,9 @@ def test_each_check_fails_on_a_broken_lock_requirements_or_makefile(lock, mutant
         assert dependency_problems(parse_lock(mutate(text))[0], wanted)
     elif where == "dev-lock":
         assert agreement_problems(pins, parse_lock(mutate(DEV_LOCK.read_text()))[0])
+    elif where == "slow-lock":
+        dev = parse_lock(DEV_LOCK.read_text())[0]
+        assert slow_agreement_problems(dev, parse_lock(mutate(SLOW_LOCK.read_text()))[0])
     elif where == "dev-requirements":
         assert requirement_problems(
             parse_lock(DEV_LOCK.read_text())[0], requirements(mutate(DEV_REQUIREMENTS.read_text()))
