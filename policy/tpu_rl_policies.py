@@ -46,7 +46,7 @@ from pulumi_policy.proxy import UnknownValueError
 from core.config.schema import IMAGE_REGISTRIES, JOBSET_VERSIONS, KUEUE_VERSIONS
 from core.estimate import TrainingRun, estimate_run
 from core.models import model_for_maxtext
-from core.names import PUBLISH_ENV
+from core.names import COMPONENT_LABEL, HF_WRITE_SECRET, PUBLISH, PUBLISH_ENV
 from core.redact import HF_TOKEN
 from core.requests import pod_requests, quantity
 from core.tpu import CATALOGUE, Capacity, SliceShape, TpuVersionName, resolve_slice
@@ -137,7 +137,9 @@ class Unseen(_Unknown):
         _note(self)
         return False
 
-    __hash__ = object.__hash__
+    def __hash__(self) -> int:  # a lookup in a set or a mapping: a membership decided on it
+        _note(self)
+        return id(self)
 
     def __str__(self) -> str:
         _note(self)
@@ -920,9 +922,29 @@ tpu_node_pool_shape = ResourceValidationPolicy(
 # Cluster
 
 
+METADATA_MODE = "GKE_METADATA"
+"""The node metadata mode of Workload Identity: pods get their Kubernetes service account's Google identity from
+the GKE metadata server, never the node's (GKE ``WorkloadMetadataConfig``)."""
+
+
 def _control_plane(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
+    if args.resource_type == NODE_POOL:
+        mode = _m(_m(props.get("nodeConfig")).get("workloadMetadataConfig")).get("mode")
+        if not unseen(mode) and mode != METADATA_MODE:
+            report(
+                f"node pool metadata mode {mode or '(unset)'}: pods could read the node's own credentials from the "
+                f"metadata server; set nodeConfig.workloadMetadataConfig.mode {METADATA_MODE}"
+            )
+        return
     if args.resource_type != CLUSTER:
         return
+    node = props.get("nodeConfig")
+    if node is not None and not unseen(node):
+        mode = _m(_m(node).get("workloadMetadataConfig")).get("mode")
+        if not unseen(mode) and mode not in (None, METADATA_MODE):
+            report(f"the cluster's default node metadata mode is {mode}; set it {METADATA_MODE} or leave it unset")
+    if _on(props.get("enableLegacyAbac")):
+        report("legacy ABAC grants every service account broad access to the API: set enableLegacyAbac false")
     if not _m(props.get("privateClusterConfig")).get("enablePrivateNodes"):
         report("nodes must be private (privateClusterConfig.enablePrivateNodes); egress goes through Cloud NAT")
     if not _m(props.get("workloadIdentityConfig")).get("workloadPool"):
@@ -933,7 +955,10 @@ def _control_plane(args: ResourceValidationArgs, props: dict[str, Any], report: 
 
 gke_control_plane = ResourceValidationPolicy(
     name="gke-private-cluster",
-    description="GKE clusters have private nodes, Workload Identity and shielded nodes.",
+    description=(
+        "GKE clusters have private nodes, Workload Identity and shielded nodes, no legacy ABAC; node pools use the GKE "
+        "metadata server."
+    ),
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Keep the cluster settings of infra/gcp/gke_spec.py.",
@@ -1555,6 +1580,299 @@ model_revision_pinned = ResourceValidationPolicy(
 
 
 # ---------------------------------------------------------------------------------------------
+# Identities: who may act as what, in Google Cloud and in the cluster
+
+IAM_TYPE = re.compile(r"gcp:[a-zA-Z]+/[a-zA-Z]*[iI]AM(Member|Binding|Policy):[A-Za-z]*IAM(Member|Binding|Policy)")
+"""Every IAM grant of the Google provider (``gcp:<module>/<x>IAMMember:<X>IAMMember``, ``...IAMBinding``,
+``...IAMPolicy``): a project's, a bucket's, a service account's, a key's..."""
+GKE_AGENT = re.compile(r"serviceAccount:service-[0-9]+@container-engine-robot\.iam\.gserviceaccount\.com")
+"""The project's GKE service agent: the one principal outside the stack a grant may name, on the stack's Cloud KMS key
+(it encrypts Secrets with it: ``infra/gcp/kms.py``)."""
+KMS_KEY_IAM = "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember"
+WORKLOAD_PRINCIPAL = re.compile(r"serviceAccount:([a-z0-9-:.]+)\.svc\.id\.goog\[([^/\]]+)/([^\]]+)\]")
+ACCOUNT = "gcp:serviceaccount/account:Account"
+SERVICE_ACCOUNT = "kubernetes:core/v1:ServiceAccount"
+WORKLOAD_IDENTITY_ROLE = "roles/iam.workloadIdentityUser"
+
+
+def _members(props: Mapping[str, Any]) -> list[Any]:
+    """The principals an IAM resource grants to: ``member``, ``members``, or a policy document's bindings."""
+    if "member" in props:
+        return [props.get("member")]
+    if "members" in props:
+        return _l(props.get("members"))
+    data = props.get("policyData")
+    if unseen(data) or not isinstance(data, str):
+        return []
+    try:
+        document = yaml.safe_load(data)
+    except yaml.YAMLError:
+        return ["(a policy document this pack cannot read)"]
+    return [m for b in _l(_m(document).get("bindings")) for m in _l(_m(b).get("members"))]
+
+
+def _iam_grants(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
+    """Grants name service accounts, never people, groups, domains, the public or federated identities; and they add
+    a member, never replace a role's or a resource's members (an IAMBinding or IAMPolicy removes every grant the stack
+    does not make, the project owners' among them)."""
+    if not IAM_TYPE.fullmatch(args.resource_type):
+        return
+    kind = args.resource_type.rsplit(":", 1)[-1]
+    if not kind.endswith("IAMMember"):
+        report(
+            f"{kind} replaces every other grant of its role or resource (authoritative); grant with the matching "
+            "IAMMember, as infra/gcp/ does"
+        )
+    for member in _members(props):
+        if unseen(member):
+            continue
+        if not isinstance(member, str) or not member.startswith("serviceAccount:"):
+            report(
+                f"{member!s} is not a service account: tpu-rl grants roles to its own service accounts only (a "
+                "person, a group, a domain, allUsers or a federated identity would reach the stack's bucket, key or "
+                "accounts)"
+            )
+
+
+iam_grants = ResourceValidationPolicy(
+    name="iam-service-accounts-only",
+    description="IAM grants name service accounts only, and add a member rather than replace a role's members.",
+    severity=Severity.CRITICAL,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Keep the grants of infra/gcp/access.py and infra/gcp/identities.py (IAMMember to accounts).",
+    validate=_guarded_resource(_iam_grants),
+)
+
+
+def _own_principals(resources: list[Resource]) -> tuple[set[str], set[tuple[str, str]], dict[str, str]]:
+    """The stack's own principals: its Google accounts' emails, its Kubernetes service accounts (namespace, name), and
+    each account's id by email."""
+    emails: dict[str, str] = {}
+    for r in resources:
+        if r.resource_type != ACCOUNT:
+            continue
+        account_id, project, email = r.props.get("accountId"), r.props.get("project"), r.props.get("email")
+        if isinstance(email, str):
+            emails[email] = str(account_id)
+        elif isinstance(account_id, str) and isinstance(project, str):
+            emails[f"{account_id}@{project}.iam.gserviceaccount.com"] = account_id
+    ksas = set()
+    for r in resources:
+        if r.resource_type == SERVICE_ACCOUNT:
+            meta = _m(r.props.get("metadata"))
+            ksas.add((str(meta.get("namespace")), str(meta.get("name"))))
+    return set(emails), ksas, emails
+
+
+def _stack_principals(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
+    emails, ksas, ids = _own_principals(resources)
+    for r in resources:
+        if not IAM_TYPE.fullmatch(r.resource_type):
+            continue
+        for member in _members(r.props):
+            if unseen(member) or not isinstance(member, str) or not member.startswith("serviceAccount:"):
+                continue  # not known yet, or not an account at all (iam-service-accounts-only)
+            if r.resource_type == KMS_KEY_IAM and GKE_AGENT.fullmatch(member):
+                continue
+            principal = WORKLOAD_PRINCIPAL.fullmatch(member)
+            if principal is None:
+                if member.removeprefix("serviceAccount:") not in emails:
+                    report(
+                        f"{r.name} grants {_m(r.props).get('role')} to {member}, which is not one of this stack's "
+                        "accounts: another stack's or a person's account would reach this stack's resources",
+                        r.urn,
+                    )
+                continue
+            namespace, ksa = principal.group(2), principal.group(3)
+            if (namespace, ksa) not in ksas:
+                report(
+                    f"{r.name} lets {namespace}/{ksa} act as a Google account, but this stack makes no such "
+                    "Kubernetes service account: a pod of another cluster in the project could take the identity",
+                    r.urn,
+                )
+                continue
+            bound = r.props.get("serviceAccountId")
+            if unseen(bound):
+                continue
+            account = ids.get(str(bound).rsplit("/", 1)[-1])
+            if account is not None and ksa != account:
+                report(
+                    f"{r.name} binds {namespace}/{ksa} to the account {account}: a Kubernetes service account is named "
+                    "as the account it acts as, which IAM keeps unique in the project, so no stack's pod can take "
+                    "another stack's identity (core.names.step_ksa)",
+                    r.urn,
+                )
+
+
+stack_principals = StackValidationPolicy(
+    name="stack-principals",
+    description=(
+        "IAM grants go to the stack's own accounts and Kubernetes service accounts, each named as the account it acts "
+        "as (the project's GKE agent only on the stack's key)."
+    ),
+    severity=Severity.CRITICAL,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Keep the identities of infra/gcp/identities.py and infra/gcp/cluster.py.",
+    validate=_guarded_stack(_stack_principals),
+)
+
+
+def _write_token(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
+    """Only the publication's container reads the Hub write token Secret (by env, envFrom or a volume)."""
+    for r in resources:
+        for pod in pods(r.resource_type, r.props):
+            with judging():
+                publication = _m(pod.metadata.get("labels")).get(COMPONENT_LABEL) == PUBLISH
+                volumes = {
+                    str(_m(v).get("name")): v for v in _l(pod.spec.get("volumes")) if _reads_secret(v, HF_WRITE_SECRET)
+                }
+                for container in pod_containers(pod.spec):
+                    name = container.get("name")
+                    env = _l(container.get("env"))
+                    if publication and any(_m(e).get("name") == PUBLISH_ENV[0] for e in env):
+                        continue
+                    refs = [
+                        f"env {_m(e).get('name')}"
+                        for e in _l(container.get("env"))
+                        if _m(_m(_m(e).get("valueFrom")).get("secretKeyRef")).get("name") == HF_WRITE_SECRET
+                    ]
+                    refs += [
+                        "envFrom"
+                        for e in _l(container.get("envFrom"))
+                        if _m(_m(e).get("secretRef")).get("name") == HF_WRITE_SECRET
+                    ]
+                    refs += [
+                        f"volume {_m(m).get('name')}"
+                        for m in _l(container.get("volumeMounts"))
+                        if str(_m(m).get("name")) in volumes
+                    ]
+                    if refs:
+                        report(
+                            f"{kind_of(r.resource_type)} {_name(r)}: container {name} reads the Hub write token "
+                            f"({', '.join(refs)}): only the publication's container may (it can push to, and delete, "
+                            "the stack's model repositories)",
+                            r.urn,
+                        )
+
+
+def _reads_secret(volume: Any, secret: str) -> bool:
+    volume = _m(volume)
+    if _m(volume.get("secret")).get("secretName") == secret:
+        return True
+    return any(_m(_m(s).get("secret")).get("name") == secret for s in _l(_m(volume.get("projected")).get("sources")))
+
+
+hub_write_token_scope = StackValidationPolicy(
+    name="hub-write-token-scope",
+    description="Only the publication's container reads the Hugging Face write token.",
+    severity=Severity.CRITICAL,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Reference the write token Secret from the publish step only (workloads/build/steps.py).",
+    validate=_guarded_stack(_write_token),
+)
+
+
+ADMIN_ROLES = frozenset(("cluster-admin", "admin", "edit"))
+"""The built-in ClusterRoles that give a subject write access to most of a namespace or the cluster."""
+PRIVILEGED_VERBS = frozenset(("*", "escalate", "bind", "impersonate"))
+BROAD_GROUPS = frozenset(("system:anonymous", "system:unauthenticated", "system:authenticated"))
+ROLES = ("Role", "ClusterRole")
+BINDINGS = ("RoleBinding", "ClusterRoleBinding")
+
+
+def _rbac(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
+    """No wildcard or escalating RBAC rule, no binding to the built-in admin roles or to everyone."""
+    kind = kind_of(args.resource_type)
+    name = _m(props.get("metadata")).get("name") or args.name
+    if kind in ROLES:
+        for index, rule in enumerate(_l(props.get("rules"))):
+            rule = _m(rule)
+            for field_name in ("apiGroups", "resources", "verbs", "nonResourceURLs"):
+                values = [str(v) for v in _l(rule.get(field_name))]
+                if "*" in values or (field_name == "resources" and any(v.endswith("/*") for v in values)):
+                    report(f"{kind} {name} rule {index} grants every {field_name[:-1]} ('*'): list what it needs")
+            verbs = {str(v) for v in _l(rule.get("verbs"))} & (PRIVILEGED_VERBS - {"*"})
+            if verbs:
+                report(f"{kind} {name} rule {index} grants {', '.join(sorted(verbs))}: a way to any permission")
+        if _m(props.get("aggregationRule")).get("clusterRoleSelectors"):
+            report(f"{kind} {name} aggregates other roles (aggregationRule): list its rules instead")
+    elif kind in BINDINGS:
+        ref = _m(props.get("roleRef"))
+        if ref.get("kind") == "ClusterRole" and ref.get("name") in ADMIN_ROLES:
+            report(f"{kind} {name} binds the built-in {ref.get('name')} role: bind a role with the rules it needs")
+        for subject in _l(props.get("subjects")):
+            if _m(subject).get("kind") == "Group" and _m(subject).get("name") in BROAD_GROUPS:
+                report(f"{kind} {name} binds {_m(subject).get('name')}: everyone who can reach the API server")
+
+
+no_broad_rbac = ResourceValidationPolicy(
+    name="no-broad-rbac",
+    description="No RBAC rule with '*' or escalate, bind, impersonate; no binding to the admin roles or to everyone.",
+    severity=Severity.CRITICAL,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Give a workload a Role with the verbs and resources it uses; tpu-rl's steps need none.",
+    validate=_guarded_resource(_rbac),
+)
+
+
+ADMISSION_KINDS = frozenset(
+    (
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "MutatingAdmissionPolicy",
+        "MutatingAdmissionPolicyBinding",
+    )
+)
+
+
+def _admission(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
+    kind = kind_of(args.resource_type)
+    if kind in ADMISSION_KINDS:
+        name = _m(props.get("metadata")).get("name") or args.name
+        report(
+            f"{kind} {name} sees or changes every object it matches, Secrets and pods among them: the stack installs "
+            "admission control only through the reviewed charts (JobSet's and Kueue's webhooks)"
+        )
+
+
+no_admission_webhooks = ResourceValidationPolicy(
+    name="no-admission-webhooks",
+    description="The stack registers no admission webhook or admission policy of its own.",
+    severity=Severity.HIGH,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Remove the object; the reviewed Helm charts install the webhooks JobSet and Kueue need.",
+    validate=_guarded_resource(_admission),
+)
+
+
+def _services(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
+    if kind_of(args.resource_type) != "Service":
+        return
+    spec = _m(props.get("spec"))
+    name = _m(props.get("metadata")).get("name") or args.name
+    kind = spec.get("type")
+    if kind in ("LoadBalancer", "NodePort"):
+        report(
+            f"Service {name} of type {kind} opens its pods beyond the cluster (the Pathways proxy, a step's port): "
+            "use a ClusterIP Service"
+        )
+    if _l(spec.get("externalIPs")):
+        report(f"Service {name} sets externalIPs: its pods answer on addresses outside the cluster; remove them")
+
+
+no_exposed_services = ResourceValidationPolicy(
+    name="no-exposed-services",
+    description="No Service of type LoadBalancer or NodePort, and none with externalIPs.",
+    severity=Severity.HIGH,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Use ClusterIP Services; reach the cluster from tpu-rl:authorizedNetworks.",
+    validate=_guarded_resource(_services),
+)
+
+
+# ---------------------------------------------------------------------------------------------
 # Labels and budget
 
 LABEL_FIELDS = {BUCKET: ("labels",), CLUSTER: ("resourceLabels",), NODE_POOL: ("nodeConfig", "resourceLabels")}
@@ -2153,6 +2471,8 @@ POLICIES = [
     gke_control_plane,
     no_open_control_plane,
     no_broad_project_iam,
+    iam_grants,
+    stack_principals,
     scoped_bucket_grants,
     secrets_encryption,
     bucket_hardening,
@@ -2164,6 +2484,10 @@ POLICIES = [
     least_privilege_pods,
     reviewed_helm_charts,
     private_publish,
+    hub_write_token_scope,
+    no_broad_rbac,
+    no_admission_webhooks,
+    no_exposed_services,
     model_revision_pinned,
     cost_attribution_labels,
     tpu_budget,

@@ -300,8 +300,11 @@ def outputs(plan: Plan, r: Mapping[str, Any], *, preview: bool) -> dict[str, Any
     sent = plan.wire.get((r["type"], r["name"]))
     live = _from_wire(sent[1]) if sent is not None else copy.deepcopy(r["inputs"])
     if not preview and r["type"] == JOBSET:
-        live = with_state(jobset_defaults(live), "running")
-        live["metadata"] = {**live["metadata"], "uid": f"uid-{r['name']}", "generation": 1}
+        try:
+            live = with_state(jobset_defaults(live), "running")
+            live["metadata"] = {**live["metadata"], "uid": f"uid-{r['name']}", "generation": 1}
+        except (KeyError, TypeError, AttributeError, IndexError):
+            pass  # a shape the API server would refuse: the pack judges what the program sent
     return live
 
 

@@ -19,7 +19,7 @@ from infra.gcp.kms import key_name
 from infra.gcp.naming import names_for
 from infra.gcp.storage import bucket_args
 from infra.k8s import kueue
-from infra.k8s.manifests import network_policies
+from infra.k8s.manifests import network_policies, service_account_manifest
 from tests.lifecycle_walk import settings
 from tools.plan.offline import Plan
 from workloads.build.steps import plan_workflow
@@ -77,7 +77,11 @@ def pure_plan(stack: str, *overrides: str) -> Plan:
     """The cluster, pools, bucket, project IAM and workflow objects of an example stack."""
     s = settings(stack, list(overrides))
     names = names_for(s)
-    email = f"x@{s.project}.iam.gserviceaccount.com"
+
+    def email(holder: str) -> str:
+        return f"{names.service_accounts[holder]}@{s.project}.iam.gserviceaccount.com"
+
+    labels = {"app.kubernetes.io/name": "tpu-rl", "app.kubernetes.io/instance": s.cluster_name}
     key = s.gke.secrets_key
     if key == "create":
         key = key_name(s.project, s.region, names.key_ring, names.crypto_key)
@@ -85,16 +89,18 @@ def pure_plan(stack: str, *overrides: str) -> Plan:
         _resource(
             "gcp:container/cluster:Cluster",
             "cluster",
-            camel(cluster_args(s, "net", "sub", email, None, key)),
+            camel(cluster_args(s, "net", "sub", email("system"), None, key)),
             protect=s.protect,
         ),
-        _resource("gcp:container/nodePool:NodePool", "system-pool", camel(system_pool_args(s, CLUSTER_ID, email))),
-        _resource("gcp:container/nodePool:NodePool", "cpu-pool", camel(cpu_pool_args(s, CLUSTER_ID, email))),
+        _resource(
+            "gcp:container/nodePool:NodePool", "system-pool", camel(system_pool_args(s, CLUSTER_ID, email("system")))
+        ),
+        _resource("gcp:container/nodePool:NodePool", "cpu-pool", camel(cpu_pool_args(s, CLUSTER_ID, email("cpu")))),
         *(
             _resource(
                 "gcp:container/nodePool:NodePool",
                 f"tpu-pool-{i}",
-                camel(tpu_pool_args(s, pool, CLUSTER_ID, email)),
+                camel(tpu_pool_args(s, pool, CLUSTER_ID, email("tpu"))),
                 protect=s.protect,
                 delete_before_replace=True,
             )
@@ -105,10 +111,38 @@ def pure_plan(stack: str, *overrides: str) -> Plan:
             _resource(
                 "gcp:projects/iAMMember:IAMMember",
                 f"{r}-{role.split('/')[1]}",
-                {"project": s.project, "role": role, "member": f"serviceAccount:{email}"},
+                {"project": s.project, "role": role, "member": f"serviceAccount:{email(r)}"},
             )
             for r in ("system", "cpu", "tpu")
             for role in NODE_PROJECT_ROLES
+        ),
+        *(
+            _resource(
+                "gcp:serviceaccount/account:Account",
+                f"{holder}-sa",
+                {"accountId": account_id, "project": s.project, "displayName": f"tpu-rl {holder} ({s.cluster_name})"},
+            )
+            for holder, account_id in names.service_accounts.items()
+        ),
+        *(
+            _resource(
+                "kubernetes:core/v1:ServiceAccount",
+                f"{step}-ksa",
+                service_account_manifest(s.namespace, ksa, labels, email(step)),
+            )
+            for step, ksa in names.ksas.items()
+        ),
+        *(
+            _resource(
+                "gcp:serviceaccount/iAMMember:IAMMember",
+                f"{step}-workload-identity",
+                {
+                    "serviceAccountId": f"projects/{s.project}/serviceAccounts/{email(step)}",
+                    "role": "roles/iam.workloadIdentityUser",
+                    "member": f"serviceAccount:{s.project}.svc.id.goog[{s.namespace}/{ksa}]",
+                },
+            )
+            for step, ksa in names.ksas.items()
         ),
         *(
             _resource(
@@ -116,7 +150,7 @@ def pure_plan(stack: str, *overrides: str) -> Plan:
                 grant.resource_name,
                 {
                     "role": grant.role,
-                    "member": f"serviceAccount:{email}",
+                    "member": f"serviceAccount:{email(grant.holder)}",
                     **({"condition": grant.condition(s.bucket_name)} if grant.prefixes else {}),
                 },
             )
@@ -130,7 +164,6 @@ def pure_plan(stack: str, *overrides: str) -> Plan:
         ),
     ]
     if s.kueue.install:
-        labels = {"app.kubernetes.io/name": "tpu-rl", "app.kubernetes.io/instance": s.cluster_name}
         for name, manifest in (
             ("kueue-tpu-flavor", kueue.tpu_flavor(s, labels)),
             ("kueue-cpu-flavor", kueue.cpu_flavor(labels)),
