@@ -12,6 +12,7 @@ import os
 import pytest
 
 from core.hf_model import Tensor, compare
+from tests.conftest import slug
 from tests.fake_hub import COMMIT, GOOD, REPO, FakeHub
 from tests.hf_files import (
     CONFIG,
@@ -30,6 +31,7 @@ from tests.hf_files import (
 )
 from tests.lifecycle_walk import settings
 from tests.loopback import serve
+from workloads.run.complete_export import GENERATION_KEYS, GENERATION_VALUES, RefusedError, generation_config
 
 pytest.importorskip("safetensors")
 
@@ -39,6 +41,28 @@ TRAINED = {n: bytes(b ^ 0x5A for b in BASE_VALUES[n]) for n in LANGUAGE}
 """The language model after training: other bytes than the base's (what MaxText writes)."""
 MAXTEXT_CONFIG = {**CONFIG, "transformers_version": "5.5.0.dev0"}
 """MaxText's own copy of the config (``hf_model_configs.py``), not byte for byte the base's."""
+BASE_GENERATION = {
+    "bos_token_id": 2,
+    "eos_token_id": [1, 106],
+    "pad_token_id": 0,
+    "do_sample": True,
+    "temperature": 1.0,
+    "top_k": 64,
+    "top_p": 0.95,
+    "transformers_version": "5.5.0.dev0",
+}
+"""Gemma's ``generation_config.json`` (tests/tiny_gemma.py ``GENERATION_CONFIG``, with the version that wrote it)."""
+HOSTILE_GENERATION = {
+    **BASE_GENERATION,
+    "num_beams": 4,
+    "max_length": 8,
+    "cache_implementation": "static",
+    "watermarking_config": {"greenlist_ratio": 0.25},
+    "assistant_model": "evil/drafter",
+    "trust_remote_code": True,
+    "not\na key": 1,
+}
+"""A base's generation config with what would change every ``generate`` of the exported model."""
 
 
 @pytest.mark.parametrize("shards", [1, 3], ids=["one-file", "sharded"])
@@ -51,7 +75,7 @@ def test_the_export_step_makes_the_export_the_whole_base_model(gcs, tmp_path, sh
 
     step = export_step()
     base_files = model_files(BASE, 2, values=BASE_VALUES)
-    base_files["generation_config.json"] = b'{"eos_token_id": [1, 106]}'
+    base_files["generation_config.json"] = json.dumps(HOSTILE_GENERATION).encode()
     trained = {n: LANGUAGE[n] for n in LANGUAGE}
     limit = 10**9 if shards == 1 else 64  # MaxText's 3 GiB, or small enough for three shards of these tensors
     bucket, prefix = lay_out(gcs, step, maxtext_files(trained, TRAINED, MAXTEXT_CONFIG, limit))
@@ -62,7 +86,9 @@ def test_the_export_step_makes_the_export_the_whole_base_model(gcs, tmp_path, sh
         assert export_differences(settings("prod", []), step.output_uri, GOOD, url) == []
         found = objects(gcs, bucket, prefix)
         assert json.loads(found["config.json"]) == CONFIG and found["config.json"] == base_files["config.json"]
-        assert found["generation_config.json"] == base_files["generation_config.json"]
+        assert json.loads(found["generation_config.json"]) == BASE_GENERATION, "only the keys it means to pass on"
+        assert found["generation_config.json"] == generation_config(base_files["generation_config.json"])[0]
+        assert '"num_beams"' in done.stdout and "left out 7 key(s) of the base's" in done.stdout
         index = json.loads(found["model.safetensors.index.json"])
         assert set(index["weight_map"]) == set(BASE)
         assert "model.safetensors" not in found, "a loader would read it alone and ignore the index"
@@ -285,3 +311,90 @@ def test_the_language_model_written_by_maxtext_and_the_rest_copied_compare_equal
         "tensor model.vision_tower.std_scale is BF16, the base's F32 (copied from the base unchanged)"
     ]
     assert Tensor("BF16", (4,)) == whole.tensors[f"{LANG}norm.weight"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The generation config: only the keys the export means to pass on
+
+
+@pytest.mark.pure
+def test_the_generation_config_keeps_the_tokens_and_sampling_defaults_only():
+    written, left = generation_config(json.dumps(HOSTILE_GENERATION).encode())
+    assert json.loads(written) == BASE_GENERATION
+    assert written == (json.dumps(BASE_GENERATION, indent=2, sort_keys=True) + "\n").encode(), (
+        "as transformers writes one"
+    )
+    assert left == [
+        '"assistant_model"',
+        '"cache_implementation"',
+        '"max_length"',
+        '"not\\na key"',
+        '"num_beams"',
+        '"trust_remote_code"',
+        '"watermarking_config"',
+    ], "named as JSON strings: one line, no control character"
+    assert generation_config(written) == (written, []), "written again, unchanged"
+    assert tuple(GENERATION_VALUES) == GENERATION_KEYS
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("key", "value", "kept"),
+    [
+        ("eos_token_id", 1, True),
+        ("eos_token_id", [1, 106], True),
+        ("eos_token_id", [], False),
+        ("eos_token_id", [1, "x"], False),
+        ("eos_token_id", True, False),
+        ("pad_token_id", None, False),
+        ("bos_token_id", -1, False),
+        ("do_sample", 1, False),
+        ("do_sample", False, True),
+        ("temperature", 0, True),
+        ("temperature", "1.0", False),
+        ("top_k", 64.0, False),
+        ("top_k", False, False),
+        ("top_p", 0.95, True),
+        ("top_p", -0.1, False),
+        ("transformers_version", "5.24.0", True),
+        ("transformers_version", "x" * 65, False),
+        ("transformers_version", "5\n", False),
+    ],
+    ids=lambda value: slug(str(value)),
+)
+def test_a_kept_key_of_another_shape_is_left_out(key, value, kept):
+    written, left = generation_config(json.dumps({key: value}).encode())
+    assert (json.loads(written) == {key: value}) is kept and (left == [json.dumps(key)]) is not kept
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("raw", "words"),
+    [
+        (b"nope", "generation_config.json is not JSON"),
+        (b"\xff", "generation_config.json is not JSON"),
+        (b"[" * 100_000, "generation_config.json is not JSON"),
+        (b"[1, 2]", "generation_config.json is not an object"),
+    ],
+    ids=["not-json", "not-utf-8", "nested-too-deeply", "a-list"],
+)
+def test_a_generation_config_that_is_not_one_is_refused(raw, words):
+    with pytest.raises(RefusedError) as err:
+        generation_config(raw)
+    assert str(err.value) == words
+
+
+@pytest.mark.slow  # imports transformers (the slow tier's)
+def test_each_generation_key_is_one_transformers_generation_config_knows():
+    """``GENERATION_KEYS`` against the installed transformers (5.24, requirements-slow.txt): each is an attribute of
+    ``GenerationConfig``, and what the export writes loads as one with those values, nothing else set."""
+    transformers = pytest.importorskip("transformers", reason="the slow tier needs transformers (make test-slow)")
+    default = transformers.GenerationConfig()
+    assert [key for key in GENERATION_KEYS if not hasattr(default, key)] == []
+    loaded = transformers.GenerationConfig.from_dict(
+        json.loads(generation_config(json.dumps(BASE_GENERATION).encode())[0])
+    )
+    assert {key: getattr(loaded, key) for key in GENERATION_KEYS} == BASE_GENERATION
+    changed = {k for k, v in loaded.to_diff_dict().items() if k != "transformers_version"}
+    assert changed <= set(GENERATION_KEYS), "nothing else set"
+    assert default.num_beams in (None, 1) and loaded.num_beams == default.num_beams, "the default: no beam search"

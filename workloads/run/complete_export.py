@@ -23,9 +23,11 @@ base repository at ``REVISION`` (read once as a commit, so every file comes from
 3. copies those tensors' bytes (ranged reads of exactly their offsets) into new shards written by the
    ``safetensors`` library, ``model-base-NNNNN-of-NNNNN.safetensors`` (at most MaxText's 3 GiB each), in the
    base's dtypes; copies the base's ``config.json`` (the whole model's, its ``vision_config`` and
-   ``audio_config`` included) and the base's generation and processor files the export lacks
-   (``core.hf_model.COPIED_FILES``); a single ``model.safetensors`` becomes ``model-00001-of-00001.safetensors``
-   (a loader reads a ``model.safetensors`` alone and ignores an index);
+   ``audio_config`` included) and the base's processor files the export lacks (``core.hf_model.COPIED_FILES``);
+   writes the base's ``generation_config.json`` with only the keys it means to pass on (``GENERATION_KEYS``: the
+   special tokens and the base's sampling defaults), so nothing else of it (``num_beams``, a watermark, a cache,
+   an unknown key) reaches every ``generate`` of the exported model; a single ``model.safetensors`` becomes
+   ``model-00001-of-00001.safetensors`` (a loader reads a ``model.safetensors`` alone and ignores an index);
 4. writes ``model.safetensors.index.json`` last (every tensor, MaxText's and the base's), then deletes shards
    the index does not name (left by an earlier attempt). Run again on a whole export, it changes nothing.
 
@@ -69,6 +71,24 @@ MAX_SHARD_BYTES = 3 * 1024**3
 """MaxText's own shard size (``utils.py``: ``DEFAULT_MAX_SHARD_SIZE``)."""
 MAX_FILE_BYTES = 64 * 1024 * 1024
 """The largest config, index, generation or processor file read."""
+GENERATION_FILE = "generation_config.json"
+GENERATION_KEYS = (
+    "bos_token_id",
+    "eos_token_id",
+    "pad_token_id",
+    "do_sample",
+    "temperature",
+    "top_k",
+    "top_p",
+    "transformers_version",
+)
+"""What the export's ``generation_config.json`` keeps of the base's: the special tokens a ``generate`` starts, pads
+and stops with, the base's sampling defaults (Gemma's: sample, at temperature 1, top-k 64, top-p 0.95), and the
+version that wrote it; each an attribute of transformers' ``GenerationConfig``
+(``transformers/generation/configuration_utils.py``; tests/test_export_complete.py checks them against the
+installed transformers). Any other key of the base's would change how the exported model decodes by default
+(``num_beams``, ``max_length``, ``cache_implementation``, a watermark or an assistant model) or is unknown: left
+out, named in the step's log."""
 BASE_SHARD = "model-base-{:05d}-of-{:05d}.safetensors"
 RENAMED_SINGLE = "model-00001-of-00001.safetensors"
 TIMEOUT = 60.0
@@ -292,6 +312,44 @@ def write_shard(path: str, tensors: dict[str, tuple[str, list[int], bytearray]])
     del keep
 
 
+def _token_ids(value: Any) -> bool:
+    ids = value if isinstance(value, list) and value else [value]
+    return all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+
+
+GENERATION_VALUES = {
+    "bos_token_id": _token_ids,
+    "eos_token_id": _token_ids,
+    "pad_token_id": _token_ids,
+    "do_sample": lambda value: isinstance(value, bool),
+    "temperature": _number,
+    "top_k": lambda value: isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+    "top_p": _number,
+    "transformers_version": lambda value: isinstance(value, str) and len(value) <= 64 and value.isprintable(),
+}
+"""Each kept key's value, as ``GenerationConfig`` takes it (a token id, or a list of ids to stop at, a flag, a
+number, a version): a value of another shape is left out with the unknown keys."""
+
+
+def generation_config(raw: bytes) -> tuple[bytes, list[str]]:
+    """A ``generation_config.json`` as the export writes it: its ``GENERATION_KEYS`` of the right shape only,
+    written as transformers' ``GenerationConfig.to_json_file`` writes one (indent 2, sorted keys, a final line
+    end); and what was left out (keys shown as JSON strings, at most 60 characters each)."""
+    try:
+        config = json.loads(raw)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise RefusedError(f"{GENERATION_FILE} is not JSON") from None
+    if not isinstance(config, dict):
+        raise RefusedError(f"{GENERATION_FILE} is not an object")
+    kept = {key: value for key, value in config.items() if key in GENERATION_VALUES and GENERATION_VALUES[key](value)}
+    left = [json.dumps(key)[:60] for key in sorted(set(config) - set(kept))]
+    return (json.dumps(kept, indent=2, sort_keys=True) + "\n").encode(), left
+
+
 def plan(sizes: dict[str, int]) -> list[list[str]]:
     """Tensors into shards of at most ``MAX_SHARD_BYTES`` each, in name order (MaxText's ``shard_checkpoint``)."""
     shards: list[list[str]] = [[]]
@@ -377,8 +435,15 @@ def complete(repo: str, revision: str, export_uri: str) -> None:
             weight_map.update(dict.fromkeys(names, target))
     log(f"copied {len(missing)} tensors of the base ({sum(sizes.values())} bytes) into {len(shards)} shard(s)")
     for name in COPIED_FILES:
-        if name in hub.files and name not in export.files:
+        if name != GENERATION_FILE and name in hub.files and name not in export.files:
             export.put(name, hub.file(name))
+    generation = hub if GENERATION_FILE in hub.files else export if GENERATION_FILE in export.files else None
+    if generation is not None:
+        written, left = generation_config(generation.file(GENERATION_FILE))
+        if left:
+            log(f"{GENERATION_FILE}: left out {len(left)} key(s) of the base's: {', '.join(left[:10])}")
+        if GENERATION_FILE not in export.files or export.file(GENERATION_FILE) != written:
+            export.put(GENERATION_FILE, written)
     if base_config_raw != export.file(CONFIG_FILE):
         export.put(CONFIG_FILE, base_config_raw)
     index = {
