@@ -1501,7 +1501,6 @@ def test_every_policy_has_a_mutation():
     assert covered == set(BY_NAME)
 
 
-@pytest.mark.slow
 def test_budget_gate():
     prod = pure_plan("prod")
     assert policies.stack_estimate([_policy_resource(r) for r in prod.resources])["totalUsd"] == pytest.approx(
@@ -1668,7 +1667,6 @@ OPEN = "set tpu-rl:authorizedNetworks to the networks you deploy from"
         (("tpu-rl:tpu.slices=4",), {}, [f"the reserved slice bills $5,806.08 {IDLE}"]),
     ],
 )
-@pytest.mark.slow
 def test_budget_limits_and_defaults(overrides, config, expected):
     assert violations(pure_plan("prod", *overrides), "tpu-budget", "prod", config) == expected
 
@@ -1740,7 +1738,6 @@ def test_required_labels_come_from_the_policy_config():
     ],
     ids=["reservation", "spot", "flex-start", "on-demand", "two-slices"],
 )
-@pytest.mark.slow
 def test_the_budget_reads_capacity_and_slices_from_the_pools(overrides, capacity, chips):
     plan = pure_plan("prod", *overrides)
     estimate = policies.stack_estimate([_policy_resource(r) for r in plan.resources])
