@@ -276,6 +276,30 @@ def test_network_policies_deny_ingress_but_the_pathways_ports_between_training_p
         ), "no step pod runs before the policies"
 
 
+def test_the_evaluation_reaches_names_its_token_and_cloud_storage_only():
+    """Issue 41: the evaluation runs the exported model; its pods reach the cluster's DNS, the node's link-local
+    services (the GKE metadata server's token) and HTTPS outside the cluster and the VPC, nothing else."""
+    plan = plan_of("prod", "tpu-rl:workflow.steps.evaluate=true")
+    egress = plan.one(NETWORK_POLICY, "network-policy-evaluation-egress")["inputs"]["spec"]
+    assert egress["policyTypes"] == ["Egress"]
+    selector = egress["podSelector"]["matchLabels"]
+    steps = step_resources(plan)
+    for step, resource in steps.items():
+        labels = [
+            j["template"]["spec"]["template"]["metadata"]["labels"]
+            for j in resource["inputs"]["spec"]["replicatedJobs"]
+        ]
+        assert all(selector.items() <= pod.items() for pod in labels) == (step == "evaluate"), step
+    dns, link_local, https = egress["egress"]
+    assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
+    assert {(p["protocol"], p["port"]) for p in dns["ports"]} == {("UDP", 53), ("TCP", 53)}
+    assert link_local == {"to": [{"ipBlock": {"cidr": "169.254.0.0/16"}}]}
+    assert https["ports"] == [{"protocol": "TCP", "port": 443}]
+    block = https["to"][0]["ipBlock"]
+    assert block["cidr"] == "0.0.0.0/0"
+    assert {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"} <= set(block["except"])
+
+
 # ---------------------------------------------------------------------------------------------
 # Bucket versioning
 

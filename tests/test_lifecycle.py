@@ -186,6 +186,9 @@ URNS = {
         "tpu-rl:k8s:KubernetesPlatform$kubernetes:networking.k8s.io/v1:NetworkPolicy::"
         "network-policy-pathways-between-training-pods"
     ),
+    "network-policy-evaluation-egress": (
+        "tpu-rl:k8s:KubernetesPlatform$kubernetes:networking.k8s.io/v1:NetworkPolicy::network-policy-evaluation-egress"
+    ),
     # Issue 30: one service account per CPU step. The shared workload-ksa's URN went away with its object
     # (tpu-rl-workload): no alias, since no new URN names that object, and the end of that `up` deletes it.
     "convert-ksa": "tpu-rl:k8s:KubernetesPlatform$kubernetes:core/v1:ServiceAccount::convert-ksa",

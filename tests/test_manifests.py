@@ -56,6 +56,7 @@ def test_every_core_object_validates(stack):
         "Namespace",
         "NetworkPolicy",
         "NetworkPolicy",
+        "NetworkPolicy",
         "ResourceFlavor",
         "ResourceFlavor",
         "Secret",

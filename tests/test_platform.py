@@ -380,3 +380,17 @@ def test_the_destroy_guard_is_protected_with_the_stack_and_depends_on_every_reso
     assert guard["options"]["protect"] is protect
     custom = {r["name"] for r in plan.resources if not r["type"].startswith("tpu-rl:")}
     assert set(guard["options"]["dependsOn"]) == custom
+
+
+def test_no_cpu_step_pod_gets_a_kubernetes_api_token():
+    """Issue 41: the CPU steps never call the API server, and Workload Identity does not need the token in the pod
+    (the GKE metadata server asks for the account's token itself). Their accounts say no token
+    (``automountServiceAccountToken: false``), and their pods leave it to the account (a pod's setting would win)."""
+    plan = plan_of("prod", "tpu-rl:publish.repo=acme/x", "tpu-rl:workflow.steps.evaluate=true")
+    accounts = plan.find("kubernetes:core/v1:ServiceAccount")
+    assert {r["name"] for r in accounts} == {"convert-ksa", "export-ksa", "evaluate-ksa", "publish-ksa"}
+    assert all(r["inputs"]["automountServiceAccountToken"] is False for r in accounts)
+    for step, r in step_resources(plan).items():
+        for rjob in r["inputs"]["spec"]["replicatedJobs"]:
+            pod = rjob["template"]["spec"]["template"]["spec"]
+            assert "automountServiceAccountToken" not in pod, step

@@ -26,7 +26,10 @@ def namespace_manifest(name: str, labels: dict[str, str]) -> dict[str, Any]:
 
 
 def service_account_manifest(namespace: str, name: str, labels: dict[str, str], gsa_email: Any) -> dict[str, Any]:
-    """The workload's KSA, bound to its Google service account by Workload Identity."""
+    """The workload's KSA, bound to its Google service account by Workload Identity. Its pods get no Kubernetes API
+    token (``automountServiceAccountToken: false``; a CPU step's pod does not set it, so the account's default holds):
+    the steps never call the API server, and Workload Identity does not need the token in the pod (the GKE metadata
+    server identifies the pod and asks for its account's token itself)."""
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
@@ -36,6 +39,7 @@ def service_account_manifest(namespace: str, name: str, labels: dict[str, str], 
             "labels": labels,
             "annotations": {"iam.gke.io/gcp-service-account": gsa_email},
         },
+        "automountServiceAccountToken": False,
     }
 
 
@@ -78,6 +82,7 @@ def network_policies(namespace: str, labels: dict[str, str]) -> list[dict[str, A
     the policy still holds for them should they ever run on the pod network.
     """
     training = {"matchLabels": {"app.kubernetes.io/name": "tpu-rl", COMPONENT_LABEL: "train"}}
+    evaluation = {"matchLabels": {"app.kubernetes.io/name": "tpu-rl", COMPONENT_LABEL: "evaluate"}}
     meta = {"namespace": namespace, "labels": labels}
     return [
         {
@@ -101,7 +106,41 @@ def network_policies(namespace: str, labels: dict[str, str]) -> list[dict[str, A
                 ],
             },
         },
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": "evaluation-egress", **meta},
+            "spec": {"podSelector": evaluation, "policyTypes": ["Egress"], "egress": EVALUATION_EGRESS},
+        },
     ]
+
+
+PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
+"""The addresses of the cluster (pods, Services, nodes) and of the VPC: what the evaluation never needs to reach."""
+EVALUATION_EGRESS: list[dict[str, Any]] = [
+    # Names: the cluster's DNS pods (NodeLocal DNSCache answers on a link-local address, below).
+    {
+        "to": [
+            {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+            }
+        ],
+        "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+    },
+    # The node's link-local services: the GKE metadata server (its Workload Identity token) and NodeLocal DNSCache.
+    {"to": [{"ipBlock": {"cidr": "169.254.0.0/16"}}]},
+    # Cloud Storage over HTTPS, at Google's public addresses (through Private Google Access or Cloud NAT).
+    {
+        "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(PRIVATE_RANGES)}}],
+        "ports": [{"protocol": "TCP", "port": 443}],
+    },
+]
+"""What the evaluation reaches: names, its token, Cloud Storage over HTTPS. It reads the verified export and writes
+its record, with the Hub switched off (``HF_HUB_OFFLINE=1``); it runs the exported model, so it gets no way to the
+cluster's other pods (the Pathways ports, the steps), the nodes or the VPC, and no port but 443 outside. A
+NetworkPolicy names addresses, not hosts: the Hub's HTTPS stays reachable (the step's Hub switch is off, and it holds
+no Hub token)."""
 
 
 # ---------------------------------------------------------------------------------------------
