@@ -858,9 +858,10 @@ MUTATIONS = [
         CQ,
         "kueue-cluster-queue",
         lambda r: r["inputs"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0].__setitem__(
-            "nominalQuota", "16"
+            "nominalQuota", "31"
         ),
-        "asks for 32 google.com/tpu but ClusterQueue tpu-rl offers at most 16",
+        # One chip short of the slice: the base plan's quota, 32, is exactly the slice and passes.
+        "asks for 32 google.com/tpu but ClusterQueue tpu-rl offers at most 31",
     ),
     (
         "tpu-flavor-of-another-topology",
