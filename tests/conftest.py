@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import copy
 import functools
+import hashlib
 import logging
+import lzma
 import os
 import re
 import shutil
@@ -31,16 +34,59 @@ logging.raiseExceptions = False
 
 SHARED = Path(os.environ.get("TPU_RL_SHARED") or ROOT.parent / "shared")
 """The read-only test data beside the checkout (TPU_RL_SHARED overrides it, e.g. for the mutation run's copy)."""
+VENDORED = ROOT / "tests" / "data" / "vendor"
+"""The files of ../shared the tests read, committed in its layout (tests/data/vendor/README.md: upstream, version,
+licence; SHA256SUMS), so the suite needs no ../shared: GitHub's CI and a clone run every test."""
+SHARED_OPTIONAL = "TPU_RL_SHARED_OPTIONAL"
+"""Set to 1, a test whose file is neither vendored nor in ../shared skips instead of failing."""
 SENTINEL_TOKEN = "hf_SENTINELtokenVALUEforLEAKchecks0123456789"
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 
 
 def shared_path(*parts: str) -> Path:
-    """A file under ../shared, or skip the test with the reason when the folder is absent."""
+    """A test data file (or folder) of ../shared's layout: the vendored copy (tests/data/vendor/; ``<name>.xz``
+    decompressed once per process, every vendored file checked against SHA256SUMS first), else ../shared's. A file
+    in neither fails the test, naming what to vendor; with TPU_RL_SHARED_OPTIONAL=1 the test skips instead."""
+    vendored = VENDORED.joinpath(*parts)
+    packed = vendored.with_name(vendored.name + ".xz")
+    if vendored.exists() or packed.exists():
+        _check_vendored()
+        return vendored if vendored.exists() else _unpacked(packed)
     path = SHARED.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"{path} is not available (../shared is laid beside the checkout only in CI and dev machines)")
-    return path
+    if path.exists():
+        return path
+    why = f"{'/'.join(parts)} is neither vendored in tests/data/vendor/ nor in {SHARED} (tests/data/vendor/README.md)"
+    if os.environ.get(SHARED_OPTIONAL) == "1":
+        pytest.skip(why)
+    pytest.fail(f"{why}; {SHARED_OPTIONAL}=1 skips such a test")
+
+
+@functools.cache
+def _check_vendored() -> None:
+    """Every vendored file is the content SHA256SUMS records (an .xz one decompressed), and nothing else is there."""
+    recorded: dict[str, str] = {}
+    for line in (VENDORED / "SHA256SUMS").read_text().splitlines():
+        digest, name = line.split("  ", 1)
+        recorded[name] = digest
+    found = {
+        path.relative_to(VENDORED).as_posix().removesuffix(".xz"): path
+        for path in VENDORED.rglob("*")
+        if path.is_file() and path.parent != VENDORED
+    }
+    assert sorted(found) == sorted(recorded), "tests/data/vendor/ holds other files than SHA256SUMS lists"
+    for name, path in found.items():
+        data = lzma.decompress(path.read_bytes()) if path.suffix == ".xz" else path.read_bytes()
+        assert hashlib.sha256(data).hexdigest() == recorded[name], f"tests/data/vendor/{name} is not the upstream file"
+
+
+@functools.cache
+def _unpacked(packed: Path) -> Path:
+    """``packed`` decompressed into this process's own folder (removed when it exits)."""
+    folder = Path(tempfile.mkdtemp(prefix="tpu-rl-vendor-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    target = folder / packed.name.removesuffix(".xz")
+    target.write_bytes(lzma.decompress(packed.read_bytes()))
+    return target
 
 
 @pytest.fixture(autouse=True)
