@@ -19,7 +19,8 @@ pytestmark = pytest.mark.pure
 def test_the_table_is_regenerated_from_maxtext_0_2_4():
     configs = shared_path("maxtext-0.2.4", "configs")
     assert maxtext_keys.generate(configs) == maxtext_keys.known_keys(), (
-        "core/data/maxtext-0.2.4-keys.json is stale: python -m core.maxtext_keys tests/data/vendor/maxtext-0.2.4/configs"
+        "core/data/maxtext-0.2.4-keys.json is stale: "
+        "python -m core.maxtext_keys tests/data/vendor/maxtext-0.2.4/configs"
     )
 
 
