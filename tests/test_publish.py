@@ -667,5 +667,5 @@ def test_up_with_the_evaluation_puts_its_record_in_the_outputs_and_the_card_and_
         assert {"evaluate-sa", "evaluate-ksa", "evaluate-access-propagation"} <= set(names)
         card = next(r for r in done.plan.resources if r["name"] == f"{stack.steps().publish.name}-card")
         readme = card["inputs"]["data"]["README.md"]
-        assert "## Held-out questions\n\n4 of 5 correct\n" in readme
-        assert "| Janet's ducks lay 16 eggs per day ... | 18 | 18 | yes |" in readme
+        assert "## Held\\-out questions\n\n4 of 5 correct\n" in readme, "plain text: every punctuation escaped"
+        assert r"| Janet\'s ducks lay 16 eggs per day \.\.\. | 18 | 18 | yes |" in readme
