@@ -20,7 +20,8 @@ def step(prefix: str) -> dict:
 
 
 def index(prefix: str) -> int:
-    return next(i for i, s in enumerate(STEPS) if s.get("uses", "").startswith(prefix) or s.get("run") == prefix)
+    """The step that uses the action ``prefix``, or whose script holds ``prefix``."""
+    return next(i for i, s in enumerate(STEPS) if s.get("uses", "").startswith(prefix) or prefix in s.get("run", ""))
 
 
 def test_the_tests_and_the_policy_preview_run_on_every_pull_request():
@@ -29,10 +30,12 @@ def test_the_tests_and_the_policy_preview_run_on_every_pull_request():
     assert runs == ["TEST_BUDGET_STRICT=1 make test", "make lint", "make test-slow"], "as .ci/run: every tier"
     assert "make test" in (ROOT / ".ci" / "run").read_text()
     assert JOB["strategy"]["matrix"]["stack"] == ["dev", "prod"]
-    pulumi = step("pulumi/actions@")["with"]
-    # The base branch's pack and config, never the pull request's (tests/test_preview_workflow.py).
-    assert pulumi["command"] == "preview" and pulumi["comment-on-pr"] is True and pulumi["policyPacks"] == "base/policy"
-    assert pulumi["policyPackConfigs"] == "base/policy/config/${{ matrix.stack }}.json"
+    # The base branch's pack and config, installed where the branch cannot write, never the pull request's
+    # (tests/test_preview_workflow.py); the result commented on the pull request.
+    preview = STEPS[index('/pulumi/pulumi" preview')]["run"]
+    assert '--policy-pack "$trusted/policy" --policy-pack-config "$trusted/policy/config/$stack.json"' in preview
+    assert "gh pr comment" in STEPS[index("gh pr comment")]["run"]
+    assert "command" not in step("pulumi/actions@")["with"], "the action installs the CLI only"
     for stack in ("dev", "prod"):
         assert (ROOT / "policy" / "config" / f"{stack}.json").exists()
 
@@ -46,17 +49,23 @@ def test_each_stack_previews_in_its_own_environment_and_only_that_job_gets_an_oi
     assert JOB["permissions"] == {"contents": "read", "id-token": "write", "pull-requests": "write"}
     auth = step("google-github-actions/auth@")["with"]
     assert "workload_identity_provider" in auth and "credentials_json" not in auth, "no long-lived keys"
+    assert [s.get("uses", "").split("@")[0] for s in STEPS].count("google-github-actions/auth") == 1
 
 
 def test_secrets_reach_the_preview_step_alone_and_the_branchs_install_runs_first():
+    """The stack's secrets reach the preview step alone; the GitHub token, given explicitly, the comment step alone,
+    which runs none of the branch's code (tests/test_preview_workflow.py: the branch's code runs as tpu-rl-branch)."""
     text = (WORKFLOWS / "preview.yml").read_text()
     assert "env" not in PREVIEW and "env" not in JOB, "no workflow- or job-level environment"
     holders = [i for i, s in enumerate(STEPS) if "secrets." in yaml.safe_dump(s)]
-    assert holders == [index("pulumi/actions@")], "only the pulumi step sees a secret"
-    assert set(step("pulumi/actions@")["env"]) == {"PULUMI_ACCESS_TOKEN", "PULUMI_CONFIG_PASSPHRASE"}
-    install = index("make venv")
-    base_pack = next(i for i, s in enumerate(STEPS) if "policy/requirements.lock" in s.get("run", ""))
-    assert base_pack < install < index("google-github-actions/auth@") < index("pulumi/actions@"), (
+    preview, comment = index('/pulumi/pulumi" preview'), index("gh pr comment")
+    assert holders == [preview, comment], "only the preview and the comment steps see a secret"
+    assert set(STEPS[preview]["env"]) == {"PULUMI_ACCESS_TOKEN", "PULUMI_CONFIG_PASSPHRASE"}
+    assert STEPS[comment]["env"] == {"GH_TOKEN": "${{ secrets.GITHUB_TOKEN }}"}
+    assert "sudo" not in STEPS[comment]["run"].replace("/var/lib/tpu-rl-preview/end-branch-processes", "")
+    install = index("/usr/bin/make venv")
+    base_pack = index("policy/requirements.lock")
+    assert base_pack < install < index("google-github-actions/auth@") < preview < comment, (
         "no credential during install"
     )
     assert "env" not in STEPS[install] and "env" not in STEPS[base_pack]
@@ -83,5 +92,8 @@ def test_the_security_page_gives_the_setup_that_makes_this_hold():
         "assertion.environment in ['preview-dev', 'preview-prod']",
         "attribute.environment/preview-prod",
         "environment secrets",
+        "`tpu-rl-branch`",
+        "`kernel.yama.ptrace_scope`",
+        "What this does not cover",
     ):
         assert words in page, words
