@@ -5,6 +5,7 @@ character), within a few seconds. The limits live in ``core.inputs`` (files, YAM
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import time
@@ -310,3 +311,23 @@ def test_a_date_in_a_stack_file_is_the_text_the_pulumi_cli_passes(tmp_path, caps
     path = tmp_path / "Pulumi.dev.yaml"
     path.write_text("config:\n  tpu-rl:gke:\n    holdUpgrades: 2026-12-01/2026-12-20\n  a: 2026-12-01\n")
     assert read_yaml(path)["config"] == {"tpu-rl:gke": {"holdUpgrades": "2026-12-01/2026-12-20"}, "a": "2026-12-01"}
+
+
+HOSTILE_LINE = "model\x1b]8;;https://evil.example\x07click\x1b]8;;\x07 \x1b[2J\u202eexe.txt\u2066 ok"
+
+
+@pytest.mark.parametrize(
+    ("module", "function"),
+    [
+        ("workloads.run.complete_export", "one_line"),
+        ("workloads.run.evaluate_export", "one_line"),
+        ("workloads.run.publish_hub", "clean"),
+    ],
+    ids=["export", "evaluate", "publish"],
+)
+def test_no_escape_from_gcs_or_the_hub_reaches_a_step_log_line(module, function):
+    """Issue 41: an object name or an error text that carries terminal escapes (a hyperlink, a screen clear) or bidi
+    controls reaches `kubectl logs` on the operator's terminal: the container programs print it as plain characters."""
+    line = getattr(importlib.import_module(module), function)(HOSTILE_LINE)
+    assert line.isprintable() and "\x1b" not in line and "\u202e" not in line
+    assert line == "model?]8;;https://evil.example?click?]8;;? ?[2J?exe.txt? ok"

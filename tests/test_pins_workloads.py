@@ -582,8 +582,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-82e3900499",
-        "gemma4-26b-publish-5fa6fd0bc9",
+        "gemma4-26b-evaluate-7001ccbdf1",
+        "gemma4-26b-publish-2d32d8b94d",
     ], "the names before issue 41"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -618,8 +618,8 @@ STEP_NAMES = {
     # accounts and kept these (the identity hashes an account by its step: steps.hashed_account). Issue 41 item 6
     # changed the export's program (its generation_config.json keeps GENERATION_KEYS only): the export, and the
     # evaluation and publication after it, have new names; conversion and training keep theirs.
-    "dev": ["gemma4-e4b-convert-fdd83da8d9", "gemma4-e4b-train-d6afaadc86", "gemma4-e4b-export-16ee119506"],
-    "prod": ["gemma4-26b-convert-718eb433d1", "gemma4-26b-train-51703e3afd", "gemma4-26b-export-1652d58f3f"],
+    "dev": ["gemma4-e4b-convert-fdd83da8d9", "gemma4-e4b-train-d6afaadc86", "gemma4-e4b-export-09d326c064"],
+    "prod": ["gemma4-26b-convert-718eb433d1", "gemma4-26b-train-51703e3afd", "gemma4-26b-export-5177c203db"],
 }
 
 

@@ -122,8 +122,14 @@ class FailedError(Exception):
     """The Hub or GCS failed (exit 1: the step runs again)."""
 
 
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` as one log line a terminal shows as written (names and errors come from GCS and the Hub): a character
+    it would act on (an escape, a bidi control) shown as ``?``."""
+    return "".join(c if c.isprintable() else "?" for c in " ".join(text.split()))[:limit]
+
+
 def log(message: str) -> None:
-    print(f"tpu-rl export: {message}", flush=True)
+    print(f"tpu-rl export: {one_line(message, 1000)}", flush=True)
 
 
 def transient(status: int) -> bool:
@@ -477,16 +483,16 @@ def main(argv: list[str]) -> None:
     try:
         complete(*argv)
     except RefusedError as err:
-        print(f"tpu-rl export: {err}", file=sys.stderr, flush=True)
+        print(f"tpu-rl export: {one_line(str(err), 1000)}", file=sys.stderr, flush=True)
         sys.exit(REFUSED)
     except (FailedError, ReplyTooLargeError) as err:
-        print(f"tpu-rl export: {err}", file=sys.stderr, flush=True)
+        print(f"tpu-rl export: {one_line(str(err), 1000)}", file=sys.stderr, flush=True)
         sys.exit(1)
     except ValueError as err:  # ModelFormatError: a file that is not what its format says, the same next time
-        print(f"tpu-rl export: {err}", file=sys.stderr, flush=True)
+        print(f"tpu-rl export: {one_line(str(err), 1000)}", file=sys.stderr, flush=True)
         sys.exit(REFUSED)
     except Exception as err:  # noqa: BLE001 (GCS and anything else: one line, the step runs again)
-        print(f"tpu-rl export: {type(err).__name__}: {' '.join(str(err).split())[:300]}", file=sys.stderr, flush=True)
+        print(f"tpu-rl export: {type(err).__name__}: {one_line(str(err))}", file=sys.stderr, flush=True)
         sys.exit(1)
 
 

@@ -265,7 +265,9 @@ def split_uri(uri: str, what: str, folder: bool) -> tuple[str, str]:
 
 
 def one_line(text: str, limit: int = 400) -> str:
-    return " ".join(text.split())[:limit]
+    """``text`` as one log line a terminal shows as written: a character it would act on (an escape, a bidi control)
+    shown as ``?``."""
+    return "".join(c if c.isprintable() else "?" for c in " ".join(text.split()))[:limit]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -372,7 +374,7 @@ def download(client: Any, export_uri: str, files: dict[str, int], folder: Path, 
             sink.close()
         if sink.written != size:
             raise FailedError(f"cannot download {what}: GCS sent {sink.written} of its {size} listed bytes")
-        print(f"{PREFIX}downloaded {name} ({size} bytes)", flush=True)
+        print(f"{PREFIX}downloaded {one_line(name)} ({size} bytes)", flush=True)
 
 
 def write_record(client: Any, record_uri: str, record: dict[str, Any], seconds: float) -> None:

@@ -50,7 +50,8 @@ def clean(text: str) -> str:
     token = os.environ.get("HF_TOKEN", "")
     if token:
         text = text.replace(token, "***")
-    return TOKEN_LIKE.sub("***", " ".join(text.split()))[:300]
+    text = "".join(c if c.isprintable() else "?" for c in " ".join(text.split()))  # no escape reaches a terminal
+    return TOKEN_LIKE.sub("***", text)[:300]
 
 
 def fail(message: str, code: int = 1) -> None:
@@ -108,7 +109,7 @@ def download(export_uri: str, folder: Path) -> list[str]:
             sink.close()
         if sink.written != size:
             raise ReplyTooLargeError(f"{export_uri}{name}: GCS sent {sink.written} of its {size} listed bytes")
-        print(f"tpu-rl publish: downloaded {name} ({size} bytes)", flush=True)
+        print(f"tpu-rl publish: downloaded {clean(name)} ({size} bytes)", flush=True)
         names.append(name)
     return names
 
@@ -179,7 +180,7 @@ def main(argv: list[str]) -> None:
     for path in sorted(card.iterdir()) if card.is_dir() else []:
         if path.is_file() and not path.name.startswith("."):
             shutil.copyfile(path, inside_card(folder, path.name))
-            print(f"tpu-rl publish: added {path.name}", flush=True)
+            print(f"tpu-rl publish: added {clean(path.name)}", flush=True)
     try:
         commit = publish(repo, branch, private == "true", folder, f"tpu-rl: {branch}")
     except Exception as err:  # noqa: BLE001 (a refusal exits through fail(): SystemExit is not an Exception)
