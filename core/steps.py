@@ -13,10 +13,11 @@ an entry here, its builder in ``workloads.build.steps`` and its container progra
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from core.knobs import KnobValue
 from core.models import Model
 
 StepName = Literal["convert", "train", "export", "evaluate", "publish"]
@@ -62,6 +63,16 @@ class StepFacts:
     """The wall-clock hours the estimate assumes for it on cpu-np; None: not estimated (a short step)."""
     holds_tpu: bool = False
     """It runs on the TPU slice: the estimate prices it with the training model (``core.estimate``)."""
+    storage_only: bool = False
+    """Its pods reach only names, their token and Cloud Storage (``infra.k8s.manifests`` ``EVALUATION_EGRESS``): it
+    runs what an earlier step produced (the exported model) and needs nothing else."""
+    refusals: Callable[[Mapping[str, KnobValue], Mapping[str, str]], list[Refusal]] | None = None
+    """What of the training's knobs and ``extraArgs`` the step could never finish with, in a stack that runs it
+    (``core.config.rules`` refuses each, with the key to change)."""
+
+
+Refusal = tuple[str, object, str]
+"""A configuration the step cannot finish with: the key under ``tpu-rl:`` to change, its value, why and the fix."""
 
 
 def _convert_hours(model: Model) -> float:
@@ -70,6 +81,70 @@ def _convert_hours(model: Model) -> float:
 
 def _export_hours(model: Model) -> float:
     return model.export_hours
+
+
+TEMPLATE_TOKENS: Final[dict[str, str]] = {
+    "reasoning_start": "<reasoning>",
+    "reasoning_end": "</reasoning>",
+    "solution_start": "<answer>",
+    "solution_end": "</answer>",
+}
+"""The data template's tokens, MaxText rl.yml's ``<name>_token`` defaults: training prompts with them
+(``training.extraArgs`` may set each), and the evaluation asks for its answer between the two ``solution`` ones
+(``template_tokens``)."""
+EVALUATE_MAX_NEW_TOKENS: Final = 4096
+"""The most new tokens the evaluation generates for one question (``workloads/run/evaluate_export.py``
+``MAX_NEW_TOKENS`` refuses more): it generates as many as training, ``max_target_length - max_prefill_predict_length``,
+so the configuration refuses a longer generation while the evaluation is on."""
+EVALUATE_MAX_MARKER: Final = 100
+"""The longest answer marker the evaluation takes (``evaluate_export.py`` ``MAX_MARKER``)."""
+
+
+def template_tokens(extra_args: Mapping[str, str]) -> dict[str, str]:
+    """The data template's tokens a run prompts with (``TEMPLATE_TOKENS``, each overridden by ``<name>_token`` of
+    ``training.extraArgs``), by name."""
+    return {name: extra_args.get(f"{name}_token", default) for name, default in TEMPLATE_TOKENS.items()}
+
+
+def _evaluation_refusals(knobs: Mapping[str, KnobValue], extra_args: Mapping[str, str]) -> list[Refusal]:
+    """What the evaluation refuses (its program's spec bounds) or could never answer (its answer markers): with the
+    evaluation on, the publication waits for its record, so either would hold the run after hours of training."""
+    refused: list[Refusal] = []
+    evaluation = "the evaluation (tpu-rl:workflow.steps.evaluate)"
+    target, prefill = int(knobs["max_target_length"]), int(knobs["max_prefill_predict_length"])
+    if target - prefill > EVALUATE_MAX_NEW_TOKENS:
+        refused.append(
+            (
+                "training.maxTargetLength",
+                target,
+                f"{evaluation} generates as many new tokens as training, maxTargetLength - maxPrefillPredictLength "
+                f"({target} - {prefill} = {target - prefill}), and at most {EVALUATE_MAX_NEW_TOKENS}; use at most "
+                f"{prefill + EVALUATE_MAX_NEW_TOKENS} or turn the evaluation off",
+            )
+        )
+    tokens = template_tokens(extra_args)
+    start, end = tokens["solution_start"], tokens["solution_end"]
+    for name, marker in (("solution_start", start), ("solution_end", end)):
+        if len(marker) > EVALUATE_MAX_MARKER:
+            refused.append(
+                (
+                    f"training.extraArgs.{name}_token",
+                    marker,
+                    f"{evaluation} takes answer markers of at most {EVALUATE_MAX_MARKER} characters, not "
+                    f"{len(marker)}; use a shorter one or turn the evaluation off",
+                )
+            )
+    if start in end:
+        refused.append(
+            (
+                "training.extraArgs.solution_start_token",
+                start,
+                f'{evaluation} reads each answer after the last start marker "{start}", and the end marker "{end}" '
+                "is or contains it, so it would never find an answer; use a start marker the end marker does not "
+                "contain",
+            )
+        )
+    return refused
 
 
 STEPS: Final[dict[StepName, StepFacts]] = {
@@ -114,6 +189,8 @@ STEPS: Final[dict[StepName, StepFacts]] = {
         switch_doc="after the export, load the exported model with transformers on cpu-np and answer five held-out "
         "GSM8K test questions as training prompts them; the answers are in the `steps` output, the report and the "
         "model card (off: no evaluation step, no identity for it)",
+        storage_only=True,
+        refusals=_evaluation_refusals,
     ),
     "publish": StepFacts(
         "publish",

@@ -20,6 +20,7 @@ from tests.lifecycle_walk import settings
 pytestmark = pytest.mark.pure
 
 T = "tpu-rl:training."
+EVALUATE = "tpu-rl:workflow.steps.evaluate=true"
 Check = Callable[[Settings], Any]
 
 
@@ -337,6 +338,105 @@ BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
         "gemma4-26b's conversion keeps 124 GiB of scratch on cpu-np's boot disk, which at 287 GB leaves pods 143 "
         "GiB; use at least 288 GB",
     ),
+    # -- combinations that cannot finish (docs/configuration.md "Combinations refused because they cannot finish")
+    (
+        # int(50 x 1 x 0.02 x 1) = 1 step; 0.0199 gives 0 steps, so no checkpoint to export.
+        "training-runs-a-step",
+        [f"{T}extraArgs.train_fraction=0.02"],
+        lambda s: s.training.final_step,
+        1,
+        [f"{T}extraArgs.train_fraction=0.0199"],
+        "training runs int(numBatches x rl.num_iterations x train_fraction x num_epoch) = int(50 x 1 x 0.0199 x 1) "
+        "= 0 steps: it would save no checkpoint, so the export could never run; raise train_fraction or numBatches",
+    ),
+    (
+        # MaxText's own arithmetic: 49 x (1/49) is 0.9999999999999999 in floating point, so int() of it is 0.
+        "training-steps-are-maxtexts-arithmetic",
+        [f"{T}numBatches=50", f"{T}extraArgs.train_fraction=0.02"],
+        lambda s: s.training.final_step,
+        1,
+        [f"{T}numBatches=49", f"{T}extraArgs.train_fraction={1 / 49!r}"],
+        f"training runs int(numBatches x rl.num_iterations x train_fraction x num_epoch) = int(49 x 1 x {1 / 49!r} "
+        "x 1) = 0 steps: it would save no checkpoint, so the export could never run; raise train_fraction or "
+        "numBatches",
+    ),
+    (
+        # 4352 - 256 = 4096 new tokens, the most evaluate_export.py generates; one more is refused there.
+        "evaluation-generates-what-training-does-up-to-4096",
+        [EVALUATE, f"{T}maxTargetLength=4352"],
+        knob("max_target_length"),
+        4352,
+        [EVALUATE, f"{T}maxTargetLength=4353"],
+        "the evaluation (tpu-rl:workflow.steps.evaluate) generates as many new tokens as training, maxTargetLength - "
+        "maxPrefillPredictLength (4353 - 256 = 4097), and at most 4096; use at most 4352 or turn the evaluation off",
+    ),
+    (
+        "evaluation-follows-the-prefill",
+        [EVALUATE, f"{T}maxTargetLength=8192", f"{T}maxPrefillPredictLength=4096"],
+        knob("max_target_length"),
+        8192,
+        [EVALUATE, f"{T}maxTargetLength=8192", f"{T}maxPrefillPredictLength=4095"],
+        "the evaluation (tpu-rl:workflow.steps.evaluate) generates as many new tokens as training, maxTargetLength - "
+        "maxPrefillPredictLength (8192 - 4095 = 4097), and at most 4096; use at most 8191 or turn the evaluation off",
+    ),
+    (
+        "training-alone-generates-more",
+        [f"{T}maxTargetLength=4353"],
+        knob("max_target_length"),
+        4353,
+        [EVALUATE, f"{T}maxTargetLength=4353"],
+        "the evaluation (tpu-rl:workflow.steps.evaluate) generates as many new tokens as training, maxTargetLength - "
+        "maxPrefillPredictLength (4353 - 256 = 4097), and at most 4096; use at most 4352 or turn the evaluation off",
+    ),
+    (
+        "evaluation-marker-length",
+        [EVALUATE, f"{T}extraArgs.solution_end_token=" + "e" * 100],
+        lambda s: len(s.training.extra_args["solution_end_token"]),
+        100,
+        [EVALUATE, f"{T}extraArgs.solution_end_token=" + "e" * 101],
+        "the evaluation (tpu-rl:workflow.steps.evaluate) takes answer markers of at most 100 characters, not 101; "
+        "use a shorter one or turn the evaluation off",
+    ),
+    (
+        "evaluation-start-marker-length",
+        [EVALUATE, f"{T}extraArgs.solution_start_token=" + "s" * 100],
+        lambda s: len(s.training.extra_args["solution_start_token"]),
+        100,
+        [EVALUATE, f"{T}extraArgs.solution_start_token=" + "s" * 101],
+        "the evaluation (tpu-rl:workflow.steps.evaluate) takes answer markers of at most 100 characters, not 101; "
+        "use a shorter one or turn the evaluation off",
+    ),
+    (
+        # The answer is read after the LAST start marker: one inside the end marker leaves nothing to read.
+        "evaluation-end-marker-does-not-contain-the-start",
+        [EVALUATE, f"{T}extraArgs.solution_start_token=answer:"],
+        lambda s: s.training.extra_args["solution_start_token"],
+        "answer:",
+        [EVALUATE, f"{T}extraArgs.solution_start_token=answer"],
+        'the evaluation (tpu-rl:workflow.steps.evaluate) reads each answer after the last start marker "answer", and '
+        'the end marker "</answer>" is or contains it, so it would never find an answer; use a start marker the end '
+        "marker does not contain",
+    ),
+    (
+        "evaluation-markers-differ",
+        [EVALUATE, f"{T}extraArgs.solution_start_token=ANSWER", f"{T}extraArgs.solution_end_token=ANSWEr"],
+        lambda s: s.training.extra_args["solution_end_token"],
+        "ANSWEr",
+        [EVALUATE, f"{T}extraArgs.solution_start_token=ANSWER", f"{T}extraArgs.solution_end_token=ANSWER"],
+        'the evaluation (tpu-rl:workflow.steps.evaluate) reads each answer after the last start marker "ANSWER", and '
+        'the end marker "ANSWER" is or contains it, so it would never find an answer; use a start marker the end '
+        "marker does not contain",
+    ),
+    (
+        "training-alone-may-share-markers",
+        [f"{T}extraArgs.solution_start_token=ANSWER", f"{T}extraArgs.solution_end_token=ANSWER"],
+        lambda s: s.workflow.steps,
+        ("convert", "train", "export"),
+        [EVALUATE, f"{T}extraArgs.solution_start_token=ANSWER", f"{T}extraArgs.solution_end_token=ANSWER"],
+        'the evaluation (tpu-rl:workflow.steps.evaluate) reads each answer after the last start marker "ANSWER", and '
+        'the end marker "ANSWER" is or contains it, so it would never find an answer; use a start marker the end '
+        "marker does not contain",
+    ),
     (
         "a-host-route-is-a-network",
         ["tpu-rl:authorizedNetworks[0]=198.51.100.7/32"],
@@ -353,7 +453,6 @@ BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
     [b[1:] for b in BOUNDARIES],
     ids=[b[0] for b in BOUNDARIES],
 )
-@pytest.mark.slow
 def test_each_rule_at_both_sides_of_its_boundary(accepted, check, value, refused, message):
     assert check(settings("prod", accepted)) == value
     with pytest.raises(ConfigError) as caught:

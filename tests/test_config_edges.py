@@ -1,14 +1,22 @@
 """Edges of the config readers that a message or a value depends on: encrypted secrets offline, the
-detail of a malformed value, long keys, a machine Kueue cannot size. Pure."""
+detail of a malformed value, long keys, a machine Kueue cannot size, and the evaluation's limits the configuration
+checks, which are its program's. Pure."""
 
 from __future__ import annotations
+
+import json
+import shlex
 
 import pytest
 
 from core.config.load import read_fields
 from core.config.values import OPAQUE_SECRET, ConfigError, error
 from core.redact import scrub
+from core.steps import EVALUATE_MAX_MARKER, EVALUATE_MAX_NEW_TOKENS, template_tokens
 from tests.lifecycle_walk import raw, settings
+from workloads.build.steps import plan_workflow
+from workloads.run import evaluate_export
+from workloads.run.evaluate_export import RefusedError, extract_answer, parse_spec
 
 pytestmark = pytest.mark.pure
 
@@ -62,3 +70,62 @@ def test_a_machine_kueue_cannot_size_is_refused_with_the_fix():
         "memory quota is the pool's size; use a predefined machine type such as n4-standard-64, or set "
         "tpu-rl:kueue.enabled false"
     )
+
+
+# -- the evaluation's limits: what the configuration refuses is what the evaluation's program would refuse at run time,
+# after the conversion and the whole training (docs/configuration.md "Combinations refused because they cannot finish")
+
+EVALUATE = "tpu-rl:workflow.steps.evaluate=true"
+X = "tpu-rl:training.extraArgs"
+
+
+def evaluation_spec(overrides: list[str]) -> dict:
+    """The spec the planned evaluation step hands its program (the last word of its ``exec python3 -c`` line)."""
+    step = plan_workflow(settings("prod", [EVALUATE, *overrides]))["evaluate"]
+    script = step.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
+    command = script["command"][2]
+    return json.loads(shlex.split(command[command.index("exec python3 -c ") :])[-1])
+
+
+def test_the_configurations_evaluation_limits_are_the_programs():
+    assert (EVALUATE_MAX_NEW_TOKENS, EVALUATE_MAX_MARKER) == (
+        evaluate_export.MAX_NEW_TOKENS,
+        evaluate_export.MAX_MARKER,
+    )
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        [],
+        [f"{X}.solution_start_token=ANSWER", f"{X}.solution_end_token=END"],
+        [f"{X}.solution_end_token=END", f"{X}.reasoning_start_token=THINK"],
+    ],
+)
+def test_the_evaluation_is_graded_with_the_markers_the_configuration_checks(overrides):
+    tokens = template_tokens(settings("prod", [EVALUATE, *overrides]).training.extra_args)
+    spec = evaluation_spec(overrides)
+    assert (spec["answerStart"], spec["answerEnd"]) == (tokens["solution_start"], tokens["solution_end"])
+    assert f"between {tokens['reasoning_start']} and {tokens['reasoning_end']}" in spec["system"]
+
+
+def test_the_last_spec_the_configuration_accepts_is_one_the_program_runs_and_the_next_it_refuses():
+    """At each boundary the planned spec passes the program's own check (``parse_spec``), and the same spec one step
+    further, which the configuration refuses, fails it (or finds no answer): the refusal comes before any cost."""
+    longest = evaluation_spec(["tpu-rl:training.maxTargetLength=4352"])
+    assert parse_spec(json.dumps(longest)).max_new_tokens == 4096
+    with pytest.raises(RefusedError, match="maxNewTokens"):
+        parse_spec(json.dumps({**longest, "maxNewTokens": longest["maxNewTokens"] + 1}))
+
+    marked = evaluation_spec([f"{X}.solution_start_token=" + "s" * 100, f"{X}.solution_end_token=" + "e" * 100])
+    assert parse_spec(json.dumps(marked)).answer_end == "e" * 100
+    with pytest.raises(RefusedError, match="answerEnd is 101 characters"):
+        parse_spec(json.dumps({**marked, "answerEnd": "e" * 101}))
+
+    near = evaluation_spec([f"{X}.solution_start_token=answer:"])
+    assert extract_answer(f"<reasoning>9 + 9</reasoning>answer: 18 {near['answerEnd']}", "answer:", "</answer>") == "18"
+    with pytest.raises(RefusedError, match="the same marker"):
+        parse_spec(json.dumps({**near, "answerEnd": near["answerStart"]}))
+    # A start marker inside the end marker: the last one is always the end marker's own, so nothing is ever found.
+    assert extract_answer("answer 18 </answer>", "answer", "</answer>") == ""
+    assert extract_answer("answer 18 </answer> answer 18 </answer>", "answer", "</answer>") == ""

@@ -15,6 +15,7 @@ from tools.plan import main as plan_main
 
 TOKEN_LIKE = "hf_LEAKtestTOKENvalue0123456789abcdefgh"
 X = "tpu-rl:training.extraArgs"
+EVALUATE = "tpu-rl:workflow.steps.evaluate=true"
 MESSAGES = Path(__file__).parent / "data" / "config-messages.tsv"
 
 # (id, --set overrides, full key the message must name, words the message must contain)
@@ -328,6 +329,32 @@ BAD_INPUTS = [
         ["tpu-rl:training.iciExpertParallelism=3"],
         "tpu-rl:training.iciExpertParallelism",
         "trainer",
+    ),
+    # -- combinations that cannot finish (docs/configuration.md "Combinations refused because they cannot finish")
+    ("training-no-step", [f"{X}.train_fraction=0.05"], f"{X}.train_fraction", "= 0 steps"),
+    (
+        "evaluate-more-tokens-than-it-generates",
+        [EVALUATE, "tpu-rl:training.maxTargetLength=8192"],
+        "tpu-rl:training.maxTargetLength",
+        "at most 4096",
+    ),
+    (
+        "evaluate-marker-too-long",
+        [EVALUATE, f"{X}.solution_end_token=" + "e" * 101],
+        f"{X}.solution_end_token",
+        "at most 100 characters",
+    ),
+    (
+        "evaluate-same-markers",
+        [EVALUATE, f"{X}.solution_start_token=ANSWER", f"{X}.solution_end_token=ANSWER"],
+        f"{X}.solution_start_token",
+        "never find an answer",
+    ),
+    (
+        "evaluate-start-marker-inside-the-end",
+        [EVALUATE, f"{X}.solution_start_token=answer"],
+        f"{X}.solution_start_token",
+        "never find an answer",
     ),
     ("optimizer-unknown", ["tpu-rl:training.optimizer=sgd"], "tpu-rl:training.optimizer", "adafactor"),
     ("model-unknown", ["tpu-rl:model.name=llama3-8b"], "tpu-rl:model.name", "gemma4-26b"),

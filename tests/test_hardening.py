@@ -282,14 +282,20 @@ def test_the_evaluation_reaches_names_its_token_and_cloud_storage_only():
     plan = plan_of("prod", "tpu-rl:workflow.steps.evaluate=true")
     egress = plan.one(NETWORK_POLICY, "network-policy-evaluation-egress")["inputs"]["spec"]
     assert egress["policyTypes"] == ["Egress"]
-    selector = egress["podSelector"]["matchLabels"]
+    selector = egress["podSelector"]
+
+    def selected(labels: dict) -> bool:
+        (expression,) = selector["matchExpressions"]
+        named = labels.get(expression["key"]) in expression["values"]
+        return selector["matchLabels"].items() <= labels.items() and named
+
     steps = step_resources(plan)
     for step, resource in steps.items():
         labels = [
             j["template"]["spec"]["template"]["metadata"]["labels"]
             for j in resource["inputs"]["spec"]["replicatedJobs"]
         ]
-        assert all(selector.items() <= pod.items() for pod in labels) == (step == "evaluate"), step
+        assert all(selected(pod) for pod in labels) == (step == "evaluate"), step
     dns, link_local, https = egress["egress"]
     assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
     assert {(p["protocol"], p["port"]) for p in dns["ports"]} == {("UDP", 53), ("TCP", 53)}

@@ -29,7 +29,7 @@ from core.settings import (
     TrainingSettings,
     WorkflowSettings,
 )
-from core.steps import STEPS, scratch_gib
+from core.steps import STEPS, StepName, scratch_gib
 from core.tpu import CATALOGUE, FLEX_START_MIN_GKE, Capacity, SliceShape, resolve_slice
 
 MAX_REGISTRIES = 20
@@ -218,6 +218,7 @@ def build_settings(values: dict[str, Any], stack: str) -> Settings:
         check_cpu_pool(cpu_pool, model, workflow.step_memory_gib)
         check_cpu_disk(cpu_pool, model)
         check_meshes(training.knobs, shape.chips * tpu.slices)
+        check_steps_finish(training, workflow.steps)
     publish = _publish(v, enabled)
     kueue = _kueue(v, tpu, cpu_pool)
     return Settings(
@@ -405,6 +406,31 @@ def check_meshes(knobs: dict[str, Any], chips: int) -> None:
             f"the ICI mesh tensor x expert x fsdp ({knobs['ici_tensor_parallelism']} x "
             f"{knobs['ici_expert_parallelism']} x {fsdp}) must tile the trainer's {trainer_chips} chips",
         )
+
+
+def check_steps_finish(training: TrainingSettings, steps: tuple[StepName, ...]) -> None:
+    """Refuse what the steps cannot finish, which would otherwise show only at run time, after the conversion and
+    hours of training (docs/configuration.md "Combinations refused because they cannot finish"): a run of no
+    training step (no checkpoint to export), and what each step the stack runs says it cannot finish with (its
+    catalogue entry's ``refusals``: the evaluation's spec bounds and answer markers)."""
+    extra = training.extra_args
+    if training.final_step < 1:
+        factors = " x ".join(
+            (
+                str(training.knobs["num_batches"]),
+                *(extra.get(k, "1") for k in ("rl.num_iterations", "train_fraction", "num_epoch")),
+            )
+        )
+        raise error(
+            _k("training.extraArgs.train_fraction"),
+            training.extra_number("train_fraction", 1.0),
+            f"training runs int(numBatches x rl.num_iterations x train_fraction x num_epoch) = int({factors}) = 0 "
+            "steps: it would save no checkpoint, so the export could never run; raise train_fraction or numBatches",
+        )
+    for step in steps:
+        refusals = STEPS[step].refusals
+        for key, value, why in refusals(training.knobs, extra) if refusals is not None else ():
+            raise error(_k(key), value, why)
 
 
 def _kueue(v: dict[str, Any], tpu: TpuSettings, cpu_pool: PoolSettings) -> KueueSettings:

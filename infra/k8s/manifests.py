@@ -7,6 +7,7 @@ from typing import Any
 
 from core.names import COMPONENT_LABEL, HF_SECRET, HF_SECRET_KEY, SCRATCH_STORAGE_CLASS
 from core.pathways import PORTS
+from core.steps import STEPS
 
 POD_SECURITY = {
     "pod-security.kubernetes.io/enforce": "privileged",
@@ -82,7 +83,16 @@ def network_policies(namespace: str, labels: dict[str, str]) -> list[dict[str, A
     the policy still holds for them should they ever run on the pod network.
     """
     training = {"matchLabels": {"app.kubernetes.io/name": "tpu-rl", COMPONENT_LABEL: "train"}}
-    evaluation = {"matchLabels": {"app.kubernetes.io/name": "tpu-rl", COMPONENT_LABEL: "evaluate"}}
+    storage_only = {
+        "matchLabels": {"app.kubernetes.io/name": "tpu-rl"},
+        "matchExpressions": [
+            {
+                "key": COMPONENT_LABEL,
+                "operator": "In",
+                "values": [name for name, facts in STEPS.items() if facts.storage_only],
+            }
+        ],
+    }
     meta = {"namespace": namespace, "labels": labels}
     return [
         {
@@ -110,7 +120,7 @@ def network_policies(namespace: str, labels: dict[str, str]) -> list[dict[str, A
             "apiVersion": "networking.k8s.io/v1",
             "kind": "NetworkPolicy",
             "metadata": {"name": "evaluation-egress", **meta},
-            "spec": {"podSelector": evaluation, "policyTypes": ["Egress"], "egress": EVALUATION_EGRESS},
+            "spec": {"podSelector": storage_only, "policyTypes": ["Egress"], "egress": EVALUATION_EGRESS},
         },
     ]
 

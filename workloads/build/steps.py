@@ -30,7 +30,7 @@ from core.layout import CONVERTED, PATHWAYS_SCRATCH, actor_checkpoints, step_out
 from core.names import CLUSTER_QUEUE, HF_WRITE_SECRET, PUBLISH, PUBLISH_ENV, QUEUE_LABEL, RETRY_ANNOTATION
 from core.records import RECORD
 from core.settings import Settings
-from core.steps import STEPS, Output, StepName, scratch_gib
+from core.steps import STEPS, Output, StepName, scratch_gib, template_tokens
 from workloads.build import derived
 from workloads.build.commands import (
     CARD_DIR,
@@ -469,16 +469,8 @@ def _evaluate_step(settings: Settings, before: Mapping[str, Step]) -> Step:
     """The verified export loaded with transformers on cpu-np (``workloads/run/evaluate_export.py``), prompted as
     training prompts (the data template in the tokenizer's chat template), graded on ``HELD_OUT``: a step record."""
     export = before["export"]
-    knobs, extra = settings.training.knobs, settings.training.extra_args
-    tokens = {
-        name: extra.get(f"{name}_token", default)
-        for name, default in (
-            ("reasoning_start", "<reasoning>"),
-            ("reasoning_end", "</reasoning>"),
-            ("solution_start", "<answer>"),
-            ("solution_end", "</answer>"),
-        )
-    }
+    knobs = settings.training.knobs
+    tokens = template_tokens(settings.training.extra_args)  # the configuration checks the answer markers
     spec = {
         "system": SYSTEM_PROMPT.format(**tokens),
         "answerStart": tokens["solution_start"],
