@@ -38,6 +38,7 @@ from pulumi_policy import (
     Severity,
     StackValidationArgs,
     StackValidationPolicy,
+    proxy,
 )
 from pulumi_policy.policy import _PolicyAnalyzerServicer
 from pulumi_policy.proxy import UnknownValueError
@@ -193,17 +194,17 @@ def unseen(value: Any) -> bool:
 
 _UNKNOWN_SENTINELS = frozenset(
     (
-        "1c4a061d-8072-4f0a-a4cb-0ff528b18fe7",
-        "3eeb2bf0-c639-47a8-9e75-3b44932eb421",
-        "04da6b54-80e4-46f7-96ec-b56ff0331ba9",
-        "6a19a0b0-7e62-4c92-b797-7f8e31da9cc2",
-        "030794c1-ac77-496b-92df-f27374a8bd58",
-        "e48ece36-62e2-4504-bad9-02848725956a",
-        "dd056dcd-154b-4c76-9bd3-c8f88648b5ff",
+        proxy.UNKNOWN_BOOLEAN_VALUE,
+        proxy.UNKNOWN_NUMBER_VALUE,
+        proxy.UNKNOWN_STRING_VALUE,
+        proxy.UNKNOWN_ARRAY_VALUE,
+        proxy.UNKNOWN_ASSET_VALUE,
+        proxy.UNKNOWN_ARCHIVE_VALUE,
+        proxy.UNKNOWN_OBJECT_VALUE,
     )
 )
 """``pulumi_policy.proxy``'s markers of unknown values (a raw, unproxied props dict carries them as strings)."""
-_UNKNOWN_STRING = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+_UNKNOWN_STRING = proxy.UNKNOWN_STRING_VALUE
 _MAX_DEPTH = 64
 
 

@@ -135,6 +135,7 @@ def _judges_as_the_engine_asks(stub: analyzer_pb2_grpc.AnalyzerStub) -> None:
     policy config, ``Analyze`` with the properties as Structs): the prod stack's training JobSet passes; its image not
     known is advisory at a preview and a mandatory finding at `pulumi up`."""
     from pulumi.runtime.proto import analyzer_pb2
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
     from policy.tpu_rl_policies import POLICIES
     from tests import analyzer
@@ -143,7 +144,7 @@ def _judges_as_the_engine_asks(stub: analyzer_pb2_grpc.AnalyzerStub) -> None:
     train = next(r for r in pure_plan("prod").resources if r["name"].startswith("gemma4-26b-train-"))
     unknown = copy.deepcopy(train)
     head = unknown["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-    head["containers"][0]["image"] = analyzer.UNKNOWN_SENTINELS[2]
+    head["containers"][0]["image"] = UNKNOWN_STRING_VALUE
     configure = analyzer_pb2.ConfigureAnalyzerRequest()
     for name, (level, props) in analyzer.reconciled(POLICIES, analyzer.policy_config_file("prod")).items():
         configure.policyConfig[name].enforcementLevel = analyzer.WIRE_LEVELS[level]
