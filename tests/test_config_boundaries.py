@@ -438,6 +438,34 @@ BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
         "marker does not contain",
     ),
     (
+        # rl.num_iterations and num_epoch multiply the steps too: int(50 x 2 x 0.004 x 3) = 1, with 0.0033 it is 0.
+        "training-steps-count-iterations-and-epochs",
+        [f"{T}extraArgs.rl.num_iterations=2", f"{T}extraArgs.num_epoch=3", f"{T}extraArgs.train_fraction=0.004"],
+        lambda s: s.training.final_step,
+        1,
+        [f"{T}extraArgs.rl.num_iterations=2", f"{T}extraArgs.num_epoch=3", f"{T}extraArgs.train_fraction=0.0033"],
+        "training runs int(numBatches x rl.num_iterations x train_fraction x num_epoch) = int(50 x 2 x 0.0033 x 3) "
+        "= 0 steps: it would save no checkpoint, so the export could never run; raise train_fraction or numBatches",
+    ),
+    (
+        # The trainer's own rule comes before the meshes': 0 is refused as a fraction, not as a mesh of 0 chips.
+        "trainer-above-zero",
+        [f"{T}trainerDevicesFraction=0.03125", f"{T}iciTensorParallelism=1", f"{T}iciExpertParallelism=1"],
+        knob("trainer_devices_fraction"),
+        0.03125,
+        [f"{T}trainerDevicesFraction=0", f"{T}iciTensorParallelism=1", f"{T}iciExpertParallelism=1"],
+        "must be above 0",
+    ),
+    (
+        # -1 fills the chips the tensor x expert mesh leaves, a positive size fixes the mesh; 0 is neither.
+        "fsdp-fill-or-positive",
+        [f"{T}iciFsdpParallelism=-1"],
+        knob("ici_fsdp_parallelism"),
+        -1,
+        [f"{T}iciFsdpParallelism=0"],
+        "use -1 (fill the remaining chips) or a positive size",
+    ),
+    (
         "a-host-route-is-a-network",
         ["tpu-rl:authorizedNetworks[0]=198.51.100.7/32"],
         lambda s: s.authorized_networks,
@@ -448,16 +476,79 @@ BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
 ]
 
 
+# What each refused value's line names before " is invalid: ": the key to change and the value shown.
+REFUSED_AS = {
+    "slices-max": 'tpu-rl:tpu.slices = "65"',
+    "slices-min": 'tpu-rl:tpu.slices = "0"',
+    "batches-max": 'tpu-rl:training.numBatches = "100001"',
+    "top-k-is-the-vocabulary": 'tpu-rl:training.decodeSamplingTopK = "262145"',
+    "hbm-max": 'tpu-rl:training.hbmUtilizationVllm = "0.951"',
+    "generations-min": 'tpu-rl:training.numGenerations = "1"',
+    "schedule-min": 'tpu-rl:training.learningRateScheduleSteps = "-2"',
+    "learning-rate-min": 'tpu-rl:training.learningRate = "-1e-12"',
+    "checkpoint-period-min": 'tpu-rl:training.checkpointPeriod = "0"',
+    "system-pool-min": 'tpu-rl:systemPool.minNodes = "0"',
+    "pool-max": 'tpu-rl:cpuPool.maxNodes = "1001"',
+    "min-equals-max": "tpu-rl:systemPool.maxNodes = 2",
+    "cpu-disk-min": 'tpu-rl:cpuPool.diskSizeGb = "49"',
+    "restarts-max": 'tpu-rl:workflow.maxRestarts = "6"',
+    "restarts-zero": 'tpu-rl:workflow.maxRestarts = "-1"',
+    "timeout-max": 'tpu-rl:workflow.timeouts.train = "168h0m1s"',
+    "timeout-min": 'tpu-rl:workflow.timeouts.convert = "59s"',
+    "micro-batch-divides": "tpu-rl:training.trainMicroBatchSize = 3",
+    "prefill-below-target": "tpu-rl:training.maxPrefillPredictLength = 640",
+    "fractions-sum-to-one": "tpu-rl:training.samplerDevicesFraction = 0.75001",
+    "fractions-tolerance": "tpu-rl:training.samplerDevicesFraction = 0.500000002",
+    "sampler-above-zero": "tpu-rl:training.samplerDevicesFraction = 0.0",
+    "flex-start-gke-version": 'tpu-rl:gke.versionPrefix = "1.32."',
+    "shared-reservation-path-is-kept": "tpu-rl:tpu.reservation = null",
+    "rollout-mesh-tiles-the-sampler": "tpu-rl:training.rolloutTensorParallelism = 4",
+    "sampler-has-a-chip": "tpu-rl:training.rolloutTensorParallelism = 1",
+    "trainer-has-a-chip": "tpu-rl:training.iciExpertParallelism = 1",
+    "ici-mesh-equals-the-trainer": "tpu-rl:training.iciExpertParallelism = 4",
+    "ici-mesh-not-larger-than-the-trainer": "tpu-rl:training.iciExpertParallelism = 4",
+    "fsdp-fill-divides": "tpu-rl:training.iciExpertParallelism = 3",
+    "cluster-name-length": 'tpu-rl:clusterName = "abbbbbbbbbbbbbbbbbbbb"',
+    "bucket-name-length": 'tpu-rl:bucketName = "abbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb..."',
+    "bucket-name-shortest": 'tpu-rl:bucketName = "ab"',
+    "namespace-prefixes-are-reserved-not-words": 'tpu-rl:namespace = "kube-flow"',
+    "cpu-pool-fits-the-head": 'tpu-rl:cpuPool.machineType = "n2-standard-48"',
+    "extra-arg-value-length": 'tpu-rl:training.extraArgs.profiler = "' + "a" * 55 + '..."',
+    "authorized-networks-limit": 'tpu-rl:authorizedNetworks = "51 networks"',
+    "cpu-np-boot-disk-holds-the-scratch": "tpu-rl:cpuPool.diskSizeGb = 287",
+    "training-runs-a-step": "tpu-rl:training.extraArgs.train_fraction = 0.0199",
+    "training-steps-are-maxtexts-arithmetic": "tpu-rl:training.extraArgs.train_fraction = 0.02040816326530612",
+    "evaluation-generates-what-training-does-up-to-4096": "tpu-rl:training.maxTargetLength = 4353",
+    "evaluation-follows-the-prefill": "tpu-rl:training.maxTargetLength = 8192",
+    "training-alone-generates-more": "tpu-rl:training.maxTargetLength = 4353",
+    "evaluation-marker-length": 'tpu-rl:training.extraArgs.solution_end_token = "' + "e" * 55 + '..."',
+    "evaluation-start-marker-length": 'tpu-rl:training.extraArgs.solution_start_token = "' + "s" * 55 + '..."',
+    "evaluation-end-marker-does-not-contain-the-start": 'tpu-rl:training.extraArgs.solution_start_token = "answer"',
+    "evaluation-markers-differ": 'tpu-rl:training.extraArgs.solution_start_token = "ANSWER"',
+    "training-alone-may-share-markers": 'tpu-rl:training.extraArgs.solution_start_token = "ANSWER"',
+    "training-steps-count-iterations-and-epochs": "tpu-rl:training.extraArgs.train_fraction = 0.0033",
+    "trainer-above-zero": "tpu-rl:training.trainerDevicesFraction = 0.0",
+    "fsdp-fill-or-positive": "tpu-rl:training.iciFsdpParallelism = 0",
+    "a-host-route-is-a-network": 'tpu-rl:authorizedNetworks[0] = "198.51.100.7/33"',
+}
+
+
 @pytest.mark.parametrize(
-    ("accepted", "check", "value", "refused", "message"),
-    [b[1:] for b in BOUNDARIES],
+    ("rule", "accepted", "check", "value", "refused", "message"),
+    BOUNDARIES,
     ids=[b[0] for b in BOUNDARIES],
 )
-def test_each_rule_at_both_sides_of_its_boundary(accepted, check, value, refused, message):
+def test_each_rule_at_both_sides_of_its_boundary(rule, accepted, check, value, refused, message):
+    """The last accepted value reaches Settings; the first refused one gets its whole line: the key to change, the
+    value shown and what is allowed."""
     assert check(settings("prod", accepted)) == value
     with pytest.raises(ConfigError) as caught:
         settings("prod", refused)
-    assert str(caught.value).split(" is invalid: ", 1)[1] == message
+    assert str(caught.value) == f"{REFUSED_AS[rule]} is invalid: {message}"
+
+
+def test_every_boundary_names_its_refused_line():
+    assert list(REFUSED_AS) == [b[0] for b in BOUNDARIES]
 
 
 def test_the_prod_stack_reads_as_written():
@@ -692,6 +783,21 @@ def test_the_cpu_pool_rule_at_its_exact_boundary(vcpus, memory_gib, step_memory,
     else:
         with pytest.raises(ConfigError, match="is too small"):
             config_rules.check_cpu_pool(pool, MODELS["gemma4-26b"], step_memory)
+
+
+@pytest.mark.parametrize(("disk_gb", "refused"), [(244, None), (243, "use at least 244 GB")])
+def test_the_cpu_disk_rule_at_its_exact_boundary(disk_gb, refused, monkeypatch):
+    """No real disk size leaves pods exactly the scratch a step needs (gemma4-26b: 124 + 20 GiB), so the rule is
+    checked with a made-up allocatable: a disk that leaves exactly what is needed is enough, and the size the message
+    asks for is the first that is."""
+    monkeypatch.setattr(config_rules, "boot_disk_allocatable_gib", lambda gb: float(gb - 100))
+    pool = PoolSettings("n4-standard-64", 0, 4, disk_gb, "hyperdisk-balanced")
+    if refused is None:
+        config_rules.check_cpu_disk(pool, MODELS["gemma4-26b"])
+    else:
+        with pytest.raises(ConfigError) as caught:
+            config_rules.check_cpu_disk(pool, MODELS["gemma4-26b"])
+        assert str(caught.value).endswith(f"at {disk_gb} GB leaves pods 143 GiB; {refused}")
 
 
 def test_a_machine_of_unknown_size_is_left_to_gke():

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import os
 import time
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import pytest
 
 from core.config import ConfigError, load_settings
 from tests.conftest import plan_of
+from tools import stack_files
 from tools.plan import main as plan_main
 
 TOKEN_LIKE = "hf_LEAKtestTOKENvalue0123456789abcdefgh"
@@ -420,12 +425,23 @@ def _run(argv: list[str], tmp_path, capsys) -> tuple[int, str, str, float]:
     return code, captured.out, captured.err, elapsed
 
 
-def loader_message(overrides: list[str]) -> str:
-    """What the config loader (the program's first call) says about a bad input."""
-    from tools.stack_files import ROOT, StackFileError, load_stack_config
+READ_YAML = stack_files.read_yaml
 
-    with pytest.raises((ConfigError, StackFileError)) as caught:
-        config, secret_keys, _ = load_stack_config(ROOT / "Pulumi.dev.yaml", overrides)
+
+@functools.lru_cache(maxsize=4)
+def _parsed(path: Path) -> Any:
+    """Pulumi.yaml and the dev stack file, parsed once per test process (parsing them is most of a case's time)."""
+    return READ_YAML(path)
+
+
+def loader_message(overrides: list[str]) -> str:
+    """What the config loader (the program's first call) says about a bad input: the stack file and its overrides
+    read as the offline plan reads them (the parsed files cached, each case given its own copy)."""
+    with (
+        mock.patch.object(stack_files, "read_yaml", lambda path: copy.deepcopy(_parsed(Path(path)))),
+        pytest.raises((ConfigError, stack_files.StackFileError)) as caught,
+    ):
+        config, secret_keys, _ = stack_files.load_stack_config(stack_files.ROOT / "Pulumi.dev.yaml", overrides)
         config["tpu-rl:hfToken"] = "hf_x"
         load_settings(config, "dev", frozenset(secret_keys | {"tpu-rl:hfToken"}))
     return str(caught.value)
@@ -438,7 +454,6 @@ def read_messages() -> dict[str, str]:
 
 @pytest.mark.pure
 @pytest.mark.parametrize(("case", "overrides", "key", "words"), BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
-@pytest.mark.slow
 def test_bad_value_is_refused_by_the_config_loader(case, overrides, key, words):
     """The corpus through the loader alone (fast for mutation runs); each message is reviewed word for
     word in tests/data/config-messages.tsv (`TPU_RL_UPDATE_MESSAGES=1 make test` rewrites it)."""
@@ -450,7 +465,7 @@ def test_bad_value_is_refused_by_the_config_loader(case, overrides, key, words):
     assert message == read_messages()[case]
 
 
-@pytest.mark.slow
+@pytest.mark.pure
 def test_the_reviewed_messages_are_the_corpus():
     """Regenerates the reviewed file when asked; otherwise it lists exactly the corpus, in order."""
     messages = {case: loader_message(overrides) for case, overrides, _, _ in BAD_INPUTS}

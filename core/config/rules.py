@@ -423,7 +423,7 @@ def check_steps_finish(training: TrainingSettings, steps: tuple[StepName, ...]) 
         )
         raise error(
             _k("training.extraArgs.train_fraction"),
-            training.extra_number("train_fraction", 1.0),
+            float(extra["train_fraction"]),  # the only factor below 1: the others are whole numbers from 1
             f"training runs int(numBatches x rl.num_iterations x train_fraction x num_epoch) = int({factors}) = 0 "
             "steps: it would save no checkpoint, so the export could never run; raise train_fraction or numBatches",
         )
