@@ -119,7 +119,8 @@ class Unseen(_Unknown):
 
     Reading it to decide anything (its truth, an equality, a membership, its text, its items) notes it, so a policy
     never passes it as an empty or harmless value: a policy that noted one says what it could not see (``_judged``:
-    advisory at a preview, a finding at ``pulumi up``, where the engine knows every value)."""
+    advisory at a preview, a finding at ``pulumi up``, where the engine knows every value). It is neither equal nor
+    unequal to anything (``==`` and ``!=`` are both false): a check either way is noted, and decides nothing."""
 
     def __init__(self, path: str, owner: tuple[str, str] | None = None) -> None:
         self.path = path
@@ -345,7 +346,8 @@ def _judged(run: Callable[[Report], None], report: Report) -> None:
     A finding reported before the check read any unknown value of its resource stands. Once it read one (``Unseen``),
     at a preview, where values of resources not created yet are unknown, it cannot judge them: the findings it
     reported afterwards on that resource (which may rest on the value; in a stack validation, a finding on another
-    resource rests only on what it read of that resource, or of the ConfigMaps and Secrets the containers read) and
+    resource rests only on what it read of that resource and of the objects it refers to, ``REFERENCED``; a part
+    judged on its own, ``judging``, only on what it read inside it or before it) and
     the unknown values it read become the advisory "can't run policy ... during preview" that pulumi-policy makes of
     ``UnknownValueError``, naming them; at ``pulumi up``, where the engine knows every value it sends, an unknown
     left is a finding at the policy's level, like the others."""
@@ -1593,7 +1595,6 @@ KMS_KEY_IAM = "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember"
 WORKLOAD_PRINCIPAL = re.compile(r"serviceAccount:([a-z0-9-:.]+)\.svc\.id\.goog\[([^/\]]+)/([^\]]+)\]")
 ACCOUNT = "gcp:serviceaccount/account:Account"
 SERVICE_ACCOUNT = "kubernetes:core/v1:ServiceAccount"
-WORKLOAD_IDENTITY_ROLE = "roles/iam.workloadIdentityUser"
 
 
 def _members(props: Mapping[str, Any]) -> list[Any]:
@@ -1645,9 +1646,9 @@ iam_grants = ResourceValidationPolicy(
 )
 
 
-def _own_principals(resources: list[Resource]) -> tuple[set[str], set[tuple[str, str]], dict[str, str]]:
-    """The stack's own principals: its Google accounts' emails, its Kubernetes service accounts (namespace, name), and
-    each account's id by email."""
+def _own_principals(resources: list[Resource]) -> tuple[dict[str, str], set[tuple[str, str]]]:
+    """The stack's own principals: its Google accounts (email -> account id) and its Kubernetes service accounts
+    (namespace, name)."""
     emails: dict[str, str] = {}
     for r in resources:
         if r.resource_type != ACCOUNT:
@@ -1662,11 +1663,11 @@ def _own_principals(resources: list[Resource]) -> tuple[set[str], set[tuple[str,
         if r.resource_type == SERVICE_ACCOUNT:
             meta = _m(r.props.get("metadata"))
             ksas.add((str(meta.get("namespace")), str(meta.get("name"))))
-    return set(emails), ksas, emails
+    return emails, ksas
 
 
 def _stack_principals(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
-    emails, ksas, ids = _own_principals(resources)
+    accounts, ksas = _own_principals(resources)
     for r in resources:
         if not IAM_TYPE.fullmatch(r.resource_type):
             continue
@@ -1677,7 +1678,7 @@ def _stack_principals(args: StackValidationArgs, resources: list[Resource], repo
                 continue
             principal = WORKLOAD_PRINCIPAL.fullmatch(member)
             if principal is None:
-                if member.removeprefix("serviceAccount:") not in emails:
+                if member.removeprefix("serviceAccount:") not in accounts:
                     report(
                         f"{r.name} grants {_m(r.props).get('role')} to {member}, which is not one of this stack's "
                         "accounts: another stack's or a person's account would reach this stack's resources",
@@ -1695,7 +1696,7 @@ def _stack_principals(args: StackValidationArgs, resources: list[Resource], repo
             bound = r.props.get("serviceAccountId")
             if unseen(bound):
                 continue
-            account = ids.get(str(bound).rsplit("/", 1)[-1])
+            account = accounts.get(str(bound).rsplit("/", 1)[-1])
             if account is not None and ksa != account:
                 report(
                     f"{r.name} binds {namespace}/{ksa} to the account {account}: a Kubernetes service account is named "
@@ -1734,7 +1735,7 @@ def _write_token(args: StackValidationArgs, resources: list[Resource], report: R
                         continue
                     refs = [
                         f"env {_m(e).get('name')}"
-                        for e in _l(container.get("env"))
+                        for e in env
                         if _m(_m(_m(e).get("valueFrom")).get("secretKeyRef")).get("name") == HF_WRITE_SECRET
                     ]
                     refs += [
@@ -1775,7 +1776,8 @@ hub_write_token_scope = StackValidationPolicy(
 
 ADMIN_ROLES = frozenset(("cluster-admin", "admin", "edit"))
 """The built-in ClusterRoles that give a subject write access to most of a namespace or the cluster."""
-PRIVILEGED_VERBS = frozenset(("*", "escalate", "bind", "impersonate"))
+ESCALATING_VERBS = frozenset(("escalate", "bind", "impersonate"))
+"""Verbs that let a subject grant itself more (Kubernetes RBAC "privilege escalation prevention")."""
 BROAD_GROUPS = frozenset(("system:anonymous", "system:unauthenticated", "system:authenticated"))
 ROLES = ("Role", "ClusterRole")
 BINDINGS = ("RoleBinding", "ClusterRoleBinding")
@@ -1792,7 +1794,7 @@ def _rbac(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -
                 values = [str(v) for v in _l(rule.get(field_name))]
                 if "*" in values or (field_name == "resources" and any(v.endswith("/*") for v in values)):
                     report(f"{kind} {name} rule {index} grants every {field_name[:-1]} ('*'): list what it needs")
-            verbs = {str(v) for v in _l(rule.get("verbs"))} & (PRIVILEGED_VERBS - {"*"})
+            verbs = {str(v) for v in _l(rule.get("verbs"))} & ESCALATING_VERBS
             if verbs:
                 report(f"{kind} {name} rule {index} grants {', '.join(sorted(verbs))}: a way to any permission")
         if _m(props.get("aggregationRule")).get("clusterRoleSelectors"):

@@ -118,7 +118,7 @@ def reconciled(policies: Sequence[Policy], config: Mapping[str, Any]) -> dict[st
     for policy in policies:
         schema = policy.config_schema
         defaults = {k: v["default"] for k, v in (schema.properties if schema else {}).items() if "default" in v}
-        result[policy.name] = (_level(policy.enforcement_level or EnforcementLevel.ADVISORY), defaults)
+        result[policy.name] = ((policy.enforcement_level or EnforcementLevel.ADVISORY).value, defaults)
     entries = dict(config)
     all_level = entries.pop("all", None)
     if isinstance(all_level, str):
@@ -145,8 +145,15 @@ def reconciled(policies: Sequence[Policy], config: Mapping[str, Any]) -> dict[st
     return result
 
 
-def _level(level: EnforcementLevel) -> str:
-    return level.value
+def configure_request(levels: Mapping[str, tuple[str, Mapping[str, Any]]]) -> analyzer_pb2.ConfigureAnalyzerRequest:
+    """``analyzer.Configure``'s request: each policy's level and its properties as ``structpb.NewStruct`` makes them."""
+    request = analyzer_pb2.ConfigureAnalyzerRequest()
+    for name, (level, props) in levels.items():
+        entry = request.policyConfig[name]
+        entry.enforcementLevel = WIRE_LEVELS[level]
+        entry.properties.CopyFrom(struct_pb2.Struct())  # present even when empty, as the engine sends it
+        entry.properties.update(json.loads(json.dumps(props)))
+    return request
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,17 +200,11 @@ class Pack:
         pack = _pack_module()
         self.policies = list(pack.POLICIES if policies is None else policies)
         self.servicer = pack.servicer(self.policies)
-        levels = reconciled(self.policies, config or {})
+        levels = reconciled(self.policies, config or {})  # the engine refuses a config its schema does not take
         self._descriptions = {p.name: p.description for p in self.policies}
         request = analyzer_pb2.AnalyzerStackConfigureRequest(stack="dev", project="tpu-rl", dry_run=dry_run)
         self.servicer.ConfigureStack(_wire(request), None)
-        configure = analyzer_pb2.ConfigureAnalyzerRequest()
-        for name, (level, props) in levels.items():
-            entry = configure.policyConfig[name]
-            entry.enforcementLevel = WIRE_LEVELS[level]
-            entry.properties.CopyFrom(struct_pb2.Struct())
-            entry.properties.update(json.loads(json.dumps(props)))
-        self.servicer.Configure(_wire(configure), None)
+        self.servicer.Configure(_wire(configure_request(levels)), None)
 
     def analyze(self, resource: Resource) -> list[Finding]:
         request = analyzer_pb2.AnalyzeRequest(
@@ -341,6 +342,7 @@ __all__ = [
     "mandatory",
     "policy_config_file",
     "properties",
+    "configure_request",
     "reconciled",
 ]
 

@@ -304,6 +304,7 @@ def test_the_evaluation_reaches_names_its_token_and_cloud_storage_only():
     block = https["to"][0]["ipBlock"]
     assert block["cidr"] == "0.0.0.0/0"
     assert {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"} <= set(block["except"])
+    assert "network-policy-evaluation-egress" in steps["evaluate"]["options"]["dependsOn"], "no pod before the policy"
 
 
 # ---------------------------------------------------------------------------------------------

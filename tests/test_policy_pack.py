@@ -145,10 +145,7 @@ def _judges_as_the_engine_asks(stub: analyzer_pb2_grpc.AnalyzerStub) -> None:
     unknown = copy.deepcopy(train)
     head = unknown["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     head["containers"][0]["image"] = UNKNOWN_STRING_VALUE
-    configure = analyzer_pb2.ConfigureAnalyzerRequest()
-    for name, (level, props) in analyzer.reconciled(POLICIES, analyzer.policy_config_file("prod")).items():
-        configure.policyConfig[name].enforcementLevel = analyzer.WIRE_LEVELS[level]
-        configure.policyConfig[name].properties.update(props)
+    configure = analyzer.configure_request(analyzer.reconciled(POLICIES, analyzer.policy_config_file("prod")))
     stub.Configure(configure, timeout=30)
 
     def analyze(resource: dict, dry_run: bool) -> list[tuple[str, int]]:

@@ -131,14 +131,12 @@ def _redact(value: Any) -> Any:
 OutputsFor = Callable[[Registration], "dict[str, Any] | None"]
 
 COMPUTED: dict[str, tuple[str, ...]] = {
-    "gcp:container/cluster:Cluster": ("endpoint", "masterAuth", "selfLink", "labelFingerprint"),
-    "gcp:serviceaccount/account:Account": ("email", "name", "member", "uniqueId"),
-    "gcp:storage/bucket:Bucket": ("url", "selfLink"),
-    "gcp:compute/network:Network": ("selfLink", "gatewayIpv4"),
-    "gcp:compute/subnetwork:Subnetwork": ("selfLink", "gatewayAddress"),
-    "gcp:kms/cryptoKey:CryptoKey": ("primary",),
+    "gcp:container/cluster:Cluster": ("endpoint", "masterAuth"),
+    "gcp:serviceaccount/account:Account": ("email", "name", "member"),
+    "gcp:storage/bucket:Bucket": ("url",),
 }
-"""Outputs a provider computes that the program reads back, by type (unknown in a first preview)."""
+"""Outputs a provider computes that the program reads back, by type (unknown in a first preview, with every id;
+``new_resource`` fills them otherwise)."""
 
 
 PROJECT_NUMBER = "123456789012"
