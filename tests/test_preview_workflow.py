@@ -494,7 +494,7 @@ def test_the_project_check_runs_as_a_script_on_the_standard_library_and_pyyaml(t
         env=env,
         timeout=30,
     )
-    assert (refused.returncode, refused.stdout, refused.stderr) == (1, "", f"error: {message}\n")
+    assert (refused.returncode, refused.stdout, refused.stderr) == (2, "", f"error: {message}\n")
 
 
 # The base pack judges a branch that weakens its own.

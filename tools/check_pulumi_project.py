@@ -246,7 +246,7 @@ def main(argv: list[str]) -> int:
         check(Path(argv[0]), argv[1])
     except ProjectRefusedError as refused:
         print(f"error: {refused}", file=sys.stderr)
-        return 1
+        return 2  # bad input: one line, exit 2
     print(f"Pulumi.yaml and Pulumi.{argv[1]}.yaml have the shape the preview runs: python in venv/, nothing else")
     return 0
 
