@@ -1,14 +1,46 @@
 # tpu-rl: two set-up commands.
 #   make up STACK=dev    provision and run the workflow (`pulumi up`)
 #   make test            run the offline test suite
+# `make help` lists the others.
 STACK ?= dev
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STATE_DIR := $(CURDIR)/.pulumi-state
 POLICY_VENV := policy/venv
+# Where the stack's state lives (tools/state.py, docs/operations.md "Where the state lives"): PULUMI_BACKEND_URL,
+# else STATE_BACKEND, else a Pulumi Cloud login, else the project's bucket gs://<gcp:project>-pulumi-state (made by
+# `make state-bucket`). A file backend inside this checkout is refused unless LOCAL_STATE=1. SECRETS_PROVIDER is a
+# new stack's secrets provider (default with the bucket: the project's Cloud KMS key pulumi-state/pulumi-secrets).
+STATE_BACKEND ?=
+SECRETS_PROVIDER ?=
+LOCAL_STATE ?=
+# YES=1: `make up` runs without asking (`--yes --non-interactive`; the deploy workflow). No other flag is passed
+# through: the guards the CLI's flags could bypass (--ignore-protect, --target, --exclude, --skip-preview on
+# destroy) are never given by these targets (docs/operations.md "Flags that bypass a guard").
+YES ?=
 
-.PHONY: up stack preview policy-preview plan destroy refresh test test-slow lint venv dev-venv policy-venv status report mutation readme lock
+.PHONY: help up stack preview policy-preview plan destroy refresh unlock state-bucket logs test test-slow lint venv dev-venv policy-venv status report mutation readme lock
+
+# The targets a user runs, with what they do (`make help`; tests/test_makefile.py keeps it complete).
+help:
+	@echo "make up STACK=dev            preflight, platform, then convert -> train -> export (pulumi up; YES=1: no prompt)"
+	@echo "make test                    the offline test suite's fast tier"
+	@echo "make state-bucket STACK=dev  create the project's state bucket and secrets key (once per Google project)"
+	@echo "make stack STACK=dev         log in and select (or create) the stack, before \`pulumi config set\`"
+	@echo "make preview STACK=dev       what up would change (pulumi preview --diff)"
+	@echo "make policy-preview STACK=dev  the preview with the guardrails policy pack (as the PR workflow)"
+	@echo "make plan STACK=dev          offline: every resource and manifest, and the cost estimate"
+	@echo "make status STACK=dev        each step's state, the step training reached, an ETA (WATCH=1 to follow)"
+	@echo "make logs STACK=dev STEP=train  a step's current or last attempt's logs"
+	@echo "make report STACK=dev        reward curves, accuracy and chip-hours: build/report-<stack>/"
+	@echo "make refresh STACK=dev       pulumi refresh, without the program"
+	@echo "make destroy STACK=dev       pulumi destroy, without the program; refused while tpu-rl:protect is true"
+	@echo "make unlock STACK=dev        clear the lock a killed \`pulumi\` left (refused while it runs here)"
+	@echo "make lint                    ruff, the import contracts and mypy"
+	@echo "make test-slow               the slow tier (CI runs it after make test)"
+	@echo "make readme                  rewrite the docs' generated tables"
+	@echo "make lock                    regenerate the hashed locks after editing a requirements file"
+	@echo "make mutation                mutation testing of the pure builders"
 
 # The program's environment comes from the hashed lock alone: requirements.lock pins every package
 # (transitive ones too) with the sha256 of each wheel and sdist, so the installer resolves nothing and refuses a
@@ -102,24 +134,50 @@ lock:
 	printf 'uv==$(UV_VERSION)\npip==$(PIP_VERSION)\n' | PATH="$$tmp/uv/bin:$$PATH" $(UV_LOCK_COMMAND) && \
 	cd policy && PATH="$$tmp/uv/bin:$$PATH" $(POLICY_LOCK_COMMAND)
 
-# Select (or create) the stack on Pulumi Cloud if logged in, else on a local file backend.
+# Log in where the stack's state lives (tools/state.py `select`: one line and exit 2 when it would be inside this
+# checkout), then select the stack, or create it with the secrets provider the backend calls for. A stack found
+# nowhere is created: on a fresh clone that is the bucket's stack, since the bucket is named after gcp:project.
+STATE_ARGS = --stack $(STACK) $(if $(STATE_BACKEND),--backend '$(STATE_BACKEND)') $(if $(SECRETS_PROVIDER),--secrets-provider '$(SECRETS_PROVIDER)') $(if $(LOCAL_STATE),--local-ok)
 define select_stack
 	@command -v pulumi >/dev/null || { echo "error: the Pulumi CLI is required (https://www.pulumi.com/docs/install/)" >&2; exit 1; }
-	@pulumi whoami >/dev/null 2>&1 || { mkdir -p $(STATE_DIR) && pulumi login file://$(STATE_DIR); }
-	@pulumi stack select $(STACK) 2>/dev/null || pulumi stack init $(STACK)
+	@choice=$$($(PY) -m tools.state select $(STATE_ARGS) --current "$$(pulumi whoami --json 2>/dev/null || true)") || exit $$?; \
+	login=$$(printf '%s\n' "$$choice" | sed -n 1p); secrets=$$(printf '%s\n' "$$choice" | sed -n 3p); \
+	if [ -n "$$login" ]; then pulumi login "$$login" >/dev/null || { echo "error: cannot log in to $$login; if it is the project's state bucket, create it once: make state-bucket STACK=$(STACK)" >&2; exit 1; }; fi; \
+	pulumi stack select $(STACK) 2>/dev/null || pulumi stack init $(STACK) $${secrets:+--secrets-provider="$$secrets"}
+endef
+# A lock a killed `pulumi` left (self-managed backends: pkg/backend/diy/lock.go) is named, with `make unlock`, before
+# the CLI meets it; Pulumi Cloud's own conflict message names `pulumi cancel`, which `make unlock` runs too.
+define check_locks
+	@$(PY) -m tools.state locks --stack $(STACK) --current "$$(pulumi whoami --json 2>/dev/null || true)"
 endef
 
 up: $(VENV)/.installed
 	$(select_stack)
-	pulumi up --stack $(STACK)
+	$(check_locks)
+	pulumi up --stack $(STACK)$(if $(YES), --yes --non-interactive)
 
 # Log in and select (or create) the stack, e.g. before `pulumi config set`.
-stack:
+stack: $(VENV)/.installed
 	$(select_stack)
 
 preview: $(VENV)/.installed
 	$(select_stack)
 	pulumi preview --stack $(STACK) --diff
+
+# Create the project's state bucket (versioned, uniform access, public access prevented) and the Cloud KMS key that
+# encrypts the stacks' secrets, or bring an existing bucket to those settings. Once per Google project. BUCKET= names
+# another bucket (then STATE_BACKEND=gs://<it> on every command).
+state-bucket: $(VENV)/.installed
+	$(PY) -m tools.state create --stack $(STACK) $(if $(BUCKET),--bucket '$(BUCKET)')
+
+# Clear the lock a killed `pulumi up` left (a closed laptop, a cancelled CI job): refused while the lock's process
+# still runs on this machine; otherwise names each lock, then `pulumi cancel` deletes them (for a self-managed
+# backend, every file under the stack's lock folder: pkg/backend/diy/backend.go CancelCurrentUpdate). Run it only
+# when no other `pulumi` works on the stack anywhere (docs/operations.md "A locked stack").
+unlock: $(VENV)/.installed
+	$(select_stack)
+	@$(PY) -m tools.state unlock --stack $(STACK) --current "$$(pulumi whoami --json 2>/dev/null || true)"
+	pulumi cancel --stack $(STACK) --yes
 
 # The same check as the pull-request workflow: preview with the guardrails policy pack.
 policy-preview: $(VENV)/.installed $(POLICY_VENV)/.installed
@@ -131,6 +189,7 @@ policy-preview: $(VENV)/.installed $(POLICY_VENV)/.installed
 # failed one fail them. A protected stack is refused here; its state guards itself too (docs/operations.md "Destroy").
 destroy: $(VENV)/.installed
 	$(select_stack)
+	$(check_locks)
 	@if pulumi config get tpu-rl:protect --stack $(STACK) 2>/dev/null | grep -qix true; then \
 		echo "error: stack $(STACK) is protected (tpu-rl:protect: true); to destroy it, run \`pulumi config set tpu-rl:protect false --stack $(STACK)\` and \`make up STACK=$(STACK)\` (it lifts the protection and GKE's deletion protection), then \`make destroy STACK=$(STACK)\` again" >&2; \
 		exit 1; \
@@ -139,6 +198,7 @@ destroy: $(VENV)/.installed
 
 refresh: $(VENV)/.installed
 	$(select_stack)
+	$(check_locks)
 	pulumi refresh --stack $(STACK) --run-program=false
 
 plan: $(VENV)/.installed
@@ -147,6 +207,13 @@ plan: $(VENV)/.installed
 # Watch the stack's run (`pulumi up` may be waiting on it): make status STACK=dev [WATCH=1]
 status: $(VENV)/.installed
 	$(PY) -m tools.status --stack $(STACK) $(if $(WATCH),--watch)
+
+# A step's current or last attempt's logs, through the Kubernetes client (bounded, redacted like status):
+# make logs STACK=dev STEP=train
+STEP ?=
+logs: $(VENV)/.installed
+	@[ -n "$(STEP)" ] || { echo "error: name the step: make logs STACK=$(STACK) STEP=<convert|train|export|evaluate|publish>" >&2; exit 2; }
+	$(PY) -m tools.logs --stack $(STACK) --step $(STEP)
 
 # Reward curves, before/after accuracy, config diff and chip-hours of the stack's run: build/report-<stack>/
 report: $(VENV)/.installed

@@ -1,0 +1,428 @@
+"""Where a stack's Pulumi state lives, the bucket that holds it, and the locks a killed `pulumi` leaves.
+
+    python -m tools.state select --stack NAME [--current WHOAMI_JSON] [--backend URL] [--local-ok]
+    python -m tools.state create --stack NAME [--bucket NAME]
+    python -m tools.state locks  --stack NAME --current WHOAMI_JSON
+    python -m tools.state unlock --stack NAME --current WHOAMI_JSON
+
+``select`` prints three lines for the Makefile: the URL to ``pulumi login`` to (empty: keep the login), the
+backend the stack's commands will use, and the secrets provider a new stack is created with (empty: the backend's
+default). The choice, first that applies: ``PULUMI_BACKEND_URL`` (the CLI's own override), ``--backend``
+(``STATE_BACKEND=``), a Pulumi Cloud login, else the project's state bucket ``gs://<gcp:project>-pulumi-state``
+with the Cloud KMS key ``pulumi-state/pulumi-secrets`` (``global``). A file backend inside this checkout is
+refused unless ``--local-ok`` (``LOCAL_STATE=1``): deleting or re-cloning the folder would lose the state of
+resources that keep billing (docs/operations.md "Where the state lives").
+
+``create`` makes that bucket (versioned, uniform bucket-level access, public access prevention enforced) and the
+key, or brings an existing bucket to those settings (``make state-bucket``). ``locks`` names every lock a
+self-managed backend holds for the stack, the way the Pulumi CLI writes them (pulumi/pulumi
+``pkg/backend/diy/lock.go``: ``.pulumi/locks/organization/<project>/<stack>/<uuid>.json``, holding the pid,
+user, host and time of the ``pulumi`` that took it); exit 1 when there is one. ``unlock`` refuses while a lock's
+process is alive on this machine, then prints what ``pulumi cancel`` will clear. Bad input: one line, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from core.config.placeholders import EXAMPLE_PROJECTS
+from core.names import PROJECT
+from core.redact import scrub
+from tools.process import exit_now
+from tools.stack_files import ROOT, StackFileError, read_yaml
+
+KEY_RING = "pulumi-state"
+KEY = "pulumi-secrets"
+KEY_LOCATION = "global"
+"""One key per Google project, whatever a stack's region: every stack of the project finds the same URL."""
+BUCKET_SUFFIX = "-pulumi-state"
+NONCURRENT_DAYS = 90
+"""A checkpoint's older versions are kept this long after a newer one replaced them (a lifecycle rule)."""
+TIMEOUT = (5.0, 20.0)
+"""Connect and read timeout of every GCS and Cloud KMS request, in seconds."""
+LOCK_HELP = "docs/operations.md#a-locked-stack"
+
+
+class StateError(Exception):
+    """The state cannot be located, created or read (one line)."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    login: str
+    """The URL to `pulumi login` to; empty: keep the current login (Pulumi Cloud, or PULUMI_BACKEND_URL)."""
+    backend: str
+    secrets_provider: str
+    """`--secrets-provider` of a new stack; empty: the backend's default (Pulumi Cloud's)."""
+
+
+@dataclass(frozen=True)
+class Lock:
+    url: str
+    pid: int | None
+    username: str
+    hostname: str
+    timestamp: str
+
+    def alive_here(self, hostname: str, alive: Callable[[int], bool]) -> bool:
+        return self.hostname == hostname and self.pid is not None and alive(self.pid)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure: which backend, which bucket, which key
+
+
+def stack_project(stack: str, root: Path = ROOT) -> tuple[str, str]:
+    """`gcp:project` and `gcp:region` of `Pulumi.<stack>.yaml`, or StateError naming what is missing."""
+    path = root / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        raise StateError(f"no stack file {path.name}: the state bucket is named after its gcp:project")
+    try:
+        document = read_yaml(path)
+    except StackFileError as err:
+        raise StateError(str(err)) from None
+    config = (document or {}).get("config") if isinstance(document, dict) else None
+    config = config if isinstance(config, dict) else {}
+    project, region = config.get("gcp:project"), config.get("gcp:region")
+    if not isinstance(project, str) or not project:
+        raise StateError(f"{path.name} has no gcp:project: set it (`pulumi config set gcp:project ...`)")
+    if project in EXAMPLE_PROJECTS:
+        raise StateError(
+            f"{path.name}: gcp:project is the example's placeholder {project}; set your project id in the file first"
+        )
+    if not isinstance(region, str) or not region:
+        region = "us-east5"
+    return project, region
+
+
+def state_bucket(project: str) -> str:
+    name = project.split(":")[-1] + BUCKET_SUFFIX  # a domain-scoped project (example.com:p) keeps its last part
+    return name
+
+
+def key_name(project: str) -> str:
+    return f"projects/{project}/locations/{KEY_LOCATION}/keyRings/{KEY_RING}/cryptoKeys/{KEY}"
+
+
+def inside(url: str, root: Path) -> Path | None:
+    """The folder of a `file://` backend when it is inside `root` (the checkout), else None."""
+    folder = file_folder(url)
+    if folder is None:
+        return None
+    folder = folder.resolve()
+    return folder if folder == root.resolve() or root.resolve() in folder.parents else None
+
+
+def file_folder(url: str) -> Path | None:
+    """The folder of a `file://` backend URL (`file://~` is the home folder), else None."""
+    parsed = urlparse(url)
+    if parsed.scheme != "file":
+        return None
+    folder = Path(os.path.expanduser(unquote(parsed.netloc + parsed.path) or "~"))
+    return folder if folder.is_absolute() else Path.cwd() / folder
+
+
+def current_url(whoami: str) -> str:
+    """The backend URL of `pulumi whoami --json` (empty when not logged in or not JSON)."""
+    try:
+        parsed = json.loads(whoami) if whoami.strip() else {}
+    except json.JSONDecodeError:
+        return ""
+    url = parsed.get("url") if isinstance(parsed, dict) else None
+    return url if isinstance(url, str) else ""
+
+
+def choose(
+    stack: str,
+    *,
+    env_url: str,
+    explicit: str,
+    current: str,
+    local_ok: bool,
+    root: Path = ROOT,
+    secrets_provider: str = "",
+) -> Choice:
+    """The backend of `make`'s Pulumi commands (the module's docstring gives the order)."""
+
+    def refuse_local(url: str, source: str) -> None:
+        folder = inside(url, root)
+        if folder is not None and not local_ok:
+            raise StateError(
+                f"{source} is {url}, a file backend inside this checkout ({folder.relative_to(root.resolve())}/): "
+                "deleting or re-cloning the folder would lose the stack's state while its cluster and TPU pool "
+                "keep billing; use the project's state bucket (make state-bucket STACK="
+                f"{stack}), or accept it with LOCAL_STATE=1"
+            )
+
+    if env_url:
+        refuse_local(env_url, "PULUMI_BACKEND_URL")
+        backend = env_url
+        login = ""
+    elif explicit:
+        refuse_local(explicit, "STATE_BACKEND")
+        backend = login = explicit
+    elif current.startswith(("https://", "http://")):
+        return Choice(login="", backend=current, secrets_provider=secrets_provider)
+    else:
+        legacy = root / ".pulumi-state" / ".pulumi" / "stacks" / PROJECT
+        if any(legacy.glob(f"{stack}.json*")) and not local_ok:
+            raise StateError(
+                f"stack {stack} has state in .pulumi-state/ inside this checkout (the earlier default); move it to "
+                f"the state bucket before anything else (docs/operations.md#moving-a-stack-out-of-the-checkout), "
+                "or keep using it with LOCAL_STATE=1"
+            )
+        if local_ok and any(legacy.glob(f"{stack}.json*")):
+            backend = login = f"file://{root.resolve() / '.pulumi-state'}"
+            return Choice(login=login, backend=backend, secrets_provider=secrets_provider)
+        project, _ = stack_project(stack, root)
+        backend = login = f"gs://{state_bucket(project)}"
+        secrets_provider = secrets_provider or f"gcpkms://{key_name(project)}"
+        return Choice(login=login, backend=backend, secrets_provider=secrets_provider)
+    if not secrets_provider and backend.startswith("gs://"):
+        # A bucket of one's own choosing (`make state-bucket BUCKET=...`) takes the project's key too.
+        try:
+            project, _ = stack_project(stack, root)
+            secrets_provider = f"gcpkms://{key_name(project)}"
+        except StateError:
+            pass
+    return Choice(login=login, backend=backend, secrets_provider=secrets_provider)
+
+
+def lock_prefix(stack: str) -> str:
+    """Where the Pulumi CLI keeps a self-managed stack's locks (pkg/backend/diy/lock.go ``stackLockDir``:
+    ``.pulumi/locks/`` + the stack's fully qualified name, ``organization/<project>/<stack>``)."""
+    return f".pulumi/locks/organization/{PROJECT}/{stack}/"
+
+
+def parse_lock(url: str, data: bytes) -> Lock:
+    """A lock file's JSON (lock.go ``lockContent``): pid, username, hostname, timestamp; anything else is shown
+    as unknown rather than trusted."""
+    try:
+        content = json.loads(data.decode("utf-8", "replace"))
+    except json.JSONDecodeError:
+        content = {}
+    content = content if isinstance(content, dict) else {}
+    pid = content.get("pid")
+    text = {key: scrub(str(content.get(key) or "?"), limit=80) for key in ("username", "hostname", "timestamp")}
+    return Lock(
+        url=url,
+        pid=pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None,
+        username=text["username"],
+        hostname=text["hostname"],
+        timestamp=text["timestamp"],
+    )
+
+
+def lock_lines(stack: str, locks: Iterable[Lock], hostname: str, alive: Callable[[int], bool]) -> list[str]:
+    """One line per lock: whose, since when, and what to do."""
+    lines = []
+    for lock in locks:
+        who = f"{lock.username}@{lock.hostname} (pid {lock.pid or '?'}) since {lock.timestamp}"
+        if lock.alive_here(hostname, alive):
+            lines.append(
+                f"error: stack {stack} is locked by a `pulumi` still running on this machine, {who} ({lock.url}): "
+                "wait for it to end (or stop it with Ctrl-C), then run the command again"
+            )
+        else:
+            stale = " whose process is gone" if lock.hostname == hostname else ""
+            lines.append(
+                f"error: stack {stack} is locked by {who}{stale} ({lock.url}): if that `pulumi` no longer runs (a "
+                f"closed laptop, a cancelled CI job), clear the lock with `make unlock STACK={stack}` and run "
+                "`make up` again; the running step is adopted, not restarted "
+                f"({LOCK_HELP})"
+            )
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# The world: the backend's lock files, the bucket, the key
+
+
+def read_locks(backend: str, stack: str) -> list[Lock]:
+    """The lock files of a self-managed backend (`gs://` or `file://`); none for Pulumi Cloud, whose own
+    conflict message names `pulumi cancel`."""
+    parsed = urlparse(backend)
+    prefix = lock_prefix(stack)
+    folder = file_folder(backend)
+    if folder is not None:
+        # `pulumi login file://<dir>` keeps `.pulumi/` under <dir> (file://~ is ~/.pulumi/).
+        found = sorted((folder / prefix).glob("*.json")) if (folder / prefix).is_dir() else []
+        return [parse_lock(f"{backend.rstrip('/')}/{prefix}{path.name}", path.read_bytes()[:65536]) for path in found]
+    if parsed.scheme == "gs":
+        return _gcs_locks(parsed.netloc, parsed.path.strip("/"), prefix)
+    return []
+
+
+def _gcs_locks(bucket: str, subdir: str, prefix: str) -> list[Lock]:
+    from google.api_core import exceptions
+
+    from workloads.run.artifacts import storage_client
+
+    full = f"{subdir}/{prefix}" if subdir else prefix
+    try:
+        client = storage_client()
+        blobs = list(client.list_blobs(bucket, prefix=full, timeout=TIMEOUT, max_results=100))
+        return [
+            parse_lock(f"gs://{bucket}/{blob.name}", blob.download_as_bytes(timeout=TIMEOUT)[:65536])
+            for blob in blobs
+            if blob.name.endswith(".json") and "/" not in blob.name[len(full) :]
+        ]
+    except exceptions.NotFound:
+        raise StateError(f"the state bucket gs://{bucket} does not exist: create it with `make state-bucket`") from None
+    except Exception as err:  # noqa: BLE001 (credentials, network, permissions: one line)
+        raise StateError(f"cannot read the locks in gs://{bucket}/{full}: {scrub(str(err), limit=200)}") from None
+
+
+def create(project: str, region: str, bucket_name: str, *, storage: Any, kms: Any) -> list[str]:
+    """Create (or bring to its settings) the state bucket and the secrets key; the lines saying what was done."""
+    from google.api_core import exceptions
+
+    done = []
+    bucket = storage.lookup_bucket(bucket_name, timeout=TIMEOUT)
+    if bucket is None:
+        bucket = storage.bucket(bucket_name)
+        _settings(bucket)
+        try:
+            bucket = storage.create_bucket(bucket, project=project, location=region, timeout=TIMEOUT)
+        except exceptions.Conflict:
+            raise StateError(
+                f"the bucket name {bucket_name} is taken by another project (bucket names are global); choose "
+                f"another: make state-bucket STACK=<stack> BUCKET=<name>, then STATE_BACKEND=gs://<name>"
+            ) from None
+        done.append(f"created gs://{bucket_name} in {region} (versioned, uniform access, public access prevented)")
+    else:
+        _settings(bucket)
+        bucket.patch(timeout=TIMEOUT)
+        done.append(f"gs://{bucket_name} exists; versioning, uniform access and public access prevention set")
+    ring = f"projects/{project}/locations/{KEY_LOCATION}/keyRings/{KEY_RING}"
+    try:
+        kms.get_key_ring(name=ring, timeout=TIMEOUT[1])
+    except exceptions.NotFound:
+        kms.create_key_ring(
+            request={"parent": f"projects/{project}/locations/{KEY_LOCATION}", "key_ring_id": KEY_RING, "key_ring": {}},
+            timeout=TIMEOUT[1],
+        )
+        done.append(f"created the key ring {ring}")
+    try:
+        kms.get_crypto_key(name=f"{ring}/cryptoKeys/{KEY}", timeout=TIMEOUT[1])
+        done.append(f"the key {ring}/cryptoKeys/{KEY} exists")
+    except exceptions.NotFound:
+        kms.create_crypto_key(
+            request={"parent": ring, "crypto_key_id": KEY, "crypto_key": {"purpose": "ENCRYPT_DECRYPT"}},
+            timeout=TIMEOUT[1],
+        )
+        done.append(f"created the key {ring}/cryptoKeys/{KEY} (no rotation: each version bills)")
+    return done
+
+
+def _settings(bucket: Any) -> None:
+    bucket.versioning_enabled = True
+    bucket.iam_configuration.uniform_bucket_level_access_enabled = True
+    bucket.iam_configuration.public_access_prevention = "enforced"
+    rules = [rule for rule in bucket.lifecycle_rules if rule.get("condition", {}).get("isLive") is not False]
+    bucket.lifecycle_rules = rules
+    bucket.add_lifecycle_delete_rule(days_since_noncurrent_time=NONCURRENT_DAYS, is_live=False)
+    bucket.labels = {**(bucket.labels or {}), "purpose": "pulumi-state"}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.state", description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["select", "create", "locks", "unlock"])
+    parser.add_argument("--stack", required=True)
+    parser.add_argument("--current", default="", help="the output of `pulumi whoami --json` (empty: not logged in)")
+    parser.add_argument("--backend", default="", help="STATE_BACKEND: the backend URL to use")
+    parser.add_argument("--secrets-provider", default="", help="SECRETS_PROVIDER: a new stack's secrets provider")
+    parser.add_argument("--local-ok", action="store_true", help="LOCAL_STATE=1: allow a file backend in the checkout")
+    parser.add_argument("--bucket", default="", help="create: the bucket's name (default <gcp:project>-pulumi-state)")
+    args = parser.parse_args(argv)
+    if not args.stack.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        print(f"error: {scrub(args.stack, limit=40)!r} is not a stack name", file=sys.stderr)
+        return 2
+    try:
+        if args.command == "select":
+            choice = choose(
+                args.stack,
+                env_url=os.environ.get("PULUMI_BACKEND_URL", ""),
+                explicit=args.backend,
+                current=current_url(args.current),
+                local_ok=args.local_ok,
+                secrets_provider=args.secrets_provider,
+            )
+            print(choice.login, choice.backend, choice.secrets_provider, sep="\n")
+            return 0
+        if args.command == "create":
+            return _create(args.stack, args.bucket)
+        backend = os.environ.get("PULUMI_BACKEND_URL", "") or current_url(args.current)
+        locks = read_locks(backend, args.stack)
+        hostname = socket.gethostname()
+        if args.command == "locks":
+            for line in lock_lines(args.stack, locks, hostname, _alive):
+                print(line, file=sys.stderr)
+            return 1 if locks else 0
+        live = [lock for lock in locks if lock.alive_here(hostname, _alive)]
+        if live:
+            for line in lock_lines(args.stack, live, hostname, _alive):
+                print(line, file=sys.stderr)
+            return 1
+        for lock in locks:
+            print(
+                f"clearing the lock of {lock.username}@{lock.hostname} (pid {lock.pid or '?'}) since {lock.timestamp}"
+            )
+        return 0
+    except StateError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def _create(stack: str, bucket: str) -> int:
+    project, region = stack_project(stack)
+    name = bucket or state_bucket(project)
+    from google.cloud import kms_v1
+
+    from workloads.run.artifacts import storage_client
+
+    try:
+        lines = create(
+            project,
+            region,
+            name,
+            storage=storage_client(),
+            kms=kms_v1.KeyManagementServiceClient(transport="rest"),
+        )
+    except StateError:
+        raise
+    except Exception as err:  # noqa: BLE001 (credentials, permissions, network: one line)
+        raise StateError(f"creating the state of project {project}: {scrub(str(err), limit=300)}") from None
+    for line in lines:
+        print(line)
+    print(f"state: gs://{name}  secrets: gcpkms://{key_name(project)}")
+    if bucket:
+        print(f"use it with STATE_BACKEND=gs://{name} (make up STACK={stack} STATE_BACKEND=gs://{name})")
+    return 0
+
+
+if __name__ == "__main__":
+    exit_now(main())
