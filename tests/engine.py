@@ -28,12 +28,14 @@ behaviour relied on" says what that means):
 
 from __future__ import annotations
 
+import base64
 import copy
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import dill
 from pulumi.output import Unknown
 
 from tests.conftest import JOBSET, SENTINEL_TOKEN, put, put_conversion
@@ -56,6 +58,12 @@ CLUSTER = "gcp:container/cluster:Cluster"
 BUCKET = "gcp:storage/bucket:Bucket"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 FORCE_NEW = {"kubernetes:storage.k8s.io/v1:StorageClass": ("parameters", "provisioner")}
+GCP_FORCE_NEW = {BUCKET: ("name", "location", "project")}
+"""Inputs whose change the google provider plans as a replacement (``resource_storage_bucket.go``: ForceNew), for
+the resources holding run data (``infra.gcp.storage.IDENTITY_KEYS``)."""
+DYNAMIC = "pulumi-python:dynamic"
+"""A Python dynamic resource's type prefix: its provider is the pickle in its ``__provider`` input, which the engine
+model loads and calls as ``pulumi/dynamic/__main__.py`` does (``get_provider``: dill), for ``check``."""
 """Top-level inputs whose change the Kubernetes provider plans as a replacement, besides ``metadata.name`` and
 ``metadata.namespace`` (``kp.go`` ``Diff``: "Changing the identity of the resource always causes a
 replacement"; ``diff.go`` ``forceNewProperties``), for the kinds the program registers."""
@@ -464,6 +472,15 @@ class Stack:
             # sg.go continueStepsFromImport: prov.Check on every registration of a custom resource (a provider's
             # is its CheckConfig: deploy/providers/registry.go Registry.Check).
             calls.append(("CheckConfig" if provider else "Check", rec.urn))
+        if rec.type.startswith(DYNAMIC):
+            # The same Check with the state's inputs as olds (none for a create or a recreate); a failure makes the
+            # resource invalid (sg.go issueCheckErrors, diag GetResourceInvalidError "%v resource '%v' has a problem:
+            # %v"; then "resource %s is invalid"): the deployment stops, its dependents are never registered.
+            olds = {} if old is None or rec.urn in self._condemned else old.inputs
+            dynamic_provider = dill.loads(base64.b64decode(rec.inputs["__provider"]))
+            failures = dynamic_provider.check(copy.deepcopy(olds), copy.deepcopy(rec.inputs)).failures
+            if failures:
+                raise RuntimeError(f"{rec.type} resource '{rec.name}' has a problem: {failures[0].reason}")
         if old is None or rec.urn in self._condemned:
             # No old state (a pending create is not a resource: journal.go): a CreateStep; or the resource was
             # deleted by another's delete-before-replace (sg.go ContinueStepsFromDiff: "re-create replaced
@@ -484,6 +501,9 @@ class Stack:
         calls.append(("DiffConfig" if provider else "Diff", rec.urn))
         if inputs == old.inputs:
             return "same"  # DiffNone: a SameStep (step.go SameStep.Apply keeps the ID and outputs)
+        if any(inputs.get(k) != old.inputs.get(k) for k in GCP_FORCE_NEW.get(rec.type, ())):
+            calls.append(("Check", rec.urn))  # sg.go continueStepsFromDiff: a replacement re-runs Check
+            return "replace"
         if rec.type.startswith("kubernetes:") and rec.type != HELM_RELEASE:
             changed = {k for k in {*inputs, *old.inputs} if inputs.get(k) != old.inputs.get(k)}
             if kubernetes_replaces(rec.type, old.inputs, inputs) or changed & set(rec.replace_on_changes):
@@ -551,7 +571,7 @@ class Stack:
             assert old is not None
             rec.outputs = old.outputs
             self.state[rec.urn] = rec
-            return copy.deepcopy(old.outputs)  # step.go SameStep: the recorded outputs, no provider call
+            return copy.deepcopy(old.outputs)  # step.go SameStep.Apply: the recorded outputs (Check, Diff came before)
         if action == "replace":
             assert old is not None
             # delete_before_replace: the engine first asks which dependents must go too (sg.go

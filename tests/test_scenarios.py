@@ -67,8 +67,10 @@ def test_a_step_fails_then_up_retries_it_with_the_configured_values(stack):
 def test_ctrl_c_while_up_waits_for_a_step_then_up_waits_for_the_same_run(stack):
     """The provider returned once the step was applied (skipAwait: await.go Creation -> metadata.ReadyCondition
     is Immediate), so the state has it; the program was waiting (workloads.run.waiting) when it was stopped. The
-    next `up` sees the same inputs and trigger: a SameStep (sg.go generateStepsFromDiff; step.go SameStep calls
-    no provider), and the program waits for the same run until it ends: nothing is deleted or started twice."""
+    next `up` sees the same inputs and trigger: the engine calls the provider's Check and Diff (sg.go
+    continueStepsFromImport, generateStepsFromDiff), the Diff finds nothing and a SameStep keeps the recorded
+    object (step.go SameStep.Apply, the only part that calls no provider); the program waits for the same run
+    until it ends: nothing is deleted or started twice."""
     interrupted = stack.up({"train": "interrupt"})
     assert "stopped while waiting for" in str(interrupted.error)
     train = names(stack)["train"]
@@ -78,6 +80,8 @@ def test_ctrl_c_while_up_waits_for_a_step_then_up_waits_for_the_same_run(stack):
     again = stack.up()
     assert again.error is None, again.error
     assert again.actions[train] == "same" and live(stack, "train")["metadata"]["uid"] == uid
+    urn = stack.step_state(train).urn
+    assert [c for c, u in again.calls if u == urn] == ["Check", "Diff"], "a SameStep is Checked and Diffed"
     assert again.actions[names(stack)["export"]] == "create"
 
 
