@@ -22,7 +22,10 @@ wait ends when:
   could not be read for ``LOST_CONTACT_SECONDS``: ``StepWaitError`` (it keeps running).
 
 Interrupting the program here (Ctrl-C, a lost runner) leaves the step recorded as created: the next
-`pulumi up` finds it unchanged and waits for it again.
+`pulumi up` finds it unchanged and waits for it again. The wait runs in a daemon thread, never on the program's
+event loop or in its default executor (which ``pulumi-language-python-exec`` shuts down with ``wait=True``), so the
+SIGINT the language host sends on a cancelled update (``pulumi-language-python`` ``Cancel``; it kills the program 5 s
+later) ends the program at once, between two polls or in one (``tests/test_interrupt.py``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,116 @@
+"""Ctrl-C (SIGINT) or SIGTERM while the program waits for a step or a webhook ends it at once, the step left running.
+
+How an interruption reaches the program (pulumi v3.259.0): the CLI's first SIGINT or SIGTERM cancels the update
+(``pkg/backend/cancellation_scope.go``: "^C received; cancelling"); the deployment executor then signals
+cancellation to every plugin (``deployment_executor.go`` ``Execute`` -> ``pkg/host/host.go``
+``SignalCancellation``: providers and analyzers first, then the language hosts' ``Cancel``), and
+pulumi-language-python's ``Cancel`` cancels the program's command, whose ``cmd.Cancel`` sends it SIGINT and whose
+``WaitDelay`` kills it 5 s later (``sdk/python/cmd/pulumi-language-python/main.go``). The program is run by
+``pulumi-language-python-exec``: ``loop.run_until_complete`` of the program, then ``executor.shutdown(wait=True)``
+of the loop's default executor, which Python's default SIGINT handler interrupts with ``KeyboardInterrupt``.
+
+So a wait of the program must neither block the loop's thread nor run in that executor: the step waits
+(``workloads.run.waiting.wait_for_step`` through ``workloads.reader._in_thread``) and the webhook wait
+(``infra.k8s.live.ClusterReader.wait_admitted`` through ``infra.k8s.platform._in_thread``) run in daemon threads,
+which the interpreter does not join. These tests run that shape in a real process, with the real 20 s poll, and
+measure the exit after a real SIGINT or SIGTERM. (A wait in a provider, such as ``infra.gcp.kms``'s dynamic
+provider, is another matter: the engine waits for a provider's operation in flight, and the Python dynamic
+provider's ``Cancel`` does nothing: ``pulumi/dynamic/__main__.py``.)
+
+What the step is left as: the provider returned once the JobSet was applied (skipAwait), so the state holds it and
+the next `up` waits for the same run (``tests/test_scenarios.py``
+``test_ctrl_c_while_up_waits_for_a_step_then_up_waits_for_the_same_run``)."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BOUND = 5.0
+"""pulumi-language-python's WaitDelay: the program must be gone before the language host kills it."""
+
+PROGRAM = r"""
+import asyncio, sys
+from concurrent.futures import ThreadPoolExecutor
+
+from infra.k8s import live
+from workloads.run import waiting
+
+def read():
+    print("polled", flush=True)
+    raise live.ClusterReadError("not yet")  # the wait keeps polling: a real 20 s sleep between polls
+
+def step_wait():
+    bounds = waiting.Bounds(total=86400.0, admission=3600.0, lost=86400.0)
+    return waiting.wait_for_step(read, "JobSet tpu-rl/x", bounds, report=print)
+
+class NeverAdmitted(live.ClusterReader):
+    def __init__(self):
+        pass
+
+    def dry_run_create(self, manifest):
+        print("polled", flush=True)
+        raise live._NotAdmittedYetError("no endpoints available for service kueue-webhook-service")
+
+def webhook_wait():
+    return NeverAdmitted().wait_admitted({"kind": "ResourceFlavor", "metadata": {"name": "x"}}, bound=86400.0)
+
+async def main(which):
+    if which == "step":
+        from workloads.reader import _in_thread
+        return await _in_thread(step_wait)
+    from infra.k8s.platform import _in_thread
+    return await _in_thread(webhook_wait)
+
+# pulumi-language-python-exec's shape: the program on an event loop with a default executor, shut down at the end.
+loop = asyncio.new_event_loop()
+asyncio.set_event_loop(loop)
+executor = ThreadPoolExecutor(max_workers=8)
+loop.set_default_executor(executor)
+try:
+    loop.run_until_complete(main(sys.argv[1]))
+finally:
+    executor.shutdown(wait=True)
+    loop.close()
+"""
+
+
+def _interrupted(which: str, sig: signal.Signals) -> tuple[float, int, str]:
+    """Start the wait ``which`` in a process, send ``sig`` once it polled, return (seconds to exit, code, stderr)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PROGRAM, which], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        assert proc.stdout is not None
+        with selectors.DefaultSelector() as selector:
+            selector.register(proc.stdout, selectors.EVENT_READ)
+            assert selector.select(timeout=60), "the wait never polled"
+        assert proc.stdout.readline() == b"polled\n"
+        proc.send_signal(sig)
+        sent = time.monotonic()
+        code = proc.wait(timeout=BOUND + 5)
+        return time.monotonic() - sent, code, proc.stderr.read().decode() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("which", ["step", "webhook"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_wait_ends_the_program_at_once(which, sig):
+    seconds, code, stderr = _interrupted(which, sig)
+    assert seconds < BOUND, f"{which} wait: {seconds:.1f} s after {sig.name}"
+    if sig == signal.SIGINT:
+        assert "KeyboardInterrupt" in stderr and code != 0, "Python's default handler, not the language host's kill"
+    else:
+        assert code == -signal.SIGTERM
