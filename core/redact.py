@@ -28,3 +28,9 @@ def scrub(text: str, *secrets: str, limit: int = 200) -> str:
             text = text.replace(secret, "[redacted]")
     text = TERMINAL_CONTROLS.sub("", text)
     return " ".join(ACCESS_TOKENS.sub("[redacted]", text).split())[:limit]
+
+
+def scrub_lines(text: str, *secrets: str, limit: int = 200) -> list[str]:
+    """Each line of `text` (a ``ConfigError`` holds one problem a line) through ``scrub``; empty lines dropped."""
+    lines = [scrub(line, *secrets, limit=limit) for line in text.splitlines()]
+    return [line for line in lines if line] or [scrub(text, *secrets, limit=limit)]

@@ -448,8 +448,9 @@ def loader_message(overrides: list[str]) -> str:
 
 
 def read_messages() -> dict[str, str]:
-    lines = MESSAGES.read_text().splitlines() if MESSAGES.exists() else []
-    return dict(line.split("\t", 1) for line in lines if line)
+    """Case -> message; a message of several problems (one line each) is one row, a tab between its lines."""
+    rows = MESSAGES.read_text().splitlines() if MESSAGES.exists() else []
+    return {case: "\n".join(lines) for case, *lines in (row.split("\t") for row in rows if row)}
 
 
 @pytest.mark.pure
@@ -459,7 +460,8 @@ def test_bad_value_is_refused_by_the_config_loader(case, overrides, key, words):
     word in tests/data/config-messages.tsv (`TPU_RL_UPDATE_MESSAGES=1 make test` rewrites it)."""
     message = loader_message(overrides)
     assert key in message and words in message and TOKEN_LIKE not in message, message
-    assert "\n" not in message
+    lines = message.split("\n")
+    assert all(lines) and len(set(lines)) == len(lines), "one line per problem, each once"
     if os.environ.get("TPU_RL_UPDATE_MESSAGES"):
         return
     assert message == read_messages()[case]
@@ -470,7 +472,8 @@ def test_the_reviewed_messages_are_the_corpus():
     """Regenerates the reviewed file when asked; otherwise it lists exactly the corpus, in order."""
     messages = {case: loader_message(overrides) for case, overrides, _, _ in BAD_INPUTS}
     if os.environ.get("TPU_RL_UPDATE_MESSAGES"):
-        MESSAGES.write_text("".join(f"{case}\t{message}\n" for case, message in messages.items()))
+        rows = ["\t".join((case, *message.split("\n"))) for case, message in messages.items()]
+        MESSAGES.write_text("".join(f"{row}\n" for row in rows))
     assert list(read_messages()) == list(messages)
 
 

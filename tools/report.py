@@ -22,7 +22,7 @@ from core.config.diff import config_diff
 from core.config.schema import CAPACITY_MODES
 from core.knobs import TRAINING_KNOBS
 from core.outdir import OutputError
-from core.redact import scrub
+from core.redact import scrub_lines
 from core.settings import Settings
 from tools.process import exit_now
 from workloads.run.plots import plot
@@ -414,7 +414,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(args)
     except (ReportError, OutputError) as err:
-        print(f"error: {scrub(str(err), limit=300)}", file=sys.stderr)
+        for line in scrub_lines(str(err), limit=300):  # a config's every problem, one line each
+            print(f"error: {line}", file=sys.stderr)
         return 2
 
 

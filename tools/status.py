@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from core.redact import scrub
+from core.redact import scrub, scrub_lines
 from core.settings import Settings
 from infra.k8s import live
 from tools.process import exit_now
@@ -305,7 +305,8 @@ def main(argv: list[str] | None = None, *, clock: Any = time) -> int:
             clock.sleep(max(1.0, args.interval) if clock is time else args.interval)
             print(flush=True)
     except StatusError as err:
-        print(f"error: {err}", file=sys.stderr)
+        for line in scrub_lines(str(err), limit=600):  # a config's every problem, one line each
+            print(f"error: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

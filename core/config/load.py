@@ -3,9 +3,10 @@
 ``load_settings`` takes the config as the Pulumi CLI hands it to the program (full key ->
 string, objects as JSON; a stack file's YAML scalars work too), reads every field of
 ``core.config.schema`` with its strict reader, applies the cross-field rules of
-``core.config.rules`` and returns frozen settings. The first problem raises ``ConfigError``:
-one line naming the full key, the value and what is allowed. Secrets and token-shaped values are
-never echoed.
+``core.config.rules`` and returns frozen settings. Every problem of the config is reported at once, in
+one ``ConfigError``: one line each, naming the full key, the value and what is allowed (a rule that needs
+a value which is itself wrong is skipped, not reported twice). Secrets and token-shaped values are never
+echoed.
 """
 
 from __future__ import annotations
@@ -29,7 +30,17 @@ from core.config.schema import (
     fields_of,
     is_object,
 )
-from core.config.values import OFFLINE_SECRETS, ConfigError, Hidden, Integer, Number, error
+from core.config.values import (
+    OFFLINE_SECRETS,
+    UNREADABLE,
+    ConfigError,
+    Hidden,
+    Integer,
+    Number,
+    Problems,
+    Values,
+    error,
+)
 from core.inputs import parse_json
 from core.maxtext_keys import closest_key, known_keys
 from core.names import PROJECT
@@ -42,65 +53,100 @@ MAX_JSON_CHARS = 200_000
 
 
 def load_settings(raw: Mapping[str, Any], stack: str, secret_keys: frozenset[str] = frozenset()) -> Settings:
-    """Validate the raw stack config (full key -> value) and return typed Settings."""
-    values = read_fields(raw, secret_keys)
-    return rules.build_settings(values, stack)
+    """Validate the raw stack config (full key -> value) and return typed Settings, or raise one
+    ``ConfigError`` holding every problem (one line each)."""
+    problems = Problems()
+    values = _read_all(raw, secret_keys, problems)
+    settings = rules.build_settings(values, stack, problems)
+    problems.check()
+    return settings
 
 
 def read_fields(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """Every field's typed value (``None`` where unset and derived), or the first ``ConfigError``."""
-    _check_keys(raw, secret_keys)
+    """Every field's typed value (``None`` where unset and derived), or one ``ConfigError`` with every field's
+    problem (the cross-field rules are ``load_settings``'s)."""
+    problems = Problems()
+    values = _read_all(raw, secret_keys, problems)
+    problems.check()
+    return dict(values)
+
+
+def _read_all(raw: Mapping[str, Any], secret_keys: frozenset[str], problems: Problems) -> Values:
+    """Every field's typed value, ``UNREADABLE`` where it failed (its problem kept in ``problems``)."""
+    refused = _check_keys(raw, secret_keys, problems)
     tops = dict.fromkeys(f.top for f in FIELDS)
-    values: dict[str, Any] = {}
+    values = Values()
     for top in tops:
+        if top in refused:  # never read further (a token-shaped or secret value): its one line is kept
+            values.update(dict.fromkeys((f.key for f in fields_of(top)), UNREADABLE))
+            continue
         present = raw.get(top)  # absent, null and "" all mean: the default
-        flat = _flatten(top, present)
+        flat = problems.run(_flatten, top, present, problems)
         for field in fields_of(top):
+            if flat is UNREADABLE:
+                values[field.key] = UNREADABLE
+                continue
             value = flat.get(field.path) if field.path else present
             # Set but encrypted (the offline tools never decrypt): counts as set, never read as a value.
-            values[field.key] = value if field.secret and value in OFFLINE_SECRETS else _read(field, value)
-    values["hfTokenSet"] = values[TOKEN_KEY] not in (None, "")
-    values["hfWriteTokenSet"] = values[WRITE_TOKEN_KEY] not in (None, "")
+            encrypted = field.secret and value in OFFLINE_SECRETS
+            values[field.key] = value if encrypted else problems.run(_read, field, value)
+    for key, flag in ((TOKEN_KEY, "hfTokenSet"), (WRITE_TOKEN_KEY, "hfWriteTokenSet")):
+        token = values.get(key)  # `get` never raises: an unreadable token leaves its flag unreadable
+        values[flag] = UNREADABLE if token is UNREADABLE else token not in (None, "")
     for key in SECRET_KEYS:
         del values[key]  # a token itself never travels further than this check
     return values
 
 
-def _check_keys(raw: Mapping[str, Any], secret_keys: frozenset[str]) -> None:
+def _check_keys(raw: Mapping[str, Any], secret_keys: frozenset[str], problems: Problems) -> set[str]:
+    """Problems of the keys themselves; returns the keys whose values must not be read any further."""
+    refused: set[str] = set()
     for key in sorted(raw):
         if key in SECRET_KEYS or not (key.startswith(f"{PROJECT}:") or key.startswith("gcp:")):
             continue
         where = _token_path(_decoded(raw[key]), key)
         if where:
-            raise ConfigError(
-                f"{where} holds a value that looks like a Hugging Face token (not shown): the token belongs "
-                "in tpu-rl:hfToken only, set with `pulumi config set --secret tpu-rl:hfToken`"
+            refused.add(key)
+            problems.add(
+                ConfigError(
+                    f"{where} holds a value that looks like a Hugging Face token (not shown): the token belongs "
+                    "in tpu-rl:hfToken only, set with `pulumi config set --secret tpu-rl:hfToken`"
+                )
             )
     for key in sorted(raw):
-        if not key.startswith(f"{PROJECT}:"):
+        if not key.startswith(f"{PROJECT}:") or key in refused:
             continue
         name = key.split(":", 1)[1]
         if name not in PROJECT_KEYS:
             hint = difflib.get_close_matches(name, PROJECT_KEYS, n=1)
             suggestion = f"did you mean {PROJECT}:{hint[0]}? " if hint else ""
-            raise error(
-                key,
-                Hidden("value") if key in secret_keys else "(set)",
-                f"unknown key; {suggestion}known keys: {', '.join(PROJECT_KEYS)}",
+            problems.add(
+                error(
+                    key,
+                    Hidden("value") if key in secret_keys else "(set)",
+                    f"unknown key; {suggestion}known keys: {', '.join(PROJECT_KEYS)}",
+                )
             )
-        if key in secret_keys and key not in SECRET_KEYS:
-            raise ConfigError(
-                f"{key} is stored as a secret: only {' and '.join(SECRET_KEYS)} may be secret (a secret anywhere "
-                f"else would reach container arguments in plain text); remove it with `pulumi config rm {key}` and "
-                "set the token with `pulumi config set --secret tpu-rl:hfToken`"
+        elif key in secret_keys and key not in SECRET_KEYS:
+            refused.add(key)
+            problems.add(
+                ConfigError(
+                    f"{key} is stored as a secret: only {' and '.join(SECRET_KEYS)} may be secret (a secret anywhere "
+                    f"else would reach container arguments in plain text); remove it with `pulumi config rm {key}` "
+                    "and set the token with `pulumi config set --secret tpu-rl:hfToken`"
+                )
             )
     for key in SECRET_KEYS:
         token = raw.get(key)
         if token not in (None, "") and key not in secret_keys:
-            raise ConfigError(
-                f"{key} is stored in plain text: remove it and set it again with "
-                f"`pulumi config set --secret {key}` (the value is not shown)"
+            refused.add(key)
+            problems.add(
+                ConfigError(
+                    f"{key} is stored in plain text: remove it and set it again with "
+                    f"`pulumi config set --secret {key}` (the value is not shown)"
+                )
             )
+    return refused
 
 
 def _decoded(value: Any) -> Any:
@@ -130,8 +176,9 @@ def _token_path(value: Any, path: str) -> str | None:
     return None
 
 
-def _flatten(top: str, value: Any) -> dict[str, Any]:
-    """An object-valued key's fields by path (``timeouts.train``); a scalar key's value under ``""``."""
+def _flatten(top: str, value: Any, problems: Problems) -> dict[str, Any]:
+    """An object-valued key's fields by path (``timeouts.train``); a scalar key's value under ``""``. An unknown
+    or malformed field is a problem in ``problems``; the other fields are still read."""
     if not is_object(top):
         return {}
     if value in (None, ""):
@@ -159,13 +206,17 @@ def _flatten(top: str, value: Any) -> dict[str, Any]:
                 if item in (None, ""):
                     continue
                 if not isinstance(item, dict):
-                    raise error(f"{top}.{path}", item, "expected an object")
+                    problems.add(error(f"{top}.{path}", item, "expected an object"))
+                    flat.update({k: UNREADABLE for k in known if k.startswith(f"{path}.")})
+                    continue
                 walk(item, f"{path}.")
             else:
                 siblings = sorted({k[len(prefix) :].split(".", 1)[0] for k in known if k.startswith(prefix)})
                 hint = difflib.get_close_matches(str(name), siblings, n=1)
                 suggestion = f"did you mean {hint[0]}? " if hint else ""
-                raise error(f"{top}.{path}", item, f"unknown field; {suggestion}known fields: {', '.join(siblings)}")
+                problems.add(
+                    error(f"{top}.{path}", item, f"unknown field; {suggestion}known fields: {', '.join(siblings)}")
+                )
 
     walk(value, "")
     return flat
@@ -273,29 +324,34 @@ def _flat_args(key: str, value: Any) -> dict[str, Any]:
 
 
 def read_extra_args(key: str, value: Any) -> dict[str, str]:
-    """``extraArgs`` as MaxText argv text, every key known to MaxText 0.2.4 and every value of its type."""
-    table = known_keys()
+    """``extraArgs`` as MaxText argv text, every key known to MaxText 0.2.4 and every value of its type (one
+    ``ConfigError`` with a line for each key that is not)."""
+    problems = Problems()
+    table, typed = known_keys(), _knob_keys()
     out: dict[str, str] = {}
-    typed = _knob_keys()
     for name, item in _flat_args(key, value).items():
-        full = f"{key}.{name}"
-        if not KEY_SHAPE.fullmatch(name):
-            raise error(full, item, "MaxText keys are lowercase snake_case, e.g. eval_interval or rl.num_iterations")
-        if name in REFUSED_KEYS:
-            raise error(full, item, f"not settable in extraArgs: {REFUSED_KEYS[name]}")
-        if name in typed:
-            raise error(full, item, f"use the typed field tpu-rl:training.{typed[name]}")
-        if name not in table:
-            near = closest_key(name)
-            hint = f"did you mean {near}? " if near else ""
-            raise error(
-                full,
-                item,
-                f"{hint}MaxText {_version()} has no such key (an unknown rl.* key is ignored "
-                "silently by MaxText, so it is refused here)",
-            )
-        out[name] = _render_extra(full, item, table[name], INTERPRETED.get(name))
+        out[name] = problems.run(_extra_arg, f"{key}.{name}", name, item, table, typed)
+    problems.check()
     return dict(sorted(out.items()))
+
+
+def _extra_arg(full: str, name: str, item: Any, table: dict[str, str], typed: dict[str, str]) -> str:
+    if not KEY_SHAPE.fullmatch(name):
+        raise error(full, item, "MaxText keys are lowercase snake_case, e.g. eval_interval or rl.num_iterations")
+    if name in REFUSED_KEYS:
+        raise error(full, item, f"not settable in extraArgs: {REFUSED_KEYS[name]}")
+    if name in typed:
+        raise error(full, item, f"use the typed field tpu-rl:training.{typed[name]}")
+    if name not in table:
+        near = closest_key(name)
+        hint = f"did you mean {near}? " if near else ""
+        raise error(
+            full,
+            item,
+            f"{hint}MaxText {_version()} has no such key (an unknown rl.* key is ignored "
+            "silently by MaxText, so it is refused here)",
+        )
+    return _render_extra(full, item, table[name], INTERPRETED.get(name))
 
 
 def _version() -> str:

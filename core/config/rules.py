@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from core.config.schema import DEFAULT_PODS_READY, DEFAULT_RESTARTS, DEFAULT_UNSCHEDULABLE, NODE_REPAIR_SECONDS
-from core.config.values import canonical_cidr, error
+from core.config.values import UNREADABLE, Problems, UnreadableError, Values, canonical_cidr, error
 from core.inputs import parse_json
 from core.knobs import TRAINING_KNOBS
 from core.machines import HYPERDISK_FAMILIES, PD_FAMILIES, boot_disk_type, machine_family, machine_shape
@@ -30,7 +30,7 @@ from core.settings import (
     WorkflowSettings,
 )
 from core.steps import STEPS, StepName, scratch_gib
-from core.tpu import CATALOGUE, FLEX_START_MIN_GKE, Capacity, SliceShape, resolve_slice
+from core.tpu import CATALOGUE, FLEX_START_MIN_GKE, Capacity, SliceShape, TpuVersionName, resolve_slice
 
 MAX_REGISTRIES = 20
 MAX_HOLD_DAYS = 30
@@ -44,6 +44,7 @@ HEAD_REQUEST_GIB = int(head_requests()["memory"] / 2**30)
 NODE_RESERVED_VCPU = 2
 """kubelet, system daemons and DaemonSets take some of every node."""
 MEMORY_HEADROOM = 1.1
+IMAGE_NAMES = ("maxtext", "pathwaysServer", "pathwaysProxy")
 
 
 def _k(path: str) -> str:
@@ -80,12 +81,16 @@ def read_networks(key: str, value: Any) -> tuple[str, ...]:
         counted="networks",
         too_many=f"GKE allows at most {MAX_AUTHORIZED_NETWORKS} authorized networks",
     )
+    problems = Problems()
     seen: dict[str, int] = {}
     for index, item in enumerate(networks):
-        cidr = canonical_cidr(f"{key}[{index}]", item)
+        cidr = problems.run(canonical_cidr, f"{key}[{index}]", item)
+        if cidr is UNREADABLE:
+            continue
         if cidr in seen:
-            raise error(f"{key}[{index}]", item, f"duplicate of {key}[{seen[cidr]}]")
-        seen[cidr] = index
+            problems.add(error(f"{key}[{index}]", item, f"duplicate of {key}[{seen[cidr]}]"))
+        seen.setdefault(cidr, index)
+    problems.check()
     return tuple(networks)
 
 
@@ -103,10 +108,11 @@ def read_registries(key: str, value: Any) -> tuple[str, ...]:
         counted="registries",
         too_many=f"at most {MAX_REGISTRIES}",
     )
+    problems = Problems()
     for index, item in enumerate(registries):
-        REGISTRY(f"{key}[{index}]", item)
-        if item in registries[:index]:
-            raise error(f"{key}[{index}]", item, f"duplicate of {key}[{registries.index(item)}]")
+        if problems.run(REGISTRY, f"{key}[{index}]", item) is not UNREADABLE and item in registries[:index]:
+            problems.add(error(f"{key}[{index}]", item, f"duplicate of {key}[{registries.index(item)}]"))
+    problems.check()
     return tuple(registries)
 
 
@@ -141,92 +147,61 @@ def _secrets_key(value: str, region: str) -> str | None:
     return value
 
 
-def _images(v: dict[str, Any]) -> ImageSettings:
+def _images(v: Values) -> ImageSettings:
     registries = v[_k("images.registries")]
-    images = {name: v[_k(f"images.{name}")] for name in ("maxtext", "pathwaysServer", "pathwaysProxy")}
+    problems = Problems()
+    images = {name: problems.run(lambda n: v[_k(f"images.{n}")], name) for name in IMAGE_NAMES}
     for name, image in images.items():
-        if not any(image.startswith(f"{registry}/") for registry in registries):
-            raise error(
-                _k(f"images.{name}"),
-                image,
-                f"not from an allowed registry ({', '.join(registries)}); add its registry to "
-                "tpu-rl:images.registries if you trust it",
+        if image is not UNREADABLE and not any(image.startswith(f"{registry}/") for registry in registries):
+            problems.add(
+                error(
+                    _k(f"images.{name}"),
+                    image,
+                    f"not from an allowed registry ({', '.join(registries)}); add its registry to "
+                    "tpu-rl:images.registries if you trust it",
+                )
             )
+    problems.check()
+    if UNREADABLE in images.values():
+        raise UnreadableError("images")
     return ImageSettings(images["maxtext"], images["pathwaysServer"], images["pathwaysProxy"], registries)
 
 
-def build_settings(values: dict[str, Any], stack: str) -> Settings:
-    """Apply the cross-field rules to typed field values and assemble ``Settings``."""
-    v = values
-    project, region, zone = v["gcp:project"], v["gcp:region"], v["gcp:zone"]
-    if zone.rsplit("-", 1)[0] != region:
-        raise error("gcp:zone", zone, f"must be a zone of gcp:region {region} (e.g. {region}-b)")
-    cluster = v[_k("clusterName")]
-    bucket = v[_k("bucketName")]
-    if bucket is None:
-        from core.config.schema import BUCKET_NAME
-
-        bucket = f"{project}-{cluster}"
-        if not BUCKET_NAME.matches(bucket):
-            raise error(
-                _k("bucketName"),
-                None,
-                f"required: the default {bucket} (gcp:project-tpu-rl:clusterName) is not a valid bucket name; "
-                "set one with `pulumi config set tpu-rl:bucketName NAME`",
-            )
-
-    tpu, shape = _tpu(v, project)
-    exclusion = v[_k("gke.maintenanceExclusion")]
-    gke = GkeSettings(
-        release_channel=v[_k("gke.releaseChannel")],
-        version_prefix=v[_k("gke.versionPrefix")] or None,
-        maintenance_exclusion=None if exclusion == "none" else exclusion,
-        maintenance_window=v[_k("gke.maintenanceWindow")],
-        hold_upgrades=read_hold(_k("gke.holdUpgrades"), v[_k("gke.holdUpgrades")]),
-        secrets_key=_secrets_key(v[_k("gke.secretsEncryptionKey")], region),
-    )
-    _flex_start(tpu, zone, gke)
-    system_pool = _pool(v, "systemPool")
-    cpu_pool = _pool(v, "cpuPool")
-    model = MODELS[v[_k("model.name")]]
-    training = _training(v)
-    enabled = v[_k("workflow.enabled")]
-    restarts = v[_k("workflow.maxRestarts")]
-    unschedulable = v[_k("workflow.unschedulableTimeout")]
-    memory = v[_k("workflow.stepMemoryGib")]
-    workflow = WorkflowSettings(
-        enabled=enabled,
-        preflight=v[_k("workflow.preflight")],
-        capacity_check=v[_k("workflow.capacityCheck")],
-        verify_export=v[_k("workflow.verifyExport")],
-        max_restarts=DEFAULT_RESTARTS[tpu.capacity] if restarts is None else restarts,
-        timeouts={step: v[_k(f"workflow.timeouts.{step}")] for step in STEPS},
-        jobset_version=v[_k("workflow.jobsetVersion")],
-        unschedulable_timeout=DEFAULT_UNSCHEDULABLE[tpu.capacity] if unschedulable is None else unschedulable,
-        step_memory_gib=step_memory_gib(model) if memory is None else memory,
-        stall_timeout=v[_k("workflow.stallTimeout")],
-        steps=tuple(s.name for s in STEPS.values() if s.switch is None or v[s.switch]) if enabled else (),
-    )
-    if enabled:
-        if not v["hfTokenSet"]:
-            raise error(
-                _k("hfToken"),
-                None,
-                "required while tpu-rl:workflow.enabled is true; set it with "
-                "`pulumi config set --secret tpu-rl:hfToken` (a Hugging Face read token)",
-            )
-        check_cpu_pool(cpu_pool, model, workflow.step_memory_gib)
-        check_cpu_disk(cpu_pool, model)
-        check_meshes(training.knobs, shape.chips * tpu.slices)
-        check_steps_finish(training, workflow.steps)
-    publish = _publish(v, enabled)
-    kueue = _kueue(v, tpu, cpu_pool)
+def build_settings(values: dict[str, Any], stack: str, problems: Problems) -> Settings:
+    """Apply the cross-field rules to typed field values and assemble ``Settings``. Every rule's problem goes to
+    ``problems`` (a rule that needs a value which failed is skipped: that value's problem is there already);
+    with any problem the result is ``UNREADABLE`` and the caller raises them all."""
+    v = values if isinstance(values, Values) else Values(values)
+    run = problems.run
+    run(_zone_in_region, v)
+    bucket = run(_bucket, v)
+    tpu_and_shape = run(_tpu, v)
+    tpu, shape = (UNREADABLE, UNREADABLE) if tpu_and_shape is UNREADABLE else tpu_and_shape
+    gke = run(_gke, v)
+    run(_flex_start, tpu, v, gke)
+    system_pool = run(_pool, v, "systemPool")
+    cpu_pool = run(_pool, v, "cpuPool")
+    model = run(lambda: MODELS[v[_k("model.name")]])
+    training = run(_training, v)
+    workflow = run(_workflow, v, tpu, model)
+    if run(lambda: v[_k("workflow.enabled")]) is True:
+        run(_token_required, v)
+        run(check_cpu_pool, cpu_pool, model, run(lambda w: w.step_memory_gib, workflow))
+        run(check_cpu_disk, cpu_pool, model)
+        run(lambda t, s, u: check_meshes(t.knobs, s.chips * u.slices), training, shape, tpu)
+        run(lambda t, w: check_steps_finish(t, w.steps), training, workflow)
+    publish = run(_publish, v)
+    run(_own_queue, v)
+    kueue = run(_kueue, v, tpu, cpu_pool)
+    images = run(_images, v)
+    if problems.lines:
+        return UNREADABLE
     return Settings(
         stack=stack,
-        project=project,
-        region=region,
-        zone=zone,
-        cluster_name=cluster,
+        project=v["gcp:project"],
+        region=v["gcp:region"],
+        zone=v["gcp:zone"],
+        cluster_name=v[_k("clusterName")],
         bucket_name=bucket,
         authorized_networks=v[_k("authorizedNetworks")],
         tpu=tpu,
@@ -240,21 +215,90 @@ def build_settings(values: dict[str, Any], stack: str) -> Settings:
         namespace=v[_k("namespace")],
         hf_token_set=v["hfTokenSet"],
         model=ModelSettings(model, v[_k("model.revision")]),
-        images=_images(v),
+        images=images,
         training=training,
         workflow=workflow,
         kueue=kueue,
-        labels={"app": PROJECT, "stack": label_value(stack), "cluster": cluster, "managed-by": "pulumi"},
+        labels={"app": PROJECT, "stack": label_value(stack), "cluster": v[_k("clusterName")], "managed-by": "pulumi"},
         publish=publish,
         hf_write_token_set=v["hfWriteTokenSet"],
     )
 
 
-def _publish(v: dict[str, Any], enabled: bool) -> PublishSettings:
+def _zone_in_region(v: Values) -> None:
+    region, zone = v["gcp:region"], v["gcp:zone"]
+    if zone.rsplit("-", 1)[0] != region:
+        raise error("gcp:zone", zone, f"must be a zone of gcp:region {region} (e.g. {region}-b)")
+
+
+def _bucket(v: Values) -> str:
+    bucket: str | None = v[_k("bucketName")]
+    if bucket is not None:
+        return bucket
+    from core.config.schema import BUCKET_NAME
+
+    bucket = f"{v['gcp:project']}-{v[_k('clusterName')]}"
+    if not BUCKET_NAME.matches(bucket):
+        raise error(
+            _k("bucketName"),
+            None,
+            f"required: the default {bucket} (gcp:project-tpu-rl:clusterName) is not a valid bucket name; "
+            "set one with `pulumi config set tpu-rl:bucketName NAME`",
+        )
+    return bucket
+
+
+def _gke(v: Values) -> GkeSettings:
+    problems = Problems()
+    exclusion = v[_k("gke.maintenanceExclusion")]
+    hold = problems.run(read_hold, _k("gke.holdUpgrades"), v[_k("gke.holdUpgrades")])
+    key = problems.run(_secrets_key, v[_k("gke.secretsEncryptionKey")], v["gcp:region"])
+    problems.check()
+    return GkeSettings(
+        release_channel=v[_k("gke.releaseChannel")],
+        version_prefix=v[_k("gke.versionPrefix")] or None,
+        maintenance_exclusion=None if exclusion == "none" else exclusion,
+        maintenance_window=v[_k("gke.maintenanceWindow")],
+        hold_upgrades=hold,
+        secrets_key=key,
+    )
+
+
+def _workflow(v: Values, tpu: TpuSettings, model: Model) -> WorkflowSettings:
+    enabled = v[_k("workflow.enabled")]
+    restarts = v[_k("workflow.maxRestarts")]
+    unschedulable = v[_k("workflow.unschedulableTimeout")]
+    memory = v[_k("workflow.stepMemoryGib")]
+    return WorkflowSettings(
+        enabled=enabled,
+        preflight=v[_k("workflow.preflight")],
+        capacity_check=v[_k("workflow.capacityCheck")],
+        verify_export=v[_k("workflow.verifyExport")],
+        max_restarts=DEFAULT_RESTARTS[tpu.capacity] if restarts is None else restarts,
+        timeouts={step: v[_k(f"workflow.timeouts.{step}")] for step in STEPS},
+        jobset_version=v[_k("workflow.jobsetVersion")],
+        unschedulable_timeout=DEFAULT_UNSCHEDULABLE[tpu.capacity] if unschedulable is None else unschedulable,
+        step_memory_gib=step_memory_gib(model) if memory is None else memory,
+        stall_timeout=v[_k("workflow.stallTimeout")],
+        steps=tuple(s.name for s in STEPS.values() if s.switch is None or v[s.switch]) if enabled else (),
+    )
+
+
+def _token_required(v: Values) -> None:
+    if not v["hfTokenSet"]:
+        raise error(
+            _k("hfToken"),
+            None,
+            "required while tpu-rl:workflow.enabled is true; set it with "
+            "`pulumi config set --secret tpu-rl:hfToken` (a Hugging Face read token)",
+        )
+
+
+def _publish(v: Values) -> PublishSettings:
     """The publication: with the workflow on (off, there is no export to publish), a repository needs its own
     write token (a write token without a repository is unused: no Secret holds it)."""
     repo = v[_k("publish.repo")] or None
-    if repo is None or not enabled:
+    if repo is None or not v[_k("workflow.enabled")]:
         return PublishSettings()
     if not v[_k("workflow.verifyExport")]:
         raise error(
@@ -272,7 +316,19 @@ def _publish(v: dict[str, Any], enabled: bool) -> PublishSettings:
     return PublishSettings(repo=repo, private=v[_k("publish.private")])
 
 
-def _tpu(v: dict[str, Any], project: str) -> tuple[TpuSettings, SliceShape]:
+def _tpu(v: Values) -> tuple[TpuSettings, SliceShape]:
+    problems = Problems()
+    machine_and_topology = problems.run(_machine_topology, v)
+    reservation = problems.run(_reservation, v)
+    problems.check()
+    if machine_and_topology is UNREADABLE or reservation is UNREADABLE:
+        raise UnreadableError("tpu")
+    version, machine_name, topology = machine_and_topology
+    settings = TpuSettings(version, machine_name, topology, v[_k("tpu.slices")], v[_k("tpu.capacity")], reservation)
+    return settings, resolve_slice(version, machine_name, topology)
+
+
+def _machine_topology(v: Values) -> tuple[TpuVersionName, str, str]:
     version = CATALOGUE[v[_k("tpu.version")]]
     machine_name = v[_k("tpu.machineType")] or version.default_machine_type
     machine = version.machine(machine_name)
@@ -304,6 +360,10 @@ def _tpu(v: dict[str, Any], project: str) -> tuple[TpuSettings, SliceShape]:
                 f"{machine.name} is single-host: it forms only {machine.single_host_topology}; omit the topology",
             )
         topology = machine.single_host_topology
+    return version.name, machine_name, topology
+
+
+def _reservation(v: Values) -> str | None:
     capacity: Capacity = v[_k("tpu.capacity")]
     reservation = v[_k("tpu.reservation")]
     if capacity == "reservation" and reservation is None:
@@ -313,18 +373,25 @@ def _tpu(v: dict[str, Any], project: str) -> tuple[TpuSettings, SliceShape]:
     if capacity != "reservation" and reservation is not None:
         raise error(_k("tpu.reservation"), reservation, f"only allowed with capacity reservation, not {capacity}")
     if reservation is not None and not reservation.startswith("projects/"):
-        reservation = f"projects/{project}/reservations/{reservation}"
-    settings = TpuSettings(version.name, machine_name, topology, v[_k("tpu.slices")], capacity, reservation)
-    return settings, resolve_slice(version.name, machine_name, topology)
+        reservation = f"projects/{v['gcp:project']}/reservations/{reservation}"
+    return reservation
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(n) for n in re.findall(r"[0-9]+", text))
 
 
-def _flex_start(tpu: TpuSettings, zone: str, gke: GkeSettings) -> None:
+def _flex_start(tpu: TpuSettings, v: Values, gke: GkeSettings) -> None:
     if tpu.capacity != "flex-start":
         return
+    problems = Problems()
+    problems.run(_flex_start_zone, tpu, v)
+    problems.run(_flex_start_version, gke)
+    problems.check()
+
+
+def _flex_start_zone(tpu: TpuSettings, v: Values) -> None:
+    zone = v["gcp:zone"]
     zones = CATALOGUE[tpu.version].flex_start_zones
     if zones is not None and zone not in zones:
         raise error(
@@ -333,6 +400,9 @@ def _flex_start(tpu: TpuSettings, zone: str, gke: GkeSettings) -> None:
             f"TPU {tpu.version} flex-start is offered in {', '.join(zones)} only "
             "(GKE docs, 2026-11); choose one of them or another capacity mode",
         )
+
+
+def _flex_start_version(gke: GkeSettings) -> None:
     if gke.version_prefix:
         prefix = _version_tuple(gke.version_prefix)
         minimum = _version_tuple(FLEX_START_MIN_GKE)
@@ -342,11 +412,28 @@ def _flex_start(tpu: TpuSettings, zone: str, gke: GkeSettings) -> None:
             )
 
 
-def _pool(v: dict[str, Any], name: str) -> PoolSettings:
-    machine = v[_k(f"{name}.machineType")]
+def _pool(v: Values, name: str) -> PoolSettings:
+    problems = Problems()
+    problems.run(_pool_size, v, name)
+    disk = problems.run(_pool_disk, v, name)
+    problems.check()
+    return PoolSettings(
+        v[_k(f"{name}.machineType")],
+        v[_k(f"{name}.minNodes")],
+        v[_k(f"{name}.maxNodes")],
+        v[_k(f"{name}.diskSizeGb")],
+        disk,
+    )
+
+
+def _pool_size(v: Values, name: str) -> None:
     minimum, maximum = v[_k(f"{name}.minNodes")], v[_k(f"{name}.maxNodes")]
     if maximum < minimum:
         raise error(_k(f"{name}.maxNodes"), maximum, f"must be at least minNodes ({minimum})")
+
+
+def _pool_disk(v: Values, name: str) -> str:
+    machine = v[_k(f"{name}.machineType")]
     disk = boot_disk_type(machine)
     if disk is None:
         raise error(
@@ -355,20 +442,34 @@ def _pool(v: dict[str, Any], name: str) -> PoolSettings:
             f"unknown machine family {machine_family(machine)!r}: known families with PD boot disks are "
             f"{', '.join(PD_FAMILIES)}; with Hyperdisk only {', '.join(HYPERDISK_FAMILIES)}",
         )
-    return PoolSettings(machine, minimum, maximum, v[_k(f"{name}.diskSizeGb")], disk)
+    return disk
 
 
-def _training(v: dict[str, Any]) -> TrainingSettings:
+def _training(v: Values) -> TrainingSettings:
     knobs = {knob.key: v[_k(f"training.{knob.field}")] for knob in TRAINING_KNOBS}
+    problems = Problems()
+    for rule in (_micro_batches, _prefill, _fractions):
+        problems.run(rule, knobs)
+    problems.check()
+    return TrainingSettings(knobs, v[_k("training.optimizer")], v[_k("training.dataset")], v[_k("training.extraArgs")])
+
+
+def _micro_batches(knobs: dict[str, Any]) -> None:
     batch, micro = int(knobs["batch_size"]), int(knobs["train_micro_batch_size"])
     if batch % micro:
         raise error(_k("training.trainMicroBatchSize"), micro, f"must divide batchSize ({batch})")
+
+
+def _prefill(knobs: dict[str, Any]) -> None:
     if int(knobs["max_prefill_predict_length"]) >= int(knobs["max_target_length"]):
         raise error(
             _k("training.maxPrefillPredictLength"),
             knobs["max_prefill_predict_length"],
             f"must be below maxTargetLength ({knobs['max_target_length']})",
         )
+
+
+def _fractions(knobs: dict[str, Any]) -> None:
     trainer, sampler = float(knobs["trainer_devices_fraction"]), float(knobs["sampler_devices_fraction"])
     if trainer <= 0:
         raise error(_k("training.trainerDevicesFraction"), trainer, "must be above 0")
@@ -378,7 +479,6 @@ def _training(v: dict[str, Any]) -> TrainingSettings:
             sampler,
             f"must be above 0, and trainer and sampler fractions sum to at most 1 (trainer is {trainer})",
         )
-    return TrainingSettings(knobs, v[_k("training.optimizer")], v[_k("training.dataset")], v[_k("training.extraArgs")])
 
 
 def check_meshes(knobs: dict[str, Any], chips: int) -> None:
@@ -413,6 +513,16 @@ def check_steps_finish(training: TrainingSettings, steps: tuple[StepName, ...]) 
     hours of training (docs/configuration.md "Combinations refused because they cannot finish"): a run of no
     training step (no checkpoint to export), and what each step the stack runs says it cannot finish with (its
     catalogue entry's ``refusals``: the evaluation's spec bounds and answer markers)."""
+    problems = Problems()
+    problems.run(_some_training, training)
+    for step in steps:
+        refusals = STEPS[step].refusals
+        for key, value, why in refusals(training.knobs, training.extra_args) if refusals is not None else ():
+            problems.add(error(_k(key), value, why))
+    problems.check()
+
+
+def _some_training(training: TrainingSettings) -> None:
     extra = training.extra_args
     if training.final_step < 1:
         factors = " x ".join(
@@ -427,29 +537,12 @@ def check_steps_finish(training: TrainingSettings, steps: tuple[StepName, ...]) 
             f"training runs int(numBatches x rl.num_iterations x train_fraction x num_epoch) = int({factors}) = 0 "
             "steps: it would save no checkpoint, so the export could never run; raise train_fraction or numBatches",
         )
-    for step in steps:
-        refusals = STEPS[step].refusals
-        for key, value, why in refusals(training.knobs, extra) if refusals is not None else ():
-            raise error(_k(key), value, why)
 
 
-def _kueue(v: dict[str, Any], tpu: TpuSettings, cpu_pool: PoolSettings) -> KueueSettings:
+def _kueue(v: Values, tpu: TpuSettings, cpu_pool: PoolSettings) -> KueueSettings:
     """Kueue of our own (the default), a LocalQueue managed elsewhere, or none."""
     install, queue = v[_k("kueue.enabled")], v[_k("kueue.queue")]
-    if install and queue:
-        raise error(
-            _k("kueue.queue"),
-            queue,
-            "names a LocalQueue managed elsewhere, but tpu-rl:kueue.enabled is true (tpu-rl installs its own "
-            f"queue, {LOCAL_QUEUE}); set tpu-rl:kueue.enabled false to use {queue}, or remove tpu-rl:kueue.queue",
-        )
-    if install and machine_shape(cpu_pool.machine_type) is None:
-        raise error(
-            _k("cpuPool.machineType"),
-            cpu_pool.machine_type,
-            "has no known size, and Kueue's cpu and memory quota is the pool's size; use a predefined machine "
-            "type such as n4-standard-64, or set tpu-rl:kueue.enabled false",
-        )
+    _sized_pool(install, cpu_pool)
     ready = v[_k("kueue.podsReadyTimeout")]
     ready = DEFAULT_PODS_READY[tpu.capacity] if ready is None else ready
     recovery = v[_k("kueue.recoveryTimeout")]
@@ -461,6 +554,29 @@ def _kueue(v: dict[str, Any], tpu: TpuSettings, cpu_pool: PoolSettings) -> Kueue
         admission_timeout=v[_k("kueue.admissionTimeout")],
         recovery_timeout=ready + NODE_REPAIR_SECONDS if recovery is None else recovery,
     )
+
+
+def _own_queue(v: Values) -> None:
+    """A queue managed elsewhere, or Kueue of our own: not both (checked apart from ``_kueue``, which needs the
+    pools)."""
+    queue = v[_k("kueue.queue")]
+    if v[_k("kueue.enabled")] and queue:
+        raise error(
+            _k("kueue.queue"),
+            queue,
+            "names a LocalQueue managed elsewhere, but tpu-rl:kueue.enabled is true (tpu-rl installs its own "
+            f"queue, {LOCAL_QUEUE}); set tpu-rl:kueue.enabled false to use {queue}, or remove tpu-rl:kueue.queue",
+        )
+
+
+def _sized_pool(install: bool, cpu_pool: PoolSettings) -> None:
+    if install and machine_shape(cpu_pool.machine_type) is None:
+        raise error(
+            _k("cpuPool.machineType"),
+            cpu_pool.machine_type,
+            "has no known size, and Kueue's cpu and memory quota is the pool's size; use a predefined machine "
+            "type such as n4-standard-64, or set tpu-rl:kueue.enabled false",
+        )
 
 
 def check_cpu_pool(pool: PoolSettings, model: Model, step_memory: int) -> None:

@@ -29,7 +29,58 @@ OFFLINE_SECRETS = (UNSET_SECRET, OPAQUE_SECRET)
 
 
 class ConfigError(ValueError):
-    """A stack setting is invalid; the message is one line naming key, value and what is allowed."""
+    """Stack settings are invalid: one line per problem, each naming key, value and what is allowed
+    (``problems``; the message is those lines, so a single problem is one line)."""
+
+    def __init__(self, *problems: str) -> None:
+        super().__init__("\n".join(problems))
+        self.problems: tuple[str, ...] = problems
+
+
+class UnreadableError(Exception):
+    """A rule asked for a value whose own error is already reported: the rule is skipped, not reported."""
+
+
+UNREADABLE: Any = type("Unreadable", (), {"__repr__": lambda self: "<unreadable>"})()
+"""The value of a field (or a derived part) that failed: its error is collected, what needs it is skipped."""
+
+
+class Values(dict[str, Any]):
+    """Field values by full key; reading a field that failed raises ``UnreadableError`` (its error is reported)."""
+
+    def __getitem__(self, key: str) -> Any:
+        value = super().__getitem__(key)
+        if value is UNREADABLE:
+            raise UnreadableError(key)
+        return value
+
+
+class Problems:
+    """Every problem of a config, collected so that one run reports them all (each one line), in the order
+    found. ``run`` calls a reader or rule and returns its result, or ``UNREADABLE`` when it failed (its
+    error is kept) or when it needs a value that failed (skipped: that value's error is already kept)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def run(self, function: Callable[..., Any], *args: Any) -> Any:
+        if any(arg is UNREADABLE for arg in args):
+            return UNREADABLE
+        try:
+            return function(*args)
+        except ConfigError as err:
+            self.add(err)
+        except UnreadableError:
+            pass
+        return UNREADABLE
+
+    def add(self, err: ConfigError) -> None:
+        self.lines.extend(line for line in err.problems if line not in self.lines)
+
+    def check(self) -> None:
+        """Raise every problem found, as one ``ConfigError``."""
+        if self.lines:
+            raise ConfigError(*self.lines)
 
 
 class Hidden:
