@@ -3,12 +3,22 @@
 Model: each step takes an assumed wall-clock time (the step's catalogue entry, ``core.steps.STEPS``: training
 by the training model below, a CPU step by its model's entry, ``core.models.MODELS``; a step with no assumed
 time is not estimated), and a chip-hour costs its TPU version's list price (its entry in
-``core.tpu.CATALOGUE``) in the capacity mode. TPU chip-hours are billed while TPU VMs exist:
+``core.tpu.CATALOGUE``) in the capacity mode. What bills, by capacity mode (``BILLING``):
 
-- ``reservation``: the static slice exists from ``pulumi up`` until ``pulumi destroy``, so it bills
-  during conversion and export too (which do not use it) and every idle day after the run;
-- ``spot`` / ``flex-start`` / ``on-demand``: the pool scales from 0 to one slice only while training
-  pods need it, so only training (plus scale-up/down) bills.
+- ``reservation``: the reservation itself, from its creation until it is deleted, whether or not a slice uses
+  it ("You're charged for the reserved resources at the same on-demand rate as running VMs, including any
+  applicable discounts, until the reservation is deleted. A VM consuming a reservation doesn't incur separate
+  charges.", https://cloud.google.com/compute/docs/instances/reservations-overview). The stack does not own
+  the reservation (``tpu-rl:tpu.reservation`` names one made beforehand): a run's share is every hour of the
+  run, conversion and export included, and ``pulumi destroy`` removes the slice but not the reservation, which
+  bills on until it is deleted (``gcloud compute reservations delete``);
+- ``spot`` / ``flex-start`` / ``on-demand``: TPU VMs bill while they exist, and the pool scales from 0 to one
+  slice only while training pods need it, so only training (plus scale-up/down) bills. Spot VMs are Compute
+  Engine VMs at a lower price that Compute Engine may reclaim at any time
+  (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms); flex-start is "billed using Dynamic
+  Workload Scheduler pricing" and GKE creates its VMs only when the capacity becomes available
+  (https://cloud.google.com/kubernetes-engine/docs/concepts/dws), so nothing bills while the request waits ("You
+  can delete your TPU resources at any time to stop billing", https://cloud.google.com/tpu/docs/request-using-flex-start).
 
 Conversion and export run on the CPU pool and hold no TPU in any mode.
 
@@ -81,7 +91,8 @@ class Estimate:
     total_tpu_chip_hours: float
     total_usd: float
     idle_usd_per_day: float
-    """What the slice costs per day when nothing runs (reservation only; autoscaled pools scale to 0)."""
+    """What the slice's share of the reservation costs per day when nothing runs, and after destroy until the
+    reservation is deleted (reservation only; autoscaled pools scale to 0)."""
     notes: list[str] = field(default_factory=list)
     failures: dict[str, FailureCost] = field(default_factory=dict)
     """What each failure mode costs (module docstring)."""
@@ -211,14 +222,7 @@ def estimate_run(
         else:
             billed = 0.0
         steps.append(StepEstimate(step, step_hours, holds_tpu, billed * chips, billed * chips * price))
-    notes = ["conversion and export run on the CPU pool and hold no TPU"]
-    if reserved:
-        notes.append(
-            f"the reserved slice bills from creation until destroy: {chips} chips x ${price:.2f} "
-            f"= ${chips * price * 24:,.0f} per day, also while conversion and export run"
-        )
-    else:
-        notes.append(f"the {capacity} pool scales to zero: TPU bills only while training runs")
+    notes = ["conversion and export run on the CPU pool and hold no TPU", billing_note(capacity, chips, price)]
     return Estimate(
         capacity=capacity,
         chips=chips,
@@ -239,6 +243,28 @@ def estimate_run(
             checkpoint_period=checkpoint_period,
             unschedulable_seconds=unschedulable_seconds,
         ),
+    )
+
+
+BILLING: dict[Capacity, str] = {
+    "spot": "the spot pool scales to zero: its TPU VMs bill at the spot price only while they exist, from the "
+    "scale-up for training to the scale-down after it",
+    "flex-start": "the flex-start pool scales to zero: its TPU VMs bill from when the capacity is granted to the "
+    "scale-down after training, nothing while the request waits for capacity",
+    "on-demand": "the on-demand pool scales to zero: its TPU VMs bill only while they exist, from the scale-up for "
+    "training to the scale-down after it",
+}
+"""What bills in each autoscaled capacity mode (module docstring); a reservation's note is ``billing_note``'s."""
+
+
+def billing_note(capacity: Capacity, chips: int, price: float) -> str:
+    """The estimate's note on what bills in ``capacity`` (module docstring, with the sources)."""
+    if capacity != "reservation":
+        return BILLING[capacity]
+    return (
+        f"the reservation bills from its creation until it is deleted, used or not: for this slice {chips} chips x "
+        f"${price:.2f} = ${chips * price * 24:,.0f} per day, also while conversion and export run and after "
+        "`pulumi destroy` (which removes the slice, not the reservation); delete the reservation to stop it"
     )
 
 

@@ -36,8 +36,8 @@ def test_tutorial_on_a_reservation():
     assert steps["export"].usd == pytest.approx(32 * 0.75 * 1.89)  # $45.36
     assert e.total_hours == pytest.approx(1.0 + 2.083333 + 0.75, rel=1e-5)
     assert e.total_usd == pytest.approx(60.48 + 126.00 + 45.36, abs=0.01)  # $231.84
-    assert e.idle_usd_per_day == pytest.approx(32 * 1.89 * 24)  # $1,451.52 per day until destroy
-    assert any("from creation until destroy" in n for n in e.notes)
+    assert e.idle_usd_per_day == pytest.approx(32 * 1.89 * 24)  # $1,451.52 per day until the reservation is deleted
+    assert any("bills from its creation until it is deleted" in n for n in e.notes)
 
 
 @pytest.mark.pure
@@ -75,7 +75,7 @@ def test_estimate_is_a_stack_output_and_printed_by_the_plan(capsys):
     assert output["steps"]["convert"]["holdsTpu"] is False and output["steps"]["train"]["holdsTpu"] is True
     assert "reservation, 32 chips" in describe(output)
     assert main(["--stack", "prod"]) == 0
-    assert "note: the reserved slice bills from creation until destroy" in capsys.readouterr().out
+    assert "note: the reservation bills from its creation until it is deleted" in capsys.readouterr().out
 
 
 @pytest.mark.pure
@@ -97,8 +97,9 @@ def test_the_stack_output_of_the_tutorial_run_on_a_reservation():
         "pricesAsOf": "2026-11-29",
         "notes": [
             "conversion and export run on the CPU pool and hold no TPU",
-            "the reserved slice bills from creation until destroy: 32 chips x $1.89 = $1,452 per day, also while "
-            "conversion and export run",
+            "the reservation bills from its creation until it is deleted, used or not: for this slice 32 chips x "
+            "$1.89 = $1,452 per day, also while conversion and export run and after `pulumi destroy` (which removes "
+            "the slice, not the reservation); delete the reservation to stop it",
         ],
         # one start-up (0.75 h); a restart (0.75 h) + half of checkpoint_period 10 x 96 s; 15 min held
         "failureModes": {
@@ -119,7 +120,8 @@ def test_two_flex_start_slices_halve_the_steps_and_bill_only_training():
         "  export     0.75 h  CPU only       0.0 chip-h  $      0.00",
         "  total      3.17 h               106.7 chip-h  $    172.80",
         "  note: conversion and export run on the CPU pool and hold no TPU",
-        "  note: the flex-start pool scales to zero: TPU bills only while training runs",
+        "  note: the flex-start pool scales to zero: its TPU VMs bill from when the capacity is granted to the "
+        "scale-down after training, nothing while the request waits for capacity",
         # 0.75 h x 64; 0.75 h + 5 steps x 48 s; no slice is created for a pod that cannot start
         "  if a failure of the trainer (no restart)                    48.0 chip-h  $     77.76",
         "  if a preemption (restart + steps since the checkpoint)      52.3 chip-h  $     84.67",
@@ -216,3 +218,22 @@ def test_an_estimate_output_without_failure_modes_still_reads():
     output = estimate_run(V6E_32, 1, "reservation", TUTORIAL).to_output()
     del output["failureModes"]
     assert not any(line.startswith("  if ") for line in describe(output).splitlines())
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("capacity", "words"),
+    [
+        ("reservation", "the reservation bills from its creation until it is deleted, used or not"),
+        ("spot", "the spot pool scales to zero: its TPU VMs bill at the spot price only while they exist"),
+        ("flex-start", "nothing while the request waits for capacity"),
+        ("on-demand", "the on-demand pool scales to zero: its TPU VMs bill only while they exist"),
+    ],
+)
+def test_the_billing_note_says_what_bills_in_each_capacity_mode(capacity, words):
+    """Issue 37: a reservation bills until the reservation is deleted, not until `pulumi destroy` (core/estimate.py's
+    docstring cites Google's pages for each mode); no note says a destroy ends a reservation's bill."""
+    notes = estimate_run(V6E_32, 1, capacity, TUTORIAL).notes
+    assert words in notes[1]
+    assert not any("until destroy" in note or "until `pulumi destroy`" in note for note in notes)
+    assert ("after `pulumi destroy`" in notes[1]) is (capacity == "reservation")
