@@ -331,6 +331,25 @@ class ClusterReader:
             field_selector=field_selector,
         )
 
+    def helm_release(self, namespace: str, name: str) -> tuple[int, str] | None:
+        """The newest revision of the Helm release ``name`` in ``namespace`` and its status, as Helm's storage
+        records them (None: no release). Helm's default driver keeps each revision in a Secret labelled
+        ``owner=helm``, ``name``, ``status`` and ``version`` (helm v3.20.2 ``pkg/storage/driver/secrets.go``
+        ``newSecretsObject``); only the labels are read."""
+        found = self._pages(
+            f"/api/v1/namespaces/{namespace}/secrets",
+            lambda api: api.core.list_namespaced_secret,
+            (namespace,),
+            label_selector=f"owner=helm,name={name}",
+        )
+        revisions: list[tuple[int, str]] = []
+        for item in found:
+            labels = (item.get("metadata") or {}).get("labels") or {}
+            version, status = str(labels.get("version", "")), labels.get("status")
+            if version.isdigit() and isinstance(status, str):
+                revisions.append((int(version), status))
+        return max(revisions) if revisions else None
+
     def crd(self, name: str) -> dict[str, Any] | None:
         """A CustomResourceDefinition (None when it is not installed)."""
         group, version, plural = RESOURCES["CustomResourceDefinition"]

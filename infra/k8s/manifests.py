@@ -213,3 +213,39 @@ def jobset_crd_problem(crd: Mapping[str, Any] | None, version: str) -> str | Non
         f"`pulumi up` again: helm show crds {JOBSET_CHART} --version {version} | kubectl apply --server-side "
         "--force-conflicts -f -"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# A Helm release an interrupted install, upgrade or uninstall left pending
+
+PENDING_FIXES = {
+    "pending-install": "uninstall",
+    "pending-upgrade": "rollback",
+    "pending-rollback": "rollback",
+    "uninstalling": "uninstall",
+}
+"""What clears each pending status of a release's newest revision (helm v3.20.2 ``pkg/release/status.go``): a killed
+first install has nothing to go back to (uninstall; its ``crds/`` stay); a killed upgrade or rollback goes back to
+the revision before it (``pkg/action/rollback.go`` checks no pending status); a killed uninstall is run again."""
+
+
+def helm_release_problem(name: str, namespace: str, newest: tuple[int, str] | None) -> str | None:
+    """Why the next install or upgrade of the Helm release ``name`` cannot run (None: it can), from its newest
+    revision and status (``infra.k8s.live.ClusterReader.helm_release``).
+
+    A runner killed while Helm installed, upgraded or rolled back a release leaves its newest revision pending, and
+    Helm then refuses every later operation: an install with "cannot re-use a name that is still in use" (helm
+    v3.20.2 ``pkg/action/install.go`` ``availableName``: any status but a failed or uninstalled one with
+    ``replace``), an upgrade with "another operation (install/upgrade/rollback) is in progress"
+    (``pkg/action/upgrade.go`` ``prepareUpgrade``: ``IsPending``). pulumi-kubernetes installs and upgrades
+    through those actions (v4.32.0 ``helm_release.go`` ``helmCreate``, ``helmUpdate``) and the engine plans a
+    create again for a create that was in flight (``journal.go``: a pending create is not a resource)."""
+    if newest is None or newest[1] not in PENDING_FIXES:
+        return None
+    revision, status = newest
+    fix = PENDING_FIXES[status]
+    return (
+        f"Helm release {namespace}/{name} is {status} (revision {revision}), left by an interrupted helm "
+        f"operation, and Helm refuses every install or upgrade until it is cleared. Run, then `pulumi up` again: "
+        f"helm {fix} {name} -n {namespace}"
+    )
