@@ -86,7 +86,7 @@ def test_example_stacks_use_placeholders_and_no_secrets():
     assert prod["tpu-rl:protect"] is True and "0.0.0.0/0" not in prod["tpu-rl:authorizedNetworks"]
 
 
-def test_make_up_selects_a_stack_with_a_local_backend_fallback_and_runs_pulumi_up():
+def test_make_up_selects_the_stack_where_its_state_lives_and_runs_pulumi_up():
     import shutil
     import subprocess
 
@@ -104,8 +104,10 @@ def test_make_up_selects_a_stack_with_a_local_backend_fallback_and_runs_pulumi_u
         return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
 
     out = dry_run("up", "STACK=dev")
-    assert "pulumi whoami" in out and "pulumi login file://" in out
+    assert "-m tools.state select --stack dev" in out and 'pulumi login "$login"' in out, "tests/test_makefile.py"
+    assert "-m tools.state locks --stack dev" in out
     assert "pulumi stack select dev 2>/dev/null || pulumi stack init dev" in out
+    assert "file://" not in (ROOT / "Makefile").read_text(), "no file backend in the checkout by default"
     assert out.rstrip().splitlines()[-1] == "pulumi up --stack dev"
     test = dry_run("test")
     assert '-m pytest -q -n 2 --dist loadfile -m "not slow"' in test, "the fast tier"

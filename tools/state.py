@@ -28,6 +28,7 @@ import json
 import os
 import socket
 import sys
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,9 @@ from core.redact import scrub
 from tools.process import exit_now
 from tools.stack_files import ROOT, StackFileError, read_yaml
 
+# google-api-core's notice about Python 3.11's end of life (2027) is not the operator's business on every `make up`.
+warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.api_core\.")
+
 KEY_RING = "pulumi-state"
 KEY = "pulumi-secrets"
 KEY_LOCATION = "global"
@@ -49,6 +53,8 @@ NONCURRENT_DAYS = 90
 """A checkpoint's older versions are kept this long after a newer one replaced them (a lifecycle rule)."""
 TIMEOUT = (5.0, 20.0)
 """Connect and read timeout of every GCS and Cloud KMS request, in seconds."""
+RETRY_SECONDS = 30.0
+"""How long the GCS library retries a transient failure of one call (its default: 120 s)."""
 LOCK_HELP = "docs/operations.md#a-locked-stack"
 
 
@@ -285,14 +291,16 @@ def _gcs_locks(bucket: str, subdir: str, prefix: str) -> list[Lock]:
 def create(project: str, region: str, bucket_name: str, *, storage: Any, kms: Any) -> list[str]:
     """Create (or bring to its settings) the state bucket and the secrets key; the lines saying what was done."""
     from google.api_core import exceptions
+    from google.cloud.storage.retry import DEFAULT_RETRY
 
+    retry = DEFAULT_RETRY.with_timeout(RETRY_SECONDS)
     done = []
-    bucket = storage.lookup_bucket(bucket_name, timeout=TIMEOUT)
+    bucket = storage.lookup_bucket(bucket_name, timeout=TIMEOUT, retry=retry)
     if bucket is None:
         bucket = storage.bucket(bucket_name)
         _settings(bucket)
         try:
-            bucket = storage.create_bucket(bucket, project=project, location=region, timeout=TIMEOUT)
+            bucket = storage.create_bucket(bucket, project=project, location=region, timeout=TIMEOUT, retry=retry)
         except exceptions.Conflict:
             raise StateError(
                 f"the bucket name {bucket_name} is taken by another project (bucket names are global); choose "
@@ -301,7 +309,7 @@ def create(project: str, region: str, bucket_name: str, *, storage: Any, kms: An
         done.append(f"created gs://{bucket_name} in {region} (versioned, uniform access, public access prevented)")
     else:
         _settings(bucket)
-        bucket.patch(timeout=TIMEOUT)
+        bucket.patch(timeout=TIMEOUT, retry=retry)
         done.append(f"gs://{bucket_name} exists; versioning, uniform access and public access prevention set")
     ring = f"projects/{project}/locations/{KEY_LOCATION}/keyRings/{KEY_RING}"
     try:
