@@ -24,6 +24,7 @@ from core.knobs import TRAINING_KNOBS
 from core.outdir import OutputError
 from core.redact import scrub_lines
 from core.settings import Settings
+from tools.notices import hide_python_version_notice
 from tools.process import exit_now
 from workloads.run.plots import plot
 from workloads.run.run_data import RunData, reward_tag
@@ -411,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, required=True, help="folder for report.json, the plots and report.html")
     args = parser.parse_args(argv)
+    hide_python_version_notice()  # before the Google client libraries are imported
     try:
         return _run(args)
     except (ReportError, OutputError) as err:

@@ -24,6 +24,7 @@ from typing import Any
 from core.redact import scrub, scrub_lines
 from core.settings import Settings
 from infra.k8s import live
+from tools.notices import hide_python_version_notice
 from tools.process import exit_now
 from workloads.build.steps import Step, Workflow
 from workloads.run import objects
@@ -282,6 +283,7 @@ def main(argv: list[str] | None = None, *, clock: Any = time) -> int:
         "--interval", type=_interval, default=30.0, help="seconds between refreshes with --watch (1..3600)"
     )
     args = parser.parse_args(argv)
+    hide_python_version_notice()  # before the Google client libraries are imported
     try:
         from workloads.build.steps import plan_workflow
         from workloads.run.artifacts import StorageError, open_client
