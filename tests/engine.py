@@ -298,6 +298,10 @@ class Stack:
     written: list[str] = field(default_factory=list)
     cloud: Cloud = field(default_factory=Cloud)
     cluster_deleted: bool = False
+    helm: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
+    """(namespace, release) -> its newest revision and status in Helm's storage (Secrets in the cluster)."""
+    kill_helm_install: str = ""
+    """The Helm release whose install the runner is killed during (its revision is left pending-install)."""
     _condemned: set[str] = field(default_factory=set, repr=False)
     """What a delete-before-replace deleted with the resource it replaces, in this run (created again)."""
     clock: float = 0.0
@@ -540,11 +544,33 @@ class Stack:
         chart creates its CRD when it installs the chart (helm v3.20.2 ``pkg/action/install.go``
         ``installCRDs``, skipping one that exists) and never on an upgrade (``pkg/action/upgrade.go`` renders
         without CRDs; pulumi-kubernetes ``helm_release.go`` ``helmUpdate`` runs ``action.NewUpgrade``)."""
+        if rec.type == HELM_RELEASE:
+            self._helm(rec, action)
         if rec.type != HELM_RELEASE or rec.inputs.get("name") != "jobset" or action == "update":
             return
         crd = self.jobset_crds.get(str(rec.inputs.get("version")))
         if crd is not None and self.cluster.get("CustomResourceDefinition", "", crd["metadata"]["name"]) is None:
             self.cluster.put(crd)
+
+    def _helm(self, rec: Recorded, action: str) -> None:
+        """pulumi-kubernetes v4.32.0 ``helm_release.go``: a create is a Helm install (``helmCreate``), an update an
+        upgrade (``helmUpdate``); helm v3.20.2 refuses an install whose name has any revision but a failed or
+        uninstalled one with ``replace`` (``install.go`` ``availableName``), and an upgrade of a pending release
+        (``upgrade.go``: ``errPending``)."""
+        key = (str(rec.inputs.get("namespace")), str(rec.inputs.get("name")))
+        found = self.helm.get(key)
+        if action == "update":
+            if found is not None and found[1].startswith("pending"):
+                raise RuntimeError("another operation (install/upgrade/rollback) is in progress")
+            self.helm[key] = ((found or (0, ""))[0] + 1, "deployed")
+            return
+        if found is not None:
+            raise RuntimeError("cannot re-use a name that is still in use")
+        if self.kill_helm_install == key[1]:
+            self.helm[key] = (1, "pending-install")  # the runner dies while Helm waits for the chart's objects
+            self.pending_creates[rec.urn] = rec.inputs
+            raise KilledError(f"killed while installing {key[1]}")
+        self.helm[key] = (1, "deployed")
 
     # -- one step object -----------------------------------------------------------------------
 
@@ -807,6 +833,8 @@ class Stack:
             # kp.go Delete -> await.go Deletion: a foreground delete that waits until the object is gone: its Jobs,
             # their Pods and the Pods' claims go first (their owner references block it).
             self.cluster.delete(inputs["kind"], inputs["metadata"]["namespace"], inputs["metadata"]["name"])
+        elif rec.type == HELM_RELEASE:
+            self.helm.pop((str(inputs.get("namespace")), str(inputs.get("name"))), None)  # helm uninstall
         elif rec.type == CLUSTER:
             if inputs.get("deletionProtection"):
                 # google-beta resource_container_cluster.go resourceContainerClusterDelete.
@@ -820,6 +848,7 @@ class Stack:
             for what, why in self.cloud.derived(self._live_objects()).items():
                 self.cloud.left[what] = f"{why}; left by the cluster's deletion, which does not guarantee it"
             self.cluster.objects.clear()
+            self.helm.clear()
             self.cluster_deleted = True
         elif rec.type == BUCKET:
             name = inputs["name"]
