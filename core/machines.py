@@ -106,3 +106,29 @@ def boot_disk_type(name: str) -> str | None:
     if family in PD_FAMILIES:
         return "pd-balanced"
     return None
+
+
+# The regional quota metric each boot disk type's gigabytes count against. Sources (the "Allocation quotas" page's
+# disk section could not be read either, see above; these rest on what Compute Engine itself answers):
+# - ``pd-standard``: ``DISKS_TOTAL_GB`` (kubeflow/kubeflow#2401: GKE nodes' 100 GB pd-standard boot disks, "Quota
+#   'DISKS_TOTAL_GB' exceeded. Limit: 16384.0 in region us-east1");
+# - ``pd-balanced`` and ``pd-ssd``: ``SSD_TOTAL_GB`` (terraform-google-kubernetes-engine#1795: a cluster's default
+#   pool of 100 GB pd-balanced boot disks, 'Insufficient regional quota to satisfy request: resource
+#   "SSD_TOTAL_GB"', and gone once its disk_type was pd-standard; kubeflow/pipelines#10907, the same for GKE);
+# - ``hyperdisk-balanced``: ``HDB_TOTAL_GB`` (a metric of the Compute API's ``Quota.Metric`` enum,
+#   google-cloud-compute 1.48 ``compute_v1.Quota.Metric.HDB_TOTAL_GB``; "Quota 'HDB_TOTAL_GB' exceeded. Limit:
+#   40960.0 in region us-central1" for GKE TPU nodes, whose boot disks are hyperdisk-balanced).
+# Hyperdisk's provisioned IOPS and throughput have quotas of their own (``HDB_TOTAL_IOPS``,
+# ``HDB_TOTAL_THROUGHPUT``, per zone in Cloud Quotas): not checked (docs/operations.md "Quota rules").
+DISK_QUOTAS: dict[str, str] = {
+    "pd-standard": "DISKS_TOTAL_GB",
+    "pd-balanced": "SSD_TOTAL_GB",
+    "pd-ssd": "SSD_TOTAL_GB",
+    "hyperdisk-balanced": "HDB_TOTAL_GB",
+}
+"""Disk type -> the regional quota metric its GB count against (every boot disk type the pools and slices take)."""
+
+
+def disk_quota(disk_type: str) -> str | None:
+    """The regional quota metric of a disk type's GB, or None for a type the table does not know."""
+    return DISK_QUOTAS.get(disk_type)

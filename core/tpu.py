@@ -104,6 +104,9 @@ class TpuVersion:
     """The quotas its autoscaled chips draw on; None: not recorded here, so not checked."""
     flex_start_zones: tuple[str, ...] | None = None
     """The only zones flex-start offers it in; None: no restriction recorded."""
+    accelerator_type: str = ""
+    """Compute Engine's accelerator type of its chips in a zone (``acceleratorTypes.get``; the ``guestAccelerators``
+    of its VMs, ``ct6e`` for v6e): the capacity check stops a zone that does not offer it. "": not checked."""
 
     def machine(self, name: str | None) -> MachineType | None:
         return next((m for m in self.machine_types if m.name == name), None)
@@ -114,6 +117,9 @@ _V6E_V5E_MULTI = ("2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
 # Prices: USD per chip-hour, from the Google Cloud TPU pricing page (https://cloud.google.com/tpu/pricing), list
 # prices for us-east5 / us-central regions as recorded on 2026-11-29 for this project (core.estimate.PRICES_AS_OF);
 # they were not re-fetched from this offline workplace, and they change: verify them for your region.
+# Accelerator types: Compute Engine names a TPU VM's chips by its machine series (a ct6e-standard-1t VM's
+# ``guest_accelerator`` is ``.../acceleratorTypes/ct6e``; aggregate reservations name ``acceleratorTypes/ct5p``,
+# GKE's cluster-autoscaler tests; the series table of Compute's machine families: ct5lp v5e, ct5p v5p, ct6e v6e).
 # Flex-start zones, from GKE's "About TPUs in GKE: flex-start" and Cluster Toolkit's DWS examples, as of 2026-11:
 # TPU v6e flex-start is offered in a few zones only. Extend an entry when Google adds zones.
 CATALOGUE: dict[TpuVersionName, TpuVersion] = {
@@ -132,6 +138,7 @@ CATALOGUE: dict[TpuVersionName, TpuVersion] = {
         reservation_family="VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT6E",
         quota=TpuQuota(family="CT6E", preemptible="PREEMPTIBLE-TPU-V6E-per-project-region"),
         flex_start_zones=("asia-northeast1-b", "us-east5-a", "us-east5-b"),
+        accelerator_type="ct6e",
     ),
     "v5e": TpuVersion(
         name="v5e",
@@ -146,6 +153,7 @@ CATALOGUE: dict[TpuVersionName, TpuVersion] = {
         ),
         prices=TpuPrices(on_demand=1.20, reservation=0.84),
         reservation_family="VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT5LP",
+        accelerator_type="ct5lp",
     ),
     "v5p": TpuVersion(
         name="v5p",
@@ -164,6 +172,7 @@ CATALOGUE: dict[TpuVersionName, TpuVersion] = {
         ),
         prices=TpuPrices(on_demand=4.20, reservation=2.94),
         reservation_family="VM_FAMILY_CLOUD_TPU_POD_SLICE_CT5P",
+        accelerator_type="ct5p",
     ),
 }
 

@@ -2,13 +2,17 @@
 the official clients call (google-cloud-compute ``transports/rest_base.py``, google-cloud-kms
 ``key_management_service/transports/rest_base.py``), their JSON (camelCase, int64 as strings) and Google's error
 bodies (``{"error": {code, message, errors[{reason}], details[ErrorInfo]}}``), so the real clients parse real
-shapes; a route may also answer raw bytes (``raw``: not JSON, gzip, a bomb) for the hostile-reply tests. See
+shapes; the zone's machine, accelerator and disk types (``ZONE_OFFERS``) and Resource Manager's
+``projects.testIamPermissions`` (v3: a POST of ``{"permissions": [...]}`` answered with the subset held, ``{}`` for
+none); a route may also answer raw bytes (``raw``: not JSON, gzip, a bomb) for the hostile-reply tests. See
 /work/notes/compute-api.md for where each shape comes from."""
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -115,9 +119,90 @@ def region(name: str, quotas: Mapping[str, tuple[float, float]]) -> dict[str, An
     }
 
 
-def instance(name: str, machine_type: str, *, project: str, zone: str) -> dict[str, Any]:
+def instance(name: str, machine_type: str, *, project: str, zone: str, boot_gb: int = 100) -> dict[str, Any]:
+    """A ``compute#instance`` as ``instances.list`` lists it: its machine type URL and its boot disk (int64 as a
+    string, ``boot: true``)."""
     zone_url = ZONE_URL.format(project=project, zone=zone)
-    return {"kind": "compute#instance", "name": name, "machineType": f"{zone_url}/machineTypes/{machine_type}"}
+    return {
+        "kind": "compute#instance",
+        "name": name,
+        "machineType": f"{zone_url}/machineTypes/{machine_type}",
+        "disks": [
+            {
+                "kind": "compute#attachedDisk",
+                "type": "PERSISTENT",
+                "mode": "READ_WRITE",
+                "boot": True,
+                "autoDelete": True,
+                "index": 0,
+                "diskSizeGb": str(boot_gb),
+                "source": f"{zone_url}/disks/{name}",
+            }
+        ],
+    }
+
+
+ZONE_OFFERS: dict[str, dict[str, int]] = {
+    "machineTypes": {
+        "e2-standard-4": 4,
+        "e2-standard-8": 8,
+        "e2-medium": 2,
+        "n2-standard-64": 64,
+        "n4-standard-32": 32,
+        "n4-standard-64": 64,
+        "ct6e-standard-1t": 44,
+        "ct6e-standard-4t": 180,
+        "ct6e-standard-8t": 180,
+        "tpu7x-standard-4t": 224,  # tests/test_catalogue_entries.py's fictitious new TPU
+    },
+    "acceleratorTypes": {"ct6e": 0},
+    "diskTypes": {"pd-standard": 0, "pd-balanced": 0, "pd-ssd": 0, "hyperdisk-balanced": 0},
+}
+"""What the loopback zone offers (name -> guest CPUs of a machine type), the example stacks' types among them."""
+
+
+def offer(kind: str, name: str, *, project: str, zone: str, guest_cpus: int = 0) -> dict[str, Any]:
+    """A zone's ``machineTypes.get`` / ``acceleratorTypes.get`` / ``diskTypes.get`` reply, the fields Compute
+    writes (int64 as strings; a machine type's ``zone`` is the zone's name, the others' its URL)."""
+    zone_url = ZONE_URL.format(project=project, zone=zone)
+    base = {"id": "3013006", "name": name, "selfLink": f"{zone_url}/{kind}/{name}"}
+    if kind == "machineTypes":
+        return {
+            **base,
+            "kind": "compute#machineType",
+            "description": f"{guest_cpus} vCPUs",
+            "guestCpus": guest_cpus,
+            "memoryMb": guest_cpus * 4096,
+            "maximumPersistentDisks": 128,
+            "maximumPersistentDisksSizeGb": "263168",
+            "zone": zone,
+            "isSharedCpu": False,
+        }
+    if kind == "acceleratorTypes":
+        return {
+            **base,
+            "kind": "compute#acceleratorType",
+            "description": name,
+            "zone": zone_url,
+            "maximumCardsPerInstance": 8,
+        }
+    return {
+        **base,
+        "kind": "compute#diskType",
+        "description": name,
+        "validDiskSize": "10GB-65536GB",
+        "zone": zone_url,
+        "defaultDiskSizeGb": "100",
+    }
+
+
+DISKS_ENOUGH: dict[str, tuple[float, float]] = {"SSD_TOTAL_GB": (4096, 0), "HDB_TOTAL_GB": (8192, 0)}
+"""Disk quotas (limit, usage) that hold the example stacks' pools at their maximum."""
+
+_OFFER_PATH = re.compile(
+    r"/compute/v1/projects/([^/]+)/zones/([^/]+)/(machineTypes|acceleratorTypes|diskTypes)/([^/]+)"
+)
+PERMISSIONS_PATH = re.compile(r"/v3/projects/([^/:]+):testIamPermissions")
 
 
 def key_ring(name: str) -> dict[str, Any]:
@@ -185,10 +270,16 @@ class FakeCompute:
         self.services: dict[str, str] = {}
         """Service Usage: API name -> ENABLED | DISABLED (absent: ENABLED)."""
         self.service_usage_error: tuple[int, dict[str, Any]] | None = None
+        self.offers: dict[str, dict[str, int]] = copy.deepcopy(ZONE_OFFERS)
+        """What every zone offers (``ZONE_OFFERS``); a test removes a type to make the zone refuse it."""
+        self.permissions: set[str] | None = None
+        """What the caller holds on each project (Resource Manager ``testIamPermissions``); None: everything."""
+        self.bodies: list[Any] = []
+        """The JSON bodies POSTed, in order."""
         self.url = ""
 
     def answer(
-        self, path: str, query: dict[str, list[str]]
+        self, path: str, query: dict[str, list[str]], body: Any = None
     ) -> tuple[int, dict[str, Any]] | tuple[int, dict[str, str], bytes] | None:
         self.requests.append(path)
         if path in self.hang:
@@ -212,7 +303,17 @@ class FakeCompute:
                     for n in names
                 ]
             }
-        return self.routes.get(path) or not_found(path)
+        if path in self.routes:
+            return self.routes[path]
+        if match := _OFFER_PATH.fullmatch(path):
+            project, zone, kind, name = match.groups()
+            if name in self.offers[kind]:
+                return 200, offer(kind, name, project=project, zone=zone, guest_cpus=self.offers[kind][name])
+        if PERMISSIONS_PATH.fullmatch(path) and isinstance(body, dict):
+            asked = body.get("permissions", [])
+            held = [p for p in asked if self.permissions is None or p in self.permissions]
+            return 200, ({"permissions": held} if held else {})
+        return not_found(path)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -221,9 +322,18 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:
         pass
 
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"null")
+        self.server.fake.bodies.append(body)
+        self._reply(body)
+
     def do_GET(self) -> None:  # noqa: N802
+        self._reply(None)
+
+    def _reply(self, body: Any) -> None:
         parts = urlsplit(self.path)
-        found = self.server.fake.answer(parts.path, parse_qs(parts.query))
+        found = self.server.fake.answer(parts.path, parse_qs(parts.query), body)
         if found is None:
             time.sleep(60)  # never answers within any budget
             return
@@ -244,10 +354,11 @@ class _Handler(BaseHTTPRequestHandler):
 def serve_project(
     fake: FakeCompute, project: str, quotas: Mapping[str, tuple[float, float]], zone: str = "us-east5-b"
 ) -> None:
-    """``project``'s region (``zone``'s) answers with ``quotas`` and the zone has no VMs: what the capacity check
-    reads of a project before its reservation and quota answers."""
+    """``project``'s region (``zone``'s) answers with ``quotas`` (and disk quotas that hold any example stack, where
+    ``quotas`` names none) and the zone has no VMs: what the capacity check reads of a project before its
+    reservation and quota answers."""
     name = zone.rsplit("-", 1)[0]
-    fake.routes[f"/compute/v1/projects/{project}/regions/{name}"] = (200, region(name, quotas))
+    fake.routes[f"/compute/v1/projects/{project}/regions/{name}"] = (200, region(name, {**DISKS_ENOUGH, **quotas}))
     fake.routes[f"/compute/v1/projects/{project}/zones/{zone}/instances"] = (
         200,
         {"kind": "compute#instanceList", "items": []},

@@ -10,13 +10,17 @@ import dataclasses
 import time
 
 import pytest
+from google.api_core.retry import retry_base, retry_unary
 from google.auth.credentials import AnonymousCredentials
 
+# The clients' libraries are imported here, at collection, so that no test pays their import (seconds on a busy
+# machine: it is what made the first test through the clients slow, not a wait).
+from google.cloud import cloudquotas_v1, compute_v1, kms_v1, service_usage_v1  # noqa: F401
+
 from core import deadline
-from core.machines import CPU_QUOTAS, HYPERDISK_FAMILIES, PD_FAMILIES
 from core.tpu import CATALOGUE
 from infra.gcp import capacity
-from infra.gcp.capacity import Finding, Held, QuotaLimit, Reservation, needs, quota_findings, reservation_findings
+from infra.gcp.capacity import Finding, Held, QuotaLimit, Reservation, needs, reservation_findings
 from tests.conftest import SENTINEL_TOKEN
 from tests.fake_compute import (
     aggregate_reservation,
@@ -46,7 +50,10 @@ ENOUGH = {
     "CPUS": (1000, 0),
     "N4_CPUS": (600, 0),
     "E2_CPUS": (200, 0),
+    "SSD_TOTAL_GB": (4096, 0),
+    "HDB_TOTAL_GB": (8192, 0),
 }
+"""Quotas that hold the prod stack's pools at their maximum (tests/test_capacity_quotas.py tests the boundaries)."""
 
 
 def found(count=8, in_use=0, **fields):
@@ -60,22 +67,6 @@ def problems(findings):
 
 # ---------------------------------------------------------------------------------------------
 # What the stack needs, and the pure checks
-
-
-@pytest.mark.pure
-def test_what_the_pools_need():
-    prod = needs(PROD)
-    assert prod.reservation == ("my-tpu-prod-project", "my-v6e-32-reservation") and prod.vms == 8
-    # system e2-standard-8 x 10 = 80 (CPUS), cpu-np n4-standard-64 x 4 = 256 (N4_CPUS, and CPUS perhaps).
-    assert prod.cpus == {"CPUS": 80, "N4_CPUS": 256} and prod.chips == 32
-    assert prod.maybe_cpus == {"CPUS": 256} and prod.maybe_families == ("N4",) and prod.uncounted == ()
-    shared = needs(settings("prod", ["tpu-rl:tpu.reservation=projects/owner-proj/reservations/shared-v6e"]))
-    assert shared.reservation == ("owner-proj", "shared-v6e")
-    dev = needs(DEV)
-    assert dev.reservation is None and dev.preemptible and dev.vms == 2 and dev.chips == 8
-    on_demand = needs(settings("dev", ["tpu-rl:tpu.capacity=on-demand"]))
-    assert not on_demand.preemptible
-    assert needs(settings("dev", ["tpu-rl:tpu.capacity=flex-start"])).preemptible
 
 
 @pytest.mark.pure
@@ -111,96 +102,6 @@ def test_the_reservation_at_its_boundaries(reservation, held_vms, message):
     else:
         (problem,) = found_problems
         assert message in problem and problem.startswith("tpu-rl:tpu.reservation: " if reservation is None else "reser")
-
-
-@pytest.mark.pure
-def test_the_quotas_at_their_boundaries():
-    need = needs(PROD)
-    exact: dict[str, tuple[float, float]] = {"CPUS": (336, 0), "N4_CPUS": (256, 0), "E2_CPUS": (0, 0)}
-    assert quota_findings(need, exact, "us-east5", Held()) == [], "a reservation needs no TPU quota; E2_CPUS unread"
-    short = {**exact, "N4_CPUS": (256, 1)}
-    (problem,) = problems(quota_findings(need, short, "us-east5", Held()))
-    assert problem.startswith("quota N4_CPUS in us-east5: 255 of 256 vCPUs left, the CPU pools need 256")
-    (e2,) = problems(quota_findings(need, {**exact, "CPUS": (79, 0)}, "us-east5", Held()))
-    assert e2.startswith("quota CPUS in us-east5: 79 of 79 vCPUs left, the CPU pools need 80"), "E2 draws on CPUS"
-    ours = Held(cpus={"N4_CPUS": 128}, maybe_cpus={"CPUS": 128})
-    busy = {**exact, "N4_CPUS": (256, 128), "CPUS": (336, 128)}
-    assert quota_findings(need, busy, "us-east5", ours) == [], "what the stack holds counts as left"
-    unknown = quota_findings(need, {"CPUS": (336, 0)}, "us-east5", Held())
-    assert unknown == [Finding("unknown", "region us-east5 lists no N4_CPUS quota; it was not checked")]
-    assert quota_findings(need, None, "us-east5", Held())[0].level == "unknown"
-
-
-@pytest.mark.pure
-def test_cpus_short_only_if_n4_counts_against_it_is_a_warning_not_a_stop():
-    """The documentation this project could read does not settle whether N4 vCPUs also count against CPUS
-    (core.machines.CPU_QUOTAS): a CPUS limit that fits the E2 pool but not E2 + N4 warns, and never stops."""
-    need = needs(PROD)
-    (warning,) = quota_findings(need, {"CPUS": (200, 0), "N4_CPUS": (256, 0)}, "us-east5", Held())
-    assert warning.level == "unknown"
-    assert warning.text.startswith(
-        "quota CPUS in us-east5: 200 of 200 vCPUs left; the CPU pools need 336 at their maximum size if N4 vCPUs "
-        "count against CPUS as well as their own metric"
-    )
-
-
-FAMILIES = PD_FAMILIES + HYPERDISK_FAMILIES
-
-
-@pytest.mark.pure
-def test_every_family_the_stack_allows_has_a_quota_rule():
-    assert set(CPU_QUOTAS) == set(FAMILIES)
-
-
-def with_pools(system: str, cpu: str):
-    """The prod settings with other pool machines (the quota rule is about families: the config's own size
-    rules for cpu-np are not what is tested here)."""
-    return dataclasses.replace(
-        PROD,
-        system_pool=dataclasses.replace(PROD.system_pool, machine_type=system),
-        cpu_pool=dataclasses.replace(PROD.cpu_pool, machine_type=cpu),
-    )
-
-
-@pytest.mark.pure
-@pytest.mark.parametrize("family", FAMILIES)
-def test_each_family_counts_only_against_the_metrics_it_draws_on(family):
-    """cpu-np of 4 x <family>-standard-16 (64 vCPUs) beside the system pool's 10 x e2-standard-8 (80): E2 and N1
-    against CPUS; every other series against its own <SERIES>_CPUS for sure and against CPUS perhaps (a warning
-    when short, never a stop)."""
-    need = needs(with_pools("e2-standard-8", f"{family}-standard-16"))
-    own = f"{family.upper()}_CPUS"
-    if family in ("e2", "n1"):
-        assert need.cpus == {"CPUS": 80 + 64} and need.maybe_cpus == {} and own not in need.cpus
-        assert quota_findings(need, {"CPUS": (144, 0), own: (0, 0)}, "r", Held()) == [], f"{own} is not read"
-        (short,) = problems(quota_findings(need, {"CPUS": (143, 0)}, "r", Held()))
-        assert short.startswith("quota CPUS in r: 143 of 143 vCPUs left, the CPU pools need 144")
-        return
-    assert need.cpus == {"CPUS": 80, own: 64} and need.maybe_cpus == {"CPUS": 64}
-    assert need.maybe_families == (family.upper(),)
-    assert quota_findings(need, {"CPUS": (144, 0), own: (64, 0)}, "r", Held()) == []
-    (short,) = problems(quota_findings(need, {"CPUS": (144, 0), own: (63, 0)}, "r", Held()))
-    assert short.startswith(f"quota {own} in r: 63 of 63 vCPUs left"), "its own metric stops `up`"
-    maybe = quota_findings(need, {"CPUS": (80, 0), own: (64, 0)}, "r", Held())
-    assert [f.level for f in maybe] == ["unknown"], "CPUS short only if the family counts against it: a warning"
-    assert f"if {family.upper()} vCPUs count against CPUS" in maybe[0].text
-    assert problems(quota_findings(need, {"CPUS": (79, 0), own: (64, 0)}, "r", Held())), "the E2 pool's CPUS stops"
-    unlisted = quota_findings(need, {"CPUS": (144, 0)}, "r", Held())
-    assert unlisted == [Finding("unknown", f"region r lists no {own} quota; it was not checked")]
-
-
-@pytest.mark.pure
-def test_a_machine_of_unknown_shape_is_named_not_counted():
-    need = needs(settings("prod", ["tpu-rl:systemPool.machineType=e2-medium"]))
-    assert need.uncounted == (("tpu-rl:systemPool.machineType", "e2-medium"),) and need.cpus == {"N4_CPUS": 256}
-    findings = quota_findings(need, {"CPUS": (1000, 0), "N4_CPUS": (256, 0)}, "r", Held())
-    assert findings == [
-        Finding(
-            "unknown",
-            "tpu-rl:systemPool.machineType e2-medium has no size or quota rule this check knows; its vCPUs were not "
-            "counted",
-        )
-    ]
 
 
 @pytest.mark.pure
@@ -264,19 +165,36 @@ def test_the_apis():
     ]
 
 
-@pytest.mark.pure
-def test_the_stacks_own_vms_are_counted_by_machine_type():
-    url = "https://www.googleapis.com/compute/v1/projects/p/zones/z/machineTypes/"
-    vms = [url + "ct6e-standard-4t", url + "n2-standard-64", url + "e2-standard-8", url + "e2-custom-4-8192"]
-    assert capacity.held(vms, "ct6e-standard-4t") == Held(1, {"N2_CPUS": 64, "CPUS": 8}, {"CPUS": 64})
-
-
 # ---------------------------------------------------------------------------------------------
 # The real clients against the loopback API
 
 
+class FakeClock:
+    """api_core's retry waits through ``time.sleep`` and measures its deadline by ``time.monotonic``
+    (``retry_unary.retry_target``, ``retry_base._retry_error_helper``): this clock advances on each sleep instead."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
 @pytest.fixture
-def compute(monkeypatch):
+def clock(monkeypatch):
+    fake = FakeClock()
+    monkeypatch.setattr(retry_unary, "time", fake)
+    monkeypatch.setattr(retry_base, "time", fake)
+    return fake
+
+
+@pytest.fixture
+def compute(monkeypatch, clock):
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     with fake_compute() as fake:
         for project in ("my-tpu-prod-project", "my-tpu-dev-project"):
@@ -298,7 +216,19 @@ def test_a_stack_with_its_capacity_passes_and_reads_each_thing_once(compute):
     assert REAL_CHECK(PROD, clients(compute)) == []
     assert sorted(compute.requests) == sorted(
         [
+            "/v3/projects/my-tpu-prod-project:testIamPermissions",
             "/v1/projects/my-tpu-prod-project/services:batchGet",
+            *(
+                f"/compute/v1/projects/my-tpu-prod-project/zones/us-east5-b/{kind}/{name}"
+                for kind, name in (
+                    ("machineTypes", "e2-standard-8"),
+                    ("machineTypes", "n4-standard-64"),
+                    ("machineTypes", "ct6e-standard-4t"),
+                    ("acceleratorTypes", "ct6e"),
+                    ("diskTypes", "pd-balanced"),
+                    ("diskTypes", "hyperdisk-balanced"),
+                )
+            ),
             VMS_PATH.format(project="my-tpu-prod-project"),
             RES_PATH,
             REGION_PATH.format(project="my-tpu-prod-project"),
@@ -351,7 +281,10 @@ def test_a_disabled_compute_api_skips_the_reservation_and_quotas(compute):
     compute.services["compute.googleapis.com"] = "DISABLED"
     findings = REAL_CHECK(PROD, clients(compute))
     assert (
-        Finding("unknown", "the Compute Engine API is not enabled yet: reservation and quotas were not checked")
+        Finding(
+            "unknown",
+            "the Compute Engine API is not enabled yet: the zone's offers, reservation and quotas were not checked",
+        )
         in findings
     )
     assert RES_PATH not in compute.requests and not problems(findings)
@@ -370,14 +303,14 @@ def test_no_permission_is_an_unknown_not_a_problem(compute):
     )
 
 
-@pytest.mark.slow
-def test_a_rate_limit_is_retried_within_the_budget(compute):
+def test_a_rate_limit_is_retried_within_the_budget(compute, clock):
     compute.flaky[RES_PATH] = [
         (403, error(403, "Rate Limit Exceeded", "rateLimitExceeded")),
         (429, error(429, "Too many requests", "rateLimitExceeded")),
     ]
     assert REAL_CHECK(PROD, clients(compute)) == []
     assert compute.requests.count(RES_PATH) == 3
+    assert len(clock.slept) == 2 and 0 < sum(clock.slept) <= 0.5 + 1.0, "two backoffs (jittered), on the fake clock"
 
 
 @pytest.mark.slow

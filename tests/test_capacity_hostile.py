@@ -41,7 +41,7 @@ KEY_NAME = f"{RING_NAME}/cryptoKeys/gke-secrets"
 RING, KEY = f"/v1/{RING_NAME}", f"/v1/{KEY_NAME}"
 QUOTA_ID = "PREEMPTIBLE-TPU-V6E-per-project-region"
 QUOTA = quota_path("my-tpu-dev-project", QUOTA_ID)
-ENOUGH = {"CPUS": (1000, 0), "N4_CPUS": (600, 0)}
+ENOUGH = {"CPUS": (1000, 0), "N4_CPUS": (600, 0), "SSD_TOTAL_GB": (4096, 0), "HDB_TOTAL_GB": (8192, 0)}
 
 SOURCES = {
     RES: ("Compute Engine (reservations.get)", "reading reservation my-v6e-32-reservation"),

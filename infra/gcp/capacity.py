@@ -52,19 +52,21 @@ false`` skips it all.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from core import deadline
-from core.machines import cpu_quota, machine_family, machine_shape
+from core.machines import CpuQuota, boot_disk_type, cpu_quota, disk_quota, machine_family, machine_shape
 from core.names import KMS_API, REQUIRED_APIS
 from core.redact import scrub
 from core.settings import Settings
 from core.tpu import CATALOGUE, PREEMPTIBLE, TpuVersion
+from infra.gcp.gke_spec import TPU_BOOT_DISK_GB
 from infra.gcp.naming import crypto_key_id, key_ring_id, names_for
 
 T = TypeVar("T")
@@ -95,8 +97,54 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class Pool:
+    """One pool's draw on the region's quotas: its nodes when a run uses it, and at its autoscaling maximum."""
+
+    key: str
+    """Its configuration key (``tpu-rl:cpuPool``; ``tpu-rl:tpu`` for the slices)."""
+    what: str
+    """What its run nodes are, for a message (``1 cpu-np node for the CPU steps``)."""
+    machine_type: str
+    run_nodes: int
+    max_nodes: int
+    vcpus: int | None
+    """vCPUs of one node that count against CPU quota; None: not counted (a TPU VM draws on TPU quota, or a machine
+    of unknown size)."""
+    rule: CpuQuota | None
+    disk_metric: str | None
+    """The quota metric its boot disks draw on (``core.machines.DISK_QUOTAS``); None: a disk type not in the table."""
+    disk_gb: int
+    run_keys: tuple[str, ...] = ()
+    """What to lower when the run's own nodes do not fit (vCPUs): ``minNodes`` or ``machineType``."""
+
+    def vcpus_at(self, nodes: int) -> dict[str, float]:
+        if self.vcpus is None or self.rule is None:
+            return {}
+        return {m: float(self.vcpus * nodes) for m in self.rule.metrics}
+
+    def maybe_at(self, nodes: int) -> dict[str, float]:
+        if self.vcpus is None or self.rule is None:
+            return {}
+        return {m: float(self.vcpus * nodes) for m in self.rule.maybe}
+
+    def disks_at(self, nodes: int) -> dict[str, float]:
+        return {self.disk_metric: float(self.disk_gb * nodes)} if self.disk_metric else {}
+
+    def per_node(self, metric: str) -> float:
+        """What one node surely draws on ``metric`` (0: nothing)."""
+        return {**self.vcpus_at(1), **self.disks_at(1)}.get(metric, 0.0)
+
+    def fix_keys(self, metric: str) -> tuple[str, ...]:
+        """The keys that lower what its run nodes draw on ``metric``."""
+        if self.key == "tpu-rl:tpu":
+            return ()
+        return self.run_keys if _unit(metric) == "vCPUs" else (f"{self.key}.diskSizeGb",)
+
+
+@dataclass(frozen=True)
 class Need:
-    """What the stack needs of the zone and region at its pools' maximum size."""
+    """What the stack needs of the zone and region: the slices, and each pool's nodes for a run and at its
+    autoscaling maximum."""
 
     reservation: tuple[str, str] | None
     """(project that owns it, name), with capacity ``reservation``."""
@@ -110,44 +158,115 @@ class Need:
     flex_start: bool
     tpu: TpuVersion
     """The slice's catalogue entry: its aggregate reservations' family and its chips' quotas."""
-    cpus: dict[str, float] = field(default_factory=dict)
-    """Quota metric -> vCPUs of the CPU pools at their maximum size that surely count against it."""
-    maybe_cpus: dict[str, float] = field(default_factory=dict)
-    """Quota metric -> further vCPUs that count against it if a rule the sources do not settle holds
-    (``CpuQuota.maybe``)."""
-    maybe_families: tuple[str, ...] = ()
-    """The machine families behind ``maybe_cpus`` (named in its warning)."""
+    pools: tuple[Pool, ...] = ()
+    """The system pool, cpu-np and the slices (``Pool``)."""
     uncounted: tuple[tuple[str, str], ...] = ()
     """(config key, machine type) of pools whose vCPUs or quota rule are not known: not counted."""
 
+    def draw(self, at: str = "run") -> dict[str, float]:
+        """Quota metric -> what the pools surely draw on it (vCPUs, GB): at ``run`` or ``max`` size."""
+        total: dict[str, float] = {}
+        for pool in self.pools:
+            nodes = pool.run_nodes if at == "run" else pool.max_nodes
+            for amounts in (pool.vcpus_at(nodes), pool.disks_at(nodes)):
+                for metric, amount in amounts.items():
+                    total[metric] = total.get(metric, 0.0) + amount
+        return total
 
-def needs(settings: Settings) -> Need:
-    """What the stack's pools need, from its settings (pure)."""
+    def maybe(self) -> dict[str, float]:
+        """Quota metric -> further vCPUs a run draws on it if a rule the sources do not settle holds
+        (``CpuQuota.maybe``)."""
+        total: dict[str, float] = {}
+        for pool in self.pools:
+            for metric, amount in pool.maybe_at(pool.run_nodes).items():
+                total[metric] = total.get(metric, 0.0) + amount
+        return total
+
+    @property
+    def maybe_families(self) -> tuple[str, ...]:
+        """The machine families behind ``maybe()`` (named in its warning)."""
+        return tuple(
+            dict.fromkeys(
+                machine_family(p.machine_type).upper() for p in self.pools if p.rule and p.rule.maybe and p.vcpus
+            )
+        )
+
+
+CPU_STEPS_NODES = 1
+"""cpu-np nodes a run needs for its CPU steps: each step is one pod on cpu-np (the conversion, the Pathways head of
+training, the export, the evaluation, the publication: ``workloads.build.manifests``), and each starts only after
+the step it reads succeeded (``workloads.workflow``), so one node at a time holds them."""
+
+
+def needs(settings: Settings, vcpus: Mapping[str, int] | None = None) -> Need:
+    """What the stack's pools need, from its settings (pure). ``vcpus``: machine type -> guest CPUs as the zone
+    answered (``machineTypes.get``); a type not in it is sized by its predefined shape (``core.machines``)."""
     reservation = None
     if settings.tpu.capacity == "reservation" and settings.tpu.reservation:
         parts = settings.tpu.reservation.split("/")
         reservation = (parts[1], parts[3]) if len(parts) == 4 else (settings.project, settings.tpu.reservation)
-    cpus: dict[str, float] = {}
-    maybe: dict[str, float] = {}
-    families: list[str] = []
+    known = dict(vcpus or {})
     uncounted: list[tuple[str, str]] = []
-    for key, pool in (("tpu-rl:systemPool", settings.system_pool), ("tpu-rl:cpuPool", settings.cpu_pool)):
-        if not _add_vcpus(cpus, maybe, pool.machine_type, pool.max_nodes):
+    pools: list[Pool] = []
+    cpu_run = max(settings.cpu_pool.min_nodes, CPU_STEPS_NODES if settings.workflow.enabled else 0)
+    for key, pool, run, what, run_keys in (
+        (
+            "tpu-rl:systemPool",
+            settings.system_pool,
+            settings.system_pool.min_nodes,
+            f"{settings.system_pool.min_nodes} system node(s) at minNodes",
+            ("tpu-rl:systemPool.minNodes", "tpu-rl:systemPool.machineType"),
+        ),
+        (
+            "tpu-rl:cpuPool",
+            settings.cpu_pool,
+            cpu_run,
+            f"{cpu_run} cpu-np node(s) for the CPU steps",
+            ("tpu-rl:cpuPool.machineType",) + (("tpu-rl:cpuPool.minNodes",) if settings.cpu_pool.min_nodes > 1 else ()),
+        ),
+    ):
+        shape, rule = machine_shape(pool.machine_type), cpu_quota(pool.machine_type)
+        size = known.get(pool.machine_type) or (shape.vcpus if shape else None)
+        if size is None or rule is None:
             uncounted.append((f"{key}.machineType", pool.machine_type))
-        elif (rule := cpu_quota(pool.machine_type)) and rule.maybe:
-            families.append(machine_family(pool.machine_type).upper())
+        pools.append(
+            Pool(
+                key=key,
+                what=what,
+                machine_type=pool.machine_type,
+                run_nodes=run,
+                max_nodes=max(pool.max_nodes, run),
+                vcpus=size if rule is not None else None,
+                rule=rule,
+                disk_metric=disk_quota(pool.disk_type),
+                disk_gb=pool.disk_size_gb,
+                run_keys=run_keys,
+            )
+        )
+    vms = settings.slice.hosts * settings.tpu.slices
+    pools.append(
+        Pool(
+            key="tpu-rl:tpu",
+            what=f"{vms} TPU VM(s)",
+            machine_type=settings.slice.machine_type,
+            run_nodes=vms,
+            max_nodes=vms,
+            vcpus=None,
+            rule=None,
+            disk_metric=disk_quota(settings.slice.boot_disk_type),
+            disk_gb=TPU_BOOT_DISK_GB,
+        )
+    )
     return Need(
         reservation=reservation,
-        vms=settings.slice.hosts * settings.tpu.slices,
+        vms=vms,
         machine_type=settings.slice.machine_type,
         chips=settings.total_chips,
         chips_per_vm=settings.slice.chips_per_vm,
         preemptible=settings.tpu.capacity in PREEMPTIBLE,
         flex_start=settings.tpu.capacity == "flex-start",
         tpu=CATALOGUE[settings.tpu.version],
-        cpus=cpus,
-        maybe_cpus=maybe,
-        maybe_families=tuple(dict.fromkeys(families)),
+        pools=tuple(pools),
         uncounted=tuple(uncounted),
     )
 
@@ -157,35 +276,37 @@ class Held:
     """What the stack's own cluster already runs in the zone (its node VMs): counted as available."""
 
     tpu_vms: int = 0
-    cpus: dict[str, float] = field(default_factory=dict)
-    maybe_cpus: dict[str, float] = field(default_factory=dict)
+    amounts: dict[str, float] = field(default_factory=dict)
+    """Quota metric -> vCPUs or boot disk GB its VMs surely hold."""
+    maybe: dict[str, float] = field(default_factory=dict)
+    """Quota metric -> vCPUs its VMs hold if ``CpuQuota.maybe`` holds."""
 
 
-def held(machine_types: Iterable[str], machine_type: str) -> Held:
-    """The stack's node VMs (their machine types, or ``machineType`` URLs as Compute lists them) as TPU VMs and
-    vCPUs per metric."""
+def held(vms: Iterable[tuple[str, int]], machine_type: str, tpu_disk: str = "hyperdisk-balanced") -> Held:
+    """The stack's node VMs, (machine type or ``machineType`` URL as Compute lists it, boot disk GB), as TPU VMs and
+    what they hold per quota metric; ``tpu_disk``: the slice's boot disk type."""
     tpu = 0
-    cpus: dict[str, float] = {}
+    amounts: dict[str, float] = {}
     maybe: dict[str, float] = {}
-    for url in machine_types:
+
+    def add(metric: str | None, amount: float, into: dict[str, float] = amounts) -> None:
+        if metric:
+            into[metric] = into.get(metric, 0.0) + amount
+
+    for url, disk_gb in vms:
         name = url.rsplit("/", 1)[-1]
         if name == machine_type:
             tpu += 1
-        else:
-            _add_vcpus(cpus, maybe, name, 1)
-    return Held(tpu, cpus, maybe)
-
-
-def _add_vcpus(cpus: dict[str, float], maybe: dict[str, float], machine_type: str, count: int) -> bool:
-    """Add ``count`` machines' vCPUs to the quota metrics their family draws on (``core.machines.CPU_QUOTAS``);
-    False (nothing added) for a machine of unknown shape or family."""
-    shape, rule = machine_shape(machine_type), cpu_quota(machine_type)
-    if shape is None or rule is None:
-        return False
-    for into, metrics in ((cpus, rule.metrics), (maybe, rule.maybe)):
-        for metric in metrics:
-            into[metric] = into.get(metric, 0.0) + shape.vcpus * count
-    return True
+            add(disk_quota(tpu_disk), disk_gb)
+            continue
+        shape, rule = machine_shape(name), cpu_quota(name)
+        if shape is not None and rule is not None:
+            for metric in rule.metrics:
+                add(metric, shape.vcpus)
+            for metric in rule.maybe:
+                add(metric, shape.vcpus, maybe)
+        add(disk_quota(boot_disk_type(name) or ""), disk_gb)
+    return Held(tpu, amounts, maybe)
 
 
 @dataclass(frozen=True)
@@ -258,51 +379,86 @@ def reservation_findings(
     return [Finding("problem", p) for p in problems]
 
 
+def _unit(metric: str) -> str:
+    return "GB" if metric.endswith("_GB") else "vCPUs"
+
+
+def _lower_max(need: Need, metric: str, left: float) -> str:
+    """What to lower when ``left`` holds the run but not the pools at their maximum: the ``maxNodes`` of each pool
+    that grows on ``metric``, with the largest value that fits when one pool does."""
+    growing = [p for p in need.pools if p.max_nodes > p.run_nodes and p.per_node(metric)]
+    if len(growing) != 1:
+        return "lower " + " or ".join(f"{p.key}.maxNodes" for p in growing)
+    pool = growing[0]
+    per_node = pool.per_node(metric)
+    others = need.draw("run").get(metric, 0.0) - per_node * pool.run_nodes
+    fits = max(pool.run_nodes, int((left - others) // per_node)) if per_node else pool.max_nodes
+    return f"lower {pool.key}.maxNodes to {fits}"
+
+
 def quota_findings(need: Need, quotas: dict[str, tuple[float, float]] | None, region: str, ours: Held) -> list[Finding]:
-    """The region's CPU quotas (metric -> (limit, usage)) against what the pools need (pure): a metric a family
-    surely draws on is a problem when short; one it may draw on (``CpuQuota.maybe``) is a warning."""
+    """The region's quotas (metric -> (limit, usage)) against what the pools draw (pure), one line per metric: what a
+    run uses (the slices, the system pool at its minimum, cpu-np's node for the CPU steps, their boot disks) short
+    is a problem; the pools' autoscaling maximum short is a warning naming the ``maxNodes`` to lower; a metric a
+    family may draw on (``CpuQuota.maybe``) short for the run is a warning."""
     found: list[Finding] = [
         Finding("unknown", f"{key} {machine} has no size or quota rule this check knows; its vCPUs were not counted")
         for key, machine in need.uncounted
     ]
     if quotas is None:
         return [*found, Finding("unknown", f"the quotas of region {region} were not listed; they were not checked")]
-    short: set[str] = set()
-    for metric, vcpus in sorted(need.cpus.items()):
+    run, peak = need.draw("run"), need.draw("max")
+    lined: set[str] = set()
+    """Metrics with a line already: one line per metric."""
+    for metric in sorted(set(run) | set(peak)):
+        lined.add(metric)
         if metric not in quotas:
             found.append(Finding("unknown", f"region {region} lists no {metric} quota; it was not checked"))
-            short.add(metric)
             continue
         limit, usage = quotas[metric]
-        left = limit - usage + ours.cpus.get(metric, 0.0)
-        if left < vcpus:
-            short.add(metric)
+        left, unit = limit - usage + ours.amounts.get(metric, 0.0), _unit(metric)
+        needed, most = run.get(metric, 0.0), peak.get(metric, 0.0)
+        if left < needed:
+            parts = [p for p in need.pools if p.run_nodes and p.per_node(metric)]
+            keys = [k for p in parts for k in p.fix_keys(metric)]
             found.append(
                 Finding(
                     "problem",
-                    f"quota {metric} in {region}: {left:g} of {limit:g} vCPUs left, the CPU pools need {vcpus:g} at "
-                    "their maximum size; request more quota or lower tpu-rl:cpuPool.maxNodes / "
-                    "tpu-rl:systemPool.maxNodes",
+                    f"quota {metric} in {region}: {left:g} of {limit:g} {unit} left, the run needs {needed:g} ("
+                    + ", ".join(p.what for p in parts)
+                    + "); request more quota"
+                    + (f" or lower {' / '.join(dict.fromkeys(keys))}" if keys else ""),
                 )
             )
-    for metric, extra in sorted(need.maybe_cpus.items()):
-        if metric in short:
-            continue  # already a problem or not listed: one line per metric
+        elif left < most:
+            found.append(
+                Finding(
+                    "unknown",
+                    f"quota {metric} in {region}: {left:g} of {limit:g} {unit} left hold the run ({needed:g}) but not "
+                    f"the pools at their autoscaling maximum ({most:g}), so GKE cannot scale them that far; "
+                    f"{_lower_max(need, metric, left)} or request more quota",
+                )
+            )
+        else:
+            lined.discard(metric)
+    for metric, extra in sorted(need.maybe().items()):
+        if metric in lined:
+            continue
         if metric not in quotas:
             found.append(Finding("unknown", f"region {region} lists no {metric} quota; it was not checked"))
             continue
         limit, usage = quotas[metric]
-        left = limit - usage + ours.cpus.get(metric, 0.0) + ours.maybe_cpus.get(metric, 0.0)
-        total = need.cpus.get(metric, 0.0) + extra
+        left = limit - usage + ours.amounts.get(metric, 0.0) + ours.maybe.get(metric, 0.0)
+        total = run.get(metric, 0.0) + extra
         if left < total:
             families = ", ".join(need.maybe_families)
             found.append(
                 Finding(
                     "unknown",
-                    f"quota {metric} in {region}: {left:g} of {limit:g} vCPUs left; the CPU pools need {total:g} at "
-                    f"their maximum size if {families} vCPUs count against {metric} as well as their own metric, "
-                    "which the Compute Engine documentation this check cites does not settle (core.machines."
-                    "CPU_QUOTAS); if GKE cannot add nodes, request more quota",
+                    f"quota {metric} in {region}: {left:g} of {limit:g} vCPUs left; the run needs {total:g} if "
+                    f"{families} vCPUs count against {metric} as well as their own metric, which the Compute Engine "
+                    "documentation this check cites does not settle (core.machines.CPU_QUOTAS); if GKE cannot add "
+                    "nodes, request more quota",
                 )
             )
     return found
@@ -366,6 +522,55 @@ def api_findings(states: dict[str, str] | None, project: str, apis: tuple[str, .
         return [Finding("unknown", f"the APIs of project {project} could not be listed; they were not checked")]
     disabled = sorted(api for api in apis if states.get(api) != "ENABLED")
     return [Finding("note", f"this `up` enables {', '.join(disabled)} in project {project}")] if disabled else []
+
+
+@dataclass(frozen=True)
+class Offer:
+    """A machine, accelerator or disk type the stack's pools use, and the keys that choose it."""
+
+    kind: str
+    """``machine type``, ``accelerator type`` or ``disk type`` (Compute Engine's zonal ``machineTypes``,
+    ``acceleratorTypes``, ``diskTypes``)."""
+    name: str
+    keys: tuple[str, ...]
+
+
+def offers(settings: Settings) -> list[Offer]:
+    """Every type the pools and the slices need in ``gcp:zone`` (pure): each pool's machine type and boot disk type
+    (a family's disk type follows its machine type, ``core.machines.boot_disk_type``), the slice's machine type,
+    its chips' accelerator type (the catalogue's ``accelerator_type``) and its boot disk type."""
+    wanted: dict[tuple[str, str], list[str]] = {}
+    tpu = CATALOGUE[settings.tpu.version]
+    for kind, name, key in (
+        ("machine type", settings.system_pool.machine_type, "tpu-rl:systemPool.machineType"),
+        ("machine type", settings.cpu_pool.machine_type, "tpu-rl:cpuPool.machineType"),
+        ("machine type", settings.slice.machine_type, "tpu-rl:tpu.machineType"),
+        ("accelerator type", tpu.accelerator_type, "tpu-rl:tpu.version"),
+        ("disk type", settings.system_pool.disk_type, "tpu-rl:systemPool.machineType"),
+        ("disk type", settings.cpu_pool.disk_type, "tpu-rl:cpuPool.machineType"),
+        ("disk type", settings.slice.boot_disk_type, "tpu-rl:tpu.version"),
+    ):
+        if name:
+            keys = wanted.setdefault((kind, name), [])
+            if key not in keys:
+                keys.append(key)
+    return [Offer(kind, name, tuple(keys)) for (kind, name), keys in wanted.items()]
+
+
+def offer_findings(zone: str, missing: list[Offer]) -> list[Finding]:
+    """One line naming every type ``gcp:zone`` does not offer (pure): GKE would fail the pool's create after the
+    network, the cluster and the identities exist."""
+    if not missing:
+        return []
+    listed = ", ".join(f"{o.kind} {o.name} ({' / '.join(o.keys)})" for o in missing)
+    return [
+        Finding(
+            "problem",
+            f"gcp:zone {zone} does not offer {listed}; set gcp:zone (and gcp:region) to a zone that offers them "
+            f"(gcloud compute machine-types list / accelerator-types list / disk-types list --filter=zone:{zone}) "
+            "or change those keys",
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -447,6 +652,7 @@ SURVIVORS: dict[str, tuple[bool, str]] = {
         "the project's GKE service agent: generated again, the same",
     ),
     "pulumi-python:dynamic/kms:GrantPropagation": (True, "state only (a wait)"),
+    "pulumi-python:dynamic/storage:BucketIdentity": (True, "state only (the bucket's identity as last recorded)"),
     "pulumi:providers:kubernetes": (True, "state only"),
 }
 """Every GCP resource type the stack registers -> (whether `pulumi destroy` frees its name for the next `up`,
@@ -610,15 +816,42 @@ def region_quotas(message: Any, region: str) -> dict[str, tuple[float, float]] |
     return quotas
 
 
-def instance_types(pages: Iterable[Any]) -> list[str]:
-    """The machine types of ``instances.list`` pages (``ListPager.pages``), at most ``MAX_PAGES`` pages."""
-    found: list[str] = []
+def instance_types(pages: Iterable[Any]) -> list[tuple[str, int]]:
+    """The (machine type, boot disk GB) of each VM of ``instances.list`` pages (``ListPager.pages``), at most
+    ``MAX_PAGES`` pages; a VM listed without a boot disk holds 0 GB."""
+    found: list[tuple[str, int]] = []
     for page_number, page in enumerate(pages):
         if page_number >= MAX_PAGES:
             raise ReplyError(f"more than {MAX_PAGES} pages of VMs")
         for n, item in enumerate(page.items):
-            found.append(_text(item.machine_type, f"items[{n}].machineType", 300))
+            boot = [d for d in item.disks if d.boot]
+            disk = _count(boot[0].disk_size_gb, f"items[{n}].disks[].diskSizeGb") if boot else 0
+            found.append((_text(item.machine_type, f"items[{n}].machineType", 300), disk))
     return found
+
+
+def offer_reply(message: Any, name: str) -> int:
+    """A zone's ``machineTypes.get`` / ``acceleratorTypes.get`` / ``diskTypes.get`` reply for ``name``: a machine
+    type's ``guestCpus`` (0 when absent), 0 for the others."""
+    _named(message, name)
+    if isinstance(message, _machine_type_class()):
+        return _count(message.guest_cpus, "guestCpus")
+    return 0
+
+
+def _machine_type_class() -> type:
+    from google.cloud import compute_v1
+
+    return compute_v1.MachineType
+
+
+def granted(body: bytes) -> list[str]:
+    """Resource Manager's ``TestIamPermissionsResponse`` (``{"permissions": [...]}``; none held: ``{}``)."""
+    reply = json.loads(body)
+    permissions = reply.get("permissions", [])
+    if not isinstance(permissions, list):
+        raise ReplyError(f"permissions is {type(permissions).__name__}, not a list")
+    return [_text(p, f"permissions[{n}]", 100) for n, p in enumerate(permissions)]
 
 
 def service_states(message: Any) -> dict[str, str]:
@@ -784,15 +1017,69 @@ class Clients:
         self.services = service_usage_v1.ServiceUsageClient(transport="rest", **options)
         self.quotas = cloudquotas_v1.CloudQuotasClient(transport="rest", **options)
         self.kms = kms_v1.KeyManagementServiceClient(transport="rest", **options)
+        self.machine_types = compute_v1.MachineTypesClient(**options)
+        self.accelerator_types = compute_v1.AcceleratorTypesClient(**options)
+        self.disk_types = compute_v1.DiskTypesClient(**options)
+        self.permissions = ProjectPermissions(**options)
         for client in self.all():
             cap_replies(client)
 
     def all(self) -> tuple[Any, ...]:
-        return (self.reservations, self.regions, self.instances, self.services, self.quotas, self.kms)
+        return (
+            self.reservations,
+            self.regions,
+            self.instances,
+            self.services,
+            self.quotas,
+            self.kms,
+            self.machine_types,
+            self.accelerator_types,
+            self.disk_types,
+            self.permissions,
+        )
 
     def close(self) -> None:
         for client in self.all():
             client.transport.close()
+
+
+class ProjectPermissions:
+    """Resource Manager's ``projects.testIamPermissions`` (v3, REST), through google-auth's ``AuthorizedSession``:
+    the session every google-cloud REST transport uses (``transport._session``), so the same credentials, the same
+    capped adapter (``cap_replies``) and api_core's exceptions (``from_http_response``). No Resource Manager client
+    library is a dependency of the project for this one call."""
+
+    ENDPOINT = "https://cloudresourcemanager.googleapis.com"
+
+    def __init__(self, credentials: Any = None, client_options: Any = None, **_: Any) -> None:
+        import google.auth
+        from google.auth.transport.requests import AuthorizedSession
+
+        if credentials is None:
+            credentials, _project = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+        endpoint = (client_options or {}).get("api_endpoint") or self.ENDPOINT
+        self.url = endpoint if "://" in endpoint else f"https://{endpoint}"
+        self.transport = self
+        self._session = AuthorizedSession(credentials)
+
+    def test(self, project: str, permissions: Iterable[str], options: dict[str, Any]) -> list[str]:
+        """The permissions of ``permissions`` the caller holds on ``project`` (retried and bounded as every read)."""
+        from google.api_core import exceptions as api
+
+        def once() -> list[str]:
+            response = self._session.post(
+                f"{self.url}/v3/projects/{project}:testIamPermissions",
+                json={"permissions": list(permissions)},
+                timeout=options["timeout"],
+            )
+            if response.status_code >= 400:
+                raise api.from_http_response(response)
+            return granted(response.content)
+
+        return options["retry"](once)()
+
+    def close(self) -> None:
+        self._session.close()
 
 
 def make_clients() -> Clients:
@@ -909,21 +1196,20 @@ def _read(what: str, source: str, call: Callable[[dict[str, Any]], T], clients: 
 def check_capacity(settings: Settings, clients: Clients | None = None) -> list[Finding]:
     """Every finding of the capacity preflight (bounded reads; never raises for a read it cannot make)."""
     budget = deadline.BUDGETS["compute"]
-    need = needs(settings)
     try:
         clients = clients or make_clients()
     except Exception as err:  # noqa: BLE001 (no credentials: the check cannot run)
         return [Finding("unknown", f"the capacity check could not start ({type(err).__name__}); nothing was checked")]
     try:
-        return _check(settings, need, clients, budget)
+        return _check(settings, clients, budget)
     finally:
         clients.close()
 
 
-def _check(settings: Settings, need: Need, clients: Clients, budget: deadline.Budget) -> list[Finding]:
+def _check(settings: Settings, clients: Clients, budget: deadline.Budget) -> list[Finding]:
     from google.api_core import exceptions as api
 
-    findings: list[Finding] = []
+    findings: list[Finding] = _permissions(settings, clients, budget)
     apis = REQUIRED_APIS + ((KMS_API,) if settings.gke.secrets_key else ())
     try:
         states = _read(
@@ -944,12 +1230,13 @@ def _check(settings: Settings, need: Need, clients: Clients, budget: deadline.Bu
     except (ReadFailedError, api.NotFound) as err:
         if f"{SERVICE_USAGE} is disabled" in str(err):
             return [
+                *findings,
                 Finding(
                     "problem",
                     f"the Service Usage API is disabled in project {settings.project}: the stack cannot enable "
                     f"the APIs it needs; run `gcloud services enable {SERVICE_USAGE} --project "
                     f"{settings.project}`",
-                )
+                ),
             ]
         findings.append(Finding("unknown", f"{err}; the APIs were not checked"))
         states = None
@@ -960,9 +1247,14 @@ def _check(settings: Settings, need: Need, clients: Clients, budget: deadline.Bu
         findings += api_findings(states, settings.project, apis)
         if states.get("compute.googleapis.com") != "ENABLED":
             findings.append(
-                Finding("unknown", "the Compute Engine API is not enabled yet: reservation and quotas were not checked")
+                Finding(
+                    "unknown",
+                    "the Compute Engine API is not enabled yet: the zone's offers, reservation and quotas were not "
+                    "checked",
+                )
             )
             return findings + _secrets_key(settings, clients, budget, kms)
+    need = needs(settings, _offers(settings, clients, budget, findings))
     ours = _held(settings, need, clients, budget, findings)
     if need.reservation is not None:
         project, name = need.reservation
@@ -999,6 +1291,68 @@ def _check(settings: Settings, need: Need, clients: Clients, budget: deadline.Bu
     if need.reservation is None:
         findings += _tpu_quota(settings, need, clients, budget)
     return findings + _secrets_key(settings, clients, budget, kms)
+
+
+def _offers(settings: Settings, clients: Clients, budget: deadline.Budget, findings: list[Finding]) -> dict[str, int]:
+    """Whether ``gcp:zone`` offers each type the stack needs (``offers``): a type it does not is a problem (all in
+    one line). Returns machine type -> guest CPUs as the zone answered (what the quota check counts)."""
+    from google.api_core import exceptions as api
+
+    reads = {
+        "machine type": ("machineTypes.get", clients.machine_types, "machine_type"),
+        "accelerator type": ("acceleratorTypes.get", clients.accelerator_types, "accelerator_type"),
+        "disk type": ("diskTypes.get", clients.disk_types, "disk_type"),
+    }
+    vcpus: dict[str, int] = {}
+    missing: list[Offer] = []
+    unread: list[tuple[Offer, str]] = []
+    for offer in offers(settings):
+        method, client, field_name = reads[offer.kind]
+
+        def read(
+            options: dict[str, Any], offer: Offer = offer, client: Any = client, field_name: str = field_name
+        ) -> int:
+            reply = client.get(project=settings.project, zone=settings.zone, **{field_name: offer.name}, **options)
+            return offer_reply(reply, offer.name)
+
+        try:
+            guest_cpus = _read(
+                f"reading {offer.kind} {offer.name}", f"Compute Engine ({method})", read, clients, budget
+            )
+        except api.NotFound:
+            missing.append(offer)
+        except ReadFailedError as err:
+            unread.append((offer, str(err)))
+        else:
+            if offer.kind == "machine type" and guest_cpus:
+                vcpus[offer.name] = guest_cpus
+    findings += offer_findings(settings.zone, missing)
+    if unread:
+        names = ", ".join(f"{o.kind} {o.name}" for o, _ in unread)
+        findings.append(Finding("unknown", f"{unread[0][1]}; whether gcp:zone offers {names} was not checked"))
+    return vcpus
+
+
+def _permissions(settings: Settings, clients: Clients, budget: deadline.Budget) -> list[Finding]:
+    """The permissions the stack's resources need (``infra.gcp.permissions``), asked of Resource Manager: missing
+    ones are a problem, one line naming each with its role; a test that cannot be made is a warning."""
+    from google.api_core import exceptions as api
+
+    from infra.gcp.permissions import missing_text, needed
+
+    wanted = needed(settings)
+    try:
+        held_permissions = _read(
+            f"testing the permissions of the account running `up` in project {settings.project}",
+            "Resource Manager (projects.testIamPermissions)",
+            lambda options: clients.permissions.test(settings.project, wanted, options),
+            clients,
+            budget,
+        )
+    except (ReadFailedError, api.NotFound) as err:
+        return [Finding("unknown", f"{err}; the permissions (docs/permissions.md) were not checked")]
+    text = missing_text(settings.project, wanted, held_permissions)
+    return [Finding("problem", text)] if text else []
 
 
 def _secrets_key(settings: Settings, clients: Clients, budget: deadline.Budget, kms: bool = True) -> list[Finding]:
@@ -1082,7 +1436,7 @@ def _held(settings: Settings, need: Need, clients: Clients, budget: deadline.Bud
     except (ReadFailedError, api.NotFound) as err:
         findings.append(Finding("unknown", f"{err}; VMs this stack already holds are not counted"))
         return Held()
-    return held(types, need.machine_type)
+    return held(types, need.machine_type, need.tpu.boot_disk_type)
 
 
 def _tpu_quota(settings: Settings, need: Need, clients: Clients, budget: deadline.Budget) -> list[Finding]:
