@@ -103,7 +103,7 @@ def test_an_up_stopped_at_its_bound_asks_for_the_next_run_and_a_failure_stays_a_
     write(
         tmp_path / "bin",
         "make",
-        '#!/bin/bash\necho "$*" > "$CALLS"\ntrap "exit 255" INT\nwhile :; do read -t 0.05 || true; done\n',
+        '#!/bin/bash\necho "$*" > "$CALLS"\ntrap "exit 255" INT\nwhile :; do sleep 0.05; done\n',
     )
     output = tmp_path / "output"
     env = {"CALLS": str(tmp_path / "calls"), "GITHUB_OUTPUT": str(output), "STACK": "prod", "UP_MINUTES": "0.005"}
