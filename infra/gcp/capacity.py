@@ -833,16 +833,10 @@ def instance_types(pages: Iterable[Any]) -> list[tuple[str, int]]:
 def offer_reply(message: Any, name: str) -> int:
     """A zone's ``machineTypes.get`` / ``acceleratorTypes.get`` / ``diskTypes.get`` reply for ``name``: a machine
     type's ``guestCpus`` (0 when absent), 0 for the others."""
-    _named(message, name)
-    if isinstance(message, _machine_type_class()):
-        return _count(message.guest_cpus, "guestCpus")
-    return 0
-
-
-def _machine_type_class() -> type:
     from google.cloud import compute_v1
 
-    return compute_v1.MachineType
+    _named(message, name)
+    return _count(message.guest_cpus, "guestCpus") if isinstance(message, compute_v1.MachineType) else 0
 
 
 def granted(body: bytes) -> list[str]:

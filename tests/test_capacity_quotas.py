@@ -1,0 +1,277 @@
+"""The capacity check asks for what a run uses (issue 37 item 1): the slices, the system pool at its minimum, one
+cpu-np node for the CPU steps and their boot disks stop `up` when short; the pools' autoscaling maximum beyond that
+warns, naming the key to lower; a type the zone does not offer stops it; and the operator's missing permissions
+stop it (issue 37 item 5). Pure first, at each boundary, then through the real clients against the loopback API
+(tests/fake_compute.py), every shortfall in one run."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import compute_v1  # noqa: F401  (imported at collection: no test pays the clients' import)
+
+from core.machines import CPU_QUOTAS, DISK_QUOTAS, HYPERDISK_FAMILIES, PD_FAMILIES, boot_disk_type
+from infra.gcp import capacity, permissions
+from infra.gcp.capacity import Finding, Held, Offer, needs, offer_findings, offers, quota_findings
+from tests.fake_compute import error, fake_compute, instance, region, reservation
+from tests.lifecycle_walk import settings
+
+PROD = settings("prod", [])
+DEV = settings("dev", [])
+REAL_CHECK = capacity.check_capacity
+PROJECT = "my-tpu-prod-project"
+RUN = {"CPUS": 16, "N4_CPUS": 64, "SSD_TOTAL_GB": 400, "HDB_TOTAL_GB": 1300}
+"""What a prod run uses: system 2 x e2-standard-8 (16 vCPUs, 2 x 200 GB pd-balanced), one cpu-np n4-standard-64 for
+the CPU steps (64 vCPUs, 500 GB hyperdisk-balanced) and 8 TPU VMs' 100 GB hyperdisk-balanced boot disks."""
+MAX = {"CPUS": 80, "N4_CPUS": 256, "SSD_TOTAL_GB": 2000, "HDB_TOTAL_GB": 2800}
+"""The pools at their autoscaling maximum: system 10 nodes, cpu-np 4."""
+ORDINARY = {"CPUS": (96, 0), "N4_CPUS": (64, 0), "SSD_TOTAL_GB": (500, 0), "HDB_TOTAL_GB": (1300, 0)}
+"""Quotas that hold the run (and CPUS with N4 counted, 80) but not the maximum."""
+
+
+def quotas(table):
+    return {metric: (float(limit), float(usage)) for metric, (limit, usage) in table.items()}
+
+
+def levels(findings):
+    return [f.level for f in findings]
+
+
+@pytest.mark.pure
+def test_what_a_run_uses_and_the_maximum():
+    need = needs(PROD)
+    assert need.draw("run") == RUN and need.draw("max") == MAX
+    assert need.maybe() == {"CPUS": 64} and need.maybe_families == ("N4",), "N4 may count against CPUS too"
+    dev = needs(DEV)  # system 1 x e2-standard-8 of 100 GB, cpu-np 1 x n4-standard-64 of 200 GB, 2 TPU VMs
+    assert dev.draw("run") == {"CPUS": 8, "N4_CPUS": 64, "SSD_TOTAL_GB": 100, "HDB_TOTAL_GB": 400}
+    off = needs(settings("dev", ["tpu-rl:workflow.enabled=false"]))
+    assert off.draw("run")["N4_CPUS"] == 0 and off.draw("max")["N4_CPUS"] == 128, "no steps: cpu-np at its minimum"
+    warm = needs(settings("dev", ["tpu-rl:cpuPool.minNodes=2"]))
+    assert warm.draw("run")["N4_CPUS"] == 128, "a minimum above one node is what the run has"
+
+
+@pytest.mark.pure
+def test_quotas_that_hold_the_run_but_not_the_maximum_pass_and_name_the_key_to_lower():
+    findings = quota_findings(needs(PROD), quotas(ORDINARY), "us-east5", Held())
+    assert levels(findings) == ["unknown"] * 3, "warnings, never a stop"
+    hdb, n4, ssd = (f.text for f in findings)
+    assert hdb == (
+        "quota HDB_TOTAL_GB in us-east5: 1300 of 1300 GB left hold the run (1300) but not the pools at their "
+        "autoscaling maximum (2800), so GKE cannot scale them that far; lower tpu-rl:cpuPool.maxNodes to 1 or "
+        "request more quota"
+    )
+    assert n4.startswith("quota N4_CPUS in us-east5: 64 of 64 vCPUs left hold the run (64) but not the pools")
+    assert n4.endswith("lower tpu-rl:cpuPool.maxNodes to 1 or request more quota")
+    assert ssd.endswith("lower tpu-rl:systemPool.maxNodes to 2 or request more quota"), "500 GB: 2 x 200"
+    at_max = quotas({metric: (amount, 0) for metric, amount in MAX.items()})
+    assert quota_findings(needs(PROD), at_max, "us-east5", Held()) == [], "the maximum exactly: nothing to say"
+
+
+@pytest.mark.pure
+def test_each_shortfall_of_the_run_is_one_line_all_at_once():
+    short = quotas({metric: (amount - 1, 0) for metric, amount in RUN.items()})
+    found = quota_findings(needs(PROD), short, "us-east5", Held())
+    problems = [f.text for f in found if f.level == "problem"]
+    assert problems == [
+        "quota CPUS in us-east5: 15 of 15 vCPUs left, the run needs 16 (2 system node(s) at minNodes); request more "
+        "quota or lower tpu-rl:systemPool.minNodes / tpu-rl:systemPool.machineType",
+        "quota HDB_TOTAL_GB in us-east5: 1299 of 1299 GB left, the run needs 1300 (1 cpu-np node(s) for the CPU steps, "
+        "8 TPU VM(s)); request more quota or lower tpu-rl:cpuPool.diskSizeGb",
+        "quota N4_CPUS in us-east5: 63 of 63 vCPUs left, the run needs 64 (1 cpu-np node(s) for the CPU steps); "
+        "request more quota or lower tpu-rl:cpuPool.machineType",
+        "quota SSD_TOTAL_GB in us-east5: 399 of 399 GB left, the run needs 400 (2 system node(s) at minNodes); "
+        "request more quota or lower tpu-rl:systemPool.diskSizeGb",
+    ]
+    assert levels(found) == ["problem"] * 4, "one line per metric: CPUS short needs no second (maybe) line"
+
+
+@pytest.mark.pure
+def test_what_the_stack_holds_counts_as_left_and_a_metric_not_listed_is_a_warning():
+    need = needs(PROD)
+    url = "https://www.googleapis.com/compute/v1/projects/p/zones/z/machineTypes/"
+    ours = capacity.held(
+        [(url + "ct6e-standard-4t", 100), (url + "n4-standard-64", 500), (url + "e2-standard-8", 200)],
+        "ct6e-standard-4t",
+    )
+    assert ours == Held(1, {"HDB_TOTAL_GB": 600, "N4_CPUS": 64, "CPUS": 8, "SSD_TOTAL_GB": 200}, {"CPUS": 64})
+    busy = quotas({**{m: (a, a) for m, a in MAX.items()}})
+    held_all = Held(8, {m: float(a) for m, a in MAX.items()}, {"CPUS": 64.0})
+    assert quota_findings(need, busy, "us-east5", held_all) == [], "a later `up`: its own nodes hold what it needs"
+    unlisted = quota_findings(need, quotas({k: v for k, v in ORDINARY.items() if k != "HDB_TOTAL_GB"}), "r", Held())
+    assert Finding("unknown", "region r lists no HDB_TOTAL_GB quota; it was not checked") in unlisted
+    assert not [f for f in unlisted if f.level == "problem"]
+
+
+@pytest.mark.pure
+def test_cpus_short_only_if_n4_counts_against_it_is_a_warning_not_a_stop():
+    (warning,) = quota_findings(
+        needs(PROD), quotas({**{m: (a, 0) for m, a in MAX.items()}, "CPUS": (79, 0)}), "us-east5", Held()
+    )
+    assert warning.level == "unknown" and "hold the run (16) but not the pools" in warning.text
+    small = needs(settings("prod", ["tpu-rl:systemPool.maxNodes=2"]))  # E2 needs 16 vCPUs of CPUS, at most
+    (maybe,) = quota_findings(small, quotas({**{m: (a, 0) for m, a in MAX.items()}, "CPUS": (50, 0)}), "r", Held())
+    assert maybe.level == "unknown" and maybe.text.startswith(
+        "quota CPUS in r: 50 of 50 vCPUs left; the run needs 80 if N4 vCPUs count against CPUS"
+    )
+
+
+FAMILIES = PD_FAMILIES + HYPERDISK_FAMILIES
+
+
+@pytest.mark.pure
+def test_every_family_has_a_cpu_rule_and_its_boot_disk_a_disk_metric():
+    assert set(CPU_QUOTAS) == set(FAMILIES)
+    assert {boot_disk_type(f"{family}-standard-8") for family in FAMILIES} <= set(DISK_QUOTAS)
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("family", FAMILIES)
+def test_each_family_draws_on_its_metrics(family):
+    """cpu-np of <family>-standard-16 beside the system pool's e2-standard-8 (2 at the minimum): E2 and N1 against
+    CPUS; every other series against its own <SERIES>_CPUS (and CPUS perhaps)."""
+    pools = dataclasses.replace(
+        PROD.cpu_pool, machine_type=f"{family}-standard-16", disk_type=boot_disk_type(family) or ""
+    )
+    need = needs(dataclasses.replace(PROD, cpu_pool=pools))
+    run = need.draw("run")
+    own = f"{family.upper()}_CPUS"
+    if family in ("e2", "n1"):
+        assert run["CPUS"] == 16 + 16 and own not in run and need.maybe() == {}
+    else:
+        assert run["CPUS"] == 16 and run[own] == 16 and need.maybe() == {"CPUS": 16}
+
+
+@pytest.mark.pure
+def test_a_machine_of_unknown_shape_is_counted_by_what_the_zone_answers():
+    shared = settings("prod", ["tpu-rl:systemPool.machineType=e2-medium"])
+    assert needs(shared).uncounted == (("tpu-rl:systemPool.machineType", "e2-medium"),)
+    answered = needs(shared, {"e2-medium": 2})
+    assert answered.uncounted == () and answered.draw("run")["CPUS"] == 4, "2 nodes x 2 guest CPUs (machineTypes.get)"
+
+
+@pytest.mark.pure
+def test_the_zone_offers_every_type_or_one_line_names_them_all():
+    wanted = offers(PROD)
+    assert [(o.kind, o.name) for o in wanted] == [
+        ("machine type", "e2-standard-8"),
+        ("machine type", "n4-standard-64"),
+        ("machine type", "ct6e-standard-4t"),
+        ("accelerator type", "ct6e"),
+        ("disk type", "pd-balanced"),
+        ("disk type", "hyperdisk-balanced"),
+    ]
+    assert wanted[-1].keys == ("tpu-rl:cpuPool.machineType", "tpu-rl:tpu.version")
+    assert offer_findings("z", []) == []
+    (line,) = offer_findings("z", [Offer("machine type", "n4-standard-64", ("tpu-rl:cpuPool.machineType",))])
+    assert line.level == "problem" and line.text.startswith(
+        "gcp:zone z does not offer machine type n4-standard-64 (tpu-rl:cpuPool.machineType); set gcp:zone"
+    )
+
+
+@pytest.mark.pure
+def test_missing_permissions_are_one_line_with_their_roles():
+    wanted = permissions.needed(PROD)
+    assert wanted["cloudkms.keyRings.create"] == "roles/cloudkms.admin", "prod creates its Secrets key"
+    assert "cloudkms.keyRings.create" not in permissions.needed(DEV), "dev has no key"
+    assert permissions.missing_text("p", wanted, wanted) is None
+    held = set(wanted) - {"compute.firewalls.create", "iam.serviceAccounts.actAs", "compute.firewalls.delete"}
+    assert permissions.missing_text("p", wanted, held) == (
+        "the account running `up` lacks 3 permission(s) in project p that the stack's resources need "
+        "(roles/compute.securityAdmin: compute.firewalls.create, compute.firewalls.delete; "
+        "roles/iam.serviceAccountUser: iam.serviceAccounts.actAs); grant it those roles (docs/permissions.md), e.g. "
+        "gcloud projects add-iam-policy-binding p --member=user:YOU --role=roles/compute.securityAdmin"
+    )
+    assert len(wanted) <= 100, "testIamPermissions is asked once"
+
+
+# ---------------------------------------------------------------------------------------------
+# Through the clients
+
+
+@pytest.fixture
+def compute(monkeypatch):
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    with fake_compute() as fake:
+        fake.routes[f"/compute/v1/projects/{PROJECT}/regions/us-east5"] = (200, region("us-east5", ORDINARY))
+        fake.routes[f"/compute/v1/projects/{PROJECT}/zones/us-east5-b/instances"] = (
+            200,
+            {"kind": "compute#instanceList", "items": []},
+        )
+        fake.routes[f"/compute/v1/projects/{PROJECT}/zones/us-east5-b/reservations/my-v6e-32-reservation"] = (
+            200,
+            reservation("my-v6e-32-reservation", project=PROJECT, zone="us-east5-b", count=8),
+        )
+        yield fake
+
+
+def clients(fake):
+    return capacity.Clients(credentials=AnonymousCredentials(), client_options={"api_endpoint": fake.url})
+
+
+def test_ordinary_quotas_that_hold_the_run_pass_through_the_clients(compute):
+    findings = REAL_CHECK(PROD, clients(compute))
+    assert levels(findings) == ["unknown"] * 3 and all("autoscaling maximum" in f.text for f in findings)
+    (asked,) = compute.bodies
+    assert set(asked["permissions"]) == set(permissions.needed(PROD)), "one testIamPermissions of every permission"
+
+
+def test_every_shortfall_is_a_line_of_its_own_in_one_run(compute):
+    compute.routes[f"/compute/v1/projects/{PROJECT}/regions/us-east5"] = (
+        200,
+        region("us-east5", {metric: (amount - 1, 0) for metric, amount in RUN.items()}),
+    )
+    del compute.offers["machineTypes"]["n4-standard-64"], compute.offers["acceleratorTypes"]["ct6e"]
+    compute.permissions = set(permissions.needed(PROD)) - {"storage.buckets.create"}
+    found = [f.text for f in REAL_CHECK(PROD, clients(compute)) if f.level == "problem"]
+    assert [text.split(" ", 2)[:2] for text in found] == [
+        ["the", "account"],
+        ["gcp:zone", "us-east5-b"],
+        ["quota", "CPUS"],
+        ["quota", "HDB_TOTAL_GB"],
+        ["quota", "N4_CPUS"],
+        ["quota", "SSD_TOTAL_GB"],
+    ]
+    assert "(roles/storage.admin: storage.buckets.create)" in found[0]
+    assert (
+        "machine type n4-standard-64 (tpu-rl:cpuPool.machineType), accelerator type ct6e (tpu-rl:tpu.version)"
+        in (found[1])
+    )
+
+
+def test_a_later_up_counts_its_own_nodes_disks(compute):
+    """The stack's 8 TPU VMs and its cpu-np node run already, their boot disks in the usage: not needed twice."""
+    vms = [instance(f"gke-tpu-{i}", "ct6e-standard-4t", project=PROJECT, zone="us-east5-b") for i in range(8)]
+    vms.append(instance("gke-cpu-np-0", "n4-standard-64", project=PROJECT, zone="us-east5-b", boot_gb=500))
+    compute.routes[f"/compute/v1/projects/{PROJECT}/zones/us-east5-b/instances"] = (
+        200,
+        {"kind": "compute#instanceList", "items": vms},
+    )
+    compute.routes[f"/compute/v1/projects/{PROJECT}/regions/us-east5"] = (
+        200,
+        region("us-east5", {**ORDINARY, "HDB_TOTAL_GB": (1300, 1300), "N4_CPUS": (64, 64)}),
+    )
+    compute.routes[f"/compute/v1/projects/{PROJECT}/zones/us-east5-b/reservations/my-v6e-32-reservation"] = (
+        200,
+        reservation("my-v6e-32-reservation", project=PROJECT, zone="us-east5-b", count=8, in_use=8),
+    )
+    assert "problem" not in levels(REAL_CHECK(PROD, clients(compute)))
+
+
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [
+        (
+            (403, error(403, "Cloud Resource Manager API has not been used", "accessNotConfigured", service="crm")),
+            "crm is disabled",
+        ),
+        ((400, {"error": {"code": 400, "message": "Permission x is not valid", "status": "INVALID_ARGUMENT"}}), "400"),
+    ],
+    ids=["api-disabled", "refused"],
+)
+def test_a_permission_test_that_cannot_be_made_is_a_warning(compute, answer, why):
+    compute.routes[f"/v3/projects/{PROJECT}:testIamPermissions"] = answer
+    (first, *_) = REAL_CHECK(PROD, clients(compute))
+    assert first.level == "unknown" and why in first.text
+    assert first.text.endswith("the permissions (docs/permissions.md) were not checked")
