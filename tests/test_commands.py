@@ -770,17 +770,19 @@ def test_a_stalled_training_is_ended_and_exits_as_a_disruption(tmp_path, gcs):
     done, logs = run_training(tmp_path, gcs, STALLS, **{STALL_ENV: "2"})
     assert done.returncode == STALLED_EXIT, done.stdout + done.stderr
     assert time.monotonic() - started < 30, "ended by the watchdog, not by the stand-in's 10 minutes"
-    assert "stalled: no new line in train_rl's log for 2s" in done.stderr
+    assert "stalled: no training progress in train_rl's log for 2s" in done.stderr
     (evals,) = [text for name, text in logs.items() if name.startswith("evals-")]
-    assert "tpu-rl: stalled: no new line in train_rl's log for 2s (tpu-rl:workflow.stallTimeout)" in evals
+    stalled = "tpu-rl: stalled: no training progress in train_rl's log for 2s (tpu-rl:workflow.stallTimeout)"
+    assert stalled in evals
     (log,) = [text for name, text in logs.items() if name.startswith("train-")]
     assert "Train step 31" in log and "stalled" in log
 
 
 @pytest.mark.slow
 def test_a_training_that_keeps_writing_is_not_stalled(tmp_path, gcs):
-    """A line every second, slower than the watchdog looks and faster than the bound: never a stall."""
-    writes = "import time\nfor i in range(6):\n    print(f'Reshard finished in {i}s', flush=True); time.sleep(1)\n"
+    """A training step every second, slower than the watchdog looks and faster than the bound: never a stall."""
+    step = "I1201 05:00:03.000000 1 peft_trainer.py:736] Train step {i} training loss: 0.1"
+    writes = f"import time\nfor i in range(6):\n    print(f'{step}', flush=True); time.sleep(1)\n"
     done, _logs_ = run_training(tmp_path, gcs, writes, **{STALL_ENV: "3"})
     assert done.returncode == 0, done.stdout + done.stderr
 

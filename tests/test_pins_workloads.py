@@ -582,9 +582,9 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-7001ccbdf1",
-        "gemma4-26b-publish-2d32d8b94d",
-    ], "the names before issue 41"
+        "gemma4-26b-evaluate-32d587cd63",
+        "gemma4-26b-publish-044f305bb6",
+    ], "the names before issue 41's renaming of the accounts (and after issue 39's training script)"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
         pod = step.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
@@ -617,9 +617,11 @@ STEP_NAMES = {
     # conversion and the export change, and training with its input path. Issue 41 renamed those Kubernetes
     # accounts and kept these (the identity hashes an account by its step: steps.hashed_account). Issue 41 item 6
     # changed the export's program (its generation_config.json keeps GENERATION_KEYS only): the export, and the
-    # evaluation and publication after it, have new names; conversion and training keep theirs.
-    "dev": ["gemma4-e4b-convert-fdd83da8d9", "gemma4-e4b-train-d6afaadc86", "gemma4-e4b-export-09d326c064"],
-    "prod": ["gemma4-26b-convert-718eb433d1", "gemma4-26b-train-51703e3afd", "gemma4-26b-export-5177c203db"],
+    # evaluation and publication after it, have new names; conversion and training keep theirs. Issue 39 changed
+    # the training script's exit judge and stall watchdog (verdicts by evidence, progress not bytes): training, and
+    # the steps after it, have new names; the conversion keeps its.
+    "dev": ["gemma4-e4b-convert-fdd83da8d9", "gemma4-e4b-train-1de1d25e0f", "gemma4-e4b-export-528a4c6115"],
+    "prod": ["gemma4-26b-convert-718eb433d1", "gemma4-26b-train-1f5d02b071", "gemma4-26b-export-4d4f0b7d67"],
 }
 
 

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,11 @@ pytestmark = pytest.mark.pure
 
 CODES = (SLICE_DOWN_EXIT, STALLED_EXIT)
 FRAMES = ["Traceback (most recent call last):", '  File "train_rl.py", line 812, in main', "    rl_train(config)"]
+
+
+def absl(message: str, level: str = "I", where: str = "peft_trainer.py:735") -> str:
+    """A line as absl prints it (``<level><mmdd> <time> <thread id, 5 wide> <file>:<line>] ``)."""
+    return f"{level}1204 10:11:12.345678  4242 {where}] {message}\n"
 
 
 def judged(status: int, *lines: str, stalled: str | None = None) -> int:
@@ -80,10 +87,11 @@ def test_what_the_judge_says():
         "the next `pulumi up` retries the run from its last checkpoint"
     )
     assert train_exit.verdict(1, [*FRAMES, "ValueError: x"], None, CODES) == (1, "")
-    assert train_exit.verdict(0, [], "stalled: quiet", CODES) == (
+    assert train_exit.verdict(143, [], "stalled: quiet", CODES) == (
         STALLED_EXIT,
         f"stalled: quiet; exiting {STALLED_EXIT} so the JobSet restarts it from its last checkpoint",
-    ), "the watchdog's note wins over train_rl's status (143 after its SIGTERM)"
+    ), "with no other evidence, the watchdog's note wins over train_rl's status (143 after its SIGTERM)"
+    assert train_exit.verdict(0, [], "stalled: quiet", CODES) == (0, ""), "train_rl returned before the signal"
 
 
 def test_the_judge_reads_any_file(tmp_path):
@@ -98,7 +106,8 @@ def test_the_judge_reads_any_file(tmp_path):
     assert [len(line) for line in train_exit.lines_of(str(long))] == [train_exit.LINE_CHARS]
     marker = tmp_path / "marker"
     marker.write_text("stalled:   no new\nline\n")
-    assert train_exit.main([str(log), "143", str(marker), "75", "76"]) == 76
+    assert train_exit.main([str(log), "143", str(marker), "75", "76"]) == 75, "the error, not the hang after it"
+    assert train_exit.main([str(long), "143", str(marker), "75", "76"]) == 76, "no other evidence: stalled"
     assert train_exit.main([str(log), "oops", str(tmp_path / "no-marker"), "75", "76"]) == 75, "status read as 1"
 
 
@@ -126,7 +135,31 @@ class Clock:
         time.sleep(0.002)  # the real process gets the time to act on a signal
 
 
-def test_the_watchdog_ends_a_quiet_train_rl_and_leaves_a_growing_one(tmp_path, monkeypatch):
+def watched(log: Path, write: Callable[[int], str], *, ticks: int = 200, seconds: float = 100) -> tuple[bool, float]:
+    """Watch a live process for ``ticks`` looks while ``write(tick)`` appends to ``log`` before each; (whether the
+    watchdog ended it, when on the fake clock)."""
+    child = subprocess.Popen(["sleep", "60"])
+    clock, tick = Clock(), 0
+
+    def look(interval: float) -> None:
+        nonlocal tick
+        clock.sleep(interval)
+        with open(log, "a") as handle:
+            handle.write(write(tick))
+        tick += 1
+        if tick == ticks:
+            child.kill()
+            child.wait()
+
+    try:
+        ended = stall_watchdog.watch(child.pid, str(log), seconds, str(log) + ".marker", clock=clock, sleep=look)
+    finally:
+        child.kill()
+        child.wait()
+    return ended, clock.now
+
+
+def test_the_watchdog_ends_a_quiet_train_rl(tmp_path, monkeypatch):
     log, marker = tmp_path / "log", tmp_path / "marker"
     log.write_text("start\n")
     quiet = subprocess.Popen(["sleep", "60"])
@@ -146,27 +179,80 @@ def test_the_watchdog_ends_a_quiet_train_rl_and_leaves_a_growing_one(tmp_path, m
     finally:
         quiet.kill()
     assert sent[0][0] == signal.SIGTERM and 100 <= sent[0][1] < 105, "once the bound passed, looking every 5 s"
-    assert marker.read_text() == "stalled: no new line in train_rl's log for 1m40s (tpu-rl:workflow.stallTimeout)\n"
-    assert log.read_text().endswith(
-        "tpu-rl: stalled: no new line in train_rl's log for 1m40s (tpu-rl:workflow.stallTimeout); stopping it\n"
+    line = "stalled: no training progress in train_rl's log for 1m40s (tpu-rl:workflow.stallTimeout)"
+    assert marker.read_text() == line + "\n"
+    assert log.read_text().endswith(f"tpu-rl: {line}; stopping it\n")
+
+
+def test_the_watchdog_leaves_a_training_one(tmp_path):
+    """A new step every look (5 s), or every 19 looks (95 s of the 100 s bound): never ended."""
+    log = tmp_path / "log"
+    assert watched(log, lambda tick: absl(f"Train step {tick} training loss: 0.5  - training perplexity: 1.6")) == (
+        False,
+        200 * 5,
     )
+    log.unlink()
+    sparse = "".join([absl("vLLM engine warming up"), absl("Train step 1 training loss: 0.5")])
+    ended, _ = watched(log, lambda tick: absl(f"Train step {tick} training loss: 0.5") if tick % 19 == 0 else sparse)
+    assert not ended, "the repeated step 1 between them is no progress, the new ones are"
 
-    busy = subprocess.Popen(["sleep", "60"])
-    clock, writes = Clock(), 0
 
-    def grow(seconds: float) -> None:
-        nonlocal writes
-        clock.sleep(seconds)
-        with open(log, "a") as handle:
-            handle.write("x\n")
-        writes += 1
-        if writes == 200:
-            busy.kill()
-            busy.wait()
+def test_the_watchdog_ends_a_log_that_grows_without_progress(tmp_path):
+    """A loop that logs every look (a retry, a repeated step) is ended at the bound, as a silent log is."""
+    log = tmp_path / "log"
+    log.write_text(absl("Train step 7 training loss: 0.5"))
+    ended, when = watched(
+        log, lambda tick: absl(f"retrying the rollout worker ({tick})") + absl("Train step 7 training loss: 0.5")
+    )
+    assert ended and 100 <= when < 110
+    assert (tmp_path / "log.marker").read_text().startswith("stalled: no training progress")
 
-    marker.unlink()
-    assert not stall_watchdog.watch(busy.pid, str(log), 100, str(marker), clock=clock, sleep=grow)
-    assert not marker.exists() and clock.now >= 200 * 5
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Creating RL cluster...",
+        "Setting up RL trainer...",
+        "Reference Model initialized successfully",
+        "Policy Model initialized successfully",
+        "Starting RL training...",
+        "Restored params from step: 40 in 12.500 seconds",
+        "Fast forwarded 160 micro-batches.",
+        "Evaluation Question: What is 2+2?",
+        "Pre RL Training: corr=1, total=5, accuracy=20.0%, partial_accuracy=20.0%, format_accuracy=80.0%",
+        "Intermediate Eval (step=20): corr=2, total=5, accuracy=40.0%",
+        "Running evaluation on train step 20.",
+        "RL Training Completed Successfully!",
+    ],
+)
+def test_each_stage_of_a_run_is_progress(tmp_path, line):
+    """Start-up, evaluation and the end of training move the clock on, each stage within the bound (95 s of 100)."""
+    log = tmp_path / "log"
+    ended, _ = watched(log, lambda tick: absl(line) if tick % 19 == 0 else absl("I am still here"), ticks=45)
+    assert not ended
+    progress = stall_watchdog.Progress(str(log))
+    assert progress.moved(), "read from the start"
+    assert not progress.moved(), "nothing new"
+
+
+def test_the_watchdog_reads_a_log_in_bounded_pieces_and_from_the_start_when_it_is_cut(tmp_path, monkeypatch):
+    log = tmp_path / "log"
+    monkeypatch.setattr(stall_watchdog, "READ_BYTES", 64)
+    log.write_bytes(b"\xff" * 200 + b"\n" + absl("Train step 1 training loss: 0.5").encode())
+    progress = stall_watchdog.Progress(str(log))
+    seen = [progress.moved() for _ in range(6)]
+    assert seen.count(True) == 1 and progress.step == 1, "the step line, read across looks, counts once"
+    log.write_text(absl("Train step 2 training loss: 0.5"))
+    assert [progress.moved(), progress.moved()] == [False, True] and progress.step == 2, (
+        "a log cut shorter is read again from its start (its one line in two pieces)"
+    )
+    assert not stall_watchdog.Progress(str(tmp_path / "missing")).moved()
+    with open(log, "a") as handle:
+        handle.write("I1204 10:00:00.000000 1 peft_trainer.py:735] Train step 3 training loss")  # no newline yet
+    assert not progress.moved(), "a line still being written waits for its end"
+    with open(log, "a") as handle:
+        handle.write(": 0.4\n")
+    assert progress.moved()
 
 
 def test_the_watchdog_kills_what_ignores_sigterm(tmp_path):
@@ -197,10 +283,120 @@ def test_the_watchdog_interval_and_messages():
         and stall_watchdog.interval(100) == 5
         and stall_watchdog.interval(0.1) == 0.05
     )
-    assert stall_watchdog.stalled_for(7200).startswith("stalled: no new line in train_rl's log for 2h00m ")
+    assert stall_watchdog.stalled_for(7200).startswith("stalled: no training progress in train_rl's log for 2h00m ")
     assert "for 45m00s " in stall_watchdog.stalled_for(2700) and "for 9s " in stall_watchdog.stalled_for(9)
     assert not stall_watchdog.alive(2**22 + 12345) and stall_watchdog.alive(os.getpid())
-    assert stall_watchdog.size("/nonexistent") == -1
     start = time.monotonic()
     assert not stall_watchdog.watch(2**22 + 12345, "/nonexistent", 1, "/nonexistent/m"), "nothing to watch"
     assert time.monotonic() - start < 1
+
+
+# How a training attempt ends, by the evidence in its log: (error, hung, completed) -> the container's exit status.
+# Each row is judged with and without shutdown noise (the same verdict), on a log as train_rl prints it: absl lines
+# (MaxText 0.2.4 train_rl.py, tunix c4ec573), then what a real Python interpreter prints for the error and for the
+# noise at exit (tracebacks of an atexit callback, a finalizer and a thread). docs/operations.md "How a training
+# attempt ends" is this table (test_the_docs_table_is_this_one).
+VERDICTS = {
+    ("none", False, False): 143,  # no evidence: train_rl's status (a signal: the JobSet's restart, a deleted pod)
+    ("none", True, False): STALLED_EXIT,
+    ("deterministic", False, False): 1,
+    ("deterministic", True, False): 1,
+    ("slice lost", False, False): SLICE_DOWN_EXIT,
+    ("slice lost", True, False): SLICE_DOWN_EXIT,
+    ("maybe lost", False, False): 1,
+    ("maybe lost", True, False): 1,
+    **{
+        (error, hung, True): 0
+        for error in ("none", "deterministic", "slice lost", "maybe lost")
+        for hung in (False, True)
+    },
+}
+ERRORS = {
+    "none": "",
+    "deterministic": 'raise ValueError("Reference model parameters changed during training!")',
+    "slice lost": 'raise JaxRuntimeError("DATA_LOSS: Slice 1 is unhealthy: the TPU worker is gone")',
+    "maybe lost": 'raise JaxRuntimeError("INTERNAL: RET_CHECK failure (xla/service/hlo_sharding.cc:1123)")',
+}
+RUN = [
+    absl("Creating RL cluster...", where="train_rl.py:558"),
+    absl("Setting up RL trainer...", where="train_rl.py:596"),
+    absl("Starting RL training...", "W", "train_rl.py:799"),
+    *(absl(f"Train step {step} training loss: 0.{step}  - training perplexity: 1.{step}") for step in range(1, 4)),
+]
+PROGRAM = """
+import atexit, sys, threading
+class JaxRuntimeError(Exception):
+    pass
+JaxRuntimeError.__module__ = "jax.errors"
+sys.stdout.write(sys.argv[1])
+sys.stdout.flush()
+if sys.argv[2] == "noise":
+    class ThreadPool:
+        def __del__(self):
+            raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+    pool = ThreadPool()
+    def close_writer():
+        raise OSError("the metrics writer is closed")
+    atexit.register(close_writer)
+    worker = threading.Thread(target=lambda: 1 / 0, name="rollout-0")
+    worker.start()
+    worker.join()
+"""
+
+
+@functools.cache
+def printed(error: str, noise: bool, completed: bool) -> tuple[str, ...]:
+    """What train_rl's log holds: the run's lines and what the interpreter printed as it ended."""
+    lines = RUN + ([absl("RL Training Completed Successfully!", "W", "train_rl.py:810")] if completed else [])
+    done = subprocess.run(
+        [sys.executable, "-c", PROGRAM + ERRORS[error], "".join(lines), "noise" if noise else "quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        check=False,
+    )
+    return tuple(done.stdout.splitlines())
+
+
+@pytest.mark.parametrize("noise", [False, True], ids=["quiet exit", "shutdown noise"])
+@pytest.mark.parametrize(("error", "hung", "completed"), list(VERDICTS), ids=lambda v: str(v))
+def test_how_a_training_attempt_ends(error, hung, completed, noise):
+    log = list(printed(error, noise, completed))
+    assert (noise and "Exception ignored in atexit callback" in "\n".join(log)) or not noise
+    stalled = None
+    if hung:
+        stalled = "stalled: no training progress in train_rl's log for 2h00m (tpu-rl:workflow.stallTimeout)"
+        log.append(f"tpu-rl: {stalled}; stopping it")
+        status = 128 + signal.SIGTERM
+    else:
+        status = 1 if error != "none" else 0 if completed else 128 + signal.SIGTERM
+    code, said = train_exit.verdict(status, log, stalled, CODES)
+    assert code == VERDICTS[error, hung, completed]
+    if completed and (hung or error != "none"):
+        assert "training completed (its last checkpoint saved)" in said and "recorded as done" in said
+    if hung and error != "none" and not completed:
+        assert "then hung until the stall watchdog ended it" in said
+
+
+def test_a_trace_training_survived_is_not_the_error():
+    """An exception logged with its traceback mid-run (a failed metrics write), then new steps: not what ended it."""
+    handled = [*FRAMES, "jax.errors.JaxRuntimeError: DATA_LOSS: x", "", absl("Train step 9 training loss: 0.1")]
+    assert train_exit.final_error(handled) is None
+    assert judged(143, *handled, stalled="stalled: x") == STALLED_EXIT
+    assert train_exit.final_error([*handled, *FRAMES, "ValueError: y"]) == "ValueError: y"
+
+
+def test_a_chained_shutdown_trace_is_noise_too():
+    noise = ["Exception ignored in: <function Pool.__del__ at 0x7f>", *FRAMES, "RuntimeError: a", ""]
+    chained = [*noise, "During handling of the above exception, another exception occurred:", "", *FRAMES, "OSError: b"]
+    died = [*FRAMES, "ValueError: the error", ""]
+    assert train_exit.final_error([*died, *chained]) == "ValueError: the error"
+    assert train_exit.final_error([*chained]) is None
+    real_chain = [
+        *died,
+        "During handling of the above exception, another exception occurred:",
+        "",
+        *FRAMES,
+        "KeyError: k",
+    ]
+    assert train_exit.final_error(real_chain) == "KeyError: k", "a chain of the real error is the error"

@@ -351,12 +351,14 @@ def train_script(settings: Settings, argv: list[str], output_uri: str, convert_u
       stop train_rl until the grace period's SIGKILL);
     - each evaluation and restore line, as it appears, appended to the side file and the side file
       copied (a killed attempt keeps its evaluations);
-    - a stall watchdog (``workloads/run/stall_watchdog.py``) beside it: a log that stops growing for
-      ``$TPU_RL_STALL_SECONDS`` (``tpu-rl:workflow.stallTimeout``) ends train_rl;
+    - a stall watchdog (``workloads/run/stall_watchdog.py``) beside it: a log without training progress (a new
+      step, a stage of start-up or evaluation) for ``$TPU_RL_STALL_SECONDS`` (``tpu-rl:workflow.stallTimeout``)
+      ends train_rl;
     - when train_rl exits, for any reason, the log and the side file copied to ``<output>logs/``, and the
-      container exits as ``workloads/run/train_exit.py`` judges: train_rl's status, ``STALLED_EXIT`` after a
-      stall or ``SLICE_DOWN_EXIT`` when it died of a lost TPU slice (both counted as disruptions, which the
-      JobSet restarts). No pipeline judges the log: with ``pipefail`` a ``tail | grep -q`` that stops reading
+      container exits as ``workloads/run/train_exit.py`` judges by the evidence in the log: 0 once training
+      completed, the error it died of (``SLICE_DOWN_EXIT`` for a lost TPU slice), ``STALLED_EXIT`` after a stall
+      with no other evidence (both counted as disruptions, which the JobSet restarts), else train_rl's status.
+      No pipeline judges the log: with ``pipefail`` a ``tail | grep -q`` that stops reading
       early kills ``tail`` with SIGPIPE and turns a match into a failure.
     """
     lines = ["set -euo pipefail"]

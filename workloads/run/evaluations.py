@@ -101,7 +101,7 @@ class Attempt:
     intermediate: dict[int, dict[str, float]] = field(default_factory=dict)
     run: RunRecord | None = None
     stalled: str | None = None
-    """Why the stall watchdog ended it (``stalled: no new line ... for 2h00m``), None when it did not."""
+    """Why the stall watchdog ended it (``stalled: no training progress ... for 2h00m``), None when it did not."""
     ended: float | None = None
     """When its files were last written (a Unix time: the log is copied when train_rl exits, the side file as
     each line appears), None when not known."""

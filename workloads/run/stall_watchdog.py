@@ -3,18 +3,33 @@
 
     python3 stall_watchdog.py PID LOG SECONDS MARKER
 
-Progress is a new byte in train_rl's log (it logs every weight sync, evaluation item and checkpoint: see the
-docs/operations.md "What happens when..."). When the log has not grown for ``SECONDS`` while train_rl (``PID``)
-runs, the
-watchdog writes ``MARKER`` (why, one line), appends that line to the log, sends train_rl SIGTERM and, if it
-is still there ``KILL_AFTER`` seconds later, SIGKILL. The training script then exits ``STALLED_EXIT``
-(``train_exit.py``). It exits by itself once train_rl is gone.
+Progress is a line of train_rl's log that says the run moved on, not a new byte: a loop that keeps logging
+(a retry, a warning every second) without training is not alive. The lines that count (``PROGRESS``), each
+as MaxText 0.2.4 and tunix c4ec573 print them through absl (``<level><date> <time> <thread> <file>:<line>] ``):
+
+- a training step with a number above every one seen in this attempt (tunix ``PeftTrainer._log_metrics``:
+  ``Train step N training loss: ...``, once per step);
+- a stage of start-up (MaxText ``train_rl.py``: ``Creating RL cluster...``, ``Setting up RL trainer...``, the
+  reference and policy models initialized, ``Starting RL training...``; tunix: ``Restored params from step``,
+  ``Fast forwarded``), the longest of which, vLLM's engine start with its compilation, is what the default
+  ``tpu-rl:workflow.stallTimeout`` of 2 h is sized for;
+- an evaluation's question or result (MaxText ``evaluate_rl.py`` ``Evaluation Question:``; ``Pre RL
+  Training:``, ``Intermediate Eval (step=``, ``Post RL Training:``; tunix ``Running evaluation on train step``);
+- the end of training (``RL Training Completed Successfully!``).
+
+The log (not the TensorBoard events, which train_rl writes to GCS, out of this container's reach without a
+client) is read from where the last look ended, a bounded amount each time. When no progress line has come for
+``SECONDS`` while train_rl (``PID``) runs, the watchdog writes ``MARKER`` (why, one line), appends that line to
+the log, sends train_rl SIGTERM and, if it is still there ``KILL_AFTER`` seconds later, SIGKILL. The training
+script then exits as ``train_exit.py`` judges (``STALLED_EXIT`` when nothing else explains the end). It exits by
+itself once train_rl is gone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sys
 import time
@@ -38,11 +53,52 @@ def alive(pid: int) -> bool:
         return True  # no /proc: the signal answered
 
 
-def size(path: str) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return -1
+PROGRESS = re.compile(
+    r"\] (?:Train step (?P<step>[0-9]{1,12}) training loss"
+    r"|Creating RL cluster\.\.\.|Setting up RL trainer\.\.\.|Reference Model initialized successfully"
+    r"|Policy Model initialized successfully|Starting RL training\.\.\.|Restored params from step: |Fast forwarded "
+    r"|Evaluation Question: |Pre RL Training: |Intermediate Eval \(step=|Post RL Training: "
+    r"|Running evaluation on train step |RL Training Completed Successfully!)"
+)
+"""A line that says the run moved on (the module's docstring); ``step``: a training step's number."""
+READ_BYTES = 8 << 20
+"""How much of the log one look reads at most (the rest is read by the next looks)."""
+LINE_BYTES = 4096
+"""How much of a line is kept (a progress line's marker is near its start)."""
+
+
+class Progress:
+    """Reads a growing log from where it left off, and says whether a progress line came."""
+
+    def __init__(self, path: str) -> None:
+        self.path, self.offset, self.partial, self.step = path, 0, b"", -1
+
+    def moved(self) -> bool:
+        """Whether the log's new complete lines hold progress (a log cut shorter is read again from its start)."""
+        try:
+            with open(self.path, "rb") as handle:
+                if os.fstat(handle.fileno()).st_size < self.offset:
+                    self.offset, self.partial = 0, b""
+                handle.seek(self.offset)
+                chunk = handle.read(READ_BYTES)
+        except OSError:
+            return False
+        self.offset += len(chunk)
+        *lines, rest = (self.partial + chunk).split(b"\n")
+        self.partial = rest[:LINE_BYTES]
+        return any([self._progress(line[:LINE_BYTES].decode("utf-8", errors="replace")) for line in lines])
+
+    def _progress(self, line: str) -> bool:
+        match = PROGRESS.search(line)
+        if match is None:
+            return False
+        if match["step"] is None:
+            return True
+        step = int(match["step"])
+        if step <= self.step:
+            return False  # a step seen before: a loop, not training
+        self.step = step
+        return True
 
 
 def interval(seconds: float) -> float:
@@ -54,17 +110,17 @@ def stalled_for(seconds: float) -> str:
     minutes, rest = divmod(int(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     text = f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
-    return f"stalled: no new line in train_rl's log for {text} (tpu-rl:workflow.stallTimeout)"
+    return f"stalled: no training progress in train_rl's log for {text} (tpu-rl:workflow.stallTimeout)"
 
 
 def watch(pid: int, log: str, seconds: float, marker: str, clock=time.monotonic, sleep=time.sleep) -> bool:
     """Watch until train_rl is gone; True when it had to be stopped."""
-    last, since = size(log), clock()
+    progress, since = Progress(log), clock()
     while alive(pid):
         sleep(interval(seconds))
-        now, current = clock(), size(log)
-        if current != last:
-            last, since = current, now
+        now = clock()
+        if progress.moved():
+            since = now
             continue
         if now - since < seconds:
             continue

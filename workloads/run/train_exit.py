@@ -1,30 +1,47 @@
-"""How the training container ends, from train_rl's status and the end of its log (run in the MaxText image as
+"""How the training container ends, from train_rl's status and its log (run in the MaxText image as
 ``python3 -c`` of this file's text, like ``checkpoint_scan.py``; standard library only).
 
     python3 train_exit.py LOG STATUS STALL_MARKER SLICE_DOWN_EXIT STALLED_EXIT   # prints the exit status
 
 (the two codes are ``core.names``'; the image has no copy of the program's modules).
 
-- train_rl succeeded (0): 0.
-- The stall watchdog ended it (``STALL_MARKER`` exists, ``stall_watchdog.py``): ``STALLED_EXIT``, which the head's
-  pod failure policy counts like a disruption, so the JobSet restarts the run from its last checkpoint.
-- It died of a lost TPU slice: ``SLICE_DOWN_EXIT`` (counted, the JobSet restarts). The rule is pathways-utils'
-  own (v0.1.11, the version MaxText 0.2.4's ``pathwaysutils>=0.1.11`` installs; ``pathwaysutils/elastic/
-  elastic.py`` ``is_error_due_to_slice_down``): the error is a ``JaxRuntimeError`` and a code of
-  ``_ELASTIC_DOWN_ERROR_TYPES`` (``DATA_LOSS``) is in its text. The codes of
-  ``_ELASTIC_DOWN_ADDITIONAL_ERROR_TYPES`` (``DEADLINE_EXCEEDED``, ``NOT_FOUND``, ``INTERNAL``) are what
-  pathways-utils itself calls "may or may not be due to slice down": an XLA ``INTERNAL: RET_CHECK failure``
-  or a bad mesh raises them too, and for pathways-utils a wrong guess costs an in-process retry, for a JobSet
-  a new start-up, compilation and pre-RL evaluation on the whole slice. They fail the run (the next
-  `pulumi up` retries it from its checkpoint), and the line says why.
-- Anything else: train_rl's status (the head's pod failure policy fails the run at once).
+The verdict goes by evidence, in this order (docs/operations.md "How a training attempt ends" has the table):
 
-The error judged is the one train_rl died of, and only when it died of one (exit 1: Python's status for an
-uncaught exception; a kill by a signal is not an error of the program): the exception of the log's last
-traceback (Python prints the propagated exception last; an earlier traceback is superseded), or, in a log
-without a traceback, its last ``JaxRuntimeError`` line. The whole log is read once, line by line, as bytes
-decoded leniently, with each line and the message kept bounded: a log of any size, with binary bytes or
-without a final newline, is judged the same way, in constant memory.
+1. **Completed.** The log has MaxText's ``RL Training Completed Successfully!`` (MaxText 0.2.4
+   ``train_rl.py`` ``rl_train``, printed once ``rl_trainer.train`` returns; tunix c4ec573's learner ends its
+   ``train`` with ``rl_engine.close()``, whose actor trainer's ``close`` saves the last step's checkpoint with
+   ``force=True`` and closes the checkpoint manager, so the line implies the final checkpoint is written):
+   0, whatever followed (the post-training evaluation failing, a hang at exit that the watchdog ended, a
+   signal). Restarting would restore the final checkpoint only to train nothing.
+2. train_rl succeeded (0): 0.
+3. **An error ended it.** train_rl died of an uncaught exception (exit 1, Python's status for one), or the
+   watchdog ended a run that had logged its fatal error and then hung at exit (tunix's thread pools can keep
+   the interpreter from exiting): the error decides.
+   - A lost TPU slice: ``SLICE_DOWN_EXIT`` (counted, the JobSet restarts). The rule is pathways-utils' own
+     (v0.1.11, the version MaxText 0.2.4's ``pathwaysutils>=0.1.11`` installs; ``pathwaysutils/elastic/
+     elastic.py`` ``is_error_due_to_slice_down``): the error is a ``JaxRuntimeError`` and a code of
+     ``_ELASTIC_DOWN_ERROR_TYPES`` (``DATA_LOSS``) is in its text.
+   - The codes of ``_ELASTIC_DOWN_ADDITIONAL_ERROR_TYPES`` (``DEADLINE_EXCEEDED``, ``NOT_FOUND``,
+     ``INTERNAL``) are what pathways-utils itself calls "may or may not be due to slice down": an XLA
+     ``INTERNAL: RET_CHECK failure`` or a bad mesh raises them too, and for pathways-utils a wrong guess costs
+     an in-process retry, for a JobSet a new start-up, compilation and pre-RL evaluation on the whole slice.
+     They fail the run (the next `pulumi up` retries it from its checkpoint), and the line says why.
+   - Any other error fails the run (1; the head's pod failure policy fails it at once): a deterministic error
+     would fail the same way after a restart.
+4. **Stalled, with no other evidence**: the stall watchdog ended it (``STALL_MARKER`` exists,
+   ``stall_watchdog.py``): ``STALLED_EXIT``, which the head's pod failure policy counts like a disruption, so
+   the JobSet restarts the run from its last checkpoint.
+5. Anything else (a signal, an OOM kill): train_rl's status.
+
+The error judged is the exception of the log's last traceback (Python prints the propagated exception last;
+an earlier traceback is superseded), or, in a log without a traceback, its last ``JaxRuntimeError`` line. Two
+kinds of trace are not that error: what Python prints at shutdown or from another thread (``Exception ignored
+in``, ``Exception ignored in atexit callback``, ``Error in atexit._run_exitfuncs``, ``Exception in thread``,
+and the exceptions chained to them), which never replaces the error that ended the run; and a trace followed by
+a new training step (``Train step N training loss``, tunix's ``PeftTrainer._log_metrics``), which training
+survived. The whole log is read once, line by line, as bytes decoded leniently, with each line and the message
+kept bounded: a log of any size, with binary bytes or without a final newline, is judged the same way, in
+constant memory.
 """
 
 from __future__ import annotations
@@ -33,6 +50,7 @@ import os
 import re
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 DOWN_CODES = ("DATA_LOSS",)
 """pathways-utils' ``_ELASTIC_DOWN_ERROR_TYPES``."""
@@ -50,6 +68,24 @@ for a class outside builtins (an absl or logging line is neither)."""
 _JAX_ERROR = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*JaxRuntimeError: ")
 """A ``JaxRuntimeError`` as Python prints it: its (qualified) class name, then ``: ``."""
 JAX_ERROR_TYPE = "JaxRuntimeError"
+COMPLETED = "] RL Training Completed Successfully!"
+"""The end of MaxText's line once training returned (0.2.4 ``train_rl.py`` ``rl_train``, ``max_logging.warning``:
+absl's ``W<date> <time> <thread> train_rl.py:<line>] `` prefix, then the message)."""
+TRAIN_STEP = re.compile(r"\] Train step [0-9]+ training loss")
+"""tunix's line for each training step (c4ec573 ``peft_trainer.py`` ``_log_metrics``, absl ``logging.info``)."""
+SHUTDOWN_TRACES = (
+    "Exception ignored ",  # an exception in a finalizer, a __del__, a weakref callback, an atexit callback (3.12+)
+    "Error in atexit._run_exitfuncs",  # an atexit callback (Python up to 3.11)
+    "Exception in thread ",  # threading.excepthook: a thread's uncaught exception
+    "Exception in threading.excepthook",
+)
+"""The lines Python prints before a traceback that did not end the program (CPython ``PyErr_WriteUnraisable``,
+``atexit_callfuncs``, ``threading.excepthook``)."""
+CHAINED = (
+    "During handling of the above exception, another exception occurred:",
+    "The above exception was the direct cause of the following exception:",
+)
+"""The lines that chain a traceback to the one before it (it is of the same kind)."""
 
 
 def lines_of(path: str) -> Iterable[str]:
@@ -62,22 +98,42 @@ def lines_of(path: str) -> Iterable[str]:
         return
 
 
-def final_error(lines: Iterable[str]) -> str | None:
+@dataclass
+class Evidence:
+    """What train_rl's log says about how it ended."""
+
+    completed: bool = False
+    error: str | None = None
     """The text of the exception train_rl died of, as far as the log shows it (None: no exception found)."""
-    tracebacks = False
-    in_frames = False
+
+
+def evidence(lines: Iterable[str]) -> Evidence:
+    """Read the log once: whether training completed, and the error it died of (the module's docstring)."""
+    completed = tracebacks = in_frames = collecting = noise = False
     error: list[str] | None = None
-    collecting = False
     jax: list[str] | None = None
     jax_collecting = False
+    last = ""
     for line in lines:
         stripped = line.strip()
         if stripped == TRACEBACK:
-            tracebacks, in_frames, error, collecting = True, True, None, False
+            noise = last.startswith(SHUTDOWN_TRACES) or (noise and last in CHAINED)
+            in_frames, collecting = True, False
+            if not noise:
+                tracebacks, error = True, None
             continue
+        if stripped:
+            last = stripped
         if in_frames:
             if line and not line[0].isspace() and _EXCEPTION.fullmatch(line):
-                error, in_frames, collecting = [line], False, True
+                in_frames, collecting = False, not noise
+                if not noise:
+                    error = [line]
+            continue
+        if line.endswith(COMPLETED):
+            completed = True
+        elif TRAIN_STEP.search(line):
+            error, jax, collecting, jax_collecting = None, None, False, False  # training went on
             continue
         if collecting:
             if not stripped or len(error or ()) >= MESSAGE_LINES:
@@ -93,33 +149,66 @@ def final_error(lines: Iterable[str]) -> str | None:
                 else:
                     jax.append(line)
     found = error if tracebacks else jax
-    return "\n".join(found) if found else None
+    return Evidence(completed, "\n".join(found) if found else None)
+
+
+def final_error(lines: Iterable[str]) -> str | None:
+    """The text of the exception train_rl died of, as far as the log shows it (None: no exception found)."""
+    return evidence(lines).error
 
 
 def verdict(status: int, lines: Iterable[str], stalled: str | None, codes: tuple[int, int]) -> tuple[int, str]:
     """(the container's exit status, what it says) for train_rl's ``status``, its log's lines and the stall
-    watchdog's note (None: it did not end the attempt); ``codes``: the slice-down and stalled exit codes."""
+    watchdog's note (None: it did not end the attempt); ``codes``: the slice-down and stalled exit codes. The
+    order of the evidence is the module docstring's."""
     slice_down_exit, stalled_exit = codes
+    found = evidence(lines)
+    ended = f"was ended by the stall watchdog ({stalled})" if stalled is not None else f"exited {status}"
+    if found.completed:
+        if status == 0 and stalled is None:
+            return 0, ""
+        also = f" after {_first(found.error)}" if found.error else ""
+        return 0, (
+            f"train_rl logged that training completed (its last checkpoint saved), then {ended}{also}: recorded as "
+            "done, not restarted (the post-training evaluation may be missing)"
+        )
+    if status == 0:
+        return 0, ""
+    if found.error is not None and (status == UNCAUGHT_EXIT or stalled is not None):
+        return _error_verdict(status, found.error, stalled, slice_down_exit)
     if stalled is not None:
         return stalled_exit, f"{stalled}; exiting {stalled_exit} so the JobSet restarts it from its last checkpoint"
-    if status != UNCAUGHT_EXIT:
-        return status, ""
-    error = final_error(lines)
-    if error is None or error.split(":", 1)[0].rsplit(".", 1)[-1] != JAX_ERROR_TYPE:
-        return status, ""
-    first = error.split("\n", 1)[0].strip()[:200]
-    if any(code in error for code in DOWN_CODES):
-        return slice_down_exit, (
-            f"train_rl (exit {status}) lost a TPU slice ({first}); exiting {slice_down_exit} so the JobSet restarts"
-        )
-    maybe = next((code for code in MAYBE_DOWN_CODES if code in error), None)
-    if maybe:
-        return status, (
-            f"train_rl (exit {status}) failed with {maybe} ({first}), which pathways-utils calls 'may or may not be "
-            "due to slice down': not restarted, since a deterministic error would fail the same way; the next "
-            "`pulumi up` retries the run from its last checkpoint"
-        )
     return status, ""
+
+
+def _first(error: str) -> str:
+    return error.split("\n", 1)[0].strip()[:200]
+
+
+def _error_verdict(status: int, error: str, stalled: str | None, slice_down_exit: int) -> tuple[int, str]:
+    """The verdict of a run that died of ``error`` (exit 1), or hung after it until the watchdog ended it."""
+    first = _first(error)
+    hung = f", then hung until the stall watchdog ended it ({stalled})" if stalled is not None else ""
+    exited = f"exit {status}" if stalled is None else "uncaught error"
+    if error.split(":", 1)[0].rsplit(".", 1)[-1] == JAX_ERROR_TYPE:
+        if any(code in error for code in DOWN_CODES):
+            return slice_down_exit, (
+                f"train_rl ({exited}) lost a TPU slice ({first}){hung}; exiting {slice_down_exit} so the JobSet "
+                "restarts"
+            )
+        maybe = next((code for code in MAYBE_DOWN_CODES if code in error), None)
+        if maybe:
+            return UNCAUGHT_EXIT, (
+                f"train_rl ({exited}) failed with {maybe} ({first}){hung}, which pathways-utils calls 'may or may "
+                "not be due to slice down': not restarted, since a deterministic error would fail the same way; the "
+                "next `pulumi up` retries the run from its last checkpoint"
+            )
+    if stalled is None:
+        return status, ""
+    return UNCAUGHT_EXIT, (
+        f"train_rl failed with {first}{hung}: exiting {UNCAUGHT_EXIT}, not restarted, since a deterministic error "
+        "would fail the same way"
+    )
 
 
 def main(argv: list[str]) -> int:
