@@ -17,7 +17,7 @@ its live object and passes a *retry marker* as the step's ``replacement_trigger`
   object, and the program's wait sees Failed at once) stored its own UID as the trigger: its marker is
   ``<UID>/adopted``, so the next `up` still retries it;
 - it is still running (a Ctrl-C, a dropped connection or a killed runner stopped the last `up` while
-  the program waited for it): nothing changes (a SameStep: the engine calls no provider), and the
+  the program waited for it): nothing changes (the provider's Check and Diff find no change: a SameStep), and the
   program waits for the same run again (``workloads.run.waiting``);
 - it does not exist: it is created;
 - Kueue stopped it (its Workload was deactivated: its pods were not Ready within
