@@ -187,6 +187,7 @@ policy-preview: $(VENV)/.installed $(POLICY_VENV)/.installed
 # Destroy and refresh run without the program (--run-program=false, which also beats PULUMI_RUN_PROGRAM): the
 # engine would run it as in an `up` (pulumi DestroyV2/RefreshV2), so a running step could make them wait and a
 # failed one fail them. A protected stack is refused here; its state guards itself too (docs/operations.md "Destroy").
+# --continue-on-error=false beats PULUMI_CONTINUE_ON_ERROR, which would delete past a refused delete.
 destroy: $(VENV)/.installed
 	$(select_stack)
 	$(check_locks)
@@ -194,7 +195,7 @@ destroy: $(VENV)/.installed
 		echo "error: stack $(STACK) is protected (tpu-rl:protect: true); to destroy it, run \`pulumi config set tpu-rl:protect false --stack $(STACK)\` and \`make up STACK=$(STACK)\` (it lifts the protection and GKE's deletion protection), then \`make destroy STACK=$(STACK)\` again" >&2; \
 		exit 1; \
 	fi
-	pulumi destroy --stack $(STACK) --run-program=false
+	pulumi destroy --stack $(STACK) --run-program=false --continue-on-error=false
 
 refresh: $(VENV)/.installed
 	$(select_stack)

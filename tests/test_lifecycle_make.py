@@ -74,7 +74,7 @@ def test_make_destroy_refuses_a_protected_stack_in_one_line_naming_the_fix(tmp_p
 def test_make_destroy_runs_the_cli_without_the_program(tmp_path, protect):
     done, calls = make(tmp_path, "destroy", "dev", protect)
     assert done.returncode == 0, done.stderr
-    assert calls[-1] == "destroy --stack dev --run-program=false", calls
+    assert calls[-1] == "destroy --stack dev --run-program=false --continue-on-error=false", calls
     assert "--skip-preview" not in calls[-1], "the preview catches what is protected before anything is deleted"
 
 

@@ -351,3 +351,7 @@ def test_no_target_passes_a_flag_that_bypasses_a_guard():
     recipes = [line for line in text.splitlines() if line.startswith("\t") and "pulumi " in line]
     for flag in ("--ignore-protect", "--target", "--exclude", "--skip-preview", "--refresh", "--run-program=true"):
         assert not [line for line in recipes if flag in line], flag
+    for flag in ("--continue-on-error", "--remove", "--exclude-protected"):
+        assert not [line for line in recipes if f"{flag} " in line or line.endswith(flag)], flag
+    (destroy,) = [line for line in recipes if line.strip().startswith("pulumi destroy")]
+    assert "--continue-on-error=false" in destroy, "the flag beats PULUMI_CONTINUE_ON_ERROR"
