@@ -275,3 +275,14 @@ def test_a_permission_test_that_cannot_be_made_is_a_warning(compute, answer, why
     (first, *_) = REAL_CHECK(PROD, clients(compute))
     assert first.level == "unknown" and why in first.text
     assert first.text.endswith("the permissions (docs/permissions.md) were not checked")
+
+
+@pytest.mark.pure
+def test_docs_permissions_lists_every_role_and_permission_the_check_tests():
+    from tools.stack_files import ROOT
+
+    page = (ROOT / "docs" / "permissions.md").read_text()
+    rows = {line.split(" | ")[0].strip("| `"): line for line in page.splitlines() if line.startswith("| `roles/")}
+    assert list(rows) == [g.role for g in permissions.GRANTS]
+    for grant in permissions.GRANTS:
+        assert grant.why in rows[grant.role] and all(f"`{p}`" in rows[grant.role] for p in grant.permissions)

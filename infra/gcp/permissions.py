@@ -136,7 +136,7 @@ GRANTS: tuple[Grant, ...] = (
     ),
     Grant(
         "roles/cloudkms.admin",
-        "creates the Secrets key ring and key and grants GKE's service agent the key (secretsEncryptionKey: create)",
+        "creates the Secrets key ring and key and grants GKE's service agent the key",
         (
             "cloudkms.keyRings.create",
             "cloudkms.keyRings.get",
