@@ -14,9 +14,15 @@ registering anything the program reads, through the official clients and bounded
   Cluster Toolkit skips its machine-type check for that reason) is of the slice's TPU family (its catalogue
   entry's ``reservation_family``, ``VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT6E`` for v6e) with the slices' chips
   free;
-- the region's quotas, ``compute_v1.RegionsClient.get``: the CPU pools at their maximum size, each machine
-  family against the metrics it draws on (``core.machines.CPU_QUOTAS``, the rule as data with its source),
-  minus what the stack holds;
+- the permissions the stack's resources need (``infra.gcp.permissions``, docs/permissions.md), asked of Resource
+  Manager (``projects.testIamPermissions``): every missing one in one line, with the role that grants it;
+- the zone's offers, ``compute_v1.MachineTypesClient.get``, ``AcceleratorTypesClient.get``, ``DiskTypesClient.get``:
+  each pool's machine and boot disk type, the slice's machine type and its chips' accelerator type; one line names
+  every type ``gcp:zone`` does not offer;
+- the region's quotas, ``compute_v1.RegionsClient.get``: what a run uses (the system pool at its minimum, one cpu-np
+  node for the CPU steps, the slices, their boot disks, ``needs``) against each metric it draws on
+  (``core.machines.CPU_QUOTAS`` and ``DISK_QUOTAS``, the rules as data with their sources), minus what the stack
+  holds; the pools' autoscaling maximum beyond that is a warning naming the ``maxNodes`` to lower;
 - for capacity that is not reserved, the TPU chips: GKE's TPU pools use Compute Engine quota, but
   ``regions.get`` does not list the TPU metrics, so their limits are read from the Cloud Quotas API
   (``cloudquotas_v1.CloudQuotasClient.get_quota_info``), the quotas the slice's catalogue entry names
@@ -46,8 +52,8 @@ adapter on each client's session), so a gzip bomb costs at most the cap.
 
 Each finding is one line: a *problem* stops `pulumi up` (and a preview) before anything is created; an
 *unknown* (no permission, no answer, an unreadable reply, a quota metric this project does not list, a quota
-rule the sources do not settle) is a warning, since the check cannot decide. ``tpu-rl:workflow.capacityCheck:
-false`` skips it all.
+rule the sources do not settle) is a warning, since the check cannot decide; so are the pools' maximum beyond
+the quotas and a permission test that cannot be made. ``tpu-rl:workflow.capacityCheck: false`` skips it all.
 """
 
 from __future__ import annotations
