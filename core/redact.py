@@ -34,3 +34,14 @@ def scrub_lines(text: str, *secrets: str, limit: int = 200) -> list[str]:
     """Each line of `text` (a ``ConfigError`` holds one problem a line) through ``scrub``; empty lines dropped."""
     lines = [scrub(line, *secrets, limit=limit) for line in text.splitlines()]
     return [line for line in lines if line] or [scrub(text, *secrets, limit=limit)]
+
+
+def redact_text(text: str, *secrets: str, width: int = 4000) -> str:
+    """Many lines of remote text (a pod's log) safe to print, as ``scrub`` makes one line safe: `secrets` and
+    token-shaped words redacted, terminal control sequences removed; the lines, their indentation and tabs kept,
+    each line cut at `width` characters."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    text = ACCESS_TOKENS.sub("[redacted]", TERMINAL_CONTROLS.sub("", text))  # \r too: CRLF ends read as LF
+    return "\n".join(line[:width] for line in text.split("\n"))

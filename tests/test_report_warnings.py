@@ -11,14 +11,17 @@ import warnings
 
 import pytest
 
+from tests.lifecycle_walk import settings
 from tests.run_files import upload_run
-from tests.test_report import RUN, STEPS
 from tools.notices import hide_python_version_notice
 from tools.stack_files import ROOT
+from workloads.build.steps import plan_workflow
+
+RUN = plan_workflow(settings("dev", [])).train.output_uri
 
 
 def test_the_report_of_a_run_raises_no_warning(gcs, tmp_path):
-    upload_run(gcs, RUN, steps=STEPS, checkpoints=(10,))
+    upload_run(gcs, RUN, steps=list(range(1, 11)), checkpoints=(10,))
     out = tmp_path / "report"
     done = subprocess.run(
         [sys.executable, "-W", "error", "-m", "tools.report", "--stack", "dev", "--out", str(out)],

@@ -247,7 +247,9 @@ def render(settings: Settings, plan: Workflow, statuses: list[StepStatus], now: 
     return "\n".join(lines)
 
 
-def _load(args: argparse.Namespace) -> Settings:
+def load_settings(args: argparse.Namespace) -> Settings:
+    """The stack's settings from ``--stack``/``--config-file`` and ``--set``; ``StatusError`` holding every config
+    problem (one line each)."""
     from core.config import ConfigError
     from tools.stack_files import StackFileError, load_stack
 
@@ -288,7 +290,7 @@ def main(argv: list[str] | None = None, *, clock: Any = time) -> int:
         from workloads.build.steps import plan_workflow
         from workloads.run.artifacts import StorageError, open_client
 
-        settings = _load(args)
+        settings = load_settings(args)
         if not settings.workflow.enabled:
             raise StatusError(f"stack {settings.stack} runs no workflow (tpu-rl:workflow.enabled is false)")
         plan = plan_workflow(settings)
