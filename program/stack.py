@@ -18,14 +18,15 @@ from core.settings import Settings
 from core.steps import STEPS
 from infra.gcp.apis import ProjectApis
 from infra.gcp.cluster import GkeCluster, GkeClusterArgs
-from infra.gcp.identities import IdentitiesArgs, NodeIdentities
+from infra.gcp.identities import IdentitiesArgs, NodeIdentities, grant_key
 from infra.gcp.kms import PROPAGATION_SECONDS, GrantPropagation, SecretsKey, SecretsKeyArgs
-from infra.gcp.naming import names_for
+from infra.gcp.naming import Names, names_for
 from infra.gcp.network import Network, NetworkArgs
 from infra.gcp.storage import ArtifactBucket, BucketArgs, bucket_args
+from infra.k8s.object import KubernetesObject
 from infra.k8s.platform import DestroyGuard, KubernetesPlatform, PlatformArgs
 from program.config import settings_from_runtime
-from workloads.build.steps import plan_workflow
+from workloads.build.steps import Step, plan_workflow
 from workloads.preflight import COMMIT, BaseModel
 from workloads.workflow import WorkflowArgs, WorkflowRun
 
@@ -92,19 +93,12 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
         )
     gke = GkeCluster("gke", GkeClusterArgs(settings, names, network, identities, secrets_key), after_apis)
 
-    # An identity that only a stack running its step has is new when the step is turned on: the step's Kubernetes
-    # service account, and so the step, waits for its Workload Identity binding and grants to take effect.
-    waits: dict[str, list[pulumi.Resource]] = {
-        step: [
-            GrantPropagation(
-                f"{step}-access-propagation",
-                identities.email(step),
-                PROPAGATION_SECONDS,
-                opts=pulumi.ResourceOptions(depends_on=[gke.workload_identities[step], *identities.grants]),
-            )
-        ]
-        for step, facts in STEPS.items()
-        if facts.identity == "when-run" and step in names.ksas
+    # Every step's account: its Kubernetes service account, and so the step's pods, waits for its grants (its bucket
+    # prefixes and its Workload Identity binding) to take effect; only the `up` that makes or changes one of them
+    # waits (``GrantPropagation``), while the pools and the controllers are created. The node accounts' wait is the
+    # pools' (``GkeCluster.nodes_access``), the Secrets key's the cluster's.
+    waits: dict[str, list[pulumi.Input[pulumi.Resource]]] = {
+        step: [_step_access(step, settings, names, identities, gke).ready()] for step in names.ksas
     }
     token = pulumi.Config().get_secret("hfToken") if settings.hf_token_set else None
     write_token = pulumi.Config().get_secret("hfWriteToken") if settings.publish.repo else None
@@ -125,9 +119,12 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
             first_jobset=plan.steps[0].manifest if plan is not None else None,
         ),
     )
+    # Registered once the platform is, before any step: a protected stack is guarded whatever happens to the steps.
+    platform_parts = [apis, network, bucket, identities, secrets_key, gke, platform]
+    DestroyGuard(GUARD, settings.protect, [r for r in platform_parts if r is not None])
     run = None
     if plan is not None:
-        run = WorkflowRun(
+        run = _GuardedRun(
             "workflow",
             WorkflowArgs(
                 settings=settings,
@@ -172,10 +169,56 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     pulumi.export("estimate", estimate_for(settings).to_output())
     pulumi.export("kubeconfig", gke.kubeconfig)
     pulumi.export("getCredentialsCommand", settings.get_credentials_command)
-    # Last, depending on everything: a protected stack's destroy stops at it, even with --skip-preview.
-    everything = [apis, network, bucket, identities, secrets_key, gke, platform, run]
-    DestroyGuard("tpu-rl-protect", settings.protect, [r for r in everything if r is not None])
+    # A guard per step, on the step's object, registered as soon as it is created (before the program waits for it).
+    # They are numbered in the plan's order, as many as the catalogue has steps (those past the plan guard nothing):
+    # turning a step on or off moves a guard to another object and never deletes one, which a protected stack refuses.
+    objects = [run.objects[step.step] for step in plan.steps] if run is not None and plan is not None else []
+    for index in range(len(STEPS)):
+        DestroyGuard(step_guard(index), settings.protect, objects[index : index + 1])
     return settings
+
+
+GUARD = "tpu-rl-protect"
+"""The platform's destroy guard; the steps' are ``step_guard(index)``."""
+
+
+def step_guard(index: int) -> str:
+    """The name of the destroy guard of the plan's step ``index`` (0-based)."""
+    return f"{GUARD}-step-{index + 1}"
+
+
+class _GuardedRun(WorkflowRun):
+    """The workflow, keeping each step's object as it registers it (``objects``) for the step's destroy guard."""
+
+    objects: dict[str, pulumi.Resource]
+
+    def __init__(self, name: str, args: WorkflowArgs) -> None:
+        self.objects = {}
+        super().__init__(name, args)
+
+    def _register(
+        self, step: Step, verified_input: pulumi.Input[str] | None, after: list[pulumi.Resource]
+    ) -> KubernetesObject:
+        found = super()._register(step, verified_input, after)
+        self.objects[step.step] = found
+        return found
+
+
+def _step_access(
+    step: str, settings: Settings, names: Names, identities: NodeIdentities, gke: GkeCluster
+) -> GrantPropagation:
+    """When the step account's grants were made: its bucket grants and its Workload Identity binding."""
+    binding = gke.workload_identities[step]
+    keys = [*identities.grant_keys[step], grant_key(binding.id)]
+    return GrantPropagation(
+        f"{step}-access-propagation",
+        names.service_accounts[step],
+        PROPAGATION_SECONDS,
+        opts=pulumi.ResourceOptions(depends_on=[binding, *identities.grants]),
+        grants=pulumi.Output.all(*keys).apply(sorted),
+        what=f"the new grants of the {step} step's account {names.service_accounts[step]}",
+        advice=f"if the {step} step still fails with 403 on the bucket, run `pulumi up` again",
+    )
 
 
 def _capacity(settings: Settings) -> frozenset[str]:

@@ -372,14 +372,30 @@ def test_config_file_option(tmp_path):
 
 
 @pytest.mark.parametrize(("stack", "protect"), [("dev", False), ("prod", True)])
-def test_the_destroy_guard_is_protected_with_the_stack_and_depends_on_every_resource(stack, protect):
-    """infra.k8s.platform.DestroyGuard: registered last, protected exactly while tpu-rl:protect is, depending on
-    every custom resource (the SDK expands a component it depends on to its custom children)."""
+def test_the_destroy_guards_are_protected_with_the_stack_and_together_depend_on_every_resource(stack, protect):
+    """infra.k8s.platform.DestroyGuard: one on the platform, depending on no step, and as many as the catalogue has
+    steps, one on each planned step's object in the plan's order (the rest on nothing), each protected exactly while
+    tpu-rl:protect is; every resource is a transitive dependency of a guard (dependency_graph.go DependenciesOf:
+    depends-on, parent)."""
     plan = plan_of(stack)
-    guard = plan.one("tpu-rl:lifecycle:DestroyGuard", "tpu-rl-protect")
-    assert guard["options"]["protect"] is protect
+    guards = {r["name"]: r for r in plan.find("tpu-rl:lifecycle:DestroyGuard")}
+    numbered = [f"tpu-rl-protect-step-{i}" for i in range(1, len(STEPS) + 1)]
+    assert set(guards) == {"tpu-rl-protect", *numbered}
+    assert all(g["options"]["protect"] is protect for g in guards.values())
+    objects = step_resources(plan)
+    in_order = [objects[step]["name"] for step in STEPS if step in objects]
+    assert [guards[n]["options"]["dependsOn"] for n in numbered] == [in_order[i : i + 1] for i in range(len(numbered))]
+    assert not {o["name"] for o in objects.values()} & set(guards["tpu-rl-protect"]["options"]["dependsOn"])
+    edges = {r["name"]: {*r["options"]["dependsOn"], r["options"].get("parent")} - {None} for r in plan.resources}
+    covered: set[str] = set()
+    todo = [d for g in guards.values() for d in g["options"]["dependsOn"]]
+    while todo:
+        name = todo.pop()
+        if name not in covered:
+            covered.add(name)
+            todo.extend(edges.get(name, ()))
     custom = {r["name"] for r in plan.resources if not r["type"].startswith("tpu-rl:")}
-    assert set(guard["options"]["dependsOn"]) == custom
+    assert custom <= covered, sorted(custom - covered)
 
 
 def test_no_cpu_step_pod_gets_a_kubernetes_api_token():

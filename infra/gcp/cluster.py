@@ -11,12 +11,14 @@ import pulumi_kubernetes as k8s
 from core.settings import Settings
 from infra.gcp.gke_spec import cluster_args, cpu_pool_args, system_pool_args, tpu_pool_args
 from infra.gcp.identities import NodeIdentities
-from infra.gcp.kms import SecretsKey
+from infra.gcp.kms import PROPAGATION_SECONDS, GrantPropagation, SecretsKey
 from infra.gcp.naming import Names
 from infra.gcp.network import Network
 from infra.k8s.kubeconfig import build_kubeconfig
 from infra.options import child_options
 
+NODE_ACCOUNTS = ("system", "cpu", "tpu")
+"""The node pools' accounts: the nodes run as them, and so do the training's Pathways pods (host network)."""
 CLUSTER_TIMEOUTS = pulumi.CustomTimeouts(create="60m", update="60m", delete="60m")
 POOL_TIMEOUTS = pulumi.CustomTimeouts(create="45m", update="45m", delete="45m")
 
@@ -41,6 +43,8 @@ class GkeCluster(pulumi.ComponentResource):
     """Regional private cluster pinned to one zone, with system, cpu-np and TPU slice pools."""
 
     cluster: gcp.container.Cluster
+    nodes_access: GrantPropagation
+    """When the node accounts' grants were made: every pool, and so every node and the training, waits for them."""
     pools: list[gcp.container.NodePool]
     tpu_pools: list[gcp.container.NodePool]
     provider: k8s.Provider
@@ -78,17 +82,29 @@ class GkeCluster(pulumi.ComponentResource):
                 opts,
                 # The grant, and the wait for it to take effect (``SecretsKey.ready``): GKE checks its access to
                 # the key when it creates the cluster, and the provider does not retry that failure.
-                depends_on=[key.grant, key.ready] if key else [],
+                depends_on=[key.grant, key.ready.ready()] if key else [],
                 protect=settings.protect,
                 custom_timeouts=CLUSTER_TIMEOUTS,
                 ignore_changes=["nodeConfig", "initialNodeCount", "minMasterVersion"],
             ),
         )
+        # The node accounts' grants (project roles, bucket prefixes) propagate while the cluster is created (minutes):
+        # the pools wait for them, which costs an `up` nothing unless a grant is new when the cluster exists already.
+        node_grants = [key for role in NODE_ACCOUNTS for key in identities.grant_keys[role]]
+        self.nodes_access = GrantPropagation(
+            "nodes-access-propagation",
+            f"the node accounts of {settings.cluster_name}",
+            PROPAGATION_SECONDS,
+            opts=child_options(self, opts, depends_on=identities.grants),
+            grants=pulumi.Output.all(*node_grants).apply(sorted),
+            what=f"the new grants of the node accounts of {settings.cluster_name}",
+            advice="if a node or the training still fails with 403 on the bucket, run `pulumi up` again",
+        )
         pool_opts = child_options(
             self,
             opts,
             custom_timeouts=POOL_TIMEOUTS,
-            depends_on=identities.grants,
+            depends_on=[*identities.grants, self.nodes_access.ready()],
             ignore_changes=["nodeConfig.labels"],
         )
         system = gcp.container.NodePool(

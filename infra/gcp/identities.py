@@ -53,6 +53,9 @@ class NodeIdentities(pulumi.ComponentResource):
 
     accounts: dict[str, gcp.serviceaccount.Account]
     grants: list[pulumi.Resource]
+    grant_keys: dict[str, list[pulumi.Output[str]]]
+    """Account (``system``, ``cpu``, ``tpu``, or a step) -> what identifies each of its grants: the grant's id and
+    its condition (a changed condition keeps the id): what ``GrantPropagation`` waits again for when it is new."""
 
     def __init__(self, name: str, args: IdentitiesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tpu-rl:gcp:NodeIdentities", name, None, opts)
@@ -69,34 +72,43 @@ class NodeIdentities(pulumi.ComponentResource):
             for role, account_id in names.service_accounts.items()
         }
         self.grants = []
+        self.grant_keys = {role: [] for role in self.accounts}
         node_roles = NODE_PROJECT_ROLES + ((REGISTRY_READER,) if args.private_registries else ())
         for role_name in ("system", "cpu", "tpu"):
             account = self.accounts[role_name]
             for role in node_roles:
-                self.grants.append(
-                    gcp.projects.IAMMember(
-                        f"{role_name}-{role.split('/')[1]}",
-                        project=args.project,
-                        role=role,
-                        member=_member(account),
-                        opts=child,
-                    )
-                )
-        for grant in bucket_grants(args.model, args.steps):
-            self.grants.append(
-                gcp.storage.BucketIAMMember(
-                    grant.resource_name,
-                    bucket=bucket,
-                    role=grant.role,
-                    member=_member(self.accounts[grant.holder]),
-                    condition=grant.condition(args.bucket_name),
+                member = gcp.projects.IAMMember(
+                    f"{role_name}-{role.split('/')[1]}",
+                    project=args.project,
+                    role=role,
+                    member=_member(account),
                     opts=child,
                 )
+                self.grants.append(member)
+                self.grant_keys[role_name].append(grant_key(member.id))
+        for grant in bucket_grants(args.model, args.steps):
+            condition = grant.condition(args.bucket_name)
+            member = gcp.storage.BucketIAMMember(
+                grant.resource_name,
+                bucket=bucket,
+                role=grant.role,
+                member=_member(self.accounts[grant.holder]),
+                condition=condition,
+                opts=child,
             )
+            self.grants.append(member)
+            self.grant_keys[grant.holder].append(grant_key(member.id, condition))
         self.register_outputs({**{role: a.email for role, a in self.accounts.items()}, "grants": len(self.grants)})
 
     def email(self, role: str) -> pulumi.Output[str]:
         return self.accounts[role].email
+
+
+def grant_key(grant_id: pulumi.Input[str], condition: dict[str, str] | None = None) -> pulumi.Output[str]:
+    """A grant as a propagation wait tells it from another: its id (resource, role, member) and its condition's
+    expression, which the id does not hold."""
+    expression = (condition or {}).get("expression", "")
+    return pulumi.Output.from_input(grant_id).apply(lambda found: f"{found} if {expression}" if expression else found)
 
 
 def _member(account: gcp.serviceaccount.Account) -> pulumi.Output[str]:

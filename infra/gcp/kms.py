@@ -11,17 +11,29 @@ The grant is not in effect when its create returns: "access changes ... are even
 change takes "Typically 2 minutes, potentially 7 minutes or longer"
 (https://cloud.google.com/iam/docs/access-change-propagation), and the provider does not retry a cluster
 create that fails on it (google-beta ``resourceContainerClusterCreate``: ``transport_tpg.Retry`` with the
-default predicates only, none for a KMS or IAM permission error). So a new grant is followed by a wait
-(``GrantPropagation``, the analogue of Terraform's ``time_sleep``), and the cluster depends on the wait.
+default predicates only, none for a KMS or IAM permission error). So what uses a new grant waits for it
+(``GrantPropagation``, the analogue of Terraform's ``time_sleep``): the stack's other grants (the node accounts',
+each step's) use the same resource (``program.stack``).
+
+The wait is the program's, not the provider's: ``GrantPropagationProvider.create`` only records when the grants were
+made (``since``), and what depends on them waits in the program until ``since`` + the bound
+(``GrantPropagation.ready``). A provider's operation in flight is what the engine waits for when an update is
+cancelled (``deployment_executor.go`` ``Execute``: ``SignalCancellation``, then the step executor's
+``WaitForCompletion``), and the Python dynamic provider's ``Cancel`` does nothing (``pulumi/dynamic/__main__.py``
+``DynamicResourceProviderServicer.Cancel``): a 420 s sleep in ``create`` held Ctrl-C for 7 minutes. The program's wait
+runs in a daemon thread in steps of at most ``POLL_SECONDS``, which the SIGINT that pulumi-language-python sends on a
+cancelled update ends at once (``tests/test_interrupt.py`` measures the shape).
 """
 
 from __future__ import annotations
 
-import sys
+import asyncio
+import contextlib
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pulumi
 import pulumi_gcp as gcp
@@ -30,13 +42,21 @@ from pulumi import dynamic
 from infra.gcp.naming import crypto_key_id, key_ring_id
 from infra.options import child_options
 
+T = TypeVar("T")
+
 KEY_ROLE = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
+KEY_DELETION_POLICY = "DELETE"
+"""What the provider does when the stack deletes the key it created: schedule its versions for destruction and turn
+rotation off (``SecretsKey``)."""
 ROTATION_PERIOD = "7776000s"
 """90 days: Cloud KMS's recommended rotation for symmetric keys."""
 PROPAGATION_SECONDS = 420.0
-"""How long a new grant is given to take effect before the cluster is created: the 7 minutes IAM documents as
-"potentially" (its "typically" is 2). It runs once per grant, while the network is created alongside."""
+"""How long a new grant is given to take effect before it is used: the 7 minutes IAM documents as "potentially"
+(its "typically" is 2). It runs once per new or changed grant, while what does not need the grant is created."""
 PROPAGATION_DOC = "https://cloud.google.com/iam/docs/access-change-propagation"
+POLL_SECONDS = 5.0
+"""The wait's longest sleep: an interrupted program never sleeps longer than this past the signal."""
+KEY_ADVICE = "if the cluster create still fails on a Cloud KMS permission, run `pulumi up` again"
 
 
 def gke_service_agent(project_number: str) -> str:
@@ -49,28 +69,55 @@ def key_name(project: str, region: str, ring: str, key: str) -> str:
     return crypto_key_id(project, region, ring, key)
 
 
+def now() -> float:
+    """The wall clock (seconds since the epoch): ``since`` is taken in the provider's process and compared in the
+    program's. Tests replace it with a fake clock."""
+    return time.time()
+
+
+def sleep(seconds: float) -> None:
+    """One sleep of the wait (tests replace it)."""
+    time.sleep(seconds)
+
+
 def wait_for_propagation(
+    since: float | None,
     seconds: float,
-    grant: str,
+    what: str,
+    advice: str = KEY_ADVICE,
     *,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], object] = time.sleep,
-    step: float = 15.0,
-) -> str:
-    """Wait ``seconds`` by ``clock`` (a sleep that wakes early, as on a signal, sleeps again; never past the bound
-    by more than one ``step``), then return the one line that says why and what to do if it was not enough."""
-    ends = clock() + max(0.0, seconds)
+    clock: Callable[[], float] | None = None,
+    pause: Callable[[float], object] | None = None,
+    step: float = POLL_SECONDS,
+) -> str | None:
+    """Wait until ``since`` + ``seconds`` by ``clock`` (a sleep that wakes early sleeps again; never past the bound by
+    more than one ``step``), then return the one line that says why and what to do if it was not enough. None, and no
+    wait, when nothing is recorded (``since`` None: a wait made before the time was recorded, or the offline plan) or
+    the bound has passed (every `up` after the one that made the grants)."""
+    clock = clock or now
+    pause = pause or sleep
+    if since is None:
+        return None
+    ends = float(since) + max(0.0, seconds)
+    if clock() >= ends:
+        return None
     while (left := ends - clock()) > 0:
-        sleep(min(step, left))
+        pause(min(step, left))
     return (
-        f"waited {seconds:g} s for the new grant {grant} to take effect (IAM: typically 2 minutes, potentially 7 "
-        f"or longer, {PROPAGATION_DOC}); if the cluster create still fails on a Cloud KMS permission, run "
-        "`pulumi up` again"
+        f"waited {seconds:g} s for {what} to take effect (IAM: typically 2 minutes, potentially 7 or longer, "
+        f"{PROPAGATION_DOC}); {advice}"
     )
 
 
+def _grant_set(props: dict[str, Any]) -> set[str]:
+    """The grants a wait is for (a wait recorded before ``grants`` existed is for its one ``grant``)."""
+    grants = props.get("grants")
+    return {str(g) for g in grants} if grants else {str(props.get("grant"))}
+
+
 class GrantPropagationProvider(dynamic.ResourceProvider):
-    """Create waits (``wait_for_propagation``) and records that it did; nothing else is done to anything.
+    """Create records when the grants were made (``since``, the wall clock); nothing else is done to anything. The
+    waiting is the program's (``GrantPropagation.ready``): a provider's create cannot be cancelled (module docstring).
 
     A dynamic provider is pickled into the state by reference (dill, ``pulumi/dynamic/dynamic.py``
     ``serialize_provider``: this class is importable, so its module and name are stored, not its code), and the
@@ -82,24 +129,94 @@ class GrantPropagationProvider(dynamic.ResourceProvider):
     serialize_as_secret_always = False  # the pickle holds no secret: a module and a class name
 
     def create(self, props: dict[str, Any]) -> dynamic.CreateResult:
-        line = wait_for_propagation(float(props["seconds"]), str(props["grant"]))
-        print(line, file=sys.stderr, flush=True)  # the engine shows a provider's stderr as a message
-        return dynamic.CreateResult(str(props["grant"]), {**props, "note": line})
+        return dynamic.CreateResult(str(props["grant"]), {**props, "since": now()})
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
-        """A new grant (another key, member or role: another id) waits again; nothing else does."""
-        changed = olds.get("grant") != news.get("grant")
-        return dynamic.DiffResult(changes=changed, replaces=["grant"] if changed else [], delete_before_replace=False)
+        """A grant that was not there (created, or changed: another key, member, role or condition is another
+        grant) is waited for again: a replacement, whose create records a new ``since``. Grants that only went
+        away are an update that keeps ``since``: nothing new to wait for. Nothing else changes anything."""
+        old, new = _grant_set(olds), _grant_set(news)
+        if new - old:
+            return dynamic.DiffResult(changes=True, replaces=["grants"], delete_before_replace=False)
+        return dynamic.DiffResult(changes=old != new, replaces=[], delete_before_replace=False)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.UpdateResult:
+        return dynamic.UpdateResult({**news, "since": olds.get("since")})
 
 
 class GrantPropagation(dynamic.Resource, module="kms", name="GrantPropagation"):
-    """The wait after a new grant (``GrantPropagationProvider``): created once per grant, so only the `up` that
-    makes the grant waits; every later `up` finds it done."""
+    """When ``grants`` were made (``GrantPropagationProvider``): created once per new grant, so only the `up` that
+    makes (or changes) a grant waits; every later `up` finds the bound passed. What uses the grants depends on
+    ``ready()``, not on the resource."""
+
+    since: pulumi.Output[float | None]
+    """When the grants were made (the provider's wall clock); None in a state written before it was recorded."""
 
     def __init__(
-        self, name: str, grant: pulumi.Input[str], seconds: float, opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        grant: pulumi.Input[str],
+        seconds: float,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        grants: pulumi.Input[list[str]] | None = None,
+        what: str | None = None,
+        advice: str = KEY_ADVICE,
     ) -> None:
-        super().__init__(GrantPropagationProvider(), name, {"grant": grant, "seconds": seconds}, opts)
+        """``grant`` names what is waited for (one grant's id, or an account); ``grants`` is the list of grants (each
+        grant's id and condition) whose new members make a new wait: ``[grant]`` when not given."""
+        self._seconds = seconds
+        self._what = what
+        self._advice = advice
+        props = {
+            "grant": grant,
+            "grants": grants if grants is not None else pulumi.Output.from_input(grant).apply(lambda g: [g]),
+            "seconds": seconds,
+            "since": None,
+        }
+        super().__init__(GrantPropagationProvider(), name, props, opts)
+
+    def ready(self) -> pulumi.Input[pulumi.Resource]:
+        """This resource once its grants have had ``seconds`` to take effect: what a user of the grants depends on.
+        The wait runs in the program, in a daemon thread (``POLL_SECONDS`` at a time); a preview waits for nothing."""
+        if pulumi.runtime.is_dry_run():
+            return self
+
+        def wait(values: list[Any]) -> asyncio.Future[str | None]:
+            since, grant = values
+            what = self._what or f"the new grant {grant}"
+            return in_daemon_thread(lambda: wait_for_propagation(since, self._seconds, what, self._advice))
+
+        def done(line: str | None) -> GrantPropagation:
+            if line:
+                pulumi.log.info(line, resource=self)
+            return self
+
+        waited: pulumi.Output[str | None] = pulumi.Output.all(self.since, self.id).apply(wait)
+        return waited.apply(done)
+
+
+def in_daemon_thread(work: Callable[[], T]) -> asyncio.Future[T]:
+    """Run a blocking wait off the program's event loop, in a daemon thread (which an interrupted program does not
+    join: it exits at once), as a Future an ``apply`` can return."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(setter: Callable[[Any], object], value: Any) -> None:
+        if not future.done():
+            setter(value)
+
+    def run() -> None:
+        try:
+            result: Any = work()
+            setter: Callable[[Any], object] = future.set_result
+        except BaseException as err:  # noqa: BLE001 (handed to the program's event loop)
+            result, setter = err, future.set_exception
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the program is gone
+            loop.call_soon_threadsafe(settle, setter, result)
+
+    threading.Thread(target=run, name="tpu-rl-grant-propagation", daemon=True).start()
+    return future
 
 
 @dataclass(frozen=True)
@@ -154,17 +271,21 @@ class SecretsKey(pulumi.ComponentResource):
                 location=args.region,
                 opts=child_options(self, opts, import_=ring_id if ring_id in args.adopt else None),
             )
-            # ABANDON: `destroy` (or removing the key from the config) leaves the key and its versions in
-            # Cloud KMS instead of destroying every version, which would make the Secrets of a cluster still
-            # encrypted with it unreadable; a later stack of the same names imports it (above). No `protect`:
-            # the delete is harmless, and a protected key would fail the `up` that removes it.
+            # DELETE (the provider's default, said here): when `destroy` or an `up` that drops the key deletes it, the
+            # provider schedules every version for destruction and turns rotation off, then drops it from the state
+            # (terraform-provider-google ``resourceKMSCryptoKeyDelete``: ``clearCryptoKeyVersions``,
+            # ``disableCryptoKeyRotation``): no version is billed or created after the stack is gone. The versions stay
+            # restorable for the key's scheduled-destruction duration (30 days by default), and the cluster that used
+            # the key is deleted (or sent DECRYPTED) before it: it depends on the key through the grant. ABANDON (as
+            # before) left the key rotating every 90 days, each rotation a new billed version. No `protect`: a
+            # protected key would fail the `up` that removes it.
             crypto_key = gcp.kms.CryptoKey(
                 "secrets-key",
                 name=args.key_id,
                 key_ring=ring.id,
                 purpose="ENCRYPT_DECRYPT",
                 rotation_period=ROTATION_PERIOD,
-                deletion_policy="ABANDON",
+                deletion_policy=KEY_DELETION_POLICY,
                 labels=args.labels,
                 opts=child_options(self, opts, import_=self.name if self.name in args.adopt else None),
             )

@@ -63,8 +63,9 @@ class PlatformArgs:
     """The cluster's kubeconfig (secret): what those checks read with (``infra.k8s.live``)."""
     first_jobset: Mapping[str, Any] | None = None
     """The workflow's first step's JobSet (None without the workflow): dry-run created before any step is."""
-    step_waits: Mapping[str, Sequence[pulumi.Resource]] = field(default_factory=dict)
-    """CPU step -> what else its service account waits for (a new identity's propagation, ``program.stack``)."""
+    step_waits: Mapping[str, Sequence[pulumi.Input[pulumi.Resource]]] = field(default_factory=dict)
+    """CPU step -> what else its service account waits for (its grants' propagation, ``program.stack``): such an
+    account is not in ``ready``; only its own step waits for it."""
 
 
 class KubernetesPlatform(pulumi.ComponentResource):
@@ -324,20 +325,23 @@ def _in_thread(work: Callable[[], T]) -> asyncio.Future[T]:
 
 
 class DestroyGuard(pulumi.ComponentResource):
-    """A resource that depends on every other one, protected while ``tpu-rl:protect`` is true.
+    """A protected component that depends on what it guards, protected while ``tpu-rl:protect`` is true.
 
     ``pulumi destroy --skip-preview`` has no preview to stop at a protected resource, and the engine deletes in
-    reverse dependency order (``step_generator.go`` ``ScheduleDeletes``: antichains, reversed), so without this
-    it drops every object ``deletedWith`` the cluster from the state (``step.go`` ``DeleteStep.Apply``:
+    reverse dependency order (``step_generator.go`` ``ScheduleDeletes``: antichains, reversed), so without guards it
+    drops every object ``deletedWith`` the cluster from the state (``step.go`` ``DeleteStep.Apply``:
     ``isDeletedWith`` is true of a delete that is only planned) and deletes the unprotected resources around the
-    protected ones before it meets them. This guard comes first, alone (it depends on everything), and its
-    delete is refused (``deleteProtectedError``, before any other check of ``DeleteStep.Apply``); the executor
-    then skips every transitive dependency of a step that failed (``deployment_executor.go``
-    ``performPostSteps``: ``erroredDeps``; a protect error is recorded, ``step_executor.go``
-    ``cancelDueToError``), which is every other resource: nothing is deleted or dropped. A component: no cloud
-    object, no provider call, never replaced with what it depends on (``calculateDependentReplacements``:
-    "Neither component nor external resources require replacement"). It is always registered, unprotected once
-    ``tpu-rl:protect`` is false, so that the `up` which unprotects the stack can let a later destroy delete it."""
+    protected ones before it meets them. Nothing depends on a guard, so every guard is in the first antichain, and
+    its delete is refused (``deleteProtectedError``, before any other check of ``DeleteStep.Apply``); the executor
+    then skips every transitive dependency of a step that failed (``deployment_executor.go`` ``performPostSteps``:
+    ``erroredDeps``; a protect error is recorded, ``step_executor.go`` ``cancelDueToError``). The stack registers one
+    guard on the platform (every resource but the steps), once the platform is, and one per step on the step's
+    object, as soon as it is created: together they depend on every resource, so nothing is deleted or dropped,
+    whatever happened to the steps (a guard registered last, on everything, is never registered by an `up` that a
+    step fails). A component: no cloud object, no provider call, never replaced with what it depends on
+    (``calculateDependentReplacements``: "Neither component nor external resources require replacement"). Each is
+    always registered, unprotected once ``tpu-rl:protect`` is false, so that the `up` which unprotects the stack can
+    let a later destroy delete it."""
 
     def __init__(self, name: str, protect: bool, resources: Sequence[pulumi.Resource]) -> None:
         super().__init__(
