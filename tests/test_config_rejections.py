@@ -486,8 +486,9 @@ def test_bad_value_exits_2_naming_the_key(overrides, key, words, tmp_path, capsy
     code, out, err, elapsed = _run(argv, tmp_path, capsys)
     message = err.strip()
     assert code == 2, err
-    assert message.count("\n") == 0 and "Traceback" not in message, message
-    assert message.startswith("error: ") and key in message, message
+    assert "Traceback" not in message, message
+    assert all(line.startswith("error: ") for line in message.splitlines()), "one line per problem"
+    assert key in message, message
     assert words in message, message
     assert TOKEN_LIKE not in message, "a token-shaped value is never echoed"
     assert out == ""
