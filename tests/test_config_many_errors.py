@@ -109,3 +109,16 @@ def test_pulumi_up_stops_with_one_run_error_holding_every_problem():
     with pytest.raises(pulumi.RunError) as caught:
         plan_stack(FIXTURE)
     assert str(caught.value).splitlines() == EXPECTED
+
+
+@pytest.mark.pure
+def test_an_invalid_knob_skips_only_the_rules_that_read_it():
+    """A learning rate that is not a number does not hide a micro-batch size that does not divide the batch."""
+    config, secret_keys, _ = load_stack_config(FIXTURE.parent / "Pulumi.passphrase.yaml")
+    config["tpu-rl:training"] = '{"learningRate": "fast", "trainMicroBatchSize": 3, "iciExpertParallelism": 1}'
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config, "passphrase", frozenset(secret_keys))
+    assert caught.value.problems == (
+        'tpu-rl:training.learningRate = "fast" is invalid: expected a finite number such as 0.5 or 2e-5',
+        "tpu-rl:training.trainMicroBatchSize = 3 is invalid: must divide batchSize (4)",
+    )

@@ -446,12 +446,17 @@ def _pool_disk(v: Values, name: str) -> str:
 
 
 def _training(v: Values) -> TrainingSettings:
-    knobs = {knob.key: v[_k(f"training.{knob.field}")] for knob in TRAINING_KNOBS}
+    # `get` never raises: a rule skips only when a knob it reads is itself invalid (already reported).
+    knobs = Values({knob.key: v.get(_k(f"training.{knob.field}")) for knob in TRAINING_KNOBS})
     problems = Problems()
     for rule in (_micro_batches, _prefill, _fractions):
         problems.run(rule, knobs)
     problems.check()
-    return TrainingSettings(knobs, v[_k("training.optimizer")], v[_k("training.dataset")], v[_k("training.extraArgs")])
+    if any(value is UNREADABLE for value in knobs.values()):
+        raise UnreadableError("training")
+    return TrainingSettings(
+        dict(knobs), v[_k("training.optimizer")], v[_k("training.dataset")], v[_k("training.extraArgs")]
+    )
 
 
 def _micro_batches(knobs: dict[str, Any]) -> None:
