@@ -191,6 +191,11 @@ def test_the_log_is_redacted_like_the_status(kube, kubeconfig, capsys):
             "convert, train, export",
         ),
         (
+            ["--step", "publish"],
+            "error: stack dev runs no publish step (tpu-rl:publish.repo is not set); its steps are convert, train, "
+            "export",
+        ),
+        (
             ["--step", "train", "--pod", "someone-else"],
             "error: --pod 'someone-else' is not a pod of step train; its pods: ",
         ),

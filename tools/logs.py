@@ -112,8 +112,10 @@ def _step(settings: Settings, name: str, steps: dict[str, Step]) -> Step:
         return steps[name]
     if name not in STEPS:
         raise LogsError(f"--step {scrub(name, limit=40)!r} is not a step; the steps are {', '.join(STEPS)}")
-    switch = STEPS[name].switch
-    why = f" ({switch} is false)" if switch else ""
+    facts = STEPS[name]
+    why = ""
+    if facts.switch:  # a boolean of the step's own, or a key the step runs with when set (tpu-rl:publish.repo)
+        why = f" ({facts.switch} is {'false' if facts.switch_doc else 'not set'})"
     raise LogsError(f"stack {settings.stack} runs no {name} step{why}; its steps are {', '.join(steps)}")
 
 
