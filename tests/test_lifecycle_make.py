@@ -43,7 +43,7 @@ def make(tmp_path, target: str, stack: str, protect: str | None) -> tuple[subpro
         "PULUMI_RUN_PROGRAM": "true",  # a user's setting: the targets override it
         "STATE_BACKEND": f"file://{tmp_path / 'state'}",  # outside the checkout (tests/test_makefile.py)
     }
-    for variable in ("PULUMI_BACKEND_URL", "MAKEFLAGS", "MAKELEVEL", "MFLAGS"):
+    for variable in ("PULUMI_BACKEND_URL", "PULUMI_ACCESS_TOKEN", "MAKEFLAGS", "MAKELEVEL", "MFLAGS"):
         env.pop(variable, None)
     done = subprocess.run(
         [MAKE, "--no-print-directory", "-o", ".venv/.installed", target, f"STACK={stack}"],

@@ -31,6 +31,7 @@ exit 0
 """
 # The environment a user may have; the tests set what they need.
 CLEAN = ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "PULUMI_BACKEND_URL", "STATE_BACKEND", "LOCAL_STATE", "YES")
+CLEAN += ("PULUMI_ACCESS_TOKEN", "SECRETS_PROVIDER", "BUCKET", "STEP")
 
 
 def make(tmp_path: Path, *args: str, whoami: str = "", selects: bool = True, **env: str):
@@ -48,6 +49,7 @@ def make(tmp_path: Path, *args: str, whoami: str = "", selects: bool = True, **e
         PULUMI_LOG=str(log),
         WHOAMI=whoami,
         SELECTS="1" if selects else "",
+        PULUMI_HOME=str(tmp_path / "pulumi-home"),  # no credentials file: not logged in unless `whoami` says so
         **env,
     )
     done = subprocess.run(
@@ -355,3 +357,15 @@ def test_no_target_passes_a_flag_that_bypasses_a_guard():
         assert not [line for line in recipes if f"{flag} " in line or line.endswith(flag)], flag
     (destroy,) = [line for line in recipes if line.strip().startswith("pulumi destroy")]
     assert "--continue-on-error=false" in destroy, "the flag beats PULUMI_CONTINUE_ON_ERROR"
+
+
+def test_a_cloud_login_is_kept_when_whoami_cannot_answer(tmp_path):
+    """Pulumi Cloud unreachable: `whoami` fails, but the credentials file (or the token) still says Cloud, so the
+    stack is never created again, empty, in the bucket."""
+    assert state.current_url("", {"PULUMI_ACCESS_TOKEN": "pul-x"}) == "https://api.pulumi.com"
+    (tmp_path / "credentials.json").write_text(json.dumps({"current": "https://api.pulumi.com", "accessTokens": {}}))
+    assert state.current_url("", {"PULUMI_HOME": str(tmp_path)}) == "https://api.pulumi.com"
+    (tmp_path / "credentials.json").write_text(json.dumps({"current": "file:///old"}))
+    assert state.current_url("", {"PULUMI_HOME": str(tmp_path)}) == "", "a self-managed login is not kept"
+    assert state.current_url(whoami("gs://b"), {}) == "gs://b"
+    assert state.current_url("not json", {"PULUMI_HOME": str(tmp_path / "none")}) == ""

@@ -137,14 +137,27 @@ def file_folder(url: str) -> Path | None:
     return folder if folder.is_absolute() else Path.cwd() / folder
 
 
-def current_url(whoami: str) -> str:
-    """The backend URL of `pulumi whoami --json` (empty when not logged in or not JSON)."""
+def current_url(whoami: str, env: dict[str, str] | None = None) -> str:
+    """The backend URL of `pulumi whoami --json`; when that gave nothing (not logged in, or Pulumi Cloud not
+    answering), the login the CLI would use without the network: Pulumi Cloud when ``PULUMI_ACCESS_TOKEN`` is set,
+    else ``current`` of ``$PULUMI_HOME/credentials.json`` (pulumi/pulumi sdk/go/common/workspace/creds.go), so that
+    a Cloud user whose network failed is never sent to create an empty stack in the bucket."""
+    env = dict(os.environ) if env is None else env
     try:
         parsed = json.loads(whoami) if whoami.strip() else {}
     except json.JSONDecodeError:
-        return ""
+        parsed = {}
     url = parsed.get("url") if isinstance(parsed, dict) else None
-    return url if isinstance(url, str) else ""
+    if isinstance(url, str) and url:
+        return url
+    if env.get("PULUMI_ACCESS_TOKEN"):
+        return "https://api.pulumi.com"
+    home = Path(env.get("PULUMI_HOME") or Path(env.get("HOME", "~")).expanduser() / ".pulumi")
+    try:
+        current = json.loads((home / "credentials.json").read_text()[:1_000_000]).get("current")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return current if isinstance(current, str) and current.startswith(("https://", "http://")) else ""
 
 
 def choose(
