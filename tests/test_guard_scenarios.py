@@ -12,7 +12,6 @@ import pytest
 
 from tests.engine import STEP_TYPES, Stack
 from tests.scenario import names
-from tests.test_publish import RECORD
 
 pytestmark = pytest.mark.slow
 
@@ -22,6 +21,15 @@ WAIT = "pulumi-python:dynamic/kms:GrantPropagation"
 LIFT = ["tpu-rl:protect=false", "tpu-rl:workflow.enabled=false"]
 """How a protected stack's protection is lifted without running or waiting for a step (docs/operations.md
 "Destroy"): the program registers the platform only, unprotected; the steps' objects are deleted at the end."""
+
+
+RECORD = {
+    "title": "Held-out questions",
+    "summary": "4 of 5 correct",
+    "columns": ["question", "expected", "answer", "correct"],
+    "rows": [["Janet's ducks lay 16 eggs per day ...", "18", "18", "yes"]],
+}
+"""What a completed evaluation leaves (a step record, ``core.records``)."""
 
 
 def _guards(stack: Stack) -> dict[str, bool]:
