@@ -400,3 +400,20 @@ def test_a_chained_shutdown_trace_is_noise_too():
         "KeyError: k",
     ]
     assert train_exit.final_error(real_chain) == "KeyError: k", "a chain of the real error is the error"
+
+
+def test_the_docs_table_is_this_one():
+    """docs/operations.md "How a training attempt ends" states VERDICTS, row for row ("any" error and "either"
+    hang expand to each)."""
+    text = (Path(__file__).parents[1] / "docs" / "operations.md").read_text()
+    section = text.split("### How a training attempt ends", 1)[1].split("\n#", 1)[0]
+    rows = [line.strip("|").split("|") for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    table: dict[tuple[str, bool, bool], int] = {}
+    for error, hung, completed, code, _what in rows[1:]:
+        errors = list(ERRORS) if error.strip() == "any" else [error.split("(")[0].strip()]
+        hangs = [False, True] if hung.strip() == "either" else [hung.strip() == "yes"]
+        exit_code = int(code.split("(")[1].split(":")[0]) if "status" in code else int(code)
+        for name in errors:
+            for each in hangs:
+                table[name, each, completed.strip() == "yes"] = exit_code
+    assert table == VERDICTS

@@ -22,7 +22,7 @@ import yaml
 from core.config import ConfigError
 from core.estimate import describe
 from core.outdir import OutputError, check, write_files
-from core.redact import scrub
+from core.redact import scrub, scrub_lines
 from tools.plan.offline import Plan, is_kubernetes_object, run_program
 from tools.process import exit_now
 from tools.stack_files import ROOT, StackFileError, load_stack_config, stack_name
@@ -154,7 +154,8 @@ def _plan(args: argparse.Namespace) -> int:
             check(args.out)  # a bad --out is one line before anything runs (nothing is created)
         plan, notes = plan_stack(stack_file, args.set, stack=args.stack, preflight=args.preflight)
     except (ConfigError, StackFileError, OutputError, pulumi.RunError) as err:
-        print(f"error: {scrub(str(err), limit=400)}", file=sys.stderr)
+        for line in scrub_lines(str(err), limit=400):  # every problem of the config, one line each
+            print(f"error: {line}", file=sys.stderr)
         return 2
     except Exception as err:  # noqa: BLE001 (a bug, not a bad input: one line, and a distinct exit code)
         print(
