@@ -486,9 +486,10 @@ FIELDS: tuple[Field, ...] = (
         _key("workflow.stallTimeout"),
         Duration(600, 168 * 3600),
         "2h",
-        "how long a training attempt may run without a new line in train_rl's log before it is ended as stalled "
-        "and restarted from its last checkpoint (counted against workflow.maxRestarts); the default is the 2 h "
-        "MaxText's own Gemma 4 RL script allows vLLM's engine to start (compilation included)",
+        "how long a training attempt may run without training progress in train_rl's log (a new step, a stage of "
+        "start-up or evaluation) before it is ended as stalled and restarted from its last checkpoint (counted "
+        "against workflow.maxRestarts); the default is the 2 h MaxText's own Gemma 4 RL script allows vLLM's "
+        "engine to start (compilation included), the longest quiet stage",
         samples=("45m",),
     ),
     # each step of the catalogue: its deadline, and the switch of an optional step that has one of its own
