@@ -192,7 +192,7 @@ destroy: $(VENV)/.installed
 	$(select_stack)
 	$(check_locks)
 	@if pulumi config get tpu-rl:protect --stack $(STACK) 2>/dev/null | grep -qix true; then \
-		echo "error: stack $(STACK) is protected (tpu-rl:protect: true); to destroy it, run \`pulumi config set tpu-rl:protect false --stack $(STACK)\` and \`make up STACK=$(STACK)\` (it lifts the protection and GKE's deletion protection), then \`make destroy STACK=$(STACK)\` again" >&2; \
+		echo "error: stack $(STACK) is protected (tpu-rl:protect: true); to destroy it, run \`pulumi config set tpu-rl:protect false --stack $(STACK)\`, \`pulumi config set tpu-rl:workflow.enabled false --stack $(STACK)\` and \`make up STACK=$(STACK)\` (it lifts every protection, GKE's deletion protection included, and deletes the steps' objects without running a step), then \`make destroy STACK=$(STACK)\` again" >&2; \
 		exit 1; \
 	fi
 	pulumi destroy --stack $(STACK) --run-program=false --continue-on-error=false

@@ -556,9 +556,11 @@ def test_bad_stack_file_exits_2_with_one_line(text, key, words, tmp_path, capsys
     path = tmp_path / "Pulumi.bad.yaml"
     path.write_text(text)
     code, out, err, elapsed = _run(["--config-file", str(path)], tmp_path, capsys)
-    message = err.strip().splitlines()[-1] if err.strip() else ""
+    lines = err.strip().splitlines()
+    message = next((line for line in lines if key in line), "")
     assert code == 2, err
-    assert "Traceback" not in err and message.startswith("error: ") and key in message and words in message, err
+    assert "Traceback" not in err and all(line.startswith("error: ") for line in lines), err
+    assert key in message and words in message, err
     assert TOKEN_LIKE not in err and out == "" and elapsed < 5
 
 

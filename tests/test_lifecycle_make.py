@@ -64,8 +64,9 @@ def test_make_destroy_refuses_a_protected_stack_in_one_line_naming_the_fix(tmp_p
     (line,) = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert line == (
         "error: stack prod is protected (tpu-rl:protect: true); to destroy it, run `pulumi config set tpu-rl:protect "
-        "false --stack prod` and `make up STACK=prod` (it lifts the protection and GKE's deletion protection), then "
-        "`make destroy STACK=prod` again"
+        "false --stack prod`, `pulumi config set tpu-rl:workflow.enabled false --stack prod` and `make up "
+        "STACK=prod` (it lifts every protection, GKE's deletion protection included, and deletes the steps' objects "
+        "without running a step), then `make destroy STACK=prod` again"
     )
     assert not [c for c in calls if c.startswith("destroy")], "the CLI was never asked to destroy"
 
