@@ -52,7 +52,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     if preflight:
         problems = placeholder_problems(settings) + _token_problems(settings)
         if problems:
-            raise pulumi.RunError("preflight: " + "; ".join(problems))
+            raise pulumi.RunError("\n".join(f"preflight: {problem}" for problem in problems))  # one line each
         if settings.workflow.enabled and settings.workflow.preflight:
             base = _preflight(settings)
         if live and settings.workflow.capacity_check:
@@ -235,9 +235,8 @@ def _capacity(settings: Settings) -> frozenset[str]:
             pulumi.log.info(f"capacity check: {finding.text}")
     problems = [f.text for f in findings if f.level == "problem"]
     if problems:
-        raise pulumi.RunError(
-            "capacity check: " + "; ".join(problems) + " (tpu-rl:workflow.capacityCheck: false skips this check)"
-        )
+        skip = " (tpu-rl:workflow.capacityCheck: false skips this check)"
+        raise pulumi.RunError("\n".join(f"capacity check: {problem}{skip}" for problem in problems))  # one line each
     return frozenset(f.reuse for f in findings if f.reuse)
 
 

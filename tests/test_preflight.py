@@ -106,6 +106,8 @@ def test_example_placeholders_stop_up_before_any_resource():
     assert message.startswith("preflight: gcp:project is the example placeholder 'my-tpu-prod-project'")
     assert "tpu-rl:tpu.reservation is the example placeholder" in message
     assert "documentation range 203.0.113.0/24" in message
+    lines = message.splitlines()
+    assert len(lines) >= 3 and all(line.startswith("preflight: ") for line in lines), "one line per problem"
     assert plan.resources == []
 
 
