@@ -44,6 +44,13 @@ SHARED_TMP = [{"name": "shared-tmp", "hostPath": {"path": "/tmp", "type": "Direc
 HEAD_TMP = [{"name": "shared-tmp", "emptyDir": {}}]
 """The head's /tmp: its own volume (no tool shares the node's /tmp across the head's containers)."""
 TMP_MOUNT = [{"name": "shared-tmp", "mountPath": "/tmp"}]
+SCRIPTS_MOUNT = [{"name": "scripts", "mountPath": "/tpu-rl", "readOnly": True}]
+"""The step's scripts: its ConfigMap, read-only (the container runs /bin/bash /tpu-rl/run.sh)."""
+
+
+def scripts_volume(step):
+    """The step's ConfigMap of scripts as its pod mounts it: named after the step, files read-only (0444)."""
+    return [{"name": "scripts", "configMap": {"name": f"{step.name}-scripts", "defaultMode": 0o444}}]
 
 
 def jobs(s):
@@ -153,7 +160,7 @@ def test_pathways_head_job_and_pod():
     assert pod["restartPolicy"] == "Never"
     assert pod["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu-np"}
     assert pod["tolerations"] == [CPU_TOLERATION]
-    assert pod["volumes"] == HEAD_TMP
+    assert pod["volumes"] == HEAD_TMP + scripts_volume(jobs(PROD).train)
     assert [c["name"] for c in pod["initContainers"]] == ["pathways-proxy", "pathways-rm"]
     assert [c["name"] for c in pod["containers"]] == ["workload-container"]
     assert job["template"]["metadata"]["labels"]["tpu-rl/step-id"] == jobs(PROD).train.step_id
@@ -203,7 +210,7 @@ def test_workload_container_talks_to_the_proxy_on_loopback():
     workload = containers(head["template"]["spec"]["template"]["spec"])["workload-container"]
     assert workload["image"] == PROD.images.maxtext
     assert "securityContext" not in workload, "not privileged: the head has no TPU devices (pathways-job, gcluster)"
-    assert workload["command"][:2] == ["/bin/bash", "-c"]
+    assert workload["command"] == ["/bin/bash", "/tpu-rl/run.sh"] and "args" not in workload
     assert workload["env"] == [
         {"name": "PATHWAYS_HEAD", "valueFrom": COORDINATOR},
         {"name": "JAX_PLATFORMS", "value": "proxy,cpu"},
@@ -221,7 +228,7 @@ def test_workload_container_talks_to_the_proxy_on_loopback():
         "requests": {"cpu": "8", "memory": "64Gi"},
         "limits": {"cpu": "24", "memory": "100Gi"},
     }
-    assert workload["volumeMounts"] == TMP_MOUNT
+    assert workload["volumeMounts"] == TMP_MOUNT + SCRIPTS_MOUNT
 
 
 @pytest.mark.parametrize(
@@ -450,10 +457,14 @@ def test_cpu_jobsets(step, scratch, memory, limit):
         {"name": "HF_HUB_DISABLE_PROGRESS_BARS", "value": "1"},
     ]
     assert container["resources"] == {"requests": {"cpu": "16", "memory": memory}, "limits": {"memory": limit}}
-    assert container["volumeMounts"] == [{"name": "scratch", "mountPath": "/scratch"}]
+    assert container["command"] == ["/bin/bash", "/tpu-rl/run.sh"] and "args" not in container
+    assert container["volumeMounts"] == [{"name": "scratch", "mountPath": "/scratch"}, *SCRIPTS_MOUNT]
     # The scratch is an emptyDir on cpu-np's boot disk (workloads/build/manifests.py scratch_volume): torn down
     # with the pod, never a claimed disk that a finished Job's kept pod would hold.
-    assert labels and pod["volumes"] == [{"name": "scratch", "emptyDir": {"sizeLimit": f"{scratch}Gi"}}]
+    assert labels and pod["volumes"] == [
+        {"name": "scratch", "emptyDir": {"sizeLimit": f"{scratch}Gi"}},
+        *scripts_volume(built),
+    ]
 
 
 def test_cpu_steps_are_sized_by_the_model():
@@ -582,9 +593,9 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-32d587cd63",
-        "gemma4-26b-publish-044f305bb6",
-    ], "the names before issue 41's renaming of the accounts (and after issue 39's training script)"
+        "gemma4-26b-evaluate-3427762892",
+        "gemma4-26b-publish-960f1262fd",
+    ], "the names before issue 41's renaming of the accounts (and after issue 39's scripts in ConfigMaps)"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
         pod = step.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
@@ -619,9 +630,11 @@ STEP_NAMES = {
     # changed the export's program (its generation_config.json keeps GENERATION_KEYS only): the export, and the
     # evaluation and publication after it, have new names; conversion and training keep theirs. Issue 39 changed
     # the training script's exit judge and stall watchdog (verdicts by evidence, progress not bytes): training, and
-    # the steps after it, have new names; the conversion keeps its.
-    "dev": ["gemma4-e4b-convert-fdd83da8d9", "gemma4-e4b-train-1de1d25e0f", "gemma4-e4b-export-528a4c6115"],
-    "prod": ["gemma4-26b-convert-718eb433d1", "gemma4-26b-train-1f5d02b071", "gemma4-26b-export-4d4f0b7d67"],
+    # the steps after it, have new names; the conversion keeps its. Issue 39 item 6 moved every step's script and
+    # programs from its container's argv into its own ConfigMap (mounted at /tpu-rl, hashed with the object):
+    # every step has a new name.
+    "dev": ["gemma4-e4b-convert-fe86eaf197", "gemma4-e4b-train-a4c4e713b3", "gemma4-e4b-export-f40d4fa00d"],
+    "prod": ["gemma4-26b-convert-5da5806d8b", "gemma4-26b-train-f40e3a4bc2", "gemma4-26b-export-0148361b61"],
 }
 
 

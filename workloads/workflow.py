@@ -9,7 +9,10 @@ wiring (``workloads.wiring``).
 
 Lifecycle (see ``workloads.build.steps`` and ``workloads.run.live_state``): a step is replaced only when
 its name (its identity) changes or when its live object ended Failed (a retry); operational
-fields are ``ignoreChanges``. The provider only applies a step's JobSet (``pulumi.com/skipAwait``);
+fields are ``ignoreChanges``. A step's scripts are its own immutable ConfigMap (``Step.scripts``, named after the
+step), registered before its JobSet, which depends on it: a new identity is a new ConfigMap and a new JobSet, and
+the old pair is deleted at the end of that `up`, the JobSet first (the engine deletes dependents before what they
+depend on); a retry replaces the JobSet only (the ConfigMap, the same name and data, is unchanged). The provider only applies a step's JobSet (``pulumi.com/skipAwait``);
 the program waits for it to end, bounded (``workloads.run.waiting``), and reports Kueue's or the
 JobSet's reason when it cannot.
 """
@@ -183,9 +186,20 @@ class WorkflowRun(pulumi.ComponentResource):
     def _register(
         self, step: Step, verified_input: pulumi.Input[str] | None, after: list[pulumi.Resource]
     ) -> KubernetesObject:
-        """The step's JobSet, after the platform and ``after``, annotated with its verified input and its
-        retry marker (``replacement_trigger``: a failed run is replaced, see ``workloads.run.live_state``)."""
+        """The step's ConfigMap of scripts, then its JobSet, after the platform, the ConfigMap and ``after``,
+        annotated with its verified input and its retry marker (``replacement_trigger``: a failed run is replaced, see
+        ``workloads.run.live_state``)."""
         args = self._args
+        scripts = KubernetesObject(
+            step.scripts["metadata"]["name"],
+            step.scripts,
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=args.provider,
+                deleted_with=args.cluster,
+                depends_on=list(args.ready),
+            ),
+        )
         marker: pulumi.Input[str | None] = self._reader.marker(step) if self._reader else ""
         manifest = copy.deepcopy(step.manifest)
         annotations = manifest["metadata"]["annotations"]
@@ -205,6 +219,7 @@ class WorkflowRun(pulumi.ComponentResource):
                 deleted_with=args.cluster,
                 depends_on=[
                     *args.ready,
+                    scripts,
                     *after,
                     *([args.step_ready[step.step]] if step.step in args.step_ready else []),
                 ],

@@ -3,6 +3,12 @@
 The Hugging Face token is never an argument: MaxText 0.2.4 reads ``HF_TOKEN`` from the
 environment when ``hf_access_token`` is not passed, and the container gets ``HF_TOKEN``
 from a Kubernetes Secret.
+
+No script or program is an argument: each step's bash script (``RUN_SCRIPT``) and the Python programs it runs
+(``PROGRAMS``) reach its container as files of a ConfigMap mounted at ``SCRIPTS_DIR`` (``step_files``;
+``workloads.build.manifests.scripts_config_map``), and the container runs ``bash /tpu-rl/run.sh``. Linux caps
+one argument at 128 KiB (``MAX_ARG_STRLEN``) and a container's whole argv and environment at a quarter of its
+stack limit (``execve(2)``); the export's script was 71,763 bytes as a ``bash -c`` argument.
 """
 
 from __future__ import annotations
@@ -22,6 +28,22 @@ TRAIN_RL = "maxtext.trainers.post_train.rl.train_rl"
 TO_HUGGINGFACE = "maxtext.checkpoint_conversion.to_huggingface"
 
 UTILS_RL = "/deps/src/maxtext/trainers/post_train/rl/utils_rl.py"
+
+SCRIPTS_DIR = "/tpu-rl"
+"""Where a step's ConfigMap of scripts is mounted, read-only: its bash script and the programs it runs."""
+RUN_SCRIPT = "run.sh"
+"""The step's bash script in ``SCRIPTS_DIR``: the container's command is ``bash /tpu-rl/run.sh``."""
+_PROGRAM_FILE = re.compile(re.escape(SCRIPTS_DIR) + r"/([a-z_]+[.]py)\b")
+
+
+def run_program(file_name: str) -> str:
+    """The words of a script line that runs the program ``file_name`` of the step's ConfigMap (``PROGRAMS``).
+
+    ``python3 <file>`` puts the file's folder, ``SCRIPTS_DIR``, first on ``sys.path``, where ``python3 -c`` put the
+    working directory: no program imports a module by a name of another program (each is one file whose imports
+    are the image's packages and the standard library)."""
+    return f"python3 {SCRIPTS_DIR}/{file_name}"
+
 
 # The tutorial's AdamW -> Adafactor patch, made loud: exactly one substitution or the step fails.
 OPTIMIZER_PATCH = """import pathlib, re, sys
@@ -152,7 +174,7 @@ print(f"tpu-rl: created {sys.argv[1]}")
 
 def mark_folder(uri: str) -> str:
     """The line of a step's script that creates its output folder first (``MARK_FOLDER``)."""
-    return f"python3 -c {shlex.quote(MARK_FOLDER)} {shlex.quote(uri)}"
+    return f"{run_program('mark_folder.py')} {shlex.quote(uri)}"
 
 
 # Copies a file of the attempt next to the checkpoints (best effort: never changes the step's outcome).
@@ -230,7 +252,7 @@ INLINED_END = "# tpu-rl: end of core/hf_model.py\n"
 
 def _with_hf_model(file_name: str) -> str:
     """The text of ``workloads/run/<file_name>`` with ``core/hf_model.py``'s in place of its import of it (the
-    lines between ``INLINED_START`` and ``INLINED_END``): one program for ``python3 -c``."""
+    lines between ``INLINED_START`` and ``INLINED_END``): one program file, needing nothing but the image's packages."""
     source = (Path(__file__).parents[1] / "run" / file_name).read_text()
     start, end = source.index(INLINED_START), source.index(INLINED_END) + len(INLINED_END)
     return source[:start] + HF_MODEL.replace("from __future__ import annotations\n", "", 1) + source[end:]
@@ -246,9 +268,9 @@ BASE_SNAPSHOT = _with_hf_model("base_snapshot.py")
 
 def base_line(*words: str) -> str:
     """The script line that runs ``base_snapshot.py`` with ``words`` and keeps the commit it prints (an
-    assignment is neither split nor globbed: no double quotes around ``$(...)``, whose program text holds some,
-    so a reader of the script that is not bash, the policy pack's, reads the lines after it as bash does)."""
-    return f"commit=$(python3 -c {shlex.quote(BASE_SNAPSHOT)} {' '.join(shlex.quote(w) for w in words)})"
+    assignment is neither split nor globbed: no double quotes around ``$(...)``, which keeps the line readable
+    by a reader of the script that is not bash, the policy pack's, as bash reads it)."""
+    return f"commit=$({run_program('base_snapshot.py')} {' '.join(shlex.quote(w) for w in words)})"
 
 
 def convert_script(settings: Settings, argv: list[str], output_uri: str) -> str:
@@ -266,37 +288,36 @@ def export_script(argv: list[str], actor_uri: str, output_uri: str, repo: str, c
     chat template), export the checkpoint, then make the export the whole base model at that commit
     (``workloads/run/complete_export.py``, exit 3 for a refusal).
 
-    ``workloads/run/checkpoint_scan.py``, the fetch and the completion are inlined: the image has no copy of them.
+    ``workloads/run/checkpoint_scan.py``, the fetch and the completion are files of the step's ConfigMap: the image
+    has no copy of them.
     """
     lines = [
         "set -euo pipefail",
         mark_folder(output_uri),
-        f'checkpoint="$(python3 -c {shlex.quote(CHECKPOINT_SCAN)} {shlex.quote(actor_uri)})"',
+        f'checkpoint="$({run_program("checkpoint_scan.py")} {shlex.quote(actor_uri)})"',
         'echo "tpu-rl: exporting ${checkpoint}"',
         base_line("fetch", convert_uri, EXPORT_BASE_DIR),
         command_line(argv),
-        "exec python3 -c "
-        + " ".join(shlex.quote(w) for w in (COMPLETE_EXPORT, repo))
-        + f' "{COMMIT_REF}" '
-        + shlex.quote(output_uri),
+        f"exec {run_program('complete_export.py')} {shlex.quote(repo)} \"{COMMIT_REF}\" {shlex.quote(output_uri)}",
     ]
     return "\n".join(lines) + "\n"
 
 
 def program(file_name: str) -> str:
     """The text of a step's program ``workloads/run/<file_name>``, with ``core/hf_model.py``'s inlined where it
-    marks the place (``INLINED_START``): what ``python3 -c`` runs in the image, which has no copy of either."""
+    marks the place (``INLINED_START``): a file of the step's ConfigMap (``PROGRAMS``), as the image has no copy of
+    either."""
     source = (Path(__file__).parents[1] / "run" / file_name).read_text()
     return _with_hf_model(file_name) if INLINED_START in source else source
 
 
 def program_script(file_name: str, *words: str, output_uri: str) -> str:
     """A step that runs one program: create its output folder, then ``exec`` the program ``file_name``
-    (``program``) with ``words``, each quoted."""
+    (``program``, a file of the step's ConfigMap) with ``words``, each quoted."""
     body = [
         "set -euo pipefail",
         mark_folder(output_uri),
-        "exec python3 -c " + " ".join(shlex.quote(word) for word in (program(file_name), *words)),
+        f"exec {run_program(file_name)} " + " ".join(shlex.quote(word) for word in words),
     ]
     return "\n".join(body) + "\n"
 
@@ -363,9 +384,9 @@ def train_script(settings: Settings, argv: list[str], output_uri: str, convert_u
     """
     lines = ["set -euo pipefail"]
     if settings.training.optimizer == "adafactor":
-        lines.append(f"python3 -c {shlex.quote(OPTIMIZER_PATCH)} {quote(UTILS_RL)}")
+        lines.append(f"{run_program('optimizer_patch.py')} {quote(UTILS_RL)}")
     record = json.dumps(run_record(settings, argv), separators=(",", ":"))
-    upload = f"python3 -c {shlex.quote(UPLOAD)}"
+    upload = run_program("upload.py")
     lines += [
         mark_folder(output_uri),
         base_line("fetch", convert_uri, TRAIN_BASE_DIR),
@@ -383,7 +404,7 @@ def train_script(settings: Settings, argv: list[str], output_uri: str, convert_u
         f"{command_line(argv)} >> {TRAIN_LOG} 2>&1 &",
         "child=$!",
         """trap 'echo "tpu-rl: forwarding SIGTERM to train_rl"; kill -TERM "$child" 2>/dev/null' TERM INT""",
-        f'python3 -c {shlex.quote(STALL_WATCHDOG)} "$child" {TRAIN_LOG} "${{{STALL_ENV}}}" {STALL_MARKER} &',
+        f'{run_program("stall_watchdog.py")} "$child" {TRAIN_LOG} "${{{STALL_ENV}}}" {STALL_MARKER} &',
         "watchdog=$!",
         f'tail -n +1 --pid="$child" -f {TRAIN_LOG} &',
         "shown=$!",
@@ -397,9 +418,32 @@ def train_script(settings: Settings, argv: list[str], output_uri: str, convert_u
         'wait "$shown" "$side"',
         f'{upload} {TRAIN_LOG} "$log_uri"',
         f'{upload} {EVALS_LOG} "$evals_uri"',
-        f'judged="$(python3 -c {shlex.quote(TRAIN_EXIT)} {TRAIN_LOG} "$status" {STALL_MARKER} '
+        f'judged="$({run_program("train_exit.py")} {TRAIN_LOG} "$status" {STALL_MARKER} '
         f'{SLICE_DOWN_EXIT} {STALLED_EXIT})"',
         'case "$judged" in ""|*[!0-9]*) judged="$status" ;; esac  # the judge could not run: train_rl\'s status',
         'exit "$judged"',
     ]
     return "\n".join(lines) + "\n"
+
+
+PROGRAMS: dict[str, str] = {
+    "optimizer_patch.py": OPTIMIZER_PATCH,
+    "mark_folder.py": MARK_FOLDER,
+    "upload.py": UPLOAD,
+    "base_snapshot.py": BASE_SNAPSHOT,
+    "checkpoint_scan.py": CHECKPOINT_SCAN,
+    "complete_export.py": COMPLETE_EXPORT,
+    "stall_watchdog.py": STALL_WATCHDOG,
+    "train_exit.py": TRAIN_EXIT,
+    "publish_hub.py": PUBLISH_HUB,
+    "evaluate_export.py": program("evaluate_export.py"),
+}
+"""Every program a step's script runs, by its file name in ``SCRIPTS_DIR``: its text as the image runs it."""
+
+
+def step_files(script: str) -> dict[str, str]:
+    """The files of a step's ConfigMap: its bash script (``RUN_SCRIPT``) and the programs it names (``run_program``),
+    only those, so a change to one program changes only the steps that run it. A name that is no program is a bug
+    of the script's builder (``KeyError``)."""
+    named = sorted(set(_PROGRAM_FILE.findall(script)))
+    return {RUN_SCRIPT: script, **{name: PROGRAMS[name] for name in named}}

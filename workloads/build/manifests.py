@@ -37,7 +37,7 @@ from core.pathways import (
     WORKER_PORT,
 )
 from core.settings import Settings
-from workloads.build.commands import STALL_ENV
+from workloads.build.commands import RUN_SCRIPT, SCRIPTS_DIR, STALL_ENV
 
 API_JOBSET = "jobset.x-k8s.io/v1alpha2"
 WORKLOAD_CONTAINER = "workload-container"
@@ -128,6 +128,43 @@ def train_failure_policy(max_restarts: int) -> dict[str, Any]:
     }
 
 
+STEP_COMMAND = ["/bin/bash", f"{SCRIPTS_DIR}/{RUN_SCRIPT}"]
+"""Every step container's command: its script, a file of its ConfigMap (``scripts_config_map``), never an argument."""
+SCRIPTS_VOLUME = "scripts"
+SCRIPTS_MODE = 0o444
+"""The scripts' files are read, never written or executed as files (bash reads ``run.sh``, python3 the programs);
+the kubelet mounts a ConfigMap volume read-only whatever the mount says (since Kubernetes 1.10, CVE-2017-1002102)."""
+CONFIG_MAP_MAX_BYTES = 1024 * 1024
+"""What a ConfigMap may hold: its keys and values together (Kubernetes ``ValidateConfigMap``,
+``pkg/apis/core/validation``: ``totalSize > core.MaxSecretSize``, 1 MiB)."""
+
+
+def scripts_name(step_name: str) -> str:
+    """The ConfigMap of a step's scripts: named after the step, whose name hashes its data (``workloads.build.steps``),
+    so a changed script is a new ConfigMap, never an edit under a running pod."""
+    return f"{step_name}-scripts"
+
+
+def scripts_config_map(settings: Settings, step: str, name: str, step_id: str, files: dict[str, str]) -> dict[str, Any]:
+    """A step's scripts (``workloads.build.commands.step_files``) as an immutable ConfigMap: the API server refuses
+    any change to its data (Kubernetes "Immutable ConfigMaps"), and pulumi-kubernetes replaces an immutable
+    ConfigMap whose data changed instead of updating it (``provider/pkg/provider/diff.go`` ``forceNewProperties``)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": settings.namespace, "labels": labels(settings, step, step_id)},
+        "immutable": True,
+        "data": dict(files),
+    }
+
+
+def scripts_volume(config_map: str) -> dict[str, Any]:
+    return {"name": SCRIPTS_VOLUME, "configMap": {"name": config_map, "defaultMode": SCRIPTS_MODE}}
+
+
+SCRIPTS_MOUNT = {"name": SCRIPTS_VOLUME, "mountPath": SCRIPTS_DIR, "readOnly": True}
+
+
 def _env(name: str, value: str) -> dict[str, Any]:
     return {"name": name, "value": value}
 
@@ -178,7 +215,7 @@ def cpu_jobset(
     name: str,
     step: str,
     step_id: str,
-    command: list[str],
+    scripts: str,
     scratch_gib: int,
     annotations: dict[str, Any],
     secret: str | None = HF_SECRET,
@@ -186,9 +223,10 @@ def cpu_jobset(
     env: tuple[dict[str, Any], ...] = (),
     config_map: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A single-pod JobSet on ``cpu-np`` with the token from ``secret`` (None: no token, for a step that needs no
-    Hub access) and HF_HOME on scratch; ``env`` added to the container's, ``config_map`` (name, path) mounted
-    read-only (the publication's card).
+    """A single-pod JobSet on ``cpu-np`` that runs the step's script from its ConfigMap ``scripts``
+    (``STEP_COMMAND``), with the token from ``secret`` (None: no token, for a step that needs no Hub access) and
+    HF_HOME on scratch; ``env`` added to the container's, ``config_map`` (name, path) mounted read-only (the
+    publication's card).
 
     One replicated Job named after the step (Job ``<name>-<step>-0``, container ``<step>``). A failure of
     the step's container fails it at once (``cpu_pod_failure_policy``, ``backoffLimit: 0``, the JobSet's
@@ -224,7 +262,7 @@ def cpu_jobset(
                             "podFailurePolicy": cpu_pod_failure_policy(step),
                             "template": {
                                 "metadata": {"labels": step_labels},
-                                "spec": _cpu_pod(settings, step, command, memory, scratch_gib, secret, env, config_map),
+                                "spec": _cpu_pod(settings, step, scripts, memory, scratch_gib, secret, env, config_map),
                             },
                         }
                     },
@@ -273,7 +311,7 @@ def scratch_volume(scratch_gib: int) -> dict[str, Any]:
 def _cpu_pod(
     settings: Settings,
     step: str,
-    command: list[str],
+    scripts: str,
     memory: int,
     scratch_gib: int,
     secret: str | None,
@@ -296,7 +334,7 @@ def _cpu_pod(
             {
                 "name": step,
                 "image": settings.images.maxtext,
-                "command": command,
+                "command": list(STEP_COMMAND),
                 "securityContext": CPU_STEP_SECURITY,
                 "env": [
                     *([token_env(secret)] if secret else []),
@@ -308,10 +346,10 @@ def _cpu_pod(
                     "requests": {"cpu": "16", "memory": f"{memory}Gi"},
                     "limits": {"memory": f"{memory}Gi"},
                 },
-                "volumeMounts": mounts,
+                "volumeMounts": [*mounts, dict(SCRIPTS_MOUNT)],
             }
         ],
-        "volumes": [*volumes, scratch_volume(scratch_gib)],
+        "volumes": [*volumes, scratch_volume(scratch_gib), scripts_volume(scripts)],
     }
 
 
@@ -348,11 +386,12 @@ def pathways_jobset(
     *,
     name: str,
     step_id: str,
-    command: list[str],
+    scripts: str,
     scratch_uri: str,
     annotations: dict[str, Any],
 ) -> dict[str, Any]:
-    """The GRPO run as a Pathways JobSet: head (proxy, resource manager, workload) on cpu-np, workers on TPU."""
+    """The GRPO run as a Pathways JobSet: head (proxy, resource manager, workload) on cpu-np, workers on TPU; the
+    workload container runs the step's script from its ConfigMap ``scripts`` (``STEP_COMMAND``)."""
     shape, slices = settings.slice, settings.tpu.slices
     step_labels = labels(settings, "train", step_id)
     head_env = _field_env("PATHWAYS_HEAD", COORDINATOR_LABEL)
@@ -399,7 +438,7 @@ def pathways_jobset(
     workload = {
         "name": WORKLOAD_CONTAINER,
         "image": settings.images.maxtext,
-        "command": command,
+        "command": list(STEP_COMMAND),
         "env": [
             head_env,
             _env("JAX_PLATFORMS", "proxy,cpu"),
@@ -414,7 +453,7 @@ def pathways_jobset(
             *tutorial_env(),
         ],
         "resources": pathways.resources("workload"),
-        "volumeMounts": [{"name": "shared-tmp", "mountPath": "/tmp"}],
+        "volumeMounts": [{"name": "shared-tmp", "mountPath": "/tmp"}, dict(SCRIPTS_MOUNT)],
     }
     worker = {
         "name": "pathways-worker",
@@ -481,7 +520,7 @@ def pathways_jobset(
                                     "tolerations": [cpu_toleration()],
                                     "initContainers": [proxy, resource_manager],
                                     "containers": [workload],
-                                    "volumes": [_head_tmp()],
+                                    "volumes": [_head_tmp(), scripts_volume(scripts)],
                                 },
                             },
                         },

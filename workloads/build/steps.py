@@ -12,7 +12,10 @@ cluster). The hash is in the object's name, in its Pulumi resource name and in i
 - a change to an operational field (a deadline, JobSet restarts) keeps the name and is ignored
   for the existing object (``ignoreChanges``): a finished or running step is never touched;
 - who a CPU step runs as (its Kubernetes service account, ``ACCOUNT_PATH``) is hashed by the step's name alone
-  and ignored on an existing object, like an operational field.
+  and ignored on an existing object, like an operational field;
+- a step's script and the programs it runs are the data of its own ConfigMap (``Step.scripts``, named
+  ``<step name>-scripts``, immutable), mounted into its container: the identity hashes that data with the
+  object, so a changed script is a new step with a new ConfigMap, and no container's argv carries a script.
 """
 
 from __future__ import annotations
@@ -40,17 +43,22 @@ from workloads.build.commands import (
     convert_script,
     export_argv,
     export_script,
+    RUN_SCRIPT,
     program_script,
     publish_script,
+    step_files,
     train_argv,
     train_script,
 )
 from workloads.build.manifests import (
+    CONFIG_MAP_MAX_BYTES,
     HEAD_JOB,
     SKIP_AWAIT,
     WORKLOAD_CONTAINER,
     cpu_jobset,
     pathways_jobset,
+    scripts_config_map,
+    scripts_name,
 )
 
 HASH_CHARS = 10
@@ -108,6 +116,10 @@ class Step:
     """What the next step reads (and what the artifact check looks for)."""
     input_uri: str | None
     manifest: dict[str, Any]
+    scripts: dict[str, Any]
+    """Its ConfigMap of scripts (``<name>-scripts``, immutable): its bash script and the programs it runs, mounted
+    into its container (``workloads.build.manifests.scripts_config_map``); created before the JobSet, deleted
+    after it."""
     ignore_changes: tuple[str, ...]
     deadline_seconds: int
     """The step's own bound on one attempt (activeDeadlineSeconds)."""
@@ -125,6 +137,11 @@ class Step:
     """What a retry of it does beyond running it again (training resumes from its last checkpoint)."""
     kind: str = "JobSet"
     """Every step is a JobSet (``jobset.x-k8s.io/v1alpha2``)."""
+
+    @property
+    def script(self) -> str:
+        """The bash script its container runs (``RUN_SCRIPT`` of its ConfigMap)."""
+        return str(self.scripts["data"][RUN_SCRIPT])
 
 
 @dataclass(frozen=True)
@@ -211,17 +228,21 @@ def identity(
     manifest: dict[str, Any],
     operational: tuple[str, ...] = OPERATIONAL_PATHS,
     step: str | None = None,
+    files: Mapping[str, str] | None = None,
 ) -> str:
     """The hash of a step: its object (placeholders in; operational fields, annotations and the Kueue
-    queue out; the service account of ``step``'s pods, if it names one, as ``hashed_account``), the cluster it
-    runs on and the bucket it writes to."""
+    queue out; the service account of ``step``'s pods, if it names one, as ``hashed_account``), the files of its
+    ConfigMap of scripts (``files``: what its container runs), the cluster it runs on and the bucket it writes to."""
     body = _without(manifest, operational)
     pod = body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     if step is not None and "serviceAccountName" in pod:
         pod["serviceAccountName"] = hashed_account(step)
     labels = {k: v for k, v in body["metadata"].get("labels", {}).items() if k != QUEUE_LABEL}
     body["metadata"] = {**{k: v for k, v in body["metadata"].items() if k != "annotations"}, "labels": labels}
-    return step_hash({"cluster": settings.cluster_identifier, "bucket": settings.bucket_name, "object": body})
+    payload = {"cluster": settings.cluster_identifier, "bucket": settings.bucket_name, "object": body}
+    if files is not None:
+        payload["scripts"] = dict(files)
+    return step_hash(payload)
 
 
 def _fill(value: Any, name: str, step_id: str, output: str) -> Any:
@@ -251,16 +272,42 @@ def console_logs_url(settings: Settings, pod_prefix: str, container: str | None 
 
 
 def _address(
-    settings: Settings, step: str, manifest: dict[str, Any], operational: tuple[str, ...] = OPERATIONAL_PATHS
-) -> tuple[str, str, str, dict[str, Any]]:
-    """(hash, name, output URI, filled manifest) of a manifest built with placeholders."""
-    digest = identity(settings, manifest, operational, step)
+    settings: Settings,
+    step: str,
+    manifest: dict[str, Any],
+    script: str,
+    operational: tuple[str, ...] = OPERATIONAL_PATHS,
+) -> tuple[str, str, str, dict[str, Any], dict[str, Any]]:
+    """(hash, name, output URI, filled manifest, filled ConfigMap of scripts) of a manifest and its ``script``
+    built with placeholders."""
+    files = step_files(script)
+    digest = identity(settings, manifest, operational, step, files)
     model = settings.model.spec.name
     name = f"{model}-{step}-{digest}"
     output = step_output(settings.bucket_name, model, step, digest)
     filled = _fill(manifest, name, digest, output)
+    scripts = _fill(scripts_config_map(settings, step, scripts_name(NAME), STEP_ID, files), name, digest, output)
     _creatable(settings, step, filled)
-    return digest, name, output, filled
+    _fits(settings, step, scripts)
+    return digest, name, output, filled, scripts
+
+
+def config_map_bytes(config_map: dict[str, Any]) -> int:
+    """What Kubernetes counts of a ConfigMap against its limit: every key and value of ``data``, in bytes."""
+    return sum(len(key) + len(value.encode()) for key, value in config_map["data"].items())
+
+
+def _fits(settings: Settings, step: str, scripts: dict[str, Any]) -> None:
+    """Refuse a step whose ConfigMap of scripts the API server would refuse (``CONFIG_MAP_MAX_BYTES``): only
+    ``tpu-rl:training.extraArgs`` lengthens a script by more than a few names."""
+    size = config_map_bytes(scripts)
+    if size > CONFIG_MAP_MAX_BYTES:
+        raise error(
+            "tpu-rl:training.extraArgs",
+            "(its values)",
+            f"the {step} step's scripts would be {size} bytes, over a ConfigMap's {CONFIG_MAP_MAX_BYTES}; "
+            "set fewer or shorter extraArgs",
+        )
 
 
 def _creatable(settings: Settings, step: str, manifest: dict[str, Any]) -> None:
@@ -289,26 +336,26 @@ def _logs(settings: Settings, job: str, container: str) -> str:
 def _cpu_step(
     settings: Settings,
     step: StepName,
-    command: str,
+    script: str,
     input_uri: str | None,
     artifact: str,
     memory_fix: str = MEMORY_FIX,
     **options: Any,
 ) -> Step:
     """A CPU-only step (convert, export, publish, any other of the catalogue's): a single-pod JobSet on cpu-np that
-    runs ``command``, with the scratch its entry asks for (``options``: the publication's, see ``cpu_jobset``),
+    runs ``script`` (from its ConfigMap of scripts), with the scratch its entry asks for (``options``: the publication's, see ``cpu_jobset``),
     its output ``artifact`` (a name under its output folder, or ``""`` for the folder) verified by its kind."""
     manifest = cpu_jobset(
         settings,
         name=NAME,
         step=step,
         step_id=STEP_ID,
-        command=["/bin/bash", "-c", command],
+        scripts=scripts_name(NAME),
         scratch_gib=scratch_gib(settings.model.spec, step),
         annotations={**SKIP_AWAIT, **PATCH_FORCE},
         **options,
     )
-    digest, name, out, manifest = _address(settings, step, manifest)
+    digest, name, out, manifest, scripts = _address(settings, step, manifest, script)
     deadline = settings.workflow.timeouts[step]
     job = f"{name}-{step}-0"
     return Step(
@@ -319,6 +366,7 @@ def _cpu_step(
         artifact_uri=out + artifact,
         input_uri=input_uri,
         manifest=manifest,
+        scripts=scripts,
         ignore_changes=ignored((*OPERATIONAL_PATHS, ACCOUNT_PATH)),
         deadline_seconds=deadline,
         await_seconds=deadline + AWAIT_GRACE_SECONDS,
@@ -346,12 +394,13 @@ def _train_step(settings: Settings, before: Mapping[str, Step]) -> Step:
         settings,
         name=NAME,
         step_id=STEP_ID,
-        command=["/bin/bash", "-c", train_script(settings, argv, OUTPUT, convert_uri)],
+        scripts=scripts_name(NAME),
         scratch_uri=f"gs://{settings.bucket_name}/{PATHWAYS_SCRATCH}",
         annotations={**SKIP_AWAIT, **PATCH_FORCE},
     )
     operational = (*OPERATIONAL_PATHS, stall_path(manifest))
-    digest, name, out, manifest = _address(settings, "train", manifest, operational)
+    script = train_script(settings, argv, OUTPUT, convert_uri)
+    digest, name, out, manifest, scripts = _address(settings, "train", manifest, script, operational)
     head_job = f"{name}-{HEAD_JOB}-0"
     deadline = settings.workflow.timeouts["train"]
     return Step(
@@ -362,6 +411,7 @@ def _train_step(settings: Settings, before: Mapping[str, Step]) -> Step:
         artifact_uri=actor_checkpoints(out),
         input_uri=input_uri,
         manifest=manifest,
+        scripts=scripts,
         ignore_changes=ignored(operational),
         deadline_seconds=deadline,
         await_seconds=(1 + settings.workflow.max_restarts) * (deadline + AWAIT_GRACE_SECONDS),
