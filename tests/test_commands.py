@@ -1,4 +1,5 @@
-"""Rendered container commands, run by a real bash with a ``python3`` shim, give exactly the expected argv."""
+"""Rendered step scripts, run by a real bash from their ConfigMap's files with a ``python3`` shim, give exactly the
+expected argv."""
 
 from __future__ import annotations
 
@@ -21,22 +22,18 @@ from tests.conftest import put, shared_path, slug
 from tests.fake_hub import COMMIT
 from tests.lifecycle_walk import settings
 from workloads.build.commands import (
-    BASE_SNAPSHOT,
-    CHECKPOINT_SCAN,
-    COMPLETE_EXPORT,
     EVALS_LOG,
     EXPORT_BASE_DIR,
-    MARK_FOLDER,
     OPTIMIZER_PATCH,
+    PROGRAMS,
     RUN_LINE,
+    RUN_SCRIPT,
+    SCRIPTS_DIR,
     STALL_ENV,
     STALL_MARKER,
-    STALL_WATCHDOG,
     TRAIN_BASE_DIR,
-    TRAIN_EXIT,
     TRAIN_LOG,
     TRAIN_RL,
-    UPLOAD,
     UTILS_RL,
     quote,
     vllm_additional_config,
@@ -81,13 +78,20 @@ def tutorial_argv(command: str) -> list[str]:
     return shlex.split(command.replace("\n", " "))[1:]
 
 
+# The programs a step's script runs, as its container sees them (files of its ConfigMap, mounted at /tpu-rl).
+PATCH, MARK, UPLOADER = (f"{SCRIPTS_DIR}/{name}" for name in ("optimizer_patch.py", "mark_folder.py", "upload.py"))
+SNAPSHOT, SCAN, COMPLETE = (
+    f"{SCRIPTS_DIR}/{n}" for n in ("base_snapshot.py", "checkpoint_scan.py", "complete_export.py")
+)
+WATCHDOG, JUDGE = (f"{SCRIPTS_DIR}/{name}" for name in ("stall_watchdog.py", "train_exit.py"))
+
 SHIM = """#!/bin/sh
 "{python}" -c 'import json, sys; open(sys.argv[1], "a").write(json.dumps(sys.argv[2:]) + "\\n")' "{log}" "$@"
-if [ "$1" = "-c" ] && [ -n "$SHIM_BASE_COMMIT" ]; then
-  case "$2" in *"One commit of the base model for every step"*) echo "$SHIM_BASE_COMMIT"; exit 0;; esac
-fi
-if [ "$1" = "-c" ] && [ -n "$SHIM_RUN_C" ]; then exec "{python}" "$@"; fi
-if [ "$1" = "-c" ] && [ -n "$SHIM_C_PRINTS" ]; then echo "$SHIM_C_PRINTS"; fi
+case "$1" in */base_snapshot.py) if [ -n "$SHIM_BASE_COMMIT" ]; then echo "$SHIM_BASE_COMMIT"; exit 0; fi;; esac
+case "$1" in *.py)
+  if [ -n "$SHIM_RUN_C" ]; then exec "{python}" "$@"; fi
+  if [ -n "$SHIM_C_PRINTS" ]; then echo "$SHIM_C_PRINTS"; fi;;
+esac
 if [ "$1" = "-m" ] && [ -n "$SHIM_TRAIN_RL" ]; then exec "{python}" "$SHIM_TRAIN_RL"; fi
 if [ -n "$SHIM_FAIL" ]; then exit "$SHIM_FAIL"; fi
 """
@@ -101,29 +105,51 @@ def local_paths(script: str, tmp_path: Path) -> str:
     return script
 
 
-def run_in_bash(
-    command: list[str], tmp_path: Path, env: dict[str, str] | None = None, check: bool = True
-) -> list[list[str]]:
-    """Run a container command with ``python3`` on PATH recording each call's argv (``SHIM_RUN_C=1``
-    also runs ``python3 -c`` snippets with the real interpreter; ``SHIM_TRAIN_RL=<file>`` runs that file
-    for ``python3 -m ...``; ``base_snapshot.py`` prints ``SHIM_BASE_COMMIT``, ``COMMIT`` unless it is set empty:
-    it runs for real in tests/test_base_snapshot.py). The training log and side file go to ``tmp_path``
-    instead of /tmp."""
-    assert command[:2] == ["/bin/bash", "-c"]
-    script = local_paths(command[2], tmp_path)
+def install(step: dict | str, tmp_path: Path, script: str | None = None) -> Path:
+    """The step's ConfigMap of scripts written to ``tmp_path/tpu-rl`` as the kubelet mounts it (or a bare
+    ``script`` alone), its ``/tpu-rl`` and /tmp paths made ``tmp_path``'s (``local_paths``), and the ``python3``
+    shim on ``tmp_path/bin``; the path of its ``run.sh``."""
+    files = dict(scripts_of(step)["data"]) if isinstance(step, dict) else {RUN_SCRIPT: step}
+    if script is not None:
+        files[RUN_SCRIPT] = script
+    folder = tmp_path / "tpu-rl"
+    folder.mkdir(exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(local_paths(text, tmp_path).replace(f"{SCRIPTS_DIR}/", f"{folder}/"))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
+    shim = bin_dir / "python3"
+    shim.write_text(SHIM.format(python=sys.executable, log=tmp_path / "calls.jsonl"))
+    shim.chmod(0o755)
+    return folder / RUN_SCRIPT
+
+
+def run_in_bash(
+    step: dict | str,
+    tmp_path: Path,
+    env: dict[str, str] | None = None,
+    check: bool = True,
+    script: str | None = None,
+) -> list[list[str]]:
+    """Run a step's script as its container does (``bash /tpu-rl/run.sh``, its ConfigMap's files in ``tmp_path``;
+    ``script`` in place of its own, or a bare script for ``step``) with ``python3`` on PATH recording each call's
+    argv, its programs named by their path in the container (``SHIM_RUN_C=1`` also runs them with the real
+    interpreter; ``SHIM_TRAIN_RL=<file>`` runs that file for ``python3 -m ...``; ``base_snapshot.py`` prints
+    ``SHIM_BASE_COMMIT``, ``COMMIT`` unless it is set empty: it runs for real in tests/test_base_snapshot.py). The
+    training log and side file go to ``tmp_path`` instead of /tmp."""
+    run_sh = install(step, tmp_path, script)
     log = tmp_path / "calls.jsonl"
     log.write_text("")
-    shim = bin_dir / "python3"
-    shim.write_text(SHIM.format(python=sys.executable, log=log))
-    shim.chmod(0o755)
+    bin_dir = tmp_path / "bin"
     environment = {"PATH": f"{bin_dir}:/usr/bin:/bin", STALL_ENV: "7200", "SHIM_BASE_COMMIT": COMMIT, **(env or {})}
-    done = subprocess.run(["bash", "-c", script], env=environment, timeout=60, capture_output=True, text=True)
+    done = subprocess.run(["bash", str(run_sh)], env=environment, timeout=60, capture_output=True, text=True)
     if check:
         assert done.returncode == 0, done.stderr
     _LAST_RUN[:] = [done]
-    return [json.loads(line) for line in log.read_text().splitlines()]
+    mounted = f"{run_sh.parent}/"
+    return [
+        [word.replace(mounted, f"{SCRIPTS_DIR}/") for word in json.loads(line)] for line in log.read_text().splitlines()
+    ]
 
 
 _LAST_RUN: list[subprocess.CompletedProcess[str]] = []
@@ -134,29 +160,81 @@ def last_run() -> subprocess.CompletedProcess[str]:
     return _LAST_RUN[-1]
 
 
+_SCRIPTS: dict[str, dict] = {}
+"""Each planned step's ConfigMap of scripts, by the step's name (``objects`` records them)."""
+
+
 def objects(stack: str, *overrides: str) -> dict[str, dict]:
     """The step objects the builders make for an example stack (what the program registers:
-    ``test_workflow`` and ``test_policy`` compare the two)."""
+    ``test_workflow`` and ``test_policy`` compare the two); each one's ConfigMap of scripts is ``scripts_of``."""
     found = {}
     for step in plan_workflow(settings(stack, list(overrides))).steps:
         manifest = copy.deepcopy(step.manifest)
         if step.input_uri:  # annotated by the program once the previous step's output is verified
             manifest["metadata"]["annotations"][INPUT_ANNOTATION] = step.input_uri
         found[step.step] = manifest
+        _SCRIPTS[step.name] = copy.deepcopy(step.scripts)
     return found
+
+
+def scripts_of(obj: dict) -> dict:
+    """The ConfigMap of scripts of a step object from ``objects``."""
+    return _SCRIPTS[obj["metadata"]["name"]]
 
 
 def step_id(obj: dict) -> str:
     return obj["metadata"]["labels"]["tpu-rl/step-id"]
 
 
-def container_command(obj: dict) -> list[str]:
-    """The step's command: the CPU step's only container, or the training head's workload container."""
+def step_container(obj: dict) -> dict:
+    """The step's container: the CPU step's only container, or the training head's workload container."""
     pod = obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     if obj["metadata"]["labels"]["app.kubernetes.io/component"] != "train":
         (container,) = pod["containers"]
-        return container["command"]
-    return next(c for c in pod["containers"] if c["name"] == "workload-container")["command"]
+        return container
+    return next(c for c in pod["containers"] if c["name"] == "workload-container")
+
+
+def container_script(obj: dict) -> str:
+    """The script the step's container runs: ``run.sh`` of its ConfigMap, which its pod mounts at /tpu-rl."""
+    pod = obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    container = step_container(obj)
+    assert container["command"] == ["/bin/bash", f"{SCRIPTS_DIR}/{RUN_SCRIPT}"] and "args" not in container
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == SCRIPTS_DIR]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    scripts = scripts_of(obj)
+    assert mount["readOnly"] and volume["configMap"]["name"] == scripts["metadata"]["name"]
+    return scripts["data"][RUN_SCRIPT]
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_each_step_runs_its_script_from_its_own_config_map(stack):
+    """No script or program is an argument: each container runs ``bash /tpu-rl/run.sh`` from its step's
+    ConfigMap, which holds the script and exactly the programs it runs, each the text the image runs."""
+    objs = objects(stack, "tpu-rl:publish.repo=me/model", "tpu-rl:workflow.steps.evaluate=true")
+    expected = {
+        "convert": {"mark_folder.py", "base_snapshot.py"},
+        "train": {
+            "optimizer_patch.py",
+            "mark_folder.py",
+            "base_snapshot.py",
+            "upload.py",
+            "stall_watchdog.py",
+            "train_exit.py",
+        },
+        "export": {"mark_folder.py", "checkpoint_scan.py", "base_snapshot.py", "complete_export.py"},
+        "evaluate": {"mark_folder.py", "evaluate_export.py"},
+        "publish": {"mark_folder.py", "publish_hub.py"},
+    }
+    assert sorted(objs) == sorted(expected)
+    for step, obj in objs.items():
+        script = container_script(obj)
+        data = scripts_of(obj)["data"]
+        assert set(data) == {RUN_SCRIPT, *expected[step]}, step
+        assert all(data[name] == PROGRAMS[name] for name in expected[step])
+        assert all(f"python3 {SCRIPTS_DIR}/{name} " in script for name in expected[step])
+        assert "python3 -c" not in script and "bash -c" not in script
 
 
 PROD_BUCKET = "gs://my-tpu-prod-project-tpu-rl-prod"
@@ -166,12 +244,12 @@ PROD_BUCKET = "gs://my-tpu-prod-project-tpu-rl-prod"
 @pytest.mark.slow
 def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_path):
     objs = objects("prod")
-    calls = run_in_bash(container_command(objs["train"]), tmp_path, literal_env(objs["train"]))
-    assert calls[0] == ["-c", OPTIMIZER_PATCH, UTILS_RL], "the Adafactor patch runs first"
+    calls = run_in_bash(objs["train"], tmp_path, literal_env(objs["train"]))
+    assert calls[0] == [PATCH, UTILS_RL], "the Adafactor patch runs first"
     actual = train_call(calls)
-    assert calls[1] == ["-c", MARK_FOLDER, f"{PROD_BUCKET}/gemma4-26b/train/{step_id(objs['train'])}/"]
+    assert calls[1] == [MARK, f"{PROD_BUCKET}/gemma4-26b/train/{step_id(objs['train'])}/"]
     convert_out = f"{PROD_BUCKET}/gemma4-26b/convert/{step_id(objs['convert'])}/"
-    assert calls[2] == ["-c", BASE_SNAPSHOT, "fetch", convert_out, TRAIN_BASE_DIR], "the base at the converted commit"
+    assert calls[2] == [SNAPSHOT, "fetch", convert_out, TRAIN_BASE_DIR], "the base at the converted commit"
     assert f"tpu-rl: the base model at commit {COMMIT} (tokenizer_path)" in last_run().stdout
     train_uri = objs["train"]["metadata"]["annotations"]["tpu-rl/input"]
     train_out = f"{PROD_BUCKET}/gemma4-26b/train/{step_id(objs['train'])}/"
@@ -196,17 +274,17 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
     expected.append("checkpoint_period=10")  # not in the tutorial: bounds what a failure loses (docs/configuration.md)
     assert actual == expected
     assert train_uri == f"{PROD_BUCKET}/gemma4-26b/convert/{step_id(objs['convert'])}/0/items/"
-    uploads = [c[2:] for c in calls if c[:2] == ["-c", UPLOAD]]
+    uploads = [c[1:] for c in calls if c[:1] == [UPLOADER]]
     evals, log = str(tmp_path / "evals.txt"), str(tmp_path / "train.log")
     assert [u[0] for u in uploads] == [evals, log, evals], "the side file at the start; both files at the end"
-    assert f"> {TRAIN_LOG}" in container_command(objs["train"])[2], "the container writes its log to /tmp"
+    assert f"> {TRAIN_LOG}" in container_script(objs["train"]), "the container writes its log to /tmp"
     attempt = re.fullmatch(re.escape(f"{train_out}logs/train-") + r"(\d{8}T\d{6}Z)\.log", uploads[1][1])
     assert attempt and uploads[0][1] == uploads[2][1] == f"{train_out}logs/evals-{attempt.group(1)}.txt"
     stall = str(tmp_path / "stalled")
-    assert any(c[:2] == ["-c", STALL_WATCHDOG] and c[3:] == [log, "7200", stall] for c in calls), (
+    assert any(c[:1] == [WATCHDOG] and c[2:] == [log, "7200", stall] for c in calls), (
         "the watchdog watches the log with the manifest's bound"
     )
-    assert calls[-1] == ["-c", TRAIN_EXIT, log, "0", stall, str(SLICE_DOWN_EXIT), str(STALLED_EXIT)]
+    assert calls[-1] == [JUDGE, log, "0", stall, str(SLICE_DOWN_EXIT), str(STALLED_EXIT)]
     assert len(calls) == 9
 
 
@@ -218,20 +296,20 @@ def train_call(calls: list[list[str]]) -> list[str]:
 @pytest.mark.slow
 def test_training_fails_with_train_rls_exit_code_after_copying_the_log(tmp_path):
     """The log is copied whatever happens; the container exits with train_rl's status."""
-    command = container_command(objects("prod", "tpu-rl:training.optimizer=adamw")["train"])
-    failing = command[2].replace("python3 -m maxtext", "(exit 7) && python3 -m maxtext", 1)
-    calls = run_in_bash([*command[:2], failing], tmp_path, check=False)
+    train = objects("prod", "tpu-rl:training.optimizer=adamw")["train"]
+    failing = container_script(train).replace("python3 -m maxtext", "(exit 7) && python3 -m maxtext", 1)
+    calls = run_in_bash(train, tmp_path, check=False, script=failing)
     assert last_run().returncode == 7, "the judge printed nothing (not run here): train_rl's status"
-    finished = [c for c in calls if c[:2] != ["-c", STALL_WATCHDOG]]  # started in the background: any order
-    assert finished[-3][:3] == ["-c", UPLOAD, str(tmp_path / "train.log")]
-    assert finished[-1][:4] == ["-c", TRAIN_EXIT, str(tmp_path / "train.log"), "7"]
+    finished = [c for c in calls if c[:1] != [WATCHDOG]]  # started in the background: any order
+    assert finished[-3][:2] == [UPLOADER, str(tmp_path / "train.log")]
+    assert finished[-1][:3] == [JUDGE, str(tmp_path / "train.log"), "7"]
 
 
 @pytest.mark.pure
 def test_a_failing_patch_stops_the_training_script(tmp_path):
     """Strict mode: the first failing command ends the script with its status; train_rl never starts."""
-    calls = run_in_bash(container_command(objects("prod")["train"]), tmp_path, {"SHIM_FAIL": "3"}, check=False)
-    assert last_run().returncode == 3 and len(calls) == 1 and calls[0][:2] == ["-c", OPTIMIZER_PATCH]
+    calls = run_in_bash(objects("prod")["train"], tmp_path, {"SHIM_FAIL": "3"}, check=False)
+    assert last_run().returncode == 3 and len(calls) == 1 and calls[0][:1] == [PATCH]
 
 
 @pytest.mark.pure
@@ -240,9 +318,8 @@ def test_a_failing_patch_stops_the_training_script(tmp_path):
 def test_the_training_log_starts_with_the_run_record(tmp_path, overrides, slices, chips):
     """The report and the status tool read what the run is from the log's first line."""
     train = objects("prod", *overrides)["train"]
-    command = container_command(train)
     log = tmp_path / "train.log"
-    calls = run_in_bash(command, tmp_path, {"VLLM_HOST_IP": "10.1.2.3"})
+    calls = run_in_bash(train, tmp_path, {"VLLM_HOST_IP": "10.1.2.3"})
     record = {
         "model": "gemma4-26b",
         "hfRepo": "google/gemma-4-26b-a4b-it",
@@ -282,7 +359,7 @@ def test_the_training_log_starts_with_the_run_record(tmp_path, overrides, slices
 def test_quoting_keeps_every_word_literal_except_the_checkpoint(word, quoted, tmp_path):
     assert quote(word) == quoted
     if "${checkpoint}" not in word:
-        (echoed,) = run_in_bash(["/bin/bash", "-c", f"python3 {quoted}"], tmp_path)
+        (echoed,) = run_in_bash(f"python3 {quoted}", tmp_path)
         assert echoed == [word]
 
 
@@ -312,11 +389,11 @@ def test_the_vllm_config_follows_its_knobs(enabled):
 @pytest.mark.pure
 def test_conversion_argv(tmp_path):
     objs = objects("prod")
-    mark, snapshot, convert = run_in_bash(container_command(objs["convert"]), tmp_path)
-    assert mark[:2] == ["-c", MARK_FOLDER]
+    mark, snapshot, convert = run_in_bash(objs["convert"], tmp_path)
+    assert mark[:1] == [MARK]
     expected = [a for a in tutorial_argv(TUTORIAL_CONVERT) if not a.startswith("hf_access_token=")]
     convert_out = f"{PROD_BUCKET}/gemma4-26b/convert/{step_id(objs['convert'])}/"
-    assert snapshot == ["-c", BASE_SNAPSHOT, "snapshot", "google/gemma-4-26b-a4b-it", "main", convert_out]
+    assert snapshot == [SNAPSHOT, "snapshot", "google/gemma-4-26b-a4b-it", "main", convert_out]
     expected = [
         f"base_output_directory={convert_out}" if a.startswith("base_output_directory=") else a for a in expected
     ]
@@ -353,7 +430,7 @@ def test_export_argv_reads_the_newest_complete_checkpoint_found_at_run_time(tmp_
     for step in (10, 20, 30, 40, 49):
         put(gcs, actor, f"{step}/model_params/x", f"{step}/commit_success.txt")
     put(gcs, actor, "50/model_params/x")  # a save cut short
-    # SHIM_RUN_C runs every -c snippet for real, the completion too: a closed loopback Hub makes it fail at once
+    # SHIM_RUN_C runs every program for real, the completion too: a closed loopback Hub makes it fail at once
     # (it is tested for real in tests/test_export_complete.py).
     env = {
         "SHIM_RUN_C": "1",
@@ -361,14 +438,14 @@ def test_export_argv_reads_the_newest_complete_checkpoint_found_at_run_time(tmp_
         "HF_ENDPOINT": "http://127.0.0.1:9",
         "NO_GCE_CHECK": "True",
     }
-    mark, scan, fetch, export, complete = run_in_bash(container_command(objs["export"]), tmp_path, env, check=False)
+    mark, scan, fetch, export, complete = run_in_bash(objs["export"], tmp_path, env, check=False)
     out = f"{PROD_BUCKET}/gemma4-26b/export/{step_id(objs['export'])}/"
     convert_out = f"{PROD_BUCKET}/gemma4-26b/convert/{step_id(objs['convert'])}/"
-    assert mark == ["-c", MARK_FOLDER, out]
-    assert scan == ["-c", CHECKPOINT_SCAN, actor]
-    assert fetch == ["-c", BASE_SNAPSHOT, "fetch", convert_out, EXPORT_BASE_DIR]
+    assert mark == [MARK, out]
+    assert scan == [SCAN, actor]
+    assert fetch == [SNAPSHOT, "fetch", convert_out, EXPORT_BASE_DIR]
     assert export == _export_expected(objs, f"{actor}49/model_params/")
-    assert complete == ["-c", COMPLETE_EXPORT, "google/gemma-4-26b-a4b-it", COMMIT, out], "completed at the commit"
+    assert complete == [COMPLETE, "google/gemma-4-26b-a4b-it", COMMIT, out], "completed at the commit"
 
 
 @pytest.mark.pure
@@ -377,12 +454,10 @@ def test_export_argv_takes_the_checkpoint_the_scan_prints(tmp_path):
     objs = objects("prod")
     actor = objs["export"]["metadata"]["annotations"]["tpu-rl/input"]
     checkpoint = f"{actor}49/model_params/"
-    _mark, scan, _fetch, export, complete = run_in_bash(
-        container_command(objs["export"]), tmp_path, {"SHIM_C_PRINTS": checkpoint}
-    )
-    assert scan == ["-c", CHECKPOINT_SCAN, actor]
+    _mark, scan, _fetch, export, complete = run_in_bash(objs["export"], tmp_path, {"SHIM_C_PRINTS": checkpoint})
+    assert scan == [SCAN, actor]
     assert export == _export_expected(objs, checkpoint)
-    assert complete[:2] == ["-c", COMPLETE_EXPORT]
+    assert complete[:1] == [COMPLETE]
     assert f"tpu-rl: exporting {checkpoint}" in last_run().stdout
 
 
@@ -391,7 +466,7 @@ def test_export_stops_with_the_setup_failure_code_when_there_is_nothing_to_expor
     objs = objects("prod")
     put(gcs, f"{PROD_BUCKET}/", "unrelated")
     env = {"SHIM_RUN_C": "1", "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"]}
-    calls = run_in_bash(container_command(objs["export"]), tmp_path, env, check=False)
+    calls = run_in_bash(objs["export"], tmp_path, env, check=False)
     assert last_run().returncode == SETUP_FAILURE_EXIT
     assert len(calls) == 2, "to_huggingface never starts"
     assert "no complete checkpoint under" in last_run().stderr
@@ -406,7 +481,7 @@ def test_each_step_creates_its_output_folder_first_or_stops(tmp_path, gcs_folder
     objs = objects("prod")
     gcs = gcs_folders
     env = {"SHIM_RUN_C": "1", "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"]}
-    convert = container_command(objs["convert"])
+    convert = objs["convert"]
     out = f"{PROD_BUCKET}/gemma4-26b/convert/{step_id(objs['convert'])}/"
     # No bucket yet: GCS refuses the create at once (as it would a 403), and MaxText never starts.
     calls = run_in_bash(convert, tmp_path, env, check=False)
@@ -414,7 +489,7 @@ def test_each_step_creates_its_output_folder_first_or_stops(tmp_path, gcs_folder
     assert last_run().stderr.strip().endswith(f"tpu-rl: cannot create {out} (NotFound): check the step's bucket access")
     put(gcs, f"{PROD_BUCKET}/", "unrelated")
     calls = run_in_bash(convert, tmp_path, env)
-    assert calls[0] == ["-c", MARK_FOLDER, out] and calls[1][:3] == ["-c", BASE_SNAPSHOT, "snapshot"]
+    assert calls[0] == [MARK, out] and calls[1][:2] == [SNAPSHOT, "snapshot"]
     assert calls[2][:2] == ["-m", "maxtext.checkpoint_conversion.to_maxtext"]
     folder = gcs.bucket(out.split("/")[2]).get_blob(out.split("/", 3)[3])
     assert folder is not None and folder.size == 0 and folder.name.endswith("/")
@@ -424,11 +499,11 @@ def test_each_step_creates_its_output_folder_first_or_stops(tmp_path, gcs_folder
 @pytest.mark.pure
 @pytest.mark.slow
 def test_adamw_means_no_patch(tmp_path):
-    calls = run_in_bash(container_command(objects("prod", "tpu-rl:training.optimizer=adamw")["train"]), tmp_path)
-    started = [c[1] for c in calls]
-    assert started[:3] == [MARK_FOLDER, BASE_SNAPSHOT, UPLOAD]
-    assert sorted(started[3:5]) == sorted([TRAIN_RL, STALL_WATCHDOG])
-    assert started[5:] == [UPLOAD, UPLOAD, TRAIN_EXIT]
+    calls = run_in_bash(objects("prod", "tpu-rl:training.optimizer=adamw")["train"], tmp_path)
+    started = [c[1] if c[0] == "-m" else c[0] for c in calls]
+    assert started[:3] == [MARK, SNAPSHOT, UPLOADER]
+    assert sorted(started[3:5]) == sorted([TRAIN_RL, WATCHDOG])
+    assert started[5:] == [UPLOADER, UPLOADER, JUDGE]
 
 
 @pytest.mark.pure
@@ -437,7 +512,7 @@ def test_extra_args_are_appended_verbatim(tmp_path):
     objs = objects(
         "prod", "tpu-rl:training.extraArgs.eval_interval=1000", "tpu-rl:training.extraArgs.num_test_batches=2"
     )
-    calls = run_in_bash(container_command(objs["train"]), tmp_path)
+    calls = run_in_bash(objs["train"], tmp_path)
     assert train_call(calls)[-2:] == ["eval_interval=1000", "num_test_batches=2"]
 
 
@@ -495,7 +570,7 @@ def test_every_maxtext_key_exists_in_maxtext_0_2_4(stack, tmp_path):
     known = _maxtext_keys()
     overrides = ("tpu-rl:training.extraArgs.eval_interval=1000",)
     for step, obj in objects(stack, *overrides).items():
-        calls = run_in_bash(container_command(obj), tmp_path)
+        calls = run_in_bash(obj, tmp_path)
         argv = next(c for c in calls if c[0] == "-m")
         keys = [a.split("=", 1)[0] for a in argv[2:] if not a.startswith("-")]
         unknown = [k for k in keys if k not in known]
@@ -506,13 +581,7 @@ def test_every_maxtext_key_exists_in_maxtext_0_2_4(stack, tmp_path):
 @pytest.mark.pure
 def test_data_templates_exist_in_maxtext_0_2_4():
     for stack in ("dev", "prod"):
-        argv = [
-            a
-            for a in objects(stack)["train"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
-                "containers"
-            ][0]["command"][2].split()
-            if a.startswith("data_template_path=")
-        ]
+        argv = [a for a in container_script(objects(stack)["train"]).split() if a.startswith("data_template_path=")]
         template = argv[0].split("=", 1)[1]
         assert shared_path("maxtext-0.2.4", *template.split("/")[1:]).exists()
 
@@ -576,10 +645,9 @@ def test_sigterm_reaches_train_rl_and_the_attempt_keeps_its_log_and_evaluations(
     gcs.create_bucket(output.removeprefix("gs://").split("/")[0])
     stand_in = tmp_path / "train_rl.py"
     stand_in.write_text(TRAIN_RL_STAND_IN)
-    run_in_bash(["/bin/bash", "-c", "true"], tmp_path)  # installs the shim
-    script = local_paths(container_command(objs["train"])[2], tmp_path)
+    run_sh = install(objs["train"], tmp_path)
     env = train_env(objs["train"], tmp_path, stand_in)
-    bash = subprocess.Popen(["bash", "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    bash = subprocess.Popen(["bash", str(run_sh)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 40
         while not any(
@@ -632,11 +700,10 @@ def run_training(tmp_path: Path, gcs, stand_in: str, **env: str) -> tuple[subpro
     output = f"{PROD_BUCKET}/gemma4-26b/train/{step_id(objs['train'])}/"
     gcs.create_bucket(output.removeprefix("gs://").split("/")[0])
     (tmp_path / "train_rl.py").write_text(stand_in)
-    run_in_bash(["/bin/bash", "-c", "true"], tmp_path)  # installs the shim
-    script = local_paths(container_command(objs["train"])[2], tmp_path)
+    run_sh = install(objs["train"], tmp_path)
     environment = train_env(objs["train"], tmp_path, tmp_path / "train_rl.py", **env)
     done = subprocess.run(
-        ["bash", "-c", script], env=environment, capture_output=True, text=True, errors="replace", timeout=60
+        ["bash", str(run_sh)], env=environment, capture_output=True, text=True, errors="replace", timeout=60
     )
     return done, _logs(gcs, output)
 

@@ -298,7 +298,7 @@ def export_script(argv: list[str], actor_uri: str, output_uri: str, repo: str, c
         'echo "tpu-rl: exporting ${checkpoint}"',
         base_line("fetch", convert_uri, EXPORT_BASE_DIR),
         command_line(argv),
-        f"exec {run_program('complete_export.py')} {shlex.quote(repo)} \"{COMMIT_REF}\" {shlex.quote(output_uri)}",
+        f'exec {run_program("complete_export.py")} {shlex.quote(repo)} "{COMMIT_REF}" {shlex.quote(output_uri)}',
     ]
     return "\n".join(lines) + "\n"
 
