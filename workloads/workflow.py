@@ -12,9 +12,10 @@ its name (its identity) changes or when its live object ended Failed (a retry); 
 fields are ``ignoreChanges``. A step's scripts are its own immutable ConfigMap (``Step.scripts``, named after the
 step), registered before its JobSet, which depends on it: a new identity is a new ConfigMap and a new JobSet, and
 the old pair is deleted at the end of that `up`, the JobSet first (the engine deletes dependents before what they
-depend on); a retry replaces the JobSet only (the ConfigMap, the same name and data, is unchanged). The provider only applies a step's JobSet (``pulumi.com/skipAwait``);
-the program waits for it to end, bounded (``workloads.run.waiting``), and reports Kueue's or the
-JobSet's reason when it cannot.
+depend on: ``pkg/resource/deploy/step_generator.go`` ``ScheduleDeletes``); a retry replaces the JobSet only (the
+ConfigMap, the same name and data, is unchanged). The provider only applies a step's JobSet
+(``pulumi.com/skipAwait``); the program waits for it to end, bounded (``workloads.run.waiting``), and reports
+Kueue's or the JobSet's reason when it cannot.
 """
 
 from __future__ import annotations

@@ -38,12 +38,12 @@ from workloads.build import derived
 from workloads.build.commands import (
     CARD_DIR,
     PUBLISHED,
+    RUN_SCRIPT,
     STALL_ENV,
     convert_argv,
     convert_script,
     export_argv,
     export_script,
-    RUN_SCRIPT,
     program_script,
     publish_script,
     step_files,
@@ -343,8 +343,9 @@ def _cpu_step(
     **options: Any,
 ) -> Step:
     """A CPU-only step (convert, export, publish, any other of the catalogue's): a single-pod JobSet on cpu-np that
-    runs ``script`` (from its ConfigMap of scripts), with the scratch its entry asks for (``options``: the publication's, see ``cpu_jobset``),
-    its output ``artifact`` (a name under its output folder, or ``""`` for the folder) verified by its kind."""
+    runs ``script`` (from its ConfigMap of scripts), with the scratch its entry asks for (``options``: the
+    publication's, see ``cpu_jobset``), its output ``artifact`` (a name under its output folder, or ``""`` for the
+    folder) verified by its kind."""
     manifest = cpu_jobset(
         settings,
         name=NAME,
