@@ -1,8 +1,8 @@
 """A small, documented cost and duration model for one workflow run (plain functions, no Pulumi).
 
-Model: each step takes an assumed wall-clock time (the step's catalogue entry, ``core.steps.STEPS``: training
-by the training model below, a CPU step by its model's entry, ``core.models.MODELS``; a step with no assumed
-time is not estimated), and a chip-hour costs its TPU version's list price (its entry in
+Model: each step the stack runs takes an assumed wall-clock time (training by the training model below; a CPU
+step, the conversion, the export, the evaluation and the publication, by its model's entry in
+``core.models.MODELS``: ``step_hours``), and a chip-hour costs its TPU version's list price (its entry in
 ``core.tpu.CATALOGUE``) in the capacity mode. What bills, by capacity mode (``BILLING``):
 
 - ``reservation``: the reservation itself, from its creation until it is deleted, whether or not a slice uses
@@ -20,7 +20,7 @@ time is not estimated), and a chip-hour costs its TPU version's list price (its 
   (https://cloud.google.com/kubernetes-engine/docs/concepts/dws), so nothing bills while the request waits ("You
   can delete your TPU resources at any time to stop billing", https://cloud.google.com/tpu/docs/request-using-flex-start).
 
-Conversion and export run on the CPU pool and hold no TPU in any mode.
+The CPU steps run on the CPU pool and hold no TPU in any mode; what cpu-np's nodes cost is not modelled.
 
 What each failure mode costs (``FailureCost``, stack output ``estimate.failureModes``), with the failure
 semantics of ``workloads.build.manifests`` and ``workloads.run.waiting``:
@@ -32,16 +32,26 @@ semantics of ``workloads.build.manifests`` and ``workloads.run.waiting``:
   ``checkpoint_period`` on average;
 - ``unschedulable``: a step's pod that finds no node holds a reserved slice until `up` stops at
   ``tpu-rl:workflow.unschedulableTimeout`` (an autoscaled slice is not created for a pod that cannot start:
-  the head starts first, ``startupPolicy: InOrder``).
+  the head starts first, ``startupPolicy: InOrder``);
+- ``maintenance``: a TPU host maintenance event under training (no exclusion holds it back): the slice is away
+  for up to ``core.config.schema.TPU_MAINTENANCE_SECONDS`` (within Kueue's recovery timeout, which waits for it),
+  then a restart. A reservation bills the wait; an autoscaled pool has no VMs while it waits;
+- ``nodeUpgrade``: a node upgrade under training, a restart; nothing while the standing exclusion keeps node
+  upgrades away (``NO_MINOR_OR_NODE_UPGRADES``, the default: ``infra.gcp.gke_spec.maintenance_policy``).
+
+The run's protection from maintenance is in the output too (``Maintenance``): which node upgrades can reach a
+running training, and how long Kueue waits for a slice that is away.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.models import MODELS
-from core.steps import STEPS, StepName
+from core.config.schema import DEFAULT_EXCLUSION, DEFAULT_PODS_READY, RECOVERY_SECONDS, TPU_MAINTENANCE_SECONDS
+from core.models import MODELS, Model
+from core.steps import REQUIRED, STEPS, StepFacts, StepName
 from core.tpu import CATALOGUE, Capacity, SliceShape, TpuVersionName
 
 # What the model assumes beyond the catalogues: each TPU version's list prices are its entry's
@@ -81,6 +91,34 @@ class FailureCost:
     usd: float
 
 
+NODE_EXCLUDING_SCOPES = ("NO_MINOR_OR_NODE_UPGRADES",)
+"""Standing exclusion scopes that keep every node upgrade away (GKE's ``MaintenanceExclusionOptions.Scope``)."""
+
+
+@dataclass(frozen=True)
+class Maintenance:
+    """How a run is protected from maintenance (``infra.gcp.gke_spec.maintenance_policy``, Kueue's recovery)."""
+
+    exclusion: str | None
+    """The standing exclusion's scope (``tpu-rl:gke.maintenanceExclusion``), None: none."""
+    recovery_hours: float
+    """Kueue's recovery timeout: how long a running step's pods may be away (``tpu-rl:kueue.recoveryTimeout``)."""
+
+    @property
+    def node_upgrades_held(self) -> bool:
+        return self.exclusion in NODE_EXCLUDING_SCOPES
+
+    def to_output(self) -> dict[str, Any]:
+        return {
+            "nodeUpgrades": f"held off until end of support ({self.exclusion})"
+            if self.node_upgrades_held
+            else "let in: a node patch in the daily window ends a running training attempt, restarted from its "
+            "checkpoint",
+            "recoveryHours": round(self.recovery_hours, 2),
+            "tpuMaintenanceHours": round(TPU_MAINTENANCE_SECONDS / 3600, 2),
+        }
+
+
 @dataclass(frozen=True)
 class Estimate:
     capacity: Capacity
@@ -96,6 +134,8 @@ class Estimate:
     notes: list[str] = field(default_factory=list)
     failures: dict[str, FailureCost] = field(default_factory=dict)
     """What each failure mode costs (module docstring)."""
+    maintenance: Maintenance | None = None
+    """The run's protection from maintenance (None: not given)."""
 
     def to_output(self) -> dict[str, Any]:
         """Stack-output form, camelCase and rounded."""
@@ -126,6 +166,7 @@ class Estimate:
                 }
                 for mode, f in self.failures.items()
             },
+            **({"maintenance": self.maintenance.to_output()} if self.maintenance else {}),
         }
 
 
@@ -164,6 +205,15 @@ def step_seconds(run: TrainingRun, chips: int) -> float:
     return per_step * REFERENCE_CHIPS / chips
 
 
+def step_hours(facts: StepFacts, model: Model) -> float | None:
+    """A CPU step's assumed wall-clock hours: its catalogue entry's ``hours``, else its model entry's
+    ``<step>_hours`` (the evaluation's and the publication's); None: not a CPU step the model times."""
+    if facts.hours is not None:
+        return facts.hours(model)
+    hours = getattr(model, f"{facts.name}_hours", None)
+    return float(hours) if isinstance(hours, int | float) else None
+
+
 def train_hours(run: TrainingRun, chips: int) -> float:
     """Startup plus num_batches steps."""
     return TRAIN_STARTUP_HOURS + run.num_batches * step_seconds(run, chips) / 3600
@@ -177,13 +227,20 @@ def failure_costs(
     *,
     checkpoint_period: int,
     unschedulable_seconds: int,
+    maintenance: Maintenance | None = None,
 ) -> dict[str, FailureCost]:
     """What one failure of each kind bills (module docstring)."""
     lost_steps = min(checkpoint_period, run.num_batches) / 2
+    restart = TRAIN_STARTUP_HOURS + lost_steps * step_seconds(run, chips) / 3600
+    reserved = capacity == "reservation"
+    protection = maintenance or Maintenance(DEFAULT_EXCLUSION, (DEFAULT_PODS_READY[capacity] + RECOVERY_SECONDS) / 3600)
+    away = min(TPU_MAINTENANCE_SECONDS / 3600, protection.recovery_hours)
     hours = {
         "deterministicFailure": TRAIN_STARTUP_HOURS,
-        "preemption": TRAIN_STARTUP_HOURS + lost_steps * step_seconds(run, chips) / 3600,
-        "unschedulable": unschedulable_seconds / 3600 if capacity == "reservation" else 0.0,
+        "preemption": restart,
+        "unschedulable": unschedulable_seconds / 3600 if reserved else 0.0,
+        "maintenance": (away if reserved else 0.0) + restart,
+        "nodeUpgrade": 0.0 if protection.node_upgrades_held else restart,
     }
     return {mode: FailureCost(h, h * chips, h * chips * price) for mode, h in hours.items()}
 
@@ -196,41 +253,45 @@ def estimate_run(
     *,
     checkpoint_period: int = 10,
     unschedulable_seconds: int = 900,
+    steps: Iterable[StepName] | None = None,
+    maintenance: Maintenance | None = None,
 ) -> Estimate:
     """Wall-clock hours, TPU chip-hours and USD per step for one run of the workflow, and what each failure
     mode costs; with no `run` (a provision-only stack) every step takes 0 h and only a reserved slice's daily
-    bill remains."""
+    bill remains. `steps` are the steps the stack runs (``Settings.workflow.steps``; None: the required ones)."""
     chips = shape.chips * slices
     price = usd_per_chip_hour(shape.version, capacity)
     reserved = capacity == "reservation"
-    estimated = [facts for facts in STEPS.values() if facts.holds_tpu or facts.hours is not None]
+    runs = set(REQUIRED if steps is None else steps)
     hours: dict[StepName, float] = {}
-    for facts in estimated:
-        if run is None:
-            hours[facts.name] = 0.0
-        elif facts.hours is not None:
-            hours[facts.name] = facts.hours(MODELS[run.model])
-        else:
-            hours[facts.name] = train_hours(run, chips)
-    steps = []
-    for step, step_hours in hours.items():
+    for facts in STEPS.values():
+        if facts.name not in runs:
+            continue
+        if facts.holds_tpu:
+            hours[facts.name] = 0.0 if run is None else train_hours(run, chips)
+            continue
+        assumed = None if run is None else step_hours(facts, MODELS[run.model])
+        if run is None or assumed is not None:
+            hours[facts.name] = assumed or 0.0
+    estimates: list[StepEstimate] = []
+    for step, wall in hours.items():
         holds_tpu = STEPS[step].holds_tpu
         if reserved:
-            billed = step_hours
-        elif holds_tpu and step_hours:
-            billed = step_hours + AUTOSCALE_OVERHEAD_HOURS
+            billed = wall
+        elif holds_tpu and wall:
+            billed = wall + AUTOSCALE_OVERHEAD_HOURS
         else:
             billed = 0.0
-        steps.append(StepEstimate(step, step_hours, holds_tpu, billed * chips, billed * chips * price))
-    notes = ["conversion and export run on the CPU pool and hold no TPU", billing_note(capacity, chips, price)]
+        estimates.append(StepEstimate(step, wall, holds_tpu, billed * chips, billed * chips * price))
+    notes = [cpu_note([step for step in hours if not STEPS[step].holds_tpu]), billing_note(capacity, chips, price)]
     return Estimate(
         capacity=capacity,
         chips=chips,
         usd_per_chip_hour=price,
-        steps=steps,
+        steps=estimates,
         total_hours=sum(hours.values()),
-        total_tpu_chip_hours=sum(s.tpu_chip_hours for s in steps),
-        total_usd=sum(s.usd for s in steps),
+        total_tpu_chip_hours=sum(s.tpu_chip_hours for s in estimates),
+        total_usd=sum(s.usd for s in estimates),
         idle_usd_per_day=chips * price * 24 if reserved else 0.0,
         notes=notes,
         failures={}
@@ -242,7 +303,18 @@ def estimate_run(
             run,
             checkpoint_period=checkpoint_period,
             unschedulable_seconds=unschedulable_seconds,
+            maintenance=maintenance,
         ),
+        maintenance=maintenance,
+    )
+
+
+def cpu_note(steps: list[StepName]) -> str:
+    """``conversion, export and evaluation run on the CPU pool and hold no TPU``: the estimate's CPU steps."""
+    nouns = [STEPS[step].noun for step in steps]
+    listed = nouns[0] if len(nouns) == 1 else ", ".join(nouns[:-1]) + " and " + nouns[-1]
+    return (
+        f"{listed} run{'s' if len(nouns) == 1 else ''} on the CPU pool and hold{'s' if len(nouns) == 1 else ''} no TPU"
     )
 
 
@@ -263,7 +335,7 @@ def billing_note(capacity: Capacity, chips: int, price: float) -> str:
         return BILLING[capacity]
     return (
         f"the reservation bills from its creation until it is deleted, used or not: for this slice {chips} chips x "
-        f"${price:.2f} = ${chips * price * 24:,.0f} per day, also while conversion and export run and after "
+        f"${price:.2f} = ${chips * price * 24:,.0f} per day, also while the CPU steps run and after "
         "`pulumi destroy` (which removes the slice, not the reservation); delete the reservation to stop it"
     )
 
@@ -290,6 +362,8 @@ def estimate_for(settings: Any) -> Estimate:
         run,
         checkpoint_period=int(settings.training.knobs["checkpoint_period"]),
         unschedulable_seconds=settings.workflow.unschedulable_timeout,
+        steps=settings.workflow.steps or REQUIRED,
+        maintenance=Maintenance(settings.gke.maintenance_exclusion, settings.kueue.recovery_timeout / 3600),
     )
 
 
@@ -316,7 +390,15 @@ def describe(output: dict[str, Any]) -> str:
         "deterministicFailure": "a failure of the trainer (no restart)",
         "preemption": "a preemption (restart + steps since the checkpoint)",
         "unschedulable": "an unschedulable step until `up` stops",
+        "maintenance": "a TPU maintenance event (wait + restart)",
+        "nodeUpgrade": "a node upgrade under training (restart)",
     }
     for mode, f in output.get("failureModes", {}).items():
         lines.append(f"  if {words[mode]:<52} {f['tpuChipHours']:8.1f} chip-h  ${f['usd']:10,.2f}")
+    if "maintenance" in output:
+        m = output["maintenance"]
+        lines.append(
+            f"  maintenance: node upgrades {m['nodeUpgrades']}; Kueue waits {m['recoveryHours']:g} h for a slice "
+            f"that is away (a TPU maintenance event: up to {m['tpuMaintenanceHours']:g} h)"
+        )
     return "\n".join(lines)

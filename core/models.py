@@ -38,6 +38,13 @@ class Model:
     """Assumed seconds per generated sample (prompt x generation) of ``core.estimate.REFERENCE_TARGET_LENGTH``
     tokens on a ``core.estimate.REFERENCE_CHIPS``-chip slice: rollout, reshard, update. The estimate scales it
     with the target length and inversely with the chips."""
+    evaluate_hours: float = 1.0
+    """Assumed wall-clock hours of the evaluation (``tpu-rl:workflow.steps.evaluate``): read the export from Cloud
+    Storage, load it with transformers on one cpu-np node and generate the answers to five questions on CPU (up to
+    ``core.steps.EVALUATE_MAX_NEW_TOKENS`` tokens each; its deadline is 3 h)."""
+    publish_hours: float = 0.5
+    """Assumed wall-clock hours of the publication (``tpu-rl:publish.repo``): copy the verified export from Cloud
+    Storage and upload it to the Hub."""
 
 
 MODELS: dict[str, Model] = {
@@ -49,6 +56,8 @@ MODELS: dict[str, Model] = {
         convert_hours=1.0,
         export_hours=0.75,
         train_seconds_per_sample=6.0,
+        evaluate_hours=1.5,  # a 26B mixture of experts (4B active) generating on 64 vCPUs
+        publish_hours=0.5,  # 52 GiB to the Hub
     ),
     "gemma4-e4b": Model(
         name="gemma4-e4b",
@@ -58,6 +67,8 @@ MODELS: dict[str, Model] = {
         convert_hours=0.3,
         export_hours=0.25,
         train_seconds_per_sample=1.5,
+        evaluate_hours=0.5,
+        publish_hours=0.25,
     ),
 }
 """tpu-rl's name -> the model's entry (a key is its entry's ``name``)."""

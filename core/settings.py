@@ -48,8 +48,8 @@ class GkeSettings:
     version_prefix: str | None
     """Pin the control plane to the channel's newest version with this prefix (e.g. ``1.35.``)."""
     maintenance_exclusion: str | None
-    """Scope of the standing exclusion until end of support (``NO_MINOR_UPGRADES`` lets node patches in),
-    None: no standing exclusion."""
+    """Scope of the standing exclusion until end of support (``NO_MINOR_OR_NODE_UPGRADES`` keeps every node
+    upgrade away from a running training; ``NO_MINOR_UPGRADES`` lets node patches in), None: no standing exclusion."""
     maintenance_window: str
     """Daily maintenance window start, ``HH:MM`` UTC."""
     hold_upgrades: tuple[str, str] | None = None
@@ -147,8 +147,9 @@ class KueueSettings:
     """Seconds an admitted step may take until all its pods are Ready (Kueue ``waitForPodsReady``)."""
     admission_timeout: int
     """Seconds `pulumi up` waits for a queued step to be admitted."""
-    recovery_timeout: int = 6000
-    """Seconds a running step's pods may stay not Ready before Kueue stops it (``waitForPodsReady``)."""
+    recovery_timeout: int = 16200
+    """Seconds a running step's pods may stay not Ready before Kueue stops it (``waitForPodsReady``): by default
+    the pods-ready timeout plus a TPU host maintenance event (``core.config.schema.RECOVERY_SECONDS``)."""
 
 
 @dataclass(frozen=True)

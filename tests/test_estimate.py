@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from core.estimate import (
+    Maintenance,
     TrainingRun,
     describe,
     estimate_for,
@@ -98,14 +99,17 @@ def test_the_stack_output_of_the_tutorial_run_on_a_reservation():
         "notes": [
             "conversion and export run on the CPU pool and hold no TPU",
             "the reservation bills from its creation until it is deleted, used or not: for this slice 32 chips x "
-            "$1.89 = $1,452 per day, also while conversion and export run and after `pulumi destroy` (which removes "
+            "$1.89 = $1,452 per day, also while the CPU steps run and after `pulumi destroy` (which removes "
             "the slice, not the reservation); delete the reservation to stop it",
         ],
-        # one start-up (0.75 h); a restart (0.75 h) + half of checkpoint_period 10 x 96 s; 15 min held
+        # one start-up (0.75 h); a restart (0.75 h) + half of checkpoint_period 10 x 96 s; 15 min held; a TPU
+        # maintenance event: the slice away 4 h (billed: reserved) + a restart; node upgrades held off: nothing
         "failureModes": {
             "deterministicFailure": {"tpuHours": 0.75, "tpuChipHours": 24.0, "usd": 45.36},
             "preemption": {"tpuHours": 0.88, "tpuChipHours": 28.3, "usd": 53.42},
             "unschedulable": {"tpuHours": 0.25, "tpuChipHours": 8.0, "usd": 15.12},
+            "maintenance": {"tpuHours": 4.88, "tpuChipHours": 156.3, "usd": 295.34},
+            "nodeUpgrade": {"tpuHours": 0.0, "tpuChipHours": 0.0, "usd": 0.0},
         },
     }
 
@@ -126,6 +130,9 @@ def test_two_flex_start_slices_halve_the_steps_and_bill_only_training():
         "  if a failure of the trainer (no restart)                    48.0 chip-h  $     77.76",
         "  if a preemption (restart + steps since the checkpoint)      52.3 chip-h  $     84.67",
         "  if an unschedulable step until `up` stops                    0.0 chip-h  $      0.00",
+        # an autoscaled pool has no VMs while the slice is away: the restart only
+        "  if a TPU maintenance event (wait + restart)                 52.3 chip-h  $     84.67",
+        "  if a node upgrade under training (restart)                   0.0 chip-h  $      0.00",
     ]
 
 
@@ -200,7 +207,8 @@ def test_the_estimate_of_a_stack_reads_each_setting(overrides, expected):
     capacity, slices, run = expected
     extra = ["tpu-rl:tpu.reservation="] if capacity == "spot" else []
     s = settings("prod", [*overrides, *extra])
-    assert estimate_for(s) == estimate_run(V6E_32, slices, capacity, run)
+    held = Maintenance("NO_MINOR_OR_NODE_UPGRADES", 4.5)  # kueue.podsReadyTimeout 30m + a TPU maintenance event 4 h
+    assert estimate_for(s) == estimate_run(V6E_32, slices, capacity, run, maintenance=held)
     assert step_seconds_for(s) == pytest.approx(step_seconds(run or TUTORIAL, 32 * slices))
 
 
@@ -237,3 +245,82 @@ def test_the_billing_note_says_what_bills_in_each_capacity_mode(capacity, words)
     assert words in notes[1]
     assert not any("until destroy" in note or "until `pulumi destroy`" in note for note in notes)
     assert ("after `pulumi destroy`" in notes[1]) is (capacity == "reservation")
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole run: the evaluation and the publication (issue 39 item 7), and maintenance (item 4)
+
+
+@pytest.mark.pure
+def test_the_evaluation_and_the_publication_are_estimated_when_the_stack_runs_them():
+    every = ("convert", "train", "export", "evaluate", "publish")
+    e = estimate_run(V6E_32, 1, "reservation", TUTORIAL, steps=every)
+    steps = {s.step: s for s in e.steps}
+    assert list(steps) == list(every)
+    # gemma4-26b's entry: evaluation 1.5 h, publication 0.5 h, on cpu-np; a reserved slice bills through both
+    assert (steps["evaluate"].hours, steps["publish"].hours) == (1.5, 0.5)
+    assert steps["evaluate"].holds_tpu is False and steps["evaluate"].usd == pytest.approx(32 * 1.5 * 1.89)
+    assert steps["publish"].usd == pytest.approx(32 * 0.5 * 1.89)  # $30.24
+    assert e.total_hours == pytest.approx(1.0 + 2.083333 + 0.75 + 1.5 + 0.5, rel=1e-5)
+    assert e.total_usd == pytest.approx(231.84 + 90.72 + 30.24, abs=0.01)
+    assert e.notes[0] == "conversion, export, evaluation and publication run on the CPU pool and hold no TPU"
+    spot = {s.step: s for s in estimate_run(V6E_32, 1, "spot", TUTORIAL, steps=every).steps}
+    assert spot["evaluate"].hours == 1.5 and spot["evaluate"].usd == 0 and spot["publish"].usd == 0
+    # only the steps the stack runs: the publication alone, without the evaluation
+    alone = estimate_run(V6E_32, 1, "reservation", TUTORIAL, steps=("convert", "train", "export", "publish"))
+    assert [s.step for s in alone.steps] == ["convert", "train", "export", "publish"]
+
+
+@pytest.mark.pure
+def test_a_stack_estimates_the_steps_it_runs():
+    plain = estimate_for(settings("prod", []))
+    assert [s.step for s in plain.steps] == ["convert", "train", "export"]
+    both = estimate_for(
+        settings("prod", ["tpu-rl:workflow.steps.evaluate=true", "tpu-rl:publish.repo=my-org/gemma4-grpo"])
+    )
+    steps = {s.step: s for s in both.steps}
+    assert list(steps) == ["convert", "train", "export", "evaluate", "publish"]
+    assert both.total_usd == pytest.approx(plain.total_usd + 32 * (1.5 + 0.5) * 1.89)
+    small = {
+        s.step: s
+        for s in estimate_for(
+            settings("prod", ["tpu-rl:workflow.steps.evaluate=true", "tpu-rl:model.name=gemma4-e4b"])
+        ).steps
+    }
+    assert small["evaluate"].hours == 0.5  # gemma4-e4b's entry
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("overrides", "recovery"),
+    [
+        ([], 4.5),
+        (["tpu-rl:tpu.capacity=spot", "tpu-rl:tpu.reservation="], 4.5),
+        (["tpu-rl:tpu.capacity=on-demand", "tpu-rl:tpu.reservation="], 4.5),
+        (["tpu-rl:tpu.capacity=flex-start", "tpu-rl:tpu.reservation="], 6.0),
+        (["tpu-rl:kueue.recoveryTimeout=2h"], 2.0),
+    ],
+    ids=["reservation", "spot", "on-demand", "flex-start", "own"],
+)
+def test_the_estimate_says_how_a_run_is_protected_from_maintenance(overrides, recovery):
+    output = estimate_for(settings("prod", overrides)).to_output()
+    assert output["maintenance"] == {
+        "nodeUpgrades": "held off until end of support (NO_MINOR_OR_NODE_UPGRADES)",
+        "recoveryHours": recovery,
+        "tpuMaintenanceHours": 4.0,
+    }
+    assert output["failureModes"]["nodeUpgrade"]["usd"] == 0.0
+    assert f"Kueue waits {recovery:g} h for a slice that is away" in describe(output)
+
+
+@pytest.mark.pure
+def test_node_patches_let_in_cost_a_restart_and_the_wait_is_bounded_by_kueue():
+    s = settings("prod", ["tpu-rl:gke.maintenanceExclusion=NO_MINOR_UPGRADES", "tpu-rl:kueue.recoveryTimeout=2h"])
+    output = estimate_for(s).to_output()
+    assert output["maintenance"]["nodeUpgrades"].startswith("let in: a node patch in the daily window ends")
+    restart = output["failureModes"]["preemption"]
+    assert output["failureModes"]["nodeUpgrade"] == restart
+    # Kueue stops waiting after 2 h: the reserved slice bills 2 h of the wait, then the restart
+    assert output["failureModes"]["maintenance"]["tpuHours"] == pytest.approx(2.0 + restart["tpuHours"], abs=0.01)
+    none = estimate_for(settings("prod", ["tpu-rl:gke.maintenanceExclusion=none"])).to_output()
+    assert none["failureModes"]["nodeUpgrade"] == none["failureModes"]["preemption"]

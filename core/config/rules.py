@@ -9,7 +9,7 @@ import datetime
 import re
 from typing import Any
 
-from core.config.schema import DEFAULT_PODS_READY, DEFAULT_RESTARTS, DEFAULT_UNSCHEDULABLE, NODE_REPAIR_SECONDS
+from core.config.schema import DEFAULT_PODS_READY, DEFAULT_RESTARTS, DEFAULT_UNSCHEDULABLE, RECOVERY_SECONDS
 from core.config.values import UNREADABLE, Problems, UnreadableError, Values, canonical_cidr, error
 from core.inputs import parse_json
 from core.knobs import TRAINING_KNOBS
@@ -557,7 +557,7 @@ def _kueue(v: Values, tpu: TpuSettings, cpu_pool: PoolSettings) -> KueueSettings
         version=v[_k("kueue.version")],
         pods_ready_timeout=ready,
         admission_timeout=v[_k("kueue.admissionTimeout")],
-        recovery_timeout=ready + NODE_REPAIR_SECONDS if recovery is None else recovery,
+        recovery_timeout=ready + RECOVERY_SECONDS if recovery is None else recovery,
     )
 
 

@@ -45,9 +45,25 @@ DEFAULT_UNSCHEDULABLE: dict[Capacity, int] = {"reservation": 900, "on-demand": 9
 # How long GKE may take to repair a node under a running step: auto-repair starts after about 10 minutes of
 # NotReady and waits up to an hour for the drain before it re-creates the node ("Auto-repair process",
 # https://cloud.google.com/kubernetes-engine/docs/how-to/node-auto-repair); a multi-host TPU slice is
-# re-created as one unit ("About TPUs in GKE"). Kueue's recovery timeout is this plus the pods-ready timeout
-# (the re-created pods must start as the first ones did).
+# re-created as one unit ("About TPUs in GKE").
 NODE_REPAIR_SECONDS = 10 * 60 + 60 * 60
+# How long a TPU host maintenance event may keep the slice away. TPU VMs do not live-migrate, so a host event
+# terminates the node and GKE re-creates it; host events bypass GKE's maintenance windows and exclusions ("Manage
+# GKE node disruption for GPUs and TPUs", https://cloud.google.com/kubernetes-engine/docs/concepts/handle-disruption-
+# gpu-tpu), and the whole multi-host slice goes with one host. Cloud TPU documents what it costs: "slice
+# unavailability of up to a few hours", when there is not enough capacity to reschedule the slice at once
+# (https://cloud.google.com/tpu/docs/manually-start-maintenance). "A few hours" is read as 4.
+TPU_MAINTENANCE_SECONDS = 4 * 3600
+# Kueue's recovery timeout is the longer of the two plus the pods-ready timeout (the re-created pods must be
+# scheduled and start as the first ones did: by capacity mode, DEFAULT_PODS_READY), so a maintenance event on any
+# capacity is waited for: 4h30m on a reservation, on-demand or spot capacity, 6h on flex-start.
+RECOVERY_SECONDS = max(NODE_REPAIR_SECONDS, TPU_MAINTENANCE_SECONDS)
+DEFAULT_EXCLUSION = "NO_MINOR_OR_NODE_UPGRADES"
+"""The standing exclusion in every capacity mode: a training run depends on its TPU slice and on the Pathways head's
+cpu-np node, and a node upgrade of either (surge 0 / unavailable 1, a multi-host slice as a whole) ends the attempt.
+A flex-start slice alone would be spared (GKE upgrades flex-start nodes with short-lived upgrades, "Node pool upgrade
+strategies"), but the head's cpu-np node is a surge pool in every mode. Node patches come in by a manual upgrade
+between runs, which maintenance exclusions do not hold back (docs/operations.md "GKE upgrades")."""
 
 
 @dataclass(frozen=True)
@@ -339,10 +355,12 @@ FIELDS: tuple[Field, ...] = (
     Field(
         _key("gke.maintenanceExclusion"),
         OneOf(EXCLUSION_SCOPES),
-        "NO_MINOR_UPGRADES",
-        "standing maintenance exclusion until end of support: NO_MINOR_UPGRADES lets node and control-plane "
-        "patches in (in the window), NO_MINOR_OR_NODE_UPGRADES (Cluster Toolkit's) keeps every node upgrade away",
-        samples=("NO_MINOR_OR_NODE_UPGRADES", "none"),
+        DEFAULT_EXCLUSION,
+        "standing maintenance exclusion until end of support: NO_MINOR_OR_NODE_UPGRADES (Cluster Toolkit's) keeps "
+        "every node upgrade away from a running training (its slice and the Pathways head's cpu-np node), so node "
+        "patches come in by a manual upgrade between runs; NO_MINOR_UPGRADES lets node and control-plane patches in "
+        "(in the window), where one ends a running training attempt",
+        samples=("NO_MINOR_UPGRADES", "none"),
     ),
     Field(
         _key("gke.holdUpgrades"),
@@ -541,8 +559,9 @@ FIELDS: tuple[Field, ...] = (
         Duration(300, 168 * 3600),
         DERIVED,
         "how long a running step's pods may stay not Ready (a JobSet restart, a node repair) before Kueue stops "
-        "it (Kueue waitForPodsReady.recoveryTimeout); default kueue.podsReadyTimeout + 1h10m, the length of a GKE "
-        "node auto-repair (10 min NotReady, then up to 1 h for the drain)",
+        "it (Kueue waitForPodsReady.recoveryTimeout); default kueue.podsReadyTimeout + 4h (4h30m, flex-start 6h): "
+        'a TPU host maintenance event, "up to a few hours" for a slice (Cloud TPU), outlasts a GKE node '
+        "auto-repair (10 min NotReady, then up to 1 h for the drain)",
         samples=("3h",),
     ),
     Field(

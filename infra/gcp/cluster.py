@@ -105,7 +105,14 @@ class GkeCluster(pulumi.ComponentResource):
             opts,
             custom_timeouts=POOL_TIMEOUTS,
             depends_on=[*identities.grants, self.nodes_access.ready()],
-            ignore_changes=["nodeConfig.labels"],
+            # gVNIC is set when a pool is created (``gke_spec.GVNIC``) and never changed: enabling it on an existing
+            # pool re-creates every node of it outside the maintenance policy (GKE's gVNIC page), the TPU slice and a
+            # running training included. The provider would make that change in place (terraform-provider-google
+            # node_config.go, nodePoolNodeConfigUpdate: "updating GKE node pool gvnic"), and the engine applies
+            # ignoreChanges only to a resource it has state for (pulumi step_generator.go: processIgnoreChanges when
+            # old != nil): only a pool with no state yet, a new stack's or a new slice's, gets it, and an existing
+            # one, even one replaced for another change, keeps its own.
+            ignore_changes=["nodeConfig.labels", "nodeConfig.gvnic"],
         )
         system = gcp.container.NodePool(
             "system-pool", **system_pool_args(settings, self.cluster.id, identities.email("system")), opts=pool_opts

@@ -42,15 +42,29 @@ EXCLUSION_NAMES = {
     "NO_MINOR_OR_NODE_UPGRADES": "no-minor-or-node-upgrades-indefinite",
 }
 HOLD_NAME = "hold-all-upgrades"
+GVNIC = {"enabled": True}
+"""Google Virtual NIC on every pool, as Google's TPU tooling creates its pools: Cluster Toolkit's gke-node-pool module
+(system, cpu-np and the v6e slice, ``../shared/reference/cluster-toolkit.md`` §1.6-1.8) and xpk's TPU node pools
+(``--enable-gvnic``). GKE's own gVNIC page is written for GPU nodes ("Increase network traffic speed for GPU nodes",
+https://cloud.google.com/kubernetes-engine/docs/how-to/using-gvnic) and names no TPU recommendation; the training's
+data-center traffic (Pathways between the head on cpu-np and the workers, checkpoints to Cloud Storage) is what it
+speeds up. Set at creation only: the same page says enabling it on an existing pool re-creates its nodes outside the
+maintenance policy, which on the TPU pool would end a running training; ``infra.gcp.cluster`` ignores later changes
+of the field, so an existing pool keeps what it was created with."""
 
 
 def maintenance_policy(settings: Settings) -> dict[str, Any]:
     """The daily window, the standing exclusion until end of support and an optional hold of every upgrade.
 
-    ``NO_MINOR_UPGRADES`` (the default) keeps minor versions away but lets patch upgrades of the control
-    plane and the nodes in, inside the window, so nodes get security patches. Cluster Toolkit's gke-tpu-v6e
-    blueprint uses ``NO_MINOR_OR_NODE_UPGRADES``, which keeps every node upgrade away until end of support.
-    ``holdUpgrades`` adds a ``NO_UPGRADES`` exclusion (at most 30 days) for a run that must not be disturbed.
+    ``NO_MINOR_OR_NODE_UPGRADES`` (the default, Cluster Toolkit's gke-tpu-v6e blueprint's) keeps every node
+    upgrade away until end of support, so no node upgrade ends a training run: not of its TPU slice, whose
+    multi-host pool is upgraded as a whole, nor of the Pathways head's cpu-np node; control-plane patches still
+    come in, inside the window. It is the same in every capacity mode (``core.config.schema.DEFAULT_EXCLUSION``
+    says why); node patches come in by a manual upgrade between runs (docs/operations.md "GKE upgrades").
+    ``NO_MINOR_UPGRADES`` lets node patches in, inside the window, where one ends a running attempt.
+    ``holdUpgrades`` adds a ``NO_UPGRADES`` exclusion (at most 30 days) that holds control-plane patches too.
+    TPU host maintenance is not an upgrade: no exclusion holds it back, and Kueue's recovery timeout waits for it
+    (``core.config.schema.TPU_MAINTENANCE_SECONDS``).
     """
     gke = settings.gke
     policy: dict[str, Any] = {"daily_maintenance_window": {"start_time": gke.maintenance_window}}
@@ -157,6 +171,7 @@ def _node_config(
         "metadata": {"disable-legacy-endpoints": "true"},
         # CIS GKE 5.9.1: no unauthenticated kubelet port 10255 (nothing here reads it; metrics use 10250).
         "kubelet_config": {"insecure_kubelet_readonly_port_enabled": "FALSE"},
+        "gvnic": GVNIC,
         "resource_labels": settings.labels,
         **extra,
     }
