@@ -105,13 +105,14 @@ class GkeCluster(pulumi.ComponentResource):
             opts,
             custom_timeouts=POOL_TIMEOUTS,
             depends_on=[*identities.grants, self.nodes_access.ready()],
-            # gVNIC is set when a pool is created (``gke_spec.GVNIC``) and never changed: enabling it on an existing
-            # pool re-creates every node of it outside the maintenance policy (GKE's gVNIC page), the TPU slice and a
-            # running training included. The provider would make that change in place (terraform-provider-google
-            # node_config.go, nodePoolNodeConfigUpdate: "updating GKE node pool gvnic"), and the engine applies
-            # ignoreChanges only to a resource it has state for (pulumi step_generator.go: processIgnoreChanges when
-            # old != nil): only a pool with no state yet, a new stack's or a new slice's, gets it, and an existing
-            # one, even one replaced for another change, keeps its own.
+            # gVNIC is set when a pool is created or replaced (``gke_spec.GVNIC``), never changed in place: enabling it
+            # on an existing pool re-creates every node of it outside the maintenance policy (GKE's gVNIC page), the
+            # TPU slice and a running training included, and the provider would make that change in place
+            # (terraform-provider-google node_config.go, nodePoolNodeConfigUpdate: "updating GKE node pool gvnic").
+            # The engine applies ignoreChanges to an update only: a create has no old inputs, and a replacement
+            # re-runs Check on the program's inputs (pulumi step_generator.go: processIgnoreChanges when old != nil;
+            # "recompute the default values" on a replace), so a new or replaced pool gets it and an existing one
+            # keeps what it has.
             ignore_changes=["nodeConfig.labels", "nodeConfig.gvnic"],
         )
         system = gcp.container.NodePool(

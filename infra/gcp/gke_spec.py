@@ -49,8 +49,8 @@ GVNIC = {"enabled": True}
 https://cloud.google.com/kubernetes-engine/docs/how-to/using-gvnic) and names no TPU recommendation; the training's
 data-center traffic (Pathways between the head on cpu-np and the workers, checkpoints to Cloud Storage) is what it
 speeds up. Set at creation only: the same page says enabling it on an existing pool re-creates its nodes outside the
-maintenance policy, which on the TPU pool would end a running training; ``infra.gcp.cluster`` ignores later changes
-of the field, so an existing pool keeps what it was created with."""
+maintenance policy, which on the TPU pool would end a running training; ``infra.gcp.cluster`` ignores changes of the
+field on an update, so a pool created or replaced from now on gets it and an existing one keeps what it has."""
 
 
 def maintenance_policy(settings: Settings) -> dict[str, Any]:
