@@ -603,7 +603,7 @@ def test_the_prod_stack_reads_as_written():
         "gke": {
             "release_channel": "REGULAR",
             "version_prefix": None,
-            "maintenance_exclusion": "NO_MINOR_UPGRADES",
+            "maintenance_exclusion": "NO_MINOR_OR_NODE_UPGRADES",
             "maintenance_window": "09:00",
             "hold_upgrades": None,
             "secrets_key": "create",
@@ -622,6 +622,8 @@ def test_the_prod_stack_reads_as_written():
                 "convert_hours": 1.0,
                 "export_hours": 0.75,
                 "train_seconds_per_sample": 6.0,
+                "evaluate_hours": 1.5,
+                "publish_hours": 0.5,
             },
             "revision": "main",
         },
@@ -658,8 +660,8 @@ def test_the_prod_stack_reads_as_written():
             "version": "0.17.1",
             "pods_ready_timeout": 30 * 60,
             "admission_timeout": 15 * 60,
-            # podsReadyTimeout + a GKE node auto-repair (10 min NotReady, then up to 1 h for the drain)
-            "recovery_timeout": 30 * 60 + 70 * 60,
+            # podsReadyTimeout + a TPU host maintenance event ("up to a few hours", read as 4 h)
+            "recovery_timeout": 30 * 60 + 4 * 3600,
         },
         "labels": {"app": "tpu-rl", "stack": "prod", "cluster": "tpu-rl-prod", "managed-by": "pulumi"},
         "publish": {"repo": None, "private": True},
