@@ -11,6 +11,7 @@ import stat
 from collections.abc import Sequence
 from typing import Any
 
+from tests import fake_kube
 from tests.engine import Stack
 
 STEPS = ("convert", "train", "export")
@@ -42,3 +43,60 @@ def live(stack: Stack, step: str, overrides: Sequence[str] = ()) -> dict[str, An
     obj = stack.cluster.get(built.kind, "tpu-rl", built.name)
     assert obj is not None, f"{step}'s {built.kind} {built.name} is not in the cluster"
     return obj
+
+
+def helm_secret(name: str, namespace: str, version: int, status: str) -> dict[str, Any]:
+    """One revision's Secret as Helm's secrets driver writes it (helm v3.20.2 ``pkg/storage/driver/secrets.go``
+    ``newSecretsObject``: labelled ``owner=helm``, ``name``, ``status``, ``version``)."""
+    labels = {"owner": "helm", "name": name, "status": status, "version": str(version), "modifiedAt": "1"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "helm.sh/release.v1",
+        "metadata": {"name": f"sh.helm.release.v1.{name}.v{version}", "namespace": namespace, "labels": labels},
+        "data": {"release": "H4sI"},
+    }
+
+
+class HelmStorage(dict[tuple[str, str], tuple[int, str]]):
+    """``Stack.helm`` (``(namespace, release) -> (newest revision, status)``) kept in the loopback cluster as Helm
+    keeps it: each revision a Secret (the older ones ``superseded``), which the program's reader lists
+    (``infra.k8s.live.ClusterReader.helm_release``). Every write of the model goes through here."""
+
+    def __init__(self, cluster: fake_kube.FakeCluster, *args: Any) -> None:
+        super().__init__(*args)
+        self.cluster = cluster
+        self._sync()
+
+    def _sync(self) -> None:
+        with self.cluster.lock:
+            for key in [k for k in self.cluster.core if k[0] == "secrets"]:
+                del self.cluster.core[key]
+            for (namespace, name), (newest, status) in self.items():
+                revisions = [helm_secret(name, namespace, v, "superseded") for v in range(1, newest)]
+                secrets = self.cluster.core.setdefault(("secrets", namespace), [])
+                secrets += [*revisions, helm_secret(name, namespace, newest, status)]
+
+    def __setitem__(self, key: tuple[str, str], value: tuple[int, str]) -> None:
+        super().__setitem__(key, value)
+        self._sync()
+
+    def __delitem__(self, key: tuple[str, str]) -> None:
+        super().__delitem__(key)
+        self._sync()
+
+    def pop(self, key: tuple[str, str], *default: Any) -> Any:
+        found = super().pop(key, *default)
+        self._sync()
+        return found
+
+    def clear(self) -> None:
+        super().clear()
+        self._sync()
+
+
+def serve_helm(stack: Stack, monkeypatch: Any) -> Stack:
+    """``stack`` whose Helm storage the loopback API server serves as Secrets (``/api/v1/namespaces/<ns>/secrets``)."""
+    monkeypatch.setitem(fake_kube.CORE, "secrets", "Secret")
+    stack.helm = HelmStorage(stack.cluster, stack.helm)
+    return stack

@@ -10,8 +10,8 @@ import copy
 import pytest
 
 from infra.k8s.manifests import helm_release_problem
-from tests.engine import BILLED, CLUSTER, STEP_TYPES
-from tests.scenario import STEPS, names
+from tests.engine import BILLED, CLUSTER, HELM_RELEASE, STEP_TYPES
+from tests.scenario import STEPS, names, serve_helm
 from tools.stack_files import ROOT
 from workloads.build import manifests
 
@@ -25,11 +25,18 @@ GUARD = "tpu-rl:lifecycle:DestroyGuard"
 UNPROTECTED = ["tpu-rl:protect=false"]
 HAND_DELETIONS = {
     "bucket storage": "tpu-rl:forceDestroy false keeps a bucket that holds objects",
-    "Cloud KMS key versions (the key is abandoned, not destroyed)": "the stack's key (gke.secretsEncryptionKey: "
-    "create) is abandoned on destroy",
 }
 """What a destroy of the prod example (unprotected first) leaves billed, and why: the hand-deletion list of
-docs/operations.md "Destroy"."""
+docs/operations.md "Destroy". The stack's Cloud KMS key (gke.secretsEncryptionKey: create) is deleted with
+deletion_policy DELETE: its versions are scheduled for destruction and stop billing."""
+KMS_KEY = "gcp:kms/cryptoKey:CryptoKey"
+
+
+@pytest.fixture
+def stack(stack, monkeypatch):
+    """The scenario stack (``tests/conftest.py``) whose Helm storage the loopback cluster serves, so the program's
+    check of each release before its install or upgrade reads what the model's Helm did."""
+    return serve_helm(stack, monkeypatch)
 
 
 @pytest.fixture
@@ -83,8 +90,12 @@ def test_with_a_claimed_scratch_the_walk_finds_the_disks_destroy_leaves(dev, mon
 def test_destroy_of_the_prod_example_in_order_leaves_only_what_the_readme_says_to_delete_by_hand(stack):
     """prod, unprotected first: destroy's order, then what is left. The bucket holds the run's outputs and
     forceDestroy is false, so its delete fails (and what it depends on stays: the APIs); the Cloud KMS key is
-    abandoned (deletion_policy ABANDON)."""
+    deleted (deletion_policy DELETE: google-beta resource_kms_crypto_key.go resourceKMSCryptoKeyDelete schedules
+    every version for destruction), so none of its versions bills after destroy."""
     assert stack.up(overrides=UNPROTECTED).error is None
+    key = stack.urn(KMS_KEY, "secrets-key")
+    assert stack.state[key].inputs["deletionPolicy"] == "DELETE"
+    assert stack.cloud.ever[key] == BILLED[KMS_KEY] == "Cloud KMS key versions", "listed among what bills"
     # sg.go ScheduleDeletes with dependency_graph.go DependenciesOf (dependencies, property dependencies,
     # deletedWith, the provider, the parent): each resource is deleted after every resource that depends on it.
     order = {urn: i for i, chain in enumerate(stack.schedule(list(stack.state))) for urn in chain}
@@ -101,41 +112,64 @@ def test_destroy_of_the_prod_example_in_order_leaves_only_what_the_readme_says_t
     ]
     left = stack.cloud.now(stack._live_objects())
     assert sorted(left.values()) == sorted(HAND_DELETIONS)
+    assert destroyed.outcomes[key] == "deleted" and key not in left, "no key version bills after destroy"
     kept = {r.type for r in stack.state.values() if r.custom}
-    assert kept == {"gcp:storage/bucket:Bucket", "gcp:projects/service:Service"}, "the bucket and what it needs"
+    assert kept == {
+        "gcp:storage/bucket:Bucket",
+        "gcp:projects/service:Service",
+        "pulumi-python:dynamic/storage:BucketIdentity",
+    }, "the bucket and what it needs (the APIs, its identity check: infra.gcp.storage.BucketIdentity, no cloud object)"
 
 
 def test_a_protected_stacks_destroy_loses_nothing_with_or_without_a_preview(stack):
     """With a preview (the default): step.go DeleteStep.Apply checks protect before its dry-run branch, so the
     preview refuses and apply.go PreviewThenPromptThenExecute returns before anything is deleted.
 
-    Without one (--skip-preview) the deletes run. The guard depends on every resource, so sg.go ScheduleDeletes
-    puts it alone in the first antichain; its delete is refused (deleteProtectedError, which step_executor.go
-    cancelDueToError records and continues past) and deployment_executor.go performPostSteps leaves every
-    transitive dependency of it, every other resource, out of the later antichains: no provider is called and
-    nothing is dropped (deletedWith would drop an object: step.go isDeletedWith looks at the *planned* deletes).
+    Without one (--skip-preview) the deletes run. Nothing depends on a guard (one on the platform, one per step
+    object: program/stack.py) and together they depend on every resource. sg.go ScheduleDeletes takes, round by
+    round, the condemned resources with no condemned dependencies, then reverses the rounds: a resource's antichain
+    comes after those of everything that depends on it, so each guard's delete comes before the delete of anything
+    it guards (the first antichain is the guard of the deepest step alone, not every guard: a guard of a shallower
+    part sits in a later one). Each guard's delete is refused (deleteProtectedError, which step_executor.go
+    cancelDueToError records and continues past: one error per guard) and deployment_executor.go performPostSteps
+    leaves every transitive dependency of a refused one, every other resource, out of the later antichains: no
+    provider is called and nothing is dropped (deletedWith would drop an object: step.go isDeletedWith looks at the
+    *planned* deletes).
 
-    Why the guard exists: a state without it (a stack last updated before it) loses every Kubernetes object, the
-    Helm releases included, while they still run, and the unprotected resources around the protected ones (the
+    Why the guards exist: a state without them (a stack last updated before they were) loses every Kubernetes object,
+    the Helm releases included, while they still run, and the unprotected resources around the protected ones (the
     NAT) are deleted before their refusals are reached."""
     assert stack.up().error is None
     before = copy.deepcopy(stack.state)
     billed = dict(stack.cloud.now(stack._live_objects()))
-    (guard,) = [u for u, r in before.items() if r.type == GUARD]
-    assert stack.schedule(list(before))[0] == [guard], "the guard comes first, alone"
+    guards = [u for u, r in before.items() if r.type == GUARD]
+    assert sorted(g.rsplit("::", 1)[-1] for g in guards) == [
+        "tpu-rl-protect",
+        *(f"tpu-rl-protect-step-{i}" for i in range(1, 6)),
+    ]
+    schedule = stack.schedule(list(before))
+    round_of = {urn: i for i, chain in enumerate(schedule) for urn in chain}
+    assert [stack.state[u].type for u in schedule[0]] == [GUARD], "the first round of deletes is a guard's"
+    for guard in guards:
+        assert all(round_of[guard] < round_of[dep] for dep in stack.dependencies_of(guard)), guard
+    covered = set().union(*(stack.dependencies_of(g) for g in guards))
+    assert covered == set(before) - set(guards), "every other resource is behind a guard"
+    refusals = sorted(f"resource {g!r} cannot be deleted\nbecause it is protected" for g in guards)
 
     previewed = stack.destroy()
-    assert previewed.errors == [f"resource {guard!r} cannot be deleted\nbecause it is protected"]
+    assert sorted(previewed.errors) == refusals, "one refusal per guard"
     assert stack.state == before and previewed.calls == []
 
     skipped = stack.destroy(skip_preview=True)
-    assert skipped.errors == previewed.errors
+    assert sorted(skipped.errors) == refusals
+    assert {skipped.outcomes[g] for g in guards} == {"refused"}
     assert set(skipped.outcomes.values()) == {"refused", "skipped"} and skipped.calls == []
     assert stack.state == before, "nothing left the state"
     assert stack.cloud.now(stack._live_objects()) == billed
     assert all(stack.cluster.get("JobSet", "tpu-rl", n) for n in names(stack).values())
 
-    del stack.state[guard]
+    for guard in guards:  # a state without the guards
+        del stack.state[guard]
     unguarded = stack.destroy(skip_preview=True)
     outcome = {u.rsplit("::", 1)[-1]: what for u, what in unguarded.outcomes.items()}
     assert all(outcome[n] == "dropped" for n in ("jobset", "kueue", "namespace", *names(stack).values()))
@@ -184,41 +218,78 @@ def test_after_a_destroy_without_preview_of_an_unprotected_stack_up_creates_it_a
     assert set(dev.helm.values()) == {(1, "deployed")}
 
 
-def test_a_destroy_whose_cluster_delete_fails_strands_the_helm_releases(dev):
+def test_a_destroy_whose_cluster_delete_fails_strands_the_helm_releases_until_the_destroy_is_finished(dev):
     """The cluster's delete fails (here GKE's deletion protection; a GKE error or a runner killed during the
     10-minute delete is the same): every object deletedWith the cluster was already dropped from the state
-    (isDeletedWith looks at the planned deletes) while the cluster, and Helm's releases in it, stay. The next `up`
-    creates the releases again and Helm refuses the install: "cannot re-use a name that is still in use". This is
-    the path the program cannot yet recover on its own: the platform must import a deployed release it finds
-    (docs: the report's platform.py change), or the operator run `helm uninstall` (which deletes Kueue's CRDs and
-    queued Workloads with its chart: not a safe one-command advice while a step runs)."""
+    (isDeletedWith looks at the planned deletes) while the cluster, and Helm's releases in it, stay `deployed`. The
+    next `up` creates the releases again and Helm refuses the install: "cannot re-use a name that is still in use".
+
+    The program cannot stop earlier with a line of its own: Helm's storage says `deployed` whether or not the state
+    holds the release, and what the state holds is the engine's to know (the create or update is decided after the
+    registration). Nor can it import the release: ``import_`` is a plain string of the options (the SDK's
+    ``ResourceOptions.import_: Optional[str]``), fixed before the kubeconfig, an Output, resolves. What clears it is
+    finishing the destroy (docs/operations.md): once the cause is fixed, the second destroy deletes the cluster with
+    the releases, and the next `up` installs them afresh. (``helm uninstall`` would too, but deletes Kueue's CRDs and
+    every queued Workload with its chart; ``pulumi refresh`` reads only what the state holds.)"""
     assert dev.up().error is None
     cluster = dev.urn(CLUSTER, "cluster")
     dev.state[cluster].inputs["deletionProtection"] = True
     destroyed = dev.destroy(skip_preview=True)
     outcome = {u.rsplit("::", 1)[-1]: what for u, what in destroyed.outcomes.items()}
     assert outcome["cluster"] == "failed" and outcome["jobset"] == outcome["kueue"] == "dropped"
-    assert set(dev.helm) == {("jobset-system", "jobset"), ("kueue-system", "kueue")}, "still installed"
+    assert dev.helm == {("jobset-system", "jobset"): (1, "deployed"), ("kueue-system", "kueue"): (1, "deployed")}
     again = dev.up()
-    assert "cannot re-use a name that is still in use" in str(again.error)
+    assert str(again.error) == "cannot re-use a name that is still in use", "Helm's refusal, not ours: deployed"
+
+    dev.state[cluster].inputs["deletionProtection"] = False  # the cause fixed (GKE: deletion_protection false)
+    finished = dev.destroy(skip_preview=True)
+    assert finished.errors == [] and dev.state == {} and dev.helm == {}
+    assert dev.up().error is None
+    assert set(dev.helm.values()) == {(1, "deployed")}
 
 
-def test_a_runner_killed_during_a_helm_install_leaves_it_pending_and_the_one_command_clears_it(dev):
-    """The create was in flight: a pending create, not a resource (journal.go), so the next `up` installs again and
-    Helm refuses the name its pending-install revision holds. infra.k8s.manifests.helm_release_problem names the
-    one command (helm uninstall: a killed first install has nothing to go back to); after it, `up` succeeds."""
-    dev.kill_helm_install = "kueue"
+@pytest.mark.parametrize(("release", "namespace"), [("jobset", "jobset-system"), ("kueue", "kueue-system")])
+def test_a_runner_killed_during_a_helm_install_stops_up_with_the_one_command_then_up_succeeds(dev, release, namespace):
+    """The create was in flight: a pending create, not a resource (journal.go), so the next `up` would install again
+    and Helm would refuse the name its pending-install revision holds. The program reads Helm's storage before the
+    release's install (``KubernetesPlatform._helm_free``) and stops with infra.k8s.manifests.helm_release_problem's
+    line, naming the one command (helm uninstall: a killed first install has nothing to go back to), before any
+    Helm call; after the command, `up` succeeds."""
+    dev.kill_helm_install = release
     killed = dev.up()
-    assert "killed while installing kueue" in str(killed.error)
+    assert f"killed while installing {release}" in str(killed.error)
     dev.kill_helm_install = ""
-    assert dev.helm[("kueue-system", "kueue")] == (1, "pending-install")
-    release = next(u for u in dev.pending_creates if u.endswith("::kueue"))
-    assert release not in dev.state
+    assert dev.helm[(namespace, release)] == (1, "pending-install")
+    urn = next(u for u in dev.pending_creates if u.endswith(f"::{release}"))
+    assert urn not in dev.state
+
     stuck = dev.up()
-    assert "cannot re-use a name that is still in use" in str(stuck.error)
-    line = helm_release_problem("kueue", "kueue-system", dev.helm[("kueue-system", "kueue")])
-    assert str(line).endswith("helm uninstall kueue -n kueue-system")
-    del dev.helm[("kueue-system", "kueue")]  # helm uninstall kueue -n kueue-system
+    line = helm_release_problem(release, namespace, (1, "pending-install"))
+    assert str(stuck.error) == line and line.endswith(f"helm uninstall {release} -n {namespace}")
+    assert ("Create", urn) not in stuck.calls and dev.helm[(namespace, release)] == (1, "pending-install")
+    assert stuck.actions == {}, "no step is touched"
+
+    del dev.helm[(namespace, release)]  # helm uninstall <release> -n <namespace>
     again = dev.up()
     assert again.error is None, again.error
-    assert dev.helm[("kueue-system", "kueue")] == (1, "deployed")
+    assert dev.helm[(namespace, release)] == (1, "deployed")
+    assert {dev.state[u].name for u in dev.state if dev.state[u].type == HELM_RELEASE} == {"jobset", "kueue"}
+
+
+def test_a_killed_upgrade_stops_up_with_the_rollback_before_helm_refuses_it(dev):
+    """A runner killed while Helm upgraded a release leaves its newest revision pending-upgrade, and the state the
+    inputs before the upgrade (the update was in flight), so the next `up` upgrades again and Helm would refuse it
+    ("another operation (install/upgrade/rollback) is in progress": upgrade.go errPending, which names no fix). The
+    program stops before the upgrade with the rollback; after it, the upgrade goes through."""
+    assert dev.up().error is None
+    release = dev.urn(HELM_RELEASE, "kueue")
+    dev.state[release].inputs["timeout"] = 600  # the inputs of the version before this one: an upgrade is planned
+    dev.helm[("kueue-system", "kueue")] = (2, "pending-upgrade")  # killed during that upgrade
+    stuck = dev.up()
+    assert str(stuck.error) == helm_release_problem("kueue", "kueue-system", (2, "pending-upgrade"))
+    assert str(stuck.error).endswith(": helm rollback kueue -n kueue-system")
+    assert ("Update", release) not in stuck.calls
+    dev.helm[("kueue-system", "kueue")] = (3, "deployed")  # helm rollback kueue -n kueue-system: revision 3
+    again = dev.up()
+    assert again.error is None, again.error
+    assert ("Update", release) in again.calls and dev.helm[("kueue-system", "kueue")] == (4, "deployed")

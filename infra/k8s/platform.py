@@ -20,6 +20,7 @@ from infra.k8s import kueue, live
 from infra.k8s.manifests import (
     JOBSET_CHART,
     JOBSET_CRD,
+    helm_release_problem,
     jobset_crd_problem,
     namespace_manifest,
     network_policies,
@@ -57,8 +58,9 @@ class PlatformArgs:
     """The publication's write token (secret), or None without ``tpu-rl:publish.repo``: a Secret of its own,
     which only the publish step's container references."""
     live: bool = False
-    """Check the cluster in `pulumi up` (the JobSet CRD before the chart changes, the webhooks before the first
-    Kueue object and the first JobSet); never in a preview or the offline plan."""
+    """Check the cluster in `pulumi up` (the JobSet CRD and Helm's storage before each chart changes, the webhooks
+    before the first Kueue object and the first JobSet), and the JobSet CRD in a preview; never in the offline
+    plan."""
     kubeconfig: pulumi.Output[str] | None = None
     """The cluster's kubeconfig (secret): what those checks read with (``infra.k8s.live``)."""
     first_jobset: Mapping[str, Any] | None = None
@@ -77,10 +79,12 @@ class KubernetesPlatform(pulumi.ComponentResource):
     Nothing here claims a disk, a load balancer or an address (the steps' scratch is an ``emptyDir``:
     ``workloads.build.manifests.scratch_volume``), so the cluster's deletion leaves nothing billed behind.
 
-    In `pulumi up` (``PlatformArgs.live``) two things the engine and the provider would not wait for are
+    In `pulumi up` (``PlatformArgs.live``) three things the engine and the provider would not wait for are
     checked: the cluster's JobSet CRD serves the chart version before the release changes
-    (``infra.k8s.manifests.jobset_crd_problem``), and the Kueue and JobSet webhooks admit a dry run before the
-    first Kueue object and the first step (``infra.k8s.live.ClusterReader.wait_admitted``).
+    (``infra.k8s.manifests.jobset_crd_problem``; a preview checks it too), no Helm operation of a release is left
+    pending before its install or upgrade (``infra.k8s.manifests.helm_release_problem``), and the Kueue and JobSet
+    webhooks admit a dry run before the first Kueue object and the first step
+    (``infra.k8s.live.ClusterReader.wait_admitted``).
     """
 
     jobset: k8s.helm.v3.Release
@@ -103,15 +107,24 @@ class KubernetesPlatform(pulumi.ComponentResource):
         workload_grants, hf_token = args.workload_grants, args.hf_token
         child = pulumi.ResourceOptions(parent=self, provider=provider, deleted_with=cluster)
         self._kubeconfig = args.kubeconfig
-        self._checks = args.live and args.kubeconfig is not None and not pulumi.runtime.is_dry_run()
+        reads = args.live and args.kubeconfig is not None
+        self._checks = reads and not pulumi.runtime.is_dry_run()
         self._reader: live.ClusterReader | None = None
         self._checking = threading.Lock()
-        version: pulumi.Input[str] = settings.workflow.jobset_version
+        wanted = settings.workflow.jobset_version
+        version: pulumi.Input[str] = wanted
         if self._checks:
             # The release's version resolves once the cluster's CRD serves it (docs/operations.md "Upgrading JobSet or
-            # Kueue"): a refusal stops `up` before the chart changes.
-            wanted = settings.workflow.jobset_version
-            version = self._after(provider.id, lambda reader: self._jobset_crd(reader, wanted))
+            # Kueue") and Helm's storage has no operation of it pending (docs/operations.md "A Helm release left
+            # pending"): a refusal stops `up` before the chart changes.
+            version = self._after(
+                provider.id,
+                lambda reader: self._helm_free(reader, JOBSET_NAMESPACE, "jobset", self._jobset_crd(reader, wanted)),
+            )
+        elif reads:
+            # A preview refuses an older CRD too (when the cluster exists: an unknown provider ID runs no check), and
+            # warns once when it cannot read the cluster; Helm's storage is read by `up` only, under the stack's lock.
+            version = self._after(provider.id, lambda reader: self._jobset_crd(reader, wanted, preview=True))
         # Helm v3 Release (not Chart v4, which cannot preview a cluster that does not exist yet);
         # it waits until the controller and its webhook are ready.
         self.jobset = k8s.helm.v3.Release(
@@ -194,11 +207,19 @@ class KubernetesPlatform(pulumi.ComponentResource):
     def _install_kueue(self, settings: Settings, labels: dict[str, str], child: pulumi.ResourceOptions) -> None:
         """Kueue's chart (after JobSet's, so its JobSet integration starts with the CRD in place), then the
         flavors and queues (after the chart: its CRDs and webhooks)."""
+        version: pulumi.Input[str] = settings.kueue.version
+        if self._checks:
+            # Read once JobSet's release is in place (Kueue's waits for it anyway): a pending Kueue release stops
+            # `up` before its install or upgrade.
+            wanted = settings.kueue.version
+            version = self._after(
+                self.jobset.id, lambda reader: self._helm_free(reader, kueue.NAMESPACE, "kueue", wanted)
+            )
         self.kueue = k8s.helm.v3.Release(
             "kueue",
             name="kueue",
             chart=kueue.CHART,
-            version=settings.kueue.version,
+            version=version,
             namespace=kueue.NAMESPACE,
             create_namespace=True,
             atomic=True,
@@ -232,11 +253,11 @@ class KubernetesPlatform(pulumi.ComponentResource):
         )
         self.queues = [*flavors, cluster_queue, local_queue]
 
-    # -- the checks of `pulumi up` (live) ---------------------------------------------------------------
+    # -- the checks of `pulumi up` and preview (live) ------------------------------------------------------------
 
     def _after(self, when: pulumi.Output[Any], check: Callable[[live.ClusterReader], T]) -> pulumi.Output[T]:
         """``check(reader)`` once ``when`` and the kubeconfig resolve, in a thread (it may wait, bounded)."""
-        assert self._kubeconfig is not None  # only with checks
+        assert self._kubeconfig is not None  # only with live reads
 
         def run(values: list[Any]) -> asyncio.Future[T]:
             if self._reader is None:
@@ -253,15 +274,35 @@ class KubernetesPlatform(pulumi.ComponentResource):
         return pulumi.Output.all(self._kubeconfig, when).apply(run)
 
     @staticmethod
-    def _jobset_crd(reader: live.ClusterReader, version: str) -> str:
-        """The chart version, once the cluster's JobSet CRD serves it (``jobset_crd_problem``)."""
+    def _jobset_crd(reader: live.ClusterReader, version: str, *, preview: bool = False) -> str:
+        """The chart version, once the cluster's JobSet CRD serves it (``jobset_crd_problem``). A preview that
+        cannot read the cluster (it does not exist yet, or this machine cannot reach it) warns and goes on: `up`
+        checks again before the chart changes."""
         try:
             problem = jobset_crd_problem(reader.crd(JOBSET_CRD), version)
         except live.ClusterReadError as err:
+            if preview:
+                pulumi.log.warn(
+                    f"the preview did not check the cluster's JobSet CRD for JobSet {version} ({err}); `pulumi up` "
+                    "checks it before the chart changes"
+                )
+                return version
             raise pulumi.RunError(f"cannot read the JobSet CRD before installing JobSet {version}: {err}") from None
         if problem:
             raise pulumi.RunError(problem)
         return version
+
+    @staticmethod
+    def _helm_free(reader: live.ClusterReader, namespace: str, name: str, value: T) -> T:
+        """``value``, once Helm's storage holds no pending operation of the release ``namespace/name``
+        (``helm_release_problem``: one line naming the one command that clears it)."""
+        try:
+            problem = helm_release_problem(name, namespace, reader.helm_release(namespace, name))
+        except live.ClusterReadError as err:
+            raise pulumi.RunError(f"cannot read Helm release {namespace}/{name} before installing it: {err}") from None
+        if problem:
+            raise pulumi.RunError(problem)
+        return value
 
     @staticmethod
     def _admitted(reader: live.ClusterReader, manifest: Mapping[str, Any], resource: R) -> R:
@@ -331,10 +372,12 @@ class DestroyGuard(pulumi.ComponentResource):
     reverse dependency order (``step_generator.go`` ``ScheduleDeletes``: antichains, reversed), so without guards it
     drops every object ``deletedWith`` the cluster from the state (``step.go`` ``DeleteStep.Apply``:
     ``isDeletedWith`` is true of a delete that is only planned) and deletes the unprotected resources around the
-    protected ones before it meets them. Nothing depends on a guard, so every guard is in the first antichain, and
-    its delete is refused (``deleteProtectedError``, before any other check of ``DeleteStep.Apply``); the executor
-    then skips every transitive dependency of a step that failed (``deployment_executor.go`` ``performPostSteps``:
-    ``erroredDeps``; a protect error is recorded, ``step_executor.go`` ``cancelDueToError``). The stack registers one
+    protected ones before it meets them. ``ScheduleDeletes`` takes, round by round, the condemned resources with no
+    condemned dependencies and reverses the rounds, so a guard's antichain comes before the antichains of everything
+    it depends on (the first antichain holds the deepest step's guard), and its delete is refused
+    (``deleteProtectedError``, before any other check of ``DeleteStep.Apply``); the executor then skips every
+    transitive dependency of a step that failed (``deployment_executor.go`` ``performPostSteps``: ``erroredDeps``; a
+    protect error is recorded, ``step_executor.go`` ``cancelDueToError``). The stack registers one
     guard on the platform (every resource but the steps), once the platform is, and one per step on the step's
     object, as soon as it is created: together they depend on every resource, so nothing is deleted or dropped,
     whatever happened to the steps (a guard registered last, on everything, is never registered by an `up` that a
