@@ -16,6 +16,7 @@ from core.estimate import (
     step_seconds_for,
     usd_per_chip_hour,
 )
+from core.steps import StepName
 from core.tpu import resolve_slice
 from tests.conftest import plan_of
 from tests.lifecycle_walk import settings
@@ -253,7 +254,7 @@ def test_the_billing_note_says_what_bills_in_each_capacity_mode(capacity, words)
 
 @pytest.mark.pure
 def test_the_evaluation_and_the_publication_are_estimated_when_the_stack_runs_them():
-    every = ("convert", "train", "export", "evaluate", "publish")
+    every: tuple[StepName, ...] = ("convert", "train", "export", "evaluate", "publish")
     e = estimate_run(V6E_32, 1, "reservation", TUTORIAL, steps=every)
     steps = {s.step: s for s in e.steps}
     assert list(steps) == list(every)
