@@ -9,9 +9,10 @@ ReplicationController, Job, CronJob, JobSet, their ``List`` forms, and any other
 spec), and every container list of it (``containers``, ``initContainers``, ``ephemeralContainers``). A Helm
 release renders objects the pack cannot see: only the charts tpu-rl installs are allowed
 (``reviewed-helm-charts``). Environment variables from the stack's own ConfigMaps and Secrets are resolved as
-the kubelet resolves them before a policy reads them (``container_env``). A hostile or malformed shape is a
-finding or ignored, never a traceback: each policy reads plain copies of the props (an unknown preview value is
-``UNKNOWN``) and a failure inside one is reported as a finding (``_guarded``).
+the kubelet resolves them before a policy reads them (``container_env``), and so are the files a container runs
+from a ConfigMap volume (``Mounts``: tpu-rl's steps run ``bash /tpu-rl/run.sh`` from their own ConfigMap). A
+hostile or malformed shape is a finding or ignored, never a traceback: each policy reads plain copies of the props
+(an unknown preview value is ``UNKNOWN``) and a failure inside one is reported as a finding (``_guarded``).
 """
 
 from __future__ import annotations
@@ -775,6 +776,102 @@ def container_env(container: Mapping[str, Any], namespace: str | None, objects: 
 
 
 # ---------------------------------------------------------------------------------------------
+# Files from ConfigMap volumes, as the kubelet mounts them (pkg/volume/configmap: each key a file named by the key,
+# or by its ``items`` path; a ``subPath`` mount shows one file or folder of the volume)
+
+
+@dataclass(frozen=True)
+class MountedFile:
+    """A file a container sees at ``path`` from a ConfigMap volume: its text (an ``Unseen`` where the ConfigMap's
+    data is not known yet, ``UNKNOWN`` where this policy cannot read it: a ConfigMap the stack does not declare, a
+    key it lacks, a value that is not text) and where it comes from."""
+
+    path: str
+    text: Any
+    source: str
+
+
+class Mounts:
+    """The ConfigMap volumes a container mounts (``configMap`` volumes and the ``configMap`` sources of ``projected``
+    ones), to read the files its command names."""
+
+    def __init__(self, spec: Mapping[str, Any], container: Mapping[str, Any], namespace: str | None, objects: Any):
+        self._objects = objects
+        self._namespace = namespace
+        volumes = {v.get("name"): v for v in (_m(v) for v in _l(spec.get("volumes"))) if isinstance(v.get("name"), str)}
+        self._mounts: list[tuple[str, str, list[dict[str, Any]]]] = []
+        for mount in _l(container.get("volumeMounts")):
+            mount = _m(mount)
+            where, name = mount.get("mountPath"), mount.get("name")
+            if unseen(where) or unseen(name) or not isinstance(where, str) or name not in volumes:
+                continue
+            volume = volumes[name]
+            sources = [_m(volume.get("configMap"))] if "configMap" in volume else []
+            sources += [_m(_m(src).get("configMap")) for src in _l(_m(volume.get("projected")).get("sources"))]
+            sources = [src for src in sources if src]
+            if sources:
+                sub = mount.get("subPath") if isinstance(mount.get("subPath"), str) else ""
+                self._mounts.append((where.rstrip("/") or "/", sub.strip("/"), sources))
+
+    def file(self, path: Any) -> MountedFile | None:
+        """The file at ``path`` if it is inside a ConfigMap mount (None: it is not; a file of the image or another
+        volume)."""
+        if not isinstance(path, str) or not path.startswith("/"):
+            return None
+        for where, sub, sources in self._mounts:
+            if path != where and not path.startswith(where.rstrip("/") + "/"):
+                continue
+            relative = "/".join(part for part in (sub, path[len(where) :].strip("/")) if part)
+            for source in sources:
+                found = self._in(source, relative)
+                if found is not None:
+                    return MountedFile(path, *found)
+            return MountedFile(path, UNKNOWN, f"a volume of ConfigMap {sources[0].get('name')} without that file")
+        return None
+
+    def _in(self, source: Mapping[str, Any], relative: str) -> tuple[Any, str] | None:
+        name = source.get("name")
+        if unseen(name):
+            return name, "a ConfigMap whose name is not known yet"
+        data = self._objects.find("ConfigMap", name, self._namespace)
+        label = f"ConfigMap {name}"
+        if data is None:
+            return UNKNOWN, f"{label}, which this stack does not declare"
+        if isinstance(data, Unseen):
+            return data, label
+        items = _l(source.get("items")) if source.get("items") is not None else None
+        key = relative
+        if items is not None:
+            paths = {_m(i).get("path"): _m(i).get("key") for i in items}
+            if relative not in paths:
+                return None
+            key = paths[relative]
+        if key not in data:
+            return None
+        value = data[key]
+        return (value if isinstance(value, (str, Unseen)) else UNKNOWN), f"{label} key {key}"
+
+    def run_files(self, words: Sequence[Any]) -> list[MountedFile]:
+        """The files of these mounts a command runs: each of its words that is one (``bash /tpu-rl/run.sh``), and
+        each path named in the text of those (the programs a script runs)."""
+        found: dict[str, MountedFile] = {}
+        for word in words:
+            mounted = self.file(word)
+            if mounted is not None:
+                found.setdefault(mounted.path, mounted)
+        for mounted in list(found.values()):
+            if isinstance(mounted.text, str):
+                for named in _PATH_WORD.findall(mounted.text):
+                    inner = self.file(named)
+                    if inner is not None:
+                        found.setdefault(inner.path, inner)
+        return list(found.values())
+
+
+_PATH_WORD = re.compile(r"/[A-Za-z0-9_./-]+")
+
+
+# ---------------------------------------------------------------------------------------------
 # Secrets
 
 SECRETS_FIX = "pass secrets as env valueFrom.secretKeyRef (MaxText reads HF_TOKEN from the environment)"
@@ -796,7 +893,9 @@ def _metadata_secrets(metadata: Mapping[str, Any], where: str, report: Callable[
                 report(f"{where}{field_name[:-1]} {key} contains secret material ({kind}); {SECRETS_FIX}")
 
 
-def _container_secrets(container: Mapping[str, Any], env: ContainerEnv, report: Callable[[str], None]) -> None:
+def _container_secrets(
+    container: Mapping[str, Any], env: ContainerEnv, report: Callable[[str], None], files: Sequence[MountedFile] = ()
+) -> None:
     name = container.get("name", "?")
     for field_name in ("command", "args"):
         for word in _l(container.get(field_name)):
@@ -813,6 +912,13 @@ def _container_secrets(container: Mapping[str, Any], env: ContainerEnv, report: 
             report(f"container {name}: env {entry.get('name')} has a literal value; {SECRETS_FIX}")
         if entry.get("name") == "HF_TOKEN" and "secretKeyRef" not in _m(entry.get("valueFrom")):
             report(f"container {name}: HF_TOKEN must come from a secretKeyRef; {SECRETS_FIX}")
+    # The scripts and programs it runs from a ConfigMap volume: what its command would carry as arguments.
+    for mounted in files:
+        kind = _secret_kind(mounted.text)
+        if kind:
+            report(
+                f"container {name}: {mounted.path} ({mounted.source}) contains secret material ({kind}); {SECRETS_FIX}"
+            )
     # What the ConfigMaps the container reads give it (a ConfigMap is plain text to anyone who may read it).
     for var, value in env.values.items():
         if value.kind != "ConfigMap":
@@ -843,14 +949,16 @@ def _no_secrets(args: StackValidationArgs, resources: list[Resource], report: Re
                     _metadata_secrets(pod.metadata, f"pod {pod.where}: ", say)
             for container in pod_containers(pod.spec):
                 with judging():
-                    _container_secrets(container, container_env(container, namespace, objects), say)
+                    env = container_env(container, namespace, objects)
+                    files = Mounts(pod.spec, container, namespace, objects).run_files(_command_words(container, env))
+                    _container_secrets(container, env, say, files)
 
 
 no_secrets_in_workloads = StackValidationPolicy(
     name="no-secrets-in-workloads",
     description=(
-        "No tokens or keys in container args, command or env values, in labels or annotations, or in the ConfigMaps "
-        "a container reads; HF_TOKEN comes from a Secret."
+        "No tokens or keys in container args, command or env values, in labels or annotations, in the scripts a "
+        "container runs from a ConfigMap volume, or in the ConfigMaps a container reads; HF_TOKEN comes from a Secret."
     ),
     severity=Severity.CRITICAL,
     enforcement_level=EnforcementLevel.MANDATORY,
@@ -1557,9 +1665,16 @@ private_publish = StackValidationPolicy(
 
 
 def _model_revision(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
-    if args.resource_type not in (JOB, JOBSET):
+    if args.resource_type not in (JOB, JOBSET, CONFIG_MAP):
         return
-    text = command_text(props.get("spec"))
+    if args.resource_type == CONFIG_MAP:
+        # A step's script is a file of its ConfigMap (``bash /tpu-rl/run.sh``): this policy judges one resource, so
+        # it reads the script where it is. Data not known yet (the model card's, at a preview) holds no step's
+        # script: the program builds those before any resource exists.
+        data = props.get("data")
+        text = " ".join(v for v in data.values() if isinstance(v, str)) if isinstance(data, dict) else ""
+    else:
+        text = command_text(props.get("spec"))
     # tpu-rl's conversion resolves the revision once (base_snapshot.py snapshot REPO REVISION gs://...) and
     # converts the commit it printed (--revision="${commit}"); a hand-written Job passes --revision=REVISION.
     snapshot = re.search(r"\ssnapshot\s+'?[^\s'\"]+'?\s+'?([^\s'\"]+)'?\s+'?gs://", text)
@@ -2123,6 +2238,25 @@ def _command_words(container: Mapping[str, Any], env: ContainerEnv) -> list[str]
     return words
 
 
+def _with_run_files(words: list[str], mounts: Mounts) -> tuple[list[str], list[MountedFile]]:
+    """A command's words with each file it runs from a ConfigMap volume replaced by the file's text (``bash FILE``
+    runs the lines ``bash -c TEXT`` would), and the files it names that this policy cannot read (an ``Unseen`` one
+    is noted: judged at `pulumi up`)."""
+    out: list[str] = []
+    unknown: list[MountedFile] = []
+    for word in words:
+        mounted = mounts.file(word)
+        if mounted is None:
+            out.append(word)
+        elif isinstance(mounted.text, str):
+            out.append(mounted.text)
+        else:
+            if not unseen(mounted.text):
+                unknown.append(mounted)
+            out.append(word)
+    return out, unknown
+
+
 def _training_runs(resources: list[Resource]) -> tuple[list[tuple[str, TrainingRun]], list[str]]:
     """Every TPU workload's training runs (any resource whose pods ask for ``google.com/tpu``), and why one
     cannot be read."""
@@ -2140,15 +2274,22 @@ def _training_runs(resources: list[Resource]) -> tuple[list[tuple[str, TrainingR
         for pod in found:
             for container in pod_containers(pod.spec):
                 env = container_env(container, namespace, objects)
-                invocations, hidden = trainer_invocations(_command_words(container, env))
-                unread = unread or hidden
+                words, unknown = _with_run_files(
+                    _command_words(container, env), Mounts(pod.spec, container, namespace, objects)
+                )
+                problems += [
+                    f"{label} runs {f.path} from {f.source}: this policy cannot read it, so no estimate"
+                    for f in unknown
+                ]
+                invocations, hidden = trainer_invocations(words)
+                unread = unread or hidden or bool(unknown)
                 for argv in invocations:
                     run = training_run(argv, env.values)
                     if isinstance(run, str):
                         problems.append(f"{run} from the train_rl command of {label}, so no estimate")
                     else:
                         here.append(run)
-        if unread:
+        if unread and not any(label in p for p in problems):
             problems.append(f"{label} names the trainer in a command this policy cannot read, so no estimate of it")
         elif not here and not any(label in p for p in problems):
             problems.append(

@@ -286,7 +286,8 @@ def _env(name, value=None, value_from=None):
 
 
 def _command(text):
-    return lambda r: _head(r)["containers"][0]["command"].__setitem__(2, text)
+    """A hand-written step: its container's script an argument (``bash -c``), as before tpu-rl mounted scripts."""
+    return lambda r: _head(r)["containers"][0].__setitem__("command", ["/bin/bash", "-c", text])
 
 
 def _both(*changes):
@@ -311,6 +312,33 @@ MUTATIONS = [
         "train",
         _command(f"python3 x hf_access_token={TOKEN}"),
         "command contains secret material",
+    ),
+    (
+        "token-in-a-mounted-script",
+        "no-secrets-in-workloads",
+        "prod",
+        "kubernetes:core/v1:ConfigMap",
+        "export",
+        lambda r: r["inputs"]["data"].__setitem__("run.sh", r["inputs"]["data"]["run.sh"] + f"echo --token {TOKEN}\n"),
+        "/tpu-rl/run.sh (ConfigMap",
+    ),
+    (
+        "token-in-a-program-the-script-runs",
+        "no-secrets-in-workloads",
+        "prod",
+        "kubernetes:core/v1:ConfigMap",
+        "convert",
+        lambda r: r["inputs"]["data"].__setitem__("mark_folder.py", f"HF_TOKEN = {TOKEN!r}\n"),
+        "/tpu-rl/mark_folder.py (ConfigMap",
+    ),
+    (
+        "script-from-an-undeclared-config-map",
+        "tpu-budget",
+        "prod",
+        JOBSET,
+        "train",
+        lambda r: next(v for v in _head(r)["volumes"] if v["name"] == "scripts")["configMap"].update(name="elsewhere"),
+        "runs /tpu-rl/run.sh from ConfigMap elsewhere, which this stack does not declare",
     ),
     (
         "token-in-args",
@@ -1176,8 +1204,8 @@ def test_model_revision_policy_catches_a_moving_ref():
     assert violations(plan, "model-revision-pinned", "prod") == []
     moved = copy.deepcopy(plan)
     convert = next(r for r in moved.resources if r["type"] == JOBSET and _is(r, "convert"))
-    container = _container(convert)
-    container["command"][2] = container["command"][2].replace(PINNED.split("=", 1)[1], "main")
+    data = _scripts(moved, convert)["inputs"]["data"]  # the script is a file of the step's ConfigMap
+    data["run.sh"] = data["run.sh"].replace(PINNED.split("=", 1)[1], "main")
     assert violations(moved, "model-revision-pinned", "prod") == [
         "model revision 'main' is a moving ref; pin a commit for reproducible runs "
         "(pulumi config set --path 'tpu-rl:model.revision' <commit>)"
@@ -1530,7 +1558,7 @@ def test_budget_gate_says_when_it_cannot_judge():
         "prod",
         JOBSET,
         "train",
-        lambda r: _head(r)["containers"][0]["command"].__setitem__(2, "exec python3 -m something_else"),
+        _command("exec python3 -m something_else"),
     )
     (found,) = violations(plan, "tpu-budget", "prod")
     name = next(r for r in plan.resources if r["type"] == JOBSET and _is(r, "train"))["inputs"]["metadata"]["name"]
@@ -2610,21 +2638,28 @@ def test_an_unknown_annotation_does_not_switch_a_policy_off():
 FIVE_THOUSAND = ("tpu-rl:training.numBatches=5000",)
 
 
-def _train_line(plan: Plan) -> tuple[list[str], int, str]:
-    """The train JobSet's script and the line that starts train_rl in it."""
-    command = _head(_train(plan))["containers"][0]["command"]
-    lines = command[2].split("\n")
+def _scripts(plan: Plan, step: dict[str, Any]) -> dict[str, Any]:
+    """A step's ConfigMap of scripts in the plan (the volume its container mounts at /tpu-rl)."""
+    (volume,) = [v for v in _head(step)["volumes"] if v["name"] == "scripts"]
+    name = volume["configMap"]["name"]
+    return next(r for r in plan.resources if r["type"] == CONFIG_MAP_TYPE and r["inputs"]["metadata"]["name"] == name)
+
+
+def _train_line(plan: Plan) -> tuple[dict[str, str], int, str]:
+    """The train step's ConfigMap data and the line of its script (``run.sh``) that starts train_rl."""
+    data = _scripts(plan, _train(plan))["inputs"]["data"]
+    lines = data["run.sh"].split("\n")
     index = next(i for i, line in enumerate(lines) if "-m maxtext.trainers.post_train.rl.train_rl" in line)
-    return command, index, lines[index]
+    return data, index, lines[index]
 
 
 def _edit_script(overrides: tuple[str, ...], edit) -> Plan:
     """The prod plan (with overrides), the training script's train_rl line replaced by ``edit(line)``."""
     plan = copy.deepcopy(pure_plan("prod", *overrides))
-    command, index, line = _train_line(plan)
-    lines = command[2].split("\n")
+    data, index, line = _train_line(plan)
+    lines = data["run.sh"].split("\n")
     lines[index] = edit(line)
-    command[2] = "\n".join(lines)
+    data["run.sh"] = "\n".join(lines)
     return plan
 
 

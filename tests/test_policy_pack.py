@@ -141,7 +141,7 @@ def _judges_as_the_engine_asks(stub: analyzer_pb2_grpc.AnalyzerStub) -> None:
     from tests import analyzer
     from tests.pure_plan import pure_plan
 
-    train = next(r for r in pure_plan("prod").resources if r["name"].startswith("gemma4-26b-train-"))
+    train = next(r for r in pure_plan("prod").resources if r["type"].endswith(":JobSet") and "-train-" in r["name"])
     unknown = copy.deepcopy(train)
     head = unknown["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     head["containers"][0]["image"] = UNKNOWN_STRING_VALUE
