@@ -127,3 +127,32 @@ def test_a_script_over_a_config_maps_limit_is_refused_as_bad_input(monkeypatch):
         plan_workflow(settings("prod", ["tpu-rl:workflow.steps.evaluate=true"]))
     (problem,) = found.value.problems
     assert problem.startswith("tpu-rl:training.extraArgs") and "over a ConfigMap's 40000" in problem
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_each_steps_config_map_of_scripts_is_a_valid_immutable_object_its_pod_mounts_read_only(stack):
+    """Against Kubernetes' own schema (strict); named by the step, immutable, in the step's namespace, and the one
+    volume its container runs its script from."""
+    from tests.k8s_validation import validate_core
+
+    plan = plan_workflow(settings(stack, ["tpu-rl:workflow.steps.evaluate=true", "tpu-rl:publish.repo=me/model"]))
+    for step in plan:
+        scripts = step.scripts
+        validate_core(scripts)
+        assert scripts["metadata"]["name"] == f"{step.name}-scripts" and scripts["immutable"] is True
+        assert scripts["metadata"]["namespace"] == step.manifest["metadata"]["namespace"]
+        pod = step.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        (volume,) = [v for v in pod["volumes"] if "configMap" in v and v["name"] == "scripts"]
+        assert volume["configMap"] == {"name": scripts["metadata"]["name"], "defaultMode": 0o444}
+
+
+def test_a_changed_program_is_a_new_step_and_a_new_config_map(monkeypatch):
+    """The identity hashes the ConfigMap's data: a program changed under the same manifest re-runs the steps that run
+    it, under new names, and only those."""
+    from workloads.build import commands
+
+    before = {step.step: step.name for step in plan_workflow(settings("prod", []))}
+    monkeypatch.setitem(commands.PROGRAMS, "checkpoint_scan.py", commands.PROGRAMS["checkpoint_scan.py"] + "\n")
+    after = {step.step: step.name for step in plan_workflow(settings("prod", []))}
+    assert after["convert"] == before["convert"] and after["train"] == before["train"]
+    assert after["export"] != before["export"], "the export runs checkpoint_scan.py"
