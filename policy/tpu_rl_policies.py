@@ -810,8 +810,8 @@ class Mounts:
             sources += [_m(_m(src).get("configMap")) for src in _l(_m(volume.get("projected")).get("sources"))]
             sources = [src for src in sources if src]
             if sources:
-                sub = mount.get("subPath") if isinstance(mount.get("subPath"), str) else ""
-                self._mounts.append((where.rstrip("/") or "/", sub.strip("/"), sources))
+                sub = mount.get("subPath")
+                self._mounts.append((where.rstrip("/") or "/", sub.strip("/") if isinstance(sub, str) else "", sources))
 
     def file(self, path: Any) -> MountedFile | None:
         """The file at ``path`` if it is inside a ConfigMap mount (None: it is not; a file of the image or another
@@ -840,7 +840,7 @@ class Mounts:
         if isinstance(data, Unseen):
             return data, label
         items = _l(source.get("items")) if source.get("items") is not None else None
-        key = relative
+        key: Any = relative
         if items is not None:
             paths = {_m(i).get("path"): _m(i).get("key") for i in items}
             if relative not in paths:
