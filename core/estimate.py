@@ -206,12 +206,9 @@ def step_seconds(run: TrainingRun, chips: int) -> float:
 
 
 def step_hours(facts: StepFacts, model: Model) -> float | None:
-    """A CPU step's assumed wall-clock hours: its catalogue entry's ``hours``, else its model entry's
-    ``<step>_hours`` (the evaluation's and the publication's); None: not a CPU step the model times."""
-    if facts.hours is not None:
-        return facts.hours(model)
-    hours = getattr(model, f"{facts.name}_hours", None)
-    return float(hours) if isinstance(hours, int | float) else None
+    """A CPU step's assumed wall-clock hours: its catalogue entry's ``hours`` (None: not a CPU step the model
+    times)."""
+    return facts.hours(model) if facts.hours is not None else None
 
 
 def train_hours(run: TrainingRun, chips: int) -> float:

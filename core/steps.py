@@ -83,6 +83,14 @@ def _export_hours(model: Model) -> float:
     return model.export_hours
 
 
+def _evaluate_hours(model: Model) -> float:
+    return model.evaluate_hours
+
+
+def _publish_hours(model: Model) -> float:
+    return model.publish_hours
+
+
 TEMPLATE_TOKENS: Final[dict[str, str]] = {
     "reasoning_start": "<reasoning>",
     "reasoning_end": "</reasoning>",
@@ -191,6 +199,7 @@ STEPS: Final[dict[StepName, StepFacts]] = {
         "model card (off: no evaluation step, no identity for it)",
         storage_only=True,
         refusals=_evaluation_refusals,
+        hours=_evaluate_hours,
     ),
     "publish": StepFacts(
         "publish",
@@ -200,6 +209,7 @@ STEPS: Final[dict[StepName, StepFacts]] = {
         "hub-record",
         reads=("export",),
         switch="tpu-rl:publish.repo",
+        hours=_publish_hours,
     ),
 }
 """Every step in the order it runs, by name: each reads only steps before it."""

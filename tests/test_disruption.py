@@ -26,27 +26,27 @@ def test_every_pool_upgrades_one_node_at_a_time_without_a_surge_vm(stack):
 
 
 @pytest.mark.slow
-def test_nodes_get_patches_but_no_minor_upgrade_by_default(prod_plan):
-    """NO_MINOR_UPGRADES lets patch upgrades of the control plane and the nodes in, in the window; it keeps
-    minor versions away until end of support (GKE "Maintenance windows and exclusions": the only scope that
-    allows node patches)."""
+def test_no_node_upgrade_reaches_a_run_by_default(prod_plan):
+    """NO_MINOR_OR_NODE_UPGRADES (Cluster Toolkit's) keeps minor versions and node upgrades away until end of
+    support; control-plane patches still come in, in the window (GKE "Maintenance windows and exclusions").
+    NO_MINOR_UPGRADES, the opt-in, lets node patches in (the only scope that allows them)."""
     policy = prod_plan.one(CLUSTER)["inputs"]["maintenancePolicy"]
     assert policy == {
         "dailyMaintenanceWindow": {"startTime": "09:00"},
         "maintenanceExclusions": [
             {
-                "exclusionName": "no-minor-upgrades-indefinite",
+                "exclusionName": "no-minor-or-node-upgrades-indefinite",
                 "startTime": "2025-12-01T00:00:00Z",
-                "exclusionOptions": {"scope": "NO_MINOR_UPGRADES", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"},
+                "exclusionOptions": {"scope": "NO_MINOR_OR_NODE_UPGRADES", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"},
             }
         ],
     }
-    toolkit = plan_of("prod", "tpu-rl:gke.maintenanceExclusion=NO_MINOR_OR_NODE_UPGRADES")
-    (exclusion,) = toolkit.one(CLUSTER)["inputs"]["maintenancePolicy"]["maintenanceExclusions"]
+    patches = plan_of("prod", "tpu-rl:gke.maintenanceExclusion=NO_MINOR_UPGRADES")
+    (exclusion,) = patches.one(CLUSTER)["inputs"]["maintenancePolicy"]["maintenanceExclusions"]
     assert exclusion == {
-        "exclusionName": "no-minor-or-node-upgrades-indefinite",
+        "exclusionName": "no-minor-upgrades-indefinite",
         "startTime": "2025-12-01T00:00:00Z",
-        "exclusionOptions": {"scope": "NO_MINOR_OR_NODE_UPGRADES", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"},
+        "exclusionOptions": {"scope": "NO_MINOR_UPGRADES", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"},
     }
     off = plan_of("prod", "tpu-rl:gke.maintenanceExclusion=none", "tpu-rl:gke.maintenanceWindow=03:30")
     assert off.one(CLUSTER)["inputs"]["maintenancePolicy"] == {"dailyMaintenanceWindow": {"startTime": "03:30"}}
@@ -66,7 +66,7 @@ def test_a_hold_keeps_every_upgrade_away_between_its_dates(prod_plan):
             "exclusionOptions": {"scope": "NO_UPGRADES"},
         }
     ]
-    assert exclusions[0]["exclusionOptions"]["scope"] == "NO_MINOR_UPGRADES"
+    assert exclusions[0]["exclusionOptions"]["scope"] == "NO_MINOR_OR_NODE_UPGRADES"
     alone = plan_of("prod", "tpu-rl:gke.holdUpgrades=2026-12-01/2026-12-29", "tpu-rl:gke.maintenanceExclusion=none")
     assert [e["exclusionName"] for e in alone.one(CLUSTER)["inputs"]["maintenancePolicy"]["maintenanceExclusions"]] == [
         "hold-all-upgrades"

@@ -126,10 +126,15 @@ def test_the_two_catalogues_list_the_same_steps_in_the_same_order():
 
 
 @pytest.mark.pure
-def test_its_keys_are_generated_from_the_entry_and_it_is_not_estimated():
+def test_its_keys_are_generated_from_the_entry_and_it_is_estimated():
+    """Its hours are the model's entry's (gemma4-26b: 1.5 h); on a reservation the slice bills them too."""
     assert FIELDS_BY_KEY["tpu-rl:workflow.timeouts.evaluate"].default == STEPS["evaluate"].timeout == "3h"
     assert "held-out" in FIELDS_BY_KEY["tpu-rl:workflow.steps.evaluate"].doc
-    assert estimate_for(settings("prod", ON)).to_output() == estimate_for(settings("prod", [])).to_output()
+    on, off = (estimate_for(settings("prod", keys)).to_output() for keys in (ON, []))
+    assert list(on["steps"]) == [*off["steps"], "evaluate"]
+    assert on["steps"]["evaluate"] == {"hours": 1.5, "holdsTpu": False, "tpuChipHours": 48.0, "usd": 90.72}
+    assert on["totalHours"] == round(off["totalHours"] + 1.5, 2)
+    assert round(on["totalUsd"] - off["totalUsd"], 2) == round(32 * 1.5 * 1.89, 2)
 
 
 # ---------------------------------------------------------------------------------------------

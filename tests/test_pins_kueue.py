@@ -197,10 +197,10 @@ def test_the_manager_configuration():
     assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2" and config["kind"] == "Configuration"
     # v1beta2 has no `enable` (decoded strictly: an unknown field stops Kueue); the block turns it on. The
     # recovery timeout would default to the timeout (apis/config/v1beta2/defaults.go); it is set to cover a
-    # GKE node auto-repair under a running step (10 min NotReady, up to 1 h for the drain) plus a start.
+    # TPU host maintenance event under a running step (up to a few hours, read as 4 h) plus a start.
     assert config["waitForPodsReady"] == {
         "timeout": "30m",
-        "recoveryTimeout": "1h40m",
+        "recoveryTimeout": "4h30m",
         "blockAdmission": False,
         "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 0},
     }
@@ -208,10 +208,10 @@ def test_the_manager_configuration():
     assert config["webhook"] == {"port": 9443} and config["health"] == {"healthProbeBindAddress": ":8081"}
     flex = settings("dev", ["tpu-rl:tpu.capacity=flex-start"])
     assert kueue.manager_config(flex)["waitForPodsReady"]["timeout"] == "2h"
-    assert kueue.manager_config(flex)["waitForPodsReady"]["recoveryTimeout"] == "3h10m"
+    assert kueue.manager_config(flex)["waitForPodsReady"]["recoveryTimeout"] == "6h"
     custom = settings("prod", ["tpu-rl:kueue.podsReadyTimeout=45m"])
     assert kueue.manager_config(custom)["waitForPodsReady"]["timeout"] == "45m"
-    assert kueue.manager_config(custom)["waitForPodsReady"]["recoveryTimeout"] == "1h55m", "follows the timeout"
+    assert kueue.manager_config(custom)["waitForPodsReady"]["recoveryTimeout"] == "4h45m", "follows the timeout"
     own = settings("prod", ["tpu-rl:kueue.podsReadyTimeout=45m", "tpu-rl:kueue.recoveryTimeout=5h"])
     assert kueue.manager_config(own)["waitForPodsReady"]["recoveryTimeout"] == "5h"
     values = kueue.helm_values(PROD)

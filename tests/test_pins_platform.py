@@ -33,6 +33,7 @@ def node_config(machine, disk_gb, disk_type, sa, **extra):
         # CIS GKE 5.9.1 (issue 20): the kubelet's unauthenticated read-only port 10255 is off on every pool.
         "kubelet_config": {"insecure_kubelet_readonly_port_enabled": "FALSE"},
         "resource_labels": LABELS,
+        "gvnic": {"enabled": True},  # issue 39: every pool at its creation (Cluster Toolkit's and xpk's TPU pools)
         **extra,
     }
 
@@ -55,9 +56,12 @@ def test_the_cluster_is_the_blueprints_private_regional_cluster_pinned_to_the_zo
             "daily_maintenance_window": {"start_time": "09:00"},
             "maintenance_exclusions": [
                 {
-                    "exclusion_name": "no-minor-upgrades-indefinite",
+                    "exclusion_name": "no-minor-or-node-upgrades-indefinite",
                     "start_time": "2025-12-01T00:00:00Z",
-                    "exclusion_options": {"scope": "NO_MINOR_UPGRADES", "end_time_behavior": "UNTIL_END_OF_SUPPORT"},
+                    "exclusion_options": {
+                        "scope": "NO_MINOR_OR_NODE_UPGRADES",
+                        "end_time_behavior": "UNTIL_END_OF_SUPPORT",
+                    },
                 }
             ],
         },
