@@ -29,9 +29,12 @@ def test_prod_encrypts_secrets_with_a_key_it_creates_in_the_clusters_region(prod
     assert ring["inputs"] == {"name": "tpu-rl-prod-keys", "project": "my-tpu-prod-project", "location": "us-east5"}
     key = prod_plan.one("gcp:kms/cryptoKey:CryptoKey", "secrets-key")
     assert key["inputs"]["name"] == "gke-secrets" and key["inputs"]["purpose"] == "ENCRYPT_DECRYPT"
-    assert key["inputs"]["deletionPolicy"] == "ABANDON", "destroy never destroys the versions Secrets need"
+    # DELETE: a destroy schedules every version for destruction and turns rotation off (terraform-provider-google
+    # resourceKMSCryptoKeyDelete), so nothing of the key bills after the stack is gone; the cluster that used it goes
+    # first (it depends on the key through the grant).
+    assert key["inputs"]["deletionPolicy"] == "DELETE", "destroy schedules the versions for destruction"
     assert key["inputs"]["rotationPeriod"] == "7776000s", "90 days"
-    assert key["options"]["protect"] is False, "abandoned on delete: removing the key from a stack must not fail"
+    assert key["options"]["protect"] is False, "removing the key from a stack must not fail"
     grant = prod_plan.one("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember", "gke-agent-key-user")["inputs"]
     assert grant == {
         "cryptoKeyId": KEY_NAME,
@@ -188,9 +191,15 @@ def test_the_prefixes_cover_where_each_step_really_writes_and_reads(stack, overr
         assert uri.startswith(f"gs://{bucket}/")
         return uri[len(f"gs://{bucket}/") :]
 
+    def step_text(resource: dict) -> str:
+        """A step's JobSet and the scripts its pods run (its ``<step>-scripts`` ConfigMap): where its object names
+        are."""
+        scripts = plan.one("kubernetes:core/v1:ConfigMap", f"{resource['name']}-scripts")
+        return str(resource["inputs"]) + str(scripts["inputs"]["data"])
+
     for step, resource in steps.items():
         holders = ["cpu", "tpu"] if step == "train" else [step]
-        text = str(resource["inputs"])
+        text = step_text(resource)
         folders = set(re.findall(rf"gs://{re.escape(bucket)}/[^\s'\"]*?/(\w+)/[0-9a-f]{{10}}/", text))
         assert step in folders, step
         for uri in set(re.findall(rf"gs://{re.escape(bucket)}/[^\s'\"]*?/\w+/[0-9a-f]{{10}}/", text)):
@@ -206,12 +215,12 @@ def test_the_prefixes_cover_where_each_step_really_writes_and_reads(stack, overr
                         "may not write another step's output",
                         uri,
                     )
-    train_text = str(steps["train"]["inputs"])
+    train_text = step_text(steps["train"])
     assert f"--gcs_scratch_location=gs://{bucket}/{PATHWAYS_SCRATCH}" in train_text
     for holder in ("cpu", "tpu"):
         # The scratch's own name too: a GCS mkdir looks the folder up as the object "pathways" first.
         assert PATHWAYS_SCRATCH.rstrip("/") in access[(holder, "objectUser")], "the proxy, RM, workers' scratch"
-    export_text = str(steps["export"]["inputs"])
+    export_text = step_text(steps["export"])
     assert re.search(rf"gs://{re.escape(bucket)}/[^\s'\"]*convert/[0-9a-f]{{10}}/", export_text), (
         "the export reads the base's files the conversion recorded"
     )

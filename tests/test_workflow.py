@@ -7,6 +7,7 @@ import json
 import pulumi
 import pytest
 
+from infra.gcp.naming import names_for
 from tests.conftest import JOBSET, SENTINEL_TOKEN, plan_of, statuses
 from tests.conftest import step_resources as steps
 from tests.fake_kube import with_state
@@ -28,12 +29,16 @@ def test_steps_run_in_order_on_awaited_results(stack):
         "kueue-cluster-queue",
         "namespace",
         "scratch-storage-class",
-        "convert-ksa",
-        "export-ksa",
-        "publish-ksa",
         "hf-token",
     }
     assert ready <= set(s["convert"]["options"]["dependsOn"])
+    # Each CPU step waits for its own Kubernetes service account only (which waits for its grants to propagate:
+    # ``PlatformArgs.step_waits``, ``KubernetesPlatform.waiting_accounts``), never another step's; training has none.
+    accounts = {r["name"] for r in plan.resources if r["name"].endswith("-ksa")}
+    assert accounts == {f"{step}-ksa" for step in names_for(settings(stack, [])).ksas}
+    for name, step in s.items():
+        waited = accounts & set(step["options"]["dependsOn"])
+        assert waited == ({f"{name}-ksa"} if f"{name}-ksa" in accounts else set()), (name, waited)
     assert s["convert"]["name"] in s["train"]["options"]["dependsOn"]
     assert {f"tpu-pool-{i}" for i in range(plan_of(stack).outputs["tpuSlice"]["slices"])} <= set(
         s["train"]["options"]["dependsOn"]
