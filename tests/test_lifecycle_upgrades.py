@@ -79,16 +79,19 @@ def test_kueue_has_one_version_whose_chart_upgrades_its_crds():
 
 @pytest.mark.slow
 def test_upgrading_jobset_stops_before_the_chart_until_its_crd_is_applied_then_upgrades(stack):
-    """From 0.10.1 to 0.12.0 on a running stack: the install created 0.10.1's CRD; the upgrade's `up` reads it,
-    finds it older and stops before the release changes (the release's version is an Output the check
-    resolves); once the documented command applied 0.12.0's CRD, `up` upgrades the release and keeps every
-    step (the JobSet version is not part of a step's identity)."""
+    """From 0.10.1 to 0.12.0 on a running stack: the install created 0.10.1's CRD; the upgrade's preview and its
+    `up` read it, find it older and stop before the release changes (the release's version is an Output the check
+    resolves), with the same line; once the documented command applied 0.12.0's CRD, the preview passes and `up`
+    upgrades the release and keeps every step (the JobSet version is not part of a step's identity)."""
     stack.jobset_crds = {version: crd(version) for version in CRD_FILES}
     assert stack.up().error is None
     installed = stack.cluster.get("CustomResourceDefinition", "", JOBSET_CRD)
     assert jobset_crd_fields(installed) == JOBSET_SPEC_FIELDS["0.10.1"]
     release = stack.urn(HELM_RELEASE, "jobset")
 
+    previewed = stack.preview(overrides=UPGRADE)
+    assert str(previewed.error) == jobset_crd_problem(installed, "0.12.0"), "refused at plan time"
+    assert ("Update", release) not in previewed.calls and stack.state[release].inputs["version"] == "0.10.1"
     refused = stack.up(overrides=UPGRADE)
     assert str(refused.error) == jobset_crd_problem(installed, "0.12.0")
     assert stack.state[release].inputs["version"] == "0.10.1" and ("Update", release) not in refused.calls
@@ -98,6 +101,8 @@ def test_upgrading_jobset_stops_before_the_chart_until_its_crd_is_applied_then_u
     ), "Helm never upgrades crds/"
 
     stack.cluster.put(crd("0.12.0"))  # helm show crds ... | kubectl apply --server-side --force-conflicts -f -
+    previewed = stack.preview(overrides=UPGRADE)
+    assert previewed.error is None and previewed.plan.warnings() == [], previewed.error
     upgraded = stack.up(overrides=UPGRADE)
     assert upgraded.error is None, upgraded.error
     assert stack.state[release].inputs["version"] == "0.12.0" and ("Update", release) in upgraded.calls
@@ -192,3 +197,22 @@ def test_after_the_upgrade_a_retried_step_runs_as_its_new_account(stack, monkeyp
     assert export["metadata"]["uid"] != old_uid and pod_account(export) == f"{cluster}-export"
     assert pod_account(live(stack, "convert")) == "tpu-rl-convert", "a finished step keeps the account it ran as"
     assert_renamed(stack, cluster)
+
+
+@pytest.mark.slow
+def test_a_preview_that_cannot_read_the_cluster_warns_once_and_up_still_refuses(stack):
+    """The preview's CRD check reads the cluster when it exists; one this machine cannot read (here the API server
+    refuses the credential) is a warning, once, and no refusal: `up` checks again before the chart changes, and
+    refuses there."""
+    stack.jobset_crds = {version: crd(version) for version in CRD_FILES}
+    assert stack.up().error is None
+    installed = stack.cluster.get("CustomResourceDefinition", "", JOBSET_CRD)
+    token, stack.cluster.token = stack.cluster.token, "another-token"  # every request now answers 401
+    previewed = stack.preview(overrides=UPGRADE)
+    assert previewed.error is None, previewed.error
+    crd_warnings = [w for w in previewed.plan.warnings() if "JobSet CRD" in w]
+    assert len(crd_warnings) == 1 and "\n" not in crd_warnings[0], previewed.plan.warnings()
+    assert crd_warnings[0].startswith("the preview did not check the cluster's JobSet CRD for JobSet 0.12.0 (")
+    assert crd_warnings[0].endswith("); `pulumi up` checks it before the chart changes")
+    stack.cluster.token = token
+    assert str(stack.up(overrides=UPGRADE).error) == jobset_crd_problem(installed, "0.12.0")

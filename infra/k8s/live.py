@@ -304,7 +304,15 @@ class ClusterReader:
         return self._read(path, request, missing_ok=True)
 
     def list(self, api_version: str, kind: str, namespace: str, label_selector: str) -> Objects:
-        """The objects matching a label selector (every page; none when the collection does not exist)."""
+        """The objects matching a label selector (every page; none when the collection does not exist): a kind of
+        ``RESOURCES``, or ``v1`` ``Secret`` (``CoreV1Api.list_namespaced_secret``: Helm's storage)."""
+        if (api_version, kind) == ("v1", "Secret"):
+            return self._pages(
+                f"/api/v1/namespaces/{namespace}/secrets",
+                lambda api: api.core.list_namespaced_secret,
+                (namespace,),
+                label_selector=label_selector,
+            )
         group, version, plural = self._resource(api_version, kind)
         return self._pages(
             f"/apis/{group}/{version}/namespaces/{namespace}/{plural}",
@@ -336,12 +344,7 @@ class ClusterReader:
         records them (None: no release). Helm's default driver keeps each revision in a Secret labelled
         ``owner=helm``, ``name``, ``status`` and ``version`` (helm v3.20.2 ``pkg/storage/driver/secrets.go``
         ``newSecretsObject``); only the labels are read."""
-        found = self._pages(
-            f"/api/v1/namespaces/{namespace}/secrets",
-            lambda api: api.core.list_namespaced_secret,
-            (namespace,),
-            label_selector=f"owner=helm,name={name}",
-        )
+        found = self.list("v1", "Secret", namespace, f"owner=helm,name={name}")
         revisions: list[tuple[int, str]] = []
         for item in found:
             labels = (item.get("metadata") or {}).get("labels") or {}
