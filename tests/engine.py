@@ -862,6 +862,10 @@ class Stack:
             # google-beta resource_kms_crypto_key.go resourceKMSCryptoKeyDelete: "removing CryptoKey %q from
             # Terraform state without deletion".
             self.cloud.left[rec.urn] = "Cloud KMS key versions (the key is abandoned, not destroyed)"
+        # A CryptoKey with DELETE (the stack's: infra.gcp.kms.KEY_DELETION_POLICY) leaves nothing that bills: the same
+        # function schedules every version for destruction (clearCryptoKeyVersions) and turns rotation off
+        # (disableCryptoKeyRotation), so no new version is made; the key and its name stay in Cloud KMS (the next
+        # `up` imports them, infra.gcp.capacity.surviving_key_findings).
         self.cloud.resources.pop(rec.urn, None)
 
     def _live_objects(self) -> list[dict[str, Any]]:
