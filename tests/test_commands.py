@@ -25,7 +25,6 @@ from workloads.build.commands import (
     EVALS_LOG,
     EXPORT_BASE_DIR,
     OPTIMIZER_PATCH,
-    PROGRAMS,
     RUN_LINE,
     RUN_SCRIPT,
     SCRIPTS_DIR,
@@ -35,6 +34,7 @@ from workloads.build.commands import (
     TRAIN_LOG,
     TRAIN_RL,
     UTILS_RL,
+    program_file,
     quote,
     vllm_additional_config,
 )
@@ -232,7 +232,7 @@ def test_each_step_runs_its_script_from_its_own_config_map(stack):
         script = container_script(obj)
         data = scripts_of(obj)["data"]
         assert set(data) == {RUN_SCRIPT, *expected[step]}, step
-        assert all(data[name] == PROGRAMS[name] for name in expected[step])
+        assert all(data[name] == program_file(name) for name in expected[step])
         assert all(f"python3 {SCRIPTS_DIR}/{name} " in script for name in expected[step])
         assert "python3 -c" not in script and "bash -c" not in script
 

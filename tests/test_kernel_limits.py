@@ -152,7 +152,8 @@ def test_a_changed_program_is_a_new_step_and_a_new_config_map(monkeypatch):
     from workloads.build import commands
 
     before = {step.step: step.name for step in plan_workflow(settings("prod", []))}
-    monkeypatch.setitem(commands.PROGRAMS, "checkpoint_scan.py", commands.PROGRAMS["checkpoint_scan.py"] + "\n")
+    changed = commands.program_file("checkpoint_scan.py") + "\n"
+    monkeypatch.setitem(commands.SNIPPETS, "checkpoint_scan.py", changed)
     after = {step.step: step.name for step in plan_workflow(settings("prod", []))}
     assert after["convert"] == before["convert"] and after["train"] == before["train"]
     assert after["export"] != before["export"], "the export runs checkpoint_scan.py"

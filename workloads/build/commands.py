@@ -5,7 +5,7 @@ environment when ``hf_access_token`` is not passed, and the container gets ``HF_
 from a Kubernetes Secret.
 
 No script or program is an argument: each step's bash script (``RUN_SCRIPT``) and the Python programs it runs
-(``PROGRAMS``) reach its container as files of a ConfigMap mounted at ``SCRIPTS_DIR`` (``step_files``;
+(``program_file``) reach its container as files of a ConfigMap mounted at ``SCRIPTS_DIR`` (``step_files``;
 ``workloads.build.manifests.scripts_config_map``), and the container runs ``bash /tpu-rl/run.sh``. Linux caps
 one argument at 128 KiB (``MAX_ARG_STRLEN``) and a container's whole argv and environment at a quarter of its
 stack limit (``execve(2)``); the export's script was 71,763 bytes as a ``bash -c`` argument.
@@ -37,7 +37,7 @@ _PROGRAM_FILE = re.compile(re.escape(SCRIPTS_DIR) + r"/([a-z_]+[.]py)\b")
 
 
 def run_program(file_name: str) -> str:
-    """The words of a script line that runs the program ``file_name`` of the step's ConfigMap (``PROGRAMS``).
+    """The words of a script line that runs the program ``file_name`` of the step's ConfigMap (``program_file``).
 
     ``python3 <file>`` puts the file's folder, ``SCRIPTS_DIR``, first on ``sys.path``, where ``python3 -c`` put the
     working directory: no program imports a module by a name of another program (each is one file whose imports
@@ -305,7 +305,7 @@ def export_script(argv: list[str], actor_uri: str, output_uri: str, repo: str, c
 
 def program(file_name: str) -> str:
     """The text of a step's program ``workloads/run/<file_name>``, with ``core/hf_model.py``'s inlined where it
-    marks the place (``INLINED_START``): a file of the step's ConfigMap (``PROGRAMS``), as the image has no copy of
+    marks the place (``INLINED_START``): a file of the step's ConfigMap (``step_files``), as the image has no copy of
     either."""
     source = (Path(__file__).parents[1] / "run" / file_name).read_text()
     return _with_hf_model(file_name) if INLINED_START in source else source
@@ -426,24 +426,23 @@ def train_script(settings: Settings, argv: list[str], output_uri: str, convert_u
     return "\n".join(lines) + "\n"
 
 
-PROGRAMS: dict[str, str] = {
+SNIPPETS: dict[str, str] = {
     "optimizer_patch.py": OPTIMIZER_PATCH,
     "mark_folder.py": MARK_FOLDER,
     "upload.py": UPLOAD,
-    "base_snapshot.py": BASE_SNAPSHOT,
-    "checkpoint_scan.py": CHECKPOINT_SCAN,
-    "complete_export.py": COMPLETE_EXPORT,
-    "stall_watchdog.py": STALL_WATCHDOG,
-    "train_exit.py": TRAIN_EXIT,
-    "publish_hub.py": PUBLISH_HUB,
-    "evaluate_export.py": program("evaluate_export.py"),
 }
-"""Every program a step's script runs, by its file name in ``SCRIPTS_DIR``: its text as the image runs it."""
+"""The programs a script runs that are no file of ``workloads/run`` (short ones, written here), by file name."""
+
+
+def program_file(file_name: str) -> str:
+    """The text of the program ``file_name`` a step's script runs: a snippet (``SNIPPETS``), or ``workloads/run``'s
+    file as the image runs it (``program``). A name that is neither is a bug of a script's builder
+    (``FileNotFoundError``)."""
+    return SNIPPETS.get(file_name) or program(file_name)
 
 
 def step_files(script: str) -> dict[str, str]:
     """The files of a step's ConfigMap: its bash script (``RUN_SCRIPT``) and the programs it names (``run_program``),
-    only those, so a change to one program changes only the steps that run it. A name that is no program is a bug
-    of the script's builder (``KeyError``)."""
+    only those, so a change to one program changes only the steps that run it."""
     named = sorted(set(_PROGRAM_FILE.findall(script)))
-    return {RUN_SCRIPT: script, **{name: PROGRAMS[name] for name in named}}
+    return {RUN_SCRIPT: script, **{name: program_file(name) for name in named}}
