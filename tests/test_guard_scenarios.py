@@ -55,8 +55,10 @@ def _destroy_loses_nothing(stack: Stack) -> None:
 @pytest.mark.parametrize("outcome", ["fail", "kill", "interrupt"])
 def test_a_protected_stack_is_guarded_after_an_up_that_a_step_did_not_finish(stack, outcome):
     """The platform's guard is registered once the platform is, each step's as soon as its object is created, so
-    after a failed, killed or stopped training the state holds the guards of everything it holds: the destroy's
-    first antichain is every guard (sg.go ScheduleDeletes), each refused, and performPostSteps skips the rest."""
+    after a failed, killed or stopped training the state holds the guards of everything it holds: each guard's
+    antichain comes before those of everything it depends on (sg.go ScheduleDeletes levels the condemned resources
+    from those with no condemned dependencies, then reverses the rounds), each guard is refused, and performPostSteps
+    skips the rest."""
     first = stack.up({"train": outcome})
     assert first.error is not None
     step_names = names(stack)
