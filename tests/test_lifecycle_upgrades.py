@@ -202,17 +202,21 @@ def test_after_the_upgrade_a_retried_step_runs_as_its_new_account(stack, monkeyp
 @pytest.mark.slow
 def test_a_preview_that_cannot_read_the_cluster_warns_once_and_up_still_refuses(stack):
     """The preview's CRD check reads the cluster when it exists; one this machine cannot read (here the API server
-    refuses the credential) is a warning, once, and no refusal: `up` checks again before the chart changes, and
-    refuses there."""
+    refuses the credential) is one warning and no refusal: the workflow's, which reads the same cluster, or without
+    the workflow the check's own; `up` checks again before the chart changes, and refuses there."""
     stack.jobset_crds = {version: crd(version) for version in CRD_FILES}
     assert stack.up().error is None
     installed = stack.cluster.get("CustomResourceDefinition", "", JOBSET_CRD)
     token, stack.cluster.token = stack.cluster.token, "another-token"  # every request now answers 401
-    previewed = stack.preview(overrides=UPGRADE)
+    unreadable = [w for w in stack.preview(overrides=UPGRADE).plan.warnings() if "(HTTP 401)" in w]
+    assert len(unreadable) == 1 and unreadable[0].startswith("preview could not read the cluster ("), unreadable
+
+    without = [*UPGRADE, "tpu-rl:workflow.enabled=false"]
+    previewed = stack.preview(overrides=without)
     assert previewed.error is None, previewed.error
-    crd_warnings = [w for w in previewed.plan.warnings() if "JobSet CRD" in w]
-    assert len(crd_warnings) == 1 and "\n" not in crd_warnings[0], previewed.plan.warnings()
-    assert crd_warnings[0].startswith("the preview did not check the cluster's JobSet CRD for JobSet 0.12.0 (")
-    assert crd_warnings[0].endswith("); `pulumi up` checks it before the chart changes")
+    unreadable = [w for w in previewed.plan.warnings() if "(HTTP 401)" in w]
+    assert len(unreadable) == 1 and "\n" not in unreadable[0], previewed.plan.warnings()
+    assert unreadable[0].startswith("the preview did not check the cluster's JobSet CRD for JobSet 0.12.0 (")
+    assert unreadable[0].endswith("); `pulumi up` checks it before the chart changes")
     stack.cluster.token = token
     assert str(stack.up(overrides=UPGRADE).error) == jobset_crd_problem(installed, "0.12.0")

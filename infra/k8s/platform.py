@@ -122,9 +122,12 @@ class KubernetesPlatform(pulumi.ComponentResource):
                 lambda reader: self._helm_free(reader, JOBSET_NAMESPACE, "jobset", self._jobset_crd(reader, wanted)),
             )
         elif reads:
-            # A preview refuses an older CRD too (when the cluster exists: an unknown provider ID runs no check), and
-            # warns once when it cannot read the cluster; Helm's storage is read by `up` only, under the stack's lock.
-            version = self._after(provider.id, lambda reader: self._jobset_crd(reader, wanted, preview=True))
+            # A preview refuses an older CRD too (when the cluster exists: an unknown provider ID runs no check). When
+            # it cannot read the cluster, one warning says so: the workflow's, which reads the same cluster
+            # (workloads.reader.LiveReader: once per preview), or, without the workflow, this check's. Helm's
+            # storage is read by `up` only, which is where a release is installed or upgraded.
+            warn = args.first_jobset is None
+            version = self._after(provider.id, lambda reader: self._jobset_crd(reader, wanted, preview=True, warn=warn))
         # Helm v3 Release (not Chart v4, which cannot preview a cluster that does not exist yet);
         # it waits until the controller and its webhook are ready.
         self.jobset = k8s.helm.v3.Release(
@@ -274,14 +277,16 @@ class KubernetesPlatform(pulumi.ComponentResource):
         return pulumi.Output.all(self._kubeconfig, when).apply(run)
 
     @staticmethod
-    def _jobset_crd(reader: live.ClusterReader, version: str, *, preview: bool = False) -> str:
+    def _jobset_crd(reader: live.ClusterReader, version: str, *, preview: bool = False, warn: bool = True) -> str:
         """The chart version, once the cluster's JobSet CRD serves it (``jobset_crd_problem``). A preview that
-        cannot read the cluster (it does not exist yet, or this machine cannot reach it) warns and goes on: `up`
-        checks again before the chart changes."""
+        cannot read the cluster (this machine cannot reach it, or it is not up yet) goes on, with a warning when
+        ``warn``: `up` checks again before the chart changes."""
         try:
             problem = jobset_crd_problem(reader.crd(JOBSET_CRD), version)
         except live.ClusterReadError as err:
             if preview:
+                if not warn:
+                    return version
                 pulumi.log.warn(
                     f"the preview did not check the cluster's JobSet CRD for JobSet {version} ({err}); `pulumi up` "
                     "checks it before the chart changes"
