@@ -210,25 +210,56 @@ def key_ring(name: str) -> dict[str, Any]:
     return {"name": name, "createTime": "2026-10-01T09:00:00.000000Z"}
 
 
-def crypto_key(name: str, purpose: str = "ENCRYPT_DECRYPT", primary: str | None = "ENABLED") -> dict[str, Any]:
-    """A CryptoKey as Cloud KMS's REST API returns it (``projects.locations.keyRings.cryptoKeys.get``)."""
+def crypto_key(
+    name: str,
+    purpose: str = "ENCRYPT_DECRYPT",
+    primary: str | None = "ENABLED",
+    *,
+    version: int = 1,
+    rotation: bool = True,
+) -> dict[str, Any]:
+    """A CryptoKey as Cloud KMS's REST API returns it (``projects.locations.keyRings.cryptoKeys.get``): its primary
+    version ``version`` in state ``primary`` (None: no primary); ``rotation`` False: no rotation period nor next
+    rotation time, as terraform-provider-google's ``disableCryptoKeyRotation`` leaves it (a PATCH of both to null).
+    A version scheduled for destruction carries its ``destroyTime``; a destroyed one its ``destroyEventTime`` too
+    (``projects.locations.keyRings.cryptoKeys.cryptoKeyVersions``, CryptoKeyVersion)."""
     key: dict[str, Any] = {
         "name": name,
         "purpose": purpose,
         "createTime": "2026-10-01T09:00:01.000000Z",
-        "rotationPeriod": "7776000s",
-        "nextRotationTime": "2026-12-30T09:00:01Z",
         "versionTemplate": {"algorithm": "GOOGLE_SYMMETRIC_ENCRYPTION", "protectionLevel": "SOFTWARE"},
         "destroyScheduledDuration": "2592000s",
     }
+    if rotation:
+        key |= {"rotationPeriod": "7776000s", "nextRotationTime": "2026-12-30T09:00:01Z"}
     if primary:
         key["primary"] = {
-            "name": f"{name}/cryptoKeyVersions/1",
+            "name": f"{name}/cryptoKeyVersions/{version}",
             "state": primary,
+            "createTime": "2026-10-01T09:00:01.000000Z",
+            "generateTime": "2026-10-01T09:00:01.000000Z",
             "algorithm": "GOOGLE_SYMMETRIC_ENCRYPTION",
             "protectionLevel": "SOFTWARE",
         }
+        if primary in ("DESTROY_SCHEDULED", "DESTROYED"):
+            key["primary"]["destroyTime"] = DESTROY_TIME
+        if primary == "DESTROYED":
+            key["primary"]["destroyEventTime"] = DESTROY_TIME
     return key
+
+
+DESTROY_TIME = "2027-01-03T08:45:54.123456Z"
+"""When a version a destroy scheduled for destruction is destroyed: the destroy's time + the key's
+``destroyScheduledDuration`` (30 days)."""
+
+
+def key_after_destroy(name: str, state: str = "DESTROY_SCHEDULED", version: int = 3) -> dict[str, Any]:
+    """A CryptoKey as ``pulumi destroy`` leaves one the stack created (deletion_policy DELETE: terraform-provider-google
+    ``resourceKMSCryptoKeyDelete``): every version scheduled for destruction (``clearCryptoKeyVersions``; its primary,
+    here version ``version`` after two rotations, included: https://cloud.google.com/kms/docs/key-states "an enabled
+    primary key version can be ... scheduled for destruction or destroyed"), rotation off
+    (``disableCryptoKeyRotation``); ``state`` DESTROYED once the 30 days have passed, DISABLED once restored."""
+    return crypto_key(name, primary=state, version=version, rotation=False)
 
 
 def error(code: int, message: str, reason: str, *, service: str | None = None) -> dict[str, Any]:

