@@ -239,8 +239,8 @@ def conversion_of(step) -> str:
 def _script(step) -> str:
     pod = step.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert container["command"][:2] == ["/bin/bash", "-c"]
-    return container["command"][2]
+    assert container["command"] == ["/bin/bash", "/tpu-rl/run.sh"]  # the step's ConfigMap's script
+    return step.script
 
 
 def lay_out(gcs, step, files: dict[str, bytes]) -> tuple[str, str]:

@@ -173,6 +173,7 @@ def pure_plan(stack: str, *overrides: str) -> Plan:
             resources.append(_resource(f"kubernetes:{manifest['apiVersion']}:{manifest['kind']}", name, manifest))
     if s.workflow.enabled:
         for step in plan_workflow(s).steps:
+            resources.append(_resource("kubernetes:core/v1:ConfigMap", step.scripts["metadata"]["name"], step.scripts))
             type_ = f"kubernetes:{step.manifest['apiVersion']}:{step.kind}"
             resources.append(_resource(type_, step.name, step.manifest, delete_before_replace=True))
     return Plan(stack=stack, resources=sorted(resources, key=lambda r: (r["type"], r["name"])), outputs={})

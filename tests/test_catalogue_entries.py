@@ -243,12 +243,17 @@ def test_the_offline_plan_of_a_new_model(new_model: Model):
     assert sorted(jobsets) == ["convert", "export", "train"]
     assert all(m["metadata"]["name"].startswith("gemma4-31b-") for m in jobsets.values())
     (convert,) = [c for c in containers(jobsets["convert"]) if c["name"] == "convert"]
-    text = json.dumps(convert)
-    assert "model_name=gemma4-31b-dense" in text and "--hf_model_path=google/gemma-4-31b-it" in text
+    (script,) = [
+        r["inputs"]["data"]["run.sh"]
+        for r in made.find("kubernetes:core/v1:ConfigMap")
+        if r["name"] == jobsets["convert"]["metadata"]["name"] + "-scripts"
+    ]
+    assert "model_name=gemma4-31b-dense" in script and "--hf_model_path=google/gemma-4-31b-it" in script
     assert convert["resources"]["limits"]["memory"] == convert["resources"]["requests"]["memory"] == "200Gi"
     volumes = jobsets["convert"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["volumes"]
     assert {"name": "scratch", "emptyDir": {"sizeLimit": "144Gi"}} in volumes
-    assert "model_name=gemma4-31b-dense" in json.dumps(jobsets["train"])
+    train_scripts = jobsets["train"]["metadata"]["name"] + "-scripts"
+    assert "model_name=gemma4-31b-dense" in json.dumps(made.find("kubernetes:core/v1:ConfigMap", train_scripts))
     estimate = made.outputs["estimate"]
     assert (estimate["steps"]["convert"]["hours"], estimate["steps"]["export"]["hours"]) == (1.2, 0.9)
     assert estimate["steps"]["train"]["hours"] == round(0.75 + 50 * 7.5 * 16 / 3600, 2)

@@ -80,11 +80,10 @@ X = "tpu-rl:training.extraArgs"
 
 
 def evaluation_spec(overrides: list[str]) -> dict:
-    """The spec the planned evaluation step hands its program (the last word of its ``exec python3 -c`` line)."""
+    """The spec the planned evaluation step hands its program (the last word of its ``exec python3`` line)."""
     step = plan_workflow(settings("prod", [EVALUATE, *overrides]))["evaluate"]
-    script = step.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
-    command = script["command"][2]
-    return json.loads(shlex.split(command[command.index("exec python3 -c ") :])[-1])
+    command = step.script
+    return json.loads(shlex.split(command[command.index("exec python3 /tpu-rl/evaluate_export.py ") :])[-1])
 
 
 def test_the_configurations_evaluation_limits_are_the_programs():

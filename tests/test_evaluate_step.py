@@ -38,10 +38,11 @@ def container(step) -> dict:
 
 
 def spec_of(step) -> str:
-    """The spec the step's script hands its program: the last word of its ``exec python3 -c`` line."""
-    script = container(step)["command"][2]
-    words = shlex.split(script[script.index("exec python3 -c ") :])
-    assert words[:3] == ["exec", "python3", "-c"] and words[3] == program("evaluate_export.py")
+    """The spec the step's script hands its program: the last word of its ``exec python3`` line."""
+    script = step.script
+    words = shlex.split(script[script.index("exec python3 /tpu-rl/evaluate_export.py ") :])
+    assert words[:3] == ["exec", "python3", "/tpu-rl/evaluate_export.py"]
+    assert step.scripts["data"]["evaluate_export.py"] == program("evaluate_export.py")
     return words[-1]
 
 

@@ -30,15 +30,15 @@ def no_live_cluster():
 
 
 def one_line(capsys, code: int, *, expected: int = 2) -> str:
-    """The failure's line (notes, e.g. a secret planned with a placeholder, may come before it)."""
+    """The failure's lines, one per problem (notes, e.g. a secret planned with a placeholder, may come before)."""
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
-    err = lines[-1] if lines else ""
+    errors = [line for line in lines if not line.startswith("note: ")]
     assert code == expected, captured.err
-    assert err.startswith("error: ") and "Traceback" not in captured.err, captured.err
-    assert all(line.startswith("note: ") for line in lines[:-1]), captured.err
+    assert errors and "Traceback" not in captured.err, captured.err
+    assert all(line.startswith("error: ") for line in errors), "each problem one line: " + captured.err
     assert TOKEN_LIKE not in captured.out + captured.err and "\x1b" not in captured.out + captured.err
-    return err
+    return "\n".join(errors)
 
 
 def timed(run):

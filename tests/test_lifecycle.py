@@ -214,6 +214,10 @@ URNS = {
     "convert": "tpu-rl:workflow:WorkflowRun$kubernetes:jobset.x-k8s.io/v1alpha2:JobSet::{name}",
     "train": "tpu-rl:workflow:WorkflowRun$kubernetes:jobset.x-k8s.io/v1alpha2:JobSet::{name}",
     "export": "tpu-rl:workflow:WorkflowRun$kubernetes:jobset.x-k8s.io/v1alpha2:JobSet::{name}",
+    # Issue 39: each step's scripts are files of its own ConfigMap, named after the step (a new object per step).
+    "convert-scripts": "tpu-rl:workflow:WorkflowRun$kubernetes:core/v1:ConfigMap::{name}",
+    "train-scripts": "tpu-rl:workflow:WorkflowRun$kubernetes:core/v1:ConfigMap::{name}",
+    "export-scripts": "tpu-rl:workflow:WorkflowRun$kubernetes:core/v1:ConfigMap::{name}",
 }
 
 
@@ -229,7 +233,8 @@ def test_every_kubernetes_urn_is_pinned(stack):
     }
     expected = {}
     for key, suffix in URNS.items():
-        name = steps.get(key, key)
+        step = key.removesuffix("-scripts")
+        name = steps[step] + "-scripts" if key.endswith("-scripts") else steps.get(key, key)
         expected[name] = f"urn:pulumi:{stack}::tpu-rl::" + suffix.format(name=name)
     assert kubernetes == set(expected)
     assert {name: plan.urns[name] for name in kubernetes} == expected

@@ -49,6 +49,9 @@ def test_every_core_object_validates(stack):
     kinds = sorted(o["kind"] for o in objects)
     assert kinds == [
         "ClusterQueue",
+        "ConfigMap",
+        "ConfigMap",
+        "ConfigMap",
         "JobSet",
         "JobSet",
         "JobSet",
@@ -64,7 +67,7 @@ def test_every_core_object_validates(stack):
         "ServiceAccount",
         "ServiceAccount",
         "StorageClass",
-    ], "the conversion's, the export's and the publication's own service accounts (in every stack)"
+    ], "each step's scripts; the conversion's, the export's and the publication's own service accounts (every stack)"
     for obj in objects:
         if obj["kind"] not in ("JobSet", *KUEUE):
             validate_core(obj)
@@ -248,7 +251,9 @@ def test_a_publishing_stacks_objects_validate(jobset_validators):
     for validator in jobset_validators:
         validate_jobset(publish[0], validator)
     kueue_jobset_rules(publish[0])
-    extra = [o for o in objects if o["kind"] in ("ConfigMap", "Secret")]
+    extra = [
+        o for o in objects if o["kind"] in ("ConfigMap", "Secret") and not o["metadata"]["name"].endswith("-scripts")
+    ]
     assert sorted((o["kind"], o["metadata"]["name"]) for o in extra) == [
         ("ConfigMap", f"{publish[0]['metadata']['name']}-card"),
         ("Secret", "hf-token"),

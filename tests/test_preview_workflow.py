@@ -582,7 +582,7 @@ def test_a_branch_that_weakens_a_policy_is_still_judged_by_the_base_one(tmp_path
     site = tmp_path / "site-packages"
     shutil.copytree(base / "core", site / "core")
     plan = copy.deepcopy(pure_plan("prod"))
-    train = next(r for r in plan.resources if r["name"].startswith("gemma4-26b-train-"))
+    train = next(r for r in plan.resources if r["name"].startswith("gemma4-26b-train-") and "JobSet" in r["type"])
     head = train["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     head["containers"][0]["securityContext"] = {"privileged": True}  # what the branch's plan asks for
     plan_file = tmp_path / "plan.json"

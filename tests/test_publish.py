@@ -145,10 +145,13 @@ EXPORT_FILES = model_files({**LANGUAGE, **VISION}, shards=2)
 def run_publish(step, gcs, hub_url: str, tmp_path: Path, token: str = WRITE) -> subprocess.CompletedProcess:
     """The step's container command as the pod runs it: its environment from the manifest (the token from
     its Secret), ``python3`` the real interpreter, the card and scratch paths in ``tmp_path``."""
-    command = container(step)["command"]
-    assert command[:2] == ["/bin/bash", "-c"]
-    card, work = tmp_path / "card", tmp_path / "scratch-publish"
-    script = command[2].replace(CARD_DIR, str(card)).replace(PUBLISH_WORK, str(work))
+    assert container(step)["command"] == ["/bin/bash", "/tpu-rl/run.sh"]  # the step's ConfigMap's script
+    card, work, files = tmp_path / "card", tmp_path / "scratch-publish", tmp_path / "tpu-rl"
+    files.mkdir(exist_ok=True)
+    for name, text in step.scripts["data"].items():
+        (files / name).write_text(text)
+    script = step.script.replace(CARD_DIR, str(card)).replace(PUBLISH_WORK, str(work)).replace("/tpu-rl/", f"{files}/")
+    (files / "run.sh").write_text(script)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     shim = bin_dir / "python3"
@@ -166,7 +169,7 @@ def run_publish(step, gcs, hub_url: str, tmp_path: Path, token: str = WRITE) -> 
         NO_GCE_CHECK="True",
         NO_PROXY="127.0.0.1,localhost",
     )
-    return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(["bash", str(files / "run.sh")], env=env, capture_output=True, text=True, timeout=60)
 
 
 def lay_out(gcs, step, card: Path) -> None:
@@ -552,22 +555,21 @@ def test_only_a_verified_export_is_published():
 
 
 @pytest.mark.pure
-def test_the_publish_script_is_strict_mode_the_folder_then_the_program_inlined():
+def test_the_publish_script_is_strict_mode_the_folder_then_the_program_from_its_configmap():
     import shlex
 
-    from workloads.build.commands import MARK_FOLDER, PUBLISH_HUB, PUBLISHED, mark_folder, publish_script
+    from workloads.build.commands import PUBLISHED, mark_folder, publish_script
 
     script = publish_script("gs://b/m/export/abc/", "gs://b/m/publish/def/")
     head = f"set -euo pipefail\n{mark_folder('gs://b/m/publish/def/')}\n"
     assert script.startswith(head) and script.endswith("\n")
-    assert shlex.split(mark_folder("gs://b/m/publish/def/")) == ["python3", "-c", MARK_FOLDER, "gs://b/m/publish/def/"]
+    folder = ["python3", "/tpu-rl/mark_folder.py", "gs://b/m/publish/def/"]
+    assert shlex.split(mark_folder("gs://b/m/publish/def/")) == folder
     last = script[len(head) : -1]
-    assert last.startswith("exec python3 -c ")
     assert shlex.split(last) == [
         "exec",
         "python3",
-        "-c",
-        PUBLISH_HUB,
+        "/tpu-rl/publish_hub.py",
         "gs://b/m/export/abc/",
         CARD_DIR,
         PUBLISH_WORK,
