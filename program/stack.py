@@ -23,10 +23,9 @@ from infra.gcp.kms import PROPAGATION_SECONDS, GrantPropagation, SecretsKey, Sec
 from infra.gcp.naming import Names, names_for
 from infra.gcp.network import Network, NetworkArgs
 from infra.gcp.storage import ArtifactBucket, BucketArgs, bucket_args
-from infra.k8s.object import KubernetesObject
 from infra.k8s.platform import DestroyGuard, KubernetesPlatform, PlatformArgs
 from program.config import settings_from_runtime
-from workloads.build.steps import Step, plan_workflow
+from workloads.build.steps import plan_workflow
 from workloads.preflight import COMMIT, BaseModel
 from workloads.workflow import WorkflowArgs, WorkflowRun
 
@@ -124,7 +123,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     DestroyGuard(GUARD, settings.protect, [r for r in platform_parts if r is not None])
     run = None
     if plan is not None:
-        run = _GuardedRun(
+        run = WorkflowRun(
             "workflow",
             WorkflowArgs(
                 settings=settings,
@@ -172,9 +171,14 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     # A guard per step, on the step's object, registered as soon as it is created (before the program waits for it).
     # They are numbered in the plan's order, as many as the catalogue has steps (those past the plan guard nothing):
     # turning a step on or off moves a guard to another object and never deletes one, which a protected stack refuses.
-    objects = [run.objects[step.step] for step in plan.steps] if run is not None and plan is not None else []
+    # Each step's ConfigMap of scripts is created before its JobSet (which waits for the steps before it): a guard of
+    # its own keeps it when an `up` ends between the two.
+    steps = list(plan.steps) if run is not None and plan is not None else []
+    objects = [run.objects[step.step] for step in steps] if run is not None else []
+    scripts = [run.scripts[step.step] for step in steps] if run is not None else []
     for index in range(len(STEPS)):
         DestroyGuard(step_guard(index), settings.protect, objects[index : index + 1])
+        DestroyGuard(scripts_guard(index), settings.protect, scripts[index : index + 1])
     return settings
 
 
@@ -187,21 +191,9 @@ def step_guard(index: int) -> str:
     return f"{GUARD}-step-{index + 1}"
 
 
-class _GuardedRun(WorkflowRun):
-    """The workflow, keeping each step's object as it registers it (``objects``) for the step's destroy guard."""
-
-    objects: dict[str, pulumi.Resource]
-
-    def __init__(self, name: str, args: WorkflowArgs) -> None:
-        self.objects = {}
-        super().__init__(name, args)
-
-    def _register(
-        self, step: Step, verified_input: pulumi.Input[str] | None, after: list[pulumi.Resource]
-    ) -> KubernetesObject:
-        found = super()._register(step, verified_input, after)
-        self.objects[step.step] = found
-        return found
+def scripts_guard(index: int) -> str:
+    """The name of the destroy guard of the plan's step ``index``'s ConfigMap of scripts (0-based)."""
+    return f"{GUARD}-scripts-{index + 1}"
 
 
 def _step_access(

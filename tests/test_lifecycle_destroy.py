@@ -145,6 +145,7 @@ def test_a_protected_stacks_destroy_loses_nothing_with_or_without_a_preview(stac
     guards = [u for u, r in before.items() if r.type == GUARD]
     assert sorted(g.rsplit("::", 1)[-1] for g in guards) == [
         "tpu-rl-protect",
+        *(f"tpu-rl-protect-scripts-{i}" for i in range(1, 6)),
         *(f"tpu-rl-protect-step-{i}" for i in range(1, 6)),
     ]
     schedule = stack.schedule(list(before))

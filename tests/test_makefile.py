@@ -30,8 +30,8 @@ esac
 exit 0
 """
 # The environment a user may have; the tests set what they need.
-CLEAN = ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "PULUMI_BACKEND_URL", "STATE_BACKEND", "LOCAL_STATE", "YES")
-CLEAN += ("PULUMI_ACCESS_TOKEN", "SECRETS_PROVIDER", "BUCKET", "STEP")
+CLEAN: tuple[str, ...] = ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "PULUMI_BACKEND_URL", "STATE_BACKEND", "LOCAL_STATE")
+CLEAN += ("YES", "PULUMI_ACCESS_TOKEN", "SECRETS_PROVIDER", "BUCKET", "STEP")
 
 
 def make(tmp_path: Path, *args: str, whoami: str = "", selects: bool = True, **env: str):

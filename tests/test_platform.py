@@ -374,17 +374,22 @@ def test_config_file_option(tmp_path):
 @pytest.mark.parametrize(("stack", "protect"), [("dev", False), ("prod", True)])
 def test_the_destroy_guards_are_protected_with_the_stack_and_together_depend_on_every_resource(stack, protect):
     """infra.k8s.platform.DestroyGuard: one on the platform, depending on no step, and as many as the catalogue has
-    steps, one on each planned step's object in the plan's order (the rest on nothing), each protected exactly while
+    steps, one on each planned step's object and one on its ConfigMap of scripts, in the plan's order (the rest on
+    nothing), each protected exactly while
     tpu-rl:protect is; every resource is a transitive dependency of a guard (dependency_graph.go DependenciesOf:
     depends-on, parent)."""
     plan = plan_of(stack)
     guards = {r["name"]: r for r in plan.find("tpu-rl:lifecycle:DestroyGuard")}
     numbered = [f"tpu-rl-protect-step-{i}" for i in range(1, len(STEPS) + 1)]
-    assert set(guards) == {"tpu-rl-protect", *numbered}
+    scripts = [f"tpu-rl-protect-scripts-{i}" for i in range(1, len(STEPS) + 1)]
+    assert set(guards) == {"tpu-rl-protect", *numbered, *scripts}
     assert all(g["options"]["protect"] is protect for g in guards.values())
     objects = step_resources(plan)
     in_order = [objects[step]["name"] for step in STEPS if step in objects]
     assert [guards[n]["options"]["dependsOn"] for n in numbered] == [in_order[i : i + 1] for i in range(len(numbered))]
+    # Each step's ConfigMap of scripts is created long before its JobSet: a guard of its own.
+    maps = [f"{name}-scripts" for name in in_order]
+    assert [guards[n]["options"]["dependsOn"] for n in scripts] == [maps[i : i + 1] for i in range(len(scripts))]
     assert not {o["name"] for o in objects.values()} & set(guards["tpu-rl-protect"]["options"]["dependsOn"])
     edges = {r["name"]: {*r["options"]["dependsOn"], r["options"].get("parent")} - {None} for r in plan.resources}
     covered: set[str] = set()

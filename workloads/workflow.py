@@ -103,6 +103,12 @@ class WorkflowRun(pulumi.ComponentResource):
     steps: dict[str, Step]
     results: dict[str, pulumi.Output[Result]]
     """Each step's result once it is verified (``workloads.wiring``), by name."""
+    objects: dict[str, KubernetesObject]
+    """Each step's JobSet, by step, as registered (before the program waits for it): what its destroy guard
+    depends on (``program/stack.py``)."""
+    scripts: dict[str, KubernetesObject]
+    """Each step's ConfigMap of scripts, by step: registered with the platform ready, long before the JobSet that
+    mounts it (which waits for the steps before it), so it has a destroy guard of its own."""
 
     def __init__(self, name: str, args: WorkflowArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tpu-rl:workflow:WorkflowRun", name, None, opts)
@@ -133,6 +139,7 @@ class WorkflowRun(pulumi.ComponentResource):
 
         self.results = {}
         objects: dict[str, KubernetesObject] = {}
+        self.objects, self.scripts = objects, {}
         for step in self._plan:
             wiring = wiring_of(step)
             read = self._reads(step)
@@ -201,6 +208,7 @@ class WorkflowRun(pulumi.ComponentResource):
                 depends_on=list(args.ready),
             ),
         )
+        self.scripts[step.step] = scripts
         marker: pulumi.Input[str | None] = self._reader.marker(step) if self._reader else ""
         manifest = copy.deepcopy(step.manifest)
         annotations = manifest["metadata"]["annotations"]
