@@ -259,11 +259,17 @@ def lay_out(gcs, step, files: dict[str, bytes]) -> tuple[str, str]:
 
 
 def run_export(step, hub_url: str, tmp_path: Path, python: str = sys.executable) -> subprocess.CompletedProcess:
-    """The export step's container command as the pod runs it, ``python3`` the given interpreter; MaxText's
-    ``python3 -m`` is a stand-in that does nothing (the test laid out what it writes)."""
+    """The export step's container command as the pod runs it (``bash /tpu-rl/run.sh``, its ConfigMap's files in
+    ``tmp_path``), ``python3`` the given interpreter; MaxText's ``python3 -m`` is a stand-in that does nothing (the
+    test laid out what it writes)."""
     from workloads.build.commands import EXPORT_BASE_DIR
 
+    files = tmp_path / "tpu-rl"  # the step's ConfigMap, mounted where the pod mounts it
+    files.mkdir(exist_ok=True)
+    for name, text in step.scripts["data"].items():
+        (files / name).write_text(text)
     script = _script(step).replace(EXPORT_BASE_DIR, str(tmp_path / "base"))  # the pod's scratch volume
+    (files / "run.sh").write_text(script.replace("/tpu-rl/", f"{files}/"))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     shim = bin_dir / "python3"
@@ -280,7 +286,7 @@ def run_export(step, hub_url: str, tmp_path: Path, python: str = sys.executable)
         "NO_PROXY": "127.0.0.1,localhost",
         "TMPDIR": str(tmp_path),
     }
-    return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(["bash", str(files / "run.sh")], env=env, capture_output=True, text=True, timeout=120)
 
 
 def objects(gcs, bucket: str, prefix: str) -> dict[str, bytes]:
