@@ -57,7 +57,7 @@ from tools.stack_files import ROOT
 from workloads.build.commands import train_argv
 from workloads.run import pods
 
-policies = importlib.import_module("policy.tpu_rl_policies")
+policies = importlib.import_module("policy.tpu_rl_policies.scripts")
 
 REAL_CHECK = capacity.check_capacity
 """The check itself (conftest replaces it with one that finds nothing, for every other test)."""

@@ -30,7 +30,8 @@ from tools.plan.offline import ROOT, Plan
 
 pytestmark = pytest.mark.pure  # the policies judge builder output (pure_plan); one test also runs the program
 
-# Imported by its package path (as the mutation run names it); the pack itself runs it as a script.
+# Imported by its package path (as the mutation run names it); the pack itself runs it from its folder. Each helper is
+# read from the module of its concern (policies.scripts.shell_commands, policies.network.parse_cidr, ...).
 policies = importlib.import_module("policy.tpu_rl_policies")
 BY_NAME = {p.name: p for p in policies.POLICIES}
 
@@ -180,10 +181,10 @@ def test_a_count_the_engine_sends_as_a_double_is_a_count():
     train = next(r for r in pure_plan("prod").resources if r["type"] == JOBSET and _is(r, "train"))
     sent = json_format.MessageToDict(analyzer.properties(train["inputs"]))
     assert sent["spec"]["replicatedJobs"][1]["template"]["spec"]["parallelism"] == 8.0
-    assert policies.plain(sent)["spec"]["replicatedJobs"][1]["template"]["spec"]["parallelism"] == 8
-    assert policies._count(8.0, "parallelism") == 8
+    assert policies.values.plain(sent)["spec"]["replicatedJobs"][1]["template"]["spec"]["parallelism"] == 8
+    assert policies.kueue._count(8.0, "parallelism") == 8
     with pytest.raises(ValueError, match="is not a count"):
-        policies._count(1.5, "parallelism")
+        policies.kueue._count(1.5, "parallelism")
     assert violations(pure_plan("prod"), "kueue-queue-fits", "prod") == []
 
 
@@ -1238,7 +1239,7 @@ def test_the_budget_reads_an_argv_form_training_command(field):
     argv = ["python3", "-m", "maxtext.trainers.post_train.rl.train_rl", *words, "run_name=rl"]
     head = next(c for c in _head(jobset)["containers"] if c["name"] == "workload-container")
     head.update({"command": argv[:3], "args": argv[3:]} if field == "args" else {"command": argv})
-    assert policies.command_text(jobset["inputs"]["spec"]).count("num_batches=") == 1, "the only training command"
+    assert policies.pods.command_text(jobset["inputs"]["spec"]).count("num_batches=") == 1, "the only training command"
     estimate = policies.stack_estimate([_policy_resource(r) for r in plan.resources])
     assert estimate == policies.stack_estimate([_policy_resource(r) for r in pure_plan("prod").resources])
 
@@ -1613,11 +1614,11 @@ def test_policy_config_names_only_known_policies(stack):
         (["0.0.0.0/0"], 1.0),
         (["10.0.0.0/8", "192.168.0.0/16", "203.0.113.0/24"], 0.0),
         (["0.0.0.0/1", "128.0.0.0/1"], 1.0),
-        (["8.8.8.0/24", "8.8.8.0/24", "8.8.8.128/25"], 256 / policies.PUBLIC_ADDRESSES),
+        (["8.8.8.0/24", "8.8.8.0/24", "8.8.8.128/25"], 256 / policies.network.PUBLIC_ADDRESSES),
     ],
 )
 def test_public_share_counts_overlaps_once_and_ignores_private_space(blocks, share):
-    assert policies.public_share([policies.parse_cidr(b) for b in blocks]) == pytest.approx(share)
+    assert policies.network.public_share([policies.network.parse_cidr(b) for b in blocks]) == pytest.approx(share)
 
 
 def test_coverage_limits_at_their_boundaries():
@@ -1635,7 +1636,7 @@ def test_coverage_limits_at_their_boundaries():
 
     assert found(["1.2.0.0/16"]) == []
     assert any("wider than /16" in m for m in found(["1.2.0.0/15"]))
-    share_of_16 = 65536 / policies.PUBLIC_ADDRESSES
+    share_of_16 = 65536 / policies.network.PUBLIC_ADDRESSES
     assert found(["1.2.0.0/16"], maxPublicShare=share_of_16) == []
     assert any("together cover" in m for m in found(["1.2.0.0/16", "1.4.0.1/32"], maxPublicShare=share_of_16))
 
@@ -2830,7 +2831,7 @@ def test_the_trainers_argv_with_its_environment(argv, env, num_batches):
     ],
 )
 def test_maxtext_overrides_are_omegaconfs_dotlist(words, expected):
-    assert policies.maxtext_overrides(words) == expected
+    assert policies.scripts.maxtext_overrides(words) == expected
 
 
 @pytest.mark.parametrize(
@@ -2845,7 +2846,7 @@ def test_maxtext_overrides_are_omegaconfs_dotlist(words, expected):
     ids=["operators", "comments", "redirections", "quotes", "continuation"],
 )
 def test_shell_commands(script, commands):
-    assert policies.shell_commands(script) == commands
+    assert policies.scripts.shell_commands(script) == commands
 
 
 # A Helm release of any chart passed: only the charts tpu-rl installs, at their versions and values.
@@ -2877,7 +2878,7 @@ def test_the_allowed_charts_are_the_ones_the_program_installs():
     from infra.k8s import kueue
     from infra.k8s.platform import JOBSET_CHART
 
-    assert {chart: versions for chart, (versions, _) in policies.HELM_CHARTS.items()} == {
+    assert {chart: versions for chart, (versions, _) in policies.helm.HELM_CHARTS.items()} == {
         JOBSET_CHART: JOBSET_VERSIONS,
         kueue.CHART: KUEUE_VERSIONS,
     }

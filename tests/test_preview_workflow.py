@@ -510,7 +510,7 @@ def _tree(where: Path) -> None:
 def _weaken(tree: Path) -> None:
     """What a branch could do to the pack that reviews it: the policy edited to return at once, and its level
     ``disabled`` in the stack's config."""
-    module = tree / "policy" / "tpu_rl_policies.py"
+    module = tree / "policy" / "tpu_rl_policies" / "workloads.py"
     text = module.read_text()
     head = "def _least_privilege_pods(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:\n"
     assert head in text

@@ -79,12 +79,15 @@ def _mypy_sources() -> dict[str, str]:
 
 def test_mypy_checks_every_python_file_once_by_its_import_name():
     """The configured files are every Python file of the project, the tests and the policy pack's __main__.py
-    among them; each is one module, named as the tests import it (``policy.tpu_rl_policies``)."""
+    among them; each is one module, named as the tests import it (the pack's package ``policy.tpu_rl_policies`` and
+    each of its modules, ``policy.tpu_rl_policies.scripts``)."""
     pytest.importorskip("mypy")
     checked = _mypy_sources()
     missing = sorted(_project_python_files() - set(checked))
     assert not missing, f"pyproject.toml [tool.mypy] files leave out project files: {missing}"
-    assert checked["policy/tpu_rl_policies.py"] == "policy.tpu_rl_policies"
+    assert checked["policy/tpu_rl_policies/__init__.py"] == "policy.tpu_rl_policies"
+    pack = sorted(p for p in checked if p.startswith("policy/tpu_rl_policies/") and not p.endswith("__init__.py"))
+    assert len(pack) > 10 and all(checked[p] == p.removesuffix(".py").replace("/", ".") for p in pack), pack
     assert checked["policy/__main__.py"] == "policy.__main__" and checked["tests/conftest.py"] == "tests.conftest"
     modules = sorted(checked.values())
     assert len(modules) == len(set(modules)), "a module name for two files: mypy stops at the second"

@@ -1,0 +1,85 @@
+"""tpu-rl guardrails: TPU- and ML-aware CrossGuard policies (importable; ``__main__.py`` builds the pack).
+
+Every policy has a name, a one-line description, a severity and a remediation in its
+messages. Enforcement levels come from the policy config files (``config/<stack>.json``).
+
+The policies judge the pod wherever it is: ``pods`` finds every pod spec of a resource of any kind by the
+API paths of that kind (Pod, PodTemplate, Deployment, DaemonSet, StatefulSet, ReplicaSet,
+ReplicationController, Job, CronJob, JobSet, their ``List`` forms, and any other object by the shape of a pod
+spec), and every container list of it (``containers``, ``initContainers``, ``ephemeralContainers``). A Helm
+release renders objects the pack cannot see: only the charts tpu-rl installs are allowed
+(``reviewed-helm-charts``). Environment variables from the stack's own ConfigMaps and Secrets are resolved as
+the kubelet resolves them before a policy reads them (``container_env``), and so are the files a container runs
+from a ConfigMap volume (``Mounts``: tpu-rl's steps run ``bash /tpu-rl/run.sh`` from their own ConfigMap). A
+hostile or malformed shape is a finding or ignored, never a traceback: each policy reads plain copies of the props
+(an unknown preview value is ``UNKNOWN``) and a failure inside one is reported as a finding (``_guarded``).
+"""
+
+from __future__ import annotations
+
+from .budget import EstimateInputError, stack_estimate, tpu_budget
+from .cluster import gke_control_plane, tpu_node_pool_shape
+from .helm import reviewed_helm_charts
+from .iam import (
+    hub_write_token_scope,
+    iam_grants,
+    no_admission_webhooks,
+    no_broad_project_iam,
+    no_broad_rbac,
+    stack_principals,
+)
+from .kueue import kueue_queue_fits
+from .labels import cost_attribution_labels
+from .network import no_exposed_services, no_open_control_plane
+from .publish import private_publish
+from .resources import DEPLOYMENT, PACK_LEVEL, PACK_NAME, Analyzer, servicer
+from .secrets import no_secrets_in_workloads
+from .storage import bucket_deletion_guard, bucket_hardening, scoped_bucket_grants, secrets_encryption
+from .workloads import (
+    bounded_retries,
+    least_privilege_pods,
+    model_revision_pinned,
+    no_ttl_on_managed_jobs,
+    pinned_images,
+    trusted_registries,
+)
+
+POLICIES = [
+    no_secrets_in_workloads,
+    tpu_node_pool_shape,
+    gke_control_plane,
+    no_open_control_plane,
+    no_broad_project_iam,
+    iam_grants,
+    stack_principals,
+    scoped_bucket_grants,
+    secrets_encryption,
+    bucket_hardening,
+    bucket_deletion_guard,
+    no_ttl_on_managed_jobs,
+    bounded_retries,
+    pinned_images,
+    trusted_registries,
+    least_privilege_pods,
+    reviewed_helm_charts,
+    private_publish,
+    hub_write_token_scope,
+    no_broad_rbac,
+    no_admission_webhooks,
+    no_exposed_services,
+    model_revision_pinned,
+    cost_attribution_labels,
+    tpu_budget,
+    kueue_queue_fits,
+]
+
+__all__ = [
+    "DEPLOYMENT",
+    "PACK_LEVEL",
+    "PACK_NAME",
+    "POLICIES",
+    "Analyzer",
+    "EstimateInputError",
+    "servicer",
+    "stack_estimate",
+]

@@ -1,0 +1,316 @@
+"""Identities: who may act as what, in Google Cloud (no broad project roles, grants to the stack's own service
+accounts, each Kubernetes service account named as the account it acts as) and in the cluster (the Hub write token,
+RBAC, admission control)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+from pulumi_policy import (
+    EnforcementLevel,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    Severity,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+from core.names import COMPONENT_LABEL, HF_WRITE_SECRET, PUBLISH, PUBLISH_ENV
+
+from .pods import _name, kind_of, pod_containers, pods
+from .resources import Report, Resource, _guarded_resource, _guarded_stack
+from .values import _l, _m, judging, unseen
+
+PROJECT_IAM = (
+    "gcp:projects/iAMMember:IAMMember",
+    "gcp:projects/iAMBinding:IAMBinding",
+)
+
+
+BROAD_ROLES = ("roles/storage.admin", "roles/owner", "roles/editor")
+
+
+def _broad_iam(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
+    if args.resource_type in PROJECT_IAM and props.get("role") in BROAD_ROLES:
+        report(
+            f"project-level {props['role']} is too broad; grant roles/storage.objectUser on the bucket "
+            "(gcp.storage.BucketIAMMember) or a narrower project role"
+        )
+
+
+no_broad_project_iam = ResourceValidationPolicy(
+    name="no-broad-project-iam",
+    description="No project-level roles/storage.admin, roles/owner or roles/editor grants.",
+    severity=Severity.CRITICAL,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Scope storage access to the artifacts bucket (see infra/gcp/identities.py).",
+    validate=_guarded_resource(_broad_iam),
+)
+
+
+IAM_TYPE = re.compile(r"gcp:[a-zA-Z]+/[a-zA-Z]*[iI]AM(Member|Binding|Policy):[A-Za-z]*IAM(Member|Binding|Policy)")
+"""Every IAM grant of the Google provider (``gcp:<module>/<x>IAMMember:<X>IAMMember``, ``...IAMBinding``,
+``...IAMPolicy``): a project's, a bucket's, a service account's, a key's..."""
+GKE_AGENT = re.compile(r"serviceAccount:service-[0-9]+@container-engine-robot\.iam\.gserviceaccount\.com")
+"""The project's GKE service agent: the one principal outside the stack a grant may name, on the stack's Cloud KMS key
+(it encrypts Secrets with it: ``infra/gcp/kms.py``)."""
+KMS_KEY_IAM = "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember"
+WORKLOAD_PRINCIPAL = re.compile(r"serviceAccount:([a-z0-9-:.]+)\.svc\.id\.goog\[([^/\]]+)/([^\]]+)\]")
+ACCOUNT = "gcp:serviceaccount/account:Account"
+SERVICE_ACCOUNT = "kubernetes:core/v1:ServiceAccount"
+
+
+def _members(props: Mapping[str, Any]) -> list[Any]:
+    """The principals an IAM resource grants to: ``member``, ``members``, or a policy document's bindings."""
+    if "member" in props:
+        return [props.get("member")]
+    if "members" in props:
+        return _l(props.get("members"))
+    data = props.get("policyData")
+    if unseen(data) or not isinstance(data, str):
+        return []
+    try:
+        document = yaml.safe_load(data)
+    except yaml.YAMLError:
+        return ["(a policy document this pack cannot read)"]
+    return [m for b in _l(_m(document).get("bindings")) for m in _l(_m(b).get("members"))]
+
+
+def _iam_grants(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
+    """Grants name service accounts, never people, groups, domains, the public or federated identities; and they add
+    a member, never replace a role's or a resource's members (an IAMBinding or IAMPolicy removes every grant the stack
+    does not make, the project owners' among them)."""
+    if not IAM_TYPE.fullmatch(args.resource_type):
+        return
+    kind = args.resource_type.rsplit(":", 1)[-1]
+    if not kind.endswith("IAMMember"):
+        report(
+            f"{kind} replaces every other grant of its role or resource (authoritative); grant with the matching "
+            "IAMMember, as infra/gcp/ does"
+        )
+    for member in _members(props):
+        if unseen(member):
+            continue
+        if not isinstance(member, str) or not member.startswith("serviceAccount:"):
+            report(
+                f"{member!s} is not a service account: tpu-rl grants roles to its own service accounts only (a "
+                "person, a group, a domain, allUsers or a federated identity would reach the stack's bucket, key or "
+                "accounts)"
+            )
+
+
+iam_grants = ResourceValidationPolicy(
+    name="iam-service-accounts-only",
+    description="IAM grants name service accounts only, and add a member rather than replace a role's members.",
+    severity=Severity.CRITICAL,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Keep the grants of infra/gcp/access.py and infra/gcp/identities.py (IAMMember to accounts).",
+    validate=_guarded_resource(_iam_grants),
+)
+
+
+def _own_principals(resources: list[Resource]) -> tuple[dict[str, str], set[tuple[str, str]]]:
+    """The stack's own principals: its Google accounts (email -> account id) and its Kubernetes service accounts
+    (namespace, name)."""
+    emails: dict[str, str] = {}
+    for r in resources:
+        if r.resource_type != ACCOUNT:
+            continue
+        account_id, project, email = r.props.get("accountId"), r.props.get("project"), r.props.get("email")
+        if isinstance(email, str):
+            emails[email] = str(account_id)
+        elif isinstance(account_id, str) and isinstance(project, str):
+            emails[f"{account_id}@{project}.iam.gserviceaccount.com"] = account_id
+    ksas = set()
+    for r in resources:
+        if r.resource_type == SERVICE_ACCOUNT:
+            meta = _m(r.props.get("metadata"))
+            ksas.add((str(meta.get("namespace")), str(meta.get("name"))))
+    return emails, ksas
+
+
+def _stack_principals(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
+    accounts, ksas = _own_principals(resources)
+    for r in resources:
+        if not IAM_TYPE.fullmatch(r.resource_type):
+            continue
+        for member in _members(r.props):
+            if unseen(member) or not isinstance(member, str) or not member.startswith("serviceAccount:"):
+                continue  # not known yet, or not an account at all (iam-service-accounts-only)
+            if r.resource_type == KMS_KEY_IAM and GKE_AGENT.fullmatch(member):
+                continue
+            principal = WORKLOAD_PRINCIPAL.fullmatch(member)
+            if principal is None:
+                if member.removeprefix("serviceAccount:") not in accounts:
+                    report(
+                        f"{r.name} grants {_m(r.props).get('role')} to {member}, which is not one of this stack's "
+                        "accounts: another stack's or a person's account would reach this stack's resources",
+                        r.urn,
+                    )
+                continue
+            namespace, ksa = principal.group(2), principal.group(3)
+            if (namespace, ksa) not in ksas:
+                report(
+                    f"{r.name} lets {namespace}/{ksa} act as a Google account, but this stack makes no such "
+                    "Kubernetes service account: a pod of another cluster in the project could take the identity",
+                    r.urn,
+                )
+                continue
+            bound = r.props.get("serviceAccountId")
+            if unseen(bound):
+                continue
+            account = accounts.get(str(bound).rsplit("/", 1)[-1])
+            if account is not None and ksa != account:
+                report(
+                    f"{r.name} binds {namespace}/{ksa} to the account {account}: a Kubernetes service account is named "
+                    "as the account it acts as, which IAM keeps unique in the project, so no stack's pod can take "
+                    "another stack's identity (core.names.step_ksa)",
+                    r.urn,
+                )
+
+
+stack_principals = StackValidationPolicy(
+    name="stack-principals",
+    description=(
+        "IAM grants go to the stack's own accounts and Kubernetes service accounts, each named as the account it acts "
+        "as (the project's GKE agent only on the stack's key)."
+    ),
+    severity=Severity.CRITICAL,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Keep the identities of infra/gcp/identities.py and infra/gcp/cluster.py.",
+    validate=_guarded_stack(_stack_principals),
+)
+
+
+def _write_token(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
+    """Only the publication's container reads the Hub write token Secret (by env, envFrom or a volume)."""
+    for r in resources:
+        for pod in pods(r.resource_type, r.props):
+            with judging():
+                publication = _m(pod.metadata.get("labels")).get(COMPONENT_LABEL) == PUBLISH
+                volumes = {
+                    str(_m(v).get("name")): v for v in _l(pod.spec.get("volumes")) if _reads_secret(v, HF_WRITE_SECRET)
+                }
+                for container in pod_containers(pod.spec):
+                    name = container.get("name")
+                    env = _l(container.get("env"))
+                    if publication and any(_m(e).get("name") == PUBLISH_ENV[0] for e in env):
+                        continue
+                    refs = [
+                        f"env {_m(e).get('name')}"
+                        for e in env
+                        if _m(_m(_m(e).get("valueFrom")).get("secretKeyRef")).get("name") == HF_WRITE_SECRET
+                    ]
+                    refs += [
+                        "envFrom"
+                        for e in _l(container.get("envFrom"))
+                        if _m(_m(e).get("secretRef")).get("name") == HF_WRITE_SECRET
+                    ]
+                    refs += [
+                        f"volume {_m(m).get('name')}"
+                        for m in _l(container.get("volumeMounts"))
+                        if str(_m(m).get("name")) in volumes
+                    ]
+                    if refs:
+                        report(
+                            f"{kind_of(r.resource_type)} {_name(r)}: container {name} reads the Hub write token "
+                            f"({', '.join(refs)}): only the publication's container may (it can push to, and delete, "
+                            "the stack's model repositories)",
+                            r.urn,
+                        )
+
+
+def _reads_secret(volume: Any, secret: str) -> bool:
+    volume = _m(volume)
+    if _m(volume.get("secret")).get("secretName") == secret:
+        return True
+    return any(_m(_m(s).get("secret")).get("name") == secret for s in _l(_m(volume.get("projected")).get("sources")))
+
+
+hub_write_token_scope = StackValidationPolicy(
+    name="hub-write-token-scope",
+    description="Only the publication's container reads the Hugging Face write token.",
+    severity=Severity.CRITICAL,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Reference the write token Secret from the publish step only (workloads/build/steps.py).",
+    validate=_guarded_stack(_write_token),
+)
+
+
+ADMIN_ROLES = frozenset(("cluster-admin", "admin", "edit"))
+"""The built-in ClusterRoles that give a subject write access to most of a namespace or the cluster."""
+ESCALATING_VERBS = frozenset(("escalate", "bind", "impersonate"))
+"""Verbs that let a subject grant itself more (Kubernetes RBAC "privilege escalation prevention")."""
+BROAD_GROUPS = frozenset(("system:anonymous", "system:unauthenticated", "system:authenticated"))
+ROLES = ("Role", "ClusterRole")
+BINDINGS = ("RoleBinding", "ClusterRoleBinding")
+
+
+def _rbac(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
+    """No wildcard or escalating RBAC rule, no binding to the built-in admin roles or to everyone."""
+    kind = kind_of(args.resource_type)
+    name = _m(props.get("metadata")).get("name") or args.name
+    if kind in ROLES:
+        for index, rule in enumerate(_l(props.get("rules"))):
+            rule = _m(rule)
+            for field_name in ("apiGroups", "resources", "verbs", "nonResourceURLs"):
+                values = [str(v) for v in _l(rule.get(field_name))]
+                if "*" in values or (field_name == "resources" and any(v.endswith("/*") for v in values)):
+                    report(f"{kind} {name} rule {index} grants every {field_name[:-1]} ('*'): list what it needs")
+            verbs = {str(v) for v in _l(rule.get("verbs"))} & ESCALATING_VERBS
+            if verbs:
+                report(f"{kind} {name} rule {index} grants {', '.join(sorted(verbs))}: a way to any permission")
+        if _m(props.get("aggregationRule")).get("clusterRoleSelectors"):
+            report(f"{kind} {name} aggregates other roles (aggregationRule): list its rules instead")
+    elif kind in BINDINGS:
+        ref = _m(props.get("roleRef"))
+        if ref.get("kind") == "ClusterRole" and ref.get("name") in ADMIN_ROLES:
+            report(f"{kind} {name} binds the built-in {ref.get('name')} role: bind a role with the rules it needs")
+        for subject in _l(props.get("subjects")):
+            if _m(subject).get("kind") == "Group" and _m(subject).get("name") in BROAD_GROUPS:
+                report(f"{kind} {name} binds {_m(subject).get('name')}: everyone who can reach the API server")
+
+
+no_broad_rbac = ResourceValidationPolicy(
+    name="no-broad-rbac",
+    description="No RBAC rule with '*' or escalate, bind, impersonate; no binding to the admin roles or to everyone.",
+    severity=Severity.CRITICAL,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Give a workload a Role with the verbs and resources it uses; tpu-rl's steps need none.",
+    validate=_guarded_resource(_rbac),
+)
+
+
+ADMISSION_KINDS = frozenset(
+    (
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "MutatingAdmissionPolicy",
+        "MutatingAdmissionPolicyBinding",
+    )
+)
+
+
+def _admission(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
+    kind = kind_of(args.resource_type)
+    if kind in ADMISSION_KINDS:
+        name = _m(props.get("metadata")).get("name") or args.name
+        report(
+            f"{kind} {name} sees or changes every object it matches, Secrets and pods among them: the stack installs "
+            "admission control only through the reviewed charts (JobSet's and Kueue's webhooks)"
+        )
+
+
+no_admission_webhooks = ResourceValidationPolicy(
+    name="no-admission-webhooks",
+    description="The stack registers no admission webhook or admission policy of its own.",
+    severity=Severity.HIGH,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Remove the object; the reviewed Helm charts install the webhooks JobSet and Kueue need.",
+    validate=_guarded_resource(_admission),
+)
