@@ -13,6 +13,20 @@ the kubelet resolves them before a policy reads them (``container_env``), and so
 from a ConfigMap volume (``Mounts``: tpu-rl's steps run ``bash /tpu-rl/run.sh`` from their own ConfigMap). A
 hostile or malformed shape is a finding or ignored, never a traceback: each policy reads plain copies of the props
 (an unknown preview value is ``UNKNOWN``) and a failure inside one is reported as a finding (``_guarded``).
+
+The modules, each importing only those above it:
+
+- ``values``: plain props, the values the engine does not know yet (``Unseen``) and the scopes they are judged in;
+- ``resources``: the type tokens, ``Resource``, the analyzer (``Analyzer``, ``DEPLOYMENT``) and how a check runs
+  (``_judged``, ``_guarded_resource``, ``_guarded_stack``);
+- ``pods``: pod specs and containers of any kind; ``env``: a container's environment, ConfigMap files and argv;
+- ``scripts``: the bash and OmegaConf a step's script passes to MaxText (what the budget reads);
+- the rules, one module per concern: ``secrets``, ``cluster`` (TPU pools, the control plane), ``network``,
+  ``iam`` (identities, Google Cloud's and the cluster's), ``storage`` (the bucket, the KMS key), ``workloads``
+  (Jobs, pods, images), ``helm``, ``publish``, ``labels``, ``budget``, ``kueue``.
+
+Inside the package, imports are relative: the Pulumi CLI runs ``policy/__main__.py`` with ``policy/`` on
+``sys.path`` (the package is the top-level ``tpu_rl_policies``), the tests import ``policy.tpu_rl_policies``.
 """
 
 from __future__ import annotations
