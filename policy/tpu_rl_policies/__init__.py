@@ -46,7 +46,7 @@ from .kueue import kueue_queue_fits
 from .labels import cost_attribution_labels
 from .network import no_exposed_services, no_open_control_plane
 from .publish import private_publish
-from .resources import DEPLOYMENT, PACK_LEVEL, PACK_NAME, Analyzer, servicer
+from .resources import PACK_LEVEL, PACK_NAME, Analyzer, servicer
 from .secrets import no_secrets_in_workloads
 from .storage import bucket_deletion_guard, bucket_hardening, scoped_bucket_grants, secrets_encryption
 from .workloads import (
@@ -88,7 +88,6 @@ POLICIES = [
 ]
 
 __all__ = [
-    "DEPLOYMENT",
     "PACK_LEVEL",
     "PACK_NAME",
     "POLICIES",
