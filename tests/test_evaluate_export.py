@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,10 @@ from tests.conftest import slug
 from workloads.run.evaluate_export import (
     ANSWER_CELL,
     COLUMNS,
+    FALLBACK_ANSWER,
     GCS_SECONDS,
     GCS_SECONDS_ENV,
+    GRADER,
     MAX_FILES,
     MAX_NEW_TOKENS,
     MAX_QUESTIONS,
@@ -38,6 +41,7 @@ from workloads.run.evaluate_export import (
     TITLE,
     FailedError,
     Graded,
+    Grader,
     RefusedError,
     Spec,
     build_record,
@@ -114,58 +118,48 @@ def record_problems(record: object) -> list[str]:
         ("<reasoning>3 + 4</reasoning><answer>7</answer>", "7"),
         ("<answer>\n  42 \n</answer>", "42"),
         ("<answer>1</answer> no, wait: <answer>2</answer>", "2"),  # the last answer counts
-        ("<answer>1 <answer>2</answer>", "2"),  # nested: from the last start
-        ("<answer>7</answer></answer>", "7"),  # the first end after it
-        ("<answer>3", ""),  # no end
-        ("<answer>1</answer> and then <answer>2", ""),  # the last start has no end after it
-        ("</answer>7<answer>", ""),
-        ("<answer></answer>", ""),
-        ("the answer is 7", ""),
-        ("", ""),
+        ("<answer>The answer is \\boxed{7} apples</answer>", "7"),  # a box inside the tags
+        ("<reasoning>...</reasoning> so \\boxed{\\frac{1}{2}}.", "\\frac{1}{2}"),  # a box without tags
+        ("<answer>3", None),  # no end
+        ("the answer is 7", None),
+        ("<answer></answer>", None),
+        ("", None),
     ],
     ids=slug,
 )
-def test_the_answer_is_between_the_last_start_and_the_first_end_after_it(output, answer):
+def test_the_answer_is_found_as_maxtext_finds_it(output, answer):
+    """A few of MaxText's cases, readable here; tests/test_evaluate_grader.py holds the table checked against
+    MaxText's own ``extract_answer``."""
     assert extract_answer(output, "<answer>", "</answer>") == answer
 
 
 @pytest.mark.pure
 def test_markers_may_be_any_text():
     assert extract_answer("Answer: 5. Final: 6.", "Final:", ".") == "6"
-    assert extract_answer("#### 12 ####", "####", "##") == "", "a start that is also the end's text: the last one"
     assert extract_answer("ANSWER: 5 END ANSWER: 6 END", "ANSWER:", "END") == "6"
+    assert extract_answer("(a+b) [x] 7 [/x]", "[x]", "[/x]") == "7", "a marker is text, not a pattern"
 
 
 @pytest.mark.pure
-@pytest.mark.parametrize(
-    ("answer", "expected", "correct"),
-    [
-        ("18.0", "18", True),
-        ("18", "18.00", True),
-        ("$70,000", "70000", True),
-        ("70000", "$70,000", True),
-        ("$ 1,234.50", "1234.5", True),
-        ("-3", "-3.000", True),
-        ("+5", "5", True),
-        ("0.5", ".5", True),
-        ("1e3", "1000", True),
-        ("18", "18.5", False),
-        ("17", "18", False),
-        ("-18", "18", False),
-        ("7 apples", "7", False),  # not a number: compared as text
-        ("forty", "forty", True),
-        (" forty ", "forty", True),
-        ("Forty", "forty", False),
-        ("NaN", "1", False),  # Decimal would take NaN and Infinity: not numbers here
-        ("Infinity", "Infinity", True),  # the same text all the same
-        ("1_000", "1000", False),  # Decimal would take 1_000
-        ("", "0", False),
-        ("", "", False),  # no answer is never right
-    ],
-    ids=slug,
-)
-def test_grading_compares_numbers_as_numbers_and_the_rest_as_text(answer, expected, correct):
-    assert is_correct(answer, expected) is correct
+def test_no_answer_is_graded_as_maxtexts_fallback_and_recorded_empty():
+    seen: list[str] = []
+
+    def parse(text: str, targets: Any, parsing_timeout: int) -> list[str]:
+        seen.append(text)
+        return [text]
+
+    grader = Grader(
+        parse=parse,
+        verify=lambda gold, prediction, timeout_seconds: gold == prediction,
+        targets=(),
+        sympy_types=(),
+        parse_expr=None,
+        name="test",
+    )
+    assert is_correct(grader, None, "18") is False
+    assert seen == ["\\boxed{-1000000}", "\\boxed{18}"], "the prediction first, as MaxText parses them"
+    assert is_correct(grader, None, FALLBACK_ANSWER) is True, "MaxText's, whatever it means"
+    assert is_correct(grader, "$18.00", "18") is True, "both normalized before the comparison"
 
 
 @pytest.mark.pure
@@ -279,10 +273,10 @@ def test_a_bad_spec_is_refused_naming_the_field(raw, words):
 @pytest.mark.pure
 def test_the_record_is_the_four_key_step_record():
     graded = [Graded("What is 3 + 4?", "7", "7", True), Graded("What is 2 * 4?", "8", "", False)]
-    record = build_record(graded)
+    record = build_record(graded, "MaxText 0.2.4 RL evaluation matching, math-verify 0.9.0")
     assert record == {
         "title": TITLE,
-        "summary": "1 of 2 correct",
+        "summary": "1 of 2 correct (MaxText 0.2.4 RL evaluation matching, math-verify 0.9.0)",
         "columns": ["question", "expected", "answer", "correct"],
         "rows": [["What is 3 + 4?", "7", "7", "yes"], ["What is 2 * 4?", "8", "", "no"]],
     }
@@ -294,9 +288,9 @@ def test_the_record_is_the_four_key_step_record():
 def test_the_record_stays_within_the_parsers_bounds_whatever_the_text():
     hostile = "a line\nanother\x00\x1b[2J\u2029 " + "word " * 2_000
     graded = [Graded(hostile + str(i), "\t$70,000\n" * 50, hostile * 3, i % 2 == 0) for i in range(MAX_QUESTIONS)]
-    record = build_record(graded)
+    record = build_record(graded, "a grader\n" + hostile)
     assert record_problems(record) == []
-    assert record["summary"] == f"{MAX_QUESTIONS // 2} of {MAX_QUESTIONS} correct"
+    assert record["summary"].startswith(f"{MAX_QUESTIONS // 2} of {MAX_QUESTIONS} correct (a grader a line another")
     question, expected, answer, correct = record["rows"][0]
     assert len(question) == QUESTION_CELL and question.startswith("a line another??[2J word") and question[-1] == "…"
     assert len(expected) == ANSWER_CELL and expected.startswith("$70,000 $70,000")
@@ -465,10 +459,11 @@ def test_a_download_stays_inside_the_folder(tmp_path):
             inside(tmp_path, name)
 
 
-def test_importing_the_program_loads_no_torch_transformers_or_storage():
+def test_importing_the_program_loads_no_torch_transformers_storage_or_grader():
     probe = (
         "import sys, workloads.run.evaluate_export\n"
-        "heavy = sorted(m for m in ('torch', 'transformers', 'google.cloud.storage') if m in sys.modules)\n"
+        "names = ('torch', 'transformers', 'google.cloud.storage', 'math_verify', 'sympy')\n"
+        "heavy = sorted(m for m in names if m in sys.modules)\n"
         "print(heavy)\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=30)
@@ -533,6 +528,7 @@ def run_program(
     ``RECORD_URI`` and ``spec``; (the process, its seconds)."""
     from workloads.build.commands import _with_hf_model
 
+    pytest.importorskip("math_verify", reason="the program grades with math-verify, as the image has it")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     shim = bin_dir / "python3"
@@ -548,6 +544,8 @@ def run_program(
         # One torch thread: the slow tier runs four workers on two cores, where torch's own two threads spin
         # against the other workers (a run takes twice as long or more).
         "OMP_NUM_THREADS": "1",
+        # The test's own import path, where it found math-verify (a PYTHONPATH beside the venv, if any).
+        **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}),
         **(env or {}),
     }
     words = [EXPORT_URI, str(tmp_path / "scratch"), RECORD_URI, spec if isinstance(spec, str) else json.dumps(spec)]
@@ -590,11 +588,12 @@ def test_a_random_model_is_evaluated_and_every_answer_is_recorded(gcs, tmp_path,
     assert progress(done.stdout) == ["tpu-rl evaluate: question 1/2: wrong", "tpu-rl evaluate: question 2/2: wrong"]
     for name, data in random_export.items():
         assert f"tpu-rl evaluate: downloaded {name} ({len(data)} bytes)" in done.stdout
-    assert done.stdout.splitlines()[-1] == f"tpu-rl evaluate: 0 of 2 correct, recorded in {RECORD_URI}"
+    summary = f"0 of 2 correct ({GRADER}, math-verify {version('math-verify')})"
+    assert done.stdout.splitlines()[-1] == f"tpu-rl evaluate: {summary}, recorded in {RECORD_URI}"
     record = recorded(gcs)
     assert record == {
         "title": "Held-out questions",
-        "summary": "0 of 2 correct",
+        "summary": f"0 of 2 correct ({GRADER}, math-verify {version('math-verify')})",
         "columns": ["question", "expected", "answer", "correct"],
         "rows": [["What is 3 + 4? Show your work.", "7", "", "no"], ["What is 2 * 4?", "$8", "", "no"]],
     }
@@ -631,7 +630,7 @@ def test_an_answering_model_is_graded_and_a_rerun_overwrites_the_record(gcs, tmp
     assert "<reasoning>" not in done.stdout, "the model's output is never printed"
     record = recorded(gcs)
     assert record is not None and record_problems(record) == []
-    assert record["summary"] == "2 of 3 correct"
+    assert record["summary"] == f"2 of 3 correct ({GRADER}, math-verify {version('math-verify')})"
     assert record["rows"] == [
         ["What is 3 + 4?", "7", "7", "yes"],
         ["How many dollars is seven dollars?", "$7.00", "7", "yes"],

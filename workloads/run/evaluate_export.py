@@ -18,30 +18,47 @@ answers each question as training prompted it, and the step records how many ans
    the data template ``{system_prompt}\\n\\n{question}`` as one user turn of the tokenizer's own chat template,
    ``add_generation_prompt=True``. It is decoded greedily (``do_sample=False``, ``max_new_tokens``) and only the
    new tokens are decoded, ``skip_special_tokens=True``.
-5. The answer is the text between the last ``answerStart`` and the first ``answerEnd`` after it, stripped, or
-   empty when there is none (``extract_answer``). It is correct when it equals the expected answer as a number,
-   with ``$``, ``,`` and spaces dropped (``18.0`` is ``18``, ``$70,000`` is ``70000``). When either of them is not
-   a number, it must be the same string once both are stripped (``is_correct``). One line per question goes to
-   stdout (``tpu-rl evaluate: question 2/5: correct``), and the model's output is never printed.
+5. Each answer is graded as MaxText 0.2.4's RL evaluation grades it (``evaluate_rl.py`` ``score_responses`` with
+   rl.yml's defaults: one greedy response, ``eval_mode: pass``), so the count compares with the ``Pre/Post RL
+   Training: accuracy`` MaxText logs. The grader is ported from its ``utils_rl.py`` and ``math_verify_pool.py`` and
+   checked against those files, run unmodified (tests/test_evaluate_grader.py):
+
+   - extraction (``extract_answer``): in the last ``answerStart ... answerEnd`` (or the whole output without one),
+     the last ``\\boxed{...}``, else a loose ``\\boxed`` number, else that last tagged text, stripped; nothing
+     found grades MaxText's ``-1000000``;
+   - normalization (``preprocess_math_string``, of the answer and the expected answer alike): after the last
+     ``=``, units, ``$``, ``\\text{}`` and words such as ``dollars`` dropped, ``2.0`` as ``2``, ``70,000`` as
+     ``70000``, ``7 3/4`` as ``7+3/4``, LaTeX escapes fixed;
+   - equivalence (``verify_math``): both boxed and parsed by math-verify (its ``Expr`` and ``Latex`` extraction),
+     then equal under sympy or math-verify's ``verify``. math-verify and sympy come from the image, whose MaxText
+     needs them (its post-training requirements: ``math-verify>=0.9.0``, ``sympy>=1.14.0``); an image without
+     them is refused before anything is read (``load_grader``). One difference: a parse or a comparison gets
+     math-verify's own 5 s bound (``GRADE_SECONDS``) where MaxText waits as long as sympy takes.
+
+   One line per question goes to stdout (``tpu-rl evaluate: question 2/5: correct``), and the model's output is
+   never printed.
 6. ``RECORD_URI`` gets the step record (``build_record``): ``{"title", "summary", "columns", "rows"}``. It has one
-   row per question (question, expected, answer, ``yes``/``no``). Every cell is one printable line, and the
-   question is clipped to 300 characters, the expected answer and the answer to 100.
+   row per question (question, expected, the extracted answer or nothing, ``yes``/``no``), and its summary names
+   the grader: ``3 of 5 correct (MaxText 0.2.4 RL evaluation matching, math-verify 0.9.0)``. Every cell is one
+   printable line, and the question is clipped to 300 characters, the expected answer and the answer to 100.
 
 Every GCS request gets the library's own ``timeout`` (10 s to connect, 60 s for one read) and a ``retry`` whose
 deadline is ``TPU_RL_EVALUATE_GCS_SECONDS`` (default 120 s, at most 600). The deadline counts from the request's
 start, so unreachable GCS fails the step within about that long, and a download that breaks after it is not
-retried (exit 1: the step runs again). Python warnings go to stdout as one line each, and transformers' own
-logging and progress bars are off, so stderr holds only the program's own line.
+retried (exit 1: the step runs again). Python warnings and a library's log records (math-verify's, google-auth's)
+go to stdout as one line each, and transformers' own logging and progress bars are off, so stderr holds only the
+program's own line.
 
-Exit 0 when recorded. Exit 3 for a refusal, which the same input repeats: a bad argument or spec, an empty
-export, or an object that is not a model folder's file. Exit 1 for anything else (GCS failing, the model not
-loading, generation failing). Either way stderr gets one line, ``tpu-rl evaluate: <what failed and the fix>``, and
-no traceback. A run can be repeated safely: it downloads again and overwrites the record.
+Exit 0 when recorded. Exit 3 for a refusal, which the same input repeats: a bad argument or spec, an image without
+math-verify, an empty export, or an object that is not a model folder's file. Exit 1 for anything else (GCS
+failing, the model not loading, generation failing). Either way stderr gets one line, ``tpu-rl evaluate: <what
+failed and the fix>``, and no traceback. A run can be repeated safely: it downloads again and overwrites the record.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -49,7 +66,6 @@ import sys
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -87,9 +103,9 @@ TITLE = "Held-out questions"
 COLUMNS = ("question", "expected", "answer", "correct")
 QUESTION_CELL = 300
 ANSWER_CELL = 100
+GRADER_CELL = 120
+"""The longest grader name in the summary (the record's summary holds at most 200 characters)."""
 CLIP = "…"
-NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d{1,4})?")
-"""A plain decimal number (``Decimal`` alone would also take ``NaN``, ``Infinity`` and ``1_000``)."""
 
 
 class RefusedError(Exception):
@@ -189,35 +205,6 @@ def prompt_text(spec: Spec, question: str) -> str:
     return f"{spec.system}\n\n{question}"
 
 
-def extract_answer(output: str, start: str, end: str) -> str:
-    """The text between the last ``start`` and the first ``end`` after it, stripped; empty when there is none."""
-    at = output.rfind(start)
-    if at < 0:
-        return ""
-    begin = at + len(start)
-    stop = output.find(end, begin)
-    return output[begin:stop].strip() if stop >= 0 else ""
-
-
-def as_number(text: str) -> Decimal | None:
-    """``text`` as a number once ``$``, ``,`` and whitespace are dropped; None when it is not one."""
-    cleaned = "".join(text.split()).replace("$", "").replace(",", "")
-    if not NUMBER.fullmatch(cleaned):
-        return None
-    try:
-        return Decimal(cleaned)
-    except InvalidOperation:
-        return None
-
-
-def is_correct(answer: str, expected: str) -> bool:
-    """Equal as numbers when both are numbers, else equal as stripped strings."""
-    mine, theirs = as_number(answer), as_number(expected)
-    if mine is not None and theirs is not None:
-        return mine == theirs
-    return bool(answer.strip()) and answer.strip() == expected.strip()
-
-
 def cell(text: str, limit: int) -> str:
     """``text`` as one printable line of at most ``limit`` characters (runs of whitespace become one space, any
     other unprintable character ``?``, and a longer text ends in ``…``)."""
@@ -225,8 +212,8 @@ def cell(text: str, limit: int) -> str:
     return line if len(line) <= limit else line[: limit - len(CLIP)] + CLIP
 
 
-def build_record(graded: list[Graded]) -> dict[str, Any]:
-    """The step record: its title, ``N of M correct``, the columns and one row per question."""
+def build_record(graded: list[Graded], grader: str) -> dict[str, Any]:
+    """The step record: its title, ``N of M correct (grader)``, the columns and one row per question."""
     rows = [
         [cell(g.question, QUESTION_CELL), cell(g.expected, ANSWER_CELL), cell(g.answer, ANSWER_CELL)]
         + ["yes" if g.correct else "no"]
@@ -235,7 +222,7 @@ def build_record(graded: list[Graded]) -> dict[str, Any]:
     correct = sum(g.correct for g in graded)
     return {
         "title": TITLE,
-        "summary": f"{correct} of {len(graded)} correct",
+        "summary": f"{correct} of {len(graded)} correct ({cell(grader, GRADER_CELL)})",
         "columns": list(COLUMNS),
         "rows": rows,
     }
@@ -268,6 +255,344 @@ def one_line(text: str, limit: int = 400) -> str:
     """``text`` as one log line a terminal shows as written: a character it would act on (an escape, a bidi control)
     shown as ``?``."""
     return "".join(c if c.isprintable() else "?" for c in " ".join(text.split()))[:limit]
+
+
+# ---------------------------------------------------------------------------------------------
+# Grading: MaxText 0.2.4's RL evaluation (``evaluate_rl.py`` ``score_responses`` with its defaults: one greedy
+# response, ``eval_mode: pass``), ported from its ``utils_rl.py`` and ``math_verify_pool.py`` (Copyright Google
+# LLC, Apache License 2.0) and checked against those files, run unmodified, in tests/test_evaluate_grader.py.
+
+GRADER = "MaxText 0.2.4 RL evaluation matching"
+"""What grades the answers, as the record's summary names it (with math-verify's version)."""
+FALLBACK_ANSWER = "-1000000"
+"""What MaxText's ``extract_answer`` returns when a response holds no answer: graded like any other."""
+GRADE_SECONDS = 5
+"""math-verify's own bound on one parse and one comparison (its defaults). MaxText's evaluation passes ``None``
+and waits as long as sympy takes; here a comparison still running after it counts as wrong."""
+
+SUBSTITUTIONS = [
+    ("\\\\", "\\"),
+    ("\\tfrac", "\\frac"),
+    ("\\dfrac", "\\frac"),
+    ("an ", ""),
+    ("a ", ""),
+    (".$", "$"),
+    ("\\$", ""),
+    (r"\ ", ""),
+    (" or ", ","),
+    (" and ", ","),
+    ("million", "*10^6"),
+    ("billion", "*10^9"),
+    ("trillion", "*10^12"),
+    (" ", ""),
+    ("mbox", "text"),
+    (",\\text{and}", ","),
+    ("\\text{and}", ","),
+    ("\\text{m}", "\\text{}"),
+]
+UNITS = [
+    "yard",
+    "foot",
+    "feet",
+    "mile",
+    "day",
+    "week",
+    "month",
+    "year",
+    "hour",
+    "minute",
+    "second",
+    "centimeter",
+    "meter",
+    "cm",
+    "mm",
+    "km",
+    "inch",
+    "degree",
+    "pound",
+    "cent",
+    "mph",
+]
+REMOVED_EXPRESSIONS = [
+    "\\left",
+    "\\right",
+    "\\!",
+    "square",
+    "ways",
+    "integers",
+    "dollars",
+    "units",
+    "\\ldots",
+    "sue",
+    "points",
+    "digits",
+    "gm",
+    "meals",
+    "edges",
+    "students",
+    "childrentickets",
+    "multiples",
+    "\\text{s}",
+    "\\text{.}",
+    "\\text{\ns}",
+    "\\text{}^2",
+    "\\text{}^3",
+    "\\text{\n}",
+    "\\text{}",
+    r"\mathrm{th}",
+    r"^\circ",
+    r"^{\circ}",
+    r"\;",
+    r",\!",
+    "{,}",
+    '"',
+    "\\dots",
+]
+ESCAPE_FIXES = [
+    ("\f", "rac", r"\frac"),
+    ("\n", "ewline", r"\newline"),
+    ("\n", "e", r"\ne"),
+    ("\t", "heta", r"\theta"),
+    ("\t", "an", r"\tan"),
+    ("\t", "o", r"\to"),
+    ("\t", "imes", r"\times"),
+    ("\t", "ext", r"\text"),
+    ("\t", "extbf", r"\textbf"),
+    ("\t", "extit", r"\textit"),
+    ("\r", "ightarrow", r"\rightarrow"),
+    ("\r", "ightarrow", r"\Rightarrow"),
+    ("\b", "eta", r"\beta"),
+    ("\b", "ar", r"\bar"),
+    ("\b", "inom", r"\binom"),
+    ("\b", "oxed", r"\boxed"),
+    ("\a", "lpha", r"\alpha"),
+    ("\a", "pprox", r"\approx"),
+    ("\v", "ec", r"\vec"),
+]
+LATEX_COMMANDS = [
+    "frac",
+    "sqrt",
+    "pi",
+    "theta",
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "sum",
+    "int",
+    "infty",
+    "cdot",
+    "times",
+    "div",
+    "pm",
+    "mp",
+    "leq",
+    "geq",
+    "neq",
+    "approx",
+    "equiv",
+    "sin",
+    "cos",
+    "tan",
+    "log",
+    "ln",
+    "exp",
+    "lim",
+    "to",
+    "rightarrow",
+    "leftarrow",
+    "Rightarrow",
+    "Leftarrow",
+    "overline",
+    "underline",
+    "hat",
+    "bar",
+    "vec",
+    "dot",
+    "ddot",
+    "mathbb",
+    "mathbf",
+    "mathrm",
+    "text",
+    "textbf",
+    "textit",
+    "boxed",
+    "left",
+    "right",
+    "choose",
+    "binom",
+]
+
+
+def extract_answer(output: str, start: str, end: str) -> str | None:
+    """The answer in ``output`` as MaxText's ``extract_answer`` finds it; None where it finds none (and grades
+    ``FALLBACK_ANSWER``). In the text of the last ``start ... end`` (or all of ``output`` without one): the last
+    brace-balanced ``\\boxed{...}``, else the first loose ``\\boxed`` number; else the last ``start ... end``'s
+    text, stripped."""
+    tagged = re.compile(rf"{re.escape(start)}(.+?){re.escape(end)}", flags=re.MULTILINE | re.DOTALL)
+    found = tagged.findall(output)
+    content = found[-1] if found else output
+    boxes: list[str] = []
+    opened: list[int] = []
+    for at, char in enumerate(content):
+        if char == "{":
+            opened.append(at)
+        elif char == "}" and opened:
+            brace = opened.pop()
+            if content[:brace].endswith(r"\boxed"):
+                boxes.append(content[brace + 1 : at].strip())
+    if boxes:
+        return boxes[-1]
+    loose = re.search(r"\\boxed\s*\{?\s*([a-zA-Z0-9\.,\-]+)\s*\}?", content)
+    if loose:
+        return loose.group(1).strip()
+    return str(found[-1]).strip() if found else None
+
+
+def boxed(text: str) -> str:
+    return "\\boxed{" + text + "}" if not text.startswith("\\boxed{") else text
+
+
+def _mixed_fraction(match: re.Match[str]) -> str:
+    whole = match.group(1) or match.group(2)
+    return f"${whole}{match.group(3)}$" if whole else f"${match.group(3)}$"
+
+
+def normalize_final_answer(text: str) -> str:
+    """MaxText's ``normalize_final_answer``: after the last ``=``; ``7 3/4`` as ``7+3/4``; its substitutions, units
+    and removed words; LaTeX wrappers (``\\text``, ``\\textbf``, ``\\overline``, ``\\boxed``) unwrapped; ``$``
+    dropped; a leading ``.`` given its ``0``; one pair of outer braces dropped; a whole float as an integer;
+    commas dropped from digits."""
+    text = text.split("=")[-1]
+    text = re.sub(r"([0-9]) +([0-9])", r"\1+\2", text)
+    for before, after in SUBSTITUTIONS:
+        text = text.replace(before, after)
+    for unit in UNITS:
+        text = re.sub(rf"{unit}(es)?(s)? *(\^[0-9]+)?", "", text)
+    for expression in REMOVED_EXPRESSIONS:
+        text = text.replace(expression, "")
+    text = re.sub(r".*?(\d+)?\s*\$\s*(\d+)?\s*(\\frac\{.*?\}\{.*?\}|\d+/\d+)\s*\$.*", _mixed_fraction, text)
+    text = re.sub(r"(\\text\{)(.*?)(\})", "\\2", text)
+    text = re.sub(r"(\\textbf\{)(.*?)(\})", "\\2", text)
+    text = re.sub(r"(\\overline\{)(.*?)(\})", "\\2", text)
+    text = re.sub(r"(\\boxed\{)(.*)(\})", "\\2", text)
+    text = re.sub(r"(frac)([^{])(.)", "frac{\\2}{\\3}", text)
+    text = re.sub(r"(sqrt)([^{])", "sqrt{\\2}", text)
+    text = text.replace("$", "")
+    if text.startswith("."):
+        text = "0" + text
+    text = text.replace("{.", "{0.")
+    if len(text) >= 2 and text[0] == "{" and text[-1] == "}":
+        text = text[1:-1]
+    try:
+        number = float(text)
+        if abs(number - round(number)) < 1e-7:
+            text = str(int(round(number)))
+    except (ValueError, OverflowError):
+        pass
+    if text.replace(",", "").isdigit():
+        text = text.replace(",", "")
+    return text
+
+
+def fix_latex_escaping(text: str) -> str:
+    """MaxText's ``fix_latex_escaping``: a LaTeX command whose backslash became a control character, or was lost,
+    gets it back."""
+    for escape, suffix, command in ESCAPE_FIXES:
+        if escape in text:
+            text = text.replace(escape + suffix, command)
+    for command in LATEX_COMMANDS:
+        text = re.sub(rf"(?<!\\)\b{command}\b", rf"\\{command}", text)
+    return text
+
+
+def preprocess_math_string(text: str) -> str:
+    """MaxText's ``preprocess_math_string``: normalized, stripped, its LaTeX escapes fixed."""
+    return fix_latex_escaping(normalize_final_answer(text).strip())
+
+
+@dataclass(frozen=True)
+class Grader:
+    """math-verify and sympy, as MaxText's ``verify_math_worker`` uses them (``load_grader``)."""
+
+    parse: Any
+    verify: Any
+    targets: tuple[Any, ...]
+    """``(ExprExtractionConfig(), LatexExtractionConfig())``"""
+    sympy_types: tuple[type, ...]
+    """sympy's ``Basic`` and ``MatrixBase``"""
+    parse_expr: Any
+    """sympy's ``sympy_parser.parse_expr``"""
+    name: str
+    """``GRADER`` and math-verify's version, as the summary says it"""
+
+
+def load_grader(import_module: Any = None, version: Any = None) -> Grader:
+    """math-verify and sympy from the image (MaxText 0.2.4's post-training requirements pin ``math-verify>=0.9.0``
+    and ``sympy>=1.14.0``: its ``utils_rl.py`` imports math-verify); ``RefusedError`` when the image has none."""
+    import importlib
+    from importlib import metadata
+
+    load = import_module or importlib.import_module
+    try:
+        math_verify, parser = load("math_verify"), load("math_verify.parser")
+        sympy, sympy_parser = load("sympy"), load("sympy.parsing.sympy_parser")
+        installed = (version or metadata.version)("math-verify")
+    except ImportError as err:
+        raise RefusedError(
+            f"the image has no {err.name or 'math_verify'} ({type(err).__name__}): the evaluation grades as MaxText "
+            "0.2.4's RL evaluation does, with math-verify and sympy; run it in MaxText's post-training image "
+            "(tpu-rl:images.maxtext)"
+        ) from None
+    return Grader(
+        parse=math_verify.parse,
+        verify=math_verify.verify,
+        targets=(parser.ExprExtractionConfig(), parser.LatexExtractionConfig()),
+        sympy_types=(sympy.Basic, sympy.MatrixBase),
+        parse_expr=sympy_parser.parse_expr,
+        name=f"{GRADER}, math-verify {installed}",
+    )
+
+
+def _sympy_equal(grader: Grader, gold: Any, prediction: Any) -> bool:
+    """MaxText's ``are_equal_under_sympy``: the same expression once both are parsed again, unevaluated."""
+    try:
+        return bool(grader.parse_expr(str(gold), evaluate=False) == grader.parse_expr(str(prediction), evaluate=False))
+    except Exception:  # noqa: BLE001 (MaxText's: any failure is "not equal")
+        return False
+
+
+def verify_math(grader: Grader, golds: list[str], predictions: list[str]) -> bool:
+    """MaxText's ``verify_math_worker``: some parsed gold and some parsed prediction are equal under sympy or
+    math-verify's ``verify`` (which is skipped for two sympy expressions holding ``**``); any failure is False."""
+    try:
+        parsed = [grader.parse(p, grader.targets, parsing_timeout=GRADE_SECONDS) for p in predictions]
+        predicted = [item for found in parsed for item in found]
+        gold_parsed = [grader.parse(g, grader.targets, parsing_timeout=GRADE_SECONDS) for g in golds]
+        expected = [item for found in gold_parsed for item in found]
+        for gold in expected:
+            for prediction in predicted:
+                if isinstance(gold, grader.sympy_types) and isinstance(prediction, grader.sympy_types):
+                    if _sympy_equal(grader, gold, prediction):
+                        return True
+                    if "**" in str(gold) or "**" in str(prediction):
+                        continue
+                if grader.verify(gold, prediction, timeout_seconds=GRADE_SECONDS):
+                    return True
+        return False
+    except Exception:  # noqa: BLE001 (MaxText's: any failure is "not equal")
+        return False
+
+
+def is_correct(grader: Grader, answer: str | None, expected: str) -> bool:
+    """MaxText's ``check_correctness`` of the answer against the one acceptable answer (``process_answer`` of a
+    GSM8K question): both preprocessed and boxed, then ``verify_math``. No answer grades ``FALLBACK_ANSWER``."""
+    try:
+        prediction = preprocess_math_string(FALLBACK_ANSWER if answer is None else answer)
+        gold = preprocess_math_string(expected)
+    except Exception:  # noqa: BLE001 (MaxText's ``_score_single``: a failure is "not correct")
+        return False
+    return verify_math(grader, [boxed(gold)], [boxed(prediction)])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -439,6 +764,14 @@ def _warning_to_stdout(
     print(f"{PREFIX}(warning) {category.__name__}: {one_line(str(message), 200)}", flush=True)
 
 
+class LogLine(logging.Handler):
+    """A library's log record (math-verify's "Timeout during parsing", google-auth's) as one line on stdout:
+    stderr holds only the program's own line."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"{PREFIX}(log) {record.levelname} {record.name}: {one_line(record.getMessage(), 200)}", flush=True)
+
+
 def evaluate(argv: list[str]) -> str:
     """Run the steps; the summary written. ``RefusedError`` or ``FailedError`` for what stops it."""
     if len(argv) != 4:
@@ -448,6 +781,7 @@ def evaluate(argv: list[str]) -> str:
     split_uri(record_uri, "RECORD_URI", folder=False)
     spec = parse_spec(spec_json)
     seconds = gcs_seconds(os.environ)
+    grader = load_grader()
     if not work_dir:
         raise RefusedError("WORK_DIR is empty")
     folder = Path(work_dir) / "model"
@@ -476,10 +810,10 @@ def evaluate(argv: list[str]) -> str:
                 f"({type(err).__name__}: {one_line(str(err), 200)})"
             ) from None
         answer = extract_answer(output, spec.answer_start, spec.answer_end)
-        correct = is_correct(answer, item.answer)
-        graded.append(Graded(item.question, item.answer, answer, correct))
+        correct = is_correct(grader, answer, item.answer)
+        graded.append(Graded(item.question, item.answer, answer or "", correct))
         print(f"{PREFIX}question {number}/{total}: {'correct' if correct else 'wrong'}", flush=True)
-    record = build_record(graded)
+    record = build_record(graded, grader.name)
     try:
         write_record(client, record_uri, record, seconds)
     except Exception as err:  # noqa: BLE001
@@ -491,6 +825,7 @@ def evaluate(argv: list[str]) -> str:
 
 def main(argv: list[str]) -> None:
     warnings.showwarning = _warning_to_stdout
+    logging.basicConfig(handlers=[LogLine()], level=logging.WARNING, force=True)
     try:
         summary = evaluate(argv)
     except RefusedError as err:
