@@ -63,8 +63,33 @@ FLEX_START_FACTOR = 0.60
 PRICES_AS_OF = "2026-11-29"
 
 # Assumed durations (hours) that do not depend on the model.
-TRAIN_STARTUP_HOURS = 0.75
-"""Scheduling, Pathways start-up, checkpoint restore, XLA compilation and the pre-RL eval."""
+STARTUP_MINUTES: dict[str, int] = {
+    "admission": 1,
+    "nodes": 5,
+    "images": 12,
+    "set-up": 1,
+    "Pathways": 2,
+    "load": 5,
+    "compile": 10,
+    "restore": 2,
+    "pre-RL eval": 5,
+    "first step": 2,
+}
+"""One training attempt's start-up, by the components `make status` and `make report` measure
+(``workloads.run.startup``), in minutes. Every figure is an assumption, split so that they add up to the 0.75 h this
+model has always assumed (its totals unchanged): admission 1 min (the queue holds only this run); nodes 5 min (an
+autoscaled TPU pool's scale-up; a reservation's nodes exist already); images 12 min (issue 40 reports a cold pull of
+the ~12 GB MaxText image taking 21 min in one run: a node that has it already pulls nothing); set-up 1 min (the
+script's patch and base files); Pathways 2 min (the resource manager meeting every worker); load 5 min (tokenizer,
+dataset and the two models from the converted checkpoint); compile 10 min (vLLM's engine on TPU; issue 40 reports
+10-30 min cold); restore 2 min (a resumed attempt's checkpoint; none for the first); pre-RL eval 5 min (5 test
+batches); first step 2 min (the training step's compilation and the first rollout). Replace them with what
+`make report` measures on your runs."""
+STARTUP_COMPONENTS: dict[str, float] = {name: minutes / 60 for name, minutes in STARTUP_MINUTES.items()}
+"""The same in hours."""
+TRAIN_STARTUP_HOURS = sum(STARTUP_COMPONENTS.values())
+"""Scheduling, images, Pathways start-up, loading, compilation, checkpoint restore, the pre-RL eval and the first
+step: 0.75 h (``STARTUP_COMPONENTS``)."""
 REFERENCE_TARGET_LENGTH = 640
 """The target length a model's ``train_seconds_per_sample`` is given for."""
 REFERENCE_CHIPS = 32
@@ -136,6 +161,8 @@ class Estimate:
     """What each failure mode costs (module docstring)."""
     maintenance: Maintenance | None = None
     """The run's protection from maintenance (None: not given)."""
+    startup: dict[str, int] = field(default_factory=dict)
+    """One training attempt's start-up by component, minutes (``STARTUP_MINUTES``; empty: no training)."""
 
     def to_output(self) -> dict[str, Any]:
         """Stack-output form, camelCase and rounded."""
@@ -167,6 +194,7 @@ class Estimate:
                 for mode, f in self.failures.items()
             },
             **({"maintenance": self.maintenance.to_output()} if self.maintenance else {}),
+            **({"trainStartupMinutes": dict(self.startup)} if self.startup else {}),
         }
 
 
@@ -303,6 +331,7 @@ def estimate_run(
             maintenance=maintenance,
         ),
         maintenance=maintenance,
+        startup={} if run is None else dict(STARTUP_MINUTES),
     )
 
 
@@ -383,6 +412,13 @@ def describe(output: dict[str, Any]) -> str:
         f"${output['totalUsd']:10,.2f}"
     )
     lines += [f"  note: {n}" for n in output["notes"]]
+    if output.get("trainStartupMinutes"):
+        startup = output["trainStartupMinutes"]
+        parts = ", ".join(f"{name} {minutes}" for name, minutes in startup.items())
+        lines.append(
+            f"  train start-up per attempt {sum(startup.values()) / 60:.2f} h, in minutes: {parts} (assumed; "
+            "`make report` measures them)"
+        )
     words = {
         "deterministicFailure": "a failure of the trainer (no restart)",
         "preemption": "a preemption (restart + steps since the checkpoint)",

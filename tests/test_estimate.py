@@ -112,6 +112,19 @@ def test_the_stack_output_of_the_tutorial_run_on_a_reservation():
             "maintenance": {"tpuHours": 4.88, "tpuChipHours": 156.3, "usd": 295.34},
             "nodeUpgrade": {"tpuHours": 0.0, "tpuChipHours": 0.0, "usd": 0.0},
         },
+        # the 0.75 h start-up of an attempt, by the components `make status` and `make report` measure
+        "trainStartupMinutes": {
+            "admission": 1,
+            "nodes": 5,
+            "images": 12,
+            "set-up": 1,
+            "Pathways": 2,
+            "load": 5,
+            "compile": 10,
+            "restore": 2,
+            "pre-RL eval": 5,
+            "first step": 2,
+        },
     }
 
 
@@ -127,6 +140,8 @@ def test_two_flex_start_slices_halve_the_steps_and_bill_only_training():
         "  note: conversion and export run on the CPU pool and hold no TPU",
         "  note: the flex-start pool scales to zero: its TPU VMs bill from when the capacity is granted to the "
         "scale-down after training, nothing while the request waits for capacity",
+        "  train start-up per attempt 0.75 h, in minutes: admission 1, nodes 5, images 12, set-up 1, Pathways 2, "
+        "load 5, compile 10, restore 2, pre-RL eval 5, first step 2 (assumed; `make report` measures them)",
         # 0.75 h x 64; 0.75 h + 5 steps x 48 s; no slice is created for a pod that cannot start
         "  if a failure of the trainer (no restart)                    48.0 chip-h  $     77.76",
         "  if a preemption (restart + steps since the checkpoint)      52.3 chip-h  $     84.67",
@@ -325,3 +340,15 @@ def test_node_patches_let_in_cost_a_restart_and_the_wait_is_bounded_by_kueue():
     assert output["failureModes"]["maintenance"]["tpuHours"] == pytest.approx(2.0 + restart["tpuHours"], abs=0.01)
     none = estimate_for(settings("prod", ["tpu-rl:gke.maintenanceExclusion=none"])).to_output()
     assert none["failureModes"]["nodeUpgrade"] == none["failureModes"]["preemption"]
+
+
+@pytest.mark.pure
+def test_the_start_up_is_split_into_the_measured_components_and_keeps_its_total():
+    """The estimate's start-up is the sum of the components `make status` and `make report` measure, in their
+    order; the split keeps the 0.75 h every total was computed with."""
+    from core.estimate import STARTUP_COMPONENTS, STARTUP_MINUTES, TRAIN_STARTUP_HOURS
+    from workloads.run.startup import COMPONENTS
+
+    assert tuple(STARTUP_MINUTES) == COMPONENTS
+    assert TRAIN_STARTUP_HOURS == 0.75 == sum(STARTUP_COMPONENTS.values())
+    assert estimate_run(V6E_32, 1, "reservation", None).to_output().get("trainStartupMinutes") is None, "no training"

@@ -1,0 +1,626 @@
+"""Where each training attempt's start-up went, and what the slice bills: plain functions of the run's logs, its
+TensorBoard events and the live objects of its step (read here, bounded).
+
+An attempt's start-up runs from its *begin* (the first attempt's: the JobSet's creation; a restart's: the end of
+the attempt before it, when its log was copied to GCS; a retry by `pulumi up` makes a new JobSet, whose creation is
+then the begin) to its first training step. It is cut at milestones, in the order the start-up passes them
+(``MILESTONES``); each component is the time from the milestone before to its own:
+
+======================  ==================  ========================================================================
+component               milestone           where its time is read
+======================  ==================  ========================================================================
+admission               Admitted, pods      Kueue's Workload condition ``Admitted`` (``lastTransitionTime``, Kueue
+                        created             v1beta2 ``workload_types.go``); the head pod's ``creationTimestamp``
+nodes                   head scheduled      the head pod's ``PodScheduled`` condition (True) ``lastTransitionTime``
+images                  head started        its workload container's ``startedAt`` (``state.running`` or
+                                            ``state.terminated``): after its sidecars' and its own image pulls
+set-up                  attempt             the attempt's start in its files' names (``train-<UTC start>.log``): the
+                                            script's optimizer patch and base files, before ``train_rl``
+nodes                   workers scheduled   the last worker pod's ``PodScheduled``: the TPU slice's nodes
+images                  workers started     the last worker's container ``startedAt``: the Pathways server image
+Pathways                backend             ``System Information: Jax Backend:`` (MaxText ``max_utils.py``
+                                            ``print_system_information``: JAX's backend, through the Pathways proxy,
+                                            once the resource manager has every worker)
+load                    RL cluster          ``Creating RL cluster...`` (``train_rl.py``): tokenizer, dataset,
+                                            reference and policy models from the converted checkpoint
+compile                 RL trainer          ``Setting up RL trainer...``: the rollout engine (vLLM) started in the
+                                            RL cluster, its XLA compilation and warm-up
+restore                 restored            ``Restored params from step: N in X seconds`` (tunix ``sft/
+                                            checkpoint_manager.py`` ``maybe_restore``, in the trainer's set-up)
+pre-RL eval             pre-RL eval         ``Pre RL Training:`` (``train_rl.py``, when ``num_test_batches > 0``)
+first step              first step          the first ``Train step N training loss`` (tunix ``peft_trainer.py``
+                                            ``_log_metrics``), else the attempt's first TensorBoard event: the
+                                            training step's compilation and the first rollout
+======================  ==================  ========================================================================
+
+A milestone that is not known (the pods of an earlier attempt are gone, a line was not logged) merges its time
+into the next known one, whose component is then named by both (``nodes+images``); a milestone passed before the
+one before it (the slice's nodes came while the script fetched its files) adds nothing: the components are the
+start-up's critical path in this order, and they add up to it. Image pulls are also read from the pods' events
+(kubelet ``pkg/kubelet/images/image_manager.go`` ``EnsureImageExists``: ``Successfully pulled image "%s" in %v (%v
+including waiting). Image size: %v bytes.``, or ``Container image "%s" already present on machine``), while the API
+server keeps them: one hour by default (kube-apiserver ``--event-ttl``, default ``1h0m0s``); after that only the
+pod conditions say how long pods took to start.
+
+The absl lines carry no year and the container's local time, UTC in GKE (``I1204 10:11:12.345678 ...``): the
+year is the attempt's start's, or the next one's for a line dated more than a day before the start (a run across
+New Year).
+
+The slice's billed hours (``slice_billing``): with autoscaled capacity (spot, flex-start, on-demand) the TPU VMs
+bill while they exist (``core.estimate`` ``BILLING``): the TPU nodes' hours from their ``creationTimestamp`` (or the
+step's creation, when later) to now, times each node's ``google.com/tpu`` capacity; nodes already deleted left no
+readable trace and are not counted. With a reservation the reserved slice bills every hour, used or not: the step's
+share is its chips from its JobSet's creation to its end (or now).
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import Field
+
+from core.boundary import MAX_ITEMS, Model, Text, Time, parse
+from core.names import TPU_ACCELERATOR_LABEL
+from workloads.run.objects import Conditions, Meta, Workload, true_condition
+
+UTC = datetime.UTC
+ABSL = re.compile(
+    r"^[IWEF](?P<month>[01][0-9])(?P<day>[0-3][0-9]) (?P<hour>[0-2][0-9]):(?P<minute>[0-5][0-9]):"
+    r"(?P<second>[0-6][0-9])(?:\.(?P<micro>[0-9]{1,6}))? +[0-9]+ [^\]\n]{0,300}\] "
+)
+"""The prefix absl gives a line: level, month, day, time, thread, ``file:line]``."""
+LOG_MARKS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("backend", re.compile(r"System Information: Jax Backend: ")),
+    ("RL cluster", re.compile(r"Creating RL cluster\.\.\.")),
+    ("RL trainer", re.compile(r"Setting up RL trainer\.\.\.")),
+    ("restored", re.compile(r"Restored params from step: [0-9]{1,12}")),
+    ("pre-RL eval", re.compile(r"Pre RL Training: ")),
+    ("first step", re.compile(r"Train step [0-9]{1,12} training loss")),
+)
+"""The log's milestones (the module's docstring), each taken at its first line in an attempt's log."""
+MILESTONES: tuple[tuple[str, str], ...] = (
+    ("admitted", "admission"),
+    ("pods created", "admission"),
+    ("head scheduled", "nodes"),
+    ("head started", "images"),
+    ("attempt", "set-up"),
+    ("workers scheduled", "nodes"),
+    ("workers started", "images"),
+    ("backend", "Pathways"),
+    ("RL cluster", "load"),
+    ("RL trainer", "compile"),
+    ("restored", "restore"),
+    ("pre-RL eval", "pre-RL eval"),
+    ("first step", "first step"),
+)
+"""(milestone, the component that ends at it), in the order a start-up passes them."""
+COMPONENTS = tuple(dict.fromkeys(component for _, component in MILESTONES))
+"""The components, in order: the estimate's (``core.estimate.STARTUP_MINUTES``) are the same."""
+HEAD_JOB, WORKER_JOB = "pathways-head", "worker"
+"""The replicated Jobs of the training JobSet (``workloads.build.manifests``: ``HEAD_JOB``, ``WORKER_JOB``)."""
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+WORKLOAD_CONTAINER = "workload-container"
+"""The head pod's container that runs the training script (``workloads.build.manifests.WORKLOAD_CONTAINER``)."""
+TPU_RESOURCE = "google.com/tpu"
+MAX_SHOWN_ATTEMPTS = 5
+"""The most attempts `make status` shows a line for (the newest; the report shows all)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Time in absl lines
+
+
+def absl_time(line: str, start: datetime.datetime) -> datetime.datetime | None:
+    """The UTC time of an absl line of an attempt that started at ``start`` (None: not an absl line)."""
+    match = ABSL.match(line)
+    if match is None:
+        return None
+    micro = (match["micro"] or "0").ljust(6, "0")
+    parts = [int(match[k]) for k in ("month", "day", "hour", "minute", "second")]
+    for year in (start.year, start.year + 1):
+        try:
+            when = datetime.datetime(year, *parts, int(micro), tzinfo=UTC)
+        except ValueError:  # 30 February, a leap second: not a time
+            return None
+        if when >= start - datetime.timedelta(days=1):
+            return when
+    return None
+
+
+def log_marks(text: str, start: datetime.datetime) -> dict[str, float]:
+    """Milestone -> Unix time of its first line in an attempt's log (or side file)."""
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        if len(found) == len(LOG_MARKS):
+            break
+        for mark, pattern in LOG_MARKS:
+            if mark not in found and pattern.search(line):
+                when = absl_time(line, start)
+                if when is not None:
+                    found[mark] = when.timestamp()
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# The live objects (only the fields read here; core/v1 ``types.go``)
+
+
+class _Started(Model):
+    started_at: Time | None = None
+
+
+class _ContainerState(Model):
+    running: _Started | None = None
+    terminated: _Started | None = None
+
+
+class _ContainerStatus(Model):
+    name: Text = ""
+    state: _ContainerState = Field(default_factory=_ContainerState)
+    last_state: _ContainerState = Field(default_factory=_ContainerState)
+
+    @property
+    def started(self) -> datetime.datetime | None:
+        """When it first started (of its current and its last run)."""
+        times = [
+            s.started_at
+            for state in (self.state, self.last_state)
+            for s in (state.running, state.terminated)
+            if s is not None and s.started_at is not None
+        ]
+        return min(times) if times else None
+
+
+class _PodSpec(Model):
+    node_name: Text = ""
+
+
+class _PodStatus(Model):
+    conditions: Conditions = Field(default_factory=list, max_length=MAX_ITEMS)
+    container_statuses: list[_ContainerStatus] = Field(default_factory=list, max_length=MAX_ITEMS)
+
+
+class StartPod(Model):
+    """A pod of the step, for its times."""
+
+    metadata: Meta = Field(default_factory=Meta)
+    spec: _PodSpec = Field(default_factory=_PodSpec)
+    status: _PodStatus = Field(default_factory=_PodStatus)
+
+    @property
+    def job(self) -> str:
+        return self.metadata.labels.get(REPLICATED_JOB_LABEL, "")
+
+    @property
+    def scheduled(self) -> datetime.datetime | None:
+        found = true_condition(self.status.conditions, "PodScheduled")
+        return found.last_transition_time if found else None
+
+    def started(self, container: str | None = None) -> datetime.datetime | None:
+        """When ``container`` (None: the last of its containers) started."""
+        times = [c.started for c in self.status.container_statuses if container is None or c.name == container]
+        known = [t for t in times if t is not None]
+        return max(known) if known and len(known) == len(times) else None
+
+
+class _NodeStatus(Model):
+    capacity: dict[str, Text] = Field(default_factory=dict)
+
+
+class Node(Model):
+    metadata: Meta = Field(default_factory=Meta)
+    status: _NodeStatus = Field(default_factory=_NodeStatus)
+
+    @property
+    def chips(self) -> int:
+        value = self.status.capacity.get(TPU_RESOURCE, "0")
+        return int(value) if value.isdigit() and len(value) < 6 else 0
+
+
+class _Involved(Model):
+    kind: Text = ""
+    name: Text = ""
+
+
+class PodEvent(Model):
+    involved_object: _Involved = Field(default_factory=_Involved)
+    reason: Text = ""
+    message: Text = ""
+    last_timestamp: Time | None = None
+    event_time: Time | None = None
+
+
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|ms|m|s|µs|us|ns)")
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "µs": 1e-6, "us": 1e-6, "ns": 1e-9}
+PULLED = re.compile(
+    r'^Successfully pulled image "(?P<image>[^"]{1,500})" in (?P<pull>[0-9.hmsµun]{1,40}) '
+    r"\((?P<total>[0-9.hmsµun]{1,40}) including waiting\)(?:\. Image size: (?P<bytes>[0-9]{1,15}) bytes\.)?"
+)
+PRESENT = re.compile(r'^Container image "(?P<image>[^"]{1,500})" already present on machine')
+
+
+def go_duration(text: str) -> float | None:
+    """Seconds of a Go ``time.Duration`` as ``String()`` prints it (``1m2.345s``, ``850ms``, ``1h0m0s``)."""
+    if not text or "".join(m.group(0) for m in _DURATION.finditer(text)) != text:
+        return None
+    return sum(float(number) * _UNITS[unit] for number, unit in _DURATION.findall(text))
+
+
+@dataclass(frozen=True)
+class Pull:
+    """One image a pod's kubelet pulled (or found present), from its ``Pulled`` event."""
+
+    pod: str
+    image: str
+    seconds: float
+    """The pull's time including the wait for the kubelet's pull queue (0 when present)."""
+    size: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pod": self.pod, "image": self.image, "seconds": round(self.seconds, 1), "bytes": self.size}
+
+
+def pulls(events: Iterable[PodEvent], pods: set[str]) -> list[Pull]:
+    """The image pulls the ``Pulled`` events of ``pods`` record."""
+    found = []
+    for event in events:
+        name = event.involved_object.name
+        if event.involved_object.kind != "Pod" or name not in pods or event.reason != "Pulled":
+            continue
+        if match := PULLED.match(event.message):
+            seconds = go_duration(match["total"])
+            if seconds is not None:
+                size = int(match["bytes"]) if match["bytes"] else None
+                found.append(Pull(name, match["image"], seconds, size))
+        elif match := PRESENT.match(event.message):
+            found.append(Pull(name, match["image"], 0.0))
+    return sorted(found, key=lambda p: (p.pod, p.image))
+
+
+@dataclass
+class ClusterFacts:
+    """What the live objects of the training step say about its current pods and the slice."""
+
+    jobset_created: float | None = None
+    admitted: float | None = None
+    pods_created: float | None = None
+    head_scheduled: float | None = None
+    head_started: float | None = None
+    workers_scheduled: float | None = None
+    workers_started: float | None = None
+    pulls: list[Pull] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+    """The TPU nodes of the slice's accelerator."""
+
+    def marks(self) -> dict[str, float]:
+        named = {
+            "admitted": self.admitted,
+            "pods created": self.pods_created,
+            "head scheduled": self.head_scheduled,
+            "head started": self.head_started,
+            "workers scheduled": self.workers_scheduled,
+            "workers started": self.workers_started,
+        }
+        return {k: v for k, v in named.items() if v is not None}
+
+
+def _ts(value: datetime.datetime | None) -> float | None:
+    return value.timestamp() if value is not None else None
+
+
+def _last(values: list[datetime.datetime | None]) -> float | None:
+    """The last of times that are all known (None when any is not, or there are none)."""
+    if not values or any(v is None for v in values):
+        return None
+    return max(v.timestamp() for v in values if v is not None)
+
+
+def cluster_facts(
+    jobset_created: datetime.datetime | None,
+    workloads: list[Workload],
+    pods: list[StartPod],
+    events: list[PodEvent],
+    nodes: list[Node],
+) -> ClusterFacts:
+    """The step's times from its live objects: the newest Workload's admission, the head pod's and the worker
+    pods' scheduling and start (the pods of the current attempt: a restart makes new ones)."""
+    admitted = [true_condition(w.status.conditions, "Admitted") for w in workloads]
+    admitted_at = max((a.last_transition_time for a in admitted if a and a.last_transition_time), default=None)
+    head = [p for p in pods if p.job == HEAD_JOB]
+    workers = [p for p in pods if p.job == WORKER_JOB]
+    first = head[0] if len(head) == 1 else None
+    return ClusterFacts(
+        jobset_created=_ts(jobset_created),
+        admitted=_ts(admitted_at),
+        pods_created=_ts(first.metadata.creation_timestamp) if first else None,
+        head_scheduled=_ts(first.scheduled) if first else None,
+        head_started=_ts(first.started(WORKLOAD_CONTAINER)) if first else None,
+        workers_scheduled=_last([p.scheduled for p in workers]),
+        workers_started=_last([p.started() for p in workers]),
+        pulls=pulls(events, {p.metadata.name for p in pods}),
+        nodes=nodes,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Attempts
+
+
+@dataclass(frozen=True)
+class LogAttempt:
+    """What an attempt's files say: its start (in their names), when they were last written, its milestones."""
+
+    name: str
+    start: float
+    ended: float | None = None
+    marks: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Startup:
+    """One attempt's start-up, cut into components (seconds each, in order)."""
+
+    attempt: int
+    """1 for the first attempt."""
+    name: str
+    """Its UTC start (``20261130T050000Z``), or ``starting`` while its script has not started."""
+    components: list[tuple[str, float]]
+    done: bool
+    """It reached its first training step (else it is still starting, or ended before)."""
+    ending: str = ""
+    """What the last component stops at when not done: ``now`` or ``its end``."""
+    pulls: list[Pull] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return sum(seconds for _, seconds in self.components)
+
+    def chip_hours(self, chips: int) -> float:
+        return self.seconds * chips / 3600
+
+    def to_json(self, chips: int) -> dict[str, Any]:
+        return {
+            "attempt": self.attempt,
+            "start": self.name,
+            "done": self.done,
+            "ending": self.ending,
+            "seconds": round(self.seconds, 1),
+            "chipHours": round(self.chip_hours(chips), 2),
+            "components": [
+                {"name": name, "seconds": round(seconds, 1), "chipHours": round(seconds * chips / 3600, 2)}
+                for name, seconds in self.components
+            ],
+            "pulls": [p.to_json() for p in self.pulls],
+        }
+
+
+def cut(begin: float | None, marks: dict[str, float], end: float | None = None) -> list[tuple[str, float]]:
+    """The components from ``begin`` through the known milestones (``MILESTONES`` order) and, when given, to
+    ``end`` (the attempt still starting, or ended before its first step: its last component named ``…+``)."""
+    parts: list[tuple[str, float]] = []
+    pending: list[str] = []
+    previous = begin
+    for milestone, component in MILESTONES:
+        if component not in pending:
+            pending.append(component)
+        when = marks.get(milestone)
+        if when is None:
+            continue
+        if previous is not None:
+            parts.append(("+".join(pending), max(0.0, when - previous)))
+            previous = max(previous, when)
+        else:
+            previous = when
+        pending = []
+    if end is not None and previous is not None and end > previous:
+        parts.append(("+".join(pending) or "after", end - previous))
+    merged: dict[str, float] = {}
+    for name, seconds in parts:
+        merged[name] = merged.get(name, 0.0) + seconds
+    return list(merged.items())
+
+
+def startups(
+    attempts: list[LogAttempt],
+    cluster: ClusterFacts | None = None,
+    first_events: Iterable[float] = (),
+    now: float | None = None,
+) -> list[Startup]:
+    """Every attempt's start-up (the module's docstring); the live pods' times go to the attempt they run (the
+    first that started after the head pod was created), or to a new one still starting (``now``: the clock)."""
+    ordered = sorted(attempts, key=lambda a: a.start)
+    events = sorted(first_events)
+    live = cluster.marks() if cluster else {}
+    created = cluster.pods_created if cluster else None
+    target = next((i for i, a in enumerate(ordered) if created is not None and a.start >= created), None)
+    if cluster is not None and created is not None and target is None:
+        ordered.append(LogAttempt("starting", float("inf")))
+        target = len(ordered) - 1
+    found = []
+    for index, attempt in enumerate(ordered):
+        after = ordered[index + 1].start if index + 1 < len(ordered) else float("inf")
+        marks = dict(attempt.marks)
+        if attempt.name != "starting":
+            marks["attempt"] = attempt.start
+        if "first step" not in marks:
+            event = next((t for t in events if attempt.start <= t < after), None)
+            if event is not None:
+                marks["first step"] = event
+        if index == target:
+            marks.update(live)
+        previous = ordered[index - 1].ended if index else None
+        jobset = cluster.jobset_created if cluster else None
+        begins = [t for t in (previous, jobset) if t is not None and t <= min(marks.values(), default=t)]
+        begin = max(begins) if begins else None
+        if begin is not None:
+            marks = {k: v for k, v in marks.items() if v >= begin}
+        done = "first step" in marks
+        live_now = index == len(ordered) - 1 and now is not None and attempt.ended is None
+        end = None if done else (now if live_now else attempt.ended)
+        parts = cut(begin, marks, end)
+        ending = "" if done else ("now" if live_now else "its end")
+        pulled = cluster.pulls if cluster and index == target else []
+        found.append(Startup(index + 1, attempt.name, parts, done, ending, pulled))
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# What the slice bills
+
+
+@dataclass(frozen=True)
+class Billing:
+    chip_hours: float | None
+    basis: str
+
+    def to_json(self) -> dict[str, Any]:
+        rounded = round(self.chip_hours, 2) if self.chip_hours is not None else None
+        return {"chipHours": rounded, "basis": self.basis}
+
+
+def slice_billing(
+    capacity: str | None,
+    chips: int,
+    cluster: ClusterFacts | None,
+    now: float,
+    finished: float | None = None,
+) -> Billing:
+    """The slice's billed chip-hours for the training step (the module's docstring)."""
+    created = cluster.jobset_created if cluster else None
+    if capacity == "reservation":
+        if created is None:
+            return Billing(None, "a reservation bills every hour it exists, used or not; the step's start is unknown")
+        hours = max(0.0, (finished or now) - created) / 3600
+        return Billing(
+            hours * chips,
+            f"reservation: {chips} chips from the step's creation to {'its end' if finished else 'now'}; the "
+            "reservation bills every hour it exists, used or not",
+        )
+    if cluster is None:
+        return Billing(None, "the cluster was not read")
+    counted = [(n.metadata.creation_timestamp, n.chips) for n in cluster.nodes if n.chips]
+    known = [(when, chips) for when, chips in counted if when is not None]
+    if not known:
+        return Billing(0.0, "no TPU nodes exist now (an autoscaled slice bills only while its nodes exist)")
+    total = 0.0
+    for when, node_chips in known:
+        since = max(when.timestamp(), created) if created is not None else when.timestamp()
+        total += max(0.0, now - since) / 3600 * node_chips
+    first = min(when for when, _ in known)
+    return Billing(
+        total,
+        f"{capacity or 'autoscaled'}: {len(known)} TPU nodes from their creation (first {first:%Y-%m-%d %H:%M} "
+        "UTC) to now; nodes already deleted are not counted",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Lines
+
+
+def minutes(seconds: float) -> str:
+    whole = int(round(seconds / 60))
+    return f"{whole // 60}h{whole % 60:02d}m" if whole >= 60 else f"{whole}m"
+
+
+def status_line(startup: Startup, chips: int) -> str:
+    """``attempt 2: start-up 41m (admission 3m, nodes 12m, ...) = 21.9 chip-h``."""
+    what = "start-up" if startup.done else f"starting, {minutes(startup.seconds)} to {startup.ending}"
+    head = f"attempt {startup.attempt}: {what}"
+    if startup.done:
+        head += f" {minutes(startup.seconds)}"
+    parts = ", ".join(f"{name} {minutes(seconds)}" for name, seconds in startup.components)
+    line = f"{head} ({parts})" if parts else f"{head} (no milestone known)"
+    return f"{line} = {startup.chip_hours(chips):,.1f} chip-h"
+
+
+def status_lines(found: list[Startup], chips: int) -> list[str]:
+    """The newest attempts' lines (at most ``MAX_SHOWN_ATTEMPTS``)."""
+    shown = [status_line(s, chips) for s in found[-MAX_SHOWN_ATTEMPTS:]]
+    earlier = len(found) - len(shown)
+    return ([f"({earlier} earlier attempts: see `make report`)"] if earlier else []) + shown
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading (bounded)
+
+MAX_LOG_HEAD = 4 * 1024 * 1024
+"""What is read of an attempt's log: its head (every start-up line comes before the first step's)."""
+MAX_ATTEMPTS = 100
+"""The most attempts read (the newest)."""
+_NAME = re.compile(r"(train|evals)-([0-9]{8}T[0-9]{6}Z)\.(log|txt)$")
+
+
+def _start(name: str) -> float:
+    return datetime.datetime.strptime(name, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp()
+
+
+def read_log_attempts(client: Any, output_uri: str, **call: Any) -> list[LogAttempt]:
+    """Each attempt's milestones from its log's head (``<output>logs/train-<start>.log``, copied when it exits),
+    else its side file (copied as lines appear: the restore and the pre-RL evaluation), each read bounded."""
+    from core.hf_model import read_object
+    from workloads.run.checkpoint_scan import split_uri
+
+    bucket, prefix = split_uri(output_uri + "logs/")
+    files: dict[str, dict[str, Any]] = {}
+    written: dict[str, float] = {}
+    for index, blob in enumerate(client.list_blobs(bucket, prefix=prefix, **call)):
+        if index >= 2 * MAX_ATTEMPTS + 100:
+            break
+        match = _NAME.search(blob.name)
+        if match is None:
+            continue
+        files.setdefault(match.group(2), {})[match.group(1)] = blob
+        if blob.updated is not None:
+            written[match.group(2)] = max(written.get(match.group(2), 0.0), blob.updated.timestamp())
+    found = []
+    for name in sorted(files)[-MAX_ATTEMPTS:]:
+        start = datetime.datetime.strptime(name, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+        marks: dict[str, float] = {}
+        for kind in ("evals", "train"):  # the log, when there is one, has every line the side file has
+            blob = files[name].get(kind)
+            if blob is None:
+                continue
+            cap = min(MAX_LOG_HEAD, int(blob.size or MAX_LOG_HEAD) or 1)
+            data = read_object(blob, cap, f"reading {blob.name}", 0, cap - 1, **call)
+            marks.update(log_marks(data.decode("utf-8", errors="replace"), start))
+        ended = written.get(name) if "train" in files[name] else None
+        found.append(LogAttempt(name, start.timestamp(), ended, marks))
+    return found
+
+
+def read_cluster_facts(reader: Any, namespace: str, jobset: str, accelerator: str) -> ClusterFacts | None:
+    """The training step's live objects (None: no JobSet): its Workloads, pods, the namespace's pod events and the
+    nodes of the slice's accelerator, each list bounded by the reader (``infra.k8s.live.ClusterReader``)."""
+    from workloads.run import objects
+    from workloads.run.live_state import JOB_UID_LABEL
+    from workloads.run.pods import JOBSET_LABEL
+    from workloads.run.waiting import JOBSET_API, WORKLOAD_API
+
+    raw = reader.get(JOBSET_API, "JobSet", namespace, jobset)
+    if raw is None:
+        return None
+    where = f"JobSet {namespace}/{jobset}"
+    obj = parse(objects.JobSet, raw, where)
+    listed = reader.list(WORKLOAD_API, "Workload", namespace, f"{JOB_UID_LABEL}={obj.metadata.uid}")
+    workloads = objects.workloads(listed, f"the Kueue Workloads of {where}")
+    pods = objects.each(StartPod, reader.pods(namespace, f"{JOBSET_LABEL}={jobset}"), f"the pods of {where}")
+    events = objects.each(PodEvent, reader.events(namespace, "involvedObject.kind=Pod"), f"the pod events of {namespace}")
+    selector = f"{TPU_ACCELERATOR_LABEL}={accelerator}"
+    nodes = objects.each(Node, read_nodes(reader, selector), "the TPU nodes")
+    return cluster_facts(obj.metadata.creation_timestamp, workloads, pods, events, nodes)
+
+
+def read_nodes(reader: Any, label_selector: str) -> list[dict[str, Any]]:
+    """The nodes a label selector selects (``CoreV1Api.list_node``, every page, within the reader's budget).
+    ``ClusterReader`` has no node read of its own yet: this uses its paging (``_pages``) as its other lists do."""
+    nodes = getattr(reader, "nodes", None)
+    if callable(nodes):
+        return list(nodes(label_selector))
+    return list(
+        reader._pages("/api/v1/nodes", lambda api: api.core.list_node, (), label_selector=label_selector)  # noqa: SLF001
+    )
