@@ -151,9 +151,15 @@ define check_locks
 	@$(PY) -m tools.state locks --stack $(STACK) --current "$$(pulumi whoami --json 2>/dev/null || true)"
 endef
 
+# Before `pulumi up`, the Helm releases the stack's state holds (tools/state.py `releases`: from `pulumi stack
+# export`, which takes no lock) go to the program in TPU_RL_RELEASES_IN_STATE: a release installed in the cluster
+# but not in the state (left by a destroy whose cluster delete failed) stops `up` with the one command that clears
+# it (infra/k8s/manifests.py helm_release_problem). When the state cannot be read, the variable is unset and
+# nothing is compared (as in a `pulumi up` run by hand).
 up: $(VENV)/.installed
 	$(select_stack)
 	$(check_locks)
+	releases=$$($(PY) -m tools.state releases --stack $(STACK)) && export TPU_RL_RELEASES_IN_STATE="$$releases" || unset TPU_RL_RELEASES_IN_STATE; \
 	pulumi up --stack $(STACK)$(if $(YES), --yes --non-interactive)
 
 # Log in and select (or create) the stack, e.g. before `pulumi config set`.

@@ -100,3 +100,60 @@ def serve_helm(stack: Stack, monkeypatch: Any) -> Stack:
     monkeypatch.setitem(fake_kube.CORE, "secrets", "Secret")
     stack.helm = HelmStorage(stack.cluster, stack.helm)
     return stack
+
+
+def exported(stack: Stack) -> str:
+    """The engine model's state as `pulumi stack export --stack <stack>` prints it: the backend's
+    ``apitype.UntypedDeployment`` (pulumi v3.259.0 ``pkg/cmd/pulumi/stack/stack_export.go``: a JSON encoder indenting
+    by four spaces) of a ``DeploymentV3`` (sdk/go/common/apitype/core.go: ``ResourceV3``'s fields by their JSON
+    names, empty ones left out as ``omitempty`` does; a pending create is an ``OperationV2`` of type ``creating``).
+    The model keys a pending Helm release create by its URN, a step's by its name."""
+
+    def resource(urn: str, type_: str, custom: bool, inputs: dict[str, Any], outputs: dict[str, Any], **more: Any):
+        fields = {"urn": urn, "custom": custom, "id": f"{urn.rsplit('::', 1)[-1]}-id" if custom else "", "type": type_}
+        fields.update(inputs=inputs, outputs=outputs, **more)
+        return {k: v for k, v in fields.items() if v or k in ("urn", "custom", "type")}
+
+    resources = [
+        resource(
+            r.urn,
+            r.type,
+            r.custom,
+            r.inputs,
+            r.outputs,
+            parent=r.parent,
+            protect=r.protect,
+            dependencies=list(r.dependencies),
+            provider=f"{r.provider}::04da6b54-80e4-46f7-96ec-b56ff0331ba9" if r.provider else "",
+            propertyDependencies={k: list(v) for k, v in r.property_deps.items()},
+            deletedWith=r.deleted_with,
+        )
+        for r in stack.state.values()
+    ]
+    pending = []
+    for key, inputs in stack.pending_creates.items():
+        if key.startswith("urn:"):
+            urn, type_ = key, key.split("::")[2].split("$")[-1]
+        else:
+            type_ = f"kubernetes:{inputs.get('apiVersion')}:{inputs.get('kind')}"
+            urn = f"urn:pulumi:{stack.name}::tpu-rl::{type_}::{key}"
+        pending.append({"resource": resource(urn, type_, True, inputs, {}), "type": "creating"})
+    manifest = {"time": "2026-12-04T09:00:00.000000000Z", "magic": "", "version": "v3.259.0"}
+    deployment: dict[str, Any] = {"manifest": manifest, "secrets_providers": {"type": "passphrase", "state": {}}}
+    if resources:
+        deployment["resources"] = resources
+    if pending:
+        deployment["pending_operations"] = pending
+    deployment["metadata"] = {}
+    return json.dumps({"version": 3, "deployment": deployment}, indent=4, default=str)
+
+
+def as_make_up(stack: Stack, monkeypatch: Any) -> str:
+    """The environment `make up` gives `pulumi up` (the Makefile's ``up``): the Helm releases the state holds,
+    read by ``tools.state`` from the model's export, in ``TPU_RL_RELEASES_IN_STATE``; the value set."""
+    from infra.k8s.manifests import RELEASES_IN_STATE
+    from tools.state import releases_in_state
+
+    value = ",".join(releases_in_state(exported(stack)))
+    monkeypatch.setenv(RELEASES_IN_STATE, value)
+    return value

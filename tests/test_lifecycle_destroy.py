@@ -9,9 +9,9 @@ import copy
 
 import pytest
 
-from infra.k8s.manifests import helm_release_problem
+from infra.k8s.manifests import RELEASES_IN_STATE, helm_release_problem
 from tests.engine import BILLED, CLUSTER, HELM_RELEASE, STEP_TYPES
-from tests.scenario import STEPS, names, serve_helm
+from tests.scenario import STEPS, as_make_up, names, serve_helm
 from tools.stack_files import ROOT
 from workloads.build import manifests
 
@@ -219,43 +219,67 @@ def test_after_a_destroy_without_preview_of_an_unprotected_stack_up_creates_it_a
     assert set(dev.helm.values()) == {(1, "deployed")}
 
 
-def test_a_destroy_whose_cluster_delete_fails_strands_the_helm_releases_until_the_destroy_is_finished(dev):
+def test_a_destroy_whose_cluster_delete_fails_stops_the_next_make_up_with_the_one_command_until_it_is_finished(
+    dev, monkeypatch
+):
     """The cluster's delete fails (here GKE's deletion protection; a GKE error or a runner killed during the
     10-minute delete is the same): every object deletedWith the cluster was already dropped from the state
     (isDeletedWith looks at the planned deletes) while the cluster, and Helm's releases in it, stay `deployed`. The
-    next `up` creates the releases again and Helm refuses the install: "cannot re-use a name that is still in use".
+    next `up` would create the releases again and Helm would refuse the install: "cannot re-use a name that is still
+    in use" (install.go availableName; helm_release.go helmCreate leaves ``replace`` false).
 
-    The program cannot stop earlier with a line of its own: Helm's storage says `deployed` whether or not the state
-    holds the release, and what the state holds is the engine's to know (the create or update is decided after the
-    registration). Nor can it import the release: ``import_`` is a plain string of the options (the SDK's
-    ``ResourceOptions.import_: Optional[str]``), fixed before the kubeconfig, an Output, resolves. What clears it is
-    finishing the destroy (docs/operations.md): once the cause is fixed, the second destroy deletes the cluster with
-    the releases, and the next `up` installs them afresh. (``helm uninstall`` would too, but deletes Kueue's CRDs and
-    every queued Workload with its chart; ``pulumi refresh`` reads only what the state holds.)"""
+    What the state holds is the engine's to know, so `make up` reads it first (``tools.state releases``: `pulumi
+    stack export`) and hands the program the releases it holds (``TPU_RL_RELEASES_IN_STATE``); the program reads
+    Helm's storage before each release's install (``KubernetesPlatform._helm_free``) and stops with one line naming
+    the one command: finish the destroy once its cause is fixed (the second destroy deletes the cluster with the
+    releases), after which `make up` installs them afresh. (``helm uninstall`` would clear the name too, but
+    deletes Kueue's CRDs and every queued Workload with its chart; ``pulumi refresh`` reads only what the state
+    holds; the program cannot import the release: ``import_`` is a plain string of the options, fixed before the
+    kubeconfig, an Output, resolves.)"""
+    assert as_make_up(dev, monkeypatch) == "", "a new stack: no state yet, and no cluster to read before the create"
     assert dev.up().error is None
+    assert as_make_up(dev, monkeypatch) == "jobset,kueue"
     cluster = dev.urn(CLUSTER, "cluster")
     dev.state[cluster].inputs["deletionProtection"] = True
     destroyed = dev.destroy(skip_preview=True)
     outcome = {u.rsplit("::", 1)[-1]: what for u, what in destroyed.outcomes.items()}
     assert outcome["cluster"] == "failed" and outcome["jobset"] == outcome["kueue"] == "dropped"
-    assert dev.helm == {("jobset-system", "jobset"): (1, "deployed"), ("kueue-system", "kueue"): (1, "deployed")}
-    again = dev.up()
-    assert str(again.error) == "cannot re-use a name that is still in use", "Helm's refusal, not ours: deployed"
+    stranded = {("jobset-system", "jobset"): (1, "deployed"), ("kueue-system", "kueue"): (1, "deployed")}
+    assert dev.helm == stranded
+
+    assert as_make_up(dev, monkeypatch) == "", "the state holds neither release"
+    assert dev.preview().error is None, "a preview does not read Helm's storage: the check is `up`'s"
+    stuck = dev.up()
+    line = helm_release_problem("jobset", "jobset-system", (1, "deployed"), in_state=frozenset(), stack="dev")
+    assert line is not None and "\n" not in line
+    assert str(stuck.error) == line and line.endswith(": make destroy STACK=dev")
+    assert not [call for call in stuck.calls if call[1].endswith(("::jobset", "::kueue"))], "no Helm call"
+    assert stuck.actions == {} and dev.helm == stranded, "no step is touched, Helm's storage as it was"
+    assert {dev.state[u].name for u in dev.state if dev.state[u].type == HELM_RELEASE} == set()
+
+    monkeypatch.delenv(RELEASES_IN_STATE)  # `pulumi up` by hand: the state is unknown, Helm's own refusal
+    assert str(dev.up().error) == "cannot re-use a name that is still in use"
 
     dev.state[cluster].inputs["deletionProtection"] = False  # the cause fixed (GKE: deletion_protection false)
-    finished = dev.destroy(skip_preview=True)
+    finished = dev.destroy(skip_preview=True)  # make destroy STACK=dev
     assert finished.errors == [] and dev.state == {} and dev.helm == {}
-    assert dev.up().error is None
+    assert as_make_up(dev, monkeypatch) == ""
+    again = dev.up()
+    assert again.error is None, again.error
     assert set(dev.helm.values()) == {(1, "deployed")}
 
 
 @pytest.mark.parametrize(("release", "namespace"), [("jobset", "jobset-system"), ("kueue", "kueue-system")])
-def test_a_runner_killed_during_a_helm_install_stops_up_with_the_one_command_then_up_succeeds(dev, release, namespace):
+def test_a_runner_killed_during_a_helm_install_stops_up_with_the_one_command_then_up_succeeds(
+    dev, release, namespace, monkeypatch
+):
     """The create was in flight: a pending create, not a resource (journal.go), so the next `up` would install again
     and Helm would refuse the name its pending-install revision holds. The program reads Helm's storage before the
     release's install (``KubernetesPlatform._helm_free``) and stops with infra.k8s.manifests.helm_release_problem's
     line, naming the one command (helm uninstall: a killed first install has nothing to go back to), before any
-    Helm call; after the command, `up` succeeds."""
+    Helm call; after the command, `up` succeeds. As `make up` runs it: the pending create counts as held by the state
+    (``tools.state.releases_in_state``), and the pending status names its own command either way."""
+    as_make_up(dev, monkeypatch)
     dev.kill_helm_install = release
     killed = dev.up()
     assert f"killed while installing {release}" in str(killed.error)
@@ -263,6 +287,7 @@ def test_a_runner_killed_during_a_helm_install_stops_up_with_the_one_command_the
     assert dev.helm[(namespace, release)] == (1, "pending-install")
     urn = next(u for u in dev.pending_creates if u.endswith(f"::{release}"))
     assert urn not in dev.state
+    assert release in as_make_up(dev, monkeypatch).split(","), "a pending create"
 
     stuck = dev.up()
     line = helm_release_problem(release, namespace, (1, "pending-install"))
@@ -271,6 +296,7 @@ def test_a_runner_killed_during_a_helm_install_stops_up_with_the_one_command_the
     assert stuck.actions == {}, "no step is touched"
 
     del dev.helm[(namespace, release)]  # helm uninstall <release> -n <namespace>
+    as_make_up(dev, monkeypatch)
     again = dev.up()
     assert again.error is None, again.error
     assert dev.helm[(namespace, release)] == (1, "deployed")

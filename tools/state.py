@@ -4,6 +4,7 @@
     python -m tools.state create --stack NAME [--bucket NAME]
     python -m tools.state locks  --stack NAME --current WHOAMI_JSON
     python -m tools.state unlock --stack NAME --current WHOAMI_JSON
+    python -m tools.state releases --stack NAME
 
 ``select`` prints three lines for the Makefile: the URL to ``pulumi login`` to (empty: keep the login), the
 backend the stack's commands will use, and the secrets provider a new stack is created with (empty: the backend's
@@ -18,7 +19,11 @@ key, or brings an existing bucket to those settings (``make state-bucket``). ``l
 self-managed backend holds for the stack, the way the Pulumi CLI writes them (pulumi/pulumi
 ``pkg/backend/diy/lock.go``: ``.pulumi/locks/organization/<project>/<stack>/<uuid>.json``, holding the pid,
 user, host and time of the ``pulumi`` that took it); exit 1 when there is one. ``unlock`` refuses while a lock's
-process is alive on this machine, then prints what ``pulumi cancel`` will clear. Bad input: one line, exit 2.
+process is alive on this machine, then prints what ``pulumi cancel`` will clear. ``releases`` prints the names of
+the Helm releases the stack's state holds, comma-separated, from ``pulumi stack export`` (which takes no lock), for
+``make up`` to hand the program (``infra.k8s.manifests.RELEASES_IN_STATE``); when the state cannot be read, one
+warning line and exit 1 (``make up`` then leaves the variable unset: nothing is compared). Bad input: one line,
+exit 2.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import argparse
 import json
 import os
 import socket
+import subprocess
 import sys
 import warnings
 from collections.abc import Callable, Iterable
@@ -56,6 +62,12 @@ TIMEOUT = (5.0, 20.0)
 RETRY_SECONDS = 30.0
 """How long the GCS library retries a transient failure of one call (its default: 120 s)."""
 LOCK_HELP = "docs/operations.md#a-locked-stack"
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+EXPORT_TIMEOUT = 120.0
+"""How long ``pulumi stack export`` may take (seconds) before ``make up`` goes on without the state's releases."""
+DEPLOYMENT_VERSIONS = (3, 4)
+"""The deployment schemas this reads (pulumi sdk/go/common/apitype/core.go: ``DeploymentSchemaVersionCurrent`` 3,
+``DeploymentSchemaVersionLatest`` 4, both ``DeploymentV3``)."""
 
 
 class StateError(Exception):
@@ -262,6 +274,68 @@ def lock_lines(stack: str, locks: Iterable[Lock], hostname: str, alive: Callable
     return lines
 
 
+def releases_in_state(export: str) -> list[str]:
+    """The names of the Helm releases (``kubernetes:helm.sh/v3:Release``) that the output of ``pulumi stack export``
+    holds, sorted.
+
+    The shape is the CLI's (pulumi v3.259.0 ``pkg/cmd/pulumi/stack/stack_export.go`` writes the backend's
+    ``apitype.UntypedDeployment``: ``{"version": N, "deployment": DeploymentV3}``; sdk/go/common/apitype/core.go:
+    ``resources`` of ``ResourceV3`` with ``urn``, ``type``, ``inputs``; ``pending_operations`` of ``OperationV2``
+    with ``resource`` and ``type``). A new stack's deployment is ``null`` (diy ``CreateStack`` saves an empty
+    deployment): no release. A release with a create pending (``"type": "creating"``, which the journal carries
+    into every later snapshot: pkg/backend/journal.go) counts as held: its runner was killed while Helm installed
+    it, and the state cannot say whether Helm's revision is its own, so ``up`` does not claim a destroy dropped it.
+    A release is named by its ``name`` input (the program sets it), else its output. Anything else raises
+    ``StateError``: ``make up`` then compares nothing."""
+    try:
+        document = json.loads(export)
+    except json.JSONDecodeError as err:
+        raise StateError(f"`pulumi stack export` gave no JSON ({err.msg})") from None
+    if not isinstance(document, dict) or document.get("version") not in DEPLOYMENT_VERSIONS:
+        version = document.get("version") if isinstance(document, dict) else None
+        raise StateError(f"`pulumi stack export` gave a deployment of schema version {version!r}, not 3 or 4")
+    deployment = document.get("deployment") or {}
+    if not isinstance(deployment, dict):
+        raise StateError("`pulumi stack export` gave a deployment that is not an object")
+    resources = list(deployment.get("resources") or [])
+    for operation in deployment.get("pending_operations") or []:
+        if isinstance(operation, dict) and operation.get("type") == "creating":
+            resources.append(operation.get("resource"))
+    names = set()
+    for resource in resources:
+        if not isinstance(resource, dict) or resource.get("type") != HELM_RELEASE:
+            continue
+        name = (resource.get("inputs") or {}).get("name") or (resource.get("outputs") or {}).get("name")
+        if not isinstance(name, str) or not name or "," in name:
+            urn = scrub(str(resource.get("urn")), limit=200)
+            raise StateError(f"the state's Helm release {urn} has no name this can read")
+        names.add(name)
+    return sorted(names)
+
+
+def export_releases(stack: str, timeout: float = EXPORT_TIMEOUT) -> list[str]:
+    """``releases_in_state`` of ``pulumi stack export --stack <stack>``, run with a bound. The export reads the
+    latest checkpoint without the stack's lock (pulumi v3.259.0 ``pkg/backend/diy/backend.go`` ``ExportDeployment``
+    calls no ``Lock``, unlike ``ImportDeployment``; Pulumi Cloud: ``client.go`` ``ExportStackDeployment``, a GET of
+    the stack's ``export``), so it neither waits for nor blocks the `pulumi up` that follows."""
+    try:
+        done = subprocess.run(
+            ["pulumi", "stack", "export", "--stack", stack],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise StateError(f"`pulumi stack export --stack {stack}` took more than {timeout:.0f} s") from None
+    except OSError as err:
+        raise StateError(f"cannot run `pulumi stack export`: {scrub(str(err), limit=200)}") from None
+    if done.returncode != 0:
+        said = next((line for line in done.stderr.splitlines() if line.strip()), f"exit {done.returncode}")
+        raise StateError(f"`pulumi stack export --stack {stack}` failed: {scrub(said, limit=200)}")
+    return releases_in_state(done.stdout)
+
+
 # ---------------------------------------------------------------------------------------------
 # The world: the backend's lock files, the bucket, the key
 
@@ -371,7 +445,7 @@ def _alive(pid: int) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.state", description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["select", "create", "locks", "unlock"])
+    parser.add_argument("command", choices=["select", "create", "locks", "unlock", "releases"])
     parser.add_argument("--stack", required=True)
     parser.add_argument("--current", default="", help="the output of `pulumi whoami --json` (empty: not logged in)")
     parser.add_argument("--backend", default="", help="STATE_BACKEND: the backend URL to use")
@@ -396,6 +470,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "create":
             return _create(args.stack, args.bucket)
+        if args.command == "releases":
+            return _releases(args.stack)
         backend = os.environ.get("PULUMI_BACKEND_URL", "") or current_url(args.current)
         locks = read_locks(backend, args.stack)
         hostname = socket.gethostname()
@@ -416,6 +492,21 @@ def main(argv: list[str] | None = None) -> int:
     except StateError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+
+
+def _releases(stack: str) -> int:
+    """Print the state's Helm releases for ``make up``; when they cannot be read, one warning line and exit 1
+    (the check is left out, `up` goes on: Helm's own refusal is what it was before the check)."""
+    try:
+        names = export_releases(stack)
+    except StateError as err:
+        print(
+            f"warning: {err}; `pulumi up` goes on without comparing the cluster's Helm releases with the state",
+            file=sys.stderr,
+        )
+        return 1
+    print(",".join(names))
+    return 0
 
 
 def _create(stack: str, bucket: str) -> int:

@@ -229,9 +229,30 @@ first install has nothing to go back to (uninstall; its ``crds/`` stay); a kille
 the revision before it (``pkg/action/rollback.go`` checks no pending status); a killed uninstall is run again."""
 
 
-def helm_release_problem(name: str, namespace: str, newest: tuple[int, str] | None) -> str | None:
+RELEASES_IN_STATE = "TPU_RL_RELEASES_IN_STATE"
+"""The environment variable through which ``make up`` tells the program which Helm releases the stack's state holds
+(``tools.state releases``, from ``pulumi stack export``): their names, comma-separated; empty: none; unset: unknown
+(a `pulumi up` run by hand), and nothing is compared with the state."""
+
+
+def releases_in_state(value: str | None) -> frozenset[str] | None:
+    """The release names of ``RELEASES_IN_STATE``'s value (None: unset, unknown)."""
+    if value is None:
+        return None
+    return frozenset(name.strip() for name in value.split(",") if name.strip())
+
+
+def helm_release_problem(
+    name: str,
+    namespace: str,
+    newest: tuple[int, str] | None,
+    *,
+    in_state: frozenset[str] | None = None,
+    stack: str = "",
+) -> str | None:
     """Why the next install or upgrade of the Helm release ``name`` cannot run (None: it can), from its newest
-    revision and status (``infra.k8s.live.ClusterReader.helm_release``).
+    revision and status (``infra.k8s.live.ClusterReader.helm_release``) and, when known, the names of the releases
+    the stack's state holds (``in_state``, ``releases_in_state``; None: unknown, not compared).
 
     A runner killed while Helm installed, upgraded or rolled back a release leaves its newest revision pending, and
     Helm then refuses every later operation: an install with "cannot re-use a name that is still in use" (helm
@@ -239,13 +260,30 @@ def helm_release_problem(name: str, namespace: str, newest: tuple[int, str] | No
     ``replace``), an upgrade with "another operation (install/upgrade/rollback) is in progress"
     (``pkg/action/upgrade.go`` ``prepareUpgrade``: ``IsPending``). pulumi-kubernetes installs and upgrades
     through those actions (v4.32.0 ``helm_release.go`` ``helmCreate``, ``helmUpdate``) and the engine plans a
-    create again for a create that was in flight (``journal.go``: a pending create is not a resource)."""
-    if newest is None or newest[1] not in PENDING_FIXES:
+    create again for a create that was in flight (``journal.go``: a pending create is not a resource).
+
+    A release Helm's storage holds (in any status but a pending one) that the state does not is a create the
+    engine plans and Helm refuses the same way (``helmCreate`` never sets ``replace``: ``client.Replace =
+    newRelease.Replace``, an input the program leaves false). The state loses a release that way when a destroy's
+    cluster delete fails: the engine drops every object ``deletedWith`` the cluster once the cluster's delete is
+    planned (pulumi v3.259.0 ``pkg/resource/deploy/step.go`` ``DeleteStep.Apply``: ``isDeletedWith``), and the
+    releases stay installed in the cluster that stays. Finishing the destroy deletes the cluster with them (a
+    release with a create pending in the state counts as held: ``tools.state.releases_in_state``)."""
+    if newest is None:
         return None
     revision, status = newest
-    fix = PENDING_FIXES[status]
+    if status in PENDING_FIXES:
+        fix = PENDING_FIXES[status]
+        return (
+            f"Helm release {namespace}/{name} is {status} (revision {revision}), left by an interrupted helm "
+            f"operation, and Helm refuses every install or upgrade until it is cleared. Run, then `pulumi up` again: "
+            f"helm {fix} {name} -n {namespace}"
+        )
+    if in_state is None or name in in_state:
+        return None
     return (
-        f"Helm release {namespace}/{name} is {status} (revision {revision}), left by an interrupted helm "
-        f"operation, and Helm refuses every install or upgrade until it is cleared. Run, then `pulumi up` again: "
-        f"helm {fix} {name} -n {namespace}"
+        f"Helm release {namespace}/{name} is {status} in the cluster (revision {revision}) but not in stack "
+        f"{stack}'s state: a destroy whose cluster delete failed dropped it from the state (it is deleted with the "
+        "cluster) while it stays installed, and Helm refuses to install it again. Fix what failed the cluster's "
+        f"delete, then finish the destroy and `make up` again: make destroy STACK={stack}"
     )

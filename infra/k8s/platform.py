@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,10 +21,12 @@ from infra.k8s import kueue, live
 from infra.k8s.manifests import (
     JOBSET_CHART,
     JOBSET_CRD,
+    RELEASES_IN_STATE,
     helm_release_problem,
     jobset_crd_problem,
     namespace_manifest,
     network_policies,
+    releases_in_state,
     scratch_storage_class,
     service_account_manifest,
     token_secret_manifest,
@@ -82,7 +85,8 @@ class KubernetesPlatform(pulumi.ComponentResource):
     In `pulumi up` (``PlatformArgs.live``) three things the engine and the provider would not wait for are
     checked: the cluster's JobSet CRD serves the chart version before the release changes
     (``infra.k8s.manifests.jobset_crd_problem``; a preview checks it too), no Helm operation of a release is left
-    pending before its install or upgrade (``infra.k8s.manifests.helm_release_problem``), and the Kueue and JobSet
+    pending before its install or upgrade, nor installed while the stack's state does not hold it (what ``make up``
+    passes in ``TPU_RL_RELEASES_IN_STATE``: ``infra.k8s.manifests.helm_release_problem``), and the Kueue and JobSet
     webhooks admit a dry run before the first Kueue object and the first step
     (``infra.k8s.live.ClusterReader.wait_admitted``).
     """
@@ -111,6 +115,9 @@ class KubernetesPlatform(pulumi.ComponentResource):
         self._checks = reads and not pulumi.runtime.is_dry_run()
         self._reader: live.ClusterReader | None = None
         self._checking = threading.Lock()
+        # The Helm releases the stack's state holds, as `make up` read them (None: unknown, e.g. `pulumi up` by hand).
+        self._in_state = releases_in_state(os.environ.get(RELEASES_IN_STATE)) if self._checks else None
+        self._stack = pulumi.get_stack()
         wanted = settings.workflow.jobset_version
         version: pulumi.Input[str] = wanted
         if self._checks:
@@ -297,12 +304,13 @@ class KubernetesPlatform(pulumi.ComponentResource):
             raise pulumi.RunError(problem)
         return version
 
-    @staticmethod
-    def _helm_free(reader: live.ClusterReader, namespace: str, name: str, value: T) -> T:
-        """``value``, once Helm's storage holds no pending operation of the release ``namespace/name``
-        (``helm_release_problem``: one line naming the one command that clears it)."""
+    def _helm_free(self, reader: live.ClusterReader, namespace: str, name: str, value: T) -> T:
+        """``value``, once Helm's storage holds no pending operation of the release ``namespace/name``, and no
+        revision of it at all when the stack's state does not hold it (``helm_release_problem``: one line naming the
+        one command that clears it)."""
         try:
-            problem = helm_release_problem(name, namespace, reader.helm_release(namespace, name))
+            newest = reader.helm_release(namespace, name)
+            problem = helm_release_problem(name, namespace, newest, in_state=self._in_state, stack=self._stack)
         except live.ClusterReadError as err:
             raise pulumi.RunError(f"cannot read Helm release {namespace}/{name} before installing it: {err}") from None
         if problem:
