@@ -21,13 +21,13 @@ from tests.conftest import plan_of, put
 from tests.lifecycle_walk import settings
 from workloads.build.commands import program
 from workloads.build.steps import HELD_OUT, plan_workflow
-from workloads.run.evaluate_export import parse_spec
+from workloads.run.evaluate_export import GRADER, parse_spec
 
 ON = ["tpu-rl:workflow.steps.evaluate=true"]
 PUBLISHING = ["tpu-rl:publish.repo=acme/gemma4-grpo"]
 RECORDED = {
     "title": "Held-out questions",
-    "summary": "1 of 2 correct",
+    "summary": f"1 of 2 correct ({GRADER}, math-verify 0.9.0)",
     "columns": ["question", "expected", "answer", "correct"],
     "rows": [["What is 2 + 2?", "4", "4", "yes"], ["A | B <script>", "3", "*7*", "no"]],
 }
@@ -70,6 +70,10 @@ def test_on_it_reads_the_export_and_the_publication_comes_after_it_unchanged():
     assert env["HF_HUB_OFFLINE"]["value"] == "1"
     volume = next(v for v in pod["volumes"] if v["name"] == "scratch")
     assert volume["emptyDir"]["sizeLimit"] == "72Gi", "one copy of gemma4-26b's 52 GiB of weights + 20"
+    image = settings("prod", ON).images.maxtext
+    assert container(step)["image"] == image == container(on["export"])["image"], (
+        "MaxText's post-training image: its math-verify and sympy grade the answers (MaxText 0.2.4's RL evaluation)"
+    )
     assert settings("prod", ON).workflow.steps == ("convert", "train", "export", "evaluate")
     assert "evaluate" not in settings("prod", [*ON, "tpu-rl:workflow.enabled=false"]).workflow.steps
 
@@ -175,7 +179,7 @@ def test_the_artifact_check_and_the_status_read_the_record(gcs):
     assert step_problem(gcs, "record", step.artifact_uri, **call_options()) == missing, "not a record"
     put(gcs, f"gs://{bucket}/", name, data=json.dumps(RECORDED).encode())
     assert step_problem(gcs, "record", step.artifact_uri, **call_options()) is None
-    assert DETAILS["record"](gcs, step) == "Held-out questions: 1 of 2 correct"
+    assert DETAILS["record"](gcs, step) == f"Held-out questions: 1 of 2 correct ({GRADER}, math-verify 0.9.0)"
 
 
 @pytest.mark.pure
@@ -186,7 +190,7 @@ def test_the_report_shows_each_record_escaped_or_that_it_is_not_there_yet():
     assert "not recorded yet" in _record_sections(info)
     info.records["evaluate"] = RECORDED
     page = _record_sections(info)
-    assert "<h2>Held-out questions (evaluate)</h2><p>1 of 2 correct</p>" in page
+    assert f"<h2>Held-out questions (evaluate)</h2><p>1 of 2 correct ({GRADER}, math-verify 0.9.0)</p>" in page
     assert "<td>A | B &lt;script&gt;</td>" in page and "<script>" not in page
     assert _record_sections(RunInfo(output_uri="gs://b/m/train/h/")) == "", "a stack without one: no section"
 
