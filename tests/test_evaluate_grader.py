@@ -8,7 +8,7 @@ several answers, no answer, ...):
 
 - fast tier, standard library only: the answer extracted and the strings normalized are MaxText's, and a
   recording math-verify shows both graders hand it the same strings the same way (``verify_math_worker``);
-- with math-verify installed (the image's grader: ``requirements-slow.txt``), the verdict of MaxText's
+- slow tier, with math-verify installed (the image's grader: ``requirements-slow.txt``), the verdict of MaxText's
   ``score_responses`` (``eval_mode: pass``, one response) and the program's ``is_correct`` are the same, and the
   table's.
 """
@@ -19,8 +19,6 @@ import importlib.util
 import multiprocessing.pool  # noqa: F401 (math_verify_pool.py annotates with it unimported, as MaxText's imports leave it)
 import sys
 import types
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -103,10 +101,9 @@ def _stubs() -> dict[str, types.ModuleType]:
     return modules
 
 
-@contextmanager
-def _imported_as_maxtext() -> Iterator[dict[str, types.ModuleType]]:
+def _import_as_maxtext() -> dict[str, types.ModuleType]:
     """MaxText's three files as ``maxtext.trainers.post_train.rl.*``, the stubs in ``sys.modules`` only while they
-    load (and restored after: no other test sees them)."""
+    load (restored after: no test sees them, and math-verify is looked up where each call imports it)."""
     saved = dict(sys.modules)
     try:
         sys.modules.update(_stubs())
@@ -119,16 +116,15 @@ def _imported_as_maxtext() -> Iterator[dict[str, types.ModuleType]]:
             setattr(sys.modules[PACKAGE], name, module)
             spec.loader.exec_module(module)
             loaded[name] = module
-        yield loaded
+        return loaded
     finally:
         sys.modules.clear()
         sys.modules.update(saved)
 
 
 @pytest.fixture(scope="module")
-def maxtext() -> Iterator[types.SimpleNamespace]:
-    with _imported_as_maxtext() as loaded:
-        yield types.SimpleNamespace(**loaded)
+def maxtext() -> types.SimpleNamespace:
+    return types.SimpleNamespace(**_import_as_maxtext())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,12 +242,13 @@ class RecordingMathVerify:
         return gold == prediction
 
     def modules(self) -> dict[str, types.ModuleType]:
+        """math-verify's modules, and sympy's two types ``verify_math_worker`` imports (none of them found here:
+        the fast tier may have no sympy)."""
         configs = {name: type(name, (), {}) for name in ("ExprExtractionConfig", "LatexExtractionConfig")}
         parser = _module("math_verify.parser", **configs)
-        return {
-            "math_verify": _module("math_verify", parse=self.parse, verify=self.verify),
-            "math_verify.parser": parser,
-        }
+        sympy = _module("sympy", Basic=type("Basic", (), {}), MatrixBase=type("MatrixBase", (), {}))
+        verifier = _module("math_verify", parse=self.parse, verify=self.verify)
+        return {"math_verify": verifier, "math_verify.parser": parser, "sympy": sympy}
 
 
 @pytest.mark.pure
@@ -312,6 +309,7 @@ def grader() -> program.Grader:
     return program.load_grader()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", TABLE, ids=_ids)
 def test_the_verdict_is_maxtexts_rl_evaluation(maxtext, grader, row):
     output, expected, correct = row
@@ -320,6 +318,7 @@ def test_the_verdict_is_maxtexts_rl_evaluation(maxtext, grader, row):
     assert program.is_correct(grader, program.extract_answer(output, START, END), expected) is correct
 
 
+@pytest.mark.slow
 def test_the_grader_names_maxtext_and_math_verify(grader):
     from importlib.metadata import version
 
