@@ -314,6 +314,63 @@ def pod_event(pod: dict[str, Any], reason: str, *, at: str = T1) -> dict[str, An
     }
 
 
+def kubelet_event(pod: dict[str, Any], reason: str, message: str, *, at: str = T1, node: str = "") -> dict[str, Any]:
+    """A core/v1 Event the kubelet records on ``pod`` (``Pulling``, ``Pulled``, ``Created``, ``Started``): through the
+    core/v1 recorder, so ``source`` names the kubelet and its node, ``firstTimestamp``/``lastTimestamp`` are set and
+    ``eventTime`` is null; ``involvedObject.fieldPath`` names the container."""
+    meta = pod["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": f"{meta['name']}.{abs(hash((reason, message, at))) % 10**16:x}",
+            "namespace": meta["namespace"],
+        },
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta["uid"],
+            "fieldPath": "spec.containers{workload-container}",
+        },
+        "reason": reason,
+        "message": message,
+        "type": "Normal",
+        "source": {"component": "kubelet", "host": node or "gke-tpu-rl-cpu-np-1a2b3c4d-x1y2"},
+        "reportingComponent": "kubelet",
+        "reportingInstance": node or "gke-tpu-rl-cpu-np-1a2b3c4d-x1y2",
+        "firstTimestamp": at,
+        "lastTimestamp": at,
+        "eventTime": None,
+        "count": 1,
+    }
+
+
+def tpu_node(name: str, created: str, *, accelerator: str = "tpu-v6e-slice", chips: int = 4) -> dict[str, Any]:
+    """A TPU node as GKE registers it: its pool's and accelerator's labels, ``google.com/tpu`` in its capacity."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, name)),
+            "creationTimestamp": created,
+            "labels": {
+                "cloud.google.com/gke-nodepool": "tpu-np",
+                "cloud.google.com/gke-tpu-accelerator": accelerator,
+                "cloud.google.com/gke-tpu-topology": "4x8",
+                "kubernetes.io/hostname": name,
+            },
+        },
+        "spec": {"providerID": f"gce://p/us-east5-b/{name}"},
+        "status": {
+            "capacity": {"cpu": "180", "memory": "742172108Ki", "google.com/tpu": str(chips), "pods": "110"},
+            "allocatable": {"cpu": "179", "memory": "721254348Ki", "google.com/tpu": str(chips), "pods": "110"},
+        },
+    }
+
+
 def _fields(obj: dict[str, Any], selector: str) -> bool:
     """The API server's field selectors (``a.b=value``, joined by commas), as events support them."""
     for term in filter(None, selector.split(",")):
@@ -362,6 +419,15 @@ class _Handler(BaseHTTPRequestHandler):
             kind = CORE[parts[4]]
             self._json(
                 200, {"apiVersion": "v1", "kind": f"{kind}List", "metadata": {"resourceVersion": "1"}, "items": items}
+            )
+            return
+        # /api/v1/nodes: the cluster's nodes (a list, by label)
+        if parts == ["api", "v1", "nodes"]:
+            with cluster.lock:
+                items = [copy.deepcopy(o) for o in cluster.core.get(("nodes", ""), [])]
+            items = [o for o in items if _selected(o, query.get("labelSelector", ""))]
+            self._json(
+                200, {"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": "1"}, "items": items}
             )
             return
         # /apis/<group>/<version>/namespaces/<ns>/<plural>[/<name>], or /apis/<group>/<version>/<plural>[/<name>]
@@ -461,7 +527,7 @@ class FakeCluster:
         self.requests: list[str] = []
         self.token = TOKEN
         self.core: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        """(pods | events, namespace) -> the objects a list returns."""
+        """(pods | events, namespace) -> the objects a list returns; ("nodes", "") -> the cluster's nodes."""
         self.missing_groups: set[str] = set()
         """API groups whose CRD is not installed (the JobSet CRD before the Helm release)."""
         self.posts: list[str] = []

@@ -16,11 +16,12 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from core.boundary import BoundaryError
 from core.redact import scrub, scrub_lines
 from core.settings import Settings
 from infra.k8s import live
@@ -48,6 +49,8 @@ class StepStatus:
     restarts: int | None = None
     reason: str = ""
     detail: str = ""
+    lines: list[str] = field(default_factory=list)
+    """Lines shown under the table (training: each attempt's start-up and what the slice bills)."""
 
     def duration(self, now: datetime) -> str:
         if self.started is None:
@@ -169,7 +172,48 @@ def read_status(
             raise StatusError(f"cannot read the run in GCS: {err}") from None
         detail = training_detail(settings, data, train.state == "running")
         train.detail = detail
+        train.lines = startup_lines(settings, plan, kubeconfig, client, data, train)
     return statuses, detail
+
+
+def startup_lines(
+    settings: Settings, plan: Workflow, kubeconfig: dict[str, Any], client: Any, data: Any, train: StepStatus
+) -> list[str]:
+    """Each training attempt's start-up by component and what the slice bills, beside the training steps' chip-hours
+    (``workloads.run.startup``). The logs are read from GCS (bounded; a failure is the status's one line); the
+    live objects with a reader of their own: when they cannot be read (nodes need cluster-wide read access) the
+    lines say so and come from the logs alone."""
+    from workloads.run.artifacts import StorageError, bounded
+    from workloads.run.startup import read_cluster_facts, read_log_attempts, slice_billing, startups, status_lines
+
+    output = plan.train.output_uri
+    try:
+        attempts = bounded(
+            client, f"reading the logs under {output}logs/", lambda call: read_log_attempts(client, output, **call)
+        )
+    except StorageError as err:
+        raise StatusError(f"cannot read the run in GCS: {err}") from None
+    reader = live.ClusterReader(kubeconfig)
+    facts, unread = None, ""
+    try:
+        facts = read_cluster_facts(reader, settings.namespace, plan.train.name, settings.slice.gke_accelerator)
+    except (live.ClusterReadError, BoundaryError) as err:
+        unread = scrub(str(err), limit=300)
+    finally:
+        reader.close()
+    now = time.time()
+    chips = settings.total_chips
+    found = startups(attempts, facts, [a.start for a in data.scalars.attempts], now=now)
+    lines = status_lines(found, chips) or ["no attempt has started yet"]
+    if unread:
+        lines.append(f"the cluster's side not read ({unread}): from the logs alone")
+    finished = train.finished.timestamp() if train.finished else None
+    billing = slice_billing(settings.tpu.capacity, chips, facts, now, finished)
+    steps = data.step_chip_hours(chips)
+    billed = "unknown" if billing.chip_hours is None else f"{billing.chip_hours:,.1f} chip-h"
+    in_steps = "unknown" if steps is None else f"{steps:,.1f} chip-h"
+    lines.append(f"slice billed {billed} ({billing.basis}) · training steps {in_steps}")
+    return lines
 
 
 def _published(client: Any, step: Step) -> str:
@@ -243,6 +287,9 @@ def render(settings: Settings, plan: Workflow, statuses: list[StepStatus], now: 
         rows.append((s.step, s.name, s.state, started, s.duration(now), restarts, s.reason or s.detail))
     widths = [max(len(r[i]) for r in rows) for i in range(6)]
     lines = [header] + ["  ".join(c.ljust(widths[i]) if i < 6 else c for i, c in enumerate(r)).rstrip() for r in rows]
+    for s in statuses:
+        if s.lines:
+            lines += [f"start-up and billing ({s.step}):", *(f"  {line}" for line in s.lines)]
     lines += [f"logs {step.step}: {step.logs_command}" for step in plan.steps]
     return "\n".join(lines)
 

@@ -120,10 +120,10 @@ def absl_time(line: str, start: datetime.datetime) -> datetime.datetime | None:
     if match is None:
         return None
     micro = (match["micro"] or "0").ljust(6, "0")
-    parts = [int(match[k]) for k in ("month", "day", "hour", "minute", "second")]
+    month, day, hour, minute, second = (int(match[k]) for k in ("month", "day", "hour", "minute", "second"))
     for year in (start.year, start.year + 1):
         try:
-            when = datetime.datetime(year, *parts, int(micro), tzinfo=UTC)
+            when = datetime.datetime(year, month, day, hour, minute, second, int(micro), tzinfo=UTC)
         except ValueError:  # 30 February, a leap second: not a time
             return None
         if when >= start - datetime.timedelta(days=1):
@@ -417,7 +417,7 @@ def cut(begin: float | None, marks: dict[str, float], end: float | None = None) 
             previous = when
         pending = []
     if end is not None and previous is not None and end > previous:
-        parts.append(("+".join(pending) or "after", end - previous))
+        parts.append((pending[0] if pending else "after", end - previous))  # the stage it is (or was) in
     merged: dict[str, float] = {}
     for name, seconds in parts:
         merged[name] = merged.get(name, 0.0) + seconds
@@ -446,6 +446,10 @@ def startups(
         marks = dict(attempt.marks)
         if attempt.name != "starting":
             marks["attempt"] = attempt.start
+        if "RL trainer" in marks and "restored" not in marks and {"pre-RL eval", "first step"} & set(attempt.marks):
+            marks["restored"] = marks["RL trainer"]  # its log goes on without a restore: a fresh start
+        if "first step" in attempt.marks and "pre-RL eval" not in marks and "restored" in marks:
+            marks["pre-RL eval"] = marks["restored"]  # num_test_batches=0: no pre-RL evaluation
         if "first step" not in marks:
             event = next((t for t in events if attempt.start <= t < after), None)
             if event is not None:
@@ -454,7 +458,8 @@ def startups(
             marks.update(live)
         previous = ordered[index - 1].ended if index else None
         jobset = cluster.jobset_created if cluster else None
-        begins = [t for t in (previous, jobset) if t is not None and t <= min(marks.values(), default=t)]
+        anchor = min((v for k, v in marks.items() if k != "admitted"), default=None)
+        begins = [t for t in (previous, jobset) if t is not None and (anchor is None or t <= anchor)]
         begin = max(begins) if begins else None
         if begin is not None:
             marks = {k: v for k, v in marks.items() if v >= begin}
@@ -609,7 +614,8 @@ def read_cluster_facts(reader: Any, namespace: str, jobset: str, accelerator: st
     listed = reader.list(WORKLOAD_API, "Workload", namespace, f"{JOB_UID_LABEL}={obj.metadata.uid}")
     workloads = objects.workloads(listed, f"the Kueue Workloads of {where}")
     pods = objects.each(StartPod, reader.pods(namespace, f"{JOBSET_LABEL}={jobset}"), f"the pods of {where}")
-    events = objects.each(PodEvent, reader.events(namespace, "involvedObject.kind=Pod"), f"the pod events of {namespace}")
+    listed_events = reader.events(namespace, "involvedObject.kind=Pod")
+    events = objects.each(PodEvent, listed_events, f"the pod events of {namespace}")
     selector = f"{TPU_ACCELERATOR_LABEL}={accelerator}"
     nodes = objects.each(Node, read_nodes(reader, selector), "the TPU nodes")
     return cluster_facts(obj.metadata.creation_timestamp, workloads, pods, events, nodes)

@@ -1,0 +1,332 @@
+"""Where a training attempt's start-up went (``workloads.run.startup``): absl logs as MaxText 0.2.4 and tunix c4ec573
+print them, the live objects as the API server, the kubelet and Kueue write them (served by the loopback API server
+``tests.fake_kube`` and read by the real bounded reader), the logs in fake-gcs-server."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from infra.k8s import live
+from tests.fake_kube import fake_cluster, kubelet_event, tpu_node, with_state, workload
+from tests.lifecycle_walk import settings
+from workloads.build.steps import plan_workflow
+from workloads.run import startup
+from workloads.run.startup import LogAttempt
+
+REAL_CLUSTER = True
+DEV = plan_workflow(settings("dev", []))
+UTC = datetime.UTC
+NS = "tpu-rl"
+ATTEMPT = "20261231T234100Z"
+"""The first attempt starts 20 minutes before New Year: its later lines are dated 0101 (no year in absl)."""
+
+
+def at(text: str) -> float:
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+# MaxText 0.2.4 (max_utils.py 832-834, train_rl.py 558/596/786/799) and tunix c4ec573 (checkpoint_manager.py 292,
+# peft_trainer.py 736) through absl: <level><MMDD> <HH:MM:SS.micro> <thread> <file:line>] <message>.
+FIRST_LOG = "\n".join(
+    [
+        'tpu-rl run: {"model":"gemma4-26b","slice":{"version":"v6e","chips":32}}',
+        "I1231 23:41:02.000000 140245 max_utils.py:832] System Information: Jax Version: 0.8.1",
+        "I1231 23:59:30.250000 140245 max_utils.py:834] System Information: Jax Backend: Pathways 0.1",
+        "I0101 00:04:30.000000 140245 train_rl.py:558] Creating RL cluster...",
+        "I0101 00:16:30.000000 140245 train_rl.py:596] Setting up RL trainer...",
+        "W0101 00:21:30.000000 140245 train_rl.py:786] Pre RL Training: corr=12, total=40, accuracy=30.0%, "
+        "partial_accuracy=45.0%, format_accuracy=80.0%, mean_reward=0.4500",
+        "W0101 00:21:31.000000 140245 train_rl.py:799] Starting RL training...",
+        "I0101 00:24:00.000000 140245 peft_trainer.py:736] Train step 1 training loss: 0.693147  - training "
+        "perplexity: 2.000000",
+        "I0101 00:30:00.000000 140245 peft_trainer.py:736] Train step 2 training loss: 0.650000  - training "
+        "perplexity: 1.915540",
+    ]
+)
+
+
+@pytest.mark.pure
+def test_absl_times_take_the_attempts_year_and_roll_over_new_year():
+    start = datetime.datetime(2026, 12, 31, 23, 41, tzinfo=UTC)
+    line = "I0101 00:04:30.5 140245 train_rl.py:558] Creating RL cluster..."
+    assert startup.absl_time(line, start) == datetime.datetime(2027, 1, 1, 0, 4, 30, 500000, tzinfo=UTC)
+    same = "W1231 23:59:30.250000 1 x.py:1] y"
+    assert startup.absl_time(same, start) == datetime.datetime(2026, 12, 31, 23, 59, 30, 250000, tzinfo=UTC)
+    assert startup.absl_time("tpu-rl run: {}", start) is None
+    assert startup.absl_time("I0230 00:00:00.000000 1 x.py:1] no 30 February", start) is None
+
+
+@pytest.mark.pure
+def test_the_logs_milestones_are_their_first_lines():
+    marks = startup.log_marks(FIRST_LOG, datetime.datetime(2026, 12, 31, 23, 41, tzinfo=UTC))
+    assert marks == {
+        "backend": at("2026-12-31T23:59:30.25Z"),
+        "RL cluster": at("2027-01-01T00:04:30Z"),
+        "RL trainer": at("2027-01-01T00:16:30Z"),
+        "pre-RL eval": at("2027-01-01T00:21:30Z"),
+        "first step": at("2027-01-01T00:24:00Z"),
+    }
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("1m2.345s", 62.345), ("850ms", 0.85), ("1h0m0s", 3600.0), ("21m3.5s", 1263.5), ("15.981s", 15.981)],
+)
+def test_go_durations_as_the_kubelet_prints_them(text, seconds):
+    assert startup.go_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("text", ["", "1x", "1m 2s", "s", "-1s", "1m2"])
+def test_other_text_is_no_duration(text):
+    assert startup.go_duration(text) is None
+
+
+# -- the first attempt, its pods live -----------------------------------------------------------------------
+
+MAXTEXT = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4"
+SERVER = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.8.1"
+
+
+def train_jobset() -> dict:
+    obj = with_state(DEV.train.manifest, "running")
+    obj["metadata"].update(uid="uid-train", creationTimestamp="2026-12-31T23:30:00Z")
+    return obj
+
+
+def pod(obj: dict, job: str, index: int, scheduled: str, started: str, node: str, container: str) -> dict:
+    """A pod of the training JobSet as the kubelet reports it running: PodScheduled and the container's start."""
+    name = f"{obj['metadata']['name']}-{job}-0-{index}-x7k2p"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": f"uid-{job}-{index}",
+            "creationTimestamp": "2026-12-31T23:31:05Z" if job == "pathways-head" else "2026-12-31T23:41:30Z",
+            "labels": {
+                "jobset.sigs.k8s.io/jobset-name": obj["metadata"]["name"],
+                "jobset.sigs.k8s.io/replicatedjob-name": job,
+            },
+        },
+        "spec": {"nodeName": node},
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": "PodReadyToStartContainers", "status": "True", "lastTransitionTime": scheduled},
+                {"type": "Initialized", "status": "True", "lastTransitionTime": started},
+                {"type": "Ready", "status": "True", "lastTransitionTime": started},
+                {"type": "ContainersReady", "status": "True", "lastTransitionTime": started},
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": scheduled},
+            ],
+            "containerStatuses": [
+                {
+                    "name": container,
+                    "ready": True,
+                    "restartCount": 0,
+                    "started": True,
+                    "image": MAXTEXT if job == "pathways-head" else SERVER,
+                    "imageID": "",
+                    "state": {"running": {"startedAt": started}},
+                    "lastState": {},
+                }
+            ],
+        },
+    }
+
+
+def live_cluster(cluster, *, admitted: str = "2026-12-31T23:31:00Z") -> None:
+    """The first attempt's objects: admitted at 23:31, the head pod scheduled 23:33:05 and started 23:40:05, the
+    four workers scheduled by 23:52 and started by 23:58; the kubelet's pull events; the slice's nodes."""
+    obj = train_jobset()
+    cluster.put(obj)
+    stored = cluster.objects[("jobsets", NS, obj["metadata"]["name"])]
+    stored["metadata"]["creationTimestamp"] = obj["metadata"]["creationTimestamp"]  # put() stamps its own
+    found = workload(obj, "admitted")
+    for condition in found["status"]["conditions"]:
+        condition["lastTransitionTime"] = admitted
+    cluster.put(found)
+    head = pod(obj, "pathways-head", 0, "2026-12-31T23:33:05Z", "2026-12-31T23:40:05Z", "cpu-1", "workload-container")
+    workers = [
+        pod(obj, "worker", i, f"2026-12-31T23:5{i}:00Z", f"2026-12-31T23:5{5 + i}:00Z", f"tpu-{i}", "pathways-worker")
+        for i in range(4)
+    ]
+    pulled = 'Successfully pulled image "{}" in {} ({} including waiting). Image size: {} bytes.'
+    events = [
+        kubelet_event(head, "Pulling", f'Pulling image "{MAXTEXT}"', at="2026-12-31T23:33:10Z"),
+        kubelet_event(head, "Pulled", pulled.format(MAXTEXT, "6m40.12s", "6m50.5s", 12_884_901_888)),
+        kubelet_event(workers[0], "Pulled", pulled.format(SERVER, "1m2.3s", "1m2.345s", 2_147_483_648)),
+        kubelet_event(workers[1], "Pulled", f'Container image "{SERVER}" already present on machine'),
+        kubelet_event(workers[2], "Started", "Started container pathways-worker"),
+    ]
+    cluster.core[("pods", NS)] = [head, *workers]
+    cluster.core[("events", NS)] = events
+    cluster.core[("nodes", "")] = [
+        *(tpu_node(f"tpu-{i}", "2026-12-31T23:45:00Z") for i in range(4)),
+        *(tpu_node(f"other-{i}", "2026-12-01T00:00:00Z", accelerator="tpu-v5p-slice") for i in range(2)),
+    ]
+
+
+def read_facts(cluster) -> startup.ClusterFacts | None:
+    reader = live.ClusterReader(cluster.kubeconfig())
+    try:
+        return startup.read_cluster_facts(reader, NS, DEV.train.name, "tpu-v6e-slice")
+    finally:
+        reader.close()
+
+
+FIRST = LogAttempt(
+    ATTEMPT,
+    at("2026-12-31T23:41:00Z"),
+    None,
+    startup.log_marks(FIRST_LOG, datetime.datetime(2026, 12, 31, 23, 41, tzinfo=UTC)),
+)
+
+
+def test_the_first_attempts_start_up_from_kueue_the_pods_and_its_log():
+    """Every component, in order, from the JobSet's creation (23:30) to the first step (00:24): 54 minutes."""
+    with fake_cluster() as cluster:
+        live_cluster(cluster)
+        facts = read_facts(cluster)
+    assert facts is not None
+    (found,) = startup.startups([FIRST], facts, now=at("2027-01-01T01:00:00Z"))
+    assert found.done and found.attempt == 1
+    assert found.components == [
+        ("admission", 65.0),  # 23:30:00 created, 23:31:00 admitted, 23:31:05 the head pod created
+        ("nodes", 120.0 + 720.0),  # head scheduled 23:33:05; the last worker 23:53:00 (after the attempt's start)
+        ("images", 420.0 + 300.0),  # head started 23:40:05; the last worker started 23:58:00
+        ("set-up", 55.0),  # the attempt 23:41:00
+        ("Pathways", 90.25),  # Jax Backend 23:59:30.25
+        ("load", 299.75),  # Creating RL cluster 00:04:30
+        ("compile", 720.0),  # Setting up RL trainer 00:16:30
+        ("restore", 0.0),  # a fresh start restores nothing
+        ("pre-RL eval", 300.0),  # Pre RL Training 00:21:30
+        ("first step", 150.0),  # Train step 1 00:24:00
+    ]
+    assert found.seconds == 54 * 60
+    assert found.chip_hours(32) == pytest.approx(28.8)
+    assert [(p.image, p.seconds, p.size) for p in found.pulls] == [
+        (MAXTEXT, 410.5, 12_884_901_888),
+        (SERVER, 62.345, 2_147_483_648),
+        (SERVER, 0.0, None),
+    ]
+    assert startup.status_line(found, 32) == (
+        "attempt 1: start-up 54m (admission 1m, nodes 14m, images 12m, set-up 1m, Pathways 2m, load 5m, compile 12m, "
+        "restore 0m, pre-RL eval 5m, first step 2m) = 28.8 chip-h"
+    )
+
+
+def test_a_restart_whose_pods_are_gone_merges_what_only_they_said():
+    """Attempt 1 ended at 00:40 (its log copied); attempt 2's pods are the live ones. Attempt 1 keeps the log's
+    components and, without its pods, one merged part from its JobSet's creation to its script's start."""
+    second_log = "\n".join(
+        [
+            "I0101 00:58:00.000000 1 max_utils.py:834] System Information: Jax Backend: Pathways 0.1",
+            "I0101 01:00:00.000000 1 train_rl.py:558] Creating RL cluster...",
+            "I0101 01:10:00.000000 1 train_rl.py:596] Setting up RL trainer...",
+            "I0101 01:12:00.000000 1 checkpoint_manager.py:293] Restored params from step: 10 in 118.000 seconds",
+        ]
+    )
+    first = LogAttempt(FIRST.name, FIRST.start, at("2027-01-01T00:40:00Z"), FIRST.marks)
+    second = LogAttempt(
+        "20270101T005000Z",
+        at("2027-01-01T00:50:00Z"),
+        None,
+        startup.log_marks(second_log, datetime.datetime(2027, 1, 1, 0, 50, tzinfo=UTC)),
+    )
+    facts = startup.ClusterFacts(
+        jobset_created=at("2026-12-31T23:30:00Z"),
+        admitted=at("2026-12-31T23:31:00Z"),  # before the restart: Kueue kept it admitted
+        pods_created=at("2027-01-01T00:41:00Z"),
+        head_scheduled=at("2027-01-01T00:41:02Z"),
+        head_started=at("2027-01-01T00:49:00Z"),
+        workers_scheduled=at("2027-01-01T00:51:00Z"),
+        workers_started=at("2027-01-01T00:57:00Z"),
+    )
+    # the second attempt's first TensorBoard event, 01:20 (its log is not copied yet: the side file has no step)
+    one, two = startup.startups(
+        [second, first], facts, first_events=[at("2027-01-01T00:24:10Z"), at("2027-01-01T01:20:00Z")]
+    )
+    assert one.components[0] == ("admission+nodes+images+set-up", 11 * 60.0), "no pods: 23:30 to 23:41, merged"
+    assert one.done and one.seconds == 54 * 60
+    assert two.done and two.components == [
+        ("admission", 60.0),  # 00:40 the first's log, 00:41 the new pods
+        ("nodes", 2.0 + 60.0),
+        ("images", 478.0 + 360.0),
+        ("set-up", 60.0),
+        ("Pathways", 60.0),
+        ("load", 120.0),
+        ("compile", 600.0),
+        ("restore", 120.0),
+        ("pre-RL eval+first step", 480.0),  # no pre-RL line in the side file: merged up to the first event
+    ]
+
+
+def test_an_attempt_still_waiting_for_its_slice_shows_where_it_waits_now():
+    """No log yet: the live pods' milestones so far, and the time since the last one, to now."""
+    facts = startup.ClusterFacts(
+        jobset_created=at("2026-12-31T23:30:00Z"),
+        admitted=at("2026-12-31T23:33:00Z"),
+        pods_created=at("2026-12-31T23:33:02Z"),
+        head_scheduled=at("2026-12-31T23:34:00Z"),
+    )
+    (found,) = startup.startups([], facts, now=at("2026-12-31T23:50:00Z"))
+    assert not found.done and found.name == "starting" and found.ending == "now"
+    assert found.components == [("admission", 182.0), ("nodes", 58.0), ("images", 960.0)]
+    assert startup.status_line(found, 32).startswith("attempt 1: starting, 20m to now (admission 3m, nodes 1m, images")
+
+
+def test_an_attempt_that_died_before_its_first_step_ends_at_its_log():
+    ended = LogAttempt(ATTEMPT, FIRST.start, at("2027-01-01T00:10:00Z"), {"backend": at("2026-12-31T23:59:30Z")})
+    (found,) = startup.startups([ended], None, now=at("2027-01-01T03:00:00Z"))
+    assert not found.done and found.ending == "its end"
+    # without its pods, the wait for the TPU nodes and their images is in the time before JAX's backend came
+    assert found.components == [("nodes+images+Pathways", 18.5 * 60), ("load", 10.5 * 60)]
+
+
+def test_the_slice_bills_its_nodes_hours_or_the_whole_reservation():
+    with fake_cluster() as cluster:
+        live_cluster(cluster)
+        facts = read_facts(cluster)
+    assert facts is not None
+    assert [n.metadata.name for n in facts.nodes] == ["tpu-0", "tpu-1", "tpu-2", "tpu-3"], "the slice's accelerator"
+    now = at("2027-01-01T01:45:00Z")
+    spot = startup.slice_billing("spot", 32, facts, now)
+    assert spot.chip_hours == pytest.approx(4 * 4 * 2.0), "4 nodes x 4 chips from 23:45 to 01:45"
+    assert "nodes already deleted are not counted" in spot.basis
+    reserved = startup.slice_billing("reservation", 32, facts, now, finished=at("2027-01-01T01:30:00Z"))
+    assert reserved.chip_hours == pytest.approx(32 * 2.0), "32 chips from the step's creation (23:30) to its end"
+    assert "used or not" in reserved.basis
+    assert startup.slice_billing("spot", 32, None, now).chip_hours is None
+
+
+def test_no_jobset_is_no_facts_and_no_events_leave_the_pod_times():
+    with fake_cluster() as cluster:
+        assert read_facts(cluster) is None
+        live_cluster(cluster)
+        cluster.core[("events", NS)] = []  # the API server keeps events an hour (--event-ttl)
+        facts = read_facts(cluster)
+    assert facts is not None and facts.pulls == [] and facts.head_started == at("2026-12-31T23:40:05Z")
+
+
+def test_the_logs_in_gcs_are_read_by_their_heads(gcs, monkeypatch):
+    from tests.conftest import put
+    from workloads.run.artifacts import bounded
+
+    output = DEV.train.output_uri
+    side = "\n".join(FIRST_LOG.splitlines()[:1] + FIRST_LOG.splitlines()[5:6])
+    put(gcs, output, f"logs/evals-{ATTEMPT}.txt", data=side.encode())
+    put(gcs, output, "logs/evals-20270101T005000Z.txt", data=b"tpu-rl run: {}\n")
+    put(gcs, output, "logs/notes.txt", data=b"not an attempt")
+    (first, second) = bounded(gcs, "reading", lambda call: startup.read_log_attempts(gcs, output, **call))
+    assert (first.name, first.ended, first.marks) == (ATTEMPT, None, {"pre-RL eval": at("2027-01-01T00:21:30Z")})
+    assert second.marks == {}
+    put(gcs, output, f"logs/train-{ATTEMPT}.log", data=FIRST_LOG.encode())
+    monkeypatch.setattr(startup, "MAX_LOG_HEAD", len(FIRST_LOG.split("Train step 1")[0]))
+    (first, _) = bounded(gcs, "reading", lambda call: startup.read_log_attempts(gcs, output, **call))
+    assert first.ended is not None, "the log is copied when train_rl exits: its write is the attempt's end"
+    assert "first step" not in first.marks and first.marks["RL trainer"] == at("2027-01-01T00:16:30Z"), "its head only"
