@@ -330,3 +330,53 @@ def test_the_logs_in_gcs_are_read_by_their_heads(gcs, monkeypatch):
     (first, _) = bounded(gcs, "reading", lambda call: startup.read_log_attempts(gcs, output, **call))
     assert first.ended is not None, "the log is copied when train_rl exits: its write is the attempt's end"
     assert "first step" not in first.marks and first.marks["RL trainer"] == at("2027-01-01T00:16:30Z"), "its head only"
+
+
+# -- the tools ------------------------------------------------------------------------------------------------
+
+
+def test_make_status_shows_each_attempts_start_up_and_the_slices_bill(gcs):
+    """The real reader against the loopback API server, the logs in fake-gcs-server: the training row, then one line
+    per attempt and the slice's billed chip-hours beside the training steps'."""
+    from tests.conftest import put
+    from tools import status as status_cli
+
+    put(gcs, DEV.train.output_uri, f"logs/train-{ATTEMPT}.log", data=FIRST_LOG.encode())
+    with fake_cluster() as cluster:
+        live_cluster(cluster)
+        for step in DEV.steps:
+            if step.name != DEV.train.name:
+                cluster.put(with_state(step.manifest, "completed" if step is DEV.convert else "pending"))
+        statuses, _ = status_cli.read_status(settings("dev", []), DEV, cluster.kubeconfig(), gcs)
+    train = next(s for s in statuses if s.step == "train")
+    assert train.lines[0].startswith("attempt 1: start-up 54m (admission 1m, nodes 14m, images 12m, set-up 1m, ")
+    assert train.lines[0].endswith(f"= {54 / 60 * settings('dev', []).total_chips:,.1f} chip-h")
+    assert train.lines[-1].startswith("slice billed ") and "TPU nodes from their creation" in train.lines[-1]
+    shown = status_cli.render(settings("dev", []), DEV, statuses, datetime.datetime(2027, 1, 1, 2, tzinfo=UTC))
+    assert "start-up and billing (train):\n  attempt 1: start-up 54m" in shown
+
+
+def test_make_report_tables_the_start_up_of_a_run_known_by_its_uri(gcs, tmp_path):
+    """Without a stack the report has no cluster: the log's components only, said so; the estimate's row comes with
+    a stack."""
+    import json
+
+    from tests.conftest import put
+    from tools import report
+
+    put(gcs, DEV.train.output_uri, f"logs/train-{ATTEMPT}.log", data=FIRST_LOG.encode())
+    assert report.main(["--run-uri", DEV.train.output_uri, "--out", str(tmp_path / "out")]) == 0
+    written = json.loads((tmp_path / "out" / "report.json").read_text())["startup"]
+    (attempt,) = written["attempts"]
+    assert [c["name"] for c in attempt["components"]] == [
+        "nodes+images+Pathways",
+        "load",
+        "compile",
+        "restore",
+        "pre-RL eval",
+        "first step",
+    ]
+    assert attempt["done"] and attempt["seconds"] == 43 * 60, "from the attempt's start 23:41 to the first step 00:24"
+    assert "no cluster" in written["clusterNote"] and written["billing"] is None
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "<h2>Start-up of each training attempt</h2>" in page and "compile 12.0 min" in page

@@ -77,6 +77,14 @@ class RunInfo:
     """Step -> its record (``core.records``), for each step of the stack whose output is one."""
     records: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     """Step -> its record as read (``StepRecord.to_json``), None while it has none."""
+    startup: list[dict[str, Any]] = field(default_factory=list)
+    """Each training attempt's start-up by component (``workloads.run.startup.Startup.to_json``)."""
+    billing: dict[str, Any] | None = None
+    """What the slice bills (``workloads.run.startup.Billing.to_json``), when known."""
+    cluster_note: str = ""
+    """Why the cluster's side of the start-up is missing (no stack given, or the cluster could not be read)."""
+    training_namespace: tuple[str, str, str] | None = None
+    """(namespace, the training JobSet's name, the slice's GKE accelerator): where its live objects are."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -153,6 +161,12 @@ def report_json(info: RunInfo, data: RunData) -> dict[str, Any]:
         "evaluation": data.evaluations.to_json(),
         "summary": data.summary(chips or 0),
         "truncated": data.scalars.truncated,
+        "startup": {
+            "attempts": info.startup,
+            "billing": info.billing,
+            "estimateMinutes": (info.estimate or {}).get("trainStartupMinutes"),
+            "clusterNote": info.cluster_note or None,
+        },
     }
 
 
@@ -241,6 +255,7 @@ def render_html(report: dict[str, Any], info: RunInfo, plots: list[tuple[str, st
 <h2>Configuration (differences from the tutorial)</h2>
 <table><tr><th>setting</th><th>this run</th><th>tutorial</th></tr>{diff_rows}</table>
 <h2>Artifacts</h2><table>{artifacts}</table>
+<h2>Start-up of each training attempt</h2>{_startup_section(report)}
 <h2>TPU time and cost</h2><table>{cost}</table>
 <table><tr><th>attempt</th><th>from</th><th>to</th><th>steps</th><th>hours</th><th>log</th></tr>{attempts}</table>
 <p class=sub>Chip-hours are each attempt's span of tunix's own TensorBoard events (training, without its
@@ -248,6 +263,51 @@ start-up or the time between attempts; Orbax's step-0 scalars left out), summed,
 estimate is tpu-rl's model (core/estimate.py).</p>
 </body></html>
 """
+
+
+def _startup_section(report: dict[str, Any]) -> str:
+    """One row per attempt: its start-up's components (minutes and chip-hours), the estimate's, what the slice
+    bills (``workloads.run.startup``)."""
+    section = report["startup"]
+    rows = []
+    for attempt in section["attempts"]:
+        parts = ", ".join(
+            f"{html.escape(c['name'])} {c['seconds'] / 60:.1f} min ({c['chipHours']:.1f} chip-h)"
+            for c in attempt["components"]
+        )
+        state = "" if attempt["done"] else f" (not done: to {html.escape(attempt['ending'])})"
+        pulls = "; ".join(
+            f"{html.escape(p['image'].rsplit('/', 1)[-1])} {p['seconds'] / 60:.1f} min"
+            + (f" ({p['bytes'] / 1e9:.1f} GB)" if p["bytes"] else "")
+            for p in attempt["pulls"]
+        )
+        rows.append(
+            f"<tr><td>{attempt['attempt']}</td><td>{html.escape(attempt['start'])}{state}</td>"
+            f"<td>{attempt['seconds'] / 60:.1f} min</td><td>{attempt['chipHours']:.1f}</td><td>{parts or '–'}"
+            + (f"<br><span class=sub>image pulls: {pulls}</span>" if pulls else "")
+            + "</td></tr>"
+        )
+    estimate = section["estimateMinutes"]
+    if estimate:
+        parts = ", ".join(f"{html.escape(name)} {minutes} min" for name, minutes in estimate.items())
+        total = sum(estimate.values())
+        rows.append(f"<tr><td>estimate</td><td>per attempt</td><td>{total} min</td><td></td><td>{parts}</td></tr>")
+    table = (
+        "<table><tr><th>attempt</th><th>start</th><th>start-up</th><th>chip-h</th><th>components</th></tr>"
+        + ("".join(rows) or '<tr><td colspan="5">no attempt yet</td></tr>')
+        + "</table>"
+    )
+    billing = section["billing"]
+    if billing:
+        hours = _fmt(billing["chipHours"])
+        table += f"<p>The slice billed {hours} chip-h: {html.escape(billing['basis'])}.</p>"
+    if section["clusterNote"]:
+        table += f"<p class=note>{html.escape(section['clusterNote'])}</p>"
+    return table + (
+        "<p class=sub>Each component runs from the milestone before to its own, in the start-up's order (Kueue's "
+        "admission, the pods' scheduling and start, the log's stage lines, the first training step); a milestone "
+        "not known merges into the next (<code>nodes+images</code>); chip-hours are the run's chips for that time.</p>"
+    )
 
 
 def _record_sections(info: RunInfo) -> str:
@@ -411,6 +471,8 @@ def main(argv: list[str] | None = None) -> int:
         help="price the measured chip-hours at this capacity (with --run-uri)",
     )
     parser.add_argument("--out", type=Path, required=True, help="folder for report.json, the plots and report.html")
+    parser.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    parser.add_argument("--context", help="context of the stack's cluster (default: gke_<project>_<region>_<cluster>)")
     args = parser.parse_args(argv)
     hide_python_version_notice()  # before the Google client libraries are imported
     try:
@@ -441,6 +503,11 @@ def _run(args: argparse.Namespace) -> int:
         if not settings.workflow.enabled:
             raise ReportError(f"stack {settings.stack} runs no workflow (tpu-rl:workflow.enabled is false)")
         info = info_from_settings(settings, raw, secret_keys)
+    kubeconfig, stack = None, None if args.run_uri else settings
+    if stack is not None:
+        kubeconfig, info.cluster_note = _kubeconfig(stack, args)
+    else:
+        info.cluster_note = "a run given by its URI: the start-up is read from its logs alone (no cluster)"
     try:
         client = open_client()
         data = gather(client, info.output_uri)
@@ -458,6 +525,15 @@ def _run(args: argparse.Namespace) -> int:
 
             uri = info.publish_uri
             info.published = bounded(client, f"reading {uri}", lambda call: published_record(client, uri, **call))
+        from workloads.run.artifacts import bounded
+        from workloads.run.startup import read_log_attempts
+
+        output_uri = info.output_uri
+        attempts = bounded(
+            client,
+            f"reading the logs under {output_uri}logs/",
+            lambda call: read_log_attempts(client, output_uri, **call),
+        )
     except StorageError as err:
         raise ReportError(f"cannot read the run at {info.output_uri}: {err}") from None
     record = data.evaluations.run  # the run's own text, parsed where it was read (evaluations.RunRecord)
@@ -465,12 +541,55 @@ def _run(args: argparse.Namespace) -> int:
         info.model = info.model or record.model[:40] or None
         info.chips = info.chips or (record.slice.chips if 0 < record.slice.chips <= 100_000 else None)
         info.version = info.version or record.slice.version or None
+    _startups(info, data, attempts, stack, kubeconfig)
     write_report(info, data, args.out)
     print(
         f"wrote {args.out / 'report.json'}, {args.out / 'report.html'} and the plots "
         f"(last step {data.last_step}, reward tag {reward_tag(data.scalars)})"
     )
     return 0
+
+
+def _kubeconfig(settings: Settings, args: argparse.Namespace) -> tuple[dict[str, Any] | None, str]:
+    """The stack's kubeconfig, or why the cluster is not read (the report goes on from the logs)."""
+    from tools.status import StatusError, kubeconfig_for
+
+    try:
+        return kubeconfig_for(settings, args.kubeconfig, args.context), ""
+    except StatusError as err:
+        return None, f"the cluster's side of the start-up is not shown: {err}"
+
+
+def _startups(
+    info: RunInfo, data: RunData, attempts: list[Any], settings: Settings | None, kubeconfig: dict[str, Any] | None
+) -> None:
+    """Each attempt's start-up and the slice's billing into ``info`` (``workloads.run.startup``): the live objects
+    are read when the stack's cluster is known; a cluster that cannot be read is a note, not a failure (the report
+    is of the run's files)."""
+    import time
+
+    from core.boundary import BoundaryError
+    from core.redact import scrub
+    from infra.k8s import live
+    from workloads.run.startup import read_cluster_facts, slice_billing, startups
+
+    facts = None
+    if settings is not None and kubeconfig is not None:
+        from workloads.build.steps import plan_workflow
+
+        reader = live.ClusterReader(kubeconfig)
+        try:
+            name = plan_workflow(settings).train.name
+            facts = read_cluster_facts(reader, settings.namespace, name, settings.slice.gke_accelerator)
+        except (live.ClusterReadError, BoundaryError) as err:
+            info.cluster_note = f"the cluster's side of the start-up is not shown: {scrub(str(err), limit=300)}"
+        finally:
+            reader.close()
+    now = time.time()
+    chips = info.chips or 0
+    info.startup = [s.to_json(chips) for s in startups(attempts, facts, [a.start for a in data.scalars.attempts], now)]
+    if settings is not None:
+        info.billing = slice_billing(info.capacity, chips, facts, now).to_json()
 
 
 if __name__ == "__main__":

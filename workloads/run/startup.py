@@ -286,6 +286,8 @@ class ClusterFacts:
     """What the live objects of the training step say about its current pods and the slice."""
 
     jobset_created: float | None = None
+    jobset_finished: float | None = None
+    """When the JobSet became Completed or Failed (None: it runs)."""
     admitted: float | None = None
     pods_created: float | None = None
     head_scheduled: float | None = None
@@ -496,6 +498,7 @@ def slice_billing(
 ) -> Billing:
     """The slice's billed chip-hours for the training step (the module's docstring)."""
     created = cluster.jobset_created if cluster else None
+    finished = finished or (cluster.jobset_finished if cluster else None)
     if capacity == "reservation":
         if created is None:
             return Billing(None, "a reservation bills every hour it exists, used or not; the step's start is unknown")
@@ -618,7 +621,10 @@ def read_cluster_facts(reader: Any, namespace: str, jobset: str, accelerator: st
     events = objects.each(PodEvent, listed_events, f"the pod events of {namespace}")
     selector = f"{TPU_ACCELERATOR_LABEL}={accelerator}"
     nodes = objects.each(Node, read_nodes(reader, selector), "the TPU nodes")
-    return cluster_facts(obj.metadata.creation_timestamp, workloads, pods, events, nodes)
+    facts = cluster_facts(obj.metadata.creation_timestamp, workloads, pods, events, nodes)
+    ended = [true_condition(obj.status.conditions, kind) for kind in ("Completed", "Failed")]
+    facts.jobset_finished = _ts(next((c.last_transition_time for c in ended if c is not None), None))
+    return facts
 
 
 def read_nodes(reader: Any, label_selector: str) -> list[dict[str, Any]]:
