@@ -151,15 +151,17 @@ define check_locks
 	@$(PY) -m tools.state locks --stack $(STACK) --current "$$(pulumi whoami --json 2>/dev/null || true)"
 endef
 
-# Before `pulumi up`, the Helm releases the stack's state holds (tools/state.py `releases`: from `pulumi stack
-# export`, which takes no lock) go to the program in TPU_RL_RELEASES_IN_STATE: a release installed in the cluster
-# but not in the state (left by a destroy whose cluster delete failed) stops `up` with the one command that clears
-# it (infra/k8s/manifests.py helm_release_problem). When the state cannot be read, the variable is unset and
-# nothing is compared (as in a `pulumi up` run by hand).
+# Before `pulumi up`, tools/state.py `releases` reads the stack's state (`pulumi stack export`, which takes no lock):
+# a release of the program installed in the cluster the state holds but missing from the state (a destroy whose
+# cluster delete failed drops it) stops here with the one command that clears it (exit 1), before the engine creates
+# anything again; otherwise the releases the state holds go to the program in TPU_RL_RELEASES_IN_STATE (exit 0),
+# which checks them again before each release's install (infra/k8s/manifests.py helm_release_problem). A state it
+# cannot read (exit 3): one warning, the variable unset, nothing compared (as in a `pulumi up` run by hand).
 up: $(VENV)/.installed
 	$(select_stack)
 	$(check_locks)
-	releases=$$($(PY) -m tools.state releases --stack $(STACK)) && export TPU_RL_RELEASES_IN_STATE="$$releases" || unset TPU_RL_RELEASES_IN_STATE; \
+	releases=$$($(PY) -m tools.state releases --stack $(STACK)); found=$$?; \
+	if [ $$found = 0 ]; then export TPU_RL_RELEASES_IN_STATE="$$releases"; elif [ $$found = 3 ]; then unset TPU_RL_RELEASES_IN_STATE; else exit $$found; fi; \
 	pulumi up --stack $(STACK)$(if $(YES), --yes --non-interactive)
 
 # Log in and select (or create) the stack, e.g. before `pulumi config set`.

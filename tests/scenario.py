@@ -148,12 +148,28 @@ def exported(stack: Stack) -> str:
     return json.dumps({"version": 3, "deployment": deployment}, indent=4, default=str)
 
 
-def as_make_up(stack: Stack, monkeypatch: Any) -> str:
-    """The environment `make up` gives `pulumi up` (the Makefile's ``up``): the Helm releases the state holds,
-    read by ``tools.state`` from the model's export, in ``TPU_RL_RELEASES_IN_STATE``; the value set."""
+def releases_env(stack: Stack, monkeypatch: Any) -> str:
+    """``TPU_RL_RELEASES_IN_STATE`` as `make up` sets it for `pulumi up` (the Makefile's ``up``): the Helm releases
+    ``tools.state`` reads in the model's export; the value set."""
     from infra.k8s.manifests import RELEASES_IN_STATE
     from tools.state import releases_in_state
 
     value = ",".join(releases_in_state(exported(stack)))
     monkeypatch.setenv(RELEASES_IN_STATE, value)
     return value
+
+
+def before_up(stack: Stack, monkeypatch: Any) -> str | None:
+    """What `make up` does before `pulumi up` (``tools.state releases``) on the model's export: the line it stops with,
+    having read Helm's storage in the loopback cluster through the kubeconfig the state's cluster outputs make (None:
+    it goes on, with ``TPU_RL_RELEASES_IN_STATE`` set: ``releases_env``)."""
+    from tests.lifecycle_walk import settings
+    from tools.state import platform_releases, releases_in_state, stranded_release
+
+    export = exported(stack)
+    held = releases_in_state(export)
+    kueue_install = settings(stack.name, stack.overrides).kueue.install
+    problem = stranded_release(stack.name, export, held, platform_releases(kueue_install))
+    if problem is None:
+        releases_env(stack, monkeypatch)
+    return problem

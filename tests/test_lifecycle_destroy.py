@@ -6,12 +6,13 @@ against what was deleted. Engine functions are cited as ``sg.go`` (``step_genera
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
 
 from infra.k8s.manifests import RELEASES_IN_STATE, helm_release_problem
 from tests.engine import BILLED, CLUSTER, HELM_RELEASE, STEP_TYPES
-from tests.scenario import STEPS, as_make_up, names, serve_helm
+from tests.scenario import STEPS, before_up, names, releases_env, serve_helm
 from tools.stack_files import ROOT
 from workloads.build import manifests
 
@@ -229,41 +230,74 @@ def test_a_destroy_whose_cluster_delete_fails_stops_the_next_make_up_with_the_on
     in use" (install.go availableName; helm_release.go helmCreate leaves ``replace`` false).
 
     What the state holds is the engine's to know, so `make up` reads it first (``tools.state releases``: `pulumi
-    stack export`) and hands the program the releases it holds (``TPU_RL_RELEASES_IN_STATE``); the program reads
-    Helm's storage before each release's install (``KubernetesPlatform._helm_free``) and stops with one line naming
-    the one command: finish the destroy once its cause is fixed (the second destroy deletes the cluster with the
-    releases), after which `make up` installs them afresh. (``helm uninstall`` would clear the name too, but
-    deletes Kueue's CRDs and every queued Workload with its chart; ``pulumi refresh`` reads only what the state
-    holds; the program cannot import the release: ``import_`` is a plain string of the options, fixed before the
-    kubeconfig, an Output, resolves.)"""
-    assert as_make_up(dev, monkeypatch) == "", "a new stack: no state yet, and no cluster to read before the create"
+    stack export`). The state holds the cluster but not the releases, so it reads Helm's storage in that cluster
+    (the kubeconfig the cluster's outputs make) and stops before `pulumi up` with one line naming the one command:
+    finish the destroy once its cause is fixed (the second destroy deletes the cluster with the releases), after
+    which `make up` installs them afresh. Before `pulumi up`, because the engine would start creating again what the
+    destroy deleted (the node pools, the TPU slice's included) before the program reads the cluster. The program
+    checks again (``KubernetesPlatform._helm_free``, with the releases `make up` hands it) when that read could not
+    be made. (``helm uninstall`` would clear the name too, but deletes Kueue's CRDs and every queued Workload with
+    its chart; ``pulumi refresh`` reads only what the state holds; the program cannot import the release:
+    ``import_`` is a plain string of the options, fixed before the kubeconfig, an Output, resolves.)"""
+    assert before_up(dev, monkeypatch) is None, "a new stack: no state, no cluster to read"
+    assert os.environ[RELEASES_IN_STATE] == ""
     assert dev.up().error is None
-    assert as_make_up(dev, monkeypatch) == "jobset,kueue"
+    read = len(dev.cluster.requests)
+    assert before_up(dev, monkeypatch) is None and os.environ[RELEASES_IN_STATE] == "jobset,kueue"
+    assert len(dev.cluster.requests) == read, "the state holds both releases: the cluster is not read"
     cluster = dev.urn(CLUSTER, "cluster")
     dev.state[cluster].inputs["deletionProtection"] = True
     destroyed = dev.destroy(skip_preview=True)
     outcome = {u.rsplit("::", 1)[-1]: what for u, what in destroyed.outcomes.items()}
     assert outcome["cluster"] == "failed" and outcome["jobset"] == outcome["kueue"] == "dropped"
+    assert outcome["tpu-pool-0"] == "deleted", "the TPU slice's pool went before the cluster's delete failed"
     stranded = {("jobset-system", "jobset"): (1, "deployed"), ("kueue-system", "kueue"): (1, "deployed")}
     assert dev.helm == stranded
 
-    assert as_make_up(dev, monkeypatch) == "", "the state holds neither release"
+    monkeypatch.delenv(RELEASES_IN_STATE)
+    state, read = copy.deepcopy(dev.state), len(dev.cluster.requests)
+    line = helm_release_problem("jobset", "jobset-system", (1, "deployed"), in_state=frozenset(), stack="dev")
+    assert line is not None and "\n" not in line and line.endswith(": make destroy STACK=dev")
+    assert before_up(dev, monkeypatch) == line, "make up stops before `pulumi up`"
+    assert RELEASES_IN_STATE not in os.environ
+    reads = dev.cluster.requests[read:]
+    assert reads and all(path.startswith("/api/v1/namespaces/jobset-system/secrets?") for path in reads), reads
+    assert dev.state == state and dev.helm == stranded, "nothing touched"
+
+    # The program's own check, when `make up` could not read the cluster: the same line, before any Helm call, but
+    # only once the engine has created the node pools again (the TPU slice's included).
+    assert releases_env(dev, monkeypatch) == ""
     assert dev.preview().error is None, "a preview does not read Helm's storage: the check is `up`'s"
     stuck = dev.up()
-    line = helm_release_problem("jobset", "jobset-system", (1, "deployed"), in_state=frozenset(), stack="dev")
-    assert line is not None and "\n" not in line
-    assert str(stuck.error) == line and line.endswith(": make destroy STACK=dev")
+    assert str(stuck.error) == line
     assert not [call for call in stuck.calls if call[1].endswith(("::jobset", "::kueue"))], "no Helm call"
     assert stuck.actions == {} and dev.helm == stranded, "no step is touched, Helm's storage as it was"
-    assert {dev.state[u].name for u in dev.state if dev.state[u].type == HELM_RELEASE} == set()
-
+    assert ("Create", dev.urn("gcp:container/nodePool:NodePool", "tpu-pool-0")) in stuck.calls
     monkeypatch.delenv(RELEASES_IN_STATE)  # `pulumi up` by hand: the state is unknown, Helm's own refusal
     assert str(dev.up().error) == "cannot re-use a name that is still in use"
 
     dev.state[cluster].inputs["deletionProtection"] = False  # the cause fixed (GKE: deletion_protection false)
     finished = dev.destroy(skip_preview=True)  # make destroy STACK=dev
     assert finished.errors == [] and dev.state == {} and dev.helm == {}
-    assert as_make_up(dev, monkeypatch) == ""
+    assert before_up(dev, monkeypatch) is None and os.environ[RELEASES_IN_STATE] == ""
+    again = dev.up()
+    assert again.error is None, again.error
+    assert set(dev.helm.values()) == {(1, "deployed")}
+
+
+def test_make_up_after_an_up_that_failed_between_the_cluster_and_the_releases_reads_the_cluster_and_goes_on(
+    dev, monkeypatch
+):
+    """The state holds the cluster and no release, and Helm's storage holds none either (the `up` that created the
+    cluster failed before the releases' installs): `make up` reads the cluster, finds nothing, and `up` installs
+    them."""
+    assert dev.up().error is None
+    for urn in [u for u, r in dev.state.items() if r.type == HELM_RELEASE]:
+        del dev.state[urn]
+    dev.helm.clear()
+    read = len(dev.cluster.requests)
+    assert before_up(dev, monkeypatch) is None and os.environ[RELEASES_IN_STATE] == ""
+    assert len(dev.cluster.requests) == read + 2, "jobset's and kueue's revisions read"
     again = dev.up()
     assert again.error is None, again.error
     assert set(dev.helm.values()) == {(1, "deployed")}
@@ -279,7 +313,7 @@ def test_a_runner_killed_during_a_helm_install_stops_up_with_the_one_command_the
     line, naming the one command (helm uninstall: a killed first install has nothing to go back to), before any
     Helm call; after the command, `up` succeeds. As `make up` runs it: the pending create counts as held by the state
     (``tools.state.releases_in_state``), and the pending status names its own command either way."""
-    as_make_up(dev, monkeypatch)
+    assert before_up(dev, monkeypatch) is None
     dev.kill_helm_install = release
     killed = dev.up()
     assert f"killed while installing {release}" in str(killed.error)
@@ -287,7 +321,8 @@ def test_a_runner_killed_during_a_helm_install_stops_up_with_the_one_command_the
     assert dev.helm[(namespace, release)] == (1, "pending-install")
     urn = next(u for u in dev.pending_creates if u.endswith(f"::{release}"))
     assert urn not in dev.state
-    assert release in as_make_up(dev, monkeypatch).split(","), "a pending create"
+    assert before_up(dev, monkeypatch) is None, "a pending create counts as held: the program names the command"
+    assert release in os.environ[RELEASES_IN_STATE].split(",")
 
     stuck = dev.up()
     line = helm_release_problem(release, namespace, (1, "pending-install"))
@@ -296,7 +331,7 @@ def test_a_runner_killed_during_a_helm_install_stops_up_with_the_one_command_the
     assert stuck.actions == {}, "no step is touched"
 
     del dev.helm[(namespace, release)]  # helm uninstall <release> -n <namespace>
-    as_make_up(dev, monkeypatch)
+    assert before_up(dev, monkeypatch) is None
     again = dev.up()
     assert again.error is None, again.error
     assert dev.helm[(namespace, release)] == (1, "deployed")

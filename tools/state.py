@@ -21,9 +21,11 @@ self-managed backend holds for the stack, the way the Pulumi CLI writes them (pu
 user, host and time of the ``pulumi`` that took it); exit 1 when there is one. ``unlock`` refuses while a lock's
 process is alive on this machine, then prints what ``pulumi cancel`` will clear. ``releases`` prints the names of
 the Helm releases the stack's state holds, comma-separated, from ``pulumi stack export`` (which takes no lock), for
-``make up`` to hand the program (``infra.k8s.manifests.RELEASES_IN_STATE``); when the state cannot be read, one
-warning line and exit 1 (``make up`` then leaves the variable unset: nothing is compared). Bad input: one line,
-exit 2.
+``make up`` to hand the program (``infra.k8s.manifests.RELEASES_IN_STATE``); when the state holds the cluster but
+not one of the program's releases and Helm's storage in that cluster holds it (a destroy whose cluster delete
+failed), one line naming the command that clears it and exit 1, before `pulumi up` creates anything; when the
+state cannot be read, one warning line and exit 3 (``make up`` then leaves the variable unset: nothing is
+compared). Bad input: one line, exit 2.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ from urllib.parse import unquote, urlparse
 from core.config.placeholders import EXAMPLE_PROJECTS
 from core.names import PROJECT
 from core.redact import scrub
+from infra.k8s.kueue import NAMESPACE as KUEUE_NAMESPACE
+from infra.k8s.manifests import JOBSET_NAMESPACE, helm_release_problem
 from tools.process import exit_now
 from tools.stack_files import ROOT, StackFileError, read_yaml
 
@@ -63,6 +67,7 @@ RETRY_SECONDS = 30.0
 """How long the GCS library retries a transient failure of one call (its default: 120 s)."""
 LOCK_HELP = "docs/operations.md#a-locked-stack"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+CLUSTER = "gcp:container/cluster:Cluster"
 EXPORT_TIMEOUT = 120.0
 """How long ``pulumi stack export`` may take (seconds) before ``make up`` goes on without the state's releases."""
 DEPLOYMENT_VERSIONS = (3, 4)
@@ -313,11 +318,74 @@ def releases_in_state(export: str) -> list[str]:
     return sorted(names)
 
 
-def export_releases(stack: str, timeout: float = EXPORT_TIMEOUT) -> list[str]:
-    """``releases_in_state`` of ``pulumi stack export --stack <stack>``, run with a bound. The export reads the
-    latest checkpoint without the stack's lock (pulumi v3.259.0 ``pkg/backend/diy/backend.go`` ``ExportDeployment``
-    calls no ``Lock``, unlike ``ImportDeployment``; Pulumi Cloud: ``client.go`` ``ExportStackDeployment``, a GET of
-    the stack's ``export``), so it neither waits for nor blocks the `pulumi up` that follows."""
+def state_cluster(export: str) -> tuple[str, str] | None:
+    """The endpoint and CA certificate of the GKE cluster the exported state holds, from its outputs
+    (``endpoint``, ``masterAuth.clusterCaCertificate``, what the program's kubeconfig is built from:
+    ``infra.gcp.cluster``); None when the state holds no cluster, or either is not a plain string (a secret the
+    export leaves encrypted)."""
+    document = json.loads(export)
+    for resource in ((document.get("deployment") or {}).get("resources")) or []:
+        if isinstance(resource, dict) and resource.get("type") == CLUSTER and not resource.get("delete"):
+            outputs = resource.get("outputs") or {}
+            endpoint = outputs.get("endpoint")
+            ca = (outputs.get("masterAuth") or {}).get("clusterCaCertificate")
+            if isinstance(endpoint, str) and endpoint and isinstance(ca, str) and ca:
+                return endpoint, ca
+            return None
+    return None
+
+
+def platform_releases(kueue_install: bool) -> list[tuple[str, str]]:
+    """The Helm releases the program installs (``infra.k8s.platform.KubernetesPlatform``): name and namespace of
+    JobSet's, and of Kueue's with ``tpu-rl:kueue.install``."""
+    return [("jobset", JOBSET_NAMESPACE), *([("kueue", KUEUE_NAMESPACE)] if kueue_install else [])]
+
+
+def stranded_release(
+    stack: str,
+    export: str,
+    held: Iterable[str],
+    releases: Iterable[tuple[str, str]],
+    read: Callable[[str], Any] | None = None,
+) -> str | None:
+    """The one line that stops `make up` before `pulumi up` (None: nothing to stop for): one of the program's
+    ``releases`` (``platform_releases``) that the state does not hold, in a cluster the state holds, whose Helm
+    storage has a revision of it (``helm_release_problem`` with the state's releases ``held``). The cluster is read
+    only when such a release may exist: the state holds the cluster and lacks a release. ``read`` makes the reader
+    of a kubeconfig (default ``infra.k8s.live.ClusterReader``); a cluster it cannot read raises
+    ``infra.k8s.live.ClusterReadError``.
+
+    Why before `pulumi up` and not only in the program: after a destroy whose cluster delete failed, the state
+    holds the cluster without what the destroy deleted (its node pools, the TPU slice's included), so the engine
+    starts creating those again at once, while the program's own check (``KubernetesPlatform._helm_free``) runs
+    once the cluster's provider is configured; an `up` the program fails still waits for the creates in flight
+    (the engine does not cancel a step it started)."""
+    held = frozenset(held)
+    missing = [(name, namespace) for name, namespace in releases if name not in held]
+    if not missing:
+        return None
+    cluster = state_cluster(export)
+    if cluster is None:
+        return None
+    from infra.k8s import live
+    from infra.k8s.kubeconfig import build_kubeconfig
+
+    reader = (read or live.ClusterReader)(build_kubeconfig(f"{PROJECT}-{stack}", *cluster))
+    for name, namespace in missing:
+        problem = helm_release_problem(
+            name, namespace, reader.helm_release(namespace, name), in_state=held, stack=stack
+        )
+        if problem:
+            return problem
+    return None
+
+
+def export_state(stack: str, timeout: float = EXPORT_TIMEOUT) -> str:
+    """The output of ``pulumi stack export --stack <stack>``, run with a bound. The export reads the latest
+    checkpoint without the stack's lock (pulumi v3.259.0 ``pkg/backend/diy/backend.go`` ``ExportDeployment`` calls
+    no ``Lock``, unlike ``ImportDeployment``; Pulumi Cloud: ``pkg/backend/httpstate/client/client.go``
+    ``ExportStackDeployment``, a GET of the stack's ``export``), so it neither waits for nor blocks the `pulumi up`
+    that follows."""
     try:
         done = subprocess.run(
             ["pulumi", "stack", "export", "--stack", stack],
@@ -333,7 +401,7 @@ def export_releases(stack: str, timeout: float = EXPORT_TIMEOUT) -> list[str]:
     if done.returncode != 0:
         said = next((line for line in done.stderr.splitlines() if line.strip()), f"exit {done.returncode}")
         raise StateError(f"`pulumi stack export --stack {stack}` failed: {scrub(said, limit=200)}")
-    return releases_in_state(done.stdout)
+    return done.stdout
 
 
 # ---------------------------------------------------------------------------------------------
@@ -495,17 +563,37 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _releases(stack: str) -> int:
-    """Print the state's Helm releases for ``make up``; when they cannot be read, one warning line and exit 1
-    (the check is left out, `up` goes on: Helm's own refusal is what it was before the check)."""
+    """`make up`'s look at the state before `pulumi up`: the state's Helm releases on stdout (exit 0); a release the
+    state lost while the cluster keeps it, one line (exit 1); a state it cannot read, one warning (exit 3: the
+    check is left out, `up` goes on, and Helm's own refusal is what it was before the check). A cluster it cannot
+    read is a warning too: the program reads it again before each release's install."""
     try:
-        names = export_releases(stack)
+        export = export_state(stack)
+        held = releases_in_state(export)
     except StateError as err:
         print(
             f"warning: {err}; `pulumi up` goes on without comparing the cluster's Helm releases with the state",
             file=sys.stderr,
         )
+        return 3
+    from core.config import ConfigError
+    from infra.k8s import live
+    from tools.stack_files import load_stack
+
+    try:
+        settings = load_stack(stack)[0]
+        problem = stranded_release(stack, export, held, platform_releases(settings.kueue.install))
+    except (ConfigError, StackFileError):
+        problem = None  # `pulumi up` reports the configuration's problems itself
+    except live.ClusterReadError as err:
+        print(
+            f"warning: cannot read the cluster's Helm releases ({err}); `pulumi up` reads them again", file=sys.stderr
+        )
+        problem = None
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 1
-    print(",".join(names))
+    print(",".join(held))
     return 0
 
 

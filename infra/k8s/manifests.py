@@ -229,6 +229,8 @@ first install has nothing to go back to (uninstall; its ``crds/`` stay); a kille
 the revision before it (``pkg/action/rollback.go`` checks no pending status); a killed uninstall is run again."""
 
 
+JOBSET_NAMESPACE = "jobset-system"
+"""Where the JobSet chart's release (``jobset``) is installed."""
 RELEASES_IN_STATE = "TPU_RL_RELEASES_IN_STATE"
 """The environment variable through which ``make up`` tells the program which Helm releases the stack's state holds
 (``tools.state releases``, from ``pulumi stack export``): their names, comma-separated; empty: none; unset: unknown

@@ -21,6 +21,7 @@ from infra.k8s import kueue, live
 from infra.k8s.manifests import (
     JOBSET_CHART,
     JOBSET_CRD,
+    JOBSET_NAMESPACE,
     RELEASES_IN_STATE,
     helm_release_problem,
     jobset_crd_problem,
@@ -34,7 +35,6 @@ from infra.k8s.manifests import (
 from infra.k8s.object import KubernetesObject
 
 __all__ = ["JOBSET_CHART", "JOBSET_NAMESPACE", "DestroyGuard", "KubernetesPlatform", "PlatformArgs"]
-JOBSET_NAMESPACE = "jobset-system"
 T = TypeVar("T")
 R = TypeVar("R", bound=pulumi.Resource)
 
