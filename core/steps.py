@@ -115,8 +115,10 @@ def template_tokens(extra_args: Mapping[str, str]) -> dict[str, str]:
 
 
 def _evaluation_refusals(knobs: Mapping[str, KnobValue], extra_args: Mapping[str, str]) -> list[Refusal]:
-    """What the evaluation refuses (its program's spec bounds) or could never answer (its answer markers): with the
-    evaluation on, the publication waits for its record, so either would hold the run after hours of training."""
+    """What the evaluation's program refuses (its spec's bounds, equal answer markers): with the evaluation on, the
+    publication waits for its record, so either would hold the run after hours of training. A start marker inside
+    the end marker is read as MaxText 0.2.4's RL evaluation reads it (start, the shortest text, end), which finds
+    the answer."""
     refused: list[Refusal] = []
     evaluation = "the evaluation (tpu-rl:workflow.steps.evaluate)"
     target, prefill = int(knobs["max_target_length"]), int(knobs["max_prefill_predict_length"])
@@ -142,14 +144,13 @@ def _evaluation_refusals(knobs: Mapping[str, KnobValue], extra_args: Mapping[str
                     f"{len(marker)}; use a shorter one or turn the evaluation off",
                 )
             )
-    if start in end:
+    if start == end:
         refused.append(
             (
                 "training.extraArgs.solution_start_token",
                 start,
-                f'{evaluation} reads each answer after the last start marker "{start}", and the end marker "{end}" '
-                "is or contains it, so it would never find an answer; use a start marker the end marker does not "
-                "contain",
+                f'{evaluation} needs an answer end marker other than its start marker "{start}" (its program stops '
+                "with exit 3 on equal ones, after training); use different start and end markers",
             )
         )
     return refused

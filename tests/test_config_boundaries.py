@@ -407,15 +407,15 @@ BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
         "use a shorter one or turn the evaluation off",
     ),
     (
-        # The answer is read after the LAST start marker: one inside the end marker leaves nothing to read.
-        "evaluation-end-marker-does-not-contain-the-start",
-        [EVALUATE, f"{T}extraArgs.solution_start_token=answer:"],
-        lambda s: s.training.extra_args["solution_start_token"],
-        "answer:",
+        # MaxText's extraction (start, the shortest text, end) finds the answer with a start marker inside the end
+        # marker; only equal markers are refused (the program's exit 3).
+        "evaluation-start-marker-inside-the-end-is-read",
         [EVALUATE, f"{T}extraArgs.solution_start_token=answer"],
-        'the evaluation (tpu-rl:workflow.steps.evaluate) reads each answer after the last start marker "answer", and '
-        'the end marker "</answer>" is or contains it, so it would never find an answer; use a start marker the end '
-        "marker does not contain",
+        lambda s: s.training.extra_args["solution_start_token"],
+        "answer",
+        [EVALUATE, f"{T}extraArgs.solution_start_token=answer", f"{T}extraArgs.solution_end_token=answer"],
+        "the evaluation (tpu-rl:workflow.steps.evaluate) needs an answer end marker other than its start marker "
+        '"answer" (its program stops with exit 3 on equal ones, after training); use different start and end markers',
     ),
     (
         "evaluation-markers-differ",
@@ -423,9 +423,8 @@ BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
         lambda s: s.training.extra_args["solution_end_token"],
         "ANSWEr",
         [EVALUATE, f"{T}extraArgs.solution_start_token=ANSWER", f"{T}extraArgs.solution_end_token=ANSWER"],
-        'the evaluation (tpu-rl:workflow.steps.evaluate) reads each answer after the last start marker "ANSWER", and '
-        'the end marker "ANSWER" is or contains it, so it would never find an answer; use a start marker the end '
-        "marker does not contain",
+        "the evaluation (tpu-rl:workflow.steps.evaluate) needs an answer end marker other than its start marker "
+        '"ANSWER" (its program stops with exit 3 on equal ones, after training); use different start and end markers',
     ),
     (
         "training-alone-may-share-markers",
@@ -433,9 +432,8 @@ BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
         lambda s: s.workflow.steps,
         ("convert", "train", "export"),
         [EVALUATE, f"{T}extraArgs.solution_start_token=ANSWER", f"{T}extraArgs.solution_end_token=ANSWER"],
-        'the evaluation (tpu-rl:workflow.steps.evaluate) reads each answer after the last start marker "ANSWER", and '
-        'the end marker "ANSWER" is or contains it, so it would never find an answer; use a start marker the end '
-        "marker does not contain",
+        "the evaluation (tpu-rl:workflow.steps.evaluate) needs an answer end marker other than its start marker "
+        '"ANSWER" (its program stops with exit 3 on equal ones, after training); use different start and end markers',
     ),
     (
         # rl.num_iterations and num_epoch multiply the steps too: int(50 x 2 x 0.004 x 3) = 1, with 0.0033 it is 0.
@@ -523,7 +521,7 @@ REFUSED_AS = {
     "training-alone-generates-more": "tpu-rl:training.maxTargetLength = 4353",
     "evaluation-marker-length": 'tpu-rl:training.extraArgs.solution_end_token = "' + "e" * 55 + '..."',
     "evaluation-start-marker-length": 'tpu-rl:training.extraArgs.solution_start_token = "' + "s" * 55 + '..."',
-    "evaluation-end-marker-does-not-contain-the-start": 'tpu-rl:training.extraArgs.solution_start_token = "answer"',
+    "evaluation-start-marker-inside-the-end-is-read": 'tpu-rl:training.extraArgs.solution_start_token = "answer"',
     "evaluation-markers-differ": 'tpu-rl:training.extraArgs.solution_start_token = "ANSWER"',
     "training-alone-may-share-markers": 'tpu-rl:training.extraArgs.solution_start_token = "ANSWER"',
     "training-steps-count-iterations-and-epochs": "tpu-rl:training.extraArgs.train_fraction = 0.0033",

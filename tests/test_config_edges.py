@@ -125,6 +125,6 @@ def test_the_last_spec_the_configuration_accepts_is_one_the_program_runs_and_the
     assert extract_answer(f"<reasoning>9 + 9</reasoning>answer: 18 {near['answerEnd']}", "answer:", "</answer>") == "18"
     with pytest.raises(RefusedError, match="the same marker"):
         parse_spec(json.dumps({**near, "answerEnd": near["answerStart"]}))
-    # A start marker inside the end marker: the last one is always the end marker's own, so nothing is ever found.
-    assert extract_answer("answer 18 </answer>", "answer", "</answer>") == ""
-    assert extract_answer("answer 18 </answer> answer 18 </answer>", "answer", "</answer>") == ""
+    # A start marker inside the end marker: MaxText's pattern (start, shortest text, end) finds the answer all the same.
+    assert extract_answer("answer 18 </answer>", "answer", "</answer>") == "18"
+    assert extract_answer("answer 18 </answer> answer 18 </answer>", "answer", "</answer>") == "18"
