@@ -196,8 +196,9 @@ STEPS: Final[dict[StepName, StepFacts]] = {
         identity="when-run",  # off by default: a stack that never evaluates has no identity for it
         switch="tpu-rl:workflow.steps.evaluate",
         switch_doc="after the export, load the exported model with transformers on cpu-np and answer five held-out "
-        "GSM8K test questions as training prompts them; the answers are in the `steps` output, the report and the "
-        "model card (off: no evaluation step, no identity for it)",
+        "GSM8K test questions as training prompts them, graded as MaxText 0.2.4's RL evaluation grades them; the "
+        "answers are in the `steps` output, the report and the model card (off: no evaluation step, no identity for "
+        "it)",
         storage_only=True,
         refusals=_evaluation_refusals,
         hours=_evaluate_hours,
