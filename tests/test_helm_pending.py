@@ -1,15 +1,17 @@
-"""A Helm release an interrupted install, upgrade or uninstall left pending (issue 38 item 2): what the reader finds
-in Helm's storage (its Secrets' labels, read through the real client against the loopback API server) and the one
-line that names the one command to clear it (``infra.k8s.manifests.helm_release_problem``)."""
+"""A Helm release an interrupted install, upgrade or uninstall left pending, or a destroy whose cluster delete failed
+dropped from the state (issue 38 item 2): what the reader finds in Helm's storage (its Secrets' labels, read through
+the real client against the loopback API server) and the one line that names the one command to clear it
+(``infra.k8s.manifests.helm_release_problem``)."""
 
 from __future__ import annotations
 
 import pytest
 
 from infra.k8s import live
-from infra.k8s.manifests import PENDING_FIXES, helm_release_problem
+from infra.k8s.manifests import PENDING_FIXES, RELEASES_IN_STATE, helm_release_problem, releases_in_state
 from tests import fake_kube
 from tests.fake_kube import FakeCluster, fake_cluster
+from tools.stack_files import ROOT
 
 FAST = live.Budgets.default()
 
@@ -76,3 +78,46 @@ def test_every_pending_status_names_its_one_command(status, fix):
     assert problem is not None and "\n" not in problem
     assert problem.endswith(f": helm {fix} kueue -n kueue-system")
     assert fix == ("uninstall" if status in ("pending-install", "uninstalling") else "rollback")
+
+
+# -- a release the state does not hold (a destroy whose cluster delete failed) ----------------------------------------
+
+
+@pytest.mark.pure
+def test_a_release_installed_but_not_in_the_state_is_one_line_naming_the_destroy_to_finish():
+    """helm install.go availableName refuses any revision of the name (helm_release.go helmCreate leaves replace
+    false), so a release the state lost is stopped in every status a destroy can leave it in."""
+    line = helm_release_problem("kueue", "kueue-system", (3, "deployed"), in_state=frozenset({"jobset"}), stack="prod")
+    assert line == (
+        "Helm release kueue-system/kueue is deployed in the cluster (revision 3) but not in stack prod's state: a "
+        "destroy whose cluster delete failed dropped it from the state (it is deleted with the cluster) while it stays "
+        "installed, and Helm refuses to install it again. Fix what failed the cluster's delete, then finish the "
+        "destroy and `make up` again: make destroy STACK=prod"
+    )
+    for status in ("deployed", "failed", "superseded", "uninstalled", "unknown"):
+        problem = helm_release_problem("jobset", "jobset-system", (2, status), in_state=frozenset(), stack="dev")
+        assert problem is not None and problem.endswith(": make destroy STACK=dev") and "\n" not in problem, status
+
+
+@pytest.mark.pure
+def test_the_state_is_compared_only_when_known_and_a_pending_status_keeps_its_own_command():
+    deployed = (1, "deployed")
+    assert helm_release_problem("kueue", "kueue-system", deployed, in_state=None, stack="dev") is None, "unknown"
+    held = frozenset({"jobset", "kueue"})
+    assert helm_release_problem("kueue", "kueue-system", deployed, in_state=held, stack="dev") is None
+    assert helm_release_problem("kueue", "kueue-system", None, in_state=frozenset(), stack="dev") is None, (
+        "not installed (a new stack, or an `up` that failed before the release): the install goes on"
+    )
+    pending = helm_release_problem("jobset", "jobset-system", (1, "pending-install"), in_state=frozenset(), stack="dev")
+    assert pending == helm_release_problem("jobset", "jobset-system", (1, "pending-install"))
+    assert pending is not None and pending.endswith(": helm uninstall jobset -n jobset-system")
+
+
+@pytest.mark.pure
+def test_the_variable_make_up_sets_is_read_as_the_names_it_lists():
+    assert releases_in_state(None) is None, "unset: unknown (a `pulumi up` run by hand)"
+    assert releases_in_state("") == frozenset(), "empty: the state holds none"
+    assert releases_in_state("jobset,kueue") == frozenset({"jobset", "kueue"})
+    assert releases_in_state(" kueue ,") == frozenset({"kueue"})
+    assert RELEASES_IN_STATE == "TPU_RL_RELEASES_IN_STATE"
+    assert RELEASES_IN_STATE in (ROOT / "Makefile").read_text(), "the name make up sets"

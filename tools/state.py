@@ -299,7 +299,8 @@ def releases_in_state(export: str) -> list[str]:
     if not isinstance(document, dict) or document.get("version") not in DEPLOYMENT_VERSIONS:
         version = document.get("version") if isinstance(document, dict) else None
         raise StateError(f"`pulumi stack export` gave a deployment of schema version {version!r}, not 3 or 4")
-    deployment = document.get("deployment") or {}
+    deployment = document.get("deployment")
+    deployment = {} if deployment is None else deployment
     if not isinstance(deployment, dict):
         raise StateError("`pulumi stack export` gave a deployment that is not an object")
     resources = list(deployment.get("resources") or [])
