@@ -1,7 +1,8 @@
-"""Helpers of the scenario tests (``test_scenarios.py``, ``test_scenario_hanging_plugin.py``): a
-``gke-gcloud-auth-plugin`` on PATH, its credential, and the steps' names and live objects of a
-``tests.engine.Stack``. Their fixtures (``cluster``, ``stack``) are in ``tests/conftest.py``; a module that
-sets ``REAL_CLUSTER = True`` reads the loopback cluster with the real reader."""
+"""Helpers of the scenario tests (``test_scenarios.py``, ``test_scenario_hanging_plugin.py``, ``test_lifecycle_*``): a
+``gke-gcloud-auth-plugin`` on PATH, its credential, the steps' names and live objects of a ``tests.engine.Stack``,
+Helm's storage in the loopback cluster, and the stack's state as `pulumi stack export` prints it with what `make up`
+does with it before `pulumi up` (``exported``, ``before_up``). Their fixtures (``cluster``, ``stack``) are in
+``tests/conftest.py``; a module that sets ``REAL_CLUSTER = True`` reads the loopback cluster with the real reader."""
 
 from __future__ import annotations
 
@@ -12,9 +13,32 @@ from collections.abc import Sequence
 from typing import Any
 
 from tests import fake_kube
-from tests.engine import Stack
+from tests.engine import CLUSTER, HELM_RELEASE, Stack
+from tools.stack_files import ROOT
 
 STEPS = ("convert", "train", "export")
+EXPORT = (ROOT / "tests" / "data" / "stack-export.json").read_text()
+"""A `pulumi stack export` of a stack whose Kueue install was in flight when its runner was killed, as the CLI writes
+it (pulumi v3.259.0 pkg/cmd/pulumi/stack/stack_export.go: ``apitype.UntypedDeployment``, indented by four spaces;
+sdk/go/common/apitype/core.go ``DeploymentV3``, ``ResourceV3``, ``OperationV2`` by their JSON names; a secret as
+the engine serializes it, its signature key and ciphertext)."""
+
+
+def with_cluster(export: str, endpoint: str, ca: str, releases: tuple[str, ...] = ()) -> str:
+    """``export`` whose cluster has these outputs and whose state holds only ``releases`` (none pending: Kueue's
+    pending create made a resource)."""
+    document = json.loads(export)
+    deployment = document["deployment"]
+    pending = [operation["resource"] for operation in deployment.pop("pending_operations", [])]
+    kept = []
+    for resource in [*deployment["resources"], *({**r, "id": "kueue-system/kueue"} for r in pending)]:
+        if resource["type"] == CLUSTER:
+            resource["outputs"]["endpoint"] = endpoint
+            resource["outputs"]["masterAuth"]["clusterCaCertificate"] = ca
+        if resource["type"] != HELM_RELEASE or resource["inputs"]["name"] in releases:
+            kept.append(resource)
+    deployment["resources"] = kept
+    return json.dumps(document, indent=4)
 
 
 def auth_plugin(tmp_path, monkeypatch, body: str) -> None:

@@ -1,5 +1,6 @@
-"""The Makefile's state handling, locks, `make help` and `make logs`, as `make` runs them against a `pulumi` on PATH
-that records its argv and answers `whoami --json` and `stack select` as told (no Pulumi CLI, no cloud)."""
+"""The Makefile's state handling, locks, the state's Helm releases before `pulumi up`, `make help` and `make logs`, as
+`make` runs them against a `pulumi` on PATH that records its argv and answers `whoami --json`, `stack select` and
+`stack export` as told (no Pulumi CLI, no cloud; the loopback API server for a cluster)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from infra.k8s.manifests import helm_release_problem
+from tests import fake_kube
+from tests.scenario import EXPORT, auth_plugin, credential, helm_secret, with_cluster
 from tools import state
 from tools.stack_files import ROOT
 
@@ -24,17 +28,26 @@ FAKE_PULUMI = """#!/bin/sh
 echo "$*" >> "$PULUMI_LOG"
 case "$1" in
   whoami) [ -n "$WHOAMI" ] && { echo "$WHOAMI"; exit 0; }; echo "error: not logged in" >&2; exit 255 ;;
-  stack) [ "$2" = select ] && [ -z "$SELECTS" ] && exit 255; exit 0 ;;
+  stack) [ "$2" = select ] && [ -z "$SELECTS" ] && exit 255
+         if [ "$2" = export ]; then
+           [ -n "$EXPORT" ] && { printf '%s\\n' "$EXPORT"; exit 0; }
+           echo "error: $EXPORT_ERROR" >&2; exit 255
+         fi
+         exit 0 ;;
   config) echo "error: configuration key '$3' not found for stack" >&2; exit 255 ;;
+  up) seen=unset; [ -n "${TPU_RL_RELEASES_IN_STATE+set}" ] && seen="set:$TPU_RL_RELEASES_IN_STATE"
+      echo "$seen" > "$PULUMI_LOG.releases" ;;
 esac
 exit 0
 """
+NEW_STACK = '{\n    "version": 3,\n    "deployment": null\n}'
+"""What `pulumi stack export` prints for a stack no update has written yet (diy CreateStack: an empty deployment)."""
 # The environment a user may have; the tests set what they need.
 CLEAN: tuple[str, ...] = ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "PULUMI_BACKEND_URL", "STATE_BACKEND", "LOCAL_STATE")
-CLEAN += ("YES", "PULUMI_ACCESS_TOKEN", "SECRETS_PROVIDER", "BUCKET", "STEP")
+CLEAN += ("YES", "PULUMI_ACCESS_TOKEN", "SECRETS_PROVIDER", "BUCKET", "STEP", "TPU_RL_RELEASES_IN_STATE")
 
 
-def make(tmp_path: Path, *args: str, whoami: str = "", selects: bool = True, **env: str):
+def make(tmp_path: Path, *args: str, whoami: str = "", selects: bool = True, export: str = NEW_STACK, **env: str):
     assert MAKE is not None
     folder = tmp_path / "bin"
     folder.mkdir(exist_ok=True)
@@ -49,6 +62,8 @@ def make(tmp_path: Path, *args: str, whoami: str = "", selects: bool = True, **e
         PULUMI_LOG=str(log),
         WHOAMI=whoami,
         SELECTS="1" if selects else "",
+        EXPORT=export,
+        EXPORT_ERROR="no stack named 'dev' found",
         PULUMI_HOME=str(tmp_path / "pulumi-home"),  # no credentials file: not logged in unless `whoami` says so
         **env,
     )
@@ -100,7 +115,7 @@ def test_a_file_backend_inside_the_checkout_is_refused_in_one_line_naming_the_ov
         assert not [c for c in calls if c.startswith(("login", "stack", "up"))], calls
     done, calls = make(tmp_path, "up", "STACK=dev", "LOCAL_STATE=1", STATE_BACKEND=inside, whoami=whoami(inside))
     assert done.returncode == 0, done.stderr
-    assert f"login {inside}" in calls and calls[-1] == "up --stack dev"
+    assert f"login {inside}" in calls and calls[-2:] == ["stack export --stack dev", "up --stack dev"]
 
 
 def test_the_default_is_the_projects_bucket_and_the_example_placeholder_is_refused(tmp_path):
@@ -153,9 +168,64 @@ def test_make_up_logs_in_selects_and_runs_up_with_yes_only_when_asked(tmp_path):
     done, calls = make(tmp_path, "up", "STACK=dev", STATE_BACKEND=url, whoami=whoami(url))
     assert done.returncode == 0, done.stderr
     assert done.stderr == "", "no warning on the way"
-    assert calls == ["whoami --json", f"login {url}", "stack select dev", "whoami --json", "up --stack dev"]
+    assert calls == [
+        "whoami --json",
+        f"login {url}",
+        "stack select dev",
+        "whoami --json",
+        "stack export --stack dev",
+        "up --stack dev",
+    ]
     done, calls = make(tmp_path, "up", "STACK=dev", "YES=1", STATE_BACKEND=url, whoami=whoami(url))
     assert calls[-1] == "up --stack dev --yes --non-interactive"
+
+
+# ---------------------------------------------------------------------------------------------
+# The state's Helm releases, before `pulumi up` (tools/state.py `releases`)
+
+
+def test_make_up_hands_pulumi_up_the_releases_the_state_holds(tmp_path):
+    """``TPU_RL_RELEASES_IN_STATE`` as `pulumi up` sees it: the export's releases (a pending create counts), empty
+    for a new stack, unset (with one warning, and `up` still runs) when the state cannot be read."""
+    url = f"file://{tmp_path / 'state'}"
+    seen = tmp_path / "pulumi.log.releases"
+    done, calls = make(tmp_path, "up", "STACK=dev", STATE_BACKEND=url, whoami=whoami(url), export=EXPORT)
+    assert done.returncode == 0, done.stderr
+    assert calls[-2:] == ["stack export --stack dev", "up --stack dev"]
+    assert seen.read_text() == "set:jobset,kueue\n"
+    done, _ = make(tmp_path, "up", "STACK=dev", STATE_BACKEND=url, whoami=whoami(url))
+    assert done.returncode == 0 and done.stderr == "" and seen.read_text() == "set:\n", "a new stack: none"
+    done, calls = make(tmp_path, "up", "STACK=dev", STATE_BACKEND=url, whoami=whoami(url), export="")
+    assert done.returncode == 0 and calls[-1] == "up --stack dev" and seen.read_text() == "unset\n"
+    assert done.stderr == (
+        "warning: `pulumi stack export --stack dev` failed: error: no stack named 'dev' found; `pulumi up` goes on "
+        "without comparing the cluster's Helm releases with the state\n"
+    )
+    done, _ = make(
+        tmp_path, "up", "STACK=dev", STATE_BACKEND=url, whoami=whoami(url), TPU_RL_RELEASES_IN_STATE="stale", export=""
+    )
+    assert seen.read_text() == "unset\n", "a value left in the environment is not taken for the state's"
+
+
+def test_make_up_stops_before_pulumi_up_at_a_release_the_state_lost_while_the_cluster_keeps_it(
+    tmp_path, cluster, monkeypatch
+):
+    """A destroy whose cluster delete failed: the state holds the cluster without the releases, Helm's storage in it
+    holds JobSet's. One line naming the command, and the CLI is never asked to update."""
+    monkeypatch.setitem(fake_kube.CORE, "secrets", "Secret")
+    body = f"test \"$1\" = --use_application_default_credentials || exit 9\necho '{credential(cluster.token)}'\n"
+    auth_plugin(tmp_path, monkeypatch, body)
+    cluster.core[("secrets", "jobset-system")] = [helm_secret("jobset", "jobset-system", 1, "deployed")]
+    url = f"file://{tmp_path / 'state'}"
+    export = with_cluster(EXPORT, cluster.endpoint, cluster.ca_data)
+    done, calls = make(tmp_path, "up", "STACK=dev", STATE_BACKEND=url, whoami=whoami(url), export=export)
+    assert done.returncode != 0
+    (line,) = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert line == "error: " + str(
+        helm_release_problem("jobset", "jobset-system", (1, "deployed"), in_state=frozenset(), stack="dev")
+    )
+    assert line.endswith(": make destroy STACK=dev")
+    assert calls[-1] == "stack export --stack dev" and not (tmp_path / "pulumi.log.releases").exists()
 
 
 def test_a_new_stack_is_created_with_the_secrets_provider_asked_for(tmp_path):

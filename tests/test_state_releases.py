@@ -19,34 +19,12 @@ import pytest
 from infra.k8s.manifests import helm_release_problem
 from tests import fake_kube
 from tests.fake_kube import FakeCluster, fake_cluster
-from tests.scenario import auth_plugin, credential, helm_secret
+from tests.scenario import EXPORT, auth_plugin, credential, helm_secret, with_cluster
 from tools import state
 from tools.stack_files import ROOT
 
 REAL_CLUSTER = True
-EXPORT = (ROOT / "tests" / "data" / "stack-export.json").read_text()
-"""A `pulumi stack export` of a stack whose Kueue install was in flight when its runner was killed, as the CLI writes
-it (pulumi v3.259.0 pkg/cmd/pulumi/stack/stack_export.go: ``apitype.UntypedDeployment``, indented by four spaces;
-sdk/go/common/apitype/core.go ``DeploymentV3``, ``ResourceV3``, ``OperationV2`` by their JSON names; a secret as
-the engine serializes it, its signature key and ciphertext)."""
 BOTH = state.platform_releases(True)
-
-
-def with_cluster(export: str, endpoint: str, ca: str, releases: tuple[str, ...] = ()) -> str:
-    """``export`` whose cluster has these outputs and whose state holds only ``releases`` (none pending: Kueue's
-    pending create made a resource)."""
-    document = json.loads(export)
-    deployment = document["deployment"]
-    pending = [operation["resource"] for operation in deployment.pop("pending_operations", [])]
-    kept = []
-    for resource in [*deployment["resources"], *({**r, "id": "kueue-system/kueue"} for r in pending)]:
-        if resource["type"] == state.CLUSTER:
-            resource["outputs"]["endpoint"] = endpoint
-            resource["outputs"]["masterAuth"]["clusterCaCertificate"] = ca
-        if resource["type"] != state.HELM_RELEASE or resource["inputs"]["name"] in releases:
-            kept.append(resource)
-    deployment["resources"] = kept
-    return json.dumps(document, indent=4)
 
 
 # ---------------------------------------------------------------------------------------------
