@@ -98,6 +98,7 @@ class Storage:
         self.newest = newest
         self.kubeconfigs: list[str] = []
         self.reads: list[tuple[str, str]] = []
+        self.closed = False
 
     def __call__(self, kubeconfig: str) -> Storage:
         self.kubeconfigs.append(kubeconfig)
@@ -106,6 +107,9 @@ class Storage:
     def helm_release(self, namespace: str, name: str) -> tuple[int, str] | None:
         self.reads.append((namespace, name))
         return self.newest.get((namespace, name))
+
+    def close(self) -> None:
+        self.closed = True
 
 
 @pytest.mark.pure
@@ -116,6 +120,7 @@ def test_a_release_the_state_lost_while_the_cluster_keeps_it_is_the_one_line():
     assert line == helm_release_problem("jobset", "jobset-system", (1, "deployed"), in_state=frozenset(), stack="prod")
     assert line is not None and line.endswith(": make destroy STACK=prod")
     assert storage.reads == [("jobset-system", "jobset")], "the first release found stops it"
+    assert storage.closed
     (kubeconfig,) = storage.kubeconfigs
     assert "server: https://34.162.10.20" in kubeconfig and "certificate-authority-data: Q0E=" in kubeconfig
     assert "gke-gcloud-auth-plugin" in kubeconfig, "the program's kubeconfig (infra.k8s.kubeconfig), ADC"

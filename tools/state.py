@@ -338,7 +338,7 @@ def state_cluster(export: str) -> tuple[str, str] | None:
 
 def platform_releases(kueue_install: bool) -> list[tuple[str, str]]:
     """The Helm releases the program installs (``infra.k8s.platform.KubernetesPlatform``): name and namespace of
-    JobSet's, and of Kueue's with ``tpu-rl:kueue.install``."""
+    JobSet's, and of Kueue's with ``tpu-rl:kueue.enabled`` (``Settings.kueue.install``)."""
     return [("jobset", JOBSET_NAMESPACE), *([("kueue", KUEUE_NAMESPACE)] if kueue_install else [])]
 
 
@@ -372,12 +372,14 @@ def stranded_release(
     from infra.k8s.kubeconfig import build_kubeconfig
 
     reader = (read or live.ClusterReader)(build_kubeconfig(f"{PROJECT}-{stack}", *cluster))
-    for name, namespace in missing:
-        problem = helm_release_problem(
-            name, namespace, reader.helm_release(namespace, name), in_state=held, stack=stack
-        )
-        if problem:
-            return problem
+    try:
+        for name, namespace in missing:
+            newest = reader.helm_release(namespace, name)
+            problem = helm_release_problem(name, namespace, newest, in_state=held, stack=stack)
+            if problem:
+                return problem
+    finally:
+        reader.close()
     return None
 
 
