@@ -339,6 +339,10 @@ class ClusterReader:
             field_selector=field_selector,
         )
 
+    def nodes(self, label_selector: str) -> Objects:
+        """The nodes matching a label selector, e.g. the slice's (``CoreV1Api.list_node``, every page)."""
+        return self._pages("/api/v1/nodes", lambda api: api.core.list_node, (), label_selector=label_selector)
+
     def helm_release(self, namespace: str, name: str) -> tuple[int, str] | None:
         """The newest revision of the Helm release ``name`` in ``namespace`` and its status, as Helm's storage
         records them (None: no release). Helm's default driver keeps each revision in a Secret labelled
