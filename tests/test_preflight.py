@@ -53,7 +53,13 @@ FAST = Budget(1.2, 0.5, 0.5)
             "did not answer GET .*/api/models/x/hang/revision/main in time \\(ReadTimeout\\)"
             "|did not finish answering GET .*/api/models/x/hang/revision/main within 1 s",
         ),
-        ("x/drip", "did not finish answering GET .* within 1 s"),
+        # A drip is cut by the wall-clock budget; on a loaded machine (CI, four workers) it was also seen cut as a
+        # read error of the connection, named as such: one bounded line either way, which is what this test holds.
+        (
+            "x/drip",
+            "did not finish answering GET .* within 1 s"
+            "|cannot reach the Hub at 127.0.0.1:[0-9]+ for GET .*/x/drip/revision/main \\(ReadError\\)",
+        ),
         ("x/reset", "cannot reach the Hub at 127.0.0.1:[0-9]+ for GET .* \\(ReadError\\)"),
         ("x/garbage", "answered GET .*/x/garbage/revision/main with something unexpected"),
         ("x/nonutf8", "answered GET .*/x/nonutf8/revision/main with something unexpected"),
