@@ -18,6 +18,7 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import cloudquotas_v1, compute_v1, kms_v1, service_usage_v1  # noqa: F401
 
 from core import deadline
+from core.names import REQUIRED_APIS
 from core.tpu import CATALOGUE
 from infra.gcp import capacity
 from infra.gcp.capacity import Finding, Held, QuotaLimit, Reservation, needs, reservation_findings
@@ -158,8 +159,8 @@ def test_an_aggregate_tpu_reservation_is_counted_in_chips(chips, in_use, held_vm
 
 @pytest.mark.pure
 def test_the_apis():
-    assert capacity.api_findings({a: "ENABLED" for a in capacity.REQUIRED_APIS}, "p") == []
-    disabled = {**{a: "ENABLED" for a in capacity.REQUIRED_APIS}, "container.googleapis.com": "DISABLED"}
+    assert capacity.api_findings({a: "ENABLED" for a in REQUIRED_APIS}, "p") == []
+    disabled = {**{a: "ENABLED" for a in REQUIRED_APIS}, "container.googleapis.com": "DISABLED"}
     assert capacity.api_findings(disabled, "p") == [
         Finding("note", "this `up` enables container.googleapis.com in project p")
     ]
@@ -373,7 +374,7 @@ REAL = ["gcp:project=real-project-1", "tpu-rl:tpu.reservation=res-a", 'tpu-rl:au
 def test_up_stops_before_any_resource_when_the_reservation_is_missing(compute, monkeypatch):
     compute.routes[REGION_PATH.format(project="real-project-1")] = (200, region("us-east5", ENOUGH))
     compute.routes[VMS_PATH.format(project="real-project-1")] = (200, {"kind": "compute#instanceList", "items": []})
-    monkeypatch.setattr(capacity, "make_clients", lambda: clients(compute))
+    monkeypatch.setattr(capacity.check, "make_clients", lambda: clients(compute))
     monkeypatch.setattr(capacity, "check_capacity", REAL_CHECK)
     plan, _ = plan_stack(
         ROOT / "Pulumi.prod.yaml",

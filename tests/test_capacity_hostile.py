@@ -14,7 +14,8 @@ import pytest
 from google.auth.credentials import AnonymousCredentials
 
 from infra.gcp import capacity
-from infra.gcp.capacity import MAX_REPLY_BYTES, ReplyEncodingError, ReplyError, ReplyTooLargeError, capped_body
+from infra.gcp.capacity import MAX_REPLY_BYTES, ReplyEncodingError, ReplyError, ReplyTooLargeError, reads
+from infra.gcp.capacity.reads import capped_body
 from tests.fake_compute import (
     crypto_key,
     fake_compute,
@@ -229,7 +230,7 @@ def test_bytes_that_are_not_utf8_and_json_nested_a_thousand_deep(compute):
 @pytest.mark.slow
 def test_a_gzip_bomb_is_cut_at_the_cap_not_inflated_whole(compute, monkeypatch):
     inflated: list[int] = []
-    real = capacity.capped_body
+    real = reads.capped_body
 
     def counting(chunks, encoding, cap=MAX_REPLY_BYTES):
         def counted():
@@ -240,7 +241,7 @@ def test_a_gzip_bomb_is_cut_at_the_cap_not_inflated_whole(compute, monkeypatch):
 
         return real(counted(), encoding, cap)
 
-    monkeypatch.setattr(capacity, "capped_body", counting)
+    monkeypatch.setattr(reads, "capped_body", counting)
     compute.raw[REGION] = (200, {"Content-Type": "application/json", "Content-Encoding": "gzip"}, bomb())
     assert run(compute, REGION).startswith(
         f"reading the quotas of region us-east5: Compute Engine (regions.get) sent more than {MAX_REPLY_BYTES} bytes"

@@ -49,7 +49,7 @@ def compute(monkeypatch):
             reservation("res-a", project=PROJECT, zone="us-east5-b", count=8),
         )
         monkeypatch.setattr(
-            capacity,
+            capacity.check,
             "make_clients",
             lambda: capacity.Clients(credentials=AnonymousCredentials(), client_options={"api_endpoint": fake.url}),
         )

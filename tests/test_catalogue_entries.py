@@ -156,7 +156,7 @@ def test_every_accelerator_entry_is_whole(version: TpuVersionName):
             assert machine.default_topology == "", f"{machine.name} forms only {machine.single_host_topology}"
     assert 0 < entry.prices.reservation < entry.prices.on_demand
     # The aggregate reservation family is one the Compute API names (google-cloud-compute's VmFamily enum). Imported
-    # here, as infra/gcp/capacity.py does: the library is some 40 MB of Python that only a capacity check needs.
+    # here, as infra/gcp/capacity/ does: the library is some 40 MB of Python that only a capacity check needs.
     from google.cloud import compute_v1
 
     assert entry.reservation_family in compute_v1.AllocationAggregateReservation.VmFamily.__members__
@@ -164,7 +164,7 @@ def test_every_accelerator_entry_is_whole(version: TpuVersionName):
 
 @pytest.mark.pure
 def test_the_accelerator_facts_as_recorded():
-    """The values the entries hold (moved from core/estimate.py and infra/gcp/capacity.py unchanged)."""
+    """The values the entries hold (moved from core/estimate.py and infra/gcp/capacity/ unchanged)."""
     v6e, v5e, v5p = (CATALOGUE[v] for v in ("v6e", "v5e", "v5p"))
     assert [(e.prices.on_demand, e.prices.reservation) for e in (v6e, v5e, v5p)] == [
         (2.70, 1.89),

@@ -1,0 +1,59 @@
+"""The capacity preflight's order: the permissions, the APIs, then (with Compute Engine enabled) the zone's offers,
+what the stack holds, the reservation, the region's quotas and the TPU chips' limit, and the Secrets key."""
+
+from __future__ import annotations
+
+from core import deadline
+from core.names import KMS_API, REQUIRED_APIS
+from core.settings import Settings
+from infra.gcp.capacity.apis import api_findings, check_permissions, read_api_states
+from infra.gcp.capacity.findings import Finding
+from infra.gcp.capacity.keys import check_secrets_key
+from infra.gcp.capacity.needs import needs, read_held
+from infra.gcp.capacity.offers import check_offers
+from infra.gcp.capacity.quotas import check_quotas, check_tpu_quota
+from infra.gcp.capacity.reads import Clients, make_clients
+from infra.gcp.capacity.reservations import check_reservation
+
+
+def check_capacity(settings: Settings, clients: Clients | None = None) -> list[Finding]:
+    """Every finding of the capacity preflight (bounded reads; never raises for a read it cannot make)."""
+    budget = deadline.BUDGETS["compute"]
+    try:
+        clients = clients or make_clients()
+    except Exception as err:  # noqa: BLE001 (no credentials: the check cannot run)
+        return [Finding("unknown", f"the capacity check could not start ({type(err).__name__}); nothing was checked")]
+    try:
+        return _check(settings, clients, budget)
+    finally:
+        clients.close()
+
+
+def _check(settings: Settings, clients: Clients, budget: deadline.Budget) -> list[Finding]:
+    findings: list[Finding] = check_permissions(settings, clients, budget)
+    apis = REQUIRED_APIS + ((KMS_API,) if settings.gke.secrets_key else ())
+    states, unread = read_api_states(settings.project, apis, clients, budget)
+    if unread is not None and unread.level == "problem":
+        return [*findings, unread]
+    findings += [unread] if unread is not None else []
+    # With the Cloud KMS API off in the project, no key ring of the stack's can be in use there (the stack
+    # enables the API and never disables it): nothing to look for.
+    kms = states is None or states.get(KMS_API) == "ENABLED"
+    if states is not None:
+        findings += api_findings(states, settings.project, apis)
+        if states.get("compute.googleapis.com") != "ENABLED":
+            findings.append(
+                Finding(
+                    "unknown",
+                    "the Compute Engine API is not enabled yet: the zone's offers, reservation and quotas were not "
+                    "checked",
+                )
+            )
+            return findings + check_secrets_key(settings, clients, budget, kms)
+    need = needs(settings, check_offers(settings, clients, budget, findings))
+    ours = read_held(settings, need, clients, budget, findings)
+    findings += check_reservation(settings, need, ours, clients, budget)
+    findings += check_quotas(settings, need, ours, clients, budget)
+    if need.reservation is None:
+        findings += check_tpu_quota(settings, need, clients, budget)
+    return findings + check_secrets_key(settings, clients, budget, kms)

@@ -1,0 +1,282 @@
+"""What the stack needs of the zone and region (the slices, each pool's nodes for a run and at its autoscaling
+maximum), and what its own cluster already holds there (its node VMs, counted as available on a later `up`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from core import deadline
+from core.machines import CpuQuota, boot_disk_type, cpu_quota, disk_quota, machine_family, machine_shape
+from core.settings import Settings
+from core.tpu import CATALOGUE, PREEMPTIBLE, TpuVersion
+from infra.gcp.capacity.findings import Finding
+from infra.gcp.capacity.reads import Clients, ReadFailedError, ReplyError, as_count, as_text, bounded_read
+from infra.gcp.gke_spec import TPU_BOOT_DISK_GB
+
+CLUSTER_LABEL = "goog-k8s-cluster-name"
+"""The label GKE puts on every node VM with its cluster's name (the stack's own VMs are counted as held)."""
+MAX_PAGES = 20
+"""Pages of node VMs read at most (100 a page: a cluster of this stack has a few dozen nodes)."""
+
+
+def unit_of(metric: str) -> str:
+    return "GB" if metric.endswith("_GB") else "vCPUs"
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One pool's draw on the region's quotas: its nodes when a run uses it, and at its autoscaling maximum."""
+
+    key: str
+    """Its configuration key (``tpu-rl:cpuPool``; ``tpu-rl:tpu`` for the slices)."""
+    what: str
+    """What its run nodes are, for a message (``1 cpu-np node for the CPU steps``)."""
+    machine_type: str
+    run_nodes: int
+    max_nodes: int
+    vcpus: int | None
+    """vCPUs of one node that count against CPU quota; None: not counted (a TPU VM draws on TPU quota, or a machine
+    of unknown size)."""
+    rule: CpuQuota | None
+    disk_metric: str | None
+    """The quota metric its boot disks draw on (``core.machines.DISK_QUOTAS``); None: a disk type not in the table."""
+    disk_gb: int
+    run_keys: tuple[str, ...] = ()
+    """What to lower when the run's own nodes do not fit (vCPUs): ``minNodes`` or ``machineType``."""
+
+    def vcpus_at(self, nodes: int) -> dict[str, float]:
+        if self.vcpus is None or self.rule is None:
+            return {}
+        return {m: float(self.vcpus * nodes) for m in self.rule.metrics}
+
+    def maybe_at(self, nodes: int) -> dict[str, float]:
+        if self.vcpus is None or self.rule is None:
+            return {}
+        return {m: float(self.vcpus * nodes) for m in self.rule.maybe}
+
+    def disks_at(self, nodes: int) -> dict[str, float]:
+        return {self.disk_metric: float(self.disk_gb * nodes)} if self.disk_metric else {}
+
+    def per_node(self, metric: str) -> float:
+        """What one node surely draws on ``metric`` (0: nothing)."""
+        return {**self.vcpus_at(1), **self.disks_at(1)}.get(metric, 0.0)
+
+    def fix_keys(self, metric: str) -> tuple[str, ...]:
+        """The keys that lower what its run nodes draw on ``metric``."""
+        if self.key == "tpu-rl:tpu":
+            return ()
+        return self.run_keys if unit_of(metric) == "vCPUs" else (f"{self.key}.diskSizeGb",)
+
+
+@dataclass(frozen=True)
+class Need:
+    """What the stack needs of the zone and region: the slices, and each pool's nodes for a run and at its
+    autoscaling maximum."""
+
+    reservation: tuple[str, str] | None
+    """(project that owns it, name), with capacity ``reservation``."""
+    vms: int
+    """TPU VMs of every slice."""
+    machine_type: str
+    chips: int
+    chips_per_vm: int
+    preemptible: bool
+    """Spot and flex-start TPU capacity draws on preemptible quota."""
+    flex_start: bool
+    tpu: TpuVersion
+    """The slice's catalogue entry: its aggregate reservations' family and its chips' quotas."""
+    pools: tuple[Pool, ...] = ()
+    """The system pool, cpu-np and the slices (``Pool``)."""
+    uncounted: tuple[tuple[str, str], ...] = ()
+    """(config key, machine type) of pools whose vCPUs or quota rule are not known: not counted."""
+
+    def draw(self, at: str = "run") -> dict[str, float]:
+        """Quota metric -> what the pools surely draw on it (vCPUs, GB): at ``run`` or ``max`` size."""
+        total: dict[str, float] = {}
+        for pool in self.pools:
+            nodes = pool.run_nodes if at == "run" else pool.max_nodes
+            for amounts in (pool.vcpus_at(nodes), pool.disks_at(nodes)):
+                for metric, amount in amounts.items():
+                    total[metric] = total.get(metric, 0.0) + amount
+        return total
+
+    def maybe(self) -> dict[str, float]:
+        """Quota metric -> further vCPUs a run draws on it if a rule the sources do not settle holds
+        (``CpuQuota.maybe``)."""
+        total: dict[str, float] = {}
+        for pool in self.pools:
+            for metric, amount in pool.maybe_at(pool.run_nodes).items():
+                total[metric] = total.get(metric, 0.0) + amount
+        return total
+
+    @property
+    def maybe_families(self) -> tuple[str, ...]:
+        """The machine families behind ``maybe()`` (named in its warning)."""
+        return tuple(
+            dict.fromkeys(
+                machine_family(p.machine_type).upper() for p in self.pools if p.rule and p.rule.maybe and p.vcpus
+            )
+        )
+
+
+CPU_STEPS_NODES = 1
+"""cpu-np nodes a run needs for its CPU steps: each step is one pod on cpu-np (the conversion, the Pathways head of
+training, the export, the evaluation, the publication: ``workloads.build.manifests``), and each starts only after
+the step it reads succeeded (``workloads.workflow``), so one node at a time holds them."""
+
+
+def needs(settings: Settings, vcpus: Mapping[str, int] | None = None) -> Need:
+    """What the stack's pools need, from its settings (pure). ``vcpus``: machine type -> guest CPUs as the zone
+    answered (``machineTypes.get``); a type not in it is sized by its predefined shape (``core.machines``)."""
+    reservation = None
+    if settings.tpu.capacity == "reservation" and settings.tpu.reservation:
+        parts = settings.tpu.reservation.split("/")
+        reservation = (parts[1], parts[3]) if len(parts) == 4 else (settings.project, settings.tpu.reservation)
+    known = dict(vcpus or {})
+    uncounted: list[tuple[str, str]] = []
+    pools: list[Pool] = []
+    cpu_run = max(settings.cpu_pool.min_nodes, CPU_STEPS_NODES if settings.workflow.enabled else 0)
+    for key, pool, run, what, run_keys in (
+        (
+            "tpu-rl:systemPool",
+            settings.system_pool,
+            settings.system_pool.min_nodes,
+            f"{settings.system_pool.min_nodes} system node(s) at minNodes",
+            ("tpu-rl:systemPool.minNodes", "tpu-rl:systemPool.machineType"),
+        ),
+        (
+            "tpu-rl:cpuPool",
+            settings.cpu_pool,
+            cpu_run,
+            f"{cpu_run} cpu-np node(s) for the CPU steps",
+            ("tpu-rl:cpuPool.machineType",) + (("tpu-rl:cpuPool.minNodes",) if settings.cpu_pool.min_nodes > 1 else ()),
+        ),
+    ):
+        shape, rule = machine_shape(pool.machine_type), cpu_quota(pool.machine_type)
+        size = known.get(pool.machine_type) or (shape.vcpus if shape else None)
+        if size is None or rule is None:
+            uncounted.append((f"{key}.machineType", pool.machine_type))
+        pools.append(
+            Pool(
+                key=key,
+                what=what,
+                machine_type=pool.machine_type,
+                run_nodes=run,
+                max_nodes=max(pool.max_nodes, run),
+                vcpus=size if rule is not None else None,
+                rule=rule,
+                disk_metric=disk_quota(pool.disk_type),
+                disk_gb=pool.disk_size_gb,
+                run_keys=run_keys,
+            )
+        )
+    vms = settings.slice.hosts * settings.tpu.slices
+    pools.append(
+        Pool(
+            key="tpu-rl:tpu",
+            what=f"{vms} TPU VM(s)",
+            machine_type=settings.slice.machine_type,
+            run_nodes=vms,
+            max_nodes=vms,
+            vcpus=None,
+            rule=None,
+            disk_metric=disk_quota(settings.slice.boot_disk_type),
+            disk_gb=TPU_BOOT_DISK_GB,
+        )
+    )
+    return Need(
+        reservation=reservation,
+        vms=vms,
+        machine_type=settings.slice.machine_type,
+        chips=settings.total_chips,
+        chips_per_vm=settings.slice.chips_per_vm,
+        preemptible=settings.tpu.capacity in PREEMPTIBLE,
+        flex_start=settings.tpu.capacity == "flex-start",
+        tpu=CATALOGUE[settings.tpu.version],
+        pools=tuple(pools),
+        uncounted=tuple(uncounted),
+    )
+
+
+@dataclass(frozen=True)
+class Held:
+    """What the stack's own cluster already runs in the zone (its node VMs): counted as available."""
+
+    tpu_vms: int = 0
+    amounts: dict[str, float] = field(default_factory=dict)
+    """Quota metric -> vCPUs or boot disk GB its VMs surely hold."""
+    maybe: dict[str, float] = field(default_factory=dict)
+    """Quota metric -> vCPUs its VMs hold if ``CpuQuota.maybe`` holds."""
+
+
+def held(vms: Iterable[tuple[str, int]], machine_type: str, tpu_disk: str = "hyperdisk-balanced") -> Held:
+    """The stack's node VMs, (machine type or ``machineType`` URL as Compute lists it, boot disk GB), as TPU VMs and
+    what they hold per quota metric; ``tpu_disk``: the slice's boot disk type."""
+    tpu = 0
+    amounts: dict[str, float] = {}
+    maybe: dict[str, float] = {}
+
+    def add(metric: str | None, amount: float, into: dict[str, float] = amounts) -> None:
+        if metric:
+            into[metric] = into.get(metric, 0.0) + amount
+
+    for url, disk_gb in vms:
+        name = url.rsplit("/", 1)[-1]
+        if name == machine_type:
+            tpu += 1
+            add(disk_quota(tpu_disk), disk_gb)
+            continue
+        shape, rule = machine_shape(name), cpu_quota(name)
+        if shape is not None and rule is not None:
+            for metric in rule.metrics:
+                add(metric, shape.vcpus)
+            for metric in rule.maybe:
+                add(metric, shape.vcpus, maybe)
+        add(disk_quota(boot_disk_type(name) or ""), disk_gb)
+    return Held(tpu, amounts, maybe)
+
+
+def instance_types(pages: Iterable[Any]) -> list[tuple[str, int]]:
+    """The (machine type, boot disk GB) of each VM of ``instances.list`` pages (``ListPager.pages``), at most
+    ``MAX_PAGES`` pages; a VM listed without a boot disk holds 0 GB."""
+    found: list[tuple[str, int]] = []
+    for page_number, page in enumerate(pages):
+        if page_number >= MAX_PAGES:
+            raise ReplyError(f"more than {MAX_PAGES} pages of VMs")
+        for n, item in enumerate(page.items):
+            boot = [d for d in item.disks if d.boot]
+            disk = as_count(boot[0].disk_size_gb, f"items[{n}].disks[].diskSizeGb") if boot else 0
+            found.append((as_text(item.machine_type, f"items[{n}].machineType", 300), disk))
+    return found
+
+
+def read_held(
+    settings: Settings, need: Need, clients: Clients, budget: deadline.Budget, findings: list[Finding]
+) -> Held:
+    """The stack's own node VMs in the zone (a later `up`: what they hold is not needed again)."""
+    from google.api_core import exceptions as api
+
+    try:
+        types = bounded_read(
+            f"listing the node VMs of cluster {settings.cluster_name}",
+            "Compute Engine (instances.list)",
+            lambda options: instance_types(
+                clients.instances.list(
+                    request={
+                        "project": settings.project,
+                        "zone": settings.zone,
+                        "filter": f'labels.{CLUSTER_LABEL} = "{settings.cluster_name}"',
+                        "max_results": 100,
+                    },
+                    **options,
+                ).pages
+            ),
+            clients,
+            budget,
+        )
+    except (ReadFailedError, api.NotFound) as err:
+        findings.append(Finding("unknown", f"{err}; VMs this stack already holds are not counted"))
+        return Held()
+    return held(types, need.machine_type, need.tpu.boot_disk_type)
