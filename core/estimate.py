@@ -167,7 +167,7 @@ class Estimate:
     def to_output(self) -> dict[str, Any]:
         """Stack-output form, camelCase and rounded."""
         return {
-            "capacity": self.capacity,
+            "capacity": str(self.capacity),  # the mode's string, as the stack output has always held it
             "chips": self.chips,
             "usdPerChipHour": round(self.usd_per_chip_hour, 4),
             "steps": {
@@ -198,16 +198,18 @@ class Estimate:
         }
 
 
-def usd_per_chip_hour(version: TpuVersionName, capacity: Capacity) -> float:
-    """The price of one chip-hour of a TPU version (its entry's ``prices``) in a capacity mode."""
+def usd_per_chip_hour(version: TpuVersionName, capacity: str) -> float:
+    """The price of one chip-hour of a TPU version (its entry's ``prices``) in a capacity mode: a ``Capacity``, or
+    its string as a run's record and ``make report --capacity`` give it (parsed here; another string raises
+    ValueError)."""
     prices = CATALOGUE[version].prices
     by_capacity: dict[Capacity, float] = {
-        "reservation": prices.reservation,
-        "on-demand": prices.on_demand,
-        "spot": prices.on_demand * SPOT_FACTOR,
-        "flex-start": prices.on_demand * FLEX_START_FACTOR,
+        Capacity.RESERVATION: prices.reservation,
+        Capacity.ON_DEMAND: prices.on_demand,
+        Capacity.SPOT: prices.on_demand * SPOT_FACTOR,
+        Capacity.FLEX_START: prices.on_demand * FLEX_START_FACTOR,
     }
-    return by_capacity[capacity]
+    return by_capacity[Capacity(capacity)]
 
 
 @dataclass(frozen=True)
@@ -257,7 +259,7 @@ def failure_costs(
     """What one failure of each kind bills (module docstring)."""
     lost_steps = min(checkpoint_period, run.num_batches) / 2
     restart = TRAIN_STARTUP_HOURS + lost_steps * step_seconds(run, chips) / 3600
-    reserved = capacity == "reservation"
+    reserved = capacity == Capacity.RESERVATION
     protection = maintenance or Maintenance(DEFAULT_EXCLUSION, (DEFAULT_PODS_READY[capacity] + RECOVERY_SECONDS) / 3600)
     away = min(TPU_MAINTENANCE_SECONDS / 3600, protection.recovery_hours)
     hours = {
@@ -286,7 +288,7 @@ def estimate_run(
     bill remains. `steps` are the steps the stack runs (``Settings.workflow.steps``; None: the required ones)."""
     chips = shape.chips * slices
     price = usd_per_chip_hour(shape.version, capacity)
-    reserved = capacity == "reservation"
+    reserved = capacity == Capacity.RESERVATION
     runs = set(REQUIRED if steps is None else steps)
     hours: dict[StepName, float] = {}
     for facts in STEPS.values():
@@ -345,19 +347,25 @@ def cpu_note(steps: list[StepName]) -> str:
 
 
 BILLING: dict[Capacity, str] = {
-    "spot": "the spot pool scales to zero: its TPU VMs bill at the spot price only while they exist, from the "
-    "scale-up for training to the scale-down after it",
-    "flex-start": "the flex-start pool scales to zero: its TPU VMs bill from when the capacity is granted to the "
-    "scale-down after training, nothing while the request waits for capacity",
-    "on-demand": "the on-demand pool scales to zero: its TPU VMs bill only while they exist, from the scale-up for "
-    "training to the scale-down after it",
+    Capacity.SPOT: (
+        "the spot pool scales to zero: its TPU VMs bill at the spot price only while they exist, from the "
+        "scale-up for training to the scale-down after it"
+    ),
+    Capacity.FLEX_START: (
+        "the flex-start pool scales to zero: its TPU VMs bill from when the capacity is granted to the "
+        "scale-down after training, nothing while the request waits for capacity"
+    ),
+    Capacity.ON_DEMAND: (
+        "the on-demand pool scales to zero: its TPU VMs bill only while they exist, from the scale-up for "
+        "training to the scale-down after it"
+    ),
 }
 """What bills in each autoscaled capacity mode (module docstring); a reservation's note is ``billing_note``'s."""
 
 
 def billing_note(capacity: Capacity, chips: int, price: float) -> str:
     """The estimate's note on what bills in ``capacity`` (module docstring, with the sources)."""
-    if capacity != "reservation":
+    if capacity != Capacity.RESERVATION:
         return BILLING[capacity]
     return (
         f"the reservation bills from its creation until it is deleted, used or not: for this slice {chips} chips x "

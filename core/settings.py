@@ -23,13 +23,13 @@ class TpuSettings:
     topology: str
     slices: int
     capacity: Capacity
-    """reservation | spot | flex-start | on-demand."""
+    """A member of ``core.tpu.Capacity`` (reservation | spot | flex-start | on-demand)."""
     reservation: str | None
     """``projects/P/reservations/R`` with capacity reservation, else None."""
 
     @property
     def autoscaled(self) -> bool:
-        return self.capacity != "reservation"
+        return self.capacity != Capacity.RESERVATION
 
 
 @dataclass(frozen=True)

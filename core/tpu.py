@@ -14,25 +14,38 @@ each other field cites its own. A slice is ``topology`` chips; it needs ``chips 
 ("hosts"). A single-host slice is what one VM forms on its own; GKE rejects ``tpu_topology`` on such pools,
 so they get no COMPACT placement policy.
 
-The closed sets that go with it are Literals mypy checks (``TpuVersionName``, ``Capacity``), each with the
-tuple of its values for the config schema (``TPU_VERSIONS``, ``CAPACITY_MODES``, from ``typing.get_args``).
+The closed sets that go with it: the generations, a Literal mypy checks (``TpuVersionName``, its values in
+``TPU_VERSIONS`` from ``typing.get_args``), and the capacity modes, an enum (``Capacity``, its members in order in
+``CAPACITY_MODES``): a ``StrEnum``, so a mode compares equal to, formats as and serializes as the string the
+config and the manifests hold.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Literal, get_args
 
 TpuVersionName = Literal["v6e", "v5e", "v5p"]
 """The TPU generations the catalogue lists (``tpu-rl:tpu.version``): the keys of ``CATALOGUE``."""
 TPU_VERSIONS: tuple[TpuVersionName, ...] = get_args(TpuVersionName)
 
-Capacity = Literal["reservation", "spot", "flex-start", "on-demand"]
-"""How TPU capacity is obtained (``tpu-rl:tpu.capacity``): a static slice on a specific reservation, or a pool
-autoscaled between 0 and one slice on spot, flex-start (Dynamic Workload Scheduler) or on-demand VMs."""
-CAPACITY_MODES: tuple[Capacity, ...] = get_args(Capacity)
-PREEMPTIBLE: tuple[Capacity, ...] = ("spot", "flex-start")
+
+class Capacity(StrEnum):
+    """How TPU capacity is obtained (``tpu-rl:tpu.capacity``): a static slice on a specific reservation, or a pool
+    autoscaled between 0 and one slice on spot, flex-start (Dynamic Workload Scheduler) or on-demand VMs. The
+    config's value is parsed into a member once (``core.config.rules``); every module compares members."""
+
+    RESERVATION = "reservation"
+    SPOT = "spot"
+    FLEX_START = "flex-start"
+    ON_DEMAND = "on-demand"
+
+
+CAPACITY_MODES: tuple[Capacity, ...] = tuple(Capacity)
+"""Every mode, in the order the configuration reference and the messages list them."""
+PREEMPTIBLE: tuple[Capacity, ...] = (Capacity.SPOT, Capacity.FLEX_START)
 """The capacity modes whose TPU VMs draw on preemptible quota."""
 
 

@@ -188,7 +188,14 @@ def test_the_accelerator_facts_as_recorded():
 
 @pytest.mark.pure
 def test_the_closed_sets_and_the_tables_keyed_by_them():
-    assert CAPACITY_MODES == get_args(Capacity) == ("reservation", "spot", "flex-start", "on-demand")
+    assert CAPACITY_MODES == tuple(Capacity) == ("reservation", "spot", "flex-start", "on-demand")
+    # A StrEnum: a mode formats, compares and serializes as the string the config, the outputs and the messages hold.
+    assert [f"{mode}" for mode in CAPACITY_MODES] == ["reservation", "spot", "flex-start", "on-demand"]
+    assert json.dumps({"capacity": Capacity.FLEX_START}) == '{"capacity": "flex-start"}'
+    mode: str = Capacity.SPOT
+    assert mode == "spot" and Capacity("spot") is Capacity.SPOT
+    restarts = cast(dict[str, int], DEFAULT_RESTARTS)
+    assert restarts["spot"] == DEFAULT_RESTARTS[Capacity.SPOT], "a string finds its mode"
     for table in (DEFAULT_RESTARTS, DEFAULT_PODS_READY, DEFAULT_UNSCHEDULABLE):
         assert set(table) == set(CAPACITY_MODES)
     assert all(usd_per_chip_hour(v, c) > 0 for v in TPU_VERSIONS for c in CAPACITY_MODES)
@@ -274,7 +281,9 @@ def test_a_new_tpu_is_configured_priced_and_named_in_messages(new_tpu: TpuVersio
     assert usd_per_chip_hour(V7X, "reservation") == 3.50
     assert usd_per_chip_hour(V7X, "flex-start") == pytest.approx(5.00 * FLEX_START_FACTOR)
     # The messages name it: the unschedulable slice's fix, and the config rules'.
-    fix = pods.pool_fix("the TPU slice pool", capacity="spot", cpu_machine="n4-standard-64", version=s.tpu.version)
+    fix = pods.pool_fix(
+        "the TPU slice pool", capacity=Capacity.SPOT, cpu_machine="n4-standard-64", version=s.tpu.version
+    )
     assert fix == (
         "GKE cannot get spot TPU v7x capacity in gcp:zone now: try again later, another zone, or another "
         "tpu-rl:tpu.capacity"

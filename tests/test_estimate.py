@@ -17,7 +17,7 @@ from core.estimate import (
     usd_per_chip_hour,
 )
 from core.steps import StepName
-from core.tpu import resolve_slice
+from core.tpu import Capacity, resolve_slice
 from tests.conftest import plan_of
 from tests.lifecycle_walk import settings
 
@@ -27,7 +27,7 @@ TUTORIAL = TrainingRun(model="gemma4-26b", num_batches=50, batch_size=4, num_gen
 
 @pytest.mark.pure
 def test_tutorial_on_a_reservation():
-    e = estimate_run(V6E_32, 1, "reservation", TUTORIAL)
+    e = estimate_run(V6E_32, 1, Capacity.RESERVATION, TUTORIAL)
     # train: 0.75 h start-up + 50 steps x (6 s x 4 prompts x 4 generations) = 0.75 + 50 x 96 s = 2.0833 h
     steps = {s.step: s for s in e.steps}
     assert steps["train"].hours == pytest.approx(0.75 + 50 * 96 / 3600)
@@ -44,27 +44,27 @@ def test_tutorial_on_a_reservation():
 
 @pytest.mark.pure
 def test_autoscaled_capacity_bills_only_while_training():
-    e = estimate_run(V6E_32, 1, "spot", TUTORIAL)
+    e = estimate_run(V6E_32, 1, Capacity.SPOT, TUTORIAL)
     steps = {s.step: s for s in e.steps}
     assert steps["convert"].usd == 0 and steps["export"].usd == 0
     # (2.0833 h + 0.25 h scale-up/down) x 32 chips x ($2.70 x 0.40 = $1.08)
     assert steps["train"].usd == pytest.approx((2.083333 + 0.25) * 32 * 1.08, rel=1e-5)  # $80.64
     assert e.idle_usd_per_day == 0
-    on_demand = estimate_run(V6E_32, 1, "on-demand", TUTORIAL)
+    on_demand = estimate_run(V6E_32, 1, Capacity.ON_DEMAND, TUTORIAL)
     assert on_demand.total_usd == pytest.approx((2.083333 + 0.25) * 32 * 2.70, rel=1e-5)  # $201.60
 
 
 @pytest.mark.pure
 def test_smaller_slice_trains_longer():
     small = resolve_slice("v6e", "ct6e-standard-4t", "2x4")
-    e = estimate_run(small, 1, "spot", TUTORIAL)
+    e = estimate_run(small, 1, Capacity.SPOT, TUTORIAL)
     train = next(s for s in e.steps if s.step == "train")
     assert train.hours == pytest.approx(0.75 + 50 * 96 * 4 / 3600)
 
 
 @pytest.mark.pure
 def test_provision_only_reservation_still_shows_the_daily_bill():
-    e = estimate_run(V6E_32, 1, "reservation", None)
+    e = estimate_run(V6E_32, 1, Capacity.RESERVATION, None)
     assert e.total_usd == 0 and e.idle_usd_per_day == pytest.approx(1451.52)
 
 
@@ -83,7 +83,7 @@ def test_estimate_is_a_stack_output_and_printed_by_the_plan(capsys):
 @pytest.mark.pure
 def test_the_stack_output_of_the_tutorial_run_on_a_reservation():
     """Every field of the `estimate` stack output, rounded as documented."""
-    assert estimate_run(V6E_32, 1, "reservation", TUTORIAL).to_output() == {
+    assert estimate_run(V6E_32, 1, Capacity.RESERVATION, TUTORIAL).to_output() == {
         "capacity": "reservation",
         "chips": 32,
         "usdPerChipHour": 1.89,
@@ -131,7 +131,7 @@ def test_the_stack_output_of_the_tutorial_run_on_a_reservation():
 @pytest.mark.pure
 def test_two_flex_start_slices_halve_the_steps_and_bill_only_training():
     # 64 chips at $2.70 x 0.60 = $1.62; train 0.75 h + 50 x 96 s x 32/64 = 1.4167 h, billed + 0.25 h.
-    assert describe(estimate_run(V6E_32, 2, "flex-start", TUTORIAL).to_output()).splitlines() == [
+    assert describe(estimate_run(V6E_32, 2, Capacity.FLEX_START, TUTORIAL).to_output()).splitlines() == [
         "estimate (flex-start, 64 chips at $1.62/chip-hour, prices as of 2026-11-29):",
         "  convert    1.00 h  CPU only       0.0 chip-h  $      0.00",
         "  train      1.42 h  TPU          106.7 chip-h  $    172.80",
@@ -156,14 +156,14 @@ def test_two_flex_start_slices_halve_the_steps_and_bill_only_training():
 def test_failure_costs_follow_the_checkpoint_period_and_the_unschedulable_bound():
     """Both sides: a longer checkpoint period loses more steps to a preemption (never more than the run has),
     a longer bound holds a reserved slice longer."""
-    base = estimate_run(V6E_32, 1, "reservation", TUTORIAL).failures
-    sparse = estimate_run(V6E_32, 1, "reservation", TUTORIAL, checkpoint_period=50, unschedulable_seconds=3600)
+    base = estimate_run(V6E_32, 1, Capacity.RESERVATION, TUTORIAL).failures
+    sparse = estimate_run(V6E_32, 1, Capacity.RESERVATION, TUTORIAL, checkpoint_period=50, unschedulable_seconds=3600)
     assert sparse.failures["preemption"].tpu_hours == pytest.approx(0.75 + 25 * 96 / 3600)
     assert sparse.failures["unschedulable"].tpu_chip_hours == pytest.approx(32.0)
     assert base["unschedulable"].tpu_chip_hours == pytest.approx(8.0)
-    huge = estimate_run(V6E_32, 1, "reservation", TUTORIAL, checkpoint_period=1000).failures["preemption"]
+    huge = estimate_run(V6E_32, 1, Capacity.RESERVATION, TUTORIAL, checkpoint_period=1000).failures["preemption"]
     assert huge.tpu_hours == pytest.approx(sparse.failures["preemption"].tpu_hours), "at most the run's 50 steps"
-    assert estimate_run(V6E_32, 1, "reservation", None).failures == {}, "provision-only: nothing runs"
+    assert estimate_run(V6E_32, 1, Capacity.RESERVATION, None).failures == {}, "provision-only: nothing runs"
     prod = estimate_for(
         settings("prod", ["tpu-rl:workflow.unschedulableTimeout=30m", "tpu-rl:training.checkpointPeriod=20"])
     )
@@ -231,7 +231,7 @@ def test_the_estimate_of_a_stack_reads_each_setting(overrides, expected):
 @pytest.mark.pure
 def test_the_output_rounds_money_to_cents_and_hours_to_hundredths():
     # 7 batches on spot: train 0.75 h + 7 x 96 s = 0.93667 h, billed + 0.25 h x 32 chips x $1.08 = $41.0112.
-    output = estimate_run(V6E_32, 1, "spot", replace(TUTORIAL, num_batches=7)).to_output()
+    output = estimate_run(V6E_32, 1, Capacity.SPOT, replace(TUTORIAL, num_batches=7)).to_output()
     assert output["steps"]["train"] == {"hours": 0.94, "holdsTpu": True, "tpuChipHours": 38.0, "usd": 41.01}
     assert (output["totalHours"], output["totalUsd"], output["usdPerChipHour"]) == (2.69, 41.01, 1.08)
 
@@ -239,7 +239,7 @@ def test_the_output_rounds_money_to_cents_and_hours_to_hundredths():
 @pytest.mark.pure
 def test_an_estimate_output_without_failure_modes_still_reads():
     """A stack output written before the failure modes were estimated (an older `up`) is still shown."""
-    output = estimate_run(V6E_32, 1, "reservation", TUTORIAL).to_output()
+    output = estimate_run(V6E_32, 1, Capacity.RESERVATION, TUTORIAL).to_output()
     del output["failureModes"]
     assert not any(line.startswith("  if ") for line in describe(output).splitlines())
 
@@ -270,7 +270,7 @@ def test_the_billing_note_says_what_bills_in_each_capacity_mode(capacity, words)
 @pytest.mark.pure
 def test_the_evaluation_and_the_publication_are_estimated_when_the_stack_runs_them():
     every: tuple[StepName, ...] = ("convert", "train", "export", "evaluate", "publish")
-    e = estimate_run(V6E_32, 1, "reservation", TUTORIAL, steps=every)
+    e = estimate_run(V6E_32, 1, Capacity.RESERVATION, TUTORIAL, steps=every)
     steps = {s.step: s for s in e.steps}
     assert list(steps) == list(every)
     # gemma4-26b's entry: evaluation 1.5 h, publication 0.5 h, on cpu-np; a reserved slice bills through both
@@ -280,10 +280,10 @@ def test_the_evaluation_and_the_publication_are_estimated_when_the_stack_runs_th
     assert e.total_hours == pytest.approx(1.0 + 2.083333 + 0.75 + 1.5 + 0.5, rel=1e-5)
     assert e.total_usd == pytest.approx(231.84 + 90.72 + 30.24, abs=0.01)
     assert e.notes[0] == "conversion, export, evaluation and publication run on the CPU pool and hold no TPU"
-    spot = {s.step: s for s in estimate_run(V6E_32, 1, "spot", TUTORIAL, steps=every).steps}
+    spot = {s.step: s for s in estimate_run(V6E_32, 1, Capacity.SPOT, TUTORIAL, steps=every).steps}
     assert spot["evaluate"].hours == 1.5 and spot["evaluate"].usd == 0 and spot["publish"].usd == 0
     # only the steps the stack runs: the publication alone, without the evaluation
-    alone = estimate_run(V6E_32, 1, "reservation", TUTORIAL, steps=("convert", "train", "export", "publish"))
+    alone = estimate_run(V6E_32, 1, Capacity.RESERVATION, TUTORIAL, steps=("convert", "train", "export", "publish"))
     assert [s.step for s in alone.steps] == ["convert", "train", "export", "publish"]
 
 
@@ -351,4 +351,6 @@ def test_the_start_up_is_split_into_the_measured_components_and_keeps_its_total(
 
     assert tuple(STARTUP_MINUTES) == COMPONENTS
     assert TRAIN_STARTUP_HOURS == 0.75 == sum(STARTUP_COMPONENTS.values())
-    assert estimate_run(V6E_32, 1, "reservation", None).to_output().get("trainStartupMinutes") is None, "no training"
+    assert estimate_run(V6E_32, 1, Capacity.RESERVATION, None).to_output().get("trainStartupMinutes") is None, (
+        "no training"
+    )

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from core.tpu import Capacity
 from tests.conftest import slug
 from workloads.build.model_card import (
     GEMMA_NOTICE,
@@ -59,7 +60,7 @@ FACTS = CardFacts(
     image_digests={MAXTEXT: MAXTEXT_DIGEST},
     summary=SUMMARY,
     usd_per_chip_hour=2.7,
-    capacity="spot",
+    capacity=Capacity.SPOT,
     chips=8,
     reward_image="reward-curve.png",
     steps={"convert": "convert-1a2b3c4d5e", "train": "train-0f1e2d3c4b", "export": "export-9a8b7c6d5e"},
@@ -346,7 +347,7 @@ def test_the_cost_is_the_held_chip_hours_times_the_rate_and_both_counts_are_labe
     assert "- TPU chip-hours of the training steps (tunix's step events, every attempt): 18.50\n" in compute
     assert "- capacity: spot\n" in compute and "- chips: 8\n" in compute
     assert "reserved slice" not in compute
-    reserved = sections(card(capacity="reservation"))["Compute"]
+    reserved = sections(card(capacity=Capacity.RESERVATION))["Compute"]
     assert "- a reserved slice bills every hour it exists, used or not: this counts the hours training held it\n" in (
         reserved
     )
@@ -477,7 +478,7 @@ def test_no_config_value_can_break_the_table(value):
     assert table[1][1] == json.dumps({"k": value}) and table[3] == ["tpu-rl:namespace", "after", "tpu-rl"]
     assert re.search(r"^- capacity: .*$", sections(text)["Compute"], re.M), "on its own line"
     plain = [{**d, "value": "plain", "tutorial": "plain"} if d["value"] == value else d for d in diff]
-    page, baseline = render(text), render(card(config_diff=plain, capacity="spot"))
+    page, baseline = render(text), render(card(config_diff=plain, capacity=Capacity.SPOT))
     for tag in TAGS:
         assert page.count(tag) == baseline.count(tag), f"{tag}: no markup of its own"
 

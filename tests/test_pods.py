@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from core.redact import scrub
+from core.tpu import Capacity
 from tests.fake_kube import AUTOSCALER_MESSAGES, SCHEDULER_MESSAGE, T0, T1, pod_event, step_pod
 from tests.lifecycle_walk import settings
 from workloads.build.steps import plan_workflow
@@ -75,7 +76,7 @@ def test_the_explanation_has_the_scheduler_the_autoscaler_and_the_fix():
     reasons = pods.newest_reasons(
         typed_events([pod_event(pod, "NotTriggerScaleUp"), pod_event(pod, "FailedScheduling")]), stuck.pod
     )
-    fix = pods.pool_fix("cpu-np", capacity="reservation", cpu_machine="n4-standard-64", version="v6e")
+    fix = pods.pool_fix("cpu-np", capacity=Capacity.RESERVATION, cpu_machine="n4-standard-64", version="v6e")
     assert pods.explain_unschedulable(stuck, reasons, fix) == (
         f"pod {stuck.pod} (pool cpu-np): scheduler: {SCHEDULER_MESSAGE.rstrip('.')}; autoscaler NotTriggerScaleUp: "
         f"{AUTOSCALER_MESSAGES['NotTriggerScaleUp']}. cpu-np cannot add another n4-standard-64 node: raise "
@@ -208,19 +209,23 @@ def test_a_sidecar_killed_for_memory_is_found_in_the_init_container_statuses():
 
 def test_a_pod_without_a_pool_selector_and_every_pools_fix():
     assert pods.pool_of(typed_pods([{"spec": {}}])[0]) == "any pool" == pods.pool_of(typed_pods([{}])[0])
-    assert pods.pool_fix("cpu-np", capacity="spot", cpu_machine="c3-highmem-88", version="v6e") == (
+    assert pods.pool_fix("cpu-np", capacity=Capacity.SPOT, cpu_machine="c3-highmem-88", version="v6e") == (
         "cpu-np cannot add another c3-highmem-88 node: raise tpu-rl:cpuPool.maxNodes, request more C3_CPUS "
         "quota in the region, or choose another tpu-rl:cpuPool.machineType if the zone is out of it"
     )
-    assert pods.pool_fix("the TPU slice pool", capacity="reservation", cpu_machine="n4-standard-64", version="v6e") == (
+    assert pods.pool_fix(
+        "the TPU slice pool", capacity=Capacity.RESERVATION, cpu_machine="n4-standard-64", version="v6e"
+    ) == (
         "the slice's nodes are not all up: check the reservation (tpu-rl:tpu.reservation) and "
         "`kubectl get nodes -l cloud.google.com/gke-tpu-accelerator`"
     )
-    assert pods.pool_fix("the TPU slice pool", capacity="flex-start", cpu_machine="n4-standard-64", version="v6e") == (
+    assert pods.pool_fix(
+        "the TPU slice pool", capacity=Capacity.FLEX_START, cpu_machine="n4-standard-64", version="v6e"
+    ) == (
         "GKE cannot get flex-start TPU v6e capacity in gcp:zone now: try again later, another zone, or "
         "another tpu-rl:tpu.capacity"
     )
-    assert pods.pool_fix("any pool", capacity="spot", cpu_machine="n4-standard-64", version="v6e") == (
+    assert pods.pool_fix("any pool", capacity=Capacity.SPOT, cpu_machine="n4-standard-64", version="v6e") == (
         "check the pod's node selector and tolerations against the node pools"
     )
 

@@ -324,7 +324,7 @@ def _tpu(v: Values) -> tuple[TpuSettings, SliceShape]:
     if machine_and_topology is UNREADABLE or reservation is UNREADABLE:
         raise UnreadableError("tpu")
     version, machine_name, topology = machine_and_topology
-    settings = TpuSettings(version, machine_name, topology, v[_k("tpu.slices")], v[_k("tpu.capacity")], reservation)
+    settings = TpuSettings(version, machine_name, topology, v[_k("tpu.slices")], _capacity(v), reservation)
     return settings, resolve_slice(version, machine_name, topology)
 
 
@@ -363,14 +363,19 @@ def _machine_topology(v: Values) -> tuple[TpuVersionName, str, str]:
     return version.name, machine_name, topology
 
 
+def _capacity(v: Values) -> Capacity:
+    """The capacity mode, parsed into its member (the schema's ``OneOf`` has checked it is one)."""
+    return Capacity(v[_k("tpu.capacity")])
+
+
 def _reservation(v: Values) -> str | None:
-    capacity: Capacity = v[_k("tpu.capacity")]
+    capacity = _capacity(v)
     reservation = v[_k("tpu.reservation")]
-    if capacity == "reservation" and reservation is None:
+    if capacity == Capacity.RESERVATION and reservation is None:
         raise error(
             _k("tpu.reservation"), None, "required with capacity reservation (the name of a specific reservation)"
         )
-    if capacity != "reservation" and reservation is not None:
+    if capacity != Capacity.RESERVATION and reservation is not None:
         raise error(_k("tpu.reservation"), reservation, f"only allowed with capacity reservation, not {capacity}")
     if reservation is not None and not reservation.startswith("projects/"):
         reservation = f"projects/{v['gcp:project']}/reservations/{reservation}"
@@ -382,7 +387,7 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 
 
 def _flex_start(tpu: TpuSettings, v: Values, gke: GkeSettings) -> None:
-    if tpu.capacity != "flex-start":
+    if tpu.capacity != Capacity.FLEX_START:
         return
     problems = Problems()
     problems.run(_flex_start_zone, tpu, v)

@@ -34,14 +34,29 @@ DEFAULT_IMAGES = {
 }
 # Default JobSet restarts by capacity mode: a reserved or on-demand slice survives one disruption
 # (a host maintenance event); spot and flex-start capacity gets preempted more often.
-DEFAULT_RESTARTS: dict[Capacity, int] = {"reservation": 1, "on-demand": 1, "spot": 3, "flex-start": 2}
+DEFAULT_RESTARTS: dict[Capacity, int] = {
+    Capacity.RESERVATION: 1,
+    Capacity.ON_DEMAND: 1,
+    Capacity.SPOT: 3,
+    Capacity.FLEX_START: 2,
+}
 # Default Kueue waitForPodsReady timeout by capacity mode: pods pull their images and autoscaled pools add
 # nodes within minutes; flex-start capacity may take hours to be granted.
-DEFAULT_PODS_READY: dict[Capacity, int] = {"reservation": 1800, "on-demand": 1800, "spot": 1800, "flex-start": 7200}
+DEFAULT_PODS_READY: dict[Capacity, int] = {
+    Capacity.RESERVATION: 1800,
+    Capacity.ON_DEMAND: 1800,
+    Capacity.SPOT: 1800,
+    Capacity.FLEX_START: 7200,
+}
 # Default bound on an unschedulable pod by capacity mode: a pool that can grow does within minutes (a
 # reserved slice is there already); flex-start capacity is obtained by waiting for it. Below the pods-ready
 # timeout, so the program reports the scheduler's reasons before Kueue stops the step.
-DEFAULT_UNSCHEDULABLE: dict[Capacity, int] = {"reservation": 900, "on-demand": 900, "spot": 900, "flex-start": 3600}
+DEFAULT_UNSCHEDULABLE: dict[Capacity, int] = {
+    Capacity.RESERVATION: 900,
+    Capacity.ON_DEMAND: 900,
+    Capacity.SPOT: 900,
+    Capacity.FLEX_START: 3600,
+}
 # How long GKE may take to repair a node under a running step: auto-repair starts after about 10 minutes of
 # NotReady and waits up to an hour for the drain before it re-creates the node ("Auto-repair process",
 # https://cloud.google.com/kubernetes-engine/docs/how-to/node-auto-repair); a multi-host TPU slice is
@@ -309,7 +324,7 @@ FIELDS: tuple[Field, ...] = (
     Field(
         _key("tpu.capacity"),
         OneOf(CAPACITY_MODES),
-        "reservation",
+        Capacity.RESERVATION.value,
         "how TPU capacity is obtained",
         companions=((_key("tpu.reservation"), ""),),
     ),
@@ -319,7 +334,7 @@ FIELDS: tuple[Field, ...] = (
         DERIVED,
         "specific reservation (with capacity reservation only)",
         samples=("my-other-reservation",),
-        companions=((_key("tpu.capacity"), "reservation"),),
+        companions=((_key("tpu.capacity"), Capacity.RESERVATION.value),),
     ),
     # pools
     Field(

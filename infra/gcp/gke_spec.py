@@ -19,6 +19,7 @@ from core.names import (
     TPU_TOPOLOGY_LABEL,
 )
 from core.settings import Settings
+from core.tpu import Capacity
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 MASTER_CIDR = "172.16.0.32/28"
@@ -229,12 +230,12 @@ def tpu_pool_args(settings: Settings, name: str, cluster: Any, sa_email: Any) ->
         "location": settings.region,
         "node_locations": [settings.zone],
         # Flex-start VMs cannot be repaired in place (xpk: --no-enable-autorepair).
-        "management": {"auto_repair": tpu.capacity != "flex-start", "auto_upgrade": True},
+        "management": {"auto_repair": tpu.capacity != Capacity.FLEX_START, "auto_upgrade": True},
         "upgrade_settings": UPGRADE_SETTINGS,
     }
     if shape.pool_topology:
         args["placement_policy"] = {"type": "COMPACT", "tpu_topology": shape.pool_topology}
-    if tpu.capacity == "reservation":
+    if tpu.capacity == Capacity.RESERVATION:
         args["node_count"] = shape.hosts
         extra["reservation_affinity"] = {
             "consume_reservation_type": "SPECIFIC_RESERVATION",
@@ -244,9 +245,9 @@ def tpu_pool_args(settings: Settings, name: str, cluster: Any, sa_email: Any) ->
     else:
         args["autoscaling"] = {"min_node_count": 0, "max_node_count": shape.hosts}
         extra["reservation_affinity"] = {"consume_reservation_type": "NO_RESERVATION"}
-        if tpu.capacity == "spot":
+        if tpu.capacity == Capacity.SPOT:
             extra["spot"] = True
-        elif tpu.capacity == "flex-start":
+        elif tpu.capacity == Capacity.FLEX_START:
             extra["flex_start"] = True
             args["autoscaling"]["location_policy"] = "ANY"
     args["node_config"] = _node_config(

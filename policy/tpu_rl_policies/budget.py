@@ -80,13 +80,13 @@ def _pools(resources: list[Resource]) -> list[tuple[SliceShape, Capacity]]:
             continue
         capacity: Capacity
         if node.get("spot"):
-            capacity = "spot"
+            capacity = Capacity.SPOT
         elif node.get("flexStart"):
-            capacity = "flex-start"
+            capacity = Capacity.FLEX_START
         elif r.props.get("autoscaling"):
-            capacity = "on-demand"
+            capacity = Capacity.ON_DEMAND
         else:
-            capacity = "reservation"
+            capacity = Capacity.RESERVATION
         pools.append((resolve_slice(version, machine.name, topology), capacity))
     return pools
 

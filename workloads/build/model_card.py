@@ -351,7 +351,7 @@ def _compute(facts: CardFacts) -> list[str]:
         cost = f"{_usd(held * facts.usd_per_chip_hour)} ({rate} per chip-hour, of the slice held)"
     reserved = (
         ["- a reserved slice bills every hour it exists, used or not: this counts the hours training held it"]
-        if facts.capacity == "reservation"
+        if facts.capacity == Capacity.RESERVATION
         else []
     )
     return [

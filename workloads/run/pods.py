@@ -85,7 +85,7 @@ def pool_fix(pool: str, *, capacity: Capacity, cpu_machine: str, version: TpuVer
             "quota in the region, or choose another tpu-rl:cpuPool.machineType if the zone is out of it"
         )
     if pool == "the TPU slice pool":
-        if capacity == "reservation":
+        if capacity == Capacity.RESERVATION:
             return (
                 "the slice's nodes are not all up: check the reservation (tpu-rl:tpu.reservation) and "
                 "`kubectl get nodes -l cloud.google.com/gke-tpu-accelerator`"

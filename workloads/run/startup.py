@@ -65,6 +65,7 @@ from pydantic import Field
 
 from core.boundary import MAX_ITEMS, Model, Text, Time, parse
 from core.names import TPU_ACCELERATOR_LABEL
+from core.tpu import Capacity
 from workloads.run.objects import Conditions, Meta, Workload, true_condition
 
 UTC = datetime.UTC
@@ -496,10 +497,11 @@ def slice_billing(
     now: float,
     finished: float | None = None,
 ) -> Billing:
-    """The slice's billed chip-hours for the training step (the module's docstring)."""
+    """The slice's billed chip-hours for the training step (the module's docstring); ``capacity``: the stack's mode
+    (``core.tpu.Capacity``, or its string as ``make report --capacity`` gives it), None when unknown."""
     created = cluster.jobset_created if cluster else None
     finished = finished or (cluster.jobset_finished if cluster else None)
-    if capacity == "reservation":
+    if capacity == Capacity.RESERVATION:
         if created is None:
             return Billing(None, "a reservation bills every hour it exists, used or not; the step's start is unknown")
         hours = max(0.0, (finished or now) - created) / 3600

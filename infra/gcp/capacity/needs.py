@@ -10,7 +10,7 @@ from typing import Any
 from core import deadline
 from core.machines import CpuQuota, boot_disk_type, cpu_quota, disk_quota, machine_family, machine_shape
 from core.settings import Settings
-from core.tpu import CATALOGUE, PREEMPTIBLE, TpuVersion
+from core.tpu import CATALOGUE, PREEMPTIBLE, Capacity, TpuVersion
 from infra.gcp.capacity.findings import Finding
 from infra.gcp.capacity.reads import Clients, ReadFailedError, ReplyError, as_count, as_text, bounded_read
 from infra.gcp.gke_spec import TPU_BOOT_DISK_GB
@@ -131,7 +131,7 @@ def needs(settings: Settings, vcpus: Mapping[str, int] | None = None) -> Need:
     """What the stack's pools need, from its settings (pure). ``vcpus``: machine type -> guest CPUs as the zone
     answered (``machineTypes.get``); a type not in it is sized by its predefined shape (``core.machines``)."""
     reservation = None
-    if settings.tpu.capacity == "reservation" and settings.tpu.reservation:
+    if settings.tpu.capacity == Capacity.RESERVATION and settings.tpu.reservation:
         parts = settings.tpu.reservation.split("/")
         reservation = (parts[1], parts[3]) if len(parts) == 4 else (settings.project, settings.tpu.reservation)
     known = dict(vcpus or {})
@@ -193,7 +193,7 @@ def needs(settings: Settings, vcpus: Mapping[str, int] | None = None) -> Need:
         chips=settings.total_chips,
         chips_per_vm=settings.slice.chips_per_vm,
         preemptible=settings.tpu.capacity in PREEMPTIBLE,
-        flex_start=settings.tpu.capacity == "flex-start",
+        flex_start=settings.tpu.capacity == Capacity.FLEX_START,
         tpu=CATALOGUE[settings.tpu.version],
         pools=tuple(pools),
         uncounted=tuple(uncounted),
