@@ -593,7 +593,7 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-1b8d477179",
+        "gemma4-26b-evaluate-eaee6e2345",
         "gemma4-26b-publish-960f1262fd",
     ], "the names before issue 41's renaming of the accounts (and after issue 39's scripts in ConfigMaps)"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"

@@ -755,8 +755,8 @@ def generate(torch: Any, tokenizer: Any, model: Any, spec: Spec, question: str) 
 def _warning_to_stdout(
     message: Warning | str,
     category: type[Warning],
-    _filename: str,
-    _lineno: int,
+    filename: str,
+    lineno: int,
     file: TextIO | None = None,
     line: str | None = None,
 ) -> None:
