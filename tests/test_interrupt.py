@@ -10,8 +10,8 @@ pulumi-language-python's ``Cancel`` cancels the program's command, whose ``cmd.C
 of the loop's default executor, which Python's default SIGINT handler interrupts with ``KeyboardInterrupt``.
 
 So a wait of the program must neither block the loop's thread nor run in that executor: the step waits
-(``workloads.run.waiting.wait_for_step`` through ``workloads.reader._in_thread``) and the webhook wait
-(``infra.k8s.live.ClusterReader.wait_admitted`` through ``infra.k8s.platform._in_thread``) run in daemon threads,
+(``workloads.run.waiting.wait_for_step`` through ``infra.threads.in_daemon_thread``) and the webhook wait
+(``infra.k8s.live.ClusterReader.wait_admitted`` through the same ``in_daemon_thread``) run in daemon threads,
 which the interpreter does not join. These tests run that shape in a real process, with the real 20 s poll, and
 measure the exit after a real SIGINT or SIGTERM. (A wait in a provider, such as ``infra.gcp.kms``'s dynamic
 provider, is another matter: the engine waits for a provider's operation in flight, and the Python dynamic
@@ -65,10 +65,10 @@ def webhook_wait():
 
 async def main(which):
     if which == "step":
-        from workloads.reader import _in_thread
-        return await _in_thread(step_wait)
-    from infra.k8s.platform import _in_thread
-    return await _in_thread(webhook_wait)
+        from infra.threads import in_daemon_thread
+        return await in_daemon_thread(step_wait, "tpu-rl-wait")  # as workloads.reader runs it
+    from infra.threads import in_daemon_thread
+    return await in_daemon_thread(webhook_wait, "tpu-rl-platform-check")  # as infra.k8s.platform runs it
 
 # pulumi-language-python-exec's shape: the program on an event loop with a default executor, shut down at the end.
 loop = asyncio.new_event_loop()

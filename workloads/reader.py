@@ -2,7 +2,7 @@
 events, and the wait for a step to end) and GCS (whether a completed step's output is usable).
 
 In `pulumi up` a read that fails stops the run; a preview never fails because of a run's state (one warning).
-The waits run in a daemon thread (``_in_thread``): an interrupted program exits at once.
+The waits run in a daemon thread (``infra.threads.in_daemon_thread``): an interrupted program exits at once.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -20,6 +19,7 @@ from core.config.values import format_duration
 from core.redact import scrub
 from core.settings import Settings
 from infra.k8s import live
+from infra.threads import in_daemon_thread
 from workloads.build.steps import Step
 from workloads.run import live_state, waiting
 from workloads.run import pods as pod_state
@@ -72,27 +72,6 @@ class HubUnknownError(Exception):
 def resumes(step: Step) -> str:
     """What a retry of the step does beyond running it again, for the end of a line ("" when nothing)."""
     return f" ({step.retry_note})" if step.retry_note else ""
-
-
-def _in_thread(work: Callable[[], T]) -> asyncio.Future[T]:
-    """Run a blocking wait off the event loop, in a daemon thread (an interrupted program exits at once)."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-
-    def settle(setter: Callable[[Any], None], value: Any) -> None:
-        if not future.done():
-            setter(value)
-
-    def run() -> None:
-        try:
-            result = work()
-        except BaseException as err:  # noqa: BLE001 (handed to the program's event loop)
-            _on_loop(loop, settle, future.set_exception, err)
-        else:
-            _on_loop(loop, settle, future.set_result, result)
-
-    threading.Thread(target=run, name="tpu-rl-wait", daemon=True).start()
-    return future
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any, context: Any = None) -> None:
@@ -275,7 +254,7 @@ class LiveReader:
                         status[DETAIL] = detail
                 return status
 
-            return _in_thread(work)
+            return in_daemon_thread(work, "tpu-rl-wait")
 
         return pulumi.Output.unsecret(pulumi.Output.all(resource.id, self.kubeconfig).apply(start))
 

@@ -28,12 +28,10 @@ cancelled update ends at once (``tests/test_interrupt.py`` measures the shape).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -41,8 +39,7 @@ from pulumi import dynamic
 
 from infra.gcp.naming import crypto_key_id, key_ring_id
 from infra.options import child_options
-
-T = TypeVar("T")
+from infra.threads import in_daemon_thread
 
 KEY_ROLE = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
 KEY_DELETION_POLICY = "DELETE"
@@ -185,7 +182,9 @@ class GrantPropagation(dynamic.Resource, module="kms", name="GrantPropagation"):
         def wait(values: list[Any]) -> asyncio.Future[str | None]:
             since, grant = values
             what = self._what or f"the new grant {grant}"
-            return in_daemon_thread(lambda: wait_for_propagation(since, self._seconds, what, self._advice))
+            return in_daemon_thread(
+                lambda: wait_for_propagation(since, self._seconds, what, self._advice), "tpu-rl-grant-propagation"
+            )
 
         def done(line: str | None) -> GrantPropagation:
             if line:
@@ -194,29 +193,6 @@ class GrantPropagation(dynamic.Resource, module="kms", name="GrantPropagation"):
 
         waited: pulumi.Output[str | None] = pulumi.Output.all(self.since, self.id).apply(wait)
         return waited.apply(done)
-
-
-def in_daemon_thread(work: Callable[[], T]) -> asyncio.Future[T]:
-    """Run a blocking wait off the program's event loop, in a daemon thread (which an interrupted program does not
-    join: it exits at once), as a Future an ``apply`` can return."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-
-    def settle(setter: Callable[[Any], object], value: Any) -> None:
-        if not future.done():
-            setter(value)
-
-    def run() -> None:
-        try:
-            result: Any = work()
-            setter: Callable[[Any], object] = future.set_result
-        except BaseException as err:  # noqa: BLE001 (handed to the program's event loop)
-            result, setter = err, future.set_exception
-        with contextlib.suppress(RuntimeError):  # the loop is closed: the program is gone
-            loop.call_soon_threadsafe(settle, setter, result)
-
-    threading.Thread(target=run, name="tpu-rl-grant-propagation", daemon=True).start()
-    return future
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,6 @@ service account, the token Secrets."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -33,6 +32,7 @@ from infra.k8s.manifests import (
     token_secret_manifest,
 )
 from infra.k8s.object import KubernetesObject
+from infra.threads import in_daemon_thread
 
 __all__ = ["JOBSET_CHART", "JOBSET_NAMESPACE", "DestroyGuard", "KubernetesPlatform", "PlatformArgs"]
 T = TypeVar("T")
@@ -279,7 +279,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
                 with self._checking:  # one reader, one check at a time
                     return check(reader)
 
-            return _in_thread(checked)
+            return in_daemon_thread(checked, "tpu-rl-platform-check")
 
         return pulumi.Output.all(self._kubeconfig, when).apply(run)
 
@@ -353,29 +353,6 @@ class KubernetesPlatform(pulumi.ComponentResource):
             )
             if r is not None
         ]
-
-
-def _in_thread(work: Callable[[], T]) -> asyncio.Future[T]:
-    """Run a blocking check off the program's event loop, in a daemon thread (an interrupted `up` exits at
-    once), as a Future an ``apply`` can return."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-
-    def settle(setter: Callable[[Any], object], value: Any) -> None:
-        if not future.done():
-            setter(value)
-
-    def run() -> None:
-        try:
-            result: Any = work()
-            setter: Callable[[Any], object] = future.set_result
-        except BaseException as err:  # noqa: BLE001 (handed to the program's event loop)
-            result, setter = err, future.set_exception
-        with contextlib.suppress(RuntimeError):  # the loop is closed: the program is gone
-            loop.call_soon_threadsafe(settle, setter, result)
-
-    threading.Thread(target=run, name="tpu-rl-platform-check", daemon=True).start()
-    return future
 
 
 class DestroyGuard(pulumi.ComponentResource):
