@@ -115,12 +115,18 @@ class PodSpec(Model):
     init_containers: list[Container] = Field(default_factory=list, max_length=MAX_ITEMS)
 
 
+class Running(Model):
+    started_at: Time | None = None
+
+
 class Terminated(Model):
     reason: Text = ""
     exit_code: int | None = None
+    started_at: Time | None = None
 
 
 class ContainerState(Model):
+    running: Running | None = None
     terminated: Terminated | None = None
 
 
@@ -129,6 +135,17 @@ class ContainerStatus(Model):
     image_id: Text = Field(default="", alias="imageID")
     state: ContainerState = Field(default_factory=ContainerState)
     last_state: ContainerState = Field(default_factory=ContainerState)
+
+    @property
+    def started(self) -> datetime.datetime | None:
+        """When it first started (of its current and its last run)."""
+        times = [
+            s.started_at
+            for state in (self.state, self.last_state)
+            for s in (state.running, state.terminated)
+            if s is not None and s.started_at is not None
+        ]
+        return min(times) if times else None
 
 
 class PodStatus(Model):

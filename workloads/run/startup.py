@@ -63,10 +63,10 @@ from typing import Any
 
 from pydantic import Field
 
-from core.boundary import MAX_ITEMS, Model, Text, Time, parse
+from core.boundary import Model, Text, parse
 from core.names import TPU_ACCELERATOR_LABEL
 from core.tpu import Capacity
-from workloads.run.objects import Conditions, Meta, Workload, true_condition
+from workloads.run.objects import Event, Meta, Pod, Workload, true_condition
 
 UTC = datetime.UTC
 ABSL = re.compile(
@@ -147,65 +147,24 @@ def log_marks(text: str, start: datetime.datetime) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------------------------------------
-# The live objects (only the fields read here; core/v1 ``types.go``)
+# The step's pods, read through workloads.run.objects (the fields core/v1 ``types.go`` defines)
 
 
-class _Started(Model):
-    started_at: Time | None = None
+def _job(pod: Pod) -> str:
+    """The replicated Job a pod of the step belongs to."""
+    return pod.metadata.labels.get(REPLICATED_JOB_LABEL, "")
 
 
-class _ContainerState(Model):
-    running: _Started | None = None
-    terminated: _Started | None = None
+def _scheduled(pod: Pod) -> datetime.datetime | None:
+    found = true_condition(pod.status.conditions, "PodScheduled")
+    return found.last_transition_time if found else None
 
 
-class _ContainerStatus(Model):
-    name: Text = ""
-    state: _ContainerState = Field(default_factory=_ContainerState)
-    last_state: _ContainerState = Field(default_factory=_ContainerState)
-
-    @property
-    def started(self) -> datetime.datetime | None:
-        """When it first started (of its current and its last run)."""
-        times = [
-            s.started_at
-            for state in (self.state, self.last_state)
-            for s in (state.running, state.terminated)
-            if s is not None and s.started_at is not None
-        ]
-        return min(times) if times else None
-
-
-class _PodSpec(Model):
-    node_name: Text = ""
-
-
-class _PodStatus(Model):
-    conditions: Conditions = Field(default_factory=list, max_length=MAX_ITEMS)
-    container_statuses: list[_ContainerStatus] = Field(default_factory=list, max_length=MAX_ITEMS)
-
-
-class StartPod(Model):
-    """A pod of the step, for its times."""
-
-    metadata: Meta = Field(default_factory=Meta)
-    spec: _PodSpec = Field(default_factory=_PodSpec)
-    status: _PodStatus = Field(default_factory=_PodStatus)
-
-    @property
-    def job(self) -> str:
-        return self.metadata.labels.get(REPLICATED_JOB_LABEL, "")
-
-    @property
-    def scheduled(self) -> datetime.datetime | None:
-        found = true_condition(self.status.conditions, "PodScheduled")
-        return found.last_transition_time if found else None
-
-    def started(self, container: str | None = None) -> datetime.datetime | None:
-        """When ``container`` (None: the last of its containers) started."""
-        times = [c.started for c in self.status.container_statuses if container is None or c.name == container]
-        known = [t for t in times if t is not None]
-        return max(known) if known and len(known) == len(times) else None
+def _started(pod: Pod, container: str | None = None) -> datetime.datetime | None:
+    """When ``container`` (None: the last of its containers) of ``pod`` started."""
+    times = [c.started for c in pod.status.container_statuses if container is None or c.name == container]
+    known = [t for t in times if t is not None]
+    return max(known) if known and len(known) == len(times) else None
 
 
 class _NodeStatus(Model):
@@ -220,19 +179,6 @@ class Node(Model):
     def chips(self) -> int:
         value = self.status.capacity.get(TPU_RESOURCE, "0")
         return int(value) if value.isdigit() and len(value) < 6 else 0
-
-
-class _Involved(Model):
-    kind: Text = ""
-    name: Text = ""
-
-
-class PodEvent(Model):
-    involved_object: _Involved = Field(default_factory=_Involved)
-    reason: Text = ""
-    message: Text = ""
-    last_timestamp: Time | None = None
-    event_time: Time | None = None
 
 
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|ms|m|s|µs|us|ns)")
@@ -265,7 +211,7 @@ class Pull:
         return {"pod": self.pod, "image": self.image, "seconds": round(self.seconds, 1), "bytes": self.size}
 
 
-def pulls(events: Iterable[PodEvent], pods: set[str]) -> list[Pull]:
+def pulls(events: Iterable[Event], pods: set[str]) -> list[Pull]:
     """The image pulls the ``Pulled`` events of ``pods`` record."""
     found = []
     for event in events:
@@ -325,25 +271,25 @@ def _last(values: list[datetime.datetime | None]) -> float | None:
 def cluster_facts(
     jobset_created: datetime.datetime | None,
     workloads: list[Workload],
-    pods: list[StartPod],
-    events: list[PodEvent],
+    pods: list[Pod],
+    events: list[Event],
     nodes: list[Node],
 ) -> ClusterFacts:
     """The step's times from its live objects: the newest Workload's admission, the head pod's and the worker
     pods' scheduling and start (the pods of the current attempt: a restart makes new ones)."""
     admitted = [true_condition(w.status.conditions, "Admitted") for w in workloads]
     admitted_at = max((a.last_transition_time for a in admitted if a and a.last_transition_time), default=None)
-    head = [p for p in pods if p.job == HEAD_JOB]
-    workers = [p for p in pods if p.job == WORKER_JOB]
+    head = [p for p in pods if _job(p) == HEAD_JOB]
+    workers = [p for p in pods if _job(p) == WORKER_JOB]
     first = head[0] if len(head) == 1 else None
     return ClusterFacts(
         jobset_created=_ts(jobset_created),
         admitted=_ts(admitted_at),
         pods_created=_ts(first.metadata.creation_timestamp) if first else None,
-        head_scheduled=_ts(first.scheduled) if first else None,
-        head_started=_ts(first.started(WORKLOAD_CONTAINER)) if first else None,
-        workers_scheduled=_last([p.scheduled for p in workers]),
-        workers_started=_last([p.started() for p in workers]),
+        head_scheduled=_ts(_scheduled(first)) if first else None,
+        head_started=_ts(_started(first, WORKLOAD_CONTAINER)) if first else None,
+        workers_scheduled=_last([_scheduled(p) for p in workers]),
+        workers_started=_last([_started(p) for p in workers]),
         pulls=pulls(events, {p.metadata.name for p in pods}),
         nodes=nodes,
     )
@@ -618,9 +564,9 @@ def read_cluster_facts(reader: Any, namespace: str, jobset: str, accelerator: st
     obj = parse(objects.JobSet, raw, where)
     listed = reader.list(WORKLOAD_API, "Workload", namespace, f"{JOB_UID_LABEL}={obj.metadata.uid}")
     workloads = objects.workloads(listed, f"the Kueue Workloads of {where}")
-    pods = objects.each(StartPod, reader.pods(namespace, f"{JOBSET_LABEL}={jobset}"), f"the pods of {where}")
+    pods = objects.each(Pod, reader.pods(namespace, f"{JOBSET_LABEL}={jobset}"), f"the pods of {where}")
     listed_events = reader.events(namespace, "involvedObject.kind=Pod")
-    events = objects.each(PodEvent, listed_events, f"the pod events of {namespace}")
+    events = objects.each(Event, listed_events, f"the pod events of {namespace}")
     selector = f"{TPU_ACCELERATOR_LABEL}={accelerator}"
     nodes = objects.each(Node, read_nodes(reader, selector), "the TPU nodes")
     facts = cluster_facts(obj.metadata.creation_timestamp, workloads, pods, events, nodes)
