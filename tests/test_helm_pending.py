@@ -11,6 +11,7 @@ from infra.k8s import live
 from infra.k8s.manifests import PENDING_FIXES, RELEASES_IN_STATE, helm_release_problem, releases_in_state
 from tests import fake_kube
 from tests.fake_kube import FakeCluster, fake_cluster
+from tests.scenario import helm_secret
 from tools.stack_files import ROOT
 
 FAST = live.Budgets.default()
@@ -29,15 +30,8 @@ def cluster(monkeypatch):
 
 
 def revision(name: str, version: int, status: str, namespace: str = "kueue-system") -> dict:
-    """A revision's Secret as Helm's secrets driver writes it (helm v3.20.2 ``pkg/storage/driver/secrets.go``)."""
-    labels = {"owner": "helm", "name": name, "status": status, "version": str(version), "modifiedAt": "1"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "type": "helm.sh/release.v1",
-        "metadata": {"name": f"sh.helm.release.v1.{name}.v{version}", "namespace": namespace, "labels": labels},
-        "data": {"release": "H4sI"},
-    }
+    """A revision's Secret as Helm's secrets driver writes it (``tests.scenario.helm_secret``)."""
+    return helm_secret(name, namespace, version, status)
 
 
 def test_the_reader_finds_the_newest_revision_of_that_release_only(cluster: FakeCluster):
