@@ -568,19 +568,8 @@ def read_cluster_facts(reader: Any, namespace: str, jobset: str, accelerator: st
     listed_events = reader.events(namespace, "involvedObject.kind=Pod")
     events = objects.each(Event, listed_events, f"the pod events of {namespace}")
     selector = f"{TPU_ACCELERATOR_LABEL}={accelerator}"
-    nodes = objects.each(Node, read_nodes(reader, selector), "the TPU nodes")
+    nodes = objects.each(Node, reader.nodes(selector), "the TPU nodes")
     facts = cluster_facts(obj.metadata.creation_timestamp, workloads, pods, events, nodes)
     ended = [true_condition(obj.status.conditions, kind) for kind in ("Completed", "Failed")]
     facts.jobset_finished = _ts(next((c.last_transition_time for c in ended if c is not None), None))
     return facts
-
-
-def read_nodes(reader: Any, label_selector: str) -> list[dict[str, Any]]:
-    """The nodes a label selector selects (``CoreV1Api.list_node``, every page, within the reader's budget).
-    ``ClusterReader`` has no node read of its own yet: this uses its paging (``_pages``) as its other lists do."""
-    nodes = getattr(reader, "nodes", None)
-    if callable(nodes):
-        return list(nodes(label_selector))
-    return list(
-        reader._pages("/api/v1/nodes", lambda api: api.core.list_node, (), label_selector=label_selector)  # noqa: SLF001
-    )
