@@ -23,7 +23,7 @@ step, the conversion, the export, the evaluation and the publication, by its mod
 The CPU steps run on the CPU pool and hold no TPU in any mode; what cpu-np's nodes cost is not modelled.
 
 What each failure mode costs (``FailureCost``, stack output ``estimate.failureModes``), with the failure
-semantics of ``workloads.build.manifests`` and ``workloads.run.waiting``:
+semantics of ``workloads.specs.step_manifests`` and ``workloads.observe.waiting``:
 
 - ``deterministicFailure``: the trainer exits non-zero at its first step (a bad flag, an OOM at
   compilation): one start-up, no restart (``failOnWorkloadExit``);
@@ -76,7 +76,7 @@ STARTUP_MINUTES: dict[str, int] = {
     "first step": 2,
 }
 """One training attempt's start-up, by the components `make status` and `make report` measure
-(``workloads.run.startup``), in minutes. Every figure is an assumption, split so that they add up to the 0.75 h this
+(``workloads.observe.startup``), in minutes. Every figure is an assumption, split so that they add up to the 0.75 h this
 model has always assumed (its totals unchanged): admission 1 min (the queue holds only this run); nodes 5 min (an
 autoscaled TPU pool's scale-up; a reservation's nodes exist already); images 12 min (issue 40 reports a cold pull of
 the ~12 GB MaxText image taking 21 min in one run: a node that has it already pulls nothing); set-up 1 min (the

@@ -94,7 +94,7 @@ TRAINING_KNOBS: tuple[Knob, ...] = (
         maximum=1.0,
         companions=(("rolloutTensorParallelism", 2),),
     ),
-    # tokenizer_path is derived from the model and rendered here (see workloads.build.commands).
+    # tokenizer_path is derived from the model and rendered here (see workloads.specs.commands).
     Knob("iciTensorParallelism", "ici_tensor_parallelism", 2, minimum=1, maximum=256),
     Knob("iciExpertParallelism", "ici_expert_parallelism", 4, minimum=1, maximum=256),
     Knob("iciFsdpParallelism", "ici_fsdp_parallelism", -1, minimum=-1, maximum=256, samples=(2,)),

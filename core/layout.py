@@ -14,7 +14,7 @@ PATHWAYS_SCRATCH = "pathways/"
 
 def step_prefix(model: str, step: str) -> str:
     """Where every run of one step of one model writes, under the bucket: ``<model>/<step>/`` (each run in
-    ``<hash>/`` below it, ``workloads.build.steps``)."""
+    ``<hash>/`` below it, ``workloads.specs.step_specs``)."""
     return f"{model}/{step}/"
 
 
@@ -41,6 +41,6 @@ CONVERTED = "0/items/"
 """The MaxText checkpoint ``to_maxtext`` writes under the conversion's output (training's input)."""
 SOURCE_RECORD = "source.json"
 """The conversion's record of the base model it converted: repo, revision, commit, files
-(``workloads/run/base_snapshot.py``)."""
+(``workloads/container/base_snapshot.py``)."""
 BASE_FILES = "base/"
 """The base's files that are not weights, at that commit, under the conversion's output."""

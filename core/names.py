@@ -53,13 +53,13 @@ HF_WRITE_SECRET = "hf-write-token"
 HUB_URL = "https://huggingface.co"
 """Where a published repository is (``hubRepoUrl``; ``HF_ENDPOINT`` points the program's own reads elsewhere)."""
 PUBLISH_ENV = ("TPU_RL_PUBLISH_REPO", "TPU_RL_PUBLISH_BRANCH", "TPU_RL_PUBLISH_PRIVATE")
-"""What the publish step publishes where, as its container's environment (``workloads/run/publish_hub.py``
+"""What the publish step publishes where, as its container's environment (``workloads/container/publish_hub.py``
 reads it; the policy pack's private-publish check reads it from the manifest)."""
 SCRATCH_STORAGE_CLASS = "tpu-rl-scratch"
 """StorageClass of the CPU steps' scratch volumes; its disk type follows cpu-np's machine family."""
 
 COMPONENT_LABEL = "app.kubernetes.io/component"
-"""A step's pods carry their step's name here (``workloads.build.manifests.labels``); the NetworkPolicy
+"""A step's pods carry their step's name here (``workloads.specs.step_manifests.labels``); the NetworkPolicy
 selects the training pods by it."""
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -97,6 +97,6 @@ KMS_API = "cloudkms.googleapis.com"
 """Enabled as well when the stack encrypts Secrets with a Cloud KMS key (``tpu-rl:gke.secretsEncryptionKey``)."""
 
 RETRY_ANNOTATION = "tpu-rl/retry-of"
-"""The annotation a retried step carries: the failed run's UID (``workloads.run.live_state``)."""
+"""The annotation a retried step carries: the failed run's UID (``workloads.observe.live_state``)."""
 ADOPTED = "/adopted"
-"""The suffix of the retry marker of a run adopted by a create (``workloads.run.live_state``)."""
+"""The suffix of the retry marker of a run adopted by a create (``workloads.observe.live_state``)."""

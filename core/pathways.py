@@ -1,5 +1,5 @@
 """The Pathways head's size and the Pathways ports: the one home of its containers' resources (xpk's), which
-the training JobSet's head pod carries (``workloads.build.manifests``) and the cpu-np rule checks a machine
+the training JobSet's head pod carries (``workloads.specs.step_manifests``) and the cpu-np rule checks a machine
 against (``core.config.rules``), and of the ports the JobSet, the firewall and the NetworkPolicy use."""
 
 from __future__ import annotations

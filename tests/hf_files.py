@@ -224,7 +224,7 @@ class RangeIgnoringProxy:
 def export_step(*overrides: str):
     """The prod stack's export step (with ``--set`` overrides)."""
     from tests.lifecycle_walk import settings
-    from workloads.build.steps import plan_workflow
+    from workloads.specs.step_specs import plan_workflow
 
     return plan_workflow(settings("prod", list(overrides))).export
 
@@ -262,7 +262,7 @@ def run_export(step, hub_url: str, tmp_path: Path, python: str = sys.executable)
     """The export step's container command as the pod runs it (``bash /tpu-rl/run.sh``, its ConfigMap's files in
     ``tmp_path``), ``python3`` the given interpreter; MaxText's ``python3 -m`` is a stand-in that does nothing (the
     test laid out what it writes)."""
-    from workloads.build.commands import EXPORT_BASE_DIR
+    from workloads.specs.commands import EXPORT_BASE_DIR
 
     files = tmp_path / "tpu-rl"  # the step's ConfigMap, mounted where the pod mounts it
     files.mkdir(exist_ok=True)

@@ -17,7 +17,7 @@ from core.config.schema import FIELDS, Field
 from core.config.values import Boolean, Duration, Integer, Number, OneOf, format_duration
 from core.settings import Settings
 from tools.stack_files import ROOT, load_stack_config
-from workloads.build.steps import Workflow, plan_workflow
+from workloads.specs.step_specs import Workflow, plan_workflow
 
 STEPS = ("convert", "train", "export", "publish")
 PUBLISHING = ["tpu-rl:publish.repo=my-org/gemma4-grpo"]

@@ -22,7 +22,7 @@ from infra.k8s import kueue
 from infra.k8s.manifests import network_policies, service_account_manifest
 from tests.lifecycle_walk import settings
 from tools.plan.offline import Plan
-from workloads.build.steps import plan_workflow
+from workloads.specs.step_specs import plan_workflow
 
 _SNAKE = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)+")
 CLUSTER_ID = "projects/p/locations/r/clusters/c"

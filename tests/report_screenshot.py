@@ -47,8 +47,8 @@ def main(target: str) -> int:
     from tests.lifecycle_walk import settings
     from tests.run_files import upload_run
     from tools import report
-    from workloads.build.steps import plan_workflow
-    from workloads.run.artifacts import storage_client
+    from workloads.observe.artifacts import storage_client
+    from workloads.specs.step_specs import plan_workflow
 
     if CHROMIUM is None:
         print("error: needs Debian's chromium", file=sys.stderr)

@@ -19,8 +19,8 @@ from tests.loopback import serve
 from tests.run_files import reward, upload_run
 from tools.plan import plan_stack
 from tools.stack_files import ROOT
-from workloads.run import checkpoint_scan
-from workloads.run.artifacts import (
+from workloads.container import checkpoint_scan
+from workloads.observe.artifacts import (
     converted_problem,
     exported_problem,
     final_checkpoint,
@@ -161,7 +161,7 @@ def test_the_export_container_finds_the_same_step(gcs, monkeypatch):
 
 def test_exported_model(gcs):
     """The check after the export (and the next `up`'s, which retries a completed export it fails): the folder
-    as workloads.run.exported reads it, so a shard cut short is retried, not only a missing file."""
+    as workloads.observe.exported reads it, so a shard cut short is retried, not only a missing file."""
     uri = f"gs://{BUCKET}/gemma4-26b/export/ghi/"
     put(gcs, uri, "config.json", data=b"{}")
     assert exported_problem(gcs, uri) == (
@@ -233,7 +233,7 @@ def test_up_exports_the_last_step_found_and_warns_when_it_is_short(gcs, monkeypa
     steps = _trained(gcs)
     actor = steps["train"]["artifactUri"]
     _export(gcs, steps["export"]["artifactUri"], model_files({**LANGUAGE, **VISION}, 3))
-    from workloads.run import exported
+    from workloads.observe import exported
 
     reads: list[str] = []
     real = exported.read_exported

@@ -1,4 +1,4 @@
-"""One commit of the base model for every step (``workloads/run/base_snapshot.py``): the program the conversion,
+"""One commit of the base model for every step (``workloads/container/base_snapshot.py``): the program the conversion,
 training and the export run, as their pods run it (``python3 -c`` of its inlined text), against fake-gcs-server
 and the loopback Hub; what it writes is read back by the program's own reader (``artifacts.source_record``)."""
 
@@ -16,8 +16,8 @@ from core.names import SETUP_FAILURE_EXIT
 from tests.conftest import SENTINEL_TOKEN, put
 from tests.fake_hub import COMMIT, MOVED, REPO, FakeHub
 from tests.loopback import serve
-from workloads.build.commands import BASE_SNAPSHOT
-from workloads.run.artifacts import converted_problem, source_record
+from workloads.observe.artifacts import converted_problem, source_record
+from workloads.specs.commands import BASE_SNAPSHOT
 
 # The whole module is the slow tier (`make test-slow`, in CI; docs/testing.md "Timings"): each test runs the
 # program or a step for real against loopback servers, seconds apiece. The fast tier keeps the same boundaries

@@ -54,8 +54,8 @@ from tests.lifecycle_walk import settings
 from tools.plan import plan_stack
 from tools.plan.offline import Plan
 from tools.stack_files import ROOT
-from workloads.build.commands import train_argv
-from workloads.run import pods
+from workloads.observe import pod_state as pods
+from workloads.specs.commands import train_argv
 
 policies = importlib.import_module("policy.tpu_rl_policies.scripts")
 

@@ -21,7 +21,7 @@ from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from tests.conftest import put, shared_path, slug
 from tests.fake_hub import COMMIT
 from tests.lifecycle_walk import settings
-from workloads.build.commands import (
+from workloads.specs.commands import (
     EVALS_LOG,
     EXPORT_BASE_DIR,
     OPTIMIZER_PATCH,
@@ -38,7 +38,7 @@ from workloads.build.commands import (
     quote,
     vllm_additional_config,
 )
-from workloads.build.steps import plan_workflow
+from workloads.specs.step_specs import plan_workflow
 from workloads.workflow import INPUT_ANNOTATION
 
 # The tutorial's training command, verbatim (../shared/reference/tutorial.md, step 2).
@@ -638,7 +638,7 @@ def test_sigterm_reaches_train_rl_and_the_attempt_keeps_its_log_and_evaluations(
     """A JobSet restart or a deadline stops the head pod: the kubelet sends SIGTERM to the container's PID 1,
     bash. The script forwards it to train_rl, waits for it, copies the log and the side file, and exits
     with train_rl's status (143); the side file had the evaluation as soon as it was printed."""
-    from workloads.run.evaluations import read_run_logs
+    from workloads.observe.evaluations import read_run_logs
 
     objs = objects("prod", "tpu-rl:training.optimizer=adamw")
     output = f"{PROD_BUCKET}/gemma4-26b/train/{step_id(objs['train'])}/"

@@ -14,9 +14,9 @@ from core.config.values import OPAQUE_SECRET, ConfigError, error
 from core.redact import scrub
 from core.steps import EVALUATE_MAX_MARKER, EVALUATE_MAX_NEW_TOKENS, template_tokens
 from tests.lifecycle_walk import raw, settings
-from workloads.build.steps import plan_workflow
-from workloads.run import evaluate_export
-from workloads.run.evaluate_export import RefusedError, extract_answer, parse_spec
+from workloads.container import evaluate_export
+from workloads.container.evaluate_export import RefusedError, extract_answer, parse_spec
+from workloads.specs.step_specs import plan_workflow
 
 pytestmark = pytest.mark.pure
 

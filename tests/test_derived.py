@@ -1,5 +1,5 @@
 """What JobSet, the Job controller and Kueue make of the steps' JobSets, derived with their own formulas
-(``workloads.build.derived``) and checked with Kubernetes' own rules (``core.kubernetes_rules``), for every
+(``workloads.specs.derived``) and checked with Kubernetes' own rules (``core.kubernetes_rules``), for every
 configuration the config allows. Pure."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from core.config.schema import JOBSET_VERSIONS
 from core.models import MODELS
 from core.tpu import CATALOGUE
 from tests.lifecycle_walk import settings
-from workloads.build import derived
-from workloads.build.steps import plan_workflow
+from workloads.specs import derived
+from workloads.specs.step_specs import plan_workflow
 
 pytestmark = pytest.mark.pure
 

@@ -347,7 +347,7 @@ def test_the_start_up_is_split_into_the_measured_components_and_keeps_its_total(
     """The estimate's start-up is the sum of the components `make status` and `make report` measure, in their
     order; the split keeps the 0.75 h every total was computed with."""
     from core.estimate import STARTUP_COMPONENTS, STARTUP_MINUTES, TRAIN_STARTUP_HOURS
-    from workloads.run.startup import COMPONENTS
+    from workloads.observe.startup import COMPONENTS
 
     assert tuple(STARTUP_MINUTES) == COMPONENTS
     assert TRAIN_STARTUP_HOURS == 0.75 == sum(STARTUP_COMPONENTS.values())

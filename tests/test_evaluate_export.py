@@ -1,4 +1,4 @@
-"""The evaluation program (``workloads/run/evaluate_export.py``): the export answers held-out questions and the
+"""The evaluation program (``workloads/container/evaluate_export.py``): the export answers held-out questions and the
 step records how many it got right.
 
 Fast tier (``pure``, no torch or transformers): the spec's checks, answer extraction, grading, the cells and the
@@ -7,7 +7,7 @@ through ``main`` before any GCS request. The import stays light: the module impo
 google-cloud-storage when it loads.
 
 Slow tier (torch, transformers, tokenizers: ``requirements-slow.txt``; fake-gcs-server): the program's real text
-(``workloads.build.commands._with_hf_model``) run through a real ``bash`` as the pod runs it, against a tiny Gemma 4
+(``workloads.specs.commands._with_hf_model``) run through a real ``bash`` as the pod runs it, against a tiny Gemma 4
 folder in fake-gcs-server (``tests/tiny_gemma.py``). Cases: a random model, a model rigged to answer, and hostile
 exports: a name that leaves the folder, an empty export, GCS unreachable, and a folder that does not load.
 """
@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import slug
-from workloads.run.evaluate_export import (
+from workloads.container.evaluate_export import (
     ANSWER_CELL,
     COLUMNS,
     FALLBACK_ANSWER,
@@ -461,7 +461,7 @@ def test_a_download_stays_inside_the_folder(tmp_path):
 
 def test_importing_the_program_loads_no_torch_transformers_storage_or_grader():
     probe = (
-        "import sys, workloads.run.evaluate_export\n"
+        "import sys, workloads.container.evaluate_export\n"
         "names = ('torch', 'transformers', 'google.cloud.storage', 'math_verify', 'sympy')\n"
         "heavy = sorted(m for m in names if m in sys.modules)\n"
         "print(heavy)\n"
@@ -472,7 +472,7 @@ def test_importing_the_program_loads_no_torch_transformers_storage_or_grader():
 
 @pytest.mark.pure
 def test_the_program_text_is_self_contained():
-    from workloads.build.commands import _with_hf_model
+    from workloads.specs.commands import _with_hf_model
 
     text = _with_hf_model("evaluate_export.py")
     assert "from core" not in text and "import core" not in text, "the image has no copy of core/"
@@ -526,7 +526,7 @@ def run_program(
     """The program's text as the pod runs it (``exec python3 -c "$0" "$@"`` in bash, ``python3`` the project's
     interpreter, as the image's would be), the step's arguments ``EXPORT_URI``, ``tmp_path/scratch``,
     ``RECORD_URI`` and ``spec``; (the process, its seconds)."""
-    from workloads.build.commands import _with_hf_model
+    from workloads.specs.commands import _with_hf_model
 
     pytest.importorskip("math_verify", reason="the program grades with math-verify, as the image has it")
     bin_dir = tmp_path / "bin"

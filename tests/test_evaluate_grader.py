@@ -1,4 +1,4 @@
-"""The evaluation step's grader (``workloads/run/evaluate_export.py``) against MaxText 0.2.4's own RL evaluation,
+"""The evaluation step's grader (``workloads/container/evaluate_export.py``) against MaxText 0.2.4's own RL evaluation,
 run unmodified: ``evaluate_rl.py``, ``utils_rl.py`` and ``math_verify_pool.py`` of the tag ``maxtext-v0.2.4``,
 vendored byte for byte (tests/data/vendor/README.md, SHA256SUMS) and imported as MaxText imports them, with stub
 modules standing in for what the grading never calls (jax's optax, tunix, etils, tqdm, MaxText's logging).
@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import shared_path, slug
-from workloads.run import evaluate_export as program
+from workloads.container import evaluate_export as program
 
 RL = ("maxtext-0.2.4", "trainers", "post_train", "rl")
 PACKAGE = "maxtext.trainers.post_train.rl"

@@ -1,6 +1,6 @@
 """The optional evaluation step (``tpu-rl:workflow.steps.evaluate``), the demonstration that a step is data: its
-entry in ``core/steps.py``, its builder in ``workloads/build/steps.py`` and its program
-``workloads/run/evaluate_export.py`` are all it has. Everything else follows from the entry: the config keys, its
+entry in ``core/steps.py``, its builder in ``workloads/specs/step_specs.py`` and its program
+``workloads/container/evaluate_export.py`` are all it has. Everything else follows from the entry: the config keys, its
 own identity and grants (only where it runs, after they propagate), the check of its record, the status, the
 report and the model card (a step record, ``core/records.py``). Off, nothing of it exists.
 """
@@ -19,9 +19,9 @@ from core.steps import STEPS
 from infra.gcp.access import access, bucket_grants
 from tests.conftest import plan_of, put
 from tests.lifecycle_walk import settings
-from workloads.build.commands import program
-from workloads.build.steps import HELD_OUT, plan_workflow
-from workloads.run.evaluate_export import GRADER, parse_spec
+from workloads.container.evaluate_export import GRADER, parse_spec
+from workloads.specs.commands import program
+from workloads.specs.step_specs import HELD_OUT, plan_workflow
 
 ON = ["tpu-rl:workflow.steps.evaluate=true"]
 PUBLISHING = ["tpu-rl:publish.repo=acme/gemma4-grpo"]
@@ -125,9 +125,9 @@ def test_its_identity_exists_only_where_it_runs_and_touches_only_its_prefixes():
 
 @pytest.mark.pure
 def test_the_two_catalogues_list_the_same_steps_in_the_same_order():
-    from workloads.build.steps import CATALOGUE
+    from workloads.specs.step_specs import SPECS
 
-    assert tuple(spec.name for spec in CATALOGUE) == tuple(STEPS)
+    assert tuple(spec.name for spec in SPECS) == tuple(STEPS)
 
 
 @pytest.mark.pure
@@ -168,7 +168,7 @@ def test_a_record_parses_within_its_bounds_and_nothing_else_does():
 
 def test_the_artifact_check_and_the_status_read_the_record(gcs):
     from tools.status import DETAILS
-    from workloads.run.artifacts import call_options, step_problem
+    from workloads.observe.artifacts import call_options, step_problem
 
     step = plan_workflow(settings("dev", ON))["evaluate"]
     missing = step_problem(gcs, "record", step.artifact_uri, **call_options())
@@ -211,4 +211,4 @@ def test_the_step_is_named_in_its_three_files_only():
         if "venv" not in p.relative_to(ROOT).parts
     ]
     found = {str(p.relative_to(ROOT)) for p in [*product, ROOT / "__main__.py"] if named.search(p.read_text())}
-    assert found == {"core/steps.py", "workloads/build/steps.py", "workloads/run/evaluate_export.py"}
+    assert found == {"core/steps.py", "workloads/specs/step_specs.py", "workloads/container/evaluate_export.py"}

@@ -459,8 +459,8 @@ def upload(gcs: Any, files: dict[str, bytes]) -> None:
 
 
 def read(gcs: Any):
-    from workloads.run.artifacts import call_options
-    from workloads.run.exported import read_exported
+    from workloads.observe.artifacts import call_options
+    from workloads.observe.exported import read_exported
 
     return read_exported(gcs, HF_URI, **call_options())
 

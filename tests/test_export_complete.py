@@ -1,4 +1,4 @@
-"""The export step makes the export the whole base model (``workloads/run/complete_export.py``): its real
+"""The export step makes the export the whole base model (``workloads/container/complete_export.py``): its real
 container script run through ``bash`` against fake-gcs-server and the loopback Hub (``to_huggingface`` stood in
 for by the export MaxText 0.2.4 writes, laid out first: ``tests.hf_files.maxtext_files``), then the program's
 export check on the result; and the hostile inputs: names, indexes, endpoints that ignore ``Range``.
@@ -31,7 +31,7 @@ from tests.hf_files import (
 )
 from tests.lifecycle_walk import settings
 from tests.loopback import serve
-from workloads.run.complete_export import GENERATION_KEYS, GENERATION_VALUES, RefusedError, generation_config
+from workloads.container.complete_export import GENERATION_KEYS, GENERATION_VALUES, RefusedError, generation_config
 
 pytest.importorskip("safetensors")
 
@@ -180,8 +180,8 @@ def test_an_export_holding_an_object_that_is_not_a_model_file_is_refused(gcs_fol
     """GCS names are the listing's: each hostile name alone makes the export check name it in one line; the
     export step refuses the first before reading or writing anything (one run: each name is refused by the
     same line of the program, ``core.hf_model.export_file_problem``, pinned in test_export_check)."""
-    from workloads.run.artifacts import call_options
-    from workloads.run.exported import read_exported
+    from workloads.observe.artifacts import call_options
+    from workloads.observe.exported import read_exported
 
     gcs = gcs_folders
     step = export_step()
@@ -204,9 +204,9 @@ def test_an_export_holding_an_object_that_is_not_a_model_file_is_refused(gcs_fol
 def test_an_index_naming_a_shard_that_cannot_be_one_is_refused_from_either_side(gcs, tmp_path, shard):
     """The base's index (the Hub) and the export's (GCS) are inputs too: their shard names are checked before
     any URL or path is built from them (the export step run once, for the first name)."""
+    from workloads.observe.artifacts import call_options
+    from workloads.observe.exported import read_exported
     from workloads.preflight import PreflightError, base_model_layout
-    from workloads.run.artifacts import call_options
-    from workloads.run.exported import read_exported
 
     step = export_step()
     files = maxtext_files(LANGUAGE, TRAINED, MAXTEXT_CONFIG, 64)
@@ -272,8 +272,8 @@ def test_gcs_that_ignores_range_gets_no_whole_shard_read(gcs, monkeypatch, tmp_p
     """The export check's header reads through a proxy that drops ``Range``: the 8-byte read stops after its
     8 bytes (at the library's first 8 kB chunk), not after the 4 MiB shard, and says so in one line."""
     from core.hf_model import ReplyTooLargeError
-    from workloads.run.artifacts import call_options, storage_client
-    from workloads.run.exported import read_exported
+    from workloads.observe.artifacts import call_options, storage_client
+    from workloads.observe.exported import read_exported
 
     step = export_step()
     bucket, prefix = lay_out(gcs, step, maxtext_files(BIG, values_of(BIG), MAXTEXT_CONFIG))

@@ -20,7 +20,7 @@ import pytest
 
 from core.names import SLICE_DOWN_EXIT, STALLED_EXIT
 from tests.lifecycle_walk import settings
-from workloads.build.steps import plan_workflow
+from workloads.specs.step_specs import plan_workflow
 
 pytestmark = pytest.mark.pure
 

@@ -18,7 +18,7 @@ from tests.run_files import RECORD, upload_run
 from tools import report as report_cli
 from tools import status as status_cli
 from tools.plan.cli import main as plan_main
-from workloads.build.steps import plan_workflow
+from workloads.specs.step_specs import plan_workflow
 
 TOKEN_LIKE = "hf_" + "Q" * 34
 ESC = "\x1b[31m"
@@ -319,9 +319,9 @@ HOSTILE_LINE = "model\x1b]8;;https://evil.example\x07click\x1b]8;;\x07 \x1b[2J\u
 @pytest.mark.parametrize(
     ("module", "function"),
     [
-        ("workloads.run.complete_export", "one_line"),
-        ("workloads.run.evaluate_export", "one_line"),
-        ("workloads.run.publish_hub", "clean"),
+        ("workloads.container.complete_export", "one_line"),
+        ("workloads.container.evaluate_export", "one_line"),
+        ("workloads.container.publish_hub", "clean"),
     ],
     ids=["export", "evaluate", "publish"],
 )

@@ -36,8 +36,8 @@ from tools import report as report_cli
 from tools import status as status_cli
 from tools.plan.cli import main as plan_main
 from tools.stack_files import ROOT
-from workloads.build.steps import plan_workflow
-from workloads.run import checkpoint_scan
+from workloads.container import checkpoint_scan
+from workloads.specs.step_specs import plan_workflow
 
 HF_TOKEN = "hf_" + "QwErTyUiOpAsDfGhJkLzXcVbNmQwErTyUi"
 KUBE_TOKEN = "kube-" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"

@@ -10,7 +10,7 @@ pulumi-language-python's ``Cancel`` cancels the program's command, whose ``cmd.C
 of the loop's default executor, which Python's default SIGINT handler interrupts with ``KeyboardInterrupt``.
 
 So a wait of the program must neither block the loop's thread nor run in that executor: the step waits
-(``workloads.run.waiting.wait_for_step`` through ``infra.threads.in_daemon_thread``) and the webhook wait
+(``workloads.observe.waiting.wait_for_step`` through ``infra.threads.in_daemon_thread``) and the webhook wait
 (``infra.k8s.live.ClusterReader.wait_admitted`` through the same ``in_daemon_thread``) run in daemon threads,
 which the interpreter does not join. These tests run that shape in a real process, with the real 20 s poll, and
 measure the exit after a real SIGINT or SIGTERM. (A wait in a provider, such as ``infra.gcp.kms``'s dynamic
@@ -42,7 +42,7 @@ import asyncio, sys
 from concurrent.futures import ThreadPoolExecutor
 
 from infra.k8s import live
-from workloads.run import waiting
+from workloads.observe import waiting
 
 def read():
     print("polled", flush=True)

@@ -4,7 +4,7 @@ Linux refuses an ``execve`` whose single argument or environment string is longe
 131,072 bytes) or whose argv and environment together pass a quarter of the stack limit (``execve(2)``, "Limits on
 size of arguments and environment"); the container runtime's ``execve`` of the container's command then fails and
 the pod never starts. The export's script was a 71,763-byte ``bash -c`` argument. Now every step's script and
-programs are files of its ConfigMap (``workloads.build.commands.step_files``) and each container's argv and
+programs are files of its ConfigMap (``workloads.specs.commands.step_files``) and each container's argv and
 environment stay under 32 KiB, a quarter of ``MAX_ARG_STRLEN``; the ConfigMap itself stays under Kubernetes' 1 MiB.
 """
 
@@ -22,8 +22,8 @@ from core.knobs import TRAINING_KNOBS
 from core.maxtext_keys import known_keys
 from core.models import MODELS
 from tests.lifecycle_walk import settings
-from workloads.build.manifests import CONFIG_MAP_MAX_BYTES
-from workloads.build.steps import config_map_bytes, plan_workflow
+from workloads.specs.step_manifests import CONFIG_MAP_MAX_BYTES
+from workloads.specs.step_specs import config_map_bytes, plan_workflow
 
 pytestmark = pytest.mark.pure
 
@@ -119,7 +119,8 @@ def test_the_largest_options_lengthen_the_training_script_not_its_argv():
 def test_a_script_over_a_config_maps_limit_is_refused_as_bad_input(monkeypatch):
     """The one input that lengthens a script without bound is refused before anything is planned: exit 2 with the
     key, not an API server's refusal mid-`up`."""
-    from workloads.build import manifests, steps
+    from workloads.specs import step_manifests as manifests
+    from workloads.specs import step_specs as steps
 
     monkeypatch.setattr(steps, "CONFIG_MAP_MAX_BYTES", 40_000)
     assert manifests.CONFIG_MAP_MAX_BYTES == 1024 * 1024
@@ -149,7 +150,7 @@ def test_each_steps_config_map_of_scripts_is_a_valid_immutable_object_its_pod_mo
 def test_a_changed_program_is_a_new_step_and_a_new_config_map(monkeypatch):
     """The identity hashes the ConfigMap's data: a program changed under the same manifest re-runs the steps that run
     it, under new names, and only those."""
-    from workloads.build import commands
+    from workloads.specs import commands
 
     before = {step.step: step.name for step in plan_workflow(settings("prod", []))}
     changed = commands.program_file("checkpoint_scan.py") + "\n"

@@ -1,7 +1,7 @@
 """Run lifecycle: identity decides replacement, an interrupted `up` re-attaches, a failed step is retried.
 
-The engine behaviour these options rely on is cited in workloads/build/steps.py, workloads/run/live_state.py and the
-docs/operations.md ("What happens when..."); here everything the mock runtime can show is pinned.
+The engine behaviour these options rely on is cited in workloads/specs/step_specs.py, workloads/observe/live_state.py
+and the docs/operations.md ("What happens when..."); here everything the mock runtime can show is pinned.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tests.conftest import SENTINEL_TOKEN, plan_of, step_resources
 from tests.lifecycle_walk import settings, table, walk
 from tools.plan import plan_stack
 from tools.stack_files import ROOT
-from workloads.build.steps import AWAIT_GRACE_SECONDS, OPERATIONAL_PATHS, plan_workflow
+from workloads.specs.step_specs import AWAIT_GRACE_SECONDS, OPERATIONAL_PATHS, plan_workflow
 
 OPERATIONS = (ROOT / "docs" / "operations.md").read_text()
 """The page with the generated "what re-runs" table (tests/readme_tables.py writes it)."""

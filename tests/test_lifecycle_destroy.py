@@ -14,7 +14,7 @@ from infra.k8s.manifests import RELEASES_IN_STATE, helm_release_problem
 from tests.engine import BILLED, CLUSTER, HELM_RELEASE, STEP_TYPES
 from tests.scenario import STEPS, before_up, names, releases_env, serve_helm
 from tools.stack_files import ROOT
-from workloads.build import manifests
+from workloads.specs import step_manifests as manifests
 
 # The whole module is the slow tier (`make test-slow`, in CI; docs/testing.md "Timings"): each test runs the
 # program or a step for real against loopback servers, seconds apiece. The fast tier keeps the same boundaries

@@ -1,5 +1,5 @@
 """The CPU steps' scratch claims no disk: an ``emptyDir`` on cpu-np's boot disk, bounded, that goes with the pod
-(``workloads.build.manifests.scratch_volume`` says why). The walk that shows nothing billed outlives a stack is
+(``workloads.specs.step_manifests.scratch_volume`` says why). The walk that shows nothing billed outlives a stack is
 ``test_lifecycle_destroy.py``."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import json
 import pytest
 
 from tests.lifecycle_walk import PUBLISHING, settings
-from workloads.build.manifests import scratch_volume
-from workloads.build.steps import plan_workflow
+from workloads.specs.step_manifests import scratch_volume
+from workloads.specs.step_specs import plan_workflow
 
 pytestmark = pytest.mark.pure
 

@@ -8,7 +8,7 @@ chart's ``crds/`` when it first installs the chart and never on an upgrade (helm
 
 The version that names each CPU step's Kubernetes service account as its Google account (issue 41,
 docs/operations.md "Upgrading tpu-rl") re-runs no step: the identity hashes the account by its step
-(``workloads.build.steps.hashed_account``) and an existing JobSet keeps the one it has (``ignoreChanges``)."""
+(``workloads.specs.step_specs.hashed_account``) and an existing JobSet keeps the one it has (``ignoreChanges``)."""
 
 from __future__ import annotations
 
@@ -19,14 +19,14 @@ import pytest
 import yaml
 
 import infra.gcp.naming
-import workloads.build.manifests
+import workloads.specs.step_manifests
 from core.config.schema import JOBSET_VERSIONS, KUEUE_VERSIONS
 from core.names import step_ksa
 from infra.k8s.manifests import JOBSET_CRD, JOBSET_SPEC_FIELDS, jobset_crd_fields, jobset_crd_problem
 from tests.conftest import shared_path
 from tests.engine import HELM_RELEASE
 from tests.scenario import STEPS, live, names
-from workloads.build.steps import ACCOUNT_PATH
+from workloads.specs.step_specs import ACCOUNT_PATH
 
 REAL_CLUSTER = True
 CRD_FILES = {
@@ -118,7 +118,7 @@ CPU_STEPS = ("convert", "export")
 def accounts_before_issue_41(monkeypatch):
     """The program of the versions before issue 41: every stack's CPU step ran as ``tpu-rl-<step>``."""
     with monkeypatch.context() as before:
-        for module in (workloads.build.manifests, infra.gcp.naming):
+        for module in (workloads.specs.step_manifests, infra.gcp.naming):
             before.setattr(module, "step_ksa", lambda cluster, step: f"tpu-rl-{step}")
         yield
 

@@ -17,7 +17,7 @@ from tests import fake_kube
 from tests.fake_kube import FakeCluster, status_body, step_pod, with_state
 from tests.lifecycle_walk import settings
 from tools import logs as logs_cli
-from workloads.build.steps import plan_workflow
+from workloads.specs.step_specs import plan_workflow
 
 DEV = settings("dev", [])
 PLAN = {step.step: step for step in plan_workflow(DEV).steps}

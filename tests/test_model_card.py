@@ -1,4 +1,4 @@
-"""The Hub model card (workloads/build/model_card.py), the reward curve it links (workloads/run/plots.py) and the
+"""The Hub model card (workloads/specs/model_card.py), the reward curve it links (workloads/observe/plots.py) and the
 configuration differences it lists (core/config/diff.py)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import yaml
 
 from core.tpu import Capacity
 from tests.conftest import slug
-from workloads.build.model_card import (
+from workloads.specs.model_card import (
     GEMMA_NOTICE,
     GEMMA_PROHIBITED_USE,
     GEMMA_TERMS,
@@ -484,15 +484,15 @@ def test_no_config_value_can_break_the_table(value):
 
 
 # ---------------------------------------------------------------------------------------------
-# The reward curve (workloads/run/plots.py)
+# The reward curve (workloads/observe/plots.py)
 
 
 def _run_data(tmp_path, steps, **evaluations):
     """A run's data from an event file tensorboardX wrote as tunix does (tests/run_files.py)."""
     from tests.run_files import write_events
-    from workloads.run.evaluations import Evaluations
-    from workloads.run.run_data import RunData
-    from workloads.run.scalars import read_event_files
+    from workloads.observe.evaluations import Evaluations
+    from workloads.observe.run_data import RunData
+    from workloads.observe.scalars import read_event_files
 
     write_events(tmp_path, steps)
     scalars = read_event_files(sorted(tmp_path.iterdir()))
@@ -502,7 +502,7 @@ def _run_data(tmp_path, steps, **evaluations):
 @pytest.mark.slow
 def test_the_reward_curve_is_a_png_of_the_reward_tag(tmp_path):
     from tests.run_files import reward
-    from workloads.run.plots import plot, render_png, reward_curve_png
+    from workloads.observe.plots import plot, render_png, reward_curve_png
 
     data = _run_data(tmp_path, [1, 2, 3, 4, 5], intermediate=[{"step": 3}])
     png = reward_curve_png(data)
@@ -517,10 +517,10 @@ def test_the_reward_curve_is_a_png_of_the_reward_tag(tmp_path):
 
 @pytest.mark.slow
 def test_no_reward_scalar_no_curve(tmp_path):
-    from workloads.run.evaluations import Evaluations
-    from workloads.run.plots import reward_curve_png
-    from workloads.run.run_data import RunData
-    from workloads.run.scalars import Scalars
+    from workloads.observe.evaluations import Evaluations
+    from workloads.observe.plots import reward_curve_png
+    from workloads.observe.run_data import RunData
+    from workloads.observe.scalars import Scalars
 
     def run(series):
         return RunData("gs://b/m/train/h/", Scalars(series=series), Evaluations(), checkpoint_step=None)
@@ -665,8 +665,8 @@ def test_the_card_always_fits_its_config_map():
     the most a record may (``core.records``), each cell at its longest, in more records than the card shows, leave
     the card under its 256 KiB bound (with the largest reward curve kept, base64, under a ConfigMap's 1 MiB)."""
     from core.records import MAX_CELL_CHARS, MAX_COLUMNS, MAX_ROWS
-    from workloads.build.manifests import REWARD_IMAGE_MAX_BYTES
-    from workloads.build.model_card import CARD_MAX_BYTES, MAX_RECORDS, MAX_VALUE_CHARS
+    from workloads.specs.model_card import CARD_MAX_BYTES, MAX_RECORDS, MAX_VALUE_CHARS
+    from workloads.specs.step_manifests import REWARD_IMAGE_MAX_BYTES
 
     assert all(len(cell) == MAX_CELL_CHARS for cell in LONG_CELLS)
     huge = "x" * 1_500_000
@@ -724,7 +724,7 @@ def test_the_card_always_fits_its_config_map():
 def test_the_card_at_its_bound_is_whole_and_one_byte_over_cuts_rows(monkeypatch, extra):
     """A card of exactly ``CARD_MAX_BYTES`` is the card with every row; a byte over, the records' rows are cut
     (the card's own tables are not), the card fits, and says how many rows it left out."""
-    from workloads.build import model_card as module
+    from workloads.specs import model_card as module
 
     rows = [[f"row {i}", "x" * 150] for i in range(20)]
     facts = dataclasses.replace(FACTS, records=(_record(rows, columns=2),))
@@ -746,7 +746,7 @@ def test_the_card_at_its_bound_is_whole_and_one_byte_over_cuts_rows(monkeypatch,
 @pytest.mark.pure
 @pytest.mark.parametrize("count", [50, 51])
 def test_a_record_shows_at_most_its_rows(count):
-    from workloads.build.model_card import MAX_RECORD_ROWS
+    from workloads.specs.model_card import MAX_RECORD_ROWS
 
     assert MAX_RECORD_ROWS == 50
     text = card(records=(_record([[str(i), "y"] for i in range(count)], columns=2),))
@@ -757,7 +757,7 @@ def test_a_record_shows_at_most_its_rows(count):
 @pytest.mark.pure
 @pytest.mark.parametrize("count", [8, 9])
 def test_the_card_shows_at_most_eight_records(count):
-    from workloads.build.model_card import MAX_RECORDS
+    from workloads.specs.model_card import MAX_RECORDS
 
     assert MAX_RECORDS == 8
     text = card(records=tuple(_record([["a"]], title=f"Record {i}", columns=1) for i in range(count)))

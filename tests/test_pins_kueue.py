@@ -17,7 +17,7 @@ from infra.gcp.gke_spec import cpu_pool_args, system_pool_args, tpu_pool_args
 from infra.k8s import kueue
 from infra.k8s.manifests import namespace_manifest
 from tests.lifecycle_walk import settings
-from workloads.build.steps import plan_workflow
+from workloads.specs.step_specs import plan_workflow
 
 pytestmark = pytest.mark.pure
 

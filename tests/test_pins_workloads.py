@@ -16,10 +16,10 @@ from core.settings import ModelSettings
 from infra.gcp.gke_spec import CPU_TAINT, TPU_TAINT, cpu_pool_args, tpu_pool_args
 from infra.k8s.manifests import scratch_storage_class, token_secret_manifest
 from tests.lifecycle_walk import settings
-from workloads.build import steps
-from workloads.build.commands import OPTIMIZER_PATCH
-from workloads.build.steps import plan_workflow
-from workloads.run import checkpoint_scan
+from workloads.container import checkpoint_scan
+from workloads.specs import step_specs as steps
+from workloads.specs.commands import OPTIMIZER_PATCH
+from workloads.specs.step_specs import plan_workflow
 
 pytestmark = pytest.mark.pure
 
@@ -102,7 +102,7 @@ def test_jobset_top_level_is_gclusters_pathways_shape():
         "annotations": {"pulumi.com/skipAwait": "true", "pulumi.com/patchForce": "true"},
     }
     # The subdomain (the headless Service's name) is rl-<hash>: JobSet's default, the JobSet's own name, makes
-    # the coordinator label <jobset>-pathways-head-0-0.<jobset> 73 characters (workloads.build.derived).
+    # the coordinator label <jobset>-pathways-head-0-0.<jobset> 73 characters (workloads.specs.derived).
     assert spec["network"] == {
         "enableDNSHostnames": True,
         "publishNotReadyAddresses": True,
@@ -459,7 +459,7 @@ def test_cpu_jobsets(step, scratch, memory, limit):
     assert container["resources"] == {"requests": {"cpu": "16", "memory": memory}, "limits": {"memory": limit}}
     assert container["command"] == ["/bin/bash", "/tpu-rl/run.sh"] and "args" not in container
     assert container["volumeMounts"] == [{"name": "scratch", "mountPath": "/scratch"}, *SCRIPTS_MOUNT]
-    # The scratch is an emptyDir on cpu-np's boot disk (workloads/build/manifests.py scratch_volume): torn down
+    # The scratch is an emptyDir on cpu-np's boot disk (workloads/specs/step_manifests.py scratch_volume): torn down
     # with the pod, never a claimed disk that a finished Job's kept pod would hold.
     assert labels and pod["volumes"] == [
         {"name": "scratch", "emptyDir": {"sizeLimit": f"{scratch}Gi"}},
@@ -481,7 +481,7 @@ def test_cpu_steps_are_sized_by_the_model():
 
 
 # ---------------------------------------------------------------------------------------------
-# Identities, names, paths, timeouts (workloads/build/steps.py)
+# Identities, names, paths, timeouts (workloads/specs/step_specs.py)
 
 
 def test_names_paths_and_logs():
@@ -593,7 +593,7 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-eaee6e2345",
+        "gemma4-26b-evaluate-5c2c95c9d0",  # issue 42 moved its program: its docstring names the new home
         "gemma4-26b-publish-960f1262fd",
     ], "the names before issue 41's renaming of the accounts (and after issue 39's scripts in ConfigMaps)"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"

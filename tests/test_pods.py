@@ -1,5 +1,5 @@
-"""What a step's pods say (``workloads.run.pods``): unschedulable with the scheduler's and the autoscaler's words,
-OOMKilled with the key to raise; on pods and events in the shapes the API server returns them
+"""What a step's pods say (``workloads.observe.pod_state``): unschedulable with the scheduler's and the autoscaler's
+words, OOMKilled with the key to raise; on pods and events in the shapes the API server returns them
 (``tests.fake_kube``: kube-scheduler's FitError text, GKE cluster-autoscaler's pod events). Pure."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from core.redact import scrub
 from core.tpu import Capacity
 from tests.fake_kube import AUTOSCALER_MESSAGES, SCHEDULER_MESSAGE, T0, T1, pod_event, step_pod
 from tests.lifecycle_walk import settings
-from workloads.build.steps import plan_workflow
-from workloads.run import objects, pods
-from workloads.run.failures import failure_detail
+from workloads.observe import objects
+from workloads.observe import pod_state as pods
+from workloads.observe.failures import failure_detail
+from workloads.specs.step_specs import plan_workflow
 
 pytestmark = pytest.mark.pure
 
@@ -20,7 +21,7 @@ PLAN = plan_workflow(settings("prod", []))
 
 
 def typed_pods(raw: list) -> list[objects.Pod]:
-    """Pods as the reader's boundary hands them on (``workloads.run.objects``)."""
+    """Pods as the reader's boundary hands them on (``workloads.observe.objects``)."""
     return objects.pods(raw, "test pods")
 
 

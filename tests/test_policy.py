@@ -181,7 +181,7 @@ def test_a_count_the_engine_sends_as_a_double_is_a_count():
     train = next(r for r in pure_plan("prod").resources if r["type"] == JOBSET and _is(r, "train"))
     sent = json_format.MessageToDict(analyzer.properties(train["inputs"]))
     assert sent["spec"]["replicatedJobs"][1]["template"]["spec"]["parallelism"] == 8.0
-    assert policies.values.plain(sent)["spec"]["replicatedJobs"][1]["template"]["spec"]["parallelism"] == 8
+    assert policies.properties.plain(sent)["spec"]["replicatedJobs"][1]["template"]["spec"]["parallelism"] == 8
     assert policies.kueue._count(8.0, "parallelism") == 8
     with pytest.raises(ValueError, match="is not a count"):
         policies.kueue._count(1.5, "parallelism")

@@ -253,6 +253,33 @@ def test_the_layout_is_the_tree():
         assert doc and len(doc) > 40, f"{package}__init__.py does not say what the package holds"
 
 
+SAME_CONCEPT_NAMES = {
+    "apis.py": ("infra/gcp/apis.py", "infra/gcp/capacity/apis.py"),
+    "cluster.py": ("infra/gcp/cluster.py", "policy/tpu_rl_policies/cluster.py"),
+    "kueue.py": ("infra/k8s/kueue.py", "policy/tpu_rl_policies/kueue.py"),
+    "network.py": ("infra/gcp/network.py", "policy/tpu_rl_policies/network.py"),
+    "storage.py": ("infra/gcp/storage.py", "policy/tpu_rl_policies/storage.py"),
+}
+"""The file names two modules share: one concept at two layers (docs/architecture.md "Module names")."""
+
+
+def test_no_two_modules_share_a_file_name_unless_one_concept_at_two_layers():
+    """A module's file name says what it holds, once: the same name in two folders is the same concept at two
+    layers (the platform builds it, the capacity check or the policy pack judges it), each listed here and in
+    docs/architecture.md."""
+    tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True)
+    by_name: dict[str, list[str]] = {}
+    for path in tracked.stdout.splitlines():
+        name = path.rsplit("/", 1)[-1]
+        if not path.startswith("tests/") and name not in {"__init__.py", "__main__.py"}:
+            by_name.setdefault(name, []).append(path)
+    shared = {name: tuple(sorted(paths)) for name, paths in by_name.items() if len(paths) > 1}
+    assert shared == SAME_CONCEPT_NAMES
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    for paths in SAME_CONCEPT_NAMES.values():
+        assert all(f"`{path}`" in page for path in paths), f"docs/architecture.md says nothing of {paths}"
+
+
 DOTTED_NAME = re.compile(r"``((?:core|infra|workloads|tools|program)(?:\.\w+)+)``")
 
 

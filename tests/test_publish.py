@@ -31,9 +31,9 @@ from tests.fake_kube import step_pod
 from tests.hf_files import LANGUAGE, VISION, model_files
 from tests.lifecycle_walk import settings
 from tests.loopback import serve
-from workloads.build.commands import CARD_DIR, PUBLISH_WORK
-from workloads.build.steps import branch_of, plan_workflow
 from workloads.preflight import PreflightError, check_publish_access, published_revision, token_denial
+from workloads.specs.commands import CARD_DIR, PUBLISH_WORK
+from workloads.specs.step_specs import branch_of, plan_workflow
 
 REAL_CLUSTER = True  # the `up` scenarios read the loopback cluster with the real reader
 REPO = "acme/gemma4-grpo"
@@ -558,7 +558,7 @@ def test_only_a_verified_export_is_published():
 def test_the_publish_script_is_strict_mode_the_folder_then_the_program_from_its_configmap():
     import shlex
 
-    from workloads.build.commands import PUBLISHED, mark_folder, publish_script
+    from workloads.specs.commands import PUBLISHED, mark_folder, publish_script
 
     script = publish_script("gs://b/m/export/abc/", "gs://b/m/publish/def/")
     head = f"set -euo pipefail\n{mark_folder('gs://b/m/publish/def/')}\n"
@@ -590,7 +590,7 @@ def test_the_publish_steps_scratch_holds_the_export():
 def test_the_card_config_map_holds_the_readme_and_the_curve():
     import base64
 
-    from workloads.build.manifests import REWARD_IMAGE, card_config_map
+    from workloads.specs.step_manifests import REWARD_IMAGE, card_config_map
 
     s = settings("prod", PUBLISHING)
     step = plan_workflow(s).publish

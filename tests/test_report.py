@@ -14,9 +14,9 @@ from tests.lifecycle_walk import settings
 from tests.report_screenshot import CHROMIUM, screenshot
 from tests.run_files import FIRST_ATTEMPT, RESTORED, SECOND_ATTEMPT, STEP_SECONDS, reward, upload_run
 from tools import report as report_cli
-from workloads.build.steps import plan_workflow
-from workloads.run.evaluations import parse_logs
-from workloads.run.run_data import gather
+from workloads.observe.evaluations import parse_logs
+from workloads.observe.run_data import gather
+from workloads.specs.step_specs import plan_workflow
 
 STEPS = [3, 1, 2, 5, 4, 10, 8, 9, 6, 7]
 """Written out of order, in two files (an attempt and its resume)."""
@@ -32,8 +32,8 @@ def make(tmp_path, *args):
 
 def held_chip_hours(gcs, chips: int) -> float:
     """Each attempt from its start (its files' names) to its last file's write time in GCS, times the chips."""
-    from workloads.run.evaluations import ATTEMPT
-    from workloads.run.run_data import _epoch
+    from workloads.observe.evaluations import ATTEMPT
+    from workloads.observe.run_data import _epoch
 
     bucket, _, prefix = RUN.removeprefix("gs://").partition("/")
     ends: dict[str, float] = {}
@@ -276,9 +276,9 @@ def test_a_resumed_attempts_pre_rl_line_is_never_the_base_model():
 @pytest.mark.pure
 def test_status_does_not_overstate_the_step_after_a_resume():
     """The dead attempt logged step 7; the new one restored step 5 and has logged nothing yet: it is at 5."""
-    from workloads.run.evaluations import Attempt, Evaluations
-    from workloads.run.run_data import RunData
-    from workloads.run.scalars import EventAttempt, Scalars
+    from workloads.observe.evaluations import Attempt, Evaluations
+    from workloads.observe.run_data import RunData
+    from workloads.observe.scalars import EventAttempt, Scalars
 
     dead = EventAttempt("events.out.tfevents.1790000000.head", 1_790_000_000.0, 1_790_003_000.0, 1, 7)
     scalars = Scalars(series={"actor/train/loss": [(7, 0.1)]}, attempts=[dead])
@@ -293,7 +293,7 @@ def test_status_does_not_overstate_the_step_after_a_resume():
 def test_a_200_mib_log_is_read_by_its_head_and_tail(gcs):
     """A debug run's log is large; its pre-RL line is at the start and its post-RL line at the end."""
     from tests.run_files import POST, PRE, RECORD
-    from workloads.run.evaluations import HEAD_BYTES, TAIL_BYTES, read_run_logs
+    from workloads.observe.evaluations import HEAD_BYTES, TAIL_BYTES, read_run_logs
 
     bucket, _, prefix = RUN.removeprefix("gs://").partition("/")
     gcs.create_bucket(bucket)
@@ -326,7 +326,7 @@ def test_an_unknown_capacity_is_one_line(tmp_path, capsys):
 def test_the_rollout_tags_are_aligned_with_the_update_they_feed():
     """tunix logs rewards/* at the global step before the update (rl_cluster.py buffer_metrics) and actor/* at
     the update (peft_trainer.py "increment the step by one for logging purpose")."""
-    from workloads.run.scalars import Scalars, is_training_tag, step_offset
+    from workloads.observe.scalars import Scalars, is_training_tag, step_offset
 
     scalars = Scalars(series={"rewards/train/sum": [(0, 0.4), (1, 0.5)], "actor/train/loss": [(1, 2.0), (2, 1.0)]})
     assert scalars.aligned("rewards/train/sum") == [(1, 0.4), (2, 0.5)]
@@ -380,9 +380,9 @@ def test_the_report_names_the_base_models_commit_the_conversion_recorded(gcs, tm
 def test_the_hours_an_attempt_held_the_slice_run_from_its_start_to_its_last_file():
     """From the start in the files' names to the latest write of either file; while an attempt runs, to now;
     unknown when any attempt's times are (a summary never counts part of the run)."""
-    from workloads.run.evaluations import Attempt
-    from workloads.run.run_data import RunData, _epoch
-    from workloads.run.scalars import Scalars
+    from workloads.observe.evaluations import Attempt
+    from workloads.observe.run_data import RunData, _epoch
+    from workloads.observe.scalars import Scalars
 
     start = _epoch("20261130T050000Z")
     assert start is not None
@@ -403,7 +403,7 @@ def test_the_hours_an_attempt_held_the_slice_run_from_its_start_to_its_last_file
 def test_an_event_file_past_its_bound_is_read_to_the_bound_and_the_report_says_it_was_cut(gcs, tmp_path, monkeypatch):
     """A 300 MiB event file (tunix writes a few MB) costs at most the bound, whatever the load: read up to it (its
     records there kept, the one cut short dropped) and ``truncated`` set; the same for the run's files together."""
-    from workloads.run import scalars
+    from workloads.observe import scalars
 
     upload_run(gcs, RUN, steps=STEPS, checkpoints=(10,))
     whole = json.loads((make(tmp_path / "whole", "--stack", "dev")[1] / "report.json").read_text())

@@ -15,7 +15,7 @@ from tests.lifecycle_walk import settings
 from tests.run_files import upload_run
 from tools.notices import hide_python_version_notice
 from tools.stack_files import ROOT
-from workloads.build.steps import plan_workflow
+from workloads.specs.step_specs import plan_workflow
 
 RUN = plan_workflow(settings("dev", [])).train.output_uri
 
@@ -47,7 +47,7 @@ def test_only_google_api_cores_python_version_notice_is_hidden():
         for module, message in (
             ("google.api_core._python_version_support", notice),
             ("google.api_core._python_version_support", "something else"),
-            ("workloads.run.plots", notice),
+            ("workloads.observe.plots", notice),
         ):
             warnings.warn_explicit(message, FutureWarning, "x.py", 1, module=module)
     assert [(str(w.message)) for w in caught] == ["something else", notice]

@@ -66,7 +66,7 @@ def test_a_step_fails_then_up_retries_it_with_the_configured_values(stack):
 
 def test_ctrl_c_while_up_waits_for_a_step_then_up_waits_for_the_same_run(stack):
     """The provider returned once the step was applied (skipAwait: await.go Creation -> metadata.ReadyCondition
-    is Immediate), so the state has it; the program was waiting (workloads.run.waiting) when it was stopped. The
+    is Immediate), so the state has it; the program was waiting (workloads.observe.waiting) when it was stopped. The
     next `up` sees the same inputs and trigger: the engine calls the provider's Check and Diff (sg.go
     continueStepsFromImport, generateStepsFromDiff), the Diff finds nothing and a SameStep keeps the recorded
     object (step.go SameStep.Apply, the only part that calls no provider); the program waits for the same run

@@ -1,6 +1,6 @@
-"""Where a training attempt's start-up went (``workloads.run.startup``): absl logs as MaxText 0.2.4 and tunix c4ec573
-print them, the live objects as the API server, the kubelet and Kueue write them (served by the loopback API server
-``tests.fake_kube`` and read by the real bounded reader), the logs in fake-gcs-server."""
+"""Where a training attempt's start-up went (``workloads.observe.startup``): absl logs as MaxText 0.2.4 and tunix
+c4ec573 print them, the live objects as the API server, the kubelet and Kueue write them (served by the loopback API
+server ``tests.fake_kube`` and read by the real bounded reader), the logs in fake-gcs-server."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from infra.k8s import live
 from tests.fake_kube import fake_cluster, kubelet_event, tpu_node, with_state, workload
 from tests.lifecycle_walk import settings
-from workloads.build.steps import plan_workflow
-from workloads.run import startup
-from workloads.run.startup import LogAttempt
+from workloads.observe import startup
+from workloads.observe.startup import LogAttempt
+from workloads.specs.step_specs import plan_workflow
 
 REAL_CLUSTER = True
 DEV = plan_workflow(settings("dev", []))
@@ -315,7 +315,7 @@ def test_no_jobset_is_no_facts_and_no_events_leave_the_pod_times():
 
 def test_the_logs_in_gcs_are_read_by_their_heads(gcs, monkeypatch):
     from tests.conftest import put
-    from workloads.run.artifacts import bounded
+    from workloads.observe.artifacts import bounded
 
     output = DEV.train.output_uri
     side = "\n".join(FIRST_LOG.splitlines()[:1] + FIRST_LOG.splitlines()[5:6])

@@ -15,8 +15,8 @@ from tests.lifecycle_walk import settings
 from tests.loopback import QuietHandler, serve
 from tests.run_files import upload_run
 from tools import status as status_cli
-from workloads.build.steps import plan_workflow
-from workloads.run import objects
+from workloads.observe import objects
+from workloads.specs.step_specs import plan_workflow
 
 DEV = plan_workflow(settings("dev", []))
 CONTEXT = "gke_my-tpu-dev-project_us-east5_tpu-rl-dev"

@@ -48,15 +48,19 @@ def _ruff() -> Path:
 
 def test_ruff_checks_and_formats_every_python_file():
     """`ruff check .` and `ruff format .` (make lint), and pre-commit's ruff hooks with --force-exclude, see the
-    files ruff's own discovery lists: every Python file of the project (workloads/build/ too, which the root's
-    ``./build`` exclude must not catch)."""
+    files ruff's own discovery lists: every Python file of the project (a source folder named build
+    too, which the root's ``./build`` exclude must not catch)."""
     shown = subprocess.run(
         [str(_ruff()), "check", "--show-files", "."], cwd=ROOT, capture_output=True, text=True, check=True, timeout=60
     ).stdout
     checked = {Path(line).resolve().relative_to(ROOT).as_posix() for line in shown.splitlines() if line.strip()}
     missing = sorted(_project_python_files() - checked)
     assert not missing, f"ruff's excludes (pyproject.toml [tool.ruff]) leave out project files: {missing}"
-    assert "workloads/build/steps.py" in checked and "policy/__main__.py" in checked and "tests/conftest.py" in checked
+    assert (
+        "workloads/specs/step_specs.py" in checked
+        and "policy/__main__.py" in checked
+        and "tests/conftest.py" in checked
+    )
     # `ruff format` discovers files as `ruff check` does, unless an exclude of its own or of the linter's narrows it.
     ruff = PYPROJECT["tool"]["ruff"]
     assert "exclude" not in ruff.get("format", {}) and "exclude" not in ruff.get("lint", {}), "one set of excludes"

@@ -1,5 +1,5 @@
-"""The training script's judge of train_rl's exit (``workloads/run/train_exit.py``) and its stall watchdog
-(``workloads/run/stall_watchdog.py``) as functions; ``test_commands.py`` runs both through bash. Pure."""
+"""The training script's judge of train_rl's exit (``workloads/container/train_exit.py``) and its stall watchdog
+(``workloads/container/stall_watchdog.py``) as functions; ``test_commands.py`` runs both through bash. Pure."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from core.names import SLICE_DOWN_EXIT, STALLED_EXIT
-from workloads.run import stall_watchdog, train_exit
+from workloads.container import stall_watchdog, train_exit
 
 pytestmark = pytest.mark.pure
 

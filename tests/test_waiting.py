@@ -1,5 +1,5 @@
-"""The bounded wait for a step's JobSet (``workloads.run.waiting``) and what Kueue's Workload says of it
-(``workloads.run.live_state``): on a fake clock, with the real train step's manifest and Kueue 0.17.1's
+"""The bounded wait for a step's JobSet (``workloads.observe.waiting``) and what Kueue's Workload says of it
+(``workloads.observe.live_state``): on a fake clock, with the real train step's manifest and Kueue 0.17.1's
 condition shapes and messages (``tests.fake_kube``, /work/notes/kueue.md B.4-B.7). Pure."""
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from tests.fake_kube import (
     workload,
 )
 from tests.lifecycle_walk import settings
-from workloads.build.steps import plan_workflow
-from workloads.run import objects, waiting
-from workloads.run.live_state import NEVER_FITS, Admission, admission, live_step, retry_marker
-from workloads.run.waiting import POLL_SECONDS, Bounds, StepWaitError
+from workloads.observe import objects, waiting
+from workloads.observe.live_state import NEVER_FITS, Admission, admission, live_step, retry_marker
+from workloads.observe.waiting import POLL_SECONDS, Bounds, StepWaitError
+from workloads.specs.step_specs import plan_workflow
 
 pytestmark = pytest.mark.pure
 
@@ -78,7 +78,7 @@ def raw_jobset(state: str = "pending", *, suspend: bool | None = True) -> dict:
 
 
 def jobset(state: str = "pending", *, suspend: bool | None = True) -> objects.JobSet:
-    """The JobSet as the reader's boundary hands it on (``workloads.run.objects``)."""
+    """The JobSet as the reader's boundary hands it on (``workloads.observe.objects``)."""
     return objects.jobset(raw_jobset(state, suspend=suspend), "test JobSet")
 
 
@@ -333,7 +333,7 @@ def test_kueue_text_cannot_reach_the_terminal(clock):
 
 
 # ---------------------------------------------------------------------------------------------
-# Unschedulable pods (workloads.run.pods): the bound, both sides; the scheduler's and the autoscaler's words
+# Unschedulable pods (workloads.observe.pod_state): the bound, both sides; the scheduler's and the autoscaler's words
 
 
 RAW_STUCK_POD = step_pod(TRAIN.manifest, "pathways-head", "unschedulable")

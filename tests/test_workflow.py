@@ -15,7 +15,7 @@ from tests.lifecycle_walk import settings
 from tools.plan import main as plan_main
 from tools.plan import plan_stack
 from tools.stack_files import ROOT
-from workloads.build.steps import plan_workflow
+from workloads.specs.step_specs import plan_workflow
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
@@ -61,7 +61,7 @@ def test_waiting_options_and_the_jobset_controller():
     for step, resource in steps(plan).items():
         assert "ttlSecondsAfterFinished" not in json.dumps(resource["inputs"])
         annotations = resource["inputs"]["metadata"]["annotations"]
-        # The provider only applies the object; the program waits for it (workloads.run.waiting).
+        # The provider only applies the object; the program waits for it (workloads.observe.waiting).
         assert annotations["pulumi.com/skipAwait"] == "true" and "pulumi.com/waitFor" not in annotations
         assert resource["options"]["customTimeouts"] == {"create": "10m", "update": "10m", "delete": "20m"}
         if step != "train":

@@ -33,8 +33,8 @@ from infra.k8s import live
 from tools.notices import hide_python_version_notice
 from tools.process import exit_now
 from tools.status import StatusError, kubeconfig_for, load_settings
-from workloads.build.steps import Step
-from workloads.run import objects
+from workloads.observe import objects
+from workloads.specs.step_specs import Step
 
 RESTART_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None, *, reader_options: dict[str, Any] | None
     args = parser.parse_args(argv)
     hide_python_version_notice()
     try:
-        from workloads.build.steps import plan_workflow
+        from workloads.specs.step_specs import plan_workflow
 
         settings = load_settings(args)
         if not settings.workflow.enabled:

@@ -26,9 +26,9 @@ from core.redact import scrub_lines
 from core.settings import Settings
 from tools.notices import hide_python_version_notice
 from tools.process import exit_now
-from workloads.run.plots import plot
-from workloads.run.run_data import RunData, reward_tag
-from workloads.run.scalars import ROLLOUT_PREFIXES
+from workloads.observe.plots import plot
+from workloads.observe.run_data import RunData, reward_tag
+from workloads.observe.scalars import ROLLOUT_PREFIXES
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 980px; color: #1d2330; }
@@ -78,9 +78,9 @@ class RunInfo:
     records: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     """Step -> its record as read (``StepRecord.to_json``), None while it has none."""
     startup: list[dict[str, Any]] = field(default_factory=list)
-    """Each training attempt's start-up by component (``workloads.run.startup.Startup.to_json``)."""
+    """Each training attempt's start-up by component (``workloads.observe.startup.Startup.to_json``)."""
     billing: dict[str, Any] | None = None
-    """What the slice bills (``workloads.run.startup.Billing.to_json``), when known."""
+    """What the slice bills (``workloads.observe.startup.Billing.to_json``), when known."""
     cluster_note: str = ""
     """Why the cluster's side of the start-up is missing (no stack given, or the cluster could not be read)."""
     training_namespace: tuple[str, str, str] | None = None
@@ -111,7 +111,7 @@ class ReportError(Exception):
 def info_from_settings(settings: Settings, raw: dict[str, str], secret_keys: frozenset[str]) -> RunInfo:
     """The run of a stack's current configuration."""
     from core.estimate import estimate_for
-    from workloads.build.steps import plan_workflow
+    from workloads.specs.step_specs import plan_workflow
 
     plan = plan_workflow(settings)
     return RunInfo(
@@ -267,7 +267,7 @@ estimate is tpu-rl's model (core/estimate.py).</p>
 
 def _startup_section(report: dict[str, Any]) -> str:
     """One row per attempt: its start-up's components (minutes and chip-hours), the estimate's, what the slice
-    bills (``workloads.run.startup``)."""
+    bills (``workloads.observe.startup``)."""
     section = report["startup"]
     rows = []
     for attempt in section["attempts"]:
@@ -330,7 +330,7 @@ def _record_sections(info: RunInfo) -> str:
 
 def _read_record(client: Any, uri: str) -> dict[str, Any] | None:
     """A step's record as read from GCS (bounded), None while it has none; ``StorageError`` when GCS cannot say."""
-    from workloads.run.artifacts import bounded, step_record
+    from workloads.observe.artifacts import bounded, step_record
 
     found = bounded(client, f"reading {uri}", lambda call: step_record(client, uri, **call))
     return found.to_json() if found else None
@@ -487,8 +487,8 @@ def _run(args: argparse.Namespace) -> int:
     from core.config import ConfigError
     from core.outdir import check
     from tools.stack_files import StackFileError, load_stack
-    from workloads.run.artifacts import StorageError, open_client
-    from workloads.run.run_data import gather
+    from workloads.observe.artifacts import StorageError, open_client
+    from workloads.observe.run_data import gather
 
     check(args.out)  # before anything is read: a bad --out is one line, and nothing is created
     if args.run_uri:
@@ -513,7 +513,7 @@ def _run(args: argparse.Namespace) -> int:
         data = gather(client, info.output_uri)
         convert = info.steps.get("convert")
         if convert:
-            from workloads.run.artifacts import bounded, source_record
+            from workloads.observe.artifacts import bounded, source_record
 
             output = convert["outputUri"]
             found = bounded(client, f"reading {output}", lambda call: source_record(client, output, **call))
@@ -521,12 +521,12 @@ def _run(args: argparse.Namespace) -> int:
         for step, uri in info.record_uris.items():
             info.records[step] = _read_record(client, uri)
         if info.publish_uri:
-            from workloads.run.artifacts import bounded, published_record
+            from workloads.observe.artifacts import bounded, published_record
 
             uri = info.publish_uri
             info.published = bounded(client, f"reading {uri}", lambda call: published_record(client, uri, **call))
-        from workloads.run.artifacts import bounded
-        from workloads.run.startup import read_log_attempts
+        from workloads.observe.artifacts import bounded
+        from workloads.observe.startup import read_log_attempts
 
         output_uri = info.output_uri
         attempts = bounded(
@@ -563,7 +563,7 @@ def _kubeconfig(settings: Settings, args: argparse.Namespace) -> tuple[dict[str,
 def _startups(
     info: RunInfo, data: RunData, attempts: list[Any], settings: Settings | None, kubeconfig: dict[str, Any] | None
 ) -> None:
-    """Each attempt's start-up and the slice's billing into ``info`` (``workloads.run.startup``): the live objects
+    """Each attempt's start-up and the slice's billing into ``info`` (``workloads.observe.startup``): the live objects
     are read when the stack's cluster is known; a cluster that cannot be read is a note, not a failure (the report
     is of the run's files)."""
     import time
@@ -571,11 +571,11 @@ def _startups(
     from core.boundary import BoundaryError
     from core.redact import scrub
     from infra.k8s import live
-    from workloads.run.startup import read_cluster_facts, slice_billing, startups
+    from workloads.observe.startup import read_cluster_facts, slice_billing, startups
 
     facts = None
     if settings is not None and kubeconfig is not None:
-        from workloads.build.steps import plan_workflow
+        from workloads.specs.step_specs import plan_workflow
 
         reader = live.ClusterReader(kubeconfig)
         try:

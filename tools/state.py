@@ -429,7 +429,7 @@ def read_locks(backend: str, stack: str) -> list[Lock]:
 def _gcs_locks(bucket: str, subdir: str, prefix: str) -> list[Lock]:
     from google.api_core import exceptions
 
-    from workloads.run.artifacts import storage_client
+    from workloads.observe.artifacts import storage_client
 
     full = f"{subdir}/{prefix}" if subdir else prefix
     try:
@@ -605,7 +605,7 @@ def _create(stack: str, bucket: str) -> int:
     name = bucket or state_bucket(project)
     from google.cloud import kms_v1
 
-    from workloads.run.artifacts import storage_client
+    from workloads.observe.artifacts import storage_client
 
     try:
         lines = create(

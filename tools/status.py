@@ -27,10 +27,10 @@ from core.settings import Settings
 from infra.k8s import live
 from tools.notices import hide_python_version_notice
 from tools.process import exit_now
-from workloads.build.steps import Step, Workflow
-from workloads.run import objects
-from workloads.run.live_state import live_step
-from workloads.run.waiting import read_step
+from workloads.observe import objects
+from workloads.observe.live_state import live_step
+from workloads.observe.waiting import read_step
+from workloads.specs.step_specs import Step, Workflow
 
 
 class StatusError(Exception):
@@ -146,8 +146,8 @@ def read_status(
     settings: Settings, plan: Workflow, kubeconfig: dict[str, Any], client: Any
 ) -> tuple[list[StepStatus], str]:
     """Every step's status and the training detail (bounded reads; one reader per refresh)."""
-    from workloads.run.artifacts import StorageError
-    from workloads.run.run_data import gather
+    from workloads.observe.artifacts import StorageError
+    from workloads.observe.run_data import gather
 
     reader = live.ClusterReader(kubeconfig)
     statuses = []
@@ -180,11 +180,11 @@ def startup_lines(
     settings: Settings, plan: Workflow, kubeconfig: dict[str, Any], client: Any, data: Any, train: StepStatus
 ) -> list[str]:
     """Each training attempt's start-up by component and what the slice bills, beside the training steps' chip-hours
-    (``workloads.run.startup``). The logs are read from GCS (bounded; a failure is the status's one line); the
+    (``workloads.observe.startup``). The logs are read from GCS (bounded; a failure is the status's one line); the
     live objects with a reader of their own: when they cannot be read (nodes need cluster-wide read access) the
     lines say so and come from the logs alone."""
-    from workloads.run.artifacts import StorageError, bounded
-    from workloads.run.startup import read_cluster_facts, read_log_attempts, slice_billing, startups, status_lines
+    from workloads.observe.artifacts import StorageError, bounded
+    from workloads.observe.startup import read_cluster_facts, read_log_attempts, slice_billing, startups, status_lines
 
     output = plan.train.output_uri
     try:
@@ -219,7 +219,7 @@ def startup_lines(
 def _published(client: Any, step: Step) -> str:
     """A publication's detail: the Hub branch and commit its record names."""
     from core.names import HUB_URL
-    from workloads.run.artifacts import StorageError, bounded, published_record
+    from workloads.observe.artifacts import StorageError, bounded, published_record
 
     record_uri = step.artifact_uri
 
@@ -236,7 +236,7 @@ def _converted(client: Any, step: Step) -> str:
     """The conversion's detail: the base model's commit it converted (every later step is of it). A convenience:
     when GCS cannot say, the row says so and the status goes on (the training row reads GCS and fails loudly)."""
     from core.layout import SOURCE_RECORD
-    from workloads.run.artifacts import StorageError, bounded, source_record
+    from workloads.observe.artifacts import StorageError, bounded, source_record
 
     output_uri = step.output_uri
 
@@ -253,7 +253,7 @@ def _converted(client: Any, step: Step) -> str:
 def _recorded(client: Any, step: Step) -> str:
     """A step record's detail (``core.records``): its title and summary, as the step wrote them (parsed where read).
     A convenience like the conversion's: when GCS cannot say, the row says so."""
-    from workloads.run.artifacts import StorageError, bounded, step_record
+    from workloads.observe.artifacts import StorageError, bounded, step_record
 
     record_uri = step.artifact_uri
     try:
@@ -334,8 +334,8 @@ def main(argv: list[str] | None = None, *, clock: Any = time) -> int:
     args = parser.parse_args(argv)
     hide_python_version_notice()  # before the Google client libraries are imported
     try:
-        from workloads.build.steps import plan_workflow
-        from workloads.run.artifacts import StorageError, open_client
+        from workloads.observe.artifacts import StorageError, open_client
+        from workloads.specs.step_specs import plan_workflow
 
         settings = load_settings(args)
         if not settings.workflow.enabled:

@@ -20,12 +20,11 @@ from core.redact import scrub
 from core.settings import Settings
 from infra.k8s import live
 from infra.threads import in_daemon_thread
-from workloads.build.steps import Step
-from workloads.run import live_state, waiting
-from workloads.run import pods as pod_state
-from workloads.run.exported import Exported
-from workloads.run.failures import DETAIL, failure_detail
-from workloads.run.objects import Pod
+from workloads.observe import live_state, pod_state, waiting
+from workloads.observe.exported import Exported
+from workloads.observe.failures import DETAIL, failure_detail
+from workloads.observe.objects import Pod
+from workloads.specs.step_specs import Step
 
 T = TypeVar("T")
 
@@ -35,7 +34,7 @@ def gcs_read(what: str, check: Callable[[Any, dict[str, Any]], T], budget: Any =
     from google.api_core import exceptions as gcs_errors
     from google.auth.exceptions import DefaultCredentialsError
 
-    from workloads.run import artifacts
+    from workloads.observe import artifacts
 
     try:
         client = artifacts.storage_client()
@@ -56,7 +55,7 @@ def gcs_read(what: str, check: Callable[[Any, dict[str, Any]], T], budget: Any =
 def read_export(hf_uri: str) -> Exported:
     """The exported folder as GCS holds it, bounded; one line on failure."""
     from core.deadline import BUDGETS
-    from workloads.run.exported import read_exported
+    from workloads.observe.exported import read_exported
 
     return gcs_read(
         f"reading the exported model at {hf_uri}",
@@ -131,7 +130,7 @@ class LiveReader:
 
     def _output_problem(self, step: Step) -> str | None:
         """Why a completed step's output is unusable (read in GCS), None when it is fine or unknown."""
-        from workloads.run.artifacts import step_problem
+        from workloads.observe.artifacts import step_problem
 
         try:
             problem = gcs_read(
@@ -193,7 +192,7 @@ class LiveReader:
             pulumi.log.info(message, resource=self.parent)
 
     def wait(self, step: Step, resource: pulumi.CustomResource) -> pulumi.Output[Any]:
-        """The status the step's JobSet ended with, once the provider applied it (``workloads.run.waiting``); a
+        """The status the step's JobSet ended with, once the provider applied it (``workloads.observe.waiting``); a
         failed step's status carries what its pods say (``failures.DETAIL``: a container OOMKilled)."""
         settings = self.settings
         namespace = settings.namespace

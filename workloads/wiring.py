@@ -4,7 +4,7 @@ step gets the generic ``StepWiring``.
 
 A wiring says what a step waits for besides the step it reads (``gates``, ``after``), which earlier steps'
 results its verification uses (``uses``), how its output is verified once it succeeded (``verify``: the generic
-check of its kind of output, ``workloads.run.artifacts.CHECKS``, and whatever the step adds), what it hands on
+check of its kind of output, ``workloads.observe.artifacts.CHECKS``, and whatever the step adds), what it hands on
 when nothing is read (``offline``: the offline plan, a preview), what it adds to the ``steps`` output
 (``outputs``) and a check of its output beyond GCS for a completed step (``output_check``).
 
@@ -27,9 +27,9 @@ from core.hf_model import ModelLayout
 from core.names import HUB_URL, PUBLISH
 from core.settings import Settings
 from infra.k8s.object import KubernetesObject
-from workloads.build.manifests import CARD_FILES
-from workloads.build.steps import Step, Workflow
 from workloads.reader import HubUnknownError, LiveReader, gcs_read, read_export
+from workloads.specs.step_manifests import CARD_FILES
+from workloads.specs.step_specs import Step, Workflow
 
 Result = dict[str, Any]
 
@@ -67,7 +67,7 @@ def retried(step: Step, problem: str) -> NoReturn:
 def verified(step: Step) -> None:
     """Fail `up` when a completed step's output is unusable by the check of its kind (the next `up` runs it
     again)."""
-    from workloads.run.artifacts import step_problem
+    from workloads.observe.artifacts import step_problem
 
     problem = gcs_read(
         f"checking {step.artifact_uri}",
@@ -114,7 +114,7 @@ class ConvertWiring(StepWiring):
     """The conversion hands on the commit of the base model it converted (``source.json``)."""
 
     def verify(self, context: Context, step: Step, used: Sequence[Result]) -> Result:
-        from workloads.run.artifacts import source_record
+        from workloads.observe.artifacts import source_record
 
         verified(step)
         output = step.output_uri
@@ -150,7 +150,7 @@ class TrainWiring(StepWiring):
         return {"step": expected, "uri": f"{step.artifact_uri}{expected}/model_params/", "summary": None}
 
     def verify(self, context: Context, step: Step, used: Sequence[Result]) -> Result:
-        from workloads.run.artifacts import final_checkpoint, short_run_warning
+        from workloads.observe.artifacts import final_checkpoint, short_run_warning
 
         settings = context.settings
         found = gcs_read(
@@ -182,8 +182,8 @@ class TrainWiring(StepWiring):
     def _summary(context: Context, train: Step) -> tuple[dict[str, Any] | None, bytes | None]:
         """Before/after accuracy, final reward and chip-hours of a finished run, and (for a publication's card)
         its reward curve; None where they cannot be read."""
-        from workloads.run.artifacts import storage_client
-        from workloads.run.run_data import gather
+        from workloads.observe.artifacts import storage_client
+        from workloads.observe.run_data import gather
 
         try:
             data = gather(storage_client(), train.output_uri)
@@ -195,7 +195,7 @@ class TrainWiring(StepWiring):
             return None, None
         curve = None
         if context.plan.publish is not None:
-            from workloads.run.plots import reward_curve_png
+            from workloads.observe.plots import reward_curve_png
 
             try:
                 curve = reward_curve_png(data)
@@ -261,7 +261,7 @@ class ExportWiring(StepWiring):
         first differences and the logs."""
         from pulumi.runtime import config as runtime_config
 
-        from workloads.run.artifacts import first_of, incomplete_export
+        from workloads.observe.artifacts import first_of, incomplete_export
 
         exported = read_export(step.artifact_uri)
         problem = incomplete_export(step.artifact_uri, exported.problems)
@@ -287,8 +287,8 @@ class PublishWiring(StepWiring):
     hands on the branch's commit, read back from the Hub and checked to hold every exported file."""
 
     def after(self, context: Context, step: Step, results: Mapping[str, pulumi.Output[Result]]) -> list[Any]:
-        from workloads.build.manifests import card_config_map, card_metadata
-        from workloads.build.steps import card_name
+        from workloads.specs.step_manifests import card_config_map, card_metadata
+        from workloads.specs.step_specs import card_name
 
         settings, plan = context.settings, context.plan
         digests: pulumi.Input[dict[str, str]] = {}
@@ -329,7 +329,7 @@ class PublishWiring(StepWiring):
         return {**self._where(context, step), "commit": None}
 
     def verify(self, context: Context, step: Step, used: Sequence[Result]) -> Result:
-        from workloads.run.artifacts import no_record
+        from workloads.observe.artifacts import no_record
 
         where = self._where(context, step)
         try:
@@ -350,7 +350,7 @@ class PublishWiring(StepWiring):
 
     @staticmethod
     def _where(context: Context, step: Step) -> Result:
-        from workloads.build.steps import branch_of
+        from workloads.specs.step_specs import branch_of
 
         return {"url": f"{HUB_URL}/{context.settings.publish.repo}", "branch": branch_of(step.step_id)}
 
@@ -363,13 +363,13 @@ class PublishWiring(StepWiring):
         commit: str | None,
         records: tuple[dict[str, Any], ...] = (),
     ) -> tuple[str, bytes | None]:
-        """The model card's text and the reward curve (``workloads.build.model_card``), from plain values; the
+        """The model card's text and the reward curve (``workloads.specs.model_card``), from plain values; the
         base is the ``commit`` converted."""
         from core.estimate import estimate_for
         from core.knobs import DATASETS
-        from workloads.build.manifests import REWARD_IMAGE, REWARD_IMAGE_MAX_BYTES
-        from workloads.build.model_card import CardFacts, card_setting, model_card
-        from workloads.build.steps import branch_of
+        from workloads.specs.model_card import CardFacts, card_setting, model_card
+        from workloads.specs.step_manifests import REWARD_IMAGE, REWARD_IMAGE_MAX_BYTES
+        from workloads.specs.step_specs import branch_of
 
         settings, plan = context.settings, context.plan
         image = found.get("rewardCurve")
@@ -419,9 +419,9 @@ class PublishWiring(StepWiring):
         from pulumi.runtime import config as runtime_config
 
         from core.hf_model import name_problem
-        from workloads.build.steps import branch_of
+        from workloads.observe.artifacts import first_of, incomplete_export
         from workloads.preflight import PreflightError, published_revision
-        from workloads.run.artifacts import first_of, incomplete_export
+        from workloads.specs.step_specs import branch_of
 
         repo, branch = context.settings.publish.repo or "", branch_of(step.step_id)
         export_uri = context.plan.export.artifact_uri
@@ -465,7 +465,7 @@ class PublishWiring(StepWiring):
     @staticmethod
     def _recorded_commit(step: Step) -> str | None:
         """The commit the publish step recorded (``published.json``), None without a record."""
-        from workloads.run.artifacts import published_record
+        from workloads.observe.artifacts import published_record
 
         record = gcs_read(
             f"reading {step.artifact_uri}", lambda client, call: published_record(client, step.artifact_uri, **call)
@@ -478,7 +478,7 @@ class RecordWiring(StepWiring):
     the ``steps`` output summarises and the model card shows."""
 
     def verify(self, context: Context, step: Step, used: Sequence[Result]) -> Result:
-        from workloads.run.artifacts import no_step_record, step_record
+        from workloads.observe.artifacts import no_step_record, step_record
 
         record = gcs_read(
             f"reading {step.artifact_uri}", lambda client, call: step_record(client, step.artifact_uri, **call)

@@ -1,4 +1,4 @@
-"""Wire the catalogue's content-addressed steps (``workloads.build.steps.CATALOGUE``) to Kubernetes resources,
+"""Wire the catalogue's content-addressed steps (``workloads.specs.step_specs.SPECS``) to Kubernetes resources,
 each the same way: register it after the verified output it reads, wait for it, check what it left.
 
 Each step waits for the previous one's *verified* output: the next object's ``tpu-rl/input``
@@ -7,14 +7,14 @@ were found in GCS. A failure raises, so `pulumi up` stops and the later steps ar
 does beyond that (training's checkpoints, the export check, the publication's card and Hub check) is its
 wiring (``workloads.wiring``).
 
-Lifecycle (see ``workloads.build.steps`` and ``workloads.run.live_state``): a step is replaced only when
+Lifecycle (see ``workloads.specs.step_specs`` and ``workloads.observe.live_state``): a step is replaced only when
 its name (its identity) changes or when its live object ended Failed (a retry); operational
 fields are ``ignoreChanges``. A step's scripts are its own immutable ConfigMap (``Step.scripts``, named after the
 step), registered before its JobSet, which depends on it: a new identity is a new ConfigMap and a new JobSet, and
 the old pair is deleted at the end of that `up`, the JobSet first (the engine deletes dependents before what they
 depend on: ``pkg/resource/deploy/step_generator.go`` ``ScheduleDeletes``); a retry replaces the JobSet only (the
 ConfigMap, the same name and data, is unchanged). The provider only applies a step's JobSet
-(``pulumi.com/skipAwait``); the program waits for it to end, bounded (``workloads.run.waiting``), and reports
+(``pulumi.com/skipAwait``); the program waits for it to end, bounded (``workloads.observe.waiting``), and reports
 Kueue's or the JobSet's reason when it cannot.
 """
 
@@ -32,9 +32,9 @@ import pulumi_kubernetes as k8s
 from core.names import RETRY_ANNOTATION
 from core.settings import Settings
 from infra.k8s.object import KubernetesObject
-from workloads.build.steps import INPUT_ANNOTATION, Step, Workflow
+from workloads.observe.failures import StepFailedError, check_step_status
 from workloads.reader import LiveReader, resumes
-from workloads.run.failures import StepFailedError, check_step_status
+from workloads.specs.step_specs import INPUT_ANNOTATION, Step, Workflow
 from workloads.wiring import Context, Result, StepWiring, export_differences, wiring_of
 
 __all__ = ["INPUT_ANNOTATION", "WorkflowArgs", "WorkflowRun", "export_differences"]
@@ -52,7 +52,7 @@ class WorkflowArgs:
     settings: Settings
     """The validated settings."""
     plan: Workflow
-    """The steps (``workloads.build.steps.plan_workflow`` of the settings)."""
+    """The steps (``workloads.specs.step_specs.plan_workflow`` of the settings)."""
     provider: k8s.Provider
     """The cluster's Kubernetes provider: every step is applied through it."""
     cluster: pulumi.Resource
@@ -196,7 +196,7 @@ class WorkflowRun(pulumi.ComponentResource):
     ) -> KubernetesObject:
         """The step's ConfigMap of scripts, then its JobSet, after the platform, the ConfigMap and ``after``,
         annotated with its verified input and its retry marker (``replacement_trigger``: a failed run is replaced, see
-        ``workloads.run.live_state``)."""
+        ``workloads.observe.live_state``)."""
         args = self._args
         scripts = KubernetesObject(
             step.scripts["metadata"]["name"],
@@ -238,7 +238,7 @@ class WorkflowRun(pulumi.ComponentResource):
                 ),
                 # The identity is in the name: operational fields never re-run or disturb a step.
                 ignore_changes=list(step.ignore_changes),
-                # A run that ended Failed is replaced (retried); see workloads.run.live_state.
+                # A run that ended Failed is replaced (retried); see workloads.observe.live_state.
                 replacement_trigger=marker,
                 delete_before_replace=True,
             ),

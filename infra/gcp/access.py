@@ -21,7 +21,7 @@ step catalogue says (``core.steps.STEPS``: what each step ``reads``, and who it 
   write ``<model>/train/`` (checkpoints, TensorBoard) and the Pathways scratch ``pathways/`` (the prefix
   ``pathways``: the folder's own name included).
 
-Each step's script creates its output folder before MaxText does anything (``workloads.build.commands``
+Each step's script creates its output folder before MaxText does anything (``workloads.specs.commands``
 ``mark_folder``): TensorFlow's GCS filesystem, which MaxText's paths go through, walks up from a new folder
 looking each missing parent up as an object, and would otherwise reach ``<model>/<step>``, outside the
 prefix, where GCS answers 403.

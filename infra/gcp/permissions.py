@@ -16,7 +16,7 @@ What each role is for is what ``infra.gcp`` registers (``capacity.SURVIVORS`` li
   in ``infra.gcp.cluster``); the node pools run as those accounts, which needs ``iam.serviceAccounts.actAs``;
 - ``gcp.projects.IAMMember`` (the node accounts' project role): the project's IAM policy;
 - ``gcp.storage.Bucket`` and ``BucketIAMMember`` (``infra.gcp.storage``, ``infra.gcp.identities``), and the
-  objects the steps' checks read (``workloads.run.artifacts``) and ``forceDestroy`` deletes;
+  objects the steps' checks read (``workloads.observe.artifacts``) and ``forceDestroy`` deletes;
 - with ``tpu-rl:gke.secretsEncryptionKey: create``: ``gcp.kms.KeyRing``, ``CryptoKey`` and ``CryptoKeyIAMMember``
   (``infra.gcp.kms``); the key's delete (deletion_policy DELETE) lists its versions and schedules each for destruction,
   then turns rotation off (terraform-provider-google ``resourceKMSCryptoKeyDelete``: ``clearCryptoKeyVersions``,

@@ -80,7 +80,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
     does not wait on finalizers, run state or an unreachable API server. (That is also why a protected stack
     needs ``DestroyGuard``: ``deletedWith`` drops them from the state when the cluster's delete is only planned.)
     Nothing here claims a disk, a load balancer or an address (the steps' scratch is an ``emptyDir``:
-    ``workloads.build.manifests.scratch_volume``), so the cluster's deletion leaves nothing billed behind.
+    ``workloads.specs.step_manifests.scratch_volume``), so the cluster's deletion leaves nothing billed behind.
 
     In `pulumi up` (``PlatformArgs.live``) three things the engine and the provider would not wait for are
     checked: the cluster's JobSet CRD serves the chart version before the release changes

@@ -13,9 +13,9 @@ from core.tpu import Capacity, SliceShape, resolve_slice
 
 from .env import Mounts, StackObjects, _command_words, container_env
 from .pods import _asks_tpu, _name, _namespace, kind_of, pod_containers, pods
+from .properties import _config, _m
 from .resources import NODE_POOL, Report, Resource, _guarded_stack, _machine, _resources
 from .scripts import TRAIN_RL, _with_run_files, trainer_invocations, training_run
-from .values import _config, _m
 
 
 class EstimateInputError(ValueError):

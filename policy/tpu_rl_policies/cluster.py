@@ -9,8 +9,8 @@ from pulumi_policy import EnforcementLevel, ResourceValidationArgs, ResourceVali
 
 from core.tpu import resolve_slice
 
+from .properties import _l, _m, _on, unseen
 from .resources import CLUSTER, NODE_POOL, Report, _guarded_resource, _machine
-from .values import _l, _m, _on, unseen
 
 
 def _tpu_pool(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .pods import _namespace
+from .properties import UNKNOWN, Unseen, _l, _m, _Unknown, unseen
 from .resources import CONFIG_MAP, SECRET, Resource
-from .values import UNKNOWN, Unseen, _l, _m, _Unknown, unseen
 
 
 @dataclass(frozen=True)

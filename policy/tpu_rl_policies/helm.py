@@ -11,8 +11,8 @@ from pulumi_policy import EnforcementLevel, ResourceValidationArgs, ResourceVali
 
 from core.config.schema import JOBSET_VERSIONS, KUEUE_VERSIONS
 
+from .properties import _m, unseen
 from .resources import HELM_RELEASE, Report, _guarded_resource
-from .values import _m, unseen
 
 HELM_CHARTS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]] = {
     # chart: (versions, the value paths tpu-rl sets; "*" is any one key)

@@ -21,8 +21,8 @@ from pulumi_policy import (
 from core.names import COMPONENT_LABEL, HF_WRITE_SECRET, PUBLISH, PUBLISH_ENV
 
 from .pods import _name, kind_of, pod_containers, pods
+from .properties import _l, _m, judging, unseen
 from .resources import Report, Resource, _guarded_resource, _guarded_stack
-from .values import _l, _m, judging, unseen
 
 PROJECT_IAM = (
     "gcp:projects/iAMMember:IAMMember",
@@ -235,7 +235,7 @@ hub_write_token_scope = StackValidationPolicy(
     description="Only the publication's container reads the Hugging Face write token.",
     severity=Severity.CRITICAL,
     enforcement_level=EnforcementLevel.MANDATORY,
-    remediation_steps="Reference the write token Secret from the publish step only (workloads/build/steps.py).",
+    remediation_steps="Reference the write token Secret from the publish step only (workloads/specs/step_specs.py).",
     validate=_guarded_stack(_write_token),
 )
 

@@ -11,8 +11,8 @@ from pulumi_policy import EnforcementLevel, Severity, StackValidationArgs, Stack
 from core.requests import pod_requests, quantity
 
 from .pods import NOT_WORKLOADS, _asks_tpu, _name, kind_of, pods
+from .properties import _l, _m, unseen
 from .resources import CLUSTER_QUEUE, LOCAL_QUEUE, RESOURCE_FLAVOR, Report, Resource, _guarded_stack
-from .values import _l, _m, unseen
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 

@@ -12,8 +12,8 @@ from pulumi_policy import (
     Severity,
 )
 
+from .properties import _config, _m, unseen
 from .resources import BUCKET, CLUSTER, NODE_POOL, Report, _guarded_resource
-from .values import _config, _m, unseen
 
 LABEL_FIELDS = {BUCKET: ("labels",), CLUSTER: ("resourceLabels",), NODE_POOL: ("nodeConfig", "resourceLabels")}
 

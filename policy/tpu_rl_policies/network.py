@@ -15,8 +15,8 @@ from pulumi_policy import (
 )
 
 from .pods import kind_of
+from .properties import _config, _l, _m
 from .resources import CLUSTER, Report, _guarded_resource
-from .values import _config, _l, _m
 
 # Ranges that are not public IPv4 (RFC 6890 special-purpose blocks): authorizing them opens nothing to
 # the internet, so they do not count towards the public share.

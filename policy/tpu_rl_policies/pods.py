@@ -9,8 +9,8 @@ from typing import Any
 
 from core.requests import quantity
 
+from .properties import _l, _m, plain, unseen
 from .resources import Resource
-from .values import _l, _m, plain, unseen
 
 TPU_RESOURCE = "google.com/tpu"
 

@@ -8,8 +8,8 @@ from core.names import PUBLISH_ENV
 
 from .env import EnvValue, StackObjects, container_env
 from .pods import _namespace, pod_containers, pods
+from .properties import _config, _l
 from .resources import Report, Resource, _guarded_stack
-from .values import _config, _l
 
 
 def _unseen(value: EnvValue) -> str:
@@ -19,7 +19,7 @@ def _unseen(value: EnvValue) -> str:
 
 def _private_publish(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
     """A container publishes when its environment (resolved: ``envFrom``, ``configMapKeyRef``, ``$(VAR)``) names a
-    repository (``workloads/run/publish_hub.py`` reads ``core.names.PUBLISH_ENV``); it is private only when
+    repository (``workloads/container/publish_hub.py`` reads ``core.names.PUBLISH_ENV``); it is private only when
     ``TPU_RL_PUBLISH_PRIVATE`` is exactly ``true``, as publish_hub.py reads it."""
     allowed = {str(repo) for repo in _l(_config(args).get("publicRepos"))}
     repo_env, _branch_env, private_env = PUBLISH_ENV

@@ -19,7 +19,7 @@ from pulumi_policy.proxy import UnknownValueError
 
 from core.tpu import CATALOGUE, TpuVersionName
 
-from .values import _SCOPE, _UNKNOWN_STRING, _UNSEEN, Unseen, plain, unseen
+from .properties import _SCOPE, _UNKNOWN_STRING, _UNSEEN, Unseen, plain, unseen
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"

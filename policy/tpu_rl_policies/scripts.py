@@ -15,7 +15,7 @@ from core.estimate import TrainingRun
 from core.models import model_for_maxtext
 
 from .env import EnvValue, MountedFile, Mounts
-from .values import unseen
+from .properties import unseen
 
 TRAIN_RL = "maxtext.trainers.post_train.rl.train_rl"
 TRAINER_MENTIONS = ("trainers.post_train.rl.train_rl", "post_train/rl/train_rl")

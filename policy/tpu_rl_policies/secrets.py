@@ -14,8 +14,8 @@ from core.redact import HF_TOKEN
 
 from .env import ContainerEnv, MountedFile, Mounts, StackObjects, _command_words, container_env
 from .pods import _namespace, kind_of, pod_containers, pods
+from .properties import _l, _m, judging, unseen
 from .resources import Report, Resource, _guarded_stack
-from .values import _l, _m, judging, unseen
 
 KINDS: dict[re.Pattern[str], str] = {
     HF_TOKEN: "a Hugging Face token",

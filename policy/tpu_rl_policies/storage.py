@@ -14,8 +14,8 @@ from pulumi_policy import (
     Severity,
 )
 
+from .properties import _config, _m
 from .resources import BUCKET, CLUSTER, Report, _guarded_resource
-from .values import _config, _m
 
 BUCKET_IAM = ("gcp:storage/bucketIAMMember:BucketIAMMember", "gcp:storage/bucketIAMBinding:BucketIAMBinding")
 OBJECT_ROLES = ("roles/storage.objectUser", "roles/storage.objectViewer", "roles/storage.objectCreator")

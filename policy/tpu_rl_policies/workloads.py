@@ -18,8 +18,8 @@ from pulumi_policy import (
 from core.config.schema import IMAGE_REGISTRIES
 
 from .pods import _asks_tpu, command_text, kind_of, pod_containers, pods
+from .properties import _config, _l, _m, _on, _yaml
 from .resources import CONFIG_MAP, JOB, JOBSET, Report, _guarded_resource
-from .values import _config, _l, _m, _on, _yaml
 
 
 def _no_ttl(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
@@ -237,7 +237,7 @@ least_privilege_pods = ResourceValidationPolicy(
     ),
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
-    remediation_steps="Keep the pod specs of workloads/build/manifests.py (only the TPU workers mount /tmp).",
+    remediation_steps="Keep the pod specs of workloads/specs/step_manifests.py (only the TPU workers mount /tmp).",
     validate=_guarded_resource(_least_privilege_pods),
 )
 

@@ -123,7 +123,7 @@ class Need:
 
 CPU_STEPS_NODES = 1
 """cpu-np nodes a run needs for its CPU steps: each step is one pod on cpu-np (the conversion, the Pathways head of
-training, the export, the evaluation, the publication: ``workloads.build.manifests``), and each starts only after
+training, the export, the evaluation, the publication: ``workloads.specs.step_manifests``), and each starts only after
 the step it reads succeeded (``workloads.workflow``), so one node at a time holds them."""
 
 

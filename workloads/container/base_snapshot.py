@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-# tpu-rl: core/hf_model.py is inlined here (workloads/build/commands.py)
+# tpu-rl: core/hf_model.py is inlined here (workloads/specs/commands.py)
 from core.hf_model import CONFIG_FILE, name_problem
 
 # tpu-rl: end of core/hf_model.py

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.layout import actor_checkpoints, tensorboard_dir
-from workloads.run.evaluations import Evaluations, read_run_logs
-from workloads.run.scalars import Scalars, read_run_scalars
+from workloads.observe.evaluations import Evaluations, read_run_logs
+from workloads.observe.scalars import Scalars, read_run_scalars
 
 REWARD_TAGS = ("rewards/train/sum", "rewards/train/mean")
 """Per-completion reward summed over the reward functions (what ``mean_reward`` averages), then the mean."""
@@ -103,8 +103,8 @@ def _epoch(name: str) -> float | None:
 
 def gather(client: Any, output_uri: str) -> RunData:
     """Read a run's scalars, evaluations and newest complete checkpoint from GCS (each read bounded;
-    ``workloads.run.artifacts.StorageError`` names what could not be read)."""
-    from workloads.run.artifacts import bounded, final_checkpoint
+    ``workloads.observe.artifacts.StorageError`` names what could not be read)."""
+    from workloads.observe.artifacts import bounded, final_checkpoint
 
     actor = actor_checkpoints(output_uri)
     found = bounded(

@@ -1,5 +1,5 @@
 """The workflow as content-addressed steps (plain data, no Pulumi): a catalogue of step specifications
-(``CATALOGUE``), each a builder of its ``Step`` from the settings and the steps before it.
+(``SPECS``), each a builder of its ``Step`` from the settings and the steps before it.
 
 A step's identity is a short hash of the object it sends to the cluster (every field except
 the *operational* ones listed in ``OPERATIONAL_PATHS``) and of where it runs (project, region,
@@ -34,8 +34,8 @@ from core.names import CLUSTER_QUEUE, HF_WRITE_SECRET, PUBLISH, PUBLISH_ENV, QUE
 from core.records import RECORD
 from core.settings import Settings
 from core.steps import STEPS, Output, StepName, scratch_gib, template_tokens
-from workloads.build import derived
-from workloads.build.commands import (
+from workloads.specs import derived
+from workloads.specs.commands import (
     CARD_DIR,
     PUBLISHED,
     RUN_SCRIPT,
@@ -50,7 +50,7 @@ from workloads.build.commands import (
     train_argv,
     train_script,
 )
-from workloads.build.manifests import (
+from workloads.specs.step_manifests import (
     CONFIG_MAP_MAX_BYTES,
     HEAD_JOB,
     SKIP_AWAIT,
@@ -118,7 +118,7 @@ class Step:
     manifest: dict[str, Any]
     scripts: dict[str, Any]
     """Its ConfigMap of scripts (``<name>-scripts``, immutable): its bash script and the programs it runs, mounted
-    into its container (``workloads.build.manifests.scripts_config_map``); created before the JobSet, deleted
+    into its container (``workloads.specs.step_manifests.scripts_config_map``); created before the JobSet, deleted
     after it."""
     ignore_changes: tuple[str, ...]
     deadline_seconds: int
@@ -312,7 +312,7 @@ def _fits(settings: Settings, step: str, scripts: dict[str, Any]) -> None:
 
 def _creatable(settings: Settings, step: str, manifest: dict[str, Any]) -> None:
     """Refuse a step whose JobSet, or an object the controllers would derive from it (its Jobs, pods, Service,
-    Kueue Workload: ``workloads.build.derived``), Kubernetes or JobSet's webhook would refuse. Every name they
+    Kueue Workload: ``workloads.specs.derived``), Kubernetes or JobSet's webhook would refuse. Every name they
     derive starts with the step's name, ``<tpu-rl:model.name>-<step>-<hash>``; the other values a stack can set
     (the queue, the cluster name, the slice count) are bounded where they are read."""
     version = settings.workflow.jobset_version
@@ -467,7 +467,7 @@ def _publish_step(settings: Settings, before: Mapping[str, Step]) -> Step:
         publish_script(export.artifact_uri, OUTPUT),
         export.artifact_uri,
         PUBLISHED,
-        f"the publication's {PUBLISH_MEMORY_GIB} GiB are fixed (workloads/build/steps.py PUBLISH_MEMORY_GIB): it "
+        f"the publication's {PUBLISH_MEMORY_GIB} GiB are fixed (workloads/specs/step_specs.py PUBLISH_MEMORY_GIB): it "
         "streams the export, so running out of memory is a bug of the upload to report",
         secret=HF_WRITE_SECRET,
         memory_gib=PUBLISH_MEMORY_GIB,
@@ -517,7 +517,7 @@ EVALUATE_WORK = "/scratch/evaluate"
 
 
 def _evaluate_step(settings: Settings, before: Mapping[str, Step]) -> Step:
-    """The verified export loaded with transformers on cpu-np (``workloads/run/evaluate_export.py``), prompted as
+    """The verified export loaded with transformers on cpu-np (``workloads/container/evaluate_export.py``), prompted as
     training prompts (the data template in the tokenizer's chat template), graded on ``HELD_OUT``: a step record."""
     export = before["export"]
     knobs = settings.training.knobs
@@ -548,7 +548,7 @@ class StepSpec:
     """Its ``Step`` from the settings and the steps planned before it, by name (what it reads)."""
 
 
-CATALOGUE: tuple[StepSpec, ...] = (
+SPECS: tuple[StepSpec, ...] = (
     StepSpec("convert", _convert_step),
     StepSpec("train", _train_step),
     StepSpec("export", _export_step),
@@ -558,7 +558,7 @@ CATALOGUE: tuple[StepSpec, ...] = (
 """Every step's builder in the order the steps run (``core.steps.STEPS``'s): each reads only steps before it."""
 
 
-def plan_workflow(settings: Settings, catalogue: tuple[StepSpec, ...] = CATALOGUE) -> Workflow:
+def plan_workflow(settings: Settings, catalogue: tuple[StepSpec, ...] = SPECS) -> Workflow:
     """The steps of the catalogue the settings run (``Settings.workflow.steps``), each named by the hash of what
     it runs: convert, train, export and each optional step that is on (publish with ``tpu-rl:publish.repo``)."""
     planned: dict[str, Step] = {}

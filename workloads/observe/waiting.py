@@ -7,7 +7,7 @@ the provider's await of ``pulumi.com/waitFor`` can only end when its JSONPath ma
 timeout passes (``await/internal/awaiter.go`` ``Await``): it could not stop for a step Kueue will never
 admit, or one Kueue stopped (a deactivated Workload leaves the JobSet suspended, never terminal).
 
-Each poll reads the JobSet and, for a queued step, its Kueue Workload (``workloads.run.live_state``), with a
+Each poll reads the JobSet and, for a queued step, its Kueue Workload (``workloads.observe.live_state``), with a
 fresh bounded reader (a new credential from the exec plugin, so a day-long wait outlives a token). The
 wait ends when:
 
@@ -17,7 +17,7 @@ wait ends when:
 - it is still queued after ``tpu-rl:kueue.admissionTimeout``: ``StepWaitError`` (it stays queued);
 - one of its pods has stayed unschedulable for ``tpu-rl:workflow.unschedulableTimeout`` (the node pool cannot
   grow: stockout, quota, max size): ``StepWaitError`` with the scheduler's and the autoscaler's words, the
-  pool and the fix (``workloads.run.pods``);
+  pool and the fix (``workloads.observe.pod_state``);
 - it has not ended within every attempt's deadline plus a grace (``Step.await_seconds``), or the cluster
   could not be read for ``LOST_CONTACT_SECONDS``: ``StepWaitError`` (it keeps running).
 
@@ -38,9 +38,8 @@ from typing import Any, TypeVar
 from core.boundary import BoundaryError
 from core.config.values import format_duration
 from infra.k8s.live import ClusterReader, ClusterReadError
-from workloads.run import objects
-from workloads.run import pods as pod_state
-from workloads.run.live_state import JOB_UID_LABEL, LiveStep, live_step
+from workloads.observe import objects, pod_state
+from workloads.observe.live_state import JOB_UID_LABEL, LiveStep, live_step
 
 T = TypeVar("T")
 POLL_SECONDS = 20.0
@@ -77,7 +76,7 @@ class Unschedulable:
     events: Callable[[], list[objects.Event]]
     """The namespace's pod events (read once, when the bound passes)."""
     fix: Callable[[str], str]
-    """Pool -> what to do (``workloads.run.pods.pool_fix``)."""
+    """Pool -> what to do (``workloads.observe.pod_state.pool_fix``)."""
     then: str
     """What becomes of the step once `up` stops (Kueue stops it later, or it stays pending)."""
 

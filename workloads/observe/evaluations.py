@@ -30,7 +30,7 @@ from pydantic import Field
 
 from core.boundary import BoundaryError, Count, Model, Text, parse
 from core.inputs import InputError, parse_json
-from workloads.build.commands import RUN_LINE
+from workloads.specs.commands import RUN_LINE
 
 # A value as f"{x=}" prints it (numpy's repr, np.float64(30.0), is accepted too).
 _NUMBER = r"(?:np\.\w+\()?(-?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|nan|inf|-inf)\)?"
@@ -43,7 +43,8 @@ POST = re.compile(rf"Post RL Training: {_FIELDS}")
 INTERMEDIATE = re.compile(rf"Intermediate Eval \(step=([0-9]+)\): {_FIELDS}")
 RESTORED = re.compile(r"Restored params from step: ([0-9]{1,12})")
 STALLED = re.compile(r"tpu-rl: (stalled: [^;\n]{1,200})")
-"""The line the training script's watchdog writes when it ends an attempt (``workloads/run/stall_watchdog.py``)."""
+"""The line the training script's watchdog writes when it ends an attempt
+(``workloads/container/stall_watchdog.py``)."""
 KEYS = ("corr", "total", "accuracy", "partial_accuracy", "format_accuracy", "mean_reward")
 ATTEMPT = re.compile(r"(?:train|evals)-([0-9]{8}T[0-9]{6}Z)\.(?:log|txt)")
 MAX_RECORD_CHARS = 100_000
@@ -251,7 +252,7 @@ def _download(blob: Any, **call: Any) -> str:
 def read_run_logs(client: Any, output_uri: str, **call: Any) -> Evaluations:
     """The evaluations of a run's logs and side files (``<output>logs/``) in GCS; a log of any size costs at
     most its head and tail."""
-    from workloads.run.checkpoint_scan import split_uri
+    from workloads.container.checkpoint_scan import split_uri
 
     bucket, prefix = split_uri(output_uri + "logs/")
     logs = []

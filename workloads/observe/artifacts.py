@@ -18,7 +18,7 @@ from pydantic import AfterValidator, Field, StringConstraints
 from core import deadline
 from core.boundary import BoundaryError, Model, Text, parse
 from core.layout import BASE_FILES, CONVERTED, SOURCE_RECORD
-from workloads.run.checkpoint_scan import PARAMS_DIR, ListingTooLongError, newest_complete_step, split_uri
+from workloads.container.checkpoint_scan import PARAMS_DIR, ListingTooLongError, newest_complete_step, split_uri
 
 if TYPE_CHECKING:  # imported lazily: the offline plan never talks to GCS
     from google.cloud import storage
@@ -201,7 +201,7 @@ def _plain_name(name: str) -> str:
 
 
 class SourceRecord(Model):
-    """What the conversion converted (``<output>source.json``, ``workloads/run/base_snapshot.py``): read from GCS,
+    """What the conversion converted (``<output>source.json``, ``workloads/container/base_snapshot.py``): read from GCS,
     parsed here."""
 
     repo: Text
@@ -246,10 +246,10 @@ def no_checkpoint(actor_uri: str) -> str:
 
 
 def exported_problem(client: Any, hf_uri: str, **call: Any) -> str | None:
-    """What makes an exported folder unloadable (``workloads.run.exported``: missing files, a shard the index
+    """What makes an exported folder unloadable (``workloads.observe.exported``: missing files, a shard the index
     names but GCS lacks, a shard cut short, an index that disagrees with the headers), None when it is whole.
     A completed export with such a problem is run again by the next `up`."""
-    from workloads.run.exported import read_exported
+    from workloads.observe.exported import read_exported
 
     return incomplete_export(hf_uri, read_exported(client, hf_uri, **call).problems)
 

@@ -66,7 +66,7 @@ from pydantic import Field
 from core.boundary import Model, Text, parse
 from core.names import TPU_ACCELERATOR_LABEL
 from core.tpu import Capacity
-from workloads.run.objects import Event, Meta, Pod, Workload, true_condition
+from workloads.observe.objects import Event, Meta, Pod, Workload, true_condition
 
 UTC = datetime.UTC
 ABSL = re.compile(
@@ -102,10 +102,10 @@ MILESTONES: tuple[tuple[str, str], ...] = (
 COMPONENTS = tuple(dict.fromkeys(component for _, component in MILESTONES))
 """The components, in order: the estimate's (``core.estimate.STARTUP_MINUTES``) are the same."""
 HEAD_JOB, WORKER_JOB = "pathways-head", "worker"
-"""The replicated Jobs of the training JobSet (``workloads.build.manifests``: ``HEAD_JOB``, ``WORKER_JOB``)."""
+"""The replicated Jobs of the training JobSet (``workloads.specs.step_manifests``: ``HEAD_JOB``, ``WORKER_JOB``)."""
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 WORKLOAD_CONTAINER = "workload-container"
-"""The head pod's container that runs the training script (``workloads.build.manifests.WORKLOAD_CONTAINER``)."""
+"""The head pod's container that runs the training script (``workloads.specs.step_manifests.WORKLOAD_CONTAINER``)."""
 TPU_RESOURCE = "google.com/tpu"
 MAX_SHOWN_ATTEMPTS = 5
 """The most attempts `make status` shows a line for (the newest; the report shows all)."""
@@ -147,7 +147,7 @@ def log_marks(text: str, start: datetime.datetime) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------------------------------------
-# The step's pods, read through workloads.run.objects (the fields core/v1 ``types.go`` defines)
+# The step's pods, read through workloads.observe.objects (the fields core/v1 ``types.go`` defines)
 
 
 def _job(pod: Pod) -> str:
@@ -519,7 +519,7 @@ def read_log_attempts(client: Any, output_uri: str, **call: Any) -> list[LogAtte
     """Each attempt's milestones from its log's head (``<output>logs/train-<start>.log``, copied when it exits),
     else its side file (copied as lines appear: the restore and the pre-RL evaluation), each read bounded."""
     from core.hf_model import read_object
-    from workloads.run.checkpoint_scan import split_uri
+    from workloads.container.checkpoint_scan import split_uri
 
     bucket, prefix = split_uri(output_uri + "logs/")
     files: dict[str, dict[str, Any]] = {}
@@ -552,10 +552,10 @@ def read_log_attempts(client: Any, output_uri: str, **call: Any) -> list[LogAtte
 def read_cluster_facts(reader: Any, namespace: str, jobset: str, accelerator: str) -> ClusterFacts | None:
     """The training step's live objects (None: no JobSet): its Workloads, pods, the namespace's pod events and the
     nodes of the slice's accelerator, each list bounded by the reader (``infra.k8s.live.ClusterReader``)."""
-    from workloads.run import objects
-    from workloads.run.live_state import JOB_UID_LABEL
-    from workloads.run.pods import JOBSET_LABEL
-    from workloads.run.waiting import JOBSET_API, WORKLOAD_API
+    from workloads.observe import objects
+    from workloads.observe.live_state import JOB_UID_LABEL
+    from workloads.observe.pod_state import JOBSET_LABEL
+    from workloads.observe.waiting import JOBSET_API, WORKLOAD_API
 
     raw = reader.get(JOBSET_API, "JobSet", namespace, jobset)
     if raw is None:

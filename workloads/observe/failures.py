@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from workloads.build.steps import Step
-from workloads.run import objects
-from workloads.run.live_state import state_of
+from workloads.observe import objects
+from workloads.observe.live_state import state_of
+from workloads.specs.step_specs import Step
 
 DETAIL = "tpu-rl.detail"
 """Key of what the failed step's pods say, added by the program's wait to the status it hands on."""

@@ -37,7 +37,7 @@ from core.pathways import (
     WORKER_PORT,
 )
 from core.settings import Settings
-from workloads.build.commands import RUN_SCRIPT, SCRIPTS_DIR, STALL_ENV
+from workloads.specs.commands import RUN_SCRIPT, SCRIPTS_DIR, STALL_ENV
 
 API_JOBSET = "jobset.x-k8s.io/v1alpha2"
 WORKLOAD_CONTAINER = "workload-container"
@@ -45,7 +45,7 @@ HEAD_JOB = "pathways-head"
 WORKER_JOB = "worker"
 COORDINATOR_LABEL = "metadata.labels['jobset.sigs.k8s.io/coordinator']"
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
-"""The provider returns once a step's JobSet is applied; the program waits for it (``workloads.run.waiting``)."""
+"""The provider returns once a step's JobSet is applied; the program waits for it (``workloads.observe.waiting``)."""
 
 # The tutorial sets these on the workload, proxy, resource manager and worker containers.
 TUTORIAL_ENV = (("FLAGS_pathways_enforce_subset_devices_form_subslice", "false"), ("GRPC_DNS_RESOLVER", "native"))
@@ -140,13 +140,13 @@ CONFIG_MAP_MAX_BYTES = 1024 * 1024
 
 
 def scripts_name(step_name: str) -> str:
-    """The ConfigMap of a step's scripts: named after the step, whose name hashes its data (``workloads.build.steps``),
-    so a changed script is a new ConfigMap, never an edit under a running pod."""
+    """The ConfigMap of a step's scripts: named after the step, whose name hashes its data
+    (``workloads.specs.step_specs``), so a changed script is a new ConfigMap, never an edit under a running pod."""
     return f"{step_name}-scripts"
 
 
 def scripts_config_map(settings: Settings, step: str, name: str, step_id: str, files: dict[str, str]) -> dict[str, Any]:
-    """A step's scripts (``workloads.build.commands.step_files``) as an immutable ConfigMap: the API server refuses
+    """A step's scripts (``workloads.specs.commands.step_files``) as an immutable ConfigMap: the API server refuses
     any change to its data (Kubernetes "Immutable ConfigMaps"), and pulumi-kubernetes replaces an immutable
     ConfigMap whose data changed instead of updating it (``provider/pkg/provider/diff.go`` ``forceNewProperties``)."""
     return {
@@ -361,7 +361,7 @@ def subdomain(step_id: str) -> str:
 
     JobSet's default is the JobSet's own name, which makes the coordinator label
     ``<jobset>-pathways-head-0-0.<jobset>`` 73 characters for ``gemma4-26b-train-<hash>``, and a label value
-    holds 63 (``workloads.build.derived``). The hash keeps it unique among the namespace's JobSets (a JobSet
+    holds 63 (``workloads.specs.derived``). The hash keeps it unique among the namespace's JobSets (a JobSet
     whose Service name is taken uses the other JobSet's Service, ``createHeadlessSvcIfNecessary``), and the
     prefix makes it a DNS-1035 label (a hash may start with a digit)."""
     return SUBDOMAIN_PREFIX + step_id

@@ -6,7 +6,7 @@ from a Kubernetes Secret.
 
 No script or program is an argument: each step's bash script (``RUN_SCRIPT``) and the Python programs it runs
 (``program_file``) reach its container as files of a ConfigMap mounted at ``SCRIPTS_DIR`` (``step_files``;
-``workloads.build.manifests.scripts_config_map``), and the container runs ``bash /tpu-rl/run.sh``. Linux caps
+``workloads.specs.step_manifests.scripts_config_map``), and the container runs ``bash /tpu-rl/run.sh``. Linux caps
 one argument at 128 KiB (``MAX_ARG_STRLEN``) and a container's whole argv and environment at a quarter of its
 stack limit (``execve(2)``); the export's script was 71,763 bytes as a ``bash -c`` argument.
 """
@@ -132,13 +132,13 @@ CHECKPOINT_REF = "${checkpoint}"
 """The export's input, found at run time by ``checkpoint_scan.py`` (see ``export_script``)."""
 COMMIT_REF = "${commit}"
 """The base model's commit, resolved once by the conversion and read back by training and the export
-(``workloads/run/base_snapshot.py``)."""
+(``workloads/container/base_snapshot.py``)."""
 RUN_TIME_REFS = (CHECKPOINT_REF, COMMIT_REF)
 TRAIN_BASE_DIR = "/tmp/tpu-rl-base"
 """Where training keeps the base's files at the converted commit: its ``tokenizer_path`` (vLLM's model config too)."""
 EXPORT_BASE_DIR = "/scratch/base"
 """Where the export keeps them: ``to_huggingface``'s ``--hf_model_path`` (the tokenizer and chat template)."""
-CHECKPOINT_SCAN = (Path(__file__).parents[1] / "run" / "checkpoint_scan.py").read_text()
+CHECKPOINT_SCAN = (Path(__file__).parents[1] / "container" / "checkpoint_scan.py").read_text()
 SIDE_PATTERN = (
     r"Pre RL Training:|Post RL Training:|Intermediate Eval \(step=|Restored params from step:|Fast forwarded"
     r"|tpu-rl: stalled: "
@@ -146,12 +146,12 @@ SIDE_PATTERN = (
 """The lines the training script copies to the side file as they appear (``grep -E``)."""
 RUN_LINE = "tpu-rl run: "
 """The first line of each training log and side file: what the run is (written by the training script)."""
-TRAIN_EXIT = (Path(__file__).parents[1] / "run" / "train_exit.py").read_text()
+TRAIN_EXIT = (Path(__file__).parents[1] / "container" / "train_exit.py").read_text()
 """Judges how the training container ends (train_rl's status, the stall watchdog, a lost TPU slice)."""
-STALL_WATCHDOG = (Path(__file__).parents[1] / "run" / "stall_watchdog.py").read_text()
+STALL_WATCHDOG = (Path(__file__).parents[1] / "container" / "stall_watchdog.py").read_text()
 """Ends an attempt whose log stopped growing for ``tpu-rl:workflow.stallTimeout``."""
 STALL_ENV = "TPU_RL_STALL_SECONDS"
-"""The workload container's stall bound (an operational field: ``workloads.build.steps``)."""
+"""The workload container's stall bound (an operational field: ``workloads.specs.step_specs``)."""
 TRAIN_LOG = "/tmp/tpu-rl-train.log"
 EVALS_LOG = "/tmp/tpu-rl-evals.txt"
 STALL_MARKER = "/tmp/tpu-rl-stalled"
@@ -246,24 +246,25 @@ def script(*lines: str, argv: list[str]) -> str:
 HF_MODEL = (Path(__file__).parents[2] / "core" / "hf_model.py").read_text()
 """``core/hf_model.py``: the safetensors header check, the names of a model folder's files, the bounded GCS read
 and the comparison; inlined into the export and publish steps' programs (the image has no copy of it)."""
-INLINED_START = "# tpu-rl: core/hf_model.py is inlined here (workloads/build/commands.py)\n"
+INLINED_START = "# tpu-rl: core/hf_model.py is inlined here (workloads/specs/commands.py)\n"
 INLINED_END = "# tpu-rl: end of core/hf_model.py\n"
 
 
 def _with_hf_model(file_name: str) -> str:
-    """The text of ``workloads/run/<file_name>`` with ``core/hf_model.py``'s in place of its import of it (the
+    """The text of ``workloads/container/<file_name>`` with ``core/hf_model.py``'s in place of its import of it (the
     lines between ``INLINED_START`` and ``INLINED_END``): one program file, needing nothing but the image's packages."""
-    source = (Path(__file__).parents[1] / "run" / file_name).read_text()
+    source = (Path(__file__).parents[1] / "container" / file_name).read_text()
     start, end = source.index(INLINED_START), source.index(INLINED_END) + len(INLINED_END)
     return source[:start] + HF_MODEL.replace("from __future__ import annotations\n", "", 1) + source[end:]
 
 
 COMPLETE_EXPORT = _with_hf_model("complete_export.py")
-"""The export step's second program: the export made the whole base model (``workloads/run/complete_export.py``)."""
+"""The export step's second program: the export made the whole base model
+(``workloads/container/complete_export.py``)."""
 
 
 BASE_SNAPSHOT = _with_hf_model("base_snapshot.py")
-"""The base model at one commit for every step (``workloads/run/base_snapshot.py``)."""
+"""The base model at one commit for every step (``workloads/container/base_snapshot.py``)."""
 
 
 def base_line(*words: str) -> str:
@@ -286,10 +287,10 @@ def export_script(argv: list[str], actor_uri: str, output_uri: str, repo: str, c
     """Create the output folder, find the newest complete checkpoint (exit 3, not retried, if there is none),
     fetch the base's files at the converted commit (``base_snapshot.py fetch``: ``to_huggingface``'s tokenizer and
     chat template), export the checkpoint, then make the export the whole base model at that commit
-    (``workloads/run/complete_export.py``, exit 3 for a refusal).
+    (``workloads/container/complete_export.py``, exit 3 for a refusal).
 
-    ``workloads/run/checkpoint_scan.py``, the fetch and the completion are files of the step's ConfigMap: the image
-    has no copy of them.
+    ``workloads/container/checkpoint_scan.py``, the fetch and the completion are files of the step's ConfigMap: the
+    image has no copy of them.
     """
     lines = [
         "set -euo pipefail",
@@ -304,10 +305,10 @@ def export_script(argv: list[str], actor_uri: str, output_uri: str, repo: str, c
 
 
 def program(file_name: str) -> str:
-    """The text of a step's program ``workloads/run/<file_name>``, with ``core/hf_model.py``'s inlined where it
+    """The text of a step's program ``workloads/container/<file_name>``, with ``core/hf_model.py``'s inlined where it
     marks the place (``INLINED_START``): a file of the step's ConfigMap (``step_files``), as the image has no copy of
     either."""
-    source = (Path(__file__).parents[1] / "run" / file_name).read_text()
+    source = (Path(__file__).parents[1] / "container" / file_name).read_text()
     return _with_hf_model(file_name) if INLINED_START in source else source
 
 
@@ -331,7 +332,7 @@ PUBLISHED = "published.json"
 
 
 def publish_script(export_uri: str, output_uri: str) -> str:
-    """Create the output folder, then upload the export with its card (``workloads/run/publish_hub.py``)."""
+    """Create the output folder, then upload the export with its card (``workloads/container/publish_hub.py``)."""
     return program_script(
         "publish_hub.py", export_uri, CARD_DIR, PUBLISH_WORK, output_uri + PUBLISHED, output_uri=output_uri
     )
@@ -339,7 +340,7 @@ def publish_script(export_uri: str, output_uri: str) -> str:
 
 def run_record(settings: Settings, argv: list[str]) -> dict[str, object]:
     """What a training run is, written as the first line of its log (``RUN_LINE``, read back by
-    ``workloads.run.evaluations``); only what the step's identity covers, so it never changes a step's hash on its
+    ``workloads.observe.evaluations``); only what the step's identity covers, so it never changes a step's hash on its
     own."""
     shape = settings.slice
     return {
@@ -372,11 +373,11 @@ def train_script(settings: Settings, argv: list[str], output_uri: str, convert_u
       stop train_rl until the grace period's SIGKILL);
     - each evaluation and restore line, as it appears, appended to the side file and the side file
       copied (a killed attempt keeps its evaluations);
-    - a stall watchdog (``workloads/run/stall_watchdog.py``) beside it: a log without training progress (a new
+    - a stall watchdog (``workloads/container/stall_watchdog.py``) beside it: a log without training progress (a new
       step, a stage of start-up or evaluation) for ``$TPU_RL_STALL_SECONDS`` (``tpu-rl:workflow.stallTimeout``)
       ends train_rl;
     - when train_rl exits, for any reason, the log and the side file copied to ``<output>logs/``, and the
-      container exits as ``workloads/run/train_exit.py`` judges by the evidence in the log: 0 once training
+      container exits as ``workloads/container/train_exit.py`` judges by the evidence in the log: 0 once training
       completed, the error it died of (``SLICE_DOWN_EXIT`` for a lost TPU slice), ``STALLED_EXIT`` after a stall
       with no other evidence (both counted as disruptions, which the JobSet restarts), else train_rl's status.
       No pipeline judges the log: with ``pipefail`` a ``tail | grep -q`` that stops reading
@@ -431,12 +432,12 @@ SNIPPETS: dict[str, str] = {
     "mark_folder.py": MARK_FOLDER,
     "upload.py": UPLOAD,
 }
-"""The programs a script runs that are no file of ``workloads/run`` (short ones, written here), by file name."""
+"""The programs a script runs that are no file of ``workloads/container`` (short ones, written here), by file name."""
 
 
 def program_file(file_name: str) -> str:
-    """The text of the program ``file_name`` a step's script runs: a snippet (``SNIPPETS``), or ``workloads/run``'s
-    file as the image runs it (``program``). A name that is neither is a bug of a script's builder
+    """The text of the program ``file_name`` a step's script runs: a snippet (``SNIPPETS``), or
+    ``workloads/container``'s file as the image runs it (``program``). A name that is neither is a bug of a script's builder
     (``FileNotFoundError``)."""
     return SNIPPETS.get(file_name) or program(file_name)
 

@@ -30,7 +30,7 @@ from core.hf_model import (
     parse_index,
     read_object,
 )
-from workloads.run.checkpoint_scan import split_uri
+from workloads.container.checkpoint_scan import split_uri
 
 MAX_LISTED = 10_000
 """Objects the exported folder may hold (a 26B export has about 25)."""

@@ -1,6 +1,6 @@
 """A step's program that grades the export on held-out questions. It runs in the MaxText post-training image as
 ``python3 -c`` of this file's text with ``core/hf_model.py`` inlined in place of its import
-(``workloads.build.commands._with_hf_model``, as the publish step runs ``publish_hub.py``). The exported model
+(``workloads.specs.commands._with_hf_model``, as the publish step runs ``publish_hub.py``). The exported model
 answers each question as training prompted it, and the step records how many answers were right.
 
     python3 evaluate_export.py EXPORT_URI WORK_DIR RECORD_URI SPEC_JSON
@@ -69,7 +69,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-# tpu-rl: core/hf_model.py is inlined here (workloads/build/commands.py)
+# tpu-rl: core/hf_model.py is inlined here (workloads/specs/commands.py)
 from core.hf_model import ReplyTooLargeError, export_file_problem
 
 # tpu-rl: end of core/hf_model.py

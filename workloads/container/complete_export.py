@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-# tpu-rl: core/hf_model.py is inlined here (workloads/build/commands.py)
+# tpu-rl: core/hf_model.py is inlined here (workloads/specs/commands.py)
 from core.hf_model import (
     CONFIG_FILE,
     COPIED_FILES,

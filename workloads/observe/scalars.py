@@ -182,7 +182,7 @@ def download_event_files(client: Any, tensorboard_uri: str, into: Path, **call: 
     (``core.hf_model.read_object``: at most what it asked for, whatever the server sends); (the files, whether
     any was cut or left out by the bounds)."""
     from core.hf_model import read_object
-    from workloads.run.checkpoint_scan import split_uri
+    from workloads.container.checkpoint_scan import split_uri
 
     bucket, prefix = split_uri(tensorboard_uri)
     paths, read, cut = [], 0, False

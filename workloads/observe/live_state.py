@@ -18,7 +18,7 @@ its live object and passes a *retry marker* as the step's ``replacement_trigger`
   ``<UID>/adopted``, so the next `up` still retries it;
 - it is still running (a Ctrl-C, a dropped connection or a killed runner stopped the last `up` while
   the program waited for it): nothing changes (the provider's Check and Diff find no change: a SameStep), and the
-  program waits for the same run again (``workloads.run.waiting``);
+  program waits for the same run again (``workloads.observe.waiting``);
 - it does not exist: it is created;
 - Kueue stopped it (its Workload was deactivated: its pods were not Ready within
   ``waitForPodsReady.timeout``): the JobSet stays suspended and never ends on its own, so it counts as
@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass
 
 from core.names import ADOPTED, RETRY_ANNOTATION
-from workloads.run.objects import JobSet, JobSetStatus, Workload, any_condition, true_condition
+from workloads.observe.objects import JobSet, JobSetStatus, Workload, any_condition, true_condition
 
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 """Kueue labels a job's Workload with the job's UID (its name carries a hash: select by this label)."""

@@ -36,7 +36,7 @@ import shutil
 import sys
 from pathlib import Path
 
-# tpu-rl: core/hf_model.py is inlined here (workloads/build/commands.py)
+# tpu-rl: core/hf_model.py is inlined here (workloads/specs/commands.py)
 from core.hf_model import ReplyTooLargeError, export_file_problem
 
 # tpu-rl: end of core/hf_model.py

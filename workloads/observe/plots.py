@@ -2,7 +2,7 @@
 
 The report draws one plot per group of scalars (``plot``); the Hub upload shows the reward curve alone
 (``reward_curve_png``). Every tag is drawn at the optimizer step it describes (the rollout's tags are logged
-one step before the update, ``workloads.run.scalars``); Orbax's step-0 scalars are never drawn; the steps of
+one step before the update, ``workloads.observe.scalars``); Orbax's step-0 scalars are never drawn; the steps of
 the intermediate evaluations are marked.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from workloads.run.run_data import RunData, reward_tag
-from workloads.run.scalars import is_training_tag
+from workloads.observe.run_data import RunData, reward_tag
+from workloads.observe.scalars import is_training_tag
 
 PLOTS: tuple[tuple[str, str, Callable[[str], bool]], ...] = (
     ("reward", "Reward", lambda tag: "reward" in tag and "advantage" not in tag),

@@ -6,7 +6,7 @@
   (no node group can fit it: max size, selectors; upstream ``EventingScaleUpStatusProcessor``),
   ``FailedScaleUp`` (GKE's autoscaler: ``Node scale up in zones %v associated with this pod failed: %v``,
   e.g. ``GCE out of resources``, ``GCE quota exceeded``) or ``TriggeredScaleUp`` (a node is coming). The
-  wait (``workloads.run.waiting``) fails a step whose pods stay unschedulable for
+  wait (``workloads.observe.waiting``) fails a step whose pods stay unschedulable for
   ``tpu-rl:workflow.unschedulableTimeout``.
 - **OOMKilled**: a container the kernel's OOM killer ended (``state.terminated.reason: OOMKilled``, exit
   137), named in the step's failure with the key that raises its memory.
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from core.machines import machine_family
 from core.names import CPU_POOL, NODEPOOL_LABEL, TPU_ACCELERATOR_LABEL
 from core.tpu import Capacity, TpuVersionName
-from workloads.run.objects import Event, Pod
+from workloads.observe.objects import Event, Pod
 
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 """The JobSet controller labels every pod of a JobSet with its name (a step's pods are selected by it)."""
@@ -99,7 +99,7 @@ def pool_fix(pool: str, *, capacity: Capacity, cpu_machine: str, version: TpuVer
 
 def explain_unschedulable(stuck: Stuck, reasons: dict[str, str], fix: str) -> str:
     """One sentence: the pod, its pool, the scheduler's and the autoscaler's words (printable since they were
-    read: ``workloads.run.objects``), the fix."""
+    read: ``workloads.observe.objects``), the fix."""
     scheduler = (reasons.get("FailedScheduling") or stuck.message)[:300].rstrip(".")
     parts = [f"pod {stuck.pod[:100]} (pool {stuck.pool}): scheduler: {scheduler}"]
     for reason in AUTOSCALER_REASONS:
