@@ -437,8 +437,8 @@ SNIPPETS: dict[str, str] = {
 
 def program_file(file_name: str) -> str:
     """The text of the program ``file_name`` a step's script runs: a snippet (``SNIPPETS``), or
-    ``workloads/container``'s file as the image runs it (``program``). A name that is neither is a bug of a script's builder
-    (``FileNotFoundError``)."""
+    ``workloads/container``'s file as the image runs it (``program``). A name that is neither is a bug of a
+    script's builder (``FileNotFoundError``)."""
     return SNIPPETS.get(file_name) or program(file_name)
 
 
