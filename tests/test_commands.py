@@ -313,7 +313,10 @@ def test_a_failing_patch_stops_the_training_script(tmp_path):
 
 
 @pytest.mark.pure
-@pytest.mark.parametrize(("overrides", "slices", "chips"), [((), 1, 32), (("tpu-rl:tpu.slices=2",), 2, 64)])
+@pytest.mark.parametrize(
+    ("overrides", "slices", "chips"),
+    [((), 1, 32), (("tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"), 2, 64)],
+)
 @pytest.mark.slow
 def test_the_training_log_starts_with_the_run_record(tmp_path, overrides, slices, chips):
     """The report and the status tool read what the run is from the log's first line."""

@@ -32,11 +32,36 @@ def knob(name: str) -> Check:
 BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
     (
         "slices-max",
-        ["tpu-rl:tpu.slices=64"],
+        ["tpu-rl:tpu.slices=64", "tpu-rl:workflow.enabled=false"],
         lambda s: s.tpu.slices,
         64,
-        ["tpu-rl:tpu.slices=65"],
+        ["tpu-rl:tpu.slices=65", "tpu-rl:workflow.enabled=false"],
         "must be at most 64",
+    ),
+    (
+        "slices-train",
+        ["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"],
+        lambda s: s.tpu.slices,
+        2,
+        ["tpu-rl:tpu.slices=3", "tpu-rl:training.iciExpertParallelism=1"],
+        "at most 2: one slice, or two with train_rl's trainer on one and its samplers on the other; tpu-rl does not "
+        "split train_rl over more (each further slice would be paid for and not used)",
+    ),
+    (
+        "two-slices-expert",
+        ["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"],
+        knob("ici_expert_parallelism"),
+        1,
+        ["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=2"],
+        "must be 1 with two slices: train_rl sets the trainer's mesh to FSDP x tensor over its whole slice",
+    ),
+    (
+        "two-slices-fsdp",
+        ["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1", "tpu-rl:training.iciFsdpParallelism=16"],
+        knob("ici_fsdp_parallelism"),
+        16,
+        ["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1", "tpu-rl:training.iciFsdpParallelism=8"],
+        "FSDP (8) x tensor (2) must be the trainer's slice of 32 chips (tpu.slices is 2; -1 fills it)",
     ),
     ("slices-min", ["tpu-rl:tpu.slices=1"], lambda s: s.tpu.slices, 1, ["tpu-rl:tpu.slices=0"], "must be at least 1"),
     (
@@ -477,6 +502,9 @@ BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
 # What each refused value's line names before " is invalid: ": the key to change and the value shown.
 REFUSED_AS = {
     "slices-max": 'tpu-rl:tpu.slices = "65"',
+    "slices-train": "tpu-rl:tpu.slices = 3",
+    "two-slices-expert": "tpu-rl:training.iciExpertParallelism = 2",
+    "two-slices-fsdp": "tpu-rl:training.iciFsdpParallelism = 8",
     "slices-min": 'tpu-rl:tpu.slices = "0"',
     "batches-max": 'tpu-rl:training.numBatches = "100001"',
     "top-k-is-the-vocabulary": 'tpu-rl:training.decodeSamplingTopK = "262145"',

@@ -205,7 +205,7 @@ def test_step_time_scales_with_target_length_and_inversely_with_chips(target, ch
     ("overrides", "expected"),
     [
         ([], ("reservation", 1, TUTORIAL)),
-        (["tpu-rl:tpu.slices=2"], ("reservation", 2, TUTORIAL)),
+        (["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"], ("reservation", 2, TUTORIAL)),
         (["tpu-rl:tpu.capacity=spot"], ("spot", 1, TUTORIAL)),
         (["tpu-rl:training.numBatches=7"], ("reservation", 1, replace(TUTORIAL, num_batches=7))),
         (

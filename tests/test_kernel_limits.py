@@ -38,7 +38,8 @@ LONGEST_REPO = "a" * 96 + "/" + "b" * 96
 MAX_OPTIONS = (
     "tpu-rl:workflow.steps.evaluate=true",
     f"tpu-rl:publish.repo={LONGEST_REPO}",
-    "tpu-rl:tpu.slices=64",
+    "tpu-rl:tpu.slices=2",
+    "tpu-rl:training.iciExpertParallelism=1",
     "tpu-rl:model.revision=" + "r" * 100,
     "tpu-rl:workflow.stallTimeout=168h",
 )

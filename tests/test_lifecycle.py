@@ -90,7 +90,7 @@ def test_the_operations_page_publishes_what_reruns_when_you_change_a_key(walks):
         ("dev", ()),
         ("prod", ()),
         ("prod", ("tpu-rl:workflow.timeouts.train=30h", "tpu-rl:workflow.maxRestarts=0")),
-        ("prod", ("tpu-rl:tpu.slices=2", "tpu-rl:training.optimizer=adamw")),
+        ("prod", ("tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1", "tpu-rl:training.optimizer=adamw")),
     ],
 )
 def test_the_walk_sees_what_the_program_registers(stack, overrides):

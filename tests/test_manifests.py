@@ -77,7 +77,10 @@ def _kueue_objects(stack: str, *overrides: str) -> list[dict]:
     return [o for o in plan_of(stack, *overrides).kubernetes_objects() if o["kind"] in KUEUE]
 
 
-@pytest.mark.parametrize(("stack", "overrides"), [("dev", ()), ("prod", ()), ("prod", ("tpu-rl:tpu.slices=3",))])
+@pytest.mark.parametrize(
+    ("stack", "overrides"),
+    [("dev", ()), ("prod", ()), ("prod", ("tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"))],
+)
 @pytest.mark.slow
 def test_the_kueue_objects_validate_against_kueues_crds_and_webhooks(stack, overrides, kueue_validators):
     objects = _kueue_objects(stack, *overrides)
@@ -141,7 +144,9 @@ def test_every_jobset_validates_against_the_crd_and_webhook(stack, jobset_valida
 def test_many_slices_and_big_topologies_still_fit_name_limits(jobset_validators):
     (jobset,) = [
         o
-        for o in plan_of("prod", "tpu-rl:tpu.topology=16x16", "tpu-rl:tpu.slices=4").kubernetes_objects()
+        for o in plan_of(
+            "prod", "tpu-rl:tpu.topology=16x16", "tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"
+        ).kubernetes_objects()
         if o["kind"] == "JobSet" and o["metadata"]["labels"]["app.kubernetes.io/component"] == "train"
     ]
     assert jobset["spec"]["replicatedJobs"][1]["replicas"] == 4

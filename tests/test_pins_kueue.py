@@ -24,7 +24,12 @@ pytestmark = pytest.mark.pure
 PROD = settings("prod", [])
 DEV = settings("dev", [])
 LABELS = {"app.kubernetes.io/name": "tpu-rl"}
-STACKS = [PROD, DEV, settings("prod", ["tpu-rl:tpu.slices=2"]), settings("prod", ["tpu-rl:cpuPool.maxNodes=9"])]
+STACKS = [
+    PROD,
+    DEV,
+    settings("prod", ["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"]),
+    settings("prod", ["tpu-rl:cpuPool.maxNodes=9"]),
+]
 
 
 def queue_objects(s):

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.pure
 
 PROD = settings("prod", [])
 DEV = settings("dev", [])
-TWO_SLICES = settings("prod", ["tpu-rl:tpu.slices=2"])
+TWO_SLICES = settings("prod", ["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"])
 COORDINATOR = {"fieldRef": {"fieldPath": "metadata.labels['jobset.sigs.k8s.io/coordinator']"}}
 TUTORIAL_ENV = [
     {"name": "FLAGS_pathways_enforce_subset_devices_form_subslice", "value": "false"},

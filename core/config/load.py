@@ -270,6 +270,8 @@ REFUSED_KEYS: dict[str, str] = {
     "train_split": "set by the program from tpu-rl:training.dataset",
     "vllm_hf_overrides": "set by the program (the tutorial's MaxTextForCausalLM override)",
     "vllm_additional_config": "set by the program from the model and the vLLM knobs",
+    "num_trainer_slices": "set by the program from tpu-rl:tpu.slices (two: the trainer on one, the samplers on one)",
+    "num_samplers_slices": "set by the program from tpu-rl:tpu.slices (two: the trainer on one, the samplers on one)",
 }
 """MaxText keys ``training.extraArgs`` refuses: the program sets them, or they break the workflow."""
 PROGRAM_KEYS = frozenset(REFUSED_KEYS)

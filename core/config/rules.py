@@ -188,7 +188,7 @@ def build_settings(values: dict[str, Any], stack: str, problems: Problems) -> Se
         run(_token_required, v)
         run(check_cpu_pool, cpu_pool, model, run(lambda w: w.step_memory_gib, workflow))
         run(check_cpu_disk, cpu_pool, model)
-        run(lambda t, s, u: check_meshes(t.knobs, s.chips * u.slices), training, shape, tpu)
+        run(lambda t, s, u: check_meshes(t.knobs, s.chips, u.slices), training, shape, tpu)
         run(lambda t, w: check_steps_finish(t, w.steps), training, workflow)
     publish = run(_publish, v)
     run(_own_queue, v)
@@ -491,8 +491,26 @@ def _fractions(knobs: dict[str, Any]) -> None:
         )
 
 
-def check_meshes(knobs: dict[str, Any], chips: int) -> None:
-    """The rollout and trainer meshes must tile the chips each side gets (model_creation_utils)."""
+MAX_SLICES = 2
+"""The most slices train_rl is split over: the trainer on one, the samplers on the other
+(``workloads.specs.commands.disaggregated``)."""
+
+
+def check_meshes(knobs: dict[str, Any], chips: int, slices: int = 1) -> None:
+    """The rollout and trainer meshes must tile the chips each side gets (MaxText 0.2.4 ``model_creation_utils``
+    ``setup_configs_and_devices``): on one slice of ``chips``, the device fractions split it; on two, the trainer
+    has the first slice and the samplers the second, whole, where MaxText sets the trainer's mesh to FSDP x tensor
+    over the slice (an expert axis or an FSDP size that does not fill it fails there)."""
+    if slices > MAX_SLICES:
+        raise error(
+            _k("tpu.slices"),
+            slices,
+            f"at most {MAX_SLICES}: one slice, or two with train_rl's trainer on one and its samplers on the other; "
+            "tpu-rl does not split train_rl over more (each further slice would be paid for and not used)",
+        )
+    if slices == 2:
+        _check_disaggregated(knobs, chips)
+        return
     trainer_chips = int(chips * float(knobs["trainer_devices_fraction"]))
     sampler_chips = int(chips * float(knobs["sampler_devices_fraction"]))
     rollout = int(knobs["rollout_tensor_parallelism"]) * int(knobs["rollout_expert_parallelism"])
@@ -515,6 +533,31 @@ def check_meshes(knobs: dict[str, Any], chips: int) -> None:
             knobs["ici_expert_parallelism"],
             f"the ICI mesh tensor x expert x fsdp ({knobs['ici_tensor_parallelism']} x "
             f"{knobs['ici_expert_parallelism']} x {fsdp}) must tile the trainer's {trainer_chips} chips",
+        )
+
+
+def _check_disaggregated(knobs: dict[str, Any], chips: int) -> None:
+    """Two slices: MaxText's multislice rules for the trainer's slice, and the rollout's mesh on the samplers'."""
+    rollout = int(knobs["rollout_tensor_parallelism"]) * int(knobs["rollout_expert_parallelism"])
+    if chips % rollout:
+        raise error(
+            _k("training.rolloutTensorParallelism"),
+            knobs["rollout_tensor_parallelism"],
+            f"rollout TP x EP ({rollout}) must divide the samplers' slice of {chips} chips (tpu.slices is 2)",
+        )
+    tp, fsdp = int(knobs["ici_tensor_parallelism"]), int(knobs["ici_fsdp_parallelism"])
+    if int(knobs["ici_expert_parallelism"]) != 1:
+        raise error(
+            _k("training.iciExpertParallelism"),
+            knobs["ici_expert_parallelism"],
+            "must be 1 with two slices: train_rl sets the trainer's mesh to FSDP x tensor over its whole slice",
+        )
+    if chips % tp or (fsdp != -1 and fsdp * tp != chips):
+        raise error(
+            _k("training.iciFsdpParallelism"),
+            fsdp,
+            f"FSDP ({fsdp}) x tensor ({tp}) must be the trainer's slice of {chips} chips (tpu.slices is 2; -1 "
+            "fills it)",
         )
 
 

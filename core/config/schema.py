@@ -320,7 +320,14 @@ FIELDS: tuple[Field, ...] = (
         samples=("4x4", "2x4"),
         shown_default=_default_topology(DEFAULT_VERSION),
     ),
-    Field(_key("tpu.slices"), Integer(1, 64), 1, "slices (one node pool each; Pathways multislice)"),
+    Field(
+        _key("tpu.slices"),
+        Integer(1, 64),
+        1,
+        "slices (one node pool each; Pathways multislice); a run uses 1, or 2 with the trainer on one slice and the "
+        "samplers on the other (iciExpertParallelism 1)",
+        companions=((_key("training.iciExpertParallelism"), 1),),
+    ),
     Field(
         _key("tpu.capacity"),
         OneOf(CAPACITY_MODES),

@@ -124,8 +124,19 @@ def train_argv(settings: Settings, input_uri: str, output_uri: str) -> list[str]
         f"vllm_additional_config={vllm_additional_config(settings)}",
     ]
     args += [rendered[knob.key] for knob in TRAINING_KNOBS if not knob.tutorial]
+    args += [f"{key}={value}" for key, value in disaggregated(settings.tpu.slices).items()]
     args += [f"{key}={value}" for key, value in training.extra_args.items()]
     return args
+
+
+def disaggregated(slices: int) -> dict[str, int]:
+    """train_rl's slice split: none on one slice (``-1``, its single-slice path, where the device fractions split
+    the chips), and on two the trainer on the first and the samplers on the second (MaxText 0.2.4
+    ``model_creation_utils.setup_configs_and_devices``: ``num_trainer_slices`` and ``num_samplers_slices`` both
+    positive, the devices grouped by ``slice_index``). Without it, train_rl's single-slice path would use a second
+    slice's chips as one mesh with the first's, across the data-centre network (``core.config.rules``
+    ``check_meshes`` refuses more than two)."""
+    return {} if slices == 1 else {"num_trainer_slices": 1, "num_samplers_slices": slices - 1}
 
 
 CHECKPOINT_REF = "${checkpoint}"
