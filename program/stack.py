@@ -18,6 +18,7 @@ from core.settings import Settings
 from core.steps import STEPS
 from infra.gcp.apis import ProjectApis
 from infra.gcp.cluster import GkeCluster, GkeClusterArgs
+from infra.gcp.gke_spec import IMAGE_STREAMING_API
 from infra.gcp.identities import IdentitiesArgs, NodeIdentities, grant_key
 from infra.gcp.kms import PROPAGATION_SECONDS, GrantPropagation, SecretsKey, SecretsKeyArgs
 from infra.gcp.naming import Names, names_for
@@ -57,7 +58,9 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
         if live and settings.workflow.capacity_check:
             reuse = _capacity(settings)
 
-    apis = ProjectApis("apis", settings.project, REQUIRED_APIS + ((KMS_API,) if settings.gke.secrets_key else ()))
+    # Image streaming on cpu-np and the TPU pools needs the Container File System API (``gke_spec.IMAGE_STREAMING``).
+    required = REQUIRED_APIS + tuple(api for api in (IMAGE_STREAMING_API,) if api not in REQUIRED_APIS)
+    apis = ProjectApis("apis", settings.project, required + ((KMS_API,) if settings.gke.secrets_key else ()))
     after_apis = pulumi.ResourceOptions(depends_on=apis.services)
     network = Network("network", NetworkArgs(settings.project, settings.region, names), after_apis)
     bucket = ArtifactBucket("artifacts", BucketArgs(bucket_args(settings), settings.protect), after_apis)

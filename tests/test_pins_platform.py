@@ -18,6 +18,7 @@ SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 SHIELDED = {"enable_secure_boot": True, "enable_integrity_monitoring": True}
 LABELS = {"app": "tpu-rl", "stack": "prod", "cluster": "tpu-rl-prod", "managed-by": "pulumi"}
 SURGE_0_1 = {"strategy": "SURGE", "max_surge": 0, "max_unavailable": 1}
+STREAMING = {"enabled": True}  # issue 40: GKE Image streaming on the pools that run the steps' images (cpu-np, TPU)
 
 
 def node_config(machine, disk_gb, disk_type, sa, **extra):
@@ -161,6 +162,7 @@ def test_system_and_cpu_pools():
             500,
             "hyperdisk-balanced",
             "CPU@",
+            gcfs_config=STREAMING,
             taints=[{"key": "tpu-rl/pool", "value": "cpu-np", "effect": "NO_SCHEDULE"}],
         ),
     }
@@ -186,6 +188,7 @@ def test_the_reserved_slice_is_the_blueprints_static_compact_pool():
             100,
             "hyperdisk-balanced",
             "TPU@",
+            gcfs_config=STREAMING,
             labels=TPU_LABELS,
             taints=TPU_TAINTS,
             reservation_affinity={

@@ -113,7 +113,9 @@ class GkeCluster(pulumi.ComponentResource):
             # re-runs Check on the program's inputs (pulumi step_generator.go: processIgnoreChanges when old != nil;
             # "recompute the default values" on a replace), so a new or replaced pool gets it and an existing one
             # keeps what it has.
-            ignore_changes=["nodeConfig.labels", "nodeConfig.gvnic"],
+            # Image streaming likewise (``gke_spec.IMAGE_STREAMING``): the provider would turn it on in place
+            # (node_config.go: "updating GKE node pool gcfs_config").
+            ignore_changes=["nodeConfig.labels", "nodeConfig.gvnic", "nodeConfig.gcfsConfig"],
         )
         system = gcp.container.NodePool(
             "system-pool", **system_pool_args(settings, self.cluster.id, identities.email("system")), opts=pool_opts

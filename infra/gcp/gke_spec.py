@@ -52,6 +52,22 @@ data-center traffic (Pathways between the head on cpu-np and the workers, checkp
 speeds up. Set at creation only: the same page says enabling it on an existing pool re-creates its nodes outside the
 maintenance policy, which on the TPU pool would end a running training; ``infra.gcp.cluster`` ignores changes of the
 field on an update, so a pool created or replaced from now on gets it and an existing one keeps what it has."""
+IMAGE_STREAMING = {"enabled": True}
+"""GKE Image streaming (``nodeConfig.gcfsConfig``) on the pools that run the steps' images, cpu-np and the TPU slice:
+the node mounts an eligible image and reads its files as they are needed instead of pulling every layer first ("Use
+Image streaming to pull container images", https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming,
+Requirements and Limitations; docs/operations.md "Image pulls"). Eligible: images in Artifact Registry standard or
+remote repositories (or public Docker Hub images), on Container-Optimized OS with containerd (GKE's default node
+image, the one these pools use), with the Container File System API enabled (``program.stack``), Private Google
+Access on the subnet (``infra.gcp.network``) and, for a node service account of its own, the Service Usage Consumer
+role in the project that hosts the images. An image that is not eligible is downloaded as before: streaming never
+stops a pull. The system pool runs none of the steps' images. Set at creation, like gVNIC (``GVNIC``): on an existing
+pool the provider would turn it on in place (terraform-provider-google node_config.go, nodePoolNodeConfigUpdate:
+"updating GKE node pool gcfs_config"), a node configuration change that the pages read for this do not say GKE makes
+without re-creating the nodes; ``infra.gcp.cluster`` ignores the field on an update, and docs/operations.md "Image
+pulls" gives the command that turns it on in an existing pool between runs."""
+IMAGE_STREAMING_API = "containerfilesystem.googleapis.com"
+"""The Container File System API, which Image streaming needs enabled in the project (the page's Requirements)."""
 
 
 def maintenance_policy(settings: Settings) -> dict[str, Any]:
@@ -159,8 +175,16 @@ def cluster_args(
 
 
 def _node_config(
-    settings: Settings, sa_email: Any, machine_type: str, disk_gb: int, disk_type: str, **extra: Any
+    settings: Settings,
+    sa_email: Any,
+    machine_type: str,
+    disk_gb: int,
+    disk_type: str,
+    *,
+    streaming: bool = False,
+    **extra: Any,
 ) -> dict[str, Any]:
+    streams = {"gcfs_config": IMAGE_STREAMING} if streaming else {}
     return {
         "machine_type": machine_type,
         "disk_size_gb": disk_gb,
@@ -173,6 +197,7 @@ def _node_config(
         # CIS GKE 5.9.1: no unauthenticated kubelet port 10255 (nothing here reads it; metrics use 10250).
         "kubelet_config": {"insecure_kubelet_readonly_port_enabled": "FALSE"},
         "gvnic": GVNIC,
+        **streams,
         "resource_labels": settings.labels,
         **extra,
     }
@@ -211,7 +236,13 @@ def cpu_pool_args(settings: Settings, cluster: Any, sa_email: Any) -> dict[str, 
         "management": {"auto_repair": True, "auto_upgrade": True},
         "upgrade_settings": UPGRADE_SETTINGS,
         "node_config": _node_config(
-            settings, sa_email, pool.machine_type, pool.disk_size_gb, pool.disk_type, taints=[CPU_TAINT]
+            settings,
+            sa_email,
+            pool.machine_type,
+            pool.disk_size_gb,
+            pool.disk_type,
+            streaming=True,
+            taints=[CPU_TAINT],
         ),
     }
 
@@ -251,6 +282,6 @@ def tpu_pool_args(settings: Settings, name: str, cluster: Any, sa_email: Any) ->
             extra["flex_start"] = True
             args["autoscaling"]["location_policy"] = "ANY"
     args["node_config"] = _node_config(
-        settings, sa_email, shape.machine_type, TPU_BOOT_DISK_GB, shape.boot_disk_type, **extra
+        settings, sa_email, shape.machine_type, TPU_BOOT_DISK_GB, shape.boot_disk_type, streaming=True, **extra
     )
     return args
