@@ -72,7 +72,7 @@ def test_autoscaled_pools_scale_between_zero_and_one_slice(capacity):
 
 @pytest.mark.slow
 def test_two_slices_get_two_identical_pools():
-    pools = tpu_pools(plan_of("prod", "tpu-rl:tpu.slices=2"))
+    pools = tpu_pools(plan_of("prod", "tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"))
     assert [p["inputs"]["name"] for p in pools] == ["tpu-v6e-4x8-0", "tpu-v6e-4x8-1"]
     for pool in pools:
         common_tpu_pool_checks(pool, "ct6e-standard-4t", "4x8")

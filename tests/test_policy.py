@@ -1693,8 +1693,8 @@ OPEN = "set tpu-rl:authorizedNetworks to the networks you deploy from"
                 f"$1,000.00: {BUDGET_FIX}"
             ],
         ),
-        (("tpu-rl:tpu.slices=3",), {}, []),  # 96 chips: 4,354.56 USD a day
-        (("tpu-rl:tpu.slices=4",), {}, [f"the reserved slice bills $5,806.08 {IDLE}"]),
+        (("tpu-rl:tpu.slices=3", "tpu-rl:workflow.enabled=false"), {}, []),  # 96 chips: 4,354.56 USD a day
+        (("tpu-rl:tpu.slices=4", "tpu-rl:workflow.enabled=false"), {}, [f"the reserved slice bills $5,806.08 {IDLE}"]),
     ],
 )
 def test_budget_limits_and_defaults(overrides, config, expected):
@@ -1764,7 +1764,7 @@ def test_required_labels_come_from_the_policy_config():
         (("tpu-rl:tpu.capacity=spot", "tpu-rl:tpu.reservation="), "spot", 32),
         (("tpu-rl:tpu.capacity=flex-start", "tpu-rl:tpu.reservation="), "flex-start", 32),
         (("tpu-rl:tpu.capacity=on-demand", "tpu-rl:tpu.reservation="), "on-demand", 32),
-        (("tpu-rl:tpu.slices=2",), "reservation", 64),
+        (("tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"), "reservation", 64),
     ],
     ids=["reservation", "spot", "flex-start", "on-demand", "two-slices"],
 )
@@ -1782,7 +1782,7 @@ def test_a_provision_only_stack_costs_nothing_per_run_but_bills_per_day():
 
 def test_a_pool_the_budget_cannot_read_is_skipped_not_the_rest():
     """A pool with an unformable topology (reported by tpu-node-pool-shape) does not hide the next one."""
-    plan = copy.deepcopy(pure_plan("prod", "tpu-rl:tpu.slices=2"))
+    plan = copy.deepcopy(pure_plan("prod", "tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"))
     first = next(r for r in plan.resources if r["name"] == "tpu-pool-0")
     first["inputs"]["placementPolicy"]["tpuTopology"] = "4x5"
     estimate = policies.stack_estimate([_policy_resource(r) for r in plan.resources])
