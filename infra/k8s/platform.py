@@ -107,8 +107,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tpu-rl:k8s:KubernetesPlatform", name, None, opts)
-        settings, names, provider, cluster = args.settings, args.names, args.provider, args.cluster
-        workload_grants, hf_token = args.workload_grants, args.hf_token
+        settings, provider, cluster = args.settings, args.provider, args.cluster
         child = pulumi.ResourceOptions(parent=self, provider=provider, deleted_with=cluster)
         self._kubeconfig = args.kubeconfig
         reads = args.live and args.kubeconfig is not None
@@ -118,36 +117,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
         # The Helm releases the stack's state holds, as `make up` read them (None: unknown, e.g. `pulumi up` by hand).
         self._in_state = releases_in_state(os.environ.get(RELEASES_IN_STATE)) if self._checks else None
         self._stack = pulumi.get_stack()
-        wanted = settings.workflow.jobset_version
-        version: pulumi.Input[str] = wanted
-        if self._checks:
-            # The release's version resolves once the cluster's CRD serves it (docs/operations.md "Upgrading JobSet or
-            # Kueue") and Helm's storage has no operation of it pending (docs/operations.md "A Helm release left
-            # pending"): a refusal stops `up` before the chart changes.
-            version = self._after(
-                provider.id,
-                lambda reader: self._helm_free(reader, JOBSET_NAMESPACE, "jobset", self._jobset_crd(reader, wanted)),
-            )
-        elif reads:
-            # A preview refuses an older CRD too (when the cluster exists: an unknown provider ID runs no check). When
-            # it cannot read the cluster, one warning says so: the workflow's, which reads the same cluster
-            # (workloads.reader.LiveReader: once per preview), or, without the workflow, this check's. Helm's
-            # storage is read by `up` only, which is where a release is installed or upgraded.
-            warn = args.first_jobset is None
-            version = self._after(provider.id, lambda reader: self._jobset_crd(reader, wanted, preview=True, warn=warn))
-        # Helm v3 Release (not Chart v4, which cannot preview a cluster that does not exist yet);
-        # it waits until the controller and its webhook are ready.
-        self.jobset = k8s.helm.v3.Release(
-            "jobset",
-            name="jobset",
-            chart=JOBSET_CHART,
-            version=version,
-            namespace=JOBSET_NAMESPACE,
-            create_namespace=True,
-            atomic=True,
-            timeout=900,
-            opts=child,
-        )
+        self.jobset = self._install_jobset(self._jobset_version(args, provider), child)
         labels = {"app.kubernetes.io/name": "tpu-rl", "app.kubernetes.io/instance": settings.cluster_name}
         self.namespace = KubernetesObject("namespace", namespace_manifest(settings.namespace, labels), opts=child)
         # No step claims a disk any more (their scratch is an emptyDir); the class stays so that the `up` which
@@ -161,19 +131,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
             ),
         )
         in_namespace = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))
-        # Pods of these accounts write to the bucket as soon as they run: wait for the Workload Identity
-        # bindings and the bucket grants.
-        self.service_accounts = {
-            step: KubernetesObject(
-                f"{step}-ksa",
-                service_account_manifest(settings.namespace, ksa, labels, args.step_sa_emails[step]),
-                opts=pulumi.ResourceOptions.merge(
-                    in_namespace,
-                    pulumi.ResourceOptions(depends_on=[*workload_grants, *args.step_waits.get(step, ())]),
-                ),
-            )
-            for step, ksa in names.ksas.items()
-        }
+        self.service_accounts = self._service_accounts(args, labels, in_namespace)
         # A step whose account waits for its grants to propagate is the only one that waits for that account.
         self.waiting_accounts = {step: self.service_accounts[step] for step in args.step_waits}
         self.network_policies = [
@@ -184,27 +142,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
         self.queues = []
         if settings.kueue.install:
             self._install_kueue(settings, labels, child)
-        self.hf_secret = None
-        if hf_token is not None:
-            # Every step waits for this Secret (``ready``): once the JobSet and Kueue webhooks admit a dry run of
-            # the first step's JobSet, so no step's create meets a webhook not yet reachable.
-            admitted = self._jobsets_admitted(args.first_jobset)
-            self.hf_secret = KubernetesObject(
-                "hf-token",
-                token_secret_manifest(settings.namespace, labels, pulumi.Output.secret(hf_token)),
-                opts=in_namespace
-                if admitted is None
-                else pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=[admitted])),
-            )
-        self.hf_write_secret = None
-        if args.hf_write_token is not None:
-            self.hf_write_secret = KubernetesObject(
-                "hf-write-token",
-                token_secret_manifest(
-                    settings.namespace, labels, pulumi.Output.secret(args.hf_write_token), HF_WRITE_SECRET
-                ),
-                opts=in_namespace,
-            )
+        self.hf_secret, self.hf_write_secret = self._token_secrets(args, labels, in_namespace)
         self.register_outputs(
             {
                 "namespace": settings.namespace,
@@ -213,6 +151,85 @@ class KubernetesPlatform(pulumi.ComponentResource):
                 "localQueue": settings.kueue.queue,
             }
         )
+
+    def _jobset_version(self, args: PlatformArgs, provider: k8s.Provider) -> pulumi.Input[str]:
+        """JobSet's chart version, once the checks allow it: at `up`, once the cluster's CRD serves it
+        (docs/operations.md "Upgrading JobSet or Kueue") and Helm's storage has no operation of it pending
+        (docs/operations.md "A Helm release left pending"), so a refusal stops `up` before the chart changes; at a
+        preview, the CRD check alone."""
+        wanted = args.settings.workflow.jobset_version
+        if self._checks:
+            return self._after(
+                provider.id,
+                lambda reader: self._helm_free(reader, JOBSET_NAMESPACE, "jobset", self._jobset_crd(reader, wanted)),
+            )
+        if args.live and args.kubeconfig is not None:
+            # A preview refuses an older CRD too (when the cluster exists: an unknown provider ID runs no check). When
+            # it cannot read the cluster, one warning says so: the workflow's, which reads the same cluster
+            # (workloads.reader.LiveReader: once per preview), or, without the workflow, this check's. Helm's
+            # storage is read by `up` only, which is where a release is installed or upgraded.
+            warn = args.first_jobset is None
+            return self._after(provider.id, lambda reader: self._jobset_crd(reader, wanted, preview=True, warn=warn))
+        return wanted
+
+    @staticmethod
+    def _install_jobset(version: pulumi.Input[str], child: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
+        """Helm v3 Release (not Chart v4, which cannot preview a cluster that does not exist yet); it waits until the
+        controller and its webhook are ready."""
+        return k8s.helm.v3.Release(
+            "jobset",
+            name="jobset",
+            chart=JOBSET_CHART,
+            version=version,
+            namespace=JOBSET_NAMESPACE,
+            create_namespace=True,
+            atomic=True,
+            timeout=900,
+            opts=child,
+        )
+
+    @staticmethod
+    def _service_accounts(
+        args: PlatformArgs, labels: dict[str, str], in_namespace: pulumi.ResourceOptions
+    ) -> dict[str, KubernetesObject]:
+        """Each step's Kubernetes service account. Pods of these accounts write to the bucket as soon as they run:
+        each waits for the Workload Identity bindings and the bucket grants."""
+        return {
+            step: KubernetesObject(
+                f"{step}-ksa",
+                service_account_manifest(args.settings.namespace, ksa, labels, args.step_sa_emails[step]),
+                opts=pulumi.ResourceOptions.merge(
+                    in_namespace,
+                    pulumi.ResourceOptions(depends_on=[*args.workload_grants, *args.step_waits.get(step, ())]),
+                ),
+            )
+            for step, ksa in args.names.ksas.items()
+        }
+
+    def _token_secrets(
+        self, args: PlatformArgs, labels: dict[str, str], in_namespace: pulumi.ResourceOptions
+    ) -> tuple[KubernetesObject | None, KubernetesObject | None]:
+        """The Hub tokens' Secrets (the read token's, the publication's write token's), each only when configured."""
+        namespace = args.settings.namespace
+        read = write = None
+        if args.hf_token is not None:
+            # Every step waits for this Secret (``ready``): once the JobSet and Kueue webhooks admit a dry run of
+            # the first step's JobSet, so no step's create meets a webhook not yet reachable.
+            admitted = self._jobsets_admitted(args.first_jobset)
+            read = KubernetesObject(
+                "hf-token",
+                token_secret_manifest(namespace, labels, pulumi.Output.secret(args.hf_token)),
+                opts=in_namespace
+                if admitted is None
+                else pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=[admitted])),
+            )
+        if args.hf_write_token is not None:
+            write = KubernetesObject(
+                "hf-write-token",
+                token_secret_manifest(namespace, labels, pulumi.Output.secret(args.hf_write_token), HF_WRITE_SECRET),
+                opts=in_namespace,
+            )
+        return read, write
 
     def _install_kueue(self, settings: Settings, labels: dict[str, str], child: pulumi.ResourceOptions) -> None:
         """Kueue's chart (after JobSet's, so its JobSet integration starts with the CRD in place), then the
