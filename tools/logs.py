@@ -26,10 +26,12 @@ from typing import Any
 
 from core import deadline
 from core.boundary import BoundaryError
+from core.bounded import Cap
 from core.redact import redact_text, scrub
 from core.settings import Settings
 from core.steps import STEPS
 from infra.k8s import live
+from infra.transports import read_response
 from tools.notices import hide_python_version_notice
 from tools.process import exit_now
 from tools.status import StatusError, kubeconfig_for, load_settings
@@ -46,6 +48,9 @@ DEFAULT_TAIL = 200
 MAX_TAIL = 10_000
 MAX_LOG_BYTES = 4 * 1024 * 1024
 """What one read asks the API server for at most (``limitBytes``): the tail of a long log, never all of it."""
+LOG_CAP = Cap(MAX_LOG_BYTES, live.CAP.fix, cut=True)
+"""The one bounded read (``core.bounded``) of a log: ``limitBytes`` "may return slightly more or slightly less than
+the specified limit" (the API's ``PodLogOptions``), so the first ``MAX_LOG_BYTES`` are kept, not refused."""
 
 
 class LogsError(Exception):
@@ -87,10 +92,7 @@ class LogReader(live.ClusterReader):
                     _preload_content=False,
                     _request_timeout=timeout,
                 )
-                try:
-                    return bytes(response.read(MAX_LOG_BYTES + 1)[:MAX_LOG_BYTES])
-                finally:
-                    response.release_conn()
+                return read_response(response, LOG_CAP, f"GET {self.where}{path}")
 
             return deadline.call(call, left, cancel=self.close)
 

@@ -4,8 +4,8 @@ Two calls of the Hub client, as a download would make them: ``HfApi.model_info``
 commit) and ``get_hf_file_metadata`` of ``config.json`` (what the licence gate guards). Bounds:
 
 - the client ``huggingface_hub`` uses comes from our ``set_client_factory`` factory: connect and read
-  timeouts, at most 5 redirects, and a transport that caps what a reply may hold (compressed and
-  decompressed: a gzip bomb stops at the cap);
+  timeouts, at most 5 redirects, and a transport that reads every reply through the one bounded read
+  (``core.bounded``, ``infra.transports.capped_transport``: compressed and inflated, a gzip bomb stops at the cap);
 - each call runs under ``core.deadline`` (the ``hub`` budget, retries with backoff on 429/5xx/dropped
   connections included), so a server that drips its status line or headers cannot hold `pulumi up`.
 
@@ -18,17 +18,20 @@ from __future__ import annotations
 import json
 import re
 import time
-import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 from core import deadline
+from core.bounded import ACCEPT_ENCODING, Cap, ReplyEncodingError, ReplyTooLargeError
 from core.redact import scrub
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 MAX_BODY_BYTES = 2 * 1024 * 1024
+"""The largest Hub reply the token checks read, received or inflated (``core.bounded``)."""
+FIX = "check HF_ENDPOINT or a proxy in the way"
+"""What a reply past its cap tells the operator to check."""
 MAX_REDIRECTS = 5
 COMMIT = re.compile(r"[0-9a-f]{40}")
 READ_KEY = "tpu-rl:hfToken"
@@ -38,10 +41,6 @@ T = TypeVar("T")
 
 class PreflightError(Exception):
     """The workflow cannot succeed with this token and model; nothing has been created."""
-
-
-class ReplyTooLargeError(Exception):
-    """A Hub reply was larger than the cap (``args[0]``, bytes; compressed or not)."""
 
 
 def _endpoint(endpoint: str | None) -> str:
@@ -58,77 +57,21 @@ def _endpoint(endpoint: str | None) -> str:
 # The bounded client huggingface_hub uses (httpx2: its supported transport and client hooks)
 
 
-def _capped(chunks: Iterator[bytes], encoding: str, cap: int = MAX_BODY_BYTES) -> Iterator[bytes]:
-    """The reply's bytes, decoded when gzip/deflate, at most ``cap`` either way."""
-    decoder = None
-    if encoding == "gzip":
-        decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    elif encoding == "deflate":
-        decoder = zlib.decompressobj()
-    received = produced = 0
-    for chunk in chunks:
-        received += len(chunk)
-        if decoder is not None:
-            chunk = decoder.decompress(chunk, cap + 1 - produced)
-            if decoder.unconsumed_tail:
-                raise ReplyTooLargeError(cap)
-        produced += len(chunk)
-        if received > cap or produced > cap:
-            raise ReplyTooLargeError(cap)
-        yield chunk
-
-
-RANGE = re.compile(r"bytes=(\d{1,18})-(\d{1,18})")
-
-
-def _range_cap(wanted: str | None, cap: int) -> int:
-    """What a reply may hold: at most ``cap`` bytes and, for a request of one byte range (``Range: bytes=a-b``,
-    as ``parse_safetensors_file_metadata`` reads a header), at most that range's ``b - a + 1``: a server that
-    ignores the range and sends the whole shard stops at that bound, not at the whole file."""
-    found = RANGE.fullmatch(wanted.strip()) if wanted else None
-    if found is None or int(found.group(2)) < int(found.group(1)):
-        return cap
-    return min(cap, int(found.group(2)) - int(found.group(1)) + 1)
-
-
 def _client_factory(budget: deadline.Budget, cap: int = MAX_BODY_BYTES) -> Callable[[], Any]:
+    """What ``set_client_factory`` takes: an ``httpx2.Client`` whose transport reads every reply through the one
+    bounded read (``infra.transports.capped_transport``: ``cap`` bytes received and inflated; a one-range read,
+    ``parse_safetensors_file_metadata``'s, at most its range)."""
     import httpx2
 
-    class CappedStream(httpx2.SyncByteStream):
-        def __init__(self, stream: Any, encoding: str, limit: int) -> None:
-            self.stream, self.encoding, self.limit = stream, encoding, limit
-
-        def __iter__(self) -> Iterator[bytes]:
-            return _capped(iter(self.stream), self.encoding, self.limit)
-
-        def close(self) -> None:
-            self.stream.close()
-
-    class CappedTransport(httpx2.HTTPTransport):
-        """Decodes gzip/deflate itself, bounded, and hands on the plain bytes (no Content-Encoding)."""
-
-        def handle_request(self, request: Any) -> Any:
-            response = super().handle_request(request)
-            encoding = response.headers.get("content-encoding", "identity").strip().lower()
-            if encoding not in ("identity", "", "gzip", "deflate"):
-                response.close()
-                raise httpx2.DecodingError(f"unsupported content encoding {encoding[:20]!r}")
-            skip = {b"content-encoding", b"content-length"} if encoding in ("gzip", "deflate") else set()
-            headers = [(k, v) for k, v in response.headers.raw if k.lower() not in skip]
-            return httpx2.Response(
-                response.status_code,
-                headers=headers,
-                stream=CappedStream(response.stream, encoding, _range_cap(request.headers.get("range"), cap)),
-                extensions=response.extensions,
-            )
+    from infra.transports import capped_transport
 
     def factory() -> Any:
         return httpx2.Client(
-            transport=CappedTransport(trust_env=True),
+            transport=capped_transport(Cap(cap, FIX)),
             follow_redirects=True,
             max_redirects=MAX_REDIRECTS,
             timeout=httpx2.Timeout(budget.read, connect=budget.connect),
-            headers={"Accept-Encoding": "gzip, deflate"},
+            headers={"Accept-Encoding": ACCEPT_ENCODING},
         )
 
     return factory
@@ -217,7 +160,9 @@ def _describe(
             f"Hugging Face preflight for {repo} at {host} failed (HTTP {status}{': ' if detail else ''}{detail})"
         )
     if isinstance(err, ReplyTooLargeError):
-        return PreflightError(f"the Hub at {host} sent more than {err.args[0]} bytes for {what}")
+        return PreflightError(str(err))
+    if isinstance(err, ReplyEncodingError):
+        return PreflightError(f"the Hub at {host} answered {what} with a body it cannot read ({err}); {FIX}")
     if isinstance(err, httpx2.TooManyRedirects):
         return PreflightError(f"the Hub at {host} redirected more than {MAX_REDIRECTS} times for {what}")
     if isinstance(err, httpx2.TimeoutException):

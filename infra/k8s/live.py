@@ -31,10 +31,16 @@ from pydantic import Field
 
 from core import deadline
 from core.boundary import BoundaryError, Model, parse
+from core.bounded import Cap, ReplyEncodingError, ReplyTooLargeError
 from core.inputs import InputError, parse_json, parse_yaml, read_file
 from core.redact import scrub
+from infra.transports import read_response
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
+"""The largest answer read, received or inflated (``core.bounded``): a page of 500 pods is ~5 MB."""
+CAP = Cap(MAX_BODY_BYTES, "check the kubeconfig's server or a proxy in the way")
+DRAINED = Cap(MAX_BODY_BYTES, CAP.fix, cut=True)
+"""A dry-run create's answer, read only to free the connection: the first ``MAX_BODY_BYTES``, the rest left."""
 MAX_KUBECONFIG_BYTES = 1024 * 1024
 MAX_PAGES = 20
 PAGE_SIZE = 500
@@ -392,10 +398,8 @@ class ClusterReader:
                 response = api.custom.create_namespaced_custom_object(
                     group, version, namespace, plural, manifest, **options
                 )
-            try:
-                response.read(MAX_BODY_BYTES)  # read to the end: an unread answer spoils the pooled connection
-            finally:
-                response.release_conn()
+            # Read to its end (an unread answer spoils the pooled connection), within the cap: the body is not used.
+            read_response(response, DRAINED, f"the dry-run create of {what} at {self.where}")
 
         try:
             deadline.call(call, budget.total, cancel=self.close)
@@ -418,6 +422,10 @@ class ClusterReader:
             ) from None
         except (urllib3.exceptions.HTTPError, OSError) as err:
             raise _NotAdmittedYetError(f"{type(err).__name__} from the API server") from None
+        except ReplyEncodingError as err:
+            raise ClusterReadError(
+                f"the cluster at {self.where} answered the dry-run create of {what} with a body it cannot read ({err})"
+            ) from None
 
     def wait_admitted(self, manifest: dict[str, Any], bound: float = WEBHOOK_BOUND) -> int:
         """Dry-run create ``manifest`` until the API server admits it (its webhooks answer), at most ``bound``
@@ -531,15 +539,7 @@ class ClusterReader:
 
         def attempt(left: float) -> dict[str, Any] | None:
             def call() -> dict[str, Any] | None:
-                response = request(api, timeout)
-                try:
-                    body = response.read(MAX_BODY_BYTES + 1)
-                finally:
-                    response.release_conn()
-                if len(body) > MAX_BODY_BYTES:
-                    raise ClusterReadError(
-                        f"the cluster at {self.where} sent more than {MAX_BODY_BYTES} bytes for {path}"
-                    )
+                body = read_response(request(api, timeout), CAP, f"GET {self.where}{path}")
                 try:
                     document = parse_json(body, f"the cluster's answer to {path}")
                 except InputError as err:
@@ -585,6 +585,10 @@ class ClusterReader:
         from kubernetes.client.exceptions import ApiException
 
         where = self.where
+        if isinstance(err, ReplyTooLargeError):  # the one bounded read's line (core.bounded)
+            return ClusterReadError(str(err))
+        if isinstance(err, ReplyEncodingError):
+            return ClusterReadError(f"the cluster at {where} answered {path} with a body it cannot read ({err})")
         if isinstance(err, ApiException):
             status = err.status or 0
             if status == 0 and "SSLError" in str(err.reason):  # the client's wrapping of urllib3's SSLError

@@ -17,6 +17,7 @@ from pydantic import AfterValidator, Field, StringConstraints
 
 from core import deadline
 from core.boundary import BoundaryError, Model, Text, parse
+from core.bounded import Cap, ReplyEncodingError, ReplyTooLargeError
 from core.layout import BASE_FILES, CONVERTED, SOURCE_RECORD
 from workloads.container.checkpoint_scan import PARAMS_DIR, ListingTooLongError, newest_complete_step, split_uri
 
@@ -30,6 +31,10 @@ MAX_SHOWN = 5
 """Problems of one output named in the error (then how many more)."""
 MAX_LISTED = 10_000
 """Objects a listing of one folder may return (an exported model has a few dozen)."""
+MAX_REPLY_BYTES = 8 * 1024 * 1024
+"""The largest JSON reply of GCS read, received or inflated (``core.bounded``): a listing page holds at most 1000
+objects' metadata, about 1 KB each."""
+REPLY_CAP = Cap(MAX_REPLY_BYTES, "check STORAGE_EMULATOR_HOST or a proxy in the way")
 T = TypeVar("T")
 
 
@@ -53,17 +58,30 @@ class FinalCheckpoint:
 
 
 def storage_client() -> storage.Client:
-    """A client from Application Default Credentials, or the access token Pulumi's gcp provider may use."""
+    """A client from Application Default Credentials, or the access token Pulumi's gcp provider may use; every
+    JSON API reply through the one bounded read (``capped``)."""
     from google.cloud import storage
 
     if os.environ.get("STORAGE_EMULATOR_HOST"):
-        return storage.Client.create_anonymous_client()
+        return capped(storage.Client.create_anonymous_client())
     token = os.environ.get("GOOGLE_OAUTH_ACCESS_TOKEN")
     if token:
         from google.oauth2.credentials import Credentials
 
-        return storage.Client(credentials=Credentials(token), project=os.environ.get("GOOGLE_CLOUD_PROJECT"))
-    return storage.Client()
+        return capped(storage.Client(credentials=Credentials(token), project=os.environ.get("GOOGLE_CLOUD_PROJECT")))
+    return capped(storage.Client())
+
+
+def capped(client: storage.Client) -> storage.Client:
+    """``client`` with ``MAX_REPLY_BYTES`` on every reply of its session (``infra.transports.cap_session``): the
+    session google-cloud-core's ``Client._http`` builds (google-auth's ``AuthorizedSession``, a ``requests.Session``;
+    ``google/cloud/client/__init__.py``), which every JSON API call and media download of google-cloud-storage goes
+    through. The JSON replies (listings, metadata) are read through the cap; a media download (``stream=True``) is
+    bounded by its reader, ``core.hf_model.read_object``."""
+    from infra.transports import cap_session
+
+    cap_session(client._http, REPLY_CAP)
+    return client
 
 
 def open_client() -> storage.Client:
@@ -135,6 +153,10 @@ def describe(err: Exception, what: str) -> str:
         return f"GCS redirected {what} too many times; check STORAGE_EMULATOR_HOST or the proxy"
     if isinstance(err, http.SSLError):
         return f"TLS with GCS failed for {what}; check the proxy or its certificate"
+    if isinstance(err, ReplyTooLargeError):  # the one bounded read's line (core.bounded; read_object names what)
+        return str(err) if str(err).startswith(what) else f"{what}: {err}"
+    if isinstance(err, ReplyEncodingError):
+        return f"GCS answered {what} with a body it cannot read ({err})"
     if isinstance(err, ValueError):  # JSON that does not parse (requests' JSONDecodeError included)
         return f"GCS answered {what} with something that is not the JSON it sends"
     if isinstance(err, http.ConnectionError | http.Timeout | OSError):

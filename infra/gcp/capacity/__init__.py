@@ -24,9 +24,10 @@ Each finding is one line: a *problem* stops `pulumi up` (and a preview) before a
 do not settle) is a warning, since the check cannot decide; so are the pools' maximum beyond the quotas and a
 permission test that cannot be made. ``tpu-rl:workflow.capacityCheck: false`` skips it all.
 
-Tests that replace the clients patch them where the check reads them (``infra.gcp.capacity.check.make_clients``;
-the size cap, ``infra.gcp.capacity.reads.capped_body``): neither is re-exported here, so a patch of the package's
-name fails instead of silently doing nothing."""
+Tests that replace the clients patch them where the check reads them (``infra.gcp.capacity.check.make_clients``):
+it is not re-exported here, so a patch of the package's name fails instead of silently doing nothing. The size cap
+is the one bounded read of every client (``core.bounded``; ``ReplyTooLargeError`` and ``ReplyEncodingError`` are
+its classes, re-exported)."""
 
 from infra.gcp.capacity.apis import api_findings
 from infra.gcp.capacity.check import check_capacity

@@ -4,26 +4,29 @@ budget (``core.deadline`` ``compute``), a reply's fields parsed with limits, and
 
 Every reply is parsed once, where it is read (each check's module parses its own reply into its frozen dataclass
 with the field readers here); a reply of another shape (not JSON, a field of the wrong type, a number out of
-range) is one line naming the API and the field, and every reply is read through a size cap
-(``MAX_REPLY_BYTES``, compressed and inflated alike; a requests adapter on each client's session), so a gzip bomb
-costs at most the cap."""
+range) is one line naming the API and the field, and every reply is read through the one bounded read
+(``core.bounded``: ``MAX_REPLY_BYTES``, compressed and inflated alike; ``infra.transports``' requests adapter on
+each client's session), so a gzip bomb costs at most the cap."""
 
 from __future__ import annotations
 
 import json
 import math
 import re
-import zlib
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from core import deadline
+from core.bounded import Cap, ReplyEncodingError, ReplyTooLargeError
 from core.redact import scrub
+from infra.transports import cap_session
 
 T = TypeVar("T")
 MAX_REPLY_BYTES = 4 * 1024 * 1024
 """The largest reply read, before and after inflating (a region's quotas are ~20 KB, a page of 100 node VMs
 well under 1 MB)."""
+FIX = "a Google API answers this in kilobytes: check for a proxy in the way"
+"""What a reply past the cap tells the operator to check (``core.bounded.Cap``)."""
 MAX_DEPTH = 64
 """The deepest JSON nesting read (the replies read here nest under 10 levels)."""
 MAX_COUNT = 2**31 - 1
@@ -93,40 +96,6 @@ def granted(body: bytes) -> list[str]:
     return [as_text(p, f"permissions[{n}]", 100) for n, p in enumerate(permissions)]
 
 
-class ReplyTooLargeError(Exception):
-    """A reply was larger than ``MAX_REPLY_BYTES`` (compressed or inflated)."""
-
-
-class ReplyEncodingError(Exception):
-    """A reply in a content encoding the check does not inflate (it asks for gzip or deflate only)."""
-
-
-def capped_body(chunks: Iterable[bytes], encoding: str, cap: int = MAX_REPLY_BYTES) -> bytes:
-    """The body, inflated when gzip or deflate, at most ``cap`` bytes either way (never more in memory)."""
-    encoding = encoding.strip().lower()
-    if encoding in ("", "identity"):
-        decoder = None
-    elif encoding in ("gzip", "x-gzip", "deflate"):
-        decoder = zlib.decompressobj(32 + zlib.MAX_WBITS)  # gzip or zlib, by its header
-    else:
-        raise ReplyEncodingError(encoding[:20])
-    parts: list[bytes] = []
-    received = produced = 0
-    for chunk in chunks:
-        received += len(chunk)
-        if received > cap:
-            raise ReplyTooLargeError(cap)
-        if decoder is not None:
-            chunk = decoder.decompress(chunk, cap + 1 - produced)
-            if decoder.unconsumed_tail:
-                raise ReplyTooLargeError(cap)
-        produced += len(chunk)
-        if produced > cap:
-            raise ReplyTooLargeError(cap)
-        parts.append(chunk)
-    return b"".join(parts)
-
-
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
 _JSON_NESTING = re.compile(rb"[\[\]{}]")
 
@@ -151,48 +120,12 @@ def json_object(body: bytes) -> None:
         raise ReplyError(f"JSON nested deeper than {MAX_DEPTH} levels")
 
 
-def _capped_adapter(cap: int) -> Any:
-    from requests.adapters import HTTPAdapter
-
-    class CappedAdapter(HTTPAdapter):
-        """Reads each reply itself, bounded (``capped_body``), and hands requests the plain bytes: the clients'
-        REST transports then parse ``response.content`` as usual."""
-
-        def send(  # type: ignore[override]  # the same arguments, passed on as they come
-            self, request: Any, stream: bool = False, **kwargs: Any
-        ) -> Any:
-            request.headers["Accept-Encoding"] = "gzip, deflate"
-            response = super().send(request, stream=True, **kwargs)
-            try:
-                body = capped_body(
-                    response.raw.stream(64 * 1024, decode_content=False),
-                    response.headers.get("Content-Encoding", ""),
-                    cap,
-                )
-            except BaseException:
-                response.close()  # drops the connection: the rest of the body is never read
-                raise
-            response.headers.pop("Content-Encoding", None)
-            # What ``Response.content`` reads and then keeps (requests models.py): set, it is not read again.
-            response._content = body
-            response._content_consumed = True  # type: ignore[attr-defined]
-            response.close()  # read to its end: the connection goes back to the pool
-            if response.status_code < 400:
-                json_object(body)
-            return response
-
-    return CappedAdapter(max_retries=0)
-
-
 def cap_replies(client: Any, cap: int = MAX_REPLY_BYTES) -> None:
-    """Mount the capped adapter on a client's REST session. The REST transports build their
-    ``AuthorizedSession`` (a ``requests.Session``) in ``__init__`` and take no session argument (e.g.
-    ``compute_v1/services/regions/transports/rest.py``: ``self._session = AuthorizedSession(...)``); mounting an
-    adapter on that session is requests' own ``Session.mount``."""
-    session = client.transport._session
-    adapter = _capped_adapter(cap)
-    for prefix in ("https://", "http://"):
-        session.mount(prefix, adapter)
+    """Every reply of a client's REST session through the one bounded read (``infra.transports.cap_session``), a
+    successful one a JSON object (``json_object``). The REST transports build their ``AuthorizedSession`` (a
+    ``requests.Session``) in ``__init__`` and take no session argument (e.g.
+    ``compute_v1/services/regions/transports/rest.py``: ``self._session = AuthorizedSession(...)``)."""
+    cap_session(client.transport._session, Cap(cap, FIX), json_object)
 
 
 class Clients:
@@ -372,9 +305,9 @@ def bounded_read(
     except (auth.DefaultCredentialsError, auth.RefreshError):
         raise ReadFailedError(f"{what}: no usable Google credentials (gcloud auth application-default login)") from None
     except ReplyTooLargeError as err:
-        raise ReadFailedError(f"{what}: {source} sent more than {err.args[0]} bytes") from None
+        raise ReadFailedError(f"{what}: {source}: {err}") from None
     except ReplyEncodingError as err:
-        raise ReadFailedError(f"{what}: {source} {REPLY} (content encoding {scrub(err.args[0])!r})") from None
+        raise ReadFailedError(f"{what}: {source} {REPLY} ({err})") from None
     except ReplyError as err:
         raise ReadFailedError(f"{what}: {source} {REPLY} ({err})") from None
     except json_format.ParseError as err:
