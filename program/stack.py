@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -20,6 +21,7 @@ from infra.gcp.apis import ProjectApis
 from infra.gcp.cluster import GkeCluster, GkeClusterArgs
 from infra.gcp.gke_spec import IMAGE_STREAMING_API
 from infra.gcp.identities import IdentitiesArgs, NodeIdentities, grant_key
+from infra.gcp.images import image_outputs, pin_images, to_resolve
 from infra.gcp.kms import PROPAGATION_SECONDS, GrantPropagation, SecretsKey, SecretsKeyArgs
 from infra.gcp.naming import Names, names_for
 from infra.gcp.network import Network, NetworkArgs
@@ -27,7 +29,7 @@ from infra.gcp.storage import ArtifactBucket, BucketArgs, bucket_args
 from infra.k8s.platform import DestroyGuard, KubernetesPlatform, PlatformArgs
 from program.config import settings_from_runtime
 from workloads.preflight import COMMIT, BaseModel
-from workloads.specs.step_specs import plan_workflow
+from workloads.specs.step_specs import Workflow, plan_workflow
 from workloads.workflow import WorkflowArgs, WorkflowRun
 
 
@@ -46,6 +48,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     except ConfigError as err:
         raise pulumi.RunError(str(err)) from None
     names = names_for(settings)
+    configured_images = settings.images
     pinned = settings.model.revision if COMMIT.fullmatch(settings.model.revision) else ""
     base = BaseModel(pinned, None)  # what the preflight reads, when it runs
     reuse: frozenset[str] = frozenset()  # what the capacity check found left by an earlier destroy (imported)
@@ -55,6 +58,8 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
             raise pulumi.RunError("\n".join(f"preflight: {problem}" for problem in problems))  # one line each
         if settings.workflow.enabled and settings.workflow.preflight:
             base = _preflight(settings)
+        if live:
+            settings, plan = _pinned_images(settings, plan)
         if live and settings.workflow.capacity_check:
             reuse = _capacity(settings)
 
@@ -168,6 +173,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
             "capacity": settings.tpu.capacity,
         },
     )
+    pulumi.export("images", image_outputs(configured_images, settings.images))
     pulumi.export("estimate", estimate_for(settings).to_output())
     pulumi.export("kubeconfig", gke.kubeconfig)
     pulumi.export("getCredentialsCommand", settings.get_credentials_command)
@@ -214,6 +220,34 @@ def _step_access(
         what=f"the new grants of the {step} step's account {names.service_accounts[step]}",
         advice=f"if the {step} step still fails with 403 on the bucket, run `pulumi up` again",
     )
+
+
+def _pinned_images(settings: Settings, plan: Workflow | None) -> tuple[Settings, Workflow | None]:
+    """Each image the configuration names by tag, pinned to the digest its registry gives the tag now
+    (``infra.gcp.registry``), before anything is registered: the steps run that digest, whatever the tag points to
+    later, and their names and output paths hash it, so a tag that moves to another image is a new step, while an
+    `up` that reads the same digest again plans the same steps. Run by `pulumi up` and `pulumi preview`; the offline
+    plan reads no registry and shows the images as configured. Every image that cannot be read is one line."""
+    from infra.gcp.registry import RegistryError, resolve_digest
+
+    digests, problems = {}, []
+    tagged = to_resolve(settings.images)
+    for key, image in tagged.items():
+        try:
+            digests[key] = resolve_digest(image, key=f"images.{key}")
+        except RegistryError as err:
+            problems.append(f"images: {err}")
+    if problems:
+        raise pulumi.RunError("\n".join(problems))  # one line each
+    if not digests:
+        return settings, plan
+    for key, digest in digests.items():
+        pulumi.log.info(f"images: tpu-rl:images.{key} ({tagged[key]}) is {digest}")
+    pinned = dataclasses.replace(settings, images=pin_images(settings.images, digests))
+    try:
+        return pinned, plan_workflow(pinned) if plan is not None else None
+    except ConfigError as err:
+        raise pulumi.RunError(str(err)) from None
 
 
 def _capacity(settings: Settings) -> frozenset[str]:

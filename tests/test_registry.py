@@ -244,3 +244,82 @@ def test_the_images_output_records_each_digest_or_none():
         "image": CONFIGURED.pathways_proxy,
         "digest": None,
     }
+
+
+# The wiring: `up` pins before anything is registered, and the step names hash the digest.
+
+
+def _names(plan):
+    return {step.step: step.name for step in plan}
+
+
+def _jobset_images(plan):
+    found = set()
+    for step in plan:
+        for job in step.manifest["spec"]["replicatedJobs"]:
+            found |= {c["image"] for c in job["template"]["spec"]["template"]["spec"]["containers"]}
+    return found
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_up_pins_the_tagged_images_and_the_step_names_hash_the_digest(monkeypatch, stack):
+    from infra.gcp import registry
+    from program.stack import _pinned_images
+    from tests.lifecycle_walk import settings, workflow
+
+    s = settings(stack, [])
+    plan = workflow(s)
+    read = []
+
+    def answer(digest):
+        def resolve(image, *, key):
+            read.append((key, image))
+            return digest
+
+        return resolve
+
+    monkeypatch.setattr(registry, "resolve_digest", answer(DIGEST))
+    pinned, pinned_plan = _pinned_images(s, plan)
+    assert read == [("images.maxtext", s.images.maxtext)], "only the image named by tag is read"
+    maxtext = images.parse(s.images.maxtext).pinned(DIGEST)
+    assert pinned.images.maxtext == maxtext and maxtext in _jobset_images(pinned_plan)
+    assert all("@sha256:" in image for image in _jobset_images(pinned_plan)), "every image runs by digest"
+    before, after = _names(plan), _names(pinned_plan)
+    assert all(before[step] != after[step] for step in before), "each step runs MaxText: a new image, a new name"
+    # Another up reading the same digest plans the same steps; a digest the tag moved to is a new step.
+    assert _names(_pinned_images(s, plan)[1]) == after
+    assert _pinned_images(pinned, pinned_plan) == (pinned, pinned_plan), "a pinned image is not read again"
+    monkeypatch.setattr(registry, "resolve_digest", answer("sha256:" + "b" * 64))
+    moved = _names(_pinned_images(s, plan)[1])
+    assert all(moved[step] != after[step] for step in after)
+
+
+def test_up_stops_with_one_line_per_image_it_cannot_read(monkeypatch):
+    import pulumi
+
+    from infra.gcp import registry
+    from program.stack import _pinned_images
+    from tests.lifecycle_walk import settings, workflow
+
+    def refuse(image, *, key):
+        raise RegistryError(f"tpu-rl:{key} ({image}): us-docker.pkg.dev has no tag (HTTP 404)")
+
+    tagged = f"us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:{TAG}"
+    s = settings("dev", [f"tpu-rl:images.pathwaysProxy={tagged}"])
+    monkeypatch.setattr(registry, "resolve_digest", refuse)
+    with pytest.raises(pulumi.RunError) as err:
+        _pinned_images(s, workflow(s))
+    lines = str(err.value).splitlines()
+    assert [line.split(" (")[0] for line in lines] == [
+        "images: tpu-rl:images.maxtext",
+        "images: tpu-rl:images.pathwaysProxy",
+    ]
+
+
+def test_the_offline_plan_reads_no_registry_and_records_the_images_as_configured(prod_plan):
+    from core.config.schema import DEFAULT_IMAGES
+
+    out = prod_plan.outputs["images"]
+    assert {key: value["configured"] for key, value in out.items()} == DEFAULT_IMAGES
+    assert out["maxtext"]["image"] == DEFAULT_IMAGES["maxtext"] and out["maxtext"]["digest"] is None
+    assert out["pathwaysServer"]["digest"] == DEFAULT_IMAGES["pathwaysServer"].split("@")[1]
