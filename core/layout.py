@@ -9,7 +9,20 @@ from ``base_output_directory`` and ``run_name``; tunix writes the actor's checkp
 from __future__ import annotations
 
 PATHWAYS_SCRATCH = "pathways/"
-"""The Pathways servers' ``--gcs_scratch_location`` under the bucket."""
+"""Where the Pathways servers' ``--gcs_scratch_location`` folders live under the bucket (``compile_cache``): the
+prefix the node accounts may write besides training's own (``infra.gcp.access``)."""
+
+
+def compile_cache(bucket: str, model: str, key: str) -> str:
+    """The training step's Pathways scratch, ``gs://<bucket>/pathways/<model>/<key>/``: the servers'
+    ``--gcs_scratch_location``, where Pathways keeps its compilation cache (``compilation_cache/`` below it), so
+    every attempt of a run, and every later run with the same ``key``, compiles from it. ``key`` is
+    ``workloads.specs.step_specs.compile_cache_key``: a changed model, image, slice or program knob is another
+    folder, never a stale entry. Under ``pathways`` rather than the step's ``<model>/train/``: a GCS client that
+    creates a folder looks each missing parent up as an object without its "/", which the ``pathways`` grant
+    (no "/") covers and ``<model>/train/`` would not (the servers are closed binaries: how they create folders is
+    not known)."""
+    return f"gs://{bucket}/{PATHWAYS_SCRATCH}{model}/{key}/"
 
 
 def step_prefix(model: str, step: str) -> str:

@@ -612,7 +612,11 @@ def test_training_env_matches_the_tutorial():
     assert workload["HF_TOKEN"]["valueFrom"] == {"secretKeyRef": {"name": "hf-token", "key": "token"}}
     rm = head["initContainers"][1]
     assert "--instance_type=tpuv6e:4x8" in rm["args"] and "--instance_count=1" in rm["args"]
-    assert "--gcs_scratch_location=gs://my-tpu-prod-project-tpu-rl-prod/pathways/" in rm["args"]
+    # The Pathways scratch is training's compilation cache, keyed (tests/test_compile_cache.py).
+    scratch = [a for a in rm["args"] if a.startswith("--gcs_scratch_location=")]
+    assert re.fullmatch(
+        r"--gcs_scratch_location=gs://my-tpu-prod-project-tpu-rl-prod/pathways/gemma4-26b/[0-9a-f]{10}/", *scratch
+    )
     assert os.path.basename(head["nodeSelector"]["cloud.google.com/gke-nodepool"]) == "cpu-np"
     assert re.fullmatch(r"4", worker["containers"][0]["resources"]["limits"]["google.com/tpu"])
 

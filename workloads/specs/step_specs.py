@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.config.values import error
-from core.layout import CONVERTED, PATHWAYS_SCRATCH, actor_checkpoints, step_output
+from core.layout import CONVERTED, actor_checkpoints, compile_cache, step_output
 from core.names import CLUSTER_QUEUE, HF_WRITE_SECRET, PUBLISH, PUBLISH_ENV, QUEUE_LABEL, RETRY_ANNOTATION
 from core.records import RECORD
 from core.settings import Settings
@@ -97,6 +97,34 @@ def step_hash(payload: Any) -> str:
     """A short, stable hash of a JSON-able payload."""
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:HASH_CHARS]
+
+
+NOT_COMPILED = ("num_batches", "checkpoint_period")
+"""Training knobs left out of the compilation cache's key: how many batches a run trains and how often it saves
+(a loop's count and a host-side period; the learning-rate schedule has its own knob, which is in the key)."""
+
+
+def compile_cache_key(settings: Settings) -> str:
+    """The key of training's compilation cache (``core.layout.compile_cache``), a short hash of what the compiled
+    programs are made from: MaxText's model, the three images (the compilers: MaxText's JAX and vLLM, the Pathways
+    servers), the slice (TPU version, machine type, topology, slices: the mesh), the optimizer, every training knob
+    but ``NOT_COMPILED`` and ``tpu-rl:training.extraArgs``. Not in it: the model's revision (the same architecture
+    compiles the same), the dataset, the paths, the deadlines, the cluster. A key that keeps too much is a cold
+    cache, never a stale entry; Pathways names its own entries by hashes too (``<hash>_<hash>.binarypb``), so the
+    key partitions the cache by what its entries cannot see (an image retagged to another build keeps its name:
+    pin images by digest). Cache content never changes a step's name: the manifest holds only the folder."""
+    training = settings.training
+    shape = settings.slice
+    images = settings.images
+    payload = {
+        "model": settings.model.spec.maxtext_name,
+        "images": [images.maxtext, images.pathways_server, images.pathways_proxy],
+        "slice": [shape.version, shape.machine_type, shape.topology, settings.tpu.slices],
+        "optimizer": training.optimizer,
+        "knobs": {key: value for key, value in training.knobs.items() if key not in NOT_COMPILED},
+        "extraArgs": dict(training.extra_args),
+    }
+    return step_hash(payload)
 
 
 MEMORY_FIX = "raise tpu-rl:workflow.stepMemoryGib (and tpu-rl:cpuPool.machineType if the node no longer fits it)"
@@ -396,7 +424,7 @@ def _train_step(settings: Settings, before: Mapping[str, Step]) -> Step:
         name=NAME,
         step_id=STEP_ID,
         scripts=scripts_name(NAME),
-        scratch_uri=f"gs://{settings.bucket_name}/{PATHWAYS_SCRATCH}",
+        scratch_uri=compile_cache(settings.bucket_name, settings.model.spec.name, compile_cache_key(settings)),
         annotations={**SKIP_AWAIT, **PATCH_FORCE},
     )
     operational = (*OPERATIONAL_PATHS, stall_path(manifest))
