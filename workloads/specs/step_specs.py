@@ -111,8 +111,9 @@ def compile_cache_key(settings: Settings) -> str:
     but ``NOT_COMPILED`` and ``tpu-rl:training.extraArgs``. Not in it: the model's revision (the same architecture
     compiles the same), the dataset, the paths, the deadlines, the cluster. A key that keeps too much is a cold
     cache, never a stale entry; Pathways names its own entries by hashes too (``<hash>_<hash>.binarypb``), so the
-    key partitions the cache by what its entries cannot see (an image retagged to another build keeps its name:
-    pin images by digest). Cache content never changes a step's name: the manifest holds only the folder."""
+    key partitions the cache by what its entries may not see. The images are the settings' as the step runs them:
+    ``pulumi up`` pins a tag to its digest first (``program.stack._pinned_images``), so a moved tag is another key.
+    Cache content never changes a step's name: the manifest holds only the folder."""
     training = settings.training
     shape = settings.slice
     images = settings.images
