@@ -1,0 +1,418 @@
+"""The judge of the PR preview (``policy/judge_preview.py``) on preview digests written as ``pulumi preview --json
+--show-sames`` writes them, against the pack as the engine runs it (``tests/analyzer.py``).
+
+A digest is built here from an offline plan with the field names of pulumi's Go structs (pulumi/pulumi at 1b59498:
+``pkg/display/json.go`` ``PreviewDigest``, ``PreviewStep``; ``sdk/go/common/apitype/core.go`` ``ResourceV3``) and
+the values ``pkg/backend/display/json.go`` writes: ``getPreviewMetadataStep`` serialises a step's states with
+``stateForJSONOutput`` (every secret the string ``[secret]``: ``massagePropertyValue``) and
+``stack.SerializeResource`` (an unknown the ``computedValuePlaceholder`` string, empty maps and false flags left out:
+``omitempty``), and ``json.MarshalIndent`` prints it (numbers as Go prints a float64: ``8``, not ``8.0``; ``<``,
+``>``, ``&`` escaped).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pulumi.output import Unknown
+
+from policy import judge_preview
+from tests import analyzer
+from tests.analyzer import Pack
+from tests.conftest import plan_of
+from tests.pure_plan import pure_plan
+from tools.plan.offline import SECRET_SIG, SECRET_SIG_KEY, UNKNOWN, Plan
+from tools.stack_files import ROOT
+
+STACKS = ("dev", "prod")
+SERVICE = "kubernetes:core/v1:Service"
+JOBSET = analyzer.JOBSET
+
+
+# ---------------------------------------------------------------------------------------------
+# A digest as the CLI writes it
+
+
+def _massaged(value: Any) -> Any:
+    """``massagePropertyValue`` without ``--show-secrets``, then the JSON Go writes of a float64."""
+    if isinstance(value, analyzer.Secret):
+        return judge_preview.SECRET
+    if isinstance(value, dict):
+        if value.get(SECRET_SIG_KEY) == SECRET_SIG:
+            return judge_preview.SECRET
+        return {k: _massaged(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_massaged(v) for v in value]
+    if isinstance(value, Unknown):
+        return UNKNOWN
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        return int(value)
+    return value
+
+
+def _state(urn: str, type_: str, inputs: Mapping[str, Any], outputs: Mapping[str, Any], *, custom: bool = True,
+           parent: str = "", protect: bool = False) -> dict[str, Any]:  # fmt: skip
+    """An ``apitype.ResourceV3`` as ``SerializeResource`` fills it (``omitempty`` fields left out when empty)."""
+    state: dict[str, Any] = {"urn": urn, "custom": custom, "type": type_}
+    if inputs:
+        state["inputs"] = _massaged(dict(inputs))
+    if outputs:
+        state["outputs"] = _massaged(dict(outputs))
+    if parent:
+        state["parent"] = parent
+    if protect:
+        state["protect"] = True
+    return state
+
+
+def _wire_inputs(plan: Plan, r: Mapping[str, Any]) -> Any:
+    """What the engine holds of the resource's inputs: the program's own Struct where the plan ran it."""
+    sent = plan.wire.get((r["type"], r["name"]))
+    return sent[0] if sent is not None else r["inputs"]
+
+
+def _urn(plan: Plan, type_: str, name: str) -> str:
+    """The resource's URN (the mock monitor's, keyed by name: a component and its provider may share one)."""
+    urn = analyzer._urn(plan, type_, name)
+    if urn.split("::")[2].rsplit("$", 1)[-1] == type_:
+        return urn
+    return f"urn:pulumi:{plan.stack}::tpu-rl::{type_}::{name}"
+
+
+def digest(plan: Plan, op: str = "create") -> dict[str, Any]:
+    """The ``PreviewDigest`` of a preview of ``plan``: every resource a ``create`` (a stack with nothing created), or
+    ``same`` (a stack already up to date: the old state's outputs are the live objects)."""
+    stack_urn = f"urn:pulumi:{plan.stack}::tpu-rl::pulumi:pulumi:Stack::tpu-rl-{plan.stack}"
+    root = _state(stack_urn, "pulumi:pulumi:Stack", {}, {}, custom=False)
+    steps: list[dict[str, Any]] = [
+        {"op": op, "urn": stack_urn, **({"oldState": root} if op == "same" else {}), "newState": root}
+    ]
+    for r in plan.resources:
+        urn = _urn(plan, r["type"], r["name"])
+        o = r["options"]
+        parent = analyzer._urn(plan, "", o["parent"]) if o.get("parent") else stack_urn
+        inputs = _wire_inputs(plan, r)
+        new = _state(urn, r["type"], inputs, {}, parent=parent, protect=bool(o.get("protect")))
+        step: dict[str, Any] = {"op": op, "urn": urn, "provider": "", "newState": new, "detailedDiff": None}
+        if op == "same":
+            live = analyzer.outputs(plan, r, preview=False)
+            step["oldState"] = _state(urn, r["type"], inputs, live, parent=parent, protect=bool(o.get("protect")))
+        steps.append({k: v for k, v in step.items() if v != ""})
+    return {
+        "config": {"tpu-rl:hfToken": judge_preview.SECRET, "tpu-rl:project": "p"},
+        "steps": steps,
+        "duration": 4_200_000_000,
+        "changeSummary": {op: len(steps)},
+    }
+
+
+def written(document: Mapping[str, Any]) -> str:
+    """The text ``json.MarshalIndent(&digest, "", "    ")`` prints (HTML characters escaped, as Go's encoder does)."""
+    text = json.dumps(document, indent=4, ensure_ascii=False)
+    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028")):
+        text = text.replace(char, escaped)
+    return text + "\n"
+
+
+def judged(document: Mapping[str, Any], stack: str) -> list[judge_preview.Finding]:
+    return judge_preview.judge(json.loads(written(document)), stack, analyzer.policy_config_file(stack)).findings
+
+
+def _key(findings: Any) -> list[tuple[str, str, str, bool]]:
+    """What a finding says (``tests/analyzer.py`` keeps the URN a policy reports, none for a resource's own)."""
+    return sorted((f.policy, f.level, f.message, f.unjudged) for f in findings)
+
+
+def engine_findings(plan: Plan, stack: str, *, live: bool = False) -> list[analyzer.Finding]:
+    """What ``pulumi preview --policy-pack`` shows of the plan: a preview (``dry_run``), ``AnalyzeStack`` on the
+    previewed outputs, or on the live objects when nothing changes (``live``)."""
+    pack = Pack(analyzer.policy_config_file(stack), dry_run=True)
+    return analyzer.analyze_plan(plan, pack, preview=not live)
+
+
+# ---------------------------------------------------------------------------------------------
+# The example stacks
+
+
+@pytest.mark.program
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_first_preview_of_each_example_stack_is_judged_as_the_engine_runs_the_pack(stack):
+    """Every resource a create, every output a provider computes unknown: the judge finds what the pack finds in the
+    preview (the same policies, levels, messages and URNs), no mandatory finding, and what it cannot see named."""
+    plan = analyzer.first_preview(stack)
+    found = judged(digest(plan), stack)
+    assert _key(found) == _key(engine_findings(plan, stack))
+    assert [f for f in found if f.level == "mandatory"] == []
+    unjudged = [f for f in found if f.unjudged]
+    assert unjudged and {f.level for f in unjudged} == {"advisory"}
+    assert any(".member" in f.message for f in unjudged if f.policy == "stack-principals")
+
+
+@pytest.mark.program
+@pytest.mark.parametrize("stack", STACKS)
+def test_an_unchanged_preview_of_each_example_stack_judges_every_same_step(stack):
+    """A preview that changes nothing: only ``same`` steps, which the digest holds with ``--show-sames`` (``shouldShow``
+    drops them otherwise). The stack validations read their old outputs (the live JobSets, a status included): the
+    same findings as the pack in the engine, and none mandatory."""
+    plan = plan_of(stack)
+    document = digest(plan, "same")
+    found = judged(document, stack)
+    assert _key(found) == _key(engine_findings(plan, stack, live=True))
+    assert [f for f in found if f.level == "mandatory"] == []
+    resources, steps = judge_preview.read_digest(json.loads(written(document)), stack)
+    assert len(resources) == len(steps) == len(plan.resources) + 1  # every resource and the stack
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile plans: the findings of the pack in the engine
+
+
+def _hostile(change) -> Plan:
+    plan = copy.deepcopy(pure_plan("prod"))
+    change(plan)
+    return plan
+
+
+def _image(image: Any):
+    def change(plan: Plan) -> None:
+        train = next(r for r in plan.resources if r["type"] == JOBSET)
+        spec = train["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        spec["containers"][0]["image"] = image
+
+    return change
+
+
+def _load_balancer(plan: Plan) -> None:
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "exposed", "namespace": "tpu-rl"},
+        "spec": {"type": "LoadBalancer", "ports": [{"port": 443}], "selector": {"app": "tpu-rl"}},
+    }
+    plan.resources.append(
+        {"type": SERVICE, "name": "exposed", "inputs": service, "options": {"protect": False, "parent": None}}
+    )
+
+
+HOSTILE = {
+    "a JobSet with an image from Docker Hub": (_image("docker.io/library/python:3.12"), {"trusted-registries"}),
+    "a JobSet with an unpinned image": (_image("us-docker.pkg.dev/cloud-tpu-images/inference/x:latest"), None),
+    "a LoadBalancer Service": (_load_balancer, {"no-exposed-services"}),
+}
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_a_hostile_preview_gets_the_findings_of_the_pack_in_the_engine(case):
+    change, expected = HOSTILE[case]
+    plan = _hostile(change)
+    found = judged(digest(plan), "prod")
+    assert _key(found) == _key(engine_findings(plan, "prod"))
+    base = {f.policy for f in engine_findings(pure_plan("prod"), "prod") if f.level == "mandatory"}
+    new = {f.policy for f in found if f.level == "mandatory"} - base
+    assert new and (expected is None or expected <= new), new
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("placeholder", [UNKNOWN, judge_preview.SECRET], ids=["unknown", "secret"])
+def test_a_value_the_digest_does_not_show_is_not_judged_harmless(placeholder):
+    """The unknown placeholder and ``[secret]`` (a secret's value, never in the digest) reach the pack as the engine's
+    unknown (inside a secret, for ``[secret]``): the policies that read it say they cannot judge it (advisory, "can't
+    run policy ... during preview"), as they do in the engine, and the verdict says so; a known forbidden image in the
+    same place is mandatory."""
+    plan = _hostile(_image(placeholder))
+    found = judged(digest(plan), "prod")
+    images = [f for f in found if f.policy in ("trusted-registries", "pinned-images")]
+    assert images and all(f.unjudged and f.level == "advisory" for f in images), images
+    assert all("image" in f.message for f in images)
+    if placeholder == UNKNOWN:
+        assert _key(found) == _key(engine_findings(_hostile(_image(Unknown())), "prod"))
+
+
+@pytest.mark.pure
+def test_numbers_arrive_as_doubles_and_typed_values_as_the_engine_sends_them():
+    errors: list[str] = []
+    sent = judge_preview._struct(
+        {
+            "count": 8,
+            "share": 0.5,
+            "ref": {judge_preview.SIG_KEY: judge_preview.RESOURCE_REFERENCE_SIG, "urn": "urn:x", "id": "id-1"},
+            "component": {judge_preview.SIG_KEY: judge_preview.RESOURCE_REFERENCE_SIG, "urn": "urn:x"},
+            "nan": {judge_preview.SIG_KEY: judge_preview.FLOAT_SIG, "value": "7ff8000000000001"},
+            "encrypted": {judge_preview.SIG_KEY: SECRET_SIG, "ciphertext": "v1:abc"},
+            "__defaults": ["skipped at the top level"],
+            "nested": {"__kept": True},
+        },
+        "inputs",
+        errors,
+        top=True,
+    )
+    assert errors == []
+    assert sent.fields["count"].number_value == 8.0 and sent.fields["count"].WhichOneof("kind") == "number_value"
+    assert sent.fields["ref"].string_value == "id-1" and sent.fields["component"].string_value == UNKNOWN
+    assert sent.fields["nan"].number_value != sent.fields["nan"].number_value  # NaN
+    secret = sent.fields["encrypted"].struct_value.fields
+    assert secret[SECRET_SIG_KEY].string_value == SECRET_SIG and secret["value"].string_value == UNKNOWN
+    assert "__defaults" not in sent.fields and sent.fields["nested"].struct_value.fields["__kept"].bool_value
+    judge_preview._struct({"odd": {judge_preview.SIG_KEY: "feedface"}}, "inputs", errors)
+    assert errors == ["inputs.odd: a signed value the engine does not write (feedface)"]
+
+
+@pytest.mark.pure
+def test_the_policy_config_is_reconciled_as_the_engine_and_the_tests_analyzer_do():
+    for stack in STACKS:
+        config = analyzer.policy_config_file(stack)
+        policies = analyzer._pack_module().POLICIES
+        assert judge_preview.reconciled(policies, config) == analyzer.reconciled(policies, config)
+    with pytest.raises(judge_preview.BadInputError) as refused:
+        judge_preview.reconciled(
+            policies, {"all": "mandatory", "bounded-retries": {"maxRestarts": "3"}, "no-such-policy": "advisory"}
+        )
+    assert str(refused.value) == (
+        "the policy config cannot be used: no-such-policy: no policy of the pack has this name; "
+        'bounded-retries.maxRestarts: "3" is not of type integer'
+    )
+    with pytest.raises(judge_preview.BadInputError, match="level 'strict' is not one of"):
+        judge_preview.reconciled(policies, {"all": "strict"})
+
+
+# ---------------------------------------------------------------------------------------------
+# As the workflow runs it: a file of the pack's folder, one line per finding, the exit status the verdict
+
+
+def _pack_copy(where: Path) -> tuple[Path, dict[str, str]]:
+    """The base's pack as the workflow installs it: policy/ (config with it), and core/ importable (the venv's)."""
+    pack = where / "policy"
+    shutil.copytree(ROOT / "policy", pack, ignore=shutil.ignore_patterns("venv", "__pycache__"))
+    site = where / "site"
+    shutil.copytree(ROOT / "core", site / "core", ignore=shutil.ignore_patterns("__pycache__"))
+    return pack, {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def _run(pack: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(pack / "judge_preview.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd="/",
+        timeout=60,
+    )
+
+
+@pytest.mark.pure
+def test_the_judge_runs_as_a_file_of_the_pack_and_fails_on_a_mandatory_finding(tmp_path):
+    pack, env = _pack_copy(tmp_path)
+    clean, hostile = tmp_path / "clean.json", tmp_path / "hostile.json"
+    clean.write_text(written(digest(pure_plan("prod"))))
+    hostile.write_text(written(digest(_hostile(_load_balancer))))
+    summary = tmp_path / "verdict.md"
+
+    passed = _run(pack, env, "prod", str(clean), "--summary", str(summary))
+    assert passed.returncode == 0, passed.stderr
+    assert passed.stderr == ""
+    assert passed.stdout.splitlines()[-1].startswith(f"prod: 48 resources judged by the pack at {pack}: 0 mandatory")
+    assert "no mandatory finding" in summary.read_text()
+
+    failed = _run(pack, env, "prod", str(hostile), "--summary", str(summary))
+    assert failed.returncode == 1, failed.stderr
+    lines = failed.stdout.splitlines()
+    assert (
+        "mandatory: no-exposed-services: kubernetes:core/v1:Service::exposed: Service exposed of type LoadBalancer "
+        "opens its pods beyond the cluster (the Pathways proxy, a step's port): use a ClusterIP Service"
+    ) in lines
+    text = summary.read_text()
+    assert text.startswith("**Verdict of the base branch's pack on the prod preview: 1 mandatory finding**")
+    assert "mandatory: no-exposed-services: kubernetes:core/v1:Service::exposed" in text
+
+
+BAD = {
+    "not JSON (a preview the branch ended)": ('{"steps": [', "not JSON"),
+    "empty (the CLI wrote nothing)": ("", "not JSON"),
+    "not an object": ("[]", "the preview digest is not a JSON object (pulumi preview --json writes one)"),
+    "no steps": ('{"steps": []}', "the preview digest has no steps (a preview writes its stack's step at least)"),
+    "steps it cannot read": (
+        json.dumps(
+            {
+                "steps": [
+                    {"op": "create", "urn": "urn:pulumi:dev::tpu-rl::pulumi:pulumi:Stack::tpu-rl-dev"},
+                    {"op": "teleport", "urn": "urn:pulumi:prod::tpu-rl::kubernetes:core/v1:Service::x"},
+                    {"op": "create", "urn": "urn:pulumi:prod::other::kubernetes:core/v1:Service::y"},
+                ]
+            }
+        ),
+        "the preview digest cannot be judged: steps[0]: urn 'urn:pulumi:dev::tpu-rl::pulumi:pulumi:Stack::tpu-rl-dev' "
+        "is not a URN of stack prod of tpu-rl; steps[1] (x): op 'teleport' is not a step the engine takes; steps[2]: "
+        "urn 'urn:pulumi:prod::other::kubernetes:core/v1:Service::y' is not a URN of stack prod of tpu-rl",
+    ),
+}
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_exits_2_in_one_line(tmp_path, case):
+    text, message = BAD[case]
+    document = tmp_path / "preview.json"
+    document.write_text(text)
+    summary = tmp_path / "verdict.md"
+    assert judge_preview.main(["prod", str(document), "--summary", str(summary)]) == 2
+    assert message in summary.read_text()
+
+
+@pytest.mark.pure
+def test_an_unreadable_digest_and_a_stack_without_config_exit_2(tmp_path, capsys):
+    assert judge_preview.main(["prod", str(tmp_path / "missing.json")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {tmp_path / 'missing.json'}: cannot read the preview digest (No such file or directory)\n"
+    (tmp_path / "p.json").write_text("{}")
+    assert judge_preview.main(["../prod", str(tmp_path / "p.json")]) == 2
+    assert capsys.readouterr().err == "error: the stack name '../prod' is not a plain name\n"
+    assert judge_preview.main(["staging", str(tmp_path / "p.json")]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {judge_preview.PACK / 'config' / 'staging.json'}: ")
+
+
+@pytest.mark.pure
+def test_the_summary_names_steps_and_findings_and_no_value():
+    """The comment shows ops, types, names and the pack's messages: no property value (a secret is never in the
+    digest; the program's other values stay out of the comment too)."""
+    plan = _hostile(_load_balancer)
+    secret_like = "hf_NOTINTHECOMMENTabcdefghijklmnopqrstuvwx"
+    next(r for r in plan.resources if r["name"] == "exposed")["inputs"]["metadata"]["annotations"] = {
+        "note": secret_like
+    }
+    document = json.loads(written(digest(plan)))
+    verdict = judge_preview.judge(document, "prod", analyzer.policy_config_file("prod"))
+    text = judge_preview.summary(verdict)
+    assert secret_like not in text
+    assert "create               kubernetes:core/v1:Service::exposed" in text
+    # A name cannot close the code block it is shown in.
+    document["steps"][-1]["urn"] = document["steps"][-1]["newState"]["urn"] = (
+        "urn:pulumi:prod::tpu-rl::kubernetes:core/v1:Service::a````b"
+    )
+    text = judge_preview.summary(judge_preview.judge(document, "prod", analyzer.policy_config_file("prod")))
+    assert "\n`````\n" in text
+
+
+@pytest.mark.pure
+def test_the_judge_reads_nothing_outside_the_pack_and_core():
+    """The import contract "the policy pack reads the pure layer only" (pyproject.toml) holds for it too, and it runs
+    on the pack's lock: no package the lock lacks."""
+    import ast
+
+    imported = set()
+    for node in ast.walk(ast.parse((ROOT / "policy" / "judge_preview.py").read_text())):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            imported.add(str(node.module).split(".")[0])
+    assert imported - set(sys.stdlib_module_names) == {"google", "pulumi", "tpu_rl_policies"}
+    lock = (ROOT / "policy" / "requirements.lock").read_text()
+    assert "\nprotobuf==" in lock and "\npulumi==" in lock and "\npulumi-policy==" in lock
