@@ -15,8 +15,13 @@ The policy, per reply:
 
 ``ReplyTooLargeError`` is ``core.hf_model``'s class, re-exported, not a second one: the step containers' programs
 raise and catch it and import nothing of the project but ``core/hf_model.py`` (inlined into their ConfigMaps, its
-text hashed into the step names, so it is not edited for this), and ``hf_model.read_object`` raises it for a GCS
-object read past its cap. One class: a reader catches one exception whichever side raised it.
+text hashed into the step names, so it is not edited for this). One class: a reader catches one exception whichever
+side raised it.
+
+A GCS object read is ``read_object``, also hf_model's, re-exported: google-cloud-storage's ``Blob.download_to_file``
+into a sink that holds at most the cap (for a range, its length) and stops the download at the first chunk past it;
+its line keeps hf_model's words (``<what>: the server sent more than the <N> bytes asked for``), which the
+containers print for the same reads.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
-from core.hf_model import ReplyTooLargeError
+from core.hf_model import ReplyTooLargeError, read_object
 from core.redact import scrub
 
 __all__ = [
@@ -36,6 +41,7 @@ __all__ = [
     "ReplyTooLargeError",
     "inflatable",
     "read",
+    "read_object",
     "size",
     "streamed",
 ]

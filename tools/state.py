@@ -63,6 +63,8 @@ NONCURRENT_DAYS = 90
 """A checkpoint's older versions are kept this long after a newer one replaced them (a lifecycle rule)."""
 TIMEOUT = (5.0, 20.0)
 """Connect and read timeout of every GCS and Cloud KMS request, in seconds."""
+MAX_LOCK_BYTES = 65536
+"""The most of one lock file read (a lock is a few hundred bytes)."""
 RETRY_SECONDS = 30.0
 """How long the GCS library retries a transient failure of one call (its default: 120 s)."""
 LOCK_HELP = "docs/operations.md#a-locked-stack"
@@ -420,10 +422,25 @@ def read_locks(backend: str, stack: str) -> list[Lock]:
     if folder is not None:
         # `pulumi login file://<dir>` keeps `.pulumi/` under <dir> (file://~ is ~/.pulumi/).
         found = sorted((folder / prefix).glob("*.json")) if (folder / prefix).is_dir() else []
-        return [parse_lock(f"{backend.rstrip('/')}/{prefix}{path.name}", path.read_bytes()[:65536]) for path in found]
+        return [
+            parse_lock(f"{backend.rstrip('/')}/{prefix}{path.name}", path.read_bytes()[:MAX_LOCK_BYTES])
+            for path in found
+        ]
     if parsed.scheme == "gs":
         return _gcs_locks(parsed.netloc, parsed.path.strip("/"), prefix)
     return []
+
+
+def _lock_head(bucket: str, blob: Any) -> bytes:
+    """A lock object's first ``MAX_LOCK_BYTES`` (a lock is a few hundred bytes; a larger one is still a lock, shown
+    as far as it parses), through the one bounded read of a GCS object (``core.bounded.read_object``): the whole
+    object when it is listed as small enough, else a byte range."""
+    from core.bounded import read_object
+
+    what = f"reading gs://{bucket}/{blob.name}"
+    if int(blob.size or 0) <= MAX_LOCK_BYTES:
+        return read_object(blob, MAX_LOCK_BYTES, what, timeout=TIMEOUT)
+    return read_object(blob, MAX_LOCK_BYTES, what, 0, MAX_LOCK_BYTES - 1, timeout=TIMEOUT)
 
 
 def _gcs_locks(bucket: str, subdir: str, prefix: str) -> list[Lock]:
@@ -436,7 +453,7 @@ def _gcs_locks(bucket: str, subdir: str, prefix: str) -> list[Lock]:
         client = storage_client()
         blobs = list(client.list_blobs(bucket, prefix=full, timeout=TIMEOUT, max_results=100))
         return [
-            parse_lock(f"gs://{bucket}/{blob.name}", blob.download_as_bytes(timeout=TIMEOUT)[:65536])
+            parse_lock(f"gs://{bucket}/{blob.name}", _lock_head(bucket, blob))
             for blob in blobs
             if blob.name.endswith(".json") and "/" not in blob.name[len(full) :]
         ]

@@ -77,7 +77,7 @@ def capped(client: storage.Client) -> storage.Client:
     session google-cloud-core's ``Client._http`` builds (google-auth's ``AuthorizedSession``, a ``requests.Session``;
     ``google/cloud/client/__init__.py``), which every JSON API call and media download of google-cloud-storage goes
     through. The JSON replies (listings, metadata) are read through the cap; a media download (``stream=True``) is
-    bounded by its reader, ``core.hf_model.read_object``."""
+    bounded by its reader, ``core.bounded.read_object``."""
     from infra.transports import cap_session
 
     cap_session(client._http, REPLY_CAP)
@@ -238,7 +238,7 @@ def source_record(client: Any, output_uri: str, **call: Any) -> SourceRecord | N
 
     from google.api_core.exceptions import NotFound
 
-    from core.hf_model import read_object
+    from core.bounded import read_object
 
     bucket, name = split_uri(output_uri + SOURCE_RECORD)
     try:
@@ -327,7 +327,7 @@ def published_record(client: Any, record_uri: str, **call: Any) -> dict[str, Any
 
     bucket, name = split_uri(record_uri)
     blob = client.bucket(bucket).blob(name)
-    from core.hf_model import read_object
+    from core.bounded import read_object
 
     try:
         data = read_object(blob, MAX_RECORD_BYTES, f"reading {record_uri}", 0, MAX_RECORD_BYTES - 1, **call)
@@ -362,7 +362,7 @@ def step_record(client: Any, record_uri: str, **call: Any) -> StepRecord | None:
     """A step's record (``core.records``), None when it is missing or is not one (the step did not finish)."""
     from google.api_core.exceptions import NotFound
 
-    from core.hf_model import read_object
+    from core.bounded import read_object
     from core.records import MAX_RECORD_BYTES as LIMIT
     from core.records import parse_record
 

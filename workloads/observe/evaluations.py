@@ -233,8 +233,8 @@ MAX_FILES = 1000
 
 def _download(blob: Any, **call: Any) -> str:
     """A log's text, at most its head and tail, each read holding at most the bytes it asked for
-    (``core.hf_model.read_object``: a server that ignores ``Range``, or an object larger than listed, stops)."""
-    from core.hf_model import read_object
+    (``core.bounded.read_object``: a server that ignores ``Range``, or an object larger than listed, stops)."""
+    from core.bounded import read_object
 
     size = blob.size or 0
     what = f"reading {blob.name}"

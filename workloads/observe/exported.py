@@ -1,6 +1,6 @@
 """The exported model as GCS holds it: its config, its index, every shard's safetensors header and size
 (google-cloud-storage, each request bounded by the caller's options; headers read as byte ranges, each read
-holding at most the bytes it asked for, ``core.hf_model.read_object``).
+holding at most the bytes it asked for, ``core.bounded.read_object``).
 
 What it checks on its own, before the comparison with the base model (``core.hf_model.compare``): every object
 is a file a model folder consists of, named as one plain file (``core.hf_model.export_file_problem``: no
@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.bounded import read_object
 from core.hf_model import (
     CONFIG_FILE,
     INDEX_FILE,
@@ -28,7 +29,6 @@ from core.hf_model import (
     parse_config,
     parse_header,
     parse_index,
-    read_object,
 )
 from workloads.container.checkpoint_scan import split_uri
 

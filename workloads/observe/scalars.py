@@ -179,9 +179,9 @@ MAX_EVENT_BYTES = 256 * 1024 * 1024
 
 def download_event_files(client: Any, tensorboard_uri: str, into: Path, **call: Any) -> tuple[list[Path], bool]:
     """Copy the event files under ``tensorboard_uri`` (recursively) into a local folder, each read bounded
-    (``core.hf_model.read_object``: at most what it asked for, whatever the server sends); (the files, whether
+    (``core.bounded.read_object``: at most what it asked for, whatever the server sends); (the files, whether
     any was cut or left out by the bounds)."""
-    from core.hf_model import read_object
+    from core.bounded import read_object
     from workloads.container.checkpoint_scan import split_uri
 
     bucket, prefix = split_uri(tensorboard_uri)
