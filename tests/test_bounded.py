@@ -14,6 +14,7 @@ import pytest
 
 from core import bounded, hf_model
 from core.bounded import Cap, ReplyEncodingError, ReplyTooLargeError
+from tests.loopback import QuietHandler, serve
 
 ROOT = Path(__file__).resolve().parent.parent
 CAP = Cap(10, "check the fix")
@@ -140,3 +141,97 @@ def test_every_reader_mounts_an_adapter_and_reads_no_reply_by_hand():
         text = (ROOT / rel).read_text()
         assert adapter in text, f"{rel} does not read through {adapter.rstrip('(')}"
         assert ".read(MAX_" not in text and "decompressobj" not in text, f"{rel} reads a reply by hand"
+
+
+# ---------------------------------------------------------------------------------------------
+# Each transport's adapter (infra.transports) against a loopback server
+
+
+PLAIN = b"p" * 5000
+PACKED = gzip.compress(b"\0" * 100_000)  # about 100 bytes that inflate to 100 kB
+
+
+class Replies(QuietHandler):
+    """``/plain``: 5000 plain bytes; ``/packed``: gzip that inflates to 100 kB; both ignore ``Range``."""
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.path.split("?")[0] == "/packed":
+            self.send_body(200, PACKED, **{"Content-Encoding": "gzip"})
+        else:
+            self.send_body(200, PLAIN)
+
+
+@pytest.fixture
+def server():
+    with serve(Replies) as url:
+        yield url
+
+
+FIX = "check the test server"
+
+
+def test_requests_every_reply_within_the_cap_a_streamed_one_passed_on(server):
+    import requests
+
+    from infra.transports import cap_session
+
+    with requests.Session() as session:
+        cap_session(session, Cap(6000, FIX))
+        assert session.get(f"{server}/plain?token=secret", timeout=5).content == PLAIN
+        with pytest.raises(ReplyTooLargeError) as err:
+            session.get(f"{server}/packed?token=secret", timeout=5)
+        assert str(err.value) == f"GET {server}/packed replied more than 6000 bytes ({FIX})", "no query shown"
+        with pytest.raises(ReplyTooLargeError, match="replied more than 8 bytes"):
+            session.get(f"{server}/plain", headers={"Range": "bytes=0-7"}, timeout=5)
+        # A media download (stream=True) is its reader's to bound (core.bounded.read_object's sink).
+        with session.get(f"{server}/packed", stream=True, timeout=5) as streamed:
+            assert len(streamed.content) == 100_000
+
+
+def test_httpx_the_hub_client_reads_through_the_cap(server):
+    import httpx2
+
+    from infra.transports import capped_transport
+
+    with httpx2.Client(transport=capped_transport(Cap(6000, FIX)), timeout=5) as client:
+        assert client.get(f"{server}/plain").content == PLAIN
+        with pytest.raises(ReplyTooLargeError, match=f"^GET {server}/packed replied more than 6000 bytes"):
+            client.get(f"{server}/packed")
+        with pytest.raises(ReplyTooLargeError, match="replied more than 8 bytes"):
+            client.get(f"{server}/plain", headers={"Range": "bytes=0-7"})
+
+
+def test_urllib3_the_cluster_reads_through_the_cap(server):
+    import urllib3
+
+    from infra.transports import read_response
+
+    pool = urllib3.PoolManager()
+
+    def get(path: str) -> object:
+        return pool.request("GET", f"{server}{path}", preload_content=False, timeout=5)
+
+    assert read_response(get("/plain"), Cap(6000, FIX), "GET /plain") == PLAIN
+    with pytest.raises(
+        ReplyTooLargeError, match=r"^GET /packed replied more than 6000 bytes \(check the test server\)$"
+    ):
+        read_response(get("/packed"), Cap(6000, FIX), "GET /packed")
+    assert read_response(get("/packed"), Cap(6000, FIX, cut=True), "GET /packed") == b"\0" * 6000
+    assert read_response(get("/plain"), Cap(6000, FIX), "GET /plain") == PLAIN, "the pool still serves"
+
+
+def test_the_storage_client_reads_its_json_through_the_cap(gcs, monkeypatch):
+    """storage_client's session: a listing past the cap is one line; an object larger than the JSON cap is read
+    whole (a media download, bounded by read_object)."""
+    from workloads.observe import artifacts
+    from workloads.observe.artifacts import StorageError, storage_client
+
+    gcs.create_bucket("bkt")
+    gcs.bucket("bkt").blob("big").upload_from_string(b"x" * 70_000)
+    monkeypatch.setattr(artifacts, "REPLY_CAP", Cap(300, "check STORAGE_EMULATOR_HOST or a proxy in the way"))
+    client = storage_client()
+    assert type(client._http.get_adapter("http://127.0.0.1/")).__name__ == "CappedAdapter"
+    blob = client.bucket("bkt").blob("big")
+    assert len(bounded.read_object(blob, 100_000, "reading gs://bkt/big")) == 70_000
+    with pytest.raises(StorageError, match=r"^listing gs://bkt/: GET http://[^ ]+/storage/v1/b/bkt/o replied more"):
+        artifacts.bounded(client, "listing gs://bkt/", lambda call: [b.name for b in client.list_blobs("bkt", **call)])
