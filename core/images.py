@@ -1,5 +1,7 @@
-"""Image references as data (no Pulumi, no network): what a reference names, its digest pin, and the images the
-stack runs pinned to the digests ``up`` read from their registry (``infra.gcp.registry``).
+"""Image references as data (no Pulumi, no network): what a reference names, its digest pin, the images the stack
+runs pinned to the digests ``up`` read from their registry (``infra.gcp.registry``), and, with
+``tpu-rl:images.mirror``, the stack's own remote repositories they are pulled through (``infra.gcp.artifact_registry``;
+the configuration names the images through them, ``core.config.rules``).
 
 A reference is ``HOST[:PORT]/PATH[:TAG][@sha256:HEX]`` (the distribution reference grammar, as
 ``core.config.schema.IMAGE`` accepts it: a registry host is always written). A digest is only ever one the
@@ -8,6 +10,7 @@ registry answered for the tag (``Docker-Content-Digest``) or one the configurati
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, replace
 
@@ -94,4 +97,107 @@ def image_outputs(configured: ImageSettings, running: ImageSettings) -> dict[str
             "digest": parse(getattr(running, field)).digest,
         }
         for key, field in IMAGE_KEYS.items()
+    }
+
+
+# The stack's own copies: an Artifact Registry remote repository per upstream repository, in the stack's project and
+# region (``infra.gcp.artifact_registry``), and the images named through it.
+
+AR_HOST = re.compile(r"(?P<location>[a-z][a-z0-9-]*)-docker\.pkg\.dev")
+"""An Artifact Registry Docker host, ``<location>-docker.pkg.dev`` (a region such as ``us-east5`` or a multi-region
+such as ``us``)."""
+REPOSITORY_ID = re.compile(r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?")
+"""An Artifact Registry repository id: a lowercase letter first, lowercase letters, digits and hyphens, at most 63."""
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """A remote repository of the stack's that proxies one upstream Artifact Registry repository."""
+
+    project: str
+    location: str
+    repository_id: str
+    upstream: str
+    """The upstream repository's path, ``us-docker.pkg.dev/cloud-tpu-images/maxtext-images``."""
+
+    @property
+    def path(self) -> str:
+        """Where the nodes pull from: ``<location>-docker.pkg.dev/<project>/<repository id>``."""
+        return f"{self.location}-docker.pkg.dev/{self.project}/{self.repository_id}"
+
+    @property
+    def upstream_uri(self) -> str:
+        """The remote repository's upstream, an Artifact Registry repository's URL (``common_repository.uri``)."""
+        return f"https://{self.upstream}"
+
+
+def upstream_repository(image: str) -> str | None:
+    """The Artifact Registry repository an image is in (``<host>/<project>/<repository>``), None for another
+    registry's image or one with no image name under the repository."""
+    ref = parse(image)
+    parts = ref.name.split("/")
+    if not AR_HOST.fullmatch(ref.host) or len(parts) < 3:
+        return None
+    return f"{ref.host}/{parts[0]}/{parts[1]}"
+
+
+def repository_id(prefix: str, upstream: str) -> str:
+    """The mirror's id: ``<prefix>-<upstream project>-<upstream repository>`` in the id's alphabet, cut to 63
+    characters with a hash of the upstream when longer (two upstreams never share an id)."""
+    _, project, repository = upstream.split("/")
+    text = re.sub(r"[^a-z0-9-]+", "-", f"{prefix}-{project}-{repository}".lower()).strip("-")
+    if len(text) > 63:
+        text = f"{text[:54].rstrip('-')}-{hashlib.sha256(upstream.encode()).hexdigest()[:8]}"
+    if not REPOSITORY_ID.fullmatch(text):
+        raise ValueError(f"no repository id can be made of {prefix!r} and {upstream!r}")
+    return text
+
+
+def mirrors_for(images: ImageSettings, project: str, region: str, prefix: str) -> dict[str, Mirror]:
+    """Upstream repository -> its mirror, for each Artifact Registry repository the images come from that is not the
+    stack's project and region already (an image of another registry is pulled as configured)."""
+    local = f"{region}-docker.pkg.dev/{project}/"
+    found: dict[str, Mirror] = {}
+    for field in IMAGE_KEYS.values():
+        image = getattr(images, field)
+        upstream = upstream_repository(image)
+        if upstream is None or image.startswith(local) or upstream in found:
+            continue
+        found[upstream] = Mirror(project, region, repository_id(prefix, upstream), upstream)
+    return found
+
+
+def mirrored(images: ImageSettings, mirrors: dict[str, Mirror]) -> ImageSettings:
+    """The images named through their mirrors (the same image name, tag and digest under the mirror's path)."""
+
+    def through(image: str) -> str:
+        upstream = upstream_repository(image)
+        mirror = mirrors.get(upstream) if upstream else None
+        return f"{mirror.path}/{image.removeprefix(upstream + '/')}" if mirror and upstream else image
+
+    return replace(
+        images,
+        maxtext=through(images.maxtext),
+        pathways_server=through(images.pathways_server),
+        pathways_proxy=through(images.pathways_proxy),
+    )
+
+
+def repository_args(mirror: Mirror, labels: dict[str, str]) -> dict[str, object]:
+    """The ``gcp.artifactregistry.Repository`` arguments of a mirror: a Docker remote repository whose upstream is
+    the Artifact Registry repository (terraform-provider-google, artifact_registry_repository,
+    ``remote_repository_config.common_repository.uri``: "URI to Artifact Registry Repository, e.g.
+    https://REGION-docker.pkg.dev/UPSTREAM_PROJECT_ID/UPSTREAM_REPOSITORY")."""
+    return {
+        "project": mirror.project,
+        "location": mirror.location,
+        "repository_id": mirror.repository_id,
+        "format": "DOCKER",
+        "mode": "REMOTE_REPOSITORY",
+        "description": f"tpu-rl: pull-through copy of {mirror.upstream}",
+        "labels": labels,
+        "remote_repository_config": {
+            "description": f"{mirror.upstream} (Artifact Registry)",
+            "common_repository": {"uri": mirror.upstream_uri},
+        },
     }

@@ -14,14 +14,16 @@ from core.config import ConfigError, placeholder_problems
 from core.config.schema import IMAGE_REGISTRIES
 from core.config.values import OFFLINE_SECRETS
 from core.estimate import estimate_for
-from core.names import KMS_API, REQUIRED_APIS
-from core.settings import Settings
+from core.images import IMAGE_KEYS, Mirror, image_outputs, mirrors_for, pin_images, to_resolve
+from core.names import KMS_API, PROJECT, REQUIRED_APIS
+from core.settings import ImageSettings, Settings
 from core.steps import STEPS
+from infra.gcp.access import IMAGE_PULLERS
 from infra.gcp.apis import ProjectApis
+from infra.gcp.artifact_registry import ARTIFACT_REGISTRY_API, ImageMirror, ImageMirrorArgs
 from infra.gcp.cluster import GkeCluster, GkeClusterArgs
 from infra.gcp.gke_spec import IMAGE_STREAMING_API
 from infra.gcp.identities import IdentitiesArgs, NodeIdentities, grant_key
-from infra.gcp.images import image_outputs, pin_images, to_resolve
 from infra.gcp.kms import PROPAGATION_SECONDS, GrantPropagation, SecretsKey, SecretsKeyArgs
 from infra.gcp.naming import Names, names_for
 from infra.gcp.network import Network, NetworkArgs
@@ -48,7 +50,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     except ConfigError as err:
         raise pulumi.RunError(str(err)) from None
     names = names_for(settings)
-    configured_images = settings.images
+    configured_images, mirrors = _configured_images(settings)
     pinned = settings.model.revision if COMMIT.fullmatch(settings.model.revision) else ""
     base = BaseModel(pinned, None)  # what the preflight reads, when it runs
     reuse: frozenset[str] = frozenset()  # what the capacity check found left by an earlier destroy (imported)
@@ -59,12 +61,14 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
         if settings.workflow.enabled and settings.workflow.preflight:
             base = _preflight(settings)
         if live:
-            settings, plan = _pinned_images(settings, plan)
+            settings, plan = _pinned_images(settings, plan, configured_images)
         if live and settings.workflow.capacity_check:
             reuse = _capacity(settings)
 
     # Image streaming on cpu-np and the TPU pools needs the Container File System API (``gke_spec.IMAGE_STREAMING``).
-    required = REQUIRED_APIS + tuple(api for api in (IMAGE_STREAMING_API,) if api not in REQUIRED_APIS)
+    # The image mirrors need the Artifact Registry API (``infra.gcp.artifact_registry``).
+    extra_apis = (IMAGE_STREAMING_API, *((ARTIFACT_REGISTRY_API,) if mirrors else ()))
+    required = REQUIRED_APIS + tuple(api for api in extra_apis if api not in REQUIRED_APIS)
     apis = ProjectApis("apis", settings.project, required + ((KMS_API,) if settings.gke.secrets_key else ()))
     after_apis = pulumi.ResourceOptions(depends_on=apis.services)
     network = Network("network", NetworkArgs(settings.project, settings.region, names), after_apis)
@@ -83,6 +87,10 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
         ),
         after_apis,
     )
+    mirror = None
+    if mirrors:
+        pullers = {account: identities.email(account) for account in IMAGE_PULLERS}
+        mirror = ImageMirror("images", ImageMirrorArgs(settings.project, mirrors, pullers, settings.labels), after_apis)
     secrets_key = None
     if settings.gke.secrets_key:
         secrets_key = SecretsKey(
@@ -98,7 +106,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
             ),
             after_apis,
         )
-    gke = GkeCluster("gke", GkeClusterArgs(settings, names, network, identities, secrets_key), after_apis)
+    gke = GkeCluster("gke", GkeClusterArgs(settings, names, network, identities, secrets_key, mirror), after_apis)
 
     # Every step's account: its Kubernetes service account, and so the step's pods, waits for its grants (its bucket
     # prefixes and its Workload Identity binding) to take effect; only the `up` that makes or changes one of them
@@ -127,7 +135,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
         ),
     )
     # Registered once the platform is, before any step: a protected stack is guarded whatever happens to the steps.
-    platform_parts = [apis, network, bucket, identities, secrets_key, gke, platform]
+    platform_parts = [apis, network, bucket, identities, mirror, secrets_key, gke, platform]
     DestroyGuard(GUARD, settings.protect, [r for r in platform_parts if r is not None])
     run = None
     if plan is not None:
@@ -222,7 +230,25 @@ def _step_access(
     )
 
 
-def _pinned_images(settings: Settings, plan: Workflow | None) -> tuple[Settings, Workflow | None]:
+def _configured_images(settings: Settings) -> tuple[ImageSettings, dict[str, Mirror]]:
+    """The images as configured and, with ``tpu-rl:images.mirror``, the stack's mirrors of their repositories
+    (``core.images.mirrors_for``; the settings name the images through them already, ``core.config.rules``)."""
+    from core.config.load import read_fields
+    from program.config import raw_config
+
+    fields = read_fields(*raw_config())
+    if fields[f"{PROJECT}:images.mirror"] is not True:
+        return settings.images, {}
+    image = {key: str(fields[f"{PROJECT}:images.{key}"]) for key in IMAGE_KEYS}
+    configured = ImageSettings(
+        image["maxtext"], image["pathwaysServer"], image["pathwaysProxy"], settings.images.registries
+    )
+    return configured, mirrors_for(configured, settings.project, settings.region, settings.cluster_name)
+
+
+def _pinned_images(
+    settings: Settings, plan: Workflow | None, upstream: ImageSettings | None = None
+) -> tuple[Settings, Workflow | None]:
     """Each image the configuration names by tag, pinned to the digest its registry gives the tag now
     (``infra.gcp.registry``), before anything is registered: the steps run that digest, whatever the tag points to
     later, and their names and output paths hash it, so a tag that moves to another image is a new step, while an
@@ -231,7 +257,9 @@ def _pinned_images(settings: Settings, plan: Workflow | None) -> tuple[Settings,
     from infra.gcp.registry import RegistryError, resolve_digest
 
     digests, problems = {}, []
-    tagged = to_resolve(settings.images)
+    # Read where the image is published (a mirror of the stack's may not exist yet: this `up` creates it); a mirror
+    # serves the same manifest, so the same digest.
+    tagged = to_resolve(upstream or settings.images)
     for key, image in tagged.items():
         try:
             digests[key] = resolve_digest(image, key=f"images.{key}")

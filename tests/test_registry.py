@@ -13,9 +13,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from core import deadline
+from core import deadline, images
 from core.settings import ImageSettings
-from infra.gcp import images
 from infra.gcp.registry import MANIFEST_TYPES, RegistryError, resolve_digest
 from tests.loopback import QuietHandler, serve
 

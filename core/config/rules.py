@@ -11,6 +11,7 @@ from typing import Any
 
 from core.config.schema import DEFAULT_PODS_READY, DEFAULT_RESTARTS, DEFAULT_UNSCHEDULABLE, RECOVERY_SECONDS
 from core.config.values import UNREADABLE, Problems, UnreadableError, Values, canonical_cidr, error
+from core.images import mirrored, mirrors_for
 from core.inputs import parse_json
 from core.knobs import TRAINING_KNOBS
 from core.machines import HYPERDISK_FAMILIES, PD_FAMILIES, boot_disk_type, machine_family, machine_shape
@@ -164,7 +165,13 @@ def _images(v: Values) -> ImageSettings:
     problems.check()
     if UNREADABLE in images.values():
         raise UnreadableError("images")
-    return ImageSettings(images["maxtext"], images["pathwaysServer"], images["pathwaysProxy"], registries)
+    configured = ImageSettings(images["maxtext"], images["pathwaysServer"], images["pathwaysProxy"], registries)
+    if v[_k("images.mirror")] is not True:
+        return configured
+    # The stack's own remote repositories (``core.images.mirrors_for``): every step names its image through them, so
+    # the manifests, the step names and the "what re-runs" table see where the nodes pull from.
+    mirrors = mirrors_for(configured, v["gcp:project"], v["gcp:region"], v[_k("clusterName")])
+    return mirrored(configured, mirrors)
 
 
 def build_settings(values: dict[str, Any], stack: str, problems: Problems) -> Settings:

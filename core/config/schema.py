@@ -450,6 +450,13 @@ FIELDS: tuple[Field, ...] = (
         "Pathways proxy",
         samples=("us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server@sha256:" + "2" * 64,),
     ),
+    Field(
+        _key("images.mirror"),
+        Boolean(),
+        False,
+        "pull the images through Artifact Registry remote repositories of the stack's own, in its project and region "
+        "(GKE Image streaming needs it for Google's public images; a new image location: the steps run again once)",
+    ),
     # training
     *(_knob_field(knob) for knob in TRAINING_KNOBS),
     Field(

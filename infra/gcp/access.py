@@ -129,3 +129,38 @@ def bucket_grants(model: str, running: Collection[str] = ()) -> list[BucketGrant
         if entry.read:
             grants.append(BucketGrant(holder, READER_ROLE, tuple(_prefix(model, s) for s in entry.read)))
     return grants
+
+
+REGISTRY_READER_ROLE = "roles/artifactregistry.reader"
+SERVICE_USAGE_ROLE = "roles/serviceusage.serviceUsageConsumer"
+IMAGE_PULLERS = NODE_ACCOUNTS
+"""Who pulls the steps' images: the kubelet of a node pulls with the node's account, and the steps run on cpu-np
+(the CPU steps, the Pathways head) and the TPU pools (the Pathways workers); the system pool runs none of them."""
+
+
+@dataclass(frozen=True)
+class RegistryGrant:
+    """One image puller's grant for the stack's image mirrors (``infra.gcp.artifact_registry``)."""
+
+    holder: str
+    role: str
+    repository: str | None
+    """The mirror's repository id the role is granted on; None: the project."""
+
+    @property
+    def resource_name(self) -> str:
+        return f"{self.holder}-{self.repository or 'project'}-{self.role.rsplit('.', 1)[-1]}"
+
+
+def registry_grants(repositories: Collection[str]) -> list[RegistryGrant]:
+    """What the image pullers need of the mirrors ``repositories``, and no more: Artifact Registry Reader on each
+    mirror itself (not the project: "Configure roles and permissions", the reader role on a repository,
+    https://cloud.google.com/artifact-registry/docs/access-control), and Service Usage Consumer on the project,
+    which GKE's Image streaming asks of a node's own service account in the project that hosts the images ("Use Image
+    streaming to pull container images", Requirements). Nothing without a mirror."""
+    if not repositories:
+        return []
+    return [
+        *(RegistryGrant(holder, REGISTRY_READER_ROLE, repo) for repo in repositories for holder in IMAGE_PULLERS),
+        *(RegistryGrant(holder, SERVICE_USAGE_ROLE, None) for holder in IMAGE_PULLERS),
+    ]

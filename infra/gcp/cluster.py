@@ -9,6 +9,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from core.settings import Settings
+from infra.gcp.artifact_registry import ImageMirror
 from infra.gcp.gke_spec import cluster_args, cpu_pool_args, system_pool_args, tpu_pool_args
 from infra.gcp.identities import NodeIdentities
 from infra.gcp.kms import PROPAGATION_SECONDS, GrantPropagation, SecretsKey
@@ -37,6 +38,9 @@ class GkeClusterArgs:
     """The pools' service accounts (their grants come first) and the workload's."""
     secrets_key: SecretsKey | None = None
     """The Cloud KMS key Secrets are encrypted with (its grant to the GKE service agent comes first)."""
+    image_mirror: ImageMirror | None = None
+    """The stack's image mirrors (``tpu-rl:images.mirror``): the pools wait for them and the node accounts' grants on
+    them, as for the accounts' other grants, so no node pulls through a mirror it may not read yet."""
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -90,12 +94,15 @@ class GkeCluster(pulumi.ComponentResource):
         )
         # The node accounts' grants (project roles, bucket prefixes) propagate while the cluster is created (minutes):
         # the pools wait for them, which costs an `up` nothing unless a grant is new when the cluster exists already.
+        mirror = args.image_mirror
         node_grants = [key for role in NODE_ACCOUNTS for key in identities.grant_keys[role]]
+        node_grants += mirror.grant_keys if mirror else []
+        grants = [*identities.grants, *(mirror.grants if mirror else [])]
         self.nodes_access = GrantPropagation(
             "nodes-access-propagation",
             f"the node accounts of {settings.cluster_name}",
             PROPAGATION_SECONDS,
-            opts=child_options(self, opts, depends_on=identities.grants),
+            opts=child_options(self, opts, depends_on=grants),
             grants=pulumi.Output.all(*node_grants).apply(sorted),
             what=f"the new grants of the node accounts of {settings.cluster_name}",
             advice="if a node or the training still fails with 403 on the bucket, run `pulumi up` again",
@@ -104,7 +111,7 @@ class GkeCluster(pulumi.ComponentResource):
             self,
             opts,
             custom_timeouts=POOL_TIMEOUTS,
-            depends_on=[*identities.grants, self.nodes_access.ready()],
+            depends_on=[*grants, *(mirror.repositories if mirror else []), self.nodes_access.ready()],
             # gVNIC is set when a pool is created or replaced (``gke_spec.GVNIC``), never changed in place: enabling it
             # on an existing pool re-creates every node of it outside the maintenance policy (GKE's gVNIC page), the
             # TPU slice and a running training included, and the provider would make that change in place

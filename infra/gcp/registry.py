@@ -31,8 +31,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from core import deadline
+from core.images import DIGEST, ImageRef, parse
 from core.redact import scrub
-from infra.gcp.images import DIGEST, ImageRef, parse
 
 BUDGET = deadline.Budget(30.0, 5.0, 10.0, "one image's digest from its registry (the token too), retries included")
 MANIFEST_TYPES = (
