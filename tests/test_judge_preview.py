@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pulumi.output import Unknown
 
 from policy import judge_preview
@@ -416,3 +417,66 @@ def test_the_judge_reads_nothing_outside_the_pack_and_core():
     assert imported - set(sys.stdlib_module_names) == {"google", "pulumi", "tpu_rl_policies"}
     lock = (ROOT / "policy" / "requirements.lock").read_text()
     assert "\nprotobuf==" in lock and "\npulumi==" in lock and "\npulumi-policy==" in lock
+
+
+# ---------------------------------------------------------------------------------------------
+# The workflow's step, in bash
+
+
+WORKFLOW = yaml.safe_load((ROOT / ".github" / "workflows" / "preview.yml").read_text())
+STEPS = WORKFLOW["jobs"]["preview"]["steps"]
+TRUSTED = "/var/lib/tpu-rl-preview"
+
+
+def _judge_step(tmp_path: Path, stack: str) -> tuple[Path, Path, dict[str, str]]:
+    """The judge's step as the runner runs it: its script with the trusted folder in ``tmp_path`` (the pack copied,
+    its venv's python the test's, ``end-branch-processes`` a stand-in that notes when it ran)."""
+    (step,) = [s for s in STEPS if "judge_preview.py" in str(s.get("run", ""))]
+    trusted = tmp_path / "trusted"
+    pack, env = _pack_copy(trusted)
+    log = tmp_path / "order.log"
+    python = pack / "venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(
+        f'#!/usr/bin/bash\necho judged >> {log}\nPYTHONPATH={env["PYTHONPATH"]} exec {sys.executable} "$@"\n'
+    )
+    python.chmod(0o755)
+    (trusted / "end-branch-processes").write_text(f"echo ended >> {log}\n")
+    script = tmp_path / "step.sh"
+    script.write_text(str(step["run"]).replace("${{ matrix.stack }}", stack).replace(TRUSTED, str(trusted)))
+    temp = tmp_path / "runner-temp"
+    temp.mkdir()
+    shell = WORKFLOW["jobs"]["preview"]["defaults"]["run"]["shell"].replace(" {0}", "").split()
+    return temp, log, {"argv": " ".join([*shell, str(script)]), "RUNNER_TEMP": str(temp)}
+
+
+def _run_step(how: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": "/usr/bin:/bin", "RUNNER_TEMP": how["RUNNER_TEMP"]}
+    return subprocess.run(how["argv"].split(), capture_output=True, text=True, env=env, timeout=60)
+
+
+@pytest.mark.pure
+def test_the_workflows_judge_step_ends_the_branch_first_and_fails_the_job_on_a_mandatory_finding(tmp_path):
+    """The step's own script, in bash with the job's shell options: ``end-branch-processes`` runs before the judge
+    reads the digest, a clean preview passes, a mandatory finding or a digest the preview did not finish fails the
+    step (the job), and the comment's summary is written either way."""
+    temp, log, how = _judge_step(tmp_path, "prod")
+    digest_file = temp / "preview.json"
+
+    digest_file.write_text(written(digest(pure_plan("prod"))))
+    passed = _run_step(how)
+    assert passed.returncode == 0, passed.stderr
+    assert log.read_text() == "ended\njudged\n"
+    assert "no mandatory finding" in (temp / "verdict.md").read_text()
+
+    digest_file.write_text(written(digest(_hostile(_load_balancer))))
+    failed = _run_step(how)
+    assert failed.returncode == 1
+    assert "mandatory: no-exposed-services: kubernetes:core/v1:Service::exposed:" in failed.stdout
+    assert "1 mandatory finding" in (temp / "verdict.md").read_text()
+
+    digest_file.write_text(written(digest(pure_plan("prod")))[:-200])  # the CLI ended before its last bytes
+    cut = _run_step(how)
+    assert cut.returncode == 2 and cut.stderr.startswith(f"error: {digest_file}: not JSON")
+    assert (temp / "verdict.md").read_text().startswith("**No verdict on the prod preview**")
+    assert log.read_text() == "ended\njudged\n" * 3

@@ -1,15 +1,18 @@
 """The PR preview is judged by the base branch's policy pack and policy config, installed from hashes where the branch's
-code cannot write, never by the pull request's own (docs/security.md "Guardrails and PR review").
+code cannot write, never by the pull request's own, and only once every process of the branch has ended
+(docs/security.md "Guardrails and PR review").
 
 The workflow's steps are read as data: which step runs the branch's code (its ``make venv`` and the ``pulumi
 preview`` that runs its program, as the unprivileged user ``tpu-rl-branch`` through sudo), which installs the pack (as
-root, under ``/var/lib/tpu-rl-preview``) and which checks the branch's project files, in which order and with what.
-The base's project check (``tools/check_pulumi_project.py``) is run on the repository's own files and on hostile
-variants of them.
+root, under ``/var/lib/tpu-rl-preview``), which checks the branch's project files, where the preview's digest is
+written and which step judges it (the base's ``policy/judge_preview.py``, as the runner's user, after the branch's
+processes are ended), in which order and with what. The base's project check (``tools/check_pulumi_project.py``) is
+run on the repository's own files and on hostile variants of them; ``tests/test_judge_preview.py`` runs the judge's
+step in bash.
 
 The slow test builds the two trees the workflow has, the branch's and the base's, weakens the branch's pack (a policy
 edited to do nothing, its config level ``disabled``), installs the base's where the workflow does, and runs the pack the
-preview's command names, as the Pulumi CLI runs a pack (its folder on ``sys.path``, ``core`` as installed), against a
+judge's command names, as the Pulumi CLI runs a pack (its folder on ``sys.path``, ``core`` as installed), against a
 captured plan: the finding survives.
 """
 
@@ -116,7 +119,11 @@ CHECK = _index(lambda s: "check_pulumi_project.py" in _run(s) and "useradd" not 
 MAKE_VENV = _index(lambda s: any(c[-2:] == ["/usr/bin/make", "venv"] for c in _branch_commands(s)))
 AUTH = _index(lambda s: _uses(s, "google-github-actions/auth"))
 PREVIEW = _index(lambda s: any("preview" in c for c in _branch_commands(s)))
+JUDGE = _index(lambda s: "judge_preview.py" in _run(s))
 COMMENT = _index(lambda s: "gh pr comment" in _run(s))
+DIGEST = "$RUNNER_TEMP/preview.json"
+"""The preview's digest: a file of the runner's, in the runner's work folder (the setup step checks the branch's user
+can write nothing there)."""
 SETUP_LINES = _lines(STEPS[SETUP])
 
 
@@ -233,24 +240,101 @@ def test_the_branchs_user_can_write_nothing_the_trusted_side_runs():
 
 
 @pytest.mark.pure
-def test_the_preview_runs_the_trusted_cli_with_the_trusted_pack_and_its_config():
+def test_the_preview_runs_the_trusted_cli_once_with_no_pack_and_writes_its_digest():
+    """``pulumi preview --json --show-sames`` (pulumi 1b59498 ``pkg/backend/display/json.go`` ``ShowPreviewDigest``:
+    one JSON document, printed once the engine's events end; ``display.go`` ``shouldShow``: ``same`` steps only with
+    ``--show-sames``), secrets left ``[secret]`` (no ``--show-secrets``), and no policy pack: an analyzer in the
+    preview would be a process of tpu-rl-branch, whose remediations the engine writes into the inputs the digest
+    records (``step_generator.go``: ``new.Inputs`` from ``Remediate``)."""
     (preview,) = _branch_commands(STEPS[PREVIEW])
     assert preview[:4] == ["sudo", "--preserve-env=PULUMI_ACCESS_TOKEN,PULUMI_CONFIG_PASSPHRASE", "-u", USER]
     cli = _program(preview)
-    assert preview[cli : cli + 4] == [f"{TRUSTED}/pulumi/pulumi", "preview", "--stack", STACK]
-    assert preview[preview.index("--policy-pack") + 1] == f"{TRUSTED}/policy"
-    assert preview[preview.index("--policy-pack-config") + 1] == f"{TRUSTED}/policy/config/{STACK}.json"
-    assert preview.count("--policy-pack") == 1 and preview.count("--policy-pack-config") == 1
-    # The language host that starts the analyzer is the one beside the CLI: none from the PATH, none from a
-    # PULUMI_HOME the branch prepared (the step makes it, in root's folder, after ending the branch's processes).
+    assert preview[cli:] == [
+        f"{TRUSTED}/pulumi/pulumi",
+        "preview",
+        "--stack",
+        STACK,
+        "--json",
+        "--show-sames",
+        "--non-interactive",
+        "--color",
+        "never",
+        ">",
+        "$digest",
+    ]
+    # The digest is the document, not a stream of events (env.go EnableStreamingJSONPreview).
+    assert "PULUMI_ENABLE_STREAMING_JSON_PREVIEW=false" in preview[:cli]
+    # The language host the CLI starts is the one beside it: none from the PATH, none from a PULUMI_HOME the branch
+    # prepared (the step makes it, in root's folder, after ending the branch's processes).
     assert "PULUMI_IGNORE_AMBIENT_PLUGINS=true" in preview[:cli]
     assert f"PULUMI_HOME={WORK}/pulumi-home" in preview[:cli]
     lines = _lines(STEPS[PREVIEW])
     home = lines.index('sudo /usr/bin/install -d -o "$user" -g "$user" -m 0700 "$work/pulumi-home"')
     assert lines.index('/usr/bin/bash "$trusted/end-branch-processes"') < home
     assert 'sudo cp -R "$cli"/pulumi "$cli"/pulumi-* "$trusted/pulumi/"' in SETUP_LINES
-    for stack in JOB["strategy"]["matrix"]["stack"]:
-        assert (ROOT / "policy" / "config" / f"{stack}.json").exists()
+
+
+@pytest.mark.pure
+def test_the_digest_is_a_file_the_branchs_user_can_neither_write_nor_open_again():
+    """The runner's shell opens the digest (the redirection is the shell's, before sudo runs) in the runner's work
+    folder, which the setup step checks tpu-rl-branch cannot write, nor any folder above it; the file is made empty,
+    mode 0600, by the runner's user before the CLI starts: reopening it through ``/proc/<pid>/fd/1`` checks the
+    file's own mode (proc(5); ptrace(2) "Ptrace access mode checking": Yama restricts attaching, not that), and the
+    CLI hands its plugins pipes of their own (``sdk/go/common/resource/plugin/plugin.go`` ``newPlugin``:
+    ``cmd.Stdout`` an ``io.Pipe``), so no process of the branch has it open."""
+    lines = _lines(STEPS[PREVIEW])
+    assert f'digest="{DIGEST}"' in lines
+    made = lines.index('/usr/bin/install -m 0600 /dev/null "$digest"')
+    (cli_line,) = [i for i, line in enumerate(lines) if "$trusted/pulumi/pulumi" in line]
+    assert lines.index(f'digest="{DIGEST}"') < made < cli_line
+    assert lines[cli_line].endswith('> "$digest"') and lines[cli_line].count(">") == 1
+    assert lines[made].startswith("/usr/bin/install "), "the runner's file, not root's nor the branch's"
+    loop = next(line for line in SETUP_LINES if line.startswith("for top in "))
+    assert "$(dirname $RUNNER_TEMP)" in _commands(loop)[0], "the branch's user can write nothing in the work folder"
+    assert DIGEST.startswith("$RUNNER_TEMP/")
+    # Nothing else writes it: the one redirection, and the judge reads it.
+    text = "\n".join(_run(step) for step in STEPS)
+    assert text.count("$RUNNER_TEMP/preview.json") == 2 and text.count('"$digest"') == 2
+
+
+@pytest.mark.pure
+def test_the_judge_reads_the_digest_only_after_every_process_of_the_branch_has_ended():
+    """The verdict is the base's ``policy/judge_preview.py`` run by the runner's user with the pack's venv (root's
+    files), after ``end-branch-processes``: nothing of the branch is left to write what it reads. Its status is the
+    step's (``-e``, nothing after it): a mandatory finding, or a digest it cannot read, fails the job."""
+    assert PREVIEW < JUDGE < COMMENT
+    step = STEPS[JUDGE]
+    assert step["id"] == "judge" and "continue-on-error" not in step and "env" not in step
+    assert (
+        step["if"]
+        == STEPS[COMMENT]["if"]
+        == ("${{ !cancelled() && (steps.preview.outcome == 'success' || steps.preview.outcome == 'failure') }}")
+    )
+    lines = _lines(step)
+    assert lines[:3] == [
+        "PATH=/usr/bin:/bin",
+        f'trusted={TRUSTED} stack="{STACK}"',
+        '/usr/bin/bash "$trusted/end-branch-processes"',
+    ]
+    (judge,) = _commands(lines[3])
+    assert judge == [
+        f"{TRUSTED}/policy/venv/bin/python",
+        f"{TRUSTED}/policy/judge_preview.py",
+        STACK,
+        DIGEST,
+        "--summary",
+        "$RUNNER_TEMP/verdict.md",
+    ]
+    assert len(lines) == 4 and not _branch_commands(step)
+    assert not any("sudo" in words for line in lines for words in _commands(line)), "the runner's user, not root"
+    assert "-euo" in JOB["defaults"]["run"]["shell"].split()
+    # The judge is the base's: copied with policy/ into the trusted folder before the branch's first command.
+    assert 'sudo cp -R base/policy "$trusted/policy"' in SETUP_LINES and SETUP < FIRST_BRANCH
+    assert (ROOT / "policy" / "judge_preview.py").is_file()
+    # The comment is the judge's summary, its verdict the judge step's outcome.
+    comment = _run(STEPS[COMMENT])
+    assert '"$RUNNER_TEMP/verdict.md"' in comment and "${{ steps.judge.outcome }}" in comment
+    assert "preview.txt" not in comment and "preview.json" not in comment, "no property value in the comment"
 
 
 @pytest.mark.pure
@@ -284,6 +368,7 @@ def test_what_the_branch_leaves_running_is_ended_before_the_next_step():
         assert line in setup, line
     trap = """trap '/usr/bin/bash "$trusted/end-branch-processes" || exit 1' EXIT"""
     assert trap in _lines(STEPS[MAKE_VENV]) and trap in _lines(STEPS[PREVIEW])
+    assert _lines(STEPS[JUDGE])[2] == '/usr/bin/bash "$trusted/end-branch-processes"'
     assert _lines(STEPS[COMMENT])[1] == "/usr/bin/bash /var/lib/tpu-rl-preview/end-branch-processes"
 
 
@@ -314,6 +399,7 @@ def test_the_preview_steps_secrets_and_the_comments_token():
     assert STEPS[COMMENT]["env"] == {"GH_TOKEN": "${{ secrets.GITHUB_TOKEN }}"}
     assert len(STEPS) - 1 == COMMENT and not _branch_commands(STEPS[COMMENT])
     assert not any("sudo" in words for line in _lines(STEPS[COMMENT]) for words in _commands(line))
+    assert "secrets." not in yaml.safe_dump(STEPS[JUDGE]) and "env" not in STEPS[JUDGE]
     assert "env" not in WORKFLOW and "env" not in JOB
     assert JOB["runs-on"] == "ubuntu-24.04", "the image whose python3, sudo and Yama default the job relies on"
 
@@ -587,13 +673,13 @@ def test_a_branch_that_weakens_a_policy_is_still_judged_by_the_base_one(tmp_path
     head["containers"][0]["securityContext"] = {"privileged": True}  # what the branch's plan asks for
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(json.dumps(plan.resources))
-    (words,) = _branch_commands(STEPS[PREVIEW])
+    (words,) = _commands(_lines(STEPS[JUDGE])[3])
 
     def inside(path: str) -> Path:
         return tmp_path / path.replace(STACK, "prod").lstrip("/")
 
-    pack = inside(words[words.index("--policy-pack") + 1])
-    config = inside(words[words.index("--policy-pack-config") + 1])
+    pack = inside(words[1]).parent  # the judge's folder: it reads config/<stack>.json beside it
+    config = pack / "config" / f"{words[2].replace(STACK, 'prod')}.json"
     judged = _judge(pack, config, plan_file, site)
     assert judged["level"] == "mandatory"
     assert judged["found"] == [
