@@ -139,3 +139,40 @@ def test_up_reads_the_digest_where_the_image_is_published_and_pins_the_mirrors_n
     assert read == [DEFAULT_IMAGES["maxtext"]], "the mirror may not exist yet: the upstream is read"
     assert pinned.images.maxtext == images.parse(mirrored.images.maxtext).pinned(digest)
     assert all("@sha256:" in image for image in _images(plan))
+
+
+# The policy pack follows (item 2d): digests where the policy config asks for them, the mirrors by its registries.
+
+
+def _pinned_jobsets(plan, digest):
+    import copy
+
+    pinned = copy.deepcopy(plan)
+    for r in pinned.resources:
+        if r["type"] == "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet":
+            for job in r["inputs"]["spec"]["replicatedJobs"]:
+                for c in job["template"]["spec"]["template"]["spec"]["containers"]:
+                    if "@" not in c["image"]:
+                        c["image"] = images.parse(c["image"]).pinned(digest)
+    return pinned
+
+
+def test_the_policy_asks_for_digests_only_where_its_config_says_so():
+    from tests.pure_plan import pure_plan
+    from tests.test_policy import violations
+
+    plan = pure_plan("prod")
+    assert violations(plan, "pinned-images", "prod") == [], "tags pass by default (the offline plan reads no registry)"
+    required = violations(plan, "pinned-images", "prod", config={"digests": True})
+    assert required and all("is not pinned by digest" in v and "tpu_post_training:0.2.4" in v for v in required)
+    assert violations(_pinned_jobsets(plan, "sha256:" + "d" * 64), "pinned-images", "prod", config={"digests": True}) == []
+
+
+def test_the_policy_trusts_a_mirror_its_config_lists():
+    from tests.pure_plan import pure_plan
+    from tests.test_policy import violations
+
+    plan = pure_plan("prod", MIRROR)
+    assert violations(plan, "trusted-registries", "prod"), "the mirrors are not Google's repositories"
+    own = "us-east5-docker.pkg.dev/my-tpu-prod-project"
+    assert violations(plan, "trusted-registries", "prod", config={"registries": [own]}) == []

@@ -113,6 +113,10 @@ def _shown(image: Any) -> str:
 
 
 def _pinned_images(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
+    # `digests`: every image by digest. `pulumi up` and `pulumi preview` pin each tag to the digest its registry gives
+    # it before anything is registered (program.stack, issue 40), so a stack whose previews run the program for real
+    # can require it; the offline plan reads no registry and shows the tags as configured (off by default).
+    digests = _config(args).get("digests") is True
     for container in _all_containers(args.resource_type, props):
         image = container.get("image")
         text = image if isinstance(image, str) else ""
@@ -123,6 +127,11 @@ def _pinned_images(args: ResourceValidationArgs, props: dict[str, Any], report: 
         if not (by_digest or tagged):
             report(
                 f"container {container.get('name')}: image {_shown(image)} is not pinned; use a version tag or a digest"
+            )
+        elif digests and not by_digest:
+            report(
+                f"container {container.get('name')}: image {text} is not pinned by digest; `pulumi up` pins each tag "
+                "to its registry's digest (the offline plan does not: leave pinned-images' digests off for it)"
             )
         elif "/pathways/" in text and not by_digest:
             report(
@@ -137,6 +146,7 @@ pinned_images = ResourceValidationPolicy(
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Set tpu-rl:images to tags or @sha256 digests.",
+    config_schema=PolicyConfigSchema(properties={"digests": {"type": "boolean", "default": False}}),
     validate=_guarded_resource(_pinned_images),
 )
 
