@@ -55,5 +55,17 @@ CONVERTED = "0/items/"
 SOURCE_RECORD = "source.json"
 """The conversion's record of the base model it converted: repo, revision, commit, files
 (``workloads/container/base_snapshot.py``)."""
+HUB_CACHE = "hub/"
+"""The Hub cache under the conversion's prefix (``hub_cache``)."""
+
+
+def hub_cache(bucket: str, model: str) -> str:
+    """Where the conversion keeps what it fetched from the Hub, one entry per base model and commit
+    (``<hub cache><repo>/<commit>/``, ``workloads/container/base_snapshot.py``): ``gs://<bucket>/<model>/convert/hub/``,
+    under the conversion's own prefix, so its identity writes it and the export's reads it with the grants they have
+    (``infra.gcp.access``), and every later conversion of the stack reads it instead of the Hub."""
+    return f"gs://{bucket}/{step_prefix(model, 'convert')}{HUB_CACHE}"
+
+
 BASE_FILES = "base/"
 """The base's files that are not weights, at that commit, under the conversion's output."""

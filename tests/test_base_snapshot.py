@@ -40,8 +40,17 @@ FILES = {
 COPIED = sorted(n for n in FILES if not n.endswith(".safetensors"))
 
 
+CACHE = f"gs://{BUCKET}/gemma4-26b/convert/hub/"
+"""The stack's Hub cache (``core.layout.hub_cache``)."""
+ENTRY = f"gemma4-26b/convert/hub/{REPO}/{COMMIT}/"
+"""The cache entry of the base at ``COMMIT``."""
+
+
 def run(tmp_path: Path, hub: str, *args: str) -> subprocess.CompletedProcess:
-    """``base_snapshot.py`` as a step's pod runs it (its environment: the token from the Secret, the emulator)."""
+    """``base_snapshot.py`` as a step's pod runs it (its environment: the token from the Secret, the emulator); a
+    ``snapshot REPO REVISION OUTPUT`` goes through the stack's Hub cache ``CACHE`` into ``tmp_path/base-model``."""
+    if args[:1] == ("snapshot",) and len(args) == 4:
+        args = (*args, CACHE, str(tmp_path / "base-model"))
     env = {
         "PATH": "/usr/bin:/bin",
         "HF_TOKEN": SENTINEL_TOKEN,
@@ -187,3 +196,78 @@ def test_a_base_without_a_config_is_refused(bucket, tmp_path):
         done = run(tmp_path, hub, "snapshot", REPO, "main", OUTPUT)
     assert done.returncode == SETUP_FAILURE_EXIT
     assert one_line(done) == f"tpu-rl base: {REPO}@{COMMIT} has no config.json"
+
+
+def local_files(folder: Path) -> dict[str, bytes]:
+    """The files ``to_maxtext`` finds in its ``--hf_model_path`` (``huggingface_hub``'s own ``.cache`` left out)."""
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+
+
+def test_the_hub_sends_each_file_once_per_commit_and_the_bucket_the_rest(bucket, tmp_path):
+    """Issue 40 item 4: the first conversion fetches every file of the commit from the Hub once (the weights into
+    the local folder ``to_maxtext`` reads, the rest into ``base/`` too) and keeps each in the cache entry; a retry
+    of it, a later conversion of the same commit (pinned: the Hub is never asked; by branch: it is asked which
+    commit, and sends no file) read the bucket. The Hub's bytes are counted by the loopback Hub itself."""
+    served = FakeHub.serving(FILES)
+    with serve(served) as hub:
+        first = run(tmp_path / "first", hub, "snapshot", REPO, "main", OUTPUT)
+    assert first.returncode == 0, first.stderr
+    assert sum(served.sent) == sum(len(data) for data in FILES.values()), "each file once, whole"
+    assert local_files(tmp_path / "first" / "base-model") == FILES, "what to_maxtext reads, weights included"
+    assert objects(bucket, ENTRY) == {**FILES, "entry.json": objects(bucket, ENTRY)["entry.json"]}
+    assert json.loads(objects(bucket, ENTRY)["entry.json"]) == {
+        "repo": REPO,
+        "commit": COMMIT,
+        "files": {name: len(data) for name, data in sorted(FILES.items())},
+    }
+    closed = "http://127.0.0.1:9"  # no Hub at all: a call to it fails the step
+    retry = run(tmp_path / "retry", closed, "snapshot", REPO, "main", OUTPUT)
+    pinned = run(tmp_path / "pinned", closed, "snapshot", REPO, COMMIT, f"gs://{BUCKET}/gemma4-26b/convert/1111111111/")
+    for done, name in ((retry, "retry"), (pinned, "pinned")):
+        assert done.returncode == 0 and done.stdout == f"{COMMIT}\n", done.stderr
+        assert local_files(tmp_path / name / "base-model") == FILES
+    again = FakeHub.serving(FILES)
+    with serve(again) as hub:
+        branch = run(
+            tmp_path / "branch", hub, "snapshot", REPO, "main", f"gs://{BUCKET}/gemma4-26b/convert/2222222222/"
+        )
+    assert branch.returncode == 0 and branch.stdout == f"{COMMIT}\n", branch.stderr
+    assert again.sent == [] and again.ranges == [], "asked which commit main is, sent no file"
+    assert local_files(tmp_path / "branch" / "base-model") == FILES
+    record = source_record(bucket, f"gs://{BUCKET}/gemma4-26b/convert/2222222222/")
+    assert record is not None and (record.revision, record.commit, record.files) == ("main", COMMIT, COPIED)
+
+
+def test_an_entry_cut_short_is_completed_with_only_what_it_lacks(bucket, tmp_path):
+    """A conversion killed while it filled the cache left files but no ``entry.json``: the next one takes the whole
+    files from the bucket and only the missing (or short) ones from the Hub, then writes the entry."""
+    with serve(FakeHub.serving(FILES)) as hub:
+        assert run(tmp_path / "first", hub, "snapshot", REPO, "main", OUTPUT).returncode == 0
+    shard = "model-00002-of-00002.safetensors"
+    bucket.bucket(BUCKET).blob(ENTRY + "entry.json").delete()
+    bucket.bucket(BUCKET).blob(ENTRY + shard).delete()
+    put(bucket, f"gs://{BUCKET}/{ENTRY}", "tokenizer.json", data=TOKENIZER[:100])  # an upload cut short
+    served = FakeHub.serving(FILES)
+    with serve(served) as hub:
+        done = run(tmp_path / "next", hub, "snapshot", REPO, "main", f"gs://{BUCKET}/gemma4-26b/convert/3333333333/")
+    assert done.returncode == 0, done.stderr
+    assert sorted(served.sent) == sorted([len(FILES[shard]), len(TOKENIZER)])
+    assert local_files(tmp_path / "next" / "base-model") == FILES
+    assert "entry.json" in objects(bucket, ENTRY) and objects(bucket, ENTRY)["tokenizer.json"] == TOKENIZER
+
+
+@pytest.mark.parametrize(
+    ("entry", "words"),
+    [
+        (b"{not json", "is not JSON"),
+        (json.dumps({"repo": REPO, "commit": MOVED, "files": {}}).encode(), "is not the cache entry of"),
+        (json.dumps({"repo": REPO, "commit": COMMIT, "files": {"../x": 1}}).encode(), "is not the cache entry of"),
+    ],
+    ids=["not-json", "another-commit", "a-path-out"],
+)
+def test_a_cache_entry_that_is_not_one_is_refused_in_one_line(bucket, tmp_path, entry, words):
+    put(bucket, f"gs://{BUCKET}/{ENTRY}", "entry.json", data=entry)
+    done = run(tmp_path, "http://127.0.0.1:9", "snapshot", REPO, COMMIT, OUTPUT)
+    assert done.returncode == SETUP_FAILURE_EXIT and words in one_line(done)
+    assert f"delete gs://{BUCKET}/{ENTRY}" in one_line(done), "the line names the fix"
+    assert source_record(bucket, OUTPUT) is None

@@ -396,11 +396,16 @@ def test_conversion_argv(tmp_path):
     assert mark[:1] == [MARK]
     expected = [a for a in tutorial_argv(TUTORIAL_CONVERT) if not a.startswith("hf_access_token=")]
     convert_out = f"{PROD_BUCKET}/gemma4-26b/convert/{step_id(objs['convert'])}/"
-    assert snapshot == [SNAPSHOT, "snapshot", "google/gemma-4-26b-a4b-it", "main", convert_out]
+    cache = f"{PROD_BUCKET}/gemma4-26b/convert/hub/"  # the Hub cache (core.layout.hub_cache)
+    local = "/scratch/base-model"  # the commit's files, weights included (commands.CONVERT_BASE_DIR)
+    assert snapshot == [SNAPSHOT, "snapshot", "google/gemma-4-26b-a4b-it", "main", convert_out, cache, local]
     expected = [
-        f"base_output_directory={convert_out}" if a.startswith("base_output_directory=") else a for a in expected
+        f"base_output_directory={convert_out}" if a.startswith("base_output_directory=") else a
+        for a in expected
+        if not a.startswith("--hf_model_path=")
     ]
-    assert convert == [*expected, f"--revision={COMMIT}"], "the weights of the commit the snapshot resolved"
+    # The weights of the commit the snapshot resolved, read from the local folder it filled (never the Hub).
+    assert convert == [*expected, f"--revision={COMMIT}", f"--hf_model_path={local}"]
     assert f"tpu-rl: converting commit {COMMIT}" in last_run().stdout
 
 
@@ -898,3 +903,59 @@ def test_the_gsm8k_template_would_nest_turn_markers():
     """Why neither choice uses gsm8k_rl.json: its TEMPLATE hard-codes Gemma 3's markers."""
     template = json.loads(shared_path("maxtext-0.2.4", "examples", "chat_templates", "gsm8k_rl.json").read_text())
     assert all(marker in template["TEMPLATE"] for marker in GEMMA3_MARKERS)
+
+
+HUB_FILES = {
+    "config.json": b'{"architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4"}',
+    "tokenizer.json": b'{"version": "1.0"}' * 1000,
+    "model-00001-of-00002.safetensors": b"\x08\x00\x00\x00\x00\x00\x00\x00{}      " * 100,
+    "model-00002-of-00002.safetensors": b"\x08\x00\x00\x00\x00\x00\x00\x00{}      " * 200,
+    "model.safetensors.index.json": b'{"metadata": {}, "weight_map": {}}',
+}
+"""The base repository the conversions below fetch (``tests.fake_hub.REPO`` at ``COMMIT``)."""
+
+
+@pytest.mark.slow
+def test_the_conversion_takes_each_hub_byte_once_a_restart_and_a_rerun_none(tmp_path, gcs):
+    """Issue 40 item 4, as the pod runs it: the conversion's script in bash, its programs for real (``SHIM_RUN_C``;
+    ``to_maxtext`` is the shim, handed the local folder) against the loopback Hub, which counts the bytes it sends,
+    and fake-gcs-server. The first attempt fetches each file once; a restart of the same step and a new conversion
+    of the same commit (a re-run: another step, another output) run with no Hub at all."""
+    from tests.conftest import SENTINEL_TOKEN
+    from tests.fake_hub import FakeHub
+    from tests.loopback import serve
+    from workloads.specs.commands import CONVERT_BASE_DIR
+
+    gcs.create_bucket(PROD_BUCKET.removeprefix("gs://"))
+    base = {
+        "SHIM_RUN_C": "1",
+        "SHIM_BASE_COMMIT": "",  # base_snapshot.py runs for real
+        "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"],
+        "HF_TOKEN": SENTINEL_TOKEN,
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "NO_GCE_CHECK": "True",
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+
+    def convert(obj: dict, attempt: str, hub: str) -> list[list[str]]:
+        local = tmp_path / attempt / "base-model"
+        env = {**base, "HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / attempt / "hf-home")}
+        script = scripts_of(obj)["data"][RUN_SCRIPT].replace(CONVERT_BASE_DIR, str(local))
+        calls = run_in_bash(obj, tmp_path / attempt, env, script=script)
+        (maxtext,) = [call for call in calls if call[:2] == ["-m", "maxtext.checkpoint_conversion.to_maxtext"]]
+        assert f"--hf_model_path={local}" in maxtext and f"--revision={COMMIT}" in maxtext
+        assert {p.name: p.read_bytes() for p in local.iterdir() if p.is_file()} == HUB_FILES, "what to_maxtext reads"
+        return calls
+
+    first = objects("prod")["convert"]
+    served = FakeHub.serving(HUB_FILES)
+    for attempt in ("first", "restart", "rerun"):
+        (tmp_path / attempt).mkdir()
+    with serve(served) as hub:
+        convert(first, "first", hub)
+    assert sum(served.sent) == sum(len(data) for data in HUB_FILES.values()), "each byte of the commit once"
+    closed = "http://127.0.0.1:9"  # any call to the Hub fails the step
+    convert(first, "restart", closed)
+    rerun = objects("prod", f"tpu-rl:model.revision={COMMIT}")["convert"]
+    assert step_id(rerun) != step_id(first)
+    convert(rerun, "rerun", closed)

@@ -1,21 +1,29 @@
-"""One commit of the base model for every step (run in the MaxText image as ``python3 -c`` of this file's text
-with ``core/hf_model.py``'s in place of its import, as the export step runs ``complete_export.py``).
+"""One commit of the base model for every step, fetched from the Hub once (run in the MaxText image as
+``python3 base_snapshot.py``, a file of the step's ConfigMap, with ``core/hf_model.py``'s text in place of its import,
+as the export step runs ``complete_export.py``).
 
-    python3 base_snapshot.py snapshot BASE_REPO REVISION CONVERT_URI   # the conversion, first: prints the commit
-    python3 base_snapshot.py fetch CONVERT_URI LOCAL_DIR                # training, the export: prints the commit
+    python3 base_snapshot.py snapshot BASE_REPO REVISION CONVERT_URI CACHE_URI LOCAL_DIR   # the conversion
+    python3 base_snapshot.py fetch CONVERT_URI LOCAL_DIR                                     # training, the export
 
 ``tpu-rl:model.revision`` is a branch, a tag or a commit, and a branch moves. The conversion resolves it once,
-here, before ``to_maxtext`` reads the weights at that commit (its ``--revision``): the base's files that are not
-weights (``config.json``, the tokenizer's, the chat template, the generation and processor configs) are copied,
-at that commit, to ``<conversion output>base/``, and ``<conversion output>source.json`` records
-``{"repo", "revision", "commit", "files"}``, written last. Training (``tokenizer_path``, which vLLM reads too) and
-the export (``to_huggingface``'s ``--hf_model_path``, and the base the export is completed from) read those files
-and that commit, never the branch again; the program's export check and the model card read the record.
+here, and takes every file of that commit it needs from the **Hub cache** ``CACHE_URI`` (a ``gs://`` folder: one
+entry ``<CACHE_URI><repo>/<commit>/`` per base model and commit, its files and ``entry.json``, written last, naming
+each with its size), downloading from the Hub only the files the entry lacks and adding them to it: the ~52 GB of a
+26B model's weights cross the Hub once per (model, commit), and a retried conversion, a later run and (with a
+cache folder the stacks share) another stack read them from the bucket. The files land in ``LOCAL_DIR``, where
+``to_maxtext`` reads the weights (``--hf_model_path``: MaxText 0.2.4's ``LazyHFLoader`` reads a local folder and
+asks the Hub nothing); the base's files that are not weights (``config.json``, the tokenizer's, the chat template,
+the generation and processor configs) are copied to ``<conversion output>base/``, and
+``<conversion output>source.json`` records ``{"repo", "revision", "commit", "files"}``, written last. Training
+(``tokenizer_path``, which vLLM reads too) and the export (``to_huggingface``'s ``--hf_model_path``, and the base the
+export is completed from) read those files and that commit, never the branch again; the program's export check and
+the model card read the record.
 
-A conversion run again (a retry) keeps the commit it recorded: the branch may have moved since, and the
-checkpoint it resumes is of that commit. Exit 0 with the commit on stdout; 3 for a refusal (a record of another
-repository, a commit the Hub does not name, no ``config.json``); 1 when the Hub or GCS fails (the step runs
-again).
+A conversion run again (a retry) keeps the commit it recorded: the branch may have moved since, and the checkpoint
+it resumes is of that commit. The Hub is asked which commit a revision names only when it is not a commit already
+and no record names one; a revision that is a commit with a whole cache entry asks the Hub nothing at all. Exit 0
+with the commit on stdout; 3 for a refusal (a record of another repository, a commit the Hub does not name, no
+``config.json``); 1 when the Hub or GCS fails (the step runs again).
 """
 
 from __future__ import annotations
@@ -23,7 +31,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +44,14 @@ COMMIT = re.compile(r"[0-9a-f]{40}")
 RECORD = "source.json"
 BASE_FOLDER = "base/"
 WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".onnx", ".tflite")
-"""What is not copied: the weights (``to_maxtext`` reads them itself, at the commit)."""
+"""What is not copied to the conversion's ``base/``: the weights (``to_maxtext`` reads them from ``LOCAL_DIR``)."""
 MAX_FILE_BYTES = 64 * 1024 * 1024
-"""The largest file copied (Gemma's ``tokenizer.json`` is about 32 MB)."""
+"""The largest file copied to ``base/`` (Gemma's ``tokenizer.json`` is about 32 MB)."""
+MAX_WEIGHTS_BYTES = 64 * 1024**3
+"""The largest weights file fetched (a 26B model's safetensors shards are a few GB each)."""
+INDEX = "model.safetensors.index.json"
+ENTRY = "entry.json"
+"""A cache entry's record, written last: ``{"repo", "commit", "files": {name: size}}``."""
 MAX_FILES = 100
 TIMEOUT = 60.0
 
@@ -95,47 +107,127 @@ def _first(err: Exception) -> str:
 
 
 def wanted(name: str, size: int) -> bool:
-    """A file of the base worth copying: a plain file name of the repository's top folder, not weights, small."""
+    """A file of the base worth copying to ``base/``: a plain file name of the repository's top folder, not weights,
+    small."""
     return name_problem(name) is None and not name.endswith(WEIGHTS) and size <= MAX_FILE_BYTES
 
 
-def snapshot(repo: str, revision: str, uri: str) -> str:
-    """Resolve ``revision`` (or keep the recorded commit), copy the base's files to ``<uri>base/``, record."""
-    from huggingface_hub import HfApi, hf_hub_download
+def needed(name: str, size: int) -> bool:
+    """A file the conversion needs: one copied to ``base/`` (``wanted``), or the safetensors weights and their index
+    ``to_maxtext`` reads from ``LOCAL_DIR``."""
+    weights = name.endswith(".safetensors") or name == INDEX
+    return wanted(name, size) or (name_problem(name) is None and weights and size <= MAX_WEIGHTS_BYTES)
+
+
+def read_entry(bucket: Any, prefix: str, uri: str, repo: str, commit: str) -> dict[str, int] | None:
+    """A whole cache entry's files and sizes, None when there is none (or only part of one: no ``entry.json``)."""
+    blob = bucket.blob(prefix + ENTRY)
+    if not blob.exists(timeout=TIMEOUT):
+        return None
+    try:
+        entry = json.loads(blob.download_as_bytes(start=0, end=MAX_FILE_BYTES - 1, timeout=TIMEOUT))
+    except ValueError:
+        raise RefusedError(f"{uri}{ENTRY} is not JSON: delete {uri} and run the conversion again") from None
+    files = entry.get("files") if isinstance(entry, dict) else None
+    if not (
+        isinstance(entry, dict)
+        and (entry.get("repo"), entry.get("commit")) == (repo, commit)
+        and isinstance(files, dict)
+        and all(isinstance(n, str) and name_problem(n) is None and type(s) is int and s >= 0 for n, s in files.items())
+    ):
+        raise RefusedError(f"{uri}{ENTRY} is not the cache entry of {repo}@{commit}: delete {uri} and run again")
+    return dict(files)
+
+
+def entry_uri(cache_root: str, repo: str, commit: str) -> str:
+    """The cache entry of one commit of one base model: ``<cache_root><repo>/<commit>/``."""
+    return f"{cache_root}{repo}/{commit}/"
+
+
+def entry(cache_root: str, repo: str, commit: str) -> dict[str, int] | None:
+    """The files of the whole cache entry of ``repo@commit``, None when there is none yet."""
+    uri = entry_uri(cache_root, repo, commit)
+    bucket, prefix = folder(uri)
+    return read_entry(bucket, prefix, uri, repo, commit)
+
+
+def hub_files(repo: str, ref: str) -> tuple[str, dict[str, int]]:
+    """The commit ``ref`` names on the Hub and the files of it the conversion needs, with their sizes."""
+    from huggingface_hub import HfApi
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
 
+    try:
+        info = HfApi(library_name="tpu-rl").model_info(repo, revision=ref, files_metadata=True, timeout=TIMEOUT)
+    except (RepositoryNotFoundError, RevisionNotFoundError, GatedRepoError) as err:  # a retry reads the same
+        raise RefusedError(f"cannot read {repo}@{ref} from the Hub ({type(err).__name__}: {_first(err)})") from None
+    except Exception as err:  # noqa: BLE001 (one line: the Hub's error class and its words)
+        raise FailedError(f"cannot read {repo}@{ref} from the Hub ({type(err).__name__}: {_first(err)})") from None
+    if not isinstance(info.sha, str) or not COMMIT.fullmatch(info.sha):
+        raise RefusedError(f"the Hub named no commit for {repo}@{ref}")
+    sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
+    files = {name: size for name, size in sorted(sizes.items()) if needed(name, size)}
+    if len(files) > MAX_FILES:
+        raise RefusedError(f"{repo}@{info.sha} has {len(files)} files to fetch, more than a base model's {MAX_FILES}")
+    return info.sha, files
+
+
+def cached(repo: str, commit: str, files: dict[str, int], cache_uri: str, local: Path, whole: bool) -> None:
+    """Every file of ``files`` into ``local``: from the cache entry when it holds the file whole (its size), else
+    from the Hub, then into the entry; ``entry.json`` written last, once the entry holds every file (unless the
+    entry was ``whole`` already)."""
+    from huggingface_hub import hf_hub_download
+
+    bucket, prefix = folder(cache_uri)
+    for name, size in files.items():
+        blob = bucket.get_blob(prefix + name, timeout=TIMEOUT)
+        if blob is not None and blob.size == size:
+            blob.download_to_filename(str(local / name), timeout=TIMEOUT * 60)
+            log(f"{name} of {repo}@{commit[:12]} from {cache_uri}")
+            continue
+        try:
+            got = Path(hf_hub_download(repo, name, revision=commit, local_dir=str(local), etag_timeout=TIMEOUT))
+        except Exception as err:  # noqa: BLE001
+            raise FailedError(f"cannot download {name} of {repo}@{commit} ({type(err).__name__})") from None
+        if got.stat().st_size != size:
+            raise FailedError(f"{name} of {repo}@{commit}: the Hub sent {got.stat().st_size} bytes, not {size}")
+        bucket.blob(prefix + name).upload_from_filename(str(got), timeout=TIMEOUT * 60)
+        log(f"{name} of {repo}@{commit[:12]} from the Hub, kept in {cache_uri}")
+    if not whole:
+        entry = {"repo": repo, "commit": commit, "files": files}
+        bucket.blob(prefix + ENTRY).upload_from_string(
+            json.dumps(entry, sort_keys=True), content_type="application/json", timeout=TIMEOUT
+        )
+
+
+def snapshot(repo: str, revision: str, uri: str, cache_root: str, local_dir: str) -> str:
+    """Resolve ``revision`` (or keep the recorded commit), fetch the commit's files into ``local_dir`` through the
+    cache under ``cache_root``, copy the base's files to ``<uri>base/``, record."""
     bucket, prefix = folder(uri)
+    folder(cache_root)  # a gs:// folder, refused before anything is read
     record = read_record(bucket, prefix, uri)
     if record is not None and record["repo"] != repo:
         raise RefusedError(f"{uri}{RECORD} records {record['repo']}, not {repo}")
     commit = record["commit"] if record else revision
-    try:
-        info = HfApi(library_name="tpu-rl").model_info(repo, revision=commit, files_metadata=True, timeout=TIMEOUT)
-    except (RepositoryNotFoundError, RevisionNotFoundError, GatedRepoError) as err:  # a retry reads the same
-        raise RefusedError(f"cannot read {repo}@{commit} from the Hub ({type(err).__name__}: {_first(err)})") from None
-    except Exception as err:  # noqa: BLE001 (one line: the Hub's error class and its words)
-        raise FailedError(f"cannot read {repo}@{commit} from the Hub ({type(err).__name__}: {_first(err)})") from None
-    if not isinstance(info.sha, str) or not COMMIT.fullmatch(info.sha):
-        raise RefusedError(f"the Hub named no commit for {repo}@{commit}")
-    if record is not None and info.sha != record["commit"]:
-        raise RefusedError(f"the Hub answered {repo}@{commit} with another commit, {info.sha}")
-    commit = info.sha
-    names = sorted(s.rfilename for s in info.siblings or [] if wanted(s.rfilename, int(s.size or 0)))[:MAX_FILES]
+    files = entry(cache_root, repo, commit) if COMMIT.fullmatch(commit) else None
+    whole = files is not None
+    if files is None:
+        commit, files = hub_files(repo, commit)
+        if record is not None and commit != record["commit"]:
+            raise RefusedError(f"the Hub answered {repo}@{record['commit']} with another commit, {commit}")
+    names = sorted(name for name, size in files.items() if wanted(name, size))
     if CONFIG_FILE not in names:
         raise RefusedError(f"{repo}@{commit} has no {CONFIG_FILE}")
-    with tempfile.TemporaryDirectory(prefix="tpu-rl-base-") as work:
-        for name in names:
-            try:
-                path = hf_hub_download(repo, name, revision=commit, local_dir=work, etag_timeout=TIMEOUT)
-            except Exception as err:  # noqa: BLE001
-                raise FailedError(f"cannot download {name} of {repo}@{commit} ({type(err).__name__})") from None
-            bucket.blob(prefix + BASE_FOLDER + name).upload_from_filename(path, timeout=TIMEOUT * 5)
-            log(f"copied {name} of {repo}@{commit[:12]} to {uri}{BASE_FOLDER}{name}")
-    body = {"repo": repo, "revision": revision, "commit": commit, "files": names}
+    local = Path(local_dir)
+    local.mkdir(parents=True, exist_ok=True)
+    cached(repo, commit, files, entry_uri(cache_root, repo, commit), local, whole)
+    for name in names:
+        bucket.blob(prefix + BASE_FOLDER + name).upload_from_filename(str(local / name), timeout=TIMEOUT * 5)
+    log(f"copied {len(names)} files of {repo}@{commit[:12]} to {uri}{BASE_FOLDER}")
+    body = {"repo": repo, "revision": record["revision"] if record else revision, "commit": commit, "files": names}
     bucket.blob(prefix + RECORD).upload_from_string(
         json.dumps(body, sort_keys=True), content_type="application/json", timeout=TIMEOUT
     )
-    log(f"{repo}@{revision} is commit {commit}: recorded in {uri}{RECORD}")
+    log(f"{repo}@{body['revision']} is commit {commit}: recorded in {uri}{RECORD}")
     return commit
 
 
@@ -162,12 +254,14 @@ def fetch(uri: str, local: str) -> str:
 
 def main(argv: list[str]) -> None:
     try:
-        if argv[:1] == ["snapshot"] and len(argv) == 4:
+        if argv[:1] == ["snapshot"] and len(argv) == 6:
             commit = snapshot(*argv[1:])
         elif argv[:1] == ["fetch"] and len(argv) == 3:
             commit = fetch(*argv[1:])
         else:
-            raise RefusedError("usage: base_snapshot.py snapshot REPO REVISION CONVERT_URI | fetch CONVERT_URI DIR")
+            raise RefusedError(
+                "usage: base_snapshot.py snapshot REPO REVISION CONVERT_URI CACHE_URI DIR | fetch CONVERT_URI DIR"
+            )
     except RefusedError as err:
         log(str(err))
         sys.exit(REFUSED)

@@ -19,7 +19,7 @@ import shlex
 from pathlib import Path
 
 from core.knobs import DATASETS, TRAINING_KNOBS
-from core.layout import RUN_NAME
+from core.layout import RUN_NAME, hub_cache
 from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from core.settings import Settings
 
@@ -59,14 +59,15 @@ print(f"optimizer patch: {path}: optax.adamw -> optax.adafactor")
 
 
 def convert_argv(settings: Settings, output_uri: str) -> list[str]:
-    """``to_maxtext`` arguments: the tutorial's, without the token, with our output path and the commit the
-    conversion resolved ``tpu-rl:model.revision`` to (``COMMIT_REF``, set by ``convert_script``)."""
+    """``to_maxtext`` arguments: the tutorial's, without the token, with our output path, the commit the
+    conversion resolved ``tpu-rl:model.revision`` to (``COMMIT_REF``, set by ``convert_script``) and, for the Hub
+    repository, the local folder ``convert_script`` filled with that commit's files (``CONVERT_BASE_DIR``: MaxText
+    0.2.4's ``LazyHFLoader`` reads a local folder, ``os.path.isdir``, and asks the Hub nothing)."""
     model = settings.model.spec
     return [
         "-m",
         TO_MAXTEXT,
         f"model_name={model.maxtext_name}",
-        f"--hf_model_path={model.hf_repo}",
         f"base_output_directory={output_uri}",
         "scan_layers=False",
         "use_multimodal=False",
@@ -76,6 +77,7 @@ def convert_argv(settings: Settings, output_uri: str) -> list[str]:
         "hardware=cpu",
         "--lazy_load_tensors=True",
         f"--revision={COMMIT_REF}",
+        f"--hf_model_path={CONVERT_BASE_DIR}",
     ]
 
 
@@ -147,6 +149,9 @@ COMMIT_REF = "${commit}"
 RUN_TIME_REFS = (CHECKPOINT_REF, COMMIT_REF)
 TRAIN_BASE_DIR = "/tmp/tpu-rl-base"
 """Where training keeps the base's files at the converted commit: its ``tokenizer_path`` (vLLM's model config too)."""
+CONVERT_BASE_DIR = "/scratch/base-model"
+"""Where the conversion keeps the base's files at the commit, weights included: ``to_maxtext``'s ``--hf_model_path``
+(the step's scratch, sized for one copy of the weights: ``core.steps.scratch_gib``)."""
 EXPORT_BASE_DIR = "/scratch/base"
 """Where the export keeps them: ``to_huggingface``'s ``--hf_model_path`` (the tokenizer and chat template)."""
 CHECKPOINT_SCAN = (Path(__file__).parents[1] / "container" / "checkpoint_scan.py").read_text()
@@ -286,11 +291,13 @@ def base_line(*words: str) -> str:
 
 
 def convert_script(settings: Settings, argv: list[str], output_uri: str) -> str:
-    """Create the output folder, resolve ``tpu-rl:model.revision`` to a commit once and copy the base's files at
-    that commit (``base_snapshot.py snapshot``: a retried conversion keeps its recorded commit), then convert the
-    weights of that commit."""
+    """Create the output folder, resolve ``tpu-rl:model.revision`` to a commit once and fetch that commit's files
+    through the Hub cache into ``CONVERT_BASE_DIR``, copying the base's files to the output (``base_snapshot.py
+    snapshot``: a retried conversion keeps its recorded commit; the Hub sends each file once per commit,
+    ``core.layout.hub_cache``), then convert the weights of that commit."""
     model = settings.model
-    snapshot = base_line("snapshot", model.spec.hf_repo, model.revision, output_uri)
+    cache = hub_cache(settings.bucket_name, model.spec.name)
+    snapshot = base_line("snapshot", model.spec.hf_repo, model.revision, output_uri, cache, CONVERT_BASE_DIR)
     return script(mark_folder(output_uri), snapshot, 'echo "tpu-rl: converting commit ${commit}"', argv=argv)
 
 
