@@ -695,3 +695,41 @@ def test_a_branch_that_weakens_a_policy_is_still_judged_by_the_base_one(tmp_path
     forced["least-privilege-pods"] = "mandatory"
     (branch / "policy" / "config" / "prod.json").write_text(json.dumps(forced))
     assert _judge(branch / "policy", branch / "policy" / "config" / "prod.json", plan_file, branch)["found"] == []
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to run as two other users"
+)
+def test_a_process_of_the_branchs_user_cannot_open_the_digest_again_through_proc(tmp_path):
+    """On this machine's kernel: the CLI (here ``sleep``, as one uid) holds the digest as its standard output, a file of
+    another uid (the runner's), mode 0600, as the preview step makes it. A process of the CLI's uid reads where
+    ``/proc/<pid>/fd/1`` points (a ptrace "read" check, which the same uid passes) but cannot open it, to write or
+    to read: the open checks the file's own mode (fs/namei.c ``may_open``). The control: mode 0666 opens."""
+    runner, branch = 2001, 2002
+    digest = tmp_path / "preview.json"
+    digest.touch(mode=0o600)
+    os.chown(digest, runner, runner)
+    tmp_path.chmod(0o755)
+    as_branch = ["setpriv", f"--reuid={branch}", f"--regid={branch}", "--clear-groups"]
+    with digest.open("w") as stdout:  # opened by this shell, handed to the CLI's stand-in as its stdout
+        cli = subprocess.Popen([*as_branch, "/bin/sleep", "60"], stdout=stdout)
+    try:
+        probe = (
+            "import os, sys\n"
+            "link = f'/proc/{sys.argv[1]}/fd/1'\n"
+            "print(os.readlink(link))\n"
+            "for name, flags in (('write', os.O_WRONLY), ('read', os.O_RDONLY)):\n"
+            "    try:\n"
+            "        os.close(os.open(link, flags)); print(name, 'opened')\n"
+            "    except OSError as err:\n"
+            "        print(name, err.strerror)\n"
+        )
+        run = [*as_branch, sys.executable, "-I", "-c", probe, str(cli.pid)]
+        refused = subprocess.run(run, capture_output=True, text=True, timeout=30)
+        assert refused.stdout.splitlines() == [str(digest), "write Permission denied", "read Permission denied"]
+        digest.chmod(0o666)
+        opened = subprocess.run(run, capture_output=True, text=True, timeout=30)
+        assert opened.stdout.splitlines() == [str(digest), "write opened", "read opened"]
+    finally:
+        cli.kill()
+        cli.wait(timeout=10)
