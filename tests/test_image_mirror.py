@@ -165,7 +165,8 @@ def test_the_policy_asks_for_digests_only_where_its_config_says_so():
     assert violations(plan, "pinned-images", "prod") == [], "tags pass by default (the offline plan reads no registry)"
     required = violations(plan, "pinned-images", "prod", config={"digests": True})
     assert required and all("is not pinned by digest" in v and "tpu_post_training:0.2.4" in v for v in required)
-    assert violations(_pinned_jobsets(plan, "sha256:" + "d" * 64), "pinned-images", "prod", config={"digests": True}) == []
+    pinned = _pinned_jobsets(plan, "sha256:" + "d" * 64)
+    assert violations(pinned, "pinned-images", "prod", config={"digests": True}) == []
 
 
 def test_the_policy_trusts_a_mirror_its_config_lists():
