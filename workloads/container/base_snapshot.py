@@ -4,6 +4,7 @@ as the export step runs ``complete_export.py``).
 
     python3 base_snapshot.py snapshot BASE_REPO REVISION CONVERT_URI CACHE_URI LOCAL_DIR   # the conversion
     python3 base_snapshot.py fetch CONVERT_URI LOCAL_DIR                                     # training, the export
+    python3 base_snapshot.py dataset REPO REVISION URI PATTERN...                             # a training dataset
 
 ``tpu-rl:model.revision`` is a branch, a tag or a commit, and a branch moves. The conversion resolves it once,
 here, and takes every file of that commit it needs from the **Hub cache** ``CACHE_URI`` (a ``gs://`` folder: one
@@ -31,6 +32,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -252,15 +254,110 @@ def fetch(uri: str, local: str) -> str:
     return str(record["commit"])
 
 
+DATASET_RECORD = "dataset.json"
+"""A staged dataset's record, written last: ``{"repo", "revision", "commit", "files": {name: size}}``."""
+MAX_DATASET_FILE_BYTES = 16 * 1024**3
+DATASET_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.=-]{0,200}(/[A-Za-z0-9][A-Za-z0-9_.=-]{0,200}){0,4}")
+"""A dataset file's path in its repository (``data/train_1M-00000-of-00003.parquet``): plain names, a few deep."""
+
+
+def dataset_path_problem(name: str) -> str | None:
+    """Why ``name`` is no dataset file a staged folder may hold, None when it is one."""
+    if not DATASET_FILE.fullmatch(name) or any(part in (".", "..") for part in name.split("/")):
+        return f"{name[:100]!r} is not a plain path of a dataset's files"
+    return None
+
+
+def read_dataset_record(bucket: Any, prefix: str, uri: str, repo: str) -> dict[str, Any] | None:
+    """A staged dataset's record, None when it is not staged (yet)."""
+    blob = bucket.blob(prefix + DATASET_RECORD)
+    if not blob.exists(timeout=TIMEOUT):
+        return None
+    try:
+        record = json.loads(blob.download_as_bytes(start=0, end=MAX_FILE_BYTES - 1, timeout=TIMEOUT))
+    except ValueError:
+        raise RefusedError(f"{uri}{DATASET_RECORD} is not JSON") from None
+    files = record.get("files") if isinstance(record, dict) else None
+    if not (
+        isinstance(record, dict)
+        and record.get("repo") == repo
+        and isinstance(record.get("commit"), str)
+        and COMMIT.fullmatch(record["commit"])
+        and isinstance(files, dict)
+        and all(isinstance(n, str) and dataset_path_problem(n) is None for n in files)
+    ):
+        raise RefusedError(f"{uri}{DATASET_RECORD} is not the record of {repo} staged here")
+    return record
+
+
+def stage_dataset(repo: str, revision: str, uri: str, *patterns: str) -> str:
+    """The files of the Hub dataset ``repo`` at ``revision`` that match ``patterns`` (``fnmatch``, paths in the
+    repository), staged under the ``gs://`` folder ``uri`` once: a later attempt finds ``dataset.json`` (written
+    last) and asks the Hub nothing. MaxText reads them there (``hf_train_files``/``hf_eval_files`` are ``gs://``
+    patterns: ``datasets`` globs them through gcsfs, which the image has)."""
+    import fnmatch
+
+    from huggingface_hub import HfApi, hf_hub_download
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+    bucket, prefix = folder(uri)
+    record = read_dataset_record(bucket, prefix, uri, repo)
+    if record is not None:
+        log(f"dataset {repo}@{record['commit'][:12]}: {len(record['files'])} files staged in {uri}")
+        return str(record["commit"])
+    try:
+        info = HfApi(library_name="tpu-rl").dataset_info(repo, revision=revision, files_metadata=True, timeout=TIMEOUT)
+    except (RepositoryNotFoundError, RevisionNotFoundError, GatedRepoError) as err:
+        raise RefusedError(f"cannot read dataset {repo}@{revision} ({type(err).__name__}: {_first(err)})") from None
+    except Exception as err:  # noqa: BLE001
+        raise FailedError(f"cannot read dataset {repo}@{revision} ({type(err).__name__}: {_first(err)})") from None
+    if not isinstance(info.sha, str) or not COMMIT.fullmatch(info.sha):
+        raise RefusedError(f"the Hub named no commit for dataset {repo}@{revision}")
+    sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
+    files: dict[str, int] = {}
+    for pattern in patterns:
+        found = {n: s for n, s in sizes.items() if fnmatch.fnmatchcase(n, pattern) and dataset_path_problem(n) is None}
+        if not found:
+            raise RefusedError(f"dataset {repo}@{info.sha} has no file matching {pattern}")
+        files.update(found)
+    if len(files) > MAX_FILES or any(size > MAX_DATASET_FILE_BYTES for size in files.values()):
+        raise RefusedError(f"dataset {repo}@{info.sha}: {patterns} match more than {MAX_FILES} files or a huge one")
+    with tempfile.TemporaryDirectory(prefix="tpu-rl-dataset-") as work:
+        for name, size in sorted(files.items()):
+            try:
+                got = Path(
+                    hf_hub_download(
+                        repo, name, repo_type="dataset", revision=info.sha, local_dir=work, etag_timeout=TIMEOUT
+                    )
+                )
+            except Exception as err:  # noqa: BLE001
+                raise FailedError(
+                    f"cannot download {name} of dataset {repo}@{info.sha} ({type(err).__name__})"
+                ) from None
+            if got.stat().st_size != size:
+                raise FailedError(f"{name} of dataset {repo}@{info.sha}: the Hub sent {got.stat().st_size} bytes")
+            bucket.blob(prefix + name).upload_from_filename(str(got), timeout=TIMEOUT * 60)
+            got.unlink()
+            log(f"{name} of dataset {repo}@{info.sha[:12]} staged in {uri}")
+    body = {"repo": repo, "revision": revision, "commit": info.sha, "files": files}
+    bucket.blob(prefix + DATASET_RECORD).upload_from_string(
+        json.dumps(body, sort_keys=True), content_type="application/json", timeout=TIMEOUT
+    )
+    return info.sha
+
+
 def main(argv: list[str]) -> None:
     try:
         if argv[:1] == ["snapshot"] and len(argv) == 6:
             commit = snapshot(*argv[1:])
         elif argv[:1] == ["fetch"] and len(argv) == 3:
             commit = fetch(*argv[1:])
+        elif argv[:1] == ["dataset"] and len(argv) >= 5:
+            commit = stage_dataset(*argv[1:])
         else:
             raise RefusedError(
                 "usage: base_snapshot.py snapshot REPO REVISION CONVERT_URI CACHE_URI DIR | fetch CONVERT_URI DIR"
+                " | dataset REPO REVISION URI PATTERN..."
             )
     except RefusedError as err:
         log(str(err))
