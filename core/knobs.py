@@ -31,6 +31,9 @@ class Knob:
     """Other valid values where the simple ones break a cross-field rule (docs and the invariance test)."""
     companions: tuple[tuple[str, KnobValue], ...] = ()
     """Other training fields a different value needs: (field, value)."""
+    maxtext_default: bool = False
+    """The default is MaxText's own (``rl.yml``): the argv names the key only when it is set otherwise, so a run at
+    the defaults keeps the tutorial's argv (a knob the tutorial does not pass, ``tutorial=False``)."""
 
     @property
     def kind(self) -> type:
@@ -115,6 +118,34 @@ TRAINING_KNOBS: tuple[Knob, ...] = (
     # Not in the tutorial (rl.yml saves every 50 steps, i.e. only at the end of its 50-step run): a
     # failure then loses the whole run. Every 10 steps bounds the loss at 10 steps plus start-up.
     Knob("checkpointPeriod", "checkpoint_period", 10, minimum=1, maximum=100_000, tutorial=False),
+    # New in MaxText 0.2.5 (rl.yml, "Tunix runtime knobs" and the vLLM rollout block; configs/types.py): speed for
+    # HBM headroom, MaxText's defaults kept (each is what tunix did before it was a knob: a gc.collect() after
+    # every weight sync, the KV cache freed around it, rewards evaluated in the trainer process). train_rl passes
+    # each only to a tunix that declares it, else logs that it is ignored (train_rl.py _kwargs_supported_by).
+    # false saves about 1 s a step, but the weights' copies each sync leaves on HBM then accumulate (OOM risk).
+    Knob(
+        "gcCollectAfterWeightSync",
+        "gc_collect_after_weight_sync",
+        True,
+        bool_text=("true", "false"),
+        tutorial=False,
+        maxtext_default=True,
+    ),
+    # false keeps vLLM's KV-cache pool across the weight sync (about 2 s a step saved); the sync then needs HBM for a
+    # second copy of the sampler's weights beside the pool: out of memory unless hbmUtilizationVllm leaves room.
+    Knob(
+        "freeKvCacheDuringWeightSync",
+        "free_kv_cache_during_weight_sync",
+        True,
+        bool_text=("true", "false"),
+        tutorial=False,
+        maxtext_default=True,
+    ),
+    # Processes evaluating the reward functions (math-verify's grading) over a batch: 0 in the trainer process,
+    # -1 one per CPU of the head pod.
+    Knob(
+        "rewardNumWorkers", "reward_num_workers", 0, minimum=-1, maximum=256, tutorial=False, maxtext_default=True
+    ),
 )
 
 KNOBS_BY_FIELD: dict[str, Knob] = {k.field: k for k in TRAINING_KNOBS}

@@ -1,4 +1,4 @@
-"""MaxText 0.2.4's configuration keys and their types: a fact table of the pinned image.
+"""MaxText's configuration keys and their types (``MAXTEXT_VERSION``): a fact table of the pinned image.
 
 ``train_rl`` loads ``configs/base.yml`` and ``configs/post_train/rl.yml``; pyconfig rejects an
 unknown top-level key, but a typo inside a nested block (``rl.num_generation=8``) is merged
@@ -6,9 +6,14 @@ silently and the run trains with the default. The table lists every top-level ke
 key of a nested block (``rl.num_generations``) with the type of its default, so ``extraArgs``
 can be checked before a TPU starts.
 
-Regenerate it from a MaxText checkout or wheel (``src/maxtext/configs``)::
+The table is made from the release's wheel, with the files the tests read, by one command (docs/operations.md
+"Adopting a MaxText release")::
 
-    python -m core.maxtext_keys path/to/maxtext/configs > core/data/maxtext-0.2.4-keys.json
+    make maxtext VERSION=0.2.5        # python -m tools.adopt_maxtext 0.2.5
+
+or from any folder of MaxText configs (``src/maxtext/configs`` of a checkout)::
+
+    python -m core.maxtext_keys path/to/maxtext/configs > core/data/maxtext-0.2.5-keys.json
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from typing import Any
 
 import yaml
 
-MAXTEXT_VERSION = "0.2.4"
+MAXTEXT_VERSION = "0.2.5"
+"""The MaxText of the image ``tpu_post_training:0.2.5`` (``core.config.schema`` ``DEFAULT_IMAGES``)."""
 TABLE = Path(__file__).parent / "data" / f"maxtext-{MAXTEXT_VERSION}-keys.json"
 CONFIG_FILES = ("base.yml", "post_train/rl.yml")
 TYPES = ("bool", "int", "float", "str", "null", "list", "dict")
@@ -68,5 +74,5 @@ def closest_key(key: str) -> str | None:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: python -m core.maxtext_keys MAXTEXT_CONFIGS_DIR > core/data/maxtext-0.2.4-keys.json")
+        sys.exit(f"usage: python -m core.maxtext_keys MAXTEXT_CONFIGS_DIR > core/data/maxtext-{MAXTEXT_VERSION}-keys.json")
     print(json.dumps(generate(Path(sys.argv[1])), indent=1))

@@ -1,37 +1,305 @@
-"""The committed MaxText 0.2.4 key table is the pinned image's configuration, and extraArgs are read against it."""
+"""The committed MaxText key table is the pinned release's configuration (made from its wheel by
+tools/adopt_maxtext.py), the steps' argv loads as that release's config loader loads it, and extraArgs are read
+against the table."""
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
+import lzma
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
 import pytest
+import yaml
 
 from core import maxtext_keys
 from core.config import ConfigError
 from core.config.load import INTERPRETED, PROGRAM_KEYS, read_extra_args
 from core.knobs import TRAINING_KNOBS
-from tests.conftest import shared_path
+from core.names import SETUP_FAILURE_EXIT
+from tests.conftest import SHARED, SHARED_OPTIONAL, VENDORED, shared_path
+from tools import adopt_maxtext
 
 KEY = "tpu-rl:training.extraArgs"
+VERSION = maxtext_keys.MAXTEXT_VERSION
+RELEASE = f"maxtext-{VERSION}"
 
 pytestmark = pytest.mark.pure
 
 
+def _vendored(path: str) -> bytes:
+    """A vendored file of the release, decompressed."""
+    plain = VENDORED / RELEASE / path
+    return plain.read_bytes() if plain.exists() else lzma.decompress(plain.with_name(plain.name + ".xz").read_bytes())
+
+
+def _wheel_record() -> dict:
+    return json.loads(shared_path(RELEASE, adopt_maxtext.RECORD_NAME).read_text())
+
+
+# -- the table is the release's ------------------------------------------------------------------------
+
+
 @pytest.mark.slow
-def test_the_table_is_regenerated_from_maxtext_0_2_4():
-    configs = shared_path("maxtext-0.2.4", "configs")
+def test_the_table_is_regenerated_from_the_pinned_release():
+    configs = shared_path(RELEASE, "configs")
+    assert maxtext_keys.TABLE.name == f"maxtext-{VERSION}-keys.json"
     assert maxtext_keys.generate(configs) == maxtext_keys.known_keys(), (
-        "core/data/maxtext-0.2.4-keys.json is stale: "
-        "python -m core.maxtext_keys tests/data/vendor/maxtext-0.2.4/configs"
+        f"core/data/maxtext-{VERSION}-keys.json is stale: make maxtext VERSION={VERSION}"
     )
+
+
+def test_only_the_pinned_releases_table_is_committed():
+    tables = sorted(p.name for p in maxtext_keys.TABLE.parent.glob("maxtext-*-keys.json"))
+    assert tables == [maxtext_keys.TABLE.name], "an old table is dead data: git keeps it"
+
+
+def test_the_wheel_record_names_every_vendored_file_with_its_content():
+    record = _wheel_record()
+    assert record["package"] == "maxtext" and record["version"] == VERSION
+    assert record["wheel"] == f"maxtext-{VERSION}-py3-none-any.whl" and re.fullmatch(r"[0-9a-f]{64}", record["sha256"])
+    vendored = {
+        p.relative_to(VENDORED / RELEASE).as_posix().removesuffix(".xz")
+        for p in (VENDORED / RELEASE).rglob("*")
+        if p.is_file() and p.name != adopt_maxtext.RECORD_NAME
+    }
+    assert vendored == set(record["files"])
+    for path, facts in record["files"].items():
+        data = _vendored(path)
+        assert hashlib.sha256(data).hexdigest() == facts["sha256"], path
+        assert adopt_maxtext.git_blob(data) == facts["git_blob"], path
+    assert any(pin.startswith("google-tunix @ ") for pin in record["post_train_github_deps"]), "the image's tunix"
+
+
+def _released_sums(folder: Path) -> dict[str, str]:
+    """The sha256 lines of ``../shared/maxtext-<version>/README.md`` (``<sha256>  <path>``)."""
+    return {
+        m[2]: m[1] for m in re.finditer(r"^([0-9a-f]{64})  (\S+)$", (folder / "README.md").read_text(), re.M)
+    }
+
+
+def test_the_vendored_configs_are_the_released_ones():
+    """The configs the table is made of are byte for byte those ../shared holds for the release (by sha256): this
+    test reads ../shared itself, so it fails where ../shared is missing (a clone, GitHub's CI) unless skipped."""
+    folder = SHARED / RELEASE
+    if not (folder / "README.md").exists():
+        why = f"{folder}/README.md is missing: this test compares the vendored {RELEASE} with ../shared's"
+        if os.environ.get(SHARED_OPTIONAL) == "1":
+            pytest.skip(why)
+        pytest.fail(f"{why}; {SHARED_OPTIONAL}=1 skips it")
+    released = _released_sums(folder)
+    assert {"configs/base.yml", "configs/post_train/rl.yml"} <= set(released)
+    files = _wheel_record()["files"]
+    for path, digest in released.items():
+        assert files[path]["sha256"] == digest, f"{path}: the wheel's differs from ../shared's"
+        assert hashlib.sha256(_vendored(path)).hexdigest() == digest, path
+
+
+# -- every key the program passes is one of the release's, with the same meaning ----------------------------
 
 
 def test_every_key_the_program_sets_or_reads_is_a_maxtext_key():
     table = maxtext_keys.known_keys()
     assert {k.key for k in TRAINING_KNOBS} <= set(table)
     assert set(INTERPRETED) <= set(table)
-    derived = {"checkpoint_dir", "tensorboard_dir"}  # RLConfig fields derived in code, in no config file
+    derived = adopt_maxtext.DERIVED  # RLConfig fields derived in code, in no config file
     assert set(PROGRAM_KEYS) - derived <= set(table) and not derived & set(table)
+    assert adopt_maxtext.program_keys() <= set(table)
     assert table["rl.num_generations"] == "int" and table["train_fraction"] == "float"
     assert table["async_checkpointing"] == "bool" and table["logical_axis_rules"] == "list"
+
+
+def _steps_argv(stack: str) -> dict[str, list[str]]:
+    """The steps' argv; dev's with every knob MaxText 0.2.5 added set away from its default, and the two-slice keys."""
+    from tests.lifecycle_walk import settings
+    from workloads.specs.commands import convert_argv, disaggregated, export_argv, train_argv
+
+    changed = [f"tpu-rl:training.{k.field}={_other(k.default)}" for k in TRAINING_KNOBS if k.maxtext_default]
+    s = settings(stack, [*(changed if stack == "dev" else []), "tpu-rl:training.extraArgs.eval_interval=5"])
+    two = [f"{key}={value}" for key, value in disaggregated(2).items()]
+    return {
+        "convert": convert_argv(s, "gs://b/convert/"),
+        "train": train_argv(s, "gs://b/convert/0/items/", "gs://b/train/") + two,
+        "export": export_argv(s, "gs://b/export/"),
+    }
+
+
+def _other(default: object) -> object:
+    return (not default) if isinstance(default, bool) else -1
+
+
+def _fits(kind: str, value: object) -> bool:
+    """Whether a value OmegaConf's YAML read from the argv is one pydantic takes for a default of type ``kind``."""
+    if kind == "null" or value is None:
+        return True
+    if kind == "bool":
+        return isinstance(value, bool) or value in (0, 1)
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind in ("list", "dict"):
+        return isinstance(value, (list, dict, str))
+    return isinstance(value, str)
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_the_steps_argv_loads_as_the_releases_pyconfig_loads_it(stack):
+    """What MaxText's loader (``configs/pyconfig.py`` ``_initialize_pydantic``) does with a ``key=value`` word,
+    short of importing it (it needs JAX): ``OmegaConf.from_cli`` reads the value as YAML, the key must be a config
+    key (pydantic's ``extra="forbid"``), the value of its type, and a key the model's ``configs/models/<name>.yml``
+    sets must not be given another value (``validate_no_keys_overridden_twice``)."""
+    table = maxtext_keys.known_keys()
+    for step, argv in _steps_argv(stack).items():
+        words = dict(a.split("=", 1) for a in argv[2:] if not a.startswith("-"))
+        model = yaml.safe_load(_vendored(f"configs/models/{words['model_name']}.yml")) or {}
+        for key, text in words.items():
+            assert key in table, f"{step}: {key} is no MaxText {VERSION} key"
+            value = yaml.safe_load(text) if not text.startswith("${") else text
+            assert _fits(table[key], value), f"{step}: {key}={text} is not a {table[key]}"
+            assert key not in model or model[key] == value, f"{step}: {key} is set by {words['model_name']}.yml"
+
+
+def _flags(path: str) -> set[str]:
+    """A converter's own flags: argparse's ``add_argument("--x"`` and absl's ``flags.DEFINE_*("x"``."""
+    source = _vendored(path).decode()
+    return set(re.findall(r'add_argument\(\s*"--(\w+)"', source)) | set(
+        re.findall(r'flags\.DEFINE_\w+\(\s*"(\w+)"', source)
+    )
+
+
+@pytest.mark.parametrize(("step", "module"), [("convert", "to_maxtext"), ("export", "to_huggingface")])
+def test_the_converters_flags_exist_in_the_release(step, module):
+    argv = _steps_argv("prod")[step]
+    assert argv[1] == f"maxtext.checkpoint_conversion.{module}"
+    given = {a[2:].split("=", 1)[0] for a in argv if a.startswith("--")}
+    flags = _flags(f"checkpoint_conversion/{module}.py")
+    assert given and given <= flags, f"{module} {VERSION} has no {sorted(given - flags)}"
+
+
+def test_the_flags_read_are_the_converters_own():
+    assert {"lazy_load_tensors", "hf_model_path", "revision"} <= _flags("checkpoint_conversion/to_maxtext.py")
+    assert {"override_model_architecture", "hf_model_path"} <= _flags("checkpoint_conversion/to_huggingface.py")
+    assert "parallel_threads" not in _flags("checkpoint_conversion/to_huggingface.py"), "removed in 0.2.5"
+
+
+def test_the_optimizer_patch_applies_to_the_releases_utils_rl(tmp_path):
+    from workloads.specs.commands import OPTIMIZER_PATCH
+
+    target = tmp_path / "utils_rl.py"
+    target.write_bytes(_vendored("trainers/post_train/rl/utils_rl.py"))
+    done = subprocess.run([sys.executable, "-c", OPTIMIZER_PATCH, str(target)], capture_output=True, text=True)
+    assert done.returncode == 0 and done.returncode != SETUP_FAILURE_EXIT, done.stderr
+    assert "optax.adafactor(learning_rate=learning_rate)" in target.read_text()
+
+
+def test_the_new_knobs_keep_the_releases_defaults_and_are_passed_only_when_changed():
+    rl = yaml.safe_load(_vendored("configs/post_train/rl.yml"))
+    new = [knob for knob in TRAINING_KNOBS if knob.maxtext_default]
+    assert {k.key for k in new} == {"gc_collect_after_weight_sync", "free_kv_cache_during_weight_sync", "reward_num_workers"}
+    for knob in new:
+        assert rl[knob.key] == knob.default, f"{knob.key}: MaxText's default is what the program leaves unset"
+    at_default = "\n".join(_steps_argv("prod")["train"])
+    changed = _steps_argv("dev")["train"]
+    assert not any(k.key in at_default for k in new), "the tutorial's argv at the defaults"
+    assert {"gc_collect_after_weight_sync=false", "free_kv_cache_during_weight_sync=false"} <= set(changed)
+    assert "reward_num_workers=-1" in changed
+
+
+# -- the adoption command --------------------------------------------------------------------------------
+
+
+def _fake_wheel(tmp_path: Path, version: str, *, damage: str = "", drop: str = "") -> Path:
+    """A wheel holding the vendored release's files (as version ``version``), its METADATA and RECORD."""
+    import base64
+
+    files = {f"maxtext/{path}": _vendored(path) for path in _wheel_record()["files"] if path != drop}
+    files[adopt_maxtext.PINS] = b"google-tunix @ https://github.com/google/tunix/archive/abc.zip\n"
+    info = f"maxtext-{version}.dist-info"
+    files[f"{info}/METADATA"] = f"Metadata-Version: 2.5\nName: maxtext\nVersion: {version}\n".encode()
+    rows = [
+        f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
+        for name, data in files.items()
+    ]
+    files[f"{info}/RECORD"] = ("\n".join([*rows, f"{info}/RECORD,,"]) + "\n").encode()
+    if damage:
+        files[damage] = files[damage] + b"\n# changed\n"
+    path = tmp_path / f"maxtext-{version}-py3-none-any.whl"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    path.write_bytes(buffer.getvalue())
+    return path
+
+
+def _dirs(tmp_path: Path) -> tuple[Path, Path]:
+    vendor, data = tmp_path / "vendor", tmp_path / "data"
+    vendor.mkdir()
+    data.mkdir()
+    (vendor / "SHA256SUMS").write_text(f"{'0' * 64}  schemas/x.yaml\n{'1' * 64}  maxtext-9.9.9/old.yml\n")
+    (vendor / "maxtext-9.9.9").mkdir()
+    (vendor / "maxtext-9.9.9" / "old.yml").write_text("stale: true\n")
+    return vendor, data
+
+
+def test_the_command_makes_the_table_and_the_vendored_files_from_the_wheel(tmp_path, capsys):
+    vendor, data = _dirs(tmp_path)
+    wheel = _fake_wheel(tmp_path, "9.9.9")
+    assert adopt_maxtext.adopt("9.9.9", wheel, vendor, data) == 0
+    assert json.loads((data / "maxtext-9.9.9-keys.json").read_text()) == maxtext_keys.known_keys()
+    record = json.loads((vendor / "maxtext-9.9.9" / "wheel.json").read_text())
+    assert record["sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
+    assert record["post_train_github_deps"] == ["google-tunix @ https://github.com/google/tunix/archive/abc.zip"]
+    assert not (vendor / "maxtext-9.9.9" / "old.yml").exists(), "a file the release no longer has is gone"
+    assert (vendor / "maxtext-9.9.9" / "trainers/post_train/rl/utils_rl.py.xz").exists(), "code is compressed"
+    sums = dict(reversed(line.split("  ", 1)) for line in (vendor / "SHA256SUMS").read_text().splitlines())
+    assert sums["schemas/x.yaml"] == "0" * 64 and "maxtext-9.9.9/old.yml" not in sums
+    assert sums["maxtext-9.9.9/configs/base.yml"] == record["files"]["configs/base.yml"]["sha256"]
+    assert sums["maxtext-9.9.9/wheel.json"] == hashlib.sha256((vendor / "maxtext-9.9.9/wheel.json").read_bytes()).hexdigest()
+    out = capsys.readouterr().out
+    assert f"keys: {len(maxtext_keys.known_keys())} -> {len(maxtext_keys.known_keys())} (0 added" in out
+
+
+@pytest.mark.parametrize(
+    ("damage", "drop", "words"),
+    [
+        ("maxtext/configs/base.yml", "", "does not match the wheel's RECORD"),
+        ("", "configs/post_train/rl.yml", "has no maxtext/configs/post_train/rl.yml"),
+    ],
+)
+def test_a_damaged_or_incomplete_wheel_is_refused(tmp_path, damage, drop, words):
+    vendor, data = _dirs(tmp_path)
+    with pytest.raises(adopt_maxtext.AdoptError, match=words):
+        adopt_maxtext.adopt("9.9.9", _fake_wheel(tmp_path, "9.9.9", damage=damage, drop=drop), vendor, data)
+    assert not list(data.iterdir()), "nothing written"
+
+
+def test_another_releases_wheel_is_refused(tmp_path):
+    with pytest.raises(adopt_maxtext.AdoptError, match="not the maxtext 9.9.9 wheel"):
+        adopt_maxtext.read_wheel(_fake_wheel(tmp_path, "9.9.8"), "9.9.9")
+
+
+def test_a_release_without_a_key_the_program_uses_fails(tmp_path, monkeypatch, capsys):
+    vendor, data = _dirs(tmp_path)
+    monkeypatch.setattr(adopt_maxtext, "program_keys", lambda: {"rl.num_generations", "no_such_key"})
+    assert adopt_maxtext.adopt("9.9.9", _fake_wheel(tmp_path, "9.9.9"), vendor, data) == 1
+    assert "does not have: no_such_key" in capsys.readouterr().err
+
+
+def test_bad_arguments_exit_2_naming_each(tmp_path, capsys):
+    assert adopt_maxtext.main(["latest", "--wheel", str(tmp_path / "none.whl")]) == 2
+    err = capsys.readouterr().err
+    assert "'latest' is not a release number" in err and "none.whl is not a file" in err
+
+
+# -- extraArgs against the table --------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -61,6 +329,8 @@ def test_closest_key_stays_inside_a_nested_block():
         ({"async_checkpointing": "TRUE"}, {"async_checkpointing": "true"}),
         ({"train_fraction": "0.5", "num_epoch": 2}, {"num_epoch": "2", "train_fraction": "0.5"}),
         ('{"rl.loss_algo": "gspo-token"}', {"rl.loss_algo": "gspo-token"}),
+        ({"reward_worker_timeout_seconds": 60}, {"reward_worker_timeout_seconds": "60.0"}),  # new in 0.2.5
+        ({"max_seq_token_per_tpu": 4096}, {"max_seq_token_per_tpu": "4096"}),  # new in 0.2.5
         ({}, {}),
     ],
 )
@@ -79,6 +349,7 @@ def test_extra_args_are_typed_by_the_table(value, rendered):
         ({"eval_interval": None}, "expected a value"),
         ({"generation_configs": {"greedy": {"temperature": 0}}}, "takes an object here"),
         ({"data_sharding": "x"}, "takes a list here"),
+        ({"pure_nnx": True}, f"MaxText {VERSION} has no such key"),  # removed in 0.2.5
     ],
 )
 def test_extra_args_refused(value, words):

@@ -125,7 +125,11 @@ def train_argv(settings: Settings, input_uri: str, output_uri: str) -> list[str]
         'vllm_hf_overrides={"architectures": ["MaxTextForCausalLM"]}',
         f"vllm_additional_config={vllm_additional_config(settings)}",
     ]
-    args += [rendered[knob.key] for knob in TRAINING_KNOBS if not knob.tutorial]
+    args += [
+        rendered[knob.key]
+        for knob in TRAINING_KNOBS
+        if not knob.tutorial and not (knob.maxtext_default and training.knobs[knob.key] == knob.default)
+    ]
     args += [f"{key}={value}" for key, value in disaggregated(settings.tpu.slices).items()]
     args += [f"{key}={value}" for key, value in training.extra_args.items()]
     return args

@@ -1,0 +1,298 @@
+"""Adopt a MaxText release: its wheel, its key table and the files the tests read, made by one command.
+
+    python -m tools.adopt_maxtext VERSION [--wheel FILE]        (make maxtext VERSION=0.2.5)
+
+1. Downloads the ``maxtext`` wheel of ``VERSION`` from PyPI (``pip download --no-deps --python-version 3.12
+   --only-binary=:all:``; MaxText requires Python 3.12, the wheel is pure Python, so any pip fetches it), or reads
+   ``--wheel FILE`` (offline), and hashes it.
+2. Reads the files the program and its tests need out of it (``VENDOR``), each checked against the wheel's own
+   ``RECORD`` (the sha256 the wheel was built with), and the version against its ``METADATA``.
+3. Writes them to ``tests/data/vendor/maxtext-VERSION/`` in ``../shared``'s layout (MaxText's RL code ``xz``
+   compressed, as for 0.2.4), with ``wheel.json`` (the wheel's name and sha256, the pip command, the git pins of
+   its post-training dependencies, tunix among them, and each file's sha256 and git blob id), and rewrites their
+   lines of ``tests/data/vendor/SHA256SUMS``.
+4. Regenerates ``core/data/maxtext-VERSION-keys.json`` from those configs (``core.maxtext_keys.generate``).
+5. Prints what changed against the table the program uses now (``core.maxtext_keys.MAXTEXT_VERSION``): keys
+   removed, types changed, keys added (``rl.yml``'s first: the RL trainer's new knobs), and exits 1 when a key the
+   program sets or reads is gone (a human must then change the program before switching to the release).
+
+Switching the program is then one line, ``MAXTEXT_VERSION`` in ``core/maxtext_keys.py``, and the tests say the
+rest (docs/operations.md "Adopting a MaxText release"). Bad arguments exit 2; a failed download or a wheel that
+is not the release exit 1; each with one line naming what failed and the fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import csv
+import hashlib
+import io
+import json
+import lzma
+import re
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from core import maxtext_keys
+from core.config.load import INTERPRETED, PROGRAM_KEYS
+from core.knobs import DATASETS, TRAINING_KNOBS
+
+ROOT = Path(__file__).resolve().parents[1]
+VENDOR_DIR = ROOT / "tests" / "data" / "vendor"
+DATA_DIR = ROOT / "core" / "data"
+PACKAGE = "maxtext/"
+"""The wheel's package folder: a vendored path is the path inside it (``configs/base.yml``)."""
+VENDOR: tuple[str, ...] = (
+    "configs/base.yml",
+    "configs/post_train/rl.yml",
+    "configs/models/gemma4-*.yml",
+    "examples/chat_templates/gsm8k_rl.json",
+    "examples/chat_templates/openmathinstruct2_rl.json",
+    "trainers/post_train/rl/evaluate_rl.py",
+    "trainers/post_train/rl/utils_rl.py",
+    "trainers/post_train/rl/math_verify_pool.py",
+    "checkpoint_conversion/to_maxtext.py",
+    "checkpoint_conversion/to_huggingface.py",
+)
+"""What the tests read (patterns inside ``maxtext/``): the configs every key is checked against, the Gemma 4 shapes,
+the RL prompt templates, MaxText's RL evaluation code (tests/test_evaluate_grader.py) and the converters, whose own
+flags (``--hf_model_path``) the conversion and the export pass (tests/test_maxtext_keys.py)."""
+PINS = "dependencies/extra_deps/post_train_github_deps.txt"
+"""The wheel's git pins of the post-training stack (tunix, tpu-inference, vLLM): what the image installs."""
+RECORD_NAME = "wheel.json"
+VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(?:\.post[0-9]+|rc[0-9]+)?")
+DOWNLOAD_SECONDS = 600
+DERIVED = frozenset({"checkpoint_dir", "tensorboard_dir"})
+"""Keys the program refuses that MaxText derives in code (RLConfig), in no config file."""
+
+
+class AdoptError(Exception):
+    """One line: what failed and the fix."""
+
+
+@dataclass(frozen=True)
+class Release:
+    """A MaxText wheel and the files read out of it."""
+
+    version: str
+    wheel_name: str
+    wheel_sha256: str
+    files: dict[str, bytes]
+    """Path inside ``maxtext/`` -> content, every one checked against the wheel's RECORD."""
+    pins: tuple[str, ...]
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def git_blob(data: bytes) -> str:
+    """``git hash-object`` of ``data``."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+def download(version: str, folder: Path) -> Path:
+    """The ``maxtext==version`` wheel from the package index pip is configured with, in ``folder``."""
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--python-version",
+        "3.12",
+        "--only-binary=:all:",
+        f"maxtext=={version}",
+        "-d",
+        str(folder),
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=DOWNLOAD_SECONDS, check=False)
+    except subprocess.TimeoutExpired:
+        raise AdoptError(
+            f"pip download maxtext=={version} took over {DOWNLOAD_SECONDS} s: check the network, or pass --wheel FILE"
+        ) from None
+    wheels = sorted(folder.glob(f"maxtext-{version}-*.whl"))
+    if done.returncode != 0 or len(wheels) != 1:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        raise AdoptError(f"pip download maxtext=={version} failed ({last}): is {version} on PyPI? or pass --wheel FILE")
+    return wheels[0]
+
+
+def _record(archive: zipfile.ZipFile, dist_info: str) -> dict[str, str]:
+    """The wheel's RECORD: member -> sha256 hex (PEP 376/427: urlsafe base64 without padding)."""
+    rows = csv.reader(io.StringIO(archive.read(f"{dist_info}/RECORD").decode()))
+    hashes: dict[str, str] = {}
+    for row in rows:
+        if len(row) >= 2 and row[1].startswith("sha256="):
+            digest = row[1].removeprefix("sha256=")
+            hashes[row[0]] = base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4)).hex()
+    return hashes
+
+
+def read_wheel(path: Path, version: str) -> Release:
+    """The files of ``VENDOR`` and the pins out of the wheel at ``path``, which must be maxtext ``version``."""
+    data = path.read_bytes()
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        raise AdoptError(f"{path} is not a wheel (not a zip file): download it again") from None
+    dist_info = f"maxtext-{version}.dist-info"
+    names = set(archive.namelist())
+    if f"{dist_info}/METADATA" not in names:
+        raise AdoptError(f"{path} is not the maxtext {version} wheel (no {dist_info}/METADATA): pass that wheel")
+    metadata = archive.read(f"{dist_info}/METADATA").decode(errors="replace")
+    if not re.search(rf"^Name: maxtext\s*$", metadata, re.M) or not re.search(
+        rf"^Version: {re.escape(version)}\s*$", metadata, re.M
+    ):
+        raise AdoptError(f"{path}: its METADATA does not say maxtext {version}: pass the {version} wheel")
+    hashes = _record(archive, dist_info)
+    files: dict[str, bytes] = {}
+    for pattern in VENDOR:
+        regex = re.compile(re.escape(PACKAGE + pattern).replace(r"\*", r"[^/]+") + r"\Z")
+        matched = sorted(name for name in names if regex.match(name))
+        if not matched:
+            raise AdoptError(f"maxtext {version} has no {PACKAGE}{pattern}: update VENDOR in tools/adopt_maxtext.py")
+        for name in matched:
+            content = archive.read(name)
+            if hashes.get(name) != sha256(content):
+                raise AdoptError(f"{name} in {path.name} does not match the wheel's RECORD: the wheel is damaged")
+            files[name.removeprefix(PACKAGE)] = content
+    pins: tuple[str, ...] = ()
+    if PINS in names:
+        pins = tuple(line.strip() for line in archive.read(PINS).decode().splitlines() if line.strip())
+    return Release(version, path.name, sha256(data), files, pins)
+
+
+def vendored_name(path: str) -> str:
+    """Where a file is vendored: MaxText's Python code compressed (``.xz``), the data as it is."""
+    return path + ".xz" if path.endswith(".py") else path
+
+
+def record(release: Release) -> dict[str, object]:
+    """``wheel.json``: where the vendored files came from, each file's sha256 and git blob id."""
+    return {
+        "package": "maxtext",
+        "version": release.version,
+        "wheel": release.wheel_name,
+        "sha256": release.wheel_sha256,
+        "fetched_with": f"pip download --no-deps --python-version 3.12 --only-binary=:all: maxtext=={release.version}",
+        "post_train_github_deps": list(release.pins),
+        "files": {
+            path: {"sha256": sha256(content), "git_blob": git_blob(content)}
+            for path, content in sorted(release.files.items())
+        },
+    }
+
+
+def write_vendor(release: Release, vendor_dir: Path) -> Path:
+    """The files, ``wheel.json`` and their SHA256SUMS lines, under ``vendor_dir/maxtext-<version>/``."""
+    prefix = f"maxtext-{release.version}"
+    folder = vendor_dir / prefix
+    for old in sorted(folder.rglob("*"), reverse=True) if folder.exists() else ():
+        if old.is_file():
+            old.unlink()
+        else:
+            old.rmdir()
+    sums: dict[str, str] = {}
+    for path, content in release.files.items():
+        target = folder / vendored_name(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(lzma.compress(content, preset=9 | lzma.PRESET_EXTREME) if target.suffix == ".xz" else content)
+        sums[f"{prefix}/{path}"] = sha256(content)
+    text = json.dumps(record(release), indent=1) + "\n"
+    (folder / RECORD_NAME).write_text(text)
+    sums[f"{prefix}/{RECORD_NAME}"] = sha256(text.encode())
+    sums_file = vendor_dir / "SHA256SUMS"
+    kept = [line for line in sums_file.read_text().splitlines() if line and not line.split("  ", 1)[1].startswith(prefix + "/")]
+    lines = kept + [f"{digest}  {name}" for name, digest in sums.items()]
+    sums_file.write_text("\n".join(sorted(lines, key=lambda line: line.split("  ", 1)[1])) + "\n")
+    return folder
+
+
+def write_table(version: str, configs: Path, data_dir: Path) -> tuple[Path, dict[str, str]]:
+    """``core/data/maxtext-<version>-keys.json`` generated from ``configs``."""
+    table = maxtext_keys.generate(configs)
+    path = data_dir / f"maxtext-{version}-keys.json"
+    path.write_text(json.dumps(table, indent=1) + "\n")
+    return path, table
+
+
+def program_keys() -> set[str]:
+    """The MaxText keys the program sets or reads by name (the typed knobs, the refused and interpreted extraArgs,
+    the datasets' keys); the steps' whole argv is checked by tests/test_commands.py."""
+    keys = {knob.key for knob in TRAINING_KNOBS} | set(INTERPRETED) | (set(PROGRAM_KEYS) - DERIVED)
+    return keys | {key for dataset in DATASETS.values() for key, _ in dataset.keys}
+
+
+def changes(old: dict[str, str], new: dict[str, str], rl_keys: set[str]) -> list[str]:
+    """What a reader must look at, line by line: removed keys, changed types, added keys (rl.yml's first)."""
+    removed = sorted(set(old) - set(new))
+    retyped = sorted(key for key in set(old) & set(new) if old[key] != new[key])
+    added = sorted(set(new) - set(old), key=lambda key: (key.split(".")[0] not in rl_keys, key))
+    lines = [f"keys: {len(old)} -> {len(new)} ({len(added)} added, {len(removed)} removed, {len(retyped)} retyped)"]
+    lines += [f"  removed: {key}" for key in removed]
+    lines += [f"  retyped: {key} {old[key]} -> {new[key]}" for key in retyped]
+    lines += [f"  added{' (rl.yml)' if key.split('.')[0] in rl_keys else ''}: {key} ({new[key]})" for key in added]
+    return lines
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def adopt(version: str, wheel: Path | None, vendor_dir: Path = VENDOR_DIR, data_dir: Path = DATA_DIR) -> int:
+    """The whole adoption (the module's docstring); the exit status."""
+    with tempfile.TemporaryDirectory(prefix="tpu-rl-maxtext-") as scratch:
+        path = wheel if wheel is not None else download(version, Path(scratch))
+        release = read_wheel(path, version)
+    folder = write_vendor(release, vendor_dir)
+    table_path, table = write_table(version, folder / "configs", data_dir)
+    print(f"maxtext {version}: {release.wheel_name} sha256 {release.wheel_sha256}")
+    for pin in release.pins:
+        print(f"  pins {pin}")
+    print(f"wrote {_shown(folder)}/ ({len(release.files)} files and {RECORD_NAME}), {_shown(vendor_dir)}/SHA256SUMS")
+    print(f"wrote {_shown(table_path)} ({len(table)} keys)")
+    current = maxtext_keys.known_keys()
+    rl_keys = set((yaml.safe_load(release.files["configs/post_train/rl.yml"]) or {}).keys())
+    print(f"against {maxtext_keys.MAXTEXT_VERSION}, the version the program uses now:")
+    for line in changes(current, table, rl_keys):
+        print(line)
+    missing = sorted(program_keys() - set(table))
+    if missing:
+        print(f"the program sets or reads keys maxtext {version} does not have: {', '.join(missing)}", file=sys.stderr)
+        return 1
+    print(f"every key the program names exists in {version}; next: docs/operations.md 'Adopting a MaxText release'")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.adopt_maxtext", description=__doc__.split("\n", 1)[0])
+    parser.add_argument("version", help="the MaxText release, e.g. 0.2.5")
+    parser.add_argument("--wheel", type=Path, help="the release's wheel, already downloaded (no network)")
+    args = parser.parse_args(argv)
+    problems = []
+    if not VERSION.fullmatch(args.version):
+        problems.append(f"version {args.version!r} is not a release number like 0.2.5")
+    if args.wheel is not None and not args.wheel.is_file():
+        problems.append(f"--wheel {args.wheel} is not a file")
+    if problems:
+        for problem in problems:
+            print(f"adopt_maxtext: {problem}", file=sys.stderr)
+        return 2
+    try:
+        return adopt(args.version, args.wheel)
+    except AdoptError as err:
+        print(f"adopt_maxtext: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
