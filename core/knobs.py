@@ -143,9 +143,7 @@ TRAINING_KNOBS: tuple[Knob, ...] = (
     ),
     # Processes evaluating the reward functions (math-verify's grading) over a batch: 0 in the trainer process,
     # -1 one per CPU of the head pod.
-    Knob(
-        "rewardNumWorkers", "reward_num_workers", 0, minimum=-1, maximum=256, tutorial=False, maxtext_default=True
-    ),
+    Knob("rewardNumWorkers", "reward_num_workers", 0, minimum=-1, maximum=256, tutorial=False, maxtext_default=True),
 )
 
 KNOBS_BY_FIELD: dict[str, Knob] = {k.field: k for k in TRAINING_KNOBS}

@@ -74,5 +74,7 @@ def closest_key(key: str) -> str | None:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit(f"usage: python -m core.maxtext_keys MAXTEXT_CONFIGS_DIR > core/data/maxtext-{MAXTEXT_VERSION}-keys.json")
+        sys.exit(
+            f"usage: python -m core.maxtext_keys MAXTEXT_CONFIGS_DIR > core/data/maxtext-{MAXTEXT_VERSION}-keys.json"
+        )
     print(json.dumps(generate(Path(sys.argv[1])), indent=1))

@@ -27,7 +27,8 @@ What the pack is sent, as the engine sends it (``sdk/go/common/resource/plugin/a
 ``MarshalPropertyValue`` with KeepUnknowns, KeepSecrets, SkipInternalKeys; ``pkg/resource/deploy/step_generator.go``):
 
 - ``Analyze`` for every resource the program registered, on its inputs as the provider's Check returned them (the
-  digest's ``newState.inputs``: the step's state is made from them before its pre-event);
+  digest's ``newState.inputs``: ``continueStepsFromImport`` sets ``new.Inputs`` to them, and sends them to the
+  analyzers, before the step and its pre-event);
 - ``AnalyzeStack`` once, on every resource of the new stack (``deployment.news``: not deletes, not reads) with its
   outputs: a ``same`` step's are its old ones (``SameStep.Apply``: ``new.Outputs = old.Outputs``, the digest's
   ``oldState.outputs``); a create's or an update's at preview are what the provider previews, which the digest does

@@ -79,9 +79,7 @@ def test_the_wheel_record_names_every_vendored_file_with_its_content():
 
 def _released_sums(folder: Path) -> dict[str, str]:
     """The sha256 lines of ``../shared/maxtext-<version>/README.md`` (``<sha256>  <path>``)."""
-    return {
-        m[2]: m[1] for m in re.finditer(r"^([0-9a-f]{64})  (\S+)$", (folder / "README.md").read_text(), re.M)
-    }
+    return {m[2]: m[1] for m in re.finditer(r"^([0-9a-f]{64})  (\S+)$", (folder / "README.md").read_text(), re.M)}
 
 
 def test_the_vendored_configs_are_the_released_ones():
@@ -202,7 +200,11 @@ def test_the_optimizer_patch_applies_to_the_releases_utils_rl(tmp_path):
 def test_the_new_knobs_keep_the_releases_defaults_and_are_passed_only_when_changed():
     rl = yaml.safe_load(_vendored("configs/post_train/rl.yml"))
     new = [knob for knob in TRAINING_KNOBS if knob.maxtext_default]
-    assert {k.key for k in new} == {"gc_collect_after_weight_sync", "free_kv_cache_during_weight_sync", "reward_num_workers"}
+    assert {k.key for k in new} == {
+        "gc_collect_after_weight_sync",
+        "free_kv_cache_during_weight_sync",
+        "reward_num_workers",
+    }
     for knob in new:
         assert rl[knob.key] == knob.default, f"{knob.key}: MaxText's default is what the program leaves unset"
     at_default = "\n".join(_steps_argv("prod")["train"])
@@ -262,7 +264,10 @@ def test_the_command_makes_the_table_and_the_vendored_files_from_the_wheel(tmp_p
     sums = dict(reversed(line.split("  ", 1)) for line in (vendor / "SHA256SUMS").read_text().splitlines())
     assert sums["schemas/x.yaml"] == "0" * 64 and "maxtext-9.9.9/old.yml" not in sums
     assert sums["maxtext-9.9.9/configs/base.yml"] == record["files"]["configs/base.yml"]["sha256"]
-    assert sums["maxtext-9.9.9/wheel.json"] == hashlib.sha256((vendor / "maxtext-9.9.9/wheel.json").read_bytes()).hexdigest()
+    assert (
+        sums["maxtext-9.9.9/wheel.json"]
+        == hashlib.sha256((vendor / "maxtext-9.9.9/wheel.json").read_bytes()).hexdigest()
+    )
     out = capsys.readouterr().out
     assert f"keys: {len(maxtext_keys.known_keys())} -> {len(maxtext_keys.known_keys())} (0 added" in out
 

@@ -149,7 +149,7 @@ def read_wheel(path: Path, version: str) -> Release:
     if f"{dist_info}/METADATA" not in names:
         raise AdoptError(f"{path} is not the maxtext {version} wheel (no {dist_info}/METADATA): pass that wheel")
     metadata = archive.read(f"{dist_info}/METADATA").decode(errors="replace")
-    if not re.search(rf"^Name: maxtext\s*$", metadata, re.M) or not re.search(
+    if not re.search(r"^Name: maxtext\s*$", metadata, re.M) or not re.search(
         rf"^Version: {re.escape(version)}\s*$", metadata, re.M
     ):
         raise AdoptError(f"{path}: its METADATA does not say maxtext {version}: pass the {version} wheel")
@@ -205,13 +205,19 @@ def write_vendor(release: Release, vendor_dir: Path) -> Path:
     for path, content in release.files.items():
         target = folder / vendored_name(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(lzma.compress(content, preset=9 | lzma.PRESET_EXTREME) if target.suffix == ".xz" else content)
+        target.write_bytes(
+            lzma.compress(content, preset=9 | lzma.PRESET_EXTREME) if target.suffix == ".xz" else content
+        )
         sums[f"{prefix}/{path}"] = sha256(content)
     text = json.dumps(record(release), indent=1) + "\n"
     (folder / RECORD_NAME).write_text(text)
     sums[f"{prefix}/{RECORD_NAME}"] = sha256(text.encode())
     sums_file = vendor_dir / "SHA256SUMS"
-    kept = [line for line in sums_file.read_text().splitlines() if line and not line.split("  ", 1)[1].startswith(prefix + "/")]
+    kept = [
+        line
+        for line in sums_file.read_text().splitlines()
+        if line and not line.split("  ", 1)[1].startswith(prefix + "/")
+    ]
     lines = kept + [f"{digest}  {name}" for name, digest in sums.items()]
     sums_file.write_text("\n".join(sorted(lines, key=lambda line: line.split("  ", 1)[1])) + "\n")
     return folder
