@@ -261,7 +261,10 @@ def test_the_command_makes_the_table_and_the_vendored_files_from_the_wheel(tmp_p
     assert record["post_train_github_deps"] == ["google-tunix @ https://github.com/google/tunix/archive/abc.zip"]
     assert not (vendor / "maxtext-9.9.9" / "old.yml").exists(), "a file the release no longer has is gone"
     assert (vendor / "maxtext-9.9.9" / "trainers/post_train/rl/utils_rl.py.xz").exists(), "code is compressed"
-    sums = dict(reversed(line.split("  ", 1)) for line in (vendor / "SHA256SUMS").read_text().splitlines())
+    sums = {
+        name: digest
+        for digest, name in (line.split("  ", 1) for line in (vendor / "SHA256SUMS").read_text().splitlines())
+    }
     assert sums["schemas/x.yaml"] == "0" * 64 and "maxtext-9.9.9/old.yml" not in sums
     assert sums["maxtext-9.9.9/configs/base.yml"] == record["files"]["configs/base.yml"]["sha256"]
     assert (
