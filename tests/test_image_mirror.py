@@ -41,7 +41,9 @@ def test_the_settings_name_every_image_through_the_stacks_mirror_in_its_project_
     assert all(image.startswith(local) for image in _images(workflow(s)))
     off = settings("prod", [])
     assert off.images.maxtext == DEFAULT_IMAGES["maxtext"], "off by default: the images as configured"
-    assert {step.name for step in workflow(s)}.isdisjoint({step.name for step in workflow(off)}), (
+    mirrored_plan, plain_plan = workflow(s), workflow(off)
+    assert mirrored_plan is not None and plain_plan is not None
+    assert {step.name for step in mirrored_plan}.isdisjoint({step.name for step in plain_plan}), (
         "a new image location: new steps"
     )
 

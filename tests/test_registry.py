@@ -160,7 +160,7 @@ def test_a_refused_read_says_which_role_reads_it(registry):
 
 def test_a_busy_registry_is_asked_again_within_the_budget(registry):
     Registry.failures = [503, 429]
-    waits = []
+    waits: list[float] = []
     assert resolve_digest(image(), endpoint=registry, token=lambda: None, sleep=waits.append) == DIGEST
     assert waits == [0.5, 1.0]
 
