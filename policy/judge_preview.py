@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from google.protobuf import message as protobuf_message
 from google.protobuf import struct_pb2
 from pulumi.runtime.proto import analyzer_pb2
 
@@ -497,9 +498,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             digest = json.loads(args.digest.read_bytes())
         except OSError as err:
             raise BadInputError(f"{args.digest}: cannot read the preview digest ({err.strerror})") from None
-        except ValueError as err:
-            raise BadInputError(f"{args.digest}: not JSON ({err}); the preview wrote no whole digest") from None
-        verdict = judge(digest, args.stack, config)
+        except (ValueError, RecursionError) as err:
+            raise BadInputError(f"{args.digest}: not JSON the judge reads ({err}); no whole digest") from None
+        try:
+            verdict = judge(digest, args.stack, config)
+        except (RecursionError, protobuf_message.Error) as err:
+            raise BadInputError(f"{args.digest}: a value nested deeper than the pack reads ({err})") from None
     except BadInputError as err:
         print(f"error: {err}", file=sys.stderr)
         if args.summary is not None:

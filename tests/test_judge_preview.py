@@ -368,6 +368,21 @@ def test_bad_input_exits_2_in_one_line(tmp_path, case):
 
 
 @pytest.mark.pure
+@pytest.mark.parametrize("depth", [500, 5000])
+def test_a_value_nested_deeper_than_the_judge_reads_exits_2_in_one_line(tmp_path, capsys, depth):
+    """A program may register a value nested thousands deep: the judge fails closed, in one line, never a traceback
+    (the exit status 1 of a traceback would read as a finding)."""
+    value = "{" + '"a": {' * depth + '"b": 1' + "}" * depth + "}"
+    step = '{"op": "create", "urn": "urn:pulumi:dev::tpu-rl::kubernetes:core/v1:ConfigMap::c", "newState": '
+    document = tmp_path / "preview.json"
+    document.write_text('{"steps": [' + step + '{"type": "kubernetes:core/v1:ConfigMap", "inputs": ' + value + "}}]}")
+    assert judge_preview.main(["dev", str(document)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {document}: ") and ("nested deeper" in err or "not JSON" in err)
+    assert err.count("\n") == 1
+
+
+@pytest.mark.pure
 def test_an_unreadable_digest_and_a_stack_without_config_exit_2(tmp_path, capsys):
     assert judge_preview.main(["prod", str(tmp_path / "missing.json")]) == 2
     err = capsys.readouterr().err
