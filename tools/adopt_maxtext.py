@@ -58,11 +58,15 @@ VENDOR: tuple[str, ...] = (
     "trainers/post_train/rl/evaluate_rl.py",
     "trainers/post_train/rl/utils_rl.py",
     "trainers/post_train/rl/math_verify_pool.py",
+    "trainers/post_train/rl/train_rl.py",
+    "trainers/post_train/rl/hooks.py",
+    "utils/max_utils.py",
     "checkpoint_conversion/to_maxtext.py",
     "checkpoint_conversion/to_huggingface.py",
 )
 """What the tests read (patterns inside ``maxtext/``): the configs every key is checked against, the Gemma 4 shapes,
-the RL prompt templates, MaxText's RL evaluation code (tests/test_evaluate_grader.py) and the converters, whose own
+the RL prompt templates, MaxText's RL evaluation code (tests/test_evaluate_grader.py), the RL trainer's and
+``max_utils``' code, whose log lines the program parses (tests/test_maxtext_logs.py), and the converters, whose own
 flags (``--hf_model_path``) the conversion and the export pass (tests/test_maxtext_keys.py)."""
 PINS = "dependencies/extra_deps/post_train_github_deps.txt"
 """The wheel's git pins of the post-training stack (tunix, tpu-inference, vLLM): what the image installs."""
