@@ -89,6 +89,35 @@ def test_endless_pages_are_refused(monkeypatch):
         )
 
 
+def test_an_answer_past_the_cap_is_one_line_and_a_gzipped_one_is_read(monkeypatch):
+    """The one bounded read (core.bounded) on the client's urllib3 answer: received or inflated, past the cap is
+    one line naming the request and the fix; within it, gzip is inflated."""
+    import gzip
+
+    jobset = {"kind": "JobSet", "metadata": {"name": "x"}}
+
+    class Large(QuietHandler):
+        def do_GET(self):  # noqa: N802
+            if self.path.endswith("/small"):
+                self.send_body(200, gzip.compress(json.dumps(jobset).encode()), **{"Content-Encoding": "gzip"})
+            elif self.path.endswith("/packed"):
+                self.send_body(200, gzip.compress(b" " * 5000), **{"Content-Encoding": "gzip"})
+            else:
+                self.send_body(200, b" " * 5000)
+
+    monkeypatch.setattr(live, "CAP", live.Cap(4096, live.CAP.fix))
+    with serve(Large) as url:
+        config = FakeCluster().kubeconfig() | {"clusters": [{"name": "test", "cluster": {"server": url}}]}
+        assert reader(config).get(JOBSET, "JobSet", "tpu-rl", "small") == jobset
+        for name in ("plain", "packed"):
+            with pytest.raises(live.ClusterReadError) as caught:
+                reader(config).get(JOBSET, "JobSet", "tpu-rl", name)
+            assert str(caught.value) == (
+                f"GET {url.split('://')[1]}/apis/jobset.x-k8s.io/v1alpha2/namespaces/tpu-rl/jobsets/{name} replied "
+                "more than 4 KiB (check the kubeconfig's server or a proxy in the way)"
+            )
+
+
 @pytest.mark.parametrize(
     ("user", "words"),
     [

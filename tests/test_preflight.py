@@ -78,6 +78,33 @@ def test_a_misbehaving_hub_gives_one_bounded_line_without_the_token(hub, repo, w
     assert "\n" not in message and GOOD not in message
 
 
+def test_a_hub_reply_past_the_cap_is_one_line_naming_the_request_and_the_fix():
+    """The one bounded read (core.bounded) on huggingface_hub's client: 2 MiB received or inflated."""
+    import gzip
+
+    from tests.loopback import QuietHandler
+
+    class Large(QuietHandler):
+        def do_GET(self):  # noqa: N802
+            if "/x/packed/" in self.path:
+                self.send_body(200, gzip.compress(b" " * (3 << 20)), **{"Content-Encoding": "gzip"})
+            elif "/x/encoded/" in self.path:
+                self.send_body(200, b"{}", **{"Content-Encoding": "br"})
+            else:
+                self.send_body(200, b" " * (3 << 20))
+
+    with serve(Large) as url:
+        for repo in ("x/plain", "x/packed"):
+            with pytest.raises(PreflightError) as caught:
+                check_model_access(repo, "main", GOOD, endpoint=url, budget=FAST)
+            assert str(caught.value) == (
+                f"GET {url}/api/models/{repo}/revision/main replied more than 2 MiB (check HF_ENDPOINT or a proxy in "
+                "the way)"
+            )
+        with pytest.raises(PreflightError, match=r"with a body it cannot read \(content encoding 'br'\)"):
+            check_model_access("x/encoded", "main", GOOD, endpoint=url, budget=FAST)
+
+
 def test_a_refused_connection_and_a_bad_endpoint_are_one_line():
     with pytest.raises(PreflightError, match="cannot reach the Hub at 127.0.0.1:9"):
         check_model_access(REPO, "main", GOOD, endpoint="http://127.0.0.1:9", budget=FAST)
