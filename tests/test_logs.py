@@ -139,6 +139,18 @@ def test_a_cpu_steps_log_its_last_lines_bounded(kube, kubeconfig, capsys):
     assert "tailLines=5" in asked and f"limitBytes={logs_cli.MAX_LOG_BYTES}" in asked and "container=convert" in asked
 
 
+def test_a_log_past_the_cap_is_cut_not_refused(kube, kubeconfig, capsys, monkeypatch):
+    """``limitBytes`` "may return slightly more" (PodLogOptions): the one bounded read keeps the first bytes."""
+    monkeypatch.setattr(logs_cli, "LOG_CAP", logs_cli.Cap(40, "unused", cut=True))
+    jobset = PLAN["convert"].manifest
+    only = pod(jobset, "convert", "running", attempt=0)
+    serve(kube, "convert", "running", [only])
+    kube.logs[(only["metadata"]["name"], "convert")] = "".join(f"line {n}\n" for n in range(1, 301))
+    code, out, _ = run(kubeconfig, capsys, "--step", "convert", "--tail", "300")
+    assert code == 0
+    assert out == "".join(f"line {n}\n" for n in range(1, 301))[:40] + "\n", out
+
+
 def test_training_shows_the_newest_attempts_coordinator_then_the_pod_that_failed(kube, kubeconfig, capsys):
     """After a restart (attempt 1) the old attempt's failed worker is not shown: the new attempt's head is; when a
     worker of the new attempt fails, it is."""
