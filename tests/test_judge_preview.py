@@ -337,6 +337,11 @@ def test_the_judge_runs_as_a_file_of_the_pack_and_fails_on_a_mandatory_finding(t
 BAD = {
     "not JSON (a preview the branch ended)": ('{"steps": [', "not JSON"),
     "empty (the CLI wrote nothing)": ("", "not JSON"),
+    "a line before the digest (anything else on the CLI's output)": (
+        'listening on 127.0.0.1:1\n{"steps": []}',
+        "not JSON",
+    ),
+    "a second document after it": ('{"steps": []}\n{"steps": []}', "not JSON"),
     "not an object": ("[]", "the preview digest is not a JSON object (pulumi preview --json writes one)"),
     "no steps": ('{"steps": []}', "the preview digest has no steps (a preview writes its stack's step at least)"),
     "steps it cannot read": (
