@@ -7,10 +7,12 @@
 
 The verdict goes by evidence, in this order (docs/operations.md "How a training attempt ends" has the table):
 
-1. **Completed.** The log has MaxText's ``RL Training Completed Successfully!`` (MaxText 0.2.4
-   ``train_rl.py`` ``rl_train``, printed once ``rl_trainer.train`` returns; tunix c4ec573's learner ends its
-   ``train`` with ``rl_engine.close()``, whose actor trainer's ``close`` saves the last step's checkpoint with
-   ``force=True`` and closes the checkpoint manager, so the line implies the final checkpoint is written):
+1. **Completed.** The log has MaxText's ``RL Training Completed Successfully!`` (MaxText 0.2.5
+   ``train_rl.py`` ``rl_train`` line 768, as in 0.2.4, printed once ``rl_trainer.train`` returns; tunix's learner
+   ends its ``train`` with ``rl_engine.close()`` (``rl_learner.py`` 653 at c4ec573, 0.2.4's tunix, and at c7d8950, the
+   newest tunix mirrored; 0.2.5's pin a8d7058 is not), whose actor trainer's ``close`` saves the last step's
+   checkpoint with ``force=True`` and closes the checkpoint manager, so the line implies the final checkpoint is
+   written):
    0, whatever followed (the post-training evaluation failing, a hang at exit that the watchdog ended, a
    signal). Restarting would restore the final checkpoint only to train nothing.
 2. train_rl succeeded (0): 0.
@@ -18,9 +20,9 @@ The verdict goes by evidence, in this order (docs/operations.md "How a training 
    watchdog ended a run that had logged its fatal error and then hung at exit (tunix's thread pools can keep
    the interpreter from exiting): the error decides.
    - A lost TPU slice: ``SLICE_DOWN_EXIT`` (counted, the JobSet restarts). The rule is pathways-utils' own
-     (v0.1.11, the version MaxText 0.2.4's ``pathwaysutils>=0.1.11`` installs; ``pathwaysutils/elastic/
-     elastic.py`` ``is_error_due_to_slice_down``): the error is a ``JaxRuntimeError`` and a code of
-     ``_ELASTIC_DOWN_ERROR_TYPES`` (``DATA_LOSS``) is in its text.
+     (v0.1.11 to v0.1.13, the releases MaxText 0.2.5's ``pathwaysutils>=0.1.11`` can install, the same in
+     each; ``pathwaysutils/elastic/elastic.py`` ``is_error_due_to_slice_down``): the error is a
+     ``JaxRuntimeError`` and a code of ``_ELASTIC_DOWN_ERROR_TYPES`` (``DATA_LOSS``) is in its text.
    - The codes of ``_ELASTIC_DOWN_ADDITIONAL_ERROR_TYPES`` (``DEADLINE_EXCEEDED``, ``NOT_FOUND``,
      ``INTERNAL``) are what pathways-utils itself calls "may or may not be due to slice down": an XLA
      ``INTERNAL: RET_CHECK failure`` or a bad mesh raises them too, and for pathways-utils a wrong guess costs
@@ -69,10 +71,11 @@ _JAX_ERROR = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*JaxRuntimeError: ")
 """A ``JaxRuntimeError`` as Python prints it: its (qualified) class name, then ``: ``."""
 JAX_ERROR_TYPE = "JaxRuntimeError"
 COMPLETED = "] RL Training Completed Successfully!"
-"""The end of MaxText's line once training returned (0.2.4 ``train_rl.py`` ``rl_train``, ``max_logging.warning``:
+"""The end of MaxText's line once training returned (0.2.5 ``train_rl.py`` ``rl_train``, ``max_logging.warning``:
 absl's ``W<date> <time> <thread> train_rl.py:<line>] `` prefix, then the message)."""
 TRAIN_STEP = re.compile(r"\] Train step [0-9]+ training loss")
-"""tunix's line for each training step (c4ec573 ``peft_trainer.py`` ``_log_metrics``, absl ``logging.info``)."""
+"""tunix's line for each training step (``peft_trainer.py`` ``_log_metrics``, absl ``logging.info``; the same at c4ec573
+and c7d8950)."""
 SHUTDOWN_TRACES = (
     "Exception ignored ",  # an exception in a finalizer, a __del__, a weakref callback, an atexit callback (3.12+)
     "Error in atexit._run_exitfuncs",  # an atexit callback (Python up to 3.11)

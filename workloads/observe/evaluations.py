@@ -1,9 +1,9 @@
 """The evaluations MaxText's RL trainer logs, per attempt, from the training container's output.
 
-``train_rl.py`` (MaxText 0.2.4, lines 785-788 and 823-826) and ``hooks.py`` (98-102) log, through absl,
-when ``num_test_batches > 0``::
+``train_rl.py`` (MaxText 0.2.5, lines 743-746 and 781-784; the text is 0.2.4's) and ``hooks.py`` (98-102) log,
+through absl, when ``num_test_batches > 0``::
 
-    W1130 05:02:03.000000 1 train_rl.py:786] Pre RL Training: corr=12, total=40, accuracy=30.0%,
+    W1130 05:02:03.000000 1 train_rl.py:744] Pre RL Training: corr=12, total=40, accuracy=30.0%,
         partial_accuracy=45.0%, format_accuracy=80.0%, mean_reward=0.4500        (one line in the log)
     ... Intermediate Eval (step=10): corr=..., ...
     ... Post RL Training: corr=..., ...
@@ -11,8 +11,9 @@ when ``num_test_batches > 0``::
 The fields are Python ``repr``s (``f"{x=}"``): ``corr`` is an int, or a float with
 ``eval_mode=pass_at_1`` (``evaluate_rl.py`` 174-181). An attempt that resumes a run restores the newest
 checkpoint first and logs ``Restored params from step: N in X seconds`` (tunix ``sft/checkpoint_manager.py``
-292-296) before its ``Pre RL Training:`` line, which therefore evaluates trained weights (``train_rl.py``
-768-788): only an attempt that restored nothing evaluates the base model.
+``maybe_restore``, 292-296 at c4ec573, 319-323 at c7d8950) before its ``Pre RL Training:`` line, which therefore
+evaluates trained weights (``train_rl.py`` 724-746): only an attempt that restored nothing evaluates the base model.
+tests/test_maxtext_logs.py formats these lines from the pinned release's source and parses them here.
 
 Each attempt of the training script leaves ``<output>logs/train-<UTC start>.log`` (the whole output,
 copied when it exits, whatever ends it) and ``<output>logs/evals-<UTC start>.txt`` (the run record and
