@@ -9,13 +9,14 @@ from typing import Any
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, Severity, StackValidationArgs, StackValidationPolicy
 
 from core.estimate import TrainingRun, estimate_run
+from core.step_config import CONFIG_PATH
 from core.tpu import Capacity, SliceShape, resolve_slice
 
 from .env import Mounts, StackObjects, _command_words, container_env
 from .pods import _asks_tpu, _name, _namespace, kind_of, pod_containers, pods
 from .properties import _config, _m
 from .resources import NODE_POOL, Report, Resource, _guarded_stack, _machine, _resources
-from .scripts import TRAIN_RL, _with_run_files, trainer_invocations, training_run
+from .scripts import LAUNCHED_BY, trainer_runs
 
 
 class EstimateInputError(ValueError):
@@ -35,31 +36,30 @@ def _training_runs(resources: list[Resource]) -> tuple[list[tuple[str, TrainingR
         label = f"{kind_of(r.resource_type)} {_name(r)}"
         namespace = _namespace(r.props)
         here: list[TrainingRun] = []
-        unread = False
+        reported = len(problems)
         for pod in found:
             for container in pod_containers(pod.spec):
                 env = container_env(container, namespace, objects)
-                words, unknown = _with_run_files(
-                    _command_words(container, env), Mounts(pod.spec, container, namespace, objects)
-                )
+                mounts = Mounts(pod.spec, container, namespace, objects)
+                started = trainer_runs(_command_words(container, env), env, mounts)
                 problems += [
                     f"{label} runs {f.path} from {f.source}: this policy cannot read it, so no estimate"
-                    for f in unknown
+                    for f in started.unread_files
                 ]
-                invocations, hidden = trainer_invocations(words)
-                unread = unread or hidden or bool(unknown)
-                for argv in invocations:
-                    run = training_run(argv, env.values)
+                problems += [
+                    f"{label} names the trainer in {where}, not through {LAUNCHED_BY}: this policy cannot read "
+                    "that run, so no estimate"
+                    for where in started.mentions
+                ]
+                for run in started.runs:
                     if isinstance(run, str):
-                        problems.append(f"{run} from the train_rl command of {label}, so no estimate")
+                        problems.append(f"{run} for the train_rl run of {label}, so no estimate")
                     else:
                         here.append(run)
-        if unread and not any(label in p for p in problems):
-            problems.append(f"{label} names the trainer in a command this policy cannot read, so no estimate of it")
-        elif not here and not any(label in p for p in problems):
+        if not here and len(problems) == reported:
             problems.append(
-                f"cannot find the train_rl command (python3 -m {TRAIN_RL} key=value ...) in {label}, whose pods "
-                "ask for TPU chips, so no estimate"
+                f"cannot find the train_rl run ({LAUNCHED_BY} with its {CONFIG_PATH}) in {label}, whose pods ask "
+                "for TPU chips, so no estimate"
             )
         runs += [(_name(r), run) for run in here]
     return runs, problems

@@ -263,6 +263,35 @@ class Mounts:
         value = data[key]
         return (value if isinstance(value, (str, Unseen)) else UNKNOWN), f"{label} key {key}"
 
+    def files(self) -> list[MountedFile]:
+        """Every file of these mounts, named or not: each key of each ConfigMap (by its ``items`` path where it has
+        them; inside a ``subPath`` mount, those under it); one ``Unseen`` file per ConfigMap whose data is not known
+        yet, one ``UNKNOWN`` per ConfigMap the stack does not declare."""
+        found: list[MountedFile] = []
+        for where, sub, sources in self._mounts:
+            for source in sources:
+                name = source.get("name")
+                data = name if unseen(name) else self._objects.find("ConfigMap", name, self._namespace)
+                label = f"ConfigMap {name}"
+                if data is None or isinstance(data, Unseen):
+                    found.append(MountedFile(where, UNKNOWN if data is None else data, label))
+                    continue
+                items = _l(source.get("items")) if source.get("items") is not None else None
+                paths = (
+                    {_m(i).get("path"): _m(i).get("key") for i in items} if items is not None else {k: k for k in data}
+                )
+                for relative, key in paths.items():
+                    if not isinstance(relative, str) or key not in data:
+                        continue
+                    relative = relative.strip("/")
+                    if sub and relative != sub and not relative.startswith(sub + "/"):
+                        continue
+                    path = where.rstrip("/") + "/" + relative[len(sub) :].strip("/") if sub else f"{where}/{relative}"
+                    value = data[key]
+                    text = value if isinstance(value, (str, Unseen)) else UNKNOWN
+                    found.append(MountedFile(path.replace("//", "/").rstrip("/") or "/", text, f"{label} key {key}"))
+        return found
+
     def run_files(self, words: Sequence[Any]) -> list[MountedFile]:
         """The files of these mounts a command runs: each of its words that is one (``bash /tpu-rl/run.sh``), and
         each path named in the text of those (the programs a script runs)."""

@@ -22,6 +22,7 @@ from core.knobs import DATASETS, TRAINING_KNOBS
 from core.layout import RUN_NAME, hub_cache
 from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from core.settings import Settings
+from core.step_config import CONFIG_FILE, LAUNCHER, config_text
 
 TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
 TRAIN_RL = "maxtext.trainers.post_train.rl.train_rl"
@@ -389,10 +390,11 @@ def train_script(settings: Settings, argv: list[str], output_uri: str, convert_u
     - the base's files at the converted commit fetched into ``TRAIN_BASE_DIR`` (its ``tokenizer_path``);
     - the run record, first line of the attempt's log and of its side file, and the side file copied at
       once, so `make status` sees a new attempt as it starts;
-    - ``train_rl`` in the background, its output appended to the log, which ``tail --pid`` shows on the
-      container's stdout (``kubectl logs``); SIGTERM (a JobSet restart, a deadline, a deleted pod) is
-      forwarded to it (PID 1 ignores a signal it has no handler for, so without the trap nothing would
-      stop train_rl until the grace period's SIGKILL);
+    - ``train_rl`` in the background, started by the launcher (``workloads/container/launch.py``) from its
+      overrides, the ConfigMap's ``train.json`` (``train_config``), its output appended to the log, which
+      ``tail --pid`` shows on the container's stdout (``kubectl logs``); SIGTERM (a JobSet restart, a deadline,
+      a deleted pod) is forwarded to it (PID 1 ignores a signal it has no handler for, so without the trap
+      nothing would stop train_rl until the grace period's SIGKILL);
     - each evaluation and restore line, as it appears, appended to the side file and the side file
       copied (a killed attempt keeps its evaluations);
     - a stall watchdog (``workloads/container/stall_watchdog.py``) beside it: a log without training progress (a new
@@ -424,7 +426,7 @@ def train_script(settings: Settings, argv: list[str], output_uri: str, convert_u
         'echo "tpu-rl: starting train_rl (VLLM_HOST_IP=${VLLM_HOST_IP:-unset})"',
         "set +e",
         f"rm -f {STALL_MARKER}",
-        f"{command_line(argv)} >> {TRAIN_LOG} 2>&1 &",
+        f"{run_program(LAUNCHER)} >> {TRAIN_LOG} 2>&1 &",
         "child=$!",
         """trap 'echo "tpu-rl: forwarding SIGTERM to train_rl"; kill -TERM "$child" 2>/dev/null' TERM INT""",
         f'{run_program("stall_watchdog.py")} "$child" {TRAIN_LOG} "${{{STALL_ENV}}}" {STALL_MARKER} &',
@@ -464,8 +466,17 @@ def program_file(file_name: str) -> str:
     return SNIPPETS.get(file_name) or program(file_name)
 
 
-def step_files(script: str) -> dict[str, str]:
-    """The files of a step's ConfigMap: its bash script (``RUN_SCRIPT``) and the programs it names (``run_program``),
-    only those, so a change to one program changes only the steps that run it."""
+def train_config(argv: list[str]) -> dict[str, str]:
+    """The training step's overrides file (``core.step_config.CONFIG_FILE``) of its ``train_argv``: what the launcher
+    passes train_rl after ``-m TRAIN_RL``, and what the policy pack reads."""
+    if argv[:2] != ["-m", TRAIN_RL]:
+        raise ValueError(f"not train_rl's argv: {argv[:2]}")
+    return {CONFIG_FILE: config_text(argv[2:])}
+
+
+def step_files(script: str, data: dict[str, str] | None = None) -> dict[str, str]:
+    """The files of a step's ConfigMap: its bash script (``RUN_SCRIPT``), the programs it names (``run_program``),
+    only those, so a change to one program changes only the steps that run it, and its ``data`` files (training's
+    ``train_config``)."""
     named = sorted(set(_PROGRAM_FILE.findall(script)))
-    return {RUN_SCRIPT: script, **{name: program_file(name) for name in named}}
+    return {RUN_SCRIPT: script, **{name: program_file(name) for name in named}, **(data or {})}

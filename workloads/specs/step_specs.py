@@ -48,6 +48,7 @@ from workloads.specs.commands import (
     publish_script,
     step_files,
     train_argv,
+    train_config,
     train_script,
 )
 from workloads.specs.step_manifests import (
@@ -306,10 +307,11 @@ def _address(
     manifest: dict[str, Any],
     script: str,
     operational: tuple[str, ...] = OPERATIONAL_PATHS,
+    data: dict[str, str] | None = None,
 ) -> tuple[str, str, str, dict[str, Any], dict[str, Any]]:
-    """(hash, name, output URI, filled manifest, filled ConfigMap of scripts) of a manifest and its ``script``
-    built with placeholders."""
-    files = step_files(script)
+    """(hash, name, output URI, filled manifest, filled ConfigMap of scripts) of a manifest and its ``script`` (with
+    the ConfigMap's ``data`` files: training's overrides) built with placeholders."""
+    files = step_files(script, data)
     digest = identity(settings, manifest, operational, step, files)
     model = settings.model.spec.name
     name = f"{model}-{step}-{digest}"
@@ -430,7 +432,9 @@ def _train_step(settings: Settings, before: Mapping[str, Step]) -> Step:
     )
     operational = (*OPERATIONAL_PATHS, stall_path(manifest))
     script = train_script(settings, argv, OUTPUT, convert_uri)
-    digest, name, out, manifest, scripts = _address(settings, "train", manifest, script, operational)
+    digest, name, out, manifest, scripts = _address(
+        settings, "train", manifest, script, operational, train_config(argv)
+    )
     head_job = f"{name}-{HEAD_JOB}-0"
     deadline = settings.workflow.timeouts["train"]
     return Step(
