@@ -19,7 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from core.config.load import INTERPRETED, REFUSED_KEYS
+from core.config.values import ConfigError
 from core.estimate import training_run as estimated_run
+from core.knobs import TRAINING_KNOBS
+from core.maxtext_keys import known_keys
 from core.names import SETUP_FAILURE_EXIT
 from core.step_config import (
     CONFIG_FILE,
@@ -32,7 +36,6 @@ from core.step_config import (
     read_config,
 )
 from tests.lifecycle_walk import settings
-from tests.test_kernel_limits import largest
 from workloads.container import launch
 from workloads.specs import commands
 from workloads.specs.commands import SCRIPTS_DIR, command_line, train_argv, train_config
@@ -117,25 +120,42 @@ def _after(config: str, tmp_path: Path) -> list[bytes]:
     return (tmp_path / "argv").read_bytes().split(b"\0")[:-1]
 
 
+LONG_TEXT = ("A-z0_9.,:/=+@%*" * 18)[:256]
+"""The longest extraArgs text: 256 of the characters ``core.config.load.SAFE_TEXT`` allows (``*`` among them)."""
+
+
+def _with_every_text_key():
+    """The prod stack with every text key extraArgs accepts at ``LONG_TEXT`` (less those a rule refuses there)."""
+    typed = {knob.key for knob in TRAINING_KNOBS}
+    extra = [k for k, kind in known_keys().items() if kind == "str" and k not in {*REFUSED_KEYS, *typed, *INTERPRETED}]
+    for _ in range(5):
+        try:
+            return settings("prod", [f"tpu-rl:training.extraArgs.{key}={LONG_TEXT}" for key in extra])
+        except ConfigError as err:
+            extra = [k for k in extra if not any(f"extraArgs.{k}" in problem for problem in err.problems)]
+    raise AssertionError("extraArgs never settled")
+
+
 def _settings_of(case: str):
-    if case == "largest":
-        return largest("gemma4-26b")[0]
+    if case == "every-text-key":
+        return _with_every_text_key()
     name, overrides = STACKS[case]
     return settings(name, overrides)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", [*sorted(STACKS), "largest"])
+@pytest.mark.parametrize("case", [*sorted(STACKS), "every-text-key"])
 def test_maxtext_receives_the_same_argv_byte_for_byte(case, tmp_path):
     """The old line ``python3 -m train_rl <quoted words>`` as bash read it, and the launcher's ``execvp`` of the
-    step's train.json: the same words, byte for byte (the largest options: every extraArgs text key at 256
-    characters)."""
+    step's train.json: the same words, byte for byte (every extraArgs text key at its longest value too)."""
     s = _settings_of(case)
     train = plan_workflow(s).train
     argv = train_argv(s, str(train.input_uri), train.output_uri)
     before = _before(argv, tmp_path / "before")
     after = _after(train.scripts["data"][CONFIG_FILE], tmp_path / "after")
     assert before == after == [word.encode() for word in argv]
+    if case == "every-text-key":
+        assert sum(LONG_TEXT in word for word in argv) > 10, "the extraArgs are in the argv"
 
 
 def test_the_launcher_refuses_a_file_it_cannot_pass_in_one_line(tmp_path):
