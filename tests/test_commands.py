@@ -253,6 +253,15 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
     assert f"tpu-rl: the base model at commit {COMMIT} (tokenizer_path)" in last_run().stdout
     train_uri = objs["train"]["metadata"]["annotations"]["tpu-rl/input"]
     train_out = f"{PROD_BUCKET}/gemma4-26b/train/{step_id(objs['train'])}/"
+    staged = [
+        SNAPSHOT,
+        "dataset",
+        "nvidia/OpenMathInstruct-2",
+        "main",
+        f"{train_out}dataset/",
+        "data/train_1M-*.parquet",
+    ]
+    assert calls[3] == staged, "the dataset staged in the bucket once, before train_rl reads it there"
     expected = []
     for arg in tutorial_argv(TUTORIAL_TRAIN):
         if arg.startswith("hf_access_token="):
@@ -268,7 +277,8 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
             expected += [
                 "dataset_name=nvidia/OpenMathInstruct-2",
                 "eval_dataset_name=nvidia/OpenMathInstruct-2",
-                "hf_train_files=hf://datasets/nvidia/OpenMathInstruct-2/data/train_1M-*.parquet",
+                # the Hub's files, staged in the bucket by the first attempt (issue 40 item 4)
+                f"hf_train_files={train_out}dataset/data/train_1M-*.parquet",
                 "train_split=train_1M",
             ]
     expected.append("checkpoint_period=10")  # not in the tutorial: bounds what a failure loses (docs/configuration.md)
@@ -285,7 +295,7 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
         "the watchdog watches the log with the manifest's bound"
     )
     assert calls[-1] == [JUDGE, log, "0", stall, str(SLICE_DOWN_EXIT), str(STALLED_EXIT)]
-    assert len(calls) == 9
+    assert len(calls) == 10
 
 
 def train_call(calls: list[list[str]]) -> list[str]:
@@ -509,9 +519,9 @@ def test_each_step_creates_its_output_folder_first_or_stops(tmp_path, gcs_folder
 def test_adamw_means_no_patch(tmp_path):
     calls = run_in_bash(objects("prod", "tpu-rl:training.optimizer=adamw")["train"], tmp_path)
     started = [c[1] if c[0] == "-m" else c[0] for c in calls]
-    assert started[:3] == [MARK, SNAPSHOT, UPLOADER]
-    assert sorted(started[3:5]) == sorted([TRAIN_RL, WATCHDOG])
-    assert started[5:] == [UPLOADER, UPLOADER, JUDGE]
+    assert started[:4] == [MARK, SNAPSHOT, SNAPSHOT, UPLOADER], "the base's files, then the dataset staged"
+    assert sorted(started[4:6]) == sorted([TRAIN_RL, WATCHDOG])
+    assert started[6:] == [UPLOADER, UPLOADER, JUDGE]
 
 
 @pytest.mark.pure
