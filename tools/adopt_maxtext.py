@@ -12,7 +12,10 @@
    its post-training dependencies, tunix among them, and each file's sha256 and git blob id), and rewrites their
    lines of ``tests/data/vendor/SHA256SUMS``.
 4. Regenerates ``core/data/maxtext-VERSION-keys.json`` from those configs (``core.maxtext_keys.generate``).
-5. Prints what changed against the table the program uses now (``core.maxtext_keys.MAXTEXT_VERSION``): keys
+5. With ``--loader PYTHON3.12``, makes ``build/maxtext-VERSION-loader``, a venv with the wheel and the JAX its config
+   loader imports, in which tests/test_maxtext_pyconfig.py (slow tier) loads each step's argv with MaxText's own
+   ``pyconfig`` (tools/maxtext_loader.py).
+6. Prints what changed against the table the program uses now (``core.maxtext_keys.MAXTEXT_VERSION``): keys
    removed, types changed, keys added (``rl.yml``'s first: the RL trainer's new knobs), and exits 1 when a key the
    program sets or reads is gone (a human must then change the program before switching to the release).
 
@@ -73,6 +76,27 @@ PINS = "dependencies/extra_deps/post_train_github_deps.txt"
 RECORD_NAME = "wheel.json"
 VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(?:\.post[0-9]+|rc[0-9]+)?")
 DOWNLOAD_SECONDS = 600
+LOADER_PACKAGES: tuple[str, ...] = (
+    "jax==0.11.0",
+    "jaxlib==0.11.0",
+    "absl-py==2.5.1",
+    "etils==1.15.0",
+    "flax==0.12.8",
+    "Jinja2==3.1.6",
+    "numpy==2.5.5",
+    "omegaconf==2.4.0",
+    "orbax-checkpoint==0.12.8",
+    "packaging==26.4",
+    "pathwaysutils==0.1.13",
+    "psutil==7.2.2",
+    "pydantic==2.14.4",
+    "PyYAML==6.0.4",
+    "tensorboardX==2.6.5",
+)
+"""What MaxText 0.2.5's config loader imports (``configs/pyconfig.py``, ``configs/types.py``, ``utils/max_utils.py``),
+at versions its requirements allow (jax 0.11.0 as ``dependencies/extra_deps/tpu_post_train_overrides.txt`` pins it;
+the rest the newest then): the wheel is installed without its dependencies, which are the whole TPU stack."""
+LOADER_SECONDS = 1200
 DERIVED = frozenset({"checkpoint_dir", "tensorboard_dir"})
 """Keys the program refuses that MaxText derives in code (RLConfig), in no config file."""
 
@@ -258,11 +282,45 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
-def adopt(version: str, wheel: Path | None, vendor_dir: Path = VENDOR_DIR, data_dir: Path = DATA_DIR) -> int:
+def loader_dir(version: str) -> Path:
+    """Where ``--loader`` makes the venv whose Python runs MaxText's own config loader (tools/maxtext_loader.py)."""
+    return ROOT / "build" / f"maxtext-{version}-loader"
+
+
+def _run(command: list[str], what: str) -> None:
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=LOADER_SECONDS, check=False)
+    except subprocess.TimeoutExpired:
+        raise AdoptError(f"{what} took over {LOADER_SECONDS} s: check the network and run it again") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        raise AdoptError(f"{what} failed ({last}): check the Python given to --loader (3.12) and the network")
+
+
+def make_loader(wheel: Path, python: str, folder: Path) -> Path:
+    """A venv of ``python`` (3.12, as MaxText requires) in ``folder`` with the wheel and ``LOADER_PACKAGES``: the
+    interpreter tests/test_maxtext_pyconfig.py runs tools/maxtext_loader.py with."""
+    _run([python, "-m", "venv", "--clear", str(folder)], f"{python} -m venv {folder}")
+    pip = [str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    _run([*pip, "--no-deps", str(wheel)], f"pip install {wheel.name}")
+    _run([*pip, *LOADER_PACKAGES], "pip install of the loader's packages")
+    return folder / "bin" / "python"
+
+
+def adopt(
+    version: str,
+    wheel: Path | None,
+    vendor_dir: Path = VENDOR_DIR,
+    data_dir: Path = DATA_DIR,
+    loader: str | None = None,
+) -> int:
     """The whole adoption (the module's docstring); the exit status."""
     with tempfile.TemporaryDirectory(prefix="tpu-rl-maxtext-") as scratch:
         path = wheel if wheel is not None else download(version, Path(scratch))
         release = read_wheel(path, version)
+        if loader is not None:
+            made = make_loader(path, loader, loader_dir(version))
+            print(f"made {_shown(made)}: make test-slow runs MaxText {version}'s loader on the steps' argv")
     folder = write_vendor(release, vendor_dir)
     table_path, table = write_table(version, folder / "configs", data_dir)
     print(f"maxtext {version}: {release.wheel_name} sha256 {release.wheel_sha256}")
@@ -287,6 +345,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.adopt_maxtext", description=__doc__.split("\n", 1)[0])
     parser.add_argument("version", help="the MaxText release, e.g. 0.2.5")
     parser.add_argument("--wheel", type=Path, help="the release's wheel, already downloaded (no network)")
+    parser.add_argument(
+        "--loader",
+        metavar="PYTHON3.12",
+        help="also make build/maxtext-VERSION-loader, a venv of this Python with the wheel and the JAX its config "
+        "loader imports (tests/test_maxtext_pyconfig.py runs the loader with it)",
+    )
     args = parser.parse_args(argv)
     problems = []
     if not VERSION.fullmatch(args.version):
@@ -298,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"adopt_maxtext: {problem}", file=sys.stderr)
         return 2
     try:
-        return adopt(args.version, args.wheel)
+        return adopt(args.version, args.wheel, loader=args.loader)
     except AdoptError as err:
         print(f"adopt_maxtext: {err}", file=sys.stderr)
         return 1
