@@ -159,8 +159,8 @@ def _describe(
         return PreflightError(
             f"Hugging Face preflight for {repo} at {host} failed (HTTP {status}{': ' if detail else ''}{detail})"
         )
-    if isinstance(err, ReplyTooLargeError):
-        return PreflightError(str(err))
+    if isinstance(err, ReplyTooLargeError):  # the one bounded read's line, naming the request (core.bounded)
+        return PreflightError(str(err) if str(err).startswith(what) else f"{what}: {err}")
     if isinstance(err, ReplyEncodingError):
         return PreflightError(f"the Hub at {host} answered {what} with a body it cannot read ({err}); {FIX}")
     if isinstance(err, httpx2.TooManyRedirects):
