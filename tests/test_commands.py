@@ -83,10 +83,11 @@ PATCH, MARK, UPLOADER = (f"{SCRIPTS_DIR}/{name}" for name in ("optimizer_patch.p
 SNAPSHOT, SCAN, COMPLETE = (
     f"{SCRIPTS_DIR}/{n}" for n in ("base_snapshot.py", "checkpoint_scan.py", "complete_export.py")
 )
-WATCHDOG, JUDGE = (f"{SCRIPTS_DIR}/{name}" for name in ("stall_watchdog.py", "train_exit.py"))
+WATCHDOG, JUDGE, LAUNCH = (f"{SCRIPTS_DIR}/{name}" for name in ("stall_watchdog.py", "train_exit.py", "launch.py"))
 
 SHIM = """#!/bin/sh
 "{python}" -c 'import json, sys; open(sys.argv[1], "a").write(json.dumps(sys.argv[2:]) + "\\n")' "{log}" "$@"
+case "$1" in */launch.py) exec "{python}" "$@";; esac
 case "$1" in */base_snapshot.py) if [ -n "$SHIM_BASE_COMMIT" ]; then echo "$SHIM_BASE_COMMIT"; exit 0; fi;; esac
 case "$1" in *.py)
   if [ -n "$SHIM_RUN_C" ]; then exec "{python}" "$@"; fi
@@ -222,6 +223,7 @@ def test_each_step_runs_its_script_from_its_own_config_map(stack):
             "upload.py",
             "stall_watchdog.py",
             "train_exit.py",
+            "launch.py",
         },
         "export": {"mark_folder.py", "checkpoint_scan.py", "base_snapshot.py", "complete_export.py"},
         "evaluate": {"mark_folder.py", "evaluate_export.py"},
@@ -231,7 +233,8 @@ def test_each_step_runs_its_script_from_its_own_config_map(stack):
     for step, obj in objs.items():
         script = container_script(obj)
         data = scripts_of(obj)["data"]
-        assert set(data) == {RUN_SCRIPT, *expected[step]}, step
+        overrides = {"train.json"} if step == "train" else set()  # train_rl's, as data (core/step_config.py)
+        assert set(data) == {RUN_SCRIPT, *expected[step], *overrides}, step
         assert all(data[name] == program_file(name) for name in expected[step])
         assert all(f"python3 {SCRIPTS_DIR}/{name} " in script for name in expected[step])
         assert "python3 -c" not in script and "bash -c" not in script
@@ -295,7 +298,7 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
         "the watchdog watches the log with the manifest's bound"
     )
     assert calls[-1] == [JUDGE, log, "0", stall, str(SLICE_DOWN_EXIT), str(STALLED_EXIT)]
-    assert len(calls) == 10
+    assert len(calls) == 11, "train_rl started by the launcher (workloads/container/launch.py)"
 
 
 def train_call(calls: list[list[str]]) -> list[str]:
@@ -307,7 +310,8 @@ def train_call(calls: list[list[str]]) -> list[str]:
 def test_training_fails_with_train_rls_exit_code_after_copying_the_log(tmp_path):
     """The log is copied whatever happens; the container exits with train_rl's status."""
     train = objects("prod", "tpu-rl:training.optimizer=adamw")["train"]
-    failing = container_script(train).replace("python3 -m maxtext", "(exit 7) && python3 -m maxtext", 1)
+    launch = f"python3 {SCRIPTS_DIR}/launch.py"
+    failing = container_script(train).replace(launch, f"(exit 7) && {launch}", 1)
     calls = run_in_bash(train, tmp_path, check=False, script=failing)
     assert last_run().returncode == 7, "the judge printed nothing (not run here): train_rl's status"
     finished = [c for c in calls if c[:1] != [WATCHDOG]]  # started in the background: any order
@@ -520,8 +524,8 @@ def test_adamw_means_no_patch(tmp_path):
     calls = run_in_bash(objects("prod", "tpu-rl:training.optimizer=adamw")["train"], tmp_path)
     started = [c[1] if c[0] == "-m" else c[0] for c in calls]
     assert started[:4] == [MARK, SNAPSHOT, SNAPSHOT, UPLOADER], "the base's files, then the dataset staged"
-    assert sorted(started[4:6]) == sorted([TRAIN_RL, WATCHDOG])
-    assert started[6:] == [UPLOADER, UPLOADER, JUDGE]
+    assert sorted(started[4:7]) == sorted([LAUNCH, TRAIN_RL, WATCHDOG]), "the launcher execs train_rl"
+    assert started[7:] == [UPLOADER, UPLOADER, JUDGE]
 
 
 @pytest.mark.pure
@@ -599,8 +603,7 @@ def test_every_maxtext_key_exists_in_maxtext_0_2_4(stack, tmp_path):
 @pytest.mark.pure
 def test_data_templates_exist_in_maxtext_0_2_4():
     for stack in ("dev", "prod"):
-        argv = [a for a in container_script(objects(stack)["train"]).split() if a.startswith("data_template_path=")]
-        template = argv[0].split("=", 1)[1]
+        template = json.loads(scripts_of(objects(stack)["train"])["data"]["train.json"])["data_template_path"]
         assert shared_path("maxtext-0.2.4", *template.split("/")[1:]).exists()
 
 

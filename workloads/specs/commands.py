@@ -18,7 +18,7 @@ import re
 import shlex
 from pathlib import Path
 
-from core.knobs import DATASETS, TRAINING_KNOBS
+from core.knobs import DATASETS, TRAINING_KNOBS, Dataset
 from core.layout import RUN_NAME, hub_cache
 from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from core.settings import Settings
@@ -115,7 +115,7 @@ def train_argv(settings: Settings, input_uri: str, output_uri: str) -> list[str]
         "scan_layers=False",
         f"load_parameters_path={input_uri}",
         f"data_template_path={dataset.template}",
-        *(f"{key}={value}" for key, value in dataset.keys),
+        *(f"{key}={value}" for key, value in staged_dataset(dataset, output_uri)[0]),
     ]
     for knob in TRAINING_KNOBS:
         if knob.tutorial:
@@ -134,6 +134,32 @@ def train_argv(settings: Settings, input_uri: str, output_uri: str) -> list[str]
     args += [f"{key}={value}" for key, value in disaggregated(settings.tpu.slices).items()]
     args += [f"{key}={value}" for key, value in training.extra_args.items()]
     return args
+
+
+HUB_DATASET_FILES = re.compile(r"hf://datasets/([A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*)/(.+)")
+"""A dataset key's Hub files: ``hf://datasets/<org>/<name>/<pattern>`` (``hf_train_files``, ``hf_eval_files``)."""
+STAGED_DATASET = "dataset/"
+"""Where training stages its dataset's files, under its output (``staged_dataset``)."""
+
+
+def staged_dataset(dataset: Dataset, output_uri: str) -> tuple[list[tuple[str, str]], tuple[str, list[str]] | None]:
+    """The dataset's keys as ``train_rl`` gets them, each key of Hub files (``HUB_DATASET_FILES``) made the same
+    pattern in the copy training stages under ``<output>dataset/`` on its first attempt (``base_snapshot.py
+    dataset``: every later attempt reads it there, and the Hub sends each file once); and what the script stages:
+    the repository and its patterns (None: the dataset names no files, ``datasets`` loads it from the Hub by name).
+    MaxText 0.2.4's ``train_rl.get_dataset`` hands the files to ``datasets.load_dataset("parquet", data_files=...)``,
+    which globs a ``gs://`` pattern through gcsfs (in the image)."""
+    keys, repos, patterns = [], set(), []
+    for key, value in dataset.keys:
+        found = HUB_DATASET_FILES.fullmatch(value)
+        if found:
+            repos.add(found[1])
+            patterns.append(found[2])
+            value = f"{output_uri}{STAGED_DATASET}{found[2]}"
+        keys.append((key, value))
+    if len(repos) > 1:
+        raise ValueError(f"the dataset {dataset.name} names files of {len(repos)} repositories; stage one")
+    return keys, (repos.pop(), patterns) if repos else None
 
 
 def disaggregated(slices: int) -> dict[str, int]:
@@ -382,6 +408,20 @@ def run_record(settings: Settings, argv: list[str]) -> dict[str, object]:
     }
 
 
+def dataset_lines(settings: Settings, output_uri: str) -> list[str]:
+    """The training script's lines that stage its dataset's files in the bucket once (``staged_dataset``), none
+    when the dataset names no files."""
+    staged = staged_dataset(DATASETS[settings.training.dataset], output_uri)[1]
+    if staged is None:
+        return []
+    repo, patterns = staged
+    words = " ".join(shlex.quote(w) for w in ("dataset", repo, "main", output_uri + STAGED_DATASET, *patterns))
+    return [
+        f"dataset_commit=$({run_program('base_snapshot.py')} {words})",
+        f'echo "tpu-rl: the dataset {repo} at commit ${{dataset_commit}}, staged in {output_uri}{STAGED_DATASET}"',
+    ]
+
+
 def train_script(settings: Settings, argv: list[str], output_uri: str, convert_uri: str) -> str:
     """The training container's script (bash is the container's PID 1):
 
@@ -416,6 +456,7 @@ def train_script(settings: Settings, argv: list[str], output_uri: str, convert_u
         mark_folder(output_uri),
         base_line("fetch", convert_uri, TRAIN_BASE_DIR),
         'echo "tpu-rl: the base model at commit ${commit} (tokenizer_path)"',
+        *dataset_lines(settings, output_uri),
         'attempt="$(date -u +%Y%m%dT%H%M%SZ)"',
         f'log_uri="{output_uri}logs/train-${{attempt}}.log"',
         f'evals_uri="{output_uri}logs/evals-${{attempt}}.txt"',
