@@ -2743,6 +2743,24 @@ def test_each_launch_is_a_run():
     assert len(estimate["runs"]) == 2 and estimate["totalUsd"] > _total(FIVE_THOUSAND)
 
 
+@pytest.mark.parametrize("path", ["/tpu-rl/train.json", "/tpu-rl/launch.py", "/tpu-rl"])
+def test_a_volume_over_the_launcher_or_its_overrides_is_a_finding(path):
+    """Another volume (here a Secret's, which the pack does not read) over the overrides or the launcher: the runtime's
+    mount order decides which file the container sees, so the pack cannot read the run."""
+
+    def shadow(jobset):
+        pod = _head(jobset)
+        pod["volumes"].append({"name": "other", "secret": {"secretName": "other"}})
+        head = next(c for c in pod["containers"] if c["name"] == "workload-container")
+        sub = {"subPath": "x"} if path.endswith((".json", ".py")) else {}
+        head["volumeMounts"].append({"name": "other", "mountPath": path, "readOnly": True, **sub})
+
+    plan = copy.deepcopy(pure_plan("prod"))
+    shadow(_train(plan))
+    found = _budget_findings(plan)
+    assert any("more than one volume is mounted over it" in v for v in found), found
+
+
 TRAIN_RL_ARGV = ["python3", "-m", "maxtext.trainers.post_train.rl.train_rl", "model_name=gemma4-26b", "num_batches=1"]
 MENTIONS = [
     # (id, the edit of the train step's ConfigMap data, where the finding says the trainer is named)

@@ -212,9 +212,12 @@ class Mounts:
         self._namespace = namespace
         volumes = {v.get("name"): v for v in (_m(v) for v in _l(spec.get("volumes"))) if isinstance(v.get("name"), str)}
         self._mounts: list[tuple[str, str, list[dict[str, Any]]]] = []
+        self._paths: list[str | None] = []
+        """Where every volume is mounted, of any kind (None: a path this policy cannot read)."""
         for mount in _l(container.get("volumeMounts")):
             mount = _m(mount)
             where, name = mount.get("mountPath"), mount.get("name")
+            self._paths.append(where.rstrip("/") or "/" if isinstance(where, str) and not unseen(where) else None)
             if unseen(where) or unseen(name) or not isinstance(where, str) or name not in volumes:
                 continue
             volume = volumes[name]
@@ -224,6 +227,12 @@ class Mounts:
             if sources:
                 sub = mount.get("subPath")
                 self._mounts.append((where.rstrip("/") or "/", sub.strip("/") if isinstance(sub, str) else "", sources))
+
+    def covering(self, path: str) -> int:
+        """How many of the container's volume mounts, of any kind, are at ``path`` or a folder above it (one whose
+        path this policy cannot read counts: it may be): more than one, and which file the container sees depends
+        on the order the runtime mounts them in."""
+        return sum(where is None or path == where or path.startswith(where.rstrip("/") + "/") for where in self._paths)
 
     def file(self, path: Any) -> MountedFile | None:
         """The file at ``path`` if it is inside a ConfigMap mount (None: it is not; a file of the image or another

@@ -61,7 +61,7 @@ def trainer_runs(words: Sequence[str], env: ContainerEnv, mounts: Mounts) -> Con
             out.mentions.append(where)
     for path in launchers:
         started = max(1, sum(text.count(path) for _, text in texts))
-        out.runs += [_launched_run(mounts.file(CONFIG_PATH), env.values)] * started
+        out.runs += [_launched_run(path, mounts, env.values)] * started
     return out
 
 
@@ -70,8 +70,13 @@ def _text(value: Any) -> bool:
     return not unseen(value) and isinstance(value, str)
 
 
-def _launched_run(config: MountedFile | None, env: Mapping[str, EnvValue]) -> TrainingRun | str:
-    """The run of a launcher whose overrides file is ``config``, or why it cannot be read."""
+def _launched_run(launcher: str, mounts: Mounts, env: Mapping[str, EnvValue]) -> TrainingRun | str:
+    """The run of the launcher at ``launcher``, with the overrides at ``CONFIG_PATH``, or why it cannot be read
+    (either under more than one volume: which file the container sees is the runtime's mount order)."""
+    for path in (launcher, CONFIG_PATH):
+        if mounts.covering(path) > 1:
+            return f"cannot read {path}: more than one volume is mounted over it"
+    config = mounts.file(CONFIG_PATH)
     if config is None or not _text(config.text):
         where = "no file" if config is None else config.source
         return f"cannot read {CONFIG_PATH} ({where}), which {LAUNCHED_BY} reads"
