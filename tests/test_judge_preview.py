@@ -275,6 +275,29 @@ def test_a_value_the_digest_does_not_show_is_not_judged_harmless(placeholder):
 
 
 @pytest.mark.pure
+def test_a_token_passed_as_a_secret_value_is_reported_but_not_failed_the_known_limit():
+    """The limit docs/security.md names: the engine sends the pack a secret's value, the digest does not hold it. A
+    token the program passes in a container's arguments as a secret value fails the pack in the engine; the judge sees
+    ``[secret]`` there and says it cannot judge it (advisory, naming the argument), never that it is harmless."""
+    from tests.conftest import SENTINEL_TOKEN
+
+    def change(plan: Plan) -> None:
+        train = next(r for r in plan.resources if r["type"] == JOBSET)
+        pod = train["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        container["args"] = [*(container.get("args") or []), analyzer.Secret(f"--token={SENTINEL_TOKEN}")]
+
+    plan = _hostile(change)
+    engine = [f for f in engine_findings(plan, "prod", blind=False) if f.policy == "no-secrets-in-workloads"]
+    assert [(f.level, f.unjudged) for f in engine] == [("mandatory", False)]
+    assert "args contains secret material (a Hugging Face token)" in engine[0].message
+    found = [f for f in judged(digest(plan), "prod") if f.policy == "no-secrets-in-workloads"]
+    assert [(f.level, f.unjudged) for f in found] == [("advisory", True)]
+    assert "containers[0].args[0] not known" in found[0].message
+    assert SENTINEL_TOKEN not in written(digest(plan))
+
+
+@pytest.mark.pure
 def test_numbers_arrive_as_doubles_and_typed_values_as_the_engine_sends_them():
     errors: list[str] = []
     sent = judge_preview._struct(
