@@ -252,6 +252,8 @@ def test_a_hostile_preview_gets_the_findings_of_the_pack_in_the_engine(case):
     plan = _hostile(change)
     found = judged(digest(plan), "prod")
     assert _key(found) == _key(engine_findings(plan, "prod"))
+    pack = Pack(analyzer.policy_config_file("prod"), dry_run=True)
+    assert _key(found) == _key(analyzer.analyze_plan(plan, pack, preview=True))  # no secret in the builders' plan
     assert_only_secrets_differ(found, plan, "prod")
     base = {f.policy for f in engine_findings(pure_plan("prod"), "prod") if f.level == "mandatory"}
     new = {f.policy for f in found if f.level == "mandatory"} - base
