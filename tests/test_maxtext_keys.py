@@ -301,6 +301,19 @@ def test_a_release_without_a_key_the_program_uses_fails(tmp_path, monkeypatch, c
     assert "does not have: no_such_key" in capsys.readouterr().err
 
 
+def test_the_command_names_the_defaults_that_changed(tmp_path):
+    old, new = tmp_path / "old", tmp_path / "new"
+    for root, rl in (
+        (old, "rl:\n  num_generations: 2\nbatch_size: 4\n"),
+        (new, "rl:\n  num_generations: 8\nbatch_size: 4\n"),
+    ):
+        (root / "post_train").mkdir(parents=True)
+        (root / "base.yml").write_text("debug: true\n")
+        (root / "post_train" / "rl.yml").write_text(rl)
+    keys = {"rl.num_generations", "batch_size", "debug"}
+    assert adopt_maxtext.changed_defaults(old, new, keys) == ["  default changed: rl.num_generations 2 -> 8"]
+
+
 def test_bad_arguments_exit_2_naming_each(tmp_path, capsys):
     assert adopt_maxtext.main(["latest", "--wheel", str(tmp_path / "none.whl")]) == 2
     err = capsys.readouterr().err

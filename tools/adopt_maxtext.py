@@ -16,7 +16,8 @@
    loader imports, in which tests/test_maxtext_pyconfig.py (slow tier) loads each step's argv with MaxText's own
    ``pyconfig`` (tools/maxtext_loader.py).
 6. Prints what changed against the table the program uses now (``core.maxtext_keys.MAXTEXT_VERSION``): keys
-   removed, types changed, keys added (``rl.yml``'s first: the RL trainer's new knobs), and exits 1 when a key the
+   removed, types changed, keys added (``rl.yml``'s first: the RL trainer's new knobs), the defaults changed of the
+   keys the program names and of ``rl.yml``'s (when that release's configs are vendored), and exits 1 when a key the
    program sets or reads is gone (a human must then change the program before switching to the release).
 
 Switching the program is then one line, ``MAXTEXT_VERSION`` in ``core/maxtext_keys.py``, and the tests say the
@@ -278,6 +279,33 @@ def changes(old: dict[str, str], new: dict[str, str], rl_keys: set[str]) -> list
     return lines
 
 
+def defaults(configs: Path) -> dict[str, object]:
+    """Key -> default of ``base.yml`` and ``post_train/rl.yml`` (rl.yml wins), nested blocks as dotted keys."""
+    values: dict[str, object] = {}
+    for name in maxtext_keys.CONFIG_FILES:
+        for key, value in (yaml.safe_load((configs / name).read_text()) or {}).items():
+            values[key] = value
+            if isinstance(value, dict):
+                values.update({f"{key}.{sub}": sub_value for sub, sub_value in value.items()})
+    return values
+
+
+def changed_defaults(old: Path, new: Path, keys: set[str]) -> list[str]:
+    """The keys of ``keys`` whose default differs between two releases' configs: a key the program passes keeps its
+    value, but one it leaves to MaxText (a knob at MaxText's default, an extraArgs key) then means something else."""
+    before, after = defaults(old), defaults(new)
+    return [
+        f"  default changed: {key} {_short(before[key])} -> {_short(after[key])}"
+        for key in sorted(keys & set(before) & set(after))
+        if before[key] != after[key]
+    ]
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+
+
 def _shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
@@ -333,6 +361,11 @@ def adopt(
     print(f"against {maxtext_keys.MAXTEXT_VERSION}, the version the program uses now:")
     for line in changes(current, table, rl_keys):
         print(line)
+    previous = vendor_dir / f"maxtext-{maxtext_keys.MAXTEXT_VERSION}" / "configs"
+    if previous.is_dir() and previous != folder / "configs":
+        named = program_keys() | {key for key in table if key.split(".")[0] in rl_keys}
+        for line in changed_defaults(previous, folder / "configs", named):
+            print(line)
     missing = sorted(program_keys() - set(table))
     if missing:
         print(f"the program sets or reads keys maxtext {version} does not have: {', '.join(missing)}", file=sys.stderr)
