@@ -2894,6 +2894,22 @@ def test_a_tpu_workload_the_budget_cannot_read_is_a_finding(command, env, words)
     )
 
 
+def test_a_config_map_a_tpu_workload_mounts_and_the_pack_cannot_read_is_a_finding():
+    """Its files may start the trainer (``cd /tpu-rl && bash run.sh`` names no path): unknown is not safe."""
+    launcher = _train_data(pure_plan("prod"))["launch.py"]
+    plan = _with(
+        pure_plan("prod"),
+        _config_map("evil-scripts", {"launch.py": launcher, "train.json": json.dumps({**RUN, "num_batches": "1"})}),
+        _tpu_deployment(["bash", "-c", "cd /tpu-rl && bash run.sh"], scripts="evil-scripts"),
+    )
+    deployment = next(r for r in plan.resources if r["name"] == "evil" and "Deployment" in r["type"])
+    pod = deployment["inputs"]["spec"]["template"]["spec"]
+    pod["volumes"].append({"name": "more", "configMap": {"name": "undeclared"}})
+    _step(pod)["volumeMounts"].append({"name": "more", "mountPath": "/more", "readOnly": True})
+    (found,) = violations(plan, "tpu-budget", "prod")
+    assert "Deployment evil mounts /more from ConfigMap undeclared, which this stack does not declare" in found
+
+
 RUN = {"model_name": "gemma4-26b", "batch_size": "4", "rl.num_generations": "4", "max_target_length": "640"}
 
 

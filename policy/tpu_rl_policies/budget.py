@@ -47,6 +47,10 @@ def _training_runs(resources: list[Resource]) -> tuple[list[tuple[str, TrainingR
                     for f in started.unread_files
                 ]
                 problems += [
+                    f"{label} mounts {f.path} from {f.source}: this policy cannot read it, so no estimate"
+                    for f in started.unread_mounts
+                ]
+                problems += [
                     f"{label} names the trainer in {where}, not through {LAUNCHED_BY}: this policy cannot read "
                     "that run, so no estimate"
                     for where in started.mentions

@@ -282,8 +282,11 @@ class Mounts:
                 name = source.get("name")
                 data = name if unseen(name) else self._objects.find("ConfigMap", name, self._namespace)
                 label = f"ConfigMap {name}"
-                if data is None or isinstance(data, Unseen):
-                    found.append(MountedFile(where, UNKNOWN if data is None else data, label))
+                if data is None:
+                    found.append(MountedFile(where, UNKNOWN, f"{label}, which this stack does not declare"))
+                    continue
+                if isinstance(data, Unseen):
+                    found.append(MountedFile(where, data, label))
                     continue
                 items = _l(source.get("items")) if source.get("items") is not None else None
                 paths = (

@@ -24,11 +24,13 @@ LAUNCHED_BY = f"tpu-rl's launcher ({LAUNCHER}, known by its sha256: core/step_co
 
 @dataclass
 class ContainerRuns:
-    """The training runs one container starts (each the run, or why it cannot be read), the files it runs that this
-    policy cannot read, and where it names the trainer other than through the launcher."""
+    """The training runs one container starts (each the run, or why it cannot be read), the files it runs and the
+    other files it mounts that this policy cannot read, and where it names the trainer other than through the
+    launcher."""
 
     runs: list[TrainingRun | str] = field(default_factory=list)
     unread_files: list[MountedFile] = field(default_factory=list)
+    unread_mounts: list[MountedFile] = field(default_factory=list)
     mentions: list[str] = field(default_factory=list)
 
 
@@ -39,9 +41,9 @@ def _is_launcher(text: str) -> bool:
 def trainer_runs(words: Sequence[str], env: ContainerEnv, mounts: Mounts) -> ContainerRuns:
     """The runs of a container whose argv is ``words``: one per mention of a launcher's path in its command and
     mounted files (at least one per mounted launcher), each of the overrides at ``CONFIG_PATH``; the files its
-    command runs that this policy cannot read (one not known yet is noted: judged at `pulumi up`); and each place
-    that names the trainer (``TRAINER_MENTIONS``) other than the launcher: its command, an environment variable, a
-    mounted file."""
+    command runs, and the other mounted files, that this policy cannot read (one not known yet is noted: judged at
+    `pulumi up`); and each place that names the trainer (``TRAINER_MENTIONS``) other than the launcher: its command,
+    an environment variable, a mounted file."""
     out = ContainerRuns()
     for mounted in mounts.run_files(words):
         if not isinstance(mounted.text, str) and not unseen(mounted.text):
@@ -49,8 +51,11 @@ def trainer_runs(words: Sequence[str], env: ContainerEnv, mounts: Mounts) -> Con
     texts: list[tuple[str, str]] = [("its command", " ".join(words))]
     texts += [(f"its environment variable {name}", v.value) for name, v in env.values.items() if _text(v.value)]
     launchers: list[str] = []
+    unread = {f.source for f in out.unread_files}
     for mounted in mounts.files():
         if not _text(mounted.text):
+            if not unseen(mounted.text) and mounted.source not in unread:
+                out.unread_mounts.append(mounted)
             continue
         if _is_launcher(mounted.text):
             launchers.append(mounted.path)
