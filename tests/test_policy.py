@@ -31,7 +31,7 @@ from tools.plan.offline import ROOT, Plan
 pytestmark = pytest.mark.pure  # the policies judge builder output (pure_plan); one test also runs the program
 
 # Imported by its package path (as the mutation run names it); the pack itself runs it from its folder. Each helper is
-# read from the module of its concern (policies.scripts.shell_commands, policies.network.parse_cidr, ...).
+# read from the module of its concern (policies.scripts.training_run, policies.network.parse_cidr, ...).
 policies = importlib.import_module("policy.tpu_rl_policies")
 BY_NAME = {p.name: p for p in policies.POLICIES}
 
