@@ -1,7 +1,7 @@
 """MaxText's own config loader takes each step's argv (slow tier): tools/maxtext_loader.py, run by the Python of a venv
 with the pinned release's wheel and the JAX it imports, loads every argv the steps pass as the module it runs loads it
 (``pyconfig.initialize_pydantic``, pydantic's ``RLConfig``/``MaxTextConfig`` with ``extra="forbid"`` and its
-validators).
+validators), and the sampler's config vLLM's MaxText model makes of ``vllm_additional_config``.
 
 The venv is made by ``python -m tools.adopt_maxtext VERSION --loader PYTHON3.12`` (``build/maxtext-VERSION-loader``;
 ``TPU_RL_MAXTEXT_PYTHON`` names another interpreter); without it these tests skip, saying so, as the export's
@@ -63,6 +63,9 @@ def _steps() -> dict[str, list[str]]:
     steps["control-top-level-typo"] = steps["prod-train"] + ["eval_intervall=5"]
     steps["control-wrong-type"] = steps["prod-train"] + ["eval_interval=often"]
     steps["control-nested-typo"] = steps["prod-train"] + ["rl.num_generation=8"]
+    steps["control-sampler-typo"] = steps["prod-train"] + [
+        "vllm_additional_config={'maxtext_config': {'model_name': 'gemma4-26b', 'use_ragged_sortt': false}}"
+    ]
     return steps
 
 
@@ -93,6 +96,9 @@ def test_maxtexts_loader_takes_the_steps_argv(loaded, step):
 def test_the_loader_refuses_an_unknown_key_and_a_wrong_type(loaded):
     assert loaded["control-top-level-typo"] != "ok" and "eval_intervall" in loaded["control-top-level-typo"]
     assert loaded["control-wrong-type"] != "ok"
+    assert loaded["control-sampler-typo"] != "ok" and "use_ragged_sortt" in loaded["control-sampler-typo"], (
+        "the sampler's config (vllm_additional_config's maxtext_config) is loaded too"
+    )
 
 
 def test_the_loader_takes_a_nested_typo_silently_which_extra_args_refuses(loaded):

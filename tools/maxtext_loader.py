@@ -6,7 +6,8 @@ It imports nothing of the project: the interpreter is the venv ``python -m tools
 PYTHON3.12`` makes (``build/maxtext-<version>-loader``: the release's wheel and the JAX it needs, on CPU). For each
 step it does what the module the argv runs does with its words before any TPU work: ``train_rl``
 (``model_creation_utils.setup_configs_and_devices``) ``pyconfig.initialize_pydantic(argv, config_class=RLConfig)``;
-``to_maxtext`` its argparse flags taken out, then ``pyconfig.initialize``; ``to_huggingface`` its absl flags taken
+and the sampler's config vLLM's MaxText model makes of ``vllm_additional_config`` (``sampler``); ``to_maxtext`` its
+argparse flags taken out, then ``pyconfig.initialize``; ``to_huggingface`` its absl flags taken
 out, then ``pyconfig.initialize_pydantic``. ``argv[0]`` is the module's own file, from which pyconfig picks the
 config file (``_CONFIG_FILE_MAPPING``: ``post_train/rl.yml`` for train_rl, ``base.yml`` for the converters), and a
 run-time reference (``${checkpoint}``) is given a path. Prints one JSON object, step -> "ok" or the loader's error,
@@ -48,10 +49,23 @@ def load(argv: list[str]) -> Any:
     path = str(package.joinpath(*module.split(".")[1:])) + ".py"
     keys = [w for w in words if not w.startswith("--")]  # the converters' own flags (argparse, absl)
     if module == TRAINER:
-        return pyconfig.initialize_pydantic([path, *keys], config_class=types.RLConfig)
+        config = pyconfig.initialize_pydantic([path, *keys], config_class=types.RLConfig)
+        sampler(config)
+        return config
     if module.endswith(".to_maxtext"):
         return pyconfig.initialize([path, *keys])
     return pyconfig.initialize_pydantic([path, *keys])
+
+
+def sampler(config: Any) -> Any:
+    """The sampler's MaxText config, as vLLM's MaxText model makes it from ``vllm_additional_config``'s
+    ``maxtext_config`` (``integration/vllm/maxtext_vllm_adapter/adapter.py`` ``generate_maxtext_config``:
+    ``configs/inference/vllm.yml`` and those keys as overrides; the padding it adds from vLLM's mesh left out)."""
+    pyconfig = importlib.import_module("maxtext.configs.pyconfig")
+    configs = importlib.import_module("maxtext.utils.globals").MAXTEXT_CONFIGS_DIR
+    extra = config.vllm_additional_config
+    overrides = dict(extra.get("maxtext_config") or {}) if isinstance(extra, dict) else {}
+    return pyconfig.initialize(["", os.path.join(configs, "inference", "vllm.yml")], **overrides)
 
 
 def main(path: str) -> int:
