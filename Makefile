@@ -39,62 +39,68 @@ help:
 	@echo "make lint                    ruff, the import contracts and mypy"
 	@echo "make test-slow               the slow tier (CI runs it after make test)"
 	@echo "make readme                  rewrite the docs' generated tables"
-	@echo "make lock                    regenerate the hashed locks after editing a requirements file"
+	@echo "make lock                    regenerate the hashed locks after editing requirements.txt or pyproject.toml's ranges"
 	@echo "make mutation                mutation testing of the pure builders"
 
-# The program's environment comes from the hashed lock alone: requirements.lock pins every package
-# (transitive ones too) with the sha256 of each wheel and sdist, so the installer resolves nothing and refuses a
-# file whose hash differs. `make lock` regenerates it from the ranges in requirements.txt. The `venv` link must
-# exist before pulumi runs: on a missing (or empty) venv, pulumi creates one itself and pip-installs the
-# unhashed requirements.txt into it; a venv/ directory it made that way is refused here, not reused.
-# The installer is uv (UV_VERSION, below): it installs the lock in a few seconds where pip takes about a minute.
-# uv and pip (PIP_VERSION: Pulumi.yaml's `toolchain: pip` lists the venv's packages with it) come from their own
-# hashed lock, requirements-uv.lock, installed by python3's own pip into a venv made without one (`python3 -m
-# venv` spends some 8 s compiling the pip it bundles); where python3's pip cannot (pip < 22.3 has no `--python`,
-# or python3 has no pip), the venv gets its bundled pip (ensurepip) and installs the same lock with it. Nothing
-# is compiled to bytecode at install (all of pulumi_gcp would take ~25 s of CPU): Python writes it for what is
-# imported.
+# Every environment comes from a hashed lock alone (docs/testing.md "Dependencies"). requirements.lock pins,
+# together, every package of the program (requirements.txt, the ranges Pulumi's pip toolchain reads), of the pure
+# layer (pyproject.toml [project] dependencies) and of each dependency group of pyproject.toml (dev: the test and
+# lint tools and the policy SDK; slow: the slow tier; installer: uv and pip), with the sha256 of every wheel and
+# sdist; policy/requirements.lock pins the pack's group alone, at requirements.lock's versions. Each venv installs
+# the lock's entries its sources need (tools/lock_subset.py, which follows the lock's `# via` notes: nothing is
+# resolved), with --require-hashes --no-deps: the installer refuses a file whose hash the lock does not list.
+# The `venv` link must exist before pulumi runs: on a missing (or empty) venv, pulumi creates one itself and
+# pip-installs the unhashed requirements.txt into it; a venv/ directory it made that way is refused here, not reused.
+# The installer is uv: it installs in a few seconds where pip takes about a minute. uv and pip (Pulumi.yaml's
+# `toolchain: pip` lists the venv's packages with it) are the lock's group `installer`, installed by python3's own
+# pip into a venv made without one (`python3 -m venv` spends some 8 s compiling the pip it bundles); where python3's
+# pip cannot (pip < 22.3 has no `--python`, or python3 has no pip), the venv gets its bundled pip (ensurepip) and
+# installs the same entries with it. Nothing is compiled to bytecode at install (all of pulumi_gcp would take ~25 s
+# of CPU): Python writes it for what is imported.
 UV := $(VENV)/bin/uv
 VENV_GUARD = if [ -e venv ] && [ ! -L venv ]; then echo "error: venv/ is a directory, not the link to $(VENV) (made by pulumi?): remove it and run make again" >&2; exit 1; fi
 UV_INSTALL = $(UV) pip install --quiet --require-hashes --no-deps
 PIP_INSTALL = install --quiet --no-compile --require-hashes --no-deps
+# The lock's entries one venv needs, by their sources (tools/lock_subset.py): the program's, then a group's more.
+SUBSET = $(PYTHON) tools/lock_subset.py requirements.lock
+RUNTIME := requirements.txt pyproject.toml
 
-$(UV): requirements-uv.lock
+$(UV): requirements.lock
 	@$(VENV_GUARD)
 	$(PYTHON) -m venv --without-pip $(VENV)
-	$(PYTHON) -m pip --python $(PY) $(PIP_INSTALL) -r requirements-uv.lock 2>/dev/null || \
-		{ $(PY) -m ensurepip --default-pip >/dev/null && $(PY) -m pip $(PIP_INSTALL) -r requirements-uv.lock; }
+	$(SUBSET) pyproject.toml:installer > $(VENV)/installer.lock
+	$(PYTHON) -m pip --python $(PY) $(PIP_INSTALL) -r $(VENV)/installer.lock 2>/dev/null || \
+		{ $(PY) -m ensurepip --default-pip >/dev/null && $(PY) -m pip $(PIP_INSTALL) -r $(VENV)/installer.lock; }
 	touch $@
 
-$(VENV)/.installed: $(UV) requirements.lock requirements.txt
+$(VENV)/.installed: $(UV) requirements.lock
 	@$(VENV_GUARD)
-	$(UV_INSTALL) --python $(PY) -r requirements.lock
+	$(SUBSET) $(RUNTIME) > $(VENV)/runtime.lock
+	$(UV_INSTALL) --python $(PY) -r $(VENV)/runtime.lock
 	ln -sfn $(VENV) venv   # Pulumi.yaml's virtualenv (venv) is this same environment
 	touch $@
 
-# The test tools: requirements-dev.lock pins requirements-dev.txt's packages (the runtime ones at
-# requirements.lock's versions: `make lock` compiles it with that lock as constraints), hashed like it.
-$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.lock requirements-dev.txt
-	$(UV_INSTALL) --python $(PY) -r requirements-dev.lock
+# The test tools: the lock's entries the program and the group `dev` need.
+$(VENV)/.installed-dev: $(VENV)/.installed requirements.lock
+	$(SUBSET) $(RUNTIME) pyproject.toml:dev > $(VENV)/dev.lock
+	$(UV_INSTALL) --python $(PY) -r $(VENV)/dev.lock
 	touch $@
 
-# The slow tier's torch and transformers, hashed like every install: requirements-slow.lock pins what
-# requirements-slow.txt adds to the test tools (the dev lock's packages at its versions), for Linux x86_64 and
-# Python 3.11, where CI runs the slow tier; torch is its CPU build (2.13.0+cpu; PyPI's Linux torch is a CUDA build
-# of several GB). pip, not uv: this machine keeps that wheel where pip's find-links point (PIP_FIND_LINKS), which
-# uv does not read. Where pip cannot find it without an index (GitHub's runners), pip also reads PyTorch's CPU
-# index, TORCH_INDEX, which has it. Either way pip takes only files whose sha256 the lock lists.
-TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
-$(VENV)/.installed-slow: $(VENV)/.installed-dev requirements-slow.lock requirements-slow.txt
-	if $(PY) -m pip install --quiet --dry-run --no-index --no-deps "$$(grep -o '^torch==[^ ]*' requirements-slow.lock)" >/dev/null 2>&1; \
-	then index=; else index="--extra-index-url $(TORCH_INDEX)"; fi; \
-	$(PY) -m pip $(PIP_INSTALL) $$index -r requirements-slow.lock
+# The slow tier's torch and transformers (the group `slow`, on top of dev), hashed like every install. torch is its
+# CPU build (2.13.0+cpu; PyPI's Linux torch is a CUDA build of several GB), locked for Linux x86_64 and CPython 3.11,
+# where CI runs the slow tier (elsewhere its marker leaves it out and the tests that need it skip). uv finds its
+# wheel through TORCH_WHEELS, as `make lock` did: pip's find-links here (PIP_FIND_LINKS, where this machine keeps
+# it), else PyTorch's page of torch wheels; either way uv takes only the file whose sha256 the lock lists.
+TORCH_WHEELS ?= $(or $(PIP_FIND_LINKS),https://download.pytorch.org/whl/torch/)
+$(VENV)/.installed-slow: $(VENV)/.installed-dev requirements.lock
+	$(SUBSET) $(RUNTIME) pyproject.toml:dev pyproject.toml:slow > $(VENV)/slow.lock
+	UV_FIND_LINKS="$(TORCH_WHEELS)" $(UV_INSTALL) --python $(PY) -r $(VENV)/slow.lock
 	touch $@
 
 # The policy pack's own environment: PulumiPolicy.yaml's `virtualenv: venv` resolves inside policy/. Its packages
-# come from policy/requirements.lock alone (pinned, hashed; uv refuses a file whose hash differs), as the PR workflow
-# installs the base branch's pack; core/ is this checkout's, editable, built with the lock's setuptools, nothing
-# fetched. `make lock` regenerates the lock after policy/requirements.txt changes.
+# come from policy/requirements.lock alone (the group `policy`, pinned, hashed; uv refuses a file whose hash
+# differs), as the PR workflow installs the base branch's pack with pip; core/ is this checkout's, editable, built
+# with the lock's setuptools, nothing fetched.
 $(POLICY_VENV)/.installed: $(UV) policy/requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(POLICY_VENV)
 	$(UV_INSTALL) --python $(POLICY_VENV)/bin/python -r policy/requirements.lock
@@ -105,34 +111,19 @@ venv: $(VENV)/.installed
 dev-venv: $(VENV)/.installed-dev
 policy-venv: $(POLICY_VENV)/.installed
 
-# Regenerate requirements.lock after editing requirements.txt, requirements-dev.lock after editing
-# requirements-dev.txt, requirements-slow.lock after editing requirements-slow.txt, policy/requirements.lock after
-# editing policy/requirements.txt, and requirements-uv.lock after changing UV_VERSION. uv (pinned here, in a
-# throwaway venv) makes one universal lock each (but the slow tier's, below), for Linux, macOS and Windows and
-# Python 3.11 on, with the hash of every wheel and sdist; it keeps a lock's current pins unless its requirements
-# need others. Each lock's header is its command (tests/test_lockfile.py checks that,
-# and that the locks pin what the venv has installed).
-UV_VERSION := 0.13.8
-LOCK_COMMAND := uv pip compile --universal --generate-hashes --python-version 3.11 --output-file requirements.lock requirements.txt
-DEV_LOCK_COMMAND := uv pip compile --universal --generate-hashes --python-version 3.11 --constraint requirements.lock --output-file requirements-dev.lock requirements-dev.txt
-# The slow tier's lock is for where it runs, Linux x86_64 and Python 3.11 (torch's CPU build has no wheel for macOS),
-# at the dev lock's versions; uv finds the CPU build of torch through TORCH_WHEELS (UV_FIND_LINKS, which the lock's
-# header leaves out): pip's find-links here, else PyTorch's page of torch wheels.
-SLOW_LOCK_COMMAND := uv pip compile --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28 --constraint requirements-dev.lock --output-file requirements-slow.lock requirements-slow.txt
-TORCH_WHEELS ?= $(or $(PIP_FIND_LINKS),https://download.pytorch.org/whl/torch/)
-# uv and pip, from stdin (`-`): the lines uv==$(UV_VERSION) and pip==$(PIP_VERSION).
-PIP_VERSION := 25.3
-UV_LOCK_COMMAND := uv pip compile --universal --generate-hashes --python-version 3.11 --output-file requirements-uv.lock -
-# Run in policy/ (requirements.txt's `-e ..` is the checkout); tpu-rl-core is not emitted (no file to hash).
-POLICY_LOCK_COMMAND := uv pip compile --universal --generate-hashes --python-version 3.11 --no-emit-package tpu-rl-core --output-file requirements.lock requirements.txt
-lock:
-	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	$(PYTHON) -m venv "$$tmp/uv" && "$$tmp/uv/bin/python" -m pip install --quiet uv==$(UV_VERSION) && \
-	PATH="$$tmp/uv/bin:$$PATH" $(LOCK_COMMAND) && \
-	PATH="$$tmp/uv/bin:$$PATH" $(DEV_LOCK_COMMAND) && \
-	PATH="$$tmp/uv/bin:$$PATH" UV_FIND_LINKS="$(TORCH_WHEELS)" $(SLOW_LOCK_COMMAND) && \
-	printf 'uv==$(UV_VERSION)\npip==$(PIP_VERSION)\n' | PATH="$$tmp/uv/bin:$$PATH" $(UV_LOCK_COMMAND) && \
-	cd policy && PATH="$$tmp/uv/bin:$$PATH" $(POLICY_LOCK_COMMAND)
+# Regenerate both locks after editing requirements.txt or a range of pyproject.toml (its [project] dependencies or
+# a dependency group), with the uv the lock pins (the group `installer`: after changing its pin, run make lock twice,
+# the second time with the new uv). uv makes requirements.lock one universal lock, for Linux, macOS and Windows and
+# Python 3.11 on (the slow group's torch for where its marker says), with the hash of every wheel and sdist; it keeps
+# the lock's current pins unless the ranges need others. policy/requirements.lock is the group `policy` (and the
+# project's PyYAML) at requirements.lock's versions, universal too: the PR workflow installs it with Ubuntu 24.04's
+# python3 (3.12). uv finds the CPU build of torch through TORCH_WHEELS (UV_FIND_LINKS, which the header leaves out).
+# Each lock's header is its command (tests/test_lockfile.py checks that, and that the locks pin what the venv has).
+LOCK_COMMAND := uv pip compile --universal --generate-hashes --python-version 3.11 --group dev --group slow --group installer --output-file requirements.lock requirements.txt pyproject.toml
+POLICY_LOCK_COMMAND := uv pip compile --universal --generate-hashes --python-version 3.11 --group policy --constraint requirements.lock --output-file policy/requirements.lock pyproject.toml
+lock: $(UV)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" UV_FIND_LINKS="$(TORCH_WHEELS)" $(LOCK_COMMAND)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(POLICY_LOCK_COMMAND)
 
 # Log in where the stack's state lives (tools/state.py `select`: one line and exit 2 when it would be inside this
 # checkout), then select the stack, or create it with the secrets provider the backend calls for. A stack found
@@ -277,6 +268,6 @@ test: $(VENV)/.installed-dev
 	fi
 
 # The slow tier, which CI runs after `make test` (not the README's command): what does not fit the budget,
-# and the export loaded for real with torch and transformers (requirements-slow.txt; skipped without them).
+# and the export loaded for real with torch and transformers (the group `slow` of pyproject.toml; skipped without them).
 test-slow: $(VENV)/.installed-slow $(POLICY_VENV)/.installed
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 4 --dist loadfile -m slow --durations=10 --durations-min=1

@@ -1,4 +1,4 @@
-"""The policy pack runs for real: its virtualenv is built from policy/requirements.txt by the same make target
+"""The policy pack runs for real: its virtualenv is built from policy/requirements.lock by the same make target
 the PR workflow uses, and the engine's command starts it and answers the analyzer's gRPC calls."""
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ POLICY = ROOT / "policy"
 def test_the_pack_declares_its_own_virtualenv_and_requirements():
     config = yaml.safe_load((POLICY / "PulumiPolicy.yaml").read_text())
     assert config["runtime"] == {"name": "python", "options": {"virtualenv": "venv"}}
-    requirements = (POLICY / "requirements.txt").read_text()
-    assert "pulumi-policy" in requirements and "pulumi>=" in requirements
+    groups = tomllib.loads((ROOT / "pyproject.toml").read_text())["dependency-groups"]
+    assert [Requirement(r).name for r in groups["policy"]] == ["pulumi-policy"], "it brings pulumi (requirements.txt's)"
     preview = yaml.safe_load((ROOT / ".github/workflows/preview.yml").read_text())
     runs = [step.get("run", "") for step in preview["jobs"]["preview"]["steps"]]
     assert any("--require-hashes --no-deps -r policy/requirements.lock" in run for run in runs), (
@@ -38,8 +38,8 @@ def test_the_pack_declares_its_own_virtualenv_and_requirements():
 
 
 LOCK_COMMAND = (
-    "uv pip compile --universal --generate-hashes --python-version 3.11 --no-emit-package tpu-rl-core "
-    "--output-file requirements.lock requirements.txt"
+    "uv pip compile --universal --generate-hashes --python-version 3.11 --group policy --constraint requirements.lock "
+    "--output-file policy/requirements.lock pyproject.toml"
 )
 HASH = re.compile(r"--hash=sha256:[0-9a-f]{64}")
 
@@ -64,18 +64,14 @@ def _lock() -> dict[str, tuple[str, list[str]]]:
 
 def test_the_pack_lock_pins_every_package_with_hashes():
     """policy/requirements.lock is what the PR workflow installs with --require-hashes: each package pinned with its
-    hashes, at versions policy/requirements.txt and tpu-rl-core (pyproject.toml) allow; core/ itself is the
+    hashes, at versions pyproject.toml's group `policy` and tpu-rl-core's dependencies allow; core/ itself is the
     checkout's (left out: it has no file to hash), so nothing of it is an editable or path line."""
     text = (POLICY / "requirements.lock").read_text()
     assert LOCK_COMMAND in text.splitlines()[1], "regenerate it with the command of its header (uv 0.13.8)"
     assert not [line for line in text.splitlines() if line.startswith(("-e", "-r", "--", "file:", "."))]
     pins = _lock()
-    ranges = [
-        Requirement(line.split("#")[0].strip())
-        for line in (POLICY / "requirements.txt").read_text().splitlines()
-        if line.split("#")[0].strip() and not line.startswith("-")
-    ]
-    ranges += [Requirement(d) for d in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    ranges = [Requirement(d) for d in [*project["dependency-groups"]["policy"], *project["project"]["dependencies"]]]
     for requirement in ranges:
         name = canonicalize_name(requirement.name)
         assert name in pins, name
