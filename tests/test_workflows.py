@@ -33,7 +33,11 @@ def test_the_tests_and_the_policy_preview_run_on_every_pull_request():
     # The base branch's pack and config, installed where the branch cannot write, never the pull request's
     # (tests/test_preview_workflow.py); the result commented on the pull request.
     preview = STEPS[index('/pulumi/pulumi" preview')]["run"]
-    assert '--policy-pack "$trusted/policy" --policy-pack-config "$trusted/policy/config/$stack.json"' in preview
+    assert "--json --show-sames" in preview and "--policy-pack" not in preview
+    judge = STEPS[index("judge_preview.py")]["run"]
+    assert (
+        '"$trusted/policy/venv/bin/python" "$trusted/policy/judge_preview.py" "$stack" "$RUNNER_TEMP/preview.json"'
+    ) in judge
     assert "gh pr comment" in STEPS[index("gh pr comment")]["run"]
     assert "command" not in step("pulumi/actions@")["with"], "the action installs the CLI only"
     for stack in ("dev", "prod"):
