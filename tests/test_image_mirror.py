@@ -159,9 +159,26 @@ def _pinned_jobsets(plan, digest):
     return pinned
 
 
+def violations(plan, name, stack, config=None):
+    """What the named resource policy of the pack reports on ``plan``, with ``policy/config/<stack>.json`` (or
+    ``config`` as its properties), as the engine runs it at `up` (``tests/analyzer.py``)."""
+    import json
+
+    import policy.tpu_rl_policies as pack
+    from tests import analyzer
+    from tools.plan.offline import ROOT
+
+    file = json.loads((ROOT / "policy" / "config" / f"{stack}.json").read_text())
+    if config is not None:
+        file = {**file, name: {"enforcementLevel": "mandatory", **config}}
+    (policy,) = [p for p in pack.POLICIES if p.name == name]
+    runner = analyzer.Pack(file, dry_run=False, policies=[policy])
+    found = [f for r in analyzer.resources(plan, preview=False, stack_view=False) for f in runner.analyze(r)]
+    return [f.message for f in found if f.policy == name]
+
+
 def test_the_policy_asks_for_digests_only_where_its_config_says_so():
     from tests.pure_plan import pure_plan
-    from tests.test_policy import violations
 
     plan = pure_plan("prod")
     assert violations(plan, "pinned-images", "prod") == [], "tags pass by default (the offline plan reads no registry)"
@@ -173,7 +190,6 @@ def test_the_policy_asks_for_digests_only_where_its_config_says_so():
 
 def test_the_policy_trusts_a_mirror_its_config_lists():
     from tests.pure_plan import pure_plan
-    from tests.test_policy import violations
 
     plan = pure_plan("prod", MIRROR)
     assert violations(plan, "trusted-registries", "prod"), "the mirrors are not Google's repositories"
