@@ -518,7 +518,7 @@ def _start(name: str) -> float:
 def read_log_attempts(client: Any, output_uri: str, **call: Any) -> list[LogAttempt]:
     """Each attempt's milestones from its log's head (``<output>logs/train-<start>.log``, copied when it exits),
     else its side file (copied as lines appear: the restore and the pre-RL evaluation), each read bounded."""
-    from core.hf_model import read_object
+    from core.bounded import read_object
     from workloads.container.checkpoint_scan import split_uri
 
     bucket, prefix = split_uri(output_uri + "logs/")
