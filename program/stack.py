@@ -60,7 +60,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
             raise pulumi.RunError("\n".join(f"preflight: {problem}" for problem in problems))  # one line each
         if settings.workflow.enabled and settings.workflow.preflight:
             base = _preflight(settings)
-        if live:
+        if live and plan is not None:  # the images are the steps': no workflow, nothing runs them
             settings, plan = _pinned_images(settings, plan, configured_images)
         if live and settings.workflow.capacity_check:
             reuse = _capacity(settings)
