@@ -176,6 +176,19 @@ def test_the_launcher_refuses_a_file_it_cannot_pass_in_one_line(tmp_path):
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("tpu-rl: cannot start train_rl: "), done.stderr
 
 
+def test_the_launcher_without_python3_on_path_says_so_in_one_line(tmp_path):
+    """What bash said for a missing ``python3`` (exit 127), now the launcher's ``execvp``: one line, no traceback."""
+    folder = tmp_path / "tpu-rl"
+    folder.mkdir()
+    (folder / CONFIG_FILE).write_text(config_text(["num_batches=1"]))
+    program = folder / LAUNCHER
+    program.write_text(LAUNCH_FILE.read_text().replace(f"{SCRIPTS_DIR}/", f"{folder}/"))
+    env = {"PATH": str(tmp_path / "nothing")}
+    done = subprocess.run([sys.executable, str(program)], env=env, timeout=30, capture_output=True, text=True)
+    assert done.returncode == 127
+    assert done.stderr == "tpu-rl: cannot start train_rl: python3: No such file or directory\n", done.stderr
+
+
 FILES = [
     ('{"a": "1", "rl.num_generations": "4"}', ["a=1", "rl.num_generations=4"]),
     ('{"b": "2", "a": "1"}', ["b=2", "a=1"]),  # the file's order

@@ -47,7 +47,11 @@ def main() -> None:
     except (OSError, ValueError) as err:
         print(f"tpu-rl: cannot start train_rl: {CONFIG}: {err}", file=sys.stderr)
         sys.exit(REFUSED)
-    os.execvp("python3", ["python3", "-m", TRAIN_RL, *words])
+    try:
+        os.execvp("python3", ["python3", "-m", TRAIN_RL, *words])
+    except OSError as err:  # no python3 on PATH, an argv over execve's limits: what bash said as "cannot execute"
+        print(f"tpu-rl: cannot start train_rl: python3: {err.strerror or err}", file=sys.stderr)
+        sys.exit(127 if isinstance(err, FileNotFoundError) else 126)
 
 
 if __name__ == "__main__":
