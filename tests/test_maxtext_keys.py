@@ -217,12 +217,12 @@ def test_the_new_knobs_keep_the_releases_defaults_and_are_passed_only_when_chang
 # -- the adoption command --------------------------------------------------------------------------------
 
 
-def _fake_wheel(tmp_path: Path, version: str, *, damage: str = "", drop: str = "") -> Path:
+def _fake_wheel(tmp_path: Path, version: str, *, damage: str = "", drop: str = "", tunix: str = "abc") -> Path:
     """A wheel holding the vendored release's files (as version ``version``), its METADATA and RECORD."""
     import base64
 
     files = {f"maxtext/{path}": _vendored(path) for path in _wheel_record()["files"] if path != drop}
-    files[adopt_maxtext.PINS] = b"google-tunix @ https://github.com/google/tunix/archive/abc.zip\n"
+    files[adopt_maxtext.PINS] = f"google-tunix @ https://github.com/google/tunix/archive/{tunix}.zip\n".encode()
     info = f"maxtext-{version}.dist-info"
     files[f"{info}/METADATA"] = f"Metadata-Version: 2.5\nName: maxtext\nVersion: {version}\n".encode()
     rows = [
@@ -287,6 +287,17 @@ def test_a_damaged_or_incomplete_wheel_is_refused(tmp_path, damage, drop, words)
     with pytest.raises(adopt_maxtext.AdoptError, match=words):
         adopt_maxtext.adopt("9.9.9", _fake_wheel(tmp_path, "9.9.9", damage=damage, drop=drop), vendor, data)
     assert not list(data.iterdir()), "nothing written"
+
+
+def test_a_release_adopted_before_must_be_the_same_wheel(tmp_path):
+    vendor, data = _dirs(tmp_path)
+    wheel = _fake_wheel(tmp_path, "9.9.9")
+    assert adopt_maxtext.adopt("9.9.9", wheel, vendor, data) == 0
+    assert adopt_maxtext.adopt("9.9.9", wheel, vendor, data) == 0, "the same wheel again"
+    (tmp_path / "other").mkdir()
+    other = _fake_wheel(tmp_path / "other", "9.9.9", tunix="def")
+    with pytest.raises(adopt_maxtext.AdoptError, match="not the [0-9a-f]{64} adopted"):
+        adopt_maxtext.adopt("9.9.9", other, vendor, data)
 
 
 def test_another_releases_wheel_is_refused(tmp_path):

@@ -3,7 +3,7 @@ with the pinned release's wheel and the JAX it imports, loads every argv the ste
 (``pyconfig.initialize_pydantic``, pydantic's ``RLConfig``/``MaxTextConfig`` with ``extra="forbid"`` and its
 validators), and the sampler's config vLLM's MaxText model makes of ``vllm_additional_config``.
 
-The venv is made by ``python -m tools.adopt_maxtext VERSION --loader PYTHON3.12`` (``build/maxtext-VERSION-loader``;
+The venv is made by ``python -m tools.adopt_maxtext VERSION --loader PYTHON3.12`` (``build/maxtext-VERSION/venv``;
 ``TPU_RL_MAXTEXT_PYTHON`` names another interpreter); without it these tests skip, saying so, as the export's
 torch tests do without requirements-slow.txt. tests/test_maxtext_keys.py checks the same argv in the fast tier
 against the key table, short of the loader."""

@@ -12,7 +12,7 @@
    its post-training dependencies, tunix among them, and each file's sha256 and git blob id), and rewrites their
    lines of ``tests/data/vendor/SHA256SUMS``.
 4. Regenerates ``core/data/maxtext-VERSION-keys.json`` from those configs (``core.maxtext_keys.generate``).
-5. With ``--loader PYTHON3.12``, makes ``build/maxtext-VERSION-loader``, a venv with the wheel and the JAX its config
+5. With ``--loader PYTHON3.12``, makes ``build/maxtext-VERSION/venv``, a venv with the wheel and the JAX its config
    loader imports, in which tests/test_maxtext_pyconfig.py (slow tier) loads each step's argv with MaxText's own
    ``pyconfig`` (tools/maxtext_loader.py).
 6. Prints what changed against the table the program uses now (``core.maxtext_keys.MAXTEXT_VERSION``): keys
@@ -221,6 +221,18 @@ def record(release: Release) -> dict[str, object]:
     }
 
 
+def check_pinned(release: Release, vendor_dir: Path) -> None:
+    """A release adopted before is the same wheel again: its ``wheel.json`` sha256 pins it."""
+    recorded = vendor_dir / f"maxtext-{release.version}" / RECORD_NAME
+    if recorded.exists():
+        pinned = json.loads(recorded.read_text()).get("sha256")
+        if pinned != release.wheel_sha256:
+            raise AdoptError(
+                f"{release.wheel_name} has sha256 {release.wheel_sha256}, not the {pinned} adopted "
+                f"({_shown(recorded)}): find out why the release's wheel changed before removing that record"
+            )
+
+
 def write_vendor(release: Release, vendor_dir: Path) -> Path:
     """The files, ``wheel.json`` and their SHA256SUMS lines, under ``vendor_dir/maxtext-<version>/``."""
     prefix = f"maxtext-{release.version}"
@@ -312,7 +324,7 @@ def _shown(path: Path) -> str:
 
 def loader_dir(version: str) -> Path:
     """Where ``--loader`` makes the venv whose Python runs MaxText's own config loader (tools/maxtext_loader.py)."""
-    return ROOT / "build" / f"maxtext-{version}-loader"
+    return ROOT / "build" / f"maxtext-{version}" / "venv"
 
 
 def _run(command: list[str], what: str) -> None:
@@ -346,6 +358,7 @@ def adopt(
     with tempfile.TemporaryDirectory(prefix="tpu-rl-maxtext-") as scratch:
         path = wheel if wheel is not None else download(version, Path(scratch))
         release = read_wheel(path, version)
+        check_pinned(release, vendor_dir)
         if loader is not None:
             made = make_loader(path, loader, loader_dir(version))
             print(f"made {_shown(made)}: make test-slow runs MaxText {version}'s loader on the steps' argv")
@@ -381,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--loader",
         metavar="PYTHON3.12",
-        help="also make build/maxtext-VERSION-loader, a venv of this Python with the wheel and the JAX its config "
+        help="also make build/maxtext-VERSION/venv, a venv of this Python with the wheel and the JAX its config "
         "loader imports (tests/test_maxtext_pyconfig.py runs the loader with it)",
     )
     args = parser.parse_args(argv)

@@ -3,7 +3,7 @@
     <maxtext venv>/bin/python tools/maxtext_loader.py ARGV.json     # {"train": ["-m", "maxtext...", ...], ...}
 
 It imports nothing of the project: the interpreter is the venv ``python -m tools.adopt_maxtext VERSION --loader
-PYTHON3.12`` makes (``build/maxtext-<version>-loader``: the release's wheel and the JAX it needs, on CPU). For each
+PYTHON3.12`` makes (``build/maxtext-<version>/venv``: the release's wheel and the JAX it needs, on CPU). For each
 step it does what the module the argv runs does with its words before any TPU work: ``train_rl``
 (``model_creation_utils.setup_configs_and_devices``) ``pyconfig.initialize_pydantic(argv, config_class=RLConfig)``;
 and the sampler's config vLLM's MaxText model makes of ``vllm_additional_config`` (``sampler``); ``to_maxtext`` its
