@@ -51,10 +51,11 @@ def parse(lock: str) -> tuple[list[Entry], list[str]]:
         name = canonical(re.split(r"[=<>!~ ;\\]", block[0], maxsplit=1)[0])
         pin = [line.rstrip() for line in block if not line.lstrip().startswith("#")]
         notes = [line.strip().lstrip("#").strip() for line in block if line.lstrip().startswith("#")]
-        via = [note.removeprefix("via").strip() for note in notes]
-        parents = [p for p in via if p]
-        if not notes or not notes[0].startswith("via"):
+        if not notes or notes[0].split(" ")[0] != "via":
             problems.append(f"{name}: no '# via' after its entry (a lock written by `make lock` has one)")
+            notes = ["via"]
+        # `# via parent`, or `# via` and a parent a line (`#   parent`)
+        parents = [note for note in [notes[0].removeprefix("via").strip(), *notes[1:]] if note]
         needed_by = []
         for parent in parents:
             source = SOURCE.match(parent)
