@@ -70,7 +70,7 @@ def _steps() -> dict[str, list[str]]:
 
 
 @functools.cache
-def _loaded(tmp: str) -> dict[str, str]:
+def _loaded(tmp: str) -> dict[str, dict]:
     path = Path(tmp) / "argv.json"
     path.write_text(json.dumps(_steps()))
     done = subprocess.run(
@@ -81,8 +81,13 @@ def _loaded(tmp: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def loaded(tmp_path_factory) -> dict[str, str]:
+def output(tmp_path_factory) -> dict[str, dict]:
     return _loaded(str(tmp_path_factory.mktemp("loader")))
+
+
+@pytest.fixture(scope="module")
+def loaded(output) -> dict[str, str]:
+    return output["results"]
 
 
 @pytest.mark.parametrize(
@@ -91,6 +96,17 @@ def loaded(tmp_path_factory) -> dict[str, str]:
 )
 def test_maxtexts_loader_takes_the_steps_argv(loaded, step):
     assert loaded[step] == "ok", f"MaxText {MAXTEXT_VERSION}'s pyconfig refused {step}: {loaded[step]}"
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_the_paths_maxtext_derives_are_the_ones_the_program_reads(output, stack):
+    """``RLConfig`` derives checkpoint_dir and tensorboard_dir from base_output_directory and run_name; status,
+    report and the export read them at core.layout's paths (tunix puts the actor's checkpoints in ``actor/``)."""
+    from core.layout import actor_checkpoints, tensorboard_dir
+
+    derived = output["derived"][f"{stack}-train"]
+    assert derived["tensorboard_dir"] == tensorboard_dir("gs://b/train/")
+    assert derived["checkpoint_dir"] + "actor/" == actor_checkpoints("gs://b/train/")
 
 
 def test_the_loader_refuses_an_unknown_key_and_a_wrong_type(loaded):

@@ -10,8 +10,8 @@ and the sampler's config vLLM's MaxText model makes of ``vllm_additional_config`
 argparse flags taken out, then ``pyconfig.initialize``; ``to_huggingface`` its absl flags taken
 out, then ``pyconfig.initialize_pydantic``. ``argv[0]`` is the module's own file, from which pyconfig picks the
 config file (``_CONFIG_FILE_MAPPING``: ``post_train/rl.yml`` for train_rl, ``base.yml`` for the converters), and a
-run-time reference (``${checkpoint}``) is given a path. Prints one JSON object, step -> "ok" or the loader's error,
-and exits 1 when a step failed.
+run-time reference (``${checkpoint}``) is given a path. Prints one JSON object: ``results``, step -> "ok" or the
+loader's error, and ``derived``, step -> the paths it derived (``DERIVED``); exits 1 when a step failed.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from typing import Any
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 TRAINER = "maxtext.trainers.post_train.rl.train_rl"
+DERIVED = ("checkpoint_dir", "tensorboard_dir")
+"""What the loader derives that the program reads back (``core.layout``)."""
 PLACEHOLDERS = {"${checkpoint}": "gs://tpu-rl-loader-check/checkpoint/0/items", "${commit}": "0" * 40}
 
 
@@ -71,14 +73,16 @@ def sampler(config: Any) -> Any:
 def main(path: str) -> int:
     steps: dict[str, list[str]] = json.loads(Path(path).read_text())
     results: dict[str, str] = {}
+    derived: dict[str, dict[str, str]] = {}
     for name, argv in steps.items():
         try:
-            load(argv)
+            config = load(argv)
             results[name] = "ok"
+            derived[name] = {key: str(getattr(config, key, "")) for key in DERIVED}
         except (Exception, SystemExit) as err:  # noqa: BLE001 (the loader's refusal is the result)
             text = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
             results[name] = f"{type(err).__name__}: {text[:500]}"
-    print(json.dumps(results))
+    print(json.dumps({"results": results, "derived": derived}))
     return 0 if all(result == "ok" for result in results.values()) else 1
 
 
