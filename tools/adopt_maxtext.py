@@ -1,6 +1,7 @@
 """Adopt a MaxText release: its wheel, its key table and the files the tests read, made by one command.
 
-    python -m tools.adopt_maxtext VERSION [--wheel FILE]        (make maxtext VERSION=0.2.5)
+    python -m tools.adopt_maxtext VERSION [--wheel FILE] [--loader PYTHON3.12]
+    (make maxtext VERSION=0.2.5 LOADER=python3.12)
 
 1. Downloads the ``maxtext`` wheel of ``VERSION`` from PyPI (``pip download --no-deps --python-version 3.12
    --only-binary=:all:``; MaxText requires Python 3.12, the wheel is pure Python, so any pip fetches it), or reads
@@ -20,9 +21,10 @@
    keys the program names and of ``rl.yml``'s (when that release's configs are vendored), and exits 1 when a key the
    program sets or reads is gone (a human must then change the program before switching to the release).
 
-Switching the program is then one line, ``MAXTEXT_VERSION`` in ``core/maxtext_keys.py``, and the tests say the
-rest (docs/operations.md "Adopting a MaxText release"). Bad arguments exit 2; a failed download or a wheel that
-is not the release exit 1; each with one line naming what failed and the fix.
+Switching the program is then ``MAXTEXT_VERSION`` in ``core/maxtext_keys.py`` and the image's default tag, and the
+tests say the rest (docs/operations.md "Adopting a MaxText release"). Bad arguments exit 2; a failed download, a
+wheel that is not the release (or not the one ``wheel.json`` pinned) and a missing key exit 1; each failure is one
+line naming what failed and the fix.
 """
 
 from __future__ import annotations
