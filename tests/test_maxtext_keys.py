@@ -325,6 +325,21 @@ def test_the_command_names_the_defaults_that_changed(tmp_path):
     assert adopt_maxtext.changed_defaults(old, new, keys) == ["  default changed: rl.num_generations 2 -> 8"]
 
 
+def test_a_failed_download_is_one_line_naming_the_fix(tmp_path, monkeypatch, capsys):
+    def pip(command, **kwargs):
+        assert command[1:4] == ["-m", "pip", "download"] and "maxtext==9.9.9" in command
+        assert kwargs["timeout"] == adopt_maxtext.DOWNLOAD_SECONDS
+        return subprocess.CompletedProcess(command, 1, "", "ERROR: No matching distribution found for maxtext==9.9.9\n")
+
+    monkeypatch.setattr(adopt_maxtext.subprocess, "run", pip)
+    assert adopt_maxtext.main(["9.9.9"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "adopt_maxtext: pip download maxtext==9.9.9 failed (ERROR: No matching distribution found for "
+        "maxtext==9.9.9): is 9.9.9 on PyPI? or pass --wheel FILE"
+    )
+
+
 def test_bad_arguments_exit_2_naming_each(tmp_path, capsys):
     assert adopt_maxtext.main(["latest", "--wheel", str(tmp_path / "none.whl")]) == 2
     err = capsys.readouterr().err
