@@ -112,8 +112,8 @@ def sources(data: dict, *groups: str) -> list[Requirement]:
 
 
 def one_source_problems(requirements_txt: str, data: dict) -> list[str]:
-    """No package is named in two of requirements.txt, [project] dependencies and the groups' own entries (a
-    group's include is not a second mention), and each group is used by a venv or by the pack."""
+    """No package's range is written in two of requirements.txt, [project] dependencies and the groups' own entries
+    (a group's include is not a second mention; a name without a range, [project]'s PyYAML, pins nothing)."""
     places: dict[str, list[str]] = {}
     lists = {"requirements.txt": [str(r) for r in requirements(requirements_txt)]}
     lists["[project] dependencies"] = data["project"]["dependencies"]
@@ -121,8 +121,10 @@ def one_source_problems(requirements_txt: str, data: dict) -> list[str]:
         lists[f"group {name}"] = [item for item in items if isinstance(item, str)]
     for where, items in lists.items():
         for item in items:
-            places.setdefault(canonicalize_name(Requirement(item).name), []).append(where)
-    return [f"{name} is named in {' and '.join(where)}" for name, where in sorted(places.items()) if len(where) > 1]
+            requirement = Requirement(item)
+            if requirement.specifier or requirement.url:
+                places.setdefault(canonicalize_name(requirement.name), []).append(where)
+    return [f"{name}'s range is in {' and '.join(where)}" for name, where in sorted(places.items()) if len(where) > 1]
 
 
 def parse_lock(text: str) -> tuple[list[Pin], list[str]]:
@@ -459,7 +461,11 @@ MUTANTS = {
     "a requirement not locked": ("requirements", lambda t: t + "\nsix>=1.16\n"),
     "a range the pin is outside of": ("requirements", lambda t: t + "\npulumi-gcp>=999\n"),
     "a range written twice": ("one-source", lambda t: t + "\npulumi-policy>=1.21,<2\n"),
-    "the project's range written again": ("one-source", lambda t: t + "\nPyYAML>=6.0,<7\n"),
+    "a range in a group written again": ("one-source", lambda t: t + "\nmypy>=2.4\n"),
+    "the project's dependency given a range again": (
+        "project",
+        lambda d: {**d, "project": {**d["project"], "dependencies": ["PyYAML>=6.0,<7"]}},
+    ),
     "a stale pin": ("dependencies", lambda t: re.sub(r"^pulumi==\S+", "pulumi==0.0.1", t, flags=re.MULTILINE)),
     "a dependency missing on macOS": (
         "dependencies",
@@ -507,6 +513,8 @@ def test_each_check_fails_on_a_broken_lock_range_or_makefile(lock, mutant):
         assert requirement_problems(pins, requirements(mutate(REQUIREMENTS.read_text())))
     elif where == "one-source":
         assert one_source_problems(mutate(REQUIREMENTS.read_text()), data)
+    elif where == "project":
+        assert one_source_problems(REQUIREMENTS.read_text(), mutate(data))
     elif where == "dependencies":
         assert dependency_problems(parse_lock(mutate(text))[0], sources(data))
     elif where == "subset":
