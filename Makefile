@@ -111,8 +111,8 @@ venv: $(VENV)/.installed
 dev-venv: $(VENV)/.installed-dev
 policy-venv: $(POLICY_VENV)/.installed
 
-# Regenerate both locks after editing requirements.txt or a range of pyproject.toml (its [project] dependencies or
-# a dependency group), with the uv the lock pins (the group `installer`: after changing its pin, run make lock twice,
+# Regenerate both locks after editing requirements.txt or pyproject.toml's [project] dependencies or dependency
+# groups, with the uv the lock pins (the group `installer`: after changing its pin, run make lock twice,
 # the second time with the new uv). uv makes requirements.lock one universal lock, for Linux, macOS and Windows and
 # Python 3.11 on (the slow group's torch for where its marker says), with the hash of every wheel and sdist; it keeps
 # the lock's current pins unless the ranges need others. policy/requirements.lock is the group `policy` (and the
