@@ -66,6 +66,7 @@ BUDGETS: dict[str, Budget] = {
         "one read of the capacity preflight (reservation, quotas, node VMs, APIs, the Secrets key ring and key), "
         "retries included",
     ),
+    "registry": Budget(30.0, 5.0, 10.0, "one image's digest from its registry (the token too), retries included"),
 }
 """The documented budget of each kind of call."""
 

@@ -11,6 +11,7 @@ registry answered for the tag (``Docker-Content-Digest``) or one the configurati
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass, replace
 
@@ -85,6 +86,38 @@ def pin_images(images: ImageSettings, digests: dict[str, str]) -> ImageSettings:
         pathways_server=pinned.get("pathways_server", images.pathways_server),
         pathways_proxy=pinned.get("pathways_proxy", images.pathways_proxy),
     )
+
+
+PINS_IN_STATE = "TPU_RL_IMAGES_IN_STATE"
+"""The digests the stack's last `up` pinned its tagged images to, as ``make up`` hands them to the program: a JSON
+object of configured reference -> digest, read from the state's ``images`` output (``tools.state`` ``pins_in_state``).
+"""
+
+
+def recorded_pins(value: str | None) -> dict[str, str]:
+    """The pins ``PINS_IN_STATE`` holds (none when unset or not such an object): an image the configuration still
+    names by the same tag keeps the digest its steps run, so an upstream tag that moved renames no step and runs
+    nothing again; a changed reference (a new tag) is read from its registry."""
+    try:
+        pins = json.loads(value) if value else {}
+    except ValueError:
+        return {}
+    if not isinstance(pins, dict):
+        return {}
+    return {k: v for k, v in pins.items() if isinstance(k, str) and isinstance(v, str) and DIGEST.fullmatch(v)}
+
+
+def pins_of_outputs(images: object) -> dict[str, str]:
+    """The pins an ``images`` stack output (``image_outputs``) records: configured reference -> digest (a reference
+    that is a digest already maps to itself, and ``to_resolve`` never asks for it)."""
+    pins: dict[str, str] = {}
+    for entry in images.values() if isinstance(images, dict) else ():
+        if not isinstance(entry, dict):
+            continue
+        configured, digest = entry.get("configured"), entry.get("digest")
+        if isinstance(configured, str) and isinstance(digest, str) and DIGEST.fullmatch(digest):
+            pins[configured] = digest
+    return pins
 
 
 def image_outputs(configured: ImageSettings, running: ImageSettings) -> dict[str, dict[str, str | None]]:

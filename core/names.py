@@ -82,10 +82,14 @@ STALLED_EXIT = 76
 """Exit code of the training script when its watchdog ended a train_rl whose log stopped growing for
 ``tpu-rl:workflow.stallTimeout``: counted as a disruption too (the JobSet restarts it from its checkpoint)."""
 
+IMAGE_STREAMING_API = "containerfilesystem.googleapis.com"
+"""The Container File System API, which GKE Image streaming (cpu-np and the TPU pools, ``infra.gcp.gke_spec``) needs
+enabled in the project (the Image streaming page's Requirements)."""
 REQUIRED_APIS = (
     "cloudresourcemanager.googleapis.com",  # project-level IAM members (gcp.projects.IAMMember)
     "compute.googleapis.com",
     "container.googleapis.com",
+    IMAGE_STREAMING_API,
     "iam.googleapis.com",
     "iamcredentials.googleapis.com",
     "logging.googleapis.com",

@@ -14,7 +14,16 @@ from core.config import ConfigError, placeholder_problems
 from core.config.schema import IMAGE_REGISTRIES
 from core.config.values import OFFLINE_SECRETS
 from core.estimate import estimate_for
-from core.images import IMAGE_KEYS, Mirror, image_outputs, mirrors_for, pin_images, to_resolve
+from core.images import (
+    IMAGE_KEYS,
+    PINS_IN_STATE,
+    Mirror,
+    image_outputs,
+    mirrors_for,
+    pin_images,
+    recorded_pins,
+    to_resolve,
+)
 from core.names import KMS_API, PROJECT, REQUIRED_APIS
 from core.settings import ImageSettings, Settings
 from core.steps import STEPS
@@ -22,7 +31,6 @@ from infra.gcp.access import IMAGE_PULLERS
 from infra.gcp.apis import ProjectApis
 from infra.gcp.artifact_registry import ARTIFACT_REGISTRY_API, ImageMirror, ImageMirrorArgs
 from infra.gcp.cluster import GkeCluster, GkeClusterArgs
-from infra.gcp.gke_spec import IMAGE_STREAMING_API
 from infra.gcp.identities import IdentitiesArgs, NodeIdentities, grant_key
 from infra.gcp.kms import PROPAGATION_SECONDS, GrantPropagation, SecretsKey, SecretsKeyArgs
 from infra.gcp.naming import Names, names_for
@@ -65,10 +73,8 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
         if live and settings.workflow.capacity_check:
             reuse = _capacity(settings)
 
-    # Image streaming on cpu-np and the TPU pools needs the Container File System API (``gke_spec.IMAGE_STREAMING``).
     # The image mirrors need the Artifact Registry API (``infra.gcp.artifact_registry``).
-    extra_apis = (IMAGE_STREAMING_API, *((ARTIFACT_REGISTRY_API,) if mirrors else ()))
-    required = REQUIRED_APIS + tuple(api for api in extra_apis if api not in REQUIRED_APIS)
+    required = REQUIRED_APIS + ((ARTIFACT_REGISTRY_API,) if mirrors else ())
     apis = ProjectApis("apis", settings.project, required + ((KMS_API,) if settings.gke.secrets_key else ()))
     after_apis = pulumi.ResourceOptions(depends_on=apis.services)
     network = Network("network", NetworkArgs(settings.project, settings.region, names), after_apis)
@@ -251,16 +257,22 @@ def _pinned_images(
 ) -> tuple[Settings, Workflow | None]:
     """Each image the configuration names by tag, pinned to the digest its registry gives the tag now
     (``infra.gcp.registry``), before anything is registered: the steps run that digest, whatever the tag points to
-    later, and their names and output paths hash it, so a tag that moves to another image is a new step, while an
-    `up` that reads the same digest again plans the same steps. Run by `pulumi up` and `pulumi preview`; the offline
-    plan reads no registry and shows the images as configured. Every image that cannot be read is one line."""
+    later, and their names and output paths hash it. The digest the last `up` pinned a tag to stays (``make up`` hands
+    the state's pins over, ``core.images.recorded_pins``): a tag that moves upstream renames no finished or running
+    step; a new tag in the configuration is read again, a new image, new steps. Run by `pulumi up` and `pulumi
+    preview`; the offline plan reads no registry and shows the images as configured. Every image that cannot be read is
+    one line."""
     from infra.gcp.registry import RegistryError, resolve_digest
 
     digests, problems = {}, []
     # Read where the image is published (a mirror of the stack's may not exist yet: this `up` creates it); a mirror
-    # serves the same manifest, so the same digest.
+    # serves the same manifest, so the same digest. A tag the last `up` pinned keeps its digest (``recorded_pins``).
     tagged = to_resolve(upstream or settings.images)
+    recorded = recorded_pins(os.environ.get(PINS_IN_STATE))
     for key, image in tagged.items():
+        if image in recorded:
+            digests[key] = recorded[image]
+            continue
         try:
             digests[key] = resolve_digest(image, key=f"images.{key}")
         except RegistryError as err:

@@ -90,6 +90,17 @@ def _unpacked(packed: Path) -> Path:
 
 
 @pytest.fixture(autouse=True)
+def no_registry(monkeypatch):
+    """Tests never reach an image registry: a tag the program pins at `up` reads as the digest this double gives it
+    (the sha256 of the reference's text). The registry client itself is tested against a loopback registry
+    (tests/test_registry.py)."""
+    monkeypatch.setattr(
+        "infra.gcp.registry.resolve_digest",
+        lambda image, key="", **_: "sha256:" + hashlib.sha256(image.encode()).hexdigest(),
+    )
+
+
+@pytest.fixture(autouse=True)
 def no_capacity_check(monkeypatch):
     """The program's capacity preflight finds nothing unless a test runs it against the loopback Compute
     API (tests/fake_compute.py)."""

@@ -237,10 +237,13 @@ def test_a_new_model_is_configured_sized_and_estimated_from_its_entry(new_model:
 
 @pytest.mark.pure
 def test_the_policy_pack_prices_a_training_command_of_the_new_model(new_model: Model):
+    from core.step_config import CONFIG_FILE, read_config
+    from workloads.specs.commands import train_config
+
     s = settings("prod", ["tpu-rl:model.name=gemma4-31b"])
-    invocations, hidden = policies.trainer_invocations(["python3", *train_argv(s, "gs://b/in/", "gs://b/out/")])
-    assert not hidden
-    run = policies.training_run(invocations[0], {})
+    overrides = read_config(train_config(train_argv(s, "gs://b/in/", "gs://b/out/"))[CONFIG_FILE])
+    assert isinstance(overrides, dict), overrides
+    run = policies.training_run(overrides, {})
     assert run == training_run(s), "MaxText's model_name gemma4-31b-dense is the entry gemma4-31b"
 
 

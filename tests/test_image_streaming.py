@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.names import CPU_POOL, SYSTEM_POOL
-from infra.gcp import gke_spec
+from core.names import CPU_POOL, IMAGE_STREAMING_API, SYSTEM_POOL
 from tests.engine import process_ignore_changes
 from tests.pure_plan import pure_plan
 
@@ -50,4 +49,4 @@ def test_the_pools_ignore_changes_of_image_streaming(prod_plan):
     pools = prod_plan.find("gcp:container/nodePool:NodePool")
     assert pools and all("nodeConfig.gcfsConfig" in p["options"]["ignoreChanges"] for p in pools), pools
     services = {s["inputs"]["service"] for s in prod_plan.find("gcp:projects/service:Service")}
-    assert gke_spec.IMAGE_STREAMING_API in services
+    assert IMAGE_STREAMING_API in services

@@ -70,6 +70,8 @@ RETRY_SECONDS = 30.0
 LOCK_HELP = "docs/operations.md#a-locked-stack"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 CLUSTER = "gcp:container/cluster:Cluster"
+STACK_TYPE = "pulumi:pulumi:Stack"
+"""The stack's own resource, whose outputs are the program's ``pulumi.export``s."""
 EXPORT_TIMEOUT = 120.0
 """How long ``pulumi stack export`` may take (seconds) before ``make up`` goes on without the state's releases."""
 DEPLOYMENT_VERSIONS = (3, 4)
@@ -321,6 +323,20 @@ def releases_in_state(export: str) -> list[str]:
     return sorted(names)
 
 
+def pins_in_state(export: str) -> dict[str, str]:
+    """The digests the state's last `up` pinned its tagged images to (the stack's ``images`` output:
+    ``core.images.pins_of_outputs``), configured reference -> digest; none when the state has no such output (a new
+    stack, an older version, the offline plan's tags). ``make up`` hands them to the program
+    (``core.images.PINS_IN_STATE``), so a tag that moved upstream since renames no step."""
+    from core.images import pins_of_outputs
+
+    document = json.loads(export)
+    for resource in ((document.get("deployment") or {}).get("resources")) or []:
+        if isinstance(resource, dict) and resource.get("type") == STACK_TYPE and not resource.get("delete"):
+            return pins_of_outputs((resource.get("outputs") or {}).get("images"))
+    return {}
+
+
 def state_cluster(export: str) -> tuple[str, str] | None:
     """The endpoint and CA certificate of the GKE cluster the exported state holds, from its outputs
     (``endpoint``, ``masterAuth.clusterCaCertificate``, what the program's kubeconfig is built from:
@@ -540,6 +556,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--secrets-provider", default="", help="SECRETS_PROVIDER: a new stack's secrets provider")
     parser.add_argument("--local-ok", action="store_true", help="LOCAL_STATE=1: allow a file backend in the checkout")
     parser.add_argument("--bucket", default="", help="create: the bucket's name (default <gcp:project>-pulumi-state)")
+    parser.add_argument("--pins", default="", help="releases: a file to write the state's image pins to (JSON)")
     args = parser.parse_args(argv)
     if not args.stack.replace("-", "").replace("_", "").replace(".", "").isalnum():
         print(f"error: {scrub(args.stack, limit=40)!r} is not a stack name", file=sys.stderr)
@@ -559,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "create":
             return _create(args.stack, args.bucket)
         if args.command == "releases":
-            return _releases(args.stack)
+            return _releases(args.stack, args.pins)
         backend = os.environ.get("PULUMI_BACKEND_URL", "") or current_url(args.current)
         locks = read_locks(backend, args.stack)
         hostname = socket.gethostname()
@@ -582,14 +599,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def _releases(stack: str) -> int:
+def _releases(stack: str, pins: str = "") -> int:
     """`make up`'s look at the state before `pulumi up`: the state's Helm releases on stdout (exit 0); a release the
     state lost while the cluster keeps it, one line (exit 1); a state it cannot read, one warning (exit 3: the
     check is left out, `up` goes on, and Helm's own refusal is what it was before the check). A cluster it cannot
-    read is a warning too: the program reads it again before each release's install."""
+    read is a warning too: the program reads it again before each release's install. ``pins``: a file to write the
+    state's image pins to (``pins_in_state``), left empty when the state cannot be read."""
     try:
         export = export_state(stack)
         held = releases_in_state(export)
+        if pins:
+            Path(pins).write_text(json.dumps(pins_in_state(export), sort_keys=True))
     except StateError as err:
         print(
             f"warning: {err}; `pulumi up` goes on without comparing the cluster's Helm releases with the state",

@@ -57,17 +57,15 @@ IMAGE_STREAMING = {"enabled": True}
 the node mounts an eligible image and reads its files as they are needed instead of pulling every layer first ("Use
 Image streaming to pull container images", https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming,
 Requirements and Limitations; docs/operations.md "Image pulls"). Eligible: images in Artifact Registry standard or
-remote repositories (or public Docker Hub images), on Container-Optimized OS with containerd (GKE's default node
-image, the one these pools use), with the Container File System API enabled (``program.stack``), Private Google
-Access on the subnet (``infra.gcp.network``) and, for a node service account of its own, the Service Usage Consumer
-role in the project that hosts the images. An image that is not eligible is downloaded as before: streaming never
-stops a pull. The system pool runs none of the steps' images. Set at creation, like gVNIC (``GVNIC``): on an existing
-pool the provider would turn it on in place (terraform-provider-google node_config.go, nodePoolNodeConfigUpdate:
-"updating GKE node pool gcfs_config"), a node configuration change that the pages read for this do not say GKE makes
-without re-creating the nodes; ``infra.gcp.cluster`` ignores the field on an update, and docs/operations.md "Image
-pulls" gives the command that turns it on in an existing pool between runs."""
-IMAGE_STREAMING_API = "containerfilesystem.googleapis.com"
-"""The Container File System API, which Image streaming needs enabled in the project (the page's Requirements)."""
+remote repositories (or public Docker Hub images), on Container-Optimized OS with containerd (GKE's default node image,
+the one these pools use), with the Container File System API enabled (``core.names.IMAGE_STREAMING_API``), Private
+Google Access on the subnet (``infra.gcp.network``) and, for a node service account of its own, the Service Usage
+Consumer role in the project that hosts the images. An image that is not eligible is downloaded as before: streaming
+never stops a pull. The system pool runs none of the steps' images. Set at creation, like gVNIC (``GVNIC``): on an
+existing pool the provider would turn it on in place (terraform-provider-google node_config.go,
+nodePoolNodeConfigUpdate: "updating GKE node pool gcfs_config"), a node configuration change that the pages read for
+this do not say GKE makes without re-creating the nodes; ``infra.gcp.cluster`` ignores the field on an update, and
+docs/operations.md "Image pulls" gives the command that turns it on in an existing pool between runs."""
 
 
 def maintenance_policy(settings: Settings) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from core import deadline
 from core.images import DIGEST, ImageRef, parse
 from core.redact import scrub
 
-BUDGET = deadline.Budget(30.0, 5.0, 10.0, "one image's digest from its registry (the token too), retries included")
+BUDGET = deadline.BUDGETS["registry"]
 MANIFEST_TYPES = (
     "application/vnd.oci.image.index.v1+json",
     "application/vnd.docker.distribution.manifest.list.v2+json",
