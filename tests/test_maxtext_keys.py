@@ -8,7 +8,6 @@ import hashlib
 import io
 import json
 import lzma
-import os
 import re
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from core.config import ConfigError
 from core.config.load import INTERPRETED, PROGRAM_KEYS, read_extra_args
 from core.knobs import TRAINING_KNOBS
 from core.names import SETUP_FAILURE_EXIT
-from tests.conftest import SHARED, SHARED_OPTIONAL, VENDORED, shared_path
+from tests.conftest import SHARED, VENDORED, shared_path
 from tools import adopt_maxtext
 
 KEY = "tpu-rl:training.extraArgs"
@@ -67,7 +66,7 @@ def test_the_wheel_record_names_every_vendored_file_with_its_content():
     vendored = {
         p.relative_to(VENDORED / RELEASE).as_posix().removesuffix(".xz")
         for p in (VENDORED / RELEASE).rglob("*")
-        if p.is_file() and p.name != adopt_maxtext.RECORD_NAME
+        if p.is_file() and p.name not in (adopt_maxtext.RECORD_NAME, adopt_maxtext.RELEASED_LIST)
     }
     assert vendored == set(record["files"])
     for path, facts in record["files"].items():
@@ -77,26 +76,20 @@ def test_the_wheel_record_names_every_vendored_file_with_its_content():
     assert any(pin.startswith("google-tunix @ ") for pin in record["post_train_github_deps"]), "the image's tunix"
 
 
-def _released_sums(folder: Path) -> dict[str, str]:
-    """The sha256 lines of ``../shared/maxtext-<version>/README.md`` (``<sha256>  <path>``)."""
-    return {m[2]: m[1] for m in re.finditer(r"^([0-9a-f]{64})  (\S+)$", (folder / "README.md").read_text(), re.M)}
-
-
-def test_the_vendored_configs_are_the_released_ones():
-    """The configs the table is made of are byte for byte those ../shared holds for the release (by sha256): this
-    test reads ../shared itself, so it fails where ../shared is missing (a clone, GitHub's CI) unless skipped."""
-    folder = SHARED / RELEASE
-    if not (folder / "README.md").exists():
-        why = f"{folder}/README.md is missing: this test compares the vendored {RELEASE} with ../shared's"
-        if os.environ.get(SHARED_OPTIONAL) == "1":
-            pytest.skip(why)
-        pytest.fail(f"{why}; {SHARED_OPTIONAL}=1 skips it")
-    released = _released_sums(folder)
+def test_the_vendored_files_are_the_released_ones():
+    """The files the table is made of are those of the list ../shared keeps for the release, by sha256: a list made
+    apart from the wheel, vendored beside the files by tools/adopt_maxtext.py (so this runs in a clone too); where
+    ../shared has it as well, the two are the same bytes."""
+    listed = shared_path(RELEASE, adopt_maxtext.RELEASED_LIST)
+    released = adopt_maxtext.released_sums(listed.read_text())
     assert {"configs/base.yml", "configs/post_train/rl.yml"} <= set(released)
     files = _wheel_record()["files"]
     for path, digest in released.items():
-        assert files[path]["sha256"] == digest, f"{path}: the wheel's differs from ../shared's"
+        assert files[path]["sha256"] == digest, f"{path}: the wheel's differs from the released list"
         assert hashlib.sha256(_vendored(path)).hexdigest() == digest, path
+    beside = SHARED / RELEASE / adopt_maxtext.RELEASED_LIST
+    if beside.exists():
+        assert beside.read_bytes() == listed.read_bytes(), "../shared's list changed: make maxtext VERSION=" + VERSION
 
 
 # -- every key the program passes is one of the release's, with the same meaning ----------------------------
@@ -254,7 +247,7 @@ def _dirs(tmp_path: Path) -> tuple[Path, Path]:
 def test_the_command_makes_the_table_and_the_vendored_files_from_the_wheel(tmp_path, capsys):
     vendor, data = _dirs(tmp_path)
     wheel = _fake_wheel(tmp_path, "9.9.9")
-    assert adopt_maxtext.adopt("9.9.9", wheel, vendor, data) == 0
+    assert adopt_maxtext.adopt("9.9.9", wheel, vendor, data, shared_dir=tmp_path / "shared") == 0
     assert json.loads((data / "maxtext-9.9.9-keys.json").read_text()) == maxtext_keys.known_keys()
     record = json.loads((vendor / "maxtext-9.9.9" / "wheel.json").read_text())
     assert record["sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
@@ -285,19 +278,42 @@ def test_the_command_makes_the_table_and_the_vendored_files_from_the_wheel(tmp_p
 def test_a_damaged_or_incomplete_wheel_is_refused(tmp_path, damage, drop, words):
     vendor, data = _dirs(tmp_path)
     with pytest.raises(adopt_maxtext.AdoptError, match=words):
-        adopt_maxtext.adopt("9.9.9", _fake_wheel(tmp_path, "9.9.9", damage=damage, drop=drop), vendor, data)
+        adopt_maxtext.adopt(
+            "9.9.9", _fake_wheel(tmp_path, "9.9.9", damage=damage, drop=drop), vendor, data, shared_dir=tmp_path
+        )
     assert not list(data.iterdir()), "nothing written"
 
 
 def test_a_release_adopted_before_must_be_the_same_wheel(tmp_path):
     vendor, data = _dirs(tmp_path)
     wheel = _fake_wheel(tmp_path, "9.9.9")
-    assert adopt_maxtext.adopt("9.9.9", wheel, vendor, data) == 0
-    assert adopt_maxtext.adopt("9.9.9", wheel, vendor, data) == 0, "the same wheel again"
+    assert adopt_maxtext.adopt("9.9.9", wheel, vendor, data, shared_dir=tmp_path / "shared") == 0
+    assert adopt_maxtext.adopt("9.9.9", wheel, vendor, data, shared_dir=tmp_path / "shared") == 0, (
+        "the same wheel again"
+    )
     (tmp_path / "other").mkdir()
     other = _fake_wheel(tmp_path / "other", "9.9.9", tunix="def")
     with pytest.raises(adopt_maxtext.AdoptError, match="not the [0-9a-f]{64} adopted"):
-        adopt_maxtext.adopt("9.9.9", other, vendor, data)
+        adopt_maxtext.adopt("9.9.9", other, vendor, data, shared_dir=tmp_path / "shared")
+
+
+@pytest.mark.parametrize("agrees", [True, False])
+def test_the_released_list_beside_the_checkout_is_checked_and_vendored(tmp_path, agrees):
+    vendor, data = _dirs(tmp_path)
+    wheel = _fake_wheel(tmp_path, "9.9.9")
+    base = hashlib.sha256(_vendored("configs/base.yml")).hexdigest() if agrees else "0" * 64
+    listed = tmp_path / "shared" / "maxtext-9.9.9" / "README.md"
+    listed.parent.mkdir(parents=True)
+    listed.write_text(f"# MaxText 9.9.9\n\n```\n{base}  configs/base.yml\n```\n")
+    if not agrees:
+        with pytest.raises(adopt_maxtext.AdoptError, match="lists configs/base.yml otherwise than the wheel"):
+            adopt_maxtext.adopt("9.9.9", wheel, vendor, data, shared_dir=tmp_path / "shared")
+        return
+    assert adopt_maxtext.adopt("9.9.9", wheel, vendor, data, shared_dir=tmp_path / "shared") == 0
+    assert (vendor / "maxtext-9.9.9" / "README.md").read_bytes() == listed.read_bytes()
+    assert "README.md" not in json.loads((vendor / "maxtext-9.9.9" / "wheel.json").read_text())["files"]
+    sums = (vendor / "SHA256SUMS").read_text()
+    assert f"{hashlib.sha256(listed.read_bytes()).hexdigest()}  maxtext-9.9.9/README.md" in sums
 
 
 def test_another_releases_wheel_is_refused(tmp_path):
@@ -308,7 +324,9 @@ def test_another_releases_wheel_is_refused(tmp_path):
 def test_a_release_without_a_key_the_program_uses_fails(tmp_path, monkeypatch, capsys):
     vendor, data = _dirs(tmp_path)
     monkeypatch.setattr(adopt_maxtext, "program_keys", lambda: {"rl.num_generations", "no_such_key"})
-    assert adopt_maxtext.adopt("9.9.9", _fake_wheel(tmp_path, "9.9.9"), vendor, data) == 1
+    assert (
+        adopt_maxtext.adopt("9.9.9", _fake_wheel(tmp_path, "9.9.9"), vendor, data, shared_dir=tmp_path / "shared") == 1
+    )
     assert "does not have: no_such_key" in capsys.readouterr().err
 
 

@@ -8,15 +8,17 @@
    ``--wheel FILE`` (offline), and hashes it.
 2. Reads the files the program and its tests need out of it (``VENDOR``), each checked against the wheel's own
    ``RECORD`` (the sha256 the wheel was built with), and the version against its ``METADATA``.
-3. Writes them to ``tests/data/vendor/maxtext-VERSION/`` in ``../shared``'s layout (MaxText's RL code ``xz``
+3. Where ``../shared/maxtext-VERSION/README.md`` lists the release's files with their sha256 (a list made apart
+   from the wheel), checks the files against it too, and vendors that list beside them.
+4. Writes them to ``tests/data/vendor/maxtext-VERSION/`` in ``../shared``'s layout (MaxText's code ``xz``
    compressed, as for 0.2.4), with ``wheel.json`` (the wheel's name and sha256, the pip command, the git pins of
    its post-training dependencies, tunix among them, and each file's sha256 and git blob id), and rewrites their
    lines of ``tests/data/vendor/SHA256SUMS``.
-4. Regenerates ``core/data/maxtext-VERSION-keys.json`` from those configs (``core.maxtext_keys.generate``).
-5. With ``--loader PYTHON3.12``, makes ``build/maxtext-VERSION/venv``, a venv with the wheel and the JAX its config
+5. Regenerates ``core/data/maxtext-VERSION-keys.json`` from those configs (``core.maxtext_keys.generate``).
+6. With ``--loader PYTHON3.12``, makes ``build/maxtext-VERSION/venv``, a venv with the wheel and the JAX its config
    loader imports, in which tests/test_maxtext_pyconfig.py (slow tier) loads each step's argv with MaxText's own
    ``pyconfig`` (tools/maxtext_loader.py).
-6. Prints what changed against the table the program uses now (``core.maxtext_keys.MAXTEXT_VERSION``): keys
+7. Prints what changed against the table the program uses now (``core.maxtext_keys.MAXTEXT_VERSION``): keys
    removed, types changed, keys added (``rl.yml``'s first: the RL trainer's new knobs), the defaults changed of the
    keys the program names and of ``rl.yml``'s (when that release's configs are vendored), and exits 1 when a key the
    program sets or reads is gone (a human must then change the program before switching to the release).
@@ -77,6 +79,11 @@ flags (``--hf_model_path``) the conversion and the export pass (tests/test_maxte
 PINS = "dependencies/extra_deps/post_train_github_deps.txt"
 """The wheel's git pins of the post-training stack (tunix, tpu-inference, vLLM): what the image installs."""
 RECORD_NAME = "wheel.json"
+SHARED_DIR = ROOT.parent / "shared"
+"""The project's reference data beside the checkout (``../shared``), where a release may have a README listing its
+files' sha256: a list made apart from the wheel, which the files must match and which is vendored with them."""
+RELEASED_LIST = "README.md"
+_SUM_LINE = re.compile(r"^([0-9a-f]{64})  (\S+)$", re.M)
 VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(?:\.post[0-9]+|rc[0-9]+)?")
 DOWNLOAD_SECONDS = 600
 LOADER_PACKAGES: tuple[str, ...] = (
@@ -235,8 +242,35 @@ def check_pinned(release: Release, vendor_dir: Path) -> None:
             )
 
 
-def write_vendor(release: Release, vendor_dir: Path) -> Path:
-    """The files, ``wheel.json`` and their SHA256SUMS lines, under ``vendor_dir/maxtext-<version>/``."""
+def released_sums(text: str) -> dict[str, str]:
+    """The ``<sha256>  <path>`` lines of a released list (``../shared/maxtext-<version>/README.md``)."""
+    return {m[2]: m[1] for m in _SUM_LINE.finditer(text)}
+
+
+def check_released(release: Release, shared_dir: Path) -> dict[str, bytes]:
+    """``../shared``'s list of the release's files, when it has one, after checking the wheel's files against it:
+    ``{RELEASED_LIST: its bytes}`` to vendor beside them, else nothing."""
+    listed = shared_dir / f"maxtext-{release.version}" / RELEASED_LIST
+    if not listed.is_file():
+        print(f"{_shown(listed)} is absent: the files are checked against the wheel's RECORD only")
+        return {}
+    data = listed.read_bytes()
+    sums = released_sums(data.decode(errors="replace"))
+    wrong = sorted(
+        path for path, digest in sums.items() if path not in release.files or sha256(release.files[path]) != digest
+    )
+    if not sums or wrong:
+        raise AdoptError(
+            f"{_shown(listed)} lists {', '.join(wrong) or 'no sha256 line'} otherwise than the wheel "
+            f"{release.wheel_name}: find out which is the release before adopting it"
+        )
+    print(f"the wheel's files match the {len(sums)} sha256 of {_shown(listed)} (vendored beside them)")
+    return {RELEASED_LIST: data}
+
+
+def write_vendor(release: Release, vendor_dir: Path, extra: dict[str, bytes] | None = None) -> Path:
+    """The files, ``wheel.json`` and their SHA256SUMS lines, under ``vendor_dir/maxtext-<version>/``, with ``extra``
+    files as they are (``check_released``'s list)."""
     prefix = f"maxtext-{release.version}"
     folder = vendor_dir / prefix
     for old in sorted(folder.rglob("*"), reverse=True) if folder.exists() else ():
@@ -252,6 +286,9 @@ def write_vendor(release: Release, vendor_dir: Path) -> Path:
             lzma.compress(content, preset=9 | lzma.PRESET_EXTREME) if target.suffix == ".xz" else content
         )
         sums[f"{prefix}/{path}"] = sha256(content)
+    for name, content in (extra or {}).items():
+        (folder / name).write_bytes(content)
+        sums[f"{prefix}/{name}"] = sha256(content)
     text = json.dumps(record(release), indent=1) + "\n"
     (folder / RECORD_NAME).write_text(text)
     sums[f"{prefix}/{RECORD_NAME}"] = sha256(text.encode())
@@ -355,21 +392,26 @@ def adopt(
     vendor_dir: Path = VENDOR_DIR,
     data_dir: Path = DATA_DIR,
     loader: str | None = None,
+    shared_dir: Path = SHARED_DIR,
 ) -> int:
     """The whole adoption (the module's docstring); the exit status."""
     with tempfile.TemporaryDirectory(prefix="tpu-rl-maxtext-") as scratch:
         path = wheel if wheel is not None else download(version, Path(scratch))
         release = read_wheel(path, version)
         check_pinned(release, vendor_dir)
+        released = check_released(release, shared_dir)
         if loader is not None:
             made = make_loader(path, loader, loader_dir(version))
             print(f"made {_shown(made)}: make test-slow runs MaxText {version}'s loader on the steps' argv")
-    folder = write_vendor(release, vendor_dir)
+    folder = write_vendor(release, vendor_dir, released)
     table_path, table = write_table(version, folder / "configs", data_dir)
     print(f"maxtext {version}: {release.wheel_name} sha256 {release.wheel_sha256}")
     for pin in release.pins:
         print(f"  pins {pin}")
-    print(f"wrote {_shown(folder)}/ ({len(release.files)} files and {RECORD_NAME}), {_shown(vendor_dir)}/SHA256SUMS")
+    beside = "".join(f", {name}" for name in released)
+    print(
+        f"wrote {_shown(folder)}/ ({len(release.files)} files, {RECORD_NAME}{beside}), {_shown(vendor_dir)}/SHA256SUMS"
+    )
     print(f"wrote {_shown(table_path)} ({len(table)} keys)")
     current = maxtext_keys.known_keys()
     rl_keys = set((yaml.safe_load(release.files["configs/post_train/rl.yml"]) or {}).keys())
