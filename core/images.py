@@ -200,6 +200,12 @@ def mirrors_for(images: ImageSettings, project: str, region: str, prefix: str) -
     return found
 
 
+def through_mirror(images: ImageSettings, project: str, region: str, prefix: str) -> bool:
+    """Whether the images are named through the stack's own mirrors (``tpu-rl:images.mirror``, ``mirrored``)."""
+    own = f"{region}-docker.pkg.dev/{project}/{prefix}-"
+    return any(getattr(images, field).startswith(own) for field in IMAGE_KEYS.values())
+
+
 def mirrored(images: ImageSettings, mirrors: dict[str, Mirror]) -> ImageSettings:
     """The images named through their mirrors (the same image name, tag and digest under the mirror's path)."""
 

@@ -195,3 +195,12 @@ def test_the_policy_trusts_a_mirror_its_config_lists():
     assert violations(plan, "trusted-registries", "prod"), "the mirrors are not Google's repositories"
     own = "us-east5-docker.pkg.dev/my-tpu-prod-project"
     assert violations(plan, "trusted-registries", "prod", config={"registries": [own]}) == []
+
+
+def test_the_account_running_up_needs_artifact_registry_admin_only_with_a_mirror():
+    from infra.gcp.permissions import needed
+
+    assert "artifactregistry.repositories.create" not in needed(settings("prod", []))
+    assert needed(settings("prod", [MIRROR]))["artifactregistry.repositories.setIamPolicy"] == (
+        "roles/artifactregistry.admin"
+    )

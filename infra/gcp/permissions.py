@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from core.images import through_mirror
 from core.settings import Settings
 
 
@@ -49,6 +50,8 @@ class Grant:
     permissions: tuple[str, ...]
     kms: bool = False
     """Needed only with ``tpu-rl:gke.secretsEncryptionKey: create``."""
+    mirror: bool = False
+    """Needed only with ``tpu-rl:images.mirror`` (``core.images.through_mirror``)."""
 
 
 GRANTS: tuple[Grant, ...] = (
@@ -153,6 +156,19 @@ GRANTS: tuple[Grant, ...] = (
         ),
         kms=True,
     ),
+    Grant(
+        "roles/artifactregistry.admin",
+        "creates the image mirrors (Artifact Registry remote repositories) and grants the node accounts read access",
+        (
+            "artifactregistry.repositories.create",
+            "artifactregistry.repositories.get",
+            "artifactregistry.repositories.update",
+            "artifactregistry.repositories.delete",
+            "artifactregistry.repositories.getIamPolicy",
+            "artifactregistry.repositories.setIamPolicy",
+        ),
+        mirror=True,
+    ),
 )
 """Every role the account running `up` needs, with the permissions the program uses of each (docs/permissions.md)."""
 
@@ -160,7 +176,8 @@ GRANTS: tuple[Grant, ...] = (
 def needed(settings: Settings) -> dict[str, str]:
     """Permission -> the role that grants it, for this stack (pure; in ``GRANTS`` order)."""
     create_key = settings.gke.secrets_key == "create"
-    return {p: g.role for g in GRANTS if create_key or not g.kms for p in g.permissions}
+    mirror = through_mirror(settings.images, settings.project, settings.region, settings.cluster_name)
+    return {p: g.role for g in GRANTS if (create_key or not g.kms) and (mirror or not g.mirror) for p in g.permissions}
 
 
 def missing_text(project: str, wanted: Mapping[str, str], held: Iterable[str]) -> str | None:
