@@ -15,6 +15,7 @@ import pytest
 from core.names import SETUP_FAILURE_EXIT
 from tests.conftest import SENTINEL_TOKEN, put
 from tests.fake_hub import COMMIT, MOVED, REPO, FakeHub
+from tests.fake_hub_datasets import DATASET, DATASET_FILES, DatasetHub
 from tests.loopback import serve
 from workloads.observe.artifacts import converted_problem, source_record
 from workloads.specs.commands import BASE_SNAPSHOT
@@ -273,47 +274,13 @@ def test_a_cache_entry_that_is_not_one_is_refused_in_one_line(bucket, tmp_path, 
     assert source_record(bucket, OUTPUT) is None
 
 
-DATASET = "nvidia/OpenMathInstruct-2"
-DATASET_FILES = {
-    "data/train_1M-00000-of-00002.parquet": b"PAR1" + b"a" * 3000,
-    "data/train_1M-00001-of-00002.parquet": b"PAR1" + b"b" * 2000,
-    "data/train_5M-00000-of-00001.parquet": b"PAR1" + b"c" * 9000,
-    "README.md": b"# OpenMathInstruct-2",
-}
 STAGED = f"gs://{BUCKET}/gemma4-26b/train/0123456789/dataset/"
-
-
-class DatasetHub(FakeHub):
-    """The loopback Hub serving ``FakeHub.files`` as the dataset ``DATASET``: ``/api/datasets/...`` and
-    ``/datasets/<repo>/resolve/...`` as ``huggingface_hub`` asks for a dataset's info and files."""
-
-    def _check(self, repo: str, revision: str) -> bool:
-        if repo != DATASET:
-            self._error(404, "RepoNotFound", "Repository not found")
-            return False
-        return super()._check(REPO, revision)
-
-    def send_header(self, keyword: str, value: str) -> None:
-        # The Hub's ETags are hashes; FakeHub's name the file, whose "/" huggingface_hub would take as a folder of
-        # its download's temporary file.
-        super().send_header(keyword, value.replace("/", "-") if keyword == "ETag" else value)
-
-    def _as_model(self) -> None:
-        self.path = self.path.replace("/api/datasets/", "/api/models/", 1).replace("/datasets/", "/", 1)
-
-    def do_GET(self):  # noqa: N802
-        self._as_model()
-        super().do_GET()
-
-    def do_HEAD(self):  # noqa: N802
-        self._as_model()
-        super().do_HEAD()
 
 
 def test_a_dataset_is_staged_in_the_bucket_once_and_every_later_attempt_reads_it_there(bucket, tmp_path):
     """Issue 40 item 4: the first training attempt stages the files of the dataset that match its patterns (and
     only those), the record last; a restart (the record is there) asks the Hub nothing."""
-    served = type("Served", (DatasetHub,), {"files": DATASET_FILES, "ranges": [], "sent": []})
+    served = DatasetHub.serving_dataset()
     pattern = "data/train_1M-*.parquet"
     with serve(served) as hub:
         first = run(tmp_path, hub, "dataset", DATASET, "main", STAGED, pattern)
@@ -342,7 +309,7 @@ def test_a_dataset_is_staged_in_the_bucket_once_and_every_later_attempt_reads_it
     ids=["no-match", "unknown"],
 )
 def test_a_dataset_that_cannot_be_staged_is_refused_in_one_line(bucket, tmp_path, dataset, pattern, words):
-    served = type("Served", (DatasetHub,), {"files": DATASET_FILES, "ranges": [], "sent": []})
+    served = DatasetHub.serving_dataset()
     with serve(served) as hub:
         done = run(tmp_path, hub, "dataset", dataset, "main", STAGED, pattern)
     assert done.returncode == SETUP_FAILURE_EXIT and words in one_line(done), done.stderr

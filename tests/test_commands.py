@@ -88,7 +88,8 @@ WATCHDOG, JUDGE, LAUNCH = (f"{SCRIPTS_DIR}/{name}" for name in ("stall_watchdog.
 SHIM = """#!/bin/sh
 "{python}" -c 'import json, sys; open(sys.argv[1], "a").write(json.dumps(sys.argv[2:]) + "\\n")' "{log}" "$@"
 case "$1" in */launch.py) exec "{python}" "$@";; esac
-case "$1" in */base_snapshot.py) if [ -n "$SHIM_BASE_COMMIT" ]; then echo "$SHIM_BASE_COMMIT"; exit 0; fi;; esac
+case "$1" in */base_snapshot.py) if [ -n "$SHIM_BASE_COMMIT" ]; then echo "$SHIM_BASE_COMMIT"; exit 0; fi
+  if [ -n "$SHIM_RUN_BASE" ]; then exec "{python}" "$@"; fi;; esac
 case "$1" in *.py)
   if [ -n "$SHIM_RUN_C" ]; then exec "{python}" "$@"; fi
   if [ -n "$SHIM_C_PRINTS" ]; then echo "$SHIM_C_PRINTS"; fi;;
@@ -136,7 +137,8 @@ def run_in_bash(
     ``script`` in place of its own, or a bare script for ``step``) with ``python3`` on PATH recording each call's
     argv, its programs named by their path in the container (``SHIM_RUN_C=1`` also runs them with the real
     interpreter; ``SHIM_TRAIN_RL=<file>`` runs that file for ``python3 -m ...``; ``base_snapshot.py`` prints
-    ``SHIM_BASE_COMMIT``, ``COMMIT`` unless it is set empty: it runs for real in tests/test_base_snapshot.py). The
+    ``SHIM_BASE_COMMIT``, ``COMMIT`` unless it is set empty: it runs for real in tests/test_base_snapshot.py, and
+    here with ``SHIM_RUN_BASE=1``, alone of the programs). The
     training log and side file go to ``tmp_path`` instead of /tmp."""
     run_sh = install(step, tmp_path, script)
     log = tmp_path / "calls.jsonl"
@@ -972,3 +974,59 @@ def test_the_conversion_takes_each_hub_byte_once_a_restart_and_a_rerun_none(tmp_
     rerun = objects("prod", f"tpu-rl:model.revision={COMMIT}")["convert"]
     assert step_id(rerun) != step_id(first)
     convert(rerun, "rerun", closed)
+
+
+@pytest.mark.slow
+def test_a_training_restart_reads_the_base_and_the_dataset_with_no_hub(tmp_path, gcs):
+    """Issue 40 item 4, as the pod runs it: the training script in bash with ``base_snapshot.py`` for real (the rest
+    shimmed) against the loopback Hub, which counts what it sends, and fake-gcs-server. The first attempt stages the
+    dataset's matching files once (the base's files come from the conversion's output, never the Hub); a restart of
+    the same step stages nothing and runs with no Hub at all."""
+    from tests.conftest import SENTINEL_TOKEN
+    from tests.fake_hub_datasets import DATASET_FILES, DatasetHub
+    from tests.loopback import serve
+
+    objs = objects("prod", "tpu-rl:training.optimizer=adamw")
+    train = objs["train"]
+    gcs.create_bucket(PROD_BUCKET.removeprefix("gs://"))
+    convert_out = f"{PROD_BUCKET}/gemma4-26b/convert/{step_id(objs['convert'])}/"
+    put(gcs, convert_out, "base/config.json", data=b'{"model_type": "gemma4"}')
+    record = {"repo": "google/gemma-4-26b-a4b-it", "revision": "main", "commit": COMMIT, "files": ["config.json"]}
+    put(gcs, convert_out, "source.json", data=json.dumps(record).encode())
+    train_out = f"{PROD_BUCKET}/gemma4-26b/train/{step_id(train)}/"
+    env = {
+        "SHIM_BASE_COMMIT": "",
+        "SHIM_RUN_BASE": "1",
+        "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"],
+        "HF_TOKEN": SENTINEL_TOKEN,
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "NO_GCE_CHECK": "True",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "TMPDIR": str(tmp_path),
+    }
+
+    def attempt(name: str, hub: str) -> list[list[str]]:
+        (tmp_path / name).mkdir()
+        script = container_script(train).replace(TRAIN_BASE_DIR, str(tmp_path / name / "base"))
+        calls = run_in_bash(
+            train, tmp_path / name, {**env, "HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / name)}, script=script
+        )
+        assert (tmp_path / name / "base" / "config.json").exists(), "the base's files, from the conversion's output"
+        assert f"tpu-rl: the dataset nvidia/OpenMathInstruct-2 at commit {COMMIT}" in last_run().stdout
+        assert "tpu-rl: starting train_rl" in last_run().stdout
+        return calls
+
+    served = DatasetHub.serving_dataset()
+    with serve(served) as hub:
+        attempt("first", hub)
+    staged = {n: d for n, d in DATASET_FILES.items() if n.startswith("data/train_1M-")}
+    assert sum(served.sent) == sum(len(d) for d in staged.values()), "the matching files, once"
+    prefix = train_out.split("/", 3)[3] + "dataset/"
+    found = {
+        b.name.removeprefix(prefix): b.download_as_bytes()
+        for b in gcs.list_blobs(train_out.split("/")[2], prefix=prefix)
+    }
+    assert {n: d for n, d in found.items() if n != "dataset.json"} == staged
+    calls = attempt("restart", "http://127.0.0.1:9")  # any call to the Hub fails the attempt before train_rl
+    (started,) = [c for c in calls if c[:2] == ["-m", TRAIN_RL]]
+    assert f"hf_train_files={train_out}dataset/data/train_1M-*.parquet" in started, "train_rl reads the staged copy"
