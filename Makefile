@@ -19,11 +19,12 @@ LOCAL_STATE ?=
 # destroy) are never given by these targets (docs/operations.md "Flags that bypass a guard").
 YES ?=
 
-.PHONY: help up stack preview policy-preview plan destroy refresh unlock state-bucket logs test test-slow lint venv dev-venv policy-venv status report mutation readme lock
+.PHONY: help up stack preview policy-preview plan destroy refresh unlock state-bucket logs test test-slow lint venv dev-venv policy-venv status report mutation readme lock maxtext
 
 # The targets a user runs, with what they do (`make help`; tests/test_makefile.py keeps it complete).
 help:
-	@echo "make up STACK=dev            preflight, platform, then convert -> train -> export (pulumi up; YES=1: no prompt)"
+	@echo "make up STACK=dev            preflight, platform, then convert -> train -> export (pulumi up with the policy"
+	@echo "                             pack; YES=1: no prompt; NO_POLICY=1: without the pack)"
 	@echo "make test                    the offline test suite's fast tier"
 	@echo "make state-bucket STACK=dev  create the project's state bucket and secrets key (once per Google project)"
 	@echo "make stack STACK=dev         log in and select (or create) the stack, before \`pulumi config set\`"
@@ -40,6 +41,7 @@ help:
 	@echo "make test-slow               the slow tier (CI runs it after make test)"
 	@echo "make readme                  rewrite the docs' generated tables"
 	@echo "make lock                    regenerate the hashed locks after editing requirements.txt or pyproject.toml's ranges"
+	@echo "make maxtext VERSION=0.2.5   adopt a MaxText release (LOADER=python3.12: its config loader's venv too)"
 	@echo "make mutation                mutation testing of the pure builders"
 
 # Every environment comes from a hashed lock alone (docs/testing.md "Dependencies"). requirements.lock pins,
@@ -125,6 +127,13 @@ lock: $(UV)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" UV_FIND_LINKS="$(TORCH_WHEELS)" $(LOCK_COMMAND)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(POLICY_LOCK_COMMAND)
 
+# Adopt a MaxText release (docs/operations.md "Adopting a MaxText release"): download and hash its wheel, regenerate
+# the key table, vendor what the tests read; LOADER=python3.12 also builds MaxText's own config loader's venv
+# (build/maxtext-<version>/venv), which tests/test_maxtext_pyconfig.py runs on every step's argv.
+maxtext: $(VENV)/.installed-dev
+	@test -n "$(VERSION)" || { echo "make maxtext VERSION=0.2.5: the MaxText release to adopt"; exit 2; }
+	$(PY) -m tools.adopt_maxtext $(VERSION) $(if $(LOADER),--loader $(LOADER))
+
 # Log in where the stack's state lives (tools/state.py `select`: one line and exit 2 when it would be inside this
 # checkout), then select the stack, or create it with the secrets provider the backend calls for. A stack found
 # nowhere is created: on a fresh clone that is the bucket's stack, since the bucket is named after gcp:project.
@@ -148,12 +157,18 @@ endef
 # anything again; otherwise the releases the state holds go to the program in TPU_RL_RELEASES_IN_STATE (exit 0),
 # which checks them again before each release's install (infra/k8s/manifests.py helm_release_problem). A state it
 # cannot read (exit 3): one warning, the variable unset, nothing compared (as in a `pulumi up` run by hand).
-up: $(VENV)/.installed
+# The same read hands over the digests the last `up` pinned the images' tags to (TPU_RL_IMAGES_IN_STATE,
+# core/images.py recorded_pins): a tag that moved upstream since renames no finished or running step.
+# `pulumi up` runs with the policy pack (policy/, the stack's policy/config/<stack>.json): a mandatory finding stops
+# it before the resource it judges changes. NO_POLICY=1 leaves the pack out (docs/security.md says when).
+up: $(VENV)/.installed $(if $(NO_POLICY),,$(POLICY_VENV)/.installed)
 	$(select_stack)
 	$(check_locks)
-	releases=$$($(PY) -m tools.state releases --stack $(STACK)); found=$$?; \
-	if [ $$found = 0 ]; then export TPU_RL_RELEASES_IN_STATE="$$releases"; elif [ $$found = 3 ]; then unset TPU_RL_RELEASES_IN_STATE; else exit $$found; fi; \
-	pulumi up --stack $(STACK)$(if $(YES), --yes --non-interactive)
+	pins=$$(mktemp); trap 'rm -f "$$pins"' EXIT; \
+	releases=$$($(PY) -m tools.state releases --stack $(STACK) --pins "$$pins"); found=$$?; \
+	if [ $$found = 0 ]; then export TPU_RL_RELEASES_IN_STATE="$$releases" TPU_RL_IMAGES_IN_STATE="$$(cat "$$pins")"; \
+	elif [ $$found = 3 ]; then unset TPU_RL_RELEASES_IN_STATE TPU_RL_IMAGES_IN_STATE; else exit $$found; fi; \
+	pulumi up --stack $(STACK)$(if $(YES), --yes --non-interactive)$(if $(NO_POLICY),, --policy-pack policy --policy-pack-config policy/config/$(STACK).json)
 
 # Log in and select (or create) the stack, e.g. before `pulumi config set`.
 stack: $(VENV)/.installed

@@ -6,7 +6,7 @@ record's shape within the bounds the step-record parser enforces, the GCS deadli
 through ``main`` before any GCS request. The import stays light: the module imports no torch, transformers or
 google-cloud-storage when it loads.
 
-Slow tier (torch, transformers, tokenizers: ``requirements-slow.txt``; fake-gcs-server): the program's real text
+Slow tier (torch, transformers, tokenizers: pyproject's group slow; fake-gcs-server): the program's real text
 (``workloads.specs.commands._with_hf_model``) run through a real ``bash`` as the pod runs it, against a tiny Gemma 4
 folder in fake-gcs-server (``tests/tiny_gemma.py``). Cases: a random model, a model rigged to answer, and hostile
 exports: a name that leaves the folder, an empty export, GCS unreachable, and a folder that does not load.

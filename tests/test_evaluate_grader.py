@@ -8,7 +8,7 @@ several answers, no answer, ...):
 
 - fast tier, standard library only: the answer extracted and the strings normalized are MaxText's, and a
   recording math-verify shows both graders hand it the same strings the same way (``verify_math_worker``);
-- slow tier, with math-verify installed (the image's grader: ``requirements-slow.txt``), the verdict of MaxText's
+- slow tier, with math-verify installed (the image's grader: pyproject's group slow), the verdict of MaxText's
   ``score_responses`` (``eval_mode: pass``, one response) and the program's ``is_correct`` are the same, and the
   table's.
 """
@@ -305,7 +305,7 @@ def test_the_table_covers_every_way_maxtext_finds_an_answer(maxtext):
 
 @pytest.fixture(scope="module")
 def grader() -> program.Grader:
-    pytest.importorskip("math_verify", reason="math-verify is the image's grader: requirements-slow.txt")
+    pytest.importorskip("math_verify", reason="math-verify is the image's grader: make test-slow")
     return program.load_grader()
 
 

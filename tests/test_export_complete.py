@@ -390,7 +390,7 @@ def test_a_generation_config_that_is_not_one_is_refused(raw, words):
 
 @pytest.mark.slow  # imports transformers (the slow tier's)
 def test_each_generation_key_is_one_transformers_generation_config_knows():
-    """``GENERATION_KEYS`` against the installed transformers (5.24, requirements-slow.txt): each is an attribute of
+    """``GENERATION_KEYS`` against the installed transformers (5.24, make test-slow): each is an attribute of
     ``GenerationConfig``, and what the export writes loads as one with those values, nothing else set."""
     transformers = pytest.importorskip("transformers", reason="the slow tier needs transformers (make test-slow)")
     default = transformers.GenerationConfig()

@@ -1,4 +1,4 @@
-"""The exported model loads for real (slow tier: torch and transformers, ``requirements-slow.txt``).
+"""The exported model loads for real (slow tier: torch and transformers, pyproject's group slow).
 
 A tiny random Gemma 4 made with transformers' own ``Gemma4Config`` and ``Gemma4ForConditionalGeneration``
 (26B-A4B's shape of model: mixture-of-experts layers, a full-attention layer after five sliding ones, keys
@@ -23,10 +23,8 @@ from tests.tiny_gemma import tiny_gemma4
 
 pytestmark = pytest.mark.slow
 
-torch = pytest.importorskip("torch", reason="the slow tier needs torch (pip install -r requirements-slow.txt)")
-transformers = pytest.importorskip(
-    "transformers", reason="the slow tier needs transformers (pip install -r requirements-slow.txt)"
-)
+torch = pytest.importorskip("torch", reason="the slow tier needs torch (make test-slow)")
+transformers = pytest.importorskip("transformers", reason="the slow tier needs transformers (make test-slow)")
 
 LANG = "model.language_model."
 

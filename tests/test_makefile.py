@@ -36,15 +36,20 @@ case "$1" in
          exit 0 ;;
   config) echo "error: configuration key '$3' not found for stack" >&2; exit 255 ;;
   up) seen=unset; [ -n "${TPU_RL_RELEASES_IN_STATE+set}" ] && seen="set:$TPU_RL_RELEASES_IN_STATE"
-      echo "$seen" > "$PULUMI_LOG.releases" ;;
+      echo "$seen" > "$PULUMI_LOG.releases"
+      pins=unset; [ -n "${TPU_RL_IMAGES_IN_STATE+set}" ] && pins="set:$TPU_RL_IMAGES_IN_STATE"
+      echo "$pins" > "$PULUMI_LOG.pins" ;;
 esac
 exit 0
 """
+UP = "up --stack dev --policy-pack policy --policy-pack-config policy/config/dev.json"
+"""`make up`'s `pulumi up`: with the policy pack and the stack's policy config."""
 NEW_STACK = '{\n    "version": 3,\n    "deployment": null\n}'
 """What `pulumi stack export` prints for a stack no update has written yet (diy CreateStack: an empty deployment)."""
 # The environment a user may have; the tests set what they need.
 CLEAN: tuple[str, ...] = ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "PULUMI_BACKEND_URL", "STATE_BACKEND", "LOCAL_STATE")
-CLEAN += ("YES", "PULUMI_ACCESS_TOKEN", "SECRETS_PROVIDER", "BUCKET", "STEP", "TPU_RL_RELEASES_IN_STATE")
+CLEAN += ("YES", "PULUMI_ACCESS_TOKEN", "SECRETS_PROVIDER", "BUCKET", "STEP", "TPU_RL_RELEASES_IN_STATE", "NO_POLICY")
+CLEAN += ("TPU_RL_IMAGES_IN_STATE",)
 
 
 def make(tmp_path: Path, *args: str, whoami: str = "", selects: bool = True, export: str = NEW_STACK, **env: str):
@@ -68,7 +73,7 @@ def make(tmp_path: Path, *args: str, whoami: str = "", selects: bool = True, exp
         **env,
     )
     done = subprocess.run(
-        [MAKE, "--no-print-directory", "-o", ".venv/.installed", *args],
+        [MAKE, "--no-print-directory", "-o", ".venv/.installed", "-o", "policy/venv/.installed", *args],
         cwd=ROOT,
         env=environment,
         capture_output=True,
@@ -115,7 +120,7 @@ def test_a_file_backend_inside_the_checkout_is_refused_in_one_line_naming_the_ov
         assert not [c for c in calls if c.startswith(("login", "stack", "up"))], calls
     done, calls = make(tmp_path, "up", "STACK=dev", "LOCAL_STATE=1", STATE_BACKEND=inside, whoami=whoami(inside))
     assert done.returncode == 0, done.stderr
-    assert f"login {inside}" in calls and calls[-2:] == ["stack export --stack dev", "up --stack dev"]
+    assert f"login {inside}" in calls and calls[-2:] == ["stack export --stack dev", UP]
 
 
 def test_the_default_is_the_projects_bucket_and_the_example_placeholder_is_refused(tmp_path):
@@ -174,10 +179,13 @@ def test_make_up_logs_in_selects_and_runs_up_with_yes_only_when_asked(tmp_path):
         "stack select dev",
         "whoami --json",
         "stack export --stack dev",
-        "up --stack dev",
+        UP,
     ]
     done, calls = make(tmp_path, "up", "STACK=dev", "YES=1", STATE_BACKEND=url, whoami=whoami(url))
-    assert calls[-1] == "up --stack dev --yes --non-interactive"
+    assert (
+        calls[-1]
+        == "up --stack dev --yes --non-interactive --policy-pack policy --policy-pack-config policy/config/dev.json"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,12 +199,12 @@ def test_make_up_hands_pulumi_up_the_releases_the_state_holds(tmp_path):
     seen = tmp_path / "pulumi.log.releases"
     done, calls = make(tmp_path, "up", "STACK=dev", STATE_BACKEND=url, whoami=whoami(url), export=EXPORT)
     assert done.returncode == 0, done.stderr
-    assert calls[-2:] == ["stack export --stack dev", "up --stack dev"]
+    assert calls[-2:] == ["stack export --stack dev", UP]
     assert seen.read_text() == "set:jobset,kueue\n"
     done, _ = make(tmp_path, "up", "STACK=dev", STATE_BACKEND=url, whoami=whoami(url))
     assert done.returncode == 0 and done.stderr == "" and seen.read_text() == "set:\n", "a new stack: none"
     done, calls = make(tmp_path, "up", "STACK=dev", STATE_BACKEND=url, whoami=whoami(url), export="")
-    assert done.returncode == 0 and calls[-1] == "up --stack dev" and seen.read_text() == "unset\n"
+    assert done.returncode == 0 and calls[-1] == UP and seen.read_text() == "unset\n"
     assert done.stderr == (
         "warning: `pulumi stack export --stack dev` failed: error: no stack named 'dev' found; `pulumi up` goes on "
         "without comparing the cluster's Helm releases with the state\n"
@@ -392,14 +400,15 @@ def test_the_bucket_settings_are_the_ones_asked_for():
 def test_make_help_lists_every_target_a_user_runs(tmp_path):
     done, _ = make(tmp_path, "help")
     assert done.returncode == 0, done.stderr
+    firsts = [line for line in done.stdout.splitlines() if not line.startswith(" ")]
     phony = re.search(r"^\.PHONY: (.*)$", (ROOT / "Makefile").read_text(), re.M)
     assert phony is not None
     internal = {"help", "venv", "dev-venv", "policy-venv"}
     listed = {line.split()[1] for line in done.stdout.splitlines() if line.startswith("make ")}
     assert listed == set(phony.group(1).split()) - internal
-    assert done.stdout.splitlines()[:2] == [
-        line for line in done.stdout.splitlines() if line.startswith(("make up ", "make test "))
-    ], "the two set-up commands first"
+    assert firsts[:2] == [line for line in firsts if line.startswith(("make up ", "make test "))], (
+        "the two set-up commands first"
+    )
 
 
 def test_make_logs_runs_the_logs_tool_and_names_a_missing_step(tmp_path):
@@ -439,3 +448,23 @@ def test_a_cloud_login_is_kept_when_whoami_cannot_answer(tmp_path):
     assert state.current_url("", {"PULUMI_HOME": str(tmp_path)}) == "", "a self-managed login is not kept"
     assert state.current_url(whoami("gs://b"), {}) == "gs://b"
     assert state.current_url("not json", {"PULUMI_HOME": str(tmp_path / "none")}) == ""
+
+
+def test_make_up_hands_pulumi_up_the_image_pins_the_state_holds_and_runs_the_pack(tmp_path):
+    """``TPU_RL_IMAGES_IN_STATE`` as `pulumi up` sees it: the digests of the state's ``images`` output (none for a new
+    stack, unset when the state cannot be read); the pack on unless ``NO_POLICY=1``."""
+    url = f"file://{tmp_path / 'state'}"
+    tag, digest = "us-docker.pkg.dev/p/r/image:1", "sha256:" + "c" * 64
+    stack = {"urn": "urn:pulumi:dev::tpu-rl::pulumi:pulumi:Stack::tpu-rl-dev", "type": "pulumi:pulumi:Stack"}
+    outputs = {
+        "images": {"maxtext": {"configured": tag, "image": f"us-docker.pkg.dev/p/r/image@{digest}", "digest": digest}}
+    }
+    export = json.dumps({"version": 3, "deployment": {"resources": [{**stack, "outputs": outputs}]}})
+    pins = tmp_path / "pulumi.log.pins"
+    done, calls = make(tmp_path, "up", "STACK=dev", STATE_BACKEND=url, whoami=whoami(url), export=export)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(pins.read_text().removeprefix("set:")) == {tag: digest} and calls[-1] == UP
+    done, _ = make(tmp_path, "up", "STACK=dev", STATE_BACKEND=url, whoami=whoami(url))
+    assert pins.read_text() == "set:{}\n", "a new stack: none"
+    done, calls = make(tmp_path, "up", "STACK=dev", "NO_POLICY=1", STATE_BACKEND=url, whoami=whoami(url), export="")
+    assert pins.read_text() == "unset\n" and calls[-1] == "up --stack dev"

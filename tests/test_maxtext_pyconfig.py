@@ -5,7 +5,7 @@ validators), and the sampler's config vLLM's MaxText model makes of ``vllm_addit
 
 The venv is made by ``python -m tools.adopt_maxtext VERSION --loader PYTHON3.12`` (``build/maxtext-VERSION/venv``;
 ``TPU_RL_MAXTEXT_PYTHON`` names another interpreter); without it these tests skip, saying so, as the export's
-torch tests do without requirements-slow.txt. tests/test_maxtext_keys.py checks the same argv in the fast tier
+torch tests do without pyproject.toml's group slow. tests/test_maxtext_keys.py checks the same argv in the fast tier
 against the key table, short of the loader."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A tiny Gemma 4 and a word-level tokenizer for it, saved as a Hugging Face model folder (slow tier: torch,
-transformers and tokenizers from ``requirements-slow.txt``; each helper skips the test without them).
+transformers and tokenizers from pyproject's group slow; each helper skips the test without them).
 
 ``tiny_gemma4`` is the random model ``tests/test_export_loads.py`` builds: transformers' own ``Gemma4Config`` and
 ``Gemma4ForConditionalGeneration`` with 26B-A4B's structure at toy sizes. ``tiny_tokenizer`` is a
@@ -41,10 +41,8 @@ GENERATION_CONFIG = {
 
 
 def slow_modules() -> tuple[Any, Any]:
-    torch = pytest.importorskip("torch", reason="the slow tier needs torch (pip install -r requirements-slow.txt)")
-    transformers = pytest.importorskip(
-        "transformers", reason="the slow tier needs transformers (pip install -r requirements-slow.txt)"
-    )
+    torch = pytest.importorskip("torch", reason="the slow tier needs torch (make test-slow)")
+    transformers = pytest.importorskip("transformers", reason="the slow tier needs transformers (make test-slow)")
     return torch, transformers
 
 
@@ -102,7 +100,7 @@ def tiny_tokenizer(words: list[str]) -> Any:
     """A fast tokenizer of ``VOCAB_SIZE`` ids: ``SPECIAL``, then ``words``, then filler words ``w<id>``. It splits on
     whitespace (the special tokens first), and decodes by joining the words with spaces."""
     _, transformers = slow_modules()
-    tokenizers = pytest.importorskip("tokenizers", reason="the slow tier needs tokenizers (requirements-slow.txt)")
+    tokenizers = pytest.importorskip("tokenizers", reason="the slow tier needs tokenizers (make test-slow)")
     vocab = {token: i for i, token in enumerate([*SPECIAL, *words])}
     assert len(vocab) == len(SPECIAL) + len(words), "the words are distinct and none is special"
     vocab.update({f"w{i}": i for i in range(len(vocab), VOCAB_SIZE)})
