@@ -2,7 +2,7 @@
 
 One table drives three things: parsing ``tpu-rl:training``, rendering the
 ``train_rl`` argv in the tutorial's order, and the tests that check every key
-against MaxText 0.2.4's configs.
+against MaxText 0.2.5's configs.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Where a training run writes under its step's output path: the one home of the layout the training
 step's arguments set and the program, `status` and `report` read back.
 
-MaxText 0.2.4's ``RLConfig`` (``configs/types.py``) derives ``checkpoint_dir`` and ``tensorboard_dir``
+MaxText's ``RLConfig`` (0.2.4 and 0.2.5) (``configs/types.py``) derives ``checkpoint_dir`` and ``tensorboard_dir``
 from ``base_output_directory`` and ``run_name``; tunix writes the actor's checkpoints under
 ``checkpoint_dir`` (``<checkpoint_dir>/actor/``).
 """

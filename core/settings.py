@@ -80,7 +80,7 @@ class TrainingSettings:
     optimizer: str
     dataset: str
     extra_args: dict[str, str]
-    """More MaxText ``key=value`` pairs, checked against MaxText 0.2.4's keys, rendered as argv text."""
+    """More MaxText ``key=value`` pairs, checked against MaxText 0.2.5's keys, rendered as argv text."""
 
     def extra_number(self, key: str, default: float) -> float:
         """An ``extraArgs`` value the program interprets (validated as a number at load time)."""

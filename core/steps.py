@@ -117,7 +117,7 @@ def template_tokens(extra_args: Mapping[str, str]) -> dict[str, str]:
 def _evaluation_refusals(knobs: Mapping[str, KnobValue], extra_args: Mapping[str, str]) -> list[Refusal]:
     """What the evaluation's program refuses (its spec's bounds, equal answer markers): with the evaluation on, the
     publication waits for its record, so either would hold the run after hours of training. A start marker inside
-    the end marker is read as MaxText 0.2.4's RL evaluation reads it (start, the shortest text, end), which finds
+    the end marker is read as MaxText 0.2.5's RL evaluation reads it (start, the shortest text, end), which finds
     the answer."""
     refused: list[Refusal] = []
     evaluation = "the evaluation (tpu-rl:workflow.steps.evaluate)"
@@ -196,7 +196,7 @@ STEPS: Final[dict[StepName, StepFacts]] = {
         identity="when-run",  # off by default: a stack that never evaluates has no identity for it
         switch="tpu-rl:workflow.steps.evaluate",
         switch_doc="after the export, load the exported model with transformers on cpu-np and answer five held-out "
-        "GSM8K test questions as training prompts them, graded as MaxText 0.2.4's RL evaluation grades them; the "
+        "GSM8K test questions as training prompts them, graded as MaxText 0.2.5's RL evaluation grades them; the "
         "answers are in the `steps` output, the report and the model card (off: no evaluation step, no identity for "
         "it)",
         storage_only=True,

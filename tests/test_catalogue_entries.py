@@ -258,7 +258,7 @@ def test_the_offline_plan_of_a_new_model(new_model: Model):
         for r in made.find("kubernetes:core/v1:ConfigMap")
         if r["name"] == jobsets["convert"]["metadata"]["name"] + "-scripts"
     ]
-    assert "model_name=gemma4-31b-dense" in script and "--hf_model_path=google/gemma-4-31b-it" in script
+    assert "model_name=gemma4-31b-dense" in script and "snapshot google/gemma-4-31b-it " in script
     assert convert["resources"]["limits"]["memory"] == convert["resources"]["requests"]["memory"] == "200Gi"
     volumes = jobsets["convert"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["volumes"]
     assert {"name": "scratch", "emptyDir": {"sizeLimit": "144Gi"}} in volumes

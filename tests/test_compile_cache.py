@@ -18,7 +18,7 @@ PROD = settings("prod", [])
 
 COLD = [
     ["tpu-rl:model.name=gemma4-e4b"],
-    ["tpu-rl:images.maxtext=us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.5"],
+    ["tpu-rl:images.maxtext=us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4"],
     ["tpu-rl:images.pathwaysServer=us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server@sha256:" + "1" * 64],
     ["tpu-rl:images.pathwaysProxy=us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server@sha256:" + "2" * 64],
     ["tpu-rl:tpu.topology=16x16"],

@@ -654,7 +654,7 @@ def test_the_prod_stack_reads_as_written():
             "revision": "main",
         },
         "images": {
-            "maxtext": "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4",
+            "maxtext": "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.5",
             "pathways_server": "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server@sha256:"
             "d03068b39a8a2fab0621086ccb7c9445ce17ad34f1520159ca4ecd395346a162",
             "pathways_proxy": "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server@sha256:"

@@ -28,7 +28,7 @@ EXPECTED = [
     "at most 20 characters, no trailing hyphen",
     'tpu-rl:authorizedNetworks[0] = "34.120.1.7/24" is invalid: host bits are set; the network is 34.120.1.0/24',
     'tpu-rl:forceDestroy = "yes" is invalid: expected true or false',
-    "tpu-rl:training.extraArgs.eval_intervall = 5 is invalid: did you mean eval_interval? MaxText 0.2.4 has no such "
+    "tpu-rl:training.extraArgs.eval_intervall = 5 is invalid: did you mean eval_interval? MaxText 0.2.5 has no such "
     "key (an unknown rl.* key is ignored silently by MaxText, so it is refused here)",
     'tpu-rl:workflow.timeouts.train = "6 hours" is invalid: a duration such as 90m, 4h or 1h30m, from 1m to 168h',
     'gcp:zone = "us-central1-b" is invalid: must be a zone of gcp:region us-east5 (e.g. us-east5-b)',

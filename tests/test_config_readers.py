@@ -136,7 +136,7 @@ def test_durations_are_written_as_the_engine_reads_them(seconds, text):
 
 
 X = "tpu-rl:training.extraArgs"
-NO_KEY = "MaxText 0.2.4 has no such key (an unknown rl.* key is ignored silently by MaxText, so it is refused here)"
+NO_KEY = "MaxText 0.2.5 has no such key (an unknown rl.* key is ignored silently by MaxText, so it is refused here)"
 
 
 @pytest.mark.parametrize(
@@ -163,12 +163,12 @@ NO_KEY = "MaxText 0.2.4 has no such key (an unknown rl.* key is ignored silently
         ({"zzzzzzzz": 1}, f"{X}.zzzzzzzz = 1 is invalid: {NO_KEY}"),
         (
             {"rl": {}},
-            f"{X}.rl = {{}} is invalid: MaxText 0.2.4 takes an object here; structured values are not supported "
+            f"{X}.rl = {{}} is invalid: MaxText 0.2.5 takes an object here; structured values are not supported "
             "in extraArgs",
         ),
         (
             {"logical_axis_rules": "a"},
-            f'{X}.logical_axis_rules = "a" is invalid: MaxText 0.2.4 takes a list here; structured values are not '
+            f'{X}.logical_axis_rules = "a" is invalid: MaxText 0.2.5 takes a list here; structured values are not '
             "supported in extraArgs",
         ),
         ({"profiler": ["a"]}, f'{X}.profiler = ["a"] is invalid: expected one value, not a list'),

@@ -357,7 +357,7 @@ BAD_INPUTS = [
     ),
     ("optimizer-unknown", ["tpu-rl:training.optimizer=sgd"], "tpu-rl:training.optimizer", "adafactor"),
     ("model-unknown", ["tpu-rl:model.name=llama3-8b"], "tpu-rl:model.name", "gemma4-26b"),
-    # -- extraArgs against MaxText 0.2.4's own keys and types
+    # -- extraArgs against MaxText 0.2.5's own keys and types
     ("extra-typo-rl", [f"{X}.rl.num_generation=8"], f"{X}.rl.num_generation", "did you mean rl.num_generations"),
     ("extra-unknown", [f"{X}.eval_intervall=5"], f"{X}.eval_intervall", "did you mean eval_interval"),
     ("extra-quoted-path-typo", [f'{X}["rl.num_iteration"]=2'], f"{X}.rl.num_iteration", "rl.num_iterations"),
@@ -659,7 +659,7 @@ def test_defaults_reproduce_the_tutorial():
     assert s.cpu_pool.machine_type == "n4-standard-64" and s.cpu_pool.min_nodes == 0  # Cluster Toolkit's cpu-np
     assert s.authorized_networks == ("0.0.0.0/0",)
     assert s.model.spec.hf_repo == "google/gemma-4-26b-a4b-it" and s.model.spec.maxtext_name == "gemma4-26b"
-    assert s.images.maxtext.endswith("tpu_post_training:0.2.4")
+    assert s.images.maxtext.endswith("tpu_post_training:0.2.5")
     assert s.training.knobs["num_batches"] == 50 and s.training.knobs["learning_rate"] == 2e-5
     assert s.training.optimizer == "adafactor"
     assert s.workflow.max_restarts == 1, "departs from the tutorial's 0: a reserved slice survives one disruption"

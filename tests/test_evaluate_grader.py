@@ -1,5 +1,5 @@
-"""The evaluation step's grader (``workloads/container/evaluate_export.py``) against MaxText 0.2.4's own RL evaluation,
-run unmodified: ``evaluate_rl.py``, ``utils_rl.py`` and ``math_verify_pool.py`` of the tag ``maxtext-v0.2.4``,
+"""The evaluation step's grader (``workloads/container/evaluate_export.py``) against MaxText 0.2.5's own RL evaluation,
+run unmodified: ``evaluate_rl.py``, ``utils_rl.py`` and ``math_verify_pool.py`` of the 0.2.5 wheel,
 vendored byte for byte (tests/data/vendor/README.md, SHA256SUMS) and imported as MaxText imports them, with stub
 modules standing in for what the grading never calls (jax's optax, tunix, etils, tqdm, MaxText's logging).
 
@@ -26,7 +26,7 @@ import pytest
 from tests.conftest import shared_path, slug
 from workloads.container import evaluate_export as program
 
-RL = ("maxtext-0.2.4", "trainers", "post_train", "rl")
+RL = ("maxtext-0.2.5", "trainers", "post_train", "rl")
 PACKAGE = "maxtext.trainers.post_train.rl"
 START, END = "<answer>", "</answer>"
 
@@ -39,7 +39,7 @@ CONFIG = types.SimpleNamespace(
     eval_mode="pass",
     debug=False,
 )
-"""The settings ``score_responses`` reads: rl.yml's (MaxText 0.2.4), as the tutorial runs it."""
+"""The settings ``score_responses`` reads: rl.yml's (MaxText 0.2.5), as the tutorial runs it."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -322,7 +322,7 @@ def test_the_verdict_is_maxtexts_rl_evaluation(maxtext, grader, row):
 def test_the_grader_names_maxtext_and_math_verify(grader):
     from importlib.metadata import version
 
-    assert grader.name == f"MaxText 0.2.4 RL evaluation matching, math-verify {version('math-verify')}"
+    assert grader.name == f"MaxText 0.2.5 RL evaluation matching, math-verify {version('math-verify')}"
 
 
 @pytest.mark.pure
@@ -333,6 +333,6 @@ def test_an_image_without_math_verify_is_refused_naming_it():
     with pytest.raises(program.RefusedError) as refused:
         program.load_grader(import_module=missing)
     assert str(refused.value) == (
-        "the image has no math_verify (ModuleNotFoundError): the evaluation grades as MaxText 0.2.4's RL evaluation "
+        "the image has no math_verify (ModuleNotFoundError): the evaluation grades as MaxText 0.2.5's RL evaluation "
         "does, with math-verify and sympy; run it in MaxText's post-training image (tpu-rl:images.maxtext)"
     )

@@ -72,7 +72,7 @@ def test_on_it_reads_the_export_and_the_publication_comes_after_it_unchanged():
     assert volume["emptyDir"]["sizeLimit"] == "72Gi", "one copy of gemma4-26b's 52 GiB of weights + 20"
     image = settings("prod", ON).images.maxtext
     assert container(step)["image"] == image == container(on["export"])["image"], (
-        "MaxText's post-training image: its math-verify and sympy grade the answers (MaxText 0.2.4's RL evaluation)"
+        "MaxText's post-training image: its math-verify and sympy grade the answers (MaxText 0.2.5's RL evaluation)"
     )
     assert settings("prod", ON).workflow.steps == ("convert", "train", "export", "evaluate")
     assert "evaluate" not in settings("prod", [*ON, "tpu-rl:workflow.enabled=false"]).workflow.steps

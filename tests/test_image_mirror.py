@@ -33,7 +33,7 @@ def _images(plan):
 def test_the_settings_name_every_image_through_the_stacks_mirror_in_its_project_and_region():
     s = settings("prod", [MIRROR])
     local = f"{s.region}-docker.pkg.dev/{s.project}/{s.cluster_name}-"
-    assert s.images.maxtext == f"{local}cloud-tpu-images-maxtext-images/tpu_post_training:0.2.4"
+    assert s.images.maxtext == f"{local}cloud-tpu-images-maxtext-images/tpu_post_training:0.2.5"
     assert (
         s.images.pathways_server
         == f"{local}cloud-tpu-v2-images-pathways/server@" + DEFAULT_IMAGES["pathwaysServer"].split("@")[1]
@@ -183,7 +183,7 @@ def test_the_policy_asks_for_digests_only_where_its_config_says_so():
     plan = pure_plan("prod")
     assert violations(plan, "pinned-images", "prod") == [], "tags pass by default (the offline plan reads no registry)"
     required = violations(plan, "pinned-images", "prod", config={"digests": True})
-    assert required and all("is not pinned by digest" in v and "tpu_post_training:0.2.4" in v for v in required)
+    assert required and all("is not pinned by digest" in v and "tpu_post_training:0.2.5" in v for v in required)
     pinned = _pinned_jobsets(plan, "sha256:" + "d" * 64)
     assert violations(pinned, "pinned-images", "prod", config={"digests": True}) == []
 

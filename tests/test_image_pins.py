@@ -53,7 +53,12 @@ def test_what_is_not_a_pin_is_not_used(value):
 
 def test_a_recorded_tag_keeps_its_digest_when_the_tag_moved(monkeypatch):
     asked: list[str] = []
-    monkeypatch.setattr(registry, "resolve_digest", lambda image, key="", **_: asked.append(image) or NEW)
+
+    def resolve(image: str, key: str = "", **_: object) -> str:
+        asked.append(image)
+        return NEW
+
+    monkeypatch.setattr(registry, "resolve_digest", resolve)
     monkeypatch.setenv(PINS_IN_STATE, json.dumps({TAG: OLD}))
     s = settings("prod", [f"tpu-rl:images.maxtext={TAG}"])
     pinned, plan = _pinned_images(s, workflow(s))

@@ -10,6 +10,7 @@ import urllib.parse
 
 import pytest
 
+from core.layout import compile_cache
 from core.models import Model
 from core.names import SETUP_FAILURE_EXIT
 from core.settings import ModelSettings
@@ -19,7 +20,7 @@ from tests.lifecycle_walk import settings
 from workloads.container import checkpoint_scan
 from workloads.specs import step_specs as steps
 from workloads.specs.commands import OPTIMIZER_PATCH
-from workloads.specs.step_specs import plan_workflow
+from workloads.specs.step_specs import compile_cache_key, plan_workflow
 
 pytestmark = pytest.mark.pure
 
@@ -169,7 +170,7 @@ def test_pathways_head_job_and_pod():
 def test_proxy_and_resource_manager_are_native_sidecars_with_xpks_settings():
     head, _ = head_and_workers(jobs(PROD).train.manifest)
     c = containers(head["template"]["spec"]["template"]["spec"])
-    scratch = "--gcs_scratch_location=gs://my-tpu-prod-project-tpu-rl-prod/pathways/"
+    scratch = f"--gcs_scratch_location={compile_cache(PROD.bucket_name, 'gemma4-26b', compile_cache_key(PROD))}"
     assert c["pathways-proxy"] == {
         "name": "pathways-proxy",
         "image": PROD.images.pathways_proxy,
@@ -273,7 +274,7 @@ def test_workers_one_pod_per_tpu_vm_of_every_slice(request, s, hosts, slices, ch
         "args": [
             "--server_port=29005",
             "--resource_manager_address=$(PATHWAYS_HEAD):29001",
-            f"--gcs_scratch_location=gs://{s.bucket_name}/pathways/",
+            f"--gcs_scratch_location={compile_cache(s.bucket_name, s.model.spec.name, compile_cache_key(s))}",
         ],
         "env": [
             {"name": "XCLOUD_ENVIRONMENT", "value": "GCP"},
@@ -593,9 +594,9 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-5c2c95c9d0",  # issue 42 moved its program: its docstring names the new home
-        "gemma4-26b-publish-960f1262fd",
-    ], "the names before issue 41's renaming of the accounts (and after issue 39's scripts in ConfigMaps)"
+        "gemma4-26b-evaluate-2ec4e1243d",
+        "gemma4-26b-publish-e8e6689f59",
+    ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
         pod = step.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
@@ -632,9 +633,11 @@ STEP_NAMES = {
     # the training script's exit judge and stall watchdog (verdicts by evidence, progress not bytes): training, and
     # the steps after it, have new names; the conversion keeps its. Issue 39 item 6 moved every step's script and
     # programs from its container's argv into its own ConfigMap (mounted at /tpu-rl, hashed with the object):
-    # every step has a new name.
-    "dev": ["gemma4-e4b-convert-fe86eaf197", "gemma4-e4b-train-a4c4e713b3", "gemma4-e4b-export-f40d4fa00d"],
-    "prod": ["gemma4-26b-convert-5da5806d8b", "gemma4-26b-train-f40e3a4bc2", "gemma4-26b-export-0148361b61"],
+    # every step has a new name. Issue 40 and 42 renamed every step once more: MaxText 0.2.5's image, the conversion
+    # through the Hub cache, training's overrides as train.json with its launcher, the dataset staged in the bucket,
+    # the compilation cache's folder (docs/operations.md "Upgrading tpu-rl").
+    "dev": ["gemma4-e4b-convert-d3419c76bc", "gemma4-e4b-train-648245d5c2", "gemma4-e4b-export-6817f6ae52"],
+    "prod": ["gemma4-26b-convert-659a4dd946", "gemma4-26b-train-080569368d", "gemma4-26b-export-7b35673ea5"],
 }
 
 

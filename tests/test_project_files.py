@@ -108,7 +108,9 @@ def test_make_up_selects_the_stack_where_its_state_lives_and_runs_pulumi_up():
     assert "-m tools.state locks --stack dev" in out
     assert "pulumi stack select dev 2>/dev/null || pulumi stack init dev" in out
     assert "file://" not in (ROOT / "Makefile").read_text(), "no file backend in the checkout by default"
-    assert out.rstrip().splitlines()[-1] == "pulumi up --stack dev"
+    assert out.rstrip().splitlines()[-1] == (
+        "pulumi up --stack dev --policy-pack policy --policy-pack-config policy/config/dev.json"
+    ), "with the policy pack (docs/security.md)"
     test = dry_run("test")
     assert '-m pytest -q -n 2 --dist loadfile -m "not slow"' in test, "the fast tier"
     assert "ruff check" in dry_run("lint") and "ruff check" not in test, "lint is its own command (CI runs both)"

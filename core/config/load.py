@@ -243,7 +243,7 @@ def _read(field: Field, value: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------
-# training.extraArgs: more MaxText key=value pairs, checked against MaxText 0.2.4's keys
+# training.extraArgs: more MaxText key=value pairs, checked against MaxText 0.2.5's keys
 
 # Keys extraArgs may not set, each with the reason (docs/configuration.md "Refused extraArgs keys"; MaxText 0.2.4
 # configs/types.py RLConfig derives checkpoint_dir and tensorboard_dir from base_output_directory and run_name;
@@ -326,7 +326,7 @@ def _flat_args(key: str, value: Any) -> dict[str, Any]:
 
 
 def read_extra_args(key: str, value: Any) -> dict[str, str]:
-    """``extraArgs`` as MaxText argv text, every key known to MaxText 0.2.4 and every value of its type (one
+    """``extraArgs`` as MaxText argv text, every key known to MaxText 0.2.5 and every value of its type (one
     ``ConfigError`` with a line for each key that is not)."""
     problems = Problems()
     table, typed = known_keys(), _knob_keys()

@@ -12,6 +12,7 @@ from typing import Any
 
 from core.config.values import Boolean, Duration, Integer, Number, OneOf, Reader, Text
 from core.knobs import DATASETS, OPTIMIZERS, TRAINING_KNOBS, Knob
+from core.maxtext_keys import MAXTEXT_VERSION
 from core.models import DEFAULT_MODEL, MODELS, step_memory_gib
 from core.names import PROJECT
 from core.steps import STEPS
@@ -25,7 +26,7 @@ DERIVED = object()
 RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
 
 DEFAULT_IMAGES = {
-    "maxtext": "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4",
+    "maxtext": "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.5",
     # Digests pinned by MaxText's own v6e-32 Gemma 4 RL recipe.
     "pathwaysServer": "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server@sha256:"
     "d03068b39a8a2fab0621086ccb7c9445ce17ad34f1520159ca4ecd395346a162",
@@ -434,7 +435,7 @@ FIELDS: tuple[Field, ...] = (
         IMAGE,
         DEFAULT_IMAGES["maxtext"],
         "MaxText post-training image",
-        samples=("us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.5",),
+        samples=("us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4",),
     ),
     Field(
         _key("images.pathwaysServer"),
@@ -470,7 +471,7 @@ FIELDS: tuple[Field, ...] = (
         _key("training.extraArgs"),
         MAXTEXT_ARGS,
         {},
-        "more MaxText `key: value` pairs (checked against 0.2.4)",
+        f"more MaxText `key: value` pairs (checked against {MAXTEXT_VERSION})",
         samples=({"eval_interval": 5},),
     ),
     # publish

@@ -6,19 +6,19 @@ as the export step runs ``complete_export.py``).
     python3 base_snapshot.py fetch CONVERT_URI LOCAL_DIR                                     # training, the export
     python3 base_snapshot.py dataset REPO REVISION URI PATTERN...                             # a training dataset
 
-``tpu-rl:model.revision`` is a branch, a tag or a commit, and a branch moves. The conversion resolves it once,
-here, and takes every file of that commit it needs from the **Hub cache** ``CACHE_URI`` (a ``gs://`` folder: one
-entry ``<CACHE_URI><repo>/<commit>/`` per base model and commit, its files and ``entry.json``, written last, naming
-each with its size), downloading from the Hub only the files the entry lacks and adding them to it: the ~52 GB of a
-26B model's weights cross the Hub once per (model, commit), and a retried conversion, a later run and (with a
-cache folder the stacks share) another stack read them from the bucket. The files land in ``LOCAL_DIR``, where
-``to_maxtext`` reads the weights (``--hf_model_path``: MaxText 0.2.4's ``LazyHFLoader`` reads a local folder and
-asks the Hub nothing); the base's files that are not weights (``config.json``, the tokenizer's, the chat template,
-the generation and processor configs) are copied to ``<conversion output>base/``, and
+``tpu-rl:model.revision`` is a branch, a tag or a commit, and a branch moves. The conversion resolves it once, here, and
+takes every file of that commit it needs from the **Hub cache** ``CACHE_URI`` (a ``gs://`` folder: one entry
+``<CACHE_URI><repo>/<commit>/`` per base model and commit, its files and ``entry.json``, written last, naming each with
+its size), downloading from the Hub only the files the entry lacks and adding them to it: the ~52 GB of a 26B model's
+weights cross the Hub once per (model, commit), and a retried conversion and a later run of the stack read them from the
+bucket (the program passes the stack's own folder; a folder several stacks share is not configurable yet). The files
+land in ``LOCAL_DIR``, where ``to_maxtext`` reads the weights (``--hf_model_path``: MaxText's ``LazyHFLoader``, 0.2.4's
+and 0.2.5's, reads a local folder and asks the Hub nothing); the base's files that are not weights (``config.json``, the
+tokenizer's, the chat template, the generation and processor configs) are copied to ``<conversion output>base/``, and
 ``<conversion output>source.json`` records ``{"repo", "revision", "commit", "files"}``, written last. Training
 (``tokenizer_path``, which vLLM reads too) and the export (``to_huggingface``'s ``--hf_model_path``, and the base the
-export is completed from) read those files and that commit, never the branch again; the program's export check and
-the model card read the record.
+export is completed from) read those files and that commit, never the branch again; the program's export check and the
+model card read the record.
 
 A conversion run again (a retry) keeps the commit it recorded: the branch may have moved since, and the checkpoint
 it resumes is of that commit. The Hub is asked which commit a revision names only when it is not a commit already

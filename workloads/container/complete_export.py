@@ -4,7 +4,7 @@ the export the whole base model.
 
     python3 complete_export.py BASE_REPO REVISION EXPORT_URI
 
-MaxText 0.2.4's ``to_huggingface`` (``use_multimodal=False``) writes the trained language model only, under
+MaxText's ``to_huggingface`` (0.2.4 and 0.2.5, ``use_multimodal=False``) writes the trained language model only, under
 ``model.language_model.``, in BF16, yet its ``config.json`` declares ``Gemma4ForConditionalGeneration`` with a
 ``vision_config``, and Transformers builds that whole model from it (``AutoModelForCausalLM`` maps ``gemma4``
 to ``Gemma4ForConditionalGeneration``): a vision tower with no weights would be initialised at random. GRPO

@@ -18,7 +18,7 @@ answers each question as training prompted it, and the step records how many ans
    the data template ``{system_prompt}\\n\\n{question}`` as one user turn of the tokenizer's own chat template,
    ``add_generation_prompt=True``. It is decoded greedily (``do_sample=False``, ``max_new_tokens``) and only the
    new tokens are decoded, ``skip_special_tokens=True``.
-5. Each answer is graded as MaxText 0.2.4's RL evaluation grades it (``evaluate_rl.py`` ``score_responses`` with
+5. Each answer is graded as MaxText 0.2.5's RL evaluation grades it (``evaluate_rl.py`` ``score_responses`` with
    rl.yml's defaults: one greedy response, ``eval_mode: pass``), so the count compares with the ``Pre/Post RL
    Training: accuracy`` MaxText logs. The grader is ported from its ``utils_rl.py`` and ``math_verify_pool.py`` and
    checked against those files, run unmodified (tests/test_evaluate_grader.py):
@@ -39,7 +39,7 @@ answers each question as training prompted it, and the step records how many ans
    never printed.
 6. ``RECORD_URI`` gets the step record (``build_record``): ``{"title", "summary", "columns", "rows"}``. It has one
    row per question (question, expected, the extracted answer or nothing, ``yes``/``no``), and its summary names
-   the grader: ``3 of 5 correct (MaxText 0.2.4 RL evaluation matching, math-verify 0.9.0)``. Every cell is one
+   the grader: ``3 of 5 correct (MaxText 0.2.5 RL evaluation matching, math-verify 0.9.0)``. Every cell is one
    printable line, and the question is clipped to 300 characters, the expected answer and the answer to 100.
 
 Every GCS request gets the library's own ``timeout`` (10 s to connect, 60 s for one read) and a ``retry`` whose
@@ -258,11 +258,11 @@ def one_line(text: str, limit: int = 400) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Grading: MaxText 0.2.4's RL evaluation (``evaluate_rl.py`` ``score_responses`` with its defaults: one greedy
+# Grading: MaxText 0.2.5's RL evaluation (``evaluate_rl.py`` ``score_responses`` with its defaults: one greedy
 # response, ``eval_mode: pass``), ported from its ``utils_rl.py`` and ``math_verify_pool.py`` (Copyright Google
 # LLC, Apache License 2.0) and checked against those files, run unmodified, in tests/test_evaluate_grader.py.
 
-GRADER = "MaxText 0.2.4 RL evaluation matching"
+GRADER = "MaxText 0.2.5 RL evaluation matching"
 """What grades the answers, as the record's summary names it (with math-verify's version)."""
 FALLBACK_ANSWER = "-1000000"
 """What MaxText's ``extract_answer`` returns when a response holds no answer: graded like any other."""
@@ -541,7 +541,7 @@ def load_grader(import_module: Any = None, version: Any = None) -> Grader:
     except ImportError as err:
         raise RefusedError(
             f"the image has no {err.name or 'math_verify'} ({type(err).__name__}): the evaluation grades as MaxText "
-            "0.2.4's RL evaluation does, with math-verify and sympy; run it in MaxText's post-training image "
+            "0.2.5's RL evaluation does, with math-verify and sympy; run it in MaxText's post-training image "
             "(tpu-rl:images.maxtext)"
         ) from None
     return Grader(

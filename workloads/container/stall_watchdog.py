@@ -5,7 +5,7 @@
 
 Progress is a line of train_rl's log that says the run moved on, not a new byte: a loop that keeps logging
 (a retry, a warning every second) without training is not alive. The lines that count (``PROGRESS``), each
-as MaxText 0.2.4 and tunix c4ec573 print them through absl (``<level><date> <time> <thread> <file>:<line>] ``):
+as MaxText 0.2.4 and 0.2.5 and tunix c4ec573 print them via absl (``<level><date> <time> <thread> <file>:<line>] ``):
 
 - a training step with a number above every one seen in this attempt (tunix ``PeftTrainer._log_metrics``:
   ``Train step N training loss: ...``, once per step);

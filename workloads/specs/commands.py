@@ -63,7 +63,7 @@ def convert_argv(settings: Settings, output_uri: str) -> list[str]:
     """``to_maxtext`` arguments: the tutorial's, without the token, with our output path, the commit the
     conversion resolved ``tpu-rl:model.revision`` to (``COMMIT_REF``, set by ``convert_script``) and, for the Hub
     repository, the local folder ``convert_script`` filled with that commit's files (``CONVERT_BASE_DIR``: MaxText
-    0.2.4's ``LazyHFLoader`` reads a local folder, ``os.path.isdir``, and asks the Hub nothing)."""
+    0.2.4's and 0.2.5's ``LazyHFLoader`` reads a local folder, ``os.path.isdir``, and asks the Hub nothing)."""
     model = settings.model.spec
     return [
         "-m",

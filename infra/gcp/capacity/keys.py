@@ -144,7 +144,8 @@ SURVIVORS: dict[str, tuple[bool, str]] = {
     "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember": (True, "a binding, added again (and waited for again)"),
     "gcp:artifactregistry/repository:Repository": (
         True,
-        "an image mirror (a remote repository) and its cached images, deleted with it; no page read says its id stays taken",
+        "an image mirror (a remote repository) and its cached images, deleted with it; no page read says its id "
+        "stays taken",
     ),
     "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember": (True, "a binding on the new mirror"),
     "gcp:projects/service:Service": (True, "never disabled on destroy (disable_on_destroy false): nothing to free"),
