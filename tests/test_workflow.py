@@ -141,7 +141,7 @@ def test_no_output_path_is_reused_by_a_different_configuration():
         ("tpu-rl:training.optimizer=adamw",),
         ("tpu-rl:training.dataset=gsm8k",),
         ("tpu-rl:tpu.topology=8x8", "tpu-rl:training.iciTensorParallelism=2"),
-        ("tpu-rl:images.maxtext=us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.5",),
+        ("tpu-rl:images.maxtext=us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4",),
     ]
     seen: dict[str, tuple] = {}
     for overrides in variants:
