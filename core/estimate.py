@@ -100,6 +100,15 @@ RESTART_STARTUP_MINUTES: dict[str, int] = {**STARTUP_MINUTES, "compile": WARM_CO
 """A restarted attempt's start-up: the first attempt's with a warm compilation cache."""
 TRAIN_RESTART_HOURS = sum(RESTART_STARTUP_MINUTES.values()) / 60
 """A restart's start-up: 0.62 h, 8 minutes of cold compilation less than the first attempt's 0.75 h."""
+WARM_NODE_RESTART_MINUTES: dict[str, int] = {**RESTART_STARTUP_MINUTES, "nodes": 0, "images": 0}
+"""A restart on the nodes the run already holds (a stalled attempt, a restart after a pod's disruption that left the
+VMs in place): no node to wait for, and no image to pull, since the kubelet keeps the digest-pinned images (no
+``imagePullPolicy`` is set, so Kubernetes' default for an image that is not ``:latest`` applies, ``IfNotPresent``:
+https://kubernetes.io/docs/concepts/containers/images/#image-pull-policy). docs/operations.md "Start-up, before and
+after" shows it beside the other two; the estimate's failure modes keep ``RESTART_STARTUP_MINUTES``, which assumes
+new nodes."""
+STARTUP_GOAL_MINUTES = sum(STARTUP_MINUTES.values()) / 4
+"""Issue 40's goal for a restart with warm caches and images: a quarter of the first attempt's 45 minutes."""
 REFERENCE_TARGET_LENGTH = 640
 """The target length a model's ``train_seconds_per_sample`` is given for."""
 REFERENCE_CHIPS = 32

@@ -364,3 +364,25 @@ def test_the_start_up_is_split_into_the_measured_components_and_keeps_its_total(
     assert estimate_run(V6E_32, 1, Capacity.RESERVATION, None).to_output().get("trainStartupMinutes") is None, (
         "no training"
     )
+
+
+@pytest.mark.pure
+def test_the_start_up_table_of_the_docs_is_the_estimates():
+    """docs/operations.md "Start-up, before and after": each row's minutes are the three start-ups' components, the
+    totals their sums, the goal a quarter of the first attempt's."""
+    from core.estimate import RESTART_STARTUP_MINUTES, STARTUP_GOAL_MINUTES, STARTUP_MINUTES, WARM_NODE_RESTART_MINUTES
+    from tools.stack_files import ROOT
+
+    page = (ROOT / "docs" / "operations.md").read_text()
+    section = page.split("### Start-up, before and after", 1)[1].split("\n## ", 1)[0]
+    rows = {
+        cells[0]: cells[1:4]
+        for line in section.splitlines()
+        if line.startswith("| ") and not line.startswith(("| component", "| ---"))
+        for cells in [[c.strip().strip("*") for c in line.strip("|").split("|")]]
+    }
+    columns = (STARTUP_MINUTES, RESTART_STARTUP_MINUTES, WARM_NODE_RESTART_MINUTES)
+    for name in STARTUP_MINUTES:
+        assert rows[name] == [str(c[name]) for c in columns], name
+    assert rows["total"] == [str(sum(c.values())) for c in columns]
+    assert f"goal: {STARTUP_GOAL_MINUTES:g}" in section
