@@ -60,19 +60,83 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     names = names_for(settings)
     configured_images, mirrors = _configured_images(settings)
     pinned = settings.model.revision if COMMIT.fullmatch(settings.model.revision) else ""
-    base = BaseModel(pinned, None)  # what the preflight reads, when it runs
-    reuse: frozenset[str] = frozenset()  # what the capacity check found left by an earlier destroy (imported)
+    checked = _Checked(settings, plan, BaseModel(pinned, None), frozenset())
     if preflight:
-        problems = placeholder_problems(settings) + _token_problems(settings)
-        if problems:
-            raise pulumi.RunError("\n".join(f"preflight: {problem}" for problem in problems))  # one line each
-        if settings.workflow.enabled and settings.workflow.preflight:
-            base = _preflight(settings)
-        if live and plan is not None:  # the images are the steps': no workflow, nothing runs them
-            settings, plan = _pinned_images(settings, plan, configured_images)
-        if live and settings.workflow.capacity_check:
-            reuse = _capacity(settings)
+        checked = _preflight_phase(checked, configured_images, live=live)
+    settings, plan = checked.settings, checked.plan
+    cloud = _cloud(settings, names, mirrors, checked.reuse)
+    platform = _kubernetes(settings, names, cloud, plan, live=live)
+    # Registered once the platform is, before any step: a protected stack is guarded whatever happens to the steps.
+    DestroyGuard(GUARD, settings.protect, [*cloud.parts(), platform])
+    run = _workflow(settings, plan, cloud.gke, platform, checked.base, live=live) if plan is not None else None
+    _export_platform(settings, configured_images, cloud)
+    _step_guards(settings, plan, run)
+    return settings
 
+
+GUARD = "tpu-rl-protect"
+"""The platform's destroy guard; the steps' are ``step_guard(index)``."""
+
+
+def step_guard(index: int) -> str:
+    """The name of the destroy guard of the plan's step ``index`` (0-based)."""
+    return f"{GUARD}-step-{index + 1}"
+
+
+def scripts_guard(index: int) -> str:
+    """The name of the destroy guard of the plan's step ``index``'s ConfigMap of scripts (0-based)."""
+    return f"{GUARD}-scripts-{index + 1}"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Checked:
+    """What the checks before any resource leave: the settings and the plan (with the images pinned), the base
+    model the preflight read, and what the capacity check found left by an earlier destroy (imported)."""
+
+    settings: Settings
+    plan: Workflow | None
+    base: BaseModel
+    """What the preflight reads, when it runs."""
+    reuse: frozenset[str]
+
+
+def _preflight_phase(checked: _Checked, configured_images: ImageSettings, *, live: bool) -> _Checked:
+    """The preflight phase, before any resource: the placeholders and tokens (one line each), the model's access
+    (``_preflight``), the images' digests (``_pinned_images``) and the capacity (``_capacity``)."""
+    settings, plan, base, reuse = checked.settings, checked.plan, checked.base, checked.reuse
+    problems = placeholder_problems(settings) + _token_problems(settings)
+    if problems:
+        raise pulumi.RunError("\n".join(f"preflight: {problem}" for problem in problems))  # one line each
+    if settings.workflow.enabled and settings.workflow.preflight:
+        base = _preflight(settings)
+    if live and plan is not None:  # the images are the steps': no workflow, nothing runs them
+        settings, plan = _pinned_images(settings, plan, configured_images)
+    if live and settings.workflow.capacity_check:
+        reuse = _capacity(settings)
+    return _Checked(settings, plan, base, reuse)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Cloud:
+    """The GCP platform (``infra/gcp``), in the order it is registered."""
+
+    apis: ProjectApis
+    network: Network
+    bucket: ArtifactBucket
+    identities: NodeIdentities
+    mirror: ImageMirror | None
+    secrets_key: SecretsKey | None
+    gke: GkeCluster
+
+    def parts(self) -> list[pulumi.Resource]:
+        """What the platform's destroy guard holds (with the Kubernetes platform), in the order registered."""
+        parts = [self.apis, self.network, self.bucket, self.identities, self.mirror, self.secrets_key, self.gke]
+        return [r for r in parts if r is not None]
+
+
+def _cloud(settings: Settings, names: Names, mirrors: dict[str, Mirror], reuse: frozenset[str]) -> _Cloud:
+    """The project's APIs, the network, the bucket, the node and step accounts, the image mirrors, the Secrets key
+    and the cluster with its pools."""
     # The image mirrors need the Artifact Registry API (``infra.gcp.artifact_registry``).
     required = REQUIRED_APIS + ((ARTIFACT_REGISTRY_API,) if mirrors else ())
     apis = ProjectApis("apis", settings.project, required + ((KMS_API,) if settings.gke.secrets_key else ()))
@@ -113,7 +177,14 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
             after_apis,
         )
     gke = GkeCluster("gke", GkeClusterArgs(settings, names, network, identities, secrets_key, mirror), after_apis)
+    return _Cloud(apis, network, bucket, identities, mirror, secrets_key, gke)
 
+
+def _kubernetes(
+    settings: Settings, names: Names, cloud: _Cloud, plan: Workflow | None, *, live: bool
+) -> KubernetesPlatform:
+    """The Kubernetes platform (``infra/k8s``): the namespace, the controllers, the step accounts and tokens."""
+    identities, gke = cloud.identities, cloud.gke
     # Every step's account: its Kubernetes service account, and so the step's pods, waits for its grants (its bucket
     # prefixes and its Workload Identity binding) to take effect; only the `up` that makes or changes one of them
     # waits (``GrantPropagation``), while the pools and the controllers are created. The node accounts' wait is the
@@ -123,7 +194,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     }
     token = pulumi.Config().get_secret("hfToken") if settings.hf_token_set else None
     write_token = pulumi.Config().get_secret("hfWriteToken") if settings.publish.repo else None
-    platform = KubernetesPlatform(
+    return KubernetesPlatform(
         "k8s",
         PlatformArgs(
             settings=settings,
@@ -140,41 +211,47 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
             first_jobset=plan.steps[0].manifest if plan is not None else None,
         ),
     )
-    # Registered once the platform is, before any step: a protected stack is guarded whatever happens to the steps.
-    platform_parts = [apis, network, bucket, identities, mirror, secrets_key, gke, platform]
-    DestroyGuard(GUARD, settings.protect, [r for r in platform_parts if r is not None])
-    run = None
-    if plan is not None:
-        run = WorkflowRun(
-            "workflow",
-            WorkflowArgs(
-                settings=settings,
-                plan=plan,
-                provider=gke.provider,
-                cluster=gke.cluster,
-                ready=platform.ready,
-                namespace_id=platform.namespace.id,
-                kubeconfig=gke.kubeconfig,
-                tpu_pools=gke.tpu_pools,
-                live=live,
-                config_diff=_config_diff() if settings.publish.repo else (),
-                base_commit=base.commit or None,
-                base_license=base.license,
-                step_ready=platform.waiting_accounts,
-            ),
-        )
-        pulumi.export("steps", run.step_outputs())
-        pulumi.export("hfModelUri", run.hf_model_uri)
-        if run.published is not None:
-            pulumi.export("hubRepoUrl", run.published.apply(lambda found: found["url"]))
-            pulumi.export("hubRevision", run.published.apply(lambda found: found["branch"]))
-            pulumi.export("hubCommit", run.published.apply(lambda found: found["commit"]))
 
+
+def _workflow(
+    settings: Settings, plan: Workflow, gke: GkeCluster, platform: KubernetesPlatform, base: BaseModel, *, live: bool
+) -> WorkflowRun:
+    """The workflow's steps (``workloads/``) and their outputs."""
+    run = WorkflowRun(
+        "workflow",
+        WorkflowArgs(
+            settings=settings,
+            plan=plan,
+            provider=gke.provider,
+            cluster=gke.cluster,
+            ready=platform.ready,
+            namespace_id=platform.namespace.id,
+            kubeconfig=gke.kubeconfig,
+            tpu_pools=gke.tpu_pools,
+            live=live,
+            config_diff=_config_diff() if settings.publish.repo else (),
+            base_commit=base.commit or None,
+            base_license=base.license,
+            step_ready=platform.waiting_accounts,
+        ),
+    )
+    pulumi.export("steps", run.step_outputs())
+    pulumi.export("hfModelUri", run.hf_model_uri)
+    if run.published is not None:
+        pulumi.export("hubRepoUrl", run.published.apply(lambda found: found["url"]))
+        pulumi.export("hubRevision", run.published.apply(lambda found: found["branch"]))
+        pulumi.export("hubCommit", run.published.apply(lambda found: found["commit"]))
+    return run
+
+
+def _export_platform(settings: Settings, configured_images: ImageSettings, cloud: _Cloud) -> None:
+    """The platform's outputs: the cluster, the bucket, the pools, the slice, the images, the estimate."""
+    gke = cloud.gke
     location = settings.region
     pulumi.export("clusterName", gke.cluster.name)
     pulumi.export("clusterLocation", location)
     pulumi.export("clusterIdentifier", settings.cluster_identifier)
-    pulumi.export("bucketUrl", bucket.url)
+    pulumi.export("bucketUrl", cloud.bucket.url)
     pulumi.export("nodePools", [p.name for p in gke.pools])
     pulumi.export(
         "tpuSlice",
@@ -191,32 +268,20 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     pulumi.export("estimate", estimate_for(settings).to_output())
     pulumi.export("kubeconfig", gke.kubeconfig)
     pulumi.export("getCredentialsCommand", settings.get_credentials_command)
-    # A guard per step, on the step's object, registered as soon as it is created (before the program waits for it).
-    # They are numbered in the plan's order, as many as the catalogue has steps (those past the plan guard nothing):
-    # turning a step on or off moves a guard to another object and never deletes one, which a protected stack refuses.
-    # Each step's ConfigMap of scripts is created before its JobSet (which waits for the steps before it): a guard of
-    # its own keeps it when an `up` ends between the two.
+
+
+def _step_guards(settings: Settings, plan: Workflow | None, run: WorkflowRun | None) -> None:
+    """A guard per step, on the step's object, registered as soon as it is created (before the program waits for
+    it). They are numbered in the plan's order, as many as the catalogue has steps (those past the plan guard
+    nothing): turning a step on or off moves a guard to another object and never deletes one, which a protected stack
+    refuses. Each step's ConfigMap of scripts is created before its JobSet (which waits for the steps before it): a
+    guard of its own keeps it when an `up` ends between the two."""
     steps = list(plan.steps) if run is not None and plan is not None else []
     objects = [run.objects[step.step] for step in steps] if run is not None else []
     scripts = [run.scripts[step.step] for step in steps] if run is not None else []
     for index in range(len(STEPS)):
         DestroyGuard(step_guard(index), settings.protect, objects[index : index + 1])
         DestroyGuard(scripts_guard(index), settings.protect, scripts[index : index + 1])
-    return settings
-
-
-GUARD = "tpu-rl-protect"
-"""The platform's destroy guard; the steps' are ``step_guard(index)``."""
-
-
-def step_guard(index: int) -> str:
-    """The name of the destroy guard of the plan's step ``index`` (0-based)."""
-    return f"{GUARD}-step-{index + 1}"
-
-
-def scripts_guard(index: int) -> str:
-    """The name of the destroy guard of the plan's step ``index``'s ConfigMap of scripts (0-based)."""
-    return f"{GUARD}-scripts-{index + 1}"
 
 
 def _step_access(
