@@ -50,6 +50,9 @@ SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
 # The tutorial sets these on the workload, proxy, resource manager and worker containers.
 TUTORIAL_ENV = (("FLAGS_pathways_enforce_subset_devices_form_subslice", "false"), ("GRPC_DNS_RESOLVER", "native"))
 ABSL_FLAGS = "--pathways_pipe_unreachable_timeout=60s"
+RM_ADDRESS = f"--resource_manager_address=$(PATHWAYS_HEAD):{RESOURCE_MANAGER_PORT}"  # the proxy's and workers'
+HOST_NETWORK = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}  # every Pathways pod's
+EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"  # JobSet: each Job alone in its topology domain
 
 HEAD_GRACE_SECONDS = 120
 """The Pathways head's termination grace period (a JobSet restart, the deadline, a drained node). train_rl
@@ -381,35 +384,24 @@ def _head_tmp() -> dict[str, Any]:
     return {"name": "shared-tmp", "emptyDir": {}}
 
 
-def pathways_jobset(
-    settings: Settings,
-    *,
-    name: str,
-    step_id: str,
-    scripts: str,
-    scratch_uri: str,
-    annotations: dict[str, Any],
-) -> dict[str, Any]:
-    """The GRPO run as a Pathways JobSet: head (proxy, resource manager, workload) on cpu-np, workers on TPU; the
-    workload container runs the step's script from its ConfigMap ``scripts`` (``STEP_COMMAND``)."""
-    shape, slices = settings.slice, settings.tpu.slices
-    step_labels = labels(settings, "train", step_id)
-    head_env = _field_env("PATHWAYS_HEAD", COORDINATOR_LABEL)
-    rm_address = f"--resource_manager_address=$(PATHWAYS_HEAD):{RESOURCE_MANAGER_PORT}"
-    proxy = {
+def _proxy(settings: Settings, scratch_uri: str) -> dict[str, Any]:
+    """The head's Pathways proxy: a native sidecar (``restartPolicy: Always``), beside the workload for the pod's
+    life."""
+    return {
         "name": "pathways-proxy",
         "image": settings.images.pathways_proxy,
-        "restartPolicy": "Always",  # a native sidecar: runs beside the workload for the pod's life
-        "args": [
-            f"--server_port={PROXY_PORT}",
-            rm_address,
-            f"--gcs_scratch_location={scratch_uri}",
-        ],
-        "env": [head_env, _env("ABSL_FLAGS", ABSL_FLAGS), *tutorial_env()],
+        "restartPolicy": "Always",
+        "args": [f"--server_port={PROXY_PORT}", RM_ADDRESS, f"--gcs_scratch_location={scratch_uri}"],
+        "env": [_field_env("PATHWAYS_HEAD", COORDINATOR_LABEL), _env("ABSL_FLAGS", ABSL_FLAGS), *tutorial_env()],
         "ports": [{"containerPort": PROXY_PORT, "protocol": "TCP"}],
         "resources": pathways.resources("proxy"),
     }
-    resource_manager = {
+
+
+def _resource_manager(settings: Settings, scratch_uri: str) -> dict[str, Any]:
+    """The head's Pathways resource manager, a native sidecar: one instance per TPU slice."""
+    shape = settings.slice
+    return {
         "name": "pathways-rm",
         "image": settings.images.pathways_server,
         "restartPolicy": "Always",
@@ -417,7 +409,7 @@ def pathways_jobset(
             f"--server_port={RESOURCE_MANAGER_PORT}",
             f"--gcs_scratch_location={scratch_uri}",
             "--node_type=resource_manager",
-            f"--instance_count={slices}",
+            f"--instance_count={settings.tpu.slices}",
             f"--instance_type={shape.pathways_instance_type}",
         ],
         "env": [
@@ -435,12 +427,16 @@ def pathways_jobset(
         "resources": pathways.resources("rm"),
         "volumeMounts": [{"name": "shared-tmp", "mountPath": "/tmp"}],
     }
-    workload = {
+
+
+def _workload(settings: Settings) -> dict[str, Any]:
+    """The head's workload container: the step's script (``STEP_COMMAND``), JAX through the proxy on localhost."""
+    return {
         "name": WORKLOAD_CONTAINER,
         "image": settings.images.maxtext,
         "command": list(STEP_COMMAND),
         "env": [
-            head_env,
+            _field_env("PATHWAYS_HEAD", COORDINATOR_LABEL),
             _env("JAX_PLATFORMS", "proxy,cpu"),
             _env("XCLOUD_ENVIRONMENT", "GCP"),
             _env("JAX_BACKEND_TARGET", f"grpc://127.0.0.1:{PROXY_PORT}"),
@@ -455,14 +451,14 @@ def pathways_jobset(
         "resources": pathways.resources("workload"),
         "volumeMounts": [{"name": "shared-tmp", "mountPath": "/tmp"}, dict(SCRIPTS_MOUNT)],
     }
-    worker = {
+
+
+def _worker(settings: Settings, scratch_uri: str) -> dict[str, Any]:
+    """A TPU VM's Pathways worker: every chip of its host."""
+    return {
         "name": "pathways-worker",
         "image": settings.images.pathways_server,
-        "args": [
-            f"--server_port={WORKER_PORT}",
-            rm_address,
-            f"--gcs_scratch_location={scratch_uri}",
-        ],
+        "args": [f"--server_port={WORKER_PORT}", RM_ADDRESS, f"--gcs_scratch_location={scratch_uri}"],
         "env": [
             _env("XCLOUD_ENVIRONMENT", "GCP"),
             _env("MEGASCALE_GRPC_ENABLE_XOR_TRACER", "false"),
@@ -470,16 +466,80 @@ def pathways_jobset(
             _field_env("JOBSET_NAME", "metadata.annotations['jobset.sigs.k8s.io/jobset-name']"),
             _field_env("REPLICATED_JOB_NAME", "metadata.annotations['jobset.sigs.k8s.io/replicatedjob-name']"),
             _field_env("MEGASCALE_SLICE_ID", "metadata.labels['jobset.sigs.k8s.io/job-index']"),
-            head_env,
+            _field_env("PATHWAYS_HEAD", COORDINATOR_LABEL),
             _field_env("MEGASCALE_COORDINATOR_ADDRESS", COORDINATOR_LABEL),
             _env("ABSL_FLAGS", ABSL_FLAGS),
             *tutorial_env(),
         ],
         "ports": [{"containerPort": p, "protocol": "TCP"} for p in (WORKER_PORT, *WORKER_EXTRA_PORTS)],
-        "resources": {"limits": {"google.com/tpu": str(shape.chips_per_vm)}},
+        "resources": {"limits": {"google.com/tpu": str(settings.slice.chips_per_vm)}},
         "volumeMounts": [{"name": "shared-tmp", "mountPath": "/tmp"}],
     }
-    host_pod = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}
+
+
+def _head_job(settings: Settings, step_labels: dict[str, str], scripts: str, scratch_uri: str) -> dict[str, Any]:
+    """The head's replicated Job: one pod on cpu-np (the proxy and resource manager sidecars, the workload), on
+    the node's network, alone on its node, failing by ``head_pod_failure_policy``."""
+    pod = {
+        **HOST_NETWORK,
+        "terminationGracePeriodSeconds": HEAD_GRACE_SECONDS,
+        "restartPolicy": "Never",
+        "nodeSelector": {NODEPOOL_LABEL: CPU_POOL},
+        "tolerations": [cpu_toleration()],
+        "initContainers": [_proxy(settings, scratch_uri), _resource_manager(settings, scratch_uri)],
+        "containers": [_workload(settings)],
+        "volumes": [_head_tmp(), scripts_volume(scripts)],
+    }
+    job = {
+        "backoffLimit": 0,
+        "completionMode": "Indexed",
+        "completions": 1,
+        "parallelism": 1,
+        "activeDeadlineSeconds": settings.workflow.timeouts["train"],
+        "podFailurePolicy": head_pod_failure_policy(),
+        "template": {"metadata": {"labels": step_labels}, "spec": pod},
+    }
+    template = {"metadata": {"annotations": {EXCLUSIVE: "kubernetes.io/hostname"}}, "spec": job}
+    return {"name": HEAD_JOB, "replicas": 1, "template": template}
+
+
+def _workers_job(settings: Settings, step_labels: dict[str, str], scratch_uri: str) -> dict[str, Any]:
+    """The workers' replicated Job: one Job per slice (alone on its node pool), a pod per TPU VM, restarted in
+    place (``backoffLimit``: four per host)."""
+    shape = settings.slice
+    topology = {"cloud.google.com/gke-tpu-slice-topology": shape.topology}
+    pod = {
+        **HOST_NETWORK,
+        "terminationGracePeriodSeconds": WORKER_GRACE_SECONDS,
+        "restartPolicy": "OnFailure",
+        "nodeSelector": {TPU_ACCELERATOR_LABEL: shape.gke_accelerator, TPU_TOPOLOGY_LABEL: shape.topology},
+        "tolerations": [tpu_toleration()],
+        "containers": [_worker(settings, scratch_uri)],
+        "volumes": [_shared_tmp()],
+    }
+    job = {
+        "backoffLimit": shape.hosts * 4,
+        "completionMode": "Indexed",
+        "completions": shape.hosts,
+        "parallelism": shape.hosts,
+        "template": {"metadata": {"labels": step_labels, "annotations": topology}, "spec": pod},
+    }
+    template = {"metadata": {"annotations": {EXCLUSIVE: NODEPOOL_LABEL}}, "spec": job}
+    return {"name": WORKER_JOB, "replicas": settings.tpu.slices, "template": template}
+
+
+def pathways_jobset(
+    settings: Settings,
+    *,
+    name: str,
+    step_id: str,
+    scripts: str,
+    scratch_uri: str,
+    annotations: dict[str, Any],
+) -> dict[str, Any]:
+    """The GRPO run as a Pathways JobSet: head (proxy, resource manager, workload) on cpu-np, workers on TPU; the
+    workload container runs the step's script from its ConfigMap ``scripts`` (``STEP_COMMAND``)."""
+    step_labels = labels(settings, "train", step_id)
     return {
         "apiVersion": API_JOBSET,
         "kind": "JobSet",
@@ -496,67 +556,8 @@ def pathways_jobset(
             "successPolicy": {"operator": "All", "targetReplicatedJobs": [HEAD_JOB]},
             "failurePolicy": train_failure_policy(settings.workflow.max_restarts),
             "replicatedJobs": [
-                {
-                    "name": HEAD_JOB,
-                    "replicas": 1,
-                    "template": {
-                        "metadata": {
-                            "annotations": {"alpha.jobset.sigs.k8s.io/exclusive-topology": "kubernetes.io/hostname"}
-                        },
-                        "spec": {
-                            "backoffLimit": 0,
-                            "completionMode": "Indexed",
-                            "completions": 1,
-                            "parallelism": 1,
-                            "activeDeadlineSeconds": settings.workflow.timeouts["train"],
-                            "podFailurePolicy": head_pod_failure_policy(),
-                            "template": {
-                                "metadata": {"labels": step_labels},
-                                "spec": {
-                                    **host_pod,
-                                    "terminationGracePeriodSeconds": HEAD_GRACE_SECONDS,
-                                    "restartPolicy": "Never",
-                                    "nodeSelector": {NODEPOOL_LABEL: CPU_POOL},
-                                    "tolerations": [cpu_toleration()],
-                                    "initContainers": [proxy, resource_manager],
-                                    "containers": [workload],
-                                    "volumes": [_head_tmp(), scripts_volume(scripts)],
-                                },
-                            },
-                        },
-                    },
-                },
-                {
-                    "name": WORKER_JOB,
-                    "replicas": slices,
-                    "template": {
-                        "metadata": {"annotations": {"alpha.jobset.sigs.k8s.io/exclusive-topology": NODEPOOL_LABEL}},
-                        "spec": {
-                            "backoffLimit": shape.hosts * 4,
-                            "completionMode": "Indexed",
-                            "completions": shape.hosts,
-                            "parallelism": shape.hosts,
-                            "template": {
-                                "metadata": {
-                                    "labels": step_labels,
-                                    "annotations": {"cloud.google.com/gke-tpu-slice-topology": shape.topology},
-                                },
-                                "spec": {
-                                    **host_pod,
-                                    "terminationGracePeriodSeconds": WORKER_GRACE_SECONDS,
-                                    "restartPolicy": "OnFailure",
-                                    "nodeSelector": {
-                                        TPU_ACCELERATOR_LABEL: shape.gke_accelerator,
-                                        TPU_TOPOLOGY_LABEL: shape.topology,
-                                    },
-                                    "tolerations": [tpu_toleration()],
-                                    "containers": [worker],
-                                    "volumes": [_shared_tmp()],
-                                },
-                            },
-                        },
-                    },
-                },
+                _head_job(settings, step_labels, scripts, scratch_uri),
+                _workers_job(settings, step_labels, scratch_uri),
             ],
         },
     }
