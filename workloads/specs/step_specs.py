@@ -23,7 +23,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +50,7 @@ from workloads.specs.commands import (
     train_config,
     train_script,
 )
+from workloads.specs.step_logs import console_logs_url, logs_command
 from workloads.specs.step_manifests import (
     CONFIG_MAP_MAX_BYTES,
     HEAD_JOB,
@@ -283,24 +283,6 @@ def _fill(value: Any, name: str, step_id: str, output: str) -> Any:
     return json.loads(text)
 
 
-def console_logs_url(settings: Settings, pod_prefix: str, container: str | None = None) -> str:
-    """A Cloud Logging query for the step's pods."""
-    query = (
-        'resource.type="k8s_container"\n'
-        f'resource.labels.project_id="{settings.project}"\n'
-        f'resource.labels.cluster_name="{settings.cluster_name}"\n'
-        f'resource.labels.namespace_name="{settings.namespace}"\n'
-        f'resource.labels.pod_name:"{pod_prefix}"'
-    )
-    if container:
-        query += f'\nresource.labels.container_name="{container}"'
-    return (
-        "https://console.cloud.google.com/logs/query;query="
-        + urllib.parse.quote(query, safe="")
-        + f"?project={settings.project}"
-    )
-
-
 def _address(
     settings: Settings,
     step: str,
@@ -359,11 +341,6 @@ def _creatable(settings: Settings, step: str, manifest: dict[str, Any]) -> None:
         )
 
 
-def _logs(settings: Settings, job: str, container: str) -> str:
-    """The step's logs: the pods of its first replicated Job (``job-name`` label), one container."""
-    return f"kubectl logs -n {settings.namespace} -l job-name={job} -c {container} --tail=200 -f"
-
-
 def _cpu_step(
     settings: Settings,
     step: StepName,
@@ -402,7 +379,7 @@ def _cpu_step(
         ignore_changes=ignored((*OPERATIONAL_PATHS, ACCOUNT_PATH)),
         deadline_seconds=deadline,
         await_seconds=deadline + AWAIT_GRACE_SECONDS,
-        logs_command=_logs(settings, job, step),
+        logs_command=logs_command(settings, job, step),
         console_logs_url=console_logs_url(settings, job, step),
         output=STEPS[step].output,
         container=step,
@@ -449,7 +426,7 @@ def _train_step(settings: Settings, before: Mapping[str, Step]) -> Step:
         ignore_changes=ignored(operational),
         deadline_seconds=deadline,
         await_seconds=(1 + settings.workflow.max_restarts) * (deadline + AWAIT_GRACE_SECONDS),
-        logs_command=_logs(settings, head_job, WORKLOAD_CONTAINER),
+        logs_command=logs_command(settings, head_job, WORKLOAD_CONTAINER),
         console_logs_url=console_logs_url(settings, head_job, WORKLOAD_CONTAINER),
         output=STEPS["train"].output,
         container=WORKLOAD_CONTAINER,

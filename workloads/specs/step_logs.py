@@ -1,0 +1,31 @@
+"""Where a step's logs are read (plain strings, no Pulumi): the ``kubectl logs`` command and the Cloud Logging
+query URL each ``Step`` carries (``workloads.specs.step_specs``), for `pulumi up`'s messages and the operator."""
+
+from __future__ import annotations
+
+import urllib.parse
+
+from core.settings import Settings
+
+
+def logs_command(settings: Settings, job: str, container: str) -> str:
+    """The step's logs: the pods of its first replicated Job (``job-name`` label), one container."""
+    return f"kubectl logs -n {settings.namespace} -l job-name={job} -c {container} --tail=200 -f"
+
+
+def console_logs_url(settings: Settings, pod_prefix: str, container: str | None = None) -> str:
+    """A Cloud Logging query for the step's pods."""
+    query = (
+        'resource.type="k8s_container"\n'
+        f'resource.labels.project_id="{settings.project}"\n'
+        f'resource.labels.cluster_name="{settings.cluster_name}"\n'
+        f'resource.labels.namespace_name="{settings.namespace}"\n'
+        f'resource.labels.pod_name:"{pod_prefix}"'
+    )
+    if container:
+        query += f'\nresource.labels.container_name="{container}"'
+    return (
+        "https://console.cloud.google.com/logs/query;query="
+        + urllib.parse.quote(query, safe="")
+        + f"?project={settings.project}"
+    )
