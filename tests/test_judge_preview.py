@@ -370,6 +370,7 @@ def _run(pack: Path, env: dict[str, str], *args: str) -> subprocess.CompletedPro
     )
 
 
+@pytest.mark.slow
 def test_the_judge_runs_as_a_file_of_the_pack_and_fails_on_a_mandatory_finding(tmp_path):
     pack, env = _pack_copy(tmp_path)
     clean, hostile = tmp_path / "clean.json", tmp_path / "hostile.json"
@@ -535,6 +536,7 @@ def _run_step(how: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(how["argv"].split(), capture_output=True, text=True, env=env, timeout=60)
 
 
+@pytest.mark.slow
 def test_the_workflows_judge_step_ends_the_branch_first_and_fails_the_job_on_a_mandatory_finding(tmp_path):
     """The step's own script, in bash with the job's shell options: ``end-branch-processes`` runs before the judge
     reads the digest, a clean preview passes, a mandatory finding or a digest the preview did not finish fails the

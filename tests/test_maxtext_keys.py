@@ -284,6 +284,7 @@ def test_a_damaged_or_incomplete_wheel_is_refused(tmp_path, damage, drop, words)
     assert not list(data.iterdir()), "nothing written"
 
 
+@pytest.mark.slow
 def test_a_release_adopted_before_must_be_the_same_wheel(tmp_path):
     vendor, data = _dirs(tmp_path)
     wheel = _fake_wheel(tmp_path, "9.9.9")

@@ -172,6 +172,7 @@ def test_a_registry_that_stays_down_fails_in_one_line(registry):
     assert "HTTP 503" in str(err.value) and "pin the image by digest" in str(err.value)
 
 
+@pytest.mark.slow
 def test_a_hanging_registry_ends_within_the_budget(registry):
     Registry.behave = "hang"
     started = time.monotonic()
@@ -315,6 +316,7 @@ def test_up_stops_with_one_line_per_image_it_cannot_read(monkeypatch):
     ]
 
 
+@pytest.mark.slow
 def test_the_offline_plan_reads_no_registry_and_records_the_images_as_configured(prod_plan):
     from core.config.schema import DEFAULT_IMAGES
 
