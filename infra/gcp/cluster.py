@@ -58,7 +58,40 @@ class GkeCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tpu-rl:gcp:GkeCluster", name, None, opts)
-        settings, names, network, identities = args.settings, args.names, args.network, args.identities
+        settings = args.settings
+        self.cluster = self._cluster(args, opts)
+        grants = self._node_grants(args, opts)
+        pool_opts = self._pool_options(args, opts, grants)
+        system = gcp.container.NodePool(
+            "system-pool",
+            **system_pool_args(settings, self.cluster.id, args.identities.email("system")),
+            opts=pool_opts,
+        )
+        cpu = gcp.container.NodePool(
+            "cpu-pool", **cpu_pool_args(settings, self.cluster.id, args.identities.email("cpu")), opts=pool_opts
+        )
+        self.tpu_pools = self._tpu_pools(args, pool_opts)
+        self.pools = [system, cpu, *self.tpu_pools]
+        self.workload_identities = self._workload_identities(args)
+        self.kubeconfig = pulumi.Output.secret(
+            pulumi.Output.all(self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate).apply(
+                lambda args: build_kubeconfig(settings.kube_context, *args)
+            )
+        )
+        self.provider = self._kubernetes_provider(settings, [system, cpu])
+        self.register_outputs(
+            {
+                "name": self.cluster.name,
+                "pools": [p.name for p in self.pools],
+                "tpuPools": [p.name for p in self.tpu_pools],
+                "kubeconfig": self.kubeconfig,
+                "workloadIdentityMembers": {step: wi.member for step, wi in self.workload_identities.items()},
+            }
+        )
+
+    def _cluster(self, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None) -> gcp.container.Cluster:
+        """The cluster, after the Secrets key's grant has taken effect."""
+        settings, network, identities = args.settings, args.network, args.identities
         min_master_version = None
         if settings.gke.version_prefix:
             # Cluster Toolkit: the channel's newest version with the prefix, read once; later upgrades
@@ -71,7 +104,7 @@ class GkeCluster(pulumi.ComponentResource):
                 lambda v: (v.release_channel_latest_version or {}).get(channel) or v.latest_master_version
             )
         key = args.secrets_key
-        self.cluster = gcp.container.Cluster(
+        return gcp.container.Cluster(
             "cluster",
             **cluster_args(
                 settings,
@@ -92,6 +125,10 @@ class GkeCluster(pulumi.ComponentResource):
                 ignore_changes=["nodeConfig", "initialNodeCount", "minMasterVersion"],
             ),
         )
+
+    def _node_grants(self, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None) -> list[pulumi.Resource]:
+        """The node accounts' grants, and ``nodes_access``, the wait for them to take effect; returns the grants."""
+        settings, identities = args.settings, args.identities
         # The node accounts' grants (project roles, bucket prefixes) propagate while the cluster is created (minutes):
         # the pools wait for them, which costs an `up` nothing unless a grant is new when the cluster exists already.
         mirror = args.image_mirror
@@ -107,7 +144,14 @@ class GkeCluster(pulumi.ComponentResource):
             what=f"the new grants of the node accounts of {settings.cluster_name}",
             advice="if a node or the training still fails with 403 on the bucket, run `pulumi up` again",
         )
-        pool_opts = child_options(
+        return grants
+
+    def _pool_options(
+        self, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None, grants: list[pulumi.Resource]
+    ) -> pulumi.ResourceOptions:
+        """Every pool's options: after the node accounts' grants, the mirrors and the wait for the grants."""
+        mirror = args.image_mirror
+        return child_options(
             self,
             opts,
             custom_timeouts=POOL_TIMEOUTS,
@@ -124,30 +168,30 @@ class GkeCluster(pulumi.ComponentResource):
             # (node_config.go: "updating GKE node pool gcfs_config").
             ignore_changes=["nodeConfig.labels", "nodeConfig.gvnic", "nodeConfig.gcfsConfig"],
         )
-        system = gcp.container.NodePool(
-            "system-pool", **system_pool_args(settings, self.cluster.id, identities.email("system")), opts=pool_opts
-        )
-        cpu = gcp.container.NodePool(
-            "cpu-pool", **cpu_pool_args(settings, self.cluster.id, identities.email("cpu")), opts=pool_opts
-        )
+
+    def _tpu_pools(self, args: GkeClusterArgs, pool_opts: pulumi.ResourceOptions) -> list[gcp.container.NodePool]:
+        """One pool per TPU slice."""
+        settings = args.settings
         # A slice is atomic and a reservation holds exactly one: replace it delete-first.
         tpu_opts = pulumi.ResourceOptions.merge(
             pool_opts, pulumi.ResourceOptions(protect=settings.protect, delete_before_replace=True)
         )
-        self.tpu_pools = [
+        return [
             gcp.container.NodePool(
                 f"tpu-pool-{i}",
-                **tpu_pool_args(settings, pool_name, self.cluster.id, identities.email("tpu")),
+                **tpu_pool_args(settings, pool_name, self.cluster.id, args.identities.email("tpu")),
                 opts=tpu_opts,
             )
-            for i, pool_name in enumerate(names.tpu_pools)
+            for i, pool_name in enumerate(args.names.tpu_pools)
         ]
-        self.pools = [system, cpu, *self.tpu_pools]
 
+    def _workload_identities(self, args: GkeClusterArgs) -> dict[str, gcp.serviceaccount.IAMMember]:
+        """Each CPU step's Workload Identity binding."""
+        settings, identities = args.settings, args.identities
         # The identity pool PROJECT.svc.id.goog exists once the cluster does: each CPU step's Kubernetes service
         # account may act as that step's Google account, and only as it. The pool is the project's, not the
         # cluster's: the KSA is named as the account (core.names.step_ksa), so no other stack has this principal.
-        self.workload_identities = {
+        return {
             step: gcp.serviceaccount.IAMMember(
                 f"{step}-workload-identity",
                 service_account_id=identities.accounts[step].name,
@@ -155,15 +199,12 @@ class GkeCluster(pulumi.ComponentResource):
                 member=f"serviceAccount:{settings.project}.svc.id.goog[{settings.namespace}/{ksa}]",
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
             )
-            for step, ksa in names.ksas.items()
+            for step, ksa in args.names.ksas.items()
         }
 
-        self.kubeconfig = pulumi.Output.secret(
-            pulumi.Output.all(self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate).apply(
-                lambda args: build_kubeconfig(settings.kube_context, *args)
-            )
-        )
-        self.provider = k8s.Provider(
+    def _kubernetes_provider(self, settings: Settings, cpu_pools: list[gcp.container.NodePool]) -> k8s.Provider:
+        """The Kubernetes provider of the cluster, once the system and CPU pools exist."""
+        return k8s.Provider(
             "gke",
             kubeconfig=self.kubeconfig,
             cluster_identifier=settings.cluster_identifier,
@@ -182,14 +223,5 @@ class GkeCluster(pulumi.ComponentResource):
             # pinned URNs: a URN that changes needs an alias.
             upsert_existing_objects=True,
             # Kubernetes objects need nodes for the system and CPU work; only training waits for TPU pools.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[system, cpu]),
-        )
-        self.register_outputs(
-            {
-                "name": self.cluster.name,
-                "pools": [p.name for p in self.pools],
-                "tpuPools": [p.name for p in self.tpu_pools],
-                "kubeconfig": self.kubeconfig,
-                "workloadIdentityMembers": {step: wi.member for step, wi in self.workload_identities.items()},
-            }
+            opts=pulumi.ResourceOptions(parent=self, depends_on=cpu_pools),
         )
