@@ -369,29 +369,43 @@ def plan(sizes: dict[str, int]) -> list[list[str]]:
     return shards if shards[0] else []
 
 
-def complete(repo: str, revision: str, export_uri: str) -> None:
-    hub = Hub(repo, revision)
-    log(f"the base is {repo}@{revision} (commit {hub.commit})")
+Entries = dict[str, tuple[str, int, dict[str, Any]]]
+"""A base tensor -> (its shard, where the shard's data starts, its header entry: dtype, shape, data offsets)."""
+
+
+def base_weights(hub: Hub, repo: str) -> tuple[bytes, dict[str, Any], dict[str, str]]:
+    """The base's ``config.json`` (as written and parsed) and where its tensors are (tensor -> shard)."""
     base_config_raw = hub.file(CONFIG_FILE)
     base_config = parse_config(base_config_raw)
     if INDEX_FILE in hub.files:
-        base_map = parse_index(hub.file(INDEX_FILE))
-    elif SINGLE_FILE in hub.files:
+        return base_config_raw, base_config, parse_index(hub.file(INDEX_FILE))
+    if SINGLE_FILE in hub.files:
         _, found, _ = hub.header(SINGLE_FILE)
-        base_map = dict.fromkeys(found, SINGLE_FILE)
-    else:
-        raise RefusedError(f"{repo}@{hub.commit} has no safetensors weights")
+        return base_config_raw, base_config, dict.fromkeys(found, SINGLE_FILE)
+    raise RefusedError(f"{repo}@{hub.commit} has no safetensors weights")
 
-    export = Export(export_uri)
+
+def export_weights(export: Export) -> dict[str, str]:
+    """Where MaxText's tensors are in the export (tensor -> shard); refused when ``to_huggingface`` did not finish."""
     if CONFIG_FILE not in export.files:
-        raise RefusedError(f"{export_uri} has no {CONFIG_FILE}: to_huggingface did not finish")
+        raise RefusedError(f"{export.uri} has no {CONFIG_FILE}: to_huggingface did not finish")
     if SINGLE_FILE in export.files:  # MaxText's single file: any index beside it is an earlier attempt's
-        export_map = dict.fromkeys(export.tensors(SINGLE_FILE), SINGLE_FILE)
-    elif INDEX_FILE in export.files:
-        export_map = parse_index(export.file(INDEX_FILE))
-    else:
-        raise RefusedError(f"{export_uri} has no weights: to_huggingface did not finish")
+        return dict.fromkeys(export.tensors(SINGLE_FILE), SINGLE_FILE)
+    if INDEX_FILE in export.files:
+        return parse_index(export.file(INDEX_FILE))
+    raise RefusedError(f"{export.uri} has no weights: to_huggingface did not finish")
 
+
+def missing_tensors(
+    repo: str,
+    hub: Hub,
+    export: Export,
+    base_config: dict[str, Any],
+    base_map: dict[str, str],
+    export_map: dict[str, str],
+) -> list[str]:
+    """The base's tensors the export lacks, each one the export may copy (``copied_from_base``); refused when
+    MaxText's config is not the base's model, when MaxText wrote a tensor the base lacks or left one out."""
     differences = maxtext_config_differences(parse_config(export.file(CONFIG_FILE)), base_config)
     if differences:
         raise RefusedError(f"the config.json MaxText wrote is not {repo}'s model: {'; '.join(differences[:3])}")
@@ -407,8 +421,12 @@ def complete(repo: str, revision: str, export_uri: str) -> None:
             f"the export lacks tensor {unexpected[0]} of the base's language model, which MaxText should have "
             f"written ({len(unexpected)} such): refusing to fill the trained model with the base's"
         )
+    return missing
 
-    entries: dict[str, tuple[str, int, dict[str, Any]]] = {}
+
+def base_entries(repo: str, hub: Hub, base_map: dict[str, str], missing: list[str]) -> Entries:
+    """Where each missing tensor's bytes are in the base: the headers of the shards that hold them."""
+    entries: Entries = {}
     for shard in sorted({base_map[name] for name in missing}):
         length, _tensors, found = hub.header(shard)
         for name in missing:
@@ -418,6 +436,12 @@ def complete(repo: str, revision: str, export_uri: str) -> None:
                         f"{repo}@{hub.commit}: {INDEX_FILE} puts {name} in {shard}, whose header lacks it"
                     )
                 entries[name] = (shard, 8 + length, found[name])
+    return entries
+
+
+def copy_tensors(hub: Hub, export: Export, entries: Entries, export_map: dict[str, str]) -> tuple[dict[str, str], int]:
+    """The base's tensors ``entries`` copied into new shards of the export (``plan``, ``write_shard``; MaxText's
+    single file renamed first): the whole model's weight map, and the bytes copied."""
     sizes = {name: entry["data_offsets"][1] - entry["data_offsets"][0] for name, (_, _, entry) in entries.items()}
     shards = plan(sizes)
     weight_map = dict(export_map)
@@ -439,7 +463,13 @@ def complete(repo: str, revision: str, export_uri: str) -> None:
             export.put(target, path=path)
             Path(path).unlink()
             weight_map.update(dict.fromkeys(names, target))
-    log(f"copied {len(missing)} tensors of the base ({sum(sizes.values())} bytes) into {len(shards)} shard(s)")
+    log(f"copied {len(entries)} tensors of the base ({sum(sizes.values())} bytes) into {len(shards)} shard(s)")
+    return weight_map, sum(sizes.values())
+
+
+def copy_files(hub: Hub, export: Export, base_config_raw: bytes) -> None:
+    """The base's processor files the export lacks, its ``generation_config.json`` as ``generation_config`` keeps
+    it (or the export's own, when the base has none) and its ``config.json``, each written only if it differs."""
     for name in COPIED_FILES:
         if name != GENERATION_FILE and name in hub.files and name not in export.files:
             export.put(name, hub.file(name))
@@ -452,8 +482,12 @@ def complete(repo: str, revision: str, export_uri: str) -> None:
             export.put(GENERATION_FILE, written)
     if base_config_raw != export.file(CONFIG_FILE):
         export.put(CONFIG_FILE, base_config_raw)
+
+
+def write_index(export: Export, export_map: dict[str, str], weight_map: dict[str, str], copied: int) -> None:
+    """The index of every tensor (written only if it differs), then the shards it does not name deleted."""
     index = {
-        "metadata": {"total_size": sum(sizes.values()) + export_bytes(export, export_map, weight_map)},
+        "metadata": {"total_size": copied + export_bytes(export, export_map, weight_map)},
         "weight_map": dict(sorted(weight_map.items())),
     }
     written = json.dumps(index, indent=2).encode()
@@ -463,7 +497,21 @@ def complete(repo: str, revision: str, export_uri: str) -> None:
     for name in sorted(export.files):
         if name.endswith(".safetensors") and name not in named and name != RENAMED_SINGLE:
             export.delete(name)
-    log(f"{export_uri} is the whole model: {len(weight_map)} tensors, {len(named)} shards")
+    log(f"{export.uri} is the whole model: {len(weight_map)} tensors, {len(named)} shards")
+
+
+def complete(repo: str, revision: str, export_uri: str) -> None:
+    """The module's steps 1 to 4, in that order: the index is written last."""
+    hub = Hub(repo, revision)
+    log(f"the base is {repo}@{revision} (commit {hub.commit})")
+    base_config_raw, base_config, base_map = base_weights(hub, repo)
+    export = Export(export_uri)
+    export_map = export_weights(export)
+    missing = missing_tensors(repo, hub, export, base_config, base_map, export_map)
+    entries = base_entries(repo, hub, base_map, missing)
+    weight_map, copied = copy_tensors(hub, export, entries, export_map)
+    copy_files(hub, export, base_config_raw)
+    write_index(export, export_map, weight_map, copied)
 
 
 def export_bytes(export: Export, export_map: dict[str, str], weight_map: dict[str, str]) -> int:
