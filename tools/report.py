@@ -186,50 +186,12 @@ def render_html(report: dict[str, Any], info: RunInfo, plots: list[tuple[str, st
     """One self-contained page (plots inlined as data URIs, no external resources)."""
     evaluation = report["evaluation"]
     summary = report["summary"]
-    pre, post = evaluation.get("pre") or {}, evaluation.get("post") or {}
-    rows = "".join(
-        f"<tr><th>{label}</th><td>{_fmt(pre.get(key))}</td><td>{_fmt(post.get(key))}</td>"
-        f"<td>{_delta(pre.get(key), post.get(key))}</td></tr>"
-        for key, label in EVAL_ROWS
-    )
-    images = (
-        "<div class=plots>"
-        + "".join(
-            f'<img alt="{html.escape(title)}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
-            for title, _, data in plots
-        )
-        + "</div>"
-        if plots
-        else "<p>No TensorBoard scalars were found for this run yet.</p>"
-    )
-    diff = (
-        info.config_diff
-        if info.config_diff is not None
-        else argv_diff((report["run"]["record"] or {}).get("argv") or [])
-    )
-    diff_rows = (
-        "".join(
-            f"<tr><td><code>{html.escape(d['key'])}</code></td><td>{_fmt(d['value'])}</td><td>{_fmt(d['tutorial'])}</td></tr>"
-            for d in diff
-        )
-        or '<tr><td colspan="3">the tutorial\'s values</td></tr>'
-    )
-    artifacts = (
-        "".join(
-            f"<tr><th>{html.escape(step)}</th><td><code>{html.escape(s['name'])}</code></td>"
-            f"<td><code>{html.escape(s['outputUri'])}</code></td></tr>"
-            for step, s in info.steps.items()
-        )
-        or f"<tr><th>train</th><td></td><td><code>{html.escape(info.output_uri)}</code></td></tr>"
-    )
-    artifacts += _base_row(info) + _published_row(info)
+    rows = _evaluation_rows(evaluation)
+    images = _plots_section(plots)
+    diff_rows = _config_rows(report, info)
+    artifacts = _artifact_rows(info)
     cost = _cost_rows(info, summary)
-    unknown = evaluation.get("preUnknown")
-    base_note = (
-        f"<p class=note>The base model's accuracy is unknown: {html.escape(unknown)}.</p>"
-        if unknown and not pre
-        else ""
-    )
+    base_note = _base_note(evaluation)
     attempts = _attempt_rows(report)
     truncated = (
         "<p class=note>The newest event file ends mid-record (the run may still be writing).</p>"
@@ -263,6 +225,70 @@ start-up or the time between attempts; Orbax's step-0 scalars left out), summed,
 estimate is tpu-rl's model (core/estimate.py).</p>
 </body></html>
 """
+
+
+def _evaluation_rows(evaluation: dict[str, Any]) -> str:
+    """One row per evaluation metric (``EVAL_ROWS``): before GRPO, after, the change."""
+    pre, post = evaluation.get("pre") or {}, evaluation.get("post") or {}
+    return "".join(
+        f"<tr><th>{label}</th><td>{_fmt(pre.get(key))}</td><td>{_fmt(post.get(key))}</td>"
+        f"<td>{_delta(pre.get(key), post.get(key))}</td></tr>"
+        for key, label in EVAL_ROWS
+    )
+
+
+def _base_note(evaluation: dict[str, Any]) -> str:
+    """Why the base model's accuracy is unknown, when it is."""
+    pre = evaluation.get("pre") or {}
+    unknown = evaluation.get("preUnknown")
+    return (
+        f"<p class=note>The base model's accuracy is unknown: {html.escape(unknown)}.</p>"
+        if unknown and not pre
+        else ""
+    )
+
+
+def _plots_section(plots: list[tuple[str, str, bytes]]) -> str:
+    """The training curves, inlined as data URIs, or that the run has no scalars yet."""
+    return (
+        "<div class=plots>"
+        + "".join(
+            f'<img alt="{html.escape(title)}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
+            for title, _, data in plots
+        )
+        + "</div>"
+        if plots
+        else "<p>No TensorBoard scalars were found for this run yet.</p>"
+    )
+
+
+def _config_rows(report: dict[str, Any], info: RunInfo) -> str:
+    """The settings that differ from the tutorial's: the stack's, else the run record's command line's."""
+    diff = (
+        info.config_diff
+        if info.config_diff is not None
+        else argv_diff((report["run"]["record"] or {}).get("argv") or [])
+    )
+    return (
+        "".join(
+            f"<tr><td><code>{html.escape(d['key'])}</code></td><td>{_fmt(d['value'])}</td><td>{_fmt(d['tutorial'])}</td></tr>"
+            for d in diff
+        )
+        or '<tr><td colspan="3">the tutorial\'s values</td></tr>'
+    )
+
+
+def _artifact_rows(info: RunInfo) -> str:
+    """Each step's output, then the base model's commit and the Hub branch the run was published to."""
+    artifacts = (
+        "".join(
+            f"<tr><th>{html.escape(step)}</th><td><code>{html.escape(s['name'])}</code></td>"
+            f"<td><code>{html.escape(s['outputUri'])}</code></td></tr>"
+            for step, s in info.steps.items()
+        )
+        or f"<tr><th>train</th><td></td><td><code>{html.escape(info.output_uri)}</code></td></tr>"
+    )
+    return artifacts + _base_row(info) + _published_row(info)
 
 
 def _startup_section(report: dict[str, Any]) -> str:
