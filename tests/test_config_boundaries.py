@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from core.config import ConfigError
+from core.config import finish as config_finish
 from core.config import rules as config_rules
 from core.config.schema import IMAGE_REGISTRIES
 from core.machines import MachineShape
@@ -804,13 +805,13 @@ def test_the_mesh_rules_apply_only_when_the_workflow_runs():
 )
 def test_the_cpu_pool_rule_at_its_exact_boundary(vcpus, memory_gib, step_memory, fits, monkeypatch):
     """No catalogue machine sits on the boundary, so the rule is checked with a made-up shape."""
-    monkeypatch.setattr(config_rules, "machine_shape", lambda name: MachineShape(name, vcpus, memory_gib))
+    monkeypatch.setattr(config_finish, "machine_shape", lambda name: MachineShape(name, vcpus, memory_gib))
     pool = PoolSettings("n2-custom", 0, 4, 500, "pd-balanced")
     if fits:
-        config_rules.check_cpu_pool(pool, MODELS["gemma4-26b"], step_memory)
+        config_finish.check_cpu_pool(pool, MODELS["gemma4-26b"], step_memory)
     else:
         with pytest.raises(ConfigError, match="is too small"):
-            config_rules.check_cpu_pool(pool, MODELS["gemma4-26b"], step_memory)
+            config_finish.check_cpu_pool(pool, MODELS["gemma4-26b"], step_memory)
 
 
 @pytest.mark.parametrize(("disk_gb", "refused"), [(244, None), (243, "use at least 244 GB")])
@@ -818,18 +819,18 @@ def test_the_cpu_disk_rule_at_its_exact_boundary(disk_gb, refused, monkeypatch):
     """No real disk size leaves pods exactly the scratch a step needs (gemma4-26b: 124 + 20 GiB), so the rule is
     checked with a made-up allocatable: a disk that leaves exactly what is needed is enough, and the size the message
     asks for is the first that is."""
-    monkeypatch.setattr(config_rules, "boot_disk_allocatable_gib", lambda gb: float(gb - 100))
+    monkeypatch.setattr(config_finish, "boot_disk_allocatable_gib", lambda gb: float(gb - 100))
     pool = PoolSettings("n4-standard-64", 0, 4, disk_gb, "hyperdisk-balanced")
     if refused is None:
-        config_rules.check_cpu_disk(pool, MODELS["gemma4-26b"])
+        config_finish.check_cpu_disk(pool, MODELS["gemma4-26b"])
     else:
         with pytest.raises(ConfigError) as caught:
-            config_rules.check_cpu_disk(pool, MODELS["gemma4-26b"])
+            config_finish.check_cpu_disk(pool, MODELS["gemma4-26b"])
         assert str(caught.value).endswith(f"at {disk_gb} GB leaves pods 143 GiB; {refused}")
 
 
 def test_a_machine_of_unknown_size_is_left_to_gke():
-    config_rules.check_cpu_pool(
+    config_finish.check_cpu_pool(
         PoolSettings("n2-custom-64-262144", 0, 4, 500, "pd-balanced"), MODELS["gemma4-26b"], 168
     )
 

@@ -292,7 +292,7 @@ def test_a_completed_jobset_lets_export_run():
 
 
 def test_cpu_pool_check_matches_what_the_pathways_head_requests():
-    from core.config.rules import HEAD_REQUEST_GIB, HEAD_REQUEST_VCPU
+    from core.config.finish import HEAD_REQUEST_GIB, HEAD_REQUEST_VCPU
 
     head = steps(plan_of("prod"))["train"]["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     spec = head["spec"]

@@ -1,0 +1,175 @@
+"""Combinations the steps could never finish, refused when the configuration is read (docs/configuration.md
+"Combinations refused because they cannot finish"): meshes that do not tile the chips each side of train_rl gets
+(one slice or two), a run that trains no step, what a step's catalogue entry refuses, and a CPU pool too small for
+the Pathways head, a CPU step's memory or its scratch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.config.values import Problems, error
+from core.machines import machine_shape
+from core.models import Model, boot_disk_allocatable_gib
+from core.names import PROJECT
+from core.pathways import head_requests
+from core.settings import PoolSettings, TrainingSettings
+from core.steps import STEPS, StepName, scratch_gib
+
+
+def _k(path: str) -> str:
+    return f"{PROJECT}:{path}"
+
+
+# What the Pathways head pod requests (proxy + resource manager + workload container): 32 vCPU, 196 GiB.
+HEAD_REQUEST_VCPU = int(head_requests()["cpu"])
+
+
+HEAD_REQUEST_GIB = int(head_requests()["memory"] / 2**30)
+
+
+NODE_RESERVED_VCPU = 2
+"""kubelet, system daemons and DaemonSets take some of every node."""
+
+
+MEMORY_HEADROOM = 1.1
+
+
+MAX_SLICES = 2
+"""The most slices train_rl is split over: the trainer on one, the samplers on the other
+(``workloads.specs.commands.disaggregated``)."""
+
+
+def check_meshes(knobs: dict[str, Any], chips: int, slices: int = 1) -> None:
+    """The rollout and trainer meshes must tile the chips each side gets (MaxText 0.2.4 ``model_creation_utils``
+    ``setup_configs_and_devices``): on one slice of ``chips``, the device fractions split it; on two, the trainer
+    has the first slice and the samplers the second, whole, where MaxText sets the trainer's mesh to FSDP x tensor
+    over the slice (an expert axis or an FSDP size that does not fill it fails there)."""
+    if slices > MAX_SLICES:
+        raise error(
+            _k("tpu.slices"),
+            slices,
+            f"at most {MAX_SLICES}: one slice, or two with train_rl's trainer on one and its samplers on the other; "
+            "tpu-rl does not split train_rl over more (each further slice would be paid for and not used)",
+        )
+    if slices == 2:
+        _check_disaggregated(knobs, chips)
+        return
+    trainer_chips = int(chips * float(knobs["trainer_devices_fraction"]))
+    sampler_chips = int(chips * float(knobs["sampler_devices_fraction"]))
+    rollout = int(knobs["rollout_tensor_parallelism"]) * int(knobs["rollout_expert_parallelism"])
+    if sampler_chips < 1 or sampler_chips % rollout:
+        raise error(
+            _k("training.rolloutTensorParallelism"),
+            knobs["rollout_tensor_parallelism"],
+            f"rollout TP x EP ({rollout}) must divide the sampler's {sampler_chips} chips "
+            f"({chips} chips x samplerDevicesFraction)",
+        )
+    ici = int(knobs["ici_tensor_parallelism"]) * int(knobs["ici_expert_parallelism"])
+    fsdp = int(knobs["ici_fsdp_parallelism"])
+    if fsdp == 0:
+        raise error(_k("training.iciFsdpParallelism"), fsdp, "use -1 (fill the remaining chips) or a positive size")
+    # fsdp -1 fills the chips the tensor x expert mesh leaves; a positive fsdp fixes the mesh exactly.
+    fits = trainer_chips >= 1 and (trainer_chips == ici * fsdp if fsdp > 0 else trainer_chips % ici == 0)
+    if not fits:
+        raise error(
+            _k("training.iciExpertParallelism"),
+            knobs["ici_expert_parallelism"],
+            f"the ICI mesh tensor x expert x fsdp ({knobs['ici_tensor_parallelism']} x "
+            f"{knobs['ici_expert_parallelism']} x {fsdp}) must tile the trainer's {trainer_chips} chips",
+        )
+
+
+def _check_disaggregated(knobs: dict[str, Any], chips: int) -> None:
+    """Two slices: MaxText's multislice rules for the trainer's slice, and the rollout's mesh on the samplers'."""
+    rollout = int(knobs["rollout_tensor_parallelism"]) * int(knobs["rollout_expert_parallelism"])
+    if chips % rollout:
+        raise error(
+            _k("training.rolloutTensorParallelism"),
+            knobs["rollout_tensor_parallelism"],
+            f"rollout TP x EP ({rollout}) must divide the samplers' slice of {chips} chips (tpu.slices is 2)",
+        )
+    tp, fsdp = int(knobs["ici_tensor_parallelism"]), int(knobs["ici_fsdp_parallelism"])
+    if int(knobs["ici_expert_parallelism"]) != 1:
+        raise error(
+            _k("training.iciExpertParallelism"),
+            knobs["ici_expert_parallelism"],
+            "must be 1 with two slices: train_rl sets the trainer's mesh to FSDP x tensor over its whole slice",
+        )
+    if chips % tp or (fsdp != -1 and fsdp * tp != chips):
+        raise error(
+            _k("training.iciFsdpParallelism"),
+            fsdp,
+            f"FSDP ({fsdp}) x tensor ({tp}) must be the trainer's slice of {chips} chips (tpu.slices is 2; -1 "
+            "fills it)",
+        )
+
+
+def check_steps_finish(training: TrainingSettings, steps: tuple[StepName, ...]) -> None:
+    """Refuse what the steps cannot finish, which would otherwise show only at run time, after the conversion and
+    hours of training (docs/configuration.md "Combinations refused because they cannot finish"): a run of no
+    training step (no checkpoint to export), and what each step the stack runs says it cannot finish with (its
+    catalogue entry's ``refusals``: the evaluation's spec bounds and answer markers)."""
+    problems = Problems()
+    problems.run(_some_training, training)
+    for step in steps:
+        refusals = STEPS[step].refusals
+        for key, value, why in refusals(training.knobs, training.extra_args) if refusals is not None else ():
+            problems.add(error(_k(key), value, why))
+    problems.check()
+
+
+def _some_training(training: TrainingSettings) -> None:
+    extra = training.extra_args
+    if training.final_step < 1:
+        factors = " x ".join(
+            (
+                str(training.knobs["num_batches"]),
+                *(extra.get(k, "1") for k in ("rl.num_iterations", "train_fraction", "num_epoch")),
+            )
+        )
+        raise error(
+            _k("training.extraArgs.train_fraction"),
+            float(extra["train_fraction"]),  # the only factor below 1: the others are whole numbers from 1
+            f"training runs int(numBatches x rl.num_iterations x train_fraction x num_epoch) = int({factors}) = 0 "
+            "steps: it would save no checkpoint, so the export could never run; raise train_fraction or numBatches",
+        )
+
+
+def check_cpu_pool(pool: PoolSettings, model: Model, step_memory: int) -> None:
+    """cpu-np must fit the Pathways head and the CPU-only conversion and export of the model."""
+    key = _k("cpuPool")
+    shape = machine_shape(pool.machine_type)
+    if shape is None:
+        return  # custom shapes: size is not known, GKE will tell
+    need_vcpu = HEAD_REQUEST_VCPU + NODE_RESERVED_VCPU
+    need_gib = max(HEAD_REQUEST_GIB, step_memory) * MEMORY_HEADROOM
+    if shape.vcpus < need_vcpu or shape.memory_gib < need_gib:
+        raise error(
+            f"{key}.machineType",
+            pool.machine_type,
+            f"{shape.vcpus} vCPU / {shape.memory_gib:g} GiB is too small: the Pathways head requests "
+            f"{HEAD_REQUEST_VCPU} vCPU / {HEAD_REQUEST_GIB} GiB and {model.name}'s conversion and export "
+            f"{step_memory} GiB (tpu-rl:workflow.stepMemoryGib); use n4-standard-64 or larger",
+        )
+
+
+SCRATCH_HEADROOM_GIB = 20
+"""What else a CPU step's node keeps on its boot disk: the step's image layers, its logs, the system pods'."""
+
+
+def check_cpu_disk(pool: PoolSettings, model: Model) -> None:
+    """cpu-np's boot disk must hold the largest CPU step's scratch (an ``emptyDir`` there): a disk too small for
+    it makes the kubelet evict the pod under disk pressure, which its pod failure policy re-creates until the
+    deadline."""
+    largest = max(STEPS, key=lambda step: scratch_gib(model, step))
+    need = scratch_gib(model, largest) + SCRATCH_HEADROOM_GIB
+    if boot_disk_allocatable_gib(pool.disk_size_gb) >= need:
+        return
+    smallest = next(gb for gb in range(pool.disk_size_gb, 65537) if boot_disk_allocatable_gib(gb) >= need)
+    raise error(
+        _k("cpuPool.diskSizeGb"),
+        pool.disk_size_gb,
+        f"{model.name}'s {STEPS[largest].noun} keeps {scratch_gib(model, largest)} GiB of scratch on cpu-np's boot "
+        f"disk, which at {pool.disk_size_gb} GB leaves pods {boot_disk_allocatable_gib(pool.disk_size_gb):.0f} GiB; "
+        f"use at least {smallest} GB",
+    )
