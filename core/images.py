@@ -90,8 +90,8 @@ def pin_images(images: ImageSettings, digests: dict[str, str]) -> ImageSettings:
 
 PINS_IN_STATE = "TPU_RL_IMAGES_IN_STATE"
 """The digests the stack's last `up` pinned its tagged images to, as ``make up`` hands them to the program: a JSON
-object of configured reference -> digest, read from the state's ``images`` output (``tools.state`` ``pins_in_state``).
-"""
+object of configured reference -> digest, read from the state's ``images`` output
+(``tools.state_export.pins_in_state``)."""
 
 
 def recorded_pins(value: str | None) -> dict[str, str]:

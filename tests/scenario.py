@@ -176,7 +176,7 @@ def releases_env(stack: Stack, monkeypatch: Any) -> str:
     """``TPU_RL_RELEASES_IN_STATE`` as `make up` sets it for `pulumi up` (the Makefile's ``up``): the Helm releases
     ``tools.state`` reads in the model's export; the value set."""
     from infra.k8s.manifests import RELEASES_IN_STATE
-    from tools.state import releases_in_state
+    from tools.state_export import releases_in_state
 
     value = ",".join(releases_in_state(exported(stack)))
     monkeypatch.setenv(RELEASES_IN_STATE, value)
@@ -188,7 +188,7 @@ def before_up(stack: Stack, monkeypatch: Any) -> str | None:
     having read Helm's storage in the loopback cluster through the kubeconfig the state's cluster outputs make (None:
     it goes on, with ``TPU_RL_RELEASES_IN_STATE`` set: ``releases_env``)."""
     from tests.lifecycle_walk import settings
-    from tools.state import platform_releases, releases_in_state, stranded_release
+    from tools.state_export import platform_releases, releases_in_state, stranded_release
 
     export = exported(stack)
     held = releases_in_state(export)

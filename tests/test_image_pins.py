@@ -1,7 +1,7 @@
 """A tag's digest is read once per stack: `make up` hands the program the digests the state's last `up` pinned
-(``tools.state.pins_in_state`` -> ``TPU_RL_IMAGES_IN_STATE`` -> ``core.images.recorded_pins``), so a tag that moves
-upstream after a run renames no finished or running step (which would run hours of TPU work again), while a new tag
-in the configuration is read from its registry."""
+(``tools.state_export.pins_in_state`` -> ``TPU_RL_IMAGES_IN_STATE`` -> ``core.images.recorded_pins``), so a tag that
+moves upstream after a run renames no finished or running step (which would run hours of TPU work again), while a new
+tag in the configuration is read from its registry."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from core.images import PINS_IN_STATE, image_outputs, pins_of_outputs, recorded_
 from infra.gcp import registry
 from program.stack import _pinned_images
 from tests.lifecycle_walk import settings, workflow
-from tools.state import pins_in_state
+from tools.state_export import pins_in_state
 
 pytestmark = pytest.mark.pure
 

@@ -312,7 +312,7 @@ def test_a_runner_killed_during_a_helm_install_stops_up_with_the_one_command_the
     release's install (``KubernetesPlatform._helm_free``) and stops with infra.k8s.manifests.helm_release_problem's
     line, naming the one command (helm uninstall: a killed first install has nothing to go back to), before any
     Helm call; after the command, `up` succeeds. As `make up` runs it: the pending create counts as held by the state
-    (``tools.state.releases_in_state``), and the pending status names its own command either way."""
+    (``tools.state_export.releases_in_state``), and the pending status names its own command either way."""
     assert before_up(dev, monkeypatch) is None
     dev.kill_helm_install = release
     killed = dev.up()

@@ -1,5 +1,5 @@
-"""`make up`'s look at the stack's state before `pulumi up` (issue 38 item 2): the Helm releases a `pulumi stack
-export` holds (``tools.state.releases_in_state``), the cluster it holds (``state_cluster``), the release a destroy
+"""`make up`'s look at the stack's state before `pulumi up` (issue 38 item 2): the Helm releases a `pulumi stack export`
+holds (``tools.state_export.releases_in_state``), the cluster it holds (``state_cluster``), the release a destroy
 whose cluster delete failed left installed while the state lost it (``stranded_release``, reading Helm's storage in
 the loopback cluster through the real reader), and ``python -m tools.state releases`` as the Makefile runs it,
 against a `pulumi` on PATH that prints an export."""
@@ -20,7 +20,7 @@ from infra.k8s.manifests import helm_release_problem
 from tests import fake_kube
 from tests.fake_kube import FakeCluster, fake_cluster
 from tests.scenario import EXPORT, auth_plugin, credential, helm_secret, with_cluster
-from tools import state
+from tools import state_export as state
 from tools.stack_files import ROOT
 
 REAL_CLUSTER = True

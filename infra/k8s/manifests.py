@@ -270,7 +270,7 @@ def helm_release_problem(
     cluster delete fails: the engine drops every object ``deletedWith`` the cluster once the cluster's delete is
     planned (pulumi v3.259.0 ``pkg/resource/deploy/step.go`` ``DeleteStep.Apply``: ``isDeletedWith``), and the
     releases stay installed in the cluster that stays. Finishing the destroy deletes the cluster with them (a
-    release with a create pending in the state counts as held: ``tools.state.releases_in_state``)."""
+    release with a create pending in the state counts as held: ``tools.state_export.releases_in_state``)."""
     if newest is None:
         return None
     revision, status = newest
