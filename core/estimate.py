@@ -34,7 +34,7 @@ semantics of ``workloads.specs.step_manifests`` and ``workloads.observe.waiting`
   ``tpu-rl:workflow.unschedulableTimeout`` (an autoscaled slice is not created for a pod that cannot start:
   the head starts first, ``startupPolicy: InOrder``);
 - ``maintenance``: a TPU host maintenance event under training (no exclusion holds it back): the slice is away
-  for up to ``core.config.schema.TPU_MAINTENANCE_SECONDS`` (within Kueue's recovery timeout, which waits for it),
+  for up to ``core.config.defaults.TPU_MAINTENANCE_SECONDS`` (within Kueue's recovery timeout, which waits for it),
   then a restart. A reservation bills the wait; an autoscaled pool has no VMs while it waits;
 - ``nodeUpgrade``: a node upgrade under training, a restart; nothing while the standing exclusion keeps node
   upgrades away (``NO_MINOR_OR_NODE_UPGRADES``, the default: ``infra.gcp.gke_spec.maintenance_policy``).
@@ -49,7 +49,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.config.schema import DEFAULT_EXCLUSION, DEFAULT_PODS_READY, RECOVERY_SECONDS, TPU_MAINTENANCE_SECONDS
+from core.config.defaults import DEFAULT_EXCLUSION, DEFAULT_PODS_READY, RECOVERY_SECONDS, TPU_MAINTENANCE_SECONDS
 from core.models import MODELS, Model
 from core.steps import REQUIRED, STEPS, StepFacts, StepName
 from core.tpu import CATALOGUE, Capacity, SliceShape, TpuVersionName

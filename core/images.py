@@ -4,7 +4,7 @@ runs pinned to the digests ``up`` read from their registry (``infra.gcp.registry
 the configuration names the images through them, ``core.config.rules``).
 
 A reference is ``HOST[:PORT]/PATH[:TAG][@sha256:HEX]`` (the distribution reference grammar, as
-``core.config.schema.IMAGE`` accepts it: a registry host is always written). A digest is only ever one the
+``core.config.formats.IMAGE`` accepts it: a registry host is always written). A digest is only ever one the
 registry answered for the tag (``Docker-Content-Digest``) or one the configuration already pins; none is made up.
 """
 

@@ -149,7 +149,7 @@ class KueueSettings:
     """Seconds `pulumi up` waits for a queued step to be admitted."""
     recovery_timeout: int = 16200
     """Seconds a running step's pods may stay not Ready before Kueue stops it (``waitForPodsReady``): by default
-    the pods-ready timeout plus a TPU host maintenance event (``core.config.schema.RECOVERY_SECONDS``)."""
+    the pods-ready timeout plus a TPU host maintenance event (``core.config.defaults.RECOVERY_SECONDS``)."""
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ import pytest
 from google.auth.credentials import AnonymousCredentials
 
 from core.config import ConfigError
-from core.config.schema import DEFAULT_PODS_READY, DEFAULT_RESTARTS, DEFAULT_UNSCHEDULABLE, FIELDS_BY_KEY
+from core.config.defaults import DEFAULT_PODS_READY, DEFAULT_RESTARTS, DEFAULT_UNSCHEDULABLE
+from core.config.schema import FIELDS_BY_KEY
 from core.estimate import FLEX_START_FACTOR, SPOT_FACTOR, estimate_for, training_run, usd_per_chip_hour
 from core.models import MODELS, Model, model_for_maxtext, step_memory_gib
 from core.steps import REQUIRED, STEPS, StepName, scratch_gib

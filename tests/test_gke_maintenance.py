@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.config.schema import TPU_MAINTENANCE_SECONDS
+from core.config.defaults import TPU_MAINTENANCE_SECONDS
 from infra.k8s import kueue
 from tests.engine import process_ignore_changes
 from tests.lifecycle_walk import settings

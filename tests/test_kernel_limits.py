@@ -34,7 +34,7 @@ SCRIPTS_MAX_BYTES = CONFIG_MAP_MAX_BYTES // 2
 LONG_TEXT = ("A-z0_9.,:/=+@%*" * 18)[:256]
 """The longest value an extraArgs string may have (``core.config.load.SAFE_TEXT``: 256 of its characters)."""
 LONGEST_REPO = "a" * 96 + "/" + "b" * 96
-"""The longest Hub repository the configuration accepts (``core.config.schema.HUB_REPO``)."""
+"""The longest Hub repository the configuration accepts (``core.config.formats.HUB_REPO``)."""
 MAX_OPTIONS = (
     "tpu-rl:workflow.steps.evaluate=true",
     f"tpu-rl:publish.repo={LONGEST_REPO}",

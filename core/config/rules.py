@@ -9,8 +9,8 @@ import datetime
 import re
 from typing import Any
 
+from core.config.defaults import DEFAULT_PODS_READY, DEFAULT_RESTARTS, DEFAULT_UNSCHEDULABLE, RECOVERY_SECONDS
 from core.config.finish import check_cpu_disk, check_cpu_pool, check_meshes, check_steps_finish
-from core.config.schema import DEFAULT_PODS_READY, DEFAULT_RESTARTS, DEFAULT_UNSCHEDULABLE, RECOVERY_SECONDS
 from core.config.values import UNREADABLE, Problems, UnreadableError, Values, canonical_cidr, error
 from core.images import mirrored, mirrors_for
 from core.inputs import parse_json
@@ -91,7 +91,7 @@ def read_networks(key: str, value: Any) -> tuple[str, ...]:
 
 def read_registries(key: str, value: Any) -> tuple[str, ...]:
     """A non-empty list of unique registry paths (host and repository path)."""
-    from core.config.schema import REGISTRY
+    from core.config.formats import REGISTRY
 
     registries = _config_list(
         key,
@@ -236,7 +236,7 @@ def _bucket(v: Values) -> str:
     bucket: str | None = v[_k("bucketName")]
     if bucket is not None:
         return bucket
-    from core.config.schema import BUCKET_NAME
+    from core.config.formats import BUCKET_NAME
 
     bucket = f"{v['gcp:project']}-{v[_k('clusterName')]}"
     if not BUCKET_NAME.matches(bucket):

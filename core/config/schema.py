@@ -10,6 +10,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from core.config.defaults import (
+    DEFAULT_EXCLUSION,
+)
+from core.config.formats import (
+    BUCKET_NAME,
+    CLOCK,
+    CLUSTER_NAME,
+    HOLD,
+    HUB_REPO,
+    IMAGE,
+    KMS_KEY,
+    MACHINE_TYPE,
+    NAMESPACE,
+    PROJECT_ID,
+    QUEUE_NAME,
+    REGION,
+    RESERVATION,
+    REVISION,
+    TOKEN,
+    VERSION_PREFIX,
+    WRITE_TOKEN,
+    ZONE,
+)
 from core.config.values import Boolean, Duration, Integer, Number, OneOf, Reader, Text
 from core.knobs import DATASETS, OPTIMIZERS, TRAINING_KNOBS, Knob
 from core.maxtext_keys import MAXTEXT_VERSION
@@ -33,53 +56,6 @@ DEFAULT_IMAGES = {
     "pathwaysProxy": "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server@sha256:"
     "6342a3cae2818d2f887d396e9ae4156b3316f79fef186d71ff16d535b44e1724",
 }
-# Default JobSet restarts by capacity mode: a reserved or on-demand slice survives one disruption
-# (a host maintenance event); spot and flex-start capacity gets preempted more often.
-DEFAULT_RESTARTS: dict[Capacity, int] = {
-    Capacity.RESERVATION: 1,
-    Capacity.ON_DEMAND: 1,
-    Capacity.SPOT: 3,
-    Capacity.FLEX_START: 2,
-}
-# Default Kueue waitForPodsReady timeout by capacity mode: pods pull their images and autoscaled pools add
-# nodes within minutes; flex-start capacity may take hours to be granted.
-DEFAULT_PODS_READY: dict[Capacity, int] = {
-    Capacity.RESERVATION: 1800,
-    Capacity.ON_DEMAND: 1800,
-    Capacity.SPOT: 1800,
-    Capacity.FLEX_START: 7200,
-}
-# Default bound on an unschedulable pod by capacity mode: a pool that can grow does within minutes (a
-# reserved slice is there already); flex-start capacity is obtained by waiting for it. Below the pods-ready
-# timeout, so the program reports the scheduler's reasons before Kueue stops the step.
-DEFAULT_UNSCHEDULABLE: dict[Capacity, int] = {
-    Capacity.RESERVATION: 900,
-    Capacity.ON_DEMAND: 900,
-    Capacity.SPOT: 900,
-    Capacity.FLEX_START: 3600,
-}
-# How long GKE may take to repair a node under a running step: auto-repair starts after about 10 minutes of
-# NotReady and waits up to an hour for the drain before it re-creates the node ("Auto-repair process",
-# https://cloud.google.com/kubernetes-engine/docs/how-to/node-auto-repair); a multi-host TPU slice is
-# re-created as one unit ("About TPUs in GKE").
-NODE_REPAIR_SECONDS = 10 * 60 + 60 * 60
-# How long a TPU host maintenance event may keep the slice away. TPU VMs do not live-migrate, so a host event
-# terminates the node and GKE re-creates it; host events bypass GKE's maintenance windows and exclusions ("Manage
-# GKE node disruption for GPUs and TPUs", https://cloud.google.com/kubernetes-engine/docs/concepts/handle-disruption-
-# gpu-tpu), and the whole multi-host slice goes with one host. Cloud TPU documents what it costs: "slice
-# unavailability of up to a few hours", when there is not enough capacity to reschedule the slice at once
-# (https://cloud.google.com/tpu/docs/manually-start-maintenance). "A few hours" is read as 4.
-TPU_MAINTENANCE_SECONDS = 4 * 3600
-# Kueue's recovery timeout is the longer of the two plus the pods-ready timeout (the re-created pods must be
-# scheduled and start as the first ones did: by capacity mode, DEFAULT_PODS_READY), so a maintenance event on any
-# capacity is waited for: 4h30m on a reservation, on-demand or spot capacity, 6h on flex-start.
-RECOVERY_SECONDS = max(NODE_REPAIR_SECONDS, TPU_MAINTENANCE_SECONDS)
-DEFAULT_EXCLUSION = "NO_MINOR_OR_NODE_UPGRADES"
-"""The standing exclusion in every capacity mode: a training run depends on its TPU slice and on the Pathways head's
-cpu-np node, and a node upgrade of either (surge 0 / unavailable 1, a multi-host slice as a whole) ends the attempt.
-A flex-start slice alone would be spared (GKE upgrades flex-start nodes with short-lived upgrades, "Node pool upgrade
-strategies"), but the head's cpu-np node is a surge pool in every mode. Node patches come in by a manual upgrade
-between runs, which maintenance exclusions do not hold back (docs/operations.md "GKE upgrades")."""
 
 
 @dataclass(frozen=True)
@@ -113,72 +89,16 @@ def _key(path: str) -> str:
     return f"{PROJECT}:{path}"
 
 
-PROJECT_ID = Text(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", "a project id: 6-30 lowercase letters, digits, hyphens")
-REGION = Text(r"[a-z]+-[a-z]+[0-9]{1,2}", "a region such as us-east5")
-ZONE = Text(r"[a-z]+-[a-z]+[0-9]{1,2}-[a-z]", "a zone such as us-east5-b")
-CLUSTER_NAME = Text(
-    r"[a-z]([a-z0-9-]{0,18}[a-z0-9])?",
-    "a lowercase letter first, then lowercase letters, digits or hyphens, at most 20 characters, no trailing hyphen",
-)
-BUCKET_NAME = Text(
-    r"(?!goog)(?!.*g(oo|00)gle)[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]",
-    "3-63 lowercase letters, digits, hyphens or underscores, starting and ending with a letter or digit, not "
-    'starting with "goog" and not containing "google"',
-)
-NAMESPACE = Text(
-    r"(?!kube-)(?!gke-)(?!gmp-)(?!(default|jobset-system|config-management-system|istio-system)$)"
-    r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?",
-    "a DNS-1123 label of our own (not default, jobset-system or a GKE-owned kube-*, gke-*, gmp-* namespace)",
-)
-MACHINE_TYPE = Text(
-    r"[a-z][a-z0-9]{0,9}-[a-z0-9]+(-[a-z0-9]+){0,3}", "a Compute Engine machine type such as n2-standard-64"
-)
-RESERVATION = Text(
-    r"([a-z]([-a-z0-9]{0,61}[a-z0-9])?)|(projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations/[a-z]([-a-z0-9]{0,61}[a-z0-9])?)",
-    "a reservation name, or projects/PROJECT/reservations/NAME for a shared reservation",
-)
-REVISION = Text(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,99}", "a branch, tag or 40-character commit of the model repository")
 IMAGE_REGISTRIES = ("us-docker.pkg.dev/cloud-tpu-images", "us-docker.pkg.dev/cloud-tpu-v2-images")
 """The default of ``tpu-rl:images.registries``: Google's TPU image repositories, which publish the tutorial's
 MaxText and Pathways images (an image from anywhere else runs with the Hugging Face token and a read-write
 bucket identity)."""
-REGISTRY = Text(
-    r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]([a-z0-9._-]{0,126}[a-z0-9])?){1,4}",
-    "a registry host and repository path such as us-docker.pkg.dev/my-project/my-repo",
-)
-IMAGE = Text(
-    r"(?!(?i:.*:latest)$)[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9._-]+)+"
-    r"(:[A-Za-z0-9._-]{1,128}|@sha256:[0-9a-f]{64})",
-    "an image with a version tag or an @sha256 digest (:latest, in any case, is not reproducible), "
-    "from a registry of tpu-rl:images.registries",
-)
-VERSION_PREFIX = Text(
-    r"1\.[0-9]{2}\.([0-9]{1,2}(-gke\.[0-9]{1,10})?)?", 'a GKE version prefix such as "1.35." or "1.35.2"'
-)
 EXCLUSION_SCOPES = ("NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES", "none")
-HOLD = Text(
-    r"20[0-9]{2}-[01][0-9]-[0-3][0-9]/20[0-9]{2}-[01][0-9]-[0-3][0-9]",
-    "two UTC dates START/END such as 2026-12-01/2026-12-29 (at most 30 days apart)",
-)
-KMS_KEY = Text(
-    r"create|projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/locations/[a-z]+-[a-z]+[0-9]{1,2}/keyRings/[A-Za-z0-9_-]{1,63}"
-    r"/cryptoKeys/[A-Za-z0-9_-]{1,63}",
-    "create, or a key projects/PROJECT/locations/REGION/keyRings/RING/cryptoKeys/KEY",
-)
-CLOCK = Text(r"([01][0-9]|2[0-3]):[0-5][0-9]", "a UTC time HH:MM such as 09:00")
 JOBSET_VERSIONS = ("0.10.1", "0.12.0")
 """JobSet charts whose CRD the step manifests are validated against (tests/test_manifests.py; Cluster
 Toolkit allow-lists its JobSet versions the same way)."""
 KUEUE_VERSIONS = ("0.17.1",)
 """Kueue charts whose CRDs and webhook rules the stack's flavors and queues are validated against."""
-QUEUE_NAME = Text(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a LocalQueue name (a DNS-1123 label)")
-TOKEN = Text(r"\S{1,512}", "a Hugging Face read token")
-WRITE_TOKEN = Text(r"\S{1,512}", "a Hugging Face write token")
-HUB_REPO = Text(
-    r"(?!.*(--|\.\.))(?!.*\.git$)[A-Za-z0-9]([A-Za-z0-9._-]{0,94}[A-Za-z0-9])?/[A-Za-z0-9]([A-Za-z0-9._-]{0,94}[A-Za-z0-9])?",
-    "a Hub model repository `namespace/name` (letters, digits, '-', '_', '.'; at most 96 characters each, "
-    "no '--' or '..', not ending in .git), or empty for no publication",
-)
 
 
 def _default_topology(version: TpuVersionName) -> str:

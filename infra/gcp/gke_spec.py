@@ -74,12 +74,12 @@ def maintenance_policy(settings: Settings) -> dict[str, Any]:
     ``NO_MINOR_OR_NODE_UPGRADES`` (the default, Cluster Toolkit's gke-tpu-v6e blueprint's) keeps every node
     upgrade away until end of support, so no node upgrade ends a training run: not of its TPU slice, whose
     multi-host pool is upgraded as a whole, nor of the Pathways head's cpu-np node; control-plane patches still
-    come in, inside the window. It is the same in every capacity mode (``core.config.schema.DEFAULT_EXCLUSION``
+    come in, inside the window. It is the same in every capacity mode (``core.config.defaults.DEFAULT_EXCLUSION``
     says why); node patches come in by a manual upgrade between runs (docs/operations.md "GKE upgrades").
     ``NO_MINOR_UPGRADES`` lets node patches in, inside the window, where one ends a running attempt.
     ``holdUpgrades`` adds a ``NO_UPGRADES`` exclusion (at most 30 days) that holds control-plane patches too.
     TPU host maintenance is not an upgrade: no exclusion holds it back, and Kueue's recovery timeout waits for it
-    (``core.config.schema.TPU_MAINTENANCE_SECONDS``).
+    (``core.config.defaults.TPU_MAINTENANCE_SECONDS``).
     """
     gke = settings.gke
     policy: dict[str, Any] = {"daily_maintenance_window": {"start_time": gke.maintenance_window}}

@@ -1,0 +1,63 @@
+"""The text formats a configuration value must have: each a ``Text`` reader (a full-match pattern and the words a
+refusal shows), named for what it reads (a project id, a zone, a bucket, an image reference, a Hub repository...)."""
+
+from __future__ import annotations
+
+from core.config.values import Text
+
+PROJECT_ID = Text(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", "a project id: 6-30 lowercase letters, digits, hyphens")
+REGION = Text(r"[a-z]+-[a-z]+[0-9]{1,2}", "a region such as us-east5")
+ZONE = Text(r"[a-z]+-[a-z]+[0-9]{1,2}-[a-z]", "a zone such as us-east5-b")
+CLUSTER_NAME = Text(
+    r"[a-z]([a-z0-9-]{0,18}[a-z0-9])?",
+    "a lowercase letter first, then lowercase letters, digits or hyphens, at most 20 characters, no trailing hyphen",
+)
+BUCKET_NAME = Text(
+    r"(?!goog)(?!.*g(oo|00)gle)[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]",
+    "3-63 lowercase letters, digits, hyphens or underscores, starting and ending with a letter or digit, not "
+    'starting with "goog" and not containing "google"',
+)
+NAMESPACE = Text(
+    r"(?!kube-)(?!gke-)(?!gmp-)(?!(default|jobset-system|config-management-system|istio-system)$)"
+    r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?",
+    "a DNS-1123 label of our own (not default, jobset-system or a GKE-owned kube-*, gke-*, gmp-* namespace)",
+)
+MACHINE_TYPE = Text(
+    r"[a-z][a-z0-9]{0,9}-[a-z0-9]+(-[a-z0-9]+){0,3}", "a Compute Engine machine type such as n2-standard-64"
+)
+RESERVATION = Text(
+    r"([a-z]([-a-z0-9]{0,61}[a-z0-9])?)|(projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations/[a-z]([-a-z0-9]{0,61}[a-z0-9])?)",
+    "a reservation name, or projects/PROJECT/reservations/NAME for a shared reservation",
+)
+REVISION = Text(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,99}", "a branch, tag or 40-character commit of the model repository")
+REGISTRY = Text(
+    r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]([a-z0-9._-]{0,126}[a-z0-9])?){1,4}",
+    "a registry host and repository path such as us-docker.pkg.dev/my-project/my-repo",
+)
+IMAGE = Text(
+    r"(?!(?i:.*:latest)$)[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9._-]+)+"
+    r"(:[A-Za-z0-9._-]{1,128}|@sha256:[0-9a-f]{64})",
+    "an image with a version tag or an @sha256 digest (:latest, in any case, is not reproducible), "
+    "from a registry of tpu-rl:images.registries",
+)
+VERSION_PREFIX = Text(
+    r"1\.[0-9]{2}\.([0-9]{1,2}(-gke\.[0-9]{1,10})?)?", 'a GKE version prefix such as "1.35." or "1.35.2"'
+)
+HOLD = Text(
+    r"20[0-9]{2}-[01][0-9]-[0-3][0-9]/20[0-9]{2}-[01][0-9]-[0-3][0-9]",
+    "two UTC dates START/END such as 2026-12-01/2026-12-29 (at most 30 days apart)",
+)
+KMS_KEY = Text(
+    r"create|projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/locations/[a-z]+-[a-z]+[0-9]{1,2}/keyRings/[A-Za-z0-9_-]{1,63}"
+    r"/cryptoKeys/[A-Za-z0-9_-]{1,63}",
+    "create, or a key projects/PROJECT/locations/REGION/keyRings/RING/cryptoKeys/KEY",
+)
+CLOCK = Text(r"([01][0-9]|2[0-3]):[0-5][0-9]", "a UTC time HH:MM such as 09:00")
+QUEUE_NAME = Text(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a LocalQueue name (a DNS-1123 label)")
+TOKEN = Text(r"\S{1,512}", "a Hugging Face read token")
+WRITE_TOKEN = Text(r"\S{1,512}", "a Hugging Face write token")
+HUB_REPO = Text(
+    r"(?!.*(--|\.\.))(?!.*\.git$)[A-Za-z0-9]([A-Za-z0-9._-]{0,94}[A-Za-z0-9])?/[A-Za-z0-9]([A-Za-z0-9._-]{0,94}[A-Za-z0-9])?",
+    "a Hub model repository `namespace/name` (letters, digits, '-', '_', '.'; at most 96 characters each, "
+    "no '--' or '..', not ending in .git), or empty for no publication",
+)
