@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from core.deadline import Budget
-from infra.k8s import live
+from infra.k8s import credentials, live
 from tests.conftest import slug
 from tests.fake_kube import FakeCluster, fake_cluster, with_state
 from tests.loopback import QuietHandler, serve
@@ -315,11 +315,11 @@ def test_kubeconfig_files_merge_like_kubectl_and_are_read_with_limits(tmp_path, 
     other = cluster.kubeconfig(context="wanted")
     other["clusters"][0]["cluster"]["server"] = "https://elsewhere"
     second.write_text(yaml.safe_dump(other))
-    merged = live.kubeconfig_from_files([tmp_path / "missing", first, second], "wanted")
+    merged = credentials.kubeconfig_from_files([tmp_path / "missing", first, second], "wanted")
     assert merged["clusters"][0]["cluster"]["server"] == cluster.url, "the first definition of a name wins"
     with pytest.raises(live.ClusterReadError, match="no context nope in"):
-        live.kubeconfig_from_files([first], "nope")
+        credentials.kubeconfig_from_files([first], "nope")
     with pytest.raises(live.ClusterReadError, match="not a regular file"):
-        live.kubeconfig_from_files([tmp_path], "wanted")
+        credentials.kubeconfig_from_files([tmp_path], "wanted")
     with pytest.raises(live.ClusterReadError, match="not a regular file"):
-        live.kubeconfig_from_files([__import__("pathlib").Path("/dev/zero")], "wanted")
+        credentials.kubeconfig_from_files([__import__("pathlib").Path("/dev/zero")], "wanted")

@@ -24,7 +24,7 @@ from typing import Any
 from core.boundary import BoundaryError
 from core.redact import scrub, scrub_lines
 from core.settings import Settings
-from infra.k8s import live
+from infra.k8s import credentials, live
 from tools.notices import hide_python_version_notice
 from tools.process import exit_now
 from workloads.observe import objects
@@ -136,7 +136,7 @@ def kubeconfig_for(settings: Settings, path: Path | None, context: str | None) -
     wanted = context or settings.kube_context
     fetch = settings.get_credentials_command
     try:
-        return live.kubeconfig_from_files(files, wanted)
+        return credentials.kubeconfig_from_files(files, wanted)
     except live.ClusterReadError as err:
         hint = f": run `{fetch}`" if str(err).startswith("no context") else ""
         raise StatusError(f"{err}{hint}") from None

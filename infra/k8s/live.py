@@ -19,21 +19,22 @@ going?), and `make status` reads them to show a run. How a read stays bounded an
 
 from __future__ import annotations
 
-import base64
 import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from pydantic import Field
-
 from core import deadline
-from core.boundary import BoundaryError, Model, parse
 from core.bounded import Cap, ReplyEncodingError, ReplyTooLargeError
-from core.inputs import InputError, parse_json, parse_yaml, read_file
+from core.inputs import InputError, parse_json
 from core.redact import scrub
+from infra.k8s.credentials import (
+    ClusterReadError,
+    _credential,
+    check_kubeconfig,
+    parse_kubeconfig,
+)
 from infra.transports import read_response
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -41,7 +42,6 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 CAP = Cap(MAX_BODY_BYTES, "check the kubeconfig's server or a proxy in the way")
 DRAINED = Cap(MAX_BODY_BYTES, CAP.fix, cut=True)
 """A dry-run create's answer, read only to free the connection: the first ``MAX_BODY_BYTES``, the rest left."""
-MAX_KUBECONFIG_BYTES = 1024 * 1024
 MAX_PAGES = 20
 PAGE_SIZE = 500
 RESOURCES = {
@@ -71,10 +71,6 @@ Objects = list[dict[str, Any]]
 """A list of live objects (an alias: inside ``ClusterReader`` the name ``list`` is its method)."""
 
 
-class ClusterReadError(Exception):
-    """The live object could not be read (network, credentials, permissions); one line."""
-
-
 class _NotAdmittedYetError(Exception):
     """A dry-run create the API server could not admit yet (a webhook it could not call, a 5xx or 429, a type
     not served yet, a dropped connection): the webhook wait tries again."""
@@ -93,176 +89,7 @@ class Budgets:
 
 
 # ---------------------------------------------------------------------------------------------
-# kubeconfig: text -> a checked dict
-
-
-def _entries(config: dict[str, Any], section: str, body: str) -> dict[str, dict[str, Any]]:
-    entries = config.get(section) or []
-    if not isinstance(entries, list):
-        raise ClusterReadError(f"the kubeconfig is not usable: {section} is not a list")
-    found: dict[str, dict[str, Any]] = {}
-    for entry in entries:
-        if not (isinstance(entry, dict) and isinstance(entry.get("name"), str) and isinstance(entry.get(body), dict)):
-            raise ClusterReadError(f"the kubeconfig is not usable: an entry of {section} has no name or {body}")
-        found.setdefault(entry["name"], entry[body])  # kubectl: the first definition of a name wins
-    return found
-
-
-class ExecVar(Model):
-    """One ``env`` entry of an exec plugin, as client-go's ``ExecEnvVar`` (both fields required)."""
-
-    name: str = Field(min_length=1)
-    value: str
-
-
-class ExecPlugin(Model):
-    """A kubeconfig user's exec credential plugin (client-go ``ExecConfig``): the fields the ``kubernetes``
-    client's ``ExecProvider`` reads without checking their shape (``args`` a list of strings, ``env`` a list of
-    ``{name, value}``, ``apiVersion`` text; it subscripts them and raises ``TypeError`` or ``KeyError``
-    otherwise). Only checked: the plugin runs with the values as written, never scrubbed."""
-
-    command: str = Field(min_length=1)
-    api_version: str = Field(min_length=1)
-    args: list[str] | None = None
-    env: list[ExecVar] | None = None
-    provide_cluster_info: bool | None = None
-
-
-def check_kubeconfig(config: Any, context: str | None = None) -> dict[str, Any]:
-    """A kubeconfig whose chosen context, cluster and user have the shapes the client expects."""
-    if not isinstance(config, dict):
-        raise ClusterReadError("the kubeconfig is not usable: it is not a mapping")
-    current = context or config.get("current-context")
-    if not isinstance(current, str) or not current:
-        raise ClusterReadError("the kubeconfig is not usable: no current context")
-    contexts = _entries(config, "contexts", "context")
-    chosen = contexts.get(current)
-    if chosen is None:
-        raise ClusterReadError(f"the kubeconfig is not usable: no context {scrub(current, limit=80)}")
-    cluster = _entries(config, "clusters", "cluster").get(str(chosen.get("cluster")))
-    if cluster is None or not isinstance(cluster.get("server"), str):
-        raise ClusterReadError("the kubeconfig is not usable: the context's cluster has no server")
-    if not cluster["server"].startswith(("https://", "http://")):
-        raise ClusterReadError("the kubeconfig is not usable: the cluster's server is not an http(s) URL")
-    user = _entries(config, "users", "user").get(str(chosen.get("user")), {})
-    exec_config = user.get("exec")
-    if exec_config is not None and not (isinstance(exec_config, dict) and isinstance(exec_config.get("command"), str)):
-        raise ClusterReadError("the kubeconfig is not usable: the user's exec plugin has no command")
-    if exec_config is not None:
-        try:
-            parse(ExecPlugin, exec_config, "the kubeconfig is not usable: the user's exec plugin")
-        except BoundaryError as err:
-            raise ClusterReadError(str(err)) from None
-    for key in ("token", "certificate-authority-data"):
-        where = user if key == "token" else cluster
-        if key in where and not isinstance(where[key], str):
-            raise ClusterReadError(f"the kubeconfig is not usable: {key} is not text")
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "current-context": current,
-        "contexts": [{"name": current, "context": chosen}],
-        "clusters": [{"name": str(chosen.get("cluster")), "cluster": cluster}],
-        "users": [{"name": str(chosen.get("user")), "user": user}],
-    }
-
-
-def parse_kubeconfig(text: str, context: str | None = None) -> dict[str, Any]:
-    """The program's kubeconfig text (built from the cluster's outputs), checked."""
-    if len(text.encode()) > MAX_KUBECONFIG_BYTES:
-        raise ClusterReadError(f"the kubeconfig is larger than {MAX_KUBECONFIG_BYTES} bytes")
-    try:
-        return check_kubeconfig(parse_yaml(text, "the kubeconfig"), context)
-    except InputError as err:
-        raise ClusterReadError(str(err)) from None
-
-
-def kubeconfig_from_files(paths: list[Path], context: str) -> dict[str, Any]:
-    """The kubeconfig ``kubectl`` would use with ``--context context``: the files merged in order (the
-    first definition of each name wins), each read with limits. Raises ``ClusterReadError``."""
-    merged: dict[str, Any] = {"contexts": [], "clusters": [], "users": []}
-    found = False
-    for path in paths:
-        try:
-            document = parse_yaml(read_file(path, MAX_KUBECONFIG_BYTES).decode("utf-8"), str(path))
-        except InputError as err:
-            if "No such file" in str(err):
-                continue
-            raise ClusterReadError(str(err)) from None
-        except UnicodeDecodeError:
-            raise ClusterReadError(f"{path} is not UTF-8 text") from None
-        if document is None:
-            continue
-        if not isinstance(document, dict):
-            raise ClusterReadError(f"{path} is not a kubeconfig (not a mapping)")
-        for section in ("contexts", "clusters", "users"):
-            entries = document.get(section) or []
-            if not isinstance(entries, list):
-                raise ClusterReadError(f"{path} is not a kubeconfig ({section} is not a list)")
-            merged[section] += entries
-        found = found or any(isinstance(c, dict) and c.get("name") == context for c in document.get("contexts") or [])
-    if not found:
-        raise ClusterReadError(f"no context {context} in {', '.join(map(str, paths))}")
-    return check_kubeconfig(merged, context)
-
-
-# ---------------------------------------------------------------------------------------------
 # The reader
-
-
-def load_client() -> None:
-    """Import the client modules a reader uses, in the caller's thread: a first import of them from two
-    threads at once can deadlock on Python's module locks."""
-    import urllib3  # noqa: F401
-    from kubernetes.client import ApiClient  # noqa: F401
-    from kubernetes.client.api.core_v1_api import CoreV1Api  # noqa: F401
-    from kubernetes.client.api.custom_objects_api import CustomObjectsApi  # noqa: F401
-    from kubernetes.client.exceptions import ApiException  # noqa: F401
-    from kubernetes.config.exec_provider import ExecProvider  # noqa: F401
-    from kubernetes.config.kube_config import load_kube_config_from_dict  # noqa: F401
-
-
-def _plugin_name(exec_config: dict[str, Any]) -> str:
-    return Path(str(exec_config.get("command", ""))).name or "the kubeconfig's exec plugin"
-
-
-def _credential(config: dict[str, Any], budget: deadline.Budget) -> dict[str, Any]:
-    """Run the user's exec plugin (if any) through the client's ExecProvider; return the user entry the
-    loader gets (a token or client certificate instead of the exec block)."""
-    from kubernetes.config.config_exception import ConfigException
-    from kubernetes.config.exec_provider import ExecProvider
-    from kubernetes.config.kube_config import ConfigNode
-
-    user = config["users"][0]["user"]
-    exec_config = user.get("exec")
-    if not exec_config:
-        return user
-    name = _plugin_name(exec_config)
-    exec_config = {"apiVersion": "client.authentication.k8s.io/v1beta1", **exec_config}
-    cluster = ConfigNode("cluster", config["clusters"][0]["cluster"])
-    provider = ExecProvider(ConfigNode("exec", exec_config), None, cluster)
-    try:
-        status = deadline.call(provider.run, budget.total)
-    except deadline.DeadlineExceededError:
-        raise ClusterReadError(
-            f"{name} did not answer within {budget.total:.0f} s: check `{name}` and "
-            "`gcloud auth application-default login`"
-        ) from None
-    except FileNotFoundError:
-        hint = exec_config.get("installHint") or f"install {name}"
-        raise ClusterReadError(f"{name} was not found: {scrub(str(hint))}") from None
-    except (ConfigException, OSError, ValueError, KeyError, TypeError) as err:
-        raise ClusterReadError(f"{name} failed: {scrub(str(err).removeprefix('exec: '))}") from None
-    if not isinstance(status, dict):
-        raise ClusterReadError(f"{name} did not print an ExecCredential with a token")
-    if isinstance(status.get("token"), str) and status["token"]:
-        return {"token": status["token"]}
-    if isinstance(status.get("clientCertificateData"), str) and isinstance(status.get("clientKeyData"), str):
-        return {
-            "client-certificate-data": base64.b64encode(status["clientCertificateData"].encode()).decode(),
-            "client-key-data": base64.b64encode(status["clientKeyData"].encode()).decode(),
-        }
-    raise ClusterReadError(f"{name} did not print an ExecCredential with a token")
 
 
 def _retry_after(headers: Any) -> float:

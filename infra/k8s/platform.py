@@ -16,7 +16,7 @@ import pulumi_kubernetes as k8s
 from core.names import HF_WRITE_SECRET
 from core.settings import Settings
 from infra.gcp.naming import Names
-from infra.k8s import kueue, live
+from infra.k8s import credentials, kueue, live
 from infra.k8s.manifests import (
     JOBSET_CHART,
     JOBSET_CRD,
@@ -288,7 +288,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
 
         def run(values: list[Any]) -> asyncio.Future[T]:
             if self._reader is None:
-                live.load_client()  # on the loop's thread: two threads importing the client at once can deadlock
+                credentials.load_client()  # on the loop's thread: two threads importing the client at once can deadlock
                 self._reader = live.ClusterReader(values[0])
             reader = self._reader
 
