@@ -1,10 +1,10 @@
 """Defaults that depend on the capacity mode, and the GKE and Cloud TPU timings they rest on: how many restarts a
 training JobSet gets, how long Kueue waits for pods to be ready and for a slice to recover, how long a pod may stay
-unschedulable, and the standing maintenance exclusion (each with its source)."""
+unschedulable, and the standing maintenance exclusion (each with its source); and each TPU version's default slice."""
 
 from __future__ import annotations
 
-from core.tpu import Capacity
+from core.tpu import CATALOGUE, Capacity, TpuVersionName
 
 # Default JobSet restarts by capacity mode: a reserved or on-demand slice survives one disruption
 # (a host maintenance event); spot and flex-start capacity gets preempted more often.
@@ -53,3 +53,19 @@ cpu-np node, and a node upgrade of either (surge 0 / unavailable 1, a multi-host
 A flex-start slice alone would be spared (GKE upgrades flex-start nodes with short-lived upgrades, "Node pool upgrade
 strategies"), but the head's cpu-np node is a surge pool in every mode. Node patches come in by a manual upgrade
 between runs, which maintenance exclusions do not hold back (docs/operations.md "GKE upgrades")."""
+
+
+def default_topology(version: TpuVersionName) -> str:
+    """The slice of a version's default machine type when ``tpu-rl:tpu.topology`` is not set."""
+    entry = CATALOGUE[version]
+    machine = entry.machine(entry.default_machine_type)
+    assert machine is not None, f"TPU {version}: the default machine type is not one of its machine types"
+    return machine.default_topology or machine.single_host_topology
+
+
+def default_topologies() -> str:
+    """``4x8 (v6e, v5e) or 2x2x4 (v5p)``: each version's default slice (the key's description)."""
+    by_topology: dict[str, list[str]] = {}
+    for version in CATALOGUE:
+        by_topology.setdefault(default_topology(version), []).append(version)
+    return " or ".join(f"{topology} ({', '.join(versions)})" for topology, versions in by_topology.items())

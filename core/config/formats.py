@@ -1,7 +1,12 @@
 """The text formats a configuration value must have: each a ``Text`` reader (a full-match pattern and the words a
-refusal shows), named for what it reads (a project id, a zone, a bucket, an image reference, a Hub repository...)."""
+refusal shows), named for what it reads (a project id, a zone, a bucket, an image reference, a Hub repository...);
+and the markers of the values ``load`` reads with their own functions (MaxText's extra arguments, the authorized
+networks, the image registries)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 from core.config.values import Text
 
@@ -61,3 +66,24 @@ HUB_REPO = Text(
     "a Hub model repository `namespace/name` (letters, digits, '-', '_', '.'; at most 96 characters each, "
     "no '--' or '..', not ending in .git), or empty for no publication",
 )
+
+
+@dataclass(frozen=True)
+class _Marker:
+    """A reader that passes the raw value on: ``load`` reads these fields with their own functions."""
+
+    allowed: str
+
+    def __call__(self, key: str, value: Any) -> Any:
+        return value
+
+    def describe(self) -> str:
+        return self.allowed
+
+
+MAXTEXT_ARGS = _Marker("MaxText key: value pairs")
+"""``training.extraArgs``: checked against MaxText's key table by ``load.read_extra_args``."""
+NETWORKS = _Marker("list of CIDRs")
+"""``authorizedNetworks``: a list checked by ``rules.read_networks``."""
+REGISTRIES = _Marker("list of registry paths")
+"""``images.registries``: a list checked by ``rules.read_registries``."""

@@ -17,13 +17,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.config import rules
+from core.config.formats import MAXTEXT_ARGS, NETWORKS, REGISTRIES
 from core.config.schema import (
     DERIVED,
     FIELDS,
-    MAXTEXT_ARGS,
-    NETWORKS,
     PROJECT_KEYS,
-    REGISTRIES,
     REQUIRED,
     SECRET_KEYS,
     Field,

@@ -10,9 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from core.config.defaults import (
-    DEFAULT_EXCLUSION,
-)
+from core.config.defaults import DEFAULT_EXCLUSION, default_topologies, default_topology
 from core.config.formats import (
     BUCKET_NAME,
     CLOCK,
@@ -22,10 +20,13 @@ from core.config.formats import (
     IMAGE,
     KMS_KEY,
     MACHINE_TYPE,
+    MAXTEXT_ARGS,
     NAMESPACE,
+    NETWORKS,
     PROJECT_ID,
     QUEUE_NAME,
     REGION,
+    REGISTRIES,
     RESERVATION,
     REVISION,
     TOKEN,
@@ -39,7 +40,7 @@ from core.maxtext_keys import MAXTEXT_VERSION
 from core.models import DEFAULT_MODEL, MODELS, step_memory_gib
 from core.names import PROJECT
 from core.steps import STEPS
-from core.tpu import CAPACITY_MODES, CATALOGUE, DEFAULT_VERSION, Capacity, TpuVersionName
+from core.tpu import CAPACITY_MODES, CATALOGUE, DEFAULT_VERSION, Capacity
 
 REQUIRED = object()
 """No default: the key must be set."""
@@ -101,22 +102,6 @@ KUEUE_VERSIONS = ("0.17.1",)
 """Kueue charts whose CRDs and webhook rules the stack's flavors and queues are validated against."""
 
 
-def _default_topology(version: TpuVersionName) -> str:
-    """The slice of a version's default machine type when ``tpu-rl:tpu.topology`` is not set."""
-    entry = CATALOGUE[version]
-    machine = entry.machine(entry.default_machine_type)
-    assert machine is not None, f"TPU {version}: the default machine type is not one of its machine types"
-    return machine.default_topology or machine.single_host_topology
-
-
-def _default_topologies() -> str:
-    """``4x8 (v6e, v5e) or 2x2x4 (v5p)``: each version's default slice (the key's description)."""
-    by_topology: dict[str, list[str]] = {}
-    for version in CATALOGUE:
-        by_topology.setdefault(_default_topology(version), []).append(version)
-    return " or ".join(f"{topology} ({', '.join(versions)})" for topology, versions in by_topology.items())
-
-
 def _knob_field(knob: Knob) -> Field:
     reader: Reader
     if knob.choices:
@@ -136,27 +121,6 @@ def _knob_field(knob: Knob) -> Field:
         samples=knob.samples,
         companions=tuple((_key(f"training.{field}"), value) for field, value in knob.companions),
     )
-
-
-@dataclass(frozen=True)
-class _Marker:
-    """A reader that passes the raw value on: ``load`` reads these fields with their own functions."""
-
-    allowed: str
-
-    def __call__(self, key: str, value: Any) -> Any:
-        return value
-
-    def describe(self) -> str:
-        return self.allowed
-
-
-MAXTEXT_ARGS = _Marker("MaxText key: value pairs")
-"""``training.extraArgs``: checked against MaxText's key table by ``load.read_extra_args``."""
-NETWORKS = _Marker("list of CIDRs")
-"""``authorizedNetworks``: a list checked by ``rules.read_networks``."""
-REGISTRIES = _Marker("list of registry paths")
-"""``images.registries``: a list checked by ``rules.read_registries``."""
 
 
 FIELDS: tuple[Field, ...] = (
@@ -237,9 +201,9 @@ FIELDS: tuple[Field, ...] = (
         _key("tpu.topology"),
         Text(r"[0-9]{1,2}(x[0-9]{1,2}){1,2}", "a topology such as 4x8 or 2x2x4"),
         DERIVED,
-        f"slice topology; default {_default_topologies()}",
+        f"slice topology; default {default_topologies()}",
         samples=("4x4", "2x4"),
-        shown_default=_default_topology(DEFAULT_VERSION),
+        shown_default=default_topology(DEFAULT_VERSION),
     ),
     Field(
         _key("tpu.slices"),
