@@ -184,7 +184,8 @@ def test_the_artifact_check_and_the_status_read_the_record(gcs):
 
 @pytest.mark.pure
 def test_the_report_shows_each_record_escaped_or_that_it_is_not_there_yet():
-    from tools.report import RunInfo, _record_sections
+    from tools.report import RunInfo
+    from tools.report_html import _record_sections
 
     info = RunInfo(output_uri="gs://b/m/train/h/", record_uris={"evaluate": "gs://b/m/evaluate/h/record.json"})
     assert "not recorded yet" in _record_sections(info)
