@@ -148,7 +148,11 @@ def test_an_evaluating_stack_passes_every_policy_prod_passes():
 
 
 @pytest.mark.program
-@pytest.mark.parametrize("preview", [False, True], ids=["up", "first-preview"])
+@pytest.mark.parametrize(
+    "preview",
+    [pytest.param(False, marks=pytest.mark.slow), True],  # at up: a whole plan's outputs, the slow tier
+    ids=["up", "first-preview"],
+)
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_the_example_stacks_pass_the_pack_as_the_engine_runs_it(stack, preview):
     """The whole pack, configured from the stack's policy config file as the engine reads it, on what the program
