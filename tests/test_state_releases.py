@@ -20,11 +20,11 @@ from infra.k8s.manifests import helm_release_problem
 from tests import fake_kube
 from tests.fake_kube import FakeCluster, fake_cluster
 from tests.scenario import EXPORT, auth_plugin, credential, helm_secret, with_cluster
-from tools import state_export as state
+from tools import state_export
 from tools.stack_files import ROOT
 
 REAL_CLUSTER = True
-BOTH = state.platform_releases(True)
+BOTH = state_export.platform_releases(True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -33,23 +33,23 @@ BOTH = state.platform_releases(True)
 
 @pytest.mark.pure
 def test_the_releases_of_a_real_export_are_those_it_holds_and_those_with_a_create_pending():
-    assert state.releases_in_state(EXPORT) == ["jobset", "kueue"], "kueue's create is pending: counted as held"
+    assert state_export.releases_in_state(EXPORT) == ["jobset", "kueue"], "kueue's create is pending: counted as held"
     document = json.loads(EXPORT)
     document["deployment"].pop("pending_operations")
-    assert state.releases_in_state(json.dumps(document)) == ["jobset"]
+    assert state_export.releases_in_state(json.dumps(document)) == ["jobset"]
     document["version"] = 4  # DeploymentSchemaVersionLatest: the same DeploymentV3, with features
     document["features"] = ["refreshBeforeUpdate"]
-    assert state.releases_in_state(json.dumps(document)) == ["jobset"]
+    assert state_export.releases_in_state(json.dumps(document)) == ["jobset"]
 
 
 @pytest.mark.pure
 def test_a_new_stack_holds_no_release_and_a_pending_update_or_delete_is_not_a_create():
     """diy CreateStack saves an empty deployment: the export's ``deployment`` is null."""
-    assert state.releases_in_state('{\n    "version": 3,\n    "deployment": null\n}\n') == []
+    assert state_export.releases_in_state('{\n    "version": 3,\n    "deployment": null\n}\n') == []
     document = json.loads(EXPORT)
     (operation,) = document["deployment"]["pending_operations"]
     operation["type"] = "updating"  # the resource is in `resources` too when it is an update's
-    assert state.releases_in_state(json.dumps(document)) == ["jobset"]
+    assert state_export.releases_in_state(json.dumps(document)) == ["jobset"]
 
 
 @pytest.mark.pure
@@ -67,24 +67,24 @@ def test_an_export_this_cannot_read_is_one_line_and_never_a_guess():
         "/v3:Release::jobset has no name this can read",
     }
     for export, message in cases.items():
-        with pytest.raises(state.StateError, match=message.replace("$", r"\$")) as caught:
-            state.releases_in_state(export)
+        with pytest.raises(state_export.StateError, match=message.replace("$", r"\$")) as caught:
+            state_export.releases_in_state(export)
         assert "\n" not in str(caught.value)
 
 
 @pytest.mark.pure
 def test_the_cluster_is_read_from_its_outputs_unless_the_export_hides_them():
-    assert state.state_cluster(EXPORT) == ("34.162.10.20", "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==")
+    assert state_export.state_cluster(EXPORT) == ("34.162.10.20", "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==")
     document = json.loads(EXPORT)
     cluster = document["deployment"]["resources"][1]
     cluster["outputs"]["masterAuth"]["clusterCaCertificate"] = {
         "4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270",
         "ciphertext": "v1:x",
     }
-    assert state.state_cluster(json.dumps(document)) is None, "a secret: not readable without --show-secrets"
+    assert state_export.state_cluster(json.dumps(document)) is None, "a secret: not readable without --show-secrets"
     document["deployment"]["resources"].remove(cluster)
-    assert state.state_cluster(json.dumps(document)) is None
-    assert state.state_cluster('{"version": 3, "deployment": null}') is None
+    assert state_export.state_cluster(json.dumps(document)) is None
+    assert state_export.state_cluster('{"version": 3, "deployment": null}') is None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -116,7 +116,7 @@ class Storage:
 def test_a_release_the_state_lost_while_the_cluster_keeps_it_is_the_one_line():
     export = with_cluster(EXPORT, "34.162.10.20", "Q0E=", releases=())
     storage = Storage({("jobset-system", "jobset"): (1, "deployed"), ("kueue-system", "kueue"): (1, "deployed")})
-    line = state.stranded_release("prod", export, [], BOTH, read=storage)
+    line = state_export.stranded_release("prod", export, [], BOTH, read=storage)
     assert line == helm_release_problem("jobset", "jobset-system", (1, "deployed"), in_state=frozenset(), stack="prod")
     assert line is not None and line.endswith(": make destroy STACK=prod")
     assert storage.reads == [("jobset-system", "jobset")], "the first release found stops it"
@@ -125,7 +125,7 @@ def test_a_release_the_state_lost_while_the_cluster_keeps_it_is_the_one_line():
     assert "server: https://34.162.10.20" in kubeconfig and "certificate-authority-data: Q0E=" in kubeconfig
     assert "gke-gcloud-auth-plugin" in kubeconfig, "the program's kubeconfig (infra.k8s.kubeconfig), ADC"
     storage = Storage({("kueue-system", "kueue"): (2, "failed")})
-    line = state.stranded_release("prod", export, ["jobset"], BOTH, read=storage)
+    line = state_export.stranded_release("prod", export, ["jobset"], BOTH, read=storage)
     assert line is not None and line.startswith("Helm release kueue-system/kueue is failed in the cluster (revision 2)")
 
 
@@ -133,18 +133,23 @@ def test_a_release_the_state_lost_while_the_cluster_keeps_it_is_the_one_line():
 def test_nothing_is_read_or_stopped_when_no_release_can_be_lost():
     export = with_cluster(EXPORT, "34.162.10.20", "Q0E=", releases=("jobset", "kueue"))
     storage = Storage({("jobset-system", "jobset"): (1, "deployed")})
-    assert state.stranded_release("prod", export, ["jobset", "kueue"], BOTH, read=storage) is None
+    assert state_export.stranded_release("prod", export, ["jobset", "kueue"], BOTH, read=storage) is None
     assert storage.kubeconfigs == [], "the state holds every release: no read"
     no_cluster = json.loads(export)
     no_cluster["deployment"]["resources"] = [
-        r for r in no_cluster["deployment"]["resources"] if r["type"] != state.CLUSTER
+        r for r in no_cluster["deployment"]["resources"] if r["type"] != state_export.CLUSTER
     ]
-    assert state.stranded_release("prod", json.dumps(no_cluster), [], BOTH, read=storage) is None
+    assert state_export.stranded_release("prod", json.dumps(no_cluster), [], BOTH, read=storage) is None
     assert storage.kubeconfigs == [], "no cluster in the state (a new stack, a finished destroy): nothing to read"
-    assert state.stranded_release("prod", export, ["jobset"], state.platform_releases(False), read=storage) is None
+    assert (
+        state_export.stranded_release("prod", export, ["jobset"], state_export.platform_releases(False), read=storage)
+        is None
+    )
     assert storage.kubeconfigs == [], "kueue.install false: a Kueue of the user's own is not the program's"
     empty = Storage({})
-    assert state.stranded_release("prod", export, [], BOTH, read=empty) is None, "an `up` failed before the releases"
+    assert state_export.stranded_release("prod", export, [], BOTH, read=empty) is None, (
+        "an `up` failed before the releases"
+    )
     assert empty.reads == [("jobset-system", "jobset"), ("kueue-system", "kueue")]
 
 
@@ -157,9 +162,9 @@ def test_the_program_installs_the_releases_make_up_looks_for():
         registered = sorted(
             (str(r["inputs"]["name"]), str(r["inputs"]["namespace"]))
             for r in plan.resources
-            if r["type"] == state.HELM_RELEASE
+            if r["type"] == state_export.HELM_RELEASE
         )
-        assert registered == sorted(state.platform_releases(kueue_install)), kueue_install
+        assert registered == sorted(state_export.platform_releases(kueue_install)), kueue_install
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,5 +248,5 @@ def test_the_export_is_bounded(tmp_path, monkeypatch):
     (folder / "pulumi").write_text("#!/bin/sh\nexec sleep 30\n")
     (folder / "pulumi").chmod(0o755)
     monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
-    with pytest.raises(state.StateError, match=r"took more than 0 s"):
-        state.export_state("dev", timeout=0.2)
+    with pytest.raises(state_export.StateError, match=r"took more than 0 s"):
+        state_export.export_state("dev", timeout=0.2)

@@ -167,8 +167,8 @@ def disaggregated(slices: int) -> dict[str, int]:
     the chips), and on two the trainer on the first and the samplers on the second (MaxText 0.2.4
     ``model_creation_utils.setup_configs_and_devices``: ``num_trainer_slices`` and ``num_samplers_slices`` both
     positive, the devices grouped by ``slice_index``). Without it, train_rl's single-slice path would use a second
-    slice's chips as one mesh with the first's, across the data-centre network (``core.config.rules``
-    ``check_meshes`` refuses more than two)."""
+    slice's chips as one mesh with the first's, across the data-centre network (``core.config.finish.check_meshes``
+    refuses more than two)."""
     return {} if slices == 1 else {"num_trainer_slices": 1, "num_samplers_slices": slices - 1}
 
 
