@@ -525,11 +525,11 @@ def export_bytes(export: Export, export_map: dict[str, str], weight_map: dict[st
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) != 3:
-        print("tpu-rl export: usage: complete_export.py BASE_REPO REVISION EXPORT_URI", file=sys.stderr)
+    if len(argv) not in (3, 4):
+        print("tpu-rl export: usage: complete_export.py BASE_REPO REVISION EXPORT_URI [CACHE_ROOT]", file=sys.stderr)
         sys.exit(REFUSED)
     try:
-        complete(*argv)
+        complete(*argv[:3])
     except RefusedError as err:
         print(f"tpu-rl export: {one_line(str(err), 1000)}", file=sys.stderr, flush=True)
         sys.exit(REFUSED)

@@ -332,7 +332,9 @@ def convert_script(settings: Settings, argv: list[str], output_uri: str) -> str:
     return script(mark_folder(output_uri), snapshot, 'echo "tpu-rl: converting commit ${commit}"', argv=argv)
 
 
-def export_script(argv: list[str], actor_uri: str, output_uri: str, repo: str, convert_uri: str) -> str:
+def export_script(
+    argv: list[str], actor_uri: str, output_uri: str, repo: str, convert_uri: str, cache_root: str
+) -> str:
     """Create the output folder, find the newest complete checkpoint (exit 3, not retried, if there is none),
     fetch the base's files at the converted commit (``base_snapshot.py fetch``: ``to_huggingface``'s tokenizer and
     chat template), export the checkpoint, then make the export the whole base model at that commit
@@ -348,7 +350,8 @@ def export_script(argv: list[str], actor_uri: str, output_uri: str, repo: str, c
         'echo "tpu-rl: exporting ${checkpoint}"',
         base_line("fetch", convert_uri, EXPORT_BASE_DIR),
         command_line(argv),
-        f'exec {run_program("complete_export.py")} {shlex.quote(repo)} "{COMMIT_REF}" {shlex.quote(output_uri)}',
+        f'exec {run_program("complete_export.py")} {shlex.quote(repo)} "{COMMIT_REF}" {shlex.quote(output_uri)} '
+        + shlex.quote(cache_root),
     ]
     return "\n".join(lines) + "\n"
 

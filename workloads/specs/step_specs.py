@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.config.values import error
-from core.layout import CONVERTED, actor_checkpoints, compile_cache, step_output
+from core.layout import CONVERTED, actor_checkpoints, compile_cache, hub_cache, step_output
 from core.names import CLUSTER_QUEUE, HF_WRITE_SECRET, PUBLISH, PUBLISH_ENV, QUEUE_LABEL, RETRY_ANNOTATION
 from core.records import RECORD
 from core.settings import Settings
@@ -457,7 +457,8 @@ def _export_step(settings: Settings, before: Mapping[str, Step]) -> Step:
     model = settings.model.spec
     convert, train = before["convert"], before["train"]
     argv = export_argv(settings, OUTPUT)
-    command = export_script(argv, train.artifact_uri, OUTPUT, model.hf_repo, convert.output_uri)
+    cache = hub_cache(settings.bucket_name, model.name)
+    command = export_script(argv, train.artifact_uri, OUTPUT, model.hf_repo, convert.output_uri, cache)
     return _cpu_step(settings, "export", command, train.artifact_uri, "")
 
 
