@@ -182,6 +182,21 @@ DATASETS: dict[str, Dataset] = {
     "gsm8k": Dataset(
         "gsm8k",
         PLAIN_TEMPLATE,
-        (("dataset_name", "openai/gsm8k"), ("eval_dataset_name", "openai/gsm8k")),  # rl.yml's own defaults
+        (
+            ("dataset_name", "openai/gsm8k"),  # rl.yml's own defaults, and the splits' names
+            ("eval_dataset_name", "openai/gsm8k"),
+            ("hf_train_files", "hf://datasets/openai/gsm8k/main/train-*.parquet"),
+            ("train_split", "train"),
+            ("hf_eval_files", "hf://datasets/openai/gsm8k/main/test-*.parquet"),
+            ("eval_split", "test"),
+        ),
     ),
 }
+"""The datasets ``tpu-rl:training.dataset`` chooses. Each names its Hub files (``hf_train_files``, and
+``hf_eval_files`` where evaluation reads another split), so training stages them in the bucket on its first attempt
+and every later attempt reads them there (``workloads.specs.commands.staged_dataset``); MaxText's ``get_dataset``
+(0.2.4 and 0.2.5 ``train_rl.py``) then loads ``datasets.load_dataset("parquet", data_files={split: files})``, the
+rows the Hub's own parquet conversion holds, instead of the repository by name. GSM8K's files are the Hub's
+``main/train-00000-of-00001.parquet`` and ``main/test-00000-of-00001.parquet`` (its dataset page's pandas snippet,
+https://huggingface.co/datasets/openai/gsm8k); ``dataset_name`` stays ``openai/gsm8k``, which MaxText's
+``process_data`` reads to pick the question and answer columns."""

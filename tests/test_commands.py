@@ -469,7 +469,8 @@ def test_export_argv_reads_the_newest_complete_checkpoint_found_at_run_time(tmp_
     assert scan == [SCAN, actor]
     assert fetch == [SNAPSHOT, "fetch", convert_out, EXPORT_BASE_DIR]
     assert export == _export_expected(objs, f"{actor}49/model_params/")
-    assert complete == [COMPLETE, "google/gemma-4-26b-a4b-it", COMMIT, out], "completed at the commit"
+    cache = f"{PROD_BUCKET}/gemma4-26b/convert/hub/"  # the Hub cache (core.layout.hub_cache)
+    assert complete == [COMPLETE, "google/gemma-4-26b-a4b-it", COMMIT, out, cache], "completed at the commit"
 
 
 @pytest.mark.pure

@@ -639,7 +639,7 @@ STEP_NAMES = {
     # program (complete_export.py, a file of its ConfigMap) into named parts, its behaviour unchanged: the export, and
     # the evaluation and publication after it, have new names (the evaluation once more for its program's docstring);
     # conversion and training keep theirs.
-    "dev": ["gemma4-e4b-convert-d3419c76bc", "gemma4-e4b-train-648245d5c2", "gemma4-e4b-export-2c3e3015ec"],
+    "dev": ["gemma4-e4b-convert-d3419c76bc", "gemma4-e4b-train-41072755d3", "gemma4-e4b-export-0d53f1c984"],
     "prod": ["gemma4-26b-convert-659a4dd946", "gemma4-26b-train-080569368d", "gemma4-26b-export-cbfcb5259a"],
 }
 

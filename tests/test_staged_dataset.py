@@ -25,11 +25,30 @@ def test_hub_files_become_the_staged_copy_and_every_other_key_stays():
 
 
 @pytest.mark.pure
-def test_a_dataset_loaded_by_name_is_not_staged():
-    """GSM8K names no files (rl.yml's defaults: ``datasets`` loads ``openai/gsm8k`` by name): nothing to stage."""
+def test_gsm8k_stages_its_train_and_test_files_and_names_its_splits():
+    """GSM8K is read from its files too (issue 40 item 4: no attempt loads it from the Hub by name): train and
+    test of the ``main`` configuration, in the splits ``get_dataset`` loads them as."""
     keys, staged = staged_dataset(DATASETS["gsm8k"], OUT)
-    assert keys == list(DATASETS["gsm8k"].keys) and staged is None
-    assert dataset_lines(settings("prod", ["tpu-rl:training.dataset=gsm8k"]), OUT) == []
+    assert dict(keys) == {
+        "dataset_name": "openai/gsm8k",
+        "eval_dataset_name": "openai/gsm8k",
+        "hf_train_files": f"{OUT}dataset/main/train-*.parquet",
+        "train_split": "train",
+        "hf_eval_files": f"{OUT}dataset/main/test-*.parquet",
+        "eval_split": "test",
+    }
+    assert staged == ("openai/gsm8k", ["main/train-*.parquet", "main/test-*.parquet"])
+    assert dataset_lines(settings("prod", ["tpu-rl:training.dataset=gsm8k"]), OUT)[0] == (
+        "dataset_commit=$(python3 /tpu-rl/base_snapshot.py dataset openai/gsm8k main "
+        f"{OUT}dataset/ 'main/train-*.parquet' 'main/test-*.parquet')"
+    )
+
+
+@pytest.mark.pure
+def test_a_dataset_that_names_no_files_is_not_staged():
+    """A catalogue entry that names no files (``datasets`` would load it by name) stages nothing."""
+    by_name = Dataset("by-name", "t.json", (("dataset_name", "a/b"),))
+    assert staged_dataset(by_name, OUT) == ([("dataset_name", "a/b")], None)
 
 
 @pytest.mark.pure

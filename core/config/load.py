@@ -266,6 +266,8 @@ REFUSED_KEYS: dict[str, str] = {
     "eval_dataset_name": "set by the program from tpu-rl:training.dataset",
     "hf_train_files": "set by the program from tpu-rl:training.dataset",
     "train_split": "set by the program from tpu-rl:training.dataset",
+    "hf_eval_files": "set by the program from tpu-rl:training.dataset",
+    "eval_split": "set by the program from tpu-rl:training.dataset",
     "vllm_hf_overrides": "set by the program (the tutorial's MaxTextForCausalLM override)",
     "vllm_additional_config": "set by the program from the model and the vLLM knobs",
     "num_trainer_slices": "set by the program from tpu-rl:tpu.slices (two: the trainer on one, the samplers on one)",
