@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.knobs import KnobValue
+from core.layout import hub_cache
 from core.models import Model
 from core.steps import StepName
 from core.tpu import Capacity, SliceShape, TpuVersionName
@@ -62,6 +63,9 @@ class GkeSettings:
 class ModelSettings:
     spec: Model
     revision: str
+    hub_cache: str = ""
+    """``tpu-rl:model.hubCache``: a ``gs://`` folder shared by several stacks, "" = the stack's own
+    (``Settings.hub_cache``)."""
 
 
 @dataclass(frozen=True)
@@ -184,6 +188,20 @@ class Settings:
     """The optional publication of the export to the Hub."""
     hf_write_token_set: bool = False
     """``tpu-rl:hfWriteToken`` is set (its value never leaves ``core.config.load``)."""
+
+    @property
+    def hub_cache(self) -> str:
+        """The Hub cache's root (``workloads/container/base_snapshot.py``): the shared folder of
+        ``tpu-rl:model.hubCache``, or the stack's own under its bucket (``core.layout.hub_cache``)."""
+        return self.model.hub_cache or hub_cache(self.bucket_name, self.model.spec.name)
+
+    @property
+    def shared_hub_cache(self) -> tuple[str, str] | None:
+        """The bucket and object prefix of a shared Hub cache (``tpu-rl:model.hubCache``), None for the stack's own."""
+        if not self.model.hub_cache:
+            return None
+        bucket, _, prefix = self.model.hub_cache.removeprefix("gs://").partition("/")
+        return bucket, prefix
 
     @property
     def total_chips(self) -> int:

@@ -653,6 +653,7 @@ def test_the_prod_stack_reads_as_written():
                 "publish_hours": 0.5,
             },
             "revision": "main",
+            "hub_cache": "",
         },
         "images": {
             "maxtext": "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.5",

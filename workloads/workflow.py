@@ -206,6 +206,10 @@ class WorkflowRun(pulumi.ComponentResource):
                 provider=args.provider,
                 deleted_with=args.cluster,
                 depends_on=list(args.ready),
+                # Its data is the step's identity (in its name) but for the Hub cache's folder, filled in after
+                # the hash (workloads.specs.step_specs.HUB_CACHE): a changed tpu-rl:model.hubCache leaves an existing
+                # step's scripts as they were (an immutable ConfigMap would otherwise be replaced under its JobSet).
+                ignore_changes=["data"],
             ),
         )
         self.scripts[step.step] = scripts

@@ -215,7 +215,7 @@ def build_settings(values: dict[str, Any], stack: str, problems: Problems) -> Se
         bucket_versioning=v[_k("bucketVersioning")],
         namespace=v[_k("namespace")],
         hf_token_set=v["hfTokenSet"],
-        model=ModelSettings(model, v[_k("model.revision")]),
+        model=ModelSettings(model, v[_k("model.revision")], run(_hub_cache, v, bucket)),
         images=images,
         training=training,
         workflow=workflow,
@@ -247,6 +247,20 @@ def _bucket(v: Values) -> str:
             "set one with `pulumi config set tpu-rl:bucketName NAME`",
         )
     return bucket
+
+
+def _hub_cache(v: Values, bucket: str) -> str:
+    """A shared Hub cache lives in a bucket of its own: the stack's bucket is emptied by a destroy with
+    ``forceDestroy`` (and deleted with the stack), which would take every other stack's cache with it."""
+    folder: str = v[_k("model.hubCache")]
+    if folder and folder.removeprefix("gs://").partition("/")[0] == bucket:
+        raise error(
+            _k("model.hubCache"),
+            folder,
+            "is in the stack's own bucket, which a destroy empties: leave it empty (the stack's own cache) or name a "
+            "bucket the stacks share",
+        )
+    return folder
 
 
 def _gke(v: Values) -> GkeSettings:

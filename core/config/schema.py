@@ -16,6 +16,7 @@ from core.config.formats import (
     CLOCK,
     CLUSTER_NAME,
     HOLD,
+    HUB_CACHE,
     HUB_REPO,
     IMAGE,
     KMS_KEY,
@@ -300,6 +301,15 @@ FIELDS: tuple[Field, ...] = (
         "main",
         "branch, tag or commit of the Hugging Face repository",
         samples=("0123456789abcdef0123456789abcdef01234567",),
+    ),
+    Field(
+        _key("model.hubCache"),
+        HUB_CACHE,
+        "",
+        "a Hub cache several stacks of the project share: the base model's files, fetched from the Hub once per model "
+        "and commit (a bucket of your own in gcp:region, uniform bucket-level access; never the stack's bucket, "
+        "which a destroy may empty); empty = the stack's own, under its bucket's <model>/convert/hub/",
+        samples=("gs://another-project-tpu-rl-hub/hub/",),
     ),
     Field(
         _key("images.registries"),

@@ -19,7 +19,7 @@ import shlex
 from pathlib import Path
 
 from core.knobs import DATASETS, TRAINING_KNOBS, Dataset
-from core.layout import RUN_NAME, hub_cache
+from core.layout import RUN_NAME
 from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from core.settings import Settings
 from core.step_config import CONFIG_FILE, LAUNCHER, config_text
@@ -321,14 +321,13 @@ def base_line(*words: str) -> str:
     return f"commit=$({run_program('base_snapshot.py')} {' '.join(shlex.quote(w) for w in words)})"
 
 
-def convert_script(settings: Settings, argv: list[str], output_uri: str) -> str:
+def convert_script(settings: Settings, argv: list[str], output_uri: str, cache_root: str) -> str:
     """Create the output folder, resolve ``tpu-rl:model.revision`` to a commit once and fetch that commit's files
-    through the Hub cache into ``CONVERT_BASE_DIR``, copying the base's files to the output (``base_snapshot.py
-    snapshot``: a retried conversion keeps its recorded commit; the Hub sends each file once per commit,
-    ``core.layout.hub_cache``), then convert the weights of that commit."""
+    through the Hub cache ``cache_root`` into ``CONVERT_BASE_DIR``, copying the base's files to the output
+    (``base_snapshot.py snapshot``: a retried conversion keeps its recorded commit; the Hub sends each file once per
+    commit, ``core.settings.Settings.hub_cache``), then convert the weights of that commit."""
     model = settings.model
-    cache = hub_cache(settings.bucket_name, model.spec.name)
-    snapshot = base_line("snapshot", model.spec.hf_repo, model.revision, output_uri, cache, CONVERT_BASE_DIR)
+    snapshot = base_line("snapshot", model.spec.hf_repo, model.revision, output_uri, cache_root, CONVERT_BASE_DIR)
     return script(mark_folder(output_uri), snapshot, 'echo "tpu-rl: converting commit ${commit}"', argv=argv)
 
 

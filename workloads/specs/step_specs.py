@@ -68,6 +68,12 @@ HASH_CHARS = 10
 NAME = "@tpu-rl.name@"
 STEP_ID = "@tpu-rl.step-id@"
 OUTPUT = "gs://@tpu-rl.output@/"
+HUB_CACHE = "gs://@tpu-rl.hub-cache@/"
+"""Where the conversion and the export find the Hub cache (``Settings.hub_cache``): hashed as the stack's own
+cache and filled in after the hash, so ``tpu-rl:model.hubCache`` names no step. Where the base's files are kept is the stack's, not what a step computes
+(an entry holds one commit's files, checked by size and read back by name): moving the cache re-runs nothing. A
+step's ConfigMap of scripts keeps the folder it was created with (``workloads.workflow``, ``ignoreChanges`` on its
+data); a step created later (a new identity) takes the new one."""
 OPERATIONAL_PATHS = ("spec.failurePolicy.maxRestarts", "spec.replicatedJobs[0].template.spec.activeDeadlineSeconds")
 """Fields that bound a run but do not change what it computes: not part of the identity, and ignored
 on an existing object (ignoreChanges) so changing them never re-runs or disturbs a step. The first
@@ -275,10 +281,10 @@ def identity(
     return step_hash(payload)
 
 
-def _fill(value: Any, name: str, step_id: str, output: str) -> Any:
+def _fill(value: Any, name: str, step_id: str, output: str, hub_cache: str) -> Any:
     """Replace the placeholders everywhere in a manifest (they never appear in user-supplied text)."""
     text = json.dumps(value)
-    for placeholder, real in ((NAME, name), (STEP_ID, step_id), (OUTPUT, output)):
+    for placeholder, real in ((NAME, name), (STEP_ID, step_id), (OUTPUT, output), (HUB_CACHE, hub_cache)):
         text = text.replace(placeholder, real)
     return json.loads(text)
 
@@ -294,12 +300,18 @@ def _address(
     """(hash, name, output URI, filled manifest, filled ConfigMap of scripts) of a manifest and its ``script`` (with
     the ConfigMap's ``data`` files: training's overrides) built with placeholders."""
     files = step_files(script, data)
-    digest = identity(settings, manifest, operational, step, files)
     model = settings.model.spec.name
+    # Hashed as the stack's own cache (bucket and model are in the identity already): the same name whichever
+    # folder tpu-rl:model.hubCache names, and the name the step had before the folder was a setting.
+    own_cache = hub_cache(settings.bucket_name, model)
+    digest = identity(
+        settings, manifest, operational, step, {k: v.replace(HUB_CACHE, own_cache) for k, v in files.items()}
+    )
     name = f"{model}-{step}-{digest}"
     output = step_output(settings.bucket_name, model, step, digest)
-    filled = _fill(manifest, name, digest, output)
-    scripts = _fill(scripts_config_map(settings, step, scripts_name(NAME), STEP_ID, files), name, digest, output)
+    filled = _fill(manifest, name, digest, output, settings.hub_cache)
+    config_map = scripts_config_map(settings, step, scripts_name(NAME), STEP_ID, files)
+    scripts = _fill(config_map, name, digest, output, settings.hub_cache)
     _creatable(settings, step, filled)
     _fits(settings, step, scripts)
     return digest, name, output, filled, scripts
@@ -390,7 +402,7 @@ def _cpu_step(
 def _convert_step(settings: Settings, _before: Mapping[str, Step]) -> Step:
     """Hugging Face -> MaxText on cpu-np, of the commit it resolves ``tpu-rl:model.revision`` to."""
     argv = convert_argv(settings, OUTPUT)
-    command = convert_script(settings, argv, OUTPUT)
+    command = convert_script(settings, argv, OUTPUT, HUB_CACHE)
     return _cpu_step(settings, "convert", command, None, CONVERTED)
 
 
@@ -457,8 +469,7 @@ def _export_step(settings: Settings, before: Mapping[str, Step]) -> Step:
     model = settings.model.spec
     convert, train = before["convert"], before["train"]
     argv = export_argv(settings, OUTPUT)
-    cache = hub_cache(settings.bucket_name, model.name)
-    command = export_script(argv, train.artifact_uri, OUTPUT, model.hf_repo, convert.output_uri, cache)
+    command = export_script(argv, train.artifact_uri, OUTPUT, model.hf_repo, convert.output_uri, HUB_CACHE)
     return _cpu_step(settings, "export", command, train.artifact_uri, "")
 
 
