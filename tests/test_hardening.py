@@ -10,7 +10,7 @@ import pytest
 
 from core.layout import PATHWAYS_SCRATCH
 from core.pathways import PORTS
-from infra.gcp.access import BucketGrant, bucket_grants
+from infra.gcp.access import BucketGrant, bucket_grants, hub_cache_grants
 from tests.conftest import plan_of, step_resources
 from tools.plan.offline import PROJECT_NUMBER
 
@@ -171,6 +171,43 @@ def test_the_grants_as_built():
         'resource.name.startsWith("projects/_/buckets/b/objects/pathways")',
     }
     assert BucketGrant("cpu", "roles/storage.legacyBucketReader", ()).condition("b") is None
+
+
+def test_a_shared_hub_cache_is_granted_to_the_conversion_and_the_export_only_under_its_folder():
+    """``tpu-rl:model.hubCache`` (issue 40 item 4): the conversion's identity writes the shared cache, the export's
+    reads it, each bounded to the folder by a condition the policy pack accepts; nobody else gets anything there."""
+    grants = hub_cache_grants("hub/")
+    assert [(g.holder, g.role, g.prefixes, g.resource_name) for g in grants] == [
+        ("convert", "roles/storage.objectUser", ("hub/",), "convert-hubcache-objectUser"),
+        ("export", "roles/storage.objectViewer", ("hub/",), "export-hubcache-objectViewer"),
+    ]
+    assert grants[0].condition("shared-hub")["expression"] == (
+        'resource.name.startsWith("projects/_/buckets/shared-hub/objects/hub/")'
+    )
+
+
+@pytest.mark.slow
+def test_a_stack_sharing_a_hub_cache_renames_no_step_and_points_both_steps_at_it(prod_plan):
+    """The same steps (names) as the stack's own cache; their scripts name the shared folder, never the stack's own
+    ``<model>/convert/hub/``; the grants are registered on the shared bucket, waited for like the others."""
+    shared = plan_of("prod", "tpu-rl:model.hubCache=gs://shared-hub/tpu-rl/hub/")
+    assert {s: r["name"] for s, r in step_resources(shared).items()} == {
+        s: r["name"] for s, r in step_resources(prod_plan).items()
+    }, "where the cache is names no step"
+    members = {r["name"]: r["inputs"] for r in shared.find(BUCKET_IAM) if "-hubcache-" in r["name"]}
+    assert {name: (m["bucket"], m["role"], _prefixes({"inputs": m})) for name, m in members.items()} == {
+        "convert-hubcache-objectUser": ("shared-hub", "roles/storage.objectUser", ["tpu-rl/hub/"]),
+        "export-hubcache-objectViewer": ("shared-hub", "roles/storage.objectViewer", ["tpu-rl/hub/"]),
+    }
+    for step in ("convert", "export"):
+        name = step_resources(shared)[step]["name"]
+        script = shared.one("kubernetes:core/v1:ConfigMap", f"{name}-scripts")["inputs"]["data"]["run.sh"]
+        assert "gs://shared-hub/tpu-rl/hub/" in script and "/convert/hub/" not in script, step
+        own = prod_plan.one("kubernetes:core/v1:ConfigMap", f"{name}-scripts")["inputs"]["data"]["run.sh"]
+        assert (
+            own.replace("gs://my-tpu-prod-project-tpu-rl-prod/gemma4-26b/convert/hub/", "gs://shared-hub/tpu-rl/hub/")
+            == script
+        )
 
 
 @pytest.mark.parametrize(

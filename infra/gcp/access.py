@@ -88,6 +88,8 @@ class BucketGrant:
     role: str
     prefixes: tuple[str, ...]
     """Object-name prefixes the grant is limited to (empty: the whole bucket)."""
+    target: str = "bucket"
+    """Which bucket, in the resource name: ``bucket`` (the stack's) or ``hubcache`` (a shared Hub cache's)."""
 
     @property
     def role_name(self) -> str:
@@ -96,8 +98,8 @@ class BucketGrant:
 
     @property
     def resource_name(self) -> str:
-        """The grant's Pulumi resource name (``<holder>-bucket-<role>``)."""
-        return f"{self.holder}-bucket-{self.role_name}"
+        """The grant's Pulumi resource name (``<holder>-<target>-<role>``: ``convert-bucket-objectUser``)."""
+        return f"{self.holder}-{self.target}-{self.role_name}"
 
     def condition(self, bucket: str) -> dict[str, str] | None:
         """The IAM condition (title, description, expression) on the prefixes, or None."""
@@ -129,6 +131,24 @@ def bucket_grants(model: str, running: Collection[str] = ()) -> list[BucketGrant
         if entry.read:
             grants.append(BucketGrant(holder, READER_ROLE, tuple(_prefix(model, s) for s in entry.read)))
     return grants
+
+
+HUB_CACHE_WRITER = "convert"
+"""The step whose identity fills the Hub cache (``workloads/container/base_snapshot.py snapshot``)."""
+HUB_CACHE_READER = "export"
+"""The step whose identity reads it (``workloads/container/complete_export.py``: the base's other tensors)."""
+
+
+def hub_cache_grants(prefix: str) -> list[BucketGrant]:
+    """The grants on a shared Hub cache's bucket (``tpu-rl:model.hubCache``), each bound to its folder ``prefix``:
+    the conversion's identity writes entries there, the export's reads them; nobody else, and nothing outside the
+    folder (the bucket is the project's, not the stack's: other stacks' grants live beside these, and a destroy
+    removes only its own). No ``legacyBucketReader``: both programs read and write objects by name (``blob.exists``,
+    ``get_blob``, ranged downloads: ``storage.objects.get``), never list or ``buckets.get`` the cache."""
+    return [
+        BucketGrant(HUB_CACHE_WRITER, WRITER_ROLE, (prefix,), "hubcache"),
+        BucketGrant(HUB_CACHE_READER, READER_ROLE, (prefix,), "hubcache"),
+    ]
 
 
 REGISTRY_READER_ROLE = "roles/artifactregistry.reader"

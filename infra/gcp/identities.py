@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.gcp.access import bucket_grants
+from infra.gcp.access import BucketGrant, bucket_grants, hub_cache_grants
 from infra.gcp.naming import Names
 from infra.options import child_options
 
@@ -46,6 +46,9 @@ class IdentitiesArgs:
     """The steps the stack runs (a ``when-run`` step's account and grants exist only where it runs)."""
     private_registries: bool = False
     """Whether an allowed image registry may be private (the nodes then get ``REGISTRY_READER``)."""
+    hub_cache: tuple[str, str] | None = None
+    """A shared Hub cache's bucket and folder (``Settings.shared_hub_cache``): the conversion's and the export's
+    identities get their grants on it (``infra.gcp.access.hub_cache_grants``); None: the stack's own bucket's."""
 
 
 class NodeIdentities(pulumi.ComponentResource):
@@ -86,11 +89,17 @@ class NodeIdentities(pulumi.ComponentResource):
                 )
                 self.grants.append(member)
                 self.grant_keys[role_name].append(grant_key(member.id))
-        for grant in bucket_grants(args.model, args.steps):
-            condition = grant.condition(args.bucket_name)
+        on: list[tuple[pulumi.Input[str], str, BucketGrant]] = [
+            (bucket, args.bucket_name, grant) for grant in bucket_grants(args.model, args.steps)
+        ]
+        if args.hub_cache is not None:
+            cache_bucket, prefix = args.hub_cache
+            on += [(cache_bucket, cache_bucket, grant) for grant in hub_cache_grants(prefix)]
+        for target, target_name, grant in on:
+            condition = grant.condition(target_name)
             member = gcp.storage.BucketIAMMember(
                 grant.resource_name,
-                bucket=bucket,
+                bucket=target,
                 role=grant.role,
                 member=_member(self.accounts[grant.holder]),
                 condition=condition,
