@@ -208,7 +208,9 @@ class WorkflowRun(pulumi.ComponentResource):
                 depends_on=list(args.ready),
                 # Its data is the step's identity (in its name) but for the Hub cache's folder, filled in after
                 # the hash (workloads.specs.step_specs.HUB_CACHE): a changed tpu-rl:model.hubCache leaves an existing
-                # step's scripts as they were (an immutable ConfigMap would otherwise be replaced under its JobSet).
+                # step's scripts as they were (an immutable ConfigMap would otherwise be replaced under its JobSet): the
+                # engine gives an ignored path its old value before the provider's Diff (pulumi
+                # pkg/resource/deploy/step_generator.go processIgnoreChanges).
                 ignore_changes=["data"],
             ),
         )
