@@ -239,6 +239,32 @@ def test_the_hub_sends_each_file_once_per_commit_and_the_bucket_the_rest(bucket,
     assert record is not None and (record.revision, record.commit, record.files) == ("main", COMMIT, COPIED)
 
 
+@pytest.mark.slow
+def test_a_second_stack_sharing_the_hub_cache_gets_no_byte_from_the_hub(bucket, tmp_path):
+    """``tpu-rl:model.hubCache``: two stacks (two buckets) whose conversions share one cache folder in a bucket of its
+    own. The first fills it from the Hub; the second, of the same commit, reads every file from it with no Hub at
+    all, and its own bucket gets only its conversion's files (nothing of the cache)."""
+    shared, other = "shared-hub", "other-stack-bucket"
+    bucket.create_bucket(shared)
+    bucket.create_bucket(other)
+    cache = f"gs://{shared}/tpu-rl/hub/"
+    served = FakeHub.serving(FILES)
+    with serve(served) as hub:
+        first = run(tmp_path / "a", hub, "snapshot", REPO, COMMIT, OUTPUT, cache, str(tmp_path / "a" / "base"))
+    assert first.returncode == 0, first.stderr
+    assert sum(served.sent) == sum(len(data) for data in FILES.values())
+    assert {b.name for b in bucket.list_blobs(shared)} == {
+        f"tpu-rl/hub/{REPO}/{COMMIT}/{n}" for n in [*FILES, "entry.json"]
+    }
+    second_output = f"gs://{other}/gemma4-26b/convert/3333333333/"
+    closed = "http://127.0.0.1:9"  # no Hub at all: a call to it fails the step
+    second = run(tmp_path / "b", closed, "snapshot", REPO, COMMIT, second_output, cache, str(tmp_path / "b" / "base"))
+    assert second.returncode == 0 and second.stdout == f"{COMMIT}\n", second.stderr
+    assert local_files(tmp_path / "b" / "base") == FILES
+    assert not any("/hub/" in b.name for b in bucket.list_blobs(other)), "the cache stays in the shared bucket"
+    assert not any("/hub/" in b.name for b in bucket.list_blobs(BUCKET)), "the first stack's bucket holds none either"
+
+
 def test_an_entry_cut_short_is_completed_with_only_what_it_lacks(bucket, tmp_path):
     """A conversion killed while it filled the cache left files but no ``entry.json``: the next one takes the whole
     files from the bucket and only the missing (or short) ones from the Hub, then writes the entry."""
