@@ -161,22 +161,27 @@ endef
 # core/images.py recorded_pins): a tag that moved upstream since renames no finished or running step.
 # `pulumi up` runs with the policy pack (policy/, the stack's policy/config/<stack>.json): a mandatory finding stops
 # it before the resource it judges changes. NO_POLICY=1 leaves the pack out (docs/security.md says when).
+define with_state
+pins=$$(mktemp); trap 'rm -f "$$pins"' EXIT; \
+	releases=$$($(PY) -m tools.state releases --stack $(STACK) --pins "$$pins"); found=$$?; \
+	if [ $$found = 0 ]; then export TPU_RL_RELEASES_IN_STATE="$$releases" TPU_RL_IMAGES_IN_STATE="$$(cat "$$pins")"; \
+	elif [ $$found = 3 ]; then unset TPU_RL_RELEASES_IN_STATE TPU_RL_IMAGES_IN_STATE; else exit $$found; fi;
+endef
+
 up: $(VENV)/.installed $(if $(NO_POLICY),,$(POLICY_VENV)/.installed)
 	$(select_stack)
 	$(check_locks)
-	pins=$$(mktemp); trap 'rm -f "$$pins"' EXIT; \
-	releases=$$($(PY) -m tools.state releases --stack $(STACK) --pins "$$pins"); found=$$?; \
-	if [ $$found = 0 ]; then export TPU_RL_RELEASES_IN_STATE="$$releases" TPU_RL_IMAGES_IN_STATE="$$(cat "$$pins")"; \
-	elif [ $$found = 3 ]; then unset TPU_RL_RELEASES_IN_STATE TPU_RL_IMAGES_IN_STATE; else exit $$found; fi; \
-	pulumi up --stack $(STACK)$(if $(YES), --yes --non-interactive)$(if $(NO_POLICY),, --policy-pack policy --policy-pack-config policy/config/$(STACK).json)
+	$(with_state) pulumi up --stack $(STACK)$(if $(YES), --yes --non-interactive)$(if $(NO_POLICY),, --policy-pack policy --policy-pack-config policy/config/$(STACK).json)
 
 # Log in and select (or create) the stack, e.g. before `pulumi config set`.
 stack: $(VENV)/.installed
 	$(select_stack)
 
+# A preview sees what the next `make up` will do: the same state read hands it the image pins the state holds (without
+# them a tag that moved upstream would show renames `make up` does not make).
 preview: $(VENV)/.installed
 	$(select_stack)
-	pulumi preview --stack $(STACK) --diff
+	$(with_state) pulumi preview --stack $(STACK) --diff
 
 # Create the project's state bucket (versioned, uniform access, public access prevented) and the Cloud KMS key that
 # encrypts the stacks' secrets, or bring an existing bucket to those settings. Once per Google project. BUCKET= names
@@ -196,7 +201,7 @@ unlock: $(VENV)/.installed
 # The same check as the pull-request workflow: preview with the guardrails policy pack.
 policy-preview: $(VENV)/.installed $(POLICY_VENV)/.installed
 	$(select_stack)
-	pulumi preview --stack $(STACK) --diff --policy-pack policy --policy-pack-config policy/config/$(STACK).json
+	$(with_state) pulumi preview --stack $(STACK) --diff --policy-pack policy --policy-pack-config policy/config/$(STACK).json
 
 # Destroy and refresh run without the program (--run-program=false, which also beats PULUMI_RUN_PROGRAM): the
 # engine would run it as in an `up` (pulumi DestroyV2/RefreshV2), so a running step could make them wait and a
