@@ -219,6 +219,7 @@ def mirrored(images: ImageSettings, mirrors: dict[str, Mirror]) -> ImageSettings
         maxtext=through(images.maxtext),
         pathways_server=through(images.pathways_server),
         pathways_proxy=through(images.pathways_proxy),
+        upstream=images,
     )
 
 

@@ -75,6 +75,9 @@ class ImageSettings:
     pathways_proxy: str
     registries: tuple[str, ...] = ()
     """Where images may come from (``tpu-rl:images.registries``)."""
+    upstream: ImageSettings | None = None
+    """With ``tpu-rl:images.mirror``, the images as configured (upstream), which these name through the stack's
+    mirrors (``core.images.mirrored``); None: these are the images as configured."""
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ from core.config.schema import IMAGE_REGISTRIES
 from core.config.values import OFFLINE_SECRETS
 from core.estimate import estimate_for
 from core.images import (
-    IMAGE_KEYS,
     PINS_IN_STATE,
     Mirror,
     image_outputs,
@@ -24,7 +23,7 @@ from core.images import (
     recorded_pins,
     to_resolve,
 )
-from core.names import KMS_API, PROJECT, REQUIRED_APIS
+from core.names import KMS_API, REQUIRED_APIS
 from core.settings import ImageSettings, Settings
 from core.steps import STEPS
 from infra.gcp.access import IMAGE_PULLERS
@@ -304,18 +303,12 @@ def _step_access(
 
 def _configured_images(settings: Settings) -> tuple[ImageSettings, dict[str, Mirror]]:
     """The images as configured and, with ``tpu-rl:images.mirror``, the stack's mirrors of their repositories
-    (``core.images.mirrors_for``; the settings name the images through them already, ``core.config.rules``)."""
-    from core.config.load import read_fields
-    from program.config import raw_config
-
-    fields = read_fields(*raw_config())
-    if fields[f"{PROJECT}:images.mirror"] is not True:
+    (``core.images.mirrors_for``; the settings name the images through them already, ``core.config.rules``, and keep
+    the configured ones as ``ImageSettings.upstream``)."""
+    upstream = settings.images.upstream
+    if upstream is None:
         return settings.images, {}
-    image = {key: str(fields[f"{PROJECT}:images.{key}"]) for key in IMAGE_KEYS}
-    configured = ImageSettings(
-        image["maxtext"], image["pathwaysServer"], image["pathwaysProxy"], settings.images.registries
-    )
-    return configured, mirrors_for(configured, settings.project, settings.region, settings.cluster_name)
+    return upstream, mirrors_for(upstream, settings.project, settings.region, settings.cluster_name)
 
 
 def _pinned_images(

@@ -662,6 +662,7 @@ def test_the_prod_stack_reads_as_written():
             "pathways_proxy": "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server@sha256:"
             "6342a3cae2818d2f887d396e9ae4156b3316f79fef186d71ff16d535b44e1724",
             "registries": ("us-docker.pkg.dev/cloud-tpu-images", "us-docker.pkg.dev/cloud-tpu-v2-images"),
+            "upstream": None,
         },
         "workflow": {
             "enabled": True,
