@@ -171,7 +171,8 @@ endef
 up: $(VENV)/.installed $(if $(NO_POLICY),,$(POLICY_VENV)/.installed)
 	$(select_stack)
 	$(check_locks)
-	$(with_state) pulumi up --stack $(STACK)$(if $(YES), --yes --non-interactive)$(if $(NO_POLICY),, --policy-pack policy --policy-pack-config policy/config/$(STACK).json)
+	$(with_state) \
+	pulumi up --stack $(STACK)$(if $(YES), --yes --non-interactive)$(if $(NO_POLICY),, --policy-pack policy --policy-pack-config policy/config/$(STACK).json)
 
 # Log in and select (or create) the stack, e.g. before `pulumi config set`.
 stack: $(VENV)/.installed
@@ -181,7 +182,8 @@ stack: $(VENV)/.installed
 # them a tag that moved upstream would show renames `make up` does not make).
 preview: $(VENV)/.installed
 	$(select_stack)
-	$(with_state) pulumi preview --stack $(STACK) --diff
+	$(with_state) \
+	pulumi preview --stack $(STACK) --diff
 
 # Create the project's state bucket (versioned, uniform access, public access prevented) and the Cloud KMS key that
 # encrypts the stacks' secrets, or bring an existing bucket to those settings. Once per Google project. BUCKET= names
@@ -201,7 +203,8 @@ unlock: $(VENV)/.installed
 # The same check as the pull-request workflow: preview with the guardrails policy pack.
 policy-preview: $(VENV)/.installed $(POLICY_VENV)/.installed
 	$(select_stack)
-	$(with_state) pulumi preview --stack $(STACK) --diff --policy-pack policy --policy-pack-config policy/config/$(STACK).json
+	$(with_state) \
+	pulumi preview --stack $(STACK) --diff --policy-pack policy --policy-pack-config policy/config/$(STACK).json
 
 # Destroy and refresh run without the program (--run-program=false, which also beats PULUMI_RUN_PROGRAM): the
 # engine would run it as in an `up` (pulumi DestroyV2/RefreshV2), so a running step could make them wait and a
