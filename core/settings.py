@@ -41,6 +41,9 @@ class PoolSettings:
     disk_size_gb: int
     disk_type: str
     """Boot disk type of the machine family (pd-balanced or hyperdisk-balanced)."""
+    boot_disk_image: str = ""
+    """A disk image of the project, preloaded with the steps' images, each node's secondary boot disk (cpu-np's
+    ``tpu-rl:cpuPool.bootDiskImage``; "" = none)."""
 
 
 @dataclass(frozen=True)

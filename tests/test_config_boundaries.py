@@ -619,6 +619,7 @@ def test_the_prod_stack_reads_as_written():
             "max_nodes": 10,
             "disk_size_gb": 200,
             "disk_type": "pd-balanced",
+            "boot_disk_image": "",
         },
         "cpu_pool": {
             "machine_type": "n4-standard-64",
@@ -626,6 +627,7 @@ def test_the_prod_stack_reads_as_written():
             "max_nodes": 4,
             "disk_size_gb": 500,
             "disk_type": "hyperdisk-balanced",
+            "boot_disk_image": "",
         },
         "gke": {
             "release_channel": "REGULAR",

@@ -11,7 +11,7 @@ from tests.engine import process_ignore_changes
 from tests.pure_plan import pure_plan
 
 POOL = "gcp:container/nodePool:NodePool"
-IGNORED = ["nodeConfig.labels", "nodeConfig.gvnic", "nodeConfig.gcfsConfig"]
+IGNORED = ["nodeConfig.labels", "nodeConfig.gvnic", "nodeConfig.gcfsConfig", "nodeConfig.secondaryBootDisks"]
 CAPACITIES = {
     "reservation": [],
     "on-demand": ["tpu-rl:tpu.capacity=on-demand", "tpu-rl:tpu.reservation="],
@@ -50,3 +50,43 @@ def test_the_pools_ignore_changes_of_image_streaming(prod_plan):
     assert pools and all("nodeConfig.gcfsConfig" in p["options"]["ignoreChanges"] for p in pools), pools
     services = {s["inputs"]["service"] for s in prod_plan.find("gcp:projects/service:Service")}
     assert IMAGE_STREAMING_API in services
+
+
+BOOT_DISK = "tpu-rl:cpuPool.bootDiskImage=tpu-rl-images-0-2-5"
+
+
+@pytest.mark.pure
+def test_a_boot_disk_image_is_cpu_nps_secondary_boot_disk_and_no_other_pools():
+    """``tpu-rl:cpuPool.bootDiskImage``: cpu-np's new nodes get a secondary boot disk from the project's image, as an
+    image cache, beside Image streaming (which the feature needs); the TPU pools and the system pool get none."""
+    pools = {
+        r["inputs"]["name"]: r["inputs"]["nodeConfig"]
+        for r in pure_plan("prod", BOOT_DISK).resources
+        if r["type"] == POOL
+    }
+    assert pools[CPU_POOL]["secondaryBootDisks"] == [
+        {"diskImage": "global/images/tpu-rl-images-0-2-5", "mode": "CONTAINER_IMAGE_CACHE"}
+    ]
+    assert pools[CPU_POOL]["gcfsConfig"] == {"enabled": True}
+    assert [name for name, config in pools.items() if "secondaryBootDisks" in config] == [CPU_POOL]
+    default = {r["inputs"]["name"]: r["inputs"]["nodeConfig"] for r in pure_plan("prod").resources if r["type"] == POOL}
+    assert "secondaryBootDisks" not in default[CPU_POOL], "none unless set"
+
+
+@pytest.mark.pure
+def test_setting_a_boot_disk_image_on_an_existing_cpu_np_does_not_replace_it():
+    """The provider replaces a pool whose ``secondary_boot_disks`` changes (ForceNew): with the pools' ignoreChanges the
+    engine sends the existing pool's nodeConfig as it was, so a running Pathways head keeps its node."""
+    (new,) = [
+        r["inputs"]
+        for r in pure_plan("prod", BOOT_DISK).resources
+        if r["type"] == POOL and r["inputs"]["name"] == CPU_POOL
+    ]
+    old = {**new, "nodeConfig": {k: v for k, v in new["nodeConfig"].items() if k != "secondaryBootDisks"}}
+    assert process_ignore_changes(new, old, IGNORED) == old
+    assert process_ignore_changes(new, old, IGNORED[:3]) != old, "without it, the pool would be replaced"
+
+
+def test_the_pools_ignore_changes_of_a_secondary_boot_disk(prod_plan):
+    pools = prod_plan.find(POOL)
+    assert pools and all("nodeConfig.secondaryBootDisks" in p["options"]["ignoreChanges"] for p in pools), pools

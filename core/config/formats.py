@@ -57,6 +57,10 @@ KMS_KEY = Text(
     r"/cryptoKeys/[A-Za-z0-9_-]{1,63}",
     "create, or a key projects/PROJECT/locations/REGION/keyRings/RING/cryptoKeys/KEY",
 )
+DISK_IMAGE = Text(
+    r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?",
+    "a Compute Engine image name of gcp:project (1-63 lowercase letters, digits, hyphens)",
+)
 HUB_CACHE = Text(
     r"gs://(?!goog)(?![a-z0-9_-]*g(oo|00)gle)[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]/([A-Za-z0-9][A-Za-z0-9._-]{0,100}/){1,8}",
     "a gs:// folder such as gs://my-project-tpu-rl-hub/hub/ (a bucket name, then at least one folder, ending in /)",

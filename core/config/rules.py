@@ -443,6 +443,7 @@ def _pool(v: Values, name: str) -> PoolSettings:
         v[_k(f"{name}.maxNodes")],
         v[_k(f"{name}.diskSizeGb")],
         disk,
+        v[_k(f"{name}.bootDiskImage")] if name == "cpuPool" else "",
     )
 
 

@@ -15,6 +15,7 @@ from core.config.formats import (
     BUCKET_NAME,
     CLOCK,
     CLUSTER_NAME,
+    DISK_IMAGE,
     HOLD,
     HUB_CACHE,
     HUB_REPO,
@@ -250,6 +251,15 @@ FIELDS: tuple[Field, ...] = (
     Field(_key("cpuPool.minNodes"), Integer(0, 1000), 0, "cpu-np minimum nodes"),
     Field(_key("cpuPool.maxNodes"), Integer(1, 1000), 4, "cpu-np maximum nodes"),
     Field(_key("cpuPool.diskSizeGb"), Integer(50, 65536), 500, "cpu-np boot disk (GB)"),
+    Field(
+        _key("cpuPool.bootDiskImage"),
+        DISK_IMAGE,
+        "",
+        "a disk image of gcp:project with the steps' images preloaded (gke-disk-image-builder), given to cpu-np's new "
+        "nodes as a secondary boot disk (an image cache: the Pathways head's and the CPU steps' MaxText image); "
+        "empty = none. Set at the pool's creation (an existing cpu-np keeps what it has)",
+        samples=("tpu-rl-images-0-2-5",),
+    ),
     # gke
     Field(_key("gke.releaseChannel"), OneOf(RELEASE_CHANNELS), "REGULAR", "GKE release channel"),
     Field(

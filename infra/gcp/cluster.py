@@ -165,8 +165,15 @@ class GkeCluster(pulumi.ComponentResource):
             # "recompute the default values" on a replace), so a new or replaced pool gets it and an existing one
             # keeps what it has.
             # Image streaming likewise (``gke_spec.IMAGE_STREAMING``): the provider would turn it on in place
-            # (node_config.go: "updating GKE node pool gcfs_config").
-            ignore_changes=["nodeConfig.labels", "nodeConfig.gvnic", "nodeConfig.gcfsConfig"],
+            # (node_config.go: "updating GKE node pool gcfs_config"). A secondary boot disk
+            # (``gke_spec.secondary_boot_disks``) is ForceNew in the provider (node_config.go schemaNodeConfig): without
+            # this, setting tpu-rl:cpuPool.bootDiskImage would replace cpu-np under a running Pathways head.
+            ignore_changes=[
+                "nodeConfig.labels",
+                "nodeConfig.gvnic",
+                "nodeConfig.gcfsConfig",
+                "nodeConfig.secondaryBootDisks",
+            ],
         )
 
     def _tpu_pools(self, args: GkeClusterArgs, pool_opts: pulumi.ResourceOptions) -> list[gcp.container.NodePool]:
