@@ -1,6 +1,7 @@
-"""A loopback Compute Engine, Service Usage, Cloud Quotas and Cloud KMS API for the capacity preflight: the REST paths
-the official clients call (google-cloud-compute ``transports/rest_base.py``, google-cloud-kms
-``key_management_service/transports/rest_base.py``), their JSON (camelCase, int64 as strings) and Google's error
+"""A loopback Compute Engine, Service Usage, Cloud Quotas, Cloud KMS and Cloud Storage (JSON API ``buckets.get``) API
+for the capacity preflight: the REST paths the official clients call (google-cloud-compute ``transports/rest_base.py``,
+google-cloud-kms ``key_management_service/transports/rest_base.py``, google-cloud-storage ``Client.get_bucket``:
+``GET /storage/v1/b/<bucket>``), their JSON (camelCase, int64 as strings) and Google's error
 bodies (``{"error": {code, message, errors[{reason}], details[ErrorInfo]}}``), so the real clients parse real
 shapes; the zone's machine, accelerator and disk types (``ZONE_OFFERS``) and Resource Manager's
 ``projects.testIamPermissions`` (v3: a POST of ``{"permissions": [...]}`` answered with the subset held, ``{}`` for
@@ -262,6 +263,63 @@ def key_after_destroy(name: str, state: str = "DESTROY_SCHEDULED", version: int 
     return crypto_key(name, primary=state, version=version, rotation=False)
 
 
+def bucket(
+    name: str,
+    location: str = "US-EAST5",
+    *,
+    uniform: bool = True,
+    location_type: str = "region",
+    data_locations: list[str] | None = None,
+) -> dict[str, Any]:
+    """A bucket as Cloud Storage's JSON API answers ``buckets.get`` (``projection=noAcl``, what
+    ``storage.Client.get_bucket`` asks for): its location upper-case, its ``iamConfiguration`` (uniform bucket-level
+    access and its legacy twin ``bucketPolicyOnly``), a configurable dual-region's ``customPlacementConfig``
+    (https://cloud.google.com/storage/docs/json_api/v1/buckets)."""
+    access: dict[str, Any] = {"enabled": uniform}
+    if uniform:
+        access["lockedTime"] = "2027-02-28T09:00:00.000Z"
+    reply: dict[str, Any] = {
+        "kind": "storage#bucket",
+        "selfLink": f"https://www.googleapis.com/storage/v1/b/{name}",
+        "id": name,
+        "name": name,
+        "projectNumber": "123456789012",
+        "generation": "1764838800000000",
+        "metageneration": "1",
+        "location": location,
+        "storageClass": "STANDARD",
+        "etag": "CAE=",
+        "timeCreated": "2026-11-30T09:00:00.000Z",
+        "updated": "2026-11-30T09:00:00.000Z",
+        "softDeletePolicy": {"retentionDurationSeconds": "604800", "effectiveTime": "2026-11-30T09:00:00.000Z"},
+        "iamConfiguration": {
+            "bucketPolicyOnly": dict(access),
+            "uniformBucketLevelAccess": access,
+            "publicAccessPrevention": "inherited",
+        },
+        "locationType": location_type,
+        "rpo": "DEFAULT",
+    }
+    if data_locations:
+        reply["customPlacementConfig"] = {"dataLocations": data_locations}
+    return reply
+
+
+def bucket_not_found() -> tuple[int, dict[str, Any]]:
+    """Cloud Storage's 404 for a bucket that does not exist (its JSON API error body)."""
+    message = "The specified bucket does not exist."
+    return 404, {
+        "error": {
+            "code": 404,
+            "message": message,
+            "errors": [{"message": message, "domain": "global", "reason": "notFound"}],
+        }
+    }
+
+
+BUCKET_PATH = re.compile(r"/storage/v1/b/([^/]+)")
+
+
 def error(code: int, message: str, reason: str, *, service: str | None = None) -> dict[str, Any]:
     """Google's JSON error body; ``service``: a SERVICE_DISABLED ErrorInfo for that API."""
     status = {403: "PERMISSION_DENIED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}[code]
@@ -307,6 +365,8 @@ class FakeCompute:
         """What the caller holds on each project (Resource Manager ``testIamPermissions``); None: everything."""
         self.bodies: list[Any] = []
         """The JSON bodies POSTed, in order."""
+        self.buckets: dict[str, dict[str, Any]] = {}
+        """Cloud Storage: bucket name -> its ``buckets.get`` reply (``bucket``); any other bucket does not exist."""
         self.url = ""
 
     def answer(
@@ -340,6 +400,9 @@ class FakeCompute:
             project, zone, kind, name = match.groups()
             if name in self.offers[kind]:
                 return 200, offer(kind, name, project=project, zone=zone, guest_cpus=self.offers[kind][name])
+        if match := BUCKET_PATH.fullmatch(path):
+            name = match.group(1)
+            return (200, self.buckets[name]) if name in self.buckets else bucket_not_found()
         if PERMISSIONS_PATH.fullmatch(path) and isinstance(body, dict):
             asked = body.get("permissions", [])
             held = [p for p in asked if self.permissions is None or p in self.permissions]

@@ -14,6 +14,8 @@ budget), one module per thing it checks:
   capacity that is not reserved the TPU chips' limit (Cloud Quotas);
 - ``keys``: the Secrets key, and the key ring and key a destroy leaves (``SURVIVORS``), reused or a stop naming the
   fix;
+- ``hub_cache``: a shared Hub cache's bucket (``tpu-rl:model.hubCache``, through google-cloud-storage): it exists, has
+  uniform bucket-level access (its IAM conditions need it) and is in ``gcp:region``;
 
 over ``needs`` (what the stack needs and already holds, pure), ``reads`` (the clients, the size cap, the retry and
 budget, a reply's fields read with limits, ``ReadFailedError``) and ``findings`` (``Finding``); ``check`` runs them
@@ -32,6 +34,7 @@ its classes, re-exported)."""
 from infra.gcp.capacity.apis import api_findings
 from infra.gcp.capacity.check import check_capacity
 from infra.gcp.capacity.findings import Finding
+from infra.gcp.capacity.hub_cache import HubBucket, hub_bucket_reply, hub_cache_findings
 from infra.gcp.capacity.keys import (
     KEY,
     SURVIVORS,
@@ -64,6 +67,7 @@ __all__ = [
     "CryptoKey",
     "Finding",
     "Held",
+    "HubBucket",
     "Need",
     "Offer",
     "Pool",
@@ -76,6 +80,8 @@ __all__ = [
     "api_findings",
     "check_capacity",
     "held",
+    "hub_bucket_reply",
+    "hub_cache_findings",
     "json_object",
     "key_findings",
     "key_version_fix",

@@ -1,5 +1,6 @@
-"""The capacity preflight's order: the permissions, the APIs, then (with Compute Engine enabled) the zone's offers,
-what the stack holds, the reservation, the region's quotas and the TPU chips' limit, and the Secrets key."""
+"""The capacity preflight's order: the permissions, the APIs, the shared Hub cache's bucket, then (with Compute Engine
+enabled) the zone's offers, what the stack holds, the reservation, the region's quotas and the TPU chips' limit, and
+the Secrets key."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from core.names import KMS_API, REQUIRED_APIS
 from core.settings import Settings
 from infra.gcp.capacity.apis import api_findings, check_permissions, read_api_states
 from infra.gcp.capacity.findings import Finding
+from infra.gcp.capacity.hub_cache import check_hub_cache
 from infra.gcp.capacity.keys import check_secrets_key
 from infra.gcp.capacity.needs import needs, read_held
 from infra.gcp.capacity.offers import check_offers
@@ -41,15 +43,15 @@ def _check(settings: Settings, clients: Clients, budget: deadline.Budget) -> lis
     kms = states is None or states.get(KMS_API) == "ENABLED"
     if states is not None:
         findings += api_findings(states, settings.project, apis)
-        if states.get("compute.googleapis.com") != "ENABLED":
-            findings.append(
-                Finding(
-                    "unknown",
-                    "the Compute Engine API is not enabled yet: the zone's offers, reservation and quotas were not "
-                    "checked",
-                )
+    findings += check_hub_cache(settings, clients, budget)
+    if states is not None and states.get("compute.googleapis.com") != "ENABLED":
+        findings.append(
+            Finding(
+                "unknown",
+                "the Compute Engine API is not enabled yet: the zone's offers, reservation and quotas were not checked",
             )
-            return findings + check_secrets_key(settings, clients, budget, kms)
+        )
+        return findings + check_secrets_key(settings, clients, budget, kms)
     need = needs(settings, check_offers(settings, clients, budget, findings))
     ours = read_held(settings, need, clients, budget, findings)
     findings += check_reservation(settings, need, ours, clients, budget)

@@ -120,20 +120,22 @@ def json_object(body: bytes) -> None:
         raise ReplyError(f"JSON nested deeper than {MAX_DEPTH} levels")
 
 
-def cap_replies(client: Any, cap: int = MAX_REPLY_BYTES) -> None:
+def cap_replies(session: Any, cap: int = MAX_REPLY_BYTES) -> None:
     """Every reply of a client's REST session through the one bounded read (``infra.transports.cap_session``), a
-    successful one a JSON object (``json_object``). The REST transports build their ``AuthorizedSession`` (a
-    ``requests.Session``) in ``__init__`` and take no session argument (e.g.
-    ``compute_v1/services/regions/transports/rest.py``: ``self._session = AuthorizedSession(...)``)."""
-    cap_session(client.transport._session, Cap(cap, FIX), json_object)
+    successful one a JSON object (``json_object``). The session is google-auth's ``AuthorizedSession`` (a
+    ``requests.Session``) each client builds itself and takes no argument for: a GAPIC REST transport's
+    ``client.transport._session`` (e.g. ``compute_v1/services/regions/transports/rest.py``:
+    ``self._session = AuthorizedSession(...)``), google-cloud-storage's ``client._http`` (google-cloud-core's
+    ``Client._http`` makes it on first use, ``google/cloud/client/__init__.py``)."""
+    cap_session(session, Cap(cap, FIX), json_object)
 
 
 class Clients:
-    """The Compute Engine, Service Usage, Cloud Quotas and Cloud KMS clients, REST, every reply capped (tests point
-    them at a loopback server)."""
+    """The Compute Engine, Service Usage, Cloud Quotas and Cloud KMS clients, REST, and a Cloud Storage client (JSON
+    API), every reply capped (tests point them at a loopback server)."""
 
     def __init__(self, **options: Any) -> None:
-        from google.cloud import cloudquotas_v1, compute_v1, kms_v1, service_usage_v1
+        from google.cloud import cloudquotas_v1, compute_v1, kms_v1, service_usage_v1, storage
 
         self.reservations = compute_v1.ReservationsClient(**options)
         self.regions = compute_v1.RegionsClient(**options)
@@ -146,9 +148,13 @@ class Clients:
         self.disk_types = compute_v1.DiskTypesClient(**options)
         self.permissions = ProjectPermissions(**options)
         for client in self.all():
-            cap_replies(client)
+            cap_replies(client.transport._session)
+        # project=None: buckets.get names no project (the client would otherwise look one up, or fail without one).
+        self.storage = storage.Client(project=None, **options)
+        cap_replies(self.storage._http)
 
     def all(self) -> tuple[Any, ...]:
+        """The clients with a ``transport`` (``storage`` has none: its session is ``storage._http``)."""
         return (
             self.reservations,
             self.regions,
@@ -165,6 +171,7 @@ class Clients:
     def close(self) -> None:
         for client in self.all():
             client.transport.close()
+        self.storage.close()
 
 
 class ProjectPermissions:

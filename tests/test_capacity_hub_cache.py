@@ -1,0 +1,217 @@
+"""The capacity check reads a shared Hub cache's bucket (``tpu-rl:model.hubCache``) once, through google-cloud-storage
+and the loopback Cloud Storage JSON API (tests/fake_compute.py): a bucket that does not exist, without uniform
+bucket-level access, or out of ``gcp:region`` stops `up` with the fix; no permission, no answer or a reply it cannot
+read is a warning; without the setting nothing is read."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from google.auth.credentials import AnonymousCredentials
+
+from core import deadline
+from infra.gcp import capacity
+from infra.gcp.capacity import MAX_REPLY_BYTES, Finding, HubBucket, hub_cache_findings
+from infra.gcp.capacity.hub_cache import check_hub_cache
+from tests.fake_compute import bucket, fake_compute, reservation, serve_project
+from tests.lifecycle_walk import settings
+
+SHARED = settings("prod", ["tpu-rl:model.hubCache=gs://shared-hub/hub/"])
+PROD = settings("prod", [])
+REAL_CHECK = capacity.check_capacity
+P = "my-tpu-prod-project"
+PATH = "/storage/v1/b/shared-hub"
+KEY = "tpu-rl:model.hubCache"
+CREATE = "gcloud storage buckets create gs://shared-hub --location=us-east5 --uniform-bucket-level-access"
+SKIPPED = "; the shared Hub cache's bucket was not checked"
+READING = f"reading bucket gs://shared-hub ({KEY}): "
+
+
+@pytest.fixture
+def gcs(monkeypatch):
+    """The prod stack's project answers every read well and the shared bucket is in us-east5 with uniform access."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    with fake_compute() as fake:
+        serve_project(fake, P, {"CPUS": (1000, 0), "N4_CPUS": (600, 0)})
+        fake.routes[f"/compute/v1/projects/{P}/zones/us-east5-b/reservations/my-v6e-32-reservation"] = (
+            200,
+            reservation("my-v6e-32-reservation", project=P, zone="us-east5-b", count=8),
+        )
+        fake.buckets["shared-hub"] = bucket("shared-hub")
+        yield fake
+
+
+def clients(fake):
+    return capacity.Clients(credentials=AnonymousCredentials(), client_options={"api_endpoint": fake.url})
+
+
+def hub(fake, stack=SHARED):
+    """The shared cache's findings, as the check makes them (``check_hub_cache``, its own clients)."""
+    made = clients(fake)
+    try:
+        return check_hub_cache(stack, made, deadline.BUDGETS["compute"])
+    finally:
+        made.close()
+
+
+def test_a_bucket_in_the_region_with_uniform_access_passes_on_one_read(gcs):
+    assert hub(gcs) == []
+    assert gcs.requests == [PATH]
+
+
+def test_a_missing_bucket_stops_up_with_the_command_that_creates_it(gcs):
+    del gcs.buckets["shared-hub"]
+    assert hub(gcs) == [Finding("problem", f"{KEY}: bucket gs://shared-hub does not exist; create it once: {CREATE}")]
+
+
+def test_uniform_access_off_stops_up(gcs):
+    gcs.buckets["shared-hub"] = bucket("shared-hub", uniform=False)
+    assert hub(gcs) == [
+        Finding(
+            "problem",
+            f"{KEY}: bucket gs://shared-hub has uniform bucket-level access off, and the stack's grants on it carry "
+            "IAM conditions, which need it: gcloud storage buckets update gs://shared-hub "
+            "--uniform-bucket-level-access",
+        )
+    ]
+
+
+ELSEWHERE = (
+    "the conversion reads ~52 GB from it per new run in us-east5 (gcp:region), and Cloud Storage bills reads out of a "
+    "bucket's location as data transfer"
+)
+NEW = "gcloud storage buckets create gs://NEW-BUCKET --location=us-east5 --uniform-bucket-level-access"
+
+
+@pytest.mark.parametrize(
+    ("document", "where"),
+    [
+        (bucket("shared-hub", "US-CENTRAL1"), "region US-CENTRAL1"),
+        (bucket("shared-hub", "US", location_type="multi-region"), "multi-region US"),
+        (
+            bucket("shared-hub", "US", location_type="dual-region", data_locations=["US-CENTRAL1", "US-EAST1"]),
+            "dual-region US",
+        ),
+    ],
+    ids=["another-region", "multi-region", "dual-region-without-it"],
+)
+def test_a_bucket_out_of_the_region_stops_up(gcs, document, where):
+    gcs.buckets["shared-hub"] = document
+    assert hub(gcs) == [
+        Finding(
+            "problem",
+            f"{KEY}: bucket gs://shared-hub is in {where}, not in us-east5: {ELSEWHERE}; use a bucket in us-east5 "
+            f"({NEW})",
+        )
+    ]
+
+
+def test_a_dual_region_holding_the_region_passes_and_a_predefined_one_is_a_warning(gcs):
+    """Reads from a dual-region into one of its regions are free (https://cloud.google.com/storage/pricing); a
+    predefined dual-region's reply does not name its regions."""
+    gcs.buckets["shared-hub"] = bucket(
+        "shared-hub", "US", location_type="dual-region", data_locations=["US-EAST1", "US-EAST5"]
+    )
+    assert hub(gcs) == []
+    gcs.buckets["shared-hub"] = bucket("shared-hub", "NAM4", location_type="dual-region")
+    (line,) = hub(gcs)
+    assert line.level == "unknown" and line.text.startswith(
+        f"{KEY}: bucket gs://shared-hub is in dual-region NAM4; {ELSEWHERE}, unless us-east5 is one of its two regions"
+    )
+
+
+def test_the_region_is_compared_whatever_the_case():
+    found = HubBucket(location="us-east5", location_type="region", data_locations=(), uniform=True)
+    assert hub_cache_findings("b", "us-east5", found) == []
+    both = hub_cache_findings("b", "us-east5", HubBucket("EU", "multi-region", (), uniform=False))
+    assert [f.level for f in both] == ["problem", "problem"]
+
+
+def test_no_permission_is_a_warning(gcs):
+    message = (
+        "deployer@example.iam.gserviceaccount.com does not have storage.buckets.get access to the Google Cloud "
+        "Storage bucket. Permission 'storage.buckets.get' denied on resource (or it may not exist)."
+    )
+    gcs.routes[PATH] = (
+        403,
+        {"error": {"code": 403, "message": message, "errors": [{"message": message, "reason": "forbidden"}]}},
+    )
+    assert hub(gcs) == [Finding("unknown", f"{READING}permission denied (HTTP 403){SKIPPED}")]
+
+
+@pytest.mark.parametrize(
+    ("document", "why"),
+    [
+        (bucket("someone-elses"), "name is 'someone-elses', not shared-hub"),
+        (
+            {k: v for k, v in bucket("shared-hub").items() if k != "iamConfiguration"},
+            "iamConfiguration.uniformBucketLevelAccess.enabled is missing",
+        ),
+        ({**bucket("shared-hub"), "location": 5}, "location is int, not text"),
+        (
+            {**bucket("shared-hub"), "customPlacementConfig": {"dataLocations": "US-EAST5"}},
+            "customPlacementConfig.dataLocations is not a list",
+        ),
+    ],
+    ids=["another-bucket", "no-iam-configuration", "number-for-location", "string-for-list"],
+)
+def test_a_reply_it_cannot_read_is_a_warning_naming_the_field(gcs, document, why):
+    gcs.raw[PATH] = (200, {"Content-Type": "application/json"}, json.dumps(document).encode())
+    assert hub(gcs) == [
+        Finding(
+            "unknown",
+            f"{READING}Cloud Storage (buckets.get) answered with a reply this check cannot read ({why}){SKIPPED}",
+        )
+    ]
+
+
+def test_a_reply_larger_than_the_cap_is_cut_there_and_a_warning(gcs):
+    made = clients(gcs)
+    try:
+        adapter = made.storage._http.get_adapter("https://storage.googleapis.com/")
+        assert type(adapter).__name__ == "CappedAdapter", "the storage client's session reads through the cap"
+    finally:
+        made.close()
+    padded = {**bucket("shared-hub"), "labels": {"pad": "x" * (MAX_REPLY_BYTES + 1)}}
+    gcs.raw[PATH] = (200, {"Content-Type": "application/json"}, json.dumps(padded).encode())
+    (line,) = hub(gcs)
+    assert line.level == "unknown" and line.text.startswith(
+        f"{READING}Cloud Storage (buckets.get): GET http://127.0.0.1:"
+    ), line
+    assert line.text.endswith(
+        f"{PATH} replied more than 4 MiB (a Google API answers this in kilobytes: check for a proxy in the way)"
+        f"{SKIPPED}"
+    ), line
+
+
+@pytest.mark.slow
+def test_a_hanging_bucket_read_ends_at_its_budget(gcs, monkeypatch):
+    monkeypatch.setitem(deadline.BUDGETS, "compute", deadline.Budget(1.0, 0.3, 0.3, "test"))
+    gcs.hang.add(PATH)
+    start = time.monotonic()
+    (line,) = hub(gcs)
+    assert time.monotonic() - start < 1.0 + 2, "the read ends within its budget"
+    assert line.level == "unknown" and line.text.startswith(READING) and line.text.endswith(SKIPPED), line
+
+
+def test_the_check_reads_the_bucket_after_the_apis_and_only_with_the_setting(gcs):
+    del gcs.buckets["shared-hub"]
+    findings = REAL_CHECK(SHARED, clients(gcs))
+    assert [f for f in findings if f.level != "note"] == [
+        Finding("problem", f"{KEY}: bucket gs://shared-hub does not exist; create it once: {CREATE}")
+    ]
+    assert gcs.requests.count(PATH) == 1
+    assert gcs.requests.index(PATH) == gcs.requests.index(f"/v1/projects/{P}/services:batchGet") + 1
+    gcs.requests.clear()
+    assert [f for f in REAL_CHECK(PROD, clients(gcs)) if f.level != "note"] == []
+    assert not [p for p in gcs.requests if p.startswith("/storage/")], "no shared cache: no read"
+
+
+def test_a_disabled_compute_api_still_checks_the_bucket(gcs):
+    gcs.services["compute.googleapis.com"] = "DISABLED"
+    gcs.buckets["shared-hub"] = bucket("shared-hub", uniform=False)
+    findings = REAL_CHECK(SHARED, clients(gcs))
+    assert [f.level for f in findings if KEY in f.text] == ["problem"]
+    assert gcs.requests.count(PATH) == 1
