@@ -77,7 +77,7 @@ def hub_cache_findings(bucket: str, region: str, found: HubBucket | None) -> lis
         "out of a bucket's location as data transfer"
     )
     if found.location_type == "dual-region" and not found.data_locations:
-        # A predefined dual-region (NAM4, EUR4, ...): its reply does not name its two regions.
+        # A dual-region whose reply names no regions (no customPlacementConfig: a predefined one, NAM4, EUR4, ...).
         findings.append(
             Finding(
                 "unknown",
