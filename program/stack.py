@@ -252,6 +252,7 @@ def _export_platform(settings: Settings, configured_images: ImageSettings, cloud
     pulumi.export("clusterLocation", location)
     pulumi.export("clusterIdentifier", settings.cluster_identifier)
     pulumi.export("bucketUrl", cloud.bucket.url)
+    pulumi.export("hubCache", settings.hub_cache)
     pulumi.export("nodePools", [p.name for p in gke.pools])
     pulumi.export(
         "tpuSlice",

@@ -194,6 +194,7 @@ def test_a_stack_sharing_a_hub_cache_renames_no_step_and_points_both_steps_at_it
     assert {s: r["name"] for s, r in step_resources(shared).items()} == {
         s: r["name"] for s, r in step_resources(prod_plan).items()
     }, "where the cache is names no step"
+    assert shared.outputs["hubCache"] == "gs://shared-hub/tpu-rl/hub/"
     members = {r["name"]: r["inputs"] for r in shared.find(BUCKET_IAM) if "-hubcache-" in r["name"]}
     assert {name: (m["bucket"], m["role"], _prefixes({"inputs": m})) for name, m in members.items()} == {
         "convert-hubcache-objectUser": ("shared-hub", "roles/storage.objectUser", ["tpu-rl/hub/"]),

@@ -315,6 +315,7 @@ def test_outputs(prod_plan):
     out = prod_plan.outputs
     assert out["clusterName"] == "tpu-rl-prod" and out["clusterLocation"] == "us-east5"
     assert out["bucketUrl"] == "gs://my-tpu-prod-project-tpu-rl-prod"
+    assert out["hubCache"] == "gs://my-tpu-prod-project-tpu-rl-prod/gemma4-26b/convert/hub/", "the stack's own"
     assert out["nodePools"] == ["system", "cpu-np", "tpu-v6e-4x8-0"]
     assert out["getCredentialsCommand"] == (
         "gcloud container clusters get-credentials tpu-rl-prod --location us-east5 --project my-tpu-prod-project"
