@@ -181,7 +181,8 @@ def test_a_shared_hub_cache_is_granted_to_the_conversion_and_the_export_only_und
         ("convert", "roles/storage.objectUser", ("hub/",), "convert-hubcache-objectUser"),
         ("export", "roles/storage.objectViewer", ("hub/",), "export-hubcache-objectViewer"),
     ]
-    assert grants[0].condition("shared-hub")["expression"] == (
+    condition = grants[0].condition("shared-hub")
+    assert condition is not None and condition["expression"] == (
         'resource.name.startsWith("projects/_/buckets/shared-hub/objects/hub/")'
     )
 
