@@ -1,6 +1,7 @@
 """A loopback Compute Engine, Service Usage, Cloud Quotas, Cloud KMS and Cloud Storage (JSON API ``buckets.get``) API
 for the capacity preflight: the REST paths the official clients call (google-cloud-compute ``transports/rest_base.py``,
-google-cloud-kms ``key_management_service/transports/rest_base.py``, google-cloud-storage ``Client.get_bucket``:
+among them ``images.get``: ``GET /compute/v1/projects/<p>/global/images/<name>``, google-cloud-kms
+``key_management_service/transports/rest_base.py``, google-cloud-storage ``Client.get_bucket``:
 ``GET /storage/v1/b/<bucket>``), their JSON (camelCase, int64 as strings) and Google's error
 bodies (``{"error": {code, message, errors[{reason}], details[ErrorInfo]}}``), so the real clients parse real
 shapes; the zone's machine, accelerator and disk types (``ZONE_OFFERS``) and Resource Manager's
@@ -263,6 +264,43 @@ def key_after_destroy(name: str, state: str = "DESTROY_SCHEDULED", version: int 
     return crypto_key(name, primary=state, version=version, rotation=False)
 
 
+def image(
+    name: str,
+    *,
+    project: str,
+    zone: str = "us-east5-b",
+    disk_gb: int = 100,
+    status: str = "READY",
+    deprecated: str | None = None,
+) -> dict[str, Any]:
+    """A ``compute#image`` as ``images.get`` answers it (https://cloud.google.com/compute/docs/reference/rest/v1/images):
+    one made from the disk of gke-disk-image-builder's VM (``sourceDisk``), int64 as strings, its ``status`` and, when
+    ``deprecated`` names a state, its ``DeprecationStatus`` (``deprecated.state``)."""
+    reply: dict[str, Any] = {
+        "kind": "compute#image",
+        "id": "5318008472112233",
+        "creationTimestamp": "2026-12-01T01:00:00.000-08:00",
+        "name": name,
+        "description": "",
+        "sourceType": "RAW",
+        "status": status,
+        "archiveSizeBytes": "4822030336",
+        "diskSizeGb": str(disk_gb),
+        "sourceDisk": f"{ZONE_URL.format(project=project, zone=zone)}/disks/{name}-disk",
+        "sourceDiskId": "884421337001",
+        "selfLink": f"https://www.googleapis.com/compute/v1/projects/{project}/global/images/{name}",
+        "labelFingerprint": "42WmSpB8rSM=",
+        "storageLocations": ["us"],
+        "architecture": "X86_64",
+    }
+    if deprecated:
+        reply["deprecated"] = {"state": deprecated}
+    return reply
+
+
+IMAGE_PATH = re.compile(r"/compute/v1/projects/([^/]+)/global/images/([^/]+)")
+
+
 def bucket(
     name: str,
     location: str = "US-EAST5",
@@ -367,6 +405,8 @@ class FakeCompute:
         """The JSON bodies POSTed, in order."""
         self.buckets: dict[str, dict[str, Any]] = {}
         """Cloud Storage: bucket name -> its ``buckets.get`` reply (``bucket``); any other bucket does not exist."""
+        self.images: dict[tuple[str, str], dict[str, Any]] = {}
+        """Compute Engine: (project, image name) -> its ``images.get`` reply (``image``); any other is not found."""
         self.url = ""
 
     def answer(
@@ -400,6 +440,9 @@ class FakeCompute:
             project, zone, kind, name = match.groups()
             if name in self.offers[kind]:
                 return 200, offer(kind, name, project=project, zone=zone, guest_cpus=self.offers[kind][name])
+        if (match := IMAGE_PATH.fullmatch(path)) and match.groups() in self.images:
+            project, name = match.groups()
+            return 200, self.images[project, name]
         if match := BUCKET_PATH.fullmatch(path):
             name = match.group(1)
             return (200, self.buckets[name]) if name in self.buckets else bucket_not_found()

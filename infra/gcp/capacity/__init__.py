@@ -14,6 +14,8 @@ budget), one module per thing it checks:
   capacity that is not reserved the TPU chips' limit (Cloud Quotas);
 - ``keys``: the Secrets key, and the key ring and key a destroy leaves (``SURVIVORS``), reused or a stop naming the
   fix;
+- ``boot_disk``: cpu-np's secondary boot disk image (``tpu-rl:cpuPool.bootDiskImage``, Compute Engine ``images.get``):
+  it exists, is READY and not OBSOLETE or DELETED (DEPRECATED: a warning); its size counts against the disk quota;
 - ``hub_cache``: a shared Hub cache's bucket (``tpu-rl:model.hubCache``, through google-cloud-storage): it exists, has
   uniform bucket-level access (its IAM conditions need it) and is in ``gcp:region``;
 
@@ -32,6 +34,7 @@ is the one bounded read of every client (``core.bounded``; ``ReplyTooLargeError`
 its classes, re-exported)."""
 
 from infra.gcp.capacity.apis import api_findings
+from infra.gcp.capacity.boot_disk import BootDiskImage, boot_disk_findings, image_reply
 from infra.gcp.capacity.check import check_capacity
 from infra.gcp.capacity.findings import Finding
 from infra.gcp.capacity.hub_cache import HubBucket, hub_bucket_reply, hub_cache_findings
@@ -63,6 +66,7 @@ __all__ = [
     "KEY",
     "MAX_REPLY_BYTES",
     "SURVIVORS",
+    "BootDiskImage",
     "Clients",
     "CryptoKey",
     "Finding",
@@ -78,10 +82,12 @@ __all__ = [
     "ReplyTooLargeError",
     "Reservation",
     "api_findings",
+    "boot_disk_findings",
     "check_capacity",
     "held",
     "hub_bucket_reply",
     "hub_cache_findings",
+    "image_reply",
     "json_object",
     "key_findings",
     "key_version_fix",

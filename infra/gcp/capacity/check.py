@@ -1,6 +1,7 @@
 """The capacity preflight's order: the permissions, the APIs, the shared Hub cache's bucket, then (with Compute Engine
-enabled) the zone's offers, what the stack holds, the reservation, the region's quotas and the TPU chips' limit, and
-the Secrets key."""
+enabled) the zone's offers, cpu-np's secondary boot disk image, what the stack holds, the reservation, the region's
+quotas (cpu-np's secondary boot disks counted when the image was read) and the TPU chips' limit, and the Secrets
+key."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from core import deadline
 from core.names import KMS_API, REQUIRED_APIS
 from core.settings import Settings
 from infra.gcp.capacity.apis import api_findings, check_permissions, read_api_states
+from infra.gcp.capacity.boot_disk import KEY as BOOT_DISK_KEY
+from infra.gcp.capacity.boot_disk import check_boot_disk_image
 from infra.gcp.capacity.findings import Finding
 from infra.gcp.capacity.hub_cache import check_hub_cache
 from infra.gcp.capacity.keys import check_secrets_key
@@ -45,14 +48,23 @@ def _check(settings: Settings, clients: Clients, budget: deadline.Budget) -> lis
         findings += api_findings(states, settings.project, apis)
     findings += check_hub_cache(settings, clients, budget)
     if states is not None and states.get("compute.googleapis.com") != "ENABLED":
+        unread_image = (
+            f", nor image {settings.cpu_pool.boot_disk_image} ({BOOT_DISK_KEY})"
+            if settings.cpu_pool.boot_disk_image
+            else ""
+        )
         findings.append(
             Finding(
                 "unknown",
-                "the Compute Engine API is not enabled yet: the zone's offers, reservation and quotas were not checked",
+                "the Compute Engine API is not enabled yet: the zone's offers, reservation and quotas were not "
+                f"checked{unread_image}",
             )
         )
         return findings + check_secrets_key(settings, clients, budget, kms)
-    need = needs(settings, check_offers(settings, clients, budget, findings))
+    vcpus = check_offers(settings, clients, budget, findings)
+    image_findings, secondary_gb = check_boot_disk_image(settings, clients, budget)
+    findings += image_findings
+    need = needs(settings, vcpus, secondary_gb)
     ours = read_held(settings, need, clients, budget, findings)
     findings += check_reservation(settings, need, ours, clients, budget)
     findings += check_quotas(settings, need, ours, clients, budget)

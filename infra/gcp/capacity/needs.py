@@ -45,6 +45,11 @@ class Pool:
     disk_gb: int
     run_keys: tuple[str, ...] = ()
     """What to lower when the run's own nodes do not fit (vCPUs): ``minNodes`` or ``machineType``."""
+    secondary_gb: int = 0
+    """GB of each node's secondary boot disk (cpu-np's, from ``tpu-rl:cpuPool.bootDiskImage``), of its boot disk
+    type, so on ``disk_metric`` too; 0: none, or the image was not read."""
+    secondary_image: str = ""
+    """The image it is made from (named in a disk quota's line)."""
 
     def vcpus_at(self, nodes: int) -> dict[str, float]:
         if self.vcpus is None or self.rule is None:
@@ -57,7 +62,16 @@ class Pool:
         return {m: float(self.vcpus * nodes) for m in self.rule.maybe}
 
     def disks_at(self, nodes: int) -> dict[str, float]:
-        return {self.disk_metric: float(self.disk_gb * nodes)} if self.disk_metric else {}
+        return {self.disk_metric: float((self.disk_gb + self.secondary_gb) * nodes)} if self.disk_metric else {}
+
+    def described(self, metric: str) -> str:
+        """What its run nodes are, for a line about ``metric`` (a disk quota's names their secondary boot disks)."""
+        if self.secondary_gb and metric == self.disk_metric:
+            return (
+                f"{self.what} with a {self.secondary_gb} GB secondary boot disk each (image {self.secondary_image}, "
+                "tpu-rl:cpuPool.bootDiskImage)"
+            )
+        return self.what
 
     def per_node(self, metric: str) -> float:
         """What one node surely draws on ``metric`` (0: nothing)."""
@@ -127,9 +141,11 @@ training, the export, the evaluation, the publication: ``workloads.specs.step_ma
 the step it reads succeeded (``workloads.workflow``), so one node at a time holds them."""
 
 
-def needs(settings: Settings, vcpus: Mapping[str, int] | None = None) -> Need:
+def needs(settings: Settings, vcpus: Mapping[str, int] | None = None, secondary_gb: int | None = None) -> Need:
     """What the stack's pools need, from its settings (pure). ``vcpus``: machine type -> guest CPUs as the zone
-    answered (``machineTypes.get``); a type not in it is sized by its predefined shape (``core.machines``)."""
+    answered (``machineTypes.get``); a type not in it is sized by its predefined shape (``core.machines``).
+    ``secondary_gb``: the GB of cpu-np's secondary boot disk image as ``images.get`` answered
+    (``infra.gcp.capacity.boot_disk``), one more disk of cpu-np's boot disk type per node; None: not counted."""
     reservation = None
     if settings.tpu.capacity == Capacity.RESERVATION and settings.tpu.reservation:
         parts = settings.tpu.reservation.split("/")
@@ -170,6 +186,8 @@ def needs(settings: Settings, vcpus: Mapping[str, int] | None = None) -> Need:
                 disk_metric=disk_quota(pool.disk_type),
                 disk_gb=pool.disk_size_gb,
                 run_keys=run_keys,
+                secondary_gb=(secondary_gb or 0) if pool.boot_disk_image else 0,
+                secondary_image=pool.boot_disk_image,
             )
         )
     vms = settings.slice.hosts * settings.tpu.slices
@@ -238,17 +256,24 @@ def held(vms: Iterable[tuple[str, int]], machine_type: str, tpu_disk: str = "hyp
     return Held(tpu, amounts, maybe)
 
 
-def instance_types(pages: Iterable[Any]) -> list[tuple[str, int]]:
+def instance_types(pages: Iterable[Any], secondary: str = "") -> list[tuple[str, int]]:
     """The (machine type, boot disk GB) of each VM of ``instances.list`` pages (``ListPager.pages``), at most
-    ``MAX_PAGES`` pages; a VM listed without a boot disk holds 0 GB."""
+    ``MAX_PAGES`` pages; a VM listed without a boot disk holds 0 GB. ``secondary``: cpu-np's machine type when its
+    nodes' secondary boot disks are counted (``Pool.secondary_gb``): a VM of that type holds its other persistent
+    disks' GB too (the secondary boot disk is of the boot disk's type, so on its quota metric)."""
     found: list[tuple[str, int]] = []
     for page_number, page in enumerate(pages):
         if page_number >= MAX_PAGES:
             raise ReplyError(f"more than {MAX_PAGES} pages of VMs")
         for n, item in enumerate(page.items):
+            where = f"items[{n}].disks[].diskSizeGb"
+            machine_type = as_text(item.machine_type, f"items[{n}].machineType", 300)
             boot = [d for d in item.disks if d.boot]
-            disk = as_count(boot[0].disk_size_gb, f"items[{n}].disks[].diskSizeGb") if boot else 0
-            found.append((as_text(item.machine_type, f"items[{n}].machineType", 300), disk))
+            disk = as_count(boot[0].disk_size_gb, where) if boot else 0
+            if secondary and machine_type.rsplit("/", 1)[-1] == secondary:
+                others = [d for d in item.disks if not d.boot and d.type_ == "PERSISTENT"]
+                disk = as_count(disk + sum(as_count(d.disk_size_gb, where) for d in others), where)
+            found.append((machine_type, disk))
     return found
 
 
@@ -271,7 +296,8 @@ def read_held(
                         "max_results": 100,
                     },
                     **options,
-                ).pages
+                ).pages,
+                secondary=next((p.machine_type for p in need.pools if p.secondary_gb), ""),
             ),
             clients,
             budget,

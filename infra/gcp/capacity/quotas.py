@@ -1,7 +1,8 @@
 """The region's quotas and the TPU chips' limit.
 
 - ``compute_v1.RegionsClient.get``: what a run uses (the system pool at its minimum, one cpu-np node for the CPU
-  steps, the slices, their boot disks: ``infra.gcp.capacity.needs``) against each metric it draws on
+  steps, the slices, their boot disks, and cpu-np's secondary boot disks when its image was read:
+  ``infra.gcp.capacity.needs``) against each metric it draws on
   (``core.machines.CPU_QUOTAS`` and ``DISK_QUOTAS``, the rules as data with their sources), minus what the stack
   holds; the pools' autoscaling maximum beyond that is a warning naming the ``maxNodes`` to lower;
 - for capacity that is not reserved, the TPU chips: GKE's TPU pools use Compute Engine quota, but ``regions.get``
@@ -77,7 +78,7 @@ def quota_findings(need: Need, quotas: dict[str, tuple[float, float]] | None, re
                 Finding(
                     "problem",
                     f"quota {metric} in {region}: {left:g} of {limit:g} {unit} left, the run needs {needed:g} ("
-                    + ", ".join(p.what for p in parts)
+                    + ", ".join(p.described(metric) for p in parts)
                     + "); request more quota"
                     + (f" or lower {' / '.join(dict.fromkeys(keys))}" if keys else ""),
                 )

@@ -146,6 +146,7 @@ class Clients:
         self.machine_types = compute_v1.MachineTypesClient(**options)
         self.accelerator_types = compute_v1.AcceleratorTypesClient(**options)
         self.disk_types = compute_v1.DiskTypesClient(**options)
+        self.images = compute_v1.ImagesClient(**options)
         self.permissions = ProjectPermissions(**options)
         for client in self.all():
             cap_replies(client.transport._session)
@@ -165,6 +166,7 @@ class Clients:
             self.machine_types,
             self.accelerator_types,
             self.disk_types,
+            self.images,
             self.permissions,
         )
 
