@@ -7,6 +7,7 @@ the pool's maximum), only when it was read; without the setting nothing is read.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from google.auth.credentials import AnonymousCredentials
@@ -115,8 +116,8 @@ def test_a_deprecated_image_is_a_warning_and_an_active_one_nothing(gce):
         [
             Finding(
                 "unknown",
-                f"{IMAGE} is DEPRECATED: Compute Engine still creates VMs from it ({DOC}), which does not say the same "
-                f"of the disks GKE makes from it; {BUILD} again or set another image",
+                f'{IMAGE} is DEPRECATED, which "can still be used to create a VM" ({DOC}); whether GKE still makes '
+                f"cpu-np's secondary boot disks from it, the page does not say; {BUILD} again or set another image",
             )
         ],
         100,
@@ -159,6 +160,17 @@ def test_a_reply_it_cannot_read_is_a_warning_naming_the_field(gce, document, why
         ],
         None,
     )
+
+
+@pytest.mark.slow
+def test_a_hanging_image_read_ends_at_its_budget(gce, monkeypatch):
+    monkeypatch.setitem(deadline.BUDGETS, "compute", deadline.Budget(1.0, 0.3, 0.3, "test"))
+    gce.hang.add(PATH)
+    start = time.monotonic()
+    (line,), counted = read(gce)
+    assert time.monotonic() - start < 1.0 + 2, "the read ends within its budget"
+    assert line.level == "unknown" and line.text.startswith(READING) and line.text.endswith(SKIPPED), line
+    assert counted is None
 
 
 def test_the_images_client_reads_through_the_cap(gce):

@@ -79,8 +79,9 @@ def boot_disk_findings(project: str, name: str, found: BootDiskImage | None) -> 
         findings.append(
             Finding(
                 "unknown",
-                f"{image} is DEPRECATED: Compute Engine still creates VMs from it ({DEPRECATION}), which does not "
-                f"say the same of the disks GKE makes from it; {BUILD} again or set another image",
+                f'{image} is DEPRECATED, which "can still be used to create a VM" ({DEPRECATION}); whether GKE '
+                f"still makes cpu-np's secondary boot disks from it, the page does not say; {BUILD} again or set "
+                "another image",
             )
         )
     return findings

@@ -271,7 +271,7 @@ def instance_types(pages: Iterable[Any], secondary: str = "") -> list[tuple[str,
             boot = [d for d in item.disks if d.boot]
             disk = as_count(boot[0].disk_size_gb, where) if boot else 0
             if secondary and machine_type.rsplit("/", 1)[-1] == secondary:
-                others = [d for d in item.disks if not d.boot and d.type_ == "PERSISTENT"]
+                others = [d for d in item.disks if not d.boot and d.type_ != "SCRATCH"]  # absent: PERSISTENT
                 disk = as_count(disk + sum(as_count(d.disk_size_gb, where) for d in others), where)
             found.append((machine_type, disk))
     return found
