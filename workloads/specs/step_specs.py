@@ -70,10 +70,10 @@ STEP_ID = "@tpu-rl.step-id@"
 OUTPUT = "gs://@tpu-rl.output@/"
 HUB_CACHE = "gs://@tpu-rl.hub-cache@/"
 """Where the conversion and the export find the Hub cache (``Settings.hub_cache``): hashed as the stack's own
-cache and filled in after the hash, so ``tpu-rl:model.hubCache`` names no step. Where the base's files are kept is the stack's, not what a step computes
-(an entry holds one commit's files, checked by size and read back by name): moving the cache re-runs nothing. A
-step's ConfigMap of scripts keeps the folder it was created with (``workloads.workflow``, ``ignoreChanges`` on its
-data); a step created later (a new identity) takes the new one."""
+cache and filled in after the hash, so ``tpu-rl:model.hubCache`` names no step. Where the base's files are kept is
+the stack's, not what a step computes (an entry holds one commit's files, checked by size and read back by name):
+moving the cache re-runs nothing. A step's ConfigMap of scripts keeps the folder it was created with
+(``workloads.workflow``, ``ignoreChanges`` on its data); a step created later (a new identity) takes the new one."""
 OPERATIONAL_PATHS = ("spec.failurePolicy.maxRestarts", "spec.replicatedJobs[0].template.spec.activeDeadlineSeconds")
 """Fields that bound a run but do not change what it computes: not part of the identity, and ignored
 on an existing object (ignoreChanges) so changing them never re-runs or disturbs a step. The first
