@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -107,6 +108,76 @@ def test_the_export_step_makes_the_export_the_whole_base_model(gcs, tmp_path, sh
         again = run_export(step, url, tmp_path)
         assert again.returncode == 0, again.stderr
         assert {b.name: b.generation for b in gcs.list_blobs(bucket, prefix=prefix)} == generations
+
+
+CLOSED_HUB = "http://127.0.0.1:9"
+"""No Hub at all: any request to it fails the step."""
+
+
+def put_cache_entry(gcs, step, files: dict[str, bytes], sizes: dict[str, int] | None = None) -> str:
+    """The conversion's Hub cache entry of ``REPO@COMMIT`` (``base_snapshot.py cached``): its files, then
+    ``entry.json`` naming each with its size; the entry's folder."""
+    from workloads.container.base_snapshot import ENTRY, entry_uri
+
+    cache = re.search(r"complete_export\.py \S+ \S+ \S+ (gs://\S+/)", step.script)
+    assert cache, "the export passes the Hub cache's root"
+    uri = entry_uri(cache.group(1), REPO, COMMIT)
+    bucket_name, _, prefix = uri.removeprefix("gs://").partition("/")
+    bucket = gcs.bucket(bucket_name)
+    for name, data in files.items():
+        bucket.blob(prefix + name).upload_from_string(data)
+    body = {"repo": REPO, "commit": COMMIT, "files": sizes or {n: len(d) for n, d in files.items()}}
+    bucket.blob(prefix + ENTRY).upload_from_string(json.dumps(body))
+    return uri
+
+
+@pytest.mark.slow
+def test_the_export_is_completed_from_the_hub_cache_and_asks_the_hub_nothing(gcs, tmp_path):
+    """Issue 40 item 4: the conversion kept the base at its commit in the Hub cache; the completion reads the base's
+    tensors and files from there (ranged reads), with no Hub at all, and makes the same whole model the Hub would."""
+    step = export_step()
+    base_files = model_files(BASE, 2, values=BASE_VALUES)
+    base_files["generation_config.json"] = json.dumps(BASE_GENERATION).encode()
+    bucket, prefix = lay_out(gcs, step, maxtext_files(LANGUAGE, TRAINED, MAXTEXT_CONFIG, 64))
+    entry = put_cache_entry(gcs, step, base_files)
+    (tmp_path / "cached").mkdir()
+    (tmp_path / "hub").mkdir()
+    done = run_export(step, CLOSED_HUB, tmp_path / "cached")
+    assert done.returncode == 0, done.stderr
+    assert f"the base's files from the Hub cache {entry}: the Hub is asked nothing" in done.stdout
+    from_cache = objects(gcs, bucket, prefix)
+
+    # The same export completed from the Hub (no entry): byte for byte the same model.
+    for blob in gcs.list_blobs(bucket, prefix=prefix):
+        blob.delete()
+    for blob in gcs.list_blobs(bucket, prefix=entry.removeprefix(f"gs://{bucket}/")):
+        blob.delete()
+    lay_out(gcs, step, maxtext_files(LANGUAGE, TRAINED, MAXTEXT_CONFIG, 64))
+    hub = FakeHub.serving(base_files)
+    with serve(hub) as url:
+        again = run_export(step, url, tmp_path / "hub")
+    assert again.returncode == 0, again.stderr
+    assert "reading the Hub" in again.stdout and hub.ranges, "no entry: the Hub"
+    assert objects(gcs, bucket, prefix) == from_cache
+
+
+@pytest.mark.slow
+def test_a_cache_entry_whose_object_is_not_what_entry_json_says_is_refused_in_one_line(gcs, tmp_path):
+    """An object of the entry of another size than ``entry.json`` names (a damaged cache): refused, not retried,
+    naming the entry to delete (then the export reads the Hub); the Hub is not asked behind its back."""
+    step = export_step()
+    base_files = model_files(BASE, 2, values=BASE_VALUES)
+    lay_out(gcs, step, maxtext_files(LANGUAGE, TRAINED, MAXTEXT_CONFIG, 64))
+    sizes = {n: len(d) for n, d in base_files.items()}
+    sizes["config.json"] += 1
+    entry = put_cache_entry(gcs, step, base_files, sizes)
+    done = run_export(step, CLOSED_HUB, tmp_path)
+    assert done.returncode == 3, done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert line == (
+        f"tpu-rl export: {entry}config.json is {sizes['config.json'] - 1} bytes, not the {sizes['config.json']} "
+        f"entry.json names: delete {entry} (the export then reads the Hub) and run `pulumi up` again"
+    )
 
 
 @pytest.mark.slow

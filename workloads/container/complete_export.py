@@ -2,19 +2,21 @@
 file's text with ``core/hf_model.py``'s in place of its import, as the step runs ``checkpoint_scan.py``): makes
 the export the whole base model.
 
-    python3 complete_export.py BASE_REPO REVISION EXPORT_URI
+    python3 complete_export.py BASE_REPO REVISION EXPORT_URI [CACHE_ROOT]
 
 MaxText's ``to_huggingface`` (0.2.4 and 0.2.5, ``use_multimodal=False``) writes the trained language model only, under
 ``model.language_model.``, in BF16, yet its ``config.json`` declares ``Gemma4ForConditionalGeneration`` with a
 ``vision_config``, and Transformers builds that whole model from it (``AutoModelForCausalLM`` maps ``gemma4``
 to ``Gemma4ForConditionalGeneration``): a vision tower with no weights would be initialised at random. GRPO
 trains the language model only, so the rest of the model is the base's, unchanged. This program, against the
-base repository at ``REVISION`` (read once as a commit, so every file comes from that one commit):
+base at ``REVISION`` (the conversion's recorded commit; read once as a commit, so every file comes from that one
+commit), read from the **Hub cache** entry the conversion kept (``CACHE_ROOT``, ``CacheEntry``: the Hub is asked
+nothing) when it is whole, else from the Hub (``Hub``):
 
 1. reads the base's ``config.json``, its index (or single file) and the headers of the shards it needs
-   (``huggingface_hub``'s session, each read bounded, see ``Hub.read``), and the export's (google-cloud-storage,
-   ``core.hf_model.read_object``); every name that comes in is checked (``core.hf_model``: one plain file of a
-   model folder);
+   (google-cloud-storage's ranged reads of the cache entry, or ``huggingface_hub``'s session, each read bounded, see
+   ``Hub.read``), and the export's (google-cloud-storage, ``core.hf_model.read_object``); every name that comes in
+   is checked (``core.hf_model``: one plain file of a model folder);
 2. refuses (exit 3, the step is not retried: the same input fails the same way) when MaxText's config
    disagrees with the base's on what fixes the shapes, when MaxText wrote a tensor the base lacks, or when the
    export lacks a language-model tensor MaxText should have written; the tensors it may copy are
@@ -31,8 +33,9 @@ base repository at ``REVISION`` (read once as a commit, so every file comes from
 4. writes ``model.safetensors.index.json`` last (every tensor, MaxText's and the base's), then deletes shards
    the index does not name (left by an earlier attempt). Run again on a whole export, it changes nothing.
 
-Exit 0 when the export is whole; 3 for a refusal; 1 when the Hub or GCS fails (the next ``pulumi up`` runs the
-step again).
+Exit 0 when the export is whole; 3 for a refusal (an ``entry.json`` or an object of the cache entry that is not what
+the conversion wrote too: the same input fails the same way, and the line names the entry to delete); 1 when the Hub
+or GCS fails (the next ``pulumi up`` runs the step again).
 """
 
 from __future__ import annotations
@@ -136,7 +139,41 @@ def transient(status: int) -> bool:
     return status == 429 or status >= 500
 
 
-class Hub:
+class Base:
+    """The base model's files at one commit, wherever they are read from (``Hub``, ``CacheEntry``): ``files`` maps
+    each plain file name to its size; ``read`` is a whole or ranged read of one, bounded."""
+
+    repo: str
+    commit: str
+    files: dict[str, int]
+    where: str
+
+    def read(self, name: str, cap: int, start: int | None = None, end: int | None = None) -> bytes:
+        raise NotImplementedError
+
+    def file(self, name: str) -> bytes:
+        """A small file of the base (a config, the index)."""
+        size = self.files.get(name)
+        if size is None:
+            raise RefusedError(f"{self.where} has no {name}")
+        if size > MAX_FILE_BYTES:
+            raise RefusedError(f"{self.where}: {name} is {size} bytes, more than a model's {name} holds")
+        return self.read(name, size)
+
+    def header(self, shard: str) -> tuple[int, dict[str, Any], dict[str, Any]]:
+        """A shard's header length N, its tensors (``core.hf_model.parse_header``: as the safetensors library
+        reads them) and their header entries (dtype, shape, data_offsets)."""
+        size = self.files.get(shard)
+        if size is None:
+            raise RefusedError(f"{self.where} has no {shard}, which its index names")
+        length = header_length(self.read(shard, 8, 0, 7), shard, size)
+        raw = self.read(shard, length, 8, 8 + length - 1)
+        tensors = parse_header(raw, shard, size)
+        entries = {name: entry for name, entry in json.loads(raw).items() if name in tensors}
+        return length, tensors, entries
+
+
+class Hub(Base):
     """The base repository at one commit, through ``huggingface_hub`` (its session, its auth headers from
     ``HF_TOKEN``, ``HF_ENDPOINT``)."""
 
@@ -152,6 +189,7 @@ class Hub:
         if not isinstance(info.sha, str) or not COMMIT.fullmatch(info.sha):
             raise FailedError(f"the Hub named no commit for {repo}@{revision}")
         self.commit = info.sha
+        self.where = f"{repo}@{self.commit}"
         # Only plain file names of the repository's top folder can be files of the model folder; others (a
         # subfolder's files) are never read.
         self.files = {s.rfilename: int(s.size or 0) for s in info.siblings or [] if name_problem(s.rfilename) is None}
@@ -212,26 +250,78 @@ class Hub:
             raise FailedError(f"{what}: HTTP {status}")
         raise AssertionError("unreachable")
 
-    def file(self, name: str) -> bytes:
-        """A small file of the base (a config, the index)."""
-        size = self.files.get(name)
-        if size is None:
-            raise RefusedError(f"{self.repo}@{self.commit} has no {name}")
-        if size > MAX_FILE_BYTES:
-            raise RefusedError(f"{self.repo}@{self.commit}: {name} is {size} bytes, more than a model's {name} holds")
-        return self.read(name, size)
 
-    def header(self, shard: str) -> tuple[int, dict[str, Any], dict[str, Any]]:
-        """A shard's header length N, its tensors (``core.hf_model.parse_header``: as the safetensors library
-        reads them) and their header entries (dtype, shape, data_offsets)."""
-        size = self.files.get(shard)
-        if size is None:
-            raise RefusedError(f"{self.repo}@{self.commit} has no {shard}, which its index names")
-        length = header_length(self.read(shard, 8, 0, 7), shard, size)
-        raw = self.read(shard, length, 8, 8 + length - 1)
-        tensors = parse_header(raw, shard, size)
-        entries = {name: entry for name, entry in json.loads(raw).items() if name in tensors}
-        return length, tensors, entries
+ENTRY = "entry.json"
+"""A Hub cache entry's record, written last by the conversion (``base_snapshot.py``): ``{"repo", "commit", "files":
+{name: size}}``."""
+
+
+class CacheEntry(Base):
+    """The base at one commit as the conversion kept it in the Hub cache (``base_snapshot.py`` ``cached``):
+    ``<cache root><repo>/<commit>/``, whole once its ``entry.json`` (written last) names every file and its size. The
+    files the completion reads (the config, the index, the shards, the processor and generation files) are all of
+    them (``base_snapshot.needed``). Read by name and by range through google-cloud-storage (``storage.objects.get``:
+    the export's identity may read the cache's folder, nothing more); the Hub is asked nothing."""
+
+    def __init__(self, repo: str, commit: str, bucket: Any, prefix: str, uri: str, files: dict[str, int]) -> None:
+        self.repo, self.commit, self.files = repo, commit, files
+        self.bucket, self.prefix, self.uri = bucket, prefix, uri
+        self.where = f"{uri} (the Hub cache of {repo}@{commit})"
+        self.checked: set[str] = set()
+
+    def read(self, name: str, cap: int, start: int | None = None, end: int | None = None) -> bytes:
+        blob = self.bucket.blob(self.prefix + name)
+        if name not in self.checked:  # the object the entry names, at the size it names
+            blob.reload(timeout=TIMEOUT)
+            if blob.size != self.files[name]:
+                raise RefusedError(
+                    f"{self.uri}{name} is {blob.size} bytes, not the {self.files[name]} {ENTRY} names: delete "
+                    f"{self.uri} (the export then reads the Hub) and run `pulumi up` again"
+                )
+            self.checked.add(name)
+        return read_object(blob, cap, f"{self.uri}{name}", start, end, timeout=TIMEOUT)
+
+
+def cache_entry(repo: str, revision: str, cache_root: str) -> CacheEntry | None:
+    """The whole Hub cache entry of ``repo`` at the commit ``revision`` under ``cache_root``, None when there is none
+    (no ``entry.json``: none yet, or one cut short) or ``revision`` is not a commit; refused when its ``entry.json``
+    is not that entry's."""
+    from google.cloud import storage
+
+    if not COMMIT.fullmatch(revision):
+        return None
+    if not cache_root.startswith("gs://") or not cache_root.endswith("/"):
+        raise RefusedError(f"{cache_root} is not a gs:// folder")
+    uri = f"{cache_root}{repo}/{revision}/"
+    bucket_name, _, prefix = uri[len("gs://") :].partition("/")
+    bucket = storage.Client().bucket(bucket_name)
+    blob = bucket.blob(prefix + ENTRY)
+    if not blob.exists(timeout=TIMEOUT):
+        return None
+    try:
+        entry = json.loads(read_object(blob, MAX_FILE_BYTES, f"{uri}{ENTRY}", timeout=TIMEOUT))
+    except ValueError:
+        raise RefusedError(f"{uri}{ENTRY} is not JSON: delete {uri} and run `pulumi up` again") from None
+    files = entry.get("files") if isinstance(entry, dict) else None
+    if not (
+        isinstance(entry, dict)
+        and (entry.get("repo"), entry.get("commit")) == (repo, revision)
+        and isinstance(files, dict)
+        and all(isinstance(n, str) and name_problem(n) is None and type(s) is int and s >= 0 for n, s in files.items())
+    ):
+        raise RefusedError(f"{uri}{ENTRY} is not the cache entry of {repo}@{revision}: delete {uri} and run again")
+    return CacheEntry(repo, revision, bucket, prefix, uri, dict(files))
+
+
+def open_base(repo: str, revision: str, cache_root: str | None) -> Base:
+    """The base at ``revision``: its Hub cache entry when the conversion kept one whole, else the Hub."""
+    if cache_root:
+        found = cache_entry(repo, revision, cache_root)
+        if found is not None:
+            log(f"the base's files from the Hub cache {found.uri}: the Hub is asked nothing")
+            return found
+        log(f"no whole Hub cache entry of {repo}@{revision} under {cache_root}: reading the Hub")
+    return Hub(repo, revision)
 
 
 class Export:
@@ -373,7 +463,7 @@ Entries = dict[str, tuple[str, int, dict[str, Any]]]
 """A base tensor -> (its shard, where the shard's data starts, its header entry: dtype, shape, data offsets)."""
 
 
-def base_weights(hub: Hub, repo: str) -> tuple[bytes, dict[str, Any], dict[str, str]]:
+def base_weights(hub: Base, repo: str) -> tuple[bytes, dict[str, Any], dict[str, str]]:
     """The base's ``config.json`` (as written and parsed) and where its tensors are (tensor -> shard)."""
     base_config_raw = hub.file(CONFIG_FILE)
     base_config = parse_config(base_config_raw)
@@ -398,7 +488,7 @@ def export_weights(export: Export) -> dict[str, str]:
 
 def missing_tensors(
     repo: str,
-    hub: Hub,
+    hub: Base,
     export: Export,
     base_config: dict[str, Any],
     base_map: dict[str, str],
@@ -424,7 +514,7 @@ def missing_tensors(
     return missing
 
 
-def base_entries(repo: str, hub: Hub, base_map: dict[str, str], missing: list[str]) -> Entries:
+def base_entries(repo: str, hub: Base, base_map: dict[str, str], missing: list[str]) -> Entries:
     """Where each missing tensor's bytes are in the base: the headers of the shards that hold them."""
     entries: Entries = {}
     for shard in sorted({base_map[name] for name in missing}):
@@ -439,7 +529,7 @@ def base_entries(repo: str, hub: Hub, base_map: dict[str, str], missing: list[st
     return entries
 
 
-def copy_tensors(hub: Hub, export: Export, entries: Entries, export_map: dict[str, str]) -> tuple[dict[str, str], int]:
+def copy_tensors(hub: Base, export: Export, entries: Entries, export_map: dict[str, str]) -> tuple[dict[str, str], int]:
     """The base's tensors ``entries`` copied into new shards of the export (``plan``, ``write_shard``; MaxText's
     single file renamed first): the whole model's weight map, and the bytes copied."""
     sizes = {name: entry["data_offsets"][1] - entry["data_offsets"][0] for name, (_, _, entry) in entries.items()}
@@ -467,7 +557,7 @@ def copy_tensors(hub: Hub, export: Export, entries: Entries, export_map: dict[st
     return weight_map, sum(sizes.values())
 
 
-def copy_files(hub: Hub, export: Export, base_config_raw: bytes) -> None:
+def copy_files(hub: Base, export: Export, base_config_raw: bytes) -> None:
     """The base's processor files the export lacks, its ``generation_config.json`` as ``generation_config`` keeps
     it (or the export's own, when the base has none) and its ``config.json``, each written only if it differs."""
     for name in COPIED_FILES:
@@ -500,9 +590,9 @@ def write_index(export: Export, export_map: dict[str, str], weight_map: dict[str
     log(f"{export.uri} is the whole model: {len(weight_map)} tensors, {len(named)} shards")
 
 
-def complete(repo: str, revision: str, export_uri: str) -> None:
+def complete(repo: str, revision: str, export_uri: str, cache_root: str | None = None) -> None:
     """The module's steps 1 to 4, in that order: the index is written last."""
-    hub = Hub(repo, revision)
+    hub = open_base(repo, revision, cache_root)
     log(f"the base is {repo}@{revision} (commit {hub.commit})")
     base_config_raw, base_config, base_map = base_weights(hub, repo)
     export = Export(export_uri)
@@ -529,7 +619,7 @@ def main(argv: list[str]) -> None:
         print("tpu-rl export: usage: complete_export.py BASE_REPO REVISION EXPORT_URI [CACHE_ROOT]", file=sys.stderr)
         sys.exit(REFUSED)
     try:
-        complete(*argv[:3])
+        complete(*argv)
     except RefusedError as err:
         print(f"tpu-rl export: {one_line(str(err), 1000)}", file=sys.stderr, flush=True)
         sys.exit(REFUSED)
