@@ -25,7 +25,7 @@ from pulumi_policy.proxy import unknown_checking_proxy
 from tests import analyzer
 from tests.analyzer import Finding, Pack
 from tests.conftest import plan_of
-from tests.pure_plan import pure_plan
+from tests.pure_plan import per_mutant_cache, pure_plan
 from tools.plan.offline import ROOT, Plan
 
 pytestmark = pytest.mark.pure  # the policies judge builder output (pure_plan); one test also runs the program
@@ -1253,12 +1253,30 @@ def test_the_budget_reads_the_launcher_in_an_argv_form_command(field):
     assert "names the trainer in its command, not through tpu-rl's launcher" in found
 
 
+MUTATION = {m[0]: m for m in MUTATIONS}
+
+
+@per_mutant_cache
+def clean_violations(policy: str, stack: str) -> tuple[str, ...]:
+    """What ``policy`` reports on the unmutated plan of ``stack``, judged once per process (per mutant in a mutation
+    run): the cases of each policy share it. A tuple, so no test changes what the next one reads."""
+    return tuple(violations(base_plan(stack), policy, stack))
+
+
+@per_mutant_cache
+def caught(case: str) -> tuple[str, ...]:
+    """What the case's policy reports on the case's mutated plan (a fresh copy of the stack's plan, mutated), judged
+    once per process (per mutant): the tests of the case below read the same judgement."""
+    _, policy, stack, type_, name, change, _ = MUTATION[case]
+    return tuple(violations(mutated(stack, type_, name, change), policy, stack))
+
+
 @pytest.mark.parametrize(
     ("case", "policy", "stack", "type_", "name", "change", "words"), MUTATIONS, ids=[m[0] for m in MUTATIONS]
 )
 def test_each_policy_catches_its_mutation(case, policy, stack, type_, name, change, words):
-    assert not [v for v in violations(base_plan(stack), policy, stack) if words in v]
-    found = violations(mutated(stack, type_, name, change), policy, stack)
+    assert not [v for v in clean_violations(policy, stack) if words in v]
+    found = list(caught(case))
     assert any(words in v for v in found), found
     if not os.environ.get("TPU_RL_UPDATE_MESSAGES"):
         assert found == read_policy_messages()[case]
@@ -1311,7 +1329,7 @@ def test_an_unknown_in_place_of_what_a_policy_catches_is_never_passed(case, poli
     plan = unknown_in_place_of_the_change(stack, type_, name, change)
     if plan is None:
         pytest.skip("the mutation changes an option, not a value the engine could send as unknown")
-    known = violations(base_plan(stack), policy, stack) + violations(mutated(stack, type_, name, change), policy, stack)
+    known = [*clean_violations(policy, stack), *caught(case)]
     assert_never_passed(plan, known, policy, stack, words)
 
 
@@ -1486,7 +1504,7 @@ def test_the_accepted_side_of_each_boundary_is_not_reported(policy, stack, type_
 
 
 def test_the_reviewed_policy_messages_are_the_cases():
-    found = {m[0]: violations(mutated(*m[2:6]), m[1], m[2]) for m in MUTATIONS}
+    found = {m[0]: list(caught(m[0])) for m in MUTATIONS}
     if os.environ.get("TPU_RL_UPDATE_MESSAGES"):
         POLICY_MESSAGES.write_text("".join(f"{case}\t{json.dumps(v)}\n" for case, v in found.items()))
     assert list(read_policy_messages()) == list(found)
@@ -1496,7 +1514,7 @@ def test_no_policy_message_shows_any_part_of_a_secret():
     """PR comments carry policy messages: a secret found in a workload is named by kind, never quoted."""
     secrets = (TOKEN, "KEY=abc")  # the values; an env var's name is not a secret
     for case in [m for m in MUTATIONS if m[1] == "no-secrets-in-workloads"]:
-        for message in violations(mutated(*case[2:6]), case[1], case[2]):
+        for message in caught(case[0]):
             for secret in secrets:
                 parts = {secret[i : i + 6] for i in range(len(secret) - 5)}
                 assert not any(part in message for part in parts), (case[0], message)
