@@ -110,20 +110,44 @@ def test_the_export_step_makes_the_export_the_whole_base_model(gcs, tmp_path, sh
         assert {b.name: b.generation for b in gcs.list_blobs(bucket, prefix=prefix)} == generations
 
 
-CLOSED_HUB = "http://127.0.0.1:9"
-"""No Hub at all: any request to it fails the step."""
+class CountingHub(FakeHub):
+    """The loopback Hub, every request it receives recorded (``asked``: method and path), model info included."""
+
+    asked: list[str] = []
+
+    @classmethod
+    def serving(cls, files: dict[str, bytes]) -> type[CountingHub]:
+        return type("CountingServingHub", (cls,), {"files": files, "ranges": [], "sent": [], "asked": []})
+
+    def do_GET(self):  # noqa: N802
+        type(self).asked.append(f"GET {self.path}")
+        super().do_GET()
+
+    def do_HEAD(self):  # noqa: N802
+        type(self).asked.append(f"HEAD {self.path}")
+        super().do_HEAD()
 
 
-def put_cache_entry(gcs, step, files: dict[str, bytes], sizes: dict[str, int] | None = None) -> str:
+CACHE_ROOT = "gs://tpu-rl-cache/gemma4-26b/convert/hub/"
+"""A Hub cache root for the in-process tests (the step's own is ``put_cache_entry``'s)."""
+
+
+def put_cache_entry(
+    gcs, step, files: dict[str, bytes], sizes: dict[str, int] | None = None, root: str | None = None
+) -> str:
     """The conversion's Hub cache entry of ``REPO@COMMIT`` (``base_snapshot.py cached``): its files, then
     ``entry.json`` naming each with its size; the entry's folder."""
     from workloads.container.base_snapshot import ENTRY, entry_uri
 
-    cache = re.search(r"complete_export\.py \S+ \S+ \S+ (gs://\S+/)", step.script)
-    assert cache, "the export passes the Hub cache's root"
-    uri = entry_uri(cache.group(1), REPO, COMMIT)
+    if root is None:
+        cache = re.search(r"complete_export\.py \S+ \S+ \S+ (gs://\S+/)", step.script)
+        assert cache, "the export passes the Hub cache's root"
+        root = cache.group(1)
+    uri = entry_uri(root, REPO, COMMIT)
     bucket_name, _, prefix = uri.removeprefix("gs://").partition("/")
     bucket = gcs.bucket(bucket_name)
+    if not bucket.exists():
+        gcs.create_bucket(bucket_name)
     for name, data in files.items():
         bucket.blob(prefix + name).upload_from_string(data)
     body = {"repo": REPO, "commit": COMMIT, "files": sizes or {n: len(d) for n, d in files.items()}}
@@ -134,7 +158,8 @@ def put_cache_entry(gcs, step, files: dict[str, bytes], sizes: dict[str, int] | 
 @pytest.mark.slow
 def test_the_export_is_completed_from_the_hub_cache_and_asks_the_hub_nothing(gcs, tmp_path):
     """Issue 40 item 4: the conversion kept the base at its commit in the Hub cache; the completion reads the base's
-    tensors and files from there (ranged reads), with no Hub at all, and makes the same whole model the Hub would."""
+    tensors and files from there (ranged reads), asks the Hub (serving the same base) nothing at all, and makes the
+    same whole model the Hub would. An entry cut short (its files, no ``entry.json``): the Hub, as before."""
     step = export_step()
     base_files = model_files(BASE, 2, values=BASE_VALUES)
     base_files["generation_config.json"] = json.dumps(BASE_GENERATION).encode()
@@ -142,23 +167,53 @@ def test_the_export_is_completed_from_the_hub_cache_and_asks_the_hub_nothing(gcs
     entry = put_cache_entry(gcs, step, base_files)
     (tmp_path / "cached").mkdir()
     (tmp_path / "hub").mkdir()
-    done = run_export(step, CLOSED_HUB, tmp_path / "cached")
+    hub = CountingHub.serving(base_files)
+    with serve(hub) as url:
+        done = run_export(step, url, tmp_path / "cached")
     assert done.returncode == 0, done.stderr
     assert f"the base's files from the Hub cache {entry}: the Hub is asked nothing" in done.stdout
+    assert hub.asked == [], "the Hub received no request at all"
     from_cache = objects(gcs, bucket, prefix)
 
-    # The same export completed from the Hub (no entry): byte for byte the same model.
+    # The same export completed with the entry cut short (its files, no entry.json): from the Hub, the same model.
     for blob in gcs.list_blobs(bucket, prefix=prefix):
         blob.delete()
-    for blob in gcs.list_blobs(bucket, prefix=entry.removeprefix(f"gs://{bucket}/")):
-        blob.delete()
+    gcs.bucket(bucket).blob(entry.removeprefix(f"gs://{bucket}/") + "entry.json").delete()
     lay_out(gcs, step, maxtext_files(LANGUAGE, TRAINED, MAXTEXT_CONFIG, 64))
-    hub = FakeHub.serving(base_files)
     with serve(hub) as url:
         again = run_export(step, url, tmp_path / "hub")
     assert again.returncode == 0, again.stderr
-    assert "reading the Hub" in again.stdout and hub.ranges, "no entry: the Hub"
-    assert objects(gcs, bucket, prefix) == from_cache
+    assert f"no whole Hub cache entry {entry} (no entry.json: none, or one cut short): reading the Hub" in again.stdout
+    assert hub.asked and [r for r in hub.ranges if " bytes=" in r], "no whole entry: the Hub, ranged reads"
+    assert objects(gcs, bucket, prefix) == from_cache, "byte for byte the model the cache made"
+
+
+def test_an_entry_json_not_of_this_commit_is_refused_in_one_line_naming_what_to_delete(gcs):
+    """``entry.json`` of another commit or repository, not JSON, or with a size that is not a whole number: refused
+    (exit 3, as ``base_snapshot.read_entry`` refuses it: the same entry fails every retry the same way), naming the
+    entry to delete; none, or a revision that is not a commit: None (the Hub), GCS asked nothing for the latter."""
+    from workloads.container.base_snapshot import ENTRY
+    from workloads.container.complete_export import cache_entry
+
+    uri = put_cache_entry(gcs, None, {"config.json": b"{}"}, root=CACHE_ROOT)
+    blob = gcs.bucket("tpu-rl-cache").blob(uri.removeprefix("gs://tpu-rl-cache/") + ENTRY)
+    found = cache_entry(REPO, COMMIT, CACHE_ROOT)
+    assert found is not None and found.files == {"config.json": 2} and found.commit == COMMIT
+    assert cache_entry(REPO, "main", "not a folder") is None, "a branch: the Hub, no cache read"
+    other = f"{REPO}@{COMMIT}: delete {uri} and run again"
+    for body, line in [
+        ({"repo": REPO, "commit": "f" * 40, "files": {}}, f"{uri}{ENTRY} is not the cache entry of {other}"),
+        ({"repo": "evil/model", "commit": COMMIT, "files": {}}, f"{uri}{ENTRY} is not the cache entry of {other}"),
+        ({"repo": REPO, "commit": COMMIT, "files": {"a": 1.5}}, f"{uri}{ENTRY} is not the cache entry of {other}"),
+        ({"repo": REPO, "commit": COMMIT, "files": {"../x": 1}}, f"{uri}{ENTRY} is not the cache entry of {other}"),
+        ("not json", f"{uri}{ENTRY} is not JSON: delete {uri} and run `pulumi up` again"),
+    ]:
+        blob.upload_from_string(body if isinstance(body, str) else json.dumps(body))
+        with pytest.raises(RefusedError) as err:
+            cache_entry(REPO, COMMIT, CACHE_ROOT)
+        assert str(err.value) == line
+    blob.delete()
+    assert cache_entry(REPO, COMMIT, CACHE_ROOT) is None, "files without entry.json: cut short, the Hub"
 
 
 @pytest.mark.slow
@@ -171,7 +226,10 @@ def test_a_cache_entry_whose_object_is_not_what_entry_json_says_is_refused_in_on
     sizes = {n: len(d) for n, d in base_files.items()}
     sizes["config.json"] += 1
     entry = put_cache_entry(gcs, step, base_files, sizes)
-    done = run_export(step, CLOSED_HUB, tmp_path)
+    hub = CountingHub.serving(base_files)
+    with serve(hub) as url:
+        done = run_export(step, url, tmp_path)
+    assert hub.asked == [], "a damaged entry is not a reason to ask the Hub behind the operator's back"
     assert done.returncode == 3, done.stderr
     line = done.stderr.strip().splitlines()[-1]
     assert line == (
@@ -365,6 +423,33 @@ def test_gcs_that_ignores_range_gets_no_whole_shard_read(gcs, monkeypatch, tmp_p
         assert done.returncode == 1, done.stderr
         assert "model.safetensors: the server sent more than the 8 bytes asked for" in done.stderr
         assert proxy.sent[-1] < size, proxy.sent
+    finally:
+        proxy.close()
+
+
+@pytest.mark.slow
+def test_a_hub_cache_behind_gcs_that_ignores_range_gets_no_whole_shard_read(gcs, monkeypatch):
+    """The completion's reads of the cache entry are ranged: through a proxy that drops ``Range``, a shard's 8-byte
+    header read stops after its 8 bytes (at the library's first 8 kB chunk), not after the 16 MiB shard, in one
+    line naming the object; read straight, the same read is the shard's 8 bytes and nothing more."""
+    from core.hf_model import ReplyTooLargeError
+    from workloads.container.complete_export import cache_entry
+
+    files = model_files(BIG, 1, values=values_of(BIG))
+    shard = "model-00001-of-00001.safetensors"
+    uri = put_cache_entry(gcs, None, files, root=CACHE_ROOT)
+    entry = cache_entry(REPO, COMMIT, CACHE_ROOT)
+    assert entry is not None
+    assert entry.read(shard, 8, 0, 7) == files[shard][:8]
+    proxy = RangeIgnoringProxy(os.environ["STORAGE_EMULATOR_HOST"])
+    try:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", proxy.url)
+        entry = cache_entry(REPO, COMMIT, CACHE_ROOT)
+        assert entry is not None
+        with pytest.raises(ReplyTooLargeError) as err:
+            entry.header(shard)
+        assert str(err.value) == f"{uri}{shard}: the server sent more than the 8 bytes asked for"
+        assert proxy.sent and proxy.sent[-1] < len(files[shard]), proxy.sent
     finally:
         proxy.close()
 

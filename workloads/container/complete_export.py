@@ -270,8 +270,8 @@ class CacheEntry(Base):
         self.checked: set[str] = set()
 
     def read(self, name: str, cap: int, start: int | None = None, end: int | None = None) -> bytes:
-        blob = self.bucket.blob(self.prefix + name)
         if name not in self.checked:  # the object the entry names, at the size it names
+            blob = self.bucket.blob(self.prefix + name)
             blob.reload(timeout=TIMEOUT)
             if blob.size != self.files[name]:
                 raise RefusedError(
@@ -279,7 +279,9 @@ class CacheEntry(Base):
                     f"{self.uri} (the export then reads the Hub) and run `pulumi up` again"
                 )
             self.checked.add(name)
-        return read_object(blob, cap, f"{self.uri}{name}", start, end, timeout=TIMEOUT)
+        # A blob of its name only, as ``Export.read`` reads: the download URL the client builds, never the
+        # ``mediaLink`` a reload brought (the same endpoint on GCS; the server's own address on an emulator).
+        return read_object(self.bucket.blob(self.prefix + name), cap, f"{self.uri}{name}", start, end, timeout=TIMEOUT)
 
 
 def cache_entry(repo: str, revision: str, cache_root: str) -> CacheEntry | None:
@@ -315,12 +317,17 @@ def cache_entry(repo: str, revision: str, cache_root: str) -> CacheEntry | None:
 
 def open_base(repo: str, revision: str, cache_root: str | None) -> Base:
     """The base at ``revision``: its Hub cache entry when the conversion kept one whole, else the Hub."""
-    if cache_root:
+    if not cache_root:
+        log("no Hub cache named: reading the Hub")
+    elif not COMMIT.fullmatch(revision):
+        log(f"{revision} is not a commit, so no Hub cache entry holds it: reading the Hub")
+    else:
         found = cache_entry(repo, revision, cache_root)
         if found is not None:
             log(f"the base's files from the Hub cache {found.uri}: the Hub is asked nothing")
             return found
-        log(f"no whole Hub cache entry of {repo}@{revision} under {cache_root}: reading the Hub")
+        where = f"{cache_root}{repo}/{revision}/"
+        log(f"no whole Hub cache entry {where} (no {ENTRY}: none, or one cut short): reading the Hub")
     return Hub(repo, revision)
 
 
