@@ -28,7 +28,6 @@ pulumi-terraform-bridge returns the inputs with defaults the policies do not rea
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -290,10 +289,10 @@ def outputs(plan: Plan, r: Mapping[str, Any], *, preview: bool) -> dict[str, Any
     marks what the provider computes unknown (the mocks' reply); at ``up`` the live object: a JobSet as the API server
     keeps it (the webhook's defaults, a status), anything else the provider's reply."""
     sent = plan.wire.get((r["type"], r["name"]))
-    live = _from_wire(sent[1]) if sent is not None else copy.deepcopy(r["inputs"])
+    live = _from_wire(sent[1]) if sent is not None else r["inputs"]  # read only, as ``inputs``
     if not preview and r["type"] == JOBSET:
         try:
-            live = with_state(jobset_defaults(live), "running")
+            live = with_state(jobset_defaults(live), "running")  # each returns a copy
             live["metadata"] = {**live["metadata"], "uid": f"uid-{r['name']}", "generation": 1}
         except (KeyError, TypeError, AttributeError, IndexError):
             pass  # a shape the API server would refuse: the pack judges what the program sent
