@@ -63,6 +63,9 @@ class Secret:
     def __init__(self, value: Any) -> None:
         self.value = value
 
+    def __repr__(self) -> str:  # what a value is, for ``marshalled``'s key
+        return f"Secret({self.value!r})"
+
 
 def encode(value: Any) -> struct_pb2.Value:
     """One property value as ``MarshalPropertyValue`` marshals it with KeepUnknowns and KeepSecrets."""
@@ -100,6 +103,26 @@ def _struct(props: Mapping[str, Any], top: bool = False) -> struct_pb2.Struct:
 def properties(props: Mapping[str, Any]) -> struct_pb2.Struct:
     """A resource's properties as ``MarshalProperties(KeepUnknowns, KeepSecrets, SkipInternalKeys)`` sends them."""
     return _struct(props, top=True)
+
+
+_MARSHALLED: dict[str, bytes] = {}
+_UNKNOWN_REPR = "<pulumi.output.Unknown object at 0x"
+
+
+def marshalled(props: Mapping[str, Any]) -> bytes:
+    """``properties(props)``, serialised; remembered by the value's ``repr`` (which tells apart every value ``encode``
+    marshals differently: ``True``, ``1`` and ``1.0``, ``'1'``; a ``Secret`` by its value), so a resource the tests
+    judge in many plans is marshalled once. A value shown by its address is marshalled afresh each time (an
+    ``Unknown``'s address may be remembered: every ``Unknown`` marshals the same)."""
+    key = repr(props)
+    found = _MARSHALLED.get(key)
+    if found is None:
+        found = properties(props).SerializeToString()
+        if key.count(" object at 0x") == key.count(_UNKNOWN_REPR):
+            if len(_MARSHALLED) >= 20_000:
+                _MARSHALLED.clear()  # bounded: a cache, not a record
+            _MARSHALLED[key] = found
+    return found
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,9 +229,8 @@ class Pack:
         self.servicer.Configure(_wire(configure_request(levels)), None)
 
     def analyze(self, resource: Resource) -> list[Finding]:
-        request = analyzer_pb2.AnalyzeRequest(
-            type=resource.type, properties=properties(resource.props), urn=resource.urn, name=resource.name
-        )
+        request = analyzer_pb2.AnalyzeRequest(type=resource.type, urn=resource.urn, name=resource.name)
+        request.properties.MergeFromString(marshalled(resource.props))
         request.options.CopyFrom(_options(resource))
         return self._findings(self.servicer.Analyze(_wire(request), None))
 
@@ -216,12 +238,9 @@ class Pack:
         request = analyzer_pb2.AnalyzeStackRequest()
         for resource in resources:
             entry = request.resources.add(
-                type=resource.type,
-                properties=properties(resource.props),
-                urn=resource.urn,
-                name=resource.name,
-                parent=resource.parent,
+                type=resource.type, urn=resource.urn, name=resource.name, parent=resource.parent
             )
+            entry.properties.MergeFromString(marshalled(resource.props))
             entry.options.CopyFrom(_options(resource))
         return self._findings(self.servicer.AnalyzeStack(_wire(request), None))
 

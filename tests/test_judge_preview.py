@@ -30,7 +30,7 @@ from policy import judge_preview
 from tests import analyzer
 from tests.analyzer import Pack
 from tests.conftest import plan_of
-from tests.pure_plan import pure_plan
+from tests.pure_plan import per_mutant_cache, pure_plan
 from tools.plan.offline import SECRET_SIG, SECRET_SIG_KEY, UNKNOWN, Plan
 from tools.stack_files import ROOT
 
@@ -245,6 +245,13 @@ HOSTILE = {
 }
 
 
+@per_mutant_cache
+def clean_engine_findings() -> tuple[analyzer.Finding, ...]:
+    """``engine_findings`` of prod's builders' plan, judged once per process (per mutant in a mutation run): each
+    hostile case compares with it. A tuple, so no case changes what the next one reads."""
+    return tuple(engine_findings(pure_plan("prod"), "prod"))
+
+
 @pytest.mark.pure
 @pytest.mark.parametrize("case", sorted(HOSTILE))
 def test_a_hostile_preview_gets_the_findings_of_the_pack_in_the_engine(case):
@@ -255,7 +262,7 @@ def test_a_hostile_preview_gets_the_findings_of_the_pack_in_the_engine(case):
     pack = Pack(analyzer.policy_config_file("prod"), dry_run=True)
     assert _key(found) == _key(analyzer.analyze_plan(plan, pack, preview=True))  # no secret in the builders' plan
     assert_only_secrets_differ(found, plan, "prod")
-    base = {f.policy for f in engine_findings(pure_plan("prod"), "prod") if f.level == "mandatory"}
+    base = {f.policy for f in clean_engine_findings() if f.level == "mandatory"}
     new = {f.policy for f in found if f.level == "mandatory"} - base
     assert new and (expected is None or expected <= new), new
 
