@@ -1524,6 +1524,16 @@ def test_the_reviewed_policy_messages_are_the_cases():
     assert list(read_policy_messages()) == list(found)
 
 
+def test_judging_the_cases_leaves_each_stacks_plan_as_built():
+    """The cases share each stack's plan (``mutated_to_judge`` copies only what a case changes): judging every case,
+    with its values and with them unknown, leaves the shared plan as a fresh build makes it."""
+    for case in MUTATIONS:
+        caught(case[0])
+        unknown_in_place_of_the_change(*case[2:6])
+    for stack in sorted({case[2] for case in MUTATIONS}):
+        assert base_plan(stack).resources == pure_plan.__wrapped__(*VARIANTS.get(stack, (stack,))).resources, stack
+
+
 def test_no_policy_message_shows_any_part_of_a_secret():
     """PR comments carry policy messages: a secret found in a workload is named by kind, never quoted."""
     secrets = (TOKEN, "KEY=abc")  # the values; an env var's name is not a secret
