@@ -2,7 +2,7 @@
 file's text with ``core/hf_model.py``'s in place of its import, as the step runs ``checkpoint_scan.py``): makes
 the export the whole base model.
 
-    python3 complete_export.py BASE_REPO REVISION EXPORT_URI [CACHE_ROOT]
+    python3 complete_export.py BASE_REPO REVISION EXPORT_URI CACHE_ROOT
 
 MaxText's ``to_huggingface`` (0.2.4 and 0.2.5, ``use_multimodal=False``) writes the trained language model only, under
 ``model.language_model.``, in BF16, yet its ``config.json`` declares ``Gemma4ForConditionalGeneration`` with a
@@ -315,19 +315,14 @@ def cache_entry(repo: str, revision: str, cache_root: str) -> CacheEntry | None:
     return CacheEntry(repo, revision, bucket, prefix, uri, dict(files))
 
 
-def open_base(repo: str, revision: str, cache_root: str | None) -> Base:
+def open_base(repo: str, revision: str, cache_root: str) -> Base:
     """The base at ``revision``: its Hub cache entry when the conversion kept one whole, else the Hub."""
-    if not cache_root:
-        log("no Hub cache named: reading the Hub")
-    elif not COMMIT.fullmatch(revision):
-        log(f"{revision} is not a commit, so no Hub cache entry holds it: reading the Hub")
-    else:
-        found = cache_entry(repo, revision, cache_root)
-        if found is not None:
-            log(f"the base's files from the Hub cache {found.uri}: the Hub is asked nothing")
-            return found
-        where = f"{cache_root}{repo}/{revision}/"
-        log(f"no whole Hub cache entry {where} (no {ENTRY}: none, or one cut short): reading the Hub")
+    found = cache_entry(repo, revision, cache_root)
+    if found is not None:
+        log(f"the base's files from the Hub cache {found.uri}: the Hub is asked nothing")
+        return found
+    where = f"{cache_root}{repo}/{revision}/"
+    log(f"no whole Hub cache entry {where} (no {ENTRY}: none, or one cut short): reading the Hub")
     return Hub(repo, revision)
 
 
@@ -597,7 +592,7 @@ def write_index(export: Export, export_map: dict[str, str], weight_map: dict[str
     log(f"{export.uri} is the whole model: {len(weight_map)} tensors, {len(named)} shards")
 
 
-def complete(repo: str, revision: str, export_uri: str, cache_root: str | None = None) -> None:
+def complete(repo: str, revision: str, export_uri: str, cache_root: str) -> None:
     """The module's steps 1 to 4, in that order: the index is written last."""
     hub = open_base(repo, revision, cache_root)
     log(f"the base is {repo}@{revision} (commit {hub.commit})")
@@ -622,8 +617,8 @@ def export_bytes(export: Export, export_map: dict[str, str], weight_map: dict[st
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) not in (3, 4):
-        print("tpu-rl export: usage: complete_export.py BASE_REPO REVISION EXPORT_URI [CACHE_ROOT]", file=sys.stderr)
+    if len(argv) != 4:
+        print("tpu-rl export: usage: complete_export.py BASE_REPO REVISION EXPORT_URI CACHE_ROOT", file=sys.stderr)
         sys.exit(REFUSED)
     try:
         complete(*argv)
