@@ -24,7 +24,7 @@ from core.images import (
     to_resolve,
 )
 from core.names import KMS_API, REQUIRED_APIS
-from core.settings import ImageSettings, Settings
+from core.settings import Settings
 from core.steps import STEPS
 from infra.gcp.access import IMAGE_PULLERS
 from infra.gcp.apis import ProjectApis
@@ -57,18 +57,18 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     except ConfigError as err:
         raise pulumi.RunError(str(err)) from None
     names = names_for(settings)
-    configured_images, mirrors = _configured_images(settings)
+    mirrors = _mirrors(settings)
     pinned = settings.model.revision if COMMIT.fullmatch(settings.model.revision) else ""
     checked = _Checked(settings, plan, BaseModel(pinned, None), frozenset())
     if preflight:
-        checked = _preflight_phase(checked, configured_images, live=live)
+        checked = _preflight_phase(checked, live=live)
     settings, plan = checked.settings, checked.plan
     cloud = _cloud(settings, names, mirrors, checked.reuse)
     platform = _kubernetes(settings, names, cloud, plan, live=live)
     # Registered once the platform is, before any step: a protected stack is guarded whatever happens to the steps.
     DestroyGuard(GUARD, settings.protect, [*cloud.parts(), platform])
     run = _workflow(settings, plan, cloud.gke, platform, checked.base, live=live) if plan is not None else None
-    _export_platform(settings, configured_images, cloud)
+    _export_platform(settings, cloud)
     _step_guards(settings, plan, run)
     return settings
 
@@ -99,7 +99,7 @@ class _Checked:
     reuse: frozenset[str]
 
 
-def _preflight_phase(checked: _Checked, configured_images: ImageSettings, *, live: bool) -> _Checked:
+def _preflight_phase(checked: _Checked, *, live: bool) -> _Checked:
     """The preflight phase, before any resource: the placeholders and tokens (one line each), the model's access
     (``_preflight``), the images' digests (``_pinned_images``) and the capacity (``_capacity``)."""
     settings, plan, base, reuse = checked.settings, checked.plan, checked.base, checked.reuse
@@ -109,7 +109,7 @@ def _preflight_phase(checked: _Checked, configured_images: ImageSettings, *, liv
     if settings.workflow.enabled and settings.workflow.preflight:
         base = _preflight(settings)
     if live and plan is not None:  # the images are the steps': no workflow, nothing runs them
-        settings, plan = _pinned_images(settings, plan, configured_images)
+        settings, plan = _pinned_images(settings, plan)
     if live and settings.workflow.capacity_check:
         reuse = _capacity(settings)
     return _Checked(settings, plan, base, reuse)
@@ -244,7 +244,7 @@ def _workflow(
     return run
 
 
-def _export_platform(settings: Settings, configured_images: ImageSettings, cloud: _Cloud) -> None:
+def _export_platform(settings: Settings, cloud: _Cloud) -> None:
     """The platform's outputs: the cluster, the bucket, the pools, the slice, the images, the estimate."""
     gke = cloud.gke
     location = settings.region
@@ -265,7 +265,7 @@ def _export_platform(settings: Settings, configured_images: ImageSettings, cloud
             "capacity": settings.tpu.capacity,
         },
     )
-    pulumi.export("images", image_outputs(configured_images, settings.images))
+    pulumi.export("images", image_outputs(settings.images.upstream or settings.images, settings.images))
     pulumi.export("estimate", estimate_for(settings).to_output())
     pulumi.export("kubeconfig", gke.kubeconfig)
     pulumi.export("getCredentialsCommand", settings.get_credentials_command)
@@ -302,19 +302,15 @@ def _step_access(
     )
 
 
-def _configured_images(settings: Settings) -> tuple[ImageSettings, dict[str, Mirror]]:
-    """The images as configured and, with ``tpu-rl:images.mirror``, the stack's mirrors of their repositories
+def _mirrors(settings: Settings) -> dict[str, Mirror]:
+    """With ``tpu-rl:images.mirror``, the stack's mirrors of the configured images' repositories
     (``core.images.mirrors_for``; the settings name the images through them already, ``core.config.rules``, and keep
-    the configured ones as ``ImageSettings.upstream``)."""
+    the configured ones as ``ImageSettings.upstream``); none without."""
     upstream = settings.images.upstream
-    if upstream is None:
-        return settings.images, {}
-    return upstream, mirrors_for(upstream, settings.project, settings.region, settings.cluster_name)
+    return {} if upstream is None else mirrors_for(upstream, settings.project, settings.region, settings.cluster_name)
 
 
-def _pinned_images(
-    settings: Settings, plan: Workflow | None, upstream: ImageSettings | None = None
-) -> tuple[Settings, Workflow | None]:
+def _pinned_images(settings: Settings, plan: Workflow | None) -> tuple[Settings, Workflow | None]:
     """Each image the configuration names by tag, pinned to the digest its registry gives the tag now
     (``infra.gcp.registry``), before anything is registered: the steps run that digest, whatever the tag points to
     later, and their names and output paths hash it. The digest the last `up` pinned a tag to stays (``make up`` hands
@@ -327,7 +323,7 @@ def _pinned_images(
     digests, problems = {}, []
     # Read where the image is published (a mirror of the stack's may not exist yet: this `up` creates it); a mirror
     # serves the same manifest, so the same digest. A tag the last `up` pinned keeps its digest (``recorded_pins``).
-    tagged = to_resolve(upstream or settings.images)
+    tagged = to_resolve(settings.images.upstream or settings.images)
     recorded = recorded_pins(os.environ.get(PINS_IN_STATE))
     for key, image in tagged.items():
         if image in recorded:

@@ -136,8 +136,8 @@ def test_up_reads_the_digest_where_the_image_is_published_and_pins_the_mirrors_n
         return digest
 
     monkeypatch.setattr(registry, "resolve_digest", resolve)
-    mirrored, configured = settings("prod", [MIRROR]), settings("prod", [])
-    pinned, plan = _pinned_images(mirrored, workflow(mirrored), configured.images)
+    mirrored = settings("prod", [MIRROR])
+    pinned, plan = _pinned_images(mirrored, workflow(mirrored))
     assert read == [DEFAULT_IMAGES["maxtext"]], "the mirror may not exist yet: the upstream is read"
     assert pinned.images.maxtext == images.parse(mirrored.images.maxtext).pinned(digest)
     assert all("@sha256:" in image for image in _images(plan))
