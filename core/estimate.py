@@ -28,7 +28,7 @@ semantics of ``workloads.specs.step_manifests`` and ``workloads.observe.waiting`
 - ``deterministicFailure``: the trainer exits non-zero at its first step (a bad flag, an OOM at
   compilation): one start-up, no restart (``failOnWorkloadExit``);
 - ``preemption``: a disruption restarts the JobSet (``restartOnDisruption``): a new start-up (restore,
-  compilation from the run's warm cache, ``RESTART_STARTUP_MINUTES``, the pre-RL evaluation) plus the steps since
+  compilation from the run's warm cache, no pre-RL evaluation: ``RESTART_STARTUP_MINUTES``) plus the steps since
   the last checkpoint, half a ``checkpoint_period`` on average;
 - ``unschedulable``: a step's pod that finds no node holds a reserved slice until `up` stops at
   ``tpu-rl:workflow.unschedulableTimeout`` (an autoscaled slice is not created for a pod that cannot start:
@@ -96,10 +96,14 @@ the training step's scratch, ``core.layout.compile_cache``, kept across attempts
 compiling for "10-30 min cold against 1-3 min from a cache". An assumption: the Pathways servers that keep that
 cache are closed binaries, so a hit is not verified offline; `make report` measures each attempt's compile. The
 first attempt of a run with a new cache key compiles cold (``STARTUP_MINUTES``)."""
-RESTART_STARTUP_MINUTES: dict[str, int] = {**STARTUP_MINUTES, "compile": WARM_COMPILE_MINUTES}
-"""A restarted attempt's start-up: the first attempt's with a warm compilation cache."""
+RESTART_STARTUP_MINUTES: dict[str, int] = {**STARTUP_MINUTES, "compile": WARM_COMPILE_MINUTES, "pre-RL eval": 0}
+"""A restarted attempt's start-up: the first attempt's with a warm compilation cache and no pre-RL evaluation. An
+attempt that resumes from a checkpoint skips it (its weights are not the base's: ``workloads/container/launch.py``
+``skip_pre_rl_evaluation``; the weight sync before it stays), and a restart resumes from the checkpoint the failure
+modes count the steps since."""
 TRAIN_RESTART_HOURS = sum(RESTART_STARTUP_MINUTES.values()) / 60
-"""A restart's start-up: 0.62 h, 8 minutes of cold compilation less than the first attempt's 0.75 h."""
+"""A restart's start-up: 0.53 h, 8 minutes of cold compilation and the 5-minute pre-RL evaluation less than the first
+attempt's 0.75 h."""
 WARM_NODE_RESTART_MINUTES: dict[str, int] = {**RESTART_STARTUP_MINUTES, "nodes": 0, "images": 0}
 """A restart on the nodes the run already holds (a stalled attempt, a restart after a pod's disruption that left the
 VMs in place): no node to wait for, and no image to pull, since the kubelet keeps the digest-pinned images (no
@@ -425,6 +429,12 @@ def step_seconds_for(settings: Any) -> float:
     return step_seconds(training_run(settings), settings.total_chips)
 
 
+def _restart_changes() -> str:
+    """The components a restart's start-up changes, with their minutes (``RESTART_STARTUP_MINUTES``)."""
+    changed = [(name, m) for name, m in RESTART_STARTUP_MINUTES.items() if m != STARTUP_MINUTES[name]]
+    return ", ".join(f"{name} {minutes}" for name, minutes in changed)
+
+
 def describe(output: dict[str, Any]) -> str:
     """A short table of an estimate's stack output, for the offline plan."""
     lines = [
@@ -444,7 +454,8 @@ def describe(output: dict[str, Any]) -> str:
         parts = ", ".join(f"{name} {minutes}" for name, minutes in startup.items())
         lines.append(
             f"  train start-up per attempt {sum(startup.values()) / 60:.2f} h, in minutes: {parts} (assumed; "
-            f"`make report` measures them); a restart compiles from the run's cache: compile {WARM_COMPILE_MINUTES}"
+            f"`make report` measures them); a restart compiles from the run's cache and, resuming, skips the pre-RL "
+            f"evaluation: {_restart_changes()}"
         )
     words = {
         "deterministicFailure": "a failure of the trainer (no restart)",

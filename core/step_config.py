@@ -24,7 +24,7 @@ TRAINER_MENTIONS = ("trainers.post_train.rl.train_rl", "post_train/rl/train_rl")
 launcher, a run the policy pack cannot read."""
 LAUNCHER = "launch.py"
 """The launcher's file name in a step's ConfigMap of scripts (``workloads/container/launch.py``)."""
-LAUNCHER_SHA256 = "f71eb3713435c300cb007a8e00e2e1226b5661cb67900b600c96e904ae32e3c3"
+LAUNCHER_SHA256 = "42f88e6b49e25c775cd4594c050224e0609edb96615a3770da32d55d021b301b"
 """The sha256 of the launcher's text (``tests/test_step_config.py`` computes it from the file): a mounted file with
 it is the launcher, and no other file may name the trainer."""
 CONFIG_FILE = "train.json"

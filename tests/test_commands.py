@@ -21,6 +21,7 @@ from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from tests.conftest import put, shared_path, slug
 from tests.fake_hub import COMMIT
 from tests.lifecycle_walk import settings
+from workloads.container.launch import RESUMED_ENV
 from workloads.specs.commands import (
     EVALS_LOG,
     EXPORT_BASE_DIR,
@@ -220,6 +221,7 @@ def test_each_step_runs_its_script_from_its_own_config_map(stack):
         "convert": {"mark_folder.py", "base_snapshot.py"},
         "train": {
             "optimizer_patch.py",
+            "checkpoint_scan.py",
             "mark_folder.py",
             "base_snapshot.py",
             "upload.py",
@@ -267,6 +269,7 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
         "data/train_1M-*.parquet",
     ]
     assert calls[3] == staged, "the dataset staged in the bucket once, before train_rl reads it there"
+    assert calls[4] == [SCAN, f"{train_out}rl/checkpoints/actor/"], "whether the attempt resumes, as tunix will"
     expected = []
     for arg in tutorial_argv(TUTORIAL_TRAIN):
         if arg.startswith("hf_access_token="):
@@ -300,7 +303,7 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
         "the watchdog watches the log with the manifest's bound"
     )
     assert calls[-1] == [JUDGE, log, "0", stall, str(SLICE_DOWN_EXIT), str(STALLED_EXIT)]
-    assert len(calls) == 11, "train_rl started by the launcher (workloads/container/launch.py)"
+    assert len(calls) == 12, "train_rl started by the launcher (workloads/container/launch.py)"
 
 
 def train_call(calls: list[list[str]]) -> list[str]:
@@ -326,6 +329,70 @@ def test_a_failing_patch_stops_the_training_script(tmp_path):
     """Strict mode: the first failing command ends the script with its status; train_rl never starts."""
     calls = run_in_bash(objects("prod")["train"], tmp_path, {"SHIM_FAIL": "3"}, check=False)
     assert last_run().returncode == 3 and len(calls) == 1 and calls[0][:1] == [PATCH]
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("shim", "resumed", "said"),
+    [
+        ({"SHIM_C_PRINTS": "gs://b/t/rl/checkpoints/actor/30/model_params/"}, True, "resuming from gs://b/t/rl/"),
+        ({"SHIM_FAIL": "3"}, False, "a fresh attempt (no complete checkpoint yet)"),
+        ({"SHIM_FAIL": "1"}, False, "no checkpoint read (exit 1: "),
+        ({}, False, "no checkpoint read (exit 0: "),
+    ],
+    ids=["resumed", "fresh", "scan-failed", "scan-printed-nothing"],
+)
+def test_only_a_found_checkpoint_tells_the_launcher_the_attempt_resumes(tmp_path, shim, resumed, said):
+    """The training script's resume lines, alone under bash: the checkpoint scan's answer decides; only a found
+    checkpoint sets ``RESUMED_ENV`` (the launcher then skips the pre-RL evaluation); a scan that fails evaluates as
+    MaxText always did, and the script goes on in every case (strict mode: a failure here would have ended it)."""
+    whole = container_script(objects("prod")["train"])
+    resume = whole[whole.index("scan=0;") : whole.index("\nattempt=")]
+    script = f'set -euo pipefail\n{resume}\necho "env=${{{RESUMED_ENV}:-unset}}"\n'
+    calls = run_in_bash(script, tmp_path, shim)
+    out = last_run().stdout
+    assert len(calls) == 1 and calls[0][0] == SCAN and calls[0][1].endswith("/rl/checkpoints/actor/")
+    assert said in out
+    assert out.rstrip().rsplit("\n", 1)[-1] == ("env=" + shim["SHIM_C_PRINTS"] if resumed else "env=unset")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("resumed", [False, True], ids=["fresh", "resumed"])
+def test_a_resumed_attempt_runs_the_releases_train_rl_without_its_pre_rl_evaluation(tmp_path, gcs, resumed):
+    """The whole training script against fake-gcs-server with every program real (the checkpoint scan, the
+    launcher and its patch of the release's train_rl.py where ``MAXTEXT_PKG_DIR`` says) and, as train_rl, the
+    release's own pre-RL block (``tests/pre_rl_block.py``) from the file the launcher patched. A half-written save is
+    never a reason to skip; a complete one is, and the restored weights are still synced."""
+    import lzma
+
+    from core.maxtext_keys import MAXTEXT_VERSION
+    from tests import pre_rl_block
+    from tests.conftest import VENDORED
+
+    train = objects("prod", "tpu-rl:training.optimizer=adamw")["train"]
+    output = f"{PROD_BUCKET}/gemma4-26b/train/{step_id(train)}/"
+    actor = f"{output}rl/checkpoints/actor/"
+    put(gcs, actor, "40/model_params/x")  # a save cut short (no commit file): never restored
+    if resumed:
+        put(gcs, actor, "30/model_params/x", "30/commit_success.txt")
+    release = VENDORED / f"maxtext-{MAXTEXT_VERSION}" / "trainers/post_train/rl/train_rl.py.xz"
+    package = tmp_path / "maxtext"
+    copy = package / "trainers/post_train/rl/train_rl.py"
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(lzma.decompress(release.read_bytes()))
+    env = train_env(
+        train, tmp_path, Path(pre_rl_block.__file__), PRE_RL_BLOCK_FILE=str(copy), MAXTEXT_PKG_DIR=str(package)
+    )
+    calls = run_in_bash(train, tmp_path, env, check=False)
+    out = last_run().stdout
+    assert [SCAN, actor] in calls
+    if resumed:
+        assert f"tpu-rl: resuming from {actor}30/model_params/: train_rl skips the pre-RL evaluation" in out
+        assert f"tpu-rl: {copy} patched: a resumed attempt syncs its weights and skips the pre-RL evaluation" in out
+        assert "synced" in out and "evaluated" not in out and "Pre RL Training" not in out
+    else:
+        assert "tpu-rl: a fresh attempt (no complete checkpoint yet)" in out and "patched" not in out
+        assert "synced\nevaluated\nPre RL Training" in out
 
 
 @pytest.mark.pure
@@ -526,9 +593,9 @@ def test_each_step_creates_its_output_folder_first_or_stops(tmp_path, gcs_folder
 def test_adamw_means_no_patch(tmp_path):
     calls = run_in_bash(objects("prod", "tpu-rl:training.optimizer=adamw")["train"], tmp_path)
     started = [c[1] if c[0] == "-m" else c[0] for c in calls]
-    assert started[:4] == [MARK, SNAPSHOT, SNAPSHOT, UPLOADER], "the base's files, then the dataset staged"
-    assert sorted(started[4:7]) == sorted([LAUNCH, TRAIN_RL, WATCHDOG]), "the launcher execs train_rl"
-    assert started[7:] == [UPLOADER, UPLOADER, JUDGE]
+    assert started[:5] == [MARK, SNAPSHOT, SNAPSHOT, SCAN, UPLOADER], "the base's files, the dataset, the checkpoints"
+    assert sorted(started[5:8]) == sorted([LAUNCH, TRAIN_RL, WATCHDOG]), "the launcher execs train_rl"
+    assert started[8:] == [UPLOADER, UPLOADER, JUDGE]
 
 
 @pytest.mark.pure

@@ -103,14 +103,14 @@ def test_the_stack_output_of_the_tutorial_run_on_a_reservation():
             "$1.89 = $1,452 per day, also while the CPU steps run and after `pulumi destroy` (which removes "
             "the slice, not the reservation); delete the reservation to stop it",
         ],
-        # one start-up (0.75 h); a restart (0.75 h less 8 min of compilation: its cache is warm, 0.6167 h) + half of
-        # checkpoint_period 10 x 96 s (0.1333 h); 15 min held; a TPU maintenance event: the slice away 4 h (billed:
-        # reserved) + a restart; node upgrades held off: nothing
+        # one start-up (0.75 h); a restart (0.75 h less 8 min of compilation, its cache warm, and the 5-min pre-RL
+        # evaluation, skipped as it resumes: 0.5333 h) + half of checkpoint_period 10 x 96 s (0.1333 h); 15 min held;
+        # a TPU maintenance event: the slice away 4 h (billed: reserved) + a restart; node upgrades held off: nothing
         "failureModes": {
             "deterministicFailure": {"tpuHours": 0.75, "tpuChipHours": 24.0, "usd": 45.36},
-            "preemption": {"tpuHours": 0.75, "tpuChipHours": 24.0, "usd": 45.36},
+            "preemption": {"tpuHours": 0.67, "tpuChipHours": 21.3, "usd": 40.32},
             "unschedulable": {"tpuHours": 0.25, "tpuChipHours": 8.0, "usd": 15.12},
-            "maintenance": {"tpuHours": 4.75, "tpuChipHours": 152.0, "usd": 287.28},
+            "maintenance": {"tpuHours": 4.67, "tpuChipHours": 149.3, "usd": 282.24},
             "nodeUpgrade": {"tpuHours": 0.0, "tpuChipHours": 0.0, "usd": 0.0},
         },
         # the 0.75 h start-up of an attempt, by the components `make status` and `make report` measure
@@ -143,13 +143,13 @@ def test_two_flex_start_slices_halve_the_steps_and_bill_only_training():
         "scale-down after training, nothing while the request waits for capacity",
         "  train start-up per attempt 0.75 h, in minutes: admission 1, nodes 5, images 12, set-up 1, Pathways 2, "
         "load 5, compile 10, restore 2, pre-RL eval 5, first step 2 (assumed; `make report` measures them); a restart "
-        "compiles from the run's cache: compile 2",
-        # 0.75 h x 64; a warm restart's 0.6167 h + 5 steps x 48 s; no slice is created for a pod that cannot start
+        "compiles from the run's cache and, resuming, skips the pre-RL evaluation: compile 2, pre-RL eval 0",
+        # 0.75 h x 64; a warm restart's 0.5333 h + 5 steps x 48 s; no slice is created for a pod that cannot start
         "  if a failure of the trainer (no restart)                    48.0 chip-h  $     77.76",
-        "  if a preemption (restart + steps since the checkpoint)      43.7 chip-h  $     70.85",
+        "  if a preemption (restart + steps since the checkpoint)      38.4 chip-h  $     62.21",
         "  if an unschedulable step until `up` stops                    0.0 chip-h  $      0.00",
         # an autoscaled pool has no VMs while the slice is away: the restart only
-        "  if a TPU maintenance event (wait + restart)                 43.7 chip-h  $     70.85",
+        "  if a TPU maintenance event (wait + restart)                 38.4 chip-h  $     62.21",
         "  if a node upgrade under training (restart)                   0.0 chip-h  $      0.00",
     ]
 
@@ -160,7 +160,7 @@ def test_failure_costs_follow_the_checkpoint_period_and_the_unschedulable_bound(
     a longer bound holds a reserved slice longer."""
     base = estimate_run(V6E_32, 1, Capacity.RESERVATION, TUTORIAL).failures
     sparse = estimate_run(V6E_32, 1, Capacity.RESERVATION, TUTORIAL, checkpoint_period=50, unschedulable_seconds=3600)
-    assert sparse.failures["preemption"].tpu_hours == pytest.approx(0.75 - 8 / 60 + 25 * 96 / 3600)
+    assert sparse.failures["preemption"].tpu_hours == pytest.approx(0.75 - 13 / 60 + 25 * 96 / 3600)
     assert sparse.failures["unschedulable"].tpu_chip_hours == pytest.approx(32.0)
     assert base["unschedulable"].tpu_chip_hours == pytest.approx(8.0)
     huge = estimate_run(V6E_32, 1, Capacity.RESERVATION, TUTORIAL, checkpoint_period=1000).failures["preemption"]
@@ -170,7 +170,7 @@ def test_failure_costs_follow_the_checkpoint_period_and_the_unschedulable_bound(
         settings("prod", ["tpu-rl:workflow.unschedulableTimeout=30m", "tpu-rl:training.checkpointPeriod=20"])
     )
     assert prod.failures["unschedulable"].tpu_hours == 0.5
-    assert prod.failures["preemption"].tpu_hours == pytest.approx(0.75 - 8 / 60 + 10 * 96 / 3600)
+    assert prod.failures["preemption"].tpu_hours == pytest.approx(0.75 - 13 / 60 + 10 * 96 / 3600)
 
 
 @pytest.mark.pure
@@ -359,8 +359,10 @@ def test_the_start_up_is_split_into_the_measured_components_and_keeps_its_total(
 
     assert tuple(STARTUP_MINUTES) == COMPONENTS
     assert TRAIN_STARTUP_HOURS == 0.75 == sum(STARTUP_COMPONENTS.values())
-    assert RESTART_STARTUP_MINUTES == {**STARTUP_MINUTES, "compile": 2}, "only the compile is warm on a restart"
-    assert round(TRAIN_RESTART_HOURS * 60) == 45 - 8, "8 minutes of cold compilation saved"
+    assert RESTART_STARTUP_MINUTES == {**STARTUP_MINUTES, "compile": 2, "pre-RL eval": 0}, (
+        "a restart compiles warm and, resuming, skips the pre-RL evaluation"
+    )
+    assert round(TRAIN_RESTART_HOURS * 60) == 45 - 8 - 5, "8 minutes of cold compilation and the evaluation saved"
     assert estimate_run(V6E_32, 1, Capacity.RESERVATION, None).to_output().get("trainStartupMinutes") is None, (
         "no training"
     )

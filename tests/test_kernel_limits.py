@@ -154,8 +154,8 @@ def test_a_changed_program_is_a_new_step_and_a_new_config_map(monkeypatch):
     from workloads.specs import commands
 
     before = {step.step: step.name for step in plan_workflow(settings("prod", []))}
-    changed = commands.program_file("checkpoint_scan.py") + "\n"
-    monkeypatch.setitem(commands.SNIPPETS, "checkpoint_scan.py", changed)
+    changed = commands.program_file("complete_export.py") + "\n"
+    monkeypatch.setitem(commands.SNIPPETS, "complete_export.py", changed)
     after = {step.step: step.name for step in plan_workflow(settings("prod", []))}
     assert after["convert"] == before["convert"] and after["train"] == before["train"]
-    assert after["export"] != before["export"], "the export runs checkpoint_scan.py"
+    assert after["export"] != before["export"], "the export runs complete_export.py"

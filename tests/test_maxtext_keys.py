@@ -190,6 +190,46 @@ def test_the_optimizer_patch_applies_to_the_releases_utils_rl(tmp_path):
     assert "optax.adafactor(learning_rate=learning_rate)" in target.read_text()
 
 
+def test_the_launcher_skips_only_the_pre_rl_evaluation_of_a_resumed_attempt(tmp_path, monkeypatch):
+    """The release's own train_rl block, run before and after the launcher's patch: a resumed attempt
+    (``RESUMED_ENV`` set) still pushes the restored weights to the rollout engine (train_rl's comment: without it the
+    rollout engine keeps the base's), even with ``num_test_batches=0``, and no longer evaluates; a fresh attempt does
+    as MaxText does. The patch is idempotent (a container restarted in place runs it on a patched file)."""
+    from tests.pre_rl_block import calls
+    from workloads.container.launch import RESUMED_ENV, skip_pre_rl_evaluation
+
+    target = tmp_path / "train_rl.py"
+    original = _vendored("trainers/post_train/rl/train_rl.py").decode()
+    target.write_text(original)
+    monkeypatch.delenv(RESUMED_ENV, raising=False)
+    assert calls(original) == ["synced", "evaluated", "Pre RL Training"], "MaxText evaluates on every attempt"
+    said = skip_pre_rl_evaluation(str(target))
+    assert said.endswith("patched: a resumed attempt syncs its weights and skips the pre-RL evaluation")
+    patched = target.read_text()
+    assert skip_pre_rl_evaluation(str(target)).endswith("already") and target.read_text() == patched
+    compile(patched, "train_rl.py", "exec")
+    assert calls(patched) == ["synced", "evaluated", "Pre RL Training"], "a fresh attempt is unchanged"
+    assert calls(patched, num_test_batches=0) == [], "num_test_batches=0 still turns it all off"
+    monkeypatch.setenv(RESUMED_ENV, "gs://b/train/0123456789/rl/checkpoints/actor/30/model_params/")
+    assert calls(patched) == ["synced"], "a resumed attempt syncs the restored weights and does not evaluate"
+    assert calls(patched, num_test_batches=0) == ["synced"], "tunix syncs only after a step: the first rollouts too"
+    assert calls(original) == ["synced", "evaluated", "Pre RL Training"]
+
+
+def test_the_launcher_leaves_an_unknown_train_rl_alone(tmp_path):
+    """An image whose train_rl differs (or is not where MaxText's images keep it) trains as before: one line says
+    why, and the attempt goes on and evaluates."""
+    from workloads.container.launch import skip_pre_rl_evaluation
+
+    target = tmp_path / "train_rl.py"
+    text = _vendored("trainers/post_train/rl/train_rl.py").decode().replace("update_params(", "push_params(")
+    target.write_text(text)
+    for path in (target, tmp_path / "missing.py"):
+        said = skip_pre_rl_evaluation(str(path))
+        assert said.endswith(": this attempt runs the pre-RL evaluation") and "\n" not in said
+    assert target.read_text() == text
+
+
 def test_the_new_knobs_keep_the_releases_defaults_and_are_passed_only_when_changed():
     rl = yaml.safe_load(_vendored("configs/post_train/rl.yml"))
     new = [knob for knob in TRAINING_KNOBS if knob.maxtext_default]

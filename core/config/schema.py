@@ -492,10 +492,11 @@ FIELDS: tuple[Field, ...] = (
         _key("kueue.recoveryTimeout"),
         Duration(300, 168 * 3600),
         DERIVED,
-        "how long a running step's pods may stay not Ready (a JobSet restart, a node repair) before Kueue stops "
-        "it (Kueue waitForPodsReady.recoveryTimeout); default kueue.podsReadyTimeout + 4h (4h30m, flex-start 6h): "
-        'a TPU host maintenance event, "up to a few hours" for a slice (Cloud TPU), outlasts a GKE node '
-        "auto-repair (10 min NotReady, then up to 1 h for the drain)",
+        "how long a running step's pods, once all Ready, may stay not Ready (a JobSet restart, a node repair) "
+        "before Kueue stops it (Kueue waitForPodsReady.recoveryTimeout; a restart before they were all Ready stays "
+        "on kueue.podsReadyTimeout from the first admission: Kueue v0.17.1 admittedNotReadyWorkload); default "
+        'kueue.podsReadyTimeout + 4h (4h30m, flex-start 6h): a TPU host maintenance event, "up to a few hours" for '
+        "a slice (Cloud TPU), outlasts a GKE node auto-repair (10 min NotReady, then up to 1 h for the drain)",
         samples=("3h",),
     ),
     Field(

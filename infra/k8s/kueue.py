@@ -18,11 +18,12 @@ Cluster Toolkit's blueprint installs Kueue 0.17.1 with a ClusterQueue and a Loca
 The manager configuration replaces the chart's whole default (a Helm value is one string), so it
 repeats the chart's defaults we rely on (``charts/kueue/values.yaml`` at v0.17.1) and adds
 ``waitForPodsReady``: an admitted step whose pods are not all Ready within the timeout (``podsReadyTimeout``
-after admission, ``recoveryTimeout`` after a running step's pods stop being Ready: a JobSet restart, a node
-repair) is evicted and, with ``backoffLimitCount: 0``, deactivated at once (``workload_controller.go``
-``reconcileNotReadyTimeout``, ``triggerDeactivation``), so it stops holding quota and never re-queues in a
-loop nobody watches; `pulumi up` reports it and the next `up` runs the step again (training resumes from its
-checkpoint).
+after admission, ``recoveryTimeout`` after a running step's pods, once all Ready, stop being Ready: a JobSet
+restart, a node repair; a restart before they were all Ready stays on ``podsReadyTimeout`` from the first
+admission, ``workload_controller.go`` ``admittedNotReadyWorkload``) is evicted and, with ``backoffLimitCount: 0``,
+deactivated at once (``reconcileNotReadyTimeout``, ``triggerDeactivation``), so it stops holding quota and never
+re-queues in a loop nobody watches; `pulumi up` reports it and the next `up` runs the step again (training resumes
+from its checkpoint).
 """
 
 from __future__ import annotations

@@ -4,7 +4,16 @@ key=value ...`` in the file's order, ``exec``\\ d in this process's place (the t
 signals and output are train_rl's). The file is a JSON object of strings whose keys are dotted names, each once
 (``core.step_config.read_config`` is the policy pack's reading of it); any other file stops the step with exit 3,
 which no retry changes. The policy pack knows this file by its sha256 (``core.step_config.LAUNCHER_SHA256``): a
-change to it is a change of that pin (``tests/test_step_config.py``)."""
+change to it is a change of that pin (``tests/test_step_config.py``).
+
+An attempt that resumes from a checkpoint (the training script sets ``RESUMED_ENV`` to the checkpoint tunix will
+restore) skips train_rl's pre-RL evaluation and keeps its weight sync (``skip_pre_rl_evaluation``). train_rl (0.2.4
+and 0.2.5 ``rl_train``) evaluates on every attempt while ``num_test_batches > 0``, after pushing the actor's weights
+to the rollout engine ("When resuming from an RL checkpoint ... the rollout engine would evaluate using the base
+HuggingFace/SFT weights": the sync stays). A resumed attempt's evaluation is of trained weights, which the report
+never takes for the base's, and it holds the whole slice for minutes. The launcher is the one file that names the
+trainer (the policy pack's rule), so the patch is here; it is lenient: a train_rl that differs evaluates as before
+and the log says why."""
 
 from __future__ import annotations
 
@@ -17,6 +26,28 @@ TRAIN_RL = "maxtext.trainers.post_train.rl.train_rl"
 CONFIG = "/tpu-rl/train.json"
 KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[.][A-Za-z_][A-Za-z0-9_]*)*")
 REFUSED = 3
+RESUMED_ENV = "TPU_RL_RESUMED_FROM"
+PACKAGE_DIR = "/deps/src/maxtext"
+"""MaxText's package in its images, where its Dockerfiles say (maxtext_tpu_dependencies.Dockerfile, 0.2.4 to HEAD:
+``ENV MAXTEXT_PKG_DIR=/deps/src/maxtext``, ``PYTHONPATH=/deps/src``) when ``MAXTEXT_PKG_DIR`` is not set."""
+PATCHES = (
+    (
+        "  # Run evaluation before training\n  if trainer_config.num_test_batches > 0:\n",
+        "  # Run evaluation before training\n"
+        f"  if trainer_config.num_test_batches > 0 or os.environ.get({RESUMED_ENV!r}):\n",
+    ),
+    (
+        "    rl_cluster.rollout.update_params(nnx.state(actor_model, nnx.Param))\n\n"
+        "    (corr, total, accuracy, partial_accuracy, format_accuracy, mean_reward), _ = evaluate(\n",
+        "    rl_cluster.rollout.update_params(nnx.state(actor_model, nnx.Param))\n"
+        f"  if trainer_config.num_test_batches > 0 and not os.environ.get({RESUMED_ENV!r}):\n"
+        "    (corr, total, accuracy, partial_accuracy, format_accuracy, mean_reward), _ = evaluate(\n",
+    ),
+)
+"""train_rl's lines (0.2.4, 0.2.5) and what a resumed attempt runs instead, each found once: the block's weight sync
+under a first condition that a resumed attempt also meets (tunix syncs the rollout engine only after a training
+step, ``rl_learner.py`` ``RLLearner.train``, so without it a resumed run's first rollouts would come from the base's
+weights even with ``num_test_batches=0``), and its evaluation under a second that it does not."""
 
 
 def _pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
@@ -40,6 +71,33 @@ def overrides(text: str) -> list[str]:
     return words
 
 
+def train_rl_file() -> str:
+    """The file ``python3 -m TRAIN_RL`` runs in the image: under ``MAXTEXT_PKG_DIR`` (``PACKAGE_DIR``)."""
+    return os.path.join(os.environ.get("MAXTEXT_PKG_DIR") or PACKAGE_DIR, *TRAIN_RL.split(".")[1:]) + ".py"
+
+
+def skip_pre_rl_evaluation(path: str) -> str:
+    """Patch train_rl in the file ``path`` (``PATCHES``) so that a resumed attempt syncs the restored weights and does
+    not evaluate them; the line to log. A file without each of the lines once is left alone, and so is one patched
+    already (a container restarted in place)."""
+    kept = "this attempt runs the pre-RL evaluation"
+    try:
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+        if all(new in text for _, new in PATCHES):
+            return f"tpu-rl: {path} skips the pre-RL evaluation of a resumed attempt already"
+        found = [text.count(old) for old, _ in PATCHES]
+        if found != [1] * len(PATCHES):
+            return f"tpu-rl: expected train_rl's pre-RL block in {path}, found its lines {found} times: {kept}"
+        for old, new in PATCHES:
+            text = text.replace(old, new)
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(text)
+    except OSError as err:
+        return f"tpu-rl: cannot patch {path} ({err.strerror or err}): {kept}"
+    return f"tpu-rl: {path} patched: a resumed attempt syncs its weights and skips the pre-RL evaluation"
+
+
 def main() -> None:
     try:
         with open(CONFIG, encoding="utf-8") as file:
@@ -47,6 +105,8 @@ def main() -> None:
     except (OSError, ValueError) as err:
         print(f"tpu-rl: cannot start train_rl: {CONFIG}: {err}", file=sys.stderr)
         sys.exit(REFUSED)
+    if os.environ.get(RESUMED_ENV):
+        print(skip_pre_rl_evaluation(train_rl_file()), flush=True)
     try:
         os.execvp("python3", ["python3", "-m", TRAIN_RL, *words])
     except OSError as err:  # no python3 on PATH, an argv over execve's limits: what bash said as "cannot execute"

@@ -19,10 +19,11 @@ import shlex
 from pathlib import Path
 
 from core.knobs import DATASETS, TRAINING_KNOBS, Dataset
-from core.layout import RUN_NAME
+from core.layout import RUN_NAME, actor_checkpoints
 from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from core.settings import Settings
 from core.step_config import CONFIG_FILE, LAUNCHER, config_text
+from workloads.container.launch import RESUMED_ENV
 
 TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
 TRAIN_RL = "maxtext.trainers.post_train.rl.train_rl"
@@ -57,6 +58,9 @@ if count != 1:
 path.write_text(text)
 print(f"optimizer patch: {path}: optax.adamw -> optax.adafactor")
 """.replace("EXIT_CODE", str(SETUP_FAILURE_EXIT))
+
+SCAN_ERRORS = "/tmp/tpu-rl-checkpoint-scan.err"
+"""Where the training script keeps what ``checkpoint_scan.py`` said on stderr (its last line is shown)."""
 
 
 def convert_argv(settings: Settings, output_uri: str) -> list[str]:
@@ -424,6 +428,24 @@ def dataset_lines(settings: Settings, output_uri: str) -> list[str]:
     ]
 
 
+def resume_lines(actor_uri: str) -> list[str]:
+    """The training script's lines that tell the launcher whether this attempt resumes (``RESUMED_ENV``: it then skips
+    train_rl's pre-RL evaluation, ``workloads/container/launch.py``): the newest complete checkpoint under
+    ``actor_uri``, the one tunix restores, found by the export's own ``checkpoint_scan.py`` (exit 3: none). A scan
+    that fails for any other reason resumes nothing: the evaluation runs, as it always did."""
+    root = shlex.quote(actor_uri)
+    return [
+        f'scan=0; resumed="$({run_program("checkpoint_scan.py")} {root} 2>{SCAN_ERRORS})" || scan=$?',
+        'case "$scan:$resumed" in',
+        f'  0:gs://*) export {RESUMED_ENV}="$resumed"',
+        '     echo "tpu-rl: resuming from ${resumed}: train_rl skips the pre-RL evaluation (not the base\'s)" ;;',
+        '  3:*) echo "tpu-rl: a fresh attempt (no complete checkpoint yet): train_rl runs the pre-RL evaluation" ;;',
+        f'  *) echo "tpu-rl: no checkpoint read (exit $scan: $(tail -n 1 {SCAN_ERRORS})):'
+        ' train_rl runs the pre-RL evaluation" ;;',
+        "esac",
+    ]
+
+
 def train_script(settings: Settings, argv: list[str], output_uri: str, convert_uri: str) -> str:
     """The training container's script (bash is the container's PID 1):
 
@@ -459,6 +481,7 @@ def train_script(settings: Settings, argv: list[str], output_uri: str, convert_u
         base_line("fetch", convert_uri, TRAIN_BASE_DIR),
         'echo "tpu-rl: the base model at commit ${commit} (tokenizer_path)"',
         *dataset_lines(settings, output_uri),
+        *resume_lines(actor_checkpoints(output_uri)),
         'attempt="$(date -u +%Y%m%dT%H%M%SZ)"',
         f'log_uri="{output_uri}logs/train-${{attempt}}.log"',
         f'evals_uri="{output_uri}logs/evals-${{attempt}}.txt"',
