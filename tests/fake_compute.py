@@ -356,6 +356,7 @@ def bucket_not_found() -> tuple[int, dict[str, Any]]:
 
 
 BUCKET_PATH = re.compile(r"/storage/v1/b/([^/]+)")
+BUCKET_PERMISSIONS_PATH = re.compile(r"/storage/v1/b/([^/]+)/iam/testPermissions")
 
 
 def error(code: int, message: str, reason: str, *, service: str | None = None) -> dict[str, Any]:
@@ -405,6 +406,8 @@ class FakeCompute:
         """The JSON bodies POSTed, in order."""
         self.buckets: dict[str, dict[str, Any]] = {}
         """Cloud Storage: bucket name -> its ``buckets.get`` reply (``bucket``); any other bucket does not exist."""
+        self.bucket_permissions: set[str] | None = None
+        """What the caller holds on every bucket of ``buckets`` (``buckets.testIamPermissions``); None: everything."""
         self.images: dict[tuple[str, str], dict[str, Any]] = {}
         """Compute Engine: (project, image name) -> its ``images.get`` reply (``image``); any other is not found."""
         self.url = ""
@@ -443,6 +446,12 @@ class FakeCompute:
         if (match := IMAGE_PATH.fullmatch(path)) and match.groups() in self.images:
             project, name = match.groups()
             return 200, self.images[project, name]
+        if (match := BUCKET_PERMISSIONS_PATH.fullmatch(path)) and match.group(1) in self.buckets:
+            # Cloud Storage's reply: the subset of ``permissions`` held, the field left out when none is
+            # (https://cloud.google.com/storage/docs/json_api/v1/buckets/testIamPermissions).
+            asked = query.get("permissions", [])
+            held = [p for p in asked if self.bucket_permissions is None or p in self.bucket_permissions]
+            return 200, {"kind": "storage#testIamPermissionsResponse", **({"permissions": held} if held else {})}
         if match := BUCKET_PATH.fullmatch(path):
             name = match.group(1)
             return (200, self.buckets[name]) if name in self.buckets else bucket_not_found()

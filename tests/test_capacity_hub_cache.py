@@ -56,9 +56,51 @@ def hub(fake, stack=SHARED):
         made.close()
 
 
-def test_a_bucket_in_the_region_with_uniform_access_passes_on_one_read(gcs):
+def test_a_bucket_in_the_region_with_uniform_access_passes_on_one_read_and_one_permission_test(gcs):
     assert hub(gcs) == []
-    assert gcs.requests == [PATH]
+    assert gcs.requests == [PATH, f"{PATH}/iam/testPermissions"]
+
+
+GRANT = (
+    "gcloud storage buckets add-iam-policy-binding gs://shared-hub --member=user:YOU --role=roles/storage.admin"
+)
+
+
+@pytest.mark.parametrize(
+    ("held", "missing"),
+    [
+        (set(), "storage.buckets.getIamPolicy, storage.buckets.setIamPolicy"),
+        ({"storage.buckets.getIamPolicy", "storage.buckets.get"}, "storage.buckets.setIamPolicy"),
+    ],
+    ids=["none", "read-only"],
+)
+def test_an_account_that_cannot_grant_on_the_bucket_stops_up_with_the_grant(gcs, held, missing):
+    """The steps' grants on the shared bucket set its IAM policy: without both permissions on that bucket (which may
+    live in another project: the project's own test cannot say) `up` would fail after the cluster exists."""
+    gcs.bucket_permissions = held
+    assert hub(gcs) == [
+        Finding(
+            "problem",
+            f"{KEY}: the account running `up` lacks {missing} on bucket gs://shared-hub, where the stack grants its "
+            f"conversion and export their roles on the cache's folder; grant it roles/storage.admin on the bucket: "
+            f"{GRANT}",
+        )
+    ]
+
+
+def test_the_permission_test_is_asked_only_of_a_bucket_that_exists_and_its_failure_is_a_warning(gcs):
+    del gcs.buckets["shared-hub"]
+    assert [f.level for f in hub(gcs)] == ["problem"] and gcs.requests == [PATH], "a missing bucket: nothing to ask"
+    gcs.buckets["shared-hub"] = bucket("shared-hub")
+    gcs.requests.clear()
+    gcs.routes[f"{PATH}/iam/testPermissions"] = (400, {"error": {"code": 400, "message": "Invalid argument."}})
+    assert hub(gcs) == [
+        Finding(
+            "unknown",
+            "asking gs://shared-hub which of storage.buckets.getIamPolicy, storage.buckets.setIamPolicy `up` holds: "
+            "HTTP 400; whether `up` may grant on the bucket was not checked",
+        )
+    ]
 
 
 def test_a_missing_bucket_stops_up_with_the_command_that_creates_it(gcs):

@@ -11,7 +11,14 @@ one ``buckets.get`` (google-cloud-storage ``Client.get_bucket``, bounded like ev
   Google Cloud": free when "Data moves within the same location" ("A region is not considered the same location as a
   multi-region, even if the region is within the geographic limits of a multi-region") or "from a Cloud Storage
   bucket located in a dual-region to a different Google Cloud service located in one of the regions that make up the
-  dual-region"; any other read is billed per GiB by the bucket's and the destination's locations.
+  dual-region"; any other read is billed per GiB by the bucket's and the destination's locations;
+- the account running `up` may read and set the bucket's IAM policy, where the steps' grants go
+  (``gcp.storage.BucketIAMMember`` reads the policy and sets it again): the project's ``testIamPermissions`` cannot
+  say it for a bucket that may live in another project or carry its own grants, so the bucket itself is asked
+  (``buckets.testIamPermissions``, google-cloud-storage ``Bucket.test_iam_permissions``: "Tests a set of permissions on
+  the given bucket to see which, if any, are held by the caller",
+  https://cloud.google.com/storage/docs/json_api/v1/buckets/testIamPermissions). Without them the grants' create
+  fails after the network, the cluster and the identities exist.
 
 Without a shared cache nothing is read."""
 
@@ -28,6 +35,9 @@ from infra.gcp.capacity.reads import Clients, ReadFailedError, ReplyError, as_te
 
 KEY = "tpu-rl:model.hubCache"
 SOURCE = "Cloud Storage (buckets.get)"
+PERMISSIONS_SOURCE = "Cloud Storage (buckets.testIamPermissions)"
+ON_BUCKET = ("storage.buckets.getIamPolicy", "storage.buckets.setIamPolicy")
+"""What `up` does on the shared bucket besides reading it: the steps' grants (roles/storage.admin grants both)."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +107,22 @@ def hub_cache_findings(bucket: str, region: str, found: HubBucket | None) -> lis
     return findings
 
 
+def permission_findings(bucket: str, held: list[str]) -> list[Finding]:
+    """Whether the account running `up` holds ``ON_BUCKET`` on the bucket (pure)."""
+    missing = [p for p in ON_BUCKET if p not in held]
+    if not missing:
+        return []
+    return [
+        Finding(
+            "problem",
+            f"{KEY}: the account running `up` lacks {', '.join(missing)} on bucket gs://{bucket}, where the stack "
+            "grants its conversion and export their roles on the cache's folder; grant it roles/storage.admin on the "
+            f"bucket: gcloud storage buckets add-iam-policy-binding gs://{bucket} --member=user:YOU "
+            "--role=roles/storage.admin",
+        )
+    ]
+
+
 def hub_bucket_reply(reply: Any, name: str) -> HubBucket:
     """The JSON API's bucket resource (a dict) ``name`` as the check reads it."""
     if reply.get("name") != name:
@@ -127,9 +153,33 @@ def check_hub_cache(settings: Settings, clients: Clients, budget: deadline.Budge
         return []
     bucket = shared[0]
     try:
-        return hub_cache_findings(bucket, settings.region, _read_bucket(bucket, clients, budget))
+        found = _read_bucket(bucket, clients, budget)
     except ReadFailedError as err:
         return [Finding("unknown", f"{err}; the shared Hub cache's bucket was not checked")]
+    findings = hub_cache_findings(bucket, settings.region, found)
+    if found is None:
+        return findings
+    from google.api_core import exceptions as api
+
+    try:
+        return findings + permission_findings(bucket, _held(bucket, clients, budget))
+    except (ReadFailedError, api.NotFound) as err:
+        why = err if isinstance(err, ReadFailedError) else f"asking gs://{bucket} for its permissions: not found"
+        return [*findings, Finding("unknown", f"{why}; whether `up` may grant on the bucket was not checked")]
+
+
+def _held(name: str, clients: Clients, budget: deadline.Budget) -> list[str]:
+    def ask(options: dict[str, Any]) -> list[str]:
+        held = clients.storage.bucket(name).test_iam_permissions(
+            list(ON_BUCKET), timeout=options["timeout"], retry=options["retry"]
+        )
+        if not isinstance(held, list) or not all(isinstance(p, str) for p in held):
+            raise ReplyError("permissions is not a list of names")
+        return held
+
+    return bounded_read(
+        f"asking gs://{name} which of {', '.join(ON_BUCKET)} `up` holds", PERMISSIONS_SOURCE, ask, clients, budget
+    )
 
 
 def _read_bucket(name: str, clients: Clients, budget: deadline.Budget) -> HubBucket | None:
