@@ -27,7 +27,8 @@ compile                 RL trainer          ``Setting up RL trainer...``: the ro
                                             RL cluster, its XLA compilation and warm-up
 restore                 restored            ``Restored params from step: N in X seconds`` (tunix ``sft/
                                             checkpoint_manager.py`` ``maybe_restore``, in the trainer's set-up)
-pre-RL eval             pre-RL eval         ``Pre RL Training:`` (``train_rl.py``, when ``num_test_batches > 0``)
+pre-RL eval             pre-RL eval         ``Pre RL Training:`` (``train_rl.py``, when ``num_test_batches > 0``);
+                                            none on a resumed attempt (``workloads/container/launch.py``): 0
 first step              first step          the first ``Train step N training loss`` (tunix ``peft_trainer.py``
                                             ``_log_metrics``), else the attempt's first TensorBoard event: the
                                             training step's compilation and the first rollout
@@ -397,12 +398,14 @@ def startups(
             marks["attempt"] = attempt.start
         if "RL trainer" in marks and "restored" not in marks and {"pre-RL eval", "first step"} & set(attempt.marks):
             marks["restored"] = marks["RL trainer"]  # its log goes on without a restore: a fresh start
-        if "first step" in attempt.marks and "pre-RL eval" not in marks and "restored" in marks:
-            marks["pre-RL eval"] = marks["restored"]  # num_test_batches=0: no pre-RL evaluation
         if "first step" not in marks:
             event = next((t for t in events if attempt.start <= t < after), None)
             if event is not None:
                 marks["first step"] = event
+        if "first step" in marks and "pre-RL eval" not in marks and "restored" in marks:
+            # A resumed attempt skips it (workloads/container/launch.py), and so does num_test_batches=0: the side
+            # file, copied as each line appears, has every pre-RL line there was.
+            marks["pre-RL eval"] = marks["restored"]
         if index == target:
             marks.update(live)
         previous = ordered[index - 1].ended if index else None
