@@ -61,9 +61,7 @@ def test_a_bucket_in_the_region_with_uniform_access_passes_on_one_read_and_one_p
     assert gcs.requests == [PATH, f"{PATH}/iam/testPermissions"]
 
 
-GRANT = (
-    "gcloud storage buckets add-iam-policy-binding gs://shared-hub --member=user:YOU --role=roles/storage.admin"
-)
+GRANT = "gcloud storage buckets add-iam-policy-binding gs://shared-hub --member=user:YOU --role=roles/storage.admin"
 
 
 @pytest.mark.parametrize(
