@@ -14,7 +14,9 @@
    compressed, as for 0.2.4), with ``wheel.json`` (the wheel's name and sha256, the pip command, the git pins of
    its post-training dependencies, tunix among them, and each file's sha256 and git blob id), and rewrites their
    lines of ``tests/data/vendor/SHA256SUMS``.
-5. Regenerates ``core/data/maxtext-VERSION-keys.json`` from those configs (``core.maxtext_keys.generate``).
+5. Regenerates ``core/data/maxtext-VERSION-keys.json`` and ``-refused.json`` from those configs: the keys of
+   ``base.yml`` and ``post_train/rl.yml`` and the fields of train_rl's pydantic model in ``configs/types.py``, read
+   statically, less what the run would not use as written, refused with the reason (``core.maxtext_keys.analyse``).
 6. With ``--loader PYTHON3.12``, makes ``build/maxtext-VERSION/venv``, a venv with the wheel and the JAX its config
    loader imports, in which tests/test_maxtext_pyconfig.py (slow tier) loads each step's argv with MaxText's own
    ``pyconfig`` (tools/maxtext_loader.py).
@@ -60,6 +62,7 @@ PACKAGE = "maxtext/"
 VENDOR: tuple[str, ...] = (
     "configs/base.yml",
     "configs/post_train/rl.yml",
+    "configs/types.py",
     "configs/models/gemma4-*.yml",
     "examples/chat_templates/gsm8k_rl.json",
     "examples/chat_templates/openmathinstruct2_rl.json",
@@ -72,7 +75,8 @@ VENDOR: tuple[str, ...] = (
     "checkpoint_conversion/to_maxtext.py",
     "checkpoint_conversion/to_huggingface.py",
 )
-"""What the tests read (patterns inside ``maxtext/``): the configs every key is checked against, the Gemma 4 shapes,
+"""What the tests read (patterns inside ``maxtext/``): the configs every key is checked against and the pydantic
+models pyconfig checks them with (``types.py``), the Gemma 4 shapes,
 the RL prompt templates, MaxText's RL evaluation code (tests/test_evaluate_grader.py), the RL trainer's and
 ``max_utils``' code, whose log lines the program parses (tests/test_maxtext_logs.py), and the converters, whose own
 flags (``--hf_model_path``) the conversion and the export pass (tests/test_maxtext_keys.py)."""
@@ -303,12 +307,13 @@ def write_vendor(release: Release, vendor_dir: Path, extra: dict[str, bytes] | N
     return folder
 
 
-def write_table(version: str, configs: Path, data_dir: Path) -> tuple[Path, dict[str, str]]:
-    """``core/data/maxtext-<version>-keys.json`` generated from ``configs``."""
-    table = maxtext_keys.generate(configs)
+def write_table(version: str, configs: Path, data_dir: Path) -> tuple[Path, dict[str, str], dict[str, str]]:
+    """``core/data/maxtext-<version>-keys.json`` and ``-refused.json`` generated from ``configs``."""
+    table, refused = maxtext_keys.analyse(configs)
     path = data_dir / f"maxtext-{version}-keys.json"
     path.write_text(json.dumps(table, indent=1) + "\n")
-    return path, table
+    path.with_name(f"maxtext-{version}-refused.json").write_text(json.dumps(refused, indent=1) + "\n")
+    return path, table, refused
 
 
 def program_keys() -> set[str]:
@@ -403,8 +408,9 @@ def adopt(
         if loader is not None:
             made = make_loader(path, loader, loader_dir(version))
             print(f"made {_shown(made)}: make test-slow runs MaxText {version}'s loader on the steps' argv")
+    current = maxtext_keys.known_keys()  # read before a re-adoption of the same version rewrites it
     folder = write_vendor(release, vendor_dir, released)
-    table_path, table = write_table(version, folder / "configs", data_dir)
+    table_path, table, refused = write_table(version, folder / "configs", data_dir)
     print(f"maxtext {version}: {release.wheel_name} sha256 {release.wheel_sha256}")
     for pin in release.pins:
         print(f"  pins {pin}")
@@ -412,8 +418,7 @@ def adopt(
     print(
         f"wrote {_shown(folder)}/ ({len(release.files)} files, {RECORD_NAME}{beside}), {_shown(vendor_dir)}/SHA256SUMS"
     )
-    print(f"wrote {_shown(table_path)} ({len(table)} keys)")
-    current = maxtext_keys.known_keys()
+    print(f"wrote {_shown(table_path)} ({len(table)} keys) and its -refused.json ({len(refused)} keys)")
     rl_keys = set((yaml.safe_load(release.files["configs/post_train/rl.yml"]) or {}).keys())
     print(f"against {maxtext_keys.MAXTEXT_VERSION}, the version the program uses now:")
     for line in changes(current, table, rl_keys):

@@ -40,7 +40,7 @@ from core.config.values import (
     error,
 )
 from core.inputs import parse_json
-from core.maxtext_keys import closest_key, known_keys
+from core.maxtext_keys import closest_key, known_keys, refused_keys
 from core.names import PROJECT
 from core.redact import HF_TOKEN
 from core.settings import Settings
@@ -344,6 +344,8 @@ def _extra_arg(full: str, name: str, item: Any, table: dict[str, str], typed: di
         raise error(full, item, f"not settable in extraArgs: {REFUSED_KEYS[name]}")
     if name in typed:
         raise error(full, item, f"use the typed field tpu-rl:training.{typed[name]}")
+    if name in refused_keys():  # MaxText's loader takes it, but the run would not use it as written
+        raise error(full, item, f"not settable in extraArgs: {refused_keys()[name]}")
     if name not in table:
         near = closest_key(name)
         hint = f"did you mean {near}? " if near else ""
