@@ -148,14 +148,14 @@ NO_KEY = "MaxText 0.2.5 has no such key (an unknown rl.* key is ignored silently
         ({"async_checkpointing": True}, {"async_checkpointing": "true"}),  # bool keys: MaxText's spelling
         ({"async_checkpointing": "False"}, {"async_checkpointing": "false"}),
         ({"rl": {"num_iterations": 2}}, {"rl.num_iterations": "2"}),  # `config set --path` nests rl.*
-        ({"steps": "7"}, {"steps": "7"}),
+        ({"eval_steps": "7"}, {"eval_steps": "7"}),
         ({"adam_b1": 1}, {"adam_b1": "1.0"}),
         ({"profiler": True}, {"profiler": "true"}),  # untyped keys keep the YAML type's spelling
         ({"profiler": False}, {"profiler": "false"}),
         ({"profiler": 1.5}, {"profiler": "1.5"}),
         ({"profiler": "xprof"}, {"profiler": "xprof"}),
-        ('{"steps": 3, "adam_b1": 0.5}', {"adam_b1": "0.5", "steps": "3"}),  # JSON text; sorted
-        ({"steps": 7.0}, f"{X}.steps = 7.0 is invalid: expected an integer"),
+        ('{"eval_steps": 3, "adam_b1": 0.5}', {"adam_b1": "0.5", "eval_steps": "3"}),  # JSON text; sorted
+        ({"eval_steps": 7.0}, f"{X}.eval_steps = 7.0 is invalid: expected an integer"),
         ({"adam_b1": "fast"}, f'{X}.adam_b1 = "fast" is invalid: expected a finite number such as 0.5 or 2e-5'),
         ("[1]", f'{X} = "[1]" is invalid: an object of MaxText key: value pairs'),
         ([1], f"{X} = [1] is invalid: an object of MaxText key: value pairs"),
