@@ -100,7 +100,7 @@ RESTART_STARTUP_MINUTES: dict[str, int] = {**STARTUP_MINUTES, "compile": WARM_CO
 """A restarted attempt's start-up: the first attempt's with a warm compilation cache and no pre-RL evaluation. An
 attempt that resumes from a checkpoint skips it (its weights are not the base's: ``workloads/container/launch.py``
 ``skip_pre_rl_evaluation``; the weight sync before it stays), and a restart resumes from the checkpoint the failure
-modes count the steps since."""
+modes count the steps since (one before the run's first checkpoint is a fresh start and evaluates again)."""
 TRAIN_RESTART_HOURS = sum(RESTART_STARTUP_MINUTES.values()) / 60
 """A restart's start-up: 0.53 h, 8 minutes of cold compilation and the 5-minute pre-RL evaluation less than the first
 attempt's 0.75 h."""

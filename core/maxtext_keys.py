@@ -243,7 +243,8 @@ def analyse(configs_dir: Path) -> tuple[dict[str, str], dict[str, str]]:
             f"MaxText computes it from other keys and overwrites a value (configs/types.py {CONFIG_CLASS}"
             ".set_derived_values_and_validate)"
             if key in overwritten
-            else f"MaxText derives it from other keys (configs/types.py {DERIVED_CLASS}): set those"
+            else f"MaxText's pre-training derives it from other keys (configs/types.py {DERIVED_CLASS}); train_rl "
+            "does not use it"
         )
     for block in sorted(nested):
         for sub in models.fields(blocks[block]):

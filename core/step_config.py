@@ -24,7 +24,7 @@ TRAINER_MENTIONS = ("trainers.post_train.rl.train_rl", "post_train/rl/train_rl")
 launcher, a run the policy pack cannot read."""
 LAUNCHER = "launch.py"
 """The launcher's file name in a step's ConfigMap of scripts (``workloads/container/launch.py``)."""
-LAUNCHER_SHA256 = "42f88e6b49e25c775cd4594c050224e0609edb96615a3770da32d55d021b301b"
+LAUNCHER_SHA256 = "a5952b8507ce47cdb3095ffdc859cab045e1bb71645daf65a61031a1d998cae3"
 """The sha256 of the launcher's text (``tests/test_step_config.py`` computes it from the file): a mounted file with
 it is the launcher, and no other file may name the trainer."""
 CONFIG_FILE = "train.json"

@@ -21,7 +21,7 @@ from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from tests.conftest import put, shared_path, slug
 from tests.fake_hub import COMMIT
 from tests.lifecycle_walk import settings
-from workloads.container.launch import RESUMED_ENV
+from workloads.container.launch import RESUMED_ENV, SKIPPED
 from workloads.specs.commands import (
     EVALS_LOG,
     EXPORT_BASE_DIR,
@@ -336,7 +336,7 @@ def test_a_failing_patch_stops_the_training_script(tmp_path):
     ("shim", "resumed", "said"),
     [
         ({"SHIM_C_PRINTS": "gs://b/t/rl/checkpoints/actor/30/model_params/"}, True, "resuming from gs://b/t/rl/"),
-        ({"SHIM_FAIL": "3"}, False, "a fresh attempt (no complete checkpoint yet)"),
+        ({"SHIM_FAIL": "3"}, False, "a fresh attempt (no complete checkpoint)"),
         ({"SHIM_FAIL": "1"}, False, "no checkpoint read (exit 1: "),
         ({}, False, "no checkpoint read (exit 0: "),
     ],
@@ -386,13 +386,20 @@ def test_a_resumed_attempt_runs_the_releases_train_rl_without_its_pre_rl_evaluat
     calls = run_in_bash(train, tmp_path, env, check=False)
     out = last_run().stdout
     assert [SCAN, actor] in calls
+    (log,) = [text for name, text in _logs(gcs, output).items() if name.startswith("train-")]
+    (evals,) = [text for name, text in _logs(gcs, output).items() if name.startswith("evals-")]
+    said = f"tpu-rl: resuming from {actor}30/model_params/: train_rl skips the pre-RL evaluation"
+    skipped = f"{SKIPPED}{copy} patched: a resumed attempt syncs its weights and does not evaluate them"
     if resumed:
-        assert f"tpu-rl: resuming from {actor}30/model_params/: train_rl skips the pre-RL evaluation" in out
-        assert f"tpu-rl: {copy} patched: a resumed attempt syncs its weights and skips the pre-RL evaluation" in out
+        assert said in out and skipped in out
         assert "synced" in out and "evaluated" not in out and "Pre RL Training" not in out
+        assert log.splitlines()[1] == said, "the decision is in the attempt's log, after its run record"
+        assert skipped in evals.splitlines(), "and the launcher's line in the side file, for `make status`"
     else:
-        assert "tpu-rl: a fresh attempt (no complete checkpoint yet)" in out and "patched" not in out
+        said = "tpu-rl: a fresh attempt (no complete checkpoint): train_rl runs the pre-RL evaluation"
+        assert said in out and SKIPPED not in out
         assert "synced\nevaluated\nPre RL Training" in out
+        assert log.splitlines()[1] == said and SKIPPED not in evals
 
 
 @pytest.mark.pure

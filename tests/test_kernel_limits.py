@@ -159,3 +159,7 @@ def test_a_changed_program_is_a_new_step_and_a_new_config_map(monkeypatch):
     after = {step.step: step.name for step in plan_workflow(settings("prod", []))}
     assert after["convert"] == before["convert"] and after["train"] == before["train"]
     assert after["export"] != before["export"], "the export runs complete_export.py"
+    monkeypatch.setitem(commands.SNIPPETS, "checkpoint_scan.py", commands.program_file("checkpoint_scan.py") + "\n")
+    scanned = {step.step: step.name for step in plan_workflow(settings("prod", []))}
+    assert scanned["convert"] == before["convert"], "the conversion runs no checkpoint scan"
+    assert scanned["train"] != before["train"], "training scans its checkpoints to tell a resumed attempt"

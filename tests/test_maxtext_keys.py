@@ -194,9 +194,9 @@ def test_the_launcher_skips_only_the_pre_rl_evaluation_of_a_resumed_attempt(tmp_
     """The release's own train_rl block, run before and after the launcher's patch: a resumed attempt
     (``RESUMED_ENV`` set) still pushes the restored weights to the rollout engine (train_rl's comment: without it the
     rollout engine keeps the base's), even with ``num_test_batches=0``, and no longer evaluates; a fresh attempt does
-    as MaxText does. The patch is idempotent (a container restarted in place runs it on a patched file)."""
+    as MaxText does. The patch is idempotent (the launcher run twice on one file)."""
     from tests.pre_rl_block import calls
-    from workloads.container.launch import RESUMED_ENV, skip_pre_rl_evaluation
+    from workloads.container.launch import RESUMED_ENV, SKIPPED, skip_pre_rl_evaluation
 
     target = tmp_path / "train_rl.py"
     original = _vendored("trainers/post_train/rl/train_rl.py").decode()
@@ -204,9 +204,10 @@ def test_the_launcher_skips_only_the_pre_rl_evaluation_of_a_resumed_attempt(tmp_
     monkeypatch.delenv(RESUMED_ENV, raising=False)
     assert calls(original) == ["synced", "evaluated", "Pre RL Training"], "MaxText evaluates on every attempt"
     said = skip_pre_rl_evaluation(str(target))
-    assert said.endswith("patched: a resumed attempt syncs its weights and skips the pre-RL evaluation")
+    assert said == f"{SKIPPED}{target} patched: a resumed attempt syncs its weights and does not evaluate them"
     patched = target.read_text()
-    assert skip_pre_rl_evaluation(str(target)).endswith("already") and target.read_text() == patched
+    assert skip_pre_rl_evaluation(str(target)) == f"{SKIPPED}{target} was patched already"
+    assert target.read_text() == patched and [p.name for p in tmp_path.iterdir()] == ["train_rl.py"]
     compile(patched, "train_rl.py", "exec")
     assert calls(patched) == ["synced", "evaluated", "Pre RL Training"], "a fresh attempt is unchanged"
     assert calls(patched, num_test_batches=0) == [], "num_test_batches=0 still turns it all off"
@@ -216,18 +217,33 @@ def test_the_launcher_skips_only_the_pre_rl_evaluation_of_a_resumed_attempt(tmp_
     assert calls(original) == ["synced", "evaluated", "Pre RL Training"]
 
 
-def test_the_launcher_leaves_an_unknown_train_rl_alone(tmp_path):
-    """An image whose train_rl differs (or is not where MaxText's images keep it) trains as before: one line says
-    why, and the attempt goes on and evaluates."""
-    from workloads.container.launch import skip_pre_rl_evaluation
+def test_the_launcher_leaves_an_unknown_train_rl_alone(tmp_path, monkeypatch):
+    """An image whose train_rl differs, is not where MaxText's images keep it, is not UTF-8, or cannot be rewritten
+    trains as before: one line says why, and the attempt goes on and evaluates; a rewrite that fails leaves the file
+    as it was and no file beside it."""
+    from workloads.container import launch
 
     target = tmp_path / "train_rl.py"
-    text = _vendored("trainers/post_train/rl/train_rl.py").decode().replace("update_params(", "push_params(")
+    original = _vendored("trainers/post_train/rl/train_rl.py")
+    text = original.decode().replace("update_params(", "push_params(")
     target.write_text(text)
-    for path in (target, tmp_path / "missing.py"):
-        said = skip_pre_rl_evaluation(str(path))
-        assert said.endswith(": this attempt runs the pre-RL evaluation") and "\n" not in said
+    binary = tmp_path / "latin1.py"
+    binary.write_bytes(original.replace(b"# Run evaluation", "# Run \xe9valuation".encode("latin-1")))
+    for path in (target, tmp_path / "missing.py", binary):
+        said = launch.skip_pre_rl_evaluation(str(path))
+        assert said.startswith(launch.KEPT) and said.endswith(": this attempt evaluates") and "\n" not in said
     assert target.read_text() == text
+
+    def refused(source: str, destination: str) -> None:
+        raise PermissionError(13, "Permission denied", destination)
+
+    whole = tmp_path / "whole.py"
+    whole.write_bytes(original)
+    monkeypatch.setattr(launch.os, "replace", refused)
+    assert launch.skip_pre_rl_evaluation(str(whole)) == f"{launch.KEPT}cannot patch {whole} (Permission denied): " + (
+        "this attempt evaluates"
+    )
+    assert whole.read_bytes() == original and not (tmp_path / "whole.py.tpu-rl").exists()
 
 
 def test_the_new_knobs_keep_the_releases_defaults_and_are_passed_only_when_changed():
@@ -556,7 +572,10 @@ def test_extra_args_still_refuse_what_maxtext_does_not_have(key):
     ("key", "words"),
     [
         # DerivedValues ("derived from other config values"): RLConfig leaves these to the keys they come from
-        ("global_batch_size_to_train_on", "MaxText derives it from other keys (configs/types.py DerivedValues)"),
+        (
+            "global_batch_size_to_train_on",
+            "MaxText's pre-training derives it from other keys (configs/types.py DerivedValues); train_rl does not use",
+        ),
         ("metrics_dir", "derives it"),
         # RLConfig.set_derived_values_and_validate assigns these on every load: a value is overwritten
         ("emb_dim", "overwrites a value (configs/types.py RLConfig.set_derived_values_and_validate)"),

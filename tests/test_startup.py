@@ -11,6 +11,7 @@ import pytest
 from infra.k8s import live
 from tests.fake_kube import fake_cluster, kubelet_event, tpu_node, with_state, workload
 from tests.lifecycle_walk import settings
+from workloads.container.launch import SKIPPED
 from workloads.observe import startup
 from workloads.observe.startup import LogAttempt
 from workloads.specs.step_specs import plan_workflow
@@ -220,9 +221,12 @@ def test_the_first_attempts_start_up_from_kueue_the_pods_and_its_log():
     )
 
 
-def test_a_restart_whose_pods_are_gone_merges_what_only_they_said():
+@pytest.mark.parametrize("skipped", [True, False], ids=["launcher-skipped-it", "no-word-of-it"])
+def test_a_restart_whose_pods_are_gone_merges_what_only_they_said(skipped):
     """Attempt 1 ended at 00:40 (its log copied); attempt 2's pods are the live ones. Attempt 1 keeps the log's
-    components and, without its pods, one merged part from its JobSet's creation to its script's start."""
+    components and, without its pods, one merged part from its JobSet's creation to its script's start. Attempt 2
+    resumed: its pre-RL evaluation is 0 when the launcher said it skips it; without that word (another image), a
+    side file with no pre-RL line yet proves nothing, and the part up to its first step stays merged."""
     second_log = "\n".join(
         [
             "I0101 00:58:00.000000 1 max_utils.py:834] System Information: Jax Backend: Pathways 0.1",
@@ -237,6 +241,7 @@ def test_a_restart_whose_pods_are_gone_merges_what_only_they_said():
         at("2027-01-01T00:50:00Z"),
         None,
         startup.log_marks(second_log, datetime.datetime(2027, 1, 1, 0, 50, tzinfo=UTC)),
+        pre_rl_skipped=skipped,
     )
     facts = startup.ClusterFacts(
         jobset_created=at("2026-12-31T23:30:00Z"),
@@ -262,8 +267,11 @@ def test_a_restart_whose_pods_are_gone_merges_what_only_they_said():
         ("load", 120.0),
         ("compile", 600.0),
         ("restore", 120.0),
-        ("pre-RL eval", 0.0),  # resumed, no pre-RL line in the side file: skipped (workloads/container/launch.py)
-        ("first step", 480.0),  # to its first TensorBoard event
+        *(
+            [("pre-RL eval", 0.0), ("first step", 480.0)]  # to its first TensorBoard event
+            if skipped
+            else [("pre-RL eval+first step", 480.0)]
+        ),
     ]
 
 
@@ -321,11 +329,12 @@ def test_the_logs_in_gcs_are_read_by_their_heads(gcs, monkeypatch):
     output = DEV.train.output_uri
     side = "\n".join(FIRST_LOG.splitlines()[:1] + FIRST_LOG.splitlines()[5:6])
     put(gcs, output, f"logs/evals-{ATTEMPT}.txt", data=side.encode())
-    put(gcs, output, "logs/evals-20270101T005000Z.txt", data=b"tpu-rl run: {}\n")
+    skip = f"{SKIPPED}/deps/src/maxtext/trainers/post_train/rl/train_rl.py patched: a resumed attempt ..."
+    put(gcs, output, "logs/evals-20270101T005000Z.txt", data=f"tpu-rl run: {{}}\n{skip}\n".encode())
     put(gcs, output, "logs/notes.txt", data=b"not an attempt")
     (first, second) = bounded(gcs, "reading", lambda call: startup.read_log_attempts(gcs, output, **call))
     assert (first.name, first.ended, first.marks) == (ATTEMPT, None, {"pre-RL eval": at("2027-01-01T00:21:30Z")})
-    assert second.marks == {}
+    assert second.marks == {} and second.pre_rl_skipped and not first.pre_rl_skipped
     put(gcs, output, f"logs/train-{ATTEMPT}.log", data=FIRST_LOG.encode())
     monkeypatch.setattr(startup, "MAX_LOG_HEAD", len(FIRST_LOG.split("Train step 1")[0]))
     (first, _) = bounded(gcs, "reading", lambda call: startup.read_log_attempts(gcs, output, **call))

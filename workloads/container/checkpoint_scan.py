@@ -1,9 +1,10 @@
 """Find the newest complete actor checkpoint of a training run (stdlib + google-cloud-storage).
 
 One implementation for every reader: the program verifies a finished run and names its last step,
-`make status` and `make report` show it, and the export container runs this file's source with
-``python3 -c`` (the MaxText image ships google-cloud-storage) to pick the same step at run time, so
-the export manifest depends only on the training run's identity.
+`make status` and `make report` show it, the export container runs this file (the MaxText image ships
+google-cloud-storage) to pick the same step at run time, so the export manifest depends only on the training run's
+identity, and the training container runs it to tell whether its attempt resumes (``commands.resume_lines``). It is
+a file of both steps' ConfigMaps: a change to it renames training and the export.
 
 Checkpoint layout (tunix ``CheckpointManager`` under MaxText's ``checkpoint_dir``):
 ``<root><step>/`` with ``model_params/`` and ``optimizer_state/``, each array its own zarr folder

@@ -8,12 +8,13 @@ change to it is a change of that pin (``tests/test_step_config.py``).
 
 An attempt that resumes from a checkpoint (the training script sets ``RESUMED_ENV`` to the checkpoint tunix will
 restore) skips train_rl's pre-RL evaluation and keeps its weight sync (``skip_pre_rl_evaluation``). train_rl (0.2.4
-and 0.2.5 ``rl_train``) evaluates on every attempt while ``num_test_batches > 0``, after pushing the actor's weights
-to the rollout engine ("When resuming from an RL checkpoint ... the rollout engine would evaluate using the base
+and 0.2.5 ``_rl_train_impl``) evaluates on every attempt while ``num_test_batches > 0``, after pushing the actor's
+weights to the rollout engine ("When resuming from an RL checkpoint ... the rollout engine would evaluate using the base
 HuggingFace/SFT weights": the sync stays). A resumed attempt's evaluation is of trained weights, which the report
 never takes for the base's, and it holds the whole slice for minutes. The launcher is the one file that names the
 trainer (the policy pack's rule), so the patch is here; it is lenient: a train_rl that differs evaluates as before
-and the log says why."""
+and the log says why. Its line starts with ``SKIPPED`` or ``KEPT`` (the training script copies the first to the side
+file, where `make status` reads that a resumed attempt evaluated nothing)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ CONFIG = "/tpu-rl/train.json"
 KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[.][A-Za-z_][A-Za-z0-9_]*)*")
 REFUSED = 3
 RESUMED_ENV = "TPU_RL_RESUMED_FROM"
+SKIPPED = "tpu-rl: pre-RL evaluation skipped: "
+KEPT = "tpu-rl: pre-RL evaluation kept: "
 PACKAGE_DIR = "/deps/src/maxtext"
 """MaxText's package in its images, where its Dockerfiles say (maxtext_tpu_dependencies.Dockerfile, 0.2.4 to HEAD:
 ``ENV MAXTEXT_PKG_DIR=/deps/src/maxtext``, ``PYTHONPATH=/deps/src``) when ``MAXTEXT_PKG_DIR`` is not set."""
@@ -78,24 +81,39 @@ def train_rl_file() -> str:
 
 def skip_pre_rl_evaluation(path: str) -> str:
     """Patch train_rl in the file ``path`` (``PATCHES``) so that a resumed attempt syncs the restored weights and does
-    not evaluate them; the line to log. A file without each of the lines once is left alone, and so is one patched
-    already (a container restarted in place)."""
-    kept = "this attempt runs the pre-RL evaluation"
+    not evaluate them; the line to log (``SKIPPED`` or ``KEPT``). A file without each of the lines once, or that
+    cannot be read or rewritten, is left as it was, and so is one patched already (the launcher run twice on one
+    file). The new text goes to a file beside it, then takes its name (``os.replace``): a write cut short leaves
+    train_rl as it was."""
+    kept = "this attempt evaluates"
     try:
         with open(path, encoding="utf-8") as file:
             text = file.read()
         if all(new in text for _, new in PATCHES):
-            return f"tpu-rl: {path} skips the pre-RL evaluation of a resumed attempt already"
+            return f"{SKIPPED}{path} was patched already"
         found = [text.count(old) for old, _ in PATCHES]
         if found != [1] * len(PATCHES):
-            return f"tpu-rl: expected train_rl's pre-RL block in {path}, found its lines {found} times: {kept}"
+            return f"{KEPT}expected train_rl's pre-RL block in {path}, found its lines {found} times: {kept}"
         for old, new in PATCHES:
             text = text.replace(old, new)
-        with open(path, "w", encoding="utf-8") as file:
+        _replace(path, text)
+    except (OSError, ValueError) as err:  # UnicodeDecodeError is a ValueError
+        why = err.strerror if isinstance(err, OSError) and err.strerror else type(err).__name__
+        return f"{KEPT}cannot patch {path} ({why}): {kept}"
+    return f"{SKIPPED}{path} patched: a resumed attempt syncs its weights and does not evaluate them"
+
+
+def _replace(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all."""
+    staged = path + ".tpu-rl"
+    try:
+        with open(staged, "w", encoding="utf-8") as file:
             file.write(text)
-    except OSError as err:
-        return f"tpu-rl: cannot patch {path} ({err.strerror or err}): {kept}"
-    return f"tpu-rl: {path} patched: a resumed attempt syncs its weights and skips the pre-RL evaluation"
+        os.replace(staged, path)
+    except OSError:
+        if os.path.exists(staged):
+            os.unlink(staged)
+        raise
 
 
 def main() -> None:

@@ -28,7 +28,9 @@ compile                 RL trainer          ``Setting up RL trainer...``: the ro
 restore                 restored            ``Restored params from step: N in X seconds`` (tunix ``sft/
                                             checkpoint_manager.py`` ``maybe_restore``, in the trainer's set-up)
 pre-RL eval             pre-RL eval         ``Pre RL Training:`` (``train_rl.py``, when ``num_test_batches > 0``);
-                                            none on a resumed attempt (``workloads/container/launch.py``): 0
+                                            0 when the launcher's line says a resumed attempt skips it
+                                            (``workloads/container/launch.py`` ``SKIPPED``) or the whole log has
+                                            none
 first step              first step          the first ``Train step N training loss`` (tunix ``peft_trainer.py``
                                             ``_log_metrics``), else the attempt's first TensorBoard event: the
                                             training step's compilation and the first rollout
@@ -67,6 +69,7 @@ from pydantic import Field
 from core.boundary import Model, Text, parse
 from core.names import TPU_ACCELERATOR_LABEL
 from core.tpu import Capacity
+from workloads.container.launch import SKIPPED as PRE_RL_SKIPPED
 from workloads.observe.objects import Event, Meta, Pod, Workload, true_condition
 
 UTC = datetime.UTC
@@ -308,6 +311,8 @@ class LogAttempt:
     start: float
     ended: float | None = None
     marks: dict[str, float] = field(default_factory=dict)
+    pre_rl_skipped: bool = False
+    """The launcher's line that this resumed attempt skips the pre-RL evaluation (``launch.SKIPPED``) is there."""
 
 
 @dataclass
@@ -402,10 +407,9 @@ def startups(
             event = next((t for t in events if attempt.start <= t < after), None)
             if event is not None:
                 marks["first step"] = event
-        if "first step" in marks and "pre-RL eval" not in marks and "restored" in marks:
-            # A resumed attempt skips it (workloads/container/launch.py), and so does num_test_batches=0: the side
-            # file, copied as each line appears, has every pre-RL line there was.
-            marks["pre-RL eval"] = marks["restored"]
+        known = attempt.pre_rl_skipped or "first step" in attempt.marks  # the launcher said so, or the whole log
+        if known and "first step" in marks and "pre-RL eval" not in marks and "restored" in marks:
+            marks["pre-RL eval"] = marks["restored"]  # a resumed attempt (workloads/container/launch.py), or none
         if index == target:
             marks.update(live)
         previous = ordered[index - 1].ended if index else None
@@ -540,15 +544,18 @@ def read_log_attempts(client: Any, output_uri: str, **call: Any) -> list[LogAtte
     for name in sorted(files)[-MAX_ATTEMPTS:]:
         start = datetime.datetime.strptime(name, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
         marks: dict[str, float] = {}
+        skipped = False
         for kind in ("evals", "train"):  # the log, when there is one, has every line the side file has
             blob = files[name].get(kind)
             if blob is None:
                 continue
             cap = min(MAX_LOG_HEAD, int(blob.size or MAX_LOG_HEAD) or 1)
             data = read_object(blob, cap, f"reading {blob.name}", 0, cap - 1, **call)
-            marks.update(log_marks(data.decode("utf-8", errors="replace"), start))
+            text = data.decode("utf-8", errors="replace")
+            marks.update(log_marks(text, start))
+            skipped = skipped or PRE_RL_SKIPPED in text
         ended = written.get(name) if "train" in files[name] else None
-        found.append(LogAttempt(name, start.timestamp(), ended, marks))
+        found.append(LogAttempt(name, start.timestamp(), ended, marks, skipped))
     return found
 
 

@@ -24,6 +24,7 @@ from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from core.settings import Settings
 from core.step_config import CONFIG_FILE, LAUNCHER, config_text
 from workloads.container.launch import RESUMED_ENV
+from workloads.container.launch import SKIPPED as PRE_RL_SKIPPED
 
 TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
 TRAIN_RL = "maxtext.trainers.post_train.rl.train_rl"
@@ -192,7 +193,7 @@ EXPORT_BASE_DIR = "/scratch/base"
 CHECKPOINT_SCAN = (Path(__file__).parents[1] / "container" / "checkpoint_scan.py").read_text()
 SIDE_PATTERN = (
     r"Pre RL Training:|Post RL Training:|Intermediate Eval \(step=|Restored params from step:|Fast forwarded"
-    r"|tpu-rl: stalled: "
+    r"|tpu-rl: stalled: |" + re.escape(PRE_RL_SKIPPED)
 )
 """The lines the training script copies to the side file as they appear (``grep -E``)."""
 RUN_LINE = "tpu-rl run: "
@@ -438,11 +439,12 @@ def resume_lines(actor_uri: str) -> list[str]:
         f'scan=0; resumed="$({run_program("checkpoint_scan.py")} {root} 2>{SCAN_ERRORS})" || scan=$?',
         'case "$scan:$resumed" in',
         f'  0:gs://*) export {RESUMED_ENV}="$resumed"',
-        '     echo "tpu-rl: resuming from ${resumed}: train_rl skips the pre-RL evaluation (not the base\'s)" ;;',
-        '  3:*) echo "tpu-rl: a fresh attempt (no complete checkpoint yet): train_rl runs the pre-RL evaluation" ;;',
-        f'  *) echo "tpu-rl: no checkpoint read (exit $scan: $(tail -n 1 {SCAN_ERRORS})):'
+        '     resume_note="tpu-rl: resuming from ${resumed}: train_rl skips the pre-RL evaluation" ;;',
+        '  3:*) resume_note="tpu-rl: a fresh attempt (no complete checkpoint): train_rl runs the pre-RL evaluation" ;;',
+        f'  *) resume_note="tpu-rl: no checkpoint read (exit $scan: $(tail -n 1 {SCAN_ERRORS})):'
         ' train_rl runs the pre-RL evaluation" ;;',
         "esac",
+        'echo "$resume_note"',
     ]
 
 
@@ -487,6 +489,7 @@ def train_script(settings: Settings, argv: list[str], output_uri: str, convert_u
         f'evals_uri="{output_uri}logs/evals-${{attempt}}.txt"',
         f"printf '%s\\n' {shlex.quote(RUN_LINE + record)} > {TRAIN_LOG}",
         f"cp {TRAIN_LOG} {EVALS_LOG}",
+        f"printf '%s\\n' \"$resume_note\" >> {TRAIN_LOG}",  # in the log copied at the end, not the side file
         f'{upload} {EVALS_LOG} "$evals_uri"',
         f': "${{{STALL_ENV}:?is set by the manifest (tpu-rl:workflow.stallTimeout)}}"',
         'echo "tpu-rl: starting train_rl (VLLM_HOST_IP=${VLLM_HOST_IP:-unset})"',
