@@ -54,6 +54,8 @@ META = {
 }
 """The field pyconfig itself consumes (``RunInfo``: "a meta-field ... consumed by the config loading system")."""
 TYPES = ("bool", "int", "float", "str", "null", "list", "dict")
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""PyYAML's safe loader, through libyaml where PyYAML has it (the same documents, ten times faster on base.yml)."""
 _ANNOTATED = {
     "bool": "bool",
     "int": "int",
@@ -83,7 +85,7 @@ def _yaml_keys(configs_dir: Path) -> dict[str, str]:
     """Key -> type of its default for every key of ``base.yml`` and ``post_train/rl.yml`` (rl.yml wins)."""
     table: dict[str, str] = {}
     for name in CONFIG_FILES:
-        document = yaml.safe_load((configs_dir / name).read_text()) or {}
+        document = yaml.load((configs_dir / name).read_text(), Loader=_LOADER) or {}  # noqa: S506 - a safe loader
         for key, value in document.items():
             table[key] = type_name(value)
             if isinstance(value, dict):

@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import base64
 import csv
+import functools
 import hashlib
 import io
 import json
@@ -272,6 +273,13 @@ def check_released(release: Release, shared_dir: Path) -> dict[str, bytes]:
     return {RELEASED_LIST: data}
 
 
+@functools.cache
+def _compressed(content: bytes) -> bytes:
+    """``content`` as it is vendored (``.xz``, xz's strongest preset): the same bytes for the same file, made once per
+    process (the tests adopt the same release several times)."""
+    return lzma.compress(content, preset=9 | lzma.PRESET_EXTREME)
+
+
 def write_vendor(release: Release, vendor_dir: Path, extra: dict[str, bytes] | None = None) -> Path:
     """The files, ``wheel.json`` and their SHA256SUMS lines, under ``vendor_dir/maxtext-<version>/``, with ``extra``
     files as they are (``check_released``'s list)."""
@@ -286,9 +294,7 @@ def write_vendor(release: Release, vendor_dir: Path, extra: dict[str, bytes] | N
     for path, content in release.files.items():
         target = folder / vendored_name(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(
-            lzma.compress(content, preset=9 | lzma.PRESET_EXTREME) if target.suffix == ".xz" else content
-        )
+        target.write_bytes(_compressed(content) if target.suffix == ".xz" else content)
         sums[f"{prefix}/{path}"] = sha256(content)
     for name, content in (extra or {}).items():
         (folder / name).write_bytes(content)
