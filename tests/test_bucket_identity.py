@@ -65,6 +65,7 @@ def test_the_provider_is_stored_by_reference():
     assert type(dill.loads(pickled)) is BucketIdentityProvider
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_every_stack_registers_the_identity_before_the_bucket(stack, request):
     plan = request.getfixturevalue(f"{stack}_plan")

@@ -192,6 +192,7 @@ def test_make_up_logs_in_selects_and_runs_up_with_yes_only_when_asked(tmp_path):
 # The state's Helm releases, before `pulumi up` (tools/state.py `releases`)
 
 
+@pytest.mark.slow
 def test_make_up_hands_pulumi_up_the_releases_the_state_holds(tmp_path):
     """``TPU_RL_RELEASES_IN_STATE`` as `pulumi up` sees it: the export's releases (a pending create counts), empty
     for a new stack, unset (with one warning, and `up` still runs) when the state cannot be read."""
@@ -215,6 +216,7 @@ def test_make_up_hands_pulumi_up_the_releases_the_state_holds(tmp_path):
     assert seen.read_text() == "unset\n", "a value left in the environment is not taken for the state's"
 
 
+@pytest.mark.slow
 def test_make_up_stops_before_pulumi_up_at_a_release_the_state_lost_while_the_cluster_keeps_it(
     tmp_path, cluster, monkeypatch
 ):
@@ -450,6 +452,7 @@ def test_a_cloud_login_is_kept_when_whoami_cannot_answer(tmp_path):
     assert state.current_url("not json", {"PULUMI_HOME": str(tmp_path / "none")}) == ""
 
 
+@pytest.mark.slow
 def test_make_up_hands_pulumi_up_the_image_pins_the_state_holds_and_runs_the_pack(tmp_path):
     """``TPU_RL_IMAGES_IN_STATE`` as `pulumi up` sees it: the digests of the state's ``images`` output (none for a new
     stack, unset when the state cannot be read); the pack on unless ``NO_POLICY=1``."""

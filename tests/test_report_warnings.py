@@ -20,6 +20,7 @@ from workloads.specs.step_specs import plan_workflow
 RUN = plan_workflow(settings("dev", [])).train.output_uri
 
 
+@pytest.mark.slow
 def test_the_report_of_a_run_raises_no_warning(gcs, tmp_path):
     upload_run(gcs, RUN, steps=list(range(1, 11)), checkpoints=(10,))
     out = tmp_path / "report"

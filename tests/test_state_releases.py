@@ -219,6 +219,7 @@ def test_make_ups_look_prints_the_releases_the_state_holds(tmp_path, cluster: Fa
     assert (done.returncode, done.stdout, done.stderr) == (0, "\n", ""), "a new stack: set, empty"
 
 
+@pytest.mark.slow
 def test_make_ups_look_stops_at_a_release_the_failed_destroy_left_in_the_cluster(tmp_path, cluster: FakeCluster):
     cluster.core[("secrets", "jobset-system")] = [helm_secret("jobset", "jobset-system", 1, "deployed")]
     done = releases(tmp_path, with_cluster(EXPORT, cluster.endpoint, cluster.ca_data, ()))
