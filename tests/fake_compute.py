@@ -524,3 +524,22 @@ def fake_compute() -> Iterator[FakeCompute]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def serve_reservation(
+    fake: FakeCompute, project: str, zone: str = "us-east5-b", name: str = "my-v6e-32-reservation"
+) -> None:
+    """The prod stack's reservation in ``project``: a v6e-32 slice's 8 VMs (``reservation``)."""
+    fake.routes[f"/compute/v1/projects/{project}/zones/{zone}/reservations/{name}"] = (
+        200,
+        reservation(name, project=project, zone=zone, count=8),
+    )
+
+
+def clients(fake: FakeCompute) -> Any:
+    """The capacity check's clients (``infra.gcp.capacity.Clients``), anonymous, on the loopback server ``fake``."""
+    from google.auth.credentials import AnonymousCredentials
+
+    from infra.gcp import capacity
+
+    return capacity.Clients(credentials=AnonymousCredentials(), client_options={"api_endpoint": fake.url})

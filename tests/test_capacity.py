@@ -11,7 +11,6 @@ import time
 
 import pytest
 from google.api_core.retry import retry_base, retry_unary
-from google.auth.credentials import AnonymousCredentials
 
 # The clients' libraries are imported here, at collection, so that no test pays their import (seconds on a busy
 # machine: it is what made the first test through the clients slow, not a wait).
@@ -25,6 +24,7 @@ from infra.gcp.capacity import Finding, Held, QuotaLimit, Reservation, needs, re
 from tests.conftest import SENTINEL_TOKEN
 from tests.fake_compute import (
     aggregate_reservation,
+    clients,
     crypto_key,
     error,
     fake_compute,
@@ -206,10 +206,6 @@ def compute(monkeypatch, clock):
             reservation("my-v6e-32-reservation", project="my-tpu-prod-project", zone="us-east5-b", count=8),
         )
         yield fake
-
-
-def clients(fake):
-    return capacity.Clients(credentials=AnonymousCredentials(), client_options={"api_endpoint": fake.url})
 
 
 @pytest.mark.slow

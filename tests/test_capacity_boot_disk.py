@@ -10,14 +10,23 @@ import json
 import time
 
 import pytest
-from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1, storage  # noqa: F401  (imported at collection: no test pays the clients' import)
 
 from core import deadline
 from infra.gcp import capacity
 from infra.gcp.capacity import BootDiskImage, Finding, Held, boot_disk_findings, needs, quota_findings
 from infra.gcp.capacity.boot_disk import check_boot_disk_image
-from tests.fake_compute import DISKS_ENOUGH, error, fake_compute, image, instance, region, reservation, serve_project
+from tests.fake_compute import (
+    DISKS_ENOUGH,
+    clients,
+    error,
+    fake_compute,
+    image,
+    instance,
+    region,
+    serve_project,
+    serve_reservation,
+)
 from tests.lifecycle_walk import settings
 
 NAME = "tpu-rl-images-0-2-5"
@@ -47,16 +56,9 @@ def gce(monkeypatch):
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     with fake_compute() as fake:
         serve_project(fake, P, CPU_QUOTAS)
-        fake.routes[f"/compute/v1/projects/{P}/zones/us-east5-b/reservations/my-v6e-32-reservation"] = (
-            200,
-            reservation("my-v6e-32-reservation", project=P, zone="us-east5-b", count=8),
-        )
+        serve_reservation(fake, P)
         fake.images[P, NAME] = image(NAME, project=P)
         yield fake
-
-
-def clients(fake):
-    return capacity.Clients(credentials=AnonymousCredentials(), client_options={"api_endpoint": fake.url})
 
 
 def read(fake, stack=WITH_IMAGE):

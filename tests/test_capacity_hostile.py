@@ -10,12 +10,12 @@ import gzip
 import json
 
 import pytest
-from google.auth.credentials import AnonymousCredentials
 
 from core import bounded
 from infra.gcp import capacity
 from infra.gcp.capacity import MAX_REPLY_BYTES, ReplyError
 from tests.fake_compute import (
+    clients,
     crypto_key,
     fake_compute,
     key_ring,
@@ -100,10 +100,6 @@ def compute(monkeypatch):
             quota_info("my-tpu-dev-project", QUOTA_ID, [({"region": "us-east5"}, 8, ["us-east5"])]),
         )
         yield fake
-
-
-def clients(fake):
-    return capacity.Clients(credentials=AnonymousCredentials(), client_options={"api_endpoint": fake.url})
 
 
 def run(fake, path):

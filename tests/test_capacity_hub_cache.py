@@ -9,13 +9,12 @@ import json
 import time
 
 import pytest
-from google.auth.credentials import AnonymousCredentials
 
 from core import deadline
 from infra.gcp import capacity
 from infra.gcp.capacity import MAX_REPLY_BYTES, Finding, HubBucket, hub_cache_findings
 from infra.gcp.capacity.hub_cache import check_hub_cache
-from tests.fake_compute import bucket, fake_compute, reservation, serve_project
+from tests.fake_compute import bucket, clients, fake_compute, serve_project, serve_reservation
 from tests.lifecycle_walk import settings
 
 SHARED = settings("prod", ["tpu-rl:model.hubCache=gs://shared-hub/hub/"])
@@ -35,16 +34,9 @@ def gcs(monkeypatch):
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     with fake_compute() as fake:
         serve_project(fake, P, {"CPUS": (1000, 0), "N4_CPUS": (600, 0)})
-        fake.routes[f"/compute/v1/projects/{P}/zones/us-east5-b/reservations/my-v6e-32-reservation"] = (
-            200,
-            reservation("my-v6e-32-reservation", project=P, zone="us-east5-b", count=8),
-        )
+        serve_reservation(fake, P)
         fake.buckets["shared-hub"] = bucket("shared-hub")
         yield fake
-
-
-def clients(fake):
-    return capacity.Clients(credentials=AnonymousCredentials(), client_options={"api_endpoint": fake.url})
 
 
 def hub(fake, stack=SHARED):

@@ -9,13 +9,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1  # noqa: F401  (imported at collection: no test pays the clients' import)
 
 from core.machines import CPU_QUOTAS, DISK_QUOTAS, HYPERDISK_FAMILIES, PD_FAMILIES, boot_disk_type
 from infra.gcp import capacity, permissions
 from infra.gcp.capacity import Finding, Held, Offer, needs, offer_findings, offers, quota_findings
-from tests.fake_compute import error, fake_compute, instance, region, reservation
+from tests.fake_compute import clients, error, fake_compute, instance, region, reservation, serve_reservation
 from tests.lifecycle_walk import settings
 
 PROD = settings("prod", [])
@@ -199,15 +198,8 @@ def compute(monkeypatch):
             200,
             {"kind": "compute#instanceList", "items": []},
         )
-        fake.routes[f"/compute/v1/projects/{PROJECT}/zones/us-east5-b/reservations/my-v6e-32-reservation"] = (
-            200,
-            reservation("my-v6e-32-reservation", project=PROJECT, zone="us-east5-b", count=8),
-        )
+        serve_reservation(fake, PROJECT)
         yield fake
-
-
-def clients(fake):
-    return capacity.Clients(credentials=AnonymousCredentials(), client_options={"api_endpoint": fake.url})
 
 
 def test_ordinary_quotas_that_hold_the_run_pass_through_the_clients(compute):
