@@ -594,8 +594,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-b38634de9c",
-        "gemma4-26b-publish-73cdf78a95",
+        "gemma4-26b-evaluate-199ab95668",
+        "gemma4-26b-publish-81428dd7d8",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -639,8 +639,8 @@ STEP_NAMES = {
     # program (complete_export.py, a file of its ConfigMap) into named parts, its behaviour unchanged: the export, and
     # the evaluation and publication after it, have new names (the evaluation once more for its program's docstring);
     # conversion and training keep theirs.
-    "dev": ["gemma4-e4b-convert-d3419c76bc", "gemma4-e4b-train-9d13b6b7c9", "gemma4-e4b-export-4ae07c074c"],
-    "prod": ["gemma4-26b-convert-659a4dd946", "gemma4-26b-train-5ec3bc5cc5", "gemma4-26b-export-e00407170b"],
+    "dev": ["gemma4-e4b-convert-d3419c76bc", "gemma4-e4b-train-849a05c992", "gemma4-e4b-export-22a73250e5"],
+    "prod": ["gemma4-26b-convert-659a4dd946", "gemma4-26b-train-dcc28821dc", "gemma4-26b-export-a44a473b94"],
 }
 
 

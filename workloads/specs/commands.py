@@ -193,7 +193,7 @@ EXPORT_BASE_DIR = "/scratch/base"
 CHECKPOINT_SCAN = (Path(__file__).parents[1] / "container" / "checkpoint_scan.py").read_text()
 SIDE_PATTERN = (
     r"Pre RL Training:|Post RL Training:|Intermediate Eval \(step=|Restored params from step:|Fast forwarded"
-    r"|tpu-rl: stalled: |" + re.escape(PRE_RL_SKIPPED)
+    r"|tpu-rl: stalled: |" + PRE_RL_SKIPPED  # plain text: no character of it is special to grep -E
 )
 """The lines the training script copies to the side file as they appear (``grep -E``)."""
 RUN_LINE = "tpu-rl run: "
