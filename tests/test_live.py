@@ -3,9 +3,16 @@ speaking the real paths, list pages, Status errors and TLS, with real exec auth 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
+import socket
+import socketserver
 import stat
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import yaml
@@ -148,11 +155,77 @@ def test_a_failed_reader_fails_again_at_once_with_the_same_line():
     assert time.monotonic() - start < 0.05
 
 
-def test_an_untrusted_certificate_is_a_tls_line(cluster: FakeCluster):
+def test_an_untrusted_certificate_is_a_tls_line_naming_why_and_is_not_retried(cluster: FakeCluster):
     config = cluster.kubeconfig()
     del config["clusters"][0]["cluster"]["certificate-authority-data"]
-    with pytest.raises(live.ClusterReadError, match="TLS with the cluster at 127.0.0.1:[0-9]+ failed"):
+    before = len(cluster.requests)
+    with pytest.raises(live.ClusterReadError) as failed:
         reader(config).get(JOBSET, "JobSet", "tpu-rl", "x")
+    assert re.fullmatch(
+        "TLS with the cluster at 127.0.0.1:[0-9]+ failed \\(certificate: unable to get local issuer certificate\\); "
+        "is the kubeconfig current\\?",
+        str(failed.value),
+    ), failed.value
+    assert len(cluster.requests) == before
+
+
+@contextmanager
+def cutting_handshakes(cluster: FakeCluster, cut: int) -> Iterator[dict]:
+    """A loopback TCP relay to ``cluster`` that reads the first ``cut`` connections' ClientHello and closes them
+    (an EOF mid-handshake, as a load balancer in front of an upgrading control plane does), then relays the
+    rest; yields a kubeconfig through it (the same certificate: it is issued for 127.0.0.1)."""
+    target = ("127.0.0.1", int(cluster.endpoint.rsplit(":", 1)[1]))
+    seen = {"connections": 0}
+
+    class Relay(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            seen["connections"] += 1
+            if seen["connections"] <= cut:
+                self.request.recv(65536)  # read the hello: closing with it unread would be a reset, not an EOF
+                return
+            with socket.create_connection(target) as upstream:
+                pipes = [(self.request, upstream), (upstream, self.request)]
+                threads = [threading.Thread(target=pipe, args=ends, daemon=True) for ends in pipes]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join(5)
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Relay)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        config = cluster.kubeconfig()
+        config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{server.server_address[1]}"
+        yield config
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def pipe(source: socket.socket, sink: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while data := source.recv(65536):
+            sink.sendall(data)
+        sink.shutdown(socket.SHUT_WR)
+
+
+def test_a_handshake_cut_short_is_retried_like_a_reset(cluster: FakeCluster):
+    cluster.put(with_state(manifest("JobSet", "cut-a"), "failed"))
+    with cutting_handshakes(cluster, cut=1) as config:
+        found = reader(config, live.Budgets(auth=FAST.auth, read=Budget(10.0, 2.0, 2.0))).get(
+            JOBSET, "JobSet", "tpu-rl", "cut-a"
+        )
+    assert found is not None and found["metadata"]["name"] == "cut-a"
+
+
+def test_handshakes_cut_short_every_time_are_one_line_naming_the_network(cluster: FakeCluster):
+    with cutting_handshakes(cluster, cut=100) as config, pytest.raises(live.ClusterReadError) as failed:
+        reader(config).get(JOBSET, "JobSet", "tpu-rl", "x")
+    assert str(failed.value) == (
+        f"the cluster at {config['clusters'][0]['cluster']['server'][8:]} kept closing the connection during the "
+        "TLS handshake: is this machine in tpu-rl:authorizedNetworks, and is a proxy in the way?"
+    )
 
 
 # ---------------------------------------------------------------------------------------------

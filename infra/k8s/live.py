@@ -11,7 +11,8 @@ going?), and `make status` reads them to show a run. How a read stays bounded an
 - each read goes through ``CustomObjectsApi`` (a JobSet is ``/apis/jobset.x-k8s.io/v1alpha2/...``), or
   ``CoreV1Api`` for a step's pods and their events, with
   ``_request_timeout=(connect, read)``, retried with backoff on 429 (``Retry-After``), 5xx and dropped
-  connections, all within the ``cluster-read`` budget measured by the wall clock (``core.deadline.call``);
+  connections (a TLS handshake the server cut short included; a certificate it cannot trust is not), all
+  within the ``cluster-read`` budget measured by the wall clock (``core.deadline.call``);
 - once a reader has failed (the plugin hangs, the cluster is unreachable, access is refused), every
   later read of the same reader fails at once with the same line: a preview with a hanging plugin
   waits once, not once per step.
@@ -20,6 +21,7 @@ going?), and `make status` reads them to show a run. How a read stays bounded an
 from __future__ import annotations
 
 import copy
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -399,6 +401,8 @@ class ClusterReader:
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
+        if isinstance(_tls_error(err), DROPPED):  # the connection ended mid-handshake, as a reset does
+            return 0.0
         if isinstance(err, ApiException):
             if err.status == 429 or (err.status or 0) >= 500:
                 return _retry_after(err.headers)
@@ -419,7 +423,7 @@ class ClusterReader:
         if isinstance(err, ApiException):
             status = err.status or 0
             if status == 0 and "SSLError" in str(err.reason):  # the client's wrapping of urllib3's SSLError
-                return ClusterReadError(f"TLS with the cluster at {where} failed; is the kubeconfig current?")
+                return _tls_line(where, _tls_error(err))
             if 300 <= status < 400:
                 return ClusterReadError(
                     f"the cluster at {where} redirected {path} (HTTP {status}); expected the API server"
@@ -438,7 +442,7 @@ class ClusterReader:
                 f"{self.budgets.read.read:g} s"
             )
         if isinstance(err, urllib3.exceptions.SSLError):
-            return ClusterReadError(f"TLS with the cluster at {where} failed; is the kubeconfig current?")
+            return _tls_line(where, _tls_error(err))
         if isinstance(err, (urllib3.exceptions.HTTPError, OSError)):
             return ClusterReadError(
                 f"cannot reach the cluster at {where} ({type(err).__name__}): is this machine in "
@@ -446,6 +450,45 @@ class ClusterReader:
                 "(gcloud auth application-default login)?"
             )
         return ClusterReadError(f"reading {path} from the cluster at {where} failed ({type(err).__name__})")
+
+
+DROPPED = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError)
+"""TLS errors that are a connection ending mid-handshake (the server, a load balancer or a proxy closed it: a
+control plane being upgraded or resized does), not a refusal: retried as a reset is. A certificate that does not
+verify or a protocol the server refuses fails at once."""
+
+
+def _tls_error(err: BaseException) -> ssl.SSLError | None:
+    """The ``ssl`` error under a client's error: urllib3's ``SSLError`` carries it as its argument; the kubernetes
+    client raises its ``ApiException`` (status 0) while handling urllib3's (kubernetes ``rest.py``
+    ``RESTClientObject.request``), so it is that one's context."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [err]
+    while todo:
+        current = todo.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, ssl.SSLError):
+            return current
+        todo += [e for e in (*current.args, current.__cause__, current.__context__) if isinstance(e, BaseException)]
+    return None
+
+
+def _tls_line(where: str, cause: ssl.SSLError | None) -> ClusterReadError:
+    """The line of a failed TLS connection, naming why (the certificate, or the connection cut short)."""
+    if isinstance(cause, DROPPED):
+        return ClusterReadError(
+            f"the cluster at {where} kept closing the connection during the TLS handshake: is this machine in "
+            "tpu-rl:authorizedNetworks, and is a proxy in the way?"
+        )
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        why = f" (certificate: {scrub(str(cause.verify_message), limit=80)})"
+    elif cause is not None and cause.reason:
+        why = f" ({scrub(str(cause.reason), limit=80)})"
+    else:
+        why = ""
+    return ClusterReadError(f"TLS with the cluster at {where} failed{why}; is the kubeconfig current?")
 
 
 def _status_message(body: Any) -> str:
