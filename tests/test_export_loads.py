@@ -23,13 +23,12 @@ from tests.tiny_gemma import tiny_gemma4
 
 pytestmark = pytest.mark.slow
 
-torch = pytest.importorskip("torch", reason="the slow tier needs torch (make test-slow)")
-transformers = pytest.importorskip("transformers", reason="the slow tier needs transformers (make test-slow)")
-
 LANG = "model.language_model."
 
 
 def raw(tensor) -> bytes:
+    import torch
+
     return tensor.contiguous().view(torch.uint8).numpy().tobytes()
 
 
@@ -37,6 +36,9 @@ def raw(tensor) -> bytes:
 def test_the_whole_export_loads_with_transformers_and_holds_the_base_and_the_trained_weights(
     gcs, tmp_path, shard_bytes
 ):
+    # Imported here, not at collection: every worker of the fast tier collects this module (and deselects it).
+    torch = pytest.importorskip("torch", reason="the slow tier needs torch (make test-slow)")
+    transformers = pytest.importorskip("transformers", reason="the slow tier needs transformers (make test-slow)")
     from safetensors.torch import load_file
 
     base_dir = tmp_path / "base"
