@@ -9,8 +9,11 @@ the tools read them over HTTP(S) with the real client.
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import json
+import socket
+import socketserver
 import ssl
 import threading
 import uuid
@@ -653,3 +656,44 @@ def fake_cluster(*, tls: bool = True) -> Iterator[FakeCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@contextmanager
+def cutting_handshakes(cluster: FakeCluster, cut: int) -> Iterator[dict[str, Any]]:
+    """A loopback TCP relay to ``cluster`` that reads the first ``cut`` connections' ClientHello and closes them
+    (an EOF mid-handshake, as a load balancer in front of an upgrading control plane does), then relays the
+    rest; yields a kubeconfig through it (the same certificate: it is issued for 127.0.0.1)."""
+    target = ("127.0.0.1", int(cluster.endpoint.rsplit(":", 1)[1]))
+    seen = {"connections": 0}
+
+    class Relay(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            seen["connections"] += 1
+            if seen["connections"] <= cut:
+                self.request.recv(65536)  # read the hello: closing with it unread would be a reset, not an EOF
+                return
+            with socket.create_connection(target) as upstream:
+                pipes = [(self.request, upstream), (upstream, self.request)]
+                threads = [threading.Thread(target=pipe, args=ends, daemon=True) for ends in pipes]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join(5)
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Relay)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        config = cluster.kubeconfig()
+        config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{server.server_address[1]}"
+        yield config
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def pipe(source: socket.socket, sink: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while data := source.recv(65536):
+            sink.sendall(data)
+        sink.shutdown(socket.SHUT_WR)

@@ -3,16 +3,10 @@ speaking the real paths, list pages, Status errors and TLS, with real exec auth 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-import socket
-import socketserver
 import stat
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 import yaml
@@ -20,7 +14,7 @@ import yaml
 from core.deadline import Budget
 from infra.k8s import credentials, live
 from tests.conftest import slug
-from tests.fake_kube import FakeCluster, fake_cluster, with_state
+from tests.fake_kube import FakeCluster, cutting_handshakes, fake_cluster, with_state
 from tests.loopback import QuietHandler, serve
 
 FAST = live.Budgets(auth=Budget(0.8, 0.8, 0.8), read=Budget(1.2, 0.5, 0.5))
@@ -167,47 +161,6 @@ def test_an_untrusted_certificate_is_a_tls_line_naming_why_and_is_not_retried(cl
         str(failed.value),
     ), failed.value
     assert len(cluster.requests) == before
-
-
-@contextmanager
-def cutting_handshakes(cluster: FakeCluster, cut: int) -> Iterator[dict]:
-    """A loopback TCP relay to ``cluster`` that reads the first ``cut`` connections' ClientHello and closes them
-    (an EOF mid-handshake, as a load balancer in front of an upgrading control plane does), then relays the
-    rest; yields a kubeconfig through it (the same certificate: it is issued for 127.0.0.1)."""
-    target = ("127.0.0.1", int(cluster.endpoint.rsplit(":", 1)[1]))
-    seen = {"connections": 0}
-
-    class Relay(socketserver.BaseRequestHandler):
-        def handle(self) -> None:
-            seen["connections"] += 1
-            if seen["connections"] <= cut:
-                self.request.recv(65536)  # read the hello: closing with it unread would be a reset, not an EOF
-                return
-            with socket.create_connection(target) as upstream:
-                pipes = [(self.request, upstream), (upstream, self.request)]
-                threads = [threading.Thread(target=pipe, args=ends, daemon=True) for ends in pipes]
-                for thread in threads:
-                    thread.start()
-                for thread in threads:
-                    thread.join(5)
-
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Relay)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        config = cluster.kubeconfig()
-        config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{server.server_address[1]}"
-        yield config
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def pipe(source: socket.socket, sink: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        while data := source.recv(65536):
-            sink.sendall(data)
-        sink.shutdown(socket.SHUT_WR)
 
 
 def test_a_handshake_cut_short_is_retried_like_a_reset(cluster: FakeCluster):

@@ -11,7 +11,7 @@ import pytest
 
 from infra.k8s import live
 from infra.k8s.kueue import tpu_flavor
-from tests.fake_kube import webhook_unreachable
+from tests.fake_kube import cutting_handshakes, webhook_unreachable
 from tests.lifecycle_walk import settings
 from tests.scenario import names
 
@@ -49,6 +49,19 @@ def test_a_webhook_refused_three_times_is_waited_for(cluster, clock):
     assert reader.wait_admitted(flavor()) == 3
     assert clock[0] == 3 * live.WEBHOOK_POLL and cluster.posts == [FLAVORS] * 4
     assert cluster.get("ResourceFlavor", "", "tpu-rl-tpu-slice") is None, "a dry run stores nothing"
+
+
+def test_a_handshake_cut_short_is_waited_for_and_an_untrusted_certificate_is_not(cluster, clock):
+    """A dry-run create whose TLS handshake was cut short (EOF: the client raises ``ApiException`` status 0) tries
+    again after the poll; a certificate the kubeconfig does not trust is the TLS line at once, not 'HTTP 0'."""
+    with cutting_handshakes(cluster, cut=1) as config:
+        assert live.ClusterReader(config).wait_admitted(flavor()) == 1
+    assert clock[0] == live.WEBHOOK_POLL and cluster.posts == [FLAVORS]
+    untrusted = cluster.kubeconfig()
+    del untrusted["clusters"][0]["cluster"]["certificate-authority-data"]
+    with pytest.raises(live.ClusterReadError, match=r"^TLS with the cluster at .* failed \(certificate: "):
+        live.ClusterReader(untrusted).wait_admitted(flavor())
+    assert clock[0] == live.WEBHOOK_POLL
 
 
 def test_an_object_that_exists_was_admitted(cluster, clock):
