@@ -27,8 +27,7 @@ LANG = "model.language_model."
 
 
 def raw(tensor) -> bytes:
-    import torch
-
+    torch = pytest.importorskip("torch")
     return tensor.contiguous().view(torch.uint8).numpy().tobytes()
 
 
