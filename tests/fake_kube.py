@@ -519,6 +519,9 @@ def _custom_path(parts: list[str], cluster: FakeCluster) -> tuple[str, str, str,
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128
+    """The listen backlog (socketserver's default is 5): a pool of ten connections opened at once by a CPU-starved
+    worker must not wait out a dropped SYN's retransmission (a second) against a test's half-second connect budget."""
     cluster: FakeCluster
 
 
