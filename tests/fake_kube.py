@@ -19,6 +19,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -661,18 +662,31 @@ def fake_cluster(*, tls: bool = True) -> Iterator[FakeCluster]:
         cluster.stop()
 
 
+@dataclass
+class Relay:
+    """A loopback TCP relay in front of a fake cluster (``cutting_handshakes``)."""
+
+    kubeconfig: dict[str, Any]
+    """A kubeconfig whose server is the relay (the same certificate: it is issued for 127.0.0.1)."""
+    connections: int = 0
+    """The TCP connections the client opened: each a TLS handshake tried."""
+
+
 @contextmanager
-def cutting_handshakes(cluster: FakeCluster, cut: int) -> Iterator[dict[str, Any]]:
+def cutting_handshakes(cluster: FakeCluster, cut: int) -> Iterator[Relay]:
     """A loopback TCP relay to ``cluster`` that reads the first ``cut`` connections' ClientHello and closes them
     (an EOF mid-handshake, as a load balancer in front of an upgrading control plane does), then relays the
-    rest; yields a kubeconfig through it (the same certificate: it is issued for 127.0.0.1)."""
+    rest."""
     target = ("127.0.0.1", int(cluster.endpoint.rsplit(":", 1)[1]))
-    seen = {"connections": 0}
+    relay = Relay(cluster.kubeconfig())
+    lock = threading.Lock()
 
-    class Relay(socketserver.BaseRequestHandler):
+    class Handler(socketserver.BaseRequestHandler):
         def handle(self) -> None:
-            seen["connections"] += 1
-            if seen["connections"] <= cut:
+            with lock:
+                relay.connections += 1
+                closing = relay.connections <= cut
+            if closing:
                 self.request.recv(65536)  # read the hello: closing with it unread would be a reset, not an EOF
                 return
             with socket.create_connection(target) as upstream:
@@ -683,13 +697,12 @@ def cutting_handshakes(cluster: FakeCluster, cut: int) -> Iterator[dict[str, Any
                 for thread in threads:
                     thread.join(5)
 
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Relay)
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    relay.kubeconfig["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{server.server_address[1]}"
     try:
-        config = cluster.kubeconfig()
-        config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{server.server_address[1]}"
-        yield config
+        yield relay
     finally:
         server.shutdown()
         server.server_close()

@@ -150,33 +150,35 @@ def test_a_failed_reader_fails_again_at_once_with_the_same_line():
 
 
 def test_an_untrusted_certificate_is_a_tls_line_naming_why_and_is_not_retried(cluster: FakeCluster):
-    config = cluster.kubeconfig()
-    del config["clusters"][0]["cluster"]["certificate-authority-data"]
     before = len(cluster.requests)
-    with pytest.raises(live.ClusterReadError) as failed:
-        reader(config).get(JOBSET, "JobSet", "tpu-rl", "x")
+    with cutting_handshakes(cluster, cut=0) as relay, pytest.raises(live.ClusterReadError) as failed:
+        del relay.kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]
+        reader(relay.kubeconfig).get(JOBSET, "JobSet", "tpu-rl", "x")
     assert re.fullmatch(
         "TLS with the cluster at 127.0.0.1:[0-9]+ failed \\(certificate: unable to get local issuer certificate\\); "
         "is the kubeconfig current\\?",
         str(failed.value),
     ), failed.value
+    assert relay.connections == 1, "one handshake: a certificate that does not verify is not tried again"
     assert len(cluster.requests) == before
 
 
 def test_a_handshake_cut_short_is_retried_like_a_reset(cluster: FakeCluster):
     cluster.put(with_state(manifest("JobSet", "cut-a"), "failed"))
-    with cutting_handshakes(cluster, cut=1) as config:
-        found = reader(config, live.Budgets(auth=FAST.auth, read=Budget(10.0, 2.0, 2.0))).get(
+    with cutting_handshakes(cluster, cut=1) as relay:
+        found = reader(relay.kubeconfig, live.Budgets(auth=FAST.auth, read=Budget(10.0, 2.0, 2.0))).get(
             JOBSET, "JobSet", "tpu-rl", "cut-a"
         )
     assert found is not None and found["metadata"]["name"] == "cut-a"
+    assert relay.connections == 2, "the cut handshake, then the one that answered"
 
 
 def test_handshakes_cut_short_every_time_are_one_line_naming_the_network(cluster: FakeCluster):
-    with cutting_handshakes(cluster, cut=100) as config, pytest.raises(live.ClusterReadError) as failed:
-        reader(config).get(JOBSET, "JobSet", "tpu-rl", "x")
+    with cutting_handshakes(cluster, cut=100) as relay, pytest.raises(live.ClusterReadError) as failed:
+        reader(relay.kubeconfig).get(JOBSET, "JobSet", "tpu-rl", "x")
+    assert relay.connections >= 2, "tried again within the budget"
     assert str(failed.value) == (
-        f"the cluster at {config['clusters'][0]['cluster']['server'][8:]} kept closing the connection during the "
+        f"the cluster at {relay.kubeconfig['clusters'][0]['cluster']['server'][8:]} kept closing the connection during the "
         "TLS handshake: is this machine in tpu-rl:authorizedNetworks, and is a proxy in the way?"
     )
 

@@ -54,8 +54,8 @@ def test_a_webhook_refused_three_times_is_waited_for(cluster, clock):
 def test_a_handshake_cut_short_is_waited_for_and_an_untrusted_certificate_is_not(cluster, clock):
     """A dry-run create whose TLS handshake was cut short (EOF: the client raises ``ApiException`` status 0) tries
     again after the poll; a certificate the kubeconfig does not trust is the TLS line at once, not 'HTTP 0'."""
-    with cutting_handshakes(cluster, cut=1) as config:
-        assert live.ClusterReader(config).wait_admitted(flavor()) == 1
+    with cutting_handshakes(cluster, cut=1) as relay:
+        assert live.ClusterReader(relay.kubeconfig).wait_admitted(flavor()) == 1
     assert clock[0] == live.WEBHOOK_POLL and cluster.posts == [FLAVORS]
     untrusted = cluster.kubeconfig()
     del untrusted["clusters"][0]["cluster"]["certificate-authority-data"]

@@ -239,10 +239,11 @@ class ClusterReader:
             message = _status_message(err.body)
             if status == 409:
                 return
-            if status == 0:  # the client's wrapping of urllib3's SSLError (kubernetes ``rest.py``)
-                if isinstance(_tls_error(err), DROPPED):
-                    raise _NotAdmittedYetError("the TLS handshake was cut short") from None
-                raise _tls_line(self.where, _tls_error(err)) from None
+            tls = _tls_error(err)  # status 0: the client's wrapping of urllib3's SSLError (kubernetes ``rest.py``)
+            if isinstance(tls, DROPPED):
+                raise _NotAdmittedYetError("the TLS handshake was cut short") from None
+            if tls is not None:
+                raise _tls_line(self.where, tls) from None
             if status in (404, 429) or status >= 500:
                 raise _NotAdmittedYetError(message or f"HTTP {status}") from None
             fix = (
