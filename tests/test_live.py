@@ -178,8 +178,8 @@ def test_handshakes_cut_short_every_time_are_one_line_naming_the_network(cluster
         reader(relay.kubeconfig).get(JOBSET, "JobSet", "tpu-rl", "x")
     assert relay.connections >= 2, "tried again within the budget"
     assert str(failed.value) == (
-        f"the cluster at {relay.kubeconfig['clusters'][0]['cluster']['server'][8:]} kept closing the connection during the "
-        "TLS handshake: is this machine in tpu-rl:authorizedNetworks, and is a proxy in the way?"
+        f"the cluster at {relay.kubeconfig['clusters'][0]['cluster']['server'][8:]} kept closing the connection "
+        "during the TLS handshake: is this machine in tpu-rl:authorizedNetworks, and is a proxy in the way?"
     )
 
 
