@@ -56,7 +56,8 @@ SOURCE_RECORD = "source.json"
 """The conversion's record of the base model it converted: repo, revision, commit, files
 (``workloads/container/base_snapshot.py``)."""
 HUB_CACHE = "hub/"
-"""The Hub cache under the conversion's prefix (``hub_cache``)."""
+"""The Hub cache under the conversion's prefix (``hub_cache``), and the dataset cache under training's
+(``dataset_cache``)."""
 
 
 def hub_cache(bucket: str, model: str) -> str:
@@ -65,6 +66,16 @@ def hub_cache(bucket: str, model: str) -> str:
     under the conversion's own prefix, so its identity writes it and the export's reads it with the grants they have
     (``infra.gcp.access``), and every later conversion of the stack reads it instead of the Hub."""
     return f"gs://{bucket}/{step_prefix(model, 'convert')}{HUB_CACHE}"
+
+
+def dataset_cache(bucket: str, model: str) -> str:
+    """Where training keeps the datasets' files it fetched from the Hub, one entry per dataset and commit
+    (``<dataset cache><repo>/<commit>/``, ``workloads/container/base_snapshot.py stage_dataset``):
+    ``gs://<bucket>/<model>/train/hub/``, under training's own prefix, which its accounts (the node pools') write
+    (``infra.gcp.access``); each run copies its dataset from there into its own output, so every later run of the
+    stack reads the bucket instead of the Hub. Never in a shared Hub cache (``tpu-rl:model.hubCache``): only the
+    conversion's and the export's identities are granted there."""
+    return f"gs://{bucket}/{step_prefix(model, 'train')}{HUB_CACHE}"
 
 
 BASE_FILES = "base/"

@@ -91,6 +91,9 @@ class TrainingSettings:
     dataset: str
     extra_args: dict[str, str]
     """More MaxText ``key=value`` pairs, checked against MaxText 0.2.5's keys, rendered as argv text."""
+    dataset_revision: str = "main"
+    """The branch, tag or commit of the dataset's Hub repository that training stages
+    (``tpu-rl:training.datasetRevision``)."""
 
     def extra_number(self, key: str, default: float) -> float:
         """An ``extraArgs`` value the program interprets (validated as a number at load time)."""

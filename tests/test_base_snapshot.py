@@ -301,29 +301,110 @@ def test_a_cache_entry_that_is_not_one_is_refused_in_one_line(bucket, tmp_path, 
 
 
 STAGED = f"gs://{BUCKET}/gemma4-26b/train/0123456789/dataset/"
+"""A training run's staged dataset (its output's ``dataset/``)."""
+DATASET_CACHE = f"gs://{BUCKET}/gemma4-26b/train/hub/"
+"""The stack's dataset cache (``core.layout.dataset_cache``)."""
+DATASET_ENTRY = f"gemma4-26b/train/hub/{DATASET}/{COMMIT}/"
+"""Its entry of the dataset at ``COMMIT``."""
+TRAIN_1M = "data/train_1M-*.parquet"
+WANTED = {n: d for n, d in DATASET_FILES.items() if n.startswith("data/train_1M-")}
+"""What ``TRAIN_1M`` matches at ``COMMIT``."""
+
+
+def stage(tmp_path: Path, hub: str, revision: str = "main", staged: str = STAGED, *patterns: str):
+    """``base_snapshot.py dataset`` as training's script runs it: the run's folder and the stack's dataset cache."""
+    return run(tmp_path, hub, "dataset", DATASET, revision, staged, DATASET_CACHE, *(patterns or (TRAIN_1M,)))
 
 
 def test_a_dataset_is_staged_in_the_bucket_once_and_every_later_attempt_reads_it_there(bucket, tmp_path):
-    """Issue 40 item 4: the first training attempt stages the files of the dataset that match its patterns (and
-    only those), the record last; a restart (the record is there) asks the Hub nothing."""
+    """Issue 40 item 4: the first training attempt takes the files of the dataset that match its patterns (and
+    only those) from the Hub into the stack's dataset cache, copies them into its run's folder, its record last;
+    a restart (the record is there) asks the Hub nothing."""
     served = DatasetHub.serving_dataset()
-    pattern = "data/train_1M-*.parquet"
     with serve(served) as hub:
-        first = run(tmp_path, hub, "dataset", DATASET, "main", STAGED, pattern)
+        first = stage(tmp_path, hub)
     assert first.returncode == 0 and first.stdout == f"{COMMIT}\n", first.stderr
-    wanted = {n: d for n, d in DATASET_FILES.items() if n.startswith("data/train_1M-")}
-    assert sum(served.sent) == sum(len(d) for d in wanted.values()), "only the matching files, once"
+    assert sum(served.sent) == sum(len(d) for d in WANTED.values()), "only the matching files, once"
     staged = objects(bucket, STAGED.removeprefix(f"gs://{BUCKET}/"))
     record = json.loads(staged.pop("dataset.json"))
-    assert staged == wanted
+    assert staged == WANTED
     assert record == {
         "repo": DATASET,
         "revision": "main",
         "commit": COMMIT,
-        "files": {n: len(d) for n, d in wanted.items()},
+        "files": {n: len(d) for n, d in WANTED.items()},
+        "cache": f"gs://{BUCKET}/{DATASET_ENTRY}",
     }
-    restart = run(tmp_path, "http://127.0.0.1:9", "dataset", DATASET, "main", STAGED, pattern)
+    cached = objects(bucket, DATASET_ENTRY)
+    entry = json.loads(cached.pop("entry.json"))
+    assert cached == WANTED
+    assert entry == {
+        "repo": DATASET,
+        "commit": COMMIT,
+        "files": {n: len(d) for n, d in WANTED.items()},
+        "patterns": [TRAIN_1M],
+    }
+    restart = stage(tmp_path, "http://127.0.0.1:9")  # any call to the Hub fails
     assert restart.returncode == 0 and restart.stdout == f"{COMMIT}\n", restart.stderr
+
+
+def test_a_later_run_takes_the_dataset_from_the_cache_and_no_file_from_the_hub(bucket, tmp_path):
+    """Issue 40 item 4, a re-run (another training run, another output): the branch costs one API call and no
+    file; a commit whose entry holds the pattern costs no call at all. Each run gets its own copy."""
+    with serve(DatasetHub.serving_dataset()) as hub:
+        assert stage(tmp_path, hub).returncode == 0
+    again = DatasetHub.serving_dataset()
+    rerun = STAGED.replace("0123456789", "abcdef0123")
+    with serve(again) as hub:
+        done = stage(tmp_path, hub, "main", rerun)
+    assert done.returncode == 0 and done.stdout == f"{COMMIT}\n", done.stderr
+    assert again.sent == [] and again.ranges == [], "which commit main names, and no file"
+    assert f"copied from gs://{BUCKET}/{DATASET_ENTRY}" in one_line(done)
+    pinned = STAGED.replace("0123456789", "fedcba9876")
+    done = stage(tmp_path, "http://127.0.0.1:9", COMMIT, pinned)
+    assert done.returncode == 0 and done.stdout == f"{COMMIT}\n", done.stderr
+    for uri in (rerun, pinned):
+        staged = objects(bucket, uri.removeprefix(f"gs://{BUCKET}/"))
+        assert json.loads(staged.pop("dataset.json"))["commit"] == COMMIT
+        assert staged == WANTED, "the run's own copy, byte for byte"
+
+
+def test_an_entry_takes_from_the_hub_only_the_files_it_lacks(bucket, tmp_path):
+    """A run with another pattern of a cached commit (or an entry a killed run left short) fetches only what the
+    entry does not hold whole, and the entry then names both patterns."""
+    with serve(DatasetHub.serving_dataset()) as hub:
+        assert stage(tmp_path, hub).returncode == 0
+    put(bucket, f"gs://{BUCKET}/{DATASET_ENTRY}", "data/train_1M-00001-of-00002.parquet", data=b"PAR1 cut short")
+    served = DatasetHub.serving_dataset()
+    rerun = STAGED.replace("0123456789", "abcdef0123")
+    with serve(served) as hub:
+        done = stage(tmp_path, hub, COMMIT, rerun, TRAIN_1M, "data/train_5M-*.parquet")
+    assert done.returncode == 0, done.stderr
+    fetched = ("data/train_1M-00001-of-00002.parquet", "data/train_5M-00000-of-00001.parquet")
+    assert sum(served.sent) == sum(len(DATASET_FILES[n]) for n in fetched), "the short one and the new one"
+    entry = json.loads(objects(bucket, DATASET_ENTRY)["entry.json"])
+    assert entry["patterns"] == sorted([TRAIN_1M, "data/train_5M-*.parquet"]) and len(entry["files"]) == 3
+    staged = objects(bucket, rerun.removeprefix(f"gs://{BUCKET}/"))
+    assert {n: d for n, d in staged.items() if n != "dataset.json"} == {
+        n: d for n, d in DATASET_FILES.items() if n.startswith("data/")
+    }
+
+
+@pytest.mark.parametrize(
+    ("entry", "words"),
+    [
+        (b"{not json", "is not JSON"),
+        (json.dumps({"repo": DATASET, "commit": MOVED, "files": {}, "patterns": []}).encode(), "is not the cache"),
+        (json.dumps({"repo": DATASET, "commit": COMMIT, "files": {"../x": 1}, "patterns": []}).encode(), "is not"),
+    ],
+    ids=["not-json", "another-commit", "a-path-out"],
+)
+def test_a_dataset_cache_entry_that_is_not_one_is_refused_in_one_line(bucket, tmp_path, entry, words):
+    put(bucket, f"gs://{BUCKET}/{DATASET_ENTRY}", "entry.json", data=entry)
+    done = stage(tmp_path, "http://127.0.0.1:9", COMMIT)
+    assert done.returncode == SETUP_FAILURE_EXIT and words in one_line(done), done.stderr
+    assert f"delete gs://{BUCKET}/{DATASET_ENTRY}" in one_line(done), "the line names the fix"
+    assert objects(bucket, STAGED.removeprefix(f"gs://{BUCKET}/")) == {}, "nothing staged"
 
 
 @pytest.mark.parametrize(
@@ -337,6 +418,7 @@ def test_a_dataset_is_staged_in_the_bucket_once_and_every_later_attempt_reads_it
 def test_a_dataset_that_cannot_be_staged_is_refused_in_one_line(bucket, tmp_path, dataset, pattern, words):
     served = DatasetHub.serving_dataset()
     with serve(served) as hub:
-        done = run(tmp_path, hub, "dataset", dataset, "main", STAGED, pattern)
+        done = run(tmp_path, hub, "dataset", dataset, "main", STAGED, DATASET_CACHE, pattern)
     assert done.returncode == SETUP_FAILURE_EXIT and words in one_line(done), done.stderr
     assert objects(bucket, STAGED.removeprefix(f"gs://{BUCKET}/")) == {}, "nothing staged, nothing recorded"
+    assert objects(bucket, "gemma4-26b/train/hub/") == {}, "nothing cached"

@@ -266,9 +266,10 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
         "nvidia/OpenMathInstruct-2",
         "main",
         f"{train_out}dataset/",
+        f"{PROD_BUCKET}/gemma4-26b/train/hub/",
         "data/train_1M-*.parquet",
     ]
-    assert calls[3] == staged, "the dataset staged in the bucket once, before train_rl reads it there"
+    assert calls[3] == staged, "the dataset staged from the stack's dataset cache, before train_rl reads it"
     assert calls[4] == [SCAN, f"{train_out}rl/checkpoints/actor/"], "whether the attempt resumes, as tunix will"
     expected = []
     for arg in tutorial_argv(TUTORIAL_TRAIN):
@@ -1056,7 +1057,9 @@ def test_a_training_restart_reads_the_base_and_the_dataset_with_no_hub(tmp_path,
     """Issue 40 item 4, as the pod runs it: the training script in bash with ``base_snapshot.py`` for real (the rest
     shimmed) against the loopback Hub, which counts what it sends, and fake-gcs-server. The first attempt stages the
     dataset's matching files once (the base's files come from the conversion's output, never the Hub); a restart of
-    the same step stages nothing and runs with no Hub at all."""
+    the same step stages nothing and runs with no Hub at all; a re-run (another learning rate: another training
+    step, another output) takes the dataset from the stack's dataset cache, asking the Hub which commit ``main``
+    names and for no file."""
     from tests.conftest import SENTINEL_TOKEN
     from tests.fake_hub_datasets import DATASET_FILES, DatasetHub
     from tests.loopback import serve
@@ -1080,11 +1083,11 @@ def test_a_training_restart_reads_the_base_and_the_dataset_with_no_hub(tmp_path,
         "TMPDIR": str(tmp_path),
     }
 
-    def attempt(name: str, hub: str) -> list[list[str]]:
+    def attempt(name: str, hub: str, obj: dict = train) -> list[list[str]]:
         (tmp_path / name).mkdir()
-        script = container_script(train).replace(TRAIN_BASE_DIR, str(tmp_path / name / "base"))
+        script = container_script(obj).replace(TRAIN_BASE_DIR, str(tmp_path / name / "base"))
         calls = run_in_bash(
-            train, tmp_path / name, {**env, "HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / name)}, script=script
+            obj, tmp_path / name, {**env, "HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / name)}, script=script
         )
         assert (tmp_path / name / "base" / "config.json").exists(), "the base's files, from the conversion's output"
         assert f"tpu-rl: the dataset nvidia/OpenMathInstruct-2 at commit {COMMIT}" in last_run().stdout
@@ -1105,3 +1108,14 @@ def test_a_training_restart_reads_the_base_and_the_dataset_with_no_hub(tmp_path,
     calls = attempt("restart", "http://127.0.0.1:9")  # any call to the Hub fails the attempt before train_rl
     (started,) = [c for c in calls if c[:2] == ["-m", TRAIN_RL]]
     assert f"hf_train_files={train_out}dataset/data/train_1M-*.parquet" in started, "train_rl reads the staged copy"
+    rerun = objects("prod", "tpu-rl:training.optimizer=adamw", "tpu-rl:training.learningRate=2e-06")["train"]
+    assert step_id(rerun) != step_id(train)
+    again = DatasetHub.serving_dataset()
+    with serve(again) as hub:
+        calls = attempt("rerun", hub, rerun)
+    assert again.sent == [], "no file from the Hub: the dataset cache holds the commit main names"
+    rerun_out = f"{PROD_BUCKET}/gemma4-26b/train/{step_id(rerun)}/"
+    (started,) = [c for c in calls if c[:2] == ["-m", TRAIN_RL]]
+    assert f"hf_train_files={rerun_out}dataset/data/train_1M-*.parquet" in started, "the re-run's own copy"
+    copied = {b.name for b in gcs.list_blobs(rerun_out.split("/")[2], prefix=rerun_out.split("/", 3)[3] + "dataset/")}
+    assert {n.rsplit("/", 1)[1] for n in copied} == {n.rsplit("/", 1)[1] for n in staged} | {"dataset.json"}

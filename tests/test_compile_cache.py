@@ -10,6 +10,7 @@ import pytest
 
 from core.layout import PATHWAYS_SCRATCH, compile_cache
 from infra.gcp.access import NODE_ACCOUNTS, READER_ROLE, WRITER_ROLE, bucket_grants
+from tests.iam_conditions import covers
 from tests.lifecycle_walk import settings
 from workloads.specs.step_specs import compile_cache_key, plan_workflow
 
@@ -34,6 +35,7 @@ WARM = [
     ["tpu-rl:training.checkpointPeriod=5"],
     ["tpu-rl:model.revision=" + "a" * 40],
     ["tpu-rl:training.dataset=gsm8k"],
+    ["tpu-rl:training.datasetRevision=" + "b" * 40],
     ["tpu-rl:workflow.timeouts.train=48h"],
     ["tpu-rl:workflow.stallTimeout=2h"],
 ]
@@ -92,14 +94,6 @@ def test_a_new_run_with_the_same_programs_is_a_new_step_that_reads_the_warm_cach
     assert scratch_args(first) == scratch_args(longer)
 
 
-def _covers(grant, bucket: str, name: str) -> bool:
-    """Whether the grant's IAM condition holds for the object ``name`` (``resource.name.startsWith``)."""
-    condition = grant.condition(bucket)
-    assert condition is not None
-    prefixes = re.findall(r'startsWith\("projects/_/buckets/[^/]+/objects/([^"]*)"\)', condition["expression"])
-    return any(name.startswith(prefix) for prefix in prefixes)
-
-
 @pytest.mark.pure
 def test_only_the_training_step_may_write_the_cache_and_a_folder_walk_stays_inside_its_grant():
     """The node accounts (the Pathways head and workers) write the cache folder and every parent a GCS client's mkdir
@@ -113,7 +107,7 @@ def test_only_the_training_step_may_write_the_cache_and_a_folder_walk_stays_insi
     for grant in grants:
         if grant.role not in (WRITER_ROLE, READER_ROLE):
             continue
-        holds = [_covers(grant, bucket, name) for name in names]
+        holds = [covers(grant, bucket, name) for name in names]
         if grant.holder in NODE_ACCOUNTS and grant.role == WRITER_ROLE:
             assert all(holds), grant
         else:

@@ -587,6 +587,7 @@ def test_the_prod_stack_reads_as_written():
         "optimizer": "adafactor",
         "dataset": "openmathinstruct2",
         "extra_args": {},
+        "dataset_revision": "main",
     }
     assert values == {
         "stack": "prod",

@@ -6,10 +6,13 @@ from __future__ import annotations
 import pytest
 
 from core.knobs import DATASETS, Dataset
+from core.layout import dataset_cache
 from tests.lifecycle_walk import settings
 from workloads.specs.commands import dataset_lines, staged_dataset
 
 OUT = "gs://b/gemma4-26b/train/0123456789/"
+CACHE = "gs://my-tpu-prod-project-tpu-rl-prod/gemma4-26b/train/hub/"
+"""The prod stack's dataset cache (``core.layout.dataset_cache``: its bucket, training's prefix)."""
 
 
 @pytest.mark.pure
@@ -40,7 +43,7 @@ def test_gsm8k_stages_its_train_and_test_files_and_names_its_splits():
     assert staged == ("openai/gsm8k", ["main/train-*.parquet", "main/test-*.parquet"])
     assert dataset_lines(settings("prod", ["tpu-rl:training.dataset=gsm8k"]), OUT)[0] == (
         "dataset_commit=$(python3 /tpu-rl/base_snapshot.py dataset openai/gsm8k main "
-        f"{OUT}dataset/ 'main/train-*.parquet' 'main/test-*.parquet')"
+        f"{OUT}dataset/ {CACHE} 'main/train-*.parquet' 'main/test-*.parquet')"
     )
 
 
@@ -67,5 +70,33 @@ def test_the_script_stages_before_train_rl_and_quotes_the_pattern():
     lines = dataset_lines(settings("prod", []), OUT)
     assert lines[0] == (
         "dataset_commit=$(python3 /tpu-rl/base_snapshot.py dataset nvidia/OpenMathInstruct-2 main "
-        f"{OUT}dataset/ 'data/train_1M-*.parquet')"
+        f"{OUT}dataset/ {CACHE} 'data/train_1M-*.parquet')"
     )
+
+
+@pytest.mark.pure
+def test_the_dataset_revision_is_the_stacks_and_a_commit_is_passed_as_is():
+    """``tpu-rl:training.datasetRevision`` is what the script resolves (a commit pins the data every run trains on,
+    and with the cache's entry whole, asks the Hub nothing: tests/test_base_snapshot.py)."""
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    (line, _) = dataset_lines(settings("prod", [f"tpu-rl:training.datasetRevision={commit}"]), OUT)
+    assert f" dataset nvidia/OpenMathInstruct-2 {commit} {OUT}dataset/ {CACHE} " in line
+
+
+@pytest.mark.pure
+def test_the_dataset_cache_is_trainings_to_write_and_no_cpu_steps():
+    """The script that fills the cache runs in the Pathways head, as cpu-np's account: the node accounts' writer
+    grant covers the entry (``infra.gcp.access``), and no CPU step's identity (the Hub token holders) writes it (the
+    export reads training's prefix, the checkpoint, and with it this public data)."""
+    from infra.gcp.access import NODE_ACCOUNTS, WRITER_ROLE, bucket_grants
+    from tests.iam_conditions import covers
+
+    prod = settings("prod", [])
+    bucket = prod.bucket_name
+    assert dataset_cache(bucket, "gemma4-26b") == CACHE
+    name = CACHE.removeprefix(f"gs://{bucket}/") + "nvidia/OpenMathInstruct-2/" + "0" * 40 + "/entry.json"
+    for grant in bucket_grants("gemma4-26b", running=prod.workflow.steps):
+        if grant.role == WRITER_ROLE and grant.holder not in NODE_ACCOUNTS:
+            assert not covers(grant, bucket, name), grant
+    writers = [g for g in bucket_grants("gemma4-26b") if g.holder in NODE_ACCOUNTS and g.role == WRITER_ROLE]
+    assert len(writers) == len(NODE_ACCOUNTS) and all(covers(g, bucket, name) for g in writers)

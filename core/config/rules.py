@@ -476,7 +476,11 @@ def _training(v: Values) -> TrainingSettings:
     if any(value is UNREADABLE for value in knobs.values()):
         raise UnreadableError("training")
     return TrainingSettings(
-        dict(knobs), v[_k("training.optimizer")], v[_k("training.dataset")], v[_k("training.extraArgs")]
+        dict(knobs),
+        v[_k("training.optimizer")],
+        v[_k("training.dataset")],
+        v[_k("training.extraArgs")],
+        v[_k("training.datasetRevision")],
     )
 
 

@@ -372,6 +372,13 @@ FIELDS: tuple[Field, ...] = (
     ),
     Field(_key("training.dataset"), OneOf(tuple(DATASETS)), "openmathinstruct2", "training dataset"),
     Field(
+        _key("training.datasetRevision"),
+        REVISION,
+        "main",
+        "branch, tag or commit of the dataset's Hugging Face repository (a commit pins what every run trains on)",
+        samples=("0123456789abcdef0123456789abcdef01234567",),
+    ),
+    Field(
         _key("training.extraArgs"),
         MAXTEXT_ARGS,
         {},

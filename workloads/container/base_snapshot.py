@@ -4,7 +4,7 @@ as the export step runs ``complete_export.py``).
 
     python3 base_snapshot.py snapshot BASE_REPO REVISION CONVERT_URI CACHE_URI LOCAL_DIR   # the conversion
     python3 base_snapshot.py fetch CONVERT_URI LOCAL_DIR                                     # training, the export
-    python3 base_snapshot.py dataset REPO REVISION URI PATTERN...                             # a training dataset
+    python3 base_snapshot.py dataset REPO REVISION URI CACHE_URI PATTERN...                   # a training dataset
 
 ``tpu-rl:model.revision`` is a branch, a tag or a commit, and a branch moves. The conversion resolves it once, here, and
 takes every file of that commit it needs from the **Hub cache** ``CACHE_URI`` (a ``gs://`` folder: one entry
@@ -290,21 +290,43 @@ def read_dataset_record(bucket: Any, prefix: str, uri: str, repo: str) -> dict[s
     return record
 
 
-def stage_dataset(repo: str, revision: str, uri: str, *patterns: str) -> str:
-    """The files of the Hub dataset ``repo`` at ``revision`` that match ``patterns`` (``fnmatch``, paths in the
-    repository), staged under the ``gs://`` folder ``uri`` once: a later attempt finds ``dataset.json`` (written
-    last) and asks the Hub nothing. MaxText reads them there (``hf_train_files``/``hf_eval_files`` are ``gs://``
-    patterns: ``datasets`` globs them through gcsfs, which the image has)."""
+def read_dataset_entry(bucket: Any, prefix: str, uri: str, repo: str, commit: str) -> dict[str, Any] | None:
+    """A dataset's cache entry (``{"repo", "commit", "files": {name: size}, "patterns": [...]}``: every file it holds
+    whole, and the patterns whose every match it holds), None when there is none yet."""
+    blob = bucket.blob(prefix + ENTRY)
+    if not blob.exists(timeout=TIMEOUT):
+        return None
+    try:
+        entry = json.loads(blob.download_as_bytes(start=0, end=MAX_FILE_BYTES - 1, timeout=TIMEOUT))
+    except ValueError:
+        raise RefusedError(f"{uri}{ENTRY} is not JSON: delete {uri} and run again") from None
+    files = entry.get("files") if isinstance(entry, dict) else None
+    patterns = entry.get("patterns") if isinstance(entry, dict) else None
+    if not (
+        isinstance(entry, dict)
+        and (entry.get("repo"), entry.get("commit")) == (repo, commit)
+        and isinstance(files, dict)
+        and all(isinstance(n, str) and dataset_path_problem(n) is None and type(s) is int for n, s in files.items())
+        and isinstance(patterns, list)
+        and all(isinstance(p, str) for p in patterns)
+    ):
+        raise RefusedError(f"{uri}{ENTRY} is not the cache entry of dataset {repo}@{commit}: delete {uri}, run again")
+    return entry
+
+
+def matching(names: dict[str, int], pattern: str) -> dict[str, int]:
+    """The files of ``names`` a dataset pattern matches (``fnmatch``, paths in the repository)."""
     import fnmatch
 
-    from huggingface_hub import HfApi, hf_hub_download
+    return {n: s for n, s in names.items() if fnmatch.fnmatchcase(n, pattern) and dataset_path_problem(n) is None}
+
+
+def hub_dataset_files(repo: str, revision: str, patterns: tuple[str, ...]) -> tuple[str, dict[str, int]]:
+    """The commit ``revision`` names on the Hub and the files of it that match ``patterns``, with their sizes (one
+    API call, no file)."""
+    from huggingface_hub import HfApi
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
 
-    bucket, prefix = folder(uri)
-    record = read_dataset_record(bucket, prefix, uri, repo)
-    if record is not None:
-        log(f"dataset {repo}@{record['commit'][:12]}: {len(record['files'])} files staged in {uri}")
-        return str(record["commit"])
     try:
         info = HfApi(library_name="tpu-rl").dataset_info(repo, revision=revision, files_metadata=True, timeout=TIMEOUT)
     except (RepositoryNotFoundError, RevisionNotFoundError, GatedRepoError) as err:
@@ -316,34 +338,92 @@ def stage_dataset(repo: str, revision: str, uri: str, *patterns: str) -> str:
     sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
     files: dict[str, int] = {}
     for pattern in patterns:
-        found = {n: s for n, s in sizes.items() if fnmatch.fnmatchcase(n, pattern) and dataset_path_problem(n) is None}
+        found = matching(sizes, pattern)
         if not found:
             raise RefusedError(f"dataset {repo}@{info.sha} has no file matching {pattern}")
         files.update(found)
     if len(files) > MAX_FILES or any(size > MAX_DATASET_FILE_BYTES for size in files.values()):
-        raise RefusedError(f"dataset {repo}@{info.sha}: {patterns} match more than {MAX_FILES} files or a huge one")
+        raise RefusedError(f"dataset {repo}@{info.sha}: {list(patterns)} match over {MAX_FILES} files or a huge one")
+    return info.sha, files
+
+
+def cache_dataset(repo: str, commit: str, files: dict[str, int], patterns: tuple[str, ...], cache_uri: str) -> None:
+    """Every file of ``files`` into the cache entry ``cache_uri``: each one it lacks (or holds at another size) from
+    the Hub, through a temporary file; then ``entry.json``, written last, naming what the entry now holds (what it
+    held before, and these) and the patterns whose every file it holds."""
+    from huggingface_hub import hf_hub_download
+
+    bucket, prefix = folder(cache_uri)
+    before = read_dataset_entry(bucket, prefix, cache_uri, repo, commit) or {"files": {}, "patterns": []}
+    fetched = 0
     with tempfile.TemporaryDirectory(prefix="tpu-rl-dataset-") as work:
         for name, size in sorted(files.items()):
+            blob = bucket.get_blob(prefix + name, timeout=TIMEOUT)
+            if blob is not None and blob.size == size:
+                continue
             try:
                 got = Path(
                     hf_hub_download(
-                        repo, name, repo_type="dataset", revision=info.sha, local_dir=work, etag_timeout=TIMEOUT
+                        repo, name, repo_type="dataset", revision=commit, local_dir=work, etag_timeout=TIMEOUT
                     )
                 )
             except Exception as err:  # noqa: BLE001
-                raise FailedError(
-                    f"cannot download {name} of dataset {repo}@{info.sha} ({type(err).__name__})"
-                ) from None
+                raise FailedError(f"cannot download {name} of dataset {repo}@{commit} ({type(err).__name__})") from None
             if got.stat().st_size != size:
-                raise FailedError(f"{name} of dataset {repo}@{info.sha}: the Hub sent {got.stat().st_size} bytes")
+                raise FailedError(f"{name} of dataset {repo}@{commit}: the Hub sent {got.stat().st_size} bytes")
             bucket.blob(prefix + name).upload_from_filename(str(got), timeout=TIMEOUT * 60)
             got.unlink()
-            log(f"{name} of dataset {repo}@{info.sha[:12]} staged in {uri}")
-    body = {"repo": repo, "revision": revision, "commit": info.sha, "files": files}
+            fetched += 1
+            log(f"{name} of dataset {repo}@{commit[:12]} from the Hub, kept in {cache_uri}")
+    held = {**before["files"], **files}
+    kept = sorted(set(before["patterns"]) | set(patterns))
+    if fetched or held != before["files"] or kept != sorted(before["patterns"]):
+        entry = {"repo": repo, "commit": commit, "files": held, "patterns": kept}
+        bucket.blob(prefix + ENTRY).upload_from_string(
+            json.dumps(entry, sort_keys=True), content_type="application/json", timeout=TIMEOUT
+        )
+
+
+def stage_dataset(repo: str, revision: str, uri: str, cache_root: str, *patterns: str) -> str:
+    """The files of the Hub dataset ``repo`` at ``revision`` that match ``patterns`` (``fnmatch``, paths in the
+    repository), staged under the ``gs://`` folder ``uri`` (the run's) from the **dataset cache** ``cache_root``
+    (one entry ``<cache_root><repo>/<commit>/`` per dataset and commit, ``entry.json`` written last), which takes
+    each file from the Hub once: a later run of the same dataset and commit copies the entry's objects inside GCS
+    (a rewrite: no byte leaves Google), and asks the Hub only which commit a branch names (one API call, no file),
+    nothing at all when ``revision`` is a commit whose entry holds every pattern. A later attempt of the same run
+    finds ``dataset.json`` (written last) under ``uri`` and reads nothing. MaxText reads the run's copy
+    (``hf_train_files``/``hf_eval_files`` are ``gs://`` patterns: ``datasets`` globs them through gcsfs, which the
+    image has)."""
+    bucket, prefix = folder(uri)
+    folder(cache_root)  # a gs:// folder, refused before anything is read
+    record = read_dataset_record(bucket, prefix, uri, repo)
+    if record is not None:
+        log(f"dataset {repo}@{record['commit'][:12]}: {len(record['files'])} files staged in {uri}")
+        return str(record["commit"])
+    files: dict[str, int] | None = None
+    commit = revision
+    if COMMIT.fullmatch(revision):
+        cache_uri = entry_uri(cache_root, repo, revision)
+        held = read_dataset_entry(*folder(cache_uri), cache_uri, repo, revision)
+        if held is not None and set(patterns) <= set(held["patterns"]):
+            files = {n: s for p in patterns for n, s in matching(held["files"], p).items()}
+    if files is None:
+        commit, files = hub_dataset_files(repo, revision, patterns)
+    cache_uri = entry_uri(cache_root, repo, commit)
+    cache_dataset(repo, commit, files, patterns, cache_uri)
+    source, source_prefix = folder(cache_uri)
+    for name in sorted(files):
+        target, token = bucket.blob(prefix + name), None
+        while True:  # a rewrite may take several calls for a large object (the API's rewriteToken)
+            token, _, _ = target.rewrite(source.blob(source_prefix + name), token=token, timeout=TIMEOUT * 5)
+            if token is None:
+                break
+    log(f"{len(files)} files of dataset {repo}@{commit[:12]} copied from {cache_uri} to {uri}")
+    body = {"repo": repo, "revision": revision, "commit": commit, "files": files, "cache": cache_uri}
     bucket.blob(prefix + DATASET_RECORD).upload_from_string(
         json.dumps(body, sort_keys=True), content_type="application/json", timeout=TIMEOUT
     )
-    return info.sha
+    return commit
 
 
 def main(argv: list[str]) -> None:
@@ -352,12 +432,12 @@ def main(argv: list[str]) -> None:
             commit = snapshot(*argv[1:])
         elif argv[:1] == ["fetch"] and len(argv) == 3:
             commit = fetch(*argv[1:])
-        elif argv[:1] == ["dataset"] and len(argv) >= 5:
+        elif argv[:1] == ["dataset"] and len(argv) >= 6:
             commit = stage_dataset(*argv[1:])
         else:
             raise RefusedError(
                 "usage: base_snapshot.py snapshot REPO REVISION CONVERT_URI CACHE_URI DIR | fetch CONVERT_URI DIR"
-                " | dataset REPO REVISION URI PATTERN..."
+                " | dataset REPO REVISION URI CACHE_URI PATTERN..."
             )
     except RefusedError as err:
         log(str(err))

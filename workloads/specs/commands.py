@@ -19,7 +19,7 @@ import shlex
 from pathlib import Path
 
 from core.knobs import DATASETS, TRAINING_KNOBS, Dataset
-from core.layout import RUN_NAME, actor_checkpoints
+from core.layout import RUN_NAME, actor_checkpoints, dataset_cache
 from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from core.settings import Settings
 from core.step_config import CONFIG_FILE, LAUNCHER, config_text
@@ -416,13 +416,16 @@ def run_record(settings: Settings, argv: list[str]) -> dict[str, object]:
 
 
 def dataset_lines(settings: Settings, output_uri: str) -> list[str]:
-    """The training script's lines that stage its dataset's files in the bucket once (``staged_dataset``), none
-    when the dataset names no files."""
+    """The training script's lines that stage its dataset's files (``staged_dataset``) at
+    ``tpu-rl:training.datasetRevision``, from the stack's dataset cache (``core.layout.dataset_cache``: the Hub sends
+    each file once per dataset and commit); none when the dataset names no files."""
     staged = staged_dataset(DATASETS[settings.training.dataset], output_uri)[1]
     if staged is None:
         return []
     repo, patterns = staged
-    words = " ".join(shlex.quote(w) for w in ("dataset", repo, "main", output_uri + STAGED_DATASET, *patterns))
+    cache = dataset_cache(settings.bucket_name, settings.model.spec.name)
+    revision = settings.training.dataset_revision
+    words = " ".join(shlex.quote(w) for w in ("dataset", repo, revision, output_uri + STAGED_DATASET, cache, *patterns))
     return [
         f"dataset_commit=$({run_program('base_snapshot.py')} {words})",
         f'echo "tpu-rl: the dataset {repo} at commit ${{dataset_commit}}, staged in {output_uri}{STAGED_DATASET}"',
