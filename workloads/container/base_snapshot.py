@@ -411,11 +411,17 @@ def stage_dataset(repo: str, revision: str, uri: str, cache_root: str, *patterns
         commit, files = hub_dataset_files(repo, revision, patterns)
     cache_uri = entry_uri(cache_root, repo, commit)
     cache_dataset(repo, commit, files, patterns, cache_uri)
+    from google.cloud.storage.retry import DEFAULT_RETRY
+
     source, source_prefix = folder(cache_uri)
     for name in sorted(files):
         target, token = bucket.blob(prefix + name), None
         while True:  # a rewrite may take several calls for a large object (the API's rewriteToken)
-            token, _, _ = target.rewrite(source.blob(source_prefix + name), token=token, timeout=TIMEOUT * 5)
+            # The same copy again is harmless, so a transient error is retried (the library retries a rewrite
+            # only under a generation precondition by default, and a failed setup fails the whole training).
+            token, _, _ = target.rewrite(
+                source.blob(source_prefix + name), token=token, timeout=TIMEOUT * 5, retry=DEFAULT_RETRY
+            )
             if token is None:
                 break
     log(f"{len(files)} files of dataset {repo}@{commit[:12]} copied from {cache_uri} to {uri}")
