@@ -62,6 +62,7 @@ def run(tmp_path: Path, hub: str, *args: str) -> subprocess.CompletedProcess:
         "NO_GCE_CHECK": "True",
         "NO_PROXY": "127.0.0.1,localhost",
         "TMPDIR": str(tmp_path),
+        "TPU_RL_RETRY_WAITS": "0,0",  # three tries, no wait (tests/test_base_snapshot_retry.py has the clock)
     }
     return subprocess.run(
         [sys.executable, "-c", BASE_SNAPSHOT, *args], env=env, capture_output=True, text=True, timeout=60
@@ -184,11 +185,12 @@ def test_hub_file_names_that_are_not_a_folders_are_never_copied(bucket, tmp_path
 )
 def test_a_hub_error_is_one_line_refused_or_run_again(bucket, tmp_path, repo, revision, code, words):
     """What a retry reads the same (no such repository or revision) is refused (exit 3, not retried); a Hub
-    that cannot be reached fails the attempt (exit 1: the step runs again)."""
+    that cannot be reached is tried three times, then fails the attempt (exit 1: the next `up` retries the step)."""
     with serve(FakeHub.serving(FILES)) as hub:
         url = hub if code == 3 else "http://127.0.0.1:9"
         done = run(tmp_path, url, "snapshot", repo, revision, OUTPUT)
     assert done.returncode == code and words in one_line(done), done.stderr
+    assert one_line(done).endswith(" (tried 3 times)") == (code == 1)
     assert source_record(bucket, OUTPUT) is None, "nothing recorded"
 
 

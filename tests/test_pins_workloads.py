@@ -594,8 +594,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-e1d6cd0250",
-        "gemma4-26b-publish-58868cc60a",
+        "gemma4-26b-evaluate-30428aa8a0",
+        "gemma4-26b-publish-c8593c2551",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -639,8 +639,8 @@ STEP_NAMES = {
     # program (complete_export.py, a file of its ConfigMap) into named parts, its behaviour unchanged: the export, and
     # the evaluation and publication after it, have new names (the evaluation once more for its program's docstring);
     # conversion and training keep theirs.
-    "dev": ["gemma4-e4b-convert-07175ca471", "gemma4-e4b-train-12fe9fe047", "gemma4-e4b-export-0007abae8e"],
-    "prod": ["gemma4-26b-convert-3cdfcb9964", "gemma4-26b-train-3b28d935af", "gemma4-26b-export-fe3537deff"],
+    "dev": ["gemma4-e4b-convert-9778691672", "gemma4-e4b-train-69839145f9", "gemma4-e4b-export-1f304948ec"],
+    "prod": ["gemma4-26b-convert-3204d3aeb3", "gemma4-26b-train-a22733a25e", "gemma4-26b-export-6fa3f54136"],
 }
 
 

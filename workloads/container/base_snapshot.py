@@ -24,15 +24,19 @@ A conversion run again (a retry) keeps the commit it recorded: the branch may ha
 it resumes is of that commit. The Hub is asked which commit a revision names only when it is not a commit already
 and no record names one; a revision that is a commit with a whole cache entry asks the Hub nothing at all. Exit 0
 with the commit on stdout; 3 for a refusal (a record of another repository, a commit the Hub does not name, no
-``config.json``); 1 when the Hub or GCS fails (the step runs again).
+``config.json``); 1 when the Hub or GCS still fails after three tries within two minutes (``RETRY_WAITS``: the step
+fails, and the next `up` retries it).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -432,28 +436,53 @@ def stage_dataset(repo: str, revision: str, uri: str, cache_root: str, *patterns
     return commit
 
 
-def main(argv: list[str]) -> None:
+RETRY_WAITS = tuple(float(w) for w in os.environ.get("TPU_RL_RETRY_WAITS", "30,90").split(",") if w)
+"""Seconds between the tries of an operation that failed for a reason that may pass (the Hub or GCS: what would
+exit 1): three tries within two minutes, then exit 1. A failed set-up fails its step at once (every step's
+podFailurePolicy), and for training the next `up`'s retry pays the whole start-up again. Each operation is safe to
+run again: it resumes from the cache entry, the record and the run's folder. (``TPU_RL_RETRY_WAITS``, comma-separated,
+replaces the waits: the tests' fake clock; no manifest sets it.)"""
+
+
+def operation(argv: list[str]) -> Callable[[], str]:
+    """The operation ``argv`` names, refused (exit 3) when it names none."""
+    if argv[:1] == ["snapshot"] and len(argv) == 6:
+        return lambda: snapshot(*argv[1:])
+    if argv[:1] == ["fetch"] and len(argv) == 3:
+        return lambda: fetch(*argv[1:])
+    if argv[:1] == ["dataset"] and len(argv) >= 6:
+        return lambda: stage_dataset(*argv[1:])
+    raise RefusedError(
+        "usage: base_snapshot.py snapshot REPO REVISION CONVERT_URI CACHE_URI DIR | fetch CONVERT_URI DIR"
+        " | dataset REPO REVISION URI CACHE_URI PATTERN..."
+    )
+
+
+def main(argv: list[str], sleep: Callable[[float], None] = time.sleep) -> None:
+    """Run the operation, again after each wait of ``RETRY_WAITS`` while it fails for a reason that may pass; print
+    the commit. Exit 3 at once for a refusal, 1 once the tries are spent: one line each."""
     try:
-        if argv[:1] == ["snapshot"] and len(argv) == 6:
-            commit = snapshot(*argv[1:])
-        elif argv[:1] == ["fetch"] and len(argv) == 3:
-            commit = fetch(*argv[1:])
-        elif argv[:1] == ["dataset"] and len(argv) >= 6:
-            commit = stage_dataset(*argv[1:])
-        else:
-            raise RefusedError(
-                "usage: base_snapshot.py snapshot REPO REVISION CONVERT_URI CACHE_URI DIR | fetch CONVERT_URI DIR"
-                " | dataset REPO REVISION URI CACHE_URI PATTERN..."
-            )
+        run = operation(argv)
+        for wait in (*RETRY_WAITS, None):
+            try:
+                commit = run()
+                break
+            except RefusedError:
+                raise
+            except Exception as err:  # noqa: BLE001 (the Hub, GCS and anything else: one line)
+                line = (
+                    str(err)
+                    if isinstance(err, FailedError)
+                    else f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
+                )
+                if wait is None:
+                    log(f"{line} (tried {len(RETRY_WAITS) + 1} times)")
+                    sys.exit(1)
+                log(f"{line}; trying again in {wait:g} s")
+                sleep(wait)
     except RefusedError as err:
         log(str(err))
         sys.exit(REFUSED)
-    except FailedError as err:
-        log(str(err))
-        sys.exit(1)
-    except Exception as err:  # noqa: BLE001 (GCS and anything else: one line, the step runs again)
-        log(f"{type(err).__name__}: {' '.join(str(err).split())[:300]}")
-        sys.exit(1)
     print(commit, flush=True)
 
 
