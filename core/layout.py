@@ -68,6 +68,14 @@ def hub_cache(bucket: str, model: str) -> str:
     return f"gs://{bucket}/{step_prefix(model, 'convert')}{HUB_CACHE}"
 
 
+STAGED_DATASET = "dataset/"
+"""Where a training run keeps its copy of the dataset's files, under its output (``hf_train_files`` and
+``hf_eval_files`` point there, ``workloads.specs.commands.staged_dataset``)."""
+DATASET_RECORD = "dataset.json"
+"""Its record, written last: ``{"repo", "revision", "commit", "files", "cache"}``
+(``workloads/container/base_snapshot.py`` ``stage_dataset``)."""
+
+
 def dataset_cache(bucket: str, model: str) -> str:
     """Where training keeps the datasets' files it fetched from the Hub, one entry per dataset and commit
     (``<dataset cache><repo>/<commit>/``, ``workloads/container/base_snapshot.py stage_dataset``):

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -265,6 +266,10 @@ class Cloud:
         self.ever.update(self.now(cluster_objects))
 
 
+DATASET_COMMIT = "f0e1d2c3b4a5968778695a4b3c2d1e0f1a2b3c4d"
+"""The dataset's commit a scenario's training records."""
+
+
 @dataclass
 class Stack:
     """One stack's state across runs, and the cluster and bucket its runs act on."""
@@ -277,9 +282,11 @@ class Stack:
         default_factory=lambda: ["tpu-rl:workflow.preflight=false", "tpu-rl:workflow.verifyExport=false"]
     )
     export_files: dict[str, bytes] = field(default_factory=lambda: model_files({**LANGUAGE, **VISION}, 2))
+    """What a completed export writes (file -> bytes): a whole model folder, as the export check reads it."""
     base_commit: str | None = None
     """The base model's commit the conversion records (None: ``tests.fake_hub.COMMIT``)."""
-    """What a completed export writes (file -> bytes): a whole model folder, as the export check reads it."""
+    dataset_commit: str | None = DATASET_COMMIT
+    """The dataset's commit a completed training records in ``<output>dataset/dataset.json`` (None: no record)."""
     secrets: dict[str, str] = field(default_factory=lambda: {"tpu-rl:hfToken": SENTINEL_TOKEN})
     """The stack's secrets as `pulumi up` decrypts them."""
     publisher: Callable[[Step], None] | None = None
@@ -887,6 +894,11 @@ class Stack:
         elif step.step == "train":
             final = self._final_step
             put(self.gcs, step.artifact_uri, f"{final}/commit_success.txt", f"{final}/model_params/_METADATA")
+            if self.dataset_commit is not None:  # as base_snapshot.py stage_dataset writes it
+                record = {"repo": "nvidia/OpenMathInstruct-2", "revision": "main", "commit": self.dataset_commit}
+                put(
+                    self.gcs, step.output_uri, "dataset/dataset.json", data=json.dumps({**record, "files": {}}).encode()
+                )
         elif step.step == "publish":
             if self.publisher is not None:
                 self.publisher(step)

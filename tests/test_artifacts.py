@@ -22,6 +22,7 @@ from tools.stack_files import ROOT
 from workloads.container import checkpoint_scan
 from workloads.observe.artifacts import (
     converted_problem,
+    dataset_record,
     exported_problem,
     final_checkpoint,
     short_run_warning,
@@ -57,6 +58,19 @@ def test_converted_checkpoint(gcs):
     assert converted_problem(gcs, uri) is None
     record = source_record(gcs, output)
     assert record is not None and record.commit == COMMIT
+
+
+def test_a_training_runs_dataset_record_is_read_as_base_snapshot_writes_it(gcs):
+    """``<train output>dataset/dataset.json`` (``base_snapshot.py stage_dataset``, which tests/test_base_snapshot.py
+    runs for real): its commit goes to the model card and the stack's outputs; anything else is None."""
+    output = f"gs://{BUCKET}/gemma4-26b/train/def/"
+    assert dataset_record(gcs, output) is None, "a run that staged nothing (or of an earlier version)"
+    body = {"repo": "nvidia/OpenMathInstruct-2", "revision": "main", "commit": COMMIT, "files": {"a.parquet": 4}}
+    put(gcs, output, "dataset/dataset.json", data=json.dumps({**body, "cache": "gs://b/m/train/hub/x/"}).encode())
+    record = dataset_record(gcs, output)
+    assert record is not None and (record.repo, record.revision, record.commit) == (body["repo"], "main", COMMIT)
+    put(gcs, output, "dataset/dataset.json", data=json.dumps({**body, "commit": "main"}).encode())
+    assert dataset_record(gcs, output) is None, "a branch is no commit"
 
 
 def test_a_conversion_whose_base_files_are_missing_is_run_again(gcs):

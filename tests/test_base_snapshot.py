@@ -17,7 +17,7 @@ from tests.conftest import SENTINEL_TOKEN, put
 from tests.fake_hub import COMMIT, MOVED, REPO, FakeHub
 from tests.fake_hub_datasets import DATASET, DATASET_FILES, DatasetHub
 from tests.loopback import serve
-from workloads.observe.artifacts import converted_problem, source_record
+from workloads.observe.artifacts import converted_problem, dataset_record, source_record
 from workloads.specs.commands import BASE_SNAPSHOT
 
 # The whole module is the slow tier (`make test-slow`, in CI; docs/testing.md "Timings"): each test runs the
@@ -337,6 +337,8 @@ def test_a_dataset_is_staged_in_the_bucket_once_and_every_later_attempt_reads_it
         "files": {n: len(d) for n, d in WANTED.items()},
         "cache": f"gs://{BUCKET}/{DATASET_ENTRY}",
     }
+    read = dataset_record(bucket, STAGED.removesuffix("dataset/"))
+    assert read is not None and read.commit == COMMIT, "the program reads what the step writes"
     cached = objects(bucket, DATASET_ENTRY)
     entry = json.loads(cached.pop("entry.json"))
     assert cached == WANTED

@@ -42,6 +42,8 @@ SUMMARY = {
     "heldChipHours": 21.33,
     "attempts": 2,
 }
+DATASET_COMMIT = "f0e1d2c3b4a5968778695a4b3c2d1e0f1a2b3c4d"
+"""The dataset's commit the run's record names (``<train output>dataset/dataset.json``)."""
 FACTS = CardFacts(
     repo="acme/gemma4-grpo",
     branch="tpu-rl-0f1e2d3c4b",
@@ -51,6 +53,7 @@ FACTS = CardFacts(
     model_name="gemma4-26b",
     dataset="openmathinstruct2",
     dataset_ids=("nvidia/OpenMathInstruct-2", "nvidia/OpenMathInstruct-2"),
+    dataset_commit=("nvidia/OpenMathInstruct-2", DATASET_COMMIT),
     config_diff=[
         {"key": "tpu-rl:training.numBatches", "value": 10, "tutorial": 50},
         {"key": "tpu-rl:forceDestroy", "value": True, "tutorial": False},
@@ -263,11 +266,17 @@ def test_the_base_model_its_revision_and_commit():
 def test_the_dataset_links():
     dataset = sections(model_card(FACTS))["Dataset"]
     assert dataset == (
-        "\n- `openmathinstruct2`: [nvidia\\/OpenMathInstruct\\-2](https://huggingface.co/datasets/nvidia/OpenMathInstruct-2)\n\n"
+        "\n- `openmathinstruct2`: [nvidia\\/OpenMathInstruct\\-2](https://huggingface.co/datasets/nvidia/OpenMathInstruct-2)\n"
+        "- revision: `main`\n"
+        f"- commit: [{DATASET_COMMIT}](https://huggingface.co/datasets/nvidia/OpenMathInstruct-2/tree/{DATASET_COMMIT})\n\n"
     )
     two = sections(card(dataset_ids=("a/b", "c/d")))["Dataset"]
     assert "[a\\/b](https://huggingface.co/datasets/a/b), [c\\/d](https://huggingface.co/datasets/c/d)" in two
     assert "- `openmathinstruct2`: not recorded" in sections(card(dataset_ids=()))["Dataset"]
+    unread = sections(card(dataset_commit=None, dataset_revision="v1.0"))["Dataset"]
+    assert "- revision: `v1.0`\n- commit: not recorded\n" in unread, "a run whose dataset record was not read"
+    short = sections(card(dataset_commit=("nvidia/OpenMathInstruct-2", DATASET_COMMIT[:12])))["Dataset"]
+    assert f"- commit: `{DATASET_COMMIT[:12]}`\n" in short and "/tree/" not in short, "only a full commit is linked"
 
 
 @pytest.mark.pure
@@ -883,12 +892,13 @@ def test_the_cards_own_links_stay_links():
         "https://huggingface.co/google/gemma-4-26b-a4b-it",
         f"https://huggingface.co/google/gemma-4-26b-a4b-it/tree/{COMMIT}",
         "https://huggingface.co/datasets/nvidia/OpenMathInstruct-2",
+        f"https://huggingface.co/datasets/nvidia/OpenMathInstruct-2/tree/{DATASET_COMMIT}",
         GEMMA_TERMS,
         GEMMA_TERMS,
         GEMMA_PROHIBITED_USE,
     ]
     long = "org/" + "x" * 300
-    text = card(base_repo=long, dataset_ids=(long,), base_commit=COMMIT)
+    text = card(base_repo=long, dataset_ids=(long,), base_commit=COMMIT, dataset_commit=(long, DATASET_COMMIT))
     assert "](https://huggingface.co/org/" not in text and "](https://huggingface.co/datasets/org/" not in text, (
         "an id longer than a value the card shows is no Hub id: not linked"
     )

@@ -648,7 +648,10 @@ def test_up_with_the_evaluation_puts_its_record_in_the_outputs_and_the_card_and_
 ):
     """The evaluation (a catalogue entry, a builder and a program, nothing else) goes the generic way: created
     after the verified export with its own account, checked, summarised in ``steps``, and the publication's card
-    waits for it and shows its record; a completed evaluation without its record is run again by the next `up`."""
+    waits for it and shows its record; a completed evaluation without its record is run again by the next `up`.
+    The card names the dataset's commit, read from the training run's record, as do the stack's outputs."""
+    from tests.engine import DATASET_COMMIT
+
     hub = WritableHub.fresh()
     with serve(hub) as url:
         publishing_up(stack, monkeypatch, tmp_path, url, hub)
@@ -670,4 +673,7 @@ def test_up_with_the_evaluation_puts_its_record_in_the_outputs_and_the_card_and_
         card = next(r for r in done.plan.resources if r["name"] == f"{stack.steps().publish.name}-card")
         readme = card["inputs"]["data"]["README.md"]
         assert "## Held\\-out questions\n\n4 of 5 correct\n" in readme, "plain text: every punctuation escaped"
+        tree = f"https://huggingface.co/datasets/nvidia/OpenMathInstruct-2/tree/{DATASET_COMMIT}"
+        assert f"- commit: [{DATASET_COMMIT}]({tree})\n" in readme, "the dataset's commit, from the run's record"
+        assert done.plan.outputs["steps"]["train"]["datasetCommit"] == DATASET_COMMIT
         assert r"| Janet\'s ducks lay 16 eggs per day \.\.\. | 18 | 18 | yes |" in readme

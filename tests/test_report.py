@@ -9,7 +9,7 @@ import zlib
 import pytest
 
 from core.deadline import BUDGETS, Budget
-from tests.conftest import put_conversion
+from tests.conftest import put, put_conversion
 from tests.lifecycle_walk import settings
 from tests.report_screenshot import CHROMIUM, screenshot
 from tests.run_files import FIRST_ATTEMPT, RESTORED, SECOND_ATTEMPT, STEP_SECONDS, reward, upload_run
@@ -373,6 +373,28 @@ def test_the_report_names_the_base_models_commit_the_conversion_recorded(gcs, tm
     assert base == {"repo": "google/gemma-4-e4b-it", "revision": "main", "commit": "a" * 40}
     assert (
         f"<tr><th>base</th><td>google/gemma-4-e4b-it@main</td><td><code>{'a' * 40}</code></td></tr>"
+        in (out / "report.html").read_text()
+    )
+
+
+@pytest.mark.slow
+def test_the_report_names_the_datasets_commit_the_run_staged(gcs, tmp_path):
+    """The run's ``dataset/dataset.json`` (``base_snapshot.py stage_dataset``): none before training staged it."""
+    upload_run(gcs, RUN, steps=STEPS, checkpoints=(10,))
+    code, out = make(tmp_path, "--run-uri", RUN)
+    assert code == 0 and json.loads((out / "report.json").read_text())["run"]["dataset"] is None
+    assert "<tr><th>dataset</th>" not in (out / "report.html").read_text()
+    record = {"repo": "openai/gsm8k", "revision": "main", "commit": "b" * 40, "files": {}, "cache": "gs://b/x/"}
+    put(gcs, RUN, "dataset/dataset.json", data=json.dumps(record).encode())
+    code, out = make(tmp_path / "again", "--run-uri", RUN)
+    assert code == 0
+    assert json.loads((out / "report.json").read_text())["run"]["dataset"] == {
+        "repo": "openai/gsm8k",
+        "revision": "main",
+        "commit": "b" * 40,
+    }
+    assert (
+        f"<tr><th>dataset</th><td>openai/gsm8k@main</td><td><code>{'b' * 40}</code></td></tr>"
         in (out / "report.html").read_text()
     )
 

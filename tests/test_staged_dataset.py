@@ -100,3 +100,14 @@ def test_the_dataset_cache_is_trainings_to_write_and_no_cpu_steps():
             assert not covers(grant, bucket, name), grant
     writers = [g for g in bucket_grants("gemma4-26b") if g.holder in NODE_ACCOUNTS and g.role == WRITER_ROLE]
     assert len(writers) == len(NODE_ACCOUNTS) and all(covers(g, bucket, name) for g in writers)
+
+
+@pytest.mark.pure
+def test_the_record_the_program_reads_is_the_one_the_container_writes():
+    """``base_snapshot.py`` is one file of the step's ConfigMap (it imports nothing of tpu-rl's): its record's name
+    is pinned to ``core.layout``'s, which the program's reader uses (``artifacts.dataset_record``)."""
+    from core.layout import DATASET_RECORD, STAGED_DATASET
+    from workloads.container import base_snapshot
+    from workloads.specs import commands
+
+    assert base_snapshot.DATASET_RECORD == DATASET_RECORD and commands.STAGED_DATASET == STAGED_DATASET

@@ -48,6 +48,8 @@ class RunInfo:
     """What it published (repo, branch, commit), once it has."""
     base: dict[str, str] | None = None
     """The base model the conversion converted (repo, revision, commit: ``source.json``), once it has."""
+    dataset: dict[str, str] | None = None
+    """The dataset the run trained on (repo, revision, commit: its ``dataset/dataset.json``), once it staged it."""
     record_uris: dict[str, str] = field(default_factory=dict)
     """Step -> its record (``core.records``), for each step of the stack whose output is one."""
     records: dict[str, dict[str, Any] | None] = field(default_factory=dict)
@@ -71,6 +73,7 @@ class RunInfo:
             "steps": self.steps,
             "published": self.published,
             "base": self.base,
+            "dataset": self.dataset,
             **({"records": self.records} if self.record_uris else {}),
         }
 
@@ -223,6 +226,11 @@ def _run(args: argparse.Namespace) -> int:
             output = convert["outputUri"]
             found = bounded(client, f"reading {output}", lambda call: source_record(client, output, **call))
             info.base = found.model_dump(include={"repo", "revision", "commit"}) if found else None
+        from workloads.observe.artifacts import bounded, dataset_record
+
+        output_uri = info.output_uri
+        staged = bounded(client, f"reading {output_uri}", lambda call: dataset_record(client, output_uri, **call))
+        info.dataset = staged.model_dump(include={"repo", "revision", "commit"}) if staged else None
         for step, uri in info.record_uris.items():
             info.records[step] = _read_record(client, uri)
         if info.publish_uri:

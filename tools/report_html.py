@@ -161,7 +161,8 @@ def _config_rows(report: dict[str, Any], info: RunInfo) -> str:
 
 
 def _artifact_rows(info: RunInfo) -> str:
-    """Each step's output, then the base model's commit and the Hub branch the run was published to."""
+    """Each step's output, then the base model's and the dataset's commits and the Hub branch the run was published
+    to."""
     artifacts = (
         "".join(
             f"<tr><th>{html.escape(step)}</th><td><code>{html.escape(s['name'])}</code></td>"
@@ -170,7 +171,7 @@ def _artifact_rows(info: RunInfo) -> str:
         )
         or f"<tr><th>train</th><td></td><td><code>{html.escape(info.output_uri)}</code></td></tr>"
     )
-    return artifacts + _base_row(info) + _published_row(info)
+    return artifacts + _base_row(info) + _dataset_row(info) + _published_row(info)
 
 
 def _startup_section(report: dict[str, Any]) -> str:
@@ -243,6 +244,17 @@ def _base_row(info: RunInfo) -> str:
     repo, revision, commit = (info.base[k] for k in ("repo", "revision", "commit"))
     return (
         f"<tr><th>base</th><td>{html.escape(repo)}@{html.escape(revision)}</td>"
+        f"<td><code>{html.escape(commit)}</code></td></tr>"
+    )
+
+
+def _dataset_row(info: RunInfo) -> str:
+    """The dataset's commit the run trained on (its ``dataset/dataset.json``), once it is staged."""
+    if info.dataset is None:
+        return ""
+    repo, revision, commit = (info.dataset[k] for k in ("repo", "revision", "commit"))
+    return (
+        f"<tr><th>dataset</th><td>{html.escape(repo)}@{html.escape(revision)}</td>"
         f"<td><code>{html.escape(commit)}</code></td></tr>"
     )
 

@@ -147,7 +147,12 @@ class TrainWiring(StepWiring):
 
     def offline(self, context: Context, step: Step) -> Result:
         expected = context.settings.training.final_step
-        return {"step": expected, "uri": f"{step.artifact_uri}{expected}/model_params/", "summary": None}
+        return {
+            "step": expected,
+            "uri": f"{step.artifact_uri}{expected}/model_params/",
+            "summary": None,
+            "datasetCommit": None,
+        }
 
     def verify(self, context: Context, step: Step, used: Sequence[Result]) -> Result:
         from workloads.observe.artifacts import final_checkpoint, short_run_warning
@@ -169,14 +174,38 @@ class TrainWiring(StepWiring):
         if warning:
             pulumi.log.warn(warning, resource=context.parent)
         summary, curve = self._summary(context, step)
-        return {"step": found.step, "uri": found.uri, "summary": summary, "rewardCurve": curve}
+        return {
+            "step": found.step,
+            "uri": found.uri,
+            "summary": summary,
+            "rewardCurve": curve,
+            "datasetCommit": self._dataset_commit(context, step),
+        }
 
     def outputs(self, result: pulumi.Output[Result]) -> dict[str, pulumi.Output[Any]]:
         return {
             "finalStep": result.apply(lambda found: found["step"]),
             "checkpointUri": result.apply(lambda found: found["uri"]),
             "summary": result.apply(lambda found: found["summary"]),
+            "datasetCommit": result.apply(lambda found: found.get("datasetCommit")),
         }
+
+    @staticmethod
+    def _dataset_commit(context: Context, train: Step) -> str | None:
+        """The commit of the dataset the run trained on (its record, ``<output>dataset/dataset.json``), None where it
+        cannot be read: a convenience for the stack's outputs and the model card, which never fails `up`."""
+        from workloads.observe.artifacts import dataset_record, storage_client
+
+        try:
+            record = dataset_record(storage_client(), train.output_uri)
+        except Exception as err:  # noqa: BLE001
+            pulumi.log.warn(
+                f"the dataset record of {train.name} was not read ({type(err).__name__}); the model card says "
+                "its commit was not recorded",
+                resource=context.parent,
+            )
+            return None
+        return record.commit if record is not None else None
 
     @staticmethod
     def _summary(context: Context, train: Step) -> tuple[dict[str, Any] | None, bytes | None]:
@@ -367,6 +396,7 @@ class PublishWiring(StepWiring):
         base is the ``commit`` converted."""
         from core.estimate import estimate_for
         from core.knobs import DATASETS
+        from workloads.specs.commands import staged_dataset
         from workloads.specs.model_card import CardFacts, card_setting, model_card
         from workloads.specs.step_manifests import REWARD_IMAGE, REWARD_IMAGE_MAX_BYTES
         from workloads.specs.step_specs import branch_of
@@ -380,6 +410,7 @@ class PublishWiring(StepWiring):
             image = None
         dataset = DATASETS[settings.training.dataset]
         ids = tuple(dict.fromkeys(v for k, v in dataset.keys if k in ("dataset_name", "eval_dataset_name")))
+        staged = staged_dataset(dataset, "")[1]  # the repository whose files training staged, at the recorded commit
         estimate = estimate_for(settings)
         facts = CardFacts(
             repo=settings.publish.repo or "",
@@ -390,6 +421,8 @@ class PublishWiring(StepWiring):
             model_name=settings.model.spec.name,
             dataset=settings.training.dataset,
             dataset_ids=ids,
+            dataset_revision=settings.training.dataset_revision,
+            dataset_commit=(staged[0], found["datasetCommit"]) if staged and found.get("datasetCommit") else None,
             config_diff=[d for d in context.config_diff if card_setting(d["key"])],
             images={
                 "maxtext": settings.images.maxtext,

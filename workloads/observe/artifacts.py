@@ -18,7 +18,7 @@ from pydantic import AfterValidator, Field, StringConstraints
 from core import deadline
 from core.boundary import BoundaryError, Model, Text, parse
 from core.bounded import Cap, ReplyEncodingError, ReplyTooLargeError
-from core.layout import BASE_FILES, CONVERTED, SOURCE_RECORD
+from core.layout import BASE_FILES, CONVERTED, DATASET_RECORD, SOURCE_RECORD, STAGED_DATASET
 from workloads.container.checkpoint_scan import PARAMS_DIR, ListingTooLongError, newest_complete_step, split_uri
 
 if TYPE_CHECKING:  # imported lazily: the offline plan never talks to GCS
@@ -248,6 +248,36 @@ def source_record(client: Any, output_uri: str, **call: Any) -> SourceRecord | N
         return None
     try:
         return parse(SourceRecord, json.loads(data), f"{output_uri}{SOURCE_RECORD}")
+    except (ValueError, BoundaryError):
+        return None
+
+
+class DatasetRecord(Model):
+    """What a training run staged of its dataset (``<output>dataset/dataset.json``,
+    ``workloads/container/base_snapshot.py`` ``stage_dataset``): read from GCS, parsed here."""
+
+    repo: Text
+    revision: Text
+    commit: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")]
+
+
+def dataset_record(client: Any, output_uri: str, **call: Any) -> DatasetRecord | None:
+    """A training run's dataset record, None when it is missing (a dataset loaded by name, a run of an earlier
+    version) or is not one."""
+    import json
+
+    from google.api_core.exceptions import NotFound
+
+    from core.bounded import read_object
+
+    uri = f"{output_uri}{STAGED_DATASET}{DATASET_RECORD}"
+    bucket, name = split_uri(uri)
+    try:
+        data = read_object(client.bucket(bucket).blob(name), MAX_RECORD_BYTES, f"reading {uri}", **call)
+    except NotFound:
+        return None
+    try:
+        return parse(DatasetRecord, json.loads(data), uri)
     except (ValueError, BoundaryError):
         return None
 

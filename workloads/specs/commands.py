@@ -19,7 +19,7 @@ import shlex
 from pathlib import Path
 
 from core.knobs import DATASETS, TRAINING_KNOBS, Dataset
-from core.layout import RUN_NAME, actor_checkpoints, dataset_cache
+from core.layout import RUN_NAME, STAGED_DATASET, actor_checkpoints, dataset_cache
 from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from core.settings import Settings
 from core.step_config import CONFIG_FILE, LAUNCHER, config_text
@@ -143,8 +143,6 @@ def train_argv(settings: Settings, input_uri: str, output_uri: str) -> list[str]
 
 HUB_DATASET_FILES = re.compile(r"hf://datasets/([A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*)/(.+)")
 """A dataset key's Hub files: ``hf://datasets/<org>/<name>/<pattern>`` (``hf_train_files``, ``hf_eval_files``)."""
-STAGED_DATASET = "dataset/"
-"""Where training stages its dataset's files, under its output (``staged_dataset``)."""
 
 
 def staged_dataset(dataset: Dataset, output_uri: str) -> tuple[list[tuple[str, str]], tuple[str, list[str]] | None]:

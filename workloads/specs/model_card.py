@@ -103,6 +103,11 @@ class CardFacts:
     or ``gemma``), None when it was not read."""
     private: bool = True
     """The repository is private: a public card names no private registry, project or bucket."""
+    dataset_revision: str = "main"
+    """The dataset's revision as configured (``tpu-rl:training.datasetRevision``)."""
+    dataset_commit: tuple[str, str] | None = None
+    """(the Hub dataset whose files training staged, the commit that revision resolved to), None when not known
+    (the run's ``dataset.json`` was not read, or the dataset names no files)."""
     records: Sequence[Mapping[str, Any]] = ()
     """The records of the steps before the publication whose output is one (``core.records.StepRecord.to_json``,
     checked where they were read): each a section of its own, after the evaluation."""
@@ -274,7 +279,17 @@ def _dataset(facts: CardFacts) -> list[str]:
     ids = _datasets(facts)
     links = ", ".join(_hub_link(i, "datasets/" + i) for i in ids) if ids else NOT_RECORDED
     more = len(dict.fromkeys(facts.dataset_ids)) - len(ids)
-    return ["## Dataset", "", f"- {_code(facts.dataset)}: {links}" + (f", and {more} more" if more > 0 else "")]
+    commit = NOT_RECORDED
+    if facts.dataset_commit is not None:
+        repo, sha = facts.dataset_commit
+        commit = _hub_link(sha, "datasets/" + repo, "tree", sha) if COMMIT.fullmatch(sha) else _code(sha)
+    return [
+        "## Dataset",
+        "",
+        f"- {_code(facts.dataset)}: {links}" + (f", and {more} more" if more > 0 else ""),
+        f"- revision: {_code(facts.dataset_revision)}",
+        f"- commit: {commit}",
+    ]
 
 
 def _configuration(facts: CardFacts) -> list[str | _Rows]:
