@@ -57,11 +57,13 @@ class RegistryError(Exception):
 
 
 class _TransientError(Exception):
-    """A 429, a 5xx or a dropped connection: worth another try within the budget."""
+    """A 429, a 5xx, a dropped connection or a request that timed out: worth another try within the budget."""
 
-    def __init__(self, text: str, wait: float = 0.0) -> None:
+    def __init__(self, text: str, wait: float = 0.0, timed_out: bool = False) -> None:
         super().__init__(text)
         self.wait = wait
+        self.timed_out = timed_out
+        """A request that got no answer in time: the last try's, when it ends the budget, is the budget's line."""
 
 
 def resolve_digest(
@@ -88,6 +90,10 @@ def resolve_digest(
     session.headers["User-Agent"] = "tpu-rl"
     ends = time.monotonic() + budget.total
     where = f"tpu-rl:{key} ({scrub(image, limit=200)})"
+    late = (
+        f"{where}: {ref.host} did not give the tag's digest within {budget.total:.0f} s; check the network, or "
+        "pin the image by digest (@sha256:...)"
+    )
 
     def attempt(seconds: float) -> str:
         left = budget.within(seconds)
@@ -101,13 +107,14 @@ def resolve_digest(
             sleep=sleep,
         )
     except deadline.DeadlineExceededError:
-        raise RegistryError(
-            f"{where}: {ref.host} did not give the tag's digest within {budget.total:.0f} s; check the network, or "
-            "pin the image by digest (@sha256:...)"
-        ) from None
+        raise RegistryError(late) from None
     except RegistryError as err:
         raise RegistryError(f"{where}: {err}") from None
     except _TransientError as err:
+        # A hanging registry ends the last try by its read timeout or by the budget's bound, whichever fires
+        # first (both end together): either way it is the budget's line.
+        if err.timed_out:
+            raise RegistryError(late) from None
         raise RegistryError(f"{where}: {err}; try again, or pin the image by digest (@sha256:...)") from None
     except Exception as err:  # noqa: BLE001 (every failure becomes one line)
         raise RegistryError(
@@ -159,7 +166,9 @@ def _read(session: Any, base: str, ref: ImageRef, budget: deadline.Budget, googl
         if len(content) > MAX_MANIFEST_BYTES:
             raise RegistryError(f"{ref.host} sent a manifest over {MAX_MANIFEST_BYTES} bytes")
         return "sha256:" + hashlib.sha256(content).hexdigest()
-    except (requests.ConnectionError, requests.Timeout) as err:
+    except requests.Timeout as err:  # a ConnectTimeout is a ConnectionError too: it is a timeout first
+        raise _TransientError(f"{ref.host} did not answer ({type(err).__name__})", timed_out=True) from None
+    except requests.ConnectionError as err:
         raise _TransientError(f"{ref.host} dropped the connection ({type(err).__name__})") from None
 
 
