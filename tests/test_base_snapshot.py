@@ -285,6 +285,20 @@ def test_an_entry_cut_short_is_completed_with_only_what_it_lacks(bucket, tmp_pat
     assert "entry.json" in objects(bucket, ENTRY) and objects(bucket, ENTRY)["tokenizer.json"] == TOKENIZER
 
 
+def test_an_entry_that_claims_a_pattern_without_its_files_asks_the_hub(bucket, tmp_path):
+    """An entry edited by hand to claim a pattern it holds no file of: the Hub says what the pattern matches, and
+    the run stages those files (an empty glob would fail MaxText much later)."""
+    claim = {"repo": DATASET, "commit": COMMIT, "files": {}, "patterns": [TRAIN_1M]}
+    put(bucket, f"gs://{BUCKET}/{DATASET_ENTRY}", "entry.json", data=json.dumps(claim).encode())
+    served = DatasetHub.serving_dataset()
+    with serve(served) as hub:
+        done = stage(tmp_path, hub, COMMIT)
+    assert done.returncode == 0, done.stderr
+    assert sum(served.sent) == sum(len(d) for d in WANTED.values())
+    staged = objects(bucket, STAGED.removeprefix(f"gs://{BUCKET}/"))
+    assert {n: d for n, d in staged.items() if n != "dataset.json"} == WANTED
+
+
 @pytest.mark.parametrize(
     ("entry", "words"),
     [
@@ -357,6 +371,7 @@ def test_a_later_run_takes_the_dataset_from_the_cache_and_no_file_from_the_hub(b
     file; a commit whose entry holds the pattern costs no call at all. Each run gets its own copy."""
     with serve(DatasetHub.serving_dataset()) as hub:
         assert stage(tmp_path, hub).returncode == 0
+    generation = bucket.bucket(BUCKET).get_blob(DATASET_ENTRY + "entry.json").generation
     again = DatasetHub.serving_dataset()
     rerun = STAGED.replace("0123456789", "abcdef0123")
     with serve(again) as hub:
@@ -371,6 +386,25 @@ def test_a_later_run_takes_the_dataset_from_the_cache_and_no_file_from_the_hub(b
         staged = objects(bucket, uri.removeprefix(f"gs://{BUCKET}/"))
         assert json.loads(staged.pop("dataset.json"))["commit"] == COMMIT
         assert staged == WANTED, "the run's own copy, byte for byte"
+    entry = bucket.bucket(BUCKET).get_blob(DATASET_ENTRY + "entry.json")
+    assert entry.generation == generation, "nothing new in the entry: its record is not written again"
+
+
+def test_an_object_missing_from_a_whole_entry_is_fetched_again(bucket, tmp_path):
+    """An entry that names a pattern but lost one of its objects (deleted by hand): a pinned re-run takes that file
+    alone from the Hub, and nobody needs to delete the entry."""
+    with serve(DatasetHub.serving_dataset()) as hub:
+        assert stage(tmp_path, hub).returncode == 0
+    lost = "data/train_1M-00000-of-00002.parquet"
+    bucket.bucket(BUCKET).blob(DATASET_ENTRY + lost).delete()
+    served = DatasetHub.serving_dataset()
+    rerun = STAGED.replace("0123456789", "abcdef0123")
+    with serve(served) as hub:
+        done = stage(tmp_path, hub, COMMIT, rerun)
+    assert done.returncode == 0, done.stderr
+    assert sum(served.sent) == len(DATASET_FILES[lost]), "that file alone"
+    staged = objects(bucket, rerun.removeprefix(f"gs://{BUCKET}/"))
+    assert {n: d for n, d in staged.items() if n != "dataset.json"} == WANTED
 
 
 def test_an_entry_takes_from_the_hub_only_the_files_it_lacks(bucket, tmp_path):

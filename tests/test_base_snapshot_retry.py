@@ -75,3 +75,39 @@ def test_an_unknown_operation_is_refused_without_a_try(monkeypatch, capsys):
         base_snapshot.main(["fetch", "only-one"], sleep=waits.append)
     assert ended.value.code == REFUSED and calls == [] and waits == []
     assert "usage: base_snapshot.py" in capsys.readouterr().err
+
+
+def gcs_error(status: int, body: dict) -> Exception:
+    """A GCS error as google-cloud-storage raises it: ``from_http_response`` of the JSON API's answer."""
+    import json
+
+    import requests
+    from google.api_core import exceptions
+
+    answer = requests.Response()
+    answer.status_code = status
+    answer._content = json.dumps(body).encode()
+    answer.request = requests.Request(
+        "POST",
+        "https://storage.googleapis.com/storage/v1/b/my-tpu-prod-project-tpu-rl-prod/o/gemma4-26b%2Ftrain%2Fhub%2F"
+        "nvidia%2FOpenMathInstruct-2%2F0123456789abcdef0123456789abcdef01234567%2Fdata%2Ftrain_1M-00000-of-00003"
+        ".parquet/rewriteTo/b/my-tpu-prod-project-tpu-rl-prod/o/gemma4-26b%2Ftrain%2F0123456789%2Fdataset%2Fdata",
+    ).prepare()
+    return exceptions.from_http_response(answer)
+
+
+@pytest.mark.pure
+def test_a_gcs_error_is_told_by_its_status_and_reason_not_its_url(monkeypatch, capsys):
+    """A copy's URL holds both objects' paths (hundreds of characters): the line keeps the reason, and a 403 says
+    where the grants are (a fresh grant can take minutes to propagate, which the tries also cover)."""
+    reason = "tpu-rl-cpu@p.iam.gserviceaccount.com does not have storage.objects.create access to the object."
+    denied = gcs_error(403, {"error": {"code": 403, "message": reason, "errors": [{"message": reason}]}})
+    flaky(monkeypatch, *[denied] * 3)
+    with pytest.raises(SystemExit):
+        base_snapshot.main(ARGV, sleep=lambda s: None)
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith(f"tpu-rl base: Forbidden (403): {reason}: the pod's account lacks a grant on the bucket")
+    assert "rewriteTo" not in last and last.endswith("(tried 3 times)")
+    bare = gcs_error(503, {"error": {"code": 503, "message": "Backend Error"}})
+    assert base_snapshot.describe(bare) == "ServiceUnavailable (503): Backend Error"
+    assert base_snapshot.describe(ValueError("a\n  b")) == "ValueError: a b"

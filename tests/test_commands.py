@@ -1081,6 +1081,7 @@ def test_a_training_restart_reads_the_base_and_the_dataset_with_no_hub(tmp_path,
         "NO_GCE_CHECK": "True",
         "NO_PROXY": "127.0.0.1,localhost",
         "TMPDIR": str(tmp_path),
+        "TPU_RL_RETRY_WAITS": "0,0",  # a call to the closed Hub fails at once, not after two minutes of tries
     }
 
     def attempt(name: str, hub: str, obj: dict = train) -> list[list[str]]:

@@ -594,8 +594,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-30428aa8a0",
-        "gemma4-26b-publish-c8593c2551",
+        "gemma4-26b-evaluate-e6d012aae6",
+        "gemma4-26b-publish-9ddb858521",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -638,9 +638,11 @@ STEP_NAMES = {
     # the compilation cache's folder (docs/operations.md "Upgrading tpu-rl"). Issue 42 item 3 cut the export's second
     # program (complete_export.py, a file of its ConfigMap) into named parts, its behaviour unchanged: the export, and
     # the evaluation and publication after it, have new names (the evaluation once more for its program's docstring);
-    # conversion and training keep theirs.
-    "dev": ["gemma4-e4b-convert-9778691672", "gemma4-e4b-train-69839145f9", "gemma4-e4b-export-1f304948ec"],
-    "prod": ["gemma4-26b-convert-3204d3aeb3", "gemma4-26b-train-a22733a25e", "gemma4-26b-export-6fa3f54136"],
+    # conversion and training keep theirs. Issue 40 item 4's dataset cache (tpu-rl:training.datasetRevision, the
+    # dataset copied from the stack's cache) and base_snapshot.py's tries (a file of every step's ConfigMap) renamed
+    # every step.
+    "dev": ["gemma4-e4b-convert-4c7f3a3257", "gemma4-e4b-train-730adea0a0", "gemma4-e4b-export-637a42a88e"],
+    "prod": ["gemma4-26b-convert-3b5156c49d", "gemma4-26b-train-ed584b9e11", "gemma4-26b-export-6bec9e7793"],
 }
 
 

@@ -108,6 +108,6 @@ def test_the_record_the_program_reads_is_the_one_the_container_writes():
     is pinned to ``core.layout``'s, which the program's reader uses (``artifacts.dataset_record``)."""
     from core.layout import DATASET_RECORD, STAGED_DATASET
     from workloads.container import base_snapshot
-    from workloads.specs import commands
 
-    assert base_snapshot.DATASET_RECORD == DATASET_RECORD and commands.STAGED_DATASET == STAGED_DATASET
+    assert base_snapshot.DATASET_RECORD == DATASET_RECORD
+    assert f" {OUT}{STAGED_DATASET} " in dataset_lines(settings("prod", []), OUT)[0], "where the script stages"

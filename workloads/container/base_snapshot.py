@@ -57,7 +57,10 @@ MAX_WEIGHTS_BYTES = 64 * 1024**3
 """The largest weights file fetched (a 26B model's safetensors shards are a few GB each)."""
 INDEX = "model.safetensors.index.json"
 ENTRY = "entry.json"
-"""A cache entry's record, written last: ``{"repo", "commit", "files": {name: size}}``."""
+"""A cache entry's record, written last: ``{"repo", "commit", "files": {name: size}}`` (a dataset's: and
+``"patterns"``)."""
+AGAIN = "delete {uri} and run `pulumi up` again"
+"""The fix for a damaged cache entry: the step's retry fills it again."""
 MAX_FILES = 100
 TIMEOUT = 60.0
 
@@ -67,7 +70,7 @@ class RefusedError(Exception):
 
 
 class FailedError(Exception):
-    """The Hub or GCS failed (exit 1: the step runs again)."""
+    """The Hub or GCS failed (tried again, ``RETRY_WAITS``; then exit 1: the next `up` retries the step)."""
 
 
 def log(message: str) -> None:
@@ -125,24 +128,34 @@ def needed(name: str, size: int) -> bool:
     return wanted(name, size) or (name_problem(name) is None and weights and size <= MAX_WEIGHTS_BYTES)
 
 
-def read_entry(bucket: Any, prefix: str, uri: str, repo: str, commit: str) -> dict[str, int] | None:
-    """A whole cache entry's files and sizes, None when there is none (or only part of one: no ``entry.json``)."""
+def read_entry_json(
+    bucket: Any, prefix: str, uri: str, ids: tuple[str, str], problem: Callable[[str], str | None]
+) -> dict[str, Any] | None:
+    """A cache entry's ``entry.json``, checked: of ``ids`` (repo, commit), its ``files`` each a name ``problem``
+    accepts with a size; None when there is none (or only part of an entry: no ``entry.json``). A damaged one is
+    refused naming the entry to delete (the step's next try fills it again)."""
     blob = bucket.blob(prefix + ENTRY)
     if not blob.exists(timeout=TIMEOUT):
         return None
     try:
         entry = json.loads(blob.download_as_bytes(start=0, end=MAX_FILE_BYTES - 1, timeout=TIMEOUT))
     except ValueError:
-        raise RefusedError(f"{uri}{ENTRY} is not JSON: delete {uri} and run the conversion again") from None
+        raise RefusedError(f"{uri}{ENTRY} is not JSON: {AGAIN.format(uri=uri)}") from None
     files = entry.get("files") if isinstance(entry, dict) else None
     if not (
         isinstance(entry, dict)
-        and (entry.get("repo"), entry.get("commit")) == (repo, commit)
+        and (entry.get("repo"), entry.get("commit")) == ids
         and isinstance(files, dict)
-        and all(isinstance(n, str) and name_problem(n) is None and type(s) is int and s >= 0 for n, s in files.items())
+        and all(isinstance(n, str) and problem(n) is None and type(s) is int and s >= 0 for n, s in files.items())
     ):
-        raise RefusedError(f"{uri}{ENTRY} is not the cache entry of {repo}@{commit}: delete {uri} and run again")
-    return dict(files)
+        raise RefusedError(f"{uri}{ENTRY} is not the cache entry of {ids[0]}@{ids[1]}: {AGAIN.format(uri=uri)}")
+    return entry
+
+
+def read_entry(bucket: Any, prefix: str, uri: str, repo: str, commit: str) -> dict[str, int] | None:
+    """A whole cache entry's files and sizes, None when there is none (or only part of one: no ``entry.json``)."""
+    entry = read_entry_json(bucket, prefix, uri, (repo, commit), name_problem)
+    return None if entry is None else dict(entry["files"])
 
 
 def entry_uri(cache_root: str, repo: str, commit: str) -> str:
@@ -297,24 +310,10 @@ def read_dataset_record(bucket: Any, prefix: str, uri: str, repo: str) -> dict[s
 def read_dataset_entry(bucket: Any, prefix: str, uri: str, repo: str, commit: str) -> dict[str, Any] | None:
     """A dataset's cache entry (``{"repo", "commit", "files": {name: size}, "patterns": [...]}``: every file it holds
     whole, and the patterns whose every match it holds), None when there is none yet."""
-    blob = bucket.blob(prefix + ENTRY)
-    if not blob.exists(timeout=TIMEOUT):
-        return None
-    try:
-        entry = json.loads(blob.download_as_bytes(start=0, end=MAX_FILE_BYTES - 1, timeout=TIMEOUT))
-    except ValueError:
-        raise RefusedError(f"{uri}{ENTRY} is not JSON: delete {uri} and run again") from None
-    files = entry.get("files") if isinstance(entry, dict) else None
-    patterns = entry.get("patterns") if isinstance(entry, dict) else None
-    if not (
-        isinstance(entry, dict)
-        and (entry.get("repo"), entry.get("commit")) == (repo, commit)
-        and isinstance(files, dict)
-        and all(isinstance(n, str) and dataset_path_problem(n) is None and type(s) is int for n, s in files.items())
-        and isinstance(patterns, list)
-        and all(isinstance(p, str) for p in patterns)
-    ):
-        raise RefusedError(f"{uri}{ENTRY} is not the cache entry of dataset {repo}@{commit}: delete {uri}, run again")
+    entry = read_entry_json(bucket, prefix, uri, (repo, commit), dataset_path_problem)
+    patterns = None if entry is None else entry.get("patterns")
+    if entry is not None and not (isinstance(patterns, list) and all(isinstance(p, str) for p in patterns)):
+        raise RefusedError(f"{uri}{ENTRY} is not the cache entry of {repo}@{commit}: {AGAIN.format(uri=uri)}")
     return entry
 
 
@@ -372,9 +371,13 @@ def cache_dataset(repo: str, commit: str, files: dict[str, int], patterns: tuple
                     )
                 )
             except Exception as err:  # noqa: BLE001
-                raise FailedError(f"cannot download {name} of dataset {repo}@{commit} ({type(err).__name__})") from None
+                raise FailedError(
+                    f"cannot download {name} of dataset {repo}@{commit} ({type(err).__name__}: {_first(err)})"
+                ) from None
             if got.stat().st_size != size:
-                raise FailedError(f"{name} of dataset {repo}@{commit}: the Hub sent {got.stat().st_size} bytes")
+                raise FailedError(
+                    f"{name} of dataset {repo}@{commit}: the Hub sent {got.stat().st_size} bytes, not {size}"
+                )
             bucket.blob(prefix + name).upload_from_filename(str(got), timeout=TIMEOUT * 60)
             got.unlink()
             fetched += 1
@@ -410,7 +413,9 @@ def stage_dataset(repo: str, revision: str, uri: str, cache_root: str, *patterns
         cache_uri = entry_uri(cache_root, repo, revision)
         held = read_dataset_entry(*folder(cache_uri), cache_uri, repo, revision)
         if held is not None and set(patterns) <= set(held["patterns"]):
-            files = {n: s for p in patterns for n, s in matching(held["files"], p).items()}
+            found = [matching(held["files"], p) for p in patterns]
+            if all(found):  # else the Hub says what the pattern matches (an entry edited by hand)
+                files = {n: s for f in found for n, s in f.items()}
     if files is None:
         commit, files = hub_dataset_files(repo, revision, patterns)
     cache_uri = entry_uri(cache_root, repo, commit)
@@ -444,6 +449,24 @@ run again: it resumes from the cache entry, the record and the run's folder. (``
 replaces the waits: the tests' fake clock; no manifest sets it.)"""
 
 
+def describe(err: Exception) -> str:
+    """One line for an error of a library: a Google API error by its status and reason (its text leads with the
+    request's URL, both objects' paths for a copy, which would crowd the reason out), anything else by its type and
+    words; a 403 names where the grants are."""
+    from google.api_core.exceptions import GoogleAPICallError
+
+    if isinstance(err, GoogleAPICallError):
+        reasons = [e.get("message") for e in err.errors or () if isinstance(e, dict) and e.get("message")]
+        words = reasons[0] if reasons else re.sub(r"^[A-Z]+ \S+: ", "", err.message or "")
+        hint = (
+            ": the pod's account lacks a grant on the bucket (docs/permissions.md; a new grant takes up to 7 min)"
+            if err.code == 403
+            else ""
+        )
+        return f"{type(err).__name__} ({err.code}): {' '.join(str(words).split())[:300]}{hint}"
+    return f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
+
+
 def operation(argv: list[str]) -> Callable[[], str]:
     """The operation ``argv`` names, refused (exit 3) when it names none."""
     if argv[:1] == ["snapshot"] and len(argv) == 6:
@@ -470,11 +493,7 @@ def main(argv: list[str], sleep: Callable[[float], None] = time.sleep) -> None:
             except RefusedError:
                 raise
             except Exception as err:  # noqa: BLE001 (the Hub, GCS and anything else: one line)
-                line = (
-                    str(err)
-                    if isinstance(err, FailedError)
-                    else f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
-                )
+                line = str(err) if isinstance(err, FailedError) else describe(err)
                 if wait is None:
                     log(f"{line} (tried {len(RETRY_WAITS) + 1} times)")
                     sys.exit(1)
