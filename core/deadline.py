@@ -48,7 +48,12 @@ class Budget:
 
 
 BUDGETS: dict[str, Budget] = {
-    "hub": Budget(30.0, 5.0, 10.0, "Hugging Face preflight: model info and config.json, retries included"),
+    "hub": Budget(
+        30.0,
+        5.0,
+        10.0,
+        "Hugging Face preflight: model info and config.json, then the dataset's info and a file, each retries included",
+    ),
     "hub-model": Budget(
         60.0, 5.0, 20.0, "the export check's base model: config.json, the index and every shard's header"
     ),

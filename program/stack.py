@@ -415,9 +415,30 @@ def _preflight(settings: Settings) -> BaseModel:
         raise pulumi.RunError(f"preflight: {err}") from None
     commit = base.commit
     pulumi.log.info(f"preflight: {model.spec.hf_repo}@{model.revision} is readable (commit {commit or 'unknown'})")
+    _dataset_preflight(settings, token)
     if settings.publish.repo:
         _publish_preflight(settings)
     return base
+
+
+def _dataset_preflight(settings: Settings, token: str) -> None:
+    """Fail before any resource if the dataset's files cannot be staged at ``tpu-rl:training.datasetRevision`` (no
+    such revision, a pattern that matches nothing, terms not accepted): the training pod would find out only after
+    its slice was up."""
+    from core.knobs import DATASETS
+    from workloads.preflight import PreflightError, check_dataset_access
+    from workloads.specs.commands import staged_dataset
+
+    staged = staged_dataset(DATASETS[settings.training.dataset], "")[1]
+    if staged is None:  # loaded by name: nothing staged
+        return
+    repo, patterns = staged
+    revision = settings.training.dataset_revision
+    try:
+        commit = check_dataset_access(repo, revision, tuple(patterns), token, endpoint=os.environ.get("HF_ENDPOINT"))
+    except PreflightError as err:
+        raise pulumi.RunError(f"preflight: {err}") from None
+    pulumi.log.info(f"preflight: the dataset {repo}@{revision} is readable (commit {commit or 'unknown'})")
 
 
 def _publish_preflight(settings: Settings) -> None:

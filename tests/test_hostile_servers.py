@@ -218,6 +218,12 @@ def hub_answer(method: str, path: str) -> Answer:
         return json_answer({"id": REPO, "sha": COMMIT, "private": False, "gated": "manual"})
     if method == "HEAD" and path == f"/{REPO}/resolve/main/config.json":
         return 200, {"X-Repo-Commit": COMMIT, "ETag": '"abc"', "Content-Type": "application/json"}, b""
+    # The dev stack's dataset (GSM8K's files, as training stages them).
+    if method == "GET" and path == "/api/datasets/openai/gsm8k/revision/main":
+        siblings = [{"rfilename": f"main/{split}-00000-of-00001.parquet"} for split in ("train", "test")]
+        return json_answer({"id": "openai/gsm8k", "sha": COMMIT, "private": False, "siblings": siblings})
+    if method == "HEAD" and path == "/datasets/openai/gsm8k/resolve/main/main/train-00000-of-00001.parquet":
+        return 200, {"X-Repo-Commit": COMMIT, "ETag": '"def"', "Content-Type": "application/octet-stream"}, b""
     return json_answer({"error": "not found"}, 404, **{"X-Error-Message": "not found"})
 
 

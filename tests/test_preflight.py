@@ -8,16 +8,18 @@ import pulumi
 import pytest
 
 from core.deadline import BUDGETS, Budget
-from tests.fake_hub import BAD, COMMIT, GOOD, NOT_ACCEPTED, REPO, FakeHub
+from tests.fake_hub import BAD, COMMIT, GOOD, NOT_ACCEPTED, REPO
+from tests.fake_hub_datasets import DATASET, ModelAndDatasetHub
 from tests.loopback import serve
 from tools.plan import plan_stack
 from tools.stack_files import ROOT
-from workloads.preflight import PreflightError, check_model_access
+from workloads.preflight import PreflightError, check_dataset_access, check_model_access
 
 
 @pytest.fixture(scope="module")
 def hub():
-    with serve(FakeHub) as url:
+    """The loopback Hub: the base model, and the dataset `up`'s preflight reads beside it."""
+    with serve(ModelAndDatasetHub) as url:
         yield url
 
 
@@ -38,6 +40,36 @@ def test_readable_model_reports_its_commit(hub):
 def test_clear_message_when_the_model_cannot_be_read(hub, repo, revision, token, words):
     with pytest.raises(PreflightError, match=words):
         check_model_access(repo, revision, token, endpoint=hub)
+
+
+def test_a_readable_dataset_reports_its_commit(hub):
+    assert check_dataset_access(DATASET, "main", ("data/train_1M-*.parquet",), GOOD, endpoint=hub) == COMMIT
+
+
+@pytest.mark.parametrize(
+    ("repo", "revision", "patterns", "token", "words"),
+    [
+        (DATASET, "v9-missing", ("data/*.parquet",), GOOD, 'tpu-rl:training.datasetRevision "v9-missing" does not'),
+        (DATASET, "main", ("data/train_1M-*.parquet", "main/test-*.parquet"), GOOD, "no file matching main/test-*"),
+        (DATASET, "main", ("data/train_1M-*.parquet",), NOT_ACCEPTED, "the dataset is gated and this token's account"),
+        ("nvidia/no-such-dataset", "main", ("data/*.parquet",), GOOD, "does not exist or the token is invalid"),
+    ],
+    ids=["no-revision", "no-match", "terms-not-accepted", "no-dataset"],
+)
+def test_clear_message_when_the_dataset_cannot_be_staged(hub, repo, revision, patterns, token, words):
+    """What the training pod would otherwise learn after its slice is up: one line before any resource."""
+    with pytest.raises(PreflightError, match=words) as caught:
+        check_dataset_access(repo, revision, patterns, token, endpoint=hub)
+    assert "\n" not in str(caught.value) and token not in str(caught.value)
+    if token == NOT_ACCEPTED:
+        assert f"https://huggingface.co/datasets/{DATASET}" in str(caught.value), "where to accept the terms"
+
+
+def test_a_dataset_revision_that_does_not_exist_stops_up_before_any_resource(hub, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", hub)
+    plan = _up_with_token(GOOD, [*REAL, "tpu-rl:training.datasetRevision=v9-missing"])
+    assert str(plan.error).startswith('preflight: tpu-rl:training.datasetRevision "v9-missing" does not exist in')
+    assert plan.resources == [], "nothing is registered when the preflight fails"
 
 
 FAST = Budget(1.2, 0.5, 0.5)

@@ -509,6 +509,7 @@ def up_with(write_token: str, monkeypatch, hub_url: str, *overrides: str):
 
     monkeypatch.setenv("HF_ENDPOINT", hub_url)
     monkeypatch.setattr(preflight, "check_model_access", lambda *a, **k: preflight.BaseModel("a" * 40, "apache-2.0"))
+    monkeypatch.setattr(preflight, "check_dataset_access", lambda *a, **k: "b" * 40)  # tests/test_preflight.py
     return plan_stack(
         ROOT / "Pulumi.prod.yaml",
         [*REAL, *PUBLISHING, *overrides],

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from core.config import ConfigError
-from tests.fake_hub import FakeHub
+from tests.fake_hub_datasets import ModelAndDatasetHub
 from tests.fake_kube import fake_cluster
 from tests.loopback import serve
 from tools.plan.cli import main as plan_main
@@ -144,7 +144,7 @@ def test_the_preflight_of_an_encrypted_token_asks_for_it_and_uses_hf_token(monke
     assert plan_main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert "the offline plan does not decrypt tpu-rl:hfToken" in err and "export HF_TOKEN" in err
-    with serve(FakeHub) as hub:
+    with serve(ModelAndDatasetHub) as hub:  # the base model and the dataset, as the preflight reads them
         monkeypatch.setenv("HF_ENDPOINT", hub)
         monkeypatch.setenv("HF_TOKEN", "hf_goodTOKEN")
         assert plan_main(argv) == 0, capsys.readouterr().err

@@ -111,6 +111,23 @@ def _transient(err: Exception) -> float | None:
     return None
 
 
+@dataclass(frozen=True)
+class HubRepo:
+    """Which kind of Hub repository a preflight reads, for its lines: the page of its licence and the key that sets
+    its revision."""
+
+    kind: str
+    """``model`` or ``dataset``."""
+    revision_key: str
+
+    def page(self, repo: str) -> str:
+        return f"https://huggingface.co/{repo}" if self.kind == "model" else f"https://huggingface.co/datasets/{repo}"
+
+
+MODEL = HubRepo("model", "tpu-rl:model.revision")
+DATASET = HubRepo("dataset", "tpu-rl:training.datasetRevision")
+
+
 def _describe(
     err: Exception,
     repo: str,
@@ -120,24 +137,23 @@ def _describe(
     what: str,
     entry: str = "config.json",
     key: str = READ_KEY,
+    kind: HubRepo = MODEL,
 ) -> PreflightError:
     """One line for a failed call, as the Hub client classified it (``hf_raise_for_status``); ``entry`` is the
-    file the call reads (named when the revision lacks it), ``key`` the token's config key."""
+    file the call reads (named when the revision lacks it), ``key`` the token's config key, ``kind`` the kind of
+    repository."""
     import httpx2
     from huggingface_hub import errors
 
     err = _cause(err)  # type: ignore[assignment]
 
-    licence = f"https://huggingface.co/{repo}"
     if isinstance(err, errors.GatedRepoError):
         return PreflightError(
-            f"tpu-rl:hfToken cannot download {repo}: the model is gated and this token's account has not "
-            f"accepted its licence; accept it at {licence} and retry"
+            f"tpu-rl:hfToken cannot download {repo}: the {kind.kind} is gated and this token's account has not "
+            f"accepted its licence; accept it at {kind.page(repo)} and retry"
         )
     if isinstance(err, errors.RevisionNotFoundError):
-        return PreflightError(
-            f"tpu-rl:model.revision {json.dumps(scrub(revision, limit=100))} does not exist in {repo}"
-        )
+        return PreflightError(f"{kind.revision_key} {json.dumps(scrub(revision, limit=100))} does not exist in {repo}")
     if isinstance(err, errors.RemoteEntryNotFoundError):
         if entry != "config.json":
             return PreflightError(f"{repo}@{scrub(revision, limit=100)} has no {entry}, which its files name")
@@ -182,7 +198,13 @@ def _describe(
 
 
 def _bounded_calls(
-    budget: deadline.Budget, url: str, repo: str, revision: str, token: str, key: str = READ_KEY
+    budget: deadline.Budget,
+    url: str,
+    repo: str,
+    revision: str,
+    token: str,
+    key: str = READ_KEY,
+    kind: HubRepo = MODEL,
 ) -> Callable[..., Any]:
     """``bounded(what, call, entry=...)``: one Hub call, retried on 429/5xx/dropped connections, within what is
     left of ``budget`` from now on by the wall clock; every failure becomes one ``PreflightError`` line."""
@@ -203,7 +225,7 @@ def _bounded_calls(
                 "or HF_ENDPOINT"
             ) from None
         except Exception as err:  # noqa: BLE001 (every failure becomes one line)
-            raise _describe(err, repo, revision, token, host, what, entry, key) from None
+            raise _describe(err, repo, revision, token, host, what, entry, key, kind) from None
 
     return bounded
 
@@ -261,6 +283,57 @@ def check_model_access(
     finally:
         close_session()  # the next user of huggingface_hub in this process gets a fresh client
     return BaseModel(sha if COMMIT.fullmatch(sha) else "", license)
+
+
+def check_dataset_access(
+    repo: str,
+    revision: str,
+    patterns: tuple[str, ...],
+    token: str,
+    endpoint: str | None = None,
+    *,
+    budget: deadline.Budget | None = None,
+) -> str:
+    """The commit ``revision`` of the dataset ``repo`` resolves to, once the revision exists, each pattern training
+    stages matches a file of it (``fnmatch``, as ``base_snapshot.py stage_dataset`` matches them) and the token may
+    download the first (a gated dataset's terms); ``PreflightError`` (one line) otherwise. Before any resource: a
+    revision that does not exist would otherwise fail the training pod after its slice was up."""
+    import fnmatch
+
+    from huggingface_hub import HfApi, close_session, get_hf_file_metadata, hf_hub_url, set_client_factory
+
+    budget = budget or deadline.BUDGETS["hub"]
+    url = _endpoint(endpoint)
+    set_client_factory(_client_factory(budget))
+    api = HfApi(endpoint=url, token=token, library_name="tpu-rl")
+    shown = quote(scrub(revision, limit=100), safe="")
+    bounded = _bounded_calls(budget, url, repo, revision, token, kind=DATASET)
+    try:
+        info = bounded(
+            f"GET {url}/api/datasets/{repo}/revision/{shown}",
+            lambda: api.dataset_info(repo, revision=revision, timeout=budget.read),
+        )
+        names = sorted(s.rfilename for s in info.siblings or [] if isinstance(s.rfilename, str))
+        first = ""
+        for pattern in patterns:
+            found = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
+            if not found:
+                raise PreflightError(
+                    f"the dataset {repo}@{scrub(revision, limit=100)} has no file matching {pattern}, which training "
+                    f"stages: pick another {DATASET.revision_key}"
+                )
+            first = first or found[0]
+        if first:
+            file = hf_hub_url(repo, first, repo_type="dataset", revision=revision, endpoint=url)
+            bounded(
+                f"HEAD {url}/datasets/{repo}/resolve/{shown}/{first}",
+                lambda: get_hf_file_metadata(file, token=token, timeout=budget.read),
+                entry=first,
+            )
+    finally:
+        close_session()
+    sha = getattr(info, "sha", None)
+    return sha if isinstance(sha, str) and COMMIT.fullmatch(sha) else ""
 
 
 # ---------------------------------------------------------------------------------------------
