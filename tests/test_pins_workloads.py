@@ -594,8 +594,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-e6d012aae6",
-        "gemma4-26b-publish-9ddb858521",
+        "gemma4-26b-evaluate-0e3e7c190c",
+        "gemma4-26b-publish-eec64e7728",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -641,8 +641,8 @@ STEP_NAMES = {
     # conversion and training keep theirs. Issue 40 item 4's dataset cache (tpu-rl:training.datasetRevision, the
     # dataset copied from the stack's cache) and base_snapshot.py's tries (a file of every step's ConfigMap) renamed
     # every step.
-    "dev": ["gemma4-e4b-convert-4c7f3a3257", "gemma4-e4b-train-730adea0a0", "gemma4-e4b-export-637a42a88e"],
-    "prod": ["gemma4-26b-convert-3b5156c49d", "gemma4-26b-train-ed584b9e11", "gemma4-26b-export-6bec9e7793"],
+    "dev": ["gemma4-e4b-convert-50d247b93c", "gemma4-e4b-train-6357ce7c55", "gemma4-e4b-export-37e0284081"],
+    "prod": ["gemma4-26b-convert-13d8dfde1b", "gemma4-26b-train-fbcf81979c", "gemma4-26b-export-d7d5920f1d"],
 }
 
 

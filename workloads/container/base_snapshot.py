@@ -24,8 +24,8 @@ A conversion run again (a retry) keeps the commit it recorded: the branch may ha
 it resumes is of that commit. The Hub is asked which commit a revision names only when it is not a commit already
 and no record names one; a revision that is a commit with a whole cache entry asks the Hub nothing at all. Exit 0
 with the commit on stdout; 3 for a refusal (a record of another repository, a commit the Hub does not name, no
-``config.json``); 1 when the Hub or GCS still fails after three tries within two minutes (``RETRY_WAITS``: the step
-fails, and the next `up` retries it).
+``config.json``); 1 when the Hub or GCS still fails after three tries, 30 s and 90 s apart (``RETRY_WAITS``: the
+step fails, and the next `up` retries it).
 """
 
 from __future__ import annotations
@@ -442,8 +442,9 @@ def stage_dataset(repo: str, revision: str, uri: str, cache_root: str, *patterns
 
 
 RETRY_WAITS = tuple(float(w) for w in os.environ.get("TPU_RL_RETRY_WAITS", "30,90").split(",") if w)
-"""Seconds between the tries of an operation that failed for a reason that may pass (the Hub or GCS: what would
-exit 1): three tries within two minutes, then exit 1. A failed set-up fails its step at once (every step's
+"""Seconds between the tries of an operation that failed for any reason but a refusal (the Hub, GCS, a reset, a
+403 while a new grant propagates): three tries, 30 s and then 90 s apart (each call has its library's own retries
+and timeouts besides), then exit 1. A failed set-up fails its step at once (every step's
 podFailurePolicy), and for training the next `up`'s retry pays the whole start-up again. Each operation is safe to
 run again: it resumes from the cache entry, the record and the run's folder. (``TPU_RL_RETRY_WAITS``, comma-separated,
 replaces the waits: the tests' fake clock; no manifest sets it.)"""
