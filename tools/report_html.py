@@ -196,16 +196,31 @@ def _startup_section(report: dict[str, Any]) -> str:
             + (f"<br><span class=sub>image pulls: {pulls}</span>" if pulls else "")
             + "</td></tr>"
         )
-    estimate = section["estimateMinutes"]
-    if estimate:
+    estimates = [("estimate", "per attempt", section["estimateMinutes"])]
+    if section["estimateMinutes"]:
+        restart = section["restartEstimateMinutes"]
+        estimates += [
+            ("estimate", "a restart, new nodes", restart["newNodes"]),
+            ("estimate", "a restart, same nodes", restart["sameNodes"]),
+        ]
+    for label, when, estimate in estimates:
+        if not estimate:
+            continue
         parts = ", ".join(f"{html.escape(name)} {minutes} min" for name, minutes in estimate.items())
         total = sum(estimate.values())
-        rows.append(f"<tr><td>estimate</td><td>per attempt</td><td>{total} min</td><td></td><td>{parts}</td></tr>")
+        rows.append(f"<tr><td>{label}</td><td>{when}</td><td>{total} min</td><td></td><td>{parts}</td></tr>")
     table = (
         "<table><tr><th>attempt</th><th>start</th><th>start-up</th><th>chip-h</th><th>components</th></tr>"
         + ("".join(rows) or '<tr><td colspan="5">no attempt yet</td></tr>')
         + "</table>"
     )
+    goal = section["goalMinutes"]
+    if section["restarts"]:
+        said = "; ".join(
+            f"attempt {r['attempt']}: {r['minutes']:.1f} min ({'met' if r['met'] else 'not met'})"
+            for r in section["restarts"]
+        )
+        table += f"<p>Goal for a restart's start-up with warm caches and images: at most {goal:g} min. {said}.</p>"
     billing = section["billing"]
     if billing:
         hours = _fmt(billing["chipHours"])
