@@ -393,16 +393,9 @@ def test_make_report_tables_the_start_up_of_a_run_known_by_its_uri(gcs, tmp_path
 
 
 def _attempt(number: int, minutes: float, done: bool = True) -> dict:
-    return {
-        "attempt": number,
-        "start": f"2027010{number}T000000Z",
-        "done": done,
-        "ending": "its first step" if done else "now",
-        "seconds": minutes * 60,
-        "chipHours": minutes / 60 * 32,
-        "components": [],
-        "pulls": [],
-    }
+    """An attempt's start-up as ``make report`` writes it (``Startup.to_json``)."""
+    found = startup.Startup(number, f"2027010{number}T000000Z", [("first step", minutes * 60)], done)
+    return found.to_json(32)
 
 
 def test_each_finished_restart_is_held_against_issue_40s_goal():
@@ -413,6 +406,10 @@ def test_each_finished_restart_is_held_against_issue_40s_goal():
     assert STARTUP_GOAL_MINUTES == 11.25
     found = restarts_against_the_goal([_attempt(1, 5), _attempt(2, 11.25), _attempt(3, 15.5), _attempt(4, 3, False)])
     assert found == [{"attempt": 2, "minutes": 11.2, "met": True}, {"attempt": 3, "minutes": 15.5, "met": False}]
+    late = startup.Startup(2, "20270102T000000Z", [("compile", 900.0)], True)
+    assert startup.status_line(late, 32).endswith("= 8.0 chip-h; a restart's goal, 11.25m: not met")
+    first = startup.Startup(1, "20270101T000000Z", [("compile", 600.0)], True)
+    assert "goal" not in startup.status_line(first, 32)
 
 
 def test_the_report_shows_the_restart_columns_and_each_restarts_verdict():

@@ -67,6 +67,7 @@ from typing import Any
 from pydantic import Field
 
 from core.boundary import Model, Text, parse
+from core.estimate import STARTUP_GOAL_MINUTES
 from core.names import TPU_ACCELERATOR_LABEL
 from core.tpu import Capacity
 from workloads.container.launch import SKIPPED as PRE_RL_SKIPPED
@@ -337,6 +338,15 @@ class Startup:
     def chip_hours(self, chips: int) -> float:
         return self.seconds * chips / 3600
 
+    @property
+    def goal_met(self) -> bool | None:
+        """Whether a finished restart (an attempt after the run's first: a restart or a retry, both resuming from the
+        run's checkpoint and compiling from its cache) started within issue 40's goal
+        (``core.estimate.STARTUP_GOAL_MINUTES``); None for the first attempt and one not finished starting."""
+        if self.attempt <= 1 or not self.done:
+            return None
+        return self.seconds / 60 <= STARTUP_GOAL_MINUTES
+
     def to_json(self, chips: int) -> dict[str, Any]:
         return {
             "attempt": self.attempt,
@@ -344,6 +354,7 @@ class Startup:
             "done": self.done,
             "ending": self.ending,
             "seconds": round(self.seconds, 1),
+            "goalMet": self.goal_met,
             "chipHours": round(self.chip_hours(chips), 2),
             "components": [
                 {"name": name, "seconds": round(seconds, 1), "chipHours": round(seconds * chips / 3600, 2)}
@@ -498,7 +509,10 @@ def status_line(startup: Startup, chips: int) -> str:
         head += f" {minutes(startup.seconds)}"
     parts = ", ".join(f"{name} {minutes(seconds)}" for name, seconds in startup.components)
     line = f"{head} ({parts})" if parts else f"{head} (no milestone known)"
-    return f"{line} = {startup.chip_hours(chips):,.1f} chip-h"
+    line = f"{line} = {startup.chip_hours(chips):,.1f} chip-h"
+    if startup.goal_met is not None:
+        line += f"; a restart's goal, {STARTUP_GOAL_MINUTES:g}m: {'met' if startup.goal_met else 'not met'}"
+    return line
 
 
 def status_lines(found: list[Startup], chips: int) -> list[str]:
