@@ -52,7 +52,8 @@ BUDGETS: dict[str, Budget] = {
         30.0,
         5.0,
         10.0,
-        "Hugging Face preflight: model info and config.json, then the dataset's info and a file, each retries included",
+        "Hugging Face preflight, each of its checks (the model: info and config.json; the dataset: info and one "
+        "file), retries included",
     ),
     "hub-model": Budget(
         60.0, 5.0, 20.0, "the export check's base model: config.json, the index and every shard's header"

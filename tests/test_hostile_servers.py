@@ -222,7 +222,7 @@ def hub_answer(method: str, path: str) -> Answer:
     if method == "GET" and path == "/api/datasets/openai/gsm8k/revision/main":
         siblings = [{"rfilename": f"main/{split}-00000-of-00001.parquet"} for split in ("train", "test")]
         return json_answer({"id": "openai/gsm8k", "sha": COMMIT, "private": False, "siblings": siblings})
-    if method == "HEAD" and path == "/datasets/openai/gsm8k/resolve/main/main/train-00000-of-00001.parquet":
+    if method == "HEAD" and path == f"/datasets/openai/gsm8k/resolve/{COMMIT}/main/train-00000-of-00001.parquet":
         return 200, {"X-Repo-Commit": COMMIT, "ETag": '"def"', "Content-Type": "application/octet-stream"}, b""
     return json_answer({"error": "not found"}, 404, **{"X-Error-Message": "not found"})
 
@@ -242,7 +242,14 @@ def test_the_hub_preflight(mode, monkeypatch, capsys, tmp_path):
     if HUB[mode][0]:
         assert captured.err.startswith("error: preflight: "), captured.err
     else:
-        survived(server, mode, f"GET /api/models/{REPO}/revision/main", f"HEAD /{REPO}/resolve/main/config.json")
+        survived(
+            server,
+            mode,
+            f"GET /api/models/{REPO}/revision/main",
+            f"HEAD /{REPO}/resolve/main/config.json",
+            "GET /api/datasets/openai/gsm8k/revision/main",  # then the dataset training stages, at the listed commit
+            f"HEAD /datasets/openai/gsm8k/resolve/{COMMIT}/main/train-00000-of-00001.parquet",
+        )
 
 
 # ---------------------------------------------------------------------------------------------

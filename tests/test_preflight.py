@@ -52,7 +52,7 @@ def test_a_readable_dataset_reports_its_commit(hub):
         (DATASET, "v9-missing", ("data/*.parquet",), GOOD, 'tpu-rl:training.datasetRevision "v9-missing" does not'),
         (DATASET, "main", ("data/train_1M-*.parquet", "main/test-*.parquet"), GOOD, "no file matching main/test-*"),
         (DATASET, "main", ("data/train_1M-*.parquet",), NOT_ACCEPTED, "the dataset is gated and this token's account"),
-        ("nvidia/no-such-dataset", "main", ("data/*.parquet",), GOOD, "does not exist or the token is invalid"),
+        ("nvidia/no-such-dataset", "main", ("data/*.parquet",), GOOD, "cannot see the dataset nvidia/no-such-data"),
     ],
     ids=["no-revision", "no-match", "terms-not-accepted", "no-dataset"],
 )
@@ -63,6 +63,29 @@ def test_clear_message_when_the_dataset_cannot_be_staged(hub, repo, revision, pa
     assert "\n" not in str(caught.value) and token not in str(caught.value)
     if token == NOT_ACCEPTED:
         assert f"https://huggingface.co/datasets/{DATASET}" in str(caught.value), "where to accept the terms"
+
+
+@pytest.mark.slow
+def test_a_hanging_hub_ends_the_dataset_check_within_its_budget(hub):
+    start = time.monotonic()
+    with pytest.raises(PreflightError, match="did not answer GET .*/api/datasets/x/hang/|within 1 s") as caught:
+        check_dataset_access("x/hang", "main", ("data/*",), GOOD, endpoint=hub, budget=FAST)
+    assert time.monotonic() - start < FAST.total + 1.0 and "\n" not in str(caught.value)
+
+
+def test_a_file_name_the_hub_lists_is_matched_as_training_matches_it():
+    """A listed name with control characters (a hostile Hub, a proxy) is no file training stages
+    (``base_snapshot.matching``): the preflight does not take it, and no such name reaches its line."""
+    import tests.fake_hub_datasets as doubles
+
+    hostile = {"data/train_1M-\x1b[31mRED\nx.parquet": b"PAR1"}
+    odd = type("OddListing", (ModelAndDatasetHub,), {})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(doubles, "DATASET_FILES", hostile)
+        with serve(odd) as url, pytest.raises(PreflightError) as caught:
+            check_dataset_access(DATASET, "main", ("data/train_1M-*.parquet",), GOOD, endpoint=url)
+    assert "has no file matching data/train_1M-*.parquet" in str(caught.value)
+    assert "\x1b" not in str(caught.value) and "\n" not in str(caught.value)
 
 
 def test_a_dataset_revision_that_does_not_exist_stops_up_before_any_resource(hub, monkeypatch):

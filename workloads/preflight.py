@@ -154,6 +154,16 @@ def _describe(
         )
     if isinstance(err, errors.RevisionNotFoundError):
         return PreflightError(f"{kind.revision_key} {json.dumps(scrub(revision, limit=100))} does not exist in {repo}")
+    if isinstance(err, errors.RemoteEntryNotFoundError) and kind is DATASET:
+        return PreflightError(
+            f"the dataset {repo}@{scrub(revision, limit=100)} lists {scrub(entry, limit=200)} but the Hub has no such "
+            f"file; retry, or pin {kind.revision_key} to a commit"
+        )
+    if isinstance(err, errors.RepositoryNotFoundError) and kind is DATASET:
+        return PreflightError(
+            f"{key} cannot see the dataset {repo} (tpu-rl:training.dataset): it does not exist on this Hub or is "
+            "private to an account the token is not of; check HF_ENDPOINT"
+        )
     if isinstance(err, errors.RemoteEntryNotFoundError):
         if entry != "config.json":
             return PreflightError(f"{repo}@{scrub(revision, limit=100)} has no {entry}, which its files name")
@@ -298,9 +308,9 @@ def check_dataset_access(
     stages matches a file of it (``fnmatch``, as ``base_snapshot.py stage_dataset`` matches them) and the token may
     download the first (a gated dataset's terms); ``PreflightError`` (one line) otherwise. Before any resource: a
     revision that does not exist would otherwise fail the training pod after its slice was up."""
-    import fnmatch
-
     from huggingface_hub import HfApi, close_session, get_hf_file_metadata, hf_hub_url, set_client_factory
+
+    from workloads.container.base_snapshot import MAX_FILES, matching
 
     budget = budget or deadline.BUDGETS["hub"]
     url = _endpoint(endpoint)
@@ -313,27 +323,35 @@ def check_dataset_access(
             f"GET {url}/api/datasets/{repo}/revision/{shown}",
             lambda: api.dataset_info(repo, revision=revision, timeout=budget.read),
         )
-        names = sorted(s.rfilename for s in info.siblings or [] if isinstance(s.rfilename, str))
-        first = ""
+        # Training's own rule (``base_snapshot.matching``): a plain path of the repository, matched by fnmatch.
+        names = {s.rfilename: 0 for s in info.siblings or [] if isinstance(s.rfilename, str)}
+        first, staged = "", set()
         for pattern in patterns:
-            found = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
+            found = sorted(matching(names, pattern))
             if not found:
                 raise PreflightError(
                     f"the dataset {repo}@{scrub(revision, limit=100)} has no file matching {pattern}, which training "
                     f"stages: pick another {DATASET.revision_key}"
                 )
             first = first or found[0]
-        if first:
-            file = hf_hub_url(repo, first, repo_type="dataset", revision=revision, endpoint=url)
+            staged.update(found)
+        if len(staged) > MAX_FILES:  # training refuses it too (``base_snapshot.hub_dataset_files``)
+            raise PreflightError(
+                f"the dataset {repo}@{scrub(revision, limit=100)}: {list(patterns)} match over {MAX_FILES} files"
+            )
+        found_sha = getattr(info, "sha", None)
+        sha = found_sha if isinstance(found_sha, str) and COMMIT.fullmatch(found_sha) else ""
+        at = sha or revision  # the commit listed, so a branch that moves meanwhile cannot lose the file
+        if first:  # every pattern matched a file: the first's HEAD is what gated terms guard
+            file = hf_hub_url(repo, first, repo_type="dataset", revision=at, endpoint=url)
             bounded(
-                f"HEAD {url}/datasets/{repo}/resolve/{shown}/{first}",
+                f"HEAD {url}/datasets/{repo}/resolve/{quote(at, safe='')}/{first}",
                 lambda: get_hf_file_metadata(file, token=token, timeout=budget.read),
                 entry=first,
             )
     finally:
         close_session()
-    sha = getattr(info, "sha", None)
-    return sha if isinstance(sha, str) and COMMIT.fullmatch(sha) else ""
+    return sha
 
 
 # ---------------------------------------------------------------------------------------------

@@ -330,6 +330,10 @@ class Startup:
     ending: str = ""
     """What the last component stops at when not done: ``now`` or ``its end``."""
     pulls: list[Pull] = field(default_factory=list)
+    resumed: bool | None = None
+    """It restored the run's checkpoint (tunix's ``Restored params`` line, or the launcher's word that it skips the
+    pre-RL evaluation); False: its log goes on without a restore, a fresh start (before the run's first checkpoint);
+    None: its log does not say yet."""
 
     @property
     def seconds(self) -> float:
@@ -340,10 +344,11 @@ class Startup:
 
     @property
     def goal_met(self) -> bool | None:
-        """Whether a finished restart (an attempt after the run's first: a restart or a retry, both resuming from the
-        run's checkpoint and compiling from its cache) started within issue 40's goal
-        (``core.estimate.STARTUP_GOAL_MINUTES``); None for the first attempt and one not finished starting."""
-        if self.attempt <= 1 or not self.done:
+        """Whether a finished restart (an attempt after the run's first that resumed from the run's checkpoint: a
+        restart or a retry, compiling from the run's cache) started within issue 40's goal
+        (``core.estimate.STARTUP_GOAL_MINUTES``); None for the first attempt, a fresh start (no checkpoint yet: it
+        evaluates the base again), an attempt whose log does not say, and one not finished starting."""
+        if self.attempt <= 1 or not self.done or not self.resumed:
             return None
         return self.seconds / 60 <= STARTUP_GOAL_MINUTES
 
@@ -354,6 +359,7 @@ class Startup:
             "done": self.done,
             "ending": self.ending,
             "seconds": round(self.seconds, 1),
+            "resumed": self.resumed,
             "goalMet": self.goal_met,
             "chipHours": round(self.chip_hours(chips), 2),
             "components": [
@@ -412,7 +418,9 @@ def startups(
         marks = dict(attempt.marks)
         if attempt.name != "starting":
             marks["attempt"] = attempt.start
-        if "RL trainer" in marks and "restored" not in marks and {"pre-RL eval", "first step"} & set(attempt.marks):
+        fresh = "RL trainer" in marks and "restored" not in marks and bool({"pre-RL eval", "first step"} & set(marks))
+        resumed = True if "restored" in attempt.marks or attempt.pre_rl_skipped else (False if fresh else None)
+        if fresh:
             marks["restored"] = marks["RL trainer"]  # its log goes on without a restore: a fresh start
         if "first step" not in marks:
             event = next((t for t in events if attempt.start <= t < after), None)
@@ -436,7 +444,7 @@ def startups(
         parts = cut(begin, marks, end)
         ending = "" if done else ("now" if live_now else "its end")
         pulled = cluster.pulls if cluster and index == target else []
-        found.append(Startup(index + 1, attempt.name, parts, done, ending, pulled))
+        found.append(Startup(index + 1, attempt.name, parts, done, ending, pulled, resumed))
     return found
 
 
@@ -511,7 +519,10 @@ def status_line(startup: Startup, chips: int) -> str:
     line = f"{head} ({parts})" if parts else f"{head} (no milestone known)"
     line = f"{line} = {startup.chip_hours(chips):,.1f} chip-h"
     if startup.goal_met is not None:
-        line += f"; a restart's goal, {STARTUP_GOAL_MINUTES:g}m: {'met' if startup.goal_met else 'not met'}"
+        took = f"{startup.seconds / 60:.1f}m"
+        line += f"; a restart's goal, {STARTUP_GOAL_MINUTES:g}m: {'met' if startup.goal_met else 'not met'} ({took})"
+    elif startup.attempt > 1 and startup.done and startup.resumed is False:
+        line += "; a fresh start (no checkpoint yet): not a restart"
     return line
 
 
