@@ -47,36 +47,25 @@ class DatasetHub(FakeHub):
         return type("ServingDataset", (cls,), {"files": files, "ranges": [], "sent": []})
 
 
-class ModelAndDatasetHub(FakeHub):
+class ModelAndDatasetHub(DatasetHub):
     """``FakeHub``'s model (``REPO``: its stand-in files) beside the dataset ``DATASET`` (``DATASET_FILES``), as `up`'s
     preflight reads both; a token that has not accepted the terms (``tests.fake_hub.NOT_ACCEPTED``) is refused the
     dataset's files too."""
 
-    def _route(self) -> bool:
-        """Whether the request is the dataset's; its path is then read as a model's, with the dataset's files."""
-        if not self.path.startswith(("/api/datasets/", "/datasets/")):
-            return False
-        self.path = self.path.replace("/api/datasets/", "/api/models/", 1).replace("/datasets/", "/", 1)
-        self.files = DATASET_FILES
-        return True
+    dataset_request = False
+
+    def _as_model(self) -> None:
+        """A dataset's request is read as a model's, with the dataset's files; a model's stays FakeHub's."""
+        self.dataset_request = self.path.startswith(("/api/datasets/", "/datasets/"))
+        if self.dataset_request:
+            super()._as_model()
+            self.files = DATASET_FILES
 
     def _check(self, repo: str, revision: str) -> bool:
-        if self.files is not DATASET_FILES:
-            return super()._check(repo, revision)
-        if repo != DATASET:
-            self._error(404, "RepoNotFound", "Repository not found")
-            return False
-        return super()._check(REPO, revision)
-
-    def send_header(self, keyword: str, value: str) -> None:
-        super().send_header(keyword, value.replace("/", "-") if keyword == "ETag" else value)
-
-    def do_GET(self):  # noqa: N802
-        self._route()
-        super().do_GET()
+        return super()._check(repo, revision) if self.dataset_request else FakeHub._check(self, repo, revision)
 
     def do_HEAD(self):  # noqa: N802
-        if self._route() and self._token() == NOT_ACCEPTED:
+        if self.path.startswith("/datasets/") and self._token() == NOT_ACCEPTED:
             self._error(403, "GatedRepo", "Access to dataset is restricted and you are not in the authorized list")
             return
         super().do_HEAD()

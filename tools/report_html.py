@@ -254,22 +254,21 @@ def _record_sections(info: RunInfo) -> str:
 
 def _base_row(info: RunInfo) -> str:
     """The base model's commit every step was of (``source.json`` of the conversion), once it is recorded."""
-    if info.base is None:
-        return ""
-    repo, revision, commit = (info.base[k] for k in ("repo", "revision", "commit"))
-    return (
-        f"<tr><th>base</th><td>{html.escape(repo)}@{html.escape(revision)}</td>"
-        f"<td><code>{html.escape(commit)}</code></td></tr>"
-    )
+    return _commit_row("base", info.base)
 
 
 def _dataset_row(info: RunInfo) -> str:
     """The dataset's commit the run trained on (its ``dataset/dataset.json``), once it is staged."""
-    if info.dataset is None:
+    return _commit_row("dataset", info.dataset)
+
+
+def _commit_row(label: str, record: dict[str, str] | None) -> str:
+    """One row naming a repository at its revision and the commit it resolved to (none before it is recorded)."""
+    if record is None:
         return ""
-    repo, revision, commit = (info.dataset[k] for k in ("repo", "revision", "commit"))
+    repo, revision, commit = (record[k] for k in ("repo", "revision", "commit"))
     return (
-        f"<tr><th>dataset</th><td>{html.escape(repo)}@{html.escape(revision)}</td>"
+        f"<tr><th>{label}</th><td>{html.escape(repo)}@{html.escape(revision)}</td>"
         f"<td><code>{html.escape(commit)}</code></td></tr>"
     )
 
