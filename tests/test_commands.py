@@ -1059,7 +1059,7 @@ def test_a_training_restart_reads_the_base_and_the_dataset_with_no_hub(tmp_path,
     dataset's matching files once (the base's files come from the conversion's output, never the Hub); a restart of
     the same step stages nothing and runs with no Hub at all; a re-run (another learning rate: another training
     step, another output) takes the dataset from the stack's dataset cache, asking the Hub which commit ``main``
-    names and for no file."""
+    names and for no file; one pinned to that commit asks the Hub nothing at all."""
     from tests.conftest import SENTINEL_TOKEN
     from tests.fake_hub_datasets import DATASET_FILES, DatasetHub
     from tests.loopback import serve
@@ -1120,3 +1120,6 @@ def test_a_training_restart_reads_the_base_and_the_dataset_with_no_hub(tmp_path,
     assert f"hf_train_files={rerun_out}dataset/data/train_1M-*.parquet" in started, "the re-run's own copy"
     copied = {b.name for b in gcs.list_blobs(rerun_out.split("/")[2], prefix=rerun_out.split("/", 3)[3] + "dataset/")}
     assert {n.rsplit("/", 1)[1] for n in copied} == {n.rsplit("/", 1)[1] for n in staged} | {"dataset.json"}
+    pinned = objects("prod", "tpu-rl:training.optimizer=adamw", f"tpu-rl:training.datasetRevision={COMMIT}")["train"]
+    calls = attempt("pinned", "http://127.0.0.1:9", pinned)  # a re-run pinned to the cached commit: no Hub at all
+    assert any(c[:2] == ["-m", TRAIN_RL] for c in calls)
