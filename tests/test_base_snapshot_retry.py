@@ -30,7 +30,7 @@ ARGV = ["fetch", "gs://b/m/convert/0123456789/", "/tmp/base"]
 
 
 @pytest.mark.pure
-def test_the_default_is_three_tries_within_two_minutes():
+def test_the_default_is_three_tries_30_and_90_seconds_apart():
     assert RETRY_WAITS == (30.0, 90.0)
 
 

@@ -594,8 +594,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-0e3e7c190c",
-        "gemma4-26b-publish-eec64e7728",
+        "gemma4-26b-evaluate-a993bcb7a4",
+        "gemma4-26b-publish-5040b1cc60",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -641,8 +641,8 @@ STEP_NAMES = {
     # conversion and training keep theirs. Issue 40 item 4's dataset cache (tpu-rl:training.datasetRevision, the
     # dataset copied from the stack's cache) and base_snapshot.py's tries (a file of every step's ConfigMap) renamed
     # every step.
-    "dev": ["gemma4-e4b-convert-50d247b93c", "gemma4-e4b-train-6357ce7c55", "gemma4-e4b-export-37e0284081"],
-    "prod": ["gemma4-26b-convert-13d8dfde1b", "gemma4-26b-train-fbcf81979c", "gemma4-26b-export-d7d5920f1d"],
+    "dev": ["gemma4-e4b-convert-32248e82bd", "gemma4-e4b-train-0457d7059c", "gemma4-e4b-export-d886aa7a34"],
+    "prod": ["gemma4-26b-convert-b456932d3d", "gemma4-26b-train-aa239a6be8", "gemma4-26b-export-687cf0c869"],
 }
 
 

@@ -111,3 +111,21 @@ def test_the_record_the_program_reads_is_the_one_the_container_writes():
 
     assert base_snapshot.DATASET_RECORD == DATASET_RECORD
     assert f" {OUT}{STAGED_DATASET} " in dataset_lines(settings("prod", []), OUT)[0], "where the script stages"
+
+
+@pytest.mark.pure
+def test_one_rule_selects_the_files_training_stages_and_the_preflight_checks():
+    """``base_snapshot.selected``: what each pattern matches (plain paths only), refused when a pattern matches
+    nothing or the selection is past ``MAX_FILES`` files or holds a huge one; training and `up`'s preflight share
+    it (``workloads.preflight.check_dataset_access``)."""
+    from workloads.container.base_snapshot import MAX_DATASET_FILE_BYTES, MAX_FILES, RefusedError, selected
+
+    names = {"data/train_1M-0.parquet": 3, "data/train_1M-1.parquet": 4, "data/../x.parquet": 1, "README.md": 9}
+    assert selected(names, ("data/*.parquet",), "a/b@c") == {"data/train_1M-0.parquet": 3, "data/train_1M-1.parquet": 4}
+    with pytest.raises(RefusedError, match="dataset a/b@c has no file matching main/test-"):
+        selected(names, ("data/*.parquet", "main/test-*"), "a/b@c")
+    many = {f"data/{i}.parquet": 1 for i in range(MAX_FILES + 1)}
+    with pytest.raises(RefusedError, match=f"match over {MAX_FILES} files or a huge one"):
+        selected(many, ("data/*",), "a/b@c")
+    with pytest.raises(RefusedError, match="a huge one"):
+        selected({"data/big.parquet": MAX_DATASET_FILE_BYTES + 1}, ("data/*",), "a/b@c")

@@ -310,7 +310,7 @@ def check_dataset_access(
     revision that does not exist would otherwise fail the training pod after its slice was up."""
     from huggingface_hub import HfApi, close_session, get_hf_file_metadata, hf_hub_url, set_client_factory
 
-    from workloads.container.base_snapshot import MAX_FILES, matching
+    from workloads.container.base_snapshot import RefusedError, matching, selected
 
     budget = budget or deadline.BUDGETS["hub"]
     url = _endpoint(endpoint)
@@ -323,26 +323,17 @@ def check_dataset_access(
             f"GET {url}/api/datasets/{repo}/revision/{shown}",
             lambda: api.dataset_info(repo, revision=revision, timeout=budget.read),
         )
-        # Training's own rule (``base_snapshot.matching``): a plain path of the repository, matched by fnmatch.
+        # Training's own selection (``base_snapshot.selected``): plain paths of the repository, by fnmatch.
         names = {s.rfilename: 0 for s in info.siblings or [] if isinstance(s.rfilename, str)}
-        first, staged = "", set()
-        for pattern in patterns:
-            found = sorted(matching(names, pattern))
-            if not found:
-                raise PreflightError(
-                    f"the dataset {repo}@{scrub(revision, limit=100)} has no file matching {pattern}, which training "
-                    f"stages: pick another {DATASET.revision_key}"
-                )
-            first = first or found[0]
-            staged.update(found)
-        if len(staged) > MAX_FILES:  # training refuses it too (``base_snapshot.hub_dataset_files``)
-            raise PreflightError(
-                f"the dataset {repo}@{scrub(revision, limit=100)}: {list(patterns)} match over {MAX_FILES} files"
-            )
+        try:
+            selected(names, patterns, f"{repo}@{scrub(revision, limit=100)}")
+        except RefusedError as err:
+            raise PreflightError(f"the {err}, which training stages: pick another {DATASET.revision_key}") from None
+        first = min(matching(names, patterns[0]), default="") if patterns else ""  # the first pattern's first file
         found_sha = getattr(info, "sha", None)
         sha = found_sha if isinstance(found_sha, str) and COMMIT.fullmatch(found_sha) else ""
         at = sha or revision  # the commit listed, so a branch that moves meanwhile cannot lose the file
-        if first:  # every pattern matched a file: the first's HEAD is what gated terms guard
+        if first:  # gated terms guard every file of a repository: one HEAD says
             file = hf_hub_url(repo, first, repo_type="dataset", revision=at, endpoint=url)
             bounded(
                 f"HEAD {url}/datasets/{repo}/resolve/{quote(at, safe='')}/{first}",

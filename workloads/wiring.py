@@ -194,11 +194,13 @@ class TrainWiring(StepWiring):
     def _dataset_commit(context: Context, train: Step) -> str | None:
         """The commit of the dataset the run trained on (its record, ``<output>dataset/dataset.json``), None where it
         cannot be read: a convenience for the stack's outputs and the model card, which never fails `up`."""
-        from workloads.observe.artifacts import dataset_record, storage_client
+        from workloads.observe.artifacts import bounded, dataset_record, storage_client
 
+        output = train.output_uri
         try:
-            record = dataset_record(storage_client(), train.output_uri)
-        except Exception as err:  # noqa: BLE001
+            client = storage_client()
+            record = bounded(client, f"reading {output}", lambda call: dataset_record(client, output, **call))
+        except Exception as err:  # noqa: BLE001 (bounded: StorageError; no credentials: google-auth's error)
             pulumi.log.warn(
                 f"the dataset record of {train.name} was not read ({type(err).__name__}); the model card says "
                 "its commit was not recorded",

@@ -30,13 +30,14 @@ step fails, and the next `up` retries it).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -339,15 +340,22 @@ def hub_dataset_files(repo: str, revision: str, patterns: tuple[str, ...]) -> tu
     if not isinstance(info.sha, str) or not COMMIT.fullmatch(info.sha):
         raise RefusedError(f"the Hub named no commit for dataset {repo}@{revision}")
     sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
+    return info.sha, selected(sizes, patterns, f"{repo}@{info.sha}")
+
+
+def selected(names: dict[str, int], patterns: Iterable[str], where: str) -> dict[str, int]:
+    """The files of ``names`` (name -> size) the patterns match (``matching``): what training stages of the dataset
+    ``where``, and what `up`'s preflight checks (``workloads.preflight.check_dataset_access``). Refused when a pattern
+    matches nothing, or the match is more than ``MAX_FILES`` files or holds a huge one."""
     files: dict[str, int] = {}
     for pattern in patterns:
-        found = matching(sizes, pattern)
+        found = matching(names, pattern)
         if not found:
-            raise RefusedError(f"dataset {repo}@{info.sha} has no file matching {pattern}")
+            raise RefusedError(f"dataset {where} has no file matching {pattern}")
         files.update(found)
     if len(files) > MAX_FILES or any(size > MAX_DATASET_FILE_BYTES for size in files.values()):
-        raise RefusedError(f"dataset {repo}@{info.sha}: {list(patterns)} match over {MAX_FILES} files or a huge one")
-    return info.sha, files
+        raise RefusedError(f"dataset {where}: {list(patterns)} match over {MAX_FILES} files or a huge one")
+    return files
 
 
 def cache_dataset(repo: str, commit: str, files: dict[str, int], patterns: tuple[str, ...], cache_uri: str) -> None:
@@ -413,9 +421,8 @@ def stage_dataset(repo: str, revision: str, uri: str, cache_root: str, *patterns
         cache_uri = entry_uri(cache_root, repo, revision)
         held = read_dataset_entry(*folder(cache_uri), cache_uri, repo, revision)
         if held is not None and set(patterns) <= set(held["patterns"]):
-            found = [matching(held["files"], p) for p in patterns]
-            if all(found):  # else the Hub says what the pattern matches (an entry edited by hand)
-                files = {n: s for f in found for n, s in f.items()}
+            with contextlib.suppress(RefusedError):  # an entry edited by hand: the Hub says what the patterns match
+                files = selected(held["files"], patterns, f"{repo}@{revision}")
     if files is None:
         commit, files = hub_dataset_files(repo, revision, patterns)
     cache_uri = entry_uri(cache_root, repo, commit)
