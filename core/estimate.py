@@ -45,7 +45,7 @@ running training, and how long Kueue waits for a slice that is away.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,50 +69,66 @@ STARTUP_MINUTES: dict[str, int] = {
     "images": 12,
     "set-up": 1,
     "Pathways": 2,
-    "load": 5,
+    "load": 3,
     "compile": 10,
     "restore": 2,
     "pre-RL eval": 5,
     "first step": 2,
 }
-"""One training attempt's start-up, by the components `make status` and `make report` measure
-(``workloads.observe.startup``), in minutes. Every figure is an assumption, split so that they add up to the 0.75 h this
-model has always assumed (its totals unchanged): admission 1 min (the queue holds only this run); nodes 5 min (an
-autoscaled TPU pool's scale-up; a reservation's nodes exist already); images 12 min (issue 40 reports a cold pull of
-the ~12 GB MaxText image taking 21 min in one run: a node that has it already pulls nothing); set-up 1 min (the
-script's patch and base files); Pathways 2 min (the resource manager meeting every worker); load 5 min (tokenizer,
-dataset and the two models from the converted checkpoint); compile 10 min (vLLM's engine on TPU; issue 40 reports
-10-30 min cold); restore 2 min (a resumed attempt's checkpoint; none for the first); pre-RL eval 5 min (5 test
-batches); first step 2 min (the training step's compilation and the first rollout). Replace them with what
-`make report` measures on your runs."""
+"""One training attempt's start-up at the defaults, by the components `make status` and `make report` measure
+(``workloads.observe.startup``), in minutes (``startup_minutes``: a run's own). Every figure is an assumption, split
+so that they added up to the 0.75 h this model assumed before issue 40 (``BASELINE_STARTUP_MINUTES``): admission 1
+min (the queue holds only this run); nodes 5 min (an autoscaled TPU pool's scale-up; a reservation's nodes exist
+already); images 12 min (issue 40 reports a cold pull of the ~12 GB MaxText image taking 21 min in one run: a node
+that has it already pulls nothing); set-up 1 min (the script's patch and base files); Pathways 2 min (the resource
+manager meeting every worker); load 3 min (tokenizer and dataset 1, one read of the converted checkpoint
+``CHECKPOINT_READ_MINUTES``: the actor is copied from the reference, ``tpu-rl:training.loadCheckpointOnlyOnce``; the
+0.75 h read it twice); compile 10 min (vLLM's engine on TPU; issue 40 reports 10-30 min cold); restore 2 min (a
+resumed attempt's checkpoint; none for the first); pre-RL eval 5 min (5 test batches); first step 2 min (the
+training step's compilation and the first rollout). Replace them with what `make report` measures on your runs."""
+CHECKPOINT_READ_MINUTES = 2
+"""One read of the converted checkpoint (~52 GB for gemma4-26b) into the trainer's chips, part of "load": an
+assumption. MaxText reads it once more, into the actor, when ``tpu-rl:training.loadCheckpointOnlyOnce`` is false."""
+BASELINE_STARTUP_MINUTES = 45
+"""The start-up this model assumed before issue 40 (0.75 h: two checkpoint reads), the baseline of its goal."""
 STARTUP_COMPONENTS: dict[str, float] = {name: minutes / 60 for name, minutes in STARTUP_MINUTES.items()}
 """The same in hours."""
 TRAIN_STARTUP_HOURS = sum(STARTUP_COMPONENTS.values())
 """Scheduling, images, Pathways start-up, loading, compilation, checkpoint restore, the pre-RL eval and the first
-step: 0.75 h (``STARTUP_COMPONENTS``)."""
+step at the defaults: 0.72 h (``STARTUP_COMPONENTS``)."""
 WARM_COMPILE_MINUTES = 2
 """The compile component of a restarted attempt, which finds its run's compilation cache warm (Pathways keeps it in
 the training step's scratch, ``core.layout.compile_cache``, kept across attempts): issue 40 reports vLLM on TPU
 compiling for "10-30 min cold against 1-3 min from a cache". An assumption: the Pathways servers that keep that
 cache are closed binaries, so a hit is not verified offline; `make report` measures each attempt's compile. The
 first attempt of a run with a new cache key compiles cold (``STARTUP_MINUTES``)."""
-RESTART_STARTUP_MINUTES: dict[str, int] = {**STARTUP_MINUTES, "compile": WARM_COMPILE_MINUTES, "pre-RL eval": 0}
+
+
+def restarted(first: Mapping[str, int], *, same_nodes: bool = False) -> dict[str, int]:
+    """A restarted attempt's start-up from a first attempt's (``RESTART_STARTUP_MINUTES``), on the nodes the run
+    already holds with ``same_nodes`` (``WARM_NODE_RESTART_MINUTES``)."""
+    restart = {**first, "compile": WARM_COMPILE_MINUTES, "pre-RL eval": 0}
+    return {**restart, "nodes": 0, "images": 0} if same_nodes else restart
+
+
+RESTART_STARTUP_MINUTES: dict[str, int] = restarted(STARTUP_MINUTES)
 """A restarted attempt's start-up: the first attempt's with a warm compilation cache and no pre-RL evaluation. An
 attempt that resumes from a checkpoint skips it (its weights are not the base's: ``workloads/container/launch.py``
 ``skip_pre_rl_evaluation``; the weight sync before it stays), and a restart resumes from the checkpoint the failure
 modes count the steps since (one before the run's first checkpoint is a fresh start and evaluates again)."""
 TRAIN_RESTART_HOURS = sum(RESTART_STARTUP_MINUTES.values()) / 60
-"""A restart's start-up: 0.53 h, 8 minutes of cold compilation and the 5-minute pre-RL evaluation less than the first
-attempt's 0.75 h."""
-WARM_NODE_RESTART_MINUTES: dict[str, int] = {**RESTART_STARTUP_MINUTES, "nodes": 0, "images": 0}
+"""A restart's start-up at the defaults: 0.5 h, 8 minutes of cold compilation and the 5-minute pre-RL evaluation
+less than the first attempt's 43 minutes."""
+WARM_NODE_RESTART_MINUTES: dict[str, int] = restarted(STARTUP_MINUTES, same_nodes=True)
 """A restart on the nodes the run already holds (a stalled attempt, a restart after a pod's disruption that left the
 VMs in place): no node to wait for, and no image to pull, since the kubelet keeps the digest-pinned images (no
 ``imagePullPolicy`` is set, so Kubernetes' default for an image that is not ``:latest`` applies, ``IfNotPresent``:
 https://kubernetes.io/docs/concepts/containers/images/#image-pull-policy). docs/operations.md "Start-up, before and
 after" shows it beside the other two; the estimate's failure modes keep ``RESTART_STARTUP_MINUTES``, which assumes
 new nodes."""
-STARTUP_GOAL_MINUTES = sum(STARTUP_MINUTES.values()) / 4
-"""Issue 40's goal for a restart with warm caches and images: a quarter of the first attempt's 45 minutes."""
+STARTUP_GOAL_MINUTES = BASELINE_STARTUP_MINUTES / 4
+"""Issue 40's goal for a restart with warm caches and images: a quarter of the 45 minutes (0.75 h) a first attempt
+took in this model before it."""
 REFERENCE_TARGET_LENGTH = 640
 """The target length a model's ``train_seconds_per_sample`` is given for."""
 REFERENCE_CHIPS = 32
@@ -245,6 +261,8 @@ class TrainingRun:
     batch_size: int  # batch_size
     num_generations: int  # rl.num_generations
     max_target_length: int  # max_target_length
+    checkpoint_reads: int = 1
+    """How often an attempt reads the converted checkpoint: 1 (load_checkpoint_only_once, the default) or 2."""
 
 
 def step_seconds(run: TrainingRun, chips: int) -> float:
@@ -264,9 +282,15 @@ def step_hours(facts: StepFacts, model: Model) -> float | None:
     return facts.hours(model) if facts.hours is not None else None
 
 
+def startup_minutes(run: TrainingRun) -> dict[str, int]:
+    """One training attempt's start-up by component (``STARTUP_MINUTES``, with the run's checkpoint reads)."""
+    extra = (run.checkpoint_reads - 1) * CHECKPOINT_READ_MINUTES
+    return {**STARTUP_MINUTES, "load": STARTUP_MINUTES["load"] + extra}
+
+
 def train_hours(run: TrainingRun, chips: int) -> float:
     """Startup plus num_batches steps."""
-    return TRAIN_STARTUP_HOURS + run.num_batches * step_seconds(run, chips) / 3600
+    return sum(startup_minutes(run).values()) / 60 + run.num_batches * step_seconds(run, chips) / 3600
 
 
 def failure_costs(
@@ -281,12 +305,12 @@ def failure_costs(
 ) -> dict[str, FailureCost]:
     """What one failure of each kind bills (module docstring)."""
     lost_steps = min(checkpoint_period, run.num_batches) / 2
-    restart = TRAIN_RESTART_HOURS + lost_steps * step_seconds(run, chips) / 3600
+    restart = sum(restarted(startup_minutes(run)).values()) / 60 + lost_steps * step_seconds(run, chips) / 3600
     reserved = capacity == Capacity.RESERVATION
     protection = maintenance or Maintenance(DEFAULT_EXCLUSION, (DEFAULT_PODS_READY[capacity] + RECOVERY_SECONDS) / 3600)
     away = min(TPU_MAINTENANCE_SECONDS / 3600, protection.recovery_hours)
     hours = {
-        "deterministicFailure": TRAIN_STARTUP_HOURS,
+        "deterministicFailure": sum(startup_minutes(run).values()) / 60,
         "preemption": restart,
         "unschedulable": unschedulable_seconds / 3600 if reserved else 0.0,
         "maintenance": (away if reserved else 0.0) + restart,
@@ -356,7 +380,7 @@ def estimate_run(
             maintenance=maintenance,
         ),
         maintenance=maintenance,
-        startup={} if run is None else dict(STARTUP_MINUTES),
+        startup={} if run is None else startup_minutes(run),
     )
 
 
@@ -406,6 +430,7 @@ def training_run(settings: Any) -> TrainingRun:
         batch_size=int(knobs["batch_size"]),
         num_generations=int(knobs["rl.num_generations"]),
         max_target_length=int(knobs["max_target_length"]),
+        checkpoint_reads=1 if knobs["load_checkpoint_only_once"] else 2,
     )
 
 

@@ -34,6 +34,14 @@ class Knob:
     maxtext_default: bool = False
     """The default is MaxText's own (``rl.yml``): the argv names the key only when it is set otherwise, so a run at
     the defaults keeps the tutorial's argv (a knob the tutorial does not pass, ``tutorial=False``)."""
+    maxtext_value: KnobValue | None = None
+    """MaxText's own default where this knob's differs (a knob the tutorial does not pass): the argv leaves the key
+    out at that value, so setting it keeps the argv of a version before the knob."""
+
+    @property
+    def omitted(self) -> KnobValue | None:
+        """The value at which the argv leaves the key out (MaxText's own default), None: never left out."""
+        return self.default if self.maxtext_default else self.maxtext_value
 
     @property
     def kind(self) -> type:
@@ -118,6 +126,19 @@ TRAINING_KNOBS: tuple[Knob, ...] = (
     # Not in the tutorial (rl.yml saves every 50 steps, i.e. only at the end of its 50-step run): a
     # failure then loses the whole run. Every 10 steps bounds the loss at 10 steps plus start-up.
     Knob("checkpointPeriod", "checkpoint_period", 10, minimum=1, maximum=100_000, tutorial=False),
+    # Not in the tutorial (MaxText's default is false): every attempt reads the converted checkpoint twice, into the
+    # reference and again into the actor (0.2.5 model_creation_utils.py create_models_and_meshes). true reads it once
+    # and makes the actor a copy of the reference (nnx.clone, sharing its buffers until the first update): one read of
+    # the ~52 GB less per attempt. Safe while nothing donates the actor's parameters, which tunix does not: its step
+    # donates the optimizer and the gradient accumulator only (tests/test_actor_copy.py, with the real flax and optax).
+    Knob(
+        "loadCheckpointOnlyOnce",
+        "load_checkpoint_only_once",
+        True,
+        bool_text=("true", "false"),
+        tutorial=False,
+        maxtext_value=False,
+    ),
     # New in MaxText 0.2.5 (rl.yml, "Tunix runtime knobs" and the vLLM rollout block; configs/types.py): speed for
     # HBM headroom, MaxText's defaults kept (each is what tunix did before it was a knob: a gc.collect() after
     # every weight sync, the KV cache freed around it, rewards evaluated in the trainer process). train_rl passes

@@ -33,6 +33,7 @@ COLD = [
 WARM = [
     ["tpu-rl:training.numBatches=7"],
     ["tpu-rl:training.checkpointPeriod=5"],
+    ["tpu-rl:training.loadCheckpointOnlyOnce=false"],
     ["tpu-rl:model.revision=" + "a" * 40],
     ["tpu-rl:training.dataset=gsm8k"],
     ["tpu-rl:training.datasetRevision=" + "b" * 40],

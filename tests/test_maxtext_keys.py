@@ -542,8 +542,8 @@ def test_the_fields_no_yaml_names_are_typed_by_their_annotation(key, kind):
 @pytest.mark.parametrize(
     ("value", "rendered"),
     [
-        ({"load_checkpoint_only_once": True}, {"load_checkpoint_only_once": "true"}),
-        ({"load_checkpoint_only_once": "true"}, {"load_checkpoint_only_once": "true"}),
+        ({"use_standalone_converter": True}, {"use_standalone_converter": "true"}),
+        ({"use_standalone_converter": "true"}, {"use_standalone_converter": "true"}),
         ({"log_weight_sync_time": "TRUE"}, {"log_weight_sync_time": "true"}),
         ({"log_weight_sync_time": False}, {"log_weight_sync_time": "false"}),
         ({"rl": {"use_rollout_logps": False}}, {"rl.use_rollout_logps": "false"}),
@@ -554,7 +554,7 @@ def test_extra_args_take_the_fields_maxtexts_loader_takes(value, rendered):
     assert read_extra_args(KEY, value) == rendered
 
 
-@pytest.mark.parametrize("value", [{"load_checkpoint_only_once": "sometimes"}, {"log_weight_sync_time": 2}])
+@pytest.mark.parametrize("value", [{"use_standalone_converter": "sometimes"}, {"log_weight_sync_time": 2}])
 def test_the_new_keys_take_a_value_of_their_type_only(value):
     with pytest.raises(ConfigError, match=f"{next(iter(value))} = .* is invalid: expected true or false"):
         read_extra_args(KEY, value)
@@ -737,7 +737,7 @@ def test_pydantic_counts_the_fields_the_static_read_finds(tmp_path):
     models = _models()
     for name, names in fields.items():
         assert set(models.fields(name)) == set(names), name
-    argv = _steps_argv("prod")["train"] + ["load_checkpoint_only_once=true", "log_weight_sync_time=true"]
+    argv = _steps_argv("prod")["train"] + ["use_standalone_converter=false", "log_weight_sync_time=true"]
     steps = tmp_path / "argv.json"
     steps.write_text(json.dumps({"train": [*argv, "rl.use_rollout_logps=false"], "control": [*argv, "steps_zz=1"]}))
     loader = adopt_maxtext.ROOT / "tools" / "maxtext_loader.py"

@@ -594,8 +594,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-a993bcb7a4",
-        "gemma4-26b-publish-5040b1cc60",
+        "gemma4-26b-evaluate-260cbcd2b4",
+        "gemma4-26b-publish-710705566b",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -640,15 +640,29 @@ STEP_NAMES = {
     # the evaluation and publication after it, have new names (the evaluation once more for its program's docstring);
     # conversion and training keep theirs. Issue 40 item 4's dataset cache (tpu-rl:training.datasetRevision, the
     # dataset copied from the stack's cache) and base_snapshot.py's tries (a file of every step's ConfigMap) renamed
-    # every step.
+    # every step. tpu-rl:training.loadCheckpointOnlyOnce (default true: load_checkpoint_only_once=true in training's
+    # argv) renamed training and the steps after it; the conversion keeps its name.
+    "dev": ["gemma4-e4b-convert-32248e82bd", "gemma4-e4b-train-27aa9211dd", "gemma4-e4b-export-5393c0031d"],
+    "prod": ["gemma4-26b-convert-b456932d3d", "gemma4-26b-train-ff61f63f26", "gemma4-26b-export-74a4712ecd"],
+}
+BEFORE_ONE_READ = {
     "dev": ["gemma4-e4b-convert-32248e82bd", "gemma4-e4b-train-0457d7059c", "gemma4-e4b-export-d886aa7a34"],
     "prod": ["gemma4-26b-convert-b456932d3d", "gemma4-26b-train-aa239a6be8", "gemma4-26b-export-687cf0c869"],
 }
+"""The names of the version before tpu-rl:training.loadCheckpointOnlyOnce (STEP_NAMES at its commit 589abad)."""
 
 
 @pytest.mark.parametrize("stack", sorted(STEP_NAMES))
 def test_the_example_stacks_step_names(stack):
     assert [step.name for step in jobs(settings(stack, [])).steps] == STEP_NAMES[stack]
+
+
+@pytest.mark.parametrize("stack", sorted(BEFORE_ONE_READ))
+def test_reading_the_checkpoint_twice_keeps_the_names_of_the_version_before(stack):
+    """MaxText's default (false) leaves the key out of the argv, so a stack that sets it before upgrading keeps its
+    finished steps (docs/operations.md "Upgrading tpu-rl")."""
+    twice = settings(stack, ["tpu-rl:training.loadCheckpointOnlyOnce=false"])
+    assert [step.name for step in jobs(twice).steps] == BEFORE_ONE_READ[stack]
 
 
 def test_the_cloud_logging_links():

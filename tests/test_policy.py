@@ -1587,7 +1587,7 @@ def test_every_policy_has_a_mutation():
 def test_budget_gate():
     prod = pure_plan("prod")
     assert policies.stack_estimate([_policy_resource(r) for r in prod.resources])["totalUsd"] == pytest.approx(
-        231.84, abs=0.01
+        229.82, abs=0.01
     )
     assert violations(pure_plan("prod", "tpu-rl:training.numBatches=2000"), "tpu-budget", "prod")[0].startswith(
         "estimated TPU cost of one run is $"
@@ -1727,23 +1727,23 @@ OPEN = "set tpu-rl:authorizedNetworks to the networks you deploy from"
 @pytest.mark.parametrize(
     ("overrides", "config", "expected"),
     [
-        # prod's run: 231.84 USD, 1,451.52 USD a day idle (test_estimate). At the limits: nothing.
-        ((), {"maxEstimatedUsd": 231.84, "maxIdleUsdPerDay": 1451.52}, []),
+        # prod's run: 229.82 USD, 1,451.52 USD a day idle (test_estimate). At the limits: nothing.
+        ((), {"maxEstimatedUsd": 229.82, "maxIdleUsdPerDay": 1451.52}, []),
         (
             (),
-            {"maxEstimatedUsd": 231.83, "maxIdleUsdPerDay": 1451.51},
+            {"maxEstimatedUsd": 229.81, "maxIdleUsdPerDay": 1451.51},
             [
-                f"estimated TPU cost of one run is $231.84 (reservation, 32 chips), above maxEstimatedUsd $231.83: "
+                f"estimated TPU cost of one run is $229.82 (reservation, 32 chips), above maxEstimatedUsd $229.81: "
                 f"{BUDGET_FIX}",
                 f"the reserved slice bills $1,451.52 {IDLE}",
             ],
         ),
-        # Defaults without config: 1,000 USD a run, 5,000 USD a day. 1,000 batches: 29.1667 h x 32 x 1.89.
+        # Defaults without config: 1,000 USD a run, 5,000 USD a day. 1,000 batches: 29.1333 h x 32 x 1.89.
         (
             ("tpu-rl:training.numBatches=1000",),
             {},
             [
-                "estimated TPU cost of one run is $1,764.00 (reservation, 32 chips), above maxEstimatedUsd "
+                "estimated TPU cost of one run is $1,761.98 (reservation, 32 chips), above maxEstimatedUsd "
                 f"$1,000.00: {BUDGET_FIX}"
             ],
         ),
@@ -2869,7 +2869,8 @@ def test_a_second_tpu_jobset_is_costed():
     assert _estimate(plan)["runs"] == [_train(plan)["inputs"]["metadata"]["name"], "second-train"]
     assert violations(pure_plan("prod"), "tpu-budget", "prod", {"maxEstimatedUsd": 300}) == []
     (found,) = violations(plan, "tpu-budget", "prod", {"maxEstimatedUsd": 300})
-    assert found.startswith(f"estimated TPU cost of one run is ${one['totalUsd'] + train:,.2f}")
+    cost = re.match(r"estimated TPU cost of one run is \$([\d,]+\.\d\d) ", found)
+    assert cost and float(cost[1].replace(",", "")) == pytest.approx(one["totalUsd"] + train, abs=0.01), found
 
 
 def _tpu_deployment(
@@ -2958,7 +2959,13 @@ def test_a_config_map_a_tpu_workload_mounts_and_the_pack_cannot_read_is_a_findin
     assert "Deployment evil mounts /more from ConfigMap undeclared, which this stack does not declare" in found
 
 
-RUN = {"model_name": "gemma4-26b", "batch_size": "4", "rl.num_generations": "4", "max_target_length": "640"}
+RUN = {
+    "model_name": "gemma4-26b",
+    "batch_size": "4",
+    "rl.num_generations": "4",
+    "max_target_length": "640",
+    "load_checkpoint_only_once": "true",
+}
 
 
 @pytest.mark.parametrize(
@@ -2974,6 +2981,30 @@ RUN = {"model_name": "gemma4-26b", "batch_size": "4", "rl.num_generations": "4",
 @pytest.mark.slow
 def test_the_launchers_overrides_with_its_environment(overrides, env, num_batches):
     assert _estimate(_launched(overrides, env))["totalUsd"] == _total((f"tpu-rl:training.numBatches={num_batches}",))
+
+
+SECOND_READ_USD = 2 / 60 * 32 * 1.89
+"""What a second read of the converted checkpoint costs on prod's reserved slice (core.estimate
+CHECKPOINT_READ_MINUTES)."""
+
+
+@pytest.mark.parametrize(
+    ("once", "env", "extra"),
+    [
+        ("True", [], 0.0),  # MaxText's loader takes either case
+        (None, [], SECOND_READ_USD),  # MaxText's default: the actor read from the checkpoint again
+        ("false", [], SECOND_READ_USD),
+        (None, [{"name": "M_LOAD_CHECKPOINT_ONLY_ONCE", "value": "true"}], 0.0),  # pyconfig's environment override
+        ("yes", [], SECOND_READ_USD),  # not read here: costed at the second read, never below
+    ],
+    ids=["true", "unset", "false", "environment", "unread"],
+)
+@pytest.mark.slow
+def test_the_budget_costs_the_second_read_unless_train_rl_reads_the_checkpoint_once(once, env, extra):
+    overrides = {key: value for key, value in RUN.items() if key != "load_checkpoint_only_once"}
+    overrides |= {"num_batches": "5000", **({"load_checkpoint_only_once": once} if once is not None else {})}
+    total = _total(("tpu-rl:training.numBatches=5000",))
+    assert _estimate(_launched(overrides, env))["totalUsd"] == pytest.approx(total + extra, abs=0.01)
 
 
 # A Helm release of any chart passed: only the charts tpu-rl installs, at their versions and values.

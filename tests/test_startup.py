@@ -477,9 +477,28 @@ def test_the_report_shows_the_restart_columns_and_each_restarts_verdict():
         "clusterNote": None,
     }
     page = _startup_section({"startup": section})
-    assert "<td>estimate</td><td>per attempt</td><td>45 min</td>" in page
-    assert "<td>estimate</td><td>a restart, new nodes</td><td>32 min</td>" in page
-    assert "<td>estimate</td><td>a restart, same nodes</td><td>15 min</td>" in page
+    assert "<td>estimate</td><td>per attempt</td><td>43 min</td>" in page
+    assert "<td>estimate</td><td>a restart, new nodes</td><td>30 min</td>" in page
+    assert "<td>estimate</td><td>a restart, same nodes</td><td>13 min</td>" in page
     assert "at most 11.25 min. attempt 2: 14.2 min (not met).</p>" in page
     without = _startup_section({"startup": {**section, "estimateMinutes": None, "restarts": []}})
     assert "estimate" not in without and "Goal" not in without, "a run known by its URI: no stack, no estimate"
+
+
+def test_the_reports_restart_columns_are_the_stacks_own_estimate():
+    """A stack that reads the checkpoint twice (tpu-rl:training.loadCheckpointOnlyOnce false) has 45 minutes per
+    attempt in its estimate output: the restart columns follow it; a run known by its URI gets the defaults'."""
+    from core.estimate import RESTART_STARTUP_MINUTES, WARM_NODE_RESTART_MINUTES, estimate_for
+    from tools.report import RunInfo, report_json
+    from workloads.observe.evaluations import parse_logs
+    from workloads.observe.run_data import RunData
+    from workloads.observe.scalars import Scalars
+
+    twice = estimate_for(settings("prod", ["tpu-rl:training.loadCheckpointOnlyOnce=false"])).to_output()
+    data = RunData("gs://b/r/", Scalars(), parse_logs([]), None)
+    found = report_json(RunInfo("gs://b/r/", estimate=twice), data)["startup"]
+    assert sum(found["estimateMinutes"].values()) == 45
+    assert {k: sum(v.values()) for k, v in found["restartEstimateMinutes"].items()} == {"newNodes": 32, "sameNodes": 15}
+    alone = report_json(RunInfo("gs://b/r/"), data)["startup"]
+    defaults = {"newNodes": RESTART_STARTUP_MINUTES, "sameNodes": WARM_NODE_RESTART_MINUTES}
+    assert alone["restartEstimateMinutes"] == defaults

@@ -18,7 +18,7 @@ from typing import Any
 
 from core.config.diff import config_diff
 from core.config.schema import CAPACITY_MODES
-from core.estimate import RESTART_STARTUP_MINUTES, STARTUP_GOAL_MINUTES, WARM_NODE_RESTART_MINUTES
+from core.estimate import STARTUP_GOAL_MINUTES, STARTUP_MINUTES, restarted
 from core.outdir import OutputError
 from core.redact import scrub_lines
 from core.settings import Settings
@@ -116,6 +116,8 @@ def report_json(info: RunInfo, data: RunData) -> dict[str, Any]:
     """The report's data: run, last step, every scalar tag unchanged, the evaluations, chip-hours."""
     record = data.evaluations.run
     chips = info.chips or (record.slice.chips if record and 0 < record.slice.chips <= 100_000 else None)
+    estimate = (info.estimate or {}).get("trainStartupMinutes")
+    first = estimate or STARTUP_MINUTES
     return {
         "run": {
             **info.to_json(),
@@ -132,8 +134,8 @@ def report_json(info: RunInfo, data: RunData) -> dict[str, Any]:
         "startup": {
             "attempts": info.startup,
             "billing": info.billing,
-            "estimateMinutes": (info.estimate or {}).get("trainStartupMinutes"),
-            "restartEstimateMinutes": {"newNodes": RESTART_STARTUP_MINUTES, "sameNodes": WARM_NODE_RESTART_MINUTES},
+            "estimateMinutes": estimate,
+            "restartEstimateMinutes": {"newNodes": restarted(first), "sameNodes": restarted(first, same_nodes=True)},
             "goalMinutes": STARTUP_GOAL_MINUTES,
             "restarts": restarts_against_the_goal(info.startup),
             "clusterNote": info.cluster_note or None,

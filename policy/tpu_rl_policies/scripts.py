@@ -128,4 +128,16 @@ def training_run(overrides: Mapping[str, str], env: Mapping[str, EnvValue]) -> T
         batch_size=values["batch_size"],
         num_generations=values["rl.num_generations"],
         max_target_length=values["max_target_length"],
+        checkpoint_reads=1 if _reads_once(overrides, env) else 2,
     )
+
+
+def _reads_once(overrides: Mapping[str, str], env: Mapping[str, EnvValue]) -> bool:
+    """Whether train_rl reads the converted checkpoint once (``load_checkpoint_only_once``, MaxText's default false),
+    from the overrides, else ``M_LOAD_CHECKPOINT_ONLY_ONCE``; only a plain true counts, so a value this policy cannot
+    read is costed at the second read."""
+    value: Any = overrides.get("load_checkpoint_only_once")
+    if value is None:
+        from_env = env.get("M_LOAD_CHECKPOINT_ONLY_ONCE")
+        value = from_env.value if from_env is not None else None
+    return isinstance(value, str) and value.lower() == "true"

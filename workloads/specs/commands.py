@@ -132,9 +132,7 @@ def train_argv(settings: Settings, input_uri: str, output_uri: str) -> list[str]
         f"vllm_additional_config={vllm_additional_config(settings)}",
     ]
     args += [
-        rendered[knob.key]
-        for knob in TRAINING_KNOBS
-        if not knob.tutorial and not (knob.maxtext_default and training.knobs[knob.key] == knob.default)
+        rendered[knob.key] for knob in TRAINING_KNOBS if not knob.tutorial and training.knobs[knob.key] != knob.omitted
     ]
     args += [f"{key}={value}" for key, value in disaggregated(settings.tpu.slices).items()]
     args += [f"{key}={value}" for key, value in training.extra_args.items()]

@@ -106,9 +106,12 @@ def step_hash(payload: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:HASH_CHARS]
 
 
-NOT_COMPILED = ("num_batches", "checkpoint_period")
-"""Training knobs left out of the compilation cache's key: how many batches a run trains and how often it saves
-(a loop's count and a host-side period; the learning-rate schedule has its own knob, which is in the key)."""
+NOT_COMPILED = ("num_batches", "checkpoint_period", "load_checkpoint_only_once")
+"""Training knobs left out of the compilation cache's key: how many batches a run trains, how often it saves (a
+loop's count and a host-side period; the learning-rate schedule has its own knob, which is in the key) and whether
+the actor is read from the checkpoint or copied from the reference (the same arrays on the same mesh either way:
+MaxText 0.2.5 ``create_models_and_meshes`` gives the copy the reference's mesh, which the second read builds from the
+same config and devices)."""
 
 
 def compile_cache_key(settings: Settings) -> str:
