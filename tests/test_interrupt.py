@@ -114,3 +114,39 @@ def test_an_interrupted_wait_ends_the_program_at_once(which, sig):
         assert "KeyboardInterrupt" in stderr and code != 0, "Python's default handler, not the language host's kill"
     else:
         assert code == -signal.SIGTERM
+
+
+def test_a_step_wait_imports_the_kubernetes_client_on_the_loops_thread_before_its_own(monkeypatch):
+    """The waiting thread creates a ``ClusterReader`` on every poll: a first import of the client from two threads
+    at once can deadlock on Python's module locks (``infra.k8s.credentials.load_client``), so ``LiveReader.wait``
+    imports it on the loop's thread before it starts its own, as the platform's checks do (``infra.k8s.platform``)."""
+    import asyncio
+    import types
+    from typing import Any, cast
+
+    import pulumi
+
+    from tests.lifecycle_walk import settings
+    from workloads import reader
+    from workloads.specs.step_specs import plan_workflow
+
+    order: list[str] = []
+    monkeypatch.setattr(reader.credentials, "load_client", lambda: order.append("client imported"))
+
+    def thread(work, name: str) -> asyncio.Future:
+        order.append(f"{name} started")
+        done = asyncio.get_running_loop().create_future()
+        done.set_result({})
+        return done
+
+    monkeypatch.setattr(reader, "in_daemon_thread", thread)
+    prod = settings("prod", [])
+
+    async def wait() -> object:
+        parent = cast(Any, None)  # logs only
+        live = reader.LiveReader(prod, pulumi.Output.from_input("kubeconfig"), pulumi.Output.from_input(True), parent)
+        jobset = cast(Any, types.SimpleNamespace(id=pulumi.Output.from_input("tpu-rl/train")))
+        return await live.wait(plan_workflow(prod).train, jobset).future()
+
+    assert asyncio.run(wait()) == {}
+    assert order == ["client imported", "tpu-rl-wait started"]

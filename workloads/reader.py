@@ -18,7 +18,7 @@ import pulumi
 from core.config.values import format_duration
 from core.redact import scrub
 from core.settings import Settings
-from infra.k8s import live
+from infra.k8s import credentials, live
 from infra.threads import in_daemon_thread
 from workloads.observe import live_state, pod_state, waiting
 from workloads.observe.exported import Exported
@@ -206,6 +206,7 @@ class LiveReader:
         def start(args: list[Any]) -> asyncio.Future[Any]:
             config = args[1]
             loop = asyncio.get_running_loop()
+            credentials.load_client()  # on the loop's thread: two threads importing the client at once can deadlock
             # The program's context (the SDK keeps its engine connection in context variables): a log call
             # made for the waiting thread runs in it, not in the thread's empty one.
             program = contextvars.copy_context()
