@@ -24,14 +24,27 @@ buffers are then deleted, which is what the knob must never meet."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 pytestmark = pytest.mark.slow
 
-jax = pytest.importorskip("jax", reason="the slow group's JAX (pyproject.toml): make test-slow installs it")
-jnp = pytest.importorskip("jax.numpy")
-optax = pytest.importorskip("optax")
-nnx = pytest.importorskip("flax.nnx")
+jax: Any = None
+jnp: Any = None
+optax: Any = None
+nnx: Any = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _libraries() -> None:
+    """JAX, optax and flax, imported when a test runs, not when the fast tier collects this module (2-3 s)."""
+    global jax, jnp, optax, nnx
+    jax = pytest.importorskip("jax", reason="the slow group's JAX (pyproject.toml): make test-slow installs it")
+    jnp = pytest.importorskip("jax.numpy")
+    optax = pytest.importorskip("optax")
+    nnx = pytest.importorskip("flax.nnx")
+
 
 TUNIX_DONATED = ("optimizer", "grad_accumulator")
 """What tunix's ``PeftTrainer`` donates to its jitted train step."""
