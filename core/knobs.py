@@ -129,8 +129,10 @@ TRAINING_KNOBS: tuple[Knob, ...] = (
     # Not in the tutorial (MaxText's default is false): every attempt reads the converted checkpoint twice, into the
     # reference and again into the actor (0.2.5 model_creation_utils.py create_models_and_meshes). true reads it once
     # and makes the actor a copy of the reference (nnx.clone, sharing its buffers until the first update): one read of
-    # the ~52 GB less per attempt. Safe while nothing donates the actor's parameters, which tunix does not: its step
-    # donates the optimizer and the gradient accumulator only (tests/test_actor_copy.py, with the real flax and optax).
+    # the ~52 GB less per attempt. Safe while nothing donates the actor's parameters (tunix's step donates the
+    # optimizer and the gradient accumulator only: tests/test_actor_copy.py, with the real flax and optax) and vLLM's
+    # copy never aliases them (trainer and sampler on chips of their own: core.config.finish.check_actor_copy).
+    # docs/operations.md "Start-up, before and after".
     Knob(
         "loadCheckpointOnlyOnce",
         "load_checkpoint_only_once",

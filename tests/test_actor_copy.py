@@ -1,5 +1,5 @@
 """The actor copied from the reference (``tpu-rl:training.loadCheckpointOnlyOnce``, MaxText's
-``load_checkpoint_only_once``) survives training as tunix trains it: real flax, optax and JAX on CPU (slow tier).
+``load_checkpoint_only_once``) survives tunix's donations in training: real flax, optax and JAX on CPU (slow tier).
 
 What the knob does, read from MaxText 0.2.5 (its wheel, ``maxtext/utils/model_creation_utils.py``
 ``create_models_and_meshes``): the reference is read from the converted checkpoint, and the actor is
@@ -15,7 +15,8 @@ Flax 0.11.0"), its state is optax's own zeros, and tunix's ``GradientAccumulator
 parameters (or nothing). MaxText donates nothing on this path. A resumed attempt restores into the actor with
 ``nnx.update(model, restored['model_params'])`` (``tunix/sft/checkpoint_manager.py`` ``maybe_restore``).
 
-So this test builds the same objects with the real libraries, trains the copy with tunix's step and donations and
+So this test builds the same objects with the real libraries, trains the copy with tunix's donations around a
+stand-in training step (not tunix's trainer: no optimizer sharding, evaluation step, checkpoint or weight sync) and
 MaxText's optimizers (``utils_rl.get_optimizer``: ``inject_hyperparams`` over clipping and adamw; the program's
 adafactor patch), and runs MaxText's own check (``train_rl.py``: ``to_pure_dict`` of the reference before, then
 ``array_equal`` after; a failure raises "Reference model parameters changed during training!"). The control donates
@@ -34,16 +35,18 @@ jax: Any = None
 jnp: Any = None
 optax: Any = None
 nnx: Any = None
+np: Any = None
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _libraries() -> None:
     """JAX, optax and flax, imported when a test runs, not when the fast tier collects this module (2-3 s)."""
-    global jax, jnp, optax, nnx
+    global jax, jnp, optax, nnx, np
     jax = pytest.importorskip("jax", reason="the slow group's JAX (pyproject.toml): make test-slow installs it")
     jnp = pytest.importorskip("jax.numpy")
     optax = pytest.importorskip("optax")
     nnx = pytest.importorskip("flax.nnx")
+    np = pytest.importorskip("numpy")
 
 
 TUNIX_DONATED = ("optimizer", "grad_accumulator")
@@ -101,7 +104,7 @@ def _copy_and_train(optimizer: str, donated: tuple[str, ...], restored: bool = F
     actor = nnx.clone(reference)  # MaxText: nnx.clone(reference_model.base)
     if restored:  # tunix's maybe_restore: the checkpoint's parameters into the actor
         nnx.update(actor, nnx.state(_base(1), nnx.Param))
-    before = _params(reference)
+    before = _params(reference)  # MaxText's capture: the reference's own arrays
     opt = nnx.Optimizer(actor, _optimizer(optimizer), wrt=nnx.Param)
     step = nnx.jit(_train_step, donate_argnames=donated)
     x, y = jnp.ones((2, 8), jnp.bfloat16), jnp.zeros((2, 4), jnp.float32)
@@ -122,11 +125,12 @@ def test_the_copy_reads_the_checkpoint_once_its_arrays_are_the_references():
 @pytest.mark.parametrize("optimizer", ["adafactor", "adamw"])
 @pytest.mark.parametrize("restored", [False, True], ids=["first attempt", "resumed attempt"])
 def test_tunix_trains_the_copy_and_the_reference_stays_the_base(optimizer, restored):
+    base = jax.tree.map(np.asarray, _params(_base(0)))  # the base's values, on the host
     reference, actor, before = _copy_and_train(optimizer, TUNIX_DONATED, restored)
-    after = _params(reference)
-    assert _unchanged(before, after), "MaxText raises: Reference model parameters changed during training!"
     assert not any(leaf.is_deleted() for leaf in jax.tree.leaves(nnx.state(reference, nnx.Param)))
-    assert not _unchanged(before, _params(actor)), "the actor trained"
+    assert _unchanged(before, _params(reference)), "MaxText raises: Reference model parameters changed during training!"
+    assert _unchanged(base, jax.tree.map(np.asarray, _params(reference))), "the reference holds the base's values"
+    assert not _unchanged(base, jax.tree.map(np.asarray, _params(actor))), "the actor trained"
 
 
 def test_a_trainer_that_donated_the_model_would_delete_the_reference():

@@ -269,6 +269,18 @@ BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
         "the ICI mesh tensor x expert x fsdp (1 x 1 x -1) must tile the trainer's 0 chips",
     ),
     (
+        # The actor a copy of the reference: 32 chips at chips_per_vm 16 are two VMs to MaxText, the trainer's and
+        # the sampler's chips apart; at 17, one VM, the same chips (model_creation_utils setup_configs_and_devices).
+        "actor-copy-needs-chips-apart",
+        [f"{T}extraArgs.chips_per_vm=16"],
+        lambda s: (s.training.knobs["load_checkpoint_only_once"], s.training.extra_args["chips_per_vm"]),
+        (True, "16"),
+        [f"{T}extraArgs.chips_per_vm=17"],
+        "must be false where train_rl's trainer and sampler share their chips (32 chips, chips_per_vm 17, "
+        "use_pathways true: fewer than two VMs or no Pathways): the actor would share the reference's arrays with "
+        "vLLM's copy, which tunix deletes at each weight sync",
+    ),
+    (
         # 16 trainer chips: tensor 2 x expert 4 x fsdp 2 is exactly 16; fsdp 1 leaves chips idle.
         "ici-mesh-equals-the-trainer",
         [f"{T}iciFsdpParallelism=2"],
@@ -532,6 +544,7 @@ REFUSED_AS = {
     "rollout-mesh-tiles-the-sampler": "tpu-rl:training.rolloutTensorParallelism = 4",
     "sampler-has-a-chip": "tpu-rl:training.rolloutTensorParallelism = 1",
     "trainer-has-a-chip": "tpu-rl:training.iciExpertParallelism = 1",
+    "actor-copy-needs-chips-apart": "tpu-rl:training.loadCheckpointOnlyOnce = true",
     "ici-mesh-equals-the-trainer": "tpu-rl:training.iciExpertParallelism = 4",
     "ici-mesh-not-larger-than-the-trainer": "tpu-rl:training.iciExpertParallelism = 4",
     "fsdp-fill-divides": "tpu-rl:training.iciExpertParallelism = 3",

@@ -335,6 +335,12 @@ BAD_INPUTS = [
         "tpu-rl:training.iciExpertParallelism",
         "trainer",
     ),
+    (
+        "actor-copy-on-shared-chips",
+        ["tpu-rl:training.extraArgs.use_pathways=false"],
+        "tpu-rl:training.loadCheckpointOnlyOnce",
+        "share their chips",
+    ),
     # -- combinations that cannot finish (docs/configuration.md "Combinations refused because they cannot finish")
     ("training-no-step", [f"{X}.train_fraction=0.05"], f"{X}.train_fraction", "= 0 steps"),
     (

@@ -148,5 +148,9 @@ def test_a_step_wait_imports_the_kubernetes_client_on_the_loops_thread_before_it
         jobset = cast(Any, types.SimpleNamespace(id=pulumi.Output.from_input("tpu-rl/train")))
         return await live.wait(plan_workflow(prod).train, jobset).future()
 
-    assert asyncio.run(wait()) == {}
+    loop = asyncio.new_event_loop()  # not asyncio.run, which leaves the thread no current loop for later tests
+    try:
+        assert loop.run_until_complete(wait()) == {}
+    finally:
+        loop.close()
     assert order == ["client imported", "tpu-rl-wait started"]

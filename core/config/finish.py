@@ -79,6 +79,32 @@ def check_meshes(knobs: dict[str, Any], chips: int, slices: int = 1) -> None:
         )
 
 
+RL_CHIPS_PER_VM = 4
+"""MaxText 0.2.5 ``rl.yml``'s ``chips_per_vm``, by which ``setup_configs_and_devices`` counts a slice's VMs."""
+
+
+def check_actor_copy(training: TrainingSettings, chips: int, slices: int) -> None:
+    """``loadCheckpointOnlyOnce`` makes the actor a copy of the reference that shares its buffers until its first
+    update; tunix deletes vLLM's previous copy of the weights at each weight sync (``generate/utils.py``
+    ``_delete_target_buffers``), so vLLM's copy must never alias the trainer's buffers: the trainer and the sampler
+    must have chips of their own. MaxText 0.2.5 ``model_creation_utils.setup_configs_and_devices`` gives them the same
+    chips on one slice unless it counts at least two VMs (``chips // chips_per_vm``) and runs under Pathways
+    (``use_pathways``); two slices are always apart. Only ``extraArgs`` can bring the chips together on a slice
+    tpu-rl accepts (a slice smaller than 8 chips is refused before this)."""
+    if training.knobs["load_checkpoint_only_once"] is not True or slices > 1:
+        return
+    per_vm = int(training.extra_args.get("chips_per_vm", RL_CHIPS_PER_VM))
+    pathways = training.extra_args.get("use_pathways", "true").lower() == "true"
+    if chips // max(per_vm, 1) < 2 or not pathways:
+        raise error(
+            _k("training.loadCheckpointOnlyOnce"),
+            True,
+            f"must be false where train_rl's trainer and sampler share their chips ({chips} chips, chips_per_vm "
+            f"{per_vm}, use_pathways {str(pathways).lower()}: fewer than two VMs or no Pathways): the actor would "
+            "share the reference's arrays with vLLM's copy, which tunix deletes at each weight sync",
+        )
+
+
 def _check_disaggregated(knobs: dict[str, Any], chips: int) -> None:
     """Two slices: MaxText's multislice rules for the trainer's slice, and the rollout's mesh on the samplers'."""
     rollout = int(knobs["rollout_tensor_parallelism"]) * int(knobs["rollout_expert_parallelism"])

@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from core.config.defaults import DEFAULT_PODS_READY, DEFAULT_RESTARTS, DEFAULT_UNSCHEDULABLE, RECOVERY_SECONDS
-from core.config.finish import check_cpu_disk, check_cpu_pool, check_meshes, check_steps_finish
+from core.config.finish import check_actor_copy, check_cpu_disk, check_cpu_pool, check_meshes, check_steps_finish
 from core.config.values import UNREADABLE, Problems, UnreadableError, Values, canonical_cidr, error
 from core.images import mirrored, mirrors_for
 from core.inputs import parse_json
@@ -190,6 +190,7 @@ def build_settings(values: dict[str, Any], stack: str, problems: Problems) -> Se
         run(check_cpu_pool, cpu_pool, model, run(lambda w: w.step_memory_gib, workflow))
         run(check_cpu_disk, cpu_pool, model)
         run(lambda t, s, u: check_meshes(t.knobs, s.chips, u.slices), training, shape, tpu)
+        run(lambda t, s, u: check_actor_copy(t, s.chips, u.slices), training, shape, tpu)
         run(lambda t, w: check_steps_finish(t, w.steps), training, workflow)
     publish = run(_publish, v)
     run(_own_queue, v)
