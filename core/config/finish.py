@@ -95,7 +95,7 @@ def check_actor_copy(training: TrainingSettings, chips: int, slices: int) -> Non
         return
     per_vm = int(training.extra_args.get("chips_per_vm", RL_CHIPS_PER_VM))
     pathways = training.extra_args.get("use_pathways", "true").lower() == "true"
-    if chips // max(per_vm, 1) < 2 or not pathways:
+    if per_vm < 1 or chips // per_vm < 2 or not pathways:
         raise error(
             _k("training.loadCheckpointOnlyOnce"),
             True,
