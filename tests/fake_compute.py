@@ -23,6 +23,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.loopback import POLL_SECONDS
+
 ZONE_URL = "https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}"
 
 
@@ -518,7 +520,7 @@ def fake_compute() -> Iterator[FakeCompute]:
     server.daemon_threads = True
     server.fake = fake  # type: ignore[attr-defined]
     fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_SECONDS}, daemon=True).start()
     try:
         yield fake
     finally:

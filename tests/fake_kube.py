@@ -24,6 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.loopback import POLL_SECONDS
+
 KINDS = {
     "JobSet": ("jobset.x-k8s.io", "v1alpha2", "jobsets", True),
     "Workload": ("kueue.x-k8s.io", "v1beta2", "workloads", True),
@@ -627,7 +629,7 @@ class FakeCluster:
             server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
             self.ca_pem = ca.cert_pem.bytes()
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}"
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_SECONDS}, daemon=True).start()
         self._server = server
         return self
 
@@ -699,7 +701,7 @@ def cutting_handshakes(cluster: FakeCluster, cut: int) -> Iterator[Relay]:
 
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_SECONDS}, daemon=True).start()
     relay.kubeconfig["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{server.server_address[1]}"
     try:
         yield relay

@@ -19,6 +19,7 @@ import numpy as np
 
 from core.hf_model import ModelLayout, Tensor
 from tests.fake_hub import GOOD
+from tests.loopback import POLL_SECONDS
 
 LANG = "model.language_model."
 CONFIG: dict[str, Any] = {
@@ -210,7 +211,7 @@ class RangeIgnoringProxy:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": POLL_SECONDS}, daemon=True).start()
 
     def close(self) -> None:
         self.server.shutdown()

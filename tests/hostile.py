@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from tests.loopback import RESET_ON_CLOSE
+from tests.loopback import POLL_SECONDS, RESET_ON_CLOSE
 
 Answer = tuple[int, dict[str, str], bytes]
 MODES = (
@@ -154,7 +154,7 @@ def hostile(mode: str, answer: Callable[[str, str], Answer]) -> Iterator[Hostile
         server.socket = context.wrap_socket(server.socket, server_side=True)
         scheme = "https"
     server.url = f"{scheme}://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_SECONDS}, daemon=True)
     thread.start()
     try:
         yield server
