@@ -263,6 +263,26 @@ def test_the_new_knobs_keep_the_releases_defaults_and_are_passed_only_when_chang
     assert "reward_num_workers=-1" in changed
 
 
+def test_a_knob_left_out_at_maxtexts_value_is_the_releases_default():
+    """A knob whose argv leaves its key out at ``maxtext_value`` (``loadCheckpointOnlyOnce`` false) relies on the
+    release running with that value: no YAML file of the release sets the key, and its field's default in
+    ``configs/types.py`` is that value. A release that changed it fails here, at adoption."""
+    import ast
+
+    base, rl = (yaml.safe_load(_vendored(f"configs/{name}")) for name in ("base.yml", "post_train/rl.yml"))
+    fields = _models().fields(maxtext_keys.CONFIG_CLASS)
+    knobs = [knob for knob in TRAINING_KNOBS if knob.maxtext_value is not None]
+    assert [k.key for k in knobs] == ["load_checkpoint_only_once"]
+    for knob in knobs:
+        assert knob.key not in base and knob.key not in rl, f"{knob.key}: a YAML file sets it"
+        default = fields[knob.key].default
+        if isinstance(default, ast.Call) and ast.unparse(default.func) == "Field":
+            default = [*default.args[:1], *(k.value for k in default.keywords if k.arg == "default")][0]
+        assert default is not None and ast.literal_eval(default) == knob.maxtext_value, knob.key
+    at_default = _steps_argv("prod")["train"]
+    assert "load_checkpoint_only_once=true" in at_default, "tpu-rl's default differs from MaxText's: it is passed"
+
+
 # -- the adoption command --------------------------------------------------------------------------------
 
 
