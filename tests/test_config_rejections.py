@@ -341,6 +341,12 @@ BAD_INPUTS = [
         "tpu-rl:training.loadCheckpointOnlyOnce",
         "share their chips",
     ),
+    (
+        "no-chip-per-vm",
+        ["tpu-rl:training.extraArgs.chips_per_vm=0", "tpu-rl:training.loadCheckpointOnlyOnce=false"],
+        "tpu-rl:training.extraArgs.chips_per_vm",
+        "at least 1",
+    ),
     # -- combinations that cannot finish (docs/configuration.md "Combinations refused because they cannot finish")
     ("training-no-step", [f"{X}.train_fraction=0.05"], f"{X}.train_fraction", "= 0 steps"),
     (

@@ -659,10 +659,16 @@ def test_the_example_stacks_step_names(stack):
 
 @pytest.mark.parametrize("stack", sorted(BEFORE_ONE_READ))
 def test_reading_the_checkpoint_twice_keeps_the_names_of_the_version_before(stack):
-    """MaxText's default (false) leaves the key out of the argv, so a stack that sets it before upgrading keeps its
-    finished steps (docs/operations.md "Upgrading tpu-rl")."""
+    """MaxText's default (false) leaves the key out of the argv, so a stack that sets it with the upgrade keeps its
+    finished steps (docs/operations.md "Upgrading tpu-rl"), the evaluation and the publication too."""
     twice = settings(stack, ["tpu-rl:training.loadCheckpointOnlyOnce=false"])
     assert [step.name for step in jobs(twice).steps] == BEFORE_ONE_READ[stack]
+    if stack == "prod":
+        every = ["tpu-rl:publish.repo=me/model", "tpu-rl:workflow.steps.evaluate=true"]
+        names = [
+            s.name for s in plan_workflow(settings("prod", [*every, "tpu-rl:training.loadCheckpointOnlyOnce=false"]))
+        ]
+        assert names[3:] == ["gemma4-26b-evaluate-a993bcb7a4", "gemma4-26b-publish-5040b1cc60"], "589abad's"
 
 
 def test_the_cloud_logging_links():

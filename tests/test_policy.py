@@ -2999,7 +2999,6 @@ CHECKPOINT_READ_MINUTES)."""
     ],
     ids=["true", "unset", "false", "environment", "unread"],
 )
-@pytest.mark.slow
 def test_the_budget_costs_the_second_read_unless_train_rl_reads_the_checkpoint_once(once, env, extra):
     overrides = {key: value for key, value in RUN.items() if key != "load_checkpoint_only_once"}
     overrides |= {"num_batches": "5000", **({"load_checkpoint_only_once": once} if once is not None else {})}

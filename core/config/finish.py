@@ -91,11 +91,15 @@ def check_actor_copy(training: TrainingSettings, chips: int, slices: int) -> Non
     chips on one slice unless it counts at least two VMs (``chips // chips_per_vm``) and runs under Pathways
     (``use_pathways``); two slices are always apart. Only ``extraArgs`` can bring the chips together on a slice
     tpu-rl accepts (a slice smaller than 8 chips is refused before this)."""
+    per_vm = int(training.extra_args.get("chips_per_vm", RL_CHIPS_PER_VM))
+    if per_vm < 1:
+        raise error(
+            _k("training.extraArgs.chips_per_vm"), per_vm, "must be at least 1: MaxText divides the slice's chips by it"
+        )
     if training.knobs["load_checkpoint_only_once"] is not True or slices > 1:
         return
-    per_vm = int(training.extra_args.get("chips_per_vm", RL_CHIPS_PER_VM))
     pathways = training.extra_args.get("use_pathways", "true").lower() == "true"
-    if per_vm < 1 or chips // per_vm < 2 or not pathways:
+    if chips // per_vm < 2 or not pathways:
         raise error(
             _k("training.loadCheckpointOnlyOnce"),
             True,
