@@ -91,11 +91,6 @@ CHECKPOINT_READ_MINUTES = 2
 assumption. MaxText reads it once more, into the actor, when ``tpu-rl:training.loadCheckpointOnlyOnce`` is false."""
 BASELINE_STARTUP_MINUTES = 45
 """The start-up this model assumed before issue 40 (0.75 h: two checkpoint reads), the baseline of its goal."""
-STARTUP_COMPONENTS: dict[str, float] = {name: minutes / 60 for name, minutes in STARTUP_MINUTES.items()}
-"""The same in hours."""
-TRAIN_STARTUP_HOURS = sum(STARTUP_COMPONENTS.values())
-"""Scheduling, images, Pathways start-up, loading, compilation, checkpoint restore, the pre-RL eval and the first
-step at the defaults: 0.72 h (``STARTUP_COMPONENTS``)."""
 WARM_COMPILE_MINUTES = 2
 """The compile component of a restarted attempt, which finds its run's compilation cache warm (Pathways keeps it in
 the training step's scratch, ``core.layout.compile_cache``, kept across attempts): issue 40 reports vLLM on TPU
@@ -116,9 +111,6 @@ RESTART_STARTUP_MINUTES: dict[str, int] = restarted(STARTUP_MINUTES)
 attempt that resumes from a checkpoint skips it (its weights are not the base's: ``workloads/container/launch.py``
 ``skip_pre_rl_evaluation``; the weight sync before it stays), and a restart resumes from the checkpoint the failure
 modes count the steps since (one before the run's first checkpoint is a fresh start and evaluates again)."""
-TRAIN_RESTART_HOURS = sum(RESTART_STARTUP_MINUTES.values()) / 60
-"""A restart's start-up at the defaults: 0.5 h, 8 minutes of cold compilation and the 5-minute pre-RL evaluation
-less than the first attempt's 43 minutes."""
 WARM_NODE_RESTART_MINUTES: dict[str, int] = restarted(STARTUP_MINUTES, same_nodes=True)
 """A restart on the nodes the run already holds (a stalled attempt, a restart after a pod's disruption that left the
 VMs in place): no node to wait for, and no image to pull, since the kubelet keeps the digest-pinned images (no

@@ -107,10 +107,7 @@ def training_run(overrides: Mapping[str, str], env: Mapping[str, EnvValue]) -> T
         other = next((k for k in overrides if k != key and (key.startswith(k + ".") or k.startswith(key + "."))), None)
         if other is not None:
             return f"cannot read {key}= beside {other}="
-        value: Any = overrides.get(key)
-        if value is None and "." not in key:
-            from_env = env.get(f"M_{key.upper()}")
-            value = from_env.value if from_env is not None and isinstance(from_env.value, str) else None
+        value = _read(overrides, env, key)
         if key == "model_name":
             if not isinstance(value, str) or not value:
                 return f"cannot read {key}="
@@ -132,12 +129,18 @@ def training_run(overrides: Mapping[str, str], env: Mapping[str, EnvValue]) -> T
     )
 
 
+def _read(overrides: Mapping[str, str], env: Mapping[str, EnvValue], key: str) -> Any:
+    """A key's value as train_rl gets it: the override, else (a top-level key) its ``M_<KEY>`` environment variable
+    when that is plain text; None: neither."""
+    value: Any = overrides.get(key)
+    if value is None and "." not in key:
+        from_env = env.get(f"M_{key.upper()}")
+        value = from_env.value if from_env is not None and isinstance(from_env.value, str) else None
+    return value
+
+
 def _reads_once(overrides: Mapping[str, str], env: Mapping[str, EnvValue]) -> bool:
-    """Whether train_rl reads the converted checkpoint once (``load_checkpoint_only_once``, MaxText's default false),
-    from the overrides, else ``M_LOAD_CHECKPOINT_ONLY_ONCE``; only a plain true counts, so a value this policy cannot
-    read is costed at the second read."""
-    value: Any = overrides.get("load_checkpoint_only_once")
-    if value is None:
-        from_env = env.get("M_LOAD_CHECKPOINT_ONLY_ONCE")
-        value = from_env.value if from_env is not None else None
+    """Whether train_rl reads the converted checkpoint once (``load_checkpoint_only_once``, MaxText's default false);
+    only a plain true counts, so a value this policy cannot read is costed at the second read."""
+    value = _read(overrides, env, "load_checkpoint_only_once")
     return isinstance(value, str) and value.lower() == "true"
