@@ -19,7 +19,7 @@ LOCAL_STATE ?=
 # destroy) are never given by these targets (docs/operations.md "Flags that bypass a guard").
 YES ?=
 
-.PHONY: help up stack preview policy-preview plan destroy refresh unlock state-bucket logs test test-slow lint venv dev-venv policy-venv status report mutation readme lock maxtext
+.PHONY: help up stack preview policy-preview plan destroy refresh unlock state-bucket logs test test-slow lint venv dev-venv policy-venv status report mutation readme lock maxtext controller
 
 # The targets a user runs, with what they do (`make help`; tests/test_makefile.py keeps it complete).
 help:
@@ -42,6 +42,7 @@ help:
 	@echo "make readme                  rewrite the docs' generated tables"
 	@echo "make lock                    regenerate the hashed locks after editing requirements.txt or pyproject.toml's ranges"
 	@echo "make maxtext VERSION=0.2.5   adopt a MaxText release (LOADER=python3.12: its config loader's venv too)"
+	@echo "make controller NAME=kueue VERSION=0.17.8  adopt a JobSet or Kueue release (REPO=DIR: a clone holding its tag)"
 	@echo "make mutation                mutation testing of the pure builders"
 
 # Every environment comes from a hashed lock alone (docs/testing.md "Dependencies"). requirements.lock pins,
@@ -133,6 +134,10 @@ lock: $(UV)
 maxtext: $(VENV)/.installed-dev
 	@test -n "$(VERSION)" || { echo "make maxtext VERSION=0.2.5: the MaxText release to adopt"; exit 2; }
 	$(PY) -m tools.adopt_maxtext $(VERSION) $(if $(LOADER),--loader $(LOADER))
+
+controller: $(VENV)/.installed-dev
+	@test -n "$(NAME)" -a -n "$(VERSION)" || { echo "make controller NAME=kueue VERSION=0.17.8: the JobSet or Kueue release to adopt"; exit 2; }
+	$(PY) -m tools.adopt_controller $(NAME) $(VERSION) $(if $(REPO),--repo $(REPO))
 
 # Log in where the stack's state lives (tools/state.py `select`: one line and exit 2 when it would be inside this
 # checkout), then select the stack, or create it with the secrets provider the backend calls for. A stack found

@@ -61,6 +61,14 @@ def shared_path(*parts: str) -> Path:
     pytest.fail(f"{why}; {SHARED_OPTIONAL}=1 skips such a test")
 
 
+def release_crd(controller: str, version: str, plural: str) -> Path:
+    """The vendored CRD of an adopted JobSet or Kueue release (``core.controllers.RELEASES``: where
+    ``tools/adopt_controller.py`` vendored it)."""
+    from core.controllers import RELEASES
+
+    return shared_path(*RELEASES[controller][version].crds[plural].split("/"))  # type: ignore[index]
+
+
 @functools.cache
 def _check_vendored() -> None:
     """Every vendored file is the content SHA256SUMS records (an .xz one decompressed), and nothing else is there."""

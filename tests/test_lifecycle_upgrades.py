@@ -4,7 +4,8 @@ Upgrading the JobSet or Kueue chart updates its CRDs, or `up` refuses with the c
 chart's ``crds/`` when it first installs the chart and never on an upgrade (helm v3.20.2
 ``pkg/action/install.go`` ``installCRDs``, ``pkg/action/upgrade.go``), and the JobSet chart ships its CRD there
 (``charts/jobset/crds/`` at v0.10.1 and v0.12.0); Kueue's chart renders its CRDs as templates
-(``charts/kueue/templates/crd/`` at v0.17.1), which an upgrade applies like any other object.
+(``charts/kueue/templates/crd/`` at v0.17.1), which an upgrade applies like any other object, so Kueue needs no such
+check: ``make controller`` refuses a Kueue release whose chart does not (tests/test_adopt_controller.py).
 
 The version that names each CPU step's Kubernetes service account as its Google account (issue 41,
 docs/operations.md "Upgrading tpu-rl") re-runs no step: the identity hashes the account by its step
@@ -20,25 +21,21 @@ import yaml
 
 import infra.gcp.naming
 import workloads.specs.step_manifests
-from core.config.schema import JOBSET_VERSIONS, KUEUE_VERSIONS
+from core.controllers import JOBSET_SPEC_FIELDS, JOBSET_VERSIONS, RELEASES
 from core.names import step_ksa
-from infra.k8s.manifests import JOBSET_CRD, JOBSET_SPEC_FIELDS, jobset_crd_fields, jobset_crd_problem
-from tests.conftest import shared_path
+from infra.k8s.manifests import JOBSET_CRD, jobset_crd_fields, jobset_crd_problem
+from tests.conftest import release_crd
 from tests.engine import HELM_RELEASE
 from tests.scenario import STEPS, live, names
 from workloads.specs.step_specs import ACCOUNT_PATH
 
 REAL_CLUSTER = True
-CRD_FILES = {
-    "0.10.1": ("schemas", "jobset.x-k8s.io_jobsets.yaml"),
-    "0.12.0": ("schemas", "jobset-v0.12.0", "jobset.x-k8s.io_jobsets.yaml"),
-}
 UPGRADE = ["tpu-rl:workflow.jobsetVersion=0.12.0"]
 
 
 @functools.cache
 def _crd(version: str) -> dict:
-    return yaml.load(shared_path(*CRD_FILES[version]).read_text(), Loader=yaml.CSafeLoader)
+    return yaml.load(release_crd("jobset", version, "jobsets").read_text(), Loader=yaml.CSafeLoader)
 
 
 def crd(version: str) -> dict:
@@ -49,7 +46,7 @@ def crd(version: str) -> dict:
 
 @pytest.mark.pure
 def test_every_allowed_jobset_version_names_the_spec_fields_its_crd_serves():
-    assert set(JOBSET_SPEC_FIELDS) == set(JOBSET_VERSIONS) == set(CRD_FILES)
+    assert set(JOBSET_SPEC_FIELDS) == set(JOBSET_VERSIONS) == set(RELEASES["jobset"])
     for version in JOBSET_VERSIONS:
         assert crd(version)["metadata"]["name"] == JOBSET_CRD
         assert jobset_crd_fields(crd(version)) == JOBSET_SPEC_FIELDS[version], version
@@ -70,20 +67,13 @@ def test_the_crd_check_refuses_an_older_crd_in_one_line_with_the_command():
     assert "spec.volumeClaimPolicies" in str(jobset_crd_problem(unreadable, "0.12.0"))
 
 
-@pytest.mark.pure
-def test_kueue_has_one_version_whose_chart_upgrades_its_crds():
-    """A second Kueue version needs no CRD step as long as its chart keeps them in ``templates/crd/`` (check the
-    new chart, then extend this test)."""
-    assert KUEUE_VERSIONS == ("0.17.1",)
-
-
 @pytest.mark.slow
 def test_upgrading_jobset_stops_before_the_chart_until_its_crd_is_applied_then_upgrades(stack):
     """From 0.10.1 to 0.12.0 on a running stack: the install created 0.10.1's CRD; the upgrade's preview and its
     `up` read it, find it older and stop before the release changes (the release's version is an Output the check
     resolves), with the same line; once the documented command applied 0.12.0's CRD, the preview passes and `up`
     upgrades the release and keeps every step (the JobSet version is not part of a step's identity)."""
-    stack.jobset_crds = {version: crd(version) for version in CRD_FILES}
+    stack.jobset_crds = {version: crd(version) for version in JOBSET_VERSIONS}
     assert stack.up().error is None
     installed = stack.cluster.get("CustomResourceDefinition", "", JOBSET_CRD)
     assert jobset_crd_fields(installed) == JOBSET_SPEC_FIELDS["0.10.1"]
@@ -204,7 +194,7 @@ def test_a_preview_that_cannot_read_the_cluster_warns_once_and_up_still_refuses(
     """The preview's CRD check reads the cluster when it exists; one this machine cannot read (here the API server
     refuses the credential) is one warning and no refusal: the workflow's, which reads the same cluster, or without
     the workflow the check's own; `up` checks again before the chart changes, and refuses there."""
-    stack.jobset_crds = {version: crd(version) for version in CRD_FILES}
+    stack.jobset_crds = {version: crd(version) for version in JOBSET_VERSIONS}
     assert stack.up().error is None
     installed = stack.cluster.get("CustomResourceDefinition", "", JOBSET_CRD)
     token, stack.cluster.token = stack.cluster.token, "another-token"  # every request now answers 401

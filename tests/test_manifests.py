@@ -8,7 +8,8 @@ import jsonschema
 import kubernetes_validate
 import pytest
 
-from tests.conftest import plan_of, shared_path
+from core.controllers import JOBSET_VERSIONS, KUEUE_VERSIONS
+from tests.conftest import plan_of, release_crd
 from tests.k8s_validation import (
     WebhookError,
     crd_validator,
@@ -21,10 +22,7 @@ from tests.k8s_validation import (
 
 @pytest.fixture(scope="module")
 def jobset_validators():
-    return [
-        crd_validator(shared_path("schemas", "jobset.x-k8s.io_jobsets.yaml")),
-        crd_validator(shared_path("schemas", "jobset-v0.12.0", "jobset.x-k8s.io_jobsets.yaml")),
-    ]
+    return [crd_validator(release_crd("jobset", version, "jobsets")) for version in JOBSET_VERSIONS]
 
 
 def _objects(stack):
@@ -36,8 +34,9 @@ KUEUE = {"ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues", "
 
 @pytest.fixture(scope="module")
 def kueue_validators():
+    """Each kind's validators, one per adopted Kueue release."""
     return {
-        kind: crd_validator(shared_path("schemas", "kueue", f"kueue.x-k8s.io_{plural}.yaml"), "v1beta2")
+        kind: [crd_validator(release_crd("kueue", version, plural), "v1beta2") for version in KUEUE_VERSIONS]
         for kind, plural in KUEUE.items()
     }
 
@@ -86,8 +85,9 @@ def test_the_kueue_objects_validate_against_kueues_crds_and_webhooks(stack, over
     objects = _kueue_objects(stack, *overrides)
     assert sorted(o["kind"] for o in objects) == ["ClusterQueue", "LocalQueue", "ResourceFlavor", "ResourceFlavor"]
     for obj in objects:
-        errors = list(kueue_validators[obj["kind"]].iter_errors(obj))
-        assert not errors, f"{obj['kind']}: {errors[0].message}"
+        for validator in kueue_validators[obj["kind"]]:
+            errors = list(validator.iter_errors(obj))
+            assert not errors, f"{obj['kind']}: {errors[0].message}"
     kueue_webhook_rules(objects)
 
 
@@ -123,8 +123,9 @@ def test_the_kueue_validation_catches_broken_objects(case, kueue_validators):
     mutate(target)
     with pytest.raises((jsonschema.ValidationError, WebhookError)):
         for obj in objects:
-            for error in kueue_validators[obj["kind"]].iter_errors(obj):
-                raise jsonschema.ValidationError(error.message)
+            for validator in kueue_validators[obj["kind"]]:
+                for error in validator.iter_errors(obj):
+                    raise jsonschema.ValidationError(error.message)
         kueue_webhook_rules(objects)
 
 

@@ -37,6 +37,7 @@ from core.config.formats import (
     ZONE,
 )
 from core.config.values import Boolean, Duration, Integer, Number, OneOf, Reader, Text
+from core.controllers import JOBSET_VERSIONS, KUEUE_VERSIONS
 from core.knobs import DATASETS, OPTIMIZERS, TRAINING_KNOBS, Knob
 from core.maxtext_keys import MAXTEXT_VERSION
 from core.models import DEFAULT_MODEL, MODELS, step_memory_gib
@@ -97,11 +98,6 @@ IMAGE_REGISTRIES = ("us-docker.pkg.dev/cloud-tpu-images", "us-docker.pkg.dev/clo
 MaxText and Pathways images (an image from anywhere else runs with the Hugging Face token and a read-write
 bucket identity)."""
 EXCLUSION_SCOPES = ("NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES", "none")
-JOBSET_VERSIONS = ("0.10.1", "0.12.0")
-"""JobSet charts whose CRD the step manifests are validated against (tests/test_manifests.py; Cluster
-Toolkit allow-lists its JobSet versions the same way)."""
-KUEUE_VERSIONS = ("0.17.1",)
-"""Kueue charts whose CRDs and webhook rules the stack's flavors and queues are validated against."""
 
 
 def _knob_field(knob: Knob) -> Field:

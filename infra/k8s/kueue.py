@@ -59,6 +59,12 @@ FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
 
 def manager_config(settings: Settings) -> dict[str, Any]:
     """Kueue's Configuration (``config.kueue.x-k8s.io/v1beta2``, decoded strictly: no unknown field)."""
+    return configuration(settings.kueue.pods_ready_timeout, settings.kueue.recovery_timeout)
+
+
+def configuration(pods_ready_timeout: int, recovery_timeout: int) -> dict[str, Any]:
+    """The manager configuration with these waitForPodsReady timeouts (seconds): ``tools/adopt_controller.py``
+    checks a release's ``Configuration`` has every field of it."""
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -80,8 +86,8 @@ def manager_config(settings: Settings) -> dict[str, Any]:
         # v1beta2 has no `enable`: the block's presence turns it on. recoveryTimeout would default to timeout
         # (apis/config/v1beta2/defaults.go): a node repair under a running training takes longer than that.
         "waitForPodsReady": {
-            "timeout": format_duration(settings.kueue.pods_ready_timeout),
-            "recoveryTimeout": format_duration(settings.kueue.recovery_timeout),
+            "timeout": format_duration(pods_ready_timeout),
+            "recoveryTimeout": format_duration(recovery_timeout),
             "blockAdmission": False,
             "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 0},
         },

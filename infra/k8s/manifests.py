@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from core.controllers import JOBSET_SPEC_FIELDS
 from core.names import COMPONENT_LABEL, HF_SECRET, HF_SECRET_KEY, SCRATCH_STORAGE_CLASS
 from core.pathways import PORTS
 from core.steps import STEPS
@@ -161,24 +162,6 @@ JOBSET_CRD = "jobsets.jobset.x-k8s.io"
 """The CRD the JobSet chart ships in ``crds/`` (``charts/jobset/crds/jobset.x-k8s.io_jobsets.yaml`` at v0.10.1
 and v0.12.0; ``templates/`` holds none)."""
 JOBSET_CRD_VERSION = "v1alpha2"
-JOBSET_SPEC_FIELDS: dict[str, frozenset[str]] = {
-    "0.10.1": frozenset(
-        {
-            "coordinator",
-            "failurePolicy",
-            "managedBy",
-            "network",
-            "replicatedJobs",
-            "startupPolicy",
-            "successPolicy",
-            "suspend",
-            "ttlSecondsAfterFinished",
-        }
-    ),
-}
-JOBSET_SPEC_FIELDS["0.12.0"] = JOBSET_SPEC_FIELDS["0.10.1"] | {"volumeClaimPolicies"}
-"""The top-level ``spec`` fields of each allowed chart version's CRD (``core.config.schema.JOBSET_VERSIONS``;
-a test pins them against the CRD files): a CRD served without one of its version's fields predates it."""
 
 
 def jobset_crd_fields(crd: Mapping[str, Any]) -> frozenset[str]:

@@ -9,21 +9,18 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, ResourceValidationArgs, ResourceValidationPolicy, Severity
 
-from core.config.schema import JOBSET_VERSIONS, KUEUE_VERSIONS
+from core.controllers import CHART_VALUES, JOBSET_VERSIONS, KUEUE_VERSIONS
 
 from .properties import _m, unseen
 from .resources import HELM_RELEASE, Report, _guarded_resource
 
 HELM_CHARTS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]] = {
     # chart: (versions, the value paths tpu-rl sets; "*" is any one key)
-    "oci://registry.k8s.io/jobset/charts/jobset": (JOBSET_VERSIONS, ()),
-    "oci://registry.k8s.io/kueue/charts/kueue": (
-        KUEUE_VERSIONS,
-        (("controllerManager", "nodeSelector", "*"), ("managerConfig", "controllerManagerConfigYaml")),
-    ),
+    "oci://registry.k8s.io/jobset/charts/jobset": (JOBSET_VERSIONS, CHART_VALUES["jobset"]),
+    "oci://registry.k8s.io/kueue/charts/kueue": (KUEUE_VERSIONS, CHART_VALUES["kueue"]),
 }
 """The Helm charts tpu-rl installs (``infra/k8s/platform.py`` JOBSET_CHART, ``infra/k8s/kueue.py`` CHART; a test
-keeps them equal), at the versions the configuration accepts (``core.config.schema``)."""
+keeps them equal), at the versions adopted (``core.controllers``, which the configuration accepts)."""
 
 
 def _value_paths(values: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:

@@ -7,7 +7,7 @@ object can overflow a label in theirs: the training JobSet's coordinator label w
 JobSet itself. This module derives those objects and checks them with Kubernetes' rules
 (``core.kubernetes_rules``), so such a stack is refused before anything is created.
 
-Formulas, by controller and version (``core.config.schema.JOBSET_VERSIONS``; both allowed versions derive the
+Formulas, by controller and version (``core.controllers.JOBSET_VERSIONS``; both allowed versions derive the
 same objects, only their validating webhooks differ):
 
 - JobSet v0.10.1 and v0.12.0, ``pkg/controllers/jobset_controller.go``: child Jobs ``<jobset>-<replicatedJob>-<job

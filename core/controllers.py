@@ -1,0 +1,83 @@
+"""The JobSet and Kueue releases the stack can install, as ``make controller`` adopted them (plain data).
+
+``core/data/controllers.json`` is written by ``tools/adopt_controller.py`` from each release's git tag (never by
+hand; docs/operations.md "Adopting a JobSet or Kueue release"): per controller and version, the tag's commit, the
+CRDs the stack's objects are validated against (their vendored copies in ``tests/data/vendor/``) and, for JobSet,
+the top-level ``spec`` fields its CRD serves (``infra.k8s.manifests.jobset_crd_problem`` refuses an upgrade whose
+CRD the cluster lacks). The configuration accepts exactly these versions (``core.config.schema``), and so does the
+policy pack's ``reviewed-helm-charts``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+Controller = Literal["jobset", "kueue"]
+CONTROLLERS: tuple[Controller, ...] = ("jobset", "kueue")
+DATA = Path(__file__).parent / "data" / "controllers.json"
+
+API_VERSIONS: dict[Controller, str] = {"jobset": "v1alpha2", "kueue": "v1beta2"}
+"""The version of each controller's API the stack's objects are written in (``jobset.x-k8s.io/v1alpha2``,
+``kueue.x-k8s.io/v1beta2``): a release whose CRDs do not serve it cannot be adopted."""
+CRDS: dict[Controller, tuple[str, ...]] = {
+    "jobset": ("jobsets",),
+    "kueue": ("resourceflavors", "clusterqueues", "localqueues"),
+}
+"""The plural of each CRD whose objects the stack creates: the ones a release's copy is vendored of."""
+CHART_VALUES: dict[Controller, tuple[tuple[str, ...], ...]] = {
+    "jobset": (),
+    "kueue": (("controllerManager", "nodeSelector", "*"), ("managerConfig", "controllerManagerConfigYaml")),
+}
+"""The value paths tpu-rl sets on each chart ("*" is any one key): ``infra.k8s.kueue.helm_values``. The policy pack
+allows no other (``reviewed-helm-charts``); a release's chart must still have them."""
+
+
+@dataclass(frozen=True)
+class Release:
+    """One adopted release of a controller."""
+
+    version: str
+    commit: str
+    """The commit its tag ``v<version>`` names."""
+    crds: dict[str, str]
+    """CRD plural -> its vendored copy, a path under ``tests/data/vendor/`` (``../shared``'s layout)."""
+    spec_fields: frozenset[str] = frozenset()
+    """JobSet only: the top-level ``spec`` fields its CRD serves at ``v1alpha2``."""
+    configuration: str | None = None
+    """Kueue only: its ``Configuration`` types (``apis/config/v1beta2/configuration_types.go``), vendored beside
+    the CRDs: the stack's manager configuration (``infra.k8s.kueue.configuration``) is checked against them."""
+
+
+def crd_file(controller: Controller, version: str, plural: str) -> str:
+    """Where a release's CRD is vendored: ``schemas/<controller>-v<version>/<group>_<plural>.yaml``."""
+    return f"schemas/{controller}-v{version}/{controller}.x-k8s.io_{plural}.yaml"
+
+
+def _release(version: str, entry: dict) -> Release:
+    return Release(
+        version=version,
+        commit=str(entry["commit"]),
+        crds={str(k): str(v) for k, v in entry["crds"].items()},
+        spec_fields=frozenset(entry.get("specFields", ())),
+        configuration=entry.get("configuration"),
+    )
+
+
+def load(path: Path = DATA) -> dict[Controller, dict[str, Release]]:
+    """Every adopted release, by controller and version (oldest first)."""
+    data = json.loads(path.read_text())
+    return {name: {v: _release(v, e) for v, e in data[name].items()} for name in CONTROLLERS}
+
+
+RELEASES = load()
+JOBSET_VERSIONS: tuple[str, ...] = tuple(RELEASES["jobset"])
+"""JobSet charts whose CRD the step manifests are validated against (tests/test_manifests.py; Cluster Toolkit
+allow-lists its JobSet versions the same way)."""
+KUEUE_VERSIONS: tuple[str, ...] = tuple(RELEASES["kueue"])
+"""Kueue charts whose CRDs the stack's flavors and queues are validated against."""
+JOBSET_SPEC_FIELDS: dict[str, frozenset[str]] = {v: r.spec_fields for v, r in RELEASES["jobset"].items()}
+"""The top-level ``spec`` fields of each allowed JobSet version's CRD: a CRD served without one of its version's
+fields predates it."""

@@ -1,0 +1,381 @@
+"""Adopt a JobSet or Kueue release: what the stack relies on checked in its source, its CRDs vendored, one command.
+
+    python -m tools.adopt_controller {jobset,kueue} VERSION [--repo GIT_DIR]
+    (make controller NAME=kueue VERSION=0.17.8 [REPO=GIT_DIR])
+
+1. Reads the release's tag ``v<VERSION>`` from a git repository: ``--repo`` (a clone or a bare mirror of
+   github.com/kubernetes-sigs/<name> holding the tag; offline), else a bare, blob-less clone of that tag alone
+   into ``build/<name>-v<VERSION>.git`` (``git clone``, bounded by ``CLONE_SECONDS``).
+2. Checks, in the tag's files, what the stack relies on, and exits 1 with one line per check that fails, writing
+   nothing:
+   - each CRD whose objects the stack creates (``core.controllers.CRDS``,
+     ``config/components/crd/bases/<group>_<plural>.yaml``) serves the API version they are written in
+     (``core.controllers.API_VERSIONS``);
+   - JobSet: its chart ships that same CRD in ``charts/jobset/crds/`` (Helm installs ``crds/`` on the chart's first
+     install only, so `up` checks the cluster's CRD before an upgrade: ``infra.k8s.manifests.jobset_crd_problem``,
+     with the spec fields written here);
+   - Kueue: its chart renders its CRDs from ``charts/kueue/templates/crd/`` (so an upgrade of the release applies
+     them); its ``values.yaml`` has every value path tpu-rl sets (``core.controllers.CHART_VALUES``); its
+     ``Configuration`` (``apis/config/v1beta2/configuration_types.go``, decoded strictly: an unknown field stops the
+     controller) has every field of the stack's manager configuration (``infra.k8s.kueue.configuration``).
+3. Writes the CRDs to ``tests/data/vendor/schemas/<name>-v<VERSION>/`` (``xz``), their ``SHA256SUMS`` lines and
+   their rows of ``tests/data/vendor/README.md``, and the release's entry of ``core/data/controllers.json`` (its
+   commit, its CRDs, JobSet's spec fields), which the configuration, the `up` checks and the policy pack read.
+4. Prints what changed against the newest release adopted before: the spec fields of each CRD added and removed.
+
+`make test` then validates every step's JobSet against every adopted JobSet's CRD and the flavors and queues against
+every Kueue's, and checks the data against the vendored files (docs/operations.md "Adopting a JobSet or Kueue
+release", which lists what a human reads besides). Bad arguments exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from core.controllers import API_VERSIONS, CHART_VALUES, CONTROLLERS, CRDS, DATA, Controller, crd_file
+from infra.k8s.kueue import configuration
+from infra.k8s.manifests import jobset_crd_fields
+from tools.adopt_maxtext import _compressed, git_blob, sha256
+
+ROOT = Path(__file__).resolve().parents[1]
+VENDOR_DIR = ROOT / "tests" / "data" / "vendor"
+URL = "https://github.com/kubernetes-sigs/{name}.git"
+CLONE_SECONDS = 300
+GIT_SECONDS = 60
+VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
+LICENCE = "Apache-2.0"
+CRD_DIR = "config/components/crd/bases"
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's loader where PyYAML has it: a JobSet CRD is ~0.9 MB of YAML."""
+CONFIGURATION_TYPES = "apis/config/v1beta2/configuration_types.go"
+CONFIGURATION = "configuration"
+"""Kueue's ``Configuration`` types, vendored beside its CRDs: a test checks every stack's manager configuration
+against each adopted release's (``core.controllers.Release.configuration``)."""
+SAMPLE_TIMEOUTS = (1800, 1800)
+"""Kueue's waitForPodsReady timeouts for the manager configuration checked (any values: only its fields count)."""
+
+
+class AdoptError(Exception):
+    """One line: what failed and the fix."""
+
+
+@dataclass(frozen=True)
+class Tag:
+    """A release's tag in a git repository, read with ``git``."""
+
+    repo: Path
+    name: str
+
+    def git(self, *args: str) -> bytes:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(self.repo), *args], capture_output=True, timeout=GIT_SECONDS, check=False
+            )
+        except subprocess.TimeoutExpired:
+            raise AdoptError(f"git {' '.join(args)} in {self.repo} took over {GIT_SECONDS} s") from None
+        if done.returncode != 0:
+            last = (done.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1][:300]
+            raise AdoptError(f"git {' '.join(args)} in {self.repo} failed: {last}")
+        return done.stdout
+
+    def commit(self) -> str:
+        return self.git("rev-parse", "--verify", f"{self.name}^{{commit}}").decode().strip()
+
+    def read(self, path: str) -> bytes | None:
+        """The file at the tag (None: it has none)."""
+        try:
+            return self.git("show", f"{self.name}:{path}")
+        except AdoptError:
+            return None
+
+    def listing(self, folder: str) -> list[str]:
+        try:
+            return self.git("ls-tree", "--name-only", f"{self.name}:{folder}").decode().split()
+        except AdoptError:
+            return []
+
+
+def clone(name: Controller, version: str, url: str) -> Path:
+    """A bare, blob-less clone of tag ``v<version>`` alone, under ``build/``."""
+    target = ROOT / "build" / f"{name}-v{version}.git"
+    if target.exists():
+        return target
+    command = ["git", "clone", "--quiet", "--bare", "--filter=blob:none", "--depth", "1", "--branch", f"v{version}"]
+    try:
+        done = subprocess.run([*command, url, str(target)], capture_output=True, timeout=CLONE_SECONDS, check=False)
+    except subprocess.TimeoutExpired:
+        raise AdoptError(f"cloning {url} took over {CLONE_SECONDS} s: check the network, or pass --repo") from None
+    if done.returncode != 0:
+        said = done.stderr.decode(errors="replace").strip().splitlines() or ["no output"]
+        first = next((line for line in said if line.startswith("fatal:")), said[-1])[:300]
+        raise AdoptError(f"cloning tag v{version} of {url} failed ({first}): check the version, or pass --repo")
+    return target
+
+
+# ---------------------------------------------------------------------------------------------
+# What the stack relies on, checked in the tag's files
+
+
+def served_spec_fields(crd: dict[str, Any], api_version: str) -> frozenset[str] | None:
+    """The top-level ``spec`` fields ``crd`` serves at ``api_version`` (None: it does not serve it)."""
+    for version in (crd.get("spec") or {}).get("versions") or []:
+        if isinstance(version, dict) and version.get("name") == api_version and version.get("served"):
+            schema = ((version.get("schema") or {}).get("openAPIV3Schema") or {}).get("properties") or {}
+            return frozenset((schema.get("spec") or {}).get("properties") or {})
+    return None
+
+
+def _has_path(values: Any, path: tuple[str, ...]) -> bool:
+    for part in path:
+        if part == "*":
+            return isinstance(values, dict)
+        if not isinstance(values, dict) or part not in values:
+            return False
+        values = values[part]
+    return True
+
+
+STRUCT = re.compile(r"^type (\w+) struct \{\n(.*?)^\}", re.M | re.S)
+FIELD = re.compile(r'^\t(?:(\w+)\s+)?([\w.*\[\]]+)\s+`json:"([^",]*)[^"]*"`', re.M)
+
+
+def go_structs(source: str) -> dict[str, dict[str, str]]:
+    """Each struct of a Go file: JSON name -> the field's type (``*``, ``[]`` and ``map[K]`` taken off); an inline
+    field is listed under ``""`` + its type."""
+    structs: dict[str, dict[str, str]] = {}
+    for name, body in STRUCT.findall(source):
+        fields: dict[str, str] = {}
+        for _, kind, json_name in FIELD.findall(body):
+            bare = re.sub(r"^(\*|\[\]|map\[[^\]]*\])+", "", kind)
+            fields[json_name if json_name else bare] = bare  # an inline field under its type
+        structs[name] = fields
+    return structs
+
+
+def unknown_fields(value: Any, struct: str, structs: dict[str, dict[str, str]], at: str = "") -> list[str]:
+    """The keys of ``value`` that struct ``struct`` (and what it holds) does not declare: what a strict decode
+    refuses. Types of other packages (``metav1.Duration``, ``configv1alpha1.LeaderElectionConfiguration``) are not
+    in the file and are taken as they are, and ``metav1.TypeMeta`` inline gives ``apiVersion`` and ``kind``."""
+    if not isinstance(value, dict) or struct not in structs:
+        return []
+    fields = dict(structs[struct])
+    for key, kind in list(fields.items()):
+        if key == kind:  # inline
+            if kind == "metav1.TypeMeta":
+                fields |= {"apiVersion": "string", "kind": "string"}
+            elif kind in structs:
+                fields |= structs[kind]
+            else:
+                return []  # another package's inline struct: its fields cannot be read here
+    found = []
+    for key, item in value.items():
+        declared = fields.get(key)
+        if declared is None:
+            found.append(f"{at}{key}")
+        elif isinstance(item, dict) and declared in structs:
+            found += unknown_fields(item, declared, structs, f"{at}{key}.")
+    return found
+
+
+def check(name: Controller, version: str, tag: Tag) -> tuple[dict[str, bytes], frozenset[str], list[str]]:
+    """The files to vendor (a CRD's plural, or ``CONFIGURATION`` -> its content), JobSet's spec fields, and the
+    problems (the module's docstring)."""
+    api = API_VERSIONS[name]
+    crds: dict[str, bytes] = {}
+    problems: list[str] = []
+    spec_fields: frozenset[str] = frozenset()
+    for plural in CRDS[name]:
+        path = f"{CRD_DIR}/{name}.x-k8s.io_{plural}.yaml"
+        content = tag.read(path)
+        if content is None:
+            problems.append(f"{name} v{version} has no {path}")
+            continue
+        parsed = yaml.load(content, Loader=LOADER) or {}
+        fields = served_spec_fields(parsed, api)
+        if fields is None:
+            problems.append(f"{path} of {name} v{version} does not serve {api}, the API the stack's objects use")
+            continue
+        crds[plural] = content
+        if name == "jobset":
+            spec_fields = jobset_crd_fields(parsed)
+            shipped = f"charts/jobset/crds/{name}.x-k8s.io_{plural}.yaml"
+            if tag.read(shipped) != content:
+                problems.append(
+                    f"{shipped} of jobset v{version} is not {path}: the CRD check before an upgrade reads the chart's"
+                )
+    if name == "kueue":
+        rendered = tag.listing("charts/kueue/templates/crd")
+        lacking = [p for p in CRDS[name] if f"kueue.x-k8s.io_{p}.yaml" not in rendered]
+        if lacking:
+            problems.append(
+                f"the kueue v{version} chart does not render the CRDs of {', '.join(lacking)} from templates/crd/: "
+                "an upgrade of the release would not update them"
+            )
+        values = yaml.safe_load(tag.read("charts/kueue/values.yaml") or b"") or {}
+        for path_ in CHART_VALUES[name]:
+            if not _has_path(values, path_):
+                problems.append(f"the kueue v{version} chart's values.yaml has no {'.'.join(path_)}, which tpu-rl sets")
+        source = tag.read(CONFIGURATION_TYPES)
+        if source is None:
+            problems.append(f"kueue v{version} has no {CONFIGURATION_TYPES}: the manager configuration is v1beta2")
+        else:
+            unknown = unknown_fields(configuration(*SAMPLE_TIMEOUTS), "Configuration", go_structs(source.decode()))
+            crds[CONFIGURATION] = source
+            if unknown:
+                problems.append(
+                    f"kueue v{version}'s Configuration has no {', '.join(unknown)}, which the stack's manager "
+                    "configuration sets (infra/k8s/kueue.py): Kueue would refuse to start"
+                )
+    return crds, spec_fields, problems
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing what was read
+
+
+def write(  # noqa: PLR0913 (what was read, and where it goes)
+    name: Controller,
+    version: str,
+    tag: Tag,
+    crds: dict[str, bytes],
+    spec_fields: frozenset[str],
+    vendor: Path,
+    data: Path,
+) -> None:
+    """The vendored CRDs with their SHA256SUMS lines and README rows, and the release's entry of the data."""
+    commit = tag.commit()
+    sums_file, readme = vendor / "SHA256SUMS", vendor / "README.md"
+    sums = {}
+    for line in sums_file.read_text().splitlines():
+        digest, vendored = line.split("  ", 1)
+        sums[vendored] = digest
+    rows = readme.read_text().splitlines()
+    files: dict[str, str] = {}
+    for plural, content in crds.items():
+        relative = vendored_file(name, version, plural)
+        upstream = CONFIGURATION_TYPES if plural == CONFIGURATION else f"{CRD_DIR}/{name}.x-k8s.io_{plural}.yaml"
+        target = vendor / (relative + ".xz")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(_compressed(content))
+        sums[relative] = sha256(content)
+        files[plural] = relative
+        row = (
+            f"| `{relative}.xz` | kubernetes-sigs/{name} | `{upstream}` | v{version} | {commit} | "
+            f"{git_blob(content)} | {LICENCE} |"
+        )
+        rows = [r for r in rows if not r.startswith(f"| `{relative}.xz` |")]
+        last = max((i for i, r in enumerate(rows) if r.startswith("| `schemas/")), default=None)
+        if last is None:
+            raise AdoptError(f"{readme} has no row of a vendored schema to put the new rows after")
+        rows.insert(last + 1, row)
+    sums_file.write_text("".join(f"{sums[n]}  {n}\n" for n in sorted(sums)))
+    readme.write_text("\n".join(rows) + "\n")
+    releases = json.loads(data.read_text())
+    configuration_file = files.pop(CONFIGURATION, None)
+    entry: dict[str, Any] = {"commit": commit, "crds": files}
+    if configuration_file is not None:
+        entry["configuration"] = configuration_file
+    if name == "jobset":
+        entry["specFields"] = sorted(spec_fields)
+    releases[name] = dict(sorted({**releases[name], version: entry}.items(), key=lambda kv: _numbers(kv[0])))
+    data.write_text(json.dumps(releases, indent=1) + "\n")
+
+
+def vendored_file(name: Controller, version: str, plural: str) -> str:
+    """Where a release's file is vendored: its CRDs (``core.controllers.crd_file``) and Kueue's Configuration types
+    beside them."""
+    if plural == CONFIGURATION:
+        return f"schemas/{name}-v{version}/configuration_types.go"
+    return crd_file(name, version, plural)
+
+
+def _numbers(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def changes(name: Controller, version: str, crds: dict[str, bytes], vendor: Path, data: Path) -> list[str]:
+    """Each CRD's spec fields added and removed against the newest release adopted before this one."""
+    adopted = json.loads(data.read_text())[name]
+    before = [v for v in adopted if _numbers(v) < _numbers(version)]
+    if not before:
+        return [f"{name} v{version} is the oldest release adopted: nothing to compare"]
+    previous = max(before, key=_numbers)
+    lines = [f"against {name} {previous}:"]
+    for plural, content in crds.items():
+        if plural == CONFIGURATION:
+            continue
+        old_file = vendor / (adopted[previous]["crds"][plural] + ".xz")
+        old = served_spec_fields(yaml.load(lzma.decompress(old_file.read_bytes()), Loader=LOADER), API_VERSIONS[name])
+        new = served_spec_fields(yaml.load(content, Loader=LOADER), API_VERSIONS[name])
+        old, new = old or frozenset(), new or frozenset()
+        added, removed = sorted(new - old), sorted(old - new)
+        lines.append(
+            f"  {plural}: spec fields added {', '.join(added) or 'none'}; removed {', '.join(removed) or 'none'}"
+        )
+    return lines
+
+
+def adopt(
+    name: Controller,
+    version: str,
+    repo: Path | None,
+    url: str | None = None,
+    vendor: Path = VENDOR_DIR,
+    data: Path = DATA,
+) -> int:
+    """The whole adoption (the module's docstring); the exit status."""
+    tag = Tag(repo if repo is not None else clone(name, version, url or URL.format(name=name)), f"v{version}")
+    commit = tag.commit()
+    crds, spec_fields, problems = check(name, version, tag)
+    if problems:
+        for problem in problems:
+            print(f"adopt_controller: {problem}", file=sys.stderr)
+        return 1
+    lines = changes(name, version, crds, vendor, data)
+    write(name, version, tag, crds, spec_fields, vendor, data)
+    print(f"{name} {version}: tag v{version} is {commit}")
+    folder = f"tests/data/vendor/schemas/{name}-v{version}/"
+    print(f"wrote {', '.join(sorted(crds))} under {folder}, and {name} {version} in {data.name}")
+    for line in lines:
+        print(line)
+    print("next: make test; then docs/operations.md 'Adopting a JobSet or Kueue release' (what a human reads)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.adopt_controller", description=__doc__.split("\n", 1)[0])
+    parser.add_argument("name", help="jobset or kueue")
+    parser.add_argument("version", help="the release, e.g. 0.17.8 (its tag is v0.17.8)")
+    parser.add_argument("--repo", type=Path, help="a git clone or bare mirror holding the tag (no network)")
+    parser.add_argument("--url", help=f"where to clone the tag from (default {URL.format(name='NAME')})")
+    args = parser.parse_args(argv)
+    problems = []
+    if args.name not in CONTROLLERS:
+        problems.append(f"{args.name!r} is not one of {', '.join(CONTROLLERS)}")
+    if not VERSION.fullmatch(args.version):
+        problems.append(f"version {args.version!r} is not a release number like 0.17.8")
+    if args.repo is not None and not args.repo.is_dir():
+        problems.append(f"--repo {args.repo} is not a folder")
+    if problems:
+        for problem in problems:
+            print(f"adopt_controller: {problem}", file=sys.stderr)
+        return 2
+    try:
+        return adopt(args.name, args.version, args.repo, args.url)
+    except AdoptError as err:
+        print(f"adopt_controller: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
