@@ -141,7 +141,10 @@ def test_adopting_prints_the_spec_fields_that_changed(tmp_path, checkout, capsys
     vendor, data = checkout("jobset", "0.12.0")
     assert adopt("jobset", "0.12.0", repo, vendor=vendor, data=data) == 0
     out = capsys.readouterr().out
-    assert "against jobset 0.10.1:\n  jobsets: spec fields added volumeClaimPolicies; removed none" in out
+    before = max((v for v in JOBSET_VERSIONS if v != "0.12.0"), key=lambda v: tuple(map(int, v.split("."))))
+    added = sorted(JOBSET_SPEC_FIELDS["0.12.0"] - JOBSET_SPEC_FIELDS[before])
+    assert f"against jobset {before}:\n  jobsets: spec fields added {', '.join(added) or 'none'}; removed none" in out
+    assert before != "0.10.1" or added == ["volumeClaimPolicies"]
 
 
 def test_a_new_version_is_added_in_order_and_the_program_then_accepts_it(tmp_path, checkout):

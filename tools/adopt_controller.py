@@ -61,6 +61,11 @@ CONFIGURATION_TYPES = "apis/config/v1beta2/configuration_types.go"
 CONFIGURATION = "configuration"
 """Kueue's ``Configuration`` types, vendored beside its CRDs: a test checks every stack's manager configuration
 against each adopted release's (``core.controllers.Release.configuration``)."""
+NEXT = (
+    "next: make readme (the configuration page lists the versions), TPU_RL_UPDATE_MESSAGES=1 .venv/bin/python -m "
+    "pytest -q tests/test_config_rejections.py (the refusals that list them), make test; then docs/operations.md "
+    "'Adopting a JobSet or Kueue release' (what a human reads)"
+)
 SAMPLE_TIMEOUTS = (1800, 1800)
 """Kueue's waitForPodsReady timeouts for the manager configuration checked (any values: only its fields count)."""
 
@@ -348,7 +353,7 @@ def adopt(
     print(f"wrote {', '.join(sorted(crds))} under {folder}, and {name} {version} in {data.name}")
     for line in lines:
         print(line)
-    print("next: make test; then docs/operations.md 'Adopting a JobSet or Kueue release' (what a human reads)")
+    print(NEXT)
     return 0
 
 
