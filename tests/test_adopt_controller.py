@@ -32,9 +32,24 @@ from infra.k8s.manifests import jobset_crd_fields
 from tests.conftest import release_crd, shared_path
 from tests.lifecycle_walk import settings
 from tools import adopt_controller
-from tools.adopt_controller import CONFIGURATION_TYPES, CRD_DIR, AdoptError, adopt, go_structs, main, unknown_fields
+from tools.adopt_controller import (
+    CONFIGURATION_TYPES,
+    CRD_DIR,
+    PACKAGING,
+    AdoptError,
+    adopt,
+    go_structs,
+    main,
+    unknown_fields,
+)
 
 VENDOR = Path(__file__).parent / "data" / "vendor"
+PACKAGING_SCRIPT = b"""#!/usr/bin/env bash
+GIT_TAG=${GIT_TAG:-$(git describe --tags --dirty --always)}
+chart_version="${GIT_TAG/#v/}"
+${HELM} package --version "${chart_version}" --app-version "${GIT_TAG}" charts/kueue -d "${DEST_CHART_DIR}"
+"""
+"""The lines of both projects' ``hack/helm-chart-package.sh`` (v0.10.1 to v0.19.2) that say the chart's version."""
 LOADER = yaml.CSafeLoader
 
 
@@ -66,7 +81,7 @@ def release_repo(root: Path, name: str, version: str, files: dict[str, bytes]) -
 def upstream_files(name: str, version: str) -> dict[str, bytes]:
     """The release's files the command reads, from their vendored copies (the chart's values as real as needed)."""
     release = RELEASES[name][version]  # type: ignore[index]
-    files: dict[str, bytes] = {}
+    files: dict[str, bytes] = {PACKAGING: PACKAGING_SCRIPT}
     for plural in CRDS[name]:  # type: ignore[index]
         crd = release_crd(name, version, plural).read_bytes()
         files[f"{CRD_DIR}/{name}.x-k8s.io_{plural}.yaml"] = crd
@@ -287,3 +302,18 @@ def test_the_chart_values_tpu_rl_sets_are_the_ones_the_policy_allows():
     paths = list(_value_paths(helm_values(settings("prod", []))))
     assert paths and all(_reviewed_value(p, CHART_VALUES["kueue"]) for p in paths)
     assert all(not _reviewed_value(p, CHART_VALUES["jobset"]) for p in paths)
+
+
+def test_a_chart_published_under_another_version_is_refused_unless_checked(tmp_path, checkout, capsys):
+    files = upstream_files("jobset", "0.12.0")
+    files[PACKAGING] = files[PACKAGING].replace(b'"${GIT_TAG/#v/}"', b'"${GIT_TAG}"')
+    vendor_data = checkout("jobset", "0.12.0")
+    lines = _refused(tmp_path, capsys, "jobset", "0.12.0", files, vendor_data)
+    assert lines == [
+        "adopt_controller: hack/helm-chart-package.sh of jobset v0.12.0 no longer shows that the chart is published "
+        "as 0.12.0 (the tag without its v), the version the stack gives Helm: check `helm show chart "
+        "oci://registry.k8s.io/jobset/charts/jobset --version 0.12.0`, then adopt with --chart-checked"
+    ]
+    vendor, data = vendor_data
+    repo = tmp_path / "jobset-src"
+    assert adopt("jobset", "0.12.0", repo, vendor=vendor, data=data, chart_checked=True) == 0

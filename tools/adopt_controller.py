@@ -8,6 +8,9 @@
    into ``build/<name>-v<VERSION>.git`` (``git clone``, bounded by ``CLONE_SECONDS``).
 2. Checks, in the tag's files, what the stack relies on, and exits 1 with one line per check that fails, writing
    nothing:
+   - its packaging script (``hack/helm-chart-package.sh``) publishes the chart as ``VERSION``, the tag without its
+     ``v``: the version the stack gives Helm (``--chart-checked`` skips this where the script changed and ``helm
+     show chart`` found the chart);
    - each CRD whose objects the stack creates (``core.controllers.CRDS``,
      ``config/components/crd/bases/<group>_<plural>.yaml``) serves the API version they are written in
      (``core.controllers.API_VERSIONS``);
@@ -43,8 +46,9 @@ from typing import Any
 import yaml
 
 from core.controllers import API_VERSIONS, CHART_VALUES, CONTROLLERS, CRDS, DATA, Controller, crd_file
+from infra.k8s.kueue import CHART as KUEUE_CHART
 from infra.k8s.kueue import configuration
-from infra.k8s.manifests import jobset_crd_fields
+from infra.k8s.manifests import JOBSET_CHART, jobset_crd_fields
 from tools.adopt_maxtext import _compressed, git_blob, sha256
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,6 +62,11 @@ CRD_DIR = "config/components/crd/bases"
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """libyaml's loader where PyYAML has it: a JobSet CRD is ~0.9 MB of YAML."""
 CONFIGURATION_TYPES = "apis/config/v1beta2/configuration_types.go"
+PACKAGING = "hack/helm-chart-package.sh"
+PUBLISHED_AS = ('chart_version="${GIT_TAG/#v/}"', 'package --version "${chart_version}"')
+"""What the release's packaging script says of the chart's version (both projects, v0.10.1 to v0.19.2): the tag
+without its ``v``, the version ``infra/k8s/platform.py`` gives Helm."""
+CHARTS: dict[Controller, str] = {"jobset": JOBSET_CHART, "kueue": KUEUE_CHART}
 CONFIGURATION = "configuration"
 """Kueue's ``Configuration`` types, vendored beside its CRDs: a test checks every stack's manager configuration
 against each adopted release's (``core.controllers.Release.configuration``)."""
@@ -192,7 +201,9 @@ def unknown_fields(value: Any, struct: str, structs: dict[str, dict[str, str]], 
     return found
 
 
-def check(name: Controller, version: str, tag: Tag) -> tuple[dict[str, bytes], frozenset[str], list[str]]:
+def check(
+    name: Controller, version: str, tag: Tag, chart_checked: bool = False
+) -> tuple[dict[str, bytes], frozenset[str], list[str]]:
     """The files to vendor (a CRD's plural, or ``CONFIGURATION`` -> its content), JobSet's spec fields, and the
     problems (the module's docstring)."""
     api = API_VERSIONS[name]
@@ -218,6 +229,13 @@ def check(name: Controller, version: str, tag: Tag) -> tuple[dict[str, bytes], f
                 problems.append(
                     f"{shipped} of jobset v{version} is not {path}: the CRD check before an upgrade reads the chart's"
                 )
+    script = (tag.read(PACKAGING) or b"").decode(errors="replace")
+    if not chart_checked and not all(line in script for line in PUBLISHED_AS):
+        problems.append(
+            f"{PACKAGING} of {name} v{version} no longer shows that the chart is published as {version} (the tag "
+            f"without its v), the version the stack gives Helm: check `helm show chart {CHARTS[name]} --version "
+            f"{version}`, then adopt with --chart-checked"
+        )
     if name == "kueue":
         rendered = tag.listing("charts/kueue/templates/crd")
         lacking = [p for p in CRDS[name] if f"kueue.x-k8s.io_{p}.yaml" not in rendered]
@@ -337,11 +355,12 @@ def adopt(
     url: str | None = None,
     vendor: Path = VENDOR_DIR,
     data: Path = DATA,
+    chart_checked: bool = False,
 ) -> int:
     """The whole adoption (the module's docstring); the exit status."""
     tag = Tag(repo if repo is not None else clone(name, version, url or URL.format(name=name)), f"v{version}")
     commit = tag.commit()
-    crds, spec_fields, problems = check(name, version, tag)
+    crds, spec_fields, problems = check(name, version, tag, chart_checked)
     if problems:
         for problem in problems:
             print(f"adopt_controller: {problem}", file=sys.stderr)
@@ -363,6 +382,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("version", help="the release, e.g. 0.17.8 (its tag is v0.17.8)")
     parser.add_argument("--repo", type=Path, help="a git clone or bare mirror holding the tag (no network)")
     parser.add_argument("--url", help=f"where to clone the tag from (default {URL.format(name='NAME')})")
+    parser.add_argument(
+        "--chart-checked",
+        action="store_true",
+        help="the chart is published as VERSION (helm show chart ... --version VERSION), whatever the release's "
+        "packaging script says",
+    )
     args = parser.parse_args(argv)
     problems = []
     if args.name not in CONTROLLERS:
@@ -376,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"adopt_controller: {problem}", file=sys.stderr)
         return 2
     try:
-        return adopt(args.name, args.version, args.repo, args.url)
+        return adopt(args.name, args.version, args.repo, args.url, chart_checked=args.chart_checked)
     except AdoptError as err:
         print(f"adopt_controller: {err}", file=sys.stderr)
         return 1
