@@ -137,7 +137,7 @@ maxtext: $(VENV)/.installed-dev
 
 controller: $(VENV)/.installed-dev
 	@test -n "$(NAME)" -a -n "$(VERSION)" || { echo "make controller NAME=kueue VERSION=0.17.8: the JobSet or Kueue release to adopt"; exit 2; }
-	$(PY) -m tools.adopt_controller $(NAME) $(VERSION) $(if $(REPO),--repo $(REPO))
+	$(PY) -m tools.adopt_controller $(NAME) $(VERSION) $(if $(REPO),--repo $(REPO)) $(if $(CHART_CHECKED),--chart-checked)
 
 # Log in where the stack's state lives (tools/state.py `select`: one line and exit 2 when it would be inside this
 # checkout), then select the stack, or create it with the secrets provider the backend calls for. A stack found

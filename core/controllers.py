@@ -3,7 +3,7 @@
 ``core/data/controllers.json`` is written by ``tools/adopt_controller.py`` from each release's git tag (never by
 hand; docs/operations.md "Adopting a JobSet or Kueue release"): per controller and version, the tag's commit, the
 CRDs the stack's objects are validated against (their vendored copies in ``tests/data/vendor/``) and, for JobSet,
-the top-level ``spec`` fields its CRD serves (``infra.k8s.manifests.jobset_crd_problem`` refuses an upgrade whose
+the fields of its own its CRD serves (``infra.k8s.manifests.jobset_crd_problem`` refuses an upgrade whose
 CRD the cluster lacks). The configuration accepts exactly these versions (``core.config.schema``), and so does the
 policy pack's ``reviewed-helm-charts``.
 """
@@ -43,9 +43,10 @@ class Release:
     commit: str
     """The commit its tag ``v<version>`` names."""
     crds: dict[str, str]
-    """CRD plural -> its vendored copy, a path under ``tests/data/vendor/`` (``../shared``'s layout)."""
-    spec_fields: frozenset[str] = frozenset()
-    """JobSet only: the top-level ``spec`` fields its CRD serves at ``v1alpha2``."""
+    """CRD plural -> its vendored copy, a path under ``tests/data/vendor/`` (``schemas/<name>-v<version>/``)."""
+    schema_fields: frozenset[str] = frozenset()
+    """JobSet only: JobSet's own fields its CRD serves at ``v1alpha2``, as paths (``spec.volumeClaimPolicies``,
+    ``status.replicatedJobsStatus[].jobRestarts``; ``infra.k8s.manifests.jobset_crd_fields``)."""
     configuration: str | None = None
     """Kueue only: its ``Configuration`` types (``apis/config/v1beta2/configuration_types.go``), vendored beside
     the CRDs: the stack's manager configuration (``infra.k8s.kueue.configuration``) is checked against them."""
@@ -61,7 +62,7 @@ def _release(version: str, entry: dict) -> Release:
         version=version,
         commit=str(entry["commit"]),
         crds={str(k): str(v) for k, v in entry["crds"].items()},
-        spec_fields=frozenset(entry.get("specFields", ())),
+        schema_fields=frozenset(entry.get("schemaFields", ())),
         configuration=entry.get("configuration"),
     )
 
@@ -78,6 +79,6 @@ JOBSET_VERSIONS: tuple[str, ...] = tuple(RELEASES["jobset"])
 allow-lists its JobSet versions the same way)."""
 KUEUE_VERSIONS: tuple[str, ...] = tuple(RELEASES["kueue"])
 """Kueue charts whose CRDs the stack's flavors and queues are validated against."""
-JOBSET_SPEC_FIELDS: dict[str, frozenset[str]] = {v: r.spec_fields for v, r in RELEASES["jobset"].items()}
-"""The top-level ``spec`` fields of each allowed JobSet version's CRD: a CRD served without one of its version's
-fields predates it."""
+JOBSET_SCHEMA_FIELDS: dict[str, frozenset[str]] = {v: r.schema_fields for v, r in RELEASES["jobset"].items()}
+"""JobSet's own fields in each adopted version's CRD: a CRD served without one of its version's fields predates it
+(``infra.k8s.manifests.jobset_crd_problem``)."""

@@ -14,7 +14,7 @@ import pytest
 
 from core import kubernetes_rules as rules
 from core.config import ConfigError
-from core.config.schema import JOBSET_VERSIONS
+from core.controllers import JOBSET_VERSIONS
 from core.models import MODELS
 from core.tpu import CATALOGUE
 from tests.lifecycle_walk import settings
@@ -152,7 +152,7 @@ def test_the_jobset_default_subdomain_would_overflow_the_coordinator_label(versi
     assert found and all(p.what.endswith("jobset.sigs.k8s.io/coordinator") for p in found)
     assert {len(p.value) for p in found} == {73}
     webhook = [p for p in found if p.what == "label jobset.sigs.k8s.io/coordinator"]
-    assert bool(webhook) == (version != "0.10.1")
+    assert bool(webhook) == (derived._version(version) >= derived.COORDINATOR_CHECKED_SINCE)
     assert {p.what.split(" (")[0] for p in found if p not in webhook} == {"Job", "Pod"}
 
 

@@ -3031,7 +3031,7 @@ def _program_releases() -> list[dict[str, Any]]:
 
 
 def test_the_allowed_charts_are_the_ones_the_program_installs():
-    from core.config.schema import JOBSET_VERSIONS, KUEUE_VERSIONS
+    from core.controllers import JOBSET_VERSIONS, KUEUE_VERSIONS
     from infra.k8s import kueue
     from infra.k8s.platform import JOBSET_CHART
 

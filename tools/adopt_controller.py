@@ -16,19 +16,25 @@
      (``core.controllers.API_VERSIONS``);
    - JobSet: its chart ships that same CRD in ``charts/jobset/crds/`` (Helm installs ``crds/`` on the chart's first
      install only, so `up` checks the cluster's CRD before an upgrade: ``infra.k8s.manifests.jobset_crd_problem``,
-     with the spec fields written here);
-   - Kueue: its chart renders its CRDs from ``charts/kueue/templates/crd/`` (so an upgrade of the release applies
-     them); its ``values.yaml`` has every value path tpu-rl sets (``core.controllers.CHART_VALUES``); its
-     ``Configuration`` (``apis/config/v1beta2/configuration_types.go``, decoded strictly: an unknown field stops the
-     controller) has every field of the stack's manager configuration (``infra.k8s.kueue.configuration``).
+     with the fields written here), and those fields tell it from every JobSet adopted before (else that check
+     could not see the older CRD);
+   - Kueue: its chart renders those CRDs from ``charts/kueue/templates/crd/`` unconditionally, with the same
+     versions and names (so an upgrade of the release applies them); its ``values.yaml`` has every value path
+     tpu-rl sets (``core.controllers.CHART_VALUES``); its ``Configuration``
+     (``apis/config/v1beta2/configuration_types.go``, decoded strictly: ``pkg/config/config.go`` ``fromFile``,
+     ``serializer.EnableStrict``) has every field of the stack's manager configuration
+     (``infra.k8s.kueue.configuration``; fields of other packages' types are not checked), and each integration it
+     names is one Kueue registers (``FrameworkName`` in ``pkg/controller/jobs/``).
 3. Writes the CRDs to ``tests/data/vendor/schemas/<name>-v<VERSION>/`` (``xz``), their ``SHA256SUMS`` lines and
    their rows of ``tests/data/vendor/README.md``, and the release's entry of ``core/data/controllers.json`` (its
-   commit, its CRDs, JobSet's spec fields), which the configuration, the `up` checks and the policy pack read.
-4. Prints what changed against the newest release adopted before: the spec fields of each CRD added and removed.
+   commit, its CRDs, JobSet's own fields), which the configuration, the `up` checks and the policy pack read. A
+   release adopted again is written afresh.
+4. Prints what changed against the newest release adopted before: each CRD's fields added and removed.
 
 `make test` then validates every step's JobSet against every adopted JobSet's CRD and the flavors and queues against
 every Kueue's, and checks the data against the vendored files (docs/operations.md "Adopting a JobSet or Kueue
-release", which lists what a human reads besides). Bad arguments exit 2.
+release", which lists what a human reads besides). Bad arguments exit 2; a git failure is one line with git's own
+``fatal:`` line, exit 1.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import argparse
 import json
 import lzma
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -47,9 +54,9 @@ import yaml
 
 from core.controllers import API_VERSIONS, CHART_VALUES, CONTROLLERS, CRDS, DATA, Controller, crd_file
 from infra.k8s.kueue import CHART as KUEUE_CHART
-from infra.k8s.kueue import configuration
+from infra.k8s.kueue import FRAMEWORKS, configuration
 from infra.k8s.manifests import JOBSET_CHART, jobset_crd_fields
-from tools.adopt_maxtext import _compressed, git_blob, sha256
+from tools.vendoring import compressed, git_blob, merge_sums, refuse, sha256
 
 ROOT = Path(__file__).resolve().parents[1]
 VENDOR_DIR = ROOT / "tests" / "data" / "vendor"
@@ -75,12 +82,25 @@ NEXT = (
     "pytest -q tests/test_config_rejections.py (the refusals that list them), make test; then docs/operations.md "
     "'Adopting a JobSet or Kueue release' (what a human reads)"
 )
+FRAMEWORK_FILES = {
+    "batch/job": "pkg/controller/jobs/job/job_controller.go",
+    "jobset.x-k8s.io/jobset": "pkg/controller/jobs/jobset/jobset_controller.go",
+}
+"""Where Kueue names each integration the stack turns on (``infra.k8s.kueue.FRAMEWORKS``): ``FrameworkName``, which
+its configuration's validation requires of every name in ``integrations.frameworks`` (``pkg/config/validation.go``
+``validateIntegrations``)."""
 SAMPLE_TIMEOUTS = (1800, 1800)
 """Kueue's waitForPodsReady timeouts for the manager configuration checked (any values: only its fields count)."""
 
 
 class AdoptError(Exception):
     """One line: what failed and the fix."""
+
+
+def _said(stderr: bytes) -> str:
+    """What git said of its failure: its first ``fatal:`` line, else its last line."""
+    lines = stderr.decode(errors="replace").strip().splitlines() or ["no output"]
+    return next((line for line in lines if line.startswith("fatal:")), lines[-1])[:300]
 
 
 @dataclass(frozen=True)
@@ -98,25 +118,21 @@ class Tag:
         except subprocess.TimeoutExpired:
             raise AdoptError(f"git {' '.join(args)} in {self.repo} took over {GIT_SECONDS} s") from None
         if done.returncode != 0:
-            last = (done.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1][:300]
-            raise AdoptError(f"git {' '.join(args)} in {self.repo} failed: {last}")
+            raise AdoptError(f"git {' '.join(args)} in {self.repo} failed ({_said(done.stderr)})")
         return done.stdout
 
     def commit(self) -> str:
         return self.git("rev-parse", "--verify", f"{self.name}^{{commit}}").decode().strip()
 
-    def read(self, path: str) -> bytes | None:
-        """The file at the tag (None: it has none)."""
-        try:
-            return self.git("show", f"{self.name}:{path}")
-        except AdoptError:
-            return None
+    def has(self, path: str) -> bool:
+        """Whether the tag holds file ``path``: trees only, which a blob-less clone answers without the network."""
+        return path in self.git("ls-tree", "--name-only", self.name, "--", path).decode().splitlines()
 
-    def listing(self, folder: str) -> list[str]:
-        try:
-            return self.git("ls-tree", "--name-only", f"{self.name}:{folder}").decode().split()
-        except AdoptError:
-            return []
+    def read(self, path: str) -> bytes | None:
+        """The file at the tag (None: it has none); any other failure of git is an ``AdoptError``."""
+        if not self.has(path):
+            return None
+        return self.git("show", f"{self.name}:{path}")
 
 
 def clone(name: Controller, version: str, url: str) -> Path:
@@ -130,9 +146,9 @@ def clone(name: Controller, version: str, url: str) -> Path:
     except subprocess.TimeoutExpired:
         raise AdoptError(f"cloning {url} took over {CLONE_SECONDS} s: check the network, or pass --repo") from None
     if done.returncode != 0:
-        said = done.stderr.decode(errors="replace").strip().splitlines() or ["no output"]
-        first = next((line for line in said if line.startswith("fatal:")), said[-1])[:300]
-        raise AdoptError(f"cloning tag v{version} of {url} failed ({first}): check the version, or pass --repo")
+        raise AdoptError(
+            f"cloning tag v{version} of {url} failed ({_said(done.stderr)}): check the version, or pass --repo"
+        )
     return target
 
 
@@ -147,6 +163,46 @@ def served_spec_fields(crd: dict[str, Any], api_version: str) -> frozenset[str] 
             schema = ((version.get("schema") or {}).get("openAPIV3Schema") or {}).get("properties") or {}
             return frozenset((schema.get("spec") or {}).get("properties") or {})
     return None
+
+
+def _fields(name: Controller, crd: dict[str, Any]) -> frozenset[str]:
+    """What the printout compares: JobSet's own fields as paths (``jobset_crd_fields``), Kueue's top-level spec."""
+    if name == "jobset":
+        return jobset_crd_fields(crd)
+    return served_spec_fields(crd, API_VERSIONS[name]) or frozenset()
+
+
+def _load(content: bytes, what: str) -> Any:
+    try:
+        return yaml.load(content, Loader=LOADER)
+    except yaml.YAMLError as err:
+        raise AdoptError(f"{what} is not YAML ({type(err).__name__})") from None
+
+
+HELM_COMMENT = re.compile(r"\{\{-?\s*/\*.*?\*/\s*-?\}\}", re.S)
+HELM_CONDITION = re.compile(r"\{\{-?\s*(if|with|range)\b")
+
+
+def template_problem(template: bytes, crd: dict[str, Any]) -> str | None:
+    """Why a chart's CRD template does not render ``crd`` on every install and upgrade (None: it does): a condition
+    around the object, or other served versions or names. The template's own actions (labels, the cert-manager
+    annotation, the conversion webhook's service) are left out of the comparison."""
+    text = HELM_COMMENT.sub("", template.decode(errors="replace"))
+    head, found, _ = text.partition("apiVersion:")
+    if not found or HELM_CONDITION.search(head):
+        return "renders it only under a condition"
+    plain = "\n".join(line for line in text.splitlines() if "{{" not in line and "}}" not in line)
+    try:
+        rendered = yaml.load(plain, Loader=LOADER) or {}
+    except yaml.YAMLError:
+        return "cannot be read as the CRD"
+
+    def served(doc: dict[str, Any]) -> tuple[Any, Any]:
+        spec = doc.get("spec") or {}
+        versions = [(v.get("name"), v.get("served")) for v in spec.get("versions") or [] if isinstance(v, dict)]
+        return spec.get("names"), versions
+
+    return None if served(rendered) == served(crd) else "serves other versions or names than the CRD"
 
 
 def _has_path(values: Any, path: tuple[str, ...]) -> bool:
@@ -202,32 +258,49 @@ def unknown_fields(value: Any, struct: str, structs: dict[str, dict[str, str]], 
 
 
 def check(
-    name: Controller, version: str, tag: Tag, chart_checked: bool = False
+    name: Controller,
+    version: str,
+    tag: Tag,
+    adopted: dict[str, frozenset[str]],
+    chart_checked: bool = False,
 ) -> tuple[dict[str, bytes], frozenset[str], list[str]]:
-    """The files to vendor (a CRD's plural, or ``CONFIGURATION`` -> its content), JobSet's spec fields, and the
-    problems (the module's docstring)."""
+    """The files to vendor (a CRD's plural, or ``CONFIGURATION`` -> its content), JobSet's own fields, and the
+    problems (the module's docstring). ``adopted``: the fields of the JobSets adopted before, by version."""
     api = API_VERSIONS[name]
-    crds: dict[str, bytes] = {}
+    files: dict[str, bytes] = {}
     problems: list[str] = []
-    spec_fields: frozenset[str] = frozenset()
+    schema_fields: frozenset[str] = frozenset()
     for plural in CRDS[name]:
         path = f"{CRD_DIR}/{name}.x-k8s.io_{plural}.yaml"
         content = tag.read(path)
         if content is None:
             problems.append(f"{name} v{version} has no {path}")
             continue
-        parsed = yaml.load(content, Loader=LOADER) or {}
-        fields = served_spec_fields(parsed, api)
-        if fields is None:
+        parsed = _load(content, f"{path} of {name} v{version}") or {}
+        if served_spec_fields(parsed, api) is None:
             problems.append(f"{path} of {name} v{version} does not serve {api}, the API the stack's objects use")
             continue
-        crds[plural] = content
+        files[plural] = content
         if name == "jobset":
-            spec_fields = jobset_crd_fields(parsed)
+            schema_fields = jobset_crd_fields(parsed)
             shipped = f"charts/jobset/crds/{name}.x-k8s.io_{plural}.yaml"
             if tag.read(shipped) != content:
                 problems.append(
                     f"{shipped} of jobset v{version} is not {path}: the CRD check before an upgrade reads the chart's"
+                )
+            same = [v for v, fields in adopted.items() if v != version and fields == schema_fields]
+            if same:
+                problems.append(
+                    f"jobset v{version}'s CRD has the same fields of JobSet's own as {', '.join(same)}'s: the check "
+                    "before an upgrade could not tell the two CRDs apart"
+                )
+        else:
+            template = tag.read(f"charts/kueue/templates/crd/kueue.x-k8s.io_{plural}.yaml")
+            why = "does not render it" if template is None else template_problem(template, parsed)
+            if why:
+                problems.append(
+                    f"the kueue v{version} chart's templates/crd/ {why} ({plural}): an upgrade of the release would "
+                    "not apply it"
                 )
     script = (tag.read(PACKAGING) or b"").decode(errors="replace")
     if not chart_checked and not all(line in script for line in PUBLISHED_AS):
@@ -237,29 +310,37 @@ def check(
             f"{version}`, then adopt with --chart-checked"
         )
     if name == "kueue":
-        rendered = tag.listing("charts/kueue/templates/crd")
-        lacking = [p for p in CRDS[name] if f"kueue.x-k8s.io_{p}.yaml" not in rendered]
-        if lacking:
+        problems += _kueue_problems(version, tag, files)
+    return files, schema_fields, problems
+
+
+def _kueue_problems(version: str, tag: Tag, files: dict[str, bytes]) -> list[str]:
+    """The chart's values, the Configuration's fields and the integrations (the module's docstring); the
+    Configuration's types go into ``files``."""
+    problems = []
+    values = _load(tag.read("charts/kueue/values.yaml") or b"", f"charts/kueue/values.yaml of kueue v{version}") or {}
+    for path in CHART_VALUES["kueue"]:
+        if not _has_path(values, path):
+            problems.append(f"the kueue v{version} chart's values.yaml has no {'.'.join(path)}, which tpu-rl sets")
+    source = tag.read(CONFIGURATION_TYPES)
+    if source is None:
+        problems.append(f"kueue v{version} has no {CONFIGURATION_TYPES}: the manager configuration is v1beta2")
+    else:
+        files[CONFIGURATION] = source
+        unknown = unknown_fields(configuration(*SAMPLE_TIMEOUTS), "Configuration", go_structs(source.decode()))
+        if unknown:
             problems.append(
-                f"the kueue v{version} chart does not render the CRDs of {', '.join(lacking)} from templates/crd/: "
-                "an upgrade of the release would not update them"
+                f"kueue v{version}'s Configuration has no {', '.join(unknown)}, which the stack's manager "
+                "configuration sets (infra/k8s/kueue.py): Kueue would refuse to start"
             )
-        values = yaml.safe_load(tag.read("charts/kueue/values.yaml") or b"") or {}
-        for path_ in CHART_VALUES[name]:
-            if not _has_path(values, path_):
-                problems.append(f"the kueue v{version} chart's values.yaml has no {'.'.join(path_)}, which tpu-rl sets")
-        source = tag.read(CONFIGURATION_TYPES)
-        if source is None:
-            problems.append(f"kueue v{version} has no {CONFIGURATION_TYPES}: the manager configuration is v1beta2")
-        else:
-            unknown = unknown_fields(configuration(*SAMPLE_TIMEOUTS), "Configuration", go_structs(source.decode()))
-            crds[CONFIGURATION] = source
-            if unknown:
-                problems.append(
-                    f"kueue v{version}'s Configuration has no {', '.join(unknown)}, which the stack's manager "
-                    "configuration sets (infra/k8s/kueue.py): Kueue would refuse to start"
-                )
-    return crds, spec_fields, problems
+    for framework in FRAMEWORKS:
+        where = FRAMEWORK_FILES[framework]
+        if f'FrameworkName = "{framework}"' not in (tag.read(where) or b"").decode(errors="replace"):
+            problems.append(
+                f"kueue v{version} does not register the integration {framework} in {where}, which the stack's "
+                "manager configuration turns on: Kueue would refuse to start"
+            )
+    return problems
 
 
 # ---------------------------------------------------------------------------------------------
@@ -269,47 +350,46 @@ def check(
 def write(  # noqa: PLR0913 (what was read, and where it goes)
     name: Controller,
     version: str,
-    tag: Tag,
-    crds: dict[str, bytes],
-    spec_fields: frozenset[str],
+    commit: str,
+    files: dict[str, bytes],
+    schema_fields: frozenset[str],
     vendor: Path,
     data: Path,
 ) -> None:
-    """The vendored CRDs with their SHA256SUMS lines and README rows, and the release's entry of the data."""
-    commit = tag.commit()
-    sums_file, readme = vendor / "SHA256SUMS", vendor / "README.md"
-    sums = {}
-    for line in sums_file.read_text().splitlines():
-        digest, vendored = line.split("  ", 1)
-        sums[vendored] = digest
+    """The vendored files (the release's folder written afresh) with their SHA256SUMS lines and README rows, and the
+    release's entry of the data."""
+    readme = vendor / "README.md"
     rows = readme.read_text().splitlines()
-    files: dict[str, str] = {}
-    for plural, content in crds.items():
+    folder = f"schemas/{name}-v{version}/"
+    rows = [r for r in rows if not r.startswith(f"| `{folder}")]
+    last = max((i for i, r in enumerate(rows) if r.startswith("| `schemas/")), default=None)
+    if last is None:
+        raise AdoptError(f"{readme} has no row of a vendored schema to put the new rows after")
+    sums: dict[str, str] = {}
+    vendored: dict[str, str] = {}
+    new_rows = []
+    for plural, content in files.items():
         relative = vendored_file(name, version, plural)
         upstream = CONFIGURATION_TYPES if plural == CONFIGURATION else f"{CRD_DIR}/{name}.x-k8s.io_{plural}.yaml"
-        target = vendor / (relative + ".xz")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(_compressed(content))
         sums[relative] = sha256(content)
-        files[plural] = relative
-        row = (
+        vendored[plural] = relative
+        new_rows.append(
             f"| `{relative}.xz` | kubernetes-sigs/{name} | `{upstream}` | v{version} | {commit} | "
             f"{git_blob(content)} | {LICENCE} |"
         )
-        rows = [r for r in rows if not r.startswith(f"| `{relative}.xz` |")]
-        last = max((i for i, r in enumerate(rows) if r.startswith("| `schemas/")), default=None)
-        if last is None:
-            raise AdoptError(f"{readme} has no row of a vendored schema to put the new rows after")
-        rows.insert(last + 1, row)
-    sums_file.write_text("".join(f"{sums[n]}  {n}\n" for n in sorted(sums)))
-    readme.write_text("\n".join(rows) + "\n")
+    shutil.rmtree(vendor / folder, ignore_errors=True)
+    (vendor / folder).mkdir(parents=True)
+    for plural, content in files.items():
+        (vendor / (vendored[plural] + ".xz")).write_bytes(compressed(content))
+    merge_sums(vendor / "SHA256SUMS", sums, lambda vendored_name: vendored_name.startswith(folder))
+    readme.write_text("\n".join([*rows[: last + 1], *new_rows, *rows[last + 1 :]]) + "\n")
     releases = json.loads(data.read_text())
-    configuration_file = files.pop(CONFIGURATION, None)
-    entry: dict[str, Any] = {"commit": commit, "crds": files}
+    configuration_file = vendored.pop(CONFIGURATION, None)
+    entry: dict[str, Any] = {"commit": commit, "crds": vendored}
     if configuration_file is not None:
         entry["configuration"] = configuration_file
     if name == "jobset":
-        entry["specFields"] = sorted(spec_fields)
+        entry["schemaFields"] = sorted(schema_fields)
     releases[name] = dict(sorted({**releases[name], version: entry}.items(), key=lambda kv: _numbers(kv[0])))
     data.write_text(json.dumps(releases, indent=1) + "\n")
 
@@ -327,7 +407,7 @@ def _numbers(version: str) -> tuple[int, ...]:
 
 
 def changes(name: Controller, version: str, crds: dict[str, bytes], vendor: Path, data: Path) -> list[str]:
-    """Each CRD's spec fields added and removed against the newest release adopted before this one."""
+    """Each CRD's fields added and removed against the newest release adopted before this one."""
     adopted = json.loads(data.read_text())[name]
     before = [v for v in adopted if _numbers(v) < _numbers(version)]
     if not before:
@@ -338,13 +418,10 @@ def changes(name: Controller, version: str, crds: dict[str, bytes], vendor: Path
         if plural == CONFIGURATION:
             continue
         old_file = vendor / (adopted[previous]["crds"][plural] + ".xz")
-        old = served_spec_fields(yaml.load(lzma.decompress(old_file.read_bytes()), Loader=LOADER), API_VERSIONS[name])
-        new = served_spec_fields(yaml.load(content, Loader=LOADER), API_VERSIONS[name])
-        old, new = old or frozenset(), new or frozenset()
+        old = _fields(name, yaml.load(lzma.decompress(old_file.read_bytes()), Loader=LOADER) or {})
+        new = _fields(name, yaml.load(content, Loader=LOADER) or {})
         added, removed = sorted(new - old), sorted(old - new)
-        lines.append(
-            f"  {plural}: spec fields added {', '.join(added) or 'none'}; removed {', '.join(removed) or 'none'}"
-        )
+        lines.append(f"  {plural}: fields added {', '.join(added) or 'none'}; removed {', '.join(removed) or 'none'}")
     return lines
 
 
@@ -360,13 +437,14 @@ def adopt(
     """The whole adoption (the module's docstring); the exit status."""
     tag = Tag(repo if repo is not None else clone(name, version, url or URL.format(name=name)), f"v{version}")
     commit = tag.commit()
-    crds, spec_fields, problems = check(name, version, tag, chart_checked)
+    adopted = {v: frozenset(e.get("schemaFields", ())) for v, e in json.loads(data.read_text())[name].items()}
+    crds, schema_fields, problems = check(name, version, tag, adopted, chart_checked)
     if problems:
         for problem in problems:
             print(f"adopt_controller: {problem}", file=sys.stderr)
         return 1
     lines = changes(name, version, crds, vendor, data)
-    write(name, version, tag, crds, spec_fields, vendor, data)
+    write(name, version, commit, crds, schema_fields, vendor, data)
     print(f"{name} {version}: tag v{version} is {commit}")
     folder = f"tests/data/vendor/schemas/{name}-v{version}/"
     print(f"wrote {', '.join(sorted(crds))} under {folder}, and {name} {version} in {data.name}")
@@ -380,8 +458,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.adopt_controller", description=__doc__.split("\n", 1)[0])
     parser.add_argument("name", help="jobset or kueue")
     parser.add_argument("version", help="the release, e.g. 0.17.8 (its tag is v0.17.8)")
-    parser.add_argument("--repo", type=Path, help="a git clone or bare mirror holding the tag (no network)")
-    parser.add_argument("--url", help=f"where to clone the tag from (default {URL.format(name='NAME')})")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--repo", type=Path, help="a git clone or bare mirror holding the tag (no network)")
+    source.add_argument("--url", help=f"where to clone the tag from (default {URL.format(name='NAME')})")
     parser.add_argument(
         "--chart-checked",
         action="store_true",
@@ -397,9 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.repo is not None and not args.repo.is_dir():
         problems.append(f"--repo {args.repo} is not a folder")
     if problems:
-        for problem in problems:
-            print(f"adopt_controller: {problem}", file=sys.stderr)
-        return 2
+        return refuse("adopt_controller", problems)
     try:
         return adopt(args.name, args.version, args.repo, args.url, chart_checked=args.chart_checked)
     except AdoptError as err:

@@ -36,11 +36,8 @@ from __future__ import annotations
 import argparse
 import base64
 import csv
-import functools
-import hashlib
 import io
 import json
-import lzma
 import re
 import subprocess
 import sys
@@ -54,6 +51,7 @@ import yaml
 from core import maxtext_keys
 from core.config.load import INTERPRETED, PROGRAM_KEYS
 from core.knobs import DATASETS, TRAINING_KNOBS
+from tools.vendoring import compressed, git_blob, merge_sums, refuse, sha256
 
 ROOT = Path(__file__).resolve().parents[1]
 VENDOR_DIR = ROOT / "tests" / "data" / "vendor"
@@ -130,15 +128,6 @@ class Release:
     files: dict[str, bytes]
     """Path inside ``maxtext/`` -> content, every one checked against the wheel's RECORD."""
     pins: tuple[str, ...]
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def git_blob(data: bytes) -> str:
-    """``git hash-object`` of ``data``."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
 def download(version: str, folder: Path) -> Path:
@@ -273,13 +262,6 @@ def check_released(release: Release, shared_dir: Path) -> dict[str, bytes]:
     return {RELEASED_LIST: data}
 
 
-@functools.cache
-def _compressed(content: bytes) -> bytes:
-    """``content`` as it is vendored (``.xz``, xz's strongest preset): the same bytes for the same file, made once per
-    process (the tests adopt the same release several times)."""
-    return lzma.compress(content, preset=9 | lzma.PRESET_EXTREME)
-
-
 def write_vendor(release: Release, vendor_dir: Path, extra: dict[str, bytes] | None = None) -> Path:
     """The files, ``wheel.json`` and their SHA256SUMS lines, under ``vendor_dir/maxtext-<version>/``, with ``extra``
     files as they are (``check_released``'s list)."""
@@ -294,7 +276,7 @@ def write_vendor(release: Release, vendor_dir: Path, extra: dict[str, bytes] | N
     for path, content in release.files.items():
         target = folder / vendored_name(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(_compressed(content) if target.suffix == ".xz" else content)
+        target.write_bytes(compressed(content) if target.suffix == ".xz" else content)
         sums[f"{prefix}/{path}"] = sha256(content)
     for name, content in (extra or {}).items():
         (folder / name).write_bytes(content)
@@ -302,14 +284,7 @@ def write_vendor(release: Release, vendor_dir: Path, extra: dict[str, bytes] | N
     text = json.dumps(record(release), indent=1) + "\n"
     (folder / RECORD_NAME).write_text(text)
     sums[f"{prefix}/{RECORD_NAME}"] = sha256(text.encode())
-    sums_file = vendor_dir / "SHA256SUMS"
-    kept = [
-        line
-        for line in sums_file.read_text().splitlines()
-        if line and not line.split("  ", 1)[1].startswith(prefix + "/")
-    ]
-    lines = kept + [f"{digest}  {name}" for name, digest in sums.items()]
-    sums_file.write_text("\n".join(sorted(lines, key=lambda line: line.split("  ", 1)[1])) + "\n")
+    merge_sums(vendor_dir / "SHA256SUMS", sums, lambda name: name.startswith(prefix + "/"))
     return folder
 
 
@@ -459,9 +434,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.wheel is not None and not args.wheel.is_file():
         problems.append(f"--wheel {args.wheel} is not a file")
     if problems:
-        for problem in problems:
-            print(f"adopt_maxtext: {problem}", file=sys.stderr)
-        return 2
+        return refuse("adopt_maxtext", problems)
     try:
         return adopt(args.version, args.wheel, loader=args.loader)
     except AdoptError as err:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from core.controllers import JOBSET_SPEC_FIELDS
+from core.controllers import JOBSET_SCHEMA_FIELDS
 from core.names import COMPONENT_LABEL, HF_SECRET, HF_SECRET_KEY, SCRATCH_STORAGE_CLASS
 from core.pathways import PORTS
 from core.steps import STEPS
@@ -162,16 +162,53 @@ JOBSET_CRD = "jobsets.jobset.x-k8s.io"
 """The CRD the JobSet chart ships in ``crds/`` (``charts/jobset/crds/jobset.x-k8s.io_jobsets.yaml`` at v0.10.1
 and v0.12.0; ``templates/`` holds none)."""
 JOBSET_CRD_VERSION = "v1alpha2"
+SHOWN = 3
+"""The missing fields a refusal names (then "and N more")."""
+
+
+EMBEDDED = frozenset({"template", "templates"})
+"""Properties that embed another API's object (a replicated Job's ``template``, a volume claim policy's
+``templates``): their schemas are Kubernetes', not JobSet's, and are not followed."""
+
+
+def _paths(schema: Mapping[str, Any], at: str) -> set[str]:
+    found: set[str] = set()
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return found
+    for name, child in properties.items():
+        path = f"{at}.{name}"
+        found.add(path)
+        if name in EMBEDDED or not isinstance(child, Mapping):
+            continue
+        items = child.get("items")
+        found |= _paths(items, f"{path}[]") if isinstance(items, Mapping) else _paths(child, path)
+    return found
 
 
 def jobset_crd_fields(crd: Mapping[str, Any]) -> frozenset[str]:
-    """The top-level ``spec`` fields a live JobSet CRD serves at ``v1alpha2`` (empty: a shape it cannot read)."""
+    """JobSet's own fields a JobSet CRD serves at ``v1alpha2``, as paths (``spec.volumeClaimPolicies``,
+    ``status.replicatedJobsStatus[].jobRestarts``), ``spec`` and ``status`` alike, the objects of other APIs they
+    embed left out (``EMBEDDED``); empty: a shape it cannot read. A status field counts: an older CRD prunes what
+    the newer controller writes there (JobSet 0.12.0's ``jobRestarts``, which 0.11.1's CRD lacks)."""
     for version in crd.get("spec", {}).get("versions") or []:
         if isinstance(version, Mapping) and version.get("name") == JOBSET_CRD_VERSION:
             schema = ((version.get("schema") or {}).get("openAPIV3Schema") or {}).get("properties") or {}
-            fields = ((schema.get("spec") or {}).get("properties")) or {}
-            return frozenset(str(field) for field in fields) if isinstance(fields, Mapping) else frozenset()
+            if not isinstance(schema, Mapping):
+                return frozenset()
+            return frozenset(
+                path
+                for part in ("spec", "status")
+                if isinstance(schema.get(part), Mapping)
+                for path in _paths(schema[part], part)
+            )
     return frozenset()
+
+
+def _outermost(paths: list[str]) -> list[str]:
+    """The paths whose parent is not among them: ``spec.volumeClaimPolicies``, not each field inside it."""
+    within = set(paths)
+    return [p for p in paths if p.rsplit(".", 1)[0].removesuffix("[]") not in within]
 
 
 def jobset_crd_problem(crd: Mapping[str, Any] | None, version: str) -> str | None:
@@ -186,10 +223,10 @@ def jobset_crd_problem(crd: Mapping[str, Any] | None, version: str) -> str | Non
     fields. The fix is one command, and ``up`` stops before the release changes until it has run."""
     if crd is None:
         return None
-    missing = sorted(JOBSET_SPEC_FIELDS[version] - jobset_crd_fields(crd))
+    missing = _outermost(sorted(JOBSET_SCHEMA_FIELDS[version] - jobset_crd_fields(crd)))
     if not missing:
         return None
-    fields = ", ".join(f"spec.{field}" for field in missing)
+    fields = ", ".join(missing[:SHOWN]) + (f" and {len(missing) - SHOWN} more" if len(missing) > SHOWN else "")
     return (
         f"the cluster's JobSet CRD {JOBSET_CRD} predates JobSet {version} (it has no {fields}): Helm installs a "
         "chart's CRDs only when it first installs the chart, never on an upgrade. Apply the new CRD, then run "
