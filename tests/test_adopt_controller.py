@@ -194,14 +194,14 @@ def _with_status_field(files: dict[str, bytes], field: str) -> dict[str, bytes]:
 
 def test_a_new_version_is_added_in_order_and_the_program_then_accepts_it(tmp_path, checkout):
     files = _with_status_field(upstream_files("jobset", "0.10.1"), "restartsAttempted")
-    repo = release_repo(tmp_path, "jobset", "0.11.1", files)
+    repo = release_repo(tmp_path, "jobset", "0.10.99", files)
     vendor, data = checkout()
-    assert adopt("jobset", "0.11.1", repo, vendor=vendor, data=data) == 0
-    versions = [*JOBSET_VERSIONS, "0.11.1"]
+    assert adopt("jobset", "0.10.99", repo, vendor=vendor, data=data) == 0
+    versions = [*JOBSET_VERSIONS, "0.10.99"]
     assert list(json.loads(data.read_text())["jobset"]) == sorted(versions, key=lambda v: tuple(map(int, v.split("."))))
-    adopted = load(data)["jobset"]["0.11.1"]
+    adopted = load(data)["jobset"]["0.10.99"]
     assert adopted.schema_fields == JOBSET_SCHEMA_FIELDS["0.10.1"] | {"status.restartsAttempted"}
-    assert (vendor / "schemas/jobset-v0.11.1/jobset.x-k8s.io_jobsets.yaml.xz").is_file()
+    assert (vendor / "schemas/jobset-v0.10.99/jobset.x-k8s.io_jobsets.yaml.xz").is_file()
 
 
 def test_a_jobset_whose_crd_the_upgrade_check_cannot_tell_apart_is_refused(tmp_path, checkout, capsys):
