@@ -71,6 +71,19 @@ def test_the_crd_check_refuses_an_older_crd_in_one_line_with_the_command():
     ), "a CRD it cannot read is taken as serving nothing"
 
 
+@pytest.mark.pure
+def test_a_crd_lacking_only_a_status_field_of_the_new_version_is_refused():
+    """JobSet 0.11.1's CRD has 0.12.0's spec fields but not the per-Job restart counts 0.12.0's controller writes to
+    the status (``failure_policy.go`` ``failurePolicyRecreateJob``): the API server would prune them."""
+    older = crd("0.12.0")
+    status = older["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    del status["replicatedJobsStatus"]["items"]["properties"]["jobRestarts"]
+    assert str(jobset_crd_problem(older, "0.12.0")).startswith(
+        "the cluster's JobSet CRD jobsets.jobset.x-k8s.io predates JobSet 0.12.0 (it has no "
+        "status.replicatedJobsStatus[].jobRestarts): "
+    )
+
+
 @pytest.mark.slow
 def test_upgrading_jobset_stops_before_the_chart_until_its_crd_is_applied_then_upgrades(stack):
     """From 0.10.1 to 0.12.0 on a running stack: the install created 0.10.1's CRD; the upgrade's preview and its
