@@ -315,6 +315,14 @@ def test_without_a_repo_the_tag_alone_is_cloned_under_build(tmp_path, monkeypatc
     )
 
 
+def test_a_repository_without_the_tag_is_one_line(tmp_path, capsys):
+    repo = release_repo(tmp_path, "jobset", "0.12.0", upstream_files("jobset", "0.12.0"))
+    assert main(["jobset", "0.99.0", "--repo", str(repo)]) == 1
+    assert capsys.readouterr().err == (
+        f"adopt_controller: {repo} has no tag v0.99.0: check the version, or fetch its tags\n"
+    )
+
+
 def test_bad_arguments_exit_2_with_every_problem(tmp_path, capsys):
     assert main(["helm", "1.0", "--repo", str(tmp_path / "none")]) == 2
     assert capsys.readouterr().err.splitlines() == [

@@ -122,7 +122,11 @@ class Tag:
         return done.stdout
 
     def commit(self) -> str:
-        return self.git("rev-parse", "--verify", f"{self.name}^{{commit}}").decode().strip()
+        """The commit the tag names; a repository without the tag is one line saying so."""
+        try:
+            return self.git("rev-parse", "--verify", "--quiet", f"{self.name}^{{commit}}").decode().strip()
+        except AdoptError:
+            raise AdoptError(f"{self.repo} has no tag {self.name}: check the version, or fetch its tags") from None
 
     def has(self, path: str) -> bool:
         """Whether the tag holds file ``path``: trees only, which a blob-less clone answers without the network."""
