@@ -29,7 +29,8 @@ semantics of ``workloads.specs.step_manifests`` and ``workloads.observe.waiting`
   compilation): one start-up, no restart (``failOnWorkloadExit``);
 - ``preemption``: a disruption restarts the JobSet (``restartOnDisruption``): a new start-up (restore,
   compilation from the run's warm cache, no pre-RL evaluation: ``RESTART_STARTUP_MINUTES``) plus the steps since
-  the last checkpoint, half a ``checkpoint_period`` on average;
+  the last checkpoint, half a ``checkpoint_period`` on average, less the first of them, which the restart's
+  start-up holds;
 - ``unschedulable``: a step's pod that finds no node holds a reserved slice until `up` stops at
   ``tpu-rl:workflow.unschedulableTimeout`` (an autoscaled slice is not created for a pod that cannot start:
   the head starts first, ``startupPolicy: InOrder``);
@@ -85,7 +86,8 @@ manager meeting every worker); load 3 min (tokenizer and dataset 1, one read of 
 ``CHECKPOINT_READ_MINUTES``: the actor is copied from the reference, ``tpu-rl:training.loadCheckpointOnlyOnce``; the
 0.75 h read it twice); compile 10 min (vLLM's engine on TPU; issue 40 reports 10-30 min cold); restore 2 min (a
 resumed attempt's checkpoint; none for the first); pre-RL eval 5 min (5 test batches); first step 2 min (the
-training step's compilation and the first rollout). Replace them with what `make report` measures on your runs."""
+first step whole: the training step's compilation, the first rollout and update; ``train_hours`` counts the steps
+after it). Replace them with what `make report` measures on your runs."""
 CHECKPOINT_READ_MINUTES = 2
 """One read of the converted checkpoint (~52 GB for gemma4-26b) into the trainer's chips, part of "load": an
 assumption. MaxText reads it once more, into the actor, when ``tpu-rl:training.loadCheckpointOnlyOnce`` is false."""
@@ -281,8 +283,10 @@ def startup_minutes(run: TrainingRun) -> dict[str, int]:
 
 
 def train_hours(run: TrainingRun, chips: int) -> float:
-    """Startup plus num_batches steps."""
-    return sum(startup_minutes(run).values()) / 60 + run.num_batches * step_seconds(run, chips) / 3600
+    """The start-up, then the steps after the first: the start-up ends at the first step's ``Train step N training
+    loss`` line (``workloads.observe.startup``), so its "first step" holds that step whole, and the report's step
+    chip-hours start after it (``workloads.observe.run_data`` ``step_chip_hours``)."""
+    return sum(startup_minutes(run).values()) / 60 + (run.num_batches - 1) * step_seconds(run, chips) / 3600
 
 
 def failure_costs(
@@ -296,7 +300,8 @@ def failure_costs(
     maintenance: Maintenance | None = None,
 ) -> dict[str, FailureCost]:
     """What one failure of each kind bills (module docstring)."""
-    lost_steps = min(checkpoint_period, run.num_batches) / 2
+    # The steps since the last checkpoint are done again; the restart's start-up holds the first of them.
+    lost_steps = max(min(checkpoint_period, run.num_batches) / 2 - 1, 0)
     restart = sum(restarted(startup_minutes(run)).values()) / 60 + lost_steps * step_seconds(run, chips) / 3600
     reserved = capacity == Capacity.RESERVATION
     protection = maintenance or Maintenance(DEFAULT_EXCLUSION, (DEFAULT_PODS_READY[capacity] + RECOVERY_SECONDS) / 3600)

@@ -29,16 +29,17 @@ TUTORIAL = TrainingRun(model="gemma4-26b", num_batches=50, batch_size=4, num_gen
 @pytest.mark.pure
 def test_tutorial_on_a_reservation():
     e = estimate_run(V6E_32, 1, Capacity.RESERVATION, TUTORIAL)
-    # train: 43 min start-up + 50 steps x (6 s x 4 prompts x 4 generations) = 0.7167 + 50 x 96 s = 2.05 h
+    # train: 43 min start-up (whose "first step" is the first of the 50 steps) + 49 steps x (6 s x 4 prompts x 4
+    # generations) = 0.7167 + 49 x 96 s = 2.0233 h
     steps = {s.step: s for s in e.steps}
-    assert steps["train"].hours == pytest.approx(43 / 60 + 50 * 96 / 3600)
+    assert steps["train"].hours == pytest.approx(43 / 60 + 49 * 96 / 3600)
     # a reserved slice bills during every step: 32 chips x hours x $1.89
     assert steps["convert"].holds_tpu is False and steps["convert"].tpu_chip_hours == pytest.approx(32.0)
     assert steps["convert"].usd == pytest.approx(32 * 1.0 * 1.89)  # $60.48
-    assert steps["train"].usd == pytest.approx(32 * 2.05 * 1.89)  # $123.98
+    assert steps["train"].usd == pytest.approx(32 * (43 / 60 + 49 * 96 / 3600) * 1.89)  # $122.37
     assert steps["export"].usd == pytest.approx(32 * 0.75 * 1.89)  # $45.36
-    assert e.total_hours == pytest.approx(1.0 + 2.05 + 0.75)
-    assert e.total_usd == pytest.approx(60.48 + 123.98 + 45.36, abs=0.01)  # $229.82
+    assert e.total_hours == pytest.approx(1.0 + 43 / 60 + 49 * 96 / 3600 + 0.75)
+    assert e.total_usd == pytest.approx(60.48 + 122.37 + 45.36, abs=0.01)  # $228.21
     assert e.idle_usd_per_day == pytest.approx(32 * 1.89 * 24)  # $1,451.52 per day until the reservation is deleted
     assert any("bills from its creation until it is deleted" in n for n in e.notes)
 
@@ -48,11 +49,12 @@ def test_autoscaled_capacity_bills_only_while_training():
     e = estimate_run(V6E_32, 1, Capacity.SPOT, TUTORIAL)
     steps = {s.step: s for s in e.steps}
     assert steps["convert"].usd == 0 and steps["export"].usd == 0
-    # (2.05 h + 0.25 h scale-up/down) x 32 chips x ($2.70 x 0.40 = $1.08)
-    assert steps["train"].usd == pytest.approx((2.05 + 0.25) * 32 * 1.08)  # $79.49
+    # (2.0233 h + 0.25 h scale-up/down) x 32 chips x ($2.70 x 0.40 = $1.08)
+    train = 43 / 60 + 49 * 96 / 3600
+    assert steps["train"].usd == pytest.approx((train + 0.25) * 32 * 1.08)  # $78.57
     assert e.idle_usd_per_day == 0
     on_demand = estimate_run(V6E_32, 1, Capacity.ON_DEMAND, TUTORIAL)
-    assert on_demand.total_usd == pytest.approx((2.05 + 0.25) * 32 * 2.70)  # $198.72
+    assert on_demand.total_usd == pytest.approx((train + 0.25) * 32 * 2.70)  # $196.42
 
 
 @pytest.mark.pure
@@ -60,7 +62,7 @@ def test_smaller_slice_trains_longer():
     small = resolve_slice("v6e", "ct6e-standard-4t", "2x4")
     e = estimate_run(small, 1, Capacity.SPOT, TUTORIAL)
     train = next(s for s in e.steps if s.step == "train")
-    assert train.hours == pytest.approx(43 / 60 + 50 * 96 * 4 / 3600)
+    assert train.hours == pytest.approx(43 / 60 + 49 * 96 * 4 / 3600)
 
 
 @pytest.mark.pure
@@ -74,7 +76,7 @@ def test_estimate_is_a_stack_output_and_printed_by_the_plan(capsys):
     from tools.plan import main
 
     output = plan_of("prod").outputs["estimate"]
-    assert output["totalUsd"] == pytest.approx(229.82, abs=0.01)
+    assert output["totalUsd"] == pytest.approx(228.21, abs=0.01)
     assert output["steps"]["convert"]["holdsTpu"] is False and output["steps"]["train"]["holdsTpu"] is True
     assert "reservation, 32 chips" in describe(output)
     assert main(["--stack", "prod"]) == 0
@@ -90,12 +92,12 @@ def test_the_stack_output_of_the_tutorial_run_on_a_reservation():
         "usdPerChipHour": 1.89,
         "steps": {
             "convert": {"hours": 1.0, "holdsTpu": False, "tpuChipHours": 32.0, "usd": 60.48},
-            "train": {"hours": 2.05, "holdsTpu": True, "tpuChipHours": 65.6, "usd": 123.98},
+            "train": {"hours": 2.02, "holdsTpu": True, "tpuChipHours": 64.7, "usd": 122.37},
             "export": {"hours": 0.75, "holdsTpu": False, "tpuChipHours": 24.0, "usd": 45.36},
         },
-        "totalHours": 3.8,
-        "totalTpuChipHours": 121.6,
-        "totalUsd": 229.82,
+        "totalHours": 3.77,
+        "totalTpuChipHours": 120.7,
+        "totalUsd": 228.21,
         "idleUsdPerDay": 1451.52,
         "pricesAsOf": "2026-11-29",
         "notes": [
@@ -105,13 +107,14 @@ def test_the_stack_output_of_the_tutorial_run_on_a_reservation():
             "the slice, not the reservation); delete the reservation to stop it",
         ],
         # one start-up (43 min); a restart (43 min less 8 min of compilation, its cache warm, and the 5-min pre-RL
-        # evaluation, skipped as it resumes: 0.5 h) + half of checkpoint_period 10 x 96 s (0.1333 h); 15 min held;
+        # evaluation, skipped as it resumes: 0.5 h) + half of checkpoint_period 10 less the restart's first step, 4
+        # x 96 s (0.1067 h); 15 min held;
         # a TPU maintenance event: the slice away 4 h (billed: reserved) + a restart; node upgrades held off: nothing
         "failureModes": {
             "deterministicFailure": {"tpuHours": 0.72, "tpuChipHours": 22.9, "usd": 43.34},
-            "preemption": {"tpuHours": 0.63, "tpuChipHours": 20.3, "usd": 38.3},
+            "preemption": {"tpuHours": 0.61, "tpuChipHours": 19.4, "usd": 36.69},
             "unschedulable": {"tpuHours": 0.25, "tpuChipHours": 8.0, "usd": 15.12},
-            "maintenance": {"tpuHours": 4.63, "tpuChipHours": 148.3, "usd": 280.22},
+            "maintenance": {"tpuHours": 4.61, "tpuChipHours": 147.4, "usd": 278.61},
             "nodeUpgrade": {"tpuHours": 0.0, "tpuChipHours": 0.0, "usd": 0.0},
         },
         # the 43-minute start-up of an attempt, by the components `make status` and `make report` measure
@@ -132,25 +135,25 @@ def test_the_stack_output_of_the_tutorial_run_on_a_reservation():
 
 @pytest.mark.pure
 def test_two_flex_start_slices_halve_the_steps_and_bill_only_training():
-    # 64 chips at $2.70 x 0.60 = $1.62; train 43 min + 50 x 96 s x 32/64 = 1.3833 h, billed + 0.25 h.
+    # 64 chips at $2.70 x 0.60 = $1.62; train 43 min + 49 x 96 s x 32/64 = 1.37 h, billed + 0.25 h.
     assert describe(estimate_run(V6E_32, 2, Capacity.FLEX_START, TUTORIAL).to_output()).splitlines() == [
         "estimate (flex-start, 64 chips at $1.62/chip-hour, prices as of 2026-11-29):",
         "  convert    1.00 h  CPU only       0.0 chip-h  $      0.00",
-        "  train      1.38 h  TPU          104.5 chip-h  $    169.34",
+        "  train      1.37 h  TPU          103.7 chip-h  $    167.96",
         "  export     0.75 h  CPU only       0.0 chip-h  $      0.00",
-        "  total      3.13 h               104.5 chip-h  $    169.34",
+        "  total      3.12 h               103.7 chip-h  $    167.96",
         "  note: conversion and export run on the CPU pool and hold no TPU",
         "  note: the flex-start pool scales to zero: its TPU VMs bill from when the capacity is granted to the "
         "scale-down after training, nothing while the request waits for capacity",
         "  train start-up per attempt 0.72 h, in minutes: admission 1, nodes 5, images 12, set-up 1, Pathways 2, "
         "load 3, compile 10, restore 2, pre-RL eval 5, first step 2 (assumed; `make report` measures them); a restart "
         "compiles from the run's cache and, resuming, skips the pre-RL evaluation: compile 2, pre-RL eval 0",
-        # 43 min x 64; a warm restart's 0.5 h + 5 steps x 48 s; no slice is created for a pod that cannot start
+        # 43 min x 64; a warm restart's 0.5 h + 4 steps x 48 s; no slice is created for a pod that cannot start
         "  if a failure of the trainer (no restart)                    45.9 chip-h  $     74.30",
-        "  if a preemption (restart + steps since the checkpoint)      36.3 chip-h  $     58.75",
+        "  if a preemption (restart + steps since the checkpoint)      35.4 chip-h  $     57.37",
         "  if an unschedulable step until `up` stops                    0.0 chip-h  $      0.00",
         # an autoscaled pool has no VMs while the slice is away: the restart only
-        "  if a TPU maintenance event (wait + restart)                 36.3 chip-h  $     58.75",
+        "  if a TPU maintenance event (wait + restart)                 35.4 chip-h  $     57.37",
         "  if a node upgrade under training (restart)                   0.0 chip-h  $      0.00",
     ]
 
@@ -161,7 +164,7 @@ def test_failure_costs_follow_the_checkpoint_period_and_the_unschedulable_bound(
     a longer bound holds a reserved slice longer."""
     base = estimate_run(V6E_32, 1, Capacity.RESERVATION, TUTORIAL).failures
     sparse = estimate_run(V6E_32, 1, Capacity.RESERVATION, TUTORIAL, checkpoint_period=50, unschedulable_seconds=3600)
-    assert sparse.failures["preemption"].tpu_hours == pytest.approx((43 - 13) / 60 + 25 * 96 / 3600)
+    assert sparse.failures["preemption"].tpu_hours == pytest.approx((43 - 13) / 60 + 24 * 96 / 3600)
     assert sparse.failures["unschedulable"].tpu_chip_hours == pytest.approx(32.0)
     assert base["unschedulable"].tpu_chip_hours == pytest.approx(8.0)
     huge = estimate_run(V6E_32, 1, Capacity.RESERVATION, TUTORIAL, checkpoint_period=1000).failures["preemption"]
@@ -171,7 +174,7 @@ def test_failure_costs_follow_the_checkpoint_period_and_the_unschedulable_bound(
         settings("prod", ["tpu-rl:workflow.unschedulableTimeout=30m", "tpu-rl:training.checkpointPeriod=20"])
     )
     assert prod.failures["unschedulable"].tpu_hours == 0.5
-    assert prod.failures["preemption"].tpu_hours == pytest.approx((43 - 13) / 60 + 10 * 96 / 3600)
+    assert prod.failures["preemption"].tpu_hours == pytest.approx((43 - 13) / 60 + 9 * 96 / 3600)
 
 
 @pytest.mark.pure
@@ -233,10 +236,10 @@ def test_the_estimate_of_a_stack_reads_each_setting(overrides, expected):
 
 @pytest.mark.pure
 def test_the_output_rounds_money_to_cents_and_hours_to_hundredths():
-    # 7 batches on spot: train 43 min + 7 x 96 s = 0.90333 h, billed + 0.25 h x 32 chips x $1.08 = $39.8592.
+    # 7 batches on spot: train 43 min + 6 x 96 s = 0.87667 h, billed + 0.25 h x 32 chips x $1.08 = $38.9376.
     output = estimate_run(V6E_32, 1, Capacity.SPOT, replace(TUTORIAL, num_batches=7)).to_output()
-    assert output["steps"]["train"] == {"hours": 0.9, "holdsTpu": True, "tpuChipHours": 36.9, "usd": 39.86}
-    assert (output["totalHours"], output["totalUsd"], output["usdPerChipHour"]) == (2.65, 39.86, 1.08)
+    assert output["steps"]["train"] == {"hours": 0.88, "holdsTpu": True, "tpuChipHours": 36.1, "usd": 38.94}
+    assert (output["totalHours"], output["totalUsd"], output["usdPerChipHour"]) == (2.63, 38.94, 1.08)
 
 
 @pytest.mark.pure
@@ -280,8 +283,8 @@ def test_the_evaluation_and_the_publication_are_estimated_when_the_stack_runs_th
     assert (steps["evaluate"].hours, steps["publish"].hours) == (1.5, 0.5)
     assert steps["evaluate"].holds_tpu is False and steps["evaluate"].usd == pytest.approx(32 * 1.5 * 1.89)
     assert steps["publish"].usd == pytest.approx(32 * 0.5 * 1.89)  # $30.24
-    assert e.total_hours == pytest.approx(1.0 + 2.05 + 0.75 + 1.5 + 0.5)
-    assert e.total_usd == pytest.approx(229.82 + 90.72 + 30.24, abs=0.01)
+    assert e.total_hours == pytest.approx(1.0 + 43 / 60 + 49 * 96 / 3600 + 0.75 + 1.5 + 0.5)
+    assert e.total_usd == pytest.approx(228.21 + 90.72 + 30.24, abs=0.01)
     assert e.notes[0] == "conversion, export, evaluation and publication run on the CPU pool and hold no TPU"
     spot = {s.step: s for s in estimate_run(V6E_32, 1, Capacity.SPOT, TUTORIAL, steps=every).steps}
     assert spot["evaluate"].hours == 1.5 and spot["evaluate"].usd == 0 and spot["publish"].usd == 0

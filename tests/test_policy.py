@@ -1587,7 +1587,7 @@ def test_every_policy_has_a_mutation():
 def test_budget_gate():
     prod = pure_plan("prod")
     assert policies.stack_estimate([_policy_resource(r) for r in prod.resources])["totalUsd"] == pytest.approx(
-        229.82, abs=0.01
+        228.21, abs=0.01
     )
     assert violations(pure_plan("prod", "tpu-rl:training.numBatches=2000"), "tpu-budget", "prod")[0].startswith(
         "estimated TPU cost of one run is $"
@@ -1727,23 +1727,23 @@ OPEN = "set tpu-rl:authorizedNetworks to the networks you deploy from"
 @pytest.mark.parametrize(
     ("overrides", "config", "expected"),
     [
-        # prod's run: 229.82 USD, 1,451.52 USD a day idle (test_estimate). At the limits: nothing.
-        ((), {"maxEstimatedUsd": 229.82, "maxIdleUsdPerDay": 1451.52}, []),
+        # prod's run: 228.21 USD, 1,451.52 USD a day idle (test_estimate). At the limits: nothing.
+        ((), {"maxEstimatedUsd": 228.21, "maxIdleUsdPerDay": 1451.52}, []),
         (
             (),
-            {"maxEstimatedUsd": 229.81, "maxIdleUsdPerDay": 1451.51},
+            {"maxEstimatedUsd": 228.2, "maxIdleUsdPerDay": 1451.51},
             [
-                f"estimated TPU cost of one run is $229.82 (reservation, 32 chips), above maxEstimatedUsd $229.81: "
+                f"estimated TPU cost of one run is $228.21 (reservation, 32 chips), above maxEstimatedUsd $228.20: "
                 f"{BUDGET_FIX}",
                 f"the reserved slice bills $1,451.52 {IDLE}",
             ],
         ),
-        # Defaults without config: 1,000 USD a run, 5,000 USD a day. 1,000 batches: 29.1333 h x 32 x 1.89.
+        # Defaults without config: 1,000 USD a run, 5,000 USD a day. 1,000 batches: 29.1067 h x 32 x 1.89.
         (
             ("tpu-rl:training.numBatches=1000",),
             {},
             [
-                "estimated TPU cost of one run is $1,761.98 (reservation, 32 chips), above maxEstimatedUsd "
+                "estimated TPU cost of one run is $1,760.37 (reservation, 32 chips), above maxEstimatedUsd "
                 f"$1,000.00: {BUDGET_FIX}"
             ],
         ),
