@@ -3,10 +3,13 @@ speaking the real paths, list pages, Status errors and TLS, with real exec auth 
 
 from __future__ import annotations
 
+import base64
+import copy
 import json
 import re
 import stat
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -55,6 +58,26 @@ def test_objects_are_read_over_tls_and_a_missing_one_is_none(cluster: FakeCluste
     assert found["metadata"]["uid"] == stored["metadata"]["uid"] and found["status"]["terminalState"] == "Failed"
     assert reader(cluster.kubeconfig()).get(JOBSET, "JobSet", "tpu-rl", "never-created") is None
     assert cluster.requests[-1] == "/apis/jobset.x-k8s.io/v1alpha2/namespaces/tpu-rl/jobsets/never-created"
+
+
+def test_the_clusters_ca_is_a_file_written_whole_before_any_reader_gets_its_name(cluster: FakeCluster, monkeypatch):
+    """The client's own temp file for certificate-authority-data is named before it is written (kubernetes 37.0.2
+    ``_create_temp_file_with_content``): a second thread could take it empty, and its TLS failed with
+    NO_CERTIFICATE_OR_CRL_FOUND. The reader hands the client a file of its own, so the client writes none."""
+    from kubernetes.config import kube_config
+
+    def racy(*args, **kwargs):
+        raise AssertionError("the client wrote a temp file of the kubeconfig's data")
+
+    monkeypatch.setattr(kube_config, "_create_temp_file_with_content", racy)
+    readers = [reader(cluster.kubeconfig()) for _ in range(2)]
+    assert [r.get(JOBSET, "JobSet", "tpu-rl", "absent") for r in readers] == [None, None]
+    ca = base64.b64decode(cluster.kubeconfig()["clusters"][0]["cluster"]["certificate-authority-data"])
+    assert [Path(name).read_bytes() for name in live._FILES.values()].count(ca) == 1, "one file per content"
+    bad = copy.deepcopy(cluster.kubeconfig())
+    bad["clusters"][0]["cluster"]["certificate-authority-data"] = "not base64!"
+    with pytest.raises(live.ClusterReadError, match="certificate-authority-data is not base64"):
+        reader(bad).get(JOBSET, "JobSet", "tpu-rl", "absent")
 
 
 def test_a_crd_that_is_not_installed_yet_reads_as_absent(cluster: FakeCluster):

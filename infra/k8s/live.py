@@ -20,8 +20,15 @@ going?), and `make status` reads them to show a run. How a read stays bounded an
 
 from __future__ import annotations
 
+import atexit
+import base64
+import binascii
+import contextlib
 import copy
+import os
 import ssl
+import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -348,6 +355,7 @@ class ClusterReader:
 
         config = copy.deepcopy(config)
         config["users"][0]["user"] = _credential(config, self.budgets.auth)
+        _as_files(config)
         configuration = Configuration()
         try:
             load_kube_config_from_dict(config, client_configuration=configuration, persist_config=False)
@@ -494,6 +502,57 @@ def _tls_line(where: str, cause: ssl.SSLError | None) -> ClusterReadError:
     else:
         why = ""
     return ClusterReadError(f"TLS with the cluster at {where} failed{why}; is the kubeconfig current?")
+
+
+INLINE_FILES = (
+    ("clusters", "cluster", "certificate-authority"),
+    ("users", "user", "client-certificate"),
+    ("users", "user", "client-key"),
+)
+"""The kubeconfig's ``<key>-data`` entries (base64) the client needs as files."""
+_FILES: dict[bytes, str] = {}
+_FILES_LOCK = threading.Lock()
+
+
+def _file_holding(data: bytes) -> str:
+    """A private file with ``data``, written whole before its name is given out, once per content and process.
+
+    The Kubernetes client would write it itself (kubernetes 37.0.2 ``config/kube_config.py``
+    ``_create_temp_file_with_content``), but it records the file's name before writing the content, so a second
+    reader loading the same kubeconfig in another thread can take the still-empty file: its TLS then fails with
+    ``NO_CERTIFICATE_OR_CRL_FOUND`` (seen in this suite; `up` reads the cluster from several threads)."""
+    with _FILES_LOCK:
+        name = _FILES.get(data)
+        if name is None:
+            fd, name = tempfile.mkstemp(prefix="tpu-rl-kube-")  # 0600
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            _FILES[data] = name
+            if len(_FILES) == 1:
+                atexit.register(_remove_files)
+        return name
+
+
+def _remove_files() -> None:
+    for name in _FILES.values():
+        with contextlib.suppress(OSError):
+            os.remove(name)
+
+
+def _as_files(config: dict[str, Any]) -> None:
+    """Each ``<key>-data`` of the (checked, copied) kubeconfig's cluster and user as ``<key>``, a file holding the
+    decoded bytes (``_file_holding``), so the client reads the file and writes none. Raises ``ClusterReadError``."""
+    for section, kind, key in INLINE_FILES:
+        entry = config[section][0][kind]
+        data = entry.get(f"{key}-data")
+        if data is None:
+            continue
+        try:
+            decoded = base64.standard_b64decode(str(data))  # as the client decodes it (``FileOrData``)
+        except (binascii.Error, ValueError):
+            raise ClusterReadError(f"the kubeconfig is not usable: {key}-data is not base64") from None
+        entry[key] = _file_holding(decoded)
+        del entry[f"{key}-data"]
 
 
 def _status_message(body: Any) -> str:
