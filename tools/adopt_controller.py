@@ -225,7 +225,7 @@ FIELD = re.compile(r'^\t(?:(\w+)\s+)?([\w.*\[\]]+)\s+`json:"([^",]*)[^"]*"`', re
 
 def go_structs(source: str) -> dict[str, dict[str, str]]:
     """Each struct of a Go file: JSON name -> the field's type (``*``, ``[]`` and ``map[K]`` taken off); an inline
-    field is listed under ``""`` + its type."""
+    field (``json:",inline"``) is listed under its type's name, which ``unknown_fields`` merges."""
     structs: dict[str, dict[str, str]] = {}
     for name, body in STRUCT.findall(source):
         fields: dict[str, str] = {}
