@@ -234,6 +234,16 @@ def test_what_the_stack_holds_counts_as_left_on_the_projects_quotas_too():
 
 
 @pytest.mark.pure
+def test_docs_quote_the_global_refusal_as_the_check_writes_it():
+    from tools.stack_files import ROOT
+
+    (line,) = global_quota_findings(
+        needs(PROD, SIZED), project_quotas(CPUS_ALL_REGIONS=(32, 0)), "my-project", Held(), network=False
+    )
+    assert f"error: capacity check: {line.text}\n" in (ROOT / "docs" / "operations.md").read_text()
+
+
+@pytest.mark.pure
 def test_a_project_that_lists_no_quota_is_a_warning():
     need = needs(PROD, SIZED)
     unlisted = {k: v for k, v in project_quotas().items() if k != "CPUS_ALL_REGIONS"}
