@@ -17,6 +17,7 @@ from infra.gcp.capacity import (
     Finding,
     Held,
     Offer,
+    accelerator_findings,
     global_quota_findings,
     needs,
     offer_findings,
@@ -365,10 +366,50 @@ def test_every_shortfall_is_a_line_of_its_own_in_one_run(compute):
         ["quota", "SSD_TOTAL_GB"],
     ]
     assert "(roles/storage.admin: storage.buckets.create)" in found[0]
-    assert (
-        "machine type n4-standard-64 (tpu-rl:cpuPool.machineType), accelerator type ct6e (tpu-rl:tpu.version)"
-        in (found[1])
+    assert "does not offer machine type n4-standard-64 (tpu-rl:cpuPool.machineType); set gcp:zone" in found[1], (
+        "the slice's accelerator type is no stop while its machine type is offered"
     )
+
+
+@pytest.mark.pure
+def test_an_accelerator_type_the_zone_does_not_list_warns_where_the_machine_type_is_offered():
+    machine = Offer("machine type", "ct6e-standard-4t", ("tpu-rl:tpu.machineType",))
+    chips = [Offer("accelerator type", "ct6e", ("tpu-rl:tpu.version",))]
+    assert accelerator_findings("z", machine, [], True) == []
+    (offered,) = accelerator_findings("z", machine, chips, True)
+    assert offered == Finding(
+        "unknown",
+        "gcp:zone z lists no accelerator type ct6e (tpu-rl:tpu.version): acceleratorTypes.get answered not found; it "
+        "offers machine type ct6e-standard-4t (tpu-rl:tpu.machineType), what the TPU pool asks for, so this is not a "
+        "stop; if GKE refuses the TPU pool, set gcp:zone to a zone that offers both (gcloud compute accelerator-types "
+        "list --filter=zone:z)",
+    )
+    (unread,) = accelerator_findings("z", machine, chips, False)
+    assert unread.level == "unknown" and "machine type ct6e-standard-4t (tpu-rl:tpu.machineType) could not be read" in (
+        unread.text
+    )
+
+
+@pytest.mark.parametrize(
+    ("gone", "levels_"),
+    [
+        ({"acceleratorTypes": ["ct6e"]}, ["unknown"]),
+        ({"acceleratorTypes": ["ct6e"], "machineTypes": ["ct6e-standard-4t"]}, ["problem"]),
+    ],
+    ids=["machine-offered", "neither-offered"],
+)
+def test_the_accelerator_types_not_found_through_the_clients(compute, gone, levels_):
+    """acceleratorTypes.get answers 404 for ct6e: a warning while the zone offers ct6e-standard-4t, the one stop
+    naming both when it offers neither."""
+    for kind, names in gone.items():
+        for name in names:
+            del compute.offers[kind][name]
+    found = [f for f in REAL_CHECK(PROD, clients(compute)) if "ct6e" in f.text and "gcp:zone" in f.text]
+    assert levels(found) == levels_, found
+    if levels_ == ["problem"]:
+        assert "machine type ct6e-standard-4t (tpu-rl:tpu.machineType), accelerator type ct6e (tpu-rl:tpu.version)" in (
+            found[0].text
+        )
 
 
 def test_a_later_up_counts_its_own_nodes_disks(compute):

@@ -8,7 +8,8 @@ budget), one module per thing it checks:
 
 - ``apis``: the permissions the stack's resources need (Resource Manager ``projects.testIamPermissions``,
   ``infra.gcp.permissions``) and the APIs (Service Usage);
-- ``offers``: the machine, accelerator and disk types ``gcp:zone`` offers;
+- ``offers``: the machine, accelerator and disk types ``gcp:zone`` offers (an accelerator type it does not list is a
+  warning where it offers the slice's machine type);
 - ``reservations``: the reservation (capacity ``reservation``), specific, ready, with the slices free;
 - ``quotas``: the region's CPU and disk quotas and the project's across all regions (``CPUS_ALL_REGIONS``, the
   network's objects) against what a run and the pools at their maximum draw, and for capacity that is not reserved
@@ -48,7 +49,7 @@ from infra.gcp.capacity.keys import (
     surviving_key_findings,
 )
 from infra.gcp.capacity.needs import CPU_STEPS_NODES, Held, Need, Pool, held, needs
-from infra.gcp.capacity.offers import Offer, offer_findings, offers
+from infra.gcp.capacity.offers import Offer, accelerator_findings, offer_findings, offers
 from infra.gcp.capacity.quotas import (
     QuotaLimit,
     global_quota_findings,
@@ -88,6 +89,7 @@ __all__ = [
     "ReplyError",
     "ReplyTooLargeError",
     "Reservation",
+    "accelerator_findings",
     "api_findings",
     "boot_disk_findings",
     "check_capacity",
