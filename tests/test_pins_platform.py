@@ -18,7 +18,7 @@ SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 SHIELDED = {"enable_secure_boot": True, "enable_integrity_monitoring": True}
 LABELS = {"app": "tpu-rl", "stack": "prod", "cluster": "tpu-rl-prod", "managed-by": "pulumi"}
 SURGE_0_1 = {"strategy": "SURGE", "max_surge": 0, "max_unavailable": 1}
-STREAMING = {"enabled": True}  # GKE Image streaming on cpu-np, which runs the big image; the blueprint's TPU pool has none
+STREAMING = {"enabled": True}  # GKE Image streaming on cpu-np (the big image); none on the TPU pool, as the blueprint
 
 
 def node_config(machine, disk_gb, disk_type, sa, **extra):
