@@ -83,7 +83,7 @@ STALLED_EXIT = 76
 ``tpu-rl:workflow.stallTimeout``: counted as a disruption too (the JobSet restarts it from its checkpoint)."""
 
 IMAGE_STREAMING_API = "containerfilesystem.googleapis.com"
-"""The Container File System API, which GKE Image streaming (cpu-np and the TPU pools, ``infra.gcp.gke_spec``) needs
+"""The Container File System API, which GKE Image streaming (cpu-np, ``infra.gcp.gke_spec``) needs
 enabled in the project (the Image streaming page's Requirements)."""
 REQUIRED_APIS = (
     "cloudresourcemanager.googleapis.com",  # project-level IAM members (gcp.projects.IAMMember)

@@ -119,7 +119,8 @@ class TpuVersion:
     """The only zones flex-start offers it in; None: no restriction recorded."""
     accelerator_type: str = ""
     """Compute Engine's accelerator type of its chips in a zone (``acceleratorTypes.get``; the ``guestAccelerators``
-    of its VMs, ``ct6e`` for v6e): the capacity check stops a zone that does not offer it. "": not checked."""
+    of its VMs, ``ct6e`` for v6e): a zone that does not list it is a capacity-check warning where it offers the
+    slice's machine type, and a stop with that machine type where it offers neither. "": not checked."""
 
     def machine(self, name: str | None) -> MachineType | None:
         return next((m for m in self.machine_types if m.name == name), None)

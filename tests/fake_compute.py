@@ -4,9 +4,10 @@ among them ``images.get``: ``GET /compute/v1/projects/<p>/global/images/<name>``
 ``key_management_service/transports/rest_base.py``, google-cloud-storage ``Client.get_bucket``:
 ``GET /storage/v1/b/<bucket>``), their JSON (camelCase, int64 as strings) and Google's error
 bodies (``{"error": {code, message, errors[{reason}], details[ErrorInfo]}}``), so the real clients parse real
-shapes; the zone's machine, accelerator and disk types (``ZONE_OFFERS``) and Resource Manager's
-``projects.testIamPermissions`` (v3: a POST of ``{"permissions": [...]}`` answered with the subset held, ``{}`` for
-none); a route may also answer raw bytes (``raw``: not JSON, gzip, a bomb) for the hostile-reply tests. See
+shapes; the zone's machine, accelerator and disk types (``ZONE_OFFERS``), the project's quotas across all regions
+(``projects.get``, ``GLOBAL_ENOUGH`` unless a test sets others) and its networks (``networks.get``), and Resource
+Manager's ``projects.testIamPermissions`` (v3: a POST of ``{"permissions": [...]}`` answered with the subset held,
+``{}`` for none); a route may also answer raw bytes (``raw``: not JSON, gzip, a bomb) for the hostile-reply tests. See
 /work/notes/compute-api.md for where each shape comes from."""
 
 from __future__ import annotations
@@ -120,6 +121,63 @@ def region(name: str, quotas: Mapping[str, tuple[float, float]]) -> dict[str, An
         "name": name,
         "status": "UP",
         "quotas": [{"metric": m, "limit": limit, "usage": usage} for m, (limit, usage) in sorted(quotas.items())],
+    }
+
+
+GLOBAL_ENOUGH: dict[str, tuple[float, float]] = {
+    "CPUS_ALL_REGIONS": (2048, 0),
+    "GPUS_ALL_REGIONS": (0, 0),
+    "NETWORKS": (15, 1),
+    "SUBNETWORKS": (175, 0),
+    "FIREWALLS": (200, 4),
+    "ROUTERS": (20, 0),
+    "ROUTES": (250, 0),
+    "IN_USE_ADDRESSES": (4, 0),
+    "STATIC_ADDRESSES": (8, 0),
+    "IMAGES": (100, 0),
+    "SNAPSHOTS": (1000, 0),
+    "INSTANCE_TEMPLATES": (100, 0),
+}
+"""The project's quotas across all regions (limit, usage) that hold any example stack, the slices' vCPUs on
+``CPUS_ALL_REGIONS`` included (prod: 16 + 64 + 8 x 180): a project with its default network (one network, its four
+firewall rules) and quotas raised for TPU work."""
+
+
+def project_info(name: str, quotas: Mapping[str, tuple[float, float]]) -> dict[str, Any]:
+    """A ``compute#project`` as ``projects.get`` answers it (https://cloud.google.com/compute/docs/reference/rest/v1/
+    projects/get; ``gcloud compute project-info describe`` prints the same): its quotas across all regions (metric ->
+    (limit, usage), JSON numbers as a region's are) beside its metadata, default service account and XPN status."""
+    return {
+        "kind": "compute#project",
+        "id": "7939884504553816957",
+        "creationTimestamp": "2026-10-08T07:32:50.892-07:00",
+        "name": name,
+        "commonInstanceMetadata": {"kind": "compute#metadata", "fingerprint": "duDIfUPUEew="},
+        "quotas": [{"metric": m, "limit": limit, "usage": usage} for m, (limit, usage) in sorted(quotas.items())],
+        "selfLink": f"https://www.googleapis.com/compute/v1/projects/{name}",
+        "defaultServiceAccount": "394500313768-compute@developer.gserviceaccount.com",
+        "xpnProjectStatus": "UNSPECIFIED_XPN_PROJECT_STATUS",
+        "defaultNetworkTier": "PREMIUM",
+        "vmDnsSetting": "ZONAL_ONLY",
+    }
+
+
+def network(name: str, *, project: str, region: str = "us-east5") -> dict[str, Any]:
+    """A custom-mode ``compute#network`` as ``networks.get`` answers it: the stack's VPC (``infra.gcp.network``: no
+    auto subnets, regional routing, MTU 8896) with its one subnet."""
+    url = f"https://www.googleapis.com/compute/v1/projects/{project}"
+    return {
+        "kind": "compute#network",
+        "id": "6154318276438219921",
+        "creationTimestamp": "2026-11-30T09:00:00.000-08:00",
+        "name": name,
+        "selfLink": f"{url}/global/networks/{name}",
+        "selfLinkWithId": f"{url}/global/networks/6154318276438219921",
+        "autoCreateSubnetworks": False,
+        "subnetworks": [f"{url}/regions/{region}/subnetworks/{name.removesuffix('-net')}-subnet"],
+        "routingConfig": {"routingMode": "REGIONAL", "bgpBestPathSelectionMode": "LEGACY"},
+        "mtu": 8896,
+        "networkFirewallPolicyEnforcementOrder": "AFTER_CLASSIC_FIREWALL",
     }
 
 
@@ -301,6 +359,8 @@ def image(
 
 
 IMAGE_PATH = re.compile(r"/compute/v1/projects/([^/]+)/global/images/([^/]+)")
+PROJECT_PATH = re.compile(r"/compute/v1/projects/([^/]+)")
+NETWORK_PATH = re.compile(r"/compute/v1/projects/([^/]+)/global/networks/([^/]+)")
 
 
 def bucket(
@@ -412,6 +472,11 @@ class FakeCompute:
         """What the caller holds on every bucket of ``buckets`` (``buckets.testIamPermissions``); None: everything."""
         self.images: dict[tuple[str, str], dict[str, Any]] = {}
         """Compute Engine: (project, image name) -> its ``images.get`` reply (``image``); any other is not found."""
+        self.project_quotas: dict[str, tuple[float, float]] = dict(GLOBAL_ENOUGH)
+        """Compute Engine: every project's quotas across all regions (``projects.get``, ``project_info``)."""
+        self.networks: set[tuple[str, str]] = set()
+        """Compute Engine: (project, network name) of the networks that exist (``networks.get``); any other is not
+        found."""
         self.url = ""
 
     def answer(
@@ -445,6 +510,11 @@ class FakeCompute:
             project, zone, kind, name = match.groups()
             if name in self.offers[kind]:
                 return 200, offer(kind, name, project=project, zone=zone, guest_cpus=self.offers[kind][name])
+        if match := PROJECT_PATH.fullmatch(path):
+            return 200, project_info(match.group(1), self.project_quotas)
+        if (match := NETWORK_PATH.fullmatch(path)) and match.groups() in self.networks:
+            name, network_name = match.groups()
+            return 200, network(network_name, project=name)
         if (match := IMAGE_PATH.fullmatch(path)) and match.groups() in self.images:
             project, name = match.groups()
             return 200, self.images[project, name]

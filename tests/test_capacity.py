@@ -229,6 +229,9 @@ def test_a_stack_with_its_capacity_passes_and_reads_each_thing_once(compute):
             VMS_PATH.format(project="my-tpu-prod-project"),
             RES_PATH,
             REGION_PATH.format(project="my-tpu-prod-project"),
+            # the project's quotas across all regions, and whether the stack's network exists (a fresh project: no)
+            "/compute/v1/projects/my-tpu-prod-project",
+            "/compute/v1/projects/my-tpu-prod-project/global/networks/tpu-rl-prod-net",
             # gke.secretsEncryptionKey: create looks for a ring of its name an earlier destroy left (none here)
             "/v1/projects/my-tpu-prod-project/locations/us-east5/keyRings/tpu-rl-prod-keys",
         ]

@@ -34,6 +34,8 @@ REAL_CHECK = capacity.check_capacity
 P = "my-tpu-prod-project"
 RES = f"/compute/v1/projects/{P}/zones/us-east5-b/reservations/my-v6e-32-reservation"
 REGION = f"/compute/v1/projects/{P}/regions/us-east5"
+PROJECT = f"/compute/v1/projects/{P}"
+NETWORK = f"/compute/v1/projects/{P}/global/networks/tpu-rl-prod-net"
 VMS = f"/compute/v1/projects/{P}/zones/us-east5-b/instances"
 APIS = f"/v1/projects/{P}/services:batchGet"
 RING_NAME = f"projects/{P}/locations/us-east5/keyRings/tpu-rl-prod-keys"
@@ -46,6 +48,8 @@ ENOUGH = {"CPUS": (1000, 0), "N4_CPUS": (600, 0), "SSD_TOTAL_GB": (4096, 0), "HD
 SOURCES = {
     RES: ("Compute Engine (reservations.get)", "reading reservation my-v6e-32-reservation"),
     REGION: ("Compute Engine (regions.get)", "reading the quotas of region us-east5"),
+    PROJECT: ("Compute Engine (projects.get)", f"reading the quotas of project {P}"),
+    NETWORK: ("Compute Engine (networks.get)", "reading network tpu-rl-prod-net"),
     VMS: ("Compute Engine (instances.list)", "listing the node VMs of cluster tpu-rl-prod"),
     APIS: ("Service Usage (services.batchGet)", f"listing the APIs of project {P}"),
     RING: ("Cloud KMS (keyRings.get)", f"reading Cloud KMS key ring {RING_NAME}"),
@@ -56,6 +60,8 @@ SOURCES = {
 WRONG_TYPE = {
     RES: {"name": "my-v6e-32-reservation", "specificReservation": "eight VMs"},
     REGION: {"name": "us-east5", "quotas": "plenty"},
+    PROJECT: {"name": P, "quotas": "plenty"},
+    NETWORK: {"name": "tpu-rl-prod-net", "subnetworks": "one"},
     VMS: {"kind": "compute#instanceList", "items": "none"},
     APIS: {"services": "all enabled"},
     RING: {"name": ["a", "ring"]},
@@ -66,6 +72,8 @@ WRONG_TYPE = {
 WRONG_FIELD = {
     RES: "specificReservation",
     REGION: "quotas",
+    PROJECT: "quotas",
+    NETWORK: "subnetworks",
     VMS: "items",
     APIS: "services",
     RING: "name",
@@ -132,6 +140,8 @@ def tail(path):
     return {
         RES: "; the reservation was not checked",
         REGION: "; the quotas were not checked",
+        PROJECT: "; the project's quotas were not checked",
+        NETWORK: "; the quotas of the network's objects were not checked",
         VMS: "; VMs this stack already holds are not counted",
         APIS: "; the APIs were not checked",
         RING: f"; if an earlier destroy left key ring {RING_NAME}, its create fails with 409 (already exists): "
@@ -161,6 +171,8 @@ def test_a_reply_about_another_object_is_not_read_as_this_one(compute):
     assert "(name is 'someone-elses', not my-v6e-32-reservation)" in run(compute, RES)
     compute.routes[REGION] = (200, {})
     assert "(name is '', not us-east5)" in run(compute, REGION)
+    compute.routes[PROJECT] = (200, {"name": "someone-elses-project", "quotas": []})
+    assert f"(name is 'someone-elses-project', not {P})" in run(compute, PROJECT)
 
 
 @pytest.mark.parametrize(
@@ -170,6 +182,7 @@ def test_a_reply_about_another_object_is_not_read_as_this_one(compute):
         (REGION, {"name": "us-east5", "quotas": [{"metric": "CPUS", "limit": "NaN", "usage": 0}]}, "is nan"),
         (REGION, {"name": "us-east5", "quotas": [{"metric": "CPUS", "limit": 10, "usage": -5}]}, "usage is -5"),
         (REGION, {"name": "us-east5", "quotas": [{"metric": "CPUS", "limit": 1e300, "usage": 0}]}, "out of range"),
+        (PROJECT, {"name": P, "quotas": [{"metric": "CPUS_ALL_REGIONS", "limit": 32, "usage": -1}]}, "usage is -1"),
         (RES, vms(count="1" + "0" * 30), "(count: Value out of range"),
         (RES, vms(count=str(2**40)), "(specificReservation.count is 1099511627776, not a count)"),
         (RES, vms(inUseCount="-1"), "(specificReservation.inUseCount is -1, not a count)"),
@@ -182,6 +195,7 @@ def test_a_reply_about_another_object_is_not_read_as_this_one(compute):
         "nan",
         "negative",
         "huge-limit",
+        "negative-global",
         "int64-overflow",
         "huge-count",
         "negative-count",

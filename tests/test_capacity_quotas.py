@@ -13,8 +13,28 @@ from google.cloud import compute_v1  # noqa: F401  (imported at collection: no t
 
 from core.machines import CPU_QUOTAS, DISK_QUOTAS, HYPERDISK_FAMILIES, PD_FAMILIES, boot_disk_type
 from infra.gcp import capacity, permissions
-from infra.gcp.capacity import Finding, Held, Offer, needs, offer_findings, offers, quota_findings
-from tests.fake_compute import clients, error, fake_compute, instance, region, reservation, serve_reservation
+from infra.gcp.capacity import (
+    Finding,
+    Held,
+    Offer,
+    accelerator_findings,
+    global_quota_findings,
+    needs,
+    offer_findings,
+    offers,
+    quota_findings,
+)
+from infra.gcp.capacity.needs import PROJECT as ALL_REGIONS
+from tests.fake_compute import (
+    GLOBAL_ENOUGH,
+    clients,
+    error,
+    fake_compute,
+    instance,
+    region,
+    reservation,
+    serve_reservation,
+)
 from tests.lifecycle_walk import settings
 
 PROD = settings("prod", [])
@@ -93,8 +113,13 @@ def test_what_the_stack_holds_counts_as_left_and_a_metric_not_listed_is_a_warnin
     ours = capacity.held(
         [(url + "ct6e-standard-4t", 100), (url + "n4-standard-64", 500), (url + "e2-standard-8", 200)],
         "ct6e-standard-4t",
+        tpu_vcpus=180,
     )
-    assert ours == Held(1, {"HDB_TOTAL_GB": 600, "N4_CPUS": 64, "CPUS": 8, "SSD_TOTAL_GB": 200}, {"CPUS": 64})
+    assert ours == Held(
+        1,
+        {"HDB_TOTAL_GB": 600, "N4_CPUS": 64, "CPUS": 8, "SSD_TOTAL_GB": 200, "CPUS_ALL_REGIONS": 72},
+        {"CPUS": 64, "CPUS_ALL_REGIONS": 180},
+    ), "every CPU VM's vCPUs on CPUS_ALL_REGIONS; the TPU VM's perhaps"
     busy = quotas({**{m: (a, a) for m, a in MAX.items()}})
     held_all = Held(8, {m: float(a) for m, a in MAX.items()}, {"CPUS": 64.0})
     assert quota_findings(need, busy, "us-east5", held_all) == [], "a later `up`: its own nodes hold what it needs"
@@ -114,6 +139,121 @@ def test_cpus_short_only_if_n4_counts_against_it_is_a_warning_not_a_stop():
     assert maybe.level == "unknown" and maybe.text.startswith(
         "quota CPUS in r: 50 of 50 vCPUs left; the run needs 80 if N4 vCPUs count against CPUS"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# The project's quotas across all regions (issue 53 item 2)
+
+SIZED = {"e2-standard-8": 8, "n4-standard-64": 64, "ct6e-standard-4t": 180}
+"""Guest CPUs as the zone answers them (``machineTypes.get``): the slice's machine has no predefined shape."""
+OBJECTS = {"NETWORKS": 1, "SUBNETWORKS": 1, "ROUTERS": 1, "FIREWALLS": 4}
+"""What the stack's network draws: its VPC, subnet, router and firewall rule, and GKE's 3 rules of a private
+cluster."""
+
+
+def project_quotas(**changed):
+    return quotas({**GLOBAL_ENOUGH, **changed})
+
+
+@pytest.mark.pure
+def test_every_cpu_vm_draws_on_cpus_all_regions_and_the_network_on_the_projects_quotas():
+    need = needs(PROD, SIZED)
+    assert need.draw("run", ALL_REGIONS) == {"CPUS_ALL_REGIONS": 80, **OBJECTS}, "2 x e2-standard-8 + n4-standard-64"
+    assert need.draw("max", ALL_REGIONS) == {"CPUS_ALL_REGIONS": 336, **OBJECTS}, "10 x 8 + 4 x 64"
+    assert need.maybe(ALL_REGIONS) == {"CPUS_ALL_REGIONS": 8 * 180}, "the slices' vCPUs perhaps"
+    assert need.draw("run") == RUN, "a region's draw is as it was: no global metric in it"
+    assert needs(PROD).maybe(ALL_REGIONS) == {}, "a slice the zone did not size is not counted"
+
+
+@pytest.mark.pure
+def test_a_global_cpu_quota_short_of_the_run_stops_up_in_one_line():
+    """The issue: a fresh project's CPUS_ALL_REGIONS (32) holds the regional quotas' run but not cpu-np's n4-standard-64
+    node, which GKE would never create, leaving the conversion pending while a reserved slice bills."""
+    (line,) = global_quota_findings(
+        needs(PROD, SIZED), project_quotas(CPUS_ALL_REGIONS=(32, 0)), "p", Held(), network=False
+    )
+    assert line == Finding(
+        "problem",
+        "quota CPUS_ALL_REGIONS of project p: 32 of 32 vCPUs left, the run needs 80 (2 system node(s) at minNodes, "
+        "1 cpu-np node(s) for the CPU steps); request more quota or lower tpu-rl:systemPool.minNodes / "
+        "tpu-rl:systemPool.machineType / tpu-rl:cpuPool.machineType",
+    ), "one line, no second (maybe) line for the slices"
+    (used,) = global_quota_findings(
+        needs(PROD, SIZED), project_quotas(CPUS_ALL_REGIONS=(100, 30)), "p", Held(), network=False
+    )
+    assert used.level == "problem" and used.text.startswith("quota CPUS_ALL_REGIONS of project p: 70 of 100 vCPUs left")
+
+
+@pytest.mark.pure
+def test_the_pools_maximum_and_the_slices_vcpus_beyond_the_global_quota_warn():
+    need = needs(PROD, SIZED)
+    (peak,) = global_quota_findings(need, project_quotas(CPUS_ALL_REGIONS=(200, 0)), "p", Held(), network=False)
+    assert peak == Finding(
+        "unknown",
+        "quota CPUS_ALL_REGIONS of project p: 200 of 200 vCPUs left hold the run (80) but not the pools at their "
+        "autoscaling maximum (336), so GKE cannot scale them that far; lower tpu-rl:systemPool.maxNodes or "
+        "tpu-rl:cpuPool.maxNodes or request more quota",
+    )
+    (maybe,) = global_quota_findings(need, project_quotas(CPUS_ALL_REGIONS=(400, 0)), "p", Held(), network=False)
+    assert maybe == Finding(
+        "unknown",
+        "quota CPUS_ALL_REGIONS of project p: 400 of 400 vCPUs left; the run needs 1520 if the 8 TPU VM(s)' vCPUs "
+        "(ct6e-standard-4t) count against CPUS_ALL_REGIONS, which nothing this check could read settles "
+        "(infra.gcp.capacity.needs.ALL_REGIONS_CPUS); if GKE cannot add nodes, request more quota",
+    )
+    assert global_quota_findings(need, project_quotas(CPUS_ALL_REGIONS=(1520, 0)), "p", Held(), network=False) == []
+
+
+@pytest.mark.pure
+def test_the_networks_objects_are_counted_until_the_stack_holds_them():
+    need = needs(PROD, SIZED)
+    full = project_quotas(NETWORKS=(5, 5), FIREWALLS=(100, 97))
+    assert [f.text for f in global_quota_findings(need, full, "p", Held(), network=False)] == [
+        "quota FIREWALLS of project p: 3 of 100 firewall rules left, the run needs 4 (its firewall rule and the 3 GKE "
+        "creates for a private cluster); request more quota",
+        "quota NETWORKS of project p: 0 of 5 networks left, the run needs 1 (the stack's VPC network); request more "
+        "quota",
+    ]
+    assert global_quota_findings(need, full, "p", Held(), network=True) == [], "a later `up`: its network exists"
+    assert global_quota_findings(need, full, "p", Held(), network=None) == [], "not known: the caller warns"
+    assert [f.level for f in global_quota_findings(need, full, "p", Held(), network=False)] == ["problem"] * 2
+
+
+@pytest.mark.pure
+def test_what_the_stack_holds_counts_as_left_on_the_projects_quotas_too():
+    """A later `up`: the stack's own VMs are in the usage (the global quota at its limit with them)."""
+    url = "https://www.googleapis.com/compute/v1/projects/p/zones/z/machineTypes/"
+    vms = [(url + "ct6e-standard-4t", 100)] * 8 + [(url + "e2-standard-8", 200)] * 2 + [(url + "n4-standard-64", 500)]
+    ours = capacity.held(vms, "ct6e-standard-4t", tpu_vcpus=180)
+    at_limit = project_quotas(CPUS_ALL_REGIONS=(1520, 1520))
+    (peak,) = global_quota_findings(needs(PROD, SIZED), at_limit, "p", ours, network=True)
+    assert peak.level == "unknown" and "80 of 1520 vCPUs left hold the run (80) but not the pools" in peak.text
+    (short,) = global_quota_findings(needs(PROD, SIZED), at_limit, "p", Held(), network=True)
+    assert short.level == "problem", "the same usage without the stack's VMs is short"
+    room = project_quotas(CPUS_ALL_REGIONS=(1776, 1520))  # the maximum's 336, the slices' 1440 among the usage
+    assert global_quota_findings(needs(PROD, SIZED), room, "p", ours, network=True) == []
+
+
+@pytest.mark.pure
+def test_docs_quote_the_global_refusal_as_the_check_writes_it():
+    from tools.stack_files import ROOT
+
+    (line,) = global_quota_findings(
+        needs(PROD, SIZED), project_quotas(CPUS_ALL_REGIONS=(32, 0)), "my-project", Held(), network=False
+    )
+    assert f"error: capacity check: {line.text}\n" in (ROOT / "docs" / "operations.md").read_text()
+
+
+@pytest.mark.pure
+def test_a_project_that_lists_no_quota_is_a_warning():
+    need = needs(PROD, SIZED)
+    unlisted = {k: v for k, v in project_quotas().items() if k != "CPUS_ALL_REGIONS"}
+    assert global_quota_findings(need, unlisted, "p", Held(), network=False) == [
+        Finding("unknown", "project p lists no CPUS_ALL_REGIONS quota; it was not checked")
+    ], "one line for the metric, not a second for the slices' maybe"
+    assert global_quota_findings(need, None, "p", Held(), network=False) == [
+        Finding("unknown", "the quotas of project p were not listed; they were not checked")
+    ]
 
 
 FAMILIES = PD_FAMILIES + HYPERDISK_FAMILIES
@@ -226,10 +366,50 @@ def test_every_shortfall_is_a_line_of_its_own_in_one_run(compute):
         ["quota", "SSD_TOTAL_GB"],
     ]
     assert "(roles/storage.admin: storage.buckets.create)" in found[0]
-    assert (
-        "machine type n4-standard-64 (tpu-rl:cpuPool.machineType), accelerator type ct6e (tpu-rl:tpu.version)"
-        in (found[1])
+    assert "does not offer machine type n4-standard-64 (tpu-rl:cpuPool.machineType); set gcp:zone" in found[1], (
+        "the slice's accelerator type is no stop while its machine type is offered"
     )
+
+
+@pytest.mark.pure
+def test_an_accelerator_type_the_zone_does_not_list_warns_where_the_machine_type_is_offered():
+    machine = Offer("machine type", "ct6e-standard-4t", ("tpu-rl:tpu.machineType",))
+    chips = [Offer("accelerator type", "ct6e", ("tpu-rl:tpu.version",))]
+    assert accelerator_findings("z", machine, [], True) == []
+    (offered,) = accelerator_findings("z", machine, chips, True)
+    assert offered == Finding(
+        "unknown",
+        "gcp:zone z lists no accelerator type ct6e (tpu-rl:tpu.version): acceleratorTypes.get answered not found; it "
+        "offers machine type ct6e-standard-4t (tpu-rl:tpu.machineType), what the TPU pool asks for, so this is not a "
+        "stop; if GKE refuses the TPU pool, set gcp:zone to a zone that offers both (gcloud compute accelerator-types "
+        "list --filter=zone:z)",
+    )
+    (unread,) = accelerator_findings("z", machine, chips, False)
+    assert unread.level == "unknown" and "machine type ct6e-standard-4t (tpu-rl:tpu.machineType) could not be read" in (
+        unread.text
+    )
+
+
+@pytest.mark.parametrize(
+    ("gone", "levels_"),
+    [
+        ({"acceleratorTypes": ["ct6e"]}, ["unknown"]),
+        ({"acceleratorTypes": ["ct6e"], "machineTypes": ["ct6e-standard-4t"]}, ["problem"]),
+    ],
+    ids=["machine-offered", "neither-offered"],
+)
+def test_the_accelerator_types_not_found_through_the_clients(compute, gone, levels_):
+    """acceleratorTypes.get answers 404 for ct6e: a warning while the zone offers ct6e-standard-4t, the one stop
+    naming both when it offers neither."""
+    for kind, names in gone.items():
+        for name in names:
+            del compute.offers[kind][name]
+    found = [f for f in REAL_CHECK(PROD, clients(compute)) if "ct6e" in f.text and "gcp:zone" in f.text]
+    assert levels(found) == levels_, found
+    if levels_ == ["problem"]:
+        assert "machine type ct6e-standard-4t (tpu-rl:tpu.machineType), accelerator type ct6e (tpu-rl:tpu.version)" in (
+            found[0].text
+        )
 
 
 def test_a_later_up_counts_its_own_nodes_disks(compute):
@@ -249,6 +429,31 @@ def test_a_later_up_counts_its_own_nodes_disks(compute):
         reservation("my-v6e-32-reservation", project=PROJECT, zone="us-east5-b", count=8, in_use=8),
     )
     assert "problem" not in levels(REAL_CHECK(PROD, clients(compute)))
+
+
+def test_a_low_global_cpu_quota_stops_up_through_the_clients(compute):
+    """``projects.get`` answered as Compute writes a project (its ``quotas[]`` beside its metadata), read through the
+    real client: the run's 80 vCPUs beyond a fresh project's CPUS_ALL_REGIONS stop `up`."""
+    compute.project_quotas["CPUS_ALL_REGIONS"] = (32, 0)
+    (line,) = [f for f in REAL_CHECK(PROD, clients(compute)) if f.level == "problem"]
+    assert line.text.startswith("quota CPUS_ALL_REGIONS of project my-tpu-prod-project: 32 of 32 vCPUs left")
+    assert f"/compute/v1/projects/{PROJECT}" in compute.requests
+
+
+def test_the_stacks_network_is_held_on_a_later_up(compute):
+    network = f"/compute/v1/projects/{PROJECT}/global/networks/tpu-rl-prod-net"
+    compute.project_quotas["NETWORKS"] = (5, 5)
+    (line,) = [f.text for f in REAL_CHECK(PROD, clients(compute)) if f.level == "problem"]
+    assert line.startswith("quota NETWORKS of project my-tpu-prod-project: 0 of 5 networks left") and (
+        network in compute.requests
+    ), "a fresh project: networks.get answers 404"
+    compute.networks.add((PROJECT, "tpu-rl-prod-net"))
+    assert "problem" not in levels(REAL_CHECK(PROD, clients(compute))), "its network exists: its objects are held"
+    compute.routes[network] = (403, error(403, "Required 'compute.networks.get' permission", "forbidden"))
+    found = REAL_CHECK(PROD, clients(compute))
+    assert "problem" not in levels(found)
+    denied = "reading network tpu-rl-prod-net: permission denied (HTTP 403); the quotas of the network's objects"
+    assert Finding("unknown", f"{denied} were not checked") in found
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,11 @@
 """A run survives maintenance (issue 39 item 4) and its pools have gVNIC (item 7), on the stacks' manifests: the
 cluster's exclusion keeps node upgrades away in every capacity mode, Kueue's recovery timeout waits out a TPU host
-maintenance event, and gVNIC is set when a pool is created, never changed on an existing one."""
+maintenance event, the TPU pools set no host maintenance policy (issue 53 item 7: ``gke_spec.tpu_pool_args`` says
+why), and gVNIC is set when a pool is created, never changed on an existing one."""
 
 from __future__ import annotations
+
+import inspect
 
 import pytest
 
@@ -78,6 +81,20 @@ def test_kueue_waits_out_a_tpu_maintenance_event(capacity, ready, recovery):
     assert s.kueue.recovery_timeout > s.kueue.pods_ready_timeout + 70 * 60  # the old budget: a repair only
     own = settings("prod", [*CAPACITIES[capacity], "tpu-rl:kueue.recoveryTimeout=2h"])
     assert kueue.manager_config(own)["waitForPodsReady"]["recoveryTimeout"] == "2h"
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("capacity", list(CAPACITIES))
+def test_no_pool_sets_a_host_maintenance_policy(capacity):
+    """GKE's default interval for every pool: the field is v1beta1 only, no page read says which interval a v6e
+    slice pool accepts, Cluster Toolkit's gke-tpu-v6e sets none, and a change replaces the pool (ForceNew). The SDK
+    has the field (so leaving it out is the decision, not a missing field)."""
+    from pulumi_gcp.container import NodePoolNodeConfigArgs, NodePoolNodeConfigHostMaintenancePolicyArgs
+
+    pools = [r for r in pure_plan("prod", *CAPACITIES[capacity]).resources if r["type"] == POOL]
+    assert pools and all("hostMaintenancePolicy" not in p["inputs"]["nodeConfig"] for p in pools), pools
+    assert "host_maintenance_policy" in inspect.signature(NodePoolNodeConfigArgs.__init__).parameters
+    assert "maintenance_interval" in inspect.signature(NodePoolNodeConfigHostMaintenancePolicyArgs.__init__).parameters
 
 
 @pytest.mark.pure

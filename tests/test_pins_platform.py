@@ -18,7 +18,7 @@ SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 SHIELDED = {"enable_secure_boot": True, "enable_integrity_monitoring": True}
 LABELS = {"app": "tpu-rl", "stack": "prod", "cluster": "tpu-rl-prod", "managed-by": "pulumi"}
 SURGE_0_1 = {"strategy": "SURGE", "max_surge": 0, "max_unavailable": 1}
-STREAMING = {"enabled": True}  # issue 40: GKE Image streaming on the pools that run the steps' images (cpu-np, TPU)
+STREAMING = {"enabled": True}  # GKE Image streaming on cpu-np (the big image); none on the TPU pool, as the blueprint
 
 
 def node_config(machine, disk_gb, disk_type, sa, **extra):
@@ -188,7 +188,6 @@ def test_the_reserved_slice_is_the_blueprints_static_compact_pool():
             100,
             "hyperdisk-balanced",
             "TPU@",
-            gcfs_config=STREAMING,
             labels=TPU_LABELS,
             taints=TPU_TAINTS,
             reservation_affinity={

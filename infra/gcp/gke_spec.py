@@ -53,19 +53,28 @@ speeds up. Set at creation only: the same page says enabling it on an existing p
 maintenance policy, which on the TPU pool would end a running training; ``infra.gcp.cluster`` ignores changes of the
 field on an update, so a pool created or replaced from now on gets it and an existing one keeps what it has."""
 IMAGE_STREAMING = {"enabled": True}
-"""GKE Image streaming (``nodeConfig.gcfsConfig``) on the pools that run the steps' images, cpu-np and the TPU slice:
-the node mounts an eligible image and reads its files as they are needed instead of pulling every layer first ("Use
-Image streaming to pull container images", https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming,
-Requirements and Limitations; docs/operations.md "Image pulls"). Eligible: images in Artifact Registry standard or
-remote repositories (or public Docker Hub images), on Container-Optimized OS with containerd (GKE's default node image,
-the one these pools use), with the Container File System API enabled (``core.names.IMAGE_STREAMING_API``), Private
-Google Access on the subnet (``infra.gcp.network``) and, for a node service account of its own, the Service Usage
-Consumer role in the project that hosts the images. An image that is not eligible is downloaded as before: streaming
-never stops a pull. The system pool runs none of the steps' images. Set at creation, like gVNIC (``GVNIC``): on an
-existing pool the provider would turn it on in place (terraform-provider-google node_config.go,
-nodePoolNodeConfigUpdate: "updating GKE node pool gcfs_config"), a node configuration change that the pages read for
-this do not say GKE makes without re-creating the nodes; ``infra.gcp.cluster`` ignores the field on an update, and
-docs/operations.md "Image pulls" gives the command that turns it on in an existing pool between runs."""
+"""GKE Image streaming (``nodeConfig.gcfsConfig``) on cpu-np, the pool that runs the ~12 GB MaxText image (the
+conversion, the Pathways head, the export): the node mounts an eligible image and reads its files as they are needed
+instead of pulling every layer first ("Use Image streaming to pull container images",
+https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming, Requirements and Limitations;
+docs/operations.md "Image pulls"). Eligible: images in Artifact Registry standard or remote repositories (or public
+Docker Hub images), on Container-Optimized OS with containerd (GKE's default node image, the one cpu-np uses), with the
+Container File System API enabled (``core.names.IMAGE_STREAMING_API``), Private Google Access on the subnet
+(``infra.gcp.network``) and, for a node service account of its own, the Service Usage Consumer role in the project
+that hosts the images. An image that is not eligible is downloaded as before: streaming never stops a pull.
+
+Not on the TPU slice pools: the Image streaming page's requirements and limitations name no
+machine type either way, no GKE TPU page read says it is supported on TPU slice nodes, and Cluster Toolkit's
+gke-tpu-v6e blueprint, the tutorial's, leaves it off (its gke-node-pool module's ``enable_gcfs`` defaults to false
+and the blueprint does not set it: modules/compute/gke-node-pool/variables.tf, examples/gke-tpu-v6e/gke-tpu-v6e.yaml).
+A setting GKE might refuse there would fail the slice's pool after the cluster exists, for little: the TPU workers
+run the Pathways server, not the 12 GB image. The system pool runs none of the steps' images.
+
+Set at creation, like gVNIC (``GVNIC``): on an existing pool the provider would change it in place
+(terraform-provider-google node_config.go, nodePoolNodeConfigUpdate: "updating GKE node pool gcfs_config"), a node
+configuration change that the pages read for this do not say GKE makes without re-creating the nodes;
+``infra.gcp.cluster`` ignores the field on an update, so a TPU pool created with it keeps it, and docs/operations.md
+"Image pulls" gives the command that turns it on or off in an existing pool between runs."""
 
 
 def maintenance_policy(settings: Settings) -> dict[str, Any]:
@@ -266,7 +275,20 @@ def secondary_boot_disks(image: str) -> dict[str, Any]:
 
 
 def tpu_pool_args(settings: Settings, name: str, cluster: Any, sa_email: Any) -> dict[str, Any]:
-    """One TPU slice pool: static on a reservation, otherwise autoscaled between 0 and one slice."""
+    """One TPU slice pool: static on a reservation, otherwise autoscaled between 0 and one slice.
+
+    No host maintenance policy (``nodeConfig.hostMaintenancePolicy.maintenanceInterval``: ``AS_NEEDED``, or
+    ``PERIODIC``, "minimizing the number of maintenance operations (live migrations or terminations) on an individual
+    VM"): the field is in GKE's v1beta1 API only (HostMaintenancePolicy,
+    https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1beta1/HostMaintenancePolicy), no GKE page read
+    says which interval a TPU v6e slice pool accepts, Cluster Toolkit's gke-tpu-v6e blueprint sets none (gke-node-pool's
+    ``host_maintenance_interval`` defaults to "" and its ``host_maintenance_policy`` block is then left out:
+    modules/compute/gke-node-pool/main.tf, variables.tf), and the provider replaces a pool whose policy changes
+    (terraform-provider-google node_config.go: ``host_maintenance_policy`` and ``maintenance_interval`` are
+    ``ForceNew``), so a value GKE refused would fail the slice's pool after the cluster exists and a later change
+    would replace the slice. GKE's default interval applies: host maintenance comes with notice and ends a running
+    attempt, which Kueue's recovery timeout waits out (``core.config.defaults.TPU_MAINTENANCE_SECONDS``;
+    docs/operations.md "What happens when...")."""
     shape, tpu = settings.slice, settings.tpu
     extra: dict[str, Any] = {
         "labels": {TPU_ACCELERATOR_LABEL: shape.gke_accelerator, TPU_TOPOLOGY_LABEL: shape.topology},
@@ -299,7 +321,8 @@ def tpu_pool_args(settings: Settings, name: str, cluster: Any, sa_email: Any) ->
         elif tpu.capacity == Capacity.FLEX_START:
             extra["flex_start"] = True
             args["autoscaling"]["location_policy"] = "ANY"
+    # No Image streaming here (``IMAGE_STREAMING`` says why), nor a host maintenance policy (the docstring says why).
     args["node_config"] = _node_config(
-        settings, sa_email, shape.machine_type, TPU_BOOT_DISK_GB, shape.boot_disk_type, streaming=True, **extra
+        settings, sa_email, shape.machine_type, TPU_BOOT_DISK_GB, shape.boot_disk_type, **extra
     )
     return args

@@ -8,10 +8,12 @@ budget), one module per thing it checks:
 
 - ``apis``: the permissions the stack's resources need (Resource Manager ``projects.testIamPermissions``,
   ``infra.gcp.permissions``) and the APIs (Service Usage);
-- ``offers``: the machine, accelerator and disk types ``gcp:zone`` offers;
+- ``offers``: the machine, accelerator and disk types ``gcp:zone`` offers (an accelerator type it does not list is a
+  warning where it offers the slice's machine type);
 - ``reservations``: the reservation (capacity ``reservation``), specific, ready, with the slices free;
-- ``quotas``: the region's CPU and disk quotas against what a run and the pools at their maximum draw, and for
-  capacity that is not reserved the TPU chips' limit (Cloud Quotas);
+- ``quotas``: the region's CPU and disk quotas and the project's across all regions (``CPUS_ALL_REGIONS``, the
+  network's objects) against what a run and the pools at their maximum draw, and for capacity that is not reserved
+  the TPU chips' limit (Cloud Quotas);
 - ``keys``: the Secrets key, and the key ring and key a destroy leaves (``SURVIVORS``), reused or a stop naming the
   fix;
 - ``boot_disk``: cpu-np's secondary boot disk image (``tpu-rl:cpuPool.bootDiskImage``, Compute Engine ``images.get``):
@@ -47,8 +49,14 @@ from infra.gcp.capacity.keys import (
     surviving_key_findings,
 )
 from infra.gcp.capacity.needs import CPU_STEPS_NODES, Held, Need, Pool, held, needs
-from infra.gcp.capacity.offers import Offer, offer_findings, offers
-from infra.gcp.capacity.quotas import QuotaLimit, quota_findings, tpu_quota_findings, tpu_quota_id
+from infra.gcp.capacity.offers import Offer, accelerator_findings, offer_findings, offers
+from infra.gcp.capacity.quotas import (
+    QuotaLimit,
+    global_quota_findings,
+    quota_findings,
+    tpu_quota_findings,
+    tpu_quota_id,
+)
 from infra.gcp.capacity.reads import (
     MAX_REPLY_BYTES,
     Clients,
@@ -81,9 +89,11 @@ __all__ = [
     "ReplyError",
     "ReplyTooLargeError",
     "Reservation",
+    "accelerator_findings",
     "api_findings",
     "boot_disk_findings",
     "check_capacity",
+    "global_quota_findings",
     "held",
     "hub_bucket_reply",
     "hub_cache_findings",

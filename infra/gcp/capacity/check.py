@@ -1,7 +1,7 @@
 """The capacity preflight's order: the permissions, the APIs, the shared Hub cache's bucket, then (with Compute Engine
 enabled) the zone's offers, cpu-np's secondary boot disk image, what the stack holds, the reservation, the region's
-quotas (cpu-np's secondary boot disks counted when the image was read) and the TPU chips' limit, and the Secrets
-key."""
+quotas (cpu-np's secondary boot disks counted when the image was read), the project's quotas across all regions and
+the TPU chips' limit, and the Secrets key."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from infra.gcp.capacity.hub_cache import check_hub_cache
 from infra.gcp.capacity.keys import check_secrets_key
 from infra.gcp.capacity.needs import needs, read_held
 from infra.gcp.capacity.offers import check_offers
-from infra.gcp.capacity.quotas import check_quotas, check_tpu_quota
+from infra.gcp.capacity.quotas import check_global_quotas, check_quotas, check_tpu_quota
 from infra.gcp.capacity.reads import Clients, make_clients
 from infra.gcp.capacity.reservations import check_reservation
 
@@ -68,6 +68,7 @@ def _check(settings: Settings, clients: Clients, budget: deadline.Budget) -> lis
     ours = read_held(settings, need, clients, budget, findings)
     findings += check_reservation(settings, need, ours, clients, budget)
     findings += check_quotas(settings, need, ours, clients, budget)
+    findings += check_global_quotas(settings, need, ours, clients, budget)
     if need.reservation is None:
         findings += check_tpu_quota(settings, need, clients, budget)
     return findings + check_secrets_key(settings, clients, budget, kms)

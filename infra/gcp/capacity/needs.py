@@ -1,5 +1,6 @@
-"""What the stack needs of the zone and region (the slices, each pool's nodes for a run and at its autoscaling
-maximum), and what its own cluster already holds there (its node VMs, counted as available on a later `up`)."""
+"""What the stack needs of the zone, the region and the project (the slices, each pool's nodes for a run and at its
+autoscaling maximum, the network's objects), and what its own cluster already holds there (its node VMs, counted as
+available on a later `up`)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,42 @@ MAX_PAGES = 20
 """Pages of node VMs read at most (100 a page: a cluster of this stack has a few dozen nodes)."""
 
 
+REGION, PROJECT = "region", "project"
+"""The two scopes of Compute Engine's quotas: a region's (``regions.get``) and the project's, across all regions
+(``projects.get``)."""
+ALL_REGIONS_CPUS = "CPUS_ALL_REGIONS"
+"""The project's quota of vCPUs across all regions. Sources: the Compute API's quota metric list
+(google-cloud-compute 1.48 ``compute_v1.Quota.Metric.CPUS_ALL_REGIONS``), which ``projects.get`` answers among the
+project's quotas, not ``regions.get`` (a project's ``quotas[]`` as ``gcloud compute project-info describe`` prints
+it: ``CPUS_ALL_REGIONS`` beside ``NETWORKS``, ``FIREWALLS``, ``GPUS_ALL_REGIONS``); gcpdiag's per-project quota rule
+(GoogleCloudPlatform/gcpdiag ``lint/vpc/warn_2022_001_project_level_quota.py``: ``CPUS-ALL-REGIONS-per-project``);
+Compute Engine's refusal of an instance over it, whatever its series ("Quota 'CPUS_ALL_REGIONS' exceeded. Limit:
+32.0 globally"; projects whose regional N2 or C4 limit was higher found the global one bound first). So every CPU
+VM of the stack, the e2 system nodes and the n4 cpu-np node alike, draws its vCPUs on it as well as on its regional
+metric. Whether a TPU VM's vCPUs (180 for ``ct6e-standard-4t``) count against it, nothing this project could read
+settles: GKE's TPU pages name the TPU chips' quota and, for other GKE resources, disks and IP addresses, never CPUs;
+so the slices' vCPUs are a ``maybe`` here, a warning and never a stop (docs/operations.md "Quota rules")."""
+NETWORK_OBJECTS: dict[str, tuple[int, str, str]] = {
+    "NETWORKS": (1, "networks", "the stack's VPC network"),
+    "SUBNETWORKS": (1, "subnetworks", "its subnet"),
+    "ROUTERS": (1, "routers", "its Cloud Router, for Cloud NAT"),
+    "FIREWALLS": (4, "firewall rules", "its firewall rule and the 3 GKE creates for a private cluster"),
+}
+"""The project's quotas the stack's network draws on: metric -> (how many, unit, what). ``infra.gcp.network``
+creates one VPC network, one subnet, one Cloud Router and one firewall rule, all global quotas of the project
+(gcpdiag's per-project list: ``NETWORKS``, ``SUBNETWORKS``, ``ROUTERS``, ``FIREWALLS``), and GKE creates three
+ingress rules for a private cluster: ``gke-<cluster>-<hash>-master``, ``-vms`` and ``-all`` ("Automatically created
+firewall rules", https://cloud.google.com/kubernetes-engine/docs/concepts/firewall-rules). Not drawn on: ``ROUTES``
+(the cluster is VPC-native, ``infra.gcp.gke_spec`` ``networking_mode``: GKE's routes-based clusters are the ones
+that "use Google Cloud Routes", https://cloud.google.com/kubernetes-engine/docs/how-to/routes-based-cluster), the
+project's ``IN_USE_ADDRESSES`` and ``STATIC_ADDRESSES`` (global addresses, "for global networking resources such as
+load balancers", gcpdiag ``gce/WARN/2022_008``: the nodes are private and Cloud NAT allocates regional addresses),
+``GPUS_ALL_REGIONS`` (no GPU)."""
+
+
 def unit_of(metric: str) -> str:
+    if metric in NETWORK_OBJECTS:
+        return NETWORK_OBJECTS[metric][1]
     return "GB" if metric.endswith("_GB") else "vCPUs"
 
 
@@ -50,6 +86,14 @@ class Pool:
     type, so on ``disk_metric`` too; 0: none, or the image was not read."""
     secondary_image: str = ""
     """The image it is made from (named in a disk quota's line)."""
+    size: int | None = None
+    """Guest CPUs of one node as the zone answered or its predefined shape gives, what it draws on
+    ``CPUS_ALL_REGIONS``: surely for a CPU VM (``vcpus``), perhaps for a TPU VM (``ALL_REGIONS_CPUS``); None: not
+    counted (a machine of unknown size or family, whose warning says so)."""
+
+    @property
+    def is_slice(self) -> bool:
+        return self.key == "tpu-rl:tpu"
 
     def vcpus_at(self, nodes: int) -> dict[str, float]:
         if self.vcpus is None or self.rule is None:
@@ -64,6 +108,16 @@ class Pool:
     def disks_at(self, nodes: int) -> dict[str, float]:
         return {self.disk_metric: float((self.disk_gb + self.secondary_gb) * nodes)} if self.disk_metric else {}
 
+    def all_regions_at(self, nodes: int, *, maybe: bool = False) -> dict[str, float]:
+        """vCPUs ``nodes`` draw on ``CPUS_ALL_REGIONS``: a CPU pool's surely, the slices' perhaps (``maybe``)."""
+        if not self.size or self.is_slice != maybe:
+            return {}
+        return {ALL_REGIONS_CPUS: float(self.size * nodes)}
+
+    def at(self, nodes: int, scope: str = REGION) -> dict[str, float]:
+        """Quota metric -> what ``nodes`` surely draw on it, in a region's quotas or the project's."""
+        return {**self.vcpus_at(nodes), **self.disks_at(nodes)} if scope == REGION else self.all_regions_at(nodes)
+
     def described(self, metric: str) -> str:
         """What its run nodes are, for a line about ``metric`` (a disk quota's names their secondary boot disks)."""
         if self.secondary_gb and metric == self.disk_metric:
@@ -75,11 +129,11 @@ class Pool:
 
     def per_node(self, metric: str) -> float:
         """What one node surely draws on ``metric`` (0: nothing)."""
-        return {**self.vcpus_at(1), **self.disks_at(1)}.get(metric, 0.0)
+        return {**self.at(1, REGION), **self.at(1, PROJECT)}.get(metric, 0.0)
 
     def fix_keys(self, metric: str) -> tuple[str, ...]:
         """The keys that lower what its run nodes draw on ``metric``."""
-        if self.key == "tpu-rl:tpu":
+        if self.is_slice:
             return ()
         return self.run_keys if unit_of(metric) == "vCPUs" else (f"{self.key}.diskSizeGb",)
 
@@ -106,22 +160,24 @@ class Need:
     uncounted: tuple[tuple[str, str], ...] = ()
     """(config key, machine type) of pools whose vCPUs or quota rule are not known: not counted."""
 
-    def draw(self, at: str = "run") -> dict[str, float]:
-        """Quota metric -> what the pools surely draw on it (vCPUs, GB): at ``run`` or ``max`` size."""
-        total: dict[str, float] = {}
+    def draw(self, at: str = "run", scope: str = REGION) -> dict[str, float]:
+        """Quota metric -> what the stack surely draws on it (vCPUs, GB, objects): at ``run`` or ``max`` size, in a
+        region's quotas or (``PROJECT``) the project's, where the network's objects count too."""
+        total: dict[str, float] = (
+            {metric: float(count) for metric, (count, _, _) in NETWORK_OBJECTS.items()} if scope == PROJECT else {}
+        )
         for pool in self.pools:
-            nodes = pool.run_nodes if at == "run" else pool.max_nodes
-            for amounts in (pool.vcpus_at(nodes), pool.disks_at(nodes)):
-                for metric, amount in amounts.items():
-                    total[metric] = total.get(metric, 0.0) + amount
+            for metric, amount in pool.at(pool.run_nodes if at == "run" else pool.max_nodes, scope).items():
+                total[metric] = total.get(metric, 0.0) + amount
         return total
 
-    def maybe(self) -> dict[str, float]:
-        """Quota metric -> further vCPUs a run draws on it if a rule the sources do not settle holds
-        (``CpuQuota.maybe``)."""
+    def maybe(self, scope: str = REGION) -> dict[str, float]:
+        """Quota metric -> further vCPUs a run draws on it if a rule the sources do not settle holds: a family's
+        ``CpuQuota.maybe`` in a region, the slices' vCPUs on ``CPUS_ALL_REGIONS`` in the project."""
         total: dict[str, float] = {}
         for pool in self.pools:
-            for metric, amount in pool.maybe_at(pool.run_nodes).items():
+            more = pool.maybe_at(pool.run_nodes) if scope == REGION else pool.all_regions_at(pool.run_nodes, maybe=True)
+            for metric, amount in more.items():
                 total[metric] = total.get(metric, 0.0) + amount
         return total
 
@@ -188,6 +244,7 @@ def needs(settings: Settings, vcpus: Mapping[str, int] | None = None, secondary_
                 run_keys=run_keys,
                 secondary_gb=(secondary_gb or 0) if pool.boot_disk_image else 0,
                 secondary_image=pool.boot_disk_image,
+                size=size if rule is not None else None,
             )
         )
     vms = settings.slice.hosts * settings.tpu.slices
@@ -202,6 +259,7 @@ def needs(settings: Settings, vcpus: Mapping[str, int] | None = None, secondary_
             rule=None,
             disk_metric=disk_quota(settings.slice.boot_disk_type),
             disk_gb=TPU_BOOT_DISK_GB,
+            size=known.get(settings.slice.machine_type),
         )
     )
     return Need(
@@ -224,14 +282,17 @@ class Held:
 
     tpu_vms: int = 0
     amounts: dict[str, float] = field(default_factory=dict)
-    """Quota metric -> vCPUs or boot disk GB its VMs surely hold."""
+    """Quota metric -> vCPUs or boot disk GB its VMs surely hold (their vCPUs on ``CPUS_ALL_REGIONS`` too)."""
     maybe: dict[str, float] = field(default_factory=dict)
-    """Quota metric -> vCPUs its VMs hold if ``CpuQuota.maybe`` holds."""
+    """Quota metric -> vCPUs its VMs hold if ``CpuQuota.maybe`` holds, and its TPU VMs' on ``CPUS_ALL_REGIONS``."""
 
 
-def held(vms: Iterable[tuple[str, int]], machine_type: str, tpu_disk: str = "hyperdisk-balanced") -> Held:
+def held(
+    vms: Iterable[tuple[str, int]], machine_type: str, tpu_disk: str = "hyperdisk-balanced", tpu_vcpus: int = 0
+) -> Held:
     """The stack's node VMs, (machine type or ``machineType`` URL as Compute lists it, boot disk GB), as TPU VMs and
-    what they hold per quota metric; ``tpu_disk``: the slice's boot disk type."""
+    what they hold per quota metric; ``tpu_disk``: the slice's boot disk type; ``tpu_vcpus``: a TPU VM's guest CPUs
+    as the zone answered (0: not known), held perhaps on ``CPUS_ALL_REGIONS`` (``ALL_REGIONS_CPUS``)."""
     tpu = 0
     amounts: dict[str, float] = {}
     maybe: dict[str, float] = {}
@@ -245,10 +306,11 @@ def held(vms: Iterable[tuple[str, int]], machine_type: str, tpu_disk: str = "hyp
         if name == machine_type:
             tpu += 1
             add(disk_quota(tpu_disk), disk_gb)
+            add(ALL_REGIONS_CPUS if tpu_vcpus else None, tpu_vcpus, maybe)
             continue
         shape, rule = machine_shape(name), cpu_quota(name)
         if shape is not None and rule is not None:
-            for metric in rule.metrics:
+            for metric in (*rule.metrics, ALL_REGIONS_CPUS):
                 add(metric, shape.vcpus)
             for metric in rule.maybe:
                 add(metric, shape.vcpus, maybe)
@@ -305,4 +367,5 @@ def read_held(
     except (ReadFailedError, api.NotFound) as err:
         findings.append(Finding("unknown", f"{err}; VMs this stack already holds are not counted"))
         return Held()
-    return held(types, need.machine_type, need.tpu.boot_disk_type)
+    slices = next((p.size for p in need.pools if p.is_slice), None)
+    return held(types, need.machine_type, need.tpu.boot_disk_type, slices or 0)

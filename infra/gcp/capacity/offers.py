@@ -1,6 +1,9 @@
 """The zone's offers, ``compute_v1.MachineTypesClient.get``, ``AcceleratorTypesClient.get``,
 ``DiskTypesClient.get``: each pool's machine and boot disk type, the slice's machine type and its chips' accelerator
-type; one line names every type ``gcp:zone`` does not offer."""
+type; one line names every type ``gcp:zone`` does not offer. The accelerator type is a second witness of the
+slice's machine type, not what GKE is asked for (the TPU pool names the machine type and its topology,
+``infra.gcp.gke_spec.tpu_pool_args``; no ``guest_accelerator``): a zone that does not list it while it offers the
+machine type is a warning, and a stop only with the machine type (``accelerator_findings``)."""
 
 from __future__ import annotations
 
@@ -63,6 +66,28 @@ def offer_findings(zone: str, missing: list[Offer]) -> list[Finding]:
     ]
 
 
+def accelerator_findings(zone: str, machine: Offer, accelerators: list[Offer], machine_read: bool) -> list[Finding]:
+    """Accelerator types ``gcp:zone`` answered NotFound for while the slice's machine type ``machine`` is offered
+    (``machine_read``) or could not be read (pure): one warning, never a stop. The TPU pool asks GKE for the machine
+    type; a zone that offers it but lists no accelerator type of that name decides nothing about the pool."""
+    if not accelerators:
+        return []
+    listed = ", ".join(f"accelerator type {o.name} ({' / '.join(o.keys)})" for o in accelerators)
+    offered = (
+        f"it offers machine type {machine.name} ({' / '.join(machine.keys)}), what the TPU pool asks for"
+        if machine_read
+        else f"machine type {machine.name} ({' / '.join(machine.keys)}) could not be read either"
+    )
+    return [
+        Finding(
+            "unknown",
+            f"gcp:zone {zone} lists no {listed}: acceleratorTypes.get answered not found; {offered}, so this is "
+            f"not a stop; if GKE refuses the TPU pool, set gcp:zone to a zone that offers both "
+            f"(gcloud compute accelerator-types list --filter=zone:{zone})",
+        )
+    ]
+
+
 def offer_reply(message: Any, name: str) -> int:
     """A zone's ``machineTypes.get`` / ``acceleratorTypes.get`` / ``diskTypes.get`` reply for ``name``: a machine
     type's ``guestCpus`` (0 when absent), 0 for the others."""
@@ -76,7 +101,8 @@ def check_offers(
     settings: Settings, clients: Clients, budget: deadline.Budget, findings: list[Finding]
 ) -> dict[str, int]:
     """Whether ``gcp:zone`` offers each type the stack needs (``offers``): a type it does not is a problem (all in
-    one line). Returns machine type -> guest CPUs as the zone answered (what the quota check counts)."""
+    one line), but the slices' accelerator type only with their machine type (``accelerator_findings``). Returns
+    machine type -> guest CPUs as the zone answered (what the quota check counts)."""
     from google.api_core import exceptions as api
 
     reads = {
@@ -107,6 +133,12 @@ def check_offers(
         else:
             if offer.kind == "machine type" and guest_cpus:
                 vcpus[offer.name] = guest_cpus
+    slice_type = settings.slice.machine_type
+    machine = next((o for o in offers(settings) if o.kind == "machine type" and o.name == slice_type), None)
+    if machine is not None and machine not in missing:
+        covered = [o for o in missing if o.kind == "accelerator type"]
+        missing = [o for o in missing if o.kind != "accelerator type"]
+        findings += accelerator_findings(settings.zone, machine, covered, all(o != machine for o, _ in unread))
     findings += offer_findings(settings.zone, missing)
     if unread:
         names = ", ".join(f"{o.kind} {o.name}" for o, _ in unread)

@@ -23,8 +23,8 @@ from infra.transports import cap_session
 
 T = TypeVar("T")
 MAX_REPLY_BYTES = 4 * 1024 * 1024
-"""The largest reply read, before and after inflating (a region's quotas are ~20 KB, a page of 100 node VMs
-well under 1 MB)."""
+"""The largest reply read, before and after inflating (a region's or the project's quotas are ~20 KB, a page of 100
+node VMs well under 1 MB)."""
 FIX = "a Google API answers this in kilobytes: check for a proxy in the way"
 """What a reply past the cap tells the operator to check (``core.bounded.Cap``)."""
 MAX_DEPTH = 64
@@ -139,6 +139,8 @@ class Clients:
 
         self.reservations = compute_v1.ReservationsClient(**options)
         self.regions = compute_v1.RegionsClient(**options)
+        self.projects = compute_v1.ProjectsClient(**options)
+        self.networks = compute_v1.NetworksClient(**options)
         self.instances = compute_v1.InstancesClient(**options)
         self.services = service_usage_v1.ServiceUsageClient(transport="rest", **options)
         self.quotas = cloudquotas_v1.CloudQuotasClient(transport="rest", **options)
@@ -159,6 +161,8 @@ class Clients:
         return (
             self.reservations,
             self.regions,
+            self.projects,
+            self.networks,
             self.instances,
             self.services,
             self.quotas,
