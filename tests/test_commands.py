@@ -232,7 +232,13 @@ def test_each_step_runs_its_script_from_its_own_config_map(stack):
             "train_exit.py",
             "launch.py",
         },
-        "export": {"maxtext_check.py", "mark_folder.py", "checkpoint_scan.py", "base_snapshot.py", "complete_export.py"},
+        "export": {
+            "maxtext_check.py",
+            "mark_folder.py",
+            "checkpoint_scan.py",
+            "base_snapshot.py",
+            "complete_export.py",
+        },
         "evaluate": {"mark_folder.py", "evaluate_export.py"},
         "publish": {"mark_folder.py", "publish_hub.py"},
     }
