@@ -471,12 +471,12 @@ def test_the_keys_checked_are_every_one_the_manifests_and_readers_rely_on():
     assert ("jobset", "jobset.sigs.k8s.io/job-index", "pod label") in found, "MEGASCALE_SLICE_ID's fieldRef"
 
 
-@pytest.mark.parametrize(("name", "version"), [(n, v) for n in RELEASES for v in RELEASES[n]])  # type: ignore[has-type]
+@pytest.mark.parametrize(("name", "version"), [(n, v) for n in RELEASES for v in RELEASES[n]])
 def test_every_adopted_release_declares_and_uses_every_key_the_stack_relies_on(tmp_path, name, version):
     """On the release's own files, vendored by the command (offline)."""
     tag = adopt_controller.Tag(release_repo(tmp_path, name, version, upstream_files(name, version)), f"v{version}")
     files, problems = adopt_controller.key_problems(name, version, tag)
-    assert problems == [] and set(files) == set(RELEASES[name][version].sources)  # type: ignore[index]
+    assert problems == [] and set(files) == set(RELEASES[name][version].sources)
 
 
 FIX = "the stack cannot run on it as it is (core/controllers.py RELIED_ON)"
