@@ -594,8 +594,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-cf9e467e37",
-        "gemma4-26b-publish-afc72f6055",
+        "gemma4-26b-evaluate-682170391f",
+        "gemma4-26b-publish-c5dc2adb84",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -643,12 +643,12 @@ STEP_NAMES = {
     # every step. tpu-rl:training.loadCheckpointOnlyOnce (default true: load_checkpoint_only_once=true in training's
     # argv) renamed training and the steps after it; the conversion keeps its name. The image check that opens every
     # MaxText step's script (maxtext_check.py, with the adopted wheel's RECORD) renamed every step.
-    "dev": ["gemma4-e4b-convert-30c664c73e", "gemma4-e4b-train-f2e4ca667e", "gemma4-e4b-export-575af164f6"],
-    "prod": ["gemma4-26b-convert-2e5fd4677c", "gemma4-26b-train-c666059a26", "gemma4-26b-export-4f4d3977cb"],
+    "dev": ["gemma4-e4b-convert-22befbb7d4", "gemma4-e4b-train-eb28eeb043", "gemma4-e4b-export-624778b7e6"],
+    "prod": ["gemma4-26b-convert-50187f5875", "gemma4-26b-train-f68e45f4b8", "gemma4-26b-export-7248e95ad2"],
 }
 BEFORE_ONE_READ = {
-    "dev": ["gemma4-e4b-convert-30c664c73e", "gemma4-e4b-train-ffb0b4486a", "gemma4-e4b-export-d221fe83d8"],
-    "prod": ["gemma4-26b-convert-2e5fd4677c", "gemma4-26b-train-cb5806843c", "gemma4-26b-export-8fa3a2219a"],
+    "dev": ["gemma4-e4b-convert-22befbb7d4", "gemma4-e4b-train-170e7edeb0", "gemma4-e4b-export-b274b8d114"],
+    "prod": ["gemma4-26b-convert-50187f5875", "gemma4-26b-train-80cb8562d4", "gemma4-26b-export-dc02c6a07e"],
 }
 """The names with tpu-rl:training.loadCheckpointOnlyOnce false: the argv of the version before the knob (STEP_NAMES
 at its commit 589abad had these names until the image check renamed every step)."""
@@ -671,7 +671,7 @@ def test_reading_the_checkpoint_twice_keeps_the_names_of_the_version_before(stac
         names = [
             s.name for s in plan_workflow(settings("prod", [*every, "tpu-rl:training.loadCheckpointOnlyOnce=false"]))
         ]
-        assert names[3:] == ["gemma4-26b-evaluate-df5e3e2220", "gemma4-26b-publish-e4c35562dc"]
+        assert names[3:] == ["gemma4-26b-evaluate-7fad7d8f14", "gemma4-26b-publish-4f4793f09e"]
         assert names[0] == STEP_NAMES["prod"][0]
 
 

@@ -13,11 +13,13 @@ naming a MaxText module, which the policy pack would take for a run of the train
 
 The images MaxText publishes copy the wheel's ``maxtext/`` folder to ``/deps/src/maxtext`` and put ``/deps/src`` on
 ``PYTHONPATH`` (MaxText's ``build_and_push_docker_image.yml``: the wheel installed into a venv, ``PACKAGE_DIR`` its
-``site-packages``; ``maxtext_tpu_dependencies.Dockerfile``: ``COPY ${PACKAGE_DIR}/maxtext/ src/maxtext/``), so the
+``site-packages``; ``maxtext_tpu_dependencies.Dockerfile``: ``COPY ${PACKAGE_DIR}/maxtext/ src/maxtext/``; read at
+MaxText ``e591f30``, ten commits past ``maxtext-v0.2.4``, the newest source this project could read), so the
 package is found the way Python finds it (``importlib.util.find_spec`` with the working directory first on the path,
 as ``python3 -m`` puts it), wherever an image keeps it. Every file of the RECORD must be there with its size and
-sha256; files the RECORD does not list are not compared: the image's build leaves its own (``setup.py``'s build of
-``integration/vllm`` in place, ``__pycache__``), and MaxText reads a file by its name, which the RECORD lists.
+sha256; files the RECORD does not list are not compared: an image's build may leave its own there (MaxText's
+``install_post_train_extra_deps.py`` builds the vLLM adapter from ``integration/vllm``; Python writes ``__pycache__``),
+and MaxText reads a file by its name, which the RECORD lists.
 
 Usage: ``python3 maxtext_check.py IMAGE`` (the image reference the step's manifest names, shown in the message).
 Exit 0 with one line on stdout when every file matches. Otherwise one line on stderr naming the files that differ
