@@ -11,7 +11,7 @@ policy pack's ``reviewed-helm-charts``.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -34,6 +34,36 @@ CHART_VALUES: dict[Controller, tuple[tuple[str, ...], ...]] = {
 """The value paths tpu-rl sets on each chart ("*" is any one key): ``infra.k8s.kueue.helm_values``. The policy pack
 allows no other (``reviewed-helm-charts``); a release's chart must still have them."""
 
+Use = Literal["pod label", "pod annotation", "template annotation", "object label", "workload label"]
+"""How the stack relies on a controller's label or annotation key: on the pods the controller makes, as a label
+(a container's env ``fieldRef`` ``metadata.labels['<key>']``, the live reader's pod selector) or as an annotation
+(``metadata.annotations['<key>']``); set by the stack on a replicated Job's template for the controller to read; set
+by the stack on its own object (a JobSet's labels) for the controller to read; on the Workload Kueue makes, as a label
+(the live reader finds a step's Workload by it)."""
+RELIED_ON: dict[Controller, tuple[tuple[str, Use], ...]] = {
+    "jobset": (
+        ("alpha.jobset.sigs.k8s.io/exclusive-topology", "template annotation"),
+        ("jobset.sigs.k8s.io/coordinator", "pod label"),
+        ("jobset.sigs.k8s.io/job-index", "pod label"),
+        ("jobset.sigs.k8s.io/jobset-name", "pod annotation"),
+        ("jobset.sigs.k8s.io/jobset-name", "pod label"),
+        ("jobset.sigs.k8s.io/replicatedjob-name", "pod annotation"),
+        ("jobset.sigs.k8s.io/replicatedjob-name", "pod label"),
+        ("jobset.sigs.k8s.io/replicatedjob-replicas", "pod label"),
+    ),
+    "kueue": (
+        ("kueue.x-k8s.io/job-uid", "workload label"),
+        ("kueue.x-k8s.io/queue-name", "object label"),
+    ),
+}
+"""Every label and annotation key of a controller the stack's objects and readers rely on, and how: the step
+manifests' env ``fieldRef``\\ s (the Pathways head's and workers' ``MEGASCALE_*``, ``JOBSET_NAME``,
+``REPLICATED_JOB_NAME``, the coordinator's address), the exclusive-topology annotation on the TPU workers' and the
+head's Jobs, the queue label on every queued JobSet, and what the live readers select pods and Workloads by
+(``workloads.observe.pod_state``, ``startup``, ``live_state``). ``tests/test_adopt_controller.py`` derives the list
+from the manifests and readers and fails when they rely on one this does not name; ``make controller`` refuses a
+release whose source does not declare and use each one so (``tools/adopt_controller.py`` ``key_problems``)."""
+
 
 @dataclass(frozen=True)
 class Release:
@@ -50,6 +80,9 @@ class Release:
     configuration: str | None = None
     """Kueue only: its ``Configuration`` types (``apis/config/v1beta2/configuration_types.go``), vendored beside
     the CRDs: the stack's manager configuration (``infra.k8s.kueue.configuration``) is checked against them."""
+    sources: dict[str, str] = field(default_factory=dict)
+    """The release's Go files that declare and use the keys of ``RELIED_ON`` (path upstream -> its vendored copy),
+    checked again offline by the tests."""
 
 
 def crd_file(controller: Controller, version: str, plural: str) -> str:
@@ -64,6 +97,7 @@ def _release(version: str, entry: dict) -> Release:
         crds={str(k): str(v) for k, v in entry["crds"].items()},
         schema_fields=frozenset(entry.get("schemaFields", ())),
         configuration=entry.get("configuration"),
+        sources={str(k): str(v) for k, v in entry.get("sources", {}).items()},
     )
 
 

@@ -42,6 +42,10 @@ MAXTEXT_VERSION = "0.2.5"
 TABLE = Path(__file__).parent / "data" / f"maxtext-{MAXTEXT_VERSION}-keys.json"
 REFUSED = TABLE.with_name(f"maxtext-{MAXTEXT_VERSION}-refused.json")
 """Key -> why ``extraArgs`` refuses it though MaxText's loader takes it (``refusals``)."""
+RECORD = TABLE.with_name(f"maxtext-{MAXTEXT_VERSION}-record.json")
+"""The adopted wheel's ``RECORD`` lines of its ``maxtext/`` files, with the wheel's name and sha256 (written by
+``tools/adopt_maxtext.py``): what each MaxText step checks the image's MaxText against before it loads a weight
+(``workloads/container/maxtext_check.py``)."""
 CONFIG_FILES = ("base.yml", "post_train/rl.yml")
 TYPES_FILE = "types.py"
 """The pydantic models pyconfig checks keys against (in ``configs/``, or ``types.py.xz`` where vendored)."""
@@ -281,6 +285,11 @@ def generate(configs_dir: Path) -> dict[str, str]:
 def refusals(configs_dir: Path) -> dict[str, str]:
     """Key -> why extraArgs refuses it (``analyse``): what ``core/data/maxtext-<version>-refused.json`` holds."""
     return analyse(configs_dir)[1]
+
+
+def pinned_record() -> dict[str, Any]:
+    """The adopted wheel's ``RECORD`` pin (``RECORD``): ``version``, ``wheel``, ``sha256`` and its ``record`` lines."""
+    return dict(json.loads(RECORD.read_text()))
 
 
 @functools.cache

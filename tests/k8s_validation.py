@@ -223,7 +223,7 @@ def validate_jobset(obj: dict[str, Any], validator: jsonschema.protocols.Validat
 
 
 # ---------------------------------------------------------------------------------------------
-# Kueue 0.17.1 webhooks
+# Kueue 0.17.1 webhooks (the same files, pkg/webhooks/ and jobframework/validation.go's rules here, in 0.17.8)
 
 
 def kueue_webhook_rules(objects: list[dict[str, Any]]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import lzma
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -25,6 +26,7 @@ from core.controllers import (
     JOBSET_VERSIONS,
     KUEUE_VERSIONS,
     RELEASES,
+    RELIED_ON,
     load,
 )
 from infra.k8s.kueue import configuration, manager_config
@@ -90,6 +92,7 @@ def upstream_files(name: str, version: str) -> dict[str, bytes]:
             files[f"charts/jobset/crds/{name}.x-k8s.io_{plural}.yaml"] = crd
         else:
             files[f"charts/kueue/templates/crd/kueue.x-k8s.io_{plural}.yaml"] = kueue_template(crd)
+    files |= {path: shared_path(*vendored.split("/")).read_bytes() for path, vendored in release.sources.items()}
     if release.configuration:
         files[CONFIGURATION_TYPES] = shared_path(*release.configuration.split("/")).read_bytes()
         files["charts/kueue/values.yaml"] = yaml.safe_dump(
@@ -127,6 +130,7 @@ def checkout(tmp_path):
         entry = releases[name].pop(version)
         data.write_text(json.dumps(releases, indent=1) + "\n")
         files = [*entry["crds"].values(), *([entry["configuration"]] if "configuration" in entry else [])]
+        files += entry["sources"].values()
         sums = [line for line in (vendor / "SHA256SUMS").read_text().splitlines() if line.split("  ")[1] not in files]
         (vendor / "SHA256SUMS").write_text("".join(f"{line}\n" for line in sums))
         rows = [r for r in (vendor / "README.md").read_text().splitlines() if not any(f"`{f}.xz`" in r for f in files)]
@@ -144,7 +148,9 @@ def _committed_without_commits(text: str, commits: set[str]) -> str:
     return text
 
 
-@pytest.mark.parametrize(("name", "version"), [("jobset", "0.12.0"), ("jobset", "0.10.1"), ("kueue", "0.17.1")])
+@pytest.mark.parametrize(
+    ("name", "version"), [("jobset", "0.12.0"), ("jobset", "0.10.1"), ("kueue", "0.17.1"), ("kueue", "0.17.8")]
+)
 def test_adopting_a_release_again_makes_what_is_committed(tmp_path, checkout, capsys, name, version):
     repo = release_repo(tmp_path, name, version, upstream_files(name, version))
     vendor, data = checkout(name, version)
@@ -391,3 +397,134 @@ def test_a_chart_published_under_another_version_is_refused_unless_checked(tmp_p
     vendor, data = vendor_data
     repo = tmp_path / "jobset-src"
     assert adopt("jobset", "0.12.0", repo, vendor=vendor, data=data, chart_checked=True) == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The controllers' labels and annotations the stack relies on (core.controllers.RELIED_ON)
+
+DOMAINS = {"jobset": ("jobset.sigs.k8s.io/", "alpha.jobset.sigs.k8s.io/"), "kueue": ("kueue.x-k8s.io/",)}
+FIELD_REF = re.compile(r"metadata\.(labels|annotations)\['([^']+)'\]")
+STACKS = (
+    ("dev", ()),
+    ("prod", ("tpu-rl:publish.repo=me/model", "tpu-rl:workflow.steps.evaluate=true")),
+    ("prod", ("tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1")),
+    ("prod", ("tpu-rl:kueue.enabled=false", "tpu-rl:kueue.queue=team-queue")),
+)
+"""Stacks between them making every kind of object the program builds: every step, one and two slices, the stack's
+Kueue and another's queue."""
+
+
+def _controller(key: str) -> str | None:
+    return next((name for name, prefixes in DOMAINS.items() if key.startswith(prefixes)), None)
+
+
+def _relied_on(value: object, path: tuple[object, ...] = ()) -> set[tuple[str | None, str, str]]:
+    """Each controller's key an object relies on, and how: an env ``fieldRef`` reads a pod's label or annotation; a
+    key the object sets is read by the controller, as ``RELIED_ON`` names it by where it is set (anywhere else: a use
+    of its own, which no entry names)."""
+    found: set[tuple[str | None, str, str]] = set()
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found |= _relied_on(item, (*path, index))
+    if not isinstance(value, dict):
+        return found
+    ref = (value.get("fieldRef") or {}).get("fieldPath", "")
+    if (match := FIELD_REF.fullmatch(ref)) and _controller(match[2]):
+        found.add((_controller(match[2]), match[2], "pod label" if match[1] == "labels" else "pod annotation"))
+    for kind in ("labels", "annotations"):
+        for key in value.get(kind) or {} if path[-1:] == ("metadata",) else {}:
+            if _controller(key):
+                where = [p if isinstance(p, str) else "*" for p in path]
+                use = {
+                    ("labels", ("metadata",)): "object label",
+                    ("annotations", ("spec", "replicatedJobs", "*", "template", "metadata")): "template annotation",
+                }.get((kind, tuple(where)), f"{kind} at {'.'.join(where)}")
+                found.add((_controller(key), key, use))
+    for key, item in value.items():
+        found |= _relied_on(item, (*path, key))
+    return found
+
+
+def test_the_keys_checked_are_every_one_the_manifests_and_readers_rely_on():
+    """Derived from every object the program builds (each stack's steps, its flavors and queues) and the live
+    readers' selectors: a manifest that starts relying on another key fails here until ``RELIED_ON`` names it, and
+    ``make controller`` then checks it in every release."""
+    from infra.k8s.kueue import cluster_queue, cpu_flavor, local_queue, tpu_flavor
+    from workloads.observe.live_state import JOB_UID_LABEL
+    from workloads.observe.pod_state import JOBSET_LABEL
+    from workloads.observe.startup import REPLICATED_JOB_LABEL
+    from workloads.specs.step_specs import plan_workflow
+
+    found: set[tuple[str | None, str, str]] = set()
+    for stack, overrides in STACKS:
+        config = settings(stack, list(overrides))
+        for step in plan_workflow(config).steps:
+            found |= _relied_on(step.manifest) | _relied_on(step.scripts)
+        queues = [tpu_flavor(config, {}), cpu_flavor({}), cluster_queue(config, {}), local_queue(config, {})]
+        found |= _relied_on(queues)
+    found |= {
+        ("jobset", JOBSET_LABEL, "pod label"),
+        ("jobset", REPLICATED_JOB_LABEL, "pod label"),
+        ("kueue", JOB_UID_LABEL, "workload label"),
+    }
+    assert found == {(name, key, use) for name, keys in RELIED_ON.items() for key, use in keys}
+    assert ("jobset", "jobset.sigs.k8s.io/job-index", "pod label") in found, "MEGASCALE_SLICE_ID's fieldRef"
+
+
+@pytest.mark.parametrize(("name", "version"), [(n, v) for n in RELEASES for v in RELEASES[n]])
+def test_every_adopted_release_declares_and_uses_every_key_the_stack_relies_on(tmp_path, name, version):
+    """On the release's own files, vendored by the command (offline)."""
+    tag = adopt_controller.Tag(release_repo(tmp_path, name, version, upstream_files(name, version)), f"v{version}")
+    files, problems = adopt_controller.key_problems(name, version, tag)
+    assert problems == [] and set(files) == set(RELEASES[name][version].sources)
+
+
+FIX = "the stack cannot run on it as it is (core/controllers.py RELIED_ON)"
+
+
+@pytest.mark.parametrize(
+    ("name", "file", "old", "new", "said"),
+    [
+        (
+            "jobset",
+            "api/jobset/v1alpha2/jobset_types.go",
+            b'JobIndexKey string = "jobset.sigs.k8s.io/job-index"',
+            b'JobIndexKey string = "jobset.sigs.k8s.io/job-number"',
+            "jobset v0.13.0 declares no jobset.sigs.k8s.io/job-index (api/jobset/v1alpha2/jobset_types.go), which "
+            f"the stack relies on: {FIX}",
+        ),
+        (
+            "jobset",
+            "pkg/controllers/jobset_controller.go",
+            b"rjob.Template.Annotations[jobset.ExclusiveKey]",
+            b"rjob.Template.Labels[jobset.ExclusiveKey]",
+            "jobset v0.13.0 does not read from a replicated Job's template alpha.jobset.sigs.k8s.io/exclusive-topology "
+            f"(ExclusiveKey in pkg/controllers/jobset_controller.go), which the stack relies on: {FIX}",
+        ),
+        (
+            "kueue",
+            "pkg/controller/constants/constants.go",
+            b'QueueLabel = "kueue.x-k8s.io/queue-name"',
+            b'QueueLabel = "kueue.x-k8s.io/queue"',
+            "kueue v0.18.0 declares no kueue.x-k8s.io/queue-name (pkg/controller/constants/constants.go), which the "
+            f"stack relies on: {FIX}",
+        ),
+    ],
+)
+def test_a_release_without_a_key_the_stack_relies_on_is_refused(tmp_path, checkout, capsys, name, file, old, new, said):
+    base = "0.12.0" if name == "jobset" else "0.17.8"
+    files = upstream_files(name, base)
+    assert files[file].count(old) >= 1, "the doctored line is the release's"
+    files[file] = files[file].replace(old, new)
+    version = "0.13.0" if name == "jobset" else "0.18.0"
+    assert _refused(tmp_path, capsys, name, version, files, checkout(name, base)) == [f"adopt_controller: {said}"]
+
+
+def test_a_release_without_the_files_that_say_the_keys_is_refused(tmp_path, checkout, capsys):
+    files = upstream_files("jobset", "0.12.0")
+    del files["pkg/controllers/jobset_controller.go"]
+    lines = _refused(tmp_path, capsys, "jobset", "0.13.0", files, checkout("jobset", "0.12.0"))
+    assert lines == [
+        "adopt_controller: jobset v0.13.0 has no pkg/controllers/jobset_controller.go, where tpu-rl checks the keys "
+        "its objects rely on"
+    ]

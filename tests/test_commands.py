@@ -87,6 +87,7 @@ SNAPSHOT, SCAN, COMPLETE = (
 WATCHDOG, JUDGE, LAUNCH = (f"{SCRIPTS_DIR}/{name}" for name in ("stall_watchdog.py", "train_exit.py", "launch.py"))
 
 SHIM = """#!/bin/sh
+case "$1" in */maxtext_check.py) exit 0;; esac
 "{python}" -c 'import json, sys; open(sys.argv[1], "a").write(json.dumps(sys.argv[2:]) + "\\n")' "{log}" "$@"
 case "$1" in */launch.py) exec "{python}" "$@";; esac
 case "$1" in */base_snapshot.py) if [ -n "$SHIM_BASE_COMMIT" ]; then echo "$SHIM_BASE_COMMIT"; exit 0; fi
@@ -139,8 +140,9 @@ def run_in_bash(
     argv, its programs named by their path in the container (``SHIM_RUN_C=1`` also runs them with the real
     interpreter; ``SHIM_TRAIN_RL=<file>`` runs that file for ``python3 -m ...``; ``base_snapshot.py`` prints
     ``SHIM_BASE_COMMIT``, ``COMMIT`` unless it is set empty: it runs for real in tests/test_base_snapshot.py, and
-    here with ``SHIM_RUN_BASE=1``, alone of the programs). The
-    training log and side file go to ``tmp_path`` instead of /tmp."""
+    here with ``SHIM_RUN_BASE=1``, alone of the programs). The image's MaxText passes its check unrecorded (the
+    check runs for real in tests/test_maxtext_check.py). The training log and side file go to ``tmp_path`` instead
+    of /tmp."""
     run_sh = install(step, tmp_path, script)
     log = tmp_path / "calls.jsonl"
     log.write_text("")
@@ -218,8 +220,9 @@ def test_each_step_runs_its_script_from_its_own_config_map(stack):
     ConfigMap, which holds the script and exactly the programs it runs, each the text the image runs."""
     objs = objects(stack, "tpu-rl:publish.repo=me/model", "tpu-rl:workflow.steps.evaluate=true")
     expected = {
-        "convert": {"mark_folder.py", "base_snapshot.py"},
+        "convert": {"maxtext_check.py", "mark_folder.py", "base_snapshot.py"},
         "train": {
+            "maxtext_check.py",
             "optimizer_patch.py",
             "checkpoint_scan.py",
             "mark_folder.py",
@@ -229,7 +232,13 @@ def test_each_step_runs_its_script_from_its_own_config_map(stack):
             "train_exit.py",
             "launch.py",
         },
-        "export": {"mark_folder.py", "checkpoint_scan.py", "base_snapshot.py", "complete_export.py"},
+        "export": {
+            "maxtext_check.py",
+            "mark_folder.py",
+            "checkpoint_scan.py",
+            "base_snapshot.py",
+            "complete_export.py",
+        },
         "evaluate": {"mark_folder.py", "evaluate_export.py"},
         "publish": {"mark_folder.py", "publish_hub.py"},
     }

@@ -702,7 +702,7 @@ def test_the_prod_stack_reads_as_written():
         "kueue": {
             "install": True,
             "queue": "tpu-rl",
-            "version": "0.17.1",
+            "version": "0.17.8",
             "pods_ready_timeout": 30 * 60,
             "admission_timeout": 15 * 60,
             # podsReadyTimeout + a TPU host maintenance event ("up to a few hours", read as 4 h)

@@ -342,6 +342,17 @@ def test_the_command_makes_the_table_and_the_vendored_files_from_the_wheel(tmp_p
     )
     out = capsys.readouterr().out
     assert f"keys: {len(maxtext_keys.known_keys())} -> {len(maxtext_keys.known_keys())} (0 added" in out
+    pin = json.loads((data / "maxtext-9.9.9-record.json").read_text())
+    with zipfile.ZipFile(wheel) as archive:
+        lines = archive.read("maxtext-9.9.9.dist-info/RECORD").decode().splitlines()
+    assert pin == {
+        "package": "maxtext",
+        "version": "9.9.9",
+        "wheel": wheel.name,
+        "sha256": record["sha256"],
+        "record": [line for line in lines if line.startswith("maxtext/")],
+    }, "the RECORD's own lines of maxtext/, each the wheel's file: what the steps check their image against"
+    assert len(pin["record"]) == len(record["files"]) and "maxtext-9.9.9-record.json (the RECORD's 17 lines" in out
 
 
 @pytest.mark.parametrize(

@@ -226,7 +226,7 @@ def test_the_manager_configuration():
 
 
 def test_kueue_settings_and_their_rules():
-    assert (PROD.kueue.install, PROD.kueue.queue, PROD.kueue.version) == (True, "tpu-rl", "0.17.1")
+    assert (PROD.kueue.install, PROD.kueue.queue, PROD.kueue.version) == (True, "tpu-rl", "0.17.8")
     assert (PROD.kueue.pods_ready_timeout, PROD.kueue.admission_timeout) == (1800, 900)
     off = settings("prod", ["tpu-rl:kueue.enabled=false"])
     assert (off.kueue.install, off.kueue.queue) == (False, None)

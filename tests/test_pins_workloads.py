@@ -594,8 +594,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-260cbcd2b4",
-        "gemma4-26b-publish-710705566b",
+        "gemma4-26b-evaluate-682170391f",
+        "gemma4-26b-publish-c5dc2adb84",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -641,15 +641,17 @@ STEP_NAMES = {
     # conversion and training keep theirs. Issue 40 item 4's dataset cache (tpu-rl:training.datasetRevision, the
     # dataset copied from the stack's cache) and base_snapshot.py's tries (a file of every step's ConfigMap) renamed
     # every step. tpu-rl:training.loadCheckpointOnlyOnce (default true: load_checkpoint_only_once=true in training's
-    # argv) renamed training and the steps after it; the conversion keeps its name.
-    "dev": ["gemma4-e4b-convert-32248e82bd", "gemma4-e4b-train-27aa9211dd", "gemma4-e4b-export-5393c0031d"],
-    "prod": ["gemma4-26b-convert-b456932d3d", "gemma4-26b-train-ff61f63f26", "gemma4-26b-export-74a4712ecd"],
+    # argv) renamed training and the steps after it; the conversion keeps its name. The image check that opens every
+    # MaxText step's script (maxtext_check.py, with the adopted wheel's RECORD) renamed every step.
+    "dev": ["gemma4-e4b-convert-22befbb7d4", "gemma4-e4b-train-eb28eeb043", "gemma4-e4b-export-624778b7e6"],
+    "prod": ["gemma4-26b-convert-50187f5875", "gemma4-26b-train-f68e45f4b8", "gemma4-26b-export-7248e95ad2"],
 }
 BEFORE_ONE_READ = {
-    "dev": ["gemma4-e4b-convert-32248e82bd", "gemma4-e4b-train-0457d7059c", "gemma4-e4b-export-d886aa7a34"],
-    "prod": ["gemma4-26b-convert-b456932d3d", "gemma4-26b-train-aa239a6be8", "gemma4-26b-export-687cf0c869"],
+    "dev": ["gemma4-e4b-convert-22befbb7d4", "gemma4-e4b-train-170e7edeb0", "gemma4-e4b-export-b274b8d114"],
+    "prod": ["gemma4-26b-convert-50187f5875", "gemma4-26b-train-80cb8562d4", "gemma4-26b-export-dc02c6a07e"],
 }
-"""The names of the version before tpu-rl:training.loadCheckpointOnlyOnce (STEP_NAMES at its commit 589abad)."""
+"""The names with tpu-rl:training.loadCheckpointOnlyOnce false: the argv of the version before the knob (STEP_NAMES
+at its commit 589abad had these names until the image check renamed every step)."""
 
 
 @pytest.mark.parametrize("stack", sorted(STEP_NAMES))
@@ -659,8 +661,9 @@ def test_the_example_stacks_step_names(stack):
 
 @pytest.mark.parametrize("stack", sorted(BEFORE_ONE_READ))
 def test_reading_the_checkpoint_twice_keeps_the_names_of_the_version_before(stack):
-    """MaxText's default (false) leaves the key out of the argv, so a stack that sets it with the upgrade keeps its
-    finished steps (docs/operations.md "Upgrading tpu-rl"), the evaluation and the publication too."""
+    """MaxText's default (false) leaves the key out of the argv, so a stack that set it with the upgrade to the knob
+    kept its finished steps (docs/operations.md "Upgrading tpu-rl"), the evaluation and the publication too; the
+    conversion is the default's."""
     twice = settings(stack, ["tpu-rl:training.loadCheckpointOnlyOnce=false"])
     assert [step.name for step in jobs(twice).steps] == BEFORE_ONE_READ[stack]
     if stack == "prod":
@@ -668,7 +671,8 @@ def test_reading_the_checkpoint_twice_keeps_the_names_of_the_version_before(stac
         names = [
             s.name for s in plan_workflow(settings("prod", [*every, "tpu-rl:training.loadCheckpointOnlyOnce=false"]))
         ]
-        assert names[3:] == ["gemma4-26b-evaluate-a993bcb7a4", "gemma4-26b-publish-5040b1cc60"], "589abad's"
+        assert names[3:] == ["gemma4-26b-evaluate-7fad7d8f14", "gemma4-26b-publish-4f4793f09e"]
+        assert names[0] == STEP_NAMES["prod"][0]
 
 
 def test_the_cloud_logging_links():

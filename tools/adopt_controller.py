@@ -24,11 +24,15 @@
      (``apis/config/v1beta2/configuration_types.go``, decoded strictly: ``pkg/config/config.go`` ``fromFile``,
      ``serializer.EnableStrict``) has every field of the stack's manager configuration
      (``infra.k8s.kueue.configuration``; fields of other packages' types are not checked), and each integration it
-     names is one Kueue registers (``FrameworkName`` in ``pkg/controller/jobs/``).
-3. Writes the CRDs to ``tests/data/vendor/schemas/<name>-v<VERSION>/`` (``xz``), their ``SHA256SUMS`` lines and
-   their rows of ``tests/data/vendor/README.md``, and the release's entry of ``core/data/controllers.json`` (its
-   commit, its CRDs, JobSet's own fields), which the configuration, the `up` checks and the policy pack read. A
-   release adopted again is written afresh.
+     names is one Kueue registers (``FrameworkName`` in ``pkg/controller/jobs/``);
+   - every label and annotation key of the controller the stack's objects and readers rely on
+     (``core.controllers.RELIED_ON``: the env ``fieldRef``\\ s, the exclusive-topology annotation, the queue label)
+     is declared as a Go constant and used as the stack relies on it (``KEY_SOURCES``, ``key_problems``).
+3. Writes the CRDs to ``tests/data/vendor/schemas/<name>-v<VERSION>/`` (``xz``), with the Go files read for the keys
+   (and Kueue's Configuration types), their ``SHA256SUMS`` lines and their rows of ``tests/data/vendor/README.md``,
+   and the release's entry of ``core/data/controllers.json`` (its commit, its CRDs, JobSet's own fields, the Go
+   files), which the configuration, the `up` checks and the policy pack read. A release adopted again is written
+   afresh.
 4. Prints what changed against the newest release adopted before: each CRD's fields added and removed.
 
 `make test` then validates every step's JobSet against every adopted JobSet's CRD and the flavors and queues against
@@ -52,7 +56,7 @@ from typing import Any
 
 import yaml
 
-from core.controllers import API_VERSIONS, CHART_VALUES, CONTROLLERS, CRDS, DATA, Controller, crd_file
+from core.controllers import API_VERSIONS, CHART_VALUES, CONTROLLERS, CRDS, DATA, RELIED_ON, Controller, Use, crd_file
 from infra.k8s.kueue import CHART as KUEUE_CHART
 from infra.k8s.kueue import FRAMEWORKS, configuration
 from infra.k8s.manifests import JOBSET_CHART, jobset_crd_fields
@@ -91,6 +95,38 @@ its configuration's validation requires of every name in ``integrations.framewor
 ``validateIntegrations``)."""
 SAMPLE_TIMEOUTS = (1800, 1800)
 """Kueue's waitForPodsReady timeouts for the manager configuration checked (any values: only its fields count)."""
+JOBSET_CONTROLLER = "pkg/controllers/jobset_controller.go"
+KEY_SOURCES: dict[Controller, tuple[str, dict[Use, tuple[str, str]]]] = {
+    "jobset": (
+        "api/jobset/v1alpha2/jobset_types.go",
+        {
+            "pod label": (JOBSET_CONTROLLER, r"\blabels\[\w+\.{name}\]\s*="),
+            "pod annotation": (JOBSET_CONTROLLER, r"\bannotations\[\w+\.{name}\]\s*="),
+            "template annotation": (JOBSET_CONTROLLER, r"\.Template\.Annotations\[\w+\.{name}\]"),
+        },
+    ),
+    "kueue": (
+        "pkg/controller/constants/constants.go",
+        {
+            "object label": ("pkg/controller/jobframework/interface.go", r"\.GetLabels\(\)\[\w+\.{name}\]"),
+            "workload label": ("pkg/controller/jobframework/reconciler.go", r"\bwl\.Labels\[\w+\.{name}\]\s*="),
+        },
+    ),
+}
+"""Where a release says each key of ``core.controllers.RELIED_ON``: the file that declares it as a Go constant, and
+for each use the file and the code that uses it under that constant's name. JobSet v0.10.1 and v0.12.0
+``labelAndAnnotateObject`` puts its keys on each child Job and its pod template as labels and annotations
+(``labels[jobset.JobIndexKey] = ...``) and copies the exclusive-topology annotation from a replicated Job's template
+(``rjob.Template.Annotations[jobset.ExclusiveKey]``); Kueue v0.17.1 and v0.17.8 ``QueueNameForObject`` reads the
+queue label (``object.GetLabels()[constants.QueueLabel]``) and its reconciler labels a Workload with its job's UID
+(``wl.Labels[controllerconsts.JobUIDLabel] = ...``)."""
+USES: dict[Use, str] = {
+    "pod label": "put on the pods it makes as a label",
+    "pod annotation": "put on the pods it makes as an annotation",
+    "template annotation": "read from a replicated Job's template",
+    "object label": "read from a job's labels",
+    "workload label": "put on a Workload as a label",
+}
 
 
 class AdoptError(Exception):
@@ -315,7 +351,42 @@ def check(
         )
     if name == "kueue":
         problems += _kueue_problems(version, tag, files)
-    return files, schema_fields, problems
+    sources, missing = key_problems(name, version, tag)
+    return files | sources, schema_fields, problems + missing
+
+
+def declared(source: str, key: str) -> list[str]:
+    """The Go constants whose value is ``key`` (``JobIndexKey string = "jobset.sigs.k8s.io/job-index"``)."""
+    return re.findall(rf'^\s*(\w+)(?:\s+string)?\s*=\s*"{re.escape(key)}"', source, re.M)
+
+
+def key_problems(name: Controller, version: str, tag: Tag) -> tuple[dict[str, bytes], list[str]]:
+    """The release's files of ``KEY_SOURCES`` (path -> content, vendored) and a problem for each key of
+    ``RELIED_ON`` it does not declare, or does not use as the stack relies on it."""
+    declared_in, uses = KEY_SOURCES[name]
+    files: dict[str, bytes] = {}
+    problems: list[str] = []
+    for path in dict.fromkeys([declared_in, *(where for where, _ in uses.values())]):
+        content = tag.read(path)
+        if content is None:
+            problems.append(f"{name} v{version} has no {path}, where tpu-rl checks the keys its objects rely on")
+        else:
+            files[path] = content
+    texts = {path: content.decode(errors="replace") for path, content in files.items()}
+    fix = "the stack cannot run on it as it is (core/controllers.py RELIED_ON)"
+    for key, use in RELIED_ON[name]:
+        where, pattern = uses[use]
+        if declared_in not in texts or where not in texts:
+            continue
+        constants = declared(texts[declared_in], key)
+        if not constants:
+            problems.append(f"{name} v{version} declares no {key} ({declared_in}), which the stack relies on: {fix}")
+        elif not any(re.search(pattern.format(name=constant), texts[where]) for constant in constants):
+            problems.append(
+                f"{name} v{version} does not {USES[use]} {key} ({', '.join(constants)} in {where}), which the stack "
+                f"relies on: {fix}"
+            )
+    return files, problems
 
 
 def _kueue_problems(version: str, tag: Tag, files: dict[str, bytes]) -> list[str]:
@@ -374,7 +445,7 @@ def write(  # noqa: PLR0913 (what was read, and where it goes)
     new_rows = []
     for plural, content in files.items():
         relative = vendored_file(name, version, plural)
-        upstream = CONFIGURATION_TYPES if plural == CONFIGURATION else f"{CRD_DIR}/{name}.x-k8s.io_{plural}.yaml"
+        upstream = _upstream(name, plural)
         sums[relative] = sha256(content)
         vendored[plural] = relative
         new_rows.append(
@@ -389,21 +460,32 @@ def write(  # noqa: PLR0913 (what was read, and where it goes)
     readme.write_text("\n".join([*rows[: last + 1], *new_rows, *rows[last + 1 :]]) + "\n")
     releases = json.loads(data.read_text())
     configuration_file = vendored.pop(CONFIGURATION, None)
+    sources = {path: vendored.pop(path) for path in [p for p in vendored if "/" in p]}
     entry: dict[str, Any] = {"commit": commit, "crds": vendored}
     if configuration_file is not None:
         entry["configuration"] = configuration_file
     if name == "jobset":
         entry["schemaFields"] = sorted(schema_fields)
+    entry["sources"] = sources
     releases[name] = dict(sorted({**releases[name], version: entry}.items(), key=lambda kv: _numbers(kv[0])))
     data.write_text(json.dumps(releases, indent=1) + "\n")
 
 
 def vendored_file(name: Controller, version: str, plural: str) -> str:
-    """Where a release's file is vendored: its CRDs (``core.controllers.crd_file``) and Kueue's Configuration types
-    beside them."""
+    """Where a release's file is vendored: its CRDs (``core.controllers.crd_file``), and beside them Kueue's
+    Configuration types and the Go files of ``KEY_SOURCES`` (named by their path upstream), by their file name."""
     if plural == CONFIGURATION:
         return f"schemas/{name}-v{version}/configuration_types.go"
+    if "/" in plural:
+        return f"schemas/{name}-v{version}/{plural.rsplit('/', 1)[1]}"
     return crd_file(name, version, plural)
+
+
+def _upstream(name: Controller, plural: str) -> str:
+    """A vendored file's path in the release: a CRD's, the Configuration types', or a source file's own."""
+    if plural == CONFIGURATION:
+        return CONFIGURATION_TYPES
+    return plural if "/" in plural else f"{CRD_DIR}/{name}.x-k8s.io_{plural}.yaml"
 
 
 def _numbers(version: str) -> tuple[int, ...]:
@@ -419,7 +501,7 @@ def changes(name: Controller, version: str, crds: dict[str, bytes], vendor: Path
     previous = max(before, key=_numbers)
     lines = [f"against {name} {previous}:"]
     for plural, content in crds.items():
-        if plural == CONFIGURATION:
+        if plural == CONFIGURATION or "/" in plural:
             continue
         old_file = vendor / (adopted[previous]["crds"][plural] + ".xz")
         old = _fields(name, yaml.load(lzma.decompress(old_file.read_bytes()), Loader=LOADER) or {})

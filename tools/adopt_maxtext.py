@@ -16,7 +16,10 @@
    lines of ``tests/data/vendor/SHA256SUMS``.
 5. Regenerates ``core/data/maxtext-VERSION-keys.json`` and ``-refused.json`` from those configs: the keys of
    ``base.yml`` and ``post_train/rl.yml`` and the fields of train_rl's pydantic model in ``configs/types.py``, read
-   statically, less what the run would not use as written, refused with the reason (``core.maxtext_keys.analyse``).
+   statically, less what the run would not use as written, refused with the reason (``core.maxtext_keys.analyse``);
+   and pins the wheel's ``RECORD`` lines of its ``maxtext/`` files (path, sha256, size) in
+   ``core/data/maxtext-VERSION-record.json``, which every MaxText step checks its image's MaxText against before it
+   loads a weight (``workloads/container/maxtext_check.py``).
 6. With ``--loader PYTHON3.12``, makes ``build/maxtext-VERSION/venv``, a venv with the wheel and the JAX its config
    loader imports, in which tests/test_maxtext_pyconfig.py (slow tier) loads each step's argv with MaxText's own
    ``pyconfig`` (tools/maxtext_loader.py).
@@ -128,6 +131,8 @@ class Release:
     files: dict[str, bytes]
     """Path inside ``maxtext/`` -> content, every one checked against the wheel's RECORD."""
     pins: tuple[str, ...]
+    record: tuple[str, ...] = ()
+    """The RECORD's own lines of the files under ``maxtext/`` (``path,sha256=<urlsafe base64>,size``), in its order."""
 
 
 def download(version: str, folder: Path) -> Path:
@@ -169,6 +174,27 @@ def _record(archive: zipfile.ZipFile, dist_info: str) -> dict[str, str]:
     return hashes
 
 
+RECORD_LINE = re.compile(r"maxtext/[^,\"\\\r\n]+,sha256=[A-Za-z0-9_-]{43},[0-9]+")
+"""A RECORD line of a file under ``maxtext/``: its path (no comma, quote or backslash, so the line is the CSV row
+itself), its sha256 (urlsafe base64 of 32 bytes, no padding) and its size."""
+
+
+def package_record(archive: zipfile.ZipFile, dist_info: str) -> tuple[str, ...]:
+    """The RECORD's lines of the files under ``maxtext/``, each the wheel's file with its sha256 and size: what
+    ``core/data/maxtext-<version>-record.json`` pins (``pin``)."""
+    lines = [line for line in archive.read(f"{dist_info}/RECORD").decode().splitlines() if line.startswith(PACKAGE)]
+    for line in lines:
+        if not RECORD_LINE.fullmatch(line):
+            raise AdoptError(f"the wheel's RECORD line {line[:120]!r} is not a file with its sha256 and size")
+        path, digest, size = line.rsplit(",", 2)
+        content = archive.read(path)
+        if (len(content), sha256(content)) != (int(size), base64.urlsafe_b64decode(digest[7:] + "=").hex()):
+            raise AdoptError(f"{path} in the wheel does not match its RECORD line: the wheel is damaged")
+    if not lines:
+        raise AdoptError(f"the wheel's RECORD lists no file under {PACKAGE}: pass the maxtext wheel")
+    return tuple(lines)
+
+
 def read_wheel(path: Path, version: str) -> Release:
     """The files of ``VENDOR`` and the pins out of the wheel at ``path``, which must be maxtext ``version``."""
     data = path.read_bytes()
@@ -200,7 +226,7 @@ def read_wheel(path: Path, version: str) -> Release:
     pins: tuple[str, ...] = ()
     if PINS in names:
         pins = tuple(line.strip() for line in archive.read(PINS).decode().splitlines() if line.strip())
-    return Release(version, path.name, sha256(data), files, pins)
+    return Release(version, path.name, sha256(data), files, pins, package_record(archive, dist_info))
 
 
 def vendored_name(path: str) -> str:
@@ -286,6 +312,25 @@ def write_vendor(release: Release, vendor_dir: Path, extra: dict[str, bytes] | N
     sums[f"{prefix}/{RECORD_NAME}"] = sha256(text.encode())
     merge_sums(vendor_dir / "SHA256SUMS", sums, lambda name: name.startswith(prefix + "/"))
     return folder
+
+
+def pin(release: Release) -> dict[str, object]:
+    """``core/data/maxtext-<version>-record.json``: the wheel's name and sha256 and the RECORD's lines of its
+    ``maxtext/`` files, the MaxText each step checks its image's against (``workloads/container/maxtext_check.py``)."""
+    return {
+        "package": "maxtext",
+        "version": release.version,
+        "wheel": release.wheel_name,
+        "sha256": release.wheel_sha256,
+        "record": list(release.record),
+    }
+
+
+def write_pin(release: Release, data_dir: Path) -> Path:
+    """The pin (``pin``) in ``data_dir``, one RECORD line a line."""
+    path = data_dir / f"maxtext-{release.version}-record.json"
+    path.write_text(json.dumps(pin(release), indent=1) + "\n")
+    return path
 
 
 def write_table(version: str, configs: Path, data_dir: Path) -> tuple[Path, dict[str, str], dict[str, str]]:
@@ -392,6 +437,7 @@ def adopt(
     current = maxtext_keys.known_keys()  # read before a re-adoption of the same version rewrites it
     folder = write_vendor(release, vendor_dir, released)
     table_path, table, refused = write_table(version, folder / "configs", data_dir)
+    pin_path = write_pin(release, data_dir)
     print(f"maxtext {version}: {release.wheel_name} sha256 {release.wheel_sha256}")
     for pin in release.pins:
         print(f"  pins {pin}")
@@ -400,6 +446,7 @@ def adopt(
         f"wrote {_shown(folder)}/ ({len(release.files)} files, {RECORD_NAME}{beside}), {_shown(vendor_dir)}/SHA256SUMS"
     )
     print(f"wrote {_shown(table_path)} ({len(table)} keys) and its -refused.json ({len(refused)} keys)")
+    print(f"wrote {_shown(pin_path)} (the RECORD's {len(release.record)} lines of maxtext/: the steps' image check)")
     rl_keys = set((yaml.safe_load(release.files["configs/post_train/rl.yml"]) or {}).keys())
     print(f"against {maxtext_keys.MAXTEXT_VERSION}, the version the program uses now:")
     for line in changes(current, table, rl_keys):

@@ -480,8 +480,8 @@ FIELDS: tuple[Field, ...] = (
     Field(
         _key("kueue.version"),
         OneOf(KUEUE_VERSIONS),
-        "0.17.1",
-        "Kueue Helm chart (Cluster Toolkit installs 0.17.1)",
+        "0.17.8",
+        "Kueue Helm chart (Cluster Toolkit installs 0.17.1; 0.17.8 is its line's newest patch)",
     ),
     Field(
         _key("kueue.podsReadyTimeout"),

@@ -16,7 +16,7 @@ Cluster Toolkit's blueprint installs Kueue 0.17.1 with a ClusterQueue and a Loca
 - a LocalQueue in the workflow namespace, which every step's JobSet names (``kueue.x-k8s.io/queue-name``).
 
 The manager configuration replaces the chart's whole default (a Helm value is one string), so it
-repeats the chart's defaults we rely on (``charts/kueue/values.yaml`` at v0.17.1) and adds
+repeats the chart's defaults we rely on (``charts/kueue/values.yaml`` at v0.17.1, the same at v0.17.8) and adds
 ``waitForPodsReady``: an admitted step whose pods are not all Ready within the timeout (``podsReadyTimeout``
 after admission, ``recoveryTimeout`` after a running step's pods, once all Ready, stop being Ready: a JobSet
 restart, a node repair; a restart before they were all Ready stays on ``podsReadyTimeout`` from the first

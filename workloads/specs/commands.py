@@ -13,6 +13,7 @@ stack limit (``execve(2)``); the export's script was 71,763 bytes as a ``bash -c
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import shlex
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from core.knobs import DATASETS, TRAINING_KNOBS, Dataset
 from core.layout import RUN_NAME, STAGED_DATASET, actor_checkpoints, dataset_cache
+from core.maxtext_keys import pinned_record
 from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from core.settings import Settings
 from core.step_config import CONFIG_FILE, LAUNCHER, config_text
@@ -46,6 +48,28 @@ def run_program(file_name: str) -> str:
     working directory: no program imports a module by a name of another program (each is one file whose imports
     are the image's packages and the standard library)."""
     return f"python3 {SCRIPTS_DIR}/{file_name}"
+
+
+MAXTEXT_CHECK = "maxtext_check.py"
+"""The program each MaxText step runs first: the image's MaxText against the adopted wheel's RECORD
+(``workloads/container/maxtext_check.py``), with the pin inlined (``with_pin``)."""
+PIN_START = "# tpu-rl: the adopted MaxText's RECORD is inlined here (workloads/specs/commands.py)\n"
+PIN_END = "# tpu-rl: end of the adopted MaxText's RECORD\n"
+
+
+def with_pin(source: str, pin: dict[str, object]) -> str:
+    """``source`` with ``pin`` (``core.maxtext_keys.pinned_record``) as base64 of its JSON between ``PIN_START`` and
+    ``PIN_END``, in 76-character lines (``base64.encodebytes``): bytes that depend on the pin alone."""
+    packed = base64.encodebytes(json.dumps(pin, sort_keys=True, separators=(",", ":")).encode()).decode()
+    start, end = source.index(PIN_START), source.index(PIN_END) + len(PIN_END)
+    return f'{source[:start]}PINNED = """\n{packed}"""\n{source[end:]}'
+
+
+def maxtext_check(image: str) -> str:
+    """The first line of a MaxText step's script, before any weight is read: ``MAXTEXT_CHECK`` with the image its
+    manifest names (``tpu-rl:images.maxtext`` as ``up`` pinned it), shown when the check fails. ``set -e`` ends the
+    script with its exit 3 (``SETUP_FAILURE_EXIT``): the step fails, no restart."""
+    return f"{run_program(MAXTEXT_CHECK)} {shlex.quote(image)}"
 
 
 # The tutorial's AdamW -> Adafactor patch, made loud: exactly one substitution or the step fails.
@@ -323,19 +347,22 @@ def base_line(*words: str) -> str:
 
 
 def convert_script(settings: Settings, argv: list[str], output_uri: str, cache_root: str) -> str:
-    """Create the output folder, resolve ``tpu-rl:model.revision`` to a commit once and fetch that commit's files
+    """Check the image's MaxText (``maxtext_check``), create the output folder, resolve ``tpu-rl:model.revision`` to a
+    commit once and fetch that commit's files
     through the Hub cache ``cache_root`` into ``CONVERT_BASE_DIR``, copying the base's files to the output
     (``base_snapshot.py snapshot``: a retried conversion keeps its recorded commit; the Hub sends each file once per
     commit, ``core.settings.Settings.hub_cache``), then convert the weights of that commit."""
     model = settings.model
     snapshot = base_line("snapshot", model.spec.hf_repo, model.revision, output_uri, cache_root, CONVERT_BASE_DIR)
-    return script(mark_folder(output_uri), snapshot, 'echo "tpu-rl: converting commit ${commit}"', argv=argv)
+    check = maxtext_check(settings.images.maxtext)
+    return script(check, mark_folder(output_uri), snapshot, 'echo "tpu-rl: converting commit ${commit}"', argv=argv)
 
 
-def export_script(
-    argv: list[str], actor_uri: str, output_uri: str, repo: str, convert_uri: str, cache_root: str
+def export_script(  # noqa: PLR0913 (the step's paths, and the image its check names)
+    argv: list[str], actor_uri: str, output_uri: str, repo: str, convert_uri: str, cache_root: str, image: str
 ) -> str:
-    """Create the output folder, find the newest complete checkpoint (exit 3, not retried, if there is none),
+    """Check the image's MaxText (``maxtext_check``), create the output folder, find the newest complete checkpoint
+    (exit 3, not retried, if there is none),
     fetch the base's files at the converted commit (``base_snapshot.py fetch``: ``to_huggingface``'s tokenizer and
     chat template), export the checkpoint, then make the export the whole base model at that commit
     (``workloads/container/complete_export.py``, exit 3 for a refusal).
@@ -345,6 +372,7 @@ def export_script(
     """
     lines = [
         "set -euo pipefail",
+        maxtext_check(image),
         mark_folder(output_uri),
         f'checkpoint="$({run_program("checkpoint_scan.py")} {shlex.quote(actor_uri)})"',
         'echo "tpu-rl: exporting ${checkpoint}"',
@@ -361,6 +389,8 @@ def program(file_name: str) -> str:
     marks the place (``INLINED_START``): a file of the step's ConfigMap (``step_files``), as the image has no copy of
     either."""
     source = (Path(__file__).parents[1] / "container" / file_name).read_text()
+    if file_name == MAXTEXT_CHECK:
+        return with_pin(source, pinned_record())
     return _with_hf_model(file_name) if INLINED_START in source else source
 
 
@@ -450,6 +480,8 @@ def resume_lines(actor_uri: str) -> list[str]:
 def train_script(settings: Settings, argv: list[str], output_uri: str, convert_uri: str) -> str:
     """The training container's script (bash is the container's PID 1):
 
+    - the image's MaxText checked against the adopted wheel's RECORD (``maxtext_check``), before the patch rewrites
+      ``utils_rl.py`` and before anything reads a weight;
     - the optimizer patch (Adafactor), in strict mode: a changed image stops it;
     - the output folder created (``mark_folder``);
     - the base's files at the converted commit fetched into ``TRAIN_BASE_DIR`` (its ``tokenizer_path``);
@@ -472,7 +504,7 @@ def train_script(settings: Settings, argv: list[str], output_uri: str, convert_u
       No pipeline judges the log: with ``pipefail`` a ``tail | grep -q`` that stops reading
       early kills ``tail`` with SIGPIPE and turns a match into a failure.
     """
-    lines = ["set -euo pipefail"]
+    lines = ["set -euo pipefail", maxtext_check(settings.images.maxtext)]
     if settings.training.optimizer == "adafactor":
         lines.append(f"{run_program('optimizer_patch.py')} {quote(UTILS_RL)}")
     record = json.dumps(run_record(settings, argv), separators=(",", ":"))

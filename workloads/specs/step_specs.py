@@ -472,7 +472,9 @@ def _export_step(settings: Settings, before: Mapping[str, Step]) -> Step:
     model = settings.model.spec
     convert, train = before["convert"], before["train"]
     argv = export_argv(settings, OUTPUT)
-    command = export_script(argv, train.artifact_uri, OUTPUT, model.hf_repo, convert.output_uri, HUB_CACHE)
+    command = export_script(
+        argv, train.artifact_uri, OUTPUT, model.hf_repo, convert.output_uri, HUB_CACHE, settings.images.maxtext
+    )
     return _cpu_step(settings, "export", command, train.artifact_uri, "")
 
 

@@ -1,0 +1,155 @@
+"""Check, before a step loads any weight, that the image's MaxText is the release the project adopted (stdlib only).
+
+tpu-rl's checks of MaxText (its config loader on every step's argv, its converters' flags, the log lines the program
+parses, its RL evaluation) run on the released wheel that ``make maxtext`` adopted (``tools/adopt_maxtext.py``); the
+image is named by a tag that no public source ties to that release, and ``up`` pins the tag to whatever digest the
+registry gives it. So every step that runs MaxText (the conversion, training, the export) runs this program first:
+it finds the MaxText package ``python3 -m maxtext...`` imports in the step's image and compares its files with the
+``maxtext/`` lines of the adopted wheel's ``RECORD`` (path, sha256, size: PEP 376/427), inlined below by
+``workloads/specs/commands.py`` from ``core/data/maxtext-<version>-record.json`` as base64 of its JSON: the same bytes
+wherever the plan is made (the step's identity hashes them; compression would depend on the zlib build), and no line
+naming a MaxText module, which the policy pack would take for a run of the trainer it cannot read
+(``core.step_config.TRAINER_MENTIONS``).
+
+The images MaxText publishes copy the wheel's ``maxtext/`` folder to ``/deps/src/maxtext`` and put ``/deps/src`` on
+``PYTHONPATH`` (MaxText's ``build_and_push_docker_image.yml``: the wheel installed into a venv, ``PACKAGE_DIR`` its
+``site-packages``; ``maxtext_tpu_dependencies.Dockerfile``: ``COPY ${PACKAGE_DIR}/maxtext/ src/maxtext/``; read at
+MaxText ``e591f30``, ten commits past ``maxtext-v0.2.4``, the newest source this project could read), so the
+package is found the way Python finds it (``importlib.util.find_spec`` with the working directory first on the path,
+as ``python3 -m`` puts it), wherever an image keeps it. Every file of the RECORD must be there with its size and
+sha256; files the RECORD does not list are not compared: an image's build may leave its own there (MaxText's
+``install_post_train_extra_deps.py`` builds the vLLM adapter from ``integration/vllm``; Python writes ``__pycache__``),
+and MaxText reads a file by its name, which the RECORD lists.
+
+Usage: ``python3 maxtext_check.py IMAGE`` (the image reference the step's manifest names, shown in the message).
+Exit 0 with one line on stdout when every file matches. Otherwise one line on stderr naming the files that differ
+and what to do, and exit 3 (``core.names.SETUP_FAILURE_EXIT``): the step fails at once, and a training JobSet fails
+rather than restarts (the Pathways head's pod failure policy counts only exits 75 and 76 as disruptions). The step's
+script runs it before anything else, so no weight is read from an image whose MaxText the checks never saw.
+"""
+
+import base64
+import csv
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+
+MISMATCH = 3
+"""Exit code of a refusal (``core.names.SETUP_FAILURE_EXIT``): the same image fails the same way on every retry."""
+SHOWN = 5
+"""Files named per kind of difference; the rest are counted."""
+CHUNK = 1 << 20
+PACKAGE = "maxtext"
+
+# tpu-rl: the adopted MaxText's RECORD is inlined here (workloads/specs/commands.py)
+PINNED = ""
+# tpu-rl: end of the adopted MaxText's RECORD
+
+
+def pinned(text):
+    """The inlined pin: base64 of the JSON of ``core/data/maxtext-<version>-record.json`` (line breaks ignored)."""
+    return json.loads(base64.b64decode(text))
+
+
+def rows(lines):
+    """``(path, sha256 as urlsafe base64 without padding, size)`` of each RECORD line under ``maxtext/``."""
+    found = []
+    for row in csv.reader(lines):
+        path, digest, size = row
+        if not path.startswith(PACKAGE + "/") or not digest.startswith("sha256="):
+            raise ValueError(f"the pinned RECORD line {path!r} is not a maxtext/ file with its sha256")
+        found.append((path, digest.removeprefix("sha256="), int(size)))
+    return found
+
+
+def package_dir():
+    """The folder of the ``maxtext`` package ``python3 -m maxtext...`` imports from the working directory (None:
+    none)."""
+    if not sys.flags.safe_path:
+        sys.path[0] = os.getcwd()  # python3 FILE put this file's folder first; python3 -m puts the working directory
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None:
+        return None
+    if spec.origin and spec.origin.endswith("__init__.py"):
+        return os.path.dirname(spec.origin)
+    locations = list(spec.submodule_search_locations or ())
+    return locations[0] if len(locations) == 1 else None
+
+
+def file_digest(path):
+    """The file's sha256 as RECORD writes it, and its size."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as file:
+        while block := file.read(CHUNK):
+            digest.update(block)
+            size += len(block)
+    return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode(), size
+
+
+def differences(root, expected):
+    """The RECORD's files under ``root`` (the package's parent folder) that are missing, and those whose size or
+    sha256 differs (or that cannot be read)."""
+    missing, changed = [], []
+    for path, digest, size in expected:
+        local = os.path.join(root, *path.split("/"))
+        if not os.path.isfile(local):
+            missing.append(path)
+            continue
+        try:
+            found = file_digest(local)
+        except OSError:
+            found = None
+        if found != (digest, size):
+            changed.append(path)
+    return missing, changed
+
+
+def _named(kind, paths):
+    shown = ", ".join(path.removeprefix(PACKAGE + "/") for path in paths[:SHOWN])
+    more = f" and {len(paths) - SHOWN} more" if len(paths) > SHOWN else ""
+    return f"{kind}: {shown}{more}"
+
+
+def check(image, pin):
+    """(exit code, the one line) of the image's MaxText against ``pin``."""
+    version = pin["version"]
+    expected = rows(pin["record"])
+    fix = (
+        f"set tpu-rl:images.maxtext to the tpu_post_training image of MaxText {version}, or adopt the image's MaxText "
+        'release (make maxtext VERSION=<its version>, docs/operations.md "Adopting a MaxText release")'
+    )
+    folder = package_dir()
+    if folder is None:
+        return MISMATCH, (
+            f"tpu-rl: the image {image} has no MaxText package (python3 finds no single folder of {PACKAGE} from "
+            f"{os.getcwd()}): {fix}"
+        )
+    missing, changed = differences(os.path.dirname(folder), expected)
+    if not missing and not changed:
+        return 0, f"tpu-rl: MaxText {version} checked: the {len(expected)} files of its wheel's RECORD in {folder}"
+    kinds = "; ".join(_named(kind, paths) for kind, paths in (("changed", changed), ("missing", missing)) if paths)
+    return MISMATCH, (
+        f"tpu-rl: the image {image} does not hold the MaxText {version} the checks ran ({pin['wheel']}, sha256 "
+        f"{pin['sha256'][:12]}): {len(missing) + len(changed)} of the {len(expected)} files of its RECORD differ in "
+        f"{folder} ({kinds}): {fix}"
+    )
+
+
+def main(argv):
+    if len(argv) != 2:
+        print("usage: maxtext_check.py IMAGE", file=sys.stderr)
+        return MISMATCH
+    try:
+        code, line = check(argv[1], pinned(PINNED))
+    except Exception as err:  # one line, never a traceback: the step stops before any weight is read
+        said = " ".join(str(err).split())[:300]
+        code, line = MISMATCH, f"tpu-rl: cannot check the image's MaxText ({type(err).__name__}: {said})"
+    print(line, file=sys.stderr if code else sys.stdout)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
