@@ -96,8 +96,11 @@ def test_the_security_page_gives_the_setup_that_makes_this_hold():
     page = (ROOT / "docs" / "security.md").read_text()
     for words in (
         "required reviewers",
-        "assertion.environment in ['preview-dev', 'preview-prod', 'deploy-dev', 'deploy-prod']",
-        "attribute.environment/deploy-prod",
+        "assertion.environment in ['preview-dev', 'preview-prod']",
+        "assertion.environment in ['deploy-dev', 'deploy-dev-continued', 'deploy-prod', 'deploy-prod-continued'] && "
+        "assertion.workflow_ref.startsWith('OWNER/REPO/.github/workflows/deploy.yml@refs/heads/')",
+        "attribute.environment/deploy-prod`",
+        "attribute.environment/deploy-prod-continued`",
         "attribute.environment/preview-prod",
         "environment secrets",
         "`tpu-rl-branch`",
