@@ -48,6 +48,8 @@ TRUSTED = "/var/lib/tpu-rl-preview"
 WORK = "/var/lib/tpu-rl-branch"
 """Root's folder holding the branch user's copy of the branch (project/), its PULUMI_HOME and credentials."""
 NAMES = f"user={USER} trusted={TRUSTED} work={WORK}"
+BASE_STACK = f"{TRUSTED}/base"
+"""Root's copy of the base commit's ``Pulumi.<stack>.yaml``: the backend the preview reads, what the branch keeps."""
 VARIABLES = {"$user": USER, "$trusted": TRUSTED, "$work": WORK, "$stack": STACK}
 SEPARATORS = {"|", "||", "&&", "&", ";", ";;", "(", ")"}
 
@@ -133,7 +135,7 @@ def test_the_branch_and_the_base_commit_are_checked_out_apart_as_data():
     assert STEPS[BASE_CHECKOUT]["with"] == {"ref": BASE_SHA, "path": "base", "persist-credentials": False}
     assert sum(_uses(s, "actions/checkout") for s in STEPS) == 2
     assert max(BRANCH_CHECKOUT, BASE_CHECKOUT) < SETUP < FIRST_BRANCH
-    assert SETUP_LINES[0] == NAMES
+    assert SETUP_LINES[0] == f'{NAMES} stack="{STACK}"'
     copy_branch = SETUP_LINES.index(
         'tar -C branch --exclude=./.git -cf - . | sudo -u "$user" tar -xf - -C "$work/project"'
     )
@@ -345,6 +347,8 @@ def test_the_bases_project_check_runs_before_the_branchs_code_and_again_right_be
         f"{TRUSTED}/check_pulumi_project.py",
         f"{WORK}/project",
         STACK,
+        "--base",
+        BASE_STACK,
     ]
     assert CHECK < FIRST_BRANCH, "the base's copy, with the pack's interpreter (PyYAML from its lock)"
     lines = _lines(STEPS[PREVIEW])
@@ -352,7 +356,8 @@ def test_the_bases_project_check_runs_before_the_branchs_code_and_again_right_be
         "PATH=/usr/bin:/bin",
         f'{NAMES} stack="{STACK}"',
         '/usr/bin/bash "$trusted/end-branch-processes"',
-        '"$trusted/policy/venv/bin/python" "$trusted/check_pulumi_project.py" "$work/project" "$stack"',
+        '"$trusted/policy/venv/bin/python" "$trusted/check_pulumi_project.py" "$work/project" "$stack" --base '
+        '"$trusted/base"',
     ], "no process of the branch between the check and the CLI's reading of the project"
 
 
@@ -395,7 +400,11 @@ def test_the_preview_steps_secrets_and_the_comments_token():
     for step in STEPS[:PREVIEW]:
         assert "secrets." not in yaml.safe_dump(step), step
         assert "env" not in step, step
-    assert set(STEPS[PREVIEW]["env"]) == {"PULUMI_ACCESS_TOKEN", "PULUMI_CONFIG_PASSPHRASE"}
+    assert STEPS[PREVIEW]["env"] == {
+        "PULUMI_ACCESS_TOKEN": "${{ secrets.PULUMI_ACCESS_TOKEN }}",
+        "PULUMI_CONFIG_PASSPHRASE": "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}",
+        "ENVIRONMENT_BACKEND": "${{ vars.PULUMI_BACKEND_URL }}",
+    }
     assert STEPS[COMMENT]["env"] == {"GH_TOKEN": "${{ secrets.GITHUB_TOKEN }}"}
     assert len(STEPS) - 1 == COMMENT and not _branch_commands(STEPS[COMMENT])
     assert not any("sudo" in words for line in _lines(STEPS[COMMENT]) for words in _commands(line))

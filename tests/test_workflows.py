@@ -64,7 +64,10 @@ def test_secrets_reach_the_preview_step_alone_and_the_branchs_install_runs_first
     holders = [i for i, s in enumerate(STEPS) if "secrets." in yaml.safe_dump(s)]
     preview, comment = index('/pulumi/pulumi" preview'), index("gh pr comment")
     assert holders == [preview, comment], "only the preview and the comment steps see a secret"
-    assert set(STEPS[preview]["env"]) == {"PULUMI_ACCESS_TOKEN", "PULUMI_CONFIG_PASSPHRASE"}
+    assert {k for k, v in STEPS[preview]["env"].items() if "secrets." in v} == {
+        "PULUMI_ACCESS_TOKEN",
+        "PULUMI_CONFIG_PASSPHRASE",
+    }
     assert STEPS[comment]["env"] == {"GH_TOKEN": "${{ secrets.GITHUB_TOKEN }}"}
     assert "sudo" not in STEPS[comment]["run"].replace("/var/lib/tpu-rl-preview/end-branch-processes", "")
     install = index("/usr/bin/make venv")
@@ -93,8 +96,11 @@ def test_the_security_page_gives_the_setup_that_makes_this_hold():
     page = (ROOT / "docs" / "security.md").read_text()
     for words in (
         "required reviewers",
-        "assertion.environment in ['preview-dev', 'preview-prod', 'deploy-dev', 'deploy-prod']",
-        "attribute.environment/deploy-prod",
+        "assertion.environment in ['preview-dev', 'preview-prod']",
+        "assertion.environment in ['deploy-dev', 'deploy-dev-continued', 'deploy-prod', 'deploy-prod-continued'] && "
+        "assertion.workflow_ref.startsWith('OWNER/REPO/.github/workflows/deploy.yml@refs/heads/')",
+        "attribute.environment/deploy-prod`",
+        "attribute.environment/deploy-prod-continued`",
         "attribute.environment/preview-prod",
         "environment secrets",
         "`tpu-rl-branch`",

@@ -6,7 +6,7 @@ branch's code runs, and runs it with the base pack's interpreter (PyYAML from ``
 else is imported) on the branch's project directory, once before the branch's ``make venv`` and once more right
 before ``pulumi preview``, when no process of the branch is left::
 
-    python check_pulumi_project.py <project directory> <stack>
+    python check_pulumi_project.py <project directory> <stack> [--base <base project directory>]
 
 It allow-lists, and refuses anything else with one line naming the file, the key and why:
 
@@ -21,7 +21,19 @@ It allow-lists, and refuses anything else with one line naming the file, the key
   installed), ``backend`` (another state backend, sent the stack's credentials), ``options`` or ``stackConfigDir``;
 - ``Pulumi.<stack>.yaml``, when there is one, holds ``config``, ``secretsprovider``, ``encryptedkey`` and
   ``encryptionsalt`` only: an ``environment`` would import Pulumi ESC environments, whose variables the CLI sets in
-  its own environment, which the policy pack's analyzer inherits.
+  its own environment, which the policy pack's analyzer inherits. Its ``tpu-rl:stateBackend``, where the stack's
+  state lives, is a backend URL (``gs://``, ``s3://``, ``azblob://``, ``https://`` or ``file://``, no spaces).
+
+With ``--base <base project directory>`` (the base commit's stack file, copied where the branch cannot write), the
+branch's ``Pulumi.<stack>.yaml`` must keep the base's ``tpu-rl:stateBackend`` and ``secretsprovider``: the preview
+reads the state where the base records it and decrypts with the base's provider, and a change of either is the base
+branch's own commit, never a previewed branch's.
+
+``--get <project directory> <stack> <key>`` prints a stack file's ``gcp:project`` or ``tpu-rl:stateBackend`` (nothing
+when it is unset), checked as above: the preview takes the backend from the base's stack file, the deploy workflow
+from its checkout's, and compares the dev and prod projects::
+
+    python check_pulumi_project.py --get <project directory> <stack> tpu-rl:stateBackend
 """
 
 from __future__ import annotations
@@ -47,6 +59,20 @@ MAX_BYTES = 1_000_000
 MAX_DEPTH = 32
 PROJECT_KEY = re.compile(r"[A-Za-z][A-Za-z0-9]*\Z")
 STACK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+STATE_BACKEND = "tpu-rl:stateBackend"
+BACKEND_SCHEMES = ("gs://", "s3://", "azblob://", "https://", "file://")
+SECRETS_PROVIDER = "secretsprovider"
+READABLE_KEYS = ("gcp:project", STATE_BACKEND)
+"""What ``--get`` prints: plain settings, never a secret (``secure:`` values are not strings and are refused)."""
+PLAIN_VALUE = re.compile(r"[!-~]{1,2048}\Z")
+"""A value printed into a workflow's step: printable ASCII, no spaces, no newline."""
+KEPT_FROM_BASE = {
+    STATE_BACKEND: "the preview reads the stack's state where the base records it; move a stack's state on the base "
+    'branch, in a commit of its own (docs/operations.md "Where the state lives")',
+    SECRETS_PROVIDER: "the preview decrypts the stack's secrets with the base's provider; change it on the base "
+    "branch, in a commit of its own (pulumi stack change-secrets-provider)",
+}
+"""What the branch's stack file must keep from the base's, and why."""
 
 WHY = {
     "plugins": "the CLI would start the plugin binaries it names",
@@ -220,10 +246,69 @@ def check_stack(data: Any, stack: str) -> None:
     for key in data:
         if key not in STACK_KEYS:
             raise _not_allowed(where, key, STACK_KEYS)
+    config = data.get("config")
+    if config is not None and not isinstance(config, dict):
+        raise ProjectRefusedError(f"{where}: config is not a mapping of keys")
+    backend = (config or {}).get(STATE_BACKEND)
+    if backend is not None and not (
+        isinstance(backend, str) and PLAIN_VALUE.match(backend) and backend.startswith(BACKEND_SCHEMES)
+    ):
+        raise ProjectRefusedError(
+            f"{where}: {STATE_BACKEND} is {_shown(backend)}, not a state backend URL ({_lines(BACKEND_SCHEMES)}; "
+            "no spaces)"
+        )
 
 
-def check(project: Path, stack: str) -> None:
-    """Raises ``ProjectRefusedError`` (one line) unless the project directory's Pulumi files have the allowed shape."""
+def _shown(value: Any) -> str:
+    """A setting as a refusal names it: unset, or its value (at most 200 characters of its repr)."""
+    return "unset" if value is None else repr(value)[:200]
+
+
+def _setting(data: Any, key: str) -> Any:
+    """A checked stack file's ``key``: a top-level key (``secretsprovider``) or a config key; None when unset."""
+    if not isinstance(data, dict):
+        return None
+    if key in STACK_KEYS:
+        return data.get(key)
+    return (data.get("config") or {}).get(key)
+
+
+def read_stack(project: Path, stack: str) -> Any:
+    """The checked ``Pulumi.<stack>.yaml`` of ``project`` (None when there is none: a Pulumi Cloud stack may have
+    none)."""
+    if not STACK_NAME.match(stack):
+        raise ProjectRefusedError(f"the stack name {stack!r} is not a plain name")
+    stack_file = project / f"Pulumi.{stack}.yaml"
+    if not os.path.lexists(stack_file):
+        return None
+    data = read_plain_yaml(stack_file)
+    check_stack(data, stack)
+    return data
+
+
+def keeps_base(branch: Any, base: Any, stack: str) -> None:
+    """Refuses a branch's stack file whose state backend or secrets provider is not the base's (one line)."""
+    for key, why in KEPT_FROM_BASE.items():
+        mine, theirs = _setting(branch, key), _setting(base, key)
+        if mine != theirs:
+            raise ProjectRefusedError(
+                f"Pulumi.{stack}.yaml: {key} is {_shown(mine)} where the base branch has {_shown(theirs)}: {why}"
+            )
+
+
+def get(project: Path, stack: str, key: str) -> str | None:
+    """A stack file's ``gcp:project`` or ``tpu-rl:stateBackend``, checked; None when unset."""
+    if key not in READABLE_KEYS:
+        raise ProjectRefusedError(f"{key!r} cannot be read here; the keys that can: {_lines(READABLE_KEYS)}")
+    value = _setting(read_stack(project, stack), key)
+    if value is not None and not (isinstance(value, str) and PLAIN_VALUE.match(value)):
+        raise ProjectRefusedError(f"Pulumi.{stack}.yaml: {key} is {_shown(value)}, not one word of printable text")
+    return value
+
+
+def check(project: Path, stack: str, base: Path | None = None) -> None:
+    """Raises ``ProjectRefusedError`` (one line) unless the project directory's Pulumi files have the allowed shape
+    and, given the base's project directory, keep the base's state backend and secrets provider."""
     if not STACK_NAME.match(stack):
         raise ProjectRefusedError(f"the stack name {stack!r} is not a plain name")
     for other in OTHER_PROJECT_FILES:
@@ -233,21 +318,34 @@ def check(project: Path, stack: str) -> None:
                 "Pulumi.yaml, Pulumi.yml it finds)"
             )
     check_project(read_plain_yaml(project / "Pulumi.yaml"))
-    stack_file = project / f"Pulumi.{stack}.yaml"
-    if os.path.lexists(stack_file):
-        check_stack(read_plain_yaml(stack_file), stack)
+    branch = read_stack(project, stack)
+    if base is not None:
+        keeps_base(branch, read_stack(base, stack), stack)
+
+
+USAGE = (
+    "usage: check_pulumi_project.py <project directory> <stack> [--base <base project directory>]\n"
+    f"       check_pulumi_project.py --get <project directory> <stack> <{'|'.join(READABLE_KEYS)}>"
+)
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: check_pulumi_project.py <project directory> <stack>", file=sys.stderr)
-        return 2
     try:
-        check(Path(argv[0]), argv[1])
+        if argv[:1] == ["--get"] and len(argv) == 4:
+            value = get(Path(argv[1]), argv[2], argv[3])
+            if value is not None:
+                print(value)
+            return 0
+        if len(argv) == 2 or (len(argv) == 4 and argv[2] == "--base"):
+            check(Path(argv[0]), argv[1], Path(argv[3]) if len(argv) == 4 else None)
+        else:
+            print(USAGE, file=sys.stderr)
+            return 2
     except ProjectRefusedError as refused:
         print(f"error: {refused}", file=sys.stderr)
         return 2  # bad input: one line, exit 2
-    print(f"Pulumi.yaml and Pulumi.{argv[1]}.yaml have the shape the preview runs: python in venv/, nothing else")
+    kept = ", its state backend and secrets provider the base's" if len(argv) == 4 else ""
+    print(f"Pulumi.yaml and Pulumi.{argv[1]}.yaml have the shape the preview runs: python in venv/, nothing else{kept}")
     return 0
 
 
