@@ -62,7 +62,8 @@ manifests' env ``fieldRef``\\ s (the Pathways head's and workers' ``MEGASCALE_*`
 head's Jobs, the queue label on every queued JobSet, and what the live readers select pods and Workloads by
 (``workloads.observe.pod_state``, ``startup``, ``live_state``). ``tests/test_adopt_controller.py`` derives the list
 from the manifests and readers and fails when they rely on one this does not name; ``make controller`` refuses a
-release whose source does not declare and use each one so (``tools/adopt_controller.py`` ``key_problems``)."""
+release whose source does not declare and use each one so (``tools/controller_facts.py`` ``key_problems``, on the
+facts it extracts), and the tests check each against every adopted release's facts again."""
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tools.controller_facts import (
     CONFIGURATION_TYPES,
     FIX,
@@ -22,6 +24,8 @@ from tools.controller_facts import (
     key_problems,
     unknown_fields,
 )
+
+pytestmark = pytest.mark.pure
 
 CONFIGURATION_SNIPPET = """package v1beta2
 
