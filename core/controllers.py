@@ -2,16 +2,16 @@
 
 ``core/data/controllers.json`` is written by ``tools/adopt_controller.py`` from each release's git tag (never by
 hand; docs/operations.md "Adopting a JobSet or Kueue release"): per controller and version, the tag's commit, the
-CRDs the stack's objects are validated against (their vendored copies in ``tests/data/vendor/``) and, for JobSet,
-the fields of its own its CRD serves (``infra.k8s.manifests.jobset_crd_problem`` refuses an upgrade whose
-CRD the cluster lacks). The configuration accepts exactly these versions (``core.config.schema``), and so does the
-policy pack's ``reviewed-helm-charts``.
+CRDs the stack's objects are validated against and the facts of its Go source the tests check again (their
+vendored copies in ``tests/data/vendor/``) and, for JobSet, the fields of its own its CRD serves
+(``infra.k8s.manifests.jobset_crd_problem`` refuses an upgrade whose CRD the cluster lacks). The configuration
+accepts exactly these versions (``core.config.schema``), and so does the policy pack's ``reviewed-helm-charts``.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -62,7 +62,8 @@ manifests' env ``fieldRef``\\ s (the Pathways head's and workers' ``MEGASCALE_*`
 head's Jobs, the queue label on every queued JobSet, and what the live readers select pods and Workloads by
 (``workloads.observe.pod_state``, ``startup``, ``live_state``). ``tests/test_adopt_controller.py`` derives the list
 from the manifests and readers and fails when they rely on one this does not name; ``make controller`` refuses a
-release whose source does not declare and use each one so (``tools/adopt_controller.py`` ``key_problems``)."""
+release whose source does not declare and use each one so (``tools/controller_facts.py`` ``key_problems``, on the
+facts it extracts), and the tests check each against every adopted release's facts again."""
 
 
 @dataclass(frozen=True)
@@ -77,17 +78,20 @@ class Release:
     schema_fields: frozenset[str] = frozenset()
     """JobSet only: JobSet's own fields its CRD serves at ``v1alpha2``, as paths (``spec.volumeClaimPolicies``,
     ``status.replicatedJobsStatus[].jobRestarts``; ``infra.k8s.manifests.jobset_crd_fields``)."""
-    configuration: str | None = None
-    """Kueue only: its ``Configuration`` types (``apis/config/v1beta2/configuration_types.go``), vendored beside
-    the CRDs: the stack's manager configuration (``infra.k8s.kueue.configuration``) is checked against them."""
-    sources: dict[str, str] = field(default_factory=dict)
-    """The release's Go files that declare and use the keys of ``RELIED_ON`` (path upstream -> its vendored copy),
-    checked again offline by the tests."""
+    facts: str = ""
+    """The facts of its Go source, a path under ``tests/data/vendor/`` (``facts_file``): the constants that declare
+    the keys of ``RELIED_ON`` and where it uses them, and for Kueue its ``Configuration``'s fields and the
+    integrations it registers (``tools/controller_facts.py``), checked again offline by the tests."""
 
 
 def crd_file(controller: Controller, version: str, plural: str) -> str:
     """Where a release's CRD is vendored: ``schemas/<controller>-v<version>/<group>_<plural>.yaml``."""
     return f"schemas/{controller}-v{version}/{controller}.x-k8s.io_{plural}.yaml"
+
+
+def facts_file(controller: Controller, version: str) -> str:
+    """Where the facts of a release's Go source are vendored: ``schemas/<controller>-v<version>/facts.json``."""
+    return f"schemas/{controller}-v{version}/facts.json"
 
 
 def _release(version: str, entry: dict) -> Release:
@@ -96,8 +100,7 @@ def _release(version: str, entry: dict) -> Release:
         commit=str(entry["commit"]),
         crds={str(k): str(v) for k, v in entry["crds"].items()},
         schema_fields=frozenset(entry.get("schemaFields", ())),
-        configuration=entry.get("configuration"),
-        sources={str(k): str(v) for k, v in entry.get("sources", {}).items()},
+        facts=str(entry["facts"]),
     )
 
 

@@ -1,10 +1,12 @@
 """`make controller`: a JobSet or Kueue release adopted by one command (tools/adopt_controller.py), and the data it
 wrote being what the configuration, the `up` checks, the policy pack and the tests read.
 
-The command runs on real git repositories made here from the releases' own files (the vendored CRDs and Kueue's
-Configuration types, byte for byte upstream): adopting the same release again makes the same data, files, sums and
-README rows as the ones committed, and every check that must hold in a release's tree refuses, in one line, a tree
-where it does not (nothing written)."""
+The command runs on real git repositories made here from the releases' own CRDs (vendored, byte for byte upstream)
+and Go files written here from each release's committed facts (``go_sources``: our text, shaped as the facts say):
+adopting the same release again makes the same data, files, facts, sums and README rows as the ones committed, and
+every check that must hold in a release's tree refuses, in one line, a tree where it does not (nothing written).
+The committed facts are then checked against the stacks offline; tests/test_controller_facts.py tests the
+extraction itself on Go snippets."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -27,6 +30,7 @@ from core.controllers import (
     KUEUE_VERSIONS,
     RELEASES,
     RELIED_ON,
+    facts_file,
     load,
 )
 from infra.k8s.kueue import configuration, manager_config
@@ -34,15 +38,13 @@ from infra.k8s.manifests import jobset_crd_fields
 from tests.conftest import release_crd, shared_path
 from tests.lifecycle_walk import settings
 from tools import adopt_controller
-from tools.adopt_controller import (
+from tools.adopt_controller import CRD_DIR, LICENCE, PACKAGING, AdoptError, adopt, main
+from tools.controller_facts import (
     CONFIGURATION_TYPES,
-    CRD_DIR,
     FRAMEWORK_FILES,
-    PACKAGING,
-    AdoptError,
-    adopt,
-    go_structs,
-    main,
+    configuration_problems,
+    framework_problems,
+    key_problems,
     unknown_fields,
 )
 
@@ -81,9 +83,56 @@ def release_repo(root: Path, name: str, version: str, files: dict[str, bytes]) -
     return repo
 
 
+def release_facts(name: str, version: str) -> dict[str, Any]:
+    """The committed facts of an adopted release's Go source."""
+    return json.loads(shared_path(*RELEASES[name][version].facts.split("/")).read_text())  # type: ignore[index]
+
+
+def go_sources(facts: dict[str, Any]) -> dict[str, bytes]:
+    """Go files that say what ``facts`` say, each constant and use at its line (our text, not the release's): the
+    key constants as ``const`` lines, the uses as the code matched, the Configuration as one struct per object
+    listed, each integration's ``FrameworkName`` in a ``var`` block."""
+    lines: dict[str, dict[int, list[str]]] = {}
+    keys = facts["keys"]
+    for constant, said in keys["constants"].items():
+        lines.setdefault(keys["declaredIn"], {}).setdefault(said["line"], []).append(
+            f'const {constant} = "{said["value"]}"'
+        )
+    for use in keys["uses"].values():
+        for found in use["found"].values():
+            for at in found:
+                lines.setdefault(use["file"], {}).setdefault(at["line"], []).append(at["code"])
+    files = {
+        path: "".join("; ".join(dict.fromkeys(by_line.get(n, []))) + "\n" for n in range(1, max(by_line) + 1)).encode()
+        for path, by_line in lines.items()
+    }
+    if "configuration" in facts:
+        files[CONFIGURATION_TYPES] = go_configuration(facts["configuration"]).encode()
+    for where, framework in facts.get("frameworks", {}).items():
+        files[where] = f'var (\n\tFrameworkName = "{framework}"\n)\n'.encode()
+    return files
+
+
+def go_configuration(facts: dict[str, Any]) -> str:
+    """One Go struct per object the Configuration facts list (``closed``), its fields as the facts type them."""
+    structs: dict[str, list[str]] = {}
+    for at in facts["closed"]:
+        name = facts["type"] if at == "" else facts["fields"][at].removeprefix("*")
+        children = [path for path in facts["fields"] if (path.rpartition(".")[0]) == at]
+        structs.setdefault(name, [])
+        for path in children:
+            json_name = path.rpartition(".")[2]
+            structs[name].append(
+                f'\t{json_name[0].upper()}{json_name[1:]} {facts["fields"][path]} `json:"{json_name}"`'
+            )
+    return "".join(
+        f"type {name} struct {{\n" + "".join(f"{f}\n" for f in body) + "}\n\n" for name, body in structs.items()
+    )
+
+
 def upstream_files(name: str, version: str) -> dict[str, bytes]:
-    """The release's files the command reads, from their vendored copies (the chart's values as real as needed)."""
-    release = RELEASES[name][version]  # type: ignore[index]
+    """The release's files the command reads: its vendored CRDs, Go files written from its facts (the chart's values
+    as real as needed)."""
     files: dict[str, bytes] = {PACKAGING: PACKAGING_SCRIPT}
     for plural in CRDS[name]:  # type: ignore[index]
         crd = release_crd(name, version, plural).read_bytes()
@@ -92,13 +141,11 @@ def upstream_files(name: str, version: str) -> dict[str, bytes]:
             files[f"charts/jobset/crds/{name}.x-k8s.io_{plural}.yaml"] = crd
         else:
             files[f"charts/kueue/templates/crd/kueue.x-k8s.io_{plural}.yaml"] = kueue_template(crd)
-    files |= {path: shared_path(*vendored.split("/")).read_bytes() for path, vendored in release.sources.items()}
-    if release.configuration:
-        files[CONFIGURATION_TYPES] = shared_path(*release.configuration.split("/")).read_bytes()
+    files |= go_sources(release_facts(name, version))
+    if name == "kueue":
         files["charts/kueue/values.yaml"] = yaml.safe_dump(
             {"controllerManager": {"nodeSelector": {}}, "managerConfig": {"controllerManagerConfigYaml": "x"}}
         ).encode()
-        files |= {path: f'const (\n\tFrameworkName = "{name}"\n)\n'.encode() for name, path in FRAMEWORK_FILES.items()}
     return files
 
 
@@ -129,14 +176,16 @@ def checkout(tmp_path):
         releases = json.loads(data.read_text())
         entry = releases[name].pop(version)
         data.write_text(json.dumps(releases, indent=1) + "\n")
-        files = [*entry["crds"].values(), *([entry["configuration"]] if "configuration" in entry else [])]
-        files += entry["sources"].values()
-        sums = [line for line in (vendor / "SHA256SUMS").read_text().splitlines() if line.split("  ")[1] not in files]
+        recorded = [*entry["crds"].values(), entry["facts"]]
+        files = [*(f"{crd}.xz" for crd in entry["crds"].values()), entry["facts"]]
+        sums = [
+            line for line in (vendor / "SHA256SUMS").read_text().splitlines() if line.split("  ")[1] not in recorded
+        ]
         (vendor / "SHA256SUMS").write_text("".join(f"{line}\n" for line in sums))
-        rows = [r for r in (vendor / "README.md").read_text().splitlines() if not any(f"`{f}.xz`" in r for f in files)]
+        rows = [r for r in (vendor / "README.md").read_text().splitlines() if not any(f"`{f}`" in r for f in files)]
         (vendor / "README.md").write_text("\n".join(rows) + "\n")
         for file in files:
-            (vendor / (file + ".xz")).unlink()
+            (vendor / file).unlink()
         return vendor, data
 
     return without
@@ -162,7 +211,10 @@ def test_adopting_a_release_again_makes_what_is_committed(tmp_path, checkout, ca
     assert made[name][version].pop("commit") == _git(repo, "rev-parse", "HEAD")
     committed[name][version].pop("commit")
     assert made == committed, "the same entry, in the same place"
-    assert (vendor / "SHA256SUMS").read_text() == (VENDOR / "SHA256SUMS").read_text()
+    facts_line = facts_file(name, version)
+    assert [line for line in (vendor / "SHA256SUMS").read_text().splitlines() if not line.endswith(facts_line)] == [
+        line for line in (VENDOR / "SHA256SUMS").read_text().splitlines() if not line.endswith(facts_line)
+    ], "the same sums (the facts', which name the commit, aside)"
     commits = {RELEASES[name][version].commit, _git(repo, "rev-parse", "HEAD")}
     made_rows = _committed_without_commits((vendor / "README.md").read_text(), commits).splitlines()
     committed_rows = _committed_without_commits((VENDOR / "README.md").read_text(), commits).splitlines()
@@ -172,6 +224,10 @@ def test_adopting_a_release_again_makes_what_is_committed(tmp_path, checkout, ca
             lzma.decompress((vendor / (file + ".xz")).read_bytes())
             == release_crd(name, version, file.rsplit("_", 1)[1].removesuffix(".yaml")).read_bytes()
         )
+    facts = json.loads((vendor / facts_file(name, version)).read_text())
+    assert facts.pop("commit") == _git(repo, "rev-parse", "HEAD")
+    assert facts == {k: v for k, v in release_facts(name, version).items() if k != "commit"}, "the same facts"
+    assert not [p for p in vendor.rglob("*") if p.name.endswith((".go", ".go.xz"))], "no Go source written"
 
 
 def test_adopting_prints_the_schema_fields_that_changed(tmp_path, checkout, capsys):
@@ -279,8 +335,8 @@ def test_a_kueue_release_is_refused_with_every_problem_at_once(tmp_path, checkou
     files["charts/kueue/values.yaml"] = b"controllerManager: {}\n"
     files[FRAMEWORK_FILES["jobset.x-k8s.io/jobset"]] = b'const FrameworkName = "jobset.x-k8s.io/jobset-v2"\n'
     source = files[CONFIGURATION_TYPES].decode()
-    renamed = source.replace('`json:"recoveryTimeout,omitempty"`', '`json:"recovery,omitempty"`')
-    files[CONFIGURATION_TYPES] = renamed.encode()
+    assert source.count('`json:"recoveryTimeout"`') == 1
+    files[CONFIGURATION_TYPES] = source.replace('`json:"recoveryTimeout"`', '`json:"recovery"`').encode()
     lines = _refused(tmp_path, capsys, "kueue", "0.18.0", files, checkout("kueue", "0.17.1"))
     assert lines == [
         "adopt_controller: the kueue v0.18.0 chart's templates/crd/ renders it only under a condition "
@@ -354,25 +410,30 @@ def test_the_data_names_every_adopted_releases_files_and_fields():
                 assert release.schema_fields == jobset_crd_fields(
                     yaml.load(release_crd(name, version, "jobsets").read_text(), Loader=LOADER)
                 )
-            assert (release.configuration is not None) == (name == "kueue")
+            facts = release_facts(name, version)
+            assert release.facts == facts_file(name, version)
+            assert (facts["upstream"], facts["tag"], facts["commit"], facts["licence"]) == (
+                f"kubernetes-sigs/{name}",
+                f"v{version}",
+                release.commit,
+                LICENCE,
+            )
+            assert ("configuration" in facts) == ("frameworks" in facts) == (name == "kueue")
+    assert not [p for p in VENDOR.rglob("*") if ".go" in p.suffixes], "no Go source is vendored: its facts are"
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_every_adopted_kueue_accepts_the_stacks_manager_configuration(stack):
     config = manager_config(settings(stack, []))
     for version in KUEUE_VERSIONS:
-        release = RELEASES["kueue"][version]
-        assert release.configuration is not None
-        structs = go_structs(shared_path(*release.configuration.split("/")).read_text())
-        assert unknown_fields(config, "Configuration", structs) == [], version
+        facts = release_facts("kueue", version)["configuration"]
+        assert configuration_problems(version, facts, config) == [], version
+        assert framework_problems(version, release_facts("kueue", version)["frameworks"]) == [], version
         # what the strict decode would refuse is found: v1beta2 dropped waitForPodsReady.enable
         broken = configuration(1800, 1800)
         broken["waitForPodsReady"]["enable"] = True
         broken["integrations"]["frameworkz"] = []
-        assert unknown_fields(broken, "Configuration", structs) == [
-            "waitForPodsReady.enable",
-            "integrations.frameworkz",
-        ]
+        assert unknown_fields(broken, facts) == ["waitForPodsReady.enable", "integrations.frameworkz"]
 
 
 def test_the_chart_values_tpu_rl_sets_are_the_ones_the_policy_allows():
@@ -472,11 +533,14 @@ def test_the_keys_checked_are_every_one_the_manifests_and_readers_rely_on():
 
 
 @pytest.mark.parametrize(("name", "version"), [(n, v) for n in RELEASES for v in RELEASES[n]])
-def test_every_adopted_release_declares_and_uses_every_key_the_stack_relies_on(tmp_path, name, version):
-    """On the release's own files, vendored by the command (offline)."""
-    tag = adopt_controller.Tag(release_repo(tmp_path, name, version, upstream_files(name, version)), f"v{version}")
-    files, problems = adopt_controller.key_problems(name, version, tag)
-    assert problems == [] and set(files) == set(RELEASES[name][version].sources)
+def test_every_adopted_release_declares_and_uses_every_key_the_stack_relies_on(name, version):
+    """On the facts the command extracted from the release's source (offline): a key ``RELIED_ON`` gains is checked
+    in every adopted release without adopting it again."""
+    keys = release_facts(name, version)["keys"]
+    assert key_problems(name, version, keys) == []
+    for key, use in RELIED_ON[name]:  # each key's constant, and where the release uses it so
+        constants = [c for c, said in keys["constants"].items() if said["value"] == key]
+        assert any(keys["uses"][use]["found"].get(c) for c in constants), (key, use)
 
 
 FIX = "the stack cannot run on it as it is (core/controllers.py RELIED_ON)"
@@ -488,16 +552,16 @@ FIX = "the stack cannot run on it as it is (core/controllers.py RELIED_ON)"
         (
             "jobset",
             "api/jobset/v1alpha2/jobset_types.go",
-            b'JobIndexKey string = "jobset.sigs.k8s.io/job-index"',
-            b'JobIndexKey string = "jobset.sigs.k8s.io/job-number"',
+            b'JobIndexKey = "jobset.sigs.k8s.io/job-index"',
+            b'JobIndexKey = "jobset.sigs.k8s.io/job-number"',
             "jobset v0.13.0 declares no jobset.sigs.k8s.io/job-index (api/jobset/v1alpha2/jobset_types.go), which "
             f"the stack relies on: {FIX}",
         ),
         (
             "jobset",
             "pkg/controllers/jobset_controller.go",
-            b"rjob.Template.Annotations[jobset.ExclusiveKey]",
-            b"rjob.Template.Labels[jobset.ExclusiveKey]",
+            b".Template.Annotations[jobset.ExclusiveKey]",
+            b".Template.Labels[jobset.ExclusiveKey]",
             "jobset v0.13.0 does not read from a replicated Job's template alpha.jobset.sigs.k8s.io/exclusive-topology "
             f"(ExclusiveKey in pkg/controllers/jobset_controller.go), which the stack relies on: {FIX}",
         ),
@@ -514,7 +578,7 @@ FIX = "the stack cannot run on it as it is (core/controllers.py RELIED_ON)"
 def test_a_release_without_a_key_the_stack_relies_on_is_refused(tmp_path, checkout, capsys, name, file, old, new, said):
     base = "0.12.0" if name == "jobset" else "0.17.8"
     files = upstream_files(name, base)
-    assert files[file].count(old) >= 1, "the doctored line is the release's"
+    assert files[file].count(old) >= 1, "the doctored line says what the release's facts say"
     files[file] = files[file].replace(old, new)
     version = "0.13.0" if name == "jobset" else "0.18.0"
     assert _refused(tmp_path, capsys, name, version, files, checkout(name, base)) == [f"adopt_controller: {said}"]

@@ -27,17 +27,19 @@
      names is one Kueue registers (``FrameworkName`` in ``pkg/controller/jobs/``);
    - every label and annotation key of the controller the stack's objects and readers rely on
      (``core.controllers.RELIED_ON``: the env ``fieldRef``\\ s, the exclusive-topology annotation, the queue label)
-     is declared as a Go constant and used as the stack relies on it (``KEY_SOURCES``, ``key_problems``).
-3. Writes the CRDs to ``tests/data/vendor/schemas/<name>-v<VERSION>/`` (``xz``), with the Go files read for the keys
-   (and Kueue's Configuration types), their ``SHA256SUMS`` lines and their rows of ``tests/data/vendor/README.md``,
-   and the release's entry of ``core/data/controllers.json`` (its commit, its CRDs, JobSet's own fields, the Go
-   files), which the configuration, the `up` checks and the policy pack read. A release adopted again is written
-   afresh.
+     is declared as a Go constant and used as the stack relies on it.
+   The Go files are read for their facts alone (``tools.controller_facts``: the keys' constants and where they are
+   used, the Configuration's fields, the integrations' names), and the checks run on those facts.
+3. Writes the CRDs to ``tests/data/vendor/schemas/<name>-v<VERSION>/`` (``xz``), with the facts as ``facts.json``
+   beside them (no Go source: the facts, with the upstream, tag, commit and licence they come from), their
+   ``SHA256SUMS`` lines and their rows of ``tests/data/vendor/README.md``, and the release's entry of
+   ``core/data/controllers.json`` (its commit, its CRDs, JobSet's own fields, its facts), which the configuration,
+   the `up` checks and the policy pack read. A release adopted again is written afresh.
 4. Prints what changed against the newest release adopted before: each CRD's fields added and removed.
 
 `make test` then validates every step's JobSet against every adopted JobSet's CRD and the flavors and queues against
-every Kueue's, and checks the data against the vendored files (docs/operations.md "Adopting a JobSet or Kueue
-release", which lists what a human reads besides). Bad arguments exit 2; a git failure is one line with git's own
+every Kueue's, and runs the checks again on every adopted release's facts (docs/operations.md "Adopting a JobSet or
+Kueue release", which lists what a human reads besides). Bad arguments exit 2; a git failure is one line with git's own
 ``fatal:`` line, exit 1.
 """
 
@@ -56,10 +58,11 @@ from typing import Any
 
 import yaml
 
-from core.controllers import API_VERSIONS, CHART_VALUES, CONTROLLERS, CRDS, DATA, RELIED_ON, Controller, Use, crd_file
+from core.controllers import API_VERSIONS, CHART_VALUES, CONTROLLERS, CRDS, DATA, Controller, crd_file, facts_file
 from infra.k8s.kueue import CHART as KUEUE_CHART
-from infra.k8s.kueue import FRAMEWORKS, configuration
+from infra.k8s.kueue import configuration
 from infra.k8s.manifests import JOBSET_CHART, jobset_crd_fields
+from tools.controller_facts import extract, fact_problems
 from tools.vendoring import compressed, git_blob, merge_sums, refuse, sha256
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,61 +75,22 @@ LICENCE = "Apache-2.0"
 CRD_DIR = "config/components/crd/bases"
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """libyaml's loader where PyYAML has it: a JobSet CRD is ~0.9 MB of YAML."""
-CONFIGURATION_TYPES = "apis/config/v1beta2/configuration_types.go"
 PACKAGING = "hack/helm-chart-package.sh"
 PUBLISHED_AS = ('chart_version="${GIT_TAG/#v/}"', 'package --version "${chart_version}"')
 """What the release's packaging script says of the chart's version (both projects, v0.10.1 to v0.19.2): the tag
 without its ``v``, the version ``infra/k8s/platform.py`` gives Helm."""
 CHARTS: dict[Controller, str] = {"jobset": JOBSET_CHART, "kueue": KUEUE_CHART}
-CONFIGURATION = "configuration"
-"""Kueue's ``Configuration`` types, vendored beside its CRDs: a test checks every stack's manager configuration
-against each adopted release's (``core.controllers.Release.configuration``)."""
 NEXT = (
     "next: make readme (the configuration page lists the versions), TPU_RL_UPDATE_MESSAGES=1 .venv/bin/python -m "
     "pytest -q tests/test_config_rejections.py (the refusals that list them), make test; then docs/operations.md "
     "'Adopting a JobSet or Kueue release' (what a human reads)"
 )
-FRAMEWORK_FILES = {
-    "batch/job": "pkg/controller/jobs/job/job_controller.go",
-    "jobset.x-k8s.io/jobset": "pkg/controller/jobs/jobset/jobset_controller.go",
-}
-"""Where Kueue names each integration the stack turns on (``infra.k8s.kueue.FRAMEWORKS``): ``FrameworkName``, which
-its configuration's validation requires of every name in ``integrations.frameworks`` (``pkg/config/validation.go``
-``validateIntegrations``)."""
+ABOUT = (
+    "Facts tools/adopt_controller.py (make controller) extracted from the release's Go source at its tag for the "
+    "checks of tools/controller_facts.py: names, values, JSON field paths and line numbers, not source code."
+)
 SAMPLE_TIMEOUTS = (1800, 1800)
 """Kueue's waitForPodsReady timeouts for the manager configuration checked (any values: only its fields count)."""
-JOBSET_CONTROLLER = "pkg/controllers/jobset_controller.go"
-KEY_SOURCES: dict[Controller, tuple[str, dict[Use, tuple[str, str]]]] = {
-    "jobset": (
-        "api/jobset/v1alpha2/jobset_types.go",
-        {
-            "pod label": (JOBSET_CONTROLLER, r"\blabels\[\w+\.{name}\]\s*="),
-            "pod annotation": (JOBSET_CONTROLLER, r"\bannotations\[\w+\.{name}\]\s*="),
-            "template annotation": (JOBSET_CONTROLLER, r"\.Template\.Annotations\[\w+\.{name}\]"),
-        },
-    ),
-    "kueue": (
-        "pkg/controller/constants/constants.go",
-        {
-            "object label": ("pkg/controller/jobframework/interface.go", r"\.GetLabels\(\)\[\w+\.{name}\]"),
-            "workload label": ("pkg/controller/jobframework/reconciler.go", r"\bwl\.Labels\[\w+\.{name}\]\s*="),
-        },
-    ),
-}
-"""Where a release says each key of ``core.controllers.RELIED_ON``: the file that declares it as a Go constant, and
-for each use the file and the code that uses it under that constant's name. JobSet v0.10.1 and v0.12.0
-``labelAndAnnotateObject`` puts its keys on each child Job and its pod template as labels and annotations
-(``labels[jobset.JobIndexKey] = ...``) and copies the exclusive-topology annotation from a replicated Job's template
-(``rjob.Template.Annotations[jobset.ExclusiveKey]``); Kueue v0.17.1 and v0.17.8 ``QueueNameForObject`` reads the
-queue label (``object.GetLabels()[constants.QueueLabel]``) and its reconciler labels a Workload with its job's UID
-(``wl.Labels[controllerconsts.JobUIDLabel] = ...``)."""
-USES: dict[Use, str] = {
-    "pod label": "put on the pods it makes as a label",
-    "pod annotation": "put on the pods it makes as an annotation",
-    "template annotation": "read from a replicated Job's template",
-    "object label": "read from a job's labels",
-    "workload label": "put on a Workload as a label",
-}
 
 
 class AdoptError(Exception):
@@ -255,57 +219,16 @@ def _has_path(values: Any, path: tuple[str, ...]) -> bool:
     return True
 
 
-STRUCT = re.compile(r"^type (\w+) struct \{\n(.*?)^\}", re.M | re.S)
-FIELD = re.compile(r'^\t(?:(\w+)\s+)?([\w.*\[\]]+)\s+`json:"([^",]*)[^"]*"`', re.M)
-
-
-def go_structs(source: str) -> dict[str, dict[str, str]]:
-    """Each struct of a Go file: JSON name -> the field's type (``*``, ``[]`` and ``map[K]`` taken off); an inline
-    field (``json:",inline"``) is listed under its type's name, which ``unknown_fields`` merges."""
-    structs: dict[str, dict[str, str]] = {}
-    for name, body in STRUCT.findall(source):
-        fields: dict[str, str] = {}
-        for _, kind, json_name in FIELD.findall(body):
-            bare = re.sub(r"^(\*|\[\]|map\[[^\]]*\])+", "", kind)
-            fields[json_name if json_name else bare] = bare  # an inline field under its type
-        structs[name] = fields
-    return structs
-
-
-def unknown_fields(value: Any, struct: str, structs: dict[str, dict[str, str]], at: str = "") -> list[str]:
-    """The keys of ``value`` that struct ``struct`` (and what it holds) does not declare: what a strict decode
-    refuses. Types of other packages (``metav1.Duration``, ``configv1alpha1.LeaderElectionConfiguration``) are not
-    in the file and are taken as they are, and ``metav1.TypeMeta`` inline gives ``apiVersion`` and ``kind``."""
-    if not isinstance(value, dict) or struct not in structs:
-        return []
-    fields = dict(structs[struct])
-    for key, kind in list(fields.items()):
-        if key == kind:  # inline
-            if kind == "metav1.TypeMeta":
-                fields |= {"apiVersion": "string", "kind": "string"}
-            elif kind in structs:
-                fields |= structs[kind]
-            else:
-                return []  # another package's inline struct: its fields cannot be read here
-    found = []
-    for key, item in value.items():
-        declared = fields.get(key)
-        if declared is None:
-            found.append(f"{at}{key}")
-        elif isinstance(item, dict) and declared in structs:
-            found += unknown_fields(item, declared, structs, f"{at}{key}.")
-    return found
-
-
 def check(
     name: Controller,
     version: str,
     tag: Tag,
     adopted: dict[str, frozenset[str]],
     chart_checked: bool = False,
-) -> tuple[dict[str, bytes], frozenset[str], list[str]]:
-    """The files to vendor (a CRD's plural, or ``CONFIGURATION`` -> its content), JobSet's own fields, and the
-    problems (the module's docstring). ``adopted``: the fields of the JobSets adopted before, by version."""
+) -> tuple[dict[str, bytes], frozenset[str], dict[str, Any], list[str]]:
+    """The CRDs to vendor (plural -> content), JobSet's own fields, the facts of its Go source
+    (``tools.controller_facts.extract``) and the problems (the module's docstring). ``adopted``: the fields of the
+    JobSets adopted before, by version."""
     api = API_VERSIONS[name]
     files: dict[str, bytes] = {}
     problems: list[str] = []
@@ -350,72 +273,13 @@ def check(
             f"{version}`, then adopt with --chart-checked"
         )
     if name == "kueue":
-        problems += _kueue_problems(version, tag, files)
-    sources, missing = key_problems(name, version, tag)
-    return files | sources, schema_fields, problems + missing
-
-
-def declared(source: str, key: str) -> list[str]:
-    """The Go constants whose value is ``key`` (``JobIndexKey string = "jobset.sigs.k8s.io/job-index"``)."""
-    return re.findall(rf'^\s*(\w+)(?:\s+string)?\s*=\s*"{re.escape(key)}"', source, re.M)
-
-
-def key_problems(name: Controller, version: str, tag: Tag) -> tuple[dict[str, bytes], list[str]]:
-    """The release's files of ``KEY_SOURCES`` (path -> content, vendored) and a problem for each key of
-    ``RELIED_ON`` it does not declare, or does not use as the stack relies on it."""
-    declared_in, uses = KEY_SOURCES[name]
-    files: dict[str, bytes] = {}
-    problems: list[str] = []
-    for path in dict.fromkeys([declared_in, *(where for where, _ in uses.values())]):
-        content = tag.read(path)
-        if content is None:
-            problems.append(f"{name} v{version} has no {path}, where tpu-rl checks the keys its objects rely on")
-        else:
-            files[path] = content
-    texts = {path: content.decode(errors="replace") for path, content in files.items()}
-    fix = "the stack cannot run on it as it is (core/controllers.py RELIED_ON)"
-    for key, use in RELIED_ON[name]:
-        where, pattern = uses[use]
-        if declared_in not in texts or where not in texts:
-            continue
-        constants = declared(texts[declared_in], key)
-        if not constants:
-            problems.append(f"{name} v{version} declares no {key} ({declared_in}), which the stack relies on: {fix}")
-        elif not any(re.search(pattern.format(name=constant), texts[where]) for constant in constants):
-            problems.append(
-                f"{name} v{version} does not {USES[use]} {key} ({', '.join(constants)} in {where}), which the stack "
-                f"relies on: {fix}"
-            )
-    return files, problems
-
-
-def _kueue_problems(version: str, tag: Tag, files: dict[str, bytes]) -> list[str]:
-    """The chart's values, the Configuration's fields and the integrations (the module's docstring); the
-    Configuration's types go into ``files``."""
-    problems = []
-    values = _load(tag.read("charts/kueue/values.yaml") or b"", f"charts/kueue/values.yaml of kueue v{version}") or {}
-    for path in CHART_VALUES["kueue"]:
-        if not _has_path(values, path):
-            problems.append(f"the kueue v{version} chart's values.yaml has no {'.'.join(path)}, which tpu-rl sets")
-    source = tag.read(CONFIGURATION_TYPES)
-    if source is None:
-        problems.append(f"kueue v{version} has no {CONFIGURATION_TYPES}: the manager configuration is v1beta2")
-    else:
-        files[CONFIGURATION] = source
-        unknown = unknown_fields(configuration(*SAMPLE_TIMEOUTS), "Configuration", go_structs(source.decode()))
-        if unknown:
-            problems.append(
-                f"kueue v{version}'s Configuration has no {', '.join(unknown)}, which the stack's manager "
-                "configuration sets (infra/k8s/kueue.py): Kueue would refuse to start"
-            )
-    for framework in FRAMEWORKS:
-        where = FRAMEWORK_FILES[framework]
-        if f'FrameworkName = "{framework}"' not in (tag.read(where) or b"").decode(errors="replace"):
-            problems.append(
-                f"kueue v{version} does not register the integration {framework} in {where}, which the stack's "
-                "manager configuration turns on: Kueue would refuse to start"
-            )
-    return problems
+        values = _load(tag.read("charts/kueue/values.yaml") or b"", f"charts/kueue/values.yaml of kueue v{version}")
+        for value in CHART_VALUES["kueue"]:
+            if not _has_path(values or {}, value):
+                problems.append(f"the kueue v{version} chart's values.yaml has no {'.'.join(value)}, which tpu-rl sets")
+    facts, missing = extract(name, version, tag.read)
+    manager = configuration(*SAMPLE_TIMEOUTS) if name == "kueue" else None
+    return files, schema_fields, facts, problems + missing + fact_problems(name, version, facts, manager)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -426,13 +290,14 @@ def write(  # noqa: PLR0913 (what was read, and where it goes)
     name: Controller,
     version: str,
     commit: str,
-    files: dict[str, bytes],
+    crds: dict[str, bytes],
     schema_fields: frozenset[str],
+    facts: dict[str, Any],
     vendor: Path,
     data: Path,
 ) -> None:
-    """The vendored files (the release's folder written afresh) with their SHA256SUMS lines and README rows, and the
-    release's entry of the data."""
+    """The vendored files (the release's folder written afresh: its CRDs and its facts) with their SHA256SUMS lines
+    and README rows, and the release's entry of the data."""
     readme = vendor / "README.md"
     rows = readme.read_text().splitlines()
     folder = f"schemas/{name}-v{version}/"
@@ -440,52 +305,37 @@ def write(  # noqa: PLR0913 (what was read, and where it goes)
     last = max((i for i, r in enumerate(rows) if r.startswith("| `schemas/")), default=None)
     if last is None:
         raise AdoptError(f"{readme} has no row of a vendored schema to put the new rows after")
-    sums: dict[str, str] = {}
-    vendored: dict[str, str] = {}
-    new_rows = []
-    for plural, content in files.items():
-        relative = vendored_file(name, version, plural)
-        upstream = _upstream(name, plural)
-        sums[relative] = sha256(content)
-        vendored[plural] = relative
-        new_rows.append(
-            f"| `{relative}.xz` | kubernetes-sigs/{name} | `{upstream}` | v{version} | {commit} | "
-            f"{git_blob(content)} | {LICENCE} |"
-        )
+    upstream = f"kubernetes-sigs/{name}"
+    vendored = {plural: crd_file(name, version, plural) for plural in crds}
+    sums = {vendored[plural]: sha256(content) for plural, content in crds.items()}
+    new_rows = [
+        f"| `{vendored[plural]}.xz` | {upstream} | `{CRD_DIR}/{name}.x-k8s.io_{plural}.yaml` | v{version} | {commit} | "
+        f"{git_blob(content)} | {LICENCE} |"
+        for plural, content in crds.items()
+    ]
+    facts_path = facts_file(name, version)
+    document = {"about": ABOUT, "upstream": upstream, "tag": f"v{version}", "commit": commit, "licence": LICENCE}
+    content = (json.dumps(document | facts, indent=1) + "\n").encode()
+    sums[facts_path] = sha256(content)
+    sources = ", ".join(f"`{path}`" for path in facts["sources"])
+    new_rows.append(
+        f"| `{facts_path}` | {upstream} | facts extracted from {sources} (not source) | v{version} | {commit} | | "
+        f"{LICENCE} |"
+    )
     shutil.rmtree(vendor / folder, ignore_errors=True)
     (vendor / folder).mkdir(parents=True)
-    for plural, content in files.items():
-        (vendor / (vendored[plural] + ".xz")).write_bytes(compressed(content))
+    for plural, crd in crds.items():
+        (vendor / (vendored[plural] + ".xz")).write_bytes(compressed(crd))
+    (vendor / facts_path).write_bytes(content)
     merge_sums(vendor / "SHA256SUMS", sums, lambda vendored_name: vendored_name.startswith(folder))
     readme.write_text("\n".join([*rows[: last + 1], *new_rows, *rows[last + 1 :]]) + "\n")
     releases = json.loads(data.read_text())
-    configuration_file = vendored.pop(CONFIGURATION, None)
-    sources = {path: vendored.pop(path) for path in [p for p in vendored if "/" in p]}
     entry: dict[str, Any] = {"commit": commit, "crds": vendored}
-    if configuration_file is not None:
-        entry["configuration"] = configuration_file
     if name == "jobset":
         entry["schemaFields"] = sorted(schema_fields)
-    entry["sources"] = sources
+    entry["facts"] = facts_path
     releases[name] = dict(sorted({**releases[name], version: entry}.items(), key=lambda kv: _numbers(kv[0])))
     data.write_text(json.dumps(releases, indent=1) + "\n")
-
-
-def vendored_file(name: Controller, version: str, plural: str) -> str:
-    """Where a release's file is vendored: its CRDs (``core.controllers.crd_file``), and beside them Kueue's
-    Configuration types and the Go files of ``KEY_SOURCES`` (named by their path upstream), by their file name."""
-    if plural == CONFIGURATION:
-        return f"schemas/{name}-v{version}/configuration_types.go"
-    if "/" in plural:
-        return f"schemas/{name}-v{version}/{plural.rsplit('/', 1)[1]}"
-    return crd_file(name, version, plural)
-
-
-def _upstream(name: Controller, plural: str) -> str:
-    """A vendored file's path in the release: a CRD's, the Configuration types', or a source file's own."""
-    if plural == CONFIGURATION:
-        return CONFIGURATION_TYPES
-    return plural if "/" in plural else f"{CRD_DIR}/{name}.x-k8s.io_{plural}.yaml"
 
 
 def _numbers(version: str) -> tuple[int, ...]:
@@ -501,8 +351,6 @@ def changes(name: Controller, version: str, crds: dict[str, bytes], vendor: Path
     previous = max(before, key=_numbers)
     lines = [f"against {name} {previous}:"]
     for plural, content in crds.items():
-        if plural == CONFIGURATION or "/" in plural:
-            continue
         old_file = vendor / (adopted[previous]["crds"][plural] + ".xz")
         old = _fields(name, yaml.load(lzma.decompress(old_file.read_bytes()), Loader=LOADER) or {})
         new = _fields(name, yaml.load(content, Loader=LOADER) or {})
@@ -524,16 +372,16 @@ def adopt(
     tag = Tag(repo if repo is not None else clone(name, version, url or URL.format(name=name)), f"v{version}")
     commit = tag.commit()
     adopted = {v: frozenset(e.get("schemaFields", ())) for v, e in json.loads(data.read_text())[name].items()}
-    crds, schema_fields, problems = check(name, version, tag, adopted, chart_checked)
+    crds, schema_fields, facts, problems = check(name, version, tag, adopted, chart_checked)
     if problems:
         for problem in problems:
             print(f"adopt_controller: {problem}", file=sys.stderr)
         return 1
     lines = changes(name, version, crds, vendor, data)
-    write(name, version, commit, crds, schema_fields, vendor, data)
+    write(name, version, commit, crds, schema_fields, facts, vendor, data)
     print(f"{name} {version}: tag v{version} is {commit}")
     folder = f"tests/data/vendor/schemas/{name}-v{version}/"
-    print(f"wrote {', '.join(sorted(crds))} under {folder}, and {name} {version} in {data.name}")
+    print(f"wrote {', '.join(sorted(crds))} and facts.json under {folder}, and {name} {version} in {data.name}")
     for line in lines:
         print(line)
     print(NEXT)
