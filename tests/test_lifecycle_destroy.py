@@ -423,7 +423,8 @@ def test_a_state_without_the_release_guards_strands_them_and_make_up_names_helm_
         "jobset -n jobset-system"
     )
     del stack.helm[("jobset-system", "jobset")]  # helm uninstall jobset -n jobset-system
-    assert before_up(stack, monkeypatch).endswith(": helm uninstall kueue -n kueue-system")
+    line = before_up(stack, monkeypatch)
+    assert line is not None and line.endswith(": helm uninstall kueue -n kueue-system")
     del stack.helm[("kueue-system", "kueue")]
     assert before_up(stack, monkeypatch) is None
     again = stack.up()

@@ -161,18 +161,19 @@ def test_the_keys_a_state_holds_are_named_as_the_provider_names_them():
     with a create pending included; none in a new stack's export."""
     ring = "projects/acme-tpu/locations/us-east5/keyRings/tpu-rl-prod-keys"
     document = json.loads(EXPORT)
-    key = {
+    inputs = {"keyRing": ring, "name": "gke-secrets", "purpose": "ENCRYPT_DECRYPT"}
+    key: dict[str, Any] = {
         "urn": "urn:pulumi:prod::tpu-rl::tpu-rl:gcp:SecretsKey$gcp:kms/cryptoKey:CryptoKey::secrets-key",
         "custom": True,
         "id": f"{ring}/cryptoKeys/gke-secrets",
         "type": "gcp:kms/cryptoKey:CryptoKey",
-        "inputs": {"keyRing": ring, "name": "gke-secrets", "purpose": "ENCRYPT_DECRYPT"},
+        "inputs": inputs,
         "outputs": {"keyRing": ring, "name": "gke-secrets"},
     }
     document["deployment"]["resources"].append(key)
     assert state_export.keys_in_state(json.dumps(document)) == [f"{ring}/cryptoKeys/gke-secrets"]
     document["deployment"]["resources"].pop()
-    other = {**key, "inputs": {**key["inputs"], "name": "other"}}
+    other = {**key, "inputs": {**inputs, "name": "other"}}
     document["deployment"]["pending_operations"].append({"resource": other, "type": "creating"})
     assert state_export.keys_in_state(json.dumps(document)) == [f"{ring}/cryptoKeys/other"]
     assert state_export.keys_in_state(EXPORT) == []

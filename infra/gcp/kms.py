@@ -15,6 +15,18 @@ default predicates only, none for a KMS or IAM permission error). So what uses a
 (``GrantPropagation``, the analogue of Terraform's ``time_sleep``): the stack's other grants (the node accounts',
 each step's) use the same resource (``program.stack``).
 
+The wait is a fixed bound because no live signal of the grant taking effect exists for a principal the program cannot
+act as. IAM's test of access, ``testIamPermissions`` (Cloud KMS ``cryptoKeys.testIamPermissions``, Cloud Storage
+``buckets.testIamPermissions``), answers for the caller's own credentials, and GKE's service agent is a Google-managed
+account whose credentials the project does not hold (nor the step accounts', before their pods run). The policy
+read back (``getIamPolicy``) or judged by Policy Troubleshooter is the stored policy, which holds the binding as soon
+as ``setIamPolicy`` returns: what propagates is enforcement, which neither sees. The honest signal is the use itself,
+retried on the permission error (terraform-provider-google ``transport_tpg.IamMemberMissing`` retries BigQuery's
+creates so), but the cluster create is the provider's, which does not retry it, and GKE has no dry run of a cluster
+create to probe with (``google.container.v1.CreateClusterRequest``: ``parent`` and ``cluster`` only). Upstream has
+nothing better: Cluster Toolkit's gke-cluster module offers no Secrets encryption, and the provider's own acceptance
+test of ``database_encryption`` (``testAccContainerCluster_withDatabaseEncryption``) grants and creates with no wait.
+
 The wait is the program's, not the provider's: ``GrantPropagationProvider.create`` only records when the grants were
 made (``since``), and what depends on them waits in the program until ``since`` + the bound
 (``GrantPropagation.ready``). A provider's operation in flight is what the engine waits for when an update is
