@@ -7,8 +7,9 @@ and real TLS, and checks artifacts in fake-gcs-server. For each resource it regi
 engine's decision, each cited by the function it comes from, records the provider calls it implies (``Check``
 on every registration, ``Diff`` on every one with old state unless its replacement trigger fired), and plays
 the decision on the cluster and on a ledger of what bills (``Cloud``): create, adopt, replace (delete first),
-update, same. Deletes (of what a run no longer registers, and ``destroy``) follow the engine's schedule and
-its checks in order: ``protect``, ``retainOnDelete``, ``deletedWith``, the provider's Delete. The steps carry
+update, same; a create may fail (``Stack.fail_create``), and the engine then cancels the rest of the deployment.
+Deletes (of what a run no longer registers, and ``destroy``) follow the engine's schedule and its checks in order:
+``protect``, ``retainOnDelete``, ``deletedWith``, the provider's Delete. The steps carry
 ``pulumi.com/skipAwait: "true"``, so the provider returns once a step is applied (``await.go``
 ``Creation``/``Update`` -> ``metadata.ReadyCondition``: Immediate); the run then goes on in the cluster (and in
 Kueue) as each scenario says, while the program waits for it (``workloads.observe.waiting``) on a fake clock this
@@ -21,6 +22,7 @@ behaviour relied on" says what that means):
   differ: ``pkg/resource/deploy/step_generator.go`` (``sg.go``), ``pkg/resource/deploy/step.go``,
   ``pkg/resource/deploy/step_executor.go``, ``pkg/resource/deploy/deployment_executor.go``,
   ``pkg/resource/graph/dependency_graph.go``, ``pkg/backend/apply.go``, ``pkg/backend/journal.go``;
+- hashicorp/terraform-provider-google (e03b762): ``resourceContainerNodePoolCreate`` (what a failed create leaves);
 - pulumi/pulumi-kubernetes v4.32.0 (a03ff6b), the newest release tag (HEAD 9497796 changes none of the
   functions cited): ``provider/pkg/provider/provider.go`` (``kp.go``), ``provider/pkg/provider/diff.go``,
   ``provider/pkg/await/await.go``, ``provider/pkg/provider/helm_release.go``.
