@@ -418,6 +418,7 @@ MINE, TWIN, OTHER = ("us-east5/tpu-rl-prod",), ("us-east5/tpu-rl-prod",), ("us-c
         (_key(), MINE + OTHER, None, "keep"),
         (_key(), TWIN, False, "problem"),
         (_key(), OTHER, None, "problem"),
+        (_key(), OTHER, False, "problem"),
         (_key(stack="dev"), MINE, None, "problem"),
         (_key(stack="", cluster=""), MINE, None, "problem"),
         (_key(rotates=False), OTHER, None, "problem"),
@@ -435,6 +436,10 @@ def test_a_key_is_adopted_only_when_a_destroy_left_it_or_the_stacks_own_record_s
     primary unless the state or the key's labels say it is this stack's."""
     claim = Claim("prod", "tpu-rl-prod", "us-east5", users=users, users_error="x" if users is None else "", held=held)
     findings, adopt = judge_key(KEY_ID, key, claim)
+    twin = any("stack prod's state does not hold it" in f.text for f in findings)
+    assert twin == (held is False and bool(users) and (key.stack, key.cluster) == ("prod", "tpu-rl-prod")), (
+        "the state is named only when it is known"
+    )
     assert findings and all("\n" not in f.text for f in findings)
     levels = {f.level for f in findings}
     got = "adopt" if adopt else next(level for level in ("problem", "unknown", "note") if level in levels)

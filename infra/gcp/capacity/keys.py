@@ -297,7 +297,7 @@ def _in_use(key_id: str, key: CryptoKey, claim: Claim) -> Finding:
     twin = (
         f"; stack {claim.stack}'s state does not hold it: if this is that stack, run `up` against the backend that "
         "holds its state"
-        if claim.labelled(key)
+        if claim.held is False and claim.labelled(key)
         else ""
     )
     return Finding(
