@@ -19,7 +19,7 @@ import pytest
 from infra.k8s.manifests import helm_release_problem
 from tests import fake_kube
 from tests.fake_kube import FakeCluster, fake_cluster
-from tests.scenario import EXPORT, auth_plugin, credential, helm_secret, with_cluster
+from tests.scenario import EXPORT, auth_plugin, credential, helm_secret, unprotected, with_cluster
 from tools import state_export
 from tools.stack_files import ROOT
 
@@ -110,14 +110,6 @@ class Storage:
 
     def close(self) -> None:
         self.closed = True
-
-
-def unprotected(export: str) -> str:
-    """``export`` whose cluster is not protected (a stack with ``tpu-rl:protect: false``)."""
-    document = json.loads(export)
-    for resource in document["deployment"]["resources"]:
-        resource.pop("protect", None)
-    return json.dumps(document, indent=4)
 
 
 @pytest.mark.pure
