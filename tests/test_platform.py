@@ -406,6 +406,7 @@ def test_the_destroy_guards_are_protected_with_the_stack_and_together_depend_on_
     assert custom <= covered, sorted(custom - covered)
 
 
+@pytest.mark.slow
 def test_kueues_guard_stays_when_kueue_is_not_installed():
     """Turning ``tpu-rl:kueue.enabled`` off deletes Kueue's release at the end of `up`: its guard stays registered,
     guarding nothing, so the engine never has to delete a protected guard (``step.go`` ``DeleteStep.Apply`` refuses
