@@ -70,7 +70,7 @@ BUDGETS: dict[str, Budget] = {
         10.0,
         10.0,
         "one read of the capacity preflight (reservation, quotas, node VMs, APIs, the Secrets key ring and key, the "
-        "shared Hub cache's bucket, cpu-np's boot disk image), retries included",
+        "clusters that use that key, the shared Hub cache's bucket, cpu-np's boot disk image), retries included",
     ),
     "registry": Budget(30.0, 5.0, 10.0, "one image's digest from its registry (the token too), retries included"),
 }

@@ -7,8 +7,9 @@ and real TLS, and checks artifacts in fake-gcs-server. For each resource it regi
 engine's decision, each cited by the function it comes from, records the provider calls it implies (``Check``
 on every registration, ``Diff`` on every one with old state unless its replacement trigger fired), and plays
 the decision on the cluster and on a ledger of what bills (``Cloud``): create, adopt, replace (delete first),
-update, same. Deletes (of what a run no longer registers, and ``destroy``) follow the engine's schedule and
-its checks in order: ``protect``, ``retainOnDelete``, ``deletedWith``, the provider's Delete. The steps carry
+update, same; a create may fail (``Stack.fail_create``), and the engine then cancels the rest of the deployment.
+Deletes (of what a run no longer registers, and ``destroy``) follow the engine's schedule and its checks in order:
+``protect``, ``retainOnDelete``, ``deletedWith``, the provider's Delete. The steps carry
 ``pulumi.com/skipAwait: "true"``, so the provider returns once a step is applied (``await.go``
 ``Creation``/``Update`` -> ``metadata.ReadyCondition``: Immediate); the run then goes on in the cluster (and in
 Kueue) as each scenario says, while the program waits for it (``workloads.observe.waiting``) on a fake clock this
@@ -21,6 +22,7 @@ behaviour relied on" says what that means):
   differ: ``pkg/resource/deploy/step_generator.go`` (``sg.go``), ``pkg/resource/deploy/step.go``,
   ``pkg/resource/deploy/step_executor.go``, ``pkg/resource/deploy/deployment_executor.go``,
   ``pkg/resource/graph/dependency_graph.go``, ``pkg/backend/apply.go``, ``pkg/backend/journal.go``;
+- hashicorp/terraform-provider-google (e03b762): ``resourceContainerNodePoolCreate`` (what a failed create leaves);
 - pulumi/pulumi-kubernetes v4.32.0 (a03ff6b), the newest release tag (HEAD 9497796 changes none of the
   functions cited): ``provider/pkg/provider/provider.go`` (``kp.go``), ``provider/pkg/provider/diff.go``,
   ``provider/pkg/await/await.go``, ``provider/pkg/provider/helm_release.go``.
@@ -31,6 +33,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -309,6 +312,13 @@ class Stack:
     """(namespace, release) -> its newest revision and status in Helm's storage (Secrets in the cluster)."""
     kill_helm_install: str = ""
     """The Helm release whose install the runner is killed during (its revision is left pending-install)."""
+    fail_create: tuple[str, str, tuple[str, ...]] | None = None
+    """(resource, its provider's error, after): the create of the resource named so fails, once every resource named
+    in ``after`` is created (a TPU pool's create runs for minutes, the Helm installs beside it do not), and leaves no
+    state (terraform-provider-google ``resourceContainerNodePoolCreate``: ``SetId("")`` when the failed operation left
+    no pool). The engine then cancels the deployment (``step_executor.go`` ``cancelDueToError``: ``se.cancel()``
+    without ``--continue-on-error``; ``deployment_executor.go`` ``Execute`` leaves its loop on the cancelled context):
+    a step already running finishes, no registration after the failure gets one."""
     _condemned: set[str] = field(default_factory=set, repr=False)
     """What a delete-before-replace deleted with the resource it replaces, in this run (created again)."""
     clock: float = 0.0
@@ -352,18 +362,34 @@ class Stack:
         cascade: dict[str, str] = {}
         registered: list[str] = []
         killed: list[bool] = []
+        cancelled: list[str] = []
+        created = threading.Condition()
+        done: set[str] = set()
+        """The names of the resources whose registration has returned (``fail_create``'s ``after``)."""
         self._condemned: set[str] = set()
 
         def answer(registration: Registration) -> dict[str, Any] | None:
             if killed:
                 raise KilledError("the runner is gone")
+            if cancelled:
+                raise RuntimeError(f"not created: the deployment stopped after {cancelled[0]}")
             rec = self._record(registration)
+            if not preview and self.fail_create and rec.name == self.fail_create[0] and rec.urn not in self.state:
+                name, error, after = self.fail_create
+                with created:  # the provider's create runs until then (a bounded wait on a condition, no timer)
+                    assert created.wait_for(lambda: set(after) <= done, 60), f"{after} never registered"
+                    cancelled.append(f"creating {name}: {error}")
+                raise RuntimeError(f"creating {name}: {error}")
             registered.append(rec.urn)
             try:
-                return self._register(registration, rec, preview, outcomes, actions, resources, calls, cascade)
+                out = self._register(registration, rec, preview, outcomes, actions, resources, calls, cascade)
             except KilledError:
                 killed.append(True)
                 raise
+            with created:
+                done.add(rec.name)
+                created.notify_all()
+            return out
 
         original = (waiting.sleep, waiting.now)
         waiting.sleep, waiting.now = self._pause, lambda: self.clock

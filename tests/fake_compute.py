@@ -1,6 +1,8 @@
-"""A loopback Compute Engine, Service Usage, Cloud Quotas, Cloud KMS and Cloud Storage (JSON API ``buckets.get``) API
-for the capacity preflight: the REST paths the official clients call (google-cloud-compute ``transports/rest_base.py``,
-among them ``images.get``: ``GET /compute/v1/projects/<p>/global/images/<name>``, google-cloud-kms
+"""A loopback Compute Engine, Service Usage, Cloud Quotas, Cloud KMS, GKE (``clusters.list``: ``GET
+/v1/projects/<p>/locations/-/clusters``, https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/
+projects.locations.clusters/list) and Cloud Storage (JSON API ``buckets.get``) API for the capacity preflight: the REST
+paths the official clients call (google-cloud-compute ``transports/rest_base.py``, among them ``images.get``:
+``GET /compute/v1/projects/<p>/global/images/<name>``, google-cloud-kms
 ``key_management_service/transports/rest_base.py``, google-cloud-storage ``Client.get_bucket``:
 ``GET /storage/v1/b/<bucket>``), their JSON (camelCase, int64 as strings) and Google's error
 bodies (``{"error": {code, message, errors[{reason}], details[ErrorInfo]}}``), so the real clients parse real
@@ -279,10 +281,12 @@ def crypto_key(
     *,
     version: int = 1,
     rotation: bool = True,
+    labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A CryptoKey as Cloud KMS's REST API returns it (``projects.locations.keyRings.cryptoKeys.get``): its primary
     version ``version`` in state ``primary`` (None: no primary); ``rotation`` False: no rotation period nor next
-    rotation time, as terraform-provider-google's ``disableCryptoKeyRotation`` leaves it (a PATCH of both to null).
+    rotation time, as terraform-provider-google's ``disableCryptoKeyRotation`` leaves it (a PATCH of both to null);
+    ``labels`` as a stack writes them (``Settings.labels``).
     A version scheduled for destruction carries its ``destroyTime``; a destroyed one its ``destroyEventTime`` too
     (``projects.locations.keyRings.cryptoKeys.cryptoKeyVersions``, CryptoKeyVersion)."""
     key: dict[str, Any] = {
@@ -294,6 +298,8 @@ def crypto_key(
     }
     if rotation:
         key |= {"rotationPeriod": "7776000s", "nextRotationTime": "2026-12-30T09:00:01Z"}
+    if labels:
+        key["labels"] = dict(labels)
     if primary:
         key["primary"] = {
             "name": f"{name}/cryptoKeyVersions/{version}",
@@ -315,13 +321,39 @@ DESTROY_TIME = "2027-01-03T08:45:54.123456Z"
 ``destroyScheduledDuration`` (30 days)."""
 
 
-def key_after_destroy(name: str, state: str = "DESTROY_SCHEDULED", version: int = 3) -> dict[str, Any]:
+def key_after_destroy(
+    name: str, state: str = "DESTROY_SCHEDULED", version: int = 3, labels: dict[str, str] | None = None
+) -> dict[str, Any]:
     """A CryptoKey as ``pulumi destroy`` leaves one the stack created (deletion_policy DELETE: terraform-provider-google
     ``resourceKMSCryptoKeyDelete``): every version scheduled for destruction (``clearCryptoKeyVersions``; its primary,
     here version ``version`` after two rotations, included: https://cloud.google.com/kms/docs/key-states "an enabled
     primary key version can be ... scheduled for destruction or destroyed"), rotation off
     (``disableCryptoKeyRotation``); ``state`` DESTROYED once the 30 days have passed, DISABLED once restored."""
-    return crypto_key(name, primary=state, version=version, rotation=False)
+    return crypto_key(name, primary=state, version=version, rotation=False, labels=labels)
+
+
+CLUSTERS_PATH = re.compile(r"/v1/projects/([^/]+)/locations/-/clusters")
+"""GKE's ``projects.locations.clusters.list`` over every location (``ListClustersResponse``)."""
+
+
+def gke_cluster(name: str, location: str, key: str = "", *, decryption_keys: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A Cluster as GKE's REST API lists it (the fields the capacity check reads, with a few others): Secrets
+    encrypted with ``key`` (``databaseEncryption``: ``ENCRYPTED`` and its ``keyName``; "" none), and
+    ``decryption_keys`` still read for existing objects (``decryptionKeys``, output only)."""
+    cluster: dict[str, Any] = {
+        "name": name,
+        "location": location,
+        "status": "RUNNING",
+        "selfLink": f"https://container.googleapis.com/v1/projects/p/locations/{location}/clusters/{name}",
+        "resourceLabels": {"app": "tpu-rl"},
+    }
+    encryption: dict[str, Any] = {"state": "ENCRYPTED", "keyName": key, "currentState": "CURRENT_STATE_ENCRYPTED"}
+    if not key:
+        encryption = {"state": "DECRYPTED", "currentState": "CURRENT_STATE_DECRYPTED"}
+    if decryption_keys:
+        encryption["decryptionKeys"] = list(decryption_keys)
+    cluster["databaseEncryption"] = encryption
+    return cluster
 
 
 def image(
@@ -470,6 +502,8 @@ class FakeCompute:
         """Cloud Storage: bucket name -> its ``buckets.get`` reply (``bucket``); any other bucket does not exist."""
         self.bucket_permissions: set[str] | None = None
         """What the caller holds on every bucket of ``buckets`` (``buckets.testIamPermissions``); None: everything."""
+        self.clusters: list[dict[str, Any]] = []
+        """GKE: every cluster of every project (``gke_cluster``), as ``clusters.list`` answers them."""
         self.images: dict[tuple[str, str], dict[str, Any]] = {}
         """Compute Engine: (project, image name) -> its ``images.get`` reply (``image``); any other is not found."""
         self.project_quotas: dict[str, tuple[float, float]] = dict(GLOBAL_ENOUGH)
@@ -506,6 +540,8 @@ class FakeCompute:
             }
         if path in self.routes:
             return self.routes[path]
+        if CLUSTERS_PATH.fullmatch(path):
+            return 200, ({"clusters": copy.deepcopy(self.clusters)} if self.clusters else {})
         if match := _OFFER_PATH.fullmatch(path):
             project, zone, kind, name = match.groups()
             if name in self.offers[kind]:

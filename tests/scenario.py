@@ -41,6 +41,15 @@ def with_cluster(export: str, endpoint: str, ca: str, releases: tuple[str, ...] 
     return json.dumps(document, indent=4)
 
 
+def unprotected(export: str) -> str:
+    """``export`` with nothing protected (a stack with ``tpu-rl:protect: false``, as dev): a release its destroy dropped
+    is cleared by finishing the destroy (``infra.k8s.manifests.helm_release_problem``)."""
+    document = json.loads(export)
+    for resource in document["deployment"]["resources"]:
+        resource.pop("protect", None)
+    return json.dumps(document, indent=4)
+
+
 def auth_plugin(tmp_path, monkeypatch, body: str) -> None:
     """``gke-gcloud-auth-plugin`` on PATH, as the program's kubeconfig runs it."""
     folder = tmp_path / "bin"

@@ -18,6 +18,7 @@ from tests.fake_compute import (
     clients,
     crypto_key,
     fake_compute,
+    key_after_destroy,
     key_ring,
     quota_info,
     quota_path,
@@ -43,6 +44,7 @@ KEY_NAME = f"{RING_NAME}/cryptoKeys/gke-secrets"
 RING, KEY = f"/v1/{RING_NAME}", f"/v1/{KEY_NAME}"
 QUOTA_ID = "PREEMPTIBLE-TPU-V6E-per-project-region"
 QUOTA = quota_path("my-tpu-dev-project", QUOTA_ID)
+CLUSTERS = f"/v1/projects/{P}/locations/-/clusters"
 ENOUGH = {"CPUS": (1000, 0), "N4_CPUS": (600, 0), "SSD_TOTAL_GB": (4096, 0), "HDB_TOTAL_GB": (8192, 0)}
 
 SOURCES = {
@@ -55,6 +57,7 @@ SOURCES = {
     RING: ("Cloud KMS (keyRings.get)", f"reading Cloud KMS key ring {RING_NAME}"),
     KEY: ("Cloud KMS (cryptoKeys.get)", f"reading Cloud KMS key {KEY_NAME}"),
     QUOTA: ("Cloud Quotas (quotaInfos.get)", f"reading quota {QUOTA_ID}"),
+    CLUSTERS: ("GKE (clusters.list)", f"listing the GKE clusters of project {P}"),
 }
 """Path -> (the API a line names, what the check was reading)."""
 WRONG_TYPE = {
@@ -67,6 +70,7 @@ WRONG_TYPE = {
     RING: {"name": ["a", "ring"]},
     KEY: {"name": KEY_NAME, "purpose": "ENCRYPT_DECRYPT", "primary": "enabled"},
     QUOTA: {"quotaId": QUOTA_ID, "dimensionsInfos": "unlimited"},
+    CLUSTERS: {"clusters": "all of them"},
 }
 """A string (or a list) where the API has a list (or an object, a string)."""
 WRONG_FIELD = {
@@ -79,6 +83,7 @@ WRONG_FIELD = {
     RING: "name",
     KEY: "primary",
     QUOTA: "dimensionsInfos",
+    CLUSTERS: "clusters",
 }
 
 
@@ -102,7 +107,7 @@ def compute(monkeypatch):
             serve_project(fake, project, ENOUGH)
         fake.routes[RES] = (200, reservation("my-v6e-32-reservation", project=P, zone="us-east5-b", count=8))
         fake.routes[RING] = (200, key_ring(RING_NAME))
-        fake.routes[KEY] = (200, crypto_key(KEY_NAME))
+        fake.routes[KEY] = (200, key_after_destroy(KEY_NAME, "ENABLED"))
         fake.routes[QUOTA] = (
             200,
             quota_info("my-tpu-dev-project", QUOTA_ID, [({"region": "us-east5"}, 8, ["us-east5"])]),
@@ -149,6 +154,9 @@ def tail(path):
         KEY: "; if the key exists, its create fails with 409 (a key's name is never free again): then set "
         f"tpu-rl:gke.secretsEncryptionKey to {KEY_NAME}",
         QUOTA: "; TPU quota was not checked",
+        CLUSTERS: f"; whether a GKE cluster uses key {KEY_NAME} is unknown, so this `up` adopts it only as a destroy "
+        "leaves it (its rotation off): otherwise, if the stack's state does not hold it, its create fails with 409 "
+        "(already exists)",
     }[path]
 
 

@@ -73,8 +73,8 @@ def test_a_protected_stack_is_guarded_after_an_up_that_a_step_did_not_finish(sta
 
 def test_a_protected_stack_is_guarded_after_a_finished_up(stack):
     assert stack.up().error is None
-    assert len(_guards(stack)) == 1 + 2 * 5 and all(_guards(stack).values()), (
-        "the platform's, each step's and its scripts'"
+    assert len(_guards(stack)) == 1 + 2 + 2 * 5 and all(_guards(stack).values()), (
+        "the platform's, each Helm release's, each step's and its scripts'"
     )
     _destroy_loses_nothing(stack)
 

@@ -35,7 +35,9 @@ def test_prod_encrypts_secrets_with_a_key_it_creates_in_the_clusters_region(prod
     assert key["inputs"]["deletionPolicy"] == "DELETE", "destroy schedules the versions for destruction"
     assert key["inputs"]["rotationPeriod"] == "7776000s", "90 days"
     assert key["options"]["protect"] is False, "removing the key from a stack must not fail"
-    grant = prod_plan.one("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember", "gke-agent-key-user")["inputs"]
+    grant_resource = prod_plan.one("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember", "gke-agent-key-user")
+    assert grant_resource["options"]["retainOnDelete"] is False, "the stack's own key's grant is its alone: deleted"
+    grant = grant_resource["inputs"]
     assert grant == {
         "cryptoKeyId": KEY_NAME,
         "role": "roles/cloudkms.cryptoKeyEncrypterDecrypter",
@@ -58,7 +60,11 @@ def test_a_key_of_its_own_is_used_and_granted_but_not_created():
     plan = plan_of("prod", f"tpu-rl:gke.secretsEncryptionKey={own}")
     assert plan.find("gcp:kms/keyRing:KeyRing") == [] and plan.find("gcp:kms/cryptoKey:CryptoKey") == []
     assert plan.one(CLUSTER)["inputs"]["databaseEncryption"] == {"state": "ENCRYPTED", "keyName": own}
-    assert plan.one("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")["inputs"]["cryptoKeyId"] == own
+    grant = plan.one("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")
+    assert grant["inputs"]["cryptoKeyId"] == own
+    # The member is the project's GKE service agent: every stack of the project given this key registers the same
+    # binding, and the provider's delete would remove it from all of them (resourceIamMemberDelete).
+    assert grant["options"]["retainOnDelete"] is True, "a destroy never deletes a binding other stacks hold"
 
 
 def test_dev_keeps_gkes_default_encryption_and_enables_no_kms_api(dev_plan):

@@ -165,3 +165,18 @@ def test_every_grant_is_waited_for_before_what_uses_it(stack):
         grants = wait["inputs"]["grants"]
         assert any("workload-identity" in g for g in grants) and any("resource.name.startsWith" in g for g in grants)
         assert grants == sorted(grants)
+
+
+def test_the_bound_is_iams_documented_seven_minutes_and_the_docs_say_why_no_live_signal_replaces_it():
+    """No live signal shows a grant in effect for GKE's service agent (``infra.gcp.kms``'s docstring gives the sources):
+    the wait stays IAM's documented "potentially 7 minutes", and the user's page says why, so replacing it by a probe
+    that cannot see enforcement would have to change both."""
+    from tools.stack_files import ROOT
+
+    assert PROPAGATION_SECONDS == 7 * 60
+    assert kms.PROPAGATION_DOC == "https://cloud.google.com/iam/docs/access-change-propagation"
+    assert kms.__doc__ is not None
+    for reason in ("testIamPermissions", "getIamPolicy", "CreateClusterRequest", "IamMemberMissing"):
+        assert reason in " ".join(kms.__doc__.split()), reason
+    page = " ".join((ROOT / "docs" / "security.md").read_text().split())
+    assert "A fixed wait, because nothing can see the grant take effect for GKE's service agent" in page

@@ -146,6 +146,8 @@ def test_a_protected_stacks_destroy_loses_nothing_with_or_without_a_preview(stac
     guards = [u for u, r in before.items() if r.type == GUARD]
     assert sorted(g.rsplit("::", 1)[-1] for g in guards) == [
         "tpu-rl-protect",
+        "tpu-rl-protect-release-jobset",
+        "tpu-rl-protect-release-kueue",
         *(f"tpu-rl-protect-scripts-{i}" for i in range(1, 6)),
         *(f"tpu-rl-protect-step-{i}" for i in range(1, 6)),
     ]
@@ -355,3 +357,76 @@ def test_a_killed_upgrade_stops_up_with_the_rollback_before_helm_refuses_it(dev)
     again = dev.up()
     assert again.error is None, again.error
     assert ("Update", release) in again.calls and dev.helm[("kueue-system", "kueue")] == (4, "deployed")
+
+
+TPU_POOL_FAILS = (
+    "tpu-pool-0",
+    "Error waiting for creating GKE NodePool: the reservation cannot hold the slice",
+    ("tpu-rl-protect-release-kueue",),
+)
+"""The prod stack's TPU pool create fails once both Helm releases are installed and their guards registered (its
+operation runs for minutes; ``tests.engine.Stack.fail_create``)."""
+
+
+def _first_up_fails_at_the_tpu_pool(stack) -> None:
+    stack.fail_create = TPU_POOL_FAILS
+    first = stack.up()
+    stack.fail_create = None
+    assert f"creating {TPU_POOL_FAILS[0]}: {TPU_POOL_FAILS[1]}" in str(first.error)
+    guards = {r.name for r in stack.state.values() if r.type == GUARD and r.dependencies}
+    assert guards == {"tpu-rl-protect-release-jobset", "tpu-rl-protect-release-kueue"}, (
+        "no platform guard (it depends on the pool), no step, no step guard on anything: only the releases' own"
+    )
+    assert {r.inputs["name"] for r in stack.state.values() if r.type == HELM_RELEASE} == {"jobset", "kueue"}
+    assert not stack.steps_in_state()
+
+
+def test_a_first_up_that_fails_at_the_tpu_pool_then_a_destroy_without_preview_then_make_up(stack, monkeypatch):
+    """A protected stack whose first `up` fails inside the platform never registers the platform's guard. Each Helm
+    release's own guard, registered once its create returned, is refused by ``pulumi destroy --skip-preview``
+    (``step.go`` ``DeleteStep.Apply``: protect first) and keeps the release, and everything it depends on, out of the
+    later antichains (``performPostSteps``): the releases stay in the state, Helm's storage is untouched, `make up`
+    finds nothing stranded and the next `up` finishes the platform and runs the steps."""
+    _first_up_fails_at_the_tpu_pool(stack)
+    helm = dict(stack.helm)
+    destroyed = stack.destroy(skip_preview=True)
+    outcome = {u.rsplit("::", 1)[-1]: what for u, what in destroyed.outcomes.items()}
+    assert outcome["tpu-rl-protect-release-jobset"] == outcome["tpu-rl-protect-release-kueue"] == "refused"
+    assert outcome["jobset"] == outcome["kueue"] == outcome["cluster"] == "skipped", "kept in the state"
+    assert {r.inputs["name"] for r in stack.state.values() if r.type == HELM_RELEASE} == {"jobset", "kueue"}
+    assert (
+        stack.helm == helm == {("jobset-system", "jobset"): (1, "deployed"), ("kueue-system", "kueue"): (1, "deployed")}
+    )
+    assert before_up(stack, monkeypatch) is None, "make up: nothing stranded"
+    assert os.environ[RELEASES_IN_STATE] == "jobset,kueue"
+    again = stack.up()
+    assert again.error is None, again.error
+    assert {r.name for r in stack.state.values() if r.type == GUARD} >= {"tpu-rl-protect", "tpu-rl-protect-step-1"}
+
+
+def test_a_state_without_the_release_guards_strands_them_and_make_up_names_helm_uninstall(stack, monkeypatch):
+    """The same, from a state an earlier version wrote (no guard of its own on a release): the destroy drops both
+    releases (``deletedWith`` the cluster, whose delete is planned) while the protected cluster keeps them, so `make
+    destroy` is refused and finishing the destroy is no way out. `make up` stops before `pulumi up` with the release's
+    ``helm uninstall``; once run, `make up` goes on and installs it anew."""
+    _first_up_fails_at_the_tpu_pool(stack)
+    for urn in [u for u, r in stack.state.items() if r.type == GUARD]:
+        del stack.state[urn]
+    destroyed = stack.destroy(skip_preview=True)
+    outcome = {u.rsplit("::", 1)[-1]: what for u, what in destroyed.outcomes.items()}
+    assert outcome["jobset"] == outcome["kueue"] == "dropped" and outcome["cluster"] == "refused"
+    line = before_up(stack, monkeypatch)
+    assert line == (
+        "Helm release jobset-system/jobset is deployed in the cluster (revision 1) but not in stack prod's state: a "
+        "destroy dropped it from the state (it is deleted with the cluster) while the cluster, protected, stays, and "
+        "Helm refuses to install it again. Uninstall it, then `make up` again (it installs it anew): helm uninstall "
+        "jobset -n jobset-system"
+    )
+    del stack.helm[("jobset-system", "jobset")]  # helm uninstall jobset -n jobset-system
+    line = before_up(stack, monkeypatch)
+    assert line is not None and line.endswith(": helm uninstall kueue -n kueue-system")
+    del stack.helm[("kueue-system", "kueue")]
+    assert before_up(stack, monkeypatch) is None
+    again = stack.up()
+    assert again.error is None, again.error
+    assert set(stack.helm.values()) == {(1, "deployed")}

@@ -17,7 +17,7 @@ import pytest
 
 from infra.k8s.manifests import helm_release_problem
 from tests import fake_kube
-from tests.scenario import EXPORT, auth_plugin, credential, helm_secret, with_cluster
+from tests.scenario import EXPORT, auth_plugin, credential, helm_secret, unprotected, with_cluster
 from tools import state
 from tools.stack_files import ROOT
 
@@ -227,7 +227,7 @@ def test_make_up_stops_before_pulumi_up_at_a_release_the_state_lost_while_the_cl
     auth_plugin(tmp_path, monkeypatch, body)
     cluster.core[("secrets", "jobset-system")] = [helm_secret("jobset", "jobset-system", 1, "deployed")]
     url = f"file://{tmp_path / 'state'}"
-    export = with_cluster(EXPORT, cluster.endpoint, cluster.ca_data)
+    export = unprotected(with_cluster(EXPORT, cluster.endpoint, cluster.ca_data))
     done, calls = make(tmp_path, "up", "STACK=dev", STATE_BACKEND=url, whoami=whoami(url), export=export)
     assert done.returncode != 0
     (line,) = [line for line in done.stderr.splitlines() if line.startswith("error:")]

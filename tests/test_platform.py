@@ -374,16 +374,18 @@ def test_config_file_option(tmp_path):
 
 @pytest.mark.parametrize(("stack", "protect"), [("dev", False), ("prod", True)])
 def test_the_destroy_guards_are_protected_with_the_stack_and_together_depend_on_every_resource(stack, protect):
-    """infra.k8s.platform.DestroyGuard: one on the platform, depending on no step, and as many as the catalogue has
-    steps, one on each planned step's object and one on its ConfigMap of scripts, in the plan's order (the rest on
-    nothing), each protected exactly while
+    """infra.k8s.platform.DestroyGuard: one on the platform, depending on no step; one on each Helm release alone
+    (``release_guard``); and as many as the catalogue has steps, one on each planned step's object and one on its
+    ConfigMap of scripts, in the plan's order (the rest on nothing), each protected exactly while
     tpu-rl:protect is; every resource is a transitive dependency of a guard (dependency_graph.go DependenciesOf:
     depends-on, parent)."""
     plan = plan_of(stack)
     guards = {r["name"]: r for r in plan.find("tpu-rl:lifecycle:DestroyGuard")}
     numbered = [f"tpu-rl-protect-step-{i}" for i in range(1, len(STEPS) + 1)]
     scripts = [f"tpu-rl-protect-scripts-{i}" for i in range(1, len(STEPS) + 1)]
-    assert set(guards) == {"tpu-rl-protect", *numbered, *scripts}
+    releases = ["tpu-rl-protect-release-jobset", "tpu-rl-protect-release-kueue"]
+    assert set(guards) == {"tpu-rl-protect", *releases, *numbered, *scripts}
+    assert [guards[n]["options"]["dependsOn"] for n in releases] == [["jobset"], ["kueue"]], "the release alone"
     assert all(g["options"]["protect"] is protect for g in guards.values())
     objects = step_resources(plan)
     in_order = [objects[step]["name"] for step in STEPS if step in objects]
@@ -402,6 +404,17 @@ def test_the_destroy_guards_are_protected_with_the_stack_and_together_depend_on_
             todo.extend(edges.get(name, ()))
     custom = {r["name"] for r in plan.resources if not r["type"].startswith("tpu-rl:")}
     assert custom <= covered, sorted(custom - covered)
+
+
+@pytest.mark.slow
+def test_kueues_guard_stays_when_kueue_is_not_installed():
+    """Turning ``tpu-rl:kueue.enabled`` off deletes Kueue's release at the end of `up`: its guard stays registered,
+    guarding nothing, so the engine never has to delete a protected guard (``step.go`` ``DeleteStep.Apply`` refuses
+    one)."""
+    plan = plan_of("prod", "tpu-rl:kueue.enabled=false")
+    guard = plan.one("tpu-rl:lifecycle:DestroyGuard", "tpu-rl-protect-release-kueue")
+    assert guard["options"]["dependsOn"] == [] and guard["options"]["protect"] is True
+    assert not plan.find("kubernetes:helm.sh/v3:Release", "kueue")
 
 
 def test_no_cpu_step_pod_gets_a_kubernetes_api_token():

@@ -19,7 +19,7 @@ import pytest
 from infra.k8s.manifests import helm_release_problem
 from tests import fake_kube
 from tests.fake_kube import FakeCluster, fake_cluster
-from tests.scenario import EXPORT, auth_plugin, credential, helm_secret, with_cluster
+from tests.scenario import EXPORT, auth_plugin, credential, helm_secret, unprotected, with_cluster
 from tools import state_export
 from tools.stack_files import ROOT
 
@@ -114,7 +114,8 @@ class Storage:
 
 @pytest.mark.pure
 def test_a_release_the_state_lost_while_the_cluster_keeps_it_is_the_one_line():
-    export = with_cluster(EXPORT, "34.162.10.20", "Q0E=", releases=())
+    """A destroy whose cluster delete failed (the cluster unprotected, being deleted): finish the destroy."""
+    export = unprotected(with_cluster(EXPORT, "34.162.10.20", "Q0E=", releases=()))
     storage = Storage({("jobset-system", "jobset"): (1, "deployed"), ("kueue-system", "kueue"): (1, "deployed")})
     line = state_export.stranded_release("prod", export, [], BOTH, read=storage)
     assert line == helm_release_problem("jobset", "jobset-system", (1, "deployed"), in_state=frozenset(), stack="prod")
@@ -127,6 +128,48 @@ def test_a_release_the_state_lost_while_the_cluster_keeps_it_is_the_one_line():
     storage = Storage({("kueue-system", "kueue"): (2, "failed")})
     line = state_export.stranded_release("prod", export, ["jobset"], BOTH, read=storage)
     assert line is not None and line.startswith("Helm release kueue-system/kueue is failed in the cluster (revision 2)")
+
+
+@pytest.mark.pure
+def test_a_release_a_protected_stacks_destroy_dropped_names_its_helm_uninstall():
+    """The cluster is protected, so `make destroy` is refused and no destroy will delete it: the line names the one
+    command that clears the release, with its name and namespace (a state written before the releases' guards)."""
+    export = with_cluster(EXPORT, "34.162.10.20", "Q0E=", releases=("jobset",))
+    assert state_export.cluster_protected(export) and not state_export.cluster_protected(unprotected(export))
+    storage = Storage({("jobset-system", "jobset"): (1, "deployed"), ("kueue-system", "kueue"): (3, "deployed")})
+    line = state_export.stranded_release("prod", export, ["jobset"], BOTH, read=storage)
+    assert line == (
+        "Helm release kueue-system/kueue is deployed in the cluster (revision 3) but not in stack prod's state: a "
+        "destroy dropped it from the state (it is deleted with the cluster) while the cluster, protected, stays, and "
+        "Helm refuses to install it again. Uninstall it, then `make up` again (it installs it anew): helm uninstall "
+        "kueue -n kueue-system"
+    )
+    assert "make destroy" not in line
+
+
+@pytest.mark.pure
+def test_the_keys_a_state_holds_are_named_as_the_provider_names_them():
+    """``keys_in_state``: each ``gcp:kms/cryptoKey:CryptoKey`` of the export by ``{keyRing}/cryptoKeys/{name}``, one
+    with a create pending included; none in a new stack's export."""
+    ring = "projects/acme-tpu/locations/us-east5/keyRings/tpu-rl-prod-keys"
+    document = json.loads(EXPORT)
+    inputs = {"keyRing": ring, "name": "gke-secrets", "purpose": "ENCRYPT_DECRYPT"}
+    key: dict[str, Any] = {
+        "urn": "urn:pulumi:prod::tpu-rl::tpu-rl:gcp:SecretsKey$gcp:kms/cryptoKey:CryptoKey::secrets-key",
+        "custom": True,
+        "id": f"{ring}/cryptoKeys/gke-secrets",
+        "type": "gcp:kms/cryptoKey:CryptoKey",
+        "inputs": inputs,
+        "outputs": {"keyRing": ring, "name": "gke-secrets"},
+    }
+    document["deployment"]["resources"].append(key)
+    assert state_export.keys_in_state(json.dumps(document)) == [f"{ring}/cryptoKeys/gke-secrets"]
+    document["deployment"]["resources"].pop()
+    other = {**key, "inputs": {**inputs, "name": "other"}}
+    document["deployment"]["pending_operations"].append({"resource": other, "type": "creating"})
+    assert state_export.keys_in_state(json.dumps(document)) == [f"{ring}/cryptoKeys/other"]
+    assert state_export.keys_in_state(EXPORT) == []
+    assert state_export.keys_in_state('{"version": 3, "deployment": null}') == []
 
 
 @pytest.mark.pure
@@ -222,7 +265,7 @@ def test_make_ups_look_prints_the_releases_the_state_holds(tmp_path, cluster: Fa
 @pytest.mark.slow
 def test_make_ups_look_stops_at_a_release_the_failed_destroy_left_in_the_cluster(tmp_path, cluster: FakeCluster):
     cluster.core[("secrets", "jobset-system")] = [helm_secret("jobset", "jobset-system", 1, "deployed")]
-    done = releases(tmp_path, with_cluster(EXPORT, cluster.endpoint, cluster.ca_data, ()))
+    done = releases(tmp_path, unprotected(with_cluster(EXPORT, cluster.endpoint, cluster.ca_data, ())))
     line = helm_release_problem("jobset", "jobset-system", (1, "deployed"), in_state=frozenset(), stack="dev")
     assert (done.returncode, done.stdout, done.stderr) == (1, "", f"error: {line}\n")
     assert [p.split("?")[0] for p in cluster.requests] == ["/api/v1/namespaces/jobset-system/secrets"]

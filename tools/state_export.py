@@ -1,7 +1,8 @@
 """What `make up` reads of a stack's state before `pulumi up`, from ``pulumi stack export`` (which takes no lock):
 the Helm releases it holds (``releases_in_state``), the digests its last `up` pinned the images' tags to
-(``pins_in_state``), the cluster it holds (``state_cluster``) and a release a failed destroy left in that cluster
-(``stranded_release``). ``python -m tools.state releases`` runs them (tools/state.py)."""
+(``pins_in_state``), the Cloud KMS keys it holds (``keys_in_state``), the cluster it holds (``state_cluster``) and a
+release a destroy dropped from the state while that cluster keeps it (``stranded_release``). ``python -m tools.state
+releases`` runs them (tools/state.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
 CLUSTER = "gcp:container/cluster:Cluster"
+CRYPTO_KEY = "gcp:kms/cryptoKey:CryptoKey"
 
 
 STACK_TYPE = "pulumi:pulumi:Stack"
@@ -92,6 +94,29 @@ def pins_in_state(export: str) -> dict[str, str]:
     return {}
 
 
+def keys_in_state(export: str) -> list[str]:
+    """The ids of the Cloud KMS keys (``gcp:kms/cryptoKey:CryptoKey``) the exported state holds, sorted, for ``make up``
+    to hand the program (``infra.gcp.capacity.keys.KEYS_IN_STATE``): a key the state holds is the stack's own, whatever
+    cluster uses it. A key is named by its inputs as the provider names it (``{keyRing}/cryptoKeys/{name}``:
+    magic-modules ``CryptoKey.yaml`` ``id_format``); one with a create pending counts (its runner was killed while the
+    provider created it, so it may be this stack's)."""
+    document = json.loads(export)
+    deployment = document.get("deployment") or {}
+    resources: list[Any] = [r for r in deployment.get("resources") or [] if isinstance(r, dict) and not r.get("delete")]
+    for operation in deployment.get("pending_operations") or []:
+        if isinstance(operation, dict) and operation.get("type") == "creating":
+            resources.append(operation.get("resource"))
+    keys = set()
+    for resource in resources:
+        if not isinstance(resource, dict) or resource.get("type") != CRYPTO_KEY:
+            continue
+        inputs = resource.get("inputs") or {}
+        ring, name = inputs.get("keyRing"), inputs.get("name")
+        if isinstance(ring, str) and isinstance(name, str) and ring and name and "," not in ring + name:
+            keys.add(f"{ring}/cryptoKeys/{name}")
+    return sorted(keys)
+
+
 def state_cluster(export: str) -> tuple[str, str] | None:
     """The endpoint and CA certificate of the GKE cluster the exported state holds, from its outputs
     (``endpoint``, ``masterAuth.clusterCaCertificate``, what the program's kubeconfig is built from:
@@ -107,6 +132,17 @@ def state_cluster(export: str) -> tuple[str, str] | None:
                 return endpoint, ca
             return None
     return None
+
+
+def cluster_protected(export: str) -> bool:
+    """Whether the exported state's GKE cluster is protected (``protect``: a protected stack's, ``tpu-rl:protect``):
+    a destroy does not delete it, so a release such a destroy dropped is cleared with ``helm uninstall``, not by
+    finishing the destroy (``infra.k8s.manifests.helm_release_problem``)."""
+    document = json.loads(export)
+    for resource in ((document.get("deployment") or {}).get("resources")) or []:
+        if isinstance(resource, dict) and resource.get("type") == CLUSTER and not resource.get("delete"):
+            return resource.get("protect") is True
+    return False
 
 
 def platform_releases(kueue_install: bool) -> list[tuple[str, str]]:
@@ -144,11 +180,12 @@ def stranded_release(
     from infra.k8s import live
     from infra.k8s.kubeconfig import build_kubeconfig
 
+    protected = cluster_protected(export)
     reader = (read or live.ClusterReader)(build_kubeconfig(f"{PROJECT}-{stack}", *cluster))
     try:
         for name, namespace in missing:
             newest = reader.helm_release(namespace, name)
-            problem = helm_release_problem(name, namespace, newest, in_state=held, stack=stack)
+            problem = helm_release_problem(name, namespace, newest, in_state=held, stack=stack, protected=protected)
             if problem:
                 return problem
     finally:

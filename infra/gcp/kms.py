@@ -15,6 +15,18 @@ default predicates only, none for a KMS or IAM permission error). So what uses a
 (``GrantPropagation``, the analogue of Terraform's ``time_sleep``): the stack's other grants (the node accounts',
 each step's) use the same resource (``program.stack``).
 
+The wait is a fixed bound because no live signal of the grant taking effect exists for a principal the program cannot
+act as. IAM's test of access, ``testIamPermissions`` (Cloud KMS ``cryptoKeys.testIamPermissions``, Cloud Storage
+``buckets.testIamPermissions``), answers for the caller's own credentials, and GKE's service agent is a Google-managed
+account whose credentials the project does not hold (nor the step accounts', before their pods run). The policy
+read back (``getIamPolicy``) or judged by Policy Troubleshooter is the stored policy, which holds the binding as soon
+as ``setIamPolicy`` returns: what propagates is enforcement, which neither sees. The honest signal is the use itself,
+retried on the permission error (terraform-provider-google ``transport_tpg.IamMemberMissing`` retries BigQuery's
+creates so), but the cluster create is the provider's, which does not retry it, and GKE has no dry run of a cluster
+create to probe with (``google.container.v1.CreateClusterRequest``: ``parent`` and ``cluster`` only). Upstream has
+nothing better: Cluster Toolkit's gke-cluster module offers no Secrets encryption, and the provider's own acceptance
+test of ``database_encryption`` (``testAccContainerCluster_withDatabaseEncryption``) grants and creates with no wait.
+
 The wait is the program's, not the provider's: ``GrantPropagationProvider.create`` only records when the grants were
 made (``since``), and what depends on them waits in the program until ``since`` + the bound
 (``GrantPropagation.ready``). A provider's operation in flight is what the engine waits for when an update is
@@ -210,8 +222,10 @@ class SecretsKeyArgs:
     """The key the stack creates in that ring (``Names.crypto_key``)."""
     labels: dict[str, str]
     adopt: frozenset[str] = field(default_factory=frozenset)
-    """Ids of a ring and key of these names that exist already (an earlier stack's, left by its destroy): the
-    capacity check found them (``infra.gcp.capacity``, ``Finding.reuse``), and they are imported, not created."""
+    """Ids of a ring and key of these names that exist already and that a destroy left (or the stack's state holds):
+    the capacity check found them (``infra.gcp.capacity.keys.judge_key``, ``Finding.reuse``), and they are imported,
+    not created. A key in use by another stack is never among them: the check stops `up` before anything is
+    created."""
 
 
 class SecretsKey(pulumi.ComponentResource):
@@ -269,12 +283,19 @@ class SecretsKey(pulumi.ComponentResource):
         else:
             self.name = args.key
         number = gcp.organizations.get_project_output(project_id=args.project).number
+        # The member is the project's GKE service agent, the same for every stack of the project. On the stack's own
+        # key the grant is this stack's alone (the key is per stack, and adopted only when a destroy left it:
+        # infra.gcp.capacity.keys). On a key it is given, every stack of the project that is given the key (or a copy
+        # of this stack elsewhere) registers the same binding, and the provider's delete removes it whoever else
+        # needs it (terraform-provider-google ``resourceIamMemberDelete``: ``subtractFromBindings``): so the stack
+        # never deletes it (``retain_on_delete``: pulumi ``step.go`` ``DeleteStep.Apply`` calls no provider for a
+        # retained resource), and a destroy leaves it on the key (docs/operations.md "Destroy").
         self.grant = gcp.kms.CryptoKeyIAMMember(
             "gke-agent-key-user",
             crypto_key_id=self.name,
             role=KEY_ROLE,
             member=number.apply(gke_service_agent),
-            opts=child_options(self, opts, depends_on=after),
+            opts=child_options(self, opts, depends_on=after, retain_on_delete=args.key != "create"),
         )
         # The grant's id names the key, the role and the member: a new grant is a new id, and waits again.
         self.ready = GrantPropagation(

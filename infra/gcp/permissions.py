@@ -22,7 +22,9 @@ What each role is for is what ``infra.gcp`` registers (``capacity.SURVIVORS`` li
   then turns rotation off (terraform-provider-google ``resourceKMSCryptoKeyDelete``: ``clearCryptoKeyVersions``,
   ``disableCryptoKeyRotation``, a key update). A key of one's own is granted to GKE's service agent on the key
   itself (its IAM policy: ``cloudkms.cryptoKeys.setIamPolicy`` on that key, perhaps in another project), which a
-  test on the stack's project cannot see: not checked here.
+  test on the stack's project cannot see: not checked here. Before anything is created the capacity check lists the
+  project's clusters (``container.clusters.list``) to tell a key another stack's cluster uses from one a destroy left
+  (``infra.gcp.capacity.keys``).
 
 Permission names: the IAM permissions reference (https://cloud.google.com/iam/docs/permissions-reference) and the
 roles reference (https://cloud.google.com/iam/docs/roles-permissions), each permission listed under the role
@@ -94,6 +96,7 @@ GRANTS: tuple[Grant, ...] = (
             "container.clusters.create",
             "container.clusters.delete",
             "container.clusters.get",
+            "container.clusters.list",
             "container.clusters.update",
             "container.operations.get",
             "container.namespaces.create",

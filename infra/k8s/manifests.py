@@ -271,6 +271,7 @@ def helm_release_problem(
     *,
     in_state: frozenset[str] | None = None,
     stack: str = "",
+    protected: bool = False,
 ) -> str | None:
     """Why the next install or upgrade of the Helm release ``name`` cannot run (None: it can), from its newest
     revision and status (``infra.k8s.live.ClusterReader.helm_release``) and, when known, the names of the releases
@@ -290,7 +291,12 @@ def helm_release_problem(
     cluster delete fails: the engine drops every object ``deletedWith`` the cluster once the cluster's delete is
     planned (pulumi v3.259.0 ``pkg/resource/deploy/step.go`` ``DeleteStep.Apply``: ``isDeletedWith``), and the
     releases stay installed in the cluster that stays. Finishing the destroy deletes the cluster with them (a
-    release with a create pending in the state counts as held: ``tools.state_export.releases_in_state``)."""
+    release with a create pending in the state counts as held: ``tools.state_export.releases_in_state``). A
+    ``protected`` cluster (a protected stack's) is not being deleted: its destroy is refused (``make destroy``, and
+    the cluster's ``protect`` in the engine), so the line names ``helm uninstall`` of the release instead, after which
+    `up` installs it anew. Since each release has a destroy guard from its create on
+    (``infra.k8s.platform.release_guard``), a protected stack's destroy no longer drops one; a state written before
+    the guards can still hold such a cluster."""
     if newest is None:
         return None
     revision, status = newest
@@ -303,6 +309,13 @@ def helm_release_problem(
         )
     if in_state is None or name in in_state:
         return None
+    if protected:
+        return (
+            f"Helm release {namespace}/{name} is {status} in the cluster (revision {revision}) but not in stack "
+            f"{stack}'s state: a destroy dropped it from the state (it is deleted with the cluster) while the "
+            f"cluster, protected, stays, and Helm refuses to install it again. Uninstall it, then `make up` again (it "
+            f"installs it anew): helm uninstall {name} -n {namespace}"
+        )
     return (
         f"Helm release {namespace}/{name} is {status} in the cluster (revision {revision}) but not in stack "
         f"{stack}'s state: a destroy whose cluster delete failed dropped it from the state (it is deleted with the "

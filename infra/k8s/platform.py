@@ -93,6 +93,8 @@ class KubernetesPlatform(pulumi.ComponentResource):
 
     jobset: k8s.helm.v3.Release
     kueue: k8s.helm.v3.Release | None
+    guards: list[DestroyGuard]
+    """Each Helm release's destroy guard (``release_guard``): JobSet's, then Kueue's."""
     queues: list[KubernetesObject]
     """ResourceFlavors, ClusterQueue and LocalQueue (empty when Kueue is not ours)."""
     namespace: KubernetesObject
@@ -117,7 +119,10 @@ class KubernetesPlatform(pulumi.ComponentResource):
         # The Helm releases the stack's state holds, as `make up` read them (None: unknown, e.g. `pulumi up` by hand).
         self._in_state = releases_in_state(os.environ.get(RELEASES_IN_STATE)) if self._checks else None
         self._stack = pulumi.get_stack()
+        self._guarded = settings.protect  # tpu-rl:protect (not the SDK's own _protect)
         self.jobset = self._install_jobset(self._jobset_version(args, provider), child)
+        # Each release is guarded from its create on (``release_guard``), not only once the platform is.
+        self.guards = [DestroyGuard(release_guard("jobset"), settings.protect, [self.jobset])]
         labels = {"app.kubernetes.io/name": "tpu-rl", "app.kubernetes.io/instance": settings.cluster_name}
         self.namespace = KubernetesObject("namespace", namespace_manifest(settings.namespace, labels), opts=child)
         # No step claims a disk any more (their scratch is an emptyDir); the class stays so that the `up` which
@@ -142,6 +147,11 @@ class KubernetesPlatform(pulumi.ComponentResource):
         self.queues = []
         if settings.kueue.install:
             self._install_kueue(settings, labels, child)
+        # Registered whether or not Kueue is installed (then guarding nothing), so turning it off never deletes a
+        # protected guard.
+        self.guards.append(
+            DestroyGuard(release_guard("kueue"), settings.protect, [self.kueue] if self.kueue is not None else [])
+        )
         self.hf_secret, self.hf_write_secret = self._token_secrets(args, labels, in_namespace)
         self.register_outputs(
             {
@@ -327,7 +337,9 @@ class KubernetesPlatform(pulumi.ComponentResource):
         one command that clears it)."""
         try:
             newest = reader.helm_release(namespace, name)
-            problem = helm_release_problem(name, namespace, newest, in_state=self._in_state, stack=self._stack)
+            problem = helm_release_problem(
+                name, namespace, newest, in_state=self._in_state, stack=self._stack, protected=self._guarded
+            )
         except live.ClusterReadError as err:
             raise pulumi.RunError(f"cannot read Helm release {namespace}/{name} before installing it: {err}") from None
         if problem:
@@ -370,6 +382,19 @@ class KubernetesPlatform(pulumi.ComponentResource):
             )
             if r is not None
         ]
+
+
+def release_guard(release: str) -> str:
+    """The name of the destroy guard of the platform's Helm release ``release`` (``jobset``, ``kueue``).
+
+    A guard on the whole platform is registered only once every part of it is (the SDK resolves a ``depends_on`` on
+    a component to its children's URNs, each known once its registration returns: ``pulumi/runtime/rpc.py``
+    ``_add_dependency``), so a first `up` that fails inside the platform (the TPU pool, a Kueue queue, the token
+    Secret) leaves the releases unguarded; ``pulumi destroy --skip-preview`` then drops them from the state
+    (``deletedWith`` the cluster, whose delete is planned: ``step.go`` ``DeleteStep.Apply``, ``isDeletedWith``)
+    while the protected cluster stays with them installed, and Helm refuses to install them again. A guard that
+    depends on the release alone is registered as soon as the release's create returns."""
+    return f"tpu-rl-protect-release-{release}"
 
 
 class DestroyGuard(pulumi.ComponentResource):

@@ -15,7 +15,7 @@ budget), one module per thing it checks:
   network's objects) against what a run and the pools at their maximum draw, and for capacity that is not reserved
   the TPU chips' limit (Cloud Quotas);
 - ``keys``: the Secrets key, and the key ring and key a destroy leaves (``SURVIVORS``), reused or a stop naming the
-  fix;
+  fix, and a key of the stack's names another stack's cluster uses (GKE ``clusters.list``), a stop naming it;
 - ``boot_disk``: cpu-np's secondary boot disk image (``tpu-rl:cpuPool.bootDiskImage``, Compute Engine ``images.get``):
   it exists, is READY and not OBSOLETE or DELETED (DEPRECATED: a warning); its size counts against the disk quota;
 - ``hub_cache``: a shared Hub cache's bucket (``tpu-rl:model.hubCache``, through google-cloud-storage): it exists, has

@@ -44,6 +44,8 @@ def _check(settings: Settings, clients: Clients, budget: deadline.Budget) -> lis
     # With the Cloud KMS API off in the project, no key ring of the stack's can be in use there (the stack
     # enables the API and never disables it): nothing to look for.
     kms = states is None or states.get(KMS_API) == "ENABLED"
+    # Likewise no cluster of the project can use a key with the GKE API off.
+    gke = states is None or states.get("container.googleapis.com") == "ENABLED"
     if states is not None:
         findings += api_findings(states, settings.project, apis)
     findings += check_hub_cache(settings, clients, budget)
@@ -60,7 +62,7 @@ def _check(settings: Settings, clients: Clients, budget: deadline.Budget) -> lis
                 f"checked{unread_image}",
             )
         )
-        return findings + check_secrets_key(settings, clients, budget, kms)
+        return findings + check_secrets_key(settings, clients, budget, kms, gke)
     vcpus = check_offers(settings, clients, budget, findings)
     image_findings, secondary_gb = check_boot_disk_image(settings, clients, budget)
     findings += image_findings
@@ -71,4 +73,4 @@ def _check(settings: Settings, clients: Clients, budget: deadline.Budget) -> lis
     findings += check_global_quotas(settings, need, ours, clients, budget)
     if need.reservation is None:
         findings += check_tpu_quota(settings, need, clients, budget)
-    return findings + check_secrets_key(settings, clients, budget, kms)
+    return findings + check_secrets_key(settings, clients, budget, kms, gke)

@@ -131,8 +131,9 @@ def cap_replies(session: Any, cap: int = MAX_REPLY_BYTES) -> None:
 
 
 class Clients:
-    """The Compute Engine, Service Usage, Cloud Quotas and Cloud KMS clients, REST, and a Cloud Storage client (JSON
-    API), every reply capped (tests point them at a loopback server)."""
+    """The Compute Engine, Service Usage, Cloud Quotas and Cloud KMS clients, REST, Resource Manager's and GKE's one
+    call each (``ProjectPermissions``, ``ProjectClusters``), and a Cloud Storage client (JSON API), every reply capped
+    (tests point them at a loopback server)."""
 
     def __init__(self, **options: Any) -> None:
         from google.cloud import cloudquotas_v1, compute_v1, kms_v1, service_usage_v1, storage
@@ -150,6 +151,7 @@ class Clients:
         self.disk_types = compute_v1.DiskTypesClient(**options)
         self.images = compute_v1.ImagesClient(**options)
         self.permissions = ProjectPermissions(**options)
+        self.clusters = ProjectClusters(**options)
         for client in self.all():
             cap_replies(client.transport._session)
         # project=None: buckets.get names no project (the client would otherwise look one up, or fail without one).
@@ -172,6 +174,7 @@ class Clients:
             self.disk_types,
             self.images,
             self.permissions,
+            self.clusters,
         )
 
     def close(self) -> None:
@@ -180,13 +183,12 @@ class Clients:
         self.storage.close()
 
 
-class ProjectPermissions:
-    """Resource Manager's ``projects.testIamPermissions`` (v3, REST), through google-auth's ``AuthorizedSession``:
-    the session every google-cloud REST transport uses (``transport._session``), so the same credentials, the same
-    capped adapter (``cap_replies``) and api_core's exceptions (``from_http_response``). No Resource Manager client
-    library is a dependency of the project for this one call."""
+class _OneCall:
+    """One Google REST call of an API whose client library the project does not depend on, through google-auth's
+    ``AuthorizedSession``: the session every google-cloud REST transport uses (``transport._session``), so the same
+    credentials, the same capped adapter (``cap_replies``) and api_core's exceptions (``from_http_response``)."""
 
-    ENDPOINT = "https://cloudresourcemanager.googleapis.com"
+    ENDPOINT = ""
 
     def __init__(self, credentials: Any = None, client_options: Any = None, **_: Any) -> None:
         import google.auth
@@ -198,6 +200,15 @@ class ProjectPermissions:
         self.url = endpoint if "://" in endpoint else f"https://{endpoint}"
         self.transport = self
         self._session = AuthorizedSession(credentials)
+
+    def close(self) -> None:
+        self._session.close()
+
+
+class ProjectPermissions(_OneCall):
+    """Resource Manager's ``projects.testIamPermissions`` (v3, REST)."""
+
+    ENDPOINT = "https://cloudresourcemanager.googleapis.com"
 
     def test(self, project: str, permissions: Iterable[str], options: dict[str, Any]) -> list[str]:
         """The permissions of ``permissions`` the caller holds on ``project`` (retried and bounded as every read)."""
@@ -215,8 +226,27 @@ class ProjectPermissions:
 
         return options["retry"](once)()
 
-    def close(self) -> None:
-        self._session.close()
+
+class ProjectClusters(_OneCall):
+    """GKE's ``projects.locations.clusters.list`` (v1, REST) over every location of a project (``locations/-``).
+    The reply is GKE's JSON object (``ListClustersResponse``: ``clusters``, ``missingZones``), parsed by the check that
+    reads it (``infra.gcp.capacity.keys.clusters_reply``)."""
+
+    ENDPOINT = "https://container.googleapis.com"
+
+    def list(self, project: str, options: dict[str, Any]) -> Any:
+        """The clusters of ``project`` in every location (retried and bounded as every read)."""
+        from google.api_core import exceptions as api
+
+        def once() -> Any:
+            response = self._session.get(
+                f"{self.url}/v1/projects/{project}/locations/-/clusters", timeout=options["timeout"]
+            )
+            if response.status_code >= 400:
+                raise api.from_http_response(response)
+            return json.loads(response.content)
+
+        return options["retry"](once)()
 
 
 def make_clients() -> Clients:
