@@ -43,7 +43,7 @@ def make(tmp_path, target: str, stack: str, protect: str | None) -> tuple[subpro
         "STATE_BACKEND": f"file://{tmp_path / 'state'}",  # outside the checkout (tests/test_makefile.py)
         "ALLOW_PASSPHRASE": "1",  # a file backend's secrets: prod's protection is the subject here, not its key
     }
-    for variable in ("PULUMI_BACKEND_URL", "PULUMI_ACCESS_TOKEN", "MAKEFLAGS", "MAKELEVEL", "MFLAGS", "SECRETS_PROVIDER"):
+    for variable in ("PULUMI_BACKEND_URL", "PULUMI_ACCESS_TOKEN", "MAKEFLAGS", "MAKELEVEL", "MFLAGS"):
         env.pop(variable, None)
     done = subprocess.run(
         [MAKE, "--no-print-directory", "-o", ".venv/.installed", target, f"STACK={stack}"],

@@ -186,9 +186,7 @@ def test_make_up_hands_pulumi_up_the_releases_the_state_holds(tmp_path):
         "warning: `pulumi stack export --stack dev` failed: error: no stack named 'dev' found; `pulumi up` goes on "
         "without comparing the cluster's Helm releases with the state\n"
     )
-    done, _ = make(
-        tmp_path, "up", "STACK=dev", STATE_BACKEND=url, TPU_RL_RELEASES_IN_STATE="stale", export=""
-    )
+    done, _ = make(tmp_path, "up", "STACK=dev", STATE_BACKEND=url, TPU_RL_RELEASES_IN_STATE="stale", export="")
     assert seen.read_text() == "unset\n", "a value left in the environment is not taken for the state's"
 
 
@@ -277,7 +275,8 @@ def test_no_lock_no_line_and_a_lock_of_another_stack_is_not_ours(tmp_path):
     backend = tmp_path / "state"
     write_lock(backend, "prod", pid=1, hostname="x")
     assert state_locks.read_locks(f"file://{backend}", "dev") == []
-    assert state_locks.read_locks("https://api.pulumi.com", "dev") == [], "Pulumi Cloud's own message names pulumi cancel"
+    cloud = state_locks.read_locks("https://api.pulumi.com", "dev")
+    assert cloud == [], "Pulumi Cloud's own message names pulumi cancel"
 
 
 def test_a_lock_file_that_is_not_pulumis_is_named_without_being_trusted(tmp_path):

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from tools import state_home
-from tools.state_home import Home, RefusedError, decide, with_record
 from tools.stack_files import ROOT
+from tools.state_home import Home, RefusedError, decide, with_record
 
 STACKS = ROOT / "tests" / "data" / "stacks"
 KEY = "projects/acme-tpu/locations/global/keyRings/pulumi-state/cryptoKeys/tpu-rl-{}"
@@ -137,9 +137,7 @@ def test_a_key_another_stack_encrypts_with_is_refused_and_the_shared_one_names_t
     root = repo(tmp_path, dev=cli_file(provider=SHARED), prod=cli_file(provider=SHARED, protect=True))
     line = refused(root, "prod")
     assert "(the project's shared key) encrypts stack dev's secrets too (Pulumi.dev.yaml)" in line
-    assert line.endswith(
-        "make state-bucket STACK=prod, then make state-move STACK=prod (docs/operations.md#moving-a-stack-to-a-home-of-its-own)"
-    )
+    assert line.endswith("make state-bucket STACK=prod, then make state-move STACK=prod (" + state_home.MOVE_HELP + ")")
     assert decide("prod", root, shared_key_ok=True).key.endswith("/pulumi-secrets"), "what the move starts from"
 
 
