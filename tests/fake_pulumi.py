@@ -24,6 +24,11 @@ ROOT = Path(__file__).resolve().parents[1]
 LINKED = ("core", "infra", "workloads", "program", "policy", "__main__.py", "requirements.lock", "requirements.txt")
 LINKED += ("pyproject.toml", ".venv")
 COPIED = ("Makefile", "Pulumi.yaml", "Pulumi.dev.yaml", "Pulumi.prod.yaml")
+# The environment a user may have; the tests set what they need.
+CLEAN: tuple[str, ...] = ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "PULUMI_BACKEND_URL", "STATE_BACKEND", "LOCAL_STATE")
+CLEAN += ("YES", "PULUMI_ACCESS_TOKEN", "SECRETS_PROVIDER", "BUCKET", "STEP", "TPU_RL_RELEASES_IN_STATE", "NO_POLICY")
+CLEAN += ("TPU_RL_IMAGES_IN_STATE", "ALLOW_PASSPHRASE", "MEMBERS", "READERS", "FROM", "PULUMI_CONFIG_PASSPHRASE")
+CLEAN += ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS")
 ENCRYPTED_KEY = "CiQAiRhdlQ7ogTYJFm9rET0XjWwP05Af8jmhoJXyD5OVZQz5OAsSSQCO2yJKaySKHpJOj9CuLhqUkqMwXxiMthCQD540f66IbcZQ="
 """What ``pulumi stack init --secrets-provider gcpkms://...`` writes as ``encryptedkey`` (a wrapped data key; the
 shape of tests/data/stacks/Pulumi.gcpkms.yaml's)."""

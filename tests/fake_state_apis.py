@@ -58,6 +58,8 @@ class FakeStateApis:
         self.keys: dict[str, dict[str, Any]] = {}
         self.key_policies: dict[str, list[dict[str, Any]]] = {}
         self.held: set[str] | None = None
+        self.unapplied = False
+        """``setIamPolicy`` answers as if it applied the policy, and keeps the old one (the read-back must see it)."""
         self.held_after: int = 0
         """Answer ``testIamPermissions`` with nothing this many times first (IAM propagating)."""
         self.requests: list[str] = []
@@ -108,7 +110,7 @@ class FakeStateApis:
             name = body["name"]
             if name in self.buckets:
                 return 409, error(409, "Your previous request to create the named bucket succeeded", "conflict")
-            self.buckets[name] = {**bucket_reply(name, body.get("location", "US").upper()), **body}
+            self.buckets[name] = {**bucket_reply(name), **body, "location": body.get("location", "US").upper()}
             self.bucket_policies[name] = default_bucket_policy("123456789012")
             return 200, self.buckets[name]
         if name not in self.buckets:
@@ -122,7 +124,8 @@ class FakeStateApis:
         if rest == ["iam"] and method == "GET":
             return 200, self._bucket_policy(name)
         if rest == ["iam"] and method == "PUT":
-            self.bucket_policies[name] = [dict(b) for b in body.get("bindings", [])]
+            if not self.unapplied:
+                self.bucket_policies[name] = [dict(b) for b in body.get("bindings", [])]
             return 200, self._bucket_policy(name)
         if rest == ["iam", "testPermissions"]:
             held = self._granted(query.get("permissions", []))
@@ -175,7 +178,7 @@ class FakeStateApis:
     def _key_iam(self, key: str, verb: str, body: Any) -> tuple[int, Any]:
         if key not in self.keys:
             return 404, error(404, f"CryptoKey {key} not found.", "notFound")
-        if verb == "setIamPolicy":
+        if verb == "setIamPolicy" and not self.unapplied:
             self.key_policies[key] = [dict(b) for b in body["policy"].get("bindings", [])]
         if verb == "testIamPermissions":
             held = self._granted((body or {}).get("permissions", []))

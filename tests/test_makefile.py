@@ -19,7 +19,7 @@ import pytest
 
 from infra.k8s.manifests import helm_release_problem
 from tests import fake_kube
-from tests.fake_pulumi import checkout
+from tests.fake_pulumi import CLEAN, checkout
 from tests.scenario import EXPORT, auth_plugin, credential, helm_secret, with_cluster
 from tools import state_locks
 from tools.stack_files import ROOT
@@ -49,11 +49,6 @@ UP = "up --stack dev --policy-pack policy --policy-pack-config policy/config/dev
 """`make up`'s `pulumi up`: with the policy pack and the stack's policy config."""
 NEW_STACK = '{\n    "version": 3,\n    "deployment": null\n}'
 """What `pulumi stack export` prints for a stack no update has written yet (diy CreateStack: an empty deployment)."""
-# The environment a user may have; the tests set what they need.
-CLEAN: tuple[str, ...] = ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "PULUMI_BACKEND_URL", "STATE_BACKEND", "LOCAL_STATE")
-CLEAN += ("YES", "PULUMI_ACCESS_TOKEN", "SECRETS_PROVIDER", "BUCKET", "STEP", "TPU_RL_RELEASES_IN_STATE", "NO_POLICY")
-CLEAN += ("TPU_RL_IMAGES_IN_STATE", "ALLOW_PASSPHRASE", "MEMBERS", "READERS", "FROM", "PULUMI_CONFIG_PASSPHRASE")
-CLEAN += ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS")
 
 
 def make(tmp_path: Path, *args: str, selects: bool = True, export: str = NEW_STACK, **env: str):

@@ -53,7 +53,7 @@ from tools.state_export import (
     releases_in_state,
     stranded_release,
 )
-from tools.state_home import Home, RefusedError, decide, read_stack_file, record
+from tools.state_home import STACK_NAME, Home, RefusedError, decide, read_stack_file, record
 from tools.state_locks import alive, lock_lines, read_locks
 
 # google-api-core's notice about Python 3.11's end of life (2027) is not the operator's business on every `make up`.
@@ -97,6 +97,8 @@ def home_of_args(args: argparse.Namespace, *, moving: bool = False) -> Home:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     try:
+        if not STACK_NAME.fullmatch(args.stack):
+            raise RefusedError(f"{scrub(args.stack, limit=40)!r} is not a stack name (letters, digits, '-', '_', '.')")
         if args.command == "releases":
             return _releases(args.stack, args.pins)
         if args.command == "move":
@@ -161,9 +163,10 @@ def _why(err: Exception) -> str:
 
 def _new(home: Home, root: Path) -> int:
     """Before `pulumi stack init`: the stack in no other backend the project knows, and its home's bucket there."""
-    from tools.state_lookup import found_elsewhere
+    from tools.state_lookup import found_elsewhere, known
 
-    storage = _storage()
+    buckets = home.bucket or any(k.url.startswith("gs://") for k in known(home, root))
+    storage = _storage() if buckets else None
     found, failures = found_elsewhere(home, root, storage)
     if found is not None:
         move = f"make state-move STACK={home.stack} FROM={found.url}"

@@ -83,7 +83,7 @@ def check(home: Home, access: str, *, storage: Any, kms: Any) -> str | None:
         return None
     return (
         f"the account running `make` lacks {'; '.join(missing)}, which stack {home.stack}'s "
-        f"{'preview' if access == 'read' else 'commands'} need: whoever administers the state grants them with "
+        f"{'preview needs' if access == 'read' else 'commands need'}: whoever administers the state grants them with "
         f"`{fix} {'READERS' if access == 'read' else 'MEMBERS'}=user:YOU` (or gcloud, {GRANTS_HELP})"
     )
 

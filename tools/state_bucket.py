@@ -167,7 +167,8 @@ def inspect_bucket(storage: Any, home: Home) -> Any:
     if others:
         shared = " (the project's shared bucket of earlier versions)" if name == legacy_bucket(home.project) else ""
         raise RefusedError(
-            f"gs://{name}{shared} holds the state of stack {', '.join(others)} too: whoever may read one stack's "
+            f"gs://{name}{shared} holds the state of stack{'s' if len(others) > 1 else ''} {', '.join(others)} too: "
+            "whoever may read one stack's "
             f"state there reads the other's; keep stack {home.stack} in a bucket of its own "
             f"(docs/operations.md#moving-a-stack-to-a-home-of-its-own)"
         )
@@ -280,7 +281,10 @@ def granted(bindings: Bindings, grants: dict[str, tuple[str, ...]]) -> tuple[Bin
         gone = [m for m in members if m.startswith(CONVENIENCE) or m in PUBLIC]
         removed += [f"{m} ({role})" for m in gone]
         rest = [m for m in members if m not in gone]
-        if rest:
+        same = next((b for b in kept if b[0] == role and not b[2]), None) if not condition else None
+        if same is not None:
+            same[1].extend(m for m in rest if m not in same[1])
+        elif rest:
             kept.append((role, rest, condition))
     for role, members in grants.items():
         if not members:
@@ -433,12 +437,12 @@ def create(
     )
     lines += key_policy(kms, target.key, {state_role("write", "key"): writers, state_role("read", "key"): readers})
     wait(target, storage, kms)
+    lines.append(f"state: {home.backend}  secrets: {target.secrets_provider}")
     if target.secrets_provider != home.secrets_provider and home.secrets_provider:
         lines.append(
             f"stack {home.stack}'s secrets are still encrypted by {home.secrets_provider}: make state-move "
             f"STACK={home.stack} moves them to {target.key}"
         )
-    lines.append(f"state: {home.backend}  secrets: {home.secrets_provider or '(the backend default)'}")
     return lines
 
 

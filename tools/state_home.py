@@ -282,11 +282,15 @@ def decide(
         _refuse_shared_key(stack, own, provider, others)
     passphrase = provider == "passphrase" or (not provider and not is_cloud(backend))
     if passphrase and own.protect and not allow_passphrase:
+        if own.secrets_provider or own.salt:
+            fix = f"move them to a key of its own: make state-bucket STACK={stack}, then make state-move STACK={stack}"
+        else:
+            key = f"projects/{own.project or '<project>'}/locations/{KEY_LOCATION}/keyRings/{KEY_RING}"
+            fix = f"create it with a key of its own: SECRETS_PROVIDER=gcpkms://{key}/cryptoKeys/{PROJECT}-{stack}"
         raise RefusedError(
             f"stack {stack} is protected ({PROJECT}:protect: true) and its secrets would be encrypted with a "
-            "passphrase, a shared string no one can revoke from one holder and whose loss loses every secret: give "
-            f"it its own Cloud KMS key (make state-bucket STACK={stack}, then `pulumi stack change-secrets-provider "
-            f"--stack {stack} gcpkms://...`, {MOVE_HELP}), or accept the passphrase with ALLOW_PASSPHRASE=1"
+            f"passphrase, a shared string no one can revoke from one holder and whose loss loses every secret: {fix} "
+            f"({MOVE_HELP}), or accept the passphrase with ALLOW_PASSPHRASE=1"
         )
     return Home(stack, backend, origin, provider, passphrase, own.project, own.region)
 

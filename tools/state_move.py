@@ -79,13 +79,13 @@ def move(
 ) -> int:
     """The move of the module's docstring; the lines saying what was done on ``out`` (stdout)."""
     out = out or sys.stdout
-    own = read_stack_file(home.stack, root)
     source = (source or (f"gs://{legacy_bucket(home.project)}" if home.project else "")).rstrip("/")
     if not source or same(source, home.backend) or is_cloud(source):
         raise RefusedError(
             f"FROM={source or '(none)'} is no backend to move stack {home.stack} from: name the self-managed backend "
             f"it lives in now (gs://... or file://...), not its home {home.backend} ({MOVE_HELP})"
         )
+    own = read_stack_file(home.stack, root)
     if not home.project:
         raise RefusedError(f"{own.name} has no gcp:project of yours: the stack's key is in that project")
     target = f"gcpkms://{own_key(home.project, home.stack)}"
