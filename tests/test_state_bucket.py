@@ -246,3 +246,18 @@ def test_the_project_permissions_make_state_bucket_needs_are_named_with_their_ro
         "serviceusage.services.enable, serviceusage.services.get; roles/storage.admin: storage.buckets.get,"
     )
     assert "roles/cloudkms.admin: cloudkms.keyRings.create" in line
+
+
+def test_the_permissions_page_lists_what_the_state_tools_test_and_grant():
+    """docs/permissions.md "Each stack's state": a row per grant of ``STATE_SETUP``, ``STATE_WRITE`` and
+    ``STATE_READ``, each with every permission tested, and the per-stack CI grants naming those roles."""
+    from infra.gcp.permissions import STATE_READ, STATE_SETUP, STATE_WRITE
+    from tools.stack_files import ROOT
+
+    page = (ROOT / "docs" / "permissions.md").read_text().split("## Each stack's state\n", 1)[1]
+    rows = [line for line in page.splitlines() if line.startswith("| ")]
+    for grant in [*STATE_SETUP, *STATE_WRITE, *STATE_READ]:
+        (row,) = [r for r in rows if f"| `{grant.role}` |" in r and all(f"`{p}`" in r for p in grant.permissions)]
+        assert grant.why in row or not hasattr(grant, "on"), row
+    ci = [r for r in rows if r.startswith("| `preview-") or r.startswith("| `deploy-")]
+    assert len(ci) == 4 and all(r.count("nothing") == 1 for r in ci), "each CI account on its own stack alone"

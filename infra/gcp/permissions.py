@@ -29,6 +29,10 @@ roles reference (https://cloud.google.com/iam/docs/roles-permissions), each perm
 named here. The check asks Resource Manager which of them the caller holds on the project
 (``projects.testIamPermissions``, https://cloud.google.com/resource-manager/reference/rest/v3/projects/
 testIamPermissions: it answers the subset held, inherited grants included, and needs no permission itself).
+
+Each stack's state bucket and key are granted on themselves, per stack (``STATE_WRITE``, ``STATE_READ``), and made by
+`make state-bucket` with ``STATE_SETUP`` (tools/state_bucket.py, tools/state_access.py; docs/permissions.md "Each
+stack's state").
 """
 
 from __future__ import annotations
