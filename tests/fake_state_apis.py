@@ -58,6 +58,8 @@ class FakeStateApis:
         self.keys: dict[str, dict[str, Any]] = {}
         self.key_policies: dict[str, list[dict[str, Any]]] = {}
         self.held: set[str] | None = None
+        self.project_held: set[str] | None = None
+        """What the caller holds on the project (Resource Manager ``projects.testIamPermissions``); None: all."""
         self.unapplied = False
         """``setIamPolicy`` answers as if it applied the policy, and keeps the old one (the read-back must see it)."""
         self.held_after: int = 0
@@ -71,6 +73,10 @@ class FakeStateApis:
     def answer(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
         with self.lock:
             self.requests.append(f"{method} {path}")
+            if path.startswith("/v3/projects/") and path.endswith(":testIamPermissions"):
+                asked = (body or {}).get("permissions", [])
+                held = [p for p in asked if self.project_held is None or p in self.project_held]
+                return 200, {"permissions": held} if held else {}
             if path.startswith("/storage/v1/"):
                 return self._disabled("storage.googleapis.com") or self._storage(method, path, query, body)
             if "/services/" in path:
@@ -215,6 +221,16 @@ def fake_state_apis(project: str = "acme-tpu") -> Iterator[FakeStateApis]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def admin_clients(fake: FakeStateApis) -> tuple[Any, Any, Any, Any]:
+    """``clients`` and a Resource Manager ``projects.testIamPermissions`` client, as `make state-bucket` makes them."""
+    from google.auth.credentials import AnonymousCredentials
+
+    from infra.gcp.capacity.reads import ProjectPermissions
+
+    permissions = ProjectPermissions(credentials=AnonymousCredentials(), client_options={"api_endpoint": fake.url})
+    return (*clients(fake), permissions)
 
 
 def clients(fake: FakeStateApis) -> tuple[Any, Any, Any]:

@@ -24,6 +24,10 @@ DEPLOY = "serviceAccount:deploy-prod@acme-tpu.iam.gserviceaccount.com"
 PREVIEW = "serviceAccount:preview-prod@acme-tpu.iam.gserviceaccount.com"
 
 
+def no_wait(home, storage, kms) -> None:
+    """IAM applied at once (the wait has its own test)."""
+
+
 def policy(bindings: list[dict]) -> dict[str, set[str]]:
     """A policy's bindings as role -> members; a role in two bindings fails (one binding per role)."""
     roles = [b["role"] for b in bindings]
@@ -261,3 +265,35 @@ def test_the_permissions_page_lists_what_the_state_tools_test_and_grant():
         assert grant.why in row or not hasattr(grant, "on"), row
     ci = [r for r in rows if r.startswith("| `preview-") or r.startswith("| `deploy-")]
     assert len(ci) == 4 and all(r.count("nothing") == 1 for r in ci), "each CI account on its own stack alone"
+
+
+def test_make_state_bucket_names_the_caller_records_the_home_and_stops_on_missing_project_permissions(
+    apis, tmp_path, monkeypatch, capsys
+):
+    """`python -m tools.state create` as `make state-bucket` runs it: the caller (from its ID token) is granted, the
+    home recorded in the stack file; without the project permissions it needs, one line and nothing made."""
+    from google.oauth2 import credentials
+
+    from tests.fake_state_apis import admin_clients
+    from tests.stack_homes import cli_file, repo
+    from tools import state
+
+    root = repo(tmp_path, prod=cli_file(protect=True))
+    user = credentials.Credentials("ya29.token", id_token=jwt({"email": "ops@acme.example"}))
+    monkeypatch.setattr(state, "_credentials", lambda: user)
+    monkeypatch.setattr(state, "_admin_clients", lambda credentials, project: admin_clients(apis))
+    apis.project_held = {"storage.buckets.create"}
+    argv = ["create", "--stack", "prod", "--root", str(root), "--readers", PREVIEW]
+    assert state.main(argv) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: the account running `make state-bucket` lacks, in project acme-tpu: ")
+    assert apis.buckets == {} and apis.keys == {} and "POST" not in " ".join(apis.requests[1:])
+    apis.project_held = None
+    assert state.main([*argv, "--members", DEPLOY]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert f"gs://{BUCKET}: roles/storage.objectUser: {DEPLOY}, {OPS}" in out
+    assert out[-1] == (
+        f"recorded tpu-rl:stateBackend: gs://{BUCKET} in Pulumi.prod.yaml: commit it, so that every clone and CI job "
+        "finds the state there"
+    )
+    assert (root / "Pulumi.prod.yaml").read_text().endswith(f"  tpu-rl:stateBackend: gs://{BUCKET}\n")

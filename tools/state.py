@@ -221,28 +221,13 @@ def _create(home: Home, root: Path, members: str, readers: str) -> int:
     viewers = parse_members(readers, "READERS")
     if not home.bucket:
         create(home, writers=writers, readers=viewers, storage=None, kms=None, services=None)
-    try:
-        import google.auth
-        from google.auth.transport.requests import Request
-
-        credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
-        credentials.refresh(Request())
-    except Exception as err:  # noqa: BLE001 (no credentials: one line)
-        raise StateError(f"make state-bucket needs Google credentials ({_why(err)})") from None
+    credentials = _credentials()
     caller = caller_of(credentials)
     writers = tuple(dict.fromkeys([*([caller] if caller else []), *writers]))
-    _setup_permissions(home, setup_missing)
-    from google.cloud import kms_v1, service_usage_v1
-
-    from infra.gcp.capacity.reads import cap_replies
-    from workloads.observe.artifacts import storage_client
-
-    kms = kms_v1.KeyManagementServiceClient(transport="rest", credentials=credentials)
-    services = service_usage_v1.ServiceUsageClient(transport="rest", credentials=credentials)
-    for client in (kms, services):
-        cap_replies(client.transport._session)
+    storage, kms, services, permissions = _admin_clients(credentials, home.project)
+    _setup_permissions(home, permissions, setup_missing)
     try:
-        lines = create(home, writers=writers, readers=viewers, storage=storage_client(), kms=kms, services=services)
+        lines = create(home, writers=writers, readers=viewers, storage=storage, kms=kms, services=services)
     except StateError:
         raise
     except Exception as err:  # noqa: BLE001 (permissions, network: one line)
@@ -253,19 +238,44 @@ def _create(home: Home, root: Path, members: str, readers: str) -> int:
     return 0
 
 
-def _setup_permissions(home: Home, setup_missing: Any) -> None:
+def _credentials() -> Any:
+    """Application Default Credentials, refreshed (a user's ID token names the caller); StateError without."""
+    try:
+        import google.auth
+        from google.auth.transport.requests import Request
+
+        credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+        credentials.refresh(Request())
+    except Exception as err:  # noqa: BLE001 (no credentials: one line)
+        raise StateError(f"make state-bucket needs Google credentials ({_why(err)})") from None
+    return credentials
+
+
+def _admin_clients(credentials: Any, project: str) -> tuple[Any, Any, Any, Any]:
+    """Storage, Cloud KMS, Service Usage and Resource Manager (``projects.testIamPermissions``) clients, every
+    reply through the one bounded read."""
+    from google.cloud import kms_v1, service_usage_v1, storage
+
+    from infra.gcp.capacity.reads import ProjectPermissions, cap_replies
+    from workloads.observe.artifacts import capped
+
+    kms = kms_v1.KeyManagementServiceClient(transport="rest", credentials=credentials)
+    services = service_usage_v1.ServiceUsageClient(transport="rest", credentials=credentials)
+    permissions = ProjectPermissions(credentials=credentials)
+    for client in (kms, services, permissions):
+        cap_replies(client.transport._session)
+    return capped(storage.Client(project=project, credentials=credentials)), kms, services, permissions
+
+
+def _setup_permissions(home: Home, permissions: Any, setup_missing: Any) -> None:
     """What `make state-bucket` needs in the project, asked of Resource Manager before anything is made."""
-    from infra.gcp.capacity.reads import ProjectPermissions
     from infra.gcp.permissions import STATE_SETUP
 
     wanted = [p for grant in STATE_SETUP for p in grant.permissions]
     try:
-        held = ProjectPermissions().test(home.project, wanted, {"timeout": 20.0, "retry": lambda f: f})
+        held = permissions.test(home.project, wanted, {"timeout": 20.0, "retry": lambda f: f})
     except Exception as err:  # noqa: BLE001 (the API off, no answer: a warning)
-        print(
-            f"warning: cannot test your permissions in project {home.project} ({_why(err)})",
-            file=sys.stderr,
-        )
+        print(f"warning: cannot test your permissions in project {home.project} ({_why(err)})", file=sys.stderr)
         return
     problem = setup_missing(home.project, held)
     if problem:

@@ -121,19 +121,24 @@ def setup_missing(project: str, held: Iterable[str]) -> str | None:
     )
 
 
-def enable_apis(services: Any, project: str) -> list[str]:
-    """Enable the APIs of ``APIS`` that are not; the lines saying which."""
+def disabled_apis(services: Any, project: str) -> list[str]:
+    """The APIs of ``APIS`` not enabled in ``project`` (a read: nothing changes)."""
     from google.cloud import service_usage_v1
 
-    done = []
+    off = []
     for api in APIS:
+        service = services.get_service(request={"name": f"projects/{project}/services/{api}"}, timeout=TIMEOUT[1])
+        if service.state != service_usage_v1.State.ENABLED:
+            off.append(api)
+    return off
+
+
+def enable_apis(services: Any, project: str, apis: list[str]) -> list[str]:
+    """Enable ``apis``, each operation waited for (bounded); the lines saying which."""
+    for api in apis:
         name = f"projects/{project}/services/{api}"
-        service = services.get_service(request={"name": name}, timeout=TIMEOUT[1])
-        if service.state == service_usage_v1.State.ENABLED:
-            continue
         services.enable_service(request={"name": name}, timeout=TIMEOUT[1]).result(timeout=ENABLE_SECONDS)
-        done.append(f"enabled {api} in project {project}")
-    return done
+    return [f"enabled {api} in project {project}" for api in apis]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -427,9 +432,16 @@ def create(
             f"run the stack's commands: make state-bucket STACK={home.stack} MEMBERS=user:YOU@example.com"
         )
     target = replace(home, secrets_provider=f"gcpkms://{state_key(home)}")
-    lines = enable_apis(services, home.project)
-    bucket = inspect_bucket(storage, home)
-    key = inspect_key(kms, target.key, home.stack)
+    off = disabled_apis(services, home.project)
+    # Another stack's bucket or key is refused before anything changes, APIs included; an API that is off is
+    # enabled first, as nothing can be read through it.
+    bucket = inspect_bucket(storage, home) if APIS[0] not in off else None
+    key = inspect_key(kms, target.key, home.stack) if APIS[1] not in off else None
+    lines = enable_apis(services, home.project, off)
+    if APIS[0] in off:
+        bucket = inspect_bucket(storage, home)
+    if APIS[1] in off:
+        key = inspect_key(kms, target.key, home.stack)
     lines += make_bucket(storage, home, bucket)
     lines += make_key(kms, target.key, home.stack, key)
     lines += bucket_policy(
