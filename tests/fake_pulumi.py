@@ -21,7 +21,16 @@ from pathlib import Path
 from urllib.parse import quote, unquote, urlparse
 
 ROOT = Path(__file__).resolve().parents[1]
-LINKED = ("core", "infra", "workloads", "program", "policy", "__main__.py", "requirements.lock", "requirements.txt")
+LINKED: tuple[str, ...] = (
+    "core",
+    "infra",
+    "workloads",
+    "program",
+    "policy",
+    "__main__.py",
+    "requirements.lock",
+    "requirements.txt",
+)
 LINKED += ("pyproject.toml", ".venv")
 COPIED = ("Makefile", "Pulumi.yaml", "Pulumi.dev.yaml", "Pulumi.prod.yaml")
 # The environment a user may have; the tests set what they need.

@@ -13,10 +13,12 @@ KEY = "projects/acme-tpu/locations/global/keyRings/pulumi-state/cryptoKeys/tpu-r
 SHARED = "gcpkms://projects/acme-tpu/locations/global/keyRings/pulumi-state/cryptoKeys/pulumi-secrets"
 
 
-def cli_file(*, project: str = "acme-tpu", provider: str | None = "", protect: bool = False, **config: str) -> str:
+def cli_file(
+    *, project: str = "acme-tpu", provider: str | None = "", protect: bool = False, config: dict[str, str] | None = None
+) -> str:
     """A stack file as the CLI writes it: tests/data/stacks/Pulumi.gcpkms.yaml with ``gcp:project`` set, its
-    ``secretsprovider`` replaced (None: the passphrase file's salt instead; "": none), ``tpu-rl:protect`` and other
-    keys appended as `pulumi config set` appends them (quoted strings)."""
+    ``secretsprovider`` replaced (None: the passphrase file's salt instead; "": none), ``tpu-rl:protect`` and the
+    keys of ``config`` appended as `pulumi config set` appends them."""
     text = (STACKS / "Pulumi.gcpkms.yaml").read_text().replace("acme-ml-dev", project)
     header, _, body = text.partition("config:\n")
     if provider is None:
@@ -25,8 +27,7 @@ def cli_file(*, project: str = "acme-tpu", provider: str | None = "", protect: b
         header = re.sub(r"^secretsprovider: .*$", f"secretsprovider: {provider}", header, flags=re.M)
     else:
         header = ""
-    if protect:
-        config = {"tpu-rl:protect": '"true"', **config}
+    config = {**({"tpu-rl:protect": '"true"'} if protect else {}), **(config or {})}
     extra = "".join(f"  {key}: {value}\n" for key, value in config.items())
     return f"{header}config:\n{body}{extra}"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import Any
 
 import pytest
 
@@ -260,7 +261,8 @@ def test_the_permissions_page_lists_what_the_state_tools_test_and_grant():
 
     page = (ROOT / "docs" / "permissions.md").read_text().split("## Each stack's state\n", 1)[1]
     rows = [line for line in page.splitlines() if line.startswith("| ")]
-    for grant in [*STATE_SETUP, *STATE_WRITE, *STATE_READ]:
+    grants: list[Any] = [*STATE_SETUP, *STATE_WRITE, *STATE_READ]
+    for grant in grants:
         (row,) = [r for r in rows if f"| `{grant.role}` |" in r and all(f"`{p}`" in r for p in grant.permissions)]
         assert grant.why in row or not hasattr(grant, "on"), row
     ci = [r for r in rows if r.startswith("| `preview-") or r.startswith("| `deploy-")]

@@ -49,7 +49,7 @@ def test_the_recorded_home_wins_and_the_login_plays_no_part(tmp_path, monkeypatc
     root = repo(
         tmp_path,
         prod=cli_file(
-            provider=f"gcpkms://{KEY.format('prod')}", **{"tpu-rl:stateBackend": "gs://acme-prod-state/tpu-rl"}
+            provider=f"gcpkms://{KEY.format('prod')}", config={"tpu-rl:stateBackend": "gs://acme-prod-state/tpu-rl"}
         ),
     )
     monkeypatch.setenv("PULUMI_ACCESS_TOKEN", "pul-token")  # a Pulumi Cloud login changes nothing
@@ -64,7 +64,7 @@ def test_the_recorded_home_wins_and_the_login_plays_no_part(tmp_path, monkeypatc
 
 
 def test_pulumi_cloud_and_a_folder_outside_the_checkout_are_homes_too(tmp_path):
-    root = repo(tmp_path, dev=cli_file(**{"tpu-rl:stateBackend": "https://api.pulumi.com"}))
+    root = repo(tmp_path, dev=cli_file(config={"tpu-rl:stateBackend": "https://api.pulumi.com"}))
     home = decide("dev", root)
     assert (home.secrets_provider, home.passphrase, home.bucket) == ("", False, ""), "Pulumi Cloud's own provider"
     outside = f"file://{tmp_path / 'state'}"
@@ -78,7 +78,7 @@ def test_pulumi_cloud_and_a_folder_outside_the_checkout_are_homes_too(tmp_path):
 
 
 def test_a_url_that_disagrees_with_the_recorded_home_is_refused(tmp_path):
-    root = repo(tmp_path, prod=cli_file(**{"tpu-rl:stateBackend": "gs://acme-prod-state"}))
+    root = repo(tmp_path, prod=cli_file(config={"tpu-rl:stateBackend": "gs://acme-prod-state"}))
     line = refused(root, "prod", explicit="gs://acme-dev-state")
     assert "STATE_BACKEND is gs://acme-dev-state, but Pulumi.prod.yaml records" in line
     line = refused(root, "prod", env_url="https://api.pulumi.com")
@@ -91,8 +91,8 @@ def test_a_url_that_disagrees_with_the_recorded_home_is_refused(tmp_path):
 def test_a_bucket_another_stack_keeps_its_state_in_is_refused_whatever_the_prefix(tmp_path):
     root = repo(
         tmp_path,
-        dev=cli_file(**{"tpu-rl:stateBackend": "gs://acme-state/dev"}),
-        prod=cli_file(**{"tpu-rl:stateBackend": "gs://acme-state/prod"}),
+        dev=cli_file(config={"tpu-rl:stateBackend": "gs://acme-state/dev"}),
+        prod=cli_file(config={"tpu-rl:stateBackend": "gs://acme-state/prod"}),
     )
     line = refused(root, "dev")
     assert "is in gs://acme-state, stack prod's state bucket (Pulumi.prod.yaml)" in line and "takes its lock" in line
@@ -131,7 +131,7 @@ def test_a_name_no_bucket_or_key_can_have_is_refused_naming_what_to_set(tmp_path
     root = repo(tmp_path)
     if "/" not in stack:
         recorded = {"tpu-rl:stateBackend": project} if project.startswith("gs://") else {}
-        (root / f"Pulumi.{stack}.yaml").write_text(cli_file(project=project.removeprefix("gs://"), **recorded))
+        (root / f"Pulumi.{stack}.yaml").write_text(cli_file(project=project.removeprefix("gs://"), config=recorded))
     line = refused(root, stack)
     assert words in line and "\n" not in line, line
 

@@ -74,8 +74,8 @@ def test_the_known_backends_are_the_other_homes_the_shared_bucket_cloud_logins_a
     root = repo(
         tmp_path,
         dev=cli_file(),
-        prod=cli_file(**{"tpu-rl:stateBackend": "gs://acme-prod-state"}),
-        qa=cli_file(**{"tpu-rl:stateBackend": "https://api.pulumi.com"}),
+        prod=cli_file(config={"tpu-rl:stateBackend": "gs://acme-prod-state"}),
+        qa=cli_file(config={"tpu-rl:stateBackend": "https://api.pulumi.com"}),
     )
     (root / ".pulumi-state" / ".pulumi").mkdir(parents=True)
     home = tmp_path / "pulumi-home"
@@ -143,7 +143,9 @@ def test_new_stops_when_a_known_backend_cannot_be_asked(tmp_path, capsys, monkey
     monkeypatch.setenv("PULUMI_ACCESS_TOKEN", "pul-x")
     monkeypatch.setenv("PATH", str(tmp_path / "no-pulumi"))
     home = {"tpu-rl:stateBackend": f"file://{tmp_path / 'state'}"}
-    root = repo(tmp_path, dev=cli_file(project="my-tpu-dev-project", **home))  # no project: no shared bucket to ask
+    root = repo(
+        tmp_path, dev=cli_file(project="my-tpu-dev-project", config=home)
+    )  # no project: no shared bucket to ask
     assert state.main(["new", "--stack", "dev", "--root", str(root)]) == 1
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(
@@ -156,7 +158,7 @@ def test_new_stops_when_a_known_backend_cannot_be_asked(tmp_path, capsys, monkey
 def test_the_old_checkouts_folder_is_a_known_backend(tmp_path, capsys, monkeypatch):
     """A stack still in .pulumi-state/ (an earlier default) is never created again, empty, elsewhere."""
     monkeypatch.setenv("PULUMI_HOME", str(tmp_path / "no-login"))
-    root = repo(tmp_path, prod=cli_file(**{"tpu-rl:stateBackend": f"file://{tmp_path / 'state'}"}))
+    root = repo(tmp_path, prod=cli_file(config={"tpu-rl:stateBackend": f"file://{tmp_path / 'state'}"}))
     old = Path(root / ".pulumi-state" / ".pulumi" / "stacks" / "tpu-rl")
     old.mkdir(parents=True)
     (old / "prod.json").write_text("{}")

@@ -34,14 +34,16 @@ def home_refusals(tmp: Path) -> dict[str, Callable[[], object]]:
     root = repo(
         tmp,
         dev=cli_file(provider=SHARED),
-        prod=cli_file(provider=SHARED, protect=True, **{"tpu-rl:stateBackend": "gs://acme-prod-state"}),
-        qa=cli_file(**{"tpu-rl:stateBackend": "gs://acme-prod-state/qa"}),
-        staging=cli_file(provider=f"gcpkms://{KEY.format('staging')}", **{"tpu-rl:stateBackend": "s3://acme-state"}),
+        prod=cli_file(provider=SHARED, protect=True, config={"tpu-rl:stateBackend": "gs://acme-prod-state"}),
+        qa=cli_file(config={"tpu-rl:stateBackend": "gs://acme-prod-state/qa"}),
+        staging=cli_file(
+            provider=f"gcpkms://{KEY.format('staging')}", config={"tpu-rl:stateBackend": "s3://acme-state"}
+        ),
         local=cli_file(protect=True),
-        salted=cli_file(provider=None, protect=True, **{"tpu-rl:stateBackend": "gs://acme-salted-state"}),
+        salted=cli_file(provider=None, protect=True, config={"tpu-rl:stateBackend": "gs://acme-salted-state"}),
         blank=(ROOT / "Pulumi.dev.yaml").read_text(),
         **{
-            "prod.eu": cli_file(**{"tpu-rl:stateBackend": "gs://acme-prod-eu-state"}),
+            "prod.eu": cli_file(config={"tpu-rl:stateBackend": "gs://acme-prod-eu-state"}),
             "europe-west4-production": cli_file(project="acme-tpu-project-named-at-length"),
         },
     )

@@ -25,7 +25,7 @@ def world(tmp_path, monkeypatch):
     root = repo(
         tmp_path,
         dev=cli_file(provider=SHARED),
-        prod=cli_file(provider=SHARED, protect=True, **{"tpu-rl:stateBackend": f"file://{new}"}),
+        prod=cli_file(provider=SHARED, protect=True, config={"tpu-rl:stateBackend": f"file://{new}"}),
     )
     (old / ".pulumi" / "stacks" / "tpu-rl").mkdir(parents=True)
     (old / ".pulumi" / "stacks" / "tpu-rl" / "prod.json").write_text(EXPORT)

@@ -262,7 +262,8 @@ def _admin_clients(credentials: Any, project: str) -> tuple[Any, Any, Any, Any]:
     kms = kms_v1.KeyManagementServiceClient(transport="rest", credentials=credentials)
     services = service_usage_v1.ServiceUsageClient(transport="rest", credentials=credentials)
     permissions = ProjectPermissions(credentials=credentials)
-    for client in (kms, services, permissions):
+    clients: tuple[Any, ...] = (kms, services, permissions)
+    for client in clients:
         cap_replies(client.transport._session)
     return capped(storage.Client(project=project, credentials=credentials)), kms, services, permissions
 

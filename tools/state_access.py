@@ -96,6 +96,6 @@ def clients() -> tuple[Any, Any]:
     from infra.gcp.capacity.reads import cap_replies
     from workloads.observe.artifacts import storage_client
 
-    kms = kms_v1.KeyManagementServiceClient(transport="rest")
+    kms: Any = kms_v1.KeyManagementServiceClient(transport="rest")
     cap_replies(kms.transport._session)
     return storage_client(), kms

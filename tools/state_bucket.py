@@ -291,14 +291,14 @@ def granted(bindings: Bindings, grants: dict[str, tuple[str, ...]]) -> tuple[Bin
             same[1].extend(m for m in rest if m not in same[1])
         elif rest:
             kept.append((role, rest, condition))
-    for role, members in grants.items():
-        if not members:
+    for role, named in grants.items():
+        if not named:
             continue
         target = next((b for b in kept if b[0] == role and not b[2]), None)
         if target is None:
-            kept.append((role, list(members), None))
+            kept.append((role, list(named), None))
         else:
-            target[1].extend(m for m in members if m not in target[1])
+            target[1].extend(m for m in named if m not in target[1])
     return kept, removed
 
 
@@ -309,9 +309,9 @@ def policy_problem(where: str, bindings: Bindings, grants: dict[str, tuple[str, 
         bad = [m for m in members if m.startswith(CONVENIENCE) or m in PUBLIC]
         if bad:
             return f"the IAM policy read back from {where} still grants {role} to {', '.join(bad)}"
-    for role, members in grants.items():
+    for role, named in grants.items():
         holders = {m for r, ms, condition in bindings if r == role and not condition for m in ms}
-        lacking = [m for m in members if m not in holders]
+        lacking = [m for m in named if m not in holders]
         if lacking:
             return f"the IAM policy read back from {where} does not grant {role} to {', '.join(lacking)}"
     return None
@@ -337,7 +337,7 @@ def bucket_policy(storage: Any, bucket: str, grants: dict[str, tuple[str, ...]])
 
 def key_policy(kms: Any, key: str, grants: dict[str, tuple[str, ...]]) -> list[str]:
     """Set the key's IAM policy (``granted``), read it back and check it."""
-    from google.iam.v1 import policy_pb2
+    from google.iam.v1 import policy_pb2  # type: ignore[import-untyped]
 
     def read() -> Any:
         return kms.get_iam_policy(

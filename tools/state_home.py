@@ -135,7 +135,8 @@ def read_stack_file(stack: str, root: Path) -> StackFile:
     except StackFileError as err:
         raise RefusedError(str(err)) from None
     document = document if isinstance(document, dict) else {}
-    config = document.get("config") if isinstance(document.get("config"), dict) else {}
+    found = document.get("config")
+    config: dict[str, Any] = found if isinstance(found, dict) else {}
     workflow = config.get(f"{PROJECT}:workflow")
     check = workflow.get("capacityCheck", True) if isinstance(workflow, dict) else True
     project = _text(config.get("gcp:project"))
