@@ -272,15 +272,16 @@ def test_the_permissions_page_lists_what_the_state_tools_test_and_grant():
 def test_make_state_bucket_names_the_caller_records_the_home_and_stops_on_missing_project_permissions(
     apis, tmp_path, monkeypatch, capsys
 ):
-    """`python -m tools.state create` as `make state-bucket` runs it: the caller (from its ID token) is granted, the
-    home recorded in the stack file; without the project permissions it needs, one line and nothing made."""
+    """`python -m tools.state create` as `make state-bucket` runs it, for prod still on the shared key of earlier
+    versions: the caller (from its ID token) is granted, the home recorded in the stack file; without the project
+    permissions it needs, one line and nothing made."""
     from google.oauth2 import credentials
 
     from tests.fake_state_apis import admin_clients
-    from tests.stack_homes import cli_file, repo
+    from tests.stack_homes import SHARED, cli_file, repo
     from tools import state
 
-    root = repo(tmp_path, prod=cli_file(protect=True))
+    root = repo(tmp_path, dev=cli_file(provider=SHARED), prod=cli_file(provider=SHARED, protect=True))
     user = credentials.Credentials("ya29.token", id_token=jwt({"email": "ops@acme.example"}))
     monkeypatch.setattr(state, "_credentials", lambda: user)
     monkeypatch.setattr(state, "_admin_clients", lambda credentials, project: admin_clients(apis))
@@ -294,8 +295,9 @@ def test_make_state_bucket_names_the_caller_records_the_home_and_stops_on_missin
     assert state.main([*argv, "--members", DEPLOY]) == 0
     out = capsys.readouterr().out.splitlines()
     assert f"gs://{BUCKET}: roles/storage.objectUser: {DEPLOY}, {OPS}" in out
-    assert out[-1] == (
+    assert out[-2:] == [
+        f"stack prod's secrets are still encrypted by {SHARED}: make state-move STACK=prod moves them to {KEY}",
         f"recorded tpu-rl:stateBackend: gs://{BUCKET} in Pulumi.prod.yaml: commit it, so that every clone and CI job "
-        "finds the state there"
-    )
+        "finds the state there",
+    ], "a stack on the shared key gets its own, the first step of its move"
     assert (root / "Pulumi.prod.yaml").read_text().endswith(f"  tpu-rl:stateBackend: gs://{BUCKET}\n")

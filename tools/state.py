@@ -81,7 +81,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def home_of_args(args: argparse.Namespace, *, moving: bool = False) -> Home:
-    """The stack's home (``moving``: a key another stack holds, or a passphrase, is what the move ends)."""
+    """The stack's home (``moving``: a key another stack holds, or a passphrase, is what `make state-bucket` and
+    `make state-move` end, so neither refuses it)."""
     return decide(
         args.stack,
         Path(args.root),
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             from tools.state_move import move
 
             return move(home_of_args(args, moving=True), Path(args.root), args.source)
-        home = home_of_args(args)
+        home = home_of_args(args, moving=args.command == "create")
         if args.command == "select":
             if args.access:
                 _access(home, args.access, Path(args.root))
