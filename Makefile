@@ -7,27 +7,37 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 POLICY_VENV := policy/venv
-# Where the stack's state lives (tools/state.py, docs/operations.md "Where the state lives"): PULUMI_BACKEND_URL,
-# else STATE_BACKEND, else a Pulumi Cloud login, else the project's bucket gs://<gcp:project>-pulumi-state (made by
-# `make state-bucket`). A file backend inside this checkout is refused unless LOCAL_STATE=1. SECRETS_PROVIDER is a
-# new stack's secrets provider (default with the bucket: the project's Cloud KMS key pulumi-state/pulumi-secrets).
+# Where the stack's state lives (tools/state.py, docs/operations.md "Where the state lives"): the home its stack file
+# records (tpu-rl:stateBackend), else STATE_BACKEND, else a bucket of its own, gs://<gcp:project>-pulumi-state-<stack>
+# (made by `make state-bucket`), with a Cloud KMS key of its own (keyRings/pulumi-state/cryptoKeys/tpu-rl-<stack>).
+# Every pulumi command gets it as PULUMI_BACKEND_URL; `make` never runs `pulumi login`. A PULUMI_BACKEND_URL or
+# STATE_BACKEND that disagrees with the recorded home is refused, as is a file backend inside this checkout (unless
+# LOCAL_STATE=1) and a passphrase for a protected stack (unless ALLOW_PASSPHRASE=1). SECRETS_PROVIDER is a new
+# stack's secrets provider. MEMBERS= and READERS= (comma-separated IAM members) are who `make state-bucket` lets
+# run the stack's commands and its preview.
 STATE_BACKEND ?=
 SECRETS_PROVIDER ?=
 LOCAL_STATE ?=
+ALLOW_PASSPHRASE ?=
+MEMBERS ?=
+READERS ?=
+FROM ?=
 # YES=1: `make up` runs without asking (`--yes --non-interactive`; the deploy workflow). No other flag is passed
 # through: the guards the CLI's flags could bypass (--ignore-protect, --target, --exclude, --skip-preview on
 # destroy) are never given by these targets (docs/operations.md "Flags that bypass a guard").
 YES ?=
 
-.PHONY: help up stack preview policy-preview plan destroy refresh unlock state-bucket logs test test-slow lint venv dev-venv policy-venv status report mutation readme lock maxtext controller
+.PHONY: help up stack backend preview policy-preview plan destroy refresh unlock state-bucket state-move logs test test-slow lint venv dev-venv policy-venv status report mutation readme lock maxtext controller
 
 # The targets a user runs, with what they do (`make help`; tests/test_makefile.py keeps it complete).
 help:
 	@echo "make up STACK=dev            preflight, platform, then convert -> train -> export (pulumi up with the policy"
 	@echo "                             pack; YES=1: no prompt; NO_POLICY=1: without the pack)"
 	@echo "make test                    the offline test suite's fast tier"
-	@echo "make state-bucket STACK=dev  create the project's state bucket and secrets key (once per Google project)"
-	@echo "make stack STACK=dev         log in and select (or create) the stack, before \`pulumi config set\`"
+	@echo "make state-bucket STACK=dev  the stack's own state bucket and secrets key, and who may use them (MEMBERS=, READERS=)"
+	@echo "make stack STACK=dev         select (or create) the stack and record where its state lives"
+	@echo "make backend STACK=dev       print the stack's state home (export PULUMI_BACKEND_URL=... for your own pulumi commands)"
+	@echo "make state-move STACK=dev    move a stack out of a shared bucket or key into its own (FROM=<url>)"
 	@echo "make preview STACK=dev       what up would change (pulumi preview --diff)"
 	@echo "make policy-preview STACK=dev  the preview with the guardrails policy pack (as the PR workflow)"
 	@echo "make plan STACK=dev          offline: every resource and manifest, and the cost estimate"
@@ -139,22 +149,34 @@ controller: $(VENV)/.installed-dev
 	@test -n "$(NAME)" -a -n "$(VERSION)" || { echo "make controller NAME=kueue VERSION=0.17.8: the JobSet or Kueue release to adopt"; exit 2; }
 	$(PY) -m tools.adopt_controller $(NAME) $(VERSION) $(if $(REPO),--repo $(REPO)) $(if $(CHART_CHECKED),--chart-checked)
 
-# Log in where the stack's state lives (tools/state.py `select`: one line and exit 2 when it would be inside this
-# checkout), then select the stack, or create it with the secrets provider the backend calls for. A stack found
-# nowhere is created: on a fresh clone that is the bucket's stack, since the bucket is named after gcp:project.
-STATE_ARGS = --stack $(STACK) $(if $(STATE_BACKEND),--backend '$(STATE_BACKEND)') $(if $(SECRETS_PROVIDER),--secrets-provider '$(SECRETS_PROVIDER)') $(if $(LOCAL_STATE),--local-ok)
+# Each Pulumi target is one shell line, so that what tools/state.py `select` decides (the stack's home; one line and
+# exit 2 on a conflict) reaches every pulumi command after it as PULUMI_BACKEND_URL, exported for that line alone.
+# `select_stack` then selects the stack; `create_stack` creates it when its home does not hold it, after
+# tools/state.py `new` looked for it in every other backend the project knows (exit 2 when one holds it: nothing is
+# created), and records the home in the stack file (tools/state.py `record`). $(1): the permissions the target needs
+# on the stack's bucket and key (read or write), tested first (tools/state_access.py).
+STATE_ARGS = --stack '$(STACK)' $(if $(STATE_BACKEND),--backend '$(STATE_BACKEND)') $(if $(SECRETS_PROVIDER),--secrets-provider '$(SECRETS_PROVIDER)') $(if $(LOCAL_STATE),--local-ok) $(if $(ALLOW_PASSPHRASE),--allow-passphrase)
+PULUMI_CLI = command -v pulumi >/dev/null || { echo "error: the Pulumi CLI is required (https://www.pulumi.com/docs/install/)" >&2; exit 1; };
+define home
+$(PULUMI_CLI) \
+	chosen=$$($(PY) -m tools.state select $(STATE_ARGS) --access $(1)) || exit $$?; \
+	export PULUMI_BACKEND_URL="$$(printf '%s\n' "$$chosen" | sed -n 1p)"; secrets="$$(printf '%s\n' "$$chosen" | sed -n 2p)";
+endef
 define select_stack
-	@command -v pulumi >/dev/null || { echo "error: the Pulumi CLI is required (https://www.pulumi.com/docs/install/)" >&2; exit 1; }
-	@choice=$$($(PY) -m tools.state select $(STATE_ARGS) --current "$$(pulumi whoami --json 2>/dev/null || true)") || exit $$?; \
-	login=$$(printf '%s\n' "$$choice" | sed -n 1p); secrets=$$(printf '%s\n' "$$choice" | sed -n 3p); \
-	if [ -n "$$login" ]; then pulumi login "$$login" >/dev/null || { echo "error: cannot log in to $$login; if it is the project's state bucket, create it once: make state-bucket STACK=$(STACK)" >&2; exit 1; }; fi; \
-	pulumi stack select $(STACK) 2>/dev/null || pulumi stack init $(STACK) $${secrets:+--secrets-provider="$$secrets"}
+$(call home,$(1)) \
+	said=$$(pulumi stack select $(STACK) 2>&1 >/dev/null) || { echo "error: stack $(STACK) is not in its home $$PULUMI_BACKEND_URL ($$(printf '%s' "$$said" | tr '\n' ' ')): make stack STACK=$(STACK) creates it there, or finds where it lives" >&2; exit 1; };
+endef
+define create_stack
+$(call home,write) \
+	if ! pulumi stack select $(STACK) 2>/dev/null; then \
+		$(PY) -m tools.state new $(STATE_ARGS) || exit $$?; \
+		pulumi stack init $(STACK) $${secrets:+--secrets-provider="$$secrets"} || exit $$?; \
+	fi; \
+	grep -q '^ *tpu-rl:stateBackend:' 'Pulumi.$(STACK).yaml' || $(PY) -m tools.state record $(STATE_ARGS) || exit $$?;
 endef
 # A lock a killed `pulumi` left (self-managed backends: pkg/backend/diy/lock.go) is named, with `make unlock`, before
 # the CLI meets it; Pulumi Cloud's own conflict message names `pulumi cancel`, which `make unlock` runs too.
-define check_locks
-	@$(PY) -m tools.state locks --stack $(STACK) --current "$$(pulumi whoami --json 2>/dev/null || true)"
-endef
+check_locks = $(PY) -m tools.state locks $(STATE_ARGS) || exit $$?;
 
 # Before `pulumi up`, tools/state.py `releases` reads the stack's state (`pulumi stack export`, which takes no lock):
 # a release of the program installed in the cluster the state holds but missing from the state (a destroy whose
@@ -174,40 +196,51 @@ pins=$$(mktemp); trap 'rm -f "$$pins"' EXIT; \
 endef
 
 up: $(VENV)/.installed $(if $(NO_POLICY),,$(POLICY_VENV)/.installed)
-	$(select_stack)
-	$(check_locks)
+	@$(create_stack) \
+	$(check_locks) \
 	$(with_state) \
 	pulumi up --stack $(STACK)$(if $(YES), --yes --non-interactive)$(if $(NO_POLICY),, --policy-pack policy --policy-pack-config policy/config/$(STACK).json)
 
-# Log in and select (or create) the stack, e.g. before `pulumi config set`.
+# Select (or create) the stack and record its home, e.g. before `pulumi config set` (with PULUMI_BACKEND_URL set to
+# what `make backend` prints).
 stack: $(VENV)/.installed
-	$(select_stack)
+	@$(create_stack) true
+
+# The stack's home, for your own pulumi commands: export PULUMI_BACKEND_URL=$$(make -s backend STACK=dev)
+backend: $(VENV)/.installed
+	@chosen=$$($(PY) -m tools.state select $(STATE_ARGS)) || exit $$?; printf '%s\n' "$$chosen" | sed -n 1p
 
 # A preview sees what the next `make up` will do: the same state read hands it the image pins the state holds (without
-# them a tag that moved upstream would show renames `make up` does not make).
+# them a tag that moved upstream would show renames `make up` does not make). It reads the state and takes no lock.
 preview: $(VENV)/.installed
-	$(select_stack)
+	@$(call select_stack,read) \
 	$(with_state) \
 	pulumi preview --stack $(STACK) --diff
 
-# Create the project's state bucket (versioned, uniform access, public access prevented) and the Cloud KMS key that
-# encrypts the stacks' secrets, or bring an existing bucket to those settings. Once per Google project. BUCKET= names
-# another bucket (then STATE_BACKEND=gs://<it> on every command).
+# The stack's own state bucket (versioned, uniform access, public access prevented) and Cloud KMS key, with the APIs
+# they need, and their IAM policies set here: no project convenience member, the caller and MEMBERS= may run the
+# stack's commands, READERS= its preview; both policies read back and checked (tools/state_bucket.py). Records the
+# home in the stack file. Safe to run again.
 state-bucket: $(VENV)/.installed
-	$(PY) -m tools.state create --stack $(STACK) $(if $(BUCKET),--bucket '$(BUCKET)')
+	$(PY) -m tools.state create $(STATE_ARGS) $(if $(MEMBERS),--members '$(MEMBERS)') $(if $(READERS),--readers '$(READERS)')
+
+# Move a stack from a bucket or key it shares (the project's shared bucket of earlier versions, or FROM=<url>) into
+# its own (tools/state_move.py; after `make state-bucket`). Run it when no other `pulumi` works on the stack.
+state-move: $(VENV)/.installed
+	@$(PULUMI_CLI) $(PY) -m tools.state move $(STATE_ARGS) $(if $(FROM),--from '$(FROM)')
 
 # Clear the lock a killed `pulumi up` left (a closed laptop, a cancelled CI job): refused while the lock's process
 # still runs on this machine; otherwise names each lock, then `pulumi cancel` deletes them (for a self-managed
 # backend, every file under the stack's lock folder: pkg/backend/diy/backend.go CancelCurrentUpdate). Run it only
 # when no other `pulumi` works on the stack anywhere (docs/operations.md "A locked stack").
 unlock: $(VENV)/.installed
-	$(select_stack)
-	@$(PY) -m tools.state unlock --stack $(STACK) --current "$$(pulumi whoami --json 2>/dev/null || true)"
+	@$(call select_stack,write) \
+	$(PY) -m tools.state unlock $(STATE_ARGS) || exit $$?; \
 	pulumi cancel --stack $(STACK) --yes
 
 # The same check as the pull-request workflow: preview with the guardrails policy pack.
 policy-preview: $(VENV)/.installed $(POLICY_VENV)/.installed
-	$(select_stack)
+	@$(call select_stack,read) \
 	$(with_state) \
 	pulumi preview --stack $(STACK) --diff --policy-pack policy --policy-pack-config policy/config/$(STACK).json
 
@@ -216,17 +249,17 @@ policy-preview: $(VENV)/.installed $(POLICY_VENV)/.installed
 # failed one fail them. A protected stack is refused here; its state guards itself too (docs/operations.md "Destroy").
 # --continue-on-error=false beats PULUMI_CONTINUE_ON_ERROR, which would delete past a refused delete.
 destroy: $(VENV)/.installed
-	$(select_stack)
-	$(check_locks)
-	@if pulumi config get tpu-rl:protect --stack $(STACK) 2>/dev/null | grep -qix true; then \
+	@$(call select_stack,write) \
+	$(check_locks) \
+	if pulumi config get tpu-rl:protect --stack $(STACK) 2>/dev/null | grep -qix true; then \
 		echo "error: stack $(STACK) is protected (tpu-rl:protect: true); to destroy it, run \`pulumi config set tpu-rl:protect false --stack $(STACK)\`, \`pulumi config set tpu-rl:workflow.enabled false --stack $(STACK)\` and \`make up STACK=$(STACK)\` (it lifts every protection, GKE's deletion protection included, and deletes the steps' objects without running a step), then \`make destroy STACK=$(STACK)\` again" >&2; \
 		exit 1; \
-	fi
+	fi; \
 	pulumi destroy --stack $(STACK) --run-program=false --continue-on-error=false
 
 refresh: $(VENV)/.installed
-	$(select_stack)
-	$(check_locks)
+	@$(call select_stack,write) \
+	$(check_locks) \
 	pulumi refresh --stack $(STACK) --run-program=false
 
 plan: $(VENV)/.installed

@@ -104,9 +104,10 @@ def test_make_up_selects_the_stack_where_its_state_lives_and_runs_pulumi_up():
         return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
 
     out = dry_run("up", "STACK=dev")
-    assert "-m tools.state select --stack dev" in out and 'pulumi login "$login"' in out, "tests/test_makefile.py"
-    assert "-m tools.state locks --stack dev" in out
-    assert "pulumi stack select dev 2>/dev/null || pulumi stack init dev" in out
+    assert "-m tools.state select --stack 'dev'" in out and "pulumi login" not in out, "tests/test_makefile.py"
+    assert 'export PULUMI_BACKEND_URL="$(printf' in out, "every pulumi command gets the stack's home"
+    assert "-m tools.state locks --stack 'dev'" in out
+    assert "if ! pulumi stack select dev 2>/dev/null; then .venv/bin/python -m tools.state new --stack 'dev'" in out
     assert "file://" not in (ROOT / "Makefile").read_text(), "no file backend in the checkout by default"
     assert out.rstrip().splitlines()[-1] == (
         "pulumi up --stack dev --policy-pack policy --policy-pack-config policy/config/dev.json"

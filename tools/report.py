@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(args)
     except (ReportError, OutputError) as err:
-        for line in scrub_lines(str(err), limit=300):  # a config's every problem, one line each
+        for line in scrub_lines(str(err), limit=500):  # a config's every problem, one line each
             print(f"error: {line}", file=sys.stderr)
         return 2
 

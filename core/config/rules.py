@@ -196,6 +196,7 @@ def build_settings(values: dict[str, Any], stack: str, problems: Problems) -> Se
     run(_own_queue, v)
     kueue = run(_kueue, v, tpu, cpu_pool)
     images = run(_images, v)
+    run(_state_backend, v, bucket)
     if problems.lines:
         return UNREADABLE
     return Settings(
@@ -248,6 +249,28 @@ def _bucket(v: Values) -> str:
             "set one with `pulumi config set tpu-rl:bucketName NAME`",
         )
     return bucket
+
+
+def _state_backend(v: Values, bucket: str) -> None:
+    """The state lives in a bucket of its own: the stack's bucket is emptied by a destroy with ``forceDestroy``,
+    and its readers (the steps' identities) would read the state; a shared Hub cache is read by other stacks."""
+    backend: str | None = v[_k("stateBackend")]
+    held = (backend or "").removeprefix("gs://").partition("/")[0] if (backend or "").startswith("gs://") else ""
+    if held and held == bucket:
+        raise error(
+            _k("stateBackend"),
+            backend,
+            "names the stack's artifacts bucket, which a destroy may empty and the steps read: keep the state in a "
+            "bucket of its own (leave the key unset: `make stack` records gs://<gcp:project>-pulumi-state-<stack>)",
+        )
+    cache = v[_k("model.hubCache")] or ""
+    if held and held == cache.removeprefix("gs://").partition("/")[0]:
+        raise error(
+            _k("stateBackend"),
+            backend,
+            "names the bucket of the shared Hub cache (tpu-rl:model.hubCache), which other stacks read: keep the state "
+            "in a bucket of its own",
+        )
 
 
 def _hub_cache(v: Values, bucket: str) -> str:

@@ -31,6 +31,7 @@ from core.config.formats import (
     REGISTRIES,
     RESERVATION,
     REVISION,
+    STATE_BACKEND,
     TOKEN,
     VERSION_PREFIX,
     WRITE_TOKEN,
@@ -160,6 +161,15 @@ FIELDS: tuple[Field, ...] = (
         Boolean(),
         False,
         "keep overwritten and deleted objects as noncurrent versions for 7 days (the prod example sets it)",
+    ),
+    Field(
+        _key("stateBackend"),
+        STATE_BACKEND,
+        DERIVED,
+        "where the stack's Pulumi state lives, read by `make` (tools/state.py) and never by the program: each "
+        "command gets it as PULUMI_BACKEND_URL; default: a bucket of the stack's own, "
+        "`gs://<gcp:project>-pulumi-state-<stack>`, which `make stack` records here",
+        samples=("gs://acme-prod-pulumi-state", "https://api.pulumi.com"),
     ),
     Field(_key("namespace"), NAMESPACE, "tpu-rl", "Kubernetes namespace of the workflow", samples=("rl-runs",)),
     Field(

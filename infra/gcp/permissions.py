@@ -31,6 +31,10 @@ roles reference (https://cloud.google.com/iam/docs/roles-permissions), each perm
 named here. The check asks Resource Manager which of them the caller holds on the project
 (``projects.testIamPermissions``, https://cloud.google.com/resource-manager/reference/rest/v3/projects/
 testIamPermissions: it answers the subset held, inherited grants included, and needs no permission itself).
+
+Each stack's state bucket and key are granted on themselves, per stack (``STATE_WRITE``, ``STATE_READ``), and made by
+`make state-bucket` with ``STATE_SETUP`` (tools/state_bucket.py, tools/state_access.py; docs/permissions.md "Each
+stack's state").
 """
 
 from __future__ import annotations
@@ -200,3 +204,101 @@ def missing_text(project: str, wanted: Mapping[str, str], held: Iterable[str]) -
         f"({roles}); grant it those roles (docs/permissions.md), e.g. gcloud projects add-iam-policy-binding {project} "
         f"--member=user:YOU --role={next(iter(by_role))}"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# A stack's state: its bucket and its key (tools/state.py), granted on each, per stack
+
+
+@dataclass(frozen=True)
+class StateGrant:
+    """A predefined role on one stack's state bucket or state key, and the permissions of it Pulumi uses."""
+
+    role: str
+    on: str
+    """``bucket`` (the stack's state bucket) or ``key`` (its secrets key)."""
+    why: str
+    permissions: tuple[str, ...]
+
+
+STATE_WRITE: tuple[StateGrant, ...] = (
+    StateGrant(
+        "roles/storage.objectUser",
+        "bucket",
+        "reads and writes the stack's checkpoint, history and backups, and takes and clears its lock",
+        ("storage.objects.get", "storage.objects.list", "storage.objects.create", "storage.objects.delete"),
+    ),
+    StateGrant(
+        "roles/cloudkms.cryptoKeyEncrypterDecrypter",
+        "key",
+        "decrypts the stack's data key (every command that reads a secret) and encrypts a new one (`stack init`, "
+        "`change-secrets-provider`)",
+        ("cloudkms.cryptoKeyVersions.useToDecrypt", "cloudkms.cryptoKeyVersions.useToEncrypt"),
+    ),
+)
+"""What an operator and a stack's deploy account need on that stack's state (up, refresh, destroy, unlock)."""
+
+STATE_READ: tuple[StateGrant, ...] = (
+    StateGrant(
+        "roles/storage.objectViewer",
+        "bucket",
+        "reads the stack's checkpoint (a preview writes nothing and takes no lock)",
+        ("storage.objects.get", "storage.objects.list"),
+    ),
+    StateGrant(
+        "roles/cloudkms.cryptoKeyDecrypter",
+        "key",
+        "decrypts the stack's data key",
+        ("cloudkms.cryptoKeyVersions.useToDecrypt",),
+    ),
+)
+"""What a stack's preview account needs on that stack's state: pulumi/pulumi ``pkg/backend/diy/backend.go``
+``Preview`` takes no lock and ``apply`` persists nothing for a dry run."""
+
+STATE_SETUP: tuple[Grant, ...] = (
+    Grant(
+        "roles/serviceusage.serviceUsageAdmin",
+        "enables the Cloud Storage and Cloud KMS APIs",
+        ("serviceusage.services.enable", "serviceusage.services.get"),
+    ),
+    Grant(
+        "roles/storage.admin",
+        "creates the stack's state bucket, sets its IAM policy and reads which stacks it holds",
+        (
+            "storage.buckets.create",
+            "storage.buckets.get",
+            "storage.buckets.update",
+            "storage.buckets.getIamPolicy",
+            "storage.buckets.setIamPolicy",
+            "storage.objects.list",
+        ),
+    ),
+    Grant(
+        "roles/cloudkms.admin",
+        "creates the stack's state key (and the key ring) and sets the key's IAM policy; it cannot encrypt or "
+        "decrypt: the account also needs roles/cloudkms.cryptoKeyEncrypterDecrypter on the key, which `make "
+        "state-bucket` grants it",
+        (
+            "cloudkms.keyRings.create",
+            "cloudkms.keyRings.get",
+            "cloudkms.cryptoKeys.create",
+            "cloudkms.cryptoKeys.get",
+            "cloudkms.cryptoKeys.update",
+            "cloudkms.cryptoKeys.getIamPolicy",
+            "cloudkms.cryptoKeys.setIamPolicy",
+        ),
+    ),
+)
+"""What `make state-bucket` needs in the stack's project (Project Owner holds all of it)."""
+
+
+def state_permissions(access: str) -> dict[str, tuple[str, ...]]:
+    """``{"bucket": (...), "key": (...)}``: the permissions ``access`` (``read`` or ``write``) needs on each."""
+    grants = STATE_WRITE if access == "write" else STATE_READ
+    return {on: tuple(p for g in grants if g.on == on for p in g.permissions) for on in ("bucket", "key")}
+
+
+def state_role(access: str, on: str) -> str:
+    """The role that grants ``access`` on the ``bucket`` or the ``key``."""
+    grants = STATE_WRITE if access == "write" else STATE_READ
+    return next(g.role for g in grants if g.on == on)

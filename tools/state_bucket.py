@@ -1,0 +1,461 @@
+"""`make state-bucket STACK=<stack>`: the stack's own state bucket and secrets key, and who may use them.
+
+In order, each step safe to run again:
+
+1. the permissions it needs in the project (``infra.gcp.permissions.STATE_SETUP``), asked of Resource Manager
+   (``projects.testIamPermissions``): a missing one stops it before anything is made;
+2. the Cloud Storage and Cloud KMS APIs, enabled when they are not (Service Usage ``services.get`` and
+   ``services.enable``, google-cloud-service-usage; the operation waited for, bounded);
+3. the bucket, made or brought to its settings: versioned (older checkpoints kept 90 days), uniform bucket-level
+   access, public access prevention enforced, labelled with its stack; a bucket that another stack's label names, or
+   that holds another stack's state, is refused before anything changes;
+4. the key ring ``pulumi-state`` (global) and the stack's key (``ENCRYPT_DECRYPT``, no rotation: each version bills
+   and a wrapped data key needs only the version that wrapped it), labelled with its stack; another stack's key is
+   refused;
+5. the IAM policy of the bucket and of the key, set here: every project convenience member (``projectOwner:``,
+   ``projectEditor:``, ``projectViewer:``, which the default bucket policy grants) and every public member
+   (``allUsers``, ``allAuthenticatedUsers``) removed from every binding; the caller and ``MEMBERS`` get
+   ``roles/storage.objectUser`` on the bucket and ``roles/cloudkms.cryptoKeyEncrypterDecrypter`` on the key,
+   ``READERS`` (a preview's account) ``roles/storage.objectViewer`` and ``roles/cloudkms.cryptoKeyDecrypter``;
+   members already granted on purpose stay (remove one with gcloud);
+6. the check: both policies read back (no convenience or public member, each named member in its role), and the
+   caller's own permissions tested on the bucket and the key (``tools.state_access``), waited for while IAM
+   propagates, bounded.
+
+Project-level grants (a project's ``roles/storage.objectViewer``, ``roles/viewer``'s convenience access is gone
+with the binding) still reach every bucket of the project: docs/permissions.md says which not to grant.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
+
+from core.names import PROJECT
+from core.redact import scrub
+from infra.gcp.permissions import STATE_SETUP, state_role
+from tools.state_access import check as check_access
+from tools.state_export import StateError
+from tools.state_home import KEY_LOCATION, KEY_RING, LEGACY_KEY, Home, RefusedError, legacy_bucket, own_key
+from tools.state_lookup import STACKS, listed, stacks
+
+APIS = ("storage.googleapis.com", "cloudkms.googleapis.com")
+CONVENIENCE = ("projectOwner:", "projectEditor:", "projectViewer:")
+PUBLIC = ("allUsers", "allAuthenticatedUsers")
+MEMBER = re.compile(
+    r"(user|serviceAccount|group):[A-Za-z0-9._%+-]{1,100}@[A-Za-z0-9.-]{1,200}|domain:[a-z0-9.-]{1,200}"
+    r"|principal(Set)?://[!-~]{1,400}"
+)
+"""An IAM member named on purpose (https://cloud.google.com/iam/docs/principal-identifiers)."""
+STACK_LABEL = f"{PROJECT}-stack"
+NONCURRENT_DAYS = 90
+"""A checkpoint's older versions are kept this long after a newer one replaced them (a lifecycle rule)."""
+TIMEOUT = (5.0, 20.0)
+"""Connect and read timeout of every request, in seconds."""
+RETRY_SECONDS = 30.0
+"""How long the GCS library retries a transient failure of one call (its default: 120 s)."""
+ENABLE_SECONDS = 180.0
+"""How long enabling an API may take (Service Usage's operation), in seconds."""
+PROPAGATION_SECONDS = 120.0
+"""How long the check waits for a new grant to reach the caller ("usually within 60 seconds", at most about
+7 minutes: https://cloud.google.com/iam/docs/access-change-propagation), then says to run it again."""
+WAIT_SECONDS = 10.0
+
+
+def parse_members(text: str, name: str) -> tuple[str, ...]:
+    """``MEMBERS``/``READERS``: comma-separated IAM members; StateError (exit 2) naming one that is not an account,
+    group, domain or principal (a convenience or public member above all)."""
+    members = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    for member in members:
+        if not MEMBER.fullmatch(member):
+            raise RefusedError(
+                f"{name} names {scrub(member, limit=80)!r}, which is no account, group, domain or principal (e.g. "
+                "user:ops@example.com, serviceAccount:deploy-prod@PROJECT.iam.gserviceaccount.com); project and "
+                "public members are never granted a stack's state"
+            )
+    return members
+
+
+def caller_of(credentials: Any) -> str | None:
+    """The IAM member of the credentials `make` runs with: a service account's email (a key, impersonation, the
+    metadata server once refreshed, Workload Identity Federation with impersonation), else the ``email`` claim of
+    the ID token Google's token endpoint gave a user's Application Default Credentials (gcloud asks for the
+    ``openid`` and ``userinfo.email`` scopes); None when neither says."""
+    email = getattr(credentials, "service_account_email", None)
+    if isinstance(email, str) and "@" in email:
+        return f"serviceAccount:{email}"
+    token = getattr(credentials, "id_token", None)
+    if isinstance(token, str) and token.count(".") == 2:
+        payload = token.split(".")[1]
+        try:
+            claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        except (ValueError, UnicodeDecodeError):
+            return None
+        email = claims.get("email") if isinstance(claims, dict) else None
+        if isinstance(email, str) and "@" in email:
+            return f"user:{email}"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# 1-2. The project: permissions, APIs
+
+
+def setup_missing(project: str, held: Iterable[str]) -> str | None:
+    """One line naming every permission of ``STATE_SETUP`` not in ``held``, by its role; None when none is."""
+    have = set(held)
+    by_role = {g.role: [p for p in g.permissions if p not in have] for g in STATE_SETUP}
+    by_role = {role: missing for role, missing in by_role.items() if missing}
+    if not by_role:
+        return None
+    roles = "; ".join(f"{role}: {', '.join(missing)}" for role, missing in by_role.items())
+    return (
+        f"the account running `make state-bucket` lacks, in project {project}: {roles}; grant it those roles "
+        f"(docs/permissions.md#each-stacks-state), e.g. gcloud projects add-iam-policy-binding {project} "
+        f"--member=user:YOU --role={next(iter(by_role))}"
+    )
+
+
+def disabled_apis(services: Any, project: str) -> list[str]:
+    """The APIs of ``APIS`` not enabled in ``project`` (a read: nothing changes)."""
+    from google.cloud import service_usage_v1
+
+    off = []
+    for api in APIS:
+        service = services.get_service(request={"name": f"projects/{project}/services/{api}"}, timeout=TIMEOUT[1])
+        if service.state != service_usage_v1.State.ENABLED:
+            off.append(api)
+    return off
+
+
+def enable_apis(services: Any, project: str, apis: list[str]) -> list[str]:
+    """Enable ``apis``, each operation waited for (bounded); the lines saying which."""
+    for api in apis:
+        name = f"projects/{project}/services/{api}"
+        services.enable_service(request={"name": name}, timeout=TIMEOUT[1]).result(timeout=ENABLE_SECONDS)
+    return [f"enabled {api} in project {project}" for api in apis]
+
+
+# ---------------------------------------------------------------------------------------------
+# 3-4. The bucket and the key
+
+
+def other_stacks(names: Iterable[str], stack: str) -> list[str]:
+    """The stacks other than ``stack`` of this project whose state ``names`` hold (any project's, by
+    ``<project>/<stack>``; the legacy layout's by name)."""
+    return sorted(
+        (s if p in ("", PROJECT) else f"{p}/{s}") for p, s in stacks(names) if not (p in ("", PROJECT) and s == stack)
+    )
+
+
+def inspect_bucket(storage: Any, home: Home) -> Any:
+    """The stack's bucket as it is (None: there is none); RefusedError when another stack's label names it or it
+    holds another stack's state."""
+    from google.cloud.storage.retry import DEFAULT_RETRY
+
+    name = home.bucket
+    bucket = storage.lookup_bucket(name, timeout=TIMEOUT, retry=DEFAULT_RETRY.with_timeout(RETRY_SECONDS))
+    if bucket is None:
+        return None
+    owner = (bucket.labels or {}).get(STACK_LABEL)
+    if owner and owner != label(home.stack):
+        raise RefusedError(
+            f"gs://{name} is stack {owner}'s state bucket (its label {STACK_LABEL}): keep stack {home.stack} in a "
+            "bucket of its own (docs/operations.md#where-the-state-lives)"
+        )
+    others = other_stacks(listed(home.backend, storage) or [], home.stack)
+    if others:
+        shared = " (the project's shared bucket of earlier versions)" if name == legacy_bucket(home.project) else ""
+        raise RefusedError(
+            f"gs://{name}{shared} holds the state of stack{'s' if len(others) > 1 else ''} {', '.join(others)} too: "
+            "whoever may read one stack's "
+            f"state there reads the other's; keep stack {home.stack} in a bucket of its own "
+            f"(docs/operations.md#moving-a-stack-to-a-home-of-its-own)"
+        )
+    return bucket
+
+
+def make_bucket(storage: Any, home: Home, bucket: Any) -> list[str]:
+    """Make the stack's bucket, or bring ``bucket`` (it, as it is) to its settings; RefusedError (nothing made) when
+    its name is taken by another project."""
+    from google.api_core import exceptions
+    from google.cloud.storage.retry import DEFAULT_RETRY
+
+    retry = DEFAULT_RETRY.with_timeout(RETRY_SECONDS)
+    name = home.bucket
+    if bucket is not None:
+        _settings(bucket, home.stack)
+        bucket.patch(timeout=TIMEOUT, retry=retry)
+        return [f"gs://{name} exists; versioning, uniform access, public access prevention and its label set"]
+    bucket = storage.bucket(name)
+    _settings(bucket, home.stack)
+    try:
+        storage.create_bucket(bucket, project=home.project, location=home.region, timeout=TIMEOUT, retry=retry)
+    except exceptions.Conflict:
+        raise RefusedError(
+            f"the bucket name {name} is taken by another project (bucket names are global): name another, "
+            f"`make state-bucket STACK={home.stack} STATE_BACKEND=gs://<name>` (recorded in Pulumi.{home.stack}.yaml)"
+        ) from None
+    return [f"created gs://{name} in {home.region} (versioned, uniform access, public access prevented)"]
+
+
+def label(stack: str) -> str:
+    """A stack's name as a label value (lowercase letters, digits, '-', '_'; at most 63)."""
+    return re.sub(r"[^a-z0-9_-]", "-", stack.lower())[:63]
+
+
+def _settings(bucket: Any, stack: str) -> None:
+    bucket.versioning_enabled = True
+    bucket.iam_configuration.uniform_bucket_level_access_enabled = True
+    bucket.iam_configuration.public_access_prevention = "enforced"
+    rules = [rule for rule in bucket.lifecycle_rules if rule.get("condition", {}).get("isLive") is not False]
+    bucket.lifecycle_rules = rules
+    bucket.add_lifecycle_delete_rule(days_since_noncurrent_time=NONCURRENT_DAYS, is_live=False)
+    bucket.labels = {**(bucket.labels or {}), "purpose": "pulumi-state", STACK_LABEL: label(stack)}
+
+
+def inspect_key(kms: Any, key: str, stack: str) -> Any:
+    """The key as it is (None: there is none); RefusedError when another stack's label names it."""
+    from google.api_core import exceptions
+
+    try:
+        found = kms.get_crypto_key(name=key, timeout=TIMEOUT[1])
+    except exceptions.NotFound:
+        return None
+    owner = dict(found.labels).get(STACK_LABEL)
+    if owner and owner != label(stack):
+        project = key.split("/")[1]
+        raise RefusedError(
+            f"the key {key} is stack {owner}'s (its label {STACK_LABEL}): give stack {stack} a key of its own "
+            f"(SECRETS_PROVIDER=gcpkms://projects/{project}/locations/{KEY_LOCATION}/keyRings/{KEY_RING}/"
+            "cryptoKeys/<key> for a new stack)"
+        )
+    return found
+
+
+def make_key(kms: Any, key: str, stack: str, found: Any) -> list[str]:
+    """Make the key ring and the key, or label ``found`` (the key, as it is) when it has no stack's label."""
+    from google.api_core import exceptions
+
+    ring = key.rsplit("/cryptoKeys/", 1)[0]
+    labels = {"purpose": "pulumi-state", STACK_LABEL: label(stack)}
+    if found is not None:
+        if dict(found.labels).get(STACK_LABEL) != label(stack):
+            kms.update_crypto_key(
+                request={
+                    "crypto_key": {"name": key, "labels": {**dict(found.labels), **labels}},
+                    "update_mask": {"paths": ["labels"]},
+                },
+                timeout=TIMEOUT[1],
+            )
+        return [f"the key {key} exists; its label set"]
+    done = []
+    try:
+        kms.get_key_ring(name=ring, timeout=TIMEOUT[1])
+    except exceptions.NotFound:
+        parent, ring_id = ring.rsplit("/keyRings/", 1)
+        kms.create_key_ring(request={"parent": parent, "key_ring_id": ring_id, "key_ring": {}}, timeout=TIMEOUT[1])
+        done.append(f"created the key ring {ring}")
+    crypto_key = {"purpose": "ENCRYPT_DECRYPT", "labels": labels}
+    kms.create_crypto_key(
+        request={"parent": ring, "crypto_key_id": key.rsplit("/", 1)[1], "crypto_key": crypto_key},
+        timeout=TIMEOUT[1],
+    )
+    return [*done, f"created the key {key} (no rotation: each version bills)"]
+
+
+# ---------------------------------------------------------------------------------------------
+# 5-6. Who may use them
+
+
+Bindings = list[tuple[str, list[str], Any]]
+"""``(role, members, condition)`` of a policy, in order (a condition as the library gives it, or None)."""
+
+
+def granted(bindings: Bindings, grants: dict[str, tuple[str, ...]]) -> tuple[Bindings, list[str]]:
+    """``bindings`` without any convenience or public member, with ``grants`` (role -> members) added to the
+    role's unconditioned binding; and the members removed."""
+    removed: list[str] = []
+    kept: Bindings = []
+    for role, members, condition in bindings:
+        gone = [m for m in members if m.startswith(CONVENIENCE) or m in PUBLIC]
+        removed += [f"{m} ({role})" for m in gone]
+        rest = [m for m in members if m not in gone]
+        same = next((b for b in kept if b[0] == role and not b[2]), None) if not condition else None
+        if same is not None:
+            same[1].extend(m for m in rest if m not in same[1])
+        elif rest:
+            kept.append((role, rest, condition))
+    for role, named in grants.items():
+        if not named:
+            continue
+        target = next((b for b in kept if b[0] == role and not b[2]), None)
+        if target is None:
+            kept.append((role, list(named), None))
+        else:
+            target[1].extend(m for m in named if m not in target[1])
+    return kept, removed
+
+
+def policy_problem(where: str, bindings: Bindings, grants: dict[str, tuple[str, ...]]) -> str | None:
+    """What the policy read back from ``where`` gets wrong: a convenience or public member, or a named member
+    without its role (None: nothing)."""
+    for role, members, _ in bindings:
+        bad = [m for m in members if m.startswith(CONVENIENCE) or m in PUBLIC]
+        if bad:
+            return f"the IAM policy read back from {where} still grants {role} to {', '.join(bad)}"
+    for role, named in grants.items():
+        holders = {m for r, ms, condition in bindings if r == role and not condition for m in ms}
+        lacking = [m for m in named if m not in holders]
+        if lacking:
+            return f"the IAM policy read back from {where} does not grant {role} to {', '.join(lacking)}"
+    return None
+
+
+def bucket_policy(storage: Any, bucket: str, grants: dict[str, tuple[str, ...]]) -> list[str]:
+    """Set the bucket's IAM policy (``granted``), read it back and check it."""
+    target = storage.bucket(bucket)
+    policy = target.get_iam_policy(requested_policy_version=3, timeout=TIMEOUT)
+    current = [(b["role"], sorted(b["members"]), b.get("condition")) for b in policy.bindings]
+    bindings, removed = granted(current, grants)
+    policy.version = 3
+    policy.bindings = [{"role": r, "members": set(m), **({"condition": c} if c else {})} for r, m, c in bindings]
+    target.set_iam_policy(policy, timeout=TIMEOUT)
+    back = target.get_iam_policy(requested_policy_version=3, timeout=TIMEOUT)
+    problem = policy_problem(
+        f"gs://{bucket}", [(b["role"], sorted(b["members"]), b.get("condition")) for b in back.bindings], grants
+    )
+    if problem:
+        raise StateError(problem)
+    return _policy_lines(f"gs://{bucket}", grants, removed, [(b["role"], sorted(b["members"])) for b in back.bindings])
+
+
+def key_policy(kms: Any, key: str, grants: dict[str, tuple[str, ...]]) -> list[str]:
+    """Set the key's IAM policy (``granted``), read it back and check it."""
+    from google.iam.v1 import policy_pb2  # type: ignore[import-untyped]
+
+    def read() -> Any:
+        return kms.get_iam_policy(
+            request={"resource": key, "options": {"requested_policy_version": 3}}, timeout=TIMEOUT[1]
+        )
+
+    policy = read()
+    current = [(b.role, list(b.members), b.condition if b.HasField("condition") else None) for b in policy.bindings]
+    bindings, removed = granted(current, grants)
+    new = policy_pb2.Policy(version=3, etag=policy.etag)
+    for role, members, condition in bindings:
+        new.bindings.add(role=role, members=members, **({"condition": condition} if condition else {}))
+    kms.set_iam_policy(request={"resource": key, "policy": new}, timeout=TIMEOUT[1])
+    back = read()
+    problem = policy_problem(
+        f"the key {key}",
+        [(b.role, list(b.members), b.condition if b.HasField("condition") else None) for b in back.bindings],
+        grants,
+    )
+    if problem:
+        raise StateError(problem)
+    return _policy_lines(f"the key {key}", grants, removed, [(b.role, list(b.members)) for b in back.bindings])
+
+
+def _policy_lines(
+    where: str, grants: dict[str, tuple[str, ...]], removed: list[str], back: list[tuple[str, list[str]]]
+) -> list[str]:
+    """What changed, and who holds the state's roles now (as read back)."""
+    gone = sorted({m.split(" (")[0] for m in removed})
+    lines = [f"{where}: removed {', '.join(gone)} (project convenience or public members)"] if gone else []
+    for role in grants:
+        holders = sorted({m for r, members in back if r == role for m in members})
+        lines.append(f"{where}: {role}: {', '.join(holders) or 'nobody'}")
+    return lines
+
+
+def wait_for_access(
+    home: Home,
+    storage: Any,
+    kms: Any,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """The caller's own permissions on the bucket and key (``tools.state_access.check``), asked again while new
+    grants propagate, bounded by ``PROPAGATION_SECONDS``; StateError when they are still missing then."""
+    deadline = clock() + PROPAGATION_SECONDS
+    while True:
+        missing = check_access(home, "write", storage=storage, kms=kms)
+        if missing is None:
+            return
+        if clock() + WAIT_SECONDS > deadline:
+            raise StateError(
+                f"{missing}; if you are among MEMBERS, IAM may not have applied the grant yet (it can take a few "
+                "minutes): run make state-bucket again to check"
+            )
+        sleep(WAIT_SECONDS)
+
+
+def state_key(home: Home) -> str:
+    """The key ``make state-bucket`` makes and grants: the stack file's Cloud KMS key when it is one of the stack's
+    choosing, else the stack's own (a shared key of earlier versions, a passphrase or a new stack's)."""
+    if (
+        home.key
+        and not home.key.endswith(f"/cryptoKeys/{LEGACY_KEY}")
+        and home.key.startswith(f"projects/{home.project}/")
+    ):
+        return home.key
+    return own_key(home.project, home.stack)
+
+
+def create(
+    home: Home,
+    *,
+    writers: tuple[str, ...],
+    readers: tuple[str, ...],
+    storage: Any,
+    kms: Any,
+    services: Any,
+    wait: Callable[..., None] = wait_for_access,
+) -> list[str]:
+    """Steps 2 to 6 of the module's docstring (step 1 is the caller's, before any client is made): the lines
+    saying what was done."""
+    if not home.bucket:
+        raise RefusedError(
+            f"stack {home.stack}'s state lives in {home.backend}, not in a bucket: `make state-bucket` makes a "
+            f"bucket and key of the stack's own (leave {PROJECT}:stateBackend unset, or name a gs:// bucket)"
+        )
+    if not writers:
+        raise RefusedError(
+            "cannot tell which account runs this (its credentials name no email): name it, and whoever else may "
+            f"run the stack's commands: make state-bucket STACK={home.stack} MEMBERS=user:YOU@example.com"
+        )
+    target = replace(home, secrets_provider=f"gcpkms://{state_key(home)}")
+    off = disabled_apis(services, home.project)
+    # Another stack's bucket or key is refused before anything changes, APIs included; an API that is off is
+    # enabled first, as nothing can be read through it.
+    bucket = inspect_bucket(storage, home) if APIS[0] not in off else None
+    key = inspect_key(kms, target.key, home.stack) if APIS[1] not in off else None
+    lines = enable_apis(services, home.project, off)
+    if APIS[0] in off:
+        bucket = inspect_bucket(storage, home)
+    if APIS[1] in off:
+        key = inspect_key(kms, target.key, home.stack)
+    lines += make_bucket(storage, home, bucket)
+    lines += make_key(kms, target.key, home.stack, key)
+    lines += bucket_policy(
+        storage, home.bucket, {state_role("write", "bucket"): writers, state_role("read", "bucket"): readers}
+    )
+    lines += key_policy(kms, target.key, {state_role("write", "key"): writers, state_role("read", "key"): readers})
+    wait(target, storage, kms)
+    lines.append(f"state: {home.backend}  secrets: {target.secrets_provider}")
+    if target.secrets_provider != home.secrets_provider and home.secrets_provider:
+        lines.append(
+            f"stack {home.stack}'s secrets are still encrypted by {home.secrets_provider}: make state-move "
+            f"STACK={home.stack} moves them to {target.key}"
+        )
+    return lines
+
+
+__all__ = ["STACKS", "caller_of", "create", "parse_members", "setup_missing"]

@@ -1,0 +1,441 @@
+"""A stack's state home: where its Pulumi state lives and the Cloud KMS key its secrets are encrypted with, decided
+from the repository's stack files alone (plain functions, no network; ``tools/state.py`` runs them).
+
+The home is a property of the stack, not of the operator's login. ``Pulumi.<stack>.yaml`` records it as
+``tpu-rl:stateBackend`` (committed, so every clone and CI job finds it); a stack that records none gets a bucket
+of its own, ``gs://<gcp:project>-pulumi-state-<stack>``, and a key of its own,
+``projects/<gcp:project>/locations/global/keyRings/pulumi-state/cryptoKeys/tpu-rl-<stack>``. Dev and prod in one
+Google project thus never share a bucket, a lock folder or a key, so an account granted one stack's state reads
+nothing of the other's. ``decide`` refuses, in one line (``StateError``, exit 2): a home or key that another stack
+file of the repository holds, ``STATE_BACKEND`` or ``PULUMI_BACKEND_URL`` disagreeing with the recorded home, a
+file backend inside the checkout, a name no bucket or key can have, and a passphrase for a protected stack.
+``with_record`` writes the home into the stack file, line by line, keeping its comments.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from core.config.formats import BUCKET_NAME, STATE_BACKEND
+from core.config.placeholders import EXAMPLE_PROJECTS
+from core.inputs import InputError, parse_yaml
+from core.names import PROJECT
+from core.redact import scrub
+from tools.stack_files import StackFileError, read_yaml
+from tools.state_export import StateError
+
+BACKEND_KEY = f"{PROJECT}:stateBackend"
+KEY_RING = "pulumi-state"
+KEY_LOCATION = "global"
+"""Each stack's key is in the project's key ring ``pulumi-state`` in ``global``: a key ring cannot be deleted, and
+one ring for every stack's key keeps the names few; the grants are on each key, never on the ring."""
+LEGACY_SUFFIX = "-pulumi-state"
+"""The shared bucket earlier versions gave every stack of a project: ``gs://<gcp:project>-pulumi-state``."""
+LEGACY_KEY = "pulumi-secrets"
+"""The shared key earlier versions gave every stack of a project, in the ring ``pulumi-state``."""
+CLOUD = "https://api.pulumi.com"
+STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+"""A stack name as Pulumi allows it (sdk/go/common/tokens ``ValidateStackName``: letters, digits, '-', '_', '.')."""
+KEY_ID = re.compile(r"[A-Za-z0-9_-]{1,63}")
+"""A Cloud KMS key id (https://cloud.google.com/kms/docs/resource-hierarchy: letters, digits, '_', '-')."""
+
+
+class RefusedError(StateError):
+    """Bad input: a home, key, bucket or name that is another stack's or none at all (one line, exit 2)."""
+
+
+HOME_HELP = "docs/operations.md#where-the-state-lives"
+MOVE_HELP = "docs/operations.md#moving-a-stack-to-a-home-of-its-own"
+
+
+@dataclass(frozen=True)
+class StackFile:
+    """What the state tools read of one ``Pulumi.<stack>.yaml``."""
+
+    stack: str
+    name: str
+    """The file's name, ``Pulumi.<stack>.yaml``."""
+    project: str
+    """``gcp:project`` ("" when unset or the example's placeholder)."""
+    region: str
+    recorded: str
+    """``tpu-rl:stateBackend`` ("" when the file records none)."""
+    secrets_provider: str
+    """The top-level ``secretsprovider`` the CLI wrote ("" when none)."""
+    salt: bool
+    """The file has an ``encryptionsalt``: its secrets are encrypted with a passphrase."""
+    protect: bool
+    capacity_check: bool
+    """``tpu-rl:workflow.capacityCheck`` (default true): false skips the permission checks too."""
+
+
+@dataclass(frozen=True)
+class Home:
+    """Where a stack's state lives and what encrypts its secrets."""
+
+    stack: str
+    backend: str
+    """The URL every Pulumi command of the stack gets as ``PULUMI_BACKEND_URL``."""
+    origin: str
+    """Where the URL comes from: ``recorded`` (the stack file), ``STATE_BACKEND`` or ``default``."""
+    secrets_provider: str
+    """What encrypts the stack's secrets: the stack file's provider, else what ``pulumi stack init`` is given
+    (empty: the backend's own default, Pulumi Cloud's or the diy backend's passphrase)."""
+    passphrase: bool
+    project: str
+    region: str
+
+    @property
+    def bucket(self) -> str:
+        """The bucket of a ``gs://`` home ("" otherwise)."""
+        return urlparse(self.backend).netloc if self.backend.startswith("gs://") else ""
+
+    @property
+    def prefix(self) -> str:
+        """The folder inside the bucket (or nothing): Pulumi keeps ``.pulumi/`` under it (diy ``New``:
+        ``blob.PrefixedBucket``)."""
+        return urlparse(self.backend).path.strip("/") if self.backend.startswith("gs://") else ""
+
+    @property
+    def key(self) -> str:
+        """The Cloud KMS key of a ``gcpkms://`` provider ("" otherwise)."""
+        return kms_key(self.secrets_provider)
+
+
+def kms_key(provider: str) -> str:
+    """``projects/P/locations/L/keyRings/R/cryptoKeys/K`` of a ``gcpkms://`` secrets provider URL, else ""."""
+    if not provider.startswith("gcpkms://"):
+        return ""
+    return provider.removeprefix("gcpkms://").split("?", 1)[0].strip("/")
+
+
+def is_cloud(url: str) -> bool:
+    return url.startswith(("https://", "http://"))
+
+
+def same(a: str, b: str) -> bool:
+    return a.rstrip("/") == b.rstrip("/")
+
+
+def read_stack_file(stack: str, root: Path) -> StackFile:
+    """``Pulumi.<stack>.yaml`` of ``root``, or StateError naming what is wrong."""
+    path = root / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        raise RefusedError(
+            f"no stack file {path.name}: a stack's settings, state home and key are recorded there; copy "
+            "Pulumi.dev.yaml to it and set gcp:project"
+        )
+    try:
+        document = read_yaml(path)
+    except StackFileError as err:
+        raise RefusedError(str(err)) from None
+    document = document if isinstance(document, dict) else {}
+    found = document.get("config")
+    config: dict[str, Any] = found if isinstance(found, dict) else {}
+    workflow = config.get(f"{PROJECT}:workflow")
+    check = workflow.get("capacityCheck", True) if isinstance(workflow, dict) else True
+    project = _text(config.get("gcp:project"))
+    return StackFile(
+        stack=stack,
+        name=path.name,
+        project="" if project in EXAMPLE_PROJECTS else project,
+        region=_text(config.get("gcp:region")) or "us-east5",
+        recorded=_text(config.get(BACKEND_KEY)),
+        secrets_provider=_text(document.get("secretsprovider")),
+        salt=bool(document.get("encryptionsalt")),
+        protect=_truth(config.get(f"{PROJECT}:protect"), False),
+        capacity_check=_truth(check, True),
+    )
+
+
+def other_stack_files(stack: str, root: Path) -> list[StackFile]:
+    """Every other stack file of the repository that reads (one that does not is no one's home)."""
+    found = []
+    for path in sorted(root.glob("Pulumi.*.yaml")):
+        other = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+        if other == stack or not STACK_NAME.fullmatch(other):
+            continue
+        try:
+            found.append(read_stack_file(other, root))
+        except RefusedError:
+            continue
+    return found
+
+
+def _text(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _truth(value: Any, default: bool) -> bool:
+    """A boolean as `pulumi config set` writes it ("true") or as YAML reads it (true)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return default
+
+
+# ---------------------------------------------------------------------------------------------
+# The names a stack gets when it records none
+
+
+def project_part(project: str) -> str:
+    """A domain-scoped project (``example.com:p``) names its buckets with its last part."""
+    return project.split(":")[-1]
+
+
+def default_bucket(project: str, stack: str) -> str:
+    """``<gcp:project>-pulumi-state-<stack>``, or StateError when that is no bucket name (GCS: 3-63 lowercase
+    letters, digits, '-', '_')."""
+    name = f"{project_part(project)}-pulumi-state-{stack}"
+    if not BUCKET_NAME.matches(name):
+        raise RefusedError(
+            f"stack {stack}'s default state bucket {scrub(name, limit=100)} is not a bucket name ("
+            f"{BUCKET_NAME.allowed}): name one with `make stack STACK={stack} STATE_BACKEND=gs://<bucket>`, which "
+            f"records it in Pulumi.{stack}.yaml"
+        )
+    return name
+
+
+def own_key(project: str, stack: str) -> str:
+    """The stack's own key, or StateError when the stack's name cannot name one."""
+    key = f"{PROJECT}-{stack}"
+    if not KEY_ID.fullmatch(key):
+        raise RefusedError(
+            f"stack {stack}'s name cannot name a Cloud KMS key ({key}: letters, digits, '_' and '-', at most 63): "
+            f"name a key of its own with SECRETS_PROVIDER=gcpkms://projects/{project}/locations/{KEY_LOCATION}/"
+            f"keyRings/{KEY_RING}/cryptoKeys/<key>"
+        )
+    return f"projects/{project}/locations/{KEY_LOCATION}/keyRings/{KEY_RING}/cryptoKeys/{key}"
+
+
+def legacy_bucket(project: str) -> str:
+    return f"{project_part(project)}{LEGACY_SUFFIX}"
+
+
+def legacy_key(project: str) -> str:
+    return f"projects/{project}/locations/{KEY_LOCATION}/keyRings/{KEY_RING}/cryptoKeys/{LEGACY_KEY}"
+
+
+def home_of(other: StackFile) -> str:
+    """Another stack file's home as its own commands would find it ("" when it cannot be told)."""
+    if other.recorded:
+        return other.recorded
+    try:
+        return f"gs://{default_bucket(other.project, other.stack)}" if other.project else ""
+    except RefusedError:
+        return ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Deciding
+
+
+def decide(
+    stack: str,
+    root: Path,
+    *,
+    env_url: str = "",
+    explicit: str = "",
+    secrets_provider: str = "",
+    local_ok: bool = False,
+    allow_passphrase: bool = False,
+    shared_key_ok: bool = False,
+) -> Home:
+    """The stack's home, or StateError (one line) on a conflict. ``env_url``: ``PULUMI_BACKEND_URL``;
+    ``explicit``: ``STATE_BACKEND``; ``shared_key_ok``: the key another stack holds is not refused (the move that
+    gives the stack its own).
+
+    A stack's secrets use a passphrase when its file says so (``secretsprovider: passphrase``, or an
+    ``encryptionsalt``), when ``SECRETS_PROVIDER=passphrase`` creates it, or when a self-managed backend would use
+    its default provider, which is the passphrase, ``PULUMI_CONFIG_PASSPHRASE`` or not (pulumi/pulumi
+    ``pkg/backend/diy/backend.go`` ``DefaultSecretManager``); a ``gs://`` home never does, as its new stack is
+    given its own key. Pulumi Cloud's default provider is its own, per stack."""
+    if not STACK_NAME.fullmatch(stack):
+        raise RefusedError(f"{scrub(stack, limit=40)!r} is not a stack name (letters, digits, '-', '_', '.')")
+    own = read_stack_file(stack, root)
+    for source, url in ((f"{own.name}: {BACKEND_KEY}", own.recorded), ("STATE_BACKEND", explicit)):
+        if url and not STATE_BACKEND.matches(url):
+            raise RefusedError(f"{source} = {scrub(url, limit=120)!r} is not a state home: {STATE_BACKEND.allowed}")
+    if own.recorded and explicit and not same(own.recorded, explicit):
+        raise RefusedError(
+            f"STATE_BACKEND is {scrub(explicit, limit=120)}, but {own.name} records {BACKEND_KEY}: {own.recorded}: "
+            f"leave STATE_BACKEND out (every command uses the recorded home), or move the stack ({MOVE_HELP})"
+        )
+    backend, origin = _backend(own, explicit)
+    if env_url and not same(env_url, backend):
+        where = {"recorded": f"recorded in {own.name}", "STATE_BACKEND": "given as STATE_BACKEND"}.get(origin, "")
+        raise RefusedError(
+            f"PULUMI_BACKEND_URL is {scrub(env_url, limit=120)}, but stack {stack}'s state lives in {backend} "
+            f"({where or 'its default: ' + own.name + ' records no ' + BACKEND_KEY}): unset PULUMI_BACKEND_URL; "
+            "`make` passes the stack's home to every pulumi command itself"
+        )
+    _refuse_inside(backend, root, local_ok, stack)
+    others = other_stack_files(stack, root)
+    _refuse_shared_bucket(stack, own, backend, origin, others)
+    provider = _provider(own, backend, secrets_provider)
+    if not shared_key_ok:
+        _refuse_shared_key(stack, own, provider, others)
+    passphrase = provider == "passphrase" or (not provider and not is_cloud(backend))
+    if passphrase and own.protect and not allow_passphrase:
+        if own.secrets_provider or own.salt:
+            fix = f"move them to a key of its own: make state-bucket STACK={stack}, then make state-move STACK={stack}"
+        else:
+            key = f"projects/{own.project or '<project>'}/locations/{KEY_LOCATION}/keyRings/{KEY_RING}"
+            fix = f"create it with a key of its own: SECRETS_PROVIDER=gcpkms://{key}/cryptoKeys/{PROJECT}-{stack}"
+        raise RefusedError(
+            f"stack {stack} is protected ({PROJECT}:protect: true) and its secrets would be encrypted with a "
+            f"passphrase, a shared string no one can revoke from one holder and whose loss loses every secret: {fix} "
+            f"({MOVE_HELP}), or accept the passphrase with ALLOW_PASSPHRASE=1"
+        )
+    return Home(stack, backend, origin, provider, passphrase, own.project, own.region)
+
+
+def _backend(own: StackFile, explicit: str) -> tuple[str, str]:
+    if own.recorded:
+        return own.recorded, "recorded"
+    if explicit:
+        return explicit.rstrip("/"), "STATE_BACKEND"
+    if not own.project:
+        raise RefusedError(
+            f"{own.name} has no gcp:project of yours (unset, or the example's placeholder): set your project id in "
+            f"the file first; the stack's state bucket is named after it"
+        )
+    return f"gs://{default_bucket(own.project, own.stack)}", "default"
+
+
+def _refuse_inside(backend: str, root: Path, local_ok: bool, stack: str) -> None:
+    folder = inside(backend, root)
+    if folder is not None and not local_ok:
+        raise RefusedError(
+            f"stack {stack}'s state home {backend} is a file backend inside this checkout "
+            f"({folder.relative_to(root.resolve())}/): deleting or re-cloning the folder would lose the stack's "
+            f"state while its cluster and TPU pool keep billing; give it a bucket of its own (make state-bucket "
+            f"STACK={stack}), or accept it with LOCAL_STATE=1"
+        )
+
+
+def _refuse_shared_bucket(stack: str, own: StackFile, backend: str, origin: str, others: list[StackFile]) -> None:
+    """A bucket is one IAM boundary: two stacks in it share their readers, their writers and their lock folder."""
+    if not backend.startswith("gs://"):
+        return
+    bucket = urlparse(backend).netloc
+    for other in others:
+        theirs = home_of(other)
+        if theirs.startswith("gs://") and urlparse(theirs).netloc == bucket:
+            given = {"recorded": f"recorded in {own.name}", "STATE_BACKEND": "given as STATE_BACKEND"}
+            raise RefusedError(
+                f"stack {stack}'s state home {backend} ({given.get(origin, 'its default')}) is in gs://{bucket}, "
+                f"stack {other.stack}'s state bucket ({other.name}): whoever may read one stack's state there reads "
+                f"the other's, and takes its lock; give stack {stack} a bucket of its own ({HOME_HELP})"
+            )
+
+
+def _provider(own: StackFile, backend: str, asked: str) -> str:
+    """The stack file's secrets provider; for a file without one, what ``stack init`` is given."""
+    current = own.secrets_provider or ("passphrase" if own.salt else "")
+    if current and asked and asked != current:
+        raise RefusedError(
+            f"SECRETS_PROVIDER is {scrub(asked, limit=160)}, but {own.name}'s secrets are encrypted by {current}: "
+            "`pulumi stack init` would make a new data key and every secret in the file would be lost; change it "
+            f"with `pulumi stack change-secrets-provider --stack {own.stack} <provider>` instead"
+        )
+    if current:
+        return current
+    if asked:
+        return asked
+    if backend.startswith("gs://"):
+        if not own.project:
+            raise RefusedError(f"{own.name} has no gcp:project of yours: the stack's key is in that project")
+        return f"gcpkms://{own_key(own.project, own.stack)}"
+    return ""
+
+
+def _refuse_shared_key(stack: str, own: StackFile, provider: str, others: list[StackFile]) -> None:
+    key = kms_key(provider)
+    if not key:
+        return
+    for other in others:
+        if kms_key(other.secrets_provider) == key:
+            shared = " (the project's shared key)" if key.endswith(f"/cryptoKeys/{LEGACY_KEY}") else ""
+            raise RefusedError(
+                f"stack {stack}'s secrets key {key}{shared} encrypts stack {other.stack}'s secrets too "
+                f"({other.name}): whoever may decrypt one stack's secrets decrypts the other's; give stack {stack} a "
+                f"key and bucket of its own: make state-bucket STACK={stack}, then make state-move STACK={stack} "
+                f"({MOVE_HELP})"
+            )
+
+
+def inside(url: str, root: Path) -> Path | None:
+    """The folder of a `file://` backend when it is inside `root` (the checkout), else None."""
+    folder = file_folder(url)
+    if folder is None:
+        return None
+    folder = folder.resolve()
+    return folder if folder == root.resolve() or root.resolve() in folder.parents else None
+
+
+def file_folder(url: str) -> Path | None:
+    """The folder of a `file://` backend URL (`file://~` is the home folder), else None."""
+    parsed = urlparse(url)
+    if parsed.scheme != "file":
+        return None
+    folder = Path(os.path.expanduser(unquote(parsed.netloc + parsed.path) or "~"))
+    return folder if folder.is_absolute() else Path.cwd() / folder
+
+
+# ---------------------------------------------------------------------------------------------
+# Recording the home in the stack file
+
+
+def with_record(text: str, url: str, name: str) -> str:
+    """``text`` (a stack file) with ``tpu-rl:stateBackend: <url>`` appended to its ``config:`` block, every other
+    line kept as it was (comments and layout included), as `pulumi config set` appends a new key; RefusedError when
+    the result would read as anything but the same file with that one key more."""
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    start = next((i for i, line in enumerate(lines) if re.fullmatch(r"config:[ \t]*(#.*)?\n", line)), None)
+    entry = f"{BACKEND_KEY}: {url}\n"
+    if start is None:
+        written = "".join(lines) + "config:\n  " + entry
+    else:
+        end, indent = start + 1, "  "
+        for i in range(start + 1, len(lines)):
+            line = lines[i]
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            if not line[:1].isspace():
+                break
+            if end == start + 1:
+                indent = line[: len(line) - len(line.lstrip())]
+            end = i + 1
+        written = "".join(lines[:end]) + indent + entry + "".join(lines[end:])
+    try:
+        before, after = parse_yaml(text, name) or {}, parse_yaml(written, name)
+    except InputError as err:
+        raise RefusedError(str(err)) from None
+    config = before.get("config") if isinstance(before, dict) else None
+    wanted = {**before, "config": {**(config if isinstance(config, dict) else {}), BACKEND_KEY: url}}
+    if not isinstance(before, dict) or (config is not None and not isinstance(config, dict)) or after != wanted:
+        raise RefusedError(f"{name} cannot take `{BACKEND_KEY}: {url}` here; add it under config: yourself")
+    return written
+
+
+def record(home: Home, root: Path) -> None:
+    """Write the home into the stack file when it records none (``with_record``: nothing is written when the file
+    cannot take it), and say so."""
+    own = read_stack_file(home.stack, root)
+    if own.recorded:
+        return
+    path = root / own.name
+    path.write_text(with_record(path.read_text(), home.backend, own.name))
+    print(
+        f"recorded {BACKEND_KEY}: {home.backend} in {own.name}: commit it, so that every clone and CI job finds the "
+        "state there"
+    )

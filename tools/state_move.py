@@ -1,0 +1,164 @@
+"""`make state-move STACK=<stack> [FROM=<url>]`: move a stack into its own home and key.
+
+For a stack still in a backend it shares (by default the project's shared bucket of earlier versions,
+``gs://<gcp:project>-pulumi-state``; ``FROM=`` names another self-managed one, such as ``.pulumi-state/`` of an old
+checkout), or whose secrets are still encrypted by a key another stack holds. ``make state-bucket`` first: the
+stack's bucket and key must exist. Then, each Pulumi command given its backend by ``PULUMI_BACKEND_URL``:
+
+1. the stack must be in ``FROM`` or its home (nowhere: nothing to move), with no lock in ``FROM``;
+2. ``pulumi stack export`` from ``FROM`` (ciphertext only; the file is in a private temporary folder, removed at the
+   end), ``pulumi stack init`` in the home with the provider the stack file names, so that its wrapped data key is
+   kept (pulumi/pulumi ``pkg/secrets/cloud/manager.go`` ``NewCloudSecretsManager`` makes a new data key, losing
+   every ``secure:`` value of the file, when the provider differs), ``pulumi stack import``, and the home's export
+   compared with ``FROM``'s: the same resources by URN;
+3. ``pulumi stack change-secrets-provider`` to the stack's own key, which re-encrypts the file's secrets and the
+   state's (``pkg/cmd/pulumi/stack/stack_change_secrets_provider.go``
+   ``migrateOldConfigAndCheckpointToNewSecretsProvider``);
+4. ``pulumi stack rm --force --preserve-config`` in ``FROM``: no second copy stays for an old checkout to update
+   (the diy backend keeps ``<stack>.json.bak`` and the backups: pkg/backend/diy/state.go ``removeStack``);
+5. ``tpu-rl:stateBackend`` recorded in the stack file.
+
+Run again after a failure, it goes on from where it stopped: a stack in both backends with the same resources is a
+copy already made. Anyone who could decrypt the shared key could read the stack's secrets: rotate them (the last
+line says which).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from core.names import PROJECT
+from core.redact import scrub
+from tools.state_export import StateError
+from tools.state_home import Home, RefusedError, is_cloud, legacy_bucket, own_key, read_stack_file, record, same
+from tools.state_locks import read_locks
+from tools.state_lookup import holds_stack
+
+COMMAND_TIMEOUT = 600.0
+"""How long one Pulumi command of the move may take, in seconds."""
+MOVE_HELP = "docs/operations.md#moving-a-stack-to-a-home-of-its-own"
+
+
+def pulumi(args: list[str], backend: str, run: Callable[..., Any] = subprocess.run) -> str:
+    """``pulumi <args>`` with ``PULUMI_BACKEND_URL=<backend>``; its stdout, or StateError with its error line."""
+    env = {**os.environ, "PULUMI_BACKEND_URL": backend}
+    try:
+        done = run(["pulumi", *args], env=env, capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise StateError(f"`pulumi {' '.join(args[:3])}` ({backend}): {scrub(str(err), limit=160)}") from None
+    if done.returncode != 0:
+        said = scrub(" ".join((done.stderr or "").split()), limit=240)
+        raise StateError(f"`pulumi {' '.join(args[:3])}` in {backend} failed: {said}")
+    return str(done.stdout or "")
+
+
+def urns(export: str, where: str) -> list[str]:
+    """The resources' URNs of a `pulumi stack export` (a new stack's deployment is null: none)."""
+    try:
+        deployment = (json.loads(export) or {}).get("deployment") or {}
+    except (json.JSONDecodeError, AttributeError):
+        raise StateError(f"the export of {where} is no deployment") from None
+    return sorted(str(r.get("urn")) for r in deployment.get("resources") or [] if isinstance(r, dict))
+
+
+def move(
+    home: Home,
+    root: Path,
+    source: str = "",
+    *,
+    storage: Any = None,
+    run: Callable[..., Any] = subprocess.run,
+    out: Any = None,
+) -> int:
+    """The move of the module's docstring; the lines saying what was done on ``out`` (stdout)."""
+    out = out or sys.stdout
+    source = (source or (f"gs://{legacy_bucket(home.project)}" if home.project else "")).rstrip("/")
+    if not source or same(source, home.backend) or is_cloud(source):
+        raise RefusedError(
+            f"FROM={source or '(none)'} is no backend to move stack {home.stack} from: name the self-managed backend "
+            f"it lives in now (gs://... or file://...), not its home {home.backend} ({MOVE_HELP})"
+        )
+    own = read_stack_file(home.stack, root)
+    if not home.project:
+        raise RefusedError(f"{own.name} has no gcp:project of yours: the stack's key is in that project")
+    target = f"gcpkms://{own_key(home.project, home.stack)}"
+    storage = storage if storage is not None else _storage(home.backend, source)
+    in_source = holds_stack(source, home.stack, storage, run)
+    in_home = holds_stack(home.backend, home.stack, storage, run)
+    for url, found in ((source, in_source), (home.backend, in_home)):
+        if found is None:
+            raise StateError(f"cannot read {url} (no storage.objects.list there): nothing was moved ({MOVE_HELP})")
+    if not in_source and not in_home:
+        raise RefusedError(f"stack {home.stack} is in neither {source} nor its home {home.backend}: nothing to move")
+    if in_source and read_locks(source, home.stack):
+        raise StateError(
+            f"stack {home.stack} is locked in {source}: a `pulumi` may still be working on it there; once none is, "
+            f"`PULUMI_BACKEND_URL={source} pulumi cancel --stack {home.stack} --yes` clears it ({MOVE_HELP})"
+        )
+    done = []
+    if in_source:
+        done += _copy(home, own.secrets_provider or ("passphrase" if own.salt else ""), source, bool(in_home), run)
+    if kms_of(read_stack_file(home.stack, root).secrets_provider) != kms_of(target):
+        pulumi(["stack", "change-secrets-provider", "--stack", home.stack, target], home.backend, run)
+        done.append(f"re-encrypted stack {home.stack}'s secrets (its file's and its state's) with {target}")
+    if in_source:
+        pulumi(["stack", "rm", home.stack, "--yes", "--force", "--preserve-config"], source, run)
+        done.append(f"removed the copy in {source} (its backups stay there, as the bucket's older versions do)")
+    for line in done:
+        print(line, file=out)
+    record(home, root)
+    print(
+        f"stack {home.stack} lives in {home.backend}, its secrets encrypted by {target}: commit {own.name}, and "
+        f"rotate the secrets every holder of the old key could read ({PROJECT}:hfToken, {PROJECT}:hfWriteToken: "
+        f"pulumi config set --secret ...)",
+        file=out,
+    )
+    return 0
+
+
+def kms_of(provider: str) -> str:
+    return provider.removeprefix("gcpkms://").split("?", 1)[0].strip("/")
+
+
+def _copy(home: Home, provider: str, source: str, in_home: bool, run: Callable[..., Any]) -> list[str]:
+    """Export from ``source``, import into the home (unless an earlier run did), and compare the two."""
+    export = pulumi(["stack", "export", "--stack", home.stack], source, run)
+    wanted = urns(export, source)
+    if in_home:
+        there = urns(pulumi(["stack", "export", "--stack", home.stack], home.backend, run), home.backend)
+        if there != wanted:
+            raise StateError(
+                f"stack {home.stack} is in both {source} ({len(wanted)} resources) and its home {home.backend} "
+                f"({len(there)}), with different resources: keep the one `up` last wrote, remove the other with "
+                f"`PULUMI_BACKEND_URL=<it> pulumi stack rm {home.stack} --force --preserve-config` ({MOVE_HELP})"
+            )
+        return [f"stack {home.stack} was already copied to {home.backend}"]
+    with tempfile.TemporaryDirectory(prefix="tpu-rl-move-") as folder:
+        path = Path(folder) / f"{home.stack}.json"
+        path.write_text(export)
+        path.chmod(0o600)
+        init = ["stack", "init", home.stack] + ([f"--secrets-provider={provider}"] if provider else [])
+        pulumi(init, home.backend, run)
+        pulumi(["stack", "import", "--stack", home.stack, "--file", str(path)], home.backend, run)
+    there = urns(pulumi(["stack", "export", "--stack", home.stack], home.backend, run), home.backend)
+    if there != wanted:
+        raise StateError(
+            f"the import into {home.backend} holds {len(there)} resources, not the {len(wanted)} of {source}: "
+            f"nothing was removed from {source}; compare the two exports before going on ({MOVE_HELP})"
+        )
+    return [f"copied stack {home.stack} from {source} to {home.backend} ({len(wanted)} resources)"]
+
+
+def _storage(*urls: str) -> Any:
+    if not any(u.startswith("gs://") for u in urls):
+        return None
+    from workloads.observe.artifacts import storage_client
+
+    return storage_client()
