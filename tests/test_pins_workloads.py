@@ -366,10 +366,13 @@ def test_the_token_secret_is_what_the_pods_reference_and_no_pod_claims_a_disk():
     plan = jobs(PROD)
     for step in (plan.convert, plan.export):
         pod = cpu_job(step)["template"]["spec"]
-        (env,) = [e for e in pod["containers"][0]["env"] if e["name"] == "HF_TOKEN"]
-        ref = env["valueFrom"]["secretKeyRef"]
-        assert ref["name"] == secret["metadata"]["name"] and ref["key"] in secret["stringData"]
+        tokens = [e for e in pod["containers"][0]["env"] if e["name"] == "HF_TOKEN"]
         assert set(pod["volumes"][0]) == {"name", "emptyDir"}, "an emptyDir: no claim, no disk outlives the pod"
+        if step is plan.export:
+            assert tokens == [], "the export reads nothing from the Hub: no token"
+            continue
+        ref = tokens[0]["valueFrom"]["secretKeyRef"]
+        assert ref["name"] == secret["metadata"]["name"] and ref["key"] in secret["stringData"]
     assert scratch_storage_class("pd-balanced", {})["metadata"]["name"] == "tpu-rl-scratch", "kept one release"
 
 
@@ -452,10 +455,15 @@ def test_cpu_jobsets(step, scratch, memory, limit):
     assert container["name"] == step and container["image"] == PROD.images.maxtext
     # Pod Security "restricted" but runAsNonRoot: the MaxText image runs as root (no USER in its Dockerfile).
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    # The conversion reads the Hub (its token from the Secret); the export reads GCS only: no token, the Hub switched
+    # off (huggingface_hub 2.4.0 constants.is_offline_mode: every request raises OfflineModeIsEnabled).
+    hub = [HF_TOKEN] if step == "convert" else []
+    offline = [{"name": "HF_HUB_OFFLINE", "value": "1"}] if step == "export" else []
     assert container["env"] == [
-        HF_TOKEN,
+        *hub,
         {"name": "HF_HOME", "value": "/scratch/huggingface"},
         {"name": "HF_HUB_DISABLE_PROGRESS_BARS", "value": "1"},
+        *offline,
     ]
     assert container["resources"] == {"requests": {"cpu": "16", "memory": memory}, "limits": {"memory": limit}}
     assert container["command"] == ["/bin/bash", "/tpu-rl/run.sh"] and "args" not in container
@@ -645,30 +653,11 @@ STEP_NAMES = {
     "dev": ["gemma4-e4b-convert-32248e82bd", "gemma4-e4b-train-27aa9211dd", "gemma4-e4b-export-5393c0031d"],
     "prod": ["gemma4-26b-convert-b456932d3d", "gemma4-26b-train-ff61f63f26", "gemma4-26b-export-74a4712ecd"],
 }
-BEFORE_ONE_READ = {
-    "dev": ["gemma4-e4b-convert-32248e82bd", "gemma4-e4b-train-0457d7059c", "gemma4-e4b-export-d886aa7a34"],
-    "prod": ["gemma4-26b-convert-b456932d3d", "gemma4-26b-train-aa239a6be8", "gemma4-26b-export-687cf0c869"],
-}
-"""The names of the version before tpu-rl:training.loadCheckpointOnlyOnce (STEP_NAMES at its commit 589abad)."""
 
 
 @pytest.mark.parametrize("stack", sorted(STEP_NAMES))
 def test_the_example_stacks_step_names(stack):
     assert [step.name for step in jobs(settings(stack, [])).steps] == STEP_NAMES[stack]
-
-
-@pytest.mark.parametrize("stack", sorted(BEFORE_ONE_READ))
-def test_reading_the_checkpoint_twice_keeps_the_names_of_the_version_before(stack):
-    """MaxText's default (false) leaves the key out of the argv, so a stack that sets it with the upgrade keeps its
-    finished steps (docs/operations.md "Upgrading tpu-rl"), the evaluation and the publication too."""
-    twice = settings(stack, ["tpu-rl:training.loadCheckpointOnlyOnce=false"])
-    assert [step.name for step in jobs(twice).steps] == BEFORE_ONE_READ[stack]
-    if stack == "prod":
-        every = ["tpu-rl:publish.repo=me/model", "tpu-rl:workflow.steps.evaluate=true"]
-        names = [
-            s.name for s in plan_workflow(settings("prod", [*every, "tpu-rl:training.loadCheckpointOnlyOnce=false"]))
-        ]
-        assert names[3:] == ["gemma4-26b-evaluate-a993bcb7a4", "gemma4-26b-publish-5040b1cc60"], "589abad's"
 
 
 def test_the_cloud_logging_links():

@@ -65,6 +65,9 @@ HUB_CACHE = Text(
     r"gs://(?!goog)(?![a-z0-9_-]*g(oo|00)gle)[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]/([A-Za-z0-9][A-Za-z0-9._-]{0,100}/){1,8}",
     "a gs:// folder such as gs://my-project-tpu-rl-hub/hub/ (a bucket name, then at least one folder, ending in /)",
 )
+STACK_NAME = Text(
+    r"[A-Za-z0-9_.-]{1,100}", "a Pulumi stack name such as prod (letters, digits, hyphens, underscores, periods)"
+)
 CLOCK = Text(r"([01][0-9]|2[0-3]):[0-5][0-9]", "a UTC time HH:MM such as 09:00")
 QUEUE_NAME = Text(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a LocalQueue name (a DNS-1123 label)")
 TOKEN = Text(r"\S{1,512}", "a Hugging Face read token")
