@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 from tests.loopback import QuietHandler
 
@@ -28,7 +29,7 @@ def git_blob_id(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def sibling(name: str, data: bytes) -> dict[str, object]:
+def sibling(name: str, data: bytes) -> dict[str, Any]:
     """A file as the Hub lists it with ``files_metadata=True`` (``/api/models/<repo>/revision/<rev>``'s
     ``siblings``, as huggingface_hub 2.4.0's ``ModelInfo`` reads them): its size and Git blob id, and for a file in
     LFS its LFS object (``sha256``, ``size``, ``pointerSize``), whose Git blob is then the pointer file's."""

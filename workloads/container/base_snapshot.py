@@ -6,26 +6,23 @@ as the export step runs ``complete_export.py``).
     python3 base_snapshot.py fetch CONVERT_URI LOCAL_DIR                                   # training, the export
     python3 base_snapshot.py dataset REPO REVISION URI CACHE_URI PATTERN...                 # a training dataset
 
-``tpu-rl:model.revision`` is a branch, a tag or a commit, and a branch moves. The conversion resolves it once, here, and
-takes every file of that commit it needs through the **Hub cache**: one entry ``<root><repo>/<commit>/`` per base model
-and commit, its files and ``entry.json``, the Hub's description of each (size, and the hash the Hub names its content
-by: the LFS sha256, else the Git blob id). ``CACHE_URI`` is the root this conversion writes (the stack's own, or a shared
-one whose writer the stack is); ``SHARED_URI`` a root it reads first and never writes (a shared cache another stack
-writes; ``CACHE_URI`` again when there is none). Each file comes from the first entry holding it as the Hub names it,
-read at one generation and hashed (bounded memory), else from the Hub, hashed, into ``CACHE_URI``'s entry. A copy of
-another hash is one line and never used. The Hub's own values are asked for every time (one API call, no file); when
-the Hub is out of reach and the revision is a commit, the hashes the entries record stand in, and a file no entry
-records a hash of is refused: a size proves nothing. So the ~52 GB of a 26B model's weights cross the Hub once per
-(model, commit), and no stack sharing a cache can plant a file of the same size in another's conversion.
+``tpu-rl:model.revision`` is a branch, a tag or a commit, and a branch moves. The conversion resolves it once, here,
+and takes every file of that commit it needs through the **Hub cache**: an entry ``<root><repo>/<commit>/`` per model
+and commit, its files and ``entry.json``, the Hub's description of each (``ENTRY``). ``CACHE_URI`` is the root it
+writes (the stack's own, or a shared one whose writer the stack is), ``SHARED_URI`` one it reads first and never
+writes (``CACHE_URI`` again without one). Each file comes from the first entry holding it as the Hub names it (read at
+one generation, hashed), else from the Hub (hashed) into ``CACHE_URI``'s entry; a copy of another hash is one line and
+never used (``cached``). The Hub's description is asked for every time (one API call, no file); out of reach, the
+entries' recorded hashes stand in for a commit, and a file recorded by its size alone is refused (``recorded``): the
+weights cross the Hub once per (model, commit), and no stack can plant a same-size file in another's conversion.
 
 The files land in ``LOCAL_DIR``, where ``to_maxtext`` reads the weights (``--hf_model_path``: MaxText's
 ``LazyHFLoader``, 0.2.4's and 0.2.5's, reads a local folder and asks the Hub nothing); the base's files that are not
-weights (``config.json``, the tokenizer's, the chat template, the generation and processor configs) are copied to
-``<conversion output>base/``, and ``<conversion output>source.json`` records ``{"repo", "revision", "commit", "files",
-"verified"}`` (``VERIFIED``: the cache object of each file, at the generation hashed), written last. Training
-(``tokenizer_path``, which vLLM reads too) and the export (``to_huggingface``'s ``--hf_model_path``, and the base the
-export is completed from) read those files and that commit, never the branch again; the program's export check and the
-model card read the record.
+weights (the configs, the tokenizer's, the chat template) are copied to ``<conversion output>base/``, and
+``<conversion output>source.json`` records ``{"repo", "revision", "commit", "files", "verified"}`` (``VERIFIED``),
+written last. Training (``tokenizer_path``, which vLLM reads too) and the export (``to_huggingface``'s
+``--hf_model_path``, and the base the export is completed from) read those files and that commit, never the branch
+again; the program's export check and the model card read the record.
 
 A conversion run again (a retry) keeps the commit it recorded: the branch may have moved since, and the checkpoint
 it resumes is of that commit. Exit 0 with the commit on stdout; 3 for a refusal (a record of another repository, a
@@ -129,8 +126,7 @@ def _first(err: Exception) -> str:
 
 
 def wanted(name: str, size: int) -> bool:
-    """A file of the base worth copying to ``base/``: a plain file name of the repository's top folder, not weights,
-    small."""
+    """A file of the base worth copying to ``base/``: a plain name of the repository's top folder, small, no weights."""
     return name_problem(name) is None and not name.endswith(WEIGHTS) and size <= MAX_FILE_BYTES
 
 
@@ -141,59 +137,40 @@ def needed(name: str, size: int) -> bool:
     return wanted(name, size) or (name_problem(name) is None and weights and size <= MAX_WEIGHTS_BYTES)
 
 
-def read_entry_json(
-    bucket: Any, prefix: str, uri: str, ids: tuple[str, str], problem: Callable[[str], str | None]
-) -> dict[str, Any] | None:
-    """A cache entry's ``entry.json``, checked: of ``ids`` (repo, commit), its ``files`` each a name ``problem``
-    accepts with a size; None when there is none (or only part of an entry: no ``entry.json``). A damaged one is
-    refused naming the entry to delete (the step's next try fills it again)."""
+def entry_json(bucket: Any, prefix: str) -> Any:
+    """A cache entry's ``entry.json`` parsed (``ValueError``: not JSON), None when there is none (yet)."""
     blob = bucket.blob(prefix + ENTRY)
     if not blob.exists(timeout=TIMEOUT):
         return None
-    try:
-        entry = json.loads(blob.download_as_bytes(start=0, end=MAX_FILE_BYTES - 1, timeout=TIMEOUT))
-    except ValueError:
-        raise RefusedError(f"{uri}{ENTRY} is not JSON: {AGAIN.format(uri=uri)}") from None
-    files = entry.get("files") if isinstance(entry, dict) else None
-    if not (
-        isinstance(entry, dict)
-        and (entry.get("repo"), entry.get("commit")) == ids
-        and isinstance(files, dict)
-        and all(isinstance(n, str) and problem(n) is None and type(s) is int and s >= 0 for n, s in files.items())
-    ):
-        raise RefusedError(f"{uri}{ENTRY} is not the cache entry of {ids[0]}@{ids[1]}: {AGAIN.format(uri=uri)}")
-    return entry
+    return json.loads(blob.download_as_bytes(start=0, end=MAX_FILE_BYTES - 1, timeout=TIMEOUT))
 
 
 def entry_uri(cache_root: str, repo: str, commit: str) -> str:
-    """The cache entry of one commit of one base model: ``<cache_root><repo>/<commit>/``."""
+    """The cache entry of one commit of one repository: ``<cache_root><repo>/<commit>/``."""
     return f"{cache_root}{repo}/{commit}/"
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One Hub cache entry of the base at one commit: where it is, whether this conversion writes it (the stack's own
-    entry, or the shared one where the stack is the cache's writer), and what its ``entry.json`` records of each file
-    (None for a name with a size only: an entry of an earlier version, whose size proves nothing)."""
+    """One Hub cache entry of the base at one commit: where it is, and what its ``entry.json`` records of each file
+    (None for a name with a size only: an entry of an earlier version, whose size proves nothing; ``files`` None: no
+    ``entry.json``, or one that is not this entry's). The conversion writes the last of its ``entries`` only."""
 
     uri: str
     bucket: Any
     prefix: str
-    writable: bool
     files: dict[str, HubFile | None] | None
-    """None: no ``entry.json``, or one that is not this entry's (one line: not used)."""
 
 
 def read_model_entry(bucket: Any, prefix: str, uri: str, ids: tuple[str, str]) -> dict[str, HubFile | None] | None:
     """The files an entry's ``entry.json`` records, None when there is none; one that is not the entry of ``ids``
     (repo, commit) is one line and not used (its writer's next conversion writes it again)."""
-    blob = bucket.blob(prefix + ENTRY)
-    if not blob.exists(timeout=TIMEOUT):
-        return None
     try:
-        entry = json.loads(blob.download_as_bytes(start=0, end=MAX_FILE_BYTES - 1, timeout=TIMEOUT))
+        entry = entry_json(bucket, prefix)
     except ValueError:
-        entry = None
+        entry = {}
+    if entry is None:
+        return None
     files = entry.get("files") if isinstance(entry, dict) else None
     if isinstance(entry, dict) and (entry.get("repo"), entry.get("commit")) == ids and isinstance(files, dict):
         found = {name: recorded_file(value) for name, value in files.items()}
@@ -204,26 +181,35 @@ def read_model_entry(bucket: Any, prefix: str, uri: str, ids: tuple[str, str]) -
     return None
 
 
-def open_entry(cache_root: str, repo: str, commit: str, writable: bool) -> Entry:
+def open_entry(cache_root: str, repo: str, commit: str) -> Entry:
     uri = entry_uri(cache_root, repo, commit)
     bucket, prefix = folder(uri)
-    return Entry(uri, bucket, prefix, writable, read_model_entry(bucket, prefix, uri, (repo, commit)))
+    return Entry(uri, bucket, prefix, read_model_entry(bucket, prefix, uri, (repo, commit)))
+
+
+def hub_info(repo: str, ref: str, dataset: bool = False) -> Any:
+    """The Hub's info of the model (or ``dataset``) ``repo`` at ``ref``, each file's metadata included: refused for what
+    a retry reads the same (no such repository or revision, a gated one), failed (tried again) otherwise."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+    api, what = HfApi(library_name="tpu-rl"), f"dataset {repo}@{ref}" if dataset else f"{repo}@{ref} from the Hub"
+    read = api.dataset_info if dataset else api.model_info
+    try:
+        info = read(repo, revision=ref, files_metadata=True, timeout=TIMEOUT)
+    except (RepositoryNotFoundError, RevisionNotFoundError, GatedRepoError) as err:  # a retry reads the same
+        raise RefusedError(f"cannot read {what} ({type(err).__name__}: {_first(err)})") from None
+    except Exception as err:  # noqa: BLE001 (one line: the Hub's error class and its words)
+        raise FailedError(f"cannot read {what} ({type(err).__name__}: {_first(err)})") from None
+    if not isinstance(info.sha, str) or not COMMIT.fullmatch(info.sha):
+        raise RefusedError(f"the Hub named no commit for {'dataset ' if dataset else ''}{repo}@{ref}")
+    return info
 
 
 def hub_files(repo: str, ref: str) -> tuple[str, dict[str, HubFile]]:
     """The commit ``ref`` names on the Hub and the files of it the conversion needs, each with its size and the hash
     the Hub names its content by (``core.hf_model.HubFile``: the LFS sha256, else the Git blob id)."""
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
-
-    try:
-        info = HfApi(library_name="tpu-rl").model_info(repo, revision=ref, files_metadata=True, timeout=TIMEOUT)
-    except (RepositoryNotFoundError, RevisionNotFoundError, GatedRepoError) as err:  # a retry reads the same
-        raise RefusedError(f"cannot read {repo}@{ref} from the Hub ({type(err).__name__}: {_first(err)})") from None
-    except Exception as err:  # noqa: BLE001 (one line: the Hub's error class and its words)
-        raise FailedError(f"cannot read {repo}@{ref} from the Hub ({type(err).__name__}: {_first(err)})") from None
-    if not isinstance(info.sha, str) or not COMMIT.fullmatch(info.sha):
-        raise RefusedError(f"the Hub named no commit for {repo}@{ref}")
+    info = hub_info(repo, ref)
     files: dict[str, HubFile] = {}
     for sibling in sorted(info.siblings or [], key=lambda s: str(s.rfilename)):
         if not needed(sibling.rfilename, int(sibling.size or 0)):
@@ -240,9 +226,8 @@ def hub_files(repo: str, ref: str) -> tuple[str, dict[str, HubFile]]:
 
 def recorded(entries: list[Entry], why: str, where: str) -> dict[str, HubFile]:
     """With the Hub out of reach (``why``): each file as the entries record the Hub's hash of it, the writable
-    entry's record first (the stack's own, or the writer's); tried again (the Hub may come back) when no entry
-    records the files, or records a file by its size alone: a cached file is taken on the Hub's hash, never its
-    size."""
+    entry's first; tried again (the Hub may come back) when none records the files, or records one by its size alone:
+    a cached file is taken on the Hub's hash, never its size."""
     names = sorted({name for entry in entries for name in entry.files or {}})
     if not names:
         raise FailedError(f"{why}, and no Hub cache entry records the files of {where}")
@@ -310,8 +295,7 @@ def snapshot(repo: str, revision: str, uri: str, cache_root: str, local_dir: str
     Hub cache (``shared_root``'s entry read first, read-only unless it is ``cache_root``, the one this conversion
     writes), each checked against the Hub's hash of it, copy the base's files to ``<uri>base/``, record."""
     bucket, prefix = folder(uri)
-    folder(cache_root)  # gs:// folders, refused before anything is read
-    folder(shared_root)
+    _ = folder(cache_root), folder(shared_root)  # gs:// folders, refused before anything is read
     record = read_record(bucket, prefix, uri)
     if record is not None and record["repo"] != repo:
         raise RefusedError(f"{uri}{RECORD} records {record['repo']}, not {repo}")
@@ -324,8 +308,8 @@ def snapshot(repo: str, revision: str, uri: str, cache_root: str, local_dir: str
         hub, why = None, str(err)  # a commit: its cache entries' records may stand in for the Hub
     if record is not None and commit != record["commit"]:
         raise RefusedError(f"the Hub answered {repo}@{record['commit']} with another commit, {commit}")
-    shared = [open_entry(shared_root, repo, commit, False)] if shared_root != cache_root else []
-    entries = [*shared, open_entry(cache_root, repo, commit, True)]
+    shared = [open_entry(shared_root, repo, commit)] if shared_root != cache_root else []
+    entries = [*shared, open_entry(cache_root, repo, commit)]  # the last: the one this conversion writes
     files = hub if hub is not None else recorded(entries, why, f"{repo}@{commit}")
     names = sorted(name for name, found in files.items() if wanted(name, found.size))
     if CONFIG_FILE not in names:
@@ -409,10 +393,20 @@ def read_dataset_record(bucket: Any, prefix: str, uri: str, repo: str) -> dict[s
 
 def read_dataset_entry(bucket: Any, prefix: str, uri: str, repo: str, commit: str) -> dict[str, Any] | None:
     """A dataset's cache entry (``{"repo", "commit", "files": {name: size}, "patterns": [...]}``: every file it holds
-    whole, and the patterns whose every match it holds), None when there is none yet."""
-    entry = read_entry_json(bucket, prefix, uri, (repo, commit), dataset_path_problem)
-    patterns = None if entry is None else entry.get("patterns")
-    if entry is not None and not (isinstance(patterns, list) and all(isinstance(p, str) for p in patterns)):
+    whole, and the patterns whose every match it holds), None when there is none yet. A damaged one is refused naming
+    the entry to delete (the step's next try fills it again)."""
+    try:
+        entry = entry_json(bucket, prefix)
+    except ValueError:
+        raise RefusedError(f"{uri}{ENTRY} is not JSON: {AGAIN.format(uri=uri)}") from None
+    if entry is None:
+        return None
+    ours = isinstance(entry, dict) and (entry.get("repo"), entry.get("commit")) == (repo, commit)
+    files: Any = entry.get("files") if ours else None
+    patterns: Any = entry.get("patterns") if ours else None
+    named = isinstance(files, dict) and all(isinstance(n, str) and dataset_path_problem(n) is None for n in files)
+    shaped = named and all(type(s) is int and s >= 0 for s in files.values()) and isinstance(patterns, list)
+    if not (shaped and all(isinstance(p, str) for p in patterns)):
         raise RefusedError(f"{uri}{ENTRY} is not the cache entry of {repo}@{commit}: {AGAIN.format(uri=uri)}")
     return entry
 
@@ -427,17 +421,7 @@ def matching(names: dict[str, int], pattern: str) -> dict[str, int]:
 def hub_dataset_files(repo: str, revision: str, patterns: tuple[str, ...]) -> tuple[str, dict[str, int]]:
     """The commit ``revision`` names on the Hub and the files of it that match ``patterns``, with their sizes (one
     API call, no file)."""
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
-
-    try:
-        info = HfApi(library_name="tpu-rl").dataset_info(repo, revision=revision, files_metadata=True, timeout=TIMEOUT)
-    except (RepositoryNotFoundError, RevisionNotFoundError, GatedRepoError) as err:
-        raise RefusedError(f"cannot read dataset {repo}@{revision} ({type(err).__name__}: {_first(err)})") from None
-    except Exception as err:  # noqa: BLE001
-        raise FailedError(f"cannot read dataset {repo}@{revision} ({type(err).__name__}: {_first(err)})") from None
-    if not isinstance(info.sha, str) or not COMMIT.fullmatch(info.sha):
-        raise RefusedError(f"the Hub named no commit for dataset {repo}@{revision}")
+    info = hub_info(repo, revision, dataset=True)
     sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
     return info.sha, selected(sizes, patterns, f"{repo}@{info.sha}")
 
@@ -548,12 +532,11 @@ def stage_dataset(repo: str, revision: str, uri: str, cache_root: str, *patterns
 
 
 RETRY_WAITS = tuple(float(w) for w in os.environ.get("TPU_RL_RETRY_WAITS", "30,90").split(",") if w)
-"""Seconds between the tries of an operation that failed for any reason but a refusal (the Hub, GCS, a reset, a
-403 while a new grant propagates): three tries, 30 s and then 90 s apart (each call has its library's own retries
-and timeouts besides), then exit 1. A failed set-up fails its step at once (every step's
-podFailurePolicy), and for training the next `up`'s retry pays the whole start-up again. Each operation is safe to
-run again: it resumes from the cache entry, the record and the run's folder. (``TPU_RL_RETRY_WAITS``, comma-separated,
-replaces the waits: the tests' fake clock; no manifest sets it.)"""
+"""Seconds between the tries of an operation that failed for any reason but a refusal (the Hub, GCS, a reset, a 403
+while a new grant propagates): three tries, 30 s and then 90 s apart (each call has its library's own retries besides),
+then exit 1. A failed set-up fails its step at once (podFailurePolicy), and for training the next `up`'s retry pays the
+whole start-up again. Each operation resumes from the cache entry, the record and the run's folder.
+(``TPU_RL_RETRY_WAITS``, comma-separated, replaces the waits: the tests' fake clock; no manifest sets it.)"""
 
 
 def describe(err: Exception) -> str:

@@ -480,7 +480,7 @@ def _export_step(settings: Settings, before: Mapping[str, Step]) -> Step:
     argv = export_argv(settings, OUTPUT)
     command = export_script(argv, train.artifact_uri, OUTPUT, model.hf_repo, convert.output_uri)
     # It reads the checkpoint and the objects the conversion hashed (GCS), nothing from the Hub: no token, and the
-    # Hub switched off (huggingface_hub refuses every request, ``HF_HUB_OFFLINE``), transformers' tokenizer read included.
+    # Hub switched off (huggingface_hub refuses every request, ``HF_HUB_OFFLINE``), transformers' tokenizer included.
     offline = ({"name": "HF_HUB_OFFLINE", "value": "1"},)
     return _cpu_step(settings, "export", command, train.artifact_uri, "", secret=None, env=offline)
 
