@@ -218,9 +218,10 @@ def local_files(folder: Path) -> dict[str, bytes]:
 
 def test_the_hub_sends_each_file_once_per_commit_and_the_bucket_the_rest(bucket, tmp_path):
     """Issue 40 item 4: the first conversion fetches every file of the commit from the Hub once (the weights into
-    the local folder ``to_maxtext`` reads, the rest into ``base/`` too) and keeps each in the cache entry; a retry
-    of it, a later conversion of the same commit (pinned: the Hub is never asked; by branch: it is asked which
-    commit, and sends no file) read the bucket. The Hub's bytes are counted by the loopback Hub itself."""
+    the local folder ``to_maxtext`` reads, the rest into ``base/`` too) and keeps each in the cache entry with the
+    Hub's hashes; a retry of it, a later conversion of the same commit (pinned, with the Hub closed: the hashes the
+    entry records stand in; by branch: the Hub describes the commit and sends no file) read the bucket, each file
+    hashed. The Hub's bytes are counted by the loopback Hub itself."""
     served = FakeHub.serving(FILES)
     with serve(served) as hub:
         first = run(tmp_path / "first", hub, "snapshot", REPO, "main", OUTPUT)

@@ -202,6 +202,13 @@ def test_a_cache_object_replaced_since_the_conversion_is_hashed_again_and_refuse
         f"the conversion again: delete {record} and run `pulumi up` again"
     )
     assert not [n for n in objects(gcs, bucket, prefix) if n.startswith("model-base-")], "no base shard written"
+    replace_in_cache(gcs, shards[-1], original + b"x" * 1024)  # another size: named by it, never read
+    (tmp_path / "longer").mkdir()
+    done = run_export(step, "http://127.0.0.1:9", tmp_path / "longer")
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        f"tpu-rl export: {uri} is {len(original) + 1024} bytes, not the Hub's {len(original)} bytes, sha256 "
+    )
 
 
 def test_a_record_without_the_conversions_verified_objects_is_refused_in_one_line(gcs):

@@ -602,8 +602,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-b9504cf0cd",
-        "gemma4-26b-publish-5a6a297ca2",
+        "gemma4-26b-evaluate-963f7a14b9",
+        "gemma4-26b-publish-4f16d65688",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -653,8 +653,8 @@ STEP_NAMES = {
     # cached file of the base against the Hub's value (base_snapshot.py, a file of every step's ConfigMap; the
     # conversion's arguments name the cache it reads first) and reads the export's base from the objects the conversion
     # hashed, with the Hub switched off: every step has a new name.
-    "dev": ["gemma4-e4b-convert-bb8a4f7293", "gemma4-e4b-train-33e5953a18", "gemma4-e4b-export-e85348ae0d"],
-    "prod": ["gemma4-26b-convert-f62c5c0be8", "gemma4-26b-train-6a8c9ec03a", "gemma4-26b-export-4ff4293d1d"],
+    "dev": ["gemma4-e4b-convert-bb8a4f7293", "gemma4-e4b-train-33e5953a18", "gemma4-e4b-export-398ca9964e"],
+    "prod": ["gemma4-26b-convert-f62c5c0be8", "gemma4-26b-train-6a8c9ec03a", "gemma4-26b-export-f943594cba"],
 }
 
 
