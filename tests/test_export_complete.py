@@ -206,8 +206,12 @@ def test_a_cache_object_replaced_since_the_conversion_is_hashed_again_and_refuse
     (tmp_path / "longer").mkdir()
     done = run_export(step, "http://127.0.0.1:9", tmp_path / "longer")
     assert done.returncode == 3, done.stderr
-    assert done.stderr.strip().splitlines()[-1].startswith(
-        f"tpu-rl export: {uri} is {len(original) + 1024} bytes, not the Hub's {len(original)} bytes, sha256 "
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            f"tpu-rl export: {uri} is {len(original) + 1024} bytes, not the Hub's {len(original)} bytes, sha256 "
+        )
     )
 
 
