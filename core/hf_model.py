@@ -1,5 +1,6 @@
 """A Hugging Face model folder as data: its config, its tensors (name -> dtype, shape) and the shard each is
-in, read from safetensors headers; and how an exported model compares with the base model it came from.
+in, read from safetensors headers; a file's content as the Hub names it (``HubFile``: its LFS sha256 or Git blob
+id), hashed in chunks; and how an exported model compares with the base model it came from.
 
 The safetensors format (https://huggingface.co/docs/safetensors/index#format): 8 bytes, the length N of the
 header as a little-endian unsigned 64-bit integer; N bytes of JSON, ``{name: {"dtype", "shape",
@@ -18,6 +19,7 @@ reading none of the data.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import struct
@@ -257,6 +259,90 @@ def read_object(blob: Any, cap: int, what: str, start: int | None = None, end: i
     options = {"checksum": None} if start is not None else {}
     blob.download_to_file(sink, start=start, end=end, **options, **call)
     return bytes(sink.data)
+
+
+# ---------------------------------------------------------------------------------------------
+# A file's content as the Hub names it
+
+SHA256 = "sha256"
+"""A file kept in Git LFS (the weights, the tokenizer): the sha256 of its bytes, the Hub's ``lfs.sha256``."""
+BLOB_ID = "blobId"
+"""A file kept in Git itself (the configs): its Git blob id, the SHA-1 of ``blob <size>\\0`` then its bytes (what
+``git hash-object`` prints), the Hub's ``blobId``."""
+DIGEST = {SHA256: re.compile(r"[0-9a-f]{64}"), BLOB_ID: re.compile(r"[0-9a-f]{40}")}
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class HubFile:
+    """One file of a commit as the Hub describes it (``model_info(files_metadata=True)``, each sibling's ``size``,
+    ``blobId`` and ``lfs.sha256``): its size and the hash that names its content, the LFS sha256 where the file is
+    in LFS, else its Git blob id. A Hub cache entry records it for each file (``as_json``), and every cached copy
+    is hashed and compared with it before use."""
+
+    size: int
+    kind: str
+    """``SHA256`` or ``BLOB_ID``."""
+    digest: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"size": self.size, self.kind: self.digest}
+
+    def shown(self) -> str:
+        return f"{self.size} bytes, {self.kind} {self.digest}"
+
+
+def hub_file(size: Any, sha256: Any, blob_id: Any) -> HubFile | None:
+    """The ``HubFile`` of a sibling's fields (the LFS sha256 first), None when they name no size or no hash."""
+    if type(size) is not int or size < 0:
+        return None
+    for kind, digest in ((SHA256, sha256), (BLOB_ID, blob_id)):
+        if isinstance(digest, str) and DIGEST[kind].fullmatch(digest):
+            return HubFile(size, kind, digest)
+    return None
+
+
+def recorded_file(value: Any) -> HubFile | None:
+    """A ``HubFile`` as ``as_json`` wrote it, None when ``value`` is not one."""
+    if not isinstance(value, dict) or len(value) != 2 or not ({SHA256, BLOB_ID} & set(value)):
+        return None
+    return hub_file(value.get("size"), value.get(SHA256), value.get(BLOB_ID))
+
+
+class Digest:
+    """A file's content hashed as ``expected`` names it, fed in chunks: a file-like sink for
+    ``Blob.download_to_file`` (bounded memory whatever the object's size) or the chunks of a file read back."""
+
+    def __init__(self, expected: HubFile) -> None:
+        self.expected, self.size = expected, 0
+        self.hash = hashlib.sha256() if expected.kind == SHA256 else hashlib.sha1(b"blob %d\0" % expected.size)
+
+    def write(self, chunk: bytes) -> int:
+        self.hash.update(chunk)
+        self.size += len(chunk)
+        return len(chunk)
+
+    def flush(self) -> None:
+        pass
+
+    def problem(self, what: str, whose: str = "the Hub's") -> str | None:
+        """Why the bytes fed are not the file ``expected`` names (one line: ``what`` is ..., not ``whose`` ...),
+        None when they are."""
+        digest = self.hash.hexdigest()
+        if (self.size, digest) == (self.expected.size, self.expected.digest):
+            return None
+        # A Git blob id hashes its size: one of another size is named by its size alone.
+        found = f"{self.size} bytes" if self.size != self.expected.size else f"{self.expected.kind} {digest}"
+        return f"{what} is {found}, not {whose} {self.expected.shown()}"
+
+
+def file_problem(path: Any, expected: HubFile, what: str, whose: str = "the Hub's") -> str | None:
+    """Why the local file ``path`` is not the file ``expected`` names (``Digest.problem``), read in 1 MiB chunks."""
+    digest = Digest(expected)
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.write(chunk)
+    return digest.problem(what, whose)
 
 
 # ---------------------------------------------------------------------------------------------

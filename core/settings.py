@@ -69,6 +69,8 @@ class ModelSettings:
     hub_cache: str = ""
     """``tpu-rl:model.hubCache``: a ``gs://`` folder shared by several stacks, "" = the stack's own
     (``Settings.hub_cache``)."""
+    hub_cache_writer: str = ""
+    """``tpu-rl:model.hubCacheWriter``: the stack whose conversion writes the shared cache ("" without one)."""
 
 
 @dataclass(frozen=True)
@@ -200,9 +202,21 @@ class Settings:
 
     @property
     def hub_cache(self) -> str:
-        """The Hub cache's root (``workloads/container/base_snapshot.py``): the shared folder of
-        ``tpu-rl:model.hubCache``, or the stack's own under its bucket (``core.layout.hub_cache``)."""
+        """The Hub cache's root the conversion reads first (``workloads/container/base_snapshot.py``): the shared
+        folder of ``tpu-rl:model.hubCache``, or the stack's own under its bucket (``core.layout.hub_cache``)."""
         return self.model.hub_cache or hub_cache(self.bucket_name, self.model.spec.name)
+
+    @property
+    def hub_cache_writes(self) -> bool:
+        """Whether this stack's conversion writes the shared cache: it is ``tpu-rl:model.hubCacheWriter``."""
+        return bool(self.model.hub_cache) and self.model.hub_cache_writer == self.stack
+
+    @property
+    def hub_cache_written(self) -> str:
+        """The Hub cache's root the conversion writes what it fetched into: the shared folder where this stack is
+        its writer, else the stack's own (a reader never writes the shared one)."""
+        own = hub_cache(self.bucket_name, self.model.spec.name)
+        return self.model.hub_cache if self.hub_cache_writes else own
 
     @property
     def shared_hub_cache(self) -> tuple[str, str] | None:

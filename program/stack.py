@@ -154,6 +154,7 @@ def _cloud(settings: Settings, names: Names, mirrors: dict[str, Mirror], reuse: 
             steps=settings.workflow.steps,
             private_registries=any(r not in IMAGE_REGISTRIES for r in settings.images.registries),
             hub_cache=settings.shared_hub_cache,
+            hub_cache_writes=settings.hub_cache_writes,
         ),
         after_apis,
     )

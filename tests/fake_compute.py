@@ -402,6 +402,7 @@ def bucket(
     uniform: bool = True,
     location_type: str = "region",
     data_locations: list[str] | None = None,
+    labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A bucket as Cloud Storage's JSON API answers ``buckets.get`` (``projection=noAcl``, what
     ``storage.Client.get_bucket`` asks for): its location upper-case, its ``iamConfiguration`` (uniform bucket-level
@@ -434,7 +435,38 @@ def bucket(
     }
     if data_locations:
         reply["customPlacementConfig"] = {"dataLocations": data_locations}
+    if labels:
+        reply["labels"] = labels
     return reply
+
+
+def policy(name: str, *bindings: dict[str, Any]) -> dict[str, Any]:
+    """A bucket's IAM policy as Cloud Storage's JSON API answers ``buckets.getIamPolicy`` with
+    ``optionsRequestedPolicyVersion=3`` (https://cloud.google.com/storage/docs/json_api/v1/buckets/getIamPolicy): the
+    bucket's own convenience bindings (the project's owners and editors, its viewers), then ``bindings``."""
+    own = [
+        {"role": "roles/storage.legacyBucketOwner", "members": ["projectEditor:p", "projectOwner:p"]},
+        {"role": "roles/storage.legacyBucketReader", "members": ["projectViewer:p"]},
+    ]
+    return {
+        "kind": "storage#policy",
+        "resourceId": f"projects/_/buckets/{name}",
+        "version": 3,
+        "etag": "CAY=",
+        "bindings": [*own, *bindings],
+    }
+
+
+def binding(role: str, member: str, prefix: str | None, bucket: str = "shared-hub") -> dict[str, Any]:
+    """One role of one member, bounded to ``prefix`` as a stack's grants are (``infra.gcp.access.BucketGrant``)."""
+    found: dict[str, Any] = {"role": role, "members": [member]}
+    if prefix is not None:
+        found["condition"] = {
+            "title": "convert objectUser prefixes",
+            "description": f"tpu-rl: only under {prefix}",
+            "expression": f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix}")',
+        }
+    return found
 
 
 def bucket_not_found() -> tuple[int, dict[str, Any]]:
@@ -451,11 +483,14 @@ def bucket_not_found() -> tuple[int, dict[str, Any]]:
 
 BUCKET_PATH = re.compile(r"/storage/v1/b/([^/]+)")
 BUCKET_PERMISSIONS_PATH = re.compile(r"/storage/v1/b/([^/]+)/iam/testPermissions")
+BUCKET_POLICY_PATH = re.compile(r"/storage/v1/b/([^/]+)/iam")
 
 
 def error(code: int, message: str, reason: str, *, service: str | None = None) -> dict[str, Any]:
     """Google's JSON error body; ``service``: a SERVICE_DISABLED ErrorInfo for that API."""
-    status = {403: "PERMISSION_DENIED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}[code]
+    status = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED"}.get(
+        code, "UNAVAILABLE"
+    )
     body: dict[str, Any] = {
         "code": code,
         "status": status,
@@ -504,6 +539,8 @@ class FakeCompute:
         """What the caller holds on every bucket of ``buckets`` (``buckets.testIamPermissions``); None: everything."""
         self.clusters: list[dict[str, Any]] = []
         """GKE: every cluster of every project (``gke_cluster``), as ``clusters.list`` answers them."""
+        self.bucket_policies: dict[str, dict[str, Any]] = {}
+        """Cloud Storage: bucket name -> its ``buckets.getIamPolicy`` reply (``policy``; absent: its own bindings)."""
         self.images: dict[tuple[str, str], dict[str, Any]] = {}
         """Compute Engine: (project, image name) -> its ``images.get`` reply (``image``); any other is not found."""
         self.project_quotas: dict[str, tuple[float, float]] = dict(GLOBAL_ENOUGH)
@@ -560,6 +597,13 @@ class FakeCompute:
             asked = query.get("permissions", [])
             held = [p for p in asked if self.bucket_permissions is None or p in self.bucket_permissions]
             return 200, {"kind": "storage#testIamPermissionsResponse", **({"permissions": held} if held else {})}
+        if (match := BUCKET_POLICY_PATH.fullmatch(path)) and match.group(1) in self.buckets:
+            name = match.group(1)
+            if query.get("optionsRequestedPolicyVersion") != ["3"]:
+                # "If the optionsRequestedPolicyVersion is for an older version that doesn't support part of the
+                # requested IAM policy, the request fails" (buckets/getIamPolicy): version 1 has no conditions.
+                return 400, error(400, "Policy with conditions requires policy version 3", "invalid")
+            return 200, self.bucket_policies.get(name, policy(name))
         if match := BUCKET_PATH.fullmatch(path):
             name = match.group(1)
             return (200, self.buckets[name]) if name in self.buckets else bucket_not_found()

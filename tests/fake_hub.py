@@ -6,7 +6,9 @@ with byte ranges (``Range: bytes=a-b`` -> 206), as ``parse_safetensors_file_meta
 
 from __future__ import annotations
 
+import hashlib
 import json
+from typing import Any
 
 from tests.loopback import QuietHandler
 
@@ -15,6 +17,28 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 MOVED = "fedcba9876543210fedcba9876543210fedcba98"
 """Where ``main`` points once it moved (``FakeHub.moved``): a later commit of the repository."""
 GOOD, NOT_ACCEPTED, BAD = "hf_goodTOKEN", "hf_licenceNOTaccepted", "hf_invalidTOKEN"
+
+
+LFS = (".safetensors", ".parquet", ".bin", "tokenizer.json")
+"""What a repository keeps in Git LFS: the Hub's default ``.gitattributes`` patterns the tests' files match, and
+``tokenizer.json``, which Gemma's repositories add."""
+
+
+def git_blob_id(data: bytes) -> str:
+    """Git's object id of a blob (``git hash-object``): the SHA-1 of ``blob <size>\\0`` and the bytes."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def sibling(name: str, data: bytes) -> dict[str, Any]:
+    """A file as the Hub lists it with ``files_metadata=True`` (``/api/models/<repo>/revision/<rev>``'s
+    ``siblings``, as huggingface_hub 2.4.0's ``ModelInfo`` reads them): its size and Git blob id, and for a file in
+    LFS its LFS object (``sha256``, ``size``, ``pointerSize``), whose Git blob is then the pointer file's."""
+    if not name.endswith(LFS):
+        return {"rfilename": name, "blobId": git_blob_id(data), "size": len(data)}
+    sha256 = hashlib.sha256(data).hexdigest()
+    pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {len(data)}\n".encode()
+    lfs = {"sha256": sha256, "size": len(data), "pointerSize": len(pointer)}
+    return {"rfilename": name, "blobId": git_blob_id(pointer), "size": len(data), "lfs": lfs}
 
 
 class FakeHub(QuietHandler):
@@ -91,9 +115,9 @@ class FakeHub(QuietHandler):
             i = parts.index("revision")
             repo, revision = "/".join(parts[2:i]), parts[i + 1]
             if self._check(repo, revision):
-                # As the Hub lists them with files_metadata=True (size, and lfs for large files).
+                # As the Hub lists them with files_metadata=True (size, blobId, and lfs for large files).
                 sha, files = self._at(revision)
-                siblings = [{"rfilename": name, "size": len(data)} for name, data in sorted(files.items())]
+                siblings = [sibling(name, data) for name, data in sorted(files.items())]
                 self.send_json(
                     200,
                     {

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from core.hf_model import ModelLayout, Tensor
-from tests.fake_hub import GOOD
 from tests.loopback import POLL_SECONDS
 
 LANG = "model.language_model."
@@ -244,19 +243,46 @@ def _script(step) -> str:
     return step.script
 
 
-def lay_out(gcs, step, files: dict[str, bytes]) -> tuple[str, str]:
-    """The finished conversion (its record of ``tests.fake_hub.COMMIT``), the trained checkpoint the scan finds,
-    and the export as ``to_huggingface`` left it; (bucket, prefix)."""
+def lay_out(gcs, step, files: dict[str, bytes], base: dict[str, bytes] | None = None) -> tuple[str, str]:
+    """The finished conversion (its record of ``tests.fake_hub.COMMIT``; with ``base``, the base's files in the
+    stack's Hub cache and the record's ``verified`` objects, as ``base_snapshot.py`` leaves them: ``put_verified``),
+    the trained checkpoint the scan finds, and the export as ``to_huggingface`` left it; (bucket, prefix)."""
     from tests.conftest import put, put_conversion
 
     bucket, _, prefix = step.output_uri.removeprefix("gs://").partition("/")
     if not gcs.lookup_bucket(bucket):
         gcs.create_bucket(bucket)
     put_conversion(gcs, conversion_of(step))
+    if base is not None:
+        put_verified(gcs, conversion_of(step), base, f"gs://{bucket}/gemma4-26b/convert/hub/")
     put(gcs, step.input_uri, "49/model_params/x", "49/commit_success.txt")
     for name, data in files.items():
         gcs.bucket(bucket).blob(prefix + name).upload_from_string(data)
     return bucket, prefix
+
+
+def put_verified(gcs, convert_uri: str, base: dict[str, bytes], root: str) -> str:
+    """The base's files in the Hub cache entry of ``REPO@COMMIT`` under ``root`` and the conversion's record naming
+    each object at its generation with the Hub's size and hash (``base_snapshot.py`` ``VERIFIED``); the entry's
+    folder."""
+    from tests.fake_hub import COMMIT, REPO, sibling
+
+    entry = f"{root}{REPO}/{COMMIT}/"
+    bucket_name, _, prefix = entry.removeprefix("gs://").partition("/")
+    if not gcs.lookup_bucket(bucket_name):
+        gcs.create_bucket(bucket_name)
+    verified = {}
+    for name, data in base.items():
+        blob = gcs.bucket(bucket_name).blob(prefix + name)
+        blob.upload_from_string(data)
+        found = sibling(name, data)
+        kind = {"sha256": found["lfs"]["sha256"]} if "lfs" in found else {"blobId": found["blobId"]}
+        verified[name] = {"object": entry + name, "generation": blob.generation, "size": len(data), **kind}
+    record_bucket, _, record_prefix = convert_uri.removeprefix("gs://").partition("/")
+    record = gcs.bucket(record_bucket).blob(record_prefix + "source.json")
+    body = json.loads(record.download_as_bytes())
+    record.upload_from_string(json.dumps({**body, "verified": verified}, sort_keys=True).encode())
+    return entry
 
 
 def run_export(step, hub_url: str, tmp_path: Path, python: str = sys.executable) -> subprocess.CompletedProcess:
@@ -277,9 +303,9 @@ def run_export(step, hub_url: str, tmp_path: Path, python: str = sys.executable)
     stand_ins = 'case "$1" in -m) echo "stand-in: $2"; exit 0;; */maxtext_check.py) echo "stand-in: $1"; exit 0;; esac'
     shim.write_text(f'#!/bin/sh\n{stand_ins}\nexec "{python}" "$@"\n')
     shim.chmod(0o755)
-    env = {
+    env = {  # as the step's manifest sets it: no Hub token, the Hub switched off
         "PATH": f"{bin_dir}:/usr/bin:/bin",
-        "HF_TOKEN": GOOD,
+        "HF_HUB_OFFLINE": "1",
         "HF_HOME": str(tmp_path / "hf-home"),
         "HF_ENDPOINT": hub_url,
         "HF_HUB_DISABLE_TELEMETRY": "1",

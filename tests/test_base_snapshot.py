@@ -14,7 +14,7 @@ import pytest
 
 from core.names import SETUP_FAILURE_EXIT
 from tests.conftest import SENTINEL_TOKEN, put
-from tests.fake_hub import COMMIT, MOVED, REPO, FakeHub
+from tests.fake_hub import COMMIT, MOVED, REPO, FakeHub, sibling
 from tests.fake_hub_datasets import DATASET, DATASET_FILES, DatasetHub
 from tests.loopback import serve
 from workloads.observe.artifacts import converted_problem, dataset_record, source_record
@@ -47,11 +47,21 @@ ENTRY = f"gemma4-26b/convert/hub/{REPO}/{COMMIT}/"
 """The cache entry of the base at ``COMMIT``."""
 
 
+def described(files: dict[str, bytes]) -> dict[str, dict[str, object]]:
+    """What a cache entry's ``entry.json`` records of ``files``: the Hub's size and hash of each (its LFS sha256, else
+    its Git blob id), as the loopback Hub lists them."""
+    found = {name: sibling(name, data) for name, data in files.items()}
+    return {
+        name: {"size": s["size"], **({"sha256": s["lfs"]["sha256"]} if "lfs" in s else {"blobId": s["blobId"]})}
+        for name, s in sorted(found.items())
+    }
+
+
 def run(tmp_path: Path, hub: str, *args: str) -> subprocess.CompletedProcess:
     """``base_snapshot.py`` as a step's pod runs it (its environment: the token from the Secret, the emulator); a
     ``snapshot REPO REVISION OUTPUT`` goes through the stack's Hub cache ``CACHE`` into ``tmp_path/base-model``."""
     if args[:1] == ("snapshot",) and len(args) == 4:
-        args = (*args, CACHE, str(tmp_path / "base-model"))
+        args = (*args, CACHE, str(tmp_path / "base-model"), CACHE)
     env = {
         "PATH": "/usr/bin:/bin",
         "HF_TOKEN": SENTINEL_TOKEN,
@@ -208,9 +218,10 @@ def local_files(folder: Path) -> dict[str, bytes]:
 
 def test_the_hub_sends_each_file_once_per_commit_and_the_bucket_the_rest(bucket, tmp_path):
     """Issue 40 item 4: the first conversion fetches every file of the commit from the Hub once (the weights into
-    the local folder ``to_maxtext`` reads, the rest into ``base/`` too) and keeps each in the cache entry; a retry
-    of it, a later conversion of the same commit (pinned: the Hub is never asked; by branch: it is asked which
-    commit, and sends no file) read the bucket. The Hub's bytes are counted by the loopback Hub itself."""
+    the local folder ``to_maxtext`` reads, the rest into ``base/`` too) and keeps each in the cache entry with the
+    Hub's hashes; a retry of it, a later conversion of the same commit (pinned, with the Hub closed: the hashes the
+    entry records stand in; by branch: the Hub describes the commit and sends no file) read the bucket, each file
+    hashed. The Hub's bytes are counted by the loopback Hub itself."""
     served = FakeHub.serving(FILES)
     with serve(served) as hub:
         first = run(tmp_path / "first", hub, "snapshot", REPO, "main", OUTPUT)
@@ -221,7 +232,7 @@ def test_the_hub_sends_each_file_once_per_commit_and_the_bucket_the_rest(bucket,
     assert json.loads(objects(bucket, ENTRY)["entry.json"]) == {
         "repo": REPO,
         "commit": COMMIT,
-        "files": {name: len(data) for name, data in sorted(FILES.items())},
+        "files": described(FILES),
     }
     closed = "http://127.0.0.1:9"  # no Hub at all: a call to it fails the step
     retry = run(tmp_path / "retry", closed, "snapshot", REPO, "main", OUTPUT)
@@ -241,30 +252,184 @@ def test_the_hub_sends_each_file_once_per_commit_and_the_bucket_the_rest(bucket,
     assert record is not None and (record.revision, record.commit, record.files) == ("main", COMMIT, COPIED)
 
 
-@pytest.mark.slow
-def test_a_second_stack_sharing_the_hub_cache_gets_no_byte_from_the_hub(bucket, tmp_path):
-    """``tpu-rl:model.hubCache``: two stacks (two buckets) whose conversions share one cache folder in a bucket of its
-    own. The first fills it from the Hub; the second, of the same commit, reads every file from it with no Hub at
-    all, and its own bucket gets only its conversion's files (nothing of the cache)."""
-    shared, other = "shared-hub", "other-stack-bucket"
-    bucket.create_bucket(shared)
-    bucket.create_bucket(other)
+def test_a_stack_reading_a_shared_cache_takes_its_checked_files_and_writes_nothing_there(bucket, tmp_path):
+    """``tpu-rl:model.hubCache`` with ``tpu-rl:model.hubCacheWriter``: the writer's conversion fills the shared entry
+    (``CACHE_URI`` and ``SHARED_URI`` both the shared folder). A reader's (``CACHE_URI`` its own cache, ``SHARED_URI``
+    the shared one) takes every file from it, each hashed against the Hub's value, and writes nothing there: its own
+    bucket gets its own record of the Hub's hashes and no file. With the Hub closed, a reader with no record of its
+    own checks the shared entry's files against the hashes it records."""
+    shared, other, third = "shared-hub", "other-stack-bucket", "third-stack-bucket"
+    for name in (shared, other, third):
+        bucket.create_bucket(name)
     cache = f"gs://{shared}/tpu-rl/hub/"
     served = FakeHub.serving(FILES)
     with serve(served) as hub:
-        first = run(tmp_path / "a", hub, "snapshot", REPO, COMMIT, OUTPUT, cache, str(tmp_path / "a" / "base"))
+        first = run(tmp_path / "a", hub, "snapshot", REPO, COMMIT, OUTPUT, cache, str(tmp_path / "a" / "base"), cache)
     assert first.returncode == 0, first.stderr
     assert sum(served.sent) == sum(len(data) for data in FILES.values())
-    assert {b.name for b in bucket.list_blobs(shared)} == {
-        f"tpu-rl/hub/{REPO}/{COMMIT}/{n}" for n in [*FILES, "entry.json"]
-    }
-    second_output = f"gs://{other}/gemma4-26b/convert/3333333333/"
-    closed = "http://127.0.0.1:9"  # no Hub at all: a call to it fails the step
-    second = run(tmp_path / "b", closed, "snapshot", REPO, COMMIT, second_output, cache, str(tmp_path / "b" / "base"))
+    kept = {b.name: b.generation for b in bucket.list_blobs(shared)}
+    assert set(kept) == {f"tpu-rl/hub/{REPO}/{COMMIT}/{n}" for n in [*FILES, "entry.json"]}
+    own = f"gs://{other}/gemma4-26b/convert/hub/"
+    output = f"gs://{other}/gemma4-26b/convert/3333333333/"
+    again = FakeHub.serving(FILES)
+    with serve(again) as hub:
+        second = run(tmp_path / "b", hub, "snapshot", REPO, COMMIT, output, own, str(tmp_path / "b" / "base"), cache)
     assert second.returncode == 0 and second.stdout == f"{COMMIT}\n", second.stderr
+    assert again.sent == [], "the Hub's description, no file"
     assert local_files(tmp_path / "b" / "base") == FILES
-    assert not any("/hub/" in b.name for b in bucket.list_blobs(other)), "the cache stays in the shared bucket"
-    assert not any("/hub/" in b.name for b in bucket.list_blobs(BUCKET)), "the first stack's bucket holds none either"
+    assert {b.name: b.generation for b in bucket.list_blobs(shared)} == kept, "nothing written in the shared folder"
+    assert [b.name for b in bucket.list_blobs(other, prefix="gemma4-26b/convert/hub/")] == [
+        f"gemma4-26b/convert/hub/{REPO}/{COMMIT}/entry.json"
+    ], "its own record of the Hub's hashes, no file"
+    record = json.loads(objects_of(bucket, other, "gemma4-26b/convert/3333333333/")["source.json"])
+    assert {name: pin["object"] for name, pin in record["verified"].items()} == {
+        name: f"{cache}{REPO}/{COMMIT}/{name}" for name in FILES
+    }, "the export reads the objects the conversion hashed"
+    offline = run(
+        tmp_path / "c",
+        "http://127.0.0.1:9",  # no Hub at all: its description fails, the shared entry's record stands in
+        *("snapshot", REPO, COMMIT, f"gs://{third}/gemma4-26b/convert/4444444444/"),
+        *(f"gs://{third}/gemma4-26b/convert/hub/", str(tmp_path / "c" / "base"), cache),
+    )
+    assert offline.returncode == 0, offline.stderr
+    assert local_files(tmp_path / "c" / "base") == FILES
+    assert not any("/hub/" in b.name for b in bucket.list_blobs(third)), "nothing fetched, nothing kept"
+
+
+def objects_of(gcs, bucket_name: str, prefix: str) -> dict[str, bytes]:
+    return {b.name.removeprefix(prefix): b.download_as_bytes() for b in gcs.list_blobs(bucket_name, prefix=prefix)}
+
+
+SHARD = "model-00002-of-00002.safetensors"
+SWAPPED = b"\x08\x00\x00\x00\x00\x00\x00\x00{}  evil"
+"""Another shard of the same size as ``FILES[SHARD]``: what a size check would take for it."""
+
+
+def sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_a_same_size_file_swapped_into_the_cache_is_one_line_and_fetched_again(bucket, tmp_path):
+    """A shard of the entry replaced by another of the same size (its ``entry.json`` untouched): the next conversion
+    hashes it, says so in one line, never uses it, and takes the Hub's shard into the entry again; its record pins
+    the new object."""
+    assert len(SWAPPED) == len(FILES[SHARD])
+    with serve(FakeHub.serving(FILES)) as hub:
+        assert run(tmp_path / "first", hub, "snapshot", REPO, "main", OUTPUT).returncode == 0
+    put(bucket, f"gs://{BUCKET}/{ENTRY}", SHARD, data=SWAPPED)
+    served = FakeHub.serving(FILES)
+    output = f"gs://{BUCKET}/gemma4-26b/convert/5555555555/"
+    with serve(served) as hub:
+        done = run(tmp_path / "next", hub, "snapshot", REPO, COMMIT, output)
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"tpu-rl base: gs://{BUCKET}/{ENTRY}{SHARD} is sha256 {sha256(SWAPPED)}, not the Hub's 16 bytes, sha256 "
+        f"{sha256(FILES[SHARD])}: not used"
+    ) in done.stderr.splitlines()
+    assert served.sent == [len(FILES[SHARD])], "that shard alone, from the Hub"
+    assert local_files(tmp_path / "next" / "base-model") == FILES, "what to_maxtext reads is the Hub's"
+    assert objects(bucket, ENTRY)[SHARD] == FILES[SHARD], "the entry holds the Hub's shard again"
+    pin = json.loads(objects(bucket, "gemma4-26b/convert/5555555555/")["source.json"])["verified"][SHARD]
+    now = bucket.bucket(BUCKET).get_blob(ENTRY + SHARD)
+    assert pin == {
+        "object": f"gs://{BUCKET}/{ENTRY}{SHARD}",
+        "generation": now.generation,
+        "size": 16,
+        "sha256": sha256(FILES[SHARD]),
+    }
+
+
+def test_a_swapped_file_with_the_hub_out_of_reach_fails_in_one_line_and_records_nothing(bucket, tmp_path):
+    """The same swap with the Hub closed: the entry's record of the Hub's hash stands in, the shard does not match
+    it, and nothing else can send it: one line naming the object and both hashes, exit 1 (the next `up` tries
+    again), no record, no shard left for ``to_maxtext``."""
+    with serve(FakeHub.serving(FILES)) as hub:
+        assert run(tmp_path / "first", hub, "snapshot", REPO, "main", OUTPUT).returncode == 0
+    put(bucket, f"gs://{BUCKET}/{ENTRY}", SHARD, data=SWAPPED)
+    output = f"gs://{BUCKET}/gemma4-26b/convert/6666666666/"
+    done = run(tmp_path / "next", "http://127.0.0.1:9", "snapshot", REPO, COMMIT, output)
+    assert done.returncode == 1, done.stderr
+    assert one_line(done) == (
+        f"tpu-rl base: gs://{BUCKET}/{ENTRY}{SHARD} is sha256 {sha256(SWAPPED)}, not the recorded 16 bytes, sha256 "
+        f"{sha256(FILES[SHARD])}, and the Hub is out of reach to send it again (tried 3 times)"
+    )
+    assert source_record(bucket, output) is None, "nothing recorded"
+    assert not (tmp_path / "next" / "base-model" / SHARD).exists()
+
+
+def test_an_entry_that_records_sizes_only_is_trusted_on_the_hubs_hashes_alone(bucket, tmp_path):
+    """An entry of an earlier version names each file by its size: with the Hub closed it is refused (a size proves
+    nothing); with the Hub open each file is hashed against the Hub's value and the entry records the hashes."""
+    with serve(FakeHub.serving(FILES)) as hub:
+        assert run(tmp_path / "first", hub, "snapshot", REPO, "main", OUTPUT).returncode == 0
+    sizes = {"repo": REPO, "commit": COMMIT, "files": {n: len(d) for n, d in FILES.items()}}
+    put(bucket, f"gs://{BUCKET}/{ENTRY}", "entry.json", data=json.dumps(sizes).encode())
+    output = f"gs://{BUCKET}/gemma4-26b/convert/7777777777/"
+    done = run(tmp_path / "closed", "http://127.0.0.1:9", "snapshot", REPO, COMMIT, output)
+    assert done.returncode == 1 and source_record(bucket, output) is None
+    assert one_line(done).startswith(f"tpu-rl base: cannot read {REPO}@{COMMIT} from the Hub (")
+    assert one_line(done).endswith(
+        f", and no Hub cache entry records the Hub's hash of config.json of {REPO}@{COMMIT} (tried 3 times)"
+    )
+    served = FakeHub.serving(FILES)
+    with serve(served) as hub:
+        done = run(tmp_path / "open", hub, "snapshot", REPO, COMMIT, output)
+    assert done.returncode == 0 and served.sent == [], done.stderr
+    assert json.loads(objects(bucket, ENTRY)["entry.json"])["files"] == described(FILES)
+
+
+def test_an_entry_whose_record_was_swapped_with_its_file_is_not_used(bucket, tmp_path):
+    """A writer gone bad swaps a shard and writes its hash into ``entry.json``: the Hub's own value differs, so the
+    object is not even read; the Hub's shard replaces it and the entry records the Hub's hash again."""
+    with serve(FakeHub.serving(FILES)) as hub:
+        assert run(tmp_path / "first", hub, "snapshot", REPO, "main", OUTPUT).returncode == 0
+    forged = {**described(FILES), SHARD: {"size": 16, "sha256": sha256(SWAPPED)}}
+    put(
+        bucket,
+        f"gs://{BUCKET}/{ENTRY}",
+        "entry.json",
+        data=json.dumps({"repo": REPO, "commit": COMMIT, "files": forged}).encode(),
+    )
+    put(bucket, f"gs://{BUCKET}/{ENTRY}", SHARD, data=SWAPPED)
+    served = FakeHub.serving(FILES)
+    with serve(served) as hub:
+        done = run(tmp_path / "next", hub, "snapshot", REPO, COMMIT, f"gs://{BUCKET}/gemma4-26b/convert/8888888888/")
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"tpu-rl base: gs://{BUCKET}/{ENTRY}{SHARD}: entry.json records 16 bytes, sha256 {sha256(SWAPPED)}, not the "
+        f"Hub's 16 bytes, sha256 {sha256(FILES[SHARD])}: not used"
+    ) in done.stderr.splitlines()
+    assert served.sent == [16] and objects(bucket, ENTRY)[SHARD] == FILES[SHARD]
+    assert json.loads(objects(bucket, ENTRY)["entry.json"])["files"] == described(FILES)
+
+
+def test_a_reader_whose_shared_file_was_swapped_fetches_it_into_its_own_cache(bucket, tmp_path):
+    """A reader of a shared cache finds one of its files swapped: one line, and the Hub's file goes into the reader's
+    own cache, never the shared folder (its identity may not write there: ``infra.gcp.access.hub_cache_grants``); its
+    record pins its own object for that file and the shared ones for the rest."""
+    shared, other = "shared-hub", "other-stack-bucket"
+    bucket.create_bucket(shared)
+    bucket.create_bucket(other)
+    cache, own = f"gs://{shared}/hub/", f"gs://{other}/gemma4-26b/convert/hub/"
+    with serve(FakeHub.serving(FILES)) as hub:
+        first = run(tmp_path / "a", hub, "snapshot", REPO, COMMIT, OUTPUT, cache, str(tmp_path / "a" / "base"), cache)
+    assert first.returncode == 0, first.stderr
+    put(bucket, f"{cache}{REPO}/{COMMIT}/", SHARD, data=SWAPPED)
+    served = FakeHub.serving(FILES)
+    output = f"gs://{other}/gemma4-26b/convert/9999999999/"
+    with serve(served) as hub:
+        done = run(tmp_path / "b", hub, "snapshot", REPO, COMMIT, output, own, str(tmp_path / "b" / "base"), cache)
+    assert done.returncode == 0, done.stderr
+    assert f"tpu-rl base: {cache}{REPO}/{COMMIT}/{SHARD} is sha256 {sha256(SWAPPED)}" in done.stderr
+    assert served.sent == [16] and local_files(tmp_path / "b" / "base") == FILES
+    assert objects_of(bucket, shared, f"hub/{REPO}/{COMMIT}/")[SHARD] == SWAPPED, "the shared folder untouched"
+    mine = objects_of(bucket, other, f"gemma4-26b/convert/hub/{REPO}/{COMMIT}/")
+    assert mine[SHARD] == FILES[SHARD] and json.loads(mine["entry.json"])["files"] == described(FILES)
+    verified = json.loads(objects_of(bucket, other, "gemma4-26b/convert/9999999999/")["source.json"])["verified"]
+    assert verified[SHARD]["object"] == f"{own}{REPO}/{COMMIT}/{SHARD}"
+    assert verified["config.json"]["object"] == f"{cache}{REPO}/{COMMIT}/config.json"
 
 
 def test_an_entry_cut_short_is_completed_with_only_what_it_lacks(bucket, tmp_path):
@@ -300,20 +465,32 @@ def test_an_entry_that_claims_a_pattern_without_its_files_asks_the_hub(bucket, t
 
 
 @pytest.mark.parametrize(
-    ("entry", "words"),
+    "entry",
     [
-        (b"{not json", "is not JSON"),
-        (json.dumps({"repo": REPO, "commit": MOVED, "files": {}}).encode(), "is not the cache entry of"),
-        (json.dumps({"repo": REPO, "commit": COMMIT, "files": {"../x": 1}}).encode(), "is not the cache entry of"),
+        b"{not json",
+        json.dumps({"repo": REPO, "commit": MOVED, "files": {}}).encode(),
+        json.dumps({"repo": REPO, "commit": COMMIT, "files": {"../x": 1}}).encode(),
+        json.dumps({"repo": REPO, "commit": COMMIT, "files": {"config.json": {"size": 1, "sha256": "f00"}}}).encode(),
     ],
-    ids=["not-json", "another-commit", "a-path-out"],
+    ids=["not-json", "another-commit", "a-path-out", "not-a-hash"],
 )
-def test_a_cache_entry_that_is_not_one_is_refused_in_one_line(bucket, tmp_path, entry, words):
+def test_a_cache_entry_that_is_not_one_is_one_line_and_not_used(bucket, tmp_path, entry):
+    """An ``entry.json`` that is not this entry's: one line, and nothing it says is taken (the Hub closed: nothing
+    is recorded; open: each file is hashed against the Hub's value and the entry written again)."""
     put(bucket, f"gs://{BUCKET}/{ENTRY}", "entry.json", data=entry)
     done = run(tmp_path, "http://127.0.0.1:9", "snapshot", REPO, COMMIT, OUTPUT)
-    assert done.returncode == SETUP_FAILURE_EXIT and words in one_line(done)
-    assert f"delete gs://{BUCKET}/{ENTRY}" in one_line(done), "the line names the fix"
+    line = f"tpu-rl base: gs://{BUCKET}/{ENTRY}entry.json is not the cache entry of {REPO}@{COMMIT}: not used"
+    assert done.returncode == 1 and line in done.stderr.splitlines(), done.stderr
+    assert one_line(done).endswith(f", and no Hub cache entry records the files of {REPO}@{COMMIT} (tried 3 times)")
     assert source_record(bucket, OUTPUT) is None
+    with serve(FakeHub.serving(FILES)) as hub:
+        done = run(tmp_path, hub, "snapshot", REPO, COMMIT, OUTPUT)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(objects(bucket, ENTRY)["entry.json"]) == {
+        "repo": REPO,
+        "commit": COMMIT,
+        "files": described(FILES),
+    }
 
 
 STAGED = f"gs://{BUCKET}/gemma4-26b/train/0123456789/dataset/"

@@ -1,7 +1,8 @@
 """The capacity check reads a shared Hub cache's bucket (``tpu-rl:model.hubCache``) once, through google-cloud-storage
 and the loopback Cloud Storage JSON API (tests/fake_compute.py): a bucket that does not exist, without uniform
-bucket-level access, or out of ``gcp:region`` stops `up` with the fix; no permission, no answer or a reply it cannot
-read is a warning; without the setting nothing is read."""
+bucket-level access, out of ``gcp:region``, another stack's artifacts bucket, or written by another stack where this one
+is the cache's writer stops `up` with the fix; no permission, no answer or a reply it cannot read is a warning; without
+the setting nothing is read."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from core import deadline
 from infra.gcp import capacity
 from infra.gcp.capacity import MAX_REPLY_BYTES, Finding, HubBucket, hub_cache_findings
 from infra.gcp.capacity.hub_cache import check_hub_cache
-from tests.fake_compute import bucket, clients, fake_compute, serve_project, serve_reservation
+from tests.fake_compute import binding, bucket, clients, fake_compute, policy, serve_project, serve_reservation
 from tests.lifecycle_walk import settings
 
-SHARED = settings("prod", ["tpu-rl:model.hubCache=gs://shared-hub/hub/"])
+SHARED = settings("prod", ["tpu-rl:model.hubCache=gs://shared-hub/hub/", "tpu-rl:model.hubCacheWriter=prod"])
+READER = settings("prod", ["tpu-rl:model.hubCache=gs://shared-hub/hub/", "tpu-rl:model.hubCacheWriter=dev"])
 PROD = settings("prod", [])
 REAL_CHECK = capacity.check_capacity
 P = "my-tpu-prod-project"
@@ -49,8 +51,88 @@ def hub(fake, stack=SHARED):
 
 
 def test_a_bucket_in_the_region_with_uniform_access_passes_on_one_read_and_one_permission_test(gcs):
-    assert hub(gcs) == []
+    """A reader's check reads the bucket and asks for the permissions; the writer's reads its IAM policy too."""
+    assert hub(gcs, READER) == []
     assert gcs.requests == [PATH, f"{PATH}/iam/testPermissions"]
+    gcs.requests.clear()
+    assert hub(gcs) == []
+    assert gcs.requests == [PATH, f"{PATH}/iam/testPermissions", f"{PATH}/iam"]
+
+
+WRITER_KEY = "tpu-rl:model.hubCacheWriter"
+OTHER = "serviceAccount:tpu-rl-dev-convert@my-tpu-prod-project.iam.gserviceaccount.com"
+"""Another stack's conversion (``tpu-rl-dev``, of the same project)."""
+OWN = "serviceAccount:tpu-rl-prod-convert@my-tpu-prod-project.iam.gserviceaccount.com"
+
+
+def test_another_stacks_writer_grant_on_the_folder_stops_the_writer_with_what_to_run(gcs):
+    """One writer per cache: another stack's identity that may create or delete objects of the folder (or of a
+    folder inside it, or around it) makes this writer's `up` stop before anything is created, naming the member and
+    the two ways out."""
+    for prefix in ("hub/", "hub/google/", ""):
+        gcs.bucket_policies["shared-hub"] = policy("shared-hub", binding("roles/storage.objectUser", OTHER, prefix))
+        assert hub(gcs) == [
+            Finding(
+                "problem",
+                f"{KEY}: {OTHER} holds roles/storage.objectUser on gs://shared-hub/{prefix}, so another stack "
+                f"writes the cache this stack is the writer of ({WRITER_KEY} = prod): a cache has one writer. Set "
+                f"{WRITER_KEY} to that stack here (`pulumi config set {WRITER_KEY} STACK`; this stack then only reads "
+                "it), or set it to prod in that stack and run its `make up` first (its conversion's grant becomes "
+                "read-only)",
+            )
+        ], prefix
+    assert hub(gcs, READER) == [], "a reader writes nothing there: another writer is no conflict"
+
+
+@pytest.mark.parametrize(
+    "grant",
+    [
+        binding("roles/storage.objectViewer", OTHER, "hub/"),  # a reader
+        binding("roles/storage.objectUser", OWN, "hub/"),  # this stack's own, from its last `up`
+        binding("roles/storage.objectUser", OTHER, "other-cache/"),  # another folder
+        binding("roles/storage.admin", "serviceAccount:deployer@p.iam.gserviceaccount.com", None),  # the operator's
+        binding("roles/storage.objectUser", "user:someone@example.com", "hub/"),  # a person
+        binding("roles/storage.objectUser", f"deleted:{OTHER}?uid=123", "hub/"),  # an account deleted since
+    ],
+    ids=["viewer", "own", "another-folder", "unconditioned-admin", "a-person", "deleted"],
+)
+def test_what_is_not_another_stacks_writer_passes(gcs, grant):
+    gcs.bucket_policies["shared-hub"] = policy("shared-hub", grant)
+    assert hub(gcs) == []
+
+
+def test_a_policy_it_cannot_read_is_a_warning(gcs):
+    gcs.routes[f"{PATH}/iam"] = (403, {"error": {"code": 403, "message": "denied"}})
+    assert hub(gcs) == [
+        Finding(
+            "unknown",
+            f"reading gs://shared-hub's IAM policy ({KEY}): permission denied (HTTP 403); whether another stack writes "
+            "the cache was not checked",
+        )
+    ]
+    gcs.routes[f"{PATH}/iam"] = (200, {**policy("shared-hub"), "bindings": [{"role": "x", "condition": 5}]})
+    (line,) = hub(gcs)
+    assert line.level == "unknown" and "(bindings[0].condition.expression is not text)" in line.text, line
+    gcs.bucket_permissions = {"storage.buckets.setIamPolicy"}
+    gcs.requests.clear()
+    assert [f.level for f in hub(gcs)] == ["problem"] and f"{PATH}/iam" not in gcs.requests, "no permission: not read"
+
+
+def test_another_stacks_artifacts_bucket_stops_up_with_the_command_for_a_bucket_of_its_own(gcs):
+    """The bucket a stack made for its artifacts (its labels: ``infra.gcp.storage.bucket_args``) is emptied by that
+    stack's destroy and written by its steps: one line naming the stack and what to run."""
+    labels = {"app": "tpu-rl", "stack": "dev", "cluster": "tpu-rl-dev", "managed-by": "pulumi"}
+    gcs.buckets["shared-hub"] = bucket("shared-hub", labels=labels)
+    assert hub(gcs, READER) == [
+        Finding(
+            "problem",
+            f"{KEY}: gs://shared-hub is stack dev's artifacts bucket (its labels app=tpu-rl, stack=dev), which that "
+            f"stack's steps write and its destroy may empty; create a bucket of its own for the cache: {NEW}, then "
+            f"`pulumi config set {KEY} gs://NEW-BUCKET/hub/` in every stack that shares it",
+        )
+    ]
+    gcs.buckets["shared-hub"] = bucket("shared-hub", labels={"team": "ml", "app": "other"})
+    assert hub(gcs, READER) == [], "labels of anything else are no stack's"
 
 
 GRANT = "gcloud storage buckets add-iam-policy-binding gs://shared-hub --member=user:YOU --role=roles/storage.admin"
@@ -110,11 +192,11 @@ def test_uniform_access_off_stops_up(gcs):
     ]
 
 
+NEW = "gcloud storage buckets create gs://NEW-BUCKET --location=us-east5 --uniform-bucket-level-access"
 ELSEWHERE = (
     "the conversion reads ~52 GB from it per new run in us-east5 (gcp:region), and Cloud Storage bills reads out of a "
     "bucket's location as data transfer"
 )
-NEW = "gcloud storage buckets create gs://NEW-BUCKET --location=us-east5 --uniform-bucket-level-access"
 
 
 @pytest.mark.parametrize(

@@ -499,7 +499,8 @@ def test_conversion_argv(tmp_path):
     convert_out = f"{PROD_BUCKET}/gemma4-26b/convert/{step_id(objs['convert'])}/"
     cache = f"{PROD_BUCKET}/gemma4-26b/convert/hub/"  # the Hub cache (core.layout.hub_cache)
     local = "/scratch/base-model"  # the commit's files, weights included (commands.CONVERT_BASE_DIR)
-    assert snapshot == [SNAPSHOT, "snapshot", "google/gemma-4-26b-a4b-it", "main", convert_out, cache, local]
+    # The cache it writes, then the one it reads first: the stack's own both times, with no shared cache.
+    assert snapshot == [SNAPSHOT, "snapshot", "google/gemma-4-26b-a4b-it", "main", convert_out, cache, local, cache]
     expected = [
         f"base_output_directory={convert_out}" if a.startswith("base_output_directory=") else a
         for a in expected
@@ -539,8 +540,8 @@ def test_export_argv_reads_the_newest_complete_checkpoint_found_at_run_time(tmp_
     for step in (10, 20, 30, 40, 49):
         put(gcs, actor, f"{step}/model_params/x", f"{step}/commit_success.txt")
     put(gcs, actor, "50/model_params/x")  # a save cut short
-    # SHIM_RUN_C runs every program for real, the completion too: a closed loopback Hub makes it fail at once
-    # (it is tested for real in tests/test_export_complete.py).
+    # SHIM_RUN_C runs every program for real, the completion too: the conversion's record names no verified object,
+    # so it fails at once (it is tested for real in tests/test_export_complete.py).
     env = {
         "SHIM_RUN_C": "1",
         "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"],
@@ -554,8 +555,8 @@ def test_export_argv_reads_the_newest_complete_checkpoint_found_at_run_time(tmp_
     assert scan == [SCAN, actor]
     assert fetch == [SNAPSHOT, "fetch", convert_out, EXPORT_BASE_DIR]
     assert export == _export_expected(objs, f"{actor}49/model_params/")
-    cache = f"{PROD_BUCKET}/gemma4-26b/convert/hub/"  # the Hub cache (core.layout.hub_cache)
-    assert complete == [COMPLETE, "google/gemma-4-26b-a4b-it", COMMIT, out, cache], "completed at the commit"
+    # Completed at the commit, from the objects the conversion's record names as verified.
+    assert complete == [COMPLETE, "google/gemma-4-26b-a4b-it", COMMIT, out, convert_out]
 
 
 @pytest.mark.pure

@@ -670,6 +670,7 @@ def test_the_prod_stack_reads_as_written():
             },
             "revision": "main",
             "hub_cache": "",
+            "hub_cache_writer": "",
         },
         "images": {
             "maxtext": "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.5",

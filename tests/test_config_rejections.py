@@ -65,6 +65,26 @@ BAD_INPUTS = [
     ("namespace-jobset", ["tpu-rl:namespace=jobset-system"], "tpu-rl:namespace", "jobset-system"),
     ("revision-injection", ["tpu-rl:model.revision=main;rm -rf /"], "tpu-rl:model.revision", "branch, tag"),
     ("revision-substitution", ["tpu-rl:model.revision=$(id)"], "tpu-rl:model.revision", "branch, tag"),
+    # -- the shared Hub cache: a bucket of its own, one writer (core.config.rules._hub_cache)
+    (
+        "hub-cache-own-bucket",
+        ["tpu-rl:model.hubCache=gs://my-tpu-dev-project-tpu-rl-dev/hub/", "tpu-rl:model.hubCacheWriter=dev"],
+        "tpu-rl:model.hubCache",
+        "a destroy empties",
+    ),
+    (
+        "hub-cache-no-writer",
+        ["tpu-rl:model.hubCache=gs://my-project-tpu-rl-hub/hub/"],
+        "tpu-rl:model.hubCacheWriter",
+        "required with tpu-rl:model.hubCache",
+    ),
+    ("hub-cache-writer-alone", ["tpu-rl:model.hubCacheWriter=prod"], "tpu-rl:model.hubCacheWriter", "names none"),
+    (
+        "hub-cache-writer-format",
+        ["tpu-rl:model.hubCache=gs://my-project-tpu-rl-hub/hub/", "tpu-rl:model.hubCacheWriter=prod stack"],
+        "tpu-rl:model.hubCacheWriter",
+        "a Pulumi stack name",
+    ),
     (
         "image-latest",
         ["tpu-rl:images.pathwaysServer=us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:latest"],

@@ -1,14 +1,14 @@
 """The export step makes the export the whole base model (``workloads/container/complete_export.py``): its real
-container script run through ``bash`` against fake-gcs-server and the loopback Hub (``to_huggingface`` stood in
-for by the export MaxText 0.2.4 writes, laid out first: ``tests.hf_files.maxtext_files``), then the program's
-export check on the result; and the hostile inputs: names, indexes, endpoints that ignore ``Range``.
+container script run through ``bash`` against fake-gcs-server, the base read from the Hub cache objects the
+conversion verified (the loopback Hub asked nothing), ``to_huggingface`` stood in for by the export MaxText 0.2.4
+writes, laid out first (``tests.hf_files.maxtext_files``), then the program's export check on the result; and the
+hostile inputs: names, indexes, endpoints that ignore ``Range``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 
 import pytest
 
@@ -21,11 +21,13 @@ from tests.hf_files import (
     LANGUAGE,
     VISION,
     RangeIgnoringProxy,
+    conversion_of,
     export_step,
     lay_out,
     maxtext_files,
     model_files,
     objects,
+    put_verified,
     run_export,
     tensors_of,
     values_of,
@@ -66,6 +68,24 @@ HOSTILE_GENERATION = {
 """A base's generation config with what would change every ``generate`` of the exported model."""
 
 
+class CountingHub(FakeHub):
+    """The loopback Hub, every request it receives recorded (``asked``: method and path), model info included."""
+
+    asked: list[str] = []
+
+    @classmethod
+    def serving(cls, files: dict[str, bytes]) -> type[CountingHub]:
+        return type("CountingServingHub", (cls,), {"files": files, "ranges": [], "sent": [], "asked": []})
+
+    def do_GET(self):  # noqa: N802
+        type(self).asked.append(f"GET {self.path}")
+        super().do_GET()
+
+    def do_HEAD(self):  # noqa: N802
+        type(self).asked.append(f"HEAD {self.path}")
+        super().do_HEAD()
+
+
 @pytest.mark.parametrize("shards", [1, 3], ids=["one-file", "sharded"])
 @pytest.mark.slow
 def test_the_export_step_makes_the_export_the_whole_base_model(gcs, tmp_path, shards):
@@ -79,11 +99,12 @@ def test_the_export_step_makes_the_export_the_whole_base_model(gcs, tmp_path, sh
     base_files["generation_config.json"] = json.dumps(HOSTILE_GENERATION).encode()
     trained = {n: LANGUAGE[n] for n in LANGUAGE}
     limit = 10**9 if shards == 1 else 64  # MaxText's 3 GiB, or small enough for three shards of these tensors
-    bucket, prefix = lay_out(gcs, step, maxtext_files(trained, TRAINED, MAXTEXT_CONFIG, limit))
-    hub = FakeHub.serving(base_files)
+    bucket, prefix = lay_out(gcs, step, maxtext_files(trained, TRAINED, MAXTEXT_CONFIG, limit), base_files)
+    hub = CountingHub.serving(base_files)
     with serve(hub) as url:
         done = run_export(step, url, tmp_path)
         assert done.returncode == 0, done.stderr
+        assert hub.asked == [], "the export asks the Hub nothing"
         assert export_differences(settings("prod", []), step.output_uri, GOOD, url) == []
         found = objects(gcs, bucket, prefix)
         assert json.loads(found["config.json"]) == CONFIG and found["config.json"] == base_files["config.json"]
@@ -110,132 +131,129 @@ def test_the_export_step_makes_the_export_the_whole_base_model(gcs, tmp_path, sh
         assert {b.name: b.generation for b in gcs.list_blobs(bucket, prefix=prefix)} == generations
 
 
-class CountingHub(FakeHub):
-    """The loopback Hub, every request it receives recorded (``asked``: method and path), model info included."""
-
-    asked: list[str] = []
-
-    @classmethod
-    def serving(cls, files: dict[str, bytes]) -> type[CountingHub]:
-        return type("CountingServingHub", (cls,), {"files": files, "ranges": [], "sent": [], "asked": []})
-
-    def do_GET(self):  # noqa: N802
-        type(self).asked.append(f"GET {self.path}")
-        super().do_GET()
-
-    def do_HEAD(self):  # noqa: N802
-        type(self).asked.append(f"HEAD {self.path}")
-        super().do_HEAD()
-
-
-CACHE_ROOT = "gs://tpu-rl-cache/gemma4-26b/convert/hub/"
-"""A Hub cache root for the in-process tests (the step's own is ``put_cache_entry``'s)."""
-
-
-def put_cache_entry(
-    gcs, step, files: dict[str, bytes], sizes: dict[str, int] | None = None, root: str | None = None
-) -> str:
-    """The conversion's Hub cache entry of ``REPO@COMMIT`` (``base_snapshot.py cached``): its files, then
-    ``entry.json`` naming each with its size; the entry's folder."""
-    from workloads.container.base_snapshot import ENTRY, entry_uri
-
-    if root is None:
-        cache = re.search(r"complete_export\.py \S+ \S+ \S+ (gs://\S+/)", step.script)
-        assert cache, "the export passes the Hub cache's root"
-        root = cache.group(1)
-    uri = entry_uri(root, REPO, COMMIT)
-    bucket_name, _, prefix = uri.removeprefix("gs://").partition("/")
-    bucket = gcs.bucket(bucket_name)
-    if not bucket.exists():
-        gcs.create_bucket(bucket_name)
-    for name, data in files.items():
-        bucket.blob(prefix + name).upload_from_string(data)
-    body = {"repo": REPO, "commit": COMMIT, "files": sizes or {n: len(d) for n, d in files.items()}}
-    bucket.blob(prefix + ENTRY).upload_from_string(json.dumps(body))
-    return uri
+SHARED_ROOT = "gs://shared-hub/hub/"
+"""A Hub cache several stacks share (``tpu-rl:model.hubCache``), another bucket than the stack's."""
 
 
 @pytest.mark.slow
-def test_the_export_is_completed_from_the_hub_cache_and_asks_the_hub_nothing(gcs, tmp_path):
-    """Issue 40 item 4: the conversion kept the base at its commit in the Hub cache; the completion reads the base's
-    tensors and files from there (ranged reads), asks the Hub (serving the same base) nothing at all, and makes the
-    same whole model the Hub would. An entry cut short (its files, no ``entry.json``): the Hub, as before."""
+def test_the_export_reads_the_objects_the_conversion_verified_and_asks_the_hub_nothing(gcs, tmp_path):
+    """Issue 51 item 4: the completion reads the base's tensors and files from the Hub cache objects the conversion
+    hashed, at the generations it hashed (the shared cache's here), by ranged reads; the Hub (serving the same base)
+    receives no request, and the pod has no token for it (``HF_HUB_OFFLINE``)."""
     step = export_step()
     base_files = model_files(BASE, 2, values=BASE_VALUES)
     base_files["generation_config.json"] = json.dumps(BASE_GENERATION).encode()
     bucket, prefix = lay_out(gcs, step, maxtext_files(LANGUAGE, TRAINED, MAXTEXT_CONFIG, 64))
-    entry = put_cache_entry(gcs, step, base_files)
-    (tmp_path / "cached").mkdir()
-    (tmp_path / "hub").mkdir()
-    hub = CountingHub.serving(base_files)
-    with serve(hub) as url:
-        done = run_export(step, url, tmp_path / "cached")
-    assert done.returncode == 0, done.stderr
-    assert f"the base's files from the Hub cache {entry}: the Hub is asked nothing" in done.stdout
-    assert hub.asked == [], "the Hub received no request at all"
-    from_cache = objects(gcs, bucket, prefix)
-
-    # The same export completed with the entry cut short (its files, no entry.json): from the Hub, the same model.
-    for blob in gcs.list_blobs(bucket, prefix=prefix):
-        blob.delete()
-    gcs.bucket(bucket).blob(entry.removeprefix(f"gs://{bucket}/") + "entry.json").delete()
-    lay_out(gcs, step, maxtext_files(LANGUAGE, TRAINED, MAXTEXT_CONFIG, 64))
-    with serve(hub) as url:
-        again = run_export(step, url, tmp_path / "hub")
-    assert again.returncode == 0, again.stderr
-    assert f"no whole Hub cache entry {entry} (no entry.json: none, or one cut short): reading the Hub" in again.stdout
-    assert hub.asked and [r for r in hub.ranges if " bytes=" in r], "no whole entry: the Hub, ranged reads"
-    assert objects(gcs, bucket, prefix) == from_cache, "byte for byte the model the cache made"
-
-
-def test_an_entry_json_not_of_this_commit_is_refused_in_one_line_naming_what_to_delete(gcs):
-    """``entry.json`` of another commit or repository, not JSON, or with a size that is not a whole number: refused
-    (exit 3, as ``base_snapshot.read_entry`` refuses it: the same entry fails every retry the same way), naming the
-    entry to delete; none, or a revision that is not a commit: None (the Hub), GCS asked nothing for the latter."""
-    from workloads.container.base_snapshot import ENTRY
-    from workloads.container.complete_export import cache_entry
-
-    uri = put_cache_entry(gcs, None, {"config.json": b"{}"}, root=CACHE_ROOT)
-    blob = gcs.bucket("tpu-rl-cache").blob(uri.removeprefix("gs://tpu-rl-cache/") + ENTRY)
-    found = cache_entry(REPO, COMMIT, CACHE_ROOT)
-    assert found is not None and found.files == {"config.json": 2} and found.commit == COMMIT
-    assert cache_entry(REPO, "main", "not a folder") is None, "a branch: the Hub, no cache read"
-    other = f"{REPO}@{COMMIT}: delete {uri} and run again"
-    for body, line in [
-        ({"repo": REPO, "commit": "f" * 40, "files": {}}, f"{uri}{ENTRY} is not the cache entry of {other}"),
-        ({"repo": "evil/model", "commit": COMMIT, "files": {}}, f"{uri}{ENTRY} is not the cache entry of {other}"),
-        ({"repo": REPO, "commit": COMMIT, "files": {"a": 1.5}}, f"{uri}{ENTRY} is not the cache entry of {other}"),
-        ({"repo": REPO, "commit": COMMIT, "files": {"../x": 1}}, f"{uri}{ENTRY} is not the cache entry of {other}"),
-        ("not json", f"{uri}{ENTRY} is not JSON: delete {uri} and run `pulumi up` again"),
-    ]:
-        blob.upload_from_string(body if isinstance(body, str) else json.dumps(body))
-        with pytest.raises(RefusedError) as err:
-            cache_entry(REPO, COMMIT, CACHE_ROOT)
-        assert str(err.value) == line
-    blob.delete()
-    assert cache_entry(REPO, COMMIT, CACHE_ROOT) is None, "files without entry.json: cut short, the Hub"
-
-
-@pytest.mark.slow
-def test_a_cache_entry_whose_object_is_not_what_entry_json_says_is_refused_in_one_line(gcs, tmp_path):
-    """An object of the entry of another size than ``entry.json`` names (a damaged cache): refused, not retried,
-    naming the entry to delete (then the export reads the Hub); the Hub is not asked behind its back."""
-    step = export_step()
-    base_files = model_files(BASE, 2, values=BASE_VALUES)
-    lay_out(gcs, step, maxtext_files(LANGUAGE, TRAINED, MAXTEXT_CONFIG, 64))
-    sizes = {n: len(d) for n, d in base_files.items()}
-    sizes["config.json"] += 1
-    entry = put_cache_entry(gcs, step, base_files, sizes)
+    put_verified(gcs, conversion_of(step), base_files, SHARED_ROOT)
     hub = CountingHub.serving(base_files)
     with serve(hub) as url:
         done = run_export(step, url, tmp_path)
-    assert hub.asked == [], "a damaged entry is not a reason to ask the Hub behind the operator's back"
-    assert done.returncode == 3, done.stderr
-    line = done.stderr.strip().splitlines()[-1]
-    assert line == (
-        f"tpu-rl export: {entry}config.json is {sizes['config.json'] - 1} bytes, not the {sizes['config.json']} "
-        f"entry.json names: delete {entry} (the export then reads the Hub) and run `pulumi up` again"
+    assert done.returncode == 0, done.stderr
+    assert hub.asked == [], "the Hub received no request at all"
+    found = objects(gcs, bucket, prefix)
+    index = json.loads(found["model.safetensors.index.json"])
+    values = {}
+    for shard in set(index["weight_map"].values()):
+        values.update(tensors_of(found[shard]))
+    assert {n: values[n] for n in VISION} == {n: BASE_VALUES[n] for n in VISION}, "the cache's, unchanged"
+
+
+def replace_in_cache(gcs, name: str, data: bytes) -> str:
+    """The shared cache's object ``name`` written again (a new generation) with ``data``; its URI."""
+    uri = f"{SHARED_ROOT}{REPO}/{COMMIT}/{name}"
+    bucket, _, object_name = uri.removeprefix("gs://").partition("/")
+    gcs.bucket(bucket).blob(object_name).upload_from_string(data)
+    return uri
+
+
+@pytest.mark.slow
+def test_a_cache_object_replaced_since_the_conversion_is_hashed_again_and_refused_if_not_the_hubs(gcs, tmp_path):
+    """The cache's writer fetched a shard again after the conversion (a new generation of the same bytes): the
+    export hashes the new generation whole once and reads it. A shard of the same size but other bytes: refused in
+    one line naming the object and both hashes, exit 3, nothing written."""
+    step = export_step()
+    base_files = model_files(BASE, 2, values=BASE_VALUES)
+    bucket, prefix = lay_out(gcs, step, maxtext_files(LANGUAGE, TRAINED, MAXTEXT_CONFIG, 64))
+    put_verified(gcs, conversion_of(step), base_files, SHARED_ROOT)
+    shards = sorted(n for n in base_files if n.endswith(".safetensors"))
+    uri = replace_in_cache(gcs, shards[-1], base_files[shards[-1]])
+    (tmp_path / "same").mkdir()
+    (tmp_path / "swapped").mkdir()
+    done = run_export(step, "http://127.0.0.1:9", tmp_path / "same")
+    assert done.returncode == 0, done.stderr
+    assert f"{uri} was replaced since the conversion: its sha256 checked again, read at its new generation" in (
+        done.stdout
     )
+    for blob in gcs.list_blobs(bucket, prefix=prefix):
+        blob.delete()
+    lay_out(gcs, step, maxtext_files(LANGUAGE, TRAINED, MAXTEXT_CONFIG, 64))
+    put_verified(gcs, conversion_of(step), base_files, SHARED_ROOT)
+    original = base_files[shards[-1]]
+    swapped = original[:-4] + bytes(b ^ 0xFF for b in original[-4:])
+    replace_in_cache(gcs, shards[-1], swapped)
+    import hashlib
+
+    done = run_export(step, "http://127.0.0.1:9", tmp_path / "swapped")
+    assert done.returncode == 3, done.stderr
+    record = f"{conversion_of(step)}source.json"
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"tpu-rl export: {uri} is sha256 {hashlib.sha256(swapped).hexdigest()}, not the Hub's {len(original)} bytes, "
+        f"sha256 {hashlib.sha256(original).hexdigest()}: the Hub cache changed since the conversion verified it; run "
+        f"the conversion again: delete {record} and run `pulumi up` again"
+    )
+    assert not [n for n in objects(gcs, bucket, prefix) if n.startswith("model-base-")], "no base shard written"
+    replace_in_cache(gcs, shards[-1], original + b"x" * 1024)  # another size: named by it, never read
+    (tmp_path / "longer").mkdir()
+    done = run_export(step, "http://127.0.0.1:9", tmp_path / "longer")
+    assert done.returncode == 3, done.stderr
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            f"tpu-rl export: {uri} is {len(original) + 1024} bytes, not the Hub's {len(original)} bytes, sha256 "
+        )
+    )
+
+
+def test_a_record_without_the_conversions_verified_objects_is_refused_in_one_line(gcs):
+    """The conversion's record is the export's only source of the base: of another commit or repository, without
+    ``verified`` (an earlier version's), or with an entry that is not an object at a generation with the Hub's hash:
+    refused (exit 3: the same record fails every retry), saying what to run; none at all: the conversion did not
+    finish."""
+    from tests.conftest import put_conversion
+    from workloads.container.complete_export import verified_base
+
+    convert = "gs://tpu-rl-test/gemma4-26b/convert/0123456789/"
+    gcs.create_bucket("tpu-rl-test")
+    with pytest.raises(RefusedError) as err:
+        verified_base(REPO, COMMIT, convert)
+    assert str(err.value) == f"{convert}source.json is missing: the conversion did not finish"
+    put_conversion(gcs, convert)
+    entry = put_verified(gcs, convert, {"config.json": b"{}"}, SHARED_ROOT)
+    found = verified_base(REPO, COMMIT, convert)
+    assert found.files == {"config.json": 2} and found.commit == COMMIT and found.file("config.json") == b"{}"
+    blob = gcs.bucket("tpu-rl-test").blob("gemma4-26b/convert/0123456789/source.json")
+    good = json.loads(blob.download_as_bytes())
+    pin = good["verified"]["config.json"]
+    line = (
+        f"{convert}source.json is not a record of {REPO}@{COMMIT} with the files the conversion verified: delete "
+        f"{convert}source.json and run `pulumi up` again (the conversion runs again)"
+    )
+    for body in [
+        {**good, "commit": "f" * 40},
+        {**good, "repo": "evil/model"},
+        {k: v for k, v in good.items() if k != "verified"},
+        {**good, "verified": {}},
+        {**good, "verified": {"config.json": {**pin, "generation": "1"}}},
+        {**good, "verified": {"config.json": {**pin, "object": f"{entry}other.json"}}},
+        {**good, "verified": {"config.json": {**pin, "blobId": "f00"}}},
+        {**good, "verified": {"../x": pin}},
+        "not json",
+    ]:
+        blob.upload_from_string(body if isinstance(body, str) else json.dumps(body))
+        with pytest.raises(RefusedError) as err:
+            verified_base(REPO, COMMIT, convert)
+        assert str(err.value) == line, body
 
 
 @pytest.mark.slow
@@ -244,9 +262,8 @@ def test_a_retry_after_to_huggingface_wrote_again_removes_what_the_last_attempt_
     step = export_step()
     files = maxtext_files(LANGUAGE, TRAINED, MAXTEXT_CONFIG, 64)
     files["model-base-00001-of-00002.safetensors"] = b"left by an earlier attempt"
-    bucket, prefix = lay_out(gcs, step, files)
-    with serve(FakeHub.serving(model_files(BASE, 2, values=BASE_VALUES))) as url:
-        done = run_export(step, url, tmp_path)
+    bucket, prefix = lay_out(gcs, step, files, model_files(BASE, 2, values=BASE_VALUES))
+    done = run_export(step, "http://127.0.0.1:9", tmp_path)
     assert done.returncode == 0, done.stderr
     found = objects(gcs, bucket, prefix)
     assert "model-base-00001-of-00002.safetensors" not in found
@@ -280,9 +297,10 @@ def test_what_cannot_be_made_whole_is_refused_in_one_line_and_not_retried(gcs, t
     tensors, config = dict(LANGUAGE), json.loads(json.dumps(MAXTEXT_CONFIG))
     change(tensors, config)
     values = {n: TRAINED.get(n, b"\0" * 8) for n in tensors}
-    bucket, prefix = lay_out(gcs, step, maxtext_files(tensors, values, config))
-    with serve(FakeHub.serving(model_files(BASE, 2, values=BASE_VALUES))) as url:
-        done = run_export(step, url, tmp_path)
+    bucket, prefix = lay_out(
+        gcs, step, maxtext_files(tensors, values, config), model_files(BASE, 2, values=BASE_VALUES)
+    )
+    done = run_export(step, "http://127.0.0.1:9", tmp_path)
     assert done.returncode == 3, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.startswith("tpu-rl export:")]
     assert lines == [f"tpu-rl export: {words}"], done.stderr
@@ -314,7 +332,9 @@ def test_an_export_holding_an_object_that_is_not_a_model_file_is_refused(gcs_fol
 
     gcs = gcs_folders
     step = export_step()
-    bucket, prefix = lay_out(gcs, step, maxtext_files(LANGUAGE, TRAINED, MAXTEXT_CONFIG))
+    bucket, prefix = lay_out(
+        gcs, step, maxtext_files(LANGUAGE, TRAINED, MAXTEXT_CONFIG), model_files(BASE, 2, values=BASE_VALUES)
+    )
     for name in HOSTILE_NAMES:
         gcs.bucket(bucket).blob(prefix + name).upload_from_string(b"{}")
         found = read_exported(gcs, step.output_uri, **call_options())
@@ -322,8 +342,7 @@ def test_an_export_holding_an_object_that_is_not_a_model_file_is_refused(gcs_fol
         assert "\n" not in found.problems[0] and name not in found.files
         gcs.bucket(bucket).blob(prefix + name).delete()
     gcs.bucket(bucket).blob(prefix + HOSTILE_NAMES[0]).upload_from_string(b"{}")
-    with serve(FakeHub.serving(model_files(BASE, 2, values=BASE_VALUES))) as url:
-        done = run_export(step, url, tmp_path)
+    done = run_export(step, "http://127.0.0.1:9", tmp_path)
     assert done.returncode == 3 and "holds an object that is not a file of the export" in done.stderr, done.stderr
     assert "model.safetensors.index.json" not in objects(gcs, bucket, prefix), "nothing was written"
 
@@ -350,6 +369,7 @@ def test_an_index_naming_a_shard_that_cannot_be_one_is_refused_from_either_side(
     base_index = json.loads(base["model.safetensors.index.json"])
     base_index["weight_map"][f"{LANG}norm.weight"] = shard
     base["model.safetensors.index.json"] = json.dumps(base_index).encode()
+    put_verified(gcs, conversion_of(step), base, SHARED_ROOT)
     hub = FakeHub.serving(base)
     with serve(hub) as url:
         with pytest.raises(PreflightError) as err:
@@ -386,21 +406,6 @@ def test_a_hub_that_ignores_range_gets_no_whole_shard_read():
 
 
 @pytest.mark.slow
-def test_the_export_step_refuses_a_hub_that_answers_a_ranged_read_with_the_whole_file(gcs, tmp_path):
-    step = export_step()
-    trained = {n: t for n, t in BIG.items() if n.startswith(LANG)}
-    lay_out(gcs, step, maxtext_files(trained, values_of(trained), MAXTEXT_CONFIG))
-    hub: type[FakeHub] = type(
-        "IgnoresRange", (FakeHub.serving(model_files(BIG, 1, values=values_of(BIG))),), {"ignores_range": True}
-    )
-    with serve(hub) as url:
-        done = run_export(step, url, tmp_path)
-    assert done.returncode == 1, done.stderr
-    assert "the Hub answered a ranged read with the whole file (it ignored Range)" in done.stderr
-    assert max(hub.sent) < len(hub.files["model-00001-of-00001.safetensors"]), "the whole shard was never read"
-
-
-@pytest.mark.slow
 def test_gcs_that_ignores_range_gets_no_whole_shard_read(gcs, monkeypatch, tmp_path):
     """The export check's header reads through a proxy that drops ``Range``: the 8-byte read stops after its
     8 bytes (at the library's first 8 kB chunk), not after the 4 MiB shard, and says so in one line."""
@@ -409,7 +414,9 @@ def test_gcs_that_ignores_range_gets_no_whole_shard_read(gcs, monkeypatch, tmp_p
     from workloads.observe.exported import read_exported
 
     step = export_step()
-    bucket, prefix = lay_out(gcs, step, maxtext_files(BIG, values_of(BIG), MAXTEXT_CONFIG))
+    bucket, prefix = lay_out(
+        gcs, step, maxtext_files(BIG, values_of(BIG), MAXTEXT_CONFIG), model_files(BIG, 1, values=values_of(BIG))
+    )
     size = gcs.bucket(bucket).get_blob(prefix + "model.safetensors").size
     proxy = RangeIgnoringProxy(os.environ["STORAGE_EMULATOR_HOST"])
     try:
@@ -418,8 +425,7 @@ def test_gcs_that_ignores_range_gets_no_whole_shard_read(gcs, monkeypatch, tmp_p
             read_exported(storage_client(), step.output_uri, **call_options())
         assert str(err.value).endswith("model.safetensors: the server sent more than the 8 bytes asked for")
         assert proxy.sent[-1] < size, proxy.sent
-        with serve(FakeHub.serving(model_files(BIG, 1, values=values_of(BIG)))) as url:
-            done = run_export(step, url, tmp_path)
+        done = run_export(step, "http://127.0.0.1:9", tmp_path)
         assert done.returncode == 1, done.stderr
         assert "model.safetensors: the server sent more than the 8 bytes asked for" in done.stderr
         assert proxy.sent[-1] < size, proxy.sent
@@ -429,25 +435,26 @@ def test_gcs_that_ignores_range_gets_no_whole_shard_read(gcs, monkeypatch, tmp_p
 
 @pytest.mark.slow
 def test_a_hub_cache_behind_gcs_that_ignores_range_gets_no_whole_shard_read(gcs, monkeypatch):
-    """The completion's reads of the cache entry are ranged: through a proxy that drops ``Range``, a shard's 8-byte
-    header read stops after its 8 bytes (at the library's first 8 kB chunk), not after the 16 MiB shard, in one
-    line naming the object; read straight, the same read is the shard's 8 bytes and nothing more."""
+    """The completion's reads of the verified objects are ranged: through a proxy that drops ``Range``, a shard's
+    8-byte header read stops after its 8 bytes (at the library's first 8 kB chunk), not after the 16 MiB shard, in
+    one line naming the object; read straight, the same read is the shard's 8 bytes and nothing more."""
     from core.hf_model import ReplyTooLargeError
-    from workloads.container.complete_export import cache_entry
+    from tests.conftest import put_conversion
+    from workloads.container.complete_export import verified_base
 
     files = model_files(BIG, 1, values=values_of(BIG))
     shard = "model-00001-of-00001.safetensors"
-    uri = put_cache_entry(gcs, None, files, root=CACHE_ROOT)
-    entry = cache_entry(REPO, COMMIT, CACHE_ROOT)
-    assert entry is not None
-    assert entry.read(shard, 8, 0, 7) == files[shard][:8]
+    convert = "gs://tpu-rl-test/gemma4-26b/convert/0123456789/"
+    gcs.create_bucket("tpu-rl-test")
+    put_conversion(gcs, convert)
+    uri = put_verified(gcs, convert, files, SHARED_ROOT)
+    assert verified_base(REPO, COMMIT, convert).read(shard, 8, 0, 7) == files[shard][:8]
     proxy = RangeIgnoringProxy(os.environ["STORAGE_EMULATOR_HOST"])
     try:
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", proxy.url)
-        entry = cache_entry(REPO, COMMIT, CACHE_ROOT)
-        assert entry is not None
+        base = verified_base(REPO, COMMIT, convert)
         with pytest.raises(ReplyTooLargeError) as err:
-            entry.header(shard)
+            base.header(shard)
         assert str(err.value) == f"{uri}{shard}: the server sent more than the 8 bytes asked for"
         assert proxy.sent and proxy.sent[-1] < len(files[shard]), proxy.sent
     finally:

@@ -2,8 +2,8 @@
 
 A tiny random Gemma 4 made with transformers' own ``Gemma4Config`` and ``Gemma4ForConditionalGeneration``
 (26B-A4B's shape of model: mixture-of-experts layers, a full-attention layer after five sliding ones, keys
-equal to values there, a vision tower, no audio), saved with ``save_pretrained``, is the base on the loopback
-Hub. Its language model, changed as training changes it, is laid out as MaxText 0.2.4's ``to_huggingface``
+equal to values there, a vision tower, no audio), saved with ``save_pretrained``, is the base the conversion verified
+in the Hub cache. Its language model, changed as training changes it, is laid out as MaxText 0.2.4's ``to_huggingface``
 writes it (``tests.hf_files.maxtext_files``: ``param_mapping.py`` names it under ``model.language_model.``,
 ``weight_dtype=bfloat16`` makes every tensor BF16, ``shard_checkpoint`` shards it, ``metadata={"format": "pt"}``),
 the export step's real script runs through ``bash`` against fake-gcs-server, and transformers loads the
@@ -16,9 +16,7 @@ import json
 
 import pytest
 
-from tests.fake_hub import FakeHub
 from tests.hf_files import export_step, lay_out, maxtext_files, objects, run_export
-from tests.loopback import serve
 from tests.tiny_gemma import tiny_gemma4
 
 pytestmark = pytest.mark.slow
@@ -50,7 +48,7 @@ def test_the_whole_export_loads_with_transformers_and_holds_the_base_and_the_tra
     config.update(audio_config=None, transformers_version="5.5.0.dev0")  # MaxText's own copy of it
     step = export_step()
     bucket, prefix = lay_out(
-        gcs, step, maxtext_files(shapes, {n: raw(t) for n, t in trained.items()}, config, shard_bytes)
+        gcs, step, maxtext_files(shapes, {n: raw(t) for n, t in trained.items()}, config, shard_bytes), base_files
     )
 
     before = tmp_path / "maxtext"
@@ -60,8 +58,7 @@ def test_the_whole_export_loads_with_transformers_and_holds_the_base_and_the_tra
     _, info = transformers.Gemma4ForConditionalGeneration.from_pretrained(before, output_loading_info=True)
     assert any(k.startswith("model.vision_tower.") for k in info["missing_keys"]), "MaxText's export alone lacks it"
 
-    with serve(FakeHub.serving(base_files)) as url:
-        done = run_export(step, url, tmp_path)
+    done = run_export(step, "http://127.0.0.1:9", tmp_path)  # the base from the objects the conversion verified
     assert done.returncode == 0, done.stderr
     after = tmp_path / "whole"
     after.mkdir()

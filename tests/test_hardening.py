@@ -179,43 +179,78 @@ def test_the_grants_as_built():
     assert BucketGrant("cpu", "roles/storage.legacyBucketReader", ()).condition("b") is None
 
 
-def test_a_shared_hub_cache_is_granted_to_the_conversion_and_the_export_only_under_its_folder():
-    """``tpu-rl:model.hubCache`` (issue 40 item 4): the conversion's identity writes the shared cache, the export's
-    reads it, each bounded to the folder by a condition the policy pack accepts; nobody else gets anything there."""
-    grants = hub_cache_grants("hub/")
-    assert [(g.holder, g.role, g.prefixes, g.resource_name) for g in grants] == [
+def test_a_shared_hub_cache_has_one_writer_and_readers_that_cannot_write():
+    """``tpu-rl:model.hubCache`` (issue 51 item 4): only the writer stack's conversion (``tpu-rl:model.hubCacheWriter``)
+    may create, replace or delete an object of the shared folder; in every other stack the conversion and the export
+    get ``objectViewer`` (``storage.objects.get`` and ``list``, no ``create`` or ``delete``: "Storage Object Viewer",
+    https://cloud.google.com/storage/docs/access-control/iam-roles), each bounded to the folder by a condition the
+    policy pack accepts; nobody else gets anything there."""
+    from infra.gcp.access import HUB_CACHE_WRITE_ROLES
+    from tests.iam_conditions import covers
+
+    writer, reader = hub_cache_grants("hub/", writes=True), hub_cache_grants("hub/", writes=False)
+    assert [(g.holder, g.role, g.prefixes, g.resource_name) for g in writer] == [
         ("convert", "roles/storage.objectUser", ("hub/",), "convert-hubcache-objectUser"),
         ("export", "roles/storage.objectViewer", ("hub/",), "export-hubcache-objectViewer"),
     ]
-    condition = grants[0].condition("shared-hub")
+    assert [(g.holder, g.role, g.prefixes, g.resource_name) for g in reader] == [
+        ("convert", "roles/storage.objectViewer", ("hub/",), "convert-hubcache-objectViewer"),
+        ("export", "roles/storage.objectViewer", ("hub/",), "export-hubcache-objectViewer"),
+    ]
+    entry = "hub/google/gemma-4-26b-a4b-it/0123456789abcdef0123456789abcdef01234567/model-00001-of-00002.safetensors"
+    writes = {
+        stack: sorted(g.holder for g in grants if g.role in HUB_CACHE_WRITE_ROLES and covers(g, "shared-hub", entry))
+        for stack, grants in (("writer", writer), ("reader", reader))
+    }
+    assert writes == {"writer": ["convert"], "reader": []}, "one writer: a reader's identities cannot plant a file"
+    assert all(covers(g, "shared-hub", entry) and not covers(g, "shared-hub", "other/x") for g in writer + reader)
+    condition = writer[0].condition("shared-hub")
     assert condition is not None and condition["expression"] == (
         'resource.name.startsWith("projects/_/buckets/shared-hub/objects/hub/")'
     )
 
 
+def test_a_reader_keeps_what_it_fetches_in_its_own_bucket():
+    """A reader's conversion fetches what the shared cache lacks (or holds wrong) into the stack's own cache, which its
+    identity may write (``<model>/convert/``), and no other identity of the stack may."""
+    from infra.gcp.access import HUB_CACHE_WRITE_ROLES
+    from tests.iam_conditions import covers
+
+    own = "m/convert/hub/google/gemma-4-26b-a4b-it/0123456789abcdef0123456789abcdef01234567/config.json"
+    writers = [
+        g.holder for g in bucket_grants("m") if g.role in HUB_CACHE_WRITE_ROLES and g.prefixes and covers(g, "b", own)
+    ]
+    assert writers == ["convert"]
+
+
 @pytest.mark.slow
-def test_a_stack_sharing_a_hub_cache_renames_no_step_and_points_both_steps_at_it(prod_plan):
-    """The same steps (names) as the stack's own cache; their scripts name the shared folder, never the stack's own
-    ``<model>/convert/hub/``; the grants are registered on the shared bucket, waited for like the others."""
-    shared = plan_of("prod", "tpu-rl:model.hubCache=gs://shared-hub/tpu-rl/hub/")
-    assert {s: r["name"] for s, r in step_resources(shared).items()} == {
-        s: r["name"] for s, r in step_resources(prod_plan).items()
-    }, "where the cache is names no step"
-    assert shared.outputs["hubCache"] == "gs://shared-hub/tpu-rl/hub/"
-    members = {r["name"]: r["inputs"] for r in shared.find(BUCKET_IAM) if "-hubcache-" in r["name"]}
-    assert {name: (m["bucket"], m["role"], _prefixes({"inputs": m})) for name, m in members.items()} == {
-        "convert-hubcache-objectUser": ("shared-hub", "roles/storage.objectUser", ["tpu-rl/hub/"]),
-        "export-hubcache-objectViewer": ("shared-hub", "roles/storage.objectViewer", ["tpu-rl/hub/"]),
-    }
-    for step in ("convert", "export"):
-        name = step_resources(shared)[step]["name"]
-        script = shared.one("kubernetes:core/v1:ConfigMap", f"{name}-scripts")["inputs"]["data"]["run.sh"]
-        assert "gs://shared-hub/tpu-rl/hub/" in script and "/convert/hub/" not in script, step
-        own = prod_plan.one("kubernetes:core/v1:ConfigMap", f"{name}-scripts")["inputs"]["data"]["run.sh"]
-        assert (
-            own.replace("gs://my-tpu-prod-project-tpu-rl-prod/gemma4-26b/convert/hub/", "gs://shared-hub/tpu-rl/hub/")
-            == script
+def test_a_stack_sharing_a_hub_cache_renames_no_step_and_points_its_conversion_at_it(prod_plan):
+    """The same steps (names) as the stack's own cache, writer or reader; the writer's conversion writes and reads the
+    shared folder, a reader's reads it and writes its own ``<model>/convert/hub/``; the export names no cache (it reads
+    the objects its conversion's record names); the grants are registered on the shared bucket, waited for like the
+    others."""
+    own_cache = "gs://my-tpu-prod-project-tpu-rl-prod/gemma4-26b/convert/hub/"
+    for writer, convert_role in (("prod", "objectUser"), ("dev", "objectViewer")):
+        shared = plan_of(
+            "prod", "tpu-rl:model.hubCache=gs://shared-hub/tpu-rl/hub/", f"tpu-rl:model.hubCacheWriter={writer}"
         )
+        assert {s: r["name"] for s, r in step_resources(shared).items()} == {
+            s: r["name"] for s, r in step_resources(prod_plan).items()
+        }, "where the cache is, and who writes it, names no step"
+        assert shared.outputs["hubCache"] == "gs://shared-hub/tpu-rl/hub/"
+        members = {r["name"]: r["inputs"] for r in shared.find(BUCKET_IAM) if "-hubcache-" in r["name"]}
+        assert {name: (m["bucket"], m["role"], _prefixes({"inputs": m})) for name, m in members.items()} == {
+            f"convert-hubcache-{convert_role}": ("shared-hub", f"roles/storage.{convert_role}", ["tpu-rl/hub/"]),
+            "export-hubcache-objectViewer": ("shared-hub", "roles/storage.objectViewer", ["tpu-rl/hub/"]),
+        }
+        name = step_resources(shared)["convert"]["name"]
+        script = shared.one("kubernetes:core/v1:ConfigMap", f"{name}-scripts")["inputs"]["data"]["run.sh"]
+        written = "gs://shared-hub/tpu-rl/hub/" if writer == "prod" else own_cache
+        snapshot = next(line for line in script.splitlines() if " snapshot " in line)
+        assert snapshot.endswith(f" {written} /scratch/base-model gs://shared-hub/tpu-rl/hub/)"), snapshot
+        export = step_resources(shared)["export"]["name"]
+        exported = shared.one("kubernetes:core/v1:ConfigMap", f"{export}-scripts")["inputs"]["data"]["run.sh"]
+        assert "/hub/" not in exported, "the export reads its conversion's verified objects, no cache root"
 
 
 @pytest.mark.parametrize(

@@ -366,10 +366,13 @@ def test_the_token_secret_is_what_the_pods_reference_and_no_pod_claims_a_disk():
     plan = jobs(PROD)
     for step in (plan.convert, plan.export):
         pod = cpu_job(step)["template"]["spec"]
-        (env,) = [e for e in pod["containers"][0]["env"] if e["name"] == "HF_TOKEN"]
-        ref = env["valueFrom"]["secretKeyRef"]
-        assert ref["name"] == secret["metadata"]["name"] and ref["key"] in secret["stringData"]
+        tokens = [e for e in pod["containers"][0]["env"] if e["name"] == "HF_TOKEN"]
         assert set(pod["volumes"][0]) == {"name", "emptyDir"}, "an emptyDir: no claim, no disk outlives the pod"
+        if step is plan.export:
+            assert tokens == [], "the export reads nothing from the Hub: no token"
+            continue
+        ref = tokens[0]["valueFrom"]["secretKeyRef"]
+        assert ref["name"] == secret["metadata"]["name"] and ref["key"] in secret["stringData"]
     assert scratch_storage_class("pd-balanced", {})["metadata"]["name"] == "tpu-rl-scratch", "kept one release"
 
 
@@ -452,10 +455,15 @@ def test_cpu_jobsets(step, scratch, memory, limit):
     assert container["name"] == step and container["image"] == PROD.images.maxtext
     # Pod Security "restricted" but runAsNonRoot: the MaxText image runs as root (no USER in its Dockerfile).
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    # The conversion reads the Hub (its token from the Secret); the export reads GCS only: no token, the Hub switched
+    # off (huggingface_hub 2.4.0 constants.is_offline_mode: every request raises OfflineModeIsEnabled).
+    hub = [HF_TOKEN] if step == "convert" else []
+    offline = [{"name": "HF_HUB_OFFLINE", "value": "1"}] if step == "export" else []
     assert container["env"] == [
-        HF_TOKEN,
+        *hub,
         {"name": "HF_HOME", "value": "/scratch/huggingface"},
         {"name": "HF_HUB_DISABLE_PROGRESS_BARS", "value": "1"},
+        *offline,
     ]
     assert container["resources"] == {"requests": {"cpu": "16", "memory": memory}, "limits": {"memory": limit}}
     assert container["command"] == ["/bin/bash", "/tpu-rl/run.sh"] and "args" not in container
@@ -594,8 +602,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-682170391f",
-        "gemma4-26b-publish-c5dc2adb84",
+        "gemma4-26b-evaluate-963f7a14b9",
+        "gemma4-26b-publish-4f16d65688",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -641,38 +649,18 @@ STEP_NAMES = {
     # conversion and training keep theirs. Issue 40 item 4's dataset cache (tpu-rl:training.datasetRevision, the
     # dataset copied from the stack's cache) and base_snapshot.py's tries (a file of every step's ConfigMap) renamed
     # every step. tpu-rl:training.loadCheckpointOnlyOnce (default true: load_checkpoint_only_once=true in training's
-    # argv) renamed training and the steps after it; the conversion keeps its name. The image check that opens every
-    # MaxText step's script (maxtext_check.py, with the adopted wheel's RECORD) renamed every step.
-    "dev": ["gemma4-e4b-convert-22befbb7d4", "gemma4-e4b-train-eb28eeb043", "gemma4-e4b-export-624778b7e6"],
-    "prod": ["gemma4-26b-convert-50187f5875", "gemma4-26b-train-f68e45f4b8", "gemma4-26b-export-7248e95ad2"],
+    # argv) renamed training and the steps after it; the conversion keeps its name. Issue 51 item 4 hashes every
+    # cached file of the base against the Hub's value (base_snapshot.py, a file of every step's ConfigMap; the
+    # conversion's arguments name the cache it reads first) and reads the export's base from the objects the conversion
+    # hashed, with the Hub switched off: every step has a new name.
+    "dev": ["gemma4-e4b-convert-bb8a4f7293", "gemma4-e4b-train-33e5953a18", "gemma4-e4b-export-398ca9964e"],
+    "prod": ["gemma4-26b-convert-f62c5c0be8", "gemma4-26b-train-6a8c9ec03a", "gemma4-26b-export-f943594cba"],
 }
-BEFORE_ONE_READ = {
-    "dev": ["gemma4-e4b-convert-22befbb7d4", "gemma4-e4b-train-170e7edeb0", "gemma4-e4b-export-b274b8d114"],
-    "prod": ["gemma4-26b-convert-50187f5875", "gemma4-26b-train-80cb8562d4", "gemma4-26b-export-dc02c6a07e"],
-}
-"""The names with tpu-rl:training.loadCheckpointOnlyOnce false: the argv of the version before the knob (STEP_NAMES
-at its commit 589abad had these names until the image check renamed every step)."""
 
 
 @pytest.mark.parametrize("stack", sorted(STEP_NAMES))
 def test_the_example_stacks_step_names(stack):
     assert [step.name for step in jobs(settings(stack, [])).steps] == STEP_NAMES[stack]
-
-
-@pytest.mark.parametrize("stack", sorted(BEFORE_ONE_READ))
-def test_reading_the_checkpoint_twice_keeps_the_names_of_the_version_before(stack):
-    """MaxText's default (false) leaves the key out of the argv, so a stack that set it with the upgrade to the knob
-    kept its finished steps (docs/operations.md "Upgrading tpu-rl"), the evaluation and the publication too; the
-    conversion is the default's."""
-    twice = settings(stack, ["tpu-rl:training.loadCheckpointOnlyOnce=false"])
-    assert [step.name for step in jobs(twice).steps] == BEFORE_ONE_READ[stack]
-    if stack == "prod":
-        every = ["tpu-rl:publish.repo=me/model", "tpu-rl:workflow.steps.evaluate=true"]
-        names = [
-            s.name for s in plan_workflow(settings("prod", [*every, "tpu-rl:training.loadCheckpointOnlyOnce=false"]))
-        ]
-        assert names[3:] == ["gemma4-26b-evaluate-7fad7d8f14", "gemma4-26b-publish-4f4793f09e"]
-        assert names[0] == STEP_NAMES["prod"][0]
 
 
 def test_the_cloud_logging_links():

@@ -3510,7 +3510,10 @@ def test_a_stack_with_a_shared_hub_cache_and_a_boot_disk_image_passes_the_pack()
     """The grants on a shared Hub cache's bucket are bounded to its folder (``scoped-bucket-grants``) and a secondary
     boot disk changes nothing the pack judges: the same findings as the prod stack, none mandatory."""
     plan = plan_of(
-        "prod", "tpu-rl:model.hubCache=gs://shared-hub/hub/", "tpu-rl:cpuPool.bootDiskImage=tpu-rl-images-0-2-5"
+        "prod",
+        "tpu-rl:model.hubCache=gs://shared-hub/hub/",
+        "tpu-rl:model.hubCacheWriter=prod",
+        "tpu-rl:cpuPool.bootDiskImage=tpu-rl-images-0-2-5",
     )
     assert [r["name"] for r in plan.find("gcp:storage/bucketIAMMember:BucketIAMMember") if "-hubcache-" in r["name"]]
     found = analyzer.analyze_plan(plan, Pack(analyzer.policy_config_file("prod")))

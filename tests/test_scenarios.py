@@ -382,14 +382,15 @@ def test_pr_preview_of_a_retried_run_from_outside_the_network_shows_no_change(st
 
 
 def test_moving_the_hub_cache_after_a_run_re_runs_and_rewrites_nothing(stack):
-    """``tpu-rl:model.hubCache`` names no step (``workloads.specs.step_specs.HUB_CACHE``: hashed as the stack's own
-    cache): after a finished run the steps are the same objects, and each step's ConfigMap of scripts, whose data now
-    differs in the folder only, is kept as it was (``ignoreChanges`` on ``data``: sg.go ``processIgnoreChanges`` gives
-    the ignored path its old value before the provider's Diff), not replaced under its JobSet."""
+    """``tpu-rl:model.hubCache`` and its writer name no step (``workloads.specs.step_specs.HUB_CACHE``: hashed as the
+    stack's own cache): after a finished run the steps are the same objects, and each step's ConfigMap of scripts,
+    whose data now differs in the folder only, is kept as it was (``ignoreChanges`` on ``data``: sg.go
+    ``processIgnoreChanges`` gives the ignored path its old value before the provider's Diff), not replaced under its
+    JobSet."""
     first = stack.up()
     assert first.error is None, first.error
     steps = names(stack)
-    moved = stack.up(overrides=["tpu-rl:model.hubCache=gs://shared-hub/hub/"])
+    moved = stack.up(overrides=["tpu-rl:model.hubCache=gs://shared-hub/hub/", "tpu-rl:model.hubCacheWriter=prod"])
     assert moved.error is None, moved.error
     assert names(stack) == steps, "where the cache is renames no step"
     assert set(moved.actions.values()) == {"same"}, moved.actions

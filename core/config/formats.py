@@ -72,6 +72,9 @@ STATE_BACKEND = Text(
     "where the stack's Pulumi state lives: gs://BUCKET or gs://BUCKET/PREFIX (a bucket of the stack's own), a "
     "Pulumi Cloud URL such as https://api.pulumi.com, or file:///DIR (outside the checkout)",
 )
+STACK_NAME = Text(
+    r"[A-Za-z0-9_.-]{1,100}", "a Pulumi stack name such as prod (letters, digits, hyphens, underscores, periods)"
+)
 CLOCK = Text(r"([01][0-9]|2[0-3]):[0-5][0-9]", "a UTC time HH:MM such as 09:00")
 QUEUE_NAME = Text(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a LocalQueue name (a DNS-1123 label)")
 TOKEN = Text(r"\S{1,512}", "a Hugging Face read token")

@@ -197,6 +197,7 @@ def build_settings(values: dict[str, Any], stack: str, problems: Problems) -> Se
     kueue = run(_kueue, v, tpu, cpu_pool)
     images = run(_images, v)
     run(_state_backend, v, bucket)
+    shared_cache = run(_hub_cache, v, bucket)
     if problems.lines:
         return UNREADABLE
     return Settings(
@@ -217,7 +218,7 @@ def build_settings(values: dict[str, Any], stack: str, problems: Problems) -> Se
         bucket_versioning=v[_k("bucketVersioning")],
         namespace=v[_k("namespace")],
         hf_token_set=v["hfTokenSet"],
-        model=ModelSettings(model, v[_k("model.revision")], run(_hub_cache, v, bucket)),
+        model=ModelSettings(model, v[_k("model.revision")], *shared_cache),
         images=images,
         training=training,
         workflow=workflow,
@@ -273,10 +274,13 @@ def _state_backend(v: Values, bucket: str) -> None:
         )
 
 
-def _hub_cache(v: Values, bucket: str) -> str:
-    """A shared Hub cache lives in a bucket of its own: the stack's bucket is emptied by a destroy with
-    ``forceDestroy`` (and deleted with the stack), which would take every other stack's cache with it."""
+def _hub_cache(v: Values, bucket: str) -> tuple[str, str]:
+    """The shared Hub cache and its one writer. It lives in a bucket of its own: the stack's bucket is emptied by a
+    destroy with ``forceDestroy`` (and deleted with the stack), which would take every other stack's cache with it.
+    One stack writes it (``tpu-rl:model.hubCacheWriter``, the same in every stack sharing it); the others get
+    read-only grants on it (``infra.gcp.access.hub_cache_grants``)."""
     folder: str = v[_k("model.hubCache")]
+    writer: str = v[_k("model.hubCacheWriter")]
     if folder and folder.removeprefix("gs://").partition("/")[0] == bucket:
         raise error(
             _k("model.hubCache"),
@@ -284,7 +288,21 @@ def _hub_cache(v: Values, bucket: str) -> str:
             "is in the stack's own bucket, which a destroy empties: leave it empty (the stack's own cache) or name a "
             "bucket the stacks share",
         )
-    return folder
+    if folder and not writer:
+        raise error(
+            _k("model.hubCacheWriter"),
+            writer,
+            "required with tpu-rl:model.hubCache: the one stack whose conversion writes the shared cache (the others "
+            "only read it); set it in every stack that shares it: `pulumi config set tpu-rl:model.hubCacheWriter "
+            "STACK`",
+        )
+    if writer and not folder:
+        raise error(
+            _k("model.hubCacheWriter"),
+            writer,
+            "names the writer of a shared Hub cache, and tpu-rl:model.hubCache names none: set both, or neither",
+        )
+    return folder, writer
 
 
 def _gke(v: Values) -> GkeSettings:

@@ -31,6 +31,7 @@ from core.config.formats import (
     REGISTRIES,
     RESERVATION,
     REVISION,
+    STACK_NAME,
     STATE_BACKEND,
     TOKEN,
     VERSION_PREFIX,
@@ -326,6 +327,16 @@ FIELDS: tuple[Field, ...] = (
         "and commit (a bucket of your own in gcp:region, uniform bucket-level access; never the stack's bucket, "
         "which a destroy may empty); empty = the stack's own, under its bucket's <model>/convert/hub/",
         samples=("gs://another-project-tpu-rl-hub/hub/",),
+        companions=((_key("model.hubCacheWriter"), "prod"),),
+    ),
+    Field(
+        _key("model.hubCacheWriter"),
+        STACK_NAME,
+        "",
+        "the one stack whose conversion writes model.hubCache (required with it, the same in every stack that shares "
+        "it): the others only read it, and fetch what it lacks into their own cache",
+        samples=("prod",),
+        companions=((_key("model.hubCache"), "gs://another-project-tpu-rl-hub/hub/"),),
     ),
     Field(
         _key("images.registries"),

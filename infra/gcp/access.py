@@ -134,19 +134,28 @@ def bucket_grants(model: str, running: Collection[str] = ()) -> list[BucketGrant
 
 
 HUB_CACHE_WRITER = "convert"
-"""The step whose identity fills the Hub cache (``workloads/container/base_snapshot.py snapshot``)."""
+"""The step whose identity fills the Hub cache (``workloads/container/base_snapshot.py snapshot``), in the one stack
+that writes a shared one (``tpu-rl:model.hubCacheWriter``); in every other stack it only reads it."""
 HUB_CACHE_READER = "export"
-"""The step whose identity reads it (``workloads/container/complete_export.py``: the base's other tensors)."""
+"""The step whose identity reads it (``workloads/container/complete_export.py``: the base's other tensors, from the
+objects the conversion hashed)."""
+HUB_CACHE_WRITE_ROLES = (WRITER_ROLE, "roles/storage.objectCreator", "roles/storage.objectAdmin")
+"""Object roles that create, replace or delete objects (``storage.objects.create``/``delete``): the one a cache's
+writer holds, and those the capacity check looks for on another stack's identity (``infra.gcp.capacity.hub_cache``)."""
 
 
-def hub_cache_grants(prefix: str) -> list[BucketGrant]:
-    """The grants on a shared Hub cache's bucket (``tpu-rl:model.hubCache``), each bound to its folder ``prefix``:
-    the conversion's identity writes entries there, the export's reads them; nobody else, and nothing outside the
-    folder (the bucket is the project's, not the stack's: other stacks' grants live beside these, and a destroy
-    removes only its own). No ``legacyBucketReader``: both programs read and write objects by name (``blob.exists``,
-    ``get_blob``, ranged downloads: ``storage.objects.get``), never list or ``buckets.get`` the cache."""
+def hub_cache_grants(prefix: str, writes: bool) -> list[BucketGrant]:
+    """The grants on a shared Hub cache's bucket (``tpu-rl:model.hubCache``), each bound to its folder ``prefix``.
+    One stack writes it: where this stack is the writer (``writes``), the conversion's identity gets
+    ``objectUser`` there; in every other stack ``objectViewer`` (``storage.objects.get`` and ``list`` only: "Storage
+    Object Viewer", https://cloud.google.com/storage/docs/access-control/iam-roles), so no reader can plant or replace
+    a file of the cache, and a reader keeps what it fetches from the Hub in its own bucket's cache. The export's
+    identity reads it in every stack. Nobody else, and nothing outside the folder (the bucket is the project's, not
+    the stack's: other stacks' grants live beside these, and a destroy removes only its own). No
+    ``legacyBucketReader``: both programs read and write objects by name (``blob.exists``, ``get_blob``, ranged
+    downloads: ``storage.objects.get``), never list or ``buckets.get`` the cache."""
     return [
-        BucketGrant(HUB_CACHE_WRITER, WRITER_ROLE, (prefix,), "hubcache"),
+        BucketGrant(HUB_CACHE_WRITER, WRITER_ROLE if writes else READER_ROLE, (prefix,), "hubcache"),
         BucketGrant(HUB_CACHE_READER, READER_ROLE, (prefix,), "hubcache"),
     ]
 

@@ -49,6 +49,9 @@ class IdentitiesArgs:
     hub_cache: tuple[str, str] | None = None
     """A shared Hub cache's bucket and folder (``Settings.shared_hub_cache``): the conversion's and the export's
     identities get their grants on it (``infra.gcp.access.hub_cache_grants``); None: the stack's own bucket's."""
+    hub_cache_writes: bool = False
+    """Whether this stack is the shared cache's one writer (``Settings.hub_cache_writes``): else its conversion only
+    reads it."""
 
 
 class NodeIdentities(pulumi.ComponentResource):
@@ -94,7 +97,7 @@ class NodeIdentities(pulumi.ComponentResource):
         ]
         if args.hub_cache is not None:
             cache_bucket, prefix = args.hub_cache
-            on += [(cache_bucket, cache_bucket, grant) for grant in hub_cache_grants(prefix)]
+            on += [(cache_bucket, cache_bucket, grant) for grant in hub_cache_grants(prefix, args.hub_cache_writes)]
         for target, target_name, grant in on:
             condition = grant.condition(target_name)
             member = gcp.storage.BucketIAMMember(

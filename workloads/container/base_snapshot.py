@@ -2,30 +2,32 @@
 ``python3 base_snapshot.py``, a file of the step's ConfigMap, with ``core/hf_model.py``'s text in place of its import,
 as the export step runs ``complete_export.py``).
 
-    python3 base_snapshot.py snapshot BASE_REPO REVISION CONVERT_URI CACHE_URI LOCAL_DIR   # the conversion
-    python3 base_snapshot.py fetch CONVERT_URI LOCAL_DIR                                     # training, the export
-    python3 base_snapshot.py dataset REPO REVISION URI CACHE_URI PATTERN...                   # a training dataset
+    python3 base_snapshot.py snapshot BASE_REPO REVISION CONVERT_URI CACHE_URI LOCAL_DIR SHARED_URI  # the conversion
+    python3 base_snapshot.py fetch CONVERT_URI LOCAL_DIR                                   # training, the export
+    python3 base_snapshot.py dataset REPO REVISION URI CACHE_URI PATTERN...                 # a training dataset
 
-``tpu-rl:model.revision`` is a branch, a tag or a commit, and a branch moves. The conversion resolves it once, here, and
-takes every file of that commit it needs from the **Hub cache** ``CACHE_URI`` (a ``gs://`` folder: one entry
-``<CACHE_URI><repo>/<commit>/`` per base model and commit, its files and ``entry.json``, written last, naming each with
-its size), downloading from the Hub only the files the entry lacks and adding them to it: the ~52 GB of a 26B model's
-weights cross the Hub once per (model, commit), and a retried conversion and a later run of the stack read them from the
-bucket (the program passes the stack's own folder; a folder several stacks share is not configurable yet). The files
-land in ``LOCAL_DIR``, where ``to_maxtext`` reads the weights (``--hf_model_path``: MaxText's ``LazyHFLoader``, 0.2.4's
-and 0.2.5's, reads a local folder and asks the Hub nothing); the base's files that are not weights (``config.json``, the
-tokenizer's, the chat template, the generation and processor configs) are copied to ``<conversion output>base/``, and
-``<conversion output>source.json`` records ``{"repo", "revision", "commit", "files"}``, written last. Training
-(``tokenizer_path``, which vLLM reads too) and the export (``to_huggingface``'s ``--hf_model_path``, and the base the
-export is completed from) read those files and that commit, never the branch again; the program's export check and the
-model card read the record.
+``tpu-rl:model.revision`` is a branch, a tag or a commit, and a branch moves. The conversion resolves it once, here,
+and takes every file of that commit it needs through the **Hub cache**: an entry ``<root><repo>/<commit>/`` per model
+and commit, its files and ``entry.json``, the Hub's description of each (``ENTRY``). ``CACHE_URI`` is the root it
+writes (the stack's own, or a shared one whose writer the stack is), ``SHARED_URI`` one it reads first and never
+writes (``CACHE_URI`` again without one). Each file comes from the first entry holding it as the Hub names it (read at
+one generation, hashed), else from the Hub (hashed) into ``CACHE_URI``'s entry; a copy of another hash is one line and
+never used (``cached``). The Hub's description is asked for every time (one API call, no file); out of reach, the
+entries' recorded hashes stand in for a commit, and a file recorded by its size alone is refused (``recorded``): the
+weights cross the Hub once per (model, commit), and no stack can plant a same-size file in another's conversion.
+
+The files land in ``LOCAL_DIR``, where ``to_maxtext`` reads the weights (``--hf_model_path``: MaxText's
+``LazyHFLoader``, 0.2.4's and 0.2.5's, reads a local folder and asks the Hub nothing); the base's files that are not
+weights (the configs, the tokenizer's, the chat template) are copied to ``<conversion output>base/``, and
+``<conversion output>source.json`` records ``{"repo", "revision", "commit", "files", "verified"}`` (``VERIFIED``),
+written last. Training (``tokenizer_path``, which vLLM reads too) and the export (``to_huggingface``'s
+``--hf_model_path``, and the base the export is completed from) read those files and that commit, never the branch
+again; the program's export check and the model card read the record.
 
 A conversion run again (a retry) keeps the commit it recorded: the branch may have moved since, and the checkpoint
-it resumes is of that commit. The Hub is asked which commit a revision names only when it is not a commit already
-and no record names one; a revision that is a commit with a whole cache entry asks the Hub nothing at all. Exit 0
-with the commit on stdout; 3 for a refusal (a record of another repository, a commit the Hub does not name, no
-``config.json``); 1 when the Hub or GCS still fails after three tries, 30 s and 90 s apart (``RETRY_WAITS``: the
-step fails, and the next `up` retries it).
+it resumes is of that commit. Exit 0 with the commit on stdout; 3 for a refusal (a record of another repository, a
+commit the Hub does not name, no ``config.json``); 1 when the Hub or GCS still fails after three tries, 30 s and 90 s
+apart (``RETRY_WAITS``: the step fails, and the next `up` retries it).
 """
 
 from __future__ import annotations
@@ -38,11 +40,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 # tpu-rl: core/hf_model.py is inlined here (workloads/specs/commands.py)
-from core.hf_model import CONFIG_FILE, name_problem
+from core.hf_model import CONFIG_FILE, HubFile, file_problem, hub_file, name_problem, recorded_file
 
 # tpu-rl: end of core/hf_model.py
 
@@ -58,8 +61,14 @@ MAX_WEIGHTS_BYTES = 64 * 1024**3
 """The largest weights file fetched (a 26B model's safetensors shards are a few GB each)."""
 INDEX = "model.safetensors.index.json"
 ENTRY = "entry.json"
-"""A cache entry's record, written last: ``{"repo", "commit", "files": {name: size}}`` (a dataset's: and
-``"patterns"``)."""
+"""A cache entry's record. A base model's: the commit's files as the Hub describes them, ``{"repo", "commit", "files":
+{name: {"size", "sha256" | "blobId"}}}`` (``core.hf_model.HubFile``), written by the entry's writer once it holds what
+it fetched; each object of the entry is hashed and compared with the Hub's value (or, the Hub out of reach, this
+record's) before it is used. A dataset's: ``{"repo", "commit", "files": {name: size}, "patterns"}``, written last."""
+VERIFIED = "verified"
+"""The conversion's record (``RECORD``) of the cache object it took each file from, hashed:
+``{name: {"object": "gs://...", "generation": N, "size", "sha256" | "blobId"}}``. The export reads the base's
+tensors from exactly those objects at those generations (``complete_export.py``), never the Hub."""
 AGAIN = "delete {uri} and run `pulumi up` again"
 """The fix for a damaged cache entry: the step's retry fills it again."""
 MAX_FILES = 100
@@ -117,8 +126,7 @@ def _first(err: Exception) -> str:
 
 
 def wanted(name: str, size: int) -> bool:
-    """A file of the base worth copying to ``base/``: a plain file name of the repository's top folder, not weights,
-    small."""
+    """A file of the base worth copying to ``base/``: a plain name of the repository's top folder, small, no weights."""
     return name_problem(name) is None and not name.endswith(WEIGHTS) and size <= MAX_FILE_BYTES
 
 
@@ -129,125 +137,200 @@ def needed(name: str, size: int) -> bool:
     return wanted(name, size) or (name_problem(name) is None and weights and size <= MAX_WEIGHTS_BYTES)
 
 
-def read_entry_json(
-    bucket: Any, prefix: str, uri: str, ids: tuple[str, str], problem: Callable[[str], str | None]
-) -> dict[str, Any] | None:
-    """A cache entry's ``entry.json``, checked: of ``ids`` (repo, commit), its ``files`` each a name ``problem``
-    accepts with a size; None when there is none (or only part of an entry: no ``entry.json``). A damaged one is
-    refused naming the entry to delete (the step's next try fills it again)."""
+def entry_json(bucket: Any, prefix: str) -> Any:
+    """A cache entry's ``entry.json`` parsed (``ValueError``: not JSON), None when there is none (yet)."""
     blob = bucket.blob(prefix + ENTRY)
     if not blob.exists(timeout=TIMEOUT):
         return None
-    try:
-        entry = json.loads(blob.download_as_bytes(start=0, end=MAX_FILE_BYTES - 1, timeout=TIMEOUT))
-    except ValueError:
-        raise RefusedError(f"{uri}{ENTRY} is not JSON: {AGAIN.format(uri=uri)}") from None
-    files = entry.get("files") if isinstance(entry, dict) else None
-    if not (
-        isinstance(entry, dict)
-        and (entry.get("repo"), entry.get("commit")) == ids
-        and isinstance(files, dict)
-        and all(isinstance(n, str) and problem(n) is None and type(s) is int and s >= 0 for n, s in files.items())
-    ):
-        raise RefusedError(f"{uri}{ENTRY} is not the cache entry of {ids[0]}@{ids[1]}: {AGAIN.format(uri=uri)}")
-    return entry
-
-
-def read_entry(bucket: Any, prefix: str, uri: str, repo: str, commit: str) -> dict[str, int] | None:
-    """A whole cache entry's files and sizes, None when there is none (or only part of one: no ``entry.json``)."""
-    entry = read_entry_json(bucket, prefix, uri, (repo, commit), name_problem)
-    return None if entry is None else dict(entry["files"])
+    return json.loads(blob.download_as_bytes(start=0, end=MAX_FILE_BYTES - 1, timeout=TIMEOUT))
 
 
 def entry_uri(cache_root: str, repo: str, commit: str) -> str:
-    """The cache entry of one commit of one base model: ``<cache_root><repo>/<commit>/``."""
+    """The cache entry of one commit of one repository: ``<cache_root><repo>/<commit>/``."""
     return f"{cache_root}{repo}/{commit}/"
 
 
-def entry(cache_root: str, repo: str, commit: str) -> dict[str, int] | None:
-    """The files of the whole cache entry of ``repo@commit``, None when there is none yet."""
+@dataclass(frozen=True)
+class Entry:
+    """One Hub cache entry of the base at one commit: where it is, and what its ``entry.json`` records of each file
+    (None for a name with a size only: an entry of an earlier version, whose size proves nothing; ``files`` None: no
+    ``entry.json``, or one that is not this entry's). The conversion writes the last of its ``entries`` only."""
+
+    uri: str
+    bucket: Any
+    prefix: str
+    files: dict[str, HubFile | None] | None
+
+
+def read_model_entry(bucket: Any, prefix: str, uri: str, ids: tuple[str, str]) -> dict[str, HubFile | None] | None:
+    """The files an entry's ``entry.json`` records, None when there is none; one that is not the entry of ``ids``
+    (repo, commit) is one line and not used (its writer's next conversion writes it again)."""
+    try:
+        entry = entry_json(bucket, prefix)
+    except ValueError:
+        entry = {}
+    if entry is None:
+        return None
+    files = entry.get("files") if isinstance(entry, dict) else None
+    if isinstance(entry, dict) and (entry.get("repo"), entry.get("commit")) == ids and isinstance(files, dict):
+        found = {name: recorded_file(value) for name, value in files.items()}
+        sizes = all(type(v) is int and v >= 0 for n, v in files.items() if found[n] is None)
+        if sizes and all(isinstance(n, str) and name_problem(n) is None for n in files):
+            return found
+    log(f"{uri}{ENTRY} is not the cache entry of {ids[0]}@{ids[1]}: not used")
+    return None
+
+
+def open_entry(cache_root: str, repo: str, commit: str) -> Entry:
     uri = entry_uri(cache_root, repo, commit)
     bucket, prefix = folder(uri)
-    return read_entry(bucket, prefix, uri, repo, commit)
+    return Entry(uri, bucket, prefix, read_model_entry(bucket, prefix, uri, (repo, commit)))
 
 
-def hub_files(repo: str, ref: str) -> tuple[str, dict[str, int]]:
-    """The commit ``ref`` names on the Hub and the files of it the conversion needs, with their sizes."""
+def hub_info(repo: str, ref: str, dataset: bool = False) -> Any:
+    """The Hub's info of the model (or ``dataset``) ``repo`` at ``ref``, each file's metadata included: refused for what
+    a retry reads the same (no such repository or revision, a gated one), failed (tried again) otherwise."""
     from huggingface_hub import HfApi
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
 
+    api, what = HfApi(library_name="tpu-rl"), f"dataset {repo}@{ref}" if dataset else f"{repo}@{ref} from the Hub"
+    read = api.dataset_info if dataset else api.model_info
     try:
-        info = HfApi(library_name="tpu-rl").model_info(repo, revision=ref, files_metadata=True, timeout=TIMEOUT)
+        info = read(repo, revision=ref, files_metadata=True, timeout=TIMEOUT)
     except (RepositoryNotFoundError, RevisionNotFoundError, GatedRepoError) as err:  # a retry reads the same
-        raise RefusedError(f"cannot read {repo}@{ref} from the Hub ({type(err).__name__}: {_first(err)})") from None
+        raise RefusedError(f"cannot read {what} ({type(err).__name__}: {_first(err)})") from None
     except Exception as err:  # noqa: BLE001 (one line: the Hub's error class and its words)
-        raise FailedError(f"cannot read {repo}@{ref} from the Hub ({type(err).__name__}: {_first(err)})") from None
+        raise FailedError(f"cannot read {what} ({type(err).__name__}: {_first(err)})") from None
     if not isinstance(info.sha, str) or not COMMIT.fullmatch(info.sha):
-        raise RefusedError(f"the Hub named no commit for {repo}@{ref}")
-    sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
-    files = {name: size for name, size in sorted(sizes.items()) if needed(name, size)}
+        raise RefusedError(f"the Hub named no commit for {'dataset ' if dataset else ''}{repo}@{ref}")
+    return info
+
+
+def hub_files(repo: str, ref: str) -> tuple[str, dict[str, HubFile]]:
+    """The commit ``ref`` names on the Hub and the files of it the conversion needs, each with its size and the hash
+    the Hub names its content by (``core.hf_model.HubFile``: the LFS sha256, else the Git blob id)."""
+    info = hub_info(repo, ref)
+    files: dict[str, HubFile] = {}
+    for sibling in sorted(info.siblings or [], key=lambda s: str(s.rfilename)):
+        if not needed(sibling.rfilename, int(sibling.size or 0)):
+            continue
+        lfs = sibling.lfs if isinstance(sibling.lfs, dict) else {}  # BlobLfsInfo is a dict
+        found = hub_file(sibling.size, lfs.get("sha256"), sibling.blob_id)
+        if found is None:
+            raise RefusedError(f"the Hub names no sha256 or blob id for {sibling.rfilename} of {repo}@{info.sha}")
+        files[sibling.rfilename] = found
     if len(files) > MAX_FILES:
         raise RefusedError(f"{repo}@{info.sha} has {len(files)} files to fetch, more than a base model's {MAX_FILES}")
     return info.sha, files
 
 
-def cached(repo: str, commit: str, files: dict[str, int], cache_uri: str, local: Path, whole: bool) -> None:
-    """Every file of ``files`` into ``local``: from the cache entry when it holds the file whole (its size), else
-    from the Hub, then into the entry; ``entry.json`` written last, once the entry holds every file (unless the
-    entry was ``whole`` already)."""
+def recorded(entries: list[Entry], why: str, where: str) -> dict[str, HubFile]:
+    """With the Hub out of reach (``why``): each file as the entries record the Hub's hash of it, the writable
+    entry's first; tried again (the Hub may come back) when none records the files, or records one by its size alone:
+    a cached file is taken on the Hub's hash, never its size."""
+    names = sorted({name for entry in entries for name in entry.files or {}})
+    if not names:
+        raise FailedError(f"{why}, and no Hub cache entry records the files of {where}")
+    files: dict[str, HubFile] = {}
+    for name in names:
+        found = next((e.files[name] for e in reversed(entries) if e.files and e.files.get(name)), None)
+        if found is None:
+            raise FailedError(f"{why}, and no Hub cache entry records the Hub's hash of {name} of {where}")
+        files[name] = found
+    log(f"{why}: each cached file is checked against the hash its {ENTRY} records")
+    return files
+
+
+def cached(name: str, expected: HubFile, entries: list[Entry], local: Path, where: str, online: bool) -> dict[str, Any]:
+    """``name`` into ``local``: from the first entry that records it as ``expected`` and holds it so (read at one
+    generation, then hashed), else from the Hub (hashed) into the writable entry. A copy of another hash is one line
+    and never used. The object used, at its generation (``VERIFIED``)."""
+    path, whose, why = local / name, "the Hub's" if online else "the recorded", f"no Hub cache entry holds {name}"
+    for entry in entries:
+        what, held = f"{entry.uri}{name}", (entry.files or {}).get(name)
+        blob = entry.bucket.get_blob(entry.prefix + name, timeout=TIMEOUT)
+        if blob is None:
+            continue
+        if held is not None and held != expected:
+            why = f"{what}: {ENTRY} records {held.shown()}, not {whose} {expected.shown()}"
+        elif blob.size != expected.size:
+            why = f"{what} is {blob.size} bytes, not {whose} {expected.size}"
+        else:
+            from google.api_core.exceptions import NotFound
+
+            generation, why = int(blob.generation), f"{what} was replaced while it was read"
+            with contextlib.suppress(NotFound):  # the generation looked at is gone: not used
+                entry.bucket.blob(entry.prefix + name, generation=generation).download_to_filename(
+                    str(path), timeout=TIMEOUT * 60
+                )
+                problem = file_problem(path, expected, what, whose)
+                if problem is None:
+                    log(f"{name} of {where} from {entry.uri}, its {expected.kind} checked")
+                    return {"object": what, "generation": generation, **expected.as_json()}
+                path.unlink()
+                why = problem
+        log(f"{why}: not used")
+    if not online:
+        raise FailedError(f"{why}, and the Hub is out of reach to send it again")
+    repo, _, commit = where.partition("@")
     from huggingface_hub import hf_hub_download
 
-    bucket, prefix = folder(cache_uri)
-    for name, size in files.items():
-        blob = bucket.get_blob(prefix + name, timeout=TIMEOUT)
-        if blob is not None and blob.size == size:
-            blob.download_to_filename(str(local / name), timeout=TIMEOUT * 60)
-            log(f"{name} of {repo}@{commit[:12]} from {cache_uri}")
-            continue
-        try:
-            got = Path(hf_hub_download(repo, name, revision=commit, local_dir=str(local), etag_timeout=TIMEOUT))
-        except Exception as err:  # noqa: BLE001
-            raise FailedError(f"cannot download {name} of {repo}@{commit} ({type(err).__name__})") from None
-        if got.stat().st_size != size:
-            raise FailedError(f"{name} of {repo}@{commit}: the Hub sent {got.stat().st_size} bytes, not {size}")
-        bucket.blob(prefix + name).upload_from_filename(str(got), timeout=TIMEOUT * 60)
-        log(f"{name} of {repo}@{commit[:12]} from the Hub, kept in {cache_uri}")
-    if not whole:
-        entry = {"repo": repo, "commit": commit, "files": files}
-        bucket.blob(prefix + ENTRY).upload_from_string(
-            json.dumps(entry, sort_keys=True), content_type="application/json", timeout=TIMEOUT
-        )
+    try:
+        got = Path(hf_hub_download(repo, name, revision=commit, local_dir=str(local), etag_timeout=TIMEOUT))
+    except Exception as err:  # noqa: BLE001
+        raise FailedError(f"cannot download {name} of {where} ({type(err).__name__})") from None
+    problem = file_problem(got, expected, f"{name} of {where} as the Hub sent it")
+    if problem is not None:
+        got.unlink()
+        raise FailedError(problem)
+    writable = entries[-1]
+    blob = writable.bucket.blob(writable.prefix + name)
+    blob.upload_from_filename(str(got), timeout=TIMEOUT * 60)
+    log(f"{name} of {where} from the Hub, its {expected.kind} checked, kept in {writable.uri}")
+    return {"object": writable.uri + name, "generation": int(blob.generation), **expected.as_json()}
 
 
-def snapshot(repo: str, revision: str, uri: str, cache_root: str, local_dir: str) -> str:
+def snapshot(repo: str, revision: str, uri: str, cache_root: str, local_dir: str, shared_root: str) -> str:
     """Resolve ``revision`` (or keep the recorded commit), fetch the commit's files into ``local_dir`` through the
-    cache under ``cache_root``, copy the base's files to ``<uri>base/``, record."""
+    Hub cache (``shared_root``'s entry read first, read-only unless it is ``cache_root``, the one this conversion
+    writes), each checked against the Hub's hash of it, copy the base's files to ``<uri>base/``, record."""
     bucket, prefix = folder(uri)
-    folder(cache_root)  # a gs:// folder, refused before anything is read
+    _ = folder(cache_root), folder(shared_root)  # gs:// folders, refused before anything is read
     record = read_record(bucket, prefix, uri)
     if record is not None and record["repo"] != repo:
         raise RefusedError(f"{uri}{RECORD} records {record['repo']}, not {repo}")
     commit = record["commit"] if record else revision
-    files = entry(cache_root, repo, commit) if COMMIT.fullmatch(commit) else None
-    whole = files is not None
-    if files is None:
-        commit, files = hub_files(repo, commit)
-        if record is not None and commit != record["commit"]:
-            raise RefusedError(f"the Hub answered {repo}@{record['commit']} with another commit, {commit}")
-    names = sorted(name for name, size in files.items() if wanted(name, size))
+    try:
+        commit, hub, why = *hub_files(repo, commit), ""
+    except FailedError as err:
+        if not COMMIT.fullmatch(commit):
+            raise
+        hub, why = None, str(err)  # a commit: its cache entries' records may stand in for the Hub
+    if record is not None and commit != record["commit"]:
+        raise RefusedError(f"the Hub answered {repo}@{record['commit']} with another commit, {commit}")
+    shared = [open_entry(shared_root, repo, commit)] if shared_root != cache_root else []
+    entries = [*shared, open_entry(cache_root, repo, commit)]  # the last: the one this conversion writes
+    files = hub if hub is not None else recorded(entries, why, f"{repo}@{commit}")
+    names = sorted(name for name, found in files.items() if wanted(name, found.size))
     if CONFIG_FILE not in names:
         raise RefusedError(f"{repo}@{commit} has no {CONFIG_FILE}")
     local = Path(local_dir)
     local.mkdir(parents=True, exist_ok=True)
-    cached(repo, commit, files, entry_uri(cache_root, repo, commit), local, whole)
+    verified = {n: cached(n, f, entries, local, f"{repo}@{commit}", hub is not None) for n, f in files.items()}
+    if hub is not None and entries[-1].files != hub:  # the Hub's own description, kept for a later run
+        body = {"repo": repo, "commit": commit, "files": {name: found.as_json() for name, found in hub.items()}}
+        entries[-1].bucket.blob(entries[-1].prefix + ENTRY).upload_from_string(
+            json.dumps(body, sort_keys=True), content_type="application/json", timeout=TIMEOUT
+        )
     for name in names:
         bucket.blob(prefix + BASE_FOLDER + name).upload_from_filename(str(local / name), timeout=TIMEOUT * 5)
     log(f"copied {len(names)} files of {repo}@{commit[:12]} to {uri}{BASE_FOLDER}")
-    body = {"repo": repo, "revision": record["revision"] if record else revision, "commit": commit, "files": names}
+    revision = record["revision"] if record else revision
+    body = {"repo": repo, "revision": revision, "commit": commit, "files": names, VERIFIED: verified}
     bucket.blob(prefix + RECORD).upload_from_string(
         json.dumps(body, sort_keys=True), content_type="application/json", timeout=TIMEOUT
     )
-    log(f"{repo}@{body['revision']} is commit {commit}: recorded in {uri}{RECORD}")
+    log(f"{repo}@{revision} is commit {commit}: recorded in {uri}{RECORD}")
     return commit
 
 
@@ -310,10 +393,20 @@ def read_dataset_record(bucket: Any, prefix: str, uri: str, repo: str) -> dict[s
 
 def read_dataset_entry(bucket: Any, prefix: str, uri: str, repo: str, commit: str) -> dict[str, Any] | None:
     """A dataset's cache entry (``{"repo", "commit", "files": {name: size}, "patterns": [...]}``: every file it holds
-    whole, and the patterns whose every match it holds), None when there is none yet."""
-    entry = read_entry_json(bucket, prefix, uri, (repo, commit), dataset_path_problem)
-    patterns = None if entry is None else entry.get("patterns")
-    if entry is not None and not (isinstance(patterns, list) and all(isinstance(p, str) for p in patterns)):
+    whole, and the patterns whose every match it holds), None when there is none yet. A damaged one is refused naming
+    the entry to delete (the step's next try fills it again)."""
+    try:
+        entry = entry_json(bucket, prefix)
+    except ValueError:
+        raise RefusedError(f"{uri}{ENTRY} is not JSON: {AGAIN.format(uri=uri)}") from None
+    if entry is None:
+        return None
+    ours = isinstance(entry, dict) and (entry.get("repo"), entry.get("commit")) == (repo, commit)
+    files: Any = entry.get("files") if ours else None
+    patterns: Any = entry.get("patterns") if ours else None
+    named = isinstance(files, dict) and all(isinstance(n, str) and dataset_path_problem(n) is None for n in files)
+    shaped = named and all(type(s) is int and s >= 0 for s in files.values()) and isinstance(patterns, list)
+    if not (shaped and all(isinstance(p, str) for p in patterns)):
         raise RefusedError(f"{uri}{ENTRY} is not the cache entry of {repo}@{commit}: {AGAIN.format(uri=uri)}")
     return entry
 
@@ -328,17 +421,7 @@ def matching(names: dict[str, int], pattern: str) -> dict[str, int]:
 def hub_dataset_files(repo: str, revision: str, patterns: tuple[str, ...]) -> tuple[str, dict[str, int]]:
     """The commit ``revision`` names on the Hub and the files of it that match ``patterns``, with their sizes (one
     API call, no file)."""
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
-
-    try:
-        info = HfApi(library_name="tpu-rl").dataset_info(repo, revision=revision, files_metadata=True, timeout=TIMEOUT)
-    except (RepositoryNotFoundError, RevisionNotFoundError, GatedRepoError) as err:
-        raise RefusedError(f"cannot read dataset {repo}@{revision} ({type(err).__name__}: {_first(err)})") from None
-    except Exception as err:  # noqa: BLE001
-        raise FailedError(f"cannot read dataset {repo}@{revision} ({type(err).__name__}: {_first(err)})") from None
-    if not isinstance(info.sha, str) or not COMMIT.fullmatch(info.sha):
-        raise RefusedError(f"the Hub named no commit for dataset {repo}@{revision}")
+    info = hub_info(repo, revision, dataset=True)
     sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
     return info.sha, selected(sizes, patterns, f"{repo}@{info.sha}")
 
@@ -449,12 +532,11 @@ def stage_dataset(repo: str, revision: str, uri: str, cache_root: str, *patterns
 
 
 RETRY_WAITS = tuple(float(w) for w in os.environ.get("TPU_RL_RETRY_WAITS", "30,90").split(",") if w)
-"""Seconds between the tries of an operation that failed for any reason but a refusal (the Hub, GCS, a reset, a
-403 while a new grant propagates): three tries, 30 s and then 90 s apart (each call has its library's own retries
-and timeouts besides), then exit 1. A failed set-up fails its step at once (every step's
-podFailurePolicy), and for training the next `up`'s retry pays the whole start-up again. Each operation is safe to
-run again: it resumes from the cache entry, the record and the run's folder. (``TPU_RL_RETRY_WAITS``, comma-separated,
-replaces the waits: the tests' fake clock; no manifest sets it.)"""
+"""Seconds between the tries of an operation that failed for any reason but a refusal (the Hub, GCS, a reset, a 403
+while a new grant propagates): three tries, 30 s and then 90 s apart (each call has its library's own retries besides),
+then exit 1. A failed set-up fails its step at once (podFailurePolicy), and for training the next `up`'s retry pays the
+whole start-up again. Each operation resumes from the cache entry, the record and the run's folder.
+(``TPU_RL_RETRY_WAITS``, comma-separated, replaces the waits: the tests' fake clock; no manifest sets it.)"""
 
 
 def describe(err: Exception) -> str:
@@ -477,14 +559,14 @@ def describe(err: Exception) -> str:
 
 def operation(argv: list[str]) -> Callable[[], str]:
     """The operation ``argv`` names, refused (exit 3) when it names none."""
-    if argv[:1] == ["snapshot"] and len(argv) == 6:
+    if argv[:1] == ["snapshot"] and len(argv) == 7:
         return lambda: snapshot(*argv[1:])
     if argv[:1] == ["fetch"] and len(argv) == 3:
         return lambda: fetch(*argv[1:])
     if argv[:1] == ["dataset"] and len(argv) >= 6:
         return lambda: stage_dataset(*argv[1:])
     raise RefusedError(
-        "usage: base_snapshot.py snapshot REPO REVISION CONVERT_URI CACHE_URI DIR | fetch CONVERT_URI DIR"
+        "usage: base_snapshot.py snapshot REPO REVISION CONVERT_URI CACHE_URI DIR SHARED_URI | fetch CONVERT_URI DIR"
         " | dataset REPO REVISION URI CACHE_URI PATTERN..."
     )
 

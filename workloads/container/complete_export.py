@@ -2,21 +2,20 @@
 file's text with ``core/hf_model.py``'s in place of its import, as the step runs ``checkpoint_scan.py``): makes
 the export the whole base model.
 
-    python3 complete_export.py BASE_REPO REVISION EXPORT_URI CACHE_ROOT
+    python3 complete_export.py BASE_REPO REVISION EXPORT_URI CONVERT_URI
 
 MaxText's ``to_huggingface`` (0.2.4 and 0.2.5, ``use_multimodal=False``) writes the trained language model only, under
 ``model.language_model.``, in BF16, yet its ``config.json`` declares ``Gemma4ForConditionalGeneration`` with a
 ``vision_config``, and Transformers builds that whole model from it (``AutoModelForCausalLM`` maps ``gemma4``
 to ``Gemma4ForConditionalGeneration``): a vision tower with no weights would be initialised at random. GRPO
 trains the language model only, so the rest of the model is the base's, unchanged. This program, against the
-base at ``REVISION`` (the conversion's recorded commit; read once as a commit, so every file comes from that one
-commit), read from the **Hub cache** entry the conversion kept (``CACHE_ROOT``, ``CacheEntry``: the Hub is asked
-nothing) when it is whole, else from the Hub (``Hub``):
+base at ``REVISION`` (the conversion's recorded commit), read from the **Hub cache** objects the conversion hashed
+against the Hub's values, at the generations it hashed (``CONVERT_URI``'s ``source.json``, ``Verified``): the Hub is
+asked nothing, and the step runs with it switched off (``HF_HUB_OFFLINE``):
 
 1. reads the base's ``config.json``, its index (or single file) and the headers of the shards it needs
-   (google-cloud-storage's ranged reads of the cache entry, or ``huggingface_hub``'s session, each read bounded, see
-   ``Hub.read``), and the export's (google-cloud-storage, ``core.hf_model.read_object``); every name that comes in
-   is checked (``core.hf_model``: one plain file of a model folder);
+   (google-cloud-storage's ranged reads, each bounded: ``core.hf_model.read_object``), and the export's; every name
+   that comes in is checked (``core.hf_model``: one plain file of a model folder);
 2. refuses (exit 3, the step is not retried: the same input fails the same way) when MaxText's config
    disagrees with the base's on what fixes the shapes, when MaxText wrote a tensor the base lacks, or when the
    export lacks a language-model tensor MaxText should have written; the tensors it may copy are
@@ -33,9 +32,9 @@ nothing) when it is whole, else from the Hub (``Hub``):
 4. writes ``model.safetensors.index.json`` last (every tensor, MaxText's and the base's), then deletes shards
    the index does not name (left by an earlier attempt). Run again on a whole export, it changes nothing.
 
-Exit 0 when the export is whole; 3 for a refusal (an ``entry.json`` or an object of the cache entry that is not what
-the conversion wrote too: the same input fails the same way, and the line names the entry to delete); 1 when the Hub
-or GCS fails (the next ``pulumi up`` runs the step again).
+Exit 0 when the export is whole; 3 for a refusal (a record that is not the conversion's, or a cache object that is no
+longer the file the conversion verified: the same input fails the same way, and the line says what to run); 1 when
+GCS fails (the next ``pulumi up`` runs the step again).
 """
 
 from __future__ import annotations
@@ -44,7 +43,7 @@ import json
 import re
 import sys
 import tempfile
-import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +53,8 @@ from core.hf_model import (
     COPIED_FILES,
     INDEX_FILE,
     SINGLE_FILE,
+    Digest,
+    HubFile,
     ReplyTooLargeError,
     copied_from_base,
     export_file_problem,
@@ -64,6 +65,7 @@ from core.hf_model import (
     parse_header,
     parse_index,
     read_object,
+    recorded_file,
 )
 
 # tpu-rl: end of core/hf_model.py
@@ -96,7 +98,6 @@ BASE_SHARD = "model-base-{:05d}-of-{:05d}.safetensors"
 RENAMED_SINGLE = "model-00001-of-00001.safetensors"
 TIMEOUT = 60.0
 """Seconds of one connect or read (the step's own deadline bounds the whole program)."""
-TRIES = 4
 CONSTRUCTOR = {
     "BOOL": "bool",
     "U8": "uint8",
@@ -122,7 +123,7 @@ class RefusedError(Exception):
 
 
 class FailedError(Exception):
-    """The Hub or GCS failed (exit 1: the step runs again)."""
+    """GCS failed (exit 1: the step runs again)."""
 
 
 def one_line(text: str, limit: int = 300) -> str:
@@ -135,13 +136,9 @@ def log(message: str) -> None:
     print(f"tpu-rl export: {one_line(message, 1000)}", flush=True)
 
 
-def transient(status: int) -> bool:
-    return status == 429 or status >= 500
-
-
 class Base:
-    """The base model's files at one commit, wherever they are read from (``Hub``, ``CacheEntry``): ``files`` maps
-    each plain file name to its size; ``read`` is a whole or ranged read of one, bounded."""
+    """The base model's files at one commit (``Verified``): ``files`` maps each plain file name to its size; ``read`` is
+    a whole or ranged read of one, bounded."""
 
     repo: str
     commit: str
@@ -173,157 +170,125 @@ class Base:
         return length, tensors, entries
 
 
-class Hub(Base):
-    """The base repository at one commit, through ``huggingface_hub`` (its session, its auth headers from
-    ``HF_TOKEN``, ``HF_ENDPOINT``)."""
+RECORD = "source.json"
+VERIFIED = "verified"
+"""The conversion's record (``base_snapshot.py``: ``RECORD``, ``VERIFIED``): for each file of the base, the Hub cache
+object the conversion took it from and hashed, at that object's generation, and the Hub's size and hash of it."""
 
-    def __init__(self, repo: str, revision: str) -> None:
-        from huggingface_hub import HfApi
 
-        self.repo = repo
-        self.api = HfApi(library_name="tpu-rl")
+@dataclass(frozen=True)
+class Pin:
+    """One file of the base as the conversion verified it: its object, the generation hashed, the Hub's hash."""
+
+    bucket: str
+    name: str
+    generation: int
+    expected: HubFile
+
+    @property
+    def uri(self) -> str:
+        return f"gs://{self.bucket}/{self.name}"
+
+
+def pin_of(name: str, value: Any) -> Pin | None:
+    """A ``VERIFIED`` entry of the file ``name`` as the conversion wrote it, None when it is not one."""
+    if not isinstance(value, dict):
+        return None
+    obj, generation = value.get("object"), value.get("generation")
+    expected = recorded_file({k: v for k, v in value.items() if k not in ("object", "generation")})
+    if not (isinstance(obj, str) and obj.startswith("gs://") and obj.endswith(f"/{name}") and expected is not None):
+        return None
+    bucket, _, object_name = obj.removeprefix("gs://").partition("/")
+    if type(generation) is not int or generation <= 0 or not bucket or not object_name.removesuffix(name):
+        return None
+    return Pin(bucket, object_name, generation, expected)
+
+
+class Verified(Base):
+    """The base at the converted commit as the conversion verified it (``VERIFIED``): each file the Hub cache object
+    the conversion hashed, read by name and by range at that generation (a generation's bytes never change: GCS
+    serves it or answers 404, ``generation`` of the JSON API's ``objects.get``) through google-cloud-storage (the
+    export's identity may read the conversion's output and the cache's folder, nothing more). The Hub is asked
+    nothing: the step runs with ``HF_HUB_OFFLINE``. An object replaced since (its generation gone: the cache's writer
+    fetched it again) is hashed whole once (``core.hf_model.Digest``, bounded memory) and read at its new generation
+    only if it is still the file the Hub names."""
+
+    def __init__(self, repo: str, commit: str, pins: dict[str, Pin], record: str) -> None:
+        from google.cloud import storage
+
+        self.repo, self.commit, self.pins, self.record = repo, commit, pins, record
+        self.files = {name: pin.expected.size for name, pin in pins.items()}
+        self.where = f"{repo}@{commit} as the conversion verified it"
+        self.client = storage.Client()
+
+    def read(self, name: str, cap: int, start: int | None = None, end: int | None = None) -> bytes:
+        from google.api_core.exceptions import NotFound
+
+        pin = self.pins[name]
+        blob = self.client.bucket(pin.bucket).blob(pin.name, generation=pin.generation)
         try:
-            info = self.api.model_info(repo, revision=revision, files_metadata=True, timeout=TIMEOUT)
-        except Exception as err:  # noqa: BLE001 (one line: the Hub's own error class and its status)
-            raise FailedError(f"cannot read {repo}@{revision} from the Hub ({type(err).__name__}: {err})") from None
-        if not isinstance(info.sha, str) or not COMMIT.fullmatch(info.sha):
-            raise FailedError(f"the Hub named no commit for {repo}@{revision}")
-        self.commit = info.sha
-        self.where = f"{repo}@{self.commit}"
-        # Only plain file names of the repository's top folder can be files of the model folder; others (a
-        # subfolder's files) are never read.
-        self.files = {s.rfilename: int(s.size or 0) for s in info.siblings or [] if name_problem(s.rfilename) is None}
+            return read_object(blob, cap, pin.uri, start, end, timeout=TIMEOUT)
+        except NotFound:
+            self.pins[name] = pin = self.again(pin)
+        blob = self.client.bucket(pin.bucket).blob(pin.name, generation=pin.generation)
+        return read_object(blob, cap, pin.uri, start, end, timeout=TIMEOUT)
 
-    def read(self, name: str, cap: int, start: int | None = None, end: int | None = None) -> bytes:
-        """The file ``name``, or its bytes ``start``..``end`` (inclusive), holding at most ``cap`` bytes: a ranged
-        read must be answered 206 with that range (a server that ignores ``Range`` answers 200 with the whole
-        file: refused unread), a whole read at most ``cap`` bytes, streamed."""
-        from huggingface_hub import get_session, hf_hub_url
-        from huggingface_hub.utils import build_hf_headers
-
-        url = hf_hub_url(self.repo, name, revision=self.commit, endpoint=self.api.endpoint)
-        headers = build_hf_headers(library_name="tpu-rl")
-        wanted = 200
-        if start is not None and end is not None:
-            headers["Range"] = f"bytes={start}-{end}"
-            cap, wanted = min(cap, end - start + 1), 206
-        what = f"{self.repo}@{self.commit[:12]}/{name}" + (f" bytes {start}-{end}" if wanted == 206 else "")
-        for attempt in range(1, TRIES + 1):
-            try:
-                with get_session().stream(
-                    "GET", url, headers=headers, follow_redirects=True, timeout=TIMEOUT
-                ) as response:
-                    status = response.status_code
-                    if status == wanted and (
-                        wanted == 200 or response.headers.get("content-range", "").startswith(f"bytes {start}-{end}/")
-                    ):
-                        data = bytearray()
-                        for chunk in response.iter_bytes():
-                            if len(data) + len(chunk) > cap:
-                                raise ReplyTooLargeError(f"{what}: the Hub sent more than the {cap} bytes asked for")
-                            data += chunk
-                        if wanted == 206 and len(data) != cap:
-                            raise FailedError(f"{what}: the Hub sent {len(data)} of the {cap} bytes asked for")
-                        return bytes(data)
-            except ReplyTooLargeError as err:
-                raise FailedError(str(err)) from None
-            except FailedError:
-                raise
-            except Exception as err:  # noqa: BLE001 (a dropped connection, a timeout: tried again)
-                if attempt == TRIES:
-                    raise FailedError(f"{what}: {type(err).__name__}: {err}") from None
-                time.sleep(2**attempt)
-                continue
-            if status == wanted:  # 206 without the range asked for
-                raise FailedError(f"{what}: the Hub answered with another byte range than the one asked for")
-            if status == 200:
-                raise FailedError(f"{what}: the Hub answered a ranged read with the whole file (it ignored Range)")
-            if transient(status) and attempt < TRIES:
-                time.sleep(2**attempt)
-                continue
-            if status in (401, 403):
-                raise RefusedError(
-                    f"{what}: HTTP {status}: HF_TOKEN cannot read {self.repo} (a gated model's licence?)"
-                )
-            if status == 404:
-                raise RefusedError(f"{what}: HTTP 404: {self.repo} has no {name} at {self.commit}")
-            raise FailedError(f"{what}: HTTP {status}")
-        raise AssertionError("unreachable")
+    def again(self, pin: Pin) -> Pin:
+        """The object of ``pin`` at its current generation, once its bytes hash to the Hub's value (refused else)."""
+        bucket = self.client.bucket(pin.bucket)
+        found = bucket.get_blob(pin.name, timeout=TIMEOUT)
+        again = f"run the conversion again: delete {self.record} and run `pulumi up` again"
+        if found is None:
+            raise RefusedError(f"{pin.uri}, which the conversion verified, is gone from the Hub cache: {again}")
+        digest = Digest(pin.expected)
+        if found.size == pin.expected.size:  # else named by its size, unread
+            bucket.blob(pin.name, generation=found.generation).download_to_file(digest, timeout=TIMEOUT)
+        else:
+            digest.size = int(found.size or 0)
+        problem = digest.problem(pin.uri)
+        if problem is not None:
+            raise RefusedError(f"{problem}: the Hub cache changed since the conversion verified it; {again}")
+        log(
+            f"{pin.uri} was replaced since the conversion: its {pin.expected.kind} checked again, read at its new "
+            "generation"
+        )
+        return Pin(pin.bucket, pin.name, int(found.generation), pin.expected)
 
 
-ENTRY = "entry.json"
-"""A Hub cache entry's record, written last by the conversion (``base_snapshot.py``): ``{"repo", "commit", "files":
-{name: size}}``."""
-
-
-class CacheEntry(Base):
-    """The base at one commit as the conversion kept it in the Hub cache (``base_snapshot.py`` ``cached``):
-    ``<cache root><repo>/<commit>/``, whole once its ``entry.json`` (written last) names every file and its size. The
-    files the completion reads (the config, the index, the shards, the processor and generation files) are all of
-    them (``base_snapshot.needed``). Read by name and by range through google-cloud-storage (``storage.objects.get``:
-    the export's identity may read the cache's folder, nothing more); the Hub is asked nothing."""
-
-    def __init__(self, repo: str, commit: str, bucket: Any, prefix: str, uri: str, files: dict[str, int]) -> None:
-        self.repo, self.commit, self.files = repo, commit, files
-        self.bucket, self.prefix, self.uri = bucket, prefix, uri
-        self.where = f"{uri} (the Hub cache of {repo}@{commit})"
-        self.checked: set[str] = set()
-
-    def read(self, name: str, cap: int, start: int | None = None, end: int | None = None) -> bytes:
-        if name not in self.checked:  # the object the entry names, at the size it names
-            blob = self.bucket.blob(self.prefix + name)
-            blob.reload(timeout=TIMEOUT)
-            if blob.size != self.files[name]:
-                raise RefusedError(
-                    f"{self.uri}{name} is {blob.size} bytes, not the {self.files[name]} {ENTRY} names: delete "
-                    f"{self.uri} (the export then reads the Hub) and run `pulumi up` again"
-                )
-            self.checked.add(name)
-        # A blob of its name only, as ``Export.read`` reads: the download URL the client builds, never the
-        # ``mediaLink`` a reload brought (the same endpoint on GCS; the server's own address on an emulator).
-        return read_object(self.bucket.blob(self.prefix + name), cap, f"{self.uri}{name}", start, end, timeout=TIMEOUT)
-
-
-def cache_entry(repo: str, revision: str, cache_root: str) -> CacheEntry | None:
-    """The whole Hub cache entry of ``repo`` at the commit ``revision`` under ``cache_root``, None when there is none
-    (no ``entry.json``: none yet, or one cut short) or ``revision`` is not a commit; refused when its ``entry.json``
-    is not that entry's."""
+def verified_base(repo: str, revision: str, convert_uri: str) -> Verified:
+    """The base at ``revision`` as the conversion under ``convert_uri`` verified it (its record's ``VERIFIED``);
+    refused (exit 3: the same record fails every retry) when the record is not of ``repo`` at that commit or names
+    no verified object of a file."""
+    from google.api_core.exceptions import NotFound
     from google.cloud import storage
 
-    if not COMMIT.fullmatch(revision):
-        return None
-    if not cache_root.startswith("gs://") or not cache_root.endswith("/"):
-        raise RefusedError(f"{cache_root} is not a gs:// folder")
-    uri = f"{cache_root}{repo}/{revision}/"
-    bucket_name, _, prefix = uri[len("gs://") :].partition("/")
-    bucket = storage.Client().bucket(bucket_name)
-    blob = bucket.blob(prefix + ENTRY)
-    if not blob.exists(timeout=TIMEOUT):
-        return None
+    if not convert_uri.startswith("gs://") or not convert_uri.endswith("/"):
+        raise RefusedError(f"{convert_uri} is not a gs:// folder")
+    uri = convert_uri + RECORD
+    bucket_name, _, prefix = convert_uri.removeprefix("gs://").partition("/")
+    again = f"delete {uri} and run `pulumi up` again (the conversion runs again)"
     try:
-        entry = json.loads(read_object(blob, MAX_FILE_BYTES, f"{uri}{ENTRY}", timeout=TIMEOUT))
+        record = json.loads(
+            read_object(
+                storage.Client().bucket(bucket_name).blob(prefix + RECORD), MAX_FILE_BYTES, uri, timeout=TIMEOUT
+            )
+        )
+    except NotFound:
+        raise RefusedError(f"{uri} is missing: the conversion did not finish") from None
     except ValueError:
-        raise RefusedError(f"{uri}{ENTRY} is not JSON: delete {uri} and run `pulumi up` again") from None
-    files = entry.get("files") if isinstance(entry, dict) else None
+        record = None
+    verified = record.get(VERIFIED) if isinstance(record, dict) else None
+    pins = {n: pin_of(n, v) for n, v in verified.items()} if isinstance(verified, dict) else {}
     if not (
-        isinstance(entry, dict)
-        and (entry.get("repo"), entry.get("commit")) == (repo, revision)
-        and isinstance(files, dict)
-        and all(isinstance(n, str) and name_problem(n) is None and type(s) is int and s >= 0 for n, s in files.items())
+        isinstance(record, dict)
+        and (record.get("repo"), record.get("commit")) == (repo, revision)
+        and pins
+        and all(name_problem(n) is None and pin is not None for n, pin in pins.items())
     ):
-        raise RefusedError(f"{uri}{ENTRY} is not the cache entry of {repo}@{revision}: delete {uri} and run again")
-    return CacheEntry(repo, revision, bucket, prefix, uri, dict(files))
-
-
-def open_base(repo: str, revision: str, cache_root: str) -> Base:
-    """The base at ``revision``: its Hub cache entry when the conversion kept one whole, else the Hub."""
-    found = cache_entry(repo, revision, cache_root)
-    if found is not None:
-        log(f"the base's files from the Hub cache {found.uri}: the Hub is asked nothing")
-        return found
-    where = f"{cache_root}{repo}/{revision}/"
-    log(f"no whole Hub cache entry {where} (no {ENTRY}: none, or one cut short): reading the Hub")
-    return Hub(repo, revision)
+        raise RefusedError(
+            f"{uri} is not a record of {repo}@{revision} with the files the conversion verified: {again}"
+        )
+    return Verified(repo, revision, {n: pin for n, pin in pins.items() if pin is not None}, uri)
 
 
 class Export:
@@ -592,9 +557,9 @@ def write_index(export: Export, export_map: dict[str, str], weight_map: dict[str
     log(f"{export.uri} is the whole model: {len(weight_map)} tensors, {len(named)} shards")
 
 
-def complete(repo: str, revision: str, export_uri: str, cache_root: str) -> None:
+def complete(repo: str, revision: str, export_uri: str, convert_uri: str) -> None:
     """The module's steps 1 to 4, in that order: the index is written last."""
-    hub = open_base(repo, revision, cache_root)
+    hub = verified_base(repo, revision, convert_uri)
     log(f"the base is {repo}@{revision} (commit {hub.commit})")
     base_config_raw, base_config, base_map = base_weights(hub, repo)
     export = Export(export_uri)
@@ -618,7 +583,7 @@ def export_bytes(export: Export, export_map: dict[str, str], weight_map: dict[st
 
 def main(argv: list[str]) -> None:
     if len(argv) != 4:
-        print("tpu-rl export: usage: complete_export.py BASE_REPO REVISION EXPORT_URI CACHE_ROOT", file=sys.stderr)
+        print("tpu-rl export: usage: complete_export.py BASE_REPO REVISION EXPORT_URI CONVERT_URI", file=sys.stderr)
         sys.exit(REFUSED)
     try:
         complete(*argv)

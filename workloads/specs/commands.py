@@ -346,26 +346,27 @@ def base_line(*words: str) -> str:
     return f"commit=$({run_program('base_snapshot.py')} {' '.join(shlex.quote(w) for w in words)})"
 
 
-def convert_script(settings: Settings, argv: list[str], output_uri: str, cache_root: str) -> str:
+def convert_script(settings: Settings, argv: list[str], output_uri: str, cache_root: str, shared_root: str) -> str:
     """Check the image's MaxText (``maxtext_check``), create the output folder, resolve ``tpu-rl:model.revision`` to a
-    commit once and fetch that commit's files
-    through the Hub cache ``cache_root`` into ``CONVERT_BASE_DIR``, copying the base's files to the output
-    (``base_snapshot.py snapshot``: a retried conversion keeps its recorded commit; the Hub sends each file once per
-    commit, ``core.settings.Settings.hub_cache``), then convert the weights of that commit."""
+    commit once and fetch that commit's files through the Hub cache into ``CONVERT_BASE_DIR`` (``shared_root``'s entry
+    read first, ``cache_root``'s the one it writes), each hashed against the Hub's value, copying the base's files to
+    the output (``base_snapshot.py snapshot``: a retried conversion keeps its recorded commit; the Hub sends each file
+    once per commit, ``core.settings.Settings.hub_cache``), then convert the weights of that commit."""
     model = settings.model
-    snapshot = base_line("snapshot", model.spec.hf_repo, model.revision, output_uri, cache_root, CONVERT_BASE_DIR)
+    words = (model.spec.hf_repo, model.revision, output_uri, cache_root, CONVERT_BASE_DIR, shared_root)
+    snapshot = base_line("snapshot", *words)
     check = maxtext_check(settings.images.maxtext)
     return script(check, mark_folder(output_uri), snapshot, 'echo "tpu-rl: converting commit ${commit}"', argv=argv)
 
 
 def export_script(  # noqa: PLR0913 (the step's paths, and the image its check names)
-    argv: list[str], actor_uri: str, output_uri: str, repo: str, convert_uri: str, cache_root: str, image: str
+    argv: list[str], actor_uri: str, output_uri: str, repo: str, convert_uri: str, image: str
 ) -> str:
     """Check the image's MaxText (``maxtext_check``), create the output folder, find the newest complete checkpoint
     (exit 3, not retried, if there is none),
     fetch the base's files at the converted commit (``base_snapshot.py fetch``: ``to_huggingface``'s tokenizer and
-    chat template), export the checkpoint, then make the export the whole base model at that commit
-    (``workloads/container/complete_export.py``, exit 3 for a refusal).
+    chat template), export the checkpoint, then make the export the whole base model at that commit from the cache
+    objects the conversion hashed (``workloads/container/complete_export.py``, exit 3 for a refusal).
 
     ``workloads/container/checkpoint_scan.py``, the fetch and the completion are files of the step's ConfigMap: the
     image has no copy of them.
@@ -379,7 +380,7 @@ def export_script(  # noqa: PLR0913 (the step's paths, and the image its check n
         base_line("fetch", convert_uri, EXPORT_BASE_DIR),
         command_line(argv),
         f'exec {run_program("complete_export.py")} {shlex.quote(repo)} "{COMMIT_REF}" {shlex.quote(output_uri)} '
-        + shlex.quote(cache_root),
+        + shlex.quote(convert_uri),
     ]
     return "\n".join(lines) + "\n"
 

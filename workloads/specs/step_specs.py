@@ -69,11 +69,15 @@ NAME = "@tpu-rl.name@"
 STEP_ID = "@tpu-rl.step-id@"
 OUTPUT = "gs://@tpu-rl.output@/"
 HUB_CACHE = "gs://@tpu-rl.hub-cache@/"
-"""Where the conversion and the export find the Hub cache (``Settings.hub_cache``): hashed as the stack's own
-cache and filled in after the hash, so ``tpu-rl:model.hubCache`` names no step. Where the base's files are kept is
-the stack's, not what a step computes (an entry holds one commit's files, checked by size and read back by name):
-moving the cache re-runs nothing. A step's ConfigMap of scripts keeps the folder it was created with
-(``workloads.workflow``, ``ignoreChanges`` on its data); a step created later (a new identity) takes the new one."""
+"""The Hub cache the conversion writes (``Settings.hub_cache_written``: a shared one where the stack is its writer,
+else the stack's own)."""
+SHARED_CACHE = "gs://@tpu-rl.shared-cache@/"
+"""The Hub cache the conversion reads first (``Settings.hub_cache``: a shared one, else the stack's own again).
+Both are hashed as the stack's own cache and filled in after the hash, so neither ``tpu-rl:model.hubCache`` nor
+``tpu-rl:model.hubCacheWriter`` names a step: where the base's files are kept is the stack's, not what a step computes
+(every file is hashed against the Hub's value before use), so moving the cache re-runs nothing. A step's ConfigMap of
+scripts keeps the folders it was created with (``workloads.workflow``, ``ignoreChanges`` on its data); a step created
+later (a new identity) takes the new ones."""
 OPERATIONAL_PATHS = ("spec.failurePolicy.maxRestarts", "spec.replicatedJobs[0].template.spec.activeDeadlineSeconds")
 """Fields that bound a run but do not change what it computes: not part of the identity, and ignored
 on an existing object (ignoreChanges) so changing them never re-runs or disturbs a step. The first
@@ -284,10 +288,12 @@ def identity(
     return step_hash(payload)
 
 
-def _fill(value: Any, name: str, step_id: str, output: str, hub_cache: str) -> Any:
-    """Replace the placeholders everywhere in a manifest (they never appear in user-supplied text)."""
+def _fill(value: Any, name: str, step_id: str, output: str, caches: tuple[str, str]) -> Any:
+    """Replace the placeholders everywhere in a manifest (they never appear in user-supplied text); ``caches``: the
+    Hub cache written and the one read first."""
     text = json.dumps(value)
-    for placeholder, real in ((NAME, name), (STEP_ID, step_id), (OUTPUT, output), (HUB_CACHE, hub_cache)):
+    pairs = ((NAME, name), (STEP_ID, step_id), (OUTPUT, output), (HUB_CACHE, caches[0]), (SHARED_CACHE, caches[1]))
+    for placeholder, real in pairs:
         text = text.replace(placeholder, real)
     return json.loads(text)
 
@@ -307,14 +313,14 @@ def _address(
     # Hashed as the stack's own cache (bucket and model are in the identity already): the same name whichever
     # folder tpu-rl:model.hubCache names, and the name the step had before the folder was a setting.
     own_cache = hub_cache(settings.bucket_name, model)
-    digest = identity(
-        settings, manifest, operational, step, {k: v.replace(HUB_CACHE, own_cache) for k, v in files.items()}
-    )
+    hashed = {k: v.replace(HUB_CACHE, own_cache).replace(SHARED_CACHE, own_cache) for k, v in files.items()}
+    digest = identity(settings, manifest, operational, step, hashed)
     name = f"{model}-{step}-{digest}"
     output = step_output(settings.bucket_name, model, step, digest)
-    filled = _fill(manifest, name, digest, output, settings.hub_cache)
+    caches = (settings.hub_cache_written, settings.hub_cache)
+    filled = _fill(manifest, name, digest, output, caches)
     config_map = scripts_config_map(settings, step, scripts_name(NAME), STEP_ID, files)
-    scripts = _fill(config_map, name, digest, output, settings.hub_cache)
+    scripts = _fill(config_map, name, digest, output, caches)
     _creatable(settings, step, filled)
     _fits(settings, step, scripts)
     return digest, name, output, filled, scripts
@@ -405,7 +411,7 @@ def _cpu_step(
 def _convert_step(settings: Settings, _before: Mapping[str, Step]) -> Step:
     """Hugging Face -> MaxText on cpu-np, of the commit it resolves ``tpu-rl:model.revision`` to."""
     argv = convert_argv(settings, OUTPUT)
-    command = convert_script(settings, argv, OUTPUT, HUB_CACHE)
+    command = convert_script(settings, argv, OUTPUT, HUB_CACHE, SHARED_CACHE)
     return _cpu_step(settings, "convert", command, None, CONVERTED)
 
 
@@ -472,10 +478,11 @@ def _export_step(settings: Settings, before: Mapping[str, Step]) -> Step:
     model = settings.model.spec
     convert, train = before["convert"], before["train"]
     argv = export_argv(settings, OUTPUT)
-    command = export_script(
-        argv, train.artifact_uri, OUTPUT, model.hf_repo, convert.output_uri, HUB_CACHE, settings.images.maxtext
-    )
-    return _cpu_step(settings, "export", command, train.artifact_uri, "")
+    command = export_script(argv, train.artifact_uri, OUTPUT, model.hf_repo, convert.output_uri, settings.images.maxtext)
+    # It reads the checkpoint and the objects the conversion hashed (GCS), nothing from the Hub: no token, and the
+    # Hub switched off (huggingface_hub refuses every request, ``HF_HUB_OFFLINE``), transformers' tokenizer included.
+    offline = ({"name": "HF_HUB_OFFLINE", "value": "1"},)
+    return _cpu_step(settings, "export", command, train.artifact_uri, "", secret=None, env=offline)
 
 
 def _publish_step(settings: Settings, before: Mapping[str, Step]) -> Step:

@@ -18,24 +18,39 @@ one ``buckets.get`` (google-cloud-storage ``Client.get_bucket``, bounded like ev
   (``buckets.testIamPermissions``, google-cloud-storage ``Bucket.test_iam_permissions``: "Tests a set of permissions on
   the given bucket to see which, if any, are held by the caller",
   https://cloud.google.com/storage/docs/json_api/v1/buckets/testIamPermissions). Without them the grants' create
-  fails after the network, the cluster and the identities exist.
+  fails after the network, the cluster and the identities exist;
+- it is no stack's artifacts bucket (its labels, ``infra.gcp.storage.bucket_args``: ``app`` and ``stack``): that
+  bucket is emptied by its stack's destroy with ``forceDestroy`` and written by its steps (the stack's own bucket is
+  refused with the configuration already, ``core.config.rules``);
+- where this stack is the cache's one writer (``tpu-rl:model.hubCacheWriter``), no other stack's identity may write
+  the folder: the bucket's IAM policy (``buckets.getIamPolicy``, version 3 for the conditions,
+  https://cloud.google.com/storage/docs/json_api/v1/buckets/getIamPolicy) holds no grant of a role that creates or
+  deletes objects (``infra.gcp.access.HUB_CACHE_WRITE_ROLES``) to another service account, bounded by a condition to a
+  prefix that overlaps the folder (the shape of a stack's grant, ``infra.gcp.access.BucketGrant.condition``; an
+  unconditioned grant is the bucket owner's or an operator's, not a stack's).
 
-Without a shared cache nothing is read."""
+Each is one line naming the conflict and what to run, before anything is created. Without a shared cache nothing is
+read."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from core import deadline
+from core.names import step_account
 from core.redact import scrub
 from core.settings import Settings
+from infra.gcp.access import HUB_CACHE_WRITE_ROLES, HUB_CACHE_WRITER
 from infra.gcp.capacity.findings import Finding
 from infra.gcp.capacity.reads import Clients, ReadFailedError, ReplyError, as_text, bounded_read
 
 KEY = "tpu-rl:model.hubCache"
 SOURCE = "Cloud Storage (buckets.get)"
 PERMISSIONS_SOURCE = "Cloud Storage (buckets.testIamPermissions)"
+POLICY_SOURCE = "Cloud Storage (buckets.getIamPolicy)"
+WRITER_KEY = "tpu-rl:model.hubCacheWriter"
 ON_BUCKET = ("storage.buckets.getIamPolicy", "storage.buckets.setIamPolicy")
 """What `up` does on the shared bucket besides reading it: the steps' grants (roles/storage.admin grants both)."""
 
@@ -52,6 +67,18 @@ class HubBucket:
     """A configurable dual-region's regions (``customPlacementConfig.dataLocations``); () otherwise."""
     uniform: bool
     """``iamConfiguration.uniformBucketLevelAccess.enabled``."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """The bucket's labels: a stack's artifacts bucket carries ``app`` and ``stack`` (``Settings.labels``)."""
+
+
+@dataclass(frozen=True)
+class WriteGrant:
+    """One member of the bucket's IAM policy that may create or delete objects under ``prefixes`` (its condition's
+    ``resource.name.startsWith``)."""
+
+    member: str
+    role: str
+    prefixes: tuple[str, ...]
 
 
 def create_command(bucket: str, region: str) -> str:
@@ -107,6 +134,48 @@ def hub_cache_findings(bucket: str, region: str, found: HubBucket | None) -> lis
     return findings
 
 
+def owner_findings(bucket: str, region: str, found: HubBucket, app: str) -> list[Finding]:
+    """A bucket a stack of ``app`` made for its artifacts (its labels) cannot hold a cache other stacks read (pure)."""
+    stack = found.labels.get("stack")
+    if found.labels.get("app") != app or not stack:
+        return []
+    return [
+        Finding(
+            "problem",
+            f"{KEY}: gs://{bucket} is stack {stack}'s artifacts bucket (its labels app={app}, stack={stack}), which "
+            f"that stack's steps write and its destroy may empty; create a bucket of its own for the cache: "
+            f"{create_command('NEW-BUCKET', region)}, then `pulumi config set {KEY} gs://NEW-BUCKET/hub/` in every "
+            "stack that shares it",
+        )
+    ]
+
+
+def writer_findings(bucket: str, prefix: str, grants: list[WriteGrant], own: str, stack: str) -> list[Finding]:
+    """Where this stack (``stack``, its conversion ``own``) writes the cache, whether another service account may write
+    the folder too (pure): one writer per cache."""
+    others = [
+        grant
+        for grant in grants
+        if grant.member.startswith("serviceAccount:")
+        and grant.member != own
+        and any(p.startswith(prefix) or prefix.startswith(p) for p in grant.prefixes)
+    ]
+    if not others:
+        return []
+    first = sorted(others, key=lambda g: (g.member, g.role))[0]
+    more = f" (and {len(others) - 1} more)" if len(others) > 1 else ""
+    return [
+        Finding(
+            "problem",
+            f"{KEY}: {first.member} holds {first.role} on gs://{bucket}/{first.prefixes[0]}{more}, so another stack "
+            f"writes the cache this stack is the writer of ({WRITER_KEY} = {stack}): a cache has one writer. Set "
+            f"{WRITER_KEY} to that stack here (`pulumi config set {WRITER_KEY} STACK`; this stack then only reads "
+            f"it), or set it to {stack} in that stack and run its `make up` first (its conversion's grant becomes "
+            "read-only)",
+        )
+    ]
+
+
 def permission_findings(bucket: str, held: list[str]) -> list[Finding]:
     """Whether the account running `up` holds ``ON_BUCKET`` on the bucket (pure)."""
     missing = [p for p in ON_BUCKET if p not in held]
@@ -136,6 +205,9 @@ def hub_bucket_reply(reply: Any, name: str) -> HubBucket:
     places = (placement.get("dataLocations") or []) if isinstance(placement, dict) else None
     if not isinstance(places, list):
         raise ReplyError("customPlacementConfig.dataLocations is not a list")
+    labels = reply.get("labels") or {}
+    if not isinstance(labels, dict):
+        raise ReplyError("labels is not a map")
     return HubBucket(
         location=as_text(reply.get("location"), "location", 60),
         location_type=as_text(reply.get("locationType") or "", "locationType", 40),
@@ -143,7 +215,33 @@ def hub_bucket_reply(reply: Any, name: str) -> HubBucket:
             as_text(place, f"customPlacementConfig.dataLocations[{n}]", 60) for n, place in enumerate(places)
         ),
         uniform=enabled,
+        labels={as_text(k, "labels", 63): as_text(v, f"labels.{k}", 63) for k, v in labels.items()},
     )
+
+
+STARTS_WITH = 'resource.name.startsWith("projects/_/buckets/{bucket}/objects/'
+
+
+def write_grants(bindings: Any, bucket: str) -> list[WriteGrant]:
+    """The members of a policy's ``bindings`` (the JSON API's, as google-cloud-storage's ``Policy`` keeps them) whose
+    role writes objects and whose condition bounds it to object-name prefixes of ``bucket``."""
+    if not isinstance(bindings, list):
+        raise ReplyError("bindings is not a list")
+    grants: list[WriteGrant] = []
+    for n, binding in enumerate(bindings):
+        if not isinstance(binding, dict):
+            raise ReplyError(f"bindings[{n}] is not an object")
+        condition = binding.get("condition") or {}
+        expression = condition.get("expression", "") if isinstance(condition, dict) else None
+        if not isinstance(expression, str):
+            raise ReplyError(f"bindings[{n}].condition.expression is not text")
+        if binding.get("role") not in HUB_CACHE_WRITE_ROLES or not expression:
+            continue
+        start = re.escape(STARTS_WITH.format(bucket=bucket))
+        prefixes = tuple(re.findall(start + r'([^"]*)"\)', expression))
+        for member in binding.get("members") or ():
+            grants.append(WriteGrant(as_text(member, f"bindings[{n}].members", 200), str(binding["role"]), prefixes))
+    return grants
 
 
 def check_hub_cache(settings: Settings, clients: Clients, budget: deadline.Budget) -> list[Finding]:
@@ -161,11 +259,33 @@ def check_hub_cache(settings: Settings, clients: Clients, budget: deadline.Budge
         return findings
     from google.api_core import exceptions as api
 
+    findings += owner_findings(bucket, settings.region, found, settings.labels["app"])
     try:
-        return findings + permission_findings(bucket, _held(bucket, clients, budget))
+        held = _held(bucket, clients, budget)
     except (ReadFailedError, api.NotFound) as err:
         why = err if isinstance(err, ReadFailedError) else f"asking gs://{bucket} for its permissions: not found"
         return [*findings, Finding("unknown", f"{why}; whether `up` may grant on the bucket was not checked")]
+    findings += permission_findings(bucket, held)
+    if not settings.hub_cache_writes or ON_BUCKET[0] not in held:
+        return findings
+    account = step_account(settings.cluster_name, HUB_CACHE_WRITER)
+    own = f"serviceAccount:{account}@{settings.project}.iam.gserviceaccount.com"
+    try:
+        grants = _write_grants(bucket, clients, budget)
+    except (ReadFailedError, api.NotFound) as err:
+        why = err if isinstance(err, ReadFailedError) else f"reading gs://{bucket}'s IAM policy: not found"
+        return [*findings, Finding("unknown", f"{why}; whether another stack writes the cache was not checked")]
+    return findings + writer_findings(bucket, shared[1], grants, own, settings.stack)
+
+
+def _write_grants(name: str, clients: Clients, budget: deadline.Budget) -> list[WriteGrant]:
+    def read(options: dict[str, Any]) -> list[WriteGrant]:
+        policy = clients.storage.bucket(name).get_iam_policy(
+            requested_policy_version=3, timeout=options["timeout"], retry=options["retry"]
+        )
+        return write_grants(policy.bindings, name)
+
+    return bounded_read(f"reading gs://{name}'s IAM policy ({KEY})", POLICY_SOURCE, read, clients, budget)
 
 
 def _held(name: str, clients: Clients, budget: deadline.Budget) -> list[str]:
