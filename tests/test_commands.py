@@ -226,6 +226,7 @@ def test_each_step_runs_its_script_from_its_own_config_map(stack):
             "base_snapshot.py",
             "upload.py",
             "stall_watchdog.py",
+            "restart_drill.py",
             "train_exit.py",
             "launch.py",
         },

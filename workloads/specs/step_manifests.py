@@ -18,6 +18,7 @@ from core.names import (
     CPU_POOL,
     CPU_TAINT_KEY,
     CPU_TAINT_VALUE,
+    DRILL_EXIT,
     HF_SECRET,
     HF_SECRET_KEY,
     NODEPOOL_LABEL,
@@ -37,7 +38,7 @@ from core.pathways import (
     WORKER_PORT,
 )
 from core.settings import Settings
-from workloads.specs.commands import RUN_SCRIPT, SCRIPTS_DIR, STALL_ENV
+from workloads.specs.commands import DRILL_ENV, RUN_SCRIPT, SCRIPTS_DIR, STALL_ENV
 
 API_JOBSET = "jobset.x-k8s.io/v1alpha2"
 WORKLOAD_CONTAINER = "workload-container"
@@ -116,15 +117,29 @@ def train_failure_policy(max_restarts: int) -> dict[str, Any]:
        dead of a lost TPU slice, or a worker Job out of its in-place restarts) restarts the JobSet, counted
        against ``maxRestarts``. First, so that when Jobs failed both ways by the same reconcile, it is a
        restart.
-    2. ``failOnWorkloadExit``: the head's Job failed by its pod failure policy (the trainer exited non-zero:
+    2. ``restartDrill``: the head's Job failed by its pod failure policy with the restart drill's exit code
+       (``DRILL_EXIT``, ``tpu-rl:workflow.restartDrill``): restart once on the same nodes, not counted against
+       ``maxRestarts`` (``RestartJobSetAndIgnoreMaxRestarts``: ``restartJobSetAndIgnoreMaxRestartsActionApplier``
+       increments ``restarts`` but not ``restartsCountTowardsMax``), so the drill costs no restart a disruption
+       needs. The Job controller's failure message names the exit code (kubernetes ``pod_failure_policy.go``
+       ``matchPodFailurePolicy``: ``Container %s for pod %s/%s failed with exit code %v matching %v rule at index
+       %d``), which the rule matches (``onJobFailureMessagePatterns``, a regular expression: ``ruleIsApplicable``).
+    3. ``failOnWorkloadExit``: the head's Job failed by its pod failure policy (the trainer exited non-zero:
        an exception, an OOM, a bad flag, exit 3): fail at once, nothing is re-run.
-    3. ``failOnDeadline``: the attempt's deadline is the bound; a restart would start a new deadline.
+    4. ``failOnDeadline``: the attempt's deadline is the bound; a restart would start a new deadline.
     """
     return {
         "maxRestarts": max_restarts,
         "restartStrategy": "Recreate",
         "rules": [
             {"name": "restartOnDisruption", "action": "RestartJobSet", "onJobFailureReasons": ["BackoffLimitExceeded"]},
+            {
+                "name": "restartDrill",
+                "action": "RestartJobSetAndIgnoreMaxRestarts",
+                "onJobFailureReasons": ["PodFailurePolicy"],
+                "onJobFailureMessagePatterns": [f"with exit code {DRILL_EXIT} matching FailJob rule"],
+                "targetReplicatedJobs": [HEAD_JOB],
+            },
             {"name": "failOnWorkloadExit", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
             {"name": "failOnDeadline", "action": "FailJobSet", "onJobFailureReasons": ["DeadlineExceeded"]},
         ],
@@ -442,6 +457,7 @@ def _workload(settings: Settings) -> dict[str, Any]:
             _env("JAX_BACKEND_TARGET", f"grpc://127.0.0.1:{PROXY_PORT}"),
             _env("ENABLE_PATHWAYS_PERSISTENCE", "1"),
             _env(STALL_ENV, str(settings.workflow.stall_timeout)),
+            _env(DRILL_ENV, "true" if settings.workflow.restart_drill else "false"),
             _env("VLLM_ENABLE_V1_MULTIPROCESSING", "0"),
             _field_env("VLLM_HOST_IP", "status.podIP"),
             token_env(),
