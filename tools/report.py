@@ -168,7 +168,7 @@ def restart_drill(attempts: list[dict[str, Any]], estimate: dict[str, int]) -> d
         return {c["name"]: round(c["seconds"] / 60, 1) for c in attempt["components"]} if attempt else {}
 
     before, after = measured(first), measured(restart)
-    names = list(dict.fromkeys([*before, *after, *estimate]))
+    names = sorted(dict.fromkeys([*before, *after, *estimate]), key=_startup_order)
     return {
         "attempt": restart["attempt"],
         "done": restart["done"],
@@ -181,6 +181,15 @@ def restart_drill(attempts: list[dict[str, Any]], estimate: dict[str, int]) -> d
         "goalMinutes": STARTUP_GOAL_MINUTES,
         "met": restart["goalMet"],
     }
+
+
+def _startup_order(name: str) -> tuple[int, int]:
+    """Where a start-up component falls in the start-up (``workloads.observe.startup.COMPONENTS``): by the milestone
+    it ends at, a merged one (``nodes+images+Pathways``) after the single one that ends there."""
+    from workloads.observe.startup import COMPONENTS
+
+    parts = name.split("+")
+    return (COMPONENTS.index(parts[-1]) if parts[-1] in COMPONENTS else len(COMPONENTS), len(parts))
 
 
 def _read_record(client: Any, uri: str) -> dict[str, Any] | None:
