@@ -104,6 +104,11 @@ def finish(s: Stack, name: str) -> None:
     s.finish(name)
 
 
+def deactivated(s: Stack, name: str) -> None:
+    """Kueue's recovery budget passed: with backoffLimitCount 0 it deactivates the Workload (triggerDeactivation)."""
+    s.cluster.kueue(NAMESPACE, name, "deactivated")
+
+
 def test_a_maintenance_mid_training_is_followed_through_kueues_recovery_and_the_run_goes_on(stack):
     """The slice is away 2 hours (8 x tpu-rl:workflow.unschedulableTimeout) within Kueue's recovery budget: `up`
     follows the step, says what Kueue waits for and until when, and the export runs once training completes."""
@@ -164,12 +169,15 @@ def test_a_maintenance_longer_than_kueues_budget_fails_up_with_one_line_and_the_
     timeline(
         stack,
         train,
-        [(0, training), (1, maintenance), (1 + budget, lambda s, n: s.cluster.kueue(NAMESPACE, n, "deactivated"))],
+        [(0, training), (1, maintenance), (1 + budget, deactivated)],
     )
     stopped = stack.up({"train": "run"})
     message = str(stopped.error)
     assert message.startswith(f"Kueue stopped JobSet {NAMESPACE}/{train} (DeactivatedDueToRequeuingLimitExceeded: ")
-    assert "were not all Ready again within tpu-rl:kueue.recoveryTimeout (4h30m) after they stopped being Ready at "
+    assert (
+        "were not all Ready again within tpu-rl:kueue.recoveryTimeout (4h30m) after they stopped being Ready at "
+        in (message)
+    )
     assert "10:02 UTC" in message and "raise tpu-rl:kueue.recoveryTimeout" in message and "\n" not in message
     uid = live(stack, "train")["metadata"]["uid"]
 

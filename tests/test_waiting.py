@@ -507,6 +507,7 @@ RECOVERY_LINE = (
 def run_recovery(clock, script, bounds: Bounds = RECOVERY_BOUNDS):
     reads, calls = unschedulable_reads()
     lines: list[str] = []
+    result: objects.JobSet | StepWaitError
     try:
         result = waiting.wait_for_step(
             lambda: (*script(clock.t), None)[:3], WHAT, bounds, report=lines.append, unschedulable=reads
