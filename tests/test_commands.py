@@ -309,8 +309,9 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
     assert any(c[:1] == [WATCHDOG] and c[2:] == [log, "7200", stall] for c in calls), (
         "the watchdog watches the log with the manifest's bound"
     )
-    assert calls[-1] == [JUDGE, log, "0", stall, str(SLICE_DOWN_EXIT), str(STALLED_EXIT)]
-    assert len(calls) == 12, "train_rl started by the launcher (workloads/container/launch.py)"
+    drilled = str(tmp_path / "drilled")
+    assert calls[-1] == [JUDGE, log, "0", stall, str(SLICE_DOWN_EXIT), str(STALLED_EXIT), drilled, str(DRILL_EXIT)]
+    assert len(calls) == 12, "train_rl started by the launcher (workloads/container/launch.py); no restart drill"
 
 
 def train_call(calls: list[list[str]]) -> list[str]:
