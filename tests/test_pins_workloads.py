@@ -601,7 +601,7 @@ def test_identity_ignores_annotations_and_exactly_the_operational_paths():
     assert steps.identity(other, head) != base, "without the stall path, the bound is part of the identity"
     operational = (*steps.OPERATIONAL_PATHS, stall)
     assert steps.identity(other, head, operational) == steps.identity(other, manifest, operational)
-    drill = steps.drill_path(manifest)
+    drill = steps.stall_path(manifest, "TPU_RL_RESTART_DRILL")
     assert drill == stall.replace("env[5]", "env[6]")
     drilled = copy.deepcopy(manifest)
     drilled["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["env"][6]["value"] = (

@@ -117,13 +117,8 @@ def train_failure_policy(max_restarts: int) -> dict[str, Any]:
        dead of a lost TPU slice, or a worker Job out of its in-place restarts) restarts the JobSet, counted
        against ``maxRestarts``. First, so that when Jobs failed both ways by the same reconcile, it is a
        restart.
-    2. ``restartDrill``: the head's Job failed by its pod failure policy with the restart drill's exit code
-       (``DRILL_EXIT``, ``tpu-rl:workflow.restartDrill``): restart once on the same nodes, not counted against
-       ``maxRestarts`` (``RestartJobSetAndIgnoreMaxRestarts``: ``restartJobSetAndIgnoreMaxRestartsActionApplier``
-       increments ``restarts`` but not ``restartsCountTowardsMax``), so the drill costs no restart a disruption
-       needs. The Job controller's failure message names the exit code (kubernetes ``pod_failure_policy.go``
-       ``matchPodFailurePolicy``: ``Container %s for pod %s/%s failed with exit code %v matching %v rule at index
-       %d``), which the rule matches (``onJobFailureMessagePatterns``, a regular expression: ``ruleIsApplicable``).
+    2. ``restartDrill``: the head exited ``DRILL_EXIT`` (the restart drill), in the Job's failure message: restart
+       without counting against ``maxRestarts`` (docs/architecture.md "Training and its restarts")
     3. ``failOnWorkloadExit``: the head's Job failed by its pod failure policy (the trainer exited non-zero:
        an exception, an OOM, a bad flag, exit 3): fail at once, nothing is re-run.
     4. ``failOnDeadline``: the attempt's deadline is the bound; a restart would start a new deadline.

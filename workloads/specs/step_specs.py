@@ -236,20 +236,13 @@ def _without(manifest: dict[str, Any], paths: tuple[str, ...]) -> dict[str, Any]
 
 def stall_path(manifest: dict[str, Any], name: str = STALL_ENV) -> str:
     """The training head's stall bound (``tpu-rl:workflow.stallTimeout``), an operational field: the value of
-    the workload container's ``TPU_RL_STALL_SECONDS`` (or of its variable ``name``)."""
+    the workload container's ``TPU_RL_STALL_SECONDS``; with ``name`` ``DRILL_ENV``, whether the run does the restart
+    drill (``tpu-rl:workflow.restartDrill``: a measurement, not what the run computes)."""
     pod = "spec.replicatedJobs[0].template.spec.template.spec"
     containers = manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
     index = next(i for i, c in enumerate(containers) if c["name"] == WORKLOAD_CONTAINER)
     env = next(i for i, e in enumerate(containers[index]["env"]) if e["name"] == name)
     return f"{pod}.containers[{index}].env[{env}].value"
-
-
-def drill_path(manifest: dict[str, Any]) -> str:
-    """Whether the training run does the restart drill (``tpu-rl:workflow.restartDrill``), an operational field: the
-    value of the workload container's ``TPU_RL_RESTART_DRILL``. Turning it on or off re-runs nothing (a drill is
-    a measurement, not part of what the run computes: it resumes from its own checkpoint), and an existing run keeps
-    the value it was created with."""
-    return stall_path(manifest, DRILL_ENV)
 
 
 def ignored(operational: tuple[str, ...]) -> tuple[str, ...]:
@@ -431,7 +424,7 @@ def _train_step(settings: Settings, before: Mapping[str, Step]) -> Step:
         scratch_uri=compile_cache(settings.bucket_name, settings.model.spec.name, compile_cache_key(settings)),
         annotations={**SKIP_AWAIT, **PATCH_FORCE},
     )
-    operational = (*OPERATIONAL_PATHS, stall_path(manifest), drill_path(manifest))
+    operational = (*OPERATIONAL_PATHS, stall_path(manifest), stall_path(manifest, DRILL_ENV))
     script = train_script(settings, argv, OUTPUT, convert_uri)
     digest, name, out, manifest, scripts = _address(
         settings, "train", manifest, script, operational, train_config(argv)
