@@ -81,6 +81,11 @@ podFailurePolicy counts it as a disruption, so the JobSet restarts instead of fa
 STALLED_EXIT = 76
 """Exit code of the training script when its watchdog ended a train_rl whose log stopped growing for
 ``tpu-rl:workflow.stallTimeout``: counted as a disruption too (the JobSet restarts it from its checkpoint)."""
+DRILL_EXIT = 77
+"""Exit code of the training script when the restart drill ended its attempt after the run's first committed
+checkpoint (``tpu-rl:workflow.restartDrill``): the head's podFailurePolicy fails its Job (``FailJob``), and the
+JobSet's ``restartDrill`` rule, which matches that exit code in the Job's failure message, restarts it without
+counting against ``maxRestarts`` (``RestartJobSetAndIgnoreMaxRestarts``)."""
 
 IMAGE_STREAMING_API = "containerfilesystem.googleapis.com"
 """The Container File System API, which GKE Image streaming (cpu-np, ``infra.gcp.gke_spec``) needs

@@ -131,6 +131,9 @@ class WorkflowSettings:
     """Compare the exported model with the base model before `up` succeeds (``core.hf_model.compare``)."""
     stall_timeout: int = 7200
     """Seconds a training attempt may go without a new log line before it is ended as stalled."""
+    restart_drill: bool = False
+    """A fresh training attempt ends once after its first committed checkpoint, and the JobSet restarts it on the
+    same nodes (``workloads/container/restart_drill.py``): the first run measures a warm restart's start-up."""
     steps: tuple[StepName, ...] = ()
     """The steps of the catalogue this stack runs, in order (``core.steps``: every required one and each optional
     one whose switch is on; none while the workflow is off)."""

@@ -152,22 +152,34 @@ KUEUE_MESSAGES = {
     "capacity (32)",
     "deactivated": "The workload is deactivated due to exceeding the maximum number of re-queuing retries",
 }
+# The PodsReady condition Kueue 0.17.1's job reconciler writes with waitForPodsReady on (reconciler.go
+# generatePodsReadyCondition: its reasons and messages): state -> (status, reason, message).
+PODS_READY = {
+    "running": ("True", "Started", "All pods reached readiness and the workload is running"),
+    "recovering": ("False", "WaitForRecovery", "At least one pod has failed, waiting for recovery"),
+    "recovered": ("True", "Recovered", "All pods reached readiness and the workload is running"),
+}
 
 
-def workload(jobset: dict[str, Any], state: str) -> dict[str, Any]:
+def workload(jobset: dict[str, Any], state: str, *, since: str = T1) -> dict[str, Any]:
     """The Workload Kueue 0.17.1 keeps for a queued JobSet, in ``state``: queued (waiting for quota), never
-    (can never fit), admitted, or deactivated (its pods were not Ready in time, backoffLimitCount 0)."""
+    (can never fit), admitted, deactivated (its pods were not Ready in time, backoffLimitCount 0), or admitted with
+    waitForPodsReady's condition (``PODS_READY``): running (every pod Ready), recovering (a pod failed: Kueue waits
+    for them, its recovery timeout running from ``since``), recovered (Ready again)."""
     meta = jobset["metadata"]
     conditions: list[dict[str, Any]] = []
     if state in ("queued", "never"):
         conditions.append(
             {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": KUEUE_MESSAGES[state]}
         )
-    elif state == "admitted":
+    elif state == "admitted" or state in PODS_READY:
         conditions += [
             {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "Quota reserved"},
             {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "The workload is admitted"},
         ]
+        if state in PODS_READY:
+            status, reason, message = PODS_READY[state]
+            conditions.append({"type": "PodsReady", "status": status, "reason": reason, "message": message})
     else:
         conditions += [
             {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": KUEUE_MESSAGES[state]},
@@ -179,7 +191,7 @@ def workload(jobset: dict[str, Any], state: str) -> dict[str, Any]:
             },
         ]
     for entry in conditions:
-        entry["lastTransitionTime"] = T1
+        entry["lastTransitionTime"] = since if entry["type"] == "PodsReady" else T1
     return {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "Workload",
@@ -222,10 +234,18 @@ AUTOSCALER_MESSAGES = {
 }
 
 
-def step_pod(jobset: dict[str, Any], rjob: str, state: str, *, index: int = 0, container: str = "") -> dict[str, Any]:
+def step_pod(
+    jobset: dict[str, Any],
+    rjob: str,
+    state: str,
+    *,
+    index: int = 0,
+    container: str = "",
+    message: str = SCHEDULER_MESSAGE,
+) -> dict[str, Any]:
     """A pod of ``rjob`` of a step's JobSet as the Job controller makes it and the kubelet reports it:
-    ``unschedulable`` (PodScheduled False), ``running``, or ``oomkilled`` (its container ``container``
-    terminated by the kernel's OOM killer, exit 137)."""
+    ``unschedulable`` (PodScheduled False, the scheduler's ``message``), ``running``, or ``oomkilled`` (its container
+    ``container`` terminated by the kernel's OOM killer, exit 137)."""
     name = jobset["metadata"]["name"]
     job = f"{name}-{rjob}-0"
     template = next(r for r in jobset["spec"]["replicatedJobs"] if r["name"] == rjob)["template"]["spec"]["template"]
@@ -257,7 +277,7 @@ def step_pod(jobset: dict[str, Any], rjob: str, state: str, *, index: int = 0, c
                     "lastProbeTime": None,
                     "lastTransitionTime": T0,
                     "reason": "Unschedulable",
-                    "message": SCHEDULER_MESSAGE,
+                    "message": message,
                 }
             ],
         }
@@ -583,14 +603,15 @@ class FakeCluster:
         assert obj is not None, f"no {kind} {namespace}/{name}"
         return self.put(with_state(obj, state, restarts=restarts))
 
-    def kueue(self, namespace: str, name: str, state: str) -> dict[str, Any]:
-        """Kueue acts on a queued JobSet: its Workload in ``state``; the JobSet suspended until admitted
-        (Kueue's webhook suspends it at creation; ``startJob`` unsuspends it, ``stopJob`` suspends it again)."""
+    def kueue(self, namespace: str, name: str, state: str, *, since: str = T1) -> dict[str, Any]:
+        """Kueue acts on a queued JobSet: its Workload in ``state`` (``workload``); the JobSet suspended until
+        admitted (Kueue's webhook suspends it at creation; ``startJob`` unsuspends it, ``stopJob`` suspends it
+        again)."""
         obj = self.get("JobSet", namespace, name)
         assert obj is not None, f"no JobSet {namespace}/{name}"
-        obj["spec"]["suspend"] = state != "admitted"
+        obj["spec"]["suspend"] = state in ("queued", "never", "deactivated")
         obj = self.put(obj)
-        self.put(workload(obj, state))
+        self.put(workload(obj, state, since=since))
         return obj
 
     def delete(self, kind: str, namespace: str, name: str) -> None:

@@ -17,12 +17,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
+from core.names import DRILL_EXIT, SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from tests.conftest import put, shared_path, slug
 from tests.fake_hub import COMMIT
 from tests.lifecycle_walk import settings
+from workloads.container import restart_drill
 from workloads.container.launch import RESUMED_ENV, SKIPPED
 from workloads.specs.commands import (
+    DRILL_ENV,
+    DRILL_MARKER,
     EVALS_LOG,
     EXPORT_BASE_DIR,
     OPTIMIZER_PATCH,
@@ -102,9 +105,10 @@ if [ -n "$SHIM_FAIL" ]; then exit "$SHIM_FAIL"; fi
 
 
 def local_paths(script: str, tmp_path: Path) -> str:
-    """The training script with its log, side file and stall marker in ``tmp_path`` instead of /tmp (the base's
-    files are fetched by ``base_snapshot.py``, which prints a commit here and writes nothing)."""
-    for path, name in ((TRAIN_LOG, "train.log"), (EVALS_LOG, "evals.txt"), (STALL_MARKER, "stalled")):
+    """The training script with its log, side file and its stall and drill markers in ``tmp_path`` instead of /tmp
+    (the base's files are fetched by ``base_snapshot.py``, which prints a commit here and writes nothing)."""
+    markers = ((STALL_MARKER, "stalled"), (DRILL_MARKER, "drilled"))
+    for path, name in ((TRAIN_LOG, "train.log"), (EVALS_LOG, "evals.txt"), *markers):
         script = script.replace(path, str(tmp_path / name))
     return script
 
@@ -229,6 +233,7 @@ def test_each_step_runs_its_script_from_its_own_config_map(stack):
             "base_snapshot.py",
             "upload.py",
             "stall_watchdog.py",
+            "restart_drill.py",
             "train_exit.py",
             "launch.py",
         },
@@ -313,8 +318,9 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
     assert any(c[:1] == [WATCHDOG] and c[2:] == [log, "7200", stall] for c in calls), (
         "the watchdog watches the log with the manifest's bound"
     )
-    assert calls[-1] == [JUDGE, log, "0", stall, str(SLICE_DOWN_EXIT), str(STALLED_EXIT)]
-    assert len(calls) == 12, "train_rl started by the launcher (workloads/container/launch.py)"
+    drilled = str(tmp_path / "drilled")
+    assert calls[-1] == [JUDGE, log, "0", stall, str(SLICE_DOWN_EXIT), str(STALLED_EXIT), drilled, str(DRILL_EXIT)]
+    assert len(calls) == 12, "train_rl started by the launcher (workloads/container/launch.py); no restart drill"
 
 
 def train_call(calls: list[list[str]]) -> list[str]:
@@ -817,7 +823,9 @@ def run_training(tmp_path: Path, gcs, stand_in: str, **env: str) -> tuple[subpro
     """The prod training script under real bash with ``stand_in`` as train_rl; (the run, its logs in GCS)."""
     objs = objects("prod", "tpu-rl:training.optimizer=adamw")
     output = f"{PROD_BUCKET}/gemma4-26b/train/{step_id(objs['train'])}/"
-    gcs.create_bucket(output.removeprefix("gs://").split("/")[0])
+    bucket = output.removeprefix("gs://").split("/")[0]
+    if not gcs.lookup_bucket(bucket):  # a test may have put a checkpoint there first
+        gcs.create_bucket(bucket)
     (tmp_path / "train_rl.py").write_text(stand_in)
     run_sh = install(objs["train"], tmp_path)
     environment = train_env(objs["train"], tmp_path, tmp_path / "train_rl.py", **env)
@@ -971,6 +979,52 @@ def test_a_training_that_keeps_writing_is_not_stalled(tmp_path, gcs):
     writes = f"import time\nfor i in range(6):\n    print(f'{step}', flush=True); time.sleep(1)\n"
     done, _logs_ = run_training(tmp_path, gcs, writes, **{STALL_ENV: "3"})
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+# A train_rl that trains, has tunix commit the checkpoint of step 10 (orbax's commit_success.txt beside its
+# model_params/, where checkpoint_scan.py looks) while step 11 runs, and goes on until it is stopped.
+DRILLED = """import os, time
+from google.cloud import storage
+step = "I1201 05:00:03.000000 1 peft_trainer.py:736] Train step {} training loss: 0.1"
+for n in range(1, 12):
+    print(step.format(n), flush=True)
+bucket, _, prefix = os.environ["DRILL_ACTOR"][len("gs://"):].partition("/")
+for name in ("10/model_params/.zarray", "10/commit_success.txt"):
+    storage.Client().bucket(bucket).blob(prefix + name).upload_from_string(b"x")
+print(step.format(12), flush=True)
+time.sleep(float(os.environ["STAND_IN_SECONDS"]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("drill", "resumes", "status"),
+    [("true", False, DRILL_EXIT), ("true", True, 0), ("false", False, 0)],
+    ids=["fresh", "resumed", "off"],
+)
+@pytest.mark.slow
+def test_the_restart_drill_ends_a_fresh_attempt_once_after_its_first_checkpoint(tmp_path, gcs, drill, resumes, status):
+    """With tpu-rl:workflow.restartDrill, a fresh attempt is ended once the run's first checkpoint is committed, the
+    side file says so at once (`make report` reads it) and the script exits DRILL_EXIT, which the JobSet restarts
+    without counting (test_failure_policy.py); an attempt that resumes (the drill's own restart, a retry) never
+    repeats it, and without the key nothing happens."""
+    objs = objects("prod", "tpu-rl:training.optimizer=adamw")
+    actor = f"{PROD_BUCKET}/gemma4-26b/train/{step_id(objs['train'])}/rl/checkpoints/actor/"
+    if resumes:
+        put(gcs, actor, "5/commit_success.txt", "5/model_params/.zarray")
+    started = time.monotonic()
+    env = {DRILL_ENV: drill, "DRILL_ACTOR": actor, "STAND_IN_SECONDS": "60" if status else "3"}
+    done, logs = run_training(tmp_path, gcs, DRILLED, **env)
+    assert done.returncode == status, done.stdout[-3000:] + done.stderr[-3000:]
+    assert time.monotonic() - started < 45, "ended by the drill, not by the stand-in's minute"
+    (evals,) = [text for name, text in logs.items() if name.startswith("evals-")]
+    (log,) = [text for name, text in logs.items() if name.startswith("train-")]
+    line = restart_drill.drill_line(10)
+    if status:
+        assert line in evals and line in log and f"exiting {DRILL_EXIT} so the JobSet restarts it once" in done.stderr
+    else:
+        assert restart_drill.SAYS not in evals and restart_drill.SAYS not in log and "Train step 12" in log
+    armed = "tpu-rl: the restart drill is on: this fresh attempt ends once after the run's first committed checkpoint"
+    assert (armed in log) == (drill == "true" and not resumes)
 
 
 # Gemma 4's turn markers (MaxText 0.2.4 multimodal/processor_gemma4.py:97; tunix c4ec573

@@ -698,6 +698,7 @@ def test_the_prod_stack_reads_as_written():
             "step_memory_gib": 168,
             "verify_export": True,
             "stall_timeout": 2 * 3600,
+            "restart_drill": False,
             "steps": ("convert", "train", "export"),
         },
         "kueue": {

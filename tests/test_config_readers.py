@@ -304,7 +304,7 @@ DELETE = object()
             {"tpu-rl:workflow": {"zzzz": 1}},
             set(),
             "tpu-rl:workflow.zzzz = 1 is invalid: unknown field; known fields: capacityCheck, enabled, "
-            "jobsetVersion, maxRestarts, preflight, stallTimeout, stepMemoryGib, steps, timeouts, "
+            "jobsetVersion, maxRestarts, preflight, restartDrill, stallTimeout, stepMemoryGib, steps, timeouts, "
             "unschedulableTimeout, verifyExport",
         ),
         (

@@ -42,6 +42,7 @@ def test_every_key_renames_a_step_or_is_ignored(walks, stack):
     assert ignored <= {
         "tpu-rl:workflow.maxRestarts",
         "tpu-rl:workflow.stallTimeout",
+        "tpu-rl:workflow.restartDrill",  # a measurement of the run's restart: the run computes the same
         "tpu-rl:tpu.capacity",  # the default restarts follow the capacity mode
         "tpu-rl:tpu.reservation",  # on dev it switches the capacity to reservation
         "tpu-rl:workflow.timeouts.convert",
@@ -53,7 +54,7 @@ def test_every_key_renames_a_step_or_is_ignored(walks, stack):
     }, "only operational settings may change a step without renaming it"
     for key in ("tpu-rl:kueue.enabled", "tpu-rl:kueue.queue"):
         assert set(outcomes[key].values()) == {"ignored"}, key
-    for key in ("tpu-rl:workflow.timeouts.train", "tpu-rl:workflow.maxRestarts"):
+    for key in ("tpu-rl:workflow.timeouts.train", "tpu-rl:workflow.maxRestarts", "tpu-rl:workflow.restartDrill"):
         assert outcomes[key] == {"convert": "kept", "train": "ignored", "export": "kept", "publish": "kept"}, key
     for key in ("tpu-rl:training.learningRate", "tpu-rl:training.numBatches", "tpu-rl:images.pathwaysServer"):
         assert outcomes[key] == {"convert": "kept", "train": "re-runs", "export": "re-runs", "publish": "re-runs"}, key

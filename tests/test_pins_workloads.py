@@ -118,6 +118,15 @@ def test_jobset_top_level_is_gclusters_pathways_shape():
         # JobSet 0.10.1 failure_policy.go: rules in order, each against every failed Job; no match restarts.
         "rules": [
             {"name": "restartOnDisruption", "action": "RestartJobSet", "onJobFailureReasons": ["BackoffLimitExceeded"]},
+            # The restart drill's exit (77) in the Job controller's FailJob message (kubernetes pod_failure_policy.go
+            # matchPodFailurePolicy): restarted without counting (restartJobSetAndIgnoreMaxRestartsActionApplier).
+            {
+                "name": "restartDrill",
+                "action": "RestartJobSetAndIgnoreMaxRestarts",
+                "onJobFailureReasons": ["PodFailurePolicy"],
+                "onJobFailureMessagePatterns": ["with exit code 77 matching FailJob rule"],
+                "targetReplicatedJobs": ["pathways-head"],
+            },
             {"name": "failOnWorkloadExit", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
             {"name": "failOnDeadline", "action": "FailJobSet", "onJobFailureReasons": ["DeadlineExceeded"]},
         ],
@@ -219,6 +228,7 @@ def test_workload_container_talks_to_the_proxy_on_loopback():
         {"name": "JAX_BACKEND_TARGET", "value": "grpc://127.0.0.1:29000"},
         {"name": "ENABLE_PATHWAYS_PERSISTENCE", "value": "1"},
         {"name": "TPU_RL_STALL_SECONDS", "value": "7200"},  # tpu-rl:workflow.stallTimeout, 2h
+        {"name": "TPU_RL_RESTART_DRILL", "value": "false"},  # tpu-rl:workflow.restartDrill
         {"name": "VLLM_ENABLE_V1_MULTIPROCESSING", "value": "0"},
         field_env("VLLM_HOST_IP", "status.podIP"),
         HF_TOKEN,
@@ -523,13 +533,14 @@ def test_names_paths_and_logs():
     ]
     annotations = ('metadata.annotations["tpu-rl/input"]', 'metadata.annotations["tpu-rl/retry-of"]')
     stall = "spec.replicatedJobs[0].template.spec.template.spec.containers[0].env[5].value"
+    drill = "spec.replicatedJobs[0].template.spec.template.spec.containers[0].env[6].value"
     for step in plan.steps:
         assert step.ignore_changes == (
             "spec.failurePolicy.maxRestarts",
             "spec.replicatedJobs[0].template.spec.activeDeadlineSeconds",
             # Who a CPU step runs as: kept on an existing JobSet (issue 41 renamed the accounts).
             *(
-                (stall,)
+                (stall, drill)
                 if step.step == "train"
                 else ("spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName",)
             ),
@@ -539,6 +550,7 @@ def test_names_paths_and_logs():
     assert "activeDeadlineSeconds" in cpu_job(plan.convert), "the path ignoreChanges names exists"
     head_pod = plan.train.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     assert head_pod["containers"][0]["env"][5] == {"name": "TPU_RL_STALL_SECONDS", "value": "7200"}, stall
+    assert head_pod["containers"][0]["env"][6] == {"name": "TPU_RL_RESTART_DRILL", "value": "false"}, drill
     timeouts = jobs(settings("prod", ["tpu-rl:workflow.timeouts.convert=9h"]))
     assert timeouts.convert.name == plan.convert.name and cpu_job(timeouts.convert)["activeDeadlineSeconds"] == 9 * 3600
 
@@ -559,13 +571,21 @@ def test_the_identity_covers_the_object_the_cluster_and_the_bucket_but_not_opera
     timeouts = jobs(
         settings(
             "prod",
-            ["tpu-rl:workflow.timeouts.train=30h", "tpu-rl:workflow.maxRestarts=3", "tpu-rl:workflow.stallTimeout=45m"],
+            [
+                "tpu-rl:workflow.timeouts.train=30h",
+                "tpu-rl:workflow.maxRestarts=3",
+                "tpu-rl:workflow.stallTimeout=45m",
+                "tpu-rl:workflow.restartDrill=true",
+            ],
         )
     )
     assert [s.step_id for s in timeouts.steps] == [s.step_id for s in base.steps]
     head = timeouts.train.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     assert {"name": "TPU_RL_STALL_SECONDS", "value": "2700"} in head["containers"][0]["env"]
-    assert timeouts.train.deadline_seconds == 30 * 3600 and timeouts.train.await_seconds == 4 * (30 * 3600 + 900)
+    assert {"name": "TPU_RL_RESTART_DRILL", "value": "true"} in head["containers"][0]["env"]
+    # Every attempt's deadline: the first, three restarts and the drill's restart, which maxRestarts does not count.
+    assert timeouts.train.deadline_seconds == 30 * 3600 and timeouts.train.await_seconds == 5 * (30 * 3600 + 900)
+    assert base.train.await_seconds == 2 * (24 * 3600 + 900)
 
 
 def test_identity_ignores_annotations_and_exactly_the_operational_paths():
@@ -589,6 +609,15 @@ def test_identity_ignores_annotations_and_exactly_the_operational_paths():
     assert steps.identity(other, head) != base, "without the stall path, the bound is part of the identity"
     operational = (*steps.OPERATIONAL_PATHS, stall)
     assert steps.identity(other, head, operational) == steps.identity(other, manifest, operational)
+    drill = steps.stall_path(manifest, "TPU_RL_RESTART_DRILL")
+    assert drill == stall.replace("env[5]", "env[6]")
+    drilled = copy.deepcopy(manifest)
+    drilled["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["env"][6]["value"] = (
+        "true"
+    )
+    assert steps.identity(other, drilled, operational) != steps.identity(other, manifest, operational)
+    both = (*operational, drill)
+    assert steps.identity(other, drilled, both) == steps.identity(other, manifest, both), "the drill is operational"
 
 
 def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existing_object():
@@ -602,8 +631,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-963f7a14b9",
-        "gemma4-26b-publish-4f16d65688",
+        "gemma4-26b-evaluate-076db6b2b2",
+        "gemma4-26b-publish-eeed755188",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -649,18 +678,41 @@ STEP_NAMES = {
     # conversion and training keep theirs. Issue 40 item 4's dataset cache (tpu-rl:training.datasetRevision, the
     # dataset copied from the stack's cache) and base_snapshot.py's tries (a file of every step's ConfigMap) renamed
     # every step. tpu-rl:training.loadCheckpointOnlyOnce (default true: load_checkpoint_only_once=true in training's
-    # argv) renamed training and the steps after it; the conversion keeps its name. Issue 51 item 4 hashes every
-    # cached file of the base against the Hub's value (base_snapshot.py, a file of every step's ConfigMap; the
-    # conversion's arguments name the cache it reads first) and reads the export's base from the objects the conversion
-    # hashed, with the Hub switched off: every step has a new name.
-    "dev": ["gemma4-e4b-convert-bb8a4f7293", "gemma4-e4b-train-33e5953a18", "gemma4-e4b-export-398ca9964e"],
-    "prod": ["gemma4-26b-convert-f62c5c0be8", "gemma4-26b-train-6a8c9ec03a", "gemma4-26b-export-f943594cba"],
+    # argv) renamed training and the steps after it; the conversion keeps its name. Issue 53 item 8's restart drill
+    # (restart_drill.py and the drill's lines in training's ConfigMap, the JobSet's restartDrill rule, the head's
+    # TPU_RL_RESTART_DRILL, whose value is operational) renamed training and the steps after it once, whatever
+    # tpu-rl:workflow.restartDrill says.
+    "dev": ["gemma4-e4b-convert-32248e82bd", "gemma4-e4b-train-3105465384", "gemma4-e4b-export-740ba585ea"],
+    "prod": ["gemma4-26b-convert-b456932d3d", "gemma4-26b-train-6c750b4e3d", "gemma4-26b-export-83bd233a22"],
 }
+ONE_READ_OFF = {
+    "dev": ["gemma4-e4b-convert-32248e82bd", "gemma4-e4b-train-6f0b1bb215", "gemma4-e4b-export-b88b8afa2f"],
+    "prod": ["gemma4-26b-convert-b456932d3d", "gemma4-26b-train-4bf975e56a", "gemma4-26b-export-83818bee46"],
+}
+"""The names of a stack that sets tpu-rl:training.loadCheckpointOnlyOnce to false. Up to the version before the
+restart drill they were the names of the version before the key (STEP_NAMES at 589abad: the key left out of the argv),
+so setting it false with that upgrade kept a finished run; the restart drill's version renames training once either
+way (docs/operations.md "Upgrading tpu-rl")."""
 
 
 @pytest.mark.parametrize("stack", sorted(STEP_NAMES))
 def test_the_example_stacks_step_names(stack):
     assert [step.name for step in jobs(settings(stack, [])).steps] == STEP_NAMES[stack]
+
+
+@pytest.mark.parametrize("stack", sorted(ONE_READ_OFF))
+def test_reading_the_checkpoint_twice_renames_training_and_after_never_the_conversion(stack):
+    """MaxText's default (false) leaves the key out of the argv: training and the steps after it have their own
+    names, the conversion keeps its (``ONE_READ_OFF``), and so do the evaluation and the publication after them."""
+    twice = settings(stack, ["tpu-rl:training.loadCheckpointOnlyOnce=false"])
+    assert [step.name for step in jobs(twice).steps] == ONE_READ_OFF[stack]
+    assert ONE_READ_OFF[stack][0] == STEP_NAMES[stack][0] and ONE_READ_OFF[stack][1:] != STEP_NAMES[stack][1:]
+    if stack == "prod":
+        every = ["tpu-rl:publish.repo=me/model", "tpu-rl:workflow.steps.evaluate=true"]
+        names = [
+            s.name for s in plan_workflow(settings("prod", [*every, "tpu-rl:training.loadCheckpointOnlyOnce=false"]))
+        ]
+        assert names[3:] == ["gemma4-26b-evaluate-a8cb3ac5a0", "gemma4-26b-publish-6df93a8c22"]
 
 
 def test_the_cloud_logging_links():

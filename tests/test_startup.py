@@ -421,6 +421,102 @@ def test_make_report_holds_a_resumed_attempt_against_the_goal(gcs, tmp_path):
     assert written["goalMinutes"] == 11.25
 
 
+RESTART_LOG = "\n".join(
+    [
+        'tpu-rl run: {"model":"gemma4-26b","slice":{"version":"v6e","chips":32}}',
+        "I0101 00:51:00.000000 1 max_utils.py:834] System Information: Jax Backend: Pathways 0.1",
+        "I0101 00:52:00.000000 1 train_rl.py:558] Creating RL cluster...",
+        "I0101 00:55:00.000000 1 train_rl.py:596] Setting up RL trainer...",
+        "I0101 00:58:00.000000 1 checkpoint_manager.py:293] Restored params from step: 10 in 118.000 seconds",
+        "I0101 01:00:30.000000 1 peft_trainer.py:736] Train step 11 training loss: 0.6  - training perplexity: 1.8",
+    ]
+)
+"""The drill's restart on the same nodes, resumed from checkpoint 10 (MaxText 0.2.4 and tunix c4ec573's lines)."""
+
+
+def test_make_report_measures_the_restart_drills_restart_component_by_component(gcs, tmp_path):
+    """A run with tpu-rl:workflow.restartDrill: the first attempt's log and side file end with the drill's line
+    (``restart_drill.py``: it appends it to the log, which the training script copies to the side file), the next
+    attempt restores the checkpoint and trains. The report names that attempt the drill's restart, gives each
+    component of the first start and of the restart beside the model's restart on the same nodes, and its verdict."""
+    import json
+
+    from core.estimate import WARM_NODE_RESTART_MINUTES
+    from tests.conftest import put
+    from tools import report
+    from workloads.container.restart_drill import drill_line
+
+    drilled = FIRST_LOG + "\n" + drill_line(10) + "\n"
+    put(gcs, DEV.train.output_uri, f"logs/train-{ATTEMPT}.log", data=drilled.encode())
+    side = "\n".join([FIRST_LOG.splitlines()[0], FIRST_LOG.splitlines()[5], drill_line(10)])
+    put(gcs, DEV.train.output_uri, f"logs/evals-{ATTEMPT}.txt", data=side.encode())
+    put(gcs, DEV.train.output_uri, "logs/train-20270101T005000Z.log", data=RESTART_LOG.encode())
+    assert report.main(["--run-uri", DEV.train.output_uri, "--out", str(tmp_path / "out")]) == 0
+    written = json.loads((tmp_path / "out" / "report.json").read_text())["startup"]
+    assert [(a["attempt"], a["drill"]) for a in written["attempts"]] == [(1, False), (2, True)]
+    drill = written["drill"]
+    assert (drill["attempt"], drill["done"], drill["firstMinutes"]) == (2, True, 43.0)
+    assert drill["goalMinutes"] == 11.25 and drill["estimateMinutes"] == sum(WARM_NODE_RESTART_MINUTES.values())
+    rows = {c["name"]: (c["first"], c["restart"], c["estimate"]) for c in drill["components"]}
+    assert rows["compile"] == (12.0, 3.0, WARM_NODE_RESTART_MINUTES["compile"])
+    assert rows["restore"][1] == 3.0 and rows["first step"][1] == 2.5 and rows["nodes"] == (None, None, 0)
+    assert rows["nodes+images+Pathways"][0] == 18.5, "the first start's merged milestones"
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "<h3>The restart drill (attempt 2, on the same nodes)</h3>" in page
+    warm = WARM_NODE_RESTART_MINUTES["compile"]
+    assert f"<tr><td>compile</td><td>12.0</td><td>3.0</td><td>{warm:.1f}</td></tr>" in page
+    assert f"the drill's restart: {drill['restartMinutes']:.1f} min: " in page
+
+
+def test_the_drills_restart_runs_from_the_end_of_the_attempt_it_ended_to_its_first_step():
+    """The restart's start-up begins when the drill's attempt ended (its log copied at 00:49:30) and is held against
+    the goal: 30 s to its script's start (no pod times without the cluster: admission to set-up merged), 1 min to the
+    Pathways backend (the slice's pods' times merged), load 1, compile 3, restore 3, its first step 2.5: 11 minutes,
+    within 11.25."""
+    from tools.report import restart_drill
+
+    first = LogAttempt(FIRST.name, FIRST.start, at("2027-01-01T00:49:30Z"), FIRST.marks, drilled=True)
+    marks = startup.log_marks(RESTART_LOG, datetime.datetime(2027, 1, 1, 0, 50, tzinfo=UTC))
+    second = LogAttempt("20270101T005000Z", at("2027-01-01T00:50:00Z"), None, marks)
+    one, two = startup.startups([first, second], None)
+    assert two.drill and two.resumed and two.done
+    assert [(name, seconds / 60) for name, seconds in two.components] == [
+        ("admission+nodes+images+set-up", 0.5),
+        ("nodes+images+Pathways", 1.0),
+        ("load", 1.0),
+        ("compile", 3.0),
+        ("restore", 3.0),
+        ("pre-RL eval", 0.0),
+        ("first step", 2.5),
+    ]
+    found = restart_drill([one.to_json(32), two.to_json(32)], {"compile": 4, "restore": 2})
+    assert found is not None
+    assert (found["restartMinutes"], found["met"], found["estimateMinutes"]) == (11.0, True, 6)
+    assert [c["name"] for c in found["components"]][-1] == "first step", "the measured components in their order"
+    assert startup.status_line(two, 32).startswith("attempt 2 (the restart drill): start-up 11m (admission+nodes+")
+    assert startup.status_line(two, 32).endswith("; a restart's goal, 11.25m: met (11.0m)")
+
+
+def test_the_drill_marks_the_attempt_after_the_one_it_ended():
+    """``make status``: the attempt after the one the drill ended is the drill's restart; a run without a drill has
+    none, and the report's section is empty."""
+    from tools.report import restart_drill
+    from tools.report_html import _drill_section
+
+    first = LogAttempt(FIRST.name, FIRST.start, at("2027-01-01T00:40:00Z"), FIRST.marks, drilled=True)
+    second = LogAttempt("20270101T005000Z", at("2027-01-01T00:50:00Z"))
+    one, two = startup.startups([first, second], None)
+    assert (one.drill, two.drill) == (False, True)
+    assert startup.status_line(two, 32).startswith("attempt 2 (the restart drill): starting, ")
+    assert not startup.status_line(one, 32).startswith("attempt 1 (")
+    plain = startup.startups([LogAttempt(FIRST.name, FIRST.start, None, FIRST.marks), second], None)
+    assert not any(s.drill for s in plain)
+    assert restart_drill([s.to_json(32) for s in plain], {}) is None and _drill_section(None) == ""
+    waiting = restart_drill([one.to_json(32), two.to_json(32)], {"compile": 4})
+    assert waiting is not None and waiting["met"] is None and waiting["firstMinutes"] == 43.0
+    assert "no verdict yet: attempt 2 has not reached its first step" in _drill_section(waiting)
+
+
 def _attempt(number: int, minutes: float, done: bool = True, resumed: bool | None = True) -> dict:
     """An attempt's start-up as ``make report`` writes it (``Startup.to_json``)."""
     found = startup.Startup(number, f"2027010{number}T000000Z", [("first step", minutes * 60)], done, resumed=resumed)

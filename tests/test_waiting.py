@@ -463,3 +463,175 @@ def test_an_object_of_another_shape_is_a_failed_read_naming_it(reader, words):
     with pytest.raises(ClusterReadError) as failed:
         waiting.read_step(reader, "tpu-rl", TRAIN.name, queued=True, pods=True)
     assert words in str(failed.value) and "\n" not in str(failed.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Kueue's recovery (workloads.observe.recovery): a running step whose pods stopped being Ready (a TPU maintenance
+# event, a node repair, a restart) is Kueue's to wait for, within tpu-rl:kueue.recoveryTimeout
+
+
+RECOVERY = 4 * 3600 + 30 * 60
+RECOVERY_BOUNDS = Bounds(total=TRAIN.await_seconds, admission=PROD.kueue.admission_timeout, recovery=RECOVERY)
+SINCE = "2026-11-30T10:02:00Z"
+"""When the slice's pods stopped being Ready (PodsReady False WaitForRecovery's lastTransitionTime)."""
+# kube-scheduler's FitError for a worker whose TPU nodes are gone (schedule_one.go): the nodes left are the system
+# pool and cpu-np, whose taint the worker does not tolerate.
+GONE = (
+    "0/4 nodes are available: 1 node(s) had untolerated taint {tpu-rl/pool: cpu-np}, 3 node(s) didn't match Pod's "
+    "node affinity/selector. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
+)
+
+
+def recovering_wl(since: str = SINCE) -> objects.Workload:
+    item = workload(raw_jobset("pending", suspend=False), "recovering", since=since)
+    item["metadata"]["creationTimestamp"] = T1
+    (parsed,) = objects.workloads([item], "test Workloads")
+    return parsed
+
+
+def worker_pods(state: str, hosts: int = 2) -> list[objects.Pod]:
+    raw = [step_pod(TRAIN.manifest, "worker", state, index=i, message=GONE) for i in range(hosts)]
+    head = step_pod(TRAIN.manifest, "pathways-head", "running")
+    return objects.pods([head, *raw], "test pods")
+
+
+WORKER = f"{TRAIN.name}-worker-0-0-x7k2p"
+TRAINING = (jobset("running", suspend=False), [wl("running")], worker_pods("running"))
+MAINTENANCE = (jobset("pending", suspend=False), [recovering_wl()], worker_pods("unschedulable"))
+RECOVERY_LINE = (
+    f"{WHAT}: Kueue waits for the slice to come back (recovery, until 14:32 UTC): pod {WORKER} cannot be scheduled "
+    "yet (the TPU slice pool)"
+)
+
+
+def run_recovery(clock, script, bounds: Bounds = RECOVERY_BOUNDS):
+    reads, calls = unschedulable_reads()
+    lines: list[str] = []
+    result: objects.JobSet | StepWaitError
+    try:
+        result = waiting.wait_for_step(
+            lambda: (*script(clock.t), None)[:3], WHAT, bounds, report=lines.append, unschedulable=reads
+        )
+    except StepWaitError as err:
+        result = err
+    return result, lines, calls
+
+
+def test_a_maintenance_within_kueues_recovery_budget_is_followed_past_the_unschedulable_bound(clock):
+    """The slice's workers wait 2 h for their nodes (4 x the unschedulable bound): Kueue's recovery budget runs, so
+    the wait follows the step, saying what Kueue waits for and until when, and the run goes on."""
+    hours = 3600
+
+    def script(t):
+        if t < hours:
+            return TRAINING
+        if t < 3 * hours:
+            return MAINTENANCE
+        return TRAINING if t < 4 * hours else (jobset("completed", suspend=False), [wl("recovered")], None)
+
+    result, lines, calls = run_recovery(clock, script)
+    assert not isinstance(result, StepWaitError), result
+    assert calls == [] and clock.t == 4 * hours
+    assert lines == [f"{WHAT}: running", RECOVERY_LINE, f"{WHAT}: running"]
+
+
+def test_kueue_giving_up_on_the_recovery_fails_with_one_line_naming_its_budget(clock):
+    """Past the budget Kueue deactivates the Workload (backoffLimitCount 0): `up` stops at once, and says it was the
+    recovery's budget that passed."""
+    err, lines, _calls = run_recovery(clock, lambda t: MAINTENANCE if t < RECOVERY else (jobset(), [wl("deactivated")]))
+    assert isinstance(err, StepWaitError) and clock.t == RECOVERY
+    assert str(err) == (
+        f"Kueue stopped {WHAT} (DeactivatedDueToRequeuingLimitExceeded: {KUEUE_MESSAGES['deactivated']}); its pods "
+        "were not all Ready again within tpu-rl:kueue.recoveryTimeout (4h30m) after they stopped being Ready at "
+        "10:02 UTC (a TPU maintenance event, a node repair or a restart that outlasted it), so it holds no quota now. "
+        "The next `pulumi up` runs it again; if the slice's maintenance takes longer, raise "
+        "tpu-rl:kueue.recoveryTimeout"
+    )
+    assert "\n" not in str(err) and lines == [RECOVERY_LINE]
+
+
+def test_a_stopped_step_the_wait_never_saw_recovering_names_both_timeouts(clock):
+    """A later `up` (the workflow's next round) that finds the step already stopped cannot tell its start from a
+    recovery (Kueue's eviction resets PodsReady to WaitForStart): the line names both keys."""
+    err, _lines, _calls = run_recovery(clock, lambda t: (jobset(), [wl("deactivated")]))
+    assert (
+        "raise tpu-rl:kueue.podsReadyTimeout; if the slice's maintenance takes longer, tpu-rl:kueue.recoveryTimeout"
+        in str(err)
+    )
+
+
+def test_a_recovery_that_began_before_this_wait_keeps_kueues_deadline(clock):
+    """The next round's `up` adopts a step mid-recovery: the deadline shown is the Workload's, not this wait's."""
+    early = (jobset("pending", suspend=False), [recovering_wl("2026-11-30T06:40:00Z")], worker_pods("unschedulable"))
+    result, lines, _calls = run_recovery(clock, lambda t: early if t < 3600 else COMPLETED)
+    assert not isinstance(result, StepWaitError)
+    assert lines[0] == RECOVERY_LINE.replace("14:32", "11:10")
+
+
+def test_kueue_not_acting_past_its_budget_leaves_the_step_to_the_unschedulable_bound(clock):
+    """A Kueue that does not stop the step at its budget (its controller down): the wait covers the budget from the
+    first poll that saw the recovery, then the unschedulable bound runs."""
+    err, lines, calls = run_recovery(clock, lambda t: MAINTENANCE)
+    assert isinstance(err, StepWaitError) and calls == [1]
+    assert clock.t == RECOVERY + BOUNDS.unschedulable
+    assert str(err).startswith(f"{WHAT} could not be scheduled for 15m: pod {WORKER} (pool the TPU slice pool)")
+    assert lines == [RECOVERY_LINE, f"{WHAT}: pending: pod {WORKER} cannot be scheduled yet (the TPU slice pool)"]
+
+
+def test_without_a_known_recovery_budget_the_unschedulable_bound_holds(clock):
+    """A queue managed elsewhere (tpu-rl:kueue.queue): its Kueue's recovery budget is not known here."""
+    err, _lines, _calls = run_recovery(clock, lambda t: MAINTENANCE, BOUNDS)
+    assert isinstance(err, StepWaitError) and clock.t == BOUNDS.unschedulable
+    assert "could not be scheduled for 15m" in str(err)
+
+
+def test_a_step_starting_is_not_in_recovery(clock):
+    """PodsReady WaitForStart (its pods were never all Ready): Kueue's bound is podsReadyTimeout from the admission,
+    above the unschedulable bound, whose reasons come first."""
+    starting = wl(
+        "admitted",
+        QuotaReserved=("True", "QuotaReserved", "Quota reserved"),
+        Admitted=("True", "Admitted", "The workload is admitted"),
+        PodsReady=("False", "WaitForStart", "Not all pods are ready or succeeded"),
+    )
+    err, _lines, _calls = run_recovery(clock, lambda t: (MAINTENANCE[0], [starting], MAINTENANCE[2]))
+    assert isinstance(err, StepWaitError) and clock.t == BOUNDS.unschedulable
+
+
+@pytest.mark.parametrize(
+    ("change", "recovering"),
+    [
+        ({}, True),
+        ({"Admitted": ("False", "NoReservation", "The workload has no reservation")}, False),
+        ({"Evicted": ("True", "PodsReadyTimeout", TIMEOUT)}, False),
+        ({"PodsReady": ("True", "Recovered", "All pods reached readiness and the workload is running")}, False),
+        ({"PodsReady": ("False", "WaitForStart", "Not all pods are ready or succeeded")}, False),
+    ],
+    ids=["waiting", "not-admitted", "evicted", "recovered", "starting"],
+)
+def test_what_counts_as_kueues_recovery(change, recovering):
+    from workloads.observe.recovery import recovering as read
+
+    base = {c.type: (c.status, c.reason, c.message) for c in recovering_wl().status.conditions}
+    found = read([wl("admitted", **{**base, **change})], RECOVERY)
+    assert (found is not None) == recovering
+    inactive = recovering_wl().model_copy(update={"spec": objects.WorkloadSpec(active=False)})
+    assert read([inactive], RECOVERY) is None and read([], RECOVERY) is None
+    assert read([wl("deactivated", created=T0), recovering_wl()], RECOVERY) is not None, "the newest counts"
+
+
+def test_what_kueue_waits_for():
+    from workloads.observe.pod_state import Stuck
+    from workloads.observe.recovery import Recovery, line
+
+    since = recovering_wl().status.conditions[-1].last_transition_time
+    found = Recovery(since, RECOVERY)
+    assert line(found, []) == "Kueue waits for its pods to be Ready again (recovery, until 14:32 UTC)"
+    cpu = Stuck("p-convert-0-0-x7k2p", "cpu-np", "")
+    assert (
+        line(found, [cpu])
+        == "Kueue waits for pool cpu-np to take pod p-convert-0-0-x7k2p again (recovery, until 14:32 UTC)"
+    )
+    assert (
+        line(Recovery(None, RECOVERY), []) == "Kueue waits for its pods to be Ready again (recovery, for up to 4h30m)"
+    )

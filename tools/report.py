@@ -138,6 +138,7 @@ def report_json(info: RunInfo, data: RunData) -> dict[str, Any]:
             "restartEstimateMinutes": {"newNodes": restarted(first), "sameNodes": restarted(first, same_nodes=True)},
             "goalMinutes": STARTUP_GOAL_MINUTES,
             "restarts": restarts_against_the_goal(info.startup),
+            "drill": restart_drill(info.startup, restarted(first, same_nodes=True)),
             "clusterNote": info.cluster_note or None,
         },
     }
@@ -151,6 +152,44 @@ def restarts_against_the_goal(attempts: list[dict[str, Any]]) -> list[dict[str, 
         for a in attempts
         if a["goalMet"] is not None
     ]
+
+
+def restart_drill(attempts: list[dict[str, Any]], estimate: dict[str, int]) -> dict[str, Any] | None:
+    """The restart drill's measurement (``tpu-rl:workflow.restartDrill``, docs/restart-drill.md): the run's first
+    start and the drill's restart (``Startup.drill``), each component measured in minutes beside the model's restart
+    on the same nodes (``estimate``: ``core.estimate.restarted`` with ``same_nodes``), and the restart against the
+    goal (``goalMet``: None until it reached its first step); None when the run has had no drill restart."""
+    restart = next((a for a in attempts if a.get("drill")), None)
+    if restart is None:
+        return None
+    first = next((a for a in attempts if a["attempt"] == restart["attempt"] - 1), None)
+
+    def measured(attempt: dict[str, Any] | None) -> dict[str, float]:
+        return {c["name"]: round(c["seconds"] / 60, 1) for c in attempt["components"]} if attempt else {}
+
+    before, after = measured(first), measured(restart)
+    names = sorted(dict.fromkeys([*before, *after, *estimate]), key=_startup_order)
+    return {
+        "attempt": restart["attempt"],
+        "done": restart["done"],
+        "components": [
+            {"name": n, "first": before.get(n), "restart": after.get(n), "estimate": estimate.get(n)} for n in names
+        ],
+        "firstMinutes": round(first["seconds"] / 60, 1) if first else None,
+        "restartMinutes": round(restart["seconds"] / 60, 1),
+        "estimateMinutes": sum(estimate.values()),
+        "goalMinutes": STARTUP_GOAL_MINUTES,
+        "met": restart["goalMet"],
+    }
+
+
+def _startup_order(name: str) -> tuple[int, int]:
+    """Where a start-up component falls in the start-up (``workloads.observe.startup.COMPONENTS``): by the milestone
+    it ends at, a merged one (``nodes+images+Pathways``) after the single one that ends there."""
+    from workloads.observe.startup import COMPONENTS
+
+    parts = name.split("+")
+    return (COMPONENTS.index(parts[-1]) if parts[-1] in COMPONENTS else len(COMPONENTS), len(parts))
 
 
 def _read_record(client: Any, uri: str) -> dict[str, Any] | None:

@@ -221,6 +221,7 @@ def _startup_section(report: dict[str, Any]) -> str:
             for r in section["restarts"]
         )
         table += f"<p>Goal for a restart's start-up with warm caches and images: at most {goal:g} min. {said}.</p>"
+    table += _drill_section(section.get("drill"))
     billing = section["billing"]
     if billing:
         hours = _fmt(billing["chipHours"])
@@ -231,6 +232,38 @@ def _startup_section(report: dict[str, Any]) -> str:
         "<p class=sub>Each component runs from the milestone before to its own, in the start-up's order (Kueue's "
         "admission, the pods' scheduling and start, the log's stage lines, the first training step); a milestone "
         "not known merges into the next (<code>nodes+images</code>); chip-hours are the run's chips for that time.</p>"
+    )
+
+
+def _drill_section(drill: dict[str, Any] | None) -> str:
+    """The restart drill (``tools.report.restart_drill``): the first start and the drill's restart, component by
+    component, beside the model's restart on the same nodes, and the verdict against the goal."""
+    if not drill:
+        return ""
+
+    def cell(value: float | None) -> str:
+        return "–" if value is None else f"{value:.1f}"
+
+    rows = "".join(
+        f"<tr><td>{html.escape(c['name'])}</td><td>{cell(c['first'])}</td><td>{cell(c['restart'])}</td>"
+        f"<td>{cell(c['estimate'])}</td></tr>"
+        for c in drill["components"]
+    )
+    total = (
+        f"<tr><th>start-up</th><th>{cell(drill['firstMinutes'])}</th><th>{cell(drill['restartMinutes'])}</th>"
+        f"<th>{cell(drill['estimateMinutes'])}</th></tr>"
+    )
+    goal = drill["goalMinutes"]
+    if drill["met"] is None:
+        verdict = f"no verdict yet: attempt {drill['attempt']} has not reached its first step, or did not restore"
+    else:
+        verdict = f"{drill['restartMinutes']:.1f} min: {'met' if drill['met'] else 'not met'}"
+    return (
+        f"<h3>The restart drill (attempt {drill['attempt']}, on the same nodes)</h3>"
+        "<table><tr><th>component</th><th>first start, min</th><th>the drill's restart, min</th>"
+        f"<th>model, same nodes, min</th></tr>{rows}{total}</table>"
+        f"<p>Goal for a restart's start-up with warm caches and images: at most {goal:g} min; the drill's restart: "
+        f"{verdict}.</p>"
     )
 
 

@@ -201,6 +201,9 @@ class LiveReader:
             total=step.await_seconds,
             admission=settings.kueue.admission_timeout,
             unschedulable=settings.workflow.unschedulable_timeout,
+            # The stack's own Kueue waits this long for a running step's pods (infra/k8s/kueue.py configuration);
+            # a queue managed elsewhere has its own, unknown here.
+            recovery=settings.kueue.recovery_timeout if settings.kueue.install else None,
         )
 
         def start(args: list[Any]) -> asyncio.Future[Any]:
@@ -309,6 +312,8 @@ class LiveReader:
 def _unschedulable_then(settings: Settings) -> str:
     """What becomes of a step `up` stopped waiting for as unschedulable."""
     if settings.kueue.install:
+        # Reached for a step that is starting (Kueue's PodsReady WaitForStart: its bound runs from the admission);
+        # a running step whose pods stopped being Ready is Kueue's to wait for (workloads.observe.recovery).
         return (
             "It stays pending: Kueue stops it after tpu-rl:kueue.podsReadyTimeout "
             f"({format_duration(settings.kueue.pods_ready_timeout)}) and the next `pulumi up` runs it again"

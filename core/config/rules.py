@@ -337,6 +337,7 @@ def _workflow(v: Values, tpu: TpuSettings, model: Model) -> WorkflowSettings:
         unschedulable_timeout=DEFAULT_UNSCHEDULABLE[tpu.capacity] if unschedulable is None else unschedulable,
         step_memory_gib=step_memory_gib(model) if memory is None else memory,
         stall_timeout=v[_k("workflow.stallTimeout")],
+        restart_drill=v[_k("workflow.restartDrill")],
         steps=tuple(s.name for s in STEPS.values() if s.switch is None or v[s.switch]) if enabled else (),
     )
 

@@ -468,6 +468,15 @@ FIELDS: tuple[Field, ...] = (
         "engine to start (compilation included), the longest quiet stage",
         samples=("45m",),
     ),
+    Field(
+        _key("workflow.restartDrill"),
+        Boolean(),
+        False,
+        "the restart drill in a training run: once its first checkpoint is committed, a fresh attempt ends once and "
+        "the JobSet restarts it on the same nodes (not counted against workflow.maxRestarts), so `make report` "
+        "measures a warm restart's start-up against its goal; an attempt that resumes never repeats it, and it "
+        "applies to a training created after it is set (docs/restart-drill.md)",
+    ),
     # each step of the catalogue: its deadline, and the switch of an optional step that has one of its own
     *(
         Field(_key(f"workflow.timeouts.{s.name}"), Duration(60, 168 * 3600), s.timeout, s.timeout_doc)

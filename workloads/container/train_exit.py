@@ -1,9 +1,10 @@
 """How the training container ends, from train_rl's status and its log (run in the MaxText image as
 ``python3 -c`` of this file's text, like ``checkpoint_scan.py``; standard library only).
 
-    python3 train_exit.py LOG STATUS STALL_MARKER SLICE_DOWN_EXIT STALLED_EXIT   # prints the exit status
+    python3 train_exit.py LOG STATUS STALL_MARKER SLICE_DOWN_EXIT STALLED_EXIT [DRILL_MARKER DRILL_EXIT]
+                                                                                 # prints the exit status
 
-(the two codes are ``core.names``'; the image has no copy of the program's modules).
+(the codes are ``core.names``'; the image has no copy of the program's modules).
 
 The verdict goes by evidence, in this order (docs/operations.md "How a training attempt ends" has the table):
 
@@ -33,7 +34,10 @@ The verdict goes by evidence, in this order (docs/operations.md "How a training 
 4. **Stalled, with no other evidence**: the stall watchdog ended it (``STALL_MARKER`` exists,
    ``stall_watchdog.py``): ``STALLED_EXIT``, which the head's pod failure policy counts like a disruption, so
    the JobSet restarts the run from its last checkpoint.
-5. Anything else (a signal, an OOM kill): train_rl's status.
+5. **Ended by the restart drill, with no other evidence**: the drill ended this fresh attempt after the run's
+   first committed checkpoint (``DRILL_MARKER`` exists, ``restart_drill.py``): ``DRILL_EXIT``, which the JobSet
+   restarts once on the same nodes without counting it against ``maxRestarts``.
+6. Anything else (a signal, an OOM kill): train_rl's status.
 
 The error judged is the exception of the log's last traceback (Python prints the propagated exception last;
 an earlier traceback is superseded), or, in a log without a traceback, its last ``JaxRuntimeError`` line. Two
@@ -160,10 +164,17 @@ def final_error(lines: Iterable[str]) -> str | None:
     return evidence(lines).error
 
 
-def verdict(status: int, lines: Iterable[str], stalled: str | None, codes: tuple[int, int]) -> tuple[int, str]:
+def verdict(
+    status: int,
+    lines: Iterable[str],
+    stalled: str | None,
+    codes: tuple[int, int],
+    drilled: tuple[str, int] | None = None,
+) -> tuple[int, str]:
     """(the container's exit status, what it says) for train_rl's ``status``, its log's lines and the stall
-    watchdog's note (None: it did not end the attempt); ``codes``: the slice-down and stalled exit codes. The
-    order of the evidence is the module docstring's."""
+    watchdog's note (None: it did not end the attempt); ``codes``: the slice-down and stalled exit codes;
+    ``drilled``: the restart drill's note and exit code when it ended the attempt. The order of the evidence is the
+    module docstring's."""
     slice_down_exit, stalled_exit = codes
     found = evidence(lines)
     ended = f"was ended by the stall watchdog ({stalled})" if stalled is not None else f"exited {status}"
@@ -181,6 +192,12 @@ def verdict(status: int, lines: Iterable[str], stalled: str | None, codes: tuple
         return _error_verdict(status, found.error, stalled, slice_down_exit)
     if stalled is not None:
         return stalled_exit, f"{stalled}; exiting {stalled_exit} so the JobSet restarts it from its last checkpoint"
+    if drilled is not None:
+        note, drill_exit = drilled
+        return drill_exit, (
+            f"{note}; exiting {drill_exit} so the JobSet restarts it once from that checkpoint, not counted against "
+            "tpu-rl:workflow.maxRestarts"
+        )
     return status, ""
 
 
@@ -214,14 +231,24 @@ def _error_verdict(status: int, error: str, stalled: str | None, slice_down_exit
     )
 
 
+def _note(marker: str, default: str) -> str | None:
+    """A marker file's line (None: there is none)."""
+    if not os.path.exists(marker):
+        return None
+    with open(marker, encoding="utf-8", errors="replace") as handle:
+        return " ".join(handle.read(500).split()) or default
+
+
 def main(argv: list[str]) -> int:
-    log, status_text, marker, slice_down_exit, stalled_exit = argv
+    log, status_text, marker, slice_down_exit, stalled_exit, *drill = argv
     status = int(status_text) if status_text.isdigit() else 1
-    stalled = None
-    if os.path.exists(marker):
-        with open(marker, encoding="utf-8", errors="replace") as handle:
-            stalled = " ".join(handle.read(500).split()) or "the stall watchdog ended train_rl"
-    code, message = verdict(status, lines_of(log), stalled, (int(slice_down_exit), int(stalled_exit)))
+    stalled = _note(marker, "the stall watchdog ended train_rl")
+    drilled = None
+    if drill:
+        drill_marker, drill_exit = drill
+        note = _note(drill_marker, "the restart drill ended train_rl")
+        drilled = (note, int(drill_exit)) if note is not None else None
+    code, message = verdict(status, lines_of(log), stalled, (int(slice_down_exit), int(stalled_exit)), drilled)
     if message:
         print(f"tpu-rl: {message}", file=sys.stderr, flush=True)
     return code

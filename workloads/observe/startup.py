@@ -71,6 +71,7 @@ from core.estimate import STARTUP_GOAL_MINUTES
 from core.names import TPU_ACCELERATOR_LABEL
 from core.tpu import Capacity
 from workloads.container.launch import SKIPPED as PRE_RL_SKIPPED
+from workloads.container.restart_drill import SAYS as DRILL_SAYS
 from workloads.observe.objects import Event, Meta, Pod, Workload, true_condition
 
 UTC = datetime.UTC
@@ -314,6 +315,8 @@ class LogAttempt:
     marks: dict[str, float] = field(default_factory=dict)
     pre_rl_skipped: bool = False
     """The launcher's line that this resumed attempt skips the pre-RL evaluation (``launch.SKIPPED``) is there."""
+    drilled: bool = False
+    """The restart drill ended it (``restart_drill.SAYS``): the attempt after it is the drill's restart."""
 
 
 @dataclass
@@ -334,6 +337,8 @@ class Startup:
     """It restored the run's checkpoint (tunix's ``Restored params`` line, or the launcher's word that it skips the
     pre-RL evaluation); False: its log goes on without a restore, a fresh start (before the run's first checkpoint);
     None: its log does not say yet."""
+    drill: bool = False
+    """The restart drill's restart: the drill (``tpu-rl:workflow.restartDrill``) ended the attempt before it."""
 
     @property
     def seconds(self) -> float:
@@ -361,6 +366,7 @@ class Startup:
             "seconds": round(self.seconds, 1),
             "resumed": self.resumed,
             "goalMet": self.goal_met,
+            "drill": self.drill,
             "chipHours": round(self.chip_hours(chips), 2),
             "components": [
                 {"name": name, "seconds": round(seconds, 1), "chipHours": round(seconds * chips / 3600, 2)}
@@ -444,7 +450,8 @@ def startups(
         parts = cut(begin, marks, end)
         ending = "" if done else ("now" if live_now else "its end")
         pulled = cluster.pulls if cluster and index == target else []
-        found.append(Startup(index + 1, attempt.name, parts, done, ending, pulled, resumed))
+        drill = index > 0 and ordered[index - 1].drilled
+        found.append(Startup(index + 1, attempt.name, parts, done, ending, pulled, resumed, drill))
     return found
 
 
@@ -512,7 +519,7 @@ def minutes(seconds: float) -> str:
 def status_line(startup: Startup, chips: int) -> str:
     """``attempt 2: start-up 41m (admission 3m, nodes 12m, ...) = 21.9 chip-h``."""
     what = "start-up" if startup.done else f"starting, {minutes(startup.seconds)} to {startup.ending}"
-    head = f"attempt {startup.attempt}: {what}"
+    head = f"attempt {startup.attempt}{' (the restart drill)' if startup.drill else ''}: {what}"
     if startup.done:
         head += f" {minutes(startup.seconds)}"
     parts = ", ".join(f"{name} {minutes(seconds)}" for name, seconds in startup.components)
@@ -569,7 +576,7 @@ def read_log_attempts(client: Any, output_uri: str, **call: Any) -> list[LogAtte
     for name in sorted(files)[-MAX_ATTEMPTS:]:
         start = datetime.datetime.strptime(name, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
         marks: dict[str, float] = {}
-        skipped = False
+        skipped = drilled = False
         for kind in ("evals", "train"):  # the log, when there is one, has every line the side file has
             blob = files[name].get(kind)
             if blob is None:
@@ -579,8 +586,9 @@ def read_log_attempts(client: Any, output_uri: str, **call: Any) -> list[LogAtte
             text = data.decode("utf-8", errors="replace")
             marks.update(log_marks(text, start))
             skipped = skipped or PRE_RL_SKIPPED in text
+            drilled = drilled or DRILL_SAYS in text
         ended = written.get(name) if "train" in files[name] else None
-        found.append(LogAttempt(name, start.timestamp(), ended, marks, skipped))
+        found.append(LogAttempt(name, start.timestamp(), ended, marks, skipped, drilled))
     return found
 
 

@@ -17,7 +17,10 @@ wait ends when:
 - it is still queued after ``tpu-rl:kueue.admissionTimeout``: ``StepWaitError`` (it stays queued);
 - one of its pods has stayed unschedulable for ``tpu-rl:workflow.unschedulableTimeout`` (the node pool cannot
   grow: stockout, quota, max size): ``StepWaitError`` with the scheduler's and the autoscaler's words, the
-  pool and the fix (``workloads.observe.pod_state``);
+  pool and the fix (``workloads.observe.pod_state``). Not while Kueue waits for a running step's pods to be Ready
+  again within its recovery budget (``workloads.observe.recovery``: a TPU maintenance event, a node repair, a
+  restart): that bound is Kueue's, which stops the step when it passes (then ``StepWaitError`` at once, as for any
+  step Kueue stopped), and the wait follows the step until then;
 - it has not ended within every attempt's deadline plus a grace (``Step.await_seconds``), or the cluster
   could not be read for ``LOST_CONTACT_SECONDS``: ``StepWaitError`` (it keeps running).
 
@@ -38,7 +41,7 @@ from typing import Any, TypeVar
 from core.boundary import BoundaryError
 from core.config.values import format_duration
 from infra.k8s.live import ClusterReader, ClusterReadError
-from workloads.observe import objects, pod_state
+from workloads.observe import objects, pod_state, recovery
 from workloads.observe.live_state import JOB_UID_LABEL, LiveStep, live_step
 
 T = TypeVar("T")
@@ -62,6 +65,9 @@ class Bounds:
     """Seconds the cluster may stay unreadable."""
     unschedulable: float = 15 * 60.0
     """Seconds a pod of the step may stay unschedulable (``tpu-rl:workflow.unschedulableTimeout``)."""
+    recovery: float | None = None
+    """Seconds Kueue waits for a running step's pods to be Ready again (``tpu-rl:kueue.recoveryTimeout``), when the
+    stack's own Kueue runs the step; None: not known (no Kueue, or a queue managed elsewhere)."""
 
 
 Poll = tuple[objects.JobSet | None, list[objects.Workload] | None, list[objects.Pod] | None]
@@ -142,14 +148,17 @@ def describe(current: LiveStep) -> str:
     return current.state
 
 
-def _why_stopped(reason: str) -> str:
-    """What a step Kueue stopped means and what to do (Kueue 0.17.1's reasons)."""
+def _why_stopped(reason: str, recovered: recovery.Recovery | None = None) -> str:
+    """What a step Kueue stopped means and what to do (Kueue 0.17.1's reasons); ``recovered``: the recovery the wait
+    last saw it in (Kueue's recovery budget is what passed)."""
     if "RequeuingLimitExceeded" in reason:  # waitForPodsReady: not all pods Ready within the timeout
+        if recovered is not None:
+            return recovery.stopped_after(recovered)
         return (
-            "its pods were not all Ready in time (at its start, or again after a restart or a node repair), so it "
-            "holds no quota now. The next `pulumi up` runs it again; "
+            "its pods were not all Ready in time (at its start, or again after a restart, a node repair or a TPU "
+            "maintenance event), so it holds no quota now. The next `pulumi up` runs it again; "
             "if its pods need longer to start (image pulls, node scale-up, flex-start capacity), raise "
-            "tpu-rl:kueue.podsReadyTimeout"
+            "tpu-rl:kueue.podsReadyTimeout; if the slice's maintenance takes longer, tpu-rl:kueue.recoveryTimeout"
         )
     if reason == "FailedToStart":  # the admission could not be applied to the JobSet (reconciler.go startJob)
         return (
@@ -172,6 +181,51 @@ def _why_unschedulable(what: str, stuck: pod_state.Stuck, bounds: Bounds, reads:
     )
 
 
+def _ended(what: str, current: LiveStep, recovered: recovery.Recovery | None) -> None:
+    """``StepWaitError`` for a step Kueue stopped or can never admit; nothing for any other."""
+    kueue = current.kueue
+    if current.state == "stopped":
+        raise StepWaitError(
+            f"Kueue stopped {what} ({current.reason[:80]}: {current.message[:300]}); "
+            + _why_stopped(current.reason, recovered)
+        )
+    if kueue is not None and kueue.state == "never":
+        raise StepWaitError(
+            f"Kueue can never admit {what} as its queue is configured: {kueue.message[:400]}; "
+            "fix the ClusterQueue behind tpu-rl:kueue.queue (quota, flavors, namespaces), then run "
+            "`pulumi up` again"
+        )
+
+
+@dataclass
+class _Since:
+    """When each condition the wait bounds was first seen, by the wait's clock (None: not now)."""
+
+    queued: float | None = None
+    lost: float | None = None
+    stuck: float | None = None
+    recovering: float | None = None
+    recovered: recovery.Recovery | None = None
+    """The recovery Kueue was last seen in (kept after it ends: a step Kueue then stops outlasted it)."""
+
+
+def _recovery(
+    current: LiveStep, workloads: list[objects.Workload] | None, bounds: Bounds, since: _Since, moment: float
+) -> recovery.Recovery | None:
+    """The recovery Kueue waits through for the step now, while it covers the step's pods: within its budget by
+    the wait's clock too, from the first poll that saw it (a Kueue that does not act past it leaves the step to the
+    unschedulable bound)."""
+    found = None
+    if current.state == "running" and workloads is not None and bounds.recovery is not None:
+        found = recovery.recovering(workloads, bounds.recovery)
+    if found is None:
+        since.recovering = None
+        return None
+    since.recovering = moment if since.recovering is None else since.recovering
+    since.recovered = found
+    return found if moment - since.recovering < found.budget else None
+
+
 def wait_for_step(
     read: Read,
     what: str,
@@ -182,23 +236,21 @@ def wait_for_step(
 ) -> objects.JobSet:
     """Poll ``read`` until the JobSet ``what`` (``JobSet <ns>/<name>``) ends; return its last object."""
     start = now()
-    queued_since: float | None = None
-    lost_since: float | None = None
-    stuck_since: float | None = None
+    since = _Since()
     shown = ""
     while True:
         try:
             obj, workloads, pods = read()
         except ClusterReadError as err:
-            lost_since = now() if lost_since is None else lost_since
-            if now() - lost_since >= bounds.lost:
+            since.lost = now() if since.lost is None else since.lost
+            if now() - since.lost >= bounds.lost:
                 raise StepWaitError(
                     f"could not read the cluster for {format_duration(int(bounds.lost))} while waiting for {what} "
                     f"({str(err)[:300]}); the step keeps running: run `pulumi up` again to follow it"
                 ) from None
             sleep(POLL_SECONDS)
             continue
-        lost_since = None
+        since.lost = None
         if obj is None:
             raise StepWaitError(
                 f"{what} is gone (deleted outside Pulumi?); run `pulumi refresh --yes` so the stack forgets it, "
@@ -207,45 +259,42 @@ def wait_for_step(
         current = live_step(obj, workloads)
         if current.state in ("succeeded", "failed"):
             return obj
-        kueue = current.kueue
-        if current.state == "stopped":
-            raise StepWaitError(
-                f"Kueue stopped {what} ({current.reason[:80]}: {current.message[:300]}); "
-                + _why_stopped(current.reason)
-            )
-        if kueue is not None and kueue.state == "never":
-            raise StepWaitError(
-                f"Kueue can never admit {what} as its queue is configured: {kueue.message[:400]}; "
-                "fix the ClusterQueue behind tpu-rl:kueue.queue (quota, flavors, namespaces), then run "
-                "`pulumi up` again"
-            )
+        _ended(what, current, since.recovered)
         moment = now()
         if current.state == "queued":
-            queued_since = moment if queued_since is None else queued_since
-            if moment - queued_since >= bounds.admission:
+            since.queued = moment if since.queued is None else since.queued
+            if moment - since.queued >= bounds.admission:
                 raise StepWaitError(
                     f"{what} is still queued after {format_duration(int(bounds.admission))}: Kueue: "
                     f"{(current.message or current.reason)[:300]}. It stays queued and starts once "
                     "Kueue admits it; run `pulumi up` again to follow it (tpu-rl:kueue.admissionTimeout)"
                 )
         else:
-            queued_since = None
+            since.queued = None
         stuck = pod_state.unschedulable(pods) if pods is not None and current.state != "queued" else []
-        if stuck and unschedulable is not None:
-            stuck_since = moment if stuck_since is None else stuck_since
-            if moment - stuck_since >= bounds.unschedulable:
+        recovering = _recovery(current, workloads, bounds, since, moment)
+        if stuck and unschedulable is not None and recovering is None:
+            since.stuck = moment if since.stuck is None else since.stuck
+            if moment - since.stuck >= bounds.unschedulable:
                 raise StepWaitError(_why_unschedulable(what, stuck[0], bounds, unschedulable))
         else:
-            stuck_since = None
+            since.stuck = None
         if moment - start >= bounds.total:
             raise StepWaitError(
                 f"{what} did not end within {format_duration(int(bounds.total))} (every attempt's deadline plus "
                 "15m); it keeps running: run `pulumi up` again to follow it"
             )
-        line = (
-            describe(current) if not stuck else f"pending: pod {stuck[0].pod} cannot be scheduled yet ({stuck[0].pool})"
-        )
+        line = _progress(current, stuck, recovering)
         if line != shown:
             report(f"{what}: {line}")
             shown = line
         sleep(POLL_SECONDS)
+
+
+def _progress(current: LiveStep, stuck: list[pod_state.Stuck], recovering: recovery.Recovery | None) -> str:
+    """The step's progress line: Kueue's recovery, a pod the scheduler cannot place, or what the step is doing."""
+    if recovering is not None:
+        return recovery.line(recovering, stuck)
+    if stuck:
+        return f"pending: pod {stuck[0].pod} cannot be scheduled yet ({stuck[0].pool})"
+    return describe(current)

@@ -22,11 +22,12 @@ from pathlib import Path
 from core.knobs import DATASETS, TRAINING_KNOBS, Dataset
 from core.layout import RUN_NAME, STAGED_DATASET, actor_checkpoints, dataset_cache
 from core.maxtext_keys import pinned_record
-from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
+from core.names import DRILL_EXIT, SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from core.settings import Settings
 from core.step_config import CONFIG_FILE, LAUNCHER, config_text
 from workloads.container.launch import RESUMED_ENV
 from workloads.container.launch import SKIPPED as PRE_RL_SKIPPED
+from workloads.container.restart_drill import SAYS as DRILL_SAYS
 
 TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
 TRAIN_RL = "maxtext.trainers.post_train.rl.train_rl"
@@ -213,7 +214,10 @@ EXPORT_BASE_DIR = "/scratch/base"
 CHECKPOINT_SCAN = (Path(__file__).parents[1] / "container" / "checkpoint_scan.py").read_text()
 SIDE_PATTERN = (
     r"Pre RL Training:|Post RL Training:|Intermediate Eval \(step=|Restored params from step:|Fast forwarded"
-    r"|tpu-rl: stalled: |" + PRE_RL_SKIPPED  # plain text: no character of it is special to grep -E
+    r"|tpu-rl: stalled: |"
+    + DRILL_SAYS
+    + "|"
+    + PRE_RL_SKIPPED  # plain text: no character of either is special to grep -E
 )
 """The lines the training script copies to the side file as they appear (``grep -E``)."""
 RUN_LINE = "tpu-rl run: "
@@ -224,6 +228,9 @@ STALL_WATCHDOG = (Path(__file__).parents[1] / "container" / "stall_watchdog.py")
 """Ends an attempt whose log stopped growing for ``tpu-rl:workflow.stallTimeout``."""
 STALL_ENV = "TPU_RL_STALL_SECONDS"
 """The workload container's stall bound (an operational field: ``workloads.specs.step_specs``)."""
+DRILL_ENV = "TPU_RL_RESTART_DRILL"
+"""``true`` when the training run does the restart drill (``tpu-rl:workflow.restartDrill``, an operational field)."""
+DRILL_MARKER = "/tmp/tpu-rl-drilled"
 TRAIN_LOG = "/tmp/tpu-rl-train.log"
 EVALS_LOG = "/tmp/tpu-rl-evals.txt"
 STALL_MARKER = "/tmp/tpu-rl-stalled"
@@ -478,6 +485,25 @@ def resume_lines(actor_uri: str) -> list[str]:
     ]
 
 
+def drill_lines(settings: Settings, output_uri: str) -> list[str]:
+    """The training script's lines that start the restart drill (``workloads/container/restart_drill.py``) beside
+    train_rl when ``DRILL_ENV`` is ``true`` (``tpu-rl:workflow.restartDrill``, read at run time: an operational
+    field) and the attempt starts fresh (``resume_lines``' scan found no complete checkpoint, exit 3): the drill then
+    ends it once after the run's first committed checkpoint. An attempt that resumes, or whose scan could not say,
+    never runs it."""
+    actor = actor_checkpoints(output_uri)
+    final = settings.training.final_step
+    return [
+        'drill=""',
+        f'if [ "${{{DRILL_ENV}:-false}}" = true ] && [ "$scan" = 3 ]; then',
+        "  echo \"tpu-rl: the restart drill is on: this fresh attempt ends once after the run's first committed "
+        f'checkpoint (tpu-rl:workflow.restartDrill)" >> {TRAIN_LOG}',
+        f'  {run_program("restart_drill.py")} "$child" {TRAIN_LOG} {final} {DRILL_MARKER} {shlex.quote(actor)} &',
+        "  drill=$!",
+        "fi",
+    ]
+
+
 def train_script(settings: Settings, argv: list[str], output_uri: str, convert_uri: str) -> str:
     """The training container's script (bash is the container's PID 1):
 
@@ -498,10 +524,12 @@ def train_script(settings: Settings, argv: list[str], output_uri: str, convert_u
     - a stall watchdog (``workloads/container/stall_watchdog.py``) beside it: a log without training progress (a new
       step, a stage of start-up or evaluation) for ``$TPU_RL_STALL_SECONDS`` (``tpu-rl:workflow.stallTimeout``)
       ends train_rl;
+    - the restart drill (``drill_lines``), when ``$TPU_RL_RESTART_DRILL`` is ``true`` and the attempt starts fresh;
     - when train_rl exits, for any reason, the log and the side file copied to ``<output>logs/``, and the
       container exits as ``workloads/container/train_exit.py`` judges by the evidence in the log: 0 once training
       completed, the error it died of (``SLICE_DOWN_EXIT`` for a lost TPU slice), ``STALLED_EXIT`` after a stall
-      with no other evidence (both counted as disruptions, which the JobSet restarts), else train_rl's status.
+      with no other evidence (both counted as disruptions, which the JobSet restarts), ``DRILL_EXIT`` after the
+      drill (restarted once, not counted), else train_rl's status.
       No pipeline judges the log: with ``pipefail`` a ``tail | grep -q`` that stops reading
       early kills ``tail`` with SIGPIPE and turns a match into a failure.
     """
@@ -526,12 +554,13 @@ def train_script(settings: Settings, argv: list[str], output_uri: str, convert_u
         f': "${{{STALL_ENV}:?is set by the manifest (tpu-rl:workflow.stallTimeout)}}"',
         'echo "tpu-rl: starting train_rl (VLLM_HOST_IP=${VLLM_HOST_IP:-unset})"',
         "set +e",
-        f"rm -f {STALL_MARKER}",
+        f"rm -f {STALL_MARKER} {DRILL_MARKER}",
         f"{run_program(LAUNCHER)} >> {TRAIN_LOG} 2>&1 &",
         "child=$!",
         """trap 'echo "tpu-rl: forwarding SIGTERM to train_rl"; kill -TERM "$child" 2>/dev/null' TERM INT""",
         f'{run_program("stall_watchdog.py")} "$child" {TRAIN_LOG} "${{{STALL_ENV}}}" {STALL_MARKER} &',
         "watchdog=$!",
+        *drill_lines(settings, output_uri),
         f'tail -n +1 --pid="$child" -f {TRAIN_LOG} &',
         "shown=$!",
         f'tail -n +1 --pid="$child" -f {TRAIN_LOG} | grep --line-buffered -E {shlex.quote(SIDE_PATTERN)} |',
@@ -541,11 +570,12 @@ def train_script(settings: Settings, argv: list[str], output_uri: str, convert_u
         'wait "$child"; status=$?',
         'while kill -0 "$child" 2>/dev/null; do wait "$child"; status=$?; done  # a trapped signal ends wait early',
         'kill "$watchdog" 2>/dev/null; wait "$watchdog"',
+        'if [ -n "$drill" ]; then kill "$drill" 2>/dev/null; wait "$drill"; fi',
         'wait "$shown" "$side"',
         f'{upload} {TRAIN_LOG} "$log_uri"',
         f'{upload} {EVALS_LOG} "$evals_uri"',
         f'judged="$({run_program("train_exit.py")} {TRAIN_LOG} "$status" {STALL_MARKER} '
-        f'{SLICE_DOWN_EXIT} {STALLED_EXIT})"',
+        f'{SLICE_DOWN_EXIT} {STALLED_EXIT} {DRILL_MARKER} {DRILL_EXIT})"',
         'case "$judged" in ""|*[!0-9]*) judged="$status" ;; esac  # the judge could not run: train_rl\'s status',
         'exit "$judged"',
     ]

@@ -18,6 +18,7 @@ from core.names import (
     CPU_POOL,
     CPU_TAINT_KEY,
     CPU_TAINT_VALUE,
+    DRILL_EXIT,
     HF_SECRET,
     HF_SECRET_KEY,
     NODEPOOL_LABEL,
@@ -37,7 +38,7 @@ from core.pathways import (
     WORKER_PORT,
 )
 from core.settings import Settings
-from workloads.specs.commands import RUN_SCRIPT, SCRIPTS_DIR, STALL_ENV
+from workloads.specs.commands import DRILL_ENV, RUN_SCRIPT, SCRIPTS_DIR, STALL_ENV
 
 API_JOBSET = "jobset.x-k8s.io/v1alpha2"
 WORKLOAD_CONTAINER = "workload-container"
@@ -116,15 +117,24 @@ def train_failure_policy(max_restarts: int) -> dict[str, Any]:
        dead of a lost TPU slice, or a worker Job out of its in-place restarts) restarts the JobSet, counted
        against ``maxRestarts``. First, so that when Jobs failed both ways by the same reconcile, it is a
        restart.
-    2. ``failOnWorkloadExit``: the head's Job failed by its pod failure policy (the trainer exited non-zero:
+    2. ``restartDrill``: the head exited ``DRILL_EXIT`` (the restart drill), in the Job's failure message: restart
+       without counting against ``maxRestarts`` (docs/architecture.md "Training and its restarts")
+    3. ``failOnWorkloadExit``: the head's Job failed by its pod failure policy (the trainer exited non-zero:
        an exception, an OOM, a bad flag, exit 3): fail at once, nothing is re-run.
-    3. ``failOnDeadline``: the attempt's deadline is the bound; a restart would start a new deadline.
+    4. ``failOnDeadline``: the attempt's deadline is the bound; a restart would start a new deadline.
     """
     return {
         "maxRestarts": max_restarts,
         "restartStrategy": "Recreate",
         "rules": [
             {"name": "restartOnDisruption", "action": "RestartJobSet", "onJobFailureReasons": ["BackoffLimitExceeded"]},
+            {
+                "name": "restartDrill",
+                "action": "RestartJobSetAndIgnoreMaxRestarts",
+                "onJobFailureReasons": ["PodFailurePolicy"],
+                "onJobFailureMessagePatterns": [f"with exit code {DRILL_EXIT} matching FailJob rule"],
+                "targetReplicatedJobs": [HEAD_JOB],
+            },
             {"name": "failOnWorkloadExit", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
             {"name": "failOnDeadline", "action": "FailJobSet", "onJobFailureReasons": ["DeadlineExceeded"]},
         ],
@@ -442,6 +452,7 @@ def _workload(settings: Settings) -> dict[str, Any]:
             _env("JAX_BACKEND_TARGET", f"grpc://127.0.0.1:{PROXY_PORT}"),
             _env("ENABLE_PATHWAYS_PERSISTENCE", "1"),
             _env(STALL_ENV, str(settings.workflow.stall_timeout)),
+            _env(DRILL_ENV, "true" if settings.workflow.restart_drill else "false"),
             _env("VLLM_ENABLE_V1_MULTIPROCESSING", "0"),
             _field_env("VLLM_HOST_IP", "status.podIP"),
             token_env(),

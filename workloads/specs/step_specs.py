@@ -36,6 +36,7 @@ from core.steps import STEPS, Output, StepName, scratch_gib, template_tokens
 from workloads.specs import derived
 from workloads.specs.commands import (
     CARD_DIR,
+    DRILL_ENV,
     PUBLISHED,
     RUN_SCRIPT,
     STALL_ENV,
@@ -237,13 +238,14 @@ def _without(manifest: dict[str, Any], paths: tuple[str, ...]) -> dict[str, Any]
     return out
 
 
-def stall_path(manifest: dict[str, Any]) -> str:
+def stall_path(manifest: dict[str, Any], name: str = STALL_ENV) -> str:
     """The training head's stall bound (``tpu-rl:workflow.stallTimeout``), an operational field: the value of
-    the workload container's ``TPU_RL_STALL_SECONDS``."""
+    the workload container's ``TPU_RL_STALL_SECONDS``; with ``name`` ``DRILL_ENV``, whether the run does the restart
+    drill (``tpu-rl:workflow.restartDrill``: a measurement, not what the run computes)."""
     pod = "spec.replicatedJobs[0].template.spec.template.spec"
     containers = manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
     index = next(i for i, c in enumerate(containers) if c["name"] == WORKLOAD_CONTAINER)
-    env = next(i for i, e in enumerate(containers[index]["env"]) if e["name"] == STALL_ENV)
+    env = next(i for i, e in enumerate(containers[index]["env"]) if e["name"] == name)
     return f"{pod}.containers[{index}].env[{env}].value"
 
 
@@ -428,7 +430,7 @@ def _train_step(settings: Settings, before: Mapping[str, Step]) -> Step:
         scratch_uri=compile_cache(settings.bucket_name, settings.model.spec.name, compile_cache_key(settings)),
         annotations={**SKIP_AWAIT, **PATCH_FORCE},
     )
-    operational = (*OPERATIONAL_PATHS, stall_path(manifest))
+    operational = (*OPERATIONAL_PATHS, stall_path(manifest), stall_path(manifest, DRILL_ENV))
     script = train_script(settings, argv, OUTPUT, convert_uri)
     digest, name, out, manifest, scripts = _address(
         settings, "train", manifest, script, operational, train_config(argv)
@@ -446,7 +448,9 @@ def _train_step(settings: Settings, before: Mapping[str, Step]) -> Step:
         scripts=scripts,
         ignore_changes=ignored(operational),
         deadline_seconds=deadline,
-        await_seconds=(1 + settings.workflow.max_restarts) * (deadline + AWAIT_GRACE_SECONDS),
+        # Every attempt: the first, a restart per maxRestarts, and the restart drill's, which none of them counts.
+        await_seconds=(1 + settings.workflow.max_restarts + settings.workflow.restart_drill)
+        * (deadline + AWAIT_GRACE_SECONDS),
         logs_command=logs_command(settings, head_job, WORKLOAD_CONTAINER),
         console_logs_url=console_logs_url(settings, head_job, WORKLOAD_CONTAINER),
         output=STEPS["train"].output,
