@@ -186,13 +186,16 @@ check_locks = $(PY) -m tools.state locks $(STATE_ARGS) || exit $$?;
 # cannot read (exit 3): one warning, the variable unset, nothing compared (as in a `pulumi up` run by hand).
 # The same read hands over the digests the last `up` pinned the images' tags to (TPU_RL_IMAGES_IN_STATE,
 # core/images.py recorded_pins): a tag that moved upstream since renames no finished or running step.
+# And the Cloud KMS keys the state holds (TPU_RL_KEYS_IN_STATE, infra/gcp/capacity/keys.py): a key the state holds is
+# the stack's own; a key of its names that another stack uses is never imported.
 # `pulumi up` runs with the policy pack (policy/, the stack's policy/config/<stack>.json): a mandatory finding stops
 # it before the resource it judges changes. NO_POLICY=1 leaves the pack out (docs/security.md says when).
 define with_state
-pins=$$(mktemp); trap 'rm -f "$$pins"' EXIT; \
-	releases=$$($(PY) -m tools.state releases --stack $(STACK) --pins "$$pins"); found=$$?; \
-	if [ $$found = 0 ]; then export TPU_RL_RELEASES_IN_STATE="$$releases" TPU_RL_IMAGES_IN_STATE="$$(cat "$$pins")"; \
-	elif [ $$found = 3 ]; then unset TPU_RL_RELEASES_IN_STATE TPU_RL_IMAGES_IN_STATE; else exit $$found; fi;
+pins=$$(mktemp); keys=$$(mktemp); trap 'rm -f "$$pins" "$$keys"' EXIT; \
+	releases=$$($(PY) -m tools.state releases --stack $(STACK) --pins "$$pins" --keys "$$keys"); found=$$?; \
+	if [ $$found = 0 ]; then export TPU_RL_RELEASES_IN_STATE="$$releases" TPU_RL_IMAGES_IN_STATE="$$(cat "$$pins")" \
+		TPU_RL_KEYS_IN_STATE="$$(cat "$$keys")"; \
+	elif [ $$found = 3 ]; then unset TPU_RL_RELEASES_IN_STATE TPU_RL_IMAGES_IN_STATE TPU_RL_KEYS_IN_STATE; else exit $$found; fi;
 endef
 
 up: $(VENV)/.installed $(if $(NO_POLICY),,$(POLICY_VENV)/.installed)

@@ -37,7 +37,7 @@ COPIED = ("Makefile", "Pulumi.yaml", "Pulumi.dev.yaml", "Pulumi.prod.yaml")
 CLEAN: tuple[str, ...] = ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "PULUMI_BACKEND_URL", "STATE_BACKEND", "LOCAL_STATE")
 CLEAN += ("YES", "PULUMI_ACCESS_TOKEN", "SECRETS_PROVIDER", "BUCKET", "STEP", "TPU_RL_RELEASES_IN_STATE", "NO_POLICY")
 CLEAN += ("TPU_RL_IMAGES_IN_STATE", "ALLOW_PASSPHRASE", "MEMBERS", "READERS", "FROM", "PULUMI_CONFIG_PASSPHRASE")
-CLEAN += ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS")
+CLEAN += ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS", "TPU_RL_KEYS_IN_STATE")
 ENCRYPTED_KEY = "CiQAiRhdlQ7ogTYJFm9rET0XjWwP05Af8jmhoJXyD5OVZQz5OAsSSQCO2yJKaySKHpJOj9CuLhqUkqMwXxiMthCQD540f66IbcZQ="
 """What ``pulumi stack init --secrets-provider gcpkms://...`` writes as ``encryptedkey`` (a wrapped data key; the
 shape of tests/data/stacks/Pulumi.gcpkms.yaml's)."""

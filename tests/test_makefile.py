@@ -41,7 +41,9 @@ case "$1" in
   up|preview) seen=unset; [ -n "${TPU_RL_RELEASES_IN_STATE+set}" ] && seen="set:$TPU_RL_RELEASES_IN_STATE"
       echo "$seen" > "$PULUMI_LOG.releases"
       pins=unset; [ -n "${TPU_RL_IMAGES_IN_STATE+set}" ] && pins="set:$TPU_RL_IMAGES_IN_STATE"
-      echo "$pins" > "$PULUMI_LOG.pins" ;;
+      echo "$pins" > "$PULUMI_LOG.pins"
+      keys=unset; [ -n "${TPU_RL_KEYS_IN_STATE+set}" ] && keys="set:$TPU_RL_KEYS_IN_STATE"
+      echo "$keys" > "$PULUMI_LOG.keys" ;;
 esac
 exit 0
 """
@@ -365,24 +367,32 @@ def test_no_target_passes_a_flag_that_bypasses_a_guard():
 
 
 @pytest.mark.slow
-def test_make_up_hands_pulumi_up_the_image_pins_the_state_holds_and_runs_the_pack(tmp_path):
-    """``TPU_RL_IMAGES_IN_STATE`` as `pulumi up` sees it: the digests of the state's ``images`` output (none for a new
-    stack, unset when the state cannot be read); the pack on unless ``NO_POLICY=1``."""
+def test_make_up_hands_pulumi_up_the_image_pins_and_keys_the_state_holds_and_runs_the_pack(tmp_path):
+    """``TPU_RL_IMAGES_IN_STATE`` and ``TPU_RL_KEYS_IN_STATE`` as `pulumi up` sees them: the digests of the state's
+    ``images`` output and the Cloud KMS keys it holds (none for a new stack, unset when the state cannot be read); the
+    pack on unless ``NO_POLICY=1``."""
     url = f"file://{tmp_path / 'state'}"
     tag, digest = "us-docker.pkg.dev/p/r/image:1", "sha256:" + "c" * 64
     stack = {"urn": "urn:pulumi:dev::tpu-rl::pulumi:pulumi:Stack::tpu-rl-dev", "type": "pulumi:pulumi:Stack"}
     outputs = {
         "images": {"maxtext": {"configured": tag, "image": f"us-docker.pkg.dev/p/r/image@{digest}", "digest": digest}}
     }
-    export = json.dumps({"version": 3, "deployment": {"resources": [{**stack, "outputs": outputs}]}})
-    pins = tmp_path / "pulumi.log.pins"
+    ring = "projects/p/locations/us-east5/keyRings/tpu-rl-dev"
+    key = {
+        "urn": "urn:pulumi:dev::tpu-rl::gcp:kms/cryptoKey:CryptoKey::secrets",
+        "type": "gcp:kms/cryptoKey:CryptoKey",
+        "inputs": {"keyRing": ring, "name": "gke-secrets"},
+    }
+    export = json.dumps({"version": 3, "deployment": {"resources": [{**stack, "outputs": outputs}, key]}})
+    pins, keys = tmp_path / "pulumi.log.pins", tmp_path / "pulumi.log.keys"
     done, calls = make(tmp_path, "up", "STACK=dev", STATE_BACKEND=url, export=export)
     assert done.returncode == 0, done.stderr
     assert json.loads(pins.read_text().removeprefix("set:")) == {tag: digest} and calls[-1] == UP
+    assert keys.read_text() == f"set:{ring}/cryptoKeys/gke-secrets\n"
     done, _ = make(tmp_path, "up", "STACK=dev", STATE_BACKEND=url)
-    assert pins.read_text() == "set:{}\n", "a new stack: none"
+    assert pins.read_text() == "set:{}\n" and keys.read_text() == "set:\n", "a new stack: none"
     done, calls = make(tmp_path, "up", "STACK=dev", "NO_POLICY=1", STATE_BACKEND=url, export="")
-    assert pins.read_text() == "unset\n" and calls[-1] == "up --stack dev"
+    assert pins.read_text() == "unset\n" and keys.read_text() == "unset\n" and calls[-1] == "up --stack dev"
     done, calls = make(tmp_path, "preview", "STACK=dev", STATE_BACKEND=url, export=export)
     assert done.returncode == 0, done.stderr
     assert calls[-1] == "preview --stack dev --diff", calls[-1]

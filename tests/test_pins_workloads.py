@@ -631,8 +631,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-076db6b2b2",
-        "gemma4-26b-publish-eeed755188",
+        "gemma4-26b-evaluate-aefa49a247",
+        "gemma4-26b-publish-a0edca2f83",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -662,37 +662,19 @@ def test_the_identity_covers_the_objects_name_and_labels():
 # A step's name is its identity: a change here re-runs that step (and the ones after it) for every user
 # on their next `pulumi up`. Update these deliberately, with the reason in the commit message.
 STEP_NAMES = {
-    # Issue 30: each CPU step runs as its own Kubernetes and Google service account (serviceAccountName), so the
-    # conversion and the export change, and training with its input path. Issue 41 renamed those Kubernetes
-    # accounts and kept these (the identity hashes an account by its step: steps.hashed_account). Issue 41 item 6
-    # changed the export's program (its generation_config.json keeps GENERATION_KEYS only): the export, and the
-    # evaluation and publication after it, have new names; conversion and training keep theirs. Issue 39 changed
-    # the training script's exit judge and stall watchdog (verdicts by evidence, progress not bytes): training, and
-    # the steps after it, have new names; the conversion keeps its. Issue 39 item 6 moved every step's script and
-    # programs from its container's argv into its own ConfigMap (mounted at /tpu-rl, hashed with the object):
-    # every step has a new name. Issue 40 and 42 renamed every step once more: MaxText 0.2.5's image, the conversion
-    # through the Hub cache, training's overrides as train.json with its launcher, the dataset staged in the bucket,
-    # the compilation cache's folder (docs/operations.md "Upgrading tpu-rl"). Issue 42 item 3 cut the export's second
-    # program (complete_export.py, a file of its ConfigMap) into named parts, its behaviour unchanged: the export, and
-    # the evaluation and publication after it, have new names (the evaluation once more for its program's docstring);
-    # conversion and training keep theirs. Issue 40 item 4's dataset cache (tpu-rl:training.datasetRevision, the
-    # dataset copied from the stack's cache) and base_snapshot.py's tries (a file of every step's ConfigMap) renamed
-    # every step. tpu-rl:training.loadCheckpointOnlyOnce (default true: load_checkpoint_only_once=true in training's
-    # argv) renamed training and the steps after it; the conversion keeps its name. Issue 53 item 8's restart drill
-    # (restart_drill.py and the drill's lines in training's ConfigMap, the JobSet's restartDrill rule, the head's
-    # TPU_RL_RESTART_DRILL, whose value is operational) renamed training and the steps after it once, whatever
-    # tpu-rl:workflow.restartDrill says.
-    "dev": ["gemma4-e4b-convert-32248e82bd", "gemma4-e4b-train-3105465384", "gemma4-e4b-export-740ba585ea"],
-    "prod": ["gemma4-26b-convert-b456932d3d", "gemma4-26b-train-6c750b4e3d", "gemma4-26b-export-83bd233a22"],
+    # What each step's identity covers: its JobSet and its ConfigMap's data (scripts and programs: the image's MaxText
+    # check, base_snapshot.py's Hub-hashed cache reads, training's launcher, exit judge, stall watchdog and restart
+    # drill, the export's completion), with each CPU step's account hashed by its step (steps.hashed_account).
+    # docs/operations.md "Upgrading tpu-rl" says which version renamed which steps.
+    "dev": ["gemma4-e4b-convert-d7148d8833", "gemma4-e4b-train-ed196c2b62", "gemma4-e4b-export-eea6e27b31"],
+    "prod": ["gemma4-26b-convert-a958a7e3eb", "gemma4-26b-train-b58e539cbf", "gemma4-26b-export-05fc34a573"],
 }
 ONE_READ_OFF = {
-    "dev": ["gemma4-e4b-convert-32248e82bd", "gemma4-e4b-train-6f0b1bb215", "gemma4-e4b-export-b88b8afa2f"],
-    "prod": ["gemma4-26b-convert-b456932d3d", "gemma4-26b-train-4bf975e56a", "gemma4-26b-export-83818bee46"],
+    "dev": ["gemma4-e4b-convert-d7148d8833", "gemma4-e4b-train-bef7b76bda", "gemma4-e4b-export-426167f1dd"],
+    "prod": ["gemma4-26b-convert-a958a7e3eb", "gemma4-26b-train-a92f61129f", "gemma4-26b-export-9555b026d0"],
 }
-"""The names of a stack that sets tpu-rl:training.loadCheckpointOnlyOnce to false. Up to the version before the
-restart drill they were the names of the version before the key (STEP_NAMES at 589abad: the key left out of the argv),
-so setting it false with that upgrade kept a finished run; the restart drill's version renames training once either
-way (docs/operations.md "Upgrading tpu-rl")."""
+"""The names of a stack that sets tpu-rl:training.loadCheckpointOnlyOnce to false: training and the steps after it
+differ from STEP_NAMES, the conversion is the same."""
 
 
 @pytest.mark.parametrize("stack", sorted(STEP_NAMES))
@@ -712,7 +694,7 @@ def test_reading_the_checkpoint_twice_renames_training_and_after_never_the_conve
         names = [
             s.name for s in plan_workflow(settings("prod", [*every, "tpu-rl:training.loadCheckpointOnlyOnce=false"]))
         ]
-        assert names[3:] == ["gemma4-26b-evaluate-a8cb3ac5a0", "gemma4-26b-publish-6df93a8c22"]
+        assert names[3:] == ["gemma4-26b-evaluate-54538066e6", "gemma4-26b-publish-9b3a82feca"]
 
 
 def test_the_cloud_logging_links():

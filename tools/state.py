@@ -8,7 +8,7 @@ one place that decides; docs/operations.md "Where the state lives").
     python -m tools.state move     --stack NAME [--from URL]             make state-move (tools/state_move.py)
     python -m tools.state locks    --stack NAME                          the stack's locks (exit 1 when there is one)
     python -m tools.state unlock   --stack NAME                          refused while a lock's process runs here
-    python -m tools.state releases --stack NAME [--pins FILE]            the state's Helm releases before `up`
+    python -m tools.state releases --stack NAME [--pins FILE] [--keys FILE]  the state's Helm releases before `up`
 
 Every command takes ``--backend`` (``STATE_BACKEND``), ``--secrets-provider`` (``SECRETS_PROVIDER``), ``--local-ok``
 (``LOCAL_STATE=1``) and ``--allow-passphrase`` (``ALLOW_PASSPHRASE=1``) and decides the stack's home first
@@ -48,6 +48,7 @@ from tools.stack_files import ROOT, StackFileError
 from tools.state_export import (
     StateError,
     export_state,
+    keys_in_state,
     pins_in_state,
     platform_releases,
     releases_in_state,
@@ -76,6 +77,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--readers", default="", help="create: READERS, who may preview the stack")
     parser.add_argument("--from", dest="source", default="", help="move: FROM, where the stack lives now")
     parser.add_argument("--pins", default="", help="releases: a file to write the state's image pins to (JSON)")
+    parser.add_argument("--keys", default="", help="releases: a file to write the state's Cloud KMS keys to")
     parser.add_argument("--root", default=str(ROOT), help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -101,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         if not STACK_NAME.fullmatch(args.stack):
             raise RefusedError(f"{scrub(args.stack, limit=40)!r} is not a stack name (letters, digits, '-', '_', '.')")
         if args.command == "releases":
-            return _releases(args.stack, args.pins)
+            return _releases(args.stack, args.pins, args.keys)
         if args.command == "move":
             from tools.state_move import move
 
@@ -301,17 +303,21 @@ def _locks(home: Home, command: str) -> int:
     return 0
 
 
-def _releases(stack: str, pins: str = "") -> int:
+def _releases(stack: str, pins: str = "", keys: str = "") -> int:
     """`make up`'s look at the state before `pulumi up`: the state's Helm releases on stdout (exit 0); a release the
     state lost while the cluster keeps it, one line (exit 1); a state it cannot read, one warning (exit 3: the
     check is left out, `up` goes on, and Helm's own refusal is what it was before the check). A cluster it cannot
     read is a warning too: the program reads it again before each release's install. ``pins``: a file to write the
-    state's image pins to (``pins_in_state``), left empty when the state cannot be read."""
+    state's image pins to (``pins_in_state``), ``keys``: a file to write the Cloud KMS keys the state holds to,
+    comma-separated (``keys_in_state``, for ``infra.gcp.capacity.keys.KEYS_IN_STATE``); both left empty when the
+    state cannot be read."""
     try:
         export = export_state(stack)
         held = releases_in_state(export)
         if pins:
             Path(pins).write_text(json.dumps(pins_in_state(export), sort_keys=True))
+        if keys:
+            Path(keys).write_text(",".join(keys_in_state(export)))
     except StateError as err:
         print(
             f"warning: {err}; `pulumi up` goes on without comparing the cluster's Helm releases with the state",

@@ -482,7 +482,9 @@ def _export_step(settings: Settings, before: Mapping[str, Step]) -> Step:
     model = settings.model.spec
     convert, train = before["convert"], before["train"]
     argv = export_argv(settings, OUTPUT)
-    command = export_script(argv, train.artifact_uri, OUTPUT, model.hf_repo, convert.output_uri, settings.images.maxtext)
+    command = export_script(
+        argv, train.artifact_uri, OUTPUT, model.hf_repo, convert.output_uri, settings.images.maxtext
+    )
     # It reads the checkpoint and the objects the conversion hashed (GCS), nothing from the Hub: no token, and the
     # Hub switched off (huggingface_hub refuses every request, ``HF_HUB_OFFLINE``), transformers' tokenizer included.
     offline = ({"name": "HF_HUB_OFFLINE", "value": "1"},)
