@@ -53,7 +53,11 @@ BAD_INPUTS = [
     ),
     (
         "state-backend-hub-cache",
-        ["tpu-rl:model.hubCache=gs://acme-shared-hub/hub/", "tpu-rl:stateBackend=gs://acme-shared-hub"],
+        [
+            "tpu-rl:model.hubCache=gs://acme-shared-hub/hub/",
+            "tpu-rl:model.hubCacheWriter=prod",
+            "tpu-rl:stateBackend=gs://acme-shared-hub",
+        ],
         "tpu-rl:stateBackend",
         "Hub cache",
     ),
