@@ -27,7 +27,7 @@ FROM ?=
 # destroy) are never given by these targets (docs/operations.md "Flags that bypass a guard").
 YES ?=
 
-.PHONY: help up stack backend preview policy-preview plan destroy refresh unlock state-bucket state-move logs test test-slow lint venv dev-venv policy-venv status report mutation readme lock maxtext controller
+.PHONY: help up stack backend preview policy-preview plan destroy refresh unlock state-bucket state-move logs test test-slow lint venv dev-venv policy-venv status report mutation readme lock maxtext controller iam-types
 
 # The targets a user runs, with what they do (`make help`; tests/test_makefile.py keeps it complete).
 help:
@@ -53,6 +53,7 @@ help:
 	@echo "make lock                    regenerate the hashed locks after editing requirements.txt or pyproject.toml's ranges"
 	@echo "make maxtext VERSION=0.2.5   adopt a MaxText release (LOADER=python3.12: its config loader's venv too)"
 	@echo "make controller NAME=kueue VERSION=0.17.8  adopt a JobSet or Kueue release (REPO=DIR: a clone holding its tag)"
+	@echo "make iam-types               rewrite core/data/gcp-iam-types.json from the installed pulumi_gcp (after its pin moves)"
 	@echo "make mutation                mutation testing of the pure builders"
 
 # Every environment comes from a hashed lock alone (docs/testing.md "Dependencies"). requirements.lock pins,
@@ -144,6 +145,10 @@ lock: $(UV)
 maxtext: $(VENV)/.installed-dev
 	@test -n "$(VERSION)" || { echo "make maxtext VERSION=0.2.5: the MaxText release to adopt"; exit 2; }
 	$(PY) -m tools.adopt_maxtext $(VERSION) $(if $(LOADER),--loader $(LOADER))
+
+# Every IAM grant type of the pinned pulumi_gcp, which the policy pack judges (core/iam_types.py).
+iam-types: $(VENV)/.installed
+	$(PY) -m tools.gcp_iam_types
 
 controller: $(VENV)/.installed-dev
 	@test -n "$(NAME)" -a -n "$(VERSION)" || { echo "make controller NAME=kueue VERSION=0.17.8: the JobSet or Kueue release to adopt"; exit 2; }
