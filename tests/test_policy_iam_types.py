@@ -28,10 +28,10 @@ def _installed() -> Path:
 def test_the_list_is_the_pinned_providers_every_iam_grant_type():
     """Fails when the installed (locked) pulumi-gcp moved, or has an IAM grant type the list lacks: `make iam-types`."""
     version, types = gcp_iam_types.read(_installed())
-    assert iam_types.VERSION == version, "pulumi-gcp moved: run `make iam-types`"
+    assert version == iam_types.VERSION, "pulumi-gcp moved: run `make iam-types`"
     missing = sorted(set(types) - iam_types.IAM_TYPES)
     assert missing == [], f"IAM types the pack does not judge: {missing[:5]}: run `make iam-types`"
-    assert iam_types.IAM_TYPES == frozenset(types)
+    assert frozenset(types) == iam_types.IAM_TYPES
     assert iam_types.DATA.read_text() == gcp_iam_types.render(version, types)
     assert gcp_iam_types.main(["--check"]) == 0
 
