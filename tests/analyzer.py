@@ -178,6 +178,26 @@ def configure_request(levels: Mapping[str, tuple[str, Mapping[str, Any]]]) -> an
     return request
 
 
+def engine_config(stack: str, *overrides: str) -> dict[str, str]:
+    """The stack's configuration as ``ConfigureStack`` sends it (``NewPolicyAnalyzer``: key -> text, an object's value
+    as its JSON): ``Pulumi.<stack>.yaml``'s ``config`` with ``--path`` overrides (``key.field=value``)."""
+    import yaml
+
+    config = dict((yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text()) or {}).get("config") or {})
+    for override in overrides:
+        path, _, value = override.partition("=")
+        namespace, _, rest = path.partition(":")
+        key, *fields = rest.split(".")
+        if not fields:
+            config[f"{namespace}:{key}"] = value
+            continue
+        node = config.setdefault(f"{namespace}:{key}", {})
+        for name in fields[:-1]:
+            node = node.setdefault(name, {})
+        node[fields[-1]] = value
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
+
+
 # ---------------------------------------------------------------------------------------------
 # The pack
 
@@ -218,13 +238,22 @@ class Pack:
         *,
         dry_run: bool = False,
         policies: Sequence[Policy] | None = None,
+        stack: str = "dev",
+        stack_config: Mapping[str, str] | None = None,
+        secret_keys: Sequence[str] = (),
     ) -> None:
         pack = _pack_module()
         self.policies = list(pack.POLICIES if policies is None else policies)
         self.servicer = pack.servicer(self.policies)
         levels = reconciled(self.policies, config or {})  # the engine refuses a config its schema does not take
         self._descriptions = {p.name: p.description for p in self.policies}
-        request = analyzer_pb2.AnalyzerStackConfigureRequest(stack="dev", project="tpu-rl", dry_run=dry_run)
+        request = analyzer_pb2.AnalyzerStackConfigureRequest(
+            stack=stack,
+            project="tpu-rl",
+            dry_run=dry_run,
+            config=dict(stack_config or {}),
+            config_secret_keys=list(secret_keys),
+        )
         self.servicer.ConfigureStack(_wire(request), None)
         self.servicer.Configure(_wire(configure_request(levels)), None)
 
@@ -362,6 +391,7 @@ __all__ = [
     "policy_config_file",
     "properties",
     "configure_request",
+    "engine_config",
     "reconciled",
 ]
 

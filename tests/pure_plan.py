@@ -149,6 +149,7 @@ def pure_plan(stack: str, *overrides: str) -> Plan:
                 "gcp:storage/bucketIAMMember:BucketIAMMember",
                 grant.resource_name,
                 {
+                    "bucket": s.bucket_name,
                     "role": grant.role,
                     "member": f"serviceAccount:{email(grant.holder)}",
                     **({"condition": grant.condition(s.bucket_name)} if grant.prefixes else {}),

@@ -172,10 +172,17 @@ def test_the_example_stacks_pass_the_pack_as_the_engine_runs_it(stack, preview):
         assert unjudged == []
         return
     assert {f.level for f in unjudged} == {"advisory"}
-    assert {f.policy for f in unjudged} == {"no-secrets-in-workloads", "iam-service-accounts-only", "stack-principals"}
+    assert {f.policy for f in unjudged} == {
+        "no-secrets-in-workloads",
+        "iam-service-accounts-only",
+        "stack-principals",
+        "grant-targets",
+    }
     (secrets,) = [f for f in unjudged if f.policy == "no-secrets-in-workloads"]
     assert "ServiceAccount convert-ksa: .metadata.annotations.iam.gke.io/gcp-service-account" in secrets.message
-    assert all(".member" in f.message for f in unjudged if f.policy != "no-secrets-in-workloads")
+    assert all(".member" in f.message for f in unjudged if f.policy in ("iam-service-accounts-only", "stack-principals"))
+    (targets,) = [f for f in unjudged if f.policy == "grant-targets"]
+    assert "IAMMember convert-workload-identity: .serviceAccountId" in targets.message
 
 
 def test_a_count_the_engine_sends_as_a_double_is_a_count():
@@ -642,6 +649,24 @@ MUTATIONS = [
         "tpu-container.defaultNodeServiceAccount",
         _set(["role"], "roles/storage.admin"),
         "project-level roles/storage.admin is too broad",
+    ),
+    (
+        "project-object-viewer",
+        "grant-targets",
+        "prod",
+        "gcp:projects/iAMMember:IAMMember",
+        "tpu-container.defaultNodeServiceAccount",
+        _set(["role"], "roles/storage.objectViewer"),
+        "project-level roles/storage.objectViewer",
+    ),
+    (
+        "grant-on-the-state-bucket",
+        "grant-targets",
+        "prod",
+        BUCKET_IAM,
+        "export-bucket-objectViewer",
+        _set(["bucket"], "my-tpu-prod-project-pulumi-state-prod"),
+        "a Pulumi state bucket",
     ),
     (
         "editor",
@@ -3509,13 +3534,14 @@ def test_two_stacks_in_one_project_share_no_principal():
 def test_a_stack_with_a_shared_hub_cache_and_a_boot_disk_image_passes_the_pack():
     """The grants on a shared Hub cache's bucket are bounded to its folder (``scoped-bucket-grants``) and a secondary
     boot disk changes nothing the pack judges: the same findings as the prod stack, none mandatory."""
-    plan = plan_of(
-        "prod",
+    overrides = (
         "tpu-rl:model.hubCache=gs://shared-hub/hub/",
         "tpu-rl:model.hubCacheWriter=prod",
         "tpu-rl:cpuPool.bootDiskImage=tpu-rl-images-0-2-5",
     )
+    plan = plan_of("prod", *overrides)
     assert [r["name"] for r in plan.find("gcp:storage/bucketIAMMember:BucketIAMMember") if "-hubcache-" in r["name"]]
-    found = analyzer.analyze_plan(plan, Pack(analyzer.policy_config_file("prod")))
+    config = analyzer.engine_config("prod", *overrides)  # the declared cache, as the engine sends the pack
+    found = analyzer.analyze_plan(plan, Pack(analyzer.policy_config_file("prod"), stack="prod", stack_config=config))
     assert analyzer.mandatory(found) == []
     assert {f.policy for f in found if not f.unjudged} == EXPECTED["prod"]

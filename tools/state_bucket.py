@@ -38,10 +38,11 @@ from typing import Any
 
 from core.names import PROJECT
 from core.redact import scrub
+from core.state_names import KEY_LOCATION, KEY_RING, LEGACY_KEY, legacy_bucket
 from infra.gcp.permissions import STATE_SETUP, state_role
 from tools.state_access import check as check_access
 from tools.state_export import StateError
-from tools.state_home import KEY_LOCATION, KEY_RING, LEGACY_KEY, Home, RefusedError, legacy_bucket, own_key
+from tools.state_home import Home, RefusedError, own_key
 from tools.state_lookup import STACKS, listed, stacks
 
 APIS = ("storage.googleapis.com", "cloudkms.googleapis.com")

@@ -26,23 +26,22 @@ from core.config.placeholders import EXAMPLE_PROJECTS
 from core.inputs import InputError, parse_yaml
 from core.names import PROJECT
 from core.redact import scrub
+from core.state_names import (
+    KEY_ID,
+    KEY_LOCATION,
+    KEY_RING,
+    LEGACY_KEY,
+    key_id,
+    state_bucket,
+    state_key,
+)
 from tools.stack_files import StackFileError, read_yaml
 from tools.state_export import StateError
 
 BACKEND_KEY = f"{PROJECT}:stateBackend"
-KEY_RING = "pulumi-state"
-KEY_LOCATION = "global"
-"""Each stack's key is in the project's key ring ``pulumi-state`` in ``global``: a key ring cannot be deleted, and
-one ring for every stack's key keeps the names few; the grants are on each key, never on the ring."""
-LEGACY_SUFFIX = "-pulumi-state"
-"""The shared bucket earlier versions gave every stack of a project: ``gs://<gcp:project>-pulumi-state``."""
-LEGACY_KEY = "pulumi-secrets"
-"""The shared key earlier versions gave every stack of a project, in the ring ``pulumi-state``."""
 CLOUD = "https://api.pulumi.com"
 STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 """A stack name as Pulumi allows it (sdk/go/common/tokens ``ValidateStackName``: letters, digits, '-', '_', '.')."""
-KEY_ID = re.compile(r"[A-Za-z0-9_-]{1,63}")
-"""A Cloud KMS key id (https://cloud.google.com/kms/docs/resource-hierarchy: letters, digits, '_', '-')."""
 
 
 class RefusedError(StateError):
@@ -184,15 +183,10 @@ def _truth(value: Any, default: bool) -> bool:
 # The names a stack gets when it records none
 
 
-def project_part(project: str) -> str:
-    """A domain-scoped project (``example.com:p``) names its buckets with its last part."""
-    return project.split(":")[-1]
-
-
 def default_bucket(project: str, stack: str) -> str:
     """``<gcp:project>-pulumi-state-<stack>``, or StateError when that is no bucket name (GCS: 3-63 lowercase
     letters, digits, '-', '_')."""
-    name = f"{project_part(project)}-pulumi-state-{stack}"
+    name = state_bucket(project, stack)
     if not BUCKET_NAME.matches(name):
         raise RefusedError(
             f"stack {stack}'s default state bucket {scrub(name, limit=100)} is not a bucket name ("
@@ -204,22 +198,14 @@ def default_bucket(project: str, stack: str) -> str:
 
 def own_key(project: str, stack: str) -> str:
     """The stack's own key, or StateError when the stack's name cannot name one."""
-    key = f"{PROJECT}-{stack}"
+    key = key_id(stack)
     if not KEY_ID.fullmatch(key):
         raise RefusedError(
             f"stack {stack}'s name cannot name a Cloud KMS key ({key}: letters, digits, '_' and '-', at most 63): "
             f"name a key of its own with SECRETS_PROVIDER=gcpkms://projects/{project}/locations/{KEY_LOCATION}/"
             f"keyRings/{KEY_RING}/cryptoKeys/<key>"
         )
-    return f"projects/{project}/locations/{KEY_LOCATION}/keyRings/{KEY_RING}/cryptoKeys/{key}"
-
-
-def legacy_bucket(project: str) -> str:
-    return f"{project_part(project)}{LEGACY_SUFFIX}"
-
-
-def legacy_key(project: str) -> str:
-    return f"projects/{project}/locations/{KEY_LOCATION}/keyRings/{KEY_RING}/cryptoKeys/{LEGACY_KEY}"
+    return state_key(project, stack)
 
 
 def home_of(other: StackFile) -> str:

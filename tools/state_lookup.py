@@ -29,8 +29,9 @@ from urllib.parse import urlparse
 
 from core.names import PROJECT
 from core.redact import scrub
+from core.state_names import legacy_bucket
 from tools.state_export import StateError
-from tools.state_home import Home, file_folder, home_of, is_cloud, legacy_bucket, other_stack_files, same
+from tools.state_home import Home, file_folder, home_of, is_cloud, other_stack_files, same
 
 SUFFIXES = (".json", ".json.gz", ".json.zst")
 STACKS = ".pulumi/stacks/"

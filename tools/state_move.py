@@ -36,8 +36,9 @@ from typing import Any
 
 from core.names import PROJECT
 from core.redact import scrub
+from core.state_names import legacy_bucket
 from tools.state_export import StateError
-from tools.state_home import Home, RefusedError, is_cloud, legacy_bucket, own_key, read_stack_file, record, same
+from tools.state_home import Home, RefusedError, is_cloud, own_key, read_stack_file, record, same
 from tools.state_locks import read_locks
 from tools.state_lookup import holds_stack
 

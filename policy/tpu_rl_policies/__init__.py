@@ -24,7 +24,7 @@ The modules, each importing only those above it:
   (``core.step_config``; what the budget reads);
 - the rules, one module per concern: ``secrets``, ``cluster`` (TPU pools, the control plane), ``network``,
   ``iam`` (identities, Google Cloud's and the cluster's), ``storage`` (the bucket, the KMS key), ``workloads``
-  (Jobs, pods, images), ``helm``, ``publish``, ``labels``, ``budget``, ``kueue``.
+  (Jobs, pods, images), ``targets`` (where every grant lands), ``helm``, ``publish``, ``labels``, ``budget``, ``kueue``.
 
 Inside the package, imports are relative: the Pulumi CLI runs ``policy/__main__.py`` with ``policy/`` on
 ``sys.path`` (the package is the top-level ``tpu_rl_policies``), the tests import ``policy.tpu_rl_policies``.
@@ -50,6 +50,7 @@ from .publish import private_publish
 from .resources import PACK_LEVEL, PACK_NAME, Analyzer, servicer
 from .secrets import no_secrets_in_workloads
 from .storage import bucket_deletion_guard, bucket_hardening, scoped_bucket_grants, secrets_encryption
+from .targets import grant_targets
 from .workloads import (
     bounded_retries,
     least_privilege_pods,
@@ -67,6 +68,7 @@ POLICIES = [
     no_broad_project_iam,
     iam_grants,
     stack_principals,
+    grant_targets,
     scoped_bucket_grants,
     secrets_encryption,
     bucket_hardening,

@@ -4,8 +4,9 @@ is a finding and never a traceback (``_guarded_resource``, ``_guarded_stack``)."
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pulumi_policy import (
@@ -79,10 +80,27 @@ def _resources(resources: Sequence[Any]) -> list[Resource]:
 
 @dataclass
 class Deployment:
-    """What the engine says of the deployment the pack analyses: ``dry_run`` (a preview) from
-    ``ConfigureStack`` (``analyzer_plugin.go`` ``NewPolicyAnalyzer``; ``None`` until the engine says)."""
+    """What the engine says of the deployment the pack analyses, in ``ConfigureStack`` (pulumi/pulumi
+    ``sdk/go/common/resource/plugin/analyzer_plugin.go`` ``NewPolicyAnalyzer``: ``Stack``, ``DryRun``, ``Config``, the
+    stack's configuration as key -> text, an object's as its JSON, and ``ConfigSecretKeys``): ``dry_run`` (a preview;
+    ``None`` until the engine says), the stack's name, and its configuration without the keys the engine marks secret
+    (the pack never holds a secret's value)."""
 
     dry_run: bool | None = None
+    stack: str = ""
+    config: dict[str, str] = field(default_factory=dict)
+
+    def setting(self, key: str, path: str = "") -> Any:
+        """A configuration value (``gcp:project``), or a field of an object value (``tpu-rl:model``, ``hubCache``);
+        None when the engine sent none."""
+        text = self.config.get(key)
+        if text is None or not path:
+            return text
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return None
+        return value.get(path) if isinstance(value, dict) else None
 
 
 DEPLOYMENT = Deployment()
@@ -95,6 +113,9 @@ class Analyzer(_PolicyAnalyzerServicer):
 
     def ConfigureStack(self, request: Any, context: Any) -> Any:  # noqa: N802 (the gRPC method's name)
         DEPLOYMENT.dry_run = bool(request.dry_run)
+        DEPLOYMENT.stack = str(request.stack)
+        secret = set(request.config_secret_keys)
+        DEPLOYMENT.config = {str(k): str(v) for k, v in request.config.items() if k not in secret}
         return super().ConfigureStack(request, context)
 
 

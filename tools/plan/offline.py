@@ -134,6 +134,7 @@ COMPUTED: dict[str, tuple[str, ...]] = {
     "gcp:container/cluster:Cluster": ("endpoint", "masterAuth"),
     "gcp:serviceaccount/account:Account": ("email", "name", "member"),
     "gcp:storage/bucket:Bucket": ("url",),
+    "gcp:artifactregistry/repository:Repository": ("name",),
 }
 """Outputs a provider computes that the program reads back, by type (unknown in a first preview, with every id;
 ``new_resource`` fills them otherwise)."""
@@ -177,6 +178,12 @@ class _Mocks(pulumi_mocks.Mocks):
             state.update(email=email, name=f"projects/{state.get('project')}/serviceAccounts/{email}")
         elif args.typ == "gcp:storage/bucket:Bucket":
             state["url"] = f"gs://{state['name']}"
+        elif args.typ == "gcp:artifactregistry/repository:Repository":
+            # The provider's `name` is the repository's full name (terraform-provider-google
+            # artifact_registry_repository: "projects/p1/locations/us-central1/repositories/repo1").
+            state["name"] = (
+                f"projects/{state.get('project')}/locations/{state.get('location')}/repositories/{state['repositoryId']}"
+            )
         return f"{args.name}-id", state
 
     def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict, list]:

@@ -1,0 +1,80 @@
+"""The names of a stack's state home (plain data, no I/O): the bucket its Pulumi state lives in and the Cloud KMS key
+its secrets are encrypted with, as ``tools/state_home.py`` gives them to a stack that records none, and the shapes
+that tell any stack's state bucket or key from another bucket or key.
+
+A stack ``S`` of project ``P`` keeps its state in ``gs://P-pulumi-state-S`` and encrypts its secrets with
+``projects/P/locations/global/keyRings/pulumi-state/cryptoKeys/tpu-rl-S``; earlier versions shared
+``gs://P-pulumi-state`` and the key ``pulumi-secrets`` between a project's stacks. The policy pack refuses any grant
+of a stack's program on a bucket or key of these shapes (``policy/tpu_rl_policies/targets.py``): the state and its
+secrets are reached only by the account that runs ``pulumi``, granted by ``make state-bucket``, never by a workload.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlparse
+
+from core.names import PROJECT
+
+STATE_SUFFIX = "-pulumi-state"
+"""What every state bucket's name ends with, or has before ``-<stack>``."""
+KEY_RING = "pulumi-state"
+KEY_LOCATION = "global"
+"""Each stack's key is in the project's key ring ``pulumi-state`` in ``global``: a key ring cannot be deleted, and
+one ring for every stack's key keeps the names few; the grants are on each key, never on the ring."""
+LEGACY_SUFFIX = STATE_SUFFIX
+"""The shared bucket earlier versions gave every stack of a project: ``gs://<gcp:project>-pulumi-state``."""
+LEGACY_KEY = "pulumi-secrets"
+"""The shared key earlier versions gave every stack of a project, in the ring ``pulumi-state``."""
+KEY_ID = re.compile(r"[A-Za-z0-9_-]{1,63}")
+"""A Cloud KMS key id (https://cloud.google.com/kms/docs/resource-hierarchy: letters, digits, '_', '-')."""
+STATE_BUCKET = re.compile(rf".+{STATE_SUFFIX}(-[A-Za-z0-9_.-]+)?")
+"""Any stack's state bucket by its given name (``<project>-pulumi-state`` or ``<project>-pulumi-state-<stack>``)."""
+STATE_KEY = re.compile(rf"projects/[^/]+/locations/[^/]+/keyRings/{KEY_RING}(/cryptoKeys/[^/]+)?(/.*)?")
+"""Any key of the state's key ring (or the ring itself), in any location."""
+
+
+def project_part(project: str) -> str:
+    """A domain-scoped project (``example.com:p``) names its buckets with its last part."""
+    return project.split(":")[-1]
+
+
+def state_bucket(project: str, stack: str) -> str:
+    """``<gcp:project>-pulumi-state-<stack>``: the bucket a stack that records no home gets (not checked to be a
+    bucket name: ``tools.state_home.default_bucket`` refuses one that is not)."""
+    return f"{project_part(project)}{STATE_SUFFIX}-{stack}"
+
+
+def key_id(stack: str) -> str:
+    return f"{PROJECT}-{stack}"
+
+
+def state_key(project: str, stack: str) -> str:
+    """The stack's own secrets key (not checked to be a key id: ``tools.state_home.own_key`` refuses one that is
+    not)."""
+    return f"projects/{project}/locations/{KEY_LOCATION}/keyRings/{KEY_RING}/cryptoKeys/{key_id(stack)}"
+
+
+def legacy_bucket(project: str) -> str:
+    return f"{project_part(project)}{LEGACY_SUFFIX}"
+
+
+def legacy_key(project: str) -> str:
+    return f"projects/{project}/locations/{KEY_LOCATION}/keyRings/{KEY_RING}/cryptoKeys/{LEGACY_KEY}"
+
+
+def backend_bucket(url: str) -> str:
+    """The bucket of a ``gs://`` state home ("" otherwise)."""
+    return urlparse(url).netloc if url.startswith("gs://") else ""
+
+
+def is_state_bucket(bucket: str, recorded: str = "") -> bool:
+    """Whether ``bucket`` (a name, or ``gs://`` / ``projects/_/buckets/`` form) is a state bucket: named as every
+    stack's is, or the ``recorded`` home's (``tpu-rl:stateBackend``)."""
+    name = bucket.removeprefix("gs://").removeprefix("projects/_/buckets/").split("/", 1)[0]
+    return bool(STATE_BUCKET.fullmatch(name)) or (bool(recorded) and name == backend_bucket(recorded))
+
+
+def is_state_key(key: str) -> bool:
+    """Whether a Cloud KMS key (or ring) is of the state's key ring."""
+    return bool(STATE_KEY.fullmatch(key.removeprefix("gcpkms://").split("?", 1)[0].strip("/")))
