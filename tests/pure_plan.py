@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from core.images import mirrors_for, repository_args
 from infra.gcp.access import bucket_grants
 from infra.gcp.gke_spec import cluster_args, cpu_pool_args, system_pool_args, tpu_pool_args
 from infra.gcp.identities import NODE_PROJECT_ROLES
@@ -164,6 +165,15 @@ def pure_plan(stack: str, *overrides: str) -> Plan:
             )
         ),
     ]
+    if s.images.upstream is not None:  # tpu-rl:images.mirror: the stack's remote repositories (program/stack.py)
+        for mirror in mirrors_for(s.images.upstream, s.project, s.region, s.cluster_name).values():
+            resources.append(
+                _resource(
+                    "gcp:artifactregistry/repository:Repository",
+                    mirror.repository_id,
+                    camel(repository_args(mirror, s.labels)),
+                )
+            )
     if s.kueue.install:
         for name, manifest in (
             ("kueue-tpu-flavor", kueue.tpu_flavor(s, labels)),

@@ -188,13 +188,17 @@ def test_the_policy_asks_for_digests_only_where_its_config_says_so():
     assert violations(pinned, "pinned-images", "prod", config={"digests": True}) == []
 
 
-def test_the_policy_trusts_a_mirror_its_config_lists():
+def test_the_policy_trusts_the_stacks_mirrors_by_their_upstream_with_no_config():
+    """The mirrors are judged by their upstream, in the same stack (``trusted-registries``, a stack policy): turning
+    the mirror on needs no entry in the pack's config (tests/test_policy_images.py: each rule at its boundary)."""
+    import policy.tpu_rl_policies as pack
+    from tests import analyzer
     from tests.pure_plan import pure_plan
 
     plan = pure_plan("prod", MIRROR)
-    assert violations(plan, "trusted-registries", "prod"), "the mirrors are not Google's repositories"
-    own = "us-east5-docker.pkg.dev/my-tpu-prod-project"
-    assert violations(plan, "trusted-registries", "prod", config={"registries": [own]}) == []
+    (policy,) = [p for p in pack.POLICIES if p.name == "trusted-registries"]
+    runner = analyzer.Pack(analyzer.policy_config_file("prod"), policies=[policy], stack="prod")
+    assert runner.analyze_stack(analyzer.resources(plan, preview=False, stack_view=True)) == []
 
 
 def test_the_account_running_up_needs_artifact_registry_admin_only_with_a_mirror():

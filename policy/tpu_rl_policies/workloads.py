@@ -13,13 +13,16 @@ from pulumi_policy import (
     ResourceValidationArgs,
     ResourceValidationPolicy,
     Severity,
+    StackValidationArgs,
+    StackValidationPolicy,
 )
 
 from core.config.schema import IMAGE_REGISTRIES
 
-from .pods import _asks_tpu, command_text, kind_of, pod_containers, pods
-from .properties import _config, _l, _m, _on, _yaml
-from .resources import CONFIG_MAP, JOB, JOBSET, Report, _guarded_resource
+from .pods import _asks_tpu, _name, command_text, kind_of, pod_containers, pods
+from .properties import _config, _l, _m, _on, _yaml, judging, unseen
+from .resources import CONFIG_MAP, JOB, JOBSET, Report, Resource, _guarded_resource, _guarded_stack
+from .targets import REPOSITORY, _text, own_resources
 
 
 def _no_ttl(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
@@ -151,29 +154,119 @@ pinned_images = ResourceValidationPolicy(
 )
 
 
-def _trusted_registries(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
-    registries = tuple(str(r) for r in (_config(args).get("registries") or IMAGE_REGISTRIES))
-    for container in _all_containers(args.resource_type, props):
-        image = container.get("image")
-        text = image if isinstance(image, str) else ""
-        # An image without a registry host is Docker Hub's (docker.io/library/...): never a prefix match here.
-        if not any(text.startswith(f"{registry}/") for registry in registries):
+AR_IMAGE = re.compile(r"(?P<location>[a-z][a-z0-9-]*)-docker\.pkg\.dev/(?P<project>[^/]+)/(?P<repository>[^/@:]+)/.+")
+"""An image in an Artifact Registry repository: ``<location>-docker.pkg.dev/<project>/<repository>/<image>``."""
+
+
+def _upstream(config: dict[str, Any]) -> Any:
+    """What a remote repository pulls from (pulumi-gcp ``artifactregistry.Repository`` ``remoteRepositoryConfig``:
+    ``commonRepository.uri``, ``dockerRepository.customRepository.uri``, or ``dockerRepository.publicRepository``
+    ``DOCKER_HUB``), as a registry path; None when it names none."""
+    docker = _m(config.get("dockerRepository"))
+    for uri in (_m(config.get("commonRepository")).get("uri"), _m(docker.get("customRepository")).get("uri")):
+        if unseen(uri):
+            return uri
+        if isinstance(uri, str) and uri:
+            return uri.removeprefix("https://").removeprefix("http://").rstrip("/")
+    public = docker.get("publicRepository")
+    if unseen(public):
+        return public
+    return "docker.io" if public == "DOCKER_HUB" else None
+
+
+def _trusted(path: str, registries: tuple[str, ...]) -> bool:
+    # An image without a registry host is Docker Hub's (docker.io/library/...): never a prefix match here.
+    return any(path == registry or path.startswith(f"{registry}/") for registry in registries)
+
+
+def _trusted_registries(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
+    """Every container's image comes from a trusted upstream registry: directly, or through one of the stack's own
+    Artifact Registry remote repositories in the same stack whose upstream is one (``tpu-rl:images.mirror``). A
+    repository path of the stack's project is trusted by what it pulls from, never by a prefix: another repository
+    of the project may hold anything its writers pushed."""
+    listed = tuple(str(r) for r in (_config(args).get("registries") or IMAGE_REGISTRIES))
+    own = own_resources(resources)
+    own_paths = tuple(f"-docker.pkg.dev/{project}" for project in own.projects)
+    project_wide = [r for r in listed if any(path in r for path in own_paths) and ".pkg.dev/" in r]
+    for entry in project_wide:
+        report(
+            f"the policy config's registries list {entry}, a path of the stack's own project: list trusted upstream "
+            "registries; the stack's mirrors are trusted by their upstream (tpu-rl:images.mirror, no entry needed)"
+        )
+    registries = tuple(r for r in listed if r not in project_wide)
+    mirrors = {
+        (_text(r.props.get("project")), _text(r.props.get("location")), _text(r.props.get("repositoryId"))): r
+        for r in resources
+        if r.resource_type == REPOSITORY
+    }
+    for r in resources:
+        found = pods(r.resource_type, r.props)
+        for pod in found:
+            for container in pod_containers(pod.spec):
+                with judging():
+                    image = container.get("image")
+                    text = image if isinstance(image, str) else ""
+                    where = f"{kind_of(r.resource_type)} {_name(r)}: container {container.get('name')}"
+                    _judge_image(where, _shown(image), text, registries, mirrors, r.urn, report)
+
+
+def _judge_image(
+    where: str,
+    shown: str,
+    text: str,
+    registries: tuple[str, ...],
+    mirrors: dict[tuple[str, str, str], Resource],
+    urn: str,
+    report: Report,
+) -> None:
+    match = AR_IMAGE.fullmatch(text)
+    mirror = mirrors.get((match["project"], match["location"], match["repository"])) if match else None
+    if mirror is None or match is None:
+        if not _trusted(text, registries):
             report(
-                f"container {container.get('name')}: image {_shown(image)} is not from a trusted registry "
-                f"({', '.join(registries)}); it would run with the Hugging Face token and a bucket identity"
+                f"{where}: image {shown} is not from a trusted registry ({', '.join(registries)}); it would run "
+                "with the Hugging Face token and a bucket identity",
+                urn,
             )
+        return
+    props = mirror.props
+    repository = f"{mirror.name} ({match['location']}-docker.pkg.dev/{match['project']}/{match['repository']})"
+    mode = props.get("mode")
+    if unseen(mode):
+        return
+    if mode != "REMOTE_REPOSITORY":
+        report(
+            f"{where}: image {shown} comes from the stack's repository {repository}, a {mode or 'STANDARD_REPOSITORY'} "
+            "whose writers decide what runs: name images through a remote repository of a trusted upstream "
+            "(tpu-rl:images.mirror)",
+            urn,
+        )
+        return
+    upstream = _upstream(_m(props.get("remoteRepositoryConfig")))
+    if unseen(upstream):
+        return
+    if upstream is None or not _trusted(str(upstream), registries):
+        report(
+            f"{where}: image {shown} comes through the stack's mirror {repository}, whose upstream "
+            f"{upstream or '(none)'} is not a trusted registry ({', '.join(registries)}): point the mirror at a "
+            "trusted upstream",
+            urn,
+        )
 
 
-trusted_registries = ResourceValidationPolicy(
+trusted_registries = StackValidationPolicy(
     name="trusted-registries",
-    description="Workload images come from the trusted registries only (Google's TPU image repositories).",
+    description=(
+        "Workload images come from the trusted registries, directly or through the stack's own remote repository of "
+        "a trusted upstream."
+    ),
     severity=Severity.CRITICAL,
     enforcement_level=EnforcementLevel.MANDATORY,
-    remediation_steps="Set tpu-rl:images to images of tpu-rl:images.registries; add a registry to the policy config.",
+    remediation_steps="Set tpu-rl:images to images of tpu-rl:images.registries; add an upstream to the policy config.",
     config_schema=PolicyConfigSchema(
         properties={"registries": {"type": "array", "items": {"type": "string"}, "default": list(IMAGE_REGISTRIES)}}
     ),
-    validate=_guarded_resource(_trusted_registries),
+    validate=_guarded_stack(_trusted_registries),
 )
 
 
