@@ -1606,6 +1606,7 @@ def test_every_policy_has_a_mutation():
     covered = {m[1] for m in MUTATIONS} | {"model-revision-pinned", "tpu-budget"}  # tested below
     covered |= {case[1] for case in HELM_CASES}  # the hostile corpus (issue 30), below
     covered |= {case[1] for case in OBJECT_CASES} | {"stack-principals"}  # objects the stacks do not hold; below
+    covered |= {"known-workload-kinds"}  # tests/test_policy_pods.py
     assert covered == set(BY_NAME)
 
 

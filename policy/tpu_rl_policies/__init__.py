@@ -53,6 +53,7 @@ from .storage import bucket_deletion_guard, bucket_hardening, scoped_bucket_gran
 from .targets import grant_targets
 from .workloads import (
     bounded_retries,
+    known_workload_kinds,
     least_privilege_pods,
     model_revision_pinned,
     no_ttl_on_managed_jobs,
@@ -78,6 +79,7 @@ POLICIES = [
     pinned_images,
     trusted_registries,
     least_privilege_pods,
+    known_workload_kinds,
     reviewed_helm_charts,
     private_publish,
     hub_write_token_scope,

@@ -40,6 +40,8 @@ class Pod:
     metadata: dict[str, Any]
     coordinator: bool = False
     """The JobSet's ``spec.coordinator.replicatedJob`` (tpu-rl's Pathways head)."""
+    stray: bool = False
+    """A mapping with an ``image`` outside any pod spec, judged as a pod of that one container."""
 
 
 def pods(resource_type: str, props: Mapping[str, Any]) -> list[Pod]:
@@ -87,7 +89,38 @@ def _pods_of(kind: str, obj: dict[str, Any], prefix: str) -> list[Pod]:
                 item_kind if isinstance(item_kind, str) else kind[: -len("List")], _m(item), f"{prefix}items[{index}]."
             )
         return found
-    return list(_pod_shapes(obj, prefix.rstrip(".") or "", None))
+    shapes = list(_pod_shapes(obj, prefix.rstrip(".") or "", None))
+    # Any other mapping with an ``image`` (an Argo ``template.container``, a Tekton ``steps[]`` entry...) is judged
+    # as the one container of a pod (image, privilege, capabilities); ``known-workload-kinds`` refuses the object.
+    held = {id(c) for pod in shapes for c in pod_containers(pod.spec)}
+    strays = [Pod(where, {"containers": [c]}, {}, stray=True) for where, c in _images(obj, prefix.rstrip("."), held)]
+    return shapes + strays
+
+
+def _images(obj: Any, path: str, held: set[int]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every mapping with an ``image`` key in ``obj`` that is not one of the containers ``held``, with its path."""
+    if isinstance(obj, dict):
+        if id(obj) in held:
+            return
+        if "image" in obj:
+            yield path or "(root)", obj
+        for key, value in obj.items():
+            yield from _images(value, f"{path}.{key}" if path else str(key), held)
+    elif isinstance(obj, list):
+        for index, value in enumerate(obj):
+            yield from _images(value, f"{path}[{index}]", held)
+
+
+def stray_images(resource_type: str, props: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The mappings with an ``image`` of a Kubernetes object that are no container of a pod spec the pack knows how
+    to find (a kind's API paths, a ``containers`` list): what an unknown workload kind runs (plain props)."""
+    kind = kind_of(resource_type)
+    if kind is None or kind in NOT_WORKLOADS:
+        return []
+    obj = _m(props)
+    known = [p for p in _pods_of(kind, obj, "") if not p.stray]
+    held = {id(c) for pod in known for c in pod_containers(pod.spec)}
+    return list(_images(obj, "", held))
 
 
 def _pod_shapes(obj: Any, path: str, parent: dict[str, Any] | None) -> Iterator[Pod]:

@@ -19,7 +19,7 @@ from pulumi_policy import (
 
 from core.config.schema import IMAGE_REGISTRIES
 
-from .pods import _asks_tpu, _name, command_text, kind_of, pod_containers, pods
+from .pods import _asks_tpu, _name, command_text, kind_of, pod_containers, pods, stray_images
 from .properties import _config, _l, _m, _on, _yaml, judging, unseen
 from .resources import CONFIG_MAP, JOB, JOBSET, Report, Resource, _guarded_resource, _guarded_stack
 from .targets import REPOSITORY, _text, own_resources
@@ -267,6 +267,30 @@ trusted_registries = StackValidationPolicy(
         properties={"registries": {"type": "array", "items": {"type": "string"}, "default": list(IMAGE_REGISTRIES)}}
     ),
     validate=_guarded_stack(_trusted_registries),
+)
+
+
+def _known_workload_kinds(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
+    strays = stray_images(args.resource_type, props)
+    if not strays:
+        return
+    paths = [f"{where}.image" for where, _ in strays]
+    shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    name = _m(props.get("metadata")).get("name") or args.name
+    report(
+        f"{kind_of(args.resource_type)} {name} ({args.resource_type}) runs images outside any pod spec ({shown}): an "
+        "unknown workload kind, whose pods' host access and service account the pack does not see; run it as a Job "
+        "or JobSet"
+    )
+
+
+known_workload_kinds = ResourceValidationPolicy(
+    name="known-workload-kinds",
+    description="Every image a Kubernetes object carries is a container of a pod spec the pack judges.",
+    severity=Severity.HIGH,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Run workloads as Jobs or JobSets (workloads/specs/step_manifests.py).",
+    validate=_guarded_resource(_known_workload_kinds),
 )
 
 
