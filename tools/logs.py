@@ -19,6 +19,7 @@ unknown step, a step this stack does not run, a config problem) or a cluster tha
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Any
 from core import deadline
 from core.boundary import BoundaryError
 from core.bounded import Cap
-from core.redact import redact_text, scrub
+from core.redact import env_secrets, redact_text, remember, scrub
 from core.settings import Settings
 from core.steps import STEPS
 from infra.k8s import live
@@ -203,6 +204,7 @@ def _tail(text: str) -> int:
 
 
 def main(argv: list[str] | None = None, *, reader_options: dict[str, Any] | None = None) -> int:
+    remember(*env_secrets(dict(os.environ)))  # the environment's tokens and passphrases, in every line printed
     parser = argparse.ArgumentParser(prog="python -m tools.logs", description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--stack", help="Pulumi.<STACK>.yaml")

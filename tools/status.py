@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from core.boundary import BoundaryError
-from core.redact import scrub, scrub_lines
+from core.redact import env_secrets, remember, scrub, scrub_lines
 from core.settings import Settings
 from infra.k8s import credentials, live
 from tools.notices import hide_python_version_notice
@@ -318,6 +318,7 @@ def _interval(text: str) -> float:
 
 
 def main(argv: list[str] | None = None, *, clock: Any = time) -> int:
+    remember(*env_secrets(dict(os.environ)))  # the environment's tokens and passphrases, in every line printed
     parser = argparse.ArgumentParser(prog="python -m tools.status", description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--stack", help="Pulumi.<STACK>.yaml")
