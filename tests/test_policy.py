@@ -164,7 +164,9 @@ def test_the_example_stacks_pass_the_pack_as_the_engine_runs_it(stack, preview):
     the service accounts' emails in the Kubernetes service accounts' annotations and the annotations of the steps that
     wait on an earlier one."""
     plan = analyzer.first_preview(stack) if preview else plan_of(stack)
-    found = analyzer.analyze_plan(plan, Pack(analyzer.policy_config_file(stack), dry_run=preview), preview=preview)
+    config = analyzer.engine_config(stack)  # the stack's configuration, as ConfigureStack sends it
+    pack = Pack(analyzer.policy_config_file(stack), dry_run=preview, stack=stack, stack_config=config)
+    found = analyzer.analyze_plan(plan, pack, preview=preview)
     assert analyzer.mandatory(found) == []
     assert {f.policy for f in found if not f.unjudged} == EXPECTED[stack]
     unjudged = [f for f in found if f.unjudged]
@@ -180,7 +182,8 @@ def test_the_example_stacks_pass_the_pack_as_the_engine_runs_it(stack, preview):
     }
     (secrets,) = [f for f in unjudged if f.policy == "no-secrets-in-workloads"]
     assert "ServiceAccount convert-ksa: .metadata.annotations.iam.gke.io/gcp-service-account" in secrets.message
-    assert all(".member" in f.message for f in unjudged if f.policy in ("iam-service-accounts-only", "stack-principals"))
+    members = [f for f in unjudged if f.policy in ("iam-service-accounts-only", "stack-principals")]
+    assert all(".member" in f.message for f in members)
     (targets,) = [f for f in unjudged if f.policy == "grant-targets"]
     assert "IAMMember convert-workload-identity: .serviceAccountId" in targets.message
 

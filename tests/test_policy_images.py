@@ -160,3 +160,19 @@ def test_an_upstream_not_known_at_a_preview_is_judged_at_up():
     )
     (up,) = judge(plan)
     assert up.level == "mandatory" and "cannot judge" in up.message
+
+
+@pytest.mark.slow
+@pytest.mark.program
+@pytest.mark.parametrize("preview", [False, True], ids=["up", "first-preview"])
+def test_a_mirrored_example_stack_passes_the_whole_pack_with_its_policy_config_as_committed(preview):
+    """``tpu-rl:images.mirror`` on, ``policy/config/prod.json`` as it is: no mandatory finding at `up` or at the first
+    preview (what the pack cannot see yet there is advisory)."""
+    from tests.conftest import plan_of
+
+    plan = analyzer.first_preview("prod", MIRROR) if preview else plan_of("prod", MIRROR)
+    config = analyzer.engine_config("prod", MIRROR)
+    pack = analyzer.Pack(analyzer.policy_config_file("prod"), dry_run=preview, stack="prod", stack_config=config)
+    found = analyzer.analyze_plan(plan, pack, preview=preview)
+    assert analyzer.mandatory(found) == []
+    assert not [f for f in found if f.policy == "trusted-registries"]
