@@ -87,7 +87,10 @@ def _argo_resource(container: dict[str, Any]) -> dict[str, Any]:
 
 def test_a_pod_spec_of_a_custom_kind_is_a_pod_not_an_unknown_kind():
     """Just inside: a ``containers`` list (LeaderWorkerSet), with init containers: judged as a pod, not refused."""
-    spec = {"containers": [{"name": "a", "image": IMAGE}], "initContainers": [{"name": "b", "image": IMAGE}]}
+    spec: dict[str, Any] = {
+        "containers": [{"name": "a", "image": IMAGE}],
+        "initContainers": [{"name": "b", "image": IMAGE}],
+    }
     lws = _object(LWS, {"spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": spec}}}})
     assert findings(lws, "known-workload-kinds") == []
     spec["containers"][0]["securityContext"] = {"privileged": True}

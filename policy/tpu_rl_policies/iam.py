@@ -5,10 +5,8 @@ RBAC, admission control)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
 
-import yaml
 from pulumi_policy import (
     EnforcementLevel,
     ResourceValidationArgs,
@@ -22,6 +20,7 @@ from core.iam_types import IAM_TYPES, grant_kind
 from core.iam_types import VERSION as IAM_TYPES_VERSION
 from core.names import COMPONENT_LABEL, HF_WRITE_SECRET, PUBLISH, PUBLISH_ENV
 
+from .grants import GKE_AGENT, _members
 from .pods import _name, kind_of, pod_containers, pods
 from .properties import _l, _m, judging, unseen
 from .resources import Report, Resource, _guarded_resource, _guarded_stack
@@ -56,29 +55,10 @@ no_broad_project_iam = ResourceValidationPolicy(
 IAM_LIKE = re.compile(r"gcp:[^:]+:[A-Za-z0-9]*iam(member|binding|policy)", re.IGNORECASE)
 """A type token shaped like an IAM grant in any spelling: one the pinned provider's list lacks is refused
 (``iam-service-accounts-only``), so a newer provider's grant type is never passed unjudged."""
-GKE_AGENT = re.compile(r"serviceAccount:service-[0-9]+@container-engine-robot\.iam\.gserviceaccount\.com")
-"""The project's GKE service agent: the one principal outside the stack a grant may name, on the stack's Cloud KMS key
-(it encrypts Secrets with it: ``infra/gcp/kms.py``)."""
 KMS_KEY_IAM = "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember"
 WORKLOAD_PRINCIPAL = re.compile(r"serviceAccount:([a-z0-9-:.]+)\.svc\.id\.goog\[([^/\]]+)/([^\]]+)\]")
 ACCOUNT = "gcp:serviceaccount/account:Account"
 SERVICE_ACCOUNT = "kubernetes:core/v1:ServiceAccount"
-
-
-def _members(props: Mapping[str, Any]) -> list[Any]:
-    """The principals an IAM resource grants to: ``member``, ``members``, or a policy document's bindings."""
-    if "member" in props:
-        return [props.get("member")]
-    if "members" in props:
-        return _l(props.get("members"))
-    data = props.get("policyData")
-    if unseen(data) or not isinstance(data, str):
-        return []
-    try:
-        document = yaml.safe_load(data)
-    except yaml.YAMLError:
-        return ["(a policy document this pack cannot read)"]
-    return [m for b in _l(_m(document).get("bindings")) for m in _l(_m(b).get("members"))]
 
 
 def _iam_grants(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:

@@ -11,23 +11,17 @@ the engine does not know yet (at a preview, the name of a bucket or repository n
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 from pulumi_policy import EnforcementLevel, Severity, StackValidationArgs, StackValidationPolicy
 
 from core.iam_types import IAM_TYPES, grant_kind
-from core.state_names import backend_bucket, is_state_bucket, is_state_key
+from core.state_names import is_state_bucket, is_state_key
 
-from .iam import GKE_AGENT, _members
+from .grants import GKE_AGENT, Own, _members, _text, own_resources
 from .properties import _l, _m, judging, unseen
-from .resources import BUCKET, CLUSTER, DEPLOYMENT, Report, Resource, _guarded_stack
-
-ACCOUNT = "gcp:serviceaccount/account:Account"
-REPOSITORY = "gcp:artifactregistry/repository:Repository"
-KEY_RING = "gcp:kms/keyRing:KeyRing"
-CRYPTO_KEY = "gcp:kms/cryptoKey:CryptoKey"
+from .resources import BUCKET, Report, Resource, _guarded_stack
 
 PROJECT_ROLES = frozenset(
     (
@@ -57,67 +51,6 @@ def _why_project(role: str) -> str:
     if role in ("roles/viewer", "roles/browser", "roles/iam.securityReviewer") or role.lower().endswith("viewer"):
         return "it reads every resource of its kind in the project, other stacks' among them"
     return "the stack's identities need only " + ", ".join(sorted(PROJECT_ROLES)) + " at project level"
-
-
-@dataclass
-class Own:
-    """What a grant of this stack may land on."""
-
-    projects: set[str] = field(default_factory=set)
-    buckets: set[str] = field(default_factory=set)
-    keys: set[str] = field(default_factory=set)
-    repositories: set[tuple[str, str, str]] = field(default_factory=set)
-    """(project, location, repository id)."""
-    accounts: set[str] = field(default_factory=set)
-    """Emails."""
-    cache_bucket: str = ""
-    state_backend: str = ""
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) and not unseen(value) else ""
-
-
-def own_resources(resources: list[Resource]) -> Own:
-    own = Own()
-    project = DEPLOYMENT.setting("gcp:project")
-    if isinstance(project, str) and project:
-        own.projects.add(project)
-    else:  # no configuration from the engine: the cluster's project
-        own.projects |= {_text(r.props.get("project")) for r in resources if r.resource_type == CLUSTER} - {""}
-    rings = [r.props for r in resources if r.resource_type == KEY_RING]
-    for r in resources:
-        props = r.props
-        if r.resource_type == BUCKET:
-            own.buckets.add(_text(props.get("name")))
-        elif r.resource_type == CRYPTO_KEY:
-            name = _text(props.get("name"))
-            own.keys.add(f"{_text(props.get('keyRing'))}/cryptoKeys/{name}")
-            own.keys |= {
-                f"projects/{_text(k.get('project'))}/locations/{_text(k.get('location'))}/keyRings/"
-                f"{_text(k.get('name'))}/cryptoKeys/{name}"
-                for k in rings
-            }
-        elif r.resource_type == REPOSITORY:
-            own.repositories.add(
-                (_text(props.get("project")), _text(props.get("location")), _text(props.get("repositoryId")))
-            )
-        elif r.resource_type == ACCOUNT:
-            email, account_id, in_project = props.get("email"), props.get("accountId"), props.get("project")
-            if isinstance(email, str):
-                own.accounts.add(email)
-            elif isinstance(account_id, str) and isinstance(in_project, str):
-                own.accounts.add(f"{account_id}@{in_project}.iam.gserviceaccount.com")
-    own.buckets.discard("")
-    given_key = DEPLOYMENT.setting("tpu-rl:gke", "secretsEncryptionKey")
-    if isinstance(given_key, str) and given_key.startswith("projects/"):
-        own.keys.add(given_key)
-    cache = DEPLOYMENT.setting("tpu-rl:model", "hubCache")
-    if isinstance(cache, str) and cache.startswith("gs://"):
-        own.cache_bucket = backend_bucket(cache)
-    recorded = DEPLOYMENT.setting("tpu-rl:stateBackend")
-    own.state_backend = recorded if isinstance(recorded, str) else ""
-    return own
 
 
 def _roles(props: Mapping[str, Any]) -> list[Any]:
@@ -212,15 +145,15 @@ def _judge(r: Resource, own: Own, report: Report) -> None:
         repository = str(repository)
         parts = repository.split("/")
         if len(parts) == 6 and parts[0] == "projects" and parts[2] == "locations" and parts[4] == "repositories":
-            target = (parts[1], parts[3], parts[5])
+            repo_key = (parts[1], parts[3], parts[5])
         else:
-            target = (str(project), str(location), repository)
-        if target not in own.repositories:
-            say(f"grants on repository {'/'.join(target)}, not one of the stack's image mirrors: remove the grant")
+            repo_key = (str(project), str(location), repository)
+        if repo_key not in own.repositories:
+            say(f"grants on repository {'/'.join(repo_key)}, not one of the stack's image mirrors: remove the grant")
         for role in roles:
             if role not in REPOSITORY_ROLES:
                 say(
-                    f"{role} on repository {'/'.join(target)} makes a writer of a repository the steps' images come "
+                    f"{role} on repository {'/'.join(repo_key)} makes a writer of a repository the steps' images come "
                     "from: it could replace an image that runs with the Hugging Face token; grant "
                     "roles/artifactregistry.reader"
                 )

@@ -19,10 +19,10 @@ from pulumi_policy import (
 
 from core.config.schema import IMAGE_REGISTRIES
 
+from .grants import REPOSITORY, _text, own_resources
 from .pods import _asks_tpu, _name, command_text, kind_of, pod_containers, pods, stray_images
 from .properties import _config, _l, _m, _on, _yaml, judging, unseen
 from .resources import CONFIG_MAP, JOB, JOBSET, Report, Resource, _guarded_resource, _guarded_stack
-from .targets import REPOSITORY, _text, own_resources
 
 
 def _no_ttl(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
