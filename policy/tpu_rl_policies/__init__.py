@@ -20,6 +20,8 @@ The modules, each importing only those above it:
 - ``resources``: the type tokens, ``Resource``, the analyzer (``Analyzer``, ``DEPLOYMENT``) and how a check runs
   (``_judged``, ``_guarded_resource``, ``_guarded_stack``);
 - ``pods``: pod specs and containers of any kind; ``env``: a container's environment, ConfigMap files and argv;
+- ``grants``: what a grant of the stack may land on (its own resources, from the stack and the configuration the engine
+  sends) and the principals an IAM resource names;
 - ``scripts``: the runs a TPU container starts through tpu-rl's launcher, with the overrides of its ``train.json``
   (``core.step_config``; what the budget reads);
 - the rules, one module per concern: ``secrets``, ``cluster`` (TPU pools, the control plane), ``network``,
