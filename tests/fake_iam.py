@@ -254,4 +254,3 @@ def as_member(fake: PolicedApis, member: str | None) -> tuple[Any, Any]:
     storage_client = storage.Client(project=fake.project, credentials=credentials, client_options=options)
     kms = kms_v1.KeyManagementServiceClient(transport="rest", credentials=credentials, client_options=options)
     return storage_client, kms
-
