@@ -167,7 +167,8 @@ class PolicedApis(FakeStateApis):
                 return 404, error(404, f"No such object: {bucket}/{name}", "notFound")
             return 200, self.contents[(bucket, name)]
         message = email.message_from_bytes(f"Content-Type: {ctype}\r\n\r\n".encode() + raw)
-        metadata, media = [part.get_payload(decode=True) for part in message.get_payload()]
+        parts_of: list[Any] = message.get_payload()  # type: ignore[assignment]
+        metadata, media = [bytes(part.get_payload(decode=True)) for part in parts_of]
         name = json.loads(metadata)["name"]
         denied = self._check(caller, "storage.objects.create", bucket, name)
         if denied:
@@ -192,11 +193,10 @@ class PolicedApis(FakeStateApis):
             self.refused.append((caller or "", permission, key))
             return 403, error(403, f"Permission '{permission}' denied on resource '{key}'.", "forbidden")
         if verb == "encrypt":
-            plain = base64.b64decode(body["plaintext"])
-            sealed = base64.b64encode(key.encode() + b"|" + plain).decode()
-            return 200, {"name": f"{key}/cryptoKeyVersions/1", "ciphertext": sealed}
-        sealed = base64.b64decode(body["ciphertext"])
-        made_by, _, plain = sealed.partition(b"|")
+            given = base64.b64decode(body["plaintext"])
+            wrapped = base64.b64encode(key.encode() + b"|" + given).decode()
+            return 200, {"name": f"{key}/cryptoKeyVersions/1", "ciphertext": wrapped}
+        made_by, _, plain = base64.b64decode(body["ciphertext"]).partition(b"|")
         if made_by.decode() != key:
             return 400, error(400, "Decryption failed: the ciphertext is invalid.", "badRequest")
         return 200, {"plaintext": base64.b64encode(plain).decode()}

@@ -316,9 +316,7 @@ class Walk(EngineStack):
                 custom=not resource["type"].startswith("tpu-rl:"),
                 parent=urns[id(parent)] if parent is not None else "",
                 dependencies=tuple(sorted(depends - {me})),
-                deleted_with=next(
-                    (urns[id(d)] for d in named.get(options.get("deletedWith") or "", [])), ""
-                ),
+                deleted_with=next((urns[id(d)] for d in named.get(options.get("deletedWith") or "", [])), ""),
                 protect=bool(options.get("protect")),
                 retain_on_delete=bool(options.get("retainOnDelete")),
             )
