@@ -567,6 +567,7 @@ def test_a_swapped_stack_file_is_refused_in_one_line_with_nothing_created(tmp_pa
         ("clusterName", "tpu-rl-prod", "error: stack dev's tpu-rl:clusterName tpu-rl-prod is stack prod's too"),
         ("bucketName", f"{PROJECT}-tpu-rl-prod", f"error: stack dev's artifacts bucket gs://{PROJECT}-tpu-rl-prod is"),
     ],
+    ids=["clusterName", "bucketName"],
 )
 def test_a_stack_file_naming_the_other_stacks_cluster_or_bucket_is_refused_before_stack_init_and_up(
     tmp_path, capsys, key, value, start
