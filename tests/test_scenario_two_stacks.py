@@ -603,3 +603,21 @@ def test_the_example_stacks_in_one_project_share_nothing_the_check_refuses(tmp_p
         prod=stack_text("prod").replace(f"gcp:project: {PROJECT}", "gcp:project: acme-other"),
     )
     assert shared_names.problem("dev", other) is None, "a cluster name of another project is its own"
+
+
+GIVEN_KEY = f"projects/{PROJECT}/locations/us-east5/keyRings/platform/cryptoKeys/gke-secrets"
+
+
+def test_a_secrets_key_both_stacks_are_given_keeps_its_one_grant_through_either_destroy():
+    """Both stacks given one existing key register the same member (the project's GKE service agent on it): the one
+    grant two stacks may share, kept by each stack's delete (``retainOnDelete``), so either destroy leaves it."""
+    given = f"tpu-rl:gke.secretsEncryptionKey={GIVEN_KEY}"
+    dev, prod = planned("dev", given), planned("prod", given, *LIFTED)
+    shared = [key for key in set(objects(dev)) & set(objects(prod)) if key[0] == "member"]
+    assert [key[1:4] for key in shared] == [("cryptoKey", GIVEN_KEY, "roles/cloudkms.cryptoKeyEncrypterDecrypter")]
+    for gone, kept in ((dev, prod), (prod, dev)):
+        assert all(objects(gone)[key]["options"]["retainOnDelete"] for key in shared)
+        project = Project([gone, kept])
+        Walk(gone, project).destroy()
+        assert set(objects(kept)) <= set(project.held), f"{gone.stack}'s destroy removed {kept.stack}'s"
+        assert project.destroyed_versions == set(), "a given key is no stack's to destroy"
