@@ -109,7 +109,7 @@ def _estimate(resources: list[Resource], runs: list[tuple[str, TrainingRun]]) ->
             step.usd
             for _, run in runs[1:]
             for step in estimate_run(shape, len(pools), capacity, run).steps
-            if step.step == "train"
+            if step.holds_tpu
         )
         out = first.to_output()
         out["totalUsd"] = round(first.total_usd + more, 2)
