@@ -10,9 +10,10 @@ from typing import Any
 import pulumi
 from pulumi.runtime import config as runtime_config
 
-from core.config import ConfigError, placeholder_problems
+from core.config import placeholder_problems
 from core.config.schema import IMAGE_REGISTRIES
 from core.config.values import OFFLINE_SECRETS
+from core.errors import TpuRlError
 from core.estimate import estimate_for
 from core.images import (
     PINS_IN_STATE,
@@ -54,7 +55,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
         settings = settings_from_runtime()
         # The steps, and what the controllers derive from them, are checked before anything is registered.
         plan = plan_workflow(settings) if settings.workflow.enabled else None
-    except ConfigError as err:
+    except TpuRlError as err:
         raise pulumi.RunError(str(err)) from None
     names = names_for(settings)
     mirrors = _mirrors(settings)
@@ -319,7 +320,7 @@ def _pinned_images(settings: Settings, plan: Workflow | None) -> tuple[Settings,
     step; a new tag in the configuration is read again, a new image, new steps. Run by `pulumi up` and `pulumi
     preview`; the offline plan reads no registry and shows the images as configured. Every image that cannot be read is
     one line."""
-    from infra.gcp.registry import RegistryError, resolve_digest
+    from infra.gcp.registry import resolve_digest
 
     digests, problems = {}, []
     # Read where the image is published (a mirror of the stack's may not exist yet: this `up` creates it); a mirror
@@ -332,7 +333,7 @@ def _pinned_images(settings: Settings, plan: Workflow | None) -> tuple[Settings,
             continue
         try:
             digests[key] = resolve_digest(image, key=f"images.{key}")
-        except RegistryError as err:
+        except TpuRlError as err:
             problems.append(f"images: {err}")
     if problems:
         raise pulumi.RunError("\n".join(problems))  # one line each
@@ -343,7 +344,7 @@ def _pinned_images(settings: Settings, plan: Workflow | None) -> tuple[Settings,
     pinned = dataclasses.replace(settings, images=pin_images(settings.images, digests))
     try:
         return pinned, plan_workflow(pinned) if plan is not None else None
-    except ConfigError as err:
+    except TpuRlError as err:
         raise pulumi.RunError(str(err)) from None
 
 
@@ -406,13 +407,13 @@ def _checked_token(key: str, variable: str) -> str:
 def _preflight(settings: Settings) -> BaseModel:
     """Fail before any resource if the token cannot read the model (gated licence not accepted, bad token)."""
 
-    from workloads.preflight import PreflightError, check_model_access
+    from workloads.preflight import check_model_access
 
     model = settings.model
     token = _checked_token("hfToken", "HF_TOKEN")
     try:
         base = check_model_access(model.spec.hf_repo, model.revision, token, endpoint=os.environ.get("HF_ENDPOINT"))
-    except PreflightError as err:
+    except TpuRlError as err:
         raise pulumi.RunError(f"preflight: {err}") from None
     commit = base.commit
     pulumi.log.info(f"preflight: {model.spec.hf_repo}@{model.revision} is readable (commit {commit or 'unknown'})")
@@ -427,7 +428,7 @@ def _dataset_preflight(settings: Settings, token: str) -> None:
     such revision, a pattern that matches nothing, terms not accepted): the training pod would find out only after
     its slice was up."""
     from core.knobs import DATASETS
-    from workloads.preflight import PreflightError, check_dataset_access
+    from workloads.preflight import check_dataset_access
     from workloads.specs.commands import staged_dataset
 
     staged = staged_dataset(DATASETS[settings.training.dataset], "")[1]
@@ -437,7 +438,7 @@ def _dataset_preflight(settings: Settings, token: str) -> None:
     revision = settings.training.dataset_revision
     try:
         commit = check_dataset_access(repo, revision, tuple(patterns), token, endpoint=os.environ.get("HF_ENDPOINT"))
-    except PreflightError as err:
+    except TpuRlError as err:
         raise pulumi.RunError(f"preflight: {err}") from None
     pulumi.log.info(f"preflight: the dataset {repo}@{revision} is readable (commit {commit or 'unknown'})")
 
@@ -445,13 +446,13 @@ def _dataset_preflight(settings: Settings, token: str) -> None:
 def _publish_preflight(settings: Settings) -> None:
     """Fail before any resource if the write token cannot publish to tpu-rl:publish.repo (a read token, no
     write role in the namespace, an existing public repository for a private run)."""
-    from workloads.preflight import PreflightError, check_publish_access
+    from workloads.preflight import check_publish_access
 
     publish = settings.publish
     assert publish.repo is not None  # only called with a repository
     token = _checked_token("hfWriteToken", "HF_WRITE_TOKEN")
     try:
         found = check_publish_access(publish.repo, publish.private, token, endpoint=os.environ.get("HF_ENDPOINT"))
-    except PreflightError as err:
+    except TpuRlError as err:
         raise pulumi.RunError(f"preflight: {err}") from None
     pulumi.log.info(f"preflight: tpu-rl:hfWriteToken can publish to {publish.repo} ({found})")

@@ -13,26 +13,15 @@ second.
 from __future__ import annotations
 
 import ast
-from functools import cache
 from pathlib import Path
 
 import pytest
 
 from core.steps import STEPS
-from tools.stack_files import ROOT
+from tests.source_files import module_name, parsed, product_files, rel
 
 pytestmark = pytest.mark.pure  # files only
 
-PRODUCT = (
-    "core",
-    "infra",
-    "workloads",
-    "tools",
-    "program",
-    "policy/tpu_rl_policies",
-    "policy/__main__.py",
-    "__main__.py",
-)
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 80
 
@@ -75,31 +64,6 @@ NOT_STEP_NAMES: dict[tuple[str, str], str] = {
 
 CATALOGUE = ("core/steps.py",)
 """Where a step's name may be compared: the catalogue itself."""
-
-
-@cache
-def product_files() -> tuple[Path, ...]:
-    found: list[Path] = []
-    for entry in PRODUCT:
-        path = ROOT / entry
-        found += [path] if path.is_file() else sorted(path.rglob("*.py"))
-    return tuple(path for path in found if "venv" not in path.relative_to(ROOT).parts)
-
-
-@cache
-def parsed(path: Path) -> ast.Module:
-    return ast.parse(path.read_text(), filename=str(path))
-
-
-def rel(path: Path) -> str:
-    return path.relative_to(ROOT).as_posix()
-
-
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
 
 
 def functions(tree: ast.AST, prefix: str = "") -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:

@@ -59,6 +59,7 @@ from typing import Any
 import yaml
 
 from core.controllers import API_VERSIONS, CHART_VALUES, CONTROLLERS, CRDS, DATA, Controller, crd_file, facts_file
+from core.errors import TpuRlError
 from infra.k8s.kueue import CHART as KUEUE_CHART
 from infra.k8s.kueue import configuration
 from infra.k8s.manifests import JOBSET_CHART, jobset_crd_fields
@@ -93,7 +94,7 @@ SAMPLE_TIMEOUTS = (1800, 1800)
 """Kueue's waitForPodsReady timeouts for the manager configuration checked (any values: only its fields count)."""
 
 
-class AdoptError(Exception):
+class AdoptError(TpuRlError):
     """One line: what failed and the fix."""
 
 
@@ -413,9 +414,9 @@ def main(argv: list[str] | None = None) -> int:
         return refuse("adopt_controller", problems)
     try:
         return adopt(args.name, args.version, args.repo, args.url, chart_checked=args.chart_checked)
-    except AdoptError as err:
+    except TpuRlError as err:
         print(f"adopt_controller: {err}", file=sys.stderr)
-        return 1
+        return err.exit_code
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ import yaml
 
 from core import maxtext_keys
 from core.config.load import INTERPRETED, PROGRAM_KEYS
+from core.errors import TpuRlError
 from core.knobs import DATASETS, TRAINING_KNOBS
 from tools.vendoring import compressed, git_blob, merge_sums, refuse, sha256
 
@@ -117,7 +118,7 @@ DERIVED = frozenset({"checkpoint_dir", "tensorboard_dir"})
 """Keys the program refuses that MaxText derives in code (RLConfig), in no config file."""
 
 
-class AdoptError(Exception):
+class AdoptError(TpuRlError):
     """One line: what failed and the fix."""
 
 
@@ -484,9 +485,9 @@ def main(argv: list[str] | None = None) -> int:
         return refuse("adopt_maxtext", problems)
     try:
         return adopt(args.version, args.wheel, loader=args.loader)
-    except AdoptError as err:
+    except TpuRlError as err:
         print(f"adopt_maxtext: {err}", file=sys.stderr)
-        return 1
+        return err.exit_code
 
 
 if __name__ == "__main__":

@@ -17,8 +17,8 @@ from typing import Any
 
 from core.config.diff import config_diff
 from core.config.schema import CAPACITY_MODES
+from core.errors import BadInputError, TpuRlError
 from core.estimate import STARTUP_GOAL_MINUTES, STARTUP_MINUTES, restarted
-from core.outdir import OutputError
 from core.redact import scrub_lines
 from core.settings import Settings
 from tools.notices import hide_python_version_notice
@@ -30,7 +30,7 @@ from workloads.observe.run_data import RunData, reward_tag
 from workloads.observe.scalars import ROLLOUT_PREFIXES
 
 
-class ReportError(Exception):
+class ReportError(BadInputError):
     """The report cannot be made (one line)."""
 
 
@@ -191,10 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     hide_python_version_notice()  # before the Google client libraries are imported
     try:
         return _run(args)
-    except (ReportError, OutputError) as err:
+    except TpuRlError as err:
         for line in scrub_lines(str(err), limit=500):  # a config's every problem, one line each
             print(f"error: {line}", file=sys.stderr)
-        return 2
+        return err.exit_code
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import pulumi
 
 from core.config.values import format_duration
+from core.errors import TpuRlError
 from core.redact import scrub
 from core.settings import Settings
 from infra.k8s import credentials, live
@@ -64,7 +65,7 @@ def read_export(hf_uri: str) -> Exported:
     )
 
 
-class HubUnknownError(Exception):
+class HubUnknownError(TpuRlError):
     """The Hub cannot say whether a publication is whole (unreachable, a revoked token): one line."""
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, Severity, StackValidationArgs, StackValidationPolicy
 
+from core.errors import BadInputError
 from core.estimate import TrainingRun, estimate_run
 from core.step_config import CONFIG_PATH
 from core.tpu import Capacity, SliceShape, resolve_slice
@@ -19,7 +20,7 @@ from .resources import NODE_POOL, Report, Resource, _guarded_stack, _machine, _r
 from .scripts import LAUNCHED_BY, trainer_runs
 
 
-class EstimateInputError(ValueError):
+class EstimateInputError(BadInputError, ValueError):
     """A TPU workload does not carry a training command the estimate can read."""
 
 
