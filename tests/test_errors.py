@@ -110,8 +110,7 @@ CLI_HANDLERS = {
     "tools/status.py": "main",
     "tools/logs.py": "main",
     "tools/state.py": "main",
-    "tools/adopt_maxtext.py": "main",
-    "tools/adopt_controller.py": "main",
+    "tools/vendoring.py": "run",  # tools/adopt_maxtext.py's and tools/adopt_controller.py's
     "tools/plan/cli.py": "_plan",
 }
 """Each CLI's entry point: the function whose handlers end the process."""
