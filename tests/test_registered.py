@@ -1,8 +1,9 @@
 """Every resource the program registers for the example stacks, pinned: its type, name, URN (the parent chain),
 inputs (secrets unwrapped, and as they cross the wire), options and replacement trigger, and the stack's outputs
-and the lines it logs (not the SDK's debug lines, whose order follows its threads), one digest each in ``tests/data/registered-resources.tsv``. A change to how the components are
-cut (what each takes, how it reads the world) must leave this file as it is; a change that means to alter the
-plan rewrites it (``TPU_RL_UPDATE_PLANS=1 make test``), and its diff names each resource that changed."""
+and the lines it logs (not the SDK's debug lines, whose order follows its threads), one digest each in
+``tests/data/registered-resources.tsv``. A change to how the components are cut (what each takes, how it reads the
+world) must leave this file as it is; a change that means to alter the plan rewrites it (``TPU_RL_UPDATE_PLANS=1
+make test``), and its diff names each resource that changed."""
 
 from __future__ import annotations
 
