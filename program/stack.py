@@ -36,7 +36,9 @@ from infra.gcp.kms import PROPAGATION_SECONDS, GrantPropagation, SecretsKey, Sec
 from infra.gcp.naming import Names, names_for
 from infra.gcp.network import Network, NetworkArgs
 from infra.gcp.storage import ArtifactBucket, BucketArgs, bucket_args
-from infra.k8s.platform import DestroyGuard, KubernetesPlatform, PlatformArgs
+from infra.k8s.kueue import kueue_objects
+from infra.k8s.manifests import platform_labels
+from infra.k8s.platform import ClusterReads, DestroyGuard, KubernetesPlatform, PlatformArgs
 from program.config import settings_from_runtime
 from workloads.preflight import COMMIT, BaseModel
 from workloads.specs.step_specs import Workflow, plan_workflow
@@ -196,11 +198,18 @@ def _kubernetes(
     }
     token = pulumi.Config().get_secret("hfToken") if settings.hf_token_set else None
     write_token = pulumi.Config().get_secret("hfWriteToken") if settings.publish.repo else None
+    labels = platform_labels(settings.cluster_name)
     return KubernetesPlatform(
         "k8s",
         PlatformArgs(
-            settings=settings,
-            names=names,
+            protect=settings.protect,
+            labels=labels,
+            namespace=settings.namespace,
+            scratch_disk_type=settings.cpu_pool.disk_type,
+            jobset_version=settings.workflow.jobset_version,
+            kueue=kueue_objects(settings, labels),
+            local_queue=settings.kueue.queue,
+            accounts=names.ksas,
             provider=gke.provider,
             cluster=gke.cluster,
             step_sa_emails={step: identities.email(step) for step in names.ksas},
@@ -208,8 +217,7 @@ def _kubernetes(
             step_waits=waits,
             hf_token=token,
             hf_write_token=write_token,
-            live=live,
-            kubeconfig=gke.kubeconfig,
+            reads=ClusterReads(gke.kubeconfig) if live else None,
             first_jobset=plan.steps[0].manifest if plan is not None else None,
         ),
     )
