@@ -41,6 +41,7 @@ from infra.k8s.manifests import platform_labels
 from infra.k8s.platform import ClusterReads, DestroyGuard, KubernetesPlatform, PlatformArgs
 from program.config import settings_from_runtime
 from workloads.preflight import COMMIT, BaseModel
+from workloads.reader import LiveReader
 from workloads.specs.step_specs import Workflow, plan_workflow
 from workloads.workflow import WorkflowArgs, WorkflowRun
 
@@ -235,10 +236,8 @@ def _workflow(
             provider=gke.provider,
             cluster=gke.cluster,
             ready=platform.ready,
-            namespace_id=platform.namespace.id,
-            kubeconfig=gke.kubeconfig,
             tpu_pools=gke.tpu_pools,
-            live=live,
+            reader=LiveReader(settings, gke.kubeconfig, platform.namespace.id) if live else None,
             config_diff=_config_diff() if settings.publish.repo else (),
             base_commit=base.commit or None,
             base_license=base.license,

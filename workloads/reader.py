@@ -89,16 +89,15 @@ class LiveReader:
     reader's later reads fail at once) and the steps show as they were recorded.
     """
 
-    def __init__(
-        self, settings: Settings, kubeconfig: pulumi.Output[str], ready: pulumi.Output[Any], parent: pulumi.Resource
-    ) -> None:
+    def __init__(self, settings: Settings, kubeconfig: pulumi.Output[str], ready: pulumi.Output[Any]) -> None:
         self.settings = settings
         # Read once the workflow's namespace exists: the API server answers by then (a new cluster's
         # first minutes see restarts of the control plane).
         self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(
             pulumi.Output.all(kubeconfig, ready).apply(lambda args: args[0])
         )
-        self.parent = parent
+        self.parent: pulumi.Resource | None = None
+        """The component whose warnings these are (``WorkflowRun``, which sets itself here)."""
         self.preview = pulumi.runtime.is_dry_run()
         self._reader: live.ClusterReader | None = None
         self._warned = False

@@ -59,14 +59,12 @@ class WorkflowArgs:
     """The GKE cluster: deleting it deletes the steps with it (``deleted_with``)."""
     ready: Sequence[pulumi.Resource]
     """What every step waits for: the JobSet controller, Kueue and its queues, the namespace, the Secret."""
-    namespace_id: pulumi.Output[str]
-    """The workflow's namespace: the live reader reads once it exists."""
-    kubeconfig: pulumi.Output[str]
-    """The cluster's kubeconfig (secret): the live reader's."""
     tpu_pools: Sequence[pulumi.Resource]
     """The slice's node pools: training waits for them."""
-    live: bool
-    """Read the cluster and the bucket (retries, the wait, artifact checks); the offline plan does not."""
+    reader: LiveReader | None
+    """The live reader (``workloads.reader.LiveReader``, reading once the workflow's namespace exists): in `pulumi
+    up` and a preview it reads the cluster and the bucket (retries, the wait, artifact checks); None in the offline
+    plan, which reads nothing."""
     config_diff: Sequence[dict[str, Any]] = ()
     """The settings that differ from the tutorial's (``core.config.diff``): the model card lists them."""
     base_commit: str | None = None
@@ -116,8 +114,10 @@ class WorkflowRun(pulumi.ComponentResource):
         self._plan = args.plan
         self.steps = {s.step: s for s in self._plan.steps}
         self._preview = pulumi.runtime.is_dry_run()
-        self._verify = args.live and not self._preview
-        self._reader = LiveReader(args.settings, args.kubeconfig, args.namespace_id, self) if args.live else None
+        self._verify = args.reader is not None and not self._preview
+        self._reader = args.reader
+        if self._reader is not None:
+            self._reader.parent = self
         self._context = Context(
             settings=args.settings,
             plan=self._plan,
