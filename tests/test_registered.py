@@ -26,9 +26,16 @@ STACKS: dict[str, tuple[str, ...]] = {
     "prod": ("prod",),
     "prod-publishing-evaluating": ("prod", "tpu-rl:publish.repo=me/model", "tpu-rl:workflow.steps.evaluate=true"),
     "dev-flex-start": ("dev", "tpu-rl:tpu.capacity=flex-start"),
+    "prod-pinned-encrypted-mirrored": (
+        "prod",
+        "tpu-rl:gke.versionPrefix=1.35.",
+        "tpu-rl:gke.secretsEncryptionKey=create",
+        "tpu-rl:images.mirror=true",
+    ),
+    "dev-without-kueue": ("dev", "tpu-rl:kueue.enabled=false"),
 }
 """The example stacks, and the variants that register what they do not (the publish and evaluate steps' objects,
-a flex-start pool)."""
+a flex-start pool, a pinned control-plane version, the Secrets key, the image mirrors, no Kueue of the stack's)."""
 
 
 def digest(value: Any) -> str:
