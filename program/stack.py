@@ -30,7 +30,8 @@ from core.steps import STEPS
 from infra.gcp.access import IMAGE_PULLERS
 from infra.gcp.apis import ProjectApis
 from infra.gcp.artifact_registry import ARTIFACT_REGISTRY_API, ImageMirror, ImageMirrorArgs
-from infra.gcp.cluster import GkeCluster, GkeClusterArgs
+from infra.gcp.cluster import ClusterVersion, GkeCluster, GkeClusterArgs
+from infra.gcp.gke_spec import cluster_args, cpu_pool_args, system_pool_args, tpu_pool_args
 from infra.gcp.identities import IdentitiesArgs, NodeIdentities, grant_key
 from infra.gcp.kms import PROPAGATION_SECONDS, GrantPropagation, SecretsKey, SecretsKeyArgs
 from infra.gcp.naming import Names, names_for
@@ -181,8 +182,41 @@ def _cloud(settings: Settings, names: Names, mirrors: dict[str, Mirror], reuse: 
             ),
             after_apis,
         )
-    gke = GkeCluster("gke", GkeClusterArgs(settings, names, network, identities, secrets_key, mirror), after_apis)
+    gke = GkeCluster("gke", _gke_args(settings, names, network, identities, secrets_key, mirror), after_apis)
     return _Cloud(apis, network, bucket, identities, mirror, secrets_key, gke)
+
+
+def _gke_args(
+    settings: Settings,
+    names: Names,
+    network: Network,
+    identities: NodeIdentities,
+    secrets_key: SecretsKey | None,
+    mirror: ImageMirror | None,
+) -> GkeClusterArgs:
+    """The cluster's and its pools' arguments (``infra.gcp.gke_spec``) and what else the cluster component takes."""
+    gke = settings.gke
+    key = secrets_key.name if secrets_key else None
+    return GkeClusterArgs(
+        cluster=cluster_args(settings, network.network.id, network.subnet.id, identities.email("system"), None, key),
+        system_pool=system_pool_args(settings, None, identities.email("system")),
+        cpu_pool=cpu_pool_args(settings, None, identities.email("cpu")),
+        tpu_pools=[tpu_pool_args(settings, pool, None, identities.email("tpu")) for pool in names.tpu_pools],
+        version=ClusterVersion(settings.project, settings.region, gke.version_prefix, gke.release_channel)
+        if gke.version_prefix
+        else None,
+        protect=settings.protect,
+        cluster_name=settings.cluster_name,
+        kube_context=settings.kube_context,
+        cluster_identifier=settings.cluster_identifier,
+        workload_members={
+            step: f"serviceAccount:{settings.project}.svc.id.goog[{settings.namespace}/{ksa}]"
+            for step, ksa in names.ksas.items()
+        },
+        identities=identities,
+        secrets_key=secrets_key,
+        image_mirror=mirror,
+    )
 
 
 def _kubernetes(
