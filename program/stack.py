@@ -42,7 +42,7 @@ from infra.k8s.manifests import platform_labels
 from infra.k8s.platform import ClusterReads, DestroyGuard, KubernetesPlatform, PlatformArgs
 from program.config import settings_from_runtime
 from workloads.preflight import COMMIT, BaseModel
-from workloads.reader import LiveReader
+from workloads.reader import LiveReader, reader_args
 from workloads.specs.step_specs import Workflow, plan_workflow
 from workloads.workflow import WorkflowArgs, WorkflowRun
 
@@ -271,7 +271,7 @@ def _workflow(
             cluster=gke.cluster,
             ready=platform.ready,
             tpu_pools=gke.tpu_pools,
-            reader=LiveReader(settings, gke.kubeconfig, platform.namespace.id) if live else None,
+            reader=LiveReader(reader_args(settings), gke.kubeconfig, platform.namespace.id) if live else None,
             config_diff=_config_diff() if settings.publish.repo else (),
             base_commit=base.commit or None,
             base_license=base.license,
