@@ -44,6 +44,7 @@ from program.config import settings_from_runtime
 from workloads.preflight import COMMIT, BaseModel
 from workloads.reader import LiveReader, reader_args
 from workloads.specs.step_specs import Workflow, plan_workflow
+from workloads.wiring import step_inputs
 from workloads.workflow import WorkflowArgs, WorkflowRun
 
 
@@ -265,16 +266,15 @@ def _workflow(
     run = WorkflowRun(
         "workflow",
         WorkflowArgs(
-            settings=settings,
+            namespace=settings.namespace,
+            inputs=step_inputs(settings, plan, _config_diff() if settings.publish.repo else (), base.license),
             plan=plan,
             provider=gke.provider,
             cluster=gke.cluster,
             ready=platform.ready,
             tpu_pools=gke.tpu_pools,
             reader=LiveReader(reader_args(settings), gke.kubeconfig, platform.namespace.id) if live else None,
-            config_diff=_config_diff() if settings.publish.repo else (),
             base_commit=base.commit or None,
-            base_license=base.license,
             step_ready=platform.waiting_accounts,
         ),
     )

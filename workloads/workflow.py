@@ -30,12 +30,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from core.names import RETRY_ANNOTATION
-from core.settings import Settings
 from infra.k8s.object import KubernetesObject
 from workloads.observe.failures import StepFailedError, check_step_status
 from workloads.reader import LiveReader, resumes
 from workloads.specs.step_specs import INPUT_ANNOTATION, Step, Workflow
-from workloads.wiring import Context, Result, StepWiring, export_differences, wiring_of
+from workloads.wiring import Context, Result, StepInputs, StepWiring, export_differences, wiring_of
 
 __all__ = ["INPUT_ANNOTATION", "WorkflowArgs", "WorkflowRun", "export_differences"]
 
@@ -47,10 +46,12 @@ DELETE_TIMEOUT = "20m"
 @dataclass(frozen=True)
 class WorkflowArgs:
     """What the workflow runs on: the platform's pieces it needs, each typed (as the Pulumi component models
-    take theirs), and the settings its pure step builders read."""
+    take theirs), the plan and what each step's wiring reads of the configuration."""
 
-    settings: Settings
-    """The validated settings."""
+    namespace: str
+    """The workflow's namespace (a failed step's message names it)."""
+    inputs: StepInputs
+    """What each step's wiring reads of the configuration (``workloads.wiring.step_inputs``)."""
     plan: Workflow
     """The steps (``workloads.specs.step_specs.plan_workflow`` of the settings)."""
     provider: k8s.Provider
@@ -65,12 +66,8 @@ class WorkflowArgs:
     """The live reader (``workloads.reader.LiveReader``, reading once the workflow's namespace exists): in `pulumi
     up` and a preview it reads the cluster and the bucket (retries, the wait, artifact checks); None in the offline
     plan, which reads nothing."""
-    config_diff: Sequence[dict[str, Any]] = ()
-    """The settings that differ from the tutorial's (``core.config.diff``): the model card lists them."""
     base_commit: str | None = None
     """The commit the model's revision resolved to at the preflight (None: not checked): the model card's."""
-    base_license: str | None = None
-    """The licence the base model's card declares (None: not read): the model card passes it on."""
     step_ready: Mapping[str, pulumi.Resource] = field(default_factory=dict)
     """Step -> what only that step also waits for (an account that waits for its grants to propagate)."""
 
@@ -119,7 +116,7 @@ class WorkflowRun(pulumi.ComponentResource):
         if self._reader is not None:
             self._reader.parent = self
         self._context = Context(
-            settings=args.settings,
+            inputs=args.inputs,
             plan=self._plan,
             parent=self,
             reader=self._reader,
@@ -128,9 +125,7 @@ class WorkflowRun(pulumi.ComponentResource):
             cluster=args.cluster,
             ready=args.ready,
             tpu_pools=args.tpu_pools,
-            config_diff=args.config_diff,
             base_commit=args.base_commit,
-            base_license=args.base_license,
         )
         if self._reader is not None:
             self._reader.output_checks = {
@@ -261,7 +256,7 @@ class WorkflowRun(pulumi.ComponentResource):
         warned of a failed run)."""
         if self._preview:
             return
-        namespace = self._args.settings.namespace
+        namespace = self._args.namespace
         try:
             state = check_step_status(step.kind, status, namespace, step.name, step.logs_command)
         except StepFailedError as err:

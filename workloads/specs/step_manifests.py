@@ -582,12 +582,17 @@ def card_metadata(settings: Settings, name: str, step_id: str) -> dict[str, Any]
 def card_config_map(settings: Settings, name: str, step_id: str, readme: str, image: bytes | None) -> dict[str, Any]:
     """The publish step's model card as a ConfigMap (mounted at ``commands.CARD_DIR``): ``README.md`` and,
     when the run logged a reward, the reward curve (``binaryData``; a ConfigMap holds at most 1 MiB)."""
+    return card_manifest(card_metadata(settings, name, step_id), readme, image)
+
+
+def card_manifest(metadata: dict[str, Any], readme: str, image: bytes | None) -> dict[str, Any]:
+    """``card_config_map`` with its metadata given (``card_metadata``)."""
     import base64
 
     manifest: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": card_metadata(settings, name, step_id),
+        "metadata": metadata,
         "data": {"README.md": readme},
     }
     if image is not None:
