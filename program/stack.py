@@ -146,14 +146,17 @@ def _cloud(settings: Settings, names: Names, mirrors: dict[str, Mirror], reuse: 
     required = REQUIRED_APIS + ((ARTIFACT_REGISTRY_API,) if mirrors else ())
     apis = ProjectApis("apis", settings.project, required + ((KMS_API,) if settings.gke.secrets_key else ()))
     after_apis = pulumi.ResourceOptions(depends_on=apis.services)
-    network = Network("network", NetworkArgs(settings.project, settings.region, names), after_apis)
+    network_args = NetworkArgs(
+        settings.project, settings.region, names.network, names.subnet, names.router, names.nat, names.firewall_internal
+    )
+    network = Network("network", network_args, after_apis)
     bucket = ArtifactBucket("artifacts", BucketArgs(bucket_args(settings), settings.protect), after_apis)
     identities = NodeIdentities(
         "identities",
         IdentitiesArgs(
             project=settings.project,
             cluster_name=settings.cluster_name,
-            names=names,
+            service_accounts=names.service_accounts,
             bucket=bucket.bucket.name,
             bucket_name=settings.bucket_name,
             model=settings.model.spec.name,
