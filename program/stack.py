@@ -43,8 +43,8 @@ from infra.k8s.platform import ClusterReads, DestroyGuard, KubernetesPlatform, P
 from program.config import settings_from_runtime
 from workloads.preflight import COMMIT, BaseModel
 from workloads.reader import LiveReader, reader_args
+from workloads.specs.step_inputs import step_inputs
 from workloads.specs.step_specs import Workflow, plan_workflow
-from workloads.wiring import step_inputs
 from workloads.workflow import WorkflowArgs, WorkflowRun
 
 

@@ -229,3 +229,35 @@ def test_the_step_name_check_sees_a_comparison(tmp_path):
     source = tmp_path / "budget.py"
     source.write_text('more = [s for s in steps if s.step == "train"]\nmatch name:\n    case "export":\n        pass\n')
     assert sorted(step_name_comparisons(source)) == ["case 'export'", "s.step == 'train'"]
+
+
+def component_args_fields() -> dict[str, list[tuple[str, str]]]:
+    """Each ``*Args`` or ``*Inputs`` dataclass of the components (``infra``, ``workloads``): its fields and their
+    annotations."""
+    found = {}
+    for path in product_files():
+        if not rel(path).startswith(("infra/", "workloads/")):
+            continue
+        for node in ast.walk(parsed(path)):
+            if isinstance(node, ast.ClassDef) and node.name.endswith(("Args", "Inputs")):
+                found[f"{rel(path)}:{node.name}"] = [
+                    (item.target.id, ast.unparse(item.annotation))
+                    for item in node.body
+                    if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+                ]
+    return found
+
+
+def test_components_declare_their_own_inputs():
+    """A component takes what it uses (as pulumi-eks's components do), never the whole settings or the names, and
+    reads the world through a reader it is given (None offline), never a ``live`` flag."""
+    fields = component_args_fields()
+    assert {"infra/gcp/cluster.py:GkeClusterArgs", "infra/k8s/platform.py:PlatformArgs"} <= set(fields)
+    assert "workloads/workflow.py:WorkflowArgs" in fields and "workloads/specs/step_inputs.py:TrainInputs" in fields
+    wide = {
+        f"{where}.{name}": annotation
+        for where, pairs in fields.items()
+        for name, annotation in pairs
+        if name == "live" or annotation.split(" | ")[0] in ("Settings", "Names")
+    }
+    assert wide == {}

@@ -33,8 +33,9 @@ from core.names import RETRY_ANNOTATION
 from infra.k8s.object import KubernetesObject
 from workloads.observe.failures import StepFailedError, check_step_status
 from workloads.reader import LiveReader, resumes
+from workloads.specs.step_inputs import StepInputs
 from workloads.specs.step_specs import INPUT_ANNOTATION, Step, Workflow
-from workloads.wiring import Context, Result, StepInputs, StepWiring, export_differences, wiring_of
+from workloads.wiring import Context, Result, StepWiring, export_differences, wiring_of
 
 __all__ = ["INPUT_ANNOTATION", "WorkflowArgs", "WorkflowRun", "export_differences"]
 
@@ -51,7 +52,7 @@ class WorkflowArgs:
     namespace: str
     """The workflow's namespace (a failed step's message names it)."""
     inputs: StepInputs
-    """What each step's wiring reads of the configuration (``workloads.wiring.step_inputs``)."""
+    """What each step's wiring reads of the configuration (``workloads.specs.step_inputs``)."""
     plan: Workflow
     """The steps (``workloads.specs.step_specs.plan_workflow`` of the settings)."""
     provider: k8s.Provider

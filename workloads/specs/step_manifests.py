@@ -579,14 +579,10 @@ def card_metadata(settings: Settings, name: str, step_id: str) -> dict[str, Any]
     return {"name": name, "namespace": settings.namespace, "labels": labels(settings, "publish", step_id)}
 
 
-def card_config_map(settings: Settings, name: str, step_id: str, readme: str, image: bytes | None) -> dict[str, Any]:
-    """The publish step's model card as a ConfigMap (mounted at ``commands.CARD_DIR``): ``README.md`` and,
-    when the run logged a reward, the reward curve (``binaryData``; a ConfigMap holds at most 1 MiB)."""
-    return card_manifest(card_metadata(settings, name, step_id), readme, image)
-
-
-def card_manifest(metadata: dict[str, Any], readme: str, image: bytes | None) -> dict[str, Any]:
-    """``card_config_map`` with its metadata given (``card_metadata``)."""
+def card_config_map(metadata: dict[str, Any], readme: str, image: bytes | None) -> dict[str, Any]:
+    """The publish step's model card as a ConfigMap (mounted at ``commands.CARD_DIR``; its metadata
+    ``card_metadata``): ``README.md`` and, when the run logged a reward, the reward curve (``binaryData``; a
+    ConfigMap holds at most 1 MiB)."""
     import base64
 
     manifest: dict[str, Any] = {
