@@ -38,8 +38,8 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
     ),
     "workloads/specs/commands.py": (
         615,
-        "every container argv and script of the steps in one place: the train script reads most of the module's "
-        "paths and markers, and the step-name pins (tests/test_pins_workloads.py) follow its text",
+        "every step's container argv and scripts with the paths, markers and snippets they share in the container "
+        "(train_script reads most of them): a split would leave one module importing nearly all of the other",
     ),
     "workloads/specs/step_specs.py": (
         610,
