@@ -41,10 +41,6 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
         "one concern, the text each step runs: every step's container argv and scripts with the container paths, "
         "markers and snippets they share (train_script and its helpers alone read 16 of the 43 constants)",
     ),
-    "workloads/specs/step_specs.py": (
-        610,
-        "the step catalogue's builders (SPECS) with the identity and address they share: one entry reads top to bottom",
-    ),
     "workloads/specs/step_manifests.py": (
         605,
         "the JobSets of both kinds of step (CPU and Pathways) and the ConfigMaps they mount: the Pathways pods' "
