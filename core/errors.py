@@ -4,9 +4,10 @@ fix; no traceback) and whose ``exit_code`` is the process's exit status when a C
 (a configuration, an argument, a file, a name that is another stack's), 1 for a failure of the world (a read that
 did not answer, a step that failed). A CLI (``tools/*``, the program's entry point) catches this base alone.
 
-Not under it: the container programs (``workloads/container/``) and ``core/hf_model.py`` (inlined into them), which
-run in the image as one file each and import nothing of the project but that; and ``tools/check_pulumi_project.py``,
-copied alone where a branch cannot write and run with the base pack's interpreter (tests/test_errors.py names them).
+Not under it: the container programs (``workloads/container/``) and ``core/hf_model.py`` (inlined into them), each
+one file of its step's ConfigMap run in the image, importing nothing of the project but that; and
+``tools/check_pulumi_project.py``, copied alone where a branch cannot write and run with the base pack's interpreter
+(tests/test_errors.py names them).
 """
 
 from __future__ import annotations

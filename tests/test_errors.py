@@ -15,10 +15,10 @@ from tests.source_files import module_name, parsed, product_files, rel
 pytestmark = pytest.mark.pure  # files and imports only
 
 STANDALONE = {
-    "workloads/container/": "a container program runs in the image as one file and imports nothing of the project "
-    "but core/hf_model.py (inlined into its text)",
+    "workloads/container/": "a container program is one file of its step's ConfigMap, run in the image, and imports "
+    "nothing of the project but core/hf_model.py (inlined into its text: workloads/specs/commands.py `program`)",
     "core/hf_model.py": "inlined into the container programs' text (workloads/specs/commands.py `_with_hf_model`): "
-    "it imports the standard library alone",
+    "it imports the standard library and the image's packages alone",
     "tools/check_pulumi_project.py": "copied alone to where the branch cannot write and run with the base pack's "
     "interpreter: it imports nothing of the project",
 }

@@ -591,7 +591,7 @@ def test_the_publish_steps_scratch_holds_the_export():
 def test_the_card_config_map_holds_the_readme_and_the_curve():
     import base64
 
-    from workloads.specs.step_manifests import REWARD_IMAGE, card_config_map, card_metadata
+    from workloads.specs.card_config import REWARD_IMAGE, card_config_map, card_metadata
 
     s = settings("prod", PUBLISHING)
     step = plan_workflow(s).publish

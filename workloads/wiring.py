@@ -29,8 +29,8 @@ from core.names import HUB_URL, PUBLISH
 from core.settings import Settings
 from infra.k8s.object import KubernetesObject
 from workloads.reader import HubUnknownError, LiveReader, gcs_read, read_export
+from workloads.specs.card_config import CARD_FILES, card_config_map
 from workloads.specs.step_inputs import ExportInputs, PublishInputs, StepInputs
-from workloads.specs.step_manifests import CARD_FILES, card_config_map
 from workloads.specs.step_specs import Step, Workflow
 
 Result = dict[str, Any]
@@ -399,8 +399,8 @@ class PublishWiring(StepWiring):
     ) -> tuple[str, bytes | None]:
         """The model card's text and the reward curve (``workloads.specs.model_card``), from plain values; the
         base is the ``commit`` converted."""
+        from workloads.specs.card_config import REWARD_IMAGE, REWARD_IMAGE_MAX_BYTES
         from workloads.specs.model_card import model_card
-        from workloads.specs.step_manifests import REWARD_IMAGE, REWARD_IMAGE_MAX_BYTES
 
         inputs = PublishWiring._inputs(context)
         image = found.get("rewardCurve")

@@ -45,7 +45,7 @@ class PublishInputs:
     repo: str
     """``tpu-rl:publish.repo``."""
     card_metadata: dict[str, Any]
-    """The model card ConfigMap's metadata (``step_manifests.card_metadata``)."""
+    """The model card ConfigMap's metadata (``card_config.card_metadata``)."""
     card: CardFacts
     """The card's facts known before the run (``_card`` adds what the run found: the base's commit, the image
     digests, the summary and curve, the dataset's commit, the records)."""
@@ -88,8 +88,8 @@ def _publish_inputs(
 ) -> PublishInputs:
     from core.estimate import estimate_for
     from core.knobs import DATASETS
+    from workloads.specs.card_config import card_metadata
     from workloads.specs.commands import staged_dataset
-    from workloads.specs.step_manifests import card_metadata
     from workloads.specs.step_specs import branch_of, card_name
 
     dataset = DATASETS[settings.training.dataset]
