@@ -291,6 +291,7 @@ lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 	$(PY) -m mypy
+	$(VENV)/bin/vulture
 
 # Rewrite the docs' generated tables from their sources: docs/configuration.md (every key, the refused
 # extraArgs keys) and docs/operations.md (what re-runs, the network budgets).

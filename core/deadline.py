@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
+from core.errors import TpuRlError
+
 T = TypeVar("T")
 
 
@@ -82,7 +84,7 @@ def reference_table() -> str:
     return "\n".join(f"| {b.what} | {b.total:g} s | {b.connect:g} s | {b.read:g} s |" for b in BUDGETS.values())
 
 
-class DeadlineExceededError(Exception):
+class DeadlineExceededError(TpuRlError):
     """The call did not finish within its budget (the message names the budget)."""
 
     def __init__(self, seconds: float) -> None:

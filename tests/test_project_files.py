@@ -214,7 +214,7 @@ def test_pre_commit_runs_what_make_lint_runs():
     lint = makefile.split("\nlint:", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
     tools = [line.strip().replace("$(VENV)", ".venv").replace("$(PY)", ".venv/bin/python") for line in lint]
     assert sorted(t.removesuffix(" .") for t in tools) == sorted(e.removesuffix(" --force-exclude") for e in entries)
-    assert len(entries) == 4
+    assert len(entries) == 5
 
 
 def layout_entries() -> dict[str, str]:

@@ -63,7 +63,7 @@ from infra.k8s.kueue import CHART as KUEUE_CHART
 from infra.k8s.kueue import configuration
 from infra.k8s.manifests import JOBSET_CHART, jobset_crd_fields
 from tools.controller_facts import extract, fact_problems
-from tools.vendoring import compressed, git_blob, merge_sums, refuse, sha256
+from tools.vendoring import AdoptError, compressed, git_blob, merge_sums, run, sha256
 
 ROOT = Path(__file__).resolve().parents[1]
 VENDOR_DIR = ROOT / "tests" / "data" / "vendor"
@@ -91,10 +91,6 @@ ABOUT = (
 )
 SAMPLE_TIMEOUTS = (1800, 1800)
 """Kueue's waitForPodsReady timeouts for the manager configuration checked (any values: only its fields count)."""
-
-
-class AdoptError(Exception):
-    """One line: what failed and the fix."""
 
 
 def _said(stderr: bytes) -> str:
@@ -409,13 +405,11 @@ def main(argv: list[str] | None = None) -> int:
         problems.append(f"version {args.version!r} is not a release number like 0.17.8")
     if args.repo is not None and not args.repo.is_dir():
         problems.append(f"--repo {args.repo} is not a folder")
-    if problems:
-        return refuse("adopt_controller", problems)
-    try:
-        return adopt(args.name, args.version, args.repo, args.url, chart_checked=args.chart_checked)
-    except AdoptError as err:
-        print(f"adopt_controller: {err}", file=sys.stderr)
-        return 1
+    return run(
+        "adopt_controller",
+        problems,
+        lambda: adopt(args.name, args.version, args.repo, args.url, chart_checked=args.chart_checked),
+    )
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ import yaml
 from core import maxtext_keys
 from core.config.load import INTERPRETED, PROGRAM_KEYS
 from core.knobs import DATASETS, TRAINING_KNOBS
-from tools.vendoring import compressed, git_blob, merge_sums, refuse, sha256
+from tools.vendoring import AdoptError, compressed, git_blob, merge_sums, run, sha256
 
 ROOT = Path(__file__).resolve().parents[1]
 VENDOR_DIR = ROOT / "tests" / "data" / "vendor"
@@ -115,10 +115,6 @@ the rest the newest then): the wheel is installed without its dependencies, whic
 LOADER_SECONDS = 1200
 DERIVED = frozenset({"checkpoint_dir", "tensorboard_dir"})
 """Keys the program refuses that MaxText derives in code (RLConfig), in no config file."""
-
-
-class AdoptError(Exception):
-    """One line: what failed and the fix."""
 
 
 @dataclass(frozen=True)
@@ -480,13 +476,7 @@ def main(argv: list[str] | None = None) -> int:
         problems.append(f"version {args.version!r} is not a release number like 0.2.5")
     if args.wheel is not None and not args.wheel.is_file():
         problems.append(f"--wheel {args.wheel} is not a file")
-    if problems:
-        return refuse("adopt_maxtext", problems)
-    try:
-        return adopt(args.version, args.wheel, loader=args.loader)
-    except AdoptError as err:
-        print(f"adopt_maxtext: {err}", file=sys.stderr)
-        return 1
+    return run("adopt_maxtext", problems, lambda: adopt(args.version, args.wheel, loader=args.loader))
 
 
 if __name__ == "__main__":

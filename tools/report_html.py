@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from core.knobs import TRAINING_KNOBS
 
 if TYPE_CHECKING:
-    from tools.report import RunInfo
+    from tools.report_info import RunInfo
 
 
 STYLE = """

@@ -42,6 +42,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from core.errors import TpuRlError
 from core.redact import scrub
 from tools.process import exit_now
 from tools.stack_files import ROOT, StackFileError
@@ -122,12 +123,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "create":
             return _create(home, Path(args.root), args.members, args.readers)
         return _locks(home, args.command)
-    except RefusedError as err:
+    except TpuRlError as err:  # a refusal (RefusedError) exits 2, a state that cannot be read 1
         print(f"error: {err}", file=sys.stderr)
-        return 2
-    except StateError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+        return err.exit_code
 
 
 def _access(home: Home, access: str, root: Path) -> None:

@@ -23,6 +23,7 @@ from urllib.parse import unquote, urlparse
 
 from core.config.formats import BUCKET_NAME, STATE_BACKEND
 from core.config.placeholders import EXAMPLE_PROJECTS
+from core.errors import BadInputError
 from core.inputs import InputError, parse_yaml
 from core.names import PROJECT
 from core.redact import scrub
@@ -45,7 +46,7 @@ KEY_ID = re.compile(r"[A-Za-z0-9_-]{1,63}")
 """A Cloud KMS key id (https://cloud.google.com/kms/docs/resource-hierarchy: letters, digits, '_', '-')."""
 
 
-class RefusedError(StateError):
+class RefusedError(StateError, BadInputError):
     """Bad input: a home, key, bucket or name that is another stack's or none at all (one line, exit 2)."""
 
 

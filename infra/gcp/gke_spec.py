@@ -18,7 +18,7 @@ from core.names import (
     TPU_TAINT_VALUE,
     TPU_TOPOLOGY_LABEL,
 )
-from core.settings import Settings
+from core.settings import PoolSettings, Settings
 from core.tpu import Capacity
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -210,11 +210,13 @@ def _node_config(
     }
 
 
-def system_pool_args(settings: Settings, cluster: Any, sa_email: Any) -> dict[str, Any]:
-    """The system pool (cluster add-ons, the JobSet controller)."""
-    pool = settings.system_pool
+def _cpu_machine_pool_args(
+    settings: Settings, cluster: Any, name: str, pool: PoolSettings, node_config: dict[str, Any]
+) -> dict[str, Any]:
+    """What the system pool and ``cpu-np`` share: one zone, autoscaled between the pool's bounds, repaired and
+    upgraded by GKE with the same surge settings."""
     return {
-        "name": SYSTEM_POOL,
+        "name": name,
         "project": settings.project,
         "cluster": cluster,
         "location": settings.region,
@@ -222,8 +224,15 @@ def system_pool_args(settings: Settings, cluster: Any, sa_email: Any) -> dict[st
         "autoscaling": {"min_node_count": pool.min_nodes, "max_node_count": pool.max_nodes},
         "management": {"auto_repair": True, "auto_upgrade": True},
         "upgrade_settings": UPGRADE_SETTINGS,
-        "node_config": _node_config(settings, sa_email, pool.machine_type, pool.disk_size_gb, pool.disk_type),
+        "node_config": node_config,
     }
+
+
+def system_pool_args(settings: Settings, cluster: Any, sa_email: Any) -> dict[str, Any]:
+    """The system pool (cluster add-ons, the JobSet controller)."""
+    pool = settings.system_pool
+    node_config = _node_config(settings, sa_email, pool.machine_type, pool.disk_size_gb, pool.disk_type)
+    return _cpu_machine_pool_args(settings, cluster, SYSTEM_POOL, pool, node_config)
 
 
 def cpu_pool_args(settings: Settings, cluster: Any, sa_email: Any) -> dict[str, Any]:
@@ -233,26 +242,17 @@ def cpu_pool_args(settings: Settings, cluster: Any, sa_email: Any) -> dict[str, 
     pod would keep a 64-vCPU node from scaling down.
     """
     pool = settings.cpu_pool
-    return {
-        "name": CPU_POOL,
-        "project": settings.project,
-        "cluster": cluster,
-        "location": settings.region,
-        "node_locations": [settings.zone],
-        "autoscaling": {"min_node_count": pool.min_nodes, "max_node_count": pool.max_nodes},
-        "management": {"auto_repair": True, "auto_upgrade": True},
-        "upgrade_settings": UPGRADE_SETTINGS,
-        "node_config": _node_config(
-            settings,
-            sa_email,
-            pool.machine_type,
-            pool.disk_size_gb,
-            pool.disk_type,
-            streaming=True,
-            taints=[CPU_TAINT],
-            **secondary_boot_disks(pool.boot_disk_image),
-        ),
-    }
+    node_config = _node_config(
+        settings,
+        sa_email,
+        pool.machine_type,
+        pool.disk_size_gb,
+        pool.disk_type,
+        streaming=True,
+        taints=[CPU_TAINT],
+        **secondary_boot_disks(pool.boot_disk_image),
+    )
+    return _cpu_machine_pool_args(settings, cluster, CPU_POOL, pool, node_config)
 
 
 IMAGE_CACHE_MODE = "CONTAINER_IMAGE_CACHE"

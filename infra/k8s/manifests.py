@@ -22,6 +22,11 @@ Toolkit run them), which ``baseline`` forbids, so the namespace enforces ``privi
 ``baseline`` (the head and the TPU workers) is recorded in the audit log. No container is privileged."""
 
 
+def platform_labels(cluster_name: str) -> dict[str, str]:
+    """The labels of every object of the Kubernetes platform: the project's name and the stack's cluster."""
+    return {"app.kubernetes.io/name": "tpu-rl", "app.kubernetes.io/instance": cluster_name}
+
+
 def namespace_manifest(name: str, labels: dict[str, str]) -> dict[str, Any]:
     """The workflow's namespace, with its Pod Security Admission levels (``POD_SECURITY``)."""
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {**labels, **POD_SECURITY}}}
