@@ -117,7 +117,7 @@ WARM_NODE_RESTART_MINUTES: dict[str, int] = restarted(STARTUP_MINUTES, same_node
 """A restart on the nodes the run already holds (a stalled attempt, a restart after a pod's disruption that left the
 VMs in place): no node to wait for, and no image to pull, since the kubelet keeps the digest-pinned images (no
 ``imagePullPolicy`` is set, so Kubernetes' default for an image that is not ``:latest`` applies, ``IfNotPresent``:
-https://kubernetes.io/docs/concepts/containers/images/#image-pull-policy). docs/operations.md "Start-up, before and
+https://kubernetes.io/docs/concepts/containers/images/#image-pull-policy). docs/cost.md "Start-up, before and
 after" shows it beside the other two; the estimate's failure modes keep ``RESTART_STARTUP_MINUTES``, which assumes
 new nodes."""
 STARTUP_GOAL_MINUTES = BASELINE_STARTUP_MINUTES / 4

@@ -132,7 +132,7 @@ TRAINING_KNOBS: tuple[Knob, ...] = (
     # the ~52 GB less per attempt. Safe while nothing donates the actor's parameters (tunix's step donates the
     # optimizer and the gradient accumulator only: tests/test_actor_copy.py, with the real flax and optax) and vLLM's
     # copy never aliases them (trainer and sampler on chips of their own: core.config.finish.check_actor_copy).
-    # docs/operations.md "Start-up, before and after".
+    # docs/cost.md "Start-up, before and after".
     Knob(
         "loadCheckpointOnlyOnce",
         "load_checkpoint_only_once",

@@ -128,9 +128,9 @@ def test_a_stale_table_is_rewritten_and_nothing_else():
     """Rows-only tables too: the page keeps its header, and a changed first row is found by the marker."""
     from core.config.schema import reference_table as config_table
     from core.deadline import reference_table
-    from tests.readme_tables import CONFIGURATION, OPERATIONS, replace_table
+    from tests.readme_tables import CONFIGURATION, WATCHING, replace_table
 
-    text = OPERATIONS.read_text()
+    text = WATCHING.read_text()
     rows = reference_table()
     first = rows.splitlines()[0]
     stale = text.replace(first, first.replace("| 30 s |", "| 31 s |"), 1)

@@ -1,5 +1,5 @@
 """Where a stack's Pulumi state lives, its bucket and key, and the locks a killed `pulumi` leaves (the Makefile's
-one place that decides; docs/operations.md "Where the state lives").
+one place that decides; docs/state.md "Where the state lives").
 
     python -m tools.state select   --stack NAME [--access read|write]   the home, for every Pulumi command
     python -m tools.state record   --stack NAME                          write the home into the stack file
@@ -180,7 +180,7 @@ def _new(home: Home, root: Path) -> int:
         raise RefusedError(
             f"stack {home.stack} already exists in {found.url}, {found.why}; creating it again in {home.backend} "
             f"would make a second, empty stack whose `up` creates everything again beside the first: {fix} "
-            "(docs/operations.md#where-the-state-lives)"
+            "(docs/state.md#where-the-state-lives)"
         )
     if failures:
         raise StateError(

@@ -118,7 +118,7 @@ def train_failure_policy(max_restarts: int) -> dict[str, Any]:
        against ``maxRestarts``. First, so that when Jobs failed both ways by the same reconcile, it is a
        restart.
     2. ``restartDrill``: the head exited ``DRILL_EXIT`` (the restart drill), in the Job's failure message: restart
-       without counting against ``maxRestarts`` (docs/architecture.md "Training and its restarts")
+       without counting against ``maxRestarts`` (docs/engine-behaviour.md "Training and its restarts")
     3. ``failOnWorkloadExit``: the head's Job failed by its pod failure policy (the trainer exited non-zero:
        an exception, an OOM, a bad flag, exit 3): fail at once, nothing is re-run.
     4. ``failOnDeadline``: the attempt's deadline is the bound; a restart would start a new deadline.

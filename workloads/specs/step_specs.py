@@ -264,7 +264,7 @@ def hashed_account(step: str) -> str:
     """A CPU step's service account as its identity hashes it: ``tpu-rl-<step>``, the name every stack gave it
     before each account took its Google account's name (``core.names.step_ksa``, ``<clusterName>-<step>``). That
     name adds nothing the hash lacks (the cluster and the step are in it), and hashing the old one kept every
-    step's identity: the rename re-ran no step (docs/operations.md "Upgrading tpu-rl")."""
+    step's identity: the rename re-ran no step (docs/upgrades.md "Upgrading tpu-rl")."""
     return f"tpu-rl-{step}"
 
 
