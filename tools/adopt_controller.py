@@ -82,8 +82,8 @@ without its ``v``, the version ``infra/k8s/platform.py`` gives Helm."""
 CHARTS: dict[Controller, str] = {"jobset": JOBSET_CHART, "kueue": KUEUE_CHART}
 NEXT = (
     "next: make readme (the configuration page lists the versions), TPU_RL_UPDATE_MESSAGES=1 .venv/bin/python -m "
-    "pytest -q tests/test_config_rejections.py (the refusals that list them), make test; then docs/releases.md "
-    "'Adopting a JobSet or Kueue release' (what a human reads)"
+    "pytest -q tests/test_config_rejections.py (the refusals that list them), make test; then "
+    "docs/releases.md 'Adopting a JobSet or Kueue release' (what a human reads)"
 )
 ABOUT = (
     "Facts tools/adopt_controller.py (make controller) extracted from the release's Go source at its tag for the "
