@@ -8,7 +8,8 @@ or sends ``100 Continue`` forever, keeps every read short and the call alive. So
 worker thread and the caller stops waiting at the deadline; ``cancel`` (closing the call's client)
 then makes the abandoned call fail at its next socket operation, within one read timeout.
 
-Budgets are data (``BUDGETS``); the table in docs/watching-a-run.md ("Live reads and their budgets") is generated from it.
+Budgets are data (``BUDGETS``); the table in docs/watching-a-run.md ("Live reads and their budgets") is generated
+from it.
 """
 
 from __future__ import annotations

@@ -96,9 +96,9 @@ BASELINE_STARTUP_MINUTES = 45
 WARM_COMPILE_MINUTES = 2
 """The compile component of a restarted attempt, which finds its run's compilation cache warm (Pathways keeps it in
 the training step's scratch, ``core.layout.compile_cache``, kept across attempts): vLLM on TPU is reported
-compiling in "10-30 min cold against 1-3 min from a cache" (vLLM PR 7533). An assumption: the Pathways servers that keep that
-cache are closed binaries, so a hit is not verified offline; `make report` measures each attempt's compile. The
-first attempt of a run with a new cache key compiles cold (``STARTUP_MINUTES``)."""
+compiling in "10-30 min cold against 1-3 min from a cache" (vLLM PR 7533). An assumption: the Pathways servers that
+keep that cache are closed binaries, so a hit is not verified offline; `make report` measures each attempt's
+compile. The first attempt of a run with a new cache key compiles cold (``STARTUP_MINUTES``)."""
 
 
 def restarted(first: Mapping[str, int], *, same_nodes: bool = False) -> dict[str, int]:

@@ -197,11 +197,11 @@ def test_a_cited_page_and_section_exist():
     text = 'see docs/testing.md "Test tiers"; docs/first-run.md#quota-rules (docs/cost.md\n# "Cost warning")'
     assert dead_citations(text) == []
     for stale in (
-        "docs/" 'gone.md "Quota rules"',  # two literals: test_project_files checks every path the tree names
+        f'{"docs"}/gone.md "Quota rules"',  # not one literal: test_project_files checks every path the tree names
         'docs/first-run.md "Quota rule"',
         "docs/first-run.md#quota",
         'docs/first-run.md, "GKE upgrades"',
-        "echo \"(docs/cost.md \\\"Costs\\\")\"",
+        'echo "(docs/cost.md \\"Costs\\")"',
         "docs/cost.md\n    ('Start-up, before')",
     ):
         assert len(dead_citations(stale)) == 1, stale
@@ -214,4 +214,4 @@ def test_every_cited_docs_page_and_section_exists():
         if path.name != Path(__file__).name  # this file's stale examples
         if (found := dead_citations(path.read_text(errors="replace")))
     }
-    assert dead == {}, "cite a page and a heading that exist (docs/<page>.md \"Section\" or docs/<page>.md#anchor)"
+    assert dead == {}, 'cite a page and a heading that exist (docs/<page>.md "Section" or docs/<page>.md#anchor)'

@@ -57,9 +57,9 @@ IMAGE_STREAMING = {"enabled": True}
 conversion, the Pathways head, the export): the node mounts an eligible image and reads its files as they are needed
 instead of pulling every layer first ("Use Image streaming to pull container images",
 https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming, Requirements and Limitations;
-docs/images-and-caches.md "Image pulls"). Eligible: images in Artifact Registry standard or remote repositories (or public
-Docker Hub images), on Container-Optimized OS with containerd (GKE's default node image, the one cpu-np uses), with the
-Container File System API enabled (``core.names.IMAGE_STREAMING_API``), Private Google Access on the subnet
+docs/images-and-caches.md "Image pulls"). Eligible: images in Artifact Registry standard or remote repositories (or
+public Docker Hub images), on Container-Optimized OS with containerd (GKE's default node image, the one cpu-np uses),
+with the Container File System API enabled (``core.names.IMAGE_STREAMING_API``), Private Google Access on the subnet
 (``infra.gcp.network``) and, for a node service account of its own, the Service Usage Consumer role in the project
 that hosts the images. An image that is not eligible is downloaded as before: streaming never stops a pull.
 
@@ -73,8 +73,8 @@ run the Pathways server, not the 12 GB image. The system pool runs none of the s
 Set at creation, like gVNIC (``GVNIC``): on an existing pool the provider would change it in place
 (terraform-provider-google node_config.go, nodePoolNodeConfigUpdate: "updating GKE node pool gcfs_config"), a node
 configuration change that the pages read for this do not say GKE makes without re-creating the nodes;
-``infra.gcp.cluster`` ignores the field on an update, so a TPU pool created with it keeps it, and docs/images-and-caches.md
-"Image pulls" gives the command that turns it on or off in an existing pool between runs."""
+``infra.gcp.cluster`` ignores the field on an update, so a TPU pool created with it keeps it, and
+docs/images-and-caches.md "Image pulls" gives the command that turns it on or off in an existing pool between runs."""
 
 
 def maintenance_policy(settings: Settings) -> dict[str, Any]:
@@ -84,7 +84,8 @@ def maintenance_policy(settings: Settings) -> dict[str, Any]:
     upgrade away until end of support, so no node upgrade ends a training run: not of its TPU slice, whose
     multi-host pool is upgraded as a whole, nor of the Pathways head's cpu-np node; control-plane patches still
     come in, inside the window. It is the same in every capacity mode (``core.config.defaults.DEFAULT_EXCLUSION``
-    says why); node patches come in by a manual upgrade between runs (docs/when-a-step-fails.md "What happens when...": GKE upgrades).
+    says why); node patches come in by a manual upgrade between runs (docs/when-a-step-fails.md "What happens
+    when...": GKE upgrades).
     ``NO_MINOR_UPGRADES`` lets node patches in, inside the window, where one ends a running attempt.
     ``holdUpgrades`` adds a ``NO_UPGRADES`` exclusion (at most 30 days) that holds control-plane patches too.
     TPU host maintenance is not an upgrade: no exclusion holds it back, and Kueue's recovery timeout waits for it

@@ -313,7 +313,7 @@ def _address(
     files = step_files(script, data)
     model = settings.model.spec.name
     # Hashed as the stack's own cache (bucket and model are in the identity already): the same name whichever
-    # folder tpu-rl:model.hubCache names, and the name the step had before the folder was a setting.
+    # folder tpu-rl:model.hubCache names, and the name of a stack that leaves that key out.
     own_cache = hub_cache(settings.bucket_name, model)
     hashed = {k: v.replace(HUB_CACHE, own_cache).replace(SHARED_CACHE, own_cache) for k, v in files.items()}
     digest = identity(settings, manifest, operational, step, hashed)
