@@ -51,7 +51,7 @@ https://cloud.google.com/kubernetes-engine/docs/how-to/using-gvnic) and names no
 data-center traffic (Pathways between the head on cpu-np and the workers, checkpoints to Cloud Storage) is what it
 speeds up. Set at creation only: the same page says enabling it on an existing pool re-creates its nodes outside the
 maintenance policy, which on the TPU pool would end a running training; ``infra.gcp.cluster`` ignores changes of the
-field on an update, so a pool created or replaced from now on gets it and an existing one keeps what it has."""
+field on an update, so a pool created or replaced after the change gets it and an existing one keeps what it has."""
 IMAGE_STREAMING = {"enabled": True}
 """GKE Image streaming (``nodeConfig.gcfsConfig``) on cpu-np, the pool that runs the ~12 GB MaxText image (the
 conversion, the Pathways head, the export): the node mounts an eligible image and reads its files as they are needed
