@@ -80,7 +80,7 @@ def test_every_key_renames_a_step_or_is_ignored(walks, stack):
 
 
 @pytest.mark.slow  # the walk above
-def test_the_operations_page_publishes_what_reruns_when_you_change_a_key(walks):
+def test_the_upgrades_page_publishes_what_reruns_when_you_change_a_key(walks):
     expected = table(walks["prod"])
     assert expected in UPGRADES, "docs/upgrades.md's table is stale (make readme); it should read:\n" + expected
 

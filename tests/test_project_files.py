@@ -140,7 +140,7 @@ def test_the_configuration_page_lists_every_refused_extra_arg():
     assert workflow | {"tensorboard_dir"} <= set(REFUSED_KEYS)
 
 
-def test_the_operations_page_lists_every_network_budget():
+def test_the_watching_page_lists_every_network_budget():
     from core.deadline import BUDGETS, reference_table
 
     table = reference_table()
