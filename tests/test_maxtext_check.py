@@ -145,7 +145,7 @@ def test_one_byte_changed_or_a_file_gone_stops_the_step_in_one_line(installed, t
         f"tpu-rl: the image {IMAGE} does not hold the MaxText {VERSION} the checks ran (maxtext-{VERSION}-py3-none-"
         f"any.whl, sha256 {str(pin['sha256'])[:12]}): {said.format(folder=folder)}: set tpu-rl:images.maxtext to "
         f"the tpu_post_training image of MaxText {VERSION}, or adopt the image's MaxText release (make maxtext "
-        'VERSION=<its version>, docs/releases.md "Adopting a MaxText release")\n'
+        'VERSION=<its version>, docs/operations.md "Adopting a MaxText release")\n'
     )
 
 

@@ -2,7 +2,7 @@
 ``python3 -c`` of this file's text with ``core/hf_model.py`` inlined in place of its import
 (``workloads.specs.commands._with_hf_model``, as the publish step runs ``publish_hub.py``). The exported model
 answers each question as training prompted it, and the step records how many answers were right. It stays one file
-past the project's 600 lines for a module because it is one program file of the evaluation's ConfigMap,
+past the project's 600 lines for a module (issue 42) because it is one program file of the evaluation's ConfigMap,
 run by the image's python with no package around it: a part split off would have nothing to be imported from.
 
     python3 evaluate_export.py EXPORT_URI WORK_DIR RECORD_URI SPEC_JSON

@@ -119,7 +119,7 @@ def check(image, pin):
     expected = rows(pin["record"])
     fix = (
         f"set tpu-rl:images.maxtext to the tpu_post_training image of MaxText {version}, or adopt the image's MaxText "
-        'release (make maxtext VERSION=<its version>, docs/releases.md "Adopting a MaxText release")'
+        'release (make maxtext VERSION=<its version>, docs/operations.md "Adopting a MaxText release")'
     )
     folder = package_dir()
     if folder is None:

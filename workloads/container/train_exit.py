@@ -6,7 +6,7 @@
 
 (the codes are ``core.names``'; the image has no copy of the program's modules).
 
-The verdict goes by evidence, in this order (docs/when-a-step-fails.md "How a training attempt ends" has the table):
+The verdict goes by evidence, in this order (docs/operations.md "How a training attempt ends" has the table):
 
 1. **Completed.** The log has MaxText's ``RL Training Completed Successfully!`` (MaxText 0.2.5
    ``train_rl.py`` ``rl_train`` line 768, as in 0.2.4, printed once ``rl_trainer.train`` returns; tunix's learner
