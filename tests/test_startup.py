@@ -558,7 +558,7 @@ def test_an_attempt_is_resumed_by_its_restore_line_and_fresh_by_a_log_that_goes_
 
 def test_the_report_shows_the_restart_columns_and_each_restarts_verdict():
     """The page's start-up table: the estimate of a first attempt and of a restart on new and on the same nodes
-    (docs/operations.md "Start-up, before and after"), then each restart against the goal."""
+    (docs/cost.md "Start-up, before and after"), then each restart against the goal."""
     from core.estimate import RESTART_STARTUP_MINUTES, STARTUP_MINUTES, WARM_NODE_RESTART_MINUTES
     from tools.report_html import _startup_section
 

@@ -38,7 +38,7 @@
 4. Prints what changed against the newest release adopted before: each CRD's fields added and removed.
 
 `make test` then validates every step's JobSet against every adopted JobSet's CRD and the flavors and queues against
-every Kueue's, and runs the checks again on every adopted release's facts (docs/operations.md "Adopting a JobSet or
+every Kueue's, and runs the checks again on every adopted release's facts (docs/releases.md "Adopting a JobSet or
 Kueue release", which lists what a human reads besides). Bad arguments exit 2; a git failure is one line with git's own
 ``fatal:`` line, exit 1.
 """
@@ -82,8 +82,8 @@ without its ``v``, the version ``infra/k8s/platform.py`` gives Helm."""
 CHARTS: dict[Controller, str] = {"jobset": JOBSET_CHART, "kueue": KUEUE_CHART}
 NEXT = (
     "next: make readme (the configuration page lists the versions), TPU_RL_UPDATE_MESSAGES=1 .venv/bin/python -m "
-    "pytest -q tests/test_config_rejections.py (the refusals that list them), make test; then docs/operations.md "
-    "'Adopting a JobSet or Kueue release' (what a human reads)"
+    "pytest -q tests/test_config_rejections.py (the refusals that list them), make test; then "
+    "docs/releases.md 'Adopting a JobSet or Kueue release' (what a human reads)"
 )
 ABOUT = (
     "Facts tools/adopt_controller.py (make controller) extracted from the release's Go source at its tag for the "

@@ -29,7 +29,7 @@
    program sets or reads is gone (a human must then change the program before switching to the release).
 
 Switching the program is then ``MAXTEXT_VERSION`` in ``core/maxtext_keys.py`` and the image's default tag, and the
-tests say the rest (docs/operations.md "Adopting a MaxText release"). Bad arguments exit 2; a failed download, a
+tests say the rest (docs/releases.md "Adopting a MaxText release"). Bad arguments exit 2; a failed download, a
 wheel that is not the release (or not the one ``wheel.json`` pinned) and a missing key exit 1; each failure is one
 line naming what failed and the fix.
 """
@@ -456,7 +456,7 @@ def adopt(
     if missing:
         print(f"the program sets or reads keys maxtext {version} does not have: {', '.join(missing)}", file=sys.stderr)
         return 1
-    print(f"every key the program names exists in {version}; next: docs/operations.md 'Adopting a MaxText release'")
+    print(f"every key the program names exists in {version}; next: docs/releases.md 'Adopting a MaxText release'")
     return 0
 
 

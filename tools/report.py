@@ -96,8 +96,8 @@ def report_json(info: RunInfo, data: RunData) -> dict[str, Any]:
 
 
 def restarts_against_the_goal(attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each finished restart's start-up (``Startup.goal_met``: not None) against issue 40's goal: its minutes, and
-    whether it met it."""
+    """Each finished restart's start-up (``Startup.goal_met``: not None) against the start-up goal
+    (``core.estimate.STARTUP_GOAL_MINUTES``): its minutes, and whether it met it."""
     return [
         {"attempt": a["attempt"], "minutes": round(a["seconds"] / 60, 1), "met": a["goalMet"]}
         for a in attempts

@@ -50,8 +50,8 @@ class RefusedError(StateError, BadInputError):
     """Bad input: a home, key, bucket or name that is another stack's or none at all (one line, exit 2)."""
 
 
-HOME_HELP = "docs/operations.md#where-the-state-lives"
-MOVE_HELP = "docs/operations.md#moving-a-stack-to-a-home-of-its-own"
+HOME_HELP = "docs/state.md#where-the-state-lives"
+MOVE_HELP = "docs/state.md#moving-a-stack-to-a-home-of-its-own"
 
 
 @dataclass(frozen=True)

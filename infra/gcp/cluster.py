@@ -228,7 +228,7 @@ class GkeCluster(pulumi.ComponentResource):
             # No deleteUnreachable: with it a `pulumi refresh` that cannot reach the cluster (outside
             # authorizedNetworks, expired credentials) drops every Kubernetes object from the state, Helm
             # release included (pulumi-kubernetes provider.go, Read). Without it that refresh fails and the
-            # state is kept; docs/operations.md "Refresh" says how to drop a cluster that is really gone.
+            # state is kept; docs/destroy.md "Refresh" says how to drop a cluster that is really gone.
             #
             # After an `up` killed while a step's create was in flight the state holds a pending create,
             # which the next `up` plans as a fresh create of the same URN (pulumi journal.go keeps pending

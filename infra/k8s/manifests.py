@@ -299,9 +299,9 @@ def helm_release_problem(
     release with a create pending in the state counts as held: ``tools.state_export.releases_in_state``). A
     ``protected`` cluster (a protected stack's) is not being deleted: its destroy is refused (``make destroy``, and
     the cluster's ``protect`` in the engine), so the line names ``helm uninstall`` of the release instead, after which
-    `up` installs it anew. Since each release has a destroy guard from its create on
-    (``infra.k8s.platform.release_guard``), a protected stack's destroy no longer drops one; a state written before
-    the guards can still hold such a cluster."""
+    `up` installs it anew. Each release has a destroy guard from its create on
+    (``infra.k8s.platform.release_guard``), so a protected stack's destroy drops none; a state written without the
+    guards can still hold such a cluster."""
     if newest is None:
         return None
     revision, status = newest

@@ -181,8 +181,8 @@ class KubernetesPlatform(pulumi.ComponentResource):
 
     def _jobset_version(self, args: PlatformArgs, provider: k8s.Provider) -> pulumi.Input[str]:
         """JobSet's chart version, once the checks allow it: at `up`, once the cluster's CRD serves it
-        (docs/operations.md "Upgrading JobSet or Kueue") and Helm's storage has no operation of it pending
-        (docs/operations.md "A Helm release left pending"), so a refusal stops `up` before the chart changes; at a
+        (docs/upgrades.md "Upgrading JobSet or Kueue") and Helm's storage has no operation of it pending
+        (docs/state.md "A Helm release left pending"), so a refusal stops `up` before the chart changes; at a
         preview, the CRD check alone."""
         wanted = args.jobset_version
         if self._checks:

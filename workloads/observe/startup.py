@@ -304,7 +304,7 @@ class Startup:
     @property
     def goal_met(self) -> bool | None:
         """Whether a finished restart (an attempt after the run's first that resumed from the run's checkpoint: a
-        restart or a retry, compiling from the run's cache) started within issue 40's goal
+        restart or a retry, compiling from the run's cache) started within the start-up goal
         (``core.estimate.STARTUP_GOAL_MINUTES``); None for the first attempt, a fresh start (no checkpoint yet: it
         evaluates the base again), an attempt whose log does not say, and one not finished starting."""
         if self.attempt <= 1 or not self.done or not self.resumed:

@@ -8,7 +8,8 @@ No script or program is an argument: each step's bash script (``RUN_SCRIPT``) an
 (``program_file``) reach its container as files of a ConfigMap mounted at ``SCRIPTS_DIR`` (``step_files``;
 ``workloads.specs.step_manifests.scripts_config_map``), and the container runs ``bash /tpu-rl/run.sh``. Linux caps
 one argument at 128 KiB (``MAX_ARG_STRLEN``) and a container's whole argv and environment at a quarter of its
-stack limit (``execve(2)``); the export's script was 71,763 bytes as a ``bash -c`` argument.
+stack limit (``execve(2)``); the export's script alone is about 72 KB as a ``bash -c`` argument, more than half of
+the one argument's cap.
 """
 
 from __future__ import annotations

@@ -265,7 +265,7 @@ def hashed_account(step: str) -> str:
     """A CPU step's service account as its identity hashes it: ``tpu-rl-<step>``, the name every stack gave it
     before each account took its Google account's name (``core.names.step_ksa``, ``<clusterName>-<step>``). That
     name adds nothing the hash lacks (the cluster and the step are in it), and hashing the old one kept every
-    step's identity: the rename re-ran no step (docs/operations.md "Upgrading tpu-rl")."""
+    step's identity: the rename re-ran no step (docs/upgrades.md "Upgrading tpu-rl")."""
     return f"tpu-rl-{step}"
 
 
@@ -314,7 +314,7 @@ def _address(
     files = step_files(script, data)
     model = settings.model.spec.name
     # Hashed as the stack's own cache (bucket and model are in the identity already): the same name whichever
-    # folder tpu-rl:model.hubCache names, and the name the step had before the folder was a setting.
+    # folder tpu-rl:model.hubCache names, and the name of a stack that leaves that key out.
     own_cache = hub_cache(settings.bucket_name, model)
     hashed = {k: v.replace(HUB_CACHE, own_cache).replace(SHARED_CACHE, own_cache) for k, v in files.items()}
     digest = identity(settings, manifest, operational, step, hashed)
