@@ -22,7 +22,9 @@ tests the permissions the command needs on the stack's bucket and key first (``t
 ``tpu-rl:workflow.capacityCheck: false``): a missing one is one line, exit 1; a test that cannot be made, a warning.
 ``record`` writes ``tpu-rl:stateBackend`` into ``Pulumi.<stack>.yaml`` when it records none. ``new`` runs when the
 stack is not in its home: it refuses (exit 2) when another backend the project knows holds the stack
-(``tools.state_lookup``), or (exit 1) when one cannot be asked or the home's bucket does not exist. ``locks``,
+(``tools.state_lookup``) or when the stack shares its cluster name, artifacts bucket or Hub cache writer with another
+stack file of its project (``tools.shared_names``; ``releases`` refuses it too, before every `up` and preview),
+or (exit 1) when one cannot be asked or the home's bucket does not exist. ``locks``,
 ``unlock``: ``tools.state_locks``. ``releases`` prints the names of the Helm releases the stack's state holds,
 comma-separated, from ``pulumi stack export`` (which takes no lock), for ``make up`` to hand the program
 (``infra.k8s.manifests.RELEASES_IN_STATE``); when the state holds the cluster but not one of the program's releases
@@ -45,6 +47,7 @@ from typing import Any
 from core.errors import TpuRlError
 from core.redact import scrub
 from tools.process import exit_now
+from tools.shared_names import refuse_shared
 from tools.stack_files import ROOT, StackFileError
 from tools.state_export import (
     StateError,
@@ -104,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         if not STACK_NAME.fullmatch(args.stack):
             raise RefusedError(f"{scrub(args.stack, limit=40)!r} is not a stack name (letters, digits, '-', '_', '.')")
         if args.command == "releases":
+            refuse_shared(args.stack, Path(args.root))
             return _releases(args.stack, args.pins, args.keys)
         if args.command == "move":
             from tools.state_move import move
@@ -119,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             record(home, Path(args.root))
             return 0
         if args.command == "new":
+            refuse_shared(args.stack, Path(args.root))
             return _new(home, Path(args.root))
         if args.command == "create":
             return _create(home, Path(args.root), args.members, args.readers)
