@@ -11,6 +11,7 @@ from typing import Any
 
 from core.config.defaults import DEFAULT_PODS_READY, DEFAULT_RESTARTS, DEFAULT_UNSCHEDULABLE, RECOVERY_SECONDS
 from core.config.finish import check_actor_copy, check_cpu_disk, check_cpu_pool, check_meshes, check_steps_finish
+from core.config.resume import check_resume_exact
 from core.config.values import UNREADABLE, Problems, UnreadableError, Values, canonical_cidr, error
 from core.images import mirrored, mirrors_for
 from core.inputs import parse_json
@@ -195,6 +196,8 @@ def build_settings(values: dict[str, Any], stack: str, problems: Problems) -> Se
     publish = run(_publish, v)
     run(_own_queue, v)
     kueue = run(_kueue, v, tpu, cpu_pool)
+    if run(lambda: v[_k("workflow.enabled")]) is True:
+        run(check_resume_exact, training, workflow, kueue)
     images = run(_images, v)
     run(_state_backend, v, bucket)
     shared_cache = run(_hub_cache, v, bucket)
