@@ -28,6 +28,7 @@ Prints one JSON object, name -> {"ok": true, "trainer": shape, "sampler": shape,
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import os
 import sys
@@ -61,9 +62,8 @@ class SliceDevice:
 
 def maxtext_function(module: str, name: str) -> Any:
     """``module``'s top-level function ``name`` compiled from the wheel's file, with the module's importable imports."""
-    import maxtext
-
-    path = Path(maxtext.__file__).parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    package = Path(importlib.import_module("maxtext").__file__ or "").parent
+    path = package.joinpath(*module.split(".")[1:]).with_suffix(".py")
     tree = ast.parse(path.read_text(), str(path))
     namespace: dict[str, Any] = {"__name__": module, "__file__": str(path)}
     for node in tree.body:
@@ -72,7 +72,7 @@ def maxtext_function(module: str, name: str) -> Any:
                 exec(compile(ast.Module([node], []), str(path), "exec"), namespace)  # noqa: S102 (MaxText's own import)
             except ImportError:
                 continue  # a module of the TPU stack this venv lacks; the function fails if it needs it
-    found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
+    found: list[ast.stmt] = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
     if len(found) != 1:
         raise LookupError(f"{path}: no single top-level function {name}")
     exec(compile(ast.Module(found, []), str(path), "exec"), namespace)  # noqa: S102 (MaxText's own function)
@@ -85,15 +85,14 @@ def _real(array: Any) -> Any:
 
 def run(argv: list[str], slices: int, setup: Any, create_device_mesh: Any) -> dict[str, Any]:
     """One case: train_rl's configs and devices, then its two meshes (see the module's docstring)."""
-    import maxtext
-    from maxtext.configs import types
-
+    types = importlib.import_module("maxtext.configs.types")
+    package = Path(importlib.import_module("maxtext").__file__ or "").parent
     if argv[:2] != ["-m", TRAINER]:
         raise ValueError(f"not train_rl's argv: {argv[:2]}")
     words = list(argv[2:])
     for ref, value in PLACEHOLDERS.items():
         words = [w.replace(ref, value) for w in words]
-    path = str(Path(maxtext.__file__).parent.joinpath(*TRAINER.split(".")[1:])) + ".py"
+    path = str(package.joinpath(*TRAINER.split(".")[1:])) + ".py"
     trainer_config, sampler_config, trainer_devices, sampler_devices = setup(
         [path, *words], {}, config_class=types.RLConfig
     )

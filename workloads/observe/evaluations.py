@@ -148,8 +148,8 @@ class Attempt:
             if key in ("batch_size", "train_micro_batch_size") and re.fullmatch(r"-?[0-9]{1,9}", value):
                 sizes[key] = int(value)
         micro = sizes.get("train_micro_batch_size", -1)
-        micro = sizes.get("batch_size") if micro < 1 else micro  # -1: MaxText hands tunix whole batches
-        prompts = self.fast_forwarded * micro if micro is not None and micro > 0 else None
+        per_item = sizes.get("batch_size") if micro < 1 else micro  # -1: MaxText hands tunix whole batches
+        prompts = self.fast_forwarded * per_item if per_item is not None and per_item > 0 else None
         return {"microBatches": self.fast_forwarded, "prompts": prompts}
 
     def to_json(self) -> dict[str, Any]:
