@@ -35,10 +35,11 @@ def resume_paths(workflow: WorkflowSettings, kueue: KueueSettings) -> list[str]:
 
 
 def check_resume_exact(training: TrainingSettings, workflow: WorkflowSettings, kueue: KueueSettings) -> None:
-    """``rl.num_iterations`` above 1 only where no attempt resumes on its own (the module's docstring)."""
+    """``rl.num_iterations`` above 1 only where no attempt resumes on its own (the module's docstring), or with the
+    workflow off (nothing trains)."""
     iterations = int(training.extra_args.get("rl.num_iterations", "1"))
     paths = resume_paths(workflow, kueue)
-    if iterations <= 1 or not paths:
+    if iterations <= 1 or not workflow.enabled or not paths:
         return
     raise error(
         "tpu-rl:training.extraArgs.rl.num_iterations",

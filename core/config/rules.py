@@ -195,7 +195,7 @@ def build_settings(values: dict[str, Any], stack: str, problems: Problems) -> Se
     publish = run(_publish, v)
     run(_own_queue, v)
     kueue = run(_kueue, v, tpu, cpu_pool)
-    run(lambda t, w, k: w.enabled and check_resume_exact(t, w, k), training, workflow, kueue)
+    run(check_resume_exact, training, workflow, kueue)
     images = run(_images, v)
     run(_state_backend, v, bucket)
     shared_cache = run(_hub_cache, v, bucket)
