@@ -1,4 +1,4 @@
-"""Dev and prod in one Google project, walked together (docs/operations.md "Two stacks in one project").
+"""Dev and prod in one Google project, walked together (docs/state.md "Two stacks in one project").
 
 The two stack files are the examples as `pulumi config set` and `make stack` leave them in one project: each with its
 own ``secretsprovider`` and ``tpu-rl:stateBackend``, both sharing a Hub cache whose one writer is prod, both with
@@ -336,7 +336,7 @@ class Walk(EngineStack):
 
 
 LIFTED = ("tpu-rl:protect=false",)
-"""What the docs have a protected stack set, and `up`, before its destroy (docs/operations.md "Destroy")."""
+"""What the docs have a protected stack set, and `up`, before its destroy (docs/destroy.md "Destroy")."""
 
 
 @pytest.mark.parametrize("gone", STACKS)
@@ -585,7 +585,7 @@ def test_a_stack_file_naming_the_other_stacks_cluster_or_bucket_is_refused_befor
     for argv in (("new", "--stack", "dev"), ("releases", "--stack", "dev")):
         code, lines = run_state(root, capsys, *argv)
         assert code == 2 and len(lines) == 1 and lines[0].startswith(start), lines
-        assert lines[0].endswith("(docs/operations.md#two-stacks-in-one-project)")
+        assert lines[0].endswith("(docs/state.md#two-stacks-in-one-project)")
     assert shared_names.problem("prod", root) is not None, "and prod's, named the same"
 
 

@@ -27,7 +27,7 @@ from core.names import PROJECT
 from tools.stack_files import StackFileError, load_stack_config
 from tools.state_home import STACK_NAME, RefusedError
 
-HELP = "docs/operations.md#two-stacks-in-one-project"
+HELP = "docs/state.md#two-stacks-in-one-project"
 
 
 @dataclass(frozen=True)

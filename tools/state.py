@@ -1,5 +1,5 @@
 """Where a stack's Pulumi state lives, its bucket and key, and the locks a killed `pulumi` leaves (the Makefile's
-one place that decides; docs/operations.md "Where the state lives").
+one place that decides; docs/state.md "Where the state lives").
 
     python -m tools.state select   --stack NAME [--access read|write]   the home, for every Pulumi command
     python -m tools.state record   --stack NAME                          write the home into the stack file
@@ -44,6 +44,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from core.errors import TpuRlError
 from core.redact import scrub
 from tools.process import exit_now
 from tools.shared_names import refuse_shared
@@ -127,12 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "create":
             return _create(home, Path(args.root), args.members, args.readers)
         return _locks(home, args.command)
-    except RefusedError as err:
+    except TpuRlError as err:  # a refusal (RefusedError) exits 2, a state that cannot be read 1
         print(f"error: {err}", file=sys.stderr)
-        return 2
-    except StateError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+        return err.exit_code
 
 
 def _access(home: Home, access: str, root: Path) -> None:
@@ -185,7 +183,7 @@ def _new(home: Home, root: Path) -> int:
         raise RefusedError(
             f"stack {home.stack} already exists in {found.url}, {found.why}; creating it again in {home.backend} "
             f"would make a second, empty stack whose `up` creates everything again beside the first: {fix} "
-            "(docs/operations.md#where-the-state-lives)"
+            "(docs/state.md#where-the-state-lives)"
         )
     if failures:
         raise StateError(
@@ -311,7 +309,7 @@ def _locks(home: Home, command: str) -> int:
 def _releases(stack: str, pins: str = "", keys: str = "") -> int:
     """`make up`'s look at the state before `pulumi up`: the state's Helm releases on stdout (exit 0); a release the
     state lost while the cluster keeps it, one line (exit 1); a state it cannot read, one warning (exit 3: the
-    check is left out, `up` goes on, and Helm's own refusal is what it was before the check). A cluster it cannot
+    check is left out, `up` goes on, and Helm's own refusal stands). A cluster it cannot
     read is a warning too: the program reads it again before each release's install. ``pins``: a file to write the
     state's image pins to (``pins_in_state``), ``keys``: a file to write the Cloud KMS keys the state holds to,
     comma-separated (``keys_in_state``, for ``infra.gcp.capacity.keys.KEYS_IN_STATE``); both left empty when the
