@@ -27,7 +27,10 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
+import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -603,3 +606,69 @@ def test_the_example_stacks_in_one_project_share_nothing_the_check_refuses(tmp_p
         prod=stack_text("prod").replace(f"gcp:project: {PROJECT}", "gcp:project: acme-other"),
     )
     assert shared_names.problem("dev", other) is None, "a cluster name of another project is its own"
+
+
+GIVEN_KEY = f"projects/{PROJECT}/locations/us-east5/keyRings/platform/cryptoKeys/gke-secrets"
+
+
+def test_a_secrets_key_both_stacks_are_given_keeps_its_one_grant_through_either_destroy():
+    """Both stacks given one existing key register the same member (the project's GKE service agent on it): the one
+    grant two stacks may share, kept by each stack's delete (``retainOnDelete``), so either destroy leaves it."""
+    given = f"tpu-rl:gke.secretsEncryptionKey={GIVEN_KEY}"
+    dev, prod = planned("dev", given), planned("prod", given, *LIFTED)
+    shared = [key for key in set(objects(dev)) & set(objects(prod)) if key[0] == "member"]
+    assert [key[1:4] for key in shared] == [("cryptoKey", GIVEN_KEY, "roles/cloudkms.cryptoKeyEncrypterDecrypter")]
+    for gone, kept in ((dev, prod), (prod, dev)):
+        assert all(objects(gone)[key]["options"]["retainOnDelete"] for key in shared)
+        project = Project([gone, kept])
+        Walk(gone, project).destroy()
+        assert set(objects(kept)) <= set(project.held), f"{gone.stack}'s destroy removed {kept.stack}'s"
+        assert project.destroyed_versions == set(), "a given key is no stack's to destroy"
+
+
+MAKE = shutil.which("make")
+
+
+@pytest.mark.skipif(MAKE is None, reason="make is not installed")
+@pytest.mark.parametrize("exists", [False, True], ids=["new-stack", "existing-stack"])
+def test_make_up_of_a_stack_named_as_the_other_is_refused_before_any_pulumi_command_changes_anything(tmp_path, exists):
+    """`make up STACK=dev` with prod's cluster name: refused in one line, exit 2, before `pulumi stack init` (a new
+    stack) or before `pulumi up` (one that exists); the fake CLI (tests/fake_pulumi.py) records every call."""
+    from tests.fake_pulumi import CLEAN, calls, install
+    from tests.fake_pulumi import checkout as make_checkout
+
+    root = make_checkout(tmp_path)
+    install(tmp_path / "bin")
+    for stack in STACKS:
+        path = root / f"Pulumi.{stack}.yaml"
+        text = path.read_text().replace(f"my-tpu-{stack}-project", PROJECT).replace("tpu-rl-dev\n", "tpu-rl-prod\n")
+        path.write_text(text + f"  tpu-rl:stateBackend: file://{tmp_path / stack}\n")
+    if exists:
+        (tmp_path / "dev/.pulumi/stacks/tpu-rl").mkdir(parents=True)
+        (tmp_path / "dev/.pulumi/stacks/tpu-rl/dev.json").write_text('{"version": 3, "deployment": null}')
+    before = (root / "Pulumi.dev.yaml").read_text()
+    environment = {k: v for k, v in os.environ.items() if k not in CLEAN}
+    environment.update(
+        PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+        PULUMI_LOG=str(tmp_path / "pulumi.log"),
+        PULUMI_HOME=str(tmp_path / "pulumi-home"),
+        FAKE_CLOUD=str(tmp_path / "cloud"),
+    )
+    assert MAKE is not None
+    command = [
+        MAKE,
+        "--no-print-directory",
+        "-o",
+        ".venv/.installed",
+        "-o",
+        "policy/venv/.installed",
+        "up",
+        "STACK=dev",
+    ]
+    done = subprocess.run(command, cwd=root, env=environment, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2, done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert line.startswith("error: stack dev's tpu-rl:clusterName tpu-rl-prod is stack prod's too (Pulumi.prod.yaml)")
+    made = [" ".join(c["argv"][:2]) for c in calls(tmp_path / "pulumi.log")]
+    assert "stack init" not in made and "up --stack" not in made, made
+    assert (root / "Pulumi.dev.yaml").read_text() == before, "nothing written"

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.config.formats import CLUSTER_NAME
 from core.config.placeholders import EXAMPLE_PROJECTS
 from core.names import PROJECT
 from tools.stack_files import StackFileError, load_stack_config
@@ -80,12 +81,14 @@ def problem(stack: str, root: Path) -> str | None:
         if other is None or other.project != own.project:
             continue
         if other.cluster == own.cluster:
+            fresh = f"{PROJECT}-{stack}"
+            fresh = fresh if CLUSTER_NAME.matches(fresh) and fresh != own.cluster else "<name>"
             return (
                 f"stack {stack}'s {PROJECT}:clusterName {own.cluster} is stack {name}'s too ({other.file}), in project "
                 f"{own.project}: every name of a stack derives from it (cluster, node pools, network, service "
                 "accounts, key ring, bucket), so the two would hold the same objects and IAM grants, and a destroy of "
                 f"either would remove the other's; give {stack} a name of its own: pulumi config set "
-                f"{PROJECT}:clusterName {own.cluster}-{stack} --stack {stack} ({HELP})"
+                f"{PROJECT}:clusterName {fresh} --stack {stack} ({HELP})"
             )
         if other.bucket == own.bucket:
             return (
