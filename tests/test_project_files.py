@@ -119,7 +119,7 @@ def test_make_up_selects_the_stack_where_its_state_lives_and_runs_pulumi_up():
     assert [line for line in ci if not line.startswith("#") and "make " in line] == [
         "TEST_BUDGET_STRICT=1 make test",
         "make lint",
-        '  make maxtext VERSION=0.2.5 LOADER="$PY312"',
+        '  make maxtext VERSION="$MAXTEXT" LOADER="$PY312"',
         "make test-slow",
     ], "CI: the README's test command first on the fresh clone (its budget counts the install), then lint, MaxText's "
     "loader venv (its loader and mesh tests), slow tier"
