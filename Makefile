@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 POLICY_VENV := policy/venv
-# Where the stack's state lives (tools/state.py, docs/operations.md "Where the state lives"): the home its stack file
+# Where the stack's state lives (tools/state.py, docs/state.md "Where the state lives"): the home its stack file
 # records (tpu-rl:stateBackend), else STATE_BACKEND, else a bucket of its own, gs://<gcp:project>-pulumi-state-<stack>
 # (made by `make state-bucket`), with a Cloud KMS key of its own (keyRings/pulumi-state/cryptoKeys/tpu-rl-<stack>).
 # Every pulumi command gets it as PULUMI_BACKEND_URL; `make` never runs `pulumi login`. A PULUMI_BACKEND_URL or
@@ -24,7 +24,7 @@ READERS ?=
 FROM ?=
 # YES=1: `make up` runs without asking (`--yes --non-interactive`; the deploy workflow). No other flag is passed
 # through: the guards the CLI's flags could bypass (--ignore-protect, --target, --exclude, --skip-preview on
-# destroy) are never given by these targets (docs/operations.md "Flags that bypass a guard").
+# destroy) are never given by these targets (docs/destroy.md "Flags that bypass a guard").
 YES ?=
 
 .PHONY: help up stack backend preview policy-preview plan destroy refresh unlock state-bucket state-move logs test test-slow lint venv dev-venv policy-venv status report mutation readme lock maxtext controller iam-types
@@ -139,7 +139,7 @@ lock: $(UV)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" UV_FIND_LINKS="$(TORCH_WHEELS)" $(LOCK_COMMAND)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(POLICY_LOCK_COMMAND)
 
-# Adopt a MaxText release (docs/operations.md "Adopting a MaxText release"): download and hash its wheel, regenerate
+# Adopt a MaxText release (docs/releases.md "Adopting a MaxText release"): download and hash its wheel, regenerate
 # the key table, vendor what the tests read; LOADER=python3.12 also builds MaxText's own config loader's venv
 # (build/maxtext-<version>/venv), which tests/test_maxtext_pyconfig.py runs on every step's argv.
 maxtext: $(VENV)/.installed-dev
@@ -194,7 +194,7 @@ check_locks = $(PY) -m tools.state locks $(STATE_ARGS) || exit $$?;
 # And the Cloud KMS keys the state holds (TPU_RL_KEYS_IN_STATE, infra/gcp/capacity/keys.py): a key the state holds is
 # the stack's own; a key of its names that another stack uses is never imported.
 # `pulumi up` runs with the policy pack (policy/, the stack's policy/config/<stack>.json): a mandatory finding stops
-# it before the resource it judges changes. NO_POLICY=1 leaves the pack out (docs/security.md says when).
+# it before the resource it judges changes. NO_POLICY=1 leaves the pack out (docs/guardrails.md says when).
 define with_state
 pins=$$(mktemp); keys=$$(mktemp); trap 'rm -f "$$pins" "$$keys"' EXIT; \
 	releases=$$($(PY) -m tools.state releases --stack $(STACK) --pins "$$pins" --keys "$$keys"); found=$$?; \
@@ -240,7 +240,7 @@ state-move: $(VENV)/.installed
 # Clear the lock a killed `pulumi up` left (a closed laptop, a cancelled CI job): refused while the lock's process
 # still runs on this machine; otherwise names each lock, then `pulumi cancel` deletes them (for a self-managed
 # backend, every file under the stack's lock folder: pkg/backend/diy/backend.go CancelCurrentUpdate). Run it only
-# when no other `pulumi` works on the stack anywhere (docs/operations.md "A locked stack").
+# when no other `pulumi` works on the stack anywhere (docs/state.md "A locked stack").
 unlock: $(VENV)/.installed
 	@$(call select_stack,write) \
 	$(PY) -m tools.state unlock $(STATE_ARGS) || exit $$?; \
@@ -254,7 +254,7 @@ policy-preview: $(VENV)/.installed $(POLICY_VENV)/.installed
 
 # Destroy and refresh run without the program (--run-program=false, which also beats PULUMI_RUN_PROGRAM): the
 # engine would run it as in an `up` (pulumi DestroyV2/RefreshV2), so a running step could make them wait and a
-# failed one fail them. A protected stack is refused here; its state guards itself too (docs/operations.md "Destroy").
+# failed one fail them. A protected stack is refused here; its state guards itself too (docs/destroy.md "Destroy").
 # --continue-on-error=false beats PULUMI_CONTINUE_ON_ERROR, which would delete past a refused delete.
 destroy: $(VENV)/.installed
 	@$(call select_stack,write) \
@@ -296,9 +296,11 @@ lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 	$(PY) -m mypy
+	$(VENV)/bin/vulture
 
 # Rewrite the docs' generated tables from their sources: docs/configuration.md (every key, the refused
-# extraArgs keys) and docs/operations.md (what re-runs, the network budgets).
+# extraArgs keys), docs/upgrades.md (what re-runs) and docs/watching-a-run.md (the
+# network budgets).
 readme: $(VENV)/.installed-dev
 	$(PY) -m tests.readme_tables
 

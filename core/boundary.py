@@ -30,6 +30,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from core.errors import TpuRlError
 from core.redact import scrub
 
 MAX_TEXT = 4096
@@ -39,7 +40,7 @@ MAX_ITEMS = 10_000
 """The most items of a list kept from outside (a reply's lists are bounded by its size cap)."""
 
 
-class BoundaryError(ValueError):
+class BoundaryError(TpuRlError, ValueError):
     """Outside data has a shape the program does not read: one line, ``<source>: <field>: <why>``."""
 
 

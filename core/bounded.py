@@ -31,6 +31,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
+from core.errors import TpuRlError
 from core.hf_model import ReplyTooLargeError, read_object
 from core.redact import scrub
 
@@ -54,7 +55,7 @@ _PLAIN = frozenset({"", "identity"})
 _RANGE = re.compile(r"bytes=(\d{1,18})-(\d{1,18})")
 
 
-class ReplyEncodingError(ValueError):
+class ReplyEncodingError(TpuRlError, ValueError):
     """A reply in a content encoding the reader did not ask for, or that does not inflate (one line)."""
 
 

@@ -1,7 +1,7 @@
 """The JobSet and Kueue releases the stack can install, as ``make controller`` adopted them (plain data).
 
 ``core/data/controllers.json`` is written by ``tools/adopt_controller.py`` from each release's git tag (never by
-hand; docs/operations.md "Adopting a JobSet or Kueue release"): per controller and version, the tag's commit, the
+hand; docs/releases.md "Adopting a JobSet or Kueue release"): per controller and version, the tag's commit, the
 CRDs the stack's objects are validated against and the facts of its Go source the tests check again (their
 vendored copies in ``tests/data/vendor/``) and, for JobSet, the fields of its own its CRD serves
 (``infra.k8s.manifests.jobset_crd_problem`` refuses an upgrade whose CRD the cluster lacks). The configuration

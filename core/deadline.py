@@ -8,7 +8,8 @@ or sends ``100 Continue`` forever, keeps every read short and the call alive. So
 worker thread and the caller stops waiting at the deadline; ``cancel`` (closing the call's client)
 then makes the abandoned call fail at its next socket operation, within one read timeout.
 
-Budgets are data (``BUDGETS``); the table in docs/operations.md ("Live reads and their budgets") is generated from it.
+Budgets are data (``BUDGETS``); the table in docs/watching-a-run.md ("Live reads and their budgets") is generated
+from it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TypeVar
+
+from core.errors import TpuRlError
 
 T = TypeVar("T")
 
@@ -35,7 +38,7 @@ class Budget:
     read: float
     """One socket read (the library's read timeout)."""
     what: str = ""
-    """What the budget is for (docs/operations.md)."""
+    """What the budget is for (docs/watching-a-run.md)."""
 
     def __post_init__(self) -> None:
         if not (0 < self.connect <= self.total and 0 < self.read <= self.total):
@@ -78,11 +81,11 @@ BUDGETS: dict[str, Budget] = {
 
 
 def reference_table() -> str:
-    """docs/operations.md's table of budgets (rows after its header)."""
+    """docs/watching-a-run.md's table of budgets (rows after its header)."""
     return "\n".join(f"| {b.what} | {b.total:g} s | {b.connect:g} s | {b.read:g} s |" for b in BUDGETS.values())
 
 
-class DeadlineExceededError(Exception):
+class DeadlineExceededError(TpuRlError):
     """The call did not finish within its budget (the message names the budget)."""
 
     def __init__(self, seconds: float) -> None:

@@ -78,13 +78,13 @@ STARTUP_MINUTES: dict[str, int] = {
 }
 """One training attempt's start-up at the defaults, by the components `make status` and `make report` measure
 (``workloads.observe.startup``), in minutes (``startup_minutes``: a run's own). Every figure is an assumption, split
-so that they added up to the 0.75 h this model assumed before issue 40 (``BASELINE_STARTUP_MINUTES``): admission 1
-min (the queue holds only this run); nodes 5 min (an autoscaled TPU pool's scale-up; a reservation's nodes exist
-already); images 12 min (issue 40 reports a cold pull of the ~12 GB MaxText image taking 21 min in one run: a node
-that has it already pulls nothing); set-up 1 min (the script's patch and base files); Pathways 2 min (the resource
+so that, with the checkpoint read twice, they add up to the baseline's 0.75 h (``BASELINE_STARTUP_MINUTES``):
+admission 1 min (the queue holds only this run); nodes 5 min (an autoscaled TPU pool's scale-up; a reservation's
+nodes exist already); images 12 min (one reported run pulled the ~12 GB MaxText image cold in 21 min: a node that
+has it already pulls nothing); set-up 1 min (the script's patch and base files); Pathways 2 min (the resource
 manager meeting every worker); load 3 min (tokenizer and dataset 1, one read of the converted checkpoint
 ``CHECKPOINT_READ_MINUTES``: the actor is copied from the reference, ``tpu-rl:training.loadCheckpointOnlyOnce``; the
-0.75 h read it twice); compile 10 min (vLLM's engine on TPU; issue 40 reports 10-30 min cold); restore 2 min (a
+baseline reads it twice); compile 10 min (vLLM's engine on TPU, reported at 10-30 min cold); restore 2 min (a
 resumed attempt's checkpoint; none for the first); pre-RL eval 5 min (5 test batches); first step 2 min (the
 first step whole: the training step's compilation, the first rollout and update; ``train_hours`` counts the steps
 after it). Replace them with what `make report` measures on your runs."""
@@ -92,13 +92,13 @@ CHECKPOINT_READ_MINUTES = 2
 """One read of the converted checkpoint (~52 GB for gemma4-26b) into the trainer's chips, part of "load": an
 assumption. MaxText reads it once more, into the actor, when ``tpu-rl:training.loadCheckpointOnlyOnce`` is false."""
 BASELINE_STARTUP_MINUTES = 45
-"""The start-up this model assumed before issue 40 (0.75 h: two checkpoint reads), the baseline of its goal."""
+"""The baseline start-up, the measure of the goal: cold caches and images, and two checkpoint reads (0.75 h)."""
 WARM_COMPILE_MINUTES = 2
 """The compile component of a restarted attempt, which finds its run's compilation cache warm (Pathways keeps it in
-the training step's scratch, ``core.layout.compile_cache``, kept across attempts): issue 40 reports vLLM on TPU
-compiling for "10-30 min cold against 1-3 min from a cache". An assumption: the Pathways servers that keep that
-cache are closed binaries, so a hit is not verified offline; `make report` measures each attempt's compile. The
-first attempt of a run with a new cache key compiles cold (``STARTUP_MINUTES``)."""
+the training step's scratch, ``core.layout.compile_cache``, kept across attempts): vLLM on TPU is reported
+compiling in "10-30 min cold against 1-3 min from a cache" (vLLM PR 7533). An assumption: the Pathways servers that
+keep that cache are closed binaries, so a hit is not verified offline; `make report` measures each attempt's
+compile. The first attempt of a run with a new cache key compiles cold (``STARTUP_MINUTES``)."""
 
 
 def restarted(first: Mapping[str, int], *, same_nodes: bool = False) -> dict[str, int]:
@@ -117,12 +117,11 @@ WARM_NODE_RESTART_MINUTES: dict[str, int] = restarted(STARTUP_MINUTES, same_node
 """A restart on the nodes the run already holds (a stalled attempt, a restart after a pod's disruption that left the
 VMs in place): no node to wait for, and no image to pull, since the kubelet keeps the digest-pinned images (no
 ``imagePullPolicy`` is set, so Kubernetes' default for an image that is not ``:latest`` applies, ``IfNotPresent``:
-https://kubernetes.io/docs/concepts/containers/images/#image-pull-policy). docs/operations.md "Start-up, before and
+https://kubernetes.io/docs/concepts/containers/images/#image-pull-policy). docs/cost.md "Start-up, before and
 after" shows it beside the other two; the estimate's failure modes keep ``RESTART_STARTUP_MINUTES``, which assumes
 new nodes."""
 STARTUP_GOAL_MINUTES = BASELINE_STARTUP_MINUTES / 4
-"""Issue 40's goal for a restart with warm caches and images: a quarter of the 45 minutes (0.75 h) a first attempt
-took in this model before it."""
+"""The start-up goal of a restart with warm caches and images: a quarter of the baseline's 45 minutes (0.75 h)."""
 REFERENCE_TARGET_LENGTH = 640
 """The target length a model's ``train_seconds_per_sample`` is given for."""
 REFERENCE_CHIPS = 32

@@ -14,11 +14,13 @@ from typing import Any
 
 import yaml
 
+from core.errors import BadInputError
+
 MAX_DEPTH = 64
 """Nesting a stack file, a kubeconfig or an API object needs is under 20 levels."""
 
 
-class InputError(ValueError):
+class InputError(BadInputError, ValueError):
     """The input cannot be read or parsed within the limits (one line)."""
 
 

@@ -132,7 +132,7 @@ TRAINING_KNOBS: tuple[Knob, ...] = (
     # the ~52 GB less per attempt. Safe while nothing donates the actor's parameters (tunix's step donates the
     # optimizer and the gradient accumulator only: tests/test_actor_copy.py, with the real flax and optax) and vLLM's
     # copy never aliases them (trainer and sampler on chips of their own: core.config.finish.check_actor_copy).
-    # docs/operations.md "Start-up, before and after".
+    # docs/cost.md "Start-up, before and after".
     Knob(
         "loadCheckpointOnlyOnce",
         "load_checkpoint_only_once",
@@ -141,10 +141,11 @@ TRAINING_KNOBS: tuple[Knob, ...] = (
         tutorial=False,
         maxtext_value=False,
     ),
-    # New in MaxText 0.2.5 (rl.yml, "Tunix runtime knobs" and the vLLM rollout block; configs/types.py): speed for
-    # HBM headroom, MaxText's defaults kept (each is what tunix did before it was a knob: a gc.collect() after
-    # every weight sync, the KV cache freed around it, rewards evaluated in the trainer process). train_rl passes
-    # each only to a tunix that declares it, else logs that it is ignored (train_rl.py _kwargs_supported_by).
+    # MaxText 0.2.5's tunix runtime knobs (rl.yml, "Tunix runtime knobs" and the vLLM rollout block; configs/types.py):
+    # speed for HBM headroom, MaxText's defaults kept (each default is tunix's behaviour without the knob: a
+    # gc.collect() after every weight sync, the KV cache freed around it, rewards evaluated in the trainer process).
+    # train_rl passes each only to a tunix that declares it, else logs that it is ignored (train_rl.py
+    # _kwargs_supported_by).
     # false saves about 1 s a step, but the weights' copies each sync leaves on HBM then accumulate (OOM risk).
     Knob(
         "gcCollectAfterWeightSync",

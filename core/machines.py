@@ -64,7 +64,7 @@ class CpuQuota:
 # The rule, as data. Source: Compute Engine "Allocation quotas", CPU quota section,
 # https://docs.cloud.google.com/compute/resource-usage#cpu_quota (formerly cloud.google.com/compute/quotas).
 # That section's own text could not be read from any stored copy this project's research had (every copy of
-# the page stops before it; docs/operations.md "Quota rules"). What could be read instead:
+# the page stops before it; docs/first-run.md "Quota rules"). What could be read instead:
 # - the Compute API's ``Quota.Metric`` enum (Google.Cloud.Compute.V1 ``Quota.Types.Metric``; googleapis
 #   compute v1 ``Quota``): ``CPUS`` "Guest CPUs", and a metric per machine series (``E2_CPUS``, ``N2_CPUS``,
 #   ``N2D_CPUS``, ``C2_CPUS``, ``C2D_CPUS``, ``C3_CPUS``, ``M1_CPUS``, ``M2_CPUS``, ``T2D_CPUS``, ...);
@@ -119,7 +119,7 @@ def boot_disk_type(name: str) -> str | None:
 #   google-cloud-compute 1.48 ``compute_v1.Quota.Metric.HDB_TOTAL_GB``; "Quota 'HDB_TOTAL_GB' exceeded. Limit:
 #   40960.0 in region us-central1" for GKE TPU nodes, whose boot disks are hyperdisk-balanced).
 # Hyperdisk's provisioned IOPS and throughput have quotas of their own (``HDB_TOTAL_IOPS``,
-# ``HDB_TOTAL_THROUGHPUT``, per zone in Cloud Quotas): not checked (docs/operations.md "Quota rules").
+# ``HDB_TOTAL_THROUGHPUT``, per zone in Cloud Quotas): not checked (docs/first-run.md "Quota rules").
 DISK_QUOTAS: dict[str, str] = {
     "pd-standard": "DISKS_TOTAL_GB",
     "pd-balanced": "SSD_TOTAL_GB",

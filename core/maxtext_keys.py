@@ -14,7 +14,7 @@ refused with its reason (``REFUSED``, ``refusals``): the fields MaxText derives 
 dotted copies (``vllm.log_weight_sync_time``: MaxText reads the flat key), and the keys of ``base.yml`` that are no
 field of ``RLConfig`` (pyconfig stops train_rl with them).
 
-The table is made from the release's wheel, with the files the tests read, by one command (docs/operations.md
+The table is made from the release's wheel, with the files the tests read, by one command (docs/releases.md
 "Adopting a MaxText release")::
 
     make maxtext VERSION=0.2.5        # python -m tools.adopt_maxtext 0.2.5

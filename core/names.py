@@ -39,7 +39,7 @@ def step_ksa(cluster: str, step: str) -> str:
     account and named as it (``step_account``).
 
     The binding's principal, ``PROJECT.svc.id.goog[NAMESPACE/KSA]``, names the project's one identity pool and no
-    cluster: a name every stack shares in one namespace (``tpu-rl-<step>`` before issue 41) lets a pod of one
+    cluster: a name every stack shares in one namespace (such as ``tpu-rl-<step>``) would let a pod of one
     stack's cluster act as another stack's account. The account id is unique within the project, so a
     principal named by it is one stack's whatever ``tpu-rl:namespace`` is. The name is a DNS-1123 subdomain
     (at most 253 characters; the id is lowercase letters, digits and hyphens, a letter first, at most 30)."""

@@ -23,6 +23,7 @@ import stat
 import tempfile
 from pathlib import Path, PurePosixPath
 
+from core.errors import BadInputError
 from core.inputs import InputError, read_file
 
 MARKER = ".tpu-rl-written"
@@ -38,7 +39,7 @@ SYSTEM_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))
 """Folders of the kernel and devices: never an output folder."""
 
 
-class OutputError(ValueError):
+class OutputError(BadInputError, ValueError):
     """The output folder or one of its files cannot be written (one line naming the path and the fix)."""
 
 

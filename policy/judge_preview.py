@@ -3,7 +3,7 @@
 ``.github/workflows/preview.yml`` runs the branch's program once, as the unprivileged user ``tpu-rl-branch``, in
 ``pulumi preview --json --show-sames`` with no policy pack, its standard output a file that user can neither open nor
 write; it ends every process of that user, then runs this file from the base's pack folder, with the pack's venv, as
-the runner's user: the verdict comes from code and data the branch never touched (docs/security.md "Guardrails and PR
+the runner's user: the verdict comes from code and data the branch never touched (docs/guardrails.md "Guardrails and PR
 review"). Usage::
 
     judge_preview.py STACK DIGEST [--summary FILE]

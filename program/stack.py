@@ -10,9 +10,10 @@ from typing import Any
 import pulumi
 from pulumi.runtime import config as runtime_config
 
-from core.config import ConfigError, placeholder_problems
+from core.config import placeholder_problems
 from core.config.schema import IMAGE_REGISTRIES
 from core.config.values import OFFLINE_SECRETS
+from core.errors import TpuRlError
 from core.estimate import estimate_for
 from core.images import (
     PINS_IN_STATE,
@@ -29,15 +30,20 @@ from core.steps import STEPS
 from infra.gcp.access import IMAGE_PULLERS
 from infra.gcp.apis import ProjectApis
 from infra.gcp.artifact_registry import ARTIFACT_REGISTRY_API, ImageMirror, ImageMirrorArgs
-from infra.gcp.cluster import GkeCluster, GkeClusterArgs
+from infra.gcp.cluster import ClusterVersion, GkeCluster, GkeClusterArgs
+from infra.gcp.gke_spec import cluster_args, cpu_pool_args, system_pool_args, tpu_pool_args
 from infra.gcp.identities import IdentitiesArgs, NodeIdentities, grant_key
 from infra.gcp.kms import PROPAGATION_SECONDS, GrantPropagation, SecretsKey, SecretsKeyArgs
 from infra.gcp.naming import Names, names_for
 from infra.gcp.network import Network, NetworkArgs
 from infra.gcp.storage import ArtifactBucket, BucketArgs, bucket_args
-from infra.k8s.platform import DestroyGuard, KubernetesPlatform, PlatformArgs
+from infra.k8s.kueue import kueue_objects
+from infra.k8s.manifests import platform_labels
+from infra.k8s.platform import ClusterReads, DestroyGuard, KubernetesPlatform, PlatformArgs
 from program.config import settings_from_runtime
 from workloads.preflight import COMMIT, BaseModel
+from workloads.reader import LiveReader, reader_args
+from workloads.specs.step_inputs import step_inputs
 from workloads.specs.step_specs import Workflow, plan_workflow
 from workloads.workflow import WorkflowArgs, WorkflowRun
 
@@ -54,7 +60,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
         settings = settings_from_runtime()
         # The steps, and what the controllers derive from them, are checked before anything is registered.
         plan = plan_workflow(settings) if settings.workflow.enabled else None
-    except ConfigError as err:
+    except TpuRlError as err:
         raise pulumi.RunError(str(err)) from None
     names = names_for(settings)
     mirrors = _mirrors(settings)
@@ -140,14 +146,17 @@ def _cloud(settings: Settings, names: Names, mirrors: dict[str, Mirror], reuse: 
     required = REQUIRED_APIS + ((ARTIFACT_REGISTRY_API,) if mirrors else ())
     apis = ProjectApis("apis", settings.project, required + ((KMS_API,) if settings.gke.secrets_key else ()))
     after_apis = pulumi.ResourceOptions(depends_on=apis.services)
-    network = Network("network", NetworkArgs(settings.project, settings.region, names), after_apis)
+    network_args = NetworkArgs(
+        settings.project, settings.region, names.network, names.subnet, names.router, names.nat, names.firewall_internal
+    )
+    network = Network("network", network_args, after_apis)
     bucket = ArtifactBucket("artifacts", BucketArgs(bucket_args(settings), settings.protect), after_apis)
     identities = NodeIdentities(
         "identities",
         IdentitiesArgs(
             project=settings.project,
             cluster_name=settings.cluster_name,
-            names=names,
+            service_accounts=names.service_accounts,
             bucket=bucket.bucket.name,
             bucket_name=settings.bucket_name,
             model=settings.model.spec.name,
@@ -177,8 +186,41 @@ def _cloud(settings: Settings, names: Names, mirrors: dict[str, Mirror], reuse: 
             ),
             after_apis,
         )
-    gke = GkeCluster("gke", GkeClusterArgs(settings, names, network, identities, secrets_key, mirror), after_apis)
+    gke = GkeCluster("gke", _gke_args(settings, names, network, identities, secrets_key, mirror), after_apis)
     return _Cloud(apis, network, bucket, identities, mirror, secrets_key, gke)
+
+
+def _gke_args(
+    settings: Settings,
+    names: Names,
+    network: Network,
+    identities: NodeIdentities,
+    secrets_key: SecretsKey | None,
+    mirror: ImageMirror | None,
+) -> GkeClusterArgs:
+    """The cluster's and its pools' arguments (``infra.gcp.gke_spec``) and what else the cluster component takes."""
+    gke = settings.gke
+    key = secrets_key.name if secrets_key else None
+    return GkeClusterArgs(
+        cluster=cluster_args(settings, network.network.id, network.subnet.id, identities.email("system"), None, key),
+        system_pool=system_pool_args(settings, None, identities.email("system")),
+        cpu_pool=cpu_pool_args(settings, None, identities.email("cpu")),
+        tpu_pools=[tpu_pool_args(settings, pool, None, identities.email("tpu")) for pool in names.tpu_pools],
+        version=ClusterVersion(settings.project, settings.region, gke.version_prefix, gke.release_channel)
+        if gke.version_prefix
+        else None,
+        protect=settings.protect,
+        cluster_name=settings.cluster_name,
+        kube_context=settings.kube_context,
+        cluster_identifier=settings.cluster_identifier,
+        workload_members={
+            step: f"serviceAccount:{settings.project}.svc.id.goog[{settings.namespace}/{ksa}]"
+            for step, ksa in names.ksas.items()
+        },
+        identities=identities,
+        secrets_key=secrets_key,
+        image_mirror=mirror,
+    )
 
 
 def _kubernetes(
@@ -195,11 +237,18 @@ def _kubernetes(
     }
     token = pulumi.Config().get_secret("hfToken") if settings.hf_token_set else None
     write_token = pulumi.Config().get_secret("hfWriteToken") if settings.publish.repo else None
+    labels = platform_labels(settings.cluster_name)
     return KubernetesPlatform(
         "k8s",
         PlatformArgs(
-            settings=settings,
-            names=names,
+            protect=settings.protect,
+            labels=labels,
+            namespace=settings.namespace,
+            scratch_disk_type=settings.cpu_pool.disk_type,
+            jobset_version=settings.workflow.jobset_version,
+            kueue=kueue_objects(settings, labels),
+            local_queue=settings.kueue.queue,
+            accounts=names.ksas,
             provider=gke.provider,
             cluster=gke.cluster,
             step_sa_emails={step: identities.email(step) for step in names.ksas},
@@ -207,8 +256,7 @@ def _kubernetes(
             step_waits=waits,
             hf_token=token,
             hf_write_token=write_token,
-            live=live,
-            kubeconfig=gke.kubeconfig,
+            reads=ClusterReads(gke.kubeconfig) if live else None,
             first_jobset=plan.steps[0].manifest if plan is not None else None,
         ),
     )
@@ -221,18 +269,15 @@ def _workflow(
     run = WorkflowRun(
         "workflow",
         WorkflowArgs(
-            settings=settings,
+            namespace=settings.namespace,
+            inputs=step_inputs(settings, plan, _config_diff() if settings.publish.repo else (), base.license),
             plan=plan,
             provider=gke.provider,
             cluster=gke.cluster,
             ready=platform.ready,
-            namespace_id=platform.namespace.id,
-            kubeconfig=gke.kubeconfig,
             tpu_pools=gke.tpu_pools,
-            live=live,
-            config_diff=_config_diff() if settings.publish.repo else (),
+            reader=LiveReader(reader_args(settings), gke.kubeconfig, platform.namespace.id) if live else None,
             base_commit=base.commit or None,
-            base_license=base.license,
             step_ready=platform.waiting_accounts,
         ),
     )
@@ -319,7 +364,7 @@ def _pinned_images(settings: Settings, plan: Workflow | None) -> tuple[Settings,
     step; a new tag in the configuration is read again, a new image, new steps. Run by `pulumi up` and `pulumi
     preview`; the offline plan reads no registry and shows the images as configured. Every image that cannot be read is
     one line."""
-    from infra.gcp.registry import RegistryError, resolve_digest
+    from infra.gcp.registry import resolve_digest
 
     digests, problems = {}, []
     # Read where the image is published (a mirror of the stack's may not exist yet: this `up` creates it); a mirror
@@ -332,7 +377,7 @@ def _pinned_images(settings: Settings, plan: Workflow | None) -> tuple[Settings,
             continue
         try:
             digests[key] = resolve_digest(image, key=f"images.{key}")
-        except RegistryError as err:
+        except TpuRlError as err:
             problems.append(f"images: {err}")
     if problems:
         raise pulumi.RunError("\n".join(problems))  # one line each
@@ -343,7 +388,7 @@ def _pinned_images(settings: Settings, plan: Workflow | None) -> tuple[Settings,
     pinned = dataclasses.replace(settings, images=pin_images(settings.images, digests))
     try:
         return pinned, plan_workflow(pinned) if plan is not None else None
-    except ConfigError as err:
+    except TpuRlError as err:
         raise pulumi.RunError(str(err)) from None
 
 
@@ -406,13 +451,13 @@ def _checked_token(key: str, variable: str) -> str:
 def _preflight(settings: Settings) -> BaseModel:
     """Fail before any resource if the token cannot read the model (gated licence not accepted, bad token)."""
 
-    from workloads.preflight import PreflightError, check_model_access
+    from workloads.preflight import check_model_access
 
     model = settings.model
     token = _checked_token("hfToken", "HF_TOKEN")
     try:
         base = check_model_access(model.spec.hf_repo, model.revision, token, endpoint=os.environ.get("HF_ENDPOINT"))
-    except PreflightError as err:
+    except TpuRlError as err:
         raise pulumi.RunError(f"preflight: {err}") from None
     commit = base.commit
     pulumi.log.info(f"preflight: {model.spec.hf_repo}@{model.revision} is readable (commit {commit or 'unknown'})")
@@ -427,7 +472,7 @@ def _dataset_preflight(settings: Settings, token: str) -> None:
     such revision, a pattern that matches nothing, terms not accepted): the training pod would find out only after
     its slice was up."""
     from core.knobs import DATASETS
-    from workloads.preflight import PreflightError, check_dataset_access
+    from workloads.preflight import check_dataset_access
     from workloads.specs.commands import staged_dataset
 
     staged = staged_dataset(DATASETS[settings.training.dataset], "")[1]
@@ -437,7 +482,7 @@ def _dataset_preflight(settings: Settings, token: str) -> None:
     revision = settings.training.dataset_revision
     try:
         commit = check_dataset_access(repo, revision, tuple(patterns), token, endpoint=os.environ.get("HF_ENDPOINT"))
-    except PreflightError as err:
+    except TpuRlError as err:
         raise pulumi.RunError(f"preflight: {err}") from None
     pulumi.log.info(f"preflight: the dataset {repo}@{revision} is readable (commit {commit or 'unknown'})")
 
@@ -445,13 +490,13 @@ def _dataset_preflight(settings: Settings, token: str) -> None:
 def _publish_preflight(settings: Settings) -> None:
     """Fail before any resource if the write token cannot publish to tpu-rl:publish.repo (a read token, no
     write role in the namespace, an existing public repository for a private run)."""
-    from workloads.preflight import PreflightError, check_publish_access
+    from workloads.preflight import check_publish_access
 
     publish = settings.publish
     assert publish.repo is not None  # only called with a repository
     token = _checked_token("hfWriteToken", "HF_WRITE_TOKEN")
     try:
         found = check_publish_access(publish.repo, publish.private, token, endpoint=os.environ.get("HF_ENDPOINT"))
-    except PreflightError as err:
+    except TpuRlError as err:
         raise pulumi.RunError(f"preflight: {err}") from None
     pulumi.log.info(f"preflight: tpu-rl:hfWriteToken can publish to {publish.repo} ({found})")

@@ -16,7 +16,7 @@ Kueue) as each scenario says, while the program waits for it (``workloads.observ
 model advances: a scenario can act on every poll.
 
 Sources, the newest this project can read (the lock pins the SDK 3.272.0 and pulumi-kubernetes 4.34.2, whose
-sources are not published where this project reads; docs/architecture.md "The engine, provider and controller
+sources are not published where this project reads; docs/engine-behaviour.md "The engine, provider and controller
 behaviour relied on" says what that means):
 - pulumi/pulumi v3.259.0 (0ac56e8), the newest release tag, and HEAD 1b59498 (3.260.0-dev) where they
   differ: ``pkg/resource/deploy/step_generator.go`` (``sg.go``), ``pkg/resource/deploy/step.go``,

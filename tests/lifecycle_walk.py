@@ -154,7 +154,7 @@ def walk(stack: str) -> dict[str, dict[str, str]]:
 
 
 def table(outcomes: dict[str, dict[str, str]]) -> str:
-    """docs/operations.md's "what re-runs" table: keys grouped by outcome."""
+    """docs/upgrades.md's "what re-runs" table: keys grouped by outcome."""
     groups: dict[tuple[str, ...], list[str]] = {}
     for key, per_step in outcomes.items():
         groups.setdefault(tuple(per_step[s] for s in STEPS), []).append(key.removeprefix("tpu-rl:"))

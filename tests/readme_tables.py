@@ -1,9 +1,9 @@
 """Rewrite the docs' generated tables from their sources: `python -m tests.readme_tables` (`make readme`).
 
-Each table sits in the page that explains it (``PAGES``: docs/configuration.md, docs/operations.md) right under
-a ``<!-- generated from|by SOURCE ... -->`` marker and ends at the first blank line. The tests that keep them
-current (test_project_files.py, test_lifecycle.py, test_docs.py) fail with the new text when one is stale, and
-this writes it.
+Each table sits in the page that explains it (``PAGES``: docs/configuration.md, docs/upgrades.md,
+docs/watching-a-run.md) right under a ``<!-- generated from|by SOURCE ... -->`` marker and ends at the first blank
+line. The tests that keep them current (test_project_files.py, test_lifecycle.py, test_docs.py) fail with the new
+text when one is stale, and this writes it.
 """
 
 from __future__ import annotations
@@ -21,8 +21,10 @@ from tools.stack_files import ROOT
 
 CONFIGURATION = ROOT / "docs" / "configuration.md"
 """The configuration reference and the refused ``extraArgs`` keys."""
-OPERATIONS = ROOT / "docs" / "operations.md"
-"""What re-runs when a key changes, and the network budgets."""
+UPGRADES = ROOT / "docs" / "upgrades.md"
+"""What re-runs when a key changes."""
+WATCHING = ROOT / "docs" / "watching-a-run.md"
+"""The network budgets."""
 
 
 def lifecycle() -> str:
@@ -32,7 +34,8 @@ def lifecycle() -> str:
 
 PAGES: dict[Path, tuple[tuple[str, Callable[[], str]], ...]] = {
     CONFIGURATION: (("core/config/schema.py", config_table), ("core/config/load.py", refused_keys_table)),
-    OPERATIONS: (("tests/lifecycle_walk.py", lifecycle), ("core/deadline.py", budget_table)),
+    UPGRADES: (("tests/lifecycle_walk.py", lifecycle),),
+    WATCHING: (("core/deadline.py", budget_table),),
 }
 """Each page and its tables: the source its ``<!-- generated from|by SOURCE ... -->`` marker names, and the
 builder of the table (a whole table, or the rows under the header the page keeps)."""

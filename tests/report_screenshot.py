@@ -1,4 +1,4 @@
-"""Make the report screenshot of docs/operations.md ("Watching a run") from the tests' run data (fake-gcs-server
+"""Make the report screenshot of docs/watching-a-run.md ("Watching a run") from the tests' run data (fake-gcs-server
 + headless Chromium).
 
 .venv/bin/python -m tests.report_screenshot docs/report.png

@@ -39,7 +39,7 @@ REGION = f"/compute/v1/projects/{P}/regions/us-east5"
 INSTANCES = f"/compute/v1/projects/{P}/zones/us-east5-b/instances"
 KEY = "tpu-rl:cpuPool.bootDiskImage"
 IMAGE = f"{KEY}: image {NAME} of project {P}"
-BUILD = 'build it (docs/operations.md "Image pulls": gke-disk-image-builder)'
+BUILD = 'build it (docs/images-and-caches.md "Image pulls": gke-disk-image-builder)'
 DOC = "https://cloud.google.com/compute/docs/images/deprecate-custom"
 SKIPPED = (
     "; cpu-np's secondary boot disk image was not checked; its secondary boot disks were not counted against the disk "

@@ -241,7 +241,7 @@ def test_docs_quote_the_global_refusal_as_the_check_writes_it():
     (line,) = global_quota_findings(
         needs(PROD, SIZED), project_quotas(CPUS_ALL_REGIONS=(32, 0)), "my-project", Held(), network=False
     )
-    assert f"error: capacity check: {line.text}\n" in (ROOT / "docs" / "operations.md").read_text()
+    assert f"error: capacity check: {line.text}\n" in (ROOT / "docs" / "first-run.md").read_text()
 
 
 @pytest.mark.pure

@@ -27,7 +27,8 @@ COLD = [
     ["tpu-rl:training.maxTargetLength=1024"],
     ["tpu-rl:training.iciTensorParallelism=4"],
     ["tpu-rl:training.optimizer=adamw"],
-    ["tpu-rl:training.extraArgs.rl.num_iterations=2"],
+    # no attempt resumes on its own with num_iterations above 1 (google/tunix#2290: core/config/resume.py)
+    ["tpu-rl:training.extraArgs.rl.num_iterations=2", "tpu-rl:workflow.maxRestarts=0", "tpu-rl:kueue.enabled=false"],
 ]
 """Changes that make another compiled program (or another compiler, or another mesh): another folder."""
 WARM = [

@@ -21,6 +21,8 @@ from tests.lifecycle_walk import settings
 pytestmark = pytest.mark.pure
 
 T = "tpu-rl:training."
+ALONE = ["tpu-rl:workflow.maxRestarts=0", "tpu-rl:kueue.enabled=false"]
+"""No attempt resumes on its own: what rl.num_iterations above 1 needs (core/config/resume.py)."""
 EVALUATE = "tpu-rl:workflow.steps.evaluate=true"
 Check = Callable[[Settings], Any]
 
@@ -476,10 +478,20 @@ BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
     (
         # rl.num_iterations and num_epoch multiply the steps too: int(50 x 2 x 0.004 x 3) = 1, with 0.0033 it is 0.
         "training-steps-count-iterations-and-epochs",
-        [f"{T}extraArgs.rl.num_iterations=2", f"{T}extraArgs.num_epoch=3", f"{T}extraArgs.train_fraction=0.004"],
+        [
+            f"{T}extraArgs.rl.num_iterations=2",
+            f"{T}extraArgs.num_epoch=3",
+            f"{T}extraArgs.train_fraction=0.004",
+            *ALONE,
+        ],
         lambda s: s.training.final_step,
         1,
-        [f"{T}extraArgs.rl.num_iterations=2", f"{T}extraArgs.num_epoch=3", f"{T}extraArgs.train_fraction=0.0033"],
+        [
+            f"{T}extraArgs.rl.num_iterations=2",
+            f"{T}extraArgs.num_epoch=3",
+            f"{T}extraArgs.train_fraction=0.0033",
+            *ALONE,
+        ],
         "training runs int(numBatches x rl.num_iterations x train_fraction x num_epoch) = int(50 x 2 x 0.0033 x 3) "
         "= 0 steps: it would save no checkpoint, so the export could never run; raise train_fraction or numBatches",
     ),

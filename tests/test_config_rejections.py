@@ -413,6 +413,14 @@ BAD_INPUTS = [
     ("extra-quoted-path-typo", [f'{X}["rl.num_iteration"]=2'], f"{X}.rl.num_iteration", "rl.num_iterations"),
     ("extra-int-word", [f"{X}.rl.num_iterations=abc"], f"{X}.rl.num_iterations", "integer"),
     ("extra-int-negative", [f"{X}.rl.num_iterations=-1"], f"{X}.rl.num_iterations", "at least 1"),
+    ("extra-iterations-resume", [f"{X}.rl.num_iterations=2"], f"{X}.rl.num_iterations", "google/tunix#2290"),
+    (
+        "extra-iterations-drill",
+        [f"{X}.rl.num_iterations=2", "tpu-rl:workflow.maxRestarts=0", "tpu-rl:kueue.enabled=false"]
+        + ["tpu-rl:workflow.restartDrill=true"],
+        f"{X}.rl.num_iterations",
+        "(workflow.restartDrill true)",
+    ),
     ("extra-fraction-word", [f"{X}.train_fraction=x"], f"{X}.train_fraction", "finite number"),
     ("extra-fraction-nan", [f"{X}.train_fraction=nan"], f"{X}.train_fraction", "finite number"),
     ("extra-fraction-inf", [f"{X}.train_fraction=inf"], f"{X}.train_fraction", "finite number"),
@@ -654,6 +662,10 @@ def test_readme_commands_work_as_written(tmp_path, capsys):
             "--set",
             'tpu-rl:training.extraArgs["rl.num_iterations"]=2',
             "--set",
+            "tpu-rl:workflow.maxRestarts=0",
+            "--set",
+            "tpu-rl:kueue.enabled=false",
+            "--set",
             "tpu-rl:training.extraArgs.eval_interval=5",
             "--set",
             "tpu-rl:workflow.timeouts.train=30h",
@@ -667,6 +679,8 @@ def test_readme_commands_work_as_written(tmp_path, capsys):
         "tpu-rl:authorizedNetworks[1]=192.0.2.0/24",
         'tpu-rl:training.extraArgs["rl.num_iterations"]=2',
         "tpu-rl:training.extraArgs.rl.num_iterations=2",
+        "tpu-rl:workflow.maxRestarts=0",
+        "tpu-rl:kueue.enabled=false",
     )
     cluster = plan.one("gcp:container/cluster:Cluster")["inputs"]
     blocks = [b["cidrBlock"] for b in cluster["masterAuthorizedNetworksConfig"]["cidrBlocks"]]

@@ -1,7 +1,7 @@
 """The deploy workflow (.github/workflows/deploy.yml): `make up` of one stack from GitHub Actions, everything per stack
 (environment, runner, backend), dev from protected branches only, every install before any secret, and a run longer
 than the runner's job limit stopped with Pulumi's Ctrl-C and continued by the next round of the same run, which the
-one approval of round 0 carries and a re-run does not (docs/security.md "The deploy workflow"). The rounds' scripts
+one approval of round 0 carries and a re-run does not (docs/guardrails.md "The deploy workflow"). The rounds' scripts
 run here in real bash with the GitHub variables set and a fake `make`; expressions are evaluated as the runner
 evaluates them (tests/github_expression.py)."""
 
@@ -408,7 +408,7 @@ def test_dev_is_refused_where_it_shares_prods_project_unless_the_variable_accept
     assert done.stderr == (
         "error: dev and prod share the project acme-tpu, where deploy-dev's account holds project-wide roles that "
         "reach prod's cluster: give dev a project of its own, or accept the shared project by setting the "
-        'repository variable DEPLOY_DEV_SHARED_PROJECT to acme-tpu (docs/security.md "The deploy workflow")\n'
+        'repository variable DEPLOY_DEV_SHARED_PROJECT to acme-tpu (docs/guardrails.md "The deploy workflow")\n'
     )
     assert stack_step(shared, "dev", shared="other-project").returncode == 1, "accepting another project accepts none"
     assert stack_step(shared, "dev", shared="acme-tpu").returncode == 0
@@ -424,8 +424,8 @@ def test_dev_is_refused_where_it_shares_prods_project_unless_the_variable_accept
 
 
 def test_the_setup_docs_say_how_each_guarantee_is_set_up():
-    security = " ".join((ROOT / "docs" / "security.md").read_text().split())
-    operations = " ".join((ROOT / "docs" / "operations.md").read_text().split())
+    security = " ".join((ROOT / "docs" / "guardrails.md").read_text().split())
+    operations = " ".join((ROOT / "docs" / "ci.md").read_text().split())
     for words in (
         "deploy-prod-continued",
         "DEPLOY_RUNS_ON_PROD",

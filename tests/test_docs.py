@@ -1,6 +1,8 @@
-"""The README stays a newcomer's page and the docs/ pages hold the rest: every relative link and anchor
-resolves, every page is linked from the README and links back, each opens with its summary, and the generated
-tables sit where tests/readme_tables.py writes them."""
+"""The README stays a newcomer's page and the docs/ pages hold the rest, one question per page: every relative
+link and anchor resolves, every page is linked from the README and links back, each opens with its summary and is
+read in one sitting (under 400 lines), every ``docs/<page>.md "Section"`` or ``docs/<page>.md#anchor`` that code, a
+message, the Makefile or a workflow cites names a page and a heading that exist, and the generated tables sit where
+tests/readme_tables.py writes them."""
 
 from __future__ import annotations
 
@@ -17,7 +19,33 @@ README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.glob("*.md"))
 MAX_README_LINES = 250
-"""A newcomer reads it in minutes (issue 31: "at most about 250 lines")."""
+"""A newcomer reads it in minutes."""
+MAX_PAGE_LINES = 400
+"""A page answers one question and is read in one sitting; more than this is two questions."""
+CITED_IN = ("core", "infra", "workloads", "policy", "tools", "program", "tests", ".github", ".ci", "docs")
+"""The folders whose code, comments, messages and pages cite a docs page (with the top-level files)."""
+TEXT = {".py", ".md", ".yml", ".yaml", ".tsv", ".toml", ".txt", ".json", ".sh"}
+NOT_OURS = {"venv", ".venv", "build", "__pycache__", "node_modules", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
+CITATION = re.compile(
+    r"docs/(?P<page>[\w.-]+?\.md)"
+    r"(?:#(?P<anchor>[\w-]+)|(?:,?\s+\(?|\s*\()(?P<quote>\\?[\"'])(?P<section>(?:(?!(?P=quote))[^\\]){1,80}?)(?P=quote))?"
+)
+"""``docs/<page>.md#anchor``, or ``docs/<page>.md "Section"`` (``'Section'``, ``, "Section"``, ``("Section")``, and
+``\\"Section\\"`` in a shell string); a bare ``docs/<page>.md`` names the page only."""
+INDEX = DOCS / "operations.md"
+"""The operations index: one heading per operations section, each a link to the page that holds it."""
+MAX_INDEX_LINES = 100
+CITE_THE_INDEX = {
+    "workloads/container/maxtext_check.py",
+    "workloads/container/train_exit.py",
+    "tests/test_maxtext_check.py",  # pins maxtext_check.py's line
+    "docs/releases.md",  # shows maxtext_check.py's line
+}
+"""The files that may cite a section of the index rather than the page: a step's programs, whose text is part of
+the step's identity (``workloads.specs.step_specs``: editing a citation there renames and re-runs the steps), and
+what quotes their lines."""
+CONTINUATION = re.compile(r"\s*\n\s*(?:#+\s*)?")
+"""A line break, its indentation and a comment marker: a citation wrapped across comment or docstring lines."""
 
 FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.MULTILINE | re.DOTALL)
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
@@ -128,9 +156,9 @@ def test_a_stale_table_is_rewritten_and_nothing_else():
     """Rows-only tables too: the page keeps its header, and a changed first row is found by the marker."""
     from core.config.schema import reference_table as config_table
     from core.deadline import reference_table
-    from tests.readme_tables import CONFIGURATION, OPERATIONS, replace_table
+    from tests.readme_tables import CONFIGURATION, WATCHING, replace_table
 
-    text = OPERATIONS.read_text()
+    text = WATCHING.read_text()
     rows = reference_table()
     first = rows.splitlines()[0]
     stale = text.replace(first, first.replace("| 30 s |", "| 31 s |"), 1)
@@ -143,3 +171,76 @@ def test_a_stale_table_is_rewritten_and_nothing_else():
     assert shorter != page and replace_table(shorter, "core/config/schema.py", whole) == page
     with pytest.raises(ValueError, match="no '<!-- generated from nowhere.py"):
         replace_table(text, "nowhere.py", rows)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_page_is_read_in_one_sitting(page):
+    lines = page.read_text().count("\n")
+    assert lines < MAX_PAGE_LINES, f"{page.name} has {lines} lines: split it by the question each part answers"
+
+
+def cited_files() -> list[Path]:
+    """Every text file of ours that may cite a docs page: the top-level files and those under ``CITED_IN``."""
+    files = [p for p in ROOT.iterdir() if p.is_file() and (p.suffix in TEXT or p.name == "Makefile")]
+    for folder in CITED_IN:
+        files += [
+            p
+            for p in (ROOT / folder).rglob("*")
+            if p.suffix in TEXT and p.is_file() and not NOT_OURS.intersection(p.relative_to(ROOT).parts)
+        ]
+    return files
+
+
+def dead_citations(text: str) -> list[str]:
+    """The ``docs/<page>.md`` citations in ``text`` whose page, anchor or section heading does not exist."""
+    dead = []
+    for match in CITATION.finditer(CONTINUATION.sub(" ", text)):
+        page = DOCS / match.group("page")
+        if not page.exists():
+            dead.append(f"{match.group(0)}: no page docs/{match.group('page')}")
+            continue
+        wanted = match.group("anchor") or (match.group("section") and slug(match.group("section")))
+        if wanted and wanted not in anchors(page):
+            dead.append(f"{match.group(0)}: no heading of docs/{match.group('page')} has the anchor #{wanted}")
+    return dead
+
+
+def test_a_cited_page_and_section_exist():
+    text = 'see docs/testing.md "Test tiers"; docs/first-run.md#quota-rules (docs/cost.md\n# "Cost warning")'
+    assert dead_citations(text) == []
+    for stale in (
+        f'{"docs"}/gone.md "Quota rules"',  # not one literal: test_project_files checks every path the tree names
+        'docs/first-run.md "Quota rule"',
+        "docs/first-run.md#quota",
+        'docs/first-run.md, "GKE upgrades"',
+        'echo "(docs/cost.md \\"Costs\\")"',
+        "docs/cost.md\n    ('Start-up, before')",
+    ):
+        assert len(dead_citations(stale)) == 1, stale
+
+
+def test_every_cited_docs_page_and_section_exists():
+    dead, via_index = {}, {}
+    for path in cited_files():
+        name = path.relative_to(ROOT).as_posix()
+        if name == "tests/test_docs.py":  # its stale examples
+            continue
+        text = path.read_text(errors="replace")
+        if found := dead_citations(text):
+            dead[name] = found
+        sections = [m[0] for m in CITATION.finditer(CONTINUATION.sub(" ", text)) if m["page"] == INDEX.name]
+        if name not in CITE_THE_INDEX and (cited := [s for s in sections if s != f"docs/{INDEX.name}"]):
+            via_index[name] = cited
+    assert dead == {}, 'cite a page and a heading that exist (docs/<page>.md "Section" or docs/<page>.md#anchor)'
+    assert via_index == {}, "cite the page that holds the section, not the index"
+
+
+def test_the_operations_index_points_every_heading_at_its_page():
+    """Each heading of the index is followed by one link to the page that holds a heading of the same anchor."""
+    text = INDEX.read_text()
+    assert text.count("\n") < MAX_INDEX_LINES
+    sections = re.findall(r"^### (.+)\n\[[^\]]+\]\(([\w-]+\.md)#([\w-]+)\)\n", text, re.MULTILINE)
+    assert len(sections) == text.count("\n### ") > 20
+    for heading, page, anchor in sections:
+        assert anchor == slug(heading) and anchor in anchors(DOCS / page), heading
+        assert page != INDEX.name

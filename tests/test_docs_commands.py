@@ -9,7 +9,7 @@ each inline code span that is a command are split into simple commands and judge
   by a wildcard under a folder, or with `--recursive` on a folder (`gs://b/folder/`);
 - no `gcloud storage buckets delete`, `gsutil rb`: the stack deletes its bucket itself;
 - `pulumi refresh` and `pulumi destroy` run with `--run-program=false`: with the program, the engine runs it as in an
-  `up`, which waits hours for a running step (docs/operations.md "Refresh").
+  `up`, which waits hours for a running step (docs/destroy.md "Refresh").
 """
 
 from __future__ import annotations

@@ -392,7 +392,7 @@ def test_a_run_that_reads_the_checkpoint_twice_is_estimated_with_the_second_read
 
 @pytest.mark.pure
 def test_the_start_up_table_of_the_docs_is_the_estimates():
-    """docs/operations.md "Start-up, before and after": each row's minutes are the four start-ups' components (before
+    """docs/cost.md "Start-up, before and after": each row's minutes are the four start-ups' components (before
     issue 40: the checkpoint read twice), the totals their sums, the goal a quarter of the 45 minutes before."""
     from core.estimate import (
         BASELINE_STARTUP_MINUTES,
@@ -404,7 +404,7 @@ def test_the_start_up_table_of_the_docs_is_the_estimates():
     )
     from tools.stack_files import ROOT
 
-    page = (ROOT / "docs" / "operations.md").read_text()
+    page = (ROOT / "docs" / "cost.md").read_text()
     section = page.split("### Start-up, before and after", 1)[1].split("\n## ", 1)[0]
     rows = {
         cells[0]: cells[1:5]

@@ -19,7 +19,7 @@ REAL_CLUSTER = True
 GUARD = "tpu-rl:lifecycle:DestroyGuard"
 WAIT = "pulumi-python:dynamic/kms:GrantPropagation"
 LIFT = ["tpu-rl:protect=false", "tpu-rl:workflow.enabled=false"]
-"""How a protected stack's protection is lifted without running or waiting for a step (docs/operations.md
+"""How a protected stack's protection is lifted without running or waiting for a step (docs/destroy.md
 "Destroy"): the program registers the platform only, unprotected; the steps' objects are deleted at the end."""
 
 
@@ -83,7 +83,7 @@ def test_lifting_the_protection_runs_and_waits_for_no_step(stack):
     """After a failed training, `up` with tpu-rl:protect false and tpu-rl:workflow.enabled false: the program
     registers no step (nothing is retried, the clock does not move: no wait), unprotects every guard, the cluster,
     its pools and the bucket, and deletes the steps' objects at the end (sg.go GenerateDeletes); destroy then deletes
-    everything but what docs/operations.md lists (a bucket that holds objects without forceDestroy)."""
+    everything but what docs/destroy.md lists (a bucket that holds objects without forceDestroy)."""
     assert stack.up({"train": "fail"}).error is not None
     train = names(stack)["train"]
     clock = stack.clock

@@ -143,8 +143,9 @@ def test_a_step_wait_imports_the_kubernetes_client_on_the_loops_thread_before_it
     prod = settings("prod", [])
 
     async def wait() -> object:
-        parent = cast(Any, None)  # logs only
-        live = reader.LiveReader(prod, pulumi.Output.from_input("kubeconfig"), pulumi.Output.from_input(True), parent)
+        live = reader.LiveReader(
+            reader.reader_args(prod), pulumi.Output.from_input("kubeconfig"), pulumi.Output.from_input(True)
+        )
         jobset = cast(Any, types.SimpleNamespace(id=pulumi.Output.from_input("tpu-rl/train")))
         return await live.wait(plan_workflow(prod).train, jobset).future()
 

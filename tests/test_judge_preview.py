@@ -285,7 +285,7 @@ def test_a_value_the_digest_does_not_show_is_not_judged_harmless(placeholder):
 
 @pytest.mark.pure
 def test_a_token_passed_as_a_secret_value_is_reported_but_not_failed_the_known_limit():
-    """The limit docs/security.md names: the engine sends the pack a secret's value, the digest does not hold it. A
+    """The limit docs/guardrails.md names: the engine sends the pack a secret's value, the digest does not hold it. A
     token the program passes in a container's arguments as a secret value fails the pack in the engine; the judge sees
     ``[secret]`` there and says it cannot judge it (advisory, naming the argument), never that it is harmless."""
     from tests.conftest import SENTINEL_TOKEN

@@ -1,7 +1,7 @@
 """Run lifecycle: identity decides replacement, an interrupted `up` re-attaches, a failed step is retried.
 
 The engine behaviour these options rely on is cited in workloads/specs/step_specs.py, workloads/observe/live_state.py
-and the docs/operations.md ("What happens when..."); here everything the mock runtime can show is pinned.
+and docs/when-a-step-fails.md ("What happens when..."); here everything the mock runtime can show is pinned.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tools.plan import plan_stack
 from tools.stack_files import ROOT
 from workloads.specs.step_specs import AWAIT_GRACE_SECONDS, OPERATIONAL_PATHS, plan_workflow
 
-OPERATIONS = (ROOT / "docs" / "operations.md").read_text()
+UPGRADES = (ROOT / "docs" / "upgrades.md").read_text()
 """The page with the generated "what re-runs" table (tests/readme_tables.py writes it)."""
 
 
@@ -80,9 +80,9 @@ def test_every_key_renames_a_step_or_is_ignored(walks, stack):
 
 
 @pytest.mark.slow  # the walk above
-def test_the_operations_page_publishes_what_reruns_when_you_change_a_key(walks):
+def test_the_upgrades_page_publishes_what_reruns_when_you_change_a_key(walks):
     expected = table(walks["prod"])
-    assert expected in OPERATIONS, "docs/operations.md's table is stale (make readme); it should read:\n" + expected
+    assert expected in UPGRADES, "docs/upgrades.md's table is stale (make readme); it should read:\n" + expected
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ HAND_DELETIONS = {
     "bucket storage": "tpu-rl:forceDestroy false keeps a bucket that holds objects",
 }
 """What a destroy of the prod example (unprotected first) leaves billed, and why: the hand-deletion list of
-docs/operations.md "Destroy". The stack's Cloud KMS key (gke.secretsEncryptionKey: create) is deleted with
+docs/destroy.md "Destroy". The stack's Cloud KMS key (gke.secretsEncryptionKey: create) is deleted with
 deletion_policy DELETE: its versions are scheduled for destruction and stop billing."""
 KMS_KEY = "gcp:kms/cryptoKey:CryptoKey"
 

@@ -8,7 +8,7 @@ chart's ``crds/`` when it first installs the chart and never on an upgrade (helm
 check: ``make controller`` refuses a Kueue release whose chart does not (tests/test_adopt_controller.py).
 
 The version that names each CPU step's Kubernetes service account as its Google account (issue 41,
-docs/operations.md "Upgrading tpu-rl") re-runs no step: the identity hashes the account by its step
+docs/upgrades.md "Upgrading tpu-rl") re-runs no step: the identity hashes the account by its step
 (``workloads.specs.step_specs.hashed_account``) and an existing JobSet keeps the one it has (``ignoreChanges``)."""
 
 from __future__ import annotations

@@ -248,7 +248,7 @@ def test_make_up_names_a_stale_lock_and_make_unlock_before_the_cli_meets_it(tmp_
         "error: stack prod is locked by ops@laptop-of-ops (pid 4242) since 2026-12-01T08:00:00Z "
         f"({url}/.pulumi/locks/organization/tpu-rl/prod/{path.name}): if that `pulumi` no longer runs (a closed "
         "laptop, a cancelled CI job), clear the lock with `make unlock STACK=prod` and run `make up` again; the "
-        "running step is adopted, not restarted (docs/operations.md#a-locked-stack)"
+        "running step is adopted, not restarted (docs/state.md#a-locked-stack)"
     )
     assert not [c for c in calls if c.startswith("up")], "the CLI was never asked to update"
     for target in ("destroy", "refresh"):

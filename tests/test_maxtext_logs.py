@@ -4,7 +4,7 @@ relies on it (workloads/observe/evaluations.py, workloads/observe/startup.py, wo
 
 tunix's lines (``Train step N training loss``, ``Restored params from step``) are not in MaxText's wheel: the image's
 tunix is the commit the wheel pins (``wheel.json`` ``post_train_github_deps``), read by a human at adoption
-(docs/operations.md "Adopting a MaxText release")."""
+(docs/releases.md "Adopting a MaxText release")."""
 
 from __future__ import annotations
 

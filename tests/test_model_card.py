@@ -674,8 +674,8 @@ def test_the_card_always_fits_its_config_map():
     the most a record may (``core.records``), each cell at its longest, in more records than the card shows, leave
     the card under its 256 KiB bound (with the largest reward curve kept, base64, under a ConfigMap's 1 MiB)."""
     from core.records import MAX_CELL_CHARS, MAX_COLUMNS, MAX_ROWS
+    from workloads.specs.card_config import REWARD_IMAGE_MAX_BYTES
     from workloads.specs.model_card import CARD_MAX_BYTES, MAX_RECORDS, MAX_VALUE_CHARS
-    from workloads.specs.step_manifests import REWARD_IMAGE_MAX_BYTES
 
     assert all(len(cell) == MAX_CELL_CHARS for cell in LONG_CELLS)
     huge = "x" * 1_500_000

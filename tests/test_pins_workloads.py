@@ -665,7 +665,7 @@ STEP_NAMES = {
     # What each step's identity covers: its JobSet and its ConfigMap's data (scripts and programs: the image's MaxText
     # check, base_snapshot.py's Hub-hashed cache reads, training's launcher, exit judge, stall watchdog and restart
     # drill, the export's completion), with each CPU step's account hashed by its step (steps.hashed_account).
-    # docs/operations.md "Upgrading tpu-rl" says which version renamed which steps.
+    # docs/upgrades.md "Upgrading tpu-rl" says which version renamed which steps.
     "dev": ["gemma4-e4b-convert-d7148d8833", "gemma4-e4b-train-ed196c2b62", "gemma4-e4b-export-eea6e27b31"],
     "prod": ["gemma4-26b-convert-a958a7e3eb", "gemma4-26b-train-b58e539cbf", "gemma4-26b-export-05fc34a573"],
 }

@@ -1,6 +1,6 @@
 """The PR preview reads each stack's state where the BASE commit's stack file records it (its
 ``tpu-rl:stateBackend``), never where the pull request's does, and refuses a branch that moves the stack's state or
-changes its secrets provider (docs/security.md "Guardrails and PR review"). The base's stack file is copied, as root,
+changes its secrets provider (docs/guardrails.md "Guardrails and PR review"). The base's stack file is copied, as root,
 where the branch cannot write, before any of the branch's code runs; the base's ``tools/check_pulumi_project.py``
 reads it. The step's lines that pick the backend run here in bash with the real check."""
 
@@ -146,13 +146,13 @@ CHANGED = {
         _with("gs://elsewhere", KMS),
         "Pulumi.prod.yaml: tpu-rl:stateBackend is 'gs://elsewhere' where the base branch has 'gs://acme-prod-state': "
         "the preview reads the stack's state where the base records it; move a stack's state on the base branch, in "
-        'a commit of its own (docs/operations.md "Where the state lives")',
+        'a commit of its own (docs/state.md "Where the state lives")',
     ),
     "no backend": (
         _with(None, KMS),
         "Pulumi.prod.yaml: tpu-rl:stateBackend is unset where the base branch has 'gs://acme-prod-state': the preview "
         "reads the stack's state where the base records it; move a stack's state on the base branch, in a commit of "
-        'its own (docs/operations.md "Where the state lives")',
+        'its own (docs/state.md "Where the state lives")',
     ),
     "another secrets provider": (
         _with("gs://acme-prod-state", "passphrase"),
@@ -164,7 +164,7 @@ CHANGED = {
         None,
         "Pulumi.prod.yaml: tpu-rl:stateBackend is unset where the base branch has 'gs://acme-prod-state': the preview "
         "reads the stack's state where the base records it; move a stack's state on the base branch, in a commit of "
-        'its own (docs/operations.md "Where the state lives")',
+        'its own (docs/state.md "Where the state lives")',
     ),
 }
 

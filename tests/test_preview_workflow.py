@@ -1,6 +1,6 @@
 """The PR preview is judged by the base branch's policy pack and policy config, installed from hashes where the branch's
 code cannot write, never by the pull request's own, and only once every process of the branch has ended
-(docs/security.md "Guardrails and PR review").
+(docs/guardrails.md "Guardrails and PR review").
 
 The workflow's steps are read as data: which step runs the branch's code (its ``make venv`` and the ``pulumi
 preview`` that runs its program, as the unprivileged user ``tpu-rl-branch`` through sudo), which installs the pack (as

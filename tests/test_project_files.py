@@ -18,7 +18,7 @@ pytestmark = pytest.mark.pure  # files and tables only
 
 CONFIGURATION = ROOT / "docs" / "configuration.md"
 """The generated configuration reference and refused extraArgs keys (tests/readme_tables.py writes them)."""
-OPERATIONS = ROOT / "docs" / "operations.md"
+WATCHING = ROOT / "docs" / "watching-a-run.md"
 """The generated budget and "what re-runs" tables."""
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 """The Layout block, checked against the tree."""
@@ -111,7 +111,7 @@ def test_make_up_selects_the_stack_where_its_state_lives_and_runs_pulumi_up():
     assert "file://" not in (ROOT / "Makefile").read_text(), "no file backend in the checkout by default"
     assert out.rstrip().splitlines()[-1] == (
         "pulumi up --stack dev --policy-pack policy --policy-pack-config policy/config/dev.json"
-    ), "with the policy pack (docs/security.md)"
+    ), "with the policy pack (docs/guardrails.md)"
     test = dry_run("test")
     assert '-m pytest -q -n 2 --dist loadfile -m "not slow"' in test, "the fast tier"
     assert "ruff check" in dry_run("lint") and "ruff check" not in test, "lint is its own command (CI runs both)"
@@ -119,8 +119,10 @@ def test_make_up_selects_the_stack_where_its_state_lives_and_runs_pulumi_up():
     assert [line for line in ci if not line.startswith("#") and "make " in line] == [
         "TEST_BUDGET_STRICT=1 make test",
         "make lint",
+        '  make maxtext VERSION="$MAXTEXT" LOADER="$PY312"',
         "make test-slow",
-    ], "CI: the README's test command first on the fresh clone (its budget counts the install), then lint, slow tier"
+    ], "CI: the README's test command first on the fresh clone (its budget counts the install), then lint, MaxText's "
+    "loader venv (its loader and mesh tests), slow tier"
 
 
 def test_the_configuration_page_lists_every_key_with_its_default_and_bounds():
@@ -140,11 +142,11 @@ def test_the_configuration_page_lists_every_refused_extra_arg():
     assert workflow | {"tensorboard_dir"} <= set(REFUSED_KEYS)
 
 
-def test_the_operations_page_lists_every_network_budget():
+def test_the_watching_page_lists_every_network_budget():
     from core.deadline import BUDGETS, reference_table
 
     table = reference_table()
-    assert table in OPERATIONS.read_text(), "docs/operations.md's budget table is stale (make readme):\n" + table
+    assert table in WATCHING.read_text(), "docs/watching-a-run.md's budget table is stale (make readme):\n" + table
     assert BUDGETS["auth-plugin"].total + BUDGETS["cluster-read"].total < 30, "a preview with a hanging plugin"
     assert all(b.total <= 60 for b in BUDGETS.values())
 
@@ -214,7 +216,7 @@ def test_pre_commit_runs_what_make_lint_runs():
     lint = makefile.split("\nlint:", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
     tools = [line.strip().replace("$(VENV)", ".venv").replace("$(PY)", ".venv/bin/python") for line in lint]
     assert sorted(t.removesuffix(" .") for t in tools) == sorted(e.removesuffix(" --force-exclude") for e in entries)
-    assert len(entries) == 4
+    assert len(entries) == 5
 
 
 def layout_entries() -> dict[str, str]:

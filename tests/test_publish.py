@@ -591,13 +591,13 @@ def test_the_publish_steps_scratch_holds_the_export():
 def test_the_card_config_map_holds_the_readme_and_the_curve():
     import base64
 
-    from workloads.specs.step_manifests import REWARD_IMAGE, card_config_map
+    from workloads.specs.card_config import REWARD_IMAGE, card_config_map, card_metadata
 
     s = settings("prod", PUBLISHING)
     step = plan_workflow(s).publish
     assert step is not None
     png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
-    cm = card_config_map(s, f"{step.name}-card", step.step_id, "# card\n", png)
+    cm = card_config_map(card_metadata(s, f"{step.name}-card", step.step_id), "# card\n", png)
     assert cm["apiVersion"] == "v1" and cm["kind"] == "ConfigMap"
     assert cm["metadata"] == {
         "name": f"{step.name}-card",
@@ -611,7 +611,7 @@ def test_the_card_config_map_holds_the_readme_and_the_curve():
     }
     assert cm["data"] == {"README.md": "# card\n"}
     assert cm["binaryData"] == {REWARD_IMAGE: base64.b64encode(png).decode()} and REWARD_IMAGE == "reward-curve.png"
-    assert "binaryData" not in card_config_map(s, "c", step.step_id, "# card\n", None), "no curve, no entry"
+    assert "binaryData" not in card_config_map(card_metadata(s, "c", step.step_id), "# card\n", None), "no curve"
 
 
 @pytest.mark.parametrize("name", ["../../escaped.safetensors", "/abs.json", "sub/config.json", "notes\n.json"])

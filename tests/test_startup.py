@@ -12,7 +12,7 @@ from infra.k8s import live
 from tests.fake_kube import fake_cluster, kubelet_event, tpu_node, with_state, workload
 from tests.lifecycle_walk import settings
 from workloads.container.launch import SKIPPED
-from workloads.observe import startup
+from workloads.observe import pulls, startup
 from workloads.observe.startup import LogAttempt
 from workloads.specs.step_specs import plan_workflow
 
@@ -77,13 +77,13 @@ def test_the_logs_milestones_are_their_first_lines():
     [("1m2.345s", 62.345), ("850ms", 0.85), ("1h0m0s", 3600.0), ("21m3.5s", 1263.5), ("15.981s", 15.981)],
 )
 def test_go_durations_as_the_kubelet_prints_them(text, seconds):
-    assert startup.go_duration(text) == pytest.approx(seconds)
+    assert pulls.go_duration(text) == pytest.approx(seconds)
 
 
 @pytest.mark.pure
 @pytest.mark.parametrize("text", ["", "1x", "1m 2s", "s", "-1s", "1m2"])
 def test_other_text_is_no_duration(text):
-    assert startup.go_duration(text) is None
+    assert pulls.go_duration(text) is None
 
 
 # -- the first attempt, its pods live -----------------------------------------------------------------------
@@ -558,7 +558,7 @@ def test_an_attempt_is_resumed_by_its_restore_line_and_fresh_by_a_log_that_goes_
 
 def test_the_report_shows_the_restart_columns_and_each_restarts_verdict():
     """The page's start-up table: the estimate of a first attempt and of a restart on new and on the same nodes
-    (docs/operations.md "Start-up, before and after"), then each restart against the goal."""
+    (docs/cost.md "Start-up, before and after"), then each restart against the goal."""
     from core.estimate import RESTART_STARTUP_MINUTES, STARTUP_MINUTES, WARM_NODE_RESTART_MINUTES
     from tools.report_html import _startup_section
 

@@ -127,7 +127,7 @@ def test_new_refuses_a_stack_found_elsewhere_in_one_line_and_writes_nothing(gcs,
         "versions; creating it again in gs://acme-tpu-pulumi-state-prod would make a second, empty stack whose `up` "
         "creates everything again beside the first: record where it lives (make stack STACK=prod "
         "STATE_BACKEND=gs://acme-tpu-pulumi-state), or move it to its home (make state-move STACK=prod "
-        "FROM=gs://acme-tpu-pulumi-state) (docs/operations.md#where-the-state-lives)"
+        "FROM=gs://acme-tpu-pulumi-state) (docs/state.md#where-the-state-lives)"
     )
     assert (root / "Pulumi.prod.yaml").read_text() == before
     assert state.main(["new", "--stack", "dev", "--root", str(root)]) == 1, "dev's own bucket is not made yet"

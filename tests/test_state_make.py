@@ -117,7 +117,7 @@ def test_a_stack_another_stacks_home_holds_is_refused_before_stack_init(tmp_path
         f"creating it again in file://{tmp_path / 'dev'} would make a second, empty stack"
     )
     assert line.endswith(
-        f"make state-move STACK=dev FROM=file://{tmp_path / 'prod'} (docs/operations.md#where-the-state-lives)"
+        f"make state-move STACK=dev FROM=file://{tmp_path / 'prod'} (docs/state.md#where-the-state-lives)"
     )
     assert made(root) == [("stack select dev", f"file://{tmp_path / 'dev'}")], "no stack init"
     assert (root / "Pulumi.dev.yaml").read_text() == before, "nothing written"

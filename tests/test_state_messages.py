@@ -11,7 +11,7 @@ import pytest
 
 from tests.fake_state_apis import clients, fake_state_apis
 from tests.stack_homes import KEY, SHARED, cli_file, repo
-from tools import state_access, state_bucket, state_move
+from tools import shared_names, state_access, state_bucket, state_move
 from tools.stack_files import ROOT
 from tools.state_export import StateError
 from tools.state_home import Home, decide, with_record
@@ -89,7 +89,32 @@ def tool_lines(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Callable
         "members": lambda: state_bucket.parse_members("user:ops@acme.example,projectViewer:acme-tpu", "MEMBERS"),
         "setup-missing": lambda: raise_line(state_bucket.setup_missing("acme-tpu", ["storage.buckets.get"])),
         "move-not-a-source": lambda: state_move.move(PROD, tmp, "https://api.pulumi.com"),
+        "shared-cluster-name": lambda: shared_names.refuse_shared("qa", names(tmp / "cluster", "tpu-rl-prod")),
+        "shared-bucket-name": lambda: shared_names.refuse_shared(
+            "qa", names(tmp / "bucket", "tpu-rl-qa", "  tpu-rl:bucketName: acme-tpu-tpu-rl-prod\n")
+        ),
+        "two-hub-cache-writers": lambda: shared_names.refuse_shared(
+            "qa",
+            names(
+                tmp / "cache",
+                "tpu-rl-qa",
+                "  tpu-rl:model:\n    hubCache: gs://acme-hub/hub/\n    hubCacheWriter: qa\n",
+            ),
+        ),
     }
+
+
+def names(tmp: Path, cluster: str, extra: str = "") -> Path:
+    """Stack files qa (named ``cluster``, with ``extra`` lines) and prod of one project; prod shares the Hub cache
+    with prod as its writer."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    root = repo(tmp)
+    (root / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
+    head = "config:\n  gcp:project: acme-tpu\n"
+    cache = "  tpu-rl:model:\n    hubCache: gs://acme-hub/hub/\n    hubCacheWriter: prod\n"
+    (root / "Pulumi.prod.yaml").write_text(f"{head}  tpu-rl:clusterName: tpu-rl-prod\n{cache}")
+    (root / "Pulumi.qa.yaml").write_text(f"{head}  tpu-rl:clusterName: {cluster}\n{extra}")
+    return root
 
 
 def raise_line(line: str | None) -> None:

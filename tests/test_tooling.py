@@ -106,7 +106,7 @@ def test_pre_commit_runs_what_make_lint_runs_on_every_file():
     (repo,) = config["repos"]
     assert repo["repo"] == "local"
     hooks = {hook["id"]: hook for hook in repo["hooks"]}
-    assert set(hooks) == {"ruff-check", "ruff-format", "mypy", "import-contracts"}
+    assert set(hooks) == {"ruff-check", "ruff-format", "mypy", "import-contracts", "vulture"}
     for hook in hooks.values():
         assert hook["language"] == "system" and hook["entry"].startswith(".venv/bin/"), hook
         assert "files" not in hook and "exclude" not in hook and "types" not in hook, f"{hook['id']}: every file"
@@ -117,10 +117,10 @@ def test_pre_commit_runs_what_make_lint_runs_on_every_file():
     assert hooks["import-contracts"]["entry"] == ".venv/bin/lint-imports"
     for name in ("ruff-check", "mypy", "import-contracts"):
         assert "python" in hooks[name]["types_or"], name
-    for name in ("mypy", "import-contracts"):
+    for name in ("mypy", "import-contracts", "vulture"):
         assert hooks[name]["pass_filenames"] is False and "toml" in hooks[name]["types_or"], name
     lint = _make_lint_commands()
-    for command in ("ruff check .", "ruff format --check .", "lint-imports", "-m mypy"):
+    for command in ("ruff check .", "ruff format --check .", "lint-imports", "-m mypy", "bin/vulture"):
         assert any(line.endswith(command) for line in lint), f"make lint runs {command}: {lint}"
 
 

@@ -294,8 +294,8 @@ def test_the_watchdog_interval_and_messages():
 # How a training attempt ends, by the evidence in its log: (error, hung, completed) -> the container's exit status.
 # Each row is judged with and without shutdown noise (the same verdict), on a log as train_rl prints it: absl lines
 # (MaxText 0.2.4 train_rl.py, tunix c4ec573), then what a real Python interpreter prints for the error and for the
-# noise at exit (tracebacks of an atexit callback, a finalizer and a thread). docs/operations.md "How a training
-# attempt ends" is this table (test_the_docs_table_is_this_one).
+# noise at exit (tracebacks of an atexit callback, a finalizer and a thread). docs/when-a-step-fails.md "How a
+# training attempt ends" is this table (test_the_docs_table_is_this_one).
 VERDICTS = {
     ("none", False, False): 143,  # no evidence: train_rl's status (a signal: the JobSet's restart, a deleted pod)
     ("none", True, False): STALLED_EXIT,
@@ -403,9 +403,9 @@ def test_a_chained_shutdown_trace_is_noise_too():
 
 
 def test_the_docs_table_is_this_one():
-    """docs/operations.md "How a training attempt ends" states VERDICTS, row for row ("any" error and "either"
+    """docs/when-a-step-fails.md "How a training attempt ends" states VERDICTS, row for row ("any" error and "either"
     hang expand to each)."""
-    text = (Path(__file__).parents[1] / "docs" / "operations.md").read_text()
+    text = (Path(__file__).parents[1] / "docs" / "when-a-step-fails.md").read_text()
     section = text.split("### How a training attempt ends", 1)[1].split("\n#", 1)[0]
     rows = [line.strip("|").split("|") for line in section.splitlines() if line.startswith("| ") and "---" not in line]
     table: dict[tuple[str, bool, bool], int] = {}

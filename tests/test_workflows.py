@@ -1,5 +1,5 @@
 """The pull-request workflows: the tests and the policy preview run, and a branch cannot use the preview to
-read prod (docs/security.md "Guardrails and PR review"; GitHub's security hardening guide for Actions)."""
+read prod (docs/guardrails.md "Guardrails and PR review"; GitHub's security hardening guide for Actions)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_the_tests_and_the_policy_preview_run_on_every_pull_request():
 
 
 def test_each_stack_previews_in_its_own_environment_and_only_that_job_gets_an_oidc_token():
-    """preview-prod has required reviewers (docs/security.md, the one-time setup): nothing of a prod preview runs
+    """preview-prod has required reviewers (docs/guardrails.md, the one-time setup): nothing of a prod preview runs
     before approval, and the Workload Identity provider accepts tokens of these environments only."""
     assert PREVIEW[True] == {"pull_request": None}, "never pull_request_target (YAML 1.1 reads the key on as True)"
     assert PREVIEW["permissions"] == {"contents": "read"}, "no workflow-wide id-token or write permission"
@@ -93,7 +93,7 @@ def test_every_action_is_pinned_by_commit_sha_with_its_tag():
 
 
 def test_the_security_page_gives_the_setup_that_makes_this_hold():
-    page = (ROOT / "docs" / "security.md").read_text()
+    page = (ROOT / "docs" / "guardrails.md").read_text()
     for words in (
         "required reviewers",
         "assertion.environment in ['preview-dev', 'preview-prod']",

@@ -38,7 +38,7 @@
 4. Prints what changed against the newest release adopted before: each CRD's fields added and removed.
 
 `make test` then validates every step's JobSet against every adopted JobSet's CRD and the flavors and queues against
-every Kueue's, and runs the checks again on every adopted release's facts (docs/operations.md "Adopting a JobSet or
+every Kueue's, and runs the checks again on every adopted release's facts (docs/releases.md "Adopting a JobSet or
 Kueue release", which lists what a human reads besides). Bad arguments exit 2; a git failure is one line with git's own
 ``fatal:`` line, exit 1.
 """
@@ -63,7 +63,7 @@ from infra.k8s.kueue import CHART as KUEUE_CHART
 from infra.k8s.kueue import configuration
 from infra.k8s.manifests import JOBSET_CHART, jobset_crd_fields
 from tools.controller_facts import extract, fact_problems
-from tools.vendoring import compressed, git_blob, merge_sums, refuse, sha256
+from tools.vendoring import AdoptError, compressed, git_blob, merge_sums, run, sha256
 
 ROOT = Path(__file__).resolve().parents[1]
 VENDOR_DIR = ROOT / "tests" / "data" / "vendor"
@@ -82,8 +82,8 @@ without its ``v``, the version ``infra/k8s/platform.py`` gives Helm."""
 CHARTS: dict[Controller, str] = {"jobset": JOBSET_CHART, "kueue": KUEUE_CHART}
 NEXT = (
     "next: make readme (the configuration page lists the versions), TPU_RL_UPDATE_MESSAGES=1 .venv/bin/python -m "
-    "pytest -q tests/test_config_rejections.py (the refusals that list them), make test; then docs/operations.md "
-    "'Adopting a JobSet or Kueue release' (what a human reads)"
+    "pytest -q tests/test_config_rejections.py (the refusals that list them), make test; then "
+    "docs/releases.md 'Adopting a JobSet or Kueue release' (what a human reads)"
 )
 ABOUT = (
     "Facts tools/adopt_controller.py (make controller) extracted from the release's Go source at its tag for the "
@@ -91,10 +91,6 @@ ABOUT = (
 )
 SAMPLE_TIMEOUTS = (1800, 1800)
 """Kueue's waitForPodsReady timeouts for the manager configuration checked (any values: only its fields count)."""
-
-
-class AdoptError(Exception):
-    """One line: what failed and the fix."""
 
 
 def _said(stderr: bytes) -> str:
@@ -409,13 +405,11 @@ def main(argv: list[str] | None = None) -> int:
         problems.append(f"version {args.version!r} is not a release number like 0.17.8")
     if args.repo is not None and not args.repo.is_dir():
         problems.append(f"--repo {args.repo} is not a folder")
-    if problems:
-        return refuse("adopt_controller", problems)
-    try:
-        return adopt(args.name, args.version, args.repo, args.url, chart_checked=args.chart_checked)
-    except AdoptError as err:
-        print(f"adopt_controller: {err}", file=sys.stderr)
-        return 1
+    return run(
+        "adopt_controller",
+        problems,
+        lambda: adopt(args.name, args.version, args.repo, args.url, chart_checked=args.chart_checked),
+    )
 
 
 if __name__ == "__main__":

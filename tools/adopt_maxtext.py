@@ -29,7 +29,7 @@
    program sets or reads is gone (a human must then change the program before switching to the release).
 
 Switching the program is then ``MAXTEXT_VERSION`` in ``core/maxtext_keys.py`` and the image's default tag, and the
-tests say the rest (docs/operations.md "Adopting a MaxText release"). Bad arguments exit 2; a failed download, a
+tests say the rest (docs/releases.md "Adopting a MaxText release"). Bad arguments exit 2; a failed download, a
 wheel that is not the release (or not the one ``wheel.json`` pinned) and a missing key exit 1; each failure is one
 line naming what failed and the fix.
 """
@@ -54,7 +54,7 @@ import yaml
 from core import maxtext_keys
 from core.config.load import INTERPRETED, PROGRAM_KEYS
 from core.knobs import DATASETS, TRAINING_KNOBS
-from tools.vendoring import compressed, git_blob, merge_sums, refuse, sha256
+from tools.vendoring import AdoptError, compressed, git_blob, merge_sums, run, sha256
 
 ROOT = Path(__file__).resolve().parents[1]
 VENDOR_DIR = ROOT / "tests" / "data" / "vendor"
@@ -115,10 +115,6 @@ the rest the newest then): the wheel is installed without its dependencies, whic
 LOADER_SECONDS = 1200
 DERIVED = frozenset({"checkpoint_dir", "tensorboard_dir"})
 """Keys the program refuses that MaxText derives in code (RLConfig), in no config file."""
-
-
-class AdoptError(Exception):
-    """One line: what failed and the fix."""
 
 
 @dataclass(frozen=True)
@@ -460,7 +456,7 @@ def adopt(
     if missing:
         print(f"the program sets or reads keys maxtext {version} does not have: {', '.join(missing)}", file=sys.stderr)
         return 1
-    print(f"every key the program names exists in {version}; next: docs/operations.md 'Adopting a MaxText release'")
+    print(f"every key the program names exists in {version}; next: docs/releases.md 'Adopting a MaxText release'")
     return 0
 
 
@@ -480,13 +476,7 @@ def main(argv: list[str] | None = None) -> int:
         problems.append(f"version {args.version!r} is not a release number like 0.2.5")
     if args.wheel is not None and not args.wheel.is_file():
         problems.append(f"--wheel {args.wheel} is not a file")
-    if problems:
-        return refuse("adopt_maxtext", problems)
-    try:
-        return adopt(args.version, args.wheel, loader=args.loader)
-    except AdoptError as err:
-        print(f"adopt_maxtext: {err}", file=sys.stderr)
-        return 1
+    return run("adopt_maxtext", problems, lambda: adopt(args.version, args.wheel, loader=args.loader))
 
 
 if __name__ == "__main__":

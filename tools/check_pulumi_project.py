@@ -1,5 +1,5 @@
 """The PR preview's check of a branch's Pulumi project files: ``pulumi preview`` may start nothing but the program's
-own runtime, Python, in the program's own virtualenv (docs/security.md "Guardrails and PR review").
+own runtime, Python, in the program's own virtualenv (docs/guardrails.md "Guardrails and PR review").
 
 The preview workflow copies this file from the base commit to where the branch cannot write, before any of the
 branch's code runs, and runs it with the base pack's interpreter (PyYAML from ``policy/requirements.lock``; nothing
@@ -68,7 +68,7 @@ PLAIN_VALUE = re.compile(r"[!-~]{1,2048}\Z")
 """A value printed into a workflow's step: printable ASCII, no spaces, no newline."""
 KEPT_FROM_BASE = {
     STATE_BACKEND: "the preview reads the stack's state where the base records it; move a stack's state on the base "
-    'branch, in a commit of its own (docs/operations.md "Where the state lives")',
+    'branch, in a commit of its own (docs/state.md "Where the state lives")',
     SECRETS_PROVIDER: "the preview decrypts the stack's secrets with the base's provider; change it on the base "
     "branch, in a commit of its own (pulumi stack change-secrets-provider)",
 }

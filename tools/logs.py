@@ -28,6 +28,7 @@ from typing import Any
 from core import deadline
 from core.boundary import BoundaryError
 from core.bounded import Cap
+from core.errors import BadInputError, TpuRlError
 from core.redact import env_secrets, redact_text, remember, scrub
 from core.settings import Settings
 from core.steps import STEPS
@@ -35,7 +36,7 @@ from infra.k8s import live
 from infra.transports import read_response
 from tools.notices import hide_python_version_notice
 from tools.process import exit_now
-from tools.status import StatusError, kubeconfig_for, load_settings
+from tools.status import kubeconfig_for, load_settings
 from workloads.observe import objects
 from workloads.specs.step_specs import Step
 
@@ -54,11 +55,11 @@ LOG_CAP = Cap(MAX_LOG_BYTES, live.CAP.fix, cut=True)
 the specified limit" (the API's ``PodLogOptions``), so the first ``MAX_LOG_BYTES`` are kept, not refused."""
 
 
-class LogsError(Exception):
+class LogsError(BadInputError):
     """Bad input, or the cluster cannot be read (one line, exit 2)."""
 
 
-class NoPodsError(Exception):
+class NoPodsError(TpuRlError):
     """The step has no pod to read (one line, exit 1)."""
 
 
@@ -232,13 +233,10 @@ def main(argv: list[str] | None = None, *, reader_options: dict[str, Any] | None
             choice, text = read_logs(settings, step, reader, args.tail, args.pod)
         finally:
             reader.close()
-    except (StatusError, LogsError) as err:
+    except TpuRlError as err:  # bad input or an unreadable cluster exits 2, a step without pods (NoPodsError) 1
         for line in str(err).splitlines():
             print(f"error: {scrub(line, limit=600)}", file=sys.stderr)
-        return 2
-    except NoPodsError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+        return err.exit_code
     others = f"; other pods: {', '.join(choice.others)} (--pod NAME)" if choice.others else ""
     print(
         f"logs of {choice.pod}, container {choice.container} (attempt {choice.attempt}, {choice.why}){others}",

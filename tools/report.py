@@ -12,74 +12,25 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from core.config.diff import config_diff
 from core.config.schema import CAPACITY_MODES
+from core.errors import BadInputError, TpuRlError
 from core.estimate import STARTUP_GOAL_MINUTES, STARTUP_MINUTES, restarted
-from core.outdir import OutputError
 from core.redact import scrub_lines
 from core.settings import Settings
 from tools.notices import hide_python_version_notice
 from tools.process import exit_now
 from tools.report_html import render_html
+from tools.report_info import RunInfo
 from workloads.observe.plots import plot
 from workloads.observe.run_data import RunData, reward_tag
 from workloads.observe.scalars import ROLLOUT_PREFIXES
 
 
-@dataclass
-class RunInfo:
-    """What is known about the run besides its files: from the stack when given, else from its log."""
-
-    output_uri: str
-    stack: str | None = None
-    model: str | None = None
-    chips: int | None = None
-    capacity: str | None = None
-    version: str | None = None
-    steps: dict[str, dict[str, str]] = field(default_factory=dict)
-    config_diff: list[dict[str, Any]] | None = None
-    estimate: dict[str, Any] | None = None
-    publish_uri: str | None = None
-    """The publish step's record (``published.json``) when the stack publishes."""
-    published: dict[str, Any] | None = None
-    """What it published (repo, branch, commit), once it has."""
-    base: dict[str, str] | None = None
-    """The base model the conversion converted (repo, revision, commit: ``source.json``), once it has."""
-    dataset: dict[str, str] | None = None
-    """The dataset the run trained on (repo, revision, commit: its ``dataset/dataset.json``), once it staged it."""
-    record_uris: dict[str, str] = field(default_factory=dict)
-    """Step -> its record (``core.records``), for each step of the stack whose output is one."""
-    records: dict[str, dict[str, Any] | None] = field(default_factory=dict)
-    """Step -> its record as read (``StepRecord.to_json``), None while it has none."""
-    startup: list[dict[str, Any]] = field(default_factory=list)
-    """Each training attempt's start-up by component (``workloads.observe.startup.Startup.to_json``)."""
-    billing: dict[str, Any] | None = None
-    """What the slice bills (``workloads.observe.startup.Billing.to_json``), when known."""
-    cluster_note: str = ""
-    """Why the cluster's side of the start-up is missing (no stack given, or the cluster could not be read)."""
-    training_namespace: tuple[str, str, str] | None = None
-    """(namespace, the training JobSet's name, the slice's GKE accelerator): where its live objects are."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "outputUri": self.output_uri,
-            "stack": self.stack,
-            "model": self.model,
-            "chips": self.chips,
-            "capacity": self.capacity,
-            "steps": self.steps,
-            "published": self.published,
-            "base": self.base,
-            "dataset": self.dataset,
-            **({"records": self.records} if self.record_uris else {}),
-        }
-
-
-class ReportError(Exception):
+class ReportError(BadInputError):
     """The report cannot be made (one line)."""
 
 
@@ -145,8 +96,8 @@ def report_json(info: RunInfo, data: RunData) -> dict[str, Any]:
 
 
 def restarts_against_the_goal(attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each finished restart's start-up (``Startup.goal_met``: not None) against issue 40's goal: its minutes, and
-    whether it met it."""
+    """Each finished restart's start-up (``Startup.goal_met``: not None) against the start-up goal
+    (``core.estimate.STARTUP_GOAL_MINUTES``): its minutes, and whether it met it."""
     return [
         {"attempt": a["attempt"], "minutes": round(a["seconds"] / 60, 1), "met": a["goalMet"]}
         for a in attempts
@@ -240,10 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     hide_python_version_notice()  # before the Google client libraries are imported
     try:
         return _run(args)
-    except (ReportError, OutputError) as err:
+    except TpuRlError as err:
         for line in scrub_lines(str(err), limit=500):  # a config's every problem, one line each
             print(f"error: {line}", file=sys.stderr)
-        return 2
+        return err.exit_code
 
 
 def _run(args: argparse.Namespace) -> int:

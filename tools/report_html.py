@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from core.knobs import TRAINING_KNOBS
 
 if TYPE_CHECKING:
-    from tools.report import RunInfo
+    from tools.report_info import RunInfo
 
 
 STYLE = """
@@ -336,13 +336,22 @@ def _attempt_rows(report: dict[str, Any]) -> str:
     for index, attempt in enumerate(report["attempts"], 1):
         log = next((a for a in reversed(logs) if _started(a["start"]) <= attempt["start"]), None)
         resumed = f"resumed from step {log['restoredStep']}" if log and log["restoredStep"] is not None else ""
-        note = html.escape(", ".join(filter(None, [log["start"] if log else "no log", resumed])))
+        note = html.escape(", ".join(filter(None, [log["start"] if log else "no log", resumed, _data(log)])))
         rows.append(
             f"<tr><td>{index}</td><td>{_utc(attempt['start'])}</td><td>{_utc(attempt['end'])}</td>"
             f"<td>{_fmt(attempt['firstStep'])}–{_fmt(attempt['lastStep'])}</td><td>{attempt['hours']:.2f}</td>"
             f"<td>{note}</td></tr>"
         )
     return "".join(rows) or '<tr><td colspan="6">no TensorBoard events yet</td></tr>'
+
+
+def _data(log: dict[str, Any] | None) -> str:
+    """Where the attempt's data resumed (``evaluations.Attempt.data_position``), "" when it logged none."""
+    position = (log or {}).get("dataPosition")
+    if not position:
+        return ""
+    skipped = f"{position['microBatches']} micro-batches skipped"
+    return f"data from prompt {position['prompts']} ({skipped})" if position["prompts"] is not None else skipped
 
 
 def _started(name: str) -> float:

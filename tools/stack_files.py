@@ -16,6 +16,7 @@ from typing import Any
 from core.config import load_settings
 from core.config.schema import SECRET_KEYS
 from core.config.values import OPAQUE_SECRET, UNSET_SECRET
+from core.errors import BadInputError
 from core.inputs import MAX_DEPTH, InputError, parse_json, parse_yaml, read_file
 from core.names import PROJECT
 from core.redact import scrub
@@ -25,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MAX_STACK_FILE_BYTES = 1_000_000
 
 
-class StackFileError(ValueError):
+class StackFileError(BadInputError, ValueError):
     """The stack file or an override cannot be read (one line)."""
 
 

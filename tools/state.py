@@ -1,5 +1,5 @@
 """Where a stack's Pulumi state lives, its bucket and key, and the locks a killed `pulumi` leaves (the Makefile's
-one place that decides; docs/operations.md "Where the state lives").
+one place that decides; docs/state.md "Where the state lives").
 
     python -m tools.state select   --stack NAME [--access read|write]   the home, for every Pulumi command
     python -m tools.state record   --stack NAME                          write the home into the stack file
@@ -22,7 +22,9 @@ tests the permissions the command needs on the stack's bucket and key first (``t
 ``tpu-rl:workflow.capacityCheck: false``): a missing one is one line, exit 1; a test that cannot be made, a warning.
 ``record`` writes ``tpu-rl:stateBackend`` into ``Pulumi.<stack>.yaml`` when it records none. ``new`` runs when the
 stack is not in its home: it refuses (exit 2) when another backend the project knows holds the stack
-(``tools.state_lookup``), or (exit 1) when one cannot be asked or the home's bucket does not exist. ``locks``,
+(``tools.state_lookup``) or when the stack shares its cluster name, artifacts bucket or Hub cache writer with another
+stack file of its project (``tools.shared_names``; ``releases`` refuses it too, before every `up` and preview),
+or (exit 1) when one cannot be asked or the home's bucket does not exist. ``locks``,
 ``unlock``: ``tools.state_locks``. ``releases`` prints the names of the Helm releases the stack's state holds,
 comma-separated, from ``pulumi stack export`` (which takes no lock), for ``make up`` to hand the program
 (``infra.k8s.manifests.RELEASES_IN_STATE``); when the state holds the cluster but not one of the program's releases
@@ -42,8 +44,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from core.errors import TpuRlError
 from core.redact import scrub
 from tools.process import exit_now
+from tools.shared_names import refuse_shared
 from tools.stack_files import ROOT, StackFileError
 from tools.state_export import (
     StateError,
@@ -103,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         if not STACK_NAME.fullmatch(args.stack):
             raise RefusedError(f"{scrub(args.stack, limit=40)!r} is not a stack name (letters, digits, '-', '_', '.')")
         if args.command == "releases":
+            refuse_shared(args.stack, Path(args.root))
             return _releases(args.stack, args.pins, args.keys)
         if args.command == "move":
             from tools.state_move import move
@@ -118,16 +123,14 @@ def main(argv: list[str] | None = None) -> int:
             record(home, Path(args.root))
             return 0
         if args.command == "new":
+            refuse_shared(args.stack, Path(args.root))
             return _new(home, Path(args.root))
         if args.command == "create":
             return _create(home, Path(args.root), args.members, args.readers)
         return _locks(home, args.command)
-    except RefusedError as err:
+    except TpuRlError as err:  # a refusal (RefusedError) exits 2, a state that cannot be read 1
         print(f"error: {err}", file=sys.stderr)
-        return 2
-    except StateError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+        return err.exit_code
 
 
 def _access(home: Home, access: str, root: Path) -> None:
@@ -180,7 +183,7 @@ def _new(home: Home, root: Path) -> int:
         raise RefusedError(
             f"stack {home.stack} already exists in {found.url}, {found.why}; creating it again in {home.backend} "
             f"would make a second, empty stack whose `up` creates everything again beside the first: {fix} "
-            "(docs/operations.md#where-the-state-lives)"
+            "(docs/state.md#where-the-state-lives)"
         )
     if failures:
         raise StateError(
@@ -306,7 +309,7 @@ def _locks(home: Home, command: str) -> int:
 def _releases(stack: str, pins: str = "", keys: str = "") -> int:
     """`make up`'s look at the state before `pulumi up`: the state's Helm releases on stdout (exit 0); a release the
     state lost while the cluster keeps it, one line (exit 1); a state it cannot read, one warning (exit 3: the
-    check is left out, `up` goes on, and Helm's own refusal is what it was before the check). A cluster it cannot
+    check is left out, `up` goes on, and Helm's own refusal stands). A cluster it cannot
     read is a warning too: the program reads it again before each release's install. ``pins``: a file to write the
     state's image pins to (``pins_in_state``), ``keys``: a file to write the Cloud KMS keys the state holds to,
     comma-separated (``keys_in_state``, for ``infra.gcp.capacity.keys.KEYS_IN_STATE``); both left empty when the

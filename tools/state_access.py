@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.errors import TpuRlError
 from core.redact import scrub
 from infra.gcp.permissions import state_permissions, state_role
 from tools.state_export import StateError
@@ -24,7 +25,7 @@ TIMEOUT = (5.0, 20.0)
 GRANTS_HELP = "docs/permissions.md#each-stacks-state"
 
 
-class UntestedError(Exception):
+class UntestedError(TpuRlError):
     """The permissions could not be tested (one line; a warning)."""
 
 

@@ -167,7 +167,7 @@ def inspect_bucket(storage: Any, home: Home) -> Any:
     if owner and owner != label(home.stack):
         raise RefusedError(
             f"gs://{name} is stack {owner}'s state bucket (its label {STACK_LABEL}): keep stack {home.stack} in a "
-            "bucket of its own (docs/operations.md#where-the-state-lives)"
+            "bucket of its own (docs/state.md#where-the-state-lives)"
         )
     others = other_stacks(listed(home.backend, storage) or [], home.stack)
     if others:
@@ -176,7 +176,7 @@ def inspect_bucket(storage: Any, home: Home) -> Any:
             f"gs://{name}{shared} holds the state of stack{'s' if len(others) > 1 else ''} {', '.join(others)} too: "
             "whoever may read one stack's "
             f"state there reads the other's; keep stack {home.stack} in a bucket of its own "
-            f"(docs/operations.md#moving-a-stack-to-a-home-of-its-own)"
+            f"(docs/state.md#moving-a-stack-to-a-home-of-its-own)"
         )
     return bucket
 

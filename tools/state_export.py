@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from core.errors import TpuRlError
 from core.names import PROJECT
 from core.redact import scrub
 from infra.k8s.kueue import NAMESPACE as KUEUE_NAMESPACE
@@ -36,7 +37,7 @@ DEPLOYMENT_VERSIONS = (3, 4)
 ``DeploymentSchemaVersionLatest`` 4, both ``DeploymentV3``)."""
 
 
-class StateError(Exception):
+class StateError(TpuRlError):
     """The state cannot be located, created or read (one line)."""
 
 

@@ -23,6 +23,7 @@ from urllib.parse import unquote, urlparse
 
 from core.config.formats import BUCKET_NAME, STATE_BACKEND
 from core.config.placeholders import EXAMPLE_PROJECTS
+from core.errors import BadInputError
 from core.inputs import InputError, parse_yaml
 from core.names import PROJECT
 from core.redact import scrub
@@ -44,12 +45,12 @@ STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 """A stack name as Pulumi allows it (sdk/go/common/tokens ``ValidateStackName``: letters, digits, '-', '_', '.')."""
 
 
-class RefusedError(StateError):
+class RefusedError(StateError, BadInputError):
     """Bad input: a home, key, bucket or name that is another stack's or none at all (one line, exit 2)."""
 
 
-HOME_HELP = "docs/operations.md#where-the-state-lives"
-MOVE_HELP = "docs/operations.md#moving-a-stack-to-a-home-of-its-own"
+HOME_HELP = "docs/state.md#where-the-state-lives"
+MOVE_HELP = "docs/state.md#moving-a-stack-to-a-home-of-its-own"
 
 
 @dataclass(frozen=True)

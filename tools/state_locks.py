@@ -21,7 +21,7 @@ TIMEOUT = (5.0, 20.0)
 """Connect and read timeout of every GCS request, in seconds."""
 MAX_LOCK_BYTES = 65536
 """The most of one lock file read (a lock is a few hundred bytes)."""
-LOCK_HELP = "docs/operations.md#a-locked-stack"
+LOCK_HELP = "docs/state.md#a-locked-stack"
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from tools.state_lookup import holds_stack
 
 COMMAND_TIMEOUT = 600.0
 """How long one Pulumi command of the move may take, in seconds."""
-MOVE_HELP = "docs/operations.md#moving-a-stack-to-a-home-of-its-own"
+MOVE_HELP = "docs/state.md#moving-a-stack-to-a-home-of-its-own"
 
 
 def pulumi(args: list[str], backend: str, run: Callable[..., Any] = subprocess.run) -> str:

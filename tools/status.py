@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from core.boundary import BoundaryError
+from core.errors import BadInputError, TpuRlError
 from core.redact import env_secrets, remember, scrub, scrub_lines
 from core.settings import Settings
 from infra.k8s import credentials, live
@@ -33,7 +34,7 @@ from workloads.observe.waiting import read_step
 from workloads.specs.step_specs import Step, Workflow
 
 
-class StatusError(Exception):
+class StatusError(BadInputError):
     """The status cannot be read (one line)."""
 
 
@@ -356,10 +357,10 @@ def main(argv: list[str] | None = None, *, clock: Any = time) -> int:
                 return 1 if failed else 0
             clock.sleep(max(1.0, args.interval) if clock is time else args.interval)
             print(flush=True)
-    except StatusError as err:
+    except TpuRlError as err:
         for line in scrub_lines(str(err), limit=600):  # a config's every problem, one line each
             print(f"error: {line}", file=sys.stderr)
-        return 2
+        return err.exit_code
     except KeyboardInterrupt:
         return 130
 

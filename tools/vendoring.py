@@ -1,5 +1,6 @@
 """What the adoption commands share (``tools/adopt_maxtext.py``, ``tools/adopt_controller.py``): how a vendored file
-is hashed, compressed and listed in ``tests/data/vendor/SHA256SUMS``, and how a command refuses its arguments."""
+is hashed, compressed and listed in ``tests/data/vendor/SHA256SUMS``, how a command refuses its arguments, and how it
+ends on a failure (``AdoptError``: one line naming the command)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import lzma
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
+
+from core.errors import TpuRlError
 
 
 def sha256(data: bytes) -> str:
@@ -44,3 +47,19 @@ def refuse(prog: str, problems: list[str]) -> int:
     for problem in problems:
         print(f"{prog}: {problem}", file=sys.stderr)
     return 2
+
+
+class AdoptError(TpuRlError):
+    """One line: what failed and the fix."""
+
+
+def run(prog: str, problems: list[str], adopt: Callable[[], int]) -> int:
+    """Every problem of the arguments, a line each, and exit status 2; else ``adopt``, whose failure is one line
+    naming the command, with the error's exit status."""
+    if problems:
+        return refuse(prog, problems)
+    try:
+        return adopt()
+    except TpuRlError as err:
+        print(f"{prog}: {err}", file=sys.stderr)
+        return err.exit_code

@@ -25,6 +25,7 @@ from urllib.parse import quote, urlsplit
 
 from core import deadline
 from core.bounded import ACCEPT_ENCODING, Cap, ReplyEncodingError, ReplyTooLargeError
+from core.errors import BadInputError
 from core.redact import scrub
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -39,7 +40,7 @@ WRITE_KEY = "tpu-rl:hfWriteToken"
 T = TypeVar("T")
 
 
-class PreflightError(Exception):
+class PreflightError(BadInputError):
     """The workflow cannot succeed with this token and model; nothing has been created."""
 
 

@@ -11,13 +11,16 @@ import asyncio
 import contextlib
 import contextvars
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pulumi
 
 from core.config.values import format_duration
+from core.errors import TpuRlError
 from core.redact import scrub
 from core.settings import Settings
+from core.tpu import Capacity, TpuVersionName
 from infra.k8s import credentials, live
 from infra.threads import in_daemon_thread
 from workloads.observe import live_state, pod_state, waiting
@@ -64,7 +67,7 @@ def read_export(hf_uri: str) -> Exported:
     )
 
 
-class HubUnknownError(Exception):
+class HubUnknownError(TpuRlError):
     """The Hub cannot say whether a publication is whole (unreachable, a revoked token): one line."""
 
 
@@ -80,6 +83,48 @@ def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any
         loop.call_soon_threadsafe(fn, *args, context=context)
 
 
+@dataclass(frozen=True)
+class ReaderArgs:
+    """What the live reader reads with and bounds its waits by, and nothing else (``reader_args`` fills it from the
+    settings)."""
+
+    namespace: str
+    """The workflow's namespace: where the steps' JobSets, Workloads and pods are."""
+    queued: bool
+    """The steps are queued to Kueue (``tpu-rl:kueue.queue``): their Workloads are read too."""
+    cluster_name: str
+    """The stack's cluster: another training run of it holds the slice (without Kueue)."""
+    admission_seconds: float
+    """How long a step may stay queued (``tpu-rl:kueue.admissionTimeout``)."""
+    unschedulable_seconds: float
+    """How long a pod may stay unschedulable (``tpu-rl:workflow.unschedulableTimeout``)."""
+    recovery_seconds: float | None
+    """How long the stack's own Kueue waits for a running step's pods (None: not the stack's Kueue)."""
+    capacity: Capacity
+    """The slice's capacity mode, the CPU pool's machine and the TPU version: what an unschedulable pod's fix names."""
+    cpu_machine: str
+    tpu_version: TpuVersionName
+    unschedulable_then: str
+    """What becomes of a step `up` stopped waiting for as unschedulable."""
+
+
+def reader_args(settings: Settings) -> ReaderArgs:
+    return ReaderArgs(
+        namespace=settings.namespace,
+        queued=bool(settings.kueue.queue),
+        cluster_name=settings.cluster_name,
+        admission_seconds=settings.kueue.admission_timeout,
+        unschedulable_seconds=settings.workflow.unschedulable_timeout,
+        # The stack's own Kueue waits this long for a running step's pods (infra/k8s/kueue.py configuration); a queue
+        # managed elsewhere has its own, unknown here.
+        recovery_seconds=settings.kueue.recovery_timeout if settings.kueue.install else None,
+        capacity=settings.tpu.capacity,
+        cpu_machine=settings.cpu_pool.machine_type,
+        tpu_version=settings.tpu.version,
+        unschedulable_then=_unschedulable_then(settings),
+    )
+
+
 class LiveReader:
     """Reads the live objects of the steps (bounded) and waits for them to end.
 
@@ -88,16 +133,15 @@ class LiveReader:
     reader's later reads fail at once) and the steps show as they were recorded.
     """
 
-    def __init__(
-        self, settings: Settings, kubeconfig: pulumi.Output[str], ready: pulumi.Output[Any], parent: pulumi.Resource
-    ) -> None:
-        self.settings = settings
+    def __init__(self, args: ReaderArgs, kubeconfig: pulumi.Output[str], ready: pulumi.Output[Any]) -> None:
+        self.args = args
         # Read once the workflow's namespace exists: the API server answers by then (a new cluster's
         # first minutes see restarts of the control plane).
         self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(
             pulumi.Output.all(kubeconfig, ready).apply(lambda args: args[0])
         )
-        self.parent = parent
+        self.parent: pulumi.Resource | None = None
+        """The component whose warnings these are (``WorkflowRun``, which sets itself here)."""
         self.preview = pulumi.runtime.is_dry_run()
         self._reader: live.ClusterReader | None = None
         self._warned = False
@@ -151,13 +195,11 @@ class LiveReader:
             return None
 
     def _read(self, reader: live.ClusterReader, step: Step, *, pods: bool = False) -> waiting.Poll:
-        return waiting.read_step(
-            reader, self.settings.namespace, step.name, queued=bool(self.settings.kueue.queue), pods=pods
-        )
+        return waiting.read_step(reader, self.args.namespace, step.name, queued=self.args.queued, pods=pods)
 
     def marker(self, step: Step) -> pulumi.Output[str | None]:
         """The step's retry marker (``replacement_trigger``); None when a preview cannot read the cluster."""
-        what = f"JobSet {self.settings.namespace}/{step.name}"
+        what = f"JobSet {self.args.namespace}/{step.name}"
 
         def read(config: str) -> str | None:
             try:
@@ -194,20 +236,18 @@ class LiveReader:
     def wait(self, step: Step, resource: pulumi.CustomResource) -> pulumi.Output[Any]:
         """The status the step's JobSet ended with, once the provider applied it (``workloads.observe.waiting``); a
         failed step's status carries what its pods say (``failures.DETAIL``: a container OOMKilled)."""
-        settings = self.settings
-        namespace = settings.namespace
+        args = self.args
+        namespace = args.namespace
         what = f"JobSet {namespace}/{step.name}"
         bounds = waiting.Bounds(
             total=step.await_seconds,
-            admission=settings.kueue.admission_timeout,
-            unschedulable=settings.workflow.unschedulable_timeout,
-            # The stack's own Kueue waits this long for a running step's pods (infra/k8s/kueue.py configuration);
-            # a queue managed elsewhere has its own, unknown here.
-            recovery=settings.kueue.recovery_timeout if settings.kueue.install else None,
+            admission=args.admission_seconds,
+            unschedulable=args.unschedulable_seconds,
+            recovery=args.recovery_seconds,
         )
 
-        def start(args: list[Any]) -> asyncio.Future[Any]:
-            config = args[1]
+        def start(found: list[Any]) -> asyncio.Future[Any]:
+            config = found[1]
             loop = asyncio.get_running_loop()
             credentials.load_client()  # on the loop's thread: two threads importing the client at once can deadlock
             # The program's context (the SDK keeps its engine connection in context variables): a log call
@@ -228,11 +268,11 @@ class LiveReader:
                 events=lambda: fresh(lambda reader: waiting.read_pod_events(reader, namespace)),
                 fix=lambda pool: pod_state.pool_fix(
                     pool,
-                    capacity=settings.tpu.capacity,
-                    cpu_machine=settings.cpu_pool.machine_type,
-                    version=settings.tpu.version,
+                    capacity=args.capacity,
+                    cpu_machine=args.cpu_machine,
+                    version=args.tpu_version,
                 ),
-                then=_unschedulable_then(settings),
+                then=args.unschedulable_then,
             )
 
             def work() -> Any:
@@ -264,7 +304,7 @@ class LiveReader:
     def image_digests(self, steps: Sequence[Step], after: pulumi.Output[Any]) -> pulumi.Output[dict[str, str]]:
         """Image -> the digest the steps' pods ran (``pods.image_digests``), read once ``after`` resolved; {} in
         a preview or when the pods cannot be read (the card then says the digests were not recorded)."""
-        namespace = self.settings.namespace
+        namespace = self.args.namespace
 
         def read(args: list[Any]) -> dict[str, str]:
             if self.preview:
@@ -287,8 +327,8 @@ class LiveReader:
     def check_slice_free(self, train: Step) -> pulumi.Output[str]:
         """Without Kueue: fail (warn in preview) when another training run of this cluster still holds the
         TPU slice (with Kueue, a second run queues behind the first)."""
-        namespace = self.settings.namespace
-        selector = f"app.kubernetes.io/instance={self.settings.cluster_name},app.kubernetes.io/component=train"
+        namespace = self.args.namespace
+        selector = f"app.kubernetes.io/instance={self.args.cluster_name},app.kubernetes.io/component=train"
 
         def read(config: str) -> str:
             try:

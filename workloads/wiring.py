@@ -15,6 +15,7 @@ A step's result is a plain dict (an Output of one): ``{"uri": ...}`` and what th
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,8 @@ from core.names import HUB_URL, PUBLISH
 from core.settings import Settings
 from infra.k8s.object import KubernetesObject
 from workloads.reader import HubUnknownError, LiveReader, gcs_read, read_export
-from workloads.specs.step_manifests import CARD_FILES
+from workloads.specs.card_config import CARD_FILES, card_config_map
+from workloads.specs.step_inputs import ExportInputs, PublishInputs, StepInputs
 from workloads.specs.step_specs import Step, Workflow
 
 Result = dict[str, Any]
@@ -36,9 +38,9 @@ Result = dict[str, Any]
 
 @dataclass(frozen=True)
 class Context:
-    """What a step's wiring may use: the settings, the plan, the live reader, the platform's pieces."""
+    """What a step's wiring may use: each step's inputs, the plan, the live reader, the platform's pieces."""
 
-    settings: Settings
+    inputs: StepInputs
     plan: Workflow
     parent: pulumi.Resource
     """The workflow component: the parent of what a wiring registers, the resource its logs name."""
@@ -50,10 +52,8 @@ class Context:
     cluster: pulumi.Resource
     ready: Sequence[pulumi.Resource]
     tpu_pools: Sequence[pulumi.Resource]
-    config_diff: Sequence[dict[str, Any]] = ()
     base_commit: str | None = None
     """The commit the preflight resolved the model's revision to (None: not checked)."""
-    base_license: str | None = None
 
 
 def retried(step: Step, problem: str) -> NoReturn:
@@ -138,7 +138,7 @@ class TrainWiring(StepWiring):
     hands on the newest complete checkpoint found in GCS, with the run's summary."""
 
     def gates(self, context: Context, step: Step) -> list[pulumi.Output[Any]]:
-        if context.reader is not None and not context.settings.kueue.queue:
+        if context.reader is not None and not context.inputs.train.queued:
             return [context.reader.check_slice_free(step)]
         return []
 
@@ -146,7 +146,7 @@ class TrainWiring(StepWiring):
         return list(context.tpu_pools)
 
     def offline(self, context: Context, step: Step) -> Result:
-        expected = context.settings.training.final_step
+        expected = context.inputs.train.final_step
         return {
             "step": expected,
             "uri": f"{step.artifact_uri}{expected}/model_params/",
@@ -157,7 +157,7 @@ class TrainWiring(StepWiring):
     def verify(self, context: Context, step: Step, used: Sequence[Result]) -> Result:
         from workloads.observe.artifacts import final_checkpoint, short_run_warning
 
-        settings = context.settings
+        inputs = context.inputs.train
         found = gcs_read(
             f"listing the checkpoints under {step.artifact_uri}",
             lambda client, call: final_checkpoint(client, step.artifact_uri, **call),
@@ -169,8 +169,7 @@ class TrainWiring(StepWiring):
                 f"the checkpoints under {step.artifact_uri} changed while they were checked (none was "
                 "complete, then one was); run `pulumi up` again"
             )
-        prefill = int(settings.training.knobs["max_prefill_predict_length"])
-        warning = short_run_warning(found, settings.training.final_step, prefill)
+        warning = short_run_warning(found, inputs.final_step, inputs.prefill)
         if warning:
             pulumi.log.warn(warning, resource=context.parent)
         summary, curve = self._summary(context, step)
@@ -232,32 +231,31 @@ class TrainWiring(StepWiring):
                 curve = reward_curve_png(data)
             except Exception as err:  # noqa: BLE001 (the card says the curve was not recorded)
                 pulumi.log.warn(f"no reward curve for the model card ({type(err).__name__})", resource=context.parent)
-        return data.summary(context.settings.total_chips), curve
+        return data.summary(context.inputs.train.chips), curve
 
 
 def base_differences(
-    settings: Settings,
+    base: ExportInputs,
     layout: ModelLayout | None,
     token: str,
     endpoint: str | None = None,
     revision: str | None = None,
 ) -> list[str]:
-    """How an exported layout differs from the base model on the Hub at ``revision`` (default
-    ``tpu-rl:model.revision``; the commit that was converted, once it is recorded): its config, every tensor's
-    name, shape and dtype (``core.hf_model.compare``); empty: it is the whole base model."""
+    """How an exported layout differs from the base model ``base.base_repo`` on the Hub at ``revision`` (default
+    ``base.base_revision``, ``tpu-rl:model.revision``; the commit that was converted, once it is recorded): its
+    config, every tensor's name, shape and dtype (``core.hf_model.compare``); empty: it is the whole base model."""
     from core.hf_model import compare
     from workloads.preflight import PreflightError, base_model_layout
 
     if layout is None:  # never with an export free of problems (read_exported)
         raise pulumi.RunError("export check: the exported folder holds no model")
-    model = settings.model
     try:
-        base = base_model_layout(model.spec.hf_repo, revision or model.revision, token, endpoint)
+        found = base_model_layout(base.base_repo, revision or base.base_revision, token, endpoint)
     except PreflightError as err:
         raise pulumi.RunError(
             f"export check: {err} (tpu-rl:workflow.verifyExport: false skips the comparison)"
         ) from None
-    return compare(layout, base)
+    return compare(layout, found)
 
 
 def export_differences(
@@ -269,7 +267,9 @@ def export_differences(
     exported = read_export(hf_uri)
     if exported.problems:  # a folder without a layout always has its problems
         return list(exported.problems)
-    return base_differences(settings, exported.layout, token, endpoint, revision)
+    model = settings.model
+    base = ExportInputs(settings.workflow.verify_export, model.spec.hf_repo, model.revision)
+    return base_differences(base, exported.layout, token, endpoint, revision)
 
 
 class ExportWiring(StepWiring):
@@ -278,7 +278,7 @@ class ExportWiring(StepWiring):
     uses = ("convert",)
 
     def verify(self, context: Context, step: Step, used: Sequence[Result]) -> Result:
-        if context.settings.workflow.verify_export:
+        if context.inputs.export.verify:
             (converted,) = used
             self._matches_base(context, step, converted["baseCommit"])  # one read: its own check, the comparison
         else:
@@ -298,11 +298,11 @@ class ExportWiring(StepWiring):
         problem = incomplete_export(step.artifact_uri, exported.problems)
         if problem:
             retried(step, problem)
-        model = context.settings.model
+        inputs = context.inputs.export
         token = runtime_config.get_config("tpu-rl:hfToken") or ""
         endpoint = os.environ.get("HF_ENDPOINT")
-        found = base_differences(context.settings, exported.layout, token, endpoint, commit)
-        base = f"{model.spec.hf_repo}@{commit or model.revision}"
+        found = base_differences(inputs, exported.layout, token, endpoint, commit)
+        base = f"{inputs.base_repo}@{commit or inputs.base_revision}"
         if found:
             raise pulumi.RunError(
                 f"the exported model {step.artifact_uri} does not match {base} (the commit converted): "
@@ -318,10 +318,9 @@ class PublishWiring(StepWiring):
     hands on the branch's commit, read back from the Hub and checked to hold every exported file."""
 
     def after(self, context: Context, step: Step, results: Mapping[str, pulumi.Output[Result]]) -> list[Any]:
-        from workloads.specs.step_manifests import card_config_map, card_metadata
         from workloads.specs.step_specs import card_name
 
-        settings, plan = context.settings, context.plan
+        plan, inputs = context.plan, self._inputs(context)
         digests: pulumi.Input[dict[str, str]] = {}
         if context.reader is not None:
             digests = context.reader.image_digests([plan.train, plan.export], after=results["export"])
@@ -333,7 +332,7 @@ class PublishWiring(StepWiring):
             trained, images, converted, *records = args
             found = tuple(r["record"] for r in records if r.get("record"))
             readme, image = self._card(context, step, trained, images, converted["baseCommit"], found)
-            return card_config_map(settings, card_name(step.name), step.step_id, readme, image)
+            return card_config_map(inputs.card_metadata, readme, image)
 
         manifest = pulumi.Output.all(results["train"], digests, results["convert"], *recorded).apply(card)
         card_map = KubernetesObject(
@@ -341,7 +340,7 @@ class PublishWiring(StepWiring):
             {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
-                "metadata": card_metadata(settings, card_name(step.name), step.step_id),
+                "metadata": inputs.card_metadata,
                 "data": manifest.apply(lambda m: m["data"]),
                 "binaryData": manifest.apply(lambda m: m.get("binaryData", {})),
             },
@@ -380,10 +379,14 @@ class PublishWiring(StepWiring):
         return self.on_hub(context, step)[0]
 
     @staticmethod
-    def _where(context: Context, step: Step) -> Result:
+    def _inputs(context: Context) -> PublishInputs:
+        assert context.inputs.publish is not None  # a plan with the publish step has them
+        return context.inputs.publish
+
+    def _where(self, context: Context, step: Step) -> Result:
         from workloads.specs.step_specs import branch_of
 
-        return {"url": f"{HUB_URL}/{context.settings.publish.repo}", "branch": branch_of(step.step_id)}
+        return {"url": f"{HUB_URL}/{self._inputs(context).repo}", "branch": branch_of(step.step_id)}
 
     @staticmethod
     def _card(
@@ -396,52 +399,24 @@ class PublishWiring(StepWiring):
     ) -> tuple[str, bytes | None]:
         """The model card's text and the reward curve (``workloads.specs.model_card``), from plain values; the
         base is the ``commit`` converted."""
-        from core.estimate import estimate_for
-        from core.knobs import DATASETS
-        from workloads.specs.commands import staged_dataset
-        from workloads.specs.model_card import CardFacts, card_setting, model_card
-        from workloads.specs.step_manifests import REWARD_IMAGE, REWARD_IMAGE_MAX_BYTES
-        from workloads.specs.step_specs import branch_of
+        from workloads.specs.card_config import REWARD_IMAGE, REWARD_IMAGE_MAX_BYTES
+        from workloads.specs.model_card import model_card
 
-        settings, plan = context.settings, context.plan
+        inputs = PublishWiring._inputs(context)
         image = found.get("rewardCurve")
         if image is not None and len(image) > REWARD_IMAGE_MAX_BYTES:
             pulumi.log.warn(
                 f"the reward curve ({len(image)} bytes) is too large for the model card; left out", context.parent
             )
             image = None
-        dataset = DATASETS[settings.training.dataset]
-        ids = tuple(dict.fromkeys(v for k, v in dataset.keys if k in ("dataset_name", "eval_dataset_name")))
-        staged = staged_dataset(dataset, "")[1]  # the repository whose files training staged, at the recorded commit
-        estimate = estimate_for(settings)
-        facts = CardFacts(
-            repo=settings.publish.repo or "",
-            branch=branch_of(step.step_id),
-            base_repo=settings.model.spec.hf_repo,
-            base_revision=settings.model.revision,
+        staged, dataset_commit = inputs.staged_repo, found.get("datasetCommit")
+        facts = dataclasses.replace(
+            inputs.card,
             base_commit=commit,
-            model_name=settings.model.spec.name,
-            dataset=settings.training.dataset,
-            dataset_ids=ids,
-            dataset_revision=settings.training.dataset_revision,
-            dataset_commit=(staged[0], found["datasetCommit"]) if staged and found.get("datasetCommit") else None,
-            config_diff=[d for d in context.config_diff if card_setting(d["key"])],
-            images={
-                "maxtext": settings.images.maxtext,
-                "pathwaysServer": settings.images.pathways_server,
-                "pathwaysProxy": settings.images.pathways_proxy,
-            },
+            dataset_commit=(staged, dataset_commit) if staged and dataset_commit else None,
             image_digests=digests,
             summary=found.get("summary"),
-            usd_per_chip_hour=estimate.usd_per_chip_hour,
-            capacity=settings.tpu.capacity,
-            chips=settings.total_chips,
             reward_image=REWARD_IMAGE if image else None,
-            steps={s.step: s.name for s in plan.steps},
-            # A public card does not name the bucket: its default name holds the project's id.
-            export_uri=plan.export.artifact_uri if settings.publish.private else "",
-            base_license=context.base_license,
-            private=settings.publish.private,
             records=records,
         )
         return model_card(facts), image
@@ -458,7 +433,7 @@ class PublishWiring(StepWiring):
         from workloads.preflight import PreflightError, published_revision
         from workloads.specs.step_specs import branch_of
 
-        repo, branch = context.settings.publish.repo or "", branch_of(step.step_id)
+        repo, branch = PublishWiring._inputs(context).repo, branch_of(step.step_id)
         export_uri = context.plan.export.artifact_uri
         exported = read_export(export_uri)
         if exported.problems:  # the export is run again first (its own check); then this publication

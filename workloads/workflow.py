@@ -30,10 +30,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from core.names import RETRY_ANNOTATION
-from core.settings import Settings
 from infra.k8s.object import KubernetesObject
 from workloads.observe.failures import StepFailedError, check_step_status
 from workloads.reader import LiveReader, resumes
+from workloads.specs.step_inputs import StepInputs
 from workloads.specs.step_specs import INPUT_ANNOTATION, Step, Workflow
 from workloads.wiring import Context, Result, StepWiring, export_differences, wiring_of
 
@@ -47,10 +47,12 @@ DELETE_TIMEOUT = "20m"
 @dataclass(frozen=True)
 class WorkflowArgs:
     """What the workflow runs on: the platform's pieces it needs, each typed (as the Pulumi component models
-    take theirs), and the settings its pure step builders read."""
+    take theirs), the plan and what each step's wiring reads of the configuration."""
 
-    settings: Settings
-    """The validated settings."""
+    namespace: str
+    """The workflow's namespace (a failed step's message names it)."""
+    inputs: StepInputs
+    """What each step's wiring reads of the configuration (``workloads.specs.step_inputs``)."""
     plan: Workflow
     """The steps (``workloads.specs.step_specs.plan_workflow`` of the settings)."""
     provider: k8s.Provider
@@ -59,20 +61,14 @@ class WorkflowArgs:
     """The GKE cluster: deleting it deletes the steps with it (``deleted_with``)."""
     ready: Sequence[pulumi.Resource]
     """What every step waits for: the JobSet controller, Kueue and its queues, the namespace, the Secret."""
-    namespace_id: pulumi.Output[str]
-    """The workflow's namespace: the live reader reads once it exists."""
-    kubeconfig: pulumi.Output[str]
-    """The cluster's kubeconfig (secret): the live reader's."""
     tpu_pools: Sequence[pulumi.Resource]
     """The slice's node pools: training waits for them."""
-    live: bool
-    """Read the cluster and the bucket (retries, the wait, artifact checks); the offline plan does not."""
-    config_diff: Sequence[dict[str, Any]] = ()
-    """The settings that differ from the tutorial's (``core.config.diff``): the model card lists them."""
+    reader: LiveReader | None
+    """The live reader (``workloads.reader.LiveReader``, reading once the workflow's namespace exists): in `pulumi
+    up` and a preview it reads the cluster and the bucket (retries, the wait, artifact checks); None in the offline
+    plan, which reads nothing."""
     base_commit: str | None = None
     """The commit the model's revision resolved to at the preflight (None: not checked): the model card's."""
-    base_license: str | None = None
-    """The licence the base model's card declares (None: not read): the model card passes it on."""
     step_ready: Mapping[str, pulumi.Resource] = field(default_factory=dict)
     """Step -> what only that step also waits for (an account that waits for its grants to propagate)."""
 
@@ -116,10 +112,12 @@ class WorkflowRun(pulumi.ComponentResource):
         self._plan = args.plan
         self.steps = {s.step: s for s in self._plan.steps}
         self._preview = pulumi.runtime.is_dry_run()
-        self._verify = args.live and not self._preview
-        self._reader = LiveReader(args.settings, args.kubeconfig, args.namespace_id, self) if args.live else None
+        self._verify = args.reader is not None and not self._preview
+        self._reader = args.reader
+        if self._reader is not None:
+            self._reader.parent = self
         self._context = Context(
-            settings=args.settings,
+            inputs=args.inputs,
             plan=self._plan,
             parent=self,
             reader=self._reader,
@@ -128,9 +126,7 @@ class WorkflowRun(pulumi.ComponentResource):
             cluster=args.cluster,
             ready=args.ready,
             tpu_pools=args.tpu_pools,
-            config_diff=args.config_diff,
             base_commit=args.base_commit,
-            base_license=args.base_license,
         )
         if self._reader is not None:
             self._reader.output_checks = {
@@ -261,7 +257,7 @@ class WorkflowRun(pulumi.ComponentResource):
         warned of a failed run)."""
         if self._preview:
             return
-        namespace = self._args.settings.namespace
+        namespace = self._args.namespace
         try:
             state = check_step_status(step.kind, status, namespace, step.name, step.logs_command)
         except StepFailedError as err:

@@ -52,7 +52,8 @@ DEFAULT_EXCLUSION = "NO_MINOR_OR_NODE_UPGRADES"
 cpu-np node, and a node upgrade of either (surge 0 / unavailable 1, a multi-host slice as a whole) ends the attempt.
 A flex-start slice alone would be spared (GKE upgrades flex-start nodes with short-lived upgrades, "Node pool upgrade
 strategies"), but the head's cpu-np node is a surge pool in every mode. Node patches come in by a manual upgrade
-between runs, which maintenance exclusions do not hold back (docs/operations.md "GKE upgrades")."""
+between runs, which maintenance exclusions do not hold back (docs/when-a-step-fails.md "What happens when...": GKE
+upgrades)."""
 
 
 def default_topology(version: TpuVersionName) -> str:

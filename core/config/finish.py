@@ -36,7 +36,7 @@ MEMORY_HEADROOM = 1.1
 
 MAX_SLICES = 2
 """The most slices train_rl is split over: the trainer on one, the samplers on the other
-(``workloads.specs.commands.disaggregated``)."""
+(``workloads.specs.slices.disaggregated``)."""
 
 
 def check_meshes(knobs: dict[str, Any], chips: int, slices: int = 1) -> None:

@@ -272,6 +272,10 @@ REFUSED_KEYS: dict[str, str] = {
     "vllm_additional_config": "set by the program from the model and the vLLM knobs",
     "num_trainer_slices": "set by the program from tpu-rl:tpu.slices (two: the trainer on one, the samplers on one)",
     "num_samplers_slices": "set by the program from tpu-rl:tpu.slices (two: the trainer on one, the samplers on one)",
+    "inference_benchmark_test": (
+        "set by the program with tpu-rl:tpu.slices 2: MaxText 0.2.5's create_device_mesh counts each side's mesh as "
+        "one slice only with it (RLConfig sets num_slices to -1 there)"
+    ),
 }
 """MaxText keys ``training.extraArgs`` refuses: the program sets them, or they break the workflow."""
 PROGRAM_KEYS = frozenset(REFUSED_KEYS)

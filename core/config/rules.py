@@ -11,6 +11,7 @@ from typing import Any
 
 from core.config.defaults import DEFAULT_PODS_READY, DEFAULT_RESTARTS, DEFAULT_UNSCHEDULABLE, RECOVERY_SECONDS
 from core.config.finish import check_actor_copy, check_cpu_disk, check_cpu_pool, check_meshes, check_steps_finish
+from core.config.resume import check_resume_exact
 from core.config.values import UNREADABLE, Problems, UnreadableError, Values, canonical_cidr, error
 from core.images import mirrored, mirrors_for
 from core.inputs import parse_json
@@ -162,8 +163,7 @@ def _images(v: Values) -> ImageSettings:
     configured = ImageSettings(images["maxtext"], images["pathwaysServer"], images["pathwaysProxy"], registries)
     if v[_k("images.mirror")] is not True:
         return configured
-    # The stack's own remote repositories (``core.images.mirrors_for``): every step names its image through them, so
-    # the manifests, the step names and the "what re-runs" table see where the nodes pull from.
+    # Through the stack's own remote repositories (``core.images.mirrors_for``): step names see where nodes pull.
     mirrors = mirrors_for(configured, v["gcp:project"], v["gcp:region"], v[_k("clusterName")])
     return mirrored(configured, mirrors)
 
@@ -195,6 +195,7 @@ def build_settings(values: dict[str, Any], stack: str, problems: Problems) -> Se
     publish = run(_publish, v)
     run(_own_queue, v)
     kueue = run(_kueue, v, tpu, cpu_pool)
+    run(check_resume_exact, training, workflow, kueue)
     images = run(_images, v)
     run(_state_backend, v, bucket)
     shared_cache = run(_hub_cache, v, bucket)

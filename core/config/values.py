@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
+from core.errors import BadInputError, TpuRlError
 from core.redact import HF_TOKEN, scrub
 
 MAX_SHOWN = 60
@@ -28,7 +29,7 @@ validated, shown or used (a real token has no spaces, so it can never equal this
 OFFLINE_SECRETS = (UNSET_SECRET, OPAQUE_SECRET)
 
 
-class ConfigError(ValueError):
+class ConfigError(BadInputError, ValueError):
     """Stack settings are invalid: one line per problem, each naming key, value and what is allowed
     (``problems``; the message is those lines, so a single problem is one line)."""
 
@@ -37,7 +38,7 @@ class ConfigError(ValueError):
         self.problems: tuple[str, ...] = problems
 
 
-class UnreadableError(Exception):
+class UnreadableError(TpuRlError):
     """A rule asked for a value whose own error is already reported: the rule is skipped, not reported."""
 
 

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from core.settings import Settings
 from infra.gcp.artifact_registry import ImageMirror
-from infra.gcp.gke_spec import cluster_args, cpu_pool_args, system_pool_args, tpu_pool_args
 from infra.gcp.identities import NodeIdentities
 from infra.gcp.kms import PROPAGATION_SECONDS, GrantPropagation, SecretsKey
-from infra.gcp.naming import Names
-from infra.gcp.network import Network
 from infra.k8s.kubeconfig import build_kubeconfig
 from infra.options import child_options
 
@@ -25,15 +22,42 @@ POOL_TIMEOUTS = pulumi.CustomTimeouts(create="45m", update="45m", delete="45m")
 
 
 @dataclass(frozen=True)
-class GkeClusterArgs:
-    """What the cluster, its pools and its Kubernetes provider are built from."""
+class ClusterVersion:
+    """The channel's newest GKE version with a prefix (``tpu-rl:gke.versionPrefix``), read once, at the cluster's
+    creation (Cluster Toolkit's way): later upgrades are GKE's, inside the maintenance policy."""
 
-    settings: Settings
-    """The validated settings (the pure cluster and pool specs of ``infra.gcp.gke_spec`` are built from them)."""
-    names: Names
-    """The TPU pools' and the Kubernetes service account's names."""
-    network: Network
-    """The VPC and subnet the cluster runs in."""
+    project: str
+    region: str
+    prefix: str
+    channel: str
+
+
+@dataclass(frozen=True)
+class GkeClusterArgs:
+    """What the cluster, its pools and its Kubernetes provider are built from, and nothing else (the cluster's and
+    pools' arguments are ``infra.gcp.gke_spec``'s, filled by the program from the settings)."""
+
+    cluster: dict[str, Any]
+    """The cluster's arguments (``gke_spec.cluster_args``: the network, the system account, the Secrets key)."""
+    system_pool: dict[str, Any]
+    """The system pool's arguments (``gke_spec.system_pool_args``); its ``cluster`` is a stand-in the component
+    replaces with the cluster it creates."""
+    cpu_pool: dict[str, Any]
+    """cpu-np's (``gke_spec.cpu_pool_args``), but the cluster."""
+    tpu_pools: list[dict[str, Any]]
+    """Each TPU slice pool's (``gke_spec.tpu_pool_args``), but the cluster, in the order of ``Names.tpu_pools``."""
+    version: ClusterVersion | None
+    """The version to create the cluster at (None: the channel's default)."""
+    protect: bool
+    """``tpu-rl:protect``: the cluster and the TPU pools are protected."""
+    cluster_name: str
+    """In the node accounts' grant wait's messages."""
+    kube_context: str
+    """The kubeconfig's context name."""
+    cluster_identifier: str
+    """The Kubernetes provider's cluster identifier."""
+    workload_members: dict[str, str]
+    """CPU step -> the Workload Identity member its Kubernetes service account is (``PROJECT.svc.id.goog[NS/KSA]``)."""
     identities: NodeIdentities
     """The pools' service accounts (their grants come first) and the workload's."""
     secrets_key: SecretsKey | None = None
@@ -58,27 +82,20 @@ class GkeCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tpu-rl:gcp:GkeCluster", name, None, opts)
-        settings = args.settings
         self.cluster = self._cluster(args, opts)
         grants = self._node_grants(args, opts)
         pool_opts = self._pool_options(args, opts, grants)
-        system = gcp.container.NodePool(
-            "system-pool",
-            **system_pool_args(settings, self.cluster.id, args.identities.email("system")),
-            opts=pool_opts,
-        )
-        cpu = gcp.container.NodePool(
-            "cpu-pool", **cpu_pool_args(settings, self.cluster.id, args.identities.email("cpu")), opts=pool_opts
-        )
+        system = gcp.container.NodePool("system-pool", **self._in_cluster(args.system_pool), opts=pool_opts)
+        cpu = gcp.container.NodePool("cpu-pool", **self._in_cluster(args.cpu_pool), opts=pool_opts)
         self.tpu_pools = self._tpu_pools(args, pool_opts)
         self.pools = [system, cpu, *self.tpu_pools]
         self.workload_identities = self._workload_identities(args)
         self.kubeconfig = pulumi.Output.secret(
             pulumi.Output.all(self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate).apply(
-                lambda args: build_kubeconfig(settings.kube_context, *args)
+                lambda found: build_kubeconfig(args.kube_context, *found)
             )
         )
-        self.provider = self._kubernetes_provider(settings, [system, cpu])
+        self.provider = self._kubernetes_provider(args.cluster_identifier, [system, cpu])
         self.register_outputs(
             {
                 "name": self.cluster.name,
@@ -89,38 +106,36 @@ class GkeCluster(pulumi.ComponentResource):
             }
         )
 
+    def _in_cluster(self, pool: dict[str, Any]) -> dict[str, Any]:
+        """A pool's arguments with this cluster's ID as its ``cluster`` (the builders' is a stand-in)."""
+        return {**pool, "cluster": self.cluster.id}
+
     def _cluster(self, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None) -> gcp.container.Cluster:
         """The cluster, after the Secrets key's grant has taken effect."""
-        settings, network, identities = args.settings, args.network, args.identities
-        min_master_version = None
-        if settings.gke.version_prefix:
+        version = args.version
+        extra: dict[str, Any] = {}
+        if version is not None:
             # Cluster Toolkit: the channel's newest version with the prefix, read once; later upgrades
             # are GKE's (inside the maintenance policy), so the field is ignored after creation.
             versions = gcp.container.get_engine_versions_output(
-                location=settings.region, project=settings.project, version_prefix=settings.gke.version_prefix
+                location=version.region, project=version.project, version_prefix=version.prefix
             )
-            channel = settings.gke.release_channel
-            min_master_version = versions.apply(
+            channel = version.channel
+            extra["min_master_version"] = versions.apply(
                 lambda v: (v.release_channel_latest_version or {}).get(channel) or v.latest_master_version
             )
         key = args.secrets_key
         return gcp.container.Cluster(
             "cluster",
-            **cluster_args(
-                settings,
-                network.network.id,
-                network.subnet.id,
-                identities.email("system"),
-                min_master_version,
-                key.name if key else None,
-            ),
+            **args.cluster,
+            **extra,
             opts=child_options(
                 self,
                 opts,
                 # The grant, and the wait for it to take effect (``SecretsKey.ready``): GKE checks its access to
                 # the key when it creates the cluster, and the provider does not retry that failure.
                 depends_on=[key.grant, key.ready.ready()] if key else [],
-                protect=settings.protect,
+                protect=args.protect,
                 custom_timeouts=CLUSTER_TIMEOUTS,
                 ignore_changes=["nodeConfig", "initialNodeCount", "minMasterVersion"],
             ),
@@ -128,7 +143,7 @@ class GkeCluster(pulumi.ComponentResource):
 
     def _node_grants(self, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None) -> list[pulumi.Resource]:
         """The node accounts' grants, and ``nodes_access``, the wait for them to take effect; returns the grants."""
-        settings, identities = args.settings, args.identities
+        identities = args.identities
         # The node accounts' grants (project roles, bucket prefixes) propagate while the cluster is created (minutes):
         # the pools wait for them, which costs an `up` nothing unless a grant is new when the cluster exists already.
         mirror = args.image_mirror
@@ -137,11 +152,11 @@ class GkeCluster(pulumi.ComponentResource):
         grants = [*identities.grants, *(mirror.grants if mirror else [])]
         self.nodes_access = GrantPropagation(
             "nodes-access-propagation",
-            f"the node accounts of {settings.cluster_name}",
+            f"the node accounts of {args.cluster_name}",
             PROPAGATION_SECONDS,
             opts=child_options(self, opts, depends_on=grants),
             grants=pulumi.Output.all(*node_grants).apply(sorted),
-            what=f"the new grants of the node accounts of {settings.cluster_name}",
+            what=f"the new grants of the node accounts of {args.cluster_name}",
             advice="if a node or the training still fails with 403 on the bucket, run `pulumi up` again",
         )
         return grants
@@ -178,23 +193,18 @@ class GkeCluster(pulumi.ComponentResource):
 
     def _tpu_pools(self, args: GkeClusterArgs, pool_opts: pulumi.ResourceOptions) -> list[gcp.container.NodePool]:
         """One pool per TPU slice."""
-        settings = args.settings
         # A slice is atomic and a reservation holds exactly one: replace it delete-first.
         tpu_opts = pulumi.ResourceOptions.merge(
-            pool_opts, pulumi.ResourceOptions(protect=settings.protect, delete_before_replace=True)
+            pool_opts, pulumi.ResourceOptions(protect=args.protect, delete_before_replace=True)
         )
         return [
-            gcp.container.NodePool(
-                f"tpu-pool-{i}",
-                **tpu_pool_args(settings, pool_name, self.cluster.id, args.identities.email("tpu")),
-                opts=tpu_opts,
-            )
-            for i, pool_name in enumerate(args.names.tpu_pools)
+            gcp.container.NodePool(f"tpu-pool-{i}", **self._in_cluster(pool), opts=tpu_opts)
+            for i, pool in enumerate(args.tpu_pools)
         ]
 
     def _workload_identities(self, args: GkeClusterArgs) -> dict[str, gcp.serviceaccount.IAMMember]:
         """Each CPU step's Workload Identity binding."""
-        settings, identities = args.settings, args.identities
+        identities = args.identities
         # The identity pool PROJECT.svc.id.goog exists once the cluster does: each CPU step's Kubernetes service
         # account may act as that step's Google account, and only as it. The pool is the project's, not the
         # cluster's: the KSA is named as the account (core.names.step_ksa), so no other stack has this principal.
@@ -203,22 +213,22 @@ class GkeCluster(pulumi.ComponentResource):
                 f"{step}-workload-identity",
                 service_account_id=identities.accounts[step].name,
                 role="roles/iam.workloadIdentityUser",
-                member=f"serviceAccount:{settings.project}.svc.id.goog[{settings.namespace}/{ksa}]",
+                member=member,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
             )
-            for step, ksa in args.names.ksas.items()
+            for step, member in args.workload_members.items()
         }
 
-    def _kubernetes_provider(self, settings: Settings, cpu_pools: list[gcp.container.NodePool]) -> k8s.Provider:
+    def _kubernetes_provider(self, cluster_identifier: str, cpu_pools: list[gcp.container.NodePool]) -> k8s.Provider:
         """The Kubernetes provider of the cluster, once the system and CPU pools exist."""
         return k8s.Provider(
             "gke",
             kubeconfig=self.kubeconfig,
-            cluster_identifier=settings.cluster_identifier,
+            cluster_identifier=cluster_identifier,
             # No deleteUnreachable: with it a `pulumi refresh` that cannot reach the cluster (outside
             # authorizedNetworks, expired credentials) drops every Kubernetes object from the state, Helm
             # release included (pulumi-kubernetes provider.go, Read). Without it that refresh fails and the
-            # state is kept; docs/operations.md "Refresh" says how to drop a cluster that is really gone.
+            # state is kept; docs/destroy.md "Refresh" says how to drop a cluster that is really gone.
             #
             # After an `up` killed while a step's create was in flight the state holds a pending create,
             # which the next `up` plans as a fresh create of the same URN (pulumi journal.go keeps pending

@@ -18,7 +18,7 @@ from core.names import (
     TPU_TAINT_VALUE,
     TPU_TOPOLOGY_LABEL,
 )
-from core.settings import Settings
+from core.settings import PoolSettings, Settings
 from core.tpu import Capacity
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -51,15 +51,15 @@ https://cloud.google.com/kubernetes-engine/docs/how-to/using-gvnic) and names no
 data-center traffic (Pathways between the head on cpu-np and the workers, checkpoints to Cloud Storage) is what it
 speeds up. Set at creation only: the same page says enabling it on an existing pool re-creates its nodes outside the
 maintenance policy, which on the TPU pool would end a running training; ``infra.gcp.cluster`` ignores changes of the
-field on an update, so a pool created or replaced from now on gets it and an existing one keeps what it has."""
+field on an update, so a pool created or replaced after the change gets it and an existing one keeps what it has."""
 IMAGE_STREAMING = {"enabled": True}
 """GKE Image streaming (``nodeConfig.gcfsConfig``) on cpu-np, the pool that runs the ~12 GB MaxText image (the
 conversion, the Pathways head, the export): the node mounts an eligible image and reads its files as they are needed
 instead of pulling every layer first ("Use Image streaming to pull container images",
 https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming, Requirements and Limitations;
-docs/operations.md "Image pulls"). Eligible: images in Artifact Registry standard or remote repositories (or public
-Docker Hub images), on Container-Optimized OS with containerd (GKE's default node image, the one cpu-np uses), with the
-Container File System API enabled (``core.names.IMAGE_STREAMING_API``), Private Google Access on the subnet
+docs/images-and-caches.md "Image pulls"). Eligible: images in Artifact Registry standard or remote repositories (or
+public Docker Hub images), on Container-Optimized OS with containerd (GKE's default node image, the one cpu-np uses),
+with the Container File System API enabled (``core.names.IMAGE_STREAMING_API``), Private Google Access on the subnet
 (``infra.gcp.network``) and, for a node service account of its own, the Service Usage Consumer role in the project
 that hosts the images. An image that is not eligible is downloaded as before: streaming never stops a pull.
 
@@ -73,8 +73,8 @@ run the Pathways server, not the 12 GB image. The system pool runs none of the s
 Set at creation, like gVNIC (``GVNIC``): on an existing pool the provider would change it in place
 (terraform-provider-google node_config.go, nodePoolNodeConfigUpdate: "updating GKE node pool gcfs_config"), a node
 configuration change that the pages read for this do not say GKE makes without re-creating the nodes;
-``infra.gcp.cluster`` ignores the field on an update, so a TPU pool created with it keeps it, and docs/operations.md
-"Image pulls" gives the command that turns it on or off in an existing pool between runs."""
+``infra.gcp.cluster`` ignores the field on an update, so a TPU pool created with it keeps it, and
+docs/images-and-caches.md "Image pulls" gives the command that turns it on or off in an existing pool between runs."""
 
 
 def maintenance_policy(settings: Settings) -> dict[str, Any]:
@@ -84,7 +84,8 @@ def maintenance_policy(settings: Settings) -> dict[str, Any]:
     upgrade away until end of support, so no node upgrade ends a training run: not of its TPU slice, whose
     multi-host pool is upgraded as a whole, nor of the Pathways head's cpu-np node; control-plane patches still
     come in, inside the window. It is the same in every capacity mode (``core.config.defaults.DEFAULT_EXCLUSION``
-    says why); node patches come in by a manual upgrade between runs (docs/operations.md "GKE upgrades").
+    says why); node patches come in by a manual upgrade between runs (docs/when-a-step-fails.md "What happens
+    when...": GKE upgrades).
     ``NO_MINOR_UPGRADES`` lets node patches in, inside the window, where one ends a running attempt.
     ``holdUpgrades`` adds a ``NO_UPGRADES`` exclusion (at most 30 days) that holds control-plane patches too.
     TPU host maintenance is not an upgrade: no exclusion holds it back, and Kueue's recovery timeout waits for it
@@ -210,11 +211,13 @@ def _node_config(
     }
 
 
-def system_pool_args(settings: Settings, cluster: Any, sa_email: Any) -> dict[str, Any]:
-    """The system pool (cluster add-ons, the JobSet controller)."""
-    pool = settings.system_pool
+def _cpu_machine_pool_args(
+    settings: Settings, cluster: Any, name: str, pool: PoolSettings, node_config: dict[str, Any]
+) -> dict[str, Any]:
+    """What the system pool and ``cpu-np`` share: one zone, autoscaled between the pool's bounds, repaired and
+    upgraded by GKE with the same surge settings."""
     return {
-        "name": SYSTEM_POOL,
+        "name": name,
         "project": settings.project,
         "cluster": cluster,
         "location": settings.region,
@@ -222,8 +225,15 @@ def system_pool_args(settings: Settings, cluster: Any, sa_email: Any) -> dict[st
         "autoscaling": {"min_node_count": pool.min_nodes, "max_node_count": pool.max_nodes},
         "management": {"auto_repair": True, "auto_upgrade": True},
         "upgrade_settings": UPGRADE_SETTINGS,
-        "node_config": _node_config(settings, sa_email, pool.machine_type, pool.disk_size_gb, pool.disk_type),
+        "node_config": node_config,
     }
+
+
+def system_pool_args(settings: Settings, cluster: Any, sa_email: Any) -> dict[str, Any]:
+    """The system pool (cluster add-ons, the JobSet controller)."""
+    pool = settings.system_pool
+    node_config = _node_config(settings, sa_email, pool.machine_type, pool.disk_size_gb, pool.disk_type)
+    return _cpu_machine_pool_args(settings, cluster, SYSTEM_POOL, pool, node_config)
 
 
 def cpu_pool_args(settings: Settings, cluster: Any, sa_email: Any) -> dict[str, Any]:
@@ -233,26 +243,17 @@ def cpu_pool_args(settings: Settings, cluster: Any, sa_email: Any) -> dict[str, 
     pod would keep a 64-vCPU node from scaling down.
     """
     pool = settings.cpu_pool
-    return {
-        "name": CPU_POOL,
-        "project": settings.project,
-        "cluster": cluster,
-        "location": settings.region,
-        "node_locations": [settings.zone],
-        "autoscaling": {"min_node_count": pool.min_nodes, "max_node_count": pool.max_nodes},
-        "management": {"auto_repair": True, "auto_upgrade": True},
-        "upgrade_settings": UPGRADE_SETTINGS,
-        "node_config": _node_config(
-            settings,
-            sa_email,
-            pool.machine_type,
-            pool.disk_size_gb,
-            pool.disk_type,
-            streaming=True,
-            taints=[CPU_TAINT],
-            **secondary_boot_disks(pool.boot_disk_image),
-        ),
-    }
+    node_config = _node_config(
+        settings,
+        sa_email,
+        pool.machine_type,
+        pool.disk_size_gb,
+        pool.disk_type,
+        streaming=True,
+        taints=[CPU_TAINT],
+        **secondary_boot_disks(pool.boot_disk_image),
+    )
+    return _cpu_machine_pool_args(settings, cluster, CPU_POOL, pool, node_config)
 
 
 IMAGE_CACHE_MODE = "CONTAINER_IMAGE_CACHE"
@@ -288,7 +289,7 @@ def tpu_pool_args(settings: Settings, name: str, cluster: Any, sa_email: Any) ->
     ``ForceNew``), so a value GKE refused would fail the slice's pool after the cluster exists and a later change
     would replace the slice. GKE's default interval applies: host maintenance comes with notice and ends a running
     attempt, which Kueue's recovery timeout waits out (``core.config.defaults.TPU_MAINTENANCE_SECONDS``;
-    docs/operations.md "What happens when...")."""
+    docs/when-a-step-fails.md "What happens when...")."""
     shape, tpu = settings.slice, settings.tpu
     extra: dict[str, Any] = {
         "labels": {TPU_ACCELERATOR_LABEL: shape.gke_accelerator, TPU_TOPOLOGY_LABEL: shape.topology},

@@ -16,7 +16,6 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.gcp.access import BucketGrant, bucket_grants, hub_cache_grants
-from infra.gcp.naming import Names
 from infra.options import child_options
 
 NODE_PROJECT_ROLES = ("roles/container.defaultNodeServiceAccount",)
@@ -34,8 +33,8 @@ class IdentitiesArgs:
     project: str
     cluster_name: str
     """Named in each account's display name."""
-    names: Names
-    """The accounts' ids (``Names.service_accounts``)."""
+    service_accounts: dict[str, str]
+    """Role -> the account's id (``Names.service_accounts``)."""
     bucket: pulumi.Input[str]
     """The artifacts bucket the cpu, tpu and step accounts get object access to."""
     bucket_name: str
@@ -65,7 +64,7 @@ class NodeIdentities(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: IdentitiesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tpu-rl:gcp:NodeIdentities", name, None, opts)
-        names, bucket = args.names, args.bucket
+        bucket = args.bucket
         child = child_options(self, opts)
         self.accounts = {
             role: gcp.serviceaccount.Account(
@@ -75,7 +74,7 @@ class NodeIdentities(pulumi.ComponentResource):
                 display_name=f"tpu-rl {role} ({args.cluster_name})",
                 opts=child,
             )
-            for role, account_id in names.service_accounts.items()
+            for role, account_id in args.service_accounts.items()
         }
         self.grants = []
         self.grant_keys = {role: [] for role in self.accounts}

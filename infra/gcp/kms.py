@@ -289,7 +289,7 @@ class SecretsKey(pulumi.ComponentResource):
         # of this stack elsewhere) registers the same binding, and the provider's delete removes it whoever else
         # needs it (terraform-provider-google ``resourceIamMemberDelete``: ``subtractFromBindings``): so the stack
         # never deletes it (``retain_on_delete``: pulumi ``step.go`` ``DeleteStep.Apply`` calls no provider for a
-        # retained resource), and a destroy leaves it on the key (docs/operations.md "Destroy").
+        # retained resource), and a destroy leaves it on the key (docs/destroy.md "Destroy").
         self.grant = gcp.kms.CryptoKeyIAMMember(
             "gke-agent-key-user",
             crypto_key_id=self.name,

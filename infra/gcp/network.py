@@ -9,7 +9,6 @@ import pulumi_gcp as gcp
 
 from core.pathways import PORTS
 from infra.gcp.gke_spec import PODS_CIDR, PODS_RANGE, SERVICES_CIDR, SERVICES_RANGE, SUBNET_CIDR
-from infra.gcp.naming import Names
 from infra.options import child_options
 
 FLOW_LOGS = {"aggregation_interval": "INTERVAL_5_SEC", "flow_sampling": 0.5, "metadata": "INCLUDE_ALL_METADATA"}
@@ -23,8 +22,12 @@ class NetworkArgs:
     project: str
     region: str
     """The subnet's region (the cluster's)."""
-    names: Names
-    """The network's, subnet's, router's, NAT's and firewall's names (``infra.gcp.naming``)."""
+    network: str
+    """The network's, subnet's, router's, NAT's and internal firewall rule's names (``infra.gcp.naming``)."""
+    subnet: str
+    router: str
+    nat: str
+    firewall_internal: str
 
 
 def internal_allows() -> list[dict[str, object]]:
@@ -46,11 +49,10 @@ class Network(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tpu-rl:gcp:Network", name, None, opts)
-        names = args.names
         child = child_options(self, opts)
         self.network = gcp.compute.Network(
             "vpc",
-            name=names.network,
+            name=args.network,
             project=args.project,
             auto_create_subnetworks=False,
             routing_mode="REGIONAL",
@@ -59,7 +61,7 @@ class Network(pulumi.ComponentResource):
         )
         self.subnet = gcp.compute.Subnetwork(
             "subnet",
-            name=names.subnet,
+            name=args.subnet,
             project=args.project,
             region=args.region,
             network=self.network.id,
@@ -74,7 +76,7 @@ class Network(pulumi.ComponentResource):
         )
         router = gcp.compute.Router(
             "router",
-            name=names.router,
+            name=args.router,
             project=args.project,
             region=args.region,
             network=self.network.id,
@@ -82,7 +84,7 @@ class Network(pulumi.ComponentResource):
         )
         gcp.compute.RouterNat(
             "nat",
-            name=names.nat,
+            name=args.nat,
             project=args.project,
             region=args.region,
             router=router.name,
@@ -93,7 +95,7 @@ class Network(pulumi.ComponentResource):
         )
         gcp.compute.Firewall(
             "internal",
-            name=names.firewall_internal,
+            name=args.firewall_internal,
             project=args.project,
             network=self.network.id,
             direction="INGRESS",

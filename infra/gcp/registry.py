@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from core import deadline
+from core.errors import TpuRlError
 from core.images import DIGEST, ImageRef, parse
 from core.redact import scrub
 
@@ -52,11 +53,11 @@ GOOGLE_HOST = re.compile(r"([a-z0-9-]+-)?docker\.pkg\.dev")
 CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 
 
-class RegistryError(Exception):
+class RegistryError(TpuRlError):
     """One line: which image's digest could not be read, and why."""
 
 
-class _TransientError(Exception):
+class _TransientError(TpuRlError):
     """A 429, a 5xx, a dropped connection or a request that timed out: worth another try within the budget."""
 
     def __init__(self, text: str, wait: float = 0.0, timed_out: bool = False) -> None:

@@ -65,7 +65,7 @@ def identity_problem(olds: dict[str, Any], news: dict[str, Any]) -> str | None:
     return (
         f"refusing to replace the artifacts bucket gs://{olds['name']}, which holds every earlier run: {what} "
         "changed. Set the old value back; or, to replace it on purpose (the old bucket and its runs are deleted "
-        'with it, or its delete fails while it holds objects; docs/operations.md "Moving the bucket"), run '
+        'with it, or its delete fails while it holds objects; docs/upgrades.md "Moving the bucket"), run '
         f"`pulumi state delete '{news.get('urn', '')}' --yes`, then `pulumi up`"
     )
 

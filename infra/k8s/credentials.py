@@ -13,13 +13,14 @@ from pydantic import Field
 
 from core import deadline
 from core.boundary import BoundaryError, Model, parse
+from core.errors import TpuRlError
 from core.inputs import InputError, parse_yaml, read_file
 from core.redact import scrub
 
 MAX_KUBECONFIG_BYTES = 1024 * 1024
 
 
-class ClusterReadError(Exception):
+class ClusterReadError(TpuRlError):
     """The live object could not be read (network, credentials, permissions); one line."""
 
 

@@ -29,6 +29,7 @@ from its checkpoint).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -174,3 +175,30 @@ def cluster_queue(settings: Settings, labels: dict[str, str]) -> dict[str, Any]:
 
 def local_queue(settings: Settings, labels: dict[str, str]) -> dict[str, Any]:
     return _object("LocalQueue", LOCAL_QUEUE, labels, {"clusterQueue": CLUSTER_QUEUE}, namespace=settings.namespace)
+
+
+@dataclass(frozen=True)
+class KueueObjects:
+    """What the platform installs when Kueue is the stack's (``tpu-rl:kueue.install``): the chart's version and
+    values, the flavors and the queues, built here from the settings so the component takes them as they are."""
+
+    version: str
+    helm_values: dict[str, Any]
+    tpu_flavor: dict[str, Any]
+    cpu_flavor: dict[str, Any]
+    cluster_queue: dict[str, Any]
+    local_queue: dict[str, Any]
+
+
+def kueue_objects(settings: Settings, labels: dict[str, str]) -> KueueObjects | None:
+    """The stack's Kueue (None when the cluster's own Kueue is used: nothing installed)."""
+    if not settings.kueue.install:
+        return None
+    return KueueObjects(
+        version=settings.kueue.version,
+        helm_values=helm_values(settings),
+        tpu_flavor=tpu_flavor(settings, labels),
+        cpu_flavor=cpu_flavor(labels),
+        cluster_queue=cluster_queue(settings, labels),
+        local_queue=local_queue(settings, labels),
+    )

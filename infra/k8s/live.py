@@ -36,6 +36,7 @@ from typing import Any
 
 from core import deadline
 from core.bounded import Cap, ReplyEncodingError, ReplyTooLargeError
+from core.errors import TpuRlError
 from core.inputs import InputError, parse_json
 from core.redact import scrub
 from infra.k8s.credentials import (
@@ -80,7 +81,7 @@ Objects = list[dict[str, Any]]
 """A list of live objects (an alias: inside ``ClusterReader`` the name ``list`` is its method)."""
 
 
-class _NotAdmittedYetError(Exception):
+class _NotAdmittedYetError(TpuRlError):
     """A dry-run create the API server could not admit yet (a webhook it could not call, a 5xx or 429, a type
     not served yet, a dropped connection): the webhook wait tries again."""
 

@@ -22,6 +22,11 @@ Toolkit run them), which ``baseline`` forbids, so the namespace enforces ``privi
 ``baseline`` (the head and the TPU workers) is recorded in the audit log. No container is privileged."""
 
 
+def platform_labels(cluster_name: str) -> dict[str, str]:
+    """The labels of every object of the Kubernetes platform: the project's name and the stack's cluster."""
+    return {"app.kubernetes.io/name": "tpu-rl", "app.kubernetes.io/instance": cluster_name}
+
+
 def namespace_manifest(name: str, labels: dict[str, str]) -> dict[str, Any]:
     """The workflow's namespace, with its Pod Security Admission levels (``POD_SECURITY``)."""
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {**labels, **POD_SECURITY}}}
@@ -294,9 +299,9 @@ def helm_release_problem(
     release with a create pending in the state counts as held: ``tools.state_export.releases_in_state``). A
     ``protected`` cluster (a protected stack's) is not being deleted: its destroy is refused (``make destroy``, and
     the cluster's ``protect`` in the engine), so the line names ``helm uninstall`` of the release instead, after which
-    `up` installs it anew. Since each release has a destroy guard from its create on
-    (``infra.k8s.platform.release_guard``), a protected stack's destroy no longer drops one; a state written before
-    the guards can still hold such a cluster."""
+    `up` installs it anew. Each release has a destroy guard from its create on
+    (``infra.k8s.platform.release_guard``), so a protected stack's destroy drops none; a state written without the
+    guards can still hold such a cluster."""
     if newest is None:
         return None
     revision, status = newest

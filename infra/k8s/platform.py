@@ -14,9 +14,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from core.names import HF_WRITE_SECRET
-from core.settings import Settings
-from infra.gcp.naming import Names
 from infra.k8s import credentials, kueue, live
+from infra.k8s.kueue import KueueObjects
 from infra.k8s.manifests import (
     JOBSET_CHART,
     JOBSET_CRD,
@@ -34,19 +33,40 @@ from infra.k8s.manifests import (
 from infra.k8s.object import KubernetesObject
 from infra.threads import in_daemon_thread
 
-__all__ = ["JOBSET_CHART", "JOBSET_NAMESPACE", "DestroyGuard", "KubernetesPlatform", "PlatformArgs"]
+__all__ = ["JOBSET_CHART", "JOBSET_NAMESPACE", "ClusterReads", "DestroyGuard", "KubernetesPlatform", "PlatformArgs"]
 T = TypeVar("T")
 R = TypeVar("R", bound=pulumi.Resource)
 
 
 @dataclass(frozen=True)
-class PlatformArgs:
-    """What the Kubernetes platform is built on."""
+class ClusterReads:
+    """How the platform reads the live cluster (``infra.k8s.live.ClusterReader``): with the cluster's kubeconfig
+    (secret), once it is known. Given in `pulumi up` and a preview; the offline plan gives none and reads nothing."""
 
-    settings: Settings
-    """The validated settings (the pure manifests of ``infra.k8s.manifests`` and ``infra.k8s.kueue``)."""
-    names: Names
-    """The CPU steps' Kubernetes service account names (``Names.ksas``)."""
+    kubeconfig: pulumi.Output[str]
+
+
+@dataclass(frozen=True)
+class PlatformArgs:
+    """What the Kubernetes platform is built on, and nothing else (each manifest from ``infra.k8s.manifests`` and
+    ``infra.k8s.kueue``, filled by the program from the settings)."""
+
+    protect: bool
+    """``tpu-rl:protect``: the Helm releases' destroy guards are protected."""
+    labels: dict[str, str]
+    """Every object's labels (``infra.k8s.manifests.platform_labels``)."""
+    namespace: str
+    """The workflow's namespace."""
+    scratch_disk_type: str
+    """The CPU pool's disk type: the scratch StorageClass's."""
+    jobset_version: str
+    """JobSet's chart version."""
+    kueue: KueueObjects | None
+    """The stack's Kueue (None: the cluster's own, nothing installed)."""
+    local_queue: str | None
+    """The LocalQueue the steps are queued to (an output, whoever installs Kueue; None: not queued)."""
+    accounts: Mapping[str, str]
+    """CPU step -> its Kubernetes service account name (``Names.ksas``)."""
     provider: k8s.Provider
     """The cluster's Kubernetes provider."""
     cluster: pulumi.Resource
@@ -60,12 +80,10 @@ class PlatformArgs:
     hf_write_token: pulumi.Output[str] | None = None
     """The publication's write token (secret), or None without ``tpu-rl:publish.repo``: a Secret of its own,
     which only the publish step's container references."""
-    live: bool = False
-    """Check the cluster in `pulumi up` (the JobSet CRD and Helm's storage before each chart changes, the webhooks
-    before the first Kueue object and the first JobSet), and the JobSet CRD in a preview; never in the offline
-    plan."""
-    kubeconfig: pulumi.Output[str] | None = None
-    """The cluster's kubeconfig (secret): what those checks read with (``infra.k8s.live``)."""
+    reads: ClusterReads | None = None
+    """The cluster's reads: in `pulumi up` the JobSet CRD and Helm's storage before each chart changes and the
+    webhooks before the first Kueue object and the first JobSet, in a preview the JobSet CRD; None (the offline
+    plan): no check."""
     first_jobset: Mapping[str, Any] | None = None
     """The workflow's first step's JobSet (None without the workflow): dry-run created before any step is."""
     step_waits: Mapping[str, Sequence[pulumi.Input[pulumi.Resource]]] = field(default_factory=dict)
@@ -82,7 +100,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
     Nothing here claims a disk, a load balancer or an address (the steps' scratch is an ``emptyDir``:
     ``workloads.specs.step_manifests.scratch_volume``), so the cluster's deletion leaves nothing billed behind.
 
-    In `pulumi up` (``PlatformArgs.live``) three things the engine and the provider would not wait for are
+    In `pulumi up` (``PlatformArgs.reads``) three things the engine and the provider would not wait for are
     checked: the cluster's JobSet CRD serves the chart version before the release changes
     (``infra.k8s.manifests.jobset_crd_problem``; a preview checks it too), no Helm operation of a release is left
     pending before its install or upgrade, nor installed while the stack's state does not hold it (what ``make up``
@@ -109,28 +127,27 @@ class KubernetesPlatform(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tpu-rl:k8s:KubernetesPlatform", name, None, opts)
-        settings, provider, cluster = args.settings, args.provider, args.cluster
+        provider, cluster = args.provider, args.cluster
         child = pulumi.ResourceOptions(parent=self, provider=provider, deleted_with=cluster)
-        self._kubeconfig = args.kubeconfig
-        reads = args.live and args.kubeconfig is not None
-        self._checks = reads and not pulumi.runtime.is_dry_run()
+        self._kubeconfig = args.reads.kubeconfig if args.reads is not None else None
+        self._checks = args.reads is not None and not pulumi.runtime.is_dry_run()
         self._reader: live.ClusterReader | None = None
         self._checking = threading.Lock()
         # The Helm releases the stack's state holds, as `make up` read them (None: unknown, e.g. `pulumi up` by hand).
         self._in_state = releases_in_state(os.environ.get(RELEASES_IN_STATE)) if self._checks else None
         self._stack = pulumi.get_stack()
-        self._guarded = settings.protect  # tpu-rl:protect (not the SDK's own _protect)
+        self._guarded = args.protect  # tpu-rl:protect (not the SDK's own _protect)
         self.jobset = self._install_jobset(self._jobset_version(args, provider), child)
         # Each release is guarded from its create on (``release_guard``), not only once the platform is.
-        self.guards = [DestroyGuard(release_guard("jobset"), settings.protect, [self.jobset])]
-        labels = {"app.kubernetes.io/name": "tpu-rl", "app.kubernetes.io/instance": settings.cluster_name}
-        self.namespace = KubernetesObject("namespace", namespace_manifest(settings.namespace, labels), opts=child)
+        self.guards = [DestroyGuard(release_guard("jobset"), args.protect, [self.jobset])]
+        labels = args.labels
+        self.namespace = KubernetesObject("namespace", namespace_manifest(args.namespace, labels), opts=child)
         # No step claims a disk any more (their scratch is an emptyDir); the class stays so that the `up` which
         # replaces the steps of earlier versions deletes their claims' disks with their class in place.
         # StorageClass parameters are immutable: a new disk type replaces it.
         self.storage_class = KubernetesObject(
             "scratch-storage-class",
-            scratch_storage_class(settings.cpu_pool.disk_type, labels),
+            scratch_storage_class(args.scratch_disk_type, labels),
             opts=pulumi.ResourceOptions.merge(
                 child, pulumi.ResourceOptions(replace_on_changes=["parameters"], delete_before_replace=True)
             ),
@@ -141,39 +158,39 @@ class KubernetesPlatform(pulumi.ComponentResource):
         self.waiting_accounts = {step: self.service_accounts[step] for step in args.step_waits}
         self.network_policies = [
             KubernetesObject(f"network-policy-{policy['metadata']['name']}", policy, opts=in_namespace)
-            for policy in network_policies(settings.namespace, labels)
+            for policy in network_policies(args.namespace, labels)
         ]
         self.kueue = None
         self.queues = []
-        if settings.kueue.install:
-            self._install_kueue(settings, labels, child)
+        if args.kueue is not None:
+            self._install_kueue(args.kueue, child)
         # Registered whether or not Kueue is installed (then guarding nothing), so turning it off never deletes a
         # protected guard.
         self.guards.append(
-            DestroyGuard(release_guard("kueue"), settings.protect, [self.kueue] if self.kueue is not None else [])
+            DestroyGuard(release_guard("kueue"), args.protect, [self.kueue] if self.kueue is not None else [])
         )
         self.hf_secret, self.hf_write_secret = self._token_secrets(args, labels, in_namespace)
         self.register_outputs(
             {
-                "namespace": settings.namespace,
-                "jobsetVersion": settings.workflow.jobset_version,
-                "kueueVersion": settings.kueue.version if settings.kueue.install else None,
-                "localQueue": settings.kueue.queue,
+                "namespace": args.namespace,
+                "jobsetVersion": args.jobset_version,
+                "kueueVersion": args.kueue.version if args.kueue is not None else None,
+                "localQueue": args.local_queue,
             }
         )
 
     def _jobset_version(self, args: PlatformArgs, provider: k8s.Provider) -> pulumi.Input[str]:
         """JobSet's chart version, once the checks allow it: at `up`, once the cluster's CRD serves it
-        (docs/operations.md "Upgrading JobSet or Kueue") and Helm's storage has no operation of it pending
-        (docs/operations.md "A Helm release left pending"), so a refusal stops `up` before the chart changes; at a
+        (docs/upgrades.md "Upgrading JobSet or Kueue") and Helm's storage has no operation of it pending
+        (docs/state.md "A Helm release left pending"), so a refusal stops `up` before the chart changes; at a
         preview, the CRD check alone."""
-        wanted = args.settings.workflow.jobset_version
+        wanted = args.jobset_version
         if self._checks:
             return self._after(
                 provider.id,
                 lambda reader: self._helm_free(reader, JOBSET_NAMESPACE, "jobset", self._jobset_crd(reader, wanted)),
             )
-        if args.live and args.kubeconfig is not None:
+        if args.reads is not None:
             # A preview refuses an older CRD too (when the cluster exists: an unknown provider ID runs no check). When
             # it cannot read the cluster, one warning says so: the workflow's, which reads the same cluster
             # (workloads.reader.LiveReader: once per preview), or, without the workflow, this check's. Helm's
@@ -207,20 +224,20 @@ class KubernetesPlatform(pulumi.ComponentResource):
         return {
             step: KubernetesObject(
                 f"{step}-ksa",
-                service_account_manifest(args.settings.namespace, ksa, labels, args.step_sa_emails[step]),
+                service_account_manifest(args.namespace, ksa, labels, args.step_sa_emails[step]),
                 opts=pulumi.ResourceOptions.merge(
                     in_namespace,
                     pulumi.ResourceOptions(depends_on=[*args.workload_grants, *args.step_waits.get(step, ())]),
                 ),
             )
-            for step, ksa in args.names.ksas.items()
+            for step, ksa in args.accounts.items()
         }
 
     def _token_secrets(
         self, args: PlatformArgs, labels: dict[str, str], in_namespace: pulumi.ResourceOptions
     ) -> tuple[KubernetesObject | None, KubernetesObject | None]:
         """The Hub tokens' Secrets (the read token's, the publication's write token's), each only when configured."""
-        namespace = args.settings.namespace
+        namespace = args.namespace
         read = write = None
         if args.hf_token is not None:
             # Every step waits for this Secret (``ready``): once the JobSet and Kueue webhooks admit a dry run of
@@ -241,14 +258,14 @@ class KubernetesPlatform(pulumi.ComponentResource):
             )
         return read, write
 
-    def _install_kueue(self, settings: Settings, labels: dict[str, str], child: pulumi.ResourceOptions) -> None:
+    def _install_kueue(self, objects: KueueObjects, child: pulumi.ResourceOptions) -> None:
         """Kueue's chart (after JobSet's, so its JobSet integration starts with the CRD in place), then the
         flavors and queues (after the chart: its CRDs and webhooks)."""
-        version: pulumi.Input[str] = settings.kueue.version
+        version: pulumi.Input[str] = objects.version
         if self._checks:
             # Read once JobSet's release is in place (Kueue's waits for it anyway): a pending Kueue release stops
             # `up` before its install or upgrade.
-            wanted = settings.kueue.version
+            wanted = objects.version
             version = self._after(
                 self.jobset.id, lambda reader: self._helm_free(reader, kueue.NAMESPACE, "kueue", wanted)
             )
@@ -261,10 +278,10 @@ class KubernetesPlatform(pulumi.ComponentResource):
             create_namespace=True,
             atomic=True,
             timeout=900,
-            values=kueue.helm_values(settings),
+            values=objects.helm_values,
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.jobset])),
         )
-        tpu_flavor = kueue.tpu_flavor(settings, labels)
+        tpu_flavor = objects.tpu_flavor
         chart: list[pulumi.Input[pulumi.Resource]] = [self.kueue]
         if self._checks:
             # Ready is not reachable: Helm's wait sees the webhook's pod Ready before its Service's endpoints are
@@ -274,16 +291,16 @@ class KubernetesPlatform(pulumi.ComponentResource):
         after_chart = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=chart))
         flavors = [
             KubernetesObject("kueue-tpu-flavor", tpu_flavor, opts=after_chart),
-            KubernetesObject("kueue-cpu-flavor", kueue.cpu_flavor(labels), opts=after_chart),
+            KubernetesObject("kueue-cpu-flavor", objects.cpu_flavor, opts=after_chart),
         ]
         cluster_queue = KubernetesObject(
             "kueue-cluster-queue",
-            kueue.cluster_queue(settings, labels),
+            objects.cluster_queue,
             opts=pulumi.ResourceOptions.merge(after_chart, pulumi.ResourceOptions(depends_on=flavors)),
         )
         local_queue = KubernetesObject(
             "kueue-local-queue",
-            kueue.local_queue(settings, labels),
+            objects.local_queue,
             opts=pulumi.ResourceOptions.merge(
                 after_chart, pulumi.ResourceOptions(depends_on=[cluster_queue, self.namespace])
             ),

@@ -8,6 +8,7 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, Severity, StackValidationArgs, StackValidationPolicy
 
+from core.errors import BadInputError
 from core.estimate import TrainingRun, estimate_run
 from core.step_config import CONFIG_PATH
 from core.tpu import Capacity, SliceShape, resolve_slice
@@ -19,7 +20,7 @@ from .resources import NODE_POOL, Report, Resource, _guarded_stack, _machine, _r
 from .scripts import LAUNCHED_BY, trainer_runs
 
 
-class EstimateInputError(ValueError):
+class EstimateInputError(BadInputError, ValueError):
     """A TPU workload does not carry a training command the estimate can read."""
 
 
@@ -109,7 +110,7 @@ def _estimate(resources: list[Resource], runs: list[tuple[str, TrainingRun]]) ->
             step.usd
             for _, run in runs[1:]
             for step in estimate_run(shape, len(pools), capacity, run).steps
-            if step.step == "train"
+            if step.holds_tpu
         )
         out = first.to_output()
         out["totalUsd"] = round(first.total_usd + more, 2)

@@ -8,6 +8,7 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, Severity, StackValidationArgs, StackValidationPolicy
 
+from core.errors import TpuRlError
 from core.requests import pod_requests, quantity
 
 from .pods import NOT_WORKLOADS, _asks_tpu, _name, kind_of, pods
@@ -20,7 +21,7 @@ KUEUE_KINDS = ("JobSet", "Job")
 """What tpu-rl's Kueue manages (``infra/k8s/kueue.py`` FRAMEWORKS): JobSets and batch Jobs."""
 
 
-class _MalformedError(ValueError):
+class _MalformedError(TpuRlError, ValueError):
     """A manifest value the API server would refuse (the message says which)."""
 
 

@@ -117,7 +117,7 @@ def _shown(image: Any) -> str:
 
 def _pinned_images(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
     # `digests`: every image by digest. `pulumi up` and `pulumi preview` pin each tag to the digest its registry gives
-    # it before anything is registered (program.stack, issue 40), so a stack whose previews run the program for real
+    # it before anything is registered (program.stack), so a stack whose previews run the program for real
     # can require it; the offline plan reads no registry and shows the tags as configured (off by default).
     digests = _config(args).get("digests") is True
     for container in _all_containers(args.resource_type, props):

@@ -19,13 +19,13 @@ from typing import Any
 import pulumi
 import yaml
 
-from core.config import ConfigError
+from core.errors import BAD_INPUT, TpuRlError
 from core.estimate import describe
-from core.outdir import OutputError, check, write_files
+from core.outdir import check, write_files
 from core.redact import scrub, scrub_lines
 from tools.plan.offline import Plan, is_kubernetes_object, run_program
 from tools.process import exit_now
-from tools.stack_files import ROOT, StackFileError, load_stack_config, stack_name
+from tools.stack_files import ROOT, load_stack_config, stack_name
 
 
 def plan_stack(
@@ -153,10 +153,10 @@ def _plan(args: argparse.Namespace) -> int:
         if args.out:
             check(args.out)  # a bad --out is one line before anything runs (nothing is created)
         plan, notes = plan_stack(stack_file, args.set, stack=args.stack, preflight=args.preflight)
-    except (ConfigError, StackFileError, OutputError, pulumi.RunError) as err:
+    except (TpuRlError, pulumi.RunError) as err:  # RunError: the program's own refusal, as the engine shows it
         for line in scrub_lines(str(err), limit=400):  # every problem of the config, one line each
             print(f"error: {line}", file=sys.stderr)
-        return 2
+        return err.exit_code if isinstance(err, TpuRlError) else BAD_INPUT
     except Exception as err:  # noqa: BLE001 (a bug, not a bad input: one line, and a distinct exit code)
         print(
             f"error: internal error in the offline plan ({type(err).__name__}: {err}); please report it",
@@ -168,9 +168,9 @@ def _plan(args: argparse.Namespace) -> int:
     if args.out:
         try:
             write_plan(plan, args.out)
-        except OutputError as err:
+        except TpuRlError as err:
             print(f"error: {scrub(str(err), limit=400)}", file=sys.stderr)
-            return 2
+            return err.exit_code
     print(render_table(plan))
     if args.out:
         print(f"\nwrote {args.out / 'plan.json'} and {args.out / 'manifests'}/")

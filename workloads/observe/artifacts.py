@@ -18,6 +18,7 @@ from pydantic import AfterValidator, Field, StringConstraints
 from core import deadline
 from core.boundary import BoundaryError, Model, Text, parse
 from core.bounded import Cap, ReplyEncodingError, ReplyTooLargeError
+from core.errors import TpuRlError
 from core.layout import BASE_FILES, CONVERTED, DATASET_RECORD, SOURCE_RECORD, STAGED_DATASET
 from workloads.container.checkpoint_scan import PARAMS_DIR, ListingTooLongError, newest_complete_step, split_uri
 
@@ -38,11 +39,11 @@ REPLY_CAP = Cap(MAX_REPLY_BYTES, "check STORAGE_EMULATOR_HOST or a proxy in the 
 T = TypeVar("T")
 
 
-class ArtifactMissingError(Exception):
+class ArtifactMissingError(TpuRlError):
     """A step finished but its output is not where the next step will read it."""
 
 
-class StorageError(Exception):
+class StorageError(TpuRlError):
     """GCS could not be read within the budget (one line)."""
 
 

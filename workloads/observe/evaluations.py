@@ -43,6 +43,15 @@ PRE = re.compile(rf"Pre RL Training: {_FIELDS}")
 POST = re.compile(rf"Post RL Training: {_FIELDS}")
 INTERMEDIATE = re.compile(rf"Intermediate Eval \(step=([0-9]+)\): {_FIELDS}")
 RESTORED = re.compile(r"Restored params from step: ([0-9]{1,12})")
+FAST_FORWARDED = re.compile(r"Fast forwarded ([0-9]{1,15}) micro-batches\.")
+"""Where a resumed attempt's data starts: tunix's ``RLLearner._prepare_data`` (``rl/rl_learner.py``, c7d8950 line
+407) skips that many of the input iterator's items before its first rollout and logs this once through absl
+(``logging.info("Fast forwarded %d micro-batches.", self._iter_steps)``); the count is the restored trainer's
+``iter_steps`` (``sft/peft_trainer.py``: step x gradient accumulation). Each item is a micro-batch of
+``train_micro_batch_size`` prompts of MaxText's batches of ``batch_size`` (``train_rl.py`` ``prepare_datasets``:
+``.batch(batch_size)``; tunix ``RLLearner.train`` splits them when the two differ), so the position in prompts is the
+count times that size, in MaxText's seeded order (``grain.MapDataset.shuffle(seed=data_shuffle_seed)``, the same
+in every attempt)."""
 STALLED = re.compile(r"tpu-rl: (stalled: [^;\n]{1,200})")
 """The line the training script's watchdog writes when it ends an attempt
 (``workloads/container/stall_watchdog.py``)."""
@@ -98,6 +107,9 @@ class Attempt:
     files: list[str] = field(default_factory=list)
     restored_step: int | None = None
     """The checkpoint step it resumed from (``Restored params from step:``), None for a fresh start."""
+    fast_forwarded: int | None = None
+    """The input micro-batches tunix skipped before its first rollout (``Fast forwarded N micro-batches.``), None when
+    it logged none (a fresh start, or an attempt that ended before its data was read)."""
     pre: dict[str, float] | None = None
     post: dict[str, float] | None = None
     intermediate: dict[int, dict[str, float]] = field(default_factory=dict)
@@ -125,11 +137,27 @@ class Attempt:
             return None
         return max(0.0, end - start) / 3600
 
+    def data_position(self) -> dict[str, int | None] | None:
+        """Where its data resumed: tunix's micro-batches skipped and, when its run record names the batch sizes, the
+        prompts they hold (``FAST_FORWARDED``); None when it logged no fast-forward."""
+        if self.fast_forwarded is None:
+            return None
+        sizes = {}
+        for word in self.run.argv if self.run is not None else []:
+            key, _, value = word.partition("=")
+            if key in ("batch_size", "train_micro_batch_size") and re.fullmatch(r"-?[0-9]{1,9}", value):
+                sizes[key] = int(value)
+        micro = sizes.get("train_micro_batch_size", -1)
+        per_item = sizes.get("batch_size") if micro < 1 else micro  # -1: MaxText hands tunix whole batches
+        prompts = self.fast_forwarded * per_item if per_item is not None and per_item > 0 else None
+        return {"microBatches": self.fast_forwarded, "prompts": prompts}
+
     def to_json(self) -> dict[str, Any]:
         return {
             "start": self.name,
             "files": self.files,
             "restoredStep": self.restored_step,
+            "dataPosition": self.data_position(),
             "pre": self.pre,
             "post": self.post,
             "intermediateSteps": sorted(self.intermediate),
@@ -178,6 +206,8 @@ def _read_attempt(attempt: Attempt, text: str) -> None:
             attempt.stalled = stalled.group(1)
         elif (restored := RESTORED.search(line)) and attempt.restored_step is None:
             attempt.restored_step = int(restored.group(1))
+        elif (skipped := FAST_FORWARDED.search(line)) and attempt.fast_forwarded is None:
+            attempt.fast_forwarded = int(skipped.group(1))
         elif (pre := PRE.search(line)) and attempt.pre is None:
             if (values := _values(pre.groups())) is not None:
                 attempt.pre = {**values, "afterRestore": attempt.restored_step is not None}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.errors import TpuRlError
 from workloads.observe import objects
 from workloads.observe.live_state import state_of
 from workloads.specs.step_specs import Step
@@ -12,7 +13,7 @@ DETAIL = "tpu-rl.detail"
 """Key of what the failed step's pods say, added by the program's wait to the status it hands on."""
 
 
-class StepFailedError(Exception):
+class StepFailedError(TpuRlError):
     """The step's JobSet ended Failed."""
 
 

@@ -73,6 +73,7 @@ from core.tpu import Capacity
 from workloads.container.launch import SKIPPED as PRE_RL_SKIPPED
 from workloads.container.restart_drill import SAYS as DRILL_SAYS
 from workloads.observe.objects import Event, Meta, Pod, Workload, true_condition
+from workloads.observe.pulls import Pull, pulls
 
 UTC = datetime.UTC
 ABSL = re.compile(
@@ -185,53 +186,6 @@ class Node(Model):
     def chips(self) -> int:
         value = self.status.capacity.get(TPU_RESOURCE, "0")
         return int(value) if value.isdigit() and len(value) < 6 else 0
-
-
-_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|ms|m|s|µs|us|ns)")
-_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "µs": 1e-6, "us": 1e-6, "ns": 1e-9}
-PULLED = re.compile(
-    r'^Successfully pulled image "(?P<image>[^"]{1,500})" in (?P<pull>[0-9.hmsµun]{1,40}) '
-    r"\((?P<total>[0-9.hmsµun]{1,40}) including waiting\)(?:\. Image size: (?P<bytes>[0-9]{1,15}) bytes\.)?"
-)
-PRESENT = re.compile(r'^Container image "(?P<image>[^"]{1,500})" already present on machine')
-
-
-def go_duration(text: str) -> float | None:
-    """Seconds of a Go ``time.Duration`` as ``String()`` prints it (``1m2.345s``, ``850ms``, ``1h0m0s``)."""
-    if not text or "".join(m.group(0) for m in _DURATION.finditer(text)) != text:
-        return None
-    return sum(float(number) * _UNITS[unit] for number, unit in _DURATION.findall(text))
-
-
-@dataclass(frozen=True)
-class Pull:
-    """One image a pod's kubelet pulled (or found present), from its ``Pulled`` event."""
-
-    pod: str
-    image: str
-    seconds: float
-    """The pull's time including the wait for the kubelet's pull queue (0 when present)."""
-    size: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"pod": self.pod, "image": self.image, "seconds": round(self.seconds, 1), "bytes": self.size}
-
-
-def pulls(events: Iterable[Event], pods: set[str]) -> list[Pull]:
-    """The image pulls the ``Pulled`` events of ``pods`` record."""
-    found = []
-    for event in events:
-        name = event.involved_object.name
-        if event.involved_object.kind != "Pod" or name not in pods or event.reason != "Pulled":
-            continue
-        if match := PULLED.match(event.message):
-            seconds = go_duration(match["total"])
-            if seconds is not None:
-                size = int(match["bytes"]) if match["bytes"] else None
-                found.append(Pull(name, match["image"], seconds, size))
-        elif match := PRESENT.match(event.message):
-            found.append(Pull(name, match["image"], 0.0))
-    return sorted(found, key=lambda p: (p.pod, p.image))
 
 
 @dataclass
@@ -350,7 +304,7 @@ class Startup:
     @property
     def goal_met(self) -> bool | None:
         """Whether a finished restart (an attempt after the run's first that resumed from the run's checkpoint: a
-        restart or a retry, compiling from the run's cache) started within issue 40's goal
+        restart or a retry, compiling from the run's cache) started within the start-up goal
         (``core.estimate.STARTUP_GOAL_MINUTES``); None for the first attempt, a fresh start (no checkpoint yet: it
         evaluates the base again), an attempt whose log does not say, and one not finished starting."""
         if self.attempt <= 1 or not self.done or not self.resumed:

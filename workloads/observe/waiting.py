@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 from core.boundary import BoundaryError
 from core.config.values import format_duration
+from core.errors import TpuRlError
 from infra.k8s.live import ClusterReader, ClusterReadError
 from workloads.observe import objects, pod_state, recovery
 from workloads.observe.live_state import JOB_UID_LABEL, LiveStep, live_step
@@ -51,7 +52,7 @@ JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 WORKLOAD_API = "kueue.x-k8s.io/v1beta2"
 
 
-class StepWaitError(Exception):
+class StepWaitError(TpuRlError):
     """The wait for a step ended without the step ending (one line)."""
 
 

@@ -8,7 +8,8 @@ No script or program is an argument: each step's bash script (``RUN_SCRIPT``) an
 (``program_file``) reach its container as files of a ConfigMap mounted at ``SCRIPTS_DIR`` (``step_files``;
 ``workloads.specs.step_manifests.scripts_config_map``), and the container runs ``bash /tpu-rl/run.sh``. Linux caps
 one argument at 128 KiB (``MAX_ARG_STRLEN``) and a container's whole argv and environment at a quarter of its
-stack limit (``execve(2)``); the export's script was 71,763 bytes as a ``bash -c`` argument.
+stack limit (``execve(2)``); the export's script alone is about 72 KB as a ``bash -c`` argument, more than half of
+the one argument's cap.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from core.step_config import CONFIG_FILE, LAUNCHER, config_text
 from workloads.container.launch import RESUMED_ENV
 from workloads.container.launch import SKIPPED as PRE_RL_SKIPPED
 from workloads.container.restart_drill import SAYS as DRILL_SAYS
+from workloads.specs.slices import disaggregated
 
 TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
 TRAIN_RL = "maxtext.trainers.post_train.rl.train_rl"
@@ -186,16 +188,6 @@ def staged_dataset(dataset: Dataset, output_uri: str) -> tuple[list[tuple[str, s
     if len(repos) > 1:
         raise ValueError(f"the dataset {dataset.name} names files of {len(repos)} repositories; stage one")
     return keys, (repos.pop(), patterns) if repos else None
-
-
-def disaggregated(slices: int) -> dict[str, int]:
-    """train_rl's slice split: none on one slice (``-1``, its single-slice path, where the device fractions split
-    the chips), and on two the trainer on the first and the samplers on the second (MaxText 0.2.4
-    ``model_creation_utils.setup_configs_and_devices``: ``num_trainer_slices`` and ``num_samplers_slices`` both
-    positive, the devices grouped by ``slice_index``). Without it, train_rl's single-slice path would use a second
-    slice's chips as one mesh with the first's, across the data-centre network (``core.config.finish.check_meshes``
-    refuses more than two)."""
-    return {} if slices == 1 else {"num_trainer_slices": 1, "num_samplers_slices": slices - 1}
 
 
 CHECKPOINT_REF = "${checkpoint}"

@@ -2,10 +2,10 @@
 
 The API server validates the JobSet we send; the objects JobSet, the Job controller and Kueue create from it
 are validated only when *they* create them, long after `pulumi up` applied the JobSet. A name that fits our
-object can overflow a label in theirs: the training JobSet's coordinator label was 73 characters, so JobSet
-0.10.1 accepted the JobSet and every child Job was then refused (no pod ever started), and 0.12.0 refuses the
-JobSet itself. This module derives those objects and checks them with Kubernetes' rules
-(``core.kubernetes_rules``), so such a stack is refused before anything is created.
+object can overflow a label in theirs: a training JobSet whose coordinator label is 73 characters is accepted by
+JobSet 0.10.1, which then has every child Job refused (no pod ever starts), and refused itself by 0.12.0. This
+module derives those objects and checks them with Kubernetes' rules (``core.kubernetes_rules``), so such a stack
+is refused before anything is created.
 
 Formulas, by controller and version (``core.controllers.JOBSET_VERSIONS``; both allowed versions derive the
 same objects, only their validating webhooks differ):

@@ -118,7 +118,7 @@ def train_failure_policy(max_restarts: int) -> dict[str, Any]:
        against ``maxRestarts``. First, so that when Jobs failed both ways by the same reconcile, it is a
        restart.
     2. ``restartDrill``: the head exited ``DRILL_EXIT`` (the restart drill), in the Job's failure message: restart
-       without counting against ``maxRestarts`` (docs/architecture.md "Training and its restarts")
+       without counting against ``maxRestarts`` (docs/engine-behaviour.md "Training and its restarts")
     3. ``failOnWorkloadExit``: the head's Job failed by its pod failure policy (the trainer exited non-zero:
        an exception, an OOM, a bad flag, exit 3): fail at once, nothing is re-run.
     4. ``failOnDeadline``: the attempt's deadline is the bound; a restart would start a new deadline.
@@ -296,13 +296,13 @@ def scratch_volume(scratch_gib: int) -> dict[str, Any]:
     """A CPU step's scratch (``HF_HOME``, the publication's work folder): an ``emptyDir`` on the node's boot
     disk, at most ``scratch_gib``. Never a claimed disk, so nothing billed outlives the pod's node:
 
-    - a generic ephemeral volume (what this was) makes a PersistentVolumeClaim, and so a Persistent Disk,
+    - a generic ephemeral volume makes a PersistentVolumeClaim, and so a Persistent Disk,
       that lives as long as the *Pod object* (Kubernetes "Ephemeral Volumes", "Lifecycle and
       PersistentVolumeClaim"); a finished Job keeps its Pods (Kubernetes "Jobs", "Job termination and
       cleanup") and a finished JobSet keeps its Jobs (JobSet v0.10.1 ``jobset_controller.go`` Reconcile
-      deletes only active ones; tpu-rl sets no TTL), so a conversion's 124 GiB disk stayed billed until the
-      step was replaced, and ``pulumi destroy``, which deletes no Kubernetes object (``deletedWith`` the
-      cluster), left it to GKE, whose cluster deletion does not guarantee it ("Persistent disk volumes":
+      deletes only active ones; tpu-rl sets no TTL), so a conversion's 124 GiB disk would stay billed until the
+      step is replaced, and ``pulumi destroy``, which deletes no Kubernetes object (``deletedWith`` the
+      cluster), would leave it to GKE, whose cluster deletion does not guarantee it ("Persistent disk volumes":
       ``gcloud container clusters delete``);
     - an ``emptyDir`` is torn down with the pod's volumes once the pod has terminated (kubelet
       ``kubelet.go`` ``SyncTerminatedPod``: ``WaitForUnmount``, then "Pod termination cleaned up volume
@@ -572,33 +572,3 @@ def pathways_jobset(
             ],
         },
     }
-
-
-def card_metadata(settings: Settings, name: str, step_id: str) -> dict[str, Any]:
-    """The card ConfigMap's metadata: known before the run's numbers are (a preview shows the object)."""
-    return {"name": name, "namespace": settings.namespace, "labels": labels(settings, "publish", step_id)}
-
-
-def card_config_map(settings: Settings, name: str, step_id: str, readme: str, image: bytes | None) -> dict[str, Any]:
-    """The publish step's model card as a ConfigMap (mounted at ``commands.CARD_DIR``): ``README.md`` and,
-    when the run logged a reward, the reward curve (``binaryData``; a ConfigMap holds at most 1 MiB)."""
-    import base64
-
-    manifest: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": card_metadata(settings, name, step_id),
-        "data": {"README.md": readme},
-    }
-    if image is not None:
-        manifest["binaryData"] = {REWARD_IMAGE: base64.b64encode(image).decode()}
-    return manifest
-
-
-REWARD_IMAGE = "reward-curve.png"
-"""The reward curve's file name in the card folder and on the Hub (the card links it)."""
-REWARD_IMAGE_MAX_BYTES = 512 * 1024
-"""The largest reward curve the card carries: base64 makes it 683 KiB, which with the card's own bound
-(``model_card.CARD_MAX_BYTES``, 256 KiB) stays under a ConfigMap's 1 MiB; a larger one is left out."""
-CARD_FILES = ("README.md", REWARD_IMAGE)
-"""What the card adds to a published branch (a file of the export by that name is replaced by it)."""

@@ -51,6 +51,7 @@ from workloads.specs.commands import (
     train_config,
     train_script,
 )
+from workloads.specs.evaluation import EVALUATE_WORK, HELD_OUT, SYSTEM_PROMPT
 from workloads.specs.step_logs import console_logs_url, logs_command
 from workloads.specs.step_manifests import (
     CONFIG_MAP_MAX_BYTES,
@@ -264,7 +265,7 @@ def hashed_account(step: str) -> str:
     """A CPU step's service account as its identity hashes it: ``tpu-rl-<step>``, the name every stack gave it
     before each account took its Google account's name (``core.names.step_ksa``, ``<clusterName>-<step>``). That
     name adds nothing the hash lacks (the cluster and the step are in it), and hashing the old one kept every
-    step's identity: the rename re-ran no step (docs/operations.md "Upgrading tpu-rl")."""
+    step's identity: the rename re-ran no step (docs/upgrades.md "Upgrading tpu-rl")."""
     return f"tpu-rl-{step}"
 
 
@@ -313,7 +314,7 @@ def _address(
     files = step_files(script, data)
     model = settings.model.spec.name
     # Hashed as the stack's own cache (bucket and model are in the identity already): the same name whichever
-    # folder tpu-rl:model.hubCache names, and the name the step had before the folder was a setting.
+    # folder tpu-rl:model.hubCache names, and the name of a stack that leaves that key out.
     own_cache = hub_cache(settings.bucket_name, model)
     hashed = {k: v.replace(HUB_CACHE, own_cache).replace(SHARED_CACHE, own_cache) for k, v in files.items()}
     digest = identity(settings, manifest, operational, step, hashed)
@@ -514,46 +515,6 @@ def _publish_step(settings: Settings, before: Mapping[str, Step]) -> Step:
         env=env,
         config_map=(card_name(NAME), CARD_DIR),
     )
-
-
-HELD_OUT = (
-    (
-        "Janet’s ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for her "
-        "friends every day with four. She sells the remainder at the farmers' market daily for $2 per fresh duck egg. "
-        "How much in dollars does she make every day at the farmers' market?",
-        "18",
-    ),
-    ("A robe takes 2 bolts of blue fiber and half that much white fiber.  How many bolts in total does it take?", "3"),
-    (
-        "Josh decides to try flipping a house.  He buys a house for $80,000 and then puts in $50,000 in repairs.  This "
-        "increased the value of the house by 150%.  How much profit did he make?",
-        "70000",
-    ),
-    (
-        "James decides to run 3 sprints 3 times a week.  He runs 60 meters each sprint.  How many total meters does he "
-        "run a week?",
-        "540",
-    ),
-    (
-        "Every day, Wendi feeds each of her chickens three cups of mixed chicken feed, containing seeds, mealworms and "
-        "vegetables to help keep them healthy.  She gives the chickens their feed in three separate meals. In the "
-        "morning, she gives her flock of chickens 15 cups of feed.  In the afternoon, she gives her chickens another "
-        "25 cups of feed.  How many cups of feed does she need to give her chickens in the final meal of the day if "
-        "the size of Wendi's flock is 20 chickens?",
-        "20",
-    ),
-)
-"""The evaluation's questions and answers: the first five of GSM8K's test split (``openai/gsm8k``, ``main``, MIT
-licence), held out from both datasets (training reads GSM8K's train split; OpenMathInstruct-2 is synthesised from
-GSM8K's and MATH's training sets)."""
-SYSTEM_PROMPT = (
-    "You are given a problem. Think about the problem and provide your reasoning. Place it between {reasoning_start} "
-    "and {reasoning_end}. Then, provide the final answer (i.e., just one numerical value) between {solution_start} "
-    "and {solution_end}."
-)
-"""The ``SYSTEM_PROMPT`` of training's data template (``core.knobs.PLAIN_TEMPLATE``,
-``maxtext/examples/chat_templates/openmathinstruct2_rl.json``), its tokens rl.yml's unless the stack sets them."""
-EVALUATE_WORK = "/scratch/evaluate"
 
 
 def _evaluate_step(settings: Settings, before: Mapping[str, Step]) -> Step:

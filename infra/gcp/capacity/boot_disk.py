@@ -4,7 +4,7 @@ Compute Engine will not make disks from fails only at cpu-np's create, after the
 and the cluster exist. Before anything is created one ``images.get`` (``compute_v1.ImagesClient.get``, bounded like
 every read) says whether it can serve:
 
-- it exists (otherwise: build it, docs/operations.md "Image pulls", or fix the name);
+- it exists (otherwise: build it, docs/images-and-caches.md "Image pulls", or fix the name);
 - its ``status`` is READY (PENDING: the builder has not finished; FAILED, DELETING: it never will be);
 - its deprecation state (``deprecated.state``), https://cloud.google.com/compute/docs/images/deprecate-custom,
   "Deprecation states": OBSOLETE, "the image is marked obsolete and is no longer available for use. An error message
@@ -37,7 +37,7 @@ from infra.gcp.capacity.reads import (
 
 KEY = "tpu-rl:cpuPool.bootDiskImage"
 SOURCE = "Compute Engine (images.get)"
-BUILD = 'build it (docs/operations.md "Image pulls": gke-disk-image-builder)'
+BUILD = 'build it (docs/images-and-caches.md "Image pulls": gke-disk-image-builder)'
 NOT_COUNTED = "; its secondary boot disks were not counted against the disk quota"
 DEPRECATION = "https://cloud.google.com/compute/docs/images/deprecate-custom"
 

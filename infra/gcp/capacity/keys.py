@@ -181,7 +181,7 @@ SURVIVORS: dict[str, tuple[bool, str]] = {
 }
 """Every GCP resource type the stack registers -> (whether `pulumi destroy` frees its name for the next `up`,
 why). The two that do not are handled by the check (``surviving_key_findings``); Kubernetes objects go with the
-cluster (docs/operations.md "Destroy, and up again")."""
+cluster (docs/destroy.md "Destroy, and up again")."""
 
 
 KEYS_IN_STATE = "TPU_RL_KEYS_IN_STATE"

@@ -36,7 +36,7 @@ Compute Engine's refusal of an instance over it, whatever its series ("Quota 'CP
 VM of the stack, the e2 system nodes and the n4 cpu-np node alike, draws its vCPUs on it as well as on its regional
 metric. Whether a TPU VM's vCPUs (180 for ``ct6e-standard-4t``) count against it, nothing this project could read
 settles: GKE's TPU pages name the TPU chips' quota and, for other GKE resources, disks and IP addresses, never CPUs;
-so the slices' vCPUs are a ``maybe`` here, a warning and never a stop (docs/operations.md "Quota rules")."""
+so the slices' vCPUs are a ``maybe`` here, a warning and never a stop (docs/first-run.md "Quota rules")."""
 NETWORK_OBJECTS: dict[str, tuple[int, str, str]] = {
     "NETWORKS": (1, "networks", "the stack's VPC network"),
     "SUBNETWORKS": (1, "subnetworks", "its subnet"),

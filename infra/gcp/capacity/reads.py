@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from core import deadline
 from core.bounded import Cap, ReplyEncodingError, ReplyTooLargeError
+from core.errors import TpuRlError
 from core.redact import scrub
 from infra.transports import cap_session
 
@@ -39,7 +40,7 @@ MAX_AMOUNT = 2.0**63
 # A reply's fields, read with limits: protobuf messages of the clients into the checks' dataclasses
 
 
-class ReplyError(Exception):
+class ReplyError(TpuRlError):
     """A reply of a shape the check does not read: one line naming the API and the field."""
 
 
@@ -295,7 +296,7 @@ def _options(budget: deadline.Budget) -> dict[str, Any]:
     }
 
 
-class ReadFailedError(Exception):
+class ReadFailedError(TpuRlError):
     """A read could not decide (no permission, no answer, a disabled API, an unreadable reply): one line."""
 
 

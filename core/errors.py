@@ -1,0 +1,36 @@
+"""The one base of the product's errors: every refusal of bad input, preflight problem and tool failure is a
+``TpuRlError``, whose message is what the operator reads (one line per problem, each naming what failed and the
+fix; no traceback) and whose ``exit_code`` is the process's exit status when a CLI stops on it: 2 for bad input
+(a configuration, an argument, a file, a name that is another stack's), 1 for a failure of the world (a read that
+did not answer, a step that failed). A CLI (``tools/*``, the program's entry point) catches this base alone.
+
+Not under it: the container programs (``workloads/container/``) and ``core/hf_model.py`` (inlined into them), each
+one file of its step's ConfigMap run in the image, importing nothing of the project but that; and
+``tools/check_pulumi_project.py``, copied alone where a branch cannot write and run with the base pack's interpreter
+(tests/test_errors.py names them).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+BAD_INPUT = 2
+"""The exit status of bad input: what the operator gave must change."""
+FAILED = 1
+"""The exit status of a failure of the world or of a step."""
+
+
+class TpuRlError(Exception):
+    """A refusal, a preflight problem or a tool failure: ``message`` (``str(error)``), one line per problem."""
+
+    exit_code: ClassVar[int] = FAILED
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class BadInputError(TpuRlError):
+    """Bad input: the configuration, an argument or a file must change (exit 2)."""
+
+    exit_code: ClassVar[int] = BAD_INPUT
