@@ -67,6 +67,17 @@ def test_the_generator_reads_the_registration_and_keeps_only_grants():
     ]
 
 
+def test_a_provider_without_its_registration_is_one_error_line(tmp_path, capsys, monkeypatch):
+    (tmp_path / "pulumi-plugin.json").write_text('{"version": "9.9.9"}')
+    (tmp_path / "__init__.py").write_text("# no resource modules\n")
+    monkeypatch.setattr(gcp_iam_types, "_package", lambda: tmp_path)
+    assert gcp_iam_types.main(["--check"]) == 1
+    assert (
+        capsys.readouterr().err
+        == f"error: {tmp_path}/__init__.py registers no resource modules: the generator needs updating\n"
+    )
+
+
 def _judge(type_: str, props: dict) -> list[str]:
     pack = analyzer.Pack({"all": "mandatory"}, policies=[GRANTS])
     resource = analyzer.Resource(type_, "grant", f"urn:pulumi:dev::tpu-rl::{type_}::grant", props)

@@ -19,6 +19,7 @@ import re
 import sys
 from pathlib import Path
 
+from core.errors import TpuRlError
 from core.iam_types import DATA, grant_types
 
 REGISTER = re.compile(r'resource_modules="""(?P<json>.*?)"""', re.S)
@@ -27,7 +28,7 @@ REGISTER = re.compile(r'resource_modules="""(?P<json>.*?)"""', re.S)
 def _package() -> Path:
     spec = importlib.util.find_spec("pulumi_gcp")
     if spec is None or spec.origin is None:
-        raise SystemExit("error: pulumi_gcp is not installed here: run `make venv` first")
+        raise TpuRlError("pulumi_gcp is not installed here: run `make venv` first")
     return Path(spec.origin).parent
 
 
@@ -36,7 +37,7 @@ def read(package: Path) -> tuple[str, list[str]]:
     version = json.loads((package / "pulumi-plugin.json").read_text())["version"]
     match = REGISTER.search((package / "__init__.py").read_text())
     if match is None:
-        raise SystemExit(f"error: {package}/__init__.py registers no resource modules: the generator needs updating")
+        raise TpuRlError(f"{package}/__init__.py registers no resource modules: the generator needs updating")
     modules = json.loads(match.group("json"))
     tokens = [token for module in modules for token in module.get("classes", {})]
     return str(version), grant_types(tokens)
@@ -50,7 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when the file is not what the provider has")
     args = parser.parse_args(argv)
-    text = render(*read(_package()))
+    try:
+        text = render(*read(_package()))
+    except TpuRlError as error:
+        print(f"error: {error.message}", file=sys.stderr)
+        return error.exit_code
     if args.check:
         if DATA.read_text() != text:
             print(f"error: {DATA.name} is not the installed pulumi_gcp's: run `make iam-types`", file=sys.stderr)

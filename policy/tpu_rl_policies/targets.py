@@ -10,7 +10,7 @@ the engine does not know yet (at a preview, the name of a bucket or repository n
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import yaml
@@ -71,110 +71,135 @@ def _bucket_name(value: str) -> str:
     return value.removeprefix("gs://").removeprefix("b/").removeprefix("projects/_/buckets/").split("/", 1)[0]
 
 
-def _judge(r: Resource, own: Own, report: Report) -> None:
-    module = r.resource_type.split(":")[1].split("/")[0]
-    props, name = r.props, r.name
-    roles = [role for role in _roles(props) if not unseen(role)]
+Say = Callable[[str], None]
 
-    def say(message: str) -> None:
-        report(f"{name}: {message}", r.urn)
 
-    if module == "projects":
-        project = props.get("project")
-        if unseen(project):
-            return
-        if project not in own.projects:
-            say(
-                f"grants {', '.join(map(str, roles))} in project {project}, not the stack's "
-                f"({', '.join(sorted(own.projects)) or 'none known'}): grant in gcp:project only"
-            )
+def _on_project(props: Mapping[str, Any], roles: list[Any], own: Own, say: Say) -> None:
+    project = props.get("project")
+    if unseen(project):
+        return
+    if project not in own.projects:
+        say(
+            f"grants {', '.join(map(str, roles))} in project {project}, not the stack's "
+            f"({', '.join(sorted(own.projects)) or 'none known'}): grant in gcp:project only"
+        )
+    for role in roles:
+        if role not in PROJECT_ROLES:
+            say(f"project-level {role} to the stack's identities: {_why_project(str(role))}")
+
+
+def _on_bucket(props: Mapping[str, Any], roles: list[Any], own: Own, say: Say) -> None:
+    bucket = props.get("bucket")
+    if unseen(bucket):
+        return
+    target = _bucket_name(str(bucket))
+    if is_state_bucket(target, own.state_backend):
+        say(
+            f"grants on {target}, a Pulumi state bucket: the state and its secrets are reached by the account "
+            "that runs pulumi only (make state-bucket), never by a workload: remove the grant"
+        )
+    elif target in own.buckets:
+        return
+    elif own.cache_bucket and target == own.cache_bucket:
         for role in roles:
-            if role not in PROJECT_ROLES:
-                say(f"project-level {role} to the stack's identities: {_why_project(str(role))}")
-    elif module == "storage":
-        bucket = props.get("bucket")
-        if unseen(bucket):
-            return
-        target = _bucket_name(str(bucket))
-        if is_state_bucket(target, own.state_backend):
-            say(
-                f"grants on {target}, a Pulumi state bucket: the state and its secrets are reached by the account "
-                "that runs pulumi only (make state-bucket), never by a workload: remove the grant"
-            )
-        elif target in own.buckets:
-            return
-        elif own.cache_bucket and target == own.cache_bucket:
-            for role in roles:
-                if role not in CACHE_ROLES:
-                    say(
-                        f"{role} on the shared Hub cache's bucket {target}: a cache grant gives "
-                        f"{' or '.join(sorted(CACHE_ROLES))} bounded to its folder (infra/gcp/access.py)"
-                    )
-        else:
-            say(
-                f"grants on bucket {target}, which is neither the stack's bucket nor its shared Hub cache "
-                "(tpu-rl:model.hubCache): another stack's or project's data: grant on the stack's own bucket"
-            )
-    elif module == "kms":
-        key = props.get("cryptoKeyId", props.get("keyRingId"))
-        if unseen(key):
-            return
-        if is_state_key(str(key)):
-            say(
-                f"grants on {key}, a Pulumi state secrets key: it decrypts the stack's secrets, the Hugging Face "
-                "token among them, and is used by the account that runs pulumi only: remove the grant"
-            )
-            return
-        if key not in own.keys:
-            say(f"grants on the key {key}, not the stack's (tpu-rl:gke.secretsEncryptionKey): remove the grant")
-        for member in _members(props):
-            if unseen(member):
-                continue
-            if not (isinstance(member, str) and GKE_AGENT.fullmatch(member)):
+            if role not in CACHE_ROLES:
                 say(
-                    f"grants the stack's key to {member}: only GKE's service agent uses it (to encrypt Secrets); "
-                    "remove the grant"
-                )
-        for role in roles:
-            if role != KEY_ROLE:
-                say(f"{role} on the stack's key: GKE's service agent needs {KEY_ROLE} only")
-    elif module == "artifactregistry":
-        project, location, repository = props.get("project"), props.get("location"), props.get("repository")
-        if unseen(project) or unseen(location) or unseen(repository):
-            return
-        repository = str(repository)
-        parts = repository.split("/")
-        if len(parts) == 6 and parts[0] == "projects" and parts[2] == "locations" and parts[4] == "repositories":
-            repo_key = (parts[1], parts[3], parts[5])
-        else:
-            repo_key = (str(project), str(location), repository)
-        if repo_key not in own.repositories:
-            say(f"grants on repository {'/'.join(repo_key)}, not one of the stack's image mirrors: remove the grant")
-        for role in roles:
-            if role not in REPOSITORY_ROLES:
-                say(
-                    f"{role} on repository {'/'.join(repo_key)} makes a writer of a repository the steps' images come "
-                    "from: it could replace an image that runs with the Hugging Face token; grant "
-                    "roles/artifactregistry.reader"
-                )
-    elif module == "serviceaccount":
-        account = props.get("serviceAccountId")
-        if unseen(account):
-            return
-        email = str(account).rsplit("/", 1)[-1]
-        if email not in own.accounts:
-            say(f"grants on the account {email}, not one of the stack's: remove the grant")
-        for role in roles:
-            if role not in ACCOUNT_ROLES:
-                say(
-                    f"{role} on the account {email} lets its members act as or administer it: the stack binds "
-                    "Kubernetes service accounts with roles/iam.workloadIdentityUser only"
+                    f"{role} on the shared Hub cache's bucket {target}: a cache grant gives "
+                    f"{' or '.join(sorted(CACHE_ROLES))} bounded to its folder (infra/gcp/access.py)"
                 )
     else:
         say(
-            f"a {grant_kind(r.resource_type)} grant on a {module} resource ({r.resource_type}): the stack grants on "
-            "its project, bucket, key, image mirrors and accounts only: remove it"
+            f"grants on bucket {target}, which is neither the stack's bucket nor its shared Hub cache "
+            "(tpu-rl:model.hubCache): another stack's or project's data: grant on the stack's own bucket"
         )
+
+
+def _on_key(props: Mapping[str, Any], roles: list[Any], own: Own, say: Say) -> None:
+    key = props.get("cryptoKeyId", props.get("keyRingId"))
+    if unseen(key):
+        return
+    if is_state_key(str(key)):
+        say(
+            f"grants on {key}, a Pulumi state secrets key: it decrypts the stack's secrets, the Hugging Face "
+            "token among them, and is used by the account that runs pulumi only: remove the grant"
+        )
+        return
+    if key not in own.keys:
+        say(f"grants on the key {key}, not the stack's (tpu-rl:gke.secretsEncryptionKey): remove the grant")
+    for member in _members(props):
+        if unseen(member):
+            continue
+        if not (isinstance(member, str) and GKE_AGENT.fullmatch(member)):
+            say(
+                f"grants the stack's key to {member}: only GKE's service agent uses it (to encrypt Secrets); "
+                "remove the grant"
+            )
+    for role in roles:
+        if role != KEY_ROLE:
+            say(f"{role} on the stack's key: GKE's service agent needs {KEY_ROLE} only")
+
+
+def _on_repository(props: Mapping[str, Any], roles: list[Any], own: Own, say: Say) -> None:
+    project, location, repository = props.get("project"), props.get("location"), props.get("repository")
+    if unseen(project) or unseen(location) or unseen(repository):
+        return
+    repository = str(repository)
+    parts = repository.split("/")
+    if len(parts) == 6 and parts[0] == "projects" and parts[2] == "locations" and parts[4] == "repositories":
+        repo_key = (parts[1], parts[3], parts[5])
+    else:
+        repo_key = (str(project), str(location), repository)
+    if repo_key not in own.repositories:
+        say(f"grants on repository {'/'.join(repo_key)}, not one of the stack's image mirrors: remove the grant")
+    for role in roles:
+        if role not in REPOSITORY_ROLES:
+            say(
+                f"{role} on repository {'/'.join(repo_key)} makes a writer of a repository the steps' images come "
+                "from: it could replace an image that runs with the Hugging Face token; grant "
+                "roles/artifactregistry.reader"
+            )
+
+
+def _on_account(props: Mapping[str, Any], roles: list[Any], own: Own, say: Say) -> None:
+    account = props.get("serviceAccountId")
+    if unseen(account):
+        return
+    email = str(account).rsplit("/", 1)[-1]
+    if email not in own.accounts:
+        say(f"grants on the account {email}, not one of the stack's: remove the grant")
+    for role in roles:
+        if role not in ACCOUNT_ROLES:
+            say(
+                f"{role} on the account {email} lets its members act as or administer it: the stack binds "
+                "Kubernetes service accounts with roles/iam.workloadIdentityUser only"
+            )
+
+
+JUDGES: dict[str, Callable[[Mapping[str, Any], list[Any], Own, Say], None]] = {
+    "projects": _on_project,
+    "storage": _on_bucket,
+    "kms": _on_key,
+    "artifactregistry": _on_repository,
+    "serviceaccount": _on_account,
+}
+"""The grant's target judged by the pulumi-gcp module of its type; a grant of any other module is a finding."""
+
+
+def _judge(r: Resource, own: Own, report: Report) -> None:
+    module = r.resource_type.split(":")[1].split("/")[0]
+    roles = [role for role in _roles(r.props) if not unseen(role)]
+
+    def say(message: str) -> None:
+        report(f"{r.name}: {message}", r.urn)
+
+    judge = JUDGES.get(module)
+    if judge is not None:
+        judge(r.props, roles, own, say)
+        return
+    say(
+        f"a {grant_kind(r.resource_type)} grant on a {module} resource ({r.resource_type}): the stack grants on "
+        "its project, bucket, key, image mirrors and accounts only: remove it"
+    )
 
 
 def _grant_targets(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
