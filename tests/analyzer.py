@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import json
+import pickle
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -63,7 +64,7 @@ class Secret:
     def __init__(self, value: Any) -> None:
         self.value = value
 
-    def __repr__(self) -> str:  # what a value is, for ``marshalled``'s key
+    def __repr__(self) -> str:
         return f"Secret({self.value!r})"
 
 
@@ -105,23 +106,25 @@ def properties(props: Mapping[str, Any]) -> struct_pb2.Struct:
     return _struct(props, top=True)
 
 
-_MARSHALLED: dict[str, bytes] = {}
-_UNKNOWN_REPR = "<pulumi.output.Unknown object at 0x"
+_MARSHALLED: dict[bytes, bytes] = {}
 
 
 def marshalled(props: Mapping[str, Any]) -> bytes:
-    """``properties(props)``, serialised; remembered by the value's ``repr`` (which tells apart every value ``encode``
-    marshals differently: ``True``, ``1`` and ``1.0``, ``'1'``; a ``Secret`` by its value), so a resource the tests
-    judge in many plans is marshalled once. A value shown by its address is marshalled afresh each time (an
-    ``Unknown``'s address may be remembered: every ``Unknown`` marshals the same)."""
-    key = repr(props)
+    """``properties(props)``, serialised; remembered by the value's pickle (which tells apart every value ``encode``
+    marshals differently: ``True``, ``1`` and ``1.0``, ``'1'``, by type and content; a ``Secret`` by its value; every
+    ``Unknown`` pickles, and marshals, the same), so a resource the tests judge in many plans is marshalled once. A
+    pickle is some ten times cheaper than a ``repr`` of the same properties; a value that cannot be pickled is
+    marshalled afresh each time."""
+    try:
+        key = pickle.dumps(props, protocol=5)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return properties(props).SerializeToString()
     found = _MARSHALLED.get(key)
     if found is None:
         found = properties(props).SerializeToString()
-        if key.count(" object at 0x") == key.count(_UNKNOWN_REPR):
-            if len(_MARSHALLED) >= 20_000:
-                _MARSHALLED.clear()  # bounded: a cache, not a record
-            _MARSHALLED[key] = found
+        if len(_MARSHALLED) >= 20_000:
+            _MARSHALLED.clear()  # bounded: a cache, not a record
+        _MARSHALLED[key] = found
     return found
 
 
