@@ -52,7 +52,7 @@ def _parsed_once(parse):
     return parsed
 
 
-tools.stack_files.parse_yaml = _parsed_once(tools.stack_files.parse_yaml)  # type: ignore[assignment]
+tools.stack_files.parse_yaml = _parsed_once(tools.stack_files.parse_yaml)
 
 SHARED = Path(os.environ.get("TPU_RL_SHARED") or ROOT.parent / "shared")
 """The read-only test data beside the checkout (TPU_RL_SHARED overrides it, e.g. for the mutation run's copy)."""
@@ -378,7 +378,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     pytest 9 no longer lets it change."""
     if config.getvalue("dist") != "loadfile":
         return None
-    from xdist.scheduler import LoadFileScheduling
+    from xdist.scheduler import LoadFileScheduling  # type: ignore[import-untyped]
 
     class ByFileOrGroup(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
