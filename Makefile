@@ -54,6 +54,7 @@ help:
 	@echo "make maxtext VERSION=0.2.5   adopt a MaxText release (LOADER=python3.12: its config loader's venv too)"
 	@echo "make controller NAME=kueue VERSION=0.17.8  adopt a JobSet or Kueue release (REPO=DIR: a clone holding its tag)"
 	@echo "make mutation                mutation testing of the pure builders"
+	@echo "make bytecode-list           rewrite the modules make test compiles first (after make lock)"
 
 # Every environment comes from a hashed lock alone (docs/testing.md "Dependencies"). requirements.lock pins,
 # together, every package of the program (requirements.txt, the ranges Pulumi's pip toolchain reads), of the pure

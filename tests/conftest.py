@@ -371,6 +371,7 @@ def google_clients() -> None:
     from google.cloud import cloudquotas_v1, compute_v1, kms_v1, service_usage_v1, storage  # noqa: F401
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: absent under -p no:xdist (mutmut, the TSV rewrites)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`make test`'s ``--dist loadfile``, with the files of a group of ``ONE_WORKER`` as one unit: a file's tests
     go to one worker (its module fixtures paid once), and a group's files to the same worker (a library only they
