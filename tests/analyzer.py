@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import pickle
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -227,15 +228,22 @@ class Pack:
         self.servicer = pack.servicer(self.policies)
         levels = reconciled(self.policies, config or {})  # the engine refuses a config its schema does not take
         self._descriptions = {p.name: p.description for p in self.policies}
-        request = analyzer_pb2.AnalyzerStackConfigureRequest(stack="dev", project="tpu-rl", dry_run=dry_run)
-        self.servicer.ConfigureStack(_wire(request), None)
-        self.servicer.Configure(_wire(configure_request(levels)), None)
+        stack = analyzer_pb2.AnalyzerStackConfigureRequest(stack="dev", project="tpu-rl", dry_run=dry_run)
+        configure = configure_request(levels)
+        self.servicer.ConfigureStack(_wire(stack), None)
+        self.servicer.Configure(_wire(configure), None)
+        self._setup = (
+            os.environ.get("MUTANT_UNDER_TEST", ""),
+            tuple(id(p) for p in self.policies),
+            stack.SerializeToString(deterministic=True),
+            configure.SerializeToString(deterministic=True),
+        )
 
     def analyze(self, resource: Resource) -> list[Finding]:
         request = analyzer_pb2.AnalyzeRequest(type=resource.type, urn=resource.urn, name=resource.name)
         request.properties.MergeFromString(marshalled(resource.props))
         request.options.CopyFrom(_options(resource))
-        return self._findings(self.servicer.Analyze(_wire(request), None))
+        return self._findings(self._answer(self.servicer.Analyze, request))
 
     def analyze_stack(self, resources: Iterable[Resource]) -> list[Finding]:
         request = analyzer_pb2.AnalyzeStackRequest()
@@ -245,10 +253,26 @@ class Pack:
             )
             entry.properties.MergeFromString(marshalled(resource.props))
             entry.options.CopyFrom(_options(resource))
-        return self._findings(self.servicer.AnalyzeStack(_wire(request), None))
+        return self._findings(self._answer(self.servicer.AnalyzeStack, request))
 
-    def _findings(self, response: Any) -> list[Finding]:
-        response = analyzer_pb2.AnalyzeResponse.FromString(response.SerializeToString())
+    def _answer(self, method: Any, request: Any) -> bytes:
+        """The servicer's response to a request, as it crosses the wire; remembered by the request's bytes and what
+        configured the pack (the policies, the levels and config, the stack's, and a mutation run's mutant), so that
+        a resource the tests judge unchanged in many plans is analysed once per configuration. The pack's policies
+        are functions of the request and their configuration alone; a test that patches the pack's code builds its
+        own policies (another key)."""
+        wire = request.SerializeToString(deterministic=True)
+        key = (self._setup, method.__name__, wire)
+        found = _ANSWERS.get(key)
+        if found is None:
+            found = method(type(request).FromString(wire), None).SerializeToString()
+            if len(_ANSWERS) >= 50_000:
+                _ANSWERS.clear()  # bounded: a cache, not a record
+            _ANSWERS[key] = found
+        return found
+
+    def _findings(self, wire: bytes) -> list[Finding]:
+        response = analyzer_pb2.AnalyzeResponse.FromString(wire)
         found = []
         for d in response.diagnostics:
             prefix = self._descriptions.get(d.policyName, "") + "\n"
@@ -256,6 +280,9 @@ class Pack:
             unjudged = d.message.startswith(CANT_RUN)
             found.append(Finding(d.policyName, LEVELS[d.enforcementLevel], message, d.urn, unjudged))
         return found
+
+
+_ANSWERS: dict[tuple[Any, ...], bytes] = {}
 
 
 def _wire(message: Any) -> Any:

@@ -294,7 +294,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         {item.nodeid.split("::")[0] for item in items if "google_clients" in getattr(item, "fixturenames", ())}
     )
     if set(alone) - set(ONE_WORKER):
-        raise pytest.UsageError(f"add {sorted(set(alone) - set(ONE_WORKER))} to tests/conftest.py ONE_WORKER")
+        raise pytest.UsageError(f"add {sorted(set(alone) - set(ONE_WORKER))} to tests/conftest.py GOOGLE_CLIENTS")
 
 
 TEST_LIMIT = float(os.environ.get("TPU_RL_TEST_LIMIT") or 15)
@@ -344,22 +344,27 @@ def stack(cluster, gcs, tmp_path, monkeypatch):
     return Stack(cluster, gcs)
 
 
+GOOGLE_CLIENTS = (
+    "tests/test_capacity.py",
+    "tests/test_capacity_boot_disk.py",
+    "tests/test_capacity_hostile.py",
+    "tests/test_capacity_hub_cache.py",
+    "tests/test_capacity_quotas.py",
+    "tests/test_capacity_survivors.py",
+    "tests/test_catalogue_entries.py",
+    "tests/test_state_bucket.py",
+    "tests/test_state_messages.py",
+)
+"""The files that use the ``google_clients`` fixture."""
+FIRST_PREVIEWS = ("tests/test_policy.py", "tests/test_judge_preview.py")
+"""The files that judge the example stacks' first previews (``tests.analyzer.first_preview``, a run of the program
+each, remembered per process)."""
 ONE_WORKER = {
-    name: "google-clients"
-    for name in (
-        "tests/test_capacity.py",
-        "tests/test_capacity_boot_disk.py",
-        "tests/test_capacity_hostile.py",
-        "tests/test_capacity_hub_cache.py",
-        "tests/test_capacity_quotas.py",
-        "tests/test_capacity_survivors.py",
-        "tests/test_catalogue_entries.py",
-        "tests/test_state_bucket.py",
-        "tests/test_state_messages.py",
-    )
+    **{name: "google-clients" for name in GOOGLE_CLIENTS},
+    **{name: "first-previews" for name in FIRST_PREVIEWS},
 }
-"""Test files `make test` runs on one worker (``pytest_xdist_make_scheduler``), by group: those that use the
-``google_clients`` fixture, so that one worker alone imports the clients' libraries."""
+"""Test files `make test` runs on one worker (``pytest_xdist_make_scheduler``), by group, so that one worker alone
+pays what they share: the Google clients' libraries, imported once; the example stacks' first previews, run once."""
 
 
 @pytest.fixture(scope="session")
