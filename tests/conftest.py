@@ -16,7 +16,9 @@ from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
+import pulumi.runtime.resource
 import pytest
+from pulumi.runtime.proto import source_pb2
 
 import tools.stack_files
 from core.inputs import MAX_DEPTH
@@ -33,6 +35,17 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 # capturing stderr now. The standard switch for that (``logging.raiseExceptions``, "set to False in
 # production") keeps one test's leftover thread out of another's output.
 logging.raiseExceptions = False
+
+
+def _no_stack_trace() -> source_pb2.StackTrace:
+    """What the SDK hands the engine as a resource's source position, left empty: the mock monitor drops it
+    (``pulumi.runtime.mocks.MockMonitor.RegisterResource`` reads no ``stackTrace`` or ``sourcePosition``), and
+    ``pulumi.runtime.resource._get_stack_trace`` walks the whole Python stack with a path per frame for each
+    resource registered, a quarter of a mocked program run."""
+    return source_pb2.StackTrace()
+
+
+pulumi.runtime.resource._get_stack_trace = _no_stack_trace
 
 
 def _parsed_once(parse):
