@@ -96,9 +96,8 @@ def _key(path: str) -> str:
 
 
 IMAGE_REGISTRIES = ("us-docker.pkg.dev/cloud-tpu-images", "us-docker.pkg.dev/cloud-tpu-v2-images")
-"""The default of ``tpu-rl:images.registries``: Google's TPU image repositories, which publish the tutorial's
-MaxText and Pathways images (an image from anywhere else runs with the Hugging Face token and a read-write
-bucket identity)."""
+"""The default of ``tpu-rl:images.registries``: Google's TPU image repositories, which publish the tutorial's MaxText
+and Pathways images (an image from anywhere else runs with the Hugging Face token and a read-write bucket identity)."""
 EXCLUSION_SCOPES = ("NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES", "none")
 
 
