@@ -27,7 +27,7 @@ FROM ?=
 # destroy) are never given by these targets (docs/destroy.md "Flags that bypass a guard").
 YES ?=
 
-.PHONY: help up stack backend preview policy-preview plan destroy refresh unlock state-bucket state-move logs test test-slow lint venv dev-venv policy-venv status report mutation readme lock maxtext controller iam-types
+.PHONY: help up stack backend preview policy-preview plan destroy refresh unlock state-bucket state-move logs test test-slow lint venv dev-venv policy-venv status report mutation readme lock maxtext controller iam-types bytecode-list
 
 # The targets a user runs, with what they do (`make help`; tests/test_makefile.py keeps it complete).
 help:
@@ -55,6 +55,7 @@ help:
 	@echo "make controller NAME=kueue VERSION=0.17.8  adopt a JobSet or Kueue release (REPO=DIR: a clone holding its tag)"
 	@echo "make iam-types               rewrite core/data/gcp-iam-types.json from the installed pulumi_gcp (after its pin moves)"
 	@echo "make mutation                mutation testing of the pure builders"
+	@echo "make bytecode-list           rewrite the modules make test compiles first (after make lock)"
 
 # Every environment comes from a hashed lock alone (docs/testing.md "Dependencies"). requirements.lock pins,
 # together, every package of the program (requirements.txt, the ranges Pulumi's pip toolchain reads), of the pure
@@ -322,13 +323,15 @@ mutation: $(VENV)/.installed-dev
 # Lint is its own command (`make lint`; CI runs it first). The budget (docs/testing.md "Timings"): TEST_BUDGET
 # seconds for all of it from a fresh clone; a test whose call takes more than TPU_RL_TEST_LIMIT seconds
 # (tests/conftest.py) fails, to be made faster or marked slow. Over the budget, make test says so; with
-# TEST_BUDGET_STRICT=1 (.ci/run) it fails. PYTHONDONTWRITEBYTECODE is emptied for the tests: the install compiles
-# nothing, so Python writes the bytecode of what the tests import once instead of compiling it in every worker.
+# TEST_BUDGET_STRICT=1 (.ci/run) it fails. The install compiles nothing: tests.warm_bytecode compiles what the tests
+# import on both cores first (tests/data/bytecode.txt), and PYTHONDONTWRITEBYTECODE is emptied for the tests so that
+# Python writes the bytecode of anything else once instead of compiling it in every worker.
 TEST_BUDGET ?= 90
 STARTED := $(shell date +%s)
 PYTEST_FAST := -m pytest -q -n 2 --dist loadfile -m "not slow" --durations=10 --durations-min=1
 test: $(VENV)/.installed-dev
 	@date +%s > $(VENV)/.test-installed
+	$(PY) -m tests.warm_bytecode
 	PYTHONDONTWRITEBYTECODE= $(PY) $(PYTEST_FAST)
 	@installed=$$(cat $(VENV)/.test-installed); done=$$(date +%s); \
 	total=$$((done - $(STARTED))); \
@@ -337,6 +340,13 @@ test: $(VENV)/.installed-dev
 		echo "make test: over the $(TEST_BUDGET) s budget: the slowest tests are named above; make them faster or mark them slow (docs/testing.md \"Timings\")" >&2; \
 		if [ -n "$(TEST_BUDGET_STRICT)" ]; then exit 1; fi; \
 	fi
+
+# The list of modules `make test` compiles before its workers start (tests/data/bytecode.txt, tests/warm_bytecode.py):
+# what a run of the fast tier imports, starting from a venv without bytecode. Run after a lock change.
+bytecode-list: $(VENV)/.installed-dev
+	find $$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') -name __pycache__ -type d -prune -exec rm -rf {} +
+	-PYTHONDONTWRITEBYTECODE= $(PY) $(PYTEST_FAST)
+	$(PY) -m tests.warm_bytecode --write
 
 # The slow tier, which CI runs after `make test` (not the README's command): what does not fit the budget,
 # and the export loaded for real with torch and transformers (the group `slow` of pyproject.toml; skipped without them).

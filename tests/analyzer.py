@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import pickle
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -63,7 +65,7 @@ class Secret:
     def __init__(self, value: Any) -> None:
         self.value = value
 
-    def __repr__(self) -> str:  # what a value is, for ``marshalled``'s key
+    def __repr__(self) -> str:
         return f"Secret({self.value!r})"
 
 
@@ -105,23 +107,25 @@ def properties(props: Mapping[str, Any]) -> struct_pb2.Struct:
     return _struct(props, top=True)
 
 
-_MARSHALLED: dict[str, bytes] = {}
-_UNKNOWN_REPR = "<pulumi.output.Unknown object at 0x"
+_MARSHALLED: dict[bytes, bytes] = {}
 
 
 def marshalled(props: Mapping[str, Any]) -> bytes:
-    """``properties(props)``, serialised; remembered by the value's ``repr`` (which tells apart every value ``encode``
-    marshals differently: ``True``, ``1`` and ``1.0``, ``'1'``; a ``Secret`` by its value), so a resource the tests
-    judge in many plans is marshalled once. A value shown by its address is marshalled afresh each time (an
-    ``Unknown``'s address may be remembered: every ``Unknown`` marshals the same)."""
-    key = repr(props)
+    """``properties(props)``, serialised; remembered by the value's pickle (which tells apart every value ``encode``
+    marshals differently: ``True``, ``1`` and ``1.0``, ``'1'``, by type and content; a ``Secret`` by its value; every
+    ``Unknown`` pickles, and marshals, the same), so a resource the tests judge in many plans is marshalled once. A
+    pickle is some ten times cheaper than a ``repr`` of the same properties; a value that cannot be pickled is
+    marshalled afresh each time."""
+    try:
+        key = pickle.dumps(props, protocol=5)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return properties(props).SerializeToString()
     found = _MARSHALLED.get(key)
     if found is None:
         found = properties(props).SerializeToString()
-        if key.count(" object at 0x") == key.count(_UNKNOWN_REPR):
-            if len(_MARSHALLED) >= 20_000:
-                _MARSHALLED.clear()  # bounded: a cache, not a record
-            _MARSHALLED[key] = found
+        if len(_MARSHALLED) >= 20_000:
+            _MARSHALLED.clear()  # bounded: a cache, not a record
+        _MARSHALLED[key] = found
     return found
 
 
@@ -254,14 +258,21 @@ class Pack:
             config=dict(stack_config or {}),
             config_secret_keys=list(secret_keys),
         )
+        configure = configure_request(levels)
         self.servicer.ConfigureStack(_wire(request), None)
-        self.servicer.Configure(_wire(configure_request(levels)), None)
+        self.servicer.Configure(_wire(configure), None)
+        self._setup = (
+            os.environ.get("MUTANT_UNDER_TEST", ""),
+            tuple(id(p) for p in self.policies),
+            request.SerializeToString(deterministic=True),
+            configure.SerializeToString(deterministic=True),
+        )
 
     def analyze(self, resource: Resource) -> list[Finding]:
         request = analyzer_pb2.AnalyzeRequest(type=resource.type, urn=resource.urn, name=resource.name)
         request.properties.MergeFromString(marshalled(resource.props))
         request.options.CopyFrom(_options(resource))
-        return self._findings(self.servicer.Analyze(_wire(request), None))
+        return self._findings(self._answer(self.servicer.Analyze, request))
 
     def analyze_stack(self, resources: Iterable[Resource]) -> list[Finding]:
         request = analyzer_pb2.AnalyzeStackRequest()
@@ -271,10 +282,26 @@ class Pack:
             )
             entry.properties.MergeFromString(marshalled(resource.props))
             entry.options.CopyFrom(_options(resource))
-        return self._findings(self.servicer.AnalyzeStack(_wire(request), None))
+        return self._findings(self._answer(self.servicer.AnalyzeStack, request))
 
-    def _findings(self, response: Any) -> list[Finding]:
-        response = analyzer_pb2.AnalyzeResponse.FromString(response.SerializeToString())
+    def _answer(self, method: Any, request: Any) -> bytes:
+        """The servicer's response to a request, as it crosses the wire; remembered by the request's bytes and what
+        configured the pack (the policies, the levels and config, the stack's, and a mutation run's mutant), so that
+        a resource the tests judge unchanged in many plans is analysed once per configuration. The pack's policies
+        are functions of the request and their configuration alone; a test that patches the pack's code builds its
+        own policies (another key)."""
+        wire = request.SerializeToString(deterministic=True)
+        key = (self._setup, method.__name__, wire)
+        found = _ANSWERS.get(key)
+        if found is None:
+            found = method(type(request).FromString(wire), None).SerializeToString()
+            if len(_ANSWERS) >= 50_000:
+                _ANSWERS.clear()  # bounded: a cache, not a record
+            _ANSWERS[key] = found
+        return found
+
+    def _findings(self, wire: bytes) -> list[Finding]:
+        response = analyzer_pb2.AnalyzeResponse.FromString(wire)
         found = []
         for d in response.diagnostics:
             prefix = self._descriptions.get(d.policyName, "") + "\n"
@@ -282,6 +309,9 @@ class Pack:
             unjudged = d.message.startswith(CANT_RUN)
             found.append(Finding(d.policyName, LEVELS[d.enforcementLevel], message, d.urn, unjudged))
         return found
+
+
+_ANSWERS: dict[tuple[Any, ...], bytes] = {}
 
 
 def _wire(message: Any) -> Any:

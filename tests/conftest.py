@@ -16,8 +16,12 @@ from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
+import pulumi.runtime.resource
 import pytest
+from pulumi.runtime.proto import source_pb2
 
+import tools.stack_files
+from core.inputs import MAX_DEPTH
 from tools.plan import plan_stack
 from tools.plan.offline import Plan
 from tools.stack_files import ROOT
@@ -31,6 +35,37 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 # capturing stderr now. The standard switch for that (``logging.raiseExceptions``, "set to False in
 # production") keeps one test's leftover thread out of another's output.
 logging.raiseExceptions = False
+
+
+def _no_stack_trace() -> source_pb2.StackTrace:
+    """What the SDK hands the engine as a resource's source position, left empty: the mock monitor drops it
+    (``pulumi.runtime.mocks.MockMonitor.RegisterResource`` reads no ``stackTrace`` or ``sourcePosition``), and
+    ``pulumi.runtime.resource._get_stack_trace`` walks the whole Python stack with a path per frame for each
+    resource registered, a quarter of a mocked program run."""
+    return source_pb2.StackTrace()
+
+
+pulumi.runtime.resource._get_stack_trace = _no_stack_trace
+
+
+def _parsed_once(parse):
+    """``parse`` (``core.inputs.parse_yaml``) run once per text and per mutant of a mutation run, each caller handed
+    its own copy. The suite reads Pulumi.yaml and the example stack files some thousand times (every settings,
+    plan and stack-file test), 15 ms of pure-Python YAML apiece; a file a test changes is another text, parsed
+    afresh, and a text that fails is never kept (its error raised again each time)."""
+    done: dict[tuple[str, str, int], Any] = {}
+
+    @functools.wraps(parse)
+    def parsed(text: str, what: str, *, max_depth: int = MAX_DEPTH) -> Any:
+        key = (os.environ.get("MUTANT_UNDER_TEST", ""), text, max_depth)
+        if key not in done:
+            done[key] = parse(text, what, max_depth=max_depth)
+        return copy.deepcopy(done[key])
+
+    return parsed
+
+
+tools.stack_files.parse_yaml = _parsed_once(tools.stack_files.parse_yaml)
 
 SHARED = Path(os.environ.get("TPU_RL_SHARED") or ROOT.parent / "shared")
 """The read-only test data beside the checkout (TPU_RL_SHARED overrides it, e.g. for the mutation run's copy)."""
@@ -268,6 +303,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         raise pytest.UsageError(
             f"test ids must be plain ASCII without backslashes (use tests.conftest.slug): {odd[:3]}"
         )
+    alone = sorted(
+        {item.nodeid.split("::")[0] for item in items if "google_clients" in getattr(item, "fixturenames", ())}
+    )
+    if set(alone) - set(ONE_WORKER):
+        raise pytest.UsageError(f"add {sorted(set(alone) - set(ONE_WORKER))} to tests/conftest.py GOOGLE_CLIENTS")
 
 
 TEST_LIMIT = float(os.environ.get("TPU_RL_TEST_LIMIT") or 15)
@@ -315,3 +355,53 @@ def stack(cluster, gcs, tmp_path, monkeypatch):
     body = f"test \"$1\" = --use_application_default_credentials || exit 9\necho '{credential(cluster.token)}'\n"
     auth_plugin(tmp_path, monkeypatch, body)
     return Stack(cluster, gcs)
+
+
+GOOGLE_CLIENTS = (
+    "tests/test_capacity.py",
+    "tests/test_capacity_boot_disk.py",
+    "tests/test_capacity_hostile.py",
+    "tests/test_capacity_hub_cache.py",
+    "tests/test_capacity_quotas.py",
+    "tests/test_capacity_survivors.py",
+    "tests/test_catalogue_entries.py",
+    "tests/test_state_bucket.py",
+    "tests/test_state_messages.py",
+)
+"""The files that use the ``google_clients`` fixture."""
+FIRST_PREVIEWS = ("tests/test_policy.py", "tests/test_judge_preview.py")
+"""The files that judge the example stacks' first previews (``tests.analyzer.first_preview``, a run of the program
+each, remembered per process)."""
+ONE_WORKER = {
+    **{name: "google-clients" for name in GOOGLE_CLIENTS},
+    **{name: "first-previews" for name in FIRST_PREVIEWS},
+}
+"""Test files `make test` runs on one worker (``pytest_xdist_make_scheduler``), by group, so that one worker alone
+pays what they share: the Google clients' libraries, imported once; the example stacks' first previews, run once."""
+
+
+@pytest.fixture(scope="session")
+def google_clients() -> None:
+    """The Google API clients' libraries (google-cloud-compute alone is some 40 MB of Python, 4-5 s to import),
+    imported in the setup of the first test that uses the loopback Compute, KMS or Service Usage API, not at
+    collection in every worker: only the worker that runs the files of ``ONE_WORKER``'s group pays it, and no
+    test's call (TEST_LIMIT) does."""
+    from google.cloud import cloudquotas_v1, compute_v1, kms_v1, service_usage_v1, storage  # noqa: F401
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: absent under -p no:xdist (mutmut, the TSV rewrites)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`make test`'s ``--dist loadfile``, with the files of a group of ``ONE_WORKER`` as one unit: a file's tests
+    go to one worker (its module fixtures paid once), and a group's files to the same worker (a library only they
+    import paid once). pytest-xdist's own ``xdist_group`` marks reach the scheduler through the test ids, which
+    pytest 9 no longer lets it change."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling  # type: ignore[import-untyped]
+
+    class ByFileOrGroup(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return ONE_WORKER.get(path, path)
+
+    return ByFileOrGroup(config, log)

@@ -12,10 +12,6 @@ import time
 import pytest
 from google.api_core.retry import retry_base, retry_unary
 
-# The clients' libraries are imported here, at collection, so that no test pays their import (seconds on a busy
-# machine: it is what made the first test through the clients slow, not a wait).
-from google.cloud import cloudquotas_v1, compute_v1, kms_v1, service_usage_v1  # noqa: F401
-
 from core import deadline
 from core.names import REQUIRED_APIS
 from core.tpu import CATALOGUE
@@ -37,6 +33,8 @@ from tests.fake_compute import (
 from tests.lifecycle_walk import settings
 from tools.plan import plan_stack
 from tools.stack_files import ROOT
+
+pytestmark = pytest.mark.usefixtures("google_clients")
 
 PROD = settings("prod", [])
 DEV = settings("dev", [])

@@ -10,7 +10,6 @@ import json
 import time
 
 import pytest
-from google.cloud import compute_v1, storage  # noqa: F401  (imported at collection: no test pays the clients' import)
 
 from core import deadline
 from infra.gcp import capacity
@@ -28,6 +27,8 @@ from tests.fake_compute import (
     serve_reservation,
 )
 from tests.lifecycle_walk import settings
+
+pytestmark = pytest.mark.usefixtures("google_clients")
 
 NAME = "tpu-rl-images-0-2-5"
 WITH_IMAGE = settings("prod", [f"tpu-rl:cpuPool.bootDiskImage={NAME}"])

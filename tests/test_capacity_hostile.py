@@ -29,6 +29,8 @@ from tests.fake_compute import (
 from tests.hostile import bomb
 from tests.lifecycle_walk import settings
 
+pytestmark = pytest.mark.usefixtures("google_clients")
+
 PROD = settings("prod", [])
 DEV = settings("dev", [])
 REAL_CHECK = capacity.check_capacity

@@ -18,6 +18,8 @@ from infra.gcp.capacity.hub_cache import check_hub_cache
 from tests.fake_compute import binding, bucket, clients, fake_compute, policy, serve_project, serve_reservation
 from tests.lifecycle_walk import settings
 
+pytestmark = pytest.mark.usefixtures("google_clients")
+
 SHARED = settings("prod", ["tpu-rl:model.hubCache=gs://shared-hub/hub/", "tpu-rl:model.hubCacheWriter=prod"])
 READER = settings("prod", ["tpu-rl:model.hubCache=gs://shared-hub/hub/", "tpu-rl:model.hubCacheWriter=dev"])
 PROD = settings("prod", [])

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from google.cloud import compute_v1  # noqa: F401  (imported at collection: no test pays the clients' import)
 
 from core.machines import CPU_QUOTAS, DISK_QUOTAS, HYPERDISK_FAMILIES, PD_FAMILIES, boot_disk_type
 from infra.gcp import capacity, permissions
@@ -36,6 +35,8 @@ from tests.fake_compute import (
     serve_reservation,
 )
 from tests.lifecycle_walk import settings
+
+pytestmark = pytest.mark.usefixtures("google_clients")
 
 PROD = settings("prod", [])
 DEV = settings("dev", [])

@@ -16,7 +16,7 @@ from google.auth.credentials import AnonymousCredentials
 from infra.gcp import capacity
 from infra.gcp.capacity import SURVIVORS, CryptoKey, Finding, key_version_fix, surviving_key_findings
 from infra.gcp.capacity.keys import KEYS_IN_STATE, Claim, ReplyError, clusters_reply, judge_key
-from tests.conftest import SENTINEL_TOKEN, plan_of
+from tests.conftest import SENTINEL_TOKEN
 from tests.fake_compute import (
     crypto_key,
     error,
@@ -30,6 +30,8 @@ from tests.fake_compute import (
 from tests.lifecycle_walk import settings
 from tools.plan import plan_stack
 from tools.stack_files import ROOT
+
+pytestmark = pytest.mark.usefixtures("google_clients")
 
 REAL_CHECK = capacity.check_capacity
 PROJECT = "real-project-1"
@@ -357,9 +359,9 @@ def test_a_key_whose_users_cannot_be_read_is_adopted_only_as_a_destroy_left_it(c
 # Every name the stack creates, and the rule (pure)
 
 
-def test_every_gcp_resource_the_stacks_create_says_whether_a_destroy_frees_its_name():
-    for stack in ("prod", "dev"):
-        types = {r["type"] for r in plan_of(stack).resources}
+def test_every_gcp_resource_the_stacks_create_says_whether_a_destroy_frees_its_name(dev_plan, prod_plan):
+    for stack, plan in (("prod", prod_plan), ("dev", dev_plan)):
+        types = {r["type"] for r in plan.resources}
         named = {t for t in types if t.startswith(("gcp:", "pulumi-python:", "pulumi:providers:"))}
         assert named <= set(SURVIVORS), f"{stack}: no row for {sorted(named - set(SURVIVORS))}"
     kept = sorted(t for t, (freed, _) in SURVIVORS.items() if not freed)

@@ -58,6 +58,8 @@ from tools.stack_files import ROOT
 from workloads.observe import pod_state as pods
 from workloads.specs.commands import train_argv
 
+pytestmark = pytest.mark.usefixtures("google_clients")
+
 policies = importlib.import_module("policy.tpu_rl_policies.scripts")
 
 REAL_CHECK = capacity.check_capacity

@@ -13,6 +13,7 @@ second.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -164,6 +165,7 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return groups
 
 
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
     paths = {module_name(path): path for path in product_files()}
     modules = set(paths)

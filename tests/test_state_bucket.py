@@ -16,6 +16,8 @@ from tools import state_access, state_bucket
 from tools.state_export import StateError
 from tools.state_home import Home, RefusedError
 
+pytestmark = pytest.mark.usefixtures("google_clients")
+
 BUCKET = "acme-tpu-pulumi-state-prod"
 KEY = "projects/acme-tpu/locations/global/keyRings/pulumi-state/cryptoKeys/tpu-rl-prod"
 RING = "projects/acme-tpu/locations/global/keyRings/pulumi-state"

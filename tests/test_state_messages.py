@@ -17,6 +17,8 @@ from tools.state_export import StateError
 from tools.state_home import Home, decide, with_record
 from tools.state_lookup import Known
 
+pytestmark = pytest.mark.usefixtures("google_clients")
+
 MESSAGES = ROOT / "tests" / "data" / "state-messages.tsv"
 PROD = Home(
     "prod",

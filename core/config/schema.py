@@ -1,8 +1,8 @@
 """The stack's configuration as data: every key, its reader, default, samples and description.
 
-One table drives parsing (``core.config.load``), the declarations in ``Pulumi.yaml`` (a test
-keeps them equal), the configuration reference in docs/configuration.md and the invariance test that walks every
-key. A new setting is one ``Field`` here plus its use in ``load``.
+One table drives parsing (``core.config.load``), the declarations in ``Pulumi.yaml`` (a test keeps them equal), the
+configuration reference in docs/configuration.md and the invariance test that walks every key. A new setting is one
+``Field`` here plus its use in ``load``.
 """
 
 from __future__ import annotations
@@ -96,9 +96,8 @@ def _key(path: str) -> str:
 
 
 IMAGE_REGISTRIES = ("us-docker.pkg.dev/cloud-tpu-images", "us-docker.pkg.dev/cloud-tpu-v2-images")
-"""The default of ``tpu-rl:images.registries``: Google's TPU image repositories, which publish the tutorial's
-MaxText and Pathways images (an image from anywhere else runs with the Hugging Face token and a read-write
-bucket identity)."""
+"""The default of ``tpu-rl:images.registries``: Google's TPU image repositories, which publish the tutorial's MaxText
+and Pathways images (an image from anywhere else runs with the Hugging Face token and a read-write bucket identity)."""
 EXCLUSION_SCOPES = ("NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES", "none")
 
 
@@ -545,16 +544,17 @@ FIELDS_BY_KEY: dict[str, Field] = {f.key: f for f in FIELDS}
 PROVIDER_KEYS = tuple(f.key for f in FIELDS if not f.key.startswith(f"{PROJECT}:"))
 PROJECT_KEYS = tuple(dict.fromkeys(f.top.split(":", 1)[1] for f in FIELDS if f.key.startswith(f"{PROJECT}:")))
 SECRET_KEYS = tuple(f.key for f in FIELDS if f.secret)
+_BY_TOP = {top: tuple(f for f in FIELDS if f.top == top) for top in dict.fromkeys(f.top for f in FIELDS)}
 
 
 def fields_of(top: str) -> list[Field]:
     """The fields stored under one stack-file key (``tpu-rl:tpu``)."""
-    return [f for f in FIELDS if f.top == top]
+    return list(_BY_TOP.get(top, ()))
 
 
 def is_object(top: str) -> bool:
     """Whether a stack-file key holds an object of fields."""
-    return any(f.path for f in fields_of(top))
+    return any(f.path for f in _BY_TOP.get(top, ()))
 
 
 def declared_default(top: str) -> Any:
