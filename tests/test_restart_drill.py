@@ -5,7 +5,6 @@ runs the whole training script through bash with the drill on. Pure."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from core.names import DRILL_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
+from tests.process_clock import ProcessClock
 from workloads.container import restart_drill, train_exit
 
 pytestmark = pytest.mark.pure
@@ -27,25 +27,13 @@ def step(n: int) -> str:
     return f"I1201 05:{n % 60:02d}:03.000000 1 peft_trainer.py:736] Train step {n} training loss: 0.5\n"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-        time.sleep(0.002)  # the real process gets the time to act on a signal
-
-
 def drilled(tmp_path: Path, lines: list[str], committed: dict[int, int], final: int = 50, monkeypatch=None):
     """Watch a live process while ``lines[i]`` is appended to its log before look i; the scan answers
     ``committed[i]`` (the newest committed checkpoint at look i, else none): (ended, scans, signals, log, marker)."""
     log, marker = tmp_path / "train.log", tmp_path / "drilled"
     log.write_text("tpu-rl run: {}\n")
     child = subprocess.Popen(["sleep", "60"])
-    clock, looks, scans, sent, ours = Clock(), [0], [], [], []
+    clock, looks, scans, sent, ours = ProcessClock(), [0], [], [], []
 
     def look(seconds: float) -> None:
         clock.sleep(seconds)
@@ -62,12 +50,10 @@ def drilled(tmp_path: Path, lines: list[str], committed: dict[int, int], final: 
         scans.append(looks[0] - 1)
         return committed.get(looks[0] - 1)
 
-    real_kill = os.kill
-
     def kill(pid: int, sig: int) -> None:
         if sig and not ours:
             sent.append(sig)
-        real_kill(pid, sig)
+        clock.kill(pid, sig)
 
     assert monkeypatch is not None
     monkeypatch.setattr(restart_drill.os, "kill", kill)
@@ -126,7 +112,8 @@ def test_the_drill_kills_what_ignores_sigterm(tmp_path, monkeypatch):
     assert stubborn.stdout is not None and stubborn.stdout.readline() == b"ready\n"
     log, marker = tmp_path / "log", tmp_path / "marker"
     log.write_text(step(11))
-    clock = Clock()
+    clock = ProcessClock(settle=0.02)
+    monkeypatch.setattr(restart_drill.os, "kill", clock.kill)
     try:
         assert restart_drill.watch(stubborn.pid, str(log), 50, str(marker), lambda: 10, clock=clock, sleep=clock.sleep)
         assert stubborn.wait(timeout=10) == -signal.SIGKILL
@@ -134,6 +121,7 @@ def test_the_drill_kills_what_ignores_sigterm(tmp_path, monkeypatch):
         stubborn.kill()
         stubborn.wait()
     assert restart_drill.KILL_AFTER <= clock.now < restart_drill.KILL_AFTER + restart_drill.LOOK_SECONDS + 1
+    assert [sig for sig, _ in clock.signals[:2]] == [signal.SIGTERM, signal.SIGKILL]
 
 
 @pytest.mark.parametrize(
@@ -147,16 +135,20 @@ def test_the_drill_kills_what_ignores_sigterm(tmp_path, monkeypatch):
         ("import sys; sys.exit(1)", None),
         (f"print('{ROOT}x/model_params/')", None),
         ("print('gs://elsewhere/10/model_params/')", None),
-        ("import time; time.sleep(30)", None),
+        (f"import time; time.sleep(30); print('{ROOT}10/model_params/')", None),
     ],
     ids=["found", "none", "failed", "not-a-step", "another-root", "hung"],
 )
 def test_the_scan_reads_what_checkpoint_scan_prints(tmp_path, program, expected):
     """``checkpoint_scan.py``'s contract: exit 0 with ``<root><step>/model_params/``, exit 3 when there is none;
-    anything else, or a scan past its bound, says nothing now (the next training step asks again)."""
+    anything else, or a scan past its bound, says nothing now (the next training step asks again): the hung scan
+    would find checkpoint 10 after 30 s, its bound ends it first."""
     path = tmp_path / "checkpoint_scan.py"
     path.write_text(program)
-    assert restart_drill.scan_with(str(path), ROOT, timeout=1)() == expected
+    bound = 0.05 if "time.sleep" in program else 30
+    started = time.monotonic()
+    assert restart_drill.scan_with(str(path), ROOT, timeout=bound)() == expected
+    assert time.monotonic() - started < 10, "a scan past its bound is ended there"
 
 
 def test_the_scan_is_the_checkpoint_scan_beside_it():

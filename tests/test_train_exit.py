@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from core.names import SLICE_DOWN_EXIT, STALLED_EXIT
+from tests.process_clock import ProcessClock
 from workloads.container import stall_watchdog, train_exit
 
 pytestmark = pytest.mark.pure
@@ -123,23 +124,14 @@ def test_the_judge_as_the_container_runs_it_prints_the_status_and_keeps_it_when_
     assert broken.stdout == "7\n" and "could not judge train_rl's exit (ValueError)" in broken.stderr
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-        time.sleep(0.002)  # the real process gets the time to act on a signal
-
-
-def watched(log: Path, write: Callable[[int], str], *, ticks: int = 200, seconds: float = 100) -> tuple[bool, float]:
+def watched(
+    log: Path, write: Callable[[int], str], monkeypatch, *, ticks: int = 200, seconds: float = 100
+) -> tuple[bool, float]:
     """Watch a live process for ``ticks`` looks while ``write(tick)`` appends to ``log`` before each; (whether the
     watchdog ended it, when on the fake clock)."""
     child = subprocess.Popen(["sleep", "60"])
-    clock, tick = Clock(), 0
+    clock, tick = ProcessClock(), 0
+    monkeypatch.setattr(stall_watchdog.os, "kill", clock.kill)
 
     def look(interval: float) -> None:
         nonlocal tick
@@ -163,46 +155,47 @@ def test_the_watchdog_ends_a_quiet_train_rl(tmp_path, monkeypatch):
     log, marker = tmp_path / "log", tmp_path / "marker"
     log.write_text("start\n")
     quiet = subprocess.Popen(["sleep", "60"])
-    clock = Clock()
-    sent: list[tuple[int, float]] = []
-    real_kill = os.kill
-
-    def kill(pid: int, sig: int) -> None:
-        if sig:
-            sent.append((sig, clock.now))
-        real_kill(pid, sig)
-
-    monkeypatch.setattr(stall_watchdog.os, "kill", kill)
+    clock = ProcessClock()
+    monkeypatch.setattr(stall_watchdog.os, "kill", clock.kill)
     try:
         assert stall_watchdog.watch(quiet.pid, str(log), 100, str(marker), clock=clock, sleep=clock.sleep)
         assert quiet.wait(timeout=10) in (-signal.SIGTERM, -signal.SIGKILL)
     finally:
         quiet.kill()
-    assert sent[0][0] == signal.SIGTERM and 100 <= sent[0][1] < 105, "once the bound passed, looking every 5 s"
+    assert clock.signals[0][0] == signal.SIGTERM and 100 <= clock.signals[0][1] < 105, (
+        "once the bound passed, looking every 5 s"
+    )
+    assert clock.signals[1:] == [], "it died of the SIGTERM: no SIGKILL"
     line = "stalled: no training progress in train_rl's log for 1m40s (tpu-rl:workflow.stallTimeout)"
     assert marker.read_text() == line + "\n"
     assert log.read_text().endswith(f"tpu-rl: {line}; stopping it\n")
 
 
-def test_the_watchdog_leaves_a_training_one(tmp_path):
+def test_the_watchdog_leaves_a_training_one(tmp_path, monkeypatch):
     """A new step every look (5 s), or every 19 looks (95 s of the 100 s bound): never ended."""
     log = tmp_path / "log"
-    assert watched(log, lambda tick: absl(f"Train step {tick} training loss: 0.5  - training perplexity: 1.6")) == (
+    assert watched(
+        log, lambda tick: absl(f"Train step {tick} training loss: 0.5  - training perplexity: 1.6"), monkeypatch
+    ) == (
         False,
         200 * 5,
     )
     log.unlink()
     sparse = "".join([absl("vLLM engine warming up"), absl("Train step 1 training loss: 0.5")])
-    ended, _ = watched(log, lambda tick: absl(f"Train step {tick} training loss: 0.5") if tick % 19 == 0 else sparse)
+    ended, _ = watched(
+        log, lambda tick: absl(f"Train step {tick} training loss: 0.5") if tick % 19 == 0 else sparse, monkeypatch
+    )
     assert not ended, "the repeated step 1 between them is no progress, the new ones are"
 
 
-def test_the_watchdog_ends_a_log_that_grows_without_progress(tmp_path):
+def test_the_watchdog_ends_a_log_that_grows_without_progress(tmp_path, monkeypatch):
     """A loop that logs every look (a retry, a repeated step) is ended at the bound, as a silent log is."""
     log = tmp_path / "log"
     log.write_text(absl("Train step 7 training loss: 0.5"))
     ended, when = watched(
-        log, lambda tick: absl(f"retrying the rollout worker ({tick})") + absl("Train step 7 training loss: 0.5")
+        log,
+        lambda tick: absl(f"retrying the rollout worker ({tick})") + absl("Train step 7 training loss: 0.5"),
+        monkeypatch,
     )
     assert ended and 100 <= when < 110
     assert (tmp_path / "log.marker").read_text().startswith("stalled: no training progress")
@@ -225,10 +218,12 @@ def test_the_watchdog_ends_a_log_that_grows_without_progress(tmp_path):
         "RL Training Completed Successfully!",
     ],
 )
-def test_each_stage_of_a_run_is_progress(tmp_path, line):
+def test_each_stage_of_a_run_is_progress(tmp_path, monkeypatch, line):
     """Start-up, evaluation and the end of training move the clock on, each stage within the bound (95 s of 100)."""
     log = tmp_path / "log"
-    ended, _ = watched(log, lambda tick: absl(line) if tick % 19 == 0 else absl("I am still here"), ticks=45)
+    ended, _ = watched(
+        log, lambda tick: absl(line) if tick % 19 == 0 else absl("I am still here"), monkeypatch, ticks=45
+    )
     assert not ended
     progress = stall_watchdog.Progress(str(log))
     assert progress.moved(), "read from the start"
@@ -255,7 +250,7 @@ def test_the_watchdog_reads_a_log_in_bounded_pieces_and_from_the_start_when_it_i
     assert progress.moved()
 
 
-def test_the_watchdog_kills_what_ignores_sigterm(tmp_path):
+def test_the_watchdog_kills_what_ignores_sigterm(tmp_path, monkeypatch):
     stubborn = subprocess.Popen(
         [
             sys.executable,
@@ -266,7 +261,8 @@ def test_the_watchdog_kills_what_ignores_sigterm(tmp_path):
     )
     assert stubborn.stdout is not None
     stubborn.stdout.readline()
-    clock = Clock()
+    clock = ProcessClock(settle=0.02)
+    monkeypatch.setattr(stall_watchdog.os, "kill", clock.kill)
     try:
         assert stall_watchdog.watch(
             stubborn.pid, str(tmp_path / "none"), 1, str(tmp_path / "m"), clock=clock, sleep=clock.sleep
@@ -275,6 +271,7 @@ def test_the_watchdog_kills_what_ignores_sigterm(tmp_path):
     finally:
         stubborn.kill()
     assert clock.now >= stall_watchdog.KILL_AFTER
+    assert [sig for sig, _ in clock.signals[:2]] == [signal.SIGTERM, signal.SIGKILL]
 
 
 def test_the_watchdog_interval_and_messages():
