@@ -20,11 +20,11 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.loopback import POLL_SECONDS
+from tests.loopback import LoopbackServer, PromptStop
 
 KINDS = {
     "JobSet": ("jobset.x-k8s.io", "v1alpha2", "jobsets", True),
@@ -411,6 +411,9 @@ def _fields(obj: dict[str, Any], selector: str) -> bool:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    """Replies go out at once: the headers and the body are two writes, and on a kept-alive connection Nagle's
+    algorithm would hold the body until the client's delayed ACK of the headers, 40 ms a request."""
     server: _Server
 
     def log_message(self, *args: object) -> None:
@@ -540,11 +543,10 @@ def _custom_path(parts: list[str], cluster: FakeCluster) -> tuple[str, str, str,
     return group, version, namespace, plural, name
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128
-    """The listen backlog (socketserver's default is 5): a pool of ten connections opened at once by a CPU-starved
-    worker must not wait out a dropped SYN's retransmission (a second) against a test's half-second connect budget."""
+class _Server(LoopbackServer):
+    """Stops at once; its listen backlog of 128 (``PromptStop``) lets a pool of ten connections opened at once by a
+    CPU-starved worker connect within a test's half-second connect budget."""
+
     cluster: FakeCluster
 
 
@@ -650,8 +652,7 @@ class FakeCluster:
             server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
             self.ca_pem = ca.cert_pem.bytes()
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}"
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_SECONDS}, daemon=True).start()
-        self._server = server
+        self._server = server.start()
         return self
 
     def stop(self) -> None:
@@ -713,6 +714,8 @@ def cutting_handshakes(cluster: FakeCluster, cut: int) -> Iterator[Relay]:
                 self.request.recv(65536)  # read the hello: closing with it unread would be a reset, not an EOF
                 return
             with socket.create_connection(target) as upstream:
+                for end in (self.request, upstream):  # relayed as it comes (no Nagle: ``_Handler``)
+                    end.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 pipes = [(self.request, upstream), (upstream, self.request)]
                 threads = [threading.Thread(target=pipe, args=ends, daemon=True) for ends in pipes]
                 for thread in threads:
@@ -720,9 +723,7 @@ def cutting_handshakes(cluster: FakeCluster, cut: int) -> Iterator[Relay]:
                 for thread in threads:
                     thread.join(5)
 
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_SECONDS}, daemon=True).start()
+    server = PromptStop(("127.0.0.1", 0), Handler).start()
     relay.kubeconfig["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{server.server_address[1]}"
     try:
         yield relay

@@ -36,6 +36,16 @@ def cluster():
         yield running
 
 
+@pytest.fixture
+def pauses(monkeypatch) -> list[float]:
+    """The reader's pauses between tries, taken at once on a clock they move on (the wall clock plus the pauses): the
+    budget is spent as if each had been waited out."""
+    slept: list[float] = []
+    monkeypatch.setattr(live, "retry_clock", lambda: time.monotonic() + sum(slept))
+    monkeypatch.setattr(live, "retry_sleep", slept.append)
+    return slept
+
+
 def manifest(kind: str, name: str, labels: dict | None = None) -> dict:
     assert kind == "JobSet"
     spec = {"replicatedJobs": [{"name": "head", "replicas": 1}]}
@@ -186,7 +196,7 @@ def test_an_untrusted_certificate_is_a_tls_line_naming_why_and_is_not_retried(cl
     assert len(cluster.requests) == before
 
 
-def test_a_handshake_cut_short_is_retried_like_a_reset(cluster: FakeCluster):
+def test_a_handshake_cut_short_is_retried_like_a_reset(cluster: FakeCluster, pauses):
     cluster.put(with_state(manifest("JobSet", "cut-a"), "failed"))
     with cutting_handshakes(cluster, cut=1) as relay:
         found = reader(relay.kubeconfig, live.Budgets(auth=FAST.auth, read=Budget(10.0, 2.0, 2.0))).get(
@@ -194,12 +204,13 @@ def test_a_handshake_cut_short_is_retried_like_a_reset(cluster: FakeCluster):
         )
     assert found is not None and found["metadata"]["name"] == "cut-a"
     assert relay.connections == 2, "the cut handshake, then the one that answered"
+    assert pauses == [0.5], "after the default backoff"
 
 
-def test_handshakes_cut_short_every_time_are_one_line_naming_the_network(cluster: FakeCluster):
+def test_handshakes_cut_short_every_time_are_one_line_naming_the_network(cluster: FakeCluster, pauses):
     with cutting_handshakes(cluster, cut=100) as relay, pytest.raises(live.ClusterReadError) as failed:
         reader(relay.kubeconfig).get(JOBSET, "JobSet", "tpu-rl", "x")
-    assert relay.connections >= 2, "tried again within the budget"
+    assert relay.connections == 2 and pauses == [0.5], "tried again within the budget (1.2 s), not after 1.5 s"
     assert str(failed.value) == (
         f"the cluster at {relay.kubeconfig['clusters'][0]['cluster']['server'][8:]} kept closing the connection "
         "during the TLS handshake: is this machine in tpu-rl:authorizedNetworks, and is a proxy in the way?"

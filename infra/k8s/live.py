@@ -77,6 +77,10 @@ meta.IsNoMatchError)``), so without this wait such a create fails the `up`."""
 webhook_clock: Callable[[], float] = time.monotonic
 webhook_sleep: Callable[[float], object] = time.sleep
 """The webhook wait's clock and pause (tests give it a fake clock)."""
+retry_clock: Callable[[], float] = time.monotonic
+retry_sleep: Callable[[float], object] = time.sleep
+"""The clock of a read's tries and the pause between them (``core.deadline.retrying``; tests take the pauses at
+once on a clock they move on)."""
 Objects = list[dict[str, Any]]
 """A list of live objects (an alias: inside ``ClusterReader`` the name ``list`` is its method)."""
 
@@ -396,7 +400,7 @@ class ClusterReader:
             return deadline.call(call, left, cancel=self.close)
 
         try:
-            return deadline.retrying(attempt, budget, wait_for=self._transient)
+            return deadline.retrying(attempt, budget, wait_for=self._transient, clock=retry_clock, sleep=retry_sleep)
         except ClusterReadError as err:
             raise self._fail(err) from None
         except deadline.DeadlineExceededError:
