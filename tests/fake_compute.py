@@ -18,15 +18,14 @@ import contextlib
 import copy
 import json
 import re
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.loopback import POLL_SECONDS
+from tests.loopback import LoopbackServer
 
 ZONE_URL = "https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}"
 
@@ -616,6 +615,7 @@ class FakeCompute:
 
 class _Handler(BaseHTTPRequestHandler):
     server: Any
+    disable_nagle_algorithm = True  # the headers and the body are two writes: both go out at once
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -666,11 +666,10 @@ def serve_project(
 @contextmanager
 def fake_compute() -> Iterator[FakeCompute]:
     fake = FakeCompute()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.daemon_threads = True
+    server = LoopbackServer(("127.0.0.1", 0), _Handler)
     server.fake = fake  # type: ignore[attr-defined]
     fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_SECONDS}, daemon=True).start()
+    server.start()
     try:
         yield fake
     finally:

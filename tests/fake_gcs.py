@@ -47,13 +47,15 @@ class FakeGcs:
         argv = [_binary(), "-scheme", "http", "-backend", self.backend, "-filesystem-root", str(self.root)]
         argv += ["-host", "127.0.0.1", "-port", str(self.port), "-external-url", self.url, "-log-level", "error"]
         self._process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # It listens some 10 ms after its start: a refused connect is cheap, so look every 2 ms, then ask it once.
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
                 urllib.request.urlopen(f"{self.url}/storage/v1/b", timeout=1).close()  # noqa: S310 (loopback)
                 return self
             except OSError:
-                time.sleep(0.05)
+                time.sleep(0.002)
         self.stop()
         raise RuntimeError("fake-gcs-server did not start within 10 s")
 

@@ -24,16 +24,14 @@ import base64
 import email
 import json
 import re
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tests.fake_compute import error
 from tests.fake_state_apis import FakeStateApis
-from tests.loopback import POLL_SECONDS, QuietHandler
+from tests.loopback import LoopbackServer, QuietHandler
 
 OBJECT_READ = ("storage.objects.get", "storage.objects.list")
 OBJECT_WRITE = ("storage.objects.create", "storage.objects.delete", "storage.objects.update")
@@ -231,11 +229,10 @@ class _Handler(QuietHandler):
 @contextmanager
 def policed_apis(project: str = "acme-tpu") -> Iterator[PolicedApis]:
     fake = PolicedApis(project)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.daemon_threads = True
+    server = LoopbackServer(("127.0.0.1", 0), _Handler)
     server.fake = fake  # type: ignore[attr-defined]
     fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_SECONDS}, daemon=True).start()
+    server.start()
     try:
         yield fake
     finally:

@@ -24,13 +24,12 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.fake_compute import bucket as bucket_reply
 from tests.fake_compute import bucket_not_found, error
-from tests.loopback import POLL_SECONDS, QuietHandler
+from tests.loopback import LoopbackServer, QuietHandler
 
 
 def default_bucket_policy(project_number: str) -> list[dict[str, Any]]:
@@ -211,11 +210,10 @@ class _Handler(QuietHandler):
 @contextmanager
 def fake_state_apis(project: str = "acme-tpu") -> Iterator[FakeStateApis]:
     fake = FakeStateApis(project)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.daemon_threads = True
+    server = LoopbackServer(("127.0.0.1", 0), _Handler)
     server.fake = fake  # type: ignore[attr-defined]
     fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_SECONDS}, daemon=True).start()
+    server.start()
     try:
         yield fake
     finally:
