@@ -32,6 +32,7 @@ from tests.conftest import put_conversion
 from tests.fake_kube import with_state
 from tests.hostile import MODES, Answer, HostileServer, hostile
 from tests.lifecycle_walk import settings
+from tests.loopback import PromptStop
 from tools import report as report_cli
 from tools import status as status_cli
 from tools.plan.cli import main as plan_main
@@ -183,11 +184,9 @@ def no_live_cluster():
     """The real bounded reader (overrides the conftest stub): these tests bring their own server."""
 
 
-class QuickStop(HostileServer):
-    """Stops within 20 ms (``serve_forever`` polls every 0.5 s by default: 0.5 s more per case)."""
-
-    def serve_forever(self, poll_interval: float = 0.02) -> None:
-        super().serve_forever(poll_interval)
+class QuickStop(PromptStop, HostileServer):
+    """Stops at once (``serve_forever`` polls for a shutdown, every 0.5 s by default), and its replies go out without
+    Nagle's delay."""
 
 
 @pytest.fixture(autouse=True)
@@ -195,9 +194,10 @@ def quick_stop(monkeypatch):
     monkeypatch.setattr(tests.hostile, "HostileServer", QuickStop)
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def bomb_built():
-    """The gzip bomb is compressed once per process, by the first request for it: not within a case's budget."""
+    """The gzip bomb (0.2 s to compress, once per process) made before the cases of each mode: the first request for
+    it would make it within that case's budget. Only they ask for it."""
     tests.hostile.bomb()
 
 
@@ -229,7 +229,7 @@ def hub_answer(method: str, path: str) -> Answer:
 
 @pytest.mark.parametrize("mode", HUB)
 @pytest.mark.slow
-def test_the_hub_preflight(mode, monkeypatch, capsys, tmp_path):
+def test_the_hub_preflight(mode, monkeypatch, capsys, tmp_path, bomb_built):
     budget = small_budgets(monkeypatch, "hub", mode)
     monkeypatch.setenv("HF_TOKEN", HF_TOKEN)
     with hostile(mode, hub_answer) as server:
@@ -287,7 +287,7 @@ def write_kubeconfig(tmp_path: Path, server: str) -> Path:
 
 @pytest.mark.parametrize("mode", CLUSTER)
 @pytest.mark.slow
-def test_the_cluster_status(mode, monkeypatch, capsys, tmp_path, gcs):
+def test_the_cluster_status(mode, monkeypatch, capsys, tmp_path, gcs, bomb_built):
     budget = small_budgets(monkeypatch, "cluster", mode)
     put_conversion(gcs, DEV.convert.output_uri, repo=REPO)  # the convert row names its commit; train is pending
     with hostile(mode, cluster_answer) as server:
@@ -377,7 +377,7 @@ def endless_listing(method: str, path: str) -> Answer:
 
 @pytest.mark.parametrize("mode", GCS)
 @pytest.mark.slow
-def test_gcs_for_the_report(mode, monkeypatch, capsys, tmp_path):
+def test_gcs_for_the_report(mode, monkeypatch, capsys, tmp_path, bomb_built):
     budget = small_budgets(monkeypatch, "gcs", mode)
     answer: Callable[[str, str], Answer] = gcs_answer
     if mode == "endless-pagination":

@@ -65,13 +65,6 @@ class _LogHandler(fake_kube._Handler):
         self.wfile.write(body)
 
 
-class _PromptServer(fake_kube._Server):
-    """Stops within 20 ms (``serve_forever`` polls every 0.5 s by default: up to 0.5 s more per test)."""
-
-    def serve_forever(self, poll_interval: float = 0.02) -> None:
-        super().serve_forever(poll_interval)
-
-
 class LogCluster(FakeCluster):
     def __init__(self) -> None:
         super().__init__()
@@ -82,7 +75,6 @@ class LogCluster(FakeCluster):
 @pytest.fixture
 def kube(monkeypatch) -> Iterator[LogCluster]:
     monkeypatch.setattr(fake_kube, "_Handler", _LogHandler)  # FakeCluster.start serves this handler
-    monkeypatch.setattr(fake_kube, "_Server", _PromptServer)
     cluster = LogCluster().start()
     try:
         yield cluster  # type: ignore[misc]

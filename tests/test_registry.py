@@ -9,7 +9,6 @@ import base64
 import hashlib
 import json
 import time
-from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -17,7 +16,6 @@ import pytest
 from core import deadline, images
 from core.settings import ImageSettings
 from infra.gcp.registry import MANIFEST_TYPES, RegistryError, resolve_digest
-from tests import loopback
 from tests.loopback import QuietHandler, serve
 
 MANIFEST = json.dumps(
@@ -86,16 +84,8 @@ class Registry(QuietHandler):
         self._serve()
 
 
-class _PromptServer(ThreadingHTTPServer):
-    """Stops within 20 ms (``serve_forever`` polls every 0.5 s by default: up to 0.5 s more per test)."""
-
-    def serve_forever(self, poll_interval: float = 0.02) -> None:
-        super().serve_forever(poll_interval)
-
-
 @pytest.fixture
-def registry(monkeypatch):
-    monkeypatch.setattr(loopback, "ThreadingHTTPServer", _PromptServer)  # what ``serve`` starts
+def registry():
     Registry.token, Registry.digest_header, Registry.failures, Registry.seen, Registry.behave = (
         "registry-token",
         True,
