@@ -229,7 +229,8 @@ def hub_answer(method: str, path: str) -> Answer:
 
 @pytest.mark.parametrize("mode", HUB)
 @pytest.mark.slow
-def test_the_hub_preflight(mode, monkeypatch, capsys, tmp_path, bomb_built):
+@pytest.mark.usefixtures("bomb_built")
+def test_the_hub_preflight(mode, monkeypatch, capsys, tmp_path):
     budget = small_budgets(monkeypatch, "hub", mode)
     monkeypatch.setenv("HF_TOKEN", HF_TOKEN)
     with hostile(mode, hub_answer) as server:
@@ -287,7 +288,8 @@ def write_kubeconfig(tmp_path: Path, server: str) -> Path:
 
 @pytest.mark.parametrize("mode", CLUSTER)
 @pytest.mark.slow
-def test_the_cluster_status(mode, monkeypatch, capsys, tmp_path, gcs, bomb_built):
+@pytest.mark.usefixtures("bomb_built")
+def test_the_cluster_status(mode, monkeypatch, capsys, tmp_path, gcs):
     budget = small_budgets(monkeypatch, "cluster", mode)
     put_conversion(gcs, DEV.convert.output_uri, repo=REPO)  # the convert row names its commit; train is pending
     with hostile(mode, cluster_answer) as server:
@@ -377,7 +379,8 @@ def endless_listing(method: str, path: str) -> Answer:
 
 @pytest.mark.parametrize("mode", GCS)
 @pytest.mark.slow
-def test_gcs_for_the_report(mode, monkeypatch, capsys, tmp_path, bomb_built):
+@pytest.mark.usefixtures("bomb_built")
+def test_gcs_for_the_report(mode, monkeypatch, capsys, tmp_path):
     budget = small_budgets(monkeypatch, "gcs", mode)
     answer: Callable[[str, str], Answer] = gcs_answer
     if mode == "endless-pagination":
