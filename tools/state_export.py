@@ -14,8 +14,6 @@ from typing import Any
 from core.errors import TpuRlError
 from core.names import PROJECT
 from core.redact import scrub
-from infra.k8s.kueue import NAMESPACE as KUEUE_NAMESPACE
-from infra.k8s.manifests import JOBSET_NAMESPACE, helm_release_problem
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 
@@ -149,6 +147,9 @@ def cluster_protected(export: str) -> bool:
 def platform_releases(kueue_install: bool) -> list[tuple[str, str]]:
     """The Helm releases the program installs (``infra.k8s.platform.KubernetesPlatform``): name and namespace of
     JobSet's, and of Kueue's with ``tpu-rl:kueue.enabled`` (``Settings.kueue.install``)."""
+    from infra.k8s.kueue import NAMESPACE as KUEUE_NAMESPACE  # here: every state command imports this module
+    from infra.k8s.manifests import JOBSET_NAMESPACE
+
     return [("jobset", JOBSET_NAMESPACE), *([("kueue", KUEUE_NAMESPACE)] if kueue_install else [])]
 
 
@@ -180,6 +181,7 @@ def stranded_release(
         return None
     from infra.k8s import live
     from infra.k8s.kubeconfig import build_kubeconfig
+    from infra.k8s.manifests import helm_release_problem
 
     protected = cluster_protected(export)
     reader = (read or live.ClusterReader)(build_kubeconfig(f"{PROJECT}-{stack}", *cluster))
