@@ -10,11 +10,17 @@ extraction itself on Go snippets."""
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import functools
+import io
 import json
 import lzma
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +36,7 @@ from core.controllers import (
     KUEUE_VERSIONS,
     RELEASES,
     RELIED_ON,
+    Controller,
     facts_file,
     load,
 )
@@ -55,13 +62,31 @@ chart_version="${GIT_TAG/#v/}"
 ${HELM} package --version "${chart_version}" --app-version "${GIT_TAG}" charts/kueue -d "${DEST_CHART_DIR}"
 """
 """The lines of both projects' ``hack/helm-chart-package.sh`` (v0.10.1 to v0.19.2) that say the chart's version."""
-LOADER = yaml.CSafeLoader
 
 
 @pytest.fixture(autouse=True)
 def quick_xz(monkeypatch):
     """xz's fastest preset: the tests compare what the files decompress to, and xz -9e takes seconds per CRD."""
     monkeypatch.setattr(adopt_controller, "compressed", lambda content: lzma.compress(content, preset=0))
+
+
+PARSE = adopt_controller.parse_yaml
+PARSED: dict[bytes | str, Any] = {}
+"""Each YAML text the command read, parsed: most tests adopt from the same CRDs (JobSet's is 0.8 MB, about 35 ms of
+CPU to parse), and neither the command nor these tests change a document it returns."""
+
+
+def parsed(content: bytes | str) -> Any:
+    """``content`` as the command's YAML parser (``parse_yaml``) reads it, parsed once per distinct text in this
+    module; a text that is not YAML raises each time, as it does. Not to be changed: copy it first."""
+    if content not in PARSED:
+        PARSED[content] = PARSE(content)
+    return PARSED[content]
+
+
+@pytest.fixture(autouse=True)
+def parsed_once(monkeypatch):
+    monkeypatch.setattr(adopt_controller, "parse_yaml", parsed)
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -132,7 +157,12 @@ def go_configuration(facts: dict[str, Any]) -> str:
 
 def upstream_files(name: str, version: str) -> dict[str, bytes]:
     """The release's files the command reads: its vendored CRDs, Go files written from its facts (the chart's values
-    as real as needed)."""
+    as real as needed); the caller's own dict."""
+    return dict(_upstream_files(name, version))
+
+
+@functools.cache
+def _upstream_files(name: str, version: str) -> dict[str, bytes]:
     files: dict[str, bytes] = {PACKAGING: PACKAGING_SCRIPT}
     for plural in CRDS[name]:  # type: ignore[index]
         crd = release_crd(name, version, plural).read_bytes()
@@ -161,34 +191,65 @@ def kueue_template(crd: bytes) -> bytes:
     return header + crd.replace(b"metadata:\n  annotations:\n", actions, 1)
 
 
+def vendored_copy(folder: Path, name: str = "jobset", version: str | None = None) -> tuple[Path, Path]:
+    """A copy of what the command writes (the data, the vendored folder) in ``folder``, with one release taken out
+    (none without a version)."""
+    vendor = folder / "vendor"
+    shutil.copytree(VENDOR, vendor, ignore=shutil.ignore_patterns("maxtext-*"))
+    data = folder / "controllers.json"
+    shutil.copy(DATA, data)
+    if version is None:
+        return vendor, data
+    releases = json.loads(data.read_text())
+    entry = releases[name].pop(version)
+    data.write_text(json.dumps(releases, indent=1) + "\n")
+    recorded = [*entry["crds"].values(), entry["facts"]]
+    files = [*(f"{crd}.xz" for crd in entry["crds"].values()), entry["facts"]]
+    sums = [line for line in (vendor / "SHA256SUMS").read_text().splitlines() if line.split("  ")[1] not in recorded]
+    (vendor / "SHA256SUMS").write_text("".join(f"{line}\n" for line in sums))
+    rows = [r for r in (vendor / "README.md").read_text().splitlines() if not any(f"`{f}`" in r for f in files)]
+    (vendor / "README.md").write_text("\n".join(rows) + "\n")
+    for file in files:
+        (vendor / file).unlink()
+    return vendor, data
+
+
 @pytest.fixture
 def checkout(tmp_path):
-    """A copy of what the command writes (the data, the vendored folder), with one release taken out (none without
-    a version)."""
-    vendor = tmp_path / "vendor"
-    shutil.copytree(VENDOR, vendor, ignore=shutil.ignore_patterns("maxtext-*"))
-    data = tmp_path / "controllers.json"
-    shutil.copy(DATA, data)
+    """``vendored_copy`` in the test's folder (once per test)."""
+    return functools.partial(vendored_copy, tmp_path)
 
-    def without(name: str = "jobset", version: str | None = None) -> tuple[Path, Path]:
-        if version is None:
-            return vendor, data
-        releases = json.loads(data.read_text())
-        entry = releases[name].pop(version)
-        data.write_text(json.dumps(releases, indent=1) + "\n")
-        recorded = [*entry["crds"].values(), entry["facts"]]
-        files = [*(f"{crd}.xz" for crd in entry["crds"].values()), entry["facts"]]
-        sums = [
-            line for line in (vendor / "SHA256SUMS").read_text().splitlines() if line.split("  ")[1] not in recorded
-        ]
-        (vendor / "SHA256SUMS").write_text("".join(f"{line}\n" for line in sums))
-        rows = [r for r in (vendor / "README.md").read_text().splitlines() if not any(f"`{f}`" in r for f in files)]
-        (vendor / "README.md").write_text("\n".join(rows) + "\n")
-        for file in files:
-            (vendor / file).unlink()
-        return vendor, data
 
-    return without
+@dataclass(frozen=True)
+class Adoption:
+    """An adoption of a release from its own files, as committed, and what it printed."""
+
+    code: int
+    out: str
+    repo: Path
+    vendor: Path
+    data: Path
+
+
+@pytest.fixture(scope="module")
+def adopted(tmp_path_factory) -> Callable[[Controller, str], Adoption]:
+    """Each release adopted again from its upstream files once in this module, into a vendored copy without it:
+    the tests that read what one adoption wrote and printed share it, as they share its repository (none of them
+    writes to either)."""
+    done: dict[tuple[str, str], Adoption] = {}
+
+    def adoption(name: Controller, version: str) -> Adoption:
+        if (name, version) not in done:
+            folder = tmp_path_factory.mktemp(f"adopted-{name}-{version}")
+            repo = release_repo(folder, name, version, upstream_files(name, version))
+            vendor, data = vendored_copy(folder, name, version)
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                code = adopt(name, version, repo, vendor=vendor, data=data)
+            done[name, version] = Adoption(code, out.getvalue(), repo, vendor, data)
+        return done[name, version]
+
+    return adoption
 
 
 def _committed_without_commits(text: str, commits: set[str]) -> str:
@@ -200,11 +261,11 @@ def _committed_without_commits(text: str, commits: set[str]) -> str:
 @pytest.mark.parametrize(
     ("name", "version"), [("jobset", "0.12.0"), ("jobset", "0.10.1"), ("kueue", "0.17.1"), ("kueue", "0.17.8")]
 )
-def test_adopting_a_release_again_makes_what_is_committed(tmp_path, checkout, capsys, name, version):
-    repo = release_repo(tmp_path, name, version, upstream_files(name, version))
-    vendor, data = checkout(name, version)
-    assert adopt(name, version, repo, vendor=vendor, data=data) == 0
-    out = capsys.readouterr().out
+def test_adopting_a_release_again_makes_what_is_committed(adopted, name, version):
+    adoption = adopted(name, version)
+    repo, vendor, data = adoption.repo, adoption.vendor, adoption.data
+    assert adoption.code == 0
+    out = adoption.out
     assert f"{name} {version}: tag v{version} is {_git(repo, 'rev-parse', 'HEAD')}" in out
 
     made, committed = json.loads(data.read_text()), json.loads(DATA.read_text())
@@ -230,11 +291,10 @@ def test_adopting_a_release_again_makes_what_is_committed(tmp_path, checkout, ca
     assert not [p for p in vendor.rglob("*") if p.name.endswith((".go", ".go.xz"))], "no Go source written"
 
 
-def test_adopting_prints_the_schema_fields_that_changed(tmp_path, checkout, capsys):
-    repo = release_repo(tmp_path, "jobset", "0.12.0", upstream_files("jobset", "0.12.0"))
-    vendor, data = checkout("jobset", "0.12.0")
-    assert adopt("jobset", "0.12.0", repo, vendor=vendor, data=data) == 0
-    out = capsys.readouterr().out
+def test_adopting_prints_the_schema_fields_that_changed(adopted):
+    adoption = adopted("jobset", "0.12.0")
+    assert adoption.code == 0
+    out = adoption.out
     before = max((v for v in JOBSET_VERSIONS if v != "0.12.0"), key=lambda v: tuple(map(int, v.split("."))))
     added = sorted(JOBSET_SCHEMA_FIELDS["0.12.0"] - JOBSET_SCHEMA_FIELDS[before])
     assert f"against jobset {before}:\n  jobsets: fields added {', '.join(added) or 'none'}; removed none" in out
@@ -243,7 +303,7 @@ def test_adopting_prints_the_schema_fields_that_changed(tmp_path, checkout, caps
 
 def _with_status_field(files: dict[str, bytes], field: str) -> dict[str, bytes]:
     """JobSet's files with one more status field in its CRD (and the chart's copy of it)."""
-    crd = yaml.load(files[f"{CRD_DIR}/jobset.x-k8s.io_jobsets.yaml"], Loader=LOADER)
+    crd = copy.deepcopy(parsed(files[f"{CRD_DIR}/jobset.x-k8s.io_jobsets.yaml"]))
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"][field] = {
         "type": "integer"
     }
@@ -303,7 +363,7 @@ def _refused(tmp_path, capsys, name, version, files, vendor_data):
 
 def test_a_crd_that_does_not_serve_the_stacks_api_is_refused(tmp_path, checkout, capsys):
     files = upstream_files("jobset", "0.12.0")
-    crd = yaml.load(files[f"{CRD_DIR}/jobset.x-k8s.io_jobsets.yaml"], Loader=LOADER)
+    crd = copy.deepcopy(parsed(files[f"{CRD_DIR}/jobset.x-k8s.io_jobsets.yaml"]))
     crd["spec"]["versions"][0]["name"] = "v1alpha3"
     files[f"{CRD_DIR}/jobset.x-k8s.io_jobsets.yaml"] = yaml.dump(crd, Dumper=yaml.CSafeDumper).encode()
     lines = _refused(tmp_path, capsys, "jobset", "0.13.0", files, checkout("jobset", "0.12.0"))
@@ -357,8 +417,8 @@ def test_a_kueue_release_is_refused_with_every_problem_at_once(tmp_path, checkou
     ]
 
 
-def test_without_a_repo_the_tag_alone_is_cloned_under_build(tmp_path, monkeypatch):
-    repo = release_repo(tmp_path, "jobset", "0.12.0", upstream_files("jobset", "0.12.0"))
+def test_without_a_repo_the_tag_alone_is_cloned_under_build(tmp_path, monkeypatch, adopted):
+    repo = adopted("jobset", "0.12.0").repo
     monkeypatch.setattr(adopt_controller, "ROOT", tmp_path)
     vendor = tmp_path / "vendor"
     shutil.copytree(VENDOR, vendor, ignore=shutil.ignore_patterns("maxtext-*"))
@@ -377,8 +437,8 @@ def test_without_a_repo_the_tag_alone_is_cloned_under_build(tmp_path, monkeypatc
     )
 
 
-def test_a_repository_without_the_tag_is_one_line(tmp_path, capsys):
-    repo = release_repo(tmp_path, "jobset", "0.12.0", upstream_files("jobset", "0.12.0"))
+def test_a_repository_without_the_tag_is_one_line(capsys, adopted):
+    repo = adopted("jobset", "0.12.0").repo
     assert main(["jobset", "0.99.0", "--repo", str(repo)]) == 1
     assert capsys.readouterr().err == (
         f"adopt_controller: {repo} has no tag v0.99.0: check the version, or fetch its tags\n"
@@ -404,12 +464,10 @@ def test_the_data_names_every_adopted_releases_files_and_fields():
         for version, release in releases.items():
             assert set(release.crds) == set(CRDS[name]), (name, version)
             for plural in CRDS[name]:
-                crd = yaml.load(release_crd(name, version, plural).read_text(), Loader=LOADER)
+                crd = parsed(release_crd(name, version, plural).read_bytes())
                 assert crd["metadata"]["name"] == f"{plural}.{name}.x-k8s.io"
-            if name == "jobset":
-                assert release.schema_fields == jobset_crd_fields(
-                    yaml.load(release_crd(name, version, "jobsets").read_text(), Loader=LOADER)
-                )
+                if name == "jobset":
+                    assert release.schema_fields == jobset_crd_fields(crd)
             facts = release_facts(name, version)
             assert release.facts == facts_file(name, version)
             assert (facts["upstream"], facts["tag"], facts["commit"], facts["licence"]) == (
