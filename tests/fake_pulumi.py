@@ -49,7 +49,7 @@ def checkout(tmp_path: Path) -> Path:
     folder.mkdir()
     for name in COPIED:
         shutil.copy2(ROOT / name, folder / name)
-    shutil.copytree(ROOT / "tools", folder / "tools", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "tools", folder / "tools")  # with its bytecode: each tool run here compiles nothing
     for name in LINKED:
         (folder / name).symlink_to(ROOT / name)
     return folder

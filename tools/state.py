@@ -56,6 +56,7 @@ from tools.state_export import (
     pins_in_state,
     platform_releases,
     releases_in_state,
+    state_cluster,
     stranded_release,
 )
 from tools.state_home import STACK_NAME, Home, RefusedError, decide, read_stack_file, record
@@ -327,24 +328,31 @@ def _releases(stack: str, pins: str = "", keys: str = "") -> int:
             file=sys.stderr,
         )
         return 3
-    from core.config import ConfigError
-    from tools.stack_files import load_stack
-
-    try:
-        settings = load_stack(stack)[0]
-        problem = stranded_release(stack, export, held, platform_releases(settings.kueue.install))
-    except (ConfigError, StackFileError):
-        problem = None  # `pulumi up` reports the configuration's problems itself
-    except _cluster_read_error() as err:
-        print(
-            f"warning: cannot read the cluster's Helm releases ({err}); `pulumi up` reads them again", file=sys.stderr
-        )
-        problem = None
+    problem = None if state_cluster(export) is None else _stranded(stack, export, held)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 1
     print(",".join(held))
     return 0
+
+
+def _stranded(stack: str, export: str, held: list[str]) -> str | None:
+    """``stranded_release`` for the stack's settings (None: the configuration cannot be read, which `pulumi up`
+    reports itself, or the cluster cannot be read, a warning). Only a state that holds a cluster gets here: without
+    one no release can be stranded, and the settings are not loaded."""
+    from core.config import ConfigError
+    from tools.stack_files import load_stack
+
+    try:
+        settings = load_stack(stack)[0]
+        return stranded_release(stack, export, held, platform_releases(settings.kueue.install))
+    except (ConfigError, StackFileError):
+        return None
+    except _cluster_read_error() as err:
+        print(
+            f"warning: cannot read the cluster's Helm releases ({err}); `pulumi up` reads them again", file=sys.stderr
+        )
+        return None
 
 
 def _cluster_read_error() -> type[Exception]:
