@@ -199,9 +199,9 @@ def test_nothing_is_read_or_stopped_when_no_release_can_be_lost():
 
 
 def test_the_program_installs_the_releases_make_up_looks_for():
-    """``platform_releases`` names what ``KubernetesPlatform`` registers: the offline plan's Helm releases (dev's
-    own plan, which the session shares, installs Kueue)."""
-    for kueue_install, plan in ((True, plan_of("dev")), (False, plan_of("dev", "tpu-rl:kueue.enabled=false"))):
+    """``platform_releases`` names what ``KubernetesPlatform`` registers: the offline plan's Helm releases (prod's
+    plans, which other files plan too: its own installs Kueue)."""
+    for kueue_install, plan in ((True, plan_of("prod")), (False, plan_of("prod", "tpu-rl:kueue.enabled=false"))):
         registered = sorted(
             (str(r["inputs"]["name"]), str(r["inputs"]["namespace"]))
             for r in plan.resources
