@@ -129,10 +129,15 @@ class Tag:
         return path in self.git("ls-tree", "--name-only", self.name, "--", path).decode().splitlines()
 
     def read(self, path: str) -> bytes | None:
-        """The file at the tag (None: it has none); any other failure of git is an ``AdoptError``."""
-        if not self.has(path):
-            return None
-        return self.git("show", f"{self.name}:{path}")
+        """The file at the tag (None: it has none); any other failure of git is an ``AdoptError``. Read first, and
+        looked up only when the read fails: one git for a file the tag holds, the read's own failure for one that
+        cannot be read (a blob a blob-less clone cannot fetch)."""
+        try:
+            return self.git("show", f"{self.name}:{path}")
+        except AdoptError:
+            if not self.has(path):
+                return None
+            raise
 
 
 def clone(name: Controller, version: str, url: str) -> Path:
