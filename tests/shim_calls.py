@@ -1,7 +1,7 @@
 """The record the ``python3`` shims of the step-script tests keep of each call: its argv, written by the shim's own
 ``sh`` (``LOG``, a line of the shim with ``{log}`` for the file), read back by ``read_calls``. Logging a call starts
 no interpreter: the scripts call ``python3`` a few times each, and a Python started only to write a line of JSON
-cost more than the bash that ran them."""
+would cost more than the bash that runs them."""
 
 from __future__ import annotations
 
