@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import sys
 import warnings
 from pathlib import Path
@@ -291,6 +290,8 @@ def _setup_permissions(home: Home, permissions: Any, setup_missing: Any) -> None
 
 
 def _locks(home: Home, command: str) -> int:
+    import socket  # here: only the lock commands ask for the host's name
+
     locks = read_locks(home.backend, home.stack)
     hostname = socket.gethostname()
     if command == "locks":

@@ -7,7 +7,6 @@ releases`` runs them (tools/state.py)."""
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -202,6 +201,8 @@ def export_state(stack: str, timeout: float = EXPORT_TIMEOUT) -> str:
     no ``Lock``, unlike ``ImportDeployment``; Pulumi Cloud: ``pkg/backend/httpstate/client/client.go``
     ``ExportStackDeployment``, a GET of the stack's ``export``), so it neither waits for nor blocks the `pulumi up`
     that follows."""
+    import subprocess  # here: every state command imports this module, `releases` alone runs a process
+
     try:
         done = subprocess.run(
             ["pulumi", "stack", "export", "--stack", stack],
