@@ -11,7 +11,6 @@ extraction itself on Go snippets."""
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import io
 import json
@@ -308,13 +307,20 @@ def test_adopting_prints_the_schema_fields_that_changed(adopted):
     assert before != "0.10.1" or {"spec.volumeClaimPolicies", "status.replicatedJobsStatus[].jobRestarts"} <= set(added)
 
 
+def _edited(content: bytes, old: bytes, new: bytes) -> bytes:
+    """``content`` with its one ``old`` replaced by ``new`` (an edit of the CRD's text: the rest of it byte for
+    byte, and nothing parsed and written again)."""
+    assert content.count(old) == 1, old
+    return content.replace(old, new)
+
+
 def _with_status_field(files: dict[str, bytes], field: str) -> dict[str, bytes]:
-    """JobSet's files with one more status field in its CRD (and the chart's copy of it)."""
-    crd = copy.deepcopy(parsed(files[f"{CRD_DIR}/jobset.x-k8s.io_jobsets.yaml"]))
-    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"][field] = {
-        "type": "integer"
-    }
-    content = yaml.dump(crd, Dumper=yaml.CSafeDumper).encode()
+    """JobSet's files with one more status field in its CRD (and the chart's copy of it): an integer, the first of
+    the properties of ``status`` (the schema's, the one key ``status`` at its indentation)."""
+    properties = b"\n          status:\n            description: JobSetStatus defines the observed state of JobSet\n"
+    properties += b"            properties:\n"
+    added = b"              %s:\n                type: integer\n" % field.encode()
+    content = _edited(files[f"{CRD_DIR}/jobset.x-k8s.io_jobsets.yaml"], properties, properties + added)
     return files | {
         f"{CRD_DIR}/jobset.x-k8s.io_jobsets.yaml": content,
         "charts/jobset/crds/jobset.x-k8s.io_jobsets.yaml": content,
@@ -370,9 +376,8 @@ def _refused(tmp_path, capsys, name, version, files, vendor_data):
 
 def test_a_crd_that_does_not_serve_the_stacks_api_is_refused(tmp_path, checkout, capsys):
     files = upstream_files("jobset", "0.12.0")
-    crd = copy.deepcopy(parsed(files[f"{CRD_DIR}/jobset.x-k8s.io_jobsets.yaml"]))
-    crd["spec"]["versions"][0]["name"] = "v1alpha3"
-    files[f"{CRD_DIR}/jobset.x-k8s.io_jobsets.yaml"] = yaml.dump(crd, Dumper=yaml.CSafeDumper).encode()
+    crd = f"{CRD_DIR}/jobset.x-k8s.io_jobsets.yaml"
+    files[crd] = _edited(files[crd], b"\n    name: v1alpha2\n    schema:\n", b"\n    name: v1alpha3\n    schema:\n")
     lines = _refused(tmp_path, capsys, "jobset", "0.13.0", files, checkout("jobset", "0.12.0"))
     assert lines == [
         f"adopt_controller: {CRD_DIR}/jobset.x-k8s.io_jobsets.yaml of jobset v0.13.0 does not serve v1alpha2, the "
