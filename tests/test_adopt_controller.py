@@ -272,17 +272,18 @@ def test_adopting_a_release_again_makes_what_is_committed(adopted, name, version
     repo, vendor, data = adoption.repo, adoption.vendor, adoption.data
     assert adoption.code == 0
     out = adoption.out
-    assert f"{name} {version}: tag v{version} is {_git(repo, 'rev-parse', 'HEAD')}" in out
+    head = _git(repo, "rev-parse", "HEAD")
+    assert f"{name} {version}: tag v{version} is {head}" in out
 
     made, committed = json.loads(data.read_text()), json.loads(DATA.read_text())
-    assert made[name][version].pop("commit") == _git(repo, "rev-parse", "HEAD")
+    assert made[name][version].pop("commit") == head
     committed[name][version].pop("commit")
     assert made == committed, "the same entry, in the same place"
     facts_line = facts_file(name, version)
     assert [line for line in (vendor / "SHA256SUMS").read_text().splitlines() if not line.endswith(facts_line)] == [
         line for line in (VENDOR / "SHA256SUMS").read_text().splitlines() if not line.endswith(facts_line)
     ], "the same sums (the facts', which name the commit, aside)"
-    commits = {RELEASES[name][version].commit, _git(repo, "rev-parse", "HEAD")}
+    commits = {RELEASES[name][version].commit, head}
     made_rows = _committed_without_commits((vendor / "README.md").read_text(), commits).splitlines()
     committed_rows = _committed_without_commits((VENDOR / "README.md").read_text(), commits).splitlines()
     assert sorted(made_rows) == sorted(committed_rows), "the same rows (the commit aside)"
@@ -292,7 +293,7 @@ def test_adopting_a_release_again_makes_what_is_committed(adopted, name, version
             == release_crd(name, version, file.rsplit("_", 1)[1].removesuffix(".yaml")).read_bytes()
         )
     facts = json.loads((vendor / facts_file(name, version)).read_text())
-    assert facts.pop("commit") == _git(repo, "rev-parse", "HEAD")
+    assert facts.pop("commit") == head
     assert facts == {k: v for k, v in release_facts(name, version).items() if k != "commit"}, "the same facts"
     assert not [p for p in vendor.rglob("*") if p.name.endswith((".go", ".go.xz"))], "no Go source written"
 
