@@ -330,4 +330,4 @@ def test_the_export_is_bounded(tmp_path, monkeypatch):
     (folder / "pulumi").chmod(0o755)
     monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
     with pytest.raises(state_export.StateError, match=r"took more than 0 s"):
-        state_export.export_state("dev", timeout=0.2)
+        state_export.export_state("dev", timeout=0.05)
