@@ -11,11 +11,9 @@ call is logged as a JSON line ``{"argv": [...], "backend": <PULUMI_BACKEND_URL o
 
 from __future__ import annotations
 
+# At the top only what the fake CLI needs: every call of it is a process that imports this module.
 import json
 import os
-import re
-import shutil
-import stat
 import sys
 from pathlib import Path
 from urllib.parse import quote, unquote, urlparse
@@ -45,21 +43,29 @@ shape of tests/data/stacks/Pulumi.gcpkms.yaml's)."""
 
 def checkout(tmp_path: Path) -> Path:
     """A checkout of the repository under ``tmp_path`` whose stack files and tools are its own."""
+    import shutil
+
     folder = tmp_path / "checkout"
     folder.mkdir()
     for name in COPIED:
         shutil.copy2(ROOT / name, folder / name)
-    shutil.copytree(ROOT / "tools", folder / "tools", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "tools", folder / "tools")  # with its bytecode: each tool run here compiles nothing
     for name in LINKED:
         (folder / name).symlink_to(ROOT / name)
     return folder
 
 
 def install(folder: Path) -> None:
-    """This module as ``folder/pulumi``, run by this interpreter."""
+    """This module's ``main`` as ``folder/pulumi``, run by this interpreter (imported, so each call reads its
+    bytecode instead of compiling it)."""
+    import stat
+
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / "pulumi"
-    target.write_text(f"#!{sys.executable}\n" + Path(__file__).read_text())
+    target.write_text(
+        f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(ROOT)!r})\nfrom tests.fake_pulumi import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
     target.chmod(target.stat().st_mode | stat.S_IEXEC)
 
 
@@ -136,6 +142,8 @@ def fail(message: str) -> int:
 
 def set_provider(stack: str, provider: str) -> None:
     """``secretsprovider`` and ``encryptedkey`` at the top of the stack file, as the CLI writes them."""
+    import re
+
     path = Path(f"Pulumi.{stack}.yaml")
     text = path.read_text() if path.exists() else "config: {}\n"
     text = re.sub(r"^(secretsprovider|encryptedkey|encryptionsalt): .*\n", "", text, flags=re.M)

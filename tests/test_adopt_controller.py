@@ -10,11 +10,16 @@ extraction itself on Go snippets."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
 import json
 import lzma
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +35,7 @@ from core.controllers import (
     KUEUE_VERSIONS,
     RELEASES,
     RELIED_ON,
+    Controller,
     facts_file,
     load,
 )
@@ -55,7 +61,6 @@ chart_version="${GIT_TAG/#v/}"
 ${HELM} package --version "${chart_version}" --app-version "${GIT_TAG}" charts/kueue -d "${DEST_CHART_DIR}"
 """
 """The lines of both projects' ``hack/helm-chart-package.sh`` (v0.10.1 to v0.19.2) that say the chart's version."""
-LOADER = yaml.CSafeLoader
 
 
 @pytest.fixture(autouse=True)
@@ -64,22 +69,48 @@ def quick_xz(monkeypatch):
     monkeypatch.setattr(adopt_controller, "compressed", lambda content: lzma.compress(content, preset=0))
 
 
+PARSE = adopt_controller.parse_yaml
+PARSED: dict[bytes | str, Any] = {}
+"""Each YAML text the command read, parsed: most tests adopt from the same CRDs (JobSet's is 0.8 MB, about 35 ms of
+CPU to parse), and neither the command nor these tests change a document it returns."""
+
+
+def parsed(content: bytes | str) -> Any:
+    """``content`` as the command's YAML parser (``parse_yaml``) reads it, parsed once per distinct text in this
+    module; a text that is not YAML raises each time, as it does. Not to be changed: copy it first."""
+    if content not in PARSED:
+        PARSED[content] = PARSE(content)
+    return PARSED[content]
+
+
+@pytest.fixture(autouse=True)
+def parsed_once(monkeypatch):
+    monkeypatch.setattr(adopt_controller, "parse_yaml", parsed)
+
+
 def _git(repo: Path, *args: str) -> str:
     done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True)
     return done.stdout.strip()
 
 
 def release_repo(root: Path, name: str, version: str, files: dict[str, bytes]) -> Path:
-    """A git repository whose tag ``v<version>`` holds ``files``."""
+    """A git repository whose tag ``v<version>`` holds ``files``: one commit on ``main`` (its HEAD) and a lightweight
+    tag, written uncompressed by ``git fast-import``: two git processes, where init, add, commit and tag would be
+    four spending most of their CPU compressing the CRDs."""
     repo = root / f"{name}-src"
-    repo.mkdir()
-    _git(repo, "init", "--quiet")
-    for path, content in files.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_bytes(content)
-    _git(repo, "add", "-A")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", f"v{version}")
-    _git(repo, "tag", f"v{version}")
+    subprocess.run(["git", "init", "--quiet", "--template=", "--initial-branch=main", str(repo)], check=True)
+    stream = bytearray()
+    for mark, content in enumerate(files.values(), start=1):
+        stream += b"blob\nmark :%d\ndata %d\n%s\n" % (mark, len(content), content)
+    message = f"v{version}".encode()
+    stream += b"commit refs/heads/main\nmark :%d\n" % (len(files) + 1)
+    stream += b"committer t <t@t> 1764547200 +0000\ndata %d\n%s\n" % (len(message), message)
+    for mark, path in enumerate(files, start=1):
+        stream += b"M 100644 :%d %s\n" % (mark, path.encode())
+    stream += b"\nreset refs/tags/v%s\nfrom :%d\n\n" % (version.encode(), len(files) + 1)
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "pack.compression=0", "fast-import", "--quiet"], input=bytes(stream), check=True
+    )
     return repo
 
 
@@ -132,7 +163,12 @@ def go_configuration(facts: dict[str, Any]) -> str:
 
 def upstream_files(name: str, version: str) -> dict[str, bytes]:
     """The release's files the command reads: its vendored CRDs, Go files written from its facts (the chart's values
-    as real as needed)."""
+    as real as needed); the caller's own dict."""
+    return dict(_upstream_files(name, version))
+
+
+@functools.cache
+def _upstream_files(name: str, version: str) -> dict[str, bytes]:
     files: dict[str, bytes] = {PACKAGING: PACKAGING_SCRIPT}
     for plural in CRDS[name]:  # type: ignore[index]
         crd = release_crd(name, version, plural).read_bytes()
@@ -161,34 +197,65 @@ def kueue_template(crd: bytes) -> bytes:
     return header + crd.replace(b"metadata:\n  annotations:\n", actions, 1)
 
 
+def vendored_copy(folder: Path, name: str = "jobset", version: str | None = None) -> tuple[Path, Path]:
+    """A copy of what the command writes (the data, the vendored folder) in ``folder``, with one release taken out
+    (none without a version)."""
+    vendor = folder / "vendor"
+    shutil.copytree(VENDOR, vendor, ignore=shutil.ignore_patterns("maxtext-*"))
+    data = folder / "controllers.json"
+    shutil.copy(DATA, data)
+    if version is None:
+        return vendor, data
+    releases = json.loads(data.read_text())
+    entry = releases[name].pop(version)
+    data.write_text(json.dumps(releases, indent=1) + "\n")
+    recorded = [*entry["crds"].values(), entry["facts"]]
+    files = [*(f"{crd}.xz" for crd in entry["crds"].values()), entry["facts"]]
+    sums = [line for line in (vendor / "SHA256SUMS").read_text().splitlines() if line.split("  ")[1] not in recorded]
+    (vendor / "SHA256SUMS").write_text("".join(f"{line}\n" for line in sums))
+    rows = [r for r in (vendor / "README.md").read_text().splitlines() if not any(f"`{f}`" in r for f in files)]
+    (vendor / "README.md").write_text("\n".join(rows) + "\n")
+    for file in files:
+        (vendor / file).unlink()
+    return vendor, data
+
+
 @pytest.fixture
 def checkout(tmp_path):
-    """A copy of what the command writes (the data, the vendored folder), with one release taken out (none without
-    a version)."""
-    vendor = tmp_path / "vendor"
-    shutil.copytree(VENDOR, vendor, ignore=shutil.ignore_patterns("maxtext-*"))
-    data = tmp_path / "controllers.json"
-    shutil.copy(DATA, data)
+    """``vendored_copy`` in the test's folder (once per test)."""
+    return functools.partial(vendored_copy, tmp_path)
 
-    def without(name: str = "jobset", version: str | None = None) -> tuple[Path, Path]:
-        if version is None:
-            return vendor, data
-        releases = json.loads(data.read_text())
-        entry = releases[name].pop(version)
-        data.write_text(json.dumps(releases, indent=1) + "\n")
-        recorded = [*entry["crds"].values(), entry["facts"]]
-        files = [*(f"{crd}.xz" for crd in entry["crds"].values()), entry["facts"]]
-        sums = [
-            line for line in (vendor / "SHA256SUMS").read_text().splitlines() if line.split("  ")[1] not in recorded
-        ]
-        (vendor / "SHA256SUMS").write_text("".join(f"{line}\n" for line in sums))
-        rows = [r for r in (vendor / "README.md").read_text().splitlines() if not any(f"`{f}`" in r for f in files)]
-        (vendor / "README.md").write_text("\n".join(rows) + "\n")
-        for file in files:
-            (vendor / file).unlink()
-        return vendor, data
 
-    return without
+@dataclass(frozen=True)
+class Adoption:
+    """An adoption of a release from its own files, as committed, and what it printed."""
+
+    code: int
+    out: str
+    repo: Path
+    vendor: Path
+    data: Path
+
+
+@pytest.fixture(scope="module")
+def adopted(tmp_path_factory) -> Callable[[Controller, str], Adoption]:
+    """Each release adopted again from its upstream files once in this module, into a vendored copy without it:
+    the tests that read what one adoption wrote and printed share it, as they share its repository (none of them
+    writes to either)."""
+    done: dict[tuple[str, str], Adoption] = {}
+
+    def adoption(name: Controller, version: str) -> Adoption:
+        if (name, version) not in done:
+            folder = tmp_path_factory.mktemp(f"adopted-{name}-{version}")
+            repo = release_repo(folder, name, version, upstream_files(name, version))
+            vendor, data = vendored_copy(folder, name, version)
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                code = adopt(name, version, repo, vendor=vendor, data=data)
+            done[name, version] = Adoption(code, out.getvalue(), repo, vendor, data)
+        return done[name, version]
+
+    return adoption
 
 
 def _committed_without_commits(text: str, commits: set[str]) -> str:
@@ -200,22 +267,23 @@ def _committed_without_commits(text: str, commits: set[str]) -> str:
 @pytest.mark.parametrize(
     ("name", "version"), [("jobset", "0.12.0"), ("jobset", "0.10.1"), ("kueue", "0.17.1"), ("kueue", "0.17.8")]
 )
-def test_adopting_a_release_again_makes_what_is_committed(tmp_path, checkout, capsys, name, version):
-    repo = release_repo(tmp_path, name, version, upstream_files(name, version))
-    vendor, data = checkout(name, version)
-    assert adopt(name, version, repo, vendor=vendor, data=data) == 0
-    out = capsys.readouterr().out
-    assert f"{name} {version}: tag v{version} is {_git(repo, 'rev-parse', 'HEAD')}" in out
+def test_adopting_a_release_again_makes_what_is_committed(adopted, name, version):
+    adoption = adopted(name, version)
+    repo, vendor, data = adoption.repo, adoption.vendor, adoption.data
+    assert adoption.code == 0
+    out = adoption.out
+    head = _git(repo, "rev-parse", "HEAD")
+    assert f"{name} {version}: tag v{version} is {head}" in out
 
     made, committed = json.loads(data.read_text()), json.loads(DATA.read_text())
-    assert made[name][version].pop("commit") == _git(repo, "rev-parse", "HEAD")
+    assert made[name][version].pop("commit") == head
     committed[name][version].pop("commit")
     assert made == committed, "the same entry, in the same place"
     facts_line = facts_file(name, version)
     assert [line for line in (vendor / "SHA256SUMS").read_text().splitlines() if not line.endswith(facts_line)] == [
         line for line in (VENDOR / "SHA256SUMS").read_text().splitlines() if not line.endswith(facts_line)
     ], "the same sums (the facts', which name the commit, aside)"
-    commits = {RELEASES[name][version].commit, _git(repo, "rev-parse", "HEAD")}
+    commits = {RELEASES[name][version].commit, head}
     made_rows = _committed_without_commits((vendor / "README.md").read_text(), commits).splitlines()
     committed_rows = _committed_without_commits((VENDOR / "README.md").read_text(), commits).splitlines()
     assert sorted(made_rows) == sorted(committed_rows), "the same rows (the commit aside)"
@@ -225,29 +293,35 @@ def test_adopting_a_release_again_makes_what_is_committed(tmp_path, checkout, ca
             == release_crd(name, version, file.rsplit("_", 1)[1].removesuffix(".yaml")).read_bytes()
         )
     facts = json.loads((vendor / facts_file(name, version)).read_text())
-    assert facts.pop("commit") == _git(repo, "rev-parse", "HEAD")
+    assert facts.pop("commit") == head
     assert facts == {k: v for k, v in release_facts(name, version).items() if k != "commit"}, "the same facts"
     assert not [p for p in vendor.rglob("*") if p.name.endswith((".go", ".go.xz"))], "no Go source written"
 
 
-def test_adopting_prints_the_schema_fields_that_changed(tmp_path, checkout, capsys):
-    repo = release_repo(tmp_path, "jobset", "0.12.0", upstream_files("jobset", "0.12.0"))
-    vendor, data = checkout("jobset", "0.12.0")
-    assert adopt("jobset", "0.12.0", repo, vendor=vendor, data=data) == 0
-    out = capsys.readouterr().out
+def test_adopting_prints_the_schema_fields_that_changed(adopted):
+    adoption = adopted("jobset", "0.12.0")
+    assert adoption.code == 0
+    out = adoption.out
     before = max((v for v in JOBSET_VERSIONS if v != "0.12.0"), key=lambda v: tuple(map(int, v.split("."))))
     added = sorted(JOBSET_SCHEMA_FIELDS["0.12.0"] - JOBSET_SCHEMA_FIELDS[before])
     assert f"against jobset {before}:\n  jobsets: fields added {', '.join(added) or 'none'}; removed none" in out
     assert before != "0.10.1" or {"spec.volumeClaimPolicies", "status.replicatedJobsStatus[].jobRestarts"} <= set(added)
 
 
+def _edited(content: bytes, old: bytes, new: bytes) -> bytes:
+    """``content`` with its one ``old`` replaced by ``new`` (an edit of the CRD's text: the rest of it byte for
+    byte, and nothing parsed and written again)."""
+    assert content.count(old) == 1, old
+    return content.replace(old, new)
+
+
 def _with_status_field(files: dict[str, bytes], field: str) -> dict[str, bytes]:
-    """JobSet's files with one more status field in its CRD (and the chart's copy of it)."""
-    crd = yaml.load(files[f"{CRD_DIR}/jobset.x-k8s.io_jobsets.yaml"], Loader=LOADER)
-    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"][field] = {
-        "type": "integer"
-    }
-    content = yaml.dump(crd, Dumper=yaml.CSafeDumper).encode()
+    """JobSet's files with one more status field in its CRD (and the chart's copy of it): an integer, the first of
+    the properties of ``status`` (the schema's, the one key ``status`` at its indentation)."""
+    properties = b"\n          status:\n            description: JobSetStatus defines the observed state of JobSet\n"
+    properties += b"            properties:\n"
+    added = b"              %s:\n                type: integer\n" % field.encode()
+    content = _edited(files[f"{CRD_DIR}/jobset.x-k8s.io_jobsets.yaml"], properties, properties + added)
     return files | {
         f"{CRD_DIR}/jobset.x-k8s.io_jobsets.yaml": content,
         "charts/jobset/crds/jobset.x-k8s.io_jobsets.yaml": content,
@@ -303,9 +377,8 @@ def _refused(tmp_path, capsys, name, version, files, vendor_data):
 
 def test_a_crd_that_does_not_serve_the_stacks_api_is_refused(tmp_path, checkout, capsys):
     files = upstream_files("jobset", "0.12.0")
-    crd = yaml.load(files[f"{CRD_DIR}/jobset.x-k8s.io_jobsets.yaml"], Loader=LOADER)
-    crd["spec"]["versions"][0]["name"] = "v1alpha3"
-    files[f"{CRD_DIR}/jobset.x-k8s.io_jobsets.yaml"] = yaml.dump(crd, Dumper=yaml.CSafeDumper).encode()
+    crd = f"{CRD_DIR}/jobset.x-k8s.io_jobsets.yaml"
+    files[crd] = _edited(files[crd], b"\n    name: v1alpha2\n    schema:\n", b"\n    name: v1alpha3\n    schema:\n")
     lines = _refused(tmp_path, capsys, "jobset", "0.13.0", files, checkout("jobset", "0.12.0"))
     assert lines == [
         f"adopt_controller: {CRD_DIR}/jobset.x-k8s.io_jobsets.yaml of jobset v0.13.0 does not serve v1alpha2, the "
@@ -357,8 +430,8 @@ def test_a_kueue_release_is_refused_with_every_problem_at_once(tmp_path, checkou
     ]
 
 
-def test_without_a_repo_the_tag_alone_is_cloned_under_build(tmp_path, monkeypatch):
-    repo = release_repo(tmp_path, "jobset", "0.12.0", upstream_files("jobset", "0.12.0"))
+def test_without_a_repo_the_tag_alone_is_cloned_under_build(tmp_path, monkeypatch, adopted):
+    repo = adopted("jobset", "0.12.0").repo
     monkeypatch.setattr(adopt_controller, "ROOT", tmp_path)
     vendor = tmp_path / "vendor"
     shutil.copytree(VENDOR, vendor, ignore=shutil.ignore_patterns("maxtext-*"))
@@ -377,8 +450,8 @@ def test_without_a_repo_the_tag_alone_is_cloned_under_build(tmp_path, monkeypatc
     )
 
 
-def test_a_repository_without_the_tag_is_one_line(tmp_path, capsys):
-    repo = release_repo(tmp_path, "jobset", "0.12.0", upstream_files("jobset", "0.12.0"))
+def test_a_repository_without_the_tag_is_one_line(capsys, adopted):
+    repo = adopted("jobset", "0.12.0").repo
     assert main(["jobset", "0.99.0", "--repo", str(repo)]) == 1
     assert capsys.readouterr().err == (
         f"adopt_controller: {repo} has no tag v0.99.0: check the version, or fetch its tags\n"
@@ -404,12 +477,10 @@ def test_the_data_names_every_adopted_releases_files_and_fields():
         for version, release in releases.items():
             assert set(release.crds) == set(CRDS[name]), (name, version)
             for plural in CRDS[name]:
-                crd = yaml.load(release_crd(name, version, plural).read_text(), Loader=LOADER)
+                crd = parsed(release_crd(name, version, plural).read_bytes())
                 assert crd["metadata"]["name"] == f"{plural}.{name}.x-k8s.io"
-            if name == "jobset":
-                assert release.schema_fields == jobset_crd_fields(
-                    yaml.load(release_crd(name, version, "jobsets").read_text(), Loader=LOADER)
-                )
+                if name == "jobset":
+                    assert release.schema_fields == jobset_crd_fields(crd)
             facts = release_facts(name, version)
             assert release.facts == facts_file(name, version)
             assert (facts["upstream"], facts["tag"], facts["commit"], facts["licence"]) == (

@@ -21,6 +21,7 @@ from core.names import DRILL_EXIT, SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_
 from tests.conftest import put, shared_path, slug
 from tests.fake_hub import COMMIT
 from tests.lifecycle_walk import settings
+from tests.shim_calls import LOG, read_calls
 from workloads.container import restart_drill
 from workloads.container.launch import RESUMED_ENV, SKIPPED
 from workloads.specs.commands import (
@@ -89,17 +90,17 @@ SNAPSHOT, SCAN, COMPLETE = (
 )
 WATCHDOG, JUDGE, LAUNCH = (f"{SCRIPTS_DIR}/{name}" for name in ("stall_watchdog.py", "train_exit.py", "launch.py"))
 
-SHIM = """#!/bin/sh
+SHIM = f"""#!/bin/sh
 case "$1" in */maxtext_check.py) exit 0;; esac
-"{python}" -c 'import json, sys; open(sys.argv[1], "a").write(json.dumps(sys.argv[2:]) + "\\n")' "{log}" "$@"
-case "$1" in */launch.py) exec "{python}" "$@";; esac
+{LOG}
+case "$1" in */launch.py) exec "{{python}}" "$@";; esac
 case "$1" in */base_snapshot.py) if [ -n "$SHIM_BASE_COMMIT" ]; then echo "$SHIM_BASE_COMMIT"; exit 0; fi
-  if [ -n "$SHIM_RUN_BASE" ]; then exec "{python}" "$@"; fi;; esac
+  if [ -n "$SHIM_RUN_BASE" ]; then exec "{{python}}" "$@"; fi;; esac
 case "$1" in *.py)
-  if [ -n "$SHIM_RUN_C" ]; then exec "{python}" "$@"; fi
+  if [ -n "$SHIM_RUN_C" ]; then exec "{{python}}" "$@"; fi
   if [ -n "$SHIM_C_PRINTS" ]; then echo "$SHIM_C_PRINTS"; fi;;
 esac
-if [ "$1" = "-m" ] && [ -n "$SHIM_TRAIN_RL" ]; then exec "{python}" "$SHIM_TRAIN_RL"; fi
+if [ "$1" = "-m" ] && [ -n "$SHIM_TRAIN_RL" ]; then exec "{{python}}" "$SHIM_TRAIN_RL"; fi
 if [ -n "$SHIM_FAIL" ]; then exit "$SHIM_FAIL"; fi
 """
 
@@ -127,7 +128,7 @@ def install(step: dict | str, tmp_path: Path, script: str | None = None) -> Path
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     shim = bin_dir / "python3"
-    shim.write_text(SHIM.format(python=sys.executable, log=tmp_path / "calls.jsonl"))
+    shim.write_text(SHIM.format(python=sys.executable, log=tmp_path / "calls.log"))
     shim.chmod(0o755)
     return folder / RUN_SCRIPT
 
@@ -148,7 +149,7 @@ def run_in_bash(
     check runs for real in tests/test_maxtext_check.py). The training log and side file go to ``tmp_path`` instead
     of /tmp."""
     run_sh = install(step, tmp_path, script)
-    log = tmp_path / "calls.jsonl"
+    log = tmp_path / "calls.log"
     log.write_text("")
     bin_dir = tmp_path / "bin"
     environment = {"PATH": f"{bin_dir}:/usr/bin:/bin", STALL_ENV: "7200", "SHIM_BASE_COMMIT": COMMIT, **(env or {})}
@@ -157,9 +158,7 @@ def run_in_bash(
         assert done.returncode == 0, done.stderr
     _LAST_RUN[:] = [done]
     mounted = f"{run_sh.parent}/"
-    return [
-        [word.replace(mounted, f"{SCRIPTS_DIR}/") for word in json.loads(line)] for line in log.read_text().splitlines()
-    ]
+    return [[word.replace(mounted, f"{SCRIPTS_DIR}/") for word in call] for call in read_calls(log)]
 
 
 _LAST_RUN: list[subprocess.CompletedProcess[str]] = []

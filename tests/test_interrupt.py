@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -83,32 +84,104 @@ finally:
 """
 
 
-def _interrupted(which: str, sig: signal.Signals) -> tuple[float, int, str]:
-    """Start the wait ``which`` in a process, send ``sig`` once it polled, return (seconds to exit, code, stderr)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", PROGRAM, which], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    try:
-        assert proc.stdout is not None
+FORKS = (
+    r"""
+import os, sys
+
+# The program's imports, paid once: each wait runs in a fork of this process (no thread runs here yet).
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from infra.k8s import live
+from infra.threads import in_daemon_thread
+from workloads.observe import waiting
+
+while request := sys.stdin.readline():
+    which, out, err = request.split()
+    pid = os.fork()
+    if pid == 0:  # the child goes on to run the program, as `python -c PROGRAM which` would
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.dup2(os.open(out, os.O_WRONLY), 1)
+        os.dup2(os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
+        sys.argv = ["-c", which]
+        break
+    print(pid, flush=True)
+    print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+else:
+    sys.exit(0)
+"""
+    + PROGRAM
+)
+"""A process that imports the program's modules once, then forks a process per wait it is asked for: the child runs
+``PROGRAM`` to its end at the top level, as ``python -c PROGRAM <which>`` does (its own stdin, stdout and stderr,
+Python's default signal handlers), and this process prints its pid, then its exit status as ``Popen.returncode``
+gives it (``-N``: ended by signal N)."""
+
+
+class Forks:
+    """The running ``FORKS`` process: ``interrupted`` starts one wait in a child of its own."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", FORKS],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def _line(self, timeout: float) -> str:
+        assert self.proc.stdout is not None
         with selectors.DefaultSelector() as selector:
-            selector.register(proc.stdout, selectors.EVENT_READ)
-            assert selector.select(timeout=60), "the wait never polled"
-        assert proc.stdout.readline() == b"polled\n"
-        proc.send_signal(sig)
-        sent = time.monotonic()
-        code = proc.wait(timeout=BOUND + 5)
-        return time.monotonic() - sent, code, proc.stderr.read().decode() if proc.stderr else ""
+            selector.register(self.proc.stdout, selectors.EVENT_READ)
+            assert selector.select(timeout=timeout), f"no answer within {timeout} s"
+        return self.proc.stdout.readline().strip()
+
+    def interrupted(self, which: str, sig: signal.Signals) -> tuple[float, int, str]:
+        """Start the wait ``which`` in a process, send ``sig`` once it polled, return (seconds to exit, code,
+        stderr)."""
+        assert self.proc.stdin is not None
+        out, err = self.folder / f"{which}-{sig.name}.out", self.folder / f"{which}-{sig.name}.err"
+        os.mkfifo(out)
+        self.proc.stdin.write(f"{which} {out} {err}\n")
+        self.proc.stdin.flush()
+        pid = int(self._line(timeout=60))
+        code: int | None = None
+        try:
+            with open(out, "rb") as stdout, selectors.DefaultSelector() as selector:
+                selector.register(stdout, selectors.EVENT_READ)
+                assert selector.select(timeout=60), "the wait never polled"
+                assert stdout.readline() == b"polled\n"
+                os.kill(pid, sig)
+                sent = time.monotonic()
+                code = int(self._line(timeout=BOUND + 5))
+                return time.monotonic() - sent, code, err.read_text()
+        finally:
+            if code is None:  # the child is still running: end it, and read its status
+                os.kill(pid, signal.SIGKILL)
+                self._line(timeout=10)
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def forks(tmp_path_factory) -> Iterator[Forks]:
+    running = Forks(tmp_path_factory.mktemp("interrupt"))
+    try:
+        yield running
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        running.close()
 
 
 @pytest.mark.parametrize("which", ["step", "webhook"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_an_interrupted_wait_ends_the_program_at_once(which, sig):
-    seconds, code, stderr = _interrupted(which, sig)
+def test_an_interrupted_wait_ends_the_program_at_once(forks, which, sig):
+    seconds, code, stderr = forks.interrupted(which, sig)
     assert seconds < BOUND, f"{which} wait: {seconds:.1f} s after {sig.name}"
     if sig == signal.SIGINT:
         assert "KeyboardInterrupt" in stderr and code != 0, "Python's default handler, not the language host's kill"

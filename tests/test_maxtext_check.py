@@ -27,6 +27,7 @@ from core import maxtext_keys
 from core.names import SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from tests.conftest import VENDORED
 from tests.lifecycle_walk import settings
+from tests.shim_calls import LOG, read_calls
 from tools import adopt_maxtext
 from workloads.container import maxtext_check
 from workloads.specs.commands import (
@@ -209,9 +210,9 @@ def test_a_program_without_its_pin_is_one_line_not_a_traceback(tmp_path):
 
 # -- in the steps' scripts --------------------------------------------------------------------------------
 
-SHIM = """#!/bin/sh
-"{python}" -c 'import json, sys; open(sys.argv[1], "a").write(json.dumps(sys.argv[2:]) + "\\n")' "{log}" "$@"
-case "$1" in */maxtext_check.py) exec "{python}" "$@";; esac
+SHIM = f"""#!/bin/sh
+{LOG}
+case "$1" in */maxtext_check.py) exec "{{python}}" "$@";; esac
 case "$1" in */base_snapshot.py) echo 0123456789abcdef0123456789abcdef01234567;; esac
 exit 0
 """
@@ -229,7 +230,7 @@ def run_step(step, tmp_path: Path, program: str, site: Path) -> tuple[subprocess
             text = text.replace(path, str(tmp_path / Path(path).name))
         (folder / name).write_text(text.replace(f"{SCRIPTS_DIR}/", f"{folder}/"))
     (tmp_path / "bin").mkdir()
-    log = tmp_path / "calls.jsonl"
+    log = tmp_path / "calls.log"
     log.write_text("")
     shim = tmp_path / "bin" / "python3"
     shim.write_text(SHIM.format(python=sys.executable, log=log))
@@ -238,7 +239,7 @@ def run_step(step, tmp_path: Path, program: str, site: Path) -> tuple[subprocess
     done = subprocess.run(
         ["bash", str(folder / RUN_SCRIPT)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
     )
-    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    calls = read_calls(log)
     return done, [(c[1] if c[0] == "-m" else Path(c[0]).name) for c in calls]
 
 

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from tests.conftest import slug
+from tests.project_check import plain_yaml_once  # noqa: F401 (an autouse fixture)
 from tools import check_pulumi_project
 from tools.check_pulumi_project import ProjectRefusedError
 from tools.stack_files import ROOT

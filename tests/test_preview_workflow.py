@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.project_check import plain_yaml_once  # noqa: F401 (an autouse fixture)
 from tests.pure_plan import pure_plan
 from tools import check_pulumi_project
 from tools.stack_files import ROOT

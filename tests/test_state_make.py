@@ -29,8 +29,8 @@ def own_key(stack: str) -> str:
 
 
 @pytest.fixture
-def repo(tmp_path, gcs):
-    """The checkout, its dev and prod stacks in one project, the fake CLI on PATH and fake-gcs-server (``gcs``)."""
+def stacks(tmp_path):
+    """The checkout, its dev and prod stacks in one project and the fake CLI on PATH."""
     root = checkout(tmp_path)
     for stack in ("dev", "prod"):
         path = root / f"Pulumi.{stack}.yaml"
@@ -38,6 +38,12 @@ def repo(tmp_path, gcs):
         path.write_text(text.replace("  tpu-rl:workflow:\n", "  tpu-rl:workflow:\n    capacityCheck: false\n"))
     install(tmp_path / "bin")
     return root
+
+
+@pytest.fixture
+def repo(stacks, gcs):
+    """``stacks`` with fake-gcs-server (``gcs``), where the fake CLI keeps the stacks of gs:// homes."""
+    return stacks
 
 
 def make(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -138,7 +144,8 @@ def test_a_stack_in_the_projects_shared_bucket_is_never_created_again_empty(repo
     assert (repo / "Pulumi.prod.yaml").read_text() == before, "nothing written"
 
 
-def test_a_passphrase_and_a_disagreeing_backend_url_are_refused_before_any_pulumi_command(repo, tmp_path):
+def test_a_passphrase_and_a_disagreeing_backend_url_are_refused_before_any_pulumi_command(stacks, tmp_path):
+    repo = stacks  # refused before any state is read: no bucket, no emulator
     done = make(repo, "up", "STACK=prod", f"STATE_BACKEND=file://{tmp_path / 'state'}")
     assert done.returncode == 2
     (line,) = errors(done)

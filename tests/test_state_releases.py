@@ -11,6 +11,7 @@ import os
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,10 @@ import pytest
 
 from infra.k8s.manifests import helm_release_problem
 from tests import fake_kube
+from tests.conftest import plan_of
 from tests.fake_kube import FakeCluster, fake_cluster
 from tests.scenario import EXPORT, auth_plugin, credential, helm_secret, unprotected, with_cluster
-from tools import state_export
+from tools import state, state_export
 from tools.stack_files import ROOT
 
 REAL_CLUSTER = True
@@ -197,11 +199,9 @@ def test_nothing_is_read_or_stopped_when_no_release_can_be_lost():
 
 
 def test_the_program_installs_the_releases_make_up_looks_for():
-    """``platform_releases`` names what ``KubernetesPlatform`` registers: the offline plan's Helm releases."""
-    from tools.plan import plan_stack
-
-    for kueue_install in (True, False):
-        plan, _ = plan_stack(ROOT / "Pulumi.dev.yaml", [f"tpu-rl:kueue.enabled={str(kueue_install).lower()}"])
+    """``platform_releases`` names what ``KubernetesPlatform`` registers: the offline plan's Helm releases (prod's
+    plans, which other files plan too: its own installs Kueue)."""
+    for kueue_install, plan in ((True, plan_of("prod")), (False, plan_of("prod", "tpu-rl:kueue.enabled=false"))):
         registered = sorted(
             (str(r["inputs"]["name"]), str(r["inputs"]["namespace"]))
             for r in plan.resources
@@ -231,8 +231,8 @@ def cluster(monkeypatch, tmp_path):
         yield running
 
 
-def releases(tmp_path: Path, export: str | None, *, stack: str = "dev") -> subprocess.CompletedProcess[str]:
-    """``python -m tools.state releases`` with a `pulumi` that prints ``export`` (None: fails as a missing stack)."""
+def fake_cli(tmp_path: Path, export: str | None) -> dict[str, str]:
+    """A `pulumi` on PATH that prints ``export`` (None: fails as a missing stack); the environment it needs."""
     folder = tmp_path / "bin"
     folder.mkdir(exist_ok=True)
     (tmp_path / "export.json").write_text(export or "")
@@ -240,8 +240,16 @@ def releases(tmp_path: Path, export: str | None, *, stack: str = "dev") -> subpr
     answer = 'cat "$EXPORT"' if export is not None else "echo \"error: no stack named '$4' found\" >&2; exit 255"
     fake.write_text(f'#!/bin/sh\necho "$*" >> "$PULUMI_LOG"\n{answer}\n')
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    env: dict[str, Any] = {**os.environ, "PATH": f"{folder}:{os.environ['PATH']}"}
-    env.update(EXPORT=str(tmp_path / "export.json"), PULUMI_LOG=str(tmp_path / "pulumi.log"))
+    return {
+        "PATH": f"{folder}:{os.environ['PATH']}",
+        "EXPORT": str(tmp_path / "export.json"),
+        "PULUMI_LOG": str(tmp_path / "pulumi.log"),
+    }
+
+
+def releases(tmp_path: Path, export: str | None, *, stack: str = "dev") -> subprocess.CompletedProcess[str]:
+    """``python -m tools.state releases`` in a process of its own, as the Makefile runs it."""
+    env: dict[str, Any] = {**os.environ, **fake_cli(tmp_path, export)}
     return subprocess.run(
         [sys.executable, "-m", "tools.state", "releases", "--stack", stack],
         cwd=ROOT,
@@ -253,12 +261,33 @@ def releases(tmp_path: Path, export: str | None, *, stack: str = "dev") -> subpr
     )
 
 
+@pytest.fixture
+def releases_here(tmp_path, monkeypatch, capsys) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """The same command's ``main`` run in this process, its exit status and its output as ``releases`` gives them:
+    the process boundary has its test (``test_make_ups_look_prints_the_releases_the_state_holds``); the others pay
+    no interpreter start and import of the tools each."""
+
+    def run(export: str | None, *, stack: str = "dev") -> subprocess.CompletedProcess[str]:
+        for name, value in fake_cli(tmp_path, export).items():
+            monkeypatch.setenv(name, value)
+        capsys.readouterr()
+        argv = ["releases", "--stack", stack]
+        code = state.main(argv)
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(argv, code, out, err)
+
+    return run
+
+
 def test_make_ups_look_prints_the_releases_the_state_holds(tmp_path, cluster: FakeCluster):
     done = releases(tmp_path, with_cluster(EXPORT, cluster.endpoint, cluster.ca_data, ("jobset", "kueue")))
     assert (done.returncode, done.stdout, done.stderr) == (0, "jobset,kueue\n", "")
     assert (tmp_path / "pulumi.log").read_text() == "stack export --stack dev\n"
     assert cluster.requests == [], "the state holds both: the cluster is not read"
-    done = releases(tmp_path, '{\n    "version": 3,\n    "deployment": null\n}\n')
+
+
+def test_a_new_stacks_state_holds_no_release(releases_here):
+    done = releases_here('{\n    "version": 3,\n    "deployment": null\n}\n')
     assert (done.returncode, done.stdout, done.stderr) == (0, "\n", ""), "a new stack: set, empty"
 
 
@@ -274,22 +303,22 @@ def test_make_ups_look_stops_at_a_release_the_failed_destroy_left_in_the_cluster
     assert (done.returncode, done.stdout, done.stderr) == (0, "\n", ""), "nothing installed: `up` installs them"
 
 
-def test_make_ups_look_goes_on_with_a_warning_when_it_cannot_read(tmp_path, cluster: FakeCluster):
-    done = releases(tmp_path, None)
+def test_make_ups_look_goes_on_with_a_warning_when_it_cannot_read(releases_here, cluster: FakeCluster):
+    done = releases_here(None)
     assert done.returncode == 3 and done.stdout == ""
     assert done.stderr == (
         "warning: `pulumi stack export --stack dev` failed: error: no stack named 'dev' found; `pulumi up` goes on "
         "without comparing the cluster's Helm releases with the state\n"
     )
     unreachable = with_cluster(EXPORT, "127.0.0.1:9", cluster.ca_data, ())
-    done = releases(tmp_path, unreachable)
+    done = releases_here(unreachable)
     assert done.returncode == 0 and done.stdout == "\n", "the program reads the cluster again"
     (warning,) = done.stderr.splitlines()
     assert warning.startswith("warning: cannot read the cluster's Helm releases (") and "reads them again" in warning
 
 
-def test_a_stack_name_that_is_not_one_is_refused_before_the_cli_is_run(tmp_path):
-    done = releases(tmp_path, EXPORT, stack="dev;rm")
+def test_a_stack_name_that_is_not_one_is_refused_before_the_cli_is_run(tmp_path, releases_here):
+    done = releases_here(EXPORT, stack="dev;rm")
     assert done.returncode == 2 and "is not a stack name" in done.stderr
     assert not (tmp_path / "pulumi.log").exists()
 
@@ -301,4 +330,4 @@ def test_the_export_is_bounded(tmp_path, monkeypatch):
     (folder / "pulumi").chmod(0o755)
     monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
     with pytest.raises(state_export.StateError, match=r"took more than 0 s"):
-        state_export.export_state("dev", timeout=0.2)
+        state_export.export_state("dev", timeout=0.05)

@@ -129,10 +129,15 @@ class Tag:
         return path in self.git("ls-tree", "--name-only", self.name, "--", path).decode().splitlines()
 
     def read(self, path: str) -> bytes | None:
-        """The file at the tag (None: it has none); any other failure of git is an ``AdoptError``."""
-        if not self.has(path):
-            return None
-        return self.git("show", f"{self.name}:{path}")
+        """The file at the tag (None: it has none); any other failure of git is an ``AdoptError``. Read first, and
+        looked up only when the read fails: one git for a file the tag holds, the read's own failure for one that
+        cannot be read (a blob a blob-less clone cannot fetch)."""
+        try:
+            return self.git("show", f"{self.name}:{path}")
+        except AdoptError:
+            if not self.has(path):
+                return None
+            raise
 
 
 def clone(name: Controller, version: str, url: str) -> Path:
@@ -172,9 +177,14 @@ def _fields(name: Controller, crd: dict[str, Any]) -> frozenset[str]:
     return served_spec_fields(crd, API_VERSIONS[name]) or frozenset()
 
 
+def parse_yaml(content: bytes | str) -> Any:
+    """A YAML document as ``LOADER`` reads it (every YAML this command reads goes through here)."""
+    return yaml.load(content, Loader=LOADER)
+
+
 def _load(content: bytes, what: str) -> Any:
     try:
-        return yaml.load(content, Loader=LOADER)
+        return parse_yaml(content)
     except yaml.YAMLError as err:
         raise AdoptError(f"{what} is not YAML ({type(err).__name__})") from None
 
@@ -193,7 +203,7 @@ def template_problem(template: bytes, crd: dict[str, Any]) -> str | None:
         return "renders it only under a condition"
     plain = "\n".join(line for line in text.splitlines() if "{{" not in line and "}}" not in line)
     try:
-        rendered = yaml.load(plain, Loader=LOADER) or {}
+        rendered = parse_yaml(plain) or {}
     except yaml.YAMLError:
         return "cannot be read as the CRD"
 
@@ -348,8 +358,8 @@ def changes(name: Controller, version: str, crds: dict[str, bytes], vendor: Path
     lines = [f"against {name} {previous}:"]
     for plural, content in crds.items():
         old_file = vendor / (adopted[previous]["crds"][plural] + ".xz")
-        old = _fields(name, yaml.load(lzma.decompress(old_file.read_bytes()), Loader=LOADER) or {})
-        new = _fields(name, yaml.load(content, Loader=LOADER) or {})
+        old = _fields(name, parse_yaml(lzma.decompress(old_file.read_bytes())) or {})
+        new = _fields(name, parse_yaml(content) or {})
         added, removed = sorted(new - old), sorted(old - new)
         lines.append(f"  {plural}: fields added {', '.join(added) or 'none'}; removed {', '.join(removed) or 'none'}")
     return lines

@@ -140,6 +140,11 @@ def read_plain_yaml(path: Path) -> Any:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ProjectRefusedError(f"{name}: not UTF-8") from None
+    return parse_plain_yaml(name, text)
+
+
+def parse_plain_yaml(name: str, text: str) -> Any:
+    """The one YAML document of ``text`` (the file ``name``'s), refused as ``read_plain_yaml`` says."""
     try:
         depth = documents = 0
         for event in yaml.parse(text, Loader=yaml.SafeLoader):

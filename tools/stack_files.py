@@ -11,16 +11,16 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from core.config import load_settings
-from core.config.schema import SECRET_KEYS
 from core.config.values import OPAQUE_SECRET, UNSET_SECRET
 from core.errors import BadInputError
 from core.inputs import MAX_DEPTH, InputError, parse_json, parse_yaml, read_file
 from core.names import PROJECT
 from core.redact import scrub
-from core.settings import Settings
+
+if TYPE_CHECKING:
+    from core.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_STACK_FILE_BYTES = 1_000_000
@@ -250,6 +250,8 @@ def load_stack_config(
         f"{PROJECT}:hfToken": workflow_on,
         f"{PROJECT}:hfWriteToken": bool(_object(config.get(f"{PROJECT}:publish")).get("repo")),
     }
+    from core.config.schema import SECRET_KEYS  # the schema and its rules: only where a stack is loaded
+
     for full in SECRET_KEYS:
         if needed[full] and config.get(full) in (None, ""):
             config[full] = UNSET_SECRET
@@ -305,6 +307,8 @@ def load_stack(
     """A stack's validated settings, read as the program reads them (for the CLIs that need no
     Pulumi CLI): `Pulumi.<stack>.yaml` or `config_file`, plus overrides. Returns the settings, the
     raw config and the secret keys; raises ``StackFileError`` or ``ConfigError`` (one line)."""
+    from core.config import load_settings
+
     stack_file = config_file or ROOT / f"Pulumi.{stack}.yaml"
     config, secret_keys, _ = load_stack_config(stack_file, list(overrides))
     keys = frozenset(secret_keys)

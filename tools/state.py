@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import sys
 import warnings
 from pathlib import Path
@@ -56,6 +55,7 @@ from tools.state_export import (
     pins_in_state,
     platform_releases,
     releases_in_state,
+    state_cluster,
     stranded_release,
 )
 from tools.state_home import STACK_NAME, Home, RefusedError, decide, read_stack_file, record
@@ -290,6 +290,8 @@ def _setup_permissions(home: Home, permissions: Any, setup_missing: Any) -> None
 
 
 def _locks(home: Home, command: str) -> int:
+    import socket  # here: only the lock commands ask for the host's name
+
     locks = read_locks(home.backend, home.stack)
     hostname = socket.gethostname()
     if command == "locks":
@@ -327,25 +329,40 @@ def _releases(stack: str, pins: str = "", keys: str = "") -> int:
             file=sys.stderr,
         )
         return 3
-    from core.config import ConfigError
-    from infra.k8s import live
-    from tools.stack_files import load_stack
-
-    try:
-        settings = load_stack(stack)[0]
-        problem = stranded_release(stack, export, held, platform_releases(settings.kueue.install))
-    except (ConfigError, StackFileError):
-        problem = None  # `pulumi up` reports the configuration's problems itself
-    except live.ClusterReadError as err:
-        print(
-            f"warning: cannot read the cluster's Helm releases ({err}); `pulumi up` reads them again", file=sys.stderr
-        )
-        problem = None
+    problem = None if state_cluster(export) is None else _stranded(stack, export, held)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 1
     print(",".join(held))
     return 0
+
+
+def _stranded(stack: str, export: str, held: list[str]) -> str | None:
+    """``stranded_release`` for the stack's settings (None: the configuration cannot be read, which `pulumi up`
+    reports itself, or the cluster cannot be read, a warning). Only a state that holds a cluster gets here: without
+    one no release can be stranded, and the settings are not loaded."""
+    from core.config import ConfigError
+    from tools.stack_files import load_stack
+
+    try:
+        settings = load_stack(stack)[0]
+        return stranded_release(stack, export, held, platform_releases(settings.kueue.install))
+    except (ConfigError, StackFileError):
+        return None
+    except _cluster_read_error() as err:
+        print(
+            f"warning: cannot read the cluster's Helm releases ({err}); `pulumi up` reads them again", file=sys.stderr
+        )
+        return None
+
+
+def _cluster_read_error() -> type[Exception]:
+    """``infra.k8s.live.ClusterReadError``, imported only when an exception reaches the clause that names it: the
+    Kubernetes client's module costs a `make up` some 0.2 s of CPU, and ``stranded_release`` imports it itself when
+    the state holds a cluster to read."""
+    from infra.k8s import live
+
+    return live.ClusterReadError
 
 
 if __name__ == "__main__":

@@ -7,15 +7,12 @@ releases`` runs them (tools/state.py)."""
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from core.errors import TpuRlError
 from core.names import PROJECT
 from core.redact import scrub
-from infra.k8s.kueue import NAMESPACE as KUEUE_NAMESPACE
-from infra.k8s.manifests import JOBSET_NAMESPACE, helm_release_problem
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 
@@ -149,6 +146,9 @@ def cluster_protected(export: str) -> bool:
 def platform_releases(kueue_install: bool) -> list[tuple[str, str]]:
     """The Helm releases the program installs (``infra.k8s.platform.KubernetesPlatform``): name and namespace of
     JobSet's, and of Kueue's with ``tpu-rl:kueue.enabled`` (``Settings.kueue.install``)."""
+    from infra.k8s.kueue import NAMESPACE as KUEUE_NAMESPACE  # here: every state command imports this module
+    from infra.k8s.manifests import JOBSET_NAMESPACE
+
     return [("jobset", JOBSET_NAMESPACE), *([("kueue", KUEUE_NAMESPACE)] if kueue_install else [])]
 
 
@@ -180,6 +180,7 @@ def stranded_release(
         return None
     from infra.k8s import live
     from infra.k8s.kubeconfig import build_kubeconfig
+    from infra.k8s.manifests import helm_release_problem
 
     protected = cluster_protected(export)
     reader = (read or live.ClusterReader)(build_kubeconfig(f"{PROJECT}-{stack}", *cluster))
@@ -200,6 +201,8 @@ def export_state(stack: str, timeout: float = EXPORT_TIMEOUT) -> str:
     no ``Lock``, unlike ``ImportDeployment``; Pulumi Cloud: ``pkg/backend/httpstate/client/client.go``
     ``ExportStackDeployment``, a GET of the stack's ``export``), so it neither waits for nor blocks the `pulumi up`
     that follows."""
+    import subprocess  # here: every state command imports this module, `releases` alone runs a process
+
     try:
         done = subprocess.run(
             ["pulumi", "stack", "export", "--stack", stack],
