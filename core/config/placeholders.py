@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
+from typing import TYPE_CHECKING
 
-from core.settings import Settings
+if TYPE_CHECKING:
+    from core.settings import Settings
 
 EXAMPLE_PROJECTS = ("my-tpu-dev-project", "my-tpu-prod-project")
 EXAMPLE_RESERVATION = "my-v6e-32-reservation"
