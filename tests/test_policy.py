@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections.abc
 import copy
 import dataclasses
 import importlib
@@ -202,6 +203,77 @@ def test_a_count_the_engine_sends_as_a_double_is_a_count():
     with pytest.raises(ValueError, match="is not a count"):
         policies.kueue._count(1.5, "parallelism")
     assert violations(pure_plan("prod"), "kueue-queue-fits", "prod") == []
+
+
+def _read_item_by_item(value: Any, depth: int = 0, path: str = "", owner: Any = None) -> Any:
+    """``properties.plain`` as a reader of pulumi-policy's proxies through their items alone would make it: each item
+    read through the proxy's check, an unknown it raises on read as the unknown string."""
+    from pulumi_policy.proxy import UnknownValueError
+
+    unseen, sentinels = policies.properties.Unseen, policies.properties._UNKNOWN_SENTINELS
+    if depth > 64:
+        return unseen(f"{path} (nested more than 64 levels)", owner)
+    if isinstance(value, str):
+        return unseen(path or ".", owner) if value in sentinels else value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    is_mapping = isinstance(value, collections.abc.Mapping)
+    if not is_mapping and not isinstance(value, collections.abc.Sequence):
+        return value
+    out: Any = {} if is_mapping else []
+    for key in list(value) if is_mapping else range(len(value)):
+        try:
+            item = value[key]
+        except UnknownValueError:
+            item = UNKNOWN_STRING
+        where = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}"
+        read = _read_item_by_item(item, depth + 1, where, owner)
+        out.__setitem__(key, read) if is_mapping else out.append(read)
+    return out
+
+
+def _shown(value: Any) -> Any:
+    """A plain value with each ``Unseen`` as its path and owner and each leaf with its type (``1``, ``1.0``, ``True``
+    told apart), to compare (an ``Unseen`` equals nothing)."""
+    if isinstance(value, policies.properties.Unseen):
+        return ("unseen", value.path, value.owner)
+    if isinstance(value, dict):
+        return {key: _shown(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_shown(item) for item in value]
+    return (type(value).__name__, value)
+
+
+def test_plain_reads_a_proxy_as_its_items_read_one_by_one():
+    """``properties.plain`` reads what pulumi-policy's proxy wraps at once: the same plain copy as reading each item
+    through the proxy (every unknown the same ``Unseen`` at its path, whole numbers ``int``), on what the first preview
+    of dev sends (unknowns in it) and on shapes at the edges: the proxy's own key ``__target``, every kind of
+    unknown, a value nested deeper than ``plain`` reads, a tuple."""
+    from google.protobuf import json_format
+    from pulumi_policy import proxy
+    from pulumi_policy.deserialize import deserialize_properties
+
+    nested: Any = 1.0
+    for _ in range(70):
+        nested = {"a": [nested]}
+    edges = {
+        "__target": {"x": proxy.UNKNOWN_NUMBER_VALUE, "__target": [1.5, 2.0]},
+        "unknowns": [proxy.UNKNOWN_BOOLEAN_VALUE, proxy.UNKNOWN_OBJECT_VALUE, {"s": proxy.UNKNOWN_ARRAY_VALUE}],
+        "values": [True, False, None, 0, 3.0, -2.5, "", "text", [], {}],
+        "deep": nested,
+    }
+    sent = [edges]
+    plan = analyzer.first_preview("dev")
+    for r in plan.resources:
+        for props in (analyzer.inputs(plan, r), analyzer.outputs(plan, r, preview=True)):
+            sent.append(json_format.MessageToDict(analyzer.properties(props)))
+    assert any(proxy.UNKNOWN_STRING_VALUE in json.dumps(props) for props in sent)
+    for props in sent:
+        proxied = proxy.unknown_checking_proxy(deserialize_properties(props))
+        for path, owner in (("", None), ("JobSet x: ", ("urn:x", JOBSET))):
+            expected = _shown(_read_item_by_item(proxied, path=path, owner=owner))
+            assert _shown(policies.properties.plain(proxied, path=path, owner=owner)) == expected
+    assert _shown(policies.properties.plain((1.0, "a"))) == [("int", 1), ("str", "a")]
 
 
 def test_prod_is_stricter_than_dev():
@@ -2675,6 +2747,96 @@ def test_no_corpus_finding_shows_any_part_of_the_token():
         for kind in ("Pod", "CronJob", "JobSet"):
             for message in violations(_plan_of(_workload(kind, pod, meta)), policy, "prod"):
                 assert not _shows_the_token(message), message
+
+
+SECRET_TEXTS = {
+    "a Hugging Face token": [TOKEN, f"--model-token {TOKEN}", f"x{TOKEN}y"],
+    "hf_access_token=...": [
+        "hf_access_token=abc",
+        "HF_ACCESS_TOKEN=abc",
+        "x hf_acce\u017f\u017f_token=\u212a",
+    ],
+    "a *_TOKEN/KEY/SECRET/PASSWORD= assignment": [
+        "export WANDB_API_KEY=abc",
+        "A_TOKEN=1",
+        "GH_SECRET=s3",
+        "DB_PASSWORD=pw rest",
+        "X9_B_KEY==",
+    ],
+    "a --token flag": ["--token=abc", "--hf-token abc", "--TOKEN=x", "--HF-Token=x"],
+}
+"""Each kind of secret material the secrets policy names, in texts it must find it in."""
+NOT_SECRETS = [
+    "",
+    "hf_short",
+    "hf_access_token=",
+    "hf_access_token=  ",
+    "hf_access_token= x",
+    "xhf_access_token=abc",
+    "export a_TOKEN=x",
+    "_TOKEN=x",
+    "A_TOKEN= x",
+    "A_TOKENS=x",
+    "--token",
+    "--tokens=x",
+    "token=abc",
+]
+
+
+def _every_pattern(text: str) -> str | None:
+    """What ``_secret_kind`` answers, searched with each whole pattern alone, in order."""
+    return next((policies.secrets.KINDS[p] for p in policies.secrets.TOKEN_PATTERNS if p.search(text)), None)
+
+
+def _stack_texts() -> set[str]:
+    """Every text the example stacks' plans hold (their scripts among them)."""
+    found: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            found.add(value)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    for stack in ("dev", "prod", "flex", "publishing"):
+        for r in base_plan(stack).resources:
+            walk(r["inputs"])
+    return found
+
+
+def test_each_kind_of_secret_is_found_in_a_text_short_or_long():
+    """The secrets policy searches a part every match of a pattern holds first (``secrets.CORES``): each kind is still
+    found, alone, among other words and inside the longest script of the stacks, and nothing else is; on every text of
+    the stacks and every case here the answer is what the whole patterns alone give."""
+    kind_of = policies.secrets._secret_kind
+    texts = _stack_texts()
+    script = max(texts, key=len)
+    assert len(script) > 10_000
+    for kind, cases in SECRET_TEXTS.items():
+        for text in cases:
+            for where in (text, f"echo start\n{text}\necho end", f"{script}\n{text}\n{script[:1000]}"):
+                assert kind_of(where) == kind == _every_pattern(where), (kind, where[:80])
+    for text in NOT_SECRETS:
+        for where in (text, f"{script}\n{text}\n{script[:1000]}"):
+            assert kind_of(where) is None and _every_pattern(where) is None, text
+    for text in texts:
+        assert kind_of(text) == _every_pattern(text)
+
+
+def test_each_secret_patterns_first_part_is_a_run_of_it_with_its_flags():
+    """What makes the first search sound: the part is written once into its pattern, at its top level (between the
+    pattern's other items, not inside an alternative or a repetition), and compiled with the pattern's flags."""
+    cores = policies.secrets.CORES
+    assert len(cores) == 2
+    for pattern, core in cores.items():
+        assert core.flags == pattern.flags
+        before, found, after = pattern.pattern.partition(core.pattern)
+        assert found and not before.endswith(("(", "|", "\\")) and not after.startswith(("|", "*", "+", "?", "{", ")"))
+        assert before.count("(") == before.count(")") and "|" not in before.replace("(?i)", "")
 
 
 def _template_labels(r):

@@ -126,6 +126,15 @@ def _key_path(path: str, key: Any) -> str:
     return f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}"
 
 
+_DICT_PROXY: Any = getattr(proxy, "_DictProxy", None)
+_LIST_PROXY: Any = getattr(proxy, "_ListProxy", None)
+"""pulumi-policy's read-only proxies (``unknown_checking_proxy``). ``plain`` reads what one wraps through the key the
+proxy keeps for it (``"__target"``), at once, not item by item through the check that raises on an unknown: the
+unknown's sentinel found there becomes the same ``Unseen``. (Another type, or none of this name, is read item by item.)
+"""
+_LEAVES = frozenset((int, bool, type(None)))
+
+
 def plain(value: Any, depth: int = 0, path: str = "", owner: tuple[str, str] | None = None) -> Any:
     """A plain copy of analyzer props: read-only proxies become ``dict`` and ``list``; every value the preview does not
     know becomes an ``Unseen`` at its path (the proxies raise on reading one, which would stop the whole policy with an
@@ -134,6 +143,32 @@ def plain(value: Any, depth: int = 0, path: str = "", owner: tuple[str, str] | N
     with ``json_format.MessageToDict``: ``parallelism: 1`` arrives as ``1.0``, still a count)."""
     if depth > _MAX_DEPTH:
         return Unseen(f"{path} (nested more than {_MAX_DEPTH} levels)", owner)
+    kind = type(value)
+    if kind is str:
+        return Unseen(path or ".", owner) if value in _UNKNOWN_SENTINELS else value
+    if kind in _LEAVES:
+        return value
+    if kind is float:
+        return int(value) if value.is_integer() else value
+    if kind is _DICT_PROXY or kind is dict:
+        target = value["__target"] if kind is _DICT_PROXY else value
+        depth += 1
+        return {
+            # A proxy answers its own key "__target" with what it wraps, whatever its item there holds.
+            key: plain(
+                target if kind is _DICT_PROXY and key == "__target" else item, depth, _key_path(path, key), owner
+            )
+            for key, item in target.items()
+        }
+    if kind is _LIST_PROXY or kind is list:
+        target = value["__target"] if kind is _LIST_PROXY else value
+        depth += 1
+        return [plain(item, depth, f"{path}[{index}]", owner) for index, item in enumerate(target)]
+    return _plain_other(value, depth, path, owner)
+
+
+def _plain_other(value: Any, depth: int, path: str, owner: tuple[str, str] | None) -> Any:
+    """``plain`` of a value of any other type (a subclass, another mapping or sequence), read item by item."""
     if isinstance(value, str):
         return Unseen(path or ".", owner) if value in _UNKNOWN_SENTINELS else value
     if isinstance(value, float) and value.is_integer():
