@@ -134,7 +134,13 @@ def marshalled(props: Mapping[str, Any]) -> bytes:
 
 
 def policy_config_file(stack: str) -> dict[str, Any]:
-    return json.loads((ROOT / "policy" / "config" / f"{stack}.json").read_text())
+    return json.loads(_config_text(stack))
+
+
+@functools.cache
+def _config_text(stack: str) -> str:
+    """The stack's policy config file, read once per process (the tests write none)."""
+    return (ROOT / "policy" / "config" / f"{stack}.json").read_text()
 
 
 def reconciled(policies: Sequence[Policy], config: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -233,6 +239,63 @@ class Resource:
     parent: str = ""
 
 
+@dataclass(frozen=True, eq=False)
+class _Setup:
+    """What configures a pack as the engine sends it: ``ConfigureStack``'s request (``stack``) and ``Configure``'s
+    (``policies``), serialised, and each policy's description. One object per distinct configuration (``_SETUPS``),
+    compared by identity: the pack's part of the key of its answers."""
+
+    stack: bytes
+    policies: bytes
+    descriptions: dict[str, str]
+
+
+_SETUPS: dict[tuple[Any, ...], tuple[tuple[Policy, ...], _Setup]] = {}
+
+
+def _configuration(
+    policies: Sequence[Policy],
+    config: Mapping[str, Any],
+    dry_run: bool,
+    stack: str,
+    stack_config: Mapping[str, str],
+    secret_keys: Sequence[str],
+) -> _Setup:
+    """The requests that configure a pack, made once per configuration (and mutant of a mutation run): the policies
+    (held with it, so that no other object takes one's id), the policy config (by its pickle, which tells ``1`` from
+    ``1.0`` and a list from a tuple, as the schema check does), the stack and its configuration. A config the schema
+    does not take raises each time (``reconciled``)."""
+    try:
+        key: tuple[Any, ...] | None = (
+            os.environ.get("MUTANT_UNDER_TEST", ""),
+            tuple(id(p) for p in policies),
+            pickle.dumps((config, dry_run, stack, stack_config, tuple(secret_keys)), protocol=5),
+        )
+    except (pickle.PicklingError, TypeError, AttributeError):
+        key = None
+    found = _SETUPS.get(key) if key is not None else None
+    if found is not None:
+        return found[1]
+    levels = reconciled(policies, config)  # the engine refuses a config its schema does not take
+    request = analyzer_pb2.AnalyzerStackConfigureRequest(
+        stack=stack,
+        project="tpu-rl",
+        dry_run=dry_run,
+        config=dict(stack_config),
+        config_secret_keys=list(secret_keys),
+    )
+    setup = _Setup(
+        request.SerializeToString(deterministic=True),
+        configure_request(levels).SerializeToString(deterministic=True),
+        {p.name: p.description for p in policies},
+    )
+    if key is not None:
+        if len(_SETUPS) >= 1_000:
+            _SETUPS.clear()  # bounded: a cache, not a record
+        _SETUPS[key] = (tuple(policies), setup)
+    return setup
+
+
 class Pack:
     """The pack's analyzer, configured as the engine configures it for one deployment."""
 
@@ -249,55 +312,55 @@ class Pack:
         pack = _pack_module()
         self.policies = list(pack.POLICIES if policies is None else policies)
         self.servicer = pack.servicer(self.policies)
-        levels = reconciled(self.policies, config or {})  # the engine refuses a config its schema does not take
-        self._descriptions = {p.name: p.description for p in self.policies}
-        request = analyzer_pb2.AnalyzerStackConfigureRequest(
-            stack=stack,
-            project="tpu-rl",
-            dry_run=dry_run,
-            config=dict(stack_config or {}),
-            config_secret_keys=list(secret_keys),
-        )
-        configure = configure_request(levels)
-        self.servicer.ConfigureStack(_wire(request), None)
-        self.servicer.Configure(_wire(configure), None)
-        self._setup = (
-            os.environ.get("MUTANT_UNDER_TEST", ""),
-            tuple(id(p) for p in self.policies),
-            request.SerializeToString(deterministic=True),
-            configure.SerializeToString(deterministic=True),
-        )
+        setup = _configuration(self.policies, config or {}, dry_run, stack, stack_config or {}, secret_keys)
+        self._descriptions = setup.descriptions
+        self.servicer.ConfigureStack(analyzer_pb2.AnalyzerStackConfigureRequest.FromString(setup.stack), None)
+        self.servicer.Configure(analyzer_pb2.ConfigureAnalyzerRequest.FromString(setup.policies), None)
+        self._setup = setup
 
     def analyze(self, resource: Resource) -> list[Finding]:
-        request = analyzer_pb2.AnalyzeRequest(type=resource.type, urn=resource.urn, name=resource.name)
-        request.properties.MergeFromString(marshalled(resource.props))
-        request.options.CopyFrom(_options(resource))
-        return self._findings(self._answer(self.servicer.Analyze, request))
-
-    def analyze_stack(self, resources: Iterable[Resource]) -> list[Finding]:
-        request = analyzer_pb2.AnalyzeStackRequest()
-        for resource in resources:
-            entry = request.resources.add(
-                type=resource.type, urn=resource.urn, name=resource.name, parent=resource.parent
-            )
-            entry.properties.MergeFromString(marshalled(resource.props))
-            entry.options.CopyFrom(_options(resource))
-        return self._findings(self._answer(self.servicer.AnalyzeStack, request))
-
-    def _answer(self, method: Any, request: Any) -> bytes:
-        """The servicer's response to a request, as it crosses the wire; remembered by the request's bytes and what
-        configured the pack (the policies, the levels and config, the stack's, and a mutation run's mutant), so that
-        a resource the tests judge unchanged in many plans is analysed once per configuration. The pack's policies
-        are functions of the request and their configuration alone; a test that patches the pack's code builds its
-        own policies (another key)."""
-        wire = request.SerializeToString(deterministic=True)
-        key = (self._setup, method.__name__, wire)
+        props = marshalled(resource.props)
+        key = (self._setup, "Analyze", resource.type, resource.urn, resource.name, props, _option_values(resource))
         found = _ANSWERS.get(key)
         if found is None:
-            found = method(type(request).FromString(wire), None).SerializeToString()
-            if len(_ANSWERS) >= 50_000:
-                _ANSWERS.clear()  # bounded: a cache, not a record
-            _ANSWERS[key] = found
+            request = analyzer_pb2.AnalyzeRequest(type=resource.type, urn=resource.urn, name=resource.name)
+            request.properties.MergeFromString(props)
+            request.options.CopyFrom(_options(resource))
+            found = self._answer(key, self.servicer.Analyze, request)
+        return list(found)
+
+    def analyze_stack(self, resources: Iterable[Resource]) -> list[Finding]:
+        sent = [(resource, marshalled(resource.props)) for resource in resources]
+        key = (
+            self._setup,
+            "AnalyzeStack",
+            tuple((r.type, r.urn, r.name, r.parent, props, _option_values(r)) for r, props in sent),
+        )
+        found = _ANSWERS.get(key)
+        if found is None:
+            request = analyzer_pb2.AnalyzeStackRequest()
+            for resource, props in sent:
+                entry = request.resources.add(
+                    type=resource.type, urn=resource.urn, name=resource.name, parent=resource.parent
+                )
+                entry.properties.MergeFromString(props)
+                entry.options.CopyFrom(_options(resource))
+            found = self._answer(key, self.servicer.AnalyzeStack, request)
+        return list(found)
+
+    def _answer(self, key: tuple[Any, ...], method: Any, request: Any) -> tuple[Finding, ...]:
+        """The findings of the servicer's response to a request, as it crosses the wire (the request serialised and
+        parsed again, the response too); remembered by what makes the request (each resource's type, URN, name,
+        marshalled properties and options: ``key``) and what configured the pack (the policies, the levels and
+        config, the stack's, and a mutation run's mutant: ``_setup``), so that a resource the tests judge unchanged in
+        many plans is analysed once per configuration, and a request answered before is not even built. The pack's
+        policies are functions of the request and their configuration alone; a test that patches the pack's code
+        builds its own policies (another key)."""
+        wire = request.SerializeToString(deterministic=True)
+        found = tuple(self._findings(method(type(request).FromString(wire), None).SerializeToString()))
+        if len(_ANSWERS) >= 50_000:
+            _ANSWERS.clear()  # bounded: a cache, not a record
+        _ANSWERS[key] = found
         return found
 
     def _findings(self, wire: bytes) -> list[Finding]:
@@ -311,12 +374,17 @@ class Pack:
         return found
 
 
-_ANSWERS: dict[tuple[Any, ...], bytes] = {}
+_ANSWERS: dict[tuple[Any, ...], tuple[Finding, ...]] = {}
 
 
 def _wire(message: Any) -> Any:
     """A request as it crosses the wire (serialised and parsed again)."""
     return type(message).FromString(message.SerializeToString())
+
+
+def _option_values(resource: Resource) -> tuple[bool, bool, str]:
+    """What ``_options`` sends of a resource."""
+    return resource.protect, resource.delete_before_replace, resource.parent
 
 
 def _options(resource: Resource) -> analyzer_pb2.AnalyzerResourceOptions:
@@ -365,15 +433,40 @@ def inputs(plan: Plan, r: Mapping[str, Any]) -> dict[str, Any]:
 def outputs(plan: Plan, r: Mapping[str, Any], *, preview: bool) -> dict[str, Any]:
     """What ``AnalyzeStack`` reads of a resource: its outputs. At preview a create returns its inputs and the engine
     marks what the provider computes unknown (the mocks' reply); at ``up`` the live object: a JobSet as the API server
-    keeps it (the webhook's defaults, a status), anything else the provider's reply."""
+    keeps it (the webhook's defaults, a status), anything else the provider's reply. Read only, as ``inputs``: a live
+    JobSet is remembered by what it is made from (``_live_jobset``)."""
     sent = plan.wire.get((r["type"], r["name"]))
     live = _from_wire(sent[1]) if sent is not None else r["inputs"]  # read only, as ``inputs``
     if not preview and r["type"] == JOBSET:
-        try:
-            live = with_state(jobset_defaults(live), "running")  # each returns a copy
-            live["metadata"] = {**live["metadata"], "uid": f"uid-{r['name']}", "generation": 1}
-        except (KeyError, TypeError, AttributeError, IndexError):
-            pass  # a shape the API server would refuse: the pack judges what the program sent
+        return _live_jobset(r["name"], live)
+    return live
+
+
+_LIVE: dict[tuple[str, str, bytes], dict[str, Any]] = {}
+
+
+def _live_jobset(name: str, sent: dict[str, Any]) -> dict[str, Any]:
+    """A JobSet the program sent as the API server keeps it running: the webhook's defaults, a status, its uid and
+    generation (a shape the API server would refuse stays what the program sent). Remembered by the name and the
+    pickle of what was sent (two deep copies cost ten times a pickle; the tests judge a stack's JobSets unchanged in
+    many plans); the caller reads it and writes nothing."""
+    try:
+        key: tuple[str, str, bytes] | None = (os.environ.get("MUTANT_UNDER_TEST", ""), name, pickle.dumps(sent, 5))
+    except (pickle.PicklingError, TypeError, AttributeError):
+        key = None
+    found = _LIVE.get(key) if key is not None else None
+    if found is not None:
+        return found
+    live = sent
+    try:
+        live = with_state(jobset_defaults(sent), "running")  # each returns a copy
+        live["metadata"] = {**live["metadata"], "uid": f"uid-{name}", "generation": 1}
+    except (KeyError, TypeError, AttributeError, IndexError):
+        pass  # a shape the API server would refuse: the pack judges what the program sent
+    if key is not None:
+        if len(_LIVE) >= 5_000:
+            _LIVE.clear()  # bounded: a cache, not a record
+        _LIVE[key] = live
     return live
 
 

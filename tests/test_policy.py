@@ -7,6 +7,7 @@ import base64
 import collections.abc
 import copy
 import dataclasses
+import functools
 import importlib
 import inspect
 import json
@@ -40,7 +41,13 @@ BY_NAME = {p.name: p for p in policies.POLICIES}
 
 
 def stack_config(stack: str) -> dict[str, Any]:
-    return json.loads((ROOT / "policy" / "config" / f"{stack}.json").read_text())
+    return json.loads(_config_text(stack))
+
+
+@functools.cache
+def _config_text(stack: str) -> str:
+    """The stack's policy config file, read once per process (every judgement reads it; a test writes none)."""
+    return (ROOT / "policy" / "config" / f"{stack}.json").read_text()
 
 
 def policy_config(stack: str, name: str) -> dict[str, Any]:
