@@ -28,19 +28,23 @@ pulumi-terraform-bridge returns the inputs with defaults the policies do not rea
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import pickle
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
-from google.protobuf import struct_pb2
+import pulumi_policy.policy
+from google.protobuf import json_format, struct_pb2
 from pulumi.output import Unknown
 from pulumi.runtime.proto import analyzer_pb2
 from pulumi_policy import EnforcementLevel, Policy
+from pulumi_policy.deserialize import deserialize_properties
+from pulumi_policy.proxy import unknown_checking_proxy
 
 from tests.fake_kube import with_state
 from tests.k8s_validation import jobset_defaults
@@ -127,6 +131,85 @@ def marshalled(props: Mapping[str, Any]) -> bytes:
             _MARSHALLED.clear()  # bounded: a cache, not a record
         _MARSHALLED[key] = found
     return found
+
+
+# ---------------------------------------------------------------------------------------------
+# What the servicer makes of a resource's properties, remembered
+
+
+class _Sent:
+    """A resource's properties on their way through what pulumi-policy's servicer makes of them before a policy reads
+    them (``Analyze``, ``AnalyzeStack``: ``unknown_checking_proxy(deserialize_properties(MessageToDict(properties)))``),
+    with their bytes."""
+
+    __slots__ = ("key", "message")
+
+    def __init__(self, key: bytes, message: struct_pb2.Struct) -> None:
+        self.key = key
+        self.message = message
+
+    def made(self) -> Any:
+        """What the servicer makes of the properties, by pulumi-policy's own functions."""
+        return unknown_checking_proxy(deserialize_properties(json_format.MessageToDict(self.message)))
+
+
+_PROXIES: dict[bytes, Any] = {}
+"""What the servicer made of each resource's properties (read-only proxies), by the properties' bytes."""
+
+
+class _JsonFormat:
+    """``json_format`` as ``pulumi_policy.policy`` reads it while the tests' servicer answers: ``MessageToDict`` of a
+    Struct hands on the Struct with its bytes (``_Sent``), which ``_deserialized`` passes on and ``_proxied`` makes
+    into the proxy (remembered); anything else is ``json_format``'s own."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(json_format, name)
+
+    @staticmethod
+    def MessageToDict(message: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N802 (json_format's name)
+        if args or kwargs or not isinstance(message, struct_pb2.Struct):
+            return json_format.MessageToDict(message, *args, **kwargs)
+        return _Sent(message.SerializeToString(deterministic=True), message)
+
+
+def _deserialized(props: Any, proxy_secrets: bool = False) -> Any:
+    if not isinstance(props, _Sent):
+        return deserialize_properties(props, proxy_secrets)
+    if proxy_secrets:
+        return deserialize_properties(json_format.MessageToDict(props.message), proxy_secrets)
+    return props
+
+
+def _proxied(props: Any) -> Any:
+    if not isinstance(props, _Sent):
+        return unknown_checking_proxy(props)
+    found = _PROXIES.get(props.key)
+    if found is None:
+        found = props.made()
+        if len(_PROXIES) >= 20_000:
+            _PROXIES.clear()  # bounded: a cache, not a record
+        _PROXIES[props.key] = found
+    return found
+
+
+@contextlib.contextmanager
+def conversions_remembered() -> Iterator[None]:
+    """While it lasts, pulumi-policy's servicer makes each distinct resource's properties into what its policies read
+    once per process, by its own functions (``MessageToDict``, ``deserialize_properties``, ``unknown_checking_proxy``:
+    a function of the properties' bytes alone), and hands the same read-only proxy to every request that sends them
+    again: the tests send a stack's resources unchanged in hundreds of requests, and making them was a quarter of the
+    pack's tests. The pack reads the proxies and writes nothing (``properties.plain`` copies what it reads)."""
+    module: Any = pulumi_policy.policy
+    saved = module.json_format, module.deserialize_properties, module.unknown_checking_proxy
+    module.json_format, module.deserialize_properties, module.unknown_checking_proxy = (
+        _JsonFormat(),
+        _deserialized,
+        _proxied,
+    )
+    try:
+        yield
+    finally:
+        module.json_format, module.deserialize_properties, module.unknown_checking_proxy = saved
 
 
 # ---------------------------------------------------------------------------------------------
@@ -357,7 +440,9 @@ class Pack:
         policies are functions of the request and their configuration alone; a test that patches the pack's code
         builds its own policies (another key)."""
         wire = request.SerializeToString(deterministic=True)
-        found = tuple(self._findings(method(type(request).FromString(wire), None).SerializeToString()))
+        with conversions_remembered():
+            answer = method(type(request).FromString(wire), None)
+        found = tuple(self._findings(answer.SerializeToString()))
         if len(_ANSWERS) >= 50_000:
             _ANSWERS.clear()  # bounded: a cache, not a record
         _ANSWERS[key] = found

@@ -152,19 +152,36 @@ def plain(value: Any, depth: int = 0, path: str = "", owner: tuple[str, str] | N
         return int(value) if value.is_integer() else value
     if kind is _DICT_PROXY or kind is dict:
         target = value["__target"] if kind is _DICT_PROXY else value
-        depth += 1
-        return {
-            # A proxy answers its own key "__target" with what it wraps, whatever its item there holds.
-            key: plain(
-                target if kind is _DICT_PROXY and key == "__target" else item, depth, _key_path(path, key), owner
-            )
-            for key, item in target.items()
-        }
+        out: dict[Any, Any] = {}
+        for key, item in target.items():
+            if kind is _DICT_PROXY and key == "__target":
+                item = target  # a proxy answers its own key with what it wraps, whatever its item there holds
+            found = _leaf(item) if depth < _MAX_DEPTH else _NOT_A_LEAF
+            out[key] = plain(item, depth + 1, _key_path(path, key), owner) if found is _NOT_A_LEAF else found
+        return out
     if kind is _LIST_PROXY or kind is list:
-        target = value["__target"] if kind is _LIST_PROXY else value
-        depth += 1
-        return [plain(item, depth, f"{path}[{index}]", owner) for index, item in enumerate(target)]
+        items: list[Any] = []
+        for index, item in enumerate(value["__target"] if kind is _LIST_PROXY else value):
+            found = _leaf(item) if depth < _MAX_DEPTH else _NOT_A_LEAF
+            items.append(plain(item, depth + 1, f"{path}[{index}]", owner) if found is _NOT_A_LEAF else found)
+        return items
     return _plain_other(value, depth, path, owner)
+
+
+_NOT_A_LEAF: Any = object()
+
+
+def _leaf(value: Any) -> Any:
+    """``plain`` of a known text, number, boolean or null, without its path (which only an ``Unseen`` keeps);
+    ``_NOT_A_LEAF`` for anything else (an unknown's sentinel among them)."""
+    kind = type(value)
+    if kind is str:
+        return _NOT_A_LEAF if value in _UNKNOWN_SENTINELS else value
+    if kind in _LEAVES:
+        return value
+    if kind is float:
+        return int(value) if value.is_integer() else value
+    return _NOT_A_LEAF
 
 
 def _plain_other(value: Any, depth: int, path: str, owner: tuple[str, str] | None) -> Any:
