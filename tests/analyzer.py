@@ -192,24 +192,42 @@ def _proxied(props: Any) -> Any:
     return found
 
 
+def _remembering(method: Any) -> Any:
+    """``method`` (the servicer's ``Analyze`` or ``AnalyzeStack``) with the functions it makes properties into a proxy
+    by (``pulumi_policy.policy``'s names) those that remember what they made, while it runs."""
+
+    @functools.wraps(method)
+    def answer(self: Any, request: Any, context: Any) -> Any:
+        module: Any = pulumi_policy.policy
+        saved = module.json_format, module.deserialize_properties, module.unknown_checking_proxy
+        module.json_format, module.deserialize_properties, module.unknown_checking_proxy = (
+            _JsonFormat(),
+            _deserialized,
+            _proxied,
+        )
+        try:
+            return method(self, request, context)
+        finally:
+            module.json_format, module.deserialize_properties, module.unknown_checking_proxy = saved
+
+    return answer
+
+
 @contextlib.contextmanager
 def conversions_remembered() -> Iterator[None]:
-    """While it lasts, pulumi-policy's servicer makes each distinct resource's properties into what its policies read
-    once per process, by its own functions (``MessageToDict``, ``deserialize_properties``, ``unknown_checking_proxy``:
-    a function of the properties' bytes alone), and hands the same read-only proxy to every request that sends them
-    again: the tests send a stack's resources unchanged in hundreds of requests, and making them was a quarter of the
-    pack's tests. The pack reads the proxies and writes nothing (``properties.plain`` copies what it reads)."""
-    module: Any = pulumi_policy.policy
-    saved = module.json_format, module.deserialize_properties, module.unknown_checking_proxy
-    module.json_format, module.deserialize_properties, module.unknown_checking_proxy = (
-        _JsonFormat(),
-        _deserialized,
-        _proxied,
-    )
+    """While it lasts, pulumi-policy's servicer (``Analyze``, ``AnalyzeStack``) makes each distinct resource's
+    properties into what its policies read once per process, by its own functions (``MessageToDict``,
+    ``deserialize_properties``, ``unknown_checking_proxy``: a function of the properties' bytes alone), and hands the
+    same read-only proxy to every request that sends them again: the tests send a stack's resources unchanged in
+    hundreds of requests, and making them was a quarter of the pack's tests. The pack reads the proxies and writes
+    nothing (``properties.plain`` copies what it reads). Its other methods (``Configure``) are its own."""
+    servicer: Any = pulumi_policy.policy._PolicyAnalyzerServicer
+    saved = servicer.Analyze, servicer.AnalyzeStack
+    servicer.Analyze, servicer.AnalyzeStack = _remembering(saved[0]), _remembering(saved[1])
     try:
         yield
     finally:
-        module.json_format, module.deserialize_properties, module.unknown_checking_proxy = saved
+        servicer.Analyze, servicer.AnalyzeStack = saved
 
 
 # ---------------------------------------------------------------------------------------------
@@ -409,7 +427,7 @@ class Pack:
             request = analyzer_pb2.AnalyzeRequest(type=resource.type, urn=resource.urn, name=resource.name)
             request.properties.MergeFromString(props)
             request.options.CopyFrom(_options(resource))
-            found = self._answer(key, self.servicer.Analyze, request)
+            found = self._answer(key, "Analyze", request)
         return list(found)
 
     def analyze_stack(self, resources: Iterable[Resource]) -> list[Finding]:
@@ -428,20 +446,21 @@ class Pack:
                 )
                 entry.properties.MergeFromString(props)
                 entry.options.CopyFrom(_options(resource))
-            found = self._answer(key, self.servicer.AnalyzeStack, request)
+            found = self._answer(key, "AnalyzeStack", request)
         return list(found)
 
-    def _answer(self, key: tuple[Any, ...], method: Any, request: Any) -> tuple[Finding, ...]:
-        """The findings of the servicer's response to a request, as it crosses the wire (the request serialised and
-        parsed again, the response too); remembered by what makes the request (each resource's type, URN, name,
-        marshalled properties and options: ``key``) and what configured the pack (the policies, the levels and
-        config, the stack's, and a mutation run's mutant: ``_setup``), so that a resource the tests judge unchanged in
-        many plans is analysed once per configuration, and a request answered before is not even built. The pack's
-        policies are functions of the request and their configuration alone; a test that patches the pack's code
-        builds its own policies (another key)."""
+    def _answer(self, key: tuple[Any, ...], method: str, request: Any) -> tuple[Finding, ...]:
+        """The findings of the servicer's response to a request (its ``method``), as it crosses the wire (the request
+        serialised and parsed again, the response too), its conversions remembered (``conversions_remembered``); the
+        findings remembered by what makes the request (each resource's type, URN, name, marshalled properties and
+        options: ``key``) and what configured the pack (the policies, the levels and config, the stack's, and a
+        mutation run's mutant: ``_setup``), so that a resource the tests judge unchanged in many plans is analysed
+        once per configuration, and a request answered before is not even built. The pack's policies are functions
+        of the request and their configuration alone; a test that patches the pack's code builds its own policies
+        (another key)."""
         wire = request.SerializeToString(deterministic=True)
         with conversions_remembered():
-            answer = method(type(request).FromString(wire), None)
+            answer = getattr(self.servicer, method)(type(request).FromString(wire), None)
         found = tuple(self._findings(answer.SerializeToString()))
         if len(_ANSWERS) >= 50_000:
             _ANSWERS.clear()  # bounded: a cache, not a record
