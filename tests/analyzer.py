@@ -427,40 +427,29 @@ class Pack:
             request = analyzer_pb2.AnalyzeRequest(type=resource.type, urn=resource.urn, name=resource.name)
             request.properties.MergeFromString(props)
             request.options.CopyFrom(_options(resource))
-            found = self._answer(key, "Analyze", request)
+            found = self._answer(key, "Analyze", _wire(request))
         return list(found)
 
     def analyze_stack(self, resources: Iterable[Resource]) -> list[Finding]:
-        sent = [(resource, marshalled(resource.props)) for resource in resources]
-        key = (
-            self._setup,
-            "AnalyzeStack",
-            tuple((r.type, r.urn, r.name, r.parent, props, _option_values(r)) for r, props in sent),
-        )
+        entries = tuple((r.type, r.urn, r.name, r.parent, marshalled(r.props), _option_values(r)) for r in resources)
+        key = (self._setup, "AnalyzeStack", entries)
         found = _ANSWERS.get(key)
         if found is None:
-            request = analyzer_pb2.AnalyzeStackRequest()
-            for resource, props in sent:
-                entry = request.resources.add(
-                    type=resource.type, urn=resource.urn, name=resource.name, parent=resource.parent
-                )
-                entry.properties.MergeFromString(props)
-                entry.options.CopyFrom(_options(resource))
-            found = self._answer(key, "AnalyzeStack", request)
+            wire = b"".join(_stack_entry(entry) for entry in entries)
+            found = self._answer(key, "AnalyzeStack", analyzer_pb2.AnalyzeStackRequest.FromString(wire))
         return list(found)
 
     def _answer(self, key: tuple[Any, ...], method: str, request: Any) -> tuple[Finding, ...]:
-        """The findings of the servicer's response to a request (its ``method``), as it crosses the wire (the request
-        serialised and parsed again, the response too), its conversions remembered (``conversions_remembered``); the
-        findings remembered by what makes the request (each resource's type, URN, name, marshalled properties and
-        options: ``key``) and what configured the pack (the policies, the levels and config, the stack's, and a
-        mutation run's mutant: ``_setup``), so that a resource the tests judge unchanged in many plans is analysed
-        once per configuration, and a request answered before is not even built. The pack's policies are functions
-        of the request and their configuration alone; a test that patches the pack's code builds its own policies
-        (another key)."""
-        wire = request.SerializeToString(deterministic=True)
+        """The findings of the servicer's response to a request (its ``method``; parsed from the bytes the engine
+        sends), the response serialised and parsed again as it crosses the wire, the request's conversions remembered
+        (``conversions_remembered``); the findings remembered by what makes the request (each resource's type, URN,
+        name, marshalled properties and options: ``key``) and what configured the pack (the policies, the levels and
+        config, the stack's, and a mutation run's mutant: ``_setup``), so that a resource the tests judge unchanged in
+        many plans is analysed once per configuration, and a request answered before is not even built. The pack's
+        policies are functions of the request and their configuration alone; a test that patches the pack's code
+        builds its own policies (another key)."""
         with conversions_remembered():
-            answer = getattr(self.servicer, method)(type(request).FromString(wire), None)
+            answer = getattr(self.servicer, method)(request, None)
         found = tuple(self._findings(answer.SerializeToString()))
         if len(_ANSWERS) >= 50_000:
             _ANSWERS.clear()  # bounded: a cache, not a record
@@ -481,6 +470,33 @@ class Pack:
 _ANSWERS: dict[tuple[Any, ...], tuple[Finding, ...]] = {}
 
 
+_ENTRIES: dict[tuple[Any, ...], bytes] = {}
+
+
+def _stack_entry(entry: tuple[str, str, str, str, bytes, tuple[bool, bool, str]]) -> bytes:
+    """One resource of an ``AnalyzeStackRequest`` as it crosses the wire: its ``resources`` field (number 1, a
+    message: tag ``0x0a``, the length as a varint, the ``AnalyzerResource``'s bytes), which a request's bytes are the
+    resources' run of (``test_the_analyzers_stack_request_is_the_one_protobuf_serialises``); remembered by what makes
+    it (a resource the tests judge unchanged in many plans is written once)."""
+    found = _ENTRIES.get(entry)
+    if found is None:
+        type_, urn, name, parent, props, options = entry
+        resource = analyzer_pb2.AnalyzerResource(type=type_, urn=urn, name=name, parent=parent)
+        resource.properties.MergeFromString(props)
+        resource.options.CopyFrom(_options_of(*options))
+        body = resource.SerializeToString(deterministic=True)
+        size, length = len(body), bytearray()
+        while size > 0x7F:
+            length.append(size & 0x7F | 0x80)
+            size >>= 7
+        length.append(size)
+        found = b"\x0a" + bytes(length) + body
+        if len(_ENTRIES) >= 5_000:
+            _ENTRIES.clear()  # bounded: a cache, not a record
+        _ENTRIES[entry] = found
+    return found
+
+
 def _wire(message: Any) -> Any:
     """A request as it crosses the wire (serialised and parsed again)."""
     return type(message).FromString(message.SerializeToString())
@@ -492,11 +508,12 @@ def _option_values(resource: Resource) -> tuple[bool, bool, str]:
 
 
 def _options(resource: Resource) -> analyzer_pb2.AnalyzerResourceOptions:
+    return _options_of(*_option_values(resource))
+
+
+def _options_of(protect: bool, delete_before_replace: bool, parent: str) -> analyzer_pb2.AnalyzerResourceOptions:
     return analyzer_pb2.AnalyzerResourceOptions(
-        protect=resource.protect,
-        deleteBeforeReplace=resource.delete_before_replace,
-        deleteBeforeReplaceDefined=True,
-        parent=resource.parent,
+        protect=protect, deleteBeforeReplace=delete_before_replace, deleteBeforeReplaceDefined=True, parent=parent
     )
 
 

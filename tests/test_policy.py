@@ -283,6 +283,27 @@ def test_plain_reads_a_proxy_as_its_items_read_one_by_one():
     assert _shown(policies.properties.plain((1.0, "a"))) == [("int", 1), ("str", "a")]
 
 
+def test_the_analyzers_stack_request_is_the_one_protobuf_serialises():
+    """``tests/analyzer.py`` writes an ``AnalyzeStackRequest``'s bytes as the run of its resources' (each remembered):
+    the bytes protobuf itself serialises for the request the engine builds (every resource's type, URN, name, parent,
+    properties and options), on the first preview of prod (unknowns, secrets, parents, protected resources)."""
+    from pulumi.runtime.proto import analyzer_pb2
+
+    resources = analyzer.resources(analyzer.first_preview("prod"), preview=True, stack_view=True)
+    assert any(r.parent for r in resources) and any(r.protect for r in resources)
+    request = analyzer_pb2.AnalyzeStackRequest()
+    for r in resources:
+        entry = request.resources.add(type=r.type, urn=r.urn, name=r.name, parent=r.parent)
+        entry.properties.MergeFromString(analyzer.properties(r.props).SerializeToString())
+        entry.options.CopyFrom(analyzer._options(r))
+    entries = [
+        (r.type, r.urn, r.name, r.parent, analyzer.marshalled(r.props), analyzer._option_values(r)) for r in resources
+    ]
+    written = b"".join(analyzer._stack_entry(entry) for entry in entries)
+    assert written == request.SerializeToString(deterministic=True)
+    assert analyzer_pb2.AnalyzeStackRequest.FromString(written) == request
+
+
 def test_prod_is_stricter_than_dev():
     order = {"disabled": 0, "advisory": 1, "mandatory": 2}
     for name in BY_NAME:
