@@ -151,37 +151,45 @@ def plain(value: Any, depth: int = 0, path: str = "", owner: tuple[str, str] | N
     if kind is float:
         return int(value) if value.is_integer() else value
     if kind is _DICT_PROXY or kind is dict:
-        target = value["__target"] if kind is _DICT_PROXY else value
-        out: dict[Any, Any] = {}
-        for key, item in target.items():
-            if kind is _DICT_PROXY and key == "__target":
-                item = target  # a proxy answers its own key with what it wraps, whatever its item there holds
-            found = _leaf(item) if depth < _MAX_DEPTH else _NOT_A_LEAF
-            out[key] = plain(item, depth + 1, _key_path(path, key), owner) if found is _NOT_A_LEAF else found
-        return out
+        return _plain_dict(value["__target"] if kind is _DICT_PROXY else value, kind is _DICT_PROXY, depth, path, owner)
     if kind is _LIST_PROXY or kind is list:
-        items: list[Any] = []
-        for index, item in enumerate(value["__target"] if kind is _LIST_PROXY else value):
-            found = _leaf(item) if depth < _MAX_DEPTH else _NOT_A_LEAF
-            items.append(plain(item, depth + 1, f"{path}[{index}]", owner) if found is _NOT_A_LEAF else found)
-        return items
+        return _plain_list(value["__target"] if kind is _LIST_PROXY else value, depth, path, owner)
     return _plain_other(value, depth, path, owner)
 
 
-_NOT_A_LEAF: Any = object()
+def _plain_dict(target: dict[Any, Any], proxied: bool, depth: int, path: str, owner: tuple[str, str] | None) -> Any:
+    """``plain`` of a dict (what a proxy wraps, ``proxied``): a known text, number, boolean or null copied at once
+    (without its path, which only an ``Unseen`` keeps), anything else by ``plain``."""
+    out: dict[Any, Any] = {}
+    deeper = depth + 1
+    known = deeper <= _MAX_DEPTH
+    for key, item in target.items():
+        if proxied and key == "__target":
+            item = target  # a proxy answers its own key with what it wraps, whatever its item there holds
+        kind = type(item)
+        if known and (kind is str and item not in _UNKNOWN_SENTINELS or kind in _LEAVES):
+            out[key] = item
+        elif known and kind is float:
+            out[key] = int(item) if item.is_integer() else item
+        else:
+            out[key] = plain(item, deeper, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}", owner)
+    return out
 
 
-def _leaf(value: Any) -> Any:
-    """``plain`` of a known text, number, boolean or null, without its path (which only an ``Unseen`` keeps);
-    ``_NOT_A_LEAF`` for anything else (an unknown's sentinel among them)."""
-    kind = type(value)
-    if kind is str:
-        return _NOT_A_LEAF if value in _UNKNOWN_SENTINELS else value
-    if kind in _LEAVES:
-        return value
-    if kind is float:
-        return int(value) if value.is_integer() else value
-    return _NOT_A_LEAF
+def _plain_list(target: list[Any], depth: int, path: str, owner: tuple[str, str] | None) -> Any:
+    """``plain`` of a list (or what a proxy wraps), as ``_plain_dict``."""
+    out: list[Any] = []
+    deeper = depth + 1
+    known = deeper <= _MAX_DEPTH
+    for index, item in enumerate(target):
+        kind = type(item)
+        if known and (kind is str and item not in _UNKNOWN_SENTINELS or kind in _LEAVES):
+            out.append(item)
+        elif known and kind is float:
+            out.append(int(item) if item.is_integer() else item)
+        else:
+            out.append(plain(item, deeper, f"{path}[{index}]", owner))
+    return out
 
 
 def _plain_other(value: Any, depth: int, path: str, owner: tuple[str, str] | None) -> Any:
