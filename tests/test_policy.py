@@ -1676,7 +1676,9 @@ def test_no_policy_message_shows_any_part_of_a_secret():
 
 def test_trusted_registries_come_from_the_policy_config():
     mirror = "europe-docker.pkg.dev/my-project/mirror"
-    plan = mutated("prod", JOBSET, "convert", lambda r: _container(r).__setitem__("image", f"{mirror}/maxtext:0.2.4"))
+    plan = mutated_to_judge(
+        "prod", JOBSET, "convert", lambda r: _container(r).__setitem__("image", f"{mirror}/maxtext:0.2.4")
+    )
     assert violations(plan, "trusted-registries", "prod")
     trusted = [mirror, "us-docker.pkg.dev/cloud-tpu-images", "us-docker.pkg.dev/cloud-tpu-v2-images"]
     assert violations(plan, "trusted-registries", "prod", config={"registries": trusted}) == []
@@ -1754,7 +1756,7 @@ def test_budget_gate_says_when_it_cannot_judge():
 
 
 def _policy_resource(r):
-    props = unknown_checking_proxy(copy.deepcopy(r["inputs"]))
+    props = unknown_checking_proxy(r["inputs"])  # its own dicts and lists: the proxy copies them as it wraps them
     return PolicyResource(r["type"], props, f"urn:{r['name']}", r["name"], _options(r), None, None, [], {})
 
 
@@ -1808,7 +1810,7 @@ def test_coverage_limits_at_their_boundaries():
     """At the limit passes, one step beyond fails (prefix /16 and share 0.01% by default)."""
 
     def found(blocks, **config):
-        plan = mutated(
+        plan = mutated_to_judge(
             "prod",
             CLUSTER,
             None,
@@ -1926,9 +1928,9 @@ def test_budget_limits_and_defaults(overrides, config, expected):
 )
 def test_policy_config_defaults_and_overrides(policy, change, config, expected):
     type_ = CLUSTER if policy == "no-open-control-plane" else JOBSET
-    assert violations(mutated("prod", type_, "train" if type_ == JOBSET else None, change), policy, "prod", config) == (
-        expected
-    )
+    assert violations(
+        mutated_to_judge("prod", type_, "train" if type_ == JOBSET else None, change), policy, "prod", config
+    ) == (expected)
 
 
 def test_required_labels_come_from_the_policy_config():
@@ -1976,9 +1978,9 @@ def test_default_backoff_cap_without_config():
     def change(resource):
         resource["inputs"]["spec"]["replicatedJobs"][1]["template"]["spec"]["backoffLimit"] = 257
 
-    assert violations(mutated("prod", JOBSET, "train", change), "bounded-retries", "prod", {"maxRestarts": 5}) == [
-        "worker: backoffLimit 257 is unbounded or above 256: a TPU slice retries for hours"
-    ]
+    assert violations(
+        mutated_to_judge("prod", JOBSET, "train", change), "bounded-retries", "prod", {"maxRestarts": 5}
+    ) == ["worker: backoffLimit 257 is unbounded or above 256: a TPU slice retries for hours"]
 
 
 def _as_job(backoff_limit):
@@ -2002,7 +2004,7 @@ def _as_job(backoff_limit):
     ],
 )
 def test_a_plain_job_is_judged_by_its_own_backoff_limit(backoff_limit, expected):
-    plan = mutated("prod", JOBSET, "convert", _as_job(backoff_limit))
+    plan = mutated_to_judge("prod", JOBSET, "convert", _as_job(backoff_limit))
     assert [r["type"] for r in plan.resources].count(JOB) == 1
     assert violations(plan, "bounded-retries", "prod") == expected
 
@@ -2033,10 +2035,11 @@ def _not_admitted(plan: Plan) -> list[str]:
 
 
 def _with(plan: Plan, *resources: dict[str, Any]) -> Plan:
-    """The plan with more objects (as the program would register them, sorted by type and name)."""
-    plan = copy.deepcopy(plan)
-    plan.resources = sorted([*plan.resources, *copy.deepcopy(list(resources))], key=lambda r: (r["type"], r["name"]))
-    return plan
+    """The plan with more objects (as the program would register them, sorted by type and name), for a plan that is
+    only judged: the added objects are copies, the plan's own its own (as ``mutated_to_judge``); a test may change the
+    objects it added, nothing else of it."""
+    added = copy.deepcopy(list(resources))
+    return dataclasses.replace(plan, resources=sorted([*plan.resources, *added], key=lambda r: (r["type"], r["name"])))
 
 
 def _object(type_: str, name: str, manifest: dict[str, Any]) -> dict[str, Any]:
@@ -2078,12 +2081,12 @@ def _term(key, operator, *values):
     ids=lambda v: json.dumps(v) if isinstance(v, dict) else None,
 )
 def test_the_namespace_selector_of_the_cluster_queue(selector, admitted):
-    plan = mutated("prod", CQ, "kueue-cluster-queue", _set(["spec", "namespaceSelector"], selector))
+    plan = mutated_to_judge("prod", CQ, "kueue-cluster-queue", _set(["spec", "namespaceSelector"], selector))
     assert violations(plan, "kueue-queue-fits", "prod") == ([] if admitted else _not_admitted(plan))
 
 
 def test_the_namespace_selector_reads_the_labels_of_the_stacks_namespace():
-    plan = mutated(
+    plan = mutated_to_judge(
         "prod", CQ, "kueue-cluster-queue", _set(["spec", "namespaceSelector"], {"matchLabels": {"team": "ml"}})
     )
 
@@ -2122,7 +2125,7 @@ def _queue(name: str | None):
 
 def test_every_step_is_judged_after_one_that_is_not():
     """A step without a queue, or with one the stack does not manage, does not end the check of the rest."""
-    export_unqueued = mutated("prod", JOBSET, "export", _queue(None))
+    export_unqueued = mutated_to_judge("prod", JOBSET, "export", _queue(None))
     export_finding = f"JobSet {_jobset_name(export_unqueued, 'export')}{UNQUEUED}"
 
     both = _also(export_unqueued, JOBSET, "convert", _queue(None))
@@ -2182,14 +2185,16 @@ def test_a_flavor_the_pods_do_not_fit_is_skipped_not_the_rest():
         },
     )
     slice_quota = {"name": "google.com/tpu", "nominalQuota": "32"}
-    two = mutated(
+    two = mutated_to_judge(
         "prod",
         CQ,
         "kueue-cluster-queue",
         _tpu_flavors(_tpu_quota("tpu-rl-tpu-2x4", slice_quota), _tpu_quota("tpu-rl-tpu-slice", slice_quota)),
     )
     assert violations(_with(two, small), "kueue-queue-fits", "prod") == []
-    only_small = mutated("prod", CQ, "kueue-cluster-queue", _tpu_flavors(_tpu_quota("tpu-rl-tpu-2x4", slice_quota)))
+    only_small = mutated_to_judge(
+        "prod", CQ, "kueue-cluster-queue", _tpu_flavors(_tpu_quota("tpu-rl-tpu-2x4", slice_quota))
+    )
     assert violations(_with(only_small, small), "kueue-queue-fits", "prod") == _workers_get_at_most(only_small, "0")
 
 
@@ -2199,7 +2204,7 @@ def test_a_flavor_the_pods_do_not_fit_is_skipped_not_the_rest():
     ids=["no-resources", "no-nominal-quota", "another-resource-only"],
 )
 def test_a_flavor_without_a_quota_for_the_resource_offers_none(entries):
-    plan = mutated("prod", CQ, "kueue-cluster-queue", _tpu_flavors(_tpu_quota("tpu-rl-tpu-slice", *entries)))
+    plan = mutated_to_judge("prod", CQ, "kueue-cluster-queue", _tpu_flavors(_tpu_quota("tpu-rl-tpu-slice", *entries)))
     assert violations(plan, "kueue-queue-fits", "prod") == _workers_get_at_most(plan, "0")
 
 
@@ -2469,12 +2474,14 @@ def _train(plan: Plan) -> dict[str, Any]:
     ],
 )
 def test_host_namespaces_on_a_cpu_step(field, value, words):
-    plan = mutated("prod", JOBSET, "convert", lambda r: _head(r).__setitem__(field, value))
+    plan = mutated_to_judge("prod", JOBSET, "convert", lambda r: _head(r).__setitem__(field, value))
     assert [v.split(":")[0] for v in violations(plan, "least-privilege-pods", "prod")] == [words.split(":")[0]]
 
 
 def test_privilege_escalation_on_a_cpu_step():
-    plan = mutated("prod", JOBSET, "export", _container_set(["securityContext", "allowPrivilegeEscalation"], True))
+    plan = mutated_to_judge(
+        "prod", JOBSET, "export", _container_set(["securityContext", "allowPrivilegeEscalation"], True)
+    )
     assert violations(plan, "least-privilege-pods", "prod") == [
         "container export allows privilege escalation (allowPrivilegeEscalation: true): set it false"
     ]
@@ -2484,11 +2491,11 @@ def test_the_host_network_stays_where_the_program_uses_it():
     """The TPU workers and the Pathways head (the coordinator of a JobSet with TPU workers) keep it; the head of a
     JobSet without a coordinator, or a worker that asks for no chips, does not."""
     assert violations(base_plan("prod"), "least-privilege-pods", "prod") == []
-    headless = mutated("prod", JOBSET, "train", lambda r: r["inputs"]["spec"].pop("coordinator"))
+    headless = mutated_to_judge("prod", JOBSET, "train", lambda r: r["inputs"]["spec"].pop("coordinator"))
     assert violations(headless, "least-privilege-pods", "prod") == [
         "pod pathways-head uses the node's network (hostNetwork: true): only the Pathways head and the TPU workers do"
     ]
-    chipless = mutated("prod", JOBSET, "train", lambda r: _worker(r)["containers"][0].pop("resources"))
+    chipless = mutated_to_judge("prod", JOBSET, "train", lambda r: _worker(r)["containers"][0].pop("resources"))
     assert sorted(v.split(":")[0] for v in violations(chipless, "least-privilege-pods", "prod")) == [
         "pod pathways-head uses the node's network (hostNetwork",
         "pod worker uses the node's network (hostNetwork",
@@ -2533,7 +2540,7 @@ def _publication(env_change, *objects) -> Plan:
         container = _publish_container(resource)
         env_change(container)
 
-    return _with(mutated("publishing", JOBSET, "publish", change), *objects)
+    return _with(mutated_to_judge("publishing", JOBSET, "publish", change), *objects)
 
 
 def _without_publish_env(container, *keep):
@@ -2740,7 +2747,7 @@ SECRET_CONFIG_CASES = [
     ("case", "change", "objects", "expected"), SECRET_CONFIG_CASES, ids=[c[0] for c in SECRET_CONFIG_CASES]
 )
 def test_secrets_read_from_the_stacks_config_maps(case, change, objects, expected):
-    plan = _with(mutated("prod", JOBSET, "convert", lambda r: change(_container(r))), *objects)
+    plan = _with(mutated_to_judge("prod", JOBSET, "convert", lambda r: change(_container(r))), *objects)
     found = violations(plan, "no-secrets-in-workloads", "prod")
     assert [v.split(";")[0] for v in found] == expected
     assert not [message for message in found if _shows_the_token(message)]
@@ -2755,7 +2762,7 @@ SECRET_CASES_WITH_OBJECTS = [c for c in SECRET_CONFIG_CASES if c[2] and c[3]]
 )
 def test_a_secret_in_a_config_map_not_known_yet_is_never_passed(case, change, objects, expected, whole):
     def plan_with(*extra):
-        return _with(mutated("prod", JOBSET, "convert", lambda r: change(_container(r))), *extra)
+        return _with(mutated_to_judge("prod", JOBSET, "convert", lambda r: change(_container(r))), *extra)
 
     known = violations(base_plan("prod"), "no-secrets-in-workloads", "prod") + violations(
         plan_with(*objects), "no-secrets-in-workloads", "prod"
@@ -2881,7 +2888,7 @@ def _template_labels(r):
     ids=["jobset-annotation", "jobset-label", "pod-template-label"],
 )
 def test_a_token_in_labels_and_annotations(where, words):
-    found = violations(mutated("prod", JOBSET, "convert", where), "no-secrets-in-workloads", "prod")
+    found = violations(mutated_to_judge("prod", JOBSET, "convert", where), "no-secrets-in-workloads", "prod")
     assert [v.split(" contains")[0] for v in found] == [words]
     assert not _shows_the_token(found[0])
 
@@ -2895,7 +2902,7 @@ def test_an_unknown_annotation_does_not_switch_a_policy_off():
         resource["inputs"]["metadata"].setdefault("annotations", {})["tpu-rl/input"] = UNKNOWN_STRING
         _container(resource)["args"] = [f"--token={TOKEN}"]
 
-    plan = mutated("prod", JOBSET, "export", change)
+    plan = mutated_to_judge("prod", JOBSET, "export", change)
     found = findings(plan, "no-secrets-in-workloads", "prod", preview=True)
     assert [(f.level, f.message.split(";")[0]) for f in found if not f.unjudged] == [
         ("mandatory", "container export: args contains secret material (a Hugging Face token)")
@@ -2951,7 +2958,9 @@ def _estimate(plan: Plan) -> dict[str, Any]:
     return policies.stack_estimate([_policy_resource(r) for r in plan.resources])
 
 
+@per_mutant_cache
 def _total(overrides: tuple[str, ...] = ()) -> float:
+    """The cost of prod's plan (with overrides), estimated once per process (per mutant in a mutation run)."""
     return _estimate(pure_plan("prod", *overrides))["totalUsd"]
 
 
@@ -3437,16 +3446,16 @@ def _convert_memory(value):
 
 
 def test_a_memory_in_exponent_form_is_read_not_a_crash():
-    plan = mutated("prod", JOBSET, "convert", _convert_memory("1.8e11"))
+    plan = mutated_to_judge("prod", JOBSET, "convert", _convert_memory("1.8e11"))
     for name in BY_NAME:
         assert not [v for v in violations(plan, name, "prod") if "cannot judge" in v], name
-    small = mutated("prod", JOBSET, "convert", _convert_memory("1e9"))
+    small = mutated_to_judge("prod", JOBSET, "convert", _convert_memory("1e9"))
     assert violations(small, "kueue-queue-fits", "prod") == []
 
 
 @pytest.mark.parametrize("value", ["12 GB", "-1Gi", "lots", True])
 def test_a_malformed_quantity_is_a_finding(value):
-    plan = mutated("prod", JOBSET, "convert", _convert_memory(value))
+    plan = mutated_to_judge("prod", JOBSET, "convert", _convert_memory(value))
     (found,) = violations(plan, "kueue-queue-fits", "prod")
     assert "convert: container convert: requests.memory" in found and "is not a Kubernetes quantity" in found
 
@@ -3637,7 +3646,9 @@ def test_the_publication_reads_the_write_token_and_nothing_else_does():
         )
         _container(resource).setdefault("volumeMounts", []).append({"name": "w", "mountPath": "/w"})
 
-    (found,) = violations(mutated("publishing", JOBSET, "convert", as_a_volume), "hub-write-token-scope", "publishing")
+    (found,) = violations(
+        mutated_to_judge("publishing", JOBSET, "convert", as_a_volume), "hub-write-token-scope", "publishing"
+    )
     assert "container convert reads the Hub write token (volume w)" in found
 
 
