@@ -111,6 +111,42 @@ def properties(props: Mapping[str, Any]) -> struct_pb2.Struct:
     return _struct(props, top=True)
 
 
+_FROZEN: dict[int, list[Any]] = {}
+"""Values no test changes, by identity: [the value (held, so that no other object takes its id), its pickle once
+made, or None]."""
+_FROZEN_PLANS: dict[int, Plan] = {}
+
+
+def frozen(plan: Plan) -> Plan:
+    """``plan``, its resources' inputs noted as never changed in place (a plan the tests share, cached once per
+    process, which a test copies before it changes anything: ``test_policy.py``'s cases check it stays as built), so
+    that each is pickled once (``_content``), not once per judgement (a stack's pickles, and the hash of a
+    600 kB key, were a tenth of the pack's tests)."""
+    if _FROZEN_PLANS.get(id(plan)) is not plan:
+        _FROZEN_PLANS[id(plan)] = plan
+        for r in plan.resources:
+            _freeze(r["inputs"])
+    return plan
+
+
+def _freeze(value: Any) -> None:
+    if _FROZEN.get(id(value), (None,))[0] is not value:
+        if len(_FROZEN) >= 50_000:
+            _FROZEN.clear()  # bounded: a cache, not a record (a plan noted before is noted again)
+            _FROZEN_PLANS.clear()
+        _FROZEN[id(value)] = [value, None]
+
+
+def _content(value: Any) -> bytes:
+    """The pickle of ``value``, its content as a key (made once for a value ``frozen`` holds)."""
+    entry = _FROZEN.get(id(value))
+    if entry is None or entry[0] is not value:
+        return pickle.dumps(value, protocol=5)
+    if entry[1] is None:
+        entry[1] = pickle.dumps(value, protocol=5)
+    return entry[1]
+
+
 _MARSHALLED: dict[bytes, bytes] = {}
 
 
@@ -119,9 +155,9 @@ def marshalled(props: Mapping[str, Any]) -> bytes:
     marshals differently: ``True``, ``1`` and ``1.0``, ``'1'``, by type and content; a ``Secret`` by its value; every
     ``Unknown`` pickles, and marshals, the same), so a resource the tests judge in many plans is marshalled once. A
     pickle is some ten times cheaper than a ``repr`` of the same properties; a value that cannot be pickled is
-    marshalled afresh each time."""
+    marshalled afresh each time. A value ``frozen`` holds is pickled once."""
     try:
-        key = pickle.dumps(props, protocol=5)
+        key = _content(props)
     except (pickle.PicklingError, TypeError, AttributeError):
         return properties(props).SerializeToString()
     found = _MARSHALLED.get(key)
@@ -572,7 +608,7 @@ def _live_jobset(name: str, sent: dict[str, Any]) -> dict[str, Any]:
     pickle of what was sent (two deep copies cost ten times a pickle; the tests judge a stack's JobSets unchanged in
     many plans); the caller reads it and writes nothing."""
     try:
-        key: tuple[str, str, bytes] | None = (os.environ.get("MUTANT_UNDER_TEST", ""), name, pickle.dumps(sent, 5))
+        key: tuple[str, str, bytes] | None = (os.environ.get("MUTANT_UNDER_TEST", ""), name, _content(sent))
     except (pickle.PicklingError, TypeError, AttributeError):
         key = None
     found = _LIVE.get(key) if key is not None else None
@@ -588,6 +624,8 @@ def _live_jobset(name: str, sent: dict[str, Any]) -> dict[str, Any]:
         if len(_LIVE) >= 5_000:
             _LIVE.clear()  # bounded: a cache, not a record
         _LIVE[key] = live
+        if live is not sent:
+            _freeze(live)  # the tests' own copy, which nothing changes
     return live
 
 

@@ -29,8 +29,17 @@ from pulumi_policy.proxy import unknown_checking_proxy
 from tests import analyzer
 from tests.analyzer import Finding, Pack
 from tests.conftest import plan_of
-from tests.pure_plan import per_mutant_cache, pure_plan
+from tests.pure_plan import per_mutant_cache
+from tests.pure_plan import pure_plan as _built
 from tools.plan.offline import ROOT, Plan
+
+
+@functools.wraps(_built)
+def pure_plan(stack: str, *overrides: str) -> Plan:
+    """``tests.pure_plan.pure_plan`` (cached: shared by the cases, which copy what they change), its resources noted as
+    never changed in place (``analyzer.frozen``: each pickled once, not once per judgement)."""
+    return analyzer.frozen(_built(stack, *overrides))
+
 
 pytestmark = pytest.mark.pure  # the policies judge builder output (pure_plan); one test also runs the program
 
