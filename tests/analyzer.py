@@ -113,19 +113,22 @@ def properties(props: Mapping[str, Any]) -> struct_pb2.Struct:
 
 _FROZEN: dict[int, list[Any]] = {}
 """Values no test changes, by identity: [the value (held, so that no other object takes its id), its pickle once
-made, or None]."""
+made or None, what the engine reads of it as it crossed the wire (``_from_wire``) once made or None]."""
 _FROZEN_PLANS: dict[int, Plan] = {}
 
 
 def frozen(plan: Plan) -> Plan:
-    """``plan``, its resources' inputs noted as never changed in place (a plan the tests share, cached once per
-    process, which a test copies before it changes anything: ``test_policy.py``'s cases check it stays as built), so
-    that each is pickled once (``_content``), not once per judgement (a stack's pickles, and the hash of a
-    600 kB key, were a tenth of the pack's tests)."""
+    """``plan``, its resources' inputs (and what the program sent of them) noted as never changed in place (a plan the
+    tests share, cached once per process, which a test copies before it changes anything: ``test_policy.py``'s cases
+    check it stays as built), so that each is pickled once (``_content``) and read off the wire once (``inputs``), not
+    once per judgement (a stack's pickles, and the hash of a 600 kB key, were a tenth of the pack's tests)."""
     if _FROZEN_PLANS.get(id(plan)) is not plan:
         _FROZEN_PLANS[id(plan)] = plan
         for r in plan.resources:
             _freeze(r["inputs"])
+        for sent in plan.wire.values():
+            for value in sent:
+                _freeze(value)
     return plan
 
 
@@ -134,7 +137,7 @@ def _freeze(value: Any) -> None:
         if len(_FROZEN) >= 50_000:
             _FROZEN.clear()  # bounded: a cache, not a record (a plan noted before is noted again)
             _FROZEN_PLANS.clear()
-        _FROZEN[id(value)] = [value, None]
+        _FROZEN[id(value)] = [value, None, None]
 
 
 def _content(value: Any) -> bytes:
@@ -145,6 +148,17 @@ def _content(value: Any) -> bytes:
     if entry[1] is None:
         entry[1] = pickle.dumps(value, protocol=5)
     return entry[1]
+
+
+def _read(sent: Any) -> Any:
+    """``_from_wire(sent)`` (made once for a value ``frozen`` holds, and itself noted as never changed)."""
+    entry = _FROZEN.get(id(sent))
+    if entry is None or entry[0] is not sent:
+        return _from_wire(sent)
+    if entry[2] is None:
+        entry[2] = _from_wire(sent)
+        _freeze(entry[2])
+    return entry[2]
 
 
 _MARSHALLED: dict[bytes, bytes] = {}
@@ -205,7 +219,16 @@ class _JsonFormat:
     def MessageToDict(message: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N802 (json_format's name)
         if args or kwargs or not isinstance(message, struct_pb2.Struct):
             return json_format.MessageToDict(message, *args, **kwargs)
+        known = _KNOWN.get(id(message))
+        if known is not None and known[0] is message:
+            return _Sent(known[1], message)
         return _Sent(message.SerializeToString(deterministic=True), message)
+
+
+_KNOWN: dict[int, tuple[Any, bytes]] = {}
+"""While the tests' analyzer asks (``Pack._answer``): the request's properties, by identity (protobuf hands the same
+object for a field while it lives, and this holds it), with the bytes they were parsed from: their key, without
+serialising them again. (Any bytes are the key of the one value they parse to.)"""
 
 
 def _deserialized(props: Any, proxy_secrets: bool = False) -> Any:
@@ -465,7 +488,8 @@ class Pack:
             request = analyzer_pb2.AnalyzeRequest(type=resource.type, urn=resource.urn, name=resource.name)
             request.properties.MergeFromString(props)
             request.options.CopyFrom(_options(resource))
-            found = self._answer(key, "Analyze", _wire(request))
+            request = _wire(request)
+            found = self._answer(key, "Analyze", request, [(request.properties, props)])
         return list(found)
 
     def analyze_stack(self, resources: Iterable[Resource]) -> list[Finding]:
@@ -474,20 +498,29 @@ class Pack:
         found = _ANSWERS.get(key)
         if found is None:
             wire = b"".join(_stack_entry(entry) for entry in entries)
-            found = self._answer(key, "AnalyzeStack", analyzer_pb2.AnalyzeStackRequest.FromString(wire))
+            request = analyzer_pb2.AnalyzeStackRequest.FromString(wire)
+            sent = [(r.properties, entry[4]) for r, entry in zip(request.resources, entries, strict=True)]
+            found = self._answer(key, "AnalyzeStack", request, sent)
         return list(found)
 
-    def _answer(self, key: tuple[Any, ...], method: str, request: Any) -> tuple[Finding, ...]:
+    def _answer(
+        self, key: tuple[Any, ...], method: str, request: Any, sent: list[tuple[Any, bytes]]
+    ) -> tuple[Finding, ...]:
         """The findings of the servicer's response to a request (its ``method``; parsed from the bytes the engine
         sends), the response serialised and parsed again as it crosses the wire, the request's conversions remembered
-        (``conversions_remembered``); the findings remembered by what makes the request (each resource's type, URN,
-        name, marshalled properties and options: ``key``) and what configured the pack (the policies, the levels and
-        config, the stack's, and a mutation run's mutant: ``_setup``), so that a resource the tests judge unchanged in
-        many plans is analysed once per configuration, and a request answered before is not even built. The pack's
-        policies are functions of the request and their configuration alone; a test that patches the pack's code
-        builds its own policies (another key)."""
-        with conversions_remembered():
-            answer = getattr(self.servicer, method)(request, None)
+        (``conversions_remembered``; each resource's properties known by the bytes ``sent`` they were parsed from:
+        ``_KNOWN``); the findings remembered by what makes the request (each resource's type, URN, name, marshalled
+        properties and options: ``key``) and what configured the pack (the policies, the levels and config, the
+        stack's, and a mutation run's mutant: ``_setup``), so that a resource the tests judge unchanged in many plans
+        is analysed once per configuration, and a request answered before is not even built. The pack's policies are
+        functions of the request and their configuration alone; a test that patches the pack's code builds its own
+        policies (another key)."""
+        _KNOWN.update((id(message), (message, props)) for message, props in sent)
+        try:
+            with conversions_remembered():
+                answer = getattr(self.servicer, method)(request, None)
+        finally:
+            _KNOWN.clear()
         found = tuple(self._findings(answer.SerializeToString()))
         if len(_ANSWERS) >= 50_000:
             _ANSWERS.clear()  # bounded: a cache, not a record
@@ -586,7 +619,7 @@ def inputs(plan: Plan, r: Mapping[str, Any]) -> dict[str, Any]:
     the builders' plain dict otherwise). Not a copy of the builders' dict: the pack reads what ``encode`` marshals
     from it, so nothing writes it (copying every resource of every plan a test judges cost seconds)."""
     sent = plan.wire.get((r["type"], r["name"]))
-    return _from_wire(sent[0]) if sent is not None else r["inputs"]
+    return _read(sent[0]) if sent is not None else r["inputs"]
 
 
 def outputs(plan: Plan, r: Mapping[str, Any], *, preview: bool) -> dict[str, Any]:
@@ -595,7 +628,7 @@ def outputs(plan: Plan, r: Mapping[str, Any], *, preview: bool) -> dict[str, Any
     keeps it (the webhook's defaults, a status), anything else the provider's reply. Read only, as ``inputs``: a live
     JobSet is remembered by what it is made from (``_live_jobset``)."""
     sent = plan.wire.get((r["type"], r["name"]))
-    live = _from_wire(sent[1]) if sent is not None else r["inputs"]  # read only, as ``inputs``
+    live = _read(sent[1]) if sent is not None else r["inputs"]  # read only, as ``inputs``
     if not preview and r["type"] == JOBSET:
         return _live_jobset(r["name"], live)
     return live
@@ -695,4 +728,4 @@ def first_preview(stack: str, *overrides: str) -> Plan:
         unknown_outputs=True,
         secrets={"tpu-rl:hfToken": SENTINEL_TOKEN},
     )
-    return plan
+    return frozen(plan)  # shared: no test changes it

@@ -28,10 +28,17 @@ from pulumi_policy.proxy import unknown_checking_proxy
 
 from tests import analyzer
 from tests.analyzer import Finding, Pack
-from tests.conftest import plan_of
+from tests.conftest import plan_of as _program_plan
 from tests.pure_plan import per_mutant_cache
 from tests.pure_plan import pure_plan as _built
 from tools.plan.offline import ROOT, Plan
+
+
+@functools.wraps(_program_plan)
+def plan_of(stack: str, *overrides: str) -> Plan:
+    """``tests.conftest.plan_of`` (cached: shared by the tests, which copy what they change), noted as never changed
+    in place (``analyzer.frozen``)."""
+    return analyzer.frozen(_program_plan(stack, *overrides))
 
 
 @functools.wraps(_built)
@@ -3670,11 +3677,14 @@ def test_the_publication_reads_the_write_token_and_nothing_else_does():
 
 
 def _program_mutated(stack: str, type_: str, name: str, change) -> Plan:
-    plan = copy.deepcopy(plan_of(stack))
-    (target,) = [r for r in plan.resources if r["type"] == type_ and r["name"] == name]
+    """The program's plan with one resource changed, for a plan that is only judged: that resource a copy, the rest
+    the stack's plan's own (as ``mutated_to_judge``)."""
+    plan = plan_of(stack)
+    (target,) = [copy.deepcopy(r) for r in plan.resources if r["type"] == type_ and r["name"] == name]
     change(target)
-    plan.wire.pop((type_, name), None)  # the change is what the engine receives
-    return plan
+    resources = [target if r["type"] == type_ and r["name"] == name else r for r in plan.resources]
+    wire = {key: sent for key, sent in plan.wire.items() if key != (type_, name)}  # the change is what it receives
+    return dataclasses.replace(plan, resources=resources, wire=wire)
 
 
 WORKLOAD_IDENTITY = "gcp:serviceaccount/iAMMember:IAMMember"
