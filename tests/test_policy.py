@@ -2052,8 +2052,8 @@ def _not_admitted(plan: Plan) -> list[str]:
 
 def _with(plan: Plan, *resources: dict[str, Any]) -> Plan:
     """The plan with more objects (as the program would register them, sorted by type and name), for a plan that is
-    only judged: the added objects are copies, the plan's own its own (as ``mutated_to_judge``); a test may change the
-    objects it added, nothing else of it."""
+    only judged: the added objects are copies, the rest is the given plan's own (as ``mutated_to_judge``); a test may
+    change the objects it added, nothing else of it."""
     added = copy.deepcopy(list(resources))
     return dataclasses.replace(plan, resources=sorted([*plan.resources, *added], key=lambda r: (r["type"], r["name"])))
 
