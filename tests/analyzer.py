@@ -28,19 +28,23 @@ pulumi-terraform-bridge returns the inputs with defaults the policies do not rea
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import pickle
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
-from google.protobuf import struct_pb2
+import pulumi_policy.policy
+from google.protobuf import json_format, struct_pb2
 from pulumi.output import Unknown
 from pulumi.runtime.proto import analyzer_pb2
 from pulumi_policy import EnforcementLevel, Policy
+from pulumi_policy.deserialize import deserialize_properties
+from pulumi_policy.proxy import unknown_checking_proxy
 
 from tests.fake_kube import with_state
 from tests.k8s_validation import jobset_defaults
@@ -107,6 +111,56 @@ def properties(props: Mapping[str, Any]) -> struct_pb2.Struct:
     return _struct(props, top=True)
 
 
+_FROZEN: dict[int, list[Any]] = {}
+"""Values no test changes, by identity: [the value (held, so that no other object takes its id), its pickle once
+made or None, what the engine reads of it as it crossed the wire (``_from_wire``) once made or None]."""
+_FROZEN_PLANS: dict[int, Plan] = {}
+
+
+def frozen(plan: Plan) -> Plan:
+    """``plan``, its resources' inputs (and what the program sent of them) noted as never changed in place (a plan the
+    tests share, cached once per process, which a test copies before it changes anything: ``test_policy.py``'s cases
+    check it stays as built), so that each is pickled once (``_content``) and read off the wire once (``inputs``), not
+    once per judgement (a stack's pickles, and the hash of a 600 kB key, were a tenth of the pack's tests)."""
+    if _FROZEN_PLANS.get(id(plan)) is not plan:
+        _FROZEN_PLANS[id(plan)] = plan
+        for r in plan.resources:
+            _freeze(r["inputs"])
+        for sent in plan.wire.values():
+            for value in sent:
+                _freeze(value)
+    return plan
+
+
+def _freeze(value: Any) -> None:
+    if _FROZEN.get(id(value), (None,))[0] is not value:
+        if len(_FROZEN) >= 50_000:
+            _FROZEN.clear()  # bounded: a cache, not a record (a plan noted before is noted again)
+            _FROZEN_PLANS.clear()
+        _FROZEN[id(value)] = [value, None, None]
+
+
+def _content(value: Any) -> bytes:
+    """The pickle of ``value``, its content as a key (made once for a value ``frozen`` holds)."""
+    entry = _FROZEN.get(id(value))
+    if entry is None or entry[0] is not value:
+        return pickle.dumps(value, protocol=5)
+    if entry[1] is None:
+        entry[1] = pickle.dumps(value, protocol=5)
+    return entry[1]
+
+
+def _read(sent: Any) -> Any:
+    """``_from_wire(sent)`` (made once for a value ``frozen`` holds, and itself noted as never changed)."""
+    entry = _FROZEN.get(id(sent))
+    if entry is None or entry[0] is not sent:
+        return _from_wire(sent)
+    if entry[2] is None:
+        entry[2] = _from_wire(sent)
+        _freeze(entry[2])
+    return entry[2]
+
+
 _MARSHALLED: dict[bytes, bytes] = {}
 
 
@@ -115,9 +169,9 @@ def marshalled(props: Mapping[str, Any]) -> bytes:
     marshals differently: ``True``, ``1`` and ``1.0``, ``'1'``, by type and content; a ``Secret`` by its value; every
     ``Unknown`` pickles, and marshals, the same), so a resource the tests judge in many plans is marshalled once. A
     pickle is some ten times cheaper than a ``repr`` of the same properties; a value that cannot be pickled is
-    marshalled afresh each time."""
+    marshalled afresh each time. A value ``frozen`` holds is pickled once."""
     try:
-        key = pickle.dumps(props, protocol=5)
+        key = _content(props)
     except (pickle.PicklingError, TypeError, AttributeError):
         return properties(props).SerializeToString()
     found = _MARSHALLED.get(key)
@@ -130,11 +184,123 @@ def marshalled(props: Mapping[str, Any]) -> bytes:
 
 
 # ---------------------------------------------------------------------------------------------
+# What the servicer makes of a resource's properties, remembered
+
+
+class _Sent:
+    """A resource's properties on their way through what pulumi-policy's servicer makes of them before a policy reads
+    them (``Analyze``, ``AnalyzeStack``: ``unknown_checking_proxy(deserialize_properties(MessageToDict(properties)))``),
+    with their bytes."""
+
+    __slots__ = ("key", "message")
+
+    def __init__(self, key: bytes, message: struct_pb2.Struct) -> None:
+        self.key = key
+        self.message = message
+
+    def made(self) -> Any:
+        """What the servicer makes of the properties, by pulumi-policy's own functions."""
+        return unknown_checking_proxy(deserialize_properties(json_format.MessageToDict(self.message)))
+
+
+_PROXIES: dict[bytes, Any] = {}
+"""What the servicer made of each resource's properties (read-only proxies), by the properties' bytes."""
+
+
+class _JsonFormat:
+    """``json_format`` as ``pulumi_policy.policy`` reads it while the tests' servicer answers: ``MessageToDict`` of a
+    Struct hands on the Struct with its bytes (``_Sent``), which ``_deserialized`` passes on and ``_proxied`` makes
+    into the proxy (remembered); anything else is ``json_format``'s own."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(json_format, name)
+
+    @staticmethod
+    def MessageToDict(message: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N802 (json_format's name)
+        if args or kwargs or not isinstance(message, struct_pb2.Struct):
+            return json_format.MessageToDict(message, *args, **kwargs)
+        known = _KNOWN.get(id(message))
+        if known is not None and known[0] is message:
+            return _Sent(known[1], message)
+        return _Sent(message.SerializeToString(deterministic=True), message)
+
+
+_KNOWN: dict[int, tuple[Any, bytes]] = {}
+"""While the tests' analyzer asks (``Pack._answer``): the request's properties, by identity (protobuf hands the same
+object for a field while it lives, and this holds it), with the bytes they were parsed from: their key, without
+serialising them again. (Any bytes are the key of the one value they parse to.)"""
+
+
+def _deserialized(props: Any, proxy_secrets: bool = False) -> Any:
+    if not isinstance(props, _Sent):
+        return deserialize_properties(props, proxy_secrets)
+    if proxy_secrets:
+        return deserialize_properties(json_format.MessageToDict(props.message), proxy_secrets)
+    return props
+
+
+def _proxied(props: Any) -> Any:
+    if not isinstance(props, _Sent):
+        return unknown_checking_proxy(props)
+    found = _PROXIES.get(props.key)
+    if found is None:
+        found = props.made()
+        if len(_PROXIES) >= 20_000:
+            _PROXIES.clear()  # bounded: a cache, not a record
+        _PROXIES[props.key] = found
+    return found
+
+
+def _remembering(method: Any) -> Any:
+    """``method`` (the servicer's ``Analyze`` or ``AnalyzeStack``) with the functions it makes properties into a proxy
+    by (``pulumi_policy.policy``'s names) those that remember what they made, while it runs."""
+
+    @functools.wraps(method)
+    def answer(self: Any, request: Any, context: Any) -> Any:
+        module: Any = pulumi_policy.policy
+        saved = module.json_format, module.deserialize_properties, module.unknown_checking_proxy
+        module.json_format, module.deserialize_properties, module.unknown_checking_proxy = (
+            _JsonFormat(),
+            _deserialized,
+            _proxied,
+        )
+        try:
+            return method(self, request, context)
+        finally:
+            module.json_format, module.deserialize_properties, module.unknown_checking_proxy = saved
+
+    return answer
+
+
+@contextlib.contextmanager
+def conversions_remembered() -> Iterator[None]:
+    """While it lasts, pulumi-policy's servicer (``Analyze``, ``AnalyzeStack``) makes each distinct resource's
+    properties into what its policies read once per process, by its own functions (``MessageToDict``,
+    ``deserialize_properties``, ``unknown_checking_proxy``: a function of the properties' bytes alone), and hands the
+    same read-only proxy to every request that sends them again: the tests send a stack's resources unchanged in
+    hundreds of requests, and making them was a quarter of the pack's tests. The pack reads the proxies and writes
+    nothing (``properties.plain`` copies what it reads). Its other methods (``Configure``) are its own."""
+    servicer: Any = pulumi_policy.policy._PolicyAnalyzerServicer
+    saved = servicer.Analyze, servicer.AnalyzeStack
+    servicer.Analyze, servicer.AnalyzeStack = _remembering(saved[0]), _remembering(saved[1])
+    try:
+        yield
+    finally:
+        servicer.Analyze, servicer.AnalyzeStack = saved
+
+
+# ---------------------------------------------------------------------------------------------
 # The policy config, as the engine reads the file and sends it
 
 
 def policy_config_file(stack: str) -> dict[str, Any]:
-    return json.loads((ROOT / "policy" / "config" / f"{stack}.json").read_text())
+    return json.loads(_config_text(stack))
+
+
+@functools.cache
+def _config_text(stack: str) -> str:
+    """The stack's policy config file, read once per process (the tests write none)."""
+    return (ROOT / "policy" / "config" / f"{stack}.json").read_text()
 
 
 def reconciled(policies: Sequence[Policy], config: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -220,9 +386,11 @@ class Finding:
     """pulumi-policy's "can't run policy ... during preview": the policy raised ``UnknownValueError``."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Resource:
-    """What the engine holds of a resource: its type, name, URN, the properties it analyses and its options."""
+    """What the engine holds of a resource: its type, name, URN, the properties it analyses and its options. (Not
+    frozen: a frozen dataclass's ``__init__`` costs three times as much, and the tests make one per resource of each
+    plan they judge; none changes one.)"""
 
     type: str
     name: str
@@ -231,6 +399,63 @@ class Resource:
     protect: bool = False
     delete_before_replace: bool = False
     parent: str = ""
+
+
+@dataclass(frozen=True, eq=False)
+class _Setup:
+    """What configures a pack as the engine sends it: ``ConfigureStack``'s request (``stack``) and ``Configure``'s
+    (``policies``), serialised, and each policy's description. One object per distinct configuration (``_SETUPS``),
+    compared by identity: the pack's part of the key of its answers."""
+
+    stack: bytes
+    policies: bytes
+    descriptions: dict[str, str]
+
+
+_SETUPS: dict[tuple[Any, ...], tuple[tuple[Policy, ...], _Setup]] = {}
+
+
+def _configuration(
+    policies: Sequence[Policy],
+    config: Mapping[str, Any],
+    dry_run: bool,
+    stack: str,
+    stack_config: Mapping[str, str],
+    secret_keys: Sequence[str],
+) -> _Setup:
+    """The requests that configure a pack, made once per configuration (and mutant of a mutation run): the policies
+    (held with it, so that no other object takes one's id), the policy config (by its pickle, which tells ``1`` from
+    ``1.0`` and a list from a tuple, as the schema check does), the stack and its configuration. A config the schema
+    does not take raises each time (``reconciled``)."""
+    try:
+        key: tuple[Any, ...] | None = (
+            os.environ.get("MUTANT_UNDER_TEST", ""),
+            tuple(id(p) for p in policies),
+            pickle.dumps((config, dry_run, stack, stack_config, tuple(secret_keys)), protocol=5),
+        )
+    except (pickle.PicklingError, TypeError, AttributeError):
+        key = None
+    found = _SETUPS.get(key) if key is not None else None
+    if found is not None:
+        return found[1]
+    levels = reconciled(policies, config)  # the engine refuses a config its schema does not take
+    request = analyzer_pb2.AnalyzerStackConfigureRequest(
+        stack=stack,
+        project="tpu-rl",
+        dry_run=dry_run,
+        config=dict(stack_config),
+        config_secret_keys=list(secret_keys),
+    )
+    setup = _Setup(
+        request.SerializeToString(deterministic=True),
+        configure_request(levels).SerializeToString(deterministic=True),
+        {p.name: p.description for p in policies},
+    )
+    if key is not None:
+        if len(_SETUPS) >= 1_000:
+            _SETUPS.clear()  # bounded: a cache, not a record
+        _SETUPS[key] = (tuple(policies), setup)
+    return setup
 
 
 class Pack:
@@ -249,55 +474,57 @@ class Pack:
         pack = _pack_module()
         self.policies = list(pack.POLICIES if policies is None else policies)
         self.servicer = pack.servicer(self.policies)
-        levels = reconciled(self.policies, config or {})  # the engine refuses a config its schema does not take
-        self._descriptions = {p.name: p.description for p in self.policies}
-        request = analyzer_pb2.AnalyzerStackConfigureRequest(
-            stack=stack,
-            project="tpu-rl",
-            dry_run=dry_run,
-            config=dict(stack_config or {}),
-            config_secret_keys=list(secret_keys),
-        )
-        configure = configure_request(levels)
-        self.servicer.ConfigureStack(_wire(request), None)
-        self.servicer.Configure(_wire(configure), None)
-        self._setup = (
-            os.environ.get("MUTANT_UNDER_TEST", ""),
-            tuple(id(p) for p in self.policies),
-            request.SerializeToString(deterministic=True),
-            configure.SerializeToString(deterministic=True),
-        )
+        setup = _configuration(self.policies, config or {}, dry_run, stack, stack_config or {}, secret_keys)
+        self._descriptions = setup.descriptions
+        self.servicer.ConfigureStack(analyzer_pb2.AnalyzerStackConfigureRequest.FromString(setup.stack), None)
+        self.servicer.Configure(analyzer_pb2.ConfigureAnalyzerRequest.FromString(setup.policies), None)
+        self._setup = setup
 
     def analyze(self, resource: Resource) -> list[Finding]:
-        request = analyzer_pb2.AnalyzeRequest(type=resource.type, urn=resource.urn, name=resource.name)
-        request.properties.MergeFromString(marshalled(resource.props))
-        request.options.CopyFrom(_options(resource))
-        return self._findings(self._answer(self.servicer.Analyze, request))
-
-    def analyze_stack(self, resources: Iterable[Resource]) -> list[Finding]:
-        request = analyzer_pb2.AnalyzeStackRequest()
-        for resource in resources:
-            entry = request.resources.add(
-                type=resource.type, urn=resource.urn, name=resource.name, parent=resource.parent
-            )
-            entry.properties.MergeFromString(marshalled(resource.props))
-            entry.options.CopyFrom(_options(resource))
-        return self._findings(self._answer(self.servicer.AnalyzeStack, request))
-
-    def _answer(self, method: Any, request: Any) -> bytes:
-        """The servicer's response to a request, as it crosses the wire; remembered by the request's bytes and what
-        configured the pack (the policies, the levels and config, the stack's, and a mutation run's mutant), so that
-        a resource the tests judge unchanged in many plans is analysed once per configuration. The pack's policies
-        are functions of the request and their configuration alone; a test that patches the pack's code builds its
-        own policies (another key)."""
-        wire = request.SerializeToString(deterministic=True)
-        key = (self._setup, method.__name__, wire)
+        props = marshalled(resource.props)
+        key = (self._setup, "Analyze", resource.type, resource.urn, resource.name, props, _option_values(resource))
         found = _ANSWERS.get(key)
         if found is None:
-            found = method(type(request).FromString(wire), None).SerializeToString()
-            if len(_ANSWERS) >= 50_000:
-                _ANSWERS.clear()  # bounded: a cache, not a record
-            _ANSWERS[key] = found
+            request = analyzer_pb2.AnalyzeRequest(type=resource.type, urn=resource.urn, name=resource.name)
+            request.properties.MergeFromString(props)
+            request.options.CopyFrom(_options(resource))
+            request = _wire(request)
+            found = self._answer(key, "Analyze", request, [(request.properties, props)])
+        return list(found)
+
+    def analyze_stack(self, resources: Iterable[Resource]) -> list[Finding]:
+        entries = tuple((r.type, r.urn, r.name, r.parent, marshalled(r.props), _option_values(r)) for r in resources)
+        key = (self._setup, "AnalyzeStack", entries)
+        found = _ANSWERS.get(key)
+        if found is None:
+            wire = b"".join(_stack_entry(entry) for entry in entries)
+            request = analyzer_pb2.AnalyzeStackRequest.FromString(wire)
+            sent = [(r.properties, entry[4]) for r, entry in zip(request.resources, entries, strict=True)]
+            found = self._answer(key, "AnalyzeStack", request, sent)
+        return list(found)
+
+    def _answer(
+        self, key: tuple[Any, ...], method: str, request: Any, sent: list[tuple[Any, bytes]]
+    ) -> tuple[Finding, ...]:
+        """The findings of the servicer's response to a request (its ``method``; parsed from the bytes the engine
+        sends), the response serialised and parsed again as it crosses the wire, the request's conversions remembered
+        (``conversions_remembered``; each resource's properties known by the bytes ``sent`` they were parsed from:
+        ``_KNOWN``); the findings remembered by what makes the request (each resource's type, URN, name, marshalled
+        properties and options: ``key``) and what configured the pack (the policies, the levels and config, the
+        stack's, and a mutation run's mutant: ``_setup``), so that a resource the tests judge unchanged in many plans
+        is analysed once per configuration, and a request answered before is not even built. The pack's policies are
+        functions of the request and their configuration alone; a test that patches the pack's code builds its own
+        policies (another key)."""
+        _KNOWN.update((id(message), (message, props)) for message, props in sent)
+        try:
+            with conversions_remembered():
+                answer = getattr(self.servicer, method)(request, None)
+        finally:
+            _KNOWN.clear()
+        found = tuple(self._findings(answer.SerializeToString()))
+        if len(_ANSWERS) >= 50_000:
+            _ANSWERS.clear()  # bounded: a cache, not a record
+        _ANSWERS[key] = found
         return found
 
     def _findings(self, wire: bytes) -> list[Finding]:
@@ -311,7 +538,34 @@ class Pack:
         return found
 
 
-_ANSWERS: dict[tuple[Any, ...], bytes] = {}
+_ANSWERS: dict[tuple[Any, ...], tuple[Finding, ...]] = {}
+
+
+_ENTRIES: dict[tuple[Any, ...], bytes] = {}
+
+
+def _stack_entry(entry: tuple[str, str, str, str, bytes, tuple[bool, bool, str]]) -> bytes:
+    """One resource of an ``AnalyzeStackRequest`` as it crosses the wire: its ``resources`` field (number 1, a
+    message: tag ``0x0a``, the length as a varint, the ``AnalyzerResource``'s bytes), which a request's bytes are the
+    resources' run of (``test_the_analyzers_stack_request_is_the_one_protobuf_serialises``); remembered by what makes
+    it (a resource the tests judge unchanged in many plans is written once)."""
+    found = _ENTRIES.get(entry)
+    if found is None:
+        type_, urn, name, parent, props, options = entry
+        resource = analyzer_pb2.AnalyzerResource(type=type_, urn=urn, name=name, parent=parent)
+        resource.properties.MergeFromString(props)
+        resource.options.CopyFrom(_options_of(*options))
+        body = resource.SerializeToString(deterministic=True)
+        size, length = len(body), bytearray()
+        while size > 0x7F:
+            length.append(size & 0x7F | 0x80)
+            size >>= 7
+        length.append(size)
+        found = b"\x0a" + bytes(length) + body
+        if len(_ENTRIES) >= 5_000:
+            _ENTRIES.clear()  # bounded: a cache, not a record
+        _ENTRIES[entry] = found
+    return found
 
 
 def _wire(message: Any) -> Any:
@@ -319,12 +573,18 @@ def _wire(message: Any) -> Any:
     return type(message).FromString(message.SerializeToString())
 
 
+def _option_values(resource: Resource) -> tuple[bool, bool, str]:
+    """What ``_options`` sends of a resource."""
+    return resource.protect, resource.delete_before_replace, resource.parent
+
+
 def _options(resource: Resource) -> analyzer_pb2.AnalyzerResourceOptions:
+    return _options_of(*_option_values(resource))
+
+
+def _options_of(protect: bool, delete_before_replace: bool, parent: str) -> analyzer_pb2.AnalyzerResourceOptions:
     return analyzer_pb2.AnalyzerResourceOptions(
-        protect=resource.protect,
-        deleteBeforeReplace=resource.delete_before_replace,
-        deleteBeforeReplaceDefined=True,
-        parent=resource.parent,
+        protect=protect, deleteBeforeReplace=delete_before_replace, deleteBeforeReplaceDefined=True, parent=parent
     )
 
 
@@ -359,21 +619,48 @@ def inputs(plan: Plan, r: Mapping[str, Any]) -> dict[str, Any]:
     the builders' plain dict otherwise). Not a copy of the builders' dict: the pack reads what ``encode`` marshals
     from it, so nothing writes it (copying every resource of every plan a test judges cost seconds)."""
     sent = plan.wire.get((r["type"], r["name"]))
-    return _from_wire(sent[0]) if sent is not None else r["inputs"]
+    return _read(sent[0]) if sent is not None else r["inputs"]
 
 
 def outputs(plan: Plan, r: Mapping[str, Any], *, preview: bool) -> dict[str, Any]:
     """What ``AnalyzeStack`` reads of a resource: its outputs. At preview a create returns its inputs and the engine
     marks what the provider computes unknown (the mocks' reply); at ``up`` the live object: a JobSet as the API server
-    keeps it (the webhook's defaults, a status), anything else the provider's reply."""
+    keeps it (the webhook's defaults, a status), anything else the provider's reply. Read only, as ``inputs``: a live
+    JobSet is remembered by what it is made from (``_live_jobset``)."""
     sent = plan.wire.get((r["type"], r["name"]))
-    live = _from_wire(sent[1]) if sent is not None else r["inputs"]  # read only, as ``inputs``
+    live = _read(sent[1]) if sent is not None else r["inputs"]  # read only, as ``inputs``
     if not preview and r["type"] == JOBSET:
-        try:
-            live = with_state(jobset_defaults(live), "running")  # each returns a copy
-            live["metadata"] = {**live["metadata"], "uid": f"uid-{r['name']}", "generation": 1}
-        except (KeyError, TypeError, AttributeError, IndexError):
-            pass  # a shape the API server would refuse: the pack judges what the program sent
+        return _live_jobset(r["name"], live)
+    return live
+
+
+_LIVE: dict[tuple[str, str, bytes], dict[str, Any]] = {}
+
+
+def _live_jobset(name: str, sent: dict[str, Any]) -> dict[str, Any]:
+    """A JobSet the program sent as the API server keeps it running: the webhook's defaults, a status, its uid and
+    generation (a shape the API server would refuse stays what the program sent). Remembered by the name and the
+    pickle of what was sent (two deep copies cost ten times a pickle; the tests judge a stack's JobSets unchanged in
+    many plans); the caller reads it and writes nothing."""
+    try:
+        key: tuple[str, str, bytes] | None = (os.environ.get("MUTANT_UNDER_TEST", ""), name, _content(sent))
+    except (pickle.PicklingError, TypeError, AttributeError):
+        key = None
+    found = _LIVE.get(key) if key is not None else None
+    if found is not None:
+        return found
+    live = sent
+    try:
+        live = with_state(jobset_defaults(sent), "running")  # each returns a copy
+        live["metadata"] = {**live["metadata"], "uid": f"uid-{name}", "generation": 1}
+    except (KeyError, TypeError, AttributeError, IndexError):
+        pass  # a shape the API server would refuse: the pack judges what the program sent
+    if key is not None:
+        if len(_LIVE) >= 5_000:
+            _LIVE.clear()  # bounded: a cache, not a record
+        _LIVE[key] = live
+        if live is not sent:
+            _freeze(live)  # the tests' own copy, which nothing changes
     return live
 
 
@@ -441,4 +728,4 @@ def first_preview(stack: str, *overrides: str) -> Plan:
         unknown_outputs=True,
         secrets={"tpu-rl:hfToken": SENTINEL_TOKEN},
     )
-    return plan
+    return frozen(plan)  # shared: no test changes it

@@ -12,6 +12,7 @@ the values ``pkg/backend/display/json.go`` writes: ``getPreviewMetadataStep`` se
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import json
@@ -124,8 +125,12 @@ def written(document: Mapping[str, Any]) -> str:
     return text + "\n"
 
 
-def judged(document: Mapping[str, Any], stack: str) -> list[judge_preview.Finding]:
-    return judge_preview.judge(json.loads(written(document)), stack, analyzer.policy_config_file(stack)).findings
+def judged(document: Mapping[str, Any], stack: str, *, remembered: bool = True) -> list[judge_preview.Finding]:
+    """The judge's findings on the digest as the CLI writes it. ``remembered``: pulumi-policy's servicer makes each
+    distinct resource's properties into its proxy once per process (``analyzer.conversions_remembered``, as the tests'
+    engine does); otherwise afresh for each policy, as the judge runs in the workflow."""
+    with analyzer.conversions_remembered() if remembered else contextlib.nullcontext():
+        return judge_preview.judge(json.loads(written(document)), stack, analyzer.policy_config_file(stack)).findings
 
 
 def _key(findings: Any) -> list[tuple[str, str, str, bool]]:
@@ -182,7 +187,9 @@ def test_the_first_preview_of_each_example_stack_is_judged_as_the_engine_runs_th
     mandatory finding, and what it cannot see named; against the engine, which sends secrets' values, only "can't run"
     advisories differ."""
     plan = analyzer.first_preview(stack)
-    found = judged(digest(plan), stack)
+    # dev's as the workflow runs the judge, each policy's conversions its own: against the tests' engine, which
+    # remembers them (``analyzer.conversions_remembered``), the same findings
+    found = judged(digest(plan), stack, remembered=stack != "dev")
     assert _key(found) == _key(engine_findings(plan, stack))
     assert_only_secrets_differ(found, plan, stack)
     assert [f for f in found if f.level == "mandatory"] == []
@@ -478,7 +485,8 @@ def test_the_summary_names_steps_and_findings_and_no_value():
         "note": secret_like
     }
     document = json.loads(written(digest(plan)))
-    verdict = judge_preview.judge(document, "prod", analyzer.policy_config_file("prod"))
+    with analyzer.conversions_remembered():
+        verdict = judge_preview.judge(document, "prod", analyzer.policy_config_file("prod"))
     text = judge_preview.summary(verdict)
     assert secret_like not in text
     assert "create               kubernetes:core/v1:Service::exposed" in text
@@ -486,7 +494,8 @@ def test_the_summary_names_steps_and_findings_and_no_value():
     document["steps"][-1]["urn"] = document["steps"][-1]["newState"]["urn"] = (
         "urn:pulumi:prod::tpu-rl::kubernetes:core/v1:Service::a````b"
     )
-    text = judge_preview.summary(judge_preview.judge(document, "prod", analyzer.policy_config_file("prod")))
+    with analyzer.conversions_remembered():
+        text = judge_preview.summary(judge_preview.judge(document, "prod", analyzer.policy_config_file("prod")))
     assert "\n`````\n" in text
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections.abc
 import copy
 import dataclasses
+import functools
 import importlib
 import inspect
 import json
@@ -26,9 +28,25 @@ from pulumi_policy.proxy import unknown_checking_proxy
 
 from tests import analyzer
 from tests.analyzer import Finding, Pack
-from tests.conftest import plan_of
-from tests.pure_plan import per_mutant_cache, pure_plan
+from tests.conftest import plan_of as _program_plan
+from tests.pure_plan import per_mutant_cache
+from tests.pure_plan import pure_plan as _built
 from tools.plan.offline import ROOT, Plan
+
+
+@functools.wraps(_program_plan)
+def plan_of(stack: str, *overrides: str) -> Plan:
+    """``tests.conftest.plan_of`` (cached: shared by the tests, which copy what they change), noted as never changed
+    in place (``analyzer.frozen``)."""
+    return analyzer.frozen(_program_plan(stack, *overrides))
+
+
+@functools.wraps(_built)
+def pure_plan(stack: str, *overrides: str) -> Plan:
+    """``tests.pure_plan.pure_plan`` (cached: shared by the cases, which copy what they change), its resources noted as
+    never changed in place (``analyzer.frozen``: each pickled once, not once per judgement)."""
+    return analyzer.frozen(_built(stack, *overrides))
+
 
 pytestmark = pytest.mark.pure  # the policies judge builder output (pure_plan); one test also runs the program
 
@@ -39,7 +57,13 @@ BY_NAME = {p.name: p for p in policies.POLICIES}
 
 
 def stack_config(stack: str) -> dict[str, Any]:
-    return json.loads((ROOT / "policy" / "config" / f"{stack}.json").read_text())
+    return json.loads(_config_text(stack))
+
+
+@functools.cache
+def _config_text(stack: str) -> str:
+    """The stack's policy config file, read once per process (every judgement reads it; a test writes none)."""
+    return (ROOT / "policy" / "config" / f"{stack}.json").read_text()
 
 
 def policy_config(stack: str, name: str) -> dict[str, Any]:
@@ -202,6 +226,98 @@ def test_a_count_the_engine_sends_as_a_double_is_a_count():
     with pytest.raises(ValueError, match="is not a count"):
         policies.kueue._count(1.5, "parallelism")
     assert violations(pure_plan("prod"), "kueue-queue-fits", "prod") == []
+
+
+def _read_item_by_item(value: Any, depth: int = 0, path: str = "", owner: Any = None) -> Any:
+    """``properties.plain`` as a reader of pulumi-policy's proxies through their items alone would make it: each item
+    read through the proxy's check, an unknown it raises on read as the unknown string."""
+    from pulumi_policy.proxy import UnknownValueError
+
+    unseen, sentinels = policies.properties.Unseen, policies.properties._UNKNOWN_SENTINELS
+    if depth > 64:
+        return unseen(f"{path} (nested more than 64 levels)", owner)
+    if isinstance(value, str):
+        return unseen(path or ".", owner) if value in sentinels else value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    is_mapping = isinstance(value, collections.abc.Mapping)
+    if not is_mapping and not isinstance(value, collections.abc.Sequence):
+        return value
+    out: Any = {} if is_mapping else []
+    for key in list(value) if is_mapping else range(len(value)):
+        try:
+            item = value[key]
+        except UnknownValueError:
+            item = UNKNOWN_STRING
+        where = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}"
+        read = _read_item_by_item(item, depth + 1, where, owner)
+        out.__setitem__(key, read) if is_mapping else out.append(read)
+    return out
+
+
+def _shown(value: Any) -> Any:
+    """A plain value with each ``Unseen`` as its path and owner and each leaf with its type (``1``, ``1.0``, ``True``
+    told apart), to compare (an ``Unseen`` equals nothing)."""
+    if isinstance(value, policies.properties.Unseen):
+        return ("unseen", value.path, value.owner)
+    if isinstance(value, dict):
+        return {key: _shown(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_shown(item) for item in value]
+    return (type(value).__name__, value)
+
+
+def test_plain_reads_a_proxy_as_its_items_read_one_by_one():
+    """``properties.plain`` reads what pulumi-policy's proxy wraps at once: the same plain copy as reading each item
+    through the proxy (every unknown the same ``Unseen`` at its path, whole numbers ``int``), on what the first preview
+    of dev sends (unknowns in it) and on shapes at the edges: the proxy's own key ``__target``, every kind of
+    unknown, a value nested deeper than ``plain`` reads, a tuple."""
+    from google.protobuf import json_format
+    from pulumi_policy import proxy
+    from pulumi_policy.deserialize import deserialize_properties
+
+    nested: Any = 1.0
+    for _ in range(70):
+        nested = {"a": [nested]}
+    edges = {
+        "__target": {"x": proxy.UNKNOWN_NUMBER_VALUE, "__target": [1.5, 2.0]},
+        "unknowns": [proxy.UNKNOWN_BOOLEAN_VALUE, proxy.UNKNOWN_OBJECT_VALUE, {"s": proxy.UNKNOWN_ARRAY_VALUE}],
+        "values": [True, False, None, 0, 3.0, -2.5, "", "text", [], {}],
+        "deep": nested,
+    }
+    sent = [edges]
+    plan = analyzer.first_preview("dev")
+    for r in plan.resources:
+        for props in (analyzer.inputs(plan, r), analyzer.outputs(plan, r, preview=True)):
+            sent.append(json_format.MessageToDict(analyzer.properties(props)))
+    assert any(proxy.UNKNOWN_STRING_VALUE in json.dumps(props) for props in sent)
+    for props in sent:
+        proxied = proxy.unknown_checking_proxy(deserialize_properties(props))
+        for path, owner in (("", None), ("JobSet x: ", ("urn:x", JOBSET))):
+            expected = _shown(_read_item_by_item(proxied, path=path, owner=owner))
+            assert _shown(policies.properties.plain(proxied, path=path, owner=owner)) == expected
+    assert _shown(policies.properties.plain((1.0, "a"))) == [("int", 1), ("str", "a")]
+
+
+def test_the_analyzers_stack_request_is_the_one_protobuf_serialises():
+    """``tests/analyzer.py`` writes an ``AnalyzeStackRequest``'s bytes as the run of its resources' (each remembered):
+    the bytes protobuf itself serialises for the request the engine builds (every resource's type, URN, name, parent,
+    properties and options), on the first preview of prod (unknowns, secrets, parents, protected resources)."""
+    from pulumi.runtime.proto import analyzer_pb2
+
+    resources = analyzer.resources(analyzer.first_preview("prod"), preview=True, stack_view=True)
+    assert any(r.parent for r in resources) and any(r.protect for r in resources)
+    request = analyzer_pb2.AnalyzeStackRequest()
+    for r in resources:
+        entry = request.resources.add(type=r.type, urn=r.urn, name=r.name, parent=r.parent)
+        entry.properties.MergeFromString(analyzer.properties(r.props).SerializeToString())
+        entry.options.CopyFrom(analyzer._options(r))
+    entries = [
+        (r.type, r.urn, r.name, r.parent, analyzer.marshalled(r.props), analyzer._option_values(r)) for r in resources
+    ]
+    written = b"".join(analyzer._stack_entry(entry) for entry in entries)
+    assert written == request.SerializeToString(deterministic=True)
+    assert analyzer_pb2.AnalyzeStackRequest.FromString(written) == request
 
 
 def test_prod_is_stricter_than_dev():
@@ -1576,7 +1692,9 @@ def test_no_policy_message_shows_any_part_of_a_secret():
 
 def test_trusted_registries_come_from_the_policy_config():
     mirror = "europe-docker.pkg.dev/my-project/mirror"
-    plan = mutated("prod", JOBSET, "convert", lambda r: _container(r).__setitem__("image", f"{mirror}/maxtext:0.2.4"))
+    plan = mutated_to_judge(
+        "prod", JOBSET, "convert", lambda r: _container(r).__setitem__("image", f"{mirror}/maxtext:0.2.4")
+    )
     assert violations(plan, "trusted-registries", "prod")
     trusted = [mirror, "us-docker.pkg.dev/cloud-tpu-images", "us-docker.pkg.dev/cloud-tpu-v2-images"]
     assert violations(plan, "trusted-registries", "prod", config={"registries": trusted}) == []
@@ -1654,7 +1772,7 @@ def test_budget_gate_says_when_it_cannot_judge():
 
 
 def _policy_resource(r):
-    props = unknown_checking_proxy(copy.deepcopy(r["inputs"]))
+    props = unknown_checking_proxy(r["inputs"])  # its own dicts and lists: the proxy copies them as it wraps them
     return PolicyResource(r["type"], props, f"urn:{r['name']}", r["name"], _options(r), None, None, [], {})
 
 
@@ -1708,7 +1826,7 @@ def test_coverage_limits_at_their_boundaries():
     """At the limit passes, one step beyond fails (prefix /16 and share 0.01% by default)."""
 
     def found(blocks, **config):
-        plan = mutated(
+        plan = mutated_to_judge(
             "prod",
             CLUSTER,
             None,
@@ -1826,9 +1944,9 @@ def test_budget_limits_and_defaults(overrides, config, expected):
 )
 def test_policy_config_defaults_and_overrides(policy, change, config, expected):
     type_ = CLUSTER if policy == "no-open-control-plane" else JOBSET
-    assert violations(mutated("prod", type_, "train" if type_ == JOBSET else None, change), policy, "prod", config) == (
-        expected
-    )
+    assert violations(
+        mutated_to_judge("prod", type_, "train" if type_ == JOBSET else None, change), policy, "prod", config
+    ) == (expected)
 
 
 def test_required_labels_come_from_the_policy_config():
@@ -1876,9 +1994,9 @@ def test_default_backoff_cap_without_config():
     def change(resource):
         resource["inputs"]["spec"]["replicatedJobs"][1]["template"]["spec"]["backoffLimit"] = 257
 
-    assert violations(mutated("prod", JOBSET, "train", change), "bounded-retries", "prod", {"maxRestarts": 5}) == [
-        "worker: backoffLimit 257 is unbounded or above 256: a TPU slice retries for hours"
-    ]
+    assert violations(
+        mutated_to_judge("prod", JOBSET, "train", change), "bounded-retries", "prod", {"maxRestarts": 5}
+    ) == ["worker: backoffLimit 257 is unbounded or above 256: a TPU slice retries for hours"]
 
 
 def _as_job(backoff_limit):
@@ -1902,7 +2020,7 @@ def _as_job(backoff_limit):
     ],
 )
 def test_a_plain_job_is_judged_by_its_own_backoff_limit(backoff_limit, expected):
-    plan = mutated("prod", JOBSET, "convert", _as_job(backoff_limit))
+    plan = mutated_to_judge("prod", JOBSET, "convert", _as_job(backoff_limit))
     assert [r["type"] for r in plan.resources].count(JOB) == 1
     assert violations(plan, "bounded-retries", "prod") == expected
 
@@ -1933,10 +2051,11 @@ def _not_admitted(plan: Plan) -> list[str]:
 
 
 def _with(plan: Plan, *resources: dict[str, Any]) -> Plan:
-    """The plan with more objects (as the program would register them, sorted by type and name)."""
-    plan = copy.deepcopy(plan)
-    plan.resources = sorted([*plan.resources, *copy.deepcopy(list(resources))], key=lambda r: (r["type"], r["name"]))
-    return plan
+    """The plan with more objects (as the program would register them, sorted by type and name), for a plan that is
+    only judged: the added objects are copies, the rest is the given plan's own (as ``mutated_to_judge``); a test may
+    change the objects it added, nothing else of it."""
+    added = copy.deepcopy(list(resources))
+    return dataclasses.replace(plan, resources=sorted([*plan.resources, *added], key=lambda r: (r["type"], r["name"])))
 
 
 def _object(type_: str, name: str, manifest: dict[str, Any]) -> dict[str, Any]:
@@ -1978,12 +2097,12 @@ def _term(key, operator, *values):
     ids=lambda v: json.dumps(v) if isinstance(v, dict) else None,
 )
 def test_the_namespace_selector_of_the_cluster_queue(selector, admitted):
-    plan = mutated("prod", CQ, "kueue-cluster-queue", _set(["spec", "namespaceSelector"], selector))
+    plan = mutated_to_judge("prod", CQ, "kueue-cluster-queue", _set(["spec", "namespaceSelector"], selector))
     assert violations(plan, "kueue-queue-fits", "prod") == ([] if admitted else _not_admitted(plan))
 
 
 def test_the_namespace_selector_reads_the_labels_of_the_stacks_namespace():
-    plan = mutated(
+    plan = mutated_to_judge(
         "prod", CQ, "kueue-cluster-queue", _set(["spec", "namespaceSelector"], {"matchLabels": {"team": "ml"}})
     )
 
@@ -2022,7 +2141,7 @@ def _queue(name: str | None):
 
 def test_every_step_is_judged_after_one_that_is_not():
     """A step without a queue, or with one the stack does not manage, does not end the check of the rest."""
-    export_unqueued = mutated("prod", JOBSET, "export", _queue(None))
+    export_unqueued = mutated_to_judge("prod", JOBSET, "export", _queue(None))
     export_finding = f"JobSet {_jobset_name(export_unqueued, 'export')}{UNQUEUED}"
 
     both = _also(export_unqueued, JOBSET, "convert", _queue(None))
@@ -2082,14 +2201,16 @@ def test_a_flavor_the_pods_do_not_fit_is_skipped_not_the_rest():
         },
     )
     slice_quota = {"name": "google.com/tpu", "nominalQuota": "32"}
-    two = mutated(
+    two = mutated_to_judge(
         "prod",
         CQ,
         "kueue-cluster-queue",
         _tpu_flavors(_tpu_quota("tpu-rl-tpu-2x4", slice_quota), _tpu_quota("tpu-rl-tpu-slice", slice_quota)),
     )
     assert violations(_with(two, small), "kueue-queue-fits", "prod") == []
-    only_small = mutated("prod", CQ, "kueue-cluster-queue", _tpu_flavors(_tpu_quota("tpu-rl-tpu-2x4", slice_quota)))
+    only_small = mutated_to_judge(
+        "prod", CQ, "kueue-cluster-queue", _tpu_flavors(_tpu_quota("tpu-rl-tpu-2x4", slice_quota))
+    )
     assert violations(_with(only_small, small), "kueue-queue-fits", "prod") == _workers_get_at_most(only_small, "0")
 
 
@@ -2099,7 +2220,7 @@ def test_a_flavor_the_pods_do_not_fit_is_skipped_not_the_rest():
     ids=["no-resources", "no-nominal-quota", "another-resource-only"],
 )
 def test_a_flavor_without_a_quota_for_the_resource_offers_none(entries):
-    plan = mutated("prod", CQ, "kueue-cluster-queue", _tpu_flavors(_tpu_quota("tpu-rl-tpu-slice", *entries)))
+    plan = mutated_to_judge("prod", CQ, "kueue-cluster-queue", _tpu_flavors(_tpu_quota("tpu-rl-tpu-slice", *entries)))
     assert violations(plan, "kueue-queue-fits", "prod") == _workers_get_at_most(plan, "0")
 
 
@@ -2335,12 +2456,17 @@ def test_a_clean_pod_of_any_kind_passes_the_pod_policies(kind):
 
 
 @pytest.mark.parametrize(("case", "policy", "change", "words"), POD_VIOLATIONS, ids=[v[0] for v in POD_VIOLATIONS])
-@pytest.mark.parametrize("kind", list(POD_KINDS))
-def test_the_pod_is_judged_the_same_in_every_kind(kind, case, policy, change, words):
-    pod, meta = _clean_pod(), dict[str, Any]()
-    change(pod, meta)
-    found = violations(_plan_of(_workload(kind, pod, meta)), policy, "prod")
-    assert any(words in v for v in found), (kind, case, found)
+def test_the_pod_is_judged_the_same_in_every_kind(case, policy, change, words):
+    """The case's finding in each kind that holds a pod (each kind judged, every one it is missing from named: one
+    test a case, not a case and kind, whose 312 tests cost more in pytest's own work than in judging)."""
+    missed = {}
+    for kind in POD_KINDS:
+        pod, meta = _clean_pod(), dict[str, Any]()
+        change(pod, meta)
+        found = violations(_plan_of(_workload(kind, pod, meta)), policy, "prod")
+        if not any(words in v for v in found):
+            missed[kind] = found
+    assert missed == {}, (case, missed)
 
 
 @pytest.mark.parametrize("kind", list(POD_KINDS))
@@ -2369,12 +2495,14 @@ def _train(plan: Plan) -> dict[str, Any]:
     ],
 )
 def test_host_namespaces_on_a_cpu_step(field, value, words):
-    plan = mutated("prod", JOBSET, "convert", lambda r: _head(r).__setitem__(field, value))
+    plan = mutated_to_judge("prod", JOBSET, "convert", lambda r: _head(r).__setitem__(field, value))
     assert [v.split(":")[0] for v in violations(plan, "least-privilege-pods", "prod")] == [words.split(":")[0]]
 
 
 def test_privilege_escalation_on_a_cpu_step():
-    plan = mutated("prod", JOBSET, "export", _container_set(["securityContext", "allowPrivilegeEscalation"], True))
+    plan = mutated_to_judge(
+        "prod", JOBSET, "export", _container_set(["securityContext", "allowPrivilegeEscalation"], True)
+    )
     assert violations(plan, "least-privilege-pods", "prod") == [
         "container export allows privilege escalation (allowPrivilegeEscalation: true): set it false"
     ]
@@ -2384,11 +2512,11 @@ def test_the_host_network_stays_where_the_program_uses_it():
     """The TPU workers and the Pathways head (the coordinator of a JobSet with TPU workers) keep it; the head of a
     JobSet without a coordinator, or a worker that asks for no chips, does not."""
     assert violations(base_plan("prod"), "least-privilege-pods", "prod") == []
-    headless = mutated("prod", JOBSET, "train", lambda r: r["inputs"]["spec"].pop("coordinator"))
+    headless = mutated_to_judge("prod", JOBSET, "train", lambda r: r["inputs"]["spec"].pop("coordinator"))
     assert violations(headless, "least-privilege-pods", "prod") == [
         "pod pathways-head uses the node's network (hostNetwork: true): only the Pathways head and the TPU workers do"
     ]
-    chipless = mutated("prod", JOBSET, "train", lambda r: _worker(r)["containers"][0].pop("resources"))
+    chipless = mutated_to_judge("prod", JOBSET, "train", lambda r: _worker(r)["containers"][0].pop("resources"))
     assert sorted(v.split(":")[0] for v in violations(chipless, "least-privilege-pods", "prod")) == [
         "pod pathways-head uses the node's network (hostNetwork",
         "pod worker uses the node's network (hostNetwork",
@@ -2433,7 +2561,7 @@ def _publication(env_change, *objects) -> Plan:
         container = _publish_container(resource)
         env_change(container)
 
-    return _with(mutated("publishing", JOBSET, "publish", change), *objects)
+    return _with(mutated_to_judge("publishing", JOBSET, "publish", change), *objects)
 
 
 def _without_publish_env(container, *keep):
@@ -2640,7 +2768,7 @@ SECRET_CONFIG_CASES = [
     ("case", "change", "objects", "expected"), SECRET_CONFIG_CASES, ids=[c[0] for c in SECRET_CONFIG_CASES]
 )
 def test_secrets_read_from_the_stacks_config_maps(case, change, objects, expected):
-    plan = _with(mutated("prod", JOBSET, "convert", lambda r: change(_container(r))), *objects)
+    plan = _with(mutated_to_judge("prod", JOBSET, "convert", lambda r: change(_container(r))), *objects)
     found = violations(plan, "no-secrets-in-workloads", "prod")
     assert [v.split(";")[0] for v in found] == expected
     assert not [message for message in found if _shows_the_token(message)]
@@ -2655,7 +2783,7 @@ SECRET_CASES_WITH_OBJECTS = [c for c in SECRET_CONFIG_CASES if c[2] and c[3]]
 )
 def test_a_secret_in_a_config_map_not_known_yet_is_never_passed(case, change, objects, expected, whole):
     def plan_with(*extra):
-        return _with(mutated("prod", JOBSET, "convert", lambda r: change(_container(r))), *extra)
+        return _with(mutated_to_judge("prod", JOBSET, "convert", lambda r: change(_container(r))), *extra)
 
     known = violations(base_plan("prod"), "no-secrets-in-workloads", "prod") + violations(
         plan_with(*objects), "no-secrets-in-workloads", "prod"
@@ -2677,6 +2805,96 @@ def test_no_corpus_finding_shows_any_part_of_the_token():
                 assert not _shows_the_token(message), message
 
 
+SECRET_TEXTS = {
+    "a Hugging Face token": [TOKEN, f"--model-token {TOKEN}", f"x{TOKEN}y"],
+    "hf_access_token=...": [
+        "hf_access_token=abc",
+        "HF_ACCESS_TOKEN=abc",
+        "x hf_acce\u017f\u017f_token=\u212a",
+    ],
+    "a *_TOKEN/KEY/SECRET/PASSWORD= assignment": [
+        "export WANDB_API_KEY=abc",
+        "A_TOKEN=1",
+        "GH_SECRET=s3",
+        "DB_PASSWORD=pw rest",
+        "X9_B_KEY==",
+    ],
+    "a --token flag": ["--token=abc", "--hf-token abc", "--TOKEN=x", "--HF-Token=x"],
+}
+"""Each kind of secret material the secrets policy names, in texts it must find it in."""
+NOT_SECRETS = [
+    "",
+    "hf_short",
+    "hf_access_token=",
+    "hf_access_token=  ",
+    "hf_access_token= x",
+    "xhf_access_token=abc",
+    "export a_TOKEN=x",
+    "_TOKEN=x",
+    "A_TOKEN= x",
+    "A_TOKENS=x",
+    "--token",
+    "--tokens=x",
+    "token=abc",
+]
+
+
+def _every_pattern(text: str) -> str | None:
+    """What ``_secret_kind`` answers, searched with each whole pattern alone, in order."""
+    return next((policies.secrets.KINDS[p] for p in policies.secrets.TOKEN_PATTERNS if p.search(text)), None)
+
+
+def _stack_texts() -> set[str]:
+    """Every text the example stacks' plans hold (their scripts among them)."""
+    found: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            found.add(value)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    for stack in ("dev", "prod", "flex", "publishing"):
+        for r in base_plan(stack).resources:
+            walk(r["inputs"])
+    return found
+
+
+def test_each_kind_of_secret_is_found_in_a_text_short_or_long():
+    """The secrets policy searches a part every match of a pattern holds first (``secrets.CORES``): each kind is still
+    found, alone, among other words and inside the longest script of the stacks, and nothing else is; on every text of
+    the stacks and every case here the answer is what the whole patterns alone give."""
+    kind_of = policies.secrets._secret_kind
+    texts = _stack_texts()
+    script = max(texts, key=len)
+    assert len(script) > 10_000
+    for kind, cases in SECRET_TEXTS.items():
+        for text in cases:
+            for where in (text, f"echo start\n{text}\necho end", f"{script}\n{text}\n{script[:1000]}"):
+                assert kind_of(where) == kind == _every_pattern(where), (kind, where[:80])
+    for text in NOT_SECRETS:
+        for where in (text, f"{script}\n{text}\n{script[:1000]}"):
+            assert kind_of(where) is None and _every_pattern(where) is None, text
+    for text in texts:
+        assert kind_of(text) == _every_pattern(text)
+
+
+def test_each_secret_patterns_first_part_is_a_run_of_it_with_its_flags():
+    """What makes the first search sound: the part is written once into its pattern, at its top level (between the
+    pattern's other items, not inside an alternative or a repetition), and compiled with the pattern's flags."""
+    cores = policies.secrets.CORES
+    assert len(cores) == 2
+    for pattern, core in cores.items():
+        assert core.flags == pattern.flags
+        before, found, after = pattern.pattern.partition(core.pattern)
+        assert found and not before.endswith(("(", "|", "\\")) and not after.startswith(("|", "*", "+", "?", "{", ")"))
+        assert before.count("(") == before.count(")") and "|" not in before.replace("(?i)", "")
+
+
 def _template_labels(r):
     return r["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["labels"]
 
@@ -2691,7 +2909,7 @@ def _template_labels(r):
     ids=["jobset-annotation", "jobset-label", "pod-template-label"],
 )
 def test_a_token_in_labels_and_annotations(where, words):
-    found = violations(mutated("prod", JOBSET, "convert", where), "no-secrets-in-workloads", "prod")
+    found = violations(mutated_to_judge("prod", JOBSET, "convert", where), "no-secrets-in-workloads", "prod")
     assert [v.split(" contains")[0] for v in found] == [words]
     assert not _shows_the_token(found[0])
 
@@ -2705,7 +2923,7 @@ def test_an_unknown_annotation_does_not_switch_a_policy_off():
         resource["inputs"]["metadata"].setdefault("annotations", {})["tpu-rl/input"] = UNKNOWN_STRING
         _container(resource)["args"] = [f"--token={TOKEN}"]
 
-    plan = mutated("prod", JOBSET, "export", change)
+    plan = mutated_to_judge("prod", JOBSET, "export", change)
     found = findings(plan, "no-secrets-in-workloads", "prod", preview=True)
     assert [(f.level, f.message.split(";")[0]) for f in found if not f.unjudged] == [
         ("mandatory", "container export: args contains secret material (a Hugging Face token)")
@@ -2761,7 +2979,9 @@ def _estimate(plan: Plan) -> dict[str, Any]:
     return policies.stack_estimate([_policy_resource(r) for r in plan.resources])
 
 
+@per_mutant_cache
 def _total(overrides: tuple[str, ...] = ()) -> float:
+    """The cost of prod's plan (with overrides), estimated once per process (per mutant in a mutation run)."""
     return _estimate(pure_plan("prod", *overrides))["totalUsd"]
 
 
@@ -3247,16 +3467,16 @@ def _convert_memory(value):
 
 
 def test_a_memory_in_exponent_form_is_read_not_a_crash():
-    plan = mutated("prod", JOBSET, "convert", _convert_memory("1.8e11"))
+    plan = mutated_to_judge("prod", JOBSET, "convert", _convert_memory("1.8e11"))
     for name in BY_NAME:
         assert not [v for v in violations(plan, name, "prod") if "cannot judge" in v], name
-    small = mutated("prod", JOBSET, "convert", _convert_memory("1e9"))
+    small = mutated_to_judge("prod", JOBSET, "convert", _convert_memory("1e9"))
     assert violations(small, "kueue-queue-fits", "prod") == []
 
 
 @pytest.mark.parametrize("value", ["12 GB", "-1Gi", "lots", True])
 def test_a_malformed_quantity_is_a_finding(value):
-    plan = mutated("prod", JOBSET, "convert", _convert_memory(value))
+    plan = mutated_to_judge("prod", JOBSET, "convert", _convert_memory(value))
     (found,) = violations(plan, "kueue-queue-fits", "prod")
     assert "convert: container convert: requests.memory" in found and "is not a Kubernetes quantity" in found
 
@@ -3447,7 +3667,9 @@ def test_the_publication_reads_the_write_token_and_nothing_else_does():
         )
         _container(resource).setdefault("volumeMounts", []).append({"name": "w", "mountPath": "/w"})
 
-    (found,) = violations(mutated("publishing", JOBSET, "convert", as_a_volume), "hub-write-token-scope", "publishing")
+    (found,) = violations(
+        mutated_to_judge("publishing", JOBSET, "convert", as_a_volume), "hub-write-token-scope", "publishing"
+    )
     assert "container convert reads the Hub write token (volume w)" in found
 
 
@@ -3455,11 +3677,14 @@ def test_the_publication_reads_the_write_token_and_nothing_else_does():
 
 
 def _program_mutated(stack: str, type_: str, name: str, change) -> Plan:
-    plan = copy.deepcopy(plan_of(stack))
-    (target,) = [r for r in plan.resources if r["type"] == type_ and r["name"] == name]
+    """The program's plan with one resource changed, for a plan that is only judged: that resource a copy, the rest
+    the stack's plan's own (as ``mutated_to_judge``)."""
+    plan = plan_of(stack)
+    (target,) = [copy.deepcopy(r) for r in plan.resources if r["type"] == type_ and r["name"] == name]
     change(target)
-    plan.wire.pop((type_, name), None)  # the change is what the engine receives
-    return plan
+    resources = [target if r["type"] == type_ and r["name"] == name else r for r in plan.resources]
+    wire = {key: sent for key, sent in plan.wire.items() if key != (type_, name)}  # the change is what it receives
+    return dataclasses.replace(plan, resources=resources, wire=wire)
 
 
 WORKLOAD_IDENTITY = "gcp:serviceaccount/iAMMember:IAMMember"

@@ -126,6 +126,15 @@ def _key_path(path: str, key: Any) -> str:
     return f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}"
 
 
+_DICT_PROXY: Any = getattr(proxy, "_DictProxy", None)
+_LIST_PROXY: Any = getattr(proxy, "_ListProxy", None)
+"""pulumi-policy's read-only proxies (``unknown_checking_proxy``). ``plain`` reads what one wraps through the key the
+proxy keeps for it (``"__target"``), at once, not item by item through the check that raises on an unknown: the
+unknown's sentinel found there becomes the same ``Unseen``. (Another type, or none of this name, is read item by item.)
+"""
+_LEAVES = frozenset((int, bool, type(None)))
+
+
 def plain(value: Any, depth: int = 0, path: str = "", owner: tuple[str, str] | None = None) -> Any:
     """A plain copy of analyzer props: read-only proxies become ``dict`` and ``list``; every value the preview does not
     know becomes an ``Unseen`` at its path (the proxies raise on reading one, which would stop the whole policy with an
@@ -134,6 +143,57 @@ def plain(value: Any, depth: int = 0, path: str = "", owner: tuple[str, str] | N
     with ``json_format.MessageToDict``: ``parallelism: 1`` arrives as ``1.0``, still a count)."""
     if depth > _MAX_DEPTH:
         return Unseen(f"{path} (nested more than {_MAX_DEPTH} levels)", owner)
+    kind = type(value)
+    if kind is str:
+        return Unseen(path or ".", owner) if value in _UNKNOWN_SENTINELS else value
+    if kind in _LEAVES:
+        return value
+    if kind is float:
+        return int(value) if value.is_integer() else value
+    if kind is _DICT_PROXY or kind is dict:
+        return _plain_dict(value["__target"] if kind is _DICT_PROXY else value, kind is _DICT_PROXY, depth, path, owner)
+    if kind is _LIST_PROXY or kind is list:
+        return _plain_list(value["__target"] if kind is _LIST_PROXY else value, depth, path, owner)
+    return _plain_other(value, depth, path, owner)
+
+
+def _plain_dict(target: dict[Any, Any], proxied: bool, depth: int, path: str, owner: tuple[str, str] | None) -> Any:
+    """``plain`` of a dict (what a proxy wraps, ``proxied``): a known text, number, boolean or null copied at once
+    (without its path, which only an ``Unseen`` keeps), anything else by ``plain``."""
+    out: dict[Any, Any] = {}
+    deeper = depth + 1
+    known = deeper <= _MAX_DEPTH
+    for key, item in target.items():
+        if proxied and key == "__target":
+            item = target  # a proxy answers its own key with what it wraps, whatever its item there holds
+        kind = type(item)
+        if known and (kind is str and item not in _UNKNOWN_SENTINELS or kind in _LEAVES):
+            out[key] = item
+        elif known and kind is float:
+            out[key] = int(item) if item.is_integer() else item
+        else:
+            out[key] = plain(item, deeper, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}", owner)
+    return out
+
+
+def _plain_list(target: list[Any], depth: int, path: str, owner: tuple[str, str] | None) -> Any:
+    """``plain`` of a list (or what a proxy wraps), as ``_plain_dict``."""
+    out: list[Any] = []
+    deeper = depth + 1
+    known = deeper <= _MAX_DEPTH
+    for index, item in enumerate(target):
+        kind = type(item)
+        if known and (kind is str and item not in _UNKNOWN_SENTINELS or kind in _LEAVES):
+            out.append(item)
+        elif known and kind is float:
+            out.append(int(item) if item.is_integer() else item)
+        else:
+            out.append(plain(item, deeper, f"{path}[{index}]", owner))
+    return out
+
+
+def _plain_other(value: Any, depth: int, path: str, owner: tuple[str, str] | None) -> Any:
+    """``plain`` of a value of any other type (a subclass, another mapping or sequence), read item by item."""
     if isinstance(value, str):
         return Unseen(path or ".", owner) if value in _UNKNOWN_SENTINELS else value
     if isinstance(value, float) and value.is_integer():
