@@ -389,6 +389,16 @@ def google_clients() -> None:
     from google.cloud import cloudquotas_v1, compute_v1, kms_v1, service_usage_v1, storage  # noqa: F401
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's controller starts its workers (its hook is trylast)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """`make test`'s controller writes pytest's rewritten test modules (``tests.assert_cache``) before the workers
+    start: each worker collects the whole suite, and on a fresh clone both would rewrite every module."""
+    from tests import assert_cache
+
+    if assert_cache.wanted(session.config):
+        assert_cache.warm(session.config)
+
+
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: absent under -p no:xdist (mutmut, the TSV rewrites)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`make test`'s ``--dist loadfile``, with the files of a group of ``ONE_WORKER`` as one unit: a file's tests
