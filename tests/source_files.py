@@ -1,10 +1,11 @@
-"""The product's Python files, parsed once per test process: what tests/test_limits.py and tests/test_errors.py
-read (every file of ``core``, ``infra``, ``workloads``, ``tools``, ``program``, the policy pack and the entry point;
-not the tests)."""
+"""The product's Python files, parsed and walked once per test process: what tests/test_limits.py,
+tests/test_errors.py and tests/test_bounded.py read (every file of ``core``, ``infra``, ``workloads``, ``tools``,
+``program``, the policy pack and the entry point; not the tests)."""
 
 from __future__ import annotations
 
 import ast
+import heapq
 from functools import cache
 from pathlib import Path
 
@@ -26,6 +27,23 @@ def product_files() -> tuple[Path, ...]:
 @cache
 def parsed(path: Path) -> ast.Module:
     return ast.parse(path.read_text(), filename=str(path))
+
+
+@cache
+def _walked(path: Path) -> dict[type, list[tuple[int, ast.AST]]]:
+    """Every node of ``path``'s tree by its type, each with its place in ``ast.walk``'s order."""
+    found: dict[type, list[tuple[int, ast.AST]]] = {}
+    for place, node in enumerate(ast.walk(parsed(path))):
+        found.setdefault(type(node), []).append((place, node))
+    return found
+
+
+def nodes(path: Path, *kinds: type) -> list[ast.AST]:
+    """The nodes of ``path``'s tree of exactly these types (``ast.ClassDef``, ...), in ``ast.walk``'s order: what
+    ``[n for n in ast.walk(parsed(path)) if isinstance(n, kinds)]`` finds, for node types, which have no subclasses,
+    without walking the tree again."""
+    walked = _walked(path)
+    return [node for _, node in heapq.merge(*(walked.get(kind, []) for kind in kinds), key=lambda pair: pair[0])]
 
 
 def rel(path: Path) -> str:

@@ -15,6 +15,7 @@ import pytest
 from core import bounded, hf_model
 from core.bounded import Cap, ReplyEncodingError, ReplyTooLargeError
 from tests.loopback import QuietHandler, serve
+from tests.source_files import nodes
 
 ROOT = Path(__file__).resolve().parent.parent
 CAP = Cap(10, "check the fix")
@@ -112,7 +113,7 @@ ONE_EXCEPTION = {
 
 
 def _defined_classes(path: Path) -> set[str]:
-    return {node.name for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ClassDef)}
+    return {node.name for node in nodes(path, ast.ClassDef) if isinstance(node, ast.ClassDef)}
 
 
 @pytest.mark.pure
