@@ -58,10 +58,18 @@ CATALOGUE = ("core/steps.py",)
 """Where a step's name may be compared: the catalogue itself."""
 
 
+HOLDS_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)
+"""The nodes a function definition can be found under: statements and the clauses that hold statements (an
+expression holds none: a lambda is no ``FunctionDef``)."""
+
+
 def functions(tree: ast.AST, prefix: str = "") -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
-    """Every function and method with its qualified name (``Class.method``, ``outer.inner``)."""
+    """Every function and method with its qualified name (``Class.method``, ``outer.inner``), in the order of the
+    source (the expressions, which hold none, not walked)."""
     found = []
     for node in ast.iter_child_nodes(tree):
+        if not isinstance(node, HOLDS_STATEMENTS):
+            continue
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             found.append((prefix + node.name, node))
             found += functions(node, prefix + node.name + ".")
