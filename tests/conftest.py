@@ -7,6 +7,7 @@ import copy
 import functools
 import gc
 import hashlib
+import importlib
 import logging
 import lzma
 import os
@@ -133,26 +134,42 @@ def _unpacked(packed: Path) -> Path:
     return target
 
 
+def _digest_of(image: str, key: str = "", **_: Any) -> str:
+    return "sha256:" + hashlib.sha256(image.encode()).hexdigest()
+
+
+def _no_findings(settings: Any, clients: Any = None) -> list:
+    return []
+
+
 @pytest.fixture(autouse=True)
-def no_registry(monkeypatch):
+def no_cloud(monkeypatch):
     """Tests never reach an image registry: a tag the program pins at `up` reads as the digest this double gives it
     (the sha256 of the reference's text). The registry client itself is tested against a loopback registry
-    (tests/test_registry.py)."""
-    monkeypatch.setattr(
-        "infra.gcp.registry.resolve_digest",
-        lambda image, key="", **_: "sha256:" + hashlib.sha256(image.encode()).hexdigest(),
-    )
-
-
-@pytest.fixture(autouse=True)
-def no_capacity_check(monkeypatch):
-    """The program's capacity preflight finds nothing unless a test runs it against the loopback Compute
-    API (tests/fake_compute.py)."""
-    monkeypatch.setattr("infra.gcp.capacity.check_capacity", lambda settings, clients=None: [])
+    (tests/test_registry.py). And the program's capacity preflight finds nothing unless a test runs it against the
+    loopback Compute API (tests/fake_compute.py). (One fixture, its targets looked up as modules: it runs for every
+    test.)"""
+    monkeypatch.setattr(importlib.import_module("infra.gcp.registry"), "resolve_digest", _digest_of)
+    monkeypatch.setattr(importlib.import_module("infra.gcp.capacity"), "check_capacity", _no_findings)
 
 
 APPLIED: dict[str, dict] = {}
 """Objects the mock provider "applied" with a status (``statuses``), as a live read finds them."""
+
+
+def _applied(self: Any, api: str, kind: str, namespace: str, name: str) -> dict | None:
+    return copy.deepcopy(APPLIED.get(name))
+
+
+CLUSTER_DOUBLES: dict[str, Any] = {
+    "get": _applied,
+    "list": lambda self, *args, **kwargs: [],
+    "pods": lambda self, *args, **kwargs: [],
+    "events": lambda self, *args, **kwargs: [],
+    "crd": lambda self, name: None,
+    "dry_run_create": lambda self, manifest: None,
+}
+"""``infra.k8s.live.ClusterReader``'s methods as ``no_live_cluster`` replaces them."""
 
 
 @pytest.fixture(autouse=True)
@@ -163,14 +180,9 @@ def no_live_cluster(request, monkeypatch):
     APPLIED.clear()
     if getattr(request.module, "REAL_CLUSTER", False):
         return
-    monkeypatch.setattr(
-        "infra.k8s.live.ClusterReader.get", lambda self, api, kind, namespace, name: copy.deepcopy(APPLIED.get(name))
-    )
-    monkeypatch.setattr("infra.k8s.live.ClusterReader.list", lambda self, *args, **kwargs: [])
-    monkeypatch.setattr("infra.k8s.live.ClusterReader.pods", lambda self, *args, **kwargs: [])
-    monkeypatch.setattr("infra.k8s.live.ClusterReader.events", lambda self, *args, **kwargs: [])
-    monkeypatch.setattr("infra.k8s.live.ClusterReader.crd", lambda self, name: None)
-    monkeypatch.setattr("infra.k8s.live.ClusterReader.dry_run_create", lambda self, manifest: None)
+    reader = importlib.import_module("infra.k8s.live").ClusterReader
+    for name, double in CLUSTER_DOUBLES.items():
+        monkeypatch.setattr(reader, name, double)
 
 
 @functools.lru_cache(maxsize=64)
