@@ -39,7 +39,7 @@ def _walked(path: Path, statements: bool) -> dict[type, list[tuple[int, ast.AST]
     """Every node of ``path``'s tree by its type, each with its place in ``ast.walk``'s order; ``statements``: the
     statements alone (the walk does not enter expressions), in the same order."""
     found: dict[type, list[tuple[int, ast.AST]]] = {}
-    todo = deque([parsed(path)])
+    todo: deque[ast.AST] = deque([parsed(path)])
     place = 0
     while todo:
         node = todo.popleft()

@@ -80,10 +80,7 @@ def test_the_key_is_a_short_hash_and_the_folder_is_the_pathways_scratch_under_it
 def test_what_changes_a_compiled_program_is_another_folder(overrides):
     other = settings("prod", overrides)
     assert compile_cache_key(other) != compile_cache_key(PROD)
-    assert (
-        scratch_args(plan_workflow(other).train)["pathways-rm"]
-        != scratch_args(prod_workflow().train)["pathways-rm"]
-    )
+    assert scratch_args(plan_workflow(other).train)["pathways-rm"] != scratch_args(prod_workflow().train)["pathways-rm"]
 
 
 @pytest.mark.pure

@@ -219,11 +219,11 @@ def dependency_problems(
             continue
         seen.setdefault(key, set()).update(new)
         dist = installed(name)
-        if dist is None:
-            if 0 in new:
-                problems.append(f"{name} (needed by {needed_by}) is not installed")
-                continue
-            # needed on another Python only (libcst's pyyaml-ft on 3.13): its pins are checked
+        if dist is None and 0 in new:
+            problems.append(f"{name} (needed by {needed_by}) is not installed")
+            continue
+        # dist is None here for a package needed on another Python only (libcst's pyyaml-ft on 3.13): its pins are
+        # checked
         for i in sorted(new):
             locked = [pin.version for pin in pins if pin.name == name and pin.applies(environments[i])]
             if len(locked) != 1:
@@ -234,8 +234,7 @@ def dependency_problems(
             applies = {
                 i
                 for i in new
-                if dep.marker is None
-                or any(dep.holds(environments[i], extra) for extra in ["", *extras])
+                if dep.marker is None or any(dep.holds(environments[i], extra) for extra in ["", *extras])
             }
             if applies:
                 todo.append((dep.unmarked, name, applies))
