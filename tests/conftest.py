@@ -5,7 +5,9 @@ from __future__ import annotations
 import atexit
 import copy
 import functools
+import gc
 import hashlib
+import importlib
 import logging
 import lzma
 import os
@@ -132,26 +134,42 @@ def _unpacked(packed: Path) -> Path:
     return target
 
 
+def _digest_of(image: str, key: str = "", **_: Any) -> str:
+    return "sha256:" + hashlib.sha256(image.encode()).hexdigest()
+
+
+def _no_findings(settings: Any, clients: Any = None) -> list:
+    return []
+
+
 @pytest.fixture(autouse=True)
-def no_registry(monkeypatch):
+def no_cloud(monkeypatch):
     """Tests never reach an image registry: a tag the program pins at `up` reads as the digest this double gives it
     (the sha256 of the reference's text). The registry client itself is tested against a loopback registry
-    (tests/test_registry.py)."""
-    monkeypatch.setattr(
-        "infra.gcp.registry.resolve_digest",
-        lambda image, key="", **_: "sha256:" + hashlib.sha256(image.encode()).hexdigest(),
-    )
-
-
-@pytest.fixture(autouse=True)
-def no_capacity_check(monkeypatch):
-    """The program's capacity preflight finds nothing unless a test runs it against the loopback Compute
-    API (tests/fake_compute.py)."""
-    monkeypatch.setattr("infra.gcp.capacity.check_capacity", lambda settings, clients=None: [])
+    (tests/test_registry.py). And the program's capacity preflight finds nothing unless a test runs it against the
+    loopback Compute API (tests/fake_compute.py). (One fixture, its targets looked up as modules: it runs for every
+    test.)"""
+    monkeypatch.setattr(importlib.import_module("infra.gcp.registry"), "resolve_digest", _digest_of)
+    monkeypatch.setattr(importlib.import_module("infra.gcp.capacity"), "check_capacity", _no_findings)
 
 
 APPLIED: dict[str, dict] = {}
 """Objects the mock provider "applied" with a status (``statuses``), as a live read finds them."""
+
+
+def _applied(self: Any, api: str, kind: str, namespace: str, name: str) -> dict | None:
+    return copy.deepcopy(APPLIED.get(name))
+
+
+CLUSTER_DOUBLES: dict[str, Any] = {
+    "get": _applied,
+    "list": lambda self, *args, **kwargs: [],
+    "pods": lambda self, *args, **kwargs: [],
+    "events": lambda self, *args, **kwargs: [],
+    "crd": lambda self, name: None,
+    "dry_run_create": lambda self, manifest: None,
+}
+"""``infra.k8s.live.ClusterReader``'s methods as ``no_live_cluster`` replaces them."""
 
 
 @pytest.fixture(autouse=True)
@@ -162,14 +180,9 @@ def no_live_cluster(request, monkeypatch):
     APPLIED.clear()
     if getattr(request.module, "REAL_CLUSTER", False):
         return
-    monkeypatch.setattr(
-        "infra.k8s.live.ClusterReader.get", lambda self, api, kind, namespace, name: copy.deepcopy(APPLIED.get(name))
-    )
-    monkeypatch.setattr("infra.k8s.live.ClusterReader.list", lambda self, *args, **kwargs: [])
-    monkeypatch.setattr("infra.k8s.live.ClusterReader.pods", lambda self, *args, **kwargs: [])
-    monkeypatch.setattr("infra.k8s.live.ClusterReader.events", lambda self, *args, **kwargs: [])
-    monkeypatch.setattr("infra.k8s.live.ClusterReader.crd", lambda self, name: None)
-    monkeypatch.setattr("infra.k8s.live.ClusterReader.dry_run_create", lambda self, manifest: None)
+    reader = importlib.import_module("infra.k8s.live").ClusterReader
+    for name, double in CLUSTER_DOUBLES.items():
+        monkeypatch.setattr(reader, name, double)
 
 
 @functools.lru_cache(maxsize=64)
@@ -310,6 +323,40 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         raise pytest.UsageError(f"add {sorted(set(alone) - set(ONE_WORKER))} to tests/conftest.py GOOGLE_CLIENTS")
 
 
+GC_THRESHOLDS = (700, 10, 100)
+"""The cyclic garbage collector's thresholds in a test process: Python's own (700, 10, 10) but a full collection
+after 100 collections of the middle generation instead of 10. A worker holds some 1.5 million objects (the provider
+SDKs' classes, the plans it keeps), which each full collection walks: at Python's pace that was a fifth of a
+worker's CPU. Garbage is still collected, a little later (``pytest_runtest_protocol`` collects at each file's end)."""
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_collection(session: pytest.Session) -> Generator[None, Any, Any]:
+    """The collector off while the test modules are imported (nearly all they make lives to the end of the run, and
+    it would walk it again and again as it grows), then one collection, and what is left frozen (``gc.freeze``: left
+    out of every later collection), as ``make plan`` does while it loads the provider SDKs."""
+    gc.set_threshold(*GC_THRESHOLDS)
+    gc.disable()
+    try:
+        return (yield)
+    finally:
+        gc.collect()
+        gc.freeze()
+        gc.enable()
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
+    """After a file's last test (its fixtures torn down, its tests' arguments released): one collection of what
+    that file made, and what is left, which lives on (the modules it imported, the plans kept), frozen; a full
+    collection then walks only what the files since made."""
+    result = yield
+    if nextitem is None or nextitem.path != item.path:
+        gc.collect()
+        gc.freeze()
+    return result
+
+
 TEST_LIMIT = float(os.environ.get("TPU_RL_TEST_LIMIT") or 15)
 """The fast tier's budget for one test's call, in seconds (docs/testing.md "Timings"); ``TPU_RL_TEST_LIMIT=0``
 turns it off. Setup is not counted: a module's or the session's fixtures (the plans) are paid once."""
@@ -387,6 +434,16 @@ def google_clients() -> None:
     collection in every worker: only the worker that runs the files of ``ONE_WORKER``'s group pays it, and no
     test's call (TEST_LIMIT) does."""
     from google.cloud import cloudquotas_v1, compute_v1, kms_v1, service_usage_v1, storage  # noqa: F401
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's controller starts its workers (its hook is trylast)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """`make test`'s controller writes pytest's rewritten test modules (``tests.assert_cache``) before the workers
+    start: each worker collects the whole suite, and on a fresh clone both would rewrite every module."""
+    from tests import assert_cache
+
+    if assert_cache.wanted(session.config):
+        assert_cache.warm(session.config)
 
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: absent under -p no:xdist (mutmut, the TSV rewrites)

@@ -10,7 +10,6 @@ import dataclasses
 import time
 
 import pytest
-from google.api_core.retry import retry_base, retry_unary
 
 from core import deadline
 from core.names import REQUIRED_APIS
@@ -186,6 +185,8 @@ class FakeClock:
 
 @pytest.fixture
 def clock(monkeypatch):
+    from google.api_core.retry import retry_base, retry_unary  # the Google clients' library: not at collection
+
     fake = FakeClock()
     monkeypatch.setattr(retry_unary, "time", fake)
     monkeypatch.setattr(retry_base, "time", fake)

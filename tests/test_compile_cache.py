@@ -12,6 +12,7 @@ from core.layout import PATHWAYS_SCRATCH, compile_cache
 from infra.gcp.access import NODE_ACCOUNTS, READER_ROLE, WRITER_ROLE, bucket_grants
 from tests.iam_conditions import covers
 from tests.lifecycle_walk import settings
+from tests.pure_plan import per_mutant_cache
 from workloads.specs.step_specs import compile_cache_key, plan_workflow
 
 PATHWAYS_SERVERS = ("pathways-proxy", "pathways-rm", "pathways-worker")
@@ -44,6 +45,12 @@ WARM = [
 """Changes that compile the same programs: the same folder, warm."""
 
 
+@per_mutant_cache
+def prod_workflow():
+    """The prod stack's steps, built once per process (and mutant): each case compares its own with them."""
+    return plan_workflow(PROD)
+
+
 def scratch_args(step) -> dict[str, list[str]]:
     """Each container of the training JobSet -> its ``--gcs_scratch_location`` values."""
     found: dict[str, list[str]] = {}
@@ -63,7 +70,7 @@ def test_the_key_is_a_short_hash_and_the_folder_is_the_pathways_scratch_under_it
     assert compile_cache_key(settings("prod", [])) == key, "a pure function of the settings"
     uri = compile_cache(PROD.bucket_name, "gemma4-26b", key)
     assert uri == f"gs://my-tpu-prod-project-tpu-rl-prod/pathways/gemma4-26b/{key}/"
-    found = scratch_args(plan_workflow(PROD).train)
+    found = scratch_args(prod_workflow().train)
     assert {name: found[name] for name in PATHWAYS_SERVERS} == {name: [uri] for name in PATHWAYS_SERVERS}
     assert found["workload-container"] == [], "train_rl's JAX keeps no cache of its own under Pathways"
 
@@ -73,10 +80,7 @@ def test_the_key_is_a_short_hash_and_the_folder_is_the_pathways_scratch_under_it
 def test_what_changes_a_compiled_program_is_another_folder(overrides):
     other = settings("prod", overrides)
     assert compile_cache_key(other) != compile_cache_key(PROD)
-    assert (
-        scratch_args(plan_workflow(other).train)["pathways-rm"]
-        != scratch_args(plan_workflow(PROD).train)["pathways-rm"]
-    )
+    assert scratch_args(plan_workflow(other).train)["pathways-rm"] != scratch_args(prod_workflow().train)["pathways-rm"]
 
 
 @pytest.mark.pure
@@ -84,14 +88,14 @@ def test_what_changes_a_compiled_program_is_another_folder(overrides):
 def test_what_compiles_the_same_programs_shares_the_folder(overrides):
     other = settings("prod", overrides)
     assert compile_cache_key(other) == compile_cache_key(PROD)
-    assert scratch_args(plan_workflow(other).train) == scratch_args(plan_workflow(PROD).train)
+    assert scratch_args(plan_workflow(other).train) == scratch_args(prod_workflow().train)
 
 
 @pytest.mark.pure
 def test_a_new_run_with_the_same_programs_is_a_new_step_that_reads_the_warm_cache():
     """More batches: a new step (its name and output change, nothing is overwritten) whose servers read the same
     cache folder; the folder's content is never part of a step's identity (the manifest holds its name only)."""
-    first, longer = plan_workflow(PROD).train, plan_workflow(settings("prod", ["tpu-rl:training.numBatches=7"])).train
+    first, longer = prod_workflow().train, plan_workflow(settings("prod", ["tpu-rl:training.numBatches=7"])).train
     assert first.name != longer.name and first.output_uri != longer.output_uri
     assert scratch_args(first) == scratch_args(longer)
 

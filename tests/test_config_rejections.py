@@ -15,6 +15,7 @@ import pytest
 
 from core.config import ConfigError, load_settings
 from tests.conftest import plan_of
+from tests.pure_plan import per_mutant_cache
 from tools import stack_files
 from tools.plan import main as plan_main
 
@@ -488,12 +489,18 @@ def _parsed(path: Path) -> Any:
 
 def loader_message(overrides: list[str]) -> str:
     """What the config loader (the program's first call) says about a bad input: the stack file and its overrides
-    read as the offline plan reads them (the parsed files cached, each case given its own copy)."""
+    read as the offline plan reads them (the parsed files cached, each case given its own copy); each case's once
+    per process (and mutant): the corpus test reads them all again."""
+    return _loader_message(tuple(overrides))
+
+
+@per_mutant_cache
+def _loader_message(overrides: tuple[str, ...]) -> str:
     with (
         mock.patch.object(stack_files, "read_yaml", lambda path: copy.deepcopy(_parsed(Path(path)))),
         pytest.raises((ConfigError, stack_files.StackFileError)) as caught,
     ):
-        config, secret_keys, _ = stack_files.load_stack_config(stack_files.ROOT / "Pulumi.dev.yaml", overrides)
+        config, secret_keys, _ = stack_files.load_stack_config(stack_files.ROOT / "Pulumi.dev.yaml", list(overrides))
         config["tpu-rl:hfToken"] = "hf_x"
         load_settings(config, "dev", frozenset(secret_keys | {"tpu-rl:hfToken"}))
     return str(caught.value)

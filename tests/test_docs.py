@@ -6,6 +6,7 @@ tests/readme_tables.py writes them."""
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -55,7 +56,12 @@ GENERATED = "<!-- generated "
 
 def prose(path: Path) -> str:
     """The page without its fenced code blocks (a link or a heading in an example is not one)."""
-    return FENCE.sub("", path.read_text())
+    return _prose(path.read_text())
+
+
+@functools.lru_cache(maxsize=256)
+def _prose(text: str) -> str:
+    return FENCE.sub("", text)
 
 
 def slug(heading: str) -> str:
@@ -65,15 +71,21 @@ def slug(heading: str) -> str:
 
 
 def anchors(path: Path) -> set[str]:
-    """Every anchor a page's headings make (a repeated heading gets -1, -2, ... as on GitHub)."""
+    """Every anchor a page's headings make (a repeated heading gets -1, -2, ... as on GitHub); each text's once per
+    process (the citations name the same pages hundreds of times)."""
+    return set(_anchors(prose(path)))
+
+
+@functools.lru_cache(maxsize=256)
+def _anchors(text: str) -> frozenset[str]:
     seen: dict[str, int] = {}
     out = set()
-    for match in HEADING.finditer(prose(path)):
+    for match in HEADING.finditer(text):
         base = slug(match.group(2))
         count = seen.get(base, 0)
         seen[base] = count + 1
         out.add(base if count == 0 else f"{base}-{count}")
-    return out
+    return frozenset(out)
 
 
 def local_links(path: Path) -> list[str]:

@@ -10,7 +10,7 @@ import importlib
 import pytest
 
 from core.errors import BAD_INPUT, FAILED, BadInputError, TpuRlError
-from tests.source_files import module_name, parsed, product_files, rel
+from tests.source_files import module_name, nodes, parsed, product_files, rel
 
 pytestmark = pytest.mark.pure  # files and imports only
 
@@ -48,7 +48,7 @@ def exception_classes() -> list[tuple[str, str]]:
         (path, node)
         for path in product_files()
         if not any(rel(path).startswith(prefix) for prefix in STANDALONE)
-        for node in ast.walk(parsed(path))
+        for node in nodes(path, ast.ClassDef)
         if isinstance(node, ast.ClassDef)
     ]
     known = set(BUILTIN_EXCEPTIONS) | {"TpuRlError", "BadInputError"}

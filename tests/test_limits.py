@@ -6,8 +6,8 @@ name outside the step catalogue (a step's behaviour is a property of its entry i
 The product is every Python file of ``core``, ``infra``, ``workloads``, ``tools``, ``program``, the policy pack and
 the entry point; the tests are not held to the sizes (a test module keeps one concern's cases together). Dead code
 is vulture's, at 100 % confidence, in ``make lint`` (``VULTURE_PATHS`` in the Makefile; the protocol parameters it
-cannot see are read in ``tests/data/vulture-whitelist.txt``). Each check parses the files once, in well under a
-second.
+cannot see are read in ``tests/data/vulture-whitelist.txt``). The files are parsed and walked once per process
+(``tests.source_files``), in well under a second.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from core.steps import STEPS
-from tests.source_files import module_name, parsed, product_files, rel
+from tests.source_files import module_name, nodes, parsed, product_files, rel
 
 pytestmark = pytest.mark.pure  # files only
 
@@ -58,10 +58,18 @@ CATALOGUE = ("core/steps.py",)
 """Where a step's name may be compared: the catalogue itself."""
 
 
+HOLDS_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)
+"""The nodes a function definition can be found under: statements and the clauses that hold statements (an
+expression holds none: a lambda is no ``FunctionDef``)."""
+
+
 def functions(tree: ast.AST, prefix: str = "") -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
-    """Every function and method with its qualified name (``Class.method``, ``outer.inner``)."""
+    """Every function and method with its qualified name (``Class.method``, ``outer.inner``), in the order of the
+    source (the expressions, which hold none, not walked)."""
     found = []
     for node in ast.iter_child_nodes(tree):
+        if not isinstance(node, HOLDS_STATEMENTS):
+            continue
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             found.append((prefix + node.name, node))
             found += functions(node, prefix + node.name + ".")
@@ -70,6 +78,12 @@ def functions(tree: ast.AST, prefix: str = "") -> list[tuple[str, ast.FunctionDe
         else:
             found += functions(node, prefix)
     return found
+
+
+@functools.cache
+def functions_of(path: Path) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """``functions`` of a product file, found once per process (two checks read them)."""
+    return functions(parsed(path))
 
 
 def test_modules_are_at_most_600_lines_or_named_with_their_reason():
@@ -85,7 +99,7 @@ def test_modules_are_at_most_600_lines_or_named_with_their_reason():
 def test_functions_are_at_most_80_lines_or_named_with_their_reason():
     too_long = {}
     for path in product_files():
-        for name, node in functions(parsed(path)):
+        for name, node in functions_of(path):
             lines = (node.end_lineno or node.lineno) - node.lineno + 1
             ceiling, _ = LONG_FUNCTIONS.get(f"{rel(path)}:{name}", (MAX_FUNCTION_LINES, ""))
             if lines > ceiling:
@@ -100,7 +114,7 @@ def test_every_named_exception_is_still_needed_and_says_why():
     lengths = {
         f"{rel(path)}:{name}": (node.end_lineno or node.lineno) - node.lineno + 1
         for path in product_files()
-        for name, node in functions(parsed(path))
+        for name, node in functions_of(path)
     }
     assert {name for name in LONG_FUNCTIONS if lengths.get(name, 0) <= MAX_FUNCTION_LINES} == set()
     assert all(len(why) > 40 for _, why in [*LONG_MODULES.values(), *LONG_FUNCTIONS.values()])
@@ -111,7 +125,7 @@ def imports(path: Path, modules: set[str]) -> set[str]:
     here = module_name(path)
     package = here if path.name == "__init__.py" else here.rpartition(".")[0]
     found = set()
-    for node in ast.walk(parsed(path)):
+    for node in nodes(path, ast.Import, ast.ImportFrom):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -196,7 +210,7 @@ def _strings(node: ast.AST) -> list[str]:
 def step_name_comparisons(path: Path) -> list[str]:
     """Each comparison (``==``, ``!=``, ``in``, ``not in``, a ``case``) of a value with a step's name written out."""
     found = []
-    for node in ast.walk(parsed(path)):
+    for node in nodes(path, ast.Compare, ast.MatchValue):
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
             if any(name in STEPS for side in sides for name in _strings(side)):
@@ -231,7 +245,7 @@ def component_args_fields() -> dict[str, list[tuple[str, str]]]:
     for path in product_files():
         if not rel(path).startswith(("infra/", "workloads/")):
             continue
-        for node in ast.walk(parsed(path)):
+        for node in nodes(path, ast.ClassDef):
             if isinstance(node, ast.ClassDef) and node.name.endswith(("Args", "Inputs")):
                 found[f"{rel(path)}:{node.name}"] = [
                     (item.target.id, ast.unparse(item.annotation))

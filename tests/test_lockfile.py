@@ -13,6 +13,7 @@ installs the lock's entries its sources need (tools/lock_subset.py), --require-h
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata as metadata
 import os
 import re
@@ -129,7 +130,14 @@ def one_source_problems(requirements_txt: str, data: dict) -> list[str]:
 
 def parse_lock(text: str) -> tuple[list[Pin], list[str]]:
     """The lock's pins and what is wrong with its entries: each is `name==version [; marker]` followed by
-    at least one sha256 hash (pip's --require-hashes then refuses any file whose hash is not listed)."""
+    at least one sha256 hash (pip's --require-hashes then refuses any file whose hash is not listed). Each text
+    parsed once per process (each caller gets its own lists)."""
+    pins, problems = _parsed_lock(text)
+    return list(pins), list(problems)
+
+
+@functools.lru_cache(maxsize=32)
+def _parsed_lock(text: str) -> tuple[tuple[Pin, ...], tuple[str, ...]]:
     pins: list[Pin] = []
     problems: list[str] = []
     for line in logical_lines(text):
@@ -163,7 +171,7 @@ def parse_lock(text: str) -> tuple[list[Pin], list[str]]:
         twice = sorted({name for name in applying if applying.count(name) > 1})
         if twice:
             problems.append(f"pinned twice on Python {target['python_version']} {target['sys_platform']}: {twice}")
-    return pins, problems
+    return tuple(pins), tuple(problems)
 
 
 def requirement_problems(pins: list[Pin], wanted: list[Requirement]) -> list[str]:
@@ -210,30 +218,63 @@ def dependency_problems(
         if not new:
             continue
         seen.setdefault(key, set()).update(new)
-        try:
-            dist: metadata.Distribution | None = metadata.distribution(name)
-        except metadata.PackageNotFoundError:
-            if 0 in new:
-                problems.append(f"{name} (needed by {needed_by}) is not installed")
-                continue
-            dist = None  # needed on another Python only (libcst's pyyaml-ft on 3.13): its pins are checked
+        dist = installed(name)
+        if dist is None and 0 in new:
+            problems.append(f"{name} (needed by {needed_by}) is not installed")
+            continue
+        # dist is None here for a package needed on another Python only (libcst's pyyaml-ft on 3.13): its pins are
+        # checked
         for i in sorted(new):
             locked = [pin.version for pin in pins if pin.name == name and pin.applies(environments[i])]
             if len(locked) != 1:
                 problems.append(f"{name} (needed by {needed_by}) has {len(locked)} pins {label(environments[i])}")
             elif environments[i] is None and dist and Version(locked[0]) != Version(dist.version):
                 problems.append(f"{name}: the lock pins {locked[0]}, installed is {dist.version}")
-        for line in (dist.requires if dist else None) or []:
-            dep = Requirement(line)
+        for dep in dist.requires if dist else ():
             applies = {
                 i
                 for i in new
-                if dep.marker is None
-                or any(dep.marker.evaluate(_env(environments[i], extra)) for extra in ["", *extras])
+                if dep.marker is None or any(dep.holds(environments[i], extra) for extra in ["", *extras])
             }
             if applies:
-                todo.append((Requirement(str(dep).split(";")[0]), name, applies))
+                todo.append((dep.unmarked, name, applies))
     return sorted(set(problems))
+
+
+@dataclass(frozen=True)
+class Installed:
+    """An installed distribution's version and requirements, as ``importlib.metadata`` reads them."""
+
+    version: str
+    requires: tuple[Dependency, ...]
+
+
+class Dependency:
+    """A requirement of an installed distribution: its marker, evaluated once per environment and extra, and the
+    requirement without it."""
+
+    def __init__(self, line: str) -> None:
+        requirement = Requirement(line)
+        self.marker = requirement.marker
+        self.unmarked = Requirement(str(requirement).split(";")[0])
+        self._held: dict[tuple[int, str], tuple[dict[str, str] | None, bool]] = {}
+
+    def holds(self, target: dict[str, str] | None, extra: str) -> bool:
+        assert self.marker is not None
+        key = (id(target), extra)
+        if key not in self._held or self._held[key][0] is not target:
+            self._held[key] = (target, self.marker.evaluate(_env(target, extra)))
+        return self._held[key][1]
+
+
+@functools.cache
+def installed(name: str) -> Installed | None:
+    """The installed distribution ``name``, its metadata read once per process (None: not installed)."""
+    try:
+        dist = metadata.distribution(name)
+    except metadata.PackageNotFoundError:
+        return None
+    return Installed(dist.version, tuple(Dependency(line) for line in dist.requires or []))
 
 
 def _env(target: dict[str, str] | None, extra: str = "") -> dict[str, str]:

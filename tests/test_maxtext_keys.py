@@ -4,6 +4,8 @@ against the table."""
 
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 import io
 import json
@@ -13,6 +15,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -23,6 +26,7 @@ from core.config.load import INTERPRETED, PROGRAM_KEYS, read_extra_args
 from core.knobs import TRAINING_KNOBS
 from core.names import SETUP_FAILURE_EXIT
 from tests.conftest import SHARED, VENDORED, shared_path
+from tests.pure_plan import per_mutant_cache
 from tools import adopt_maxtext
 
 KEY = "tpu-rl:training.extraArgs"
@@ -32,10 +36,21 @@ RELEASE = f"maxtext-{VERSION}"
 pytestmark = pytest.mark.pure
 
 
+@functools.cache
 def _vendored(path: str) -> bytes:
-    """A vendored file of the release, decompressed."""
+    """A vendored file of the release, decompressed (once per process)."""
     plain = VENDORED / RELEASE / path
     return plain.read_bytes() if plain.exists() else lzma.decompress(plain.with_name(plain.name + ".xz").read_bytes())
+
+
+def _vendored_yaml(path: str) -> Any:
+    """A vendored YAML file of the release, parsed once per process (each caller gets its own copy)."""
+    return copy.deepcopy(_parsed(path))
+
+
+@functools.cache
+def _parsed(path: str) -> Any:
+    return yaml.safe_load(_vendored(path))
 
 
 def _wheel_record() -> dict:
@@ -107,7 +122,13 @@ def test_every_key_the_program_sets_or_reads_is_a_maxtext_key():
 
 
 def _steps_argv(stack: str) -> dict[str, list[str]]:
-    """The steps' argv; dev's with every knob MaxText 0.2.5 added set away from its default, and the two-slice keys."""
+    """The steps' argv; dev's with every knob MaxText 0.2.5 added set away from its default, and the two-slice keys
+    (each caller gets its own copy)."""
+    return copy.deepcopy(_steps_argv_once(stack))
+
+
+@per_mutant_cache
+def _steps_argv_once(stack: str) -> dict[str, list[str]]:
     from tests.lifecycle_walk import settings
     from workloads.specs.commands import convert_argv, disaggregated, export_argv, train_argv
 
@@ -149,7 +170,7 @@ def test_the_steps_argv_loads_as_the_releases_pyconfig_loads_it(stack):
     table = maxtext_keys.known_keys()
     for step, argv in _steps_argv(stack).items():
         words = dict(a.split("=", 1) for a in argv[2:] if not a.startswith("-"))
-        model = yaml.safe_load(_vendored(f"configs/models/{words['model_name']}.yml")) or {}
+        model = _vendored_yaml(f"configs/models/{words['model_name']}.yml") or {}
         for key, text in words.items():
             assert key in table, f"{step}: {key} is no MaxText {VERSION} key"
             value = yaml.safe_load(text) if not text.startswith("${") else text
@@ -247,7 +268,7 @@ def test_the_launcher_leaves_an_unknown_train_rl_alone(tmp_path, monkeypatch):
 
 
 def test_the_new_knobs_keep_the_releases_defaults_and_are_passed_only_when_changed():
-    rl = yaml.safe_load(_vendored("configs/post_train/rl.yml"))
+    rl = _vendored_yaml("configs/post_train/rl.yml")
     new = [knob for knob in TRAINING_KNOBS if knob.maxtext_default]
     assert {k.key for k in new} == {
         "gc_collect_after_weight_sync",
@@ -269,7 +290,7 @@ def test_a_knob_left_out_at_maxtexts_value_is_the_releases_default():
     ``configs/types.py`` is that value. A release that changed it fails here, at adoption."""
     import ast
 
-    base, rl = (yaml.safe_load(_vendored(f"configs/{name}")) for name in ("base.yml", "post_train/rl.yml"))
+    base, rl = (_vendored_yaml(f"configs/{name}") for name in ("base.yml", "post_train/rl.yml"))
     fields = _models().fields(maxtext_keys.CONFIG_CLASS)
     knobs = [knob for knob in TRAINING_KNOBS if knob.maxtext_value is not None]
     assert [k.key for k in knobs] == ["load_checkpoint_only_once"]
@@ -516,7 +537,9 @@ CONFIGS = VENDORED / RELEASE / "configs"
 """The vendored configs: base.yml, post_train/rl.yml and types.py (``.xz``), in a clone too."""
 
 
+@functools.cache
 def _models() -> maxtext_keys._Models:
+    """types.py's classes, read once per process (only read from)."""
     return maxtext_keys._Models(_vendored("configs/types.py").decode())
 
 

@@ -3,7 +3,9 @@ configuration differences it lists (core/config/diff.py)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -16,6 +18,7 @@ import yaml
 
 from core.tpu import Capacity
 from tests.conftest import slug
+from tests.pure_plan import per_mutant_cache
 from workloads.specs.model_card import (
     GEMMA_NOTICE,
     GEMMA_PROHIBITED_USE,
@@ -100,6 +103,13 @@ def card(**changes) -> str:
 def split(text: str) -> tuple[dict, str]:
     """The front matter, parsed, and the Markdown after it (as the Hub splits them)."""
     assert text.startswith("---\n")
+    front, body = _split(text)
+    return copy.deepcopy(front), body
+
+
+@functools.lru_cache(maxsize=256)
+def _split(text: str) -> tuple[dict, str]:
+    """``split``, parsed once per text (a card is split by several checks; each caller gets its own copy)."""
     end = text.index("\n---\n", 3)
     return yaml.safe_load(text[4:end]), text[end + 5 :]
 
@@ -135,11 +145,31 @@ def render(text: str) -> str:
     """The card's Markdown as HTML, by markdown-it with GitHub's tables and strikethrough (raw HTML on) and
     linkify-it's autolinks, which find more than GitHub's (``evil.example`` as well as ``www.``, schemes and
     e-mail addresses)."""
+    return _rendered(text)
+
+
+@functools.lru_cache(maxsize=256)
+def _rendered(text: str) -> str:
+    return markdown("linkify").render(split(text)[1])
+
+
+@functools.cache
+def markdown(kind: str) -> Any:
+    """A markdown-it parser, made once: ``"linkify"``, the renderer ``render`` describes; ``"table"``, CommonMark with
+    GitHub's tables (a parser keeps no state from one text to the next)."""
     markdown_it = pytest.importorskip("markdown_it")
+    if kind == "table":
+        return markdown_it.MarkdownIt("commonmark").enable("table")
     pytest.importorskip("linkify_it")
     md = markdown_it.MarkdownIt("commonmark", {"linkify": True}).enable(["table", "strikethrough", "linkify"])
     md.linkify.set({"fuzzy_email": True, "fuzzy_link": True})
-    return md.render(split(text)[1])
+    return md
+
+
+@functools.lru_cache(maxsize=256)
+def tokens_of(text: str) -> list[Any]:
+    """The card's Markdown as markdown-it with GitHub's tables parses it, once per text (read, never changed)."""
+    return markdown("table").parse(split(text)[1])
 
 
 TAGS = (
@@ -152,8 +182,7 @@ TAGS = (
 def blocks(text: str) -> list[tuple[str, str]]:
     """The card's Markdown as markdown-it reads it: each block's tag and its inline text (code spans' content
     included), in order."""
-    markdown_it = pytest.importorskip("markdown_it")
-    tokens = markdown_it.MarkdownIt("commonmark").enable("table").parse(split(text)[1])
+    tokens = tokens_of(text)
     found: list[tuple[str, str]] = []
     for index, token in enumerate(tokens):
         if token.type == "inline":
@@ -163,8 +192,7 @@ def blocks(text: str) -> list[tuple[str, str]]:
 
 def rendered_tables(text: str) -> list[list[list[str]]]:
     """Every table as a real Markdown renderer (markdown-it, with GitHub's tables) reads it: rows of cell texts."""
-    markdown_it = pytest.importorskip("markdown_it")
-    tokens = markdown_it.MarkdownIt("commonmark").enable("table").parse(split(text)[1])
+    tokens = tokens_of(text)
     tables: list[list[list[str]]] = []
     in_cell = False
     for token in tokens:
@@ -854,6 +882,12 @@ def shown(value: str) -> str:
     return value if value.isprintable() and value.strip() == value and value else json.dumps(value)
 
 
+@per_mutant_cache
+def plain_record_card() -> str:
+    """The card with a record of plain values, which each hostile one is compared with."""
+    return card(records=({"title": "t", "summary": "s", "columns": ["q", "c"], "rows": [["a", "b"], ["c", "d"]]},))
+
+
 @pytest.mark.pure
 @pytest.mark.parametrize("value", OUTSIDE, ids=[f"{i}-{slug(v)}" for i, v in enumerate(OUTSIDE)])
 def test_run_data_reaches_the_card_as_plain_text(value):
@@ -864,7 +898,7 @@ def test_run_data_reaches_the_card_as_plain_text(value):
     its escapes, so no text of the card may hold one."""
     record = {"title": value, "summary": value, "columns": ["q", value], "rows": [[value, "plain"], ["plain", value]]}
     text = card(records=(record,))
-    plain = card(records=({"title": "t", "summary": "s", "columns": ["q", "c"], "rows": [["a", "b"], ["c", "d"]]},))
+    plain = plain_record_card()
     assert not [c for c in text if unicodedata.category(c) == "Cf"], "no invisible format or bidi character"
     page, baseline = render(text), render(plain)
     for tag in TAGS:
@@ -874,8 +908,7 @@ def test_run_data_reaches_the_card_as_plain_text(value):
     at = found.index(("h2", shown(value)))
     assert found[at + 1] == ("p", shown(value) if value else "not recorded"), "the summary, a paragraph of its own"
     assert found[at - 1][0] != "h2" and found[at + 2][0] == "th", "the blocks around it intact"
-    markdown_it = pytest.importorskip("markdown_it")
-    tokens = markdown_it.MarkdownIt("commonmark").enable("table").parse(split(text)[1])
+    tokens = tokens_of(text)
     texts = [c.content for t in tokens if t.type == "inline" for c in t.children or [] if c.type == "text"]
     assert not [t for t in texts if "@" in t], "an @ is never in text, where GitHub would find an e-mail address"
     assert split(text)[0] == FRONT_MATTER
@@ -885,8 +918,7 @@ def test_run_data_reaches_the_card_as_plain_text(value):
 def test_the_cards_own_links_stay_links():
     """The links the card makes itself, from trusted values (the base model's and the datasets' Hub pages, the
     commit, the licence's terms), are links; no other."""
-    markdown_it = pytest.importorskip("markdown_it")
-    tokens = markdown_it.MarkdownIt("commonmark").enable("table").parse(split(card(records=(EVALUATION_RECORD,)))[1])
+    tokens = tokens_of(card(records=(EVALUATION_RECORD,)))
     links = [c.attrs["href"] for t in tokens if t.type == "inline" for c in t.children or [] if c.type == "link_open"]
     assert links == [
         "https://huggingface.co/google/gemma-4-26b-a4b-it",

@@ -17,6 +17,7 @@ from core.settings import ModelSettings
 from infra.gcp.gke_spec import CPU_TAINT, TPU_TAINT, cpu_pool_args, tpu_pool_args
 from infra.k8s.manifests import scratch_storage_class, token_secret_manifest
 from tests.lifecycle_walk import settings
+from tests.pure_plan import per_mutant_cache
 from workloads.container import checkpoint_scan
 from workloads.specs import step_specs as steps
 from workloads.specs.commands import OPTIMIZER_PATCH
@@ -55,7 +56,16 @@ def scripts_volume(step):
 
 
 def jobs(s):
+    """The steps of ``s``; the example stacks' (``PROD``, ``DEV``) built once per process (and mutant), which the
+    tests only read (a test that changes a manifest changes its own copy)."""
+    if s is PROD or s is DEV:
+        return _example_jobs("prod" if s is PROD else "dev")
     return plan_workflow(s)
+
+
+@per_mutant_cache
+def _example_jobs(stack: str):
+    return plan_workflow(PROD if stack == "prod" else DEV)
 
 
 def head_and_workers(jobset):

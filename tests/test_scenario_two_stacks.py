@@ -25,6 +25,7 @@ removes), and:
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import os
@@ -390,9 +391,25 @@ CHECKPOINT = ".pulumi/stacks/tpu-rl/{}.json"
 
 
 @pytest.fixture
-def project():
+def project(made_project):
     """Both stacks' state buckets and keys as `make state-bucket STACK=<s> MEMBERS=<deploy-s> READERS=<preview-s>`
-    makes them, prod's checkpoint and lock as its `up` leaves them, and the Hub cache with the grants the plans hold."""
+    makes them, prod's checkpoint and lock as its `up` leaves them, and the Hub cache with the grants the plans hold:
+    each test's own copy of that state, on the module's server."""
+    fake, made = made_project
+    for name in set(vars(fake)) - set(made) - UNCOPIED:
+        delattr(fake, name)
+    for name, value in made.items():
+        setattr(fake, name, copy.deepcopy(value))
+    return fake
+
+
+UNCOPIED = {"lock", "url"}
+"""The fake's attributes that are its server's, not the state a test may change."""
+
+
+@pytest.fixture(scope="module")
+def made_project():
+    """The loopback APIs with ``project``'s state, made once per module, and a copy of that state."""
     with policed_apis(PROJECT) as fake:
         storage, kms, services = clients(fake)
         for stack in STACKS:
@@ -414,7 +431,7 @@ def project():
         fake.bucket_policies[HUB_BUCKET] = hub_policy()
         fake.contents[(HUB_BUCKET, "hub/google/gemma-4/abc/model.safetensors")] = b"weights"
         fake.sealed = sealed  # type: ignore[attr-defined]
-        yield fake
+        yield fake, {name: copy.deepcopy(value) for name, value in vars(fake).items() if name not in UNCOPIED}
 
 
 def hub_policy() -> list[dict[str, Any]]:
