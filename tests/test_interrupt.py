@@ -86,7 +86,7 @@ finally:
 
 FORKS = (
     r"""
-import os, sys
+import os, signal, sys
 
 # The program's imports, paid once: each wait runs in a fork of this process (no thread runs here yet).
 import asyncio
@@ -103,6 +103,10 @@ while request := sys.stdin.readline():
         os.dup2(os.open(out, os.O_WRONLY), 1)
         os.dup2(os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
         sys.argv = ["-c", which]
+        # Python's own handlers, as a program started with SIGINT at its default gets them (a shell that runs
+        # pytest in the background starts it with SIGINT ignored, which a fork and a Python would inherit).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         break
     print(pid, flush=True)
     print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)

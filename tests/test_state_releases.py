@@ -214,17 +214,9 @@ def test_the_program_installs_the_releases_make_up_looks_for():
 # `python -m tools.state releases` as `make up` runs it: a `pulumi` on PATH, the loopback cluster
 
 
-class _PromptServer(fake_kube._Server):
-    """Stops within 20 ms (``serve_forever`` polls every 0.5 s by default: up to 0.5 s more per test)."""
-
-    def serve_forever(self, poll_interval: float = 0.02) -> None:
-        super().serve_forever(poll_interval)
-
-
 @pytest.fixture
 def cluster(monkeypatch, tmp_path):
     monkeypatch.setitem(fake_kube.CORE, "secrets", "Secret")
-    monkeypatch.setattr(fake_kube, "_Server", _PromptServer)
     with fake_cluster() as running:
         body = f"test \"$1\" = --use_application_default_credentials || exit 9\necho '{credential(running.token)}'\n"
         auth_plugin(tmp_path, monkeypatch, body)
