@@ -423,6 +423,10 @@ def test_the_released_list_beside_the_checkout_is_checked_and_vendored(tmp_path,
     assert "README.md" not in json.loads((vendor / "maxtext-9.9.9" / "wheel.json").read_text())["files"]
     sums = (vendor / "SHA256SUMS").read_text()
     assert f"{hashlib.sha256(listed.read_bytes()).hexdigest()}  maxtext-9.9.9/README.md" in sums
+    # In a clone (no ../shared), adopting again keeps the vendored list, checked against the wheel the same way.
+    assert adopt_maxtext.adopt("9.9.9", wheel, vendor, data, shared_dir=tmp_path / "absent") == 0
+    assert (vendor / "maxtext-9.9.9" / "README.md").read_bytes() == listed.read_bytes()
+    assert (vendor / "SHA256SUMS").read_text() == sums
 
 
 def test_another_releases_wheel_is_refused(tmp_path):

@@ -263,12 +263,14 @@ def released_sums(text: str) -> dict[str, str]:
     return {m[2]: m[1] for m in _SUM_LINE.finditer(text)}
 
 
-def check_released(release: Release, shared_dir: Path) -> dict[str, bytes]:
-    """``../shared``'s list of the release's files, when it has one, after checking the wheel's files against it:
-    ``{RELEASED_LIST: its bytes}`` to vendor beside them, else nothing."""
-    listed = shared_dir / f"maxtext-{release.version}" / RELEASED_LIST
-    if not listed.is_file():
-        print(f"{_shown(listed)} is absent: the files are checked against the wheel's RECORD only")
+def check_released(release: Release, shared_dir: Path, vendor_dir: Path) -> dict[str, bytes]:
+    """The list of the release's files, when there is one, after checking the wheel's files against it:
+    ``{RELEASED_LIST: its bytes}`` to vendor beside them, else nothing. ``../shared``'s list first; without it (a
+    clone), the one an earlier adoption vendored, so that adopting again there keeps it."""
+    name = Path(f"maxtext-{release.version}") / RELEASED_LIST
+    listed = next((p for p in (shared_dir / name, vendor_dir / name) if p.is_file()), None)
+    if listed is None:
+        print(f"{_shown(shared_dir / name)} is absent: the files are checked against the wheel's RECORD only")
         return {}
     data = listed.read_bytes()
     sums = released_sums(data.decode(errors="replace"))
@@ -426,7 +428,7 @@ def adopt(
         path = wheel if wheel is not None else download(version, Path(scratch))
         release = read_wheel(path, version)
         check_pinned(release, vendor_dir)
-        released = check_released(release, shared_dir)
+        released = check_released(release, shared_dir, vendor_dir)
         if loader is not None:
             made = make_loader(path, loader, loader_dir(version))
             print(f"made {_shown(made)}: make test-slow runs MaxText {version}'s loader on the steps' argv")
