@@ -392,7 +392,7 @@ def _set(path, value):
         node = resource["inputs"]
         for key in path[:-1]:
             node = node.setdefault(key, {})
-        node[path[-1]] = value
+        node[path[-1]] = copy.deepcopy(value)  # each plan its own: a case runs once per mutant in a mutation run
 
     return change
 
