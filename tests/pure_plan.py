@@ -55,8 +55,15 @@ def _resource(type_: str, name: str, inputs: dict[str, Any], **options: Any) -> 
     return {"type": type_, "name": name, "inputs": inputs, "options": _options(**options)}
 
 
+def remembering() -> bool:
+    """Whether the tests' caches of what the product computes may answer: not in mutmut's stats run
+    (``MUTANT_UNDER_TEST=stats``), where mutmut records which tests call each function of the product and later runs
+    only those against the function's mutants; a test that read a cached result would not be recorded, nor run."""
+    return os.environ.get("MUTANT_UNDER_TEST") != "stats"
+
+
 def per_mutant_cache(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``functools.cache``, with one cache per mutant of a mutation run.
+    """``functools.cache``, with one cache per mutant of a mutation run, and none in its stats run (``remembering``).
 
     mutmut forks each mutant's test run from a process that already ran the tests unmutated (it sets
     ``MUTANT_UNDER_TEST`` in the fork); a plain cache would hand every mutant the unmutated result.
@@ -65,6 +72,8 @@ def per_mutant_cache(function: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(function)
     def cached(*args: Any) -> Any:
+        if not remembering():
+            return function(*args)
         key = (os.environ.get("MUTANT_UNDER_TEST", ""), args)
         if key not in cache:
             cache[key] = function(*args)
