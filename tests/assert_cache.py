@@ -56,16 +56,6 @@ def write(source: Path) -> None:
     aside.replace(target)
 
 
-DEFAULT_PATTERNS = ("test_*.py", "*_test.py", "conftest.py")
-"""The files pytest rewrites by default (``python_files``, which this project keeps, and the conftest files)."""
-
-
-def rewritten(path: Path) -> bool:
-    """Whether pytest rewrites ``path`` (by its name, with the default patterns): what to ``write`` rather than
-    compile for a warm start (``tests/warm_bytecode.py``)."""
-    return any(fnmatch.fnmatch(path.name, pattern) for pattern in DEFAULT_PATTERNS)
-
-
 def test_modules(config) -> list[Path]:
     """The test modules and conftest files under the paths this run collects (its arguments, else ``testpaths``)."""
     patterns = [*config.getini("python_files"), "conftest.py"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 import marshal
 import sys
-from pathlib import Path
 
 from _pytest.assertion import rewrite
 
@@ -34,11 +33,3 @@ def test_the_cached_module_is_pytests_rewrite_under_pytests_name(tmp_path, reque
 def test_only_an_xdist_controller_warms_the_cache(request):
     """This run's own process is no controller (a worker, or a run without workers): it leaves the cache to pytest."""
     assert not assert_cache.wanted(request.config)
-
-
-def test_the_warm_start_rewrites_the_files_pytest_rewrites_and_compiles_the_rest(request):
-    """``rewritten``'s patterns are this run's ``python_files`` and the conftest files."""
-    assert set(assert_cache.DEFAULT_PATTERNS) == {*request.config.getini("python_files"), "conftest.py"}
-    assert assert_cache.rewritten(Path("tests/test_limits.py"))
-    assert assert_cache.rewritten(Path("tests/conftest.py"))
-    assert not assert_cache.rewritten(Path("tests/engine.py"))

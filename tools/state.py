@@ -342,6 +342,7 @@ def _stranded(stack: str, export: str, held: list[str]) -> str | None:
     reports itself, or the cluster cannot be read, a warning). Only a state that holds a cluster gets here: without
     one no release can be stranded, and the settings are not loaded."""
     from core.config import ConfigError
+    from infra.k8s import live  # which stranded_release reads the cluster with
     from tools.stack_files import load_stack
 
     try:
@@ -349,20 +350,11 @@ def _stranded(stack: str, export: str, held: list[str]) -> str | None:
         return stranded_release(stack, export, held, platform_releases(settings.kueue.install))
     except (ConfigError, StackFileError):
         return None
-    except _cluster_read_error() as err:
+    except live.ClusterReadError as err:
         print(
             f"warning: cannot read the cluster's Helm releases ({err}); `pulumi up` reads them again", file=sys.stderr
         )
         return None
-
-
-def _cluster_read_error() -> type[Exception]:
-    """``infra.k8s.live.ClusterReadError``, imported only when an exception reaches the clause that names it: the
-    Kubernetes client's module costs a `make up` some 0.2 s of CPU, and ``stranded_release`` imports it itself when
-    the state holds a cluster to read."""
-    from infra.k8s import live
-
-    return live.ClusterReadError
 
 
 if __name__ == "__main__":
