@@ -26,13 +26,21 @@ FROM ?=
 # through: the guards the CLI's flags could bypass (--ignore-protect, --target, --exclude, --skip-preview on
 # destroy) are never given by these targets (docs/destroy.md "Flags that bypass a guard").
 YES ?=
+# ACCEPT=maintenance (comma-separated words): `make up` goes on past what it would stop at, with one warning instead:
+# a host maintenance of the slice scheduled inside the expected training (docs/maintenance.md "The check in up"). The
+# program reads it as TPU_RL_ACCEPT and refuses a word it does not know; `make up` hands it only this variable (an
+# exported TPU_RL_ACCEPT does not reach `pulumi up`). FORCE=1: `make maintenance` labels even while a training runs
+# or with no maintenance scheduled (a rehearsal).
+ACCEPT ?=
+FORCE ?=
 
-.PHONY: help up stack backend preview policy-preview plan destroy refresh unlock state-bucket state-move logs test test-slow lint venv dev-venv policy-venv status report mutation readme lock maxtext controller iam-types bytecode-list
+.PHONY: help up stack backend preview policy-preview plan destroy refresh unlock state-bucket state-move logs test test-slow lint venv dev-venv policy-venv status report mutation readme lock maxtext controller iam-types bytecode-list maintenance
 
 # The targets a user runs, with what they do (`make help`; tests/test_makefile.py keeps it complete).
 help:
 	@echo "make up STACK=dev            preflight, platform, then convert -> train -> export (pulumi up with the policy"
-	@echo "                             pack; YES=1: no prompt; NO_POLICY=1: without the pack)"
+	@echo "                             pack; YES=1: no prompt; NO_POLICY=1: without the pack; ACCEPT=maintenance: past"
+	@echo "                             a slice maintenance scheduled inside the training)"
 	@echo "make test                    the offline test suite's fast tier"
 	@echo "make state-bucket STACK=dev  the stack's own state bucket and secrets key, and who may use them (MEMBERS=, READERS=)"
 	@echo "make stack STACK=dev         select (or create) the stack and record where its state lives"
@@ -43,6 +51,8 @@ help:
 	@echo "make plan STACK=dev          offline: every resource and manifest, and the cost estimate"
 	@echo "make status STACK=dev        each step's state, the step training reached, an ETA (WATCH=1 to follow)"
 	@echo "make logs STACK=dev STEP=train  a step's current or last attempt's logs"
+	@echo "make maintenance STACK=dev   start the slice's scheduled host maintenance now, before training (FORCE=1: even"
+	@echo "                             while training runs, or with none scheduled: a rehearsal)"
 	@echo "make report STACK=dev        reward curves, accuracy and chip-hours: build/report-<stack>/"
 	@echo "make refresh STACK=dev       pulumi refresh, without the program"
 	@echo "make destroy STACK=dev       pulumi destroy, without the program; refused while tpu-rl:protect is true"
@@ -208,6 +218,7 @@ up: $(VENV)/.installed $(if $(NO_POLICY),,$(POLICY_VENV)/.installed)
 	@$(create_stack) \
 	$(check_locks) \
 	$(with_state) \
+	export TPU_RL_ACCEPT='$(ACCEPT)'; \
 	pulumi up --stack $(STACK)$(if $(YES), --yes --non-interactive)$(if $(NO_POLICY),, --policy-pack policy --policy-pack-config policy/config/$(STACK).json)
 
 # Select (or create) the stack and record its home, e.g. before `pulumi config set` (with PULUMI_BACKEND_URL set to
@@ -284,6 +295,12 @@ STEP ?=
 logs: $(VENV)/.installed
 	@[ -n "$(STEP)" ] || { echo "error: name the step: make logs STACK=$(STACK) STEP=<convert|train|export|evaluate|publish>" >&2; exit 2; }
 	$(PY) -m tools.logs --stack $(STACK) --step $(STEP)
+
+# Start the slice's scheduled host maintenance now, through the Kubernetes client (bounded): labels each slice node
+# cloud.google.com/perform-maintenance=true; refused while a training JobSet runs or with no maintenance scheduled,
+# unless FORCE=1 (docs/maintenance.md): make maintenance STACK=dev
+maintenance: $(VENV)/.installed
+	$(PY) -m tools.maintenance --stack $(STACK)$(if $(FORCE), --force)
 
 # Reward curves, before/after accuracy, config diff and chip-hours of the stack's run: build/report-<stack>/
 report: $(VENV)/.installed

@@ -47,23 +47,26 @@ RELIED_ON: dict[Controller, tuple[tuple[str, Use], ...]] = {
         ("jobset.sigs.k8s.io/job-index", "pod label"),
         ("jobset.sigs.k8s.io/jobset-name", "pod annotation"),
         ("jobset.sigs.k8s.io/jobset-name", "pod label"),
+        ("jobset.sigs.k8s.io/jobset-uid", "pod label"),
         ("jobset.sigs.k8s.io/replicatedjob-name", "pod annotation"),
         ("jobset.sigs.k8s.io/replicatedjob-name", "pod label"),
         ("jobset.sigs.k8s.io/replicatedjob-replicas", "pod label"),
+        ("jobset.sigs.k8s.io/restart-attempt", "pod label"),
     ),
     "kueue": (
         ("kueue.x-k8s.io/job-uid", "workload label"),
         ("kueue.x-k8s.io/queue-name", "object label"),
     ),
 }
-"""Every label and annotation key of a controller the stack's objects and readers rely on, and how: the step
-manifests' env ``fieldRef``\\ s (the Pathways head's and workers' ``MEGASCALE_*``, ``JOBSET_NAME``,
-``REPLICATED_JOB_NAME``, the coordinator's address), the exclusive-topology annotation on the TPU workers' and the
-head's Jobs, the queue label on every queued JobSet, and what the live readers select pods and Workloads by
-(``workloads.observe.pod_state``, ``startup``, ``live_state``). ``tests/test_adopt_controller.py`` derives the list
-from the manifests and readers and fails when they rely on one this does not name; ``make controller`` refuses a
-release whose source does not declare and use each one so (``tools/controller_facts.py`` ``key_problems``, on the
-facts it extracts), and the tests check each against every adopted release's facts again."""
+"""Every label and annotation key of a controller the stack's objects and readers rely on, and how: the step manifests'
+env ``fieldRef``\\ s (the Pathways head's and workers' ``MEGASCALE_*``, ``JOBSET_NAME``, ``REPLICATED_JOB_NAME``,
+the coordinator's address), the exclusive-topology annotation on the TPU workers' and the head's Jobs, the queue
+label on every queued JobSet, and what the live readers select pods and Workloads by
+(``workloads.observe.pod_state``, ``startup``, ``live_state``; the head's own read of its attempt's pods selects by
+the JobSet's UID and the restart count, ``workloads/container/slice_state.py``). ``tests/test_adopt_controller.py``
+derives the list from the manifests and readers and fails when they rely on one this does not name; ``make
+controller`` refuses a release whose source does not declare and use each one so (``tools/controller_facts.py``
+``key_problems``, on the facts it extracts), and the tests check each against every adopted release's facts again."""
 
 
 @dataclass(frozen=True)
@@ -80,8 +83,10 @@ class Release:
     ``status.replicatedJobsStatus[].jobRestarts``; ``infra.k8s.manifests.jobset_crd_fields``)."""
     facts: str = ""
     """The facts of its Go source, a path under ``tests/data/vendor/`` (``facts_file``): the constants that declare
-    the keys of ``RELIED_ON`` and where it uses them, and for Kueue its ``Configuration``'s fields and the
-    integrations it registers (``tools/controller_facts.py``), checked again offline by the tests."""
+    the keys of ``RELIED_ON`` and where it uses them, where it writes the words the stack's rules match
+    (``core.controller_strings``), for Kueue its ``Configuration``'s fields and the integrations it registers, for
+    JobSet the Kubernetes it builds with and how it applies a failure policy's rules (``tools/controller_facts.py``),
+    checked again offline by the tests."""
 
 
 def crd_file(controller: Controller, version: str, plural: str) -> str:

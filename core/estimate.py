@@ -34,9 +34,12 @@ semantics of ``workloads.specs.step_manifests`` and ``workloads.observe.waiting`
 - ``unschedulable``: a step's pod that finds no node holds a reserved slice until `up` stops at
   ``tpu-rl:workflow.unschedulableTimeout`` (an autoscaled slice is not created for a pod that cannot start:
   the head starts first, ``startupPolicy: InOrder``);
-- ``maintenance``: a TPU host maintenance event under training (no exclusion holds it back): the slice is away
-  for up to ``core.config.defaults.TPU_MAINTENANCE_SECONDS`` (within Kueue's recovery timeout, which waits for it),
-  then a restart. A reservation bills the wait; an autoscaled pool has no VMs while it waits;
+- ``maintenance``: a TPU host maintenance event under training (no exclusion holds it back): train_rl dies of the
+  lost slice and the JobSet restarts once; the restarted head waits for its workers (``workloads/container/
+  slice_state.py``: no second restart, no stall) while the slice is away, for up to
+  ``core.config.defaults.TPU_MAINTENANCE_SECONDS`` within ``tpu-rl:kueue.recoveryTimeout`` (Kueue's recovery and the
+  head's own bound), then the restart's start-up and the steps since the last checkpoint. A reservation bills the
+  wait; an autoscaled pool has no VMs while it waits. Past the budget the step fails for the next `up` to retry;
 - ``nodeUpgrade``: a node upgrade under training, a restart; nothing while the standing exclusion keeps node
   upgrades away (``NO_MINOR_OR_NODE_UPGRADES``, the default: ``infra.gcp.gke_spec.maintenance_policy``).
 
@@ -70,7 +73,7 @@ STARTUP_MINUTES: dict[str, int] = {
     "images": 12,
     "set-up": 1,
     "Pathways": 2,
-    "load": 3,
+    "load": 5,
     "compile": 10,
     "restore": 2,
     "pre-RL eval": 5,
@@ -82,17 +85,21 @@ so that, with the checkpoint read twice, they add up to the baseline's 0.75 h (`
 admission 1 min (the queue holds only this run); nodes 5 min (an autoscaled TPU pool's scale-up; a reservation's
 nodes exist already); images 12 min (one reported run pulled the ~12 GB MaxText image cold in 21 min: a node that
 has it already pulls nothing); set-up 1 min (the script's patch and base files); Pathways 2 min (the resource
-manager meeting every worker); load 3 min (tokenizer and dataset 1, one read of the converted checkpoint
-``CHECKPOINT_READ_MINUTES``: the actor is copied from the reference, ``tpu-rl:training.loadCheckpointOnlyOnce``; the
-baseline reads it twice); compile 10 min (vLLM's engine on TPU, reported at 10-30 min cold); restore 2 min (a
-resumed attempt's checkpoint; none for the first); pre-RL eval 5 min (5 test batches); first step 2 min (the
-first step whole: the training step's compilation, the first rollout and update; ``train_hours`` counts the steps
-after it). Replace them with what `make report` measures on your runs."""
+manager meeting every worker); load 5 min (tokenizer and dataset 1, two reads of the converted checkpoint,
+``CHECKPOINT_READ_MINUTES`` each: the reference's and the actor's, MaxText's default, which tpu-rl keeps until a
+real run has shown the copy, docs/first-run.md "The first training run's path"; 3 with
+``tpu-rl:training.loadCheckpointOnlyOnce``, which copies the actor from the reference: a 43-minute start-up);
+compile 10 min (vLLM's engine on TPU, reported at 10-30 min cold); restore 2 min (a resumed attempt's checkpoint;
+none for the first); pre-RL eval 5 min (5 test batches); first step 2 min (the first step whole: the training step's
+compilation, the first rollout and update; ``train_hours`` counts the steps after it). 45 minutes in all (0.75 h).
+Replace them with what `make report` measures on your runs."""
 CHECKPOINT_READ_MINUTES = 2
 """One read of the converted checkpoint (~52 GB for gemma4-26b) into the trainer's chips, part of "load": an
-assumption. MaxText reads it once more, into the actor, when ``tpu-rl:training.loadCheckpointOnlyOnce`` is false."""
+assumption. MaxText reads it once more, into the actor, when ``tpu-rl:training.loadCheckpointOnlyOnce`` is false (the
+default)."""
 BASELINE_STARTUP_MINUTES = 45
-"""The baseline start-up, the measure of the goal: cold caches and images, and two checkpoint reads (0.75 h)."""
+"""The baseline start-up, the measure of the goal: cold caches and images, and two checkpoint reads (0.75 h), which
+is the defaults' first attempt (``STARTUP_MINUTES``)."""
 WARM_COMPILE_MINUTES = 2
 """The compile component of a restarted attempt, which finds its run's compilation cache warm (Pathways keeps it in
 the training step's scratch, ``core.layout.compile_cache``, kept across attempts): vLLM on TPU is reported
@@ -109,17 +116,18 @@ def restarted(first: Mapping[str, int], *, same_nodes: bool = False) -> dict[str
 
 
 RESTART_STARTUP_MINUTES: dict[str, int] = restarted(STARTUP_MINUTES)
-"""A restarted attempt's start-up: the first attempt's with a warm compilation cache and no pre-RL evaluation. An
-attempt that resumes from a checkpoint skips it (its weights are not the base's: ``workloads/container/launch.py``
-``skip_pre_rl_evaluation``; the weight sync before it stays), and a restart resumes from the checkpoint the failure
-modes count the steps since (one before the run's first checkpoint is a fresh start and evaluates again)."""
+"""A restarted attempt's start-up: the first attempt's with a warm compilation cache and no pre-RL evaluation (45 -
+8 - 5 = 32 minutes at the defaults). An attempt that resumes from a checkpoint skips it (its weights are not the
+base's: ``workloads/container/launch.py`` ``skip_pre_rl_evaluation``; the weight sync before it stays), and a restart
+resumes from the checkpoint the failure modes count the steps since (one before the run's first checkpoint is a fresh
+start and evaluates again)."""
 WARM_NODE_RESTART_MINUTES: dict[str, int] = restarted(STARTUP_MINUTES, same_nodes=True)
 """A restart on the nodes the run already holds (a stalled attempt, a restart after a pod's disruption that left the
 VMs in place): no node to wait for, and no image to pull, since the kubelet keeps the digest-pinned images (no
 ``imagePullPolicy`` is set, so Kubernetes' default for an image that is not ``:latest`` applies, ``IfNotPresent``:
-https://kubernetes.io/docs/concepts/containers/images/#image-pull-policy). docs/cost.md "Start-up, before and
-after" shows it beside the other two; the estimate's failure modes keep ``RESTART_STARTUP_MINUTES``, which assumes
-new nodes."""
+https://kubernetes.io/docs/concepts/containers/images/#image-pull-policy): 32 - 5 - 12 = 15 minutes at the
+defaults. docs/cost.md "Start-up, before and after" shows it beside the other two; the estimate's failure modes keep
+``RESTART_STARTUP_MINUTES``, which assumes new nodes."""
 STARTUP_GOAL_MINUTES = BASELINE_STARTUP_MINUTES / 4
 """The start-up goal of a restart with warm caches and images: a quarter of the baseline's 45 minutes (0.75 h)."""
 REFERENCE_TARGET_LENGTH = 640
@@ -254,8 +262,9 @@ class TrainingRun:
     batch_size: int  # batch_size
     num_generations: int  # rl.num_generations
     max_target_length: int  # max_target_length
-    checkpoint_reads: int = 1
-    """How often an attempt reads the converted checkpoint: 1 (load_checkpoint_only_once, the default) or 2."""
+    checkpoint_reads: int = 2
+    """How often an attempt reads the converted checkpoint: 2 (MaxText's default, tpu-rl's) or 1
+    (load_checkpoint_only_once)."""
 
 
 def step_seconds(run: TrainingRun, chips: int) -> float:
@@ -277,7 +286,7 @@ def step_hours(facts: StepFacts, model: Model) -> float | None:
 
 def startup_minutes(run: TrainingRun) -> dict[str, int]:
     """One training attempt's start-up by component (``STARTUP_MINUTES``, with the run's checkpoint reads)."""
-    extra = (run.checkpoint_reads - 1) * CHECKPOINT_READ_MINUTES
+    extra = (run.checkpoint_reads - 2) * CHECKPOINT_READ_MINUTES
     return {**STARTUP_MINUTES, "load": STARTUP_MINUTES["load"] + extra}
 
 
@@ -482,7 +491,7 @@ def describe(output: dict[str, Any]) -> str:
         "deterministicFailure": "a failure of the trainer (no restart)",
         "preemption": "a preemption (restart + steps since the checkpoint)",
         "unschedulable": "an unschedulable step until `up` stops",
-        "maintenance": "a TPU maintenance event (wait + restart)",
+        "maintenance": "a TPU maintenance event (the wait + a restart)",
         "nodeUpgrade": "a node upgrade under training (restart)",
     }
     for mode, f in output.get("failureModes", {}).items():
@@ -490,7 +499,8 @@ def describe(output: dict[str, Any]) -> str:
     if "maintenance" in output:
         m = output["maintenance"]
         lines.append(
-            f"  maintenance: node upgrades {m['nodeUpgrades']}; Kueue waits {m['recoveryHours']:g} h for a slice "
-            f"that is away (a TPU maintenance event: up to {m['tpuMaintenanceHours']:g} h)"
+            f"  maintenance: node upgrades {m['nodeUpgrades']}; a restarted attempt (and Kueue) waits "
+            f"{m['recoveryHours']:g} h for a slice that is away (a TPU maintenance event: up to "
+            f"{m['tpuMaintenanceHours']:g} h), then the step fails"
         )
     return "\n".join(lines)

@@ -21,6 +21,10 @@ DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 """A content digest as registries name a manifest (the only algorithm the configuration accepts)."""
 IMAGE_KEYS = {"maxtext": "maxtext", "pathwaysServer": "pathways_server", "pathwaysProxy": "pathways_proxy"}
 """``tpu-rl:images.<key>`` -> its ``ImageSettings`` field."""
+RELEASE_TAG = re.compile(r"(?:maxtext[-_]?)?v?(?P<version>[0-9]+\.[0-9]+\.[0-9]+)(?:[-_+][A-Za-z0-9._-]*)?")
+"""A tag that names a MaxText release: the release alone, as MaxText's own images are tagged
+(``tpu_post_training:0.2.5``, ``core.config.schema.DEFAULT_IMAGES``), or as its git tags are (``maxtext-v0.2.4``),
+with an optional suffix of a build of it (``0.2.5-rc1``)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,13 @@ def parse(image: str) -> ImageRef:
     if digest and not DIGEST.fullmatch(digest):
         raise ValueError(f"image {image!r} has a digest that is not sha256:<64 hex>")
     return ImageRef(host, path, tag or None, digest or None)
+
+
+def tag_release(image: str) -> str | None:
+    """The MaxText release an image's tag names (``RELEASE_TAG``), None when it names none (``latest``, a date)."""
+    tag = parse(image).tag
+    found = RELEASE_TAG.fullmatch(tag) if tag else None
+    return found["version"] if found else None
 
 
 def to_resolve(images: ImageSettings) -> dict[str, str]:

@@ -126,20 +126,22 @@ TRAINING_KNOBS: tuple[Knob, ...] = (
     # Not in the tutorial (rl.yml saves every 50 steps, i.e. only at the end of its 50-step run): a
     # failure then loses the whole run. Every 10 steps bounds the loss at 10 steps plus start-up.
     Knob("checkpointPeriod", "checkpoint_period", 10, minimum=1, maximum=100_000, tutorial=False),
-    # Not in the tutorial (MaxText's default is false): every attempt reads the converted checkpoint twice, into the
+    # Not in the tutorial; MaxText's default, false, kept: every attempt reads the converted checkpoint twice, into the
     # reference and again into the actor (0.2.5 model_creation_utils.py create_models_and_meshes). true reads it once
     # and makes the actor a copy of the reference (nnx.clone, sharing its buffers until the first update): one read of
-    # the ~52 GB less per attempt. Safe while nothing donates the actor's parameters (tunix's step donates the
-    # optimizer and the gradient accumulator only: tests/test_actor_copy.py, with the real flax and optax) and vLLM's
-    # copy never aliases them (trainer and sampler on chips of their own: core.config.finish.check_actor_copy).
-    # docs/cost.md "Start-up, before and after".
+    # the ~52 GB less per attempt, safe while nothing donates the actor's parameters (tests/test_actor_copy.py, with
+    # the real flax and optax) and vLLM's copy never aliases them (core.config.finish.check_actor_copy). Off until a
+    # real run with it logs train_rl's reference-parameters check passing ("Reference model parameters verified to be
+    # unchanged during training.", 0.2.5 train_rl.py): no MaxText recipe sets it, and the tunix MaxText 0.2.5 pins
+    # (a8d7058), which decides what the weight sync donates, is unread. An operator may set it (docs/first-run.md
+    # "The first training run's path").
     Knob(
         "loadCheckpointOnlyOnce",
         "load_checkpoint_only_once",
-        True,
+        False,
         bool_text=("true", "false"),
         tutorial=False,
-        maxtext_value=False,
+        maxtext_default=True,
     ),
     # MaxText 0.2.5's tunix runtime knobs (rl.yml, "Tunix runtime knobs" and the vLLM rollout block; configs/types.py):
     # speed for HBM headroom, MaxText's defaults kept (each default is tunix's behaviour without the knob: a

@@ -34,6 +34,15 @@ def step_account(cluster: str, step: str) -> str:
     return f"{cluster}-{step}"
 
 
+def head_ksa(cluster: str) -> str:
+    """The Kubernetes service account of the training's Pathways head: ``<clusterName>-train-head``. It maps to no
+    Google account (the head runs on the host network, as its node's account); its one grant is to read the pods of
+    the workflow's namespace (``infra.k8s.manifests.head_access``), so the training script can wait for its slice's
+    workers and judge a lost slice by them (``workloads/container/slice_state.py``). The cluster's name makes it the
+    stack's own, as ``step_ksa`` does for the steps' accounts."""
+    return f"{cluster}-train-head"
+
+
 def step_ksa(cluster: str, step: str) -> str:
     """The Kubernetes service account of a CPU step's pods, bound by Workload Identity to the step's own Google
     account and named as it (``step_account``).
@@ -86,6 +95,10 @@ DRILL_EXIT = 77
 checkpoint (``tpu-rl:workflow.restartDrill``): the head's podFailurePolicy fails its Job (``FailJob``), and the
 JobSet's ``restartDrill`` rule, which matches that exit code in the Job's failure message, restarts it without
 counting against ``maxRestarts`` (``RestartJobSetAndIgnoreMaxRestarts``)."""
+SLICE_WAIT_EXIT = 78
+"""Exit code of the training script when its slice's workers were not all Ready within the attempt's recovery budget
+(``tpu-rl:kueue.recoveryTimeout``, ``workloads/container/slice_state.py wait``): like any exit but the disruptions',
+the head's podFailurePolicy fails the Job and the JobSet at once; the next `pulumi up` retries the step."""
 
 IMAGE_STREAMING_API = "containerfilesystem.googleapis.com"
 """The Container File System API, which GKE Image streaming (cpu-np, ``infra.gcp.gke_spec``) needs

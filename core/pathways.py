@@ -31,6 +31,14 @@ HEAD_RESOURCES: dict[str, dict[str, dict[str, str]]] = {
 sidecars: their limits are their requests, and they run beside the workload container)."""
 
 
+WORKER_REQUESTS: dict[str, str] = {"cpu": "8", "memory": "64Gi"}
+"""What a TPU worker requests beside its host's chips: a floor, not a limit. Without it the pod asks for chips only,
+so its QoS class is BestEffort, the first the kubelet evicts under node pressure (Kubernetes "Node-pressure
+Eviction"), and neither the scheduler nor Kueue counts what it uses. A ct6e-standard-4t VM has 180 vCPUs and 720 GB:
+the floor leaves GKE's DaemonSets room beside it, and no limit caps the Pathways server's host buffers (a checkpoint's
+shards pass through them to GCS). xpk, Cluster Toolkit and pathways-job set none."""
+
+
 def resources(part: str) -> dict[str, Any]:
     """A copy of one head container's ``resources``."""
     return {kind: dict(values) for kind, values in HEAD_RESOURCES[part].items()}

@@ -83,6 +83,10 @@ class ImageSettings:
     upstream: ImageSettings | None = None
     """With ``tpu-rl:images.mirror``, the images as configured (upstream), which these name through the stack's
     mirrors (``core.images.mirrored``); None: these are the images as configured."""
+    maxtext_check: str = "refuse"
+    """What a MaxText step does when its image's MaxText is not the adopted release's files
+    (``tpu-rl:images.maxtextCheck``, ``workloads/container/maxtext_check.py``): ``refuse`` (stop, exit 3) or ``warn``
+    (one line, then run it)."""
 
 
 @dataclass(frozen=True)

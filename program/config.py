@@ -1,7 +1,11 @@
-"""Read the running stack's raw config from the Pulumi runtime and validate it (``core.config``)."""
+"""Read the running stack's raw config from the Pulumi runtime and validate it (``core.config``), and what `make up`
+tells the program to go on past (``TPU_RL_ACCEPT``)."""
 
 from __future__ import annotations
 
+import enum
+import os
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -9,8 +13,25 @@ from pulumi.runtime import config as runtime_config
 
 from core.config.load import load_settings
 from core.config.schema import PROVIDER_KEYS
+from core.errors import BadInputError
 from core.names import PROJECT
+from core.redact import scrub
 from core.settings import Settings
+
+ACCEPT_ENV = "TPU_RL_ACCEPT"
+"""What `make up ACCEPT=<word>,<word>` hands the program: the words of ``Accept``, comma-separated."""
+
+
+class Accept(enum.StrEnum):
+    """What `pulumi up` may be told to go on past instead of stopping (``ACCEPT_ENV``)."""
+
+    MAINTENANCE = "maintenance"
+    """A host maintenance of the slice scheduled inside the expected training (``workloads.reader`` ``LiveReader
+    .check_maintenance``): one warning instead of the stop (docs/maintenance.md "The check in up")."""
+
+
+class AcceptError(BadInputError):
+    """A word of ``TPU_RL_ACCEPT`` that is not one of ``Accept`` (one line naming the allowed words)."""
 
 
 def raw_config() -> tuple[dict[str, Any], frozenset[str]]:
@@ -31,3 +52,18 @@ def settings_from_runtime() -> Settings:
     """Validated settings of the running stack."""
     raw, secret_keys = raw_config()
     return load_settings(raw, pulumi.get_stack(), secret_keys)
+
+
+def accepted(environ: Mapping[str, str] | None = None) -> frozenset[Accept]:
+    """The words of ``TPU_RL_ACCEPT`` (``environ``: the process's by default), read once, where the program starts;
+    ``AcceptError`` for a word that is not one of ``Accept``. Empty words (``a,,b``, a trailing comma) are none."""
+    text = (os.environ if environ is None else environ).get(ACCEPT_ENV, "")
+    words = [word.strip() for word in text.split(",") if word.strip()]
+    allowed = [choice.value for choice in Accept]
+    for word in words:
+        if word not in allowed:
+            raise AcceptError(
+                f"{ACCEPT_ENV} (make up ACCEPT=...): {scrub(word, limit=40)!r} is not something `up` can be told to "
+                f"go on past; the words are: {', '.join(allowed)} (comma-separated)"
+            )
+    return frozenset(Accept(word) for word in words)

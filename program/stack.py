@@ -24,7 +24,7 @@ from core.images import (
     recorded_pins,
     to_resolve,
 )
-from core.names import KMS_API, REQUIRED_APIS
+from core.names import KMS_API, REQUIRED_APIS, head_ksa
 from core.settings import Settings
 from core.steps import STEPS
 from infra.gcp.access import IMAGE_PULLERS
@@ -32,17 +32,18 @@ from infra.gcp.apis import ProjectApis
 from infra.gcp.artifact_registry import ARTIFACT_REGISTRY_API, ImageMirror, ImageMirrorArgs
 from infra.gcp.cluster import ClusterVersion, GkeCluster, GkeClusterArgs
 from infra.gcp.gke_spec import cluster_args, cpu_pool_args, system_pool_args, tpu_pool_args
-from infra.gcp.identities import IdentitiesArgs, NodeIdentities, grant_key
-from infra.gcp.kms import PROPAGATION_SECONDS, GrantPropagation, SecretsKey, SecretsKeyArgs
+from infra.gcp.identities import IdentitiesArgs, NodeIdentities
+from infra.gcp.kms import SecretsKey, SecretsKeyArgs
 from infra.gcp.naming import Names, names_for
 from infra.gcp.network import Network, NetworkArgs
 from infra.gcp.storage import ArtifactBucket, BucketArgs, bucket_args
 from infra.k8s.kueue import kueue_objects
 from infra.k8s.manifests import platform_labels
 from infra.k8s.platform import ClusterReads, DestroyGuard, KubernetesPlatform, PlatformArgs
-from program.config import settings_from_runtime
+from program.config import Accept, accepted, settings_from_runtime
 from workloads.preflight import COMMIT, BaseModel
 from workloads.reader import LiveReader, reader_args
+from workloads.specs.slices import slice_warnings
 from workloads.specs.step_inputs import step_inputs
 from workloads.specs.step_specs import Workflow, plan_workflow
 from workloads.workflow import WorkflowArgs, WorkflowRun
@@ -57,11 +58,14 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     project's capacity (``tpu-rl:workflow.capacityCheck``); the offline plan turns them off.
     """
     try:
+        accept = accepted()  # `make up ACCEPT=...`: a word it does not know stops the program before anything
         settings = settings_from_runtime()
         # The steps, and what the controllers derive from them, are checked before anything is registered.
         plan = plan_workflow(settings) if settings.workflow.enabled else None
     except TpuRlError as err:
         raise pulumi.RunError(str(err)) from None
+    for line in slice_warnings(settings.tpu.slices):
+        pulumi.log.warn(line)
     names = names_for(settings)
     mirrors = _mirrors(settings)
     pinned = settings.model.revision if COMMIT.fullmatch(settings.model.revision) else ""
@@ -73,7 +77,9 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     platform = _kubernetes(settings, names, cloud, plan, live=live)
     # Registered once the platform is, before any step: a protected stack is guarded whatever happens to the steps.
     DestroyGuard(GUARD, settings.protect, [*cloud.parts(), platform])
-    run = _workflow(settings, plan, cloud.gke, platform, checked.base, live=live) if plan is not None else None
+    run: WorkflowRun | None = None
+    if plan is not None:
+        run = _workflow(settings, plan, cloud.gke, platform, checked.base, live=live, accept=accept)
     _export_platform(settings, cloud)
     _step_guards(settings, plan, run)
     return settings
@@ -228,13 +234,10 @@ def _kubernetes(
 ) -> KubernetesPlatform:
     """The Kubernetes platform (``infra/k8s``): the namespace, the controllers, the step accounts and tokens."""
     identities, gke = cloud.identities, cloud.gke
-    # Every step's account: its Kubernetes service account, and so the step's pods, waits for its grants (its bucket
-    # prefixes and its Workload Identity binding) to take effect; only the `up` that makes or changes one of them
-    # waits (``GrantPropagation``), while the pools and the controllers are created. The node accounts' wait is the
-    # pools' (``GkeCluster.nodes_access``), the Secrets key's the cluster's.
-    waits: dict[str, list[pulumi.Input[pulumi.Resource]]] = {
-        step: [_step_access(step, settings, names, identities, gke).ready()] for step in names.ksas
-    }
+    # A step account's grants (its bucket prefixes, its Workload Identity binding) are made before its Kubernetes
+    # service account (``PlatformArgs.workload_grants``); the step waits for them to take effect itself, at its first
+    # use of each (``workloads/container/mark_folder.py``), not the program. The node accounts' wait is the pools'
+    # (``GkeCluster.nodes_access``), the Secrets key's the cluster's: their first users are not the stack's programs.
     token = pulumi.Config().get_secret("hfToken") if settings.hf_token_set else None
     write_token = pulumi.Config().get_secret("hfWriteToken") if settings.publish.repo else None
     labels = platform_labels(settings.cluster_name)
@@ -253,19 +256,28 @@ def _kubernetes(
             cluster=gke.cluster,
             step_sa_emails={step: identities.email(step) for step in names.ksas},
             workload_grants=[*gke.workload_identities.values(), *identities.grants],
-            step_waits=waits,
             hf_token=token,
             hf_write_token=write_token,
             reads=ClusterReads(gke.kubeconfig) if live else None,
             first_jobset=plan.steps[0].manifest if plan is not None else None,
+            head_account=head_ksa(settings.cluster_name) if plan is not None else None,
         ),
     )
 
 
 def _workflow(
-    settings: Settings, plan: Workflow, gke: GkeCluster, platform: KubernetesPlatform, base: BaseModel, *, live: bool
+    settings: Settings,
+    plan: Workflow,
+    gke: GkeCluster,
+    platform: KubernetesPlatform,
+    base: BaseModel,
+    *,
+    live: bool,
+    accept: frozenset[Accept] = frozenset(),
 ) -> WorkflowRun:
-    """The workflow's steps (``workloads/``) and their outputs."""
+    """The workflow's steps (``workloads/``) and their outputs; ``accept``: what `make up ACCEPT=...` lets `up` go on
+    past."""
+    reads = reader_args(settings, accept_maintenance=Accept.MAINTENANCE in accept)
     run = WorkflowRun(
         "workflow",
         WorkflowArgs(
@@ -276,9 +288,8 @@ def _workflow(
             cluster=gke.cluster,
             ready=platform.ready,
             tpu_pools=gke.tpu_pools,
-            reader=LiveReader(reader_args(settings), gke.kubeconfig, platform.namespace.id) if live else None,
+            reader=LiveReader(reads, gke.kubeconfig, platform.namespace.id) if live else None,
             base_commit=base.commit or None,
-            step_ready=platform.waiting_accounts,
         ),
     )
     pulumi.export("steps", run.step_outputs())
@@ -329,23 +340,6 @@ def _step_guards(settings: Settings, plan: Workflow | None, run: WorkflowRun | N
     for index in range(len(STEPS)):
         DestroyGuard(step_guard(index), settings.protect, objects[index : index + 1])
         DestroyGuard(scripts_guard(index), settings.protect, scripts[index : index + 1])
-
-
-def _step_access(
-    step: str, settings: Settings, names: Names, identities: NodeIdentities, gke: GkeCluster
-) -> GrantPropagation:
-    """When the step account's grants were made: its bucket grants and its Workload Identity binding."""
-    binding = gke.workload_identities[step]
-    keys = [*identities.grant_keys[step], grant_key(binding.id)]
-    return GrantPropagation(
-        f"{step}-access-propagation",
-        names.service_accounts[step],
-        PROPAGATION_SECONDS,
-        opts=pulumi.ResourceOptions(depends_on=[binding, *identities.grants]),
-        grants=pulumi.Output.all(*keys).apply(sorted),
-        what=f"the new grants of the {step} step's account {names.service_accounts[step]}",
-        advice=f"if the {step} step still fails with 403 on the bucket, run `pulumi up` again",
-    )
 
 
 def _mirrors(settings: Settings) -> dict[str, Mirror]:

@@ -251,3 +251,58 @@ def as_member(fake: PolicedApis, member: str | None) -> tuple[Any, Any]:
     storage_client = storage.Client(project=fake.project, credentials=credentials, client_options=options)
     kms = kms_v1.KeyManagementServiceClient(transport="rest", credentials=credentials, client_options=options)
     return storage_client, kms
+
+
+class PropagatingApis(PolicedApis):
+    """``PolicedApis`` where a binding takes effect only ``delay`` seconds (by ``clock``) after it is granted, as IAM
+    applies an access change ("typically 2 minutes, potentially 7 minutes or longer",
+    https://cloud.google.com/iam/docs/access-change-propagation): until then every request it alone would allow is
+    answered 403. A binding not granted here (the bucket's own) is in effect from the start. Also answers a caller's
+    ``buckets.get`` (``GET /storage/v1/b/<bucket>``: ``storage.buckets.get``, ``legacyBucketReader``'s), and 404 for a
+    bucket that does not exist (as Cloud Storage does, whoever asks)."""
+
+    def __init__(self, project: str, clock: Any, delay: float) -> None:
+        super().__init__(project)
+        self.clock = clock
+        self.delay = delay
+        self.effective_at: dict[int, float] = {}
+        """id() of a binding of ``bucket_policies`` -> when it takes effect."""
+
+    def grant(self, bucket: str, role: str, member: str, condition: dict[str, str] | None = None) -> None:
+        """One binding of ``member`` on ``bucket`` (with its condition), in effect ``delay`` seconds from now."""
+        binding: dict[str, Any] = {"role": role, "members": [member], **({"condition": condition} if condition else {})}
+        self.bucket_policies[bucket].append(binding)
+        self.effective_at[id(binding)] = self.clock() + self.delay
+
+    def permitted(self, caller: str | None, permission: str, bindings: list[dict[str, Any]], resource: str) -> bool:
+        now = self.clock()
+        applied = [b for b in bindings if self.effective_at.get(id(b), now) <= now]
+        return super().permitted(caller, permission, applied, resource)
+
+    def answer_as(
+        self, caller: str | None, method: str, path: str, query: dict[str, list[str]], body: Any, raw: bytes, ctype: str
+    ) -> tuple[int, Any]:
+        bucket = re.match(r"^/storage/v1/b/([^/]+)(?:/o/.*)?$", path)
+        if caller is not None and bucket and bucket.group(1) not in self.buckets:
+            return 404, error(404, "The specified bucket does not exist.", "notFound")
+        if caller is not None and method == "GET" and bucket and path.count("/") == 4:
+            with self.lock:
+                denied = self._check(caller, "storage.buckets.get", bucket.group(1))
+                return denied or (200, self.buckets[bucket.group(1)])
+        return super().answer_as(caller, method, path, query, body, raw, ctype)
+
+
+@contextmanager
+def propagating_apis(project: str, clock: Any, delay: float) -> Iterator[PropagatingApis]:
+    """``PropagatingApis`` on loopback, its storage API enabled."""
+    fake = PropagatingApis(project, clock, delay)
+    fake.services["storage.googleapis.com"] = "ENABLED"
+    server = LoopbackServer(("127.0.0.1", 0), _Handler)
+    server.fake = fake  # type: ignore[attr-defined]
+    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
+    server.start()
+    try:
+        yield fake
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -243,9 +243,10 @@ def step_pod(
     container: str = "",
     message: str = SCHEDULER_MESSAGE,
 ) -> dict[str, Any]:
-    """A pod of ``rjob`` of a step's JobSet as the Job controller makes it and the kubelet reports it:
-    ``unschedulable`` (PodScheduled False, the scheduler's ``message``), ``running``, or ``oomkilled`` (its container
-    ``container`` terminated by the kernel's OOM killer, exit 137)."""
+    """A pod of ``rjob`` of a step's JobSet as the Job controller makes it (JobSet's labels on it: v0.10.1
+    ``labelAndAnnotateObject``, the restart attempt the JobSet's ``status.restarts``) and the kubelet reports it:
+    ``unschedulable`` (PodScheduled False, the scheduler's ``message``; not Ready), ``running`` (Ready), or
+    ``oomkilled`` (its container ``container`` terminated by the kernel's OOM killer, exit 137)."""
     name = jobset["metadata"]["name"]
     job = f"{name}-{rjob}-0"
     template = next(r for r in jobset["spec"]["replicatedJobs"] if r["name"] == rjob)["template"]["spec"]["template"]
@@ -259,7 +260,9 @@ def step_pod(
             "labels": {
                 **template["metadata"].get("labels", {}),
                 "jobset.sigs.k8s.io/jobset-name": name,
+                "jobset.sigs.k8s.io/jobset-uid": jobset["metadata"].get("uid", ""),
                 "jobset.sigs.k8s.io/replicatedjob-name": rjob,
+                "jobset.sigs.k8s.io/restart-attempt": str((jobset.get("status") or {}).get("restarts", 0)),
                 "batch.kubernetes.io/job-name": job,
                 "job-name": job,
             },
@@ -278,7 +281,8 @@ def step_pod(
                     "lastTransitionTime": T0,
                     "reason": "Unschedulable",
                     "message": message,
-                }
+                },
+                {"type": "Ready", "status": "False", "lastTransitionTime": T0, "reason": "PodScheduled"},
             ],
         }
     elif state == "oomkilled":
@@ -308,7 +312,10 @@ def step_pod(
             ],
         }
     else:
-        pod["status"] = {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]}
+        pod["status"] = {
+            "phase": "Running",
+            "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}],
+        }
     return pod
 
 
@@ -373,8 +380,17 @@ def kubelet_event(pod: dict[str, Any], reason: str, message: str, *, at: str = T
     }
 
 
-def tpu_node(name: str, created: str, *, accelerator: str = "tpu-v6e-slice", chips: int = 4) -> dict[str, Any]:
-    """A TPU node as GKE registers it: its pool's and accelerator's labels, ``google.com/tpu`` in its capacity."""
+def tpu_node(
+    name: str,
+    created: str,
+    *,
+    accelerator: str = "tpu-v6e-slice",
+    chips: int = 4,
+    topology: str = "4x8",
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A TPU node as GKE registers it: its pool's, accelerator's and topology's labels (and ``labels``: GKE's
+    ``cloud.google.com/scheduled-maintenance-time``, say), ``google.com/tpu`` in its capacity."""
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -385,8 +401,9 @@ def tpu_node(name: str, created: str, *, accelerator: str = "tpu-v6e-slice", chi
             "labels": {
                 "cloud.google.com/gke-nodepool": "tpu-np",
                 "cloud.google.com/gke-tpu-accelerator": accelerator,
-                "cloud.google.com/gke-tpu-topology": "4x8",
+                "cloud.google.com/gke-tpu-topology": topology,
                 "kubernetes.io/hostname": name,
+                **(labels or {}),
             },
         },
         "spec": {"providerID": f"gce://p/us-east5-b/{name}"},
@@ -490,6 +507,39 @@ class _Handler(BaseHTTPRequestHandler):
             200, {"apiVersion": f"{group}/{version}", "kind": f"{kind}List", "metadata": metadata, "items": page}
         )
 
+    def do_PATCH(self) -> None:  # noqa: N802
+        """A node's labels changed (``/api/v1/nodes/<name>``, a JSON merge patch or a strategic merge patch of
+        ``metadata.labels``, as `kubectl label` sends one: a null value removes the label); the answer is the node."""
+        cluster = self.server.cluster
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        cluster.patches.append((self.path, self.headers.get("Content-Type", ""), body))
+        if self.headers.get("Authorization") != f"Bearer {cluster.token}":
+            self._json(401, status_body(401, "Unauthorized", "Unauthorized"))
+            return
+        parts = urlsplit(self.path).path.strip("/").split("/")
+        if cluster.patch_refusal:
+            code = cluster.patch_refusal
+            self._json(code, status_body(code, "Forbidden", f'nodes "{parts[-1]}" is forbidden: User cannot patch'))
+            return
+        if parts[:3] != ["api", "v1", "nodes"] or len(parts) != 4:
+            self._json(404, status_body(404, "NotFound", "the server could not find the requested resource", {}))
+            return
+        with cluster.lock:
+            nodes = cluster.core.get(("nodes", ""), [])
+            node = next((n for n in nodes if n["metadata"]["name"] == parts[3]), None)
+            if node is not None:
+                labels = node["metadata"].setdefault("labels", {})
+                for key, value in ((body.get("metadata") or {}).get("labels") or {}).items():
+                    if value is None:
+                        labels.pop(key, None)
+                    else:
+                        labels[key] = value
+                node = copy.deepcopy(node)
+        if node is None:
+            self._json(404, status_body(404, "NotFound", f'nodes "{parts[3]}" not found', {"name": parts[3]}))
+            return
+        self._json(200, node)
+
     def do_POST(self) -> None:  # noqa: N802
         """A create: only ``dryRun=All`` (the program's webhook wait) is served; it runs the "webhooks" (the
         cluster's ``unreachable`` answers first) and stores nothing."""
@@ -563,6 +613,10 @@ class FakeCluster:
         """API groups whose CRD is not installed (the JobSet CRD before the Helm release)."""
         self.posts: list[str] = []
         """The paths of the creates the server was sent (dry runs)."""
+        self.patches: list[tuple[str, str, Any]] = []
+        """(path, Content-Type, body) of each patch the server was sent (a node's labels)."""
+        self.patch_refusal = 0
+        """An HTTP code every patch is refused with (0: patches are applied)."""
         self.unreachable: dict[str, tuple[int, str]] = {}
         """plural -> (n, mode): the next n creates of that kind find its webhook unreachable (``webhook_unreachable``:
         "connection refused" or "no endpoints")."""

@@ -99,7 +99,9 @@ def pure_plan(stack: str, *overrides: str) -> Plan:
         _resource(
             "gcp:container/cluster:Cluster",
             "cluster",
-            camel(cluster_args(s, "net", "sub", email("system"), None, key)),
+            camel(cluster_args(s, "net", "sub", email("system"), None, key))
+            # the channel's newest of the prefix, as the offline plan's mock answers getEngineVersions
+            | ({"minMasterVersion": f"{s.gke.version_prefix}0-gke.0"} if s.gke.version_prefix else {}),
             protect=s.protect,
         ),
         _resource(

@@ -10,6 +10,7 @@ extraction itself on Go snippets."""
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import io
@@ -26,6 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
+from core.controller_strings import KUBERNETES_MINORS, STRINGS, checked_sources
 from core.controllers import (
     CHART_VALUES,
     CRDS,
@@ -47,12 +49,19 @@ from tools import adopt_controller
 from tools.adopt_controller import CRD_DIR, LICENCE, PACKAGING, AdoptError, adopt, main
 from tools.controller_facts import (
     CONFIGURATION_TYPES,
+    FAILURE_POLICY,
     FRAMEWORK_FILES,
+    GO_MOD,
+    JOBSET_WEBHOOK,
     configuration_problems,
+    fact_problems,
     framework_problems,
     key_problems,
+    kubernetes_minor,
+    string_problems,
     unknown_fields,
 )
+from tools.stack_files import ROOT
 
 VENDOR = Path(__file__).parent / "data" / "vendor"
 PACKAGING_SCRIPT = b"""#!/usr/bin/env bash
@@ -121,18 +130,22 @@ def release_facts(name: str, version: str) -> dict[str, Any]:
 
 def go_sources(facts: dict[str, Any]) -> dict[str, bytes]:
     """Go files that say what ``facts`` say, each constant and use at its line (our text, not the release's): the
-    key constants as ``const`` lines, the uses as the code matched, the Configuration as one struct per object
-    listed, each integration's ``FrameworkName`` in a ``var`` block."""
+    key constants as ``const`` lines, the uses as the code matched, each word the rules match as a literal at its
+    line, the Configuration as one struct per object listed, each integration's ``FrameworkName`` in a ``var``
+    block; JobSet's ``go.mod`` requiring its ``k8s.io/api``, its webhook's accepted reasons, its matching code."""
     lines: dict[str, dict[int, list[str]]] = {}
     keys = facts["keys"]
     for constant, said in keys["constants"].items():
-        lines.setdefault(keys["declaredIn"], {}).setdefault(said["line"], []).append(
-            f'const {constant} = "{said["value"]}"'
-        )
+        lines.setdefault(said["file"], {}).setdefault(said["line"], []).append(f'const {constant} = "{said["value"]}"')
     for use in keys["uses"].values():
         for found in use["found"].values():
             for at in found:
                 lines.setdefault(use["file"], {}).setdefault(at["line"], []).append(at["code"])
+    for file, literals in facts.get("strings", {}).items():
+        for literal, line in literals.items():
+            lines.setdefault(file, {}).setdefault(line, []).append(f"_ = {json.dumps(literal)}")
+    for found in (facts.get("failurePolicy") or {"found": {}})["found"].values():
+        lines.setdefault(FAILURE_POLICY, {}).setdefault(found["line"], []).append(found["code"])
     files = {
         path: "".join("; ".join(dict.fromkeys(by_line.get(n, []))) + "\n" for n in range(1, max(by_line) + 1)).encode()
         for path, by_line in lines.items()
@@ -141,6 +154,13 @@ def go_sources(facts: dict[str, Any]) -> dict[str, bytes]:
         files[CONFIGURATION_TYPES] = go_configuration(facts["configuration"]).encode()
     for where, framework in facts.get("frameworks", {}).items():
         files[where] = f'var (\n\tFrameworkName = "{framework}"\n)\n'.encode()
+    if "kubernetesApi" in facts:
+        files[GO_MOD] = (
+            f"module sigs.k8s.io/jobset\n\nrequire k8s.io/api {facts['kubernetesApi']['version']}\n".encode()
+        )
+    if "jobFailureReasons" in facts:
+        listed = "".join(f"\tbatchv1.{name},\n" for name in facts["jobFailureReasons"]["accepted"])
+        files[JOBSET_WEBHOOK] = f"var validOnJobFailureReasons = []string{{\n{listed}}}\n".encode()
     return files
 
 
@@ -539,7 +559,14 @@ FIELD_REF = re.compile(r"metadata\.(labels|annotations)\['([^']+)'\]")
 STACKS = (
     ("dev", ()),
     ("prod", ("tpu-rl:publish.repo=me/model", "tpu-rl:workflow.steps.evaluate=true")),
-    ("prod", ("tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1")),
+    (
+        "prod",
+        (
+            "tpu-rl:tpu.slices=2",
+            "tpu-rl:training.iciExpertParallelism=1",
+            "tpu-rl:training.rolloutTensorParallelism=32",
+        ),
+    ),
     ("prod", ("tpu-rl:kueue.enabled=false", "tpu-rl:kueue.queue=team-queue")),
 )
 """Stacks between them making every kind of object the program builds: every step, one and two slices, the stack's
@@ -625,8 +652,8 @@ FIX = "the stack cannot run on it as it is (core/controllers.py RELIED_ON)"
             "api/jobset/v1alpha2/jobset_types.go",
             b'JobIndexKey = "jobset.sigs.k8s.io/job-index"',
             b'JobIndexKey = "jobset.sigs.k8s.io/job-number"',
-            "jobset v0.13.0 declares no jobset.sigs.k8s.io/job-index (api/jobset/v1alpha2/jobset_types.go), which "
-            f"the stack relies on: {FIX}",
+            "jobset v0.13.0 declares no jobset.sigs.k8s.io/job-index (api/jobset/v1alpha2/jobset_types.go, "
+            f"pkg/constants/constants.go), which the stack relies on: {FIX}",
         ),
         (
             "jobset",
@@ -662,4 +689,242 @@ def test_a_release_without_the_files_that_say_the_keys_is_refused(tmp_path, chec
     assert lines == [
         "adopt_controller: jobset v0.13.0 has no pkg/controllers/jobset_controller.go, where tpu-rl checks the keys "
         "its objects rely on"
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# The words of the controllers the stack's rules match (core.controller_strings.STRINGS)
+
+SUBJECT_FIELDS = frozenset({"reason", "message", "type", "phase", "terminal_state"})
+"""A controller's words in the objects the readers parse (``workloads.observe.objects``): a condition's type, reason
+and message, an event's reason and message, a pod's phase, a JobSet's terminal state."""
+SUBJECT_NAMES = frozenset({"reason", "reasons", "message"})
+"""Local names the rules give those words (``reason = event.reason``; ``reasons``: an event reason -> its message)."""
+COLLECTIONS = frozenset({"reasons"})
+"""Of those, the ones that hold whole words: a string ``in`` one is one of them, not a part of one."""
+RULE_FILES = ("workloads/observe", "workloads/reader.py", "infra/k8s", "core")
+NOT_CONTROLLER_WORDS: dict[tuple[str, str], str] = {
+    ("infra/k8s/live.py", "SSLError"): "the Python kubernetes client's own reason of a TLS failure (ApiException)",
+}
+"""Strings a rule compares with a ``reason`` or ``message`` that no controller writes: (file, string) -> whose."""
+
+
+def _module_strings(tree: ast.Module) -> dict[str, ast.expr]:
+    """The module's names bound once to a value at its top level (the tuples of words, the compiled patterns), and
+    those it imports from ``core.controller_strings`` (their values, as constants)."""
+    import core.controller_strings as table
+
+    found: dict[str, ast.expr] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == table.__name__:
+            for alias in node.names:
+                value = getattr(table, alias.name)
+                if isinstance(value, str | tuple):
+                    words = [value] if isinstance(value, str) else [v for v in value if isinstance(v, str)]
+                    found[alias.asname or alias.name] = ast.Tuple(elts=[ast.Constant(word) for word in words])
+        if isinstance(node, ast.Assign):
+            found |= {target.id: node.value for target in node.targets if isinstance(target, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            found[node.target.id] = node.value
+    return found
+
+
+class RuleWords(ast.NodeVisitor):
+    """Each string a module's rules match in a controller's words, and how: compared with one (``==``, ``in``),
+    looked up as a condition's type (``true_condition``, ``any_condition``), a prefix (``startswith``), a regular
+    expression searched in one (``re.search``, a compiled pattern's ``match``), a key of a dict looked up by one. A
+    loop's or a comprehension's name stands for the strings it iterates over."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.module = _module_strings(tree)
+        self.scopes: list[dict[str, ast.expr]] = [{}]
+        self.found: set[tuple[str, str]] = set()
+
+    def strings(self, node: ast.AST | None, depth: int = 0) -> list[str]:
+        if node is None or depth > 4:
+            return []
+        if isinstance(node, ast.Constant):
+            return [node.value] if isinstance(node.value, str) else []
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            return [s for element in node.elts for s in self.strings(element, depth + 1)]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "compile":
+            return self.strings(node.args[0], depth + 1) if node.args else []
+        if isinstance(node, ast.Name):
+            bound = next((scope[node.id] for scope in reversed(self.scopes) if node.id in scope), None)
+            return self.strings(bound if bound is not None else self.module.get(node.id), depth + 1)
+        return []
+
+    def subject(self, node: ast.AST) -> bool:
+        """Whether ``node`` reads a controller's words (a loop's name over strings does not)."""
+        for part in ast.walk(node):
+            if isinstance(part, ast.Attribute) and part.attr in SUBJECT_FIELDS:
+                return True
+            if isinstance(part, ast.Name) and part.id in SUBJECT_NAMES and not self.strings(part):
+                return True
+        return False
+
+    def add(self, node: ast.AST | None, how: str) -> None:
+        self.found |= {(text, how) for text in self.strings(node)}
+
+    def visit_For(self, node: ast.For) -> None:
+        self.visit(node.iter)
+        self.scopes.append({node.target.id: node.iter} if isinstance(node.target, ast.Name) else {})
+        for statement in [*node.body, *node.orelse]:
+            self.visit(statement)
+        self.scopes.pop()
+
+    def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp) -> None:
+        scope: dict[str, ast.expr] = {}
+        for generator in node.generators:
+            self.visit(generator.iter)
+            if isinstance(generator.target, ast.Name):
+                scope[generator.target.id] = generator.iter
+        self.scopes.append(scope)
+        parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+        for part in [*parts, *(test for generator in node.generators for test in generator.ifs)]:
+            self.visit(part)
+        self.scopes.pop()
+
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _comprehension  # noqa: N815
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        sides = [node.left, *node.comparators]
+        for op, left, right in zip(node.ops, sides, sides[1:], strict=False):
+            inside = isinstance(op, ast.In | ast.NotIn) and not (
+                isinstance(right, ast.Name) and right.id in COLLECTIONS
+            )
+            if self.subject(right) and not self.subject(left):
+                self.add(left, "contains" if inside else "equals")
+            elif self.subject(left) and not self.subject(right):
+                self.add(right, "equals")
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func, args = node.func, node.args
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        owner = func.value if isinstance(func, ast.Attribute) else None
+        if name in ("true_condition", "any_condition") and len(args) >= 2:
+            self.add(args[1], "equals")
+        elif name in ("startswith", "endswith") and owner is not None and self.subject(owner):
+            self.add(args[0] if args else None, "prefix")
+        elif name in ("search", "match", "fullmatch") and isinstance(owner, ast.Name) and owner.id == "re":
+            if len(args) >= 2 and self.subject(args[1]):
+                self.add(args[0], "searched")
+        elif name in ("search", "match", "fullmatch") and owner is not None and args and self.subject(args[0]):
+            self.add(owner, "searched")
+        elif name == "get" and isinstance(owner, ast.Dict) and args and self.subject(args[0]):
+            keys = [key for key in owner.keys if key is not None]
+            self.found |= {(key, "equals") for key in self.strings(ast.Tuple(elts=keys))}
+        elif name == "get" and owner is not None and self.subject(owner) and args:
+            self.add(args[0], "equals")
+        self.generic_visit(node)
+
+
+def _manifest_words(value: object) -> set[tuple[str, str]]:
+    """The strings the steps' failure policies match: a Job's failure reasons and message patterns (JobSet), a
+    pod's condition types (the Job controller)."""
+    found: set[tuple[str, str]] = set()
+    if isinstance(value, list):
+        for item in value:
+            found |= _manifest_words(item)
+    if isinstance(value, dict):
+        found |= {(reason, "equals") for reason in value.get("onJobFailureReasons") or []}
+        found |= {(pattern, "searched") for pattern in value.get("onJobFailureMessagePatterns") or []}
+        found |= {(c["type"], "equals") for c in value.get("onPodConditions") or [] if isinstance(c, dict)}
+        for item in value.values():
+            found |= _manifest_words(item)
+    return found
+
+
+def test_every_word_the_rules_match_is_a_row_of_the_table_and_every_row_is_matched():
+    """Derived from the rule modules' code and every step's manifest (dev's and prod's): a rule that starts matching a
+    controller's word fails here until ``core/controller_strings.py`` has its row (and so ``make controller`` checks
+    it in every release), and a row no rule matches any more fails too."""
+    from tests.source_files import parsed
+    from workloads.specs.step_specs import plan_workflow
+
+    found: set[tuple[str, str, str]] = set()
+    files = [
+        p for entry in RULE_FILES for p in ([ROOT / entry] if entry.endswith(".py") else (ROOT / entry).glob("*.py"))
+    ]
+    for path in files:
+        rel = str(path.relative_to(ROOT))
+        if rel == "core/controller_strings.py":
+            continue
+        visitor = RuleWords(parsed(path))
+        visitor.visit(parsed(path))
+        found |= {(rel, text, how) for text, how in visitor.found if (rel, text) not in NOT_CONTROLLER_WORDS}
+    for stack in ("dev", "prod"):
+        for step in plan_workflow(settings(stack, [])).steps:
+            found |= {("workloads/specs/step_manifests.py", *word) for word in _manifest_words(step.manifest)}
+    table = {(rule, row.text, row.how) for row in STRINGS for rule in row.rules}
+    assert sorted(found - table) == [], "matched by a rule, not a row of core/controller_strings.py"
+    assert sorted(table - found) == [], "a row no rule matches"
+
+
+@pytest.mark.parametrize(("name", "version"), [(n, v) for n in RELEASES for v in RELEASES[n]])
+def test_every_adopted_release_writes_every_word_the_rules_match(name, version):
+    """On the facts the command extracted from the release's source (offline): each literal of each row is in its
+    file, JobSet's webhook accepts the failure policy's reasons and it matches them as the rules rely on."""
+    facts = release_facts(name, version)
+    assert set(facts["strings"]) == set(checked_sources(name))
+    assert string_problems(name, version, facts["strings"]) == []
+    assert fact_problems(name, version, facts, configuration(1800, 1800) if name == "kueue" else None) == []
+    if name == "jobset":
+        assert kubernetes_minor(facts["kubernetesApi"]["version"]) in KUBERNETES_MINORS
+
+
+def test_facts_that_say_a_word_is_no_longer_written_fail_in_one_line():
+    facts = release_facts("kueue", "0.17.8")
+    facts["strings"]["pkg/scheduler/flavorassigner/flavorassigner.go"][
+        "insufficient unused quota for %s in flavor %s, %s more needed"
+    ] = 0
+    assert fact_problems("kueue", "0.17.8", facts, None) == [
+        "kueue v0.17.8 no longer writes 'insufficient unused quota for %s in flavor %s, %s more needed' in "
+        "pkg/scheduler/flavorassigner/flavorassigner.go, from which the rules of workloads/observe/live_state.py match "
+        "'insufficient unused quota' (a Workload's QuotaReserved message): read what it writes now, then change those "
+        "rules and core/controller_strings.py"
+    ]
+
+
+def _words_changed(files: dict[str, bytes], file: str, old: str, new: str) -> dict[str, bytes]:
+    content = files[file].decode()
+    assert content.count(old) == 1, old
+    return files | {file: content.replace(old, new).encode()}
+
+
+def test_a_kueue_release_that_no_longer_writes_a_word_the_rules_match_is_refused(tmp_path, checkout, capsys):
+    files = _words_changed(
+        upstream_files("kueue", "0.17.8"),
+        "pkg/controller/jobframework/reconciler.go",
+        '"FailedToStart"',
+        '"NotStarted"',
+    )
+    lines = _refused(tmp_path, capsys, "kueue", "0.18.0", files, checkout("kueue", "0.17.8"))
+    assert lines == [
+        "adopt_controller: kueue v0.18.0 no longer writes 'FailedToStart' in "
+        "pkg/controller/jobframework/reconciler.go, from which the rules of workloads/observe/live_state.py, "
+        "workloads/observe/waiting.py match 'FailedToStart' (a Workload's Finished reason): read what it writes now, "
+        "then change those rules and core/controller_strings.py"
+    ]
+
+
+def test_a_jobset_release_built_with_another_kubernetes_or_refusing_a_reason_is_refused(tmp_path, checkout, capsys):
+    files = upstream_files("jobset", "0.12.0")
+    files = _words_changed(files, GO_MOD, "k8s.io/api v0.36.0", "k8s.io/api v0.37.0")
+    files = _words_changed(files, JOBSET_WEBHOOK, "\tbatchv1.JobReasonPodFailurePolicy,\n", "")
+    files = _words_changed(files, "api/jobset/v1alpha2/jobset_types.go", '"Completed"', '"Succeeded"')
+    lines = _refused(tmp_path, capsys, "jobset", "0.13.0", files, checkout("jobset", "0.12.0"))
+    assert lines == [
+        "adopt_controller: jobset v0.13.0 no longer writes 'Completed' in api/jobset/v1alpha2/jobset_types.go, from "
+        "which the rules of workloads/observe/live_state.py, workloads/observe/startup.py match 'Completed' (a "
+        "JobSet's condition type and terminalState): read what it writes now, then change those rules and "
+        "core/controller_strings.py",
+        "adopt_controller: jobset v0.13.0 builds with Kubernetes 1.37 (go.mod: k8s.io/api v0.37.0), where the "
+        "Kubernetes words the stack's rules match were not read (core/controller_strings.py KUBERNETES_MINORS: "
+        f"{', '.join(KUBERNETES_MINORS)}): read their sources at 1.37, then add it",
+        "adopt_controller: jobset v0.13.0's webhook does not accept the Job failure reason PodFailurePolicy (batchv1."
+        "JobReasonPodFailurePolicy is not in validOnJobFailureReasons, pkg/webhooks/jobset_webhook.go), which the "
+        "training JobSet's failure policy names: it would refuse every training step "
+        "(workloads/specs/step_manifests.py)",
     ]

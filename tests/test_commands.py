@@ -3,7 +3,6 @@ expected argv."""
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import re
@@ -21,30 +20,29 @@ from core.names import DRILL_EXIT, SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_
 from tests.conftest import put, shared_path, slug
 from tests.fake_hub import COMMIT
 from tests.lifecycle_walk import settings
-from tests.shim_calls import LOG, read_calls
+from tests.shim_calls import read_calls
+from tests.step_scripts import install, literal_env, objects, scripts_of, step_id
 from workloads.container import restart_drill
 from workloads.container.launch import RESUMED_ENV, SKIPPED
 from workloads.specs.commands import (
-    DRILL_ENV,
-    DRILL_MARKER,
-    EVALS_LOG,
     EXPORT_BASE_DIR,
     OPTIMIZER_PATCH,
-    RUN_LINE,
     RUN_SCRIPT,
     SCRIPTS_DIR,
-    STALL_ENV,
-    STALL_MARKER,
     TRAIN_BASE_DIR,
-    TRAIN_LOG,
     TRAIN_RL,
     UTILS_RL,
     program_file,
     quote,
     vllm_additional_config,
 )
-from workloads.specs.step_specs import plan_workflow
-from workloads.workflow import INPUT_ANNOTATION
+from workloads.specs.train_script import (
+    DRILL_ENV,
+    RUN_LINE,
+    SLICE_WAIT_ENV,
+    STALL_ENV,
+    TRAIN_LOG,
+)
 
 # The tutorial's training command, verbatim (../shared/reference/tutorial.md, step 2).
 TUTORIAL_TRAIN = """python3 -m maxtext.trainers.post_train.rl.train_rl run_name=rl
@@ -88,49 +86,9 @@ PATCH, MARK, UPLOADER = (f"{SCRIPTS_DIR}/{name}" for name in ("optimizer_patch.p
 SNAPSHOT, SCAN, COMPLETE = (
     f"{SCRIPTS_DIR}/{n}" for n in ("base_snapshot.py", "checkpoint_scan.py", "complete_export.py")
 )
-WATCHDOG, JUDGE, LAUNCH = (f"{SCRIPTS_DIR}/{name}" for name in ("stall_watchdog.py", "train_exit.py", "launch.py"))
-
-SHIM = f"""#!/bin/sh
-case "$1" in */maxtext_check.py) exit 0;; esac
-{LOG}
-case "$1" in */launch.py) exec "{{python}}" "$@";; esac
-case "$1" in */base_snapshot.py) if [ -n "$SHIM_BASE_COMMIT" ]; then echo "$SHIM_BASE_COMMIT"; exit 0; fi
-  if [ -n "$SHIM_RUN_BASE" ]; then exec "{{python}}" "$@"; fi;; esac
-case "$1" in *.py)
-  if [ -n "$SHIM_RUN_C" ]; then exec "{{python}}" "$@"; fi
-  if [ -n "$SHIM_C_PRINTS" ]; then echo "$SHIM_C_PRINTS"; fi;;
-esac
-if [ "$1" = "-m" ] && [ -n "$SHIM_TRAIN_RL" ]; then exec "{{python}}" "$SHIM_TRAIN_RL"; fi
-if [ -n "$SHIM_FAIL" ]; then exit "$SHIM_FAIL"; fi
-"""
-
-
-def local_paths(script: str, tmp_path: Path) -> str:
-    """The training script with its log, side file and its stall and drill markers in ``tmp_path`` instead of /tmp
-    (the base's files are fetched by ``base_snapshot.py``, which prints a commit here and writes nothing)."""
-    markers = ((STALL_MARKER, "stalled"), (DRILL_MARKER, "drilled"))
-    for path, name in ((TRAIN_LOG, "train.log"), (EVALS_LOG, "evals.txt"), *markers):
-        script = script.replace(path, str(tmp_path / name))
-    return script
-
-
-def install(step: dict | str, tmp_path: Path, script: str | None = None) -> Path:
-    """The step's ConfigMap of scripts written to ``tmp_path/tpu-rl`` as the kubelet mounts it (or a bare
-    ``script`` alone), its ``/tpu-rl`` and /tmp paths made ``tmp_path``'s (``local_paths``), and the ``python3``
-    shim on ``tmp_path/bin``; the path of its ``run.sh``."""
-    files = dict(scripts_of(step)["data"]) if isinstance(step, dict) else {RUN_SCRIPT: step}
-    if script is not None:
-        files[RUN_SCRIPT] = script
-    folder = tmp_path / "tpu-rl"
-    folder.mkdir(exist_ok=True)
-    for name, text in files.items():
-        (folder / name).write_text(local_paths(text, tmp_path).replace(f"{SCRIPTS_DIR}/", f"{folder}/"))
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    shim = bin_dir / "python3"
-    shim.write_text(SHIM.format(python=sys.executable, log=tmp_path / "calls.log"))
-    shim.chmod(0o755)
-    return folder / RUN_SCRIPT
+WATCHDOG, JUDGE, LAUNCH, SLICE = (
+    f"{SCRIPTS_DIR}/{name}" for name in ("stall_watchdog.py", "train_exit.py", "launch.py", "slice_state.py")
+)
 
 
 def run_in_bash(
@@ -152,7 +110,13 @@ def run_in_bash(
     log = tmp_path / "calls.log"
     log.write_text("")
     bin_dir = tmp_path / "bin"
-    environment = {"PATH": f"{bin_dir}:/usr/bin:/bin", STALL_ENV: "7200", "SHIM_BASE_COMMIT": COMMIT, **(env or {})}
+    environment = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        STALL_ENV: "7200",
+        SLICE_WAIT_ENV: "16200",
+        "SHIM_BASE_COMMIT": COMMIT,
+        **(env or {}),
+    }
     done = subprocess.run(["bash", str(run_sh)], env=environment, timeout=60, capture_output=True, text=True)
     if check:
         assert done.returncode == 0, done.stderr
@@ -167,32 +131,6 @@ _LAST_RUN: list[subprocess.CompletedProcess[str]] = []
 def last_run() -> subprocess.CompletedProcess[str]:
     """The last ``run_in_bash``'s process: its return code, stdout and stderr."""
     return _LAST_RUN[-1]
-
-
-_SCRIPTS: dict[str, dict] = {}
-"""Each planned step's ConfigMap of scripts, by the step's name (``objects`` records them)."""
-
-
-def objects(stack: str, *overrides: str) -> dict[str, dict]:
-    """The step objects the builders make for an example stack (what the program registers:
-    ``test_workflow`` and ``test_policy`` compare the two); each one's ConfigMap of scripts is ``scripts_of``."""
-    found = {}
-    for step in plan_workflow(settings(stack, list(overrides))).steps:
-        manifest = copy.deepcopy(step.manifest)
-        if step.input_uri:  # annotated by the program once the previous step's output is verified
-            manifest["metadata"]["annotations"][INPUT_ANNOTATION] = step.input_uri
-        found[step.step] = manifest
-        _SCRIPTS[step.name] = copy.deepcopy(step.scripts)
-    return found
-
-
-def scripts_of(obj: dict) -> dict:
-    """The ConfigMap of scripts of a step object from ``objects``."""
-    return _SCRIPTS[obj["metadata"]["name"]]
-
-
-def step_id(obj: dict) -> str:
-    return obj["metadata"]["labels"]["tpu-rl/step-id"]
 
 
 def step_container(obj: dict) -> dict:
@@ -235,6 +173,7 @@ def test_each_step_runs_its_script_from_its_own_config_map(stack):
             "restart_drill.py",
             "train_exit.py",
             "launch.py",
+            "slice_state.py",
         },
         "export": {
             "maxtext_check.py",
@@ -299,13 +238,12 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
             expected += [
                 "dataset_name=nvidia/OpenMathInstruct-2",
                 "eval_dataset_name=nvidia/OpenMathInstruct-2",
-                # the Hub's files, staged in the bucket by the first attempt (issue 40 item 4)
+                # the Hub's files, staged in the bucket by the first attempt
                 f"hf_train_files={train_out}dataset/data/train_1M-*.parquet",
                 "train_split=train_1M",
             ]
     expected.append("checkpoint_period=10")  # not in the tutorial: bounds what a failure loses (docs/configuration.md)
-    expected.append("load_checkpoint_only_once=true")  # not in the tutorial: the actor copied, one read of the base
-    assert actual == expected
+    assert actual == expected, "load_checkpoint_only_once is MaxText's (docs/first-run.md): not passed"
     assert train_uri == f"{PROD_BUCKET}/gemma4-26b/convert/{step_id(objs['convert'])}/0/items/"
     uploads = [c[1:] for c in calls if c[:1] == [UPLOADER]]
     evals, log = str(tmp_path / "evals.txt"), str(tmp_path / "train.log")
@@ -314,8 +252,8 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
     attempt = re.fullmatch(re.escape(f"{train_out}logs/train-") + r"(\d{8}T\d{6}Z)\.log", uploads[1][1])
     assert attempt and uploads[0][1] == uploads[2][1] == f"{train_out}logs/evals-{attempt.group(1)}.txt"
     stall = str(tmp_path / "stalled")
-    assert any(c[:1] == [WATCHDOG] and c[2:] == [log, "7200", stall] for c in calls), (
-        "the watchdog watches the log with the manifest's bound"
+    assert any(c[:1] == [WATCHDOG] and c[2:] == [log, "7200", stall, "16200"] for c in calls), (
+        "the watchdog watches the log with the manifest's bound, and the devices' until their first sign"
     )
     drilled = str(tmp_path / "drilled")
     assert calls[-1] == [JUDGE, log, "0", stall, str(SLICE_DOWN_EXIT), str(STALLED_EXIT), drilled, str(DRILL_EXIT)]
@@ -331,7 +269,7 @@ def train_call(calls: list[list[str]]) -> list[str]:
 def test_training_fails_with_train_rls_exit_code_after_copying_the_log(tmp_path):
     """The log is copied whatever happens; the container exits with train_rl's status."""
     train = objects("prod", "tpu-rl:training.optimizer=adamw")["train"]
-    launch = f"python3 {SCRIPTS_DIR}/launch.py"
+    launch = f"HF_HUB_OFFLINE=1 python3 {SCRIPTS_DIR}/launch.py"
     failing = container_script(train).replace(launch, f"(exit 7) && {launch}", 1)
     calls = run_in_bash(train, tmp_path, check=False, script=failing)
     assert last_run().returncode == 7, "the judge printed nothing (not run here): train_rl's status"
@@ -421,7 +359,18 @@ def test_a_resumed_attempt_runs_the_releases_train_rl_without_its_pre_rl_evaluat
 @pytest.mark.pure
 @pytest.mark.parametrize(
     ("overrides", "slices", "chips"),
-    [((), 1, 32), (("tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"), 2, 64)],
+    [
+        ((), 1, 32),
+        (
+            (
+                "tpu-rl:tpu.slices=2",
+                "tpu-rl:training.iciExpertParallelism=1",
+                "tpu-rl:training.rolloutTensorParallelism=32",
+            ),
+            2,
+            64,
+        ),
+    ],
 )
 @pytest.mark.slow
 def test_the_training_log_starts_with_the_run_record(tmp_path, overrides, slices, chips):
@@ -617,8 +566,8 @@ def test_each_step_creates_its_output_folder_first_or_stops(tmp_path, gcs_folder
 def test_adamw_means_no_patch(tmp_path):
     calls = run_in_bash(objects("prod", "tpu-rl:training.optimizer=adamw")["train"], tmp_path)
     started = [c[1] if c[0] == "-m" else c[0] for c in calls]
-    assert started[:5] == [MARK, SNAPSHOT, SNAPSHOT, SCAN, UPLOADER], "the base's files, the dataset, the checkpoints"
-    assert sorted(started[5:8]) == sorted([LAUNCH, TRAIN_RL, WATCHDOG]), "the launcher execs train_rl"
+    assert started[:6] == [MARK, SNAPSHOT, SNAPSHOT, SCAN, UPLOADER, SLICE], "the base, the dataset, the slice"
+    assert sorted(started[6:9]) == sorted([LAUNCH, TRAIN_RL, WATCHDOG]), "the launcher execs train_rl"
     assert started[8:] == [UPLOADER, UPLOADER, JUDGE]
 
 
@@ -794,13 +743,6 @@ def test_sigterm_reaches_train_rl_and_the_attempt_keeps_its_log_and_evaluations(
     found = read_run_logs(gcs, output)
     assert found.attempts[0].restored_step == 30 and found.pre is None
     assert found.pre_unknown is not None and "resumed from a checkpoint (step 30 first)" in found.pre_unknown
-
-
-def literal_env(obj: dict) -> dict[str, str]:
-    """The training workload container's environment as the manifest sets it (literal values only)."""
-    pod = obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-    (workload,) = [c for c in pod["containers"] if c["name"] == "workload-container"]
-    return {e["name"]: e["value"] for e in workload["env"] if "value" in e}
 
 
 def train_env(obj: dict, tmp_path: Path, stand_in: Path, **overrides: str) -> dict[str, str]:

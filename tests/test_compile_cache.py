@@ -20,16 +20,15 @@ PROD = settings("prod", [])
 
 COLD = [
     ["tpu-rl:model.name=gemma4-e4b"],
-    ["tpu-rl:images.maxtext=us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4"],
+    ["tpu-rl:images.maxtext=us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training@sha256:" + "3" * 64],
     ["tpu-rl:images.pathwaysServer=us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server@sha256:" + "1" * 64],
     ["tpu-rl:images.pathwaysProxy=us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server@sha256:" + "2" * 64],
     ["tpu-rl:tpu.topology=16x16"],
-    ["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"],
+    ["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1", "tpu-rl:training.rolloutTensorParallelism=32"],
     ["tpu-rl:training.maxTargetLength=1024"],
     ["tpu-rl:training.iciTensorParallelism=4"],
     ["tpu-rl:training.optimizer=adamw"],
-    # no attempt resumes on its own with num_iterations above 1 (google/tunix#2290: core/config/resume.py)
-    ["tpu-rl:training.extraArgs.rl.num_iterations=2", "tpu-rl:workflow.maxRestarts=0", "tpu-rl:kueue.enabled=false"],
+    ["tpu-rl:training.extraArgs.eval_interval=5"],
 ]
 """Changes that make another compiled program (or another compiler, or another mesh): another folder."""
 WARM = [

@@ -21,9 +21,10 @@ from tests.lifecycle_walk import settings
 pytestmark = pytest.mark.pure
 
 T = "tpu-rl:training."
-ALONE = ["tpu-rl:workflow.maxRestarts=0", "tpu-rl:kueue.enabled=false"]
-"""No attempt resumes on its own: what rl.num_iterations above 1 needs (core/config/resume.py)."""
+TWO = ["tpu-rl:tpu.slices=2", f"{T}iciExpertParallelism=1", f"{T}rolloutTensorParallelism=32"]
+"""Two slices of 32 chips: the trainer's mesh FSDP x tensor, one sampler replica over the other slice."""
 EVALUATE = "tpu-rl:workflow.steps.evaluate=true"
+MAXTEXT_0_2_4 = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4"
 Check = Callable[[Settings], Any]
 
 
@@ -43,28 +44,50 @@ BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
     ),
     (
         "slices-train",
-        ["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"],
+        [*TWO, "tpu-rl:tpu.slices=2"],
         lambda s: s.tpu.slices,
         2,
-        ["tpu-rl:tpu.slices=3", "tpu-rl:training.iciExpertParallelism=1"],
-        "at most 2: one slice, or two with train_rl's trainer on one and its samplers on the other; tpu-rl does not "
-        "split train_rl over more (each further slice would be paid for and not used)",
+        [*TWO, "tpu-rl:tpu.slices=3"],
+        "at most 2: MaxText 0.2.5's train_rl builds the trainer's and the samplers' meshes as one slice each, so "
+        "tpu-rl runs one slice, or two with the trainer on one and the samplers on the other (a side over more slices "
+        "would be one mesh across the data-centre network)",
     ),
     (
         "two-slices-expert",
-        ["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"],
+        TWO,
         knob("ici_expert_parallelism"),
         1,
-        ["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=2"],
+        [*TWO, f"{T}iciExpertParallelism=2"],
         "must be 1 with two slices: train_rl sets the trainer's mesh to FSDP x tensor over its whole slice",
     ),
     (
         "two-slices-fsdp",
-        ["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1", "tpu-rl:training.iciFsdpParallelism=16"],
+        [*TWO, f"{T}iciFsdpParallelism=16"],
         knob("ici_fsdp_parallelism"),
         16,
-        ["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1", "tpu-rl:training.iciFsdpParallelism=8"],
+        [*TWO, f"{T}iciFsdpParallelism=8"],
         "FSDP (8) x tensor (2) must be the trainer's slice of 32 chips (tpu.slices is 2; -1 fills it)",
+    ),
+    (
+        # Tensor parallelism 1: MaxText sets the trainer's FSDP to its slice's chips whatever the setting
+        # (setup_configs_and_devices checks the setting only with tensor parallelism above 1).
+        "two-slices-fsdp-overridden-at-tensor-1",
+        [*TWO, f"{T}iciTensorParallelism=1", f"{T}iciFsdpParallelism=8"],
+        knob("ici_fsdp_parallelism"),
+        8,
+        [*TWO, f"{T}iciTensorParallelism=2", f"{T}iciFsdpParallelism=8"],
+        "FSDP (8) x tensor (2) must be the trainer's slice of 32 chips (tpu.slices is 2; -1 fills it)",
+    ),
+    (
+        # One sampler replica over the samplers' slice: rollout TP x EP is its 32 chips (4 x 8), 4 x 4 is two replicas.
+        "two-slices-one-sampler-replica",
+        [*TWO, f"{T}rolloutTensorParallelism=4", f"{T}rolloutExpertParallelism=8"],
+        knob("rollout_expert_parallelism"),
+        8,
+        [*TWO, f"{T}rolloutTensorParallelism=4", f"{T}rolloutExpertParallelism=4"],
+        "rollout TP x EP (16) must be the samplers' slice of 32 chips (tpu.slices is 2: the samplers run one replica "
+        "over their slice, rollout_data_parallelism 1, as MaxText's multislice RL was introduced, maxtext#2702); set "
+        "rolloutTensorParallelism x rolloutExpertParallelism to 32",
     ),
     ("slices-min", ["tpu-rl:tpu.slices=1"], lambda s: s.tpu.slices, 1, ["tpu-rl:tpu.slices=0"], "must be at least 1"),
     (
@@ -157,11 +180,51 @@ BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
     ),
     (
         "restarts-max",
-        ["tpu-rl:workflow.maxRestarts=5"],
+        ["tpu-rl:workflow.maxRestarts=10"],
         lambda s: s.workflow.max_restarts,
-        5,
-        ["tpu-rl:workflow.maxRestarts=6"],
-        "must be at most 5",
+        10,
+        ["tpu-rl:workflow.maxRestarts=11"],
+        "must be at most 10",
+    ),
+    (
+        # The estimate's training: 45 min of start-up and 96 s a step after the first; 872 batches are 23.98 h, 873
+        # are 24.003 h, past one day: two disruptions to plan for.
+        "restarts-one-per-started-day",
+        [f"{T}numBatches=872", "tpu-rl:workflow.maxRestarts=1"],
+        lambda s: s.workflow.max_restarts,
+        1,
+        [f"{T}numBatches=873", "tpu-rl:workflow.maxRestarts=1"],
+        "each disruption of a training run (a lost slice, a maintenance event, a stalled attempt) costs one counted "
+        "JobSet restart, and the estimate's training takes 24.003 h: at least 2, one per started 24 h; raise it to 2 "
+        "or more, or set 0 to fail the run at its first disruption (the tutorial's behaviour)",
+    ),
+    (
+        "gke-version-kueue",
+        ["tpu-rl:gke.versionPrefix=1.33."],
+        lambda s: s.gke.version_prefix,
+        "1.33.",
+        ["tpu-rl:gke.versionPrefix=1.32.9"],
+        'the Kueue tpu-rl installs (tpu-rl:kueue.version) is tested on Kubernetes 1.33 to 1.35: pin "1.33." or '
+        'later (the prod example pins "1.35."), or leave it empty for the channel\'s default',
+    ),
+    (
+        "gke-version-maintenance-label",
+        ["tpu-rl:kueue.enabled=false", "tpu-rl:gke.versionPrefix=1.31.1-gke.2008000"],
+        lambda s: s.gke.version_prefix,
+        "1.31.1-gke.2008000",
+        ["tpu-rl:kueue.enabled=false", "tpu-rl:gke.versionPrefix=1.31.1-gke.2007999"],
+        'GKE labels a TPU node with its scheduled maintenance from 1.31.1-gke.2008000 only: pin "1.31." or later, '
+        "or leave it empty for the channel's default",
+    ),
+    (
+        "maxtext-image-of-another-release",
+        [f"tpu-rl:images.maxtext={MAXTEXT_0_2_4}", "tpu-rl:images.maxtextCheck=warn"],
+        lambda s: (s.images.maxtext, s.images.maxtext_check),
+        (MAXTEXT_0_2_4, "warn"),
+        [f"tpu-rl:images.maxtext={MAXTEXT_0_2_4}"],
+        "its tag names MaxText 0.2.4, and tpu-rl's checks ran on 0.2.5, so every MaxText step would stop at its image "
+        "check: use the tpu_post_training image of 0.2.5, adopt 0.2.4 first (make maxtext VERSION=0.2.4, "
+        'docs/releases.md "Adopting a MaxText release"), or set tpu-rl:images.maxtextCheck warn to run it unchecked',
     ),
     (
         "restarts-zero",
@@ -274,10 +337,10 @@ BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
         # The actor a copy of the reference: 32 chips at chips_per_vm 16 are two VMs to MaxText, the trainer's and
         # the sampler's chips apart; at 17, one VM, the same chips (model_creation_utils setup_configs_and_devices).
         "actor-copy-needs-chips-apart",
-        [f"{T}extraArgs.chips_per_vm=16"],
+        [f"{T}loadCheckpointOnlyOnce=true", f"{T}extraArgs.chips_per_vm=16"],
         lambda s: (s.training.knobs["load_checkpoint_only_once"], s.training.extra_args["chips_per_vm"]),
         (True, "16"),
-        [f"{T}extraArgs.chips_per_vm=17"],
+        [f"{T}loadCheckpointOnlyOnce=true", f"{T}extraArgs.chips_per_vm=17"],
         "must be false where train_rl's trainer and sampler share their chips (32 chips, chips_per_vm 17, "
         "use_pathways true: fewer than two VMs or no Pathways): the actor would share the reference's arrays with "
         "vLLM's copy, which tunix deletes at each weight sync",
@@ -476,23 +539,14 @@ BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
         '"ANSWER" (its program stops with exit 3 on equal ones, after training); use different start and end markers',
     ),
     (
-        # rl.num_iterations and num_epoch multiply the steps too: int(50 x 2 x 0.004 x 3) = 1, with 0.0033 it is 0.
-        "training-steps-count-iterations-and-epochs",
-        [
-            f"{T}extraArgs.rl.num_iterations=2",
-            f"{T}extraArgs.num_epoch=3",
-            f"{T}extraArgs.train_fraction=0.004",
-            *ALONE,
-        ],
+        # num_epoch multiplies the steps too: int(50 x 1 x 0.007 x 3) = 1, with 0.0066 it is 0 (rl.num_iterations,
+        # the other factor, is refused above 1: core/config/resume.py).
+        "training-steps-count-epochs",
+        [f"{T}extraArgs.num_epoch=3", f"{T}extraArgs.train_fraction=0.007"],
         lambda s: s.training.final_step,
         1,
-        [
-            f"{T}extraArgs.rl.num_iterations=2",
-            f"{T}extraArgs.num_epoch=3",
-            f"{T}extraArgs.train_fraction=0.0033",
-            *ALONE,
-        ],
-        "training runs int(numBatches x rl.num_iterations x train_fraction x num_epoch) = int(50 x 2 x 0.0033 x 3) "
+        [f"{T}extraArgs.num_epoch=3", f"{T}extraArgs.train_fraction=0.0066"],
+        "training runs int(numBatches x rl.num_iterations x train_fraction x num_epoch) = int(50 x 1 x 0.0066 x 3) "
         "= 0 steps: it would save no checkpoint, so the export could never run; raise train_fraction or numBatches",
     ),
     (
@@ -530,6 +584,8 @@ REFUSED_AS = {
     "slices-train": "tpu-rl:tpu.slices = 3",
     "two-slices-expert": "tpu-rl:training.iciExpertParallelism = 2",
     "two-slices-fsdp": "tpu-rl:training.iciFsdpParallelism = 8",
+    "two-slices-fsdp-overridden-at-tensor-1": "tpu-rl:training.iciFsdpParallelism = 8",
+    "two-slices-one-sampler-replica": "tpu-rl:training.rolloutTensorParallelism = 4",
     "slices-min": 'tpu-rl:tpu.slices = "0"',
     "batches-max": 'tpu-rl:training.numBatches = "100001"',
     "top-k-is-the-vocabulary": 'tpu-rl:training.decodeSamplingTopK = "262145"',
@@ -542,7 +598,11 @@ REFUSED_AS = {
     "pool-max": 'tpu-rl:cpuPool.maxNodes = "1001"',
     "min-equals-max": "tpu-rl:systemPool.maxNodes = 2",
     "cpu-disk-min": 'tpu-rl:cpuPool.diskSizeGb = "49"',
-    "restarts-max": 'tpu-rl:workflow.maxRestarts = "6"',
+    "restarts-max": 'tpu-rl:workflow.maxRestarts = "11"',
+    "restarts-one-per-started-day": "tpu-rl:workflow.maxRestarts = 1",
+    "gke-version-kueue": 'tpu-rl:gke.versionPrefix = "1.32.9"',
+    "gke-version-maintenance-label": 'tpu-rl:gke.versionPrefix = "1.31.1-gke.2007999"',
+    "maxtext-image-of-another-release": f'tpu-rl:images.maxtext = "{MAXTEXT_0_2_4[:55]}..."',
     "restarts-zero": 'tpu-rl:workflow.maxRestarts = "-1"',
     "timeout-max": 'tpu-rl:workflow.timeouts.train = "168h0m1s"',
     "timeout-min": 'tpu-rl:workflow.timeouts.convert = "59s"',
@@ -578,7 +638,7 @@ REFUSED_AS = {
     "evaluation-start-marker-inside-the-end-is-read": 'tpu-rl:training.extraArgs.solution_start_token = "answer"',
     "evaluation-markers-differ": 'tpu-rl:training.extraArgs.solution_start_token = "ANSWER"',
     "training-alone-may-share-markers": 'tpu-rl:training.extraArgs.solution_start_token = "ANSWER"',
-    "training-steps-count-iterations-and-epochs": "tpu-rl:training.extraArgs.train_fraction = 0.0033",
+    "training-steps-count-epochs": "tpu-rl:training.extraArgs.train_fraction = 0.0066",
     "trainer-above-zero": "tpu-rl:training.trainerDevicesFraction = 0.0",
     "fsdp-fill-or-positive": "tpu-rl:training.iciFsdpParallelism = 0",
     "a-host-route-is-a-network": 'tpu-rl:authorizedNetworks[0] = "198.51.100.7/33"',
@@ -657,7 +717,7 @@ def test_the_prod_stack_reads_as_written():
         },
         "gke": {
             "release_channel": "REGULAR",
-            "version_prefix": None,
+            "version_prefix": "1.35.",
             "maintenance_exclusion": "NO_MINOR_OR_NODE_UPGRADES",
             "maintenance_window": "09:00",
             "hold_upgrades": None,
@@ -692,6 +752,7 @@ def test_the_prod_stack_reads_as_written():
             "6342a3cae2818d2f887d396e9ae4156b3316f79fef186d71ff16d535b44e1724",
             "registries": ("us-docker.pkg.dev/cloud-tpu-images", "us-docker.pkg.dev/cloud-tpu-v2-images"),
             "upstream": None,
+            "maxtext_check": "refuse",
         },
         "workflow": {
             "enabled": True,
@@ -766,9 +827,9 @@ def values_of_knobs() -> dict[str, Any]:
             [
                 'tpu-rl:images.registries=["us-docker.pkg.dev/cloud-tpu-images", '
                 '"us-docker.pkg.dev/cloud-tpu-v2-images", "europe-docker.pkg.dev/my-project/mirror"]',
-                "tpu-rl:images.maxtext=europe-docker.pkg.dev/my-project/mirror/maxtext:0.2.4",
+                "tpu-rl:images.maxtext=europe-docker.pkg.dev/my-project/mirror/maxtext:0.2.5",
             ],
-            {"images.maxtext": "europe-docker.pkg.dev/my-project/mirror/maxtext:0.2.4"},
+            {"images.maxtext": "europe-docker.pkg.dev/my-project/mirror/maxtext:0.2.5"},
         ),
         (["tpu-rl:forceDestroy=true"], {"force_destroy": True}),
         (["tpu-rl:bucketName=my-bucket"], {"bucket_name": "my-bucket"}),

@@ -128,3 +128,37 @@ def test_the_last_spec_the_configuration_accepts_is_one_the_program_runs_and_the
     # A start marker inside the end marker: MaxText's pattern (start, shortest text, end) finds the answer all the same.
     assert extract_answer("answer 18 </answer>", "answer", "</answer>") == "18"
     assert extract_answer("answer 18 </answer> answer 18 </answer>", "answer", "</answer>") == "18"
+
+
+def test_the_prod_example_pins_a_gke_version_its_kueue_is_tested_on():
+    """Pulumi.prod.yaml pins the control plane (``tpu-rl:gke.versionPrefix``) inside the Kubernetes versions the
+    Kueue it installs is tested on (core/config/cluster.py ``KUEUE_KUBERNETES``, from Kueue's Makefile-test.mk), past
+    the GKE that labels a TPU node with its scheduled maintenance."""
+    from core.config.cluster import KUEUE_KUBERNETES, MAINTENANCE_LABEL_MIN_GKE, _version_tuple
+
+    prefix = settings("prod", []).gke.version_prefix
+    assert prefix is not None
+    pinned = _version_tuple(prefix)
+    oldest, newest = (_version_tuple(v) for v in KUEUE_KUBERNETES)
+    assert settings("prod", []).kueue.install and oldest <= pinned[:2] <= newest
+    assert pinned > _version_tuple(MAINTENANCE_LABEL_MIN_GKE)[: len(pinned)]
+
+
+@pytest.mark.parametrize(
+    ("prefix", "kueue", "refused"),
+    [
+        ("1.33.", True, False),
+        ("1.32.", True, True),
+        ("1.32.", False, False),  # no Kueue of the stack's: the maintenance label's minimum only
+        ("1.31.", False, False),  # the channel's newest 1.31 is past 1.31.1-gke.2008000
+        ("1.31.0", False, True),
+        ("1.36.", True, False),  # newer than Kueue's tested versions is not refused
+    ],
+)
+def test_the_gke_version_minimum(prefix, kueue, refused):
+    overrides = [f"tpu-rl:gke.versionPrefix={prefix}", f"tpu-rl:kueue.enabled={str(kueue).lower()}"]
+    if not refused:
+        assert settings("prod", overrides).gke.version_prefix == prefix
+        return
+    with pytest.raises(ConfigError, match=r"^tpu-rl:gke\.versionPrefix = "):
+        settings("prod", overrides)

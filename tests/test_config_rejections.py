@@ -15,6 +15,7 @@ import pytest
 
 from core.config import ConfigError, load_settings
 from tests.conftest import plan_of
+from tests.lifecycle_walk import settings
 from tests.pure_plan import per_mutant_cache
 from tools import stack_files
 from tools.plan import main as plan_main
@@ -122,13 +123,13 @@ BAD_INPUTS = [
     ),
     (
         "image-other-registry",
-        ["tpu-rl:images.maxtext=docker.io/someone/tpu_post_training:0.2.4"],
+        ["tpu-rl:images.maxtext=docker.io/someone/tpu_post_training:0.2.5"],
         "tpu-rl:images.maxtext",
         "not from an allowed registry",
     ),
     (
         "image-lookalike-registry",
-        ["tpu-rl:images.maxtext=us-docker.pkg.dev/cloud-tpu-images-mirror/maxtext-images/tpu_post_training:0.2.4"],
+        ["tpu-rl:images.maxtext=us-docker.pkg.dev/cloud-tpu-images-mirror/maxtext-images/tpu_post_training:0.2.5"],
         "tpu-rl:images.maxtext",
         "not from an allowed registry",
     ),
@@ -245,7 +246,7 @@ BAD_INPUTS = [
     ("system-min-zero", ["tpu-rl:systemPool.minNodes=0"], "tpu-rl:systemPool.minNodes", "at least 1"),
     ("pool-max-1001", ["tpu-rl:cpuPool.maxNodes=1001"], "tpu-rl:cpuPool.maxNodes", "at most 1000"),
     ("cpu-disk-small", ["tpu-rl:cpuPool.diskSizeGb=10"], "tpu-rl:cpuPool.diskSizeGb", "at least 50"),
-    ("restarts-unbounded", ["tpu-rl:workflow.maxRestarts=100"], "tpu-rl:workflow.maxRestarts", "at most 5"),
+    ("restarts-unbounded", ["tpu-rl:workflow.maxRestarts=100"], "tpu-rl:workflow.maxRestarts", "at most 10"),
     ("bool-word", ["tpu-rl:protect=yes"], "tpu-rl:protect", "true or false"),
     ("bool-list", ["tpu-rl:protect=[]"], "tpu-rl:protect", "true or false, not a list"),
     ("bool-object", ["tpu-rl:forceDestroy={}"], "tpu-rl:forceDestroy", "true or false, not an object"),
@@ -376,7 +377,7 @@ BAD_INPUTS = [
     ),
     (
         "actor-copy-on-shared-chips",
-        ["tpu-rl:training.extraArgs.use_pathways=false"],
+        ["tpu-rl:training.loadCheckpointOnlyOnce=true", "tpu-rl:training.extraArgs.use_pathways=false"],
         "tpu-rl:training.loadCheckpointOnlyOnce",
         "share their chips",
     ),
@@ -386,6 +387,30 @@ BAD_INPUTS = [
         "tpu-rl:training.extraArgs.chips_per_vm",
         "at least 1",
     ),
+    # -- two slices: one sampler replica over the samplers' slice (core/config/finish.py _check_disaggregated)
+    (
+        "two-slices-sampler-replicas",
+        ["tpu-rl:tpu.slices=2", "tpu-rl:training.rolloutTensorParallelism=4"],
+        "tpu-rl:training.rolloutTensorParallelism",
+        "maxtext#2702",
+    ),
+    ("three-slices", ["tpu-rl:tpu.slices=3"], "tpu-rl:tpu.slices", "one slice each"),
+    # -- restarts for the run's length (core/config/workflow.py restarts_for_run)
+    (
+        "restarts-short-of-the-run",
+        ["tpu-rl:training.numBatches=3000", "tpu-rl:workflow.maxRestarts=1"],
+        "tpu-rl:workflow.maxRestarts",
+        "one per started 24 h",
+    ),
+    # -- what the stack relies on of GKE and of its MaxText image
+    ("gke-older-than-kueue", ["tpu-rl:gke.versionPrefix=1.32."], "tpu-rl:gke.versionPrefix", "Kubernetes 1.33 to 1.35"),
+    (
+        "maxtext-image-of-another-release",
+        ["tpu-rl:images.maxtext=us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:maxtext-v0.2.4"],
+        "tpu-rl:images.maxtext",
+        "names MaxText 0.2.4",
+    ),
+    ("maxtext-check-unknown", ["tpu-rl:images.maxtextCheck=ignore"], "tpu-rl:images.maxtextCheck", "refuse"),
     # -- combinations that cannot finish (docs/configuration.md "Combinations refused because they cannot finish")
     ("training-no-step", [f"{X}.train_fraction=0.05"], f"{X}.train_fraction", "= 0 steps"),
     (
@@ -416,12 +441,12 @@ BAD_INPUTS = [
     ("extra-int-negative", [f"{X}.rl.num_iterations=-1"], f"{X}.rl.num_iterations", "at least 1"),
     ("extra-iterations-resume", [f"{X}.rl.num_iterations=2"], f"{X}.rl.num_iterations", "google/tunix#2290"),
     (
-        "extra-iterations-drill",
-        [f"{X}.rl.num_iterations=2", "tpu-rl:workflow.maxRestarts=0", "tpu-rl:kueue.enabled=false"]
-        + ["tpu-rl:workflow.restartDrill=true"],
+        "extra-iterations-without-restarts",
+        [f"{X}.rl.num_iterations=2", "tpu-rl:workflow.maxRestarts=0", "tpu-rl:kueue.enabled=false"],
         f"{X}.rl.num_iterations",
-        "(workflow.restartDrill true)",
+        "the next `up` retrying the run",
     ),
+    ("extra-rollout-replicas", [f"{X}.rollout_data_parallelism=2"], f"{X}.rollout_data_parallelism", "one sampler"),
     ("extra-fraction-word", [f"{X}.train_fraction=x"], f"{X}.train_fraction", "finite number"),
     ("extra-fraction-nan", [f"{X}.train_fraction=nan"], f"{X}.train_fraction", "finite number"),
     ("extra-fraction-inf", [f"{X}.train_fraction=inf"], f"{X}.train_fraction", "finite number"),
@@ -667,11 +692,11 @@ def test_readme_commands_work_as_written(tmp_path, capsys):
             "--set",
             "tpu-rl:authorizedNetworks[1]=192.0.2.0/24",
             "--set",
-            'tpu-rl:training.extraArgs["rl.num_iterations"]=2',
+            'tpu-rl:training.extraArgs["rl.grpo_beta"]=0.04',
             "--set",
             "tpu-rl:workflow.maxRestarts=0",
             "--set",
-            "tpu-rl:kueue.enabled=false",
+            "tpu-rl:training.extraArgs.num_epoch=2",
             "--set",
             "tpu-rl:training.extraArgs.eval_interval=5",
             "--set",
@@ -684,15 +709,16 @@ def test_readme_commands_work_as_written(tmp_path, capsys):
         "prod",
         "tpu-rl:authorizedNetworks[0]=198.51.100.7/32",
         "tpu-rl:authorizedNetworks[1]=192.0.2.0/24",
-        'tpu-rl:training.extraArgs["rl.num_iterations"]=2',
-        "tpu-rl:training.extraArgs.rl.num_iterations=2",
+        'tpu-rl:training.extraArgs["rl.grpo_beta"]=0.04',
+        "tpu-rl:training.extraArgs.num_epoch=2",
         "tpu-rl:workflow.maxRestarts=0",
-        "tpu-rl:kueue.enabled=false",
     )
     cluster = plan.one("gcp:container/cluster:Cluster")["inputs"]
     blocks = [b["cidrBlock"] for b in cluster["masterAuthorizedNetworksConfig"]["cidrBlocks"]]
     assert blocks == ["198.51.100.7/32", "192.0.2.0/24"]
-    assert plan.outputs["steps"]["train"]["finalStep"] == 100, "rl.num_iterations=2 doubles the steps"
+    assert plan.outputs["steps"]["train"]["finalStep"] == 100, "num_epoch=2 doubles the steps"
+    nested = settings("prod", ['tpu-rl:training.extraArgs["rl.grpo_beta"]=0.04'])
+    assert nested.training.extra_args["rl.grpo_beta"] == "0.04", "the quoted path names the dotted key"
 
 
 BASE = {"gcp:project": "my-proj-123", "gcp:region": "us-east5", "gcp:zone": "us-east5-b"}

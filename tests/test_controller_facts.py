@@ -5,14 +5,31 @@ whole command and the committed facts are tests/test_adopt_controller.py's."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from core.controller_strings import (
+    KUBERNETES_MINORS,
+    KUBERNETES_READ,
+    KUEUE_TYPES,
+    STRINGS,
+    Source,
+    checked_sources,
+    format_pattern,
+    job_failure_reasons,
+    matches,
+    written_by_sources,
+)
 from tools.controller_facts import (
     CONFIGURATION_TYPES,
+    FAILURE_POLICY,
     FIX,
     FRAMEWORK_FILES,
+    GO_MOD,
+    JOBSET_WEBHOOK,
     KEY_SOURCES,
     configuration_facts,
     configuration_problems,
@@ -20,8 +37,14 @@ from tools.controller_facts import (
     extract,
     fact_problems,
     framework_problems,
+    go_strings,
+    jobset_facts,
+    jobset_problems,
     key_facts,
     key_problems,
+    kubernetes_minor,
+    string_facts,
+    string_problems,
     unknown_fields,
 )
 
@@ -196,13 +219,16 @@ const (
 	ExclusiveKey          string = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 	CoordinatorKey               = "jobset.sigs.k8s.io/coordinator"
 	ConditionCompleted           = "Completed"
+	JobSetUIDKey          string = "jobset.sigs.k8s.io/jobset-uid"
 )
 """
+JOBSET_CONSTANTS = 'package constants\n\nconst (\n\tRestartsKey = "jobset.sigs.k8s.io/restart-attempt"\n)\n'
+"""``pkg/constants/constants.go``: the restart count's key is declared there, not with the API's."""
 JOBSET_CONTROLLER = """package controllers
 
 func labelAndAnnotate(obj metav1.Object, js *jobset.JobSet, rjob *jobset.ReplicatedJob, jobIdx int) {
 	labels := maps.Clone(obj.GetLabels())
-	labels[jobset.JobSetNameKey] = js.Name
+	labels[jobset.JobSetNameKey] = js.Name; labels[jobset.JobSetUIDKey] = string(js.UID)
 	labels[jobset.ReplicatedJobNameKey] = rjob.Name
 	labels[jobset.ReplicatedJobReplicas] = strconv.Itoa(int(rjob.Replicas))
 	labels[jobset.JobIndexKey] = strconv.Itoa(jobIdx); labels[constants.RestartsKey] = "0"
@@ -218,29 +244,44 @@ func labelAndAnnotate(obj metav1.Object, js *jobset.JobSet, rjob *jobset.Replica
 	}
 }
 """
-TYPES_FILE, USES = KEY_SOURCES["jobset"]
+(TYPES_FILE, CONSTANTS_FILE), USES = KEY_SOURCES["jobset"]
 CONTROLLER_FILE = USES["pod label"][0]
+DECLARED = f"{TYPES_FILE}, {CONSTANTS_FILE}"
 
 
-def _jobset(types: str = JOBSET_TYPES, controller: str = JOBSET_CONTROLLER) -> dict[str, Any]:
-    return key_facts("jobset", {TYPES_FILE: types, CONTROLLER_FILE: controller})
+def _jobset(
+    types: str = JOBSET_TYPES, controller: str = JOBSET_CONTROLLER, constants: str = JOBSET_CONSTANTS
+) -> dict[str, Any]:
+    return key_facts("jobset", {TYPES_FILE: types, CONSTANTS_FILE: constants, CONTROLLER_FILE: controller})
 
 
 def test_the_keys_facts_are_each_key_constant_and_where_it_is_used_so():
     facts = _jobset()
-    assert facts["declaredIn"] == TYPES_FILE
-    assert facts["constants"]["JobIndexKey"] == {"value": "jobset.sigs.k8s.io/job-index", "line": 7}
-    assert facts["constants"]["CoordinatorKey"] == {"value": "jobset.sigs.k8s.io/coordinator", "line": 9}
+    assert facts["declaredIn"] == [TYPES_FILE, CONSTANTS_FILE]
+    assert facts["constants"]["JobIndexKey"] == {"value": "jobset.sigs.k8s.io/job-index", "line": 7, "file": TYPES_FILE}
+    assert facts["constants"]["CoordinatorKey"] == {
+        "value": "jobset.sigs.k8s.io/coordinator",
+        "line": 9,
+        "file": TYPES_FILE,
+    }
     assert "ConditionCompleted" not in facts["constants"], "not a label or annotation key"
     assert facts["uses"]["pod label"]["file"] == CONTROLLER_FILE
     assert facts["uses"]["pod label"]["found"]["JobIndexKey"] == [{"line": 8, "code": "labels[jobset.JobIndexKey] ="}]
     assert set(facts["uses"]["pod label"]["found"]) == {
         "JobSetNameKey",
+        "JobSetUIDKey",
         "ReplicatedJobNameKey",
         "ReplicatedJobReplicas",
         "JobIndexKey",
+        "RestartsKey",
         "CoordinatorKey",
-    }, "another package's constant (constants.RestartsKey) is not one of the file's keys"
+    }
+    assert facts["constants"]["RestartsKey"]["file"] == CONSTANTS_FILE
+    assert facts["uses"]["pod label"]["found"]["RestartsKey"] == [
+        {"line": 8, "code": "labels[constants.RestartsKey] ="}
+    ], "declared in pkg/constants/constants.go, used as the pods' label"
+    undeclared = _jobset(constants="package constants\n")
+    assert "RestartsKey" not in undeclared["uses"]["pod label"]["found"], "a constant no declaring file has"
     assert set(facts["uses"]["pod annotation"]["found"]) == {"JobSetNameKey", "ReplicatedJobNameKey", "ExclusiveKey"}
     assert facts["uses"]["template annotation"]["found"] == {
         "ExclusiveKey": [{"line": 16, "code": ".Template.Annotations[jobset.ExclusiveKey]"}]
@@ -251,16 +292,16 @@ def test_the_keys_facts_are_each_key_constant_and_where_it_is_used_so():
 def test_a_key_without_its_constant_is_refused():
     types = JOBSET_TYPES.replace('\tCoordinatorKey               = "jobset.sigs.k8s.io/coordinator"\n', "")
     assert key_problems("jobset", "0.13.0", _jobset(types=types)) == [
-        f"jobset v0.13.0 declares no jobset.sigs.k8s.io/coordinator ({TYPES_FILE}), which the stack relies on: {FIX}"
+        f"jobset v0.13.0 declares no jobset.sigs.k8s.io/coordinator ({DECLARED}), which the stack relies on: {FIX}"
     ]
     renamed = JOBSET_TYPES.replace("jobset.sigs.k8s.io/job-index", "jobset.sigs.k8s.io/job-number")
     assert key_problems("jobset", "0.13.0", _jobset(types=renamed)) == [
-        f"jobset v0.13.0 declares no jobset.sigs.k8s.io/job-index ({TYPES_FILE}), which the stack relies on: {FIX}"
+        f"jobset v0.13.0 declares no jobset.sigs.k8s.io/job-index ({DECLARED}), which the stack relies on: {FIX}"
     ]
     inner = 'func f() {\n\tconst inner = "jobset.sigs.k8s.io/job-index"\n}\n\nconst ('
     inside = renamed.replace("const (", inner)
     assert key_problems("jobset", "0.13.0", _jobset(types=inside)) == [
-        f"jobset v0.13.0 declares no jobset.sigs.k8s.io/job-index ({TYPES_FILE}), which the stack relies on: {FIX}"
+        f"jobset v0.13.0 declares no jobset.sigs.k8s.io/job-index ({DECLARED}), which the stack relies on: {FIX}"
     ], "a function's constant is not the package's"
 
 
@@ -309,6 +350,15 @@ KUEUE_FILES = {
 }
 
 
+def words_file(sources: tuple[Source, ...]) -> str:
+    """A Go file that writes each literal once, in a var block (our text)."""
+    return "var (\n" + "".join(f"\t_ = {json.dumps(source.literal)}\n" for source in sources) + ")\n"
+
+
+for _file, _sources in checked_sources("kueue").items():
+    KUEUE_FILES[_file] = KUEUE_FILES.get(_file, "") + words_file(_sources)
+
+
 def test_a_kueue_releases_facts_from_its_files():
     facts, problems = extract(
         "kueue", "0.18.0", lambda path: KUEUE_FILES[path].encode() if path in KUEUE_FILES else None
@@ -340,14 +390,18 @@ def test_a_release_without_the_files_is_refused_for_each_and_its_other_facts_che
         "kueue v0.18.0 has no pkg/controller/jobframework/reconciler.go, where tpu-rl checks the keys its objects "
         "rely on",
         f"kueue v0.18.0's {CONFIGURATION_TYPES} declares no struct Configuration",
-    ]
-    assert "keys" not in facts and "configuration" not in facts
+    ], "a file read for two checks is missing once"
+    assert "keys" not in facts and "configuration" not in facts and "strings" not in facts
     assert fact_problems("kueue", "0.18.0", facts, {"kind": "Configuration"}) == [
         "kueue v0.18.0 does not register the integration batch/job in pkg/controller/jobs/job/job_controller.go, "
         "which the stack's manager configuration turns on: Kueue would refuse to start"
     ]
     facts, problems = extract("kueue", "0.18.0", lambda path: None)
-    assert problems[-1] == f"kueue v0.18.0 has no {CONFIGURATION_TYPES}: the manager configuration is v1beta2"
+    assert f"kueue v0.18.0 has no {CONFIGURATION_TYPES}: the manager configuration is v1beta2" in problems
+    assert problems[-1] == (
+        "kueue v0.18.0 has no pkg/scheduler/flavorassigner/flavorassigner.go, where tpu-rl checks the words its rules "
+        "match"
+    )
     assert facts == {"sources": [], "frameworks": {}}
 
 
@@ -358,3 +412,151 @@ def test_an_integration_named_otherwise_is_refused():
         "pkg/controller/jobs/jobset/jobset_controller.go, which the stack's manager configuration turns on: Kueue "
         "would refuse to start"
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# The words the rules match (core.controller_strings)
+
+GO_LITERALS = r"""package x
+
+// A comment's "quoted" words are no literal, nor /* this */ one.
+const (
+	Plain   = "Admitted"
+	Escaped = "say \"hi\"\tthen\\go \x41\101\u00e9"
+	Raw     = `flavor %s
+not found`
+)
+
+/* a block comment
+   with "words" */
+var r = '"'
+var after = "doesn't match node affinity" // "trailing"
+"""
+
+
+def test_go_string_literals_are_decoded_with_their_lines_comments_and_runes_skipped():
+    assert go_strings(GO_LITERALS) == [
+        ("Admitted", 5),
+        ('say "hi"\tthen\\go AAé', 6),
+        ("flavor %s\nnot found", 7),
+        ("doesn't match node affinity", 14),
+    ]
+
+
+def test_a_words_facts_are_each_literals_first_line_and_0_for_one_not_written():
+    wanted = {"f.go": (Source("f.go", "Admitted"), Source("f.go", "Gone"), Source("f.go", "Raw"))}
+    text = 'x := "Admitted"\ny := `Raw`\nz := "Admitted"\n'
+    assert string_facts({"f.go": text}, wanted) == {"f.go": {"Admitted": 1, "Gone": 0, "Raw": 2}}
+    assert string_facts({}, wanted) == {}, "a file not read has no facts"
+
+
+def _kueue_words() -> dict[str, dict[str, int]]:
+    files = {file: words_file(sources) for file, sources in checked_sources("kueue").items()}
+    return string_facts(files, checked_sources("kueue"))
+
+
+def test_a_release_that_no_longer_writes_a_word_the_rules_match_is_one_line():
+    facts = _kueue_words()
+    assert string_problems("kueue", "0.18.0", facts) == []
+    facts[KUEUE_TYPES]["WaitForRecovery"] = 0
+    assert string_problems("kueue", "0.18.0", facts) == [
+        f"kueue v0.18.0 no longer writes 'WaitForRecovery' in {KUEUE_TYPES}, from which the rules of "
+        "workloads/observe/recovery.py match 'WaitForRecovery' (a Workload's PodsReady reason): read what it writes "
+        "now, then change those rules and core/controller_strings.py"
+    ]
+    del facts[KUEUE_TYPES]["WaitForRecovery"]
+    assert string_problems("kueue", "0.18.0", facts) == [
+        f"the facts of kueue v0.18.0 do not say whether it writes 'WaitForRecovery' in {KUEUE_TYPES}: adopt it again "
+        "(make controller NAME=kueue VERSION=0.18.0)"
+    ], "a row added since the release was adopted"
+
+
+GO_MOD_SNIPPET = "module sigs.k8s.io/jobset\n\ngo 1.24\n\nrequire (\n\tgithub.com/x/y v1.2.3\n\tk8s.io/api v0.36.0\n)\n"
+WEBHOOK_SNIPPET = """var validOnJobFailureReasons = []string{
+	batchv1.JobReasonBackoffLimitExceeded,
+	batchv1.JobReasonDeadlineExceeded,
+	batchv1.JobReasonPodFailurePolicy,
+}
+"""
+FAILURE_POLICY_SNIPPET = """func ruleIsApplicable(rule FailurePolicyRule, reason, message string) bool {
+	applies := len(rule.OnJobFailureReasons) == 0 || slices.Contains(rule.OnJobFailureReasons, reason)
+	return applies && anyMatchFound(rule.OnJobFailureMessagePatterns, message)
+}
+
+func anyMatchFound(patterns []string, message string) bool {
+	for _, pattern := range patterns {
+		if match, err := regexp.MatchString(pattern, message); err == nil && match {
+			return true
+		}
+	}
+	return false
+}
+"""
+
+
+def _jobset_files(changed: dict[str, str] | None = None) -> dict[str, Any]:
+    files = {GO_MOD: GO_MOD_SNIPPET, JOBSET_WEBHOOK: WEBHOOK_SNIPPET, FAILURE_POLICY: FAILURE_POLICY_SNIPPET}
+    return jobset_facts(files | (changed or {}))
+
+
+def test_jobsets_kubernetes_its_accepted_reasons_and_how_it_matches_a_rule_are_its_facts():
+    facts = _jobset_files()
+    assert facts["kubernetesApi"] == {"file": "go.mod", "version": "v0.36.0"}
+    assert facts["jobFailureReasons"]["accepted"] == [
+        "JobReasonBackoffLimitExceeded",
+        "JobReasonDeadlineExceeded",
+        "JobReasonPodFailurePolicy",
+    ]
+    assert facts["failurePolicy"]["found"] == {
+        "reasons": {"line": 2, "code": "slices.Contains(rule.OnJobFailureReasons, reason)"},
+        "patterns": {"line": 8, "code": "regexp.MatchString(pattern, message)"},
+    }
+    assert jobset_problems("0.13.0", facts) == []
+    assert kubernetes_minor("v0.36.0") == "1.36" and "1.36" in KUBERNETES_MINORS
+
+
+def test_a_jobset_built_with_another_kubernetes_refusing_a_reason_or_matching_otherwise_is_refused():
+    facts = _jobset_files()
+    facts["kubernetesApi"]["version"] = "v0.37.1"
+    facts["jobFailureReasons"]["accepted"].remove("JobReasonDeadlineExceeded")
+    facts["failurePolicy"]["found"]["patterns"] = None
+    assert jobset_problems("0.13.0", facts) == [
+        "jobset v0.13.0 builds with Kubernetes 1.37 (go.mod: k8s.io/api v0.37.1), where the Kubernetes words the "
+        "stack's rules match were not read (core/controller_strings.py KUBERNETES_MINORS: "
+        f"{', '.join(KUBERNETES_MINORS)}): read their sources at 1.37, then add it",
+        "jobset v0.13.0's webhook does not accept the Job failure reason DeadlineExceeded (batchv1."
+        "JobReasonDeadlineExceeded is not in validOnJobFailureReasons, pkg/webhooks/jobset_webhook.go), which the "
+        "training JobSet's failure policy names: it would refuse every training step "
+        "(workloads/specs/step_manifests.py)",
+        "jobset v0.13.0 no longer matches a failed Job's message by searching it for each of "
+        "onJobFailureMessagePatterns as a regular expression (regexp.MatchString(pattern, message) in anyMatchFound, "
+        "pkg/controllers/failure_policy.go), as the training JobSet's rules rely on: read how it matches them now, "
+        "then change workloads/specs/step_manifests.py train_failure_policy",
+    ]
+    unknown = _jobset_files({GO_MOD: "module sigs.k8s.io/jobset\n"})
+    assert jobset_problems("0.13.0", unknown) == [
+        "jobset v0.13.0's go.mod requires no k8s.io/api: its Kubernetes is not known"
+    ]
+
+
+def test_every_row_is_matched_in_its_example_and_its_example_is_what_its_sources_write():
+    """The table's own consistency: a row's example is matched as its rules match it, and holds each source literal
+    (a format's verbs filled); a row without sources says why; Kubernetes' rows say where they were read."""
+    for row in STRINGS:
+        assert matches(row, row.example), row.text
+        assert written_by_sources(row), row.text
+        assert row.sources or row.unread, row.text
+        assert row.rules and all(Path(rule).is_file() for rule in row.rules), row.text
+        if row.writer == "kubernetes":
+            assert all(source.repo in KUBERNETES_READ for source in row.sources), row.text
+        else:
+            assert all(not source.repo for source in row.sources), "Kueue's and JobSet's own repositories"
+    assert not matches(next(r for r in STRINGS if r.text == "DeactivatedDueTo"), "Deactivated"), "a prefix, not less"
+    assert set(job_failure_reasons()) == {"BackoffLimitExceeded", "PodFailurePolicy", "DeadlineExceeded"}
+
+
+def test_a_go_format_is_read_as_what_it_prints():
+    pattern = format_pattern("Container %s for pod %s/%s failed with exit code %v matching %v rule at index %d")
+    assert pattern.fullmatch("Container w for pod ns/p-0 failed with exit code 77 matching FailJob rule at index 2")
+    assert not pattern.fullmatch("Container w for pod ns/p-0 failed with exit code 77 matching FailJob rule at index x")
+    assert format_pattern("image %q is 100%%").fullmatch('image "a:b" is 100%')

@@ -75,8 +75,9 @@ def test_a_hold_keeps_every_upgrade_away_between_its_dates(prod_plan):
 
 
 @pytest.mark.slow
-def test_the_version_prefix_pins_the_control_plane_once(prod_plan):
-    assert "minMasterVersion" not in prod_plan.one(CLUSTER)["inputs"], "no prefix: the channel decides"
+def test_the_version_prefix_pins_the_control_plane_once(prod_plan, dev_plan):
+    assert "minMasterVersion" not in dev_plan.one(CLUSTER)["inputs"], "no prefix: the channel decides"
+    assert prod_plan.one(CLUSTER)["inputs"]["minMasterVersion"] == "1.35.0-gke.0", "the prod example pins 1.35."
     cluster = plan_of("prod", "tpu-rl:gke.versionPrefix=1.35.", "tpu-rl:gke.releaseChannel=STABLE").one(CLUSTER)
     assert cluster["inputs"]["minMasterVersion"] == "1.35.0-gke.0", "the mock's newest 1.35. on STABLE"
     assert cluster["inputs"]["releaseChannel"] == {"channel": "STABLE"}

@@ -103,16 +103,17 @@ def test_lifting_the_protection_runs_and_waits_for_no_step(stack):
     }
 
 
-def test_each_grant_is_waited_for_before_what_uses_it_first_up_and_a_step_turned_on_later(stack):
-    """The order the engine registers in (the state's order): each step account's wait after its Workload Identity
-    binding and before its Kubernetes service account, the node accounts' before every pool. Turning the
-    evaluation on later creates its account, grants and wait; no other wait is created again."""
+def test_each_grant_is_made_before_what_uses_it_first_up_and_a_step_turned_on_later(stack):
+    """The order the engine registers in (the state's order): each step account's Workload Identity binding before
+    its Kubernetes service account (the step's own first use waits for it to apply: ``workloads/container/
+    mark_folder.py``), the node accounts' wait before every pool. Turning the evaluation on later creates its account
+    and grants and no wait; no wait is created again."""
     first = stack.up()
     assert first.error is None, first.error
     order = [r.name for r in stack.state.values()]
     for step in ("convert", "export", "publish"):
-        wait = order.index(f"{step}-access-propagation")
-        assert order.index(f"{step}-workload-identity") < wait < order.index(f"{step}-ksa")
+        assert order.index(f"{step}-workload-identity") < order.index(f"{step}-ksa")
+        assert f"{step}-access-propagation" not in order, "no fixed wait for a step account"
     nodes = order.index("nodes-access-propagation")
     assert all(nodes < order.index(p) for p in ("system-pool", "cpu-pool", "tpu-pool-0"))
 
@@ -120,17 +121,9 @@ def test_each_grant_is_waited_for_before_what_uses_it_first_up_and_a_step_turned
     later = stack.up(overrides=["tpu-rl:workflow.steps.evaluate=true"])
     assert later.error is None, later.error
     waits = {u.rsplit("::", 1)[-1]: what for u, what in later.resources.items() if f"::{WAIT}" in u or "$" + WAIT in u}
-    assert waits["evaluate-access-propagation"] == "create"
-    assert {n: w for n, w in waits.items() if n != "evaluate-access-propagation"} == {
-        n: "same"
-        for n in (
-            "gke-agent-key-propagation",
-            "nodes-access-propagation",
-            *(f"{s}-access-propagation" for s in ("convert", "export", "publish")),
-        )
-    }
+    assert waits == {"gke-agent-key-propagation": "same", "nodes-access-propagation": "same"}
     order = [r.name for r in stack.state.values()]
-    assert order.index("evaluate-access-propagation") < order.index("evaluate-ksa")
+    assert order.index("evaluate-workload-identity") < order.index("evaluate-ksa")
     evaluate = names(stack, ["tpu-rl:workflow.steps.evaluate=true"])["evaluate"]
     ksa = stack.urn("kubernetes:core/v1:ServiceAccount", "evaluate-ksa")
     assert ksa in stack.state[stack.urn("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet", evaluate)].dependencies

@@ -96,7 +96,7 @@ def test_a_registry_of_ones_own_gives_the_nodes_registry_read_access():
     plan = plan_of(
         "prod",
         f'tpu-rl:images.registries=["{mirror}", "us-docker.pkg.dev/cloud-tpu-v2-images"]',
-        f"tpu-rl:images.maxtext={mirror}/tpu_post_training:0.2.4",
+        f"tpu-rl:images.maxtext={mirror}/tpu_post_training:0.2.5",
     )
     readers = {
         r["name"] for r in plan.find("gcp:projects/iAMMember:IAMMember") if "artifactregistry" in r["inputs"]["role"]

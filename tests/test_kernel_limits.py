@@ -40,6 +40,7 @@ MAX_OPTIONS = (
     f"tpu-rl:publish.repo={LONGEST_REPO}",
     "tpu-rl:tpu.slices=2",
     "tpu-rl:training.iciExpertParallelism=1",
+    "tpu-rl:training.rolloutTensorParallelism=32",
     "tpu-rl:model.revision=" + "r" * 100,
     "tpu-rl:workflow.stallTimeout=168h",
 )

@@ -1,10 +1,14 @@
-"""The wait after the GKE service agent's grant on the Secrets key (``infra.gcp.kms.GrantPropagation``): its logic on
-a fake clock, the dynamic provider's decisions (a new grant waits, a later `up` does not), how it is stored, and
-under the mock runtime that the cluster waits for it."""
+"""The wait after the GKE service agent's grant on the Secrets key and the node accounts' grants
+(``infra.gcp.kms.GrantPropagation``): its logic on a fake clock, the dynamic provider's decisions (a new grant waits, a
+later `up` does not), how it is stored, and under the mock runtime that the cluster and the pools wait for it. Then the
+step accounts' live signal, their step's first use of each grant retried while IAM applies it (``FIRST_USE``, the
+steps' ``mark_folder.py``), run against the loopback Cloud Storage with IAM applying each grant late
+(``tests.fake_iam.PropagatingApis``), on a fake clock."""
 
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 import dill
 import pytest
@@ -13,6 +17,7 @@ from pulumi.dynamic.dynamic import serialize_provider
 from infra.gcp import kms
 from infra.gcp.kms import POLL_SECONDS, PROPAGATION_SECONDS, GrantPropagationProvider, wait_for_propagation
 from tests.conftest import plan_of
+from workloads.specs.commands import program_file
 
 WAIT = "pulumi-python:dynamic/kms:GrantPropagation"
 OWN = "projects/security-project/locations/us-east5/keyRings/gke/cryptoKeys/secrets"
@@ -142,9 +147,10 @@ def test_no_key_no_wait(dev_plan):
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_every_grant_is_waited_for_before_what_uses_it(stack):
-    """Issue 37 item 2: the node accounts' grants before every pool (so every node, and the training on the host
-    network), each CPU step's grants and Workload Identity binding before its Kubernetes service account (so before
-    its pods), each wait keyed on its grants' ids and conditions."""
+    """The node accounts' grants are waited for before every pool (so every node, and the training on the host
+    network), keyed on their ids and conditions; each CPU step's grants and Workload Identity binding are made before
+    its Kubernetes service account (so before its pods), and the step waits for them to apply itself, at its first use
+    (``FIRST_USE``): no wait of the program's stands between them."""
     plan = plan_of(stack)
     waits = {r["name"]: r for r in plan.find(WAIT)}
     for pool in plan.find("gcp:container/nodePool:NodePool"):
@@ -158,13 +164,11 @@ def test_every_grant_is_waited_for_before_what_uses_it(stack):
     assert node_grants and set(node_grants) <= set(waits["nodes-access-propagation"]["options"]["dependsOn"])
     assert len(waits["nodes-access-propagation"]["inputs"]["grants"]) == len(node_grants)
     for ksa in plan.find("kubernetes:core/v1:ServiceAccount"):
+        if not ksa["name"].endswith("-ksa"):
+            continue  # not a CPU step's (Workload Identity) account
         step = ksa["name"].removesuffix("-ksa")
-        wait = waits[f"{step}-access-propagation"]
-        assert wait["name"] in ksa["options"]["dependsOn"]
-        assert f"{step}-workload-identity" in wait["options"]["dependsOn"]
-        grants = wait["inputs"]["grants"]
-        assert any("workload-identity" in g for g in grants) and any("resource.name.startsWith" in g for g in grants)
-        assert grants == sorted(grants)
+        assert f"{step}-workload-identity" in ksa["options"]["dependsOn"], "the binding is made before the account"
+        assert not set(ksa["options"]["dependsOn"]) & set(waits), "no wait: the step's first use waits"
 
 
 def test_the_bound_is_iams_documented_seven_minutes_and_the_docs_say_why_no_live_signal_replaces_it():
@@ -180,3 +184,139 @@ def test_the_bound_is_iams_documented_seven_minutes_and_the_docs_say_why_no_live
         assert reason in " ".join(kms.__doc__.split()), reason
     page = " ".join((ROOT / "docs" / "security.md").read_text().split())
     assert "A fixed wait, because nothing can see the grant take effect for GKE's service agent" in page
+    assert "A CPU step's account waits on a live signal instead, the step's own first use of each grant" in page
+
+
+def test_the_step_retries_its_first_use_for_iams_seven_minutes_and_a_margin():
+    """The bound of the step's first use (``FIRST_USE``) is the module's, which the docs give as 8 minutes."""
+    assert kms.FIRST_USE_SECONDS == PROPAGATION_SECONDS + kms.FIRST_USE_MARGIN_SECONDS == 8 * 60
+    assert f"BOUND_SECONDS = {kms.FIRST_USE_SECONDS}\n" in FIRST_USE
+    for reason in ("iam.serviceAccounts.getAccessToken", "serviceAccountTokenCreator", "Workload Identity"):
+        assert reason in " ".join((kms.__doc__ or "").split()), reason
+
+
+# ---------------------------------------------------------------------------------------------
+# The step accounts' grants: waited for by the step's own first use of each, retried while IAM applies it
+
+FIRST_USE = program_file("mark_folder.py")
+"""Each step's first program (``workloads/container/mark_folder.py``, a file of its ConfigMap): the step's first use of
+each of its grants, retried while IAM applies it, instead of a fixed wait before its Kubernetes service account.
+Tested as it runs in the step's pod, against the loopback Cloud Storage with IAM applying each grant late."""
+
+PROJECT = "acme-tpu"
+BUCKET = "acme-tpu-artifacts"
+STEP_ACCOUNT = f"serviceAccount:tpu-rl-dev-export@{PROJECT}.iam.gserviceaccount.com"
+OUTPUT = f"gs://{BUCKET}/qwen3-8b/export/abc/"
+READS = (f"gs://{BUCKET}/qwen3-8b/train/", f"gs://{BUCKET}/qwen3-8b/convert/")
+
+
+def _prefixes(*uris: str) -> dict[str, str]:
+    names = " || ".join(
+        f'resource.name.startsWith("projects/_/buckets/{BUCKET}/objects/{u.split("/", 3)[3]}")' for u in uris
+    )
+    return {"title": "prefixes", "expression": names}
+
+
+class WorkloadIdentity:
+    """The pod's credentials for its account through the GKE metadata server: refused (``RefreshError``, as the
+    metadata server answers while the Workload Identity binding is not in effect) until ``ready`` says."""
+
+    def __init__(self, member: str, ready: Any) -> None:
+        from google.oauth2.credentials import Credentials
+
+        self.credentials = Credentials(token=None, refresh_token="x", client_id="x", client_secret="x")
+        outer = self
+
+        def refresh(_request: Any) -> None:
+            from google.auth.exceptions import RefreshError
+
+            if not ready():
+                raise RefreshError(
+                    "Unable to generate access token; IAM returned 403 Forbidden: Permission "
+                    "'iam.serviceAccounts.getAccessToken' denied on resource (or it may not exist)."
+                )
+            outer.credentials.token = member
+
+        self.credentials.refresh = refresh  # type: ignore[method-assign]
+
+
+def _first_use(fake: Any, clock: FakeClock, program: str, binding_ready: Any, capsys: Any) -> tuple[object, str]:
+    """Run ``program``'s ``main`` as the step's pod would, on ``clock``; its exit and what it printed."""
+    from google.cloud import storage
+
+    namespace: dict[str, Any] = {"__name__": "first_use"}
+    exec(compile(program, "mark_folder.py", "exec"), namespace)  # noqa: S102 (the step's program, under test)
+    identity = WorkloadIdentity(STEP_ACCOUNT, binding_ready)
+    client = storage.Client(
+        project=PROJECT, credentials=identity.credentials, client_options={"api_endpoint": fake.url}
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(storage, "Client", lambda: client)
+        code = namespace["main"]([OUTPUT, *READS], clock=clock, pause=clock.sleep)
+    return code, capsys.readouterr().out
+
+
+@pytest.fixture
+def step_bucket():
+    from tests.fake_iam import as_member, propagating_apis
+
+    clock = FakeClock()
+    with propagating_apis(PROJECT, clock, 200.0) as fake:
+        as_member(fake, None)[0].create_bucket(BUCKET)
+        fake.grant(BUCKET, "roles/storage.legacyBucketReader", STEP_ACCOUNT)
+        fake.grant(BUCKET, "roles/storage.objectViewer", STEP_ACCOUNT, _prefixes(*READS))
+        fake.grant(BUCKET, "roles/storage.objectUser", STEP_ACCOUNT, _prefixes(OUTPUT.rsplit("/", 2)[0] + "/"))
+        yield fake, clock
+
+
+def test_the_step_waits_for_its_grants_by_using_them_and_goes_on_as_soon_as_they_apply(step_bucket, capsys):
+    fake, clock = step_bucket
+    code, out = _first_use(fake, clock, FIRST_USE, lambda: clock.now >= 1000.0 + 150.0, capsys)
+    assert code == 0
+    assert 1200.0 <= clock.now < 1200.0 + 10.0, "the grants applied at 200 s: at most one pause later, not 420 s"
+    assert out.splitlines()[0].startswith(
+        "tpu-rl: waiting up to 480 s for the step account's grants (gs://acme-tpu-artifacts: RefreshError: Unable to "
+        "generate access token"
+    ), "the Workload Identity binding first"
+    assert out.splitlines()[-1] == f"tpu-rl: created {OUTPUT}" and len(out.splitlines()) == 2
+    assert fake.contents[(BUCKET, "qwen3-8b/export/abc/")] == b""
+    assert not [n for (_, n) in fake.contents if n.endswith(".tpu-rl-grant-probe")], "a read probe writes nothing"
+    refused = {permission for _, permission, _ in fake.refused}
+    assert refused <= {"storage.buckets.get", "storage.objects.get", "storage.objects.create"}
+
+
+def test_grants_already_in_effect_cost_nothing(step_bucket, capsys):
+    fake, clock = step_bucket
+    clock.now += 600.0
+    code, out = _first_use(fake, clock, FIRST_USE, lambda: True, capsys)
+    assert (code, out, clock.sleeps) == (0, f"tpu-rl: created {OUTPUT}\n", [])
+
+
+def test_a_grant_still_refused_past_the_bound_is_one_line_and_another_error_fails_at_once(step_bucket, capsys):
+    fake, clock = step_bucket
+    fake.bucket_policies[BUCKET] = [
+        b for b in fake.bucket_policies[BUCKET] if b["role"] != "roles/storage.objectViewer"
+    ]
+    code, _ = _first_use(fake, clock, FIRST_USE, lambda: True, capsys)
+    assert 1480.0 <= clock.now <= 1480.0 + 10.0, "bounded by 420 s and the margin, from the pod's start"
+    assert isinstance(code, str) and "\n" not in code
+    assert code.startswith(f"tpu-rl: {READS[0]} still refused after 480 s (Forbidden: 403 GET {fake.url}/storage/")
+    assert code.endswith("): the step account's grants have not taken effect; run `pulumi up` again")
+    clock = FakeClock()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fake, "clock", clock)
+        del fake.buckets[BUCKET]
+        code, _ = _first_use(fake, clock, FIRST_USE, lambda: True, capsys)
+    assert code == f"tpu-rl: cannot create {OUTPUT} (NotFound): check the step's bucket access" and clock.sleeps == []
+
+
+def test_no_step_waits_for_its_grants_before_its_pods():
+    """The program waits for no step account's grants (no ``GrantPropagation`` of a step, no service account after
+    one): the step's own first use does (above). The node accounts and GKE's service agent keep theirs."""
+    plan = plan_of("prod", "tpu-rl:publish.repo=me/model", "tpu-rl:workflow.steps.evaluate=true")
+    waits = {r["name"] for r in plan.find(WAIT)}
+    assert not any(
+        name.split("-access-propagation")[0] in ("convert", "export", "evaluate", "publish") for name in waits
+    )
+    for account in plan.find("kubernetes:core/v1:ServiceAccount"):
+        assert not set(account["options"].get("dependsOn") or []) & waits, account["name"]

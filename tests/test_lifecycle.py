@@ -51,6 +51,8 @@ def test_every_key_renames_a_step_or_is_ignored(walks, stack):
         "tpu-rl:workflow.timeouts.publish",
         "tpu-rl:kueue.enabled",  # which queue admits a step (the queue-name label)
         "tpu-rl:kueue.queue",
+        "tpu-rl:kueue.recoveryTimeout",  # how long an attempt waits for its slice (TPU_RL_SLICE_WAIT_SECONDS)
+        "tpu-rl:kueue.podsReadyTimeout",  # the recovery budget's default is podsReadyTimeout + 4 h
     }, "only operational settings may change a step without renaming it"
     for key in ("tpu-rl:kueue.enabled", "tpu-rl:kueue.queue"):
         assert set(outcomes[key].values()) == {"ignored"}, key
@@ -91,7 +93,15 @@ def test_the_upgrades_page_publishes_what_reruns_when_you_change_a_key(walks):
         ("dev", ()),
         ("prod", ()),
         ("prod", ("tpu-rl:workflow.timeouts.train=30h", "tpu-rl:workflow.maxRestarts=0")),
-        ("prod", ("tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1", "tpu-rl:training.optimizer=adamw")),
+        (
+            "prod",
+            (
+                "tpu-rl:tpu.slices=2",
+                "tpu-rl:training.iciExpertParallelism=1",
+                "tpu-rl:training.rolloutTensorParallelism=32",
+                "tpu-rl:training.optimizer=adamw",
+            ),
+        ),
     ],
 )
 def test_the_walk_sees_what_the_program_registers(stack, overrides):
@@ -195,6 +205,14 @@ URNS = {
     "convert-ksa": "tpu-rl:k8s:KubernetesPlatform$kubernetes:core/v1:ServiceAccount::convert-ksa",
     "export-ksa": "tpu-rl:k8s:KubernetesPlatform$kubernetes:core/v1:ServiceAccount::export-ksa",
     "publish-ksa": "tpu-rl:k8s:KubernetesPlatform$kubernetes:core/v1:ServiceAccount::publish-ksa",
+    # The training head's own account and its one grant: reading its namespace's pods (its slice's workers).
+    "train-head-serviceaccount": (
+        "tpu-rl:k8s:KubernetesPlatform$kubernetes:core/v1:ServiceAccount::train-head-serviceaccount"
+    ),
+    "train-head-role": "tpu-rl:k8s:KubernetesPlatform$kubernetes:rbac.authorization.k8s.io/v1:Role::train-head-role",
+    "train-head-rolebinding": (
+        "tpu-rl:k8s:KubernetesPlatform$kubernetes:rbac.authorization.k8s.io/v1:RoleBinding::train-head-rolebinding"
+    ),
     "scratch-storage-class": (
         "tpu-rl:k8s:KubernetesPlatform$kubernetes:storage.k8s.io/v1:StorageClass::scratch-storage-class"
     ),

@@ -185,7 +185,11 @@ def test_a_protected_resource_removed_from_the_program_is_refused_and_kept_witho
     """`up --skip-preview` after a change that removes a protected resource (a second slice's pool): its delete
     at the end of the `up` is refused and it stays in the state; the resources removed with it that depend on
     it (the old training run) are deleted for real; nothing is dropped."""
-    two = ["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"]
+    two = [
+        "tpu-rl:tpu.slices=2",
+        "tpu-rl:training.iciExpertParallelism=1",
+        "tpu-rl:training.rolloutTensorParallelism=32",
+    ]
     assert stack.up(overrides=two).error is None
     old_train = names(stack, two)["train"]
     pool = next(u for u, r in stack.state.items() if r.name == "tpu-pool-1")

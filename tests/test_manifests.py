@@ -61,12 +61,18 @@ def test_every_core_object_validates(stack):
         "NetworkPolicy",
         "ResourceFlavor",
         "ResourceFlavor",
+        "Role",
+        "RoleBinding",
         "Secret",
         "ServiceAccount",
         "ServiceAccount",
         "ServiceAccount",
+        "ServiceAccount",
         "StorageClass",
-    ], "each step's scripts; the conversion's, the export's and the publication's own service accounts (every stack)"
+    ], (
+        "each step's scripts; the conversion's, the export's and the publication's own service accounts (every "
+        "stack); the training head's, its Role and binding"
+    )
     for obj in objects:
         if obj["kind"] not in ("JobSet", *KUEUE):
             validate_core(obj)
@@ -78,7 +84,18 @@ def _kueue_objects(stack: str, *overrides: str) -> list[dict]:
 
 @pytest.mark.parametrize(
     ("stack", "overrides"),
-    [("dev", ()), ("prod", ()), ("prod", ("tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"))],
+    [
+        ("dev", ()),
+        ("prod", ()),
+        (
+            "prod",
+            (
+                "tpu-rl:tpu.slices=2",
+                "tpu-rl:training.iciExpertParallelism=1",
+                "tpu-rl:training.rolloutTensorParallelism=32",
+            ),
+        ),
+    ],
 )
 @pytest.mark.slow
 def test_the_kueue_objects_validate_against_kueues_crds_and_webhooks(stack, overrides, kueue_validators):
@@ -98,15 +115,15 @@ BROKEN_KUEUE = {
     ),
     "bad-quantity": (
         "ClusterQueue",
-        lambda o: o["spec"]["resourceGroups"][1]["flavors"][0]["resources"][1].update({"nominalQuota": "100GB"}),
+        lambda o: o["spec"]["resourceGroups"][0]["flavors"][1]["resources"][2].update({"nominalQuota": "100GB"}),
     ),
     "resources-out-of-order": (
         "ClusterQueue",
-        lambda o: o["spec"]["resourceGroups"][1]["flavors"][0]["resources"].reverse(),
+        lambda o: o["spec"]["resourceGroups"][0]["flavors"][1]["resources"].reverse(),
     ),
     "resource-in-two-groups": (
         "ClusterQueue",
-        lambda o: o["spec"]["resourceGroups"][1]["coveredResources"].__setitem__(0, "google.com/tpu"),
+        lambda o: o["spec"]["resourceGroups"].append(copy.deepcopy(o["spec"]["resourceGroups"][0])),
     ),
     "null-namespace-selector": ("ClusterQueue", lambda o: o["spec"].__setitem__("namespaceSelector", None)),
     "unknown-flavor": ("ClusterQueue", lambda o: o["spec"]["resourceGroups"][0]["flavors"][0].__setitem__("name", "x")),
@@ -146,7 +163,11 @@ def test_two_slices_and_big_topologies_still_fit_name_limits(jobset_validators):
     (jobset,) = [
         o
         for o in plan_of(
-            "prod", "tpu-rl:tpu.topology=16x16", "tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"
+            "prod",
+            "tpu-rl:tpu.topology=16x16",
+            "tpu-rl:tpu.slices=2",
+            "tpu-rl:training.iciExpertParallelism=1",
+            "tpu-rl:training.rolloutTensorParallelism=256",
         ).kubernetes_objects()
         if o["kind"] == "JobSet" and o["metadata"]["labels"]["app.kubernetes.io/component"] == "train"
     ]

@@ -30,21 +30,11 @@ from tests.lifecycle_walk import settings
 from tests.shim_calls import LOG, read_calls
 from tools import adopt_maxtext
 from workloads.container import maxtext_check
-from workloads.specs.commands import (
-    EVALS_LOG,
-    MAXTEXT_CHECK,
-    PIN_END,
-    PIN_START,
-    RUN_SCRIPT,
-    SCRIPTS_DIR,
-    STALL_ENV,
-    STALL_MARKER,
-    TRAIN_LOG,
-    with_pin,
-)
+from workloads.specs.commands import MAXTEXT_CHECK, PIN_END, PIN_START, RUN_SCRIPT, SCRIPTS_DIR, with_pin
 from workloads.specs.commands import maxtext_check as check_line
 from workloads.specs.step_manifests import head_pod_failure_policy
 from workloads.specs.step_specs import plan_workflow
+from workloads.specs.train_script import EVALS_LOG, STALL_ENV, STALL_MARKER, TRAIN_LOG
 
 VERSION = "9.9.9"
 IMAGE = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training@sha256:" + "ab" * 32
@@ -143,10 +133,10 @@ def test_one_byte_changed_or_a_file_gone_stops_the_step_in_one_line(installed, t
     done = run(program, site, tmp_path)
     assert (done.returncode, done.stdout) == (SETUP_FAILURE_EXIT, "")
     assert done.stderr == (
-        f"tpu-rl: the image {IMAGE} does not hold the MaxText {VERSION} the checks ran (maxtext-{VERSION}-py3-none-"
-        f"any.whl, sha256 {str(pin['sha256'])[:12]}): {said.format(folder=folder)}: set tpu-rl:images.maxtext to "
-        f"the tpu_post_training image of MaxText {VERSION}, or adopt the image's MaxText release (make maxtext "
-        'VERSION=<its version>, docs/operations.md "Adopting a MaxText release")\n'
+        f"tpu-rl: the image {IMAGE} says it holds MaxText {VERSION}, but not the files of the wheel the checks ran "
+        f"(maxtext-{VERSION}-py3-none-any.whl, sha256 {str(pin['sha256'])[:12]}): {said.format(folder=folder)}: set "
+        "tpu-rl:images.maxtext to an image (a digest) whose MaxText files are the wheel's, or set "
+        "tpu-rl:images.maxtextCheck warn to run the image's MaxText unchecked\n"
     )
 
 
@@ -197,6 +187,92 @@ def test_an_image_without_maxtext_is_one_line(installed, tmp_path):
     assert done.returncode == SETUP_FAILURE_EXIT
     assert done.stderr.startswith(f"tpu-rl: the image {IMAGE} has no MaxText package (python3 finds no single folder")
     assert len(done.stderr.splitlines()) == 1
+
+
+def _metadata(site: Path, version: str | None) -> None:
+    """The installed metadata of the wheel in ``site`` made to say ``version`` (None: removed)."""
+    info = site / f"maxtext-{VERSION}.dist-info"
+    if version is None:
+        for path in info.iterdir():
+            path.unlink()
+        info.rmdir()
+        return
+    (info / "METADATA").write_text(f"Metadata-Version: 2.4\nName: maxtext\nVersion: {version}\n")
+
+
+def test_an_image_of_another_release_is_named_with_its_version_and_the_adoption(installed, tmp_path):
+    """The image's own version from its installed metadata: the way out is that release's adoption or an image of
+    the adopted one, or the override."""
+    program, site, pin = installed
+    (site / "maxtext/configs/base.yml").write_text("changed\n")
+    _metadata(site, "9.10.0")
+    done = run(program, site, tmp_path)
+    assert done.returncode == SETUP_FAILURE_EXIT and len(done.stderr.splitlines()) == 1
+    assert done.stderr.startswith(
+        f"tpu-rl: the image {IMAGE} holds MaxText 9.10.0, not the {VERSION} the checks ran (maxtext-{VERSION}-"
+    )
+    assert done.stderr.endswith(
+        "(changed: configs/base.yml): adopt MaxText 9.10.0 (make maxtext VERSION=9.10.0, "
+        'docs/releases.md "Adopting a MaxText release"), set tpu-rl:images.maxtext to the tpu_post_training image '
+        f"of MaxText {VERSION}, or set tpu-rl:images.maxtextCheck warn to run the image's MaxText unchecked\n"
+    )
+
+
+@pytest.mark.parametrize(("version_py", "named"), [('__version__ = "9.9.7"\n', "9.9.7"), ("# no version\n", None)])
+def test_without_metadata_the_version_is_the_packages_own(installed, tmp_path, version_py, named):
+    """No ``.dist-info`` (a package copied into place, as MaxText's images copy it to /deps/src): the package's
+    ``version.py``, which the wheel holds; without either, the line says the image names no version."""
+    program, site, _ = installed
+    _metadata(site, None)
+    (site / "maxtext/version.py").write_text(version_py)
+    (site / "maxtext/configs/base.yml").write_text("changed\n")
+    done = run(program, site, tmp_path)
+    assert done.returncode == SETUP_FAILURE_EXIT and len(done.stderr.splitlines()) == 1
+    if named:
+        assert f"holds MaxText {named}, not the {VERSION} the checks ran" in done.stderr
+        assert f"adopt MaxText {named} (make maxtext VERSION={named}," in done.stderr
+    else:
+        assert f"does not hold the MaxText {VERSION} the checks ran (maxtext-{VERSION}-" in done.stderr
+        assert "; it names no version)" in done.stderr
+        assert done.stderr.endswith(
+            f"set tpu-rl:images.maxtext to the tpu_post_training image of MaxText {VERSION}, or set "
+            "tpu-rl:images.maxtextCheck warn to run the image's MaxText unchecked\n"
+        )
+
+
+def test_warn_says_it_in_one_line_and_goes_on(installed, tmp_path):
+    """``tpu-rl:images.maxtextCheck: warn``: the same line as a warning, exit 0, so the step runs the image's
+    MaxText; a matching image is the same one line on stdout as without it."""
+    program, site, _ = installed
+    same = subprocess.run(
+        [sys.executable, str(program), IMAGE, "warn"],
+        cwd=tmp_path,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (same.returncode, same.stderr) == (0, "") and same.stdout.startswith(f"tpu-rl: MaxText {VERSION} checked")
+    (site / "maxtext/configs/base.yml").write_text("changed\n")
+    refused = run(program, site, tmp_path)
+    warned = subprocess.run(
+        [sys.executable, str(program), IMAGE, "warn"],
+        cwd=tmp_path,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (warned.returncode, warned.stdout) == (0, "")
+    assert warned.stderr == (
+        refused.stderr.rstrip("\n").replace("tpu-rl: ", "tpu-rl: warning: ", 1)
+        + "; going on (tpu-rl:images.maxtextCheck warn)\n"
+    )
+
+
+@pytest.mark.parametrize("argv", [["IMAGE", "ignore"], ["IMAGE", "warn", "extra"], []])
+def test_a_mode_other_than_refuse_or_warn_is_refused(argv):
+    assert maxtext_check.main(["maxtext_check.py", *argv]) == SETUP_FAILURE_EXIT
 
 
 def test_a_program_without_its_pin_is_one_line_not_a_traceback(tmp_path):
@@ -271,7 +347,7 @@ def test_each_maxtext_step_checks_its_image_before_it_reads_a_weight(tmp_path, s
     assert done.returncode == SETUP_FAILURE_EXIT and ran == [MAXTEXT_CHECK], "nothing runs after it"
     (line,) = done.stderr.splitlines()
     expected = settings("prod", []).images.maxtext
-    assert line.startswith(f"tpu-rl: the image {expected} does not hold the MaxText {VERSION}")
+    assert line.startswith(f"tpu-rl: the image {expected} says it holds MaxText {VERSION}, but not the files")
     assert "(changed: configs/base.yml)" in line
 
 
@@ -352,3 +428,36 @@ def test_the_adoption_refuses_a_record_line_without_its_file(tmp_path):
             archive.writestr(name, data)
     with zipfile.ZipFile(wheel) as archive, pytest.raises(adopt_maxtext.AdoptError, match="with its sha256 and size"):
         adopt_maxtext.package_record(archive, f"maxtext-{VERSION}.dist-info")
+
+
+# -- at plan time: an image whose tag names another MaxText release ---------------------------------------------------
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("tag", "release"),
+    [
+        (":0.2.5", "0.2.5"),  # MaxText's own images: tpu_post_training:<release> (the default)
+        (":0.2.4", "0.2.4"),
+        (":maxtext-v0.2.4", "0.2.4"),  # as its git tags name a release
+        (":v0.2.6", "0.2.6"),
+        (":0.2.4-rc1", "0.2.4"),
+        (":0.2.4@sha256:" + "c" * 64, "0.2.4"),  # a digest pins it, the tag still names the release
+        (":latest-2026-12-01", None),
+        (":nightly", None),
+        (":0.2.5.1", None),
+        ("@sha256:" + "c" * 64, None),
+    ],
+)
+def test_the_release_an_images_tag_names(tag, release):
+    from core.images import tag_release
+
+    assert tag_release(f"us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training{tag}") == release
+
+
+@pytest.mark.pure
+def test_the_default_image_names_the_adopted_release():
+    from core.config.schema import DEFAULT_IMAGES
+    from core.images import tag_release
+
+    assert tag_release(DEFAULT_IMAGES["maxtext"]) == maxtext_keys.MAXTEXT_VERSION

@@ -52,8 +52,7 @@ def _steps() -> dict[str, list[str]]:
         for k in TRAINING_KNOBS
         if k.maxtext_default
     ]
-    extra = ["tpu-rl:training.extraArgs.eval_interval=5", "tpu-rl:training.extraArgs.rl.num_iterations=2"]
-    extra += ["tpu-rl:workflow.maxRestarts=0", "tpu-rl:kueue.enabled=false"]  # what num_iterations 2 needs
+    extra = ["tpu-rl:training.extraArgs.eval_interval=5"]
     steps: dict[str, list[str]] = {}
     for stack, overrides in (("prod", []), ("dev", [*changed, *extra])):
         s = settings(stack, overrides)

@@ -11,7 +11,7 @@ import yaml
 
 from core.config.values import ConfigError
 from core.machines import MachineShape, machine_shape
-from core.names import CPU_POOL, NODEPOOL_LABEL, QUEUE_LABEL, SYSTEM_POOL
+from core.names import CPU_FLAVOR, CPU_POOL, NODEPOOL_LABEL, QUEUE_LABEL, SYSTEM_POOL, TPU_FLAVOR
 from core.requests import allocatable, jobset_pod_sets, quantity, total
 from infra.gcp.gke_spec import cpu_pool_args, system_pool_args, tpu_pool_args
 from infra.k8s import kueue
@@ -27,7 +27,14 @@ LABELS = {"app.kubernetes.io/name": "tpu-rl"}
 STACKS = [
     PROD,
     DEV,
-    settings("prod", ["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"]),
+    settings(
+        "prod",
+        [
+            "tpu-rl:tpu.slices=2",
+            "tpu-rl:training.iciExpertParallelism=1",
+            "tpu-rl:training.rolloutTensorParallelism=32",
+        ],
+    ),
     settings("prod", ["tpu-rl:cpuPool.maxNodes=9"]),
 ]
 
@@ -56,30 +63,38 @@ def test_the_objects_as_pinned():
             "nodeLabels": {
                 "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
                 "cloud.google.com/gke-tpu-topology": "4x8",
-            }
+            },
+            "nodeTaints": [{"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"}],
         },
     }
-    assert cpu["spec"] == {"nodeLabels": {"cloud.google.com/gke-nodepool": "cpu-np"}}
-    # n2-standard-64: 64 - 0.23 cores and 256 GiB - 11.88 GiB - 100 MiB allocatable per node, 4 nodes.
+    assert cpu["spec"] == {
+        "nodeLabels": {"cloud.google.com/gke-nodepool": "cpu-np"},
+        "nodeTaints": [{"key": "tpu-rl/pool", "value": "cpu-np", "effect": "NoSchedule"}],
+    }
+    # n2-standard-64: 64 - 0.23 cores and 256 GiB - 11.88 GiB - 100 MiB allocatable per node, 4 nodes; 8 workers of
+    # 8 cores and 64 GiB each.
     assert cq["spec"] == {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "tpu-rl"}},
         "resourceGroups": [
             {
-                "coveredResources": ["google.com/tpu"],
+                "coveredResources": ["google.com/tpu", "cpu", "memory"],
                 "flavors": [
-                    {"name": "tpu-rl-tpu-slice", "resources": [{"name": "google.com/tpu", "nominalQuota": "32"}]}
-                ],
-            },
-            {
-                "coveredResources": ["cpu", "memory"],
-                "flavors": [
+                    {
+                        "name": "tpu-rl-tpu-slice",
+                        "resources": [
+                            {"name": "google.com/tpu", "nominalQuota": "32"},
+                            {"name": "cpu", "nominalQuota": f"{8000 * 8}m"},
+                            {"name": "memory", "nominalQuota": f"{65536 * 8}Mi"},
+                        ],
+                    },
                     {
                         "name": "tpu-rl-cpu-np",
                         "resources": [
+                            {"name": "google.com/tpu", "nominalQuota": "0"},
                             {"name": "cpu", "nominalQuota": f"{63770 * 4}m"},
                             {"name": "memory", "nominalQuota": f"{249878 * 4}Mi"},
                         ],
-                    }
+                    },
                 ],
             },
         ],
@@ -124,25 +139,60 @@ def test_the_flavors_are_the_pods_node_selectors_and_the_pools_labels(s):
     assert cpu_pool_args(s, "c", "sa")["name"] == CPU_POOL
 
 
+def tolerates(pod: dict, taint: dict) -> bool:
+    """Whether ``pod`` tolerates ``taint`` (Kubernetes ``Toleration.ToleratesTaint``: an empty effect matches every
+    effect; ``Exists`` any value, ``Equal`` (the default) the same value)."""
+    for toleration in pod.get("tolerations", []):
+        if toleration.get("effect") not in (None, "", taint["effect"]) or toleration.get("key") != taint["key"]:
+            continue
+        if toleration.get("operator") == "Exists" or toleration.get("value") == taint["value"]:
+            return True
+    return False
+
+
+def assigned_flavor(cq: dict, flavors: dict[str, dict], pod: dict) -> str | None:
+    """The flavor Kueue 0.17.8 gives a pod set (``flavorassigner.go`` ``checkFlavorForPodSets``): the group's first
+    flavor whose ``NoSchedule`` taints the pod tolerates and whose node labels its node selector does not contradict on
+    the flavor's own keys (``flavorSelector``); quota aside."""
+    (group,) = cq["spec"]["resourceGroups"]
+    for entry in group["flavors"]:
+        flavor = flavors[entry["name"]]["spec"]
+        if not all(tolerates(pod, taint) for taint in flavor.get("nodeTaints", [])):
+            continue
+        selector = pod.get("nodeSelector", {})
+        if all(selector.get(key, value) == value for key, value in flavor["nodeLabels"].items()):
+            return str(entry["name"])
+    return None
+
+
 @pytest.mark.parametrize("s", STACKS)
-def test_each_pod_set_asks_for_resources_of_one_group_only(s):
-    """Two resource groups: a pod set that asked for chips and cpu would get both flavors' node labels and
-    never schedule (flavorassigner.go assigns per resource); every requested resource must be covered."""
-    cq = kueue.cluster_queue(s, LABELS)
-    groups = [set(g["coveredResources"]) for g in cq["spec"]["resourceGroups"]]
+def test_each_pod_set_gets_the_flavor_of_its_own_pool_whatever_it_asks_for(s):
+    """One resource group, two tainted flavors: the workers (chips, cpu and memory) get the TPU flavor, the head and
+    the CPU steps the cpu-np flavor, and each flavor's node labels are the pod's own node selector (Kueue merges them
+    into the template, ``podset.Merge``: a second flavor's labels would contradict them and the pod would never
+    schedule, which is why two groups, one per flavor, would not do)."""
+    tpu, cpu, cq = queue_objects(s)
+    flavors = {tpu["metadata"]["name"]: tpu, cpu["metadata"]["name"]: cpu}
+    (group,) = cq["spec"]["resourceGroups"]
     for step in plan_workflow(s).steps:
+        for job in step.manifest["spec"]["replicatedJobs"]:
+            pod = job["template"]["spec"]["template"]["spec"]
+            name = assigned_flavor(cq, flavors, pod)
+            want = tpu if job["name"] == "worker" else cpu
+            assert name == want["metadata"]["name"], f"{step.step}/{job['name']}"
+            assert {k: pod["nodeSelector"][k] for k in want["spec"]["nodeLabels"]} == want["spec"]["nodeLabels"]
         for name, _count, asked in jobset_pod_sets(step.manifest):
-            touched = [g for g in groups if g & set(asked)]
-            assert len(touched) == 1, f"{step.step}/{name} asks for {sorted(asked)}"
-            assert set(asked) <= touched[0], f"{step.step}/{name}: {set(asked) - touched[0]} is not covered"
+            assert set(asked) <= set(group["coveredResources"]), f"{step.step}/{name} asks for an uncovered resource"
+    for entry in group["flavors"]:
+        assert [r["name"] for r in entry["resources"]] == group["coveredResources"], "Kueue: every flavor, in order"
 
 
-def _quota(cq, resource):
+def _quota(cq, resource, flavor=CPU_FLAVOR):
     for group in cq["spec"]["resourceGroups"]:
-        for flavor in group["flavors"]:
-            for entry in flavor["resources"]:
-                if entry["name"] == resource:
-                    return quantity(entry["nominalQuota"])
+        for entry in group["flavors"]:
+            for quota in entry["resources"]:
+                if entry["name"] == flavor and quota["name"] == resource:
+                    return quantity(quota["nominalQuota"])
     raise KeyError(resource)
 
 
@@ -151,7 +201,11 @@ def test_the_quotas_are_the_pools_and_one_training_fits_exactly(s):
     cq = kueue.cluster_queue(s, LABELS)
     plan = plan_workflow(s)
     training = total(jobset_pod_sets(plan.train.manifest))
-    assert _quota(cq, "google.com/tpu") == training["google.com/tpu"] == s.total_chips
+    assert _quota(cq, "google.com/tpu", TPU_FLAVOR) == training["google.com/tpu"] == s.total_chips
+    workers = next(asked for name, _n, asked in jobset_pod_sets(plan.train.manifest) if name == "worker")
+    hosts = s.slice.hosts * s.tpu.slices
+    for resource in ("cpu", "memory"):
+        assert _quota(cq, resource, TPU_FLAVOR) == workers[resource] * hosts, "the workers' requests fit exactly"
     assert s.total_chips == s.tpu.slices * s.slice.hosts * s.slice.chips_per_vm
     node = allocatable(shape(s.cpu_pool.machine_type))
     assert _quota(cq, "cpu") == pytest.approx(math.floor(node["cpu"] * 1000) / 1000 * s.cpu_pool.max_nodes)
@@ -161,7 +215,7 @@ def test_the_quotas_are_the_pools_and_one_training_fits_exactly(s):
             for resource in ("cpu", "memory"):
                 if resource in asked:
                     assert asked[resource] <= node[resource], f"{step.step}/{name} cannot fit one cpu-np node"
-        needed = total(jobset_pod_sets(step.manifest))
+        needed = total(set_ for set_ in jobset_pod_sets(step.manifest) if set_[0] != "worker")
         for resource, amount in needed.items():
             assert amount <= _quota(cq, resource), f"{step.step} would never be admitted ({resource})"
 
@@ -183,7 +237,7 @@ def test_pod_requests_follow_the_schedulers_formula():
     from core.requests import pod_requests
 
     assert pod_requests(head) == {"cpu": 16 + 8 + 8, "memory": (100 + 32 + 64) * 2**30}
-    assert pod_requests(worker) == {"google.com/tpu": 4}
+    assert pod_requests(worker) == {"google.com/tpu": 4, "cpu": 8, "memory": 64 * 2**30}
     init_heavy = {
         "initContainers": [
             {"name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}},

@@ -27,7 +27,10 @@ pytestmark = pytest.mark.pure
 
 PROD = settings("prod", [])
 DEV = settings("dev", [])
-TWO_SLICES = settings("prod", ["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"])
+TWO_SLICES = settings(
+    "prod",
+    ["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1", "tpu-rl:training.rolloutTensorParallelism=32"],
+)
 COORDINATOR = {"fieldRef": {"fieldPath": "metadata.labels['jobset.sigs.k8s.io/coordinator']"}}
 TUTORIAL_ENV = [
     {"name": "FLAGS_pathways_enforce_subset_devices_form_subslice", "value": "false"},
@@ -239,6 +242,10 @@ def test_workload_container_talks_to_the_proxy_on_loopback():
         {"name": "ENABLE_PATHWAYS_PERSISTENCE", "value": "1"},
         {"name": "TPU_RL_STALL_SECONDS", "value": "7200"},  # tpu-rl:workflow.stallTimeout, 2h
         {"name": "TPU_RL_RESTART_DRILL", "value": "false"},  # tpu-rl:workflow.restartDrill
+        {"name": "TPU_RL_SLICE_WAIT_SECONDS", "value": "16200"},  # tpu-rl:kueue.recoveryTimeout, 4h30m
+        # JobSet's labels on its pods (v0.10.1 labelAndAnnotateObject): the attempt's workers, for its wait and judge
+        field_env("TPU_RL_JOBSET_UID", "metadata.labels['jobset.sigs.k8s.io/jobset-uid']"),
+        field_env("TPU_RL_RESTART_ATTEMPT", "metadata.labels['jobset.sigs.k8s.io/restart-attempt']"),
         {"name": "VLLM_ENABLE_V1_MULTIPROCESSING", "value": "0"},
         field_env("VLLM_HOST_IP", "status.podIP"),
         HF_TOKEN,
@@ -274,10 +281,8 @@ def test_workers_one_pod_per_tpu_vm_of_every_slice(request, s, hosts, slices, ch
         "completions": hosts,
         "parallelism": hosts,
     }
-    assert job["template"]["metadata"] == {
-        "labels": pod_labels(jobs(s).train),  # the step's labels reach every pod
-        "annotations": {"cloud.google.com/gke-tpu-slice-topology": topology},
-    }
+    # No gke-tpu-slice-topology annotation: xpk sets it for super- and sub-slicing only (TPU7x's dynamic slicing).
+    assert job["template"]["metadata"] == {"labels": pod_labels(jobs(s).train)}, "the step's labels reach every pod"
     pod = job["template"]["spec"]
     assert {k: pod[k] for k in HOST_NETWORK} == HOST_NETWORK
     assert pod["terminationGracePeriodSeconds"] == WORKER_GRACE, "Kubernetes' default: the workers hold no state"
@@ -309,9 +314,11 @@ def test_workers_one_pod_per_tpu_vm_of_every_slice(request, s, hosts, slices, ch
             *TUTORIAL_ENV,
         ],
         "ports": [{"containerPort": p, "protocol": "TCP"} for p in (29005, 29006, 8471, 8080)],
-        "resources": {"limits": {"google.com/tpu": str(chips_per_vm)}},
+        # A floor of cpu and memory beside the chips: not BestEffort (core/pathways.py WORKER_REQUESTS)
+        "resources": {"requests": {"cpu": "8", "memory": "64Gi"}, "limits": {"google.com/tpu": str(chips_per_vm)}},
         "volumeMounts": TMP_MOUNT,
     }
+    assert "serviceAccountName" not in pod, "the workers keep the namespace's default account, granted nothing"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -544,16 +551,14 @@ def test_names_paths_and_logs():
     annotations = ('metadata.annotations["tpu-rl/input"]', 'metadata.annotations["tpu-rl/retry-of"]')
     stall = "spec.replicatedJobs[0].template.spec.template.spec.containers[0].env[5].value"
     drill = "spec.replicatedJobs[0].template.spec.template.spec.containers[0].env[6].value"
+    wait = "spec.replicatedJobs[0].template.spec.template.spec.containers[0].env[7].value"
+    account = "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in plan.steps:
         assert step.ignore_changes == (
             "spec.failurePolicy.maxRestarts",
             "spec.replicatedJobs[0].template.spec.activeDeadlineSeconds",
-            # Who a CPU step runs as: kept on an existing JobSet (issue 41 renamed the accounts).
-            *(
-                (stall, drill)
-                if step.step == "train"
-                else ("spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName",)
-            ),
+            # Who a step runs as (a CPU step's account, the training head's): kept on an existing JobSet.
+            *((stall, drill, wait, account) if step.step == "train" else (account,)),
             *annotations,
             'metadata.labels["kueue.x-k8s.io/queue-name"]',
         )
@@ -561,6 +566,7 @@ def test_names_paths_and_logs():
     head_pod = plan.train.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     assert head_pod["containers"][0]["env"][5] == {"name": "TPU_RL_STALL_SECONDS", "value": "7200"}, stall
     assert head_pod["containers"][0]["env"][6] == {"name": "TPU_RL_RESTART_DRILL", "value": "false"}, drill
+    assert head_pod["containers"][0]["env"][7] == {"name": "TPU_RL_SLICE_WAIT_SECONDS", "value": "16200"}, wait
     timeouts = jobs(settings("prod", ["tpu-rl:workflow.timeouts.convert=9h"]))
     assert timeouts.convert.name == plan.convert.name and cpu_job(timeouts.convert)["activeDeadlineSeconds"] == 9 * 3600
 
@@ -641,15 +647,16 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-aefa49a247",
-        "gemma4-26b-publish-a0edca2f83",
+        "gemma4-26b-evaluate-871ca5f2e0",
+        "gemma4-26b-publish-e35bc2fec5",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
         pod = step.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
         if step.step == "train":
-            assert "serviceAccountName" not in pod, "training runs as the node pools' accounts (hostNetwork)"
-            assert steps.ACCOUNT_PATH not in step.ignore_changes
+            # The head's own account: it reads its pods (its GCS access is its node's: hostNetwork).
+            assert pod["serviceAccountName"] == "tpu-rl-prod-train-head" and pod["automountServiceAccountToken"]
+            assert steps.ACCOUNT_PATH in step.ignore_changes
             continue
         assert pod["serviceAccountName"] == f"tpu-rl-prod-{step.step}"
         assert steps.ACCOUNT_PATH in step.ignore_changes
@@ -676,15 +683,16 @@ STEP_NAMES = {
     # check, base_snapshot.py's Hub-hashed cache reads, training's launcher, exit judge, stall watchdog and restart
     # drill, the export's completion), with each CPU step's account hashed by its step (steps.hashed_account).
     # docs/upgrades.md "Upgrading tpu-rl" says which version renamed which steps.
-    "dev": ["gemma4-e4b-convert-d7148d8833", "gemma4-e4b-train-ed196c2b62", "gemma4-e4b-export-eea6e27b31"],
-    "prod": ["gemma4-26b-convert-a958a7e3eb", "gemma4-26b-train-b58e539cbf", "gemma4-26b-export-05fc34a573"],
+    "dev": ["gemma4-e4b-convert-807f2a004e", "gemma4-e4b-train-81a42d9f00", "gemma4-e4b-export-b818e1035a"],
+    "prod": ["gemma4-26b-convert-d923f882a4", "gemma4-26b-train-7747f2153c", "gemma4-26b-export-d97312759a"],
 }
-ONE_READ_OFF = {
-    "dev": ["gemma4-e4b-convert-d7148d8833", "gemma4-e4b-train-bef7b76bda", "gemma4-e4b-export-426167f1dd"],
-    "prod": ["gemma4-26b-convert-a958a7e3eb", "gemma4-26b-train-a92f61129f", "gemma4-26b-export-9555b026d0"],
+ONE_READ = {
+    "dev": ["gemma4-e4b-convert-807f2a004e", "gemma4-e4b-train-14df7b2bc8", "gemma4-e4b-export-1b3ebc6da4"],
+    "prod": ["gemma4-26b-convert-d923f882a4", "gemma4-26b-train-4a481e799d", "gemma4-26b-export-8661103bf4"],
 }
-"""The names of a stack that sets tpu-rl:training.loadCheckpointOnlyOnce to false: training and the steps after it
-differ from STEP_NAMES, the conversion is the same."""
+"""The names of a stack that sets tpu-rl:training.loadCheckpointOnlyOnce to true (MaxText's default, false, is
+tpu-rl's: docs/first-run.md "The first training run's path"): training and the steps after it differ from
+STEP_NAMES, the conversion is the same."""
 
 
 @pytest.mark.parametrize("stack", sorted(STEP_NAMES))
@@ -692,19 +700,23 @@ def test_the_example_stacks_step_names(stack):
     assert [step.name for step in jobs(settings(stack, [])).steps] == STEP_NAMES[stack]
 
 
-@pytest.mark.parametrize("stack", sorted(ONE_READ_OFF))
-def test_reading_the_checkpoint_twice_renames_training_and_after_never_the_conversion(stack):
-    """MaxText's default (false) leaves the key out of the argv: training and the steps after it have their own
-    names, the conversion keeps its (``ONE_READ_OFF``), and so do the evaluation and the publication after them."""
-    twice = settings(stack, ["tpu-rl:training.loadCheckpointOnlyOnce=false"])
-    assert [step.name for step in jobs(twice).steps] == ONE_READ_OFF[stack]
-    assert ONE_READ_OFF[stack][0] == STEP_NAMES[stack][0] and ONE_READ_OFF[stack][1:] != STEP_NAMES[stack][1:]
+@pytest.mark.parametrize("stack", sorted(ONE_READ))
+def test_reading_the_checkpoint_once_renames_training_and_after_never_the_conversion(stack):
+    """MaxText's default (false) leaves the key out of the argv, and setting it false names nothing new; true puts it
+    in: training and the steps after it have their own names, the conversion keeps its (``ONE_READ``), and so do the
+    evaluation and the publication after them."""
+    assert [step.name for step in jobs(settings(stack, ["tpu-rl:training.loadCheckpointOnlyOnce=false"])).steps] == (
+        STEP_NAMES[stack]
+    )
+    once = settings(stack, ["tpu-rl:training.loadCheckpointOnlyOnce=true"])
+    assert [step.name for step in jobs(once).steps] == ONE_READ[stack]
+    assert ONE_READ[stack][0] == STEP_NAMES[stack][0] and ONE_READ[stack][1:] != STEP_NAMES[stack][1:]
     if stack == "prod":
         every = ["tpu-rl:publish.repo=me/model", "tpu-rl:workflow.steps.evaluate=true"]
         names = [
-            s.name for s in plan_workflow(settings("prod", [*every, "tpu-rl:training.loadCheckpointOnlyOnce=false"]))
+            s.name for s in plan_workflow(settings("prod", [*every, "tpu-rl:training.loadCheckpointOnlyOnce=true"]))
         ]
-        assert names[3:] == ["gemma4-26b-evaluate-54538066e6", "gemma4-26b-publish-9b3a82feca"]
+        assert names[3:] == ["gemma4-26b-evaluate-09488844aa", "gemma4-26b-publish-2fb4b9da29"]
 
 
 def test_the_cloud_logging_links():

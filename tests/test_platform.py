@@ -72,7 +72,14 @@ def test_autoscaled_pools_scale_between_zero_and_one_slice(capacity):
 
 @pytest.mark.slow
 def test_two_slices_get_two_identical_pools():
-    pools = tpu_pools(plan_of("prod", "tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"))
+    pools = tpu_pools(
+        plan_of(
+            "prod",
+            "tpu-rl:tpu.slices=2",
+            "tpu-rl:training.iciExpertParallelism=1",
+            "tpu-rl:training.rolloutTensorParallelism=32",
+        )
+    )
     assert [p["inputs"]["name"] for p in pools] == ["tpu-v6e-4x8-0", "tpu-v6e-4x8-1"]
     for pool in pools:
         common_tpu_pool_checks(pool, "ct6e-standard-4t", "4x8")
@@ -169,23 +176,25 @@ def workload_identities(plan) -> dict[str, tuple[str, str]]:
 
 
 def kubernetes_accounts(plan) -> dict[str, tuple[str, str]]:
-    """CPU step -> (its ServiceAccount object's namespace/name, the Google account it maps to)."""
+    """CPU step -> (its ServiceAccount object's namespace/name, the Google account it maps to): the accounts mapped to
+    a Google account (the training head's maps to none)."""
     return {
         r["name"].removesuffix("-ksa"): (
             f"{r['inputs']['metadata']['namespace']}/{r['inputs']['metadata']['name']}",
             r["inputs"]["metadata"]["annotations"]["iam.gke.io/gcp-service-account"],
         )
         for r in plan.find("kubernetes:core/v1:ServiceAccount")
+        if "iam.gke.io/gcp-service-account" in r["inputs"]["metadata"].get("annotations", {})
     }
 
 
-def pod_accounts(plan) -> dict[str, str]:
-    """Step -> namespace/serviceAccountName of its pods (the steps whose pods name one: the CPU steps)."""
+def pod_accounts(plan, *, train: bool = False) -> dict[str, str]:
+    """Step -> namespace/serviceAccountName of its pods (the CPU steps'; with ``train``, the training head's too)."""
     found = {}
     for step, r in step_resources(plan).items():
         for rjob in r["inputs"]["spec"]["replicatedJobs"]:
             pod = rjob["template"]["spec"]["template"]["spec"]
-            if "serviceAccountName" in pod:
+            if "serviceAccountName" in pod and (train or step != "train"):
                 found[step] = f"{r['inputs']['metadata']['namespace']}/{pod['serviceAccountName']}"
     return found
 
@@ -234,7 +243,8 @@ def test_service_account_ids_fit_the_30_character_limit():
     ids = [r["inputs"]["accountId"] for r in plan.find("gcp:serviceaccount/account:Account")]
     assert len(ids) == 6 and "abcdefghijklmnopqrst-publish" in ids and all(6 <= len(i) <= 30 for i in ids)
     ksas = {r["inputs"]["metadata"]["name"] for r in plan.find("kubernetes:core/v1:ServiceAccount")}
-    assert ksas == {f"abcdefghijklmnopqrst-{step}" for step in ("convert", "export", "publish")} <= set(ids)
+    mapped = {f"abcdefghijklmnopqrst-{step}" for step in ("convert", "export", "publish")}
+    assert ksas == {*mapped, "abcdefghijklmnopqrst-train-head"} and mapped <= set(ids), "the head's maps to none"
 
 
 def test_bucket_security(dev_plan, prod_plan):
@@ -423,9 +433,43 @@ def test_no_cpu_step_pod_gets_a_kubernetes_api_token():
     (``automountServiceAccountToken: false``), and their pods leave it to the account (a pod's setting would win)."""
     plan = plan_of("prod", "tpu-rl:publish.repo=acme/x", "tpu-rl:workflow.steps.evaluate=true")
     accounts = plan.find("kubernetes:core/v1:ServiceAccount")
-    assert {r["name"] for r in accounts} == {"convert-ksa", "export-ksa", "evaluate-ksa", "publish-ksa"}
+    assert {r["name"] for r in accounts} == {
+        "convert-ksa",
+        "export-ksa",
+        "evaluate-ksa",
+        "publish-ksa",
+        "train-head-serviceaccount",
+    }
     assert all(r["inputs"]["automountServiceAccountToken"] is False for r in accounts)
     for step, r in step_resources(plan).items():
         for rjob in r["inputs"]["spec"]["replicatedJobs"]:
             pod = rjob["template"]["spec"]["template"]["spec"]
+            if (step, rjob["name"]) == ("train", "pathways-head"):
+                assert pod["automountServiceAccountToken"] is True, "the head reads its pods: its pod mounts the token"
+                continue
             assert "automountServiceAccountToken" not in pod, step
+
+
+def test_the_training_head_may_read_its_namespaces_pods_and_nothing_else():
+    """The head's account (``core.names.head_ksa``) is bound to one Role in the workflow namespace: get and list of
+    pods. No other binding names it, it maps to no Google account, and each stack's is its own."""
+    for stack in ("dev", "prod"):
+        plan = plan_of(stack, *SHARED_PROJECT)
+        (account,) = [
+            r for r in plan.find("kubernetes:core/v1:ServiceAccount") if r["name"] == "train-head-serviceaccount"
+        ]
+        meta = account["inputs"]["metadata"]
+        assert meta["name"] == f"tpu-rl-{stack}-train-head" and "annotations" not in meta, "no Workload Identity"
+        (role,) = plan.find("kubernetes:rbac.authorization.k8s.io/v1:Role")
+        assert role["inputs"]["metadata"]["namespace"] == meta["namespace"] == "rl-runs"
+        assert role["inputs"]["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]
+        (binding,) = plan.find("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding")
+        assert binding["inputs"]["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": role["inputs"]["metadata"]["name"],
+        }
+        assert binding["inputs"]["subjects"] == [
+            {"kind": "ServiceAccount", "name": meta["name"], "namespace": meta["namespace"]}
+        ]
+        assert pod_accounts(plan, train=True)["train"] == f"rl-runs/{meta['name']}"

@@ -157,17 +157,18 @@ def test_every_training_field_is_its_knob():
     """The schema's training fields are built from core.knobs (the configuration table above pins their text);
     rebuilt here so a broken builder shows up in the test run, not only at import."""
     from core.config import schema
+    from core.config.fields import knob_field
     from core.knobs import TRAINING_KNOBS
 
     for knob in TRAINING_KNOBS:
         field = schema.FIELDS_BY_KEY[f"tpu-rl:training.{knob.field}"]
-        assert schema._knob_field(knob) == field
+        assert knob_field(knob) == field
         assert field.default == knob.default and field.samples == knob.samples
         assert f"MaxText `{knob.key}`" in field.doc
 
 
 def test_the_reference_shows_each_kind_of_default():
-    from core.config.schema import _shown
+    from core.config.fields import shown as _shown
 
     networks = next(f for f in FIELDS if f.key == "tpu-rl:authorizedNetworks")
     assert _shown(networks) == "`0.0.0.0/0`"

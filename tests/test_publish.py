@@ -562,10 +562,11 @@ def test_the_publish_script_is_strict_mode_the_folder_then_the_program_from_its_
     from workloads.specs.commands import PUBLISHED, mark_folder, publish_script
 
     script = publish_script("gs://b/m/export/abc/", "gs://b/m/publish/def/")
-    head = f"set -euo pipefail\n{mark_folder('gs://b/m/publish/def/')}\n"
+    marked = mark_folder("gs://b/m/publish/def/", ("gs://b/m/export/abc/",))
+    head = f"set -euo pipefail\n{marked}\n"
     assert script.startswith(head) and script.endswith("\n")
-    folder = ["python3", "/tpu-rl/mark_folder.py", "gs://b/m/publish/def/"]
-    assert shlex.split(mark_folder("gs://b/m/publish/def/")) == folder
+    folder = ["python3", "/tpu-rl/mark_folder.py", "gs://b/m/publish/def/", "gs://b/m/export/abc/"]
+    assert shlex.split(marked) == folder, "the folder once the account may read the export and write it"
     last = script[len(head) : -1]
     assert shlex.split(last) == [
         "exec",
@@ -670,7 +671,7 @@ def test_up_with_the_evaluation_puts_its_record_in_the_outputs_and_the_card_and_
         assert done.error is None, done.error
         assert done.plan.outputs["steps"]["evaluate"]["summary"] == "4 of 5 correct"
         names = [r["name"] for r in done.plan.resources]
-        assert {"evaluate-sa", "evaluate-ksa", "evaluate-access-propagation"} <= set(names)
+        assert {"evaluate-sa", "evaluate-ksa"} <= set(names)
         card = next(r for r in done.plan.resources if r["name"] == f"{stack.steps().publish.name}-card")
         readme = card["inputs"]["data"]["README.md"]
         assert "## Held\\-out questions\n\n4 of 5 correct\n" in readme, "plain text: every punctuation escaped"

@@ -14,7 +14,8 @@ import pytest
 from tests.lifecycle_walk import settings
 from tools.report_html import _attempt_rows
 from workloads.observe.evaluations import parse_logs
-from workloads.specs.commands import RUN_LINE, SIDE_PATTERN, run_record, train_argv
+from workloads.specs.commands import train_argv
+from workloads.specs.train_script import RUN_LINE, SIDE_PATTERN, run_record
 
 pytestmark = pytest.mark.pure
 

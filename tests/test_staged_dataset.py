@@ -8,7 +8,8 @@ import pytest
 from core.knobs import DATASETS, Dataset
 from core.layout import dataset_cache
 from tests.lifecycle_walk import settings
-from workloads.specs.commands import dataset_lines, staged_dataset
+from workloads.specs.commands import staged_dataset
+from workloads.specs.train_script import dataset_lines
 
 OUT = "gs://b/gemma4-26b/train/0123456789/"
 CACHE = "gs://my-tpu-prod-project-tpu-rl-prod/gemma4-26b/train/hub/"

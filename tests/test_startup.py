@@ -1,6 +1,7 @@
-"""Where a training attempt's start-up went (``workloads.observe.startup``): absl logs as MaxText 0.2.4 and tunix
-c4ec573 print them, the live objects as the API server, the kubelet and Kueue write them (served by the loopback API
-server ``tests.fake_kube`` and read by the real bounded reader), the logs in fake-gcs-server."""
+"""Where a training attempt's start-up went (``workloads.observe.startup``): absl logs as MaxText 0.2.5 and tunix
+c7d8950 print them, in their order and at their lines (``tests.upstream_logs``), the live objects as the API server,
+the kubelet and Kueue write them (served by the loopback API server ``tests.fake_kube`` and read by the real bounded
+reader), the logs in fake-gcs-server."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from infra.k8s import live
 from tests.fake_kube import fake_cluster, kubelet_event, tpu_node, with_state, workload
 from tests.lifecycle_walk import settings
+from tests.upstream_logs import absl
 from workloads.container.launch import SKIPPED
 from workloads.observe import pulls, startup
 from workloads.observe.startup import LogAttempt
@@ -22,36 +24,39 @@ UTC = datetime.UTC
 NS = "tpu-rl"
 ATTEMPT = "20261231T234100Z"
 """The first attempt starts 20 minutes before New Year: its later lines are dated 0101 (no year in absl)."""
+ATTEMPT_START = datetime.datetime(2026, 12, 31, 23, 41, tzinfo=UTC)
 
 
 def at(text: str) -> float:
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-# MaxText 0.2.4 (max_utils.py 832-834, train_rl.py 558/596/786/799) and tunix c4ec573 (checkpoint_manager.py 292,
-# peft_trainer.py 736) through absl: <level><MMDD> <HH:MM:SS.micro> <thread> <file:line>] <message>.
+# A fresh start (no checkpoint yet): MaxText 0.2.5's and tunix's lines through absl, <level><MMDD> <HH:MM:SS.micro>
+# <thread> <file:line>] <message>, in the order a start-up logs them; no restore between the RL cluster and the trainer.
 FIRST_LOG = "\n".join(
     [
         'tpu-rl run: {"model":"gemma4-26b","slice":{"version":"v6e","chips":32}}',
-        "I1231 23:41:02.000000 140245 max_utils.py:832] System Information: Jax Version: 0.8.1",
-        "I1231 23:59:30.250000 140245 max_utils.py:834] System Information: Jax Backend: Pathways 0.1",
-        "I0101 00:04:30.000000 140245 train_rl.py:558] Creating RL cluster...",
-        "I0101 00:16:30.000000 140245 train_rl.py:596] Setting up RL trainer...",
-        "W0101 00:21:30.000000 140245 train_rl.py:786] Pre RL Training: corr=12, total=40, accuracy=30.0%, "
-        "partial_accuracy=45.0%, format_accuracy=80.0%, mean_reward=0.4500",
-        "W0101 00:21:31.000000 140245 train_rl.py:799] Starting RL training...",
-        "I0101 00:24:00.000000 140245 peft_trainer.py:736] Train step 1 training loss: 0.693147  - training "
-        "perplexity: 2.000000",
-        "I0101 00:30:00.000000 140245 peft_trainer.py:736] Train step 2 training loss: 0.650000  - training "
-        "perplexity: 1.915540",
+        absl("1231 23:41:02", "System Information: Jax Version: 0.8.1", 140245),
+        absl("1231 23:59:30.25", "System Information: Jax Backend: Pathways 0.1", 140245),
+        absl("0101 00:04:30", "Creating RL cluster...", 140245),
+        absl("0101 00:16:30", "Setting up RL trainer...", 140245),
+        absl(
+            "0101 00:21:30",
+            "Pre RL Training: corr=12, total=40, accuracy=30.0%, partial_accuracy=45.0%, format_accuracy=80.0%, "
+            "mean_reward=0.4500",
+            140245,
+        ),
+        absl("0101 00:21:31", "Starting RL training...", 140245),
+        absl("0101 00:24:00", "Train step 1 training loss: 0.693147  - training perplexity: 2.000000", 140245),
+        absl("0101 00:30:00", "Train step 2 training loss: 0.650000  - training perplexity: 1.915540", 140245),
     ]
 )
 
 
 @pytest.mark.pure
 def test_absl_times_take_the_attempts_year_and_roll_over_new_year():
-    start = datetime.datetime(2026, 12, 31, 23, 41, tzinfo=UTC)
-    line = "I0101 00:04:30.5 140245 train_rl.py:558] Creating RL cluster..."
+    start = ATTEMPT_START
+    line = "I0101 00:04:30.5 140245 train_rl.py:498] Creating RL cluster..."
     assert startup.absl_time(line, start) == datetime.datetime(2027, 1, 1, 0, 4, 30, 500000, tzinfo=UTC)
     same = "W1231 23:59:30.250000 1 x.py:1] y"
     assert startup.absl_time(same, start) == datetime.datetime(2026, 12, 31, 23, 59, 30, 250000, tzinfo=UTC)
@@ -61,7 +66,7 @@ def test_absl_times_take_the_attempts_year_and_roll_over_new_year():
 
 @pytest.mark.pure
 def test_the_logs_milestones_are_their_first_lines():
-    marks = startup.log_marks(FIRST_LOG, datetime.datetime(2026, 12, 31, 23, 41, tzinfo=UTC))
+    marks = startup.log_marks(FIRST_LOG, ATTEMPT_START)
     assert marks == {
         "backend": at("2026-12-31T23:59:30.25Z"),
         "RL cluster": at("2027-01-01T00:04:30Z"),
@@ -184,7 +189,7 @@ FIRST = LogAttempt(
     ATTEMPT,
     at("2026-12-31T23:41:00Z"),
     None,
-    startup.log_marks(FIRST_LOG, datetime.datetime(2026, 12, 31, 23, 41, tzinfo=UTC)),
+    startup.log_marks(FIRST_LOG, ATTEMPT_START),
 )
 
 
@@ -225,14 +230,15 @@ def test_the_first_attempts_start_up_from_kueue_the_pods_and_its_log():
 def test_a_restart_whose_pods_are_gone_merges_what_only_they_said(skipped):
     """Attempt 1 ended at 00:40 (its log copied); attempt 2's pods are the live ones. Attempt 1 keeps the log's
     components and, without its pods, one merged part from its JobSet's creation to its script's start. Attempt 2
-    resumed: its pre-RL evaluation is 0 when the launcher said it skips it; without that word (another image), a
-    side file with no pre-RL line yet proves nothing, and the part up to its first step stays merged."""
+    resumed: its restore is the 2 minutes its line reports, inside the RL cluster's 12, whose other 10 are compile;
+    its pre-RL evaluation is 0 when the launcher said it skips it; without that word (another image), a side file
+    with no pre-RL line yet proves nothing, and the part up to its first step stays merged."""
     second_log = "\n".join(
         [
-            "I0101 00:58:00.000000 1 max_utils.py:834] System Information: Jax Backend: Pathways 0.1",
-            "I0101 01:00:00.000000 1 train_rl.py:558] Creating RL cluster...",
-            "I0101 01:10:00.000000 1 train_rl.py:596] Setting up RL trainer...",
-            "I0101 01:12:00.000000 1 checkpoint_manager.py:293] Restored params from step: 10 in 118.000 seconds",
+            absl("0101 00:58:00", "System Information: Jax Backend: Pathways 0.1"),
+            absl("0101 01:00:00", "Creating RL cluster..."),
+            absl("0101 01:11:00", "Restored params from step: 10 in 120.000 seconds"),
+            absl("0101 01:12:00", "Setting up RL trainer..."),
         ]
     )
     first = LogAttempt(FIRST.name, FIRST.start, at("2027-01-01T00:40:00Z"), FIRST.marks)
@@ -265,10 +271,10 @@ def test_a_restart_whose_pods_are_gone_merges_what_only_they_said(skipped):
         ("set-up", 60.0),
         ("Pathways", 60.0),
         ("load", 120.0),
-        ("compile", 600.0),
-        ("restore", 120.0),
+        ("compile", 540.0 + 60.0),  # to the restore's begin 01:09, and from its line 01:11 to the trainer's 01:12
+        ("restore", 120.0),  # what its line reports, not the 11 minutes since the RL cluster's line
         *(
-            [("pre-RL eval", 0.0), ("first step", 480.0)]  # to its first TensorBoard event
+            [("pre-RL eval", 0.0), ("first step", 480.0)]  # from the trainer's line to its first TensorBoard event
             if skipped
             else [("pre-RL eval+first step", 480.0)]
         ),
@@ -287,6 +293,47 @@ def test_an_attempt_still_waiting_for_its_slice_shows_where_it_waits_now():
     assert not found.done and found.name == "starting" and found.ending == "now"
     assert found.components == [("admission", 182.0), ("nodes", 58.0), ("images", 960.0)]
     assert startup.status_line(found, 32).startswith("attempt 1: starting, 20m to now (admission 3m, nodes 1m, images")
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("restored", "components"),
+    [
+        (
+            "Restored params from step: 10 in 120.000 seconds",
+            [("load", 60.0), ("compile", 540.0 + 60.0), ("restore", 120.0)],
+        ),
+        (
+            "Restored params from step: 10 in 900.500 seconds",
+            [("load", 60.0), ("compile", 0.0 + 60.0), ("restore", 660.0)],
+        ),
+        ("Restored params from step: 10", [("load", 60.0), ("compile+restore", 660.0), ("compile", 60.0)]),
+    ],
+    ids=["its-seconds", "more-than-since-the-rl-cluster", "no-seconds"],
+)
+def test_the_restore_is_what_its_line_reports_and_compile_the_rest_of_the_rl_cluster(restored, components):
+    """tunix restores inside ``RLCluster(...)``, between MaxText's two lines (01:00, 01:12): the restore is the seconds
+    its line (01:11) reports, begun no earlier than the RL cluster's line; the rest of those 12 minutes is compile. A
+    line without its seconds leaves the split unknown."""
+    text = "\n".join(
+        [
+            absl("0101 00:59:00", "System Information: Jax Backend: Pathways 0.1"),
+            absl("0101 01:00:00", "Creating RL cluster..."),
+            absl("0101 01:11:00", restored),
+            absl("0101 01:12:00", "Setting up RL trainer..."),
+        ]
+    )
+    assert startup.cut(None, startup.log_marks(text, ATTEMPT_START)) == components
+
+
+@pytest.mark.pure
+def test_a_side_file_restore_begins_no_earlier_than_its_attempt():
+    """The side file has the restore's line but not MaxText's: its begin is bounded by the attempt's start."""
+    line = absl("0101 00:10:00", "Restored params from step: 10 in 99999.000 seconds")
+    marks = startup.log_marks(line, ATTEMPT_START)
+    assert marks == {"restored": at("2027-01-01T00:10:00Z"), startup.RESTORE_BEGUN: ATTEMPT_START.timestamp()}
+    fine = startup.log_marks(absl("0101 00:10:00", "Restored params from step: 10 in 0.125 seconds"), ATTEMPT_START)
+    assert fine[startup.RESTORE_BEGUN] == at("2027-01-01T00:09:59.875Z")
 
 
 def test_an_attempt_that_died_before_its_first_step_ends_at_its_log():
@@ -403,8 +450,8 @@ def test_make_report_holds_a_resumed_attempt_against_the_goal(gcs, tmp_path):
 
     second = "\n".join(
         [
-            "I0101 01:12:00.000000 1 checkpoint_manager.py:293] Restored params from step: 10 in 118.000 seconds",
-            "I0101 01:20:00.000000 1 peft_trainer.py:736] Train step 11 training loss: 0.6  - training perplexity: 1.8",
+            absl("0101 01:12:00", "Restored params from step: 10 in 118.000 seconds"),
+            absl("0101 01:20:00", "Train step 11 training loss: 0.600000  - training perplexity: 1.800000"),
         ]
     )
     put(gcs, DEV.train.output_uri, f"logs/train-{ATTEMPT}.log", data=FIRST_LOG.encode())
@@ -424,14 +471,15 @@ def test_make_report_holds_a_resumed_attempt_against_the_goal(gcs, tmp_path):
 RESTART_LOG = "\n".join(
     [
         'tpu-rl run: {"model":"gemma4-26b","slice":{"version":"v6e","chips":32}}',
-        "I0101 00:51:00.000000 1 max_utils.py:834] System Information: Jax Backend: Pathways 0.1",
-        "I0101 00:52:00.000000 1 train_rl.py:558] Creating RL cluster...",
-        "I0101 00:55:00.000000 1 train_rl.py:596] Setting up RL trainer...",
-        "I0101 00:58:00.000000 1 checkpoint_manager.py:293] Restored params from step: 10 in 118.000 seconds",
-        "I0101 01:00:30.000000 1 peft_trainer.py:736] Train step 11 training loss: 0.6  - training perplexity: 1.8",
+        absl("0101 00:51:00", "System Information: Jax Backend: Pathways 0.1"),
+        absl("0101 00:52:00", "Creating RL cluster..."),
+        absl("0101 00:57:30", "Restored params from step: 10 in 180.000 seconds"),
+        absl("0101 00:58:00", "Setting up RL trainer..."),
+        absl("0101 01:00:30", "Train step 11 training loss: 0.600000  - training perplexity: 1.800000"),
     ]
 )
-"""The drill's restart on the same nodes, resumed from checkpoint 10 (MaxText 0.2.4 and tunix c4ec573's lines)."""
+"""The drill's restart on the same nodes, resumed from checkpoint 10: compile 2.5 minutes to the restore's begin and
+0.5 after it, the restore 3."""
 
 
 def test_make_report_measures_the_restart_drills_restart_component_by_component(gcs, tmp_path):
@@ -544,7 +592,7 @@ def test_each_finished_restart_is_held_against_issue_40s_goal():
 
 def test_an_attempt_is_resumed_by_its_restore_line_and_fresh_by_a_log_that_goes_on_without_one():
     """What ``goal_met`` rests on, read from the logs as ``startups`` reads them."""
-    restored = "I0101 01:12:00.000000 1 checkpoint_manager.py:293] Restored params from step: 10 in 118.000 seconds"
+    restored = absl("0101 01:12:00", "Restored params from step: 10 in 118.000 seconds")
     second = LogAttempt(
         "20270101T005000Z",
         at("2027-01-01T00:50:00Z"),
@@ -554,6 +602,10 @@ def test_an_attempt_is_resumed_by_its_restore_line_and_fresh_by_a_log_that_goes_
     first = LogAttempt(FIRST.name, FIRST.start, at("2027-01-01T00:40:00Z"), FIRST.marks)
     one, two = startup.startups([first, second], None)
     assert (one.resumed, two.resumed) == (False, True), "the first log goes on to its first step without a restore"
+    head = "\n".join(FIRST_LOG.splitlines()[:5])  # to ``Setting up RL trainer...``: tunix restores before it
+    cut_short = LogAttempt(FIRST.name, FIRST.start, at("2027-01-01T00:17:00Z"), startup.log_marks(head, ATTEMPT_START))
+    (found,) = startup.startups([cut_short], None)
+    assert found.resumed is False and ("restore", 0.0) in found.components, "a fresh start, ended in its evaluation"
 
 
 def test_the_report_shows_the_restart_columns_and_each_restarts_verdict():
@@ -573,28 +625,32 @@ def test_the_report_shows_the_restart_columns_and_each_restarts_verdict():
         "clusterNote": None,
     }
     page = _startup_section({"startup": section})
-    assert "<td>estimate</td><td>per attempt</td><td>43 min</td>" in page
-    assert "<td>estimate</td><td>a restart, new nodes</td><td>30 min</td>" in page
-    assert "<td>estimate</td><td>a restart, same nodes</td><td>13 min</td>" in page
+    # 45 min (the checkpoint read twice); 45 - 8 (a warm compile) - 5 (no pre-RL evaluation) = 32; 32 - 5 (nodes)
+    # - 12 (images) = 15
+    assert "<td>estimate</td><td>per attempt</td><td>45 min</td>" in page
+    assert "<td>estimate</td><td>a restart, new nodes</td><td>32 min</td>" in page
+    assert "<td>estimate</td><td>a restart, same nodes</td><td>15 min</td>" in page
     assert "at most 11.25 min. attempt 2: 14.2 min (not met).</p>" in page
     without = _startup_section({"startup": {**section, "estimateMinutes": None, "restarts": []}})
     assert "estimate" not in without and "Goal" not in without, "a run known by its URI: no stack, no estimate"
 
 
 def test_the_reports_restart_columns_are_the_stacks_own_estimate():
-    """A stack that reads the checkpoint twice (tpu-rl:training.loadCheckpointOnlyOnce false) has 45 minutes per
-    attempt in its estimate output: the restart columns follow it; a run known by its URI gets the defaults'."""
+    """A stack that reads the checkpoint once (tpu-rl:training.loadCheckpointOnlyOnce true) has 45 - 2 = 43 minutes
+    per attempt in its estimate output: the restart columns follow it (32 - 2 = 30, 15 - 2 = 13); a run known by its
+    URI gets the defaults' (the checkpoint read twice: 32 and 15)."""
     from core.estimate import RESTART_STARTUP_MINUTES, WARM_NODE_RESTART_MINUTES, estimate_for
     from tools.report import RunInfo, report_json
     from workloads.observe.evaluations import parse_logs
     from workloads.observe.run_data import RunData
     from workloads.observe.scalars import Scalars
 
-    twice = estimate_for(settings("prod", ["tpu-rl:training.loadCheckpointOnlyOnce=false"])).to_output()
+    once = estimate_for(settings("prod", ["tpu-rl:training.loadCheckpointOnlyOnce=true"])).to_output()
     data = RunData("gs://b/r/", Scalars(), parse_logs([]), None)
-    found = report_json(RunInfo("gs://b/r/", estimate=twice), data)["startup"]
-    assert sum(found["estimateMinutes"].values()) == 45
-    assert {k: sum(v.values()) for k, v in found["restartEstimateMinutes"].items()} == {"newNodes": 32, "sameNodes": 15}
+    found = report_json(RunInfo("gs://b/r/", estimate=once), data)["startup"]
+    assert sum(found["estimateMinutes"].values()) == 43
+    assert {k: sum(v.values()) for k, v in found["restartEstimateMinutes"].items()} == {"newNodes": 30, "sameNodes": 13}
     alone = report_json(RunInfo("gs://b/r/"), data)["startup"]
     defaults = {"newNodes": RESTART_STARTUP_MINUTES, "sameNodes": WARM_NODE_RESTART_MINUTES}
     assert alone["restartEstimateMinutes"] == defaults
+    assert {k: sum(v.values()) for k, v in defaults.items()} == {"newNodes": 32, "sameNodes": 15}

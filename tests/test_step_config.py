@@ -48,7 +48,14 @@ STACKS = {
     "dev": ("dev", []),
     "prod": ("prod", []),
     "prod-adamw": ("prod", ["tpu-rl:training.optimizer=adamw"]),
-    "prod-two-slices": ("prod", ["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"]),
+    "prod-two-slices": (
+        "prod",
+        [
+            "tpu-rl:tpu.slices=2",
+            "tpu-rl:training.iciExpertParallelism=1",
+            "tpu-rl:training.rolloutTensorParallelism=32",
+        ],
+    ),
     "prod-5000-batches": ("prod", ["tpu-rl:training.numBatches=5000"]),
 }
 
@@ -78,7 +85,8 @@ def test_the_training_step_ships_its_overrides_and_the_launcher_runs_them(stack)
     data = train.scripts["data"]
     assert data[CONFIG_FILE] == train_config(_argv(stack, train))[CONFIG_FILE]
     launches = [line for line in data["run.sh"].splitlines() if f"{SCRIPTS_DIR}/{LAUNCHER}" in line]
-    assert launches == [f"python3 {SCRIPTS_DIR}/{LAUNCHER} >> /tmp/tpu-rl-train.log 2>&1 &"]
+    # train_rl with the Hub off: its tokenizer, vLLM's model config and its dataset are the attempt's own copies
+    assert launches == [f"HF_HUB_OFFLINE=1 python3 {SCRIPTS_DIR}/{LAUNCHER} >> /tmp/tpu-rl-train.log 2>&1 &"]
     assert not any(m in data["run.sh"] for m in ("trainers.post_train.rl.train_rl", "post_train/rl/train_rl"))
 
 

@@ -84,8 +84,8 @@ def test_what_the_judge_says():
     _, maybe = train_exit.verdict(1, [*FRAMES, "jax.errors.JaxRuntimeError: INTERNAL: y"], None, CODES)
     assert maybe == (
         "train_rl (exit 1) failed with INTERNAL (jax.errors.JaxRuntimeError: INTERNAL: y), which pathways-utils calls "
-        "'may or may not be due to slice down': not restarted, since a deterministic error would fail the same way; "
-        "the next `pulumi up` retries the run from its last checkpoint"
+        "'may or may not be due to slice down', and its slice is unknown: not read: not restarted, since a "
+        "deterministic error would fail the same way; the next `pulumi up` retries the run from its last checkpoint"
     )
     assert train_exit.verdict(1, [*FRAMES, "ValueError: x"], None, CODES) == (1, "")
     assert train_exit.verdict(143, [], "stalled: quiet", CODES) == (
@@ -125,7 +125,13 @@ def test_the_judge_as_the_container_runs_it_prints_the_status_and_keeps_it_when_
 
 
 def watched(
-    log: Path, write: Callable[[int], str], monkeypatch, *, ticks: int = 200, seconds: float = 100
+    log: Path,
+    write: Callable[[int], str],
+    monkeypatch,
+    *,
+    ticks: int = 200,
+    seconds: float = 100,
+    devices: float | None = None,
 ) -> tuple[bool, float]:
     """Watch a live process for ``ticks`` looks while ``write(tick)`` appends to ``log`` before each; (whether the
     watchdog ended it, when on the fake clock)."""
@@ -144,7 +150,9 @@ def watched(
             child.wait()
 
     try:
-        ended = stall_watchdog.watch(child.pid, str(log), seconds, str(log) + ".marker", clock=clock, sleep=look)
+        ended = stall_watchdog.watch(
+            child.pid, str(log), seconds, str(log) + ".marker", clock=clock, sleep=look, devices_seconds=devices
+        )
     finally:
         child.kill()
         child.wait()
@@ -300,11 +308,13 @@ VERDICTS = {
     ("deterministic", True, False): 1,
     ("slice lost", False, False): SLICE_DOWN_EXIT,
     ("slice lost", True, False): SLICE_DOWN_EXIT,
-    ("maybe lost", False, False): 1,
-    ("maybe lost", True, False): 1,
+    ("maybe lost, slice down", False, False): SLICE_DOWN_EXIT,
+    ("maybe lost, slice down", True, False): SLICE_DOWN_EXIT,
+    ("maybe lost, slice up", False, False): 1,
+    ("maybe lost, slice up", True, False): 1,
     **{
         (error, hung, True): 0
-        for error in ("none", "deterministic", "slice lost", "maybe lost")
+        for error in ("none", "deterministic", "slice lost", "maybe lost, slice down", "maybe lost, slice up")
         for hung in (False, True)
     },
 }
@@ -312,8 +322,14 @@ ERRORS = {
     "none": "",
     "deterministic": 'raise ValueError("Reference model parameters changed during training!")',
     "slice lost": 'raise JaxRuntimeError("DATA_LOSS: Slice 1 is unhealthy: the TPU worker is gone")',
-    "maybe lost": 'raise JaxRuntimeError("INTERNAL: RET_CHECK failure (xla/service/hlo_sharding.cc:1123)")',
+    "maybe lost, slice down": 'raise JaxRuntimeError("DEADLINE_EXCEEDED: pipe to worker 3 unreachable for 60s")',
+    "maybe lost, slice up": 'raise JaxRuntimeError("INTERNAL: RET_CHECK failure (xla/service/hlo_sharding.cc:1123)")',
 }
+SLICE = {
+    "maybe lost, slice down": (1, "down: worker run-worker-0-3-x of this attempt is gone"),
+    "maybe lost, slice up": (0, "up: 8 of 8 workers Ready for 1m00s, none restarted or stopped"),
+}
+"""What ``slice_state.py check`` answers for each "maybe down" row (the others never ask it)."""
 RUN = [
     absl("Creating RL cluster...", where="train_rl.py:558"),
     absl("Setting up RL trainer...", where="train_rl.py:596"),
@@ -367,7 +383,11 @@ def test_how_a_training_attempt_ends(error, hung, completed, noise):
         status = 128 + signal.SIGTERM
     else:
         status = 1 if error != "none" else 0 if completed else 128 + signal.SIGTERM
-    code, said = train_exit.verdict(status, log, stalled, CODES)
+
+    def slice_check() -> tuple[int, str]:
+        return SLICE[error]
+
+    code, said = train_exit.verdict(status, log, stalled, CODES, None, slice_check)
     assert code == VERDICTS[error, hung, completed]
     if completed and (hung or error != "none"):
         assert "training completed (its last checkpoint saved)" in said and "recorded as done" in said
@@ -414,3 +434,95 @@ def test_the_docs_table_is_this_one():
             for each in hangs:
                 table[name, each, completed.strip() == "yes"] = exit_code
     assert table == VERDICTS
+
+
+# -- the slice: the watchdog's clock starts at its devices, and the judge asks it after a "maybe down" error ---------
+
+BACKEND = "System Information: Jax Backend: PJRT C API (Pathways proxy)"
+"""MaxText 0.2.5 ``max_utils.print_system_information``'s third line, once JAX's backend is up."""
+
+
+def test_the_stall_clock_starts_when_the_devices_are_up(tmp_path, monkeypatch):
+    """A restarted head's train_rl waits for its devices longer than the stall bound (100 s) but within its devices'
+    bound (1000 s): not a stall. The stall clock starts at MaxText's backend line (look 60, 300 s in), so with no
+    progress after it the attempt is ended 100 s later, not 100 s after it began."""
+    log = tmp_path / "log"
+    log.write_text(absl("Installed tunix ...", where="train_rl.py:348"))
+    ended, when = watched(
+        log, lambda tick: absl(BACKEND, where="max_utils.py:837") if tick == 60 else "", monkeypatch, devices=1000
+    )
+    assert ended and 60 * 5 + 100 <= when < 60 * 5 + 110
+    assert (tmp_path / "log.marker").read_text().startswith("stalled: no training progress in train_rl's log for 1m40s")
+
+
+def test_devices_that_never_come_up_are_ended_at_their_own_bound(tmp_path, monkeypatch):
+    log = tmp_path / "log"
+    log.write_text("")
+    ended, when = watched(log, lambda tick: "", monkeypatch, devices=300, ticks=1000)
+    assert ended and 300 <= when < 310
+    assert (tmp_path / "log.marker").read_text() == (
+        "stalled: train_rl's devices did not come up within 5m00s of its start (tpu-rl:kueue.recoveryTimeout)\n"
+    )
+
+
+def test_any_progress_line_also_starts_the_stall_clock(tmp_path, monkeypatch):
+    """Should MaxText stop printing its backend line, the first progress line arms the stall bound instead."""
+    log = tmp_path / "log"
+    log.write_text("")
+    ended, when = watched(
+        log,
+        lambda tick: absl("Creating RL cluster...", where="train_rl.py:498") if tick == 10 else "",
+        monkeypatch,
+        devices=10_000,
+    )
+    assert ended and 10 * 5 + 100 <= when < 10 * 5 + 110
+
+
+MAYBE = [*FRAMES, "jax.errors.JaxRuntimeError: DEADLINE_EXCEEDED: pipe to worker 3 unreachable for 60s"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "code", "says"),
+    [
+        ((1, "down: 3 of 8 workers Ready; run-worker-0-3-x: Pending: 0/4 nodes"), SLICE_DOWN_EXIT, "exiting 75"),
+        ((0, "up: 8 of 8 workers Ready for 1m00s, none restarted or stopped"), 1, "not restarted"),
+        ((2, "unknown: cannot read the slice's workers (HTTP 403 listing the pods)"), 1, "not restarted"),
+    ],
+    ids=["down", "up", "unknown"],
+)
+def test_a_maybe_down_error_is_judged_by_the_slice(answer, code, says):
+    asked = []
+
+    def slice_check() -> tuple[int, str]:
+        asked.append(True)
+        return answer
+
+    found, line = train_exit.verdict(1, MAYBE, None, CODES, None, slice_check)
+    assert (found, asked) == (code, [True])
+    assert says in line and f"and its slice is {answer[1]}" in line and "\n" not in line
+
+
+def test_the_slice_is_asked_only_after_a_maybe_down_error():
+    def never() -> tuple[int, str]:
+        raise AssertionError("asked")
+
+    for lines in ([*FRAMES, "jax.errors.JaxRuntimeError: DATA_LOSS: x"], [*FRAMES, "ValueError: x"], []):
+        train_exit.verdict(1, lines, None, CODES, None, never)
+    assert train_exit.verdict(0, MAYBE, None, CODES, None, never) == (0, "")
+    hung = train_exit.verdict(143, MAYBE, "stalled: quiet", CODES, None, lambda: (1, "down: gone"))
+    assert hung[0] == SLICE_DOWN_EXIT, "an error the run hung after is judged by the slice too"
+
+
+def test_the_judge_runs_the_slice_check_as_the_container_does(tmp_path):
+    """``main`` with the slice's program, account, workers and baseline runs ``slice_state.py check`` and takes its
+    answer (a stand-in that says what it was asked); one that cannot start is 'unknown'."""
+    log = tmp_path / "log"
+    log.write_text("\n".join(MAYBE))
+    stand_in = tmp_path / "slice_state.py"
+    stand_in.write_text("import sys\nprint('noise')\nprint('down: asked ' + ' '.join(sys.argv[1:]))\nsys.exit(1)\n")
+    args = [str(log), "1", str(tmp_path / "m"), "75", "76", str(tmp_path / "d"), "77"]
+    slice_args = [str(stand_in), "/account", "8", str(tmp_path / "baseline.json")]
+    assert train_exit.main([*args, *slice_args]) == SLICE_DOWN_EXIT
+    assert train_exit.ask_slice(*slice_args) == (1, f"down: asked check /account 8 60 {tmp_path / 'baseline.json'}")
+    assert train_exit.ask_slice(str(tmp_path / "missing.py"), "/a", "8", "/b")[0] == 2
+    assert train_exit.main(args) == 1, "no slice program: the slice is unknown, the error fails the run"

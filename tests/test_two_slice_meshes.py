@@ -13,7 +13,7 @@ from workloads.specs.commands import disaggregated, train_argv
 
 pytestmark = pytest.mark.pure
 
-TWO = ["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"]
+TWO = ["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1", "tpu-rl:training.rolloutTensorParallelism=32"]
 KEY = "inference_benchmark_test"
 
 
@@ -24,7 +24,12 @@ def _keys(overrides: list[str]) -> dict[str, str]:
 
 def test_two_slices_make_maxtext_count_one_slice_per_side():
     assert _keys(TWO)[KEY] == "true"
-    assert disaggregated(2) == {"num_trainer_slices": 1, "num_samplers_slices": 1, KEY: "true"}
+    assert disaggregated(2) == {
+        "num_trainer_slices": 1,
+        "num_samplers_slices": 1,
+        KEY: "true",
+        "rollout_data_parallelism": 1,
+    }
 
 
 def test_one_slice_leaves_maxtexts_slice_count_alone():

@@ -1,8 +1,9 @@
-"""Two slices, honestly (issue 40 item 6): `tpu.slices: 2` runs train_rl disaggregated, the trainer on one slice and
-the samplers on the other, through MaxText's own ``num_trainer_slices`` / ``num_samplers_slices`` (MaxText 0.2.4
-``model_creation_utils.setup_configs_and_devices``: both positive, the devices grouped by ``slice_index``; without
-them train_rl takes its single-slice path); more slices are refused at plan time in one line, and the estimate and the
-capacity check count both slices."""
+"""Two slices, honestly (issue 40 item 6, issue 60 item 7): `tpu.slices: 2` runs train_rl disaggregated, the trainer
+on one slice and the samplers on the other as one replica, through MaxText's own ``num_trainer_slices`` /
+``num_samplers_slices`` (MaxText 0.2.5 ``model_creation_utils.setup_configs_and_devices``: both positive, the devices
+grouped by ``slice_index``; without them train_rl takes its single-slice path) and ``rollout_data_parallelism=1``;
+more slices are refused at plan time in one line with MaxText's reason, the estimate and the capacity check count
+both slices, and the plan says two slices are experimental: what is verified (the meshes) and what is not (a run)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from core.estimate import estimate_for
 from infra.gcp.capacity.needs import needs
 from tests.lifecycle_walk import settings
 from workloads.specs.commands import train_argv
+from workloads.specs.slices import slice_warnings
 from workloads.specs.step_specs import plan_workflow
 
 pytestmark = pytest.mark.pure
 
-TWO = ["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1"]
+TWO = ["tpu-rl:tpu.slices=2", "tpu-rl:training.iciExpertParallelism=1", "tpu-rl:training.rolloutTensorParallelism=32"]
 SPLIT = ["num_trainer_slices=1", "num_samplers_slices=1"]
 
 
@@ -54,15 +56,48 @@ def test_the_estimate_and_the_capacity_check_count_both_slices():
     assert needs(two).vms == 2 * needs(one).vms and needs(two).chips == 2 * needs(one).chips
 
 
-def test_more_than_two_slices_are_refused_in_one_line():
+def test_more_than_two_slices_are_refused_in_one_line_with_maxtexts_reason():
     with pytest.raises(ConfigError) as caught:
-        settings("prod", ["tpu-rl:tpu.slices=3", "tpu-rl:training.iciExpertParallelism=1"])
-    assert str(caught.value).startswith("tpu-rl:tpu.slices = 3 is invalid: at most 2: one slice, or two")
+        settings("prod", [*TWO, "tpu-rl:tpu.slices=3"])
+    assert str(caught.value).startswith(
+        "tpu-rl:tpu.slices = 3 is invalid: at most 2: MaxText 0.2.5's train_rl builds the trainer's and the samplers' "
+        "meshes as one slice each"
+    )
     assert "\n" not in str(caught.value)
 
 
+def test_the_samplers_run_one_replica_over_their_slice():
+    """maxtext#2702 introduced multislice RL with one sampler replica; rl.yml's -1 would make eight of rollout TP 4
+    on a 32-chip slice. With one, MaxText needs rollout TP x EP to be the slice's chips (get_rollout_kwargs_for_
+    parallelism), which the configuration checks, at the rollout TP the message names."""
+    assert "rollout_data_parallelism=1" in _train_argv(TWO)
+    assert not [a for a in _train_argv([]) if a.startswith("rollout_data_parallelism=")]
+    with pytest.raises(ConfigError) as caught:
+        settings("prod", [*TWO, "tpu-rl:training.rolloutTensorParallelism=4"])
+    assert "rollout TP x EP (4) must be the samplers' slice of 32 chips" in str(caught.value)
+    assert "set rolloutTensorParallelism x rolloutExpertParallelism to 32" in str(caught.value)
+
+
+def test_fsdp_is_maxtexts_at_tensor_parallelism_one():
+    """setup_configs_and_devices sets the trainer's FSDP to its slice's chips when tensor parallelism is 1, whatever
+    the setting: no setting is refused there; above 1 the setting must fill the slice."""
+    at_one = settings("prod", [*TWO, "tpu-rl:training.iciTensorParallelism=1", "tpu-rl:training.iciFsdpParallelism=3"])
+    assert at_one.training.knobs["ici_fsdp_parallelism"] == 3
+    with pytest.raises(ConfigError, match="FSDP \\(3\\) x tensor \\(2\\) must be the trainer's slice of 32 chips"):
+        settings("prod", [*TWO, "tpu-rl:training.iciFsdpParallelism=3"])
+
+
+def test_the_plan_warns_that_two_slices_are_experimental():
+    assert slice_warnings(1) == []
+    (line,) = slice_warnings(2)
+    assert line.startswith("tpu-rl:tpu.slices 2 is experimental: ")
+    assert "MaxText 0.2.5's own code builds its meshes" in line, "what is verified"
+    assert "no training run on two slices has been seen" in line, "what is not"
+    assert "rollout_data_parallelism 1, maxtext#2702" in line
+
+
 def test_the_program_owns_the_split():
-    for key in ("num_trainer_slices", "num_samplers_slices"):
+    for key in ("num_trainer_slices", "num_samplers_slices", "rollout_data_parallelism"):
         with pytest.raises(ConfigError) as caught:
             settings("prod", [*TWO, f'tpu-rl:training.extraArgs={{"{key}": 1}}'])
-        assert "set by the program from tpu-rl:tpu.slices" in str(caught.value)
+        assert "set by the program " in str(caught.value) and "tpu-rl:tpu.slices" in str(caught.value)

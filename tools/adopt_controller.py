@@ -27,9 +27,18 @@
      names is one Kueue registers (``FrameworkName`` in ``pkg/controller/jobs/``);
    - every label and annotation key of the controller the stack's objects and readers rely on
      (``core.controllers.RELIED_ON``: the env ``fieldRef``\\ s, the exclusive-topology annotation, the queue label)
-     is declared as a Go constant and used as the stack relies on it.
+     is declared as a Go constant and used as the stack relies on it;
+   - every word of the controller the stack's wait, recovery and failure-policy rules match (``core.controller_strings
+     .STRINGS``: a Workload's condition types and reasons, the scheduler's messages, a JobSet's terminal states) is
+     still a Go string literal of the file that writes it;
+   - JobSet: the ``k8s.io/api`` its ``go.mod`` requires is of a Kubernetes minor whose words the rules match were read
+     (``core.controller_strings.KUBERNETES_MINORS``: the Job controller's reasons and its pod failure policy's message,
+     the pods' conditions and events), its webhook accepts each Job failure reason the training JobSet's failure policy
+     names (``validOnJobFailureReasons``), and it matches a rule's reasons whole and its message patterns as regular
+     expressions searched in the Job's message (``pkg/controllers/failure_policy.go``).
    The Go files are read for their facts alone (``tools.controller_facts``: the keys' constants and where they are
-   used, the Configuration's fields, the integrations' names), and the checks run on those facts.
+   used, the Configuration's fields, the integrations' names, the lines of the words' literals, JobSet's failure
+   policy), and the checks run on those facts.
 3. Writes the CRDs to ``tests/data/vendor/schemas/<name>-v<VERSION>/`` (``xz``), with the facts as ``facts.json``
    beside them (no Go source: the facts, with the upstream, tag, commit and licence they come from), their
    ``SHA256SUMS`` lines and their rows of ``tests/data/vendor/README.md``, and the release's entry of

@@ -1,5 +1,6 @@
 """Live status of a stack's run while `pulumi up` waits: each step's state, the step training reached,
-an ETA from the estimate model, the latest reward and the command to read each step's logs.
+an ETA from the estimate model, the latest reward, the slice's host maintenance notices and the command to read each
+step's logs.
 
     python -m tools.status (--stack NAME | --config-file FILE) [--set KEY=VALUE] [--watch]
 
@@ -15,7 +16,7 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -217,6 +218,22 @@ def startup_lines(
     return lines
 
 
+def maintenance_lines(settings: Settings, kubeconfig: dict[str, Any], now: datetime) -> list[str]:
+    """The slice's host maintenance notices (``workloads.observe.slice_maintenance``: scheduled, requested, under
+    way), read with a reader of its own; none without nodes (an autoscaled pool outside training). A convenience: when
+    the nodes cannot be read (they are cluster-scoped) the line says so and the status goes on."""
+    from workloads.observe.slice_maintenance import read_slice, status_lines
+
+    reader = live.ClusterReader(kubeconfig)
+    try:
+        notices = read_slice(reader, settings.slice.gke_accelerator, settings.slice.topology)
+    except live.ClusterReadError as err:
+        return [f"slice maintenance notices not read ({scrub(str(err), limit=300)})"]
+    finally:
+        reader.close()
+    return status_lines(notices, now)
+
+
 def _published(client: Any, step: Step) -> str:
     """A publication's detail: the Hub branch and commit its record names."""
     from core.names import HUB_URL
@@ -276,7 +293,11 @@ converted, the branch a publication made, a step record's summary (training's is
 ``training_detail``)."""
 
 
-def render(settings: Settings, plan: Workflow, statuses: list[StepStatus], now: datetime) -> str:
+def render(
+    settings: Settings, plan: Workflow, statuses: list[StepStatus], now: datetime, notices: Sequence[str] = ()
+) -> str:
+    """The table, each step's lines, the slice's maintenance ``notices`` (``maintenance_lines``) and the log
+    commands."""
     header = (
         f"stack {settings.stack}: cluster {settings.cluster_name} ({settings.project}/{settings.region}), "
         f"namespace {settings.namespace} · {now:%Y-%m-%d %H:%M:%S} UTC"
@@ -291,6 +312,7 @@ def render(settings: Settings, plan: Workflow, statuses: list[StepStatus], now: 
     for s in statuses:
         if s.lines:
             lines += [f"start-up and billing ({s.step}):", *(f"  {line}" for line in s.lines)]
+    lines += list(notices)
     lines += [f"logs {step.step}: {step.logs_command}" for step in plan.steps]
     return "\n".join(lines)
 
@@ -350,7 +372,9 @@ def main(argv: list[str] | None = None, *, clock: Any = time) -> int:
             raise StatusError(str(err)) from None
         while True:
             statuses, _ = read_status(settings, plan, kubeconfig, client)
-            print(render(settings, plan, statuses, datetime.now(UTC)), flush=True)
+            now = datetime.now(UTC)
+            notices = maintenance_lines(settings, kubeconfig, now)
+            print(render(settings, plan, statuses, now, notices), flush=True)
             failed = any(s.state in ("failed", "stopped") for s in statuses)
             done = failed or statuses[-1].state == "succeeded"
             if not args.watch or done:

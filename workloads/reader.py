@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import datetime
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pulumi
 
+from core.boundary import BoundaryError
 from core.config.values import format_duration
 from core.errors import TpuRlError
 from core.redact import scrub
@@ -23,7 +25,7 @@ from core.settings import Settings
 from core.tpu import Capacity, TpuVersionName
 from infra.k8s import credentials, live
 from infra.threads import in_daemon_thread
-from workloads.observe import live_state, pod_state, waiting
+from workloads.observe import live_state, pod_state, slice_maintenance, waiting
 from workloads.observe.exported import Exported
 from workloads.observe.failures import DETAIL, failure_detail
 from workloads.observe.objects import Pod
@@ -106,9 +108,40 @@ class ReaderArgs:
     tpu_version: TpuVersionName
     unschedulable_then: str
     """What becomes of a step `up` stopped waiting for as unschedulable."""
+    maintenance: MaintenanceArgs | None = None
+    """What the check of the slice's maintenance notices reads with (None: no check)."""
 
 
-def reader_args(settings: Settings) -> ReaderArgs:
+@dataclass(frozen=True)
+class MaintenanceArgs:
+    """What ``LiveReader.check_maintenance`` reads the slice's maintenance notices with and judges them by."""
+
+    stack: str
+    """The stack, which the line's commands name."""
+    accelerator: str
+    """The slice's nodes: GKE's accelerator and topology labels (``slice_maintenance.slice_selector``)."""
+    topology: str
+    hours: dict[str, float]
+    """Each step's wall-clock hours in the program's estimate (``core.estimate.estimate_for``, the stack's
+    ``estimate`` output), by step."""
+    accepted: bool
+    """`make up ACCEPT=maintenance` (``program.config.Accept``): a maintenance inside the training is a warning."""
+
+
+def maintenance_args(settings: Settings, *, accepted: bool) -> MaintenanceArgs:
+    from core.estimate import estimate_for
+
+    return MaintenanceArgs(
+        stack=settings.stack,
+        accelerator=settings.slice.gke_accelerator,
+        topology=settings.slice.topology,
+        hours={s.step: s.hours for s in estimate_for(settings).steps},
+        accepted=accepted,
+    )
+
+
+def reader_args(settings: Settings, *, accept_maintenance: bool = False) -> ReaderArgs:
+    """The reader's arguments from the settings; ``accept_maintenance``: `make up ACCEPT=maintenance`."""
     return ReaderArgs(
         namespace=settings.namespace,
         queued=bool(settings.kueue.queue),
@@ -122,6 +155,7 @@ def reader_args(settings: Settings) -> ReaderArgs:
         cpu_machine=settings.cpu_pool.machine_type,
         tpu_version=settings.tpu.version,
         unschedulable_then=_unschedulable_then(settings),
+        maintenance=maintenance_args(settings, accepted=accept_maintenance),
     )
 
 
@@ -347,6 +381,71 @@ class LiveReader:
             return ""
 
         return pulumi.Output.unsecret(self.kubeconfig.apply(read))
+
+    def check_maintenance(self, train: Step, before: Sequence[Step]) -> pulumi.Output[str]:
+        """`pulumi up` only (a preview and the offline plan read nothing): before training's JobSet is created (it
+        does not exist, or ended Failed or stopped and is retried), stop when GKE scheduled a host maintenance of the
+        slice inside the expected training, from now to the estimate's end of training after the steps ``before``
+        it that have not completed (``workloads.observe.slice_maintenance``); with `ACCEPT=maintenance` one warning. A
+        slice without nodes (an autoscaled pool before training) has nothing to read. The notices are advice:
+        when they cannot be read (nodes are cluster-scoped), `up` says so in one warning and goes on."""
+        args = self.args.maintenance
+        if args is None or self.preview:
+            return pulumi.Output.from_input("")
+
+        def read(config: str) -> str:
+            reader = live.ClusterReader(config)  # its own: a refused list of nodes must not fail the steps' reads
+            try:
+                found = self._maintenance_window(reader, args, train, before)
+            except (live.ClusterReadError, BoundaryError) as err:
+                pulumi.log.warn(
+                    f"the slice's maintenance notices were not read ({err}); training starts unchecked: `make status "
+                    f"STACK={args.stack}` shows them",
+                    resource=self.parent,
+                )
+                return ""
+            finally:
+                reader.close()
+            if found is not None:
+                self._judge_maintenance(args, *found)
+            return ""
+
+        return pulumi.Output.unsecret(self.kubeconfig.apply(read))
+
+    def _maintenance_window(
+        self, reader: live.ClusterReader, args: MaintenanceArgs, train: Step, before: Sequence[Step]
+    ) -> tuple[slice_maintenance.SliceNotices, slice_maintenance.Expected] | None:
+        """The slice's notices and the expected training, or None when training's JobSet is followed, not created."""
+        namespace, queued = self.args.namespace, self.args.queued
+        obj, workloads, _pods = waiting.read_step(reader, namespace, train.name, queued=queued)
+        if live_state.live_step(obj, workloads).state not in ("absent", "failed", "stopped"):
+            return None  # running, queued or completed: followed as it is
+        waits = 0.0
+        for step in before:
+            obj, workloads, _pods = waiting.read_step(reader, namespace, step.name, queued=queued)
+            if live_state.live_step(obj, workloads).state != "succeeded":
+                waits += args.hours.get(step.step, 0.0) * 3600
+        notices = slice_maintenance.read_slice(reader, args.accelerator, args.topology)
+        now = datetime.datetime.fromtimestamp(slice_maintenance.clock(), datetime.UTC)
+        return notices, slice_maintenance.Expected(now, waits, args.hours.get(train.step, 0.0) * 3600)
+
+    def _judge_maintenance(
+        self, args: MaintenanceArgs, notices: slice_maintenance.SliceNotices, expected: slice_maintenance.Expected
+    ) -> None:
+        """Stop `up` on a maintenance inside the expected training (warn when accepted); say one that comes later."""
+        if notices.problems:
+            pulumi.log.warn(f"maintenance notices: {notices.problem()}", resource=self.parent)
+        hits = slice_maintenance.inside(notices, expected)
+        if hits and not args.accepted:
+            raise pulumi.RunError(slice_maintenance.refusal(hits, expected, args.stack))
+        if hits:
+            pulumi.log.warn(
+                f"{slice_maintenance.notice(hits, expected)}; going on as told (ACCEPT=maintenance): the run will meet "
+                'it (docs/maintenance.md "The check in up")',
+                resource=self.parent,
+            )
+        elif later := slice_maintenance.later(notices, expected):
+            pulumi.log.info(later, resource=self.parent)
 
 
 def _unschedulable_then(settings: Settings) -> str:

@@ -138,9 +138,15 @@ class TrainWiring(StepWiring):
     hands on the newest complete checkpoint found in GCS, with the run's summary."""
 
     def gates(self, context: Context, step: Step) -> list[pulumi.Output[Any]]:
-        if context.reader is not None and not context.inputs.train.queued:
-            return [context.reader.check_slice_free(step)]
-        return []
+        """Without Kueue, no other training on the slice; and (`up` only) no host maintenance of the slice scheduled
+        inside the expected training, which starts after the steps before it in the plan."""
+        if context.reader is None:
+            return []
+        steps = list(context.plan.steps)
+        gates = [context.reader.check_maintenance(step, steps[: steps.index(step)])]
+        if not context.inputs.train.queued:
+            gates.insert(0, context.reader.check_slice_free(step))
+        return gates
 
     def after(self, context: Context, step: Step, results: Mapping[str, pulumi.Output[Result]]) -> list[Any]:
         return list(context.tpu_pools)

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -69,8 +69,6 @@ class WorkflowArgs:
     plan, which reads nothing."""
     base_commit: str | None = None
     """The commit the model's revision resolved to at the preflight (None: not checked): the model card's."""
-    step_ready: Mapping[str, pulumi.Resource] = field(default_factory=dict)
-    """Step -> what only that step also waits for (an account that waits for its grants to propagate)."""
 
 
 def _value(value: str, _resolved: Any) -> str:
@@ -232,7 +230,6 @@ class WorkflowRun(pulumi.ComponentResource):
                     *args.ready,
                     scripts,
                     *after,
-                    *([args.step_ready[step.step]] if step.step in args.step_ready else []),
                 ],
                 # The provider only applies the object (skipAwait); the program waits (LiveReader.wait).
                 custom_timeouts=pulumi.CustomTimeouts(

@@ -6,14 +6,21 @@ from __future__ import annotations
 
 from core.tpu import CATALOGUE, Capacity, TpuVersionName
 
-# Default JobSet restarts by capacity mode: a reserved or on-demand slice survives one disruption
-# (a host maintenance event); spot and flex-start capacity gets preempted more often.
+# Default JobSet restarts by capacity mode, the least a run gets whatever its length: a reserved or on-demand slice
+# survives one disruption; spot and flex-start capacity gets preempted more often. A longer run gets more, one per
+# started DISRUPTION_HOURS of its training (core.config.workflow.restarts_for_run).
 DEFAULT_RESTARTS: dict[Capacity, int] = {
     Capacity.RESERVATION: 1,
     Capacity.ON_DEMAND: 1,
     Capacity.SPOT: 3,
     Capacity.FLEX_START: 2,
 }
+DISRUPTION_HOURS = 24
+"""The planning bound on a training run's disruptions: one per started 24 hours of training, each costing one counted
+JobSet restart (a lost slice, a TPU host maintenance event, a stalled attempt, a disrupted head). A figure to plan the
+restarts by, not a measured rate (no source read here gives one): scheduled TPU maintenance "will get seven days
+notice" (Cloud TPU, "View maintenance notifications": ``maintenanceType`` SCHEDULED), so a run can be placed around it,
+and a day of training that meets two disruptions is what a higher ``tpu-rl:workflow.maxRestarts`` is for."""
 # Default Kueue waitForPodsReady timeout by capacity mode: pods pull their images and autoscaled pools add
 # nodes within minutes; flex-start capacity may take hours to be granted.
 DEFAULT_PODS_READY: dict[Capacity, int] = {

@@ -36,20 +36,24 @@ MEMORY_HEADROOM = 1.1
 
 MAX_SLICES = 2
 """The most slices train_rl is split over: the trainer on one, the samplers on the other
-(``workloads.specs.slices.disaggregated``)."""
+(``workloads.specs.slices.disaggregated``). MaxText 0.2.5 builds each side's mesh as one slice on two slices
+(``utils/maxtext_utils.py`` ``create_device_mesh`` counts one slice with ``inference_benchmark_test``, which the
+split needs: ``RLConfig`` sets ``num_slices`` to -1 there), so a side over more than one slice would be one ICI mesh
+across the data-centre network."""
 
 
-def check_meshes(knobs: dict[str, Any], chips: int, slices: int = 1) -> None:
-    """The rollout and trainer meshes must tile the chips each side gets (MaxText 0.2.4 ``model_creation_utils``
+def check_meshes(training: TrainingSettings, chips: int, slices: int = 1) -> None:
+    """The rollout and trainer meshes must tile the chips each side gets (MaxText 0.2.5 ``model_creation_utils``
     ``setup_configs_and_devices``): on one slice of ``chips``, the device fractions split it; on two, the trainer
-    has the first slice and the samplers the second, whole, where MaxText sets the trainer's mesh to FSDP x tensor
-    over the slice (an expert axis or an FSDP size that does not fill it fails there)."""
+    has the first slice and the samplers the second, whole (``_check_disaggregated``)."""
+    knobs = training.knobs
     if slices > MAX_SLICES:
         raise error(
             _k("tpu.slices"),
             slices,
-            f"at most {MAX_SLICES}: one slice, or two with train_rl's trainer on one and its samplers on the other; "
-            "tpu-rl does not split train_rl over more (each further slice would be paid for and not used)",
+            f"at most {MAX_SLICES}: MaxText 0.2.5's train_rl builds the trainer's and the samplers' meshes as one "
+            "slice each, so tpu-rl runs one slice, or two with the trainer on one and the samplers on the other (a "
+            "side over more slices would be one mesh across the data-centre network)",
         )
     if slices == 2:
         _check_disaggregated(knobs, chips)
@@ -110,13 +114,20 @@ def check_actor_copy(training: TrainingSettings, chips: int, slices: int) -> Non
 
 
 def _check_disaggregated(knobs: dict[str, Any], chips: int) -> None:
-    """Two slices: MaxText's multislice rules for the trainer's slice, and the rollout's mesh on the samplers'."""
+    """Two slices (MaxText 0.2.5 ``utils/model_creation_utils.py``): the samplers' slice holds one rollout replica
+    (``workloads.specs.slices.disaggregated`` passes ``rollout_data_parallelism=1``, and
+    ``get_rollout_kwargs_for_parallelism`` then needs tensor x data x expert to be the samplers' chips), and the
+    trainer's slice is FSDP x tensor (``setup_configs_and_devices``: with tensor parallelism above 1 it refuses an
+    ``ici_fsdp_parallelism`` other than -1 or the slice's chips over it; with 1 it sets FSDP to the slice's chips,
+    whatever the setting)."""
     rollout = int(knobs["rollout_tensor_parallelism"]) * int(knobs["rollout_expert_parallelism"])
-    if chips % rollout:
+    if rollout != chips:
         raise error(
             _k("training.rolloutTensorParallelism"),
             knobs["rollout_tensor_parallelism"],
-            f"rollout TP x EP ({rollout}) must divide the samplers' slice of {chips} chips (tpu.slices is 2)",
+            f"rollout TP x EP ({rollout}) must be the samplers' slice of {chips} chips (tpu.slices is 2: the samplers "
+            "run one replica over their slice, rollout_data_parallelism 1, as MaxText's multislice RL was introduced, "
+            f"maxtext#2702); set rolloutTensorParallelism x rolloutExpertParallelism to {chips}",
         )
     tp, fsdp = int(knobs["ici_tensor_parallelism"]), int(knobs["ici_fsdp_parallelism"])
     if int(knobs["ici_expert_parallelism"]) != 1:
@@ -125,7 +136,7 @@ def _check_disaggregated(knobs: dict[str, Any], chips: int) -> None:
             knobs["ici_expert_parallelism"],
             "must be 1 with two slices: train_rl sets the trainer's mesh to FSDP x tensor over its whole slice",
         )
-    if chips % tp or (fsdp != -1 and fsdp * tp != chips):
+    if tp > 1 and (chips % tp or (fsdp != -1 and fsdp * tp != chips)):
         raise error(
             _k("training.iciFsdpParallelism"),
             fsdp,

@@ -276,6 +276,10 @@ REFUSED_KEYS: dict[str, str] = {
         "set by the program with tpu-rl:tpu.slices 2: MaxText 0.2.5's create_device_mesh counts each side's mesh as "
         "one slice only with it (RLConfig sets num_slices to -1 there)"
     ),
+    "rollout_data_parallelism": (
+        "set by the program with tpu-rl:tpu.slices 2 (1: one sampler replica, maxtext#2702); on one slice MaxText "
+        "derives it, the sampler's chips over rollout TP x EP"
+    ),
 }
 """MaxText keys ``training.extraArgs`` refuses: the program sets them, or they break the workflow."""
 PROGRAM_KEYS = frozenset(REFUSED_KEYS)

@@ -1,42 +1,33 @@
 """Cross-field rules and derived values: typed field values -> ``Settings``.
 
+``build_settings`` runs every rule, each in the module of its area: the cluster (``core.config.cluster``: the TPU
+slice and its capacity, GKE, the node pools), the training knobs (``core.config.training``), the workflow and its
+restarts (``core.config.workflow``), Kueue (``core.config.kueue``), the combinations the steps could never finish
+(``core.config.finish``) and resume (``core.config.resume``); the storage, the images and the list readers are here.
 Each rule reports the key a user would change, with the other value it conflicts with.
 """
 
 from __future__ import annotations
 
-import datetime
+import dataclasses
 import re
 from typing import Any
 
-from core.config.defaults import DEFAULT_PODS_READY, DEFAULT_RESTARTS, DEFAULT_UNSCHEDULABLE, RECOVERY_SECONDS
+from core.config.cluster import check_flex_start_zone, check_gke_version, gke_settings, pool_settings, tpu_settings
 from core.config.finish import check_actor_copy, check_cpu_disk, check_cpu_pool, check_meshes, check_steps_finish
+from core.config.kueue import check_own_queue, kueue_settings
 from core.config.resume import check_resume_exact
+from core.config.training import training_settings
 from core.config.values import UNREADABLE, Problems, UnreadableError, Values, canonical_cidr, error
-from core.images import mirrored, mirrors_for
+from core.config.workflow import check_token, publish_settings, restarts_for_run, workflow_settings
+from core.images import mirrored, mirrors_for, tag_release
 from core.inputs import parse_json
-from core.knobs import TRAINING_KNOBS
-from core.machines import HYPERDISK_FAMILIES, PD_FAMILIES, boot_disk_type, machine_family, machine_shape
-from core.models import MODELS, Model, step_memory_gib
-from core.names import LOCAL_QUEUE, PROJECT
-from core.settings import (
-    GkeSettings,
-    ImageSettings,
-    KueueSettings,
-    ModelSettings,
-    PoolSettings,
-    PublishSettings,
-    Settings,
-    TpuSettings,
-    TrainingSettings,
-    WorkflowSettings,
-)
-from core.steps import STEPS
-from core.tpu import CATALOGUE, FLEX_START_MIN_GKE, Capacity, SliceShape, TpuVersionName, resolve_slice
+from core.maxtext_keys import MAXTEXT_VERSION
+from core.models import MODELS
+from core.names import PROJECT
+from core.settings import ImageSettings, ModelSettings, Settings
 
 MAX_REGISTRIES = 20
-MAX_HOLD_DAYS = 30
-"""GKE's longest ``NO_UPGRADES`` maintenance exclusion."""
 MAX_AUTHORIZED_NETWORKS = 50
 """GKE's limit of authorized networks for a cluster with a public endpoint."""
 
@@ -112,37 +103,6 @@ def read_registries(key: str, value: Any) -> tuple[str, ...]:
     return tuple(registries)
 
 
-def read_hold(key: str, value: str) -> tuple[str, str] | None:
-    """``START/END`` as two real UTC dates, END after START and at most GKE's 30 days later."""
-    if not value:
-        return None
-    start, end = value.split("/")
-    try:
-        first, last = datetime.date.fromisoformat(start), datetime.date.fromisoformat(end)
-    except ValueError:
-        raise error(key, value, "START and END must be real dates YYYY-MM-DD") from None
-    if not first < last <= first + datetime.timedelta(days=MAX_HOLD_DAYS):
-        raise error(
-            key, value, f"END must be after START and at most {MAX_HOLD_DAYS} days later (GKE's limit for NO_UPGRADES)"
-        )
-    return start, end
-
-
-def _secrets_key(value: str, region: str) -> str | None:
-    """The key must live where the cluster does: GKE refuses a key of another location."""
-    if not value:
-        return None
-    if value != "create":
-        location = value.split("/")[3]
-        if location != region:
-            raise error(
-                _k("gke.secretsEncryptionKey"),
-                value,
-                f"the key must be in the cluster's location {region} (gcp:region), not {location}",
-            )
-    return value
-
-
 def _images(v: Values) -> ImageSettings:
     registries = v[_k("images.registries")]
     problems = Problems()
@@ -157,15 +117,36 @@ def _images(v: Values) -> ImageSettings:
                     "tpu-rl:images.registries if you trust it",
                 )
             )
+    check = v[_k("images.maxtextCheck")]
+    if images["maxtext"] is not UNREADABLE:
+        problems.run(_maxtext_release, images["maxtext"], check)
     problems.check()
     if UNREADABLE in images.values():
         raise UnreadableError("images")
-    configured = ImageSettings(images["maxtext"], images["pathwaysServer"], images["pathwaysProxy"], registries)
+    configured = ImageSettings(
+        images["maxtext"], images["pathwaysServer"], images["pathwaysProxy"], registries, maxtext_check=check
+    )
     if v[_k("images.mirror")] is not True:
         return configured
     # Through the stack's own remote repositories (``core.images.mirrors_for``): step names see where nodes pull.
     mirrors = mirrors_for(configured, v["gcp:project"], v["gcp:region"], v[_k("clusterName")])
     return mirrored(configured, mirrors)
+
+
+def _maxtext_release(image: str, check: str) -> None:
+    """An image whose tag names another MaxText release (``core.images.tag_release``) than the one adopted: every
+    MaxText step's check (``workloads/container/maxtext_check.py``) would stop it, unless told to warn."""
+    release = tag_release(image)
+    if release is None or release == MAXTEXT_VERSION or check == "warn":
+        return
+    raise error(
+        _k("images.maxtext"),
+        image,
+        f"its tag names MaxText {release}, and tpu-rl's checks ran on {MAXTEXT_VERSION}, so every MaxText step would "
+        f"stop at its image check: use the tpu_post_training image of {MAXTEXT_VERSION}, adopt {release} first (make "
+        f'maxtext VERSION={release}, docs/releases.md "Adopting a MaxText release"), or set '
+        "tpu-rl:images.maxtextCheck warn to run it unchecked",
+    )
 
 
 def build_settings(values: dict[str, Any], stack: str, problems: Problems) -> Settings:
@@ -176,26 +157,29 @@ def build_settings(values: dict[str, Any], stack: str, problems: Problems) -> Se
     run = problems.run
     run(_zone_in_region, v)
     bucket = run(_bucket, v)
-    tpu_and_shape = run(_tpu, v)
+    tpu_and_shape = run(tpu_settings, v)
     tpu, shape = (UNREADABLE, UNREADABLE) if tpu_and_shape is UNREADABLE else tpu_and_shape
-    gke = run(_gke, v)
-    run(_flex_start, tpu, v, gke)
-    system_pool = run(_pool, v, "systemPool")
-    cpu_pool = run(_pool, v, "cpuPool")
+    gke = run(gke_settings, v)
+    run(check_flex_start_zone, tpu, v)
+    run(check_gke_version, tpu, v, gke)
+    system_pool = run(pool_settings, v, "systemPool")
+    cpu_pool = run(pool_settings, v, "cpuPool")
     model = run(lambda: MODELS[v[_k("model.name")]])
-    training = run(_training, v)
-    workflow = run(_workflow, v, tpu, model)
+    training = run(training_settings, v)
+    workflow = run(workflow_settings, v, tpu, model)
     if run(lambda: v[_k("workflow.enabled")]) is True:
-        run(_token_required, v)
+        run(check_token, v)
         run(check_cpu_pool, cpu_pool, model, run(lambda w: w.step_memory_gib, workflow))
         run(check_cpu_disk, cpu_pool, model)
-        run(lambda t, s, u: check_meshes(t.knobs, s.chips, u.slices), training, shape, tpu)
+        run(lambda t, s, u: check_meshes(t, s.chips, u.slices), training, shape, tpu)
         run(lambda t, s, u: check_actor_copy(t, s.chips, u.slices), training, shape, tpu)
         run(lambda t, w: check_steps_finish(t, w.steps), training, workflow)
-    publish = run(_publish, v)
-    run(_own_queue, v)
-    kueue = run(_kueue, v, tpu, cpu_pool)
-    run(check_resume_exact, training, workflow, kueue)
+        run(check_resume_exact, training)
+    # Apart from the workflow's other settings, which the rules above read whatever the training's problems.
+    restarts = run(restarts_for_run, v, tpu, training, model, shape)
+    publish = run(publish_settings, v)
+    run(check_own_queue, v)
+    kueue = run(kueue_settings, v, tpu, cpu_pool)
     images = run(_images, v)
     run(_state_backend, v, bucket)
     shared_cache = run(_hub_cache, v, bucket)
@@ -222,7 +206,7 @@ def build_settings(values: dict[str, Any], stack: str, problems: Problems) -> Se
         model=ModelSettings(model, v[_k("model.revision")], *shared_cache),
         images=images,
         training=training,
-        workflow=workflow,
+        workflow=dataclasses.replace(workflow, max_restarts=restarts),
         kueue=kueue,
         labels={"app": PROJECT, "stack": label_value(stack), "cluster": v[_k("clusterName")], "managed-by": "pulumi"},
         publish=publish,
@@ -304,295 +288,6 @@ def _hub_cache(v: Values, bucket: str) -> tuple[str, str]:
             "names the writer of a shared Hub cache, and tpu-rl:model.hubCache names none: set both, or neither",
         )
     return folder, writer
-
-
-def _gke(v: Values) -> GkeSettings:
-    problems = Problems()
-    exclusion = v[_k("gke.maintenanceExclusion")]
-    hold = problems.run(read_hold, _k("gke.holdUpgrades"), v[_k("gke.holdUpgrades")])
-    key = problems.run(_secrets_key, v[_k("gke.secretsEncryptionKey")], v["gcp:region"])
-    problems.check()
-    return GkeSettings(
-        release_channel=v[_k("gke.releaseChannel")],
-        version_prefix=v[_k("gke.versionPrefix")] or None,
-        maintenance_exclusion=None if exclusion == "none" else exclusion,
-        maintenance_window=v[_k("gke.maintenanceWindow")],
-        hold_upgrades=hold,
-        secrets_key=key,
-    )
-
-
-def _workflow(v: Values, tpu: TpuSettings, model: Model) -> WorkflowSettings:
-    enabled = v[_k("workflow.enabled")]
-    restarts = v[_k("workflow.maxRestarts")]
-    unschedulable = v[_k("workflow.unschedulableTimeout")]
-    memory = v[_k("workflow.stepMemoryGib")]
-    return WorkflowSettings(
-        enabled=enabled,
-        preflight=v[_k("workflow.preflight")],
-        capacity_check=v[_k("workflow.capacityCheck")],
-        verify_export=v[_k("workflow.verifyExport")],
-        max_restarts=DEFAULT_RESTARTS[tpu.capacity] if restarts is None else restarts,
-        timeouts={step: v[_k(f"workflow.timeouts.{step}")] for step in STEPS},
-        jobset_version=v[_k("workflow.jobsetVersion")],
-        unschedulable_timeout=DEFAULT_UNSCHEDULABLE[tpu.capacity] if unschedulable is None else unschedulable,
-        step_memory_gib=step_memory_gib(model) if memory is None else memory,
-        stall_timeout=v[_k("workflow.stallTimeout")],
-        restart_drill=v[_k("workflow.restartDrill")],
-        steps=tuple(s.name for s in STEPS.values() if s.switch is None or v[s.switch]) if enabled else (),
-    )
-
-
-def _token_required(v: Values) -> None:
-    if not v["hfTokenSet"]:
-        raise error(
-            _k("hfToken"),
-            None,
-            "required while tpu-rl:workflow.enabled is true; set it with "
-            "`pulumi config set --secret tpu-rl:hfToken` (a Hugging Face read token)",
-        )
-
-
-def _publish(v: Values) -> PublishSettings:
-    """The publication: with the workflow on (off, there is no export to publish), a repository needs its own
-    write token (a write token without a repository is unused: no Secret holds it)."""
-    repo = v[_k("publish.repo")] or None
-    if repo is None or not v[_k("workflow.enabled")]:
-        return PublishSettings()
-    if not v[_k("workflow.verifyExport")]:
-        raise error(
-            _k("publish.repo"),
-            repo,
-            "needs tpu-rl:workflow.verifyExport true: only an export compared with the base model is published",
-        )
-    if not v["hfWriteTokenSet"]:
-        raise error(
-            _k("hfWriteToken"),
-            None,
-            "required with tpu-rl:publish.repo; set it with `pulumi config set --secret tpu-rl:hfWriteToken` "
-            "(a Hugging Face write token for the repository's namespace, not the read token)",
-        )
-    return PublishSettings(repo=repo, private=v[_k("publish.private")])
-
-
-def _tpu(v: Values) -> tuple[TpuSettings, SliceShape]:
-    problems = Problems()
-    machine_and_topology = problems.run(_machine_topology, v)
-    reservation = problems.run(_reservation, v)
-    problems.check()
-    if machine_and_topology is UNREADABLE or reservation is UNREADABLE:
-        raise UnreadableError("tpu")
-    version, machine_name, topology = machine_and_topology
-    settings = TpuSettings(version, machine_name, topology, v[_k("tpu.slices")], _capacity(v), reservation)
-    return settings, resolve_slice(version, machine_name, topology)
-
-
-def _machine_topology(v: Values) -> tuple[TpuVersionName, str, str]:
-    version = CATALOGUE[v[_k("tpu.version")]]
-    machine_name = v[_k("tpu.machineType")] or version.default_machine_type
-    machine = version.machine(machine_name)
-    if machine is None:
-        raise error(
-            _k("tpu.machineType"),
-            machine_name,
-            f"TPU {version.name} machine types are {', '.join(m.name for m in version.machine_types)}",
-        )
-    topology = v[_k("tpu.topology")]
-    if machine.multi_host_capable:
-        topology = topology or machine.default_topology
-        if topology not in machine.multi_host_topologies:
-            hint = (
-                f"{topology} is a single-host slice and GKE rejects a topology on single-host pools; "
-                if topology == machine.single_host_topology
-                else ""
-            )
-            raise error(
-                _k("tpu.topology"),
-                topology,
-                f"{hint}valid topologies of {machine.name} are {', '.join(machine.multi_host_topologies)}",
-            )
-    else:
-        if topology not in (None, machine.single_host_topology):
-            raise error(
-                _k("tpu.topology"),
-                topology,
-                f"{machine.name} is single-host: it forms only {machine.single_host_topology}; omit the topology",
-            )
-        topology = machine.single_host_topology
-    return version.name, machine_name, topology
-
-
-def _capacity(v: Values) -> Capacity:
-    """The capacity mode, parsed into its member (the schema's ``OneOf`` has checked it is one)."""
-    return Capacity(v[_k("tpu.capacity")])
-
-
-def _reservation(v: Values) -> str | None:
-    capacity = _capacity(v)
-    reservation = v[_k("tpu.reservation")]
-    if capacity == Capacity.RESERVATION and reservation is None:
-        raise error(
-            _k("tpu.reservation"), None, "required with capacity reservation (the name of a specific reservation)"
-        )
-    if capacity != Capacity.RESERVATION and reservation is not None:
-        raise error(_k("tpu.reservation"), reservation, f"only allowed with capacity reservation, not {capacity}")
-    if reservation is not None and not reservation.startswith("projects/"):
-        reservation = f"projects/{v['gcp:project']}/reservations/{reservation}"
-    return reservation
-
-
-def _version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(n) for n in re.findall(r"[0-9]+", text))
-
-
-def _flex_start(tpu: TpuSettings, v: Values, gke: GkeSettings) -> None:
-    if tpu.capacity != Capacity.FLEX_START:
-        return
-    problems = Problems()
-    problems.run(_flex_start_zone, tpu, v)
-    problems.run(_flex_start_version, gke)
-    problems.check()
-
-
-def _flex_start_zone(tpu: TpuSettings, v: Values) -> None:
-    zone = v["gcp:zone"]
-    zones = CATALOGUE[tpu.version].flex_start_zones
-    if zones is not None and zone not in zones:
-        raise error(
-            "gcp:zone",
-            zone,
-            f"TPU {tpu.version} flex-start is offered in {', '.join(zones)} only "
-            "(GKE docs, 2026-11); choose one of them or another capacity mode",
-        )
-
-
-def _flex_start_version(gke: GkeSettings) -> None:
-    if gke.version_prefix:
-        prefix = _version_tuple(gke.version_prefix)
-        minimum = _version_tuple(FLEX_START_MIN_GKE)
-        if prefix[: len(prefix)] < minimum[: len(prefix)]:
-            raise error(
-                _k("gke.versionPrefix"), gke.version_prefix, f"TPU flex-start needs GKE {FLEX_START_MIN_GKE} or later"
-            )
-
-
-def _pool(v: Values, name: str) -> PoolSettings:
-    problems = Problems()
-    problems.run(_pool_size, v, name)
-    disk = problems.run(_pool_disk, v, name)
-    problems.check()
-    return PoolSettings(
-        v[_k(f"{name}.machineType")],
-        v[_k(f"{name}.minNodes")],
-        v[_k(f"{name}.maxNodes")],
-        v[_k(f"{name}.diskSizeGb")],
-        disk,
-        v[_k(f"{name}.bootDiskImage")] if name == "cpuPool" else "",
-    )
-
-
-def _pool_size(v: Values, name: str) -> None:
-    minimum, maximum = v[_k(f"{name}.minNodes")], v[_k(f"{name}.maxNodes")]
-    if maximum < minimum:
-        raise error(_k(f"{name}.maxNodes"), maximum, f"must be at least minNodes ({minimum})")
-
-
-def _pool_disk(v: Values, name: str) -> str:
-    machine = v[_k(f"{name}.machineType")]
-    disk = boot_disk_type(machine)
-    if disk is None:
-        raise error(
-            _k(f"{name}.machineType"),
-            machine,
-            f"unknown machine family {machine_family(machine)!r}: known families with PD boot disks are "
-            f"{', '.join(PD_FAMILIES)}; with Hyperdisk only {', '.join(HYPERDISK_FAMILIES)}",
-        )
-    return disk
-
-
-def _training(v: Values) -> TrainingSettings:
-    # `get` never raises: a rule skips only when a knob it reads is itself invalid (already reported).
-    knobs = Values({knob.key: v.get(_k(f"training.{knob.field}")) for knob in TRAINING_KNOBS})
-    problems = Problems()
-    for rule in (_micro_batches, _prefill, _fractions):
-        problems.run(rule, knobs)
-    problems.check()
-    if any(value is UNREADABLE for value in knobs.values()):
-        raise UnreadableError("training")
-    return TrainingSettings(
-        dict(knobs),
-        v[_k("training.optimizer")],
-        v[_k("training.dataset")],
-        v[_k("training.extraArgs")],
-        v[_k("training.datasetRevision")],
-    )
-
-
-def _micro_batches(knobs: dict[str, Any]) -> None:
-    batch, micro = int(knobs["batch_size"]), int(knobs["train_micro_batch_size"])
-    if batch % micro:
-        raise error(_k("training.trainMicroBatchSize"), micro, f"must divide batchSize ({batch})")
-
-
-def _prefill(knobs: dict[str, Any]) -> None:
-    if int(knobs["max_prefill_predict_length"]) >= int(knobs["max_target_length"]):
-        raise error(
-            _k("training.maxPrefillPredictLength"),
-            knobs["max_prefill_predict_length"],
-            f"must be below maxTargetLength ({knobs['max_target_length']})",
-        )
-
-
-def _fractions(knobs: dict[str, Any]) -> None:
-    trainer, sampler = float(knobs["trainer_devices_fraction"]), float(knobs["sampler_devices_fraction"])
-    if trainer <= 0:
-        raise error(_k("training.trainerDevicesFraction"), trainer, "must be above 0")
-    if sampler <= 0 or trainer + sampler > 1.0 + 1e-9:
-        raise error(
-            _k("training.samplerDevicesFraction"),
-            sampler,
-            f"must be above 0, and trainer and sampler fractions sum to at most 1 (trainer is {trainer})",
-        )
-
-
-def _kueue(v: Values, tpu: TpuSettings, cpu_pool: PoolSettings) -> KueueSettings:
-    """Kueue of our own (the default), a LocalQueue managed elsewhere, or none."""
-    install, queue = v[_k("kueue.enabled")], v[_k("kueue.queue")]
-    _sized_pool(install, cpu_pool)
-    ready = v[_k("kueue.podsReadyTimeout")]
-    ready = DEFAULT_PODS_READY[tpu.capacity] if ready is None else ready
-    recovery = v[_k("kueue.recoveryTimeout")]
-    return KueueSettings(
-        install=install,
-        queue=LOCAL_QUEUE if install else (queue or None),
-        version=v[_k("kueue.version")],
-        pods_ready_timeout=ready,
-        admission_timeout=v[_k("kueue.admissionTimeout")],
-        recovery_timeout=ready + RECOVERY_SECONDS if recovery is None else recovery,
-    )
-
-
-def _own_queue(v: Values) -> None:
-    """A queue managed elsewhere, or Kueue of our own: not both (checked apart from ``_kueue``, which needs the
-    pools)."""
-    queue = v[_k("kueue.queue")]
-    if v[_k("kueue.enabled")] and queue:
-        raise error(
-            _k("kueue.queue"),
-            queue,
-            "names a LocalQueue managed elsewhere, but tpu-rl:kueue.enabled is true (tpu-rl installs its own "
-            f"queue, {LOCAL_QUEUE}); set tpu-rl:kueue.enabled false to use {queue}, or remove tpu-rl:kueue.queue",
-        )
-
-
-def _sized_pool(install: bool, cpu_pool: PoolSettings) -> None:
-    if install and machine_shape(cpu_pool.machine_type) is None:
-        raise error(
-            _k("cpuPool.machineType"),
-            cpu_pool.machine_type,
-            "has no known size, and Kueue's cpu and memory quota is the pool's size; use a predefined machine "
-            "type such as n4-standard-64, or set tpu-rl:kueue.enabled false",
-        )
 
 
 def label_value(text: str) -> str:

@@ -2,15 +2,16 @@
 
 One table drives parsing (``core.config.load``), the declarations in ``Pulumi.yaml`` (a test keeps them equal), the
 configuration reference in docs/configuration.md and the invariance test that walks every key. A new setting is one
-``Field`` here plus its use in ``load``.
+``Field`` here (its machinery: ``core.config.fields``) plus its use in the rules of its area (``core.config.rules``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from core.config.defaults import DEFAULT_EXCLUSION, default_topologies, default_topology
+from core.config.defaults import DEFAULT_EXCLUSION, DISRUPTION_HOURS, default_topologies, default_topology
+from core.config.fields import DERIVED, REQUIRED, Field, knob_field, reference_rows
+from core.config.fields import project_key as _key
 from core.config.formats import (
     BUCKET_NAME,
     CLOCK,
@@ -38,19 +39,14 @@ from core.config.formats import (
     WRITE_TOKEN,
     ZONE,
 )
-from core.config.values import Boolean, Duration, Integer, Number, OneOf, Reader, Text
+from core.config.values import Boolean, Duration, Integer, OneOf, Text
 from core.controllers import JOBSET_VERSIONS, KUEUE_VERSIONS
-from core.knobs import DATASETS, OPTIMIZERS, TRAINING_KNOBS, Knob
+from core.knobs import DATASETS, OPTIMIZERS, TRAINING_KNOBS
 from core.maxtext_keys import MAXTEXT_VERSION
 from core.models import DEFAULT_MODEL, MODELS, step_memory_gib
 from core.names import PROJECT
 from core.steps import STEPS
 from core.tpu import CAPACITY_MODES, CATALOGUE, DEFAULT_VERSION, Capacity
-
-REQUIRED = object()
-"""No default: the key must be set."""
-DERIVED = object()
-"""The default is computed from other keys (documented in ``doc``)."""
 
 RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
 
@@ -64,62 +60,12 @@ DEFAULT_IMAGES = {
 }
 
 
-@dataclass(frozen=True)
-class Field:
-    """One configuration key (``namespace:top.sub``), how it is read and what it defaults to."""
-
-    key: str
-    read: Reader
-    default: Any
-    doc: str
-    samples: tuple[Any, ...] = ()
-    """Other valid values: shown in docs and tried by the invariance test."""
-    companions: tuple[tuple[str, Any], ...] = ()
-    """Other keys a different value of this one needs (e.g. a zone for another region): (full key, value)."""
-    secret: bool = False
-    shown_default: Any = None
-    """For a derived field: what it derives to from the other defaults (declared in Pulumi.yaml)."""
-
-    @property
-    def top(self) -> str:
-        """The stack-file key: ``tpu-rl:tpu`` for ``tpu-rl:tpu.topology``."""
-        return self.key.split(".", 1)[0]
-
-    @property
-    def path(self) -> str:
-        """The path inside the top-level object (empty for a scalar key)."""
-        return self.key.split(".", 1)[1] if "." in self.key else ""
-
-
-def _key(path: str) -> str:
-    return f"{PROJECT}:{path}"
-
-
 IMAGE_REGISTRIES = ("us-docker.pkg.dev/cloud-tpu-images", "us-docker.pkg.dev/cloud-tpu-v2-images")
 """The default of ``tpu-rl:images.registries``: Google's TPU image repositories, which publish the tutorial's MaxText
 and Pathways images (an image from anywhere else runs with the Hugging Face token and a read-write bucket identity)."""
 EXCLUSION_SCOPES = ("NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES", "none")
-
-
-def _knob_field(knob: Knob) -> Field:
-    reader: Reader
-    if knob.choices:
-        reader = OneOf(knob.choices)
-    elif isinstance(knob.default, bool):
-        reader = Boolean()
-    elif isinstance(knob.default, int):
-        reader = Integer(int(knob.minimum), int(knob.maximum))  # type: ignore[arg-type]
-    else:
-        reader = Number(float(knob.minimum), float(knob.maximum))  # type: ignore[arg-type]
-    origin = "the tutorial's value" if knob.tutorial else "not in the tutorial"
-    return Field(
-        _key(f"training.{knob.field}"),
-        reader,
-        knob.default,
-        f"MaxText `{knob.key}` ({origin})",
-        samples=knob.samples,
-        companions=tuple((_key(f"training.{field}"), value) for field, value in knob.companions),
-    )
+MAXTEXT_CHECKS = ("refuse", "warn")
+"""``tpu-rl:images.maxtextCheck`` (``workloads/container/maxtext_check.py`` ``MODES``)."""
 
 
 FIELDS: tuple[Field, ...] = (
@@ -217,9 +163,14 @@ FIELDS: tuple[Field, ...] = (
         _key("tpu.slices"),
         Integer(1, 64),
         1,
-        "slices (one node pool each; Pathways multislice); a run uses 1, or 2 with the trainer on one slice and the "
-        "samplers on the other (iciExpertParallelism 1)",
-        companions=((_key("training.iciExpertParallelism"), 1),),
+        "slices (one node pool each; Pathways multislice); a run uses 1, or 2 (experimental: its meshes are "
+        "verified, no run yet) with the trainer on one slice and the samplers on the other as one replica "
+        "(iciExpertParallelism 1, rolloutTensorParallelism x rolloutExpertParallelism the slice's chips)",
+        companions=(
+            (_key("tpu.topology"), "2x4"),
+            (_key("training.iciExpertParallelism"), 1),
+            (_key("training.rolloutTensorParallelism"), 8),
+        ),
     ),
     Field(
         _key("tpu.capacity"),
@@ -273,8 +224,10 @@ FIELDS: tuple[Field, ...] = (
         VERSION_PREFIX,
         "",
         "pin the control plane to the channel's newest version "
-        'with this prefix (Cluster Toolkit pins "1.35."); empty = the channel default',
-        samples=("1.35.",),
+        'with this prefix (Cluster Toolkit pins "1.35.", and so does the prod example); at least "1.33." with Kueue '
+        '(the oldest Kubernetes Kueue 0.17 is tested on) and "1.31.1-gke.2008000" (the scheduled-maintenance node '
+        "label); empty = the channel default",
+        samples=("1.35.", "1.34."),
     ),
     Field(
         _key("gke.maintenanceExclusion"),
@@ -354,8 +307,18 @@ FIELDS: tuple[Field, ...] = (
         _key("images.maxtext"),
         IMAGE,
         DEFAULT_IMAGES["maxtext"],
-        "MaxText post-training image",
-        samples=("us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4",),
+        f"MaxText post-training image (a tag that names another MaxText release than {MAXTEXT_VERSION} is refused "
+        "unless images.maxtextCheck is warn)",
+        samples=("us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training@sha256:" + "3" * 64,),
+    ),
+    Field(
+        _key("images.maxtextCheck"),
+        OneOf(MAXTEXT_CHECKS),
+        "refuse",
+        f"what a MaxText step does when its image's MaxText is not the files of the {MAXTEXT_VERSION} wheel the "
+        "checks ran (workloads/container/maxtext_check.py, which names the image's own version): refuse stops it "
+        "(exit 3) before it reads a weight; warn says so in one line and runs the image's MaxText unchecked (the "
+        "way out when the official image itself differs), and lets a tag of another release through",
     ),
     Field(
         _key("images.pathwaysServer"),
@@ -379,7 +342,7 @@ FIELDS: tuple[Field, ...] = (
         "(GKE Image streaming needs it for Google's public images; a new image location: the steps run again once)",
     ),
     # training
-    *(_knob_field(knob) for knob in TRAINING_KNOBS),
+    *(knob_field(knob) for knob in TRAINING_KNOBS),
     Field(
         _key("training.optimizer"),
         OneOf(OPTIMIZERS),
@@ -436,9 +399,12 @@ FIELDS: tuple[Field, ...] = (
     ),
     Field(
         _key("workflow.maxRestarts"),
-        Integer(0, 5),
+        Integer(0, 10),
         DERIVED,
-        "JobSet restarts of a training run; default by capacity: reservation/on-demand 1, spot 3, flex-start 2",
+        "JobSet restarts of a training run, one counted for each disruption (a lost slice, a maintenance event, a "
+        "stalled attempt); default by capacity, reservation/on-demand 1, spot 3, flex-start 2, raised to one per "
+        f"started {DISRUPTION_HOURS} h of the estimate's training; a value from 1 below that is refused, 0 fails the "
+        "run at its first disruption (the tutorial's)",
     ),
     Field(
         _key("workflow.unschedulableTimeout"),
@@ -575,26 +541,6 @@ def declared_default(top: str) -> Any:
     return out
 
 
-def _shown(field: Field) -> str:
-    if field.default is REQUIRED:
-        return "(required)"
-    if field.default is DERIVED:
-        return f"`{field.shown_default}`" if field.shown_default is not None else "(derived)"
-    if field.secret:
-        return "(secret)"
-    if field.default in ("", {}, []):
-        return "(empty)"
-    if isinstance(field.default, bool):
-        return f"`{str(field.default).lower()}`"
-    if isinstance(field.default, list):
-        return "`" + ", ".join(field.default) + "`"
-    return f"`{field.default}`"
-
-
 def reference_table() -> str:
     """docs/configuration.md's configuration reference: every key, its default and what is allowed."""
-    lines = ["| key | default | allowed | meaning |", "| --- | --- | --- | --- |"]
-    for field in FIELDS:
-        allowed = field.read.describe()  # type: ignore[attr-defined]  # every reader describes itself
-        lines.append(f"| `{field.key}` | {_shown(field)} | {allowed.replace('|', '/')} | {field.doc} |")
-    return "\n".join(lines)
+    return reference_rows(FIELDS)

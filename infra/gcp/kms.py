@@ -12,20 +12,33 @@ change takes "Typically 2 minutes, potentially 7 minutes or longer"
 (https://cloud.google.com/iam/docs/access-change-propagation), and the provider does not retry a cluster
 create that fails on it (google-beta ``resourceContainerClusterCreate``: ``transport_tpg.Retry`` with the
 default predicates only, none for a KMS or IAM permission error). So what uses a new grant waits for it
-(``GrantPropagation``, the analogue of Terraform's ``time_sleep``): the stack's other grants (the node accounts',
-each step's) use the same resource (``program.stack``).
+(``GrantPropagation``, the analogue of Terraform's ``time_sleep``); the node accounts' grants use the same resource
+(``infra.gcp.cluster``).
 
-The wait is a fixed bound because no live signal of the grant taking effect exists for a principal the program cannot
-act as. IAM's test of access, ``testIamPermissions`` (Cloud KMS ``cryptoKeys.testIamPermissions``, Cloud Storage
-``buckets.testIamPermissions``), answers for the caller's own credentials, and GKE's service agent is a Google-managed
-account whose credentials the project does not hold (nor the step accounts', before their pods run). The policy
-read back (``getIamPolicy``) or judged by Policy Troubleshooter is the stored policy, which holds the binding as soon
-as ``setIamPolicy`` returns: what propagates is enforcement, which neither sees. The honest signal is the use itself,
-retried on the permission error (terraform-provider-google ``transport_tpg.IamMemberMissing`` retries BigQuery's
-creates so), but the cluster create is the provider's, which does not retry it, and GKE has no dry run of a cluster
-create to probe with (``google.container.v1.CreateClusterRequest``: ``parent`` and ``cluster`` only). Upstream has
-nothing better: Cluster Toolkit's gke-cluster module offers no Secrets encryption, and the provider's own acceptance
-test of ``database_encryption`` (``testAccContainerCluster_withDatabaseEncryption``) grants and creates with no wait.
+The wait is a fixed bound where no live signal of the grant taking effect exists. IAM's test of access,
+``testIamPermissions`` (Cloud KMS ``cryptoKeys.testIamPermissions``, Cloud Storage ``buckets.testIamPermissions``),
+answers for the caller's own credentials, and GKE's service agent is a Google-managed account whose credentials the
+project does not hold. The policy read back (``getIamPolicy``) or judged by Policy Troubleshooter is the stored
+policy, which holds the binding as soon as ``setIamPolicy`` returns: what propagates is enforcement, which neither
+sees. The honest signal is the use itself, retried on the permission error (terraform-provider-google
+``transport_tpg.IamMemberMissing`` retries BigQuery's creates so), but the cluster create is the provider's, which
+does not retry it, and GKE has no dry run of a cluster create to probe with
+(``google.container.v1.CreateClusterRequest``: ``parent`` and ``cluster`` only). Upstream has nothing better:
+Cluster Toolkit's gke-cluster module offers no Secrets encryption, and the provider's own acceptance test of
+``database_encryption`` (``testAccContainerCluster_withDatabaseEncryption``) grants and creates with no wait. The
+node accounts' first uses are the nodes' own agents and the closed Pathways servers (the workers run as the TPU
+pools' account, with no script of the stack before them), which retry nothing the stack controls: their wait stays
+fixed too, and runs while the cluster is created.
+
+A step account's grants have that signal: the step's own first use of each, retried while it is refused, bounded by
+``FIRST_USE_SECONDS`` from the pod's start (its script's first program, ``mark_folder.py``: the bucket's metadata, a
+read of an absent object under each prefix it reads, whose 404 says the read grant applies, then its output folder;
+a refused token for the account is the Workload Identity binding not applied yet). It sees what the pods use: the
+account's token through Workload Identity and each object-prefix grant under its condition. Probing from the
+program instead would need a token for the account (``iam.serviceAccounts.getAccessToken``,
+``roles/iam.serviceAccountTokenCreator``, for the deployer on each step account: a grant that itself propagates, and
+a path from the deployer to the accounts), would not exercise the Workload Identity binding, and a bucket's
+``testIamPermissions`` is asked of the bucket, where an object-name condition cannot hold.
 
 The wait is the program's, not the provider's: ``GrantPropagationProvider.create`` only records when the grants were
 made (``since``), and what depends on them waits in the program until ``since`` + the bound
@@ -63,6 +76,10 @@ PROPAGATION_SECONDS = 420.0
 """How long a new grant is given to take effect before it is used: the 7 minutes IAM documents as "potentially"
 (its "typically" is 2). It runs once per new or changed grant, while what does not need the grant is created."""
 PROPAGATION_DOC = "https://cloud.google.com/iam/docs/access-change-propagation"
+FIRST_USE_MARGIN_SECONDS = 60.0
+FIRST_USE_SECONDS = PROPAGATION_SECONDS + FIRST_USE_MARGIN_SECONDS
+"""How long a step's first use of its account's grants retries them from the pod's start (the module's docstring):
+IAM's "potentially 7 minutes", and a margin for the pod's own start and the last retry's pause."""
 POLL_SECONDS = 5.0
 """The wait's longest sleep: an interrupted program never sleeps longer than this past the signal."""
 KEY_ADVICE = "if the cluster create still fails on a Cloud KMS permission, run `pulumi up` again"

@@ -8,11 +8,15 @@ Cluster Toolkit's blueprint installs Kueue 0.17.1 with a ClusterQueue and a Loca
   (the workers) and ``cpu-np`` (the Pathways head, conversion, export), so Kueue's admission patch
   changes no selector the program applied (Kueue ``podset.Merge``: a different value would be a
   conflict and the workload would never start);
-- one ClusterQueue with two resource groups, ``google.com/tpu`` on the TPU flavor and cpu and memory
-  on the cpu-np flavor: a pod set that asks only for chips gets only the TPU flavor, one that asks for
-  cpu and memory only the cpu-np flavor (Kueue ``flavorassigner.go`` assigns per requested resource).
-  The chip quota is every slice's chips (one training at a time: a second configuration queues
-  behind the first); cpu and memory are cpu-np's allocatable at its maximum size;
+- one ClusterQueue with one resource group, chips, cpu and memory, and the two flavors in it, each with its
+  pool's taint: Kueue gives a pod set the first flavor whose taints it tolerates and whose node labels its node
+  selector matches (v0.17.8 ``flavorassigner.go`` ``checkFlavorForPodSets``: ``FindMatchingUntoleratedTaint`` on
+  the flavor's ``nodeTaints``, then ``flavorSelector`` on the flavor's own label keys), so the TPU workers (they
+  tolerate the TPU taint, and ask for chips, cpu and memory) get the TPU flavor and the head and the CPU steps
+  (they tolerate cpu-np's) the cpu-np flavor, whatever they ask for. Two groups, one per flavor, would give a pod
+  set that asks for chips and cpu both flavors' node labels, and it would never schedule. The TPU flavor's chip
+  quota is every slice's chips (one training at a time: a second configuration queues behind the first), its cpu
+  and memory the workers' requests; the cpu-np flavor has no chips, and cpu-np's allocatable at its maximum size;
 - a LocalQueue in the workflow namespace, which every step's JobSet names (``kueue.x-k8s.io/queue-name``).
 
 The manager configuration replaces the chart's whole default (a Helm value is one string), so it
@@ -40,14 +44,19 @@ from core.names import (
     CLUSTER_QUEUE,
     CPU_FLAVOR,
     CPU_POOL,
+    CPU_TAINT_KEY,
+    CPU_TAINT_VALUE,
     LOCAL_QUEUE,
     NODEPOOL_LABEL,
     SYSTEM_POOL,
     TPU_ACCELERATOR_LABEL,
     TPU_FLAVOR,
+    TPU_TAINT_KEY,
+    TPU_TAINT_VALUE,
     TPU_TOPOLOGY_LABEL,
 )
-from core.requests import allocatable
+from core.pathways import WORKER_REQUESTS
+from core.requests import allocatable, quantity
 from core.settings import Settings
 
 API = "kueue.x-k8s.io/v1beta2"
@@ -111,15 +120,32 @@ def _object(kind: str, name: str, labels: dict[str, str], spec: dict[str, Any], 
     return {"apiVersion": API, "kind": kind, "metadata": metadata, "spec": spec}
 
 
+TPU_NODE_TAINT = {"key": TPU_TAINT_KEY, "value": TPU_TAINT_VALUE, "effect": "NoSchedule"}
+"""The TPU pools' taint (``infra.gcp.gke_spec`` ``TPU_TAINT``), as Kubernetes writes it."""
+CPU_NODE_TAINT = {"key": CPU_TAINT_KEY, "value": CPU_TAINT_VALUE, "effect": "NoSchedule"}
+"""cpu-np's taint (``infra.gcp.gke_spec`` ``CPU_TAINT``)."""
+
+
 def tpu_flavor(settings: Settings, labels: dict[str, str]) -> dict[str, Any]:
-    """The TPU slice pool(s): the workers' node selector (accelerator and topology)."""
+    """The TPU slice pool(s): the workers' node selector (accelerator and topology) and the pools' taint."""
     node_labels = {TPU_ACCELERATOR_LABEL: settings.slice.gke_accelerator, TPU_TOPOLOGY_LABEL: settings.slice.topology}
-    return _object("ResourceFlavor", TPU_FLAVOR, labels, {"nodeLabels": node_labels})
+    spec = {"nodeLabels": node_labels, "nodeTaints": [dict(TPU_NODE_TAINT)]}
+    return _object("ResourceFlavor", TPU_FLAVOR, labels, spec)
 
 
 def cpu_flavor(labels: dict[str, str]) -> dict[str, Any]:
-    """cpu-np: the node selector of the Pathways head and the CPU steps."""
-    return _object("ResourceFlavor", CPU_FLAVOR, labels, {"nodeLabels": {NODEPOOL_LABEL: CPU_POOL}})
+    """cpu-np: the node selector of the Pathways head and the CPU steps, and the pool's taint."""
+    spec = {"nodeLabels": {NODEPOOL_LABEL: CPU_POOL}, "nodeTaints": [dict(CPU_NODE_TAINT)]}
+    return _object("ResourceFlavor", CPU_FLAVOR, labels, spec)
+
+
+def workers_quota(settings: Settings) -> dict[str, str]:
+    """What every TPU worker of a training requests beside its chips (``core.pathways.WORKER_REQUESTS``), in all."""
+    workers = settings.slice.hosts * settings.tpu.slices
+    return {
+        "cpu": f"{round(quantity(WORKER_REQUESTS['cpu']) * 1000) * workers}m",
+        "memory": f"{int(quantity(WORKER_REQUESTS['memory'])) // 2**20 * workers}Mi",
+    }
 
 
 def cpu_quota(settings: Settings) -> dict[str, str]:
@@ -136,8 +162,9 @@ def cpu_quota(settings: Settings) -> dict[str, str]:
 
 
 def cluster_queue(settings: Settings, labels: dict[str, str]) -> dict[str, Any]:
-    """Every slice's chips, and cpu-np's cpu and memory, for the workflow namespace only."""
-    cpu = cpu_quota(settings)
+    """Every slice's chips with its workers' cpu and memory, and cpu-np's cpu and memory, for the workflow namespace
+    only (the module's docstring)."""
+    cpu, workers = cpu_quota(settings), workers_quota(settings)
     return _object(
         "ClusterQueue",
         CLUSTER_QUEUE,
@@ -148,24 +175,24 @@ def cluster_queue(settings: Settings, labels: dict[str, str]) -> dict[str, Any]:
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": settings.namespace}},
             "resourceGroups": [
                 {
-                    "coveredResources": [TPU_RESOURCE],
+                    "coveredResources": [TPU_RESOURCE, "cpu", "memory"],
                     "flavors": [
                         {
                             "name": TPU_FLAVOR,
-                            "resources": [{"name": TPU_RESOURCE, "nominalQuota": str(settings.total_chips)}],
-                        }
-                    ],
-                },
-                {
-                    "coveredResources": ["cpu", "memory"],
-                    "flavors": [
+                            "resources": [
+                                {"name": TPU_RESOURCE, "nominalQuota": str(settings.total_chips)},
+                                {"name": "cpu", "nominalQuota": workers["cpu"]},
+                                {"name": "memory", "nominalQuota": workers["memory"]},
+                            ],
+                        },
                         {
                             "name": CPU_FLAVOR,
                             "resources": [
+                                {"name": TPU_RESOURCE, "nominalQuota": "0"},
                                 {"name": "cpu", "nominalQuota": cpu["cpu"]},
                                 {"name": "memory", "nominalQuota": cpu["memory"]},
                             ],
-                        }
+                        },
                     ],
                 },
             ],

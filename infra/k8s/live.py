@@ -152,7 +152,10 @@ class ClusterReader:
 
     def list(self, api_version: str, kind: str, namespace: str, label_selector: str) -> Objects:
         """The objects matching a label selector (every page; none when the collection does not exist): a kind of
-        ``RESOURCES``, or ``v1`` ``Secret`` (``CoreV1Api.list_namespaced_secret``: Helm's storage)."""
+        ``RESOURCES``, ``v1`` ``Secret`` (``CoreV1Api.list_namespaced_secret``: Helm's storage), or ``v1`` ``Node``
+        (cluster-scoped, ``namespace`` unused: ``nodes``)."""
+        if (api_version, kind) == ("v1", "Node"):
+            return self.nodes(label_selector)
         if (api_version, kind) == ("v1", "Secret"):
             return self._pages(
                 f"/api/v1/namespaces/{namespace}/secrets",

@@ -50,6 +50,41 @@ def service_account_manifest(namespace: str, name: str, labels: dict[str, str], 
     }
 
 
+POD_READER_RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]
+"""What the training head may do with the API server: read the pods of its namespace, to wait for its slice's
+workers and judge a lost slice by them (``workloads/container/slice_state.py``). No watch, no other resource, no
+write; a Role, so no other namespace."""
+
+
+def head_access(namespace: str, account: str, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """The training head's Kubernetes service account (``core.names.head_ksa``), a Role that reads its namespace's
+    pods (``POD_READER_RULES``) and the binding of the one to the other. The account maps to no Google account: the
+    head runs on the host network, as its node's (``infra.gcp.identities``). Its pod mounts the account's token
+    (``automountServiceAccountToken`` on the pod: ``workloads.specs.step_manifests``); the account mounts none."""
+    meta = {"namespace": namespace, "labels": labels}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": account, **meta},
+            "automountServiceAccountToken": False,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": account, **meta},
+            "rules": [dict(rule) for rule in POD_READER_RULES],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": account, **meta},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+        },
+    ]
+
+
 def token_secret_manifest(namespace: str, labels: dict[str, str], token: Any, name: str = HF_SECRET) -> dict[str, Any]:
     """A Hugging Face token's Secret (the read token's, or the write token's); containers read it through
     ``secretKeyRef`` only."""

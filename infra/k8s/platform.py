@@ -7,7 +7,7 @@ import asyncio
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pulumi
@@ -21,6 +21,7 @@ from infra.k8s.manifests import (
     JOBSET_CRD,
     JOBSET_NAMESPACE,
     RELEASES_IN_STATE,
+    head_access,
     helm_release_problem,
     jobset_crd_problem,
     namespace_manifest,
@@ -86,9 +87,9 @@ class PlatformArgs:
     plan): no check."""
     first_jobset: Mapping[str, Any] | None = None
     """The workflow's first step's JobSet (None without the workflow): dry-run created before any step is."""
-    step_waits: Mapping[str, Sequence[pulumi.Input[pulumi.Resource]]] = field(default_factory=dict)
-    """CPU step -> what else its service account waits for (its grants' propagation, ``program.stack``): such an
-    account is not in ``ready``; only its own step waits for it."""
+    head_account: str | None = None
+    """The training head's Kubernetes service account (``core.names.head_ksa``; None without the workflow): made
+    with its Role and RoleBinding (``infra.k8s.manifests.head_access``), which every step waits for."""
 
 
 class KubernetesPlatform(pulumi.ComponentResource):
@@ -119,11 +120,11 @@ class KubernetesPlatform(pulumi.ComponentResource):
     network_policies: list[KubernetesObject]
     """Default-deny ingress in the workflow namespace, and the Pathways ports between the training's pods."""
     service_accounts: dict[str, KubernetesObject]
-    waiting_accounts: dict[str, KubernetesObject]
-    """The accounts that wait for their grants to propagate: not in ``ready``, only their own step waits for them."""
     storage_class: KubernetesObject
     hf_secret: KubernetesObject | None
     hf_write_secret: KubernetesObject | None
+    head_access: list[KubernetesObject]
+    """The training head's service account, its Role and RoleBinding (empty without the workflow)."""
 
     def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tpu-rl:k8s:KubernetesPlatform", name, None, opts)
@@ -154,8 +155,10 @@ class KubernetesPlatform(pulumi.ComponentResource):
         )
         in_namespace = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))
         self.service_accounts = self._service_accounts(args, labels, in_namespace)
-        # A step whose account waits for its grants to propagate is the only one that waits for that account.
-        self.waiting_accounts = {step: self.service_accounts[step] for step in args.step_waits}
+        self.head_access = [
+            KubernetesObject(f"train-head-{obj['kind'].lower()}", obj, opts=in_namespace)
+            for obj in (head_access(args.namespace, args.head_account, labels) if args.head_account else [])
+        ]
         self.network_policies = [
             KubernetesObject(f"network-policy-{policy['metadata']['name']}", policy, opts=in_namespace)
             for policy in network_policies(args.namespace, labels)
@@ -227,7 +230,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
                 service_account_manifest(args.namespace, ksa, labels, args.step_sa_emails[step]),
                 opts=pulumi.ResourceOptions.merge(
                     in_namespace,
-                    pulumi.ResourceOptions(depends_on=[*args.workload_grants, *args.step_waits.get(step, ())]),
+                    pulumi.ResourceOptions(depends_on=list(args.workload_grants)),
                 ),
             )
             for step, ksa in args.accounts.items()
@@ -393,7 +396,8 @@ class KubernetesPlatform(pulumi.ComponentResource):
                 self.namespace,
                 *self.network_policies,
                 self.storage_class,
-                *(a for step, a in self.service_accounts.items() if step not in self.waiting_accounts),
+                *self.service_accounts.values(),
+                *self.head_access,
                 self.hf_secret,
                 self.hf_write_secret,
             )

@@ -267,7 +267,10 @@ no_broad_rbac = ResourceValidationPolicy(
     description="No RBAC rule with '*' or escalate, bind, impersonate; no binding to the admin roles or to everyone.",
     severity=Severity.CRITICAL,
     enforcement_level=EnforcementLevel.MANDATORY,
-    remediation_steps="Give a workload a Role with the verbs and resources it uses; tpu-rl's steps need none.",
+    remediation_steps=(
+        "Give a workload a Role with the verbs and resources it uses: tpu-rl's training head gets and lists its "
+        "namespace's pods (infra/k8s/manifests.py head_access), and nothing else needs one."
+    ),
     validate=_guarded_resource(_rbac),
 )
 

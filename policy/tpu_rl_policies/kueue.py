@@ -88,9 +88,13 @@ def _checked_requests(pod: Mapping[str, Any]) -> dict[str, float]:
     return pod_requests(clean)
 
 
-def _pod_sets(kind: str, props: Mapping[str, Any]) -> list[tuple[str, int, dict[str, float], dict[str, Any]]]:
-    """Kueue's pod sets (pod set, pods, requests of one pod, node selector) of a JobSet (a replicated Job's pods
-    are ``replicas x min(parallelism, completions)``, ``jobset_controller.go``) or a Job (``main``)."""
+PodSet = tuple[str, int, dict[str, float], dict[str, Any], list[Any]]
+"""(pod set, pods, requests of one pod, node selector, tolerations)."""
+
+
+def _pod_sets(kind: str, props: Mapping[str, Any]) -> list[PodSet]:
+    """Kueue's pod sets of a JobSet (a replicated Job's pods are ``replicas x min(parallelism, completions)``,
+    ``jobset_controller.go``) or a Job (``main``)."""
     spec = _m(props.get("spec"))
     jobs = (
         [
@@ -110,8 +114,35 @@ def _pod_sets(kind: str, props: Mapping[str, Any]) -> list[tuple[str, int, dict[
             asked = _checked_requests(pod)
         except _MalformedError as err:
             raise _MalformedError(f"{name}: {err}") from None
-        sets.append((str(name), count, asked, _m(pod.get("nodeSelector"))))
+        sets.append((str(name), count, asked, _m(pod.get("nodeSelector")), _l(pod.get("tolerations"))))
     return sets
+
+
+def _tolerates(tolerations: list[Any], taint: Mapping[Any, Any]) -> bool:
+    """Whether a pod with ``tolerations`` tolerates ``taint`` (Kubernetes ``Toleration.ToleratesTaint``: an empty
+    effect matches every effect, an empty key with ``Exists`` every taint; ``Exists`` any value, ``Equal`` the same)."""
+    for toleration in tolerations:
+        toleration = _m(toleration)
+        if toleration.get("effect") not in (None, "", taint.get("effect")):
+            continue
+        exists = toleration.get("operator") == "Exists"
+        if toleration.get("key") in (None, "") and exists:
+            return True
+        if toleration.get("key") == taint.get("key") and (exists or toleration.get("value") == taint.get("value")):
+            return True
+    return False
+
+
+def _fits(flavor: Mapping[Any, Any], selector: Mapping[str, Any], tolerations: list[Any]) -> bool:
+    """Whether Kueue may give a pod set ``flavor`` (v0.17.8 ``flavorassigner.go`` ``checkFlavorForPodSets``): it
+    tolerates each of the flavor's ``NoSchedule``/``NoExecute`` taints, and its node selector does not contradict the
+    flavor's node labels on the flavor's own keys (``flavorSelector``)."""
+    spec = _m(flavor.get("spec"))
+    taints = [_m(t) for t in _l(spec.get("nodeTaints")) if _m(t).get("effect") in ("NoSchedule", "NoExecute")]
+    if not all(_tolerates(tolerations, taint) for taint in taints):
+        return False
+    labels = _m(spec.get("nodeLabels"))
+    return not any(key in selector and selector[key] != value for key, value in labels.items())
 
 
 def _queue_problems(
@@ -122,8 +153,8 @@ def _queue_problems(
     namespaces: Mapping[str, Any],
 ) -> list[str]:
     """Why Kueue could never admit ``workload`` from ``queue`` (Kueue flavorassigner.go: per requested
-    resource, the group that covers it; a flavor whose node labels contradict the pod's selector is skipped;
-    the pod set's total must fit a flavor's nominal quota)."""
+    resource, the group that covers it; a flavor whose taints the pods do not tolerate or whose node labels contradict
+    the pod's selector is skipped (``_fits``); the pod set's total must fit a flavor's nominal quota)."""
     meta = _m(workload.get("metadata"))
     name, namespace = meta.get("name"), meta.get("namespace")
     cq_name = _m(queue.get("metadata")).get("name")
@@ -134,39 +165,69 @@ def _queue_problems(
     }
     if not _selects(spec.get("namespaceSelector"), ns_labels):
         return [f"ClusterQueue {cq_name} does not admit namespace {namespace} ({kind} {name})"]
-    problems = []
+    problems: list[str] = []
     groups = [_m(g) for g in _l(spec.get("resourceGroups"))]
-    for pod_set, count, asked, selector in _pod_sets(kind, workload):
-        for resource, amount in asked.items():
-            group = next((g for g in groups if resource in _l(g.get("coveredResources"))), None)
-            if group is None:
-                problems.append(
-                    f"{kind} {name} ({pod_set}) asks for {resource}, which ClusterQueue {cq_name} does not cover"
-                )
-                continue
-            best = 0.0
-            for flavor in _l(group.get("flavors")):
-                flavor = _m(flavor)
-                labels = _m(_m(_m(flavors.get(flavor.get("name"))).get("spec")).get("nodeLabels"))
-                if any(key in selector and selector[key] != value for key, value in labels.items()):
-                    continue  # its nodes are not the ones the pods ask for
-                quota = next((_m(r) for r in _l(flavor.get("resources")) if _m(r).get("name") == resource), {})
-                nominal = quota.get("nominalQuota", "0")
-                if unseen(nominal):
-                    continue
-                try:
-                    best = max(best, quantity(nominal))
-                except ValueError:
-                    problems.append(
-                        f"ClusterQueue {cq_name}: the nominalQuota of {resource} on flavor {flavor.get('name')} is "
-                        "not a Kubernetes quantity"
-                    )
-            if amount * count > best:
-                problems.append(
-                    f"{kind} {name} ({pod_set}) asks for {amount * count:g} {resource} but ClusterQueue {cq_name} "
-                    f"offers at most {best:g} on a flavor its pods fit"
-                )
+    for pod_set, count, asked, selector, tolerations in _pod_sets(kind, workload):
+        where = f"{kind} {name} ({pod_set})"
+        touched: dict[int, list[str]] = {}
+        for resource in sorted(asked, key=lambda r: (r in ("cpu", "memory"), r)):  # a pod set's chips first
+            index = next((i for i, g in enumerate(groups) if resource in _l(g.get("coveredResources"))), None)
+            if index is None:
+                problems.append(f"{where} asks for {resource}, which ClusterQueue {cq_name} does not cover")
+            else:
+                touched.setdefault(index, []).append(resource)
+        for index, resources in touched.items():
+            need = {resource: asked[resource] * count for resource in resources}
+            problems += _group_problems(where, cq_name, groups[index], need, flavors, selector, tolerations)
     return problems
+
+
+def _group_problems(  # noqa: PLR0913 (the pod set, its queue's group and what it asks)
+    where: str,
+    cq_name: Any,
+    group: Mapping[str, Any],
+    need: Mapping[str, float],
+    flavors: Mapping[Any, Any],
+    selector: Mapping[str, Any],
+    tolerations: list[Any],
+) -> list[str]:
+    """Why no flavor of one resource group admits a pod set that needs ``need`` of its resources: Kueue gives a pod
+    set one flavor per group, the first that fits it (``_fits``) with quota for all it asks (``flavorassigner.go``
+    ``findFlavorForPodSets``). One line: the first resource (chips before cpu and memory) that no fitting flavor
+    offers enough of, or, when each is offered but by different flavors, that none offers all."""
+    problems: list[str] = []
+    offers: list[dict[str, float]] = []
+    for flavor in _l(group.get("flavors")):
+        flavor = _m(flavor)
+        if not _fits(_m(flavors.get(flavor.get("name"))), selector, tolerations):
+            continue  # its nodes are not the ones the pods ask for, or may run on
+        offered = {}
+        for resource in need:
+            quota = next((_m(r) for r in _l(flavor.get("resources")) if _m(r).get("name") == resource), {})
+            nominal = quota.get("nominalQuota", "0")
+            if unseen(nominal):
+                offered[resource] = 0.0  # not known yet: judged at `up`, never passed here
+                continue
+            try:
+                offered[resource] = quantity(nominal)
+            except ValueError:
+                offered[resource] = 0.0
+                problems.append(
+                    f"ClusterQueue {cq_name}: the nominalQuota of {resource} on flavor {flavor.get('name')} is not "
+                    "a Kubernetes quantity"
+                )
+        offers.append(offered)
+    if any(all(offered[r] >= amount for r, amount in need.items()) for offered in offers):
+        return problems
+    for resource, amount in need.items():
+        best = max((offered[resource] for offered in offers), default=0.0)
+        if amount > best:
+            return [
+                *problems,
+                f"{where} asks for {amount:g} {resource} but ClusterQueue {cq_name} offers at most {best:g} on a "
+                "flavor its pods fit",
+            ]
+    return [*problems, f"{where} asks for {', '.join(need)} that no one flavor of ClusterQueue {cq_name} offers all of"]
 
 
 def _queue_fits(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:

@@ -21,19 +21,30 @@ sha256; files the RECORD does not list are not compared: an image's build may le
 ``install_post_train_extra_deps.py`` builds the vLLM adapter from ``integration/vllm``; Python writes ``__pycache__``),
 and MaxText reads a file by its name, which the RECORD lists.
 
-Usage: ``python3 maxtext_check.py IMAGE`` (the image reference the step's manifest names, shown in the message).
-Exit 0 with one line on stdout when every file matches. Otherwise one line on stderr naming the files that differ
-and what to do, and exit 3 (``core.names.SETUP_FAILURE_EXIT``): the step fails at once, and a training JobSet fails
-rather than restarts (the Pathways head's pod failure policy counts only exits 75 and 76 as disruptions). The step's
-script runs it before anything else, so no weight is read from an image whose MaxText the checks never saw.
+The line names the image's own MaxText version as its installed metadata gives it (``importlib.metadata``: the
+``.dist-info`` the image's installer wrote), else its package's ``version.py`` (``__version__``, which the wheel
+holds), and a way out that fits: another release's files, to adopt that release or use an image of the adopted one;
+the adopted release's version with other files (an image rebuilt from other sources under the same tag, the official
+one included), to pin an image whose files are the wheel's; and in every case ``tpu-rl:images.maxtextCheck: warn``,
+which runs the image as it is.
+
+Usage: ``python3 maxtext_check.py IMAGE [refuse|warn]`` (the image reference the step's manifest names, shown in the
+message; ``tpu-rl:images.maxtextCheck``, refuse when not given). Exit 0 with one line on stdout when every file
+matches. Otherwise one line on stderr naming the files that differ, the image's version and what to do, and exit 3
+(``core.names.SETUP_FAILURE_EXIT``): the step fails at once, and a training JobSet fails rather than restarts (the
+Pathways head's pod failure policy counts only exits 75 and 76 as disruptions); with ``warn``, the same line as a
+warning and exit 0: the step goes on with the image's MaxText. The step's script runs it before anything else, so no
+weight is read from an image whose MaxText the checks never saw unless the configuration says so.
 """
 
 import base64
 import csv
 import hashlib
+import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import sys
 
 MISMATCH = 3
@@ -42,6 +53,9 @@ SHOWN = 5
 """Files named per kind of difference; the rest are counted."""
 CHUNK = 1 << 20
 PACKAGE = "maxtext"
+MODES = ("refuse", "warn")
+"""``tpu-rl:images.maxtextCheck``: stop the step on a difference, or say it and go on."""
+VERSION_LINE = re.compile(r"""^__version__\s*=\s*["']([^"']{1,40})["']""", re.M)
 
 # tpu-rl: the adopted MaxText's RECORD is inlined here (workloads/specs/commands.py)
 PINNED = ""
@@ -113,40 +127,79 @@ def _named(kind, paths):
     return f"{kind}: {shown}{more}"
 
 
+def image_version(folder):
+    """The MaxText version the image says it holds: its installed metadata, else ``version.py`` in the package's
+    ``folder`` (None: neither, or ``folder`` is None)."""
+    try:
+        return importlib.metadata.version(PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    try:
+        with open(os.path.join(folder, "version.py"), encoding="utf-8") as file:
+            found = VERSION_LINE.search(file.read(1 << 16))
+    except (OSError, TypeError, UnicodeDecodeError):
+        return None
+    return found[1] if found else None
+
+
+def way_out(version, own):
+    """What to do about an image whose MaxText (``own``, None: unknown) is not the adopted ``version``'s files."""
+    warn = "or set tpu-rl:images.maxtextCheck warn to run the image's MaxText unchecked"
+    adopting = 'docs/releases.md "Adopting a MaxText release"'
+    if own == version:
+        return f"set tpu-rl:images.maxtext to an image (a digest) whose MaxText files are the wheel's, {warn}"
+    if own is None:
+        return f"set tpu-rl:images.maxtext to the tpu_post_training image of MaxText {version}, {warn}"
+    return (
+        f"adopt MaxText {own} (make maxtext VERSION={own}, {adopting}), set tpu-rl:images.maxtext to the "
+        f"tpu_post_training image of MaxText {version}, {warn}"
+    )
+
+
+def _not_the_wheel(image, pin, own):
+    """The start of a refusal: what the image holds against the wheel the checks ran."""
+    version, wheel = pin["version"], f"{pin['wheel']}, sha256 {pin['sha256'][:12]}"
+    if own == version:
+        return f"the image {image} says it holds MaxText {own}, but not the files of the wheel the checks ran ({wheel})"
+    if own:
+        return f"the image {image} holds MaxText {own}, not the {version} the checks ran ({wheel})"
+    return f"the image {image} does not hold the MaxText {version} the checks ran ({wheel}; it names no version)"
+
+
 def check(image, pin):
     """(exit code, the one line) of the image's MaxText against ``pin``."""
     version = pin["version"]
     expected = rows(pin["record"])
-    fix = (
-        f"set tpu-rl:images.maxtext to the tpu_post_training image of MaxText {version}, or adopt the image's MaxText "
-        'release (make maxtext VERSION=<its version>, docs/operations.md "Adopting a MaxText release")'
-    )
     folder = package_dir()
+    own = image_version(folder)
     if folder is None:
         return MISMATCH, (
             f"tpu-rl: the image {image} has no MaxText package (python3 finds no single folder of {PACKAGE} from "
-            f"{os.getcwd()}): {fix}"
+            f"{os.getcwd()}): {way_out(version, own)}"
         )
     missing, changed = differences(os.path.dirname(folder), expected)
     if not missing and not changed:
         return 0, f"tpu-rl: MaxText {version} checked: the {len(expected)} files of its wheel's RECORD in {folder}"
     kinds = "; ".join(_named(kind, paths) for kind, paths in (("changed", changed), ("missing", missing)) if paths)
     return MISMATCH, (
-        f"tpu-rl: the image {image} does not hold the MaxText {version} the checks ran ({pin['wheel']}, sha256 "
-        f"{pin['sha256'][:12]}): {len(missing) + len(changed)} of the {len(expected)} files of its RECORD differ in "
-        f"{folder} ({kinds}): {fix}"
+        f"tpu-rl: {_not_the_wheel(image, pin, own)}: {len(missing) + len(changed)} of the {len(expected)} files of its "
+        f"RECORD differ in {folder} ({kinds}): {way_out(version, own)}"
     )
 
 
 def main(argv):
-    if len(argv) != 2:
-        print("usage: maxtext_check.py IMAGE", file=sys.stderr)
+    if len(argv) not in (2, 3) or argv[2:] not in ([], *([mode] for mode in MODES)):
+        print(f"usage: maxtext_check.py IMAGE [{'|'.join(MODES)}]", file=sys.stderr)
         return MISMATCH
     try:
         code, line = check(argv[1], pinned(PINNED))
     except Exception as err:  # one line, never a traceback: the step stops before any weight is read
         said = " ".join(str(err).split())[:300]
         code, line = MISMATCH, f"tpu-rl: cannot check the image's MaxText ({type(err).__name__}: {said})"
+    if code and argv[2:] == ["warn"]:
+        warned = line.replace("tpu-rl: ", "tpu-rl: warning: ", 1)
+        print(f"{warned}; going on (tpu-rl:images.maxtextCheck warn)", file=sys.stderr)
+        return 0
     print(line, file=sys.stderr if code else sys.stdout)
     return code
 

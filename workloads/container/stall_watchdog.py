@@ -1,7 +1,7 @@
 """Ends a training attempt that stopped making progress (run in the MaxText image beside train_rl as
-``python3 -c`` of this file's text; standard library only).
+``python3 /tpu-rl/stall_watchdog.py``; standard library only).
 
-    python3 stall_watchdog.py PID LOG SECONDS MARKER
+    python3 stall_watchdog.py PID LOG SECONDS MARKER [DEVICES_SECONDS]
 
 Progress is a line of train_rl's log that says the run moved on, not a new byte: a loop that keeps logging
 (a retry, a warning every second) without training is not alive. The lines that count (``PROGRESS``), each
@@ -18,11 +18,16 @@ as MaxText 0.2.4 and 0.2.5 and tunix c4ec573 print them via absl (``<level><date
 - the end of training (``RL Training Completed Successfully!``).
 
 The log (not the TensorBoard events, which train_rl writes to GCS, out of this container's reach without a
-client) is read from where the last look ended, a bounded amount each time. When no progress line has come for
-``SECONDS`` while train_rl (``PID``) runs, the watchdog writes ``MARKER`` (why, one line), appends that line to
-the log, sends train_rl SIGTERM and, if it is still there ``KILL_AFTER`` seconds later, SIGKILL. The training
-script then exits as ``train_exit.py`` judges (``STALLED_EXIT`` when nothing else explains the end). It exits by
-itself once train_rl is gone.
+client) is read from where the last look ended, a bounded amount each time. The ``SECONDS`` clock starts at the first
+sign of devices up (``DEVICES``: MaxText's ``System Information: Jax Backend:`` line, which ``train_rl.main`` prints
+once ``max_utils.print_system_information`` has initialized JAX's backend through the Pathways proxy, MaxText 0.2.5
+``train_rl.py`` 797 and ``utils/max_utils.py`` 837; or any progress line, should that line ever go), so the minutes a
+slice takes to answer are never taken for a stall; until then the bound is ``DEVICES_SECONDS`` (the attempt's recovery
+budget; without it, ``SECONDS`` from the watchdog's start). When no progress line has come for the bound while
+train_rl (``PID``) runs, the watchdog writes ``MARKER`` (why, one line), appends that line to the log, sends train_rl
+SIGTERM and, if it is still there ``KILL_AFTER`` seconds later, SIGKILL. The training script then exits as
+``train_exit.py`` judges (``STALLED_EXIT`` when nothing else explains the end). It exits by itself once train_rl is
+gone.
 """
 
 from __future__ import annotations
@@ -61,6 +66,8 @@ PROGRESS = re.compile(
     r"|Running evaluation on train step |RL Training Completed Successfully!)"
 )
 """A line that says the run moved on (the module's docstring); ``step``: a training step's number."""
+DEVICES = re.compile(r"\] System Information: Jax Backend: ")
+"""MaxText's line once JAX's backend is up: its devices answer (the module's docstring)."""
 READ_BYTES = 8 << 20
 """How much of the log one look reads at most (the rest is read by the next looks)."""
 LINE_BYTES = 4096
@@ -72,6 +79,8 @@ class Progress:
 
     def __init__(self, path: str) -> None:
         self.path, self.offset, self.partial, self.step = path, 0, b"", -1
+        self.devices = False
+        """Whether the log has shown the devices up (``DEVICES``, or any progress line)."""
 
     def moved(self) -> bool:
         """Whether the log's new complete lines hold progress (a log cut shorter is read again from its start)."""
@@ -91,7 +100,9 @@ class Progress:
     def _progress(self, line: str) -> bool:
         match = PROGRESS.search(line)
         if match is None:
+            self.devices = self.devices or DEVICES.search(line) is not None
             return False
+        self.devices = True
         if match["step"] is None:
             return True
         step = int(match["step"])
@@ -106,25 +117,48 @@ def interval(seconds: float) -> float:
     return min(60.0, max(0.05, seconds / 20))
 
 
-def stalled_for(seconds: float) -> str:
+def duration(seconds: float) -> str:
     minutes, rest = divmod(int(seconds), 60)
     hours, minutes = divmod(minutes, 60)
-    text = f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
-    return f"stalled: no training progress in train_rl's log for {text} (tpu-rl:workflow.stallTimeout)"
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
 
 
-def watch(pid: int, log: str, seconds: float, marker: str, clock=time.monotonic, sleep=time.sleep) -> bool:
+def stalled_for(seconds: float) -> str:
+    return f"stalled: no training progress in train_rl's log for {duration(seconds)} (tpu-rl:workflow.stallTimeout)"
+
+
+def no_devices_for(seconds: float) -> str:
+    return (
+        f"stalled: train_rl's devices did not come up within {duration(seconds)} of its start "
+        "(tpu-rl:kueue.recoveryTimeout)"
+    )
+
+
+def watch(  # noqa: PLR0913 (the program's arguments, and its clocks)
+    pid: int,
+    log: str,
+    seconds: float,
+    marker: str,
+    clock=time.monotonic,
+    sleep=time.sleep,
+    devices_seconds: float | None = None,
+) -> bool:
     """Watch until train_rl is gone; True when it had to be stopped."""
     progress, since = Progress(log), clock()
+    armed = devices_seconds is None
     while alive(pid):
-        sleep(interval(seconds))
+        sleep(interval(seconds if armed else min(seconds, devices_seconds or seconds)))
         now = clock()
-        if progress.moved():
+        moved = progress.moved()
+        if not armed and progress.devices:
+            armed, since = True, now  # the stall clock starts at the devices' first sign
+        if moved:
             since = now
             continue
-        if now - since < seconds:
+        bound = seconds if armed else devices_seconds or seconds
+        if now - since < bound:
             continue
-        line = stalled_for(seconds)
+        line = stalled_for(seconds) if armed else no_devices_for(bound)
         with open(marker, "w", encoding="utf-8") as handle:
             handle.write(line + "\n")
         with open(log, "a", encoding="utf-8") as handle:
@@ -140,6 +174,6 @@ def watch(pid: int, log: str, seconds: float, marker: str, clock=time.monotonic,
 
 
 if __name__ == "__main__":
-    pid, log, seconds, marker = sys.argv[1:]
+    pid, log, seconds, marker, *devices = sys.argv[1:]
     with contextlib.suppress(ProcessLookupError):  # train_rl ended between the check and the signal
-        watch(int(pid), log, float(seconds), marker)
+        watch(int(pid), log, float(seconds), marker, devices_seconds=float(devices[0]) if devices else None)

@@ -1,12 +1,12 @@
 """How the training container ends, from train_rl's status and its log (run in the MaxText image as
 ``python3 -c`` of this file's text, like ``checkpoint_scan.py``; standard library only).
 
-    python3 train_exit.py LOG STATUS STALL_MARKER SLICE_DOWN_EXIT STALLED_EXIT [DRILL_MARKER DRILL_EXIT]
-                                                                                 # prints the exit status
+    python3 train_exit.py LOG STATUS STALL_MARKER SLICE_DOWN_EXIT STALLED_EXIT [DRILL_MARKER DRILL_EXIT
+                          [SLICE_STATE ACCOUNT_DIR WORKERS BASELINE]]            # prints the exit status
 
 (the codes are ``core.names``'; the image has no copy of the program's modules).
 
-The verdict goes by evidence, in this order (docs/operations.md "How a training attempt ends" has the table):
+The verdict goes by evidence, in this order (docs/when-a-step-fails.md "How a training attempt ends" has the table):
 
 1. **Completed.** The log has MaxText's ``RL Training Completed Successfully!`` (MaxText 0.2.5
    ``train_rl.py`` ``rl_train`` line 768, as in 0.2.4, printed once ``rl_trainer.train`` returns; tunix's learner
@@ -26,9 +26,13 @@ The verdict goes by evidence, in this order (docs/operations.md "How a training 
      ``JaxRuntimeError`` and a code of ``_ELASTIC_DOWN_ERROR_TYPES`` (``DATA_LOSS``) is in its text.
    - The codes of ``_ELASTIC_DOWN_ADDITIONAL_ERROR_TYPES`` (``DEADLINE_EXCEEDED``, ``NOT_FOUND``,
      ``INTERNAL``) are what pathways-utils itself calls "may or may not be due to slice down": an XLA
-     ``INTERNAL: RET_CHECK failure`` or a bad mesh raises them too, and for pathways-utils a wrong guess costs
-     an in-process retry, for a JobSet a new start-up, compilation and pre-RL evaluation on the whole slice.
-     They fail the run (the next `pulumi up` retries it from its checkpoint), and the line says why.
+     ``INTERNAL: RET_CHECK failure`` or a bad mesh raises them too, and the Pathways proxy's 60 s pipe timeout
+     (``--pathways_pipe_unreachable_timeout=60s``) makes ``DEADLINE_EXCEEDED`` a likely first sign of a maintenance.
+     So the slice decides, by evidence: ``slice_state.py check`` (``SLICE_STATE``, with the head's service account in
+     ``ACCOUNT_DIR``, the slice's ``WORKERS`` and the ``BASELINE`` its wait wrote) watches the attempt's worker pods
+     for ``CHECK_SECONDS``; a worker gone, restarted, being stopped by Kubernetes or not Ready is a lost slice
+     (``SLICE_DOWN_EXIT``); on a slice whose every worker stayed Ready, or one that cannot be read, the error fails
+     the run (the next `pulumi up` retries it from its checkpoint), and the line says why.
    - Any other error fails the run (1; the head's pod failure policy fails it at once): a deterministic error
      would fail the same way after a restart.
 4. **Stalled, with no other evidence**: the stall watchdog ended it (``STALL_MARKER`` exists,
@@ -52,10 +56,12 @@ constant memory.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 DOWN_CODES = ("DATA_LOSS",)
@@ -63,6 +69,9 @@ DOWN_CODES = ("DATA_LOSS",)
 MAYBE_DOWN_CODES = ("DEADLINE_EXCEEDED", "NOT_FOUND", "INTERNAL")
 """pathways-utils' ``_ELASTIC_DOWN_ADDITIONAL_ERROR_TYPES``."""
 UNCAUGHT_EXIT = 1
+CHECK_SECONDS = 60
+"""How long ``slice_state.py check`` watches the workers for evidence after a "maybe down" error: a maintenance's
+eviction or a lost host shows in their pods within the proxy's 60 s pipe timeout that raised the error."""
 """Python's exit status after an uncaught exception (absl's ``app.run`` keeps it)."""
 LINE_CHARS = 4096
 MESSAGE_LINES = 40
@@ -164,17 +173,23 @@ def final_error(lines: Iterable[str]) -> str | None:
     return evidence(lines).error
 
 
-def verdict(
+SliceCheck = Callable[[], tuple[int, str]]
+"""``slice_state.py check``'s answer: (0 up, 1 down, 2 unknown; its line)."""
+
+
+def verdict(  # noqa: PLR0913 (the evidence, each of its own kind)
     status: int,
     lines: Iterable[str],
     stalled: str | None,
     codes: tuple[int, int],
     drilled: tuple[str, int] | None = None,
+    slice_check: SliceCheck | None = None,
 ) -> tuple[int, str]:
     """(the container's exit status, what it says) for train_rl's ``status``, its log's lines and the stall
     watchdog's note (None: it did not end the attempt); ``codes``: the slice-down and stalled exit codes;
-    ``drilled``: the restart drill's note and exit code when it ended the attempt. The order of the evidence is the
-    module docstring's."""
+    ``drilled``: the restart drill's note and exit code when it ended the attempt; ``slice_check``: the slice's
+    evidence, asked only after a "maybe down" error (None: not asked, the slice counts as unknown). The order of the
+    evidence is the module docstring's."""
     slice_down_exit, stalled_exit = codes
     found = evidence(lines)
     ended = f"was ended by the stall watchdog ({stalled})" if stalled is not None else f"exited {status}"
@@ -189,7 +204,7 @@ def verdict(
     if status == 0:
         return 0, ""
     if found.error is not None and (status == UNCAUGHT_EXIT or stalled is not None):
-        return _error_verdict(status, found.error, stalled, slice_down_exit)
+        return _error_verdict(status, found.error, stalled, slice_down_exit, slice_check)
     if stalled is not None:
         return stalled_exit, f"{stalled}; exiting {stalled_exit} so the JobSet restarts it from its last checkpoint"
     if drilled is not None:
@@ -205,7 +220,9 @@ def _first(error: str) -> str:
     return error.split("\n", 1)[0].strip()[:200]
 
 
-def _error_verdict(status: int, error: str, stalled: str | None, slice_down_exit: int) -> tuple[int, str]:
+def _error_verdict(
+    status: int, error: str, stalled: str | None, slice_down_exit: int, slice_check: SliceCheck | None
+) -> tuple[int, str]:
     """The verdict of a run that died of ``error`` (exit 1), or hung after it until the watchdog ended it."""
     first = _first(error)
     hung = f", then hung until the stall watchdog ended it ({stalled})" if stalled is not None else ""
@@ -218,10 +235,17 @@ def _error_verdict(status: int, error: str, stalled: str | None, slice_down_exit
             )
         maybe = next((code for code in MAYBE_DOWN_CODES if code in error), None)
         if maybe:
+            state, seen = slice_check() if slice_check is not None else (2, "unknown: not read")
+            if state == 1:
+                return slice_down_exit, (
+                    f"train_rl ({exited}) failed with {maybe} ({first}){hung}, which pathways-utils calls 'may or "
+                    f"may not be due to slice down', and its slice is {seen}; exiting {slice_down_exit} so the JobSet "
+                    "restarts"
+                )
             return UNCAUGHT_EXIT, (
                 f"train_rl ({exited}) failed with {maybe} ({first}){hung}, which pathways-utils calls 'may or may "
-                "not be due to slice down': not restarted, since a deterministic error would fail the same way; the "
-                "next `pulumi up` retries the run from its last checkpoint"
+                f"not be due to slice down', and its slice is {seen}: not restarted, since a deterministic error "
+                "would fail the same way; the next `pulumi up` retries the run from its last checkpoint"
             )
     if stalled is None:
         return status, ""
@@ -239,16 +263,29 @@ def _note(marker: str, default: str) -> str | None:
         return " ".join(handle.read(500).split()) or default
 
 
+def ask_slice(program: str, account_dir: str, workers: str, baseline: str) -> tuple[int, str]:
+    """Run ``slice_state.py check`` (its own bounds, and a margin for its start): (its status, its line)."""
+    argv = [sys.executable, program, "check", account_dir, workers, str(CHECK_SECONDS), baseline]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=CHECK_SECONDS + 120)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return 2, f"unknown: the check did not answer ({type(err).__name__})"
+    said = (done.stdout.strip().splitlines() or [f"unknown: the check exited {done.returncode} saying nothing"])[-1]
+    return (done.returncode if done.returncode in (0, 1) else 2), " ".join(said.split())[:400]
+
+
 def main(argv: list[str]) -> int:
-    log, status_text, marker, slice_down_exit, stalled_exit, *drill = argv
+    log, status_text, marker, slice_down_exit, stalled_exit, *more = argv
     status = int(status_text) if status_text.isdigit() else 1
     stalled = _note(marker, "the stall watchdog ended train_rl")
     drilled = None
-    if drill:
-        drill_marker, drill_exit = drill
+    if more:
+        drill_marker, drill_exit = more[:2]
         note = _note(drill_marker, "the restart drill ended train_rl")
         drilled = (note, int(drill_exit)) if note is not None else None
-    code, message = verdict(status, lines_of(log), stalled, (int(slice_down_exit), int(stalled_exit)), drilled)
+    check = functools.partial(ask_slice, *more[2:6]) if len(more) >= 6 else None
+    codes = (int(slice_down_exit), int(stalled_exit))
+    code, message = verdict(status, lines_of(log), stalled, codes, drilled, check)
     if message:
         print(f"tpu-rl: {message}", file=sys.stderr, flush=True)
     return code

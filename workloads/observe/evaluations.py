@@ -31,7 +31,7 @@ from pydantic import Field
 
 from core.boundary import BoundaryError, Count, Model, Text, parse
 from core.inputs import InputError, parse_json
-from workloads.specs.commands import RUN_LINE
+from workloads.specs.train_script import RUN_LINE
 
 # A value as f"{x=}" prints it (numpy's repr, np.float64(30.0), is accepted too).
 _NUMBER = r"(?:np\.\w+\()?(-?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|nan|inf|-inf)\)?"

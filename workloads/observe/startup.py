@@ -21,20 +21,34 @@ images                  workers started     the last worker's container ``starte
 Pathways                backend             ``System Information: Jax Backend:`` (MaxText ``max_utils.py``
                                             ``print_system_information``: JAX's backend, through the Pathways proxy,
                                             once the resource manager has every worker)
-load                    RL cluster          ``Creating RL cluster...`` (``train_rl.py``): tokenizer, dataset,
-                                            reference and policy models from the converted checkpoint
-compile                 RL trainer          ``Setting up RL trainer...``: the rollout engine (vLLM) started in the
-                                            RL cluster, its XLA compilation and warm-up
+load                    RL cluster          ``Creating RL cluster...`` (MaxText 0.2.5 ``train_rl.py``
+                                            ``create_rl_components``): the tokenizer, the models from the converted
+                                            checkpoint (``create_models_and_meshes``) and the datasets before it
+compile                 restore begun       the restore's line less its X seconds: ``RLCluster(...)`` (tunix
+                                            ``rl/rl_cluster.py`` ``RLEngine.__init__``, ``_init_engine``) puts the
+                                            models on their meshes, starts the rollout engine (vLLM: its XLA
+                                            compilation, warm-up) and sets up the actor's trainer, which restores
 restore                 restored            ``Restored params from step: N in X seconds`` (tunix ``sft/
-                                            checkpoint_manager.py`` ``maybe_restore``, in the trainer's set-up)
-pre-RL eval             pre-RL eval         ``Pre RL Training:`` (``train_rl.py``, when ``num_test_batches > 0``);
-                                            0 when the launcher's line says a resumed attempt skips it
-                                            (``workloads/container/launch.py`` ``SKIPPED``) or the whole log has
-                                            none
+                                            checkpoint_manager.py`` ``maybe_restore``, from ``PeftTrainer.__init__``
+                                            inside ``RLCluster(...)``): X, the restore as the line reports it
+compile                 RL trainer          ``Setting up RL trainer...`` (``create_rl_components``): the rest of
+                                            ``RLCluster(...)`` (the actor's copy in host memory), the reward
+                                            functions
+pre-RL eval             pre-RL eval         ``Pre RL Training:`` (``train_rl.py`` ``_rl_train_impl``, when
+                                            ``num_test_batches > 0``): the learner, the weight sync and the
+                                            evaluation; 0 (at the trainer's line) when the launcher's line says a
+                                            resumed attempt skips it (``workloads/container/launch.py``
+                                            ``SKIPPED``) or the whole log has none
 first step              first step          the first ``Train step N training loss`` (tunix ``peft_trainer.py``
                                             ``_log_metrics``), else the attempt's first TensorBoard event: the
                                             training step's compilation and the first rollout
 ======================  ==================  ========================================================================
+
+So compile is ``Creating RL cluster...`` to ``Setting up RL trainer...`` less the restore's seconds, and restore is
+those seconds (begun no earlier than the RL cluster's line, or without it the attempt's start; a line without its
+seconds leaves the split unknown: ``compile+restore``). A log that reaches the trainer's line without a restore's is
+a fresh start (tunix logs only a restore): restore 0. tunix is read at c7d8950 (MaxText 0.2.5 pins a8d7058, not
+readable offline); ``tests/upstream_logs.py`` holds where each line is logged, checked against MaxText's source.
 
 A milestone that is not known (the pods of an earlier attempt are gone, a line was not logged) merges its time
 into the next known one, whose component is then named by both (``nodes+images``); a milestone passed before the
@@ -81,15 +95,20 @@ ABSL = re.compile(
     r"(?P<second>[0-6][0-9])(?:\.(?P<micro>[0-9]{1,6}))? +[0-9]+ [^\]\n]{0,300}\] "
 )
 """The prefix absl gives a line: level, month, day, time, thread, ``file:line]``."""
+RESTORED = re.compile(r"Restored params from step: [0-9]{1,12}(?: in (?P<seconds>[0-9]{1,9}\.?[0-9]{0,9}) seconds)?")
+"""tunix's restore line (``sft/checkpoint_manager.py`` ``maybe_restore``: ``'Restored params from step: %d in %.3f
+seconds'``), with the seconds the restore took when the line gives them."""
 LOG_MARKS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("backend", re.compile(r"System Information: Jax Backend: ")),
     ("RL cluster", re.compile(r"Creating RL cluster\.\.\.")),
+    ("restored", RESTORED),
     ("RL trainer", re.compile(r"Setting up RL trainer\.\.\.")),
-    ("restored", re.compile(r"Restored params from step: [0-9]{1,12}")),
     ("pre-RL eval", re.compile(r"Pre RL Training: ")),
     ("first step", re.compile(r"Train step [0-9]{1,12} training loss")),
 )
 """The log's milestones (the module's docstring), each taken at its first line in an attempt's log."""
+RESTORE_BEGUN = "restore begun"
+"""The milestone no line marks: the restore's line less the seconds it reports (``log_marks``)."""
 MILESTONES: tuple[tuple[str, str], ...] = (
     ("admitted", "admission"),
     ("pods created", "admission"),
@@ -100,8 +119,9 @@ MILESTONES: tuple[tuple[str, str], ...] = (
     ("workers started", "images"),
     ("backend", "Pathways"),
     ("RL cluster", "load"),
-    ("RL trainer", "compile"),
+    (RESTORE_BEGUN, "compile"),
     ("restored", "restore"),
+    ("RL trainer", "compile"),
     ("pre-RL eval", "pre-RL eval"),
     ("first step", "first step"),
 )
@@ -140,16 +160,23 @@ def absl_time(line: str, start: datetime.datetime) -> datetime.datetime | None:
 
 
 def log_marks(text: str, start: datetime.datetime) -> dict[str, float]:
-    """Milestone -> Unix time of its first line in an attempt's log (or side file)."""
+    """Milestone -> Unix time of its first line in an attempt's log (or side file), and the restore's begin
+    (``RESTORE_BEGUN``) when its line gives its seconds: never before ``Creating RL cluster...`` (else the attempt's
+    ``start``)."""
     found: dict[str, float] = {}
+    took: float | None = None
     for line in text.splitlines():
         if len(found) == len(LOG_MARKS):
             break
         for mark, pattern in LOG_MARKS:
-            if mark not in found and pattern.search(line):
-                when = absl_time(line, start)
-                if when is not None:
-                    found[mark] = when.timestamp()
+            match = pattern.search(line) if mark not in found else None
+            when = absl_time(line, start) if match else None
+            if match and when is not None:
+                found[mark] = when.timestamp()
+                took = float(match["seconds"]) if mark == "restored" and match["seconds"] else took
+    if took is not None:
+        restored = found["restored"]
+        found[RESTORE_BEGUN] = max(restored - took, min(found.get("RL cluster", start.timestamp()), restored))
     return found
 
 
@@ -289,8 +316,8 @@ class Startup:
     pulls: list[Pull] = field(default_factory=list)
     resumed: bool | None = None
     """It restored the run's checkpoint (tunix's ``Restored params`` line, or the launcher's word that it skips the
-    pre-RL evaluation); False: its log goes on without a restore, a fresh start (before the run's first checkpoint);
-    None: its log does not say yet."""
+    pre-RL evaluation); False: its log reached ``Setting up RL trainer...`` without a restore, a fresh start (before
+    the run's first checkpoint); None: its log does not say yet."""
     drill: bool = False
     """The restart drill's restart: the drill (``tpu-rl:workflow.restartDrill``) ended the attempt before it."""
 
@@ -378,17 +405,17 @@ def startups(
         marks = dict(attempt.marks)
         if attempt.name != "starting":
             marks["attempt"] = attempt.start
-        fresh = "RL trainer" in marks and "restored" not in marks and bool({"pre-RL eval", "first step"} & set(marks))
+        fresh = "RL trainer" in marks and "restored" not in marks  # tunix restores before the trainer's line
         resumed = True if "restored" in attempt.marks or attempt.pre_rl_skipped else (False if fresh else None)
-        if fresh:
-            marks["restored"] = marks["RL trainer"]  # its log goes on without a restore: a fresh start
+        if fresh:  # restored nothing: the whole RL cluster's set-up is compile, the restore 0
+            marks[RESTORE_BEGUN] = marks["restored"] = marks["RL trainer"]
         if "first step" not in marks:
             event = next((t for t in events if attempt.start <= t < after), None)
             if event is not None:
                 marks["first step"] = event
         known = attempt.pre_rl_skipped or "first step" in attempt.marks  # the launcher said so, or the whole log
-        if known and "first step" in marks and "pre-RL eval" not in marks and "restored" in marks:
-            marks["pre-RL eval"] = marks["restored"]  # a resumed attempt (workloads/container/launch.py), or none
+        if known and "first step" in marks and "pre-RL eval" not in marks and "RL trainer" in marks:
+            marks["pre-RL eval"] = marks["RL trainer"]  # a resumed attempt (workloads/container/launch.py), or none
         if index == target:
             marks.update(live)
         previous = ordered[index - 1].ended if index else None

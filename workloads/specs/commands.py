@@ -21,14 +21,11 @@ import shlex
 from pathlib import Path
 
 from core.knobs import DATASETS, TRAINING_KNOBS, Dataset
-from core.layout import RUN_NAME, STAGED_DATASET, actor_checkpoints, dataset_cache
+from core.layout import RUN_NAME, STAGED_DATASET
 from core.maxtext_keys import pinned_record
-from core.names import DRILL_EXIT, SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
+from core.names import SETUP_FAILURE_EXIT
 from core.settings import Settings
-from core.step_config import CONFIG_FILE, LAUNCHER, config_text
-from workloads.container.launch import RESUMED_ENV
-from workloads.container.launch import SKIPPED as PRE_RL_SKIPPED
-from workloads.container.restart_drill import SAYS as DRILL_SAYS
+from core.step_config import CONFIG_FILE, config_text
 from workloads.specs.slices import disaggregated
 
 TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
@@ -68,11 +65,12 @@ def with_pin(source: str, pin: dict[str, object]) -> str:
     return f'{source[:start]}PINNED = """\n{packed}"""\n{source[end:]}'
 
 
-def maxtext_check(image: str) -> str:
+def maxtext_check(image: str, mode: str = "refuse") -> str:
     """The first line of a MaxText step's script, before any weight is read: ``MAXTEXT_CHECK`` with the image its
-    manifest names (``tpu-rl:images.maxtext`` as ``up`` pinned it), shown when the check fails. ``set -e`` ends the
-    script with its exit 3 (``SETUP_FAILURE_EXIT``): the step fails, no restart."""
-    return f"{run_program(MAXTEXT_CHECK)} {shlex.quote(image)}"
+    manifest names (``tpu-rl:images.maxtext`` as ``up`` pinned it), shown when the check fails, and with ``warn``
+    when ``tpu-rl:images.maxtextCheck`` says so (the default, ``refuse``, adds no word). ``set -e`` ends the script
+    with its exit 3 (``SETUP_FAILURE_EXIT``) when it refuses: the step fails, no restart."""
+    return f"{run_program(MAXTEXT_CHECK)} {shlex.quote(image)}" + (" warn" if mode == "warn" else "")
 
 
 # The tutorial's AdamW -> Adafactor patch, made loud: exactly one substitution or the step fails.
@@ -86,9 +84,6 @@ if count != 1:
 path.write_text(text)
 print(f"optimizer patch: {path}: optax.adamw -> optax.adafactor")
 """.replace("EXIT_CODE", str(SETUP_FAILURE_EXIT))
-
-SCAN_ERRORS = "/tmp/tpu-rl-checkpoint-scan.err"
-"""Where the training script keeps what ``checkpoint_scan.py`` said on stderr (its last line is shown)."""
 
 
 def convert_argv(settings: Settings, output_uri: str) -> list[str]:
@@ -203,49 +198,21 @@ CONVERT_BASE_DIR = "/scratch/base-model"
 (the step's scratch, sized for one copy of the weights: ``core.steps.scratch_gib``)."""
 EXPORT_BASE_DIR = "/scratch/base"
 """Where the export keeps them: ``to_huggingface``'s ``--hf_model_path`` (the tokenizer and chat template)."""
-CHECKPOINT_SCAN = (Path(__file__).parents[1] / "container" / "checkpoint_scan.py").read_text()
-SIDE_PATTERN = (
-    r"Pre RL Training:|Post RL Training:|Intermediate Eval \(step=|Restored params from step:|Fast forwarded"
-    r"|tpu-rl: stalled: |"
-    + DRILL_SAYS
-    + "|"
-    + PRE_RL_SKIPPED  # plain text: no character of either is special to grep -E
-)
-"""The lines the training script copies to the side file as they appear (``grep -E``)."""
-RUN_LINE = "tpu-rl run: "
-"""The first line of each training log and side file: what the run is (written by the training script)."""
-TRAIN_EXIT = (Path(__file__).parents[1] / "container" / "train_exit.py").read_text()
-"""Judges how the training container ends (train_rl's status, the stall watchdog, a lost TPU slice)."""
-STALL_WATCHDOG = (Path(__file__).parents[1] / "container" / "stall_watchdog.py").read_text()
-"""Ends an attempt whose log stopped growing for ``tpu-rl:workflow.stallTimeout``."""
-STALL_ENV = "TPU_RL_STALL_SECONDS"
-"""The workload container's stall bound (an operational field: ``workloads.specs.step_specs``)."""
-DRILL_ENV = "TPU_RL_RESTART_DRILL"
-"""``true`` when the training run does the restart drill (``tpu-rl:workflow.restartDrill``, an operational field)."""
-DRILL_MARKER = "/tmp/tpu-rl-drilled"
-TRAIN_LOG = "/tmp/tpu-rl-train.log"
-EVALS_LOG = "/tmp/tpu-rl-evals.txt"
-STALL_MARKER = "/tmp/tpu-rl-stalled"
-# Creates the step's own folder (a zero-byte object named like it, ending in "/") before MaxText touches it.
-# MaxText opens gs:// paths through TensorFlow's GCS filesystem, whose mkdir walks up from the new folder
-# and looks up each missing parent as an object without its "/": with an empty output path that walk
-# reaches <model>/<step>, outside the prefix the step's identity may read (infra/gcp/access.py), and GCS
-# answers 403, which MaxText takes as a permission error and stops. With the folder there, the walk
-# stops at it. Not best effort: without it the step would fail later, less clearly.
-MARK_FOLDER = """import sys
-from google.cloud import storage
-bucket, _, name = sys.argv[1][len("gs://"):].partition("/")
-try:
-    storage.Client().bucket(bucket).blob(name).upload_from_string(b"", content_type="application/x-directory")
-except Exception as err:
-    sys.exit(f"tpu-rl: cannot create {sys.argv[1]} ({type(err).__name__}): check the step's bucket access")
-print(f"tpu-rl: created {sys.argv[1]}")
-"""
 
 
-def mark_folder(uri: str) -> str:
-    """The line of a step's script that creates its output folder first (``MARK_FOLDER``)."""
-    return f"{run_program('mark_folder.py')} {shlex.quote(uri)}"
+def mark_folder(uri: str, reads: tuple[str, ...] = ()) -> str:
+    """The line of a step's script that creates its output folder first (``workloads/container/mark_folder.py``),
+    once each grant of the step's account is in effect: the bucket, each prefix in ``reads``, the folder.
+
+    The folder (a zero-byte object named like it, ending in "/") comes before MaxText touches the path: MaxText opens
+    gs:// paths through TensorFlow's GCS filesystem, whose mkdir walks up from the new folder and looks up each
+    missing parent as an object without its "/"; with an empty output path that walk reaches <model>/<step>, outside
+    the prefix the step's identity may read (infra/gcp/access.py), and GCS answers 403, which MaxText takes as a
+    permission error and stops. With the folder there, the walk stops at it. And it comes first because a grant
+    takes minutes to apply: the program retries each use while it is refused (docs/security.md "Cluster hardening"),
+    where the stack used to wait a fixed 7 minutes before the step's pods."""
+    words = (uri, *reads)
+    return f"{run_program('mark_folder.py')} " + " ".join(shlex.quote(word) for word in words)
 
 
 # Copies a file of the attempt next to the checkpoints (best effort: never changes the step's outcome).
@@ -354,15 +321,16 @@ def convert_script(settings: Settings, argv: list[str], output_uri: str, cache_r
     model = settings.model
     words = (model.spec.hf_repo, model.revision, output_uri, cache_root, CONVERT_BASE_DIR, shared_root)
     snapshot = base_line("snapshot", *words)
-    check = maxtext_check(settings.images.maxtext)
-    return script(check, mark_folder(output_uri), snapshot, 'echo "tpu-rl: converting commit ${commit}"', argv=argv)
+    check = maxtext_check(settings.images.maxtext, settings.images.maxtext_check)
+    marked = mark_folder(output_uri, tuple(dict.fromkeys((cache_root, shared_root))))
+    return script(check, marked, snapshot, 'echo "tpu-rl: converting commit ${commit}"', argv=argv)
 
 
 def export_script(  # noqa: PLR0913 (the step's paths, and the image its check names)
-    argv: list[str], actor_uri: str, output_uri: str, repo: str, convert_uri: str, image: str
+    argv: list[str], actor_uri: str, output_uri: str, repo: str, convert_uri: str, check: str
 ) -> str:
-    """Check the image's MaxText (``maxtext_check``), create the output folder, find the newest complete checkpoint
-    (exit 3, not retried, if there is none),
+    """Check the image's MaxText (``check``: its ``maxtext_check`` line), create the output folder, find the newest
+    complete checkpoint (exit 3, not retried, if there is none),
     fetch the base's files at the converted commit (``base_snapshot.py fetch``: ``to_huggingface``'s tokenizer and
     chat template), export the checkpoint, then make the export the whole base model at that commit from the cache
     objects the conversion hashed (``workloads/container/complete_export.py``, exit 3 for a refusal).
@@ -372,8 +340,8 @@ def export_script(  # noqa: PLR0913 (the step's paths, and the image its check n
     """
     lines = [
         "set -euo pipefail",
-        maxtext_check(image),
-        mark_folder(output_uri),
+        check,
+        mark_folder(output_uri, (actor_uri, convert_uri)),
         f'checkpoint="$({run_program("checkpoint_scan.py")} {shlex.quote(actor_uri)})"',
         'echo "tpu-rl: exporting ${checkpoint}"',
         base_line("fetch", convert_uri, EXPORT_BASE_DIR),
@@ -394,18 +362,18 @@ def program(file_name: str) -> str:
     return _with_hf_model(file_name) if INLINED_START in source else source
 
 
-def program_script(file_name: str, *words: str, output_uri: str) -> str:
-    """A step that runs one program: create its output folder, then ``exec`` the program ``file_name``
-    (``program``, a file of the step's ConfigMap) with ``words``, each quoted."""
+def program_script(file_name: str, *words: str, output_uri: str, reads: tuple[str, ...] = ()) -> str:
+    """A step that runs one program: create its output folder once its grants, on what it ``reads`` too, are in
+    effect (``mark_folder``), then ``exec`` the program ``file_name`` (``program``, a file of the step's ConfigMap)
+    with ``words``, each quoted."""
     body = [
         "set -euo pipefail",
-        mark_folder(output_uri),
+        mark_folder(output_uri, reads),
         f"exec {run_program(file_name)} " + " ".join(shlex.quote(word) for word in words),
     ]
     return "\n".join(body) + "\n"
 
 
-PUBLISH_HUB = program("publish_hub.py")
 CARD_DIR = "/card"
 """Where the publish step's card (its ConfigMap: ``README.md``, the reward curve) is mounted."""
 PUBLISH_WORK = "/scratch/publish"
@@ -415,168 +383,12 @@ PUBLISHED = "published.json"
 
 def publish_script(export_uri: str, output_uri: str) -> str:
     """Create the output folder, then upload the export with its card (``workloads/container/publish_hub.py``)."""
-    return program_script(
-        "publish_hub.py", export_uri, CARD_DIR, PUBLISH_WORK, output_uri + PUBLISHED, output_uri=output_uri
-    )
-
-
-def run_record(settings: Settings, argv: list[str]) -> dict[str, object]:
-    """What a training run is, written as the first line of its log (``RUN_LINE``, read back by
-    ``workloads.observe.evaluations``); only what the step's identity covers, so it never changes a step's hash on its
-    own."""
-    shape = settings.slice
-    return {
-        "model": settings.model.spec.name,
-        "hfRepo": settings.model.spec.hf_repo,
-        "slice": {
-            "version": shape.version,
-            "machineType": shape.machine_type,
-            "topology": shape.topology,
-            "slices": settings.tpu.slices,
-            "chips": shape.chips * settings.tpu.slices,
-        },
-        "optimizer": settings.training.optimizer,
-        "dataset": settings.training.dataset,
-        "argv": argv[2:],
-    }
-
-
-def dataset_lines(settings: Settings, output_uri: str) -> list[str]:
-    """The training script's lines that stage its dataset's files (``staged_dataset``) at
-    ``tpu-rl:training.datasetRevision``, from the stack's dataset cache (``core.layout.dataset_cache``: the Hub sends
-    each file once per dataset and commit); none when the dataset names no files."""
-    staged = staged_dataset(DATASETS[settings.training.dataset], output_uri)[1]
-    if staged is None:
-        return []
-    repo, patterns = staged
-    cache = dataset_cache(settings.bucket_name, settings.model.spec.name)
-    revision = settings.training.dataset_revision
-    words = " ".join(shlex.quote(w) for w in ("dataset", repo, revision, output_uri + STAGED_DATASET, cache, *patterns))
-    return [
-        f"dataset_commit=$({run_program('base_snapshot.py')} {words})",
-        f'echo "tpu-rl: the dataset {repo} at commit ${{dataset_commit}}, staged in {output_uri}{STAGED_DATASET}"',
-    ]
-
-
-def resume_lines(actor_uri: str) -> list[str]:
-    """The training script's lines that tell the launcher whether this attempt resumes (``RESUMED_ENV``: it then skips
-    train_rl's pre-RL evaluation, ``workloads/container/launch.py``): the newest complete checkpoint under
-    ``actor_uri``, the one tunix restores, found by the export's own ``checkpoint_scan.py`` (exit 3: none). A scan
-    that fails for any other reason resumes nothing: the evaluation runs, as it always did."""
-    root = shlex.quote(actor_uri)
-    return [
-        f'scan=0; resumed="$({run_program("checkpoint_scan.py")} {root} 2>{SCAN_ERRORS})" || scan=$?',
-        'case "$scan:$resumed" in',
-        f'  0:gs://*) export {RESUMED_ENV}="$resumed"',
-        '     resume_note="tpu-rl: resuming from ${resumed}: train_rl skips the pre-RL evaluation" ;;',
-        '  3:*) resume_note="tpu-rl: a fresh attempt (no complete checkpoint): train_rl runs the pre-RL evaluation" ;;',
-        f'  *) resume_note="tpu-rl: no checkpoint read (exit $scan: $(tail -n 1 {SCAN_ERRORS})):'
-        ' train_rl runs the pre-RL evaluation" ;;',
-        "esac",
-        'echo "$resume_note"',
-    ]
-
-
-def drill_lines(settings: Settings, output_uri: str) -> list[str]:
-    """The training script's lines that start the restart drill (``workloads/container/restart_drill.py``) beside
-    train_rl when ``DRILL_ENV`` is ``true`` (``tpu-rl:workflow.restartDrill``, read at run time: an operational
-    field) and the attempt starts fresh (``resume_lines``' scan found no complete checkpoint, exit 3): the drill then
-    ends it once after the run's first committed checkpoint. An attempt that resumes, or whose scan could not say,
-    never runs it."""
-    actor = actor_checkpoints(output_uri)
-    final = settings.training.final_step
-    return [
-        'drill=""',
-        f'if [ "${{{DRILL_ENV}:-false}}" = true ] && [ "$scan" = 3 ]; then',
-        "  echo \"tpu-rl: the restart drill is on: this fresh attempt ends once after the run's first committed "
-        f'checkpoint (tpu-rl:workflow.restartDrill)" >> {TRAIN_LOG}',
-        f'  {run_program("restart_drill.py")} "$child" {TRAIN_LOG} {final} {DRILL_MARKER} {shlex.quote(actor)} &',
-        "  drill=$!",
-        "fi",
-    ]
-
-
-def train_script(settings: Settings, argv: list[str], output_uri: str, convert_uri: str) -> str:
-    """The training container's script (bash is the container's PID 1):
-
-    - the image's MaxText checked against the adopted wheel's RECORD (``maxtext_check``), before the patch rewrites
-      ``utils_rl.py`` and before anything reads a weight;
-    - the optimizer patch (Adafactor), in strict mode: a changed image stops it;
-    - the output folder created (``mark_folder``);
-    - the base's files at the converted commit fetched into ``TRAIN_BASE_DIR`` (its ``tokenizer_path``);
-    - the run record, first line of the attempt's log and of its side file, and the side file copied at
-      once, so `make status` sees a new attempt as it starts;
-    - ``train_rl`` in the background, started by the launcher (``workloads/container/launch.py``) from its
-      overrides, the ConfigMap's ``train.json`` (``train_config``), its output appended to the log, which
-      ``tail --pid`` shows on the container's stdout (``kubectl logs``); SIGTERM (a JobSet restart, a deadline,
-      a deleted pod) is forwarded to it (PID 1 ignores a signal it has no handler for, so without the trap
-      nothing would stop train_rl until the grace period's SIGKILL);
-    - each evaluation and restore line, as it appears, appended to the side file and the side file
-      copied (a killed attempt keeps its evaluations);
-    - a stall watchdog (``workloads/container/stall_watchdog.py``) beside it: a log without training progress (a new
-      step, a stage of start-up or evaluation) for ``$TPU_RL_STALL_SECONDS`` (``tpu-rl:workflow.stallTimeout``)
-      ends train_rl;
-    - the restart drill (``drill_lines``), when ``$TPU_RL_RESTART_DRILL`` is ``true`` and the attempt starts fresh;
-    - when train_rl exits, for any reason, the log and the side file copied to ``<output>logs/``, and the
-      container exits as ``workloads/container/train_exit.py`` judges by the evidence in the log: 0 once training
-      completed, the error it died of (``SLICE_DOWN_EXIT`` for a lost TPU slice), ``STALLED_EXIT`` after a stall
-      with no other evidence (both counted as disruptions, which the JobSet restarts), ``DRILL_EXIT`` after the
-      drill (restarted once, not counted), else train_rl's status.
-      No pipeline judges the log: with ``pipefail`` a ``tail | grep -q`` that stops reading
-      early kills ``tail`` with SIGPIPE and turns a match into a failure.
-    """
-    lines = ["set -euo pipefail", maxtext_check(settings.images.maxtext)]
-    if settings.training.optimizer == "adafactor":
-        lines.append(f"{run_program('optimizer_patch.py')} {quote(UTILS_RL)}")
-    record = json.dumps(run_record(settings, argv), separators=(",", ":"))
-    upload = run_program("upload.py")
-    lines += [
-        mark_folder(output_uri),
-        base_line("fetch", convert_uri, TRAIN_BASE_DIR),
-        'echo "tpu-rl: the base model at commit ${commit} (tokenizer_path)"',
-        *dataset_lines(settings, output_uri),
-        *resume_lines(actor_checkpoints(output_uri)),
-        'attempt="$(date -u +%Y%m%dT%H%M%SZ)"',
-        f'log_uri="{output_uri}logs/train-${{attempt}}.log"',
-        f'evals_uri="{output_uri}logs/evals-${{attempt}}.txt"',
-        f"printf '%s\\n' {shlex.quote(RUN_LINE + record)} > {TRAIN_LOG}",
-        f"cp {TRAIN_LOG} {EVALS_LOG}",
-        f"printf '%s\\n' \"$resume_note\" >> {TRAIN_LOG}",  # in the log copied at the end, not the side file
-        f'{upload} {EVALS_LOG} "$evals_uri"',
-        f': "${{{STALL_ENV}:?is set by the manifest (tpu-rl:workflow.stallTimeout)}}"',
-        'echo "tpu-rl: starting train_rl (VLLM_HOST_IP=${VLLM_HOST_IP:-unset})"',
-        "set +e",
-        f"rm -f {STALL_MARKER} {DRILL_MARKER}",
-        f"{run_program(LAUNCHER)} >> {TRAIN_LOG} 2>&1 &",
-        "child=$!",
-        """trap 'echo "tpu-rl: forwarding SIGTERM to train_rl"; kill -TERM "$child" 2>/dev/null' TERM INT""",
-        f'{run_program("stall_watchdog.py")} "$child" {TRAIN_LOG} "${{{STALL_ENV}}}" {STALL_MARKER} &',
-        "watchdog=$!",
-        *drill_lines(settings, output_uri),
-        f'tail -n +1 --pid="$child" -f {TRAIN_LOG} &',
-        "shown=$!",
-        f'tail -n +1 --pid="$child" -f {TRAIN_LOG} | grep --line-buffered -E {shlex.quote(SIDE_PATTERN)} |',
-        f'  while IFS= read -r line; do printf "%s\\n" "$line" >> {EVALS_LOG}; {upload} {EVALS_LOG} "$evals_uri";',
-        "  done &",
-        "side=$!",
-        'wait "$child"; status=$?',
-        'while kill -0 "$child" 2>/dev/null; do wait "$child"; status=$?; done  # a trapped signal ends wait early',
-        'kill "$watchdog" 2>/dev/null; wait "$watchdog"',
-        'if [ -n "$drill" ]; then kill "$drill" 2>/dev/null; wait "$drill"; fi',
-        'wait "$shown" "$side"',
-        f'{upload} {TRAIN_LOG} "$log_uri"',
-        f'{upload} {EVALS_LOG} "$evals_uri"',
-        f'judged="$({run_program("train_exit.py")} {TRAIN_LOG} "$status" {STALL_MARKER} '
-        f'{SLICE_DOWN_EXIT} {STALLED_EXIT} {DRILL_MARKER} {DRILL_EXIT})"',
-        'case "$judged" in ""|*[!0-9]*) judged="$status" ;; esac  # the judge could not run: train_rl\'s status',
-        'exit "$judged"',
-    ]
-    return "\n".join(lines) + "\n"
+    words = (export_uri, CARD_DIR, PUBLISH_WORK, output_uri + PUBLISHED)
+    return program_script("publish_hub.py", *words, output_uri=output_uri, reads=(export_uri,))
 
 
 SNIPPETS: dict[str, str] = {
     "optimizer_patch.py": OPTIMIZER_PATCH,
-    "mark_folder.py": MARK_FOLDER,
     "upload.py": UPLOAD,
 }
 """The programs a script runs that are no file of ``workloads/container`` (short ones, written here), by file name."""

@@ -1,4 +1,5 @@
-"""train_rl's slice split: which MaxText keys put the trainer and the samplers on their own slices."""
+"""train_rl's slice split: which MaxText keys put the trainer and the samplers on their own slices, and what a plan
+with two slices is told about them."""
 
 from __future__ import annotations
 
@@ -18,7 +19,31 @@ def disaggregated(slices: int) -> dict[str, int | str]:
     counts one slice when ``inference_benchmark_test`` is set, which is each side's truth here (the trainer has one
     whole slice, the samplers the other); the key's only other reader, ``utils/max_utils.py``
     ``maybe_initialize_jax_distributed_system``, returns before it because ``post_train/rl.yml`` sets
-    ``skip_jax_distributed_system: true``. tests/test_maxtext_meshes.py builds both meshes with MaxText's code."""
+    ``skip_jax_distributed_system: true``. tests/test_maxtext_meshes.py builds both meshes with MaxText's code.
+
+    The samplers run one replica over their slice (``rollout_data_parallelism=1``): MaxText's multislice RL came with
+    one sampler replica (maxtext#2702: "it only supports one sampler slice with one model replica"), and the data
+    parallelism added after it (maxtext#2713) was tested by hand on other slices than these; rl.yml's -1 would derive
+    the slice's chips over rollout TP x EP, eight replicas of the default TP 4 on a 32-chip slice, which no run of
+    this project has shown. ``model_creation_utils.get_rollout_kwargs_for_parallelism`` then needs rollout TP x
+    EP to be the slice's chips (``core.config.finish`` refuses other meshes)."""
     if slices == 1:
         return {}
-    return {"num_trainer_slices": 1, "num_samplers_slices": slices - 1, "inference_benchmark_test": "true"}
+    return {
+        "num_trainer_slices": 1,
+        "num_samplers_slices": slices - 1,
+        "inference_benchmark_test": "true",
+        "rollout_data_parallelism": 1,
+    }
+
+
+def slice_warnings(slices: int) -> list[str]:
+    """What a plan of ``slices`` says before anything is created (one line each): two slices are experimental, with
+    what is verified of them (the meshes, built by MaxText's own code) and what is not (a training run)."""
+    if slices == 1:
+        return []
+    return [
+        "tpu-rl:tpu.slices 2 is experimental: MaxText 0.2.5's own code builds its meshes (the trainer's on one slice, "
+        "one sampler replica over the other: rollout_data_parallelism 1, maxtext#2702; tests/test_maxtext_meshes.py), "
+        "but no training run on two slices has been seen: watch its first run (make status) before relying on it"
+    ]

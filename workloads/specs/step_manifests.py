@@ -28,6 +28,7 @@ from core.names import (
     TPU_ACCELERATOR_LABEL,
     TPU_TAINT_KEY,
     TPU_TOPOLOGY_LABEL,
+    head_ksa,
     step_ksa,
 )
 from core.pathways import (
@@ -38,13 +39,19 @@ from core.pathways import (
     WORKER_PORT,
 )
 from core.settings import Settings
-from workloads.specs.commands import DRILL_ENV, RUN_SCRIPT, SCRIPTS_DIR, STALL_ENV
+from workloads.container.slice_state import ATTEMPT_ENV, JOBSET_UID_ENV
+from workloads.specs.commands import RUN_SCRIPT, SCRIPTS_DIR
+from workloads.specs.train_script import DRILL_ENV, SLICE_WAIT_ENV, STALL_ENV
 
 API_JOBSET = "jobset.x-k8s.io/v1alpha2"
 WORKLOAD_CONTAINER = "workload-container"
 HEAD_JOB = "pathways-head"
 WORKER_JOB = "worker"
 COORDINATOR_LABEL = "metadata.labels['jobset.sigs.k8s.io/coordinator']"
+JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
+RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+"""JobSet's labels on every pod it makes (v0.10.1 ``jobset_controller.go`` ``labelAndAnnotateObject``): the
+JobSet's UID, and the restart the pod belongs to (``status.restarts`` when its Job was made)."""
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
 """The provider returns once a step's JobSet is applied; the program waits for it (``workloads.observe.waiting``)."""
 
@@ -440,7 +447,9 @@ def _resource_manager(settings: Settings, scratch_uri: str) -> dict[str, Any]:
 
 
 def _workload(settings: Settings) -> dict[str, Any]:
-    """The head's workload container: the step's script (``STEP_COMMAND``), JAX through the proxy on localhost."""
+    """The head's workload container: the step's script (``STEP_COMMAND``), JAX through the proxy on localhost; its
+    JobSet's UID and restart attempt (JobSet's labels on every pod it makes) name the attempt's workers, which the
+    script waits for and judges a lost slice by (``workloads/container/slice_state.py``)."""
     return {
         "name": WORKLOAD_CONTAINER,
         "image": settings.images.maxtext,
@@ -453,6 +462,9 @@ def _workload(settings: Settings) -> dict[str, Any]:
             _env("ENABLE_PATHWAYS_PERSISTENCE", "1"),
             _env(STALL_ENV, str(settings.workflow.stall_timeout)),
             _env(DRILL_ENV, "true" if settings.workflow.restart_drill else "false"),
+            _env(SLICE_WAIT_ENV, str(settings.kueue.recovery_timeout)),
+            _field_env(JOBSET_UID_ENV, f"metadata.labels['{JOBSET_UID_LABEL}']"),
+            _field_env(ATTEMPT_ENV, f"metadata.labels['{RESTART_ATTEMPT_LABEL}']"),
             _env("VLLM_ENABLE_V1_MULTIPROCESSING", "0"),
             _field_env("VLLM_HOST_IP", "status.podIP"),
             token_env(),
@@ -483,16 +495,23 @@ def _worker(settings: Settings, scratch_uri: str) -> dict[str, Any]:
             *tutorial_env(),
         ],
         "ports": [{"containerPort": p, "protocol": "TCP"} for p in (WORKER_PORT, *WORKER_EXTRA_PORTS)],
-        "resources": {"limits": {"google.com/tpu": str(settings.slice.chips_per_vm)}},
+        "resources": {
+            "requests": dict(pathways.WORKER_REQUESTS),
+            "limits": {"google.com/tpu": str(settings.slice.chips_per_vm)},
+        },
         "volumeMounts": [{"name": "shared-tmp", "mountPath": "/tmp"}],
     }
 
 
 def _head_job(settings: Settings, step_labels: dict[str, str], scripts: str, scratch_uri: str) -> dict[str, Any]:
     """The head's replicated Job: one pod on cpu-np (the proxy and resource manager sidecars, the workload), on
-    the node's network, alone on its node, failing by ``head_pod_failure_policy``."""
+    the node's network, alone on its node, failing by ``head_pod_failure_policy``. It runs as the head's own
+    Kubernetes service account (``core.names.head_ksa``), whose token it mounts: its one grant reads the pods of its
+    namespace (``infra.k8s.manifests.head_access``)."""
     pod = {
         **HOST_NETWORK,
+        "serviceAccountName": head_ksa(settings.cluster_name),
+        "automountServiceAccountToken": True,
         "terminationGracePeriodSeconds": HEAD_GRACE_SECONDS,
         "restartPolicy": "Never",
         "nodeSelector": {NODEPOOL_LABEL: CPU_POOL},
@@ -516,9 +535,10 @@ def _head_job(settings: Settings, step_labels: dict[str, str], scripts: str, scr
 
 def _workers_job(settings: Settings, step_labels: dict[str, str], scratch_uri: str) -> dict[str, Any]:
     """The workers' replicated Job: one Job per slice (alone on its node pool), a pod per TPU VM, restarted in
-    place (``backoffLimit``: four per host)."""
+    place (``backoffLimit``: four per host). No ``cloud.google.com/gke-tpu-slice-topology`` annotation: xpk sets it
+    only for super-slicing and sub-slicing (``src/xpk/commands/workload.py``, ``create_tpu_slice_topology_annotation``
+    under ``use_super_slicing``), Ironwood's (TPU7x) dynamic slicing; a v6e slice pool is chosen by its node labels."""
     shape = settings.slice
-    topology = {"cloud.google.com/gke-tpu-slice-topology": shape.topology}
     pod = {
         **HOST_NETWORK,
         "terminationGracePeriodSeconds": WORKER_GRACE_SECONDS,
@@ -533,7 +553,7 @@ def _workers_job(settings: Settings, step_labels: dict[str, str], scratch_uri: s
         "completionMode": "Indexed",
         "completions": shape.hosts,
         "parallelism": shape.hosts,
-        "template": {"metadata": {"labels": step_labels, "annotations": topology}, "spec": pod},
+        "template": {"metadata": {"labels": step_labels}, "spec": pod},
     }
     template = {"metadata": {"annotations": {EXCLUSIVE: NODEPOOL_LABEL}}, "spec": job}
     return {"name": WORKER_JOB, "replicas": settings.tpu.slices, "template": template}

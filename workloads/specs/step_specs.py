@@ -11,8 +11,8 @@ cluster). The hash is in the object's name, in its Pulumi resource name and in i
   (and every step downstream, whose input path changed) runs again, nothing is overwritten;
 - a change to an operational field (a deadline, JobSet restarts) keeps the name and is ignored
   for the existing object (``ignoreChanges``): a finished or running step is never touched;
-- who a CPU step runs as (its Kubernetes service account, ``ACCOUNT_PATH``) is hashed by the step's name alone
-  and ignored on an existing object, like an operational field;
+- who a step runs as (its Kubernetes service account, ``ACCOUNT_PATH``: a CPU step's, the training head's) is
+  hashed by the step's name alone and ignored on an existing object, like an operational field;
 - a step's script and the programs it runs are the data of its own ConfigMap (``Step.scripts``, named
   ``<step name>-scripts``, immutable), mounted into its container: the identity hashes that data with the
   object, so a changed script is a new step with a new ConfigMap, and no container's argv carries a script.
@@ -36,20 +36,18 @@ from core.steps import STEPS, Output, StepName, scratch_gib, template_tokens
 from workloads.specs import derived
 from workloads.specs.commands import (
     CARD_DIR,
-    DRILL_ENV,
     PUBLISHED,
     RUN_SCRIPT,
-    STALL_ENV,
     convert_argv,
     convert_script,
     export_argv,
     export_script,
+    maxtext_check,
     program_script,
     publish_script,
     step_files,
     train_argv,
     train_config,
-    train_script,
 )
 from workloads.specs.evaluation import EVALUATE_WORK, HELD_OUT, SYSTEM_PROMPT
 from workloads.specs.step_logs import console_logs_url, logs_command
@@ -63,6 +61,7 @@ from workloads.specs.step_manifests import (
     scripts_config_map,
     scripts_name,
 )
+from workloads.specs.train_script import DRILL_ENV, SLICE_WAIT_ENV, STALL_ENV, train_script
 
 HASH_CHARS = 10
 # Placeholders while the hash is computed: shell-safe (scripts quote them like the real values) and
@@ -242,7 +241,8 @@ def _without(manifest: dict[str, Any], paths: tuple[str, ...]) -> dict[str, Any]
 def stall_path(manifest: dict[str, Any], name: str = STALL_ENV) -> str:
     """The training head's stall bound (``tpu-rl:workflow.stallTimeout``), an operational field: the value of
     the workload container's ``TPU_RL_STALL_SECONDS``; with ``name`` ``DRILL_ENV``, whether the run does the restart
-    drill (``tpu-rl:workflow.restartDrill``: a measurement, not what the run computes)."""
+    drill (``tpu-rl:workflow.restartDrill``: a measurement, not what the run computes); with ``SLICE_WAIT_ENV``, how
+    long an attempt waits for its slice (``tpu-rl:kueue.recoveryTimeout``: a bound, like the stall's)."""
     pod = "spec.replicatedJobs[0].template.spec.template.spec"
     containers = manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
     index = next(i for i, c in enumerate(containers) if c["name"] == WORKLOAD_CONTAINER)
@@ -431,7 +431,12 @@ def _train_step(settings: Settings, before: Mapping[str, Step]) -> Step:
         scratch_uri=compile_cache(settings.bucket_name, settings.model.spec.name, compile_cache_key(settings)),
         annotations={**SKIP_AWAIT, **PATCH_FORCE},
     )
-    operational = (*OPERATIONAL_PATHS, stall_path(manifest), stall_path(manifest, DRILL_ENV))
+    operational = (
+        *OPERATIONAL_PATHS,
+        stall_path(manifest),
+        stall_path(manifest, DRILL_ENV),
+        stall_path(manifest, SLICE_WAIT_ENV),
+    )
     script = train_script(settings, argv, OUTPUT, convert_uri)
     digest, name, out, manifest, scripts = _address(
         settings, "train", manifest, script, operational, train_config(argv)
@@ -447,7 +452,8 @@ def _train_step(settings: Settings, before: Mapping[str, Step]) -> Step:
         input_uri=input_uri,
         manifest=manifest,
         scripts=scripts,
-        ignore_changes=ignored(operational),
+        # Who the head runs as, like a CPU step's account (ACCOUNT_PATH): hashed by its step, kept on an existing one.
+        ignore_changes=ignored((*operational, ACCOUNT_PATH)),
         deadline_seconds=deadline,
         # Every attempt: the first, a restart per maxRestarts, and the restart drill's, which none of them counts.
         await_seconds=(1 + settings.workflow.max_restarts + settings.workflow.restart_drill)
@@ -483,9 +489,8 @@ def _export_step(settings: Settings, before: Mapping[str, Step]) -> Step:
     model = settings.model.spec
     convert, train = before["convert"], before["train"]
     argv = export_argv(settings, OUTPUT)
-    command = export_script(
-        argv, train.artifact_uri, OUTPUT, model.hf_repo, convert.output_uri, settings.images.maxtext
-    )
+    check = maxtext_check(settings.images.maxtext, settings.images.maxtext_check)
+    command = export_script(argv, train.artifact_uri, OUTPUT, model.hf_repo, convert.output_uri, check)
     # It reads the checkpoint and the objects the conversion hashed (GCS), nothing from the Hub: no token, and the
     # Hub switched off (huggingface_hub refuses every request, ``HF_HUB_OFFLINE``), transformers' tokenizer included.
     offline = ({"name": "HF_HUB_OFFLINE", "value": "1"},)
@@ -532,7 +537,7 @@ def _evaluate_step(settings: Settings, before: Mapping[str, Step]) -> Step:
         "questions": [{"question": question, "answer": answer} for question, answer in HELD_OUT],
     }
     words = (export.artifact_uri, EVALUATE_WORK, OUTPUT + RECORD, json.dumps(spec, ensure_ascii=False))
-    command = program_script("evaluate_export.py", *words, output_uri=OUTPUT)
+    command = program_script("evaluate_export.py", *words, output_uri=OUTPUT, reads=(export.artifact_uri,))
     offline = ({"name": "HF_HUB_OFFLINE", "value": "1"},)  # it reads the export from GCS, nothing from the Hub
     return _cpu_step(settings, "evaluate", command, export.artifact_uri, RECORD, secret=None, env=offline)
 

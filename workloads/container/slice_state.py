@@ -1,0 +1,325 @@
+"""The training head's view of its TPU slice: its attempt's worker pods, read from the Kubernetes API (run in the
+MaxText image by the training script as ``python3 /tpu-rl/slice_state.py``; standard library only).
+
+    python3 slice_state.py wait ACCOUNT_DIR WORKERS SECONDS BASELINE LOG EXIT   # before train_rl starts
+    python3 slice_state.py check ACCOUNT_DIR WORKERS SECONDS BASELINE           # after a "maybe down" error
+
+The workers are the pods JobSet labels with this JobSet's UID, the replicated Job ``worker`` and this attempt's
+restart number (JobSet v0.10.1 ``jobset_controller.go`` ``labelAndAnnotateObject`` puts ``jobset-uid``,
+``replicatedjob-name`` and ``restart-attempt`` on every Job's pod template; the head reads its own two from the
+downward API: ``TPU_RL_JOBSET_UID``, ``TPU_RL_RESTART_ATTEMPT``). The head's Kubernetes service account may get and
+list the pods of its namespace, nothing else (``infra.k8s.manifests.head_access``); its token, CA and namespace are
+the files the kubelet mounts in ``ACCOUNT_DIR``, the token read again for every request (the kubelet rotates it).
+
+- ``wait``: until ``WORKERS`` workers are Ready, at most ``SECONDS`` (the attempt's recovery budget,
+  ``tpu-rl:kueue.recoveryTimeout``). A restarted attempt's head starts at once on cpu-np while its slice may still be
+  away (a host maintenance: "up to a few hours", Cloud TPU's "Manually start a host maintenance event"); train_rl and
+  its stall watchdog start only once every worker answers, so the wait is never taken for a stall. It says what it
+  waits for (the first Pending worker's reason) and until when, every ``SAY_EVERY`` seconds and whenever the count
+  changes, on stdout and in ``LOG``. Once all are Ready it writes ``BASELINE`` (each worker's UID, name and
+  container restarts) and exits 0; past ``SECONDS`` it says so in one line and exits ``EXIT``
+  (``core.names.SLICE_WAIT_EXIT``: the step fails, the next `pulumi up` retries it). An API it may not read (no
+  grant: 401, 403, 404), or cannot read for ``UNREAD_SECONDS``, never holds the attempt: it says so and exits 0.
+- ``check``: whether the slice is down, judged by evidence over ``SECONDS`` (the first evidence ends it): a worker
+  of ``BASELINE`` gone or restarted since, a worker being disrupted (the ``DisruptionTarget`` condition Kubernetes
+  sets before it evicts or preempts a pod, or garbage-collects a lost node's), fewer than ``WORKERS`` Ready. Prints
+  ``down: <why>`` (exit 1), ``up: <why>`` (exit 0, no evidence in the whole window) or ``unknown: <why>`` (exit 2).
+  ``train_exit.py`` asks it when train_rl died of an error pathways-utils says "may or may not be due to slice down".
+"""
+
+from __future__ import annotations
+
+import datetime
+import http.client
+import json
+import os
+import ssl
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+JOBSET_UID_ENV = "TPU_RL_JOBSET_UID"
+ATTEMPT_ENV = "TPU_RL_RESTART_ATTEMPT"
+WORKER_JOB = "worker"
+TIMEOUT = 20.0
+"""The bound of one request's connect and of each of its reads (seconds)."""
+MAX_BYTES = 8 << 20
+"""The most of one reply read: a slice's pods are a few hundred kilobytes."""
+SAY_EVERY = 600.0
+"""How often the wait repeats its line when nothing changed (seconds)."""
+UNREAD_SECONDS = 300.0
+"""How long an API that cannot be read holds the wait before train_rl starts anyway (seconds)."""
+REASON_CHARS = 200
+BUDGET_KEY = "tpu-rl:kueue.recoveryTimeout"
+
+
+class RefusedError(Exception):
+    """The API answered that this account may not read the pods (or that nothing is there to read): no retry helps."""
+
+
+class UnreadError(Exception):
+    """The API could not be read this time (a connection, a timeout, a 5xx or 429): a later read may succeed."""
+
+
+@dataclass(frozen=True)
+class Worker:
+    """One worker pod as the API server reports it."""
+
+    name: str
+    uid: str
+    ready: bool
+    restarts: int
+    disrupted: str | None
+    """The ``DisruptionTarget`` condition's reason when Kubernetes is stopping the pod (None: it is not)."""
+    why: str
+    """What keeps it from Ready: the scheduler's message, a container's waiting reason, its phase."""
+
+
+def printable(text: object, limit: int = REASON_CHARS) -> str:
+    """Text from the API server, as one line without terminal controls, at most ``limit`` characters."""
+    flat = "".join(c if c.isprintable() else " " for c in str(text))
+    return " ".join(flat.split())[:limit]
+
+
+def _condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    found = [c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") == kind]
+    return found[0] if found else None
+
+
+def worker(pod: dict[str, Any]) -> Worker:
+    """A pod of the list, read leniently (a field of another shape is a worker that is not Ready)."""
+    meta: dict[str, Any] = pod["metadata"] if isinstance(pod.get("metadata"), dict) else {}
+    status: dict[str, Any] = pod["status"] if isinstance(pod.get("status"), dict) else {}
+    ready = _condition(status, "Ready")
+    disruption = _condition(status, "DisruptionTarget")
+    containers = [c for c in status.get("containerStatuses") or [] if isinstance(c, dict)]
+    restarts = sum(c["restartCount"] for c in containers if isinstance(c.get("restartCount"), int))
+    scheduled = _condition(status, "PodScheduled") or {}
+    waiting = [
+        f"{c.get('name')} {c['state']['waiting'].get('reason')}"
+        for c in containers
+        if isinstance(c.get("state"), dict) and isinstance(c["state"].get("waiting"), dict)
+    ]
+    if scheduled.get("status") == "False":
+        why = f"{status.get('phase', 'Pending')}: {scheduled.get('message') or scheduled.get('reason')}"
+    elif waiting:
+        why = f"{status.get('phase')}: {', '.join(waiting)}"
+    else:
+        why = str(status.get("phase") or "no status yet")
+    deleting = meta.get("deletionTimestamp") is not None
+    return Worker(
+        name=printable(meta.get("name"), 100),
+        uid=str(meta.get("uid") or ""),
+        ready=bool(ready and ready.get("status") == "True") and not deleting,
+        restarts=restarts,
+        disrupted=printable(disruption.get("reason") or "DisruptionTarget", 60)
+        if disruption and disruption.get("status") == "True"
+        else None,
+        why=printable("being deleted" if deleting else why),
+    )
+
+
+class Api:
+    """The pods of this attempt's workers, through the in-cluster API server: one bounded GET of a list (the standard
+    library's ``urllib`` with the mounted CA, like the image's other programs of this project: the module is also
+    imported by the pure step builders, which may import no network library)."""
+
+    def __init__(self, account_dir: str, environ: Mapping[str, str] | None = None) -> None:
+        env = os.environ if environ is None else environ
+        host, port = env.get("KUBERNETES_SERVICE_HOST", ""), env.get("KUBERNETES_SERVICE_PORT", "443")
+        if not host or not env.get(JOBSET_UID_ENV) or not env.get(ATTEMPT_ENV):
+            raise RefusedError(f"no in-cluster API or no {JOBSET_UID_ENV}/{ATTEMPT_ENV} in the environment")
+        self.dir = account_dir
+        with open(os.path.join(account_dir, "namespace"), encoding="utf-8") as handle:
+            namespace = handle.read().strip()
+        host = f"[{host}]" if ":" in host else host
+        selector = ",".join(
+            (
+                f"jobset.sigs.k8s.io/jobset-uid={env[JOBSET_UID_ENV]}",
+                f"jobset.sigs.k8s.io/replicatedjob-name={WORKER_JOB}",
+                f"jobset.sigs.k8s.io/restart-attempt={env[ATTEMPT_ENV]}",
+            )
+        )
+        query = urllib.parse.urlencode({"labelSelector": selector, "limit": "500"})
+        self.url = f"https://{host}:{port}/api/v1/namespaces/{urllib.parse.quote(namespace)}/pods?{query}"
+        self.tls = ssl.create_default_context(cafile=os.path.join(account_dir, "ca.crt"))
+
+    def workers(self) -> list[Worker]:
+        try:
+            with open(os.path.join(self.dir, "token"), encoding="utf-8") as handle:
+                token = handle.read().strip()
+        except OSError as err:
+            raise RefusedError(f"no service account token ({type(err).__name__})") from None
+        request = urllib.request.Request(
+            self.url, headers={"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT, context=self.tls) as response:  # noqa: S310 (https)
+                body = response.read(MAX_BYTES + 1)
+        except urllib.error.HTTPError as err:
+            if err.code in (401, 403, 404):
+                raise RefusedError(f"HTTP {err.code} listing the pods") from None
+            raise UnreadError(f"HTTP {err.code}") from None
+        except (OSError, http.client.HTTPException) as err:  # URLError, a timeout, TLS, a cut connection
+            raise UnreadError(type(err).__name__) from None
+        if len(body) > MAX_BYTES:
+            raise UnreadError("a reply over 8 MiB")
+        try:
+            items = json.loads(body)["items"]
+        except (ValueError, KeyError, TypeError):
+            raise UnreadError("a reply that is not a pod list") from None
+        return [worker(p) for p in items if isinstance(p, dict)] if isinstance(items, list) else []
+
+
+def interval(seconds: float) -> float:
+    """How often the pods are read: a fortieth of the bound, between 0.05 s and 10 s."""
+    return min(10.0, max(0.05, seconds / 40))
+
+
+def duration(seconds: float) -> str:
+    minutes, rest = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
+
+
+def _first_not_ready(workers: list[Worker], expected: int) -> str:
+    waiting = [w for w in workers if not w.ready]
+    if waiting:
+        return f"; {waiting[0].name}: {waiting[0].why}"
+    return f"; {expected - len(workers)} not created yet" if len(workers) < expected else ""
+
+
+@dataclass
+class Clock:
+    """The program's clocks: ``now`` for bounds, ``wall`` for the times it prints, ``sleep``."""
+
+    now: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+
+    def at(self, seconds_from_now: float) -> str:
+        when = datetime.datetime.fromtimestamp(self.wall() + seconds_from_now, datetime.UTC)
+        return when.strftime("%H:%M UTC")
+
+
+def wait(api: Any, expected: int, seconds: float, baseline: str, say: Callable[[str], None], clock: Clock) -> bool:
+    """Wait for every worker (the module's docstring); True once all are Ready, or when they cannot be read."""
+    start = clock.now()
+    deadline, unread_since, said, count = start + seconds, None, None, -1
+    until = f"until {clock.at(seconds)} ({BUDGET_KEY} {duration(seconds)})"
+    while True:
+        try:
+            workers = api.workers()
+        except RefusedError as err:
+            say(f"tpu-rl: cannot read the slice's workers ({err}): starting train_rl without waiting for them")
+            return True
+        except UnreadError as err:
+            unread_since = clock.now() if unread_since is None else unread_since
+            if clock.now() - unread_since >= min(UNREAD_SECONDS, seconds):
+                say(f"tpu-rl: cannot read the slice's workers ({err}): starting train_rl without waiting for them")
+                return True
+            clock.sleep(interval(seconds))
+            continue
+        unread_since = None
+        ready = sum(w.ready for w in workers)
+        if ready >= expected:
+            with open(baseline, "w", encoding="utf-8") as handle:
+                json.dump({w.uid: [w.name, w.restarts] for w in workers if w.ready}, handle)
+            waited = clock.now() - start
+            after = f" after {duration(waited)}" if waited >= 1 else ""
+            say(f"tpu-rl: the slice is up: {ready} of {expected} workers Ready{after}; starting train_rl")
+            return True
+        if clock.now() >= deadline:
+            say(
+                f"tpu-rl: the slice did not come back within {BUDGET_KEY} ({duration(seconds)}): {ready} of "
+                f"{expected} workers Ready{_first_not_ready(workers, expected)}; the step fails, and the next "
+                "`pulumi up` retries it from its last checkpoint (raise the key for a longer maintenance)"
+            )
+            return False
+        if ready != count or said is None or clock.now() - said >= SAY_EVERY:
+            say(
+                f"tpu-rl: waiting for the slice {until}: {ready} of {expected} workers Ready"
+                f"{_first_not_ready(workers, expected)}"
+            )
+            said, count = clock.now(), ready
+        clock.sleep(interval(seconds))
+
+
+def evidence(workers: list[Worker], expected: int, baseline: dict[str, Any]) -> str | None:
+    """What says the slice is down (None: nothing)."""
+    by_uid = {w.uid: w for w in workers}
+    for w in workers:
+        if w.disrupted:
+            return f"worker {w.name} is being stopped by Kubernetes (DisruptionTarget: {w.disrupted})"
+    for uid, (name, restarts) in baseline.items():
+        now = by_uid.get(uid)
+        if now is None:
+            return f"worker {printable(name, 100)} of this attempt is gone"
+        if now.restarts > restarts:
+            return f"worker {now.name} restarted ({now.restarts - restarts} since the attempt began: {now.why})"
+    ready = sum(w.ready for w in workers)
+    if ready < expected:
+        return f"{ready} of {expected} workers Ready{_first_not_ready(workers, expected)}"
+    return None
+
+
+def check(api: Any, expected: int, seconds: float, baseline: str, clock: Clock) -> tuple[int, str]:
+    """Judge the slice (the module's docstring): (exit status, the line to print)."""
+    try:
+        with open(baseline, encoding="utf-8") as handle:
+            base = {str(k): v for k, v in json.load(handle).items() if isinstance(v, list) and len(v) == 2}
+    except (OSError, ValueError, AttributeError):
+        base = {}
+    deadline = clock.now() + seconds
+    while True:
+        try:
+            found = evidence(api.workers(), expected, base)
+        except RefusedError as err:
+            return 2, f"unknown: cannot read the slice's workers ({err})"
+        except UnreadError as err:
+            if clock.now() >= deadline:
+                return 2, f"unknown: cannot read the slice's workers ({err})"
+            clock.sleep(interval(seconds))
+            continue
+        if found:
+            return 1, f"down: {found}"
+        if clock.now() >= deadline:
+            return 0, f"up: {expected} of {expected} workers Ready for {duration(seconds)}, none restarted or stopped"
+        clock.sleep(interval(seconds))
+
+
+def main(argv: list[str]) -> int:
+    mode, account_dir, expected, seconds, baseline, *rest = argv
+    clock, api, problem = Clock(), None, ""
+    try:
+        api = Api(account_dir)
+    except RefusedError as err:
+        problem = str(err)
+    except OSError as err:
+        problem = f"no service account files ({type(err).__name__})"
+    if mode == "wait":
+        log, code = rest
+
+        def say(line: str) -> None:
+            print(line, flush=True)
+            with open(log, "a", encoding="utf-8") as handle:
+                handle.write(line + "\n")
+
+        if api is None:
+            say(f"tpu-rl: cannot read the slice's workers ({problem}): starting train_rl without waiting for them")
+            return 0
+        return 0 if wait(api, int(expected), float(seconds), baseline, say, clock) else int(code)
+    status, line = (
+        (2, f"unknown: {problem}") if api is None else check(api, int(expected), float(seconds), baseline, clock)
+    )
+    print(line, flush=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
