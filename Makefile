@@ -9,13 +9,16 @@ PY := $(VENV)/bin/python
 POLICY_VENV := policy/venv
 # Where the stack's state lives (tools/state.py, docs/state.md "Where the state lives"): the home its stack file
 # records (tpu-rl:stateBackend), else STATE_BACKEND, else a bucket of its own, gs://<gcp:project>-pulumi-state-<stack>
-# (made by `make state-bucket`), with a Cloud KMS key of its own (keyRings/pulumi-state/cryptoKeys/tpu-rl-<stack>).
-# Every pulumi command gets it as PULUMI_BACKEND_URL; `make` never runs `pulumi login`. A PULUMI_BACKEND_URL or
-# STATE_BACKEND that disagrees with the recorded home is refused, as is a file backend inside this checkout (unless
-# LOCAL_STATE=1) and a passphrase for a protected stack (unless ALLOW_PASSPHRASE=1). SECRETS_PROVIDER is a new
-# stack's secrets provider. MEMBERS= and READERS= (comma-separated IAM members) are who `make state-bucket` lets
-# run the stack's commands and its preview.
+# (made by `make state-bucket`), with a Cloud KMS key in a ring of its own (keyRings/pulumi-state-<stack>/cryptoKeys/
+# state). Every pulumi command gets it as PULUMI_BACKEND_URL, and a Pulumi Cloud home's organization (tpu-rl:
+# stateOrganization, STATE_ORG= for a stack that records none) as PULUMI_DEFAULT_ORGANIZATION; `make` never runs
+# `pulumi login`. A PULUMI_BACKEND_URL, STATE_BACKEND or STATE_ORG that disagrees with what is recorded is refused, as
+# is a Cloud home without its organization, the project's shared bucket or key of earlier versions (`make
+# state-move`), a file backend inside this checkout (unless LOCAL_STATE=1) and a passphrase for a protected stack
+# (unless ALLOW_PASSPHRASE=1). SECRETS_PROVIDER is a new stack's secrets provider. MEMBERS= and READERS=
+# (comma-separated IAM members) are who `make state-bucket` lets run the stack's commands and its preview.
 STATE_BACKEND ?=
+STATE_ORG ?=
 SECRETS_PROVIDER ?=
 LOCAL_STATE ?=
 ALLOW_PASSPHRASE ?=
@@ -26,26 +29,31 @@ FROM ?=
 # through: the guards the CLI's flags could bypass (--ignore-protect, --target, --exclude, --skip-preview on
 # destroy) are never given by these targets (docs/destroy.md "Flags that bypass a guard").
 YES ?=
-# ACCEPT=maintenance (comma-separated words): `make up` goes on past what it would stop at, with one warning instead:
-# a host maintenance of the slice scheduled inside the expected training (docs/maintenance.md "The check in up"). The
-# program reads it as TPU_RL_ACCEPT and refuses a word it does not know; `make up` hands it only this variable (an
-# exported TPU_RL_ACCEPT does not reach `pulumi up`). FORCE=1: `make maintenance` labels even while a training runs
+# ACCEPT=maintenance,audit (comma-separated words): `make up` goes on past what it would stop at, with warnings instead:
+# a host maintenance of the slice scheduled inside the expected training (docs/maintenance.md "The check in up"), and
+# the access audit's findings on a protected stack (docs/audit.md "In make up"). The program reads it as TPU_RL_ACCEPT
+# and refuses a word it does not know; `make up` hands it only this variable (an exported TPU_RL_ACCEPT does not
+# reach `pulumi up`). FORCE=1: `make maintenance` labels even while a training runs
 # or with no maintenance scheduled (a rehearsal).
 ACCEPT ?=
 FORCE ?=
 
-.PHONY: help up stack backend preview policy-preview plan destroy refresh unlock state-bucket state-move logs test test-slow lint venv dev-venv policy-venv status report mutation readme lock maxtext controller iam-types bytecode-list maintenance
+.PHONY: help up stack backend preview policy-preview plan destroy refresh unlock state-bucket state-move audit logs test test-slow lint venv dev-venv policy-venv status report mutation readme lock maxtext controller iam-types bytecode-list maintenance
 
 # The targets a user runs, with what they do (`make help`; tests/test_makefile.py keeps it complete).
 help:
 	@echo "make up STACK=dev            preflight, platform, then convert -> train -> export (pulumi up with the policy"
 	@echo "                             pack; YES=1: no prompt; NO_POLICY=1: without the pack; ACCEPT=maintenance: past"
-	@echo "                             a slice maintenance scheduled inside the training)"
+	@echo "                             a slice maintenance scheduled inside the training; ACCEPT=audit: past the access"
+	@echo "                             audit's findings, which stop a protected stack's up)"
 	@echo "make test                    the offline test suite's fast tier"
-	@echo "make state-bucket STACK=dev  the stack's own state bucket and secrets key, and who may use them (MEMBERS=, READERS=)"
-	@echo "make stack STACK=dev         select (or create) the stack and record where its state lives"
+	@echo "make state-bucket STACK=dev  the stack's own state bucket, key ring and key, and who may use them (MEMBERS=, READERS=)"
+	@echo "make stack STACK=dev         select (or create) the stack and record where its state lives (STATE_BACKEND=,"
+	@echo "                             and STATE_ORG= for Pulumi Cloud)"
 	@echo "make backend STACK=dev       print the stack's state home (export PULUMI_BACKEND_URL=... for your own pulumi commands)"
-	@echo "make state-move STACK=dev    move a stack out of a shared bucket or key into its own (FROM=<url>)"
+	@echo "make state-move STACK=dev    move a stack out of a shared bucket, key or key ring into its own (FROM=<url>)"
+	@echo "make audit STACK=prod        who outside the stack's own list reaches its state, key, accounts or cluster"
+	@echo "                             (MEMBERS=, READERS=: more of its own)"
 	@echo "make preview STACK=dev       what up would change (pulumi preview --diff)"
 	@echo "make policy-preview STACK=dev  the preview with the guardrails policy pack (as the PR workflow)"
 	@echo "make plan STACK=dev          offline: every resource and manifest, and the cost estimate"
@@ -170,13 +178,16 @@ controller: $(VENV)/.installed-dev
 # `select_stack` then selects the stack; `create_stack` creates it when its home does not hold it, after
 # tools/state.py `new` looked for it in every other backend the project knows (exit 2 when one holds it: nothing is
 # created), and records the home in the stack file (tools/state.py `record`). $(1): the permissions the target needs
-# on the stack's bucket and key (read or write), tested first (tools/state_access.py).
-STATE_ARGS = --stack '$(STACK)' $(if $(STATE_BACKEND),--backend '$(STATE_BACKEND)') $(if $(SECRETS_PROVIDER),--secrets-provider '$(SECRETS_PROVIDER)') $(if $(LOCAL_STATE),--local-ok) $(if $(ALLOW_PASSPHRASE),--allow-passphrase)
+# on the stack's bucket and key (read or write), tested first (tools/state_access.py). A Pulumi Cloud home's
+# organization (`select`'s third line) goes to every pulumi command as PULUMI_DEFAULT_ORGANIZATION, which the CLI
+# resolves a stack name without one in (pkg/backend/httpstate/backend.go New, ParseStackReference).
+STATE_ARGS = --stack '$(STACK)' $(if $(STATE_BACKEND),--backend '$(STATE_BACKEND)') $(if $(STATE_ORG),--organization '$(STATE_ORG)') $(if $(SECRETS_PROVIDER),--secrets-provider '$(SECRETS_PROVIDER)') $(if $(LOCAL_STATE),--local-ok) $(if $(ALLOW_PASSPHRASE),--allow-passphrase)
 PULUMI_CLI = command -v pulumi >/dev/null || { echo "error: the Pulumi CLI is required (https://www.pulumi.com/docs/install/)" >&2; exit 1; };
 define home
 $(PULUMI_CLI) \
 	chosen=$$($(PY) -m tools.state select $(STATE_ARGS) --access $(1)) || exit $$?; \
-	export PULUMI_BACKEND_URL="$$(printf '%s\n' "$$chosen" | sed -n 1p)"; secrets="$$(printf '%s\n' "$$chosen" | sed -n 2p)";
+	export PULUMI_BACKEND_URL="$$(printf '%s\n' "$$chosen" | sed -n 1p)"; secrets="$$(printf '%s\n' "$$chosen" | sed -n 2p)"; \
+	org="$$(printf '%s\n' "$$chosen" | sed -n 3p)"; if [ -n "$$org" ]; then export PULUMI_DEFAULT_ORGANIZATION="$$org"; fi;
 endef
 define select_stack
 $(call home,$(1)) \
@@ -188,11 +199,18 @@ $(call home,write) \
 		$(PY) -m tools.state new $(STATE_ARGS) || exit $$?; \
 		pulumi stack init $(STACK) $${secrets:+--secrets-provider="$$secrets"} || exit $$?; \
 	fi; \
-	grep -q '^ *tpu-rl:stateBackend:' 'Pulumi.$(STACK).yaml' || $(PY) -m tools.state record $(STATE_ARGS) || exit $$?;
+	{ grep -q '^ *tpu-rl:stateBackend:' 'Pulumi.$(STACK).yaml' && { [ -z "$$org" ] || grep -q '^ *tpu-rl:stateOrganization:' 'Pulumi.$(STACK).yaml'; }; } || $(PY) -m tools.state record $(STATE_ARGS) || exit $$?;
 endef
 # A lock a killed `pulumi` left (self-managed backends: pkg/backend/diy/lock.go) is named, with `make unlock`, before
 # the CLI meets it; Pulumi Cloud's own conflict message names `pulumi cancel`, which `make unlock` runs too.
 check_locks = $(PY) -m tools.state locks $(STATE_ARGS) || exit $$?;
+
+# A protected stack's `up` first runs the access audit (tools/audit.py --before-up; docs/audit.md "In make up"): a
+# member outside the stack's own list that reaches its state, key, accounts or cluster stops it here (exit 1), before
+# anything changes, unless ACCEPT holds `audit`; an unprotected stack's reads nothing. MEMBERS= and READERS= name more
+# of the stack's own (the CI principal that impersonates its deploy account, for one).
+AUDIT_ARGS = $(if $(MEMBERS),--members '$(MEMBERS)') $(if $(READERS),--readers '$(READERS)')
+audit_before_up = $(PY) -m tools.audit --stack '$(STACK)' --before-up --accept '$(ACCEPT)' $(if $(STATE_BACKEND),--backend '$(STATE_BACKEND)') $(AUDIT_ARGS) || exit $$?;
 
 # Before `pulumi up`, tools/state.py `releases` reads the stack's state (`pulumi stack export`, which takes no lock):
 # a release of the program installed in the cluster the state holds but missing from the state (a destroy whose
@@ -217,6 +235,7 @@ endef
 up: $(VENV)/.installed $(if $(NO_POLICY),,$(POLICY_VENV)/.installed)
 	@$(create_stack) \
 	$(check_locks) \
+	$(audit_before_up) \
 	$(with_state) \
 	export TPU_RL_ACCEPT='$(ACCEPT)'; \
 	pulumi up --stack $(STACK)$(if $(YES), --yes --non-interactive)$(if $(NO_POLICY),, --policy-pack policy --policy-pack-config policy/config/$(STACK).json)
@@ -226,9 +245,11 @@ up: $(VENV)/.installed $(if $(NO_POLICY),,$(POLICY_VENV)/.installed)
 stack: $(VENV)/.installed
 	@$(create_stack) true
 
-# The stack's home, for your own pulumi commands: export PULUMI_BACKEND_URL=$$(make -s backend STACK=dev)
+# The stack's home, for your own pulumi commands: export PULUMI_BACKEND_URL=$$(make -s backend STACK=dev); a Pulumi
+# Cloud home's organization is said on stderr (name the stack <org>/<stack>, or export PULUMI_DEFAULT_ORGANIZATION).
 backend: $(VENV)/.installed
-	@chosen=$$($(PY) -m tools.state select $(STATE_ARGS)) || exit $$?; printf '%s\n' "$$chosen" | sed -n 1p
+	@chosen=$$($(PY) -m tools.state select $(STATE_ARGS)) || exit $$?; printf '%s\n' "$$chosen" | sed -n 1p; \
+	org="$$(printf '%s\n' "$$chosen" | sed -n 3p)"; if [ -n "$$org" ]; then echo "stack $(STACK) is in the Pulumi Cloud organization $$org: name it $$org/$(STACK) in your own pulumi commands (or export PULUMI_DEFAULT_ORGANIZATION=$$org)" >&2; fi
 
 # A preview sees what the next `make up` will do: the same state read hands it the image pins the state holds (without
 # them a tag that moved upstream would show renames `make up` does not make). It reads the state and takes no lock.
@@ -244,10 +265,19 @@ preview: $(VENV)/.installed
 state-bucket: $(VENV)/.installed
 	$(PY) -m tools.state create $(STATE_ARGS) $(if $(MEMBERS),--members '$(MEMBERS)') $(if $(READERS),--readers '$(READERS)')
 
-# Move a stack from a bucket or key it shares (the project's shared bucket of earlier versions, or FROM=<url>) into
-# its own (tools/state_move.py; after `make state-bucket`). Run it when no other `pulumi` works on the stack.
+# Move a stack from a bucket or key it shares (the project's shared bucket of earlier versions, or FROM=<url>; the
+# shared key, or its key in the shared key ring) into its own bucket and a key in a ring of its own, then take the
+# state's grants off its old key in the shared ring, saying what it removed and what it left (tools/state_move.py;
+# after `make state-bucket`). Run it when no other `pulumi` works on the stack.
 state-move: $(VENV)/.installed
 	@$(PULUMI_CLI) $(PY) -m tools.state move $(STATE_ARGS) $(if $(FROM),--from '$(FROM)')
+
+# Who, outside the stack's own list (its node and step accounts, the members `make state-bucket` granted its state,
+# MEMBERS= and READERS=), can decrypt its state key, read or write its state, set IAM on its project, key rings, keys,
+# buckets or accounts, mint its accounts' tokens, or administer its cluster: one line each (tools/audit.py,
+# docs/audit.md). Reads IAM policies and roles, and the cluster's RBAC through the stack's kubeconfig; changes nothing.
+audit: $(VENV)/.installed
+	$(PY) -m tools.audit --stack '$(STACK)' $(if $(STATE_BACKEND),--backend '$(STATE_BACKEND)') $(AUDIT_ARGS)
 
 # Clear the lock a killed `pulumi up` left (a closed laptop, a cancelled CI job): refused while the lock's process
 # still runs on this machine; otherwise names each lock, then `pulumi cancel` deletes them (for a self-managed

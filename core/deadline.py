@@ -76,6 +76,13 @@ BUDGETS: dict[str, Budget] = {
         "clusters that use that key, the shared Hub cache's bucket, cpu-np's boot disk image), retries included",
     ),
     "registry": Budget(30.0, 5.0, 10.0, "one image's digest from its registry (the token too), retries included"),
+    "iam-audit": Budget(
+        30.0,
+        10.0,
+        10.0,
+        "one read of `make audit`: an IAM policy (the project's, a key ring's or key's, a bucket's, a service "
+        "account's) or a role's permissions, retries included",
+    ),
 }
 """The documented budget of each kind of call."""
 

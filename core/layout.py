@@ -78,7 +78,7 @@ DATASET_RECORD = "dataset.json"
 
 def dataset_cache(bucket: str, model: str) -> str:
     """Where training keeps the datasets' files it fetched from the Hub, one entry per dataset and commit
-    (``<dataset cache><repo>/<commit>/``, ``workloads/container/base_snapshot.py stage_dataset``):
+    (``<dataset cache><repo>/<commit>/``, ``workloads/container/stage_dataset.py``):
     ``gs://<bucket>/<model>/train/hub/``, under training's own prefix, which its accounts (the node pools') write
     (``infra.gcp.access``); each run copies its dataset from there into its own output, so every later run of the
     stack reads the bucket instead of the Hub. Never in a shared Hub cache (``tpu-rl:model.hubCache``): only the

@@ -206,6 +206,9 @@ class Settings:
     """The optional publication of the export to the Hub."""
     hf_write_token_set: bool = False
     """``tpu-rl:hfWriteToken`` is set (its value never leaves ``core.config.load``)."""
+    shared_project: bool = False
+    """``tpu-rl:sharedProject``: this stack accepts a ``gcp:project`` another stack file names too
+    (``core.config.projects``)."""
 
     @property
     def hub_cache(self) -> str:

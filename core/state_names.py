@@ -3,10 +3,15 @@ its secrets are encrypted with, as ``tools/state_home.py`` gives them to a stack
 that tell any stack's state bucket or key from another bucket or key.
 
 A stack ``S`` of project ``P`` keeps its state in ``gs://P-pulumi-state-S`` and encrypts its secrets with
-``projects/P/locations/global/keyRings/pulumi-state/cryptoKeys/tpu-rl-S``; earlier versions shared
-``gs://P-pulumi-state`` and the key ``pulumi-secrets`` between a project's stacks. The policy pack refuses any grant
-of a stack's program on a bucket or key of these shapes (``policy/tpu_rl_policies/targets.py``): the state and its
-secrets are reached only by the account that runs ``pulumi``, granted by ``make state-bucket``, never by a workload.
+``projects/P/locations/global/keyRings/pulumi-state-S/cryptoKeys/state``, a key ring of its own: a grant on a ring is
+inherited by every key in it, and ``roles/cloudkms.admin`` holds ``cloudkms.keyRings.setIamPolicy``, so whoever
+administers one key of a shared ring could grant itself decrypt on every other key in it
+(https://cloud.google.com/kms/docs/reference/permissions-and-roles). Earlier versions put every stack's key in one
+ring, ``pulumi-state`` (``cryptoKeys/tpu-rl-S``), and before that shared ``gs://P-pulumi-state`` and the key
+``pulumi-secrets`` between a project's stacks; `make state-move` moves a stack off either. The policy pack refuses
+any grant of a stack's program on a bucket or key of these shapes (``policy/tpu_rl_policies/targets.py``): the state
+and its secrets are reached only by the account that runs ``pulumi``, granted by ``make state-bucket``, never by a
+workload.
 """
 
 from __future__ import annotations
@@ -18,20 +23,26 @@ from core.names import PROJECT
 
 STATE_SUFFIX = "-pulumi-state"
 """What every state bucket's name ends with, or has before ``-<stack>``."""
-KEY_RING = "pulumi-state"
+SHARED_RING = "pulumi-state"
+"""The key ring every stack's key shared in earlier versions (a ring cannot be deleted, so it and its keys stay)."""
 KEY_LOCATION = "global"
-"""Each stack's key is in the project's key ring ``pulumi-state`` in ``global``: a key ring cannot be deleted, and
-one ring for every stack's key keeps the names few; the grants are on each key, never on the ring."""
+STATE_KEY_ID = "state"
+"""Each stack's key, ``state``, in a ring of its own, ``pulumi-state-<stack>`` in ``global`` (``state_key``): the
+ring names the stack, and an IAM condition on the ring's name covers the ring and its key alike."""
 LEGACY_SUFFIX = STATE_SUFFIX
 """The shared bucket earlier versions gave every stack of a project: ``gs://<gcp:project>-pulumi-state``."""
 LEGACY_KEY = "pulumi-secrets"
 """The shared key earlier versions gave every stack of a project, in the ring ``pulumi-state``."""
 KEY_ID = re.compile(r"[A-Za-z0-9_-]{1,63}")
-"""A Cloud KMS key id (https://cloud.google.com/kms/docs/resource-hierarchy: letters, digits, '_', '-')."""
+"""A Cloud KMS key ring or key id (https://cloud.google.com/kms/docs/resource-hierarchy: letters, digits, '_',
+'-')."""
 STATE_BUCKET = re.compile(rf".+{STATE_SUFFIX}(-[A-Za-z0-9_.-]+)?")
 """Any stack's state bucket by its given name (``<project>-pulumi-state`` or ``<project>-pulumi-state-<stack>``)."""
-STATE_KEY = re.compile(rf"projects/[^/]+/locations/[^/]+/keyRings/{KEY_RING}(/cryptoKeys/[^/]+)?(/.*)?")
-"""Any key of the state's key ring (or the ring itself), in any location."""
+STATE_KEY = re.compile(
+    rf"projects/[^/]+/locations/[^/]+/keyRings/{SHARED_RING}(-[A-Za-z0-9_-]+)?(/cryptoKeys/[^/]+)?(/.*)?"
+)
+"""Any key of a state key ring (a stack's own ``pulumi-state-<stack>`` or the shared ``pulumi-state``), or the ring
+itself, in any location."""
 
 
 def project_part(project: str) -> str:
@@ -45,14 +56,39 @@ def state_bucket(project: str, stack: str) -> str:
     return f"{project_part(project)}{STATE_SUFFIX}-{stack}"
 
 
-def key_id(stack: str) -> str:
-    return f"{PROJECT}-{stack}"
+def ring_id(stack: str) -> str:
+    """The id of the stack's own key ring, ``pulumi-state-<stack>``."""
+    return f"{SHARED_RING}-{stack}"
+
+
+def state_ring(project: str, stack: str) -> str:
+    return f"projects/{project}/locations/{KEY_LOCATION}/keyRings/{ring_id(stack)}"
 
 
 def state_key(project: str, stack: str) -> str:
-    """The stack's own secrets key (not checked to be a key id: ``tools.state_home.own_key`` refuses one that is
-    not)."""
-    return f"projects/{project}/locations/{KEY_LOCATION}/keyRings/{KEY_RING}/cryptoKeys/{key_id(stack)}"
+    """The stack's own secrets key, in its own ring (not checked to be a ring id: ``tools.state_home.own_key``
+    refuses one that is not)."""
+    return f"{state_ring(project, stack)}/cryptoKeys/{STATE_KEY_ID}"
+
+
+def shared_ring_key(project: str, stack: str) -> str:
+    """The key earlier versions gave the stack in the shared ring, ``pulumi-state/cryptoKeys/tpu-rl-<stack>``."""
+    return f"projects/{project}/locations/{KEY_LOCATION}/keyRings/{SHARED_RING}/cryptoKeys/{PROJECT}-{stack}"
+
+
+def ring_of(key: str) -> str:
+    """The key ring of a key's resource name (``projects/P/locations/L/keyRings/R``)."""
+    return key.rsplit("/cryptoKeys/", 1)[0]
+
+
+def in_shared_ring(key: str) -> bool:
+    """Whether a key (a resource name) is in the ring every stack's key shared in earlier versions."""
+    return ring_of(key).endswith(f"/keyRings/{SHARED_RING}") and "/cryptoKeys/" in key
+
+
+def is_legacy_key(key: str) -> bool:
+    """Whether a key is the one earlier versions gave every stack of a project (any project)."""
+    return key.endswith(f"/keyRings/{SHARED_RING}/cryptoKeys/{LEGACY_KEY}")
 
 
 def legacy_bucket(project: str) -> str:
@@ -60,7 +96,7 @@ def legacy_bucket(project: str) -> str:
 
 
 def legacy_key(project: str) -> str:
-    return f"projects/{project}/locations/{KEY_LOCATION}/keyRings/{KEY_RING}/cryptoKeys/{LEGACY_KEY}"
+    return f"projects/{project}/locations/{KEY_LOCATION}/keyRings/{SHARED_RING}/cryptoKeys/{LEGACY_KEY}"
 
 
 def backend_bucket(url: str) -> str:

@@ -28,6 +28,10 @@ class Accept(enum.StrEnum):
     MAINTENANCE = "maintenance"
     """A host maintenance of the slice scheduled inside the expected training (``workloads.reader`` ``LiveReader
     .check_maintenance``): one warning instead of the stop (docs/maintenance.md "The check in up")."""
+    AUDIT = "audit"
+    """A finding of the access audit `make up` runs before `pulumi up` for a protected stack (``tools/audit.py``): its
+    lines as warnings instead of the stop (docs/audit.md "In make up"). The Makefile reads it; the program only
+    accepts the word."""
 
 
 class AcceptError(BadInputError):

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 from typing import Any
 
 import pulumi
 from pulumi.runtime import config as runtime_config
 
 from core.config import placeholder_problems
+from core.config.projects import problem as shared_project_problem
+from core.config.projects import stack_configs
 from core.config.schema import IMAGE_REGISTRIES
 from core.config.values import OFFLINE_SECRETS
 from core.errors import TpuRlError
@@ -52,8 +55,9 @@ from workloads.workflow import WorkflowArgs, WorkflowRun
 def main(*, preflight: bool = True, live: bool = True) -> Settings:
     """Register every resource of the stack.
 
-    ``preflight``: before anything, refuse example placeholders and check the Hugging Face token
-    (the latter when ``tpu-rl:workflow.preflight`` is on).
+    ``preflight``: before anything, refuse example placeholders and a project another stack file of the checkout
+    names too unless both accept it (``core.config.projects``), and check the Hugging Face token (the latter when
+    ``tpu-rl:workflow.preflight`` is on).
     ``live``: read the cluster and the bucket (retry detection, artifact checks) and, before anything, the
     project's capacity (``tpu-rl:workflow.capacityCheck``); the offline plan turns them off.
     """
@@ -85,6 +89,10 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     return settings
 
 
+STACK_FILES = Path(__file__).resolve().parents[1]
+"""Where the program finds the checkout's stack files (the project's folder, where Pulumi runs it): the preflight
+compares this stack's ``gcp:project`` with theirs (``core.config.projects``)."""
+
 GUARD = "tpu-rl-protect"
 """The platform's destroy guard; the steps' are ``step_guard(index)``."""
 
@@ -112,10 +120,12 @@ class _Checked:
 
 
 def _preflight_phase(checked: _Checked, *, live: bool) -> _Checked:
-    """The preflight phase, before any resource: the placeholders and tokens (one line each), the model's access
-    (``_preflight``), the images' digests (``_pinned_images``) and the capacity (``_capacity``)."""
+    """The preflight phase, before any resource: the placeholders, a shared project and the tokens (one line each),
+    the model's access (``_preflight``), the images' digests (``_pinned_images``) and the capacity (``_capacity``)."""
     settings, plan, base, reuse = checked.settings, checked.plan, checked.base, checked.reuse
     problems = placeholder_problems(settings) + _token_problems(settings)
+    shared = shared_project_problem(settings.stack, settings, stack_configs(STACK_FILES, settings.stack))
+    problems += [shared] if shared else []
     if problems:
         raise pulumi.RunError("\n".join(f"preflight: {problem}" for problem in problems))  # one line each
     if settings.workflow.enabled and settings.workflow.preflight:

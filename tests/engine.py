@@ -15,6 +15,10 @@ Deletes (of what a run no longer registers, and ``destroy``) follow the engine's
 Kueue) as each scenario says, while the program waits for it (``workloads.observe.waiting``) on a fake clock this
 model advances: a scenario can act on every poll.
 
+On the first error that is not a protect refusal the engine cancels the deployment: a step already running
+finishes, none starts after it (``step_executor.go`` ``cancelDueToError``, ``executeChain``; ``Stack.fail_create``,
+``Stack.fail_during`` and ``Stack._delete``).
+
 Sources, the newest this project can read (the lock pins the SDK 3.272.0 and pulumi-kubernetes 4.34.2, whose
 sources are not published where this project reads; docs/engine-behaviour.md "The engine, provider and controller
 behaviour relied on" says what that means):
@@ -157,7 +161,8 @@ class Destroyed:
     errors: list[str]
     outcomes: dict[str, str]
     """URN -> deleted | dropped (deletedWith a planned delete) | kept (retainOnDelete) | refused (protected) |
-    failed (the provider's Delete) | skipped (a dependency of a delete that failed) | previewed."""
+    failed (the provider's Delete) | skipped (a dependency of a delete that failed) | cancelled (its antichain came
+    after a failed delete: the engine had cancelled the deployment) | previewed."""
     calls: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -319,6 +324,11 @@ class Stack:
     no pool). The engine then cancels the deployment (``step_executor.go`` ``cancelDueToError``: ``se.cancel()``
     without ``--continue-on-error``; ``deployment_executor.go`` ``Execute`` leaves its loop on the cancelled context):
     a step already running finishes, no registration after the failure gets one."""
+    fail_during: str = ""
+    """The resource whose create is in flight when ``fail_create``'s fails (its registration started and not returned;
+    ``after`` is waited for too): that step finishes and is written to the state (``executeChain`` checks the
+    cancelled context only before a step), and no registration after it gets one, its dependents' and guards' alike
+    (``deployment_executor.go`` ``Execute`` returns on ``ctx.Done()`` and handles no more events)."""
     _condemned: set[str] = field(default_factory=set, repr=False)
     """What a delete-before-replace deleted with the resource it replaces, in this run (created again)."""
     clock: float = 0.0
@@ -366,6 +376,8 @@ class Stack:
         created = threading.Condition()
         done: set[str] = set()
         """The names of the resources whose registration has returned (``fail_create``'s ``after``)."""
+        started: set[str] = set()
+        """``fail_during`` once its registration has started."""
         self._condemned: set[str] = set()
 
         def answer(registration: Registration) -> dict[str, Any] | None:
@@ -376,10 +388,18 @@ class Stack:
             rec = self._record(registration)
             if not preview and self.fail_create and rec.name == self.fail_create[0] and rec.urn not in self.state:
                 name, error, after = self.fail_create
+                during = {self.fail_during} - {""}
                 with created:  # the provider's create runs until then (a bounded wait on a condition, no timer)
-                    assert created.wait_for(lambda: set(after) <= done, 60), f"{after} never registered"
+                    ready = created.wait_for(lambda: set(after) <= done and during <= started, 60)
+                    assert ready, f"{after} never registered, or {during} never started"
                     cancelled.append(f"creating {name}: {error}")
+                    created.notify_all()
                 raise RuntimeError(f"creating {name}: {error}")
+            if not preview and rec.name == self.fail_during and self.fail_create and not cancelled:
+                with created:  # in flight when the other create fails: it goes on to its end
+                    started.add(rec.name)
+                    created.notify_all()
+                    assert created.wait_for(lambda: bool(cancelled), 60), f"{self.fail_create[0]} never failed"
             registered.append(rec.urn)
             try:
                 out = self._register(registration, rec, preview, outcomes, actions, resources, calls, cascade)
@@ -818,7 +838,12 @@ class Stack:
         another, leaving out of each the transitive dependencies of every step that failed before it
         (``erroredDeps``); a protect error does not cancel the deployment (``step_executor.go``
         ``cancelDueToError``: "We special case deleteProtectedError to always continue past them") but is such a
-        failure. Each delete is ``step.go`` ``DeleteStep.Apply``, in its order: protect (before the dry-run
+        failure. Any other failed delete (the provider's Delete) does: without ``--continue-on-error``
+        ``cancelDueToError`` calls ``se.cancel()``; the steps of its antichain, submitted together
+        (``ExecuteParallel``) and running on up to ``--parallel`` workers (``defaultParallel``: four per CPU), finish,
+        and no step of a later antichain runs (``ExecuteSerial`` and ``worker`` select the cancelled context, and
+        ``executeChain`` checks it before each step): they stay in the state (``cancelled``). Each delete is
+        ``step.go`` ``DeleteStep.Apply``, in its order: protect (before the dry-run
         branch, so a preview refuses too), then in a real run ``retainOnDelete``, ``deletedWith`` a resource
         whose delete is *planned* (``isDeletedWith`` looks at ``otherDeletions``, filled before anything runs:
         it is dropped without its provider being called, whatever then happens to that resource), then the
@@ -827,7 +852,11 @@ class Stack:
         errors: list[str] = []
         outcomes: dict[str, str] = {}
         errored: set[str] = set()
+        cancelled = False
         for chain in self.schedule(urns):
+            if cancelled:
+                outcomes.update(dict.fromkeys(chain, "cancelled"))
+                continue
             for urn in chain:
                 if urn in errored:
                     outcomes[urn] = "skipped"
@@ -854,6 +883,7 @@ class Stack:
                     outcomes[urn] = "deleted"  # a component: no provider, nothing to delete
                 if outcomes[urn] in ("refused", "failed"):
                     errored |= self.dependencies_of(urn)
+                    cancelled = cancelled or outcomes[urn] == "failed"
                 elif not dry_run:
                     del self.state[urn]
         return Destroyed(errors, outcomes, calls)
@@ -920,7 +950,7 @@ class Stack:
         elif step.step == "train":
             final = self._final_step
             put(self.gcs, step.artifact_uri, f"{final}/commit_success.txt", f"{final}/model_params/_METADATA")
-            if self.dataset_commit is not None:  # as base_snapshot.py stage_dataset writes it
+            if self.dataset_commit is not None:  # as stage_dataset.py writes it
                 record = {"repo": "nvidia/OpenMathInstruct-2", "revision": "main", "commit": self.dataset_commit}
                 put(
                     self.gcs, step.output_uri, "dataset/dataset.json", data=json.dumps({**record, "files": {}}).encode()

@@ -2,12 +2,17 @@
 policies) and Service Usage API, for ``make state-bucket`` and the permission checks (tools/state_bucket.py,
 tools/state_access.py). The REST paths and JSON are the ones the official clients call and parse:
 
-- google-cloud-storage: ``buckets.get`` (``GET /storage/v1/b/<b>``), ``insert`` (``POST /storage/v1/b?project=``),
-  ``patch`` (``PATCH``), ``getIamPolicy``/``setIamPolicy`` (``GET``/``PUT /storage/v1/b/<b>/iam``),
-  ``testIamPermissions`` (``GET /storage/v1/b/<b>/iam/testPermissions``), ``objects.list``
-  (``GET /storage/v1/b/<b>/o``); a new bucket's policy is the one Cloud Storage gives it, the project's convenience
-  members in the legacy roles (https://cloud.google.com/storage/docs/access-control/iam#convenience-values: "When
-  you create a bucket, ... the following IAM roles are granted");
+- google-cloud-storage: ``buckets.get`` (``GET /storage/v1/b/<b>``, the bucket's ``projectNumber`` its project's),
+  ``insert`` (``POST /storage/v1/b?project=``), ``patch`` (``PATCH``), ``getIamPolicy``/``setIamPolicy``
+  (``GET``/``PUT /storage/v1/b/<b>/iam``), ``testIamPermissions`` (``GET /storage/v1/b/<b>/iam/testPermissions``),
+  ``objects.list`` (``GET /storage/v1/b/<b>/o``, with ``prefix`` and ``delimiter``: the objects of one level and the
+  folders below it as ``prefixes``, https://cloud.google.com/storage/docs/json_api/v1/objects/list); a new bucket's
+  policy is the one Cloud Storage gives it, the project's convenience members in the legacy roles
+  (https://cloud.google.com/storage/docs/access-control/iam#convenience-values: "When you create a bucket, ... the
+  following IAM roles are granted"); a bucket named in ``forbidden`` answers Google's 403 to every request (another
+  project's, which this account may not read);
+- Resource Manager v3: ``projects.get`` (``GET /v3/projects/<id>``: the project's ``name``, ``projects/<number>``)
+  and ``projects.testIamPermissions``;
 - google-cloud-kms (``key_management_service/transports/rest_base.py``): ``keyRings`` ``get``/``create``,
   ``cryptoKeys`` ``get``/``create``/``patch``, and ``:getIamPolicy``, ``:setIamPolicy``, ``:testIamPermissions`` of a
   key; a new key has an empty policy (an ``etag`` only);
@@ -59,6 +64,10 @@ class FakeStateApis:
         self.held: set[str] | None = None
         self.project_held: set[str] | None = None
         """What the caller holds on the project (Resource Manager ``projects.testIamPermissions``); None: all."""
+        self.project_number = "123456789012"
+        """The project's number (``projects.get``), which the buckets it creates carry as ``projectNumber``."""
+        self.forbidden: set[str] = set()
+        """Buckets this caller may not read: every request on them answers 403."""
         self.unapplied = False
         """``setIamPolicy`` answers as if it applied the policy, and keeps the old one (the read-back must see it)."""
         self.held_after: int = 0
@@ -76,6 +85,11 @@ class FakeStateApis:
                 asked = (body or {}).get("permissions", [])
                 held = [p for p in asked if self.project_held is None or p in self.project_held]
                 return 200, {"permissions": held} if held else {}
+            if path.startswith("/v3/projects/") and method == "GET":
+                if self.project_held is not None and "resourcemanager.projects.get" not in self.project_held:
+                    return 403, error(403, "The caller does not have permission", "forbidden")
+                project = path.removeprefix("/v3/projects/")
+                return 200, {"name": f"projects/{self.project_number}", "projectId": project, "state": "ACTIVE"}
             if path.startswith("/storage/v1/"):
                 return self._disabled("storage.googleapis.com") or self._storage(method, path, query, body)
             if "/services/" in path:
@@ -111,11 +125,15 @@ class FakeStateApis:
     def _storage(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
         parts = path.removeprefix("/storage/v1/b").strip("/").split("/")
         name = parts[0] if parts[0] else ""
+        if name in self.forbidden or (not name and method == "POST" and body["name"] in self.forbidden):
+            message = "ops@acme.example does not have storage.buckets.get access to the Google Cloud Storage bucket."
+            return 403, error(403, message, "forbidden")
         if not name and method == "POST":
             name = body["name"]
             if name in self.buckets:
                 return 409, error(409, "Your previous request to create the named bucket succeeded", "conflict")
-            self.buckets[name] = {**bucket_reply(name), **body, "location": body.get("location", "US").upper()}
+            reply = {**bucket_reply(name), "projectNumber": self.project_number}
+            self.buckets[name] = {**reply, **body, "location": body.get("location", "US").upper()}
             self.bucket_policies[name] = default_bucket_policy("123456789012")
             return 200, self.buckets[name]
         if name not in self.buckets:
@@ -136,12 +154,23 @@ class FakeStateApis:
             held = self._granted(query.get("permissions", []))
             return 200, {"kind": "storage#testIamPermissionsResponse", **({"permissions": held} if held else {})}
         if rest == ["o"]:
-            prefix = query.get("prefix", [""])[0]
-            items = [
-                {"kind": "storage#object", "name": n, "bucket": name, "size": "2"} for n in self.objects.get(name, [])
-            ]
-            return 200, {"kind": "storage#objects", "items": [i for i in items if i["name"].startswith(prefix)]}
+            return 200, self._list(name, query.get("prefix", [""])[0], query.get("delimiter", [""])[0])
         return 404, error(404, f"no route {path}", "notFound")
+
+    def _list(self, bucket: str, prefix: str, delimiter: str) -> dict[str, Any]:
+        """``objects.list``: the objects under ``prefix``; with a ``delimiter``, those of that level alone and the
+        folders below it as ``prefixes``."""
+        names = [n for n in self.objects.get(bucket, []) if n.startswith(prefix)]
+        folders = sorted(
+            {
+                n[: len(prefix) + n[len(prefix) :].index(delimiter) + 1]
+                for n in names
+                if delimiter and delimiter in n[len(prefix) :]
+            }
+        )
+        level = [n for n in names if not delimiter or delimiter not in n[len(prefix) :]]
+        items = [{"kind": "storage#object", "name": n, "bucket": bucket, "size": "2"} for n in level]
+        return {"kind": "storage#objects", "items": items, **({"prefixes": folders} if folders else {})}
 
     def _bucket_policy(self, name: str) -> dict[str, Any]:
         bindings = self.bucket_policies[name]
@@ -225,9 +254,9 @@ def admin_clients(fake: FakeStateApis) -> tuple[Any, Any, Any, Any]:
     """``clients`` and a Resource Manager ``projects.testIamPermissions`` client, as `make state-bucket` makes them."""
     from google.auth.credentials import AnonymousCredentials
 
-    from infra.gcp.capacity.reads import ProjectPermissions
+    from tools.state_bucket import ProjectRecord
 
-    permissions = ProjectPermissions(credentials=AnonymousCredentials(), client_options={"api_endpoint": fake.url})
+    permissions = ProjectRecord(credentials=AnonymousCredentials(), client_options={"api_endpoint": fake.url})
     return (*clients(fake), permissions)
 
 

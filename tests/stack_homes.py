@@ -9,8 +9,12 @@ from pathlib import Path
 from tools.stack_files import ROOT
 
 STACKS = ROOT / "tests" / "data" / "stacks"
-KEY = "projects/acme-tpu/locations/global/keyRings/pulumi-state/cryptoKeys/tpu-rl-{}"
+KEY = "projects/acme-tpu/locations/global/keyRings/pulumi-state-{}/cryptoKeys/state"
+"""A stack's own key, in its own ring (``core.state_names.state_key``)."""
+RING_KEY = "projects/acme-tpu/locations/global/keyRings/pulumi-state/cryptoKeys/tpu-rl-{}"
+"""A stack's key of the version before, in the ring every stack's key shared."""
 SHARED = "gcpkms://projects/acme-tpu/locations/global/keyRings/pulumi-state/cryptoKeys/pulumi-secrets"
+"""The project's shared key of earlier versions."""
 
 
 def cli_file(

@@ -27,7 +27,8 @@ SHIM = f"""#!/bin/sh
 case "$1" in */maxtext_check.py) exit 0;; esac
 {LOG}
 case "$1" in */launch.py) exec "{{python}}" "$@";; esac
-case "$1" in */base_snapshot.py) if [ -n "$SHIM_BASE_COMMIT" ]; then echo "$SHIM_BASE_COMMIT"; exit 0; fi
+case "$1" in */base_snapshot.py|*/stage_dataset.py)
+  if [ -n "$SHIM_BASE_COMMIT" ]; then echo "$SHIM_BASE_COMMIT"; exit 0; fi
   if [ -n "$SHIM_RUN_BASE" ]; then exec "{{python}}" "$@"; fi;; esac
 case "$1" in *.py)
   if [ -n "$SHIM_RUN_C" ]; then exec "{{python}}" "$@"; fi

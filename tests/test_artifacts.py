@@ -61,7 +61,7 @@ def test_converted_checkpoint(gcs):
 
 
 def test_a_training_runs_dataset_record_is_read_as_base_snapshot_writes_it(gcs):
-    """``<train output>dataset/dataset.json`` (``base_snapshot.py stage_dataset``, which tests/test_base_snapshot.py
+    """``<train output>dataset/dataset.json`` (``stage_dataset.py``, which tests/test_base_snapshot.py
     runs for real): its commit goes to the model card and the stack's outputs; anything else is None."""
     output = f"gs://{BUCKET}/gemma4-26b/train/def/"
     assert dataset_record(gcs, output) is None, "a run that staged nothing (or of an earlier version)"

@@ -1,6 +1,8 @@
-"""One commit of the base model for every step (``workloads/container/base_snapshot.py``): the program the conversion,
-training and the export run, as their pods run it (``python3 -c`` of its inlined text), against fake-gcs-server
-and the loopback Hub; what it writes is read back by the program's own reader (``artifacts.source_record``)."""
+"""One commit of the base model for every step (``workloads/container/base_snapshot.py``) and training's dataset
+(``workloads/container/stage_dataset.py``): the programs the conversion, training and the export run, as their pods run
+them (``python3 /tpu-rl/<file>``, the files of the step's ConfigMap in one folder), against fake-gcs-server and the
+loopback Hub; what they write is read back by the program's own readers (``artifacts.source_record``,
+``artifacts.dataset_record``)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from tests.fake_hub import COMMIT, MOVED, REPO, FakeHub, sibling
 from tests.fake_hub_datasets import DATASET, DATASET_FILES, DatasetHub
 from tests.loopback import serve
 from workloads.observe.artifacts import converted_problem, dataset_record, source_record
-from workloads.specs.commands import BASE_SNAPSHOT
+from workloads.specs.commands import program_file
 
 # The whole module is the slow tier (`make test-slow`, in CI; docs/testing.md "Timings"): each test runs the
 # program or a step for real against loopback servers, seconds apiece. The fast tier keeps the same boundaries
@@ -57,9 +59,18 @@ def described(files: dict[str, bytes]) -> dict[str, dict[str, object]]:
     }
 
 
-def run(tmp_path: Path, hub: str, *args: str) -> subprocess.CompletedProcess:
-    """``base_snapshot.py`` as a step's pod runs it (its environment: the token from the Secret, the emulator); a
-    ``snapshot REPO REVISION OUTPUT`` goes through the stack's Hub cache ``CACHE`` into ``tmp_path/base-model``."""
+PROGRAMS = ("base_snapshot.py", "stage_dataset.py")
+"""The programs, as training's ConfigMap holds them (``stage_dataset.py`` imports ``base_snapshot.py`` beside it)."""
+
+
+def run(tmp_path: Path, hub: str, *args: str, program: str = "base_snapshot.py") -> subprocess.CompletedProcess:
+    """``program`` as a step's pod runs it (``python3 /tpu-rl/<file>``, the files of its ConfigMap in one folder; its
+    environment: the token from the Secret, the emulator); a ``snapshot REPO REVISION OUTPUT`` goes through the stack's
+    Hub cache ``CACHE`` into ``tmp_path/base-model``."""
+    scripts = tmp_path / "tpu-rl"
+    scripts.mkdir(parents=True, exist_ok=True)
+    for name in PROGRAMS:
+        (scripts / name).write_text(program_file(name))
     if args[:1] == ("snapshot",) and len(args) == 4:
         args = (*args, CACHE, str(tmp_path / "base-model"), CACHE)
     env = {
@@ -75,7 +86,7 @@ def run(tmp_path: Path, hub: str, *args: str) -> subprocess.CompletedProcess:
         "TPU_RL_RETRY_WAITS": "0,0",  # three tries, no wait (tests/test_base_snapshot_retry.py has the clock)
     }
     return subprocess.run(
-        [sys.executable, "-c", BASE_SNAPSHOT, *args], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, str(scripts / program), *args], env=env, capture_output=True, text=True, timeout=60
     )
 
 
@@ -254,10 +265,11 @@ def test_the_hub_sends_each_file_once_per_commit_and_the_bucket_the_rest(bucket,
 
 def test_a_stack_reading_a_shared_cache_takes_its_checked_files_and_writes_nothing_there(bucket, tmp_path):
     """``tpu-rl:model.hubCache`` with ``tpu-rl:model.hubCacheWriter``: the writer's conversion fills the shared entry
-    (``CACHE_URI`` and ``SHARED_URI`` both the shared folder). A reader's (``CACHE_URI`` its own cache, ``SHARED_URI``
-    the shared one) takes every file from it, each hashed against the Hub's value, and writes nothing there: its own
-    bucket gets its own record of the Hub's hashes and no file. With the Hub closed, a reader with no record of its
-    own checks the shared entry's files against the hashes it records."""
+    (``CACHE_URI`` and ``SHARED_URI`` both the shared folder) and keeps its own record of the Hub's hashes in its own
+    bucket. A reader's (``CACHE_URI`` its own cache, ``SHARED_URI`` the shared one) takes every file from it, each
+    hashed against the Hub's value, and writes nothing there: its own bucket gets its own record and no file. With the
+    Hub closed, a reader with no record of its own is refused in one line (issue 58 item 8: the shared entry.json is
+    not trusted offline), and the writer checks the shared files against its own record."""
     shared, other, third = "shared-hub", "other-stack-bucket", "third-stack-bucket"
     for name in (shared, other, third):
         bucket.create_bucket(name)
@@ -269,6 +281,9 @@ def test_a_stack_reading_a_shared_cache_takes_its_checked_files_and_writes_nothi
     assert sum(served.sent) == sum(len(data) for data in FILES.values())
     kept = {b.name: b.generation for b in bucket.list_blobs(shared)}
     assert set(kept) == {f"tpu-rl/hub/{REPO}/{COMMIT}/{n}" for n in [*FILES, "entry.json"]}
+    assert objects(bucket, ENTRY) == {
+        "entry.json": objects_of(bucket, shared, f"tpu-rl/hub/{REPO}/{COMMIT}/")["entry.json"]
+    }, "the writer's own record of the Hub's hashes, in its own bucket, no file"
     own = f"gs://{other}/gemma4-26b/convert/hub/"
     output = f"gs://{other}/gemma4-26b/convert/3333333333/"
     again = FakeHub.serving(FILES)
@@ -285,15 +300,26 @@ def test_a_stack_reading_a_shared_cache_takes_its_checked_files_and_writes_nothi
     assert {name: pin["object"] for name, pin in record["verified"].items()} == {
         name: f"{cache}{REPO}/{COMMIT}/{name}" for name in FILES
     }, "the export reads the objects the conversion hashed"
+    closed = "http://127.0.0.1:9"  # no Hub at all: its description fails
     offline = run(
         tmp_path / "c",
-        "http://127.0.0.1:9",  # no Hub at all: its description fails, the shared entry's record stands in
+        closed,
         *("snapshot", REPO, COMMIT, f"gs://{third}/gemma4-26b/convert/4444444444/"),
         *(f"gs://{third}/gemma4-26b/convert/hub/", str(tmp_path / "c" / "base"), cache),
     )
-    assert offline.returncode == 0, offline.stderr
-    assert local_files(tmp_path / "c" / "base") == FILES
-    assert not any("/hub/" in b.name for b in bucket.list_blobs(third)), "nothing fetched, nothing kept"
+    assert offline.returncode == 1 and one_line(offline).endswith(
+        f", and gs://{third}/gemma4-26b/convert/hub/{REPO}/{COMMIT}/entry.json, the stack's own record of the Hub's "
+        f"hashes, names no file of {REPO}@{COMMIT}: offline, no other record is trusted (any writer of a shared "
+        "cache's folder can rewrite its entry.json); the next `make up` runs the conversion again once the Hub answers"
+        " (tried 3 times)"
+    ), offline.stderr
+    assert list(bucket.list_blobs(third)) == [], "nothing fetched, nothing kept, nothing recorded"
+    writer = f"gs://{BUCKET}/gemma4-26b/convert/5555555555/"
+    closed_run = run(
+        tmp_path / "d", closed, "snapshot", REPO, COMMIT, writer, cache, str(tmp_path / "d" / "base"), cache
+    )
+    assert closed_run.returncode == 0, closed_run.stderr
+    assert local_files(tmp_path / "d" / "base") == FILES, "the shared files, each hashed against its own record"
 
 
 def objects_of(gcs, bucket_name: str, prefix: str) -> dict[str, bytes]:
@@ -371,7 +397,8 @@ def test_an_entry_that_records_sizes_only_is_trusted_on_the_hubs_hashes_alone(bu
     assert done.returncode == 1 and source_record(bucket, output) is None
     assert one_line(done).startswith(f"tpu-rl base: cannot read {REPO}@{COMMIT} from the Hub (")
     assert one_line(done).endswith(
-        f", and no Hub cache entry records the Hub's hash of config.json of {REPO}@{COMMIT} (tried 3 times)"
+        f", and gs://{BUCKET}/{ENTRY}entry.json records config.json of {REPO}@{COMMIT} by its size alone, not the "
+        "Hub's hash (tried 3 times)"
     )
     served = FakeHub.serving(FILES)
     with serve(served) as hub:
@@ -403,6 +430,68 @@ def test_an_entry_whose_record_was_swapped_with_its_file_is_not_used(bucket, tmp
     ) in done.stderr.splitlines()
     assert served.sent == [16] and objects(bucket, ENTRY)[SHARD] == FILES[SHARD]
     assert json.loads(objects(bucket, ENTRY)["entry.json"])["files"] == described(FILES)
+
+
+def test_a_shared_entry_another_writer_rewrote_is_refused_offline_and_rehashed_online(bucket, tmp_path):
+    """Issue 58 item 8: another writer of the shared folder (any deploy account that administers its bucket) swaps a
+    shard and writes its hash into the shared ``entry.json``. Offline, that entry is no stack's record: a reader with
+    no record of its own is refused in one line, and the writer stack, whose own record (its own bucket) names the
+    Hub's hash, uses no forged byte (one line, nothing recorded). Online, the forged shard is not even read (its
+    record is not the Hub's); every other shared file is used only once hashed against the Hub's value; the reader
+    keeps the Hub's shard and its own record of the Hub's hashes in its own bucket, which then stand in offline."""
+    shared, other = "shared-hub", "other-stack-bucket"
+    bucket.create_bucket(shared)
+    bucket.create_bucket(other)
+    cache, own = f"gs://{shared}/hub/", f"gs://{other}/gemma4-26b/convert/hub/"
+    where = f"{cache}{REPO}/{COMMIT}/"
+    with serve(FakeHub.serving(FILES)) as hub:
+        first = run(tmp_path / "a", hub, "snapshot", REPO, COMMIT, OUTPUT, cache, str(tmp_path / "a" / "base"), cache)
+    assert first.returncode == 0, first.stderr
+    forged = {
+        "repo": REPO,
+        "commit": COMMIT,
+        "files": {**described(FILES), SHARD: {"size": 16, "sha256": sha256(SWAPPED)}},
+    }
+    put(bucket, where, "entry.json", data=json.dumps(forged).encode())
+    put(bucket, where, SHARD, data=SWAPPED)
+
+    def reader(name: str, hub: str, output: str) -> subprocess.CompletedProcess:
+        words = ("snapshot", REPO, COMMIT, f"gs://{other}/gemma4-26b/convert/{output}/", own)
+        return run(tmp_path / name, hub, *words, str(tmp_path / name / "base"), cache)
+
+    closed = "http://127.0.0.1:9"
+    refused = reader("b", closed, "1111111111")
+    assert refused.returncode == 1 and one_line(refused).endswith(
+        f"names no file of {REPO}@{COMMIT}: offline, no other record is trusted (any writer of a shared cache's folder "
+        "can rewrite its entry.json); the next `make up` runs the conversion again once the Hub answers (tried 3 times)"
+    ), refused.stderr
+    output = f"gs://{BUCKET}/gemma4-26b/convert/2222222222/"
+    writer = run(tmp_path / "c", closed, "snapshot", REPO, COMMIT, output, cache, str(tmp_path / "c" / "base"), cache)
+    assert writer.returncode == 1 and one_line(writer) == (
+        f"tpu-rl base: {where}{SHARD}: entry.json records 16 bytes, sha256 {sha256(SWAPPED)}, not the recorded 16 "
+        f"bytes, sha256 {sha256(FILES[SHARD])}, and the Hub is out of reach to send it again (tried 3 times)"
+    ), writer.stderr
+    assert source_record(bucket, output) is None and not (tmp_path / "c" / "base" / SHARD).exists()
+    served = FakeHub.serving(FILES)
+    with serve(served) as hub:
+        online = reader("d", hub, "3333333333")
+    assert online.returncode == 0, online.stderr
+    assert served.sent == [16], "the forged shard alone, from the Hub"
+    lines = online.stderr.splitlines()
+    assert (
+        f"tpu-rl base: {where}{SHARD}: entry.json records 16 bytes, sha256 {sha256(SWAPPED)}, not the Hub's 16 bytes, "
+        f"sha256 {sha256(FILES[SHARD])}: not used"
+    ) in lines
+    kinds = described(FILES)
+    for name in sorted(set(FILES) - {SHARD}):
+        kind = "sha256" if "sha256" in kinds[name] else "blobId"
+        assert f"tpu-rl base: {name} of {REPO}@{COMMIT} from {where}, its {kind} checked" in lines, name
+    assert local_files(tmp_path / "d" / "base") == FILES
+    mine = objects_of(bucket, other, f"gemma4-26b/convert/hub/{REPO}/{COMMIT}/")
+    assert mine[SHARD] == FILES[SHARD] and json.loads(mine["entry.json"])["files"] == described(FILES)
+    assert objects_of(bucket, shared, f"hub/{REPO}/{COMMIT}/")[SHARD] == SWAPPED, "a reader writes nothing there"
+    again = reader("e", closed, "4444444444")
+    assert again.returncode == 0 and local_files(tmp_path / "e" / "base") == FILES, again.stderr
 
 
 def test_a_reader_whose_shared_file_was_swapped_fetches_it_into_its_own_cache(bucket, tmp_path):
@@ -481,7 +570,11 @@ def test_a_cache_entry_that_is_not_one_is_one_line_and_not_used(bucket, tmp_path
     done = run(tmp_path, "http://127.0.0.1:9", "snapshot", REPO, COMMIT, OUTPUT)
     line = f"tpu-rl base: gs://{BUCKET}/{ENTRY}entry.json is not the cache entry of {REPO}@{COMMIT}: not used"
     assert done.returncode == 1 and line in done.stderr.splitlines(), done.stderr
-    assert one_line(done).endswith(f", and no Hub cache entry records the files of {REPO}@{COMMIT} (tried 3 times)")
+    assert one_line(done).endswith(
+        f", and gs://{BUCKET}/{ENTRY}entry.json, the stack's own record of the Hub's hashes, names no file of "
+        f"{REPO}@{COMMIT}: offline, no other record is trusted (any writer of a shared cache's folder can rewrite its "
+        "entry.json); the next `make up` runs the conversion again once the Hub answers (tried 3 times)"
+    )
     assert source_record(bucket, OUTPUT) is None
     with serve(FakeHub.serving(FILES)) as hub:
         done = run(tmp_path, hub, "snapshot", REPO, COMMIT, OUTPUT)
@@ -505,8 +598,9 @@ WANTED = {n: d for n, d in DATASET_FILES.items() if n.startswith("data/train_1M-
 
 
 def stage(tmp_path: Path, hub: str, revision: str = "main", staged: str = STAGED, *patterns: str):
-    """``base_snapshot.py dataset`` as training's script runs it: the run's folder and the stack's dataset cache."""
-    return run(tmp_path, hub, "dataset", DATASET, revision, staged, DATASET_CACHE, *(patterns or (TRAIN_1M,)))
+    """``stage_dataset.py`` as training's script runs it: the run's folder and the stack's dataset cache."""
+    words = (DATASET, revision, staged, DATASET_CACHE, *(patterns or (TRAIN_1M,)))
+    return run(tmp_path, hub, *words, program="stage_dataset.py")
 
 
 def test_a_dataset_is_staged_in_the_bucket_once_and_every_later_attempt_reads_it_there(bucket, tmp_path):
@@ -521,24 +615,24 @@ def test_a_dataset_is_staged_in_the_bucket_once_and_every_later_attempt_reads_it
     staged = objects(bucket, STAGED.removeprefix(f"gs://{BUCKET}/"))
     record = json.loads(staged.pop("dataset.json"))
     assert staged == WANTED
+    generations = {n: bucket.bucket(BUCKET).get_blob(DATASET_ENTRY + n).generation for n in WANTED}
     assert record == {
         "repo": DATASET,
         "revision": "main",
         "commit": COMMIT,
         "files": {n: len(d) for n, d in WANTED.items()},
         "cache": f"gs://{BUCKET}/{DATASET_ENTRY}",
+        "verified": {
+            n: {"object": f"gs://{BUCKET}/{DATASET_ENTRY}{n}", "generation": generations[n], **hashed}
+            for n, hashed in described(WANTED).items()
+        },
     }
     read = dataset_record(bucket, STAGED.removesuffix("dataset/"))
     assert read is not None and read.commit == COMMIT, "the program reads what the step writes"
     cached = objects(bucket, DATASET_ENTRY)
     entry = json.loads(cached.pop("entry.json"))
     assert cached == WANTED
-    assert entry == {
-        "repo": DATASET,
-        "commit": COMMIT,
-        "files": {n: len(d) for n, d in WANTED.items()},
-        "patterns": [TRAIN_1M],
-    }
+    assert entry == {"repo": DATASET, "commit": COMMIT, "files": described(WANTED), "patterns": [TRAIN_1M]}
     restart = stage(tmp_path, "http://127.0.0.1:9")  # any call to the Hub fails
     assert restart.returncode == 0 and restart.stdout == f"{COMMIT}\n", restart.stderr
 
@@ -565,6 +659,52 @@ def test_a_later_run_takes_the_dataset_from_the_cache_and_no_file_from_the_hub(b
         assert staged == WANTED, "the run's own copy, byte for byte"
     entry = bucket.bucket(BUCKET).get_blob(DATASET_ENTRY + "entry.json")
     assert entry.generation == generation, "nothing new in the entry: its record is not written again"
+
+
+PARQUET = "data/train_1M-00000-of-00002.parquet"
+SAME_SIZE_PARQUET = b"PAR1" + b"z" * 3000
+"""Another file of ``PARQUET``'s size: what a size check would take for it."""
+
+
+@pytest.mark.parametrize("revision", ["main", COMMIT], ids=["branch", "pinned"])
+def test_a_same_size_dataset_file_swapped_into_the_cache_is_one_line_and_fetched_again(bucket, tmp_path, revision):
+    """Issue 58 item 8: a cached dataset file replaced by another of the same size is hashed before any run uses it
+    (against the Hub's hash: asked for a branch, as the stack's own entry records it for a pinned commit), said in one
+    line, never copied, and taken from the Hub again (hashed) into the entry; the run's copy is the Hub's file."""
+    assert len(SAME_SIZE_PARQUET) == len(DATASET_FILES[PARQUET])
+    with serve(DatasetHub.serving_dataset()) as hub:
+        assert stage(tmp_path, hub).returncode == 0
+    put(bucket, f"gs://{BUCKET}/{DATASET_ENTRY}", PARQUET, data=SAME_SIZE_PARQUET)
+    served = DatasetHub.serving_dataset()
+    rerun = STAGED.replace("0123456789", "abcdef0123")
+    with serve(served) as hub:
+        done = stage(tmp_path, hub, revision, rerun)
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"tpu-rl base: gs://{BUCKET}/{DATASET_ENTRY}{PARQUET} is sha256 {sha256(SAME_SIZE_PARQUET)}, not the Hub's "
+        f"3004 bytes, sha256 {sha256(DATASET_FILES[PARQUET])}: not used"
+    ) in done.stderr.splitlines()
+    assert served.sent == [len(DATASET_FILES[PARQUET])], "that file alone, from the Hub"
+    staged = objects(bucket, rerun.removeprefix(f"gs://{BUCKET}/"))
+    assert {n: d for n, d in staged.items() if n != "dataset.json"} == WANTED
+    assert objects(bucket, DATASET_ENTRY)[PARQUET] == DATASET_FILES[PARQUET], "the entry holds the Hub's file again"
+    pin = json.loads(staged["dataset.json"])["verified"][PARQUET]
+    assert pin["generation"] == bucket.bucket(BUCKET).get_blob(DATASET_ENTRY + PARQUET).generation
+
+
+def test_a_dataset_entry_of_sizes_alone_is_checked_against_the_hubs_hashes(bucket, tmp_path):
+    """An entry an earlier version wrote names each file by its size: a pinned run asks the Hub for the hashes
+    (a size proves nothing), hashes every cached file against them, fetches none that matches, and records them."""
+    with serve(DatasetHub.serving_dataset()) as hub:
+        assert stage(tmp_path, hub).returncode == 0
+    sizes = {"repo": DATASET, "commit": COMMIT, "files": {n: len(d) for n, d in WANTED.items()}, "patterns": [TRAIN_1M]}
+    put(bucket, f"gs://{BUCKET}/{DATASET_ENTRY}", "entry.json", data=json.dumps(sizes).encode())
+    assert stage(tmp_path, "http://127.0.0.1:9", COMMIT, STAGED.replace("0123456789", "1111111111")).returncode == 1
+    served = DatasetHub.serving_dataset()
+    with serve(served) as hub:
+        done = stage(tmp_path, hub, COMMIT, STAGED.replace("0123456789", "2222222222"))
+    assert done.returncode == 0 and served.sent == [], done.stderr
+    assert json.loads(objects(bucket, DATASET_ENTRY)["entry.json"])["files"] == described(WANTED)
 
 
 def test_an_object_missing_from_a_whole_entry_is_fetched_again(bucket, tmp_path):
@@ -633,7 +773,7 @@ def test_a_dataset_cache_entry_that_is_not_one_is_refused_in_one_line(bucket, tm
 def test_a_dataset_that_cannot_be_staged_is_refused_in_one_line(bucket, tmp_path, dataset, pattern, words):
     served = DatasetHub.serving_dataset()
     with serve(served) as hub:
-        done = run(tmp_path, hub, "dataset", dataset, "main", STAGED, DATASET_CACHE, pattern)
+        done = run(tmp_path, hub, dataset, "main", STAGED, DATASET_CACHE, pattern, program="stage_dataset.py")
     assert done.returncode == SETUP_FAILURE_EXIT and words in one_line(done), done.stderr
     assert objects(bucket, STAGED.removeprefix(f"gs://{BUCKET}/")) == {}, "nothing staged, nothing recorded"
     assert objects(bucket, "gemma4-26b/train/hub/") == {}, "nothing cached"

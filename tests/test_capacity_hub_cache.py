@@ -1,8 +1,10 @@
 """The capacity check reads a shared Hub cache's bucket (``tpu-rl:model.hubCache``) once, through google-cloud-storage
 and the loopback Cloud Storage JSON API (tests/fake_compute.py): a bucket that does not exist, without uniform
-bucket-level access, out of ``gcp:region``, another stack's artifacts bucket, or written by another stack where this one
-is the cache's writer stops `up` with the fix; no permission, no answer or a reply it cannot read is a warning; without
-the setting nothing is read."""
+bucket-level access, out of ``gcp:region``, another stack's artifacts bucket, or written by another stack's conversion
+where it cannot be the cache's one writer stops `up` with the fix; every other member that may write the cache's folder
+(on the bucket or a managed folder, conditioned or not, the project's convenience members included) or whose role it
+cannot tell is a warning naming it; no permission, no answer or a reply it cannot read is a warning; without the
+setting nothing is read."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from core import deadline
 from infra.gcp import capacity
 from infra.gcp.capacity import MAX_REPLY_BYTES, Finding, HubBucket, hub_cache_findings
 from infra.gcp.capacity.hub_cache import check_hub_cache
-from tests.fake_compute import binding, bucket, clients, fake_compute, policy, serve_project, serve_reservation
+from tests.fake_compute import binding, bucket, clients, error, fake_compute, policy, serve_project, serve_reservation
 from tests.lifecycle_walk import settings
 
 pytestmark = pytest.mark.usefixtures("google_clients")
@@ -34,13 +36,24 @@ READING = f"reading bucket gs://shared-hub ({KEY}): "
 
 @pytest.fixture
 def gcs(monkeypatch):
-    """The prod stack's project answers every read well and the shared bucket is in us-east5 with uniform access."""
+    """The prod stack's project answers every read well and the shared bucket is in us-east5 with uniform access, its
+    IAM policy without the convenience bindings (``bare``) and no managed folder."""
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     with fake_compute() as fake:
         serve_project(fake, P, {"CPUS": (1000, 0), "N4_CPUS": (600, 0)})
         serve_reservation(fake, P)
         fake.buckets["shared-hub"] = bucket("shared-hub")
+        fake.bucket_policies["shared-hub"] = bare()
+        fake.routes[FOLDERS] = (200, {"kind": "storage#managedFolders"})
         yield fake
+
+
+FOLDERS = f"{PATH}/managedFolders"
+
+
+def bare(*bindings: dict) -> dict:
+    """The bucket's IAM policy with only ``bindings``: its owner removed the project's convenience bindings."""
+    return {**policy("shared-hub"), "bindings": list(bindings)}
 
 
 def hub(fake, stack=SHARED):
@@ -52,13 +65,13 @@ def hub(fake, stack=SHARED):
         made.close()
 
 
-def test_a_bucket_in_the_region_with_uniform_access_passes_on_one_read_and_one_permission_test(gcs):
-    """A reader's check reads the bucket and asks for the permissions; the writer's reads its IAM policy too."""
-    assert hub(gcs, READER) == []
-    assert gcs.requests == [PATH, f"{PATH}/iam/testPermissions"]
-    gcs.requests.clear()
-    assert hub(gcs) == []
-    assert gcs.requests == [PATH, f"{PATH}/iam/testPermissions", f"{PATH}/iam"]
+def test_a_bucket_in_the_region_with_uniform_access_passes_on_its_reads(gcs):
+    """The check reads the bucket, asks for the permissions, reads the bucket's IAM policy and lists the managed folders
+    in the cache's folder, in the writer stack and in a reader."""
+    for stack in (READER, SHARED):
+        gcs.requests.clear()
+        assert hub(gcs, stack) == []
+        assert gcs.requests == [PATH, f"{PATH}/iam/testPermissions", f"{PATH}/iam", FOLDERS]
 
 
 WRITER_KEY = "tpu-rl:model.hubCacheWriter"
@@ -67,23 +80,69 @@ OTHER = "serviceAccount:tpu-rl-dev-convert@my-tpu-prod-project.iam.gserviceaccou
 OWN = "serviceAccount:tpu-rl-prod-convert@my-tpu-prod-project.iam.gserviceaccount.com"
 
 
+SAFE = (
+    "the conversion uses no file of the cache before hashing it against the Hub's hash (offline, against the stack's "
+    "own record), so such a writer can cost a fetch, not a wrong byte"
+)
+REMOVE = "gcloud storage buckets remove-iam-policy-binding gs://shared-hub"
+
+
+def second_writer(member: str, prefix: str, role: str = "roles/storage.objectUser") -> Finding:
+    return Finding(
+        "problem",
+        f"{KEY}: {member} holds {role} on gs://shared-hub/{prefix}, so another stack writes the cache this stack is "
+        f"the writer of ({WRITER_KEY} = prod): a cache has one writer. Set {WRITER_KEY} to that stack here (`pulumi "
+        f"config set --path --stack prod {WRITER_KEY} STACK`; this stack then only reads it), or set it to prod in "
+        "that stack and run its `make up` first (its conversion's grant becomes read-only)",
+    )
+
+
 def test_another_stacks_writer_grant_on_the_folder_stops_the_writer_with_what_to_run(gcs):
     """One writer per cache: another stack's identity that may create or delete objects of the folder (or of a
     folder inside it, or around it) makes this writer's `up` stop before anything is created, naming the member and
-    the two ways out."""
+    the two ways out; in a reader, that one writer is a warning naming it."""
     for prefix in ("hub/", "hub/google/", ""):
-        gcs.bucket_policies["shared-hub"] = policy("shared-hub", binding("roles/storage.objectUser", OTHER, prefix))
-        assert hub(gcs) == [
-            Finding(
-                "problem",
-                f"{KEY}: {OTHER} holds roles/storage.objectUser on gs://shared-hub/{prefix}, so another stack "
-                f"writes the cache this stack is the writer of ({WRITER_KEY} = prod): a cache has one writer. Set "
-                f"{WRITER_KEY} to that stack here (`pulumi config set {WRITER_KEY} STACK`; this stack then only reads "
-                "it), or set it to prod in that stack and run its `make up` first (its conversion's grant becomes "
-                "read-only)",
-            )
-        ], prefix
-    assert hub(gcs, READER) == [], "a reader writes nothing there: another writer is no conflict"
+        gcs.bucket_policies["shared-hub"] = bare(binding("roles/storage.objectUser", OTHER, prefix))
+        assert hub(gcs) == [second_writer(OTHER, prefix)], prefix
+    assert hub(gcs, READER) == [
+        Finding(
+            "unknown",
+            f"{KEY}: {OTHER} may create, replace or delete objects of gs://shared-hub/hub/: roles/storage.objectUser "
+            f"on gs://shared-hub/ (by an IAM condition); {SAFE}; if it need not write there, remove it: {REMOVE} "
+            f"--member={OTHER} --role=roles/storage.objectUser --all",
+        )
+    ], "a reader's one writer: named, not stopped"
+
+
+THIRD = "serviceAccount:tpu-rl-staging-convert@my-tpu-prod-project.iam.gserviceaccount.com"
+
+
+def test_two_stacks_writing_the_cache_a_stack_reads_stop_it(gcs):
+    """Issue 58 item 8: a reader knows the cache has one writer (``tpu-rl:model.hubCacheWriter``): two stacks'
+    conversions that may write it cannot both be that stack's, so each is a stop naming the fix. This reader's own
+    conversion, whose grant its `up` makes read-only, is not counted."""
+    gcs.bucket_policies["shared-hub"] = bare(
+        binding("roles/storage.objectUser", OTHER, "hub/"),
+        binding("roles/storage.objectCreator", THIRD, "hub/google/"),
+        binding("roles/storage.objectUser", OWN, "hub/"),
+    )
+    assert hub(gcs, READER) == [
+        Finding(
+            "problem",
+            f"{KEY}: {member} holds {role} on gs://shared-hub/{prefix}, one of 2 stacks' conversions that write the "
+            f"cache this stack reads, which has one writer ({WRITER_KEY} = dev): in each stack that shares it, `pulumi "
+            f"config set --path --stack STACK {WRITER_KEY} dev`, then run `make up` in those that are not dev (their "
+            "conversion's grant becomes read-only)",
+        )
+        for member, role, prefix in (
+            (OTHER, "roles/storage.objectUser", "hub/"),
+            (THIRD, "roles/storage.objectCreator", "hub/google/"),
+        )
+    ]
+    assert hub(gcs) == [
+        second_writer(OTHER, "hub/"),
+        second_writer(THIRD, "hub/google/", "roles/storage.objectCreator"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -92,15 +151,156 @@ def test_another_stacks_writer_grant_on_the_folder_stops_the_writer_with_what_to
         binding("roles/storage.objectViewer", OTHER, "hub/"),  # a reader
         binding("roles/storage.objectUser", OWN, "hub/"),  # this stack's own, from its last `up`
         binding("roles/storage.objectUser", OTHER, "other-cache/"),  # another folder
-        binding("roles/storage.admin", "serviceAccount:deployer@p.iam.gserviceaccount.com", None),  # the operator's
-        binding("roles/storage.objectUser", "user:someone@example.com", "hub/"),  # a person
+        binding("roles/storage.legacyBucketReader", "projectViewer:p", None),  # the project's viewers
         binding("roles/storage.objectUser", f"deleted:{OTHER}?uid=123", "hub/"),  # an account deleted since
+        {
+            "role": "roles/storage.objectAdmin",
+            "members": [OTHER],
+            "condition": {"expression": 'resource.name.startsWith("projects/_/buckets/elsewhere/objects/hub/")'},
+        },  # another bucket's objects
     ],
-    ids=["viewer", "own", "another-folder", "unconditioned-admin", "a-person", "deleted"],
+    ids=["viewer", "own", "another-folder", "project-viewers", "deleted", "another-bucket"],
 )
-def test_what_is_not_another_stacks_writer_passes(gcs, grant):
-    gcs.bucket_policies["shared-hub"] = policy("shared-hub", grant)
-    assert hub(gcs) == []
+def test_what_cannot_write_the_folder_is_not_named(gcs, grant):
+    gcs.bucket_policies["shared-hub"] = bare(grant)
+    assert hub(gcs) == [] and hub(gcs, READER) == []
+
+
+PERSON = "user:someone@example.com"
+DEPLOYER = "serviceAccount:deployer@p.iam.gserviceaccount.com"
+TIMED = 'request.time < timestamp("2030-01-01T00:00:00Z")'
+
+
+@pytest.mark.parametrize(
+    ("grant", "who", "how"),
+    [
+        (
+            binding("roles/storage.legacyBucketOwner", "projectEditor:p", None),
+            "projectEditor:p (whoever holds roles/editor on project p)",
+            "roles/storage.legacyBucketOwner on the bucket; {SAFE}; if it need not write there, remove it: {REMOVE} "
+            "--member=projectEditor:p --role=roles/storage.legacyBucketOwner",
+        ),
+        (
+            binding("roles/storage.admin", DEPLOYER, None),
+            DEPLOYER,
+            "roles/storage.admin on the bucket; {SAFE}; if it need not write there, remove it: {REMOVE} "
+            f"--member={DEPLOYER} --role=roles/storage.admin",
+        ),
+        (
+            binding("roles/storage.objectUser", PERSON, "hub/"),
+            PERSON,
+            "roles/storage.objectUser on gs://shared-hub/hub/ (by an IAM condition); {SAFE}; if it need not write "
+            f"there, remove it: {{REMOVE}} --member={PERSON} --role=roles/storage.objectUser --all",
+        ),
+        (
+            binding("roles/storage.legacyObjectOwner", "group:ml@example.com", None),
+            "group:ml@example.com",
+            "roles/storage.legacyObjectOwner on the bucket; {SAFE}; if it need not write there, remove it: {REMOVE} "
+            "--member=group:ml@example.com --role=roles/storage.legacyObjectOwner",
+        ),
+        (
+            {"role": "roles/storage.objectCreator", "members": [OTHER], "condition": {"expression": TIMED}},
+            OTHER,
+            "roles/storage.objectCreator on the bucket under an IAM condition this check cannot read (counted as "
+            "covering the folder); {SAFE}; if it need not write there, remove it: {REMOVE} "
+            f"--member={OTHER} --role=roles/storage.objectCreator --all",
+        ),
+    ],
+    ids=["convenience", "unconditioned-admin", "a-person", "legacy-object-owner", "unreadable-condition"],
+)
+def test_every_other_member_that_may_write_the_folder_is_one_warning(gcs, grant, who, how):
+    """Issue 58 item 8: whoever may create, replace or delete the cache's objects, bucket-wide, bounded to the folder,
+    or under a condition the check cannot read, is named with its grant and the command that removes it, in the
+    writer stack and in a reader alike: none of them is a stack's conversion, so none stops `up`."""
+    gcs.bucket_policies["shared-hub"] = bare(grant)
+    line = f"{KEY}: {who} may create, replace or delete objects of gs://shared-hub/hub/: " + how.format(
+        SAFE=SAFE, REMOVE=REMOVE
+    )
+    assert hub(gcs) == [Finding("unknown", line)]
+    assert hub(gcs, READER) == [Finding("unknown", line)]
+
+
+def test_the_buckets_own_convenience_bindings_name_the_projects_owners_and_editors(gcs):
+    """A bucket as Cloud Storage makes it grants the project's owners and editors ``legacyBucketOwner``
+    (tests/fake_compute.py ``policy``): both may write the cache, one line each; its viewers may not."""
+    gcs.bucket_policies["shared-hub"] = policy("shared-hub")
+    found = hub(gcs, READER)
+    assert [f.level for f in found] == ["unknown", "unknown"]
+    assert [f.text.split(" may create")[0] for f in found] == [
+        f"{KEY}: projectEditor:p (whoever holds roles/editor on project p)",
+        f"{KEY}: projectOwner:p (whoever holds roles/owner on project p)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("role", "describe"),
+    [
+        ("projects/my-tpu-prod-project/roles/cacheWriter", "cacheWriter --project=my-tpu-prod-project"),
+        ("organizations/123/roles/storageOps", "storageOps --organization=123"),
+        ("roles/storage.someNewRole", "roles/storage.someNewRole"),
+    ],
+    ids=["project-custom", "organization-custom", "unknown-predefined"],
+)
+def test_a_role_whose_permissions_the_check_cannot_tell_is_named_as_such(gcs, role, describe):
+    """A custom role's permissions are not read (the check has no IAM ``roles.get`` client); a predefined role outside
+    its tables is not guessed: one warning each, with the command that lists the role's permissions."""
+    gcs.bucket_policies["shared-hub"] = bare(binding(role, OTHER, "hub/"))
+    assert hub(gcs) == [
+        Finding(
+            "unknown",
+            f"{KEY}: {OTHER} holds {role} on gs://shared-hub/hub/ (by an IAM condition), and whether that role may "
+            "write objects of gs://shared-hub/hub/ this check cannot tell (it reads no custom role's permissions): "
+            f"list them (gcloud iam roles describe {describe}); {SAFE}",
+        )
+    ]
+
+
+NESTED = settings("prod", ["tpu-rl:model.hubCache=gs://shared-hub/tpu-rl/hub/", "tpu-rl:model.hubCacheWriter=prod"])
+
+
+def test_a_managed_folder_that_holds_or_lies_in_the_cache_names_its_writers(gcs):
+    """Grants on a managed folder reach its objects without the bucket's policy: the folders above the cache's
+    (asked for by name; none: 404) and those ``managedFolders.list`` names in it are read, and each writer named."""
+    gcs.routes[FOLDERS] = (200, {"kind": "storage#managedFolders", "items": [{"name": "tpu-rl/hub/google/"}]})
+    above, inside = f"{FOLDERS}/tpu-rl%2F/iam", f"{FOLDERS}/tpu-rl%2Fhub%2Fgoogle%2F/iam"
+    gcs.routes[above] = (200, bare(binding("roles/storage.objectAdmin", PERSON, None)))
+    gcs.routes[inside] = (200, bare(binding("roles/storage.objectViewer", OTHER, None)))
+    found = hub(gcs, NESTED)
+    assert gcs.requests[-3:] == [FOLDERS, above, inside]
+    assert found == [
+        Finding(
+            "unknown",
+            f"{KEY}: {PERSON} may create, replace or delete objects of gs://shared-hub/tpu-rl/hub/: "
+            f"roles/storage.objectAdmin on managed folder gs://shared-hub/tpu-rl/; {SAFE}; if it need not write there, "
+            f"remove it: gcloud storage managed-folders remove-iam-policy-binding gs://shared-hub/tpu-rl/ "
+            f"--member={PERSON} --role=roles/storage.objectAdmin",
+        )
+    ]
+    gcs.routes[FOLDERS] = (403, error(403, "denied", "forbidden"))
+    assert hub(gcs, NESTED) == [
+        Finding(
+            "unknown",
+            f"reading the managed folders of gs://shared-hub in and above tpu-rl/hub/ ({KEY}): permission denied "
+            "(HTTP 403); whether a managed folder's grants write the cache was not checked",
+        )
+    ]
+
+
+@pytest.mark.pure
+def test_a_condition_is_read_only_as_a_stacks_prefixes_and_anything_else_covers_the_folder():
+    from infra.gcp.capacity.hub_cache import condition_prefixes, role_writes
+
+    term = 'resource.name.startsWith("projects/_/buckets/b/objects/{}")'
+    assert condition_prefixes(term.format("hub/"), "b") == ("hub/",)
+    assert condition_prefixes(f"{term.format('a/')} ||  {term.format('hub/')}", "b") == ("a/", "hub/")
+    assert condition_prefixes(term.format("hub/"), "other") == ()
+    for unread in (f"({term.format('hub/')})", f"{term.format('hub/')} && {TIMED}", TIMED, term.format('h"/')):
+        assert condition_prefixes(unread, "b") is None, unread
+    assert [role_writes(r) for r in ("roles/storage.legacyBucketWriter", "roles/storage.objectViewer", "x")] == [
+        True,
+        False,
+        None,
+    ]
 
 
 def test_a_policy_it_cannot_read_is_a_warning(gcs):
@@ -108,8 +308,8 @@ def test_a_policy_it_cannot_read_is_a_warning(gcs):
     assert hub(gcs) == [
         Finding(
             "unknown",
-            f"reading gs://shared-hub's IAM policy ({KEY}): permission denied (HTTP 403); whether another stack writes "
-            "the cache was not checked",
+            f"reading gs://shared-hub's IAM policy ({KEY}): permission denied (HTTP 403); who may write the cache's "
+            "folder was not checked",
         )
     ]
     gcs.routes[f"{PATH}/iam"] = (200, {**policy("shared-hub"), "bindings": [{"role": "x", "condition": 5}]})

@@ -83,8 +83,8 @@ def tutorial_argv(command: str) -> list[str]:
 
 # The programs a step's script runs, as its container sees them (files of its ConfigMap, mounted at /tpu-rl).
 PATCH, MARK, UPLOADER = (f"{SCRIPTS_DIR}/{name}" for name in ("optimizer_patch.py", "mark_folder.py", "upload.py"))
-SNAPSHOT, SCAN, COMPLETE = (
-    f"{SCRIPTS_DIR}/{n}" for n in ("base_snapshot.py", "checkpoint_scan.py", "complete_export.py")
+SNAPSHOT, SCAN, COMPLETE, STAGE = (
+    f"{SCRIPTS_DIR}/{n}" for n in ("base_snapshot.py", "checkpoint_scan.py", "complete_export.py", "stage_dataset.py")
 )
 WATCHDOG, JUDGE, LAUNCH, SLICE = (
     f"{SCRIPTS_DIR}/{name}" for name in ("stall_watchdog.py", "train_exit.py", "launch.py", "slice_state.py")
@@ -174,6 +174,7 @@ def test_each_step_runs_its_script_from_its_own_config_map(stack):
             "train_exit.py",
             "launch.py",
             "slice_state.py",
+            "stage_dataset.py",
         },
         "export": {
             "maxtext_check.py",
@@ -213,8 +214,7 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
     train_uri = objs["train"]["metadata"]["annotations"]["tpu-rl/input"]
     train_out = f"{PROD_BUCKET}/gemma4-26b/train/{step_id(objs['train'])}/"
     staged = [
-        SNAPSHOT,
-        "dataset",
+        STAGE,
         "nvidia/OpenMathInstruct-2",
         "main",
         f"{train_out}dataset/",
@@ -256,8 +256,21 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
         "the watchdog watches the log with the manifest's bound, and the devices' until their first sign"
     )
     drilled = str(tmp_path / "drilled")
-    assert calls[-1] == [JUDGE, log, "0", stall, str(SLICE_DOWN_EXIT), str(STALLED_EXIT), drilled, str(DRILL_EXIT)]
-    assert len(calls) == 12, "train_rl started by the launcher (workloads/container/launch.py); no restart drill"
+    account, baseline = str(tmp_path / "account"), str(tmp_path / "slice.json")
+    slice_words = [SLICE, account, "8", baseline]
+    assert calls[-1] == [
+        JUDGE,
+        log,
+        "0",
+        stall,
+        str(SLICE_DOWN_EXIT),
+        str(STALLED_EXIT),
+        drilled,
+        str(DRILL_EXIT),
+        *slice_words,
+    ], "the judge, with the slice's evidence for a 'maybe down' error"
+    assert [c for c in calls if c[:1] == [SLICE]] == [[SLICE, "wait", account, "8", "16200", baseline, log, "78"]]
+    assert len(calls) == 13, "train_rl started by the launcher (workloads/container/launch.py); no restart drill"
 
 
 def train_call(calls: list[list[str]]) -> list[str]:
@@ -505,7 +518,7 @@ def test_export_argv_reads_the_newest_complete_checkpoint_found_at_run_time(tmp_
     mark, scan, fetch, export, complete = run_in_bash(objs["export"], tmp_path, env, check=False)
     out = f"{PROD_BUCKET}/gemma4-26b/export/{step_id(objs['export'])}/"
     convert_out = f"{PROD_BUCKET}/gemma4-26b/convert/{step_id(objs['convert'])}/"
-    assert mark == [MARK, out]
+    assert mark == [MARK, out, actor, convert_out], "the folder once the account may read the checkpoints and the base"
     assert scan == [SCAN, actor]
     assert fetch == [SNAPSHOT, "fetch", convert_out, EXPORT_BASE_DIR]
     assert export == _export_expected(objs, f"{actor}49/model_params/")
@@ -554,7 +567,9 @@ def test_each_step_creates_its_output_folder_first_or_stops(tmp_path, gcs_folder
     assert last_run().stderr.strip().endswith(f"tpu-rl: cannot create {out} (NotFound): check the step's bucket access")
     put(gcs, f"{PROD_BUCKET}/", "unrelated")
     calls = run_in_bash(convert, tmp_path, env)
-    assert calls[0] == [MARK, out] and calls[1][:2] == [SNAPSHOT, "snapshot"]
+    hub = f"{PROD_BUCKET}/gemma4-26b/convert/hub/"
+    assert calls[0] == [MARK, out, hub, hub], "once it may use its Hub cache (the one written, the one read first)"
+    assert calls[1][:2] == [SNAPSHOT, "snapshot"]
     assert calls[2][:2] == ["-m", "maxtext.checkpoint_conversion.to_maxtext"]
     folder = gcs.bucket(out.split("/")[2]).get_blob(out.split("/", 3)[3])
     assert folder is not None and folder.size == 0 and folder.name.endswith("/")
@@ -566,9 +581,9 @@ def test_each_step_creates_its_output_folder_first_or_stops(tmp_path, gcs_folder
 def test_adamw_means_no_patch(tmp_path):
     calls = run_in_bash(objects("prod", "tpu-rl:training.optimizer=adamw")["train"], tmp_path)
     started = [c[1] if c[0] == "-m" else c[0] for c in calls]
-    assert started[:6] == [MARK, SNAPSHOT, SNAPSHOT, SCAN, UPLOADER, SLICE], "the base, the dataset, the slice"
+    assert started[:6] == [MARK, SNAPSHOT, STAGE, SCAN, UPLOADER, SLICE], "the base, the dataset, the slice"
     assert sorted(started[6:9]) == sorted([LAUNCH, TRAIN_RL, WATCHDOG]), "the launcher execs train_rl"
-    assert started[8:] == [UPLOADER, UPLOADER, JUDGE]
+    assert started[9:] == [UPLOADER, UPLOADER, JUDGE]
 
 
 @pytest.mark.pure

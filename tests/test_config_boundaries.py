@@ -786,6 +786,7 @@ def test_the_prod_stack_reads_as_written():
         "labels": {"app": "tpu-rl", "stack": "prod", "cluster": "tpu-rl-prod", "managed-by": "pulumi"},
         "publish": {"repo": None, "private": True},
         "hf_write_token_set": False,
+        "shared_project": False,
     }
 
 
@@ -934,3 +935,37 @@ def test_a_machine_of_unknown_size_is_left_to_gke():
 )
 def test_the_stack_label_is_a_gcp_label_value(stack, label):
     assert config_rules.label_value(stack) == label
+
+
+SHARED_LINE = (
+    "stacks dev and prod both name project acme-tpu: in one project dev's deploy identity administers prod, and "
+    "prod's administers dev (roles/container.admin reaches every cluster of the project and its Secrets; "
+    "roles/resourcemanager.projectIamAdmin and roles/iam.serviceAccountAdmin let it grant itself any role, the other "
+    'stack\'s state key and deploy account included: docs/security.md "Two stacks in one project"); give each stack '
+    "a project of its own, or set tpu-rl:sharedProject: true in both stack files to accept that ({} not)"
+)
+
+
+@pytest.mark.parametrize(
+    ("own", "other", "other_project", "refused"),
+    [
+        (True, "true", "acme-tpu", None),
+        (True, True, "acme-tpu", None),
+        (False, "false", "acme-other", None),
+        (False, "", "my-tpu-prod-project", None),
+        (True, "false", "acme-tpu", "Pulumi.prod.yaml does"),
+        (False, "true", "acme-tpu", "Pulumi.dev.yaml does"),
+        (False, "", "acme-tpu", "Pulumi.dev.yaml and Pulumi.prod.yaml do"),
+    ],
+    ids=["both", "both-yaml-bool", "apart", "placeholder", "only-dev", "only-prod", "neither"],
+)
+def test_a_project_another_stack_file_names_is_accepted_only_in_both(own, other, other_project, refused):
+    """core.config.projects: the last accepted pair (both set tpu-rl:sharedProject) and the first refused (one
+    does not), word for word."""
+    from core.config.projects import problem
+
+    mine = settings("dev", ["gcp:project=acme-tpu", f"tpu-rl:sharedProject={str(own).lower()}"])
+    assert mine.shared_project is own
+    others = {"prod": {"gcp:project": other_project, "tpu-rl:sharedProject": other}, "dev": {"gcp:project": "x"}}
+    found = problem("dev", mine, others)
+    assert found == (None if refused is None else SHARED_LINE.format(refused))

@@ -132,9 +132,9 @@ def test_the_last_spec_the_configuration_accepts_is_one_the_program_runs_and_the
 
 def test_the_prod_example_pins_a_gke_version_its_kueue_is_tested_on():
     """Pulumi.prod.yaml pins the control plane (``tpu-rl:gke.versionPrefix``) inside the Kubernetes versions the
-    Kueue it installs is tested on (core/config/cluster.py ``KUEUE_KUBERNETES``, from Kueue's Makefile-test.mk), past
-    the GKE that labels a TPU node with its scheduled maintenance."""
-    from core.config.cluster import KUEUE_KUBERNETES, MAINTENANCE_LABEL_MIN_GKE, _version_tuple
+    Kueue it installs is tested on (core/config/cluster_rules.py ``KUEUE_KUBERNETES``, from Kueue's
+    Makefile-test.mk), past the GKE that labels a TPU node with its scheduled maintenance."""
+    from core.config.cluster_rules import KUEUE_KUBERNETES, MAINTENANCE_LABEL_MIN_GKE, _version_tuple
 
     prefix = settings("prod", []).gke.version_prefix
     assert prefix is not None

@@ -19,8 +19,9 @@ from tools.stack_files import load_stack, load_stack_config
 FIXTURE = Path(__file__).parent / "data" / "stacks" / "Pulumi.many-errors.yaml"
 """The passphrase fixture (tests/data/stacks, the CLI's format) with ten independent mistakes."""
 KNOWN_KEYS = (
-    "clusterName, bucketName, authorizedNetworks, protect, forceDestroy, bucketVersioning, stateBackend, namespace, "
-    "hfToken, hfWriteToken, tpu, systemPool, cpuPool, gke, model, images, training, publish, workflow, kueue"
+    "clusterName, bucketName, authorizedNetworks, protect, forceDestroy, sharedProject, bucketVersioning, "
+    "stateBackend, stateOrganization, namespace, hfToken, hfWriteToken, tpu, systemPool, cpuPool, gke, model, images, "
+    "training, publish, workflow, kueue"
 )
 EXPECTED = [
     f'tpu-rl:protec = "(set)" is invalid: unknown key; did you mean tpu-rl:protect? known keys: {KNOWN_KEYS}',

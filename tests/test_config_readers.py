@@ -200,8 +200,8 @@ def test_extra_args_are_typed_by_maxtexts_key_table(value, expected):
 
 SET_TOKEN = "the token belongs in tpu-rl:hfToken only, set with `pulumi config set --secret tpu-rl:hfToken`"
 KNOWN = (
-    "known keys: clusterName, bucketName, authorizedNetworks, protect, forceDestroy, bucketVersioning, stateBackend, "
-    "namespace, hfToken, hfWriteToken, tpu, "
+    "known keys: clusterName, bucketName, authorizedNetworks, protect, forceDestroy, sharedProject, bucketVersioning, "
+    "stateBackend, stateOrganization, namespace, hfToken, hfWriteToken, tpu, "
     "systemPool, cpuPool, gke, model, images, training, publish, workflow, kueue"
 )
 TOKEN = "hf_" + "A" * 30

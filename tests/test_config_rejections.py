@@ -250,6 +250,7 @@ BAD_INPUTS = [
     ("bool-word", ["tpu-rl:protect=yes"], "tpu-rl:protect", "true or false"),
     ("bool-list", ["tpu-rl:protect=[]"], "tpu-rl:protect", "true or false, not a list"),
     ("bool-object", ["tpu-rl:forceDestroy={}"], "tpu-rl:forceDestroy", "true or false, not an object"),
+    ("shared-project-word", ["tpu-rl:sharedProject=yes"], "tpu-rl:sharedProject", "true or false"),
     ("bool-one", ["tpu-rl:workflow.enabled=1"], "tpu-rl:workflow.enabled", "true or false"),
     # -- durations: Go-compatible, positive, bounded
     ("duration-zero", ["tpu-rl:workflow.timeouts.train=0s"], "tpu-rl:workflow.timeouts.train", "from 1m to 168h"),
@@ -395,7 +396,7 @@ BAD_INPUTS = [
         "maxtext#2702",
     ),
     ("three-slices", ["tpu-rl:tpu.slices=3"], "tpu-rl:tpu.slices", "one slice each"),
-    # -- restarts for the run's length (core/config/workflow.py restarts_for_run)
+    # -- restarts for the run's length (core/config/workflow_rules.py restarts_for_run)
     (
         "restarts-short-of-the-run",
         ["tpu-rl:training.numBatches=3000", "tpu-rl:workflow.maxRestarts=1"],

@@ -1,8 +1,9 @@
-"""A training run's JobSet restarts cover the disruptions a run of its length should survive (core/config/workflow.py
-``restarts_for_run``): each disruption costs one counted restart, planned at one per started
-``DISRUPTION_HOURS`` (24) of the estimate's training. The default is the capacity mode's (reservation and on-demand 1,
-spot 3, flex-start 2) or that number where more; a value set from 1 to one below it is refused in one line, 0 (the
-tutorial's, fail at the first disruption) stays allowed. The hours are the estimate's own (``core.estimate``)."""
+"""A training run's JobSet restarts cover the disruptions a run of its length should survive
+(core/config/workflow_rules.py ``restarts_for_run``): each disruption costs one counted restart, planned at one per
+started ``DISRUPTION_HOURS`` (24) of the estimate's training. The default is the capacity mode's (reservation and
+on-demand 1, spot 3, flex-start 2) or that number where more; a value set from 1 to one below it is refused in one
+line, 0 (the tutorial's, fail at the first disruption) stays allowed. The hours are the estimate's own
+(``core.estimate``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from core.config import ConfigError
 from core.config.defaults import DISRUPTION_HOURS
-from core.config.workflow import expected_train_hours, restarts_needed
+from core.config.workflow_rules import expected_train_hours, restarts_needed
 from core.estimate import estimate_for
 from core.settings import Settings
 from tests.lifecycle_walk import settings

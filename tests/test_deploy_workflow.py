@@ -1,12 +1,16 @@
 """The deploy workflow (.github/workflows/deploy.yml): `make up` of one stack from GitHub Actions, everything per stack
-(environment, runner, backend), dev from protected branches only, every install before any secret, and a run longer
-than the runner's job limit stopped with Pulumi's Ctrl-C and continued by the next round of the same run, which the
-one approval of round 0 carries and a re-run does not (docs/guardrails.md "The deploy workflow"). The rounds' scripts
-run here in real bash with the GitHub variables set and a fake `make`; expressions are evaluated as the runner
+(environment, runner), the state where the committed stack file records it and nowhere else, reviewed branches only
+(a ruleset's pull_request rule, read from GitHub's REST API), every install before any secret, and a run longer than
+the runner's job limit stopped with Pulumi's Ctrl-C and continued by the next round of the same run, which the one
+approval of round 0 carries and a re-run does not (docs/guardrails.md "The deploy workflow"). The rounds' scripts run
+here in real bash with the GitHub variables set: the round's check against a fake `curl` answering as GitHub's REST
+API answers (real jq reads it); `make up` with the real `make` and `tools.state select` and a fake `pulumi` only
+(tests/fake_pulumi.py), and the bound with a `make` that waits for Ctrl-C; expressions are evaluated as the runner
 evaluates them (tests/github_expression.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -18,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.fake_pulumi import CLEAN, calls, checkout, install
 from tests.github_expression import evaluate, render, render_text
 from tools.stack_files import ROOT
 
@@ -34,6 +39,8 @@ HOSTED_JOB_LIMIT_MINUTES = 360
 """GitHub-hosted runners: "Each job in a workflow can run for up to 6 hours of execution time" (GitHub Docs, Actions
 limits)."""
 BASH = shutil.which("bash")
+JQ = shutil.which("jq")
+MAKE = shutil.which("make")
 REVIEWED = "deploy-${{ inputs.stack }}"
 CONTINUED = "deploy-${{ inputs.stack }}-continued"
 
@@ -118,14 +125,18 @@ def test_each_stack_runs_on_its_own_runner_never_the_other_stacks():
 
 
 def test_one_run_per_stack_never_cancelled_and_an_oidc_token_per_job_only():
+    """The job's GITHUB_TOKEN is read-only (contents: read; metadata: read, which every GITHUB_TOKEN holds, is what
+    the rules endpoint needs) and reaches the round's check alone, before the checkout."""
     assert DEPLOY["concurrency"] == {"group": "deploy-${{ inputs.stack }}", "cancel-in-progress": False}, (
         "a cancelled `up` would leave the stack locked"
     )
     assert DEPLOY["permissions"] == {"contents": "read"}
     for name, job in JOBS.items():
         assert job["permissions"] == {"contents": "read", "id-token": "write"}, name
+    holders = [i for i, step in enumerate(STEPS) if "github.token" in yaml.safe_dump(step)]
+    assert holders == [0] and STEPS[0]["env"]["GITHUB_TOKEN"] == "${{ github.token }}"
     text = yaml.safe_dump(DEPLOY)  # what runs, comments aside
-    assert "GITHUB_TOKEN" not in text and "github.token" not in text and "actions" not in DEPLOY["permissions"]
+    assert "secrets.GITHUB_TOKEN" not in text and "actions" not in DEPLOY["permissions"]
     auth = STEPS[index("google-github-actions/auth@")]["with"]
     assert "workload_identity_provider" in auth and "credentials_json" not in auth, "no long-lived keys"
 
@@ -213,8 +224,16 @@ def run_step(
 
 
 def round_env(tmp_path: Path, **values: str) -> dict[str, str]:
-    """The round step's environment as the runner sets it: GitHub's variables for a dispatch of `main`."""
+    """The round step's environment as the runner sets it: GitHub's variables for a dispatch of `main`, and what the
+    fake `curl` answers (``CURL_*``)."""
     return {
+        "GITHUB_API_URL": "https://api.github.com",
+        "GITHUB_REPOSITORY": "acme/tpu-rl",
+        "GITHUB_TOKEN": TOKEN,
+        "CURL_BODY": str(tmp_path / "answer.json"),
+        "CURL_STATUS": "200",
+        "CURL_EXIT": "0",
+        "CURL_LOG": str(tmp_path / "curl.log"),
         "GITHUB_REF": "refs/heads/main",
         "GITHUB_REF_NAME": "main",
         "GITHUB_REF_TYPE": "branch",
@@ -231,9 +250,60 @@ def round_env(tmp_path: Path, **values: str) -> dict[str, str]:
     }
 
 
+TOKEN = "ghs_" + "T" * 36
+"""The job's GITHUB_TOKEN (its shape: ``ghs_`` and 36 characters)."""
+
+
+def rule(kind: str, ruleset: int = 42, **parameters: Any) -> dict[str, Any]:
+    """One entry of GitHub's answer to ``GET /repos/{owner}/{repo}/rules/branches/{branch}`` ("Get rules for a
+    branch", https://docs.github.com/en/rest/repos/rules: every rule of every active ruleset that targets the branch,
+    whatever the level it is set at), with the ruleset it comes from."""
+    entry: dict[str, Any] = {"type": kind}
+    if parameters:
+        entry["parameters"] = parameters
+    return {**entry, "ruleset_source_type": "Repository", "ruleset_source": "acme/tpu-rl", "ruleset_id": ruleset}
+
+
+def pull_request(**changed: Any) -> dict[str, Any]:
+    """The `pull_request` rule of a ruleset that makes a branch reviewed (the REST API's
+    ``repository-rule-pull-request`` parameters), with ``changed`` set."""
+    parameters = {
+        "required_approving_review_count": 1,
+        "dismiss_stale_reviews_on_push": True,
+        "require_code_owner_review": False,
+        "require_last_push_approval": True,
+        "required_review_thread_resolution": False,
+        "allowed_merge_methods": ["merge", "squash", "rebase"],
+        **changed,
+    }
+    return rule("pull_request", **parameters)
+
+
+REVIEWED_RULES = [rule("deletion"), rule("non_fast_forward"), pull_request()]
+FAKE_CURL = r"""#!/bin/bash
+# GitHub's REST API as curl hands it over with --write-out '\n%{http_code}': the body, a newline, the status.
+printf '%s\n' "$@" > "$CURL_LOG.argv"
+cat > "$CURL_LOG.stdin"
+[ -e "$CURL_BODY" ] && cat "$CURL_BODY"
+printf '\n%s' "$CURL_STATUS"
+exit "$CURL_EXIT"
+"""
+
+
+def github_answers(tmp_path: Path, rules: Any = None, body: str | None = None) -> None:
+    """The fake `curl` on the step's PATH, and what GitHub answers: ``rules`` as JSON, or ``body`` as it is."""
+    folder = tmp_path / "bin"
+    folder.mkdir(exist_ok=True)
+    write(folder, "curl", FAKE_CURL)
+    text = body if body is not None else json.dumps(REVIEWED_RULES if rules is None else rules)
+    (tmp_path / "answer.json").write_text(text)
+
+
 def check_round(tmp_path: Path, **values: str) -> tuple[subprocess.CompletedProcess[str], str]:
     output = tmp_path / "output"
     output.write_text("")
+    if not (tmp_path / "bin" / "curl").exists():
+        github_answers(tmp_path)
     done = run_step(tmp_path, STEPS[0]["run"], round_env(tmp_path, **values))
     return done, output.read_text()
 
@@ -247,6 +317,7 @@ def test_the_round_step_reads_what_the_runner_sets():
         "DEFAULT_BRANCH": "${{ github.event.repository.default_branch }}",
         "APPROVED_ATTEMPT": "${{ needs.deploy.outputs.approved-attempt }}",
         "ROUND_JOB": "${{ github.job }}",
+        "GITHUB_TOKEN": "${{ github.token }}",
     }
     # In round 0, `needs` has no `deploy`: a property of null is null (actions/runner Index.cs), so empty.
     assert render_text(step["env"]["APPROVED_ATTEMPT"], {"needs": {}}) == ""
@@ -254,7 +325,7 @@ def test_the_round_step_reads_what_the_runner_sets():
     assert render_text(step["env"]["APPROVED_ATTEMPT"], approved) == "2"
 
 
-@pytest.mark.skipif(BASH is None, reason="bash")
+@pytest.mark.skipif(BASH is None or JQ is None, reason="bash and jq")
 def test_dev_deploys_a_protected_branch_only_and_prod_the_default_branch_only(tmp_path):
     (tmp_path / "bin").mkdir()
     done, output = check_round(
@@ -282,7 +353,7 @@ def test_dev_deploys_a_protected_branch_only_and_prod_the_default_branch_only(tm
     assert done.returncode == 0 and output == "round=0\napproved-attempt=1\n"
 
 
-@pytest.mark.skipif(BASH is None, reason="bash")
+@pytest.mark.skipif(BASH is None or JQ is None, reason="bash and jq")
 def test_a_continuation_runs_only_in_the_attempt_whose_round_0_was_approved(tmp_path):
     """A re-run is a new attempt of the run; the jobs it does not re-run keep their outputs. A continuation carries
     round 0's approval only in the attempt round 0 ran in; a forged or missing attempt is refused, before anything."""
@@ -311,23 +382,94 @@ def test_a_continuation_runs_only_in_the_attempt_whose_round_0_was_approved(tmp_
     assert (done.returncode, output) == (2, "")
 
 
+NOT_REVIEWED = (
+    'has no active ruleset rule "Require a pull request before merging" with at least 1 required approval, "Dismiss '
+    'stale pull request approvals when new commits are pushed" and "Require approval of the most recent reviewable '
+    'push"; {stack} deploys only reviewed code: add that ruleset for {branch}, enforcement Active, no bypass list '
+    '(docs/guardrails.md "The deploy workflow")'
+)
+UNREVIEWED_RULES = {
+    "no ruleset (a classic protection rule, which the job's token cannot read, or none)": [],
+    "a ruleset without a pull request rule": [rule("deletion"), rule("non_fast_forward")],
+    "a pull request with no approval": [pull_request(required_approving_review_count=0)],
+    "approvals that survive a new push": [pull_request(dismiss_stale_reviews_on_push=False)],
+    "a last push its pusher may approve": [pull_request(require_last_push_approval=False)],
+    "a count that is not a number": [pull_request(required_approving_review_count="1")],
+    "a pull request rule without parameters": [rule("pull_request")],
+}
+
+
+@pytest.mark.skipif(BASH is None or JQ is None, reason="bash and jq")
+@pytest.mark.parametrize("stack,branch", [("dev", "release/1.2"), ("prod", "main")])
+def test_a_round_deploys_only_a_branch_whose_ruleset_requires_a_reviewed_pull_request(tmp_path, stack, branch):
+    """ "Protected" is not "reviewed": the branch's active rules (GitHub's REST API, GET
+    /repos/{owner}/{repo}/rules/branches/{branch}) must hold a pull_request rule asking for an approval, dismissing a
+    stale one and having the last push approved by another person; asked with the job's token, given on stdin."""
+    values = {"STACK": stack, "GITHUB_REF": f"refs/heads/{branch}", "GITHUB_REF_NAME": branch}
+    github_answers(tmp_path)
+    done, output = check_round(tmp_path, **values)
+    assert done.returncode == 0, done.stderr
+    assert output == "round=0\napproved-attempt=1\n"
+    argv = (tmp_path / "curl.log.argv").read_text().splitlines()
+    encoded = branch.replace("/", "%2F")
+    assert argv[-1] == f"https://api.github.com/repos/acme/tpu-rl/rules/branches/{encoded}?per_page=100"
+    assert TOKEN not in "".join(argv), "the token is never on a command line (/proc/<pid>/cmdline is anyone's)"
+    assert (tmp_path / "curl.log.stdin").read_text() == f"Authorization: Bearer {TOKEN}\n"
+    assert (
+        argv[argv.index("--header") + 1] == "@-" and "--proto" in argv and argv[argv.index("--proto") + 1] == "=https"
+    )
+    # Two rulesets: a weak one and the one that makes it reviewed (GitHub enforces every one; one suffices here).
+    github_answers(tmp_path, [pull_request(required_approving_review_count=0), rule("deletion", 7), pull_request()])
+    assert check_round(tmp_path, **values)[0].returncode == 0
+    github_answers(tmp_path, [pull_request(required_approving_review_count=2)])
+    assert check_round(tmp_path, **values)[0].returncode == 0
+    for case, rules in UNREVIEWED_RULES.items():
+        github_answers(tmp_path, rules)
+        done, output = check_round(tmp_path, **values)
+        assert (done.returncode, output) == (1, ""), case
+        assert done.stderr == f"error: branch {branch} {NOT_REVIEWED.format(stack=stack, branch=branch)}\n", case
+
+
+@pytest.mark.skipif(BASH is None or JQ is None, reason="bash and jq")
+def test_an_answer_the_round_cannot_read_refuses_in_one_line(tmp_path):
+    """Not found (a token without access), a network failure, a body that is not a list: one line, nothing runs."""
+    github_answers(tmp_path, body='{"message": "Not Found", "status": "404"}')
+    done, output = check_round(tmp_path, CURL_STATUS="404")
+    assert (done.returncode, output) == (1, "")
+    assert done.stderr == (
+        "error: GitHub's REST API answered 404 to GET /repos/acme/tpu-rl/rules/branches/main (the rules that say main "
+        "is reviewed); prod deploys only reviewed code: run the workflow again, or read the API's status\n"
+    )
+    github_answers(tmp_path, body="")
+    done, _ = check_round(tmp_path, CURL_STATUS="000", CURL_EXIT="7")  # curl: could not connect
+    assert done.returncode == 1 and done.stderr.startswith("error: GitHub's REST API answered 000 to GET ")
+    for body in ('{"message": "Moved"}', "<html>", '"pull_request"'):
+        github_answers(tmp_path, body=body)
+        done, output = check_round(tmp_path)
+        assert (done.returncode, output) == (1, ""), body
+        assert done.stderr == (
+            "error: GitHub's answer to GET /repos/acme/tpu-rl/rules/branches/main is not a list of rules; prod deploys "
+            "only reviewed code\n"
+        ), body
+
+
 def up_env(tmp_path: Path, **values: str) -> dict[str, str]:
     env = {
         "CALLS": str(tmp_path / "calls"),
         "GITHUB_OUTPUT": str(tmp_path / "output"),
         "STACK": "prod",
         "ROUND": "0",
-        "RECORDED_BACKEND": "",
-        "ENVIRONMENT_BACKEND": "",
         "UP_MINUTES": "0.005",
         **values,
     }
     (tmp_path / "output").write_text("")
-    return {k: v for k, v in env.items()}
+    return env
 
 
 @pytest.mark.skipif(BASH is None or shutil.which("timeout") is None, reason="bash and coreutils' timeout")
 def test_an_up_stopped_at_its_bound_asks_for_the_next_round_until_the_last(tmp_path):
+    """The bound and the rounds, with a `make` that waits for Ctrl-C as `pulumi up` does (what `make up` itself does
+    with the stack's home: the next test, with the real `make`)."""
     (tmp_path / "bin").mkdir()
     # A `make up` that waits until Ctrl-C (SIGINT), as Pulumi does, then ends as the CLI does after a cancel.
     write(
@@ -337,10 +479,10 @@ def test_an_up_stopped_at_its_bound_asks_for_the_next_round_until_the_last(tmp_p
         "while :; do sleep 0.05; done\n",
     )
     script = STEPS[index("make up STACK")]["run"]
-    done = run_step(tmp_path, script, up_env(tmp_path))
+    done = run_step(tmp_path, script, up_env(tmp_path, PULUMI_BACKEND_URL="gs://elsewhere"))
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "output").read_text() == "continue=true\n"
-    assert (tmp_path / "calls").read_text() == "up STACK=prod YES=1 unset\n"
+    assert (tmp_path / "calls").read_text() == "up STACK=prod YES=1 unset\n", "no backend but the stack file's"
     assert "round 1 of this run adopts the running step" in done.stdout
     # The last round (its bound 60 ms: what it says is the subject here, not the call it stopped).
     done = run_step(tmp_path, script, up_env(tmp_path, ROUND="12", UP_MINUTES="0.001"))
@@ -353,74 +495,136 @@ def test_an_up_stopped_at_its_bound_asks_for_the_next_round_until_the_last(tmp_p
     assert done.returncode == 2 and (tmp_path / "output").read_text() == "", "a failed up fails the run"
 
 
-@pytest.mark.skipif(BASH is None, reason="bash")
-def test_the_backend_is_the_stack_files_else_the_environments_variable(tmp_path):
-    """`make` passes the stack file's tpu-rl:stateBackend to every pulumi command; only a stack file that records
-    none lets the environment's PULUMI_BACKEND_URL through."""
-    (tmp_path / "bin").mkdir()
-    write(tmp_path / "bin", "make", '#!/bin/bash\necho "${PULUMI_BACKEND_URL-unset}" > "$CALLS"\n')
+def installed_checkout(tmp_path: Path, dev_home: str) -> Path:
+    """A checkout (tests/fake_pulumi.py ``checkout``: its own Makefile, stack files and tools) as the install step
+    leaves it: both venvs' stamps current (`policy/` a folder of its own, whose `venv/.installed` is new), and
+    ``Pulumi.dev.yaml`` naming a project of its own and recording ``dev_home`` as its state home."""
+    root = checkout(tmp_path)
+    (root / "policy").unlink()
+    (root / "policy").mkdir()
+    for entry in (ROOT / "policy").iterdir():
+        if entry.name not in ("venv", "__pycache__"):
+            (root / "policy" / entry.name).symlink_to(entry)
+    (root / "policy" / "venv").mkdir()
+    (root / "policy" / "venv" / ".installed").touch()
+    dev = root / "Pulumi.dev.yaml"
+    text = dev.read_text().replace("my-tpu-dev-project", "acme-dev")
+    dev.write_text(text.replace("config:\n", f"config:\n  tpu-rl:stateBackend: {dev_home}\n", 1))
+    return root
+
+
+@pytest.mark.skipif(
+    BASH is None or MAKE is None or shutil.which("timeout") is None, reason="bash, make and coreutils' timeout"
+)
+def test_make_up_gets_the_stack_files_home_through_tools_state_select_and_no_other(tmp_path):
+    """The step as it runs: the real `make up` (its `tools.state select`, locks and state read) in a checkout whose
+    dev stack file records a home outside it; only `pulumi` is a fake (tests/fake_pulumi.py, keeping the stack where
+    the diy backend keeps it). Every pulumi command gets the recorded home; a PULUMI_BACKEND_URL the runner carries
+    is not a second source: the step unsets it, and `select` would refuse it (exit 2) were it kept."""
+    state = tmp_path / "state"
+    home = f"file://{state}"
+    root = installed_checkout(tmp_path, home)
+    (state / ".pulumi" / "stacks" / "tpu-rl").mkdir(parents=True)
+    (state / ".pulumi" / "stacks" / "tpu-rl" / "dev.json").write_text('{"version": 3, "deployment": null}')
+    install(tmp_path / "bin")
+    log = tmp_path / "pulumi.log"
+    env = {k: v for k, v in os.environ.items() if k not in CLEAN}
+    env.update(
+        PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+        PULUMI_LOG=str(log),
+        PULUMI_HOME=str(tmp_path / "pulumi-home"),
+        FAKE_CLOUD=str(tmp_path / "cloud"),
+        GITHUB_OUTPUT=str(tmp_path / "output"),
+        STACK="dev",
+        ROUND="0",
+        UP_MINUTES="5",
+        PULUMI_BACKEND_URL="gs://acme-dev-pulumi-state-dev",  # a runner's leftover: the stack's default, not its home
+    )
+    (tmp_path / "output").write_text("")
     script = STEPS[index("make up STACK")]["run"]
-    step_env = STEPS[index("make up STACK")]["env"]
-    assert step_env["RECORDED_BACKEND"] == "${{ steps.stack.outputs.backend }}"
-    assert step_env["ENVIRONMENT_BACKEND"] == "${{ vars.PULUMI_BACKEND_URL }}"
-    environment = {"ENVIRONMENT_BACKEND": "gs://env-state"}
-    assert run_step(tmp_path, script, up_env(tmp_path, **environment)).returncode == 0
-    assert (tmp_path / "calls").read_text() == "gs://env-state\n"
-    recorded = {"RECORDED_BACKEND": "gs://acme-prod-state", **environment}
-    assert run_step(tmp_path, script, up_env(tmp_path, **recorded)).returncode == 0
-    assert (tmp_path / "calls").read_text() == "unset\n", "the stack file's, which make passes itself"
-    assert run_step(tmp_path, script, up_env(tmp_path)).returncode == 0
-    assert (tmp_path / "calls").read_text() == "unset\n"
+    done = run_step(tmp_path, script, env, cwd=root)
+    assert done.returncode == 0, done.stderr
+    made = [(" ".join(c["argv"]), c["backend"]) for c in calls(log)]
+    assert made == [
+        ("stack select dev", home),
+        ("stack export --stack dev", home),
+        (
+            "up --stack dev --yes --non-interactive --policy-pack policy --policy-pack-config policy/config/dev.json",
+            home,
+        ),
+    ]
+    assert (tmp_path / "output").read_text() == "", "an up that ended asks for no other round"
+    # The same step keeping the runner's variable meets `select`'s refusal: the check the step must not rely on.
+    log.write_text("")
+    kept = script.replace("unset PULUMI_BACKEND_URL\n", "")
+    assert kept != script
+    done = run_step(tmp_path, kept, env, cwd=root)
+    assert done.returncode == 2 and calls(log) == []
+    (line,) = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert line.startswith(
+        f"error: PULUMI_BACKEND_URL is gs://acme-dev-pulumi-state-dev, but stack dev's state lives in {home}"
+    )
 
 
-def checkout(tmp_path: Path, dev_project: str, prod_project: str, backend: str = "") -> Path:
-    """What the stack step finds: the checkout's check tool, the venv's python and the two stack files."""
+def stack_files(tmp_path: Path, dev_project: str, prod_project: str, backend: str = "gs://acme-{stack}-state") -> Path:
+    """What the stack step finds: the checkout's check tool, the venv's python and the two stack files, each
+    recording ``backend`` (``{stack}`` the stack's name) unless it is empty."""
     root = tmp_path / "checkout"
     (root / "tools").mkdir(parents=True)
     (root / ".venv" / "bin").mkdir(parents=True)
     (root / ".venv" / "bin" / "python").symlink_to(sys.executable)
     shutil.copy(ROOT / "tools" / "check_pulumi_project.py", root / "tools")
-    record = f"  tpu-rl:stateBackend: {backend}\n" if backend else ""
-    (root / "Pulumi.dev.yaml").write_text(f"config:\n  gcp:project: {dev_project}\n{record}")
-    (root / "Pulumi.prod.yaml").write_text(f"config:\n  gcp:project: {prod_project}\n{record}")
+    for stack, project in (("dev", dev_project), ("prod", prod_project)):
+        record = f"  tpu-rl:stateBackend: {backend.replace('{stack}', stack)}\n" if backend else ""
+        (root / f"Pulumi.{stack}.yaml").write_text(f"config:\n  gcp:project: {project}\n{record}")
     return root
 
 
+def stack_step(tmp_path: Path, root: Path, stack: str) -> subprocess.CompletedProcess[str]:
+    env = {"STACK": stack, "GITHUB_OUTPUT": str(tmp_path / "output")}
+    return run_step(tmp_path, STEPS[index("tools/check_pulumi_project.py --get")]["run"], env, cwd=root)
+
+
 @pytest.mark.skipif(BASH is None, reason="bash")
-def test_dev_is_refused_where_it_shares_prods_project_unless_the_variable_accepts_it(tmp_path):
+def test_a_stack_file_that_records_no_home_is_refused_before_any_credential(tmp_path):
+    """No per-environment home: the committed stack file's tpu-rl:stateBackend is the one source CI reads, and a
+    file that records none stops the run in one line, before Workload Identity and `make up`."""
+    (tmp_path / "bin").mkdir()
+    assert "vars.PULUMI_BACKEND_URL" not in yaml.safe_dump(DEPLOY) and "PULUMI_BACKEND_URL" not in str(
+        STEPS[index("make up STACK")]["env"]
+    )
+    assert index("tools/check_pulumi_project.py --get") < index("google-github-actions/auth@") < index("make up STACK")
+    for stack in ("dev", "prod"):
+        done = stack_step(tmp_path, stack_files(tmp_path / stack, "acme-dev", "acme-prod", backend=""), stack)
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr == (
+            f"error: Pulumi.{stack}.yaml records no tpu-rl:stateBackend: CI deploys a stack only where its committed "
+            f"stack file says its state lives; run make stack STACK={stack} where the stack's state is, and commit "
+            f'Pulumi.{stack}.yaml (docs/ci.md "Running up from GitHub Actions")\n'
+        )
+    recorded = stack_files(tmp_path / "recorded", "acme-dev", "acme-prod")
+    assert stack_step(tmp_path, recorded, "prod").returncode == 0
+    assert stack_step(tmp_path, recorded, "dev").returncode == 0
+
+
+@pytest.mark.skipif(BASH is None, reason="bash")
+def test_a_shared_project_is_the_programs_to_refuse_not_a_repository_variables(tmp_path):
+    """One home for "two stacks in one project": the stack files' tpu-rl:sharedProject, which the program's preflight
+    reads (core/config/projects.py); the workflow's step reads the recorded home only, whatever the projects."""
     (tmp_path / "bin").mkdir()
     step = STEPS[index("tools/check_pulumi_project.py --get")]
-    assert step["id"] == "stack" and step["env"]["SHARED_PROJECT"] == "${{ vars.DEPLOY_DEV_SHARED_PROJECT }}"
+    assert step["id"] == "stack" and "SHARED_PROJECT" not in step["env"]
+    assert "DEPLOY_DEV_SHARED_PROJECT" not in (ROOT / ".github" / "workflows" / "deploy.yml").read_text()
     assert (
         index("make venv policy-venv")
         < index("tools/check_pulumi_project.py --get")
         < index("google-github-actions/auth@")
     )
-    output = tmp_path / "output"
-
-    def stack_step(root: Path, stack: str, shared: str = "") -> subprocess.CompletedProcess[str]:
-        output.write_text("")
-        env = {"STACK": stack, "SHARED_PROJECT": shared, "GITHUB_OUTPUT": str(output)}
-        return run_step(tmp_path, step["run"], env, cwd=root)
-
-    shared = checkout(tmp_path / "shared", "acme-tpu", "acme-tpu", backend="gs://acme-tpu-state")
-    done = stack_step(shared, "dev")
-    assert done.returncode == 1 and done.stdout == ""
-    assert done.stderr == (
-        "error: dev and prod share the project acme-tpu, where deploy-dev's account holds project-wide roles that "
-        "reach prod's cluster: give dev a project of its own, or accept the shared project by setting the "
-        'repository variable DEPLOY_DEV_SHARED_PROJECT to acme-tpu (docs/guardrails.md "The deploy workflow")\n'
-    )
-    assert stack_step(shared, "dev", shared="other-project").returncode == 1, "accepting another project accepts none"
-    assert stack_step(shared, "dev", shared="acme-tpu").returncode == 0
-    assert output.read_text() == "backend=gs://acme-tpu-state\n"
-    assert stack_step(shared, "prod").returncode == 0, "prod is not the stack whose account reaches the other's"
-    apart = checkout(tmp_path / "apart", "acme-dev", "acme-prod")
-    assert stack_step(apart, "dev").returncode == 0
-    assert output.read_text() == "backend=\n"
+    shared = stack_files(tmp_path / "shared", "acme-tpu", "acme-tpu")
+    assert stack_step(tmp_path, shared, "dev").returncode == 0, "the preflight refuses it, with the stack file's key"
     # A stack file the check refuses stops the step (a value that is not a backend URL).
-    hostile = checkout(tmp_path / "hostile", "acme-dev", "acme-prod", backend="'gs://x\n  evil'")
-    done = stack_step(hostile, "dev")
+    hostile = stack_files(tmp_path / "hostile", "acme-dev", "acme-prod", backend="'gs://x\n  evil'")
+    done = stack_step(tmp_path, hostile, "dev")
     assert done.returncode == 2 and done.stderr.startswith("error: Pulumi.dev.yaml: tpu-rl:stateBackend is ")
 
 
@@ -433,13 +637,27 @@ def test_the_setup_docs_say_how_each_guarantee_is_set_up():
         "DEPLOY_RUNS_ON_DEV",
         "--ephemeral",
         "Protected branches only",
-        "DEPLOY_DEV_SHARED_PROJECT",
+        "tpu-rl:sharedProject",
         "GITHUB_RUN_ATTEMPT",
         "actions: write",
         "Allow administrators to bypass",
         "tpu-rl:stateBackend",
+        "GET /repos/{owner}/{repo}/rules/branches/{branch}",
+        "Require a pull request before merging",
+        "Dismiss stale pull request approvals when new commits are pushed",
+        "Require approval of the most recent reviewable push",
+        "require_last_push_approval",
+        "no bypass list",
     ):
         assert words in security, words
+    assert "PULUMI_BACKEND_URL` of the job's environment" not in security + operations, "no per-environment home"
     assert "DEPLOY_RUNS_ON`" not in security + operations, "no runner variable shared by the stacks"
-    for words in ("deploy-prod-continued", "make venv policy-venv", "pulumi plugin install", "approved"):
+    for words in (
+        "deploy-prod-continued",
+        "make venv policy-venv",
+        "pulumi plugin install",
+        "approved",
+        "No per-environment home",
+        "make stack STACK=<stack>",
+    ):
         assert words in operations, words

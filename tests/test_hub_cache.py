@@ -1,20 +1,30 @@
 """The Hub cache's boundaries, in process and fast (the programs run for real against fake-gcs-server and the loopback
 Hub in tests/test_base_snapshot.py and tests/test_export_complete.py, the slow tier): a file's content as the Hub
 names it (``core.hf_model.HubFile``), an entry's record, how the conversion takes each file (``base_snapshot.cached``:
-a copy of another hash is never used), the export's pins (``complete_export.pin_of``), and which steps run with the
-Hub switched off."""
+a copy of another hash is never used), which record stands in for the Hub out of its reach (the stack's own,
+``base_snapshot.recorded``), how training takes each dataset file (``stage_dataset.cache_dataset``: by its hash, never
+its size), the export's pins (``complete_export.pin_of``), and which steps run with the Hub switched off."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from core.hf_model import BLOB_ID, SHA256, Digest, HubFile, file_problem, hub_file, recorded_file
 from workloads.container import base_snapshot
-from workloads.container.base_snapshot import Entry, FailedError, cached, read_model_entry, recorded
+from workloads.container.base_snapshot import (
+    Entry,
+    FailedError,
+    cached,
+    held_copy,
+    own_root,
+    read_model_entry,
+    recorded,
+)
 from workloads.container.complete_export import pin_of
 
 pytestmark = pytest.mark.pure
@@ -84,14 +94,23 @@ class FakeBlob:
     def download_as_bytes(self, start: int = 0, end: int = 0, timeout: float = 0) -> bytes:
         return self.bucket.objects[self.name][1][start : end + 1]
 
-    def download_to_filename(self, path: str, timeout: float = 0) -> None:
+    def _at_generation(self) -> bytes:
         from google.api_core.exceptions import NotFound
 
         generation, data = self.bucket.objects.get(self.name, (0, b""))
         if generation != self.generation:
             raise NotFound("gone")
         self.bucket.reads.append(self.name)
-        Path(path).write_bytes(data)
+        return data
+
+    def download_to_filename(self, path: str, timeout: float = 0) -> None:
+        Path(path).write_bytes(self._at_generation())
+
+    def download_to_file(self, sink: Any, timeout: float = 0) -> None:
+        """As the library writes a download into a file object: in chunks (8 bytes here)."""
+        data = self._at_generation()
+        for at in range(0, len(data), 8):
+            sink.write(data[at : at + 8])
 
     def upload_from_filename(self, path: str, timeout: float = 0) -> None:
         self.bucket.put(self.name, Path(path).read_bytes())
@@ -134,7 +153,7 @@ def hub(monkeypatch, tmp_path):
 
     asked: list[str] = []
 
-    def download(repo, name, revision, local_dir, etag_timeout):
+    def download(repo, name, repo_type, revision, local_dir, etag_timeout):
         asked.append(name)
         path = Path(local_dir) / name
         path.write_bytes(HELLO)
@@ -198,7 +217,7 @@ def test_with_the_hub_out_of_reach_a_copy_of_another_hash_fails_in_one_line_nami
 def test_a_file_the_hub_sends_wrong_is_never_kept(monkeypatch, tmp_path):
     import huggingface_hub
 
-    def download(repo, name, revision, local_dir, etag_timeout):
+    def download(repo, name, repo_type, revision, local_dir, etag_timeout):
         (Path(local_dir) / name).write_bytes(SAME_SIZE)
         return str(Path(local_dir) / name)
 
@@ -210,19 +229,50 @@ def test_a_file_the_hub_sends_wrong_is_never_kept(monkeypatch, tmp_path):
     assert own.objects == {}, "nothing kept in the cache"
 
 
-def test_with_the_hub_out_of_reach_the_records_stand_in_and_a_size_alone_is_refused():
-    """The writable entry's record first (the stack's own reading of the Hub), then the shared one's; no record, or
-    one naming a file by its size only (an earlier version's entry): refused, whatever the objects are."""
+def test_with_the_hub_out_of_reach_only_the_stacks_own_record_stands_in_and_a_size_alone_is_refused():
+    """Issue 58 item 8: the stack's own record (``own_root``: its bucket, its conversion's prefix) stands in for the
+    Hub, never a shared entry's, which any writer of the shared folder may have rewritten; no own record, or one naming
+    a file by its size only (an earlier version's entry): refused, one line, whatever the objects are."""
     other = HubFile(12, BLOB_ID, HELLO_BLOB)
-    shared = entry(FakeBucket(), "gs://s/e/", False, {"a": EXPECTED, "b": EXPECTED})
-    own = entry(FakeBucket(), "gs://o/e/", True, {"a": other})
-    assert recorded([shared, own], "the Hub is down", WHERE) == {"a": other, "b": EXPECTED}
+    own = entry(FakeBucket(), "gs://o/e/", True, {"a": other, "b": EXPECTED})
+    assert recorded(own, "the Hub is down", WHERE) == {"a": other, "b": EXPECTED}
     with pytest.raises(FailedError) as err:
-        recorded([entry(FakeBucket(), "gs://o/e/", True, None)], "the Hub is down", WHERE)
-    assert str(err.value) == f"the Hub is down, and no Hub cache entry records the files of {WHERE}"
+        recorded(entry(FakeBucket(), "gs://o/e/", True, None), "the Hub is down", WHERE)
+    assert str(err.value) == (
+        "the Hub is down, and gs://o/e/entry.json, the stack's own record of the Hub's hashes, names no file of "
+        f"{WHERE}: offline, no other record is trusted (any writer of a shared cache's folder can rewrite its "
+        "entry.json); the next `make up` runs the conversion again once the Hub answers"
+    )
     with pytest.raises(FailedError) as err:
-        recorded([entry(FakeBucket(), "gs://o/e/", True, {"a": EXPECTED, "b": None})], "the Hub is down", WHERE)
-    assert str(err.value) == f"the Hub is down, and no Hub cache entry records the Hub's hash of b of {WHERE}"
+        recorded(entry(FakeBucket(), "gs://o/e/", True, {"a": EXPECTED, "b": None}), "the Hub is down", WHERE)
+    assert (
+        str(err.value)
+        == f"the Hub is down, and gs://o/e/entry.json records b of {WHERE} by its size alone, not the Hub's hash"
+    )
+
+
+def test_the_stacks_own_record_is_in_its_own_cache_beside_the_conversions_output():
+    """``own_root`` of a conversion's output is ``core.layout.hub_cache``: the prefix only the stack's conversion
+    writes (``infra.gcp.access``), whatever folder ``tpu-rl:model.hubCache`` names."""
+    from core.layout import hub_cache, step_output
+
+    assert own_root(step_output("b-tpu-rl-prod", "gemma4-26b", "convert", "0123456789")) == hub_cache(
+        "b-tpu-rl-prod", "gemma4-26b"
+    )
+
+
+def test_a_copy_hashed_without_a_local_file_is_read_at_one_generation():
+    """``held_copy`` with no ``path`` (a dataset file: the run's copy is made inside GCS): hashed as it streams, the
+    generation hashed returned; a same-size copy of another hash, or one replaced while it was read, is not used."""
+    bucket = FakeBucket()
+    bucket.put("e/f", HELLO)
+    assert held_copy(bucket, "e/f", EXPECTED, "gs://b/e/f", "the Hub's") == (bucket.objects["e/f"][0], None)
+    bucket.put("e/f", SAME_SIZE)
+    generation, problem = held_copy(bucket, "e/f", EXPECTED, "gs://b/e/f", "the Hub's")
+    assert generation is None and problem == (
+        f"gs://b/e/f is sha256 {hashlib.sha256(SAME_SIZE).hexdigest()}, not the Hub's 12 bytes, sha256 {HELLO_SHA256}"
+    )
+    assert held_copy(bucket, "e/g", EXPECTED, "gs://b/e/g", "the Hub's") == (None, None), "none: nothing to say"
 
 
 def test_an_entry_record_is_read_in_either_format_and_anything_else_is_not_used(capsys):
@@ -244,6 +294,78 @@ def test_an_entry_record_is_read_in_either_format_and_anything_else_is_not_used(
         f"tpu-rl base: gs://b/e/entry.json is not the cache entry of google/gemma@{ids[1]}: not used"
     )
     assert read_model_entry(FakeBucket(), "e/", "gs://b/e/", ids) is None
+
+
+PARQUET = "data/train-0.parquet"
+
+
+@pytest.fixture
+def dataset_hub(monkeypatch):
+    """The Hub's ``hf_hub_download`` of a dataset, in process (``PARQUET`` is ``HELLO``), and every cache folder the
+    program names read as one ``FakeBucket`` under ``e/``; the names the Hub was asked for, and the bucket."""
+    import huggingface_hub
+
+    asked: list[str] = []
+    bucket = FakeBucket()
+
+    def download(repo, name, repo_type, revision, local_dir, etag_timeout):
+        assert repo_type == "dataset"
+        asked.append(name)
+        path = Path(local_dir) / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(HELLO)
+        return str(path)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    monkeypatch.setattr(base_snapshot, "folder", lambda uri: (bucket, "e/"))
+    return asked, bucket
+
+
+def test_a_cached_dataset_file_is_reused_on_its_hash_and_a_same_size_one_fetched_again(dataset_hub, capsys):
+    """Issue 58 item 8: ``stage_dataset.cache_dataset`` takes a cached file on the Hub's hash, never its size: the same
+    bytes are used at the generation hashed, with no call to the Hub; a same-size file of another hash is one line and
+    comes from the Hub again, hashed; the entry then records each file as the Hub names it."""
+    from workloads.container.stage_dataset import cache_dataset
+
+    asked, bucket = dataset_hub
+    bucket.put("e/" + PARQUET, HELLO)
+    verified = cache_dataset("a/b", "0" * 40, {PARQUET: EXPECTED}, ("data/*",), "gs://c/e/")
+    assert asked == [] and verified == {PARQUET: bucket.objects["e/" + PARQUET][0]}
+    entry = json.loads(bucket.objects["e/entry.json"][1])
+    assert entry == {"repo": "a/b", "commit": "0" * 40, "files": {PARQUET: EXPECTED.as_json()}, "patterns": ["data/*"]}
+    bucket.put("e/" + PARQUET, SAME_SIZE)
+    verified = cache_dataset("a/b", "0" * 40, {PARQUET: EXPECTED}, ("data/*",), "gs://c/e/")
+    assert asked == [PARQUET] and bucket.objects["e/" + PARQUET][1] == HELLO
+    assert verified == {PARQUET: bucket.objects["e/" + PARQUET][0]}
+    assert (
+        f"tpu-rl base: gs://c/e/{PARQUET} is sha256 {hashlib.sha256(SAME_SIZE).hexdigest()}, not the Hub's 12 bytes, "
+        f"sha256 {HELLO_SHA256}: not used"
+    ) in capsys.readouterr().err.splitlines()
+
+
+def test_a_dataset_entry_stands_for_the_hub_only_with_every_files_hash():
+    """A pinned run asks the Hub nothing when the stack's entry holds its patterns with each file's hash; a file
+    named by its size alone (an earlier version's entry), or a pattern it does not hold, sends it to the Hub; a
+    record that is not the entry's is refused naming the entry to delete."""
+    from workloads.container.base_snapshot import RefusedError
+    from workloads.container.stage_dataset import DatasetEntry, held_files, read_dataset_entry
+
+    other = HubFile(12, BLOB_ID, HELLO_BLOB)
+    held = DatasetEntry({PARQUET: EXPECTED, "data/x.json": other, "README.md": 9}, ("data/*",))
+    assert held_files(held, ("data/*",), WHERE) == {PARQUET: EXPECTED, "data/x.json": other}
+    assert held_files(held, ("data/*", "README.md"), WHERE) is None, "a pattern it does not hold whole"
+    assert held_files(DatasetEntry({**held.files, "data/y": 3}, ("data/*",)), ("data/*",), WHERE) is None
+    assert held_files(DatasetEntry({}, ("data/*",)), ("data/*",), WHERE) is None, "a claim with no file"
+    bucket = FakeBucket()
+    good = {"repo": "a/b", "commit": "0" * 40, "files": {PARQUET: EXPECTED.as_json(), "old": 3}, "patterns": ["d"]}
+    bucket.put("e/entry.json", json.dumps(good).encode())
+    assert read_dataset_entry(bucket, "e/", "gs://c/e/", "a/b", "0" * 40) == DatasetEntry(
+        {PARQUET: EXPECTED, "old": 3}, ("d",)
+    )
+    for bad in [{**good, "files": {PARQUET: {"size": 12, "sha256": "f00"}}}, {**good, "files": {"x": -1}}]:
+        bucket.put("e/entry.json", json.dumps(bad).encode())
+        with pytest.raises(RefusedError, match="delete gs://c/e/ and run"):
+            read_dataset_entry(bucket, "e/", "gs://c/e/", "a/b", "0" * 40)
 
 
 def test_the_exports_pin_is_an_object_at_a_generation_with_the_hubs_hash():

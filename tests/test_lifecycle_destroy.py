@@ -90,9 +90,11 @@ def test_with_a_claimed_scratch_the_walk_finds_the_disks_destroy_leaves(dev, mon
 
 def test_destroy_of_the_prod_example_in_order_leaves_only_what_the_readme_says_to_delete_by_hand(stack):
     """prod, unprotected first: destroy's order, then what is left. The bucket holds the run's outputs and
-    forceDestroy is false, so its delete fails (and what it depends on stays: the APIs); the Cloud KMS key is
-    deleted (deletion_policy DELETE: google-beta resource_kms_crypto_key.go resourceKMSCryptoKeyDelete schedules
-    every version for destruction), so none of its versions bills after destroy."""
+    forceDestroy is false, so its delete fails, and the engine cancels the deletes not yet started (step_executor.go
+    cancelDueToError): what it depends on (the APIs) and what comes in a later antichain stay, none of which bills;
+    the Cloud KMS key is deleted before (deletion_policy DELETE: google-beta resource_kms_crypto_key.go
+    resourceKMSCryptoKeyDelete schedules every version for destruction), so none of its versions bills after
+    destroy."""
     assert stack.up(overrides=UNPROTECTED).error is None
     key = stack.urn(KMS_KEY, "secrets-key")
     assert stack.state[key].inputs["deletionPolicy"] == "DELETE"
@@ -119,7 +121,11 @@ def test_destroy_of_the_prod_example_in_order_leaves_only_what_the_readme_says_t
         "gcp:storage/bucket:Bucket",
         "gcp:projects/service:Service",
         "pulumi-python:dynamic/storage:BucketIdentity",
-    }, "the bucket and what it needs (the APIs, its identity check: infra.gcp.storage.BucketIdentity, no cloud object)"
+        "gcp:compute/network:Network",
+        "gcp:serviceaccount/account:Account",
+        "gcp:kms/keyRing:KeyRing",
+        "gcp:projects/serviceIdentity:ServiceIdentity",
+    }, "the bucket and what it needs (the APIs, its identity check), and the deletes the failure cancelled"
 
 
 def test_a_protected_stacks_destroy_loses_nothing_with_or_without_a_preview(stack):

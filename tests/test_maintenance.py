@@ -234,7 +234,7 @@ def test_a_word_accept_does_not_know_is_bad_input_naming_the_words():
     assert raised.value.exit_code == BAD_INPUT
     assert str(raised.value) == (
         "TPU_RL_ACCEPT (make up ACCEPT=...): 'maintenence' is not something `up` can be told to go on past; the words "
-        "are: maintenance (comma-separated)"
+        "are: maintenance, audit (comma-separated)"
     )
 
 
@@ -310,10 +310,10 @@ def test_a_word_accept_does_not_know_stops_the_program_before_anything(monkeypat
     from tools.plan import plan_stack
     from tools.stack_files import ROOT
 
-    monkeypatch.setenv(ACCEPT_ENV, "audit")
+    monkeypatch.setenv(ACCEPT_ENV, "audits")
     plan, _ = plan_stack(ROOT / "Pulumi.dev.yaml", [], raise_errors=False)
     assert isinstance(plan.error, pulumi.RunError) and plan.resources == []
-    assert str(plan.error).startswith("TPU_RL_ACCEPT (make up ACCEPT=...): 'audit' is not something `up` can be told")
+    assert str(plan.error).startswith("TPU_RL_ACCEPT (make up ACCEPT=...): 'audits' is not something `up` can be told")
 
 
 # -- the whole program through the engine's model (slow tier) ---------------------------------------------------

@@ -34,7 +34,7 @@ from workloads.specs.commands import MAXTEXT_CHECK, PIN_END, PIN_START, RUN_SCRI
 from workloads.specs.commands import maxtext_check as check_line
 from workloads.specs.step_manifests import head_pod_failure_policy
 from workloads.specs.step_specs import plan_workflow
-from workloads.specs.train_script import EVALS_LOG, STALL_ENV, STALL_MARKER, TRAIN_LOG
+from workloads.specs.train_script import EVALS_LOG, SLICE_WAIT_ENV, STALL_ENV, STALL_MARKER, TRAIN_LOG
 
 VERSION = "9.9.9"
 IMAGE = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training@sha256:" + "ab" * 32
@@ -311,7 +311,12 @@ def run_step(step, tmp_path: Path, program: str, site: Path) -> tuple[subprocess
     shim = tmp_path / "bin" / "python3"
     shim.write_text(SHIM.format(python=sys.executable, log=log))
     shim.chmod(0o755)
-    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "PYTHONPATH": str(site), STALL_ENV: "7200"}
+    env = {
+        "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
+        "PYTHONPATH": str(site),
+        STALL_ENV: "7200",
+        SLICE_WAIT_ENV: "16200",
+    }
     done = subprocess.run(
         ["bash", str(folder / RUN_SCRIPT)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
     )

@@ -77,6 +77,8 @@ def accepted() -> dict[str, dict[str, Any]]:
                                 f"tpu-rl:training.iciTensorParallelism={tp}",
                                 f"tpu-rl:training.iciExpertParallelism={ep}",
                             ]
+                            if slices == 2:  # one sampler replica over its slice (core/config/finish.py)
+                                overrides.append(f"tpu-rl:training.rolloutTensorParallelism={chips_in(topology)}")
                             made = _case(overrides)
                             if made is None:
                                 continue

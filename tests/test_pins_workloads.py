@@ -647,8 +647,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-871ca5f2e0",
-        "gemma4-26b-publish-e35bc2fec5",
+        "gemma4-26b-evaluate-16c5a16a07",
+        "gemma4-26b-publish-e7eef3dcb5",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -683,12 +683,12 @@ STEP_NAMES = {
     # check, base_snapshot.py's Hub-hashed cache reads, training's launcher, exit judge, stall watchdog and restart
     # drill, the export's completion), with each CPU step's account hashed by its step (steps.hashed_account).
     # docs/upgrades.md "Upgrading tpu-rl" says which version renamed which steps.
-    "dev": ["gemma4-e4b-convert-807f2a004e", "gemma4-e4b-train-81a42d9f00", "gemma4-e4b-export-b818e1035a"],
-    "prod": ["gemma4-26b-convert-d923f882a4", "gemma4-26b-train-7747f2153c", "gemma4-26b-export-d97312759a"],
+    "dev": ["gemma4-e4b-convert-9c2e3e0349", "gemma4-e4b-train-9760b8469e", "gemma4-e4b-export-ef736ba33b"],
+    "prod": ["gemma4-26b-convert-4335b85d70", "gemma4-26b-train-d1a3e55a67", "gemma4-26b-export-4fbfc62f9b"],
 }
 ONE_READ = {
-    "dev": ["gemma4-e4b-convert-807f2a004e", "gemma4-e4b-train-14df7b2bc8", "gemma4-e4b-export-1b3ebc6da4"],
-    "prod": ["gemma4-26b-convert-d923f882a4", "gemma4-26b-train-4a481e799d", "gemma4-26b-export-8661103bf4"],
+    "dev": ["gemma4-e4b-convert-9c2e3e0349", "gemma4-e4b-train-70004c3aeb", "gemma4-e4b-export-e566ebc608"],
+    "prod": ["gemma4-26b-convert-4335b85d70", "gemma4-26b-train-6ddfa48e01", "gemma4-26b-export-d91effd2b6"],
 }
 """The names of a stack that sets tpu-rl:training.loadCheckpointOnlyOnce to true (MaxText's default, false, is
 tpu-rl's: docs/first-run.md "The first training run's path"): training and the steps after it differ from
@@ -716,7 +716,7 @@ def test_reading_the_checkpoint_once_renames_training_and_after_never_the_conver
         names = [
             s.name for s in plan_workflow(settings("prod", [*every, "tpu-rl:training.loadCheckpointOnlyOnce=true"]))
         ]
-        assert names[3:] == ["gemma4-26b-evaluate-09488844aa", "gemma4-26b-publish-2fb4b9da29"]
+        assert names[3:] == ["gemma4-26b-evaluate-6bdad1a0fb", "gemma4-26b-publish-3463eca50f"]
 
 
 def test_the_cloud_logging_links():

@@ -1,6 +1,7 @@
 """The PR preview reads each stack's state where the BASE commit's stack file records it (its
-``tpu-rl:stateBackend``), never where the pull request's does, and refuses a branch that moves the stack's state or
-changes its secrets provider (docs/guardrails.md "Guardrails and PR review"). The base's stack file is copied, as root,
+``tpu-rl:stateBackend``), never where the pull request's does nor anywhere else (no per-environment variable: a base
+that records none is refused), and refuses a branch that moves the stack's state or changes its secrets provider
+(docs/guardrails.md "Guardrails and PR review"). The base's stack file is copied, as root,
 where the branch cannot write, before any of the branch's code runs; the base's ``tools/check_pulumi_project.py``
 reads it. The step's lines that pick the backend run here in bash with the real check."""
 
@@ -64,16 +65,12 @@ def test_the_backend_is_read_from_the_bases_copy_never_the_branchs_file():
         'backend=$("$trusted/policy/venv/bin/python" "$trusted/check_pulumi_project.py" --get "$trusted/base" '
         '"$stack" tpu-rl:stateBackend)'
     )
-    assert lines[get + 1 : get + 4] == [
-        "backend=${backend:-$ENVIRONMENT_BACKEND}",
-        "backend_env=()",
-        'if [ -n "$backend" ]; then backend_env=(PULUMI_BACKEND_URL="$backend"); fi',
-    ]
+    assert lines[get + 1] == 'if [ -z "$backend" ]; then'
     check = next(i for i, line in enumerate(lines) if line.endswith('--base "$trusted/base"'))
     assert check < get, "the branch's file is checked against the base's first"
-    assert '"${backend_env[@]}"' in next(line for line in lines if '/pulumi/pulumi" preview' in line)
-    assert "vars.PULUMI_BACKEND_URL" not in str(PREVIEW["run"]), "the variable reaches the script as data only"
-    assert PREVIEW["env"]["ENVIRONMENT_BACKEND"] == "${{ vars.PULUMI_BACKEND_URL }}"
+    assert 'PULUMI_BACKEND_URL="$backend"' in next(line for line in lines if '/pulumi/pulumi" preview' in line)
+    text = (ROOT / ".github" / "workflows" / "preview.yml").read_text()
+    assert "vars.PULUMI_BACKEND_URL" not in text and "ENVIRONMENT_BACKEND" not in text, "no per-environment home"
 
 
 def _trusted(tmp_path: Path, base_stack: str | None) -> Path:
@@ -88,18 +85,16 @@ def _trusted(tmp_path: Path, base_stack: str | None) -> Path:
     return trusted
 
 
-def _pick_backend(tmp_path: Path, trusted: Path, environment: str) -> subprocess.CompletedProcess[str]:
+def _pick_backend(tmp_path: Path, trusted: Path) -> subprocess.CompletedProcess[str]:
+    """The step's lines from the backend's read to its check, then the backend the CLI is given."""
     assert BASH is not None
     lines = _logical_lines(PREVIEW)
     first = next(i for i, line in enumerate(lines) if "--get" in line)
+    last = lines.index("fi", first)
     script = "\n".join(
-        [
-            f"trusted={trusted} stack=prod",
-            *lines[first : first + 4],
-            'for word in "${backend_env[@]}"; do echo "$word"; done',
-        ]
+        [f"trusted={trusted} stack=prod", *lines[first : last + 1], 'echo "PULUMI_BACKEND_URL=$backend"']
     )
-    env = {"PATH": os.environ["PATH"], "ENVIRONMENT_BACKEND": environment}
+    env = {"PATH": os.environ["PATH"], "PULUMI_BACKEND_URL": "gs://a-runners-own"}
     return subprocess.run(
         [BASH, "--noprofile", "--norc", "-euo", "pipefail", "-c", script],
         env=env,
@@ -111,16 +106,20 @@ def _pick_backend(tmp_path: Path, trusted: Path, environment: str) -> subprocess
 
 
 @pytest.mark.skipif(BASH is None, reason="bash")
-def test_the_preview_reads_the_state_where_the_base_records_it_else_the_environments_variable(tmp_path):
+def test_the_preview_reads_the_state_where_the_base_records_it_and_nowhere_else(tmp_path):
     recorded = PROD.replace("config:\n", "config:\n  tpu-rl:stateBackend: gs://acme-prod-state\n", 1)
-    done = _pick_backend(tmp_path / "a", _trusted(tmp_path / "a", recorded), "gs://environment-state")
+    done = _pick_backend(tmp_path / "a", _trusted(tmp_path / "a", recorded))
     assert (done.returncode, done.stdout) == (0, "PULUMI_BACKEND_URL=gs://acme-prod-state\n"), done.stderr
-    done = _pick_backend(tmp_path / "b", _trusted(tmp_path / "b", PROD), "gs://environment-state")
-    assert (done.returncode, done.stdout) == (0, "PULUMI_BACKEND_URL=gs://environment-state\n"), done.stderr
-    done = _pick_backend(tmp_path / "c", _trusted(tmp_path / "c", None), "")
-    assert (done.returncode, done.stdout) == (0, ""), "neither: the CLI's own default (PULUMI_ACCESS_TOKEN's cloud)"
+    refusal = (
+        "error: the base branch's Pulumi.prod.yaml records no tpu-rl:stateBackend: the preview reads a stack's state "
+        "only where its committed stack file says it lives; run make stack STACK=prod and commit the file on the base "
+        'branch (docs/ci.md "Running up from GitHub Actions")\n'
+    )
+    for case, base in (("records-none", PROD), ("no-stack-file", None)):
+        done = _pick_backend(tmp_path / case, _trusted(tmp_path / case, base))
+        assert (done.returncode, done.stdout, done.stderr) == (1, "", refusal), case
     hostile = PROD.replace("config:\n", "config:\n  tpu-rl:stateBackend: gs://x --evil\n", 1)
-    done = _pick_backend(tmp_path / "d", _trusted(tmp_path / "d", hostile), "")
+    done = _pick_backend(tmp_path / "d", _trusted(tmp_path / "d", hostile))
     assert done.returncode == 2 and done.stdout == "", "a value the check refuses stops the step"
 
 

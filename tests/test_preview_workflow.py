@@ -128,6 +128,8 @@ DIGEST = "$RUNNER_TEMP/preview.json"
 """The preview's digest: a file of the runner's, in the runner's work folder (the setup step checks the branch's user
 can write nothing there)."""
 SETUP_LINES = _lines(STEPS[SETUP])
+UNSET_OIDC = "unset ACTIONS_ID_TOKEN_REQUEST_URL ACTIONS_ID_TOKEN_REQUEST_TOKEN"
+"""What each step that runs the branch's code does first after PATH (tests/test_preview_credentials.py)."""
 
 
 @pytest.mark.pure
@@ -155,6 +157,7 @@ def test_the_base_pack_is_installed_as_root_where_the_branch_cannot_write_before
         'sudo cp -R base/policy "$trusted/policy"',  # PulumiPolicy.yaml and config/ with it
         'sudo cp -R base/core base/pyproject.toml "$trusted/build/"',
         'sudo cp base/tools/check_pulumi_project.py "$trusted/check_pulumi_project.py"',
+        'sudo cp base/tools/metadata_server.py "$trusted/metadata_server.py"',  # the branch's Google credential
         'sudo /usr/bin/python3 -m venv "$trusted/policy/venv"',  # PulumiPolicy.yaml's virtualenv: venv
         '(cd "$trusted" && sudo "${pip[@]}" --require-hashes --no-deps -r policy/requirements.lock)',
         '(cd "$trusted" && sudo "${pip[@]}" --no-deps --no-build-isolation --no-index ./build)',
@@ -353,8 +356,9 @@ def test_the_bases_project_check_runs_before_the_branchs_code_and_again_right_be
     ]
     assert CHECK < FIRST_BRANCH, "the base's copy, with the pack's interpreter (PyYAML from its lock)"
     lines = _lines(STEPS[PREVIEW])
-    assert lines[:4] == [
+    assert lines[:5] == [
         "PATH=/usr/bin:/bin",
+        UNSET_OIDC,
         f'{NAMES} stack="{STACK}"',
         '/usr/bin/bash "$trusted/end-branch-processes"',
         '"$trusted/policy/venv/bin/python" "$trusted/check_pulumi_project.py" "$work/project" "$stack" --base '
@@ -373,7 +377,10 @@ def test_what_the_branch_leaves_running_is_ended_before_the_next_step():
     ):
         assert line in setup, line
     trap = """trap '/usr/bin/bash "$trusted/end-branch-processes" || exit 1' EXIT"""
-    assert trap in _lines(STEPS[MAKE_VENV]) and trap in _lines(STEPS[PREVIEW])
+    assert trap in _lines(STEPS[MAKE_VENV])
+    # The preview's also ends the metadata server it started (tests/test_preview_credentials.py runs it).
+    server = """trap 'kill "$server" 2>/dev/null; /usr/bin/bash "$trusted/end-branch-processes" || exit 1' EXIT"""
+    assert server in _lines(STEPS[PREVIEW])
     assert _lines(STEPS[JUDGE])[2] == '/usr/bin/bash "$trusted/end-branch-processes"'
     assert _lines(STEPS[COMMENT])[1] == "/usr/bin/bash /var/lib/tpu-rl-preview/end-branch-processes"
 
@@ -404,7 +411,9 @@ def test_the_preview_steps_secrets_and_the_comments_token():
     assert STEPS[PREVIEW]["env"] == {
         "PULUMI_ACCESS_TOKEN": "${{ secrets.PULUMI_ACCESS_TOKEN }}",
         "PULUMI_CONFIG_PASSPHRASE": "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}",
-        "ENVIRONMENT_BACKEND": "${{ vars.PULUMI_BACKEND_URL }}",
+        "GOOGLE_ACCESS_TOKEN": "${{ steps.auth.outputs.access_token }}",
+        "SERVICE_ACCOUNT": "${{ vars.GCP_PREVIEW_SERVICE_ACCOUNT }}",
+        "TOKEN_LIFETIME": "1800",
     }
     assert STEPS[COMMENT]["env"] == {"GH_TOKEN": "${{ secrets.GITHUB_TOKEN }}"}
     assert len(STEPS) - 1 == COMMENT and not _branch_commands(STEPS[COMMENT])

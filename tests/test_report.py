@@ -379,7 +379,7 @@ def test_the_report_names_the_base_models_commit_the_conversion_recorded(gcs, tm
 
 @pytest.mark.slow
 def test_the_report_names_the_datasets_commit_the_run_staged(gcs, tmp_path):
-    """The run's ``dataset/dataset.json`` (``base_snapshot.py stage_dataset``): none before training staged it."""
+    """The run's ``dataset/dataset.json`` (``stage_dataset.py``): none before training staged it."""
     upload_run(gcs, RUN, steps=STEPS, checkpoints=(10,))
     code, out = make(tmp_path, "--run-uri", RUN)
     assert code == 0 and json.loads((out / "report.json").read_text())["run"]["dataset"] is None

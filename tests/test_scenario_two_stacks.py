@@ -1,4 +1,5 @@
-"""Dev and prod in one Google project, walked together (docs/state.md "Two stacks in one project").
+"""Dev and prod in one Google project, walked together (docs/security.md "Two stacks in one project", docs/state.md
+"Two stacks in one project").
 
 The two stack files are the examples as `pulumi config set` and `make stack` leave them in one project: each with its
 own ``secretsprovider`` and ``tpu-rl:stateBackend``, both sharing a Hub cache whose one writer is prod, both with
@@ -17,15 +18,17 @@ removes), and:
   which removes the role and member from the resource's policy whoever else registered it; ``resourceKMSKeyRingDelete``:
   the ring stays; ``resourceKMSCryptoKeyDelete`` with ``DELETE``: its versions destroyed), leaves every object and grant
   of the other stack in place;
-- with IAM enforced per caller on the loopback Storage and Cloud KMS (``tests/fake_iam.py``), the accounts `make
-  state-bucket` grants one stack cannot read, write, lock or decrypt the other's state, and the Hub cache's reader
-  cannot write it;
+- with IAM enforced per caller and inherited (``tests/fake_iam.py``: organization, folder, project, ring, key, bucket
+  and account policies, the roles' contents), dev's accounts reach nothing of prod's state by the grants `make
+  state-bucket` makes, but deploy-dev's documented project roles let it in three ways in a shared project (a: decrypt
+  through the shared key ring; b: its own conditioned binding rewritten; c: a token of deploy-prod), each one line of
+  `make audit STACK=prod`; with dev and prod in projects of their own (the default) prod has no finding and deploy-dev
+  is refused each of the three;
 - a stack file that names the other's state home, key or cluster is refused in one line, exit 2, nothing created.
 """
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import os
@@ -41,9 +44,8 @@ import pytest
 from tests.conftest import SENTINEL_TOKEN
 from tests.engine import Recorded
 from tests.engine import Stack as EngineStack
-from tests.fake_iam import as_member, policed_apis
-from tests.fake_state_apis import clients
-from tools import shared_names, state, state_access, state_bucket
+from tests.fake_iam import as_member, binding, deployer_roles, grant, lay_out_state, policed_apis
+from tools import shared_names, state, state_access
 from tools.plan import plan_stack
 from tools.plan.offline import Plan, Registration
 from tools.stack_files import ROOT
@@ -58,33 +60,35 @@ WRITER = "prod"
 ENCRYPTED_KEY = "CiQAiRhdlQ7ogTYJFm9rET0XjWwP05Af8jmhoJXyD5OVZQz5OAsSSQCO2yJKaySKHpJOj9CuLhqUkqMwXxiMthCQD540f66IbcZQ="
 
 
-def state_bucket_of(stack: str) -> str:
-    return f"{PROJECT}-pulumi-state-{stack}"
+def state_bucket_of(stack: str, project: str = PROJECT) -> str:
+    return f"{project}-pulumi-state-{stack}"
 
 
-def state_key_of(stack: str) -> str:
-    return f"projects/{PROJECT}/locations/global/keyRings/pulumi-state/cryptoKeys/tpu-rl-{stack}"
+def state_key_of(stack: str, project: str = PROJECT) -> str:
+    """The stack's key as the stack files record it: in the ring ``pulumi-state`` every stack's key shares (the
+    layout before a ring per stack)."""
+    return f"projects/{project}/locations/global/keyRings/pulumi-state/cryptoKeys/tpu-rl-{stack}"
 
 
-def deploy(stack: str) -> str:
-    return f"serviceAccount:deploy-{stack}@{PROJECT}.iam.gserviceaccount.com"
+def deploy(stack: str, project: str = PROJECT) -> str:
+    return f"serviceAccount:deploy-{stack}@{project}.iam.gserviceaccount.com"
 
 
-def preview(stack: str) -> str:
-    return f"serviceAccount:preview-{stack}@{PROJECT}.iam.gserviceaccount.com"
+def preview(stack: str, project: str = PROJECT) -> str:
+    return f"serviceAccount:preview-{stack}@{project}.iam.gserviceaccount.com"
 
 
-def stack_text(stack: str, *, backend_of: str | None = None, key_of: str | None = None) -> str:
-    """The example stack file in ``PROJECT`` as the set-up leaves it: ``pulumi stack init --secrets-provider`` wrote
+def stack_text(stack: str, *, backend_of: str | None = None, key_of: str | None = None, project: str = PROJECT) -> str:
+    """The example stack file in ``project`` as the set-up leaves it: ``pulumi stack init --secrets-provider`` wrote
     the header, `pulumi config set --path` the nested keys into their maps, `make stack` the home at the end.
     ``backend_of`` / ``key_of``: another stack whose home or key the file names instead (a swapped file)."""
-    text = (ROOT / f"Pulumi.{stack}.yaml").read_text().replace(f"my-tpu-{stack}-project", PROJECT)
+    text = (ROOT / f"Pulumi.{stack}.yaml").read_text().replace(f"my-tpu-{stack}-project", project)
     text = text.replace("  tpu-rl:model:\n", f"  tpu-rl:model:\n    hubCache: {HUB}\n    hubCacheWriter: {WRITER}\n", 1)
     if "  tpu-rl:gke:\n" not in text:
         text += "  tpu-rl:gke:\n    secretsEncryptionKey: create\n"
     text += "  tpu-rl:images:\n    mirror: true\n"
-    text += f"  tpu-rl:stateBackend: gs://{state_bucket_of(backend_of or stack)}\n"
-    return f"secretsprovider: gcpkms://{state_key_of(key_of or stack)}\nencryptedkey: {ENCRYPTED_KEY}\n{text}"
+    text += f"  tpu-rl:stateBackend: gs://{state_bucket_of(backend_of or stack, project)}\n"
+    return f"secretsprovider: gcpkms://{state_key_of(key_of or stack, project)}\nencryptedkey: {ENCRYPTED_KEY}\n{text}"
 
 
 def checkout(folder: Path, **texts: str) -> Path:
@@ -372,66 +376,84 @@ def test_the_walk_sees_the_hazard_of_a_shared_grant():
 
 
 # ---------------------------------------------------------------------------------------------
-# The state, the keys and the Hub cache, with IAM enforced per caller
+# The state, the keys, the accounts and the Hub cache, with IAM enforced per caller and inherited
 
 
-def home(stack: str) -> Home:
+def home(stack: str, project: str = PROJECT) -> Home:
     return Home(
         stack,
-        f"gs://{state_bucket_of(stack)}",
+        f"gs://{state_bucket_of(stack, project)}",
         "recorded",
-        f"gcpkms://{state_key_of(stack)}",
+        f"gcpkms://{state_key_of(stack, project)}",
         False,
-        PROJECT,
+        project,
         "us-east5",
     )
 
 
 CHECKPOINT = ".pulumi/stacks/tpu-rl/{}.json"
+OPS = "user:ops@acme.example"
+NOT_PRODS_STATE = {
+    "roles/storage.admin": f'!resource.name.startsWith("projects/_/buckets/{state_bucket_of("prod")}")',
+    "roles/cloudkms.admin": f'!resource.name.startsWith("{state_key_of("prod")}")',
+}
+"""The conditions docs/permissions.md gave deploy-dev's two state-reaching roles in a shared project (until this
+change): prod's bucket and prod's key left out, nothing else."""
+
+
+def lay_out(fake, project_of: dict[str, str]) -> None:
+    """Each stack's state as `make state-bucket STACK=<s> MEMBERS=<ops>,<deploy-s> READERS=<preview-s>` leaves it (the
+    key in the shared ring ``pulumi-state``, the layout the stack files record), each stack's project as its set-up
+    leaves it (the operator owns it, the deploy account holds the deployer's roles of docs/permissions.md "The
+    roles", the preview account the viewer's; in a shared project deploy-dev's two state-reaching roles conditioned
+    as ``NOT_PRODS_STATE``), prod's checkpoint and lock as its `up` leaves them, prod's data key sealed by its key,
+    and the Hub cache with the grants the plans hold."""
+    for stack in STACKS:
+        project = project_of[stack]
+        writers = (OPS, deploy(stack, project))
+        lay_out_state(
+            fake,
+            project,
+            state_bucket_of(stack, project),
+            state_key_of(stack, project),
+            writers,
+            (preview(stack, project),),
+        )
+        fake.project_policies[project] = [binding("roles/owner", OPS)]
+    shared = project_of["dev"] == project_of["prod"]
+    for stack in STACKS:
+        project = project_of[stack]
+        for role in deployer_roles():
+            condition = NOT_PRODS_STATE.get(role, "") if stack == "dev" and shared else ""
+            grant(fake.project_policies, project, role, deploy(stack, project), condition)
+        grant(fake.project_policies, project, "roles/viewer", preview(stack, project))
+    prod = state_bucket_of("prod", project_of["prod"])
+    fake.contents[(prod, CHECKPOINT.format("prod"))] = json.dumps({"version": 3, "secrets": "sealed"}).encode()
+    fake.contents[(prod, lock_prefix("prod") + "held.json")] = b'{"pid": 1}'
+    _, kms = as_member(fake, None)
+    fake.sealed = kms.encrypt(name=state_key_of("prod", project_of["prod"]), plaintext=b"prod data key").ciphertext
+    fake.buckets[HUB_BUCKET] = {"name": HUB_BUCKET, "location": "US-EAST5"}
+    fake.bucket_policies[HUB_BUCKET] = hub_policy()
+    fake.contents[(HUB_BUCKET, "hub/google/gemma-4/abc/model.safetensors")] = b"weights"
 
 
 @pytest.fixture
-def project(made_project):
-    """Both stacks' state buckets and keys as `make state-bucket STACK=<s> MEMBERS=<deploy-s> READERS=<preview-s>`
-    makes them, prod's checkpoint and lock as its `up` leaves them, and the Hub cache with the grants the plans hold:
-    each test's own copy of that state, on the module's server."""
-    fake, made = made_project
-    for name in set(vars(fake)) - set(made) - UNCOPIED:
-        delattr(fake, name)
-    for name, value in made.items():
-        setattr(fake, name, copy.deepcopy(value))
-    return fake
-
-
-UNCOPIED = {"lock", "url"}
-"""The fake's attributes that are its server's, not the state a test may change."""
-
-
-@pytest.fixture(scope="module")
-def made_project():
-    """The loopback APIs with ``project``'s state, made once per module, and a copy of that state."""
+def project():
+    """Dev and prod in one project (``lay_out``)."""
     with policed_apis(PROJECT) as fake:
-        storage, kms, services = clients(fake)
-        for stack in STACKS:
-            state_bucket.create(
-                home(stack),
-                writers=(deploy(stack),),
-                readers=(preview(stack),),
-                storage=storage,
-                kms=kms,
-                services=services,
-                wait=lambda *_: None,
-            )
-        prod_storage, prod_kms = as_member(fake, deploy("prod"))
-        sealed = prod_kms.encrypt(name=state_key_of("prod"), plaintext=b"prod data key").ciphertext
-        bucket = prod_storage.bucket(state_bucket_of("prod"))
-        bucket.blob(CHECKPOINT.format("prod")).upload_from_string(json.dumps({"version": 3, "secrets": "sealed"}))
-        bucket.blob(lock_prefix("prod") + "held.json").upload_from_string('{"pid": 1}')
-        fake.buckets[HUB_BUCKET] = {"name": HUB_BUCKET, "location": "US-EAST5"}
-        fake.bucket_policies[HUB_BUCKET] = hub_policy()
-        fake.contents[(HUB_BUCKET, "hub/google/gemma-4/abc/model.safetensors")] = b"weights"
-        fake.sealed = sealed  # type: ignore[attr-defined]
-        yield fake, {name: copy.deepcopy(value) for name, value in vars(fake).items() if name not in UNCOPIED}
+        lay_out(fake, {"dev": PROJECT, "prod": PROJECT})
+        yield fake
+
+
+APART = {"dev": f"{PROJECT}-dev", "prod": f"{PROJECT}-prod"}
+
+
+@pytest.fixture
+def projects():
+    """Dev and prod each in a project of its own, the default (``lay_out``)."""
+    with policed_apis(APART["prod"]) as fake:
+        lay_out(fake, APART)
+        yield fake
 
 
 def hub_policy() -> list[dict[str, Any]]:
@@ -447,20 +469,22 @@ def hub_policy() -> list[dict[str, Any]]:
     return bindings
 
 
-def attempts(fake, member: str, stack: str) -> dict[str, bool]:
+def attempts(fake, member: str, stack: str, project: str = PROJECT) -> dict[str, bool]:
     """Each thing the diy backend and the gcpkms secrets provider do with ``stack``'s state, as ``member``: allowed?"""
     from google.api_core import exceptions
 
     storage, kms = as_member(fake, member)
-    bucket = storage.bucket(state_bucket_of(stack))
+    bucket = storage.bucket(state_bucket_of(stack, project))
     checkpoint = bucket.blob(CHECKPOINT.format(stack))
     actions = {
         "read the checkpoint": lambda: checkpoint.download_as_bytes(),
-        "list the stack's locks": lambda: list(storage.list_blobs(state_bucket_of(stack), prefix=lock_prefix(stack))),
+        "list the stack's locks": lambda: list(
+            storage.list_blobs(state_bucket_of(stack, project), prefix=lock_prefix(stack))
+        ),
         "take the lock": lambda: bucket.blob(lock_prefix(stack) + "mine.json").upload_from_string("{}"),
         "write the checkpoint": lambda: checkpoint.upload_from_string('{"version": 3}'),
         "clear the lock": lambda: bucket.blob(lock_prefix(stack) + "held.json").delete(),
-        "decrypt the secrets": lambda: kms.decrypt(name=state_key_of(stack), ciphertext=fake.sealed),
+        "decrypt the secrets": lambda: kms.decrypt(name=state_key_of(stack, project), ciphertext=fake.sealed),
     }
     found = {}
     for what, action in actions.items():
@@ -472,28 +496,34 @@ def attempts(fake, member: str, stack: str) -> dict[str, bool]:
     return found
 
 
+NOTHING = dict.fromkeys(
+    [
+        "read the checkpoint",
+        "list the stack's locks",
+        "take the lock",
+        "write the checkpoint",
+        "clear the lock",
+        "decrypt the secrets",
+    ],
+    False,
+)
+
+
 @pytest.mark.parametrize("member", [deploy("dev"), preview("dev")], ids=["deploy-dev", "preview-dev"])
-def test_devs_accounts_cannot_read_write_lock_or_decrypt_prods_state(project, member):
+def test_devs_accounts_do_not_reach_prods_state_directly_in_a_shared_project(project, member):
+    """What the old claim rested on, and all it shows: neither of dev's accounts reaches prod's state by the grants
+    they hold (deploy-dev's two state-reaching roles are conditioned away from prod's bucket and key). The bypasses
+    below are what deploy-dev's other roles let it do about that."""
     before = dict(project.contents)
-    assert attempts(project, member, "prod") == dict.fromkeys(
-        [
-            "read the checkpoint",
-            "list the stack's locks",
-            "take the lock",
-            "write the checkpoint",
-            "clear the lock",
-            "decrypt the secrets",
-        ],
-        False,
-    )
+    assert attempts(project, member, "prod") == NOTHING
     assert project.contents == before, "nothing of prod's changed"
-    refused = {(permission, resource.split("/objects/")[0]) for _, permission, resource in project.refused}
-    assert ("cloudkms.cryptoKeyVersions.useToDecrypt", state_key_of("prod")) in refused
-    storage, kms = as_member(project, member)
-    line = state_access.check(home("prod"), "read", storage=storage, kms=kms)
-    assert line is not None and line.startswith(
-        f"the account running `make` lacks storage.objects.get, storage.objects.list on gs://{state_bucket_of('prod')}"
-    )
+
+
+def test_the_model_can_fail_a_project_grant_reaches_every_bucket_and_key_in_it(project):
+    grant(project.project_policies, PROJECT, "roles/storage.objectViewer", preview("dev"))
+    grant(project.project_policies, PROJECT, "roles/cloudkms.cryptoKeyDecrypter", preview("dev"))
+    found = attempts(project, preview("dev"), "prod")
+    assert found["read the checkpoint"] and found["decrypt the secrets"] and not found["take the lock"]
 
 
 def test_each_account_does_what_its_own_stack_needs_and_no_more(project):
@@ -543,6 +573,133 @@ def test_the_hub_cache_reader_reads_it_and_cannot_write_or_replace_a_file(projec
     writer.bucket(HUB_BUCKET).blob("hub/google/gemma-4/abc/config.json").upload_from_string(b"{}")
     with pytest.raises(exceptions.Forbidden):
         writer.bucket(HUB_BUCKET).blob("elsewhere/config.json").upload_from_string(b"{}")
+
+
+# ---------------------------------------------------------------------------------------------
+# What deploy-dev's documented project roles let it do to prod in a shared project, and what `make audit` says
+
+
+def as_rest(fake, member: str) -> Any:
+    """google-auth's ``AuthorizedSession`` as ``member`` (what `gcloud projects set-iam-policy` and `gcloud iam
+    service-accounts add-iam-policy-binding` send through)."""
+    from google.auth.transport.requests import AuthorizedSession
+    from google.oauth2.credentials import Credentials
+
+    return AuthorizedSession(Credentials(token=member))
+
+
+def audit_prod(fake, tmp_path: Path, capsys, project: str = PROJECT) -> tuple[int, list[str]]:
+    """`make audit STACK=prod` over the checkout's stack files (the shared project accepted in both where shared), as
+    the operator (the projects' owner), on the loopback APIs; its findings, one line each."""
+    from google.auth.credentials import AnonymousCredentials
+
+    from tools import audit
+    from tools.audit_reads import Endpoints, Reads
+
+    texts = {stack: stack_text(stack, project=APART[stack] if project != PROJECT else PROJECT) for stack in STACKS}
+    if project == PROJECT:
+        texts = {stack: text + '  tpu-rl:sharedProject: "true"\n' for stack, text in texts.items()}
+    root = checkout(tmp_path / "audit", **texts)
+    reads = Reads(credentials=AnonymousCredentials(), endpoints=Endpoints.at(fake.url))
+    argv = ["--stack", "prod", "--root", str(root), "--kubeconfig", str(tmp_path / "none")]
+    code = audit.main(argv, reads=reads)
+    out = capsys.readouterr().out.splitlines()
+    return code, [line.removeprefix("finding: ") for line in out if line.startswith("finding: ")]
+
+
+def dev_can(fake, tmp_path, capsys, capability: str) -> list[str]:
+    """The audit's lines naming deploy-dev as able to do ``capability``."""
+    _, found = audit_prod(fake, tmp_path, capsys)
+    return [line for line in found if line.startswith(f"{deploy('dev')} can {capability}")]
+
+
+def test_a_deploy_dev_grants_itself_decrypt_on_prods_key_through_the_shared_ring(project, tmp_path, capsys):
+    """roles/cloudkms.admin holds cloudkms.keyRings.setIamPolicy; the condition leaves prod's key out but not the ring
+    it sits in, and a ring's grant reaches every key in it."""
+    ring = state_key_of("prod").rsplit("/cryptoKeys/", 1)[0]
+    assert dev_can(project, tmp_path, capsys, "decrypt") == []
+    _, kms = as_member(project, deploy("dev"))
+    policy = kms.get_iam_policy(request={"resource": ring})
+    policy.bindings.add(role="roles/cloudkms.cryptoKeyDecrypter", members=[deploy("dev")])
+    kms.set_iam_policy(request={"resource": ring, "policy": policy})
+    assert kms.decrypt(name=state_key_of("prod"), ciphertext=project.sealed).plaintext == b"prod data key"
+    assert dev_can(project, tmp_path, capsys, "decrypt") == [
+        f"{deploy('dev')} can decrypt stack prod's state key (roles/cloudkms.cryptoKeyDecrypter on key ring {ring})"
+    ]
+
+
+def test_b_deploy_dev_rewrites_its_own_conditioned_project_binding(project, tmp_path, capsys):
+    """roles/resourcemanager.projectIamAdmin sets the project's whole policy: deploy-dev drops its own condition."""
+    assert dev_can(project, tmp_path, capsys, "read or write") == []
+    session = as_rest(project, deploy("dev"))
+    url = f"{project.url}/v3/projects/{PROJECT}"
+    policy = session.post(f"{url}:getIamPolicy", json={"options": {"requestedPolicyVersion": 3}}).json()
+    for entry in policy["bindings"]:
+        if deploy("dev") in entry["members"] and entry.get("condition"):
+            del entry["condition"]
+    assert session.post(f"{url}:setIamPolicy", json={"policy": policy}).status_code == 200
+    found = attempts(project, deploy("dev"), "prod")
+    assert found == dict.fromkeys(NOTHING, True) | {"decrypt the secrets": False}, "(decrypt is one more grant away)"
+    assert dev_can(project, tmp_path, capsys, "read or write") == [
+        f"{deploy('dev')} can read or write stack prod's state and set IAM on gs://{state_bucket_of('prod')} "
+        f"(roles/storage.admin on project {PROJECT})"
+    ]
+
+
+def test_c_deploy_dev_grants_itself_token_creation_on_deploy_prod(project, tmp_path, capsys):
+    """roles/iam.serviceAccountAdmin sets every account's policy: deploy-dev makes itself a token creator of
+    deploy-prod, mints its token and decrypts prod's secrets as deploy-prod."""
+    email = deploy("prod").split(":", 1)[1]
+    via = f"(roles/iam.serviceAccountTokenCreator on the account {email})"
+    assert [line for line in dev_can(project, tmp_path, capsys, "mint") if line.endswith(via)] == []
+    session = as_rest(project, deploy("dev"))
+    url = f"{project.url}/v1/projects/-/serviceAccounts/{email}"
+    policy = session.post(f"{url}:getIamPolicy").json()
+    policy.setdefault("bindings", []).append(
+        {"role": "roles/iam.serviceAccountTokenCreator", "members": [deploy("dev")]}
+    )
+    assert session.post(f"{url}:setIamPolicy", json={"policy": policy}).status_code == 200
+    token = session.post(f"{url}:generateAccessToken", json={"scope": ["cloud-platform"]}).json()["accessToken"]
+    _, as_prod = as_member(project, token)
+    assert as_prod.decrypt(name=state_key_of("prod"), ciphertext=project.sealed).plaintext == b"prod data key"
+    assert [line for line in dev_can(project, tmp_path, capsys, "mint") if line.endswith(via)] == [
+        f"{deploy('dev')} can mint tokens of {email} {via}"
+    ]
+
+
+def test_in_a_shared_project_the_audit_names_deploy_dev_before_any_bypass(project, tmp_path, capsys):
+    """The roles themselves, before deploy-dev uses them: each is a finding on prod (the shared project is accepted
+    in both stack files, and still named)."""
+    code, found = audit_prod(project, tmp_path, capsys)
+    mine = {line.rsplit(" (", 1)[1].rstrip(")") for line in found if line.startswith(deploy("dev"))}
+    assert code == 1
+    assert {
+        f"roles/resourcemanager.projectIamAdmin on project {PROJECT}",
+        f"roles/iam.serviceAccountAdmin on project {PROJECT}",
+        f"roles/container.admin on project {PROJECT}",
+        f"roles/cloudkms.admin on project {PROJECT}",
+    } <= mine
+    assert not [line for line in found if not line.startswith(deploy("dev"))], "only deploy-dev is prod's outsider"
+
+
+def test_apart_the_default_prod_has_no_finding_and_deploy_dev_reaches_nothing_of_it(projects, tmp_path, capsys):
+    code, found = audit_prod(projects, tmp_path, capsys, project=APART["prod"])
+    assert (code, found) == (0, [])
+    dev, prod = deploy("dev", APART["dev"]), APART["prod"]
+    assert attempts(projects, dev, "prod", prod) == NOTHING
+    _, kms = as_member(projects, dev)
+    ring = state_key_of("prod", prod).rsplit("/cryptoKeys/", 1)[0]
+    session = as_rest(projects, dev)
+    email = deploy("prod", prod).split(":", 1)[1]
+    refused = [
+        session.post(f"{projects.url}/v3/projects/{prod}:getIamPolicy", json={}).status_code,
+        session.post(
+            f"{projects.url}/v1/projects/-/serviceAccounts/{email}:setIamPolicy", json={"policy": {}}
+        ).status_code,
+        session.post(f"{projects.url}/v1/{ring}:setIamPolicy", json={"policy": {}}).status_code,
+        session.post(f"{projects.url}/v1/projects/-/serviceAccounts/{email}:generateAccessToken", json={}).status_code,
+    ]
+    assert refused == [403, 403, 403, 403]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -614,9 +771,20 @@ def test_two_writers_of_one_hub_cache_are_refused(tmp_path, capsys):
     assert lines[0].startswith(f"error: stacks dev and prod share the Hub cache {HUB} but name different writers")
 
 
-def test_the_example_stacks_in_one_project_share_nothing_the_check_refuses(tmp_path):
+def test_the_example_stacks_in_one_project_share_no_name_and_share_the_project_only_if_both_accept(tmp_path):
+    """No name of the two examples is the other's (``tools.shared_names``); the project itself is refused by the
+    program's preflight and `make audit` unless both files accept it (``core.config.projects``)."""
+    from core.config.projects import problem
+    from core.config.projects import stack_configs as configs
+    from tools.stack_files import load_stack
+
     root = checkout(tmp_path / "repo", dev=stack_text("dev"), prod=stack_text("prod"))
     assert [shared_names.problem(stack, root) for stack in STACKS] == [None, None]
+    dev = load_stack("dev", root / "Pulumi.dev.yaml")[0]
+    assert problem("dev", dev, configs(root, "dev")) is not None
+    (root / "Pulumi.prod.yaml").write_text(stack_text("prod") + '  tpu-rl:sharedProject: "true"\n')
+    accepted = load_stack("dev", root / "Pulumi.dev.yaml", ["tpu-rl:sharedProject=true"])[0]
+    assert problem("dev", accepted, configs(root, "dev")) is None
     other = checkout(
         tmp_path / "other",
         dev=stack_text("dev").replace("tpu-rl-dev\n", "tpu-rl-prod\n", 1),

@@ -1,5 +1,6 @@
 """Training's dataset staged in the bucket once (issue 40 item 4): which keys point at the staged copy, and what
-the script stages (the program itself: tests/test_base_snapshot.py, against the loopback Hub)."""
+the script stages (the program itself, ``stage_dataset.py``: tests/test_base_snapshot.py, against the loopback Hub;
+each file checked against the Hub's hash of it, tests/test_hub_cache.py)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def test_gsm8k_stages_its_train_and_test_files_and_names_its_splits():
     }
     assert staged == ("openai/gsm8k", ["main/train-*.parquet", "main/test-*.parquet"])
     assert dataset_lines(settings("prod", ["tpu-rl:training.dataset=gsm8k"]), OUT)[0] == (
-        "dataset_commit=$(python3 /tpu-rl/base_snapshot.py dataset openai/gsm8k main "
+        "dataset_commit=$(python3 /tpu-rl/stage_dataset.py openai/gsm8k main "
         f"{OUT}dataset/ {CACHE} 'main/train-*.parquet' 'main/test-*.parquet')"
     )
 
@@ -70,7 +71,7 @@ def test_files_of_two_repositories_are_a_catalogue_bug():
 def test_the_script_stages_before_train_rl_and_quotes_the_pattern():
     lines = dataset_lines(settings("prod", []), OUT)
     assert lines[0] == (
-        "dataset_commit=$(python3 /tpu-rl/base_snapshot.py dataset nvidia/OpenMathInstruct-2 main "
+        "dataset_commit=$(python3 /tpu-rl/stage_dataset.py nvidia/OpenMathInstruct-2 main "
         f"{OUT}dataset/ {CACHE} 'data/train_1M-*.parquet')"
     )
 
@@ -81,7 +82,7 @@ def test_the_dataset_revision_is_the_stacks_and_a_commit_is_passed_as_is():
     and with the cache's entry whole, asks the Hub nothing: tests/test_base_snapshot.py)."""
     commit = "0123456789abcdef0123456789abcdef01234567"
     (line, _) = dataset_lines(settings("prod", [f"tpu-rl:training.datasetRevision={commit}"]), OUT)
-    assert f" dataset nvidia/OpenMathInstruct-2 {commit} {OUT}dataset/ {CACHE} " in line
+    assert f"stage_dataset.py nvidia/OpenMathInstruct-2 {commit} {OUT}dataset/ {CACHE} " in line
 
 
 @pytest.mark.pure
@@ -105,12 +106,13 @@ def test_the_dataset_cache_is_trainings_to_write_and_no_cpu_steps():
 
 @pytest.mark.pure
 def test_the_record_the_program_reads_is_the_one_the_container_writes():
-    """``base_snapshot.py`` is one file of the step's ConfigMap (it imports nothing of tpu-rl's): its record's name
-    is pinned to ``core.layout``'s, which the program's reader uses (``artifacts.dataset_record``)."""
+    """``stage_dataset.py`` is a file of the step's ConfigMap (it imports nothing of tpu-rl's but ``base_snapshot.py``
+    beside it): its record's name is pinned to ``core.layout``'s, which the program's reader uses
+    (``artifacts.dataset_record``)."""
     from core.layout import DATASET_RECORD, STAGED_DATASET
-    from workloads.container import base_snapshot
+    from workloads.container import stage_dataset
 
-    assert base_snapshot.DATASET_RECORD == DATASET_RECORD
+    assert stage_dataset.DATASET_RECORD == DATASET_RECORD
     assert f" {OUT}{STAGED_DATASET} " in dataset_lines(settings("prod", []), OUT)[0], "where the script stages"
 
 

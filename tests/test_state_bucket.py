@@ -1,7 +1,9 @@
 """`make state-bucket` (tools/state_bucket.py) and the permission check before each command (tools/state_access.py),
-with the official storage, Cloud KMS and Service Usage clients on a loopback server that speaks their REST API
-(tests/fake_state_apis.py): a fresh project with both APIs off; the bucket's and the key's IAM policies set, read back
-and checked; the project's convenience members removed; another stack's bucket or key refused with nothing changed."""
+with the official storage, Cloud KMS, Service Usage and Resource Manager clients on a loopback server that speaks
+their REST API (tests/fake_state_apis.py): a fresh project with both APIs off; the stack's key in a ring of its own;
+the bucket's and the key's IAM policies set, read back and checked; the project's convenience members removed; another
+stack's bucket or key, another project's bucket, a bucket this account may not read and a folder home in a bucket
+that holds anything else refused with nothing changed."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.fake_state_apis import clients, default_bucket_policy, fake_state_apis
+from tests.stack_homes import RING_KEY, SHARED
 from tools import state_access, state_bucket
 from tools.state_export import StateError
 from tools.state_home import Home, RefusedError
@@ -19,8 +22,10 @@ from tools.state_home import Home, RefusedError
 pytestmark = pytest.mark.usefixtures("google_clients")
 
 BUCKET = "acme-tpu-pulumi-state-prod"
-KEY = "projects/acme-tpu/locations/global/keyRings/pulumi-state/cryptoKeys/tpu-rl-prod"
-RING = "projects/acme-tpu/locations/global/keyRings/pulumi-state"
+KEY = "projects/acme-tpu/locations/global/keyRings/pulumi-state-prod/cryptoKeys/state"
+RING = "projects/acme-tpu/locations/global/keyRings/pulumi-state-prod"
+NUMBER = "123456789012"
+"""The project's number, as Resource Manager's projects.get and the buckets it made name it."""
 HOME = Home("prod", f"gs://{BUCKET}", "default", f"gcpkms://{KEY}", False, "acme-tpu", "us-east5")
 OPS = "user:ops@acme.example"
 DEPLOY = "serviceAccount:deploy-prod@acme-tpu.iam.gserviceaccount.com"
@@ -48,6 +53,7 @@ def create(fake, home: Home = HOME, **kwargs):
     storage, kms, services = clients(fake)
     kwargs.setdefault("writers", (OPS, DEPLOY))
     kwargs.setdefault("readers", (PREVIEW,))
+    kwargs.setdefault("project_number", NUMBER)
     return state_bucket.create(home, storage=storage, kms=kms, services=services, **kwargs)
 
 
@@ -143,15 +149,78 @@ def test_a_bucket_holding_another_stacks_state_is_refused(apis):
     )
 
 
-def test_a_legacy_key_is_replaced_by_the_stacks_own_and_the_move_is_named(apis):
-    legacy = "gcpkms://projects/acme-tpu/locations/global/keyRings/pulumi-state/cryptoKeys/pulumi-secrets"
-    home = Home("prod", f"gs://{BUCKET}", "default", legacy, False, "acme-tpu", "us-east5")
+@pytest.mark.parametrize("earlier", [SHARED, f"gcpkms://{RING_KEY.format('prod')}"], ids=["shared-key", "shared-ring"])
+def test_a_key_of_earlier_versions_is_replaced_by_one_in_a_ring_of_the_stacks_own_and_the_move_is_named(apis, earlier):
+    """The project's shared key, or the stack's key in the ring every stack's key shared: `make state-bucket` makes
+    and grants the stack's own ring and key, never the old one, and names the move."""
+    home = Home("prod", f"gs://{BUCKET}", "default", earlier, False, "acme-tpu", "us-east5")
     lines = create(apis, home)
-    assert KEY in apis.keys and not any(k.endswith("pulumi-secrets") for k in apis.keys)
+    assert list(apis.keys) == [KEY] and list(apis.rings) == [RING], "a ring of its own, nothing in the shared one"
     assert (
         lines[-1]
-        == f"stack prod's secrets are still encrypted by {legacy}: make state-move STACK=prod moves them to {KEY}"
+        == f"stack prod's secrets are still encrypted by {earlier}: make state-move STACK=prod moves them to {KEY}"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Only what is the stack's
+
+
+def test_a_bucket_of_the_name_in_another_project_is_refused_with_nothing_changed(apis):
+    """Bucket names are global and this one is predictable: the bucket's projectNumber against the project's."""
+    create(apis)
+    made = len(changes(apis))
+    apis.buckets[BUCKET]["projectNumber"] = "999999999999"
+    with pytest.raises(RefusedError) as caught:
+        create(apis)
+    assert str(caught.value).startswith(
+        f"gs://{BUCKET} is the bucket of another project (number 999999999999, not project acme-tpu's {NUMBER}): "
+        "bucket names are global and this one is predictable, so it is never adopted; name one of the project's own: "
+        "make state-bucket STACK=prod STATE_BACKEND=gs://<bucket>"
+    )
+    with pytest.raises(StateError, match=r"^cannot tell whether gs://\S+ is project acme-tpu's: the project's number"):
+        create(apis, project_number=None)
+    assert len(changes(apis)) == made, "no setting, key or policy was changed"
+
+
+def test_a_bucket_this_account_may_not_read_is_one_line_saying_it_cannot_tell(apis):
+    apis.services = dict.fromkeys(apis.services, "ENABLED")
+    apis.forbidden.add(BUCKET)
+    with pytest.raises(StateError) as caught:
+        create(apis)
+    assert not isinstance(caught.value, RefusedError), "a grant may cure it: exit 1"
+    line = str(caught.value)
+    assert line.startswith(f"cannot tell whether gs://{BUCKET} is stack prod's: this account may not read the bucket")
+    assert "if it is project acme-tpu's, grant the account roles/storage.admin there and run it again" in line
+    assert changes(apis) == [], "nothing made"
+
+
+def test_a_folder_home_in_a_bucket_that_holds_anything_else_is_refused(apis):
+    """The grants are on the bucket: a folder home is the stack's only in a bucket that holds nothing else."""
+    home = Home("prod", "gs://acme-state/tpu-rl/prod", "recorded", f"gcpkms://{KEY}", False, "acme-tpu", "us-east5")
+    create(apis, home)
+    apis.objects["acme-state"] = ["tpu-rl/prod/.pulumi/meta.yaml", "tpu-rl/prod/.pulumi/stacks/tpu-rl/prod.json"]
+    assert (
+        create(apis, home)[0]
+        == "gs://acme-state exists; versioning, uniform access, public access prevention and its label set"
+    )
+    for stray, named in [
+        ("tpu-rl/dev/.pulumi/meta.yaml", "gs://acme-state/tpu-rl/dev/"),
+        ("datasets/train.jsonl", "gs://acme-state/datasets/"),
+        ("README.md", "gs://acme-state/README.md"),
+        ("tpu-rl/notes.txt", "gs://acme-state/tpu-rl/notes.txt"),
+    ]:
+        apis.objects["acme-state"].append(stray)
+        made = len(changes(apis))
+        with pytest.raises(RefusedError) as caught:
+            create(apis, home)
+        assert str(caught.value).startswith(
+            f"gs://acme-state holds {named}, outside stack prod's folder tpu-rl/prod/: the grants on the bucket would "
+            "reach it"
+        )
+        assert str(caught.value).endswith("name one of the project's own in Pulumi.prod.yaml (tpu-rl:stateBackend)")
+        assert len(changes(apis)) == made
+        apis.objects["acme-state"].remove(stray)
 
 
 def test_a_home_that_is_no_bucket_and_no_named_account_are_refused(apis):
@@ -250,7 +319,8 @@ def test_the_project_permissions_make_state_bucket_needs_are_named_with_their_ro
     line = state_bucket.setup_missing("acme-tpu", ["storage.buckets.create"])
     assert line is not None and line.startswith(
         "the account running `make state-bucket` lacks, in project acme-tpu: roles/serviceusage.serviceUsageAdmin: "
-        "serviceusage.services.enable, serviceusage.services.get; roles/storage.admin: storage.buckets.get,"
+        "serviceusage.services.enable, serviceusage.services.get; roles/browser: resourcemanager.projects.get; "
+        "roles/storage.admin: storage.buckets.get,"
     )
     assert "roles/cloudkms.admin: cloudkms.keyRings.create" in line
 

@@ -25,7 +25,8 @@ SHARED_KEY = f"gcpkms://projects/{PROJECT}/locations/global/keyRings/pulumi-stat
 
 
 def own_key(stack: str) -> str:
-    return f"gcpkms://projects/{PROJECT}/locations/global/keyRings/pulumi-state/cryptoKeys/tpu-rl-{stack}"
+    """The stack's own key, in a ring of its own."""
+    return f"gcpkms://projects/{PROJECT}/locations/global/keyRings/pulumi-state-{stack}/cryptoKeys/state"
 
 
 @pytest.fixture
@@ -139,7 +140,7 @@ def test_a_stack_in_the_projects_shared_bucket_is_never_created_again_empty(repo
     assert done.returncode == 2
     (line,) = errors(done)
     assert line.startswith(f"error: stack prod already exists in gs://{PROJECT}-pulumi-state, the project's shared")
-    assert f"make state-move STACK=prod FROM=gs://{PROJECT}-pulumi-state" in line
+    assert "(make state-bucket STACK=prod, then make state-move STACK=prod)" in line
     assert made(repo) == [("stack select prod", f"gs://{PROJECT}-pulumi-state-prod")], "no stack init"
     assert (repo / "Pulumi.prod.yaml").read_text() == before, "nothing written"
 
@@ -169,7 +170,12 @@ def test_a_stack_in_the_shared_bucket_and_key_moves_into_its_own(repo, gcs):
     done = make(repo, "up", "STACK=prod")
     assert done.returncode == 2 and "make state-move STACK=prod" in errors(done)[0]
     done = make(repo, "state-move", "STACK=prod")
-    assert done.returncode == 0, done.stderr
+    (line,) = errors(done)  # no Cloud KMS here: the move is done, the old key's grants are not looked at
+    assert done.returncode != 0 and line.startswith(  # the tool's 1, make's own 2
+        f"error: stack prod moved, but its old key projects/{PROJECT}/locations/global/keyRings/pulumi-state/"
+        "cryptoKeys/tpu-rl-prod could not be read to take the state's grants off it ("
+    )
+    assert line.endswith("run make state-move STACK=prod again (docs/state.md#moving-a-stack-to-a-home-of-its-own)")
     shared, own = f"gs://{PROJECT}-pulumi-state", f"gs://{PROJECT}-pulumi-state-prod"
     assert made(repo) == [
         ("stack export --stack", shared),
@@ -182,6 +188,104 @@ def test_a_stack_in_the_shared_bucket_and_key_moves_into_its_own(repo, gcs):
     assert [b.name for b in gcs.list_blobs(f"{PROJECT}-pulumi-state")] == []
     text = (repo / "Pulumi.prod.yaml").read_text()
     assert text.startswith(f"secretsprovider: {own_key('prod')}\n") and text.endswith(f"tpu-rl:stateBackend: {own}\n")
+    done = make(repo, "up", "STACK=prod")
+    assert done.returncode == 0, done.stderr
+    assert made(repo)[-1] == ("up --stack prod", own)
+
+
+CLOUD_PULUMI = """#!/bin/sh
+echo "$* | ${PULUMI_BACKEND_URL-unset} | ${PULUMI_DEFAULT_ORGANIZATION-unset}" >> "$PULUMI_LOG"
+case "$1 $2" in
+  "stack select") [ -f "$CLOUD_STACKS/$PULUMI_DEFAULT_ORGANIZATION-$3" ] || exit 255 ;;
+  "stack init") touch "$CLOUD_STACKS/$PULUMI_DEFAULT_ORGANIZATION-$3" ;;
+  "stack ls") echo "${CLOUD_LISTED:-[]}" ;;
+  "stack export") echo '{"version": 3, "deployment": null}' ;;
+esac
+exit 0
+"""
+"""A `pulumi` that keeps Pulumi Cloud stacks by organization: the one ``PULUMI_DEFAULT_ORGANIZATION`` names (a name
+without one resolves there: pkg/backend/httpstate/backend.go ``ParseStackReference``); ``stack ls`` prints
+``$CLOUD_LISTED``."""
+
+
+def test_a_cloud_home_records_its_organization_and_every_command_is_given_it(tmp_path):
+    """`make stack` with STATE_ORG: the stack is created in that organization and both keys recorded; every later
+    command gets it as PULUMI_DEFAULT_ORGANIZATION; a Cloud home without one is refused before any pulumi runs, and a
+    prod of another organization (a teammate's default) is found before a second is made."""
+    root = checkout(tmp_path)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "pulumi").write_text(CLOUD_PULUMI)
+    (tmp_path / "bin" / "pulumi").chmod(0o755)
+    (tmp_path / "cloud").mkdir()
+    cloud = {"CLOUD_STACKS": str(tmp_path / "cloud")}
+    done = make(root, "stack", "STACK=prod", "STATE_BACKEND=https://api.pulumi.com", **cloud)
+    assert done.returncode != 0 and errors(done)[0].startswith(
+        "error: stack prod's state home https://api.pulumi.com names no organization"
+    )
+    assert not (tmp_path / "pulumi.log").exists(), "refused before any pulumi command"
+    listed = '[{"name": "ops-team/prod"}, {"name": "ops-team/dev"}]'
+    args = ("stack", "STACK=prod", "STATE_BACKEND=https://api.pulumi.com", "STATE_ORG=acme")
+    done = make(root, *args, CLOUD_LISTED=listed, **cloud)
+    (line,) = errors(done)
+    assert line.startswith(
+        "error: stack prod already exists in https://api.pulumi.com, Pulumi Cloud, in the organization ops-team and "
+        "not acme;"
+    )
+    assert (
+        not list((tmp_path / "cloud").iterdir())
+        and "\n  tpu-rl:stateBackend" not in (root / "Pulumi.prod.yaml").read_text()
+    )
+    (tmp_path / "pulumi.log").unlink()
+    done = make(root, *args, CLOUD_LISTED='[{"name": "ops-team/dev"}]', **cloud)
+    assert done.returncode == 0, done.stderr
+    assert (
+        (root / "Pulumi.prod.yaml")
+        .read_text()
+        .endswith("  tpu-rl:stateBackend: https://api.pulumi.com\n  tpu-rl:stateOrganization: acme\n")
+    )
+    done = make(root, "preview", "STACK=prod", **cloud)
+    assert done.returncode == 0, done.stderr
+    lines = (tmp_path / "pulumi.log").read_text().splitlines()
+    assert [line.split(" | ", 1)[1] for line in lines] == ["https://api.pulumi.com | acme"] * len(lines)
+    assert [line.split(" | ")[0].split()[:2] for line in lines] == [
+        ["stack", "select"],
+        ["stack", "ls"],  # prod in another organization? (ops-team's dev is another stack)
+        ["stack", "init"],
+        ["stack", "select"],
+        ["stack", "export"],
+        ["preview", "--stack"],
+    ]
+    assert (tmp_path / "cloud" / "acme-prod").exists()
+    done = make(root, "backend", "STACK=prod", **cloud)
+    assert done.stdout == "https://api.pulumi.com\n"
+    assert "name it acme/prod in your own pulumi commands" in done.stderr
+
+
+@pytest.mark.slow
+def test_a_stack_file_recording_the_shared_bucket_is_refused_and_moved_to_a_bucket_of_its_own(repo, gcs):
+    """A stack file that records the project's shared bucket of earlier versions as its home: refused for every
+    command; `make state-move` moves the stack to its own bucket and rewrites that one line of the file."""
+    gcs.create_bucket(f"{PROJECT}-pulumi-state")
+    gcs.create_bucket(f"{PROJECT}-pulumi-state-prod")
+    gcs.bucket(f"{PROJECT}-pulumi-state").blob(".pulumi/stacks/tpu-rl/prod.json").upload_from_string(EXPORT)
+    path = repo / "Pulumi.prod.yaml"
+    path.write_text(
+        f"secretsprovider: {own_key('prod')}\n{path.read_text()}"
+        f"  tpu-rl:stateBackend: gs://{PROJECT}-pulumi-state  # old\n"
+    )
+    done = make(repo, "up", "STACK=prod")
+    (line,) = errors(done)
+    assert line.startswith(f"error: stack prod's state home gs://{PROJECT}-pulumi-state (recorded in Pulumi.prod.yaml)")
+    assert made(repo) == []
+    make(repo, "state-move", "STACK=prod")  # the old key's grants: no Cloud KMS here (its own test: test_state_move)
+    shared, own = f"gs://{PROJECT}-pulumi-state", f"gs://{PROJECT}-pulumi-state-prod"
+    assert made(repo)[:4] == [
+        ("stack export --stack", shared),
+        ("stack init prod", own),
+        ("stack import --stack", own),
+        ("stack export --stack", own),
+    ]
+    assert path.read_text().endswith(f"  tpu-rl:stateBackend: {own}  # old\n"), "that line rewritten, its comment kept"
     done = make(repo, "up", "STACK=prod")
     assert done.returncode == 0, done.stderr
     assert made(repo)[-1] == ("up --stack prod", own)

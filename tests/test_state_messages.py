@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_state_apis import clients, fake_state_apis
-from tests.stack_homes import KEY, SHARED, cli_file, repo
-from tools import shared_names, state_access, state_bucket, state_move
+from tests.fake_state_apis import admin_clients, clients, fake_state_apis
+from tests.stack_homes import KEY, RING_KEY, SHARED, cli_file, repo
+from tools import shared_names, state_access, state_bucket, state_lookup, state_move
 from tools.stack_files import ROOT
 from tools.state_export import StateError
-from tools.state_home import Home, decide, with_record
+from tools.state_home import Home, decide, ring_warning, with_record
 from tools.state_lookup import Known
 
 pytestmark = pytest.mark.usefixtures("google_clients")
@@ -42,6 +42,12 @@ def home_refusals(tmp: Path) -> dict[str, Callable[[], object]]:
             provider=f"gcpkms://{KEY.format('staging')}", config={"tpu-rl:stateBackend": "s3://acme-state"}
         ),
         local=cli_file(protect=True),
+        ringmate=cli_file(provider=f"gcpkms://{KEY.format('staging')}"),
+        legacy=cli_file(config={"tpu-rl:stateBackend": "gs://acme-tpu-pulumi-state"}),
+        ringed=cli_file(provider=f"gcpkms://{RING_KEY.format('ringed')}", protect=True),
+        cloud=cli_file(config={"tpu-rl:stateBackend": "https://api.pulumi.com"}),
+        orged=cli_file(config={"tpu-rl:stateOrganization": "acme"}),
+        cloudorg=cli_file(config={"tpu-rl:stateBackend": "https://api.pulumi.com", "tpu-rl:stateOrganization": "acme"}),
         salted=cli_file(provider=None, protect=True, config={"tpu-rl:stateBackend": "gs://acme-salted-state"}),
         blank=(ROOT / "Pulumi.dev.yaml").read_text(),
         **{
@@ -58,7 +64,15 @@ def home_refusals(tmp: Path) -> dict[str, Callable[[], object]]:
         "backend-url-disagrees": lambda: decide("dev", root, env_url="https://api.pulumi.com", shared_key_ok=True),
         "inside-checkout": lambda: decide("local", root, explicit=f"file://{root / '.pulumi-state'}"),
         "shared-bucket": lambda: decide("qa", root),
-        "shared-key": lambda: decide("dev", root),
+        "shared-key": lambda: decide("ringmate", root),
+        "legacy-key": lambda: decide("dev", root),
+        "legacy-bucket": lambda: decide("legacy", root),
+        "shared-ring-protected": lambda: decide("ringed", root),
+        "shared-ring-warning": lambda: raise_line(ring_warning(decide("ringed", root, shared_key_ok=True))),
+        "cloud-no-organization": lambda: decide("cloud", root),
+        "organization-self-managed": lambda: decide("orged", root),
+        "organization-disagrees": lambda: decide("cloudorg", root, organization="other"),
+        "organization-name": lambda: decide("cloud", root, organization="acme/prod"),
         "secrets-provider-loses": lambda: decide("dev", root, secrets_provider="passphrase", shared_key_ok=True),
         "passphrase-protected": lambda: decide("local", root, explicit=outside),
         "passphrase-protected-stack": lambda: decide("salted", root),
@@ -73,24 +87,47 @@ def tool_lines(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Callable
 
     from tools import state, state_lookup
 
-    shared = Known("gs://acme-tpu-pulumi-state", "the project's shared state bucket of earlier versions")
-    cloud = "https://api.pulumi.com (Pulumi Cloud, where the CLI is logged in): `pulumi stack ls` at "
+    shared = Known(
+        "gs://acme-tpu-pulumi-state",
+        "the project's shared state bucket of earlier versions",
+        "move it to a bucket and key of its own (make state-bucket STACK=prod, then make state-move STACK=prod)",
+    )
+    login = Known("file:///srv/old-state", "where the Pulumi CLI is logged in (~/.pulumi/credentials.json)")
+    cloud = (
+        "https://api.pulumi.com (where the Pulumi CLI is logged in (~/.pulumi/credentials.json)): `pulumi stack ls` at "
+    )
     cloud += "https://api.pulumi.com failed: error: 401 Unauthorized"
 
     def new(found: Known | None, failures: list[str], exists: bool = True, home: Home = PROD) -> object:
+        monkeypatch.setattr(state_lookup, "known", lambda *a, **k: state_lookup.Lookup([]))
         monkeypatch.setattr(state_lookup, "found_elsewhere", lambda *a, **k: (found, failures))
         monkeypatch.setattr(state, "_storage", object)
         monkeypatch.setattr(state, "_bucket_exists", lambda storage, bucket: exists)
         return state._new(home, tmp)
 
     return {
-        "new-found-elsewhere": lambda: new(shared, []),
-        "new-found-elsewhere-recorded": lambda: new(shared, [], home=replace(PROD, origin="recorded")),
+        "new-found-elsewhere": lambda: new(login, []),
+        "new-found-elsewhere-recorded": lambda: new(login, [], home=replace(PROD, origin="recorded")),
+        "new-found-in-shared-bucket": lambda: new(shared, []),
         "new-cannot-tell": lambda: new(None, [cloud]),
         "new-no-bucket": lambda: new(None, [], exists=False),
         "members": lambda: state_bucket.parse_members("user:ops@acme.example,projectViewer:acme-tpu", "MEMBERS"),
         "setup-missing": lambda: raise_line(state_bucket.setup_missing("acme-tpu", ["storage.buckets.get"])),
         "move-not-a-source": lambda: state_move.move(PROD, tmp, "https://api.pulumi.com"),
+        "move-not-written": lambda: rekey(tmp),
+        "move-old-key-unreadable": lambda: state_move._release(PROD, Unreadable(), KEY.format("prod"), "", None),
+        "lookup-no-client": lambda: state_lookup.listed("s3://acme-state?region=us-east-1", None),
+        "lookup-whoami": lambda: raise_line(whoami_lines(tmp)),
+        "new-other-organization": lambda: new(
+            Known(
+                "https://api.pulumi.com",
+                "Pulumi Cloud, in the organization ops-team and not acme",
+                "if that is the stack, record its organization instead (tpu-rl:stateOrganization: ops-team in "
+                "Pulumi.prod.yaml); else rename one of the two (pulumi stack rename)",
+            ),
+            [],
+            home=replace(PROD, backend="https://api.pulumi.com", origin="recorded", organization="acme"),
+        ),
         "shared-cluster-name": lambda: shared_names.refuse_shared("qa", names(tmp / "cluster", "tpu-rl-prod")),
         "shared-bucket-name": lambda: shared_names.refuse_shared(
             "qa", names(tmp / "bucket", "tpu-rl-qa", "  tpu-rl:bucketName: acme-tpu-tpu-rl-prod\n")
@@ -123,8 +160,42 @@ def raise_line(line: str | None) -> None:
     raise StateError(line)
 
 
+class Unreadable:
+    """A Cloud KMS client without credentials."""
+
+    def get_crypto_key(self, **kwargs: object) -> object:
+        raise RuntimeError("Your default credentials were not found.")
+
+
+def rekey(tmp: Path) -> object:
+    """`pulumi stack change-secrets-provider` that leaves the stack file as it was (run from another checkout)."""
+    import subprocess
+
+    (tmp / "rekey").mkdir()
+    root = repo(tmp / "rekey", prod=cli_file(provider=f"gcpkms://{RING_KEY.format('prod')}"))
+    done = subprocess.CompletedProcess([], 0, "", "")
+    return state_move._rekey(PROD, root, f"gcpkms://{KEY.format('prod')}", lambda *a, **k: done)
+
+
+def whoami_lines(tmp: Path) -> str:
+    """The warning for a credentials file the CLI encrypted, then the failure when `pulumi whoami` fails too."""
+    import json
+    import subprocess
+
+    (tmp / "whoami").mkdir()
+    (tmp / "whoami" / "credentials.json").write_text(json.dumps({"$pulumiSecureStore": 1, "data": "eA=="}))
+    env = {"PULUMI_HOME": str(tmp / "whoami")}
+    url = json.dumps({"url": "gs://acme-old-state"})
+    _, (warning,), _ = state_lookup.logins(env, lambda *a, **k: subprocess.CompletedProcess([], 0, url, ""))
+    failing = subprocess.CompletedProcess([], 255, "", "error: the credential store is locked")
+    _, _, (failure,) = state_lookup.logins(env, lambda *a, **k: failing)
+    return f"{warning} | {failure}"
+
+
 def world_lines() -> dict[str, str]:
     """The lines `make state-bucket` and the check before each command stop with, on the loopback APIs."""
+    from dataclasses import replace
+
     found: dict[str, str] = {}
 
     def catch(case: str, run: Callable[[], object]) -> None:
@@ -138,6 +209,7 @@ def world_lines() -> dict[str, str]:
 
         def make(home: Home = PROD, **kwargs) -> object:
             kwargs.setdefault("writers", ("user:ops@acme.example",))
+            kwargs.setdefault("project_number", fake.project_number)
             return state_bucket.create(home, readers=(), storage=storage, kms=kms, services=services, **kwargs)
 
         catch(
@@ -145,6 +217,9 @@ def world_lines() -> dict[str, str]:
             lambda: make(Home("dev", "https://api.pulumi.com", "recorded", "", False, "acme-tpu", "us-east5")),
         )
         catch("bucket-no-caller", lambda: make(writers=()))
+        fake.project_held = set()
+        catch("project-number", lambda: state_bucket.project_number(admin_clients(fake)[3], "acme-tpu"))
+        fake.project_held = None
         fake.services["storage.googleapis.com"] = "ENABLED"
         catch("access-no-bucket", lambda: state_access.check(PROD, "write", storage=storage, kms=kms))
         make(Home("dev", PROD.backend, "default", PROD.secrets_provider, False, "acme-tpu", "us-east5"))
@@ -165,6 +240,16 @@ def world_lines() -> dict[str, str]:
             ),
         )
         fake.held = None
+        fake.buckets[PROD.bucket]["projectNumber"] = "999999999999"
+        catch("bucket-another-project", make)
+        fake.buckets[PROD.bucket]["projectNumber"] = fake.project_number
+        fake.forbidden.add(PROD.bucket)
+        catch("bucket-cannot-tell", make)
+        fake.forbidden.clear()
+        folder = replace(PROD, backend=f"{PROD.backend}/tpu-rl/prod", origin="STATE_BACKEND")
+        fake.objects[PROD.bucket] = ["tpu-rl/prod/.pulumi/meta.yaml", "exports/model.safetensors"]
+        catch("bucket-folder-shares", lambda: make(folder))
+        fake.objects[PROD.bucket] = []
         fake.unapplied = True
         fake.key_policies[PROD.key] = [{"role": "roles/cloudkms.cryptoKeyDecrypter", "members": ["allUsers"]}]
         catch("key-read-back", make)

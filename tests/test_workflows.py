@@ -1,10 +1,16 @@
 """The pull-request workflows: the tests and the policy preview run, and a branch cannot use the preview to
-read prod (docs/guardrails.md "Guardrails and PR review"; GitHub's security hardening guide for Actions)."""
+read prod (docs/guardrails.md "Guardrails and PR review"; GitHub's security hardening guide for Actions); the
+Workload Identity provider and bindings the page documents admit this repository's tokens, by id, from each account's
+own environments alone (evaluated here as Google evaluates an attribute condition: CEL on the token's claims)."""
 
 from __future__ import annotations
 
 import re
+import shlex
+from typing import Any
 
+import celpy
+import pytest
 import yaml
 
 from tools.stack_files import ROOT
@@ -96,11 +102,10 @@ def test_the_security_page_gives_the_setup_that_makes_this_hold():
     page = (ROOT / "docs" / "guardrails.md").read_text()
     for words in (
         "required reviewers",
+        "assertion.repository_owner_id == 'OWNER_ID' && assertion.repository_id == 'REPO_ID'",
         "assertion.environment in ['preview-dev', 'preview-prod']",
         "assertion.environment in ['deploy-dev', 'deploy-dev-continued', 'deploy-prod', 'deploy-prod-continued'] && "
         "assertion.workflow_ref.startsWith('OWNER/REPO/.github/workflows/deploy.yml@refs/heads/')",
-        "attribute.environment/deploy-prod`",
-        "attribute.environment/deploy-prod-continued`",
         "attribute.environment/preview-prod",
         "environment secrets",
         "`tpu-rl-branch`",
@@ -108,3 +113,119 @@ def test_the_security_page_gives_the_setup_that_makes_this_hold():
         "What this does not cover",
     ):
         assert words in page, words
+
+
+# The Workload Identity provider and bindings, as the page gives them.
+
+
+def _commands(page: str) -> list[list[str]]:
+    """Each gcloud command of the page's bash blocks, as the shell splits it, a `for environment in ...` loop
+    written out once per value."""
+    found: list[list[str]] = []
+    for block in re.findall(r"```bash\n(.*?)```", page, re.S):
+        lines = [line.strip() for line in re.sub(r"\\\n\s*", " ", block).splitlines() if line.strip()]
+        values: list[str] = [""]
+        for line in lines:
+            loop = re.fullmatch(r"for environment in (.+); do", line)
+            if loop:
+                values = loop.group(1).split()
+            elif line == "done":
+                values = [""]
+            elif line.startswith("gcloud "):
+                found += [shlex.split(line.replace("$environment", value)) for value in values]
+    return found
+
+
+def _flags(command: list[str]) -> dict[str, str]:
+    return dict(word[2:].split("=", 1) for word in command if word.startswith("--") and "=" in word)
+
+
+PAGE_COMMANDS = _commands((ROOT / "docs" / "guardrails.md").read_text())
+PROVIDER = next(c for c in PAGE_COMMANDS if c[1:5] == ["iam", "workload-identity-pools", "providers", "create-oidc"])
+CONDITION = _flags(PROVIDER)["attribute-condition"]
+REPO = {"OWNER/REPO": "octo-org/octo-repo", "REPO_ID": "74", "OWNER_ID": "65"}
+"""The page's placeholders, filled as GitHub's own example token has them (GitHub Docs, "OpenID Connect reference":
+``repository_id`` and ``repository_owner_id`` are strings)."""
+
+
+def _claims(environment: str | None, workflow: str = "preview.yml", **changed: str) -> dict[str, str]:
+    """A GitHub Actions OIDC token's claims for a job of octo-org/octo-repo (https://docs.github.com/en/actions/
+    reference/security/oidc): ``environment`` only for a job that declares one."""
+    claims = {
+        "sub": f"repo:octo-org/octo-repo:environment:{environment}",
+        "repository": "octo-org/octo-repo",
+        "repository_id": "74",
+        "repository_owner": "octo-org",
+        "repository_owner_id": "65",
+        "workflow_ref": f"octo-org/octo-repo/.github/workflows/{workflow}@refs/heads/main",
+        "ref": "refs/heads/main",
+        **changed,
+    }
+    if environment is not None:
+        claims["environment"] = environment
+    return claims
+
+
+def _admits(claims: dict[str, Any]) -> bool:
+    """Google's verdict: the condition is true (false, or an error such as a missing claim, rejects the token)."""
+    expression = CONDITION
+    for placeholder, value in REPO.items():
+        expression = expression.replace(placeholder, value)
+    environment = celpy.Environment()
+    program = environment.program(environment.compile(expression))
+    try:
+        result = program.evaluate({"assertion": celpy.json_to_cel(claims)})
+    except celpy.CELEvalError:
+        return False
+    return isinstance(result, celpy.celtypes.BoolType) and bool(result)
+
+
+def test_the_provider_pins_the_repository_by_id_and_names_the_environments():
+    assert "assertion.repository ==" not in CONDITION and "assertion.repository_owner ==" not in CONDITION, (
+        "a name is reused once a repository is renamed or deleted; an id never is"
+    )
+    flags = _flags(PROVIDER)
+    assert flags["issuer-uri"] == "https://token.actions.githubusercontent.com"
+    assert "attribute.environment=assertion.environment" in flags["attribute-mapping"].split(",")
+    for environment in ("preview-dev", "preview-prod"):
+        assert _admits(_claims(environment)), environment
+    for environment in ("deploy-dev", "deploy-dev-continued", "deploy-prod", "deploy-prod-continued"):
+        assert _admits(_claims(environment, "deploy.yml")), environment
+        assert not _admits(_claims(environment, "preview.yml")), f"{environment} from another workflow"
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        _claims("preview-prod", repository_id="75"),  # a new repository that took the name
+        _claims("preview-prod", repository_owner_id="66"),  # an owner that took the name
+        _claims("deploy-prod", "deploy.yml", repository_id="75"),
+        _claims(None),  # a job with no environment (a push, a pull request's other jobs)
+        _claims("production"),
+        _claims("deploy-prod", "deploy.yml", workflow_ref="evil/octo-repo/.github/workflows/deploy.yml@refs/heads/x"),
+    ],
+    ids=["renamed-repo", "renamed-owner", "deploy-other-repo", "no-environment", "other-environment", "other-ref"],
+)
+def test_the_provider_refuses_another_repository_or_environment(claims):
+    assert not _admits(claims)
+
+
+def test_each_account_is_bound_to_its_own_environments_alone():
+    """A principalSet per environment (attribute.environment, mapped from assertion.environment), one binding per
+    account and environment: a dev job cannot impersonate a prod account, a preview never a deploy account."""
+    pool = _flags(PROVIDER)["workload-identity-pool"]
+    bound: dict[str, set[str]] = {}
+    for command in PAGE_COMMANDS:
+        if command[1:4] != ["iam", "service-accounts", "add-iam-policy-binding"]:
+            continue
+        flags = _flags(command)
+        assert flags["role"] == "roles/iam.workloadIdentityUser"
+        prefix = f"principalSet://iam.googleapis.com/projects/NUMBER/locations/global/workloadIdentityPools/{pool}/"
+        assert flags["member"].startswith(prefix + "attribute.environment/"), flags["member"]
+        bound.setdefault(command[4].split("@")[0], set()).add(flags["member"].rsplit("/", 1)[1])
+    assert bound == {
+        "preview-prod": {"preview-prod"},
+        "preview-dev": {"preview-dev"},
+        "deploy-prod": {"deploy-prod", "deploy-prod-continued"},
+        "deploy-dev": {"deploy-dev", "deploy-dev-continued"},
+    }

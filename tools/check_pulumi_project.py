@@ -29,7 +29,8 @@ branch's ``Pulumi.<stack>.yaml`` must keep the base's ``tpu-rl:stateBackend`` an
 reads the state where the base records it and decrypts with the base's provider, and a change of either is the base
 branch's own commit, never a previewed branch's.
 
-``--get <project directory> <stack> <key>`` prints a stack file's ``gcp:project`` or ``tpu-rl:stateBackend`` (nothing
+``--get <project directory> <stack> <key>`` prints a stack file's ``gcp:project``, ``tpu-rl:stateBackend`` or
+``tpu-rl:stateOrganization`` (nothing
 when it is unset), checked as above: the preview takes the backend from the base's stack file, the deploy workflow
 from its checkout's, and compares the dev and prod projects::
 
@@ -62,7 +63,8 @@ STACK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 STATE_BACKEND = "tpu-rl:stateBackend"
 BACKEND_SCHEMES = ("gs://", "s3://", "azblob://", "https://", "file://")
 SECRETS_PROVIDER = "secretsprovider"
-READABLE_KEYS = ("gcp:project", STATE_BACKEND)
+STATE_ORGANIZATION = "tpu-rl:stateOrganization"
+READABLE_KEYS = ("gcp:project", STATE_BACKEND, STATE_ORGANIZATION)
 """What ``--get`` prints: plain settings, never a secret (``secure:`` values are not strings and are refused)."""
 PLAIN_VALUE = re.compile(r"[!-~]{1,2048}\Z")
 """A value printed into a workflow's step: printable ASCII, no spaces, no newline."""
@@ -302,7 +304,8 @@ def keeps_base(branch: Any, base: Any, stack: str) -> None:
 
 
 def get(project: Path, stack: str, key: str) -> str | None:
-    """A stack file's ``gcp:project`` or ``tpu-rl:stateBackend``, checked; None when unset."""
+    """A stack file's ``gcp:project``, ``tpu-rl:stateBackend`` or ``tpu-rl:stateOrganization``, checked; None when
+    unset."""
     if key not in READABLE_KEYS:
         raise ProjectRefusedError(f"{key!r} cannot be read here; the keys that can: {_lines(READABLE_KEYS)}")
     value = _setting(read_stack(project, stack), key)

@@ -28,6 +28,7 @@ Prints one JSON object, name -> {"ok": true, "trainer": shape, "sampler": shape,
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import json
 import os
@@ -83,6 +84,11 @@ def _real(array: Any) -> Any:
     return np.vectorize(lambda d: d.device if isinstance(d, SliceDevice) else d, otypes=[object])(array)
 
 
+def _devices(fake: list[Any], backend: Any = None) -> list[Any]:
+    """``jax.devices`` as a multislice TPU run gives them: ``fake``, whatever the backend asked for."""
+    return list(fake)
+
+
 def run(argv: list[str], slices: int, setup: Any, create_device_mesh: Any) -> dict[str, Any]:
     """One case: train_rl's configs and devices, then its two meshes (see the module's docstring)."""
     types = importlib.import_module("maxtext.configs.types")
@@ -127,7 +133,7 @@ def main(path: str) -> int:
     for name, case in cases.items():
         slices = int(case["slices"])
         fake = [SliceDevice(d, i * slices // len(real)) for i, d in enumerate(real)]
-        jax.devices = lambda backend=None, fake=fake: list(fake)  # what a multislice TPU run's jax.devices() gives
+        jax.devices = functools.partial(_devices, fake)  # what a multislice TPU run's jax.devices() gives
         try:
             results[name] = run(case["argv"], slices, setup, create_device_mesh)
         except (Exception, SystemExit) as err:  # noqa: BLE001 (MaxText's refusal is the result)

@@ -10,21 +10,25 @@ one place that decides; docs/state.md "Where the state lives").
     python -m tools.state unlock   --stack NAME                          refused while a lock's process runs here
     python -m tools.state releases --stack NAME [--pins FILE] [--keys FILE]  the state's Helm releases before `up`
 
-Every command takes ``--backend`` (``STATE_BACKEND``), ``--secrets-provider`` (``SECRETS_PROVIDER``), ``--local-ok``
-(``LOCAL_STATE=1``) and ``--allow-passphrase`` (``ALLOW_PASSPHRASE=1``) and decides the stack's home first
-(``tools.state_home.decide``), with ``PULUMI_BACKEND_URL`` from the environment: a conflict is one line, exit 2,
-nothing written.
+Every command takes ``--backend`` (``STATE_BACKEND``), ``--organization`` (``STATE_ORG``), ``--secrets-provider``
+(``SECRETS_PROVIDER``), ``--local-ok`` (``LOCAL_STATE=1``) and ``--allow-passphrase`` (``ALLOW_PASSPHRASE=1``) and
+decides the stack's home first (``tools.state_home.decide``), with ``PULUMI_BACKEND_URL`` from the environment: a
+conflict is one line, exit 2, nothing written.
 
-``select`` prints two lines: the URL every Pulumi command of the stack gets as ``PULUMI_BACKEND_URL`` (the Makefile
+``select`` prints three lines: the URL every Pulumi command of the stack gets as ``PULUMI_BACKEND_URL`` (the Makefile
 exports it for the recipe; no `pulumi login` ever runs, so the operator's own login and every other project keep
-theirs), and the secrets provider a new stack is created with (empty: the backend's default). With ``--access`` it
-tests the permissions the command needs on the stack's bucket and key first (``tools.state_access``; skipped with
-``tpu-rl:workflow.capacityCheck: false``): a missing one is one line, exit 1; a test that cannot be made, a warning.
-``record`` writes ``tpu-rl:stateBackend`` into ``Pulumi.<stack>.yaml`` when it records none. ``new`` runs when the
-stack is not in its home: it refuses (exit 2) when another backend the project knows holds the stack
-(``tools.state_lookup``) or when the stack shares its cluster name, artifacts bucket or Hub cache writer with another
-stack file of its project (``tools.shared_names``; ``releases`` refuses it too, before every `up` and preview),
-or (exit 1) when one cannot be asked or the home's bucket does not exist. ``locks``,
+theirs), the secrets provider a new stack is created with (empty: the backend's default), and a Pulumi Cloud home's
+organization, which every command gets as ``PULUMI_DEFAULT_ORGANIZATION`` (empty for a self-managed backend); a key
+still in the shared key ring of earlier versions is one warning line (a protected stack's is refused). With
+``--access`` it tests the permissions the command needs on the stack's bucket and key first (``tools.state_access``;
+skipped with ``tpu-rl:workflow.capacityCheck: false``): a missing one is one line, exit 1; a test that cannot be
+made, a warning.
+``record`` writes ``tpu-rl:stateBackend`` (and a Cloud home's ``tpu-rl:stateOrganization``) into
+``Pulumi.<stack>.yaml`` when it records none. ``new`` runs when the stack is not in its home: it refuses (exit 2)
+when another backend the project knows holds the stack (``tools.state_lookup``) or when the stack shares its cluster
+name, artifacts bucket or Hub cache writer with another stack file of its project (``tools.shared_names``;
+``releases`` refuses it too, before every `up` and preview), or (exit 1) when one cannot be asked or the home's
+bucket does not exist. ``locks``,
 ``unlock``: ``tools.state_locks``. ``releases`` prints the names of the Helm releases the stack's state holds,
 comma-separated, from ``pulumi stack export`` (which takes no lock), for ``make up`` to hand the program
 (``infra.k8s.manifests.RELEASES_IN_STATE``); when the state holds the cluster but not one of the program's releases
@@ -58,7 +62,7 @@ from tools.state_export import (
     state_cluster,
     stranded_release,
 )
-from tools.state_home import STACK_NAME, Home, RefusedError, decide, read_stack_file, record
+from tools.state_home import STACK_NAME, Home, RefusedError, decide, read_stack_file, record, ring_warning
 from tools.state_locks import alive, lock_lines, read_locks
 
 # google-api-core's notice about Python 3.11's end of life (2027) is not the operator's business on every `make up`.
@@ -73,6 +77,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("command", choices=COMMANDS)
     parser.add_argument("--stack", required=True)
     parser.add_argument("--backend", default="", help="STATE_BACKEND: the stack's home, when it records none")
+    parser.add_argument("--organization", default="", help="STATE_ORG: a Pulumi Cloud home's organization")
     parser.add_argument("--secrets-provider", default="", help="SECRETS_PROVIDER: a new stack's secrets provider")
     parser.add_argument("--local-ok", action="store_true", help="LOCAL_STATE=1: allow a file backend in the checkout")
     parser.add_argument("--allow-passphrase", action="store_true", help="ALLOW_PASSPHRASE=1: for a protected stack")
@@ -98,6 +103,7 @@ def home_of_args(args: argparse.Namespace, *, moving: bool = False) -> Home:
         local_ok=args.local_ok,
         allow_passphrase=args.allow_passphrase or moving,
         shared_key_ok=moving,
+        organization=args.organization,
     )
 
 
@@ -115,9 +121,12 @@ def main(argv: list[str] | None = None) -> int:
             return move(home_of_args(args, moving=True), Path(args.root), args.source)
         home = home_of_args(args, moving=args.command == "create")
         if args.command == "select":
+            warning = ring_warning(home)
+            if warning:
+                print(warning, file=sys.stderr)
             if args.access:
                 _access(home, args.access, Path(args.root))
-            print(home.backend, home.secrets_provider, sep="\n")
+            print(home.backend, home.secrets_provider, home.organization, sep="\n")
             return 0
         if args.command == "record":
             record(home, Path(args.root))
@@ -171,13 +180,16 @@ def _new(home: Home, root: Path) -> int:
     """Before `pulumi stack init`: the stack in no other backend the project knows, and its home's bucket there."""
     from tools.state_lookup import found_elsewhere, known
 
-    buckets = home.bucket or any(k.url.startswith("gs://") for k in known(home, root))
+    lookup = known(home, root)
+    for warning in lookup.warnings:
+        print(warning, file=sys.stderr)
+    buckets = home.bucket or any(k.url.startswith("gs://") for k in lookup.backends)
     storage = _storage() if buckets else None
-    found, failures = found_elsewhere(home, root, storage)
+    found, failures = found_elsewhere(home, lookup, storage)
     if found is not None:
         move = f"make state-move STACK={home.stack} FROM={found.url}"
         record = f"make stack STACK={home.stack} STATE_BACKEND={found.url}"
-        fix = (
+        fix = found.fix or (
             move if home.origin == "recorded" else f"record where it lives ({record}), or move it to its home ({move})"
         )
         raise RefusedError(
@@ -188,7 +200,7 @@ def _new(home: Home, root: Path) -> int:
     if failures:
         raise StateError(
             f"cannot tell whether stack {home.stack} already exists elsewhere: {failures[0]}; run it again when that "
-            "backend answers (or log out of a Pulumi Cloud the stack cannot be in: pulumi logout <url>)"
+            "backend answers (or log out of a backend the stack cannot be in: pulumi logout <url>)"
         )
     if home.bucket and storage is not None and not _bucket_exists(storage, home.bucket):
         raise StateError(
@@ -209,19 +221,36 @@ def _storage() -> Any:
 
 
 def _bucket_exists(storage: Any, bucket: str) -> bool:
+    """Whether the home's bucket exists: ``buckets.get``, else (an account with object roles alone, a deploy
+    account's, may not get the bucket) a one-object ``objects.list``; when neither may be asked, one warning and
+    True (`pulumi stack init` says what it meets)."""
     from google.api_core import exceptions
 
     try:
         return storage.lookup_bucket(bucket, timeout=(5.0, 20.0)) is not None
     except exceptions.Forbidden:
-        return True  # no buckets.get: `pulumi stack init` says what it meets
+        pass
+    except Exception as err:  # noqa: BLE001 (network: one line)
+        raise StateError(f"cannot read gs://{bucket}: {scrub(str(err), limit=160)}") from None
+    try:
+        list(storage.list_blobs(bucket, max_results=1, timeout=(5.0, 20.0)))
+        return True
+    except exceptions.NotFound:
+        return False
+    except exceptions.Forbidden:
+        print(
+            f"warning: cannot tell whether the state bucket gs://{bucket} exists (this account may neither get it nor "
+            "list its objects); pulumi stack init goes on and says what it meets",
+            file=sys.stderr,
+        )
+        return True
     except Exception as err:  # noqa: BLE001 (network: one line)
         raise StateError(f"cannot read gs://{bucket}: {scrub(str(err), limit=160)}") from None
 
 
 def _create(home: Home, root: Path, members: str, readers: str) -> int:
     """`make state-bucket`: the project's permissions first, then ``tools.state_bucket.create``, then the record."""
-    from tools.state_bucket import caller_of, create, parse_members, setup_missing
+    from tools.state_bucket import caller_of, create, parse_members, project_number, setup_missing
 
     writers = parse_members(members, "MEMBERS")
     viewers = parse_members(readers, "READERS")
@@ -230,10 +259,13 @@ def _create(home: Home, root: Path, members: str, readers: str) -> int:
     credentials = _credentials()
     caller = caller_of(credentials)
     writers = tuple(dict.fromkeys([*([caller] if caller else []), *writers]))
-    storage, kms, services, permissions = _admin_clients(credentials, home.project)
-    _setup_permissions(home, permissions, setup_missing)
+    storage, kms, services, projects = _admin_clients(credentials, home.project)
+    _setup_permissions(home, projects, setup_missing)
+    number = project_number(projects, home.project)
     try:
-        lines = create(home, writers=writers, readers=viewers, storage=storage, kms=kms, services=services)
+        lines = create(
+            home, writers=writers, readers=viewers, storage=storage, kms=kms, services=services, project_number=number
+        )
     except StateError:
         raise
     except Exception as err:  # noqa: BLE001 (permissions, network: one line)
@@ -258,16 +290,17 @@ def _credentials() -> Any:
 
 
 def _admin_clients(credentials: Any, project: str) -> tuple[Any, Any, Any, Any]:
-    """Storage, Cloud KMS, Service Usage and Resource Manager (``projects.testIamPermissions``) clients, every
-    reply through the one bounded read."""
+    """Storage, Cloud KMS, Service Usage and Resource Manager (``projects.testIamPermissions`` and ``projects.get``)
+    clients, every reply through the one bounded read."""
     from google.cloud import kms_v1, service_usage_v1, storage
 
-    from infra.gcp.capacity.reads import ProjectPermissions, cap_replies
+    from infra.gcp.capacity.reads import cap_replies
+    from tools.state_bucket import ProjectRecord
     from workloads.observe.artifacts import capped
 
     kms = kms_v1.KeyManagementServiceClient(transport="rest", credentials=credentials)
     services = service_usage_v1.ServiceUsageClient(transport="rest", credentials=credentials)
-    permissions = ProjectPermissions(credentials=credentials)
+    permissions = ProjectRecord(credentials=credentials)
     clients: tuple[Any, ...] = (kms, services, permissions)
     for client in clients:
         cap_replies(client.transport._session)

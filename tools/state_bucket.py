@@ -7,11 +7,15 @@ In order, each step safe to run again:
 2. the Cloud Storage and Cloud KMS APIs, enabled when they are not (Service Usage ``services.get`` and
    ``services.enable``, google-cloud-service-usage; the operation waited for, bounded);
 3. the bucket, made or brought to its settings: versioned (older checkpoints kept 90 days), uniform bucket-level
-   access, public access prevention enforced, labelled with its stack; a bucket that another stack's label names, or
-   that holds another stack's state, is refused before anything changes;
-4. the key ring ``pulumi-state`` (global) and the stack's key (``ENCRYPT_DECRYPT``, no rotation: each version bills
-   and a wrapped data key needs only the version that wrapped it), labelled with its stack; another stack's key is
-   refused;
+   access, public access prevention enforced, labelled with its stack. Refused before anything changes: a bucket of
+   the name in another project (its ``projectNumber`` against the project's, Resource Manager ``projects.get``:
+   bucket names are global and this one is predictable), one another stack's label names or that holds another
+   stack's state, and for a home in a folder of the bucket (``gs://bucket/folder``), a bucket holding anything
+   outside that folder (the grants are on the bucket, so they would reach it); a bucket this account may not read
+   (403) is one line saying it cannot tell;
+4. the stack's key ring ``pulumi-state-<stack>`` (global) and its key ``state`` (``ENCRYPT_DECRYPT``, no rotation:
+   each version bills and a wrapped data key needs only the version that wrapped it), labelled with its stack: a ring
+   of its own, as a grant on a ring reaches every key in it; another stack's key is refused;
 5. the IAM policy of the bucket and of the key, set here: every project convenience member (``projectOwner:``,
    ``projectEditor:``, ``projectViewer:``, which the default bucket policy grants) and every public member
    (``allUsers``, ``allAuthenticatedUsers``) removed from every binding; the caller and ``MEMBERS`` get
@@ -38,22 +42,21 @@ from typing import Any
 
 from core.names import PROJECT
 from core.redact import scrub
-from core.state_names import KEY_LOCATION, KEY_RING, LEGACY_KEY, legacy_bucket
+from core.state_names import legacy_bucket, ring_of
+from infra.gcp.capacity.reads import ProjectPermissions
 from infra.gcp.permissions import STATE_SETUP, state_role
 from tools.state_access import check as check_access
 from tools.state_export import StateError
-from tools.state_home import Home, RefusedError, own_key
+from tools.state_grants import STACK_LABEL, bucket_policy, key_policy, label
+from tools.state_home import Home, RefusedError, target_key
 from tools.state_lookup import STACKS, listed, stacks
 
 APIS = ("storage.googleapis.com", "cloudkms.googleapis.com")
-CONVENIENCE = ("projectOwner:", "projectEditor:", "projectViewer:")
-PUBLIC = ("allUsers", "allAuthenticatedUsers")
 MEMBER = re.compile(
     r"(user|serviceAccount|group):[A-Za-z0-9._%+-]{1,100}@[A-Za-z0-9.-]{1,200}|domain:[a-z0-9.-]{1,200}"
     r"|principal(Set)?://[!-~]{1,400}"
 )
 """An IAM member named on purpose (https://cloud.google.com/iam/docs/principal-identifiers)."""
-STACK_LABEL = f"{PROJECT}-stack"
 NONCURRENT_DAYS = 90
 """A checkpoint's older versions are kept this long after a newer one replaced them (a lifecycle rule)."""
 TIMEOUT = (5.0, 20.0)
@@ -122,6 +125,50 @@ def setup_missing(project: str, held: Iterable[str]) -> str | None:
     )
 
 
+class ProjectRecord(ProjectPermissions):
+    """Resource Manager's ``projects.testIamPermissions`` and ``projects.get`` (v3, REST,
+    https://cloud.google.com/resource-manager/reference/rest/v3/projects/get): the project's ``name`` is
+    ``projects/<number>``, the number a bucket's ``projectNumber`` names its project by."""
+
+    def number(self, project: str, options: dict[str, Any]) -> str:
+        """The project number of ``project`` (retried and bounded as every read)."""
+        from google.api_core import exceptions as api
+
+        def once() -> str:
+            response = self._session.get(f"{self.url}/v3/projects/{project}", timeout=options["timeout"])
+            if response.status_code >= 400:
+                raise api.from_http_response(response)
+            name = json.loads(response.content).get("name")
+            if not isinstance(name, str) or not re.fullmatch(r"projects/[0-9]{1,20}", name):
+                raise StateError(f"Resource Manager's project {project} has no number in its name ({name!r})")
+            return name.removeprefix("projects/")
+
+        return str(options["retry"](once)())
+
+
+def project_number(projects: Any, project: str) -> str:
+    """The project's number, or StateError (one line): without it, no bucket of the stack's name can be told to be
+    the project's."""
+    try:
+        return str(projects.number(project, {"timeout": TIMEOUT[1], "retry": lambda f: f}))
+    except StateError:
+        raise
+    except Exception as err:  # noqa: BLE001 (403, network: one line)
+        raise StateError(
+            f"cannot read project {project}'s number (Resource Manager projects.get, resourcemanager.projects.get: "
+            f"roles/browser), so no bucket can be told to be the project's: {said(err)}"
+        ) from None
+
+
+def said(err: Exception) -> str:
+    """What a Google API's error body says (its first ``errors[].message``), without the request's URL."""
+    errors = getattr(err, "errors", None) or []
+    first = errors[0] if errors and isinstance(errors[0], dict) else {}
+    message = first.get("message") if isinstance(first.get("message"), str) else None
+    code = getattr(err, "code", None)
+    return scrub(f"{code} {message}" if message and code else message or str(err), limit=160)
+
+
 def disabled_apis(services: Any, project: str) -> list[str]:
     """The APIs of ``APIS`` not enabled in ``project`` (a read: nothing changes)."""
     from google.cloud import service_usage_v1
@@ -154,15 +201,36 @@ def other_stacks(names: Iterable[str], stack: str) -> list[str]:
     )
 
 
-def inspect_bucket(storage: Any, home: Home) -> Any:
-    """The stack's bucket as it is (None: there is none); RefusedError when another stack's label names it or it
-    holds another stack's state."""
+def inspect_bucket(storage: Any, home: Home, number: str | None) -> Any:
+    """The stack's bucket as it is (None: there is none); RefusedError when it is another project's (``number``:
+    the stack's project's), another stack's label names it, it holds another stack's state, or (a home in a folder)
+    it holds anything outside that folder; StateError when it cannot be read."""
+    from google.api_core import exceptions
     from google.cloud.storage.retry import DEFAULT_RETRY
 
     name = home.bucket
-    bucket = storage.lookup_bucket(name, timeout=TIMEOUT, retry=DEFAULT_RETRY.with_timeout(RETRY_SECONDS))
+    elsewhere = _elsewhere(home)
+    try:
+        bucket = storage.lookup_bucket(name, timeout=TIMEOUT, retry=DEFAULT_RETRY.with_timeout(RETRY_SECONDS))
+    except exceptions.Forbidden as err:
+        raise StateError(
+            f"cannot tell whether gs://{name} is stack {home.stack}'s: this account may not read the bucket "
+            f"({said(err)}); if it is another project's (bucket names are global), {elsewhere}; "
+            f"if it is project {home.project}'s, grant the account roles/storage.admin there and run it again"
+        ) from None
     if bucket is None:
         return None
+    if number is None:
+        raise StateError(
+            f"cannot tell whether gs://{name} is project {home.project}'s: the project's number was not read, so its "
+            f"bucket of that name is not adopted; run make state-bucket STACK={home.stack}, which reads it"
+        )
+    if str(bucket.project_number) != number:
+        raise RefusedError(
+            f"gs://{name} is the bucket of another project (number {bucket.project_number}, not project "
+            f"{home.project}'s {number}): bucket names are global and this one is predictable, so it is never "
+            f"adopted; {elsewhere}"
+        )
     owner = (bucket.labels or {}).get(STACK_LABEL)
     if owner and owner != label(home.stack):
         raise RefusedError(
@@ -178,7 +246,38 @@ def inspect_bucket(storage: Any, home: Home) -> Any:
             f"state there reads the other's; keep stack {home.stack} in a bucket of its own "
             f"(docs/state.md#moving-a-stack-to-a-home-of-its-own)"
         )
+    stray = outside(storage, name, home.prefix) if home.prefix else None
+    if stray is not None:
+        raise RefusedError(
+            f"gs://{name} holds {stray}, outside stack {home.stack}'s folder {home.prefix}/: the grants on the "
+            "bucket would reach it, and whoever is granted on the bucket for it reaches the state; keep stack "
+            f"{home.stack} in a bucket that holds nothing else: {elsewhere}"
+        )
     return bucket
+
+
+def _elsewhere(home: Home) -> str:
+    """How to give the stack another bucket."""
+    if home.origin == "recorded":
+        return f"name one of the project's own in Pulumi.{home.stack}.yaml ({PROJECT}:stateBackend)"
+    return f"name one of the project's own: make state-bucket STACK={home.stack} STATE_BACKEND=gs://<bucket>"
+
+
+def outside(storage: Any, bucket: str, prefix: str) -> str | None:
+    """An object or folder of ``bucket`` outside the folder ``prefix`` (None: nothing), read level by level down the
+    folder's path (``objects.list`` with ``delimiter="/"``: the objects and the folders, ``prefixes``, of a level)."""
+    parts = prefix.strip("/").split("/")
+    for depth in range(len(parts)):
+        level = "".join(f"{part}/" for part in parts[:depth])
+        inside = f"{level}{parts[depth]}/"
+        listing = storage.list_blobs(bucket, prefix=level, delimiter="/", timeout=TIMEOUT, max_results=100)
+        for blob in listing:
+            if blob.name != level:
+                return f"gs://{bucket}/{blob.name}"
+        stray = sorted(p for p in listing.prefixes if p != inside)
+        if stray:
+            return f"gs://{bucket}/{stray[0]}"
+    return None
 
 
 def make_bucket(storage: Any, home: Home, bucket: Any) -> list[str]:
@@ -205,11 +304,6 @@ def make_bucket(storage: Any, home: Home, bucket: Any) -> list[str]:
     return [f"created gs://{name} in {home.region} (versioned, uniform access, public access prevented)"]
 
 
-def label(stack: str) -> str:
-    """A stack's name as a label value (lowercase letters, digits, '-', '_'; at most 63)."""
-    return re.sub(r"[^a-z0-9_-]", "-", stack.lower())[:63]
-
-
 def _settings(bucket: Any, stack: str) -> None:
     bucket.versioning_enabled = True
     bucket.iam_configuration.uniform_bucket_level_access_enabled = True
@@ -230,11 +324,10 @@ def inspect_key(kms: Any, key: str, stack: str) -> Any:
         return None
     owner = dict(found.labels).get(STACK_LABEL)
     if owner and owner != label(stack):
-        project = key.split("/")[1]
         raise RefusedError(
             f"the key {key} is stack {owner}'s (its label {STACK_LABEL}): give stack {stack} a key of its own "
-            f"(SECRETS_PROVIDER=gcpkms://projects/{project}/locations/{KEY_LOCATION}/keyRings/{KEY_RING}/"
-            "cryptoKeys/<key> for a new stack)"
+            f"(SECRETS_PROVIDER=gcpkms://{ring_of(key).rsplit('/', 1)[0]}/<ring>/cryptoKeys/state for a new stack, "
+            "in a ring of its own)"
         )
     return found
 
@@ -274,107 +367,6 @@ def make_key(kms: Any, key: str, stack: str, found: Any) -> list[str]:
 # 5-6. Who may use them
 
 
-Bindings = list[tuple[str, list[str], Any]]
-"""``(role, members, condition)`` of a policy, in order (a condition as the library gives it, or None)."""
-
-
-def granted(bindings: Bindings, grants: dict[str, tuple[str, ...]]) -> tuple[Bindings, list[str]]:
-    """``bindings`` without any convenience or public member, with ``grants`` (role -> members) added to the
-    role's unconditioned binding; and the members removed."""
-    removed: list[str] = []
-    kept: Bindings = []
-    for role, members, condition in bindings:
-        gone = [m for m in members if m.startswith(CONVENIENCE) or m in PUBLIC]
-        removed += [f"{m} ({role})" for m in gone]
-        rest = [m for m in members if m not in gone]
-        same = next((b for b in kept if b[0] == role and not b[2]), None) if not condition else None
-        if same is not None:
-            same[1].extend(m for m in rest if m not in same[1])
-        elif rest:
-            kept.append((role, rest, condition))
-    for role, named in grants.items():
-        if not named:
-            continue
-        target = next((b for b in kept if b[0] == role and not b[2]), None)
-        if target is None:
-            kept.append((role, list(named), None))
-        else:
-            target[1].extend(m for m in named if m not in target[1])
-    return kept, removed
-
-
-def policy_problem(where: str, bindings: Bindings, grants: dict[str, tuple[str, ...]]) -> str | None:
-    """What the policy read back from ``where`` gets wrong: a convenience or public member, or a named member
-    without its role (None: nothing)."""
-    for role, members, _ in bindings:
-        bad = [m for m in members if m.startswith(CONVENIENCE) or m in PUBLIC]
-        if bad:
-            return f"the IAM policy read back from {where} still grants {role} to {', '.join(bad)}"
-    for role, named in grants.items():
-        holders = {m for r, ms, condition in bindings if r == role and not condition for m in ms}
-        lacking = [m for m in named if m not in holders]
-        if lacking:
-            return f"the IAM policy read back from {where} does not grant {role} to {', '.join(lacking)}"
-    return None
-
-
-def bucket_policy(storage: Any, bucket: str, grants: dict[str, tuple[str, ...]]) -> list[str]:
-    """Set the bucket's IAM policy (``granted``), read it back and check it."""
-    target = storage.bucket(bucket)
-    policy = target.get_iam_policy(requested_policy_version=3, timeout=TIMEOUT)
-    current = [(b["role"], sorted(b["members"]), b.get("condition")) for b in policy.bindings]
-    bindings, removed = granted(current, grants)
-    policy.version = 3
-    policy.bindings = [{"role": r, "members": set(m), **({"condition": c} if c else {})} for r, m, c in bindings]
-    target.set_iam_policy(policy, timeout=TIMEOUT)
-    back = target.get_iam_policy(requested_policy_version=3, timeout=TIMEOUT)
-    problem = policy_problem(
-        f"gs://{bucket}", [(b["role"], sorted(b["members"]), b.get("condition")) for b in back.bindings], grants
-    )
-    if problem:
-        raise StateError(problem)
-    return _policy_lines(f"gs://{bucket}", grants, removed, [(b["role"], sorted(b["members"])) for b in back.bindings])
-
-
-def key_policy(kms: Any, key: str, grants: dict[str, tuple[str, ...]]) -> list[str]:
-    """Set the key's IAM policy (``granted``), read it back and check it."""
-    from google.iam.v1 import policy_pb2  # type: ignore[import-untyped]
-
-    def read() -> Any:
-        return kms.get_iam_policy(
-            request={"resource": key, "options": {"requested_policy_version": 3}}, timeout=TIMEOUT[1]
-        )
-
-    policy = read()
-    current = [(b.role, list(b.members), b.condition if b.HasField("condition") else None) for b in policy.bindings]
-    bindings, removed = granted(current, grants)
-    new = policy_pb2.Policy(version=3, etag=policy.etag)
-    for role, members, condition in bindings:
-        new.bindings.add(role=role, members=members, **({"condition": condition} if condition else {}))
-    kms.set_iam_policy(request={"resource": key, "policy": new}, timeout=TIMEOUT[1])
-    back = read()
-    problem = policy_problem(
-        f"the key {key}",
-        [(b.role, list(b.members), b.condition if b.HasField("condition") else None) for b in back.bindings],
-        grants,
-    )
-    if problem:
-        raise StateError(problem)
-    return _policy_lines(f"the key {key}", grants, removed, [(b.role, list(b.members)) for b in back.bindings])
-
-
-def _policy_lines(
-    where: str, grants: dict[str, tuple[str, ...]], removed: list[str], back: list[tuple[str, list[str]]]
-) -> list[str]:
-    """What changed, and who holds the state's roles now (as read back)."""
-    gone = sorted({m.split(" (")[0] for m in removed})
-    lines = [f"{where}: removed {', '.join(gone)} (project convenience or public members)"] if gone else []
-    for role in grants:
-        holders = sorted({m for r, members in back if r == role for m in members})
-        lines.append(f"{where}: {role}: {', '.join(holders) or 'nobody'}")
-    return lines
-
-
 def wait_for_access(
     home: Home,
     storage: Any,
@@ -398,18 +390,6 @@ def wait_for_access(
         sleep(WAIT_SECONDS)
 
 
-def state_key(home: Home) -> str:
-    """The key ``make state-bucket`` makes and grants: the stack file's Cloud KMS key when it is one of the stack's
-    choosing, else the stack's own (a shared key of earlier versions, a passphrase or a new stack's)."""
-    if (
-        home.key
-        and not home.key.endswith(f"/cryptoKeys/{LEGACY_KEY}")
-        and home.key.startswith(f"projects/{home.project}/")
-    ):
-        return home.key
-    return own_key(home.project, home.stack)
-
-
 def create(
     home: Home,
     *,
@@ -419,9 +399,11 @@ def create(
     kms: Any,
     services: Any,
     wait: Callable[..., None] = wait_for_access,
+    project_number: str | None = None,
 ) -> list[str]:
     """Steps 2 to 6 of the module's docstring (step 1 is the caller's, before any client is made): the lines
-    saying what was done."""
+    saying what was done. ``project_number``: the project's (``project_number``); without it a bucket of the name
+    that exists is refused, as it cannot be told to be the project's."""
     if not home.bucket:
         raise RefusedError(
             f"stack {home.stack}'s state lives in {home.backend}, not in a bucket: `make state-bucket` makes a "
@@ -432,15 +414,15 @@ def create(
             "cannot tell which account runs this (its credentials name no email): name it, and whoever else may "
             f"run the stack's commands: make state-bucket STACK={home.stack} MEMBERS=user:YOU@example.com"
         )
-    target = replace(home, secrets_provider=f"gcpkms://{state_key(home)}")
+    target = replace(home, secrets_provider=f"gcpkms://{target_key(home)}")
     off = disabled_apis(services, home.project)
     # Another stack's bucket or key is refused before anything changes, APIs included; an API that is off is
     # enabled first, as nothing can be read through it.
-    bucket = inspect_bucket(storage, home) if APIS[0] not in off else None
+    bucket = inspect_bucket(storage, home, project_number) if APIS[0] not in off else None
     key = inspect_key(kms, target.key, home.stack) if APIS[1] not in off else None
     lines = enable_apis(services, home.project, off)
     if APIS[0] in off:
-        bucket = inspect_bucket(storage, home)
+        bucket = inspect_bucket(storage, home, project_number)
     if APIS[1] in off:
         key = inspect_key(kms, target.key, home.stack)
     lines += make_bucket(storage, home, bucket)
@@ -459,4 +441,4 @@ def create(
     return lines
 
 
-__all__ = ["STACKS", "caller_of", "create", "parse_members", "setup_missing"]
+__all__ = ["STACKS", "caller_of", "create", "parse_members", "project_number", "setup_missing"]

@@ -2,13 +2,18 @@
 from the repository's stack files alone (plain functions, no network; ``tools/state.py`` runs them).
 
 The home is a property of the stack, not of the operator's login. ``Pulumi.<stack>.yaml`` records it as
-``tpu-rl:stateBackend`` (committed, so every clone and CI job finds it); a stack that records none gets a bucket
-of its own, ``gs://<gcp:project>-pulumi-state-<stack>``, and a key of its own,
-``projects/<gcp:project>/locations/global/keyRings/pulumi-state/cryptoKeys/tpu-rl-<stack>``. Dev and prod in one
-Google project thus never share a bucket, a lock folder or a key, so an account granted one stack's state reads
-nothing of the other's. ``decide`` refuses, in one line (``StateError``, exit 2): a home or key that another stack
-file of the repository holds, ``STATE_BACKEND`` or ``PULUMI_BACKEND_URL`` disagreeing with the recorded home, a
-file backend inside the checkout, a name no bucket or key can have, and a passphrase for a protected stack.
+``tpu-rl:stateBackend`` (committed, so every clone and CI job finds it), and a Pulumi Cloud home its organization as
+``tpu-rl:stateOrganization``: a Cloud stack name without one resolves in each operator's default organization
+(pulumi/pulumi ``pkg/backend/httpstate/backend.go`` ``New``: ``PULUMI_DEFAULT_ORGANIZATION``, else the
+``pulumi org set-default`` one, else the account's; ``ParseStackReference`` fills the owner from it). A stack that
+records none gets a bucket of its own, ``gs://<gcp:project>-pulumi-state-<stack>``, and a key in a ring of its own,
+``projects/<gcp:project>/locations/global/keyRings/pulumi-state-<stack>/cryptoKeys/state`` (``core.state_names``).
+Dev and prod in one Google project thus never share a bucket, a lock folder, a key or a key ring, so an account
+granted one stack's state reads nothing of the other's. ``decide`` refuses, in one line (``StateError``, exit 2): a
+home or key that another stack file of the repository holds, the project's shared bucket or key of earlier versions,
+a protected stack's key in the shared ring of earlier versions, ``STATE_BACKEND``, ``STATE_ORG`` or
+``PULUMI_BACKEND_URL`` disagreeing with what is recorded, a Pulumi Cloud home without its organization, a file
+backend inside the checkout, a name no bucket or key can have, and a passphrase for a protected stack.
 ``with_record`` writes the home into the stack file, line by line, keeping its comments.
 """
 
@@ -30,9 +35,10 @@ from core.redact import scrub
 from core.state_names import (
     KEY_ID,
     KEY_LOCATION,
-    KEY_RING,
-    LEGACY_KEY,
-    key_id,
+    in_shared_ring,
+    is_legacy_key,
+    legacy_bucket,
+    ring_id,
     state_bucket,
     state_key,
 )
@@ -40,6 +46,9 @@ from tools.stack_files import StackFileError, read_yaml
 from tools.state_export import StateError
 
 BACKEND_KEY = f"{PROJECT}:stateBackend"
+ORG_KEY = f"{PROJECT}:stateOrganization"
+ORG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+"""A Pulumi Cloud organization's name as it prefixes a qualified stack name (``<org>/<stack>``)."""
 CLOUD = "https://api.pulumi.com"
 STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 """A stack name as Pulumi allows it (sdk/go/common/tokens ``ValidateStackName``: letters, digits, '-', '_', '.')."""
@@ -65,6 +74,8 @@ class StackFile:
     region: str
     recorded: str
     """``tpu-rl:stateBackend`` ("" when the file records none)."""
+    organization: str
+    """``tpu-rl:stateOrganization``: a Pulumi Cloud home's organization ("" when the file records none)."""
     secrets_provider: str
     """The top-level ``secretsprovider`` the CLI wrote ("" when none)."""
     salt: bool
@@ -89,6 +100,9 @@ class Home:
     passphrase: bool
     project: str
     region: str
+    organization: str = ""
+    """A Pulumi Cloud home's organization, which every command gets as ``PULUMI_DEFAULT_ORGANIZATION`` ("" for a
+    self-managed backend, which has none)."""
 
     @property
     def bucket(self) -> str:
@@ -146,6 +160,7 @@ def read_stack_file(stack: str, root: Path) -> StackFile:
         project="" if project in EXAMPLE_PROJECTS else project,
         region=_text(config.get("gcp:region")) or "us-east5",
         recorded=_text(config.get(BACKEND_KEY)),
+        organization=_text(config.get(ORG_KEY)),
         secrets_provider=_text(document.get("secretsprovider")),
         salt=bool(document.get("encryptionsalt")),
         protect=_truth(config.get(f"{PROJECT}:protect"), False),
@@ -198,15 +213,25 @@ def default_bucket(project: str, stack: str) -> str:
 
 
 def own_key(project: str, stack: str) -> str:
-    """The stack's own key, or StateError when the stack's name cannot name one."""
-    key = key_id(stack)
-    if not KEY_ID.fullmatch(key):
+    """The stack's own key in its own ring, or StateError when the stack's name cannot name the ring."""
+    ring = ring_id(stack)
+    if not KEY_ID.fullmatch(ring):
         raise RefusedError(
-            f"stack {stack}'s name cannot name a Cloud KMS key ({key}: letters, digits, '_' and '-', at most 63): "
-            f"name a key of its own with SECRETS_PROVIDER=gcpkms://projects/{project}/locations/{KEY_LOCATION}/"
-            f"keyRings/{KEY_RING}/cryptoKeys/<key>"
+            f"stack {stack}'s name cannot name a Cloud KMS key ring ({ring}: letters, digits, '_' and '-', at most "
+            f"63): name a key in a ring of its own with SECRETS_PROVIDER=gcpkms://projects/{project}/locations/"
+            f"{KEY_LOCATION}/keyRings/<ring>/cryptoKeys/state"
         )
     return state_key(project, stack)
+
+
+def target_key(home: Home) -> str:
+    """The key a stack's secrets belong in: the stack file's Cloud KMS key when it is one of the stack's choosing
+    (in its project, neither the shared key nor in the shared ring of earlier versions), else the stack's own in its
+    own ring (for those, a passphrase or a new stack)."""
+    key = home.key
+    if key and not is_legacy_key(key) and not in_shared_ring(key) and key.startswith(f"projects/{home.project}/"):
+        return key
+    return own_key(home.project, home.stack)
 
 
 def home_of(other: StackFile) -> str:
@@ -233,10 +258,11 @@ def decide(
     local_ok: bool = False,
     allow_passphrase: bool = False,
     shared_key_ok: bool = False,
+    organization: str = "",
 ) -> Home:
     """The stack's home, or StateError (one line) on a conflict. ``env_url``: ``PULUMI_BACKEND_URL``;
-    ``explicit``: ``STATE_BACKEND``; ``shared_key_ok``: the key another stack holds is not refused (the move that
-    gives the stack its own).
+    ``explicit``: ``STATE_BACKEND``; ``organization``: ``STATE_ORG``; ``shared_key_ok``: a bucket or key another stack
+    holds or held is not refused (`make state-bucket` and `make state-move`, which give the stack its own).
 
     A stack's secrets use a passphrase when its file says so (``secretsprovider: passphrase``, or an
     ``encryptionsalt``), when ``SECRETS_PROVIDER=passphrase`` creates it, or when a self-managed backend would use
@@ -255,6 +281,9 @@ def decide(
             f"leave STATE_BACKEND out (every command uses the recorded home), or move the stack ({MOVE_HELP})"
         )
     backend, origin = _backend(own, explicit)
+    if shared_key_ok and own.project and is_legacy_home(own.project, backend):
+        # `make state-bucket` and `make state-move` give a stack recorded in the shared bucket its own bucket
+        backend, origin = f"gs://{default_bucket(own.project, own.stack)}", "default"
     if env_url and not same(env_url, backend):
         where = {"recorded": f"recorded in {own.name}", "STATE_BACKEND": "given as STATE_BACKEND"}.get(origin, "")
         raise RefusedError(
@@ -262,25 +291,108 @@ def decide(
             f"({where or 'its default: ' + own.name + ' records no ' + BACKEND_KEY}): unset PULUMI_BACKEND_URL; "
             "`make` passes the stack's home to every pulumi command itself"
         )
+    org = _organization(own, backend, origin, organization)
     _refuse_inside(backend, root, local_ok, stack)
     others = other_stack_files(stack, root)
     _refuse_shared_bucket(stack, own, backend, origin, others)
     provider = _provider(own, backend, secrets_provider)
     if not shared_key_ok:
+        _refuse_earlier_homes(own, backend, origin, kms_key(provider))
         _refuse_shared_key(stack, own, provider, others)
     passphrase = provider == "passphrase" or (not provider and not is_cloud(backend))
     if passphrase and own.protect and not allow_passphrase:
         if own.secrets_provider or own.salt:
             fix = f"move them to a key of its own: make state-bucket STACK={stack}, then make state-move STACK={stack}"
         else:
-            key = f"projects/{own.project or '<project>'}/locations/{KEY_LOCATION}/keyRings/{KEY_RING}"
-            fix = f"create it with a key of its own: SECRETS_PROVIDER=gcpkms://{key}/cryptoKeys/{PROJECT}-{stack}"
+            key = state_key(own.project or "<project>", stack)
+            fix = f"create it with a key of its own: SECRETS_PROVIDER=gcpkms://{key}"
         raise RefusedError(
             f"stack {stack} is protected ({PROJECT}:protect: true) and its secrets would be encrypted with a "
             f"passphrase, a shared string no one can revoke from one holder and whose loss loses every secret: {fix} "
             f"({MOVE_HELP}), or accept the passphrase with ALLOW_PASSPHRASE=1"
         )
-    return Home(stack, backend, origin, provider, passphrase, own.project, own.region)
+    return Home(stack, backend, origin, provider, passphrase, own.project, own.region, org)
+
+
+def _organization(own: StackFile, backend: str, origin: str, asked: str) -> str:
+    """A Pulumi Cloud home's organization (the file's ``tpu-rl:stateOrganization``, else ``STATE_ORG`` for a stack
+    that records none), or RefusedError: a Cloud home without one, one for a self-managed backend, or two that
+    disagree."""
+    for source, name in ((f"{own.name}: {ORG_KEY}", own.organization), ("STATE_ORG", asked)):
+        if name and not ORG_NAME.fullmatch(name):
+            raise RefusedError(
+                f"{source} = {scrub(name, limit=60)!r} is not a Pulumi Cloud organization's name (letters, digits, "
+                "'-', '_', '.')"
+            )
+    if own.organization and asked and asked != own.organization:
+        raise RefusedError(
+            f"STATE_ORG is {asked}, but {own.name} records {ORG_KEY}: {own.organization}: leave STATE_ORG out "
+            "(every command uses the recorded organization)"
+        )
+    org = own.organization or asked
+    if not is_cloud(backend):
+        if org:
+            given = "STATE_ORG" if asked and not own.organization else f"{own.name}'s {ORG_KEY}"
+            raise RefusedError(
+                f"{given} names the Pulumi Cloud organization {org}, but stack {own.stack}'s state lives in "
+                f"{backend}, a self-managed backend, which has no organizations: "
+                f"{'leave STATE_ORG out' if given == 'STATE_ORG' else 'remove the key from the file'}"
+            )
+        return ""
+    if not org:
+        given = f" STATE_BACKEND={backend}" if origin == "STATE_BACKEND" else ""
+        raise RefusedError(
+            f"stack {own.stack}'s state home {backend} names no organization: each operator's pulumi would look for "
+            f"stack {own.stack} in their own default organization, and one whose default is another would create a "
+            f"second, empty {own.stack} there; record the stack's organization: make stack STACK={own.stack}{given} "
+            f"STATE_ORG=<organization> ({HOME_HELP})"
+        )
+    return org
+
+
+def _refuse_earlier_homes(own: StackFile, backend: str, origin: str, key: str) -> None:
+    """The homes earlier versions gave stacks, refused for every stack, `make state-move` the fix: the project's
+    shared bucket and shared key, which every stack of the project used (its readers and decrypters are every
+    stack's), and for a protected stack its key in the shared ring, whose IAM policy every key in it inherits."""
+    stack, move = own.stack, f"make state-bucket STACK={own.stack}, then make state-move STACK={own.stack}"
+    if own.project and is_legacy_home(own.project, backend):
+        given = {"recorded": f"recorded in {own.name}", "STATE_BACKEND": "given as STATE_BACKEND"}.get(origin, "")
+        raise RefusedError(
+            f"stack {stack}'s state home {backend} ({given or 'its default'}) is the project's shared state bucket of "
+            "earlier versions, which every stack of the project used: whoever may read one stack's state there reads "
+            f"the others' and takes their locks; move the stack to a bucket and key of its own: {move} ({MOVE_HELP})"
+        )
+    if key and is_legacy_key(key):
+        raise RefusedError(
+            f"stack {stack}'s secrets key {key} is the project's shared key of earlier versions, which encrypted every "
+            "stack's secrets: whoever may decrypt one stack's secrets decrypts the others'; move the stack to a key of "
+            f"its own: {move} ({MOVE_HELP})"
+        )
+    if key and in_shared_ring(key) and own.protect:
+        raise RefusedError(
+            f"stack {stack} is protected ({PROJECT}:protect: true) and its secrets key {key} is in the key ring that "
+            "every stack's key shared in earlier versions: whoever administers any key there may set the ring's IAM "
+            f"policy, which every key in it inherits, and grant itself decrypt on this one; move it to a ring of its "
+            f"own: {move} ({MOVE_HELP})"
+        )
+
+
+def is_legacy_home(project: str, backend: str) -> bool:
+    """Whether ``backend`` is the project's shared bucket of earlier versions, or a folder of it."""
+    legacy = f"gs://{legacy_bucket(project)}"
+    return same(backend, legacy) or backend.startswith(f"{legacy}/")
+
+
+def ring_warning(home: Home) -> str | None:
+    """One warning line for a stack whose key is in the shared ring of earlier versions (a protected one is
+    refused: ``_refuse_earlier_homes``), else None."""
+    if not home.key or not in_shared_ring(home.key) or is_legacy_key(home.key):
+        return None
+    return (
+        f"warning: stack {home.stack}'s secrets key {home.key} is in the key ring every stack's key shared in earlier "
+        "versions, whose IAM policy every key in it inherits: move it to a ring of its own with make state-bucket "
+        f"STACK={home.stack}, then make state-move STACK={home.stack} ({MOVE_HELP})"
+    )
 
 
 def _backend(own: StackFile, explicit: str) -> tuple[str, str]:
@@ -349,9 +461,8 @@ def _refuse_shared_key(stack: str, own: StackFile, provider: str, others: list[S
         return
     for other in others:
         if kms_key(other.secrets_provider) == key:
-            shared = " (the project's shared key)" if key.endswith(f"/cryptoKeys/{LEGACY_KEY}") else ""
             raise RefusedError(
-                f"stack {stack}'s secrets key {key}{shared} encrypts stack {other.stack}'s secrets too "
+                f"stack {stack}'s secrets key {key} encrypts stack {other.stack}'s secrets too "
                 f"({other.name}): whoever may decrypt one stack's secrets decrypts the other's; give stack {stack} a "
                 f"key and bucket of its own: make state-bucket STACK={stack}, then make state-move STACK={stack} "
                 f"({MOVE_HELP})"
@@ -380,15 +491,15 @@ def file_folder(url: str) -> Path | None:
 # Recording the home in the stack file
 
 
-def with_record(text: str, url: str, name: str) -> str:
-    """``text`` (a stack file) with ``tpu-rl:stateBackend: <url>`` appended to its ``config:`` block, every other
-    line kept as it was (comments and layout included), as `pulumi config set` appends a new key; RefusedError when
-    the result would read as anything but the same file with that one key more."""
+def with_record(text: str, url: str, name: str, key: str = BACKEND_KEY) -> str:
+    """``text`` (a stack file) with ``<key>: <url>`` (``tpu-rl:stateBackend`` by default) appended to its
+    ``config:`` block, every other line kept as it was (comments and layout included), as `pulumi config set` appends
+    a new key; RefusedError when the result would read as anything but the same file with that one key more."""
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     start = next((i for i, line in enumerate(lines) if re.fullmatch(r"config:[ \t]*(#.*)?\n", line)), None)
-    entry = f"{BACKEND_KEY}: {url}\n"
+    entry = f"{key}: {url}\n"
     if start is None:
         written = "".join(lines) + "config:\n  " + entry
     else:
@@ -408,21 +519,52 @@ def with_record(text: str, url: str, name: str) -> str:
     except InputError as err:
         raise RefusedError(str(err)) from None
     config = before.get("config") if isinstance(before, dict) else None
-    wanted = {**before, "config": {**(config if isinstance(config, dict) else {}), BACKEND_KEY: url}}
+    wanted = {**before, "config": {**(config if isinstance(config, dict) else {}), key: url}}
     if not isinstance(before, dict) or (config is not None and not isinstance(config, dict)) or after != wanted:
-        raise RefusedError(f"{name} cannot take `{BACKEND_KEY}: {url}` here; add it under config: yourself")
+        raise RefusedError(f"{name} cannot take `{key}: {url}` here; add it under config: yourself")
     return written
 
 
-def record(home: Home, root: Path) -> None:
-    """Write the home into the stack file when it records none (``with_record``: nothing is written when the file
-    cannot take it), and say so."""
+def with_value(text: str, name: str, key: str, value: str) -> str:
+    """``text`` (a stack file) with the value of its ``config:`` key ``key`` replaced by ``value`` on its own line,
+    every other line (and that line's comment) kept; RefusedError when the result would read as anything but the
+    same file with that one value changed."""
+    found = list(re.finditer(rf"^([ \t]+){re.escape(key)}:[ \t]*[^#\n]*?([ \t]+#[^\n]*)?$", text, re.M))
+    if len(found) != 1:
+        raise RefusedError(f"{name} cannot take `{key}: {value}` here; set it under config: yourself")
+    line = found[0]
+    written = f"{text[: line.start()]}{line.group(1)}{key}: {value}{line.group(2) or ''}{text[line.end() :]}"
+    try:
+        before, after = parse_yaml(text, name), parse_yaml(written, name)
+    except InputError as err:
+        raise RefusedError(str(err)) from None
+    config = before.get("config") if isinstance(before, dict) else None
+    if not isinstance(config, dict) or after != {**before, "config": {**config, key: value}}:
+        raise RefusedError(f"{name} cannot take `{key}: {value}` here; set it under config: yourself")
+    return written
+
+
+def record(home: Home, root: Path, *, rewrite: bool = False) -> None:
+    """Write the home, and a Pulumi Cloud home's organization, into the stack file when it records none
+    (``with_record``: nothing is written when the file cannot take it), and say so; ``rewrite`` (`make state-move`):
+    a recorded home that is not ``home``'s is replaced (``with_value``)."""
     own = read_stack_file(home.stack, root)
-    if own.recorded:
-        return
     path = root / own.name
-    path.write_text(with_record(path.read_text(), home.backend, own.name))
-    print(
-        f"recorded {BACKEND_KEY}: {home.backend} in {own.name}: commit it, so that every clone and CI job finds the "
-        "state there"
-    )
+    if rewrite and own.recorded and not same(own.recorded, home.backend):
+        path.write_text(with_value(path.read_text(), own.name, BACKEND_KEY, home.backend))
+        print(
+            f"recorded {BACKEND_KEY}: {home.backend} in {own.name}, where it was {own.recorded}: commit it, so that "
+            "every clone and CI job finds the state there"
+        )
+    if not own.recorded:
+        path.write_text(with_record(path.read_text(), home.backend, own.name))
+        print(
+            f"recorded {BACKEND_KEY}: {home.backend} in {own.name}: commit it, so that every clone and CI job finds "
+            "the state there"
+        )
+    if home.organization and not own.organization:
+        path.write_text(with_record(path.read_text(), home.organization, own.name, ORG_KEY))
+        print(
+            f"recorded {ORG_KEY}: {home.organization} in {own.name}: commit it, so that every clone and CI job finds "
+            f"stack {home.stack} in that organization"
+        )

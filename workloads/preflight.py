@@ -306,7 +306,7 @@ def check_dataset_access(
     budget: deadline.Budget | None = None,
 ) -> str:
     """The commit ``revision`` of the dataset ``repo`` resolves to, once the revision exists, each pattern training
-    stages matches a file of it (``fnmatch``, as ``base_snapshot.py stage_dataset`` matches them) and the token may
+    stages matches a file of it (``fnmatch``, as ``stage_dataset.py`` matches them) and the token may
     download the first (a gated dataset's terms); ``PreflightError`` (one line) otherwise. Before any resource: a
     revision that does not exist would otherwise fail the training pod after its slice was up."""
     from huggingface_hub import HfApi, close_session, get_hf_file_metadata, hf_hub_url, set_client_factory

@@ -8,7 +8,7 @@ from core.tpu import CATALOGUE, Capacity, TpuVersionName
 
 # Default JobSet restarts by capacity mode, the least a run gets whatever its length: a reserved or on-demand slice
 # survives one disruption; spot and flex-start capacity gets preempted more often. A longer run gets more, one per
-# started DISRUPTION_HOURS of its training (core.config.workflow.restarts_for_run).
+# started DISRUPTION_HOURS of its training (core.config.workflow_rules.restarts_for_run).
 DEFAULT_RESTARTS: dict[Capacity, int] = {
     Capacity.RESERVATION: 1,
     Capacity.ON_DEMAND: 1,

@@ -76,6 +76,7 @@ STACK_NAME = Text(
     r"[A-Za-z0-9_.-]{1,100}", "a Pulumi stack name such as prod (letters, digits, hyphens, underscores, periods)"
 )
 CLOCK = Text(r"([01][0-9]|2[0-3]):[0-5][0-9]", "a UTC time HH:MM such as 09:00")
+STATE_ORGANIZATION = Text(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", "a Pulumi Cloud organization's name")
 QUEUE_NAME = Text(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a LocalQueue name (a DNS-1123 label)")
 TOKEN = Text(r"\S{1,512}", "a Hugging Face read token")
 WRITE_TOKEN = Text(r"\S{1,512}", "a Hugging Face write token")

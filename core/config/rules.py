@@ -1,9 +1,10 @@
 """Cross-field rules and derived values: typed field values -> ``Settings``.
 
-``build_settings`` runs every rule, each in the module of its area: the cluster (``core.config.cluster``: the TPU
-slice and its capacity, GKE, the node pools), the training knobs (``core.config.training``), the workflow and its
-restarts (``core.config.workflow``), Kueue (``core.config.kueue``), the combinations the steps could never finish
-(``core.config.finish``) and resume (``core.config.resume``); the storage, the images and the list readers are here.
+``build_settings`` runs every rule, each in the module of its area: the cluster (``core.config.cluster_rules``: the TPU
+slice and its capacity, GKE, the node pools), the training knobs (``core.config.training_rules``), the workflow and
+its restarts (``core.config.workflow_rules``), Kueue (``core.config.kueue_rules``), the combinations the steps could
+never finish (``core.config.finish``) and resume (``core.config.resume``); the storage, the images and the list
+readers are here.
 Each rule reports the key a user would change, with the other value it conflicts with.
 """
 
@@ -13,13 +14,19 @@ import dataclasses
 import re
 from typing import Any
 
-from core.config.cluster import check_flex_start_zone, check_gke_version, gke_settings, pool_settings, tpu_settings
+from core.config.cluster_rules import (
+    check_flex_start_zone,
+    check_gke_version,
+    gke_settings,
+    pool_settings,
+    tpu_settings,
+)
 from core.config.finish import check_actor_copy, check_cpu_disk, check_cpu_pool, check_meshes, check_steps_finish
-from core.config.kueue import check_own_queue, kueue_settings
+from core.config.kueue_rules import check_own_queue, kueue_settings
 from core.config.resume import check_resume_exact
-from core.config.training import training_settings
+from core.config.training_rules import training_settings
 from core.config.values import UNREADABLE, Problems, UnreadableError, Values, canonical_cidr, error
-from core.config.workflow import check_token, publish_settings, restarts_for_run, workflow_settings
+from core.config.workflow_rules import check_token, publish_settings, restarts_for_run, workflow_settings
 from core.images import mirrored, mirrors_for, tag_release
 from core.inputs import parse_json
 from core.maxtext_keys import MAXTEXT_VERSION
@@ -211,6 +218,7 @@ def build_settings(values: dict[str, Any], stack: str, problems: Problems) -> Se
         labels={"app": PROJECT, "stack": label_value(stack), "cluster": v[_k("clusterName")], "managed-by": "pulumi"},
         publish=publish,
         hf_write_token_set=v["hfWriteTokenSet"],
+        shared_project=v[_k("sharedProject")],
     )
 
 

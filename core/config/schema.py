@@ -34,6 +34,7 @@ from core.config.formats import (
     REVISION,
     STACK_NAME,
     STATE_BACKEND,
+    STATE_ORGANIZATION,
     TOKEN,
     VERSION_PREFIX,
     WRITE_TOKEN,
@@ -103,6 +104,13 @@ FIELDS: tuple[Field, ...] = (
     Field(_key("protect"), Boolean(), False, "protect bucket, cluster and TPU pools; GKE deletion protection"),
     Field(_key("forceDestroy"), Boolean(), False, "let destroy delete a non-empty bucket"),
     Field(
+        _key("sharedProject"),
+        Boolean(),
+        False,
+        "accept a gcp:project another stack file names too (set in both): there each stack's deploy identity "
+        'administers the other (docs/security.md "Two stacks in one project")',
+    ),
+    Field(
         _key("bucketVersioning"),
         Boolean(),
         False,
@@ -116,6 +124,15 @@ FIELDS: tuple[Field, ...] = (
         "command gets it as PULUMI_BACKEND_URL; default: a bucket of the stack's own, "
         "`gs://<gcp:project>-pulumi-state-<stack>`, which `make stack` records here",
         samples=("gs://acme-prod-pulumi-state", "https://api.pulumi.com"),
+    ),
+    Field(
+        _key("stateOrganization"),
+        STATE_ORGANIZATION,
+        "",
+        "the organization of a Pulumi Cloud state home, read by `make` (tools/state.py) and never by the program: "
+        "every command gets it as PULUMI_DEFAULT_ORGANIZATION, so `prod` names one stack whoever runs it; required "
+        "with an https:// tpu-rl:stateBackend",
+        samples=("acme",),
     ),
     Field(_key("namespace"), NAMESPACE, "tpu-rl", "Kubernetes namespace of the workflow", samples=("rl-runs",)),
     Field(

@@ -262,6 +262,11 @@ STATE_SETUP: tuple[Grant, ...] = (
         ("serviceusage.services.enable", "serviceusage.services.get"),
     ),
     Grant(
+        "roles/browser",
+        "reads the project's number, which tells the stack's bucket from another project's of the same name",
+        ("resourcemanager.projects.get",),
+    ),
+    Grant(
         "roles/storage.admin",
         "creates the stack's state bucket, sets its IAM policy and reads which stacks it holds",
         (
@@ -275,9 +280,9 @@ STATE_SETUP: tuple[Grant, ...] = (
     ),
     Grant(
         "roles/cloudkms.admin",
-        "creates the stack's state key (and the key ring) and sets the key's IAM policy; it cannot encrypt or "
-        "decrypt: the account also needs roles/cloudkms.cryptoKeyEncrypterDecrypter on the key, which `make "
-        "state-bucket` grants it",
+        "creates the stack's key ring and key and sets the key's IAM policy (`make state-move`: takes the state's "
+        "grants off the key it leaves); it cannot encrypt or decrypt: the account also needs "
+        "roles/cloudkms.cryptoKeyEncrypterDecrypter on the key, which `make state-bucket` grants it",
         (
             "cloudkms.keyRings.create",
             "cloudkms.keyRings.get",

@@ -1,10 +1,11 @@
 """One commit of the base model for every step, fetched from the Hub once (run in the MaxText image as
 ``python3 base_snapshot.py``, a file of the step's ConfigMap, with ``core/hf_model.py``'s text in place of its import,
-as the export step runs ``complete_export.py``).
+as the export step runs ``complete_export.py``); and what ``stage_dataset.py`` (training's dataset) shares with it:
+the Hub's description of a commit, a cached object read at one generation and hashed, the dataset files a pattern
+selects (the preflight's too), the errors and the tries.
 
     python3 base_snapshot.py snapshot BASE_REPO REVISION CONVERT_URI CACHE_URI LOCAL_DIR SHARED_URI  # the conversion
     python3 base_snapshot.py fetch CONVERT_URI LOCAL_DIR                                   # training, the export
-    python3 base_snapshot.py dataset REPO REVISION URI CACHE_URI PATTERN...                 # a training dataset
 
 ``tpu-rl:model.revision`` is a branch, a tag or a commit, and a branch moves. The conversion resolves it once, here,
 and takes every file of that commit it needs through the **Hub cache**: an entry ``<root><repo>/<commit>/`` per model
@@ -12,9 +13,12 @@ and commit, its files and ``entry.json``, the Hub's description of each (``ENTRY
 writes (the stack's own, or a shared one whose writer the stack is), ``SHARED_URI`` one it reads first and never
 writes (``CACHE_URI`` again without one). Each file comes from the first entry holding it as the Hub names it (read at
 one generation, hashed), else from the Hub (hashed) into ``CACHE_URI``'s entry; a copy of another hash is one line and
-never used (``cached``). The Hub's description is asked for every time (one API call, no file); out of reach, the
-entries' recorded hashes stand in for a commit, and a file recorded by its size alone is refused (``recorded``): the
-weights cross the Hub once per (model, commit), and no stack can plant a same-size file in another's conversion.
+never used (``cached``). The Hub's description is asked for every time (one API call, no file) and kept in the entry
+it writes and in the stack's **own record** (``own_root``: the stack's own cache, beside ``CONVERT_URI``, which only
+the stack's conversion writes). Out of the Hub's reach, for a commit, that own record alone stands in for the Hub
+(``recorded``): a shared entry's ``entry.json`` may have been rewritten by any writer of its folder, and a file
+recorded by its size alone proves nothing. So the weights cross the Hub once per (model, commit), and no stack can
+plant a file in another's conversion.
 
 The files land in ``LOCAL_DIR``, where ``to_maxtext`` reads the weights (``--hf_model_path``: MaxText's
 ``LazyHFLoader``, 0.2.4's and 0.2.5's, reads a local folder and asks the Hub nothing); the base's files that are not
@@ -32,12 +36,10 @@ apart (``RETRY_WAITS``: the step fails, and the next `up` retries it).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -45,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 # tpu-rl: core/hf_model.py is inlined here (workloads/specs/commands.py)
-from core.hf_model import CONFIG_FILE, HubFile, file_problem, hub_file, name_problem, recorded_file
+from core.hf_model import CONFIG_FILE, Digest, HubFile, file_problem, hub_file, name_problem, recorded_file
 
 # tpu-rl: end of core/hf_model.py
 
@@ -61,10 +63,12 @@ MAX_WEIGHTS_BYTES = 64 * 1024**3
 """The largest weights file fetched (a 26B model's safetensors shards are a few GB each)."""
 INDEX = "model.safetensors.index.json"
 ENTRY = "entry.json"
-"""A cache entry's record. A base model's: the commit's files as the Hub describes them, ``{"repo", "commit", "files":
-{name: {"size", "sha256" | "blobId"}}}`` (``core.hf_model.HubFile``), written by the entry's writer once it holds what
-it fetched; each object of the entry is hashed and compared with the Hub's value (or, the Hub out of reach, this
-record's) before it is used. A dataset's: ``{"repo", "commit", "files": {name: size}, "patterns"}``, written last."""
+"""A cache entry's record: the commit's files as the Hub describes them, ``{"repo", "commit", "files": {name: {"size",
+"sha256" | "blobId"}}}`` (``core.hf_model.HubFile``; a dataset's adds ``"patterns"``, ``stage_dataset.py``), written
+by the entry's writer once it holds what it fetched; each object of the entry is hashed and compared with the Hub's
+value (or, the Hub out of reach, the stack's own record's) before it is used."""
+OWN_CACHE = "hub/"
+"""The stack's own Hub cache beside the conversion's outputs (``core.layout.hub_cache``: ``<model>/convert/hub/``)."""
 VERIFIED = "verified"
 """The conversion's record (``RECORD``) of the cache object it took each file from, hashed:
 ``{name: {"object": "gs://...", "generation": N, "size", "sha256" | "blobId"}}``. The export reads the base's
@@ -187,6 +191,15 @@ def open_entry(cache_root: str, repo: str, commit: str) -> Entry:
     return Entry(uri, bucket, prefix, read_model_entry(bucket, prefix, uri, (repo, commit)))
 
 
+def own_root(uri: str) -> str:
+    """The stack's own Hub cache, where the conversion keeps its record of the Hub's hashes: ``hub/`` beside its output
+    ``uri`` (``<bucket>/<model>/convert/<id>/`` -> ``<bucket>/<model>/convert/hub/``, ``core.layout.hub_cache``), in
+    the stack's bucket, under the prefix only the stack's conversion writes (``infra.gcp.access``). A shared cache's
+    folder is written by its writer stack's conversion and may be by anyone who administers its bucket, every sharing
+    stack's deploy account included."""
+    return uri[: uri.rstrip("/").rfind("/") + 1] + OWN_CACHE
+
+
 def hub_info(repo: str, ref: str, dataset: bool = False) -> Any:
     """The Hub's info of the model (or ``dataset``) ``repo`` at ``ref``, each file's metadata included: refused for what
     a retry reads the same (no such repository or revision, a gated one), failed (tried again) otherwise."""
@@ -206,83 +219,131 @@ def hub_info(repo: str, ref: str, dataset: bool = False) -> Any:
     return info
 
 
+def sibling_file(sibling: Any, where: str) -> HubFile:
+    """A file of the Hub's info (``RepoSibling``) as the Hub names its content (``core.hf_model.HubFile``: its size and
+    LFS sha256, else its Git blob id); refused when the Hub names neither."""
+    lfs = sibling.lfs if isinstance(sibling.lfs, dict) else {}  # BlobLfsInfo is a dict
+    found = hub_file(sibling.size, lfs.get("sha256"), sibling.blob_id)
+    if found is None:
+        raise RefusedError(f"the Hub names no sha256 or blob id for {sibling.rfilename} of {where}")
+    return found
+
+
 def hub_files(repo: str, ref: str) -> tuple[str, dict[str, HubFile]]:
     """The commit ``ref`` names on the Hub and the files of it the conversion needs, each with its size and the hash
-    the Hub names its content by (``core.hf_model.HubFile``: the LFS sha256, else the Git blob id)."""
+    the Hub names its content by (``sibling_file``)."""
     info = hub_info(repo, ref)
-    files: dict[str, HubFile] = {}
-    for sibling in sorted(info.siblings or [], key=lambda s: str(s.rfilename)):
-        if not needed(sibling.rfilename, int(sibling.size or 0)):
-            continue
-        lfs = sibling.lfs if isinstance(sibling.lfs, dict) else {}  # BlobLfsInfo is a dict
-        found = hub_file(sibling.size, lfs.get("sha256"), sibling.blob_id)
-        if found is None:
-            raise RefusedError(f"the Hub names no sha256 or blob id for {sibling.rfilename} of {repo}@{info.sha}")
-        files[sibling.rfilename] = found
+    files = {
+        sibling.rfilename: sibling_file(sibling, f"{repo}@{info.sha}")
+        for sibling in sorted(info.siblings or [], key=lambda s: str(s.rfilename))
+        if needed(sibling.rfilename, int(sibling.size or 0))
+    }
     if len(files) > MAX_FILES:
         raise RefusedError(f"{repo}@{info.sha} has {len(files)} files to fetch, more than a base model's {MAX_FILES}")
     return info.sha, files
 
 
-def recorded(entries: list[Entry], why: str, where: str) -> dict[str, HubFile]:
-    """With the Hub out of reach (``why``): each file as the entries record the Hub's hash of it, the writable
-    entry's first; tried again (the Hub may come back) when none records the files, or records one by its size alone:
+def recorded(own: Entry, why: str, where: str) -> dict[str, HubFile]:
+    """With the Hub out of reach (``why``): each file as the stack's own record (``own_root``) names the Hub's hash of
+    it. No other record stands in for the Hub: a shared entry's ``entry.json`` may have been rewritten by any writer of
+    its folder. Tried again (the Hub may come back) when the own record names no file, or names one by its size alone:
     a cached file is taken on the Hub's hash, never its size."""
-    names = sorted({name for entry in entries for name in entry.files or {}})
-    if not names:
-        raise FailedError(f"{why}, and no Hub cache entry records the files of {where}")
-    files: dict[str, HubFile] = {}
-    for name in names:
-        found = next((e.files[name] for e in reversed(entries) if e.files and e.files.get(name)), None)
+    if not own.files:
+        raise FailedError(
+            f"{why}, and {own.uri}{ENTRY}, the stack's own record of the Hub's hashes, names no file of {where}: "
+            "offline, no other record is trusted (any writer of a shared cache's folder can rewrite its entry.json); "
+            "the next `make up` runs the conversion again once the Hub answers"
+        )
+    for name, found in sorted(own.files.items()):
         if found is None:
-            raise FailedError(f"{why}, and no Hub cache entry records the Hub's hash of {name} of {where}")
-        files[name] = found
-    log(f"{why}: each cached file is checked against the hash its {ENTRY} records")
-    return files
+            raise FailedError(
+                f"{why}, and {own.uri}{ENTRY} records {name} of {where} by its size alone, not the Hub's hash"
+            )
+    log(f"{why}: each cached file is checked against the hash {own.uri}{ENTRY} records")
+    return {name: found for name, found in own.files.items() if found is not None}
 
 
-def cached(name: str, expected: HubFile, entries: list[Entry], local: Path, where: str, online: bool) -> dict[str, Any]:
-    """``name`` into ``local``: from the first entry that records it as ``expected`` and holds it so (read at one
-    generation, then hashed), else from the Hub (hashed) into the writable entry. A copy of another hash is one line
-    and never used. The object used, at its generation (``VERIFIED``)."""
-    path, whose, why = local / name, "the Hub's" if online else "the recorded", f"no Hub cache entry holds {name}"
-    for entry in entries:
-        what, held = f"{entry.uri}{name}", (entry.files or {}).get(name)
-        blob = entry.bucket.get_blob(entry.prefix + name, timeout=TIMEOUT)
-        if blob is None:
-            continue
-        if held is not None and held != expected:
-            why = f"{what}: {ENTRY} records {held.shown()}, not {whose} {expected.shown()}"
-        elif blob.size != expected.size:
-            why = f"{what} is {blob.size} bytes, not {whose} {expected.size}"
+def held_copy(  # noqa: PLR0913 (the object, what it must be, what its entry claims, where its bytes go)
+    bucket: Any,
+    name: str,
+    expected: HubFile,
+    what: str,
+    whose: str,
+    claim: HubFile | None = None,
+    path: Path | None = None,
+) -> tuple[int | None, str | None]:
+    """The generation of the object ``name`` (``what``) read whole at one generation (into ``path``, else only hashed
+    in 1 MiB chunks) and found to be the file ``expected`` names; else None and why not (None: no such object). A copy
+    its entry records as another file (``claim``), or of another size, is not even read; one of another hash is never
+    used (``path`` removed)."""
+    from google.api_core.exceptions import NotFound
+
+    blob = bucket.get_blob(name, timeout=TIMEOUT)
+    if blob is None:
+        return None, None
+    if claim is not None and claim != expected:
+        return None, f"{what}: {ENTRY} records {claim.shown()}, not {whose} {expected.shown()}"
+    if blob.size != expected.size:
+        return None, f"{what} is {blob.size} bytes, not {whose} {expected.size}"
+    generation, digest = int(blob.generation), Digest(expected)
+    at = bucket.blob(name, generation=generation)
+    try:  # the generation looked at is gone: not used
+        if path is None:
+            at.download_to_file(digest, timeout=TIMEOUT * 60)
         else:
-            from google.api_core.exceptions import NotFound
+            at.download_to_filename(str(path), timeout=TIMEOUT * 60)
+    except NotFound:
+        return None, f"{what} was replaced while it was read"
+    problem = digest.problem(what, whose) if path is None else file_problem(path, expected, what, whose)
+    if problem is not None and path is not None:
+        path.unlink()
+    return (None, problem) if problem is not None else (generation, None)
 
-            generation, why = int(blob.generation), f"{what} was replaced while it was read"
-            with contextlib.suppress(NotFound):  # the generation looked at is gone: not used
-                entry.bucket.blob(entry.prefix + name, generation=generation).download_to_filename(
-                    str(path), timeout=TIMEOUT * 60
-                )
-                problem = file_problem(path, expected, what, whose)
-                if problem is None:
-                    log(f"{name} of {where} from {entry.uri}, its {expected.kind} checked")
-                    return {"object": what, "generation": generation, **expected.as_json()}
-                path.unlink()
-                why = problem
-        log(f"{why}: not used")
-    if not online:
-        raise FailedError(f"{why}, and the Hub is out of reach to send it again")
-    repo, _, commit = where.partition("@")
+
+def from_hub(repo: str, name: str, commit: str, expected: HubFile, local: Path, dataset: bool = False) -> Path:
+    """``name`` of ``repo`` (a model's, or a ``dataset``'s) at ``commit`` from the Hub into the folder ``local``,
+    hashed; failed (tried again, nothing kept) when it cannot be fetched or is not the file ``expected`` names."""
     from huggingface_hub import hf_hub_download
 
+    where = f"{'dataset ' if dataset else ''}{repo}@{commit}"
     try:
-        got = Path(hf_hub_download(repo, name, revision=commit, local_dir=str(local), etag_timeout=TIMEOUT))
-    except Exception as err:  # noqa: BLE001
-        raise FailedError(f"cannot download {name} of {where} ({type(err).__name__})") from None
+        got = Path(
+            hf_hub_download(
+                repo,
+                name,
+                repo_type="dataset" if dataset else None,
+                revision=commit,
+                local_dir=str(local),
+                etag_timeout=TIMEOUT,
+            )
+        )
+    except Exception as err:  # noqa: BLE001 (one line: the Hub's error class and its words)
+        raise FailedError(f"cannot download {name} of {where} ({type(err).__name__}: {_first(err)})") from None
     problem = file_problem(got, expected, f"{name} of {where} as the Hub sent it")
     if problem is not None:
         got.unlink()
         raise FailedError(problem)
+    return got
+
+
+def cached(name: str, expected: HubFile, entries: list[Entry], local: Path, where: str, online: bool) -> dict[str, Any]:
+    """``name`` into ``local``: from the first entry that holds it as ``expected`` names it (``held_copy``), else from
+    the Hub (hashed) into the writable entry. A copy of another hash is one line and never used. The object used, at
+    its generation (``VERIFIED``)."""
+    whose, why = "the Hub's" if online else "the recorded", f"no Hub cache entry holds {name}"
+    for entry in entries:
+        what, claim = f"{entry.uri}{name}", (entry.files or {}).get(name)
+        generation, problem = held_copy(entry.bucket, entry.prefix + name, expected, what, whose, claim, local / name)
+        if generation is not None:
+            log(f"{name} of {where} from {entry.uri}, its {expected.kind} checked")
+            return {"object": what, "generation": generation, **expected.as_json()}
+        if problem is not None:
+            why = problem
+            log(f"{why}: not used")
+    if not online:
+        raise FailedError(f"{why}, and the Hub is out of reach to send it again")
+    repo, _, commit = where.partition("@")
+    got = from_hub(repo, name, commit, expected, local)
     writable = entries[-1]
     blob = writable.bucket.blob(writable.prefix + name)
     blob.upload_from_filename(str(got), timeout=TIMEOUT * 60)
@@ -290,10 +351,22 @@ def cached(name: str, expected: HubFile, entries: list[Entry], local: Path, wher
     return {"object": writable.uri + name, "generation": int(blob.generation), **expected.as_json()}
 
 
+def keep_description(entries: list[Entry], repo: str, commit: str, hub: dict[str, HubFile]) -> None:
+    """The Hub's own description of the commit, kept for a later conversion in each of ``entries`` whose
+    ``entry.json`` does not record it yet: the entry the conversion writes, and the stack's own record."""
+    body = {"repo": repo, "commit": commit, "files": {name: found.as_json() for name, found in hub.items()}}
+    for entry in entries:
+        if entry.files != hub:
+            entry.bucket.blob(entry.prefix + ENTRY).upload_from_string(
+                json.dumps(body, sort_keys=True), content_type="application/json", timeout=TIMEOUT
+            )
+
+
 def snapshot(repo: str, revision: str, uri: str, cache_root: str, local_dir: str, shared_root: str) -> str:
     """Resolve ``revision`` (or keep the recorded commit), fetch the commit's files into ``local_dir`` through the
     Hub cache (``shared_root``'s entry read first, read-only unless it is ``cache_root``, the one this conversion
-    writes), each checked against the Hub's hash of it, copy the base's files to ``<uri>base/``, record."""
+    writes), each checked against the Hub's hash of it (out of the Hub's reach, the stack's own record's), copy the
+    base's files to ``<uri>base/``, record."""
     bucket, prefix = folder(uri)
     _ = folder(cache_root), folder(shared_root)  # gs:// folders, refused before anything is read
     record = read_record(bucket, prefix, uri)
@@ -305,23 +378,21 @@ def snapshot(repo: str, revision: str, uri: str, cache_root: str, local_dir: str
     except FailedError as err:
         if not COMMIT.fullmatch(commit):
             raise
-        hub, why = None, str(err)  # a commit: its cache entries' records may stand in for the Hub
+        hub, why = None, str(err)  # a commit: the stack's own record may stand in for the Hub
     if record is not None and commit != record["commit"]:
         raise RefusedError(f"the Hub answered {repo}@{record['commit']} with another commit, {commit}")
     shared = [open_entry(shared_root, repo, commit)] if shared_root != cache_root else []
     entries = [*shared, open_entry(cache_root, repo, commit)]  # the last: the one this conversion writes
-    files = hub if hub is not None else recorded(entries, why, f"{repo}@{commit}")
+    own = entries[-1] if cache_root == own_root(uri) else open_entry(own_root(uri), repo, commit)
+    files = hub if hub is not None else recorded(own, why, f"{repo}@{commit}")
     names = sorted(name for name, found in files.items() if wanted(name, found.size))
     if CONFIG_FILE not in names:
         raise RefusedError(f"{repo}@{commit} has no {CONFIG_FILE}")
     local = Path(local_dir)
     local.mkdir(parents=True, exist_ok=True)
     verified = {n: cached(n, f, entries, local, f"{repo}@{commit}", hub is not None) for n, f in files.items()}
-    if hub is not None and entries[-1].files != hub:  # the Hub's own description, kept for a later run
-        body = {"repo": repo, "commit": commit, "files": {name: found.as_json() for name, found in hub.items()}}
-        entries[-1].bucket.blob(entries[-1].prefix + ENTRY).upload_from_string(
-            json.dumps(body, sort_keys=True), content_type="application/json", timeout=TIMEOUT
-        )
+    if hub is not None:
+        keep_description([entries[-1], *([own] if own is not entries[-1] else [])], repo, commit, hub)
     for name in names:
         bucket.blob(prefix + BASE_FOLDER + name).upload_from_filename(str(local / name), timeout=TIMEOUT * 5)
     log(f"copied {len(names)} files of {repo}@{commit[:12]} to {uri}{BASE_FOLDER}")
@@ -355,8 +426,6 @@ def fetch(uri: str, local: str) -> str:
     return str(record["commit"])
 
 
-DATASET_RECORD = "dataset.json"
-"""A staged dataset's record, written last: ``{"repo", "revision", "commit", "files": {name: size}}``."""
 MAX_DATASET_FILE_BYTES = 16 * 1024**3
 DATASET_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.=-]{0,200}(/[A-Za-z0-9][A-Za-z0-9_.=-]{0,200}){0,4}")
 """A dataset file's path in its repository (``data/train_1M-00000-of-00003.parquet``): plain names, a few deep."""
@@ -369,48 +438,6 @@ def dataset_path_problem(name: str) -> str | None:
     return None
 
 
-def read_dataset_record(bucket: Any, prefix: str, uri: str, repo: str) -> dict[str, Any] | None:
-    """A staged dataset's record, None when it is not staged (yet)."""
-    blob = bucket.blob(prefix + DATASET_RECORD)
-    if not blob.exists(timeout=TIMEOUT):
-        return None
-    try:
-        record = json.loads(blob.download_as_bytes(start=0, end=MAX_FILE_BYTES - 1, timeout=TIMEOUT))
-    except ValueError:
-        raise RefusedError(f"{uri}{DATASET_RECORD} is not JSON") from None
-    files = record.get("files") if isinstance(record, dict) else None
-    if not (
-        isinstance(record, dict)
-        and record.get("repo") == repo
-        and isinstance(record.get("commit"), str)
-        and COMMIT.fullmatch(record["commit"])
-        and isinstance(files, dict)
-        and all(isinstance(n, str) and dataset_path_problem(n) is None for n in files)
-    ):
-        raise RefusedError(f"{uri}{DATASET_RECORD} is not the record of {repo} staged here")
-    return record
-
-
-def read_dataset_entry(bucket: Any, prefix: str, uri: str, repo: str, commit: str) -> dict[str, Any] | None:
-    """A dataset's cache entry (``{"repo", "commit", "files": {name: size}, "patterns": [...]}``: every file it holds
-    whole, and the patterns whose every match it holds), None when there is none yet. A damaged one is refused naming
-    the entry to delete (the step's next try fills it again)."""
-    try:
-        entry = entry_json(bucket, prefix)
-    except ValueError:
-        raise RefusedError(f"{uri}{ENTRY} is not JSON: {AGAIN.format(uri=uri)}") from None
-    if entry is None:
-        return None
-    ours = isinstance(entry, dict) and (entry.get("repo"), entry.get("commit")) == (repo, commit)
-    files: Any = entry.get("files") if ours else None
-    patterns: Any = entry.get("patterns") if ours else None
-    named = isinstance(files, dict) and all(isinstance(n, str) and dataset_path_problem(n) is None for n in files)
-    shaped = named and all(type(s) is int and s >= 0 for s in files.values()) and isinstance(patterns, list)
-    if not (shaped and all(isinstance(p, str) for p in patterns)):
-        raise RefusedError(f"{uri}{ENTRY} is not the cache entry of {repo}@{commit}: {AGAIN.format(uri=uri)}")
-    return entry
-
-
 def matching(names: dict[str, int], pattern: str) -> dict[str, int]:
     """The files of ``names`` a dataset pattern matches (``fnmatch``, paths in the repository)."""
     import fnmatch
@@ -418,18 +445,10 @@ def matching(names: dict[str, int], pattern: str) -> dict[str, int]:
     return {n: s for n, s in names.items() if fnmatch.fnmatchcase(n, pattern) and dataset_path_problem(n) is None}
 
 
-def hub_dataset_files(repo: str, revision: str, patterns: tuple[str, ...]) -> tuple[str, dict[str, int]]:
-    """The commit ``revision`` names on the Hub and the files of it that match ``patterns``, with their sizes (one
-    API call, no file)."""
-    info = hub_info(repo, revision, dataset=True)
-    sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
-    return info.sha, selected(sizes, patterns, f"{repo}@{info.sha}")
-
-
 def selected(names: dict[str, int], patterns: Iterable[str], where: str) -> dict[str, int]:
     """The files of ``names`` (name -> size) the patterns match (``matching``): what training stages of the dataset
-    ``where``, and what `up`'s preflight checks (``workloads.preflight.check_dataset_access``). Refused when a pattern
-    matches nothing, or the match is more than ``MAX_FILES`` files or holds a huge one."""
+    ``where`` (``stage_dataset.py``), and what `up`'s preflight checks (``workloads.preflight.check_dataset_access``).
+    Refused when a pattern matches nothing, or the match is more than ``MAX_FILES`` files or holds a huge one."""
     files: dict[str, int] = {}
     for pattern in patterns:
         found = matching(names, pattern)
@@ -439,96 +458,6 @@ def selected(names: dict[str, int], patterns: Iterable[str], where: str) -> dict
     if len(files) > MAX_FILES or any(size > MAX_DATASET_FILE_BYTES for size in files.values()):
         raise RefusedError(f"dataset {where}: {list(patterns)} match over {MAX_FILES} files or a huge one")
     return files
-
-
-def cache_dataset(repo: str, commit: str, files: dict[str, int], patterns: tuple[str, ...], cache_uri: str) -> None:
-    """Every file of ``files`` into the cache entry ``cache_uri``: each one it lacks (or holds at another size) from
-    the Hub, through a temporary file; then ``entry.json``, written last, naming what the entry now holds (what it
-    held before, and these) and the patterns whose every file it holds."""
-    from huggingface_hub import hf_hub_download
-
-    bucket, prefix = folder(cache_uri)
-    before = read_dataset_entry(bucket, prefix, cache_uri, repo, commit) or {"files": {}, "patterns": []}
-    fetched = 0
-    with tempfile.TemporaryDirectory(prefix="tpu-rl-dataset-") as work:
-        for name, size in sorted(files.items()):
-            blob = bucket.get_blob(prefix + name, timeout=TIMEOUT)
-            if blob is not None and blob.size == size:
-                continue
-            try:
-                got = Path(
-                    hf_hub_download(
-                        repo, name, repo_type="dataset", revision=commit, local_dir=work, etag_timeout=TIMEOUT
-                    )
-                )
-            except Exception as err:  # noqa: BLE001
-                raise FailedError(
-                    f"cannot download {name} of dataset {repo}@{commit} ({type(err).__name__}: {_first(err)})"
-                ) from None
-            if got.stat().st_size != size:
-                raise FailedError(
-                    f"{name} of dataset {repo}@{commit}: the Hub sent {got.stat().st_size} bytes, not {size}"
-                )
-            bucket.blob(prefix + name).upload_from_filename(str(got), timeout=TIMEOUT * 60)
-            got.unlink()
-            fetched += 1
-            log(f"{name} of dataset {repo}@{commit[:12]} from the Hub, kept in {cache_uri}")
-    held = {**before["files"], **files}
-    kept = sorted(set(before["patterns"]) | set(patterns))
-    if fetched or held != before["files"] or kept != sorted(before["patterns"]):
-        entry = {"repo": repo, "commit": commit, "files": held, "patterns": kept}
-        bucket.blob(prefix + ENTRY).upload_from_string(
-            json.dumps(entry, sort_keys=True), content_type="application/json", timeout=TIMEOUT
-        )
-
-
-def stage_dataset(repo: str, revision: str, uri: str, cache_root: str, *patterns: str) -> str:
-    """The files of the Hub dataset ``repo`` at ``revision`` that match ``patterns`` (``fnmatch``, paths in the
-    repository), staged under the ``gs://`` folder ``uri`` (the run's) from the **dataset cache** ``cache_root``
-    (one entry ``<cache_root><repo>/<commit>/`` per dataset and commit, ``entry.json`` written last), which takes
-    each file from the Hub once: a later run of the same dataset and commit copies the entry's objects inside GCS
-    (a rewrite: no byte leaves Google), and asks the Hub only which commit a branch names (one API call, no file),
-    nothing at all when ``revision`` is a commit whose entry holds every pattern. A later attempt of the same run
-    finds ``dataset.json`` (written last) under ``uri`` and reads nothing. MaxText reads the run's copy
-    (``hf_train_files``/``hf_eval_files`` are ``gs://`` patterns: ``datasets`` globs them through gcsfs, which the
-    image has)."""
-    bucket, prefix = folder(uri)
-    folder(cache_root)  # a gs:// folder, refused before anything is read
-    record = read_dataset_record(bucket, prefix, uri, repo)
-    if record is not None:
-        log(f"dataset {repo}@{record['commit'][:12]}: {len(record['files'])} files staged in {uri}")
-        return str(record["commit"])
-    files: dict[str, int] | None = None
-    commit = revision
-    if COMMIT.fullmatch(revision):
-        cache_uri = entry_uri(cache_root, repo, revision)
-        held = read_dataset_entry(*folder(cache_uri), cache_uri, repo, revision)
-        if held is not None and set(patterns) <= set(held["patterns"]):
-            with contextlib.suppress(RefusedError):  # an entry edited by hand: the Hub says what the patterns match
-                files = selected(held["files"], patterns, f"{repo}@{revision}")
-    if files is None:
-        commit, files = hub_dataset_files(repo, revision, patterns)
-    cache_uri = entry_uri(cache_root, repo, commit)
-    cache_dataset(repo, commit, files, patterns, cache_uri)
-    from google.cloud.storage.retry import DEFAULT_RETRY
-
-    source, source_prefix = folder(cache_uri)
-    for name in sorted(files):
-        target, token = bucket.blob(prefix + name), None
-        while True:  # a rewrite may take several calls for a large object (the API's rewriteToken)
-            # The same copy again is harmless, so a transient error is retried (the library retries a rewrite
-            # only under a generation precondition by default, and a failed setup fails the whole training).
-            token, _, _ = target.rewrite(
-                source.blob(source_prefix + name), token=token, timeout=TIMEOUT * 5, retry=DEFAULT_RETRY
-            )
-            if token is None:
-                break
-    log(f"{len(files)} files of dataset {repo}@{commit[:12]} copied from {cache_uri} to {uri}")
-    body = {"repo": repo, "revision": revision, "commit": commit, "files": files, "cache": cache_uri}
-    bucket.blob(prefix + DATASET_RECORD).upload_from_string(
-        json.dumps(body, sort_keys=True), content_type="application/json", timeout=TIMEOUT
-    )
-    return commit
 
 
 RETRY_WAITS = tuple(float(w) for w in os.environ.get("TPU_RL_RETRY_WAITS", "30,90").split(",") if w)
@@ -563,19 +492,21 @@ def operation(argv: list[str]) -> Callable[[], str]:
         return lambda: snapshot(*argv[1:])
     if argv[:1] == ["fetch"] and len(argv) == 3:
         return lambda: fetch(*argv[1:])
-    if argv[:1] == ["dataset"] and len(argv) >= 6:
-        return lambda: stage_dataset(*argv[1:])
     raise RefusedError(
         "usage: base_snapshot.py snapshot REPO REVISION CONVERT_URI CACHE_URI DIR SHARED_URI | fetch CONVERT_URI DIR"
-        " | dataset REPO REVISION URI CACHE_URI PATTERN..."
     )
 
 
-def main(argv: list[str], sleep: Callable[[float], None] = time.sleep) -> None:
-    """Run the operation, again after each wait of ``RETRY_WAITS`` while it fails for a reason that may pass; print
-    the commit. Exit 3 at once for a refusal, 1 once the tries are spent: one line each."""
+def main(
+    argv: list[str],
+    sleep: Callable[[float], None] = time.sleep,
+    parse: Callable[[list[str]], Callable[[], str]] = operation,
+) -> None:
+    """Run the operation ``parse`` reads of ``argv`` (this program's, or ``stage_dataset.py``'s), again after each
+    wait of ``RETRY_WAITS`` while it fails for a reason that may pass; print the commit. Exit 3 at once for a refusal,
+    1 once the tries are spent: one line each."""
     try:
-        run = operation(argv)
+        run = parse(argv)
         for wait in (*RETRY_WAITS, None):
             try:
                 commit = run()

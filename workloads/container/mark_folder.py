@@ -61,7 +61,7 @@ def uses(client, output, reads):
 def main(argv, clock=time.monotonic, pause=time.sleep):
     from google.cloud import storage
 
-    output, reads = argv[0], argv[1:]
+    output, reads = argv[0], list(dict.fromkeys(argv[1:]))  # a prefix named twice is used once
     ends = clock() + BOUND_SECONDS
     pending, waited = None, False
     while True:

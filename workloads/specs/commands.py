@@ -44,9 +44,8 @@ _PROGRAM_FILE = re.compile(re.escape(SCRIPTS_DIR) + r"/([a-z_]+[.]py)\b")
 def run_program(file_name: str) -> str:
     """The words of a script line that runs the program ``file_name`` of the step's ConfigMap (``program_file``).
 
-    ``python3 <file>`` puts the file's folder, ``SCRIPTS_DIR``, first on ``sys.path``, where ``python3 -c`` put the
-    working directory: no program imports a module by a name of another program (each is one file whose imports
-    are the image's packages and the standard library)."""
+    ``python3 <file>`` puts the file's folder, ``SCRIPTS_DIR``, first on ``sys.path``: a program imports the image's
+    packages, the standard library and, where ``PROGRAM_IMPORTS`` says so, another program of the same ConfigMap."""
     return f"python3 {SCRIPTS_DIR}/{file_name}"
 
 
@@ -322,7 +321,7 @@ def convert_script(settings: Settings, argv: list[str], output_uri: str, cache_r
     words = (model.spec.hf_repo, model.revision, output_uri, cache_root, CONVERT_BASE_DIR, shared_root)
     snapshot = base_line("snapshot", *words)
     check = maxtext_check(settings.images.maxtext, settings.images.maxtext_check)
-    marked = mark_folder(output_uri, tuple(dict.fromkeys((cache_root, shared_root))))
+    marked = mark_folder(output_uri, (cache_root, shared_root))
     return script(check, marked, snapshot, 'echo "tpu-rl: converting commit ${commit}"', argv=argv)
 
 
@@ -409,9 +408,15 @@ def train_config(argv: list[str]) -> dict[str, str]:
     return {CONFIG_FILE: config_text(argv[2:])}
 
 
+PROGRAM_IMPORTS: dict[str, tuple[str, ...]] = {"stage_dataset.py": ("base_snapshot.py",)}
+"""The programs a program imports from its ConfigMap's folder (on ``sys.path`` when run as ``python3 /tpu-rl/<file>``):
+each goes into every ConfigMap that holds the importer."""
+
+
 def step_files(script: str, data: dict[str, str] | None = None) -> dict[str, str]:
-    """The files of a step's ConfigMap: its bash script (``RUN_SCRIPT``), the programs it names (``run_program``),
-    only those, so a change to one program changes only the steps that run it, and its ``data`` files (training's
-    ``train_config``)."""
-    named = sorted(set(_PROGRAM_FILE.findall(script)))
+    """The files of a step's ConfigMap: its bash script (``RUN_SCRIPT``), the programs it names (``run_program``) and
+    those they import (``PROGRAM_IMPORTS``), only those, so a change to one program changes only the steps that run
+    it, and its ``data`` files (training's ``train_config``)."""
+    run = set(_PROGRAM_FILE.findall(script))
+    named = sorted(run | {needed for name in run for needed in PROGRAM_IMPORTS.get(name, ())})
     return {RUN_SCRIPT: script, **{name: program_file(name) for name in named}, **(data or {})}

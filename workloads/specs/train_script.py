@@ -80,18 +80,19 @@ def run_record(settings: Settings, argv: list[str]) -> dict[str, object]:
 
 
 def dataset_lines(settings: Settings, output_uri: str) -> list[str]:
-    """The training script's lines that stage its dataset's files (``staged_dataset``) at
-    ``tpu-rl:training.datasetRevision``, from the stack's dataset cache (``core.layout.dataset_cache``: the Hub sends
-    each file once per dataset and commit); none when the dataset names no files."""
+    """The training script's lines that stage its dataset's files (``staged_dataset``, ``workloads/container/
+    stage_dataset.py``) at ``tpu-rl:training.datasetRevision``, from the stack's dataset cache
+    (``core.layout.dataset_cache``: the Hub sends each file once per dataset and commit, each hashed against the Hub's
+    value before use); none when the dataset names no files."""
     staged = staged_dataset(DATASETS[settings.training.dataset], output_uri)[1]
     if staged is None:
         return []
     repo, patterns = staged
     cache = dataset_cache(settings.bucket_name, settings.model.spec.name)
     revision = settings.training.dataset_revision
-    words = " ".join(shlex.quote(w) for w in ("dataset", repo, revision, output_uri + STAGED_DATASET, cache, *patterns))
+    words = " ".join(shlex.quote(w) for w in (repo, revision, output_uri + STAGED_DATASET, cache, *patterns))
     return [
-        f"dataset_commit=$({run_program('base_snapshot.py')} {words})",
+        f"dataset_commit=$({run_program('stage_dataset.py')} {words})",
         f'echo "tpu-rl: the dataset {repo} at commit ${{dataset_commit}}, staged in {output_uri}{STAGED_DATASET}"',
     ]
 

@@ -22,12 +22,22 @@ one ``buckets.get`` (google-cloud-storage ``Client.get_bucket``, bounded like ev
 - it is no stack's artifacts bucket (its labels, ``infra.gcp.storage.bucket_args``: ``app`` and ``stack``): that
   bucket is emptied by its stack's destroy with ``forceDestroy`` and written by its steps (the stack's own bucket is
   refused with the configuration already, ``core.config.rules``);
-- where this stack is the cache's one writer (``tpu-rl:model.hubCacheWriter``), no other stack's identity may write
-  the folder: the bucket's IAM policy (``buckets.getIamPolicy``, version 3 for the conditions,
-  https://cloud.google.com/storage/docs/json_api/v1/buckets/getIamPolicy) holds no grant of a role that creates or
-  deletes objects (``infra.gcp.access.HUB_CACHE_WRITE_ROLES``) to another service account, bounded by a condition to a
-  prefix that overlaps the folder (the shape of a stack's grant, ``infra.gcp.access.BucketGrant.condition``; an
-  unconditioned grant is the bucket owner's or an operator's, not a stack's).
+- who may write the folder: the bucket's IAM policy (``buckets.getIamPolicy``, version 3 for the conditions,
+  https://cloud.google.com/storage/docs/json_api/v1/buckets/getIamPolicy) and the policies of the managed folders
+  that hold or lie in the folder (``managedFolders.list`` and ``managedFolders.getIamPolicy``,
+  https://cloud.google.com/storage/docs/json_api/v1/managedFolder). Every member (``deleted:`` ones aside) whose role
+  creates, replaces or deletes objects (``WRITE_ROLES``) on the folder, granted on the bucket or a managed folder,
+  with no condition, a condition bounding it to object-name prefixes that overlap the folder, or a condition this
+  check cannot read (counted as covering the folder), is one warning line, the project's convenience members
+  (``projectOwner:``, ``projectEditor:``) included; a role it cannot tell (a custom role, whose permissions it does not
+  read, or a predefined one outside its tables) is one warning line too. The stack's own conversion is not named. A
+  grant of another stack's shape (a service account's write role bounded to the folder, as
+  ``infra.gcp.access.hub_cache_grants`` makes the writer's) is a stop where it cannot be the named writer's
+  (``tpu-rl:model.hubCacheWriter``): in the writer stack, any other; in a reader, two or more (a cache has one writer).
+  No writer can make a stack use a wrong byte (every cached file is hashed against the Hub's value, offline against
+  the stack's own record: ``workloads/container/base_snapshot.py``): the warnings name who could, at worst, cost the
+  stacks a fetch from the Hub. A role held on the bucket's project (or above), which the bucket inherits, is in
+  neither policy and not read here; the convenience members stand for the project's basic roles.
 
 Each is one line naming the conflict and what to run, before anything is created. Without a shared cache nothing is
 read."""
@@ -37,12 +47,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 from core import deadline
 from core.names import step_account
 from core.redact import scrub
 from core.settings import Settings
-from infra.gcp.access import HUB_CACHE_WRITE_ROLES, HUB_CACHE_WRITER
+from infra.gcp.access import HUB_CACHE_WRITE_ROLES, HUB_CACHE_WRITER, READER_ROLE
 from infra.gcp.capacity.findings import Finding
 from infra.gcp.capacity.reads import Clients, ReadFailedError, ReplyError, as_text, bounded_read
 
@@ -50,6 +61,7 @@ KEY = "tpu-rl:model.hubCache"
 SOURCE = "Cloud Storage (buckets.get)"
 PERMISSIONS_SOURCE = "Cloud Storage (buckets.testIamPermissions)"
 POLICY_SOURCE = "Cloud Storage (buckets.getIamPolicy)"
+FOLDERS_SOURCE = "Cloud Storage (managedFolders.list, managedFolders.getIamPolicy)"
 WRITER_KEY = "tpu-rl:model.hubCacheWriter"
 ON_BUCKET = ("storage.buckets.getIamPolicy", "storage.buckets.setIamPolicy")
 """What `up` does on the shared bucket besides reading it: the steps' grants (roles/storage.admin grants both)."""
@@ -71,14 +83,53 @@ class HubBucket:
     """The bucket's labels: a stack's artifacts bucket carries ``app`` and ``stack`` (``Settings.labels``)."""
 
 
+WRITE_ROLES = frozenset(
+    {
+        *HUB_CACHE_WRITE_ROLES,
+        "roles/storage.admin",
+        "roles/storage.legacyBucketOwner",
+        "roles/storage.legacyBucketWriter",
+        "roles/storage.legacyObjectOwner",
+        "roles/storage.folderAdmin",
+        "roles/owner",
+        "roles/editor",
+    }
+)
+"""The predefined roles that hold ``storage.objects.create``, ``delete`` or ``update``: "IAM roles for Cloud Storage"
+(https://cloud.google.com/storage/docs/access-control/iam-roles; google-cloud-storage's ``StorageRoles``:
+legacyBucketOwner and legacyBucketWriter hold ``storage.objects.create`` and ``delete``, legacyObjectOwner
+``storage.objects.update``), and the basic Owner and Editor roles."""
+READ_ROLES = frozenset(
+    {READER_ROLE, "roles/storage.legacyBucketReader", "roles/storage.legacyObjectReader", "roles/viewer"}
+)
+"""The predefined roles that hold none of them (the same page). Any other role is one the check cannot tell."""
+CONVENIENCE = {"projectOwner": "roles/owner", "projectEditor": "roles/editor", "projectViewer": "roles/viewer"}
+"""A convenience member stands for every holder of a basic role on a project (Cloud Storage's IAM overview,
+https://cloud.google.com/storage/docs/iam, its convenience values; a new bucket grants the project's owners and
+editors ``legacyBucketOwner``)."""
+
+
 @dataclass(frozen=True)
 class WriteGrant:
-    """One member of the bucket's IAM policy that may create or delete objects under ``prefixes`` (its condition's
-    ``resource.name.startsWith``)."""
+    """One member of the bucket's, or a managed folder's, IAM policy whose role may write objects of the cache's
+    folder (``writes``; False: a role the check cannot tell)."""
 
     member: str
     role: str
     prefixes: tuple[str, ...]
+    """The object-name prefixes of its condition that overlap the folder; () for a grant with no condition, or one
+    whose condition the check cannot read (``conditioned``)."""
+    conditioned: bool = False
+    managed_folder: str = ""
+    """The managed folder it is granted on ("": the bucket)."""
+    writes: bool = True
+
+    @property
+    def stack_shaped(self) -> bool:
+        """A stack's grant: a service account's object-writing role on the bucket, bounded to prefixes
+        (``infra.gcp.access.BucketGrant.condition``)."""
+        shaped = self.member.startswith("serviceAccount:") and self.role in HUB_CACHE_WRITE_ROLES
+        return shaped and bool(self.prefixes) and not self.managed_folder
 
 
 def create_command(bucket: str, region: str) -> str:
@@ -150,30 +201,93 @@ def owner_findings(bucket: str, region: str, found: HubBucket, app: str) -> list
     ]
 
 
-def writer_findings(bucket: str, prefix: str, grants: list[WriteGrant], own: str, stack: str) -> list[Finding]:
-    """Where this stack (``stack``, its conversion ``own``) writes the cache, whether another service account may write
-    the folder too (pure): one writer per cache."""
-    others = [
-        grant
-        for grant in grants
-        if grant.member.startswith("serviceAccount:")
-        and grant.member != own
-        and any(p.startswith(prefix) or prefix.startswith(p) for p in grant.prefixes)
-    ]
-    if not others:
-        return []
-    first = sorted(others, key=lambda g: (g.member, g.role))[0]
-    more = f" (and {len(others) - 1} more)" if len(others) > 1 else ""
-    return [
-        Finding(
-            "problem",
-            f"{KEY}: {first.member} holds {first.role} on gs://{bucket}/{first.prefixes[0]}{more}, so another stack "
-            f"writes the cache this stack is the writer of ({WRITER_KEY} = {stack}): a cache has one writer. Set "
-            f"{WRITER_KEY} to that stack here (`pulumi config set {WRITER_KEY} STACK`; this stack then only reads "
-            f"it), or set it to {stack} in that stack and run its `make up` first (its conversion's grant becomes "
-            "read-only)",
+def _where(grant: WriteGrant, bucket: str) -> str:
+    if grant.managed_folder:
+        return f"on managed folder gs://{bucket}/{grant.managed_folder}"
+    if grant.prefixes:
+        return f"on gs://{bucket}/{grant.prefixes[0]} (by an IAM condition)"
+    if grant.conditioned:
+        return "on the bucket under an IAM condition this check cannot read (counted as covering the folder)"
+    return "on the bucket"
+
+
+def _who(member: str) -> str:
+    kind, _, project = member.partition(":")
+    basic = CONVENIENCE.get(kind)
+    return f"{member} (whoever holds {basic} on project {project})" if basic else member
+
+
+def _removal(grant: WriteGrant, bucket: str) -> str:
+    """The command that removes the grant."""
+    target = f"managed-folders remove-iam-policy-binding gs://{bucket}/{grant.managed_folder}"
+    where = target if grant.managed_folder else f"buckets remove-iam-policy-binding gs://{bucket}"
+    every = " --all" if grant.conditioned or grant.prefixes else ""
+    return f"gcloud storage {where} --member={grant.member} --role={grant.role}{every}"
+
+
+def _describe_role(role: str) -> str:
+    """The command that lists a role's permissions."""
+    custom = re.fullmatch(r"(projects|organizations)/([^/]+)/roles/([^/]+)", role)
+    if custom is None:
+        return f"gcloud iam roles describe {role}"
+    flag = "--project" if custom.group(1) == "projects" else "--organization"
+    return f"gcloud iam roles describe {custom.group(3)} {flag}={custom.group(2)}"
+
+
+def member_line(grant: WriteGrant, bucket: str, folder: str) -> str:
+    """One line for a member that may write the cache's folder (or whose role the check cannot tell)."""
+    cache = f"gs://{bucket}/{folder}"
+    safe = (
+        "the conversion uses no file of the cache before hashing it against the Hub's hash (offline, against the "
+        "stack's own record), so such a writer can cost a fetch, not a wrong byte"
+    )
+    if not grant.writes:
+        return (
+            f"{KEY}: {_who(grant.member)} holds {grant.role} {_where(grant, bucket)}, and whether that role may write "
+            f"objects of {cache} this check cannot tell (it reads no custom role's permissions): list them "
+            f"({_describe_role(grant.role)}); {safe}"
         )
-    ]
+    return (
+        f"{KEY}: {_who(grant.member)} may create, replace or delete objects of {cache}: {grant.role} "
+        f"{_where(grant, bucket)}; {safe}; if it need not write there, remove it: {_removal(grant, bucket)}"
+    )
+
+
+def writer_findings(  # noqa: PLR0913 (the folder, who writes it, and which stack this is and should write)
+    bucket: str, folder: str, grants: list[WriteGrant], own: str, stack: str, writer: str
+) -> list[Finding]:
+    """Every member but this stack's conversion (``own``) that may write the cache's folder, one line each (pure): a
+    stop for a grant of a stack's shape that cannot be the writer stack's (``writer``: where this stack is it, any
+    other; in a reader, two or more: a cache has one writer), a warning for every other."""
+    others = sorted((g for g in grants if g.member != own), key=lambda g: (g.member, g.role, g.managed_folder))
+    stacks = [g for g in others if g.stack_shaped]
+    findings: list[Finding] = []
+    if stack == writer:
+        findings += [Finding("problem", _second_writer(g, bucket, stack)) for g in stacks]
+    elif (count := len({g.member for g in stacks})) > 1:
+        findings += [Finding("problem", _many_writers(g, bucket, count, writer)) for g in stacks]
+    else:
+        stacks = []
+    return findings + [Finding("unknown", member_line(g, bucket, folder)) for g in others if g not in stacks]
+
+
+def _second_writer(grant: WriteGrant, bucket: str, stack: str) -> str:
+    return (
+        f"{KEY}: {grant.member} holds {grant.role} on gs://{bucket}/{grant.prefixes[0]}, so another stack writes the "
+        f"cache this stack is the writer of ({WRITER_KEY} = {stack}): a cache has one writer. Set {WRITER_KEY} to "
+        f"that stack here (`pulumi config set --path --stack {stack} {WRITER_KEY} STACK`; this stack then only reads "
+        f"it), or set it to {stack} in that stack and run its `make up` first (its conversion's grant becomes "
+        "read-only)"
+    )
+
+
+def _many_writers(grant: WriteGrant, bucket: str, count: int, writer: str) -> str:
+    return (
+        f"{KEY}: {grant.member} holds {grant.role} on gs://{bucket}/{grant.prefixes[0]}, one of {count} stacks' "
+        f"conversions that write the cache this stack reads, which has one writer ({WRITER_KEY} = {writer}): in each "
+        f"stack that shares it, `pulumi config set --path --stack STACK {WRITER_KEY} {writer}`, then run `make up` in "
+        f"those that are not {writer} (their conversion's grant becomes read-only)"
+    )
 
 
 def permission_findings(bucket: str, held: list[str]) -> list[Finding]:
@@ -219,12 +333,31 @@ def hub_bucket_reply(reply: Any, name: str) -> HubBucket:
     )
 
 
-STARTS_WITH = 'resource.name.startsWith("projects/_/buckets/{bucket}/objects/'
+STARTS_WITH = re.compile(r'resource\.name\.startsWith\("projects/_/buckets/([^"/]+)/objects/([^"]*)"\)')
+"""One term of a stack's condition (``infra.gcp.access.BucketGrant.condition``)."""
 
 
-def write_grants(bindings: Any, bucket: str) -> list[WriteGrant]:
-    """The members of a policy's ``bindings`` (the JSON API's, as google-cloud-storage's ``Policy`` keeps them) whose
-    role writes objects and whose condition bounds it to object-name prefixes of ``bucket``."""
+def condition_prefixes(expression: str, bucket: str) -> tuple[str, ...] | None:
+    """The object-name prefixes of ``bucket`` a condition bounds a grant to, when it is a disjunction of
+    ``resource.name.startsWith`` terms (the shape of a stack's grants); None for any other expression."""
+    found = []
+    for term in expression.split("||"):
+        match = STARTS_WITH.fullmatch(term.strip())
+        if match is None:
+            return None
+        if match.group(1) == bucket:
+            found.append(match.group(2))
+    return tuple(found)
+
+
+def role_writes(role: str) -> bool | None:
+    """Whether a role creates, replaces or deletes objects; None: the check cannot tell (``WRITE_ROLES``)."""
+    return True if role in WRITE_ROLES else False if role in READ_ROLES else None
+
+
+def write_grants(bindings: Any, bucket: str, folder: str, managed_folder: str = "") -> list[WriteGrant]:
+    """The members of a policy's ``bindings`` (the JSON API's) whose role may write objects of ``folder`` (or that the
+    check cannot tell), on the bucket or on ``managed_folder``; a condition it cannot read covers the folder."""
     if not isinstance(bindings, list):
         raise ReplyError("bindings is not a list")
     grants: list[WriteGrant] = []
@@ -235,12 +368,19 @@ def write_grants(bindings: Any, bucket: str) -> list[WriteGrant]:
         expression = condition.get("expression", "") if isinstance(condition, dict) else None
         if not isinstance(expression, str):
             raise ReplyError(f"bindings[{n}].condition.expression is not text")
-        if binding.get("role") not in HUB_CACHE_WRITE_ROLES or not expression:
-            continue
-        start = re.escape(STARTS_WITH.format(bucket=bucket))
-        prefixes = tuple(re.findall(start + r'([^"]*)"\)', expression))
-        for member in binding.get("members") or ():
-            grants.append(WriteGrant(as_text(member, f"bindings[{n}].members", 200), str(binding["role"]), prefixes))
+        role = as_text(binding.get("role"), f"bindings[{n}].role", 200)
+        prefixes = condition_prefixes(expression, bucket) if expression else None
+        covering = tuple(p for p in prefixes or () if p.startswith(folder) or folder.startswith(p))
+        if role_writes(role) is False or (prefixes is not None and not covering):
+            continue  # reads only, or bounded to other objects
+        members = binding.get("members") or []
+        if not isinstance(members, list | set | frozenset):  # google-cloud-storage's Policy keeps a set
+            raise ReplyError(f"bindings[{n}].members is not a list")
+        for member in sorted(members, key=str):
+            name = as_text(member, f"bindings[{n}].members", 200)
+            if not name.startswith("deleted:"):  # a deleted account holds nothing
+                writes = role_writes(role) is True
+                grants.append(WriteGrant(name, role, covering, bool(expression), managed_folder, writes))
     return grants
 
 
@@ -266,26 +406,94 @@ def check_hub_cache(settings: Settings, clients: Clients, budget: deadline.Budge
         why = err if isinstance(err, ReadFailedError) else f"asking gs://{bucket} for its permissions: not found"
         return [*findings, Finding("unknown", f"{why}; whether `up` may grant on the bucket was not checked")]
     findings += permission_findings(bucket, held)
-    if not settings.hub_cache_writes or ON_BUCKET[0] not in held:
+    if ON_BUCKET[0] not in held:
         return findings
+    return findings + _writers(settings, bucket, shared[1], clients, budget)
+
+
+def _writers(settings: Settings, bucket: str, folder: str, clients: Clients, budget: deadline.Budget) -> list[Finding]:
+    """Who may write the cache's folder (``writer_findings``), from the bucket's IAM policy and its managed folders'."""
+    from google.api_core import exceptions as api
+
     account = step_account(settings.cluster_name, HUB_CACHE_WRITER)
     own = f"serviceAccount:{account}@{settings.project}.iam.gserviceaccount.com"
     try:
-        grants = _write_grants(bucket, clients, budget)
+        grants = _write_grants(bucket, folder, clients, budget)
     except (ReadFailedError, api.NotFound) as err:
         why = err if isinstance(err, ReadFailedError) else f"reading gs://{bucket}'s IAM policy: not found"
-        return [*findings, Finding("unknown", f"{why}; whether another stack writes the cache was not checked")]
-    return findings + writer_findings(bucket, shared[1], grants, own, settings.stack)
+        return [Finding("unknown", f"{why}; who may write the cache's folder was not checked")]
+    unread: list[Finding] = []
+    try:
+        grants += _folder_grants(bucket, folder, clients, budget)
+    except (ReadFailedError, api.NotFound) as err:
+        why = err if isinstance(err, ReadFailedError) else f"listing gs://{bucket}'s managed folders: not found"
+        unread.append(Finding("unknown", f"{why}; whether a managed folder's grants write the cache was not checked"))
+    writer = settings.model.hub_cache_writer
+    return writer_findings(bucket, folder, grants, own, settings.stack, writer) + unread
 
 
-def _write_grants(name: str, clients: Clients, budget: deadline.Budget) -> list[WriteGrant]:
+def _write_grants(name: str, folder: str, clients: Clients, budget: deadline.Budget) -> list[WriteGrant]:
     def read(options: dict[str, Any]) -> list[WriteGrant]:
         policy = clients.storage.bucket(name).get_iam_policy(
             requested_policy_version=3, timeout=options["timeout"], retry=options["retry"]
         )
-        return write_grants(policy.bindings, name)
+        return write_grants(policy.bindings, name, folder)
 
     return bounded_read(f"reading gs://{name}'s IAM policy ({KEY})", POLICY_SOURCE, read, clients, budget)
+
+
+MAX_FOLDER_PAGES = 10
+"""Pages of managed folders read (``managedFolders.list``, up to 1000 a page)."""
+
+
+def managed_folders(folder: str, listed: list[str]) -> list[str]:
+    """The managed folders whose grants reach objects of ``folder``: each that holds it (its proper ancestors, asked
+    for by name) and each ``managedFolders.list`` names in it (``listed``, the folder itself included)."""
+    parts = folder.rstrip("/").split("/")
+    return sorted({"/".join(parts[:n]) + "/" for n in range(1, len(parts))} | set(listed))
+
+
+def folder_names(reply: Any, folder: str) -> list[str]:
+    """The names of a ``managedFolders.list`` reply (``items[].name``), each in ``folder``."""
+    items = (reply.get("items") or []) if isinstance(reply, dict) else None
+    if not isinstance(items, list):
+        raise ReplyError("items is not a list")
+    names = [item.get("name") if isinstance(item, dict) else None for item in items]
+    for n, name in enumerate(names):
+        if not isinstance(name, str) or len(name) > 1024 or not name.startswith(folder):
+            raise ReplyError(f"items[{n}].name is not a managed folder in {folder}")
+    return [str(name) for name in names]
+
+
+def _folder_grants(bucket: str, folder: str, clients: Clients, budget: deadline.Budget) -> list[WriteGrant]:
+    """The write grants of the managed folders in and above ``folder``, read through the storage client's session
+    (google-cloud-storage 3 has no managed-folder methods: its ``_get_resource``, the call its own reads make)."""
+    from google.api_core import exceptions as api
+
+    def read(options: dict[str, Any]) -> list[WriteGrant]:
+        call = {"timeout": options["timeout"], "retry": options["retry"]}
+        listed, token = [], None
+        for _ in range(MAX_FOLDER_PAGES):
+            query = {"prefix": folder, **({"pageToken": token} if token else {})}
+            reply = clients.storage._get_resource(f"/b/{bucket}/managedFolders", query_params=query, **call)
+            listed += folder_names(reply, folder)
+            token = reply.get("nextPageToken")
+            if not token:
+                break
+        else:
+            raise ReplyError(f"more than {MAX_FOLDER_PAGES} pages of managed folders")
+        grants: list[WriteGrant] = []
+        for name in managed_folders(folder, listed):
+            path = f"/b/{bucket}/managedFolders/{quote(name, safe='')}/iam"
+            try:
+                policy = clients.storage._get_resource(path, query_params={"optionsRequestedPolicyVersion": 3}, **call)
+            except api.NotFound:
+                continue  # no managed folder of that name
+            grants += write_grants(policy.get("bindings") or [], bucket, folder, name)
+        return grants
+
+    what = f"reading the managed folders of gs://{bucket} in and above {folder} ({KEY})"
+    return bounded_read(what, FOLDERS_SOURCE, read, clients, budget)
 
 
 def _held(name: str, clients: Clients, budget: deadline.Budget) -> list[str]:

@@ -1,0 +1,542 @@
+"""Who, outside a stack's own list, can reach its state, its key, its accounts or its cluster (docs/audit.md).
+
+    python -m tools.audit --stack NAME [--members M] [--readers R] [--backend URL] [--kubeconfig F] [--context C]
+    python -m tools.audit --stack NAME --before-up [--accept WORDS]      (what `make up` runs first)
+
+Reads the IAM policies of the stack's project, of its state key's ring and key, of its state and artifact buckets, of
+the project of each, of the stack's Secrets key ring and key, and of its accounts (``tools/audit_reads.py``), resolves
+every role they bind to its permissions (IAM ``roles.get``, each role once a run), and names, one line each, every
+member outside the stack's own list that holds, through any of them (a project's binding reaches every bucket, ring,
+key and account in it; a ring's every key of it): decryption with its state key; read or write of its state; IAM
+on the project, the rings, the keys, the buckets or the accounts; a token of one of its accounts; administration of
+its cluster (GKE's project-level ``container.*`` permissions, and the cluster's RBAC: bindings to ``cluster-admin``,
+``admin``, ``edit`` or a role that reads Secrets, read through the stack's kubeconfig).
+
+The stack's own list: its node and step accounts (``infra.gcp.naming``), who `make state-bucket` recorded as the
+stack's (the members holding ``roles/storage.objectUser``/``objectViewer`` on the state bucket itself,
+``roles/cloudkms.cryptoKeyEncrypterDecrypter``/``cryptoKeyDecrypter`` on the key itself: its ``MEMBERS=`` and
+``READERS=``; a grant there needs ``setIamPolicy`` on them, itself a finding for anyone else), and
+``--members``/``--readers``. Google's service agents are not members one can act as.
+
+Exit 0: nothing found; 1: a finding, or a policy that could not be read (each one line); 2: bad input, a project
+another stack file names too without both accepting it (``core.config.projects``). An unreachable cluster is one
+line and the rest goes on. ``--before-up``: for a protected stack only (``tpu-rl:protect``; skipped with
+``tpu-rl:workflow.capacityCheck: false``), a finding stops `make up` (exit 1) unless ``--accept`` holds ``audit``
+(``ACCEPT=audit``: the lines become warnings); a read that fails is a warning there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.errors import BadInputError, TpuRlError
+from core.redact import env_secrets, remember, scrub
+from core.settings import Settings
+from infra.gcp.permissions import state_role
+from tools.audit_model import Binding, Policy, Reach, Resource, Target, lines, rbac_reaches, reaches
+from tools.process import exit_now
+from tools.stack_files import ROOT
+
+# google-api-core's notice about Python 3.11's end of life (2027) is not the operator's business (as tools/state.py).
+warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.api_core\.")
+
+HELP = "docs/audit.md"
+MAX_DEPTH = 12
+"""Folders nest at most 10 deep under an organization (https://cloud.google.com/resource-manager/docs/
+creating-managing-folders)."""
+DECRYPT = frozenset({"cloudkms.cryptoKeyVersions.useToDecrypt"})
+STATE = frozenset({"storage.objects.get", "storage.objects.create", "storage.objects.delete"})
+TOKENS = frozenset(
+    {
+        "iam.serviceAccounts.getAccessToken",
+        "iam.serviceAccounts.signBlob",
+        "iam.serviceAccounts.signJwt",
+        "iam.serviceAccounts.implicitDelegation",
+        "iam.serviceAccounts.getOpenIdToken",
+        "iam.serviceAccounts.actAs",
+    }
+)
+CLUSTER = frozenset(
+    {
+        "container.clusters.update",
+        "container.clusters.delete",
+        "container.secrets.get",
+        "container.secrets.list",
+        "container.pods.exec",
+        "container.pods.create",
+        "container.clusterRoleBindings.create",
+        "container.roleBindings.create",
+    }
+)
+"""Administering a cluster: changing or deleting it, and GKE's IAM permissions on its Kubernetes API that read
+Secrets, run code in a pod or bind a role (https://cloud.google.com/kubernetes-engine/docs/how-to/iam)."""
+SET_IAM = {
+    "project": "resourcemanager.projects.setIamPolicy",
+    "ring": "cloudkms.keyRings.setIamPolicy",
+    "key": "cloudkms.cryptoKeys.setIamPolicy",
+    "bucket": "storage.buckets.setIamPolicy",
+    "account": "iam.serviceAccounts.setIamPolicy",
+}
+ACCOUNT_PROJECT = re.compile(r"[^@]+@([a-z][a-z0-9-]{4,28}[a-z0-9])\.iam\.gserviceaccount\.com")
+"""A user-managed service account's email names its project (https://cloud.google.com/iam/docs/service-accounts)."""
+
+
+class AuditError(BadInputError):
+    """The audit cannot start (one line, exit 2)."""
+
+
+class AuditFailedError(TpuRlError):
+    """The audit could not reach Google (no credentials: one line, exit 1)."""
+
+
+def bucket_resource(bucket: str, name: str = "") -> Resource:
+    if name:
+        return Resource(
+            f"projects/_/buckets/{bucket}/objects/{name}", "storage.googleapis.com/Object", "storage.googleapis.com"
+        )
+    return Resource(f"projects/_/buckets/{bucket}", "storage.googleapis.com/Bucket", "storage.googleapis.com")
+
+
+def kms_resource(name: str) -> Resource:
+    kind = "CryptoKey" if "/cryptoKeys/" in name else "KeyRing"
+    return Resource(name, f"cloudkms.googleapis.com/{kind}", "cloudkms.googleapis.com")
+
+
+def state_objects(stack: str, prefix: str) -> tuple[str, ...]:
+    """Objects of a stack's state (pulumi/pulumi ``pkg/backend/diy``: the checkpoint, a lock, the history)."""
+    from tools.state_locks import lock_prefix
+
+    head = f"{prefix}/" if prefix else ""
+    names = (f".pulumi/stacks/tpu-rl/{stack}.json", f"{lock_prefix(stack)}x.json", f".pulumi/history/tpu-rl/{stack}/x")
+    return tuple(head + name for name in names)
+
+
+@dataclass
+class Audit:
+    """One run's reads, in the order made: policies by resource, roles by name, what could not be read."""
+
+    reads: Any
+    project: str
+    number: str = ""
+    """The stack's project's number."""
+    projects: dict[str, tuple[Binding, ...] | None] = field(default_factory=dict)
+    """Project id (a number for another project's bucket) -> its policy (None: not read)."""
+    chains: dict[str, tuple[Policy, ...]] = field(default_factory=dict)
+    """Project -> its ancestors' policies and its own, outermost first."""
+    nodes: dict[str, tuple[Policy | None, str]] = field(default_factory=dict)
+    """``folders/<id>``/``organizations/<id>`` -> its policy and its parent."""
+    roles: dict[str, frozenset[str] | None] = field(default_factory=dict)
+    unread: list[str] = field(default_factory=list)
+
+    def read(self, call: Any) -> Any:
+        """``call()``, or None with its line kept when it fails (None too: the resource does not exist yet)."""
+        try:
+            return call()
+        except TpuRlError as err:
+            self.unread.append(scrub(str(err), limit=500))
+            return None
+
+    def project_policy(self, project: str) -> tuple[Policy, ...]:
+        """``project``'s policy and its ancestors', outermost first (an id or a number; the stack's own project under
+        either, read once). A policy that could not be read is left out, its line kept."""
+        key = self.project if self.number and project == self.number else project
+        if key not in self.chains:
+            found = self.read(lambda: self.reads.parent(f"projects/{key}"))
+            number, parent = found or ("", "")
+            if key == self.project:
+                self.number = number
+            self.projects[key] = self.read(lambda: self.reads.node_policy(f"projects/{key}"))
+            bindings = self.projects[key]
+            own = () if bindings is None else (Policy(f"project {key}", bindings),)
+            self.chains[key] = (*self.ancestors(parent), *own)
+        return self.chains[key]
+
+    def ancestors(self, parent: str) -> tuple[Policy, ...]:
+        """The policies of a project's folders and organization, outermost first (each read once a run)."""
+        found: list[Policy] = []
+        for _ in range(MAX_DEPTH):
+            if not parent:
+                break
+            if parent not in self.nodes:
+                policy = self.read(lambda name=parent: self.reads.node_policy(name))
+                up = self.read(lambda name=parent: self.reads.parent(name)) if parent.startswith("folders/") else None
+                where = parent.replace("s/", " ", 1)
+                self.nodes[parent] = (None if policy is None else Policy(where, policy), (up or ("", ""))[1])
+            policy, parent = self.nodes[parent]
+            found += [policy] if policy else []
+        return tuple(reversed(found))
+
+    def own_project(self) -> tuple[Policy, ...]:
+        """The stack's project's chain, and its number (a bucket names its project by number)."""
+        return self.project_policy(self.project)
+
+    def permissions(self, role: str) -> frozenset[str] | None:
+        """The role's permissions, read once a run (None: could not be read; a role that does not exist holds
+        nothing)."""
+        if role not in self.roles:
+            try:
+                self.roles[role] = self.reads.role(role) or frozenset()
+            except TpuRlError as err:
+                self.unread.append(scrub(str(err), limit=500))
+                self.roles[role] = None
+        return self.roles[role]
+
+
+def chain(*policies: Policy | tuple[Policy, ...] | None) -> tuple[Policy, ...]:
+    """The policies given (a project's chain spread), outermost first, those not read left out."""
+    found: list[Policy] = []
+    for policy in policies:
+        found += list(policy) if isinstance(policy, tuple) else [policy] if policy is not None else []
+    return tuple(found)
+
+
+def own_members(settings: Settings, explicit: tuple[str, ...], bucket: Policy | None, key: Policy | None) -> set[str]:
+    """The stack's own list (module docstring), lowercased."""
+    from infra.gcp.naming import names_for
+
+    own = {m.lower() for m in explicit}
+    own |= {
+        f"serviceaccount:{a}@{settings.project}.iam.gserviceaccount.com"
+        for a in names_for(settings).service_accounts.values()
+    }
+    recorded = {
+        (bucket, state_role("write", "bucket")),
+        (bucket, state_role("read", "bucket")),
+        (key, state_role("write", "key")),
+        (key, state_role("read", "key")),
+    }
+    for policy, role in recorded:
+        if policy is not None:
+            own |= {m.lower() for b in policy.bindings if b.role == role for m in b.members}
+    return own
+
+
+def accounts_of(own: set[str]) -> list[str]:
+    """The stack's accounts whose tokens matter: its node and step accounts and the own list's other user-managed
+    service accounts (its deploy and preview accounts among them)."""
+    emails = [m.split(":", 1)[1] for m in sorted(own) if m.startswith("serviceaccount:")]
+    return [email for email in emails if ACCOUNT_PROJECT.fullmatch(email)]
+
+
+def targets(audit: Audit, settings: Settings, home: Any, explicit: tuple[str, ...]) -> tuple[list[Target], set[str]]:
+    """Every question of the audit, with the policies read for it, and the stack's own list."""
+    project = audit.own_project()
+    found: list[Target] = []
+    bucket = key = None
+    if home.bucket:
+        bucket, bucket_chain = _bucket(audit, home.bucket)
+        objects = tuple(bucket_resource(home.bucket, n) for n in state_objects(settings.stack, home.prefix))
+        found.append(Target(f"read or write stack {settings.stack}'s state", STATE, bucket_chain, objects))
+        found.append(_set_iam("bucket", f"gs://{home.bucket}", bucket_chain, bucket_resource(home.bucket)))
+    if home.key:
+        key, key_targets = _key(audit, home.key, f"decrypt stack {settings.stack}'s state key")
+        found += key_targets
+    own = own_members(settings, explicit, bucket, key)
+    found.append(
+        Target(f"set IAM on project {settings.project}", frozenset({SET_IAM["project"]}), chain(project), (), False)
+    )
+    found.append(Target(f"administer cluster {settings.cluster_name}", CLUSTER, chain(project), (), False))
+    if settings.bucket_name:
+        _, artifacts = _bucket(audit, settings.bucket_name)
+        found.append(
+            _set_iam("bucket", f"gs://{settings.bucket_name}", artifacts, bucket_resource(settings.bucket_name))
+        )
+    secrets = _secrets_key(settings)
+    if secrets:
+        found += _key(audit, secrets, "")[1]
+    for email in accounts_of(own):
+        found += _account(audit, email)
+    return found, own
+
+
+def _set_iam(kind: str, where: str, chained: tuple[Policy, ...], resource: Resource | None) -> Target:
+    resources = (resource,) if resource else ()
+    return Target(f"set IAM on {where}", frozenset({SET_IAM[kind]}), chained, resources, resource is not None)
+
+
+def _bucket(audit: Audit, bucket: str) -> tuple[Policy | None, tuple[Policy, ...]]:
+    number = audit.read(lambda: audit.reads.bucket_project(bucket))
+    if number is None:
+        return None, ()
+    bindings = audit.read(lambda: audit.reads.bucket_policy(bucket))
+    policy = None if bindings is None else Policy(f"gs://{bucket}", bindings)
+    return policy, chain(audit.project_policy(number) if number else (), policy)
+
+
+def _key(audit: Audit, key: str, decrypt: str) -> tuple[Policy | None, list[Target]]:
+    """The key's and its ring's targets (``decrypt``: the decryption target's words, none when "")."""
+    ring = key.rsplit("/cryptoKeys/", 1)[0]
+    project = audit.project_policy(key.split("/")[1])
+    ring_bindings = audit.read(lambda: audit.reads.kms_policy(ring))
+    ring_policy = None if ring_bindings is None else Policy(f"key ring {ring}", ring_bindings)
+    key_bindings = audit.read(lambda: audit.reads.kms_policy(key)) if ring_bindings is not None else None
+    key_policy = None if key_bindings is None else Policy(f"the key {key}", key_bindings)
+    found = [_set_iam("ring", f"key ring {ring}", chain(project, ring_policy), kms_resource(ring))]
+    if key_policy is not None:
+        on_key = chain(project, ring_policy, key_policy)
+        found.append(_set_iam("key", f"the key {key}", on_key, kms_resource(key)))
+        if decrypt:
+            found.insert(0, Target(decrypt, DECRYPT, on_key, (kms_resource(key),)))
+    return key_policy, found if ring_policy is not None else []
+
+
+def _secrets_key(settings: Settings) -> str:
+    """The stack's Secrets key (``tpu-rl:gke.secretsEncryptionKey``: the one it creates, or the one it names)."""
+    from infra.gcp.naming import crypto_key_id, names_for
+
+    if settings.gke.secrets_key == "create":
+        names = names_for(settings)
+        return crypto_key_id(settings.project, settings.region, names.key_ring, names.crypto_key)
+    return settings.gke.secrets_key or ""
+
+
+def _account(audit: Audit, email: str) -> list[Target]:
+    bindings = audit.read(lambda: audit.reads.account_policy(email))
+    if bindings is None:
+        return []
+    match = ACCOUNT_PROJECT.fullmatch(email)
+    project = audit.project_policy(match.group(1)) if match else None
+    on_account = chain(project, Policy(f"the account {email}", bindings))
+    return [
+        Target(f"mint tokens of {email}", TOKENS, on_account, (), False),
+        _set_iam("account", f"the account {email}", on_account, None),
+    ]
+
+
+def basic_roles(audit: Audit) -> dict[str, tuple[str, ...]]:
+    """The project's basic roles' holders (unconditioned), for Cloud Storage's convenience members."""
+    bindings = audit.projects.get(audit.project) or ()
+    held: dict[str, tuple[str, ...]] = {}
+    for binding in bindings:
+        if binding.role in ("roles/owner", "roles/editor", "roles/viewer") and not binding.condition:
+            held[binding.role] = (*held.get(binding.role, ()), *binding.members)
+    return held
+
+
+def findings(audit: Audit, found: list[Target], own: set[str]) -> list[Reach]:
+    frozen = frozenset(own)
+    basic = basic_roles(audit)
+    reached: list[Reach] = []
+    unread: list[tuple[str, str]] = []
+    for target in found:
+        more, missing = reaches(target, audit.permissions, frozen, basic)
+        reached += more
+        unread += [m for m in missing if m not in unread]
+    audit.unread += [
+        f"what {role} holds on {where} is not known (its contents could not be read): run make audit again"
+        for role, where in unread
+    ]
+    return reached
+
+
+def cluster_reaches(
+    settings: Settings, own: set[str], kubeconfig: Path | None, context: str | None
+) -> tuple[list[Reach], str]:
+    """The cluster's RBAC findings, or the line saying why it could not be read."""
+    from infra.k8s import live
+    from tools.audit_reads import RbacReader
+    from tools.status import kubeconfig_for
+
+    try:
+        reader = RbacReader(kubeconfig_for(settings, kubeconfig, context))
+    except TpuRlError as err:
+        return [], f"cannot read the cluster's RBAC: {scrub(str(err), limit=300)}"
+    try:
+        roles: dict[tuple[str, str], Any] = {}
+        for role in reader.rbac("clusterroles"):
+            roles[("ClusterRole", str((role.get("metadata") or {}).get("name")))] = role.get("rules")
+        for role in reader.rbac("roles", settings.namespace):
+            roles[("Role", f"{settings.namespace}/{(role.get('metadata') or {}).get('name')}")] = role.get("rules")
+        bound = [{**b, "kind": "ClusterRoleBinding"} for b in reader.rbac("clusterrolebindings")]
+        bound += [{**b, "kind": "RoleBinding"} for b in reader.rbac("rolebindings", settings.namespace)]
+    except live.ClusterReadError as err:
+        return [], f"cannot read the cluster's RBAC: {scrub(str(err), limit=300)}"
+    finally:
+        reader.close()
+    return rbac_reaches(bound, roles, settings.cluster_name, frozenset(own)), ""
+
+
+# ---------------------------------------------------------------------------------------------
+# The command
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tools.audit", description=__doc__.splitlines()[0])
+    parser.add_argument("--stack", required=True)
+    parser.add_argument("--members", default="", help="MEMBERS: more of the stack's own members (comma-separated)")
+    parser.add_argument("--readers", default="", help="READERS: more of the stack's own members (comma-separated)")
+    parser.add_argument("--backend", default="", help="STATE_BACKEND: the stack's home, when it records none")
+    parser.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    parser.add_argument("--context", help="context of the stack's cluster (default: gke_<project>_<region>_<cluster>)")
+    parser.add_argument("--before-up", action="store_true", help="`make up`: a protected stack only; a finding stops")
+    parser.add_argument("--accept", default="", help="ACCEPT: with `audit`, a finding is a warning")
+    parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def _settings(stack: str, root: Path) -> Settings:
+    from core.config import ConfigError
+    from tools.stack_files import StackFileError, load_stack
+
+    try:
+        return load_stack(stack, root / f"Pulumi.{stack}.yaml")[0]
+    except (ConfigError, StackFileError) as err:
+        raise AuditError(str(err).replace("\n", "; ")) from None
+
+
+def _others(stack: str, root: Path) -> dict[str, dict[str, str]]:
+    """The other stack files' configs, read as the CLI writes them (one that cannot be read is no one's)."""
+    from tools.stack_files import StackFileError, load_stack_config
+    from tools.state_home import STACK_NAME
+
+    found = {}
+    for path in sorted(root.glob("Pulumi.*.yaml")):
+        name = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+        if name == stack or not STACK_NAME.fullmatch(name):
+            continue
+        try:
+            found[name] = load_stack_config(path)[0]  # the declarations are this checkout's Pulumi.yaml
+        except (StackFileError, OSError):
+            continue
+    return found
+
+
+def _home(args: argparse.Namespace) -> Any:
+    from tools.state_home import decide
+
+    return decide(
+        args.stack,
+        args.root,
+        env_url=os.environ.get("PULUMI_BACKEND_URL", ""),
+        explicit=args.backend,
+        organization=os.environ.get("PULUMI_DEFAULT_ORGANIZATION", ""),  # what `make up` exports for a Cloud home
+        local_ok=True,
+        allow_passphrase=True,
+        shared_key_ok=True,
+    )
+
+
+def _reads() -> Any:
+    from tools.audit_reads import Reads
+
+    try:
+        return Reads()
+    except Exception as err:  # noqa: BLE001 (no credentials: one line)
+        why = "no Google credentials (gcloud auth application-default login)"
+        raise AuditFailedError(
+            f"cannot read the stack's IAM: {why if 'Credentials' in type(err).__name__ else scrub(str(err), limit=160)}"
+        ) from None
+
+
+def run(args: argparse.Namespace, reads: Any = None) -> tuple[list[str], list[str], str]:
+    """The findings' lines, what could not be read, and the cluster's line (empty when read)."""
+    from core.config.projects import refuse_shared
+    from tools.state_bucket import parse_members
+
+    settings = _settings(args.stack, args.root)
+    if not args.before_up:
+        refuse_shared(args.stack, settings, _others(args.stack, args.root))
+    explicit = parse_members(args.members, "MEMBERS") + parse_members(args.readers, "READERS")
+    home = _home(args)
+    reads = reads if reads is not None else _reads()
+    audit = Audit(reads, settings.project)
+    try:
+        found, own = targets(audit, settings, home, explicit)
+        reached = findings(audit, found, own)
+    finally:
+        reads.close()
+    on_cluster, cluster_line = cluster_reaches(settings, own, args.kubeconfig, args.context)
+    return lines(reached + on_cluster), audit.unread, cluster_line
+
+
+def main(argv: list[str] | None = None, *, reads: Any = None) -> int:
+    remember(*env_secrets(dict(os.environ)))
+    args = parse(argv)
+    try:
+        if args.before_up and not _protected(args):
+            return 0
+        accept = _accepts_audit(args.accept)
+        found, unread, cluster = run(args, reads)
+    except AuditFailedError as err:
+        if not args.before_up:
+            print(f"error: {err}", file=sys.stderr)
+            return err.exit_code
+        print(f"warning: {err}; `make up` goes on without the access audit ({HELP})", file=sys.stderr)
+        return 0
+    except TpuRlError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
+    return _report(args, found, unread, cluster, accept)
+
+
+def _protected(args: argparse.Namespace) -> bool:
+    """`make up`'s audit runs for a protected stack whose checks against the world are on (a cheap read first: an
+    unprotected stack's `up` loads nothing more)."""
+    from tools.state_home import read_stack_file
+
+    own = read_stack_file(args.stack, args.root)
+    if own.protect and not own.capacity_check:
+        print(f"access audit of stack {args.stack} skipped: tpu-rl:workflow.capacityCheck is false")
+    return own.protect and own.capacity_check
+
+
+def _accepts_audit(words: str) -> bool:
+    from program.config import Accept, AcceptError, accepted
+
+    try:
+        return Accept.AUDIT in accepted({"TPU_RL_ACCEPT": words})
+    except AcceptError as err:
+        raise AuditError(str(err)) from None
+
+
+def _unread(line: str) -> str:
+    """A read that failed, as its line says it (``what ... is not known`` already says what)."""
+    return line if line.startswith("what ") else f"cannot read {line}"
+
+
+def _report(args: argparse.Namespace, found: list[str], unread: list[str], cluster: str, accept: bool) -> int:
+    stack = args.stack
+    if args.before_up:
+        for line in [*map(_unread, unread), *([cluster] if cluster else [])]:
+            print(f"warning: {line}; the access audit of stack {stack} goes on without it", file=sys.stderr)
+        if not found:
+            print(f"access audit of stack {stack}: no member outside its own list reaches it")
+            return 0
+        prefix = "warning" if accept else "finding"
+        for line in found:
+            print(f"{prefix}: {line}", file=sys.stderr)
+        if accept:
+            print(
+                f"warning: going on past {len(found)} finding(s) of stack {stack}'s access audit (ACCEPT=audit)",
+                file=sys.stderr,
+            )
+            return 0
+        print(
+            f"error: stack {stack}'s access audit found {len(found)} grant(s) to members outside its own list (above): "
+            f"remove them, or name a member as the stack's own ({HELP}); to go on past them: make up STACK={stack} "
+            "ACCEPT=audit",
+            file=sys.stderr,
+        )
+        return 1
+    for line in found:
+        print(f"finding: {line}")
+    for line in unread:
+        print(f"error: {_unread(line)}", file=sys.stderr)
+    if cluster:
+        print(f"warning: {cluster}; the rest of the audit went on", file=sys.stderr)
+    done = f"{len(found)} finding(s)" if found else "nothing outside its own list"
+    if unread:
+        done = f"incomplete, {len(unread)} read(s) failed (above); {len(found)} finding(s) in what was read"
+    print(f"access audit of stack {stack}: {done} ({HELP})")
+    return 1 if found or unread else 0
+
+
+if __name__ == "__main__":
+    exit_now(main())
