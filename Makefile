@@ -50,11 +50,12 @@ help:
 	@echo "make state-bucket STACK=dev  the stack's own state bucket, key ring and key, and who may use them (MEMBERS=, READERS=)"
 	@echo "make stack STACK=dev         select (or create) the stack and record where its state lives (STATE_BACKEND=,"
 	@echo "                             and STATE_ORG= for Pulumi Cloud)"
-	@echo "make backend STACK=dev       print the stack's state home (export PULUMI_BACKEND_URL=... for your own pulumi commands)"
+	@echo "make backend STACK=dev       print the stack's state home, for one pulumi command of your own:"
+	@echo "                             PULUMI_BACKEND_URL=\$$(make -s backend STACK=dev) pulumi ... --stack dev"
 	@echo "make state-move STACK=dev    move a stack out of a shared bucket, key or key ring into its own (FROM=<url>)"
 	@echo "make audit STACK=prod        who outside the stack's own list reaches its state, key, accounts or cluster"
 	@echo "                             (MEMBERS=, READERS=: more of its own)"
-	@echo "make preview STACK=dev       what up would change (pulumi preview --diff)"
+	@echo "make preview STACK=dev       what up would change (a preview with --diff)"
 	@echo "make policy-preview STACK=dev  the preview with the guardrails policy pack (as the PR workflow)"
 	@echo "make plan STACK=dev          offline: every resource and manifest, and the cost estimate"
 	@echo "make status STACK=dev        each step's state, the step training reached, an ETA (WATCH=1 to follow)"
@@ -240,16 +241,18 @@ up: $(VENV)/.installed $(if $(NO_POLICY),,$(POLICY_VENV)/.installed)
 	export TPU_RL_ACCEPT='$(ACCEPT)'; \
 	pulumi up --stack $(STACK)$(if $(YES), --yes --non-interactive)$(if $(NO_POLICY),, --policy-pack policy --policy-pack-config policy/config/$(STACK).json)
 
-# Select (or create) the stack and record its home, e.g. before `pulumi config set` (with PULUMI_BACKEND_URL set to
-# what `make backend` prints).
+# Select (or create) the stack and record its home, e.g. before your own `pulumi config set` (with PULUMI_BACKEND_URL
+# set to what `make backend` prints, for that command alone).
 stack: $(VENV)/.installed
 	@$(create_stack) true
 
-# The stack's home, for your own pulumi commands: export PULUMI_BACKEND_URL=$$(make -s backend STACK=dev); a Pulumi
-# Cloud home's organization is said on stderr (name the stack <org>/<stack>, or export PULUMI_DEFAULT_ORGANIZATION).
+# The stack's home, for one pulumi command of your own, never exported for the shell (the next command may be another
+# stack's): `PULUMI_BACKEND_URL=$$(make -s backend STACK=dev) pulumi config set --stack dev ...`
+# (core/printed_commands.py prints every command so); a Pulumi Cloud home's organization is said on stderr (name the
+# stack <org>/<stack>).
 backend: $(VENV)/.installed
 	@chosen=$$($(PY) -m tools.state select $(STATE_ARGS)) || exit $$?; printf '%s\n' "$$chosen" | sed -n 1p; \
-	org="$$(printf '%s\n' "$$chosen" | sed -n 3p)"; if [ -n "$$org" ]; then echo "stack $(STACK) is in the Pulumi Cloud organization $$org: name it $$org/$(STACK) in your own pulumi commands (or export PULUMI_DEFAULT_ORGANIZATION=$$org)" >&2; fi
+	org="$$(printf '%s\n' "$$chosen" | sed -n 3p)"; if [ -n "$$org" ]; then echo "stack $(STACK) is in the Pulumi Cloud organization $$org: name it $$org/$(STACK) in your own pulumi commands (--stack $$org/$(STACK))" >&2; fi
 
 # A preview sees what the next `make up` will do: the same state read hands it the image pins the state holds (without
 # them a tag that moved upstream would show renames `make up` does not make). It reads the state and takes no lock.
@@ -302,7 +305,7 @@ destroy: $(VENV)/.installed
 	@$(call select_stack,write) \
 	$(check_locks) \
 	if pulumi config get tpu-rl:protect --stack $(STACK) 2>/dev/null | grep -qix true; then \
-		echo "error: stack $(STACK) is protected (tpu-rl:protect: true); to destroy it, run \`pulumi config set tpu-rl:protect false --stack $(STACK)\`, \`pulumi config set tpu-rl:workflow.enabled false --stack $(STACK)\` and \`make up STACK=$(STACK)\` (it lifts every protection, GKE's deletion protection included, and deletes the steps' objects without running a step), then \`make destroy STACK=$(STACK)\` again" >&2; \
+		echo "error: stack $(STACK) is protected (tpu-rl:protect: true); to destroy it, run \`PULUMI_BACKEND_URL=$$PULUMI_BACKEND_URL pulumi config set --stack $${org:+$$org/}$(STACK) 'tpu-rl:protect' false\`, \`PULUMI_BACKEND_URL=$$PULUMI_BACKEND_URL pulumi config set --path --stack $${org:+$$org/}$(STACK) 'tpu-rl:workflow.enabled' false\` and \`make up STACK=$(STACK)\` (it lifts every protection, GKE's deletion protection included, and deletes the steps' objects without running a step), then \`make destroy STACK=$(STACK)\` again" >&2; \
 		exit 1; \
 	fi; \
 	pulumi destroy --stack $(STACK) --run-program=false --continue-on-error=false

@@ -67,7 +67,7 @@ def accepted(environ: Mapping[str, str] | None = None) -> frozenset[Accept]:
     for word in words:
         if word not in allowed:
             raise AcceptError(
-                f"{ACCEPT_ENV} (make up ACCEPT=...): {scrub(word, limit=40)!r} is not something `up` can be told to "
+                f"{ACCEPT_ENV} (make up's ACCEPT=): {scrub(word, limit=40)!r} is not something `up` can be told to "
                 f"go on past; the words are: {', '.join(allowed)} (comma-separated)"
             )
     return frozenset(Accept(word) for word in words)

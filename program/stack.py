@@ -28,6 +28,7 @@ from core.images import (
     to_resolve,
 )
 from core.names import KMS_API, REQUIRED_APIS, head_ksa
+from core.printed_commands import pulumi_config_set
 from core.settings import Settings
 from core.steps import STEPS
 from infra.gcp.access import IMAGE_PULLERS
@@ -257,6 +258,7 @@ def _kubernetes(
             protect=settings.protect,
             labels=labels,
             namespace=settings.namespace,
+            kube_context=settings.kube_context,
             scratch_disk_type=settings.cpu_pool.disk_type,
             jobset_version=settings.workflow.jobset_version,
             kueue=kueue_objects(settings, labels),
@@ -424,7 +426,7 @@ def _token_problems(settings: Settings) -> list[str]:
         return [
             "tpu-rl:hfWriteToken is the read token (tpu-rl:hfToken): publishing takes a token of its own, which "
             "only the publish step gets; create a write token and set it with "
-            "`pulumi config set --secret tpu-rl:hfWriteToken`"
+            f"`{pulumi_config_set(settings.stack, 'tpu-rl:hfWriteToken', secret=True)}`"
         ]
     return []
 

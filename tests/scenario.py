@@ -201,8 +201,9 @@ def before_up(stack: Stack, monkeypatch: Any) -> str | None:
 
     export = exported(stack)
     held = releases_in_state(export)
-    kueue_install = settings(stack.name, stack.overrides).kueue.install
-    problem = stranded_release(stack.name, export, held, platform_releases(kueue_install))
+    loaded = settings(stack.name, stack.overrides)
+    releases = platform_releases(loaded.kueue.install)
+    problem = stranded_release(stack.name, export, held, releases, context=loaded.kube_context)
     if problem is None:
         releases_env(stack, monkeypatch)
     return problem

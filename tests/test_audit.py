@@ -298,7 +298,7 @@ def test_before_up_an_unknown_accept_word_is_bad_input(tmp_path, capsys):
         audit.main(["--stack", "prod", "--root", str(root), "--before-up", "--accept", "audits"], reads=NoReads()) == 2
     )
     (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith("error: TPU_RL_ACCEPT (make up ACCEPT=...): 'audits' is not something `up` can be told")
+    assert line.startswith("error: TPU_RL_ACCEPT (make up's ACCEPT=): 'audits' is not something `up` can be told")
 
 
 def test_a_project_another_stack_file_names_is_refused_before_any_read(tmp_path, capsys):

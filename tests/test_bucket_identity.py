@@ -40,7 +40,10 @@ def test_a_change_of_any_replacing_argument_is_one_line_naming_the_key_and_the_o
         "refusing to replace the artifacts bucket gs://p-tpu-rl-dev, which holds every earlier run: "
         f"{IDENTITY_KEYS[key]} ({key}: {OLD[key]} -> other) changed. Set the old value back; "
     )
-    assert problem.endswith(f"run `pulumi state delete '{URN}' --yes`, then `pulumi up`")
+    assert problem.endswith(
+        f"run `PULUMI_BACKEND_URL=$(make -s backend STACK=dev) pulumi state delete '{URN}' --yes --stack dev`, then "
+        "`make up STACK=dev`"
+    ), "the stack the URN names, in its own home"
 
 
 @pytest.mark.pure
@@ -97,7 +100,11 @@ def test_a_dev_stack_refuses_a_new_bucket_name_at_preview_and_up_until_the_ident
             f"gs://{old_name}, which holds every earlier run: tpu-rl:bucketName (name: {old_name} -> "
             "tpu-rl-moved-bucket) changed."
         ), message
-        assert message.endswith(f"run `pulumi state delete '{urn}' --yes`, then `pulumi up`")
+        stack_name = urn.split("::")[0].rpartition(":")[2]
+        assert message.endswith(
+            f"run `PULUMI_BACKEND_URL=$(make -s backend STACK={stack_name}) pulumi state delete '{urn}' --yes "
+            f"--stack {stack_name}`, then `make up STACK={stack_name}`"
+        )
         assert bucket not in run.resources and run.actions == {}, "the bucket and the steps are not reached"
     assert stack.state[bucket].inputs["name"] == old_name
 

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from core import deadline
+from core.printed_commands import pulumi_config_set
 from infra.gcp import capacity
 from infra.gcp.capacity import MAX_REPLY_BYTES, Finding, HubBucket, hub_cache_findings
 from infra.gcp.capacity.hub_cache import check_hub_cache
@@ -91,9 +92,9 @@ def second_writer(member: str, prefix: str, role: str = "roles/storage.objectUse
     return Finding(
         "problem",
         f"{KEY}: {member} holds {role} on gs://shared-hub/{prefix}, so another stack writes the cache this stack is "
-        f"the writer of ({WRITER_KEY} = prod): a cache has one writer. Set {WRITER_KEY} to that stack here (`pulumi "
-        f"config set --path --stack prod {WRITER_KEY} STACK`; this stack then only reads it), or set it to prod in "
-        "that stack and run its `make up` first (its conversion's grant becomes read-only)",
+        f"the writer of ({WRITER_KEY} = prod): a cache has one writer. Set {WRITER_KEY} to that stack here "
+        f"(`{pulumi_config_set('prod', WRITER_KEY, '<writer-stack>')}`; this stack then only reads it), or set it to "
+        "prod in that stack and run its `make up` first (its conversion's grant becomes read-only)",
     )
 
 
@@ -130,9 +131,9 @@ def test_two_stacks_writing_the_cache_a_stack_reads_stop_it(gcs):
         Finding(
             "problem",
             f"{KEY}: {member} holds {role} on gs://shared-hub/{prefix}, one of 2 stacks' conversions that write the "
-            f"cache this stack reads, which has one writer ({WRITER_KEY} = dev): in each stack that shares it, `pulumi "
-            f"config set --path --stack STACK {WRITER_KEY} dev`, then run `make up` in those that are not dev (their "
-            "conversion's grant becomes read-only)",
+            f"cache this stack reads, which has one writer ({WRITER_KEY} = dev): in each stack that shares it, "
+            f"`{pulumi_config_set('<stack>', WRITER_KEY, 'dev')}`, then run `make up STACK=<stack>` in those that are "
+            "not dev (their conversion's grant becomes read-only)",
         )
         for member, role, prefix in (
             (OTHER, "roles/storage.objectUser", "hub/"),
@@ -329,8 +330,8 @@ def test_another_stacks_artifacts_bucket_stops_up_with_the_command_for_a_bucket_
         Finding(
             "problem",
             f"{KEY}: gs://shared-hub is stack dev's artifacts bucket (its labels app=tpu-rl, stack=dev), which that "
-            f"stack's steps write and its destroy may empty; create a bucket of its own for the cache: {NEW}, then "
-            f"`pulumi config set {KEY} gs://NEW-BUCKET/hub/` in every stack that shares it",
+            f"stack's steps write and its destroy may empty; create a bucket of its own for the cache: {NEW}, then, "
+            f"in every stack that shares it, `{pulumi_config_set('<stack>', KEY, 'gs://NEW-BUCKET/hub/')}`",
         )
     ]
     gcs.buckets["shared-hub"] = bucket("shared-hub", labels={"team": "ml", "app": "other"})

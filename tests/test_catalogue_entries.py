@@ -289,7 +289,11 @@ def test_a_new_tpu_is_configured_priced_and_named_in_messages(new_tpu: TpuVersio
     assert usd_per_chip_hour(V7X, "flex-start") == pytest.approx(5.00 * FLEX_START_FACTOR)
     # The messages name it: the unschedulable slice's fix, and the config rules'.
     fix = pods.pool_fix(
-        "the TPU slice pool", capacity=Capacity.SPOT, cpu_machine="n4-standard-64", version=s.tpu.version
+        "the TPU slice pool",
+        capacity=Capacity.SPOT,
+        cpu_machine="n4-standard-64",
+        version=s.tpu.version,
+        context=s.kube_context,
     )
     assert fix == (
         "GKE cannot get spot TPU v7x capacity in gcp:zone now: try again later, another zone, or another "

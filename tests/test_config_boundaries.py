@@ -15,6 +15,7 @@ from core.config import rules as config_rules
 from core.config.schema import IMAGE_REGISTRIES
 from core.machines import MachineShape
 from core.models import MODELS
+from core.printed_commands import pulumi_config_set
 from core.settings import PoolSettings, Settings
 from tests.lifecycle_walk import settings
 
@@ -854,7 +855,7 @@ def test_a_workflow_needs_the_token_but_provisioning_does_not():
         settings("prod", [], token=None)
     assert str(caught.value) == (
         "tpu-rl:hfToken = null is invalid: required while tpu-rl:workflow.enabled is true; set it with "
-        "`pulumi config set --secret tpu-rl:hfToken` (a Hugging Face read token)"
+        f"`{pulumi_config_set('prod', 'tpu-rl:hfToken', secret=True)}` (a Hugging Face read token)"
     )
 
 
@@ -865,7 +866,7 @@ def test_a_workflow_needs_the_token_but_provisioning_does_not():
             ["gcp:project=googler-123"],
             "tpu-rl:bucketName = null is invalid: required: the default googler-123-tpu-rl-prod "
             "(gcp:project-tpu-rl:clusterName) is not a valid bucket name; set one with "
-            "`pulumi config set tpu-rl:bucketName NAME`",
+            f"`{pulumi_config_set('prod', 'tpu-rl:bucketName', '<name>')}`",
         ),
         (
             ["tpu-rl:tpu.capacity=flex-start", "tpu-rl:tpu.reservation=", "tpu-rl:gke.versionPrefix=1.32."],

@@ -21,6 +21,7 @@ from core.config.values import (
     format_duration,
     show,
 )
+from core.printed_commands import pulumi_config_rm, pulumi_config_set
 from tests.conftest import slug
 
 pytestmark = pytest.mark.pure
@@ -198,7 +199,9 @@ def test_extra_args_are_typed_by_maxtexts_key_table(value, expected):
         assert str(caught.value) == expected
 
 
-SET_TOKEN = "the token belongs in tpu-rl:hfToken only, set with `pulumi config set --secret tpu-rl:hfToken`"
+SECRET = {key: pulumi_config_set("prod", key, secret=True) for key in ("tpu-rl:hfToken", "tpu-rl:hfWriteToken")}
+"""The commands that set the tokens of the stack these cases load, prod: bound to it (core.printed_commands)."""
+SET_TOKEN = f"the token belongs in tpu-rl:hfToken only, set with `{SECRET['tpu-rl:hfToken']}`"
 KNOWN = (
     "known keys: clusterName, bucketName, authorizedNetworks, protect, forceDestroy, sharedProject, bucketVersioning, "
     "stateBackend, stateOrganization, namespace, hfToken, hfWriteToken, tpu, "
@@ -215,8 +218,8 @@ DELETE = object()
             {"tpu-rl:clusterName": "x"},
             {"tpu-rl:clusterName"},
             "tpu-rl:clusterName is stored as a secret: only tpu-rl:hfToken and tpu-rl:hfWriteToken may be secret (a "
-            "secret anywhere else would reach container arguments in plain text); remove it with `pulumi config rm "
-            "tpu-rl:clusterName` and set the token with `pulumi config set --secret tpu-rl:hfToken`",
+            "secret anywhere else would reach container arguments in plain text); remove it with "
+            f"`{pulumi_config_rm('prod', 'tpu-rl:clusterName')}` and set the token with `{SECRET['tpu-rl:hfToken']}`",
         ),
         ({"tpu-rl:fooo": "x"}, {"tpu-rl:fooo"}, f"tpu-rl:fooo = (value, not shown) is invalid: unknown key; {KNOWN}"),
         ({"tpu-rl:zzzzzz": "x"}, set(), f'tpu-rl:zzzzzz = "(set)" is invalid: unknown key; {KNOWN}'),
@@ -229,13 +232,13 @@ DELETE = object()
             {},
             {"-tpu-rl:hfToken"},
             "tpu-rl:hfToken is stored in plain text: remove it and set it again with "
-            "`pulumi config set --secret tpu-rl:hfToken` (the value is not shown)",
+            f"`{SECRET['tpu-rl:hfToken']}` (the value is not shown)",
         ),
         (
             {"tpu-rl:hfWriteToken": TOKEN, "tpu-rl:publish": {"repo": "acme/gemma4-grpo"}},
             set(),
             "tpu-rl:hfWriteToken is stored in plain text: remove it and set it again with "
-            "`pulumi config set --secret tpu-rl:hfWriteToken` (the value is not shown)",
+            f"`{SECRET['tpu-rl:hfWriteToken']}` (the value is not shown)",
         ),
         (
             {"tpu-rl:hfWriteToken": TOKEN, "tpu-rl:publish": {"repo": "acme/gemma4-grpo"}},
@@ -245,8 +248,8 @@ DELETE = object()
         (
             {"tpu-rl:publish": {"repo": "acme/gemma4-grpo", "private": False}},
             set(),
-            "tpu-rl:hfWriteToken = null is invalid: required with tpu-rl:publish.repo; set it with `pulumi config set "
-            "--secret tpu-rl:hfWriteToken` (a Hugging Face write token for the repository's namespace, not the "
+            "tpu-rl:hfWriteToken = null is invalid: required with tpu-rl:publish.repo; set it with "
+            f"`{SECRET['tpu-rl:hfWriteToken']}` (a Hugging Face write token for the repository's namespace, not the "
             "read token)",
         ),
         (
@@ -298,7 +301,8 @@ DELETE = object()
         (
             {"tpu-rl:tpu": 5},
             set(),
-            "tpu-rl:tpu = 5 is invalid: expected an object (set fields with `pulumi config set --path`)",
+            "tpu-rl:tpu = 5 is invalid: expected an object (set each field by its path: "
+            f"`{pulumi_config_set('prod', 'tpu-rl:tpu.<field>', '<value>')}`)",
         ),
         (
             {"tpu-rl:workflow": {"zzzz": 1}},

@@ -41,13 +41,14 @@ def commands(text: str) -> list[str]:
     prose = FENCE.sub("", text)
     for span in SPAN.findall(prose):
         for part in SEPARATORS.split(" ".join(span.split())):
-            words = part.split()
-            if len(words) > 2 and words[0] in {"gcloud", "gsutil", "pulumi", "PULUMI_K8S_DELETE_UNREACHABLE=true"}:
+            words = words_of(part)  # after the variables in front (PULUMI_BACKEND_URL=$(make -s backend STACK=dev))
+            if len(words) > 2 and words[0] in {"gcloud", "gsutil", "pulumi"}:
                 found.append(part)
     return found
 
 
 def words_of(command: str) -> list[str]:
+    command = re.sub(r"\$\([^()]*\)", "HOME", command)  # a command substitution is one word
     try:
         words = shlex.split(command)
     except ValueError:
@@ -105,6 +106,7 @@ def test_the_docs_have_the_commands_this_checks():
         "pulumi refresh --clear-pending-creates --yes",
         "PULUMI_K8S_DELETE_UNREACHABLE=true pulumi refresh --stack dev",
         "pulumi destroy --stack prod --skip-preview",
+        "PULUMI_BACKEND_URL=$(make -s backend STACK=dev) pulumi refresh --stack dev --yes",
     ],
 )
 def test_a_command_that_deletes_too_much_is_named(command):
@@ -120,6 +122,8 @@ def test_a_command_that_deletes_too_much_is_named(command):
         "pulumi refresh --stack dev --run-program=false",
         "PULUMI_K8S_DELETE_UNREACHABLE=true pulumi refresh --stack dev --run-program=false",
         "pulumi destroy --stack dev --run-program=false",
+        "PULUMI_BACKEND_URL=$(make -s backend STACK=dev) PULUMI_K8S_DELETE_UNREACHABLE=true pulumi refresh --stack dev "
+        "--run-program=false",
         "gcloud storage ls gs://b",
     ],
 )
@@ -130,4 +134,6 @@ def test_a_command_that_deletes_what_it_says_passes(command):
 def test_commands_are_found_in_blocks_with_continuations_and_in_spans():
     text = "Run `pulumi refresh --yes` then:\n\n```bash\ngcloud storage rm \\\n  -r gs://b   # all\nmake up\n```\n"
     assert commands(text) == ["gcloud storage rm -r gs://b", "make up", "pulumi refresh --yes"]
+    bound = "`PULUMI_BACKEND_URL=$(make -s backend STACK=dev) pulumi refresh --stack dev --yes`"
+    assert commands(bound) == [bound.strip("`")], "a command behind its state home is still read"
     assert commands("`pulumi destroy` runs a preview first") == [], "a command's name is not a command"

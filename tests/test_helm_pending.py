@@ -15,6 +15,8 @@ from tests.scenario import helm_secret
 from tools.stack_files import ROOT
 
 FAST = live.Budgets.default()
+CTX = "gke_acme-tpu_us-east5_tpu-rl-prod"
+"""The stack's cluster's kubeconfig context, which every command of a line names."""
 
 
 @pytest.fixture(autouse=True)
@@ -51,26 +53,28 @@ def test_the_reader_finds_the_newest_revision_of_that_release_only(cluster: Fake
 
 @pytest.mark.pure
 def test_a_release_helm_can_install_or_upgrade_is_no_problem():
-    assert helm_release_problem("jobset", "jobset-system", None) is None, "none yet: the install creates it"
+    assert helm_release_problem("jobset", "jobset-system", None, context=CTX) is None, (
+        "none yet: the install creates it"
+    )
     for status in ("deployed", "failed", "superseded", "uninstalled", "unknown"):
-        assert helm_release_problem("jobset", "jobset-system", (3, status)) is None, status
+        assert helm_release_problem("jobset", "jobset-system", (3, status), context=CTX) is None, status
 
 
 @pytest.mark.pure
 def test_a_killed_install_is_one_line_naming_the_uninstall():
-    assert helm_release_problem("jobset", "jobset-system", (1, "pending-install")) == (
+    assert helm_release_problem("jobset", "jobset-system", (1, "pending-install"), context=CTX) == (
         "Helm release jobset-system/jobset is pending-install (revision 1), left by an interrupted helm operation, "
         "and Helm refuses every install or upgrade until it is cleared. Run, then `pulumi up` again: "
-        "helm uninstall jobset -n jobset-system"
+        f"helm --kube-context {CTX} uninstall jobset -n jobset-system"
     )
 
 
 @pytest.mark.pure
 @pytest.mark.parametrize(("status", "fix"), sorted(PENDING_FIXES.items()))
 def test_every_pending_status_names_its_one_command(status, fix):
-    problem = helm_release_problem("kueue", "kueue-system", (4, status))
+    problem = helm_release_problem("kueue", "kueue-system", (4, status), context=CTX)
     assert problem is not None and "\n" not in problem
-    assert problem.endswith(f": helm {fix} kueue -n kueue-system")
+    assert problem.endswith(f": helm --kube-context {CTX} {fix} kueue -n kueue-system")
     assert fix == ("uninstall" if status in ("pending-install", "uninstalling") else "rollback")
 
 
@@ -81,7 +85,9 @@ def test_every_pending_status_names_its_one_command(status, fix):
 def test_a_release_installed_but_not_in_the_state_is_one_line_naming_the_destroy_to_finish():
     """helm install.go availableName refuses any revision of the name (helm_release.go helmCreate leaves replace
     false), so a release the state lost is stopped in every status a destroy can leave it in."""
-    line = helm_release_problem("kueue", "kueue-system", (3, "deployed"), in_state=frozenset({"jobset"}), stack="prod")
+    line = helm_release_problem(
+        "kueue", "kueue-system", (3, "deployed"), in_state=frozenset({"jobset"}), stack="prod", context=CTX
+    )
     assert line == (
         "Helm release kueue-system/kueue is deployed in the cluster (revision 3) but not in stack prod's state: a "
         "destroy whose cluster delete failed dropped it from the state (it is deleted with the cluster) while it stays "
@@ -89,22 +95,28 @@ def test_a_release_installed_but_not_in_the_state_is_one_line_naming_the_destroy
         "destroy and `make up` again: make destroy STACK=prod"
     )
     for status in ("deployed", "failed", "superseded", "uninstalled", "unknown"):
-        problem = helm_release_problem("jobset", "jobset-system", (2, status), in_state=frozenset(), stack="dev")
+        problem = helm_release_problem(
+            "jobset", "jobset-system", (2, status), in_state=frozenset(), stack="dev", context=CTX
+        )
         assert problem is not None and problem.endswith(": make destroy STACK=dev") and "\n" not in problem, status
 
 
 @pytest.mark.pure
 def test_the_state_is_compared_only_when_known_and_a_pending_status_keeps_its_own_command():
     deployed = (1, "deployed")
-    assert helm_release_problem("kueue", "kueue-system", deployed, in_state=None, stack="dev") is None, "unknown"
-    held = frozenset({"jobset", "kueue"})
-    assert helm_release_problem("kueue", "kueue-system", deployed, in_state=held, stack="dev") is None
-    assert helm_release_problem("kueue", "kueue-system", None, in_state=frozenset(), stack="dev") is None, (
-        "not installed (a new stack, or an `up` that failed before the release): the install goes on"
+    assert helm_release_problem("kueue", "kueue-system", deployed, in_state=None, stack="dev", context=CTX) is None, (
+        "unknown"
     )
-    pending = helm_release_problem("jobset", "jobset-system", (1, "pending-install"), in_state=frozenset(), stack="dev")
-    assert pending == helm_release_problem("jobset", "jobset-system", (1, "pending-install"))
-    assert pending is not None and pending.endswith(": helm uninstall jobset -n jobset-system")
+    held = frozenset({"jobset", "kueue"})
+    assert helm_release_problem("kueue", "kueue-system", deployed, in_state=held, stack="dev", context=CTX) is None
+    assert (
+        helm_release_problem("kueue", "kueue-system", None, in_state=frozenset(), stack="dev", context=CTX) is None
+    ), "not installed (a new stack, or an `up` that failed before the release): the install goes on"
+    pending = helm_release_problem(
+        "jobset", "jobset-system", (1, "pending-install"), in_state=frozenset(), stack="dev", context=CTX
+    )
+    assert pending == helm_release_problem("jobset", "jobset-system", (1, "pending-install"), context=CTX)
+    assert pending is not None and pending.endswith(f": helm --kube-context {CTX} uninstall jobset -n jobset-system")
 
 
 @pytest.mark.pure

@@ -12,6 +12,7 @@ import pytest
 
 from infra.k8s.manifests import RELEASES_IN_STATE, helm_release_problem
 from tests.engine import BILLED, CLUSTER, HELM_RELEASE, STEP_TYPES
+from tests.lifecycle_walk import settings
 from tests.scenario import STEPS, before_up, names, releases_env, serve_helm
 from tools.stack_files import ROOT
 from workloads.specs import step_manifests as manifests
@@ -268,7 +269,14 @@ def test_a_destroy_whose_cluster_delete_fails_stops_the_next_make_up_with_the_on
 
     monkeypatch.delenv(RELEASES_IN_STATE)
     state, read = copy.deepcopy(dev.state), len(dev.cluster.requests)
-    line = helm_release_problem("jobset", "jobset-system", (1, "deployed"), in_state=frozenset(), stack="dev")
+    line = helm_release_problem(
+        "jobset",
+        "jobset-system",
+        (1, "deployed"),
+        in_state=frozenset(),
+        stack="dev",
+        context=settings(dev.name, dev.overrides).kube_context,
+    )
     assert line is not None and "\n" not in line and line.endswith(": make destroy STACK=dev")
     assert before_up(dev, monkeypatch) == line, "make up stops before `pulumi up`"
     assert RELEASES_IN_STATE not in os.environ
@@ -337,8 +345,11 @@ def test_a_runner_killed_during_a_helm_install_stops_up_with_the_one_command_the
     assert release in os.environ[RELEASES_IN_STATE].split(",")
 
     stuck = dev.up()
-    line = helm_release_problem(release, namespace, (1, "pending-install"))
-    assert str(stuck.error) == line and line.endswith(f"helm uninstall {release} -n {namespace}")
+    context = settings(dev.name, dev.overrides).kube_context
+    line = helm_release_problem(release, namespace, (1, "pending-install"), context=context)
+    assert str(stuck.error) == line and line.endswith(
+        f"helm --kube-context {context} uninstall {release} -n {namespace}"
+    )
     assert ("Create", urn) not in stuck.calls and dev.helm[(namespace, release)] == (1, "pending-install")
     assert stuck.actions == {}, "no step is touched"
 
@@ -360,8 +371,9 @@ def test_a_killed_upgrade_stops_up_with_the_rollback_before_helm_refuses_it(dev)
     dev.state[release].inputs["timeout"] = 600  # the inputs of the version before this one: an upgrade is planned
     dev.helm[("kueue-system", "kueue")] = (2, "pending-upgrade")  # killed during that upgrade
     stuck = dev.up()
-    assert str(stuck.error) == helm_release_problem("kueue", "kueue-system", (2, "pending-upgrade"))
-    assert str(stuck.error).endswith(": helm rollback kueue -n kueue-system")
+    context = settings(dev.name, dev.overrides).kube_context
+    assert str(stuck.error) == helm_release_problem("kueue", "kueue-system", (2, "pending-upgrade"), context=context)
+    assert str(stuck.error).endswith(f": helm --kube-context {context} rollback kueue -n kueue-system")
     assert ("Update", release) not in stuck.calls
     dev.helm[("kueue-system", "kueue")] = (3, "deployed")  # helm rollback kueue -n kueue-system: revision 3
     again = dev.up()
@@ -426,15 +438,16 @@ def test_a_state_without_the_release_guards_strands_them_and_make_up_names_helm_
     outcome = {u.rsplit("::", 1)[-1]: what for u, what in destroyed.outcomes.items()}
     assert outcome["jobset"] == outcome["kueue"] == "dropped" and outcome["cluster"] == "refused"
     line = before_up(stack, monkeypatch)
+    context = settings(stack.name, stack.overrides).kube_context  # the stack's cluster, not the shell's current one
     assert line == (
         "Helm release jobset-system/jobset is deployed in the cluster (revision 1) but not in stack prod's state: a "
         "destroy dropped it from the state (it is deleted with the cluster) while the cluster, protected, stays, and "
-        "Helm refuses to install it again. Uninstall it, then `make up` again (it installs it anew): helm uninstall "
-        "jobset -n jobset-system"
+        f"Helm refuses to install it again. Uninstall it, then `make up` again (it installs it anew): helm "
+        f"--kube-context {context} uninstall jobset -n jobset-system"
     )
-    del stack.helm[("jobset-system", "jobset")]  # helm uninstall jobset -n jobset-system
+    del stack.helm[("jobset-system", "jobset")]  # helm --kube-context <context> uninstall jobset -n jobset-system
     line = before_up(stack, monkeypatch)
-    assert line is not None and line.endswith(": helm uninstall kueue -n kueue-system")
+    assert line is not None and line.endswith(f": helm --kube-context {context} uninstall kueue -n kueue-system")
     del stack.helm[("kueue-system", "kueue")]
     assert before_up(stack, monkeypatch) is None
     again = stack.up()

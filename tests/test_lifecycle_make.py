@@ -10,9 +10,11 @@ import subprocess
 
 import pytest
 
+from core.printed_commands import pulumi_config_set
 from tools.stack_files import ROOT
 
 MAKE = shutil.which("make")
+PROTECT, WORKFLOW = "tpu-rl:protect", "tpu-rl:workflow.enabled"
 pytestmark = pytest.mark.skipif(MAKE is None, reason="make is not installed")
 
 FAKE_PULUMI = """#!/bin/sh
@@ -25,7 +27,9 @@ exit 0
 """
 
 
-def make(tmp_path, target: str, stack: str, protect: str | None) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+def make(
+    tmp_path, target: str, stack: str, protect: str | None, **variables: str
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     assert MAKE is not None  # the module is skipped without it
     folder = tmp_path / "bin"
     folder.mkdir(exist_ok=True)
@@ -42,6 +46,7 @@ def make(tmp_path, target: str, stack: str, protect: str | None) -> tuple[subpro
         "PULUMI_RUN_PROGRAM": "true",  # a user's setting: the targets override it
         "STATE_BACKEND": f"file://{tmp_path / 'state'}",  # outside the checkout (tests/test_makefile.py)
         "ALLOW_PASSPHRASE": "1",  # a file backend's secrets: prod's protection is the subject here, not its key
+        **variables,
     }
     for variable in ("PULUMI_BACKEND_URL", "PULUMI_ACCESS_TOKEN", "MAKEFLAGS", "MAKELEVEL", "MFLAGS"):
         env.pop(variable, None)
@@ -62,13 +67,25 @@ def test_make_destroy_refuses_a_protected_stack_in_one_line_naming_the_fix(tmp_p
     done, calls = make(tmp_path, "destroy", "prod", value)
     assert done.returncode != 0
     (line,) = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    home = f"file://{tmp_path / 'state'}"
+    protect, workflow = (pulumi_config_set("prod", key, "false", url=home) for key in (PROTECT, WORKFLOW))
     assert line == (
-        "error: stack prod is protected (tpu-rl:protect: true); to destroy it, run `pulumi config set tpu-rl:protect "
-        "false --stack prod`, `pulumi config set tpu-rl:workflow.enabled false --stack prod` and `make up "
-        "STACK=prod` (it lifts every protection, GKE's deletion protection included, and deletes the steps' objects "
-        "without running a step), then `make destroy STACK=prod` again"
-    )
+        f"error: stack prod is protected (tpu-rl:protect: true); to destroy it, run `{protect}`, `{workflow}` and "
+        "`make up STACK=prod` (it lifts every protection, GKE's deletion protection included, and deletes the steps' "
+        "objects without running a step), then `make destroy STACK=prod` again"
+    ), "each command in the stack's own home, the workflow's field with --path (core.printed_commands)"
+    assert "--path --stack prod 'tpu-rl:workflow.enabled' false" in workflow
     assert not [c for c in calls if c.startswith("destroy")], "the CLI was never asked to destroy"
+
+
+def test_the_way_out_of_a_protected_stack_in_pulumi_cloud_names_its_organization(tmp_path):
+    """A Cloud home's stack is `<org>/<stack>` in a command of the operator's own: a bare name resolves in their own
+    default organization (docs/state.md "Where the state lives")."""
+    cloud = {"STATE_BACKEND": "https://api.pulumi.com", "STATE_ORG": "acme"}
+    done, _ = make(tmp_path, "destroy", "prod", "true", **cloud)
+    (line,) = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    workflow = pulumi_config_set("prod", WORKFLOW, "false", url="https://api.pulumi.com", organization="acme")
+    assert f"`{workflow}`" in line and "--stack acme/prod" in workflow
 
 
 @pytest.mark.parametrize("protect", ["false", None])

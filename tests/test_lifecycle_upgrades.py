@@ -26,8 +26,12 @@ from core.names import step_ksa
 from infra.k8s.manifests import JOBSET_CRD, jobset_crd_fields, jobset_crd_problem
 from tests.conftest import release_crd
 from tests.engine import HELM_RELEASE
+from tests.lifecycle_walk import settings
 from tests.scenario import STEPS, live, names
 from workloads.specs.step_specs import ACCOUNT_PATH
+
+CTX = "gke_acme-tpu_us-east5_tpu-rl-prod"
+"""The kubeconfig context of the stack's cluster, which the line's command names."""
 
 REAL_CLUSTER = True
 UPGRADE = ["tpu-rl:workflow.jobsetVersion=0.12.0"]
@@ -54,18 +58,18 @@ def test_every_allowed_jobset_version_names_the_fields_its_crd_serves():
 
 @pytest.mark.pure
 def test_the_crd_check_refuses_an_older_crd_in_one_line_with_the_command():
-    assert jobset_crd_problem(None, "0.12.0") is None, "no CRD yet: the chart's install creates it"
-    assert jobset_crd_problem(crd("0.12.0"), "0.12.0") is None
-    assert jobset_crd_problem(crd("0.12.0"), "0.10.1") is None, "a newer CRD serves the older controller's fields"
-    assert jobset_crd_problem(crd("0.10.1"), "0.12.0") == (
+    assert jobset_crd_problem(None, "0.12.0", CTX) is None, "no CRD yet: the chart's install creates it"
+    assert jobset_crd_problem(crd("0.12.0"), "0.12.0", CTX) is None
+    assert jobset_crd_problem(crd("0.12.0"), "0.10.1", CTX) is None, "a newer CRD serves the older controller's fields"
+    assert jobset_crd_problem(crd("0.10.1"), "0.12.0", CTX) == (
         "the cluster's JobSet CRD jobsets.jobset.x-k8s.io predates JobSet 0.12.0 (it has no spec.volumeClaimPolicies, "
         "status.currentInPlaceRestartAttempt, status.previousInPlaceRestartAttempt and 2 more): "
         "Helm installs a chart's CRDs only when it first installs the chart, never on an upgrade. Apply the new CRD, "
         "then run `pulumi up` again: helm show crds oci://registry.k8s.io/jobset/charts/jobset --version 0.12.0 | "
-        "kubectl apply --server-side --force-conflicts -f -"
+        f"kubectl --context {CTX} apply --server-side --force-conflicts -f -"
     )
     unreadable = {"spec": {"versions": [{"name": "v1beta1"}]}}
-    assert str(jobset_crd_problem(unreadable, "0.12.0")).startswith(
+    assert str(jobset_crd_problem(unreadable, "0.12.0", CTX)).startswith(
         "the cluster's JobSet CRD jobsets.jobset.x-k8s.io predates JobSet 0.12.0 (it has no spec.coordinator, "
         "spec.failurePolicy, spec.managedBy and "
     ), "a CRD it cannot read is taken as serving nothing"
@@ -78,7 +82,7 @@ def test_a_crd_lacking_only_a_status_field_of_the_new_version_is_refused():
     older = crd("0.12.0")
     status = older["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
     del status["replicatedJobsStatus"]["items"]["properties"]["jobRestarts"]
-    assert str(jobset_crd_problem(older, "0.12.0")).startswith(
+    assert str(jobset_crd_problem(older, "0.12.0", CTX)).startswith(
         "the cluster's JobSet CRD jobsets.jobset.x-k8s.io predates JobSet 0.12.0 (it has no "
         "status.replicatedJobsStatus[].jobRestarts): "
     )
@@ -97,10 +101,14 @@ def test_upgrading_jobset_stops_before_the_chart_until_its_crd_is_applied_then_u
     release = stack.urn(HELM_RELEASE, "jobset")
 
     previewed = stack.preview(overrides=UPGRADE)
-    assert str(previewed.error) == jobset_crd_problem(installed, "0.12.0"), "refused at plan time"
+    assert str(previewed.error) == jobset_crd_problem(
+        installed, "0.12.0", settings(stack.name, stack.overrides).kube_context
+    ), "refused at plan time"
     assert ("Update", release) not in previewed.calls and stack.state[release].inputs["version"] == "0.10.1"
     refused = stack.up(overrides=UPGRADE)
-    assert str(refused.error) == jobset_crd_problem(installed, "0.12.0")
+    assert str(refused.error) == jobset_crd_problem(
+        installed, "0.12.0", settings(stack.name, stack.overrides).kube_context
+    )
     assert stack.state[release].inputs["version"] == "0.10.1" and ("Update", release) not in refused.calls
     assert refused.actions == {}, "no step is touched"
     served = jobset_crd_fields(stack.cluster.get("CustomResourceDefinition", "", JOBSET_CRD))
@@ -225,4 +233,6 @@ def test_a_preview_that_cannot_read_the_cluster_warns_once_and_up_still_refuses(
     assert unreadable[0].startswith("the preview did not check the cluster's JobSet CRD for JobSet 0.12.0 (")
     assert unreadable[0].endswith("); `pulumi up` checks it before the chart changes")
     stack.cluster.token = token
-    assert str(stack.up(overrides=UPGRADE).error) == jobset_crd_problem(installed, "0.12.0")
+    assert str(stack.up(overrides=UPGRADE).error) == jobset_crd_problem(
+        installed, "0.12.0", settings(stack.name, stack.overrides).kube_context
+    )

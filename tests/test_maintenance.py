@@ -233,7 +233,7 @@ def test_a_word_accept_does_not_know_is_bad_input_naming_the_words():
         accepted({ACCEPT_ENV: "maintenance,maintenence"})
     assert raised.value.exit_code == BAD_INPUT
     assert str(raised.value) == (
-        "TPU_RL_ACCEPT (make up ACCEPT=...): 'maintenence' is not something `up` can be told to go on past; the words "
+        "TPU_RL_ACCEPT (make up's ACCEPT=): 'maintenence' is not something `up` can be told to go on past; the words "
         "are: maintenance, audit (comma-separated)"
     )
 
@@ -313,7 +313,7 @@ def test_a_word_accept_does_not_know_stops_the_program_before_anything(monkeypat
     monkeypatch.setenv(ACCEPT_ENV, "audits")
     plan, _ = plan_stack(ROOT / "Pulumi.dev.yaml", [], raise_errors=False)
     assert isinstance(plan.error, pulumi.RunError) and plan.resources == []
-    assert str(plan.error).startswith("TPU_RL_ACCEPT (make up ACCEPT=...): 'audits' is not something `up` can be told")
+    assert str(plan.error).startswith("TPU_RL_ACCEPT (make up's ACCEPT=): 'audits' is not something `up` can be told")
 
 
 # -- the whole program through the engine's model (slow tier) ---------------------------------------------------

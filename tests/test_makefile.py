@@ -20,6 +20,7 @@ import pytest
 from infra.k8s.manifests import helm_release_problem
 from tests import fake_kube
 from tests.fake_pulumi import CLEAN, checkout
+from tests.lifecycle_walk import settings
 from tests.scenario import EXPORT, auth_plugin, credential, helm_secret, unprotected, with_cluster
 from tools import state_locks
 from tools.stack_files import ROOT
@@ -188,7 +189,7 @@ def test_make_up_hands_pulumi_up_the_releases_the_state_holds(tmp_path):
     done, calls = make(tmp_path, "up", "STACK=dev", STATE_BACKEND=url, export="")
     assert done.returncode == 0 and calls[-1] == UP and seen.read_text() == "unset\n"
     assert done.stderr == (
-        "warning: `pulumi stack export --stack dev` failed: error: no stack named 'dev' found; `pulumi up` goes on "
+        "warning: `pulumi stack export` of stack dev failed: error: no stack named 'dev' found; `pulumi up` goes on "
         "without comparing the cluster's Helm releases with the state\n"
     )
     done, _ = make(tmp_path, "up", "STACK=dev", STATE_BACKEND=url, TPU_RL_RELEASES_IN_STATE="stale", export="")
@@ -211,7 +212,14 @@ def test_make_up_stops_before_pulumi_up_at_a_release_the_state_lost_while_the_cl
     assert done.returncode != 0
     (line,) = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert line == "error: " + str(
-        helm_release_problem("jobset", "jobset-system", (1, "deployed"), in_state=frozenset(), stack="dev")
+        helm_release_problem(
+            "jobset",
+            "jobset-system",
+            (1, "deployed"),
+            in_state=frozenset(),
+            stack="dev",
+            context=settings("dev", []).kube_context,
+        )
     )
     assert line.endswith(": make destroy STACK=dev")
     assert calls[-1] == "stack export --stack dev" and not (tmp_path / "pulumi.log.releases").exists()

@@ -522,6 +522,7 @@ def test_cpu_steps_are_sized_by_the_model():
 
 def test_names_paths_and_logs():
     plan = jobs(PROD)
+    context = "gke_my-tpu-prod-project_us-east5_tpu-rl-prod"  # gke_<project>_<region>_<cluster>, as get-credentials
     for step in plan.steps:
         assert step.name == f"gemma4-26b-{step.step}-{step.step_id}" and len(step.step_id) == 10
         assert step.output_uri == f"gs://my-tpu-prod-project-tpu-rl-prod/gemma4-26b/{step.step}/{step.step_id}/"
@@ -539,10 +540,13 @@ def test_names_paths_and_logs():
     # labels their pods job-name=<job>.
     for step, container in ((plan.convert, "convert"), (plan.export, "export")):
         job = f"{step.name}-{step.step}-0"
-        assert step.logs_command == f"kubectl logs -n tpu-rl -l job-name={job} -c {container} --tail=200 -f"
+        assert step.logs_command == (
+            f"kubectl --context {context} logs -n tpu-rl -l job-name={job} -c {container} --tail=200 -f"
+        )
     assert plan.train.logs_command == (
-        f"kubectl logs -n tpu-rl -l job-name={plan.train.name}-pathways-head-0 -c workload-container --tail=200 -f"
-    )
+        f"kubectl --context {context} logs -n tpu-rl -l job-name={plan.train.name}-pathways-head-0 "
+        "-c workload-container --tail=200 -f"
+    ), "the stack's cluster: the shell's current context may be another stack's"
     assert {step.kind for step in plan.steps} == {"JobSet"}
     assert [step.manifest["spec"]["replicatedJobs"][0]["name"] for step in (plan.convert, plan.export)] == [
         "convert",
@@ -647,8 +651,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-16c5a16a07",
-        "gemma4-26b-publish-e7eef3dcb5",
+        "gemma4-26b-evaluate-ea79c2cbea",
+        "gemma4-26b-publish-a4ce766def",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -683,12 +687,12 @@ STEP_NAMES = {
     # check, base_snapshot.py's Hub-hashed cache reads, training's launcher, exit judge, stall watchdog and restart
     # drill, the export's completion), with each CPU step's account hashed by its step (steps.hashed_account).
     # docs/upgrades.md "Upgrading tpu-rl" says which version renamed which steps.
-    "dev": ["gemma4-e4b-convert-9c2e3e0349", "gemma4-e4b-train-9760b8469e", "gemma4-e4b-export-ef736ba33b"],
-    "prod": ["gemma4-26b-convert-4335b85d70", "gemma4-26b-train-d1a3e55a67", "gemma4-26b-export-4fbfc62f9b"],
+    "dev": ["gemma4-e4b-convert-c69ee5264a", "gemma4-e4b-train-226fffb527", "gemma4-e4b-export-6ea22bc66d"],
+    "prod": ["gemma4-26b-convert-d849a0a9b5", "gemma4-26b-train-042e03cbec", "gemma4-26b-export-172e2bc12c"],
 }
 ONE_READ = {
-    "dev": ["gemma4-e4b-convert-9c2e3e0349", "gemma4-e4b-train-70004c3aeb", "gemma4-e4b-export-e566ebc608"],
-    "prod": ["gemma4-26b-convert-4335b85d70", "gemma4-26b-train-6ddfa48e01", "gemma4-26b-export-d91effd2b6"],
+    "dev": ["gemma4-e4b-convert-c69ee5264a", "gemma4-e4b-train-668485aede", "gemma4-e4b-export-40b8e184f4"],
+    "prod": ["gemma4-26b-convert-d849a0a9b5", "gemma4-26b-train-311ea28703", "gemma4-26b-export-2cbefbb519"],
 }
 """The names of a stack that sets tpu-rl:training.loadCheckpointOnlyOnce to true (MaxText's default, false, is
 tpu-rl's: docs/first-run.md "The first training run's path"): training and the steps after it differ from
@@ -716,7 +720,7 @@ def test_reading_the_checkpoint_once_renames_training_and_after_never_the_conver
         names = [
             s.name for s in plan_workflow(settings("prod", [*every, "tpu-rl:training.loadCheckpointOnlyOnce=true"]))
         ]
-        assert names[3:] == ["gemma4-26b-evaluate-6bdad1a0fb", "gemma4-26b-publish-3463eca50f"]
+        assert names[3:] == ["gemma4-26b-evaluate-63124b9ced", "gemma4-26b-publish-a7e8ab0a37"]
 
 
 def test_the_cloud_logging_links():

@@ -18,6 +18,8 @@ from workloads.specs.step_specs import plan_workflow
 pytestmark = pytest.mark.pure
 
 PLAN = plan_workflow(settings("prod", []))
+CTX = settings("prod", []).kube_context
+"""The kubeconfig context of the stack's cluster, which a fix's command names."""
 
 
 def typed_pods(raw: list) -> list[objects.Pod]:
@@ -77,7 +79,9 @@ def test_the_explanation_has_the_scheduler_the_autoscaler_and_the_fix():
     reasons = pods.newest_reasons(
         typed_events([pod_event(pod, "NotTriggerScaleUp"), pod_event(pod, "FailedScheduling")]), stuck.pod
     )
-    fix = pods.pool_fix("cpu-np", capacity=Capacity.RESERVATION, cpu_machine="n4-standard-64", version="v6e")
+    fix = pods.pool_fix(
+        "cpu-np", capacity=Capacity.RESERVATION, cpu_machine="n4-standard-64", version="v6e", context=CTX
+    )
     assert pods.explain_unschedulable(stuck, reasons, fix) == (
         f"pod {stuck.pod} (pool cpu-np): scheduler: {SCHEDULER_MESSAGE.rstrip('.')}; autoscaler NotTriggerScaleUp: "
         f"{AUTOSCALER_MESSAGES['NotTriggerScaleUp']}. cpu-np cannot add another n4-standard-64 node: raise "
@@ -92,7 +96,9 @@ def test_the_explanation_has_the_scheduler_the_autoscaler_and_the_fix():
     [("reservation", "tpu-rl:tpu.reservation"), ("spot", "cannot get spot TPU v6e capacity")],
 )
 def test_the_fix_for_the_slice_pool_follows_the_capacity(capacity, words):
-    assert words in pods.pool_fix("the TPU slice pool", capacity=capacity, cpu_machine="n4-standard-64", version="v6e")
+    assert words in pods.pool_fix(
+        "the TPU slice pool", capacity=capacity, cpu_machine="n4-standard-64", version="v6e", context=CTX
+    )
 
 
 def test_an_oom_killed_container_is_found_now_or_in_its_last_restart():
@@ -210,25 +216,25 @@ def test_a_sidecar_killed_for_memory_is_found_in_the_init_container_statuses():
 
 def test_a_pod_without_a_pool_selector_and_every_pools_fix():
     assert pods.pool_of(typed_pods([{"spec": {}}])[0]) == "any pool" == pods.pool_of(typed_pods([{}])[0])
-    assert pods.pool_fix("cpu-np", capacity=Capacity.SPOT, cpu_machine="c3-highmem-88", version="v6e") == (
+    assert pods.pool_fix("cpu-np", capacity=Capacity.SPOT, cpu_machine="c3-highmem-88", version="v6e", context=CTX) == (
         "cpu-np cannot add another c3-highmem-88 node: raise tpu-rl:cpuPool.maxNodes, request more C3_CPUS "
         "quota in the region, or choose another tpu-rl:cpuPool.machineType if the zone is out of it"
     )
     assert pods.pool_fix(
-        "the TPU slice pool", capacity=Capacity.RESERVATION, cpu_machine="n4-standard-64", version="v6e"
+        "the TPU slice pool", capacity=Capacity.RESERVATION, cpu_machine="n4-standard-64", version="v6e", context=CTX
     ) == (
         "the slice's nodes are not all up: check the reservation (tpu-rl:tpu.reservation) and "
-        "`kubectl get nodes -l cloud.google.com/gke-tpu-accelerator`"
+        f"`kubectl --context {CTX} get nodes -l cloud.google.com/gke-tpu-accelerator`"
     )
     assert pods.pool_fix(
-        "the TPU slice pool", capacity=Capacity.FLEX_START, cpu_machine="n4-standard-64", version="v6e"
+        "the TPU slice pool", capacity=Capacity.FLEX_START, cpu_machine="n4-standard-64", version="v6e", context=CTX
     ) == (
         "GKE cannot get flex-start TPU v6e capacity in gcp:zone now: try again later, another zone, or "
         "another tpu-rl:tpu.capacity"
     )
-    assert pods.pool_fix("any pool", capacity=Capacity.SPOT, cpu_machine="n4-standard-64", version="v6e") == (
-        "check the pod's node selector and tolerations against the node pools"
-    )
+    assert pods.pool_fix(
+        "any pool", capacity=Capacity.SPOT, cpu_machine="n4-standard-64", version="v6e", context=CTX
+    ) == ("check the pod's node selector and tolerations against the node pools")
 
 
 MAXTEXT = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4"

@@ -3,6 +3,10 @@ value, a signed URL's signature, a private key, every secret the process knows, 
 
 from __future__ import annotations
 
+import base64
+import json
+import re
+
 import pytest
 
 from core import redact
@@ -107,18 +111,173 @@ def test_make_logs_and_status_redact_the_environments_secrets(monkeypatch, capsy
 
 
 @pytest.mark.parametrize(
-    ("char", "shown"),
-    [
-        ("\u202e", "<U+202E>"),
-        ("\u2066", "<U+2066>"),
-        ("\u200f", "<U+200F>"),
-        ("\u2028", "<U+2028>"),
-        ("\ufeff", "<U+FEFF>"),
-    ],
-    ids=["RLO", "LRI", "RLM", "LS", "BOM"],
+    "char",
+    ["\u202e", "\u2066", "\u200f", "\ufeff", "\u00ad", "\U000e0041", "\x1b[2J", "\x1b]8;;https://evil\x07"],
+    ids=["RLO", "LRI", "RLM", "BOM", "soft-hyphen", "tag", "clear-screen", "hyperlink"],
 )
-def test_bidirectional_and_invisible_characters_are_shown(char, shown):
+def test_bidirectional_invisible_and_terminal_characters_are_removed(char):
+    """Removed, not shown: the rules then read the text a person reads (``core/terminal.py``)."""
     line = f"step failed: {char}txt.exe"
-    assert scrub(line) == f"step failed: {shown}txt.exe"
-    assert redact_text(line) == f"step failed: {shown}txt.exe"
-    assert scrub("naïve café — ok") == "naïve café — ok"  # letters and punctuation outside C0/C1: kept
+    assert scrub(line) == "step failed: txt.exe"
+    assert redact_text(line) == "step failed: txt.exe"
+    assert scrub("naïve café — ok ❤️") == "naïve café — ok ❤️"  # letters, punctuation and emoji: kept
+    assert redact_text("a\u2028b") == "a\nb" and scrub("a\u2028b") == "a b", "a line separator breaks the line"
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 59: the terminal's text first, then the rules; every quoting; what --tail cuts
+
+OPAQUE_HEADERS = {
+    "coloured": (f"\x1b[1;33mAuthorization\x1b[0m: Bearer \x1b[32m{OPAQUE}\x1b[0m", "Authorization: [redacted]"),
+    "colour-between-letters": (
+        "".join(f"\x1b[3{i % 8}m{c}" for i, c in enumerate(f"Authorization: Bearer {OPAQUE}")) + "\x1b[0m",
+        "Authorization: [redacted]",
+    ),
+    "zero-width-inside": (f"Author\u200bization: Bearer {OPAQUE[:5]}\u00ad{OPAQUE[5:]}", "Authorization: [redacted]"),
+    "json": (json.dumps({"headers": {"Authorization": f"Bearer {OPAQUE}"}}), '"Authorization": "[redacted]"'),
+    "json-in-json": (
+        json.dumps({"body": json.dumps({"authorization": f"Bearer {OPAQUE}"})}),
+        '\\"authorization\\": \\"[redacted]\\"',
+    ),
+    "json-in-json-in-json": (
+        json.dumps({"log": json.dumps({"body": json.dumps({"authorization": f"Bearer {OPAQUE}"})})}),
+        "[redacted]",
+    ),
+    "grpc-tuple": (
+        repr([("x-goog-request-params", "bucket=b"), ("authorization", f"Bearer {OPAQUE}")]),
+        "('authorization', '[redacted]')",
+    ),
+    "grpc-bytes": (repr((b"authorization", f"Bearer {OPAQUE}".encode())), "(b'authorization', b'[redacted]')"),
+    "grpc-metadatum": (f"_Metadatum(key='authorization', value='Bearer {OPAQUE}')", "value='[redacted]'"),
+    "curl": (f"curl -H 'Authorization: Bearer {OPAQUE}' -H 'Accept: */*'", "-H 'Authorization: [redacted]' -H"),
+    "go-map": (f"map[Authorization:[Bearer {OPAQUE}] Accept:[*/*]]", "Authorization:[[redacted]] Accept:[*/*]"),
+    "python-dict": (repr({"Authorization": f"Bearer {OPAQUE}"}), "{'Authorization': '[redacted]'}"),
+    "har": (json.dumps({"name": "Authorization", "value": f"Bearer {OPAQUE}"}), '"value": "[redacted]"'),
+    "cookie": (f"Cookie: session={OPAQUE}; theme=dark", "Cookie: [redacted]"),
+    "set-cookie": (f"Set-Cookie: sid={OPAQUE}; HttpOnly", "Set-Cookie: [redacted]"),
+    "x-goog-api-key": (f"X-Goog-Api-Key: {OPAQUE}", "X-Goog-Api-Key: [redacted]"),
+    "x-goog-iam-token": (f"x-goog-iam-authorization-token: {OPAQUE}", "x-goog-iam-authorization-token: [redacted]"),
+    "x-api-key": (f'"x-api-key": "{OPAQUE}"', '"x-api-key": "[redacted]"'),
+    "api-key-yaml": (f"  api_key: {OPAQUE}", "api_key: [redacted]"),
+    "env": (f"export HF_TOKEN='{OPAQUE}'", "HF_TOKEN='[redacted]'"),
+    "passphrase": (f"PULUMI_CONFIG_PASSPHRASE={OPAQUE} pulumi up", "PULUMI_CONFIG_PASSPHRASE=[redacted] pulumi up"),
+    "client-secret": (json.dumps({"client_secret": OPAQUE, "refresh_token": OPAQUE}), '"refresh_token": "[redacted]"'),
+    "userinfo": (f"git clone https://oauth2:{OPAQUE}@github.com/o/r.git", "https://[redacted]@github.com/o/r.git"),
+    "userinfo-token": (f"fetch https://{OPAQUE}@huggingface.co/x", "https://[redacted]@huggingface.co/x"),
+    "userinfo-at-sign": (f"https://u:p@{OPAQUE}@pypi.example/simple", "https://[redacted]@pypi.example/simple"),
+}
+
+
+@pytest.mark.parametrize(("line", "expected"), OPAQUE_HEADERS.values(), ids=OPAQUE_HEADERS.keys())
+def test_secret_fields_in_any_quoting_and_colour(line, expected):
+    for out in (scrub(line, limit=1000), redact_text(line)):
+        assert OPAQUE not in out and OPAQUE[:8] not in out and expected in out, out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Access-Control-Allow-Headers: Authorization, Content-Type",  # a list of names
+        "Vary: Cookie, Accept-Encoding",
+        "secretName: hf-token",  # a name that says secret, and is not the secret
+        'the "password" field is required',
+        "https://storage.googleapis.com/b/sa@p.iam.gserviceaccount.com/o",  # an @ in the path: no userinfo
+        "X-Goog-Date=20261205T000000Z&X-Goog-Expires=900",  # a signed URL's parameters that sign nothing
+        "max_tokens=512 pad_token: <pad> eos_token_id: 1",
+        "tpu-rl:training is stored as a secret: only tpu-rl:hfToken may be",  # prose: an unquoted `secret`
+        "or accept the passphrase with ALLOW_PASSPHRASE=1",  # a number or a boolean is no secret
+        "a *_TOKEN/KEY/SECRET/PASSWORD= assignment",  # `= word`: prose, not an assignment
+        'tpu-rl:gke.secretsEncryptionKey = "projects/p/locations/l/keyRings/r/cryptoKeys/k"',  # a KMS key's name
+    ],
+)
+def test_near_misses_of_the_fields_print_unchanged(text):
+    assert scrub(text, limit=500) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"secret": "s3cr3tvalue"}', '{"secret": "[redacted]"}'),  # `secret` quoted: a field
+        ("PASSWORD=hunter2x", "PASSWORD=[redacted]"),
+        ("ALLOW_PASSPHRASE=1234567", "ALLOW_PASSPHRASE=[redacted]"),  # past a small number
+        ("password = 'hunter2x'", "password = '[redacted]'"),  # quoted after `= `
+    ],
+)
+def test_the_fields_just_past_the_near_misses(text, expected):
+    assert scrub(text) == expected
+
+
+def _key_file(indent: int | None) -> bytes:
+    return json.dumps(
+        {
+            "type": "service_account",
+            "project_id": "acme-tpu",
+            "private_key_id": "0123abcd",
+            "private_key": PEM,
+            "client_email": "sa@acme-tpu.iam.gserviceaccount.com",
+            "token_uri": "https://oauth2.googleapis.com/token",
+        },
+        indent=indent,
+    ).encode()
+
+
+PEM = (
+    "-----BEGIN PRIVATE KEY-----\n"
+    + "\n".join(base64.b64encode(bytes((i * 7 + j * 13) % 256 for j in range(48))).decode() for i in range(20))
+    + "\nAAEC\n-----END PRIVATE KEY-----\n"
+)
+"""A PEM private key's shape: 20 lines of 64 base64 characters, a short last line (not a real key)."""
+
+
+@pytest.mark.parametrize(
+    "encode",
+    [
+        lambda raw: base64.b64encode(raw).decode(),
+        lambda raw: base64.b64encode(raw).decode().rstrip("="),
+        lambda raw: base64.urlsafe_b64encode(raw).decode(),
+        lambda raw: base64.encodebytes(raw).decode(),  # wrapped at 76, as `base64 key.json` prints it
+        lambda raw: "\n".join(base64.encodebytes(raw).decode().splitlines()[-6:]),  # its last lines (--tail)
+        lambda raw: base64.b64encode(raw).decode()[1001:],  # cut anywhere: each of the 4 alignments
+        lambda raw: base64.b64encode(raw).decode()[1002:],
+        lambda raw: base64.b64encode(raw).decode()[1003:],
+    ],
+    ids=["standard", "unpadded", "url-safe", "wrapped", "wrapped-tail", "cut-1", "cut-2", "cut-3"],
+)
+@pytest.mark.parametrize("indent", [None, 2], ids=["compact", "gcloud"])
+def test_a_service_account_key_file_in_base64(encode, indent):
+    """Pulumi's ``gcp.serviceaccount.Key.privateKey``, a Kubernetes Secret's data, ``base64 key.json``: whatever it
+    starts with (``ewogICJ0eXBlIjogInNlcnZpY2VfYWNjb3VudCIs``, ``eyJ0eXBlIjogInNlcnZpY2VfYWNjb3VudCIs``...)."""
+    encoded = encode(_key_file(indent))
+    out = redact_text(f"key.json: {encoded}\nnext line")
+    assert out.startswith("key.json: [redacted]") and out.endswith("\nnext line"), out
+    assert not re.search(r"[A-Za-z0-9+/_-]{40}", out), out
+
+
+def test_a_pem_body_cut_from_its_begin_line():
+    lines = PEM.splitlines()
+    for first in (1, 5, 19, 20):  # `make logs --tail` cut the BEGIN line and some of the body
+        out = redact_text("\n".join(["I1205 starting", *lines[first:], "I1205 next"]))
+        assert out == "I1205 starting\n[redacted private key]\nI1205 next", out
+    body = redact_text("\n".join(["I1205 x", *lines[3:9], "I1205 y"]))  # neither its BEGIN nor its END line
+    assert body == "I1205 x\n[redacted]\nI1205 y", body
+    escaped = json.dumps({"private_key": PEM})[40:]  # a key file's field, cut before its name and BEGIN line
+    assert "[redacted" in scrub(escaped, limit=5000) and not re.search(r"[A-Za-z0-9+/]{20}", scrub(escaped, limit=5000))
+    hex_lines = "\n".join("0123456789abcdef" * 4 for _ in range(4))
+    assert redact_text(hex_lines) == hex_lines, "64 hex digits a line (sha256 digests): not a key"
+
+
+@pytest.mark.parametrize("offset", [0, 1, 2])
+@pytest.mark.parametrize("alphabet", ["standard", "url-safe"])
+@pytest.mark.parametrize("padded", [True, False])
+def test_a_known_secret_printed_in_base64(offset, alphabet, padded):
+    remember("s3cr3t-passphrase-value")
+    raw = b"u:"[:offset] + b"s3cr3t-passphrase-value" + b"\n"
+    encoded = (base64.b64encode if alphabet == "standard" else base64.urlsafe_b64encode)(raw).decode()
+    encoded = encoded if padded else encoded.rstrip("=")
+    out = scrub(f"Secret data: token: {encoded} (from kubectl get secret -o yaml)", limit=500)
+    assert "[redacted]" in out and encoded[4:16] not in out, out
+
+
+def test_a_known_secret_wrapped_across_lines():
+    remember("s3cr3t-passphrase-value")
+    assert redact_text("passphrase was s3cr3t-pass\n    phrase-value; retry") == "passphrase was [redacted]; retry"

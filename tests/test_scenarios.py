@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from core.names import ADOPTED, RETRY_ANNOTATION
+from tests.lifecycle_walk import settings
 from tests.scenario import STEPS, live, names
 
 # The whole module is the slow tier (`make test-slow`, in CI; docs/testing.md "Timings"): each test runs the
@@ -157,7 +158,9 @@ def test_without_kueue_a_training_knob_change_stops_until_the_old_run_ends(stack
     new = names(stack, changed)["train"]
     blocked = stack.up(overrides=changed)
     assert f"training run {old} (an earlier configuration) is still running on the TPU slice" in str(blocked.error)
-    assert f"kubectl delete jobset -n tpu-rl {old}" in str(blocked.error) and new not in blocked.actions
+    context = settings(stack.name, off).kube_context  # the stack's cluster, not the shell's current one
+    assert f"kubectl --context {context} delete jobset -n tpu-rl {old}" in str(blocked.error)
+    assert new not in blocked.actions
     preview = stack.preview(overrides=changed)
     assert preview.error is None and any(old in w for w in preview.plan.warnings())
     stack.cluster.set_state("JobSet", "tpu-rl", old, "completed")
@@ -228,7 +231,7 @@ def test_an_oom_killed_conversion_fails_up_at_once_naming_the_limit_and_the_key(
     message = str(failed.error)
     assert message.startswith(f"JobSet tpu-rl/{convert} failed (FailedJobs)")
     assert f"; container convert of pod {convert}-convert-0-0-x7k2p was OOMKilled at its 168Gi limit: raise " in message
-    assert "tpu-rl:workflow.stepMemoryGib" in message and "Read the logs with: kubectl logs" in message
+    assert "tpu-rl:workflow.stepMemoryGib" in message and "Read the logs with: kubectl --context gke_" in message
 
 
 def test_runner_killed_while_up_waits_the_run_fails_meanwhile_then_up_retries_it(stack):

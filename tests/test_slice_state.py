@@ -218,7 +218,7 @@ def test_a_pod_is_read_as_its_worker(tmp_path):
     )
     waiting = step_pod(jobset(), "worker", "unschedulable", message="0/4 nodes \x1b[31mare\x1b[0m available\n")
     parsed = slice_state.worker(waiting)
-    assert not parsed.ready and parsed.why == "Pending: 0/4 nodes [31mare [0m available", "no terminal control"
+    assert not parsed.ready and parsed.why == "Pending: 0/4 nodes are available", "no terminal control"
     running["metadata"]["deletionTimestamp"] = "2026-11-30T10:00:00Z"
     assert not slice_state.worker(running).ready and slice_state.worker(running).why == "being deleted"
     assert not slice_state.worker({"metadata": [], "status": "x"}).ready, "another shape: not Ready"

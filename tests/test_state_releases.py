@@ -27,6 +27,8 @@ from tools.stack_files import ROOT
 
 REAL_CLUSTER = True
 BOTH = state_export.platform_releases(True)
+CTX = "gke_acme-tpu_us-east5_tpu-rl-prod"
+"""The kubeconfig context of the stack's cluster (``Settings.kube_context``), which a line's command names."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -119,8 +121,10 @@ def test_a_release_the_state_lost_while_the_cluster_keeps_it_is_the_one_line():
     """A destroy whose cluster delete failed (the cluster unprotected, being deleted): finish the destroy."""
     export = unprotected(with_cluster(EXPORT, "34.162.10.20", "Q0E=", releases=()))
     storage = Storage({("jobset-system", "jobset"): (1, "deployed"), ("kueue-system", "kueue"): (1, "deployed")})
-    line = state_export.stranded_release("prod", export, [], BOTH, read=storage)
-    assert line == helm_release_problem("jobset", "jobset-system", (1, "deployed"), in_state=frozenset(), stack="prod")
+    line = state_export.stranded_release("prod", export, [], BOTH, read=storage, context=CTX)
+    assert line == helm_release_problem(
+        "jobset", "jobset-system", (1, "deployed"), in_state=frozenset(), stack="prod", context=CTX
+    )
     assert line is not None and line.endswith(": make destroy STACK=prod")
     assert storage.reads == [("jobset-system", "jobset")], "the first release found stops it"
     assert storage.closed
@@ -128,7 +132,7 @@ def test_a_release_the_state_lost_while_the_cluster_keeps_it_is_the_one_line():
     assert "server: https://34.162.10.20" in kubeconfig and "certificate-authority-data: Q0E=" in kubeconfig
     assert "gke-gcloud-auth-plugin" in kubeconfig, "the program's kubeconfig (infra.k8s.kubeconfig), ADC"
     storage = Storage({("kueue-system", "kueue"): (2, "failed")})
-    line = state_export.stranded_release("prod", export, ["jobset"], BOTH, read=storage)
+    line = state_export.stranded_release("prod", export, ["jobset"], BOTH, read=storage, context=CTX)
     assert line is not None and line.startswith("Helm release kueue-system/kueue is failed in the cluster (revision 2)")
 
 
@@ -139,12 +143,12 @@ def test_a_release_a_protected_stacks_destroy_dropped_names_its_helm_uninstall()
     export = with_cluster(EXPORT, "34.162.10.20", "Q0E=", releases=("jobset",))
     assert state_export.cluster_protected(export) and not state_export.cluster_protected(unprotected(export))
     storage = Storage({("jobset-system", "jobset"): (1, "deployed"), ("kueue-system", "kueue"): (3, "deployed")})
-    line = state_export.stranded_release("prod", export, ["jobset"], BOTH, read=storage)
+    line = state_export.stranded_release("prod", export, ["jobset"], BOTH, read=storage, context=CTX)
     assert line == (
         "Helm release kueue-system/kueue is deployed in the cluster (revision 3) but not in stack prod's state: a "
         "destroy dropped it from the state (it is deleted with the cluster) while the cluster, protected, stays, and "
-        "Helm refuses to install it again. Uninstall it, then `make up` again (it installs it anew): helm uninstall "
-        "kueue -n kueue-system"
+        "Helm refuses to install it again. Uninstall it, then `make up` again (it installs it anew): helm "
+        f"--kube-context {CTX} uninstall kueue -n kueue-system"
     )
     assert "make destroy" not in line
 
@@ -178,21 +182,23 @@ def test_the_keys_a_state_holds_are_named_as_the_provider_names_them():
 def test_nothing_is_read_or_stopped_when_no_release_can_be_lost():
     export = with_cluster(EXPORT, "34.162.10.20", "Q0E=", releases=("jobset", "kueue"))
     storage = Storage({("jobset-system", "jobset"): (1, "deployed")})
-    assert state_export.stranded_release("prod", export, ["jobset", "kueue"], BOTH, read=storage) is None
+    assert state_export.stranded_release("prod", export, ["jobset", "kueue"], BOTH, read=storage, context=CTX) is None
     assert storage.kubeconfigs == [], "the state holds every release: no read"
     no_cluster = json.loads(export)
     no_cluster["deployment"]["resources"] = [
         r for r in no_cluster["deployment"]["resources"] if r["type"] != state_export.CLUSTER
     ]
-    assert state_export.stranded_release("prod", json.dumps(no_cluster), [], BOTH, read=storage) is None
+    assert state_export.stranded_release("prod", json.dumps(no_cluster), [], BOTH, read=storage, context=CTX) is None
     assert storage.kubeconfigs == [], "no cluster in the state (a new stack, a finished destroy): nothing to read"
     assert (
-        state_export.stranded_release("prod", export, ["jobset"], state_export.platform_releases(False), read=storage)
+        state_export.stranded_release(
+            "prod", export, ["jobset"], state_export.platform_releases(False), read=storage, context=CTX
+        )
         is None
     )
     assert storage.kubeconfigs == [], "kueue.install false: a Kueue of the user's own is not the program's"
     empty = Storage({})
-    assert state_export.stranded_release("prod", export, [], BOTH, read=empty) is None, (
+    assert state_export.stranded_release("prod", export, [], BOTH, read=empty, context=CTX) is None, (
         "an `up` failed before the releases"
     )
     assert empty.reads == [("jobset-system", "jobset"), ("kueue-system", "kueue")]
@@ -287,7 +293,9 @@ def test_a_new_stacks_state_holds_no_release(releases_here):
 def test_make_ups_look_stops_at_a_release_the_failed_destroy_left_in_the_cluster(tmp_path, cluster: FakeCluster):
     cluster.core[("secrets", "jobset-system")] = [helm_secret("jobset", "jobset-system", 1, "deployed")]
     done = releases(tmp_path, unprotected(with_cluster(EXPORT, cluster.endpoint, cluster.ca_data, ())))
-    line = helm_release_problem("jobset", "jobset-system", (1, "deployed"), in_state=frozenset(), stack="dev")
+    line = helm_release_problem(
+        "jobset", "jobset-system", (1, "deployed"), in_state=frozenset(), stack="dev", context=CTX
+    )
     assert (done.returncode, done.stdout, done.stderr) == (1, "", f"error: {line}\n")
     assert [p.split("?")[0] for p in cluster.requests] == ["/api/v1/namespaces/jobset-system/secrets"]
     del cluster.core[("secrets", "jobset-system")]
@@ -299,7 +307,7 @@ def test_make_ups_look_goes_on_with_a_warning_when_it_cannot_read(releases_here,
     done = releases_here(None)
     assert done.returncode == 3 and done.stdout == ""
     assert done.stderr == (
-        "warning: `pulumi stack export --stack dev` failed: error: no stack named 'dev' found; `pulumi up` goes on "
+        "warning: `pulumi stack export` of stack dev failed: error: no stack named 'dev' found; `pulumi up` goes on "
         "without comparing the cluster's Helm releases with the state\n"
     )
     unreachable = with_cluster(EXPORT, "127.0.0.1:9", cluster.ca_data, ())

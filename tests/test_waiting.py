@@ -216,7 +216,7 @@ def test_one_answer_resets_the_lost_contact_timer(clock):
 def test_a_deleted_jobset(clock):
     err, lines = run(clock, lambda t: RUNNING if t < 40 else (None, None))
     assert str(err) == (
-        f"{WHAT} is gone (deleted outside Pulumi?); run `pulumi refresh --yes` so the stack forgets it, "
+        f"{WHAT} is gone (deleted outside Pulumi?); run `make refresh STACK=<stack>` so the stack forgets it, "
         "then `pulumi up` runs it again"
     )
     assert clock.t == 40 and lines == [f"{WHAT}: running"]

@@ -83,8 +83,9 @@ def test_the_bound_stops_the_wait_with_the_webhook_its_namespace_and_the_fix(clu
     )
     assert 'no endpoints available for service "kueue-webhook-service"' in message
     assert message.endswith(
-        "check `kubectl get pods,endpoints -n kueue-system` (Service kueue-webhook-service), then run `pulumi up` again"
-    )
+        "check `kubectl --context test get pods,endpoints -n kueue-system` (Service kueue-webhook-service), then run "
+        "`pulumi up` again"
+    ), "the command names the cluster the kubeconfig read names (its current-context)"
     assert "\n" not in message and clock[0] == 60
 
 

@@ -17,6 +17,9 @@ from tools.plan import plan_stack
 from tools.stack_files import ROOT
 from workloads.specs.step_specs import plan_workflow
 
+PROD_CONTEXT = "gke_my-tpu-prod-project_us-east5_tpu-rl-prod"
+"""The example prod stack's cluster context (gke_<project>_<region>_<cluster>), which a logs command names."""
+
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_steps_run_in_order_on_awaited_results(stack):
@@ -217,7 +220,7 @@ def test_outputs_per_step():
         out = outputs["steps"][step]
         assert out["name"].startswith(f"gemma4-26b-{step}-")
         assert out["artifactUri"].startswith(f"gs://my-tpu-prod-project-tpu-rl-prod/gemma4-26b/{step}/")
-        assert out["logs"].startswith("kubectl logs -n tpu-rl ")
+        assert out["logs"].startswith(f"kubectl --context {PROD_CONTEXT} logs -n tpu-rl "), "the stack's cluster"
         assert out["consoleLogs"].startswith("https://console.cloud.google.com/logs/query;query=")
     assert "-c workload-container" in outputs["steps"]["train"]["logs"]
     assert outputs["hfModelUri"] == outputs["steps"]["export"]["artifactUri"]
@@ -252,7 +255,10 @@ def test_a_failed_jobset_stops_up_with_name_reason_and_logs_command():
     message = str(plan.error)
     name = steps(plan)["train"]["name"]
     assert f"JobSet tpu-rl/{name} failed (FailedJobs): jobset failed due to one or more job failures" in message
-    assert f"kubectl logs -n tpu-rl -l job-name={name}-pathways-head-0 -c workload-container" in message
+    assert (
+        f"kubectl --context {PROD_CONTEXT} logs -n tpu-rl -l job-name={name}-pathways-head-0 -c workload-container"
+        in message
+    )
     assert "export" not in steps(plan), "export is never created after a failed training"
 
 
@@ -271,8 +277,8 @@ def test_a_failed_cpu_step_stops_up_with_name_reason_and_logs_command():
     name = steps(plan)["convert"]["name"]
     assert str(plan.error) == (
         f"JobSet tpu-rl/{name} failed (FailedJobs): jobset failed due to one or more job failures (first failed "
-        f"job: {name}-convert-0). Read the logs with: kubectl logs -n tpu-rl -l job-name={name}-convert-0 -c convert "
-        "--tail=200 -f. Run `pulumi up` again to retry it"
+        f"job: {name}-convert-0). Read the logs with: kubectl --context {PROD_CONTEXT} logs -n tpu-rl "
+        f"-l job-name={name}-convert-0 -c convert --tail=200 -f. Run `pulumi up` again to retry it"
     )
     assert "train" not in steps(plan)
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import BadInputError, TpuRlError
+from core.printed_commands import make_target
 from core.redact import env_secrets, remember, scrub
 from core.settings import Settings
 from infra.gcp.permissions import state_role
@@ -320,7 +321,7 @@ def basic_roles(audit: Audit) -> dict[str, tuple[str, ...]]:
     return held
 
 
-def findings(audit: Audit, found: list[Target], own: set[str]) -> list[Reach]:
+def findings(audit: Audit, found: list[Target], own: set[str], stack: str) -> list[Reach]:
     frozen = frozenset(own)
     basic = basic_roles(audit)
     reached: list[Reach] = []
@@ -330,7 +331,8 @@ def findings(audit: Audit, found: list[Target], own: set[str]) -> list[Reach]:
         reached += more
         unread += [m for m in missing if m not in unread]
     audit.unread += [
-        f"what {role} holds on {where} is not known (its contents could not be read): run make audit again"
+        f"what {role} holds on {where} is not known (its contents could not be read): run "
+        f"`{make_target('audit', stack)}` again"
         for role, where in unread
     ]
     return reached
@@ -449,7 +451,7 @@ def run(args: argparse.Namespace, reads: Any = None) -> tuple[list[str], list[st
     audit = Audit(reads, settings.project)
     try:
         found, own = targets(audit, settings, home, explicit)
-        reached = findings(audit, found, own)
+        reached = findings(audit, found, own, settings.stack)
     finally:
         reads.close()
     on_cluster, cluster_line = cluster_reaches(settings, own, args.kubeconfig, args.context)

@@ -30,6 +30,7 @@ from typing import Any
 from core import deadline
 from core.boundary import BoundaryError
 from core.errors import TpuRlError
+from core.printed_commands import kubectl, make_target
 from core.redact import env_secrets, remember, scrub
 from core.settings import Settings
 from infra.k8s import live
@@ -187,9 +188,9 @@ def follow(settings: Settings, *, scheduled: bool) -> list[str]:
     )
     return [
         now,
-        f"follow it: `make status STACK={stack}` (its slice maintenance lines), or `kubectl --context "
-        f"{settings.kube_context} get nodes -l {selector} -L {labels}`; once the slice is back: "
-        f"`make up STACK={stack}`",
+        f"follow it: `{make_target('status', stack)}` (its slice maintenance lines), or "
+        f"`{kubectl(settings, 'get', 'nodes', '-l', selector, '-L', labels)}`; once the slice is back: "
+        f"`{make_target('up', stack)}`",
     ]
 
 

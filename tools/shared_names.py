@@ -24,6 +24,7 @@ from typing import Any
 from core.config.formats import CLUSTER_NAME
 from core.config.placeholders import EXAMPLE_PROJECTS
 from core.names import PROJECT
+from core.printed_commands import pulumi_config_set
 from tools.stack_files import StackFileError, load_stack_config
 from tools.state_home import STACK_NAME, RefusedError
 
@@ -87,21 +88,24 @@ def problem(stack: str, root: Path) -> str | None:
                 f"stack {stack}'s {PROJECT}:clusterName {own.cluster} is stack {name}'s too ({other.file}), in project "
                 f"{own.project}: every name of a stack derives from it (cluster, node pools, network, service "
                 "accounts, key ring, bucket), so the two would hold the same objects and IAM grants, and a destroy of "
-                f"either would remove the other's; give {stack} a name of its own: pulumi config set "
-                f"{PROJECT}:clusterName {fresh} --stack {stack} ({HELP})"
+                f"either would remove the other's; give {stack} a name of its own: "
+                f"`{pulumi_config_set(stack, f'{PROJECT}:clusterName', fresh)}` ({HELP})"
             )
         if other.bucket == own.bucket:
             return (
                 f"stack {stack}'s artifacts bucket gs://{own.bucket} is stack {name}'s too ({other.file}): its runs, "
-                "grants and destroy would be the other's; give it a bucket of its own: pulumi config set "
-                f"{PROJECT}:bucketName <name> --stack {stack} (or leave it unset: <gcp:project>-<clusterName>) ({HELP})"
+                "grants and destroy would be the other's; give it a bucket of its own: "
+                f"`{pulumi_config_set(stack, f'{PROJECT}:bucketName', '<name>')}` (or leave it unset: "
+                f"<gcp:project>-<clusterName>) ({HELP})"
             )
         if own.hub_cache and other.hub_cache.rstrip("/") == own.hub_cache.rstrip("/") and other.writer != own.writer:
+            writer = f"{PROJECT}:model.hubCacheWriter"
             return (
                 f"stacks {stack} and {name} share the Hub cache {own.hub_cache} but name different writers "
                 f"({PROJECT}:model.hubCacheWriter: {own.writer or '(unset)'} in {own.file}, "
                 f"{other.writer or '(unset)'} in {other.file}): a cache has one writer; set the same one in both: "
-                f"pulumi config set --path {PROJECT}:model.hubCacheWriter <stack> ({HELP})"
+                f"`{pulumi_config_set(stack, writer, '<writer-stack>')}` and "
+                f"`{pulumi_config_set(name, writer, '<writer-stack>')}` ({HELP})"
             )
     return None
 

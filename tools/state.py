@@ -380,7 +380,8 @@ def _stranded(stack: str, export: str, held: list[str]) -> str | None:
 
     try:
         settings = load_stack(stack)[0]
-        return stranded_release(stack, export, held, platform_releases(settings.kueue.install))
+        releases = platform_releases(settings.kueue.install)
+        return stranded_release(stack, export, held, releases, context=settings.kube_context)
     except (ConfigError, StackFileError):
         return None
     except live.ClusterReadError as err:

@@ -158,13 +158,16 @@ def stranded_release(
     held: Iterable[str],
     releases: Iterable[tuple[str, str]],
     read: Callable[[str], Any] | None = None,
+    *,
+    context: str,
 ) -> str | None:
     """The one line that stops `make up` before `pulumi up` (None: nothing to stop for): one of the program's
     ``releases`` (``platform_releases``) that the state does not hold, in a cluster the state holds, whose Helm
     storage has a revision of it (``helm_release_problem`` with the state's releases ``held``). The cluster is read
     only when such a release may exist: the state holds the cluster and lacks a release. ``read`` makes the reader
     of a kubeconfig (default ``infra.k8s.live.ClusterReader``); a cluster it cannot read raises
-    ``infra.k8s.live.ClusterReadError``.
+    ``infra.k8s.live.ClusterReadError``. The line's command names the cluster by its kubeconfig ``context``
+    (``Settings.kube_context``).
 
     Why before `pulumi up` and not only in the program: after a destroy whose cluster delete failed, the state
     holds the cluster without what the destroy deleted (its node pools, the TPU slice's included), so the engine
@@ -187,7 +190,9 @@ def stranded_release(
     try:
         for name, namespace in missing:
             newest = reader.helm_release(namespace, name)
-            problem = helm_release_problem(name, namespace, newest, in_state=held, stack=stack, protected=protected)
+            problem = helm_release_problem(
+                name, namespace, newest, in_state=held, stack=stack, protected=protected, context=context
+            )
             if problem:
                 return problem
     finally:
@@ -212,10 +217,10 @@ def export_state(stack: str, timeout: float = EXPORT_TIMEOUT) -> str:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise StateError(f"`pulumi stack export --stack {stack}` took more than {timeout:.0f} s") from None
+        raise StateError(f"`pulumi stack export` of stack {stack} took more than {timeout:.0f} s") from None
     except OSError as err:
         raise StateError(f"cannot run `pulumi stack export`: {scrub(str(err), limit=200)}") from None
     if done.returncode != 0:
         said = next((line for line in done.stderr.splitlines() if line.strip()), f"exit {done.returncode}")
-        raise StateError(f"`pulumi stack export --stack {stack}` failed: {scrub(said, limit=200)}")
+        raise StateError(f"`pulumi stack export` of stack {stack} failed: {scrub(said, limit=200)}")
     return done.stdout

@@ -31,6 +31,7 @@ from core.config.placeholders import EXAMPLE_PROJECTS
 from core.errors import BadInputError
 from core.inputs import InputError, parse_yaml
 from core.names import PROJECT
+from core.printed_commands import pulumi_command
 from core.redact import scrub
 from core.state_names import (
     KEY_ID,
@@ -439,10 +440,13 @@ def _provider(own: StackFile, backend: str, asked: str) -> str:
     """The stack file's secrets provider; for a file without one, what ``stack init`` is given."""
     current = own.secrets_provider or ("passphrase" if own.salt else "")
     if current and asked and asked != current:
+        change = pulumi_command(
+            own.stack, "stack", "change-secrets-provider", "<provider>", url=backend, organization=own.organization
+        )
         raise RefusedError(
             f"SECRETS_PROVIDER is {scrub(asked, limit=160)}, but {own.name}'s secrets are encrypted by {current}: "
             "`pulumi stack init` would make a new data key and every secret in the file would be lost; change it "
-            f"with `pulumi stack change-secrets-provider --stack {own.stack} <provider>` instead"
+            f"with `{change}` instead"
         )
     if current:
         return current

@@ -255,7 +255,7 @@ def cloud_stacks(url: str, run: Callable[..., Any] = subprocess.run, organizatio
     try:
         listing = json.loads(done.stdout or "[]")
     except json.JSONDecodeError:
-        raise StateError(f"`pulumi stack ls --json` at {url} gave no JSON") from None
+        raise StateError(f"`pulumi stack ls` at {url} gave no JSON") from None
     names = [entry.get("name") for entry in listing if isinstance(entry, dict)] if isinstance(listing, list) else []
     return [n for n in names if isinstance(n, str)]
 

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from core.names import PROJECT
+from core.printed_commands import pulumi_command, pulumi_config_set
 from core.redact import scrub
 from core.state_names import is_legacy_key, legacy_bucket, shared_ring_key
 from tools.state_export import StateError
@@ -134,7 +135,7 @@ def move(
     if in_source and read_locks(source, home.stack):
         raise StateError(
             f"stack {home.stack} is locked in {source}: a `pulumi` may still be working on it there; once none is, "
-            f"`PULUMI_BACKEND_URL={source} pulumi cancel --stack {home.stack} --yes` clears it ({MOVE_HELP})"
+            f"`{pulumi_command(home.stack, 'cancel', '--yes', url=source)}` clears it ({MOVE_HELP})"
         )
     before = kms_key(own.secrets_provider)
     if in_source:
@@ -147,10 +148,14 @@ def move(
         print(line, file=out)
     record(home, root, rewrite=True)
     _release(home, kms, kms_of(target), before, out)
+    rotate = [
+        pulumi_config_set(home.stack, f"{PROJECT}:{key}", secret=True, url=home.backend, organization=home.organization)
+        for key in ("hfToken", "hfWriteToken")
+    ]
     print(
         f"stack {home.stack} lives in {home.backend}, its secrets encrypted by {target}: commit {own.name}, and "
         f"rotate the secrets every holder of the old key could read ({PROJECT}:hfToken, {PROJECT}:hfWriteToken: "
-        f"pulumi config set --secret ...)",
+        f"`{rotate[0]}`, `{rotate[1]}`)",
         file=out,
     )
     return 0

@@ -20,6 +20,7 @@ import pulumi
 from core.boundary import BoundaryError
 from core.config.values import format_duration
 from core.errors import TpuRlError
+from core.printed_commands import kubectl
 from core.redact import scrub
 from core.settings import Settings
 from core.tpu import Capacity, TpuVersionName
@@ -96,6 +97,9 @@ class ReaderArgs:
     """The steps are queued to Kueue (``tpu-rl:kueue.queue``): their Workloads are read too."""
     cluster_name: str
     """The stack's cluster: another training run of it holds the slice (without Kueue)."""
+    stack: str
+    """The stack, and its cluster's kubeconfig context (``Settings.kube_context``): what the lines' commands name."""
+    kube_context: str
     admission_seconds: float
     """How long a step may stay queued (``tpu-rl:kueue.admissionTimeout``)."""
     unschedulable_seconds: float
@@ -146,6 +150,8 @@ def reader_args(settings: Settings, *, accept_maintenance: bool = False) -> Read
         namespace=settings.namespace,
         queued=bool(settings.kueue.queue),
         cluster_name=settings.cluster_name,
+        stack=settings.stack,
+        kube_context=settings.kube_context,
         admission_seconds=settings.kueue.admission_timeout,
         unschedulable_seconds=settings.workflow.unschedulable_timeout,
         # The stack's own Kueue waits this long for a running step's pods (infra/k8s/kueue.py configuration); a queue
@@ -305,6 +311,7 @@ class LiveReader:
                     capacity=args.capacity,
                     cpu_machine=args.cpu_machine,
                     version=args.tpu_version,
+                    context=args.kube_context,
                 ),
                 then=args.unschedulable_then,
             )
@@ -317,6 +324,7 @@ class LiveReader:
                         bounds,
                         report=report,
                         unschedulable=unschedulable,
+                        stack=args.stack,
                     )
                 except waiting.StepWaitError as err:
                     raise pulumi.RunError(str(err)) from None
@@ -372,10 +380,13 @@ class LiveReader:
                 return ""
             others = live_state.running_elsewhere(items, train.name)
             if others:
+                context = self.args.kube_context
+                watch = kubectl(context, "get", "jobset", "-n", namespace, "-w")
+                stop = kubectl(context, "delete", "jobset", "-n", namespace, others[0])
                 message = (
                     f"training run {', '.join(others)} (an earlier configuration) is still running on the TPU slice; "
-                    f"{train.name} cannot start until it ends. Wait for it (`kubectl get jobset -n {namespace} -w`) "
-                    f"or stop it (`kubectl delete jobset -n {namespace} {others[0]}`), then run `pulumi up` again"
+                    f"{train.name} cannot start until it ends. Wait for it (`{watch}`) "
+                    f"or stop it (`{stop}`), then run `pulumi up` again"
                 )
                 self._refuse(message)
             return ""

@@ -42,6 +42,7 @@ from core.config.values import (
 from core.inputs import parse_json
 from core.maxtext_keys import closest_key, known_keys, refused_keys
 from core.names import PROJECT
+from core.printed_commands import ANY_STACK, pulumi_config_rm, pulumi_config_set
 from core.redact import HF_TOKEN
 from core.settings import Settings
 
@@ -54,24 +55,26 @@ def load_settings(raw: Mapping[str, Any], stack: str, secret_keys: frozenset[str
     """Validate the raw stack config (full key -> value) and return typed Settings, or raise one
     ``ConfigError`` holding every problem (one line each)."""
     problems = Problems()
-    values = _read_all(raw, secret_keys, problems)
+    values = _read_all(raw, secret_keys, problems, stack)
     settings = rules.build_settings(values, stack, problems)
     problems.check()
     return settings
 
 
-def read_fields(raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset()) -> dict[str, Any]:
+def read_fields(
+    raw: Mapping[str, Any], secret_keys: frozenset[str] = frozenset(), stack: str = ANY_STACK
+) -> dict[str, Any]:
     """Every field's typed value (``None`` where unset and derived), or one ``ConfigError`` with every field's
-    problem (the cross-field rules are ``load_settings``'s)."""
+    problem (the cross-field rules are ``load_settings``'s); ``stack`` is the one the fixes' commands name."""
     problems = Problems()
-    values = _read_all(raw, secret_keys, problems)
+    values = _read_all(raw, secret_keys, problems, stack)
     problems.check()
     return dict(values)
 
 
-def _read_all(raw: Mapping[str, Any], secret_keys: frozenset[str], problems: Problems) -> Values:
+def _read_all(raw: Mapping[str, Any], secret_keys: frozenset[str], problems: Problems, stack: str) -> Values:
     """Every field's typed value, ``UNREADABLE`` where it failed (its problem kept in ``problems``)."""
-    refused = _check_keys(raw, secret_keys, problems)
+    refused = _check_keys(raw, secret_keys, problems, stack)
     tops = dict.fromkeys(f.top for f in FIELDS)
     values = Values()
     for top in tops:
@@ -79,7 +82,7 @@ def _read_all(raw: Mapping[str, Any], secret_keys: frozenset[str], problems: Pro
             values.update(dict.fromkeys((f.key for f in fields_of(top)), UNREADABLE))
             continue
         present = raw.get(top)  # absent, null and "" all mean: the default
-        flat = problems.run(_flatten, top, present, problems)
+        flat = problems.run(_flatten, top, present, problems, stack)
         for field in fields_of(top):
             if flat is UNREADABLE:
                 values[field.key] = UNREADABLE
@@ -87,7 +90,7 @@ def _read_all(raw: Mapping[str, Any], secret_keys: frozenset[str], problems: Pro
             value = flat.get(field.path) if field.path else present
             # Set but encrypted (the offline tools never decrypt): counts as set, never read as a value.
             encrypted = field.secret and value in OFFLINE_SECRETS
-            values[field.key] = value if encrypted else problems.run(_read, field, value)
+            values[field.key] = value if encrypted else problems.run(_read, field, value, stack)
     for key, flag in ((TOKEN_KEY, "hfTokenSet"), (WRITE_TOKEN_KEY, "hfWriteTokenSet")):
         token = values.get(key)  # `get` never raises: an unreadable token leaves its flag unreadable
         values[flag] = UNREADABLE if token is UNREADABLE else token not in (None, "")
@@ -96,8 +99,9 @@ def _read_all(raw: Mapping[str, Any], secret_keys: frozenset[str], problems: Pro
     return values
 
 
-def _check_keys(raw: Mapping[str, Any], secret_keys: frozenset[str], problems: Problems) -> set[str]:
+def _check_keys(raw: Mapping[str, Any], secret_keys: frozenset[str], problems: Problems, stack: str) -> set[str]:
     """Problems of the keys themselves; returns the keys whose values must not be read any further."""
+    set_token = pulumi_config_set(stack, TOKEN_KEY, secret=True)
     refused: set[str] = set()
     for key in sorted(raw):
         if key in SECRET_KEYS or not (key.startswith(f"{PROJECT}:") or key.startswith("gcp:")):
@@ -108,7 +112,7 @@ def _check_keys(raw: Mapping[str, Any], secret_keys: frozenset[str], problems: P
             problems.add(
                 ConfigError(
                     f"{where} holds a value that looks like a Hugging Face token (not shown): the token belongs "
-                    "in tpu-rl:hfToken only, set with `pulumi config set --secret tpu-rl:hfToken`"
+                    f"in tpu-rl:hfToken only, set with `{set_token}`"
                 )
             )
     for key in sorted(raw):
@@ -127,11 +131,12 @@ def _check_keys(raw: Mapping[str, Any], secret_keys: frozenset[str], problems: P
             )
         elif key in secret_keys and key not in SECRET_KEYS:
             refused.add(key)
+            remove = pulumi_config_rm(stack, key)
             problems.add(
                 ConfigError(
                     f"{key} is stored as a secret: only {' and '.join(SECRET_KEYS)} may be secret (a secret anywhere "
-                    f"else would reach container arguments in plain text); remove it with `pulumi config rm {key}` "
-                    "and set the token with `pulumi config set --secret tpu-rl:hfToken`"
+                    f"else would reach container arguments in plain text); remove it with `{remove}` "
+                    f"and set the token with `{set_token}`"
                 )
             )
     for key in SECRET_KEYS:
@@ -141,7 +146,7 @@ def _check_keys(raw: Mapping[str, Any], secret_keys: frozenset[str], problems: P
             problems.add(
                 ConfigError(
                     f"{key} is stored in plain text: remove it and set it again with "
-                    f"`pulumi config set --secret {key}` (the value is not shown)"
+                    f"`{pulumi_config_set(stack, key, secret=True)}` (the value is not shown)"
                 )
             )
     return refused
@@ -174,16 +179,19 @@ def _token_path(value: Any, path: str) -> str | None:
     return None
 
 
-def _flatten(top: str, value: Any, problems: Problems) -> dict[str, Any]:
+def _flatten(top: str, value: Any, problems: Problems, stack: str) -> dict[str, Any]:
     """An object-valued key's fields by path (``timeouts.train``); a scalar key's value under ``""``. An unknown
     or malformed field is a problem in ``problems``; the other fields are still read."""
     if not is_object(top):
         return {}
     if value in (None, ""):
         return {}
+    expected = (
+        f"expected an object (set each field by its path: `{pulumi_config_set(stack, f'{top}.<field>', '<value>')}`)"
+    )
     if isinstance(value, str):
         if value[:1] != "{":
-            raise error(top, value, "expected an object (set fields with `pulumi config set --path`)")
+            raise error(top, value, expected)
         if len(value) > MAX_JSON_CHARS:
             raise error(top, Hidden("too long"), f"at most {MAX_JSON_CHARS} characters of JSON")
         try:
@@ -191,7 +199,7 @@ def _flatten(top: str, value: Any, problems: Problems) -> dict[str, Any]:
         except ValueError as err:
             raise error(top, value, f"malformed JSON{_why(err)}; expected an object") from None
     if not isinstance(value, dict):
-        raise error(top, value, "expected an object (set fields with `pulumi config set --path`)")
+        raise error(top, value, expected)
     known = {f.path: f for f in fields_of(top)}
     flat: dict[str, Any] = {}
 
@@ -220,10 +228,10 @@ def _flatten(top: str, value: Any, problems: Problems) -> dict[str, Any]:
     return flat
 
 
-def _read(field: Field, value: Any) -> Any:
+def _read(field: Field, value: Any, stack: str) -> Any:
     if value is None or value == "":
         if field.default is REQUIRED:
-            raise error(field.key, None, f"required; set it with `pulumi config set {field.key} VALUE`")
+            raise error(field.key, None, f"required; set it with `{pulumi_config_set(stack, field.key, '<value>')}`")
         if field.default is DERIVED:
             return None
         if field.default == "":

@@ -32,6 +32,7 @@ from core.inputs import parse_json
 from core.maxtext_keys import MAXTEXT_VERSION
 from core.models import MODELS
 from core.names import PROJECT
+from core.printed_commands import pulumi_config_set
 from core.settings import ImageSettings, ModelSettings, Settings
 
 MAX_REGISTRIES = 20
@@ -163,7 +164,7 @@ def build_settings(values: dict[str, Any], stack: str, problems: Problems) -> Se
     v = values if isinstance(values, Values) else Values(values)
     run = problems.run
     run(_zone_in_region, v)
-    bucket = run(_bucket, v)
+    bucket = run(_bucket, v, stack)
     tpu_and_shape = run(tpu_settings, v)
     tpu, shape = (UNREADABLE, UNREADABLE) if tpu_and_shape is UNREADABLE else tpu_and_shape
     gke = run(gke_settings, v)
@@ -175,7 +176,7 @@ def build_settings(values: dict[str, Any], stack: str, problems: Problems) -> Se
     training = run(training_settings, v)
     workflow = run(workflow_settings, v, tpu, model)
     if run(lambda: v[_k("workflow.enabled")]) is True:
-        run(check_token, v)
+        run(check_token, v, stack)
         run(check_cpu_pool, cpu_pool, model, run(lambda w: w.step_memory_gib, workflow))
         run(check_cpu_disk, cpu_pool, model)
         run(lambda t, s, u: check_meshes(t, s.chips, u.slices), training, shape, tpu)
@@ -184,12 +185,12 @@ def build_settings(values: dict[str, Any], stack: str, problems: Problems) -> Se
         run(check_resume_exact, training)
     # Apart from the workflow's other settings, which the rules above read whatever the training's problems.
     restarts = run(restarts_for_run, v, tpu, training, model, shape)
-    publish = run(publish_settings, v)
+    publish = run(publish_settings, v, stack)
     run(check_own_queue, v)
     kueue = run(kueue_settings, v, tpu, cpu_pool)
     images = run(_images, v)
     run(_state_backend, v, bucket)
-    shared_cache = run(_hub_cache, v, bucket)
+    shared_cache = run(_hub_cache, v, bucket, stack)
     if problems.lines:
         return UNREADABLE
     return Settings(
@@ -228,7 +229,7 @@ def _zone_in_region(v: Values) -> None:
         raise error("gcp:zone", zone, f"must be a zone of gcp:region {region} (e.g. {region}-b)")
 
 
-def _bucket(v: Values) -> str:
+def _bucket(v: Values, stack: str) -> str:
     bucket: str | None = v[_k("bucketName")]
     if bucket is not None:
         return bucket
@@ -240,7 +241,7 @@ def _bucket(v: Values) -> str:
             _k("bucketName"),
             None,
             f"required: the default {bucket} (gcp:project-tpu-rl:clusterName) is not a valid bucket name; "
-            "set one with `pulumi config set tpu-rl:bucketName NAME`",
+            f"set one with `{pulumi_config_set(stack, _k('bucketName'), '<name>')}`",
         )
     return bucket
 
@@ -267,7 +268,7 @@ def _state_backend(v: Values, bucket: str) -> None:
         )
 
 
-def _hub_cache(v: Values, bucket: str) -> tuple[str, str]:
+def _hub_cache(v: Values, bucket: str, stack: str) -> tuple[str, str]:
     """The shared Hub cache and its one writer. It lives in a bucket of its own: the stack's bucket is emptied by a
     destroy with ``forceDestroy`` (and deleted with the stack), which would take every other stack's cache with it.
     One stack writes it (``tpu-rl:model.hubCacheWriter``, the same in every stack sharing it); the others get
@@ -286,8 +287,8 @@ def _hub_cache(v: Values, bucket: str) -> tuple[str, str]:
             _k("model.hubCacheWriter"),
             writer,
             "required with tpu-rl:model.hubCache: the one stack whose conversion writes the shared cache (the others "
-            "only read it); set it in every stack that shares it: `pulumi config set tpu-rl:model.hubCacheWriter "
-            "STACK`",
+            f"only read it); set it in every stack that shares it, to the same stack: "
+            f"`{pulumi_config_set(stack, _k('model.hubCacheWriter'), '<writer-stack>')}`",
         )
     if writer and not folder:
         raise error(

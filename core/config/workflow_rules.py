@@ -12,6 +12,7 @@ from core.config.fields import project_key as _k
 from core.config.values import Values, error
 from core.estimate import train_hours, training_run
 from core.models import Model, step_memory_gib
+from core.printed_commands import pulumi_config_set
 from core.settings import ModelSettings, PublishSettings, TpuSettings, TrainingSettings, WorkflowSettings
 from core.steps import STEPS
 from core.tpu import SliceShape
@@ -40,18 +41,18 @@ def workflow_settings(v: Values, tpu: TpuSettings, model: Model) -> WorkflowSett
     )
 
 
-def check_token(v: Values) -> None:
+def check_token(v: Values, stack: str) -> None:
     """The Hugging Face read token, which every step of a run uses."""
     if not v["hfTokenSet"]:
         raise error(
             _k("hfToken"),
             None,
             "required while tpu-rl:workflow.enabled is true; set it with "
-            "`pulumi config set --secret tpu-rl:hfToken` (a Hugging Face read token)",
+            f"`{pulumi_config_set(stack, _k('hfToken'), secret=True)}` (a Hugging Face read token)",
         )
 
 
-def publish_settings(v: Values) -> PublishSettings:
+def publish_settings(v: Values, stack: str) -> PublishSettings:
     """The publication: with the workflow on (off, there is no export to publish), a repository needs its own
     write token (a write token without a repository is unused: no Secret holds it)."""
     repo = v[_k("publish.repo")] or None
@@ -64,10 +65,11 @@ def publish_settings(v: Values) -> PublishSettings:
             "needs tpu-rl:workflow.verifyExport true: only an export compared with the base model is published",
         )
     if not v["hfWriteTokenSet"]:
+        setting = pulumi_config_set(stack, _k("hfWriteToken"), secret=True)
         raise error(
             _k("hfWriteToken"),
             None,
-            "required with tpu-rl:publish.repo; set it with `pulumi config set --secret tpu-rl:hfWriteToken` "
+            f"required with tpu-rl:publish.repo; set it with `{setting}` "
             "(a Hugging Face write token for the repository's namespace, not the read token)",
         )
     return PublishSettings(repo=repo, private=v[_k("publish.private")])

@@ -10,6 +10,7 @@ import pulumi
 import pulumi_gcp as gcp
 from pulumi import dynamic
 
+from core.printed_commands import ANY_STACK, make_target, pulumi_command
 from core.settings import Settings
 from infra.options import child_options
 
@@ -62,11 +63,14 @@ def identity_problem(olds: dict[str, Any], news: dict[str, Any]) -> str | None:
     if not changed:
         return None
     what = ", ".join(f"{IDENTITY_KEYS[key]} ({key}: {olds[key]} -> {news.get(key)})" for key in changed)
+    urn = str(news.get("urn", ""))
+    stack = urn.split("::", 1)[0].rpartition(":")[2] or ANY_STACK  # urn:pulumi:<stack>::<project>::...
+    forget = pulumi_command(stack, "state", "delete", f"'{urn}'", "--yes")
     return (
         f"refusing to replace the artifacts bucket gs://{olds['name']}, which holds every earlier run: {what} "
         "changed. Set the old value back; or, to replace it on purpose (the old bucket and its runs are deleted "
         'with it, or its delete fails while it holds objects; docs/upgrades.md "Moving the bucket"), run '
-        f"`pulumi state delete '{news.get('urn', '')}' --yes`, then `pulumi up`"
+        f"`{forget}`, then `{make_target('up', stack)}`"
     )
 
 

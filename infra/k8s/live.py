@@ -38,6 +38,7 @@ from core import deadline
 from core.bounded import Cap, ReplyEncodingError, ReplyTooLargeError
 from core.errors import TpuRlError
 from core.inputs import InputError, parse_json
+from core.printed_commands import kubectl
 from core.redact import scrub
 from infra.k8s.credentials import (
     ClusterReadError,
@@ -135,6 +136,9 @@ class ClusterReader:
         self._client: Any = None
         self.broken: ClusterReadError | None = None
         self.where = "(unknown server)"
+        self.context = "gke_<project>_<region>_<cluster>"
+        """The kubeconfig context read (its ``current-context``, the stack's ``Settings.kube_context`` in the
+        program's): the cluster a printed command names."""
 
     # -- public reads --------------------------------------------------------------------------
 
@@ -290,7 +294,7 @@ class ClusterReader:
                 last = str(err)
             refused += 1
             if webhook_clock() + WEBHOOK_POLL > ends:
-                raise ClusterReadError(_not_admitted(manifest, bound, refused, last))
+                raise ClusterReadError(_not_admitted(manifest, bound, refused, last, self.context))
             webhook_sleep(WEBHOOK_POLL)
 
     def _pages(
@@ -351,6 +355,7 @@ class ClusterReader:
                     else check_kubeconfig(self._kubeconfig)
                 )
                 self.where = scrub(config["clusters"][0]["cluster"]["server"].split("://", 1)[-1], limit=100)
+                self.context = scrub(config["current-context"], limit=200)
                 self._client = self._connect(config)
             except ClusterReadError as err:
                 raise self._fail(err) from None
@@ -573,9 +578,10 @@ def _status_message(body: Any) -> str:
     return scrub(str(message or ""), limit=300)
 
 
-def _not_admitted(manifest: dict[str, Any], bound: float, refused: int, last: str) -> str:
+def _not_admitted(manifest: dict[str, Any], bound: float, refused: int, last: str, context: str) -> str:
     """The line when the webhook wait's bound is hit: the webhook the API server could not call and the
-    namespace of its Service, when its answer names them (``Post "https://<service>.<namespace>.svc:443/..."``)."""
+    namespace of its Service, when its answer names them (``Post "https://<service>.<namespace>.svc:443/..."``), and
+    the command that shows them in the cluster of kubeconfig ``context``."""
     import re
 
     kind, name = manifest["kind"], manifest["metadata"]["name"]
@@ -583,9 +589,9 @@ def _not_admitted(manifest: dict[str, Any], bound: float, refused: int, last: st
     service = re.search(r"https://([a-z0-9-]+)\.([a-z0-9-]+)\.svc", last)
     who = f"the admission webhook {webhook.group(1)}" if webhook else "the API server's admission webhooks"
     check = (
-        f"`kubectl get pods,endpoints -n {service.group(2)}` (Service {service.group(1)})"
+        f"`{kubectl(context, 'get', 'pods,endpoints', '-n', service.group(2))}` (Service {service.group(1)})"
         if service
-        else "`kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations`"
+        else f"`{kubectl(context, 'get', 'validatingwebhookconfigurations,mutatingwebhookconfigurations')}`"
     )
     return (
         f"{who} did not admit a dry-run create of {kind} {name} within {bound:g} s ({refused} tries; last: "

@@ -8,6 +8,7 @@ from typing import Any
 from core.controllers import JOBSET_SCHEMA_FIELDS
 from core.names import COMPONENT_LABEL, HF_SECRET, HF_SECRET_KEY, SCRATCH_STORAGE_CLASS
 from core.pathways import PORTS
+from core.printed_commands import helm, kubectl
 from core.steps import STEPS
 
 POD_SECURITY = {
@@ -251,9 +252,9 @@ def _outermost(paths: list[str]) -> list[str]:
     return [p for p in paths if p.rsplit(".", 1)[0].removesuffix("[]") not in within]
 
 
-def jobset_crd_problem(crd: Mapping[str, Any] | None, version: str) -> str | None:
+def jobset_crd_problem(crd: Mapping[str, Any] | None, version: str, context: str) -> str | None:
     """Why the cluster's JobSet CRD cannot serve chart ``version`` (None: it can, or there is none yet and
-    the chart's install creates it).
+    the chart's install creates it); the fix names the cluster by its kubeconfig ``context``.
 
     Helm installs a chart's ``crds/`` on install only, skipping a CRD that exists, and never on an upgrade
     (helm v3.20.2 ``pkg/action/install.go`` ``installCRDs``: "CRD %s is already present. Skipping.";
@@ -270,8 +271,8 @@ def jobset_crd_problem(crd: Mapping[str, Any] | None, version: str) -> str | Non
     return (
         f"the cluster's JobSet CRD {JOBSET_CRD} predates JobSet {version} (it has no {fields}): Helm installs a "
         "chart's CRDs only when it first installs the chart, never on an upgrade. Apply the new CRD, then run "
-        f"`pulumi up` again: helm show crds {JOBSET_CHART} --version {version} | kubectl apply --server-side "
-        "--force-conflicts -f -"
+        f"`pulumi up` again: helm show crds {JOBSET_CHART} --version {version} | "
+        f"{kubectl(context, 'apply', '--server-side', '--force-conflicts', '-f', '-')}"
     )
 
 
@@ -312,10 +313,12 @@ def helm_release_problem(
     in_state: frozenset[str] | None = None,
     stack: str = "",
     protected: bool = False,
+    context: str,
 ) -> str | None:
     """Why the next install or upgrade of the Helm release ``name`` cannot run (None: it can), from its newest
     revision and status (``infra.k8s.live.ClusterReader.helm_release``) and, when known, the names of the releases
-    the stack's state holds (``in_state``, ``releases_in_state``; None: unknown, not compared).
+    the stack's state holds (``in_state``, ``releases_in_state``; None: unknown, not compared). The fix names the
+    stack's cluster by its kubeconfig ``context`` (``core.printed_commands.helm``).
 
     A runner killed while Helm installed, upgraded or rolled back a release leaves its newest revision pending, and
     Helm then refuses every later operation: an install with "cannot re-use a name that is still in use" (helm
@@ -345,7 +348,7 @@ def helm_release_problem(
         return (
             f"Helm release {namespace}/{name} is {status} (revision {revision}), left by an interrupted helm "
             f"operation, and Helm refuses every install or upgrade until it is cleared. Run, then `pulumi up` again: "
-            f"helm {fix} {name} -n {namespace}"
+            f"{helm(context, fix, name, '-n', namespace)}"
         )
     if in_state is None or name in in_state:
         return None
@@ -354,7 +357,7 @@ def helm_release_problem(
             f"Helm release {namespace}/{name} is {status} in the cluster (revision {revision}) but not in stack "
             f"{stack}'s state: a destroy dropped it from the state (it is deleted with the cluster) while the "
             f"cluster, protected, stays, and Helm refuses to install it again. Uninstall it, then `make up` again (it "
-            f"installs it anew): helm uninstall {name} -n {namespace}"
+            f"installs it anew): {helm(context, 'uninstall', name, '-n', namespace)}"
         )
     return (
         f"Helm release {namespace}/{name} is {status} in the cluster (revision {revision}) but not in stack "

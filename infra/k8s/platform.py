@@ -58,6 +58,8 @@ class PlatformArgs:
     """Every object's labels (``infra.k8s.manifests.platform_labels``)."""
     namespace: str
     """The workflow's namespace."""
+    kube_context: str
+    """The cluster's kubeconfig context (``Settings.kube_context``), which the commands the checks print name."""
     scratch_disk_type: str
     """The CPU pool's disk type: the scratch StorageClass's."""
     jobset_version: str
@@ -138,6 +140,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
         self._in_state = releases_in_state(os.environ.get(RELEASES_IN_STATE)) if self._checks else None
         self._stack = pulumi.get_stack()
         self._guarded = args.protect  # tpu-rl:protect (not the SDK's own _protect)
+        self._context = args.kube_context
         self.jobset = self._install_jobset(self._jobset_version(args, provider), child)
         # Each release is guarded from its create on (``release_guard``), not only once the platform is.
         self.guards = [DestroyGuard(release_guard("jobset"), args.protect, [self.jobset])]
@@ -191,7 +194,9 @@ class KubernetesPlatform(pulumi.ComponentResource):
         if self._checks:
             return self._after(
                 provider.id,
-                lambda reader: self._helm_free(reader, JOBSET_NAMESPACE, "jobset", self._jobset_crd(reader, wanted)),
+                lambda reader: self._helm_free(
+                    reader, JOBSET_NAMESPACE, "jobset", self._jobset_crd(reader, wanted, self._context)
+                ),
             )
         if args.reads is not None:
             # A preview refuses an older CRD too (when the cluster exists: an unknown provider ID runs no check). When
@@ -199,7 +204,9 @@ class KubernetesPlatform(pulumi.ComponentResource):
             # (workloads.reader.LiveReader: once per preview), or, without the workflow, this check's. Helm's
             # storage is read by `up` only, which is where a release is installed or upgraded.
             warn = args.first_jobset is None
-            return self._after(provider.id, lambda reader: self._jobset_crd(reader, wanted, preview=True, warn=warn))
+            return self._after(
+                provider.id, lambda reader: self._jobset_crd(reader, wanted, self._context, preview=True, warn=warn)
+            )
         return wanted
 
     @staticmethod
@@ -331,12 +338,14 @@ class KubernetesPlatform(pulumi.ComponentResource):
         return pulumi.Output.all(self._kubeconfig, when).apply(run)
 
     @staticmethod
-    def _jobset_crd(reader: live.ClusterReader, version: str, *, preview: bool = False, warn: bool = True) -> str:
+    def _jobset_crd(
+        reader: live.ClusterReader, version: str, context: str, *, preview: bool = False, warn: bool = True
+    ) -> str:
         """The chart version, once the cluster's JobSet CRD serves it (``jobset_crd_problem``). A preview that
         cannot read the cluster (this machine cannot reach it, or it is not up yet) goes on, with a warning when
         ``warn``: `up` checks again before the chart changes."""
         try:
-            problem = jobset_crd_problem(reader.crd(JOBSET_CRD), version)
+            problem = jobset_crd_problem(reader.crd(JOBSET_CRD), version, context)
         except live.ClusterReadError as err:
             if preview:
                 if not warn:
@@ -358,7 +367,13 @@ class KubernetesPlatform(pulumi.ComponentResource):
         try:
             newest = reader.helm_release(namespace, name)
             problem = helm_release_problem(
-                name, namespace, newest, in_state=self._in_state, stack=self._stack, protected=self._guarded
+                name,
+                namespace,
+                newest,
+                in_state=self._in_state,
+                stack=self._stack,
+                protected=self._guarded,
+                context=self._context,
             )
         except live.ClusterReadError as err:
             raise pulumi.RunError(f"cannot read Helm release {namespace}/{name} before installing it: {err}") from None

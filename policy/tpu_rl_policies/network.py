@@ -14,6 +14,8 @@ from pulumi_policy import (
     Severity,
 )
 
+from core.printed_commands import ANY_STACK, pulumi_config_set
+
 from .pods import kind_of
 from .properties import _config, _l, _m
 from .resources import CLUSTER, Report, _guarded_resource
@@ -101,7 +103,7 @@ no_open_control_plane = ResourceValidationPolicy(
     description="The authorized networks of the GKE control plane cover only a small share of the public internet.",
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
-    remediation_steps="pulumi config set --path 'tpu-rl:authorizedNetworks[0]' <your CIDR>",
+    remediation_steps=pulumi_config_set(ANY_STACK, "tpu-rl:authorizedNetworks[0]", "<your-CIDR>"),
     config_schema=PolicyConfigSchema(
         properties={
             "minPrefixLength": {"type": "integer", "default": 16},

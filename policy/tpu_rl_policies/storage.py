@@ -14,6 +14,8 @@ from pulumi_policy import (
     Severity,
 )
 
+from core.printed_commands import ANY_STACK, pulumi_config_set
+
 from .properties import _config, _m
 from .resources import BUCKET, CLUSTER, Report, _guarded_resource
 
@@ -39,7 +41,7 @@ secrets_encryption = ResourceValidationPolicy(
     description="Where the stack's policy config requires it, GKE encrypts Secrets with a Cloud KMS key.",
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
-    remediation_steps="pulumi config set --path tpu-rl:gke.secretsEncryptionKey create",
+    remediation_steps=pulumi_config_set(ANY_STACK, "tpu-rl:gke.secretsEncryptionKey", "create"),
     config_schema=PolicyConfigSchema(properties={"required": {"type": "boolean", "default": False}}),
     validate=_guarded_resource(_secrets_encryption),
 )
@@ -109,9 +111,9 @@ bucket_deletion_guard = ResourceValidationPolicy(
     description="Finished runs' artifacts survive destroy and overwrites: no forceDestroy, protect on, versioning.",
     severity=Severity.MEDIUM,
     enforcement_level=EnforcementLevel.MANDATORY,
-    remediation_steps=(
-        "pulumi config set tpu-rl:protect true; pulumi config set tpu-rl:forceDestroy false; "
-        "pulumi config set tpu-rl:bucketVersioning true"
+    remediation_steps="; ".join(
+        pulumi_config_set(ANY_STACK, f"tpu-rl:{key}", value)
+        for key, value in (("protect", "true"), ("forceDestroy", "false"), ("bucketVersioning", "true"))
     ),
     validate=_guarded_resource(_bucket_deletion),
 )

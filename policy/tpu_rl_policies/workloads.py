@@ -18,6 +18,7 @@ from pulumi_policy import (
 )
 
 from core.config.schema import IMAGE_REGISTRIES
+from core.printed_commands import ANY_STACK, pulumi_config_set
 
 from .grants import REPOSITORY, _text, own_resources
 from .pods import _asks_tpu, _name, command_text, kind_of, pod_containers, pods, stray_images
@@ -388,7 +389,7 @@ def _model_revision(args: ResourceValidationArgs, props: dict[str, Any], report:
     if match and not re.fullmatch(r"[0-9a-f]{40}", match.group(1)):
         report(
             f"model revision {match.group(1)!r} is a moving ref; pin a commit for reproducible runs "
-            "(pulumi config set --path 'tpu-rl:model.revision' <commit>)"
+            f"({pulumi_config_set(ANY_STACK, 'tpu-rl:model.revision', '<commit>')})"
         )
 
 

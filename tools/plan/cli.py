@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a key, as `pulumi config set --path KEY VALUE` would",
+        help="override a key (a field by its path, tpu-rl:a.b or tpu-rl:a[0], as --path names it)",
     )
     parser.add_argument("--out", type=Path, help="write plan.json and manifests/ here")
     parser.add_argument(

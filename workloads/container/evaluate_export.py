@@ -108,6 +108,18 @@ ANSWER_CELL = 100
 GRADER_CELL = 120
 """The longest grader name in the summary (the record's summary holds at most 200 characters)."""
 CLIP = "…"
+HIDDEN = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]?|\x1b[]PX^_][^\n\x07\x1b\x9c]*(?:\x1b\\|\x9c|\x07)?|\x1b[ -/]*[0-~]"
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+    "|[\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f"
+    "\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e007f]"
+    "|[\ufe00-\ufe0d\U000e0100-\U000e01ef]"
+    "|(?<![\u00a9\u00ae\u203c\u2049\u2100-\u2bff\u3030\u303d\u3297\u3299\U0001f000-\U0001faff])[\ufe0e\ufe0f]"
+    "|[\ufe0e\ufe0f](?=[\ufe00-\ufe0f\U000e0100-\U000e01ef])"
+)
+"""What a terminal acts on or does not draw (escapes, controls, invisible characters), removed from text from elsewhere
+before it is printed: core/terminal.py's ``HIDDEN``, copied (no core here; tests/test_redact_terminal.py compares)."""
 
 
 class RefusedError(Exception):
@@ -208,9 +220,9 @@ def prompt_text(spec: Spec, question: str) -> str:
 
 
 def cell(text: str, limit: int) -> str:
-    """``text`` as one printable line of at most ``limit`` characters (runs of whitespace become one space, any
-    other unprintable character ``?``, and a longer text ends in ``…``)."""
-    line = "".join(c if c.isprintable() else "?" for c in " ".join(text.split()))
+    """``text`` as one printable line of at most ``limit`` characters (``one_line``: what a terminal would act on or
+    hide removed, runs of whitespace one space, any other unprintable character ``?``; a longer text ends in ``…``)."""
+    line = one_line(text, len(text))
     return line if len(line) <= limit else line[: limit - len(CLIP)] + CLIP
 
 
@@ -254,9 +266,9 @@ def split_uri(uri: str, what: str, folder: bool) -> tuple[str, str]:
 
 
 def one_line(text: str, limit: int = 400) -> str:
-    """``text`` as one log line a terminal shows as written: a character it would act on (an escape, a bidi control)
-    shown as ``?``."""
-    return "".join(c if c.isprintable() else "?" for c in " ".join(text.split()))[:limit]
+    """``text`` as one log line a terminal shows as written: what it would act on or hide removed (``HIDDEN``), any
+    other unprintable character shown as ``?``."""
+    return "".join(c if c.isprintable() else "?" for c in " ".join(HIDDEN.sub("", text).split()))[:limit]
 
 
 # ---------------------------------------------------------------------------------------------

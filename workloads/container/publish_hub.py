@@ -42,7 +42,20 @@ from core.hf_model import ReplyTooLargeError, export_file_problem
 # tpu-rl: end of core/hf_model.py
 
 REFUSED = 3
-TOKEN_LIKE = re.compile(r"hf_[A-Za-z0-9]{8,}")
+TOKEN_LIKE = re.compile(r"hf_[A-Za-z0-9]{30,}")
+"""A Hugging Face token (``hf_`` + 34 letters and digits; ``core/redact.py``'s shape): not ``hf_transfer``."""
+HIDDEN = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]?|\x1b[]PX^_][^\n\x07\x1b\x9c]*(?:\x1b\\|\x9c|\x07)?|\x1b[ -/]*[0-~]"
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+    "|[\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f"
+    "\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e007f]"
+    "|[\ufe00-\ufe0d\U000e0100-\U000e01ef]"
+    "|(?<![\u00a9\u00ae\u203c\u2049\u2100-\u2bff\u3030\u303d\u3297\u3299\U0001f000-\U0001faff])[\ufe0e\ufe0f]"
+    "|[\ufe0e\ufe0f](?=[\ufe00-\ufe0f\U000e0100-\U000e01ef])"
+)
+"""What a terminal acts on or does not draw (escapes, controls, invisible characters), removed from text from elsewhere
+before it is printed: core/terminal.py's ``HIDDEN``, copied (no core here; tests/test_redact_terminal.py compares)."""
 
 
 def clean(text: str) -> str:
@@ -50,7 +63,7 @@ def clean(text: str) -> str:
     token = os.environ.get("HF_TOKEN", "")
     if token:
         text = text.replace(token, "***")
-    text = "".join(c if c.isprintable() else "?" for c in " ".join(text.split()))  # no escape reaches a terminal
+    text = "".join(c if c.isprintable() else "?" for c in " ".join(HIDDEN.sub("", text).split()))  # nothing hidden
     return TOKEN_LIKE.sub("***", text)[:300]
 
 

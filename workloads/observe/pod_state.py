@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from core.machines import machine_family
 from core.names import CPU_POOL, NODEPOOL_LABEL, TPU_ACCELERATOR_LABEL
+from core.printed_commands import kubectl
 from core.tpu import Capacity, TpuVersionName
 from workloads.observe.objects import Event, Pod
 
@@ -75,9 +76,9 @@ def newest_reasons(events: list[Event], pod: str) -> dict[str, str]:
     return {reason: message for reason, (_when_, message) in found.items()}
 
 
-def pool_fix(pool: str, *, capacity: Capacity, cpu_machine: str, version: TpuVersionName) -> str:
+def pool_fix(pool: str, *, capacity: Capacity, cpu_machine: str, version: TpuVersionName, context: str) -> str:
     """What to do about a pool that cannot take a step's pod (``version``: the slice's TPU version,
-    ``tpu-rl:tpu.version``)."""
+    ``tpu-rl:tpu.version``; ``context``: the stack's cluster's kubeconfig context, which the command names)."""
     if pool == CPU_POOL:
         family = machine_family(cpu_machine).upper()
         return (
@@ -88,7 +89,7 @@ def pool_fix(pool: str, *, capacity: Capacity, cpu_machine: str, version: TpuVer
         if capacity == Capacity.RESERVATION:
             return (
                 "the slice's nodes are not all up: check the reservation (tpu-rl:tpu.reservation) and "
-                "`kubectl get nodes -l cloud.google.com/gke-tpu-accelerator`"
+                f"`{kubectl(context, 'get', 'nodes', '-l', TPU_ACCELERATOR_LABEL)}`"
             )
         return (
             f"GKE cannot get {capacity} TPU {version} capacity in gcp:zone now: try again later, another zone, or "

@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 from core.boundary import BoundaryError
 from core.config.values import format_duration
 from core.errors import TpuRlError
+from core.printed_commands import ANY_STACK, make_target
 from infra.k8s.live import ClusterReader, ClusterReadError
 from workloads.observe import objects, pod_state, recovery
 from workloads.observe.live_state import JOB_UID_LABEL, LiveStep, live_step
@@ -234,8 +235,10 @@ def wait_for_step(
     *,
     report: Callable[[str], None],
     unschedulable: Unschedulable | None = None,
+    stack: str = ANY_STACK,
 ) -> objects.JobSet:
-    """Poll ``read`` until the JobSet ``what`` (``JobSet <ns>/<name>``) ends; return its last object."""
+    """Poll ``read`` until the JobSet ``what`` (``JobSet <ns>/<name>``) ends; return its last object (``stack``: the
+    one the lines' commands name)."""
     start = now()
     since = _Since()
     shown = ""
@@ -254,8 +257,8 @@ def wait_for_step(
         since.lost = None
         if obj is None:
             raise StepWaitError(
-                f"{what} is gone (deleted outside Pulumi?); run `pulumi refresh --yes` so the stack forgets it, "
-                "then `pulumi up` runs it again"
+                f"{what} is gone (deleted outside Pulumi?); run `{make_target('refresh', stack)}` so the stack "
+                "forgets it, then `pulumi up` runs it again"
             )
         current = live_step(obj, workloads)
         if current.state in ("succeeded", "failed"):

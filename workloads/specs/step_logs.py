@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import urllib.parse
 
+from core.printed_commands import kubectl
 from core.settings import Settings
 
 
 def logs_command(settings: Settings, job: str, container: str) -> str:
-    """The step's logs: the pods of its first replicated Job (``job-name`` label), one container."""
-    return f"kubectl logs -n {settings.namespace} -l job-name={job} -c {container} --tail=200 -f"
+    """The step's logs: the pods of its first replicated Job (``job-name`` label), one container, in the stack's
+    cluster (``--context``: the shell's current one may be another stack's)."""
+    return kubectl(
+        settings, "logs", "-n", settings.namespace, "-l", f"job-name={job}", "-c", container, "--tail=200", "-f"
+    )
 
 
 def console_logs_url(settings: Settings, pod_prefix: str, container: str | None = None) -> str:

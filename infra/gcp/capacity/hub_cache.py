@@ -51,6 +51,7 @@ from urllib.parse import quote
 
 from core import deadline
 from core.names import step_account
+from core.printed_commands import ANY_STACK, pulumi_config_set
 from core.redact import scrub
 from core.settings import Settings
 from infra.gcp.access import HUB_CACHE_WRITE_ROLES, HUB_CACHE_WRITER, READER_ROLE
@@ -190,13 +191,13 @@ def owner_findings(bucket: str, region: str, found: HubBucket, app: str) -> list
     stack = found.labels.get("stack")
     if found.labels.get("app") != app or not stack:
         return []
+    setting = pulumi_config_set(ANY_STACK, KEY, "gs://NEW-BUCKET/hub/")
     return [
         Finding(
             "problem",
             f"{KEY}: gs://{bucket} is stack {stack}'s artifacts bucket (its labels app={app}, stack={stack}), which "
             f"that stack's steps write and its destroy may empty; create a bucket of its own for the cache: "
-            f"{create_command('NEW-BUCKET', region)}, then `pulumi config set {KEY} gs://NEW-BUCKET/hub/` in every "
-            "stack that shares it",
+            f"{create_command('NEW-BUCKET', region)}, then, in every stack that shares it, `{setting}`",
         )
     ]
 
@@ -275,7 +276,7 @@ def _second_writer(grant: WriteGrant, bucket: str, stack: str) -> str:
     return (
         f"{KEY}: {grant.member} holds {grant.role} on gs://{bucket}/{grant.prefixes[0]}, so another stack writes the "
         f"cache this stack is the writer of ({WRITER_KEY} = {stack}): a cache has one writer. Set {WRITER_KEY} to "
-        f"that stack here (`pulumi config set --path --stack {stack} {WRITER_KEY} STACK`; this stack then only reads "
+        f"that stack here (`{pulumi_config_set(stack, WRITER_KEY, '<writer-stack>')}`; this stack then only reads "
         f"it), or set it to {stack} in that stack and run its `make up` first (its conversion's grant becomes "
         "read-only)"
     )
@@ -285,8 +286,8 @@ def _many_writers(grant: WriteGrant, bucket: str, count: int, writer: str) -> st
     return (
         f"{KEY}: {grant.member} holds {grant.role} on gs://{bucket}/{grant.prefixes[0]}, one of {count} stacks' "
         f"conversions that write the cache this stack reads, which has one writer ({WRITER_KEY} = {writer}): in each "
-        f"stack that shares it, `pulumi config set --path --stack STACK {WRITER_KEY} {writer}`, then run `make up` in "
-        f"those that are not {writer} (their conversion's grant becomes read-only)"
+        f"stack that shares it, `{pulumi_config_set(ANY_STACK, WRITER_KEY, writer)}`, then run "
+        f"`make up STACK=<stack>` in those that are not {writer} (their conversion's grant becomes read-only)"
     )
 
 
