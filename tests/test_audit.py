@@ -230,7 +230,7 @@ class _Hostile(QuietHandler):
 
     def _answer(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if not self.misbehave(self.mode, drips=40, pause=0.1):
+        if not self.misbehave(self.mode, drips=40, pause=0.05):
             self.send_body(200, json.dumps({"bindings": [], "pad": "x" * (5 * 1024 * 1024)}).encode())
 
 
@@ -243,7 +243,7 @@ def test_a_hanging_dripping_or_flooding_server_is_one_line_within_the_budget(tmp
     fake = type("Fake", (), {"url": f"http://127.0.0.1:{server.server_address[1]}"})()
     started = time.monotonic()
     try:
-        code, _, err = run(fake, repo(tmp_path, prod=stack_file()), capsys, budget=Budget(0.6, 0.3, 0.3))
+        code, _, err = run(fake, repo(tmp_path, prod=stack_file()), capsys, budget=Budget(0.3, 0.15, 0.15))
     finally:
         server.shutdown()
         server.server_close()

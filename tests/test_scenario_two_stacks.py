@@ -107,10 +107,14 @@ def provider_outputs(registration: Registration) -> dict[str, Any] | None:
     return None
 
 
+_CHECKOUTS = tempfile.TemporaryDirectory(prefix="tpu-rl-two-stacks-")
+"""Where ``planned`` lays out its repositories; removed when the process ends (``TemporaryDirectory``'s finalizer)."""
+
+
 @functools.cache
 def planned(stack: str, *overrides: str) -> Plan:
     """The real program's plan of ``stack``'s file (``stack_text``), once per process."""
-    folder = checkout(Path(tempfile.mkdtemp(prefix="tpu-rl-two-stacks-")), **{stack: stack_text(stack)})
+    folder = checkout(Path(tempfile.mkdtemp(dir=_CHECKOUTS.name)), **{stack: stack_text(stack)})
     plan, _ = plan_stack(
         folder / f"Pulumi.{stack}.yaml",
         list(overrides),
