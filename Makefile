@@ -38,7 +38,7 @@ YES ?=
 ACCEPT ?=
 FORCE ?=
 
-.PHONY: help up stack backend preview policy-preview plan destroy refresh unlock state-bucket state-move audit logs test test-slow lint venv dev-venv policy-venv status report mutation readme lock maxtext controller iam-types bytecode-list maintenance
+.PHONY: help up stack backend preview policy-preview plan destroy refresh unlock state-bucket state-move audit logs test test-slow lint venv dev-venv policy-venv status report mutation readme lock maxtext controller iam-types closed-world bytecode-list maintenance
 
 # The targets a user runs, with what they do (`make help`; tests/test_makefile.py keeps it complete).
 help:
@@ -73,6 +73,7 @@ help:
 	@echo "make maxtext VERSION=0.2.5   adopt a MaxText release (LOADER=python3.12: its config loader's venv too)"
 	@echo "make controller NAME=kueue VERSION=0.17.8  adopt a JobSet or Kueue release (REPO=DIR: a clone holding its tag)"
 	@echo "make iam-types               rewrite core/data/gcp-iam-types.json from the installed pulumi_gcp (after its pin moves)"
+	@echo "make closed-world            rewrite core/data/closed-world.json from the program's plans (after it creates something new)"
 	@echo "make mutation                mutation testing of the pure builders"
 	@echo "make bytecode-list           rewrite the modules make test compiles first (after make lock)"
 
@@ -169,6 +170,11 @@ maxtext: $(VENV)/.installed-dev
 # Every IAM grant type of the pinned pulumi_gcp, which the policy pack judges (core/iam_types.py).
 iam-types: $(VENV)/.installed
 	$(PY) -m tools.gcp_iam_types
+
+# Every resource type, kind, role, RBAC subject and image the program creates, which the policy pack allows alone
+# (core/closed_world.py).
+closed-world: $(VENV)/.installed
+	$(PY) -m tools.closed_world
 
 controller: $(VENV)/.installed-dev
 	@test -n "$(NAME)" -a -n "$(VERSION)" || { echo "make controller NAME=kueue VERSION=0.17.8: the JobSet or Kueue release to adopt"; exit 2; }

@@ -40,7 +40,7 @@ MAX_ITEMS = 10_000
 """The most items of a list kept from outside (a reply's lists are bounded by its size cap)."""
 
 
-class BoundaryError(TpuRlError, ValueError):
+class BoundaryError(TpuRlError):
     """Outside data has a shape the program does not read: one line, ``<source>: <field>: <why>``."""
 
 

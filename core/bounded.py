@@ -56,7 +56,9 @@ _RANGE = re.compile(r"bytes=(\d{1,18})-(\d{1,18})")
 
 
 class ReplyEncodingError(TpuRlError, ValueError):
-    """A reply in a content encoding the reader did not ask for, or that does not inflate (one line)."""
+    """A reply in a content encoding the reader did not ask for, or that does not inflate (one line). A ``ValueError``
+    as ``core.hf_model.ReplyTooLargeError`` is, its twin in the container programs (which import nothing of the
+    project): a reader handles both alike (``tests/test_bounded.py``)."""
 
 
 def size(n: int) -> str:

@@ -12,8 +12,6 @@ one file of its step's ConfigMap run in the image, importing nothing of the proj
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 BAD_INPUT = 2
 """The exit status of bad input: what the operator gave must change."""
 FAILED = 1
@@ -21,9 +19,18 @@ FAILED = 1
 
 
 class TpuRlError(Exception):
-    """A refusal, a preflight problem or a tool failure: ``message`` (``str(error)``), one line per problem."""
+    """A refusal, a preflight problem or a tool failure: ``message`` (``str(error)``), one line per problem.
 
-    exit_code: ClassVar[int] = FAILED
+    ``exit_code`` is the class's unless the raiser knows better: a client library's error is translated at its seam
+    into the caller's class with the code of what happened (``infra.client_errors``: a refused grant exits 2, a
+    service that did not answer 1)."""
+
+    exit_code: int = FAILED
+
+    def __init__(self, *args: object, exit_code: int | None = None) -> None:
+        super().__init__(*args)
+        if exit_code is not None:
+            self.exit_code = exit_code
 
     @property
     def message(self) -> str:
@@ -33,4 +40,9 @@ class TpuRlError(Exception):
 class BadInputError(TpuRlError):
     """Bad input: the configuration, an argument or a file must change (exit 2)."""
 
-    exit_code: ClassVar[int] = BAD_INPUT
+    exit_code = BAD_INPUT
+
+
+class UnavailableError(TpuRlError):
+    """A service did not answer usefully (no answer in time, 429, a 5xx, a host it cannot reach): nothing the operator
+    gave is wrong, and a later retry may cure it (exit 1). Its message ends with the retry hint."""

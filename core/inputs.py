@@ -21,7 +21,9 @@ MAX_DEPTH = 64
 
 
 class InputError(BadInputError, ValueError):
-    """The input cannot be read or parsed within the limits (one line)."""
+    """The input cannot be read or parsed within the limits (one line). A ``ValueError`` as ``json.loads``' own is:
+    the readers that take a value as JSON when it parses and as text otherwise catch ``ValueError`` from either
+    (``core.config.load``)."""
 
 
 def read_file(path: Path, max_bytes: int) -> bytes:

@@ -39,7 +39,7 @@ SYSTEM_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))
 """Folders of the kernel and devices: never an output folder."""
 
 
-class OutputError(BadInputError, ValueError):
+class OutputError(BadInputError):
     """The output folder or one of its files cannot be written (one line naming the path and the fix)."""
 
 

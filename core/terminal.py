@@ -21,8 +21,9 @@ order, no hidden payload): the removal hides nothing the terminal would have sho
 The line and paragraph separators (U+2028, U+2029) are line breaks: newlines.
 
 The step programs that print text from elsewhere (``workloads/container/``: a Hub or GCS error, a record's field, a line
-of train_rl's log) remove ``HIDDEN`` too: they cannot import ``core``, so each holds the pattern as written here, and
-``tests/test_redact_terminal.py`` checks that each is this one.
+of train_rl's log) remove ``HIDDEN`` too, through the one module they share, ``workloads/container/shown.py``: they
+cannot import ``core``, so it holds the pattern as written here, and ``tests/test_container_shown.py`` checks that it is
+this one.
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ VARIATION_SELECTORS = re.compile(
 """Every variation selector but a lone U+FE0E or U+FE0F right after a symbol or emoji (the module's docstring)."""
 HIDDEN = re.compile("|".join(p.pattern for p in (ESCAPE_SEQUENCES, CONTROLS, INVISIBLE, VARIATION_SELECTORS)))
 """All of it in one pattern, one pass: at each character an escape sequence first, whole, then a control character,
-an invisible character, a variation selector. The step programs hold this pattern as written here (they cannot import
-``core``)."""
+an invisible character, a variation selector. ``workloads/container/shown.py`` holds this pattern as written here (the
+step programs cannot import ``core``)."""
 
 
 def visible(text: str) -> str:

@@ -16,7 +16,7 @@ from core.config.projects import problem as shared_project_problem
 from core.config.projects import stack_configs
 from core.config.schema import IMAGE_REGISTRIES
 from core.config.values import OFFLINE_SECRETS
-from core.errors import TpuRlError
+from core.errors import BAD_INPUT, TpuRlError
 from core.estimate import estimate_for
 from core.images import (
     PINS_IN_STATE,
@@ -44,6 +44,7 @@ from infra.gcp.storage import ArtifactBucket, BucketArgs, bucket_args
 from infra.k8s.kueue import kueue_objects
 from infra.k8s.manifests import platform_labels
 from infra.k8s.platform import ClusterReads, DestroyGuard, KubernetesPlatform, PlatformArgs
+from infra.stop import StopError, stop, stop_all
 from program.config import Accept, accepted, settings_from_runtime
 from workloads.preflight import COMMIT, BaseModel
 from workloads.reader import LiveReader, reader_args
@@ -68,7 +69,7 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
         # The steps, and what the controllers derive from them, are checked before anything is registered.
         plan = plan_workflow(settings) if settings.workflow.enabled else None
     except TpuRlError as err:
-        raise pulumi.RunError(str(err)) from None
+        raise stop(err) from None
     for line in slice_warnings(settings.tpu.slices):
         pulumi.log.warn(line)
     names = names_for(settings)
@@ -128,7 +129,7 @@ def _preflight_phase(checked: _Checked, *, live: bool) -> _Checked:
     shared = shared_project_problem(settings.stack, settings, stack_configs(STACK_FILES, settings.stack))
     problems += [shared] if shared else []
     if problems:
-        raise pulumi.RunError("\n".join(f"preflight: {problem}" for problem in problems))  # one line each
+        raise StopError("\n".join(f"preflight: {problem}" for problem in problems), BAD_INPUT)  # one line each
     if settings.workflow.enabled and settings.workflow.preflight:
         base = _preflight(settings)
     if live and plan is not None:  # the images are the steps': no workflow, nothing runs them
@@ -384,9 +385,9 @@ def _pinned_images(settings: Settings, plan: Workflow | None) -> tuple[Settings,
         try:
             digests[key] = resolve_digest(image, key=f"images.{key}")
         except TpuRlError as err:
-            problems.append(f"images: {err}")
+            problems.append((f"images: {err}", err.exit_code))
     if problems:
-        raise pulumi.RunError("\n".join(problems))  # one line each
+        raise stop_all(problems)  # one line each
     if not digests:
         return settings, plan
     for key, digest in digests.items():
@@ -395,7 +396,7 @@ def _pinned_images(settings: Settings, plan: Workflow | None) -> tuple[Settings,
     try:
         return pinned, plan_workflow(pinned) if plan is not None else None
     except TpuRlError as err:
-        raise pulumi.RunError(str(err)) from None
+        raise stop(err) from None
 
 
 def _capacity(settings: Settings) -> frozenset[str]:
@@ -413,7 +414,7 @@ def _capacity(settings: Settings) -> frozenset[str]:
     problems = [f.text for f in findings if f.level == "problem"]
     if problems:
         skip = " (tpu-rl:workflow.capacityCheck: false skips this check)"
-        raise pulumi.RunError("\n".join(f"capacity check: {problem}{skip}" for problem in problems))  # one line each
+        raise StopError("\n".join(f"capacity check: {problem}{skip}" for problem in problems))  # one line each
     return frozenset(f.reuse for f in findings if f.reuse)
 
 
@@ -447,9 +448,10 @@ def _checked_token(key: str, variable: str) -> str:
         return token
     token = os.environ.get(variable, "")
     if not token:
-        raise pulumi.RunError(
+        raise StopError(
             f"preflight: the offline plan does not decrypt tpu-rl:{key} (or it is not set yet); export "
-            f"{variable} with the token to check it (`pulumi up` checks the stack's own)"
+            f"{variable} with the token to check it (`pulumi up` checks the stack's own)",
+            BAD_INPUT,
         )
     return token
 
@@ -464,7 +466,7 @@ def _preflight(settings: Settings) -> BaseModel:
     try:
         base = check_model_access(model.spec.hf_repo, model.revision, token, endpoint=os.environ.get("HF_ENDPOINT"))
     except TpuRlError as err:
-        raise pulumi.RunError(f"preflight: {err}") from None
+        raise stop(err, "preflight: ") from None
     commit = base.commit
     pulumi.log.info(f"preflight: {model.spec.hf_repo}@{model.revision} is readable (commit {commit or 'unknown'})")
     _dataset_preflight(settings, token)
@@ -489,7 +491,7 @@ def _dataset_preflight(settings: Settings, token: str) -> None:
     try:
         commit = check_dataset_access(repo, revision, tuple(patterns), token, endpoint=os.environ.get("HF_ENDPOINT"))
     except TpuRlError as err:
-        raise pulumi.RunError(f"preflight: {err}") from None
+        raise stop(err, "preflight: ") from None
     pulumi.log.info(f"preflight: the dataset {repo}@{revision} is readable (commit {commit or 'unknown'})")
 
 
@@ -504,5 +506,5 @@ def _publish_preflight(settings: Settings) -> None:
     try:
         found = check_publish_access(publish.repo, publish.private, token, endpoint=os.environ.get("HF_ENDPOINT"))
     except TpuRlError as err:
-        raise pulumi.RunError(f"preflight: {err}") from None
+        raise stop(err, "preflight: ") from None
     pulumi.log.info(f"preflight: tpu-rl:hfWriteToken can publish to {publish.repo} ({found})")

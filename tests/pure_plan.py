@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core.images import mirrors_for, repository_args
+from core.names import head_ksa
 from infra.gcp.access import bucket_grants
 from infra.gcp.gke_spec import cluster_args, cpu_pool_args, system_pool_args, tpu_pool_args
 from infra.gcp.identities import NODE_PROJECT_ROLES
@@ -20,7 +21,7 @@ from infra.gcp.kms import key_name
 from infra.gcp.naming import names_for
 from infra.gcp.storage import bucket_args
 from infra.k8s import kueue
-from infra.k8s.manifests import network_policies, service_account_manifest
+from infra.k8s.manifests import head_access, namespace_manifest, network_policies, service_account_manifest
 from tests.lifecycle_walk import settings
 from tools.plan.offline import Plan
 from workloads.specs.step_specs import plan_workflow
@@ -80,6 +81,12 @@ def per_mutant_cache(function: Callable[..., Any]) -> Callable[..., Any]:
         return cache[key]
 
     return cached
+
+
+def _kubernetes_type(obj: dict[str, Any]) -> str:
+    """The provider's type token of a manifest (the core group is ``core``)."""
+    api = obj["apiVersion"]
+    return f"kubernetes:{api if '/' in api else 'core/' + api}:{obj['kind']}"
 
 
 @per_mutant_cache
@@ -168,6 +175,11 @@ def pure_plan(stack: str, *overrides: str) -> Plan:
                 },
             )
             for grant in bucket_grants(s.model.spec.name)
+        ),
+        _resource("kubernetes:core/v1:Namespace", "namespace", namespace_manifest(s.namespace, labels)),
+        *(
+            _resource(_kubernetes_type(obj), f"train-head-{obj['kind'].lower()}", obj)
+            for obj in (head_access(s.namespace, head_ksa(s.cluster_name), labels) if s.workflow.enabled else [])
         ),
         *(
             _resource("kubernetes:networking.k8s.io/v1:NetworkPolicy", f"network-policy-{p['metadata']['name']}", p)

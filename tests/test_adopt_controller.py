@@ -704,7 +704,7 @@ COLLECTIONS = frozenset({"reasons"})
 """Of those, the ones that hold whole words: a string ``in`` one is one of them, not a part of one."""
 RULE_FILES = ("workloads/observe", "workloads/reader.py", "infra/k8s", "core")
 NOT_CONTROLLER_WORDS: dict[tuple[str, str], str] = {
-    ("infra/k8s/live.py", "SSLError"): "the Python kubernetes client's own reason of a TLS failure (ApiException)",
+    ("infra/k8s/read_errors.py", "SSLError"): "the kubernetes client's own reason of a TLS failure (ApiException)",
 }
 """Strings a rule compares with a ``reason`` or ``message`` that no controller writes: (file, string) -> whose."""
 

@@ -323,7 +323,8 @@ def test_up_fails_when_the_export_is_not_the_whole_base_model(gcs, monkeypatch):
         '(the commit converted): config.json architectures is ["Gemma4ForCausalLM"]'
     )
     assert "(and 1 more); export logs: " in text and text.count("; ") == 5, text
-    assert f"export logs: kubectl logs -n tpu-rl -l job-name={steps['export']['name']}-export-0" in text
+    context, job = "gke_my-tpu-prod-project_us-east5_tpu-rl-prod", f"{steps['export']['name']}-export-0"
+    assert f"export logs: kubectl --context {context} logs -n tpu-rl -l job-name={job}" in text
     assert "the next `up` does not retry it" in text
     assert SENTINEL_TOKEN not in text and "\n" not in text
 

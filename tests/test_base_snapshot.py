@@ -20,7 +20,7 @@ from tests.fake_hub import COMMIT, MOVED, REPO, FakeHub, sibling
 from tests.fake_hub_datasets import DATASET, DATASET_FILES, DatasetHub
 from tests.loopback import serve
 from workloads.observe.artifacts import converted_problem, dataset_record, source_record
-from workloads.specs.commands import program_file
+from workloads.specs.commands import program_files
 
 # The whole module is the slow tier (`make test-slow`, in CI; docs/testing.md "Timings"): each test runs the
 # program or a step for real against loopback servers, seconds apiece. The fast tier keeps the same boundaries
@@ -60,7 +60,8 @@ def described(files: dict[str, bytes]) -> dict[str, dict[str, object]]:
 
 
 PROGRAMS = ("base_snapshot.py", "stage_dataset.py")
-"""The programs, as training's ConfigMap holds them (``stage_dataset.py`` imports ``base_snapshot.py`` beside it)."""
+"""The programs, as training's ConfigMap holds them with what they import (``program_files``: ``stage_dataset.py``
+imports ``base_snapshot.py`` beside it, and both ``shown.py``)."""
 
 
 def run(tmp_path: Path, hub: str, *args: str, program: str = "base_snapshot.py") -> subprocess.CompletedProcess:
@@ -69,8 +70,8 @@ def run(tmp_path: Path, hub: str, *args: str, program: str = "base_snapshot.py")
     Hub cache ``CACHE`` into ``tmp_path/base-model``."""
     scripts = tmp_path / "tpu-rl"
     scripts.mkdir(parents=True, exist_ok=True)
-    for name in PROGRAMS:
-        (scripts / name).write_text(program_file(name))
+    for name, text in program_files(*PROGRAMS).items():
+        (scripts / name).write_text(text)
     if args[:1] == ("snapshot",) and len(args) == 4:
         args = (*args, CACHE, str(tmp_path / "base-model"), CACHE)
     env = {

@@ -191,10 +191,22 @@ def test_each_step_runs_its_script_from_its_own_config_map(stack):
         script = container_script(obj)
         data = scripts_of(obj)["data"]
         overrides = {"train.json"} if step == "train" else set()  # train_rl's, as data (core/step_config.py)
-        assert set(data) == {RUN_SCRIPT, *expected[step], *overrides}, step
-        assert all(data[name] == program_file(name) for name in expected[step])
+        imported = IMPORTED[step]  # what the programs import from their folder, run by none of them
+        assert set(data) == {RUN_SCRIPT, *expected[step], *imported, *overrides}, step
+        assert all(data[name] == program_file(name) for name in {*expected[step], *imported})
         assert all(f"python3 {SCRIPTS_DIR}/{name} " in script for name in expected[step])
+        assert not any(f"{SCRIPTS_DIR}/{name}" in script for name in imported)
         assert "python3 -c" not in script and "bash -c" not in script
+
+
+IMPORTED = {
+    "convert": {"shown.py"},
+    "train": {"shown.py"},
+    "export": {"shown.py"},
+    "evaluate": {"shown.py", "evaluate_grader.py"},
+    "publish": {"shown.py"},
+}
+"""The files of each step's ConfigMap its programs import and no script runs (``commands.program_imports``)."""
 
 
 PROD_BUCKET = "gs://my-tpu-prod-project-tpu-rl-prod"

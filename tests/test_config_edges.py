@@ -15,7 +15,8 @@ from core.redact import scrub
 from core.steps import EVALUATE_MAX_MARKER, EVALUATE_MAX_NEW_TOKENS, template_tokens
 from tests.lifecycle_walk import raw, settings
 from workloads.container import evaluate_export
-from workloads.container.evaluate_export import RefusedError, extract_answer, parse_spec
+from workloads.container.evaluate_export import RefusedError, parse_spec
+from workloads.container.evaluate_grader import extract_answer
 from workloads.specs.step_specs import plan_workflow
 
 pytestmark = pytest.mark.pure

@@ -112,11 +112,13 @@ CLI_HANDLERS = {
     "tools/state.py": "main",
     "tools/vendoring.py": "run",  # tools/adopt_maxtext.py's and tools/adopt_controller.py's
     "tools/plan/cli.py": "_plan",
+    "tools/audit.py": "main",
+    "tools/maintenance.py": "main",
 }
 """Each CLI's entry point: the function whose handlers end the process."""
 ALSO_CAUGHT = {
     "KeyboardInterrupt": "Ctrl-C while watching: exit 130",
-    "RunError": "the program's refusal as the Pulumi engine shows it (tools/plan/cli.py runs the program)",
+    "StopError": "the program's stop as the engine shows it, with its exit code (tools/plan/cli.py runs the program)",
     "Exception": "a bug, not a refusal: one line naming it as an internal error, exit 1 (tools/plan/cli.py)",
 }
 
@@ -135,8 +137,11 @@ def test_each_cli_catches_the_base_alone():
                 names = {ast.unparse(e).rpartition(".")[2] for e in getattr(handler.type, "elts", [handler.type])}
                 if names - {"TpuRlError", *ALSO_CAUGHT}:
                     wrong[f"{rel(path)}:{handler.lineno}"] = sorted(names)
+                ends_by_report = ast.unparse(handler.body[-1]).startswith(f"return report({handler.name}")
+                if "TpuRlError" in names and not ends_by_report:
+                    wrong[f"{rel(path)}:{handler.lineno}"] = ["ends otherwise than tools.process.report"]
     assert len({rel(p) for p in product_files()} & set(CLI_HANDLERS)) == len(CLI_HANDLERS)
-    assert wrong == {}, "a CLI catches core.errors.TpuRlError and exits with its exit_code"
+    assert wrong == {}, "a CLI catches core.errors.TpuRlError and returns tools.process.report(err)"
 
 
 def test_a_state_refusal_exits_2_through_the_base(capsys):
@@ -145,3 +150,61 @@ def test_a_state_refusal_exits_2_through_the_base(capsys):
 
     assert state.main(["select", "--stack", "no/such", "--root", "."]) == BAD_INPUT
     assert capsys.readouterr().err.startswith("error: 'no/such' is not a stack name")
+
+
+def test_the_program_stops_only_through_stop_error():
+    """Every stop of `pulumi up` is an ``infra.stop.StopError``, which keeps its exit code for the offline plan; a
+    bare ``pulumi.RunError`` would reach `make plan` with none."""
+    raised = {
+        f"{rel(path)}:{node.lineno}"
+        for path in product_files()
+        if rel(path) != "infra/stop.py"
+        for node in nodes(path, ast.Raise)
+        if isinstance(node, ast.Raise)
+        and isinstance(node.exc, ast.Call)
+        and ast.unparse(node.exc.func).rpartition(".")[2] == "RunError"
+    }
+    assert raised == set(), "raise infra.stop.StopError (or stop(err)) with the exit code it means"
+
+
+def test_a_stop_keeps_the_exit_code_of_what_stopped_it():
+    from core.errors import UnavailableError
+    from infra.stop import StopError, stop, stop_all
+
+    assert stop(UnavailableError("hub: no answer; retry later"), "preflight: ").exit_code == FAILED
+    assert str(stop(BadInputError("x: bad"), "images: ")) == "images: x: bad"
+    assert stop(BadInputError("x: bad")).exit_code == BAD_INPUT
+    assert StopError("step failed").exit_code == FAILED
+    both = stop_all([("a: no answer", FAILED), ("b: bad", BAD_INPUT)])
+    assert both.exit_code == BAD_INPUT and str(both) == "a: no answer\nb: bad"
+    assert stop_all([("a: no answer", FAILED)]).exit_code == FAILED
+
+
+BROAD_HANDLERS = {
+    "core/deadline.py": (2, "a call's failure is handed to the caller's thread, and to its retry predicate (wait_for)"),
+    "infra/threads.py": (1, "a daemon thread's failure is handed to the program's event loop"),
+    "infra/transports.py": (2, "a reply is closed on any failure, which is raised again"),
+    "infra/k8s/live.py": (1, "the kubernetes client's errors, each described in one line (infra/k8s/read_errors.py)"),
+    "tools/logs.py": (1, "the kubernetes client's errors, described as every read's (infra/k8s/read_errors.py)"),
+    "tools/maintenance.py": (1, "the kubernetes client's errors, described as every read's (infra/k8s/read_errors.py)"),
+    "workloads/preflight.py": (1, "the Hub client's errors, each described in one line (_describe)"),
+    "workloads/wiring.py": (3, "the model card's extras: a failure is a warning and never stops `up`"),
+    "workloads/observe/scalars.py": (1, "a record cut short ends the file, as TensorBoard itself treats it"),
+    "tools/plan/cli.py": (1, "a bug of the offline plan: one line naming it as an internal error, exit 1"),
+    "tools/plan/offline.py": (1, "the program's own error, returned to the caller that asked for it"),
+    "policy/tpu_rl_policies/resources.py": (2, "a malformed shape is a finding, never a traceback"),
+}
+"""Where a handler may catch ``Exception``: path -> (how many, why). Everywhere else a seam catches what its client
+raises (``infra.client_errors.client_errors``, the project's own classes), and anything else is a bug that shows."""
+
+
+def test_a_broad_handler_is_one_named_with_its_reason():
+    found: dict[str, int] = {}
+    for path in product_files():
+        if rel(path).startswith("workloads/container/"):  # the container programs: one line, exit, in the image
+            continue
+        for node in nodes(path, ast.ExceptHandler):
+            caught = node.type if isinstance(node, ast.ExceptHandler) else None
+            if caught is not None and ast.unparse(caught) in ("Exception", "BaseException"):
+                found[rel(path)] = found.get(rel(path), 0) + 1
+    assert found == {path: count for path, (count, _) in BROAD_HANDLERS.items()}, "catch what the client raises"

@@ -30,10 +30,8 @@ from tests.conftest import slug
 from workloads.container.evaluate_export import (
     ANSWER_CELL,
     COLUMNS,
-    FALLBACK_ANSWER,
     GCS_SECONDS,
     GCS_SECONDS_ENV,
-    GRADER,
     MAX_FILES,
     MAX_NEW_TOKENS,
     MAX_QUESTIONS,
@@ -41,22 +39,20 @@ from workloads.container.evaluate_export import (
     TITLE,
     FailedError,
     Graded,
-    Grader,
     RefusedError,
     Spec,
     build_record,
     cell,
     download,
-    extract_answer,
     gcs_seconds,
     inside,
-    is_correct,
     list_export,
     main,
     parse_spec,
     prompt_text,
     split_uri,
 )
+from workloads.container.evaluate_grader import FALLBACK_ANSWER, GRADER, Grader, extract_answer, is_correct
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -522,10 +518,10 @@ def lay_out(client: Any, files: dict[str, bytes], marker: bool = False) -> None:
 def run_program(
     tmp_path: Path, spec: dict[str, Any] | str, env: dict[str, str] | None = None
 ) -> tuple[subprocess.CompletedProcess[str], float]:
-    """The program's text as the pod runs it (``exec python3 -c "$0" "$@"`` in bash, ``python3`` the project's
-    interpreter, as the image's would be), the step's arguments ``EXPORT_URI``, ``tmp_path/scratch``,
-    ``RECORD_URI`` and ``spec``; (the process, its seconds)."""
-    from workloads.specs.commands import _with_hf_model
+    """The program as the pod runs it (``exec python3 /tpu-rl/evaluate_export.py "$@"`` in bash, beside the files it
+    imports, ``python3`` the project's interpreter, as the image's would be), the step's arguments ``EXPORT_URI``,
+    ``tmp_path/scratch``, ``RECORD_URI`` and ``spec``; (the process, its seconds)."""
+    from workloads.specs.commands import program_files
 
     pytest.importorskip("math_verify", reason="the program grades with math-verify, as the image has it")
     bin_dir = tmp_path / "bin"
@@ -548,10 +544,14 @@ def run_program(
         **(env or {}),
     }
     words = [EXPORT_URI, str(tmp_path / "scratch"), RECORD_URI, spec if isinstance(spec, str) else json.dumps(spec)]
-    script = 'exec python3 -c "$0" "$@"'
+    scripts = tmp_path / "tpu-rl"
+    scripts.mkdir(exist_ok=True)
+    for name, text in program_files("evaluate_export.py").items():
+        (scripts / name).write_text(text)
+    script = 'exec python3 "$0" "$@"'
     started = time.monotonic()
     done = subprocess.run(
-        ["bash", "-c", script, _with_hf_model("evaluate_export.py"), *words],
+        ["bash", "-c", script, str(scripts / "evaluate_export.py"), *words],
         env=environment,
         capture_output=True,
         text=True,

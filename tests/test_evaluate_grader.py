@@ -1,6 +1,7 @@
-"""The evaluation step's grader (``workloads/container/evaluate_export.py``) against MaxText 0.2.5's own RL evaluation,
-run unmodified: ``evaluate_rl.py``, ``utils_rl.py`` and ``math_verify_pool.py`` of the 0.2.5 wheel,
-vendored byte for byte (tests/data/vendor/README.md, SHA256SUMS) and imported as MaxText imports them, with stub
+"""The evaluation step's grader (``workloads/container/evaluate_grader.py``, with math-verify and sympy as
+``evaluate_export.load_grader`` loads them) against MaxText 0.2.5's own RL evaluation, run unmodified:
+``evaluate_rl.py``, ``utils_rl.py`` and ``math_verify_pool.py`` of the 0.2.5 wheel, vendored byte for byte
+(tests/data/vendor/README.md, SHA256SUMS) and imported as MaxText imports them, with stub
 modules standing in for what the grading never calls (jax's optax, tunix, etils, tqdm, MaxText's logging).
 
 On one table of model outputs (boxed, tagged, fractions, commas, units, negative numbers, trailing periods,
@@ -24,7 +25,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import shared_path, slug
-from workloads.container import evaluate_export as program
+from workloads.container import evaluate_export
+from workloads.container import evaluate_grader as program
 
 RL = ("maxtext-0.2.5", "trainers", "post_train", "rl")
 PACKAGE = "maxtext.trainers.post_train.rl"
@@ -306,7 +308,7 @@ def test_the_table_covers_every_way_maxtext_finds_an_answer(maxtext):
 @pytest.fixture(scope="module")
 def grader() -> program.Grader:
     pytest.importorskip("math_verify", reason="math-verify is the image's grader: make test-slow")
-    return program.load_grader()
+    return evaluate_export.load_grader()
 
 
 @pytest.mark.slow
@@ -330,8 +332,8 @@ def test_an_image_without_math_verify_is_refused_naming_it():
     def missing(name: str) -> types.ModuleType:
         raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
-    with pytest.raises(program.RefusedError) as refused:
-        program.load_grader(import_module=missing)
+    with pytest.raises(evaluate_export.RefusedError) as refused:
+        evaluate_export.load_grader(import_module=missing)
     assert str(refused.value) == (
         "the image has no math_verify (ModuleNotFoundError): the evaluation grades as MaxText 0.2.5's RL evaluation "
         "does, with math-verify and sympy; run it in MaxText's post-training image (tpu-rl:images.maxtext)"

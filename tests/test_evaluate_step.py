@@ -19,7 +19,8 @@ from core.steps import STEPS
 from infra.gcp.access import access, bucket_grants
 from tests.conftest import plan_of, put
 from tests.lifecycle_walk import settings
-from workloads.container.evaluate_export import GRADER, parse_spec
+from workloads.container.evaluate_export import parse_spec
+from workloads.container.evaluate_grader import GRADER
 from workloads.specs.commands import program
 from workloads.specs.step_specs import HELD_OUT, plan_workflow
 

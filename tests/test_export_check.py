@@ -569,14 +569,14 @@ def test_a_hub_that_stalls_on_a_header_ends_within_the_budget(shard):
     import time
 
     from core.deadline import Budget
-    from workloads.preflight import PreflightError, base_model_layout
+    from workloads.preflight import HubUnavailableError, base_model_layout
 
     files = model_files(LANGUAGE, 1)
     files["model.safetensors.index.json"] = json.dumps(
         {"weight_map": {f"{LANG}norm.weight": f"{shard}.safetensors"}}
     ).encode()
     started = time.monotonic()
-    with serve(FakeHub.serving(files)) as url, pytest.raises(PreflightError) as err:
+    with serve(FakeHub.serving(files)) as url, pytest.raises(HubUnavailableError) as err:
         base_model_layout(REPO, COMMIT, GOOD, url, budget=Budget(2.0, 1.0, 1.0, "test"))
     assert time.monotonic() - started < 6, "the wall clock bounds it, connect and headers included"
     assert "\n" not in str(err.value) and f"{shard}.safetensors" in str(err.value)
@@ -597,7 +597,7 @@ def test_a_file_the_bases_index_names_but_the_hub_lacks_is_named():
 def test_a_hub_error_behind_a_download_is_retried_and_named():
     """hf_hub_download turns a failed HEAD into LocalEntryNotFoundError; the 5xx behind it is what counts."""
     from core.deadline import Budget
-    from workloads.preflight import PreflightError, base_model_layout
+    from workloads.preflight import HubUnavailableError, base_model_layout
 
     class Flaky(FakeHub):
         files = model_files(LANGUAGE, 1)
@@ -619,7 +619,7 @@ def test_a_hub_error_behind_a_download_is_retried_and_named():
         def do_HEAD(self):  # noqa: N802
             self._error(500, None, "internal")
 
-    with serve(Down) as url, pytest.raises(PreflightError) as err:
+    with serve(Down) as url, pytest.raises(HubUnavailableError) as err:
         base_model_layout(REPO, COMMIT, GOOD, url, budget=Budget(1.5, 0.5, 0.5, "test"))
     assert "HTTP 500" in str(err.value) or "did not finish answering" in str(err.value), str(err.value)
 

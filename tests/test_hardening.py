@@ -367,7 +367,8 @@ def test_network_policies_deny_ingress_but_the_pathways_ports_between_training_p
 
 def test_the_evaluation_reaches_names_its_token_and_cloud_storage_only():
     """Issue 41: the evaluation runs the exported model; its pods reach the cluster's DNS, the node's link-local
-    services (the GKE metadata server's token) and HTTPS outside the cluster and the VPC, nothing else."""
+    services on their ports only (the GKE metadata server's token, the DNS cache) and HTTPS outside the cluster, the
+    VPC and the link-local range, nothing else."""
     plan = plan_of("prod", "tpu-rl:workflow.steps.evaluate=true")
     egress = plan.one(NETWORK_POLICY, "network-policy-evaluation-egress")["inputs"]["spec"]
     assert egress["policyTypes"] == ["Egress"]
@@ -385,14 +386,21 @@ def test_the_evaluation_reaches_names_its_token_and_cloud_storage_only():
             for j in resource["inputs"]["spec"]["replicatedJobs"]
         ]
         assert all(selected(pod) for pod in labels) == (step == "evaluate"), step
-    dns, link_local, https = egress["egress"]
+    dns, *link_local, https = egress["egress"]
     assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
     assert {(p["protocol"], p["port"]) for p in dns["ports"]} == {("UDP", 53), ("TCP", 53)}
-    assert link_local == {"to": [{"ipBlock": {"cidr": "169.254.0.0/16"}}]}
+    assert {
+        (rule["to"][0]["ipBlock"]["cidr"], p["protocol"], p["port"]) for rule in link_local for p in rule["ports"]
+    } == {
+        ("169.254.169.254/32", "TCP", 80),
+        ("169.254.169.252/32", "TCP", 988),
+        ("169.254.20.10/32", "UDP", 53),
+        ("169.254.20.10/32", "TCP", 53),
+    }, "the metadata server and the DNS cache, each on its ports (tests/test_pod_tokens_and_egress.py)"
     assert https["ports"] == [{"protocol": "TCP", "port": 443}]
     block = https["to"][0]["ipBlock"]
     assert block["cidr"] == "0.0.0.0/0"
-    assert {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"} <= set(block["except"])
+    assert {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16"} <= set(block["except"])
     assert "network-policy-evaluation-egress" in steps["evaluate"]["options"]["dependsOn"], "no pod before the policy"
 
 

@@ -395,7 +395,7 @@ def test_the_judge_runs_as_a_file_of_the_pack_and_fails_on_a_mandatory_finding(t
     passed = _run(pack, env, "prod", str(clean), "--summary", str(summary))
     assert passed.returncode == 0, passed.stderr
     assert passed.stderr == ""
-    assert passed.stdout.splitlines()[-1].startswith(f"prod: 48 resources judged by the pack at {pack}: 0 mandatory")
+    assert passed.stdout.splitlines()[-1].startswith(f"prod: 52 resources judged by the pack at {pack}: 0 mandatory")
     assert "no mandatory finding" in summary.read_text()
 
     failed = _run(pack, env, "prod", str(hostile), "--summary", str(summary))
@@ -406,7 +406,7 @@ def test_the_judge_runs_as_a_file_of_the_pack_and_fails_on_a_mandatory_finding(t
         "opens its pods beyond the cluster (the Pathways proxy, a step's port): use a ClusterIP Service"
     ) in lines
     text = summary.read_text()
-    assert text.startswith("**Verdict of the base branch's pack on the prod preview: 1 mandatory finding**")
+    assert text.startswith("**Verdict of the base branch's pack on the prod preview: 3 mandatory findings**")
     assert "mandatory: no-exposed-services: kubernetes:core/v1:Service::exposed" in text
 
 
@@ -570,7 +570,7 @@ def test_the_workflows_judge_step_ends_the_branch_first_and_fails_the_job_on_a_m
     failed = _run_step(how)
     assert failed.returncode == 1
     assert "mandatory: no-exposed-services: kubernetes:core/v1:Service::exposed:" in failed.stdout
-    assert "1 mandatory finding" in (temp / "verdict.md").read_text()
+    assert "3 mandatory findings" in (temp / "verdict.md").read_text()
 
     digest_file.write_text(written(digest(pure_plan("prod")))[:-200])  # the CLI ended before its last bytes
     cut = _run_step(how)

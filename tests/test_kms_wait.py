@@ -244,7 +244,7 @@ def _first_use(fake: Any, clock: FakeClock, program: str, binding_ready: Any, ca
     """Run ``program``'s ``main`` as the step's pod would, on ``clock``; its exit and what it printed."""
     from google.cloud import storage
 
-    namespace: dict[str, Any] = {"__name__": "first_use"}
+    namespace: dict[str, Any] = {"__name__": "first_use", "__package__": "workloads.container"}  # imports shown
     exec(compile(program, "mark_folder.py", "exec"), namespace)  # noqa: S102 (the step's program, under test)
     identity = WorkloadIdentity(STEP_ACCOUNT, binding_ready)
     client = storage.Client(

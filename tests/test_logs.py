@@ -239,8 +239,8 @@ def test_a_step_not_started_is_exit_1(kube, kubeconfig, capsys):
     assert err == f"error: step convert has not started: JobSet {NAMESPACE}/{PLAN['convert'].name} does not exist\n"
 
 
-def test_an_unreachable_cluster_is_one_line_and_exit_2(kube, kubeconfig, capsys):
+def test_an_unreachable_cluster_is_one_line_and_exit_1(kube, kubeconfig, capsys):
     kube.stop()
     code, out, err = run(kubeconfig, capsys, "--step", "convert")
-    assert code == 2 and out == "" and err.count("\n") == 1
+    assert code == 1 and out == "" and err.count("\n") == 1, "a retry may cure it"
     assert err.startswith("error: cannot read the cluster: cannot reach the cluster at 127.0.0.1:")

@@ -30,7 +30,15 @@ from tests.lifecycle_walk import settings
 from tests.shim_calls import LOG, read_calls
 from tools import adopt_maxtext
 from workloads.container import maxtext_check
-from workloads.specs.commands import MAXTEXT_CHECK, PIN_END, PIN_START, RUN_SCRIPT, SCRIPTS_DIR, with_pin
+from workloads.specs.commands import (
+    MAXTEXT_CHECK,
+    PIN_END,
+    PIN_START,
+    RUN_SCRIPT,
+    SCRIPTS_DIR,
+    program_file,
+    with_pin,
+)
 from workloads.specs.commands import maxtext_check as check_line
 from workloads.specs.step_manifests import head_pod_failure_policy
 from workloads.specs.step_specs import plan_workflow
@@ -92,6 +100,7 @@ def installed(tmp_path):
     program = tmp_path / MAXTEXT_CHECK
     pin = pin_of(wheel)
     program.write_text(with_pin(SOURCE, pin))
+    (tmp_path / "shown.py").write_text(program_file("shown.py"))  # beside it, as its ConfigMap holds it
     return program, site, pin
 
 
@@ -148,6 +157,7 @@ def test_many_differences_are_counted_past_the_first_names(tmp_path):
         path.write_text("changed\n")
     program = tmp_path / MAXTEXT_CHECK
     program.write_text(with_pin(SOURCE, pin_of(wheel)))
+    (tmp_path / "shown.py").write_text(program_file("shown.py"))
     done = run(program, site, tmp_path)
     assert done.returncode == SETUP_FAILURE_EXIT and len(done.stderr.splitlines()) == 1
     assert "8 of the 9 files of its RECORD differ" in done.stderr
@@ -278,6 +288,7 @@ def test_a_mode_other_than_refuse_or_warn_is_refused(argv):
 def test_a_program_without_its_pin_is_one_line_not_a_traceback(tmp_path):
     program = tmp_path / MAXTEXT_CHECK
     program.write_text(SOURCE)  # not inlined: PINNED is empty
+    (program.parent / "shown.py").write_text(program_file("shown.py"))
     done = run(program, tmp_path, tmp_path)
     assert done.returncode == SETUP_FAILURE_EXIT
     assert done.stderr.startswith("tpu-rl: cannot check the image's MaxText (JSONDecodeError: ")

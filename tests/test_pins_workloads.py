@@ -651,8 +651,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-ea79c2cbea",
-        "gemma4-26b-publish-a4ce766def",
+        "gemma4-26b-evaluate-eed5a6b715",
+        "gemma4-26b-publish-85b7798948",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -687,12 +687,12 @@ STEP_NAMES = {
     # check, base_snapshot.py's Hub-hashed cache reads, training's launcher, exit judge, stall watchdog and restart
     # drill, the export's completion), with each CPU step's account hashed by its step (steps.hashed_account).
     # docs/upgrades.md "Upgrading tpu-rl" says which version renamed which steps.
-    "dev": ["gemma4-e4b-convert-c69ee5264a", "gemma4-e4b-train-226fffb527", "gemma4-e4b-export-6ea22bc66d"],
-    "prod": ["gemma4-26b-convert-d849a0a9b5", "gemma4-26b-train-042e03cbec", "gemma4-26b-export-172e2bc12c"],
+    "dev": ["gemma4-e4b-convert-2902b28659", "gemma4-e4b-train-455b44949c", "gemma4-e4b-export-dc721d872c"],
+    "prod": ["gemma4-26b-convert-312252b8b9", "gemma4-26b-train-8566bb38a7", "gemma4-26b-export-7e0fb3fdeb"],
 }
 ONE_READ = {
-    "dev": ["gemma4-e4b-convert-c69ee5264a", "gemma4-e4b-train-668485aede", "gemma4-e4b-export-40b8e184f4"],
-    "prod": ["gemma4-26b-convert-d849a0a9b5", "gemma4-26b-train-311ea28703", "gemma4-26b-export-2cbefbb519"],
+    "dev": ["gemma4-e4b-convert-2902b28659", "gemma4-e4b-train-ae12a58f4a", "gemma4-e4b-export-72f7a19999"],
+    "prod": ["gemma4-26b-convert-312252b8b9", "gemma4-26b-train-17001371b1", "gemma4-26b-export-ae63ad00f1"],
 }
 """The names of a stack that sets tpu-rl:training.loadCheckpointOnlyOnce to true (MaxText's default, false, is
 tpu-rl's: docs/first-run.md "The first training run's path"): training and the steps after it differ from
@@ -720,7 +720,7 @@ def test_reading_the_checkpoint_once_renames_training_and_after_never_the_conver
         names = [
             s.name for s in plan_workflow(settings("prod", [*every, "tpu-rl:training.loadCheckpointOnlyOnce=true"]))
         ]
-        assert names[3:] == ["gemma4-26b-evaluate-63124b9ced", "gemma4-26b-publish-a7e8ab0a37"]
+        assert names[3:] == ["gemma4-26b-evaluate-5d640192f2", "gemma4-26b-publish-26b721a067"]
 
 
 def test_the_cloud_logging_links():

@@ -447,6 +447,9 @@ def test_no_cpu_step_pod_gets_a_kubernetes_api_token():
             if (step, rjob["name"]) == ("train", "pathways-head"):
                 assert pod["automountServiceAccountToken"] is True, "the head reads its pods: its pod mounts the token"
                 continue
+            if (step, rjob["name"]) == ("train", "worker"):
+                assert pod["automountServiceAccountToken"] is False, "the workers run as default, which gets none"
+                continue
             assert "automountServiceAccountToken" not in pod, step
 
 

@@ -133,18 +133,40 @@ def test_the_repository_without_the_mirror_is_not_trusted():
     assert found and all(f"{OWN}/{MAXTEXT_MIRROR}/" in m and "is not from a trusted registry" in m for m in found)
 
 
-def test_a_project_wide_prefix_in_the_config_is_a_finding_and_trusts_nothing():
+REGISTRIES = ["us-docker.pkg.dev/cloud-tpu-images", "us-docker.pkg.dev/cloud-tpu-v2-images"]
+
+
+@pytest.mark.parametrize("preview", [False, True], ids=["up", "preview"])
+@pytest.mark.parametrize("entry", [OWN, f"{OWN}/", f"{OWN}/{MAXTEXT_MIRROR}"])
+def test_a_listed_path_of_the_own_project_draws_nothing_on_the_unchanged_mirror_plan(entry, preview):
+    """The entry trusts nothing, and no image relies on it: the stack's mirrors are trusted by their upstream."""
+    config = {"registries": [*REGISTRIES, entry]}
+    assert judge(pure_plan("prod", MIRROR), config, preview=preview) == []
+
+
+@pytest.mark.parametrize("preview", [False, True], ids=["up", "preview"])
+def test_an_image_that_relies_on_the_listing_of_the_own_project_is_refused_naming_it(preview):
     image = f"{OWN}/someone-elses/maxtext:1{DIGEST}"
     plan = _edit(pure_plan("prod", MIRROR), lambda rs: _convert_image(rs, image))
-    registries = ["us-docker.pkg.dev/cloud-tpu-images", "us-docker.pkg.dev/cloud-tpu-v2-images", OWN]
-    found = messages(plan, {"registries": registries})
-    assert found[0] == (
-        f"the policy config's registries list {OWN}, a path of the stack's own project: list trusted upstream "
-        "registries; the stack's mirrors are trusted by their upstream (tpu-rl:images.mirror, no entry needed)"
+    (found,) = judge(plan, {"registries": [*REGISTRIES, OWN]}, preview=preview)
+    assert found.level == "mandatory" and not found.unjudged
+    assert found.message.startswith("JobSet ") and found.message.endswith(
+        f": container convert: image {image} is from a repository of the stack's own project that is not one of "
+        f"its mirrors; the policy config's registries list {OWN}, but a path of the stack's project is never trusted "
+        "by a listing (its writers decide what it holds): name the image through the stack's mirror "
+        "(tpu-rl:images.mirror) or from a trusted upstream"
     )
-    assert len(found) == 2 and f"image {image} is not from a trusted registry" in found[1]
-    other = "europe-docker.pkg.dev/another-project"  # another project's path: an upstream like any other
-    assert messages(pure_plan("prod", MIRROR), {"registries": [*registries[:2], other]}) == []
+    (unlisted,) = messages(plan, {"registries": REGISTRIES})  # the same image, no listing: untrusted as before
+    assert f"image {image} is not from a trusted registry" in unlisted
+
+
+def test_a_project_whose_id_extends_the_own_one_is_another_project():
+    """``<own>-x`` is another project: its path is an upstream like any other (listed, trusted; unlisted, refused)."""
+    other = f"{OWN}-x"
+    image = f"{other}/maxtext/maxtext:1{DIGEST}"
+    plan = _edit(pure_plan("prod", MIRROR), lambda rs: _convert_image(rs, image))
+    assert messages(plan, {"registries": [*REGISTRIES, other]}) == []
+    assert messages(plan, {"registries": [*REGISTRIES, "europe-docker.pkg.dev/another-project"]})
 
 
 def test_an_upstream_not_known_at_a_preview_is_judged_at_up():

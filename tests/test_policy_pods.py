@@ -1,6 +1,7 @@
 """Pods in any shape: every Kubernetes object whose properties carry an ``image`` at any depth is judged as a pod
-(image source, privilege, capabilities) where the image is outside a pod spec the pack knows, and refused as an
-unknown workload kind (``known-workload-kinds``), one line naming the kind; a pod spec of any kind passes."""
+(image source, privilege, capabilities) where the image is outside a pod spec the pack knows, and refused as a custom
+workload kind (``known-workload-kinds``), one line naming the kind; so is a pod spec outside a built-in kind's API
+paths, still judged as a pod."""
 
 from __future__ import annotations
 
@@ -45,8 +46,9 @@ def _tekton(*steps: dict[str, Any]) -> analyzer.Resource:
 def test_an_argo_template_container_is_refused_naming_the_kind():
     (found,) = findings(_argo({"image": IMAGE, "command": ["true"]}), "known-workload-kinds")
     assert found == (
-        f"Workflow evil ({WORKFLOW}) runs images outside any pod spec (spec.templates[0].container.image): an unknown "
-        "workload kind, whose pods' host access and service account the pack does not see; run it as a Job or JobSet"
+        f"Workflow evil ({WORKFLOW}) runs containers outside the pod specs of the built-in workload kinds "
+        "(spec.templates[0].container.image): a custom workload kind, whose pods get their namespace, service account "
+        "and host access where the pack does not see; run it as a Job or JobSet"
     )
 
 
@@ -85,14 +87,18 @@ def _argo_resource(container: dict[str, Any]) -> dict[str, Any]:
     return {"type": r.type, "name": r.name, "inputs": r.props, "options": {**options, "parent": None}}
 
 
-def test_a_pod_spec_of_a_custom_kind_is_a_pod_not_an_unknown_kind():
-    """Just inside: a ``containers`` list (LeaderWorkerSet), with init containers: judged as a pod, not refused."""
+def test_a_pod_spec_of_a_custom_kind_is_judged_as_a_pod_and_refused_as_a_custom_kind():
+    """A ``containers`` list (LeaderWorkerSet), with init containers: judged as a pod by the pod policies, and refused
+    as a kind whose pods' namespace and account the pack cannot place; the same pod as a built-in Deployment passes."""
     spec: dict[str, Any] = {
         "containers": [{"name": "a", "image": IMAGE}],
         "initContainers": [{"name": "b", "image": IMAGE}],
     }
     lws = _object(LWS, {"spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": spec}}}})
-    assert findings(lws, "known-workload-kinds") == []
+    (found,) = findings(lws, "known-workload-kinds")
+    assert "(spec.leaderWorkerTemplate.workerTemplate.spec)" in found and "custom workload kind" in found
+    deployment = _object("kubernetes:apps/v1:Deployment", {"spec": {"template": {"spec": spec}}})
+    assert findings(deployment, "known-workload-kinds") == []
     spec["containers"][0]["securityContext"] = {"privileged": True}
     assert any("is privileged" in m for m in findings(lws, "least-privilege-pods"))
 
@@ -104,13 +110,15 @@ def test_an_image_beside_a_pod_spec_is_still_refused():
         LWS, {"spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": spec}}, "sidecar": {"image": IMAGE}}}
     )
     (found,) = findings(lws, "known-workload-kinds")
-    assert "(spec.sidecar.image)" in found
+    assert "(spec.leaderWorkerTemplate.workerTemplate.spec, spec.sidecar.image)" in found
 
 
 def test_objects_that_carry_no_workload_are_not_searched():
-    for type_ in ("kubernetes:core/v1:ConfigMap", "kubernetes:helm.sh/v3:Release", "gcp:container/nodePool:NodePool"):
-        assert findings(_object(type_, {"data": {"image": IMAGE}, "values": {"image": {"tag": "x"}}}),
-                        "known-workload-kinds") == []  # fmt: skip
+    for type_ in ("kubernetes:core/v1:ConfigMap", "kubernetes:helm.sh/v3:Release"):
+        body = {"data": {"image": IMAGE}, "values": {"image": {"tag": "x"}}}
+        assert findings(_object(type_, body), "known-workload-kinds") == []
+    pool = _object("gcp:container/nodePool:NodePool", {"nodeConfig": {"imageType": "COS_CONTAINERD"}})
+    assert findings(pool, "known-workload-kinds") == []
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])

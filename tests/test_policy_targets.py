@@ -5,71 +5,40 @@ engine sends it to the pack with the stack's configuration (``ConfigureStack``).
 from __future__ import annotations
 
 import copy
-import dataclasses
-import importlib
-from typing import Any
 
 import pytest
 
 from infra.gcp.access import REGISTRY_READER_ROLE, SERVICE_USAGE_ROLE
 from infra.gcp.identities import NODE_PROJECT_ROLES, REGISTRY_READER
 from tests import analyzer
-from tests.pure_plan import pure_plan
-from tools.plan.offline import UNKNOWN, Plan
+from tests.grant_cases import (
+    ACCOUNT_IAM,
+    AGENT,
+    BUCKET,
+    BUCKET_IAM,
+    CACHE,
+    CRYPTO_KEY,
+    KEY,
+    KEY_IAM,
+    KEY_RING,
+    MIRROR,
+    NODE,
+    PRINCIPAL,
+    PROJECT,
+    PROJECT_IAM,
+    REPO_IAM,
+    STEP,
+    TARGETS,
+    _plan,
+    grant,
+    judge,
+    messages,
+    policies,
+    under,
+)
+from tools.plan.offline import UNKNOWN
 
 pytestmark = pytest.mark.pure
-
-policies = importlib.import_module("policy.tpu_rl_policies")
-TARGETS = next(p for p in policies.POLICIES if p.name == "grant-targets")
-PROJECT = "my-tpu-prod-project"
-BUCKET = f"{PROJECT}-tpu-rl-prod"
-STEP = f"serviceAccount:tpu-rl-prod-export@{PROJECT}.iam.gserviceaccount.com"
-PROJECT_IAM = "gcp:projects/iAMMember:IAMMember"
-BUCKET_IAM = "gcp:storage/bucketIAMMember:BucketIAMMember"
-KEY_IAM = "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember"
-REPO_IAM = "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember"
-ACCOUNT_IAM = "gcp:serviceaccount/iAMMember:IAMMember"
-KEY = f"projects/{PROJECT}/locations/us-east5/keyRings/tpu-rl-prod-keys/cryptoKeys/gke-secrets"
-AGENT = "serviceAccount:service-123456789012@container-engine-robot.iam.gserviceaccount.com"
-MIRROR = ("gcp:artifactregistry/repository:Repository", "mirror", {
-    "project": PROJECT, "location": "us-east5", "repositoryId": "tpu-rl-prod-cloud-tpu-images-maxtext-images",
-    "mode": "REMOTE_REPOSITORY", "format": "DOCKER",
-})  # fmt: skip
-KEY_RING = (
-    "gcp:kms/keyRing:KeyRing",
-    "key-ring",
-    {"project": PROJECT, "location": "us-east5", "name": "tpu-rl-prod-keys"},
-)
-CRYPTO_KEY = ("gcp:kms/cryptoKey:CryptoKey", "secrets-key", {"name": "gke-secrets", "keyRing": "key-ring-id"})
-
-
-def _resource(type_: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
-    options = {"protect": False, "ignoreChanges": [], "deleteBeforeReplace": False, "customTimeouts": None}
-    return {"type": type_, "name": name, "inputs": inputs, "options": {**options, "parent": None}}
-
-
-def _plan(*extra: tuple[str, str, dict[str, Any]], stack: str = "prod") -> Plan:
-    base = pure_plan(stack)
-    return dataclasses.replace(base, resources=[*base.resources, *(_resource(*e) for e in copy.deepcopy(extra))])
-
-
-def judge(plan: Plan, *overrides: str, stack: str = "prod", preview: bool = False) -> list[analyzer.Finding]:
-    pack = analyzer.Pack(
-        {"all": "mandatory"},
-        dry_run=preview,
-        policies=[TARGETS],
-        stack=stack,
-        stack_config=analyzer.engine_config(stack, *overrides),
-    )
-    return pack.analyze_stack(analyzer.resources(plan, preview=preview, stack_view=True))
-
-
-def messages(plan: Plan, *overrides: str, stack: str = "prod") -> list[str]:
-    return [f.message for f in judge(plan, *overrides, stack=stack)]
-
-
-def grant(type_: str, **inputs: Any) -> tuple[str, str, dict[str, Any]]:
-    return (type_, "hostile", {"member": STEP, **inputs})
 
 
 def test_the_example_stacks_grants_all_land_on_their_own():
@@ -79,8 +48,9 @@ def test_the_example_stacks_grants_all_land_on_their_own():
 
 
 def test_the_allowed_project_roles_are_the_ones_the_program_grants():
-    assert frozenset((*NODE_PROJECT_ROLES, REGISTRY_READER, REGISTRY_READER_ROLE, SERVICE_USAGE_ROLE)) == (
-        policies.targets.PROJECT_ROLES
+    assert (
+        frozenset((*NODE_PROJECT_ROLES, REGISTRY_READER, REGISTRY_READER_ROLE, SERVICE_USAGE_ROLE))
+        == (policies.targets.ROLES_ON["project"])
     )
 
 
@@ -101,7 +71,7 @@ def test_the_allowed_project_roles_are_the_ones_the_program_grants():
     ],
 )
 def test_project_roles(role, words):
-    found = messages(_plan(grant(PROJECT_IAM, project=PROJECT, role=role)))
+    found = messages(_plan(grant(PROJECT_IAM, NODE, project=PROJECT, role=role)))
     if words is None:
         assert found == []
     else:
@@ -112,9 +82,10 @@ def test_project_roles(role, words):
 def test_a_grant_in_another_project_is_refused():
     """The dev stack granting roles in prod's project (one project each): just inside, dev's own."""
     dev_project = analyzer.engine_config("dev")["gcp:project"]
-    inside = grant(PROJECT_IAM, project=dev_project, role="roles/container.defaultNodeServiceAccount")
+    node = f"serviceAccount:tpu-rl-dev-cpu-np@{dev_project}.iam.gserviceaccount.com"
+    inside = grant(PROJECT_IAM, node, project=dev_project, role="roles/container.defaultNodeServiceAccount")
     assert messages(_plan(inside, stack="dev"), stack="dev") == []
-    outside = grant(PROJECT_IAM, project=PROJECT, role="roles/container.defaultNodeServiceAccount")
+    outside = grant(PROJECT_IAM, node, project=PROJECT, role="roles/container.defaultNodeServiceAccount")
     (found,) = messages(_plan(outside, stack="dev"), stack="dev")
     assert found == (
         f"hostile: grants roles/container.defaultNodeServiceAccount in project {PROJECT}, not the stack's "
@@ -131,15 +102,18 @@ def test_a_grant_in_another_project_is_refused():
         (f"{PROJECT}-pulumi-state-dev", (), "a Pulumi state bucket"),
         (f"{PROJECT}-pulumi-state", (), "a Pulumi state bucket"),
         ("team-states", ("tpu-rl:stateBackend=gs://team-states/tpu-rl",), "a Pulumi state bucket"),
-        ("team-states", (), "neither the stack's bucket nor its shared Hub cache"),
-        (f"{PROJECT}-pulumi-stateless", (), "neither the stack's bucket nor its shared Hub cache"),
-        (f"{PROJECT}-tpu-rl-dev", (), "neither the stack's bucket nor its shared Hub cache"),
-        ("shared-hub", (), "neither the stack's bucket nor its shared Hub cache"),
-        ("shared-hub", ("tpu-rl:model.hubCache=gs://shared-hub/hub/",), None),
+        ("team-states", (), "neither the stack's bucket nor a shared Hub cache the policy config names"),
+        (f"{PROJECT}-pulumi-stateless", (), "neither the stack's bucket nor a shared Hub cache"),
+        (f"{PROJECT}-tpu-rl-dev", (), "neither the stack's bucket nor a shared Hub cache"),
+        ("shared-hub", ("tpu-rl:model.hubCache=gs://shared-hub/hub/",), "neither the stack's bucket nor a shared"),
     ],
 )
 def test_bucket_targets(bucket, overrides, words):
-    found = messages(_plan(grant(BUCKET_IAM, bucket=bucket, role="roles/storage.objectViewer")), *overrides)
+    name = bucket.removeprefix("gs://")
+    condition = under(name, "gemma4-26b/train/")
+    found = messages(
+        _plan(grant(BUCKET_IAM, bucket=bucket, role="roles/storage.objectViewer", condition=condition)), *overrides
+    )
     if words is None:
         assert found == []
     else:
@@ -148,16 +122,19 @@ def test_bucket_targets(bucket, overrides, words):
 
 
 @pytest.mark.parametrize(
-    ("role", "refused"),
-    [("roles/storage.objectViewer", False), ("roles/storage.objectUser", False), ("roles/storage.objectAdmin", True)],
+    ("role", "words"),
+    [
+        ("roles/storage.objectViewer", None),
+        ("roles/storage.objectUser", "roles/storage.objectUser on the cache shared-hub: its step does not use it"),
+        ("roles/storage.objectAdmin", "roles/storage.objectAdmin on a bucket: the steps need"),
+        ("roles/storage.legacyBucketReader", "roles/storage.legacyBucketReader on the stack's cache: it needs only"),
+    ],
 )
-def test_the_shared_hub_caches_roles(role, refused):
-    plan = _plan(grant(BUCKET_IAM, bucket="shared-hub", role=role))
-    found = messages(plan, "tpu-rl:model.hubCache=gs://shared-hub/hub/")
-    assert found == (
-        [f"hostile: {role} on the shared Hub cache's bucket shared-hub: a cache grant gives roles/storage.objectUser "
-         "or roles/storage.objectViewer bounded to its folder (infra/gcp/access.py)"] if refused else []
-    )  # fmt: skip
+def test_the_shared_hub_caches_roles(role, words):
+    """The export's account reads a cache the policy config names, under its folder, and does nothing else there."""
+    plan = _plan(grant(BUCKET_IAM, bucket="shared-hub", role=role, condition=under("shared-hub", "hub/")))
+    found = messages(plan, config=CACHE)
+    assert found == [] if words is None else (len(found) == 1 and found[0].startswith(f"hostile: {words}")), found
 
 
 def test_the_cache_declared_as_the_state_bucket_is_still_the_state_bucket():
@@ -184,7 +161,7 @@ def test_a_stack_bucket_named_as_a_state_bucket_is_refused():
         (KEY, STEP, "roles/cloudkms.cryptoKeyEncrypterDecrypter", "only GKE's service agent uses it"),
         (KEY, AGENT, "roles/cloudkms.admin", "service agent needs roles/cloudkms.cryptoKeyEncrypterDecrypter only"),
         (f"projects/{PROJECT}/locations/global/keyRings/pulumi-state/cryptoKeys/tpu-rl-prod", STEP,
-         "roles/cloudkms.cryptoKeyDecrypter", "a Pulumi state secrets key"),
+         "roles/cloudkms.cryptoKeyEncrypterDecrypter", "a Pulumi state secrets key"),
         (f"projects/{PROJECT}/locations/us-east5/keyRings/tpu-rl-dev-keys/cryptoKeys/gke-secrets", AGENT,
          "roles/cloudkms.cryptoKeyEncrypterDecrypter", "not the stack's"),
     ],
@@ -216,7 +193,7 @@ def test_the_state_key_ring_in_any_location_is_the_states():
 )  # fmt: skip
 def test_repository_targets(repository, role, words):
     found = messages(
-        _plan(MIRROR, grant(REPO_IAM, project=PROJECT, location="us-east5", repository=repository, role=role))
+        _plan(MIRROR, grant(REPO_IAM, NODE, project=PROJECT, location="us-east5", repository=repository, role=role))
     )
     assert found == [] if words is None else (len(found) == 1 and words in found[0]), found
 
@@ -231,7 +208,7 @@ def test_repository_targets(repository, role, words):
 )
 def test_account_targets(account, role, words):
     target = f"projects/{PROJECT}/serviceAccounts/{account}"
-    found = messages(_plan(grant(ACCOUNT_IAM, serviceAccountId=target, role=role)))
+    found = messages(_plan(grant(ACCOUNT_IAM, PRINCIPAL, serviceAccountId=target, role=role)))
     assert found == [] if words is None else (len(found) == 1 and words in found[0]), found
 
 
@@ -258,7 +235,7 @@ def test_a_target_not_known_at_a_preview_is_judged_at_up():
 
 
 def test_without_the_engines_configuration_the_clusters_project_is_the_stacks():
-    plan = _plan(grant(PROJECT_IAM, project="prod-elsewhere", role="roles/container.defaultNodeServiceAccount"))
+    plan = _plan(grant(PROJECT_IAM, NODE, project="prod-elsewhere", role="roles/container.defaultNodeServiceAccount"))
     pack = analyzer.Pack({"all": "mandatory"}, policies=[TARGETS], stack="prod")
     (found,) = pack.analyze_stack(analyzer.resources(plan, preview=False, stack_view=True))
     assert f"in project prod-elsewhere, not the stack's ({PROJECT})" in found.message

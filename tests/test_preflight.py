@@ -8,12 +8,13 @@ import pulumi
 import pytest
 
 from core.deadline import BUDGETS, Budget
+from core.errors import BAD_INPUT, FAILED
 from tests.fake_hub import BAD, COMMIT, GOOD, NOT_ACCEPTED, REPO
 from tests.fake_hub_datasets import DATASET, ModelAndDatasetHub
 from tests.loopback import serve
 from tools.plan import plan_stack
 from tools.stack_files import ROOT
-from workloads.preflight import PreflightError, check_dataset_access, check_model_access
+from workloads.preflight import HubUnavailableError, PreflightError, check_dataset_access, check_model_access
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +69,7 @@ def test_clear_message_when_the_dataset_cannot_be_staged(hub, repo, revision, pa
 @pytest.mark.slow
 def test_a_hanging_hub_ends_the_dataset_check_within_its_budget(hub):
     start = time.monotonic()
-    with pytest.raises(PreflightError, match="did not answer GET .*/api/datasets/x/hang/|within 1 s") as caught:
+    with pytest.raises(HubUnavailableError, match="did not answer GET .*/api/datasets/x/hang/|within 1 s") as caught:
         check_dataset_access("x/hang", "main", ("data/*",), GOOD, endpoint=hub, budget=FAST)
     assert time.monotonic() - start < FAST.total + 1.0 and "\n" not in str(caught.value)
 
@@ -125,12 +126,17 @@ FAST = Budget(1.2, 0.5, 0.5)
 )
 @pytest.mark.slow
 def test_a_misbehaving_hub_gives_one_bounded_line_without_the_token(hub, repo, words):
+    """A Hub that does not answer usefully (no answer in time, reset, 5xx) exits 1, a retry may cure it; one that
+    answers what no Hub would (garbage, endless redirects) exits 2: HF_ENDPOINT must change."""
     start = time.monotonic()
-    with pytest.raises(PreflightError, match=words) as caught:
+    with pytest.raises((PreflightError, HubUnavailableError), match=words) as caught:
         check_model_access(repo, "main", GOOD, endpoint=hub, budget=FAST)
     assert time.monotonic() - start < FAST.total + 1.0
     message = str(caught.value)
     assert "\n" not in message and GOOD not in message
+    unavailable = repo in ("x/hang", "x/drip", "x/reset", "x/echo")
+    assert caught.value.exit_code == (FAILED if unavailable else BAD_INPUT)
+    assert ("retry" in message) == unavailable, "the retry hint is where a retry may cure it"
 
 
 def test_a_hub_reply_past_the_cap_is_one_line_naming_the_request_and_the_fix():
@@ -161,8 +167,9 @@ def test_a_hub_reply_past_the_cap_is_one_line_naming_the_request_and_the_fix():
 
 
 def test_a_refused_connection_and_a_bad_endpoint_are_one_line():
-    with pytest.raises(PreflightError, match="cannot reach the Hub at 127.0.0.1:9"):
+    with pytest.raises(HubUnavailableError, match="cannot reach the Hub at 127.0.0.1:9") as caught:
         check_model_access(REPO, "main", GOOD, endpoint="http://127.0.0.1:9", budget=FAST)
+    assert caught.value.exit_code == FAILED and "; retry, or check the network" in str(caught.value)
     for endpoint in ("huggingface.co", "ftp://x", "http://", "://"):
         with pytest.raises(PreflightError, match="HF_ENDPOINT = .* is invalid: expected an http\\(s\\) URL"):
             check_model_access(REPO, "main", GOOD, endpoint=endpoint, budget=FAST)
@@ -245,3 +252,25 @@ def test_the_licence_is_the_one_the_base_models_card_declares(card, tags, found)
     from workloads.preflight import _license
 
     assert _license(SimpleNamespace(card_data=card, tags=tags)) == found
+
+
+def test_the_preflight_exit_code_crosses_the_program_boundary(hub, monkeypatch, capsys):
+    """`make plan --preflight` runs the program in-process and exits with its stop's code: 2 for a licence not
+    accepted (the operator must act), 1 for a Hub that cannot be reached (a retry may cure it)."""
+    from infra.stop import StopError
+    from tools.plan import cli
+
+    monkeypatch.setenv("HF_ENDPOINT", hub)
+    refused = _up_with_token(NOT_ACCEPTED)
+    assert isinstance(refused.error, StopError) and refused.error.exit_code == BAD_INPUT
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    unreachable = _up_with_token(GOOD)
+    assert isinstance(unreachable.error, StopError) and unreachable.error.exit_code == FAILED
+    assert str(unreachable.error).startswith("preflight: cannot reach the Hub at 127.0.0.1:9")
+    monkeypatch.setenv("HF_TOKEN", GOOD)
+    args = ["--stack", "prod", "--preflight", *(f"--set={item}" for item in REAL)]
+    assert cli.main(args) == FAILED
+    assert "error: preflight: cannot reach the Hub" in capsys.readouterr().err
+    monkeypatch.setenv("HF_ENDPOINT", hub)
+    monkeypatch.setenv("HF_TOKEN", NOT_ACCEPTED)
+    assert cli.main(args) == BAD_INPUT

@@ -1,10 +1,9 @@
-"""What a terminal shows of a text from elsewhere (``core/terminal.py``), the first pass of every redaction, and the
-same pattern in the step programs that print such text (``workloads/container/``): nothing a terminal would act on or
-hide reaches it, and nothing else is changed."""
+"""What a terminal shows of a text from elsewhere (``core/terminal.py``), the first pass of every redaction: nothing a
+terminal would act on or hide reaches it, and nothing else is changed. The step programs' copy of the pattern
+(``workloads/container/shown.py``) is tests/test_container_shown.py's."""
 
 from __future__ import annotations
 
-import importlib
 import tempfile
 import unicodedata
 from pathlib import Path
@@ -146,96 +145,3 @@ def test_nothing_a_terminal_acts_on_is_left(text):
     shown = visible(text)
     assert not TERMINAL_CONTROLS.search(shown) and not HIDDEN.search(shown) and visible(shown) == shown
     assert not [c for c in shown if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") and c not in "\n\t"]
-
-
-# ---------------------------------------------------------------------------------------------
-# The step programs: each holds core/terminal.py's pattern (they cannot import core) and prints through it
-
-PROGRAMS = (
-    "base_snapshot",
-    "complete_export",
-    "evaluate_export",
-    "mark_folder",
-    "publish_hub",
-    "slice_state",
-    "train_exit",
-)
-LINES = {
-    "base_snapshot": "one_line",
-    "complete_export": "one_line",
-    "evaluate_export": "one_line",
-    "mark_folder": "one_line",
-    "publish_hub": "clean",
-    "slice_state": "printable",
-}
-HOSTILE = (
-    "404 Client Error\x1b]8;;https://evil.example\x07 click\x1b]8;;\x07 \x1b[2J\x1bc\u202eexe.txt\u2066 "
-    "re\u00adpo\u200b \U000e0069\U000e0067 \x1b]52;c;cm0gLXJmIH4=\x07for url: https://huggingface.co/api/x"
-)
-SHOWN = "404 Client Error click exe.txt repo for url: https://huggingface.co/api/x"
-
-
-@pytest.mark.parametrize("program", PROGRAMS)
-def test_each_step_program_holds_the_terminal_pattern_as_core_writes_it(program):
-    assert importlib.import_module(f"workloads.container.{program}").HIDDEN.pattern == HIDDEN.pattern
-
-
-@pytest.mark.parametrize(("program", "function"), LINES.items(), ids=LINES.keys())
-def test_each_step_program_prints_outside_text_as_a_terminal_shows_it(program, function):
-    line = getattr(importlib.import_module(f"workloads.container.{program}"), function)(HOSTILE)
-    assert line == SHOWN
-
-
-def test_the_base_snapshot_logs_a_hub_error_as_a_terminal_shows_it(capsys):
-    from workloads.container import base_snapshot
-
-    base_snapshot.log(f"cannot read google/gemma-4-26b-a4b-it@main from the Hub (HfHubHTTPError: {HOSTILE})")
-    assert capsys.readouterr().err == (
-        f"tpu-rl base: cannot read google/gemma-4-26b-a4b-it@main from the Hub (HfHubHTTPError: {SHOWN})\n"
-    )
-
-
-def test_mark_folder_shows_a_gcs_error_as_a_terminal_shows_it(monkeypatch):
-    from google.api_core import exceptions
-    from google.cloud import storage
-
-    from workloads.container import mark_folder
-
-    class Refusing:
-        def get_bucket(self, name):
-            raise exceptions.Forbidden(HOSTILE)
-
-    monkeypatch.setattr(storage, "Client", Refusing)
-    now = [0.0]
-    said = mark_folder.main(["gs://b/out/"], clock=lambda: now[0], pause=lambda seconds: now.append(now.pop() + 600))
-    assert isinstance(said, str) and not HIDDEN.search(said) and "click exe.txt repo" in said, said
-
-
-def test_train_exit_quotes_train_rls_log_as_a_terminal_shows_it(tmp_path, capsys):
-    from workloads.container import train_exit
-
-    log = tmp_path / "train.log"
-    log.write_text(
-        "W1205 00:00:00.1 1 train_rl.py:1] RL Training Completed Successfully!\nTraceback (most recent call last):\n"
-        f'  File "x.py", line 1, in <module>\nValueError: bad {HOSTILE}\n'
-    )
-    assert train_exit.main([str(log), "1", str(tmp_path / "none"), "75", "76"]) == 0
-    err = capsys.readouterr().err
-    assert f"after ValueError: bad {SHOWN}: recorded as done" in " ".join(err.split()), err
-
-
-@PROPERTIES
-@given(st.text(max_size=300))
-def test_a_step_programs_line_is_the_terminals_text_on_one_line(text):
-    from workloads.container import complete_export
-
-    expected = " ".join(visible(text).split())
-    line = complete_export.one_line(text, 10_000)
-    assert line == "".join(c if c.isprintable() else "?" for c in expected)
-    assert line.isprintable()
-
-
-def test_the_programs_name_the_pattern_they_copy():
-    for program in PROGRAMS:
-        source = Path(importlib.import_module(f"workloads.container.{program}").__file__ or "").read_text()
-        assert "core/terminal.py" in source and "tests/test_redact_terminal.py" in source, program

@@ -215,10 +215,10 @@ def test_an_unreachable_bucket_is_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(BUDGETS, "gcs", Budget(1.0, 0.5, 0.5))
     code, out = make(tmp_path, "--stack", "dev")
     err = capsys.readouterr().err.strip()
-    assert code == 2 and "\n" not in err and not out.exists()
+    assert code == 1 and "\n" not in err and not out.exists(), "a retry may cure it"
     assert err == (
         f"error: cannot read the run at {RUN}: GCS did not answer listing the checkpoints under "
-        f"{RUN}rl/checkpoints/actor/ in time (ConnectionError); check the network"
+        f"{RUN}rl/checkpoints/actor/ in time (ConnectionError); check the network, or retry later"
     )
 
 

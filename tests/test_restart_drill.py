@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from core.names import DRILL_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
+from tests.container_files import container_program
 from tests.process_clock import ProcessClock
 from workloads.container import restart_drill, train_exit
 
@@ -196,10 +197,10 @@ def test_an_attempt_the_drill_ended_exits_drill_exit_when_nothing_else_explains_
 def test_the_judge_as_the_container_runs_it_reads_the_drills_marker(tmp_path):
     log, marker = tmp_path / "log", tmp_path / "drilled"
     log.write_text(step(11))
-    source = Path(train_exit.__file__).read_text()
+    source = str(container_program(tmp_path, "train_exit.py"))
     argv = [str(log), "143", str(tmp_path / "stalled"), "75", "76", str(marker), str(DRILL_EXIT)]
-    done = subprocess.run([sys.executable, "-c", source, *argv], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, source, *argv], capture_output=True, text=True)
     assert done.stdout == "143\n", "no marker: train_rl's status"
     marker.write_text(NOTE + "\n")
-    done = subprocess.run([sys.executable, "-c", source, *argv], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, source, *argv], capture_output=True, text=True)
     assert done.stdout == f"{DRILL_EXIT}\n" and f"tpu-rl: {NOTE}; exiting {DRILL_EXIT}" in done.stderr

@@ -49,8 +49,8 @@ def test_a_first_up_that_fails_while_a_release_installs_leaves_it_without_its_gu
     assert before_up(stack, monkeypatch) == (
         "Helm release jobset-system/jobset is deployed in the cluster (revision 1) but not in stack prod's state: a "
         "destroy dropped it from the state (it is deleted with the cluster) while the cluster, protected, stays, and "
-        "Helm refuses to install it again. Uninstall it, then `make up` again (it installs it anew): helm uninstall "
-        "jobset -n jobset-system"
+        "Helm refuses to install it again. Uninstall it, then `make up` again (it installs it anew): helm "
+        "--kube-context gke_my-tpu-prod-project_us-east5_tpu-rl-prod uninstall jobset -n jobset-system"
     )
 
 

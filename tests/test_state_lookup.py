@@ -66,10 +66,17 @@ def test_a_bucket_this_account_may_not_read_is_skipped_and_other_failures_are_na
             raise self.error
 
     assert state_lookup.listed("gs://acme-prod-state", Refusing(exceptions.Forbidden("no"))) is None
-    with pytest.raises(StateError, match="cannot list gs://acme-prod-state/.pulumi/stacks/: 503 down"):
+    with pytest.raises(StateError) as caught:
         state_lookup.listed("gs://acme-prod-state", Refusing(exceptions.ServiceUnavailable("down")))
-    with pytest.raises(StateError, match="no Google credentials"):
+    assert str(caught.value) == "GCS answered HTTP 503 for listing gs://acme-prod-state/.pulumi/stacks/; retry later"
+    assert caught.value.exit_code == 1, "a retry may cure it"
+    with pytest.raises(StateError) as caught:
+        state_lookup.listed("gs://acme-prod-state", Refusing(exceptions.Unauthorized("expired")))
+    assert str(caught.value).startswith("GCS refused listing gs://acme-prod-state/.pulumi/stacks/ (HTTP 401")
+    assert caught.value.exit_code == 2, "the credentials must change"
+    with pytest.raises(StateError, match="no Google credentials") as caught:
         state_lookup.listed("gs://acme-prod-state", None)
+    assert caught.value.exit_code == 2
 
 
 def no_run(*args, **kwargs):

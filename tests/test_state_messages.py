@@ -164,7 +164,9 @@ class Unreadable:
     """A Cloud KMS client without credentials."""
 
     def get_crypto_key(self, **kwargs: object) -> object:
-        raise RuntimeError("Your default credentials were not found.")
+        from google.auth.exceptions import DefaultCredentialsError
+
+        raise DefaultCredentialsError("Your default credentials were not found.")
 
 
 def rekey(tmp: Path) -> object:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from core.names import SLICE_DOWN_EXIT, STALLED_EXIT
+from tests.container_files import container_program
 from tests.process_clock import ProcessClock
 from workloads.container import stall_watchdog, train_exit
 
@@ -113,14 +114,14 @@ def test_the_judge_reads_any_file(tmp_path):
 
 
 def test_the_judge_as_the_container_runs_it_prints_the_status_and_keeps_it_when_it_breaks(tmp_path):
-    source = Path(train_exit.__file__).read_text()
+    source = str(container_program(tmp_path, "train_exit.py"))
     log = tmp_path / "log"
     log.write_text("\n".join([*FRAMES, "jax.errors.JaxRuntimeError: DATA_LOSS: x"]))
     done = subprocess.run(
-        [sys.executable, "-c", source, str(log), "1", str(tmp_path / "m"), "75", "76"], capture_output=True, text=True
+        [sys.executable, source, str(log), "1", str(tmp_path / "m"), "75", "76"], capture_output=True, text=True
     )
     assert done.stdout == "75\n" and "lost a TPU slice" in done.stderr
-    broken = subprocess.run([sys.executable, "-c", source, str(log), "7"], capture_output=True, text=True)
+    broken = subprocess.run([sys.executable, source, str(log), "7"], capture_output=True, text=True)
     assert broken.stdout == "7\n" and "could not judge train_rl's exit (ValueError)" in broken.stderr
 
 

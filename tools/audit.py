@@ -40,9 +40,10 @@ from core.errors import BadInputError, TpuRlError
 from core.printed_commands import make_target
 from core.redact import env_secrets, remember, scrub
 from core.settings import Settings
+from infra.client_errors import client_errors
 from infra.gcp.permissions import state_role
 from tools.audit_model import Binding, Policy, Reach, Resource, Target, lines, rbac_reaches, reaches
-from tools.process import exit_now
+from tools.process import exit_now, report
 from tools.stack_files import ROOT
 
 # google-api-core's notice about Python 3.11's end of life (2027) is not the operator's business (as tools/state.py).
@@ -430,7 +431,7 @@ def _reads() -> Any:
 
     try:
         return Reads()
-    except Exception as err:  # noqa: BLE001 (no credentials: one line)
+    except client_errors() as err:
         why = "no Google credentials (gcloud auth application-default login)"
         raise AuditFailedError(
             f"cannot read the stack's IAM: {why if 'Credentials' in type(err).__name__ else scrub(str(err), limit=160)}"
@@ -466,15 +467,11 @@ def main(argv: list[str] | None = None, *, reads: Any = None) -> int:
             return 0
         accept = _accepts_audit(args.accept)
         found, unread, cluster = run(args, reads)
-    except AuditFailedError as err:
-        if not args.before_up:
-            print(f"error: {err}", file=sys.stderr)
-            return err.exit_code
-        print(f"warning: {err}; `make up` goes on without the access audit ({HELP})", file=sys.stderr)
-        return 0
     except TpuRlError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return err.exit_code
+        if args.before_up and isinstance(err, AuditFailedError):
+            print(f"warning: {err}; `make up` goes on without the access audit ({HELP})", file=sys.stderr)
+            return 0
+        return report(err)
     return _report(args, found, unread, cluster, accept)
 
 

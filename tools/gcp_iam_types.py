@@ -21,6 +21,7 @@ from pathlib import Path
 
 from core.errors import TpuRlError
 from core.iam_types import DATA, grant_types
+from tools.process import report
 
 REGISTER = re.compile(r'resource_modules="""(?P<json>.*?)"""', re.S)
 
@@ -54,8 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         text = render(*read(_package()))
     except TpuRlError as error:
-        print(f"error: {error.message}", file=sys.stderr)
-        return error.exit_code
+        return report(error)
     if args.check:
         if DATA.read_text() != text:
             print(f"error: {DATA.name} is not the installed pulumi_gcp's: run `make iam-types`", file=sys.stderr)

@@ -35,7 +35,7 @@ from core.steps import STEPS
 from infra.k8s import live
 from infra.transports import read_response
 from tools.notices import hide_python_version_notice
-from tools.process import exit_now
+from tools.process import exit_now, report
 from tools.status import kubeconfig_for, load_settings
 from workloads.observe import objects
 from workloads.specs.step_specs import Step
@@ -194,7 +194,7 @@ def read_logs(settings: Settings, step: Step, reader: LogReader, tail: int, want
         choice = choose(step, pods, wanted)
         text = reader.pod_log(namespace, choice.pod, choice.container, tail)
     except (live.ClusterReadError, BoundaryError) as err:
-        raise LogsError(f"cannot read the cluster: {err}") from None
+        raise LogsError(f"cannot read the cluster: {err}", exit_code=err.exit_code) from None
     return choice, redact_text(text)
 
 
@@ -233,10 +233,8 @@ def main(argv: list[str] | None = None, *, reader_options: dict[str, Any] | None
             choice, text = read_logs(settings, step, reader, args.tail, args.pod)
         finally:
             reader.close()
-    except TpuRlError as err:  # bad input or an unreadable cluster exits 2, a step without pods (NoPodsError) 1
-        for line in str(err).splitlines():
-            print(f"error: {scrub(line, limit=600)}", file=sys.stderr)
-        return err.exit_code
+    except TpuRlError as err:  # bad input exits 2; an unreadable cluster or a step without pods (NoPodsError) 1
+        return report(err)
     others = f"; other pods: {', '.join(choice.others)} (--pod NAME)" if choice.others else ""
     print(
         f"logs of {choice.pod}, container {choice.container} (attempt {choice.attempt}, {choice.why}){others}",

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,12 +30,12 @@ from core import deadline
 from core.boundary import BoundaryError
 from core.errors import TpuRlError
 from core.printed_commands import kubectl, make_target
-from core.redact import env_secrets, remember, scrub
+from core.redact import env_secrets, remember
 from core.settings import Settings
 from infra.k8s import live
 from infra.transports import read_response
 from tools.notices import hide_python_version_notice
-from tools.process import exit_now
+from tools.process import exit_now, report
 from tools.status import kubeconfig_for, load_settings
 from workloads.observe import slice_maintenance
 from workloads.observe.live_state import live_step
@@ -169,7 +168,7 @@ def start(settings: Settings, labeler: NodeLabeler, say: Callable[[str], object]
             labeler.label_node(node.name, slice_maintenance.PERFORM_LABEL, "true")
             say(f"{node.name}: labelled {slice_maintenance.PERFORM_LABEL}=true")
     except (live.ClusterReadError, BoundaryError) as err:
-        raise MaintenanceError(f"cannot read or label the slice's nodes: {err}") from None
+        raise MaintenanceError(f"cannot read or label the slice's nodes: {err}", exit_code=err.exit_code) from None
     for line in follow(settings, scheduled=bool(notices.scheduled())):
         say(line)
 
@@ -218,9 +217,7 @@ def main(argv: list[str] | None = None, *, reader_options: dict[str, Any] | None
         finally:
             labeler.close()
     except TpuRlError as err:  # bad input exits 2; a refusal, no nodes or an unreadable cluster 1
-        for line in str(err).splitlines():
-            print(f"error: {scrub(line, limit=600)}", file=sys.stderr)
-        return err.exit_code
+        return report(err)
     return 0
 
 

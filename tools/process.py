@@ -1,10 +1,14 @@
-"""How the operator tools end their process."""
+"""How the operator tools end their process: the error that ends it, reported, and the exit."""
 
 from __future__ import annotations
 
 import os
 import sys
 from typing import NoReturn
+
+from core.errors import TpuRlError
+from core.redact import scrub_lines
+from infra.stop import StopError
 
 
 def exit_now(code: int) -> NoReturn:
@@ -18,3 +22,13 @@ def exit_now(code: int) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def report(err: TpuRlError | StopError, *, limit: int = 600, prefix: str = "error") -> int:
+    """The one way a tool reports the error that ends it: each line of its message (a config's every problem is one
+    line) as ``<prefix>: <line>`` on standard error, each scrubbed of secrets and terminal controls and cut at
+    ``limit`` characters; returns the process's exit status (``core.errors``: 2 bad input, 1 a failure; a
+    ``StopError`` of the program, run in-process by the offline plan, carries the same)."""
+    for line in scrub_lines(str(err), limit=limit):
+        print(f"{prefix}: {line}", file=sys.stderr)
+    return err.exit_code

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +18,9 @@ from core.config.diff import config_diff
 from core.config.schema import CAPACITY_MODES
 from core.errors import BadInputError, TpuRlError
 from core.estimate import STARTUP_GOAL_MINUTES, STARTUP_MINUTES, restarted
-from core.redact import scrub_lines
 from core.settings import Settings
 from tools.notices import hide_python_version_notice
-from tools.process import exit_now
+from tools.process import exit_now, report
 from tools.report_html import render_html
 from tools.report_info import RunInfo
 from workloads.observe.plots import plot
@@ -31,7 +29,8 @@ from workloads.observe.scalars import ROLLOUT_PREFIXES
 
 
 class ReportError(BadInputError):
-    """The report cannot be made (one line)."""
+    """The report cannot be made (one line): exit 2 for what the operator gave, or the exit code of the read that
+    failed (1 for an unreadable cluster or a GCS that did not answer)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -192,9 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(args)
     except TpuRlError as err:
-        for line in scrub_lines(str(err), limit=500):  # a config's every problem, one line each
-            print(f"error: {line}", file=sys.stderr)
-        return err.exit_code
+        return report(err)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -254,7 +251,7 @@ def _run(args: argparse.Namespace) -> int:
             lambda call: read_log_attempts(client, output_uri, **call),
         )
     except StorageError as err:
-        raise ReportError(f"cannot read the run at {info.output_uri}: {err}") from None
+        raise ReportError(f"cannot read the run at {info.output_uri}: {err}", exit_code=err.exit_code) from None
     record = data.evaluations.run  # the run's own text, parsed where it was read (evaluations.RunRecord)
     if record is not None:
         info.model = info.model or record.model[:40] or None

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MAX_STACK_FILE_BYTES = 1_000_000
 
 
-class StackFileError(BadInputError, ValueError):
+class StackFileError(BadInputError):
     """The stack file or an override cannot be read (one line)."""
 
 

@@ -49,7 +49,8 @@ from typing import Any
 
 from core.errors import TpuRlError
 from core.redact import scrub
-from tools.process import exit_now
+from infra.client_errors import client_errors, translated
+from tools.process import exit_now, report
 from tools.shared_names import refuse_shared
 from tools.stack_files import ROOT, StackFileError
 from tools.state_export import (
@@ -138,8 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             return _create(home, Path(args.root), args.members, args.readers)
         return _locks(home, args.command)
     except TpuRlError as err:  # a refusal (RefusedError) exits 2, a state that cannot be read 1
-        print(f"error: {err}", file=sys.stderr)
-        return err.exit_code
+        return report(err)
 
 
 def _access(home: Home, access: str, root: Path) -> None:
@@ -157,9 +157,7 @@ def _access(home: Home, access: str, root: Path) -> None:
             file=sys.stderr,
         )
         return
-    except Exception as err:  # noqa: BLE001 (credentials: a warning; pulumi meets the same and says so)
-        if isinstance(err, StateError):
-            raise
+    except client_errors() as err:  # credentials: a warning; pulumi meets the same and says so
         print(
             f"warning: cannot test your permissions on stack {home.stack}'s state ({_why(err)}); pulumi goes on",
             file=sys.stderr,
@@ -216,7 +214,7 @@ def _storage() -> Any:
         from workloads.observe.artifacts import storage_client
 
         return storage_client()
-    except Exception:  # noqa: BLE001 (no credentials: the lookups that need them fail one by one)
+    except client_errors(ValueError):  # no credentials (or a bad emulator URL): the lookups fail one by one
         return None
 
 
@@ -230,8 +228,8 @@ def _bucket_exists(storage: Any, bucket: str) -> bool:
         return storage.lookup_bucket(bucket, timeout=(5.0, 20.0)) is not None
     except exceptions.Forbidden:
         pass
-    except Exception as err:  # noqa: BLE001 (network: one line)
-        raise StateError(f"cannot read gs://{bucket}: {scrub(str(err), limit=160)}") from None
+    except client_errors() as err:
+        raise translated(err, f"reading gs://{bucket}", StateError, "GCS") from None
     try:
         list(storage.list_blobs(bucket, max_results=1, timeout=(5.0, 20.0)))
         return True
@@ -244,8 +242,8 @@ def _bucket_exists(storage: Any, bucket: str) -> bool:
             file=sys.stderr,
         )
         return True
-    except Exception as err:  # noqa: BLE001 (network: one line)
-        raise StateError(f"cannot read gs://{bucket}: {scrub(str(err), limit=160)}") from None
+    except client_errors() as err:
+        raise translated(err, f"listing gs://{bucket}", StateError, "GCS") from None
 
 
 def _create(home: Home, root: Path, members: str, readers: str) -> int:
@@ -266,10 +264,8 @@ def _create(home: Home, root: Path, members: str, readers: str) -> int:
         lines = create(
             home, writers=writers, readers=viewers, storage=storage, kms=kms, services=services, project_number=number
         )
-    except StateError:
-        raise
-    except Exception as err:  # noqa: BLE001 (permissions, network: one line)
-        raise StateError(f"make state-bucket STACK={home.stack}: {scrub(str(err), limit=300)}") from None
+    except client_errors() as err:
+        raise translated(err, f"make state-bucket STACK={home.stack}", StateError) from None
     for line in lines:
         print(line)
     record(home, root)
@@ -284,8 +280,8 @@ def _credentials() -> Any:
 
         credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
         credentials.refresh(Request())
-    except Exception as err:  # noqa: BLE001 (no credentials: one line)
-        raise StateError(f"make state-bucket needs Google credentials ({_why(err)})") from None
+    except client_errors() as err:
+        raise translated(err, "make state-bucket (it needs Google credentials)", StateError) from None
     return credentials
 
 
@@ -314,7 +310,7 @@ def _setup_permissions(home: Home, permissions: Any, setup_missing: Any) -> None
     wanted = [p for grant in STATE_SETUP for p in grant.permissions]
     try:
         held = permissions.test(home.project, wanted, {"timeout": 20.0, "retry": lambda f: f})
-    except Exception as err:  # noqa: BLE001 (the API off, no answer: a warning)
+    except client_errors() as err:  # the API off, no answer: a warning
         print(f"warning: cannot test your permissions in project {home.project} ({_why(err)})", file=sys.stderr)
         return
     problem = setup_missing(home.project, held)

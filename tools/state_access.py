@@ -16,6 +16,7 @@ from typing import Any
 
 from core.errors import TpuRlError
 from core.redact import scrub
+from infra.client_errors import client_errors
 from infra.gcp.permissions import state_permissions, state_role
 from tools.state_export import StateError
 from tools.state_home import Home
@@ -37,7 +38,7 @@ def held_on_bucket(storage: Any, bucket: str, wanted: tuple[str, ...]) -> set[st
         return set(storage.bucket(bucket).test_iam_permissions(list(wanted), timeout=TIMEOUT))
     except exceptions.NotFound:
         raise StateError(f"the state bucket gs://{bucket} does not exist") from None
-    except Exception as err:  # noqa: BLE001 (credentials, network: a warning)
+    except client_errors() as err:  # credentials, network: a warning
         raise UntestedError(f"gs://{bucket}: {scrub(str(err), limit=160)}") from None
 
 
@@ -55,7 +56,7 @@ def held_on_key(kms: Any, key: str, wanted: tuple[str, ...]) -> set[str]:
         if "SERVICE_DISABLED" in str(err) or "has not been used" in str(err):
             raise StateError(f"the Cloud KMS API is off in the key's project ({key})") from None
         raise UntestedError(f"{key}: {scrub(str(err), limit=160)}") from None
-    except Exception as err:  # noqa: BLE001 (credentials, network: a warning)
+    except client_errors() as err:  # credentials, network: a warning
         raise UntestedError(f"{key}: {scrub(str(err), limit=160)}") from None
 
 

@@ -43,6 +43,7 @@ from typing import Any
 from core.names import PROJECT
 from core.redact import scrub
 from core.state_names import legacy_bucket, ring_of
+from infra.client_errors import client_errors, exit_code_of
 from infra.gcp.capacity.reads import ProjectPermissions
 from infra.gcp.permissions import STATE_SETUP, state_role
 from tools.state_access import check as check_access
@@ -151,12 +152,11 @@ def project_number(projects: Any, project: str) -> str:
     the project's."""
     try:
         return str(projects.number(project, {"timeout": TIMEOUT[1], "retry": lambda f: f}))
-    except StateError:
-        raise
-    except Exception as err:  # noqa: BLE001 (403, network: one line)
+    except client_errors() as err:
         raise StateError(
             f"cannot read project {project}'s number (Resource Manager projects.get, resourcemanager.projects.get: "
-            f"roles/browser), so no bucket can be told to be the project's: {said(err)}"
+            f"roles/browser), so no bucket can be told to be the project's: {said(err)}",
+            exit_code=exit_code_of(err),
         ) from None
 
 

@@ -14,6 +14,7 @@ from urllib.parse import urlparse
 
 from core.names import PROJECT
 from core.redact import scrub
+from infra.client_errors import client_errors, translated
 from tools.state_export import StateError
 from tools.state_home import file_folder
 
@@ -132,8 +133,8 @@ def _gcs_locks(bucket: str, subdir: str, prefix: str) -> list[Lock]:
         ]
     except exceptions.NotFound:
         raise StateError(f"the state bucket gs://{bucket} does not exist: create it with `make state-bucket`") from None
-    except Exception as err:  # noqa: BLE001 (credentials, network, permissions: one line)
-        raise StateError(f"cannot read the locks in gs://{bucket}/{full}: {scrub(str(err), limit=200)}") from None
+    except client_errors() as err:
+        raise translated(err, f"reading the locks in gs://{bucket}/{full}", StateError, "GCS") from None
 
 
 def alive(pid: int) -> bool:

@@ -40,9 +40,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from core.errors import BAD_INPUT
 from core.names import PROJECT
 from core.redact import scrub
 from core.state_names import legacy_bucket
+from infra.client_errors import client_errors, translated
 from tools.state_export import StateError
 from tools.state_home import CLOUD, ORG_KEY, Home, file_folder, home_of, is_cloud, other_stack_files, same
 
@@ -225,7 +227,9 @@ def listed(url: str, storage: Any) -> list[str] | None:
     from google.api_core import exceptions
 
     if storage is None:
-        raise StateError("no Google credentials to read it with (gcloud auth application-default login)")
+        raise StateError(
+            "no Google credentials to read it with (gcloud auth application-default login)", exit_code=BAD_INPUT
+        )
     prefix = parsed.path.strip("/")
     full = f"{prefix}/{STACKS}" if prefix else STACKS
     try:
@@ -235,8 +239,8 @@ def listed(url: str, storage: Any) -> list[str] | None:
         return []
     except exceptions.Forbidden:
         return None
-    except Exception as err:  # noqa: BLE001 (credentials, network: one line)
-        raise StateError(f"cannot list gs://{parsed.netloc}/{full}: {scrub(str(err), limit=200)}") from None
+    except client_errors() as err:
+        raise translated(err, f"listing gs://{parsed.netloc}/{full}", StateError, "GCS") from None
 
 
 def cloud_stacks(url: str, run: Callable[..., Any] = subprocess.run, organization: str = "") -> list[str]:

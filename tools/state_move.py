@@ -47,6 +47,7 @@ from core.names import PROJECT
 from core.printed_commands import pulumi_command, pulumi_config_set
 from core.redact import scrub
 from core.state_names import is_legacy_key, legacy_bucket, shared_ring_key
+from infra.client_errors import client_errors, exit_code_of
 from tools.state_export import StateError
 from tools.state_home import (
     Home,
@@ -185,12 +186,11 @@ def _release(home: Home, kms: Any, new: str, before: str, out: Any) -> None:
     old = shared_ring_key(home.project, home.stack)
     try:
         lines = release_old_key(kms if kms is not None else _kms(), old, new, home.stack)
-    except StateError:
-        raise
-    except Exception as err:  # noqa: BLE001 (credentials, permissions, network: one line)
+    except client_errors() as err:
         raise StateError(
             f"stack {home.stack} moved, but its old key {old} could not be read to take the state's grants off it "
-            f"({scrub(str(err), limit=160)}): run make state-move STACK={home.stack} again ({MOVE_HELP})"
+            f"({scrub(str(err), limit=160)}): run make state-move STACK={home.stack} again ({MOVE_HELP})",
+            exit_code=exit_code_of(err),
         ) from None
     if before and is_legacy_key(before):
         lines.append(

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,11 +23,11 @@ from typing import Any
 
 from core.boundary import BoundaryError
 from core.errors import BadInputError, TpuRlError
-from core.redact import env_secrets, remember, scrub, scrub_lines
+from core.redact import env_secrets, remember, scrub
 from core.settings import Settings
 from infra.k8s import credentials, live
 from tools.notices import hide_python_version_notice
-from tools.process import exit_now
+from tools.process import exit_now, report
 from workloads.observe import objects
 from workloads.observe.live_state import live_step
 from workloads.observe.waiting import read_step
@@ -36,7 +35,8 @@ from workloads.specs.step_specs import Step, Workflow
 
 
 class StatusError(BadInputError):
-    """The status cannot be read (one line)."""
+    """The status cannot be read (one line): exit 2 for what the operator gave, or the exit code of the read that
+    failed (1 for an unreadable cluster or a GCS that did not answer)."""
 
 
 @dataclass
@@ -141,7 +141,7 @@ def kubeconfig_for(settings: Settings, path: Path | None, context: str | None) -
         return credentials.kubeconfig_from_files(files, wanted)
     except live.ClusterReadError as err:
         hint = f": run `{fetch}`" if str(err).startswith("no context") else ""
-        raise StatusError(f"{err}{hint}") from None
+        raise StatusError(f"{err}{hint}") from None  # the kubeconfig files are what the operator gave: exit 2
 
 
 def read_status(
@@ -158,7 +158,7 @@ def read_status(
             obj, workloads, _pods = read_step(reader, settings.namespace, step.name, queued=bool(settings.kueue.queue))
             statuses.append(step_status(step, obj, workloads))
     except live.ClusterReadError as err:
-        raise StatusError(f"cannot read the cluster: {err}") from None
+        raise StatusError(f"cannot read the cluster: {err}", exit_code=err.exit_code) from None
     finally:
         reader.close()
     for step, status in zip(plan.steps, statuses, strict=True):
@@ -171,7 +171,7 @@ def read_status(
         try:
             data = gather(client, plan.train.output_uri)
         except StorageError as err:
-            raise StatusError(f"cannot read the run in GCS: {err}") from None
+            raise StatusError(f"cannot read the run in GCS: {err}", exit_code=err.exit_code) from None
         detail = training_detail(settings, data, train.state == "running")
         train.detail = detail
         train.lines = startup_lines(settings, plan, kubeconfig, client, data, train)
@@ -194,7 +194,7 @@ def startup_lines(
             client, f"reading the logs under {output}logs/", lambda call: read_log_attempts(client, output, **call)
         )
     except StorageError as err:
-        raise StatusError(f"cannot read the run in GCS: {err}") from None
+        raise StatusError(f"cannot read the run in GCS: {err}", exit_code=err.exit_code) from None
     reader = live.ClusterReader(kubeconfig)
     facts, unread = None, ""
     try:
@@ -244,7 +244,7 @@ def _published(client: Any, step: Step) -> str:
     try:
         record = bounded(client, f"reading {record_uri}", lambda call: published_record(client, record_uri, **call))
     except StorageError as err:
-        raise StatusError(f"cannot read the run in GCS: {err}") from None
+        raise StatusError(f"cannot read the run in GCS: {err}", exit_code=err.exit_code) from None
     if record is None:
         return f"no record at {record_uri}"
     return scrub(f"{HUB_URL}/{record['repo']}/tree/{record['branch']} (commit {record['commit'][:12]})", limit=200)
@@ -369,7 +369,7 @@ def main(argv: list[str] | None = None, *, clock: Any = time) -> int:
         try:
             client = open_client()
         except StorageError as err:
-            raise StatusError(str(err)) from None
+            raise StatusError(str(err), exit_code=err.exit_code) from None
         while True:
             statuses, _ = read_status(settings, plan, kubeconfig, client)
             now = datetime.now(UTC)
@@ -382,9 +382,7 @@ def main(argv: list[str] | None = None, *, clock: Any = time) -> int:
             clock.sleep(max(1.0, args.interval) if clock is time else args.interval)
             print(flush=True)
     except TpuRlError as err:
-        for line in scrub_lines(str(err), limit=600):  # a config's every problem, one line each
-            print(f"error: {line}", file=sys.stderr)
-        return err.exit_code
+        return report(err)
     except KeyboardInterrupt:
         return 130
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from core.errors import TpuRlError
+from tools.process import report
 
 
 def sha256(data: bytes) -> str:
@@ -61,5 +62,4 @@ def run(prog: str, problems: list[str], adopt: Callable[[], int]) -> int:
     try:
         return adopt()
     except TpuRlError as err:
-        print(f"{prog}: {err}", file=sys.stderr)
-        return err.exit_code
+        return report(err, prefix=prog)

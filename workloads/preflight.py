@@ -25,7 +25,7 @@ from urllib.parse import quote, urlsplit
 
 from core import deadline
 from core.bounded import ACCEPT_ENCODING, Cap, ReplyEncodingError, ReplyTooLargeError
-from core.errors import BadInputError
+from core.errors import BadInputError, TpuRlError, UnavailableError
 from core.redact import scrub
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -40,8 +40,16 @@ WRITE_KEY = "tpu-rl:hfWriteToken"
 T = TypeVar("T")
 
 
-class PreflightError(BadInputError):
-    """The workflow cannot succeed with this token and model; nothing has been created."""
+class HubError(TpuRlError):
+    """A Hub check did not pass; nothing has been created. What the callers catch."""
+
+
+class PreflightError(HubError, BadInputError):
+    """The workflow cannot succeed with this token, model or endpoint: what was given must change (exit 2)."""
+
+
+class HubUnavailableError(HubError, UnavailableError):
+    """The Hub did not answer usefully (no answer in time, 429, a 5xx, unreachable): retry later (exit 1)."""
 
 
 def _endpoint(endpoint: str | None) -> str:
@@ -139,14 +147,19 @@ def _describe(
     entry: str = "config.json",
     key: str = READ_KEY,
     kind: HubRepo = MODEL,
-) -> PreflightError:
+) -> HubError:
     """One line for a failed call, as the Hub client classified it (``hf_raise_for_status``); ``entry`` is the
     file the call reads (named when the revision lacks it), ``key`` the token's config key, ``kind`` the kind of
-    repository."""
-    import httpx2
-    from huggingface_hub import errors
-
+    repository. What was given must change (``PreflightError``, exit 2) or a retry may cure it
+    (``HubUnavailableError``, exit 1)."""
     err = _cause(err)  # type: ignore[assignment]
+    return _refusal(err, repo, revision, entry, key, kind) or _reply_failure(err, repo, token, host, what)
+
+
+def _refusal(err: Exception, repo: str, revision: str, entry: str, key: str, kind: HubRepo) -> PreflightError | None:
+    """What the Hub refused, by the client's classes: a licence, a revision, a file, a repository the token cannot
+    see."""
+    from huggingface_hub import errors
 
     if isinstance(err, errors.GatedRepoError):
         return PreflightError(
@@ -176,16 +189,25 @@ def _describe(
             f"{key} cannot see {repo}: the repository does not exist or the token is invalid "
             "(use a token from https://huggingface.co/settings/tokens)"
         )
+    if isinstance(err, errors.HfHubHTTPError) and err.response is not None and err.response.status_code == 401:
+        return PreflightError(f"{key} was rejected by Hugging Face (401): set a valid token")
+    return None
+
+
+def _reply_failure(err: Exception, repo: str, token: str, host: str, what: str) -> HubError:
+    """A reply the client could not use, or none: its status, its size or encoding, the transport's error."""
+    import httpx2
+    from huggingface_hub import errors
+
     if isinstance(err, errors.HfHubHTTPError) and err.response is not None:
         status = err.response.status_code
-        if status == 401:
-            return PreflightError(f"{key} was rejected by Hugging Face (401): set a valid token")
         if status == 429:
-            return PreflightError(f"the Hub at {host} kept answering 429 (too many requests) for {what}; retry later")
+            return HubUnavailableError(
+                f"the Hub at {host} kept answering 429 (too many requests) for {what}; retry later"
+            )
         detail = scrub(err.response.headers.get("X-Error-Message", "") or err.response.reason_phrase or "", token)
-        return PreflightError(
-            f"Hugging Face preflight for {repo} at {host} failed (HTTP {status}{': ' if detail else ''}{detail})"
-        )
+        failed = f"Hugging Face preflight for {repo} at {host} failed (HTTP {status}{': ' if detail else ''}{detail})"
+        return HubUnavailableError(f"{failed}; retry later") if status >= 500 else PreflightError(failed)
     if isinstance(err, ReplyTooLargeError):  # the one bounded read's line, naming the request (core.bounded)
         return PreflightError(str(err) if str(err).startswith(what) else f"{what}: {err}")
     if isinstance(err, ReplyEncodingError):
@@ -193,19 +215,21 @@ def _describe(
     if isinstance(err, httpx2.TooManyRedirects):
         return PreflightError(f"the Hub at {host} redirected more than {MAX_REDIRECTS} times for {what}")
     if isinstance(err, httpx2.TimeoutException):
-        return PreflightError(
-            f"the Hub at {host} did not answer {what} in time ({type(err).__name__}); check the network or HF_ENDPOINT"
+        return HubUnavailableError(
+            f"the Hub at {host} did not answer {what} in time ({type(err).__name__}); retry, or check the network or "
+            "HF_ENDPOINT"
         )
     if isinstance(err, httpx2.ConnectError) and "SSL" in str(err):
         return PreflightError(f"TLS with the Hub at {host} failed for {what}; check HF_ENDPOINT or the proxy")
     if isinstance(err, (httpx2.HTTPError, OSError)):
-        return PreflightError(
-            f"cannot reach the Hub at {host} for {what} ({type(err).__name__}); check the network, a proxy or "
-            "HF_ENDPOINT"
+        return HubUnavailableError(
+            f"cannot reach the Hub at {host} for {what} ({type(err).__name__}); retry, or check the network, a proxy "
+            "or HF_ENDPOINT"
         )
     if isinstance(err, (ValueError, TypeError, KeyError, AttributeError)):  # not the JSON the client expects
         return PreflightError(f"the Hub at {host} answered {what} with something unexpected; check HF_ENDPOINT")
-    return PreflightError(f"Hugging Face preflight for {repo} at {host} failed ({type(err).__name__})")
+    failed = f"Hugging Face preflight for {repo} at {host} failed ({type(err).__name__})"
+    return HubUnavailableError(f"{failed}; retry later")
 
 
 def _bounded_calls(
@@ -231,9 +255,9 @@ def _bounded_calls(
                 lambda seconds: deadline.call(call, seconds, cancel=close_session), left, wait_for=_transient
             )
         except deadline.DeadlineExceededError:
-            raise PreflightError(
-                f"the Hub at {host} did not finish answering {what} within {budget.total:.0f} s; check the network "
-                "or HF_ENDPOINT"
+            raise HubUnavailableError(
+                f"the Hub at {host} did not finish answering {what} within {budget.total:.0f} s; retry, or check the "
+                "network or HF_ENDPOINT"
             ) from None
         except Exception as err:  # noqa: BLE001 (every failure becomes one line)
             raise _describe(err, repo, revision, token, host, what, entry, key, kind) from None

@@ -19,12 +19,13 @@ import pulumi
 
 from core.boundary import BoundaryError
 from core.config.values import format_duration
-from core.errors import TpuRlError
+from core.errors import BAD_INPUT, TpuRlError
 from core.printed_commands import kubectl
 from core.redact import scrub
 from core.settings import Settings
 from core.tpu import Capacity, TpuVersionName
 from infra.k8s import credentials, live
+from infra.stop import StopError, stop
 from infra.threads import in_daemon_thread
 from workloads.observe import live_state, pod_state, slice_maintenance, waiting
 from workloads.observe.exported import Exported
@@ -46,16 +47,15 @@ def gcs_read(what: str, check: Callable[[Any, dict[str, Any]], T], budget: Any =
         client = artifacts.storage_client()
         return artifacts.bounded(client, what, lambda call: check(client, call), budget)
     except artifacts.StorageError as err:
-        raise pulumi.RunError(f"cannot verify the step's output: {err}") from None
+        raise stop(err, "cannot verify the step's output: ") from None
     except DefaultCredentialsError:
-        raise pulumi.RunError(
+        raise StopError(
             "cannot verify the step's output: no Google credentials for the artifact check; "
-            "run `gcloud auth application-default login` (the gcp provider needs them too)"
+            "run `gcloud auth application-default login` (the gcp provider needs them too)",
+            BAD_INPUT,
         ) from None
     except (gcs_errors.GoogleAPIError, artifacts.ArtifactMissingError, OSError, ValueError) as err:
-        raise pulumi.RunError(
-            f"cannot verify the step's output in GCS: {type(err).__name__}: {scrub(str(err))}"
-        ) from None
+        raise StopError(f"cannot verify the step's output in GCS: {type(err).__name__}: {scrub(str(err))}") from None
 
 
 def read_export(hf_uri: str) -> Exported:
@@ -196,7 +196,7 @@ class LiveReader:
 
     def _unreadable(self, what: str, err: Exception) -> None:
         if not self.preview:
-            raise pulumi.RunError(f"cannot read {what}: {err}")
+            raise StopError(f"cannot read {what}: {err}")
         if not self._warned:
             self._warned = True
             pulumi.log.warn(
@@ -209,7 +209,7 @@ class LiveReader:
     def _refuse(self, message: str) -> None:
         """Stop `pulumi up` with `message`; a preview only warns (it changes nothing)."""
         if not self.preview:
-            raise pulumi.RunError(message)
+            raise StopError(message)
         pulumi.log.warn(message, resource=self.parent)
 
     def _output_problem(self, step: Step) -> str | None:
@@ -327,7 +327,7 @@ class LiveReader:
                         stack=args.stack,
                     )
                 except waiting.StepWaitError as err:
-                    raise pulumi.RunError(str(err)) from None
+                    raise stop(err) from None
                 status = obj.status.model_dump(mode="json", by_alias=True)
                 if live_state.live_step(obj).state == "failed":
                     try:
@@ -448,7 +448,7 @@ class LiveReader:
             pulumi.log.warn(f"maintenance notices: {notices.problem()}", resource=self.parent)
         hits = slice_maintenance.inside(notices, expected)
         if hits and not args.accepted:
-            raise pulumi.RunError(slice_maintenance.refusal(hits, expected, args.stack))
+            raise StopError(slice_maintenance.refusal(hits, expected, args.stack))
         if hits:
             pulumi.log.warn(
                 f"{slice_maintenance.notice(hits, expected)}; going on as told (ACCEPT=maintenance): the run will meet "

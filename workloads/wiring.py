@@ -28,6 +28,7 @@ from core.hf_model import ModelLayout
 from core.names import HUB_URL, PUBLISH
 from core.settings import Settings
 from infra.k8s.object import KubernetesObject
+from infra.stop import StopError
 from workloads.reader import HubUnknownError, LiveReader, gcs_read, read_export
 from workloads.specs.card_config import CARD_FILES, card_config_map
 from workloads.specs.step_inputs import ExportInputs, PublishInputs, StepInputs
@@ -58,7 +59,7 @@ class Context:
 
 def retried(step: Step, problem: str) -> NoReturn:
     """Stop `up`: a completed step's output is unusable, so the next `up` runs the step again."""
-    raise pulumi.RunError(
+    raise StopError(
         f"{problem}; the next `pulumi up` runs {step.name} again (a completed step whose output is incomplete is "
         "retried)"
     )
@@ -171,7 +172,7 @@ class TrainWiring(StepWiring):
         if found is None:
             verified(step)  # raises: no complete checkpoint
             # It lists again and did not raise: a complete checkpoint appeared between the two listings.
-            raise pulumi.RunError(
+            raise StopError(
                 f"the checkpoints under {step.artifact_uri} changed while they were checked (none was "
                 "complete, then one was); run `pulumi up` again"
             )
@@ -251,15 +252,15 @@ def base_differences(
     ``base.base_revision``, ``tpu-rl:model.revision``; the commit that was converted, once it is recorded): its
     config, every tensor's name, shape and dtype (``core.hf_model.compare``); empty: it is the whole base model."""
     from core.hf_model import compare
-    from workloads.preflight import PreflightError, base_model_layout
+    from workloads.preflight import HubError, base_model_layout
 
     if layout is None:  # never with an export free of problems (read_exported)
-        raise pulumi.RunError("export check: the exported folder holds no model")
+        raise StopError("export check: the exported folder holds no model")
     try:
         found = base_model_layout(base.base_repo, revision or base.base_revision, token, endpoint)
-    except PreflightError as err:
-        raise pulumi.RunError(
-            f"export check: {err} (tpu-rl:workflow.verifyExport: false skips the comparison)"
+    except HubError as err:
+        raise StopError(
+            f"export check: {err} (tpu-rl:workflow.verifyExport: false skips the comparison)", err.exit_code
         ) from None
     return compare(layout, found)
 
@@ -310,7 +311,7 @@ class ExportWiring(StepWiring):
         found = base_differences(inputs, exported.layout, token, endpoint, commit)
         base = f"{inputs.base_repo}@{commit or inputs.base_revision}"
         if found:
-            raise pulumi.RunError(
+            raise StopError(
                 f"the exported model {step.artifact_uri} does not match {base} (the commit converted): "
                 f"{first_of(found)}; export logs: {step.logs_command}. Exporting the same checkpoint again gives "
                 "the same model, so the next `up` does not retry it: change what the export runs "
@@ -436,7 +437,7 @@ class PublishWiring(StepWiring):
 
         from core.hf_model import name_problem
         from workloads.observe.artifacts import first_of, incomplete_export
-        from workloads.preflight import PreflightError, published_revision
+        from workloads.preflight import HubError, published_revision
         from workloads.specs.step_specs import branch_of
 
         repo, branch = PublishWiring._inputs(context).repo, branch_of(step.step_id)
@@ -447,7 +448,7 @@ class PublishWiring(StepWiring):
         token = runtime_config.get_config("tpu-rl:hfWriteToken") or ""
         try:
             found = published_revision(repo, branch, token, os.environ.get("HF_ENDPOINT"))
-        except PreflightError as err:
+        except HubError as err:
             raise HubUnknownError(f"cannot check the publication of {step.name} on the Hub: {err}") from None
         if found is None:
             return (

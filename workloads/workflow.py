@@ -31,6 +31,7 @@ import pulumi_kubernetes as k8s
 
 from core.names import RETRY_ANNOTATION
 from infra.k8s.object import KubernetesObject
+from infra.stop import StopError
 from workloads.observe.failures import StepFailedError, check_step_status
 from workloads.reader import LiveReader, resumes
 from workloads.specs.step_inputs import StepInputs
@@ -258,9 +259,9 @@ class WorkflowRun(pulumi.ComponentResource):
         try:
             state = check_step_status(step.kind, status, namespace, step.name, step.logs_command)
         except StepFailedError as err:
-            raise pulumi.RunError(f"{err}. Run `pulumi up` again to retry it{resumes(step)}") from None
+            raise StopError(f"{err}. Run `pulumi up` again to retry it{resumes(step)}") from None
         if self._verify and state != "succeeded":
-            raise pulumi.RunError(
+            raise StopError(
                 f"{step.kind} {namespace}/{step.name} stopped without completing (state {state}); "
                 f"logs: {step.logs_command}"
             )

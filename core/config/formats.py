@@ -30,6 +30,8 @@ NAMESPACE = Text(
 MACHINE_TYPE = Text(
     r"[a-z][a-z0-9]{0,9}-[a-z0-9]+(-[a-z0-9]+){0,3}", "a Compute Engine machine type such as n2-standard-64"
 )
+TPU_MACHINE_TYPE = Text(MACHINE_TYPE.pattern, "a TPU VM machine type such as ct6e-standard-4t")
+"""The same shape, named by a TPU example: which types a TPU version offers is the catalogue's (core/tpu.py)."""
 RESERVATION = Text(
     r"([a-z]([-a-z0-9]{0,61}[a-z0-9])?)|(projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations/[a-z]([-a-z0-9]{0,61}[a-z0-9])?)",
     "a reservation name, or projects/PROJECT/reservations/NAME for a shared reservation",

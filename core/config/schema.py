@@ -36,6 +36,7 @@ from core.config.formats import (
     STATE_BACKEND,
     STATE_ORGANIZATION,
     TOKEN,
+    TPU_MACHINE_TYPE,
     VERSION_PREFIX,
     WRITE_TOKEN,
     ZONE,
@@ -161,7 +162,7 @@ FIELDS: tuple[Field, ...] = (
     ),
     Field(
         _key("tpu.machineType"),
-        MACHINE_TYPE,
+        TPU_MACHINE_TYPE,
         DERIVED,
         "TPU VM type; default: the version's 4-chip type",
         samples=("ct6e-standard-8t",),

@@ -29,7 +29,7 @@ validated, shown or used (a real token has no spaces, so it can never equal this
 OFFLINE_SECRETS = (UNSET_SECRET, OPAQUE_SECRET)
 
 
-class ConfigError(BadInputError, ValueError):
+class ConfigError(BadInputError):
     """Stack settings are invalid: one line per problem, each naming key, value and what is allowed
     (``problems``; the message is those lines, so a single problem is one line)."""
 

@@ -31,9 +31,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from core import deadline
-from core.errors import TpuRlError
+from core.errors import BAD_INPUT, TpuRlError
 from core.images import DIGEST, ImageRef, parse
 from core.redact import scrub
+from infra.client_errors import client_errors, exit_code_of
 
 BUDGET = deadline.BUDGETS["registry"]
 MANIFEST_TYPES = (
@@ -110,16 +111,17 @@ def resolve_digest(
     except deadline.DeadlineExceededError:
         raise RegistryError(late) from None
     except RegistryError as err:
-        raise RegistryError(f"{where}: {err}") from None
+        raise RegistryError(f"{where}: {err}", exit_code=err.exit_code) from None
     except _TransientError as err:
         # A hanging registry ends the last try by its read timeout or by the budget's bound, whichever fires
         # first (both end together): either way it is the budget's line.
         if err.timed_out:
             raise RegistryError(late) from None
-        raise RegistryError(f"{where}: {err}; try again, or pin the image by digest (@sha256:...)") from None
-    except Exception as err:  # noqa: BLE001 (every failure becomes one line)
+        raise RegistryError(f"{where}: {err}; retry later, or pin the image by digest (@sha256:...)") from None
+    except client_errors(ValueError) as err:  # ValueError: a reply that is not what the registry API sends
         raise RegistryError(
-            f"{where}: cannot reach {ref.host} ({type(err).__name__}); check the network or a proxy"
+            f"{where}: cannot reach {ref.host} ({type(err).__name__}); check the network or a proxy, or retry later",
+            exit_code=exit_code_of(err),
         ) from None
     finally:
         session.close()
@@ -182,12 +184,14 @@ def _check(answer: Any, ref: ImageRef) -> None:
         raise _TransientError(f"{ref.host} answered HTTP {status}", _retry_after(answer))
     if status == 404:
         raise RegistryError(
-            f"{ref.host} has no tag {ref.reference!r} of {ref.name} (HTTP 404); check the image and its tag"
+            f"{ref.host} has no tag {ref.reference!r} of {ref.name} (HTTP 404); check the image and its tag",
+            exit_code=BAD_INPUT,
         )
     if status in (401, 403):
         raise RegistryError(
             f"{ref.host} refused to read {ref.name} (HTTP {status}); the deployer's credentials need read access "
-            "(roles/artifactregistry.reader on an Artifact Registry repository)"
+            "(roles/artifactregistry.reader on an Artifact Registry repository)",
+            exit_code=BAD_INPUT,
         )
     raise RegistryError(f"{ref.host} answered HTTP {status} for the manifest of {ref.name}")
 

@@ -26,7 +26,6 @@ import binascii
 import contextlib
 import copy
 import os
-import ssl
 import tempfile
 import threading
 import time
@@ -35,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core import deadline
-from core.bounded import Cap, ReplyEncodingError, ReplyTooLargeError
+from core.bounded import Cap, ReplyEncodingError
 from core.errors import TpuRlError
 from core.inputs import InputError, parse_json
 from core.printed_commands import kubectl
@@ -46,6 +45,7 @@ from infra.k8s.credentials import (
     check_kubeconfig,
     parse_kubeconfig,
 )
+from infra.k8s.read_errors import DROPPED, described, tls_error, tls_line
 from infra.transports import read_response
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -258,11 +258,11 @@ class ClusterReader:
             message = _status_message(err.body)
             if status == 409:
                 return
-            tls = _tls_error(err)  # status 0: the client's wrapping of urllib3's SSLError (kubernetes ``rest.py``)
+            tls = tls_error(err)  # status 0: the client's wrapping of urllib3's SSLError (kubernetes ``rest.py``)
             if isinstance(tls, DROPPED):
                 raise _NotAdmittedYetError("the TLS handshake was cut short") from None
             if tls is not None:
-                raise _tls_line(self.where, tls) from None
+                raise tls_line(self.where, tls) from None
             if status in (404, 429) or status >= 500:
                 raise _NotAdmittedYetError(message or f"HTTP {status}") from None
             fix = (
@@ -427,7 +427,7 @@ class ClusterReader:
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
-        if isinstance(_tls_error(err), DROPPED):  # the connection ended mid-handshake, as a reset does
+        if isinstance(tls_error(err), DROPPED):  # the connection ended mid-handshake, as a reset does
             return 0.0
         if isinstance(err, ApiException):
             if err.status == 429 or (err.status or 0) >= 500:
@@ -438,83 +438,7 @@ class ClusterReader:
         return None
 
     def _describe(self, err: Exception, path: str) -> ClusterReadError:
-        import urllib3
-        from kubernetes.client.exceptions import ApiException
-
-        where = self.where
-        if isinstance(err, ReplyTooLargeError):  # the one bounded read's line (core.bounded)
-            return ClusterReadError(str(err))
-        if isinstance(err, ReplyEncodingError):
-            return ClusterReadError(f"the cluster at {where} answered {path} with a body it cannot read ({err})")
-        if isinstance(err, ApiException):
-            status = err.status or 0
-            if status == 0 and "SSLError" in str(err.reason):  # the client's wrapping of urllib3's SSLError
-                return _tls_line(where, _tls_error(err))
-            if 300 <= status < 400:
-                return ClusterReadError(
-                    f"the cluster at {where} redirected {path} (HTTP {status}); expected the API server"
-                )
-            if status in (401, 403):
-                return ClusterReadError(
-                    f"the cluster at {where} refused to read {path} (HTTP {status}): the identity running `pulumi` "
-                    "needs container.developer (or read access to the namespace) and a fresh login"
-                )
-            if status == 429:
-                return ClusterReadError(f"the cluster at {where} kept answering 429 (too many requests) for {path}")
-            return ClusterReadError(f"the cluster at {where} answered HTTP {status} for {path}")
-        if isinstance(err, urllib3.exceptions.ReadTimeoutError):
-            return ClusterReadError(
-                f"the cluster at {where} accepted the connection but did not answer {path} within "
-                f"{self.budgets.read.read:g} s"
-            )
-        if isinstance(err, urllib3.exceptions.SSLError):
-            return _tls_line(where, _tls_error(err))
-        if isinstance(err, (urllib3.exceptions.HTTPError, OSError)):
-            return ClusterReadError(
-                f"cannot reach the cluster at {where} ({type(err).__name__}): is this machine in "
-                "tpu-rl:authorizedNetworks, and is gke-gcloud-auth-plugin installed and logged in "
-                "(gcloud auth application-default login)?"
-            )
-        return ClusterReadError(f"reading {path} from the cluster at {where} failed ({type(err).__name__})")
-
-
-DROPPED = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError)
-"""TLS errors that are a connection ending mid-handshake (the server, a load balancer or a proxy closed it: a
-control plane being upgraded or resized does), not a refusal: retried as a reset is. A certificate that does not
-verify or a protocol the server refuses fails at once."""
-
-
-def _tls_error(err: BaseException) -> ssl.SSLError | None:
-    """The ``ssl`` error under a client's error: urllib3's ``SSLError`` carries it as its argument; the kubernetes
-    client raises its ``ApiException`` (status 0) while handling urllib3's (kubernetes ``rest.py``
-    ``RESTClientObject.request``), so it is that one's context."""
-    seen: set[int] = set()
-    todo: list[BaseException] = [err]
-    while todo:
-        current = todo.pop(0)
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, ssl.SSLError):
-            return current
-        todo += [e for e in (*current.args, current.__cause__, current.__context__) if isinstance(e, BaseException)]
-    return None
-
-
-def _tls_line(where: str, cause: ssl.SSLError | None) -> ClusterReadError:
-    """The line of a failed TLS connection, naming why (the certificate, or the connection cut short)."""
-    if isinstance(cause, DROPPED):
-        return ClusterReadError(
-            f"the cluster at {where} kept closing the connection during the TLS handshake: is this machine in "
-            "tpu-rl:authorizedNetworks, and is a proxy in the way?"
-        )
-    if isinstance(cause, ssl.SSLCertVerificationError):
-        why = f" (certificate: {scrub(str(cause.verify_message), limit=80)})"
-    elif cause is not None and cause.reason:
-        why = f" ({scrub(str(cause.reason), limit=80)})"
-    else:
-        why = ""
-    return ClusterReadError(f"TLS with the cluster at {where} failed{why}; is the kubeconfig current?")
+        return described(err, path, self.where, self.budgets.read.read)
 
 
 INLINE_FILES = (

@@ -167,10 +167,28 @@ def network_policies(namespace: str, labels: dict[str, str]) -> list[dict[str, A
     ]
 
 
+METADATA_SERVER: dict[str, tuple[dict[str, Any], ...]] = {
+    "169.254.169.254": ({"protocol": "TCP", "port": 80},),
+    "169.254.169.252": ({"protocol": "TCP", "port": 988},),
+}
+"""The GKE metadata server, where a pod's Google client libraries get its Workload Identity token: pods ask
+``169.254.169.254`` on port 80, and the node serves it at ``169.254.169.252`` on port 988. A policy that limits a pod's
+egress must allow both (GKE, "Control communication between Pods and Services using network policies",
+``kubernetes-engine/docs/how-to/network-policy``, with Workload Identity Federation for GKE): GKE Dataplane V2, which
+this cluster runs (``ADVANCED_DATAPATH``), judges the address the pod asks; an iptables dataplane judges the one the
+node redirects it to. TCP only: the server speaks HTTP."""
+NODE_LOCAL_DNS: dict[str, tuple[dict[str, Any], ...]] = {
+    "169.254.20.10": ({"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}),
+}
+"""NodeLocal DNSCache, where a pod's DNS queries go when the add-on runs (GKE, "Set up NodeLocal DNSCache",
+``kubernetes-engine/docs/how-to/nodelocal-dns-cache``: on by default on Standard clusters from 1.33.1; the cache listens
+on the link-local ``169.254.20.10``, Kubernetes ``cluster/addons/dns/nodelocaldns``): DNS only."""
 PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
 """The addresses of the cluster (pods, Services, nodes) and of the VPC: what the evaluation never needs to reach."""
+LINK_LOCAL = "169.254.0.0/16"
+"""The node's link-local services: reached only at the addresses and ports above, never by the HTTPS rule."""
 EVALUATION_EGRESS: list[dict[str, Any]] = [
-    # Names: the cluster's DNS pods (NodeLocal DNSCache answers on a link-local address, below).
+    # Names: the cluster's DNS pods (NodeLocal DNSCache answers at a link-local address, below).
     {
         "to": [
             {
@@ -180,19 +198,23 @@ EVALUATION_EGRESS: list[dict[str, Any]] = [
         ],
         "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
     },
-    # The node's link-local services: the GKE metadata server (its Workload Identity token) and NodeLocal DNSCache.
-    {"to": [{"ipBlock": {"cidr": "169.254.0.0/16"}}]},
+    # The node's link-local services, each at its address and on its ports only (METADATA_SERVER, NODE_LOCAL_DNS).
+    *(
+        {"to": [{"ipBlock": {"cidr": f"{address}/32"}}], "ports": [dict(port) for port in ports]}
+        for address, ports in (*METADATA_SERVER.items(), *NODE_LOCAL_DNS.items())
+    ),
     # Cloud Storage over HTTPS, at Google's public addresses (through Private Google Access or Cloud NAT).
     {
-        "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(PRIVATE_RANGES)}}],
+        "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [*PRIVATE_RANGES, LINK_LOCAL]}}],
         "ports": [{"protocol": "TCP", "port": 443}],
     },
 ]
 """What the evaluation reaches: names, its token, Cloud Storage over HTTPS. It reads the verified export and writes
 its record, with the Hub switched off (``HF_HUB_OFFLINE=1``); it runs the exported model, so it gets no way to the
-cluster's other pods (the Pathways ports, the steps), the nodes or the VPC, and no port but 443 outside. A
-NetworkPolicy names addresses, not hosts: the Hub's HTTPS stays reachable (the step's Hub switch is off, and it holds
-no Hub token)."""
+cluster's other pods (the Pathways ports, the steps), the nodes or the VPC, no port but 443 outside, and of the
+link-local range only the metadata server's HTTP and the DNS cache's port 53 (not the range's other services, not
+their other ports). A NetworkPolicy names addresses, not hosts: the Hub's HTTPS stays reachable (the step's Hub switch
+is off, and it holds no Hub token)."""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import pulumi
 import pulumi_kubernetes as k8s
 
+from core.errors import BAD_INPUT
 from core.names import HF_WRITE_SECRET
 from infra.k8s import credentials, kueue, live
 from infra.k8s.kueue import KueueObjects
@@ -32,6 +33,7 @@ from infra.k8s.manifests import (
     token_secret_manifest,
 )
 from infra.k8s.object import KubernetesObject
+from infra.stop import StopError, stop
 from infra.threads import in_daemon_thread
 
 __all__ = ["JOBSET_CHART", "JOBSET_NAMESPACE", "ClusterReads", "DestroyGuard", "KubernetesPlatform", "PlatformArgs"]
@@ -355,9 +357,9 @@ class KubernetesPlatform(pulumi.ComponentResource):
                     "checks it before the chart changes"
                 )
                 return version
-            raise pulumi.RunError(f"cannot read the JobSet CRD before installing JobSet {version}: {err}") from None
+            raise stop(err, f"cannot read the JobSet CRD before installing JobSet {version}: ") from None
         if problem:
-            raise pulumi.RunError(problem)
+            raise StopError(problem, BAD_INPUT)  # the operator runs the command it names
         return version
 
     def _helm_free(self, reader: live.ClusterReader, namespace: str, name: str, value: T) -> T:
@@ -376,9 +378,9 @@ class KubernetesPlatform(pulumi.ComponentResource):
                 context=self._context,
             )
         except live.ClusterReadError as err:
-            raise pulumi.RunError(f"cannot read Helm release {namespace}/{name} before installing it: {err}") from None
+            raise stop(err, f"cannot read Helm release {namespace}/{name} before installing it: ") from None
         if problem:
-            raise pulumi.RunError(problem)
+            raise StopError(problem, BAD_INPUT)  # the operator runs the command it names
         return value
 
     @staticmethod
@@ -387,7 +389,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
         try:
             reader.wait_admitted(dict(manifest))
         except live.ClusterReadError as err:
-            raise pulumi.RunError(str(err)) from None
+            raise stop(err) from None
         return resource
 
     def _jobsets_admitted(self, manifest: Mapping[str, Any] | None) -> pulumi.Output[KubernetesObject] | None:

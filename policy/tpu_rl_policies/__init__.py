@@ -24,9 +24,12 @@ The modules, each importing only those above it:
   sends) and the principals an IAM resource names;
 - ``scripts``: the runs a TPU container starts through tpu-rl's launcher, with the overrides of its ``train.json``
   (``core.step_config``; what the budget reads);
-- the rules, one module per concern: ``secrets``, ``cluster`` (TPU pools, the control plane), ``network``,
-  ``iam`` (identities, Google Cloud's and the cluster's), ``storage`` (the bucket, the KMS key), ``workloads``
-  (Jobs, pods, images), ``targets`` (where every grant lands), ``helm``, ``publish``, ``labels``, ``budget``, ``kueue``.
+- the rules, one module per concern: ``closed_world`` (only the types, kinds, roles, RBAC subjects and images the
+  program creates: ``core/data/closed-world.json``, or what the policy config admits with a reason), ``secrets``,
+  ``cluster`` (TPU pools, the control plane), ``network``, ``iam`` (identities, Google Cloud's and the cluster's),
+  ``storage`` (the bucket, the KMS key), ``workloads`` (Jobs, pods, images), ``pod_bindings`` (each pod's namespace,
+  service account and claims), ``targets`` (where every grant lands),
+  ``helm``, ``publish``, ``labels``, ``budget``, ``kueue``.
 
 Inside the package, imports are relative: the Pulumi CLI runs ``policy/__main__.py`` with ``policy/`` on
 ``sys.path`` (the package is the top-level ``tpu_rl_policies``), the tests import ``policy.tpu_rl_policies``.
@@ -35,6 +38,7 @@ Inside the package, imports are relative: the Pulumi CLI runs ``policy/__main__.
 from __future__ import annotations
 
 from .budget import EstimateInputError, stack_estimate, tpu_budget
+from .closed_world import closed_world
 from .cluster import gke_control_plane, tpu_node_pool_shape
 from .helm import reviewed_helm_charts
 from .iam import (
@@ -48,6 +52,7 @@ from .iam import (
 from .kueue import kueue_queue_fits
 from .labels import cost_attribution_labels
 from .network import no_exposed_services, no_open_control_plane
+from .pod_bindings import pod_bindings
 from .publish import private_publish
 from .resources import PACK_LEVEL, PACK_NAME, Analyzer, servicer
 from .secrets import no_secrets_in_workloads
@@ -64,6 +69,7 @@ from .workloads import (
 )
 
 POLICIES = [
+    closed_world,
     no_secrets_in_workloads,
     tpu_node_pool_shape,
     gke_control_plane,
@@ -81,6 +87,7 @@ POLICIES = [
     pinned_images,
     trusted_registries,
     least_privilege_pods,
+    pod_bindings,
     known_workload_kinds,
     reviewed_helm_charts,
     private_publish,

@@ -143,8 +143,8 @@ def _budget(args: StackValidationArgs, resources: list[Resource], report: Report
         )
     if estimate["idleUsdPerDay"] > float(_config(args).get("maxIdleUsdPerDay", 5000)):
         report(
-            f"the reserved slice bills ${estimate['idleUsdPerDay']:,.2f} per day until `pulumi destroy`: "
-            "destroy the stack after the run or use autoscaled capacity"
+            f"the slice's reservation bills ${estimate['idleUsdPerDay']:,.2f} per day until it is deleted, used "
+            "or not (`pulumi destroy` removes the slice only): delete it after the run or use autoscaled capacity"
         )
 
 

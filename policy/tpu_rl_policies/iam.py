@@ -5,6 +5,7 @@ RBAC, admission control)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from pulumi_policy import (
@@ -20,10 +21,10 @@ from core.iam_types import IAM_TYPES, grant_kind
 from core.iam_types import VERSION as IAM_TYPES_VERSION
 from core.names import COMPONENT_LABEL, HF_WRITE_SECRET, PUBLISH, PUBLISH_ENV
 
-from .grants import GKE_AGENT, _members
+from .grants import GKE_AGENT, WORKLOAD_PRINCIPAL, _members, own_resources
 from .pods import _name, kind_of, pod_containers, pods
 from .properties import _l, _m, judging, unseen
-from .resources import Report, Resource, _guarded_resource, _guarded_stack
+from .resources import DEPLOYMENT, Report, Resource, _guarded_resource, _guarded_stack
 
 PROJECT_IAM = (
     "gcp:projects/iAMMember:IAMMember",
@@ -56,9 +57,10 @@ IAM_LIKE = re.compile(r"gcp:[^:]+:[A-Za-z0-9]*iam(member|binding|policy)", re.IG
 """A type token shaped like an IAM grant in any spelling: one the pinned provider's list lacks is refused
 (``iam-service-accounts-only``), so a newer provider's grant type is never passed unjudged."""
 KMS_KEY_IAM = "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember"
-WORKLOAD_PRINCIPAL = re.compile(r"serviceAccount:([a-z0-9-:.]+)\.svc\.id\.goog\[([^/\]]+)/([^\]]+)\]")
 ACCOUNT = "gcp:serviceaccount/account:Account"
 SERVICE_ACCOUNT = "kubernetes:core/v1:ServiceAccount"
+NAMESPACE_DEFAULT = "tpu-rl"
+"""``tpu-rl:namespace``'s default (``core.config.schema``)."""
 
 
 def _iam_grants(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
@@ -101,8 +103,8 @@ iam_grants = ResourceValidationPolicy(
 
 
 def _own_principals(resources: list[Resource]) -> tuple[dict[str, str], set[tuple[str, str]]]:
-    """The stack's own principals: its Google accounts (email -> account id) and its Kubernetes service accounts
-    (namespace, name)."""
+    """The stack's own principals: its Google accounts (email -> account id) and its Kubernetes service accounts in its
+    namespace (``tpu-rl:namespace``), (namespace, name)."""
     emails: dict[str, str] = {}
     for r in resources:
         if r.resource_type != ACCOUNT:
@@ -112,16 +114,20 @@ def _own_principals(resources: list[Resource]) -> tuple[dict[str, str], set[tupl
             emails[email] = str(account_id)
         elif isinstance(account_id, str) and isinstance(project, str):
             emails[f"{account_id}@{project}.iam.gserviceaccount.com"] = account_id
+    namespace = DEPLOYMENT.setting("tpu-rl:namespace")
+    namespace = namespace if isinstance(namespace, str) and namespace else NAMESPACE_DEFAULT
     ksas = set()
     for r in resources:
         if r.resource_type == SERVICE_ACCOUNT:
             meta = _m(r.props.get("metadata"))
-            ksas.add((str(meta.get("namespace")), str(meta.get("name"))))
+            if meta.get("namespace") == namespace:
+                ksas.add((namespace, str(meta.get("name"))))
     return emails, ksas
 
 
 def _stack_principals(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
     accounts, ksas = _own_principals(resources)
+    pools = {f"{project}.svc.id.goog" for project in own_resources(resources).projects}
     for r in resources:
         if r.resource_type not in IAM_TYPES:
             continue
@@ -140,6 +146,14 @@ def _stack_principals(args: StackValidationArgs, resources: list[Resource], repo
                     )
                 continue
             namespace, ksa = principal.group(2), principal.group(3)
+            if f"{principal.group(1)}.svc.id.goog" not in pools:
+                report(
+                    f"{r.name} lets {namespace}/{ksa} of the identity pool {principal.group(1)}.svc.id.goog act as a "
+                    f"Google account: only the stack's own project's pool ({', '.join(sorted(pools)) or 'none known'}) "
+                    "holds its Kubernetes service accounts; another project's cluster would take the identity",
+                    r.urn,
+                )
+                continue
             if (namespace, ksa) not in ksas:
                 report(
                     f"{r.name} lets {namespace}/{ksa} act as a Google account, but this stack makes no such "
@@ -230,48 +244,131 @@ hub_write_token_scope = StackValidationPolicy(
 
 ADMIN_ROLES = frozenset(("cluster-admin", "admin", "edit"))
 """The built-in ClusterRoles that give a subject write access to most of a namespace or the cluster."""
+BUILT_IN = ADMIN_ROLES | {"view"}
+"""The built-in user-facing roles and bindings (and every ``system:`` one), which a stack neither binds nor patches."""
 ESCALATING_VERBS = frozenset(("escalate", "bind", "impersonate"))
 """Verbs that let a subject grant itself more (Kubernetes RBAC "privilege escalation prevention")."""
-BROAD_GROUPS = frozenset(("system:anonymous", "system:unauthenticated", "system:authenticated"))
+BROAD_SUBJECTS = re.compile(r"system:(anonymous|unauthenticated|authenticated|serviceaccounts(:.*)?)")
+"""Who every spelling of "everyone" names: the anonymous user or group, every (un)authenticated user, every service
+account of the cluster or of a namespace (Kubernetes "Using RBAC Authorization", Referring to subjects)."""
 ROLES = ("Role", "ClusterRole")
 BINDINGS = ("RoleBinding", "ClusterRoleBinding")
+RBAC_GROUP = "kubernetes:rbac.authorization.k8s.io/"
 
 
-def _rbac(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
-    """No wildcard or escalating RBAC rule, no binding to the built-in admin roles or to everyone."""
-    kind = kind_of(args.resource_type)
-    name = _m(props.get("metadata")).get("name") or args.name
-    if kind in ROLES:
-        for index, rule in enumerate(_l(props.get("rules"))):
-            rule = _m(rule)
-            for field_name in ("apiGroups", "resources", "verbs", "nonResourceURLs"):
-                values = [str(v) for v in _l(rule.get(field_name))]
-                if "*" in values or (field_name == "resources" and any(v.endswith("/*") for v in values)):
-                    report(f"{kind} {name} rule {index} grants every {field_name[:-1]} ('*'): list what it needs")
-            verbs = {str(v) for v in _l(rule.get("verbs"))} & ESCALATING_VERBS
-            if verbs:
-                report(f"{kind} {name} rule {index} grants {', '.join(sorted(verbs))}: a way to any permission")
-        if _m(props.get("aggregationRule")).get("clusterRoleSelectors"):
-            report(f"{kind} {name} aggregates other roles (aggregationRule): list its rules instead")
-    elif kind in BINDINGS:
-        ref = _m(props.get("roleRef"))
-        if ref.get("kind") == "ClusterRole" and ref.get("name") in ADMIN_ROLES:
-            report(f"{kind} {name} binds the built-in {ref.get('name')} role: bind a role with the rules it needs")
-        for subject in _l(props.get("subjects")):
-            if _m(subject).get("kind") == "Group" and _m(subject).get("name") in BROAD_GROUPS:
-                report(f"{kind} {name} binds {_m(subject).get('name')}: everyone who can reach the API server")
+def _rbac_objects(resource_type: str, props: dict[str, Any]) -> list[tuple[str, dict[Any, Any]]]:
+    """The RBAC objects a resource holds, as (kind, object): itself, its ``...Patch`` (the kind with ``Patch``) or each
+    item of its ``...List``."""
+    if not resource_type.startswith(RBAC_GROUP):
+        return []
+    kind = resource_type.rsplit(":", 1)[-1]
+    if kind.endswith("List"):
+        return [(kind.removesuffix("List"), _m(item)) for item in _l(props.get("items"))]
+    return [(kind, props)]
 
 
-no_broad_rbac = ResourceValidationPolicy(
+def _spelled(name: Any) -> str:
+    """A name as the API server would compare it once a hostile spelling is undone (case, surrounding space)."""
+    return str(name).strip().lower()
+
+
+def _built_in(name: Any) -> bool:
+    return _spelled(name).startswith("system:") or _spelled(name) in BUILT_IN
+
+
+def _judge_rules(kind: str, name: Any, obj: dict[Any, Any], say: Callable[[str], None]) -> None:
+    for index, rule in enumerate(_l(obj.get("rules"))):
+        rule = _m(rule)
+        for field_name in ("apiGroups", "resources", "verbs", "nonResourceURLs"):
+            values = [str(v) for v in _l(rule.get(field_name))]
+            if "*" in values or (field_name == "resources" and any(v.endswith("/*") for v in values)):
+                say(f"{kind} {name} rule {index} grants every {field_name[:-1]} ('*'): list what it needs")
+        verbs = {str(v) for v in _l(rule.get("verbs"))} & ESCALATING_VERBS
+        if verbs:
+            say(f"{kind} {name} rule {index} grants {', '.join(sorted(verbs))}: a way to any permission")
+    if _m(obj.get("aggregationRule")).get("clusterRoleSelectors"):
+        say(f"{kind} {name} aggregates other roles (aggregationRule): list its rules instead")
+
+
+def _judge_subjects(kind: str, name: Any, obj: dict[Any, Any], ksas: set[tuple[str, str]], say: Any) -> None:
+    for subject in _l(obj.get("subjects")):
+        subject = _m(subject)
+        who = subject.get("name")
+        if BROAD_SUBJECTS.fullmatch(_spelled(who)):
+            say(f"{kind} {name} binds {who!s}: everyone who can reach the API server, or every service account")
+        elif subject.get("kind") != "ServiceAccount" or (str(subject.get("namespace")), str(who)) not in ksas:
+            say(
+                f"{kind} {name} binds {subject.get('kind')!s} {subject.get('namespace') or ''}/{who!s}, not one of the "
+                "stack's Kubernetes service accounts in its namespace: bind the account of the step that needs it"
+            )
+
+
+def _judge_binding(kind: str, obj: dict[Any, Any], ksas: set[tuple[str, str]], roles: set[Any], say: Any) -> None:
+    meta = _m(obj.get("metadata"))
+    name = meta.get("name")
+    patch = kind.endswith("Patch")
+    kind = kind.removesuffix("Patch")
+    if patch and _built_in(name):
+        say(
+            f"{kind}Patch {name} changes a built-in binding of the cluster: bind a role of the stack's in a "
+            "binding of its own"
+        )
+    ref = _m(obj.get("roleRef"))
+    if not ref:
+        say(f"{kind} {name} names no roleRef: the role it grants is whatever the binding it patches holds; declare it")
+    elif ref.get("kind") == "ClusterRole" and _spelled(ref.get("name")) in ADMIN_ROLES:
+        say(f"{kind} {name} binds the built-in {ref.get('name')} role: bind a role with the rules it needs")
+    elif _built_in(ref.get("name")):
+        say(
+            f"{kind} {name} binds the built-in {ref.get('name')} role: bind a role of the stack's with the rules "
+            "it needs"
+        )
+    elif (ref.get("kind"), ref.get("name"), meta.get("namespace") if ref.get("kind") == "Role" else None) not in roles:
+        say(
+            f"{kind} {name} binds the {ref.get('kind')} {ref.get('name')}, which the stack does not declare: its rules "
+            "are not judged; bind a role of the stack's"
+        )
+    _judge_subjects(kind, name, obj, ksas, say)
+
+
+def _rbac(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
+    """No wildcard or escalating RBAC rule; a binding binds a role the stack declares to the stack's own Kubernetes
+    service accounts only: never everyone, a built-in role, nor a patch of a built-in binding or role."""
+    _, ksas = _own_principals(resources)
+    roles: set[Any] = set()
+    found = [(r, kind, obj) for r in resources for kind, obj in _rbac_objects(r.resource_type, r.props)]
+    for _, kind, obj in found:
+        meta = _m(obj.get("metadata"))
+        if kind in ROLES:
+            roles.add((kind, meta.get("name"), meta.get("namespace") if kind == "Role" else None))
+    for r, kind, obj in found:
+        with judging():
+
+            def say(message: str, urn: str = r.urn) -> None:
+                report(message, urn)
+
+            name = _m(obj.get("metadata")).get("name") or r.name
+            if kind.removesuffix("Patch") in ROLES:
+                if kind.endswith("Patch") and _built_in(name):
+                    say(f"{kind} {name} changes a built-in role of the cluster: declare a role of the stack's")
+                _judge_rules(kind.removesuffix("Patch"), name, obj, say)
+            elif kind.removesuffix("Patch") in BINDINGS:
+                _judge_binding(kind, obj, ksas, roles, say)
+
+
+no_broad_rbac = StackValidationPolicy(
     name="no-broad-rbac",
-    description="No RBAC rule with '*' or escalate, bind, impersonate; no binding to the admin roles or to everyone.",
+    description=(
+        "RBAC binds roles the stack declares, with no '*' or escalate, bind, impersonate, to its own Kubernetes "
+        "service accounts only."
+    ),
     severity=Severity.CRITICAL,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps=(
         "Give a workload a Role with the verbs and resources it uses: tpu-rl's training head gets and lists its "
         "namespace's pods (infra/k8s/manifests.py head_access), and nothing else needs one."
     ),
-    validate=_guarded_resource(_rbac),
+    validate=_guarded_stack(_rbac),
 )
 
 

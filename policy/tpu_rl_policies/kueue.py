@@ -11,7 +11,7 @@ from pulumi_policy import EnforcementLevel, Severity, StackValidationArgs, Stack
 from core.errors import TpuRlError
 from core.requests import pod_requests, quantity
 
-from .pods import NOT_WORKLOADS, _asks_tpu, _name, kind_of, pods
+from .pods import _asks_tpu, _name, kind_of, pods
 from .properties import _l, _m, unseen
 from .resources import CLUSTER_QUEUE, LOCAL_QUEUE, RESOURCE_FLAVOR, Report, Resource, _guarded_stack
 
@@ -21,7 +21,7 @@ KUEUE_KINDS = ("JobSet", "Job")
 """What tpu-rl's Kueue manages (``infra/k8s/kueue.py`` FRAMEWORKS): JobSets and batch Jobs."""
 
 
-class _MalformedError(TpuRlError, ValueError):
+class _MalformedError(TpuRlError):
     """A manifest value the API server would refuse (the message says which)."""
 
 
@@ -249,7 +249,7 @@ def _queue_fits(args: StackValidationArgs, resources: list[Resource], report: Re
     namespaces = _by_name(resources, "kubernetes:core/v1:Namespace")
     for r in resources:
         kind = kind_of(r.resource_type)
-        if kind is None or kind in KUEUE_KINDS or kind in NOT_WORKLOADS:
+        if kind is None or kind in KUEUE_KINDS:
             continue
         if any(_asks_tpu(p.spec, malformed=True) for p in pods(r.resource_type, r.props)):
             report(

@@ -35,9 +35,25 @@ LOCAL_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
 CLUSTER_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
 RESOURCE_FLAVOR = "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor"
 NAMESPACE = "kubernetes:core/v1:Namespace"
-REFERENCED = frozenset((CONFIG_MAP, SECRET, LOCAL_QUEUE, CLUSTER_QUEUE, RESOURCE_FLAVOR, NAMESPACE))
+PERSISTENT_VOLUME = "kubernetes:core/v1:PersistentVolume"
+CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
+STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
+REFERENCED = frozenset(
+    (
+        CONFIG_MAP,
+        SECRET,
+        LOCAL_QUEUE,
+        CLUSTER_QUEUE,
+        RESOURCE_FLAVOR,
+        NAMESPACE,
+        PERSISTENT_VOLUME,
+        CLAIM,
+        STORAGE_CLASS,
+    )
+)
 """Objects a stack policy reads to judge another (a container's ConfigMaps and Secrets; a step's queues, flavors
-and namespace): a finding on that other object may rest on their values."""
+and namespace; the claims, volumes and classes a pod's volume binds): a finding on that other object may rest on their
+values."""
 
 
 class Report(Protocol):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pulumi_policy import (
@@ -21,7 +22,17 @@ from core.config.schema import IMAGE_REGISTRIES
 from core.printed_commands import ANY_STACK, pulumi_config_set
 
 from .grants import REPOSITORY, _text, own_resources
-from .pods import _asks_tpu, _name, command_text, kind_of, pod_containers, pods, stray_images
+from .pods import (
+    Pod,
+    _asks_tpu,
+    _name,
+    command_text,
+    kind_of,
+    pod_containers,
+    pods,
+    unplaced,
+    workload_kind,
+)
 from .properties import _config, _l, _m, _on, _yaml, judging, unseen
 from .resources import CONFIG_MAP, JOB, JOBSET, Report, Resource, _guarded_resource, _guarded_stack
 
@@ -96,9 +107,13 @@ bounded_retries = ResourceValidationPolicy(
 
 
 def _all_containers(resource_type: str, props: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-    """Every container (init and ephemeral too) of every pod of a resource of any kind."""
+    """Every container (init and ephemeral too) of every pod of a resource of any kind, and every image of a resource
+    of another provider; of a ``podSpecPatch``, those that set an image (the others keep the one of the container they
+    patch, judged where it is)."""
     for pod in pods(resource_type, props):
-        yield from pod_containers(pod.spec)
+        for container in pod_containers(pod.spec):
+            if pod.origin != "patch" or "image" in container:
+                yield container
 
 
 DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
@@ -180,56 +195,97 @@ def _trusted(path: str, registries: tuple[str, ...]) -> bool:
     return any(path == registry or path.startswith(f"{registry}/") for registry in registries)
 
 
+AR_PATH = re.compile(r"(?P<location>[a-z][a-z0-9-]*)-docker\.pkg\.dev/(?P<project>[^/@:]+)(/.*)?")
+"""A registry path of Artifact Registry: ``<location>-docker.pkg.dev/<project>[/<repository>...]``."""
+
+
+def _project_paths(listed: tuple[str, ...], projects: set[str]) -> tuple[str, ...]:
+    """The entries of the config's registries that are paths of the stack's own project (``projects``)."""
+    out = []
+    for entry in listed:
+        match = AR_PATH.fullmatch(entry.rstrip("/"))
+        if match is not None and match["project"] in projects:
+            out.append(entry)
+    return tuple(out)
+
+
 def _trusted_registries(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
-    """Every container's image comes from a trusted upstream registry: directly, or through one of the stack's own
-    Artifact Registry remote repositories in the same stack whose upstream is one (``tpu-rl:images.mirror``). A
-    repository path of the stack's project is trusted by what it pulls from, never by a prefix: another repository
-    of the project may hold anything its writers pushed."""
+    """Every container's image, and every image a resource of another provider runs, comes from a trusted upstream
+    registry: directly, or through one of the stack's own Artifact Registry remote repositories in the same stack whose
+    upstream is one (``tpu-rl:images.mirror``). A repository path of the stack's project is trusted by what it pulls
+    from, never by a prefix, even where the config lists it: another repository of the project may hold anything its
+    writers pushed. Such an entry trusts nothing and is named only where an image relies on it; a mirror of the
+    stack's needs none."""
     listed = tuple(str(r) for r in (_config(args).get("registries") or IMAGE_REGISTRIES))
-    own = own_resources(resources)
-    own_paths = tuple(f"-docker.pkg.dev/{project}" for project in own.projects)
-    project_wide = [r for r in listed if any(path in r for path in own_paths) and ".pkg.dev/" in r]
-    for entry in project_wide:
-        report(
-            f"the policy config's registries list {entry}, a path of the stack's own project: list trusted upstream "
-            "registries; the stack's mirrors are trusted by their upstream (tpu-rl:images.mirror, no entry needed)"
-        )
-    registries = tuple(r for r in listed if r not in project_wide)
-    mirrors = {
+    project_wide = _project_paths(listed, own_resources(resources).projects)
+    trust = Trust(tuple(r for r in listed if r not in project_wide), project_wide, _mirrors(resources))
+    for r in resources:
+        label = f"{kind_of(r.resource_type) or r.resource_type} {_name(r)}"
+        for pod in pods(r.resource_type, r.props):
+            for container in pod_containers(pod.spec):
+                if pod.origin == "patch" and "image" not in container:
+                    continue
+                with judging():
+                    image = container.get("image")
+                    text = image if isinstance(image, str) else ""
+                    where = f"{label}: container {container.get('name')}"
+                    _judge_image(where, _shown(image), text, trust, r.urn, report)
+
+
+@dataclass(frozen=True)
+class Trust:
+    """What an image may come from: the config's trusted registries (``registries``), its entries that are paths of
+    the stack's own project (``project_wide``, which trust nothing), and the stack's repositories by (project, location,
+    repository id)."""
+
+    registries: tuple[str, ...]
+    project_wide: tuple[str, ...]
+    mirrors: dict[tuple[str, str, str], Resource]
+
+
+def _mirrors(resources: list[Resource]) -> dict[tuple[str, str, str], Resource]:
+    return {
         (_text(r.props.get("project")), _text(r.props.get("location")), _text(r.props.get("repositoryId"))): r
         for r in resources
         if r.resource_type == REPOSITORY
     }
-    for r in resources:
-        found = pods(r.resource_type, r.props)
-        for pod in found:
-            for container in pod_containers(pod.spec):
-                with judging():
-                    image = container.get("image")
-                    text = image if isinstance(image, str) else ""
-                    where = f"{kind_of(r.resource_type)} {_name(r)}: container {container.get('name')}"
-                    _judge_image(where, _shown(image), text, registries, mirrors, r.urn, report)
 
 
-def _judge_image(
+def _judge_image(where: str, shown: str, text: str, trust: Trust, urn: str, report: Report) -> None:
+    registries = trust.registries
+    match = AR_IMAGE.fullmatch(text)
+    mirror = trust.mirrors.get((match["project"], match["location"], match["repository"])) if match else None
+    if mirror is None or match is None:
+        if _trusted(text, registries):
+            return
+        listing = next((entry for entry in trust.project_wide if _trusted(text, (entry.rstrip("/"),))), None)
+        if listing is not None:
+            report(
+                f"{where}: image {shown} is from a repository of the stack's own project that is not one of its "
+                f"mirrors; the policy config's registries list {listing}, but a path of the stack's project is never "
+                "trusted by a listing (its writers decide what it holds): name the image through the stack's mirror "
+                "(tpu-rl:images.mirror) or from a trusted upstream",
+                urn,
+            )
+            return
+        report(
+            f"{where}: image {shown} is not from a trusted registry ({', '.join(registries)}); it would run "
+            "with the Hugging Face token and a bucket identity",
+            urn,
+        )
+        return
+    _judge_mirror(where, shown, match, mirror, registries, urn, report)
+
+
+def _judge_mirror(
     where: str,
     shown: str,
-    text: str,
+    match: re.Match[str],
+    mirror: Resource,
     registries: tuple[str, ...],
-    mirrors: dict[tuple[str, str, str], Resource],
     urn: str,
     report: Report,
 ) -> None:
-    match = AR_IMAGE.fullmatch(text)
-    mirror = mirrors.get((match["project"], match["location"], match["repository"])) if match else None
-    if mirror is None or match is None:
-        if not _trusted(text, registries):
-            report(
-                f"{where}: image {shown} is not from a trusted registry ({', '.join(registries)}); it would run "
-                "with the Hugging Face token and a bucket identity",
-                urn,
-            )
-        return
     props = mirror.props
     repository = f"{mirror.name} ({match['location']}-docker.pkg.dev/{match['project']}/{match['repository']})"
     mode = props.get("mode")
@@ -272,22 +328,33 @@ trusted_registries = StackValidationPolicy(
 
 
 def _known_workload_kinds(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
-    strays = stray_images(args.resource_type, props)
-    if not strays:
+    with judging():  # what it reads deciding where the pods are; the refusal rests on the pods it found
+        found = unplaced(args.resource_type, props)
+    if not found:
         return
-    paths = [f"{where}.image" for where, _ in strays]
+    paths = [f"{p.where}.image" if p.origin == "stray" else p.where for p in found]
     shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    kind = kind_of(args.resource_type)
+    if kind is None:
+        report(
+            f"{args.resource_type} {args.name} runs images outside the cluster ({shown}): tpu-rl runs its steps as "
+            "JobSets in its cluster, where the pack judges their pods' identity and host access; remove it"
+        )
+        return
     name = _m(props.get("metadata")).get("name") or args.name
     report(
-        f"{kind_of(args.resource_type)} {name} ({args.resource_type}) runs images outside any pod spec ({shown}): an "
-        "unknown workload kind, whose pods' host access and service account the pack does not see; run it as a Job "
-        "or JobSet"
+        f"{kind} {name} ({args.resource_type}) runs containers outside the pod specs of the built-in workload kinds "
+        f"({shown}): a custom workload kind, whose pods get their namespace, service account and host access where "
+        "the pack does not see; run it as a Job or JobSet"
     )
 
 
 known_workload_kinds = ResourceValidationPolicy(
     name="known-workload-kinds",
-    description="Every image a Kubernetes object carries is a container of a pod spec the pack judges.",
+    description=(
+        "Containers run only in pod specs of the built-in workload kinds (Pod, the apps kinds, Job, CronJob, JobSet), "
+        "matched by full type token; no resource of another provider runs an image."
+    ),
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Run workloads as Jobs or JobSets (workloads/specs/step_manifests.py).",
@@ -297,71 +364,135 @@ known_workload_kinds = ResourceValidationPolicy(
 
 ALLOWED_CAPABILITIES = frozenset(("NET_BIND_SERVICE",))
 HOST_NAMESPACES = {"hostPID": "process", "hostIPC": "IPC"}
+VOLUME_SOURCES = frozenset(
+    ("emptyDir", "configMap", "secret", "downwardAPI", "projected", "persistentVolumeClaim", "ephemeral", "hostPath")
+)
+"""The volume sources a pod may use (a host path only as the TPU workers' ``/tmp``; a claim as ``pod-bindings``
+judges it): none reaches the node, another pod's storage or an image of its own."""
+PROJECTED_SOURCES = frozenset(("configMap", "secret", "downwardAPI", "serviceAccountToken", "clusterTrustBundle"))
 
 
 def _least_privilege_pods(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
     """Where tpu-rl uses the node, and nowhere else: the TPU workers (pods that ask for ``google.com/tpu``) have the
     host network and the node's ``/tmp``; the Pathways head (the coordinator of a JobSet with TPU workers) has the
     host network. No pod shares the node's process or IPC namespace; no container is privileged, adds a
-    capability, may escalate its privileges or runs as a Windows host process."""
+    capability, may escalate its privileges or runs as a Windows host process; a volume is one of the sources a step
+    uses, and no object names a path of the node elsewhere (a PersistentVolume, a custom kind's template)."""
     found = pods(args.resource_type, props)
-    if not found:
-        return
-    tpu_jobset = kind_of(args.resource_type) == "JobSet" and any(_asks_tpu(p.spec, malformed=False) for p in found)
+    tpu_jobset = workload_kind(args.resource_type) == "JobSet" and any(
+        _asks_tpu(p.spec, malformed=False) for p in found if p.placed
+    )
     for pod in found:
         for container in pod_containers(pod.spec):
-            name = container.get("name")
-            context = _m(container.get("securityContext"))
-            if _on(context.get("privileged")):
-                report(
-                    f"container {name} is privileged: root on the node, with the Hugging Face "
-                    "token and a bucket identity; no Pathways or MaxText container needs it"
-                )
-            added = {str(c) for c in _l(_m(context.get("capabilities")).get("add"))}
-            if added - ALLOWED_CAPABILITIES:
-                report(f"container {name} adds capabilities: remove capabilities.add")
-            if _on(context.get("allowPrivilegeEscalation")):
-                report(
-                    f"container {name} allows privilege escalation (allowPrivilegeEscalation: "
-                    f"{_yaml(context.get('allowPrivilegeEscalation'))}): set it false"
-                )
-            if _on(_m(context.get("windowsOptions")).get("hostProcess")):
-                report(f"container {name} runs as a host process (windowsOptions.hostProcess): remove it")
-            if context.get("procMount") not in (None, "Default"):
-                report(f"container {name} unmasks /proc (procMount: {context.get('procMount')}): remove it")
+            _container_privileges(container, report)
     for pod in found:
-        spec = pod.spec
-        tpu = _asks_tpu(spec, malformed=False)
-        for key, namespace in HOST_NAMESPACES.items():
-            if _on(spec.get(key)):
-                report(
-                    f"pod {pod.where} shares the node's {namespace} namespace ({key}: {_yaml(spec.get(key))}): it "
-                    "can see the node's other pods, the Pathways workers and their tokens among them; no step needs it"
-                )
-        if _on(spec.get("hostNetwork")) and not (tpu or (pod.coordinator and tpu_jobset)):
+        if pod.origin == "unread":
             report(
-                f"pod {pod.where} uses the node's network (hostNetwork: {_yaml(spec.get('hostNetwork'))}): only the "
-                "Pathways head and the TPU workers do"
+                f"{pod.where} is not a pod spec the pack can read (YAML or JSON of a mapping, no anchors or aliases): "
+                "the pod it patches would run unjudged; remove it"
             )
-        if _on(_m(_m(spec.get("securityContext")).get("windowsOptions")).get("hostProcess")):
-            report(f"pod {pod.where} runs as a host process (windowsOptions.hostProcess): remove it")
-        for volume in _l(spec.get("volumes")):
-            volume = _m(volume)
-            if volume.get("hostPath") is None:
-                continue
-            host_path = _m(volume.get("hostPath")).get("path")
-            if host_path != "/tmp" or not tpu:
-                report(
-                    f"volume {volume.get('name')} mounts the node's {host_path}: only the Pathways workers on "
-                    "TPU hosts mount a host path (/tmp)"
-                )
+        elif pod.whole:
+            _pod_privileges(pod, tpu_jobset, report)
+    if args.resource_type.startswith("kubernetes:"):
+        judged = {id(p.spec.get("volumes")) for p in found if p.whole}
+        label = f"{kind_of(args.resource_type)} {_m(props.get('metadata')).get('name') or args.name}"
+        for where, source, path in _host_storage(props, "", judged, 0):
+            report(
+                f"{label}: {where} is the node's {path} ({source}): a pod that mounts it, as a volume or through a "
+                "claim bound to it, gets the node's files; only the Pathways workers on TPU hosts mount a host path "
+                "(/tmp), as a volume of their pod spec"
+            )
+
+
+def _container_privileges(container: dict[str, Any], report: Report) -> None:
+    name = container.get("name")
+    context = _m(container.get("securityContext"))
+    if _on(context.get("privileged")):
+        report(
+            f"container {name} is privileged: root on the node, with the Hugging Face "
+            "token and a bucket identity; no Pathways or MaxText container needs it"
+        )
+    added = {str(c) for c in _l(_m(context.get("capabilities")).get("add"))}
+    if added - ALLOWED_CAPABILITIES:
+        report(f"container {name} adds capabilities: remove capabilities.add")
+    if _on(context.get("allowPrivilegeEscalation")):
+        report(
+            f"container {name} allows privilege escalation (allowPrivilegeEscalation: "
+            f"{_yaml(context.get('allowPrivilegeEscalation'))}): set it false"
+        )
+    if _on(_m(context.get("windowsOptions")).get("hostProcess")):
+        report(f"container {name} runs as a host process (windowsOptions.hostProcess): remove it")
+    if context.get("procMount") not in (None, "Default"):
+        report(f"container {name} unmasks /proc (procMount: {context.get('procMount')}): remove it")
+
+
+def _pod_privileges(pod: Pod, tpu_jobset: bool, report: Report) -> None:
+    spec = pod.spec
+    tpu = pod.placed and _asks_tpu(spec, malformed=False)
+    for key, namespace in HOST_NAMESPACES.items():
+        if _on(spec.get(key)):
+            report(
+                f"pod {pod.where} shares the node's {namespace} namespace ({key}: {_yaml(spec.get(key))}): it "
+                "can see the node's other pods, the Pathways workers and their tokens among them; no step needs it"
+            )
+    if _on(spec.get("hostNetwork")) and not (tpu or (pod.coordinator and tpu_jobset)):
+        report(
+            f"pod {pod.where} uses the node's network (hostNetwork: {_yaml(spec.get('hostNetwork'))}): only the "
+            "Pathways head and the TPU workers do"
+        )
+    if _on(_m(_m(spec.get("securityContext")).get("windowsOptions")).get("hostProcess")):
+        report(f"pod {pod.where} runs as a host process (windowsOptions.hostProcess): remove it")
+    for volume in _l(spec.get("volumes")):
+        _volume(_m(volume), tpu, report)
+
+
+def _volume(volume: dict[str, Any], tpu: bool, report: Report) -> None:
+    name = volume.get("name")
+    if volume.get("hostPath") is not None:
+        host_path = _m(volume.get("hostPath")).get("path")
+        if host_path != "/tmp" or not tpu:
+            report(
+                f"volume {name} mounts the node's {host_path}: only the Pathways workers on TPU hosts mount a host "
+                "path (/tmp)"
+            )
+    others = sorted(str(key) for key in volume if key != "name" and key not in VOLUME_SOURCES)
+    if others:
+        report(
+            f"volume {name} is a {', '.join(others)} volume, a source no step uses (it may reach the node, another "
+            "pod's storage or an image of its own): mount emptyDir, ConfigMap, Secret, projected or downward API "
+            "volumes, or a claim the stack declares"
+        )
+    for source in _l(_m(volume.get("projected")).get("sources")):
+        unknown = sorted(str(key) for key in _m(source) if key not in PROJECTED_SOURCES)
+        if unknown:
+            report(f"volume {name} projects {', '.join(unknown)}, a source no step uses: project ConfigMaps or Secrets")
+
+
+def _host_storage(node: Any, path: str, judged: set[int], depth: int) -> Iterator[tuple[str, str, Any]]:
+    """Every node path an object names outside the pod volumes judged as such: a ``hostPath`` (a PersistentVolume's,
+    a template's), or a ``local`` volume's ``path`` (a local PersistentVolume)."""
+    if depth > 64 or id(node) in judged:
+        return
+    if isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from _host_storage(item, f"{path}[{index}]", judged, depth + 1)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            here = f"{path}.{key}" if path else str(key)
+            if key == "hostPath" and value is not None:
+                yield here, "hostPath", _m(value).get("path")
+            elif key == "local" and isinstance(value, dict) and "path" in value:
+                yield here, "local", value.get("path")
+            else:
+                yield from _host_storage(value, here, judged, depth + 1)
 
 
 least_privilege_pods = ResourceValidationPolicy(
     name="least-privilege-pods",
     description=(
         "No privileged container, added capability or privilege escalation; no host PID or IPC; the host network "
-        "and a host path (/tmp) only where the Pathways head and TPU workers need them."
+        "and a host path (/tmp) only where the Pathways head and TPU workers need them; only the volume sources the "
+        "steps use; no node path anywhere else (a PersistentVolume, a custom kind's template)."
     ),
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,

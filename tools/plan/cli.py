@@ -16,15 +16,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pulumi
 import yaml
 
-from core.errors import BAD_INPUT, TpuRlError
+from core.errors import TpuRlError
 from core.estimate import describe
 from core.outdir import check, write_files
-from core.redact import scrub, scrub_lines
+from infra.stop import StopError
 from tools.plan.offline import Plan, is_kubernetes_object, run_program
-from tools.process import exit_now
+from tools.process import exit_now, report
 from tools.stack_files import ROOT, load_stack_config, stack_name
 
 
@@ -153,10 +152,8 @@ def _plan(args: argparse.Namespace) -> int:
         if args.out:
             check(args.out)  # a bad --out is one line before anything runs (nothing is created)
         plan, notes = plan_stack(stack_file, args.set, stack=args.stack, preflight=args.preflight)
-    except (TpuRlError, pulumi.RunError) as err:  # RunError: the program's own refusal, as the engine shows it
-        for line in scrub_lines(str(err), limit=400):  # every problem of the config, one line each
-            print(f"error: {line}", file=sys.stderr)
-        return err.exit_code if isinstance(err, TpuRlError) else BAD_INPUT
+    except (TpuRlError, StopError) as err:  # StopError: the program's own stop, as the engine shows it
+        return report(err)
     except Exception as err:  # noqa: BLE001 (a bug, not a bad input: one line, and a distinct exit code)
         print(
             f"error: internal error in the offline plan ({type(err).__name__}: {err}); please report it",
@@ -169,8 +166,7 @@ def _plan(args: argparse.Namespace) -> int:
         try:
             write_plan(plan, args.out)
         except TpuRlError as err:
-            print(f"error: {scrub(str(err), limit=400)}", file=sys.stderr)
-            return err.exit_code
+            return report(err)
     print(render_table(plan))
     if args.out:
         print(f"\nwrote {args.out / 'plan.json'} and {args.out / 'manifests'}/")

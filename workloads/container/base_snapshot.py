@@ -44,12 +44,17 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # tpu-rl: core/hf_model.py is inlined here (workloads/specs/commands.py)
 from core.hf_model import CONFIG_FILE, Digest, HubFile, file_problem, hub_file, name_problem, recorded_file
 
 # tpu-rl: end of core/hf_model.py
+
+if TYPE_CHECKING or __package__:  # the repository's package (the tests)
+    from workloads.container import shown
+else:  # python3 /tpu-rl/base_snapshot.py: shown.py is a file of the same ConfigMap, its folder on sys.path
+    import shown
 
 REFUSED = 3
 COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -87,28 +92,9 @@ class FailedError(Exception):
     """The Hub or GCS failed (tried again, ``RETRY_WAITS``; then exit 1: the next `up` retries the step)."""
 
 
-HIDDEN = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]?|\x1b[]PX^_][^\n\x07\x1b\x9c]*(?:\x1b\\|\x9c|\x07)?|\x1b[ -/]*[0-~]"
-    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
-    "|[\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f"
-    "\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb"
-    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e007f]"
-    "|[\ufe00-\ufe0d\U000e0100-\U000e01ef]"
-    "|(?<![\u00a9\u00ae\u203c\u2049\u2100-\u2bff\u3030\u303d\u3297\u3299\U0001f000-\U0001faff])[\ufe0e\ufe0f]"
-    "|[\ufe0e\ufe0f](?=[\ufe00-\ufe0f\U000e0100-\U000e01ef])"
-)
-"""What a terminal acts on or does not draw (escapes, controls, invisible characters), removed from text from elsewhere
-before it is printed: core/terminal.py's ``HIDDEN``, copied (no core here; tests/test_redact_terminal.py compares)."""
-
-
-def one_line(text: str) -> str:
-    """``text`` as one log line a terminal shows as written (the Hub's and GCS's errors and a record's names come in
-    it): what it would act on or hide removed (``HIDDEN``), any other unprintable character shown as ``?``."""
-    return "".join(c if c.isprintable() else "?" for c in " ".join(HIDDEN.sub("", text).split()))
-
-
 def log(message: str) -> None:
-    print(f"tpu-rl base: {one_line(message)}", file=sys.stderr, flush=True)
+    """One line of the step's log; the Hub's and GCS's errors and a record's names come in it (``shown.line``)."""
+    print(f"tpu-rl base: {shown.line(message, None)}", file=sys.stderr, flush=True)
 
 
 def folder(uri: str) -> tuple[Any, str]:

@@ -1,6 +1,5 @@
-"""The export step's second program, run in the MaxText image after ``to_huggingface`` (``python3 -c`` of this
-file's text with ``core/hf_model.py``'s in place of its import, as the step runs ``checkpoint_scan.py``): makes
-the export the whole base model.
+"""The export step's second program, run in the MaxText image after ``to_huggingface`` (a file of its ConfigMap, with
+``core/hf_model.py``'s text in place of its import, and ``shown.py`` beside it): makes the export the whole base model.
 
     python3 complete_export.py BASE_REPO REVISION EXPORT_URI CONVERT_URI
 
@@ -40,12 +39,11 @@ GCS fails (the next ``pulumi up`` runs the step again).
 from __future__ import annotations
 
 import json
-import re
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # tpu-rl: core/hf_model.py is inlined here (workloads/specs/commands.py)
 from core.hf_model import (
@@ -70,8 +68,12 @@ from core.hf_model import (
 
 # tpu-rl: end of core/hf_model.py
 
+if TYPE_CHECKING or __package__:  # the repository's package (the tests)
+    from workloads.container import shown
+else:  # python3 /tpu-rl/complete_export.py: shown.py is a file of the same ConfigMap, its folder on sys.path
+    import shown
+
 REFUSED = 3
-COMMIT = re.compile(r"[0-9a-f]{40}")
 MAX_SHARD_BYTES = 3 * 1024**3
 """MaxText's own shard size (``utils.py``: ``DEFAULT_MAX_SHARD_SIZE``)."""
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -98,38 +100,13 @@ BASE_SHARD = "model-base-{:05d}-of-{:05d}.safetensors"
 RENAMED_SINGLE = "model-00001-of-00001.safetensors"
 TIMEOUT = 60.0
 """Seconds of one connect or read (the step's own deadline bounds the whole program)."""
-CONSTRUCTOR = {
-    "BOOL": "bool",
-    "U8": "uint8",
-    "I8": "int8",
-    "I16": "int16",
-    "U16": "uint16",
-    "I32": "int32",
-    "U32": "uint32",
-    "I64": "int64",
-    "U64": "uint64",
-    "F16": "float16",
-    "BF16": "bfloat16",
-    "F32": "float32",
-    "F64": "float64",
-    "F8_E4M3": "float8_e4m3fn",
-    "F8_E5M2": "float8_e5m2",
+CONSTRUCTOR = {"BOOL": "bool", "BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"} | {
+    f"{code}{bits}": f"{name}{bits}"
+    for code, name in (("U", "uint"), ("I", "int"), ("F", "float"))
+    for bits in (8, 16, 32, 64)
+    if (code, bits) != ("F", 8)
 }
 """A safetensors dtype code -> the name the library's writer takes (``parse_dtype_str``)."""
-
-
-HIDDEN = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]?|\x1b[]PX^_][^\n\x07\x1b\x9c]*(?:\x1b\\|\x9c|\x07)?|\x1b[ -/]*[0-~]"
-    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
-    "|[\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f"
-    "\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb"
-    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e007f]"
-    "|[\ufe00-\ufe0d\U000e0100-\U000e01ef]"
-    "|(?<![\u00a9\u00ae\u203c\u2049\u2100-\u2bff\u3030\u303d\u3297\u3299\U0001f000-\U0001faff])[\ufe0e\ufe0f]"
-    "|[\ufe0e\ufe0f](?=[\ufe00-\ufe0f\U000e0100-\U000e01ef])"
-)
-"""What a terminal acts on or does not draw (escapes, controls, invisible characters), removed from text from elsewhere
-before it is printed: core/terminal.py's ``HIDDEN``, copied (no core here; tests/test_redact_terminal.py compares)."""
 
 
 class RefusedError(Exception):
@@ -140,14 +117,9 @@ class FailedError(Exception):
     """GCS failed (exit 1: the step runs again)."""
 
 
-def one_line(text: str, limit: int = 300) -> str:
-    """``text`` as one log line a terminal shows as written (names and errors come from GCS and the Hub): what it
-    would act on or hide removed (``HIDDEN``), any other unprintable character shown as ``?``."""
-    return "".join(c if c.isprintable() else "?" for c in " ".join(HIDDEN.sub("", text).split()))[:limit]
-
-
 def log(message: str) -> None:
-    print(f"tpu-rl export: {one_line(message, 1000)}", flush=True)
+    """One line of the step's log; names and errors come in it from GCS and the Hub (``shown.line``)."""
+    print(f"tpu-rl export: {shown.line(message, 1000)}", flush=True)
 
 
 class Base:
@@ -602,16 +574,16 @@ def main(argv: list[str]) -> None:
     try:
         complete(*argv)
     except RefusedError as err:
-        print(f"tpu-rl export: {one_line(str(err), 1000)}", file=sys.stderr, flush=True)
+        print(f"tpu-rl export: {shown.line(err, 1000)}", file=sys.stderr, flush=True)
         sys.exit(REFUSED)
     except (FailedError, ReplyTooLargeError) as err:
-        print(f"tpu-rl export: {one_line(str(err), 1000)}", file=sys.stderr, flush=True)
+        print(f"tpu-rl export: {shown.line(err, 1000)}", file=sys.stderr, flush=True)
         sys.exit(1)
     except ValueError as err:  # ModelFormatError: a file that is not what its format says, the same next time
-        print(f"tpu-rl export: {one_line(str(err), 1000)}", file=sys.stderr, flush=True)
+        print(f"tpu-rl export: {shown.line(err, 1000)}", file=sys.stderr, flush=True)
         sys.exit(REFUSED)
     except Exception as err:  # noqa: BLE001 (GCS and anything else: one line, the step runs again)
-        print(f"tpu-rl export: {type(err).__name__}: {one_line(str(err))}", file=sys.stderr, flush=True)
+        print(f"tpu-rl export: {type(err).__name__}: {shown.line(err)}", file=sys.stderr, flush=True)
         sys.exit(1)
 
 

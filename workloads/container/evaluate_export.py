@@ -1,9 +1,8 @@
-"""A step's program that grades the export on held-out questions. It runs in the MaxText post-training image as
-``python3 -c`` of this file's text with ``core/hf_model.py`` inlined in place of its import
-(``workloads.specs.commands._with_hf_model``, as the publish step runs ``publish_hub.py``). The exported model
-answers each question as training prompted it, and the step records how many answers were right. It stays one file
-past the project's 600 lines for a module (issue 42) because it is one program file of the evaluation's ConfigMap,
-run by the image's python with no package around it: a part split off would have nothing to be imported from.
+"""A step's program that grades the export on held-out questions. It runs in the MaxText post-training image as a
+file of the evaluation's ConfigMap, with ``core/hf_model.py`` inlined in place of its import
+(``workloads.specs.commands._with_hf_model``, as the publish step runs ``publish_hub.py``), beside the files it imports:
+the grader (``evaluate_grader.py``) and what a step prints of outside text (``shown.py``). The exported model answers
+each question as training prompted it, and the step records how many answers were right.
 
     python3 evaluate_export.py EXPORT_URI WORK_DIR RECORD_URI SPEC_JSON
 
@@ -23,7 +22,7 @@ run by the image's python with no package around it: a part split off would have
 5. Each answer is graded as MaxText 0.2.5's RL evaluation grades it (``evaluate_rl.py`` ``score_responses`` with
    rl.yml's defaults: one greedy response, ``eval_mode: pass``), so the count compares with the ``Pre/Post RL
    Training: accuracy`` MaxText logs. The grader is ported from its ``utils_rl.py`` and ``math_verify_pool.py`` and
-   checked against those files, run unmodified (tests/test_evaluate_grader.py):
+   checked against those files, run unmodified (``evaluate_grader.py``, tests/test_evaluate_grader.py):
 
    - extraction (``extract_answer``): in the last ``answerStart ... answerEnd`` (or the whole output without one),
      the last ``\\boxed{...}``, else a loose ``\\boxed`` number, else that last tagged text, stripped; nothing
@@ -62,19 +61,25 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 import sys
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 # tpu-rl: core/hf_model.py is inlined here (workloads/specs/commands.py)
 from core.hf_model import ReplyTooLargeError, export_file_problem
 
 # tpu-rl: end of core/hf_model.py
+
+if TYPE_CHECKING or __package__:  # the repository's package (the tests)
+    from workloads.container import evaluate_grader as grading
+    from workloads.container import shown
+else:  # python3 /tpu-rl/evaluate_export.py: its imports are files of the same ConfigMap, their folder on sys.path
+    import evaluate_grader as grading
+    import shown
 
 REFUSED = 3
 FAILED = 1
@@ -108,18 +113,6 @@ ANSWER_CELL = 100
 GRADER_CELL = 120
 """The longest grader name in the summary (the record's summary holds at most 200 characters)."""
 CLIP = "…"
-HIDDEN = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]?|\x1b[]PX^_][^\n\x07\x1b\x9c]*(?:\x1b\\|\x9c|\x07)?|\x1b[ -/]*[0-~]"
-    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
-    "|[\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f"
-    "\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb"
-    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e007f]"
-    "|[\ufe00-\ufe0d\U000e0100-\U000e01ef]"
-    "|(?<![\u00a9\u00ae\u203c\u2049\u2100-\u2bff\u3030\u303d\u3297\u3299\U0001f000-\U0001faff])[\ufe0e\ufe0f]"
-    "|[\ufe0e\ufe0f](?=[\ufe00-\ufe0f\U000e0100-\U000e01ef])"
-)
-"""What a terminal acts on or does not draw (escapes, controls, invisible characters), removed from text from elsewhere
-before it is printed: core/terminal.py's ``HIDDEN``, copied (no core here; tests/test_redact_terminal.py compares)."""
 
 
 class RefusedError(Exception):
@@ -220,9 +213,10 @@ def prompt_text(spec: Spec, question: str) -> str:
 
 
 def cell(text: str, limit: int) -> str:
-    """``text`` as one printable line of at most ``limit`` characters (``one_line``: what a terminal would act on or
-    hide removed, runs of whitespace one space, any other unprintable character ``?``; a longer text ends in ``…``)."""
-    line = one_line(text, len(text))
+    """``text`` as one printable line of at most ``limit`` characters (``shown.line``: what a terminal would act on or
+    hide removed, secrets redacted, runs of whitespace one space, any other unprintable character ``?``; a longer text
+    ends in ``…``)."""
+    line = shown.line(text, None)
     return line if len(line) <= limit else line[: limit - len(CLIP)] + CLIP
 
 
@@ -265,283 +259,11 @@ def split_uri(uri: str, what: str, folder: bool) -> tuple[str, str]:
     return bucket, path
 
 
-def one_line(text: str, limit: int = 400) -> str:
-    """``text`` as one log line a terminal shows as written: what it would act on or hide removed (``HIDDEN``), any
-    other unprintable character shown as ``?``."""
-    return "".join(c if c.isprintable() else "?" for c in " ".join(HIDDEN.sub("", text).split()))[:limit]
-
-
 # ---------------------------------------------------------------------------------------------
-# Grading: MaxText 0.2.5's RL evaluation (``evaluate_rl.py`` ``score_responses`` with its defaults: one greedy
-# response, ``eval_mode: pass``), ported from its ``utils_rl.py`` and ``math_verify_pool.py`` (Copyright Google
-# LLC, Apache License 2.0) and checked against those files, run unmodified, in tests/test_evaluate_grader.py.
-
-GRADER = "MaxText 0.2.5 RL evaluation matching"
-"""What grades the answers, as the record's summary names it (with math-verify's version)."""
-FALLBACK_ANSWER = "-1000000"
-"""What MaxText's ``extract_answer`` returns when a response holds no answer: graded like any other."""
-GRADE_SECONDS = 5
-"""math-verify's own bound on one parse and one comparison (its defaults). MaxText's evaluation passes ``None``
-and waits as long as sympy takes; here a comparison still running after it counts as wrong."""
-
-SUBSTITUTIONS = [
-    ("\\\\", "\\"),
-    ("\\tfrac", "\\frac"),
-    ("\\dfrac", "\\frac"),
-    ("an ", ""),
-    ("a ", ""),
-    (".$", "$"),
-    ("\\$", ""),
-    (r"\ ", ""),
-    (" or ", ","),
-    (" and ", ","),
-    ("million", "*10^6"),
-    ("billion", "*10^9"),
-    ("trillion", "*10^12"),
-    (" ", ""),
-    ("mbox", "text"),
-    (",\\text{and}", ","),
-    ("\\text{and}", ","),
-    ("\\text{m}", "\\text{}"),
-]
-UNITS = [
-    "yard",
-    "foot",
-    "feet",
-    "mile",
-    "day",
-    "week",
-    "month",
-    "year",
-    "hour",
-    "minute",
-    "second",
-    "centimeter",
-    "meter",
-    "cm",
-    "mm",
-    "km",
-    "inch",
-    "degree",
-    "pound",
-    "cent",
-    "mph",
-]
-REMOVED_EXPRESSIONS = [
-    "\\left",
-    "\\right",
-    "\\!",
-    "square",
-    "ways",
-    "integers",
-    "dollars",
-    "units",
-    "\\ldots",
-    "sue",
-    "points",
-    "digits",
-    "gm",
-    "meals",
-    "edges",
-    "students",
-    "childrentickets",
-    "multiples",
-    "\\text{s}",
-    "\\text{.}",
-    "\\text{\ns}",
-    "\\text{}^2",
-    "\\text{}^3",
-    "\\text{\n}",
-    "\\text{}",
-    r"\mathrm{th}",
-    r"^\circ",
-    r"^{\circ}",
-    r"\;",
-    r",\!",
-    "{,}",
-    '"',
-    "\\dots",
-]
-ESCAPE_FIXES = [
-    ("\f", "rac", r"\frac"),
-    ("\n", "ewline", r"\newline"),
-    ("\n", "e", r"\ne"),
-    ("\t", "heta", r"\theta"),
-    ("\t", "an", r"\tan"),
-    ("\t", "o", r"\to"),
-    ("\t", "imes", r"\times"),
-    ("\t", "ext", r"\text"),
-    ("\t", "extbf", r"\textbf"),
-    ("\t", "extit", r"\textit"),
-    ("\r", "ightarrow", r"\rightarrow"),
-    ("\r", "ightarrow", r"\Rightarrow"),
-    ("\b", "eta", r"\beta"),
-    ("\b", "ar", r"\bar"),
-    ("\b", "inom", r"\binom"),
-    ("\b", "oxed", r"\boxed"),
-    ("\a", "lpha", r"\alpha"),
-    ("\a", "pprox", r"\approx"),
-    ("\v", "ec", r"\vec"),
-]
-LATEX_COMMANDS = [
-    "frac",
-    "sqrt",
-    "pi",
-    "theta",
-    "alpha",
-    "beta",
-    "gamma",
-    "delta",
-    "sum",
-    "int",
-    "infty",
-    "cdot",
-    "times",
-    "div",
-    "pm",
-    "mp",
-    "leq",
-    "geq",
-    "neq",
-    "approx",
-    "equiv",
-    "sin",
-    "cos",
-    "tan",
-    "log",
-    "ln",
-    "exp",
-    "lim",
-    "to",
-    "rightarrow",
-    "leftarrow",
-    "Rightarrow",
-    "Leftarrow",
-    "overline",
-    "underline",
-    "hat",
-    "bar",
-    "vec",
-    "dot",
-    "ddot",
-    "mathbb",
-    "mathbf",
-    "mathrm",
-    "text",
-    "textbf",
-    "textit",
-    "boxed",
-    "left",
-    "right",
-    "choose",
-    "binom",
-]
+# The grader: math-verify and sympy from the image (the matching: ``evaluate_grader.py``)
 
 
-def extract_answer(output: str, start: str, end: str) -> str | None:
-    """The answer in ``output`` as MaxText's ``extract_answer`` finds it; None where it finds none (and grades
-    ``FALLBACK_ANSWER``). In the text of the last ``start ... end`` (or all of ``output`` without one): the last
-    brace-balanced ``\\boxed{...}``, else the first loose ``\\boxed`` number; else the last ``start ... end``'s
-    text, stripped."""
-    tagged = re.compile(rf"{re.escape(start)}(.+?){re.escape(end)}", flags=re.MULTILINE | re.DOTALL)
-    found = tagged.findall(output)
-    content = found[-1] if found else output
-    boxes: list[str] = []
-    opened: list[int] = []
-    for at, char in enumerate(content):
-        if char == "{":
-            opened.append(at)
-        elif char == "}" and opened:
-            brace = opened.pop()
-            if content[:brace].endswith(r"\boxed"):
-                boxes.append(content[brace + 1 : at].strip())
-    if boxes:
-        return boxes[-1]
-    loose = re.search(r"\\boxed\s*\{?\s*([a-zA-Z0-9\.,\-]+)\s*\}?", content)
-    if loose:
-        return loose.group(1).strip()
-    return str(found[-1]).strip() if found else None
-
-
-def boxed(text: str) -> str:
-    return "\\boxed{" + text + "}" if not text.startswith("\\boxed{") else text
-
-
-def _mixed_fraction(match: re.Match[str]) -> str:
-    whole = match.group(1) or match.group(2)
-    return f"${whole}{match.group(3)}$" if whole else f"${match.group(3)}$"
-
-
-def normalize_final_answer(text: str) -> str:
-    """MaxText's ``normalize_final_answer``: after the last ``=``; ``7 3/4`` as ``7+3/4``; its substitutions, units
-    and removed words; LaTeX wrappers (``\\text``, ``\\textbf``, ``\\overline``, ``\\boxed``) unwrapped; ``$``
-    dropped; a leading ``.`` given its ``0``; one pair of outer braces dropped; a whole float as an integer;
-    commas dropped from digits."""
-    text = text.split("=")[-1]
-    text = re.sub(r"([0-9]) +([0-9])", r"\1+\2", text)
-    for before, after in SUBSTITUTIONS:
-        text = text.replace(before, after)
-    for unit in UNITS:
-        text = re.sub(rf"{unit}(es)?(s)? *(\^[0-9]+)?", "", text)
-    for expression in REMOVED_EXPRESSIONS:
-        text = text.replace(expression, "")
-    text = re.sub(r".*?(\d+)?\s*\$\s*(\d+)?\s*(\\frac\{.*?\}\{.*?\}|\d+/\d+)\s*\$.*", _mixed_fraction, text)
-    text = re.sub(r"(\\text\{)(.*?)(\})", "\\2", text)
-    text = re.sub(r"(\\textbf\{)(.*?)(\})", "\\2", text)
-    text = re.sub(r"(\\overline\{)(.*?)(\})", "\\2", text)
-    text = re.sub(r"(\\boxed\{)(.*)(\})", "\\2", text)
-    text = re.sub(r"(frac)([^{])(.)", "frac{\\2}{\\3}", text)
-    text = re.sub(r"(sqrt)([^{])", "sqrt{\\2}", text)
-    text = text.replace("$", "")
-    if text.startswith("."):
-        text = "0" + text
-    text = text.replace("{.", "{0.")
-    if len(text) >= 2 and text[0] == "{" and text[-1] == "}":
-        text = text[1:-1]
-    try:
-        number = float(text)
-        if abs(number - round(number)) < 1e-7:
-            text = str(int(round(number)))
-    except (ValueError, OverflowError):
-        pass
-    if text.replace(",", "").isdigit():
-        text = text.replace(",", "")
-    return text
-
-
-def fix_latex_escaping(text: str) -> str:
-    """MaxText's ``fix_latex_escaping``: a LaTeX command whose backslash became a control character, or was lost,
-    gets it back."""
-    for escape, suffix, command in ESCAPE_FIXES:
-        if escape in text:
-            text = text.replace(escape + suffix, command)
-    for command in LATEX_COMMANDS:
-        text = re.sub(rf"(?<!\\)\b{command}\b", rf"\\{command}", text)
-    return text
-
-
-def preprocess_math_string(text: str) -> str:
-    """MaxText's ``preprocess_math_string``: normalized, stripped, its LaTeX escapes fixed."""
-    return fix_latex_escaping(normalize_final_answer(text).strip())
-
-
-@dataclass(frozen=True)
-class Grader:
-    """math-verify and sympy, as MaxText's ``verify_math_worker`` uses them (``load_grader``)."""
-
-    parse: Any
-    verify: Any
-    targets: tuple[Any, ...]
-    """``(ExprExtractionConfig(), LatexExtractionConfig())``"""
-    sympy_types: tuple[type, ...]
-    """sympy's ``Basic`` and ``MatrixBase``"""
-    parse_expr: Any
-    """sympy's ``sympy_parser.parse_expr``"""
-    name: str
-    """``GRADER`` and math-verify's version, as the summary says it"""
-
-
-def load_grader(import_module: Any = None, version: Any = None) -> Grader:
+def load_grader(import_module: Any = None, version: Any = None) -> grading.Grader:
     """math-verify and sympy from the image (MaxText 0.2.4's post-training requirements pin ``math-verify>=0.9.0``
     and ``sympy>=1.14.0``: its ``utils_rl.py`` imports math-verify); ``RefusedError`` when the image has none."""
     import importlib
@@ -558,55 +280,14 @@ def load_grader(import_module: Any = None, version: Any = None) -> Grader:
             "0.2.5's RL evaluation does, with math-verify and sympy; run it in MaxText's post-training image "
             "(tpu-rl:images.maxtext)"
         ) from None
-    return Grader(
+    return grading.Grader(
         parse=math_verify.parse,
         verify=math_verify.verify,
         targets=(parser.ExprExtractionConfig(), parser.LatexExtractionConfig()),
         sympy_types=(sympy.Basic, sympy.MatrixBase),
         parse_expr=sympy_parser.parse_expr,
-        name=f"{GRADER}, math-verify {installed}",
+        name=f"{grading.GRADER}, math-verify {installed}",
     )
-
-
-def _sympy_equal(grader: Grader, gold: Any, prediction: Any) -> bool:
-    """MaxText's ``are_equal_under_sympy``: the same expression once both are parsed again, unevaluated."""
-    try:
-        return bool(grader.parse_expr(str(gold), evaluate=False) == grader.parse_expr(str(prediction), evaluate=False))
-    except Exception:  # noqa: BLE001 (MaxText's: any failure is "not equal")
-        return False
-
-
-def verify_math(grader: Grader, golds: list[str], predictions: list[str]) -> bool:
-    """MaxText's ``verify_math_worker``: some parsed gold and some parsed prediction are equal under sympy or
-    math-verify's ``verify`` (which is skipped for two sympy expressions holding ``**``); any failure is False."""
-    try:
-        parsed = [grader.parse(p, grader.targets, parsing_timeout=GRADE_SECONDS) for p in predictions]
-        predicted = [item for found in parsed for item in found]
-        gold_parsed = [grader.parse(g, grader.targets, parsing_timeout=GRADE_SECONDS) for g in golds]
-        expected = [item for found in gold_parsed for item in found]
-        for gold in expected:
-            for prediction in predicted:
-                if isinstance(gold, grader.sympy_types) and isinstance(prediction, grader.sympy_types):
-                    if _sympy_equal(grader, gold, prediction):
-                        return True
-                    if "**" in str(gold) or "**" in str(prediction):
-                        continue
-                if grader.verify(gold, prediction, timeout_seconds=GRADE_SECONDS):
-                    return True
-        return False
-    except Exception:  # noqa: BLE001 (MaxText's: any failure is "not equal")
-        return False
-
-
-def is_correct(grader: Grader, answer: str | None, expected: str) -> bool:
-    """MaxText's ``check_correctness`` of the answer against the one acceptable answer (``process_answer`` of a
-    GSM8K question): both preprocessed and boxed, then ``verify_math``. No answer grades ``FALLBACK_ANSWER``."""
-    try:
-        prediction = preprocess_math_string(FALLBACK_ANSWER if answer is None else answer)
-        gold = preprocess_math_string(expected)
-    except Exception:  # noqa: BLE001 (MaxText's ``_score_single``: a failure is "not correct")
-        return False
-    return verify_math(grader, [boxed(gold)], [boxed(prediction)])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -641,8 +322,8 @@ def describe(err: Exception, what: str, seconds: float) -> str:
     if isinstance(err, api.NotFound):
         return f"GCS found nothing for {what} (HTTP 404): does the bucket exist?"
     if isinstance(err, api.GoogleAPICallError):
-        return f"GCS answered HTTP {err.code} for {what}: {one_line(str(err.message), 120)}"
-    return f"GCS failed for {what} ({type(err).__name__}: {one_line(str(err), 120)}); check the network"
+        return f"GCS answered HTTP {err.code} for {what}: {shown.line(err.message, 120)}"
+    return f"GCS failed for {what} ({type(err).__name__}: {shown.line(err, 120)}); check the network"
 
 
 class CappedFile:
@@ -713,7 +394,7 @@ def download(client: Any, export_uri: str, files: dict[str, int], folder: Path, 
             sink.close()
         if sink.written != size:
             raise FailedError(f"cannot download {what}: GCS sent {sink.written} of its {size} listed bytes")
-        print(f"{PREFIX}downloaded {one_line(name)} ({size} bytes)", flush=True)
+        print(f"{PREFIX}downloaded {shown.line(name, 400)} ({size} bytes)", flush=True)
 
 
 def write_record(client: Any, record_uri: str, record: dict[str, Any], seconds: float) -> None:
@@ -744,7 +425,7 @@ def load(folder: Path) -> tuple[Any, Any, Any]:
         )
     except Exception as err:  # noqa: BLE001 (one line: the library's own error class and words)
         raise FailedError(
-            f"the export does not load as a Hugging Face model ({type(err).__name__}: {one_line(str(err), 200)}): "
+            f"the export does not load as a Hugging Face model ({type(err).__name__}: {shown.line(err, 200)}): "
             "run the export step again"
         ) from None
     model.eval()
@@ -775,7 +456,7 @@ def _warning_to_stdout(
     line: str | None = None,
 ) -> None:
     """``warnings.showwarning`` that prints one line to stdout: stderr holds only the program's own line."""
-    print(f"{PREFIX}(warning) {category.__name__}: {one_line(str(message), 200)}", flush=True)
+    print(f"{PREFIX}(warning) {category.__name__}: {shown.line(message, 200)}", flush=True)
 
 
 class LogLine(logging.Handler):
@@ -783,7 +464,7 @@ class LogLine(logging.Handler):
     stderr holds only the program's own line."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        print(f"{PREFIX}(log) {record.levelname} {record.name}: {one_line(record.getMessage(), 200)}", flush=True)
+        print(f"{PREFIX}(log) {record.levelname} {record.name}: {shown.line(record.getMessage(), 200)}", flush=True)
 
 
 def evaluate(argv: list[str]) -> str:
@@ -821,10 +502,10 @@ def evaluate(argv: list[str]) -> str:
         except Exception as err:  # noqa: BLE001
             raise FailedError(
                 f"generating the answer to question {number}/{total} failed "
-                f"({type(err).__name__}: {one_line(str(err), 200)})"
+                f"({type(err).__name__}: {shown.line(err, 200)})"
             ) from None
-        answer = extract_answer(output, spec.answer_start, spec.answer_end)
-        correct = is_correct(grader, answer, item.answer)
+        answer = grading.extract_answer(output, spec.answer_start, spec.answer_end)
+        correct = grading.is_correct(grader, answer, item.answer)
         graded.append(Graded(item.question, item.answer, answer or "", correct))
         print(f"{PREFIX}question {number}/{total}: {'correct' if correct else 'wrong'}", flush=True)
     record = build_record(graded, grader.name)
@@ -843,13 +524,13 @@ def main(argv: list[str]) -> None:
     try:
         summary = evaluate(argv)
     except RefusedError as err:
-        print(PREFIX + one_line(str(err)), file=sys.stderr, flush=True)
+        print(PREFIX + shown.line(err), file=sys.stderr, flush=True)
         sys.exit(REFUSED)
     except FailedError as err:
-        print(PREFIX + one_line(str(err)), file=sys.stderr, flush=True)
+        print(PREFIX + shown.line(err), file=sys.stderr, flush=True)
         sys.exit(FAILED)
     except Exception as err:  # noqa: BLE001 (anything else: still one line, the step runs again)
-        print(f"{PREFIX}failed ({type(err).__name__}: {one_line(str(err), 300)})", file=sys.stderr, flush=True)
+        print(f"{PREFIX}failed ({type(err).__name__}: {shown.line(err, 300)})", file=sys.stderr, flush=True)
         sys.exit(FAILED)
     print(PREFIX + summary, flush=True)
 

@@ -14,9 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import re
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING or __package__:  # the repository's package (the tests)
+    from workloads.container import shown
+else:  # python3 /tpu-rl/mark_folder.py: shown.py is a file of the same ConfigMap, its folder on sys.path
+    import shown
 
 BOUND_SECONDS = 480.0
 """IAM's "potentially 7 minutes" (420 s) and a margin."""
@@ -59,26 +64,6 @@ def uses(client, output, reads):
     return [(f"gs://{bucket}", metadata), *((uri, functools.partial(read, uri)) for uri in reads), (output, create)]
 
 
-HIDDEN = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]?|\x1b[]PX^_][^\n\x07\x1b\x9c]*(?:\x1b\\|\x9c|\x07)?|\x1b[ -/]*[0-~]"
-    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
-    "|[\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f"
-    "\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb"
-    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e007f]"
-    "|[\ufe00-\ufe0d\U000e0100-\U000e01ef]"
-    "|(?<![\u00a9\u00ae\u203c\u2049\u2100-\u2bff\u3030\u303d\u3297\u3299\U0001f000-\U0001faff])[\ufe0e\ufe0f]"
-    "|[\ufe0e\ufe0f](?=[\ufe00-\ufe0f\U000e0100-\U000e01ef])"
-)
-"""What a terminal acts on or does not draw (escapes, controls, invisible characters), removed from text from elsewhere
-before it is printed: core/terminal.py's ``HIDDEN``, copied (no core here; tests/test_redact_terminal.py compares)."""
-
-
-def one_line(text: str) -> str:
-    """A GCS error as one line a terminal shows as written: what it would act on or hide removed (``HIDDEN``), any
-    other unprintable character shown as ``?``."""
-    return "".join(c if c.isprintable() else "?" for c in " ".join(HIDDEN.sub("", text).split()))
-
-
 def main(argv, clock=time.monotonic, pause=time.sleep):
     from google.cloud import storage
 
@@ -95,7 +80,7 @@ def main(argv, clock=time.monotonic, pause=time.sleep):
             return 0
         except Exception as err:
             what = pending[0][0] if pending else output
-            said = f"{type(err).__name__}: {one_line(str(err))[:200]}"
+            said = f"{type(err).__name__}: {shown.line(err, 200)}"
             if not not_yet(err):
                 return f"tpu-rl: cannot create {output} ({type(err).__name__}): check the step's bucket access"
             if clock() >= ends:

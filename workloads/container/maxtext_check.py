@@ -46,6 +46,12 @@ import json
 import os
 import re
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING or __package__:  # the repository's package (the tests)
+    from workloads.container import shown
+else:  # python3 /tpu-rl/maxtext_check.py: shown.py is a file of the same ConfigMap, its folder on sys.path
+    import shown
 
 MISMATCH = 3
 """Exit code of a refusal (``core.names.SETUP_FAILURE_EXIT``): the same image fails the same way on every retry."""
@@ -194,8 +200,8 @@ def main(argv):
     try:
         code, line = check(argv[1], pinned(PINNED))
     except Exception as err:  # one line, never a traceback: the step stops before any weight is read
-        said = " ".join(str(err).split())[:300]
-        code, line = MISMATCH, f"tpu-rl: cannot check the image's MaxText ({type(err).__name__}: {said})"
+        code, line = MISMATCH, f"tpu-rl: cannot check the image's MaxText ({type(err).__name__}: {shown.line(err)})"
+    line = shown.line(line, None)  # it names the image's own version and folder
     if code and argv[2:] == ["warn"]:
         warned = line.replace("tpu-rl: ", "tpu-rl: warning: ", 1)
         print(f"{warned}; going on (tpu-rl:images.maxtextCheck warn)", file=sys.stderr)

@@ -31,44 +31,26 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 # tpu-rl: core/hf_model.py is inlined here (workloads/specs/commands.py)
 from core.hf_model import ReplyTooLargeError, export_file_problem
 
 # tpu-rl: end of core/hf_model.py
 
+if TYPE_CHECKING or __package__:  # the repository's package (the tests)
+    from workloads.container import shown
+else:  # python3 /tpu-rl/publish_hub.py: shown.py is a file of the same ConfigMap, its folder on sys.path
+    import shown
+
 REFUSED = 3
-TOKEN_LIKE = re.compile(r"hf_[A-Za-z0-9]{30,}")
-"""A Hugging Face token (``hf_`` + 34 letters and digits; ``core/redact.py``'s shape): not ``hf_transfer``."""
-HIDDEN = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]?|\x1b[]PX^_][^\n\x07\x1b\x9c]*(?:\x1b\\|\x9c|\x07)?|\x1b[ -/]*[0-~]"
-    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
-    "|[\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f"
-    "\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb"
-    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e007f]"
-    "|[\ufe00-\ufe0d\U000e0100-\U000e01ef]"
-    "|(?<![\u00a9\u00ae\u203c\u2049\u2100-\u2bff\u3030\u303d\u3297\u3299\U0001f000-\U0001faff])[\ufe0e\ufe0f]"
-    "|[\ufe0e\ufe0f](?=[\ufe00-\ufe0f\U000e0100-\U000e01ef])"
-)
-"""What a terminal acts on or does not draw (escapes, controls, invisible characters), removed from text from elsewhere
-before it is printed: core/terminal.py's ``HIDDEN``, copied (no core here; tests/test_redact_terminal.py compares)."""
-
-
-def clean(text: str) -> str:
-    """``text`` without the token (a proxy may echo request headers into an error), one line, short."""
-    token = os.environ.get("HF_TOKEN", "")
-    if token:
-        text = text.replace(token, "***")
-    text = "".join(c if c.isprintable() else "?" for c in " ".join(HIDDEN.sub("", text).split()))  # nothing hidden
-    return TOKEN_LIKE.sub("***", text)[:300]
 
 
 def fail(message: str, code: int = 1) -> None:
-    print(f"tpu-rl publish: {clean(message)}", file=sys.stderr, flush=True)
+    print(f"tpu-rl publish: {shown.line(message)}", file=sys.stderr, flush=True)
     sys.exit(code)
 
 
@@ -122,7 +104,7 @@ def download(export_uri: str, folder: Path) -> list[str]:
             sink.close()
         if sink.written != size:
             raise ReplyTooLargeError(f"{export_uri}{name}: GCS sent {sink.written} of its {size} listed bytes")
-        print(f"tpu-rl publish: downloaded {clean(name)} ({size} bytes)", flush=True)
+        print(f"tpu-rl publish: downloaded {shown.line(name)} ({size} bytes)", flush=True)
         names.append(name)
     return names
 
@@ -193,7 +175,7 @@ def main(argv: list[str]) -> None:
     for path in sorted(card.iterdir()) if card.is_dir() else []:
         if path.is_file() and not path.name.startswith("."):
             shutil.copyfile(path, inside_card(folder, path.name))
-            print(f"tpu-rl publish: added {clean(path.name)}", flush=True)
+            print(f"tpu-rl publish: added {shown.line(path.name)}", flush=True)
     try:
         commit = publish(repo, branch, private == "true", folder, f"tpu-rl: {branch}")
     except Exception as err:  # noqa: BLE001 (a refusal exits through fail(): SystemExit is not an Exception)

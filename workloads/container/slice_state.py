@@ -33,7 +33,6 @@ import datetime
 import http.client
 import json
 import os
-import re
 import ssl
 import sys
 import time
@@ -42,7 +41,12 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING or __package__:  # the repository's package (the tests)
+    from workloads.container import shown
+else:  # python3 /tpu-rl/slice_state.py: shown.py is a file of the same ConfigMap, its folder on sys.path
+    import shown
 
 JOBSET_UID_ENV = "TPU_RL_JOBSET_UID"
 ATTEMPT_ENV = "TPU_RL_RESTART_ATTEMPT"
@@ -56,18 +60,6 @@ SAY_EVERY = 600.0
 UNREAD_SECONDS = 300.0
 """How long an API that cannot be read holds the wait before train_rl starts anyway (seconds)."""
 REASON_CHARS = 200
-HIDDEN = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]?|\x1b[]PX^_][^\n\x07\x1b\x9c]*(?:\x1b\\|\x9c|\x07)?|\x1b[ -/]*[0-~]"
-    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
-    "|[\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f"
-    "\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb"
-    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e007f]"
-    "|[\ufe00-\ufe0d\U000e0100-\U000e01ef]"
-    "|(?<![\u00a9\u00ae\u203c\u2049\u2100-\u2bff\u3030\u303d\u3297\u3299\U0001f000-\U0001faff])[\ufe0e\ufe0f]"
-    "|[\ufe0e\ufe0f](?=[\ufe00-\ufe0f\U000e0100-\U000e01ef])"
-)
-"""What a terminal acts on or does not draw (escapes, controls, invisible characters), removed from text from elsewhere
-before it is printed: core/terminal.py's ``HIDDEN``, copied (no core here; tests/test_redact_terminal.py compares)."""
 BUDGET_KEY = "tpu-rl:kueue.recoveryTimeout"
 
 
@@ -91,13 +83,6 @@ class Worker:
     """The ``DisruptionTarget`` condition's reason when Kubernetes is stopping the pod (None: it is not)."""
     why: str
     """What keeps it from Ready: the scheduler's message, a container's waiting reason, its phase."""
-
-
-def printable(text: object, limit: int = REASON_CHARS) -> str:
-    """Text from the API server, as one line without terminal controls (``HIDDEN`` removed, any other unprintable
-    character a space), at most ``limit`` characters."""
-    flat = "".join(c if c.isprintable() else " " for c in HIDDEN.sub("", str(text)))
-    return " ".join(flat.split())[:limit]
 
 
 def _condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
@@ -127,14 +112,14 @@ def worker(pod: dict[str, Any]) -> Worker:
         why = str(status.get("phase") or "no status yet")
     deleting = meta.get("deletionTimestamp") is not None
     return Worker(
-        name=printable(meta.get("name"), 100),
+        name=shown.line(meta.get("name"), 100, " "),
         uid=str(meta.get("uid") or ""),
         ready=bool(ready and ready.get("status") == "True") and not deleting,
         restarts=restarts,
-        disrupted=printable(disruption.get("reason") or "DisruptionTarget", 60)
+        disrupted=shown.line(disruption.get("reason") or "DisruptionTarget", 60, " ")
         if disruption and disruption.get("status") == "True"
         else None,
-        why=printable("being deleted" if deleting else why),
+        why=shown.line("being deleted" if deleting else why, REASON_CHARS, " "),
     )
 
 
@@ -273,7 +258,7 @@ def evidence(workers: list[Worker], expected: int, baseline: dict[str, Any]) -> 
     for uid, (name, restarts) in baseline.items():
         now = by_uid.get(uid)
         if now is None:
-            return f"worker {printable(name, 100)} of this attempt is gone"
+            return f"worker {shown.line(name, 100, ' ')} of this attempt is gone"
         if now.restarts > restarts:
             return f"worker {now.name} restarted ({now.restarts - restarts} since the attempt began: {now.why})"
     ready = sum(w.ready for w in workers)

@@ -63,19 +63,13 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-HIDDEN = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]?|\x1b[]PX^_][^\n\x07\x1b\x9c]*(?:\x1b\\|\x9c|\x07)?|\x1b[ -/]*[0-~]"
-    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
-    "|[\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f"
-    "\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb"
-    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e007f]"
-    "|[\ufe00-\ufe0d\U000e0100-\U000e01ef]"
-    "|(?<![\u00a9\u00ae\u203c\u2049\u2100-\u2bff\u3030\u303d\u3297\u3299\U0001f000-\U0001faff])[\ufe0e\ufe0f]"
-    "|[\ufe0e\ufe0f](?=[\ufe00-\ufe0f\U000e0100-\U000e01ef])"
-)
-"""What a terminal acts on or does not draw (escapes, controls, invisible characters), removed from text from elsewhere
-before it is printed: core/terminal.py's ``HIDDEN``, copied (no core here; tests/test_redact_terminal.py compares)."""
+if TYPE_CHECKING or __package__:  # the repository's package (the tests)
+    from workloads.container import shown
+else:  # python3 /tpu-rl/train_exit.py: shown.py is a file of the same ConfigMap, its folder on sys.path
+    import shown
+
 
 DOWN_CODES = ("DATA_LOSS",)
 """pathways-utils' ``_ELASTIC_DOWN_ERROR_TYPES``."""
@@ -300,7 +294,7 @@ def main(argv: list[str]) -> int:
     codes = (int(slice_down_exit), int(stalled_exit))
     code, message = verdict(status, lines_of(log), stalled, codes, drilled, check)
     if message:  # it quotes train_rl's log and the slice check's line: nothing a terminal would act on or hide
-        print(f"tpu-rl: {HIDDEN.sub('', message)}", file=sys.stderr, flush=True)
+        print(f"tpu-rl: {shown.redacted(message)}", file=sys.stderr, flush=True)
     return code
 
 

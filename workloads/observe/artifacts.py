@@ -18,8 +18,10 @@ from pydantic import AfterValidator, Field, StringConstraints
 from core import deadline
 from core.boundary import BoundaryError, Model, Text, parse
 from core.bounded import Cap, ReplyEncodingError, ReplyTooLargeError
-from core.errors import TpuRlError
+from core.errors import BAD_INPUT, FAILED, TpuRlError
 from core.layout import BASE_FILES, CONVERTED, DATASET_RECORD, SOURCE_RECORD, STAGED_DATASET
+from core.redact import scrub
+from infra.client_errors import RETRY, client_errors, described
 from workloads.container.checkpoint_scan import PARAMS_DIR, ListingTooLongError, newest_complete_step, split_uri
 
 if TYPE_CHECKING:  # imported lazily: the offline plan never talks to GCS
@@ -89,8 +91,9 @@ def open_client() -> storage.Client:
     """``storage_client()``, or ``StorageError`` (one line) when there are no usable credentials."""
     try:
         return storage_client()
-    except Exception as err:  # noqa: BLE001 (no credentials, no project, a bad emulator URL: one line)
-        raise StorageError(f"cannot open GCS: {describe(err, 'opening a client')}") from None
+    except client_errors(ValueError) as err:  # ValueError: a bad STORAGE_EMULATOR_HOST
+        line, code = describe(err, "opening a client")
+        raise StorageError(f"cannot open GCS: {line}", exit_code=code) from None
 
 
 def transient(err: Exception) -> bool:
@@ -124,45 +127,33 @@ def call_options(budget: deadline.Budget | None = None) -> dict[str, Any]:
     return {"timeout": (budget.connect, budget.read), "retry": retry}
 
 
-def describe(err: Exception, what: str) -> str:
-    """One line for a failed GCS operation (the library's exceptions, the transport's, a bad reply)."""
+def describe(err: Exception, what: str) -> tuple[str, int]:
+    """One line for a failed GCS operation (the library's exceptions, the transport's, a bad reply) and its exit code
+    (``infra.client_errors``: 2 where what was given must change, 1 where a retry may cure it)."""
     from google.api_core import exceptions as api
-    from google.auth import exceptions as auth
-    from requests import exceptions as http
 
-    from core.redact import scrub
-
-    if isinstance(err, auth.DefaultCredentialsError | auth.RefreshError):
-        return "no usable Google credentials: run `gcloud auth application-default login`"
-    if isinstance(err, api.RetryError):
-        if isinstance(err.cause, http.SSLError):
-            return f"TLS with GCS failed for {what}; check the proxy or its certificate"
-        if isinstance(err.cause, api.GoogleAPICallError):
-            return f"GCS kept answering HTTP {err.cause.code} for {what}; retry later"
-        cause = type(err.cause).__name__ if err.cause is not None else "no answer"
-        return f"GCS did not answer {what} in time ({cause}); check the network"
+    if isinstance(err, ReplyTooLargeError):  # the one bounded read's line (core.bounded; read_object names what)
+        return (str(err) if str(err).startswith(what) else f"{what}: {err}"), BAD_INPUT
+    if isinstance(err, ReplyEncodingError):
+        return f"GCS answered {what} with a body it cannot read ({err})", BAD_INPUT
     if isinstance(err, api.Unauthorized | api.Forbidden):
         return (
             f"GCS refused {what} (HTTP {err.code}): the identity needs storage.objects.list and .get on the "
             "bucket (run `gcloud auth application-default login`)"
-        )
+        ), BAD_INPUT
     if isinstance(err, api.NotFound):
-        return f"GCS found nothing for {what} (HTTP 404): does the bucket exist?"
-    if isinstance(err, api.GoogleAPICallError):
-        return f"GCS answered HTTP {err.code} for {what}: {scrub(str(err.message), limit=120)}"
-    if isinstance(err, http.TooManyRedirects):
-        return f"GCS redirected {what} too many times; check STORAGE_EMULATOR_HOST or the proxy"
-    if isinstance(err, http.SSLError):
-        return f"TLS with GCS failed for {what}; check the proxy or its certificate"
-    if isinstance(err, ReplyTooLargeError):  # the one bounded read's line (core.bounded; read_object names what)
-        return str(err) if str(err).startswith(what) else f"{what}: {err}"
-    if isinstance(err, ReplyEncodingError):
-        return f"GCS answered {what} with a body it cannot read ({err})"
+        return f"GCS found nothing for {what} (HTTP 404): does the bucket exist?", BAD_INPUT
+    if isinstance(err, client_errors()):
+        return described(err, what, "GCS")
     if isinstance(err, ValueError):  # JSON that does not parse (requests' JSONDecodeError included)
-        return f"GCS answered {what} with something that is not the JSON it sends"
-    if isinstance(err, http.ConnectionError | http.Timeout | OSError):
-        return f"cannot reach GCS for {what} ({type(err).__name__}); check the network or a proxy"
-    return f"GCS failed for {what} ({type(err).__name__}: {scrub(str(err), limit=100)})"
+        return f"GCS answered {what} with something that is not the JSON it sends", BAD_INPUT
+    return f"GCS failed for {what} ({type(err).__name__}: {scrub(str(err), limit=100)})", FAILED
+
+
+def storage_error(err: Exception, what: str) -> StorageError:
+    """``err`` as one ``StorageError`` line with its exit code (``describe``)."""
+    line, code = describe(err, what)
+    return StorageError(line, exit_code=code)
 
 
 def bounded(
@@ -174,13 +165,14 @@ def bounded(
     try:
         return deadline.call(lambda: operation(call_options(budget)), budget.total, cancel=client.close)
     except deadline.DeadlineExceededError:
-        raise StorageError(f"GCS did not finish {what} within {budget.total:g} s; check the network") from None
+        late = f"GCS did not finish {what} within {budget.total:g} s; check the network, or {RETRY}"
+        raise StorageError(late) from None
     except ArtifactMissingError:
         raise
     except ListingTooLongError as err:
         raise StorageError(str(err)) from None
-    except Exception as err:  # noqa: BLE001 (every failure of the library or the reply: one line)
-        raise StorageError(describe(err, what)) from None
+    except client_errors(ValueError) as err:  # ValueError: a reply that is not the JSON GCS sends
+        raise storage_error(err, what) from None
 
 
 def object_names(client: Any, uri: str, limit: int = MAX_LISTED, **call: Any) -> list[str]:

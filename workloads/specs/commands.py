@@ -45,7 +45,7 @@ def run_program(file_name: str) -> str:
     """The words of a script line that runs the program ``file_name`` of the step's ConfigMap (``program_file``).
 
     ``python3 <file>`` puts the file's folder, ``SCRIPTS_DIR``, first on ``sys.path``: a program imports the image's
-    packages, the standard library and, where ``PROGRAM_IMPORTS`` says so, another program of the same ConfigMap."""
+    packages, the standard library and another program of the same ConfigMap (``program_imports``)."""
     return f"python3 {SCRIPTS_DIR}/{file_name}"
 
 
@@ -408,15 +408,36 @@ def train_config(argv: list[str]) -> dict[str, str]:
     return {CONFIG_FILE: config_text(argv[2:])}
 
 
-PROGRAM_IMPORTS: dict[str, tuple[str, ...]] = {"stage_dataset.py": ("base_snapshot.py",)}
-"""The programs a program imports from its ConfigMap's folder (on ``sys.path`` when run as ``python3 /tpu-rl/<file>``):
-each goes into every ConfigMap that holds the importer."""
+_BESIDE = re.compile(r"^ +import ([a-z_]+)(?: as [a-z_]+)?$", re.MULTILINE)
+"""A program's import of another file of its ConfigMap's folder: a bare ``import shown`` (the branch a program takes
+when run as ``python3 /tpu-rl/<file>``, no package around it; as ``stage_dataset.py`` imports ``base_snapshot.py``)."""
+
+
+def program_imports(file_name: str) -> tuple[str, ...]:
+    """The files of ``workloads/container`` the program ``file_name`` imports from its folder (``_BESIDE``), read from
+    its source: each goes into every ConfigMap that holds the importer (``program_files``). ``shown.py``, what a step
+    prints of a text from elsewhere, is one, for every program that prints such text; a snippet imports none."""
+    if file_name in SNIPPETS:
+        return ()
+    folder = Path(__file__).parents[1] / "container"
+    found = _BESIDE.findall((folder / file_name).read_text())
+    return tuple(f"{name}.py" for name in found if (folder / f"{name}.py").is_file())
+
+
+def program_files(*file_names: str) -> dict[str, str]:
+    """The programs ``file_names`` and every program they import (``program_imports``, and what those import), each's
+    text as the image runs it (``program_file``): the files a folder needs to run them, by file name."""
+    needed, pending = set(), list(file_names)
+    while pending:
+        name = pending.pop()
+        if name not in needed:
+            needed.add(name)
+            pending.extend(program_imports(name))
+    return {name: program_file(name) for name in sorted(needed)}
 
 
 def step_files(script: str, data: dict[str, str] | None = None) -> dict[str, str]:
     """The files of a step's ConfigMap: its bash script (``RUN_SCRIPT``), the programs it names (``run_program``) and
-    those they import (``PROGRAM_IMPORTS``), only those, so a change to one program changes only the steps that run
+    those they import (``program_files``), only those, so a change to one program changes only the steps that run
     it, and its ``data`` files (training's ``train_config``)."""
-    run = set(_PROGRAM_FILE.findall(script))
-    named = sorted(run | {needed for name in run for needed in PROGRAM_IMPORTS.get(name, ())})
-    return {RUN_SCRIPT: script, **{name: program_file(name) for name in named}, **(data or {})}
+    return {RUN_SCRIPT: script, **program_files(*_PROGRAM_FILE.findall(script)), **(data or {})}

@@ -537,10 +537,16 @@ def _workers_job(settings: Settings, step_labels: dict[str, str], scratch_uri: s
     """The workers' replicated Job: one Job per slice (alone on its node pool), a pod per TPU VM, restarted in
     place (``backoffLimit``: four per host). No ``cloud.google.com/gke-tpu-slice-topology`` annotation: xpk sets it
     only for super-slicing and sub-slicing (``src/xpk/commands/workload.py``, ``create_tpu_slice_topology_annotation``
-    under ``use_super_slicing``), Ironwood's (TPU7x) dynamic slicing; a v6e slice pool is chosen by its node labels."""
+    under ``use_super_slicing``), Ironwood's (TPU7x) dynamic slicing; a v6e slice pool is chosen by its node labels.
+    The pods mount no Kubernetes API token: the Pathways server calls no API, it gets its resource manager
+    (``$(PATHWAYS_HEAD)``) and its slice from JobSet's labels by ``fieldRef``, as pathways-job builds it
+    (google/pathways-job c0cc759 ``internal/controller/pathwaysjob_controller.go`` ``MakeWorkerJob``: no account, and
+    its ``config/rbac`` binds only its controller; xpk and Cluster Toolkit set none, ``maxtext-pathways.md`` §3). The
+    namespace's ``default`` account is granted nothing: a token would serve only a process that is not the server."""
     shape = settings.slice
     pod = {
         **HOST_NETWORK,
+        "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": WORKER_GRACE_SECONDS,
         "restartPolicy": "OnFailure",
         "nodeSelector": {TPU_ACCELERATOR_LABEL: shape.gke_accelerator, TPU_TOPOLOGY_LABEL: shape.topology},

@@ -8,6 +8,7 @@ from __future__ import annotations
 from core import deadline
 from core.names import KMS_API, REQUIRED_APIS
 from core.settings import Settings
+from infra.client_errors import client_errors
 from infra.gcp.capacity.apis import api_findings, check_permissions, read_api_states
 from infra.gcp.capacity.boot_disk import KEY as BOOT_DISK_KEY
 from infra.gcp.capacity.boot_disk import check_boot_disk_image
@@ -26,7 +27,7 @@ def check_capacity(settings: Settings, clients: Clients | None = None) -> list[F
     budget = deadline.BUDGETS["compute"]
     try:
         clients = clients or make_clients()
-    except Exception as err:  # noqa: BLE001 (no credentials: the check cannot run)
+    except client_errors() as err:  # no credentials: the check cannot run
         return [Finding("unknown", f"the capacity check could not start ({type(err).__name__}); nothing was checked")]
     try:
         return _check(settings, clients, budget)
