@@ -274,6 +274,7 @@ def test_the_layout_is_the_tree():
 
 SAME_CONCEPT_NAMES = {
     "apis.py": ("infra/gcp/apis.py", "infra/gcp/capacity/apis.py"),
+    "closed_world.py": ("core/closed_world.py", "policy/tpu_rl_policies/closed_world.py", "tools/closed_world.py"),
     "cluster.py": ("infra/gcp/cluster.py", "policy/tpu_rl_policies/cluster.py"),
     "kueue.py": ("infra/k8s/kueue.py", "policy/tpu_rl_policies/kueue.py"),
     "network.py": ("infra/gcp/network.py", "policy/tpu_rl_policies/network.py"),
