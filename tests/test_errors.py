@@ -11,6 +11,7 @@ import pytest
 
 from core.errors import BAD_INPUT, FAILED, BadInputError, TpuRlError
 from tests.source_files import module_name, nodes, parsed, product_files, rel
+from tools.stack_files import ROOT
 
 pytestmark = pytest.mark.pure  # files and imports only
 
@@ -208,3 +209,16 @@ def test_a_broad_handler_is_one_named_with_its_reason():
             if caught is not None and ast.unparse(caught) in ("Exception", "BaseException"):
                 found[rel(path)] = found.get(rel(path), 0) + 1
     assert found == {path: count for path, (count, _) in BROAD_HANDLERS.items()}, "catch what the client raises"
+
+
+def test_reporting_an_error_loads_no_pulumi():
+    """Every tool reports through ``tools.process``; the program's ``StopError`` (which imports Pulumi, some 0.4 s) is
+    a type there only, so `make up`'s checks before `pulumi up` start in a blink."""
+    import subprocess
+    import sys
+
+    tools = ("tools.state", "tools.status", "tools.logs", "tools.audit", "tools.maintenance", "tools.report")
+    loaded = "sorted(m for m in sys.modules if m.split('.')[0] == 'pulumi')"
+    code = f"import sys; import {', '.join(tools)}; print({loaded})"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert done.stdout.strip() == "[]"

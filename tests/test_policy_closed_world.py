@@ -46,6 +46,7 @@ def variant_plans() -> dict[tuple[str, ...], Plan]:
     return {args: plan_of(*args) for args in generator.VARIANTS.values()}
 
 
+@pytest.mark.slow  # nine plans of the program: `make closed-world --check` in the slow tier
 @pytest.mark.program
 def test_the_list_is_what_the_program_creates(variant_plans):
     """Regenerated from the plans of every variant, byte for byte: a change to what the program creates fails here
@@ -114,14 +115,21 @@ def _variant(args: tuple[str, ...], preview: bool) -> list[analyzer.Finding]:
     return pack.analyze_stack(analyzer.resources(plan, preview=preview, stack_view=True))
 
 
+def _examples_fast(names: list[str]) -> list[Any]:
+    """``names`` as parameters, all but the example stacks' in the slow tier (each other variant is a plan more)."""
+    return [pytest.param(n, marks=() if n in ("dev", "prod") else pytest.mark.slow) for n in names]
+
+
 @pytest.mark.program
-@pytest.mark.parametrize("name", list(generator.VARIANTS))
-def test_every_variant_draws_nothing_at_up(name, variant_plans):
+@pytest.mark.parametrize("name", _examples_fast(list(generator.VARIANTS)))
+def test_every_variant_draws_nothing_at_up(name):
     assert _variant(generator.VARIANTS[name], preview=False) == []
 
 
 @pytest.mark.program
-@pytest.mark.parametrize("name", [n for n, args in generator.VARIANTS.items() if args in STACKS.values()])
+@pytest.mark.parametrize(
+    "name", _examples_fast([n for n, args in generator.VARIANTS.items() if args in STACKS.values()])
+)
 def test_every_registered_variant_draws_nothing_at_its_first_preview(name):
     """Nothing unknown is read either: the first preview (every computed output unknown) shows no advisory."""
     assert _variant(generator.VARIANTS[name], preview=True) == []

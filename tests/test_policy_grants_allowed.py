@@ -108,7 +108,9 @@ def test_the_account_suffixes_are_the_programs_names():
 
 
 @pytest.mark.program
-@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize(
+    "variant", [pytest.param(v, marks=() if v in ("dev", "prod") else pytest.mark.slow) for v in VARIANTS]
+)  # the example stacks in the fast tier, each other variant (a plan more) in the slow one
 @pytest.mark.parametrize("preview", [False, True], ids=["up", "preview"])
 def test_the_programs_own_grants_pass(variant, preview):
     args = VARIANTS[variant]

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from core.errors import TpuRlError
 from core.redact import scrub_lines
-from infra.stop import StopError
+
+if TYPE_CHECKING:  # the program's stop imports Pulumi, which no tool but the offline plan loads
+    from infra.stop import StopError
 
 
 def exit_now(code: int) -> NoReturn:
