@@ -234,7 +234,9 @@ class _Hostile(QuietHandler):
             self.send_body(200, json.dumps({"bindings": [], "pad": "x" * (5 * 1024 * 1024)}).encode())
 
 
-@pytest.mark.parametrize("mode", ["hang", "drip", "flood"])
+@pytest.mark.parametrize(
+    "mode", [pytest.param("hang", marks=pytest.mark.slow), pytest.param("drip", marks=pytest.mark.slow), "flood"]
+)  # hanging and dripping wait on the wall for their budget: the slow tier, with the other hostile servers
 def test_a_hanging_dripping_or_flooding_server_is_one_line_within_the_budget(tmp_path, capsys, mode):
     import time
 
