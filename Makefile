@@ -228,15 +228,17 @@ audit_before_up = $(PY) -m tools.audit --stack '$(STACK)' --before-up --accept '
 # The same read hands over the digests the last `up` pinned the images' tags to (TPU_RL_IMAGES_IN_STATE,
 # core/images.py recorded_pins): a tag that moved upstream since renames no finished or running step.
 # And the Cloud KMS keys the state holds (TPU_RL_KEYS_IN_STATE, infra/gcp/capacity/keys.py): a key the state holds is
-# the stack's own; a key of its names that another stack uses is never imported.
+# the stack's own; a key of its names that another stack uses is never imported. And the version that wrote the state
+# and its steps' names (TPU_RL_STEPS_IN_STATE, core/version.py): the program says which steps this `up` runs again.
 # `pulumi up` runs with the policy pack (policy/, the stack's policy/config/<stack>.json): a mandatory finding stops
 # it before the resource it judges changes. NO_POLICY=1 leaves the pack out (docs/guardrails.md says when).
 define with_state
-pins=$$(mktemp); keys=$$(mktemp); trap 'rm -f "$$pins" "$$keys"' EXIT; \
-	releases=$$($(PY) -m tools.state releases --stack $(STACK) --pins "$$pins" --keys "$$keys"); found=$$?; \
+pins=$$(mktemp); keys=$$(mktemp); steps=$$(mktemp); trap 'rm -f "$$pins" "$$keys" "$$steps"' EXIT; \
+	releases=$$($(PY) -m tools.state releases --stack $(STACK) --pins "$$pins" --keys "$$keys" --steps "$$steps"); found=$$?; \
 	if [ $$found = 0 ]; then export TPU_RL_RELEASES_IN_STATE="$$releases" TPU_RL_IMAGES_IN_STATE="$$(cat "$$pins")" \
-		TPU_RL_KEYS_IN_STATE="$$(cat "$$keys")"; \
-	elif [ $$found = 3 ]; then unset TPU_RL_RELEASES_IN_STATE TPU_RL_IMAGES_IN_STATE TPU_RL_KEYS_IN_STATE; else exit $$found; fi;
+		TPU_RL_KEYS_IN_STATE="$$(cat "$$keys")" TPU_RL_STEPS_IN_STATE="$$(cat "$$steps")"; \
+	elif [ $$found = 3 ]; then unset TPU_RL_RELEASES_IN_STATE TPU_RL_IMAGES_IN_STATE TPU_RL_KEYS_IN_STATE TPU_RL_STEPS_IN_STATE; \
+	else exit $$found; fi;
 endef
 
 up: $(VENV)/.installed $(if $(NO_POLICY),,$(POLICY_VENV)/.installed)

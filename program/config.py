@@ -28,6 +28,9 @@ class Accept(enum.StrEnum):
     MAINTENANCE = "maintenance"
     """A host maintenance of the slice scheduled inside the expected training (``workloads.reader`` ``LiveReader
     .check_maintenance``): one warning instead of the stop (docs/maintenance.md "The check in up")."""
+    RERUN = "rerun"
+    """A protected stack's training that this `up` would run again because a newer tpu-rl renames it
+    (``core.version``): the note instead of the stop (CHANGELOG.md says what each release runs again)."""
     AUDIT = "audit"
     """A finding of the access audit `make up` runs before `pulumi up` for a protected stack (``tools/audit.py``): its
     lines as warnings instead of the stop (docs/audit.md "In make up"). The Makefile reads it; the program only

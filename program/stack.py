@@ -28,9 +28,10 @@ from core.images import (
     to_resolve,
 )
 from core.names import KMS_API, REQUIRED_APIS, head_ksa
-from core.printed_commands import pulumi_config_set
+from core.printed_commands import make_target, pulumi_config_set
 from core.settings import Settings
 from core.steps import STEPS
+from core.version import STEPS_IN_STATE, VERSION, in_state, runs_again, why_again
 from infra.gcp.access import IMAGE_PULLERS
 from infra.gcp.apis import ProjectApis
 from infra.gcp.artifact_registry import ARTIFACT_REGISTRY_API, ImageMirror, ImageMirrorArgs
@@ -79,6 +80,8 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     if preflight:
         checked = _preflight_phase(checked, live=live)
     settings, plan = checked.settings, checked.plan
+    if plan is not None:
+        _runs_again(settings, plan, accept)
     cloud = _cloud(settings, names, mirrors, checked.reuse)
     platform = _kubernetes(settings, names, cloud, plan, live=live)
     # Registered once the platform is, before any step: a protected stack is guarded whatever happens to the steps.
@@ -89,6 +92,25 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     _export_platform(settings, cloud)
     _step_guards(settings, plan, run)
     return settings
+
+
+def _runs_again(settings: Settings, plan: Workflow, accept: frozenset[Accept]) -> None:
+    """Say which steps the state holds that this `up` runs again (``core.version``: `make up` hands the state's version
+    and step names over); stop before anything when a newer tpu-rl renames a protected stack's step on the TPU slice
+    (``holds_tpu``: training), unless ``ACCEPT=rerun`` (a day of TPU time is not spent again by an upgrade nobody
+    meant to start)."""
+    state = in_state(os.environ.get(STEPS_IN_STATE))
+    again = runs_again(state, {step.step: step.name for step in plan.steps}) if state else ()
+    if state is None or not again:
+        return
+    why = why_again(state, again)
+    line = f"this `up` runs again: {', '.join(again)} ({why}); a finished run's output stays where it is"
+    upgraded = state.version != VERSION and why.startswith("the state was written")
+    on_tpu = any(STEPS[step].holds_tpu for step in again if step in STEPS)
+    if settings.protect and upgraded and on_tpu and Accept.RERUN not in accept:
+        again_command = make_target("up", settings.stack, f"ACCEPT={Accept.RERUN}")
+        raise StopError(f"{line}: `{again_command}` to run them again", BAD_INPUT)
+    pulumi.log.warn(line)
 
 
 STACK_FILES = Path(__file__).resolve().parents[1]
@@ -339,6 +361,7 @@ def _export_platform(settings: Settings, cloud: _Cloud) -> None:
     pulumi.export("estimate", estimate_for(settings).to_output())
     pulumi.export("kubeconfig", gke.kubeconfig)
     pulumi.export("getCredentialsCommand", settings.get_credentials_command)
+    pulumi.export("version", VERSION)
 
 
 def _step_guards(settings: Settings, plan: Workflow | None, run: WorkflowRun | None) -> None:

@@ -52,16 +52,15 @@ pulumi.runtime.resource._get_stack_trace = _no_stack_trace
 
 def _inline_hf_model_as_written() -> None:
     """In a mutation run (`make mutation`: mutmut sets ``MUTANT_UNDER_TEST``), ``core/hf_model.py`` under
-    ``mutants/`` holds every mutant and mutmut's trampolines (some 450 KB). The export and publish steps ship its text
-    inline (``workloads.specs.commands``), twice over a ConfigMap's 1 MiB: every plan would be refused. There the steps
-    inline the file as written (beside ``mutants/``); its mutants are killed by the tests that call it."""
+    ``mutants/`` holds every mutant and mutmut's trampolines (some 450 KB). The steps whose programs import it ship
+    it as a file of their ConfigMap (``workloads.specs.commands.HF_MODEL``), beside programs that are mutated too:
+    over a ConfigMap's 1 MiB, every plan would be refused. There the steps ship the file as written (beside
+    ``mutants/``); its mutants are killed by the tests that call it."""
     from workloads.specs import commands
 
     written = Path(commands.__file__).resolve().parents[3] / "core" / "hf_model.py"
     if written.is_file():
         commands.HF_MODEL = written.read_text()
-        commands.COMPLETE_EXPORT = commands._with_hf_model("complete_export.py")
-        commands.BASE_SNAPSHOT = commands._with_hf_model("base_snapshot.py")
 
 
 if "MUTANT_UNDER_TEST" in os.environ:

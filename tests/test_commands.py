@@ -200,11 +200,11 @@ def test_each_step_runs_its_script_from_its_own_config_map(stack):
 
 
 IMPORTED = {
-    "convert": {"shown.py"},
-    "train": {"shown.py"},
-    "export": {"shown.py"},
-    "evaluate": {"shown.py", "evaluate_grader.py"},
-    "publish": {"shown.py"},
+    "convert": {"shown.py", "hf_model.py"},
+    "train": {"shown.py", "hf_model.py"},
+    "export": {"shown.py", "hf_model.py"},
+    "evaluate": {"shown.py", "evaluate_grader.py", "hf_model.py"},
+    "publish": {"shown.py", "hf_model.py"},
 }
 """The files of each step's ConfigMap its programs import and no script runs (``commands.program_imports``)."""
 

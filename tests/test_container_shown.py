@@ -162,15 +162,15 @@ def program_names() -> list[str]:
 
 
 def project_imports(name: str) -> set[str]:
-    """The files of ``workloads/container`` that the program ``name`` imports (as ``python3 /tpu-rl/<file>`` finds
-    them: its bare ``import x`` of a file beside it)."""
+    """The files of ``workloads/container``, and ``core/hf_model.py`` as ``hf_model.py``, that the program ``name``
+    imports (as ``python3 /tpu-rl/<file>`` finds them: its bare ``import x`` of a file beside it)."""
     tree = ast.parse((CONTAINER / name).read_text())
     found = {
         f"{alias.name}.py"
         for node in ast.walk(tree)
         if isinstance(node, ast.Import)
         for alias in node.names
-        if (CONTAINER / f"{alias.name}.py").exists()
+        if (CONTAINER / f"{alias.name}.py").exists() or alias.name == "hf_model"
     }
     return found
 
@@ -186,7 +186,7 @@ def test_every_file_a_program_imports_ships_beside_it():
     assert {name: set(program_imports(name)) for name in program_names()} == {
         name: project_imports(name) for name in program_names()
     }
-    assert set(program_files("stage_dataset.py")) == {"stage_dataset.py", "base_snapshot.py", "shown.py"}
+    assert set(program_files("stage_dataset.py")) == {"stage_dataset.py", "base_snapshot.py", "shown.py", "hf_model.py"}
 
 
 PRINTS_OUTSIDE_TEXT = (

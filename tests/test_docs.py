@@ -33,18 +33,6 @@ CITATION = re.compile(
 )
 """``docs/<page>.md#anchor``, or ``docs/<page>.md "Section"`` (``'Section'``, ``, "Section"``, ``("Section")``, and
 ``\\"Section\\"`` in a shell string); a bare ``docs/<page>.md`` names the page only."""
-INDEX = DOCS / "operations.md"
-"""The operations index: one heading per operations section, each a link to the page that holds it."""
-MAX_INDEX_LINES = 100
-CITE_THE_INDEX = {
-    "workloads/container/maxtext_check.py",
-    "workloads/container/train_exit.py",
-    "tests/test_maxtext_check.py",  # pins maxtext_check.py's line
-    "docs/releases.md",  # shows maxtext_check.py's line
-}
-"""The files that may cite a section of the index rather than the page: a step's programs, whose text is part of
-the step's identity (``workloads.specs.step_specs``: editing a citation there renames and re-runs the steps), and
-what quotes their lines."""
 CONTINUATION = re.compile(r"\s*\n\s*(?:#+\s*)?")
 """A line break, its indentation and a comment marker: a citation wrapped across comment or docstring lines."""
 
@@ -232,27 +220,11 @@ def test_a_cited_page_and_section_exist():
 
 
 def test_every_cited_docs_page_and_section_exists():
-    dead, via_index = {}, {}
+    dead = {}
     for path in cited_files():
         name = path.relative_to(ROOT).as_posix()
         if name == "tests/test_docs.py":  # its stale examples
             continue
-        text = path.read_text(errors="replace")
-        if found := dead_citations(text):
+        if found := dead_citations(path.read_text(errors="replace")):
             dead[name] = found
-        sections = [m[0] for m in CITATION.finditer(CONTINUATION.sub(" ", text)) if m["page"] == INDEX.name]
-        if name not in CITE_THE_INDEX and (cited := [s for s in sections if s != f"docs/{INDEX.name}"]):
-            via_index[name] = cited
     assert dead == {}, 'cite a page and a heading that exist (docs/<page>.md "Section" or docs/<page>.md#anchor)'
-    assert via_index == {}, "cite the page that holds the section, not the index"
-
-
-def test_the_operations_index_points_every_heading_at_its_page():
-    """Each heading of the index is followed by one link to the page that holds a heading of the same anchor."""
-    text = INDEX.read_text()
-    assert text.count("\n") < MAX_INDEX_LINES
-    sections = re.findall(r"^### (.+)\n\[[^\]]+\]\(([\w-]+\.md)#([\w-]+)\)\n", text, re.MULTILINE)
-    assert len(sections) == text.count("\n### ") > 20
-    for heading, page, anchor in sections:
-        assert anchor == slug(heading) and anchor in anchors(DOCS / page), heading
-        assert page != INDEX.name

@@ -16,10 +16,10 @@ from tools.stack_files import ROOT
 pytestmark = pytest.mark.pure  # files and imports only
 
 STANDALONE = {
-    "workloads/container/": "a container program is one file of its step's ConfigMap, run in the image, and imports "
-    "nothing of the project but core/hf_model.py (inlined into its text: workloads/specs/commands.py `program`)",
-    "core/hf_model.py": "inlined into the container programs' text (workloads/specs/commands.py `_with_hf_model`): "
-    "it imports the standard library and the image's packages alone",
+    "workloads/container/": "a container program is a file of its step's ConfigMap, run in the image, and imports "
+    "nothing of the project but the files shipped beside it (workloads/specs/commands.py `program_imports`)",
+    "core/hf_model.py": "shipped beside the container programs as hf_model.py (workloads/specs/commands.py "
+    "`program_imports`): it imports the standard library and the image's packages alone",
     "tools/check_pulumi_project.py": "copied alone to where the branch cannot write and run with the base pack's "
     "interpreter: it imports nothing of the project",
 }

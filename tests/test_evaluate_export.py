@@ -6,10 +6,11 @@ record's shape within the bounds the step-record parser enforces, the GCS deadli
 through ``main`` before any GCS request. The import stays light: the module imports no torch, transformers or
 google-cloud-storage when it loads.
 
-Slow tier (torch, transformers, tokenizers: pyproject's group slow; fake-gcs-server): the program's real text
-(``workloads.specs.commands._with_hf_model``) run through a real ``bash`` as the pod runs it, against a tiny Gemma 4
-folder in fake-gcs-server (``tests/tiny_gemma.py``). Cases: a random model, a model rigged to answer, and hostile
-exports: a name that leaves the folder, an empty export, GCS unreachable, and a folder that does not load.
+Slow tier (torch, transformers, tokenizers: pyproject's group slow; fake-gcs-server): the program's real text and the
+files shipped beside it (``workloads.specs.commands.program_files``) run through a real ``bash`` as the pod runs it,
+against a tiny Gemma 4 folder in fake-gcs-server (``tests/tiny_gemma.py``). Cases: a random model, a model rigged to
+answer, and hostile exports: a name that leaves the folder, an empty export, GCS unreachable, and a folder that does
+not load.
 """
 
 from __future__ import annotations
@@ -466,13 +467,16 @@ def test_importing_the_program_loads_no_torch_transformers_storage_or_grader():
 
 
 @pytest.mark.pure
-def test_the_program_text_is_self_contained():
-    from workloads.specs.commands import _with_hf_model
+def test_the_program_ships_with_what_it_imports():
+    """The image has no copy of ``core/``: the evaluation's ConfigMap holds ``core/hf_model.py`` as ``hf_model.py``,
+    and the grader and ``shown.py``, beside the program, which imports them by those names when run as a file."""
+    from workloads.specs.commands import HF_MODEL, program_files
 
-    text = _with_hf_model("evaluate_export.py")
-    assert "from core" not in text and "import core" not in text, "the image has no copy of core/"
-    assert "def export_file_problem(" in text and "def main(" in text
-    compile(text, "evaluate_export.py", "exec")
+    files = program_files("evaluate_export.py")
+    assert sorted(files) == ["evaluate_export.py", "evaluate_grader.py", "hf_model.py", "shown.py"]
+    assert files["hf_model.py"] == HF_MODEL and "def export_file_problem(" in files["hf_model.py"]
+    for name, text in files.items():
+        compile(text, name, "exec")
 
 
 # ---------------------------------------------------------------------------------------------

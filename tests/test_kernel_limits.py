@@ -155,12 +155,13 @@ def test_a_changed_program_is_a_new_step_and_a_new_config_map(monkeypatch):
     from workloads.specs import commands
 
     before = {step.step: step.name for step in plan_workflow(settings("prod", []))}
-    changed = commands.program_file("complete_export.py") + "\n"
+    changed = commands.program_file("complete_export.py") + "\nCHANGED = True\n"  # code: a comment would not do
     monkeypatch.setitem(commands.SNIPPETS, "complete_export.py", changed)
     after = {step.step: step.name for step in plan_workflow(settings("prod", []))}
     assert after["convert"] == before["convert"] and after["train"] == before["train"]
     assert after["export"] != before["export"], "the export runs complete_export.py"
-    monkeypatch.setitem(commands.SNIPPETS, "checkpoint_scan.py", commands.program_file("checkpoint_scan.py") + "\n")
+    scan = commands.program_file("checkpoint_scan.py") + "\nCHANGED = True\n"
+    monkeypatch.setitem(commands.SNIPPETS, "checkpoint_scan.py", scan)
     scanned = {step.step: step.name for step in plan_workflow(settings("prod", []))}
     assert scanned["convert"] == before["convert"], "the conversion runs no checkpoint scan"
     assert scanned["train"] != before["train"], "training scans its checkpoints to tell a resumed attempt"

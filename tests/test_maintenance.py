@@ -234,7 +234,7 @@ def test_a_word_accept_does_not_know_is_bad_input_naming_the_words():
     assert raised.value.exit_code == BAD_INPUT
     assert str(raised.value) == (
         "TPU_RL_ACCEPT (make up's ACCEPT=): 'maintenence' is not something `up` can be told to go on past; the words "
-        "are: maintenance, audit (comma-separated)"
+        "are: maintenance, rerun, audit (comma-separated)"
     )
 
 

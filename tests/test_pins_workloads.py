@@ -651,8 +651,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-eed5a6b715",
-        "gemma4-26b-publish-85b7798948",
+        "gemma4-26b-evaluate-d9e7140db6",
+        "gemma4-26b-publish-dcbe391e47",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -687,12 +687,12 @@ STEP_NAMES = {
     # check, base_snapshot.py's Hub-hashed cache reads, training's launcher, exit judge, stall watchdog and restart
     # drill, the export's completion), with each CPU step's account hashed by its step (steps.hashed_account).
     # docs/upgrades.md "Upgrading tpu-rl" says which version renamed which steps.
-    "dev": ["gemma4-e4b-convert-2902b28659", "gemma4-e4b-train-455b44949c", "gemma4-e4b-export-dc721d872c"],
-    "prod": ["gemma4-26b-convert-312252b8b9", "gemma4-26b-train-8566bb38a7", "gemma4-26b-export-7e0fb3fdeb"],
+    "dev": ["gemma4-e4b-convert-ae24779ffe", "gemma4-e4b-train-2ba77fcbe6", "gemma4-e4b-export-bdcf5135a2"],
+    "prod": ["gemma4-26b-convert-eb6045b78b", "gemma4-26b-train-bcfaa30f9c", "gemma4-26b-export-9d8a78c8b9"],
 }
 ONE_READ = {
-    "dev": ["gemma4-e4b-convert-2902b28659", "gemma4-e4b-train-ae12a58f4a", "gemma4-e4b-export-72f7a19999"],
-    "prod": ["gemma4-26b-convert-312252b8b9", "gemma4-26b-train-17001371b1", "gemma4-26b-export-ae63ad00f1"],
+    "dev": ["gemma4-e4b-convert-ae24779ffe", "gemma4-e4b-train-c69391c316", "gemma4-e4b-export-f48803dd63"],
+    "prod": ["gemma4-26b-convert-eb6045b78b", "gemma4-26b-train-b50c8dbf7b", "gemma4-26b-export-acb6cdf616"],
 }
 """The names of a stack that sets tpu-rl:training.loadCheckpointOnlyOnce to true (MaxText's default, false, is
 tpu-rl's: docs/first-run.md "The first training run's path"): training and the steps after it differ from
@@ -720,7 +720,7 @@ def test_reading_the_checkpoint_once_renames_training_and_after_never_the_conver
         names = [
             s.name for s in plan_workflow(settings("prod", [*every, "tpu-rl:training.loadCheckpointOnlyOnce=true"]))
         ]
-        assert names[3:] == ["gemma4-26b-evaluate-5d640192f2", "gemma4-26b-publish-26b721a067"]
+        assert names[3:] == ["gemma4-26b-evaluate-7721ca35d3", "gemma4-26b-publish-89ca8e0aa0"]
 
 
 def test_the_cloud_logging_links():

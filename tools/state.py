@@ -8,7 +8,7 @@ one place that decides; docs/state.md "Where the state lives").
     python -m tools.state move     --stack NAME [--from URL]             make state-move (tools/state_move.py)
     python -m tools.state locks    --stack NAME                          the stack's locks (exit 1 when there is one)
     python -m tools.state unlock   --stack NAME                          refused while a lock's process runs here
-    python -m tools.state releases --stack NAME [--pins FILE] [--keys FILE]  the state's Helm releases before `up`
+    python -m tools.state releases --stack NAME [--pins FILE] [--keys FILE] [--steps FILE]  before `up`
 
 Every command takes ``--backend`` (``STATE_BACKEND``), ``--organization`` (``STATE_ORG``), ``--secrets-provider``
 (``SECRETS_PROVIDER``), ``--local-ok`` (``LOCAL_STATE=1``) and ``--allow-passphrase`` (``ALLOW_PASSPHRASE=1``) and
@@ -61,6 +61,7 @@ from tools.state_export import (
     platform_releases,
     releases_in_state,
     state_cluster,
+    steps_in_state,
     stranded_release,
 )
 from tools.state_home import STACK_NAME, Home, RefusedError, decide, read_stack_file, record, ring_warning
@@ -88,6 +89,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--from", dest="source", default="", help="move: FROM, where the stack lives now")
     parser.add_argument("--pins", default="", help="releases: a file to write the state's image pins to (JSON)")
     parser.add_argument("--keys", default="", help="releases: a file to write the state's Cloud KMS keys to")
+    parser.add_argument("--steps", default="", help="releases: a file to write the state's version and steps to")
     parser.add_argument("--root", default=str(ROOT), help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -115,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             raise RefusedError(f"{scrub(args.stack, limit=40)!r} is not a stack name (letters, digits, '-', '_', '.')")
         if args.command == "releases":
             refuse_shared(args.stack, Path(args.root))
-            return _releases(args.stack, args.pins, args.keys)
+            return _releases(args.stack, args.pins, args.keys, args.steps)
         if args.command == "move":
             from tools.state_move import move
 
@@ -337,14 +339,15 @@ def _locks(home: Home, command: str) -> int:
     return 0
 
 
-def _releases(stack: str, pins: str = "", keys: str = "") -> int:
+def _releases(stack: str, pins: str = "", keys: str = "", steps: str = "") -> int:
     """`make up`'s look at the state before `pulumi up`: the state's Helm releases on stdout (exit 0); a release the
     state lost while the cluster keeps it, one line (exit 1); a state it cannot read, one warning (exit 3: the
     check is left out, `up` goes on, and Helm's own refusal stands). A cluster it cannot
     read is a warning too: the program reads it again before each release's install. ``pins``: a file to write the
     state's image pins to (``pins_in_state``), ``keys``: a file to write the Cloud KMS keys the state holds to,
-    comma-separated (``keys_in_state``, for ``infra.gcp.capacity.keys.KEYS_IN_STATE``); both left empty when the
-    state cannot be read."""
+    comma-separated (``keys_in_state``, for ``infra.gcp.capacity.keys.KEYS_IN_STATE``), ``steps``: a file to write the
+    version that wrote the state and its steps' names to (``steps_in_state``, for ``core.version.STEPS_IN_STATE``);
+    each left empty when the state cannot be read."""
     try:
         export = export_state(stack)
         held = releases_in_state(export)
@@ -352,6 +355,8 @@ def _releases(stack: str, pins: str = "", keys: str = "") -> int:
             Path(pins).write_text(json.dumps(pins_in_state(export), sort_keys=True))
         if keys:
             Path(keys).write_text(",".join(keys_in_state(export)))
+        if steps:
+            Path(steps).write_text(json.dumps(steps_in_state(export), sort_keys=True))
     except StateError as err:
         print(
             f"warning: {err}; `pulumi up` goes on without comparing the cluster's Helm releases with the state",

@@ -92,6 +92,21 @@ def pins_in_state(export: str) -> dict[str, str]:
     return {}
 
 
+def steps_in_state(export: str) -> dict[str, object]:
+    """The version that wrote the state (its ``version`` output, "" before 0.1.0) and each step's name (its ``steps``
+    output), as ``core.version.STEPS_IN_STATE`` holds them; no steps for a state without that output."""
+    document = json.loads(export)
+    for resource in ((document.get("deployment") or {}).get("resources")) or []:
+        if isinstance(resource, dict) and resource.get("type") == STACK_TYPE and not resource.get("delete"):
+            outputs = resource.get("outputs") or {}
+            steps = outputs.get("steps")
+            held = steps.items() if isinstance(steps, dict) else ()
+            names = {step: found.get("name") for step, found in held if isinstance(found, dict)}
+            version = outputs.get("version") if isinstance(outputs.get("version"), str) else ""
+            return {"version": version, "steps": {k: v for k, v in names.items() if isinstance(v, str)}}
+    return {"version": "", "steps": {}}
+
+
 def keys_in_state(export: str) -> list[str]:
     """The ids of the Cloud KMS keys (``gcp:kms/cryptoKey:CryptoKey``) the exported state holds, sorted, for ``make up``
     to hand the program (``infra.gcp.capacity.keys.KEYS_IN_STATE``): a key the state holds is the stack's own, whatever

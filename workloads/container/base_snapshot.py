@@ -1,6 +1,6 @@
 """One commit of the base model for every step, fetched from the Hub once (run in the MaxText image as
-``python3 base_snapshot.py``, a file of the step's ConfigMap, with ``core/hf_model.py``'s text in place of its import,
-as the export step runs ``complete_export.py``); and what ``stage_dataset.py`` (training's dataset) shares with it:
+``python3 base_snapshot.py``, a file of the step's ConfigMap beside the files it imports, ``hf_model.py``
+(``core/hf_model.py``) and ``shown.py``); and what ``stage_dataset.py`` (training's dataset) shares with it:
 the Hub's description of a commit, a cached object read at one generation and hashed, the dataset files a pattern
 selects (the preflight's too), the errors and the tries.
 
@@ -46,14 +46,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# tpu-rl: core/hf_model.py is inlined here (workloads/specs/commands.py)
-from core.hf_model import CONFIG_FILE, Digest, HubFile, file_problem, hub_file, name_problem, recorded_file
-
-# tpu-rl: end of core/hf_model.py
-
 if TYPE_CHECKING or __package__:  # the repository's package (the tests)
+    from core import hf_model
     from workloads.container import shown
-else:  # python3 /tpu-rl/base_snapshot.py: shown.py is a file of the same ConfigMap, its folder on sys.path
+else:  # python3 /tpu-rl/base_snapshot.py: hf_model.py (core's) and its other imports are files of its ConfigMap
+    import hf_model
     import shown
 
 REFUSED = 3
@@ -124,7 +121,7 @@ def read_record(bucket: Any, prefix: str, uri: str) -> dict[str, Any] | None:
         and isinstance(record.get("commit"), str)
         and COMMIT.fullmatch(record["commit"])
         and isinstance(files, list)
-        and all(isinstance(f, str) and name_problem(f) is None for f in files)
+        and all(isinstance(f, str) and hf_model.name_problem(f) is None for f in files)
     ):
         raise RefusedError(f"{uri}{RECORD} is not a record of this step (repo, commit, files)")
     return record
@@ -137,14 +134,14 @@ def _first(err: Exception) -> str:
 
 def wanted(name: str, size: int) -> bool:
     """A file of the base worth copying to ``base/``: a plain name of the repository's top folder, small, no weights."""
-    return name_problem(name) is None and not name.endswith(WEIGHTS) and size <= MAX_FILE_BYTES
+    return hf_model.name_problem(name) is None and not name.endswith(WEIGHTS) and size <= MAX_FILE_BYTES
 
 
 def needed(name: str, size: int) -> bool:
     """A file the conversion needs: one copied to ``base/`` (``wanted``), or the safetensors weights and their index
     ``to_maxtext`` reads from ``LOCAL_DIR``."""
     weights = name.endswith(".safetensors") or name == INDEX
-    return wanted(name, size) or (name_problem(name) is None and weights and size <= MAX_WEIGHTS_BYTES)
+    return wanted(name, size) or (hf_model.name_problem(name) is None and weights and size <= MAX_WEIGHTS_BYTES)
 
 
 def entry_json(bucket: Any, prefix: str) -> Any:
@@ -169,10 +166,12 @@ class Entry:
     uri: str
     bucket: Any
     prefix: str
-    files: dict[str, HubFile | None] | None
+    files: dict[str, hf_model.HubFile | None] | None
 
 
-def read_model_entry(bucket: Any, prefix: str, uri: str, ids: tuple[str, str]) -> dict[str, HubFile | None] | None:
+def read_model_entry(
+    bucket: Any, prefix: str, uri: str, ids: tuple[str, str]
+) -> dict[str, hf_model.HubFile | None] | None:
     """The files an entry's ``entry.json`` records, None when there is none; one that is not the entry of ``ids``
     (repo, commit) is one line and not used (its writer's next conversion writes it again)."""
     try:
@@ -183,9 +182,9 @@ def read_model_entry(bucket: Any, prefix: str, uri: str, ids: tuple[str, str]) -
         return None
     files = entry.get("files") if isinstance(entry, dict) else None
     if isinstance(entry, dict) and (entry.get("repo"), entry.get("commit")) == ids and isinstance(files, dict):
-        found = {name: recorded_file(value) for name, value in files.items()}
+        found = {name: hf_model.recorded_file(value) for name, value in files.items()}
         sizes = all(type(v) is int and v >= 0 for n, v in files.items() if found[n] is None)
-        if sizes and all(isinstance(n, str) and name_problem(n) is None for n in files):
+        if sizes and all(isinstance(n, str) and hf_model.name_problem(n) is None for n in files):
             return found
     log(f"{uri}{ENTRY} is not the cache entry of {ids[0]}@{ids[1]}: not used")
     return None
@@ -225,17 +224,17 @@ def hub_info(repo: str, ref: str, dataset: bool = False) -> Any:
     return info
 
 
-def sibling_file(sibling: Any, where: str) -> HubFile:
+def sibling_file(sibling: Any, where: str) -> hf_model.HubFile:
     """A file of the Hub's info (``RepoSibling``) as the Hub names its content (``core.hf_model.HubFile``: its size and
     LFS sha256, else its Git blob id); refused when the Hub names neither."""
     lfs = sibling.lfs if isinstance(sibling.lfs, dict) else {}  # BlobLfsInfo is a dict
-    found = hub_file(sibling.size, lfs.get("sha256"), sibling.blob_id)
+    found = hf_model.hub_file(sibling.size, lfs.get("sha256"), sibling.blob_id)
     if found is None:
         raise RefusedError(f"the Hub names no sha256 or blob id for {sibling.rfilename} of {where}")
     return found
 
 
-def hub_files(repo: str, ref: str) -> tuple[str, dict[str, HubFile]]:
+def hub_files(repo: str, ref: str) -> tuple[str, dict[str, hf_model.HubFile]]:
     """The commit ``ref`` names on the Hub and the files of it the conversion needs, each with its size and the hash
     the Hub names its content by (``sibling_file``)."""
     info = hub_info(repo, ref)
@@ -249,7 +248,7 @@ def hub_files(repo: str, ref: str) -> tuple[str, dict[str, HubFile]]:
     return info.sha, files
 
 
-def recorded(own: Entry, why: str, where: str) -> dict[str, HubFile]:
+def recorded(own: Entry, why: str, where: str) -> dict[str, hf_model.HubFile]:
     """With the Hub out of reach (``why``): each file as the stack's own record (``own_root``) names the Hub's hash of
     it. No other record stands in for the Hub: a shared entry's ``entry.json`` may have been rewritten by any writer of
     its folder. Tried again (the Hub may come back) when the own record names no file, or names one by its size alone:
@@ -272,10 +271,10 @@ def recorded(own: Entry, why: str, where: str) -> dict[str, HubFile]:
 def held_copy(  # noqa: PLR0913 (the object, what it must be, what its entry claims, where its bytes go)
     bucket: Any,
     name: str,
-    expected: HubFile,
+    expected: hf_model.HubFile,
     what: str,
     whose: str,
-    claim: HubFile | None = None,
+    claim: hf_model.HubFile | None = None,
     path: Path | None = None,
 ) -> tuple[int | None, str | None]:
     """The generation of the object ``name`` (``what``) read whole at one generation (into ``path``, else only hashed
@@ -291,7 +290,7 @@ def held_copy(  # noqa: PLR0913 (the object, what it must be, what its entry cla
         return None, f"{what}: {ENTRY} records {claim.shown()}, not {whose} {expected.shown()}"
     if blob.size != expected.size:
         return None, f"{what} is {blob.size} bytes, not {whose} {expected.size}"
-    generation, digest = int(blob.generation), Digest(expected)
+    generation, digest = int(blob.generation), hf_model.Digest(expected)
     at = bucket.blob(name, generation=generation)
     try:  # the generation looked at is gone: not used
         if path is None:
@@ -300,13 +299,13 @@ def held_copy(  # noqa: PLR0913 (the object, what it must be, what its entry cla
             at.download_to_filename(str(path), timeout=TIMEOUT * 60)
     except NotFound:
         return None, f"{what} was replaced while it was read"
-    problem = digest.problem(what, whose) if path is None else file_problem(path, expected, what, whose)
+    problem = digest.problem(what, whose) if path is None else hf_model.file_problem(path, expected, what, whose)
     if problem is not None and path is not None:
         path.unlink()
     return (None, problem) if problem is not None else (generation, None)
 
 
-def from_hub(repo: str, name: str, commit: str, expected: HubFile, local: Path, dataset: bool = False) -> Path:
+def from_hub(repo: str, name: str, commit: str, expected: hf_model.HubFile, local: Path, dataset: bool = False) -> Path:
     """``name`` of ``repo`` (a model's, or a ``dataset``'s) at ``commit`` from the Hub into the folder ``local``,
     hashed; failed (tried again, nothing kept) when it cannot be fetched or is not the file ``expected`` names."""
     from huggingface_hub import hf_hub_download
@@ -325,14 +324,16 @@ def from_hub(repo: str, name: str, commit: str, expected: HubFile, local: Path, 
         )
     except Exception as err:  # noqa: BLE001 (one line: the Hub's error class and its words)
         raise FailedError(f"cannot download {name} of {where} ({type(err).__name__}: {_first(err)})") from None
-    problem = file_problem(got, expected, f"{name} of {where} as the Hub sent it")
+    problem = hf_model.file_problem(got, expected, f"{name} of {where} as the Hub sent it")
     if problem is not None:
         got.unlink()
         raise FailedError(problem)
     return got
 
 
-def cached(name: str, expected: HubFile, entries: list[Entry], local: Path, where: str, online: bool) -> dict[str, Any]:
+def cached(
+    name: str, expected: hf_model.HubFile, entries: list[Entry], local: Path, where: str, online: bool
+) -> dict[str, Any]:
     """``name`` into ``local``: from the first entry that holds it as ``expected`` names it (``held_copy``), else from
     the Hub (hashed) into the writable entry. A copy of another hash is one line and never used. The object used, at
     its generation (``VERIFIED``)."""
@@ -357,7 +358,7 @@ def cached(name: str, expected: HubFile, entries: list[Entry], local: Path, wher
     return {"object": writable.uri + name, "generation": int(blob.generation), **expected.as_json()}
 
 
-def keep_description(entries: list[Entry], repo: str, commit: str, hub: dict[str, HubFile]) -> None:
+def keep_description(entries: list[Entry], repo: str, commit: str, hub: dict[str, hf_model.HubFile]) -> None:
     """The Hub's own description of the commit, kept for a later conversion in each of ``entries`` whose
     ``entry.json`` does not record it yet: the entry the conversion writes, and the stack's own record."""
     body = {"repo": repo, "commit": commit, "files": {name: found.as_json() for name, found in hub.items()}}
@@ -392,8 +393,8 @@ def snapshot(repo: str, revision: str, uri: str, cache_root: str, local_dir: str
     own = entries[-1] if cache_root == own_root(uri) else open_entry(own_root(uri), repo, commit)
     files = hub if hub is not None else recorded(own, why, f"{repo}@{commit}")
     names = sorted(name for name, found in files.items() if wanted(name, found.size))
-    if CONFIG_FILE not in names:
-        raise RefusedError(f"{repo}@{commit} has no {CONFIG_FILE}")
+    if hf_model.CONFIG_FILE not in names:
+        raise RefusedError(f"{repo}@{commit} has no {hf_model.CONFIG_FILE}")
     local = Path(local_dir)
     local.mkdir(parents=True, exist_ok=True)
     verified = {n: cached(n, f, entries, local, f"{repo}@{commit}", hub is not None) for n, f in files.items()}

@@ -1,5 +1,5 @@
 """The export step's second program, run in the MaxText image after ``to_huggingface`` (a file of its ConfigMap, with
-``core/hf_model.py``'s text in place of its import, and ``shown.py`` beside it): makes the export the whole base model.
+``hf_model.py``, ``core/hf_model.py``, and ``shown.py`` beside it): makes the export the whole base model.
 
     python3 complete_export.py BASE_REPO REVISION EXPORT_URI CONVERT_URI
 
@@ -45,32 +45,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# tpu-rl: core/hf_model.py is inlined here (workloads/specs/commands.py)
-from core.hf_model import (
-    CONFIG_FILE,
-    COPIED_FILES,
-    INDEX_FILE,
-    SINGLE_FILE,
-    Digest,
-    HubFile,
-    ReplyTooLargeError,
-    copied_from_base,
-    export_file_problem,
-    header_length,
-    maxtext_config_differences,
-    name_problem,
-    parse_config,
-    parse_header,
-    parse_index,
-    read_object,
-    recorded_file,
-)
-
-# tpu-rl: end of core/hf_model.py
-
 if TYPE_CHECKING or __package__:  # the repository's package (the tests)
+    from core import hf_model
     from workloads.container import shown
-else:  # python3 /tpu-rl/complete_export.py: shown.py is a file of the same ConfigMap, its folder on sys.path
+else:  # python3 /tpu-rl/complete_export.py: hf_model.py (core's) and its other imports are files of its ConfigMap
+    import hf_model
     import shown
 
 REFUSED = 3
@@ -149,9 +128,9 @@ class Base:
         size = self.files.get(shard)
         if size is None:
             raise RefusedError(f"{self.where} has no {shard}, which its index names")
-        length = header_length(self.read(shard, 8, 0, 7), shard, size)
+        length = hf_model.header_length(self.read(shard, 8, 0, 7), shard, size)
         raw = self.read(shard, length, 8, 8 + length - 1)
-        tensors = parse_header(raw, shard, size)
+        tensors = hf_model.parse_header(raw, shard, size)
         entries = {name: entry for name, entry in json.loads(raw).items() if name in tensors}
         return length, tensors, entries
 
@@ -169,7 +148,7 @@ class Pin:
     bucket: str
     name: str
     generation: int
-    expected: HubFile
+    expected: hf_model.HubFile
 
     @property
     def uri(self) -> str:
@@ -181,7 +160,7 @@ def pin_of(name: str, value: Any) -> Pin | None:
     if not isinstance(value, dict):
         return None
     obj, generation = value.get("object"), value.get("generation")
-    expected = recorded_file({k: v for k, v in value.items() if k not in ("object", "generation")})
+    expected = hf_model.recorded_file({k: v for k, v in value.items() if k not in ("object", "generation")})
     if not (isinstance(obj, str) and obj.startswith("gs://") and obj.endswith(f"/{name}") and expected is not None):
         return None
     bucket, _, object_name = obj.removeprefix("gs://").partition("/")
@@ -213,11 +192,11 @@ class Verified(Base):
         pin = self.pins[name]
         blob = self.client.bucket(pin.bucket).blob(pin.name, generation=pin.generation)
         try:
-            return read_object(blob, cap, pin.uri, start, end, timeout=TIMEOUT)
+            return hf_model.read_object(blob, cap, pin.uri, start, end, timeout=TIMEOUT)
         except NotFound:
             self.pins[name] = pin = self.again(pin)
         blob = self.client.bucket(pin.bucket).blob(pin.name, generation=pin.generation)
-        return read_object(blob, cap, pin.uri, start, end, timeout=TIMEOUT)
+        return hf_model.read_object(blob, cap, pin.uri, start, end, timeout=TIMEOUT)
 
     def again(self, pin: Pin) -> Pin:
         """The object of ``pin`` at its current generation, once its bytes hash to the Hub's value (refused else)."""
@@ -226,7 +205,7 @@ class Verified(Base):
         again = f"run the conversion again: delete {self.record} and run `pulumi up` again"
         if found is None:
             raise RefusedError(f"{pin.uri}, which the conversion verified, is gone from the Hub cache: {again}")
-        digest = Digest(pin.expected)
+        digest = hf_model.Digest(pin.expected)
         if found.size == pin.expected.size:  # else named by its size, unread
             bucket.blob(pin.name, generation=found.generation).download_to_file(digest, timeout=TIMEOUT)
         else:
@@ -255,7 +234,7 @@ def verified_base(repo: str, revision: str, convert_uri: str) -> Verified:
     again = f"delete {uri} and run `pulumi up` again (the conversion runs again)"
     try:
         record = json.loads(
-            read_object(
+            hf_model.read_object(
                 storage.Client().bucket(bucket_name).blob(prefix + RECORD), MAX_FILE_BYTES, uri, timeout=TIMEOUT
             )
         )
@@ -269,7 +248,7 @@ def verified_base(repo: str, revision: str, convert_uri: str) -> Verified:
         isinstance(record, dict)
         and (record.get("repo"), record.get("commit")) == (repo, revision)
         and pins
-        and all(name_problem(n) is None and pin is not None for n, pin in pins.items())
+        and all(hf_model.name_problem(n) is None and pin is not None for n, pin in pins.items())
     ):
         raise RefusedError(
             f"{uri} is not a record of {repo}@{revision} with the files the conversion verified: {again}"
@@ -294,13 +273,15 @@ class Export:
             name = blob.name[len(self.prefix) :]
             if not name:
                 continue  # the folder's own marker
-            problem = export_file_problem(name)
+            problem = hf_model.export_file_problem(name)
             if problem:
                 raise RefusedError(f"{uri} holds an object that is not a file of the export: {problem}")
             self.files[name] = int(blob.size or 0)
 
     def read(self, name: str, cap: int, start: int | None = None, end: int | None = None) -> bytes:
-        return read_object(self.bucket.blob(self.prefix + name), cap, f"{self.uri}{name}", start, end, timeout=TIMEOUT)
+        return hf_model.read_object(
+            self.bucket.blob(self.prefix + name), cap, f"{self.uri}{name}", start, end, timeout=TIMEOUT
+        )
 
     def file(self, name: str) -> bytes:
         if self.files[name] > MAX_FILE_BYTES:
@@ -310,9 +291,9 @@ class Export:
     def tensors(self, shard: str) -> set[str]:
         size = self.files.get(shard)
         if size is None:
-            raise RefusedError(f"{self.uri}{INDEX_FILE} names {shard}, which the folder lacks")
-        length = header_length(self.read(shard, 8, 0, 7), shard, size)
-        return set(parse_header(self.read(shard, length, 8, 8 + length - 1), shard, size))
+            raise RefusedError(f"{self.uri}{hf_model.INDEX_FILE} names {shard}, which the folder lacks")
+        length = hf_model.header_length(self.read(shard, 8, 0, 7), shard, size)
+        return set(hf_model.parse_header(self.read(shard, length, 8, 8 + length - 1), shard, size))
 
     def put(
         self, name: str, data: bytes | None = None, path: str | None = None, kind: str = "application/json"
@@ -418,24 +399,24 @@ Entries = dict[str, tuple[str, int, dict[str, Any]]]
 
 def base_weights(hub: Base, repo: str) -> tuple[bytes, dict[str, Any], dict[str, str]]:
     """The base's ``config.json`` (as written and parsed) and where its tensors are (tensor -> shard)."""
-    base_config_raw = hub.file(CONFIG_FILE)
-    base_config = parse_config(base_config_raw)
-    if INDEX_FILE in hub.files:
-        return base_config_raw, base_config, parse_index(hub.file(INDEX_FILE))
-    if SINGLE_FILE in hub.files:
-        _, found, _ = hub.header(SINGLE_FILE)
-        return base_config_raw, base_config, dict.fromkeys(found, SINGLE_FILE)
+    base_config_raw = hub.file(hf_model.CONFIG_FILE)
+    base_config = hf_model.parse_config(base_config_raw)
+    if hf_model.INDEX_FILE in hub.files:
+        return base_config_raw, base_config, hf_model.parse_index(hub.file(hf_model.INDEX_FILE))
+    if hf_model.SINGLE_FILE in hub.files:
+        _, found, _ = hub.header(hf_model.SINGLE_FILE)
+        return base_config_raw, base_config, dict.fromkeys(found, hf_model.SINGLE_FILE)
     raise RefusedError(f"{repo}@{hub.commit} has no safetensors weights")
 
 
 def export_weights(export: Export) -> dict[str, str]:
     """Where MaxText's tensors are in the export (tensor -> shard); refused when ``to_huggingface`` did not finish."""
-    if CONFIG_FILE not in export.files:
-        raise RefusedError(f"{export.uri} has no {CONFIG_FILE}: to_huggingface did not finish")
-    if SINGLE_FILE in export.files:  # MaxText's single file: any index beside it is an earlier attempt's
-        return dict.fromkeys(export.tensors(SINGLE_FILE), SINGLE_FILE)
-    if INDEX_FILE in export.files:
-        return parse_index(export.file(INDEX_FILE))
+    if hf_model.CONFIG_FILE not in export.files:
+        raise RefusedError(f"{export.uri} has no {hf_model.CONFIG_FILE}: to_huggingface did not finish")
+    if hf_model.SINGLE_FILE in export.files:  # MaxText's single file: any index beside it is an earlier attempt's
+        return dict.fromkeys(export.tensors(hf_model.SINGLE_FILE), hf_model.SINGLE_FILE)
+    if hf_model.INDEX_FILE in export.files:
+        return hf_model.parse_index(export.file(hf_model.INDEX_FILE))
     raise RefusedError(f"{export.uri} has no weights: to_huggingface did not finish")
 
 
@@ -449,7 +430,9 @@ def missing_tensors(
 ) -> list[str]:
     """The base's tensors the export lacks, each one the export may copy (``copied_from_base``); refused when
     MaxText's config is not the base's model, when MaxText wrote a tensor the base lacks or left one out."""
-    differences = maxtext_config_differences(parse_config(export.file(CONFIG_FILE)), base_config)
+    differences = hf_model.maxtext_config_differences(
+        hf_model.parse_config(export.file(hf_model.CONFIG_FILE)), base_config
+    )
     if differences:
         raise RefusedError(f"the config.json MaxText wrote is not {repo}'s model: {'; '.join(differences[:3])}")
     extra = sorted(set(export_map) - set(base_map))
@@ -458,7 +441,7 @@ def missing_tensors(
             f"MaxText wrote tensor {extra[0]}, which {repo}@{hub.commit} does not have ({len(extra)} such)"
         )
     missing = sorted(set(base_map) - set(export_map))
-    unexpected = [name for name in missing if not copied_from_base(name, base_config)]
+    unexpected = [name for name in missing if not hf_model.copied_from_base(name, base_config)]
     if unexpected:
         raise RefusedError(
             f"the export lacks tensor {unexpected[0]} of the base's language model, which MaxText should have "
@@ -476,7 +459,7 @@ def base_entries(repo: str, hub: Base, base_map: dict[str, str], missing: list[s
             if base_map[name] == shard:
                 if name not in found:
                     raise RefusedError(
-                        f"{repo}@{hub.commit}: {INDEX_FILE} puts {name} in {shard}, whose header lacks it"
+                        f"{repo}@{hub.commit}: {hf_model.INDEX_FILE} puts {name} in {shard}, whose header lacks it"
                     )
                 entries[name] = (shard, 8 + length, found[name])
     return entries
@@ -488,8 +471,8 @@ def copy_tensors(hub: Base, export: Export, entries: Entries, export_map: dict[s
     sizes = {name: entry["data_offsets"][1] - entry["data_offsets"][0] for name, (_, _, entry) in entries.items()}
     shards = plan(sizes)
     weight_map = dict(export_map)
-    if SINGLE_FILE in export.files:
-        export.rename(SINGLE_FILE, RENAMED_SINGLE)
+    if hf_model.SINGLE_FILE in export.files:
+        export.rename(hf_model.SINGLE_FILE, RENAMED_SINGLE)
         weight_map = dict.fromkeys(export_map, RENAMED_SINGLE)
     with tempfile.TemporaryDirectory(prefix="tpu-rl-export-") as work:
         for number, names in enumerate(shards, 1):
@@ -513,7 +496,7 @@ def copy_tensors(hub: Base, export: Export, entries: Entries, export_map: dict[s
 def copy_files(hub: Base, export: Export, base_config_raw: bytes) -> None:
     """The base's processor files the export lacks, its ``generation_config.json`` as ``generation_config`` keeps
     it (or the export's own, when the base has none) and its ``config.json``, each written only if it differs."""
-    for name in COPIED_FILES:
+    for name in hf_model.COPIED_FILES:
         if name != GENERATION_FILE and name in hub.files and name not in export.files:
             export.put(name, hub.file(name))
     generation = hub if GENERATION_FILE in hub.files else export if GENERATION_FILE in export.files else None
@@ -523,8 +506,8 @@ def copy_files(hub: Base, export: Export, base_config_raw: bytes) -> None:
             log(f"{GENERATION_FILE}: left out {len(left)} key(s) of the base's: {', '.join(left[:10])}")
         if GENERATION_FILE not in export.files or export.file(GENERATION_FILE) != written:
             export.put(GENERATION_FILE, written)
-    if base_config_raw != export.file(CONFIG_FILE):
-        export.put(CONFIG_FILE, base_config_raw)
+    if base_config_raw != export.file(hf_model.CONFIG_FILE):
+        export.put(hf_model.CONFIG_FILE, base_config_raw)
 
 
 def write_index(export: Export, export_map: dict[str, str], weight_map: dict[str, str], copied: int) -> None:
@@ -534,8 +517,8 @@ def write_index(export: Export, export_map: dict[str, str], weight_map: dict[str
         "weight_map": dict(sorted(weight_map.items())),
     }
     written = json.dumps(index, indent=2).encode()
-    if INDEX_FILE not in export.files or export.file(INDEX_FILE) != written:
-        export.put(INDEX_FILE, written)
+    if hf_model.INDEX_FILE not in export.files or export.file(hf_model.INDEX_FILE) != written:
+        export.put(hf_model.INDEX_FILE, written)
     named = set(weight_map.values())
     for name in sorted(export.files):
         if name.endswith(".safetensors") and name not in named and name != RENAMED_SINGLE:
@@ -562,7 +545,7 @@ def export_bytes(export: Export, export_map: dict[str, str], weight_map: dict[st
     total = 0
     for shard in sorted({weight_map[name] for name in export_map}):
         size = export.files[shard]
-        length = header_length(export.read(shard, 8, 0, 7), shard, size)
+        length = hf_model.header_length(export.read(shard, 8, 0, 7), shard, size)
         total += size - 8 - length
     return total
 
@@ -576,7 +559,7 @@ def main(argv: list[str]) -> None:
     except RefusedError as err:
         print(f"tpu-rl export: {shown.line(err, 1000)}", file=sys.stderr, flush=True)
         sys.exit(REFUSED)
-    except (FailedError, ReplyTooLargeError) as err:
+    except (FailedError, hf_model.ReplyTooLargeError) as err:
         print(f"tpu-rl export: {shown.line(err, 1000)}", file=sys.stderr, flush=True)
         sys.exit(1)
     except ValueError as err:  # ModelFormatError: a file that is not what its format says, the same next time

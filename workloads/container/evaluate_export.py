@@ -1,7 +1,7 @@
 """A step's program that grades the export on held-out questions. It runs in the MaxText post-training image as a
-file of the evaluation's ConfigMap, with ``core/hf_model.py`` inlined in place of its import
-(``workloads.specs.commands._with_hf_model``, as the publish step runs ``publish_hub.py``), beside the files it imports:
-the grader (``evaluate_grader.py``) and what a step prints of outside text (``shown.py``). The exported model answers
+file of the evaluation's ConfigMap, beside the files it imports (``workloads.specs.commands.program_imports``):
+``hf_model.py`` (``core/hf_model.py``), the grader (``evaluate_grader.py``) and what a step prints of outside text
+(``shown.py``). The exported model answers
 each question as training prompted it, and the step records how many answers were right.
 
     python3 evaluate_export.py EXPORT_URI WORK_DIR RECORD_URI SPEC_JSON
@@ -69,16 +69,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-# tpu-rl: core/hf_model.py is inlined here (workloads/specs/commands.py)
-from core.hf_model import ReplyTooLargeError, export_file_problem
-
-# tpu-rl: end of core/hf_model.py
-
 if TYPE_CHECKING or __package__:  # the repository's package (the tests)
+    from core import hf_model
     from workloads.container import evaluate_grader as grading
     from workloads.container import shown
-else:  # python3 /tpu-rl/evaluate_export.py: its imports are files of the same ConfigMap, their folder on sys.path
+else:  # python3 /tpu-rl/evaluate_export.py: hf_model.py (core's) and its other imports are files of its ConfigMap
     import evaluate_grader as grading
+    import hf_model
     import shown
 
 REFUSED = 3
@@ -307,7 +304,7 @@ def describe(err: Exception, what: str, seconds: float) -> str:
     from google.api_core import exceptions as api
     from google.auth import exceptions as auth
 
-    if isinstance(err, ReplyTooLargeError):
+    if isinstance(err, hf_model.ReplyTooLargeError):
         return str(err)
     if isinstance(err, auth.GoogleAuthError):
         return f"no usable Google credentials for {what}: check the step's service account (Workload Identity)"
@@ -336,7 +333,7 @@ class CappedFile:
     def write(self, chunk: bytes) -> int:
         self.written += len(chunk)
         if self.written > self.cap:
-            raise ReplyTooLargeError(f"GCS sent more than its {self.cap} listed bytes")
+            raise hf_model.ReplyTooLargeError(f"GCS sent more than its {self.cap} listed bytes")
         return self.file.write(chunk)
 
     def flush(self) -> None:
@@ -360,7 +357,7 @@ def list_export(client: Any, export_uri: str, seconds: float) -> dict[str, int]:
         name = full[len(prefix) :]
         if not name:
             continue  # the folder's own marker
-        problem = export_file_problem(name)
+        problem = hf_model.export_file_problem(name)
         if problem:
             raise RefusedError(f"{export_uri} holds an object that is not a file of a model folder: {problem}")
         files[name] = size
@@ -374,7 +371,7 @@ def list_export(client: Any, export_uri: str, seconds: float) -> dict[str, int]:
 def inside(folder: Path, name: str) -> Path:
     """``folder / name``, refused unless it resolves to a file directly inside ``folder``."""
     target = (folder / name).resolve()
-    if export_file_problem(name) or target.parent != folder.resolve():
+    if hf_model.export_file_problem(name) or target.parent != folder.resolve():
         raise RefusedError(f"the export's {name[:80]!r} would be written outside {folder}")
     return target
 

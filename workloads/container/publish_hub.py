@@ -1,5 +1,5 @@
-"""The publish step's program, run in the MaxText image (``python3 -c`` of this file's text, as the export
-runs ``checkpoint_scan.py``): the verified export, from GCS to a branch of a Hub model repository.
+"""The publish step's program, run in the MaxText image as a file of its ConfigMap (with ``hf_model.py``,
+``core/hf_model.py``, and ``shown.py`` beside it): the verified export, from GCS to a branch of a Hub model repository.
 
     python3 publish_hub.py EXPORT_URI CARD_DIR WORK_DIR RECORD_URI
 
@@ -36,14 +36,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-# tpu-rl: core/hf_model.py is inlined here (workloads/specs/commands.py)
-from core.hf_model import ReplyTooLargeError, export_file_problem
-
-# tpu-rl: end of core/hf_model.py
-
 if TYPE_CHECKING or __package__:  # the repository's package (the tests)
+    from core import hf_model
     from workloads.container import shown
-else:  # python3 /tpu-rl/publish_hub.py: shown.py is a file of the same ConfigMap, its folder on sys.path
+else:  # python3 /tpu-rl/publish_hub.py: hf_model.py (core's) and its other imports are files of its ConfigMap
+    import hf_model
     import shown
 
 REFUSED = 3
@@ -64,7 +61,7 @@ class CappedFile:
     def write(self, chunk: bytes) -> int:
         self.written += len(chunk)
         if self.written > self.cap:
-            raise ReplyTooLargeError(f"{self.what}: GCS sent more than its {self.cap} listed bytes")
+            raise hf_model.ReplyTooLargeError(f"{self.what}: GCS sent more than its {self.cap} listed bytes")
         return self.file.write(chunk)
 
     def flush(self) -> None:
@@ -76,7 +73,7 @@ class CappedFile:
 
 def inside(folder: Path, name: str) -> Path:
     """``folder / name``, refused unless ``name`` is a file of a model folder and the path resolves inside it."""
-    problem = export_file_problem(name)
+    problem = hf_model.export_file_problem(name)
     target = (folder / name).resolve()
     if problem or target.parent != folder.resolve():
         fail(f"the export holds an object that is not a file of a model folder: {problem or name}", REFUSED)
@@ -103,7 +100,7 @@ def download(export_uri: str, folder: Path) -> list[str]:
         finally:
             sink.close()
         if sink.written != size:
-            raise ReplyTooLargeError(f"{export_uri}{name}: GCS sent {sink.written} of its {size} listed bytes")
+            raise hf_model.ReplyTooLargeError(f"{export_uri}{name}: GCS sent {sink.written} of its {size} listed bytes")
         print(f"tpu-rl publish: downloaded {shown.line(name)} ({size} bytes)", flush=True)
         names.append(name)
     return names

@@ -33,9 +33,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING or __package__:  # the repository's package (the tests)
+    from core import hf_model
     from workloads.container import base_snapshot as base
-else:  # python3 /tpu-rl/stage_dataset.py: base_snapshot.py is a file of the same ConfigMap, its folder on sys.path
+else:  # python3 /tpu-rl/stage_dataset.py: base_snapshot.py and hf_model.py (core's) are files of its ConfigMap
     import base_snapshot as base
+    import hf_model
 
 DATASET_RECORD = "dataset.json"
 """A staged dataset's record, written last: ``{"repo", "revision", "commit", "files": {name: size}, "cache",
@@ -49,7 +51,7 @@ class DatasetEntry:
     """A dataset cache entry's ``entry.json``: each file it holds as the Hub describes it (a number: its size alone, as
     an entry of an earlier version records it), and the patterns whose every match it holds."""
 
-    files: dict[str, base.HubFile | int]
+    files: dict[str, hf_model.HubFile | int]
     patterns: tuple[str, ...]
 
 
@@ -89,8 +91,8 @@ def read_dataset_entry(bucket: Any, prefix: str, uri: str, repo: str, commit: st
     files: Any = entry.get("files") if ours else None
     patterns: Any = entry.get("patterns") if ours else None
     named = isinstance(files, dict) and all(isinstance(n, str) and base.dataset_path_problem(n) is None for n in files)
-    found = {name: base.recorded_file(value) or value for name, value in files.items()} if named else {}
-    shaped = named and all(isinstance(v, base.HubFile) or (type(v) is int and v >= 0) for v in found.values())
+    found = {name: hf_model.recorded_file(value) or value for name, value in files.items()} if named else {}
+    shaped = named and all(isinstance(v, hf_model.HubFile) or (type(v) is int and v >= 0) for v in found.values())
     if not (shaped and isinstance(patterns, list) and all(isinstance(p, str) for p in patterns)):
         raise base.RefusedError(
             f"{uri}{base.ENTRY} is not the cache entry of {repo}@{commit}: {base.AGAIN.format(uri=uri)}"
@@ -98,7 +100,7 @@ def read_dataset_entry(bucket: Any, prefix: str, uri: str, repo: str, commit: st
     return DatasetEntry(found, tuple(patterns))
 
 
-def hub_dataset_files(repo: str, revision: str, patterns: tuple[str, ...]) -> tuple[str, dict[str, base.HubFile]]:
+def hub_dataset_files(repo: str, revision: str, patterns: tuple[str, ...]) -> tuple[str, dict[str, hf_model.HubFile]]:
     """The commit ``revision`` names on the Hub and the files of it that match ``patterns``, each as the Hub names its
     content (one API call, no file)."""
     info = base.hub_info(repo, revision, dataset=True)
@@ -108,23 +110,23 @@ def hub_dataset_files(repo: str, revision: str, patterns: tuple[str, ...]) -> tu
     return info.sha, {name: base.sibling_file(siblings[name], f"dataset {where}") for name in chosen}
 
 
-def held_files(held: DatasetEntry | None, patterns: tuple[str, ...], where: str) -> dict[str, base.HubFile] | None:
+def held_files(held: DatasetEntry | None, patterns: tuple[str, ...], where: str) -> dict[str, hf_model.HubFile] | None:
     """What the stack's entry of a commit records of the files ``patterns`` match, None when it cannot say: no entry,
     a pattern it does not hold whole, a file recorded by its size alone, or a record edited by hand to claim a pattern
     with no file (the Hub then says what the patterns match)."""
     if held is None or not set(patterns) <= set(held.patterns):
         return None
     try:
-        sizes = {name: found.size if isinstance(found, base.HubFile) else found for name, found in held.files.items()}
+        sizes = {n: found.size if isinstance(found, hf_model.HubFile) else found for n, found in held.files.items()}
         chosen = base.selected(sizes, patterns, where)
     except base.RefusedError:
         return None
     files = {name: held.files[name] for name in chosen}
-    hashed = {name: found for name, found in files.items() if isinstance(found, base.HubFile)}
+    hashed = {name: found for name, found in files.items() if isinstance(found, hf_model.HubFile)}
     return hashed if len(hashed) == len(files) else None
 
 
-def kept_from_hub(repo: str, commit: str, name: str, expected: base.HubFile, cache_uri: str, work: Path) -> int:
+def kept_from_hub(repo: str, commit: str, name: str, expected: hf_model.HubFile, cache_uri: str, work: Path) -> int:
     """``name`` from the Hub (hashed, ``base_snapshot.from_hub``) through the folder ``work`` into the cache entry
     ``cache_uri``; the generation it was kept at."""
     bucket, prefix = base.folder(cache_uri)
@@ -137,7 +139,7 @@ def kept_from_hub(repo: str, commit: str, name: str, expected: base.HubFile, cac
 
 
 def cache_dataset(  # noqa: PLR0913 (the dataset, its commit, its files and patterns, and where they are kept)
-    repo: str, commit: str, files: dict[str, base.HubFile], patterns: tuple[str, ...], cache_uri: str
+    repo: str, commit: str, files: dict[str, hf_model.HubFile], patterns: tuple[str, ...], cache_uri: str
 ) -> dict[str, int]:
     """Every file of ``files`` into the cache entry ``cache_uri``, each checked against its hash: one the entry holds
     as ``files`` names it is read at one generation and hashed (``base_snapshot.held_copy``); one it lacks, or holds
@@ -148,17 +150,17 @@ def cache_dataset(  # noqa: PLR0913 (the dataset, its commit, its files and patt
     verified: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="tpu-rl-dataset-") as work:
         for name, expected in sorted(files.items()):
-            claim = found if isinstance(found := before.files.get(name), base.HubFile) else None
+            claim = found if isinstance(found := before.files.get(name), hf_model.HubFile) else None
             generation, problem = base.held_copy(bucket, prefix + name, expected, cache_uri + name, "the Hub's", claim)
             if problem is not None:
                 base.log(f"{problem}: not used")
             if generation is None:
                 generation = kept_from_hub(repo, commit, name, expected, cache_uri, Path(work))
             verified[name] = generation
-    held: dict[str, base.HubFile | int] = {**before.files, **files}
+    held: dict[str, hf_model.HubFile | int] = {**before.files, **files}
     kept = sorted(set(before.patterns) | set(patterns))
     if held != before.files or kept != sorted(before.patterns):
-        recorded = {n: f.as_json() if isinstance(f, base.HubFile) else f for n, f in sorted(held.items())}
+        recorded = {n: f.as_json() if isinstance(f, hf_model.HubFile) else f for n, f in sorted(held.items())}
         entry = {"repo": repo, "commit": commit, "files": recorded, "patterns": kept}
         bucket.blob(prefix + base.ENTRY).upload_from_string(
             json.dumps(entry, sort_keys=True), content_type="application/json", timeout=TIMEOUT
@@ -197,7 +199,7 @@ def stage_dataset(repo: str, revision: str, uri: str, cache_root: str, *patterns
     if record is not None:
         base.log(f"dataset {repo}@{record['commit'][:12]}: {len(record['files'])} files staged in {uri}")
         return str(record["commit"])
-    files: dict[str, base.HubFile] | None = None
+    files: dict[str, hf_model.HubFile] | None = None
     commit = revision
     if base.COMMIT.fullmatch(revision):
         cache_uri = base.entry_uri(cache_root, repo, revision)

@@ -1,5 +1,5 @@
 """How the training container ends, from train_rl's status and its log (run in the MaxText image as
-``python3 -c`` of this file's text, like ``checkpoint_scan.py``; standard library only).
+a file of the training step's ConfigMap, with ``shown.py`` beside it; standard library only).
 
     python3 train_exit.py LOG STATUS STALL_MARKER SLICE_DOWN_EXIT STALLED_EXIT [DRILL_MARKER DRILL_EXIT
                           [SLICE_STATE ACCOUNT_DIR WORKERS BASELINE]]            # prints the exit status

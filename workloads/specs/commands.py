@@ -281,27 +281,10 @@ def script(*lines: str, argv: list[str]) -> str:
 
 
 HF_MODEL = (Path(__file__).parents[2] / "core" / "hf_model.py").read_text()
-"""``core/hf_model.py``: the safetensors header check, the names of a model folder's files, the bounded GCS read
-and the comparison; inlined into the export and publish steps' programs (the image has no copy of it)."""
-INLINED_START = "# tpu-rl: core/hf_model.py is inlined here (workloads/specs/commands.py)\n"
-INLINED_END = "# tpu-rl: end of core/hf_model.py\n"
-
-
-def _with_hf_model(file_name: str) -> str:
-    """The text of ``workloads/container/<file_name>`` with ``core/hf_model.py``'s in place of its import of it (the
-    lines between ``INLINED_START`` and ``INLINED_END``): one program file, needing nothing but the image's packages."""
-    source = (Path(__file__).parents[1] / "container" / file_name).read_text()
-    start, end = source.index(INLINED_START), source.index(INLINED_END) + len(INLINED_END)
-    return source[:start] + HF_MODEL.replace("from __future__ import annotations\n", "", 1) + source[end:]
-
-
-COMPLETE_EXPORT = _with_hf_model("complete_export.py")
-"""The export step's second program: the export made the whole base model
-(``workloads/container/complete_export.py``)."""
-
-
-BASE_SNAPSHOT = _with_hf_model("base_snapshot.py")
-"""The base model at one commit for every step (``workloads/container/base_snapshot.py``)."""
+"""``core/hf_model.py``: the safetensors header check, the names of a model folder's files, the bounded GCS read and
+the comparison; shipped as ``hf_model.py``, a file of the ConfigMap of every step whose program imports it (the image
+has no copy of it), and imported there by that name (``program_imports``)."""
+HF_MODEL_FILE = "hf_model.py"
 
 
 def base_line(*words: str) -> str:
@@ -352,13 +335,13 @@ def export_script(  # noqa: PLR0913 (the step's paths, and the image its check n
 
 
 def program(file_name: str) -> str:
-    """The text of a step's program ``workloads/container/<file_name>``, with ``core/hf_model.py``'s inlined where it
-    marks the place (``INLINED_START``): a file of the step's ConfigMap (``step_files``), as the image has no copy of
-    either."""
+    """The text of a step's program ``workloads/container/<file_name>`` (or ``core/hf_model.py``, ``HF_MODEL``), a
+    file of the step's ConfigMap (``step_files``), as the image has no copy of it; the MaxText check with its pinned
+    record."""
+    if file_name == HF_MODEL_FILE:
+        return HF_MODEL
     source = (Path(__file__).parents[1] / "container" / file_name).read_text()
-    if file_name == MAXTEXT_CHECK:
-        return with_pin(source, pinned_record())
-    return _with_hf_model(file_name) if INLINED_START in source else source
+    return with_pin(source, pinned_record()) if file_name == MAXTEXT_CHECK else source
 
 
 def program_script(file_name: str, *words: str, output_uri: str, reads: tuple[str, ...] = ()) -> str:
@@ -414,14 +397,15 @@ when run as ``python3 /tpu-rl/<file>``, no package around it; as ``stage_dataset
 
 
 def program_imports(file_name: str) -> tuple[str, ...]:
-    """The files of ``workloads/container`` the program ``file_name`` imports from its folder (``_BESIDE``), read from
-    its source: each goes into every ConfigMap that holds the importer (``program_files``). ``shown.py``, what a step
-    prints of a text from elsewhere, is one, for every program that prints such text; a snippet imports none."""
-    if file_name in SNIPPETS:
+    """The files of ``workloads/container`` (and ``hf_model.py``, ``core``'s) the program ``file_name`` imports from its
+    folder (``_BESIDE``), read from its source: each goes into every ConfigMap that holds the importer
+    (``program_files``). ``shown.py``, what a step prints of a text from elsewhere, is one, for every program that
+    prints such text; a snippet imports none."""
+    if file_name in SNIPPETS or file_name == HF_MODEL_FILE:
         return ()
     folder = Path(__file__).parents[1] / "container"
-    found = _BESIDE.findall((folder / file_name).read_text())
-    return tuple(f"{name}.py" for name in found if (folder / f"{name}.py").is_file())
+    found = (f"{name}.py" for name in _BESIDE.findall((folder / file_name).read_text()))
+    return tuple(name for name in found if (folder / name).is_file() or name == HF_MODEL_FILE)
 
 
 def program_files(*file_names: str) -> dict[str, str]:

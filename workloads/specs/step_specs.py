@@ -34,6 +34,7 @@ from core.records import RECORD
 from core.settings import Settings
 from core.steps import STEPS, Output, StepName, scratch_gib, template_tokens
 from workloads.specs import derived
+from workloads.specs.behaviour import behaviour
 from workloads.specs.commands import (
     CARD_DIR,
     PUBLISHED,
@@ -278,7 +279,8 @@ def identity(
 ) -> str:
     """The hash of a step: its object (placeholders in; operational fields, annotations and the Kueue
     queue out; the service account of ``step``'s pods, if it names one, as ``hashed_account``), the files of its
-    ConfigMap of scripts (``files``: what its container runs), the cluster it runs on and the bucket it writes to."""
+    ConfigMap of scripts (``files``: what its container runs, each program without its comments and docstrings), the
+    cluster it runs on and the bucket it writes to."""
     body = _without(manifest, operational)
     pod = body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     if step is not None and "serviceAccountName" in pod:
@@ -286,8 +288,8 @@ def identity(
     labels = {k: v for k, v in body["metadata"].get("labels", {}).items() if k != QUEUE_LABEL}
     body["metadata"] = {**{k: v for k, v in body["metadata"].items() if k != "annotations"}, "labels": labels}
     payload = {"cluster": settings.cluster_identifier, "bucket": settings.bucket_name, "object": body}
-    if files is not None:
-        payload["scripts"] = dict(files)
+    if files is not None:  # a program as what it does (``behaviour``): its comments and docstrings rename no step
+        payload["scripts"] = {name: behaviour(text) if name.endswith(".py") else text for name, text in files.items()}
     return step_hash(payload)
 
 
