@@ -14,6 +14,7 @@ keeps the text it was created with (``ignoreChanges`` on its data, ``workloads.w
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import tokenize
 
@@ -46,6 +47,7 @@ def _comments(source: str) -> list[Span]:
     ]
 
 
+@functools.cache  # every plan hashes the same few programs: parsed once per process
 def behaviour(source: str) -> str:
     """``source`` without its comments, docstrings, trailing spaces and empty lines; a file that does not parse as
     Python is returned as it is (its text is all there is to hash)."""
