@@ -11,6 +11,11 @@ What a stack's configuration names is read as the pack reads it, not listed valu
 
 - a name the stack derives from its configuration is a template: ``{clusterName}`` and ``{namespace}`` stand for
   ``tpu-rl:clusterName`` and ``tpu-rl:namespace`` (``core.names.head_ksa``: ``{clusterName}-train-head``);
+- a value the list pins (``pinned``: what decides access, an RBAC rule, a NetworkPolicy's spec...) is written with
+  the same templates, at any depth (``templated_value``, ``fill_value``);
+- a property path (``shapes``) is its keys joined (``spec.template``; a key that is not a plain word is quoted,
+  ``metadata.labels["app.kubernetes.io/name"]``), a list's items ``[]``, a key the configuration makes free-form
+  ``*`` (``FREE``); an empty object or list the program sets is a path of its own;
 - an image is its repository (host and path, without tag or digest: ``tpu-rl:images.*`` may move a tag or a digest,
   never the repository), and an image the stack's own remote repository serves (``tpu-rl:images.mirror``) is its
   upstream's (``served``).
@@ -19,8 +24,9 @@ What a stack's configuration names is read as the pack reads it, not listed valu
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +64,22 @@ class ClosedWorld:
     subjects: frozenset[Subject]
     images: frozenset[str]
     """Image repositories, upstream's."""
+    shapes: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Type -> every property path the program sets on a resource of it (its inputs)."""
+    namespaces: frozenset[str] = frozenset()
+    """The namespaces the program puts objects and Helm releases in (templates)."""
+    namespaced: frozenset[str] = frozenset()
+    """The Kubernetes types whose objects the program always puts in a namespace."""
+    unknowns: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Type -> the paths of objects the program itself sends whole and not known yet at a first preview (an
+    annotation map of an account's email): there, at a preview, the policy waits for `pulumi up` without a word."""
+    pinned: Mapping[str, Mapping[str, tuple[Any, ...]]] = field(default_factory=dict)
+    """Type -> pinned path -> the values (templates) the program writes there; ``ABSENT`` among them when one of its
+    resources of the type leaves the path unset. A path ending ``[]`` pins each item of the list."""
+
+
+ABSENT = "(unset)"
+"""Among a pinned path's values: the program leaves it unset on a resource of the type."""
 
 
 def from_document(document: Mapping[str, Any]) -> ClosedWorld:
@@ -70,6 +92,14 @@ def from_document(document: Mapping[str, Any]) -> ClosedWorld:
             Subject(str(s["kind"]), str(s.get("namespace", "")), str(s["name"])) for s in document["subjects"]
         ),
         images=frozenset(str(i) for i in document["images"]),
+        shapes={str(t): frozenset(str(p) for p in paths) for t, paths in document.get("shapes", {}).items()},
+        namespaces=frozenset(str(n) for n in document.get("namespaces", ())),
+        namespaced=frozenset(str(t) for t in document.get("namespaced", ())),
+        unknowns={str(t): frozenset(str(p) for p in paths) for t, paths in document.get("unknowns", {}).items()},
+        pinned={
+            str(t): {str(p): tuple(values) for p, values in paths.items()}
+            for t, paths in document.get("pinned", {}).items()
+        },
     )
 
 
@@ -91,8 +121,29 @@ def render(world: ClosedWorld, variants: Mapping[str, tuple[str, ...]]) -> str:
             for s in sorted(world.subjects)
         ],
         "images": sorted(world.images),
+        "namespaces": sorted(world.namespaces),
+        "namespaced": sorted(world.namespaced),
+        "unknowns": {t: sorted(paths) for t, paths in sorted(world.unknowns.items())},
+        "shapes": {t: sorted(paths) for t, paths in sorted(world.shapes.items())},
     }
-    return json.dumps(document, indent=1) + "\n"
+    return json.dumps(document, indent=1).removesuffix("\n}") + _pinned_text(world.pinned) + "\n}\n"
+
+
+def _pinned_text(pinned: Mapping[str, Mapping[str, tuple[Any, ...]]]) -> str:
+    """The document's last key, ``pinned``, each value on one line (a change reads as the value it adds or
+    removes)."""
+    types = []
+    for type_, paths in sorted(pinned.items()):
+        blocks = []
+        for path, values in sorted(paths.items()):
+            lines = ",\n".join(f"    {_canonical(v)}" for v in sorted(values, key=_canonical))
+            blocks.append(f"   {json.dumps(path)}: [\n{lines}\n   ]")
+        types.append(f"  {json.dumps(type_)}: {{\n" + ",\n".join(blocks) + "\n  }")
+    return ',\n "pinned": {\n' + ",\n".join(types) + "\n }"
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
 
 
 def fill(template: str, names: Mapping[str, str]) -> str:
@@ -186,3 +237,84 @@ def roles_of(props: Mapping[str, Any]) -> list[Any] | None:
         return None
     bindings = document.get("bindings") if isinstance(document, dict) else None
     return [b.get("role") if isinstance(b, dict) else None for b in bindings] if isinstance(bindings, list) else []
+
+
+PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
+FREE = "\x00*"
+"""The segment ``.*`` of a path: any key of a map whose keys the configuration chooses (a quoted ``["*"]`` is the key
+``*``)."""
+ITEMS = "\x00[]"
+"""The segment ``[]`` of a path: any item of a list."""
+_SEGMENT = re.compile(r'\.([A-Za-z0-9_-]+)|(\.\*)|(\[\])|\[("(?:[^"\\]|\\.)*")\]')
+
+
+def segment(key: str) -> str:
+    """A key as a path writes it: ``.key``, or quoted (``["app.kubernetes.io/name"]``) when it is not a plain word."""
+    return f".{key}" if PLAIN_KEY.match(key) else f"[{json.dumps(key)}]"
+
+
+def segments(path: str) -> list[str] | None:
+    """A path's segments: each a key, ``ITEMS`` or ``FREE``; None when the text is not a path."""
+    text = path if path.startswith("[") else f".{path}"
+    out: list[str] = []
+    at = 0
+    while at < len(text):
+        found = _SEGMENT.match(text, at)
+        if found is None:
+            return None
+        word, free, items, quoted = found.groups()
+        out.append(word if word is not None else FREE if free else ITEMS if items else json.loads(quoted))
+        at = found.end()
+    return out
+
+
+def unknown_paths(value: Any, unknown: str, prefix: str = "") -> Iterator[str]:
+    """The paths at which ``value`` (as sent on the wire) holds the ``unknown`` sentinel."""
+    if value == unknown:
+        yield prefix.removeprefix(".")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from unknown_paths(item, unknown, f"{prefix}{segment(str(key))}")
+    elif isinstance(value, list):
+        for item in value:
+            yield from unknown_paths(item, unknown, f"{prefix}[]")
+
+
+def paths_in(value: Any, prefix: str = "") -> Iterator[str]:
+    """Every property path of ``value``: its leaves (texts, numbers, booleans, nulls, empty objects and lists)."""
+    if isinstance(value, dict) and value:
+        for key, item in value.items():
+            yield from paths_in(item, f"{prefix}{segment(str(key))}")
+    elif isinstance(value, list) and value:
+        for item in value:
+            yield from paths_in(item, f"{prefix}[]")
+    elif prefix:
+        yield prefix.removeprefix(".")
+
+
+def value_at(props: Mapping[str, Any], path: str) -> tuple[bool, Any]:
+    """Whether a plain path (keys only) is set in ``props``, and its value."""
+    value: Any = props
+    for key in segments(path) or ():
+        if not isinstance(value, dict) or key not in value:
+            return False, None
+        value = value[key]
+    return True, value
+
+
+def templated_value(value: Any, names: Mapping[str, str]) -> Any:
+    """``templated`` on every text of a value, at any depth (keys included)."""
+    if isinstance(value, dict):
+        return {templated(str(k), names): templated_value(v, names) for k, v in value.items()}
+    if isinstance(value, list):
+        return [templated_value(v, names) for v in value]
+    return templated(value, names) if isinstance(value, str) else value
+
+
+def fill_value(value: Any, names: Mapping[str, str]) -> Any:
+    """``fill`` on every text of a value, at any depth (keys included)."""
+    if isinstance(value, dict):
+        return {fill(str(k), names): fill_value(v, names) for k, v in value.items()}
+    if isinstance(value, list):
+        return [fill_value(v, names) for v in value]
+    return fill(value, names) if isinstance(value, str) else value

@@ -3,15 +3,18 @@
 ``.github/workflows/preview.yml`` runs the branch's program once, as the unprivileged user ``tpu-rl-branch``, in
 ``pulumi preview --json --show-sames`` with no policy pack, its standard output a file that user can neither open nor
 write; it ends every process of that user, then runs this file from the base's pack folder, with the pack's venv, as
-the runner's user: the verdict comes from code and data the branch never touched (docs/guardrails.md "Guardrails and PR
-review"). Usage::
+the runner's user: the verdict comes from code and data the branch never touched, but for the configuration the engine
+would send the pack, which is the branch's stack file, checked by the base's check (docs/guardrails.md "Guardrails and
+PR review"). Usage::
 
-    judge_preview.py STACK DIGEST [--summary FILE]
+    judge_preview.py STACK DIGEST [--stack-file Pulumi.STACK.yaml] [--summary FILE]
 
 It prints one line per finding, then one line of totals, and exits 1 if any finding is mandatory, 0 otherwise; bad
 input (an unreadable or invalid digest, a digest with no steps, a step it cannot read, a policy config the pack's
-schemas refuse) is one line on standard error and exit 2. ``--summary`` writes the verdict, the preview's steps and
-the findings as Markdown, for the pull request's comment.
+schemas refuse, a stack file that is not one) is one line on standard error and exit 2. ``--stack-file`` is the stack
+file the preview ran with: its configuration is what the engine would send the pack (``ConfigureStack``'s ``config``,
+the names the closed world's templates stand for); without it the pack is sent none, as for a stack of defaults.
+``--summary`` writes the verdict, the preview's steps and the findings as Markdown, for the pull request's comment.
 
 What the digest is (pulumi/pulumi at 1b59498, ``pkg/backend/display/json.go``): ``ShowPreviewDigest`` collects a
 ``display.PreviewDigest`` (``pkg/display/json.go``: ``steps``, ``diagnostics``, ``changeSummary``...) and prints it
@@ -58,9 +61,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from google.protobuf import message as protobuf_message
 from google.protobuf import struct_pb2
 from pulumi.runtime.proto import analyzer_pb2
+
+from core.errors import BAD_INPUT, BadInputError
 
 if __package__:  # imported as policy.judge_preview (the tests)
     from .tpu_rl_policies import POLICIES, servicer
@@ -113,10 +119,6 @@ WIRE_LEVELS = {
 }
 CANT_RUN = "can't run policy '"
 """How pulumi-policy words the advisory of a policy that read a value not known at a preview."""
-
-
-class BadInputError(ValueError):
-    """The digest or the policy config cannot be judged (exit 2); the message is every complaint, in one line."""
 
 
 @dataclass(frozen=True)
@@ -259,7 +261,7 @@ def read_digest(digest: Any, stack: str) -> tuple[list[Resource], list[tuple[str
     """The resources the pack judges, and every step (op, URN), from a ``PreviewDigest``; raises ``BadInputError``
     with every complaint."""
     if not isinstance(digest, dict):
-        raise BadInputError("the preview digest is not a JSON object (pulumi preview --json writes one)")
+        raise BadInputError("the preview digest is not a JSON object (the digest of a preview in JSON is one)")
     steps = digest.get("steps")
     if not isinstance(steps, list) or not steps:
         raise BadInputError("the preview digest has no steps (a preview writes its stack's step at least)")
@@ -423,16 +425,42 @@ def _findings(response: Any, descriptions: Mapping[str, str], urn: str = "") -> 
     return found
 
 
-def judge(digest: Any, stack: str, config: Any, policies: Sequence[Any] | None = None) -> Verdict:
+def stack_settings(text: str) -> tuple[dict[str, str], list[str]]:
+    """A stack file's configuration as ``ConfigureStack`` sends it (``analyzer_plugin.go`` ``NewPolicyAnalyzer``):
+    key -> text, an object's value as its JSON; and the keys it marks secret (``secure:`` values), whose values the
+    judge never holds (the pack drops a secret key's value: ``resources.Deployment``). Raises ``BadInputError``."""
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise BadInputError(f"the stack file is not YAML ({str(err).splitlines()[0]})") from None
+    if not isinstance(document, dict | None):
+        raise BadInputError("the stack file is not a mapping (pulumi config set writes one)")
+    config = (document or {}).get("config")
+    if not isinstance(config, dict | None):
+        raise BadInputError("the stack file's config is not a mapping (pulumi config set writes one)")
+    settings: dict[str, str] = {}
+    secret: list[str] = []
+    for key, value in (config or {}).items():
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            secret.append(str(key))
+        else:
+            settings[str(key)] = value if isinstance(value, str) else json.dumps(value)
+    return settings, secret
+
+
+def judge(digest: Any, stack: str, config: Any, policies: Sequence[Any] | None = None, stack_file: str = "") -> Verdict:
     """The pack's findings on a preview digest, as one ``pulumi preview --policy-pack`` of the same resources would
-    have them: ``Analyze`` on each resource's inputs, then ``AnalyzeStack`` on the stack; raises ``BadInputError``."""
+    have them: ``Analyze`` on each resource's inputs, then ``AnalyzeStack`` on the stack, the stack file's
+    configuration sent as the engine sends it; raises ``BadInputError``."""
     policies = list(POLICIES if policies is None else policies)
     levels = reconciled(policies, config)
+    settings, secret = stack_settings(stack_file)
     resources, steps = read_digest(digest, stack)
     analyzer = servicer(policies)
-    analyzer.ConfigureStack(
-        _wire(analyzer_pb2.AnalyzerStackConfigureRequest(stack=stack, project=PROJECT, dry_run=True)), None
+    configure = analyzer_pb2.AnalyzerStackConfigureRequest(
+        stack=stack, project=PROJECT, dry_run=True, config=settings, config_secret_keys=secret
     )
+    analyzer.ConfigureStack(_wire(configure), None)
     analyzer.Configure(_wire(_configure_request(levels)), None)
     descriptions = {p.name: p.description for p in policies}
     found: list[Finding] = []
@@ -481,9 +509,10 @@ def summary(verdict: Verdict, limit: int = 50_000) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Judge a `pulumi preview --json` digest with this policy pack.")
+    parser = argparse.ArgumentParser(description="Judge a preview's JSON digest with this policy pack.")
     parser.add_argument("stack")
     parser.add_argument("digest", type=Path)
+    parser.add_argument("--stack-file", type=Path, help="the stack file the preview ran with (its configuration)")
     parser.add_argument("--summary", type=Path, help="write the verdict in Markdown here, for the comment")
     args = parser.parse_args(argv)
     try:
@@ -501,14 +530,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (ValueError, RecursionError) as err:
             raise BadInputError(f"{args.digest}: not JSON the judge reads ({err}); no whole digest") from None
         try:
-            verdict = judge(digest, args.stack, config)
+            stack_file = args.stack_file.read_text() if args.stack_file else ""
+        except (OSError, UnicodeDecodeError) as err:
+            raise BadInputError(f"{args.stack_file}: cannot read the stack file ({err})") from None
+        try:
+            verdict = judge(digest, args.stack, config, stack_file=stack_file)
         except (RecursionError, protobuf_message.Error) as err:
             raise BadInputError(f"{args.digest}: a value nested deeper than the pack reads ({err})") from None
     except BadInputError as err:
         print(f"error: {err}", file=sys.stderr)
         if args.summary is not None:
             args.summary.write_text(f"**No verdict on the {args.stack} preview**: {err}\n")
-        return 2
+        return BAD_INPUT
     for finding in verdict.findings:
         print(finding.line())
     mandatory = len(verdict.mandatory)

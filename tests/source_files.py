@@ -13,7 +13,7 @@ from pathlib import Path
 from tools.stack_files import ROOT
 
 PRODUCT: tuple[str, ...] = ("core", "infra", "workloads", "tools", "program", "policy/tpu_rl_policies")
-PRODUCT += ("policy/__main__.py", "__main__.py")
+PRODUCT += ("policy/__main__.py", "policy/judge_preview.py", "__main__.py")
 
 
 @cache

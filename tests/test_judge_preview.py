@@ -130,7 +130,14 @@ def judged(document: Mapping[str, Any], stack: str, *, remembered: bool = True) 
     distinct resource's properties into its proxy once per process (``analyzer.conversions_remembered``, as the tests'
     engine does); otherwise afresh for each policy, as the judge runs in the workflow."""
     with analyzer.conversions_remembered() if remembered else contextlib.nullcontext():
-        return judge_preview.judge(json.loads(written(document)), stack, analyzer.policy_config_file(stack)).findings
+        return judge_preview.judge(
+            json.loads(written(document)), stack, analyzer.policy_config_file(stack), stack_file=_stack_file(stack)
+        ).findings
+
+
+def _stack_file(stack: str) -> str:
+    """The stack file the preview ran with, as the workflow hands it to the judge (``--stack-file``)."""
+    return (ROOT / f"Pulumi.{stack}.yaml").read_text()
 
 
 def _key(findings: Any) -> list[tuple[str, str, str, bool]]:
@@ -155,7 +162,9 @@ def engine_findings(plan: Plan, stack: str, *, live: bool = False, blind: bool =
     """What ``pulumi preview --policy-pack`` shows of the plan: a preview (``dry_run``), ``AnalyzeStack`` on the
     previewed outputs, or on the live objects when nothing changes (``live``). ``blind``: every secret's value
     unknown, as the digest leaves it (the engine itself sends the pack secrets' values)."""
-    pack = Pack(analyzer.policy_config_file(stack), dry_run=True)
+    pack = Pack(
+        analyzer.policy_config_file(stack), dry_run=True, stack=stack, stack_config=analyzer.engine_config(stack)
+    )
     view = (lambda r: dataclasses.replace(r, props=_blinded(r.props))) if blind else (lambda r: r)
     found = []
     for r in analyzer.resources(plan, preview=not live, stack_view=False):
@@ -266,7 +275,9 @@ def test_a_hostile_preview_gets_the_findings_of_the_pack_in_the_engine(case):
     plan = _hostile(change)
     found = judged(digest(plan), "prod")
     assert _key(found) == _key(engine_findings(plan, "prod"))
-    pack = Pack(analyzer.policy_config_file("prod"), dry_run=True)
+    pack = Pack(
+        analyzer.policy_config_file("prod"), dry_run=True, stack="prod", stack_config=analyzer.engine_config("prod")
+    )
     assert _key(found) == _key(analyzer.analyze_plan(plan, pack, preview=True))  # no secret in the builders' plan
     assert_only_secrets_differ(found, plan, "prod")
     base = {f.policy for f in clean_engine_findings() if f.level == "mandatory"}
@@ -392,13 +403,14 @@ def test_the_judge_runs_as_a_file_of_the_pack_and_fails_on_a_mandatory_finding(t
     hostile.write_text(written(digest(_hostile(_load_balancer))))
     summary = tmp_path / "verdict.md"
 
-    passed = _run(pack, env, "prod", str(clean), "--summary", str(summary))
+    stack_file = ("--stack-file", str(ROOT / "Pulumi.prod.yaml"))
+    passed = _run(pack, env, "prod", str(clean), *stack_file, "--summary", str(summary))
     assert passed.returncode == 0, passed.stderr
     assert passed.stderr == ""
     assert passed.stdout.splitlines()[-1].startswith(f"prod: 52 resources judged by the pack at {pack}: 0 mandatory")
     assert "no mandatory finding" in summary.read_text()
 
-    failed = _run(pack, env, "prod", str(hostile), "--summary", str(summary))
+    failed = _run(pack, env, "prod", str(hostile), *stack_file, "--summary", str(summary))
     assert failed.returncode == 1, failed.stderr
     lines = failed.stdout.splitlines()
     assert (
@@ -418,7 +430,7 @@ BAD = {
         "not JSON",
     ),
     "a second document after it": ('{"steps": []}\n{"steps": []}', "not JSON"),
-    "not an object": ("[]", "the preview digest is not a JSON object (pulumi preview --json writes one)"),
+    "not an object": ("[]", "the preview digest is not a JSON object (the digest of a preview in JSON is one)"),
     "no steps": ('{"steps": []}', "the preview digest has no steps (a preview writes its stack's step at least)"),
     "steps it cannot read": (
         json.dumps(
@@ -486,7 +498,9 @@ def test_the_summary_names_steps_and_findings_and_no_value():
     }
     document = json.loads(written(digest(plan)))
     with analyzer.conversions_remembered():
-        verdict = judge_preview.judge(document, "prod", analyzer.policy_config_file("prod"))
+        verdict = judge_preview.judge(
+            document, "prod", analyzer.policy_config_file("prod"), stack_file=_stack_file("prod")
+        )
     text = judge_preview.summary(verdict)
     assert secret_like not in text
     assert "create               kubernetes:core/v1:Service::exposed" in text
@@ -495,7 +509,9 @@ def test_the_summary_names_steps_and_findings_and_no_value():
         "urn:pulumi:prod::tpu-rl::kubernetes:core/v1:Service::a````b"
     )
     with analyzer.conversions_remembered():
-        text = judge_preview.summary(judge_preview.judge(document, "prod", analyzer.policy_config_file("prod")))
+        text = judge_preview.summary(
+            judge_preview.judge(document, "prod", analyzer.policy_config_file("prod"), stack_file=_stack_file("prod"))
+        )
     assert "\n`````\n" in text
 
 
@@ -511,9 +527,9 @@ def test_the_judge_reads_nothing_outside_the_pack_and_core():
             imported |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0:
             imported.add(str(node.module).split(".")[0])
-    assert imported - set(sys.stdlib_module_names) == {"google", "pulumi", "tpu_rl_policies"}
+    assert imported - set(sys.stdlib_module_names) == {"core", "google", "pulumi", "tpu_rl_policies", "yaml"}
     lock = (ROOT / "policy" / "requirements.lock").read_text()
-    assert "\nprotobuf==" in lock and "\npulumi==" in lock and "\npulumi-policy==" in lock
+    assert "\npyyaml==" in lock and "\nprotobuf==" in lock and "\npulumi==" in lock and "\npulumi-policy==" in lock
 
 
 # ---------------------------------------------------------------------------------------------
@@ -543,6 +559,7 @@ def _judge_step(tmp_path: Path, stack: str) -> tuple[Path, Path, dict[str, str]]
     script.write_text(str(step["run"]).replace("${{ matrix.stack }}", stack).replace(TRUSTED, str(trusted)))
     temp = tmp_path / "runner-temp"
     temp.mkdir()
+    (temp / "stack.yaml").write_text(_stack_file(stack))  # the preview's step kept it there
     shell = WORKFLOW["jobs"]["preview"]["defaults"]["run"]["shell"].replace(" {0}", "").split()
     return temp, log, {"argv": " ".join([*shell, str(script)]), "RUNNER_TEMP": str(temp)}
 
@@ -577,3 +594,28 @@ def test_the_workflows_judge_step_ends_the_branch_first_and_fails_the_job_on_a_m
     assert cut.returncode == 2 and cut.stderr.startswith(f"error: {digest_file}: not JSON")
     assert (temp / "verdict.md").read_text().startswith("**No verdict on the prod preview**")
     assert log.read_text() == "ended\njudged\n" * 3
+
+
+@pytest.mark.pure
+def test_the_stack_file_is_sent_as_the_engine_sends_it():
+    """Key -> text, an object as its JSON, a ``secure:`` value only named as a secret key (the judge never holds it);
+    what is not a stack file is bad input."""
+    text = "config:\n  gcp:project: p\n  tpu-rl:model:\n    revision: abc\n  tpu-rl:hfToken:\n    secure: v1:x\n"
+    assert judge_preview.stack_settings(text) == (
+        {"gcp:project": "p", "tpu-rl:model": '{"revision": "abc"}'},
+        ["tpu-rl:hfToken"],
+    )
+    assert judge_preview.stack_settings("") == ({}, [])
+    for bad, said in (("- a\n", "not a mapping"), ("config: [1]\n", "config is not a mapping"), ("a: [", "not YAML")):
+        with pytest.raises(judge_preview.BadInputError, match=said):
+            judge_preview.stack_settings(bad)
+
+
+def test_the_closed_world_s_names_come_from_the_stack_file():
+    """The dev stack names its cluster: judged without its stack file, the pack reads the defaults and its Namespace's
+    labels are not the program's; with it, they are."""
+    document = digest(pure_plan("dev"))
+    config = analyzer.policy_config_file("dev")
+    without = judge_preview.judge(document, "dev", config).mandatory
+    assert [f.policy for f in without] == ["closed-world-shapes"] * 2, without
+    assert judge_preview.judge(document, "dev", config, stack_file=_stack_file("dev")).mandatory == []

@@ -110,10 +110,12 @@ def findings(
     plan: Plan, name: str, stack: str = "dev", config: dict[str, Any] | None = None, *, preview: bool = False
 ) -> list[Finding]:
     policy = BY_NAME[name]
-    file = stack_config(VARIANTS.get(stack, (stack,))[0])
+    variant = VARIANTS.get(stack, (stack,))
+    file = stack_config(variant[0])
     if config is not None:
-        file = {**file, name: {"enforcementLevel": level(VARIANTS.get(stack, (stack,))[0], name), **config}}
-    pack = Pack(file, dry_run=preview, policies=[policy])
+        file = {**file, name: {"enforcementLevel": level(variant[0], name), **config}}
+    deployment = analyzer.engine_config(*variant)  # the stack's configuration, as ConfigureStack sends it
+    pack = Pack(file, dry_run=preview, policies=[policy], stack=variant[0], stack_config=deployment)
     if isinstance(policy, ResourceValidationPolicy):
         found = [f for r in analyzer.resources(plan, preview=preview, stack_view=False) for f in pack.analyze(r)]
     else:
@@ -342,6 +344,8 @@ def _is(resource: dict, name: str | None) -> bool:
 VARIANTS = {
     "flex": ("dev", "tpu-rl:tpu.capacity=flex-start"),
     "publishing": ("prod", "tpu-rl:publish.repo=acme/gemma4-grpo"),
+    "dev-in-shared-project": ("dev", "gcp:project=shared-project"),
+    "prod-in-shared-project": ("prod", "gcp:project=shared-project"),
 }
 
 
@@ -1625,25 +1629,6 @@ PASSES = [
         lambda r: _container(r).__setitem__("image", "r/m:1@sha256:" + "b" * 64),
     ),
     (
-        "queue-matches-everything",
-        "kueue-queue-fits",
-        "prod",
-        CQ,
-        "kueue-cluster-queue",
-        _set(["spec", "namespaceSelector"], {}),
-    ),
-    (
-        "queue-by-expression",
-        "kueue-queue-fits",
-        "prod",
-        CQ,
-        "kueue-cluster-queue",
-        _set(
-            ["spec", "namespaceSelector"],
-            {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["tpu-rl"]}]},
-        ),
-    ),
-    (
         "quota-exactly-a-slice-and-a-head",
         "kueue-queue-fits",
         "prod",
@@ -1727,10 +1712,11 @@ def test_secrets_encryption_is_required_only_where_the_policy_config_says_so():
 
 def test_every_policy_has_a_mutation():
     covered = {m[1] for m in MUTATIONS} | {"model-revision-pinned", "tpu-budget"}  # tested below
-    covered |= {case[1] for case in HELM_CASES}  # the hostile corpus (issue 30), below
+    covered |= {case[1] for case in HELM_CASES}  # the hostile corpus of charts, below
     covered |= {case[1] for case in OBJECT_CASES} | {"stack-principals"}  # objects the stacks do not hold; below
     covered |= {"known-workload-kinds"}  # tests/test_policy_pods.py
-    covered |= {"closed-world", "pod-bindings"}  # tests/test_policy_closed_world.py, tests/test_policy_pods_whole.py
+    covered |= {"closed-world", "closed-world-shapes"}  # tests/test_policy_closed_world.py, ..._closed_shapes.py
+    covered |= {"pod-bindings"}  # tests/test_policy_pods_whole.py
     assert covered == set(BY_NAME)
 
 
@@ -2124,8 +2110,28 @@ def _term(key, operator, *values):
     ids=lambda v: json.dumps(v) if isinstance(v, dict) else None,
 )
 def test_the_namespace_selector_of_the_cluster_queue(selector, admitted):
+    """Kueue's reading of the selector decides whether the steps are admitted; any selector but the program's (the
+    namespace's name label alone) is refused as well, even one that admits the stack's namespace: it admits others."""
     plan = mutated_to_judge("prod", CQ, "kueue-cluster-queue", _set(["spec", "namespaceSelector"], selector))
-    assert violations(plan, "kueue-queue-fits", "prod") == ([] if admitted else _not_admitted(plan))
+    expected = ([] if selector is None else [_not_only(selector)]) + ([] if admitted else _not_admitted(plan))
+    assert violations(plan, "kueue-queue-fits", "prod") == expected
+
+
+def test_the_program_s_namespace_selector_is_the_one_that_passes():
+    own = {"matchLabels": {NS_NAME: "tpu-rl"}}
+    assert base_plan("prod").one(CQ)["inputs"]["spec"]["namespaceSelector"] == own
+    equal = mutated_to_judge("prod", CQ, "kueue-cluster-queue", _set(["spec", "namespaceSelector"], copy.deepcopy(own)))
+    assert violations(equal, "kueue-queue-fits", "prod") == []
+    wider = {"matchLabels": {NS_NAME: "tpu-rl", "team": "ml"}}  # narrower in fact, but not the program's
+    plan = mutated_to_judge("prod", CQ, "kueue-cluster-queue", _set(["spec", "namespaceSelector"], wider))
+    assert violations(plan, "kueue-queue-fits", "prod") == [_not_only(wider)] + _not_admitted(plan)
+
+
+def _not_only(selector: Any) -> str:
+    return (
+        f"ClusterQueue tpu-rl selects namespaces by {selector!s}, not the stack's namespace only "
+        f"({ {'matchLabels': {NS_NAME: 'tpu-rl'}}!s}): pods of other namespaces would take the slice's quota"
+    )
 
 
 def test_the_namespace_selector_reads_the_labels_of_the_stacks_namespace():
@@ -2138,11 +2144,12 @@ def test_the_namespace_selector_reads_the_labels_of_the_stacks_namespace():
             NAMESPACE, name, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
         )
 
+    not_only = [_not_only({"matchLabels": {"team": "ml"}})]  # admits the namespace, and whatever else is labelled
     labelled = namespace("tpu-rl", {"team": "ml"})
-    assert violations(_with(plan, labelled), "kueue-queue-fits", "prod") == []
-    assert violations(plan, "kueue-queue-fits", "prod") == _not_admitted(plan), "no Namespace object: no labels"
+    assert violations(_with(plan, labelled), "kueue-queue-fits", "prod") == not_only
+    assert violations(plan, "kueue-queue-fits", "prod") == not_only + _not_admitted(plan), "no Namespace: no labels"
     for other in (namespace("other", {"team": "ml"}), namespace("tpu-rl", {}), namespace("None", {"team": "ml"})):
-        assert violations(_with(plan, other), "kueue-queue-fits", "prod") == _not_admitted(plan), other
+        assert violations(_with(plan, other), "kueue-queue-fits", "prod") == not_only + _not_admitted(plan), other
 
 
 def _also(plan: Plan, type_: str, name: str | None, change) -> Plan:
@@ -2779,7 +2786,10 @@ SECRET_CONFIG_CASES = [
             c.setdefault("envFrom", []).append({"configMapRef": {"name": "tokens"}}),
         ),
         [_config_map("tokens", {"HF_TOKEN": TOKEN})],
-        ["container convert: HF_TOKEN must come from a secretKeyRef"],
+        [
+            "ConfigMap tokens: data HF_TOKEN contains secret material (a Hugging Face token)",  # mounted or not
+            "container convert: HF_TOKEN must come from a secretKeyRef",
+        ],
     ),
     (
         "a-secret-named-key-from-a-config-map",
@@ -2793,7 +2803,10 @@ SECRET_CONFIG_CASES = [
         "a-token-in-a-config-map-by-env-from",
         lambda c: c.setdefault("envFrom", []).append({"configMapRef": {"name": "settings"}}),
         [_config_map("settings", {"EXTRA": TOKEN, "PLAIN": "1"})],
-        ["container convert: env EXTRA comes from ConfigMap settings, which is not a Secret"],
+        [
+            "ConfigMap settings: data EXTRA contains secret material (a Hugging Face token)",
+            "container convert: env EXTRA comes from ConfigMap settings, which is not a Secret",
+        ],
     ),
     (
         "hf-token-from-a-secret-by-env-from",
@@ -3449,14 +3462,15 @@ def test_a_chart_or_manifest_renderer_is_refused_at_preview_and_at_up(type_, pre
     assert found.message.startswith(f"{type_} evil renders Kubernetes objects from a chart or from files"), found
 
 
-def test_a_node_selector_value_of_the_kueue_chart_passes():
-    release = _release(
-        "kueue",
-        "oci://registry.k8s.io/kueue/charts/kueue",
-        "0.17.1",
-        values={"controllerManager": {"nodeSelector": {"cloud.google.com/gke-nodepool": "other"}}},
-    )
-    assert violations(_plan_of(release), "reviewed-helm-charts", "prod") == []
+def test_the_kueue_chart_takes_the_program_s_values_and_no_other():
+    """Kueue's values are the program's, value for value: another node pool moves the controller off the system
+    pool (onto the TPU slice, or a pool another stack shares)."""
+    _, kueue_release = _program_releases()
+    assert violations(_plan_of(kueue_release), "reviewed-helm-charts", "prod") == []
+    moved = copy.deepcopy(kueue_release)
+    moved["inputs"]["values"]["controllerManager"]["nodeSelector"] = {"cloud.google.com/gke-nodepool": "other"}
+    (found,) = violations(_plan_of(moved), "reviewed-helm-charts", "prod")
+    assert found.startswith("Helm release kueue: controllerManager.nodeSelector.cloud.google.com/gke-nodepool differ")
 
 
 # Quantities as Kubernetes parses them; a malformed one is a finding, never an exception.
@@ -3769,8 +3783,7 @@ def test_the_gke_agent_may_use_the_stacks_key_and_nothing_else():
 def test_two_stacks_in_one_project_share_no_principal():
     """A dev and a prod stack in one project, with the same namespace: their Workload Identity principals are
     disjoint (each Kubernetes service account is named as its own Google account), and each stack's pack passes."""
-    project = "gcp:project=shared-project"
-    dev, prod = plan_of("dev", project), plan_of("prod", project)
+    dev, prod = plan_of(*VARIANTS["dev-in-shared-project"]), plan_of(*VARIANTS["prod-in-shared-project"])
 
     def principals(plan: Plan) -> set[str]:
         return {
@@ -3780,7 +3793,8 @@ def test_two_stacks_in_one_project_share_no_principal():
         }
 
     assert principals(dev) and principals(prod) and not principals(dev) & principals(prod)
-    assert violations(dev, "stack-principals", "dev") == violations(prod, "stack-principals", "prod") == []
+    assert violations(dev, "stack-principals", "dev-in-shared-project") == []
+    assert violations(prod, "stack-principals", "prod-in-shared-project") == []
 
 
 @pytest.mark.slow

@@ -25,7 +25,8 @@ The modules, each importing only those above it:
 - ``scripts``: the runs a TPU container starts through tpu-rl's launcher, with the overrides of its ``train.json``
   (``core.step_config``; what the budget reads);
 - the rules, one module per concern: ``closed_world`` (only the types, kinds, roles, RBAC subjects and images the
-  program creates: ``core/data/closed-world.json``, or what the policy config admits with a reason), ``secrets``,
+  program creates: ``core/data/closed-world.json``, or what the policy config admits with a reason),
+  ``closed_shapes`` (of those, only the property paths, namespaces and pinned values the program writes), ``secrets``,
   ``cluster`` (TPU pools, the control plane), ``network``, ``iam`` (identities, Google Cloud's and the cluster's),
   ``storage`` (the bucket, the KMS key), ``workloads`` (Jobs, pods, images), ``pod_bindings`` (each pod's namespace,
   service account and claims), ``targets`` (where every grant lands),
@@ -38,6 +39,7 @@ Inside the package, imports are relative: the Pulumi CLI runs ``policy/__main__.
 from __future__ import annotations
 
 from .budget import EstimateInputError, stack_estimate, tpu_budget
+from .closed_shapes import closed_world_shapes
 from .closed_world import closed_world
 from .cluster import gke_control_plane, tpu_node_pool_shape
 from .helm import reviewed_helm_charts
@@ -70,6 +72,7 @@ from .workloads import (
 
 POLICIES = [
     closed_world,
+    closed_world_shapes,
     no_secrets_in_workloads,
     tpu_node_pool_shape,
     gke_control_plane,

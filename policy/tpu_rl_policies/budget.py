@@ -9,18 +9,18 @@ from typing import Any
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, Severity, StackValidationArgs, StackValidationPolicy
 
 from core.errors import BadInputError
-from core.estimate import TrainingRun, estimate_run
+from core.estimate import TrainingRun, estimate_run, usd_per_chip_hour
 from core.step_config import CONFIG_PATH
 from core.tpu import Capacity, SliceShape, resolve_slice
 
 from .env import Mounts, StackObjects, _command_words, container_env
 from .pods import _asks_tpu, _name, _namespace, kind_of, pod_containers, pods
-from .properties import _config, _m
+from .properties import _config, _m, unseen
 from .resources import NODE_POOL, Report, Resource, _guarded_stack, _machine, _resources
 from .scripts import LAUNCHED_BY, trainer_runs
 
 
-class EstimateInputError(BadInputError, ValueError):
+class EstimateInputError(BadInputError):
     """A TPU workload does not carry a training command the estimate can read."""
 
 
@@ -83,16 +83,9 @@ def _pools(resources: list[Resource]) -> list[tuple[SliceShape, Capacity]]:
         topology = _m(r.props.get("placementPolicy")).get("tpuTopology") or machine.single_host_topology
         if topology not in machine.topologies:
             continue
-        capacity: Capacity
-        if node.get("spot"):
-            capacity = Capacity.SPOT
-        elif node.get("flexStart"):
-            capacity = Capacity.FLEX_START
-        elif r.props.get("autoscaling"):
-            capacity = Capacity.ON_DEMAND
-        else:
-            capacity = Capacity.RESERVATION
-        pools.append((resolve_slice(version, machine.name, topology), capacity))
+        pools.append(
+            (resolve_slice(version, machine.name, topology), _capacity(node, bool(r.props.get("autoscaling"))))
+        )
     return pools
 
 
@@ -128,6 +121,7 @@ def stack_estimate(resources: Sequence[Any]) -> dict[str, Any] | None:
 
 
 def _budget(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
+    _kept_nodes(args, resources, report)
     runs, problems = _training_runs(resources)
     for problem in problems:
         report(f"{problem}: the budget gate cannot judge this stack; keep the JobSet rendered by workloads/")
@@ -141,11 +135,73 @@ def _budget(args: StackValidationArgs, resources: list[Resource], report: Report
             f"{estimate['chips']} chips), above maxEstimatedUsd ${budget:,.2f}: use a smaller slice, fewer "
             "numBatches or spot/flex-start capacity, or raise the budget in the policy config"
         )
-    if estimate["idleUsdPerDay"] > float(_config(args).get("maxIdleUsdPerDay", 5000)):
+    reserved, kept = estimate["idleUsdPerDay"], _idle_usd_per_day(resources)
+    if max(reserved, kept) > float(_config(args).get("maxIdleUsdPerDay", 5000)):
+        what = "the slice's reservation bills" if reserved >= kept else "the TPU pools' kept nodes (minNodeCount) bill"
         report(
-            f"the slice's reservation bills ${estimate['idleUsdPerDay']:,.2f} per day until it is deleted, used "
-            "or not (`pulumi destroy` removes the slice only): delete it after the run or use autoscaled capacity"
+            f"{what} ${max(reserved, kept):,.2f} per day until it is deleted, used or not (`pulumi destroy` removes "
+            "the slice only): delete it after the run or use autoscaled capacity"
+            + ("" if reserved >= kept else " that scales to zero (minNodeCount 0)")
         )
+
+
+def _kept_nodes(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
+    """The machines the pools other than the TPU slices keep with nothing running (their price is not in the
+    estimate): at most ``maxKeptNodes`` in all. The program keeps its system pool's few and scales the CPU pool from
+    zero; a static pool of a thousand nodes bills like one."""
+    kept: dict[str, int] = {}
+    for r in resources:
+        if r.resource_type != NODE_POOL or _machine(_m(r.props.get("nodeConfig")).get("machineType")) is not None:
+            continue
+        count = _kept(r)
+        if count is not None:
+            kept[str(r.name)] = count
+    most = int(_config(args).get("maxKeptNodes", 4))
+    if sum(kept.values()) > most:
+        pools = ", ".join(f"{name} {count}" for name, count in sorted(kept.items()))
+        report(
+            f"the node pools other than the TPU slices keep {sum(kept.values())} nodes with nothing running ({pools}), "
+            f"above maxKeptNodes {most}: autoscale them with a small minNodeCount (the CPU pool from zero), or raise "
+            "maxKeptNodes in the policy config"
+        )
+
+
+def _kept(r: Resource) -> int | None:
+    """The nodes a pool keeps with nothing running: a static pool's ``nodeCount`` (1 when unset), an autoscaled
+    pool's ``minNodeCount`` (0 when unset); None when not known yet, or not a count."""
+    autoscaling = r.props.get("autoscaling")
+    count = _m(autoscaling).get("minNodeCount", 0) if autoscaling else r.props.get("nodeCount", 1)
+    if unseen(count) or isinstance(count, bool) or not isinstance(count, (int, float)):
+        return None
+    return max(int(count), 0)
+
+
+def _idle_usd_per_day(resources: list[Resource]) -> float:
+    """What every TPU pool bills per day with nothing running: the nodes it keeps (a static pool's ``nodeCount``, an
+    autoscaled pool's ``minNodeCount``) at its capacity's price. A count not known yet is noted, not judged."""
+    total = 0.0
+    for r in resources:
+        if r.resource_type != NODE_POOL:
+            continue
+        node = _m(r.props.get("nodeConfig"))
+        found = _machine(node.get("machineType"))
+        if found is None:
+            continue
+        version, machine = found
+        kept = _kept(r)
+        if kept is None:
+            continue
+        capacity = _capacity(node, bool(r.props.get("autoscaling")))
+        total += kept * machine.chips_per_vm * usd_per_chip_hour(version, capacity) * 24
+    return total
+
+
+def _capacity(node: dict[str, Any], autoscaled: bool) -> Capacity:
+    if node.get("spot"):
+        return Capacity.SPOT
+    if node.get("flexStart"):
+        return Capacity.FLEX_START
+    return Capacity.ON_DEMAND if autoscaled else Capacity.RESERVATION
 
 
 tpu_budget = StackValidationPolicy(
@@ -158,6 +214,7 @@ tpu_budget = StackValidationPolicy(
         properties={
             "maxEstimatedUsd": {"type": "number", "default": 1000},
             "maxIdleUsdPerDay": {"type": "number", "default": 5000},
+            "maxKeptNodes": {"type": "integer", "default": 4},
         }
     ),
     validate=_guarded_stack(_budget),

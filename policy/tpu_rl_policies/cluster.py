@@ -3,6 +3,7 @@ private nodes, Workload Identity and shielded nodes, its pools the GKE metadata 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pulumi_policy import EnforcementLevel, ResourceValidationArgs, ResourceValidationPolicy, Severity
@@ -88,6 +89,15 @@ def _control_plane(args: ResourceValidationArgs, props: dict[str, Any], report: 
                 f"node pool metadata mode {mode or '(unset)'}: pods could read the node's own credentials from the "
                 f"metadata server; set nodeConfig.workloadMetadataConfig.mode {METADATA_MODE}"
             )
+        pool_node = _m(props.get("nodeConfig"))
+        _nodes(pool_node, f"node pool {props.get('name') or args.name}'s nodes", report)
+        if _readonly_port_open(
+            _m(pool_node.get("kubeletConfig")).get("insecureKubeletReadonlyPortEnabled"), required=True
+        ):
+            report(
+                f"node pool {props.get('name') or args.name} opens {READONLY_PORT}: set "
+                "nodeConfig.kubeletConfig.insecureKubeletReadonlyPortEnabled FALSE"
+            )
         return
     if args.resource_type != CLUSTER:
         return
@@ -104,6 +114,56 @@ def _control_plane(args: ResourceValidationArgs, props: dict[str, Any], report: 
         report("Workload Identity must be enabled (workloadIdentityConfig.workloadPool = PROJECT.svc.id.goog)")
     if not unseen(props.get("enableShieldedNodes")) and props.get("enableShieldedNodes") is False:
         report("shielded nodes must be enabled (enableShieldedNodes: true)")
+    _cluster_access(props, node, report)
+
+
+def _cluster_access(props: dict[str, Any], node: Any, report: Report) -> None:
+    """Who reaches the cluster's nodes and API without IAM: a client certificate, basic authentication, the Compute
+    Engine default account on the default nodes, the kubelet's read-only port."""
+    auth = _m(props.get("masterAuth"))
+    if _on(_m(auth.get("clientCertificateConfig")).get("issueClientCertificate")):
+        report(
+            "the cluster issues a client certificate (masterAuth.clientCertificateConfig.issueClientCertificate): a "
+            "credential no IAM revokes; set it false"
+        )
+    if any(not unseen(auth.get(key)) and auth.get(key) not in (None, "") for key in ("username", "password")):
+        report("masterAuth sets basic authentication (a static password to the API server): remove it")
+    _nodes(node, "the cluster's default nodes", report)
+    defaults = _m(_m(props.get("nodePoolDefaults")).get("nodeConfigDefaults"))
+    for where, value in (
+        ("nodePoolDefaults.nodeConfigDefaults", defaults.get("insecureKubeletReadonlyPortEnabled")),
+        ("nodeConfig.kubeletConfig", _m(_m(node).get("kubeletConfig")).get("insecureKubeletReadonlyPortEnabled")),
+    ):
+        if _readonly_port_open(value, required=False):
+            report(f"the cluster's {where} opens {READONLY_PORT}: set insecureKubeletReadonlyPortEnabled FALSE")
+
+
+READONLY_PORT = "the kubelet's unauthenticated read-only port 10255 (pods, their specs and env)"
+COMPUTE_DEFAULT = re.compile(r"(?i)\s*([0-9]+-compute@developer\.gserviceaccount\.com|default)\s*")
+"""The Compute Engine default service account (Editor on the project in most projects), by email or as ``default``."""
+
+
+def _readonly_port_open(value: Any, *, required: bool) -> bool:
+    """Whether a kubelet read-only port setting opens it: ``TRUE`` in any spelling, or anything but ``FALSE`` where the
+    program sets it (``required``); one not known yet is noted, not judged."""
+    if unseen(value):
+        return False
+    if value is None:
+        return required
+    return str(value).strip().upper() != "FALSE"
+
+
+def _nodes(node: Any, what: str, report: Report) -> None:
+    """Nodes run as one of the stack's own accounts (which one, ``stack-principals`` judges): never the Compute Engine
+    default account, which an unset ``serviceAccount`` means. An account not known yet is not judged here."""
+    if node is None or unseen(node):
+        return
+    account = _m(node).get("serviceAccount")
+    if account is None or isinstance(account, str) and COMPUTE_DEFAULT.fullmatch(account):
+        report(
+            f"{what} run as the Compute Engine default account ({account or 'serviceAccount unset'}), usually Editor "
+            "on the project: set nodeConfig.serviceAccount to the stack's node account"
+        )
 
 
 gke_control_plane = ResourceValidationPolicy(

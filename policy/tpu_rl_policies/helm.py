@@ -1,5 +1,5 @@
-"""A Helm release renders objects the pack cannot see: only the charts tpu-rl installs, at their versions and
-values, and no other renderer (``reviewed-helm-charts``)."""
+"""A Helm release renders objects the pack cannot see: only the charts tpu-rl installs, in their namespaces, at their
+versions and with the very values the program sets, and no other renderer (``reviewed-helm-charts``)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,47 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import yaml
 from pulumi_policy import EnforcementLevel, ResourceValidationArgs, ResourceValidationPolicy, Severity
 
 from core.controllers import CHART_VALUES, JOBSET_VERSIONS, KUEUE_VERSIONS
+from core.names import NODEPOOL_LABEL, SYSTEM_POOL
 
 from .properties import _m, unseen
 from .resources import HELM_RELEASE, Report, _guarded_resource
+
+DURATION = re.compile(r"(?=[0-9])([0-9]+h)?([0-9]+m)?([0-9]+s)?")
+"""A duration as ``core.config.values.format_duration`` writes it: what the configuration chooses (``tpu-rl:kueue``)."""
+KUEUE_CONFIGURATION: dict[str, Any] = {
+    "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+    "kind": "Configuration",
+    "health": {"healthProbeBindAddress": ":8081"},
+    "metrics": {"bindAddress": ":8443"},
+    "webhook": {"port": 9443},
+    "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+    "controller": {
+        "groupKindConcurrency": {
+            "Job.batch": 5,
+            "Pod": 5,
+            "Workload.kueue.x-k8s.io": 5,
+            "LocalQueue.kueue.x-k8s.io": 1,
+            "ClusterQueue.kueue.x-k8s.io": 1,
+            "ResourceFlavor.kueue.x-k8s.io": 1,
+        }
+    },
+    "clientConnection": {"qps": 50, "burst": 100},
+    "waitForPodsReady": {
+        "timeout": DURATION,
+        "recoveryTimeout": DURATION,
+        "blockAdmission": False,
+        "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 0},
+    },
+    "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
+}
+"""Kueue's manager configuration as ``infra.k8s.kueue.configuration`` writes it (a test keeps them equal), its two
+timeouts any duration: a field more (``manageJobsWithoutQueueName``, another integration) or a value changed is not one
+tpu-rl sets."""
+
 
 HELM_CHARTS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]] = {
     # chart: (versions, the value paths tpu-rl sets; "*" is any one key)
@@ -21,6 +56,48 @@ HELM_CHARTS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]] = {
 }
 """The Helm charts tpu-rl installs (``infra/k8s/platform.py`` JOBSET_CHART, ``infra/k8s/kueue.py`` CHART; a test
 keeps them equal), at the versions adopted (``core.controllers``, which the configuration accepts)."""
+INSTALLED: dict[str, tuple[str, dict[str, Any]]] = {
+    "oci://registry.k8s.io/jobset/charts/jobset": ("jobset-system", {}),
+    "oci://registry.k8s.io/kueue/charts/kueue": (
+        "kueue-system",
+        {
+            "controllerManager": {"nodeSelector": {NODEPOOL_LABEL: SYSTEM_POOL}},
+            "managerConfig": {"controllerManagerConfigYaml": KUEUE_CONFIGURATION},
+        },
+    ),
+}
+"""Each chart's namespace and values as the program installs it (``infra/k8s/manifests.py`` JOBSET_NAMESPACE,
+``infra/k8s/kueue.py`` NAMESPACE and ``helm_values``; a test keeps them equal): a ``re.Pattern`` matches a text, and a
+text that is YAML of a mapping is compared as that mapping."""
+
+
+def _differs(value: Any, wanted: Any, path: str) -> Iterator[str]:
+    """Where ``value`` is not what tpu-rl sets (``wanted``); a value not known yet is noted, not judged."""
+    if unseen(value):
+        return
+    if isinstance(wanted, dict) and isinstance(value, str):
+        try:
+            value = yaml.safe_load(value)
+        except yaml.YAMLError:
+            yield path or "values"
+            return
+    if isinstance(wanted, dict):
+        if not isinstance(value, dict):
+            yield path or "values"
+            return
+        for key in sorted(set(value) | set(wanted), key=str):
+            yield from _differs(value.get(key), wanted.get(key), f"{path}.{key}" if path else str(key))
+    elif isinstance(wanted, list):
+        if not isinstance(value, list) or len(value) != len(wanted):
+            yield path
+            return
+        for index, (item, expected) in enumerate(zip(value, wanted, strict=True)):
+            yield from _differs(item, expected, f"{path}[{index}]")
+    elif isinstance(wanted, re.Pattern):
+        if not isinstance(value, str) or not wanted.fullmatch(value):
+            yield path
+    elif type(value) is not type(wanted) or value != wanted:
+        yield path
 
 
 def _value_paths(values: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
@@ -69,6 +146,13 @@ def _helm_charts(args: ResourceValidationArgs, props: dict[str, Any], report: Re
         )
         return
     versions, value_paths = allowed
+    own_namespace, own_values = INSTALLED[str(chart)]
+    namespace = props.get("namespace")
+    if not unseen(namespace) and namespace != own_namespace:
+        report(
+            f"Helm release {name} installs {chart} in namespace {namespace or '(the provider default)'}, not "
+            f"{own_namespace}: the chart's controller and its RBAC land where tpu-rl does not install them"
+        )
     if version not in versions:
         report(
             f"Helm release {name}: {chart} version {version!r} is not one the stack's manifests are validated "
@@ -87,13 +171,22 @@ def _helm_charts(args: ResourceValidationArgs, props: dict[str, Any], report: Re
             f"Helm release {name}: values {', '.join(unreviewed)} are not ones tpu-rl sets; a value can change the "
             "chart's images, privileges or webhooks"
         )
+        return
+    values = props.get("values")
+    changed = list(_differs({} if values is None else values, own_values, ""))
+    if changed:
+        shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+        report(
+            f"Helm release {name}: {shown} differ from what tpu-rl sets (infra/k8s/kueue.py helm_values): a value "
+            "can move the controller or widen what it manages (manageJobsWithoutQueueName); keep the program's"
+        )
 
 
 reviewed_helm_charts = ResourceValidationPolicy(
     name="reviewed-helm-charts",
     description=(
-        "Helm releases install only the charts tpu-rl installs (JobSet, Kueue), at their versions and values; no "
-        "other chart or manifest renderer."
+        "Helm releases install only the charts tpu-rl installs (JobSet, Kueue), in their namespaces, at their versions "
+        "and with the values the program sets; no other chart or manifest renderer."
     ),
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,

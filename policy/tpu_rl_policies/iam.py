@@ -24,7 +24,7 @@ from core.names import COMPONENT_LABEL, HF_WRITE_SECRET, PUBLISH, PUBLISH_ENV
 from .grants import GKE_AGENT, WORKLOAD_PRINCIPAL, _members, own_resources
 from .pods import _name, kind_of, pod_containers, pods
 from .properties import _l, _m, judging, unseen
-from .resources import DEPLOYMENT, Report, Resource, _guarded_resource, _guarded_stack
+from .resources import CLUSTER, DEPLOYMENT, NODE_POOL, Report, Resource, _guarded_resource, _guarded_stack
 
 PROJECT_IAM = (
     "gcp:projects/iAMMember:IAMMember",
@@ -125,9 +125,42 @@ def _own_principals(resources: list[Resource]) -> tuple[dict[str, str], set[tupl
     return emails, ksas
 
 
+NODE_HOLDERS = frozenset(("system", "cpu", "tpu"))
+"""The stack's accounts nodes run as (``grants.ACCOUNT_SUFFIXES``): a step's account on a node would give it to every
+pod the node runs, through the kubelet."""
+
+
+def _node_accounts(resources: list[Resource], holders: dict[str, str], report: Report) -> None:
+    """The cluster's default nodes and every node pool run as one of the stack's own node accounts."""
+    for r in resources:
+        if r.resource_type not in (CLUSTER, NODE_POOL):
+            continue
+        node = r.props.get("nodeConfig")
+        if r.resource_type == CLUSTER and node is None:
+            continue
+        account = _m(node).get("serviceAccount")
+        if unseen(account) or account is None:
+            continue  # unset: the Compute Engine default account (gke-private-cluster)
+        if holders.get(str(account)) not in NODE_HOLDERS:
+            report(
+                f"{r.name}'s nodes run as {account}, which is not one of this stack's node accounts "
+                f"({', '.join(sorted(a for a, h in holders.items() if h in NODE_HOLDERS)) or 'none declared'}): "
+                "every pod on them would act with its roles through the kubelet",
+                r.urn,
+            )
+
+
 def _stack_principals(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
     accounts, ksas = _own_principals(resources)
-    pools = {f"{project}.svc.id.goog" for project in own_resources(resources).projects}
+    own = own_resources(resources)
+    pools = {f"{project}.svc.id.goog" for project in own.projects}
+    _judge_grants(resources, accounts, ksas, pools, report)
+    _node_accounts(resources, own.holders, report)
+
+
+def _judge_grants(
+    resources: list[Resource], accounts: dict[str, str], ksas: set[tuple[str, str]], pools: set[str], report: Report
+) -> None:
     for r in resources:
         if r.resource_type not in IAM_TYPES:
             continue
@@ -178,7 +211,7 @@ stack_principals = StackValidationPolicy(
     name="stack-principals",
     description=(
         "IAM grants go to the stack's own accounts and Kubernetes service accounts, each named as the account it acts "
-        "as (the project's GKE agent only on the stack's key)."
+        "as (the project's GKE agent only on the stack's key); nodes run as the stack's node accounts."
     ),
     severity=Severity.CRITICAL,
     enforcement_level=EnforcementLevel.MANDATORY,
@@ -248,6 +281,24 @@ BUILT_IN = ADMIN_ROLES | {"view"}
 """The built-in user-facing roles and bindings (and every ``system:`` one), which a stack neither binds nor patches."""
 ESCALATING_VERBS = frozenset(("escalate", "bind", "impersonate"))
 """Verbs that let a subject grant itself more (Kubernetes RBAC "privilege escalation prevention")."""
+ESCALATING_RESOURCES: dict[str, tuple[frozenset[str], str]] = {
+    "pods": (
+        frozenset(("create",)),
+        "a pod it creates runs as any service account of the namespace, with any Secret mounted",
+    ),
+    "pods/exec": (frozenset(), "it runs commands in any pod of the namespace, as that pod's identity"),
+    "pods/attach": (frozenset(), "it reads and writes any running container's terminal"),
+    "pods/portforward": (frozenset(), "it reaches any pod's ports, past the network policies"),
+    "pods/ephemeralcontainers": (frozenset(), "it adds a container of its own to any running pod"),
+    "secrets": (frozenset(), "it reads or changes the namespace's Secrets, the Hugging Face tokens among them"),
+    "serviceaccounts/token": (
+        frozenset(("create",)),
+        "it mints a token of any service account of the namespace, and with it that account's Google identity",
+    ),
+    "nodes/proxy": (frozenset(), "it reaches every kubelet's API, exec into any pod of the node among it"),
+}
+"""Resources whose verbs (any verb where the set is empty) let a role's subject take another identity or its
+secrets: one line each naming the escalation (Kubernetes "RBAC good practices", privilege escalation risks)."""
 BROAD_SUBJECTS = re.compile(r"system:(anonymous|unauthenticated|authenticated|serviceaccounts(:.*)?)")
 """Who every spelling of "everyone" names: the anonymous user or group, every (un)authenticated user, every service
 account of the cluster or of a namespace (Kubernetes "Using RBAC Authorization", Referring to subjects)."""
@@ -286,6 +337,11 @@ def _judge_rules(kind: str, name: Any, obj: dict[Any, Any], say: Callable[[str],
         verbs = {str(v) for v in _l(rule.get("verbs"))} & ESCALATING_VERBS
         if verbs:
             say(f"{kind} {name} rule {index} grants {', '.join(sorted(verbs))}: a way to any permission")
+        granted = {str(v) for v in _l(rule.get("verbs"))}
+        for resource in sorted({str(v) for v in _l(rule.get("resources"))} & ESCALATING_RESOURCES.keys()):
+            verbs_of, escalation = ESCALATING_RESOURCES[resource]
+            if granted & verbs_of if verbs_of else granted:
+                say(f"{kind} {name} rule {index} grants {', '.join(sorted(granted))} on {resource}: {escalation}")
     if _m(obj.get("aggregationRule")).get("clusterRoleSelectors"):
         say(f"{kind} {name} aggregates other roles (aggregationRule): list its rules instead")
 

@@ -11,8 +11,9 @@ from pulumi_policy import EnforcementLevel, Severity, StackValidationArgs, Stack
 from core.errors import TpuRlError
 from core.requests import pod_requests, quantity
 
+from .grants import stack_namespace
 from .pods import _asks_tpu, _name, kind_of, pods
-from .properties import _l, _m, unseen
+from .properties import _l, _m, judging, unseen
 from .resources import CLUSTER_QUEUE, LOCAL_QUEUE, RESOURCE_FLAVOR, Report, Resource, _guarded_stack
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -230,12 +231,47 @@ def _group_problems(  # noqa: PLR0913 (the pod set, its queue's group and what i
     return [*problems, f"{where} asks for {', '.join(need)} that no one flavor of ClusterQueue {cq_name} offers all of"]
 
 
+METADATA_NAME = "kubernetes.io/metadata.name"
+MANAGED_BY = {"JobSet": "jobset.sigs.k8s.io/jobset-controller", "Job": "kubernetes.io/job-controller"}
+"""The controller that runs each kind Kueue manages for tpu-rl: its default (``spec.managedBy`` unset)."""
+
+
+def _own_queues(resources: list[Resource], report: Report) -> None:
+    """A ClusterQueue admits the stack's namespace only: its selector is exactly the namespace's name label (``{}``
+    selects every namespace, another label whatever namespaces carry it); none selects no namespace."""
+    wanted = {"matchLabels": {METADATA_NAME: stack_namespace()}}
+    for r in resources:
+        if r.resource_type != CLUSTER_QUEUE:
+            continue
+        with judging():
+            selector = _m(r.props.get("spec")).get("namespaceSelector")
+            if not unseen(selector) and selector is not None and selector != wanted:
+                report(
+                    f"ClusterQueue {_name(r)} selects namespaces by {selector!s}, not the stack's namespace only "
+                    f"({wanted}): pods of other namespaces would take the slice's quota",
+                    r.urn,
+                )
+
+
+def _controller(kind: str, r: Resource, report: Report) -> None:
+    managed_by = _m(r.props.get("spec")).get("managedBy")
+    if not unseen(managed_by) and managed_by not in (None, MANAGED_BY[kind]):
+        report(
+            f"{kind} {_name(r)} is managed by {managed_by}, not the {kind} controller: another controller runs its "
+            "pods where neither Kueue nor the pack sees them; remove spec.managedBy",
+            r.urn,
+        )
+
+
 def _queue_fits(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
+    _own_queues(resources, report)
     judged = []
     for r in resources:
         kind = kind_of(r.resource_type)
         if kind not in KUEUE_KINDS:
             continue
+        with judging():
+            _controller(kind, r, report)
         try:
             _pod_sets(kind, r.props)
         except _MalformedError as err:
@@ -280,8 +316,8 @@ def _queue_fits(args: StackValidationArgs, resources: list[Resource], report: Re
 kueue_queue_fits = StackValidationPolicy(
     name="kueue-queue-fits",
     description=(
-        "Every step is queued, and its queue can admit it (namespace, covered resources, flavors, quota); "
-        "its quantities are Kubernetes quantities."
+        "Every step is queued and run by its kind's own controller, and its queue can admit it (namespace, covered "
+        "resources, flavors, quota); a ClusterQueue admits the stack's namespace only; quantities are quantities."
     ),
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,

@@ -1,5 +1,6 @@
 """Who can reach the stack over the network: the control plane's authorized networks cover a small share of the
-public internet (``no-open-control-plane``); no Service opens its pods beyond the cluster (``no-exposed-services``)."""
+public internet and the control plane has no other open door (``no-open-control-plane``); no Service opens its pods
+beyond the cluster and no firewall rule admits the internet (``no-exposed-services``)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pulumi_policy import (
 from core.printed_commands import ANY_STACK, pulumi_config_set
 
 from .pods import kind_of
-from .properties import _config, _l, _m
+from .properties import _config, _l, _m, _on, unseen
 from .resources import CLUSTER, Report, _guarded_resource
 
 # Ranges that are not public IPv4 (RFC 6890 special-purpose blocks): authorizing them opens nothing to
@@ -70,10 +71,34 @@ def public_share(networks: list[ipaddress.IPv4Network]) -> float:
     return covered / PUBLIC_ADDRESSES
 
 
+def _endpoint(props: dict[str, Any]) -> str | None:
+    """Why the control plane is open beyond the authorized networks (None: it is not): a public endpoint with no
+    authorized networks takes any address; the DNS endpoint with external traffic bypasses them."""
+    private = _m(props.get("privateClusterConfig")).get("enablePrivateEndpoint")
+    config = props.get("masterAuthorizedNetworksConfig")
+    blocks = _m(config).get("cidrBlocks")
+    if not unseen(private) and private is not True and not unseen(config) and not unseen(blocks) and not blocks:
+        shown = "has no masterAuthorizedNetworksConfig" if config is None else "authorizes no network (no cidrBlocks)"
+        return (
+            f"the control plane's public endpoint {shown}: any address on the internet reaches the API server; set "
+            "tpu-rl:authorizedNetworks to the networks you deploy from"
+        )
+    dns = _m(_m(props.get("controlPlaneEndpointsConfig")).get("dnsEndpointConfig"))
+    if _on(dns.get("allowExternalTraffic")):
+        return (
+            "the control plane's DNS endpoint allows external traffic (controlPlaneEndpointsConfig.dnsEndpointConfig."
+            "allowExternalTraffic), which no authorized network limits: set it false"
+        )
+    return None
+
+
 def _open_control_plane(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
     if args.resource_type != CLUSTER:
         return
     config = _m(props.get("masterAuthorizedNetworksConfig"))
+    endpoint = _endpoint(props)
+    if endpoint:
+        report(endpoint)
     policy_config = _config(args)
     widest = int(policy_config.get("minPrefixLength", 16))
     max_share = float(policy_config.get("maxPublicShare", 0.0001))
@@ -114,7 +139,46 @@ no_open_control_plane = ResourceValidationPolicy(
 )
 
 
+FIREWALL = "gcp:compute/firewall:Firewall"
+INTERNAL_SOURCES = tuple(
+    ipaddress.ip_network(n)
+    for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "35.191.0.0/16", "130.211.0.0/22")
+)
+"""The sources an ingress rule may admit: the private ranges (RFC 1918) and Google Cloud's load-balancer health checks
+(``35.191.0.0/16``, ``130.211.0.0/22``). tpu-rl's own rule admits the subnet's node and pod ranges."""
+
+
+def _firewall(props: dict[str, Any], name: Any, report: Report) -> None:
+    """An ingress rule that allows traffic admits only internal sources: every ``sourceRanges`` entry inside
+    ``INTERNAL_SOURCES``; with no ranges, tags or accounts, Google Cloud admits ``0.0.0.0/0``."""
+    direction = props.get("direction")
+    if unseen(direction) or str(direction or "INGRESS").upper() != "INGRESS" or not _l(props.get("allows")):
+        return
+    ranges = props.get("sourceRanges")
+    if unseen(ranges):
+        return
+    sources = [str(r) for r in _l(ranges)]
+    if not sources and not _l(props.get("sourceTags")) and not _l(props.get("sourceServiceAccounts")):
+        sources = ["0.0.0.0/0 (no source named)"]
+    for text in sources:
+        try:
+            network = ipaddress.ip_network(text.strip(), strict=False)
+        except ValueError:
+            network = None
+        if network is None or not any(
+            network.version == inside.version and network.subnet_of(inside)  # type: ignore[arg-type]
+            for inside in INTERNAL_SOURCES
+        ):
+            report(
+                f"firewall rule {name} allows ingress from {text}, outside the private ranges and Google's health "
+                "checks: it opens the VPC's nodes to the internet; admit only the subnet's ranges"
+            )
+
+
 def _services(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
+    if args.resource_type == FIREWALL:
+        _firewall(props, props.get("name") or args.name, report)
+        return
     if kind_of(args.resource_type) != "Service":
         return
     spec = _m(props.get("spec"))
@@ -131,9 +195,15 @@ def _services(args: ResourceValidationArgs, props: dict[str, Any], report: Repor
 
 no_exposed_services = ResourceValidationPolicy(
     name="no-exposed-services",
-    description="No Service of type LoadBalancer or NodePort, and none with externalIPs.",
+    description=(
+        "No Service of type LoadBalancer or NodePort, and none with externalIPs; no firewall rule admits ingress from "
+        "outside the private ranges."
+    ),
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
-    remediation_steps="Use ClusterIP Services; reach the cluster from tpu-rl:authorizedNetworks.",
+    remediation_steps=(
+        "Use ClusterIP Services; reach the cluster from tpu-rl:authorizedNetworks; admit only the subnet's ranges in "
+        "firewall rules (infra/gcp/network.py)."
+    ),
     validate=_guarded_resource(_services),
 )

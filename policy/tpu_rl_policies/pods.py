@@ -351,3 +351,22 @@ def _name(resource: Resource) -> str:
 def _namespace(props: Mapping[str, Any]) -> str | None:
     namespace = _m(props.get("metadata")).get("namespace")
     return namespace if isinstance(namespace, str) else None
+
+
+def host_storage(node: Any, path: str, judged: set[int], depth: int) -> Iterator[tuple[str, str, Any]]:
+    """Every node path an object names outside the pod volumes judged as such: a ``hostPath`` (a PersistentVolume's,
+    a template's), or a ``local`` volume's ``path`` (a local PersistentVolume)."""
+    if depth > 64 or id(node) in judged:
+        return
+    if isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from host_storage(item, f"{path}[{index}]", judged, depth + 1)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            here = f"{path}.{key}" if path else str(key)
+            if key == "hostPath" and value is not None:
+                yield here, "hostPath", _m(value).get("path")
+            elif key == "local" and isinstance(value, dict) and "path" in value:
+                yield here, "local", value.get("path")
+            else:
+                yield from host_storage(value, here, judged, depth + 1)

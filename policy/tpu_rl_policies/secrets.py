@@ -5,7 +5,7 @@ and annotations, the scripts a container runs from a ConfigMap volume, the Confi
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from pulumi_policy import EnforcementLevel, Severity, StackValidationArgs, StackValidationPolicy
@@ -13,9 +13,9 @@ from pulumi_policy import EnforcementLevel, Severity, StackValidationArgs, Stack
 from core.redact import HF_TOKEN
 
 from .env import ContainerEnv, MountedFile, Mounts, StackObjects, _command_words, container_env
-from .pods import _namespace, kind_of, pod_containers, pods
+from .pods import MAX_DEPTH, _name, _namespace, kind_of, pod_containers, pods
 from .properties import _l, _m, judging, unseen
-from .resources import Report, Resource, _guarded_stack
+from .resources import CONFIG_MAP, SECRET, Report, Resource, _guarded_stack
 
 _ACCESS_TOKEN = r"_access_token="
 _ASSIGNED = r"_(TOKEN|KEY|SECRET|PASSWORD)="
@@ -57,6 +57,43 @@ def _secret_kind(text: Any) -> str | None:
     )
 
 
+INDEX = re.compile(r"\[[0-9]+\]")
+
+
+def _texts(node: Any, path: str, depth: int) -> Iterator[tuple[str, str]]:
+    """Every text in ``node`` (plain), with its path (a key of a mapping is text too: an env name, a header's); one
+    not known yet is noted, not judged."""
+    if depth > MAX_DEPTH or unseen(node):
+        return
+    if isinstance(node, str):
+        yield path or ".", node
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            here = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str):
+                yield here, key
+            yield from _texts(value, here, depth + 1)
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from _texts(item, f"{path}[{index}]", depth + 1)
+
+
+def _metadata_everywhere(node: Any, path: str, depth: int) -> Iterator[tuple[str, dict[Any, Any]]]:
+    """Every ``metadata`` mapping of an object (plain): its own, its pod templates', a JobSet's replicated Job
+    templates', a CronJob's Job template's, a custom kind's, with the path it is at."""
+    if depth > MAX_DEPTH:
+        return
+    if isinstance(node, dict):
+        for key, value in node.items():
+            here = f"{path}.{key}" if path else str(key)
+            if key == "metadata" and isinstance(value, dict):
+                yield here, value
+            yield from _metadata_everywhere(value, here, depth + 1)
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from _metadata_everywhere(item, f"{path}[{index}]", depth + 1)
+
+
 def _metadata_secrets(metadata: Mapping[str, Any], where: str, report: Callable[[str], None]) -> None:
     """Labels and annotations are readable by anyone who may list the object (and land in logs and events)."""
     for field_name in ("labels", "annotations"):
@@ -70,12 +107,13 @@ def _container_secrets(
     container: Mapping[str, Any], env: ContainerEnv, report: Callable[[str], None], files: Sequence[MountedFile] = ()
 ) -> None:
     name = container.get("name", "?")
-    for field_name in ("command", "args"):
-        for word in _l(container.get(field_name)):
-            kind = _secret_kind(str(word))
-            if kind:
-                # What kind, never what: PR comments carry policy messages, so no part of it is shown.
-                report(f"container {name}: {field_name} contains secret material ({kind}); {SECRETS_FIX}")
+    # Every text the container carries but its env (judged below by name too): command, args, probes' and lifecycle
+    # hooks' commands and headers, working directory... What kind, never what: PR comments carry policy messages.
+    for path, text in _texts({k: v for k, v in container.items() if k != "env"}, "", 0):
+        kind = _secret_kind(text)
+        if kind:
+            where = INDEX.sub("", path)
+            report(f"container {name}: {where} contains secret material ({kind}); {SECRETS_FIX}")
     for entry in _l(container.get("env")):
         entry = _m(entry)
         value = entry.get("value")
@@ -103,6 +141,25 @@ def _container_secrets(
             report(f"container {name}: env {var} comes from {value.source}, which is not a Secret; {SECRETS_FIX}")
 
 
+SERVICE_ACCOUNT_TOKEN = "kubernetes.io/service-account-token"
+
+
+def _object_secrets(r: Resource, say: Callable[[str], None]) -> None:
+    """A ConfigMap's data, mounted or not, is plain text to anyone who may read it; a Secret of type
+    ``kubernetes.io/service-account-token`` is a token of a Kubernetes service account that never expires, and any pod
+    that mounts it acts as that account (the steps get short-lived projected tokens)."""
+    if r.resource_type == CONFIG_MAP:
+        for key, value in _m(r.props.get("data")).items():
+            kind = _secret_kind(value)
+            if kind:
+                say(f"ConfigMap {_name(r)}: data {key} contains secret material ({kind}); store it in a Secret")
+    elif r.resource_type == SECRET and r.props.get("type") == SERVICE_ACCOUNT_TOKEN:
+        say(
+            f"Secret {_name(r)} is a {SERVICE_ACCOUNT_TOKEN}: a service account's token that never expires; the "
+            "steps get short-lived tokens from their pods' own accounts, remove it"
+        )
+
+
 def _no_secrets(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
     objects = StackObjects(resources)
     for r in resources:
@@ -112,14 +169,15 @@ def _no_secrets(args: StackValidationArgs, resources: list[Resource], report: Re
         def say(message: str, urn: str = r.urn) -> None:
             report(message, urn)
 
+        found = pods(r.resource_type, r.props)
+        named = {id(pod.metadata): f"pod {pod.where}: " for pod in found}
+        for path, metadata in _metadata_everywhere(r.props, "", 0):
+            with judging():
+                _metadata_secrets(metadata, "" if path == "metadata" else named.get(id(metadata), f"{path}: "), say)
         with judging():
-            metadata = _m(r.props.get("metadata"))
-            _metadata_secrets(metadata, "", say)
+            _object_secrets(r, say)
         namespace = _namespace(r.props)
-        for pod in pods(r.resource_type, r.props):
-            if pod.metadata is not metadata:  # a Pod's own metadata is its pod's
-                with judging():
-                    _metadata_secrets(pod.metadata, f"pod {pod.where}: ", say)
+        for pod in found:
             for container in pod_containers(pod.spec):
                 with judging():
                     env = container_env(container, namespace, objects)

@@ -27,6 +27,7 @@ from .pods import (
     _asks_tpu,
     _name,
     command_text,
+    host_storage,
     kind_of,
     pod_containers,
     pods,
@@ -376,8 +377,9 @@ def _least_privilege_pods(args: ResourceValidationArgs, props: dict[str, Any], r
     """Where tpu-rl uses the node, and nowhere else: the TPU workers (pods that ask for ``google.com/tpu``) have the
     host network and the node's ``/tmp``; the Pathways head (the coordinator of a JobSet with TPU workers) has the
     host network. No pod shares the node's process or IPC namespace; no container is privileged, adds a
-    capability, may escalate its privileges or runs as a Windows host process; a volume is one of the sources a step
-    uses, and no object names a path of the node elsewhere (a PersistentVolume, a custom kind's template)."""
+    capability, may escalate its privileges or runs as a Windows host process; a seccomp or AppArmor profile is the
+    runtime's default; a volume is one of the sources a step uses, and no object names a path of the node elsewhere (a
+    PersistentVolume, a custom kind's template); no pod sets what no step sets (``_pod_settings``)."""
     found = pods(args.resource_type, props)
     tpu_jobset = workload_kind(args.resource_type) == "JobSet" and any(
         _asks_tpu(p.spec, malformed=False) for p in found if p.placed
@@ -396,7 +398,7 @@ def _least_privilege_pods(args: ResourceValidationArgs, props: dict[str, Any], r
     if args.resource_type.startswith("kubernetes:"):
         judged = {id(p.spec.get("volumes")) for p in found if p.whole}
         label = f"{kind_of(args.resource_type)} {_m(props.get('metadata')).get('name') or args.name}"
-        for where, source, path in _host_storage(props, "", judged, 0):
+        for where, source, path in host_storage(props, "", judged, 0):
             report(
                 f"{label}: {where} is the node's {path} ({source}): a pod that mounts it, as a volume or through a "
                 "claim bound to it, gets the node's files; only the Pathways workers on TPU hosts mount a host path "
@@ -424,6 +426,73 @@ def _container_privileges(container: dict[str, Any], report: Report) -> None:
         report(f"container {name} runs as a host process (windowsOptions.hostProcess): remove it")
     if context.get("procMount") not in (None, "Default"):
         report(f"container {name} unmasks /proc (procMount: {context.get('procMount')}): remove it")
+    _profiles(context, f"container {name}", report)
+
+
+PROFILES = {"seccompProfile": "seccomp", "appArmorProfile": "AppArmor"}
+PROFILE_ANNOTATIONS = re.compile(
+    r"(container\.)?(seccomp\.security\.alpha|apparmor\.security\.beta)\.kubernetes\.io/.*"
+)
+"""The annotations that set a profile before the fields did (still read by older kubelets)."""
+POD_DNS = frozenset((None, "ClusterFirst", "ClusterFirstWithHostNet"))
+"""The DNS policies a step uses: the cluster's DNS (``ClusterFirstWithHostNet`` on the host network)."""
+UNSET: tuple[Any, ...] = (None, False, "", [], {})
+
+
+def _profiles(context: dict[str, Any], where: str, report: Report) -> None:
+    """A seccomp or AppArmor profile, where set, is the runtime's default: ``Unconfined`` lifts the syscall filter or
+    the mandatory access control, a ``Localhost`` profile is a node file the stack does not ship."""
+    for key, what in PROFILES.items():
+        kind = _m(context.get(key)).get("type")
+        if context.get(key) is not None and not unseen(kind) and kind != "RuntimeDefault":
+            report(f"{where} sets the {what} profile {kind}: set {key}.type RuntimeDefault, or leave it unset")
+
+
+def _present(value: Any) -> bool:
+    """A pod field set to something (one not known yet is noted, not judged)."""
+    return not unseen(value) and value not in UNSET
+
+
+def _pod_settings(pod: Pod, report: Report) -> None:
+    """What no step sets, and each would change where the pod runs, whom it reaches or what it shares: a node chosen
+    past the scheduler and Kueue, a priority class that preempts the cluster's own pods, host names and name servers
+    of its own, kernel parameters, a process namespace shared across containers, a host port."""
+    spec, where = pod.spec, f"pod {pod.where}"
+    fields = {
+        "nodeName": "is bound to a node past the scheduler and Kueue's quota",
+        "priorityClassName": "takes a priority class (system-* ones preempt the cluster's own pods)",
+        "priority": "sets a priority of its own",
+        "hostAliases": "maps host names to addresses of its own (the Hub's or Cloud Storage's to another server)",
+        "dnsConfig": "names resolvers or search domains of its own",
+        "shareProcessNamespace": "shares one process namespace across its containers (each reads the others' env)",
+    }
+    for key, why in fields.items():
+        if _present(spec.get(key)):
+            report(f"{where} {why} ({key}): no step sets it; remove it")
+    dns = spec.get("dnsPolicy")
+    if not unseen(dns) and dns not in POD_DNS:
+        report(f"{where} sets dnsPolicy {dns}: its names resolve outside the cluster's DNS; use ClusterFirst")
+    context = _m(spec.get("securityContext"))
+    if _present(context.get("sysctls")):
+        report(f"{where} sets kernel parameters (securityContext.sysctls): no step needs one; remove them")
+    _profiles(context, where, report)
+    for key, value in _m(pod.metadata.get("annotations")).items():
+        if (
+            PROFILE_ANNOTATIONS.fullmatch(str(key))
+            and not unseen(value)
+            and value not in ("runtime/default", "docker/default")
+        ):
+            report(f"{where} annotation {key} sets the profile {value}: remove it, or set runtime/default")
+    host_network = _on(spec.get("hostNetwork"))
+    for container in pod_containers(spec):
+        for port in _l(container.get("ports")):
+            port = _m(port)
+            host = port.get("hostPort")
+            if _present(host) and not (host_network and host == port.get("containerPort")):
+                report(
+                    f"{where}: container {container.get('name')} opens host port {host}: a port of the node, "
+                    "reachable past the cluster's network policies; remove hostPort"
+                )
 
 
 def _pod_privileges(pod: Pod, tpu_jobset: bool, report: Report) -> None:
@@ -444,6 +513,7 @@ def _pod_privileges(pod: Pod, tpu_jobset: bool, report: Report) -> None:
         report(f"pod {pod.where} runs as a host process (windowsOptions.hostProcess): remove it")
     for volume in _l(spec.get("volumes")):
         _volume(_m(volume), tpu, report)
+    _pod_settings(pod, report)
 
 
 def _volume(volume: dict[str, Any], tpu: bool, report: Report) -> None:
@@ -468,31 +538,14 @@ def _volume(volume: dict[str, Any], tpu: bool, report: Report) -> None:
             report(f"volume {name} projects {', '.join(unknown)}, a source no step uses: project ConfigMaps or Secrets")
 
 
-def _host_storage(node: Any, path: str, judged: set[int], depth: int) -> Iterator[tuple[str, str, Any]]:
-    """Every node path an object names outside the pod volumes judged as such: a ``hostPath`` (a PersistentVolume's,
-    a template's), or a ``local`` volume's ``path`` (a local PersistentVolume)."""
-    if depth > 64 or id(node) in judged:
-        return
-    if isinstance(node, list):
-        for index, item in enumerate(node):
-            yield from _host_storage(item, f"{path}[{index}]", judged, depth + 1)
-    elif isinstance(node, dict):
-        for key, value in node.items():
-            here = f"{path}.{key}" if path else str(key)
-            if key == "hostPath" and value is not None:
-                yield here, "hostPath", _m(value).get("path")
-            elif key == "local" and isinstance(value, dict) and "path" in value:
-                yield here, "local", value.get("path")
-            else:
-                yield from _host_storage(value, here, judged, depth + 1)
-
-
 least_privilege_pods = ResourceValidationPolicy(
     name="least-privilege-pods",
     description=(
         "No privileged container, added capability or privilege escalation; no host PID or IPC; the host network "
         "and a host path (/tmp) only where the Pathways head and TPU workers need them; only the volume sources the "
-        "steps use; no node path anywhere else (a PersistentVolume, a custom kind's template)."
+        "steps use; no node path anywhere else (a PersistentVolume, a custom kind's template); seccomp and AppArmor "
+        "only RuntimeDefault; no host port, host alias, DNS of its own, node name, priority class, sysctl or shared "
+        "process namespace."
     ),
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,

@@ -1,0 +1,162 @@
+"""``closed-world-shapes``: a resource of a type the program creates holds only the property paths, namespaces and
+pinned values the program writes (``core/data/closed-world.json``), through pulumi-policy's own analyzer with the
+stack's configuration as the engine sends it, at `pulumi up` and at a preview (a value not known yet)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+from pulumi.output import Unknown
+
+from tests import analyzer
+from tests.conftest import plan_of
+from tools import closed_world as generator
+
+shapes = importlib.import_module("policy.tpu_rl_policies.closed_shapes")
+POLICY = shapes.closed_world_shapes
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+ROLE = "kubernetes:rbac.authorization.k8s.io/v1:Role"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+FIX = "or admit with a reason in the base branch's policy/config/<stack>.json (closed-world-shapes.admit)"
+
+
+def judge(type_: str, props: dict[str, Any], admit: Any = [], preview: bool = False) -> list[analyzer.Finding]:  # noqa: B006
+    config = {"all": "mandatory", "closed-world-shapes": {"enforcementLevel": "mandatory", "admit": admit}}
+    pack = analyzer.Pack(
+        config, dry_run=preview, policies=[POLICY], stack="dev", stack_config=analyzer.engine_config("dev")
+    )
+    return pack.analyze(analyzer.Resource(type_, "r", f"urn:pulumi:dev::tpu-rl::{type_}::r", props))
+
+
+def cm(**props: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "tpu-rl"}, **props}
+
+
+@pytest.mark.program
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.parametrize("preview", [False, True], ids=["up", "preview"])
+def test_the_programs_own_plans_draw_nothing(stack, preview):
+    plan = analyzer.first_preview(stack) if preview else analyzer.frozen(plan_of(stack))
+    pack = analyzer.Pack(
+        analyzer.policy_config_file(stack),
+        dry_run=preview,
+        policies=[POLICY],
+        stack=stack,
+        stack_config=analyzer.engine_config(stack),
+    )
+    assert [f for r in analyzer.resources(plan, preview=preview, stack_view=False) for f in pack.analyze(r)] == []
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("preview", [False, True])
+def test_a_path_the_program_does_not_set_is_named_at_up_and_preview(preview):
+    assert judge(CONFIG_MAP, cm(data={"run.sh": "x"}), preview=preview) == []
+    value = Unknown() if preview else "hf_x"
+    (found,) = judge(CONFIG_MAP, cm(data={"run.sh": "x", "token": value}), preview=preview)
+    assert (found.level, found.message) == (
+        "mandatory",
+        f"r: data.token is not a property the program sets on {CONFIG_MAP}: remove it, {FIX}",
+    )
+
+
+@pytest.mark.pure
+def test_an_empty_object_is_a_path_of_its_own():
+    queue = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
+    path, value = judge(queue, {"spec": {"namespaceSelector": {}}})
+    assert "spec.namespaceSelector is not a property" in path.message
+    assert "spec.namespaceSelector of " + queue + " is {}, not a value the program writes" in value.message
+    assert (
+        judge(queue, {"spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "tpu-rl"}}}}) == []
+    )
+
+
+@pytest.mark.pure
+def test_many_paths_are_one_finding_naming_five():
+    (found,) = judge(CONFIG_MAP, cm(data={f"k{i}": "x" for i in range(7)}))
+    assert "data.k0, data.k1, data.k2, data.k3, data.k4 and 2 more are not properties" in found.message
+
+
+@pytest.mark.pure
+def test_an_unknown_whole_object_is_judged_at_up():
+    found = judge(
+        RELEASE,
+        {
+            "namespace": "kueue-system",
+            "chart": "oci://registry.k8s.io/kueue/charts/kueue",
+            "createNamespace": True,
+            "values": Unknown(),
+        },
+        preview=True,
+    )
+    assert [(f.level, f.unjudged) for f in found] == [("advisory", True)]
+    assert [
+        f.message.startswith("cannot judge")
+        for f in judge(
+            RELEASE,
+            {
+                "namespace": "kueue-system",
+                "chart": "oci://registry.k8s.io/kueue/charts/kueue",
+                "createNamespace": True,
+                "values": Unknown(),
+            },
+        )
+    ] == [True]
+
+
+@pytest.mark.pure
+def test_the_namespace_is_the_stacks_or_a_charts():
+    assert judge(CONFIG_MAP, cm()) == []
+    (found,) = judge(CONFIG_MAP, {**cm(), "metadata": {"name": "c", "namespace": "kube-system"}})
+    assert "in namespace kube-system at metadata.namespace, not one the program uses" in found.message
+    (found,) = judge(CONFIG_MAP, {**cm(), "metadata": {"name": "c"}})
+    assert "no namespace (the provider's default)" in found.message
+    assert (
+        judge(
+            CONFIG_MAP,
+            {**cm(), "metadata": {"name": "c", "namespace": "kube-system"}},
+            admit=[{"namespace": "kube-system", "reason": "r"}],
+        )
+        == []
+    )
+
+
+@pytest.mark.pure
+def test_a_pinned_value_is_the_programs():
+    rule = {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}
+    assert judge(ROLE, {"metadata": {"name": "r", "namespace": "tpu-rl"}, "rules": [rule]}) == []
+    (found,) = judge(
+        ROLE, {"metadata": {"name": "r", "namespace": "tpu-rl"}, "rules": [rule, {**rule, "verbs": ["create"]}]}
+    )
+    assert found.message.startswith('r: rules[] of kubernetes:rbac.authorization.k8s.io/v1:Role is {"apiGroups"')
+    admitted = [{"pinned": f"{ROLE}:rules[]", "value": {**rule, "verbs": ["create"]}, "reason": "r"}]
+    assert (
+        judge(
+            ROLE,
+            {"metadata": {"name": "r", "namespace": "tpu-rl"}, "rules": [rule, {**rule, "verbs": ["create"]}]},
+            admit=admitted,
+        )
+        == []
+    )
+    previewed = judge(
+        ROLE,
+        {"metadata": {"name": "r", "namespace": "tpu-rl"}, "rules": [{**rule, "verbs": [Unknown()]}]},
+        preview=True,
+    )
+    assert [(f.level, f.unjudged) for f in previewed] == [("advisory", True)]
+
+
+@pytest.mark.pure
+def test_admissions_need_a_reason_and_a_shape():
+    assert judge(CONFIG_MAP, cm(data={"x": "y"}), admit=[{"path": f"{CONFIG_MAP}:data.x", "reason": "r"}]) == []
+    assert judge(CONFIG_MAP, cm(data={"x": "y"}), admit=[{"path": f"{CONFIG_MAP}:data.*", "reason": "r"}]) == []
+    unreasoned = judge(CONFIG_MAP, cm(data={"x": "y"}), admit=[{"path": f"{CONFIG_MAP}:data.x"}])
+    assert "admit[0] admits the path" in unreasoned[0].message and len(unreasoned) == 2
+    (malformed, _) = judge(CONFIG_MAP, cm(data={"x": "y"}), admit=[{"path": "data.x", "reason": "r"}])
+    assert "admits a malformed path (data.x)" in malformed.message
+
+
+@pytest.mark.pure
+def test_the_variants_rename_the_stack():
+    assert "dev-renamed" in generator.VARIANTS
