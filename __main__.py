@@ -1,5 +1,5 @@
 """tpu-rl: GRPO post-training of Gemma 4 on a GKE TPU slice, as one Pulumi program."""
 
-from program import main
+from program import live_world, main
 
-main()
+main(live_world())

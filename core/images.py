@@ -1,7 +1,7 @@
 """Image references as data (no Pulumi, no network): what a reference names, its digest pin, the images the stack
 runs pinned to the digests ``up`` read from their registry (``infra.gcp.registry``), and, with
 ``tpu-rl:images.mirror``, the stack's own remote repositories they are pulled through (``infra.gcp.artifact_registry``;
-the configuration names the images through them, ``core.config.rules``).
+the configuration names the images through them, ``core.config.image_rules``).
 
 A reference is ``HOST[:PORT]/PATH[:TAG][@sha256:HEX]`` (the distribution reference grammar, as
 ``core.config.formats.IMAGE`` accepts it: a registry host is always written). A digest is only ever one the
@@ -23,8 +23,8 @@ IMAGE_KEYS = {"maxtext": "maxtext", "pathwaysServer": "pathways_server", "pathwa
 """``tpu-rl:images.<key>`` -> its ``ImageSettings`` field."""
 RELEASE_TAG = re.compile(r"(?:maxtext[-_]?)?v?(?P<version>[0-9]+\.[0-9]+\.[0-9]+)(?:[-_+][A-Za-z0-9._-]*)?")
 """A tag that names a MaxText release: the release alone, as MaxText's own images are tagged
-(``tpu_post_training:0.2.5``, ``core.config.schema.DEFAULT_IMAGES``), or as its git tags are (``maxtext-v0.2.4``),
-with an optional suffix of a build of it (``0.2.5-rc1``)."""
+(``tpu_post_training:0.2.5``, ``core.config.workflow_keys.DEFAULT_IMAGES``), or as its git tags are
+(``maxtext-v0.2.4``), with an optional suffix of a build of it (``0.2.5-rc1``)."""
 
 
 @dataclass(frozen=True)

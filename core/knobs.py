@@ -172,8 +172,6 @@ TRAINING_KNOBS: tuple[Knob, ...] = (
     Knob("rewardNumWorkers", "reward_num_workers", 0, minimum=-1, maximum=256, tutorial=False, maxtext_default=True),
 )
 
-KNOBS_BY_FIELD: dict[str, Knob] = {k.field: k for k in TRAINING_KNOBS}
-
 OPTIMIZERS = ("adafactor", "adamw")
 
 

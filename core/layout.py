@@ -8,6 +8,8 @@ from ``base_output_directory`` and ``run_name``; tunix writes the actor's checkp
 
 from __future__ import annotations
 
+from core.steps import HUB_CACHE_FILLER
+
 PATHWAYS_SCRATCH = "pathways/"
 """Where the Pathways servers' ``--gcs_scratch_location`` folders live under the bucket (``compile_cache``): the
 prefix the node accounts may write besides training's own (``infra.gcp.access``)."""
@@ -63,9 +65,10 @@ HUB_CACHE = "hub/"
 def hub_cache(bucket: str, model: str) -> str:
     """Where the conversion keeps what it fetched from the Hub, one entry per base model and commit
     (``<hub cache><repo>/<commit>/``, ``workloads/container/base_snapshot.py``): ``gs://<bucket>/<model>/convert/hub/``,
-    under the conversion's own prefix, so its identity writes it and the export's reads it with the grants they have
-    (``infra.gcp.access``), and every later conversion of the stack reads it instead of the Hub."""
-    return f"gs://{bucket}/{step_prefix(model, 'convert')}{HUB_CACHE}"
+    under the own prefix of the step that fills it (``core.steps.HUB_CACHE_FILLER``), so its identity writes it and
+    the export's reads it with the grants they have (``infra.gcp.access``), and every later conversion of the stack
+    reads it instead of the Hub."""
+    return f"gs://{bucket}/{step_prefix(model, HUB_CACHE_FILLER)}{HUB_CACHE}"
 
 
 STAGED_DATASET = "dataset/"

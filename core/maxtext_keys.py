@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 import yaml
 
 MAXTEXT_VERSION = "0.2.5"
-"""The MaxText of the image ``tpu_post_training:0.2.5`` (``core.config.schema`` ``DEFAULT_IMAGES``)."""
+"""The MaxText of the image ``tpu_post_training:0.2.5`` (``core.config.workflow_keys`` ``DEFAULT_IMAGES``)."""
 TABLE = Path(__file__).parent / "data" / f"maxtext-{MAXTEXT_VERSION}-keys.json"
 REFUSED = TABLE.with_name(f"maxtext-{MAXTEXT_VERSION}-refused.json")
 """Key -> why ``extraArgs`` refuses it though MaxText's loader takes it (``refusals``)."""

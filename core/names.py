@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Final
-
 PROJECT = "tpu-rl"
 """The Pulumi project and the namespace of its configuration keys."""
-
-PUBLISH: Final = "publish"
-"""The optional step that uploads the verified export to the Hub (``tpu-rl:publish.repo``; ``core.steps``)."""
 
 SYSTEM_POOL = "system"
 CPU_POOL = "cpu-np"

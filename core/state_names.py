@@ -95,10 +95,6 @@ def legacy_bucket(project: str) -> str:
     return f"{project_part(project)}{LEGACY_SUFFIX}"
 
 
-def legacy_key(project: str) -> str:
-    return f"projects/{project}/locations/{KEY_LOCATION}/keyRings/{SHARED_RING}/cryptoKeys/{LEGACY_KEY}"
-
-
 def backend_bucket(url: str) -> str:
     """The bucket of a ``gs://`` state home ("" otherwise)."""
     return urlparse(url).netloc if url.startswith("gs://") else ""

@@ -4,17 +4,20 @@ besides how its JobSet is built (plain data; ``workloads.specs.step_specs.SPECS`
 An entry (``StepFacts`` in ``STEPS``) says when a stack runs the step (``switch``), its deadline's default and
 description (``tpu-rl:workflow.timeouts.<name>``), the kind of output it leaves (how that output is verified,
 shown by ``tools.status`` and reported: ``Output``), whose outputs it reads and under which identity (the
-bucket prefixes it may touch, ``infra.gcp.access``), how much scratch disk it needs and what the estimate
-assumes for it. The configuration (``core.config.schema``), the identities and grants, the estimate, the
-artifact checks, the status and the report read these entries; no code branches on a step's name. A new step is
+bucket prefixes it may touch, ``infra.gcp.access``), its roles (what it does with the Hub cache, whether it holds
+the Hub write token), how much scratch disk it needs and what the estimate assumes for it. The configuration
+(``core.config.schema``), the identities and grants, the estimate, the artifact checks, the status, the report and
+the policy pack read these entries; no code branches on a step's name, nor binds one to a name of its own
+(``tests/test_step_roles.py``). A new step is
 an entry here, its builder in ``workloads.specs.step_specs`` and its container program (docs/architecture.md
 "Catalogues").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Final, Literal
 
 from core.knobs import KnobValue
@@ -34,6 +37,18 @@ stack running the step has (its Kubernetes service account waits for its grants 
 ``program.stack``); ``nodes``, the node pools' accounts (pods with ``hostNetwork``: Pathways)."""
 
 
+class HubCache(StrEnum):
+    """What a step does with the Hub cache, the base model's files as fetched from the Hub, one entry per commit
+    (``core.layout.hub_cache``; a shared one: ``tpu-rl:model.hubCache``)."""
+
+    FILLS = "fills"
+    """It fetches from the Hub what the cache lacks and keeps it there: the cache lies under its own prefix, and in
+    the one stack that writes a shared cache (``tpu-rl:model.hubCacheWriter``) its identity writes that one; in
+    every other stack it only reads the shared one. One step of the catalogue fills it (``HUB_CACHE_FILLER``)."""
+    READS = "reads"
+    """It reads the cache, never the Hub, and writes nothing there."""
+
+
 @dataclass(frozen=True)
 class StepFacts:
     """One step: every fact the program knows about it outside its builder (the catalogue entry)."""
@@ -51,6 +66,12 @@ class StepFacts:
     reads: tuple[StepName, ...] = ()
     """The steps whose outputs its identity may read (it writes only its own)."""
     identity: Identity = "always"
+    hub_cache: HubCache | None = None
+    """What its identity does with the Hub cache (``infra.gcp.access.hub_cache_grants``); None: nothing, and it is
+    granted nothing on a shared one."""
+    write_token: bool = False
+    """Its container reads the Hub write token (``core.names.HF_WRITE_SECRET``), which can push to and delete the
+    stack's model repositories; the policy pack refuses it to every other container."""
     switch: str | None = None
     """The configuration key that turns it on (its value true or non-empty; None: every workflow runs it). An
     optional step runs only while the workflow does."""
@@ -163,6 +184,7 @@ STEPS: Final[dict[StepName, StepFacts]] = {
         "4h",
         "deadline of the conversion",
         "maxtext-checkpoint",
+        hub_cache=HubCache.FILLS,
         scratch_copies=2,  # the Hugging Face download and the MaxText checkpoint written from it
         hours=_convert_hours,
     ),
@@ -184,6 +206,7 @@ STEPS: Final[dict[StepName, StepFacts]] = {
         "deadline of the export",
         "hf-model",
         reads=("train", "convert"),  # the checkpoint it exports; the base's files at the converted commit
+        hub_cache=HubCache.READS,  # the base's other tensors, from the objects the conversion hashed
         hours=_export_hours,
     ),
     "evaluate": StepFacts(
@@ -210,6 +233,7 @@ STEPS: Final[dict[StepName, StepFacts]] = {
         "deadline of the publication (tpu-rl:publish.repo)",
         "hub-record",
         reads=("export",),
+        write_token=True,
         switch="tpu-rl:publish.repo",
         hours=_publish_hours,
     ),
@@ -217,6 +241,22 @@ STEPS: Final[dict[StepName, StepFacts]] = {
 """Every step in the order it runs, by name: each reads only steps before it."""
 REQUIRED: Final[tuple[StepName, ...]] = tuple(name for name, facts in STEPS.items() if facts.switch is None)
 """The steps every workflow runs."""
+
+
+def _the_one(role: str, holders: Iterable[StepName]) -> StepName:
+    """The one step of the catalogue that has ``role``."""
+    found = tuple(holders)
+    if len(found) != 1:
+        raise ValueError(f"the step catalogue needs exactly one step that {role}, not {found}")
+    return found[0]
+
+
+HUB_CACHE_FILLER: Final[StepName] = _the_one(
+    "fills the Hub cache", (name for name, facts in STEPS.items() if facts.hub_cache is HubCache.FILLS)
+)
+"""The step whose identity fills the Hub cache, under whose prefix it lies (``HubCache.FILLS``)."""
+WRITE_TOKEN_HOLDERS: Final[tuple[StepName, ...]] = tuple(name for name, facts in STEPS.items() if facts.write_token)
+"""The steps whose containers read the Hub write token (``StepFacts.write_token``)."""
 
 SCRATCH_SLACK_GIB = 20
 """Room on a CPU step's scratch beyond the weights it holds (Hugging Face's cache index, a partial download)."""

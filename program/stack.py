@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +13,11 @@ from pulumi.runtime import config as runtime_config
 from core.config import placeholder_problems
 from core.config.projects import problem as shared_project_problem
 from core.config.projects import stack_configs
-from core.config.schema import IMAGE_REGISTRIES
 from core.config.values import OFFLINE_SECRETS
+from core.config.workflow_keys import IMAGE_REGISTRIES
 from core.errors import BAD_INPUT, TpuRlError
 from core.estimate import estimate_for
 from core.images import (
-    PINS_IN_STATE,
     Mirror,
     image_outputs,
     mirrors_for,
@@ -31,7 +29,7 @@ from core.names import KMS_API, REQUIRED_APIS, head_ksa
 from core.printed_commands import make_target, pulumi_config_set
 from core.settings import Settings
 from core.steps import STEPS
-from core.version import STEPS_IN_STATE, VERSION, in_state, runs_again, why_again
+from core.version import VERSION, in_state, runs_again, why_again
 from infra.gcp.access import IMAGE_PULLERS
 from infra.gcp.apis import ProjectApis
 from infra.gcp.artifact_registry import ARTIFACT_REGISTRY_API, ImageMirror, ImageMirrorArgs
@@ -47,22 +45,24 @@ from infra.k8s.manifests import platform_labels
 from infra.k8s.platform import ClusterReads, DestroyGuard, KubernetesPlatform, PlatformArgs
 from infra.stop import StopError, stop, stop_all
 from program.config import Accept, accepted, settings_from_runtime
+from program.world import OFFLINE, CheckCapacity, ResolveDigest, World
 from workloads.preflight import COMMIT, BaseModel
-from workloads.reader import LiveReader, reader_args
-from workloads.specs.slices import slice_warnings
+from workloads.reader import Hub, LiveReader, reader_args
+from workloads.specs.commands import slice_warnings
 from workloads.specs.step_inputs import step_inputs
 from workloads.specs.step_specs import Workflow, plan_workflow
 from workloads.workflow import WorkflowArgs, WorkflowRun
 
 
-def main(*, preflight: bool = True, live: bool = True) -> Settings:
+def main(world: World = OFFLINE, *, preflight: bool = True) -> Settings:
     """Register every resource of the stack.
 
+    ``world``: what the run reads beyond its configuration (``program.world``; ``live_world()`` in `pulumi up`):
+    before anything, the images' digests and the project's capacity (``tpu-rl:workflow.capacityCheck``); then the
+    cluster and the bucket (retry detection, the waits, artifact checks). The offline plan reads none of it.
     ``preflight``: before anything, refuse example placeholders and a project another stack file of the checkout
-    names too unless both accept it (``core.config.projects``), and check the Hugging Face token (the latter when
-    ``tpu-rl:workflow.preflight`` is on).
-    ``live``: read the cluster and the bucket (retry detection, artifact checks) and, before anything, the
-    project's capacity (``tpu-rl:workflow.capacityCheck``); the offline plan turns them off.
+    names too unless both accept it (``core.config.projects``), and check the Hugging Face tokens with the world's
+    Hub (the latter when ``tpu-rl:workflow.preflight`` is on).
     """
     try:
         accept = accepted()  # `make up ACCEPT=...`: a word it does not know stops the program before anything
@@ -78,28 +78,29 @@ def main(*, preflight: bool = True, live: bool = True) -> Settings:
     pinned = settings.model.revision if COMMIT.fullmatch(settings.model.revision) else ""
     checked = _Checked(settings, plan, BaseModel(pinned, None), frozenset())
     if preflight:
-        checked = _preflight_phase(checked, live=live)
+        checked = _preflight_phase(checked, world)
     settings, plan = checked.settings, checked.plan
     if plan is not None:
-        _runs_again(settings, plan, accept)
+        _runs_again(settings, plan, accept, world.state.steps)
     cloud = _cloud(settings, names, mirrors, checked.reuse)
-    platform = _kubernetes(settings, names, cloud, plan, live=live)
+    reads = ClusterReads(cloud.gke.kubeconfig, world.cluster, world.state.releases) if world.cluster else None
+    platform = _kubernetes(settings, names, cloud, plan, reads)
     # Registered once the platform is, before any step: a protected stack is guarded whatever happens to the steps.
     DestroyGuard(GUARD, settings.protect, [*cloud.parts(), platform])
     run: WorkflowRun | None = None
     if plan is not None:
-        run = _workflow(settings, plan, cloud.gke, platform, checked.base, live=live, accept=accept)
+        run = _workflow(settings, plan, cloud.gke, platform, checked.base, world, accept=accept)
     _export_platform(settings, cloud)
     _step_guards(settings, plan, run)
     return settings
 
 
-def _runs_again(settings: Settings, plan: Workflow, accept: frozenset[Accept]) -> None:
+def _runs_again(settings: Settings, plan: Workflow, accept: frozenset[Accept], steps_in_state: str | None) -> None:
     """Say which steps the state holds that this `up` runs again (``core.version``: `make up` hands the state's version
-    and step names over); stop before anything when a newer tpu-rl renames a protected stack's step on the TPU slice
-    (``holds_tpu``: training), unless ``ACCEPT=rerun`` (a day of TPU time is not spent again by an upgrade nobody
-    meant to start)."""
-    state = in_state(os.environ.get(STEPS_IN_STATE))
+    and step names over, ``steps_in_state``); stop before anything when a newer tpu-rl renames a protected stack's step
+    on the TPU slice (``holds_tpu``: training), unless ``ACCEPT=rerun`` (a day of TPU time is not spent again by an
+    upgrade nobody meant to start)."""
+    state = in_state(steps_in_state)
     again = runs_again(state, {step.step: step.name for step in plan.steps}) if state else ()
     if state is None or not again:
         return
@@ -143,21 +144,22 @@ class _Checked:
     reuse: frozenset[str]
 
 
-def _preflight_phase(checked: _Checked, *, live: bool) -> _Checked:
+def _preflight_phase(checked: _Checked, world: World) -> _Checked:
     """The preflight phase, before any resource: the placeholders, a shared project and the tokens (one line each),
-    the model's access (``_preflight``), the images' digests (``_pinned_images``) and the capacity (``_capacity``)."""
+    then what the world says: the model's access on the Hub (``_preflight``), the images' digests in their registries
+    (``_pinned_images``) and the capacity (``_capacity``)."""
     settings, plan, base, reuse = checked.settings, checked.plan, checked.base, checked.reuse
     problems = placeholder_problems(settings) + _token_problems(settings)
     shared = shared_project_problem(settings.stack, settings, stack_configs(STACK_FILES, settings.stack))
     problems += [shared] if shared else []
     if problems:
         raise StopError("\n".join(f"preflight: {problem}" for problem in problems), BAD_INPUT)  # one line each
-    if settings.workflow.enabled and settings.workflow.preflight:
-        base = _preflight(settings)
-    if live and plan is not None:  # the images are the steps': no workflow, nothing runs them
-        settings, plan = _pinned_images(settings, plan)
-    if live and settings.workflow.capacity_check:
-        reuse = _capacity(settings)
+    if world.hub is not None and settings.workflow.enabled and settings.workflow.preflight:
+        base = _preflight(settings, world.hub)
+    if world.registry is not None and plan is not None:  # the images are the steps': no workflow, nothing runs them
+        settings, plan = _pinned_images(settings, plan, world.registry, world.state.pins)
+    if world.capacity is not None and settings.workflow.capacity_check:
+        reuse = _capacity(settings, world.capacity)
     return _Checked(settings, plan, base, reuse)
 
 
@@ -264,9 +266,10 @@ def _gke_args(
 
 
 def _kubernetes(
-    settings: Settings, names: Names, cloud: _Cloud, plan: Workflow | None, *, live: bool
+    settings: Settings, names: Names, cloud: _Cloud, plan: Workflow | None, reads: ClusterReads | None
 ) -> KubernetesPlatform:
-    """The Kubernetes platform (``infra/k8s``): the namespace, the controllers, the step accounts and tokens."""
+    """The Kubernetes platform (``infra/k8s``): the namespace, the controllers, the step accounts and tokens;
+    ``reads``: how it reads the cluster (None: it does not)."""
     identities, gke = cloud.identities, cloud.gke
     # A step account's grants (its bucket prefixes, its Workload Identity binding) are made before its Kubernetes
     # service account (``PlatformArgs.workload_grants``); the step waits for them to take effect itself, at its first
@@ -293,7 +296,7 @@ def _kubernetes(
             workload_grants=[*gke.workload_identities.values(), *identities.grants],
             hf_token=token,
             hf_write_token=write_token,
-            reads=ClusterReads(gke.kubeconfig) if live else None,
+            reads=reads,
             first_jobset=plan.steps[0].manifest if plan is not None else None,
             head_account=head_ksa(settings.cluster_name) if plan is not None else None,
         ),
@@ -306,13 +309,17 @@ def _workflow(
     gke: GkeCluster,
     platform: KubernetesPlatform,
     base: BaseModel,
+    world: World,
     *,
-    live: bool,
     accept: frozenset[Accept] = frozenset(),
 ) -> WorkflowRun:
-    """The workflow's steps (``workloads/``) and their outputs; ``accept``: what `make up ACCEPT=...` lets `up` go on
-    past."""
+    """The workflow's steps (``workloads/``) and their outputs, read and waited for through ``world``'s cluster, bucket
+    and Hub when it has them; ``accept``: what `make up ACCEPT=...` lets `up` go on past."""
     reads = reader_args(settings, accept_maintenance=Accept.MAINTENANCE in accept)
+    reader = None
+    if world.cluster is not None and world.bucket is not None and world.hub is not None:
+        ready = platform.namespace.id
+        reader = LiveReader(reads, gke.kubeconfig, ready, connect=world.cluster, bucket=world.bucket, hub=world.hub)
     run = WorkflowRun(
         "workflow",
         WorkflowArgs(
@@ -323,7 +330,7 @@ def _workflow(
             cluster=gke.cluster,
             ready=platform.ready,
             tpu_pools=gke.tpu_pools,
-            reader=LiveReader(reads, gke.kubeconfig, platform.namespace.id) if live else None,
+            reader=reader,
             base_commit=base.commit or None,
         ),
     )
@@ -386,27 +393,27 @@ def _mirrors(settings: Settings) -> dict[str, Mirror]:
     return {} if upstream is None else mirrors_for(upstream, settings.project, settings.region, settings.cluster_name)
 
 
-def _pinned_images(settings: Settings, plan: Workflow | None) -> tuple[Settings, Workflow | None]:
+def _pinned_images(
+    settings: Settings, plan: Workflow | None, resolve: ResolveDigest, pins_in_state: str | None
+) -> tuple[Settings, Workflow | None]:
     """Each image the configuration names by tag, pinned to the digest its registry gives the tag now
     (``infra.gcp.registry``), before anything is registered: the steps run that digest, whatever the tag points to
-    later, and their names and output paths hash it. The digest the last `up` pinned a tag to stays (``make up`` hands
-    the state's pins over, ``core.images.recorded_pins``): a tag that moves upstream renames no finished or running
-    step; a new tag in the configuration is read again, a new image, new steps. Run by `pulumi up` and `pulumi
-    preview`; the offline plan reads no registry and shows the images as configured. Every image that cannot be read is
-    one line."""
-    from infra.gcp.registry import resolve_digest
-
+    later, and their names and output paths hash it (``resolve``: the world's registry). The digest the last `up`
+    pinned a tag to stays (``make up`` hands the state's pins over, ``pins_in_state``: ``core.images.recorded_pins``): a
+    tag that moves upstream renames no finished or running step; a new tag in the configuration is read again, a new
+    image, new steps. Run by `pulumi up` and `pulumi preview`; the offline plan reads no registry and shows the images
+    as configured. Every image that cannot be read is one line."""
     digests, problems = {}, []
     # Read where the image is published (a mirror of the stack's may not exist yet: this `up` creates it); a mirror
     # serves the same manifest, so the same digest. A tag the last `up` pinned keeps its digest (``recorded_pins``).
     tagged = to_resolve(settings.images.upstream or settings.images)
-    recorded = recorded_pins(os.environ.get(PINS_IN_STATE))
+    recorded = recorded_pins(pins_in_state)
     for key, image in tagged.items():
         if image in recorded:
             digests[key] = recorded[image]
             continue
         try:
-            digests[key] = resolve_digest(image, key=f"images.{key}")
+            digests[key] = resolve(image, key=f"images.{key}")
         except TpuRlError as err:
             problems.append((f"images: {err}", err.exit_code))
     if problems:
@@ -422,13 +429,11 @@ def _pinned_images(settings: Settings, plan: Workflow | None) -> tuple[Settings,
         raise stop(err) from None
 
 
-def _capacity(settings: Settings) -> frozenset[str]:
+def _capacity(settings: Settings, check: CheckCapacity) -> frozenset[str]:
     """Fail before any resource when the slice cannot be had (reservation, quotas, APIs, the Secrets key):
-    infra.gcp.capacity. Returns the ids of what an earlier destroy left that this `up` imports (a KMS key ring
-    and key of the stack's names)."""
-    from infra.gcp.capacity import check_capacity
-
-    findings = check_capacity(settings)
+    ``check`` (infra.gcp.capacity in a real run). Returns the ids of what an earlier destroy left that this `up` imports
+    (a KMS key ring and key of the stack's names)."""
+    findings = check(settings)
     for finding in findings:
         if finding.level == "unknown":
             pulumi.log.warn(f"capacity check: {finding.text}")
@@ -463,14 +468,11 @@ def _config_diff() -> list[dict[str, Any]]:
     return config_diff(*raw_config())
 
 
-def _checked_token(key: str, variable: str) -> str:
-    """The token the preflight checks: the stack's own in `pulumi up`; the offline plan never decrypts, so it
-    checks one from the environment variable ``variable``."""
-    token = runtime_config.get_config(f"tpu-rl:{key}") or ""
-    if token not in OFFLINE_SECRETS:
-        return token
-    token = os.environ.get(variable, "")
-    if not token:
+def _checked_token(token: str, key: str, variable: str) -> str:
+    """The Hub's ``token`` the preflight checks: the stack's own in `pulumi up`; the offline plan never decrypts, so
+    its Hub holds the one of the environment variable ``variable`` (``program.world.environment_hub``), and none
+    stops the preflight with the variable to export."""
+    if not token or token in OFFLINE_SECRETS:
         raise StopError(
             f"preflight: the offline plan does not decrypt tpu-rl:{key} (or it is not set yet); export "
             f"{variable} with the token to check it (`pulumi up` checks the stack's own)",
@@ -479,26 +481,26 @@ def _checked_token(key: str, variable: str) -> str:
     return token
 
 
-def _preflight(settings: Settings) -> BaseModel:
+def _preflight(settings: Settings, hub: Hub) -> BaseModel:
     """Fail before any resource if the token cannot read the model (gated licence not accepted, bad token)."""
 
     from workloads.preflight import check_model_access
 
     model = settings.model
-    token = _checked_token("hfToken", "HF_TOKEN")
+    token = _checked_token(hub.read_token, "hfToken", "HF_TOKEN")
     try:
-        base = check_model_access(model.spec.hf_repo, model.revision, token, endpoint=os.environ.get("HF_ENDPOINT"))
+        base = check_model_access(model.spec.hf_repo, model.revision, token, endpoint=hub.endpoint)
     except TpuRlError as err:
         raise stop(err, "preflight: ") from None
     commit = base.commit
     pulumi.log.info(f"preflight: {model.spec.hf_repo}@{model.revision} is readable (commit {commit or 'unknown'})")
-    _dataset_preflight(settings, token)
+    _dataset_preflight(settings, token, hub.endpoint)
     if settings.publish.repo:
-        _publish_preflight(settings)
+        _publish_preflight(settings, hub)
     return base
 
 
-def _dataset_preflight(settings: Settings, token: str) -> None:
+def _dataset_preflight(settings: Settings, token: str, endpoint: str | None) -> None:
     """Fail before any resource if the dataset's files cannot be staged at ``tpu-rl:training.datasetRevision`` (no
     such revision, a pattern that matches nothing, terms not accepted): the training pod would find out only after
     its slice was up."""
@@ -512,22 +514,22 @@ def _dataset_preflight(settings: Settings, token: str) -> None:
     repo, patterns = staged
     revision = settings.training.dataset_revision
     try:
-        commit = check_dataset_access(repo, revision, tuple(patterns), token, endpoint=os.environ.get("HF_ENDPOINT"))
+        commit = check_dataset_access(repo, revision, tuple(patterns), token, endpoint=endpoint)
     except TpuRlError as err:
         raise stop(err, "preflight: ") from None
     pulumi.log.info(f"preflight: the dataset {repo}@{revision} is readable (commit {commit or 'unknown'})")
 
 
-def _publish_preflight(settings: Settings) -> None:
+def _publish_preflight(settings: Settings, hub: Hub) -> None:
     """Fail before any resource if the write token cannot publish to tpu-rl:publish.repo (a read token, no
     write role in the namespace, an existing public repository for a private run)."""
     from workloads.preflight import check_publish_access
 
     publish = settings.publish
     assert publish.repo is not None  # only called with a repository
-    token = _checked_token("hfWriteToken", "HF_WRITE_TOKEN")
+    token = _checked_token(hub.write_token, "hfWriteToken", "HF_WRITE_TOKEN")
     try:
-        found = check_publish_access(publish.repo, publish.private, token, endpoint=os.environ.get("HF_ENDPOINT"))
+        found = check_publish_access(publish.repo, publish.private, token, endpoint=hub.endpoint)
     except TpuRlError as err:
         raise stop(err, "preflight: ") from None
     pulumi.log.info(f"preflight: tpu-rl:hfWriteToken can publish to {publish.repo} ({found})")

@@ -7,7 +7,6 @@ import copy
 import functools
 import gc
 import hashlib
-import importlib
 import logging
 import lzma
 import os
@@ -24,6 +23,7 @@ from pulumi.runtime.proto import source_pb2
 
 import tools.stack_files
 from core.inputs import MAX_DEPTH
+from tests.world import APPLIED
 from tools.plan import plan_stack
 from tools.plan.offline import Plan
 from tools.stack_files import ROOT
@@ -149,57 +149,6 @@ def _unpacked(packed: Path) -> Path:
     target = folder / packed.name.removesuffix(".xz")
     target.write_bytes(lzma.decompress(packed.read_bytes()))
     return target
-
-
-def _digest_of(image: str, key: str = "", **_: Any) -> str:
-    return "sha256:" + hashlib.sha256(image.encode()).hexdigest()
-
-
-def _no_findings(settings: Any, clients: Any = None) -> list:
-    return []
-
-
-@pytest.fixture(autouse=True)
-def no_cloud(monkeypatch):
-    """Tests never reach an image registry: a tag the program pins at `up` reads as the digest this double gives it
-    (the sha256 of the reference's text). The registry client itself is tested against a loopback registry
-    (tests/test_registry.py). And the program's capacity preflight finds nothing unless a test runs it against the
-    loopback Compute API (tests/fake_compute.py). (One fixture, its targets looked up as modules: it runs for every
-    test.)"""
-    monkeypatch.setattr(importlib.import_module("infra.gcp.registry"), "resolve_digest", _digest_of)
-    monkeypatch.setattr(importlib.import_module("infra.gcp.capacity"), "check_capacity", _no_findings)
-
-
-APPLIED: dict[str, dict] = {}
-"""Objects the mock provider "applied" with a status (``statuses``), as a live read finds them."""
-
-
-def _applied(self: Any, api: str, kind: str, namespace: str, name: str) -> dict | None:
-    return copy.deepcopy(APPLIED.get(name))
-
-
-CLUSTER_DOUBLES: dict[str, Any] = {
-    "get": _applied,
-    "list": lambda self, *args, **kwargs: [],
-    "pods": lambda self, *args, **kwargs: [],
-    "events": lambda self, *args, **kwargs: [],
-    "crd": lambda self, name: None,
-    "dry_run_create": lambda self, manifest: None,
-}
-"""``infra.k8s.live.ClusterReader``'s methods as ``no_live_cluster`` replaces them."""
-
-
-@pytest.fixture(autouse=True)
-def no_live_cluster(request, monkeypatch):
-    """Tests never reach a cluster: a live read finds only what ``statuses`` applied in this test (in the
-    status it gave), nothing else. A module with ``REAL_CLUSTER = True`` (the scenario tests, the live
-    reader's) uses the real reader against a loopback API server instead."""
-    APPLIED.clear()
-    if getattr(request.module, "REAL_CLUSTER", False):
-        return
-    reader = importlib.import_module("infra.k8s.live").ClusterReader
-    for name, double in CLUSTER_DOUBLES.items():
-        monkeypatch.setattr(reader, name, double)
 
 
 @functools.lru_cache(maxsize=64)

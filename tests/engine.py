@@ -1,7 +1,7 @@
 """What the Pulumi engine and its providers decide for every resource the program registers, as a model the
 scenario tests drive the real program through (``tests/test_scenarios.py``, ``tests/test_lifecycle_*.py``).
 
-The real program runs under the mock runtime with ``live=True``: it reads the loopback cluster
+The real program runs under the mock runtime with a world of real readers: it reads the loopback cluster
 (``tests.fake_kube``) through the real Kubernetes client, its kubeconfig's real exec plugin (a script on PATH)
 and real TLS, and checks artifacts in fake-gcs-server. For each resource it registers, this model makes the
 engine's decision, each cited by the function it comes from, records the provider calls it implies (``Check``
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
 import json
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -46,10 +47,12 @@ from typing import Any
 import dill
 from pulumi.output import Unknown
 
+from infra.k8s.live import ClusterReader
 from tests.conftest import JOBSET, SENTINEL_TOKEN, put, put_conversion
 from tests.fake_kube import FakeCluster, pod_event, step_pod, with_state
 from tests.hf_files import LANGUAGE, VISION, model_files
 from tests.lifecycle_walk import settings
+from tests.world import fake_world
 from tools.plan import plan_stack
 from tools.plan.offline import UNKNOWN, Plan, Registration, plain
 from tools.stack_files import ROOT, parse_property_path
@@ -312,7 +315,6 @@ class Stack:
     model installs none)."""
     written: list[str] = field(default_factory=list)
     cloud: Cloud = field(default_factory=Cloud)
-    cluster_deleted: bool = False
     helm: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
     """(namespace, release) -> its newest revision and status in Helm's storage (Secrets in the cluster)."""
     kill_helm_install: str = ""
@@ -418,7 +420,7 @@ class Stack:
                 self.stack_file,
                 [*self.overrides, *overrides],
                 stack=self.name,
-                live=True,
+                world=functools.partial(fake_world, cluster=ClusterReader),
                 preview=preview,
                 secrets=self.secrets,
                 outputs_for=answer,
@@ -912,7 +914,6 @@ class Stack:
                 self.cloud.left[what] = f"{why}; left by the cluster's deletion, which does not guarantee it"
             self.cluster.objects.clear()
             self.helm.clear()
-            self.cluster_deleted = True
         elif rec.type == BUCKET:
             name = inputs["name"]
             bucket = self.gcs.lookup_bucket(name)
@@ -997,10 +998,6 @@ class Stack:
             else:
                 recorded.outputs = live
         return None
-
-    def clear_pending_creates(self) -> None:
-        """``pulumi refresh --clear-pending-creates`` (refresh.go, removePendingCreates)."""
-        self.pending_creates.clear()
 
 
 def _state_of(obj: dict[str, Any]) -> str:

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from core.config import ConfigError, load_settings, read_fields
-from core.config.schema import FIELDS, Field
+from core.config.fields import Field
+from core.config.schema import FIELDS
 from core.config.values import Boolean, Duration, Integer, Number, OneOf, format_duration
 from core.settings import Settings
 from tools.stack_files import ROOT, load_stack_config

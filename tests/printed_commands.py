@@ -420,9 +420,6 @@ def unbound() -> list[str]:
 
 # -- what `pulumi config set` writes into the stack file ----------------------------------------------------------
 
-PULUMI_SOURCE = "pulumi/pulumi 1b5949891b3cefcb9974752b24a5ecef0acc86c8 (v3.259.0 and 14 commits)"
-"""The CLI source ``stored`` models."""
-
 
 @dataclass(frozen=True)
 class ConfigSet:
@@ -472,7 +469,8 @@ def coerce(value: str) -> Any:
 
 def stored(setting: ConfigSet, value: str) -> tuple[str, tuple[str | int, ...], Any]:
     """Where and what ``pulumi config set`` writes in the stack file's ``config:``: (the entry's key, the path inside
-    its value, the value), as the CLI does it (``PULUMI_SOURCE``):
+    its value, the value), as the CLI does it (read in pulumi/pulumi at
+    1b5949891b3cefcb9974752b24a5ecef0acc86c8, v3.259.0 and 14 commits):
 
     - ``pkg/cmd/pulumi/config/io.go`` ``parseConfigKey``: with ``--path`` the namespace is read from the key's first
       segment (up to the first ``.`` or ``[``), the rest kept as the name; a key without ``:`` is the project's;

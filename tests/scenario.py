@@ -2,7 +2,7 @@
 ``gke-gcloud-auth-plugin`` on PATH, its credential, the steps' names and live objects of a ``tests.engine.Stack``,
 Helm's storage in the loopback cluster, and the stack's state as `pulumi stack export` prints it with what `make up`
 does with it before `pulumi up` (``exported``, ``before_up``). Their fixtures (``cluster``, ``stack``) are in
-``tests/conftest.py``; a module that sets ``REAL_CLUSTER = True`` reads the loopback cluster with the real reader."""
+``tests/conftest.py``; the program they run reads the loopback cluster with the real reader (``tests.engine``)."""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ from tests.fake_hub import COMMIT, GOOD, REPO, FakeHub
 from tests.hf_files import CONFIG, LANG, LANGUAGE, VISION, model_files
 from tests.loopback import serve
 from tests.run_files import reward, upload_run
+from tests.world import fake_world
 from tools.plan import plan_stack
 from tools.stack_files import ROOT
 from workloads.container import checkpoint_scan
@@ -205,7 +206,7 @@ def _run_up():
     return plan_stack(
         ROOT / "Pulumi.prod.yaml",
         ["tpu-rl:workflow.preflight=false"],
-        live=True,
+        world=fake_world,
         secrets={"tpu-rl:hfToken": SENTINEL_TOKEN},
         outputs_for=statuses(_completed),
         raise_errors=False,
@@ -282,6 +283,8 @@ def test_a_branch_moved_since_the_conversion_checks_the_export_against_the_commi
     """``main`` (prod's revision) moved after the conversion (a push: one tensor more): the export is of the
     commit converted and is checked against it, not against where the branch points now."""
     from tools.stack_files import load_stack
+    from workloads.observe.artifacts import storage_client
+    from workloads.reader import Hub
     from workloads.workflow import export_differences
 
     steps = _trained(gcs)
@@ -290,7 +293,9 @@ def test_a_branch_moved_since_the_conversion_checks_the_export_against_the_commi
     with serve(FakeHub.moving(model_files({**LANGUAGE, **VISION}, 2), model_files(pushed, 2))) as url:
         monkeypatch.setenv("HF_ENDPOINT", url)
         plan = _run_up()
-        at_the_branch = export_differences(load_stack("prod", None, [])[0], steps["export"]["artifactUri"], GOOD, url)
+        at_the_branch = export_differences(
+            load_stack("prod", None, [])[0], steps["export"]["artifactUri"], storage_client, Hub(url, GOOD, "")
+        )
     assert plan.error is None, plan.error
     assert any(f"matches google/gemma-4-26b-a4b-it@{COMMIT}" in m for level, m in plan.logs if level == "INFO")
     assert plan.outputs["steps"]["convert"]["baseCommit"] == COMMIT

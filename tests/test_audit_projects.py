@@ -38,7 +38,6 @@ def _up(root, stack: str, monkeypatch):
         ["tpu-rl:workflow.preflight=false"],
         stack=stack,
         preflight=True,
-        live=False,
         secrets={"tpu-rl:hfToken": SENTINEL_TOKEN},
         raise_errors=False,
     )[0]

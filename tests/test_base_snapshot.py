@@ -229,7 +229,7 @@ def local_files(folder: Path) -> dict[str, bytes]:
 
 
 def test_the_hub_sends_each_file_once_per_commit_and_the_bucket_the_rest(bucket, tmp_path):
-    """Issue 40 item 4: the first conversion fetches every file of the commit from the Hub once (the weights into
+    """The first conversion fetches every file of the commit from the Hub once (the weights into
     the local folder ``to_maxtext`` reads, the rest into ``base/`` too) and keeps each in the cache entry with the
     Hub's hashes; a retry of it, a later conversion of the same commit (pinned, with the Hub closed: the hashes the
     entry records stand in; by branch: the Hub describes the commit and sends no file) read the bucket, each file
@@ -269,8 +269,9 @@ def test_a_stack_reading_a_shared_cache_takes_its_checked_files_and_writes_nothi
     (``CACHE_URI`` and ``SHARED_URI`` both the shared folder) and keeps its own record of the Hub's hashes in its own
     bucket. A reader's (``CACHE_URI`` its own cache, ``SHARED_URI`` the shared one) takes every file from it, each
     hashed against the Hub's value, and writes nothing there: its own bucket gets its own record and no file. With the
-    Hub closed, a reader with no record of its own is refused in one line (issue 58 item 8: the shared entry.json is
-    not trusted offline), and the writer checks the shared files against its own record."""
+    Hub closed, a reader with no record of its own is refused in one line (offline, the shared entry.json is no
+    stack's record: any writer of the shared folder may have rewritten it), and the writer checks the shared files
+    against its own record."""
     shared, other, third = "shared-hub", "other-stack-bucket", "third-stack-bucket"
     for name in (shared, other, third):
         bucket.create_bucket(name)
@@ -434,7 +435,7 @@ def test_an_entry_whose_record_was_swapped_with_its_file_is_not_used(bucket, tmp
 
 
 def test_a_shared_entry_another_writer_rewrote_is_refused_offline_and_rehashed_online(bucket, tmp_path):
-    """Issue 58 item 8: another writer of the shared folder (any deploy account that administers its bucket) swaps a
+    """Another writer of the shared folder (any deploy account that administers its bucket) swaps a
     shard and writes its hash into the shared ``entry.json``. Offline, that entry is no stack's record: a reader with
     no record of its own is refused in one line, and the writer stack, whose own record (its own bucket) names the
     Hub's hash, uses no forged byte (one line, nothing recorded). Online, the forged shard is not even read (its
@@ -605,7 +606,7 @@ def stage(tmp_path: Path, hub: str, revision: str = "main", staged: str = STAGED
 
 
 def test_a_dataset_is_staged_in_the_bucket_once_and_every_later_attempt_reads_it_there(bucket, tmp_path):
-    """Issue 40 item 4: the first training attempt takes the files of the dataset that match its patterns (and
+    """The first training attempt takes the files of the dataset that match its patterns (and
     only those) from the Hub into the stack's dataset cache, copies them into its run's folder, its record last;
     a restart (the record is there) asks the Hub nothing."""
     served = DatasetHub.serving_dataset()
@@ -639,7 +640,7 @@ def test_a_dataset_is_staged_in_the_bucket_once_and_every_later_attempt_reads_it
 
 
 def test_a_later_run_takes_the_dataset_from_the_cache_and_no_file_from_the_hub(bucket, tmp_path):
-    """Issue 40 item 4, a re-run (another training run, another output): the branch costs one API call and no
+    """A re-run (another training run, another output): the branch costs one API call and no
     file; a commit whose entry holds the pattern costs no call at all. Each run gets its own copy."""
     with serve(DatasetHub.serving_dataset()) as hub:
         assert stage(tmp_path, hub).returncode == 0
@@ -669,7 +670,7 @@ SAME_SIZE_PARQUET = b"PAR1" + b"z" * 3000
 
 @pytest.mark.parametrize("revision", ["main", COMMIT], ids=["branch", "pinned"])
 def test_a_same_size_dataset_file_swapped_into_the_cache_is_one_line_and_fetched_again(bucket, tmp_path, revision):
-    """Issue 58 item 8: a cached dataset file replaced by another of the same size is hashed before any run uses it
+    """A cached dataset file replaced by another of the same size is hashed before any run uses it
     (against the Hub's hash: asked for a branch, as the stack's own entry records it for a pinned commit), said in one
     line, never copied, and taken from the Hub again (hashed) into the entry; the run's copy is the Hub's file."""
     assert len(SAME_SIZE_PARQUET) == len(DATASET_FILES[PARQUET])

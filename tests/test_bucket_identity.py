@@ -17,7 +17,6 @@ from tests.engine import BUCKET
 from tests.scenario import STEPS
 from tools.stack_files import ROOT
 
-REAL_CLUSTER = True
 IDENTITY = "pulumi-python:dynamic/storage:BucketIdentity"
 URN = identity_urn("dev", "tpu-rl", "tpu-rl:gcp:ArtifactBucket", "bucket-identity")
 OLD = {"name": "p-tpu-rl-dev", "location": "US-EAST5", "project": "p", "urn": URN}

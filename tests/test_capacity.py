@@ -7,6 +7,7 @@ leaves taken: test_capacity_survivors.py."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 
 import pytest
@@ -30,6 +31,7 @@ from tests.fake_compute import (
     reservation,
 )
 from tests.lifecycle_walk import settings
+from tests.world import fake_world
 from tools.plan import plan_stack
 from tools.stack_files import ROOT
 
@@ -373,11 +375,10 @@ def test_up_stops_before_any_resource_when_the_reservation_is_missing(compute, m
     compute.routes[REGION_PATH.format(project="real-project-1")] = (200, region("us-east5", ENOUGH))
     compute.routes[VMS_PATH.format(project="real-project-1")] = (200, {"kind": "compute#instanceList", "items": []})
     monkeypatch.setattr(capacity.check, "make_clients", lambda: clients(compute))
-    monkeypatch.setattr(capacity, "check_capacity", REAL_CHECK)
     plan, _ = plan_stack(
         ROOT / "Pulumi.prod.yaml",
         [*REAL, "tpu-rl:workflow.preflight=false"],
-        live=True,
+        world=functools.partial(fake_world, capacity=REAL_CHECK),
         preflight=True,
         secrets={"tpu-rl:hfToken": SENTINEL_TOKEN},
         raise_errors=False,
@@ -393,7 +394,7 @@ def test_up_stops_before_any_resource_when_the_reservation_is_missing(compute, m
     skipped, _ = plan_stack(
         ROOT / "Pulumi.prod.yaml",
         [*REAL, "tpu-rl:workflow.preflight=false", "tpu-rl:workflow.capacityCheck=false"],
-        live=True,
+        world=functools.partial(fake_world, capacity=REAL_CHECK),
         preflight=True,
         secrets={"tpu-rl:hfToken": SENTINEL_TOKEN},
         raise_errors=False,

@@ -119,7 +119,7 @@ THIRD = "serviceAccount:tpu-rl-staging-convert@my-tpu-prod-project.iam.gservicea
 
 
 def test_two_stacks_writing_the_cache_a_stack_reads_stop_it(gcs):
-    """Issue 58 item 8: a reader knows the cache has one writer (``tpu-rl:model.hubCacheWriter``): two stacks'
+    """A reader knows the cache has one writer (``tpu-rl:model.hubCacheWriter``): two stacks'
     conversions that may write it cannot both be that stack's, so each is a stop naming the fix. This reader's own
     conversion, whose grant its `up` makes read-only, is not counted."""
     gcs.bucket_policies["shared-hub"] = bare(
@@ -210,7 +210,7 @@ TIMED = 'request.time < timestamp("2030-01-01T00:00:00Z")'
     ids=["convenience", "unconditioned-admin", "a-person", "legacy-object-owner", "unreadable-condition"],
 )
 def test_every_other_member_that_may_write_the_folder_is_one_warning(gcs, grant, who, how):
-    """Issue 58 item 8: whoever may create, replace or delete the cache's objects, bucket-wide, bounded to the folder,
+    """Whoever may create, replace or delete the cache's objects, bucket-wide, bounded to the folder,
     or under a condition the check cannot read, is named with its grant and the command that removes it, in the
     writer stack and in a reader alike: none of them is a stack's conversion, so none stops `up`."""
     gcs.bucket_policies["shared-hub"] = bare(grant)

@@ -1,7 +1,7 @@
-"""The capacity check asks for what a run uses (issue 37 item 1): the slices, the system pool at its minimum, one
+"""The capacity check asks for what a run uses: the slices, the system pool at its minimum, one
 cpu-np node for the CPU steps and their boot disks stop `up` when short; the pools' autoscaling maximum beyond that
 warns, naming the key to lower; a type the zone does not offer stops it; and the operator's missing permissions
-stop it (issue 37 item 5). Pure first, at each boundary, then through the real clients against the loopback API
+stop it, all in one run. Pure first, at each boundary, then through the real clients against the loopback API
 (tests/fake_compute.py), every shortfall in one run."""
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def test_cpus_short_only_if_n4_counts_against_it_is_a_warning_not_a_stop():
 
 
 # ---------------------------------------------------------------------------------------------
-# The project's quotas across all regions (issue 53 item 2)
+# The project's quotas across all regions
 
 SIZED = {"e2-standard-8": 8, "n4-standard-64": 64, "ct6e-standard-4t": 180}
 """Guest CPUs as the zone answers them (``machineTypes.get``): the slice's machine has no predefined shape."""

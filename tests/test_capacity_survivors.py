@@ -10,6 +10,8 @@ grant."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 from google.auth.credentials import AnonymousCredentials
 
@@ -28,6 +30,7 @@ from tests.fake_compute import (
     serve_project,
 )
 from tests.lifecycle_walk import settings
+from tests.world import fake_world
 from tools.plan import plan_stack
 from tools.stack_files import ROOT
 
@@ -64,7 +67,6 @@ def compute(monkeypatch):
             "make_clients",
             lambda: capacity.Clients(credentials=AnonymousCredentials(), client_options={"api_endpoint": fake.url}),
         )
-        monkeypatch.setattr(capacity, "check_capacity", REAL_CHECK)
         yield fake
 
 
@@ -80,7 +82,7 @@ def up(compute):
     plan, _ = plan_stack(
         ROOT / "Pulumi.prod.yaml",
         [*REAL, "tpu-rl:workflow.preflight=false", "tpu-rl:workflow.enabled=false"],
-        live=True,
+        world=functools.partial(fake_world, capacity=REAL_CHECK),
         preflight=True,
         secrets={"tpu-rl:hfToken": SENTINEL_TOKEN},
         raise_errors=False,

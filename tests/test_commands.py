@@ -1046,7 +1046,7 @@ HUB_FILES = {
 
 @pytest.mark.slow
 def test_the_conversion_takes_each_hub_byte_once_a_restart_and_a_rerun_none(tmp_path, gcs):
-    """Issue 40 item 4, as the pod runs it: the conversion's script in bash, its programs for real (``SHIM_RUN_C``;
+    """The conversion's Hub reads, as the pod runs them: its script in bash, its programs for real (``SHIM_RUN_C``;
     ``to_maxtext`` is the shim, handed the local folder) against the loopback Hub, which counts the bytes it sends,
     and fake-gcs-server. The first attempt fetches each file once; a restart of the same step and a new conversion
     of the same commit (a re-run: another step, another output) run with no Hub at all."""
@@ -1092,7 +1092,7 @@ def test_the_conversion_takes_each_hub_byte_once_a_restart_and_a_rerun_none(tmp_
 
 @pytest.mark.slow
 def test_a_training_restart_reads_the_base_and_the_dataset_with_no_hub(tmp_path, gcs):
-    """Issue 40 item 4, as the pod runs it: the training script in bash with ``base_snapshot.py`` for real (the rest
+    """Training's Hub reads, as the pod runs them: its script in bash with ``base_snapshot.py`` for real (the rest
     shimmed) against the loopback Hub, which counts what it sends, and fake-gcs-server. The first attempt stages the
     dataset's matching files once (the base's files come from the conversion's output, never the Hub); a restart of
     the same step stages nothing and runs with no Hub at all; a re-run (another learning rate: another training

@@ -1,4 +1,4 @@
-"""Training's compilation cache (issue 40 item 3): one keyed folder of the bucket, the Pathways servers' scratch, kept
+"""Training's compilation cache: one keyed folder of the bucket, the Pathways servers' scratch, kept
 across attempts and shared by the runs whose compiled programs are the same; a changed model, image, slice or program
 knob is another folder."""
 

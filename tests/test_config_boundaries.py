@@ -12,7 +12,7 @@ import pytest
 from core.config import ConfigError
 from core.config import finish as config_finish
 from core.config import rules as config_rules
-from core.config.schema import IMAGE_REGISTRIES
+from core.config.workflow_keys import IMAGE_REGISTRIES
 from core.machines import MachineShape
 from core.models import MODELS
 from core.printed_commands import pulumi_config_set

@@ -1,4 +1,4 @@
-"""Every problem of a stack's config in one run (issue 37 item 5): a stack file in the CLI's format with several
+"""Every problem of a stack's config in one run: a stack file in the CLI's format with several
 independent errors is refused with all of them, one line each, by the loader, by `make status` and `make report`
 (exit 2), and by the program as one ``pulumi.RunError`` (what `pulumi up` shows: the Python language host logs a
 ``RunError``'s text as one error, pulumi ``sdk/python/cmd/pulumi-language-python-exec``, ``except

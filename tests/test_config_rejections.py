@@ -71,7 +71,7 @@ BAD_INPUTS = [
     ("namespace-jobset", ["tpu-rl:namespace=jobset-system"], "tpu-rl:namespace", "jobset-system"),
     ("revision-injection", ["tpu-rl:model.revision=main;rm -rf /"], "tpu-rl:model.revision", "branch, tag"),
     ("revision-substitution", ["tpu-rl:model.revision=$(id)"], "tpu-rl:model.revision", "branch, tag"),
-    # -- the shared Hub cache: a bucket of its own, one writer (core.config.rules._hub_cache)
+    # -- the shared Hub cache: a bucket of its own, one writer (core.config.storage_rules.hub_cache)
     (
         "hub-cache-own-bucket",
         ["tpu-rl:model.hubCache=gs://my-tpu-dev-project-tpu-rl-dev/hub/", "tpu-rl:model.hubCacheWriter=dev"],

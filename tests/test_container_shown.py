@@ -40,7 +40,6 @@ SHOWN = "404 Client Error click exe.txt repo for url: https://huggingface.co/api
 TOKEN = "hf_" + "Sx7" * 11 + "q"
 """A Hugging Face token's shape (``hf_`` and 34 letters and digits)."""
 NO_SECRETS: dict[str, str] = {}
-PUBLIC_KEY = "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----"
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Every command the docs give that deletes data, parsed: none can delete more than it says (issue 38 item 4).
+"""Every command the docs give that deletes data, parsed: none can delete more than it says.
 
 The README, CONTRIBUTING and every page under docs/ are read; each fenced block's lines (continuations joined) and
 each inline code span that is a command are split into simple commands and judged:

@@ -273,7 +273,7 @@ def test_an_estimate_output_without_failure_modes_still_reads():
     ],
 )
 def test_the_billing_note_says_what_bills_in_each_capacity_mode(capacity, words):
-    """Issue 37: a reservation bills until the reservation is deleted, not until `pulumi destroy` (core/estimate.py's
+    """A reservation bills until the reservation is deleted, not until `pulumi destroy` (core/estimate.py's
     docstring cites Google's pages for each mode); no note says a destroy ends a reservation's bill."""
     notes = estimate_run(V6E_32, 1, capacity, TUTORIAL).notes
     assert words in notes[1]
@@ -282,7 +282,7 @@ def test_the_billing_note_says_what_bills_in_each_capacity_mode(capacity, words)
 
 
 # ---------------------------------------------------------------------------------------------
-# The whole run: the evaluation and the publication (issue 39 item 7), and maintenance (item 4)
+# The whole run: the evaluation and the publication, and maintenance
 
 
 @pytest.mark.pure

@@ -1,4 +1,4 @@
-"""The export check (issue 21): the exported model in GCS against the base model's Hub metadata.
+"""The export check: the exported model in GCS against the base model's Hub metadata.
 
 Shards are written by the real ``safetensors`` library, served by fake-gcs-server (the export) and by a
 loopback Hub that answers ``hf_hub_download`` and ``parse_safetensors_file_metadata`` as the Hub does (the
@@ -635,18 +635,22 @@ def test_a_base_revision_without_safetensors_is_one_line():
 
 @pytest.mark.slow
 def test_the_whole_check_passes_a_true_export_and_names_the_differences_of_a_wrong_one(gcs):
+    from workloads.observe.artifacts import storage_client
+    from workloads.reader import Hub
     from workloads.workflow import export_differences
 
     prod = settings("prod", [f"tpu-rl:model.revision={COMMIT}"])
     hub = FakeHub.serving(model_files({**LANGUAGE, **VISION}, 2))
     upload(gcs, model_files({**LANGUAGE, **VISION}, 3))
     with serve(hub) as url:
-        assert export_differences(prod, HF_URI, GOOD, url) == []
-        assert export_differences(prod, HF_URI, GOOD, url, revision=COMMIT) == [], "the revision as a parameter"
+        assert export_differences(prod, HF_URI, storage_client, Hub(url, GOOD, "")) == []
+        assert export_differences(prod, HF_URI, storage_client, Hub(url, GOOD, ""), revision=COMMIT) == [], (
+            "the revision as a parameter"
+        )
         wrong = {**LANGUAGE, **VISION}
         wrong[f"{LANG}norm.weight"] = ("F32", [4])
         upload(gcs, model_files(wrong, 3, {**CONFIG, "architectures": ["Gemma4ForCausalLM"]}))
-        found = export_differences(prod, HF_URI, GOOD, url)
+        found = export_differences(prod, HF_URI, storage_client, Hub(url, GOOD, ""))
     assert found == [
         'config.json architectures is ["Gemma4ForCausalLM"], the base\'s ["Gemma4ForConditionalGeneration"]',
         f"tensor {LANG}norm.weight is F32, not BF16 (weight_dtype=bfloat16)",

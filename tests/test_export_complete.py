@@ -92,6 +92,8 @@ def test_the_export_step_makes_the_export_the_whole_base_model(gcs, tmp_path, sh
     """MaxText's export (one ``model.safetensors``, or shards with an index) plus the base's vision tower, the
     base's config and generation config: the export check finds nothing, the trained bytes are MaxText's and
     the copied ones the base's."""
+    from workloads.observe.artifacts import storage_client
+    from workloads.reader import Hub
     from workloads.workflow import export_differences
 
     step = export_step()
@@ -105,7 +107,7 @@ def test_the_export_step_makes_the_export_the_whole_base_model(gcs, tmp_path, sh
         done = run_export(step, url, tmp_path)
         assert done.returncode == 0, done.stderr
         assert hub.asked == [], "the export asks the Hub nothing"
-        assert export_differences(settings("prod", []), step.output_uri, GOOD, url) == []
+        assert export_differences(settings("prod", []), step.output_uri, storage_client, Hub(url, GOOD, "")) == []
         found = objects(gcs, bucket, prefix)
         assert json.loads(found["config.json"]) == CONFIG and found["config.json"] == base_files["config.json"]
         assert json.loads(found["generation_config.json"]) == BASE_GENERATION, "only the keys it means to pass on"
@@ -137,7 +139,7 @@ SHARED_ROOT = "gs://shared-hub/hub/"
 
 @pytest.mark.slow
 def test_the_export_reads_the_objects_the_conversion_verified_and_asks_the_hub_nothing(gcs, tmp_path):
-    """Issue 51 item 4: the completion reads the base's tensors and files from the Hub cache objects the conversion
+    """The completion reads the base's tensors and files from the Hub cache objects the conversion
     hashed, at the generations it hashed (the shared cache's here), by ranged reads; the Hub (serving the same base)
     receives no request, and the pod has no token for it (``HF_HUB_OFFLINE``)."""
     step = export_step()

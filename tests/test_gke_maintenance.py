@@ -1,6 +1,6 @@
-"""A run survives maintenance (issue 39 item 4) and its pools have gVNIC (item 7), on the stacks' manifests: the
+"""A run survives maintenance and its pools have gVNIC, on the stacks' manifests: the
 cluster's exclusion keeps node upgrades away in every capacity mode, Kueue's recovery timeout waits out a TPU host
-maintenance event, the TPU pools set no host maintenance policy (issue 53 item 7: ``gke_spec.tpu_pool_args`` says
+maintenance event, the TPU pools set no host maintenance policy (``gke_spec.tpu_pool_args`` says
 why), and gVNIC is set when a pool is created, never changed on an existing one."""
 
 from __future__ import annotations

@@ -15,7 +15,6 @@ from tests.scenario import names
 
 pytestmark = pytest.mark.slow
 
-REAL_CLUSTER = True
 GUARD = "tpu-rl:lifecycle:DestroyGuard"
 WAIT = "pulumi-python:dynamic/kms:GrantPropagation"
 LIFT = ["tpu-rl:protect=false", "tpu-rl:workflow.enabled=false"]

@@ -1,4 +1,4 @@
-"""Cluster hardening (issue 20) on the planned stacks: Secrets encrypted with a Cloud KMS key, node accounts with
+"""Cluster hardening on the planned stacks: Secrets encrypted with a Cloud KMS key, node accounts with
 GKE's node role, bucket access bounded to each step's prefixes, the firewall and the NetworkPolicies on the
 Pathways ports the JobSet uses, flow logs, versioning in prod."""
 
@@ -180,7 +180,7 @@ def test_the_grants_as_built():
 
 
 def test_a_shared_hub_cache_has_one_writer_and_readers_that_cannot_write():
-    """``tpu-rl:model.hubCache`` (issue 51 item 4): only the writer stack's conversion (``tpu-rl:model.hubCacheWriter``)
+    """``tpu-rl:model.hubCache``: only the writer stack's conversion (``tpu-rl:model.hubCacheWriter``)
     may create, replace or delete an object of the shared folder; in every other stack the conversion and the export
     get ``objectViewer`` (``storage.objects.get`` and ``list``, no ``create`` or ``delete``: "Storage Object Viewer",
     https://cloud.google.com/storage/docs/access-control/iam-roles), each bounded to the folder by a condition the
@@ -366,7 +366,7 @@ def test_network_policies_deny_ingress_but_the_pathways_ports_between_training_p
 
 
 def test_the_evaluation_reaches_names_its_token_and_cloud_storage_only():
-    """Issue 41: the evaluation runs the exported model; its pods reach the cluster's DNS, the node's link-local
+    """The evaluation runs the exported model; its pods reach the cluster's DNS, the node's link-local
     services on their ports only (the GKE metadata server's token, the DNS cache) and HTTPS outside the cluster, the
     VPC and the link-local range, nothing else."""
     plan = plan_of("prod", "tpu-rl:workflow.steps.evaluate=true")

@@ -1,5 +1,5 @@
 """A Helm release an interrupted install, upgrade or uninstall left pending, or a destroy whose cluster delete failed
-dropped from the state (issue 38 item 2): what the reader finds in Helm's storage (its Secrets' labels, read through
+dropped from the state: what the reader finds in Helm's storage (its Secrets' labels, read through
 the real client against the loopback API server) and the one line that names the one command to clear it
 (``infra.k8s.manifests.helm_release_problem``)."""
 
@@ -17,11 +17,6 @@ from tools.stack_files import ROOT
 FAST = live.Budgets.default()
 CTX = "gke_acme-tpu_us-east5_tpu-rl-prod"
 """The stack's cluster's kubeconfig context, which every command of a line names."""
-
-
-@pytest.fixture(autouse=True)
-def no_live_cluster():
-    """This module tests the real reader (overrides the conftest stub), against loopback only."""
 
 
 @pytest.fixture

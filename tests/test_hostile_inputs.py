@@ -24,11 +24,6 @@ TOKEN_LIKE = "hf_" + "Q" * 34
 ESC = "\x1b[31m"
 
 
-@pytest.fixture(autouse=True)
-def no_live_cluster():
-    """The real reader (overrides the conftest stub): the cluster here is a loopback one."""
-
-
 def one_line(capsys, code: int, *, expected: int = 2) -> str:
     """The failure's lines, one per problem (notes, e.g. a secret planned with a placeholder, may come before)."""
     captured = capsys.readouterr()
@@ -322,7 +317,7 @@ HOSTILE_LINE = "model\x1b]8;;https://evil.example\x07click\x1b]8;;\x07 \x1b[2J\u
     ids=["export", "evaluate", "publish"],
 )
 def test_no_escape_from_gcs_or_the_hub_reaches_a_step_log_line(module):
-    """Issue 41: an object name or an error text that carries terminal escapes (a hyperlink, a screen clear) or bidi
+    """An object name or an error text that carries terminal escapes (a hyperlink, a screen clear) or bidi
     controls reaches `kubectl logs` on the operator's terminal: the container programs print what a terminal would
     draw of it, the sequences whole and the invisible characters removed (the module they share,
     ``workloads/container/shown.py``, holds ``core/terminal.py``'s ``HIDDEN``)."""

@@ -181,11 +181,6 @@ def json_answer(value: object, status: int = 200, **headers: str) -> Answer:
     return status, {"Content-Type": "application/json", **headers}, json.dumps(value).encode()
 
 
-@pytest.fixture(autouse=True)
-def no_live_cluster():
-    """The real bounded reader (overrides the conftest stub): these tests bring their own server."""
-
-
 class QuickStop(PromptStop, HostileServer):
     """Stops at once (``serve_forever`` polls for a shutdown, every 0.5 s by default), and its replies go out without
     Nagle's delay."""

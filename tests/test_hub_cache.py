@@ -230,7 +230,7 @@ def test_a_file_the_hub_sends_wrong_is_never_kept(monkeypatch, tmp_path):
 
 
 def test_with_the_hub_out_of_reach_only_the_stacks_own_record_stands_in_and_a_size_alone_is_refused():
-    """Issue 58 item 8: the stack's own record (``own_root``: its bucket, its conversion's prefix) stands in for the
+    """The stack's own record (``own_root``: its bucket, its conversion's prefix) stands in for the
     Hub, never a shared entry's, which any writer of the shared folder may have rewritten; no own record, or one naming
     a file by its size only (an earlier version's entry): refused, one line, whatever the objects are."""
     other = HubFile(12, BLOB_ID, HELLO_BLOB)
@@ -322,7 +322,7 @@ def dataset_hub(monkeypatch):
 
 
 def test_a_cached_dataset_file_is_reused_on_its_hash_and_a_same_size_one_fetched_again(dataset_hub, capsys):
-    """Issue 58 item 8: ``stage_dataset.cache_dataset`` takes a cached file on the Hub's hash, never its size: the same
+    """``stage_dataset.cache_dataset`` takes a cached file on the Hub's hash, never its size: the same
     bytes are used at the generation hashed, with no call to the Hub; a same-size file of another hash is one line and
     comes from the Hub again, hashed; the entry then records each file as the Hub names it."""
     from workloads.container.stage_dataset import cache_dataset

@@ -1,4 +1,4 @@
-"""The stack's image mirrors (``tpu-rl:images.mirror``, issue 40 item 2): an Artifact Registry remote repository in
+"""The stack's image mirrors (``tpu-rl:images.mirror``): an Artifact Registry remote repository in
 the stack's project and region per upstream repository, every step's image named through it, the node accounts that
 pull (cpu-np's and the TPU pools') granted the reader role on each mirror only, the pools waiting for those grants;
 nothing of it when the key is off."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from core import images
-from core.config.schema import DEFAULT_IMAGES
+from core.config.workflow_keys import DEFAULT_IMAGES
 from infra.gcp import access
 from tests.conftest import plan_of
 from tests.lifecycle_walk import settings, workflow
@@ -124,8 +124,7 @@ def test_the_pullers_get_the_reader_role_on_each_mirror_and_nothing_without_one(
     assert access.registry_grants([]) == []
 
 
-def test_up_reads_the_digest_where_the_image_is_published_and_pins_the_mirrors_name(monkeypatch):
-    from infra.gcp import registry
+def test_up_reads_the_digest_where_the_image_is_published_and_pins_the_mirrors_name():
     from program.stack import _pinned_images
 
     digest = "sha256:" + "c" * 64
@@ -135,15 +134,14 @@ def test_up_reads_the_digest_where_the_image_is_published_and_pins_the_mirrors_n
         read.append(image)
         return digest
 
-    monkeypatch.setattr(registry, "resolve_digest", resolve)
     mirrored = settings("prod", [MIRROR])
-    pinned, plan = _pinned_images(mirrored, workflow(mirrored))
+    pinned, plan = _pinned_images(mirrored, workflow(mirrored), resolve, None)
     assert read == [DEFAULT_IMAGES["maxtext"]], "the mirror may not exist yet: the upstream is read"
     assert pinned.images.maxtext == images.parse(mirrored.images.maxtext).pinned(digest)
     assert all("@sha256:" in image for image in _images(plan))
 
 
-# The policy pack follows (item 2d): digests where the policy config asks for them, the mirrors by its registries.
+# The policy pack follows: digests where the policy config asks for them, the mirrors by its registries.
 
 
 def _pinned_jobsets(plan, digest):

@@ -10,8 +10,7 @@ import json
 
 import pytest
 
-from core.images import PINS_IN_STATE, image_outputs, pins_of_outputs, recorded_pins
-from infra.gcp import registry
+from core.images import image_outputs, pins_of_outputs, recorded_pins
 from program.stack import _pinned_images
 from tests.lifecycle_walk import settings, workflow
 from tools.state_export import pins_in_state
@@ -52,29 +51,24 @@ def test_what_is_not_a_pin_is_not_used(value):
     assert recorded_pins(value) == {}
 
 
-def test_a_recorded_tag_keeps_its_digest_when_the_tag_moved(monkeypatch):
+def test_a_recorded_tag_keeps_its_digest_when_the_tag_moved():
     asked: list[str] = []
 
-    def resolve(image: str, key: str = "", **_: object) -> str:
+    def resolve(image: str, *, key: str = "") -> str:
         asked.append(image)
         return NEW
 
-    monkeypatch.setattr(registry, "resolve_digest", resolve)
-    monkeypatch.setenv(PINS_IN_STATE, json.dumps({TAG: OLD}))
     s = settings("prod", [f"tpu-rl:images.maxtext={TAG}"])
-    pinned, plan = _pinned_images(s, workflow(s))
+    pinned, plan = _pinned_images(s, workflow(s), resolve, json.dumps({TAG: OLD}))
     assert pinned.images.maxtext.endswith("@" + OLD) and asked == []
-    monkeypatch.delenv(PINS_IN_STATE)
-    moved, moved_plan = _pinned_images(s, workflow(s))
+    moved, moved_plan = _pinned_images(s, workflow(s), resolve, None)
     assert moved.images.maxtext.endswith("@" + NEW) and asked == [TAG]
     assert plan is not None and moved_plan is not None
     assert [step.name for step in plan] != [step.name for step in moved_plan], "a new digest is a new step"
 
 
-def test_a_new_tag_is_read_from_its_registry(monkeypatch):
-    monkeypatch.setattr(registry, "resolve_digest", lambda image, key="", **_: NEW)
-    monkeypatch.setenv(PINS_IN_STATE, json.dumps({TAG: OLD}))
+def test_a_new_tag_is_read_from_its_registry():
     other = TAG.replace("nightly", "nightly-2")
     s = settings("prod", [f"tpu-rl:images.maxtext={other}"])
-    pinned, _ = _pinned_images(s, workflow(s))
+    pinned, _ = _pinned_images(s, workflow(s), lambda image, *, key: NEW, json.dumps({TAG: OLD}))
     assert pinned.images.maxtext.endswith("@" + NEW)

@@ -1,5 +1,5 @@
-"""GKE Image streaming on the pool that runs the steps' big image (issue 40 item 2): cpu-np streams; the TPU slice
-pools do not, as no source read says GKE supports it there (issue 53 item 7; ``infra.gcp.gke_spec.IMAGE_STREAMING``),
+"""GKE Image streaming on the pool that runs the steps' big image: cpu-np streams; the TPU slice
+pools do not, as no source read says GKE supports it there (``infra.gcp.gke_spec.IMAGE_STREAMING``),
 nor does the system pool; the project enables the Container File System API, and an existing pool is never switched
 in place, on or off (the gVNIC case: ``nodeConfig.gcfsConfig`` is in the pools' ignoreChanges)."""
 

@@ -203,8 +203,11 @@ def test_a_step_wait_imports_the_kubernetes_client_on_the_loops_thread_before_it
 
     import pulumi
 
+    from infra.k8s.live import ClusterReader
     from tests.lifecycle_walk import settings
+    from tests.world import NO_HUB
     from workloads import reader
+    from workloads.observe.artifacts import storage_client
     from workloads.specs.step_specs import plan_workflow
 
     order: list[str] = []
@@ -221,7 +224,12 @@ def test_a_step_wait_imports_the_kubernetes_client_on_the_loops_thread_before_it
 
     async def wait() -> object:
         live = reader.LiveReader(
-            reader.reader_args(prod), pulumi.Output.from_input("kubeconfig"), pulumi.Output.from_input(True)
+            reader.reader_args(prod),
+            pulumi.Output.from_input("kubeconfig"),
+            pulumi.Output.from_input(True),
+            connect=ClusterReader,
+            bucket=storage_client,
+            hub=NO_HUB,
         )
         jobset = cast(Any, types.SimpleNamespace(id=pulumi.Output.from_input("tpu-rl/train")))
         return await live.wait(plan_workflow(prod).train, jobset).future()

@@ -1,9 +1,9 @@
-"""No container argument near a kernel limit, for every catalogued model at its largest options (issue 39 item 6).
+"""No container argument near a kernel limit, for every catalogued model at its largest options.
 
 Linux refuses an ``execve`` whose single argument or environment string is longer than ``MAX_ARG_STRLEN`` (32 pages,
 131,072 bytes) or whose argv and environment together pass a quarter of the stack limit (``execve(2)``, "Limits on
 size of arguments and environment"); the container runtime's ``execve`` of the container's command then fails and
-the pod never starts. The export's script was a 71,763-byte ``bash -c`` argument. Now every step's script and
+the pod never starts. The export's script alone would be a 72 KB ``bash -c`` argument, so every step's script and
 programs are files of its ConfigMap (``workloads.specs.commands.step_files``) and each container's argv and
 environment stay under 32 KiB, a quarter of ``MAX_ARG_STRLEN``; the ConfigMap itself stays under Kubernetes' 1 MiB.
 """

@@ -200,8 +200,8 @@ URNS = {
     "network-policy-evaluation-egress": (
         "tpu-rl:k8s:KubernetesPlatform$kubernetes:networking.k8s.io/v1:NetworkPolicy::network-policy-evaluation-egress"
     ),
-    # Issue 30: one service account per CPU step. The shared workload-ksa's URN went away with its object
-    # (tpu-rl-workload): no alias, since no new URN names that object, and the end of that `up` deletes it.
+    # One service account per CPU step. The shared workload-ksa of earlier versions (tpu-rl-workload) has no
+    # alias: no URN here names that object, so the end of the `up` that upgrades a stack deletes it.
     "convert-ksa": "tpu-rl:k8s:KubernetesPlatform$kubernetes:core/v1:ServiceAccount::convert-ksa",
     "export-ksa": "tpu-rl:k8s:KubernetesPlatform$kubernetes:core/v1:ServiceAccount::export-ksa",
     "publish-ksa": "tpu-rl:k8s:KubernetesPlatform$kubernetes:core/v1:ServiceAccount::publish-ksa",
@@ -233,7 +233,7 @@ URNS = {
     "convert": "tpu-rl:workflow:WorkflowRun$kubernetes:jobset.x-k8s.io/v1alpha2:JobSet::{name}",
     "train": "tpu-rl:workflow:WorkflowRun$kubernetes:jobset.x-k8s.io/v1alpha2:JobSet::{name}",
     "export": "tpu-rl:workflow:WorkflowRun$kubernetes:jobset.x-k8s.io/v1alpha2:JobSet::{name}",
-    # Issue 39: each step's scripts are files of its own ConfigMap, named after the step (a new object per step).
+    # Each step's scripts are files of its own ConfigMap, named after the step (a new object per step).
     "convert-scripts": "tpu-rl:workflow:WorkflowRun$kubernetes:core/v1:ConfigMap::{name}",
     "train-scripts": "tpu-rl:workflow:WorkflowRun$kubernetes:core/v1:ConfigMap::{name}",
     "export-scripts": "tpu-rl:workflow:WorkflowRun$kubernetes:core/v1:ConfigMap::{name}",

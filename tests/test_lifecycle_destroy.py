@@ -22,7 +22,6 @@ from workloads.specs import step_manifests as manifests
 # in pure form (the builders' and readers' own tests).
 pytestmark = pytest.mark.slow
 
-REAL_CLUSTER = True
 GUARD = "tpu-rl:lifecycle:DestroyGuard"
 UNPROTECTED = ["tpu-rl:protect=false"]
 HAND_DELETIONS = {
@@ -216,7 +215,7 @@ def test_destroy_never_waits_or_fails_on_run_state(dev):
     assert dev.cloud.now(dev._live_objects()) == {}
 
 
-# -- every destroy path, then `up` again (issue 38 item 2) ---------------------------------------------------------
+# -- every destroy path, then `up` again ---------------------------------------------------------------------------
 # Engine: pulumi v3.259.0 step.go DeleteStep.Apply (isDeletedWith), sg.go ScheduleDeletes, deployment_executor.go
 # performPostSteps, journal.go (pending creates). Provider: pulumi-kubernetes v4.32.0 helm_release.go helmCreate /
 # helmUpdate / Delete, through helm v3.20.2 pkg/action install.go availableName and upgrade.go errPending.

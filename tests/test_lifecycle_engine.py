@@ -15,8 +15,6 @@ from tests.scenario import live, names
 # in pure form (the builders' and readers' own tests).
 pytestmark = pytest.mark.slow
 
-REAL_CLUSTER = True
-
 
 def by_urn(calls: list[tuple[str, str]]) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}

@@ -7,8 +7,8 @@ chart's ``crds/`` when it first installs the chart and never on an upgrade (helm
 (``charts/kueue/templates/crd/`` at v0.17.1), which an upgrade applies like any other object, so Kueue needs no such
 check: ``make controller`` refuses a Kueue release whose chart does not (tests/test_adopt_controller.py).
 
-The version that names each CPU step's Kubernetes service account as its Google account (issue 41,
-docs/upgrades.md "Upgrading tpu-rl") re-runs no step: the identity hashes the account by its step
+The version that names each CPU step's Kubernetes service account as its Google account
+(docs/upgrades.md "Upgrading tpu-rl") re-runs no step: the identity hashes the account by its step
 (``workloads.specs.step_specs.hashed_account``) and an existing JobSet keeps the one it has (``ignoreChanges``)."""
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from workloads.specs.step_specs import ACCOUNT_PATH
 CTX = "gke_acme-tpu_us-east5_tpu-rl-prod"
 """The kubeconfig context of the stack's cluster, which the line's command names."""
 
-REAL_CLUSTER = True
 UPGRADE = ["tpu-rl:workflow.jobsetVersion=0.12.0"]
 
 
@@ -129,8 +128,9 @@ CPU_STEPS = ("convert", "export")
 
 
 @contextlib.contextmanager
-def accounts_before_issue_41(monkeypatch):
-    """The program of the versions before issue 41: every stack's CPU step ran as ``tpu-rl-<step>``."""
+def accounts_named_tpu_rl_step(monkeypatch):
+    """The program of the versions before each CPU step's account was named as its Google account: every stack's
+    CPU step ran as ``tpu-rl-<step>``."""
     with monkeypatch.context() as before:
         for module in (workloads.specs.step_manifests, infra.gcp.naming):
             before.setattr(module, "step_ksa", lambda cluster, step: f"tpu-rl-{step}")
@@ -159,7 +159,7 @@ def test_upgrading_to_per_stack_accounts_re_runs_no_step_and_a_running_one_finis
     waits for the same export, which finishes under its old account: the old KSA and binding are replaced
     create-first, their deletes scheduled after every other step (sg.go GenerateDeletes). The KSAs and bindings
     take the new names."""
-    with accounts_before_issue_41(monkeypatch):
+    with accounts_named_tpu_rl_step(monkeypatch):
         interrupted = stack.up({"export": "interrupt"})
         assert "stopped while waiting for" in str(interrupted.error)
     step_names = names(stack)
@@ -193,7 +193,7 @@ def test_after_the_upgrade_a_retried_step_runs_as_its_new_account(stack, monkeyp
     """A CPU step of the earlier version that failed is retried by the upgrade's `up`: a replacement takes the
     program's current inputs (sg.go continueStepsFromDiff re-runs Check; nothing ignored is carried over), so the
     new run's pods run as the renamed KSA, into the same output path (its identity is unchanged)."""
-    with accounts_before_issue_41(monkeypatch):
+    with accounts_named_tpu_rl_step(monkeypatch):
         failed = stack.up({"export": "fail"})
         assert failed.error is not None
     step_names = names(stack)

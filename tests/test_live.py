@@ -25,11 +25,6 @@ SLACK = 1.0
 JOBSET = "jobset.x-k8s.io/v1alpha2"
 
 
-@pytest.fixture(autouse=True)
-def no_live_cluster():
-    """This module tests the real reader (overrides the conftest stub), against loopback only."""
-
-
 @pytest.fixture(scope="module")
 def cluster():
     with fake_cluster() as running:

@@ -23,8 +23,6 @@ DEV = settings("dev", [])
 PLAN = {step.step: step for step in plan_workflow(DEV).steps}
 NAMESPACE = DEV.namespace
 TOKEN_LIKE = "hf_" + "Q" * 30
-REAL_CLUSTER = True
-"""The real reader against the loopback server (tests/conftest.py ``no_live_cluster``)."""
 
 
 class _LogHandler(fake_kube._Handler):

@@ -1,4 +1,4 @@
-"""GKE's host maintenance notices (issue 60 item 3): the node labels parsed where they are read
+"""GKE's host maintenance notices: the node labels parsed where they are read
 (``workloads.observe.slice_maintenance``), `pulumi up`'s check before training's JobSet is created
 (``workloads.reader.LiveReader.check_maintenance``, one of ``TrainWiring.gates``) against the loopback API server's
 nodes (``tests.fake_kube``) on a fake clock, ``TPU_RL_ACCEPT`` read at the program's boundary, and `make status`'s
@@ -17,17 +17,18 @@ import pytest
 
 from core.errors import BAD_INPUT
 from core.estimate import estimate_for
+from infra.k8s.live import ClusterReader
 from program.config import ACCEPT_ENV, Accept, AcceptError, accepted
 from tests.fake_kube import T0, tpu_node, with_state
 from tests.lifecycle_walk import settings
+from tests.world import NO_HUB
 from tools import status as status_cli
 from workloads import reader
 from workloads.observe import slice_maintenance as maintenance
+from workloads.observe.artifacts import storage_client
 from workloads.observe.slice_maintenance import ACTIVE_LABEL, PERFORM_LABEL, SCHEDULED_LABEL, span
 from workloads.specs.step_specs import plan_workflow
 
-REAL_CLUSTER = True
-"""The real reader against the loopback server (tests/conftest.py ``no_live_cluster``)."""
 PROD = settings("prod", [])
 PLAN = plan_workflow(PROD)
 NAMESPACE = PROD.namespace
@@ -61,7 +62,8 @@ def check(cluster, monkeypatch, *, accepted: bool = False, preview: bool = False
 
     async def gate() -> Any:  # the Outputs are made on the loop that resolves them
         kubeconfig = pulumi.Output.from_input(json.dumps(cluster.kubeconfig()))
-        live = reader.LiveReader(args, kubeconfig, pulumi.Output.from_input(True))
+        ready = pulumi.Output.from_input(True)
+        live = reader.LiveReader(args, kubeconfig, ready, connect=ClusterReader, bucket=storage_client, hub=NO_HUB)
         try:
             return await live.check_maintenance(PLAN.train, [PLAN.convert]).future()
         finally:

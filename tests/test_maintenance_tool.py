@@ -22,8 +22,6 @@ from workloads.observe import slice_maintenance as maintenance
 from workloads.observe.slice_maintenance import ACTIVE_LABEL, PERFORM_LABEL, SCHEDULED_LABEL
 from workloads.specs.step_specs import plan_workflow
 
-REAL_CLUSTER = True
-"""The real reader against the loopback server (tests/conftest.py ``no_live_cluster``)."""
 DEV = settings("dev", [])
 PLAN = plan_workflow(DEV)
 NOW = datetime.datetime(2026, 12, 1, 8, 0, tzinfo=datetime.UTC)

@@ -473,7 +473,7 @@ def test_the_release_an_images_tag_names(tag, release):
 
 @pytest.mark.pure
 def test_the_default_image_names_the_adopted_release():
-    from core.config.schema import DEFAULT_IMAGES
+    from core.config.workflow_keys import DEFAULT_IMAGES
     from core.images import tag_release
 
     assert tag_release(DEFAULT_IMAGES["maxtext"]) == maxtext_keys.MAXTEXT_VERSION

@@ -31,10 +31,10 @@ def node_config(machine, disk_gb, disk_type, sa, **extra):
         "workload_metadata_config": {"mode": "GKE_METADATA"},
         "shielded_instance_config": SHIELDED,
         "metadata": {"disable-legacy-endpoints": "true"},
-        # CIS GKE 5.9.1 (issue 20): the kubelet's unauthenticated read-only port 10255 is off on every pool.
+        # CIS GKE 5.9.1: the kubelet's unauthenticated read-only port 10255 is off on every pool.
         "kubelet_config": {"insecure_kubelet_readonly_port_enabled": "FALSE"},
         "resource_labels": LABELS,
-        "gvnic": {"enabled": True},  # issue 39: every pool at its creation (Cluster Toolkit's and xpk's TPU pools)
+        "gvnic": {"enabled": True},  # every pool at its creation (Cluster Toolkit's and xpk's TPU pools)
         **extra,
     }
 
@@ -318,7 +318,7 @@ def test_every_slice_is_listed_once():
 
 
 def test_the_namespace_states_its_pod_security_levels():
-    """Pod Security Admission (issue 20): enforce privileged, which the Pathways head needs (privileged,
+    """Pod Security Admission: enforce privileged, which the Pathways head needs (privileged,
     hostNetwork, a hostPath: xpk's head), and audit baseline, so the log records every pod beyond it."""
     from infra.k8s.manifests import namespace_manifest
 

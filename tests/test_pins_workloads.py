@@ -474,7 +474,7 @@ def test_cpu_jobsets(step, scratch, memory, limit):
     assert spec["template"]["metadata"] == {"labels": labels}
     pod = spec["template"]["spec"]
     assert pod["restartPolicy"] == "Never" and pod["terminationGracePeriodSeconds"] == 30
-    # Issue 41: named as the step's own Google account (<clusterName>-<step>, unique in the project), so no other
+    # Named as the step's own Google account (<clusterName>-<step>, unique in the project), so no other
     # stack's Workload Identity principal is this one.
     assert pod["serviceAccountName"] == f"tpu-rl-prod-{step}", "Workload Identity: the step's own GCS identity"
     assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
@@ -641,8 +641,8 @@ def test_identity_ignores_annotations_and_exactly_the_operational_paths():
 
 
 def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existing_object():
-    """Issue 41 named each CPU step's Kubernetes service account as its Google account (``<clusterName>-<step>``)
-    instead of ``tpu-rl-<step>``. Who a step runs as is not what it computes, and the cluster and the step are in
+    """Each CPU step's Kubernetes service account is named as its Google account (``<clusterName>-<step>``), in
+    earlier versions ``tpu-rl-<step>``. Who a step runs as is not what it computes, and the cluster and the step are in
     the hash already: the identity hashes the account as ``tpu-rl-<step>``, its name before, so the rename kept
     every step's name (these, and ``STEP_NAMES``) and re-ran nothing; an existing JobSet keeps its account
     (``ignoreChanges``: JobSet v0.10.1's webhook refuses any change to ``spec.replicatedJobs``)."""

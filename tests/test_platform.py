@@ -146,7 +146,7 @@ def test_iam_is_least_privilege(stack):
     for step in ("convert", "export", "publish"):
         wi = plan.one("gcp:serviceaccount/iAMMember:IAMMember", f"{step}-workload-identity")["inputs"]
         assert wi["role"] == "roles/iam.workloadIdentityUser"
-        # Issue 41: the KSA is named as the Google account (<clusterName>-<step>), which no other stack has.
+        # The KSA is named as the Google account (<clusterName>-<step>), which no other stack has.
         assert wi["member"] == f"serviceAccount:{project}.svc.id.goog[tpu-rl/{cluster}-{step}]", "only its own KSA"
         assert f"/serviceAccounts/{cluster}-{step}@" in wi["serviceAccountId"], "binds the step's own Google account"
     published = step_resources(plan_of(stack, "tpu-rl:publish.repo=acme/m"))
@@ -200,7 +200,7 @@ def pod_accounts(plan, *, train: bool = False) -> dict[str, str]:
 
 
 def test_two_stacks_in_one_project_and_namespace_share_no_workload_identity_principal():
-    """Issue 41: the project's identity pool PROJECT.svc.id.goog is one, and a principal names a namespace and a
+    """The project's identity pool PROJECT.svc.id.goog is one, and a principal names a namespace and a
     KSA, no cluster. With KSAs named alike in both stacks, a pod of dev's cluster could act as prod's accounts. Each
     KSA is named as its Google account (unique in the project), so the principals are disjoint whatever the
     namespace, and each step's pods run as the KSA its own account is bound to."""
@@ -428,7 +428,7 @@ def test_kueues_guard_stays_when_kueue_is_not_installed():
 
 
 def test_no_cpu_step_pod_gets_a_kubernetes_api_token():
-    """Issue 41: the CPU steps never call the API server, and Workload Identity does not need the token in the pod
+    """The CPU steps never call the API server, and Workload Identity does not need the token in the pod
     (the GKE metadata server asks for the account's token itself). Their accounts say no token
     (``automountServiceAccountToken: false``), and their pods leave it to the account (a pod's setting would win)."""
     plan = plan_of("prod", "tpu-rl:publish.repo=acme/x", "tpu-rl:workflow.steps.evaluate=true")

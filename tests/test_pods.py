@@ -296,7 +296,10 @@ def test_a_status_that_is_not_an_object_is_named_at_the_boundary():
         ({"metadata": "x"}, "metadata: Input should be a valid dictionary"),
         ({"status": {"conditions": 5}}, "status.conditions: Input should be a valid list"),
         ({"status": {"containerStatuses": [{"imageID": 7}]}}, "status.containerStatuses.0.imageID: Input should be"),
-        ({"status": {"startTime": "2026-11-30T05:00:00"}}, "status.startTime: Value error, a time without a zone"),
+        (
+            {"status": {"containerStatuses": [{"state": {"running": {"startedAt": "2026-11-30T05:00:00"}}}]}},
+            "status.containerStatuses.0.state.running.startedAt: Value error, a time without a zone",
+        ),
     ],
 )
 def test_a_pod_of_another_shape_is_one_line_naming_the_pod_and_the_field(raw, field):

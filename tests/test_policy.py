@@ -299,6 +299,9 @@ def test_plain_reads_a_proxy_as_its_items_read_one_by_one():
             expected = _shown(_read_item_by_item(proxied, path=path, owner=owner))
             assert _shown(policies.properties.plain(proxied, path=path, owner=owner)) == expected
     assert _shown(policies.properties.plain((1.0, "a"))) == [("int", 1), ("str", "a")]
+    other = collections.OrderedDict(a=2.0, b=[proxy.UNKNOWN_STRING_VALUE], c=collections.UserString("text"))
+    assert _shown(policies.properties.plain(other, path="p")) == _shown(_read_item_by_item(other, path="p"))
+    assert _shown(policies.properties.plain(other, path="p"))["b"] == [("unseen", "p.b[0]", None)]
 
 
 def test_the_analyzers_stack_request_is_the_one_protobuf_serialises():
@@ -1095,7 +1098,7 @@ MUTATIONS = [
         lambda r: r["inputs"]["metadata"]["labels"].pop("kueue.x-k8s.io/queue-name"),
         "names no LocalQueue (kueue.x-k8s.io/queue-name) while the stack has one",
     ),
-    # Cluster and CI hardening (issue 20)
+    # Cluster and CI hardening
     (
         "secrets-in-plain-etcd",
         "secrets-encryption",
@@ -2275,7 +2278,7 @@ def test_a_flavor_without_a_quota_for_the_resource_offers_none(entries):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# The pod wherever it is (issue 30): a kept hostile corpus. Each case is a shape a review found passing, and the
+# The pod wherever it is: a kept hostile corpus. Each case is a shape a review found passing, and the
 # finding it must get now. A case runs on the plan of one hostile resource (the policies judge each resource on its
 # own, or with the ConfigMaps and Secrets it reads); the example stacks pass all of it unchanged (above).
 

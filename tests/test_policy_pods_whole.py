@@ -1,4 +1,4 @@
-"""Pods judged whole (issue 59, item 3), through pulumi-policy's analyzer as the engine runs it, at `up` and at a
+"""Pods judged whole, through pulumi-policy's analyzer as the engine runs it, at `up` and at a
 preview (unknowns): kinds matched by their full type token; a custom kind's templates (an Argo ``containerSet``, a
 ``podSpecPatch``, a Tekton ``podTemplate``) judged and refused; host paths wherever an object names one (a
 PersistentVolume, a template); the volume sources a step uses; images of any provider; and what a pod binds to in the
@@ -529,7 +529,7 @@ def test_the_programs_plans_draw_no_finding_of_the_pod_rules(stack, overrides, p
 
 @pytest.mark.program
 def test_the_unchanged_mirror_plan_with_its_projects_registry_listed_draws_no_mandatory_finding():
-    """Issue 59 item 7: the listing of the stack's own project trusts nothing and, relied on by no image, draws
+    """The listing of the stack's own project trusts nothing and, relied on by no image, draws
     nothing (tests/test_policy_images.py: an image that relies on it is refused, naming it)."""
     from tests.conftest import plan_of
 

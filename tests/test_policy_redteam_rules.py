@@ -115,10 +115,6 @@ def firewall(ranges: Any, direction: str = "INGRESS", **more: Any) -> Change:
     return change
 
 
-def _pool(name: str) -> Callable[[list[dict[str, Any]]], dict[str, Any]]:
-    return lambda resources: one(resources, NODE_POOL, name)
-
-
 def _set(where: Callable[[list[dict[str, Any]]], dict[str, Any]], key: str, value: Any) -> Change:
     """Sets ``key`` of what ``where`` finds to ``value`` (unknown at a preview)."""
 

@@ -12,6 +12,7 @@ from core.errors import BAD_INPUT, FAILED
 from tests.fake_hub import BAD, COMMIT, GOOD, NOT_ACCEPTED, REPO
 from tests.fake_hub_datasets import DATASET, ModelAndDatasetHub
 from tests.loopback import serve
+from tests.world import fake_world
 from tools.plan import plan_stack
 from tools.stack_files import ROOT
 from workloads.preflight import HubUnavailableError, PreflightError, check_dataset_access, check_model_access
@@ -189,7 +190,7 @@ def _up_with_token(token: str, overrides: list[str] = REAL):
         ROOT / "Pulumi.prod.yaml",
         overrides,
         preflight=True,
-        live=True,
+        world=fake_world,
         secrets={"tpu-rl:hfToken": token},
         raise_errors=False,
     )[0]
@@ -222,7 +223,7 @@ def test_preflight_passes_and_changes_nothing_rendered(hub, monkeypatch):
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/adc.json")
     online = _up_with_token(GOOD)
     # `up` pins the MaxText tag to its digest (tests/conftest.py's registry double); the offline plan shows tags.
-    from core.config.schema import DEFAULT_IMAGES
+    from core.config.workflow_keys import DEFAULT_IMAGES
     from infra.gcp import registry
 
     maxtext = DEFAULT_IMAGES["maxtext"]

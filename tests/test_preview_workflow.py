@@ -300,7 +300,7 @@ def test_the_digest_is_a_file_the_branchs_user_can_neither_write_nor_open_again(
     assert DIGEST.startswith("$RUNNER_TEMP/")
     # The configuration the judge sends the pack: the stack file as checked, copied by the runner's user before the
     # branch's program could rewrite it (as the engine reads it before the program runs).
-    (check,) = [i for i, line in enumerate(lines) if "check_pulumi_project.py\" \"$work/project\"" in line]
+    (check,) = [i for i, line in enumerate(lines) if 'check_pulumi_project.py" "$work/project"' in line]
     kept = lines.index('/usr/bin/install -m 0600 "$work/project/Pulumi.$stack.yaml" "$RUNNER_TEMP/stack.yaml"')
     assert check < kept < cli_line
     # Nothing else writes it: the one redirection, and the judge reads it.

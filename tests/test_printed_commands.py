@@ -1,5 +1,5 @@
 """Every command the product prints and the docs give is bound to its stack, and every printed ``pulumi config set``
-sets what it says (issue 58 item 6).
+sets what it says.
 
 Two stacks mean two state homes and two clusters; a command that leaves either to the operator's shell acts on
 whichever the shell points at. ``core.printed_commands`` builds them; ``tests.printed_commands`` finds every command

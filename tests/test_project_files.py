@@ -324,8 +324,8 @@ def _resolves(dotted: str) -> bool:
 
 
 def test_every_dotted_name_a_docstring_or_a_comment_names_exists():
-    """Issue 31.6: docstrings named ``core.config.Settings`` and ``infra.cluster`` long after they moved. Every
-    ``package.module.Name`` in double backticks in the product's code resolves to a module or an attribute."""
+    """Every ``package.module.Name`` in double backticks in the product's code resolves to a module or an attribute:
+    a docstring cannot go on naming a module or a class after it moves."""
     missing: dict[str, str] = {}
     for folder in ("core", "infra", "workloads", "tools", "program", "policy"):
         for source in sorted((ROOT / folder).rglob("*.py")):

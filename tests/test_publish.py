@@ -5,6 +5,7 @@ needs the Hub's storage service), the write token's preflight and the program's 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 
 from core.config.values import ConfigError
 from core.names import HF_SECRET, HF_WRITE_SECRET
+from infra.k8s.live import ClusterReader
 from tests.conftest import put
 from tests.fake_hub_write import (
     FINE_ACME,
@@ -31,11 +33,11 @@ from tests.fake_kube import step_pod
 from tests.hf_files import LANGUAGE, VISION, model_files
 from tests.lifecycle_walk import settings
 from tests.loopback import serve
+from tests.world import fake_world
 from workloads.preflight import PreflightError, check_publish_access, published_revision, token_denial
 from workloads.specs.commands import CARD_DIR, PUBLISH_WORK
 from workloads.specs.step_specs import branch_of, plan_workflow
 
-REAL_CLUSTER = True  # the `up` scenarios read the loopback cluster with the real reader
 REPO = "acme/gemma4-grpo"
 BASE_REPO = "google/gemma-4-26b-a4b-it"
 PUBLISHING = [f"tpu-rl:publish.repo={REPO}"]
@@ -514,7 +516,7 @@ def up_with(write_token: str, monkeypatch, hub_url: str, *overrides: str):
         ROOT / "Pulumi.prod.yaml",
         [*REAL, *PUBLISHING, *overrides],
         preflight=True,
-        live=True,
+        world=functools.partial(fake_world, cluster=ClusterReader),
         secrets={"tpu-rl:hfToken": READ, "tpu-rl:hfWriteToken": write_token},
         raise_errors=False,
     )[0]
@@ -620,7 +622,7 @@ def test_the_card_config_map_holds_the_readme_and_the_curve():
 def test_an_export_object_that_is_not_a_model_file_stops_the_upload_and_nothing_is_written_outside(
     gcs_folders, tmp_path, name
 ):
-    """Issue 30: names come from the GCS listing; a path built from one stays in the model folder or the step
+    """Names come from the GCS listing; a path built from one stays in the model folder or the step
     stops (exit 3) before anything is downloaded there or uploaded."""
     step = publish_step()
     lay_out(gcs_folders, step, tmp_path / "card")

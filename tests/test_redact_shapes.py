@@ -125,7 +125,7 @@ def test_bidirectional_invisible_and_terminal_characters_are_removed(char):
 
 
 # ---------------------------------------------------------------------------------------------
-# Issue 59: the terminal's text first, then the rules; every quoting; what --tail cuts
+# The terminal's text first, then the rules; every quoting; what --tail cuts
 
 OPAQUE_HEADERS = {
     "coloured": (f"\x1b[1;33mAuthorization\x1b[0m: Bearer \x1b[32m{OPAQUE}\x1b[0m", "Authorization: [redacted]"),

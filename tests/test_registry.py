@@ -1,5 +1,5 @@
 """The digest of an image's tag, read from a loopback registry that speaks the Docker Registry HTTP API V2 as
-Artifact Registry does (issue 40 item 2): the 401 with its Bearer challenge, the token endpoint, the manifest's
+Artifact Registry does: the 401 with its Bearer challenge, the token endpoint, the manifest's
 ``Docker-Content-Digest``, the JSON errors; a Google access token only to an Artifact Registry host's own token
 endpoint; every failure one line, within the budget by the wall clock. And the pure side: references, pins, outputs."""
 
@@ -278,8 +278,7 @@ def _jobset_images(plan):
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_up_pins_the_tagged_images_and_the_step_names_hash_the_digest(monkeypatch, stack):
-    from infra.gcp import registry
+def test_up_pins_the_tagged_images_and_the_step_names_hash_the_digest(stack):
     from program.stack import _pinned_images
     from tests.lifecycle_walk import settings, workflow
 
@@ -294,8 +293,7 @@ def test_up_pins_the_tagged_images_and_the_step_names_hash_the_digest(monkeypatc
 
         return resolve
 
-    monkeypatch.setattr(registry, "resolve_digest", answer(DIGEST))
-    pinned, pinned_plan = _pinned_images(s, plan)
+    pinned, pinned_plan = _pinned_images(s, plan, answer(DIGEST), None)
     assert read == [("images.maxtext", s.images.maxtext)], "only the image named by tag is read"
     maxtext = images.parse(s.images.maxtext).pinned(DIGEST)
     assert pinned.images.maxtext == maxtext and maxtext in _jobset_images(pinned_plan)
@@ -303,17 +301,16 @@ def test_up_pins_the_tagged_images_and_the_step_names_hash_the_digest(monkeypatc
     before, after = _names(plan), _names(pinned_plan)
     assert all(before[step] != after[step] for step in before), "each step runs MaxText: a new image, a new name"
     # Another up reading the same digest plans the same steps; a digest the tag moved to is a new step.
-    assert _names(_pinned_images(s, plan)[1]) == after
-    assert _pinned_images(pinned, pinned_plan) == (pinned, pinned_plan), "a pinned image is not read again"
-    monkeypatch.setattr(registry, "resolve_digest", answer("sha256:" + "b" * 64))
-    moved = _names(_pinned_images(s, plan)[1])
+    assert _names(_pinned_images(s, plan, answer(DIGEST), None)[1]) == after
+    unread = _pinned_images(pinned, pinned_plan, answer("sha256:" + "c" * 64), None)
+    assert unread == (pinned, pinned_plan), "a pinned image is not read again"
+    moved = _names(_pinned_images(s, plan, answer("sha256:" + "b" * 64), None)[1])
     assert all(moved[step] != after[step] for step in after)
 
 
-def test_up_stops_with_one_line_per_image_it_cannot_read(monkeypatch):
+def test_up_stops_with_one_line_per_image_it_cannot_read():
     import pulumi
 
-    from infra.gcp import registry
     from program.stack import _pinned_images
     from tests.lifecycle_walk import settings, workflow
 
@@ -322,9 +319,8 @@ def test_up_stops_with_one_line_per_image_it_cannot_read(monkeypatch):
 
     tagged = f"us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:{TAG}"
     s = settings("dev", [f"tpu-rl:images.pathwaysProxy={tagged}"])
-    monkeypatch.setattr(registry, "resolve_digest", refuse)
     with pytest.raises(pulumi.RunError) as err:
-        _pinned_images(s, workflow(s))
+        _pinned_images(s, workflow(s), refuse, None)
     lines = str(err.value).splitlines()
     assert [line.split(" (")[0] for line in lines] == [
         "images: tpu-rl:images.maxtext",
@@ -334,7 +330,7 @@ def test_up_stops_with_one_line_per_image_it_cannot_read(monkeypatch):
 
 @pytest.mark.slow
 def test_the_offline_plan_reads_no_registry_and_records_the_images_as_configured(prod_plan):
-    from core.config.schema import DEFAULT_IMAGES
+    from core.config.workflow_keys import DEFAULT_IMAGES
 
     out = prod_plan.outputs["images"]
     assert {key: value["configured"] for key, value in out.items()} == DEFAULT_IMAGES

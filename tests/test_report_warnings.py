@@ -1,4 +1,4 @@
-"""`make report` prints no warning (issue 37 item 5): the report of a whole run, made in a fresh interpreter with
+"""`make report` prints no warning: the report of a whole run, made in a fresh interpreter with
 every warning an error (``-W error``: a warning raised when a library is imported would not show in this test
 process, where the libraries are imported already, and pyproject.toml's pytest filters do not apply there)."""
 

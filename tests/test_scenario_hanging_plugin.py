@@ -14,8 +14,6 @@ from tests.scenario import auth_plugin
 # in pure form (the builders' and readers' own tests).
 pytestmark = pytest.mark.slow
 
-REAL_CLUSTER = True
-
 
 def test_preview_with_a_hanging_auth_plugin_finishes_in_under_30_seconds(stack, tmp_path, monkeypatch):
     """The first read waits for the plugin within its budget; every later read of the preview skips at once."""

@@ -25,7 +25,6 @@ from workloads.observe.waiting import POLL_SECONDS
 
 pytestmark = pytest.mark.slow
 
-REAL_CLUSTER = True
 
 NAMESPACE = "tpu-rl"
 HOUR = 3600.0

@@ -18,8 +18,6 @@ from tests.scenario import STEPS, live, names
 # in pure form (the builders' and readers' own tests).
 pytestmark = pytest.mark.slow
 
-REAL_CLUSTER = True
-
 
 def test_first_up_of_a_new_stack_creates_each_step_once_and_the_next_up_changes_nothing(stack):
     """sg.go generateResourceSteps: no old state -> a create; with the state recorded and the same inputs

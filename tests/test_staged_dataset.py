@@ -1,4 +1,4 @@
-"""Training's dataset staged in the bucket once (issue 40 item 4): which keys point at the staged copy, and what
+"""Training's dataset staged in the bucket once: which keys point at the staged copy, and what
 the script stages (the program itself, ``stage_dataset.py``: tests/test_base_snapshot.py, against the loopback Hub;
 each file checked against the Hub's hash of it, tests/test_hub_cache.py)."""
 
@@ -31,7 +31,7 @@ def test_hub_files_become_the_staged_copy_and_every_other_key_stays():
 
 @pytest.mark.pure
 def test_gsm8k_stages_its_train_and_test_files_and_names_its_splits():
-    """GSM8K is read from its files too (issue 40 item 4: no attempt loads it from the Hub by name): train and
+    """GSM8K is read from its files too (no attempt loads it from the Hub by name): train and
     test of the ``main`` configuration, in the splits ``get_dataset`` loads them as."""
     keys, staged = staged_dataset(DATASETS["gsm8k"], OUT)
     assert dict(keys) == {

@@ -32,10 +32,6 @@ DEPLOY = "serviceAccount:deploy-prod@acme-tpu.iam.gserviceaccount.com"
 PREVIEW = "serviceAccount:preview-prod@acme-tpu.iam.gserviceaccount.com"
 
 
-def no_wait(home, storage, kms) -> None:
-    """IAM applied at once (the wait has its own test)."""
-
-
 def policy(bindings: list[dict]) -> dict[str, set[str]]:
     """A policy's bindings as role -> members; a role in two bindings fails (one binding per role)."""
     roles = [b["role"] for b in bindings]

@@ -18,7 +18,6 @@ from tools.stack_files import ROOT
 # The slow tier (`make test-slow`): each test runs the program against loopback servers, seconds apiece.
 pytestmark = pytest.mark.slow
 
-REAL_CLUSTER = True
 GUARD = "tpu-rl:lifecycle:DestroyGuard"
 
 

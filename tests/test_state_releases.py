@@ -1,4 +1,4 @@
-"""`make up`'s look at the stack's state before `pulumi up` (issue 38 item 2): the Helm releases a `pulumi stack export`
+"""`make up`'s look at the stack's state before `pulumi up`: the Helm releases a `pulumi stack export`
 holds (``tools.state_export.releases_in_state``), the cluster it holds (``state_cluster``), the release a destroy
 whose cluster delete failed left installed while the state lost it (``stranded_release``, reading Helm's storage in
 the loopback cluster through the real reader), and ``python -m tools.state releases`` as the Makefile runs it,
@@ -25,7 +25,6 @@ from tests.scenario import EXPORT, auth_plugin, credential, helm_secret, unprote
 from tools import state, state_export
 from tools.stack_files import ROOT
 
-REAL_CLUSTER = True
 BOTH = state_export.platform_releases(True)
 CTX = "gke_acme-tpu_us-east5_tpu-rl-prod"
 """The kubeconfig context of the stack's cluster (``Settings.kube_context``), which a line's command names."""

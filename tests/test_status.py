@@ -38,8 +38,8 @@ class StubApi(QuietHandler):
 
 
 @pytest.fixture(autouse=True)
-def no_live_cluster():
-    """The real bounded reader, against the loopback stub (overrides the conftest stub)."""
+def no_objects():
+    """Each test's loopback stub starts empty."""
     OBJECTS.clear()
 
 

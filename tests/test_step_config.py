@@ -1,4 +1,4 @@
-"""Training's overrides as data (issue 42 item 2): the train step's ConfigMap holds ``train.json`` (train_rl's
+"""Training's overrides as data: the train step's ConfigMap holds ``train.json`` (train_rl's
 ``key=value`` overrides, ``core.step_config``) and the launcher (``workloads/container/launch.py``) that passes them
 to train_rl; the policy pack reads the same file, no script.
 

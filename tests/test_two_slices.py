@@ -1,4 +1,4 @@
-"""Two slices, honestly (issue 40 item 6, issue 60 item 7): `tpu.slices: 2` runs train_rl disaggregated, the trainer
+"""Two slices, honestly: `tpu.slices: 2` runs train_rl disaggregated, the trainer
 on one slice and the samplers on the other as one replica, through MaxText's own ``num_trainer_slices`` /
 ``num_samplers_slices`` (MaxText 0.2.5 ``model_creation_utils.setup_configs_and_devices``: both positive, the devices
 grouped by ``slice_index``; without them train_rl takes its single-slice path) and ``rollout_data_parallelism=1``;
@@ -13,8 +13,7 @@ from core.config import ConfigError
 from core.estimate import estimate_for
 from infra.gcp.capacity.needs import needs
 from tests.lifecycle_walk import settings
-from workloads.specs.commands import train_argv
-from workloads.specs.slices import slice_warnings
+from workloads.specs.commands import slice_warnings, train_argv
 from workloads.specs.step_specs import plan_workflow
 
 pytestmark = pytest.mark.pure

@@ -5,6 +5,7 @@ and stops a protected stack's training an upgrade would run again until ``ACCEPT
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 
@@ -13,6 +14,7 @@ import pytest
 from core.errors import BAD_INPUT
 from core.version import RELEASES, STEPS_IN_STATE, VERSION, InState, in_state, runs_again, since, why_again
 from infra.stop import StopError
+from program import world
 from tools.plan import plan_stack
 from tools.stack_files import ROOT
 from tools.state_export import steps_in_state
@@ -55,7 +57,9 @@ def test_the_steps_run_again_are_those_renamed_in_order_and_why():
 def _up(monkeypatch, stack: str, state: Mapping[str, object], *overrides: str, accept: str = ""):
     monkeypatch.setenv(STEPS_IN_STATE, json.dumps(state))
     monkeypatch.setenv("TPU_RL_ACCEPT", accept)
-    return plan_stack(ROOT / f"Pulumi.{stack}.yaml", [*overrides], stack=stack, raise_errors=False)[0]
+    handed_over = world.World(state=world.InState.of(os.environ))  # what `make up` hands over, nothing else read
+    stack_file = ROOT / f"Pulumi.{stack}.yaml"
+    return plan_stack(stack_file, [*overrides], stack=stack, world=lambda: handed_over, raise_errors=False)[0]
 
 
 def test_the_decision_names_the_steps_and_stops_only_an_upgrades_rerun_of_protected_training(monkeypatch):
@@ -69,17 +73,18 @@ def test_the_decision_names_the_steps_and_stops_only_an_upgrades_rerun_of_protec
     prod, dev = settings("prod", REAL), settings("dev", [])
     plan, dev_plan = plan_workflow(prod), plan_workflow(dev)
     renamed = {"convert": plan.convert.name, "train": "gemma4-26b-train-0000000000"}
-    monkeypatch.setenv(STEPS_IN_STATE, json.dumps({"version": "", "steps": renamed}))
+    older = json.dumps({"version": "", "steps": renamed})
     with pytest.raises(StopError) as stopped:
-        _runs_again(prod, plan, frozenset())
+        _runs_again(prod, plan, frozenset(), older)
     assert stopped.value.exit_code == BAD_INPUT and str(stopped.value).startswith("this `up` runs again: train (")
-    _runs_again(prod, plan, frozenset({Accept.RERUN}))
-    monkeypatch.setenv(STEPS_IN_STATE, json.dumps({"version": VERSION, "steps": renamed}))
-    _runs_again(prod, plan, frozenset())  # the operator's own setting changed: a note
-    monkeypatch.setenv(STEPS_IN_STATE, json.dumps({"version": "", "steps": {"train": "gemma4-e4b-train-0000000000"}}))
-    _runs_again(dev, dev_plan, frozenset())  # not protected: a note
-    monkeypatch.setenv(STEPS_IN_STATE, json.dumps({"version": "", "steps": {"convert": plan.convert.name}}))
-    _runs_again(prod, plan, frozenset())  # nothing renamed: nothing said
+    _runs_again(prod, plan, frozenset({Accept.RERUN}), older)
+    mine = json.dumps({"version": VERSION, "steps": renamed})
+    _runs_again(prod, plan, frozenset(), mine)  # the operator's own setting changed: a note
+    dev_state = json.dumps({"version": "", "steps": {"train": "gemma4-e4b-train-0000000000"}})
+    _runs_again(dev, dev_plan, frozenset(), dev_state)  # not protected: a note
+    same = json.dumps({"version": "", "steps": {"convert": plan.convert.name}})
+    _runs_again(prod, plan, frozenset(), same)  # nothing renamed: nothing said
+    _runs_again(prod, plan, frozenset(), None)  # nothing handed over: nothing said
     assert [line.split(" (")[0] for line in warned] == ["this `up` runs again: train"] * 3
     assert "the configuration changed what they run" in warned[1]
 

@@ -15,7 +15,6 @@ from tests.fake_kube import cutting_handshakes, webhook_unreachable
 from tests.lifecycle_walk import settings
 from tests.scenario import names
 
-REAL_CLUSTER = True
 FLAVORS = "/apis/kueue.x-k8s.io/v1beta2/resourceflavors?dryRun=All"
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/tpu-rl/jobsets?dryRun=All"
 

@@ -25,7 +25,6 @@ from infra.gcp.capacity.reads import ReplyError
 MAX_BINDINGS = 1500
 """IAM allows at most 1,500 principals in a policy (https://cloud.google.com/iam/quotas), so at most as many
 bindings."""
-MAX_MEMBERS = 1500
 MAX_PERMISSIONS = 20000
 """A role holds at most a few thousand permissions (roles/owner: about 10,000)."""
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from core.config.diff import config_diff
-from core.config.schema import CAPACITY_MODES
 from core.errors import BadInputError, TpuRlError
 from core.estimate import STARTUP_GOAL_MINUTES, STARTUP_MINUTES, restarted
 from core.settings import Settings
+from core.tpu import CAPACITY_MODES
 from tools.notices import hide_python_version_notice
 from tools.process import exit_now, report
 from tools.report_html import render_html

@@ -386,9 +386,8 @@ def _delta(before: Any, after: Any) -> str:
 
 
 def _cost_rows(info: RunInfo, summary: dict[str, Any]) -> str:
-    from core.config.schema import CAPACITY_MODES
     from core.estimate import usd_per_chip_hour
-    from core.tpu import CATALOGUE
+    from core.tpu import CAPACITY_MODES, CATALOGUE
 
     rows = ""
     for label, key in (("held by training (start-up to exit)", "heldChipHours"), ("training steps", "stepChipHours")):

@@ -38,8 +38,6 @@ class RunInfo:
     """What the slice bills (``workloads.observe.startup.Billing.to_json``), when known."""
     cluster_note: str = ""
     """Why the cluster's side of the start-up is missing (no stack given, or the cluster could not be read)."""
-    training_namespace: tuple[str, str, str] | None = None
-    """(namespace, the training JobSet's name, the slice's GKE accelerator): where its live objects are."""
 
     def to_json(self) -> dict[str, Any]:
         return {

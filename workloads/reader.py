@@ -13,7 +13,7 @@ import contextvars
 import datetime
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pulumi
 
@@ -33,18 +33,36 @@ from workloads.observe.failures import DETAIL, failure_detail
 from workloads.observe.objects import Pod
 from workloads.specs.step_specs import Step
 
+if TYPE_CHECKING:
+    from google.cloud import storage
+
 T = TypeVar("T")
 
+OpenBucket = Callable[[], "storage.Client"]
+"""A client of Cloud Storage with the program's credentials (``workloads.observe.artifacts.storage_client``)."""
 
-def gcs_read(what: str, check: Callable[[Any, dict[str, Any]], T], budget: Any = None) -> T:
-    """A bounded GCS read with the program's credentials; every failure becomes one line."""
+
+@dataclass(frozen=True)
+class Hub:
+    """The Hugging Face Hub as the program reaches it (``program.world``): where it is and the stack's tokens."""
+
+    endpoint: str | None
+    """``HF_ENDPOINT`` (None: huggingface.co)."""
+    read_token: str
+    """``tpu-rl:hfToken``: the preflight and the export's comparison with the base model."""
+    write_token: str
+    """``tpu-rl:hfWriteToken``: the publication's preflight and the check of the published branch."""
+
+
+def gcs_read(bucket: OpenBucket, what: str, check: Callable[[Any, dict[str, Any]], T], budget: Any = None) -> T:
+    """A bounded GCS read with a client of ``bucket``; every failure becomes one line."""
     from google.api_core import exceptions as gcs_errors
     from google.auth.exceptions import DefaultCredentialsError
 
     from workloads.observe import artifacts
 
     try:
-        client = artifacts.storage_client()
+        client = bucket()
         return artifacts.bounded(client, what, lambda call: check(client, call), budget)
     except artifacts.StorageError as err:
         raise stop(err, "cannot verify the step's output: ") from None
@@ -58,12 +76,13 @@ def gcs_read(what: str, check: Callable[[Any, dict[str, Any]], T], budget: Any =
         raise StopError(f"cannot verify the step's output in GCS: {type(err).__name__}: {scrub(str(err))}") from None
 
 
-def read_export(hf_uri: str) -> Exported:
+def read_export(bucket: OpenBucket, hf_uri: str) -> Exported:
     """The exported folder as GCS holds it, bounded; one line on failure."""
     from core.deadline import BUDGETS
     from workloads.observe.exported import read_exported
 
     return gcs_read(
+        bucket,
         f"reading the exported model at {hf_uri}",
         lambda client, call: read_exported(client, hf_uri, **call),
         BUDGETS["export-check"],
@@ -173,8 +192,23 @@ class LiveReader:
     reader's later reads fail at once) and the steps show as they were recorded.
     """
 
-    def __init__(self, args: ReaderArgs, kubeconfig: pulumi.Output[str], ready: pulumi.Output[Any]) -> None:
+    def __init__(
+        self,
+        args: ReaderArgs,
+        kubeconfig: pulumi.Output[str],
+        ready: pulumi.Output[Any],
+        *,
+        connect: live.Connect,
+        bucket: OpenBucket,
+        hub: Hub,
+    ) -> None:
         self.args = args
+        self.connect = connect
+        """A reader of the cluster from its kubeconfig (``infra.k8s.live.ClusterReader`` in a real run)."""
+        self.bucket = bucket
+        """A client of Cloud Storage: a completed step's output is checked with it."""
+        self.hub = hub
+        """The Hub: the export's comparison with the base model, the published branch's check."""
         # Read once the workflow's namespace exists: the API server answers by then (a new cluster's
         # first minutes see restarts of the control plane).
         self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(
@@ -191,7 +225,7 @@ class LiveReader:
 
     def _cluster(self, config: str) -> live.ClusterReader:
         if self._reader is None:
-            self._reader = live.ClusterReader(config)
+            self._reader = self.connect(config)
         return self._reader
 
     def _unreadable(self, what: str, err: Exception) -> None:
@@ -218,6 +252,7 @@ class LiveReader:
 
         try:
             problem = gcs_read(
+                self.bucket,
                 f"checking {step.artifact_uri}",
                 lambda client, call: step_problem(client, step.output, step.artifact_uri, **call),
             )
@@ -298,7 +333,7 @@ class LiveReader:
                 _on_loop(loop, lambda: pulumi.log.info(message, resource=resource, ephemeral=True), context=program)
 
             def fresh(read: Callable[[live.ClusterReader], T]) -> T:
-                reader = live.ClusterReader(config)  # a fresh credential on every poll
+                reader = self.connect(config)  # a fresh credential on every poll
                 try:
                     return read(reader)
                 finally:
@@ -353,7 +388,7 @@ class LiveReader:
                 return {}
             found: list[Pod] = []
             # A fresh reader (a new credential): the steps ended hours after the first reads of this `up`.
-            reader = live.ClusterReader(args[0])
+            reader = self.connect(args[0])
             try:
                 for step in steps:
                     found += waiting.read_pods(reader, namespace, step.name)
@@ -405,7 +440,7 @@ class LiveReader:
             return pulumi.Output.from_input("")
 
         def read(config: str) -> str:
-            reader = live.ClusterReader(config)  # its own: a refused list of nodes must not fail the steps' reads
+            reader = self.connect(config)  # its own: a refused list of nodes must not fail the steps' reads
             try:
                 found = self._maintenance_window(reader, args, train, before)
             except (live.ClusterReadError, BoundaryError) as err:

@@ -16,7 +16,6 @@ A step's result is a plain dict (an Output of one): ``{"uri": ...}`` and what th
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, NoReturn
@@ -25,11 +24,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from core.hf_model import ModelLayout
-from core.names import HUB_URL, PUBLISH
+from core.names import HUB_URL
 from core.settings import Settings
 from infra.k8s.object import KubernetesObject
 from infra.stop import StopError
-from workloads.reader import HubUnknownError, LiveReader, gcs_read, read_export
+from workloads.reader import Hub, HubUnknownError, LiveReader, OpenBucket, gcs_read, read_export
 from workloads.specs.card_config import CARD_FILES, card_config_map
 from workloads.specs.step_inputs import ExportInputs, PublishInputs, StepInputs
 from workloads.specs.step_specs import Step, Workflow
@@ -65,12 +64,20 @@ def retried(step: Step, problem: str) -> NoReturn:
     )
 
 
-def verified(step: Step) -> None:
+def live(context: Context) -> LiveReader:
+    """The live reader: every check of a step's output has it (outputs are checked only where it reads,
+    ``Context.verify``)."""
+    assert context.reader is not None, "a step's output is checked only with the live reader"
+    return context.reader
+
+
+def verified(context: Context, step: Step) -> None:
     """Fail `up` when a completed step's output is unusable by the check of its kind (the next `up` runs it
     again)."""
     from workloads.observe.artifacts import step_problem
 
     problem = gcs_read(
+        live(context).bucket,
         f"checking {step.artifact_uri}",
         lambda client, call: step_problem(client, step.output, step.artifact_uri, **call),
     )
@@ -94,7 +101,7 @@ class StepWiring:
 
     def verify(self, context: Context, step: Step, used: Sequence[Result]) -> Result:
         """After the step succeeded in `up`: fail when its output is unusable, else what it hands on."""
-        verified(step)
+        verified(context, step)
         return {"uri": step.artifact_uri}
 
     def offline(self, context: Context, step: Step) -> Result:
@@ -117,9 +124,10 @@ class ConvertWiring(StepWiring):
     def verify(self, context: Context, step: Step, used: Sequence[Result]) -> Result:
         from workloads.observe.artifacts import source_record
 
-        verified(step)
+        verified(context, step)
         output = step.output_uri
         record = gcs_read(
+            live(context).bucket,
             f"reading the conversion's record under {output}",
             lambda client, call: source_record(client, output, **call),
         )
@@ -166,11 +174,12 @@ class TrainWiring(StepWiring):
 
         inputs = context.inputs.train
         found = gcs_read(
+            live(context).bucket,
             f"listing the checkpoints under {step.artifact_uri}",
             lambda client, call: final_checkpoint(client, step.artifact_uri, **call),
         )
         if found is None:
-            verified(step)  # raises: no complete checkpoint
+            verified(context, step)  # raises: no complete checkpoint
             # It lists again and did not raise: a complete checkpoint appeared between the two listings.
             raise StopError(
                 f"the checkpoints under {step.artifact_uri} changed while they were checked (none was "
@@ -200,11 +209,11 @@ class TrainWiring(StepWiring):
     def _dataset_commit(context: Context, train: Step) -> str | None:
         """The commit of the dataset the run trained on (its record, ``<output>dataset/dataset.json``), None where it
         cannot be read: a convenience for the stack's outputs and the model card, which never fails `up`."""
-        from workloads.observe.artifacts import bounded, dataset_record, storage_client
+        from workloads.observe.artifacts import bounded, dataset_record
 
         output = train.output_uri
         try:
-            client = storage_client()
+            client = live(context).bucket()
             record = bounded(client, f"reading {output}", lambda call: dataset_record(client, output, **call))
         except Exception as err:  # noqa: BLE001 (bounded: StorageError; no credentials: google-auth's error)
             pulumi.log.warn(
@@ -219,11 +228,10 @@ class TrainWiring(StepWiring):
     def _summary(context: Context, train: Step) -> tuple[dict[str, Any] | None, bytes | None]:
         """Before/after accuracy, final reward and chip-hours of a finished run, and (for a publication's card)
         its reward curve; None where they cannot be read."""
-        from workloads.observe.artifacts import storage_client
         from workloads.observe.run_data import gather
 
         try:
-            data = gather(storage_client(), train.output_uri)
+            data = gather(live(context).bucket(), train.output_uri)
         except Exception as err:  # noqa: BLE001 (the summary is a convenience: it never fails `up`)
             pulumi.log.warn(
                 f"no run summary for {train.name} ({type(err).__name__}); `make report` reads it later",
@@ -266,17 +274,17 @@ def base_differences(
 
 
 def export_differences(
-    settings: Settings, hf_uri: str, token: str, endpoint: str | None = None, revision: str | None = None
+    settings: Settings, hf_uri: str, bucket: OpenBucket, hub: Hub, revision: str | None = None
 ) -> list[str]:
     """The export's own problems (files that are not a model's, missing files, shards cut short, an index that
     disagrees with the headers), or else how it differs from the base model at ``revision`` (empty: it is whole
     and is the whole base model)."""
-    exported = read_export(hf_uri)
+    exported = read_export(bucket, hf_uri)
     if exported.problems:  # a folder without a layout always has its problems
         return list(exported.problems)
     model = settings.model
     base = ExportInputs(settings.workflow.verify_export, model.spec.hf_repo, model.revision)
-    return base_differences(base, exported.layout, token, endpoint, revision)
+    return base_differences(base, exported.layout, hub.read_token, hub.endpoint, revision)
 
 
 class ExportWiring(StepWiring):
@@ -289,7 +297,7 @@ class ExportWiring(StepWiring):
             (converted,) = used
             self._matches_base(context, step, converted["baseCommit"])  # one read: its own check, the comparison
         else:
-            verified(step)
+            verified(context, step)
         return {"uri": step.artifact_uri}
 
     @staticmethod
@@ -297,18 +305,16 @@ class ExportWiring(StepWiring):
         """Fail `up` when the export is incomplete (retried, as ``verified`` says) or is not the whole base model
         at the converted ``commit`` (another config, a missing, extra or reshaped tensor, a dtype slip), with the
         first differences and the logs."""
-        from pulumi.runtime import config as runtime_config
-
         from workloads.observe.artifacts import first_of, incomplete_export
 
-        exported = read_export(step.artifact_uri)
+        reader = live(context)
+        exported = read_export(reader.bucket, step.artifact_uri)
         problem = incomplete_export(step.artifact_uri, exported.problems)
         if problem:
             retried(step, problem)
         inputs = context.inputs.export
-        token = runtime_config.get_config("tpu-rl:hfToken") or ""
-        endpoint = os.environ.get("HF_ENDPOINT")
-        found = base_differences(inputs, exported.layout, token, endpoint, commit)
+        hub = reader.hub
+        found = base_differences(inputs, exported.layout, hub.read_token, hub.endpoint, commit)
         base = f"{inputs.base_repo}@{commit or inputs.base_revision}"
         if found:
             raise StopError(
@@ -373,7 +379,7 @@ class PublishWiring(StepWiring):
             problem, commit = self.on_hub(context, step)
         except HubUnknownError as err:
             pulumi.log.warn(f"{err}; hubCommit is the commit the step recorded", resource=context.parent)
-            commit = self._recorded_commit(step)
+            commit = self._recorded_commit(context, step)
             if commit is None:
                 retried(step, no_record(step.artifact_uri))
             return {**where, "commit": commit}
@@ -433,8 +439,6 @@ class PublishWiring(StepWiring):
         """(why the publish step's branch does not hold the export, None when it does; the branch's commit): the
         branch must exist and hold exactly the exported files, each with its size, and the card.
         ``HubUnknownError`` when the Hub cannot say (unreachable, a revoked token)."""
-        from pulumi.runtime import config as runtime_config
-
         from core.hf_model import name_problem
         from workloads.observe.artifacts import first_of, incomplete_export
         from workloads.preflight import HubError, published_revision
@@ -442,12 +446,12 @@ class PublishWiring(StepWiring):
 
         repo, branch = PublishWiring._inputs(context).repo, branch_of(step.step_id)
         export_uri = context.plan.export.artifact_uri
-        exported = read_export(export_uri)
+        reader = live(context)
+        exported = read_export(reader.bucket, export_uri)
         if exported.problems:  # the export is run again first (its own check); then this publication
             return incomplete_export(export_uri, exported.problems), None
-        token = runtime_config.get_config("tpu-rl:hfWriteToken") or ""
         try:
-            found = published_revision(repo, branch, token, os.environ.get("HF_ENDPOINT"))
+            found = published_revision(repo, branch, reader.hub.write_token, reader.hub.endpoint)
         except HubError as err:
             raise HubUnknownError(f"cannot check the publication of {step.name} on the Hub: {err}") from None
         if found is None:
@@ -480,12 +484,14 @@ class PublishWiring(StepWiring):
         return None, commit
 
     @staticmethod
-    def _recorded_commit(step: Step) -> str | None:
+    def _recorded_commit(context: Context, step: Step) -> str | None:
         """The commit the publish step recorded (``published.json``), None without a record."""
         from workloads.observe.artifacts import published_record
 
         record = gcs_read(
-            f"reading {step.artifact_uri}", lambda client, call: published_record(client, step.artifact_uri, **call)
+            live(context).bucket,
+            f"reading {step.artifact_uri}",
+            lambda client, call: published_record(client, step.artifact_uri, **call),
         )
         return str(record["commit"]) if record else None
 
@@ -498,7 +504,9 @@ class RecordWiring(StepWiring):
         from workloads.observe.artifacts import no_step_record, step_record
 
         record = gcs_read(
-            f"reading {step.artifact_uri}", lambda client, call: step_record(client, step.artifact_uri, **call)
+            live(context).bucket,
+            f"reading {step.artifact_uri}",
+            lambda client, call: step_record(client, step.artifact_uri, **call),
         )
         if record is None:
             retried(step, no_step_record(step.artifact_uri))
@@ -516,7 +524,7 @@ WIRING: dict[str, StepWiring] = {
     "convert": ConvertWiring(),
     "train": TrainWiring(),
     "export": ExportWiring(),
-    PUBLISH: PublishWiring(),
+    "publish": PublishWiring(),
 }
 """The steps that do more than the generic path, by name."""
 BY_OUTPUT: dict[str, StepWiring] = {"record": RecordWiring()}

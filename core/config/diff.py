@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from core.config.fields import DERIVED
 from core.config.load import read_fields
-from core.config.schema import DERIVED, FIELDS
+from core.config.schema import FIELDS
 
 
 def config_diff(raw: Mapping[str, Any], secret_keys: frozenset[str]) -> list[dict[str, Any]]:

@@ -36,7 +36,7 @@ MEMORY_HEADROOM = 1.1
 
 MAX_SLICES = 2
 """The most slices train_rl is split over: the trainer on one, the samplers on the other
-(``workloads.specs.slices.disaggregated``). MaxText 0.2.5 builds each side's mesh as one slice on two slices
+(``workloads.specs.commands.disaggregated``). MaxText 0.2.5 builds each side's mesh as one slice on two slices
 (``utils/maxtext_utils.py`` ``create_device_mesh`` counts one slice with ``inference_benchmark_test``, which the
 split needs: ``RLConfig`` sets ``num_slices`` to -1 there), so a side over more than one slice would be one ICI mesh
 across the data-centre network."""
@@ -115,7 +115,7 @@ def check_actor_copy(training: TrainingSettings, chips: int, slices: int) -> Non
 
 def _check_disaggregated(knobs: dict[str, Any], chips: int) -> None:
     """Two slices (MaxText 0.2.5 ``utils/model_creation_utils.py``): the samplers' slice holds one rollout replica
-    (``workloads.specs.slices.disaggregated`` passes ``rollout_data_parallelism=1``, and
+    (``workloads.specs.commands.disaggregated`` passes ``rollout_data_parallelism=1``, and
     ``get_rollout_kwargs_for_parallelism`` then needs tensor x data x expert to be the samplers' chips), and the
     trainer's slice is FSDP x tensor (``setup_configs_and_devices``: with tensor parallelism above 1 it refuses an
     ``ici_fsdp_parallelism`` other than -1 or the slice's chips over it; with 1 it sets FSDP to the slice's chips,

@@ -105,6 +105,6 @@ class _Marker:
 MAXTEXT_ARGS = _Marker("MaxText key: value pairs")
 """``training.extraArgs``: checked against MaxText's key table by ``load.read_extra_args``."""
 NETWORKS = _Marker("list of CIDRs")
-"""``authorizedNetworks``: a list checked by ``rules.read_networks``."""
+"""``authorizedNetworks``: a list checked by ``core.config.lists.read_networks``."""
 REGISTRIES = _Marker("list of registry paths")
-"""``images.registries``: a list checked by ``rules.read_registries``."""
+"""``images.registries``: a list checked by ``core.config.lists.read_registries``."""

@@ -17,17 +17,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.config import rules
+from core.config.fields import DERIVED, REQUIRED, Field
 from core.config.formats import MAXTEXT_ARGS, NETWORKS, REGISTRIES
-from core.config.schema import (
-    DERIVED,
-    FIELDS,
-    PROJECT_KEYS,
-    REQUIRED,
-    SECRET_KEYS,
-    Field,
-    fields_of,
-    is_object,
-)
+from core.config.lists import read_networks, read_registries
+from core.config.schema import FIELDS, PROJECT_KEYS, SECRET_KEYS, fields_of, is_object
 from core.config.values import (
     OFFLINE_SECRETS,
     UNREADABLE,
@@ -240,9 +233,9 @@ def _read(field: Field, value: Any, stack: str) -> Any:
     if field.read is MAXTEXT_ARGS:
         return read_extra_args(field.key, value)
     if field.read is NETWORKS:
-        return rules.read_networks(field.key, value)
+        return read_networks(field.key, value)
     if field.read is REGISTRIES:
-        return rules.read_registries(field.key, value)
+        return read_registries(field.key, value)
     if not field.path:
         value = _decoded(value)  # `[]` or `{}` for a scalar key is a list or object, refused as such
     return field.read(field.key, value)

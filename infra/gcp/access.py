@@ -39,7 +39,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from core.layout import PATHWAYS_SCRATCH, step_prefix
-from core.steps import STEPS
+from core.steps import STEPS, HubCache
 
 WRITER_ROLE = "roles/storage.objectUser"
 READER_ROLE = "roles/storage.objectViewer"
@@ -133,30 +133,28 @@ def bucket_grants(model: str, running: Collection[str] = ()) -> list[BucketGrant
     return grants
 
 
-HUB_CACHE_WRITER = "convert"
-"""The step whose identity fills the Hub cache (``workloads/container/base_snapshot.py snapshot``), in the one stack
-that writes a shared one (``tpu-rl:model.hubCacheWriter``); in every other stack it only reads it."""
-HUB_CACHE_READER = "export"
-"""The step whose identity reads it (``workloads/container/complete_export.py``: the base's other tensors, from the
-objects the conversion hashed)."""
 HUB_CACHE_WRITE_ROLES = (WRITER_ROLE, "roles/storage.objectCreator", "roles/storage.objectAdmin")
 """Object roles that create, replace or delete objects (``storage.objects.create``/``delete``): the one a cache's
 writer holds, and those the capacity check looks for on another stack's identity (``infra.gcp.capacity.hub_cache``)."""
 
 
 def hub_cache_grants(prefix: str, writes: bool) -> list[BucketGrant]:
-    """The grants on a shared Hub cache's bucket (``tpu-rl:model.hubCache``), each bound to its folder ``prefix``.
-    One stack writes it: where this stack is the writer (``writes``), the conversion's identity gets
-    ``objectUser`` there; in every other stack ``objectViewer`` (``storage.objects.get`` and ``list`` only: "Storage
-    Object Viewer", https://cloud.google.com/storage/docs/access-control/iam-roles), so no reader can plant or replace
-    a file of the cache, and a reader keeps what it fetches from the Hub in its own bucket's cache. The export's
-    identity reads it in every stack. Nobody else, and nothing outside the folder (the bucket is the project's, not
-    the stack's: other stacks' grants live beside these, and a destroy removes only its own). No
+    """The grants on a shared Hub cache's bucket (``tpu-rl:model.hubCache``), each bound to its folder ``prefix``,
+    to the steps whose entry uses the cache (``core.steps.HubCache``). One stack writes it: where this stack is the
+    writer (``writes``), the identity of the step that fills the cache (the conversion) gets ``objectUser`` there; in
+    every other stack ``objectViewer`` (``storage.objects.get`` and ``list`` only: "Storage Object Viewer",
+    https://cloud.google.com/storage/docs/access-control/iam-roles), so no reader can plant or replace a file of the
+    cache, and a reader keeps what it fetches from the Hub in its own bucket's cache. A step that reads the cache (the
+    export, ``workloads/container/complete_export.py``: the base's other tensors, from the objects the conversion
+    hashed) gets ``objectViewer`` in every stack. Nobody else, and nothing outside the folder (the bucket is the
+    project's, not the stack's: other stacks' grants live beside these, and a destroy removes only its own). No
     ``legacyBucketReader``: both programs read and write objects by name (``blob.exists``, ``get_blob``, ranged
     downloads: ``storage.objects.get``), never list or ``buckets.get`` the cache."""
+    fills = WRITER_ROLE if writes else READER_ROLE
     return [
-        BucketGrant(HUB_CACHE_WRITER, WRITER_ROLE if writes else READER_ROLE, (prefix,), "hubcache"),
-        BucketGrant(HUB_CACHE_READER, READER_ROLE, (prefix,), "hubcache"),
+        BucketGrant(name, fills if facts.hub_cache is HubCache.FILLS else READER_ROLE, (prefix,), "hubcache")
+        for name, facts in STEPS.items()
+        if facts.hub_cache is not None
     ]
 
 

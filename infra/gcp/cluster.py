@@ -10,6 +10,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from infra.gcp.artifact_registry import ImageMirror
+from infra.gcp.gke_spec import ClusterSpec, NodePoolSpec
 from infra.gcp.identities import NodeIdentities
 from infra.gcp.kms import PROPAGATION_SECONDS, GrantPropagation, SecretsKey
 from infra.k8s.kubeconfig import build_kubeconfig
@@ -37,14 +38,14 @@ class GkeClusterArgs:
     """What the cluster, its pools and its Kubernetes provider are built from, and nothing else (the cluster's and
     pools' arguments are ``infra.gcp.gke_spec``'s, filled by the program from the settings)."""
 
-    cluster: dict[str, Any]
+    cluster: ClusterSpec
     """The cluster's arguments (``gke_spec.cluster_args``: the network, the system account, the Secrets key)."""
-    system_pool: dict[str, Any]
+    system_pool: NodePoolSpec
     """The system pool's arguments (``gke_spec.system_pool_args``); its ``cluster`` is a stand-in the component
     replaces with the cluster it creates."""
-    cpu_pool: dict[str, Any]
+    cpu_pool: NodePoolSpec
     """cpu-np's (``gke_spec.cpu_pool_args``), but the cluster."""
-    tpu_pools: list[dict[str, Any]]
+    tpu_pools: list[NodePoolSpec]
     """Each TPU slice pool's (``gke_spec.tpu_pool_args``), but the cluster, in the order of ``Names.tpu_pools``."""
     version: ClusterVersion | None
     """The version to create the cluster at (None: the channel's default)."""
@@ -106,7 +107,7 @@ class GkeCluster(pulumi.ComponentResource):
             }
         )
 
-    def _in_cluster(self, pool: dict[str, Any]) -> dict[str, Any]:
+    def _in_cluster(self, pool: NodePoolSpec) -> NodePoolSpec:
         """A pool's arguments with this cluster's ID as its ``cluster`` (the builders' is a stand-in)."""
         return {**pool, "cluster": self.cluster.id}
 

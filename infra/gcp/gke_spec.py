@@ -1,12 +1,12 @@
 """Plain builders for the GKE cluster and node pool arguments (no Pulumi here).
 
-Each function returns the keyword arguments of the pulumi-gcp resource, with
-values computed elsewhere (service account emails, network ids) passed in.
+Each function returns the keyword arguments of the pulumi-gcp resource, typed (``ClusterSpec``, ``NodePoolSpec``:
+the provider's snake_case names), with values computed elsewhere (service account emails, network ids) passed in.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from core.names import (
     CPU_POOL,
@@ -77,6 +77,58 @@ configuration change that the pages read for this do not say GKE makes without r
 docs/images-and-caches.md "Image pulls" gives the command that turns it on or off in an existing pool between runs."""
 
 
+class ClusterSpec(TypedDict):
+    """``gcp.container.Cluster``'s keyword arguments that tpu-rl sets (``cluster_args``); a value computed elsewhere
+    (the network, the system account, the Secrets key) is ``Any``: a plain value here, an Output in the program."""
+
+    name: str
+    project: str
+    location: str
+    node_locations: list[str]
+    network: Any
+    subnetwork: Any
+    networking_mode: str
+    ip_allocation_policy: dict[str, str]
+    remove_default_node_pool: bool
+    initial_node_count: int
+    node_config: dict[str, Any]
+    release_channel: dict[str, str]
+    maintenance_policy: dict[str, Any]
+    workload_identity_config: dict[str, str]
+    private_cluster_config: dict[str, Any]
+    master_authorized_networks_config: dict[str, Any]
+    master_auth: dict[str, Any]
+    enable_shielded_nodes: bool
+    datapath_provider: str
+    addons_config: dict[str, Any]
+    logging_config: dict[str, list[str]]
+    deletion_protection: bool
+    resource_labels: dict[str, str]
+    database_encryption: dict[str, Any]
+    min_master_version: NotRequired[Any]
+    """Only with a version to create the cluster at."""
+
+
+class NodePoolSpec(TypedDict):
+    """``gcp.container.NodePool``'s keyword arguments that tpu-rl sets (``system_pool_args``, ``cpu_pool_args``,
+    ``tpu_pool_args``); ``cluster`` is the builders' stand-in, which the cluster component replaces with its own."""
+
+    name: str
+    project: str
+    cluster: Any
+    location: str
+    node_locations: list[str]
+    management: dict[str, bool]
+    upgrade_settings: dict[str, Any]
+    node_config: dict[str, Any]
+    autoscaling: NotRequired[dict[str, Any]]
+    """The CPU pools, and a TPU pool without a reservation (it scales between 0 and one slice)."""
+    node_count: NotRequired[int]
+    """A TPU pool on a reservation: static, the slice's hosts."""
+    placement_policy: NotRequired[dict[str, str]]
+    """A multi-host TPU slice: compact, in its topology."""
+
+
 def maintenance_policy(settings: Settings) -> dict[str, Any]:
     """The daily window, the standing exclusion until end of support and an optional hold of every upgrade.
 
@@ -127,9 +179,13 @@ def cluster_args(
     system_sa_email: Any,
     min_master_version: Any = None,
     secrets_key: Any = None,
-) -> dict[str, Any]:
+) -> ClusterSpec:
     """A regional, private, Workload-Identity cluster with nodes pinned to the zone."""
-    args = {
+    # Application-layer encryption of Secrets (the Hugging Face token) with a Cloud KMS key, CIS GKE 5.3.1. Without
+    # a key the state is sent as DECRYPTED: the field is optional and computed, so leaving it out after removing
+    # the key would keep the cluster encrypted with a key whose grant the same `up` deletes.
+    encryption = {"state": "ENCRYPTED", "key_name": secrets_key} if secrets_key is not None else {"state": "DECRYPTED"}
+    args: ClusterSpec = {
         "name": settings.cluster_name,
         "project": settings.project,
         "location": settings.region,
@@ -170,15 +226,10 @@ def cluster_args(
         "logging_config": {"enable_components": ["SYSTEM_COMPONENTS", "WORKLOADS"]},
         "deletion_protection": settings.protect,
         "resource_labels": settings.labels,
+        "database_encryption": encryption,
     }
     if min_master_version is not None:
         args["min_master_version"] = min_master_version
-    # Application-layer encryption of Secrets (the Hugging Face token) with a Cloud KMS key, CIS GKE 5.3.1. Without
-    # a key the state is sent as DECRYPTED: the field is optional and computed, so leaving it out after removing
-    # the key would keep the cluster encrypted with a key whose grant the same `up` deletes.
-    args["database_encryption"] = (
-        {"state": "ENCRYPTED", "key_name": secrets_key} if secrets_key is not None else {"state": "DECRYPTED"}
-    )
     return args
 
 
@@ -213,7 +264,7 @@ def _node_config(
 
 def _cpu_machine_pool_args(
     settings: Settings, cluster: Any, name: str, pool: PoolSettings, node_config: dict[str, Any]
-) -> dict[str, Any]:
+) -> NodePoolSpec:
     """What the system pool and ``cpu-np`` share: one zone, autoscaled between the pool's bounds, repaired and
     upgraded by GKE with the same surge settings."""
     return {
@@ -229,14 +280,14 @@ def _cpu_machine_pool_args(
     }
 
 
-def system_pool_args(settings: Settings, cluster: Any, sa_email: Any) -> dict[str, Any]:
+def system_pool_args(settings: Settings, cluster: Any, sa_email: Any) -> NodePoolSpec:
     """The system pool (cluster add-ons, the JobSet controller)."""
     pool = settings.system_pool
     node_config = _node_config(settings, sa_email, pool.machine_type, pool.disk_size_gb, pool.disk_type)
     return _cpu_machine_pool_args(settings, cluster, SYSTEM_POOL, pool, node_config)
 
 
-def cpu_pool_args(settings: Settings, cluster: Any, sa_email: Any) -> dict[str, Any]:
+def cpu_pool_args(settings: Settings, cluster: Any, sa_email: Any) -> NodePoolSpec:
     """``cpu-np``: the Pathways head and the CPU-only conversion and export; scales from 0.
 
     Tainted, so only our steps (which tolerate it) and DaemonSets land there: a stray kube-system
@@ -275,7 +326,7 @@ def secondary_boot_disks(image: str) -> dict[str, Any]:
     return {"secondary_boot_disks": [{"disk_image": f"global/images/{image}", "mode": IMAGE_CACHE_MODE}]}
 
 
-def tpu_pool_args(settings: Settings, name: str, cluster: Any, sa_email: Any) -> dict[str, Any]:
+def tpu_pool_args(settings: Settings, name: str, cluster: Any, sa_email: Any) -> NodePoolSpec:
     """One TPU slice pool: static on a reservation, otherwise autoscaled between 0 and one slice.
 
     No host maintenance policy (``nodeConfig.hostMaintenancePolicy.maintenanceInterval``: ``AS_NEEDED``, or
@@ -295,7 +346,19 @@ def tpu_pool_args(settings: Settings, name: str, cluster: Any, sa_email: Any) ->
         "labels": {TPU_ACCELERATOR_LABEL: shape.gke_accelerator, TPU_TOPOLOGY_LABEL: shape.topology},
         "taints": [TPU_TAINT],
     }
-    args: dict[str, Any] = {
+    if tpu.capacity == Capacity.RESERVATION:
+        extra["reservation_affinity"] = {
+            "consume_reservation_type": "SPECIFIC_RESERVATION",
+            "key": RESERVATION_KEY,
+            "values": [tpu.reservation],
+        }
+    else:
+        extra["reservation_affinity"] = {"consume_reservation_type": "NO_RESERVATION"}
+        if tpu.capacity == Capacity.SPOT:
+            extra["spot"] = True
+        elif tpu.capacity == Capacity.FLEX_START:
+            extra["flex_start"] = True
+    args: NodePoolSpec = {
         "name": name,
         "project": settings.project,
         "cluster": cluster,
@@ -304,26 +367,18 @@ def tpu_pool_args(settings: Settings, name: str, cluster: Any, sa_email: Any) ->
         # Flex-start VMs cannot be repaired in place (xpk: --no-enable-autorepair).
         "management": {"auto_repair": tpu.capacity != Capacity.FLEX_START, "auto_upgrade": True},
         "upgrade_settings": UPGRADE_SETTINGS,
+        # No Image streaming here (``IMAGE_STREAMING`` says why), nor a host maintenance policy (the docstring says
+        # why).
+        "node_config": _node_config(
+            settings, sa_email, shape.machine_type, TPU_BOOT_DISK_GB, shape.boot_disk_type, **extra
+        ),
     }
     if shape.pool_topology:
         args["placement_policy"] = {"type": "COMPACT", "tpu_topology": shape.pool_topology}
     if tpu.capacity == Capacity.RESERVATION:
         args["node_count"] = shape.hosts
-        extra["reservation_affinity"] = {
-            "consume_reservation_type": "SPECIFIC_RESERVATION",
-            "key": RESERVATION_KEY,
-            "values": [tpu.reservation],
-        }
     else:
         args["autoscaling"] = {"min_node_count": 0, "max_node_count": shape.hosts}
-        extra["reservation_affinity"] = {"consume_reservation_type": "NO_RESERVATION"}
-        if tpu.capacity == Capacity.SPOT:
-            extra["spot"] = True
-        elif tpu.capacity == Capacity.FLEX_START:
-            extra["flex_start"] = True
+        if tpu.capacity == Capacity.FLEX_START:
             args["autoscaling"]["location_policy"] = "ANY"
-    # No Image streaming here (``IMAGE_STREAMING`` says why), nor a host maintenance policy (the docstring says why).
-    args["node_config"] = _node_config(
-        settings, sa_email, shape.machine_type, TPU_BOOT_DISK_GB, shape.boot_disk_type, **extra
-    )
     return args

@@ -4,7 +4,7 @@ refuses, at plan time and in every stack, a change that would replace it (``Buck
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import pulumi
 import pulumi_gcp as gcp
@@ -19,7 +19,24 @@ NONCURRENT_DAYS = 7
 """With versioning, how long an overwritten or deleted object stays recoverable (as long as soft delete)."""
 
 
-def bucket_args(settings: Settings) -> dict[str, Any]:
+class BucketSpec(TypedDict):
+    """``gcp.storage.Bucket``'s keyword arguments that tpu-rl sets (``bucket_args``; the provider's snake_case
+    names)."""
+
+    name: str
+    project: str
+    location: str
+    storage_class: str
+    uniform_bucket_level_access: bool
+    public_access_prevention: str
+    soft_delete_policy: dict[str, int]
+    force_destroy: bool
+    labels: dict[str, str]
+    versioning: dict[str, bool]
+    lifecycle_rules: list[dict[str, Any]]
+
+
+def bucket_args(settings: Settings) -> BucketSpec:
     """Bucket settings: private, uniform access, soft delete; versioning where the stack asks for it (a
     lifecycle rule deletes noncurrent versions after a week, so Orbax's temporary objects do not pile up);
     force_destroy only if the stack allows it."""
@@ -120,7 +137,7 @@ def identity_urn(stack: str, project: str, parent_type: str, name: str) -> str:
 class BucketArgs:
     """What the bucket component is built from."""
 
-    spec: dict[str, Any]
+    spec: BucketSpec
     """The bucket's arguments (``bucket_args``)."""
     protect: bool
     """``tpu-rl:protect``: the bucket cannot be deleted while it is set."""
@@ -140,7 +157,7 @@ class ArtifactBucket(pulumi.ComponentResource):
     def __init__(self, name: str, args: BucketArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TYPE, name, None, opts)
         spec = args.spec
-        identity = {key: spec[key] for key in IDENTITY_KEYS}
+        identity = {key: value for key, value in spec.items() if key in IDENTITY_KEYS}
         urn = identity_urn(pulumi.get_stack(), pulumi.get_project(), TYPE, "bucket-identity")
         self.identity = BucketIdentity("bucket-identity", {**identity, "urn": urn}, child_options(self, opts))
         self.bucket = gcp.storage.Bucket(

@@ -441,6 +441,10 @@ class ClusterReader:
         return described(err, path, self.where, self.budgets.read.read)
 
 
+Connect = Callable[[str], ClusterReader]
+"""A reader of a cluster from its kubeconfig's text: ``ClusterReader`` itself in a real run (``program.world``), a
+double in the tests. The program reads the cluster only through the one it is given."""
+
 INLINE_FILES = (
     ("clusters", "cluster", "certificate-authority"),
     ("users", "user", "client-certificate"),

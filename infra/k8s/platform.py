@@ -4,7 +4,6 @@ service account, the token Secrets."""
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +20,6 @@ from infra.k8s.manifests import (
     JOBSET_CHART,
     JOBSET_CRD,
     JOBSET_NAMESPACE,
-    RELEASES_IN_STATE,
     head_access,
     helm_release_problem,
     jobset_crd_problem,
@@ -43,10 +41,15 @@ R = TypeVar("R", bound=pulumi.Resource)
 
 @dataclass(frozen=True)
 class ClusterReads:
-    """How the platform reads the live cluster (``infra.k8s.live.ClusterReader``): with the cluster's kubeconfig
-    (secret), once it is known. Given in `pulumi up` and a preview; the offline plan gives none and reads nothing."""
+    """How the platform reads the live cluster: a reader (``connect``) of the cluster's kubeconfig (secret), once
+    it is known. Given in `pulumi up` and a preview; the offline plan gives none and reads nothing."""
 
     kubeconfig: pulumi.Output[str]
+    connect: live.Connect
+    """A reader of the cluster from its kubeconfig (``infra.k8s.live.ClusterReader`` in a real run)."""
+    releases: str | None
+    """The Helm releases the stack's state holds, as `make up` handed them over (``RELEASES_IN_STATE``'s text; None:
+    not handed over, e.g. `pulumi up` run by hand)."""
 
 
 @dataclass(frozen=True)
@@ -134,12 +137,12 @@ class KubernetesPlatform(pulumi.ComponentResource):
         super().__init__("tpu-rl:k8s:KubernetesPlatform", name, None, opts)
         provider, cluster = args.provider, args.cluster
         child = pulumi.ResourceOptions(parent=self, provider=provider, deleted_with=cluster)
-        self._kubeconfig = args.reads.kubeconfig if args.reads is not None else None
+        self._reads = args.reads
         self._checks = args.reads is not None and not pulumi.runtime.is_dry_run()
         self._reader: live.ClusterReader | None = None
         self._checking = threading.Lock()
         # The Helm releases the stack's state holds, as `make up` read them (None: unknown, e.g. `pulumi up` by hand).
-        self._in_state = releases_in_state(os.environ.get(RELEASES_IN_STATE)) if self._checks else None
+        self._in_state = releases_in_state(args.reads.releases) if args.reads is not None and self._checks else None
         self._stack = pulumi.get_stack()
         self._guarded = args.protect  # tpu-rl:protect (not the SDK's own _protect)
         self._context = args.kube_context
@@ -323,12 +326,13 @@ class KubernetesPlatform(pulumi.ComponentResource):
 
     def _after(self, when: pulumi.Output[Any], check: Callable[[live.ClusterReader], T]) -> pulumi.Output[T]:
         """``check(reader)`` once ``when`` and the kubeconfig resolve, in a thread (it may wait, bounded)."""
-        assert self._kubeconfig is not None  # only with live reads
+        reads = self._reads
+        assert reads is not None  # only with live reads
 
         def run(values: list[Any]) -> asyncio.Future[T]:
             if self._reader is None:
                 credentials.load_client()  # on the loop's thread: two threads importing the client at once can deadlock
-                self._reader = live.ClusterReader(values[0])
+                self._reader = reads.connect(values[0])
             reader = self._reader
 
             def checked() -> T:
@@ -337,7 +341,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
 
             return in_daemon_thread(checked, "tpu-rl-platform-check")
 
-        return pulumi.Output.all(self._kubeconfig, when).apply(run)
+        return pulumi.Output.all(reads.kubeconfig, when).apply(run)
 
     @staticmethod
     def _jobset_crd(

@@ -19,7 +19,8 @@ from pulumi_policy import (
 
 from core.iam_types import IAM_TYPES, grant_kind
 from core.iam_types import VERSION as IAM_TYPES_VERSION
-from core.names import COMPONENT_LABEL, HF_WRITE_SECRET, PUBLISH, PUBLISH_ENV
+from core.names import COMPONENT_LABEL, HF_WRITE_SECRET, PUBLISH_ENV
+from core.steps import WRITE_TOKEN_HOLDERS
 
 from .grants import GKE_AGENT, WORKLOAD_PRINCIPAL, _members, own_resources
 from .pods import _name, kind_of, pod_containers, pods
@@ -225,7 +226,7 @@ def _write_token(args: StackValidationArgs, resources: list[Resource], report: R
     for r in resources:
         for pod in pods(r.resource_type, r.props):
             with judging():
-                publication = _m(pod.metadata.get("labels")).get(COMPONENT_LABEL) == PUBLISH
+                publication = _m(pod.metadata.get("labels")).get(COMPONENT_LABEL) in WRITE_TOKEN_HOLDERS
                 volumes = {
                     str(_m(v).get("name")): v for v in _l(pod.spec.get("volumes")) if _reads_secret(v, HF_WRITE_SECRET)
                 }

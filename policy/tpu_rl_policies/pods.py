@@ -338,11 +338,6 @@ def _asks_tpu(spec: Mapping[str, Any], *, malformed: bool) -> bool:
     return False
 
 
-def requests_tpu(obj: Any) -> bool:
-    """Whether a manifest part (a spec, a pod spec; plain) has a container that asks for TPU chips."""
-    return any(_asks_tpu({"containers": [dict(c)]}, malformed=True) for c in containers(plain(obj)))
-
-
 def _name(resource: Resource) -> str:
     name = _m(resource.props.get("metadata")).get("name")
     return name if isinstance(name, str) else resource.name

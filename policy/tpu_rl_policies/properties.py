@@ -141,54 +141,41 @@ def plain(value: Any, depth: int = 0, path: str = "", owner: tuple[str, str] | N
     advisory "can't run during preview": a mandatory policy silently off for the values it had not read yet); a
     number that is whole becomes an ``int`` (the engine sends every number as a double and pulumi-policy reads it
     with ``json_format.MessageToDict``: ``parallelism: 1`` arrives as ``1.0``, still a count)."""
+    return _plain(value, depth, path, None, owner)
+
+
+def _plain(value: Any, depth: int, parent: str, key: Any, owner: tuple[str, str] | None) -> Any:
+    """``plain`` of the item ``key`` of what is at ``parent`` (``None``: the value at ``parent`` itself). The path is
+    written only where an ``Unseen`` keeps it or a container passes it on: most of what a policy reads is text."""
     if depth > _MAX_DEPTH:
-        return Unseen(f"{path} (nested more than {_MAX_DEPTH} levels)", owner)
+        return Unseen(f"{_at(parent, key)} (nested more than {_MAX_DEPTH} levels)", owner)
     kind = type(value)
     if kind is str:
-        return Unseen(path or ".", owner) if value in _UNKNOWN_SENTINELS else value
+        return Unseen(_at(parent, key) or ".", owner) if value in _UNKNOWN_SENTINELS else value
     if kind in _LEAVES:
         return value
     if kind is float:
         return int(value) if value.is_integer() else value
+    path = _at(parent, key)
     if kind is _DICT_PROXY or kind is dict:
         return _plain_dict(value["__target"] if kind is _DICT_PROXY else value, kind is _DICT_PROXY, depth, path, owner)
     if kind is _LIST_PROXY or kind is list:
-        return _plain_list(value["__target"] if kind is _LIST_PROXY else value, depth, path, owner)
+        target = value["__target"] if kind is _LIST_PROXY else value
+        return [_plain(item, depth + 1, path, index, owner) for index, item in enumerate(target)]
     return _plain_other(value, depth, path, owner)
 
 
+def _at(parent: str, key: Any) -> str:
+    return parent if key is None else _key_path(parent, key)
+
+
 def _plain_dict(target: dict[Any, Any], proxied: bool, depth: int, path: str, owner: tuple[str, str] | None) -> Any:
-    """``plain`` of a dict (what a proxy wraps, ``proxied``): a known text, number, boolean or null copied at once
-    (without its path, which only an ``Unseen`` keeps), anything else by ``plain``."""
+    """``plain`` of a dict (what a proxy wraps, ``proxied``), item by item."""
     out: dict[Any, Any] = {}
-    deeper = depth + 1
-    known = deeper <= _MAX_DEPTH
     for key, item in target.items():
         if proxied and key == "__target":
             item = target  # a proxy answers its own key with what it wraps, whatever its item there holds
-        kind = type(item)
-        if known and (kind is str and item not in _UNKNOWN_SENTINELS or kind in _LEAVES):
-            out[key] = item
-        elif known and kind is float:
-            out[key] = int(item) if item.is_integer() else item
-        else:
-            out[key] = plain(item, deeper, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}", owner)
-    return out
-
-
-def _plain_list(target: list[Any], depth: int, path: str, owner: tuple[str, str] | None) -> Any:
-    """``plain`` of a list (or what a proxy wraps), as ``_plain_dict``."""
-    out: list[Any] = []
-    deeper = depth + 1
-    known = deeper <= _MAX_DEPTH
-    for index, item in enumerate(target):
-        kind = type(item)
-        if known and (kind is str and item not in _UNKNOWN_SENTINELS or kind in _LEAVES):
-            out.append(item)
-        elif known and kind is float:
-            out.append(int(item) if item.is_integer() else item)
-        else:
-            out.append(plain(item, deeper, f"{path}[{index}]", owner))
+        out[key] = _plain(item, depth + 1, path, key, owner)
     return out
 
 

@@ -35,7 +35,7 @@ from core.iam_types import IAM_TYPES, grant_kind
 from core.layout import PATHWAYS_SCRATCH
 from core.models import MODELS
 from core.state_names import is_state_bucket, is_state_key, project_part
-from core.steps import STEPS
+from core.steps import STEPS, HubCache
 
 from .grants import (
     GKE_AGENT,
@@ -93,7 +93,11 @@ GRANTS: dict[str, dict[str, frozenset[str]]] = {
         holder: frozenset((BUCKET_READER, *(role for role, steps in folders.items() if steps)))
         for holder, folders in BUCKET_FOLDERS.items()
     },
-    "cache": {"convert": frozenset((WRITER, READER)), "export": frozenset((READER,))},
+    "cache": {
+        name: frozenset((WRITER, READER)) if facts.hub_cache is HubCache.FILLS else frozenset((READER,))
+        for name, facts in STEPS.items()
+        if facts.hub_cache is not None
+    },
     "repository": {node: frozenset((REGISTRY_READER,)) for node in NODES},
 }
 """Target -> the stack's account (``system``, ``cpu``, ``tpu`` or a step) -> the roles it may hold there: GKE's node
@@ -181,7 +185,8 @@ def _caches(config: Mapping[str, Any]) -> dict[str, dict[str, bool]]:
 
 def artifact_bucket(bucket: str, own: Own) -> bool:
     """Whether ``bucket`` is named as a stack of the stack's project names its artifacts bucket by default,
-    ``<gcp:project>-<clusterName>`` (``core.config.rules``): any stack's of the project, whatever its cluster."""
+    ``<gcp:project>-<clusterName>`` (``core.config.storage_rules``): any stack's of the project, whatever its
+    cluster."""
     return any(
         bucket.startswith(f"{project_part(p)}-") and CLUSTER_NAME.matches(bucket.removeprefix(f"{project_part(p)}-"))
         for p in own.projects

@@ -18,7 +18,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from core.config.schema import IMAGE_REGISTRIES
+from core.config.workflow_keys import IMAGE_REGISTRIES
 from core.printed_commands import ANY_STACK, pulumi_config_set
 
 from .grants import REPOSITORY, _text, own_resources

@@ -11,10 +11,11 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -26,6 +27,9 @@ from tools.plan.offline import Plan, is_kubernetes_object, run_program
 from tools.process import exit_now, report
 from tools.stack_files import ROOT, load_stack_config, stack_name
 
+if TYPE_CHECKING:
+    from program.world import World
+
 
 def plan_stack(
     stack_file: Path,
@@ -33,12 +37,19 @@ def plan_stack(
     *,
     stack: str | None = None,
     preflight: bool = False,
-    live: bool = False,
+    world: Callable[[], World] | None = None,
     secrets: dict[str, str] | None = None,
     **run_options: Any,
 ) -> tuple[Plan, list[str]]:
-    """Plan a stack file with overrides (and secret values, e.g. a test sentinel token)."""
+    """Plan a stack file with overrides (and secret values, e.g. a test sentinel token). ``world`` makes what the
+    program reads beyond its configuration (``program.world``), called inside the run, where the stack's configuration
+    is; without it the plan reads nothing but, with ``preflight``, the Hub, with the tokens of the environment
+    (``program.world.environment_hub``: the offline plan never decrypts)."""
     from program import main
+    from program.world import OFFLINE, World, environment_hub
+
+    def offline() -> World:
+        return World(hub=environment_hub(os.environ)) if preflight else OFFLINE
 
     config, secret_keys, notes = load_stack_config(stack_file, list(overrides))
     for key, value in (secrets or {}).items():
@@ -46,7 +57,8 @@ def plan_stack(
         secret_keys.add(key)
         notes = [n for n in notes if not n.startswith(key)]
     name = stack or stack_name(stack_file)
-    plan = run_program(lambda: main(preflight=preflight, live=live), name, config, secret_keys, **run_options)
+    make_world = world or offline
+    plan = run_program(lambda: main(make_world(), preflight=preflight), name, config, secret_keys, **run_options)
     return plan, notes
 
 

@@ -153,7 +153,6 @@ class PodStatus(Model):
     conditions: Conditions = Field(default_factory=list, max_length=MAX_ITEMS)
     container_statuses: list[ContainerStatus] = Field(default_factory=list, max_length=MAX_ITEMS)
     init_container_statuses: list[ContainerStatus] = Field(default_factory=list, max_length=MAX_ITEMS)
-    start_time: Time | None = None
 
 
 class Pod(Model):

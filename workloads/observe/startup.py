@@ -531,10 +531,6 @@ MAX_ATTEMPTS = 100
 _NAME = re.compile(r"(train|evals)-([0-9]{8}T[0-9]{6}Z)\.(log|txt)$")
 
 
-def _start(name: str) -> float:
-    return datetime.datetime.strptime(name, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp()
-
-
 def read_log_attempts(client: Any, output_uri: str, **call: Any) -> list[LogAttempt]:
     """Each attempt's milestones from its log's head (``<output>logs/train-<start>.log``, copied when it exits),
     else its side file (copied as lines appear: the restore and the pre-RL evaluation), each read bounded."""

@@ -1,4 +1,5 @@
-"""The steps' argv and the bash scripts that run them (plain functions, no Pulumi).
+"""The steps' argv and the bash scripts that run them (plain functions, no Pulumi), train_rl's split over two slices
+among them (``disaggregated``, and what a plan of two says: ``slice_warnings``).
 
 The Hugging Face token is never an argument: MaxText 0.2.4 reads ``HF_TOKEN`` from the
 environment when ``hf_access_token`` is not passed, and the container gets ``HF_TOKEN``
@@ -26,7 +27,6 @@ from core.maxtext_keys import pinned_record
 from core.names import SETUP_FAILURE_EXIT
 from core.settings import Settings
 from core.step_config import CONFIG_FILE, config_text
-from workloads.specs.slices import disaggregated
 
 TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
 TRAIN_RL = "maxtext.trainers.post_train.rl.train_rl"
@@ -126,6 +126,41 @@ def vllm_additional_config(settings: Settings) -> str:
     )
 
 
+def disaggregated(slices: int) -> dict[str, int | str]:
+    """train_rl's keys that split it over ``slices``: none on one slice (its single-slice path, where the device
+    fractions split the chips); on two, the trainer on the first slice and the samplers on the second (MaxText 0.2.5
+    ``utils/model_creation_utils.py`` ``setup_configs_and_devices`` groups the devices by ``slice_index``), where the
+    single-slice path would make both slices one mesh across the data-centre network.
+
+    ``inference_benchmark_test=true`` makes ``utils/maxtext_utils.py`` ``create_device_mesh`` count one slice, each
+    side's truth, where it would divide the side's devices by the ``num_slices`` of -1 that ``RLConfig`` sets with a
+    split; its only other reader, ``maybe_initialize_jax_distributed_system``, returns before it (``post_train/rl.yml``
+    sets ``skip_jax_distributed_system: true``). ``rollout_data_parallelism=1`` runs one sampler replica over its slice,
+    as MaxText's multislice RL came (maxtext#2702; the data parallelism of maxtext#2713 was tested on other slices than
+    these). The meshes this needs are ``core.config.finish``'s to refuse; tests/test_maxtext_meshes.py builds both with
+    MaxText's code."""
+    if slices == 1:
+        return {}
+    return {
+        "num_trainer_slices": 1,
+        "num_samplers_slices": slices - 1,
+        "inference_benchmark_test": "true",
+        "rollout_data_parallelism": 1,
+    }
+
+
+def slice_warnings(slices: int) -> list[str]:
+    """What a plan of ``slices`` says before anything is created (one line each): two slices are experimental, with
+    what is verified of them (the meshes, built by MaxText's own code) and what is not (a training run)."""
+    if slices == 1:
+        return []
+    return [
+        "tpu-rl:tpu.slices 2 is experimental: MaxText 0.2.5's own code builds its meshes (the trainer's on one slice, "
+        "one sampler replica over the other: rollout_data_parallelism 1, maxtext#2702; tests/test_maxtext_meshes.py), "
+        "but no training run on two slices has been seen: watch its first run (make status) before relying on it"
+    ]
+
+
 def train_argv(settings: Settings, input_uri: str, output_uri: str) -> list[str]:
     """``train_rl`` arguments in the tutorial's order (token removed, dataset keys added)."""
     model = settings.model.spec
@@ -209,7 +244,7 @@ def mark_folder(uri: str, reads: tuple[str, ...] = ()) -> str:
     the prefix the step's identity may read (infra/gcp/access.py), and GCS answers 403, which MaxText takes as a
     permission error and stops. With the folder there, the walk stops at it. And it comes first because a grant
     takes minutes to apply: the program retries each use while it is refused (docs/security.md "Cluster hardening"),
-    where the stack used to wait a fixed 7 minutes before the step's pods."""
+    so no fixed wait comes before the step's pods."""
     words = (uri, *reads)
     return f"{run_program('mark_folder.py')} " + " ".join(shlex.quote(word) for word in words)
 

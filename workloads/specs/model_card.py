@@ -30,7 +30,7 @@ from typing import Any, TypeGuard
 
 import yaml
 
-from core.config.schema import IMAGE_REGISTRIES
+from core.config.workflow_keys import IMAGE_REGISTRIES
 from core.knobs import DATASETS
 from core.records import MAX_COLUMNS, MAX_ROWS
 from core.tpu import Capacity

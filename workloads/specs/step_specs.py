@@ -29,7 +29,7 @@ from typing import Any
 
 from core.config.values import error
 from core.layout import CONVERTED, actor_checkpoints, compile_cache, hub_cache, step_output
-from core.names import CLUSTER_QUEUE, HF_WRITE_SECRET, PUBLISH, PUBLISH_ENV, QUEUE_LABEL, RETRY_ANNOTATION
+from core.names import CLUSTER_QUEUE, HF_WRITE_SECRET, PUBLISH_ENV, QUEUE_LABEL, RETRY_ANNOTATION
 from core.records import RECORD
 from core.settings import Settings
 from core.steps import STEPS, Output, StepName, scratch_gib, template_tokens
@@ -224,7 +224,7 @@ class Workflow:
     @property
     def publish(self) -> Step | None:
         """The upload of the export to the Hub (``tpu-rl:publish.repo``), or None."""
-        return self.get(PUBLISH)
+        return self.get("publish")
 
 
 def _without(manifest: dict[str, Any], paths: tuple[str, ...]) -> dict[str, Any]:
@@ -379,7 +379,10 @@ def _cpu_step(
     """A CPU-only step (convert, export, publish, any other of the catalogue's): a single-pod JobSet on cpu-np that
     runs ``script`` (from its ConfigMap of scripts), with the scratch its entry asks for (``options``: the
     publication's, see ``cpu_jobset``), its output ``artifact`` (a name under its output folder, or ``""`` for the
-    folder) verified by its kind."""
+    folder) verified by its kind. A step whose entry holds the Hub write token (``write_token``) reads that token
+    instead of the read one."""
+    if STEPS[step].write_token:
+        options["secret"] = HF_WRITE_SECRET
     manifest = cpu_jobset(
         settings,
         name=NAME,
@@ -511,13 +514,12 @@ def _publish_step(settings: Settings, before: Mapping[str, Step]) -> Step:
     )
     return _cpu_step(
         settings,
-        PUBLISH,
+        "publish",
         publish_script(export.artifact_uri, OUTPUT),
         export.artifact_uri,
         PUBLISHED,
         f"the publication's {PUBLISH_MEMORY_GIB} GiB are fixed (workloads/specs/step_specs.py PUBLISH_MEMORY_GIB): it "
         "streams the export, so running out of memory is a bug of the upload to report",
-        secret=HF_WRITE_SECRET,
         memory_gib=PUBLISH_MEMORY_GIB,
         env=env,
         config_map=(card_name(NAME), CARD_DIR),
@@ -561,7 +563,7 @@ SPECS: tuple[StepSpec, ...] = (
     StepSpec("train", _train_step),
     StepSpec("export", _export_step),
     StepSpec("evaluate", _evaluate_step),
-    StepSpec(PUBLISH, _publish_step),
+    StepSpec("publish", _publish_step),
 )
 """Every step's builder in the order the steps run (``core.steps.STEPS``'s): each reads only steps before it."""
 

@@ -54,7 +54,8 @@ from core.names import step_account
 from core.printed_commands import ANY_STACK, pulumi_config_set
 from core.redact import scrub
 from core.settings import Settings
-from infra.gcp.access import HUB_CACHE_WRITE_ROLES, HUB_CACHE_WRITER, READER_ROLE
+from core.steps import HUB_CACHE_FILLER
+from infra.gcp.access import HUB_CACHE_WRITE_ROLES, READER_ROLE
 from infra.gcp.capacity.findings import Finding
 from infra.gcp.capacity.reads import Clients, ReadFailedError, ReplyError, as_text, bounded_read
 
@@ -416,7 +417,7 @@ def _writers(settings: Settings, bucket: str, folder: str, clients: Clients, bud
     """Who may write the cache's folder (``writer_findings``), from the bucket's IAM policy and its managed folders'."""
     from google.api_core import exceptions as api
 
-    account = step_account(settings.cluster_name, HUB_CACHE_WRITER)
+    account = step_account(settings.cluster_name, HUB_CACHE_FILLER)
     own = f"serviceAccount:{account}@{settings.project}.iam.gserviceaccount.com"
     try:
         grants = _write_grants(bucket, folder, clients, budget)
