@@ -340,6 +340,17 @@ def _dirs(tmp_path: Path) -> tuple[Path, Path]:
     return vendor, data
 
 
+def test_the_command_makes_the_table_when_none_is_committed(tmp_path, capsys, monkeypatch):
+    """A first adoption, or a table removed to be made again: every key is new, and no traceback."""
+    vendor, data = _dirs(tmp_path)
+    monkeypatch.setattr(maxtext_keys, "TABLE", tmp_path / "none" / "maxtext-9.9.9-keys.json")
+    assert (
+        adopt_maxtext.adopt("9.9.9", _fake_wheel(tmp_path, "9.9.9"), vendor, data, shared_dir=tmp_path / "shared") == 0
+    )
+    made = json.loads((data / "maxtext-9.9.9-keys.json").read_text())
+    assert f"keys: 0 -> {len(made)} ({len(made)} added, 0 removed, 0 retyped)" in capsys.readouterr().out
+
+
 def test_the_command_makes_the_table_and_the_vendored_files_from_the_wheel(tmp_path, capsys):
     vendor, data = _dirs(tmp_path)
     wheel = _fake_wheel(tmp_path, "9.9.9")

@@ -432,7 +432,9 @@ def adopt(
         if loader is not None:
             made = make_loader(path, loader, loader_dir(version))
             print(f"made {_shown(made)}: make test-slow runs MaxText {version}'s loader on the steps' argv")
-    current = maxtext_keys.known_keys()  # read before a re-adoption of the same version rewrites it
+    # Read before a re-adoption of the same version rewrites it; none committed yet (a first adoption, a table
+    # removed to be made again): every key is new.
+    current = maxtext_keys.known_keys() if maxtext_keys.TABLE.is_file() else {}
     folder = write_vendor(release, vendor_dir, released)
     table_path, table, refused = write_table(version, folder / "configs", data_dir)
     pin_path = write_pin(release, data_dir)
