@@ -222,12 +222,12 @@ def test_preflight_passes_and_changes_nothing_rendered(hub, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/adc.json")
     online = _up_with_token(GOOD)
-    # `up` pins the MaxText tag to its digest (tests/conftest.py's registry double); the offline plan shows tags.
+    # `up` pins the MaxText tag to its digest (the test world's registry double); the offline plan shows tags.
     from core.config.workflow_keys import DEFAULT_IMAGES
-    from infra.gcp import registry
+    from tests.world import digest_of
 
     maxtext = DEFAULT_IMAGES["maxtext"]
-    pinned = f"tpu-rl:images.maxtext={maxtext.rsplit(':', 1)[0]}@{registry.resolve_digest(maxtext)}"
+    pinned = f"tpu-rl:images.maxtext={maxtext.rsplit(':', 1)[0]}@{digest_of(maxtext)}"
     offline = plan_stack(ROOT / "Pulumi.prod.yaml", [*REAL, pinned], secrets={"tpu-rl:hfToken": GOOD})[0]
     # With the preflight passed, the program goes on until the first artifact check (no GCS here).
     assert online.error is not None and not str(online.error).startswith("preflight")
