@@ -200,11 +200,11 @@ def test_each_step_runs_its_script_from_its_own_config_map(stack):
 
 
 IMPORTED = {
-    "convert": {"shown.py", "hf_model.py"},
-    "train": {"shown.py", "hf_model.py"},
-    "export": {"shown.py", "hf_model.py"},
-    "evaluate": {"shown.py", "evaluate_grader.py", "hf_model.py"},
-    "publish": {"shown.py", "hf_model.py"},
+    "convert": {"shown.py", "hf_model.py", "tpu_rl_program.py"},
+    "train": {"shown.py", "hf_model.py", "tpu_rl_program.py"},
+    "export": {"shown.py", "hf_model.py", "tpu_rl_program.py"},
+    "evaluate": {"shown.py", "evaluate_grader.py", "hf_model.py", "tpu_rl_program.py"},
+    "publish": {"shown.py", "hf_model.py", "tpu_rl_program.py"},
 }
 """The files of each step's ConfigMap its programs import and no script runs (``commands.program_imports``)."""
 

@@ -162,16 +162,14 @@ def program_names() -> list[str]:
 
 def project_imports(name: str) -> set[str]:
     """The files of ``workloads/container``, and ``core/hf_model.py`` as ``hf_model.py``, that the program ``name``
-    imports (as ``python3 /tpu-rl/<file>`` finds them: its bare ``import x`` of a file beside it)."""
+    imports (as ``python3 /tpu-rl/<file>`` finds them: its bare ``import x`` or ``from x import ...`` of a file beside
+    it)."""
     tree = ast.parse((CONTAINER / name).read_text())
-    found = {
-        f"{alias.name}.py"
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import)
-        for alias in node.names
-        if (CONTAINER / f"{alias.name}.py").exists() or alias.name == "hf_model"
-    }
-    return found
+    bare = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+    bare += [
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module and not node.level
+    ]
+    return {f"{module}.py" for module in bare if (CONTAINER / f"{module}.py").exists() or module == "hf_model"}
 
 
 def test_no_program_holds_a_copy_of_the_patterns():
@@ -185,7 +183,8 @@ def test_every_file_a_program_imports_ships_beside_it():
     assert {name: set(program_imports(name)) for name in program_names()} == {
         name: project_imports(name) for name in program_names()
     }
-    assert set(program_files("stage_dataset.py")) == {"stage_dataset.py", "base_snapshot.py", "shown.py", "hf_model.py"}
+    shipped = {"stage_dataset.py", "base_snapshot.py", "shown.py", "hf_model.py", "tpu_rl_program.py"}
+    assert set(program_files("stage_dataset.py")) == shipped
 
 
 PRINTS_OUTSIDE_TEXT = (

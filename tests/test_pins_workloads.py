@@ -651,8 +651,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-d9e7140db6",
-        "gemma4-26b-publish-dcbe391e47",
+        "gemma4-26b-evaluate-3ebc572bb8",
+        "gemma4-26b-publish-7633141344",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -687,12 +687,12 @@ STEP_NAMES = {
     # check, base_snapshot.py's Hub-hashed cache reads, training's launcher, exit judge, stall watchdog and restart
     # drill, the export's completion), with each CPU step's account hashed by its step (steps.hashed_account).
     # docs/upgrades.md "Upgrading tpu-rl" says which version renamed which steps.
-    "dev": ["gemma4-e4b-convert-ae24779ffe", "gemma4-e4b-train-2ba77fcbe6", "gemma4-e4b-export-bdcf5135a2"],
-    "prod": ["gemma4-26b-convert-eb6045b78b", "gemma4-26b-train-bcfaa30f9c", "gemma4-26b-export-9d8a78c8b9"],
+    "dev": ["gemma4-e4b-convert-0d9edd61e0", "gemma4-e4b-train-f938c28434", "gemma4-e4b-export-9ba70a6c00"],
+    "prod": ["gemma4-26b-convert-b779867b2d", "gemma4-26b-train-35eb3e7707", "gemma4-26b-export-f37d0805aa"],
 }
 ONE_READ = {
-    "dev": ["gemma4-e4b-convert-ae24779ffe", "gemma4-e4b-train-c69391c316", "gemma4-e4b-export-f48803dd63"],
-    "prod": ["gemma4-26b-convert-eb6045b78b", "gemma4-26b-train-b50c8dbf7b", "gemma4-26b-export-acb6cdf616"],
+    "dev": ["gemma4-e4b-convert-0d9edd61e0", "gemma4-e4b-train-2e6b151a71", "gemma4-e4b-export-49a54669d5"],
+    "prod": ["gemma4-26b-convert-b779867b2d", "gemma4-26b-train-0abc7649fb", "gemma4-26b-export-18fa5e3339"],
 }
 """The names of a stack that sets tpu-rl:training.loadCheckpointOnlyOnce to true (MaxText's default, false, is
 tpu-rl's: docs/first-run.md "The first training run's path"): training and the steps after it differ from
@@ -720,7 +720,7 @@ def test_reading_the_checkpoint_once_renames_training_and_after_never_the_conver
         names = [
             s.name for s in plan_workflow(settings("prod", [*every, "tpu-rl:training.loadCheckpointOnlyOnce=true"]))
         ]
-        assert names[3:] == ["gemma4-26b-evaluate-7721ca35d3", "gemma4-26b-publish-89ca8e0aa0"]
+        assert names[3:] == ["gemma4-26b-evaluate-3013a19c4f", "gemma4-26b-publish-4b05916b16"]
 
 
 def test_the_cloud_logging_links():

@@ -11,7 +11,8 @@ import pytest
 
 from tests.fake_kube import TOKEN, fake_cluster, step_pod
 from workloads.container import slice_state
-from workloads.container.slice_state import Api, Clock, RefusedError, UnreadError, Worker, check, evidence, wait
+from workloads.container.slice_state import Api, Clock, Worker, check, evidence, wait
+from workloads.container.tpu_rl_program import FailedError, RefusedError
 
 HOUR = 3600.0
 BUDGET = 4.5 * HOUR
@@ -121,7 +122,7 @@ def test_an_api_it_may_not_read_never_holds_the_attempt(tmp_path):
 
 def test_an_api_it_cannot_reach_holds_the_attempt_five_minutes_at_most(tmp_path):
     clock, said = FakeClock(), list[str]()
-    api = Timeline(clock, [(0, UnreadError("ConnectionError"))])
+    api = Timeline(clock, [(0, FailedError("ConnectionError"))])
     assert wait(api, 8, BUDGET, str(tmp_path / "b.json"), said.append, clock)
     assert slice_state.UNREAD_SECONDS <= clock.t <= slice_state.UNREAD_SECONDS + 10
     assert said == [
@@ -130,7 +131,7 @@ def test_an_api_it_cannot_reach_holds_the_attempt_five_minutes_at_most(tmp_path)
 
 
 def test_a_read_that_fails_once_is_read_again(tmp_path):
-    done, said = run_wait(tmp_path, [(0, UnreadError("ReadTimeout")), (0.01, ALL)])
+    done, said = run_wait(tmp_path, [(0, FailedError("ReadTimeout")), (0.01, ALL)])
     assert done and said[-1].startswith("tpu-rl: the slice is up")
 
 
@@ -189,7 +190,7 @@ def test_a_slice_that_stays_up_through_the_window_is_up(tmp_path):
 
 @pytest.mark.parametrize(
     ("error", "status"),
-    [(RefusedError("HTTP 403 listing the pods"), 2), (UnreadError("ConnectionError"), 2)],
+    [(RefusedError("HTTP 403 listing the pods"), 2), (FailedError("ConnectionError"), 2)],
 )
 def test_a_slice_that_cannot_be_read_is_unknown(tmp_path, error, status):
     clock = FakeClock()
@@ -262,7 +263,7 @@ def test_a_token_the_api_refuses_is_a_refusal_and_a_server_gone_a_failed_read(tm
         with pytest.raises(RefusedError, match="HTTP 401"):
             Api(folder, env).workers()
         api = Api(*account(tmp_path, cluster))
-    with pytest.raises(UnreadError):
+    with pytest.raises(FailedError):
         api.workers()
 
 

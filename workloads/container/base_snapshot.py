@@ -1,8 +1,8 @@
 """One commit of the base model for every step, fetched from the Hub once (run in the MaxText image as
-``python3 base_snapshot.py``, a file of the step's ConfigMap beside the files it imports, ``hf_model.py``
-(``core/hf_model.py``) and ``shown.py``); and what ``stage_dataset.py`` (training's dataset) shares with it:
-the Hub's description of a commit, a cached object read at one generation and hashed, the dataset files a pattern
-selects (the preflight's too), the errors and the tries.
+``python3 /tpu-rl/base_snapshot.py``, a file of the step's ConfigMap beside the files it imports, ``hf_model.py``
+(``core/hf_model.py``), ``shown.py`` and ``tpu_rl_program.py``); and what ``stage_dataset.py`` (training's dataset)
+shares with it: the Hub's description of a commit, a cached object read at one generation and hashed, the dataset
+files a pattern selects (the preflight's too), the tries.
 
     python3 base_snapshot.py snapshot BASE_REPO REVISION CONVERT_URI CACHE_URI LOCAL_DIR SHARED_URI  # the conversion
     python3 base_snapshot.py fetch CONVERT_URI LOCAL_DIR                                   # training, the export
@@ -49,11 +49,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING or __package__:  # the repository's package (the tests)
     from core import hf_model
     from workloads.container import shown
+    from workloads.container.tpu_rl_program import REFUSED, FailedError, RefusedError
 else:  # python3 /tpu-rl/base_snapshot.py: hf_model.py (core's) and its other imports are files of its ConfigMap
     import hf_model
     import shown
+    from tpu_rl_program import REFUSED, FailedError, RefusedError
 
-REFUSED = 3
 COMMIT = re.compile(r"[0-9a-f]{40}")
 RECORD = "source.json"
 BASE_FOLDER = "base/"
@@ -79,14 +80,6 @@ AGAIN = "delete {uri} and run `pulumi up` again"
 """The fix for a damaged cache entry: the step's retry fills it again."""
 MAX_FILES = 100
 TIMEOUT = 60.0
-
-
-class RefusedError(Exception):
-    """The same input fails the same way (exit 3)."""
-
-
-class FailedError(Exception):
-    """The Hub or GCS failed (tried again, ``RETRY_WAITS``; then exit 1: the next `up` retries the step)."""
 
 
 def log(message: str) -> None:

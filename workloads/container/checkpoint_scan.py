@@ -1,4 +1,5 @@
-"""Find the newest complete actor checkpoint of a training run (stdlib + google-cloud-storage).
+"""Find the newest complete actor checkpoint of a training run (stdlib + google-cloud-storage; in a pod, a file of the
+step's ConfigMap beside ``tpu_rl_program.py``, which it imports).
 
 One implementation for every reader: the program verifies a finished run and names its last step,
 `make status` and `make report` show it, the export container runs this file (the MaxText image ships
@@ -19,6 +20,12 @@ lookup (the commit file) and one listing of at most one name (``model_params/`` 
 """
 
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING or __package__:  # the repository's package (the operator's readers, the tests)
+    from workloads.container.tpu_rl_program import ListingTooLongError
+else:  # python3 /tpu-rl/checkpoint_scan.py: tpu_rl_program.py is a file of the same ConfigMap, its folder on sys.path
+    from tpu_rl_program import ListingTooLongError
 
 COMMIT_FILE = "commit_success.txt"
 PARAMS_DIR = "model_params/"
@@ -27,10 +34,6 @@ NOTHING_TO_EXPORT = 3
 """Exit code when no complete checkpoint exists (core.names.SETUP_FAILURE_EXIT: never retried)."""
 MAX_PAGES = 100
 """Pages of step folders (1,000 each) before the listing is refused as endless."""
-
-
-class ListingTooLongError(Exception):
-    """The step listing did not end within ``MAX_PAGES`` pages."""
 
 
 def split_uri(uri):

@@ -1,5 +1,6 @@
 """The export step's second program, run in the MaxText image after ``to_huggingface`` (a file of its ConfigMap, with
-``hf_model.py``, ``core/hf_model.py``, and ``shown.py`` beside it): makes the export the whole base model.
+``hf_model.py``, ``core/hf_model.py``, ``shown.py`` and ``tpu_rl_program.py`` beside it): makes the export the whole
+base model.
 
     python3 complete_export.py BASE_REPO REVISION EXPORT_URI CONVERT_URI
 
@@ -48,11 +49,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING or __package__:  # the repository's package (the tests)
     from core import hf_model
     from workloads.container import shown
+    from workloads.container.tpu_rl_program import FAILED, REFUSED, FailedError, RefusedError
 else:  # python3 /tpu-rl/complete_export.py: hf_model.py (core's) and its other imports are files of its ConfigMap
     import hf_model
     import shown
+    from tpu_rl_program import FAILED, REFUSED, FailedError, RefusedError
 
-REFUSED = 3
 MAX_SHARD_BYTES = 3 * 1024**3
 """MaxText's own shard size (``utils.py``: ``DEFAULT_MAX_SHARD_SIZE``)."""
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -86,14 +88,6 @@ CONSTRUCTOR = {"BOOL": "bool", "BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn", "
     if (code, bits) != ("F", 8)
 }
 """A safetensors dtype code -> the name the library's writer takes (``parse_dtype_str``)."""
-
-
-class RefusedError(Exception):
-    """The export cannot be made whole from this input: the same run fails the same way (exit 3)."""
-
-
-class FailedError(Exception):
-    """GCS failed (exit 1: the step runs again)."""
 
 
 def log(message: str) -> None:
@@ -561,13 +555,13 @@ def main(argv: list[str]) -> None:
         sys.exit(REFUSED)
     except (FailedError, hf_model.ReplyTooLargeError) as err:
         print(f"tpu-rl export: {shown.line(err, 1000)}", file=sys.stderr, flush=True)
-        sys.exit(1)
+        sys.exit(FAILED)
     except ValueError as err:  # ModelFormatError: a file that is not what its format says, the same next time
         print(f"tpu-rl export: {shown.line(err, 1000)}", file=sys.stderr, flush=True)
         sys.exit(REFUSED)
     except Exception as err:  # noqa: BLE001 (GCS and anything else: one line, the step runs again)
         print(f"tpu-rl export: {type(err).__name__}: {shown.line(err)}", file=sys.stderr, flush=True)
-        sys.exit(1)
+        sys.exit(FAILED)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """A step's program that grades the export on held-out questions. It runs in the MaxText post-training image as a
 file of the evaluation's ConfigMap, beside the files it imports (``workloads.specs.commands.program_imports``):
-``hf_model.py`` (``core/hf_model.py``), the grader (``evaluate_grader.py``) and what a step prints of outside text
-(``shown.py``). The exported model answers
+``hf_model.py`` (``core/hf_model.py``), the grader (``evaluate_grader.py``), what a step prints of outside text
+(``shown.py``) and how a run ends (``tpu_rl_program.py``). The exported model answers
 each question as training prompted it, and the step records how many answers were right.
 
     python3 evaluate_export.py EXPORT_URI WORK_DIR RECORD_URI SPEC_JSON
@@ -73,13 +73,13 @@ if TYPE_CHECKING or __package__:  # the repository's package (the tests)
     from core import hf_model
     from workloads.container import evaluate_grader as grading
     from workloads.container import shown
+    from workloads.container.tpu_rl_program import FAILED, REFUSED, CappedFile, FailedError, RefusedError
 else:  # python3 /tpu-rl/evaluate_export.py: hf_model.py (core's) and its other imports are files of its ConfigMap
     import evaluate_grader as grading
     import hf_model
     import shown
+    from tpu_rl_program import FAILED, REFUSED, CappedFile, FailedError, RefusedError
 
-REFUSED = 3
-FAILED = 1
 PREFIX = "tpu-rl evaluate: "
 USAGE = "usage: evaluate_export.py EXPORT_URI WORK_DIR RECORD_URI SPEC_JSON"
 
@@ -110,14 +110,6 @@ ANSWER_CELL = 100
 GRADER_CELL = 120
 """The longest grader name in the summary (the record's summary holds at most 200 characters)."""
 CLIP = "…"
-
-
-class RefusedError(Exception):
-    """This input cannot be evaluated, and running it again fails the same way (exit 3)."""
-
-
-class FailedError(Exception):
-    """GCS, the model or generation failed (exit 1)."""
 
 
 @dataclass(frozen=True)
@@ -323,26 +315,6 @@ def describe(err: Exception, what: str, seconds: float) -> str:
     return f"GCS failed for {what} ({type(err).__name__}: {shown.line(err, 120)}); check the network"
 
 
-class CappedFile:
-    """The local copy of one object, at most ``cap`` bytes (its listed size): a server that sends more stops the
-    download instead of filling the disk (google-cloud-storage writes the body in chunks)."""
-
-    def __init__(self, path: Path, cap: int) -> None:
-        self.file, self.cap, self.written = path.open("wb"), cap, 0
-
-    def write(self, chunk: bytes) -> int:
-        self.written += len(chunk)
-        if self.written > self.cap:
-            raise hf_model.ReplyTooLargeError(f"GCS sent more than its {self.cap} listed bytes")
-        return self.file.write(chunk)
-
-    def flush(self) -> None:
-        self.file.flush()
-
-    def close(self) -> None:
-        self.file.close()
-
-
 def list_export(client: Any, export_uri: str, seconds: float) -> dict[str, int]:
     """The export's files and their sizes, every name checked (``RefusedError`` for one that is not a model
     folder's file, or for more than ``MAX_FILES``)."""
@@ -382,7 +354,7 @@ def download(client: Any, export_uri: str, files: dict[str, int], folder: Path, 
     bucket = client.bucket(bucket_name)
     for name, size in sorted(files.items()):
         what = f"{export_uri}{name}"
-        sink = CappedFile(inside(folder, name), size)
+        sink = CappedFile(inside(folder, name), size, hf_model.ReplyTooLargeError)
         try:
             bucket.blob(prefix + name).download_to_file(sink, **call_options(seconds))
         except Exception as err:  # noqa: BLE001 (one line naming the URI)

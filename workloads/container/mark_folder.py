@@ -1,5 +1,6 @@
 """Create the step's output folder once every grant of the step's account is in effect (run in the MaxText image by
-each step's script as ``python3 /tpu-rl/mark_folder.py``; the image's google-cloud-storage).
+each step's script as ``python3 /tpu-rl/mark_folder.py``, a file of the step's ConfigMap beside ``shown.py``, which it
+imports; the image's google-cloud-storage).
 
     python3 mark_folder.py OUTPUT_URI [READ_URI ...]
 

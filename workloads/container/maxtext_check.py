@@ -1,4 +1,6 @@
-"""Check, before a step loads any weight, that the image's MaxText is the release the project adopted (stdlib only).
+"""Check, before a step loads any weight, that the image's MaxText is the release the project adopted (run in the
+image as ``python3 /tpu-rl/maxtext_check.py``, a file of the step's ConfigMap beside ``shown.py``, which it imports;
+standard library only).
 
 tpu-rl's checks of MaxText (its config loader on every step's argv, its converters' flags, the log lines the program
 parses, its RL evaluation) run on the released wheel that ``make maxtext`` adopted (``tools/adopt_maxtext.py``); the

@@ -1,5 +1,6 @@
 """The publish step's program, run in the MaxText image as a file of its ConfigMap (with ``hf_model.py``,
-``core/hf_model.py``, and ``shown.py`` beside it): the verified export, from GCS to a branch of a Hub model repository.
+``core/hf_model.py``, ``shown.py`` and ``tpu_rl_program.py`` beside it): the verified export, from GCS to a branch of a
+Hub model repository.
 
     python3 publish_hub.py EXPORT_URI CARD_DIR WORK_DIR RECORD_URI
 
@@ -39,36 +40,16 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING or __package__:  # the repository's package (the tests)
     from core import hf_model
     from workloads.container import shown
+    from workloads.container.tpu_rl_program import FAILED, REFUSED, CappedFile
 else:  # python3 /tpu-rl/publish_hub.py: hf_model.py (core's) and its other imports are files of its ConfigMap
     import hf_model
     import shown
+    from tpu_rl_program import FAILED, REFUSED, CappedFile
 
-REFUSED = 3
 
-
-def fail(message: str, code: int = 1) -> None:
+def fail(message: str, code: int = FAILED) -> None:
     print(f"tpu-rl publish: {shown.line(message)}", file=sys.stderr, flush=True)
     sys.exit(code)
-
-
-class CappedFile:
-    """The local copy of one object, at most ``cap`` bytes (its listed size): a server that sends more stops the
-    download (google-cloud-storage writes the body in 8 kB chunks) instead of filling the disk."""
-
-    def __init__(self, path: Path, cap: int, what: str) -> None:
-        self.file, self.cap, self.what, self.written = path.open("wb"), cap, what, 0
-
-    def write(self, chunk: bytes) -> int:
-        self.written += len(chunk)
-        if self.written > self.cap:
-            raise hf_model.ReplyTooLargeError(f"{self.what}: GCS sent more than its {self.cap} listed bytes")
-        return self.file.write(chunk)
-
-    def flush(self) -> None:
-        self.file.flush()
-
-    def close(self) -> None:
-        self.file.close()
 
 
 def inside(folder: Path, name: str) -> Path:
@@ -94,7 +75,7 @@ def download(export_uri: str, folder: Path) -> list[str]:
             continue  # the folder's own marker
         size = int(blob.size or 0)
         target = inside(folder, name)
-        sink = CappedFile(target, size, f"{export_uri}{name}")
+        sink = CappedFile(target, size, hf_model.ReplyTooLargeError, f"{export_uri}{name}")
         try:
             blob.download_to_file(sink)
         finally:

@@ -1,7 +1,7 @@
 """The restart drill (``tpu-rl:workflow.restartDrill``): ends a fresh training attempt once, after the run's first
 checkpoint is committed, so that the JobSet restarts it on the same nodes and `make report` measures the restart's
-start-up (docs/restart-drill.md). Run in the MaxText image beside train_rl as ``python3 restart_drill.py``; standard
-library only.
+start-up (docs/restart-drill.md). Run in the MaxText image beside train_rl as ``python3 /tpu-rl/restart_drill.py``, a
+file of the training step's ConfigMap beside ``tpu_rl_program.py``, which it imports; standard library only.
 
     python3 restart_drill.py PID LOG FINAL_STEP MARKER ACTOR_URI
 
@@ -24,60 +24,37 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING or __package__:  # the repository's package (the tests)
+    from workloads.container.tpu_rl_program import LogFollower, alive, stop
+else:  # python3 /tpu-rl/restart_drill.py: tpu_rl_program.py is a file of the same ConfigMap, its folder on sys.path
+    from tpu_rl_program import LogFollower, alive, stop
 
 SAYS = "tpu-rl: restart drill: "
 """How the drill's line begins in the attempt's log and side file (``workloads.observe.startup`` reads it there)."""
 LOOK_SECONDS = 2.0
 """How often the log is looked at (a local file: the checkpoint scan runs only on a new training step)."""
-KILL_AFTER = 30
-"""train_rl has no SIGTERM handler (it dies at once); SIGKILL is for a process stuck in the kernel."""
 SCAN_SECONDS = 300
 """The most one checkpoint scan may take (a few GCS requests: ``checkpoint_scan.py``)."""
-READ_BYTES = 8 << 20
-LINE_BYTES = 4096
 TRAIN_STEP = re.compile(r"\] Train step (?P<step>[0-9]{1,12}) training loss")
 """tunix's line for each training step (the one ``stall_watchdog.py`` and ``train_exit.py`` read)."""
 
 
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs: it exists and is not a zombie (an exited child its parent has not reaped yet)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            return handle.read().rpartition(")")[2].split()[:1] != ["Z"]
-    except OSError:
-        return True  # no /proc: the signal answered
-
-
 class Steps:
-    """Reads a growing log from where it left off, and says whether a new training step came."""
+    """Follows a growing log (``LogFollower``), and says whether a new training step came."""
 
     def __init__(self, path: str) -> None:
-        self.path, self.offset, self.partial, self.step = path, 0, b"", -1
+        self.log, self.step = LogFollower(path), -1
 
     def new(self) -> bool:
-        try:
-            with open(self.path, "rb") as handle:
-                handle.seek(self.offset)
-                chunk = handle.read(READ_BYTES)
-        except OSError:
-            return False
-        self.offset += len(chunk)
-        *lines, rest = (self.partial + chunk).split(b"\n")
-        self.partial = rest[:LINE_BYTES]
         moved = False
-        for line in lines:
-            match = TRAIN_STEP.search(line[:LINE_BYTES].decode("utf-8", errors="replace"))
+        for line in self.log.lines():
+            match = TRAIN_STEP.search(line)
             if match is not None and int(match["step"]) > self.step:
                 self.step, moved = int(match["step"]), True
         return moved
@@ -135,12 +112,7 @@ def watch(
         with open(marker, "w", encoding="utf-8") as handle:
             handle.write(line.removeprefix("tpu-rl: ") + "\n")
         _append(log, line + "\n")
-        os.kill(pid, signal.SIGTERM)
-        deadline = clock() + KILL_AFTER
-        while alive(pid) and clock() < deadline:
-            sleep(0.5)
-        if alive(pid):
-            os.kill(pid, signal.SIGKILL)
+        stop(pid, clock, sleep)
         return True
     return False
 

@@ -1,5 +1,6 @@
 """The training head's view of its TPU slice: its attempt's worker pods, read from the Kubernetes API (run in the
-MaxText image by the training script as ``python3 /tpu-rl/slice_state.py``; standard library only).
+MaxText image by the training script as ``python3 /tpu-rl/slice_state.py``, a file of its ConfigMap beside ``shown.py``
+and ``tpu_rl_program.py``, which it imports; standard library only).
 
     python3 slice_state.py wait ACCOUNT_DIR WORKERS SECONDS BASELINE LOG EXIT   # before train_rl starts
     python3 slice_state.py check ACCOUNT_DIR WORKERS SECONDS BASELINE           # after a "maybe down" error
@@ -45,8 +46,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING or __package__:  # the repository's package (the tests)
     from workloads.container import shown
-else:  # python3 /tpu-rl/slice_state.py: shown.py is a file of the same ConfigMap, its folder on sys.path
+    from workloads.container.tpu_rl_program import FailedError, RefusedError, duration, interval
+else:  # python3 /tpu-rl/slice_state.py: what it imports are files of the same ConfigMap, its folder on sys.path
     import shown
+    from tpu_rl_program import FailedError, RefusedError, duration, interval
 
 JOBSET_UID_ENV = "TPU_RL_JOBSET_UID"
 ATTEMPT_ENV = "TPU_RL_RESTART_ATTEMPT"
@@ -61,14 +64,8 @@ UNREAD_SECONDS = 300.0
 """How long an API that cannot be read holds the wait before train_rl starts anyway (seconds)."""
 REASON_CHARS = 200
 BUDGET_KEY = "tpu-rl:kueue.recoveryTimeout"
-
-
-class RefusedError(Exception):
-    """The API answered that this account may not read the pods (or that nothing is there to read): no retry helps."""
-
-
-class UnreadError(Exception):
-    """The API could not be read this time (a connection, a timeout, a 5xx or 429): a later read may succeed."""
+LOOKS, LONGEST_LOOK = 40, 10.0
+"""How often the pods are read (``interval``): a fortieth of the bound, at least every 10 s."""
 
 
 @dataclass(frozen=True)
@@ -163,27 +160,16 @@ class Api:
         except urllib.error.HTTPError as err:
             if err.code in (401, 403, 404):
                 raise RefusedError(f"HTTP {err.code} listing the pods") from None
-            raise UnreadError(f"HTTP {err.code}") from None
+            raise FailedError(f"HTTP {err.code}") from None
         except (OSError, http.client.HTTPException) as err:  # URLError, a timeout, TLS, a cut connection
-            raise UnreadError(type(err).__name__) from None
+            raise FailedError(type(err).__name__) from None
         if len(body) > MAX_BYTES:
-            raise UnreadError("a reply over 8 MiB")
+            raise FailedError("a reply over 8 MiB")
         try:
             items = json.loads(body)["items"]
         except (ValueError, KeyError, TypeError):
-            raise UnreadError("a reply that is not a pod list") from None
+            raise FailedError("a reply that is not a pod list") from None
         return [worker(p) for p in items if isinstance(p, dict)] if isinstance(items, list) else []
-
-
-def interval(seconds: float) -> float:
-    """How often the pods are read: a fortieth of the bound, between 0.05 s and 10 s."""
-    return min(10.0, max(0.05, seconds / 40))
-
-
-def duration(seconds: float) -> str:
-    minutes, rest = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
 
 
 def _first_not_ready(workers: list[Worker], expected: int) -> str:
@@ -217,12 +203,12 @@ def wait(api: Any, expected: int, seconds: float, baseline: str, say: Callable[[
         except RefusedError as err:
             say(f"tpu-rl: cannot read the slice's workers ({err}): starting train_rl without waiting for them")
             return True
-        except UnreadError as err:
+        except FailedError as err:
             unread_since = clock.now() if unread_since is None else unread_since
             if clock.now() - unread_since >= min(UNREAD_SECONDS, seconds):
                 say(f"tpu-rl: cannot read the slice's workers ({err}): starting train_rl without waiting for them")
                 return True
-            clock.sleep(interval(seconds))
+            clock.sleep(interval(seconds, LOOKS, LONGEST_LOOK))
             continue
         unread_since = None
         ready = sum(w.ready for w in workers)
@@ -246,7 +232,7 @@ def wait(api: Any, expected: int, seconds: float, baseline: str, say: Callable[[
                 f"{_first_not_ready(workers, expected)}"
             )
             said, count = clock.now(), ready
-        clock.sleep(interval(seconds))
+        clock.sleep(interval(seconds, LOOKS, LONGEST_LOOK))
 
 
 def evidence(workers: list[Worker], expected: int, baseline: dict[str, Any]) -> str | None:
@@ -280,16 +266,16 @@ def check(api: Any, expected: int, seconds: float, baseline: str, clock: Clock) 
             found = evidence(api.workers(), expected, base)
         except RefusedError as err:
             return 2, f"unknown: cannot read the slice's workers ({err})"
-        except UnreadError as err:
+        except FailedError as err:
             if clock.now() >= deadline:
                 return 2, f"unknown: cannot read the slice's workers ({err})"
-            clock.sleep(interval(seconds))
+            clock.sleep(interval(seconds, LOOKS, LONGEST_LOOK))
             continue
         if found:
             return 1, f"down: {found}"
         if clock.now() >= deadline:
             return 0, f"up: {expected} of {expected} workers Ready for {duration(seconds)}, none restarted or stopped"
-        clock.sleep(interval(seconds))
+        clock.sleep(interval(seconds, LOOKS, LONGEST_LOOK))
 
 
 def main(argv: list[str]) -> int:

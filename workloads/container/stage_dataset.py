@@ -1,6 +1,7 @@
 """A training dataset's files at one commit, staged for a run from the stack's **dataset cache**, each taken from the
-Hub once and checked against the Hub's hash of it (run in the MaxText image as ``python3 stage_dataset.py``, a file of
-training's ConfigMap beside ``base_snapshot.py``, whose shared code it imports from that folder).
+Hub once and checked against the Hub's hash of it (run in the MaxText image as ``python3 /tpu-rl/stage_dataset.py``, a
+file of training's ConfigMap beside ``base_snapshot.py``, whose shared code it imports from that folder, and what that
+imports).
 
     python3 stage_dataset.py REPO REVISION URI CACHE_URI PATTERN...
 
@@ -35,9 +36,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING or __package__:  # the repository's package (the tests)
     from core import hf_model
     from workloads.container import base_snapshot as base
-else:  # python3 /tpu-rl/stage_dataset.py: base_snapshot.py and hf_model.py (core's) are files of its ConfigMap
+    from workloads.container.tpu_rl_program import RefusedError
+else:  # python3 /tpu-rl/stage_dataset.py: what it imports are files of its ConfigMap (hf_model.py: core's)
     import base_snapshot as base
     import hf_model
+    from tpu_rl_program import RefusedError
 
 DATASET_RECORD = "dataset.json"
 """A staged dataset's record, written last: ``{"repo", "revision", "commit", "files": {name: size}, "cache",
@@ -63,7 +66,7 @@ def read_dataset_record(bucket: Any, prefix: str, uri: str, repo: str) -> dict[s
     try:
         record = json.loads(blob.download_as_bytes(start=0, end=base.MAX_FILE_BYTES - 1, timeout=TIMEOUT))
     except ValueError:
-        raise base.RefusedError(f"{uri}{DATASET_RECORD} is not JSON") from None
+        raise RefusedError(f"{uri}{DATASET_RECORD} is not JSON") from None
     files = record.get("files") if isinstance(record, dict) else None
     if not (
         isinstance(record, dict)
@@ -73,7 +76,7 @@ def read_dataset_record(bucket: Any, prefix: str, uri: str, repo: str) -> dict[s
         and isinstance(files, dict)
         and all(isinstance(n, str) and base.dataset_path_problem(n) is None for n in files)
     ):
-        raise base.RefusedError(f"{uri}{DATASET_RECORD} is not the record of {repo} staged here")
+        raise RefusedError(f"{uri}{DATASET_RECORD} is not the record of {repo} staged here")
     return record
 
 
@@ -84,7 +87,7 @@ def read_dataset_entry(bucket: Any, prefix: str, uri: str, repo: str, commit: st
     try:
         entry = base.entry_json(bucket, prefix)
     except ValueError:
-        raise base.RefusedError(f"{uri}{base.ENTRY} is not JSON: {base.AGAIN.format(uri=uri)}") from None
+        raise RefusedError(f"{uri}{base.ENTRY} is not JSON: {base.AGAIN.format(uri=uri)}") from None
     if entry is None:
         return None
     ours = isinstance(entry, dict) and (entry.get("repo"), entry.get("commit")) == (repo, commit)
@@ -94,9 +97,7 @@ def read_dataset_entry(bucket: Any, prefix: str, uri: str, repo: str, commit: st
     found = {name: hf_model.recorded_file(value) or value for name, value in files.items()} if named else {}
     shaped = named and all(isinstance(v, hf_model.HubFile) or (type(v) is int and v >= 0) for v in found.values())
     if not (shaped and isinstance(patterns, list) and all(isinstance(p, str) for p in patterns)):
-        raise base.RefusedError(
-            f"{uri}{base.ENTRY} is not the cache entry of {repo}@{commit}: {base.AGAIN.format(uri=uri)}"
-        )
+        raise RefusedError(f"{uri}{base.ENTRY} is not the cache entry of {repo}@{commit}: {base.AGAIN.format(uri=uri)}")
     return DatasetEntry(found, tuple(patterns))
 
 
@@ -119,7 +120,7 @@ def held_files(held: DatasetEntry | None, patterns: tuple[str, ...], where: str)
     try:
         sizes = {n: found.size if isinstance(found, hf_model.HubFile) else found for n, found in held.files.items()}
         chosen = base.selected(sizes, patterns, where)
-    except base.RefusedError:
+    except RefusedError:
         return None
     files = {name: held.files[name] for name in chosen}
     hashed = {name: found for name, found in files.items() if isinstance(found, hf_model.HubFile)}
@@ -224,7 +225,7 @@ def operation(argv: list[str]) -> Callable[[], str]:
     """The staging ``argv`` names, refused (exit 3) when it names none."""
     if len(argv) >= 5:
         return lambda: stage_dataset(*argv)
-    raise base.RefusedError("usage: stage_dataset.py REPO REVISION URI CACHE_URI PATTERN...")
+    raise RefusedError("usage: stage_dataset.py REPO REVISION URI CACHE_URI PATTERN...")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Ends a training attempt that stopped making progress (run in the MaxText image beside train_rl as
-``python3 /tpu-rl/stall_watchdog.py``; standard library only).
+``python3 /tpu-rl/stall_watchdog.py``, a file of the training step's ConfigMap beside ``tpu_rl_program.py``, which it
+imports; standard library only).
 
     python3 stall_watchdog.py PID LOG SECONDS MARKER [DEVICES_SECONDS]
 
@@ -33,30 +34,15 @@ gone.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import signal
 import sys
 import time
+from typing import TYPE_CHECKING
 
-KILL_AFTER = 30
-"""train_rl has no SIGTERM handler (it dies at once); SIGKILL is for a process stuck in the kernel."""
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs: it exists and is not a zombie (an exited child its parent has not reaped yet)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            return handle.read().rpartition(")")[2].split()[:1] != ["Z"]
-    except OSError:
-        return True  # no /proc: the signal answered
-
+if TYPE_CHECKING or __package__:  # the repository's package (the tests)
+    from workloads.container.tpu_rl_program import LogFollower, alive, duration, interval, stop
+else:  # python3 /tpu-rl/stall_watchdog.py: tpu_rl_program.py is a file of the same ConfigMap, its folder on sys.path
+    from tpu_rl_program import LogFollower, alive, duration, interval, stop
 
 PROGRESS = re.compile(
     r"\] (?:Train step (?P<step>[0-9]{1,12}) training loss"
@@ -68,34 +54,21 @@ PROGRESS = re.compile(
 """A line that says the run moved on (the module's docstring); ``step``: a training step's number."""
 DEVICES = re.compile(r"\] System Information: Jax Backend: ")
 """MaxText's line once JAX's backend is up: its devices answer (the module's docstring)."""
-READ_BYTES = 8 << 20
-"""How much of the log one look reads at most (the rest is read by the next looks)."""
-LINE_BYTES = 4096
-"""How much of a line is kept (a progress line's marker is near its start)."""
+LOOKS, LONGEST_LOOK = 20, 60.0
+"""How often the log is looked at (``interval``): a twentieth of the bound, at least once a minute."""
 
 
 class Progress:
-    """Reads a growing log from where it left off, and says whether a progress line came."""
+    """Follows a growing log (``LogFollower``), and says whether a progress line came."""
 
     def __init__(self, path: str) -> None:
-        self.path, self.offset, self.partial, self.step = path, 0, b"", -1
+        self.log, self.step = LogFollower(path), -1
         self.devices = False
         """Whether the log has shown the devices up (``DEVICES``, or any progress line)."""
 
     def moved(self) -> bool:
-        """Whether the log's new complete lines hold progress (a log cut shorter is read again from its start)."""
-        try:
-            with open(self.path, "rb") as handle:
-                if os.fstat(handle.fileno()).st_size < self.offset:
-                    self.offset, self.partial = 0, b""
-                handle.seek(self.offset)
-                chunk = handle.read(READ_BYTES)
-        except OSError:
-            return False
-        self.offset += len(chunk)
-        *lines, rest = (self.partial + chunk).split(b"\n")
-        self.partial = rest[:LINE_BYTES]
-        return any([self._progress(line[:LINE_BYTES].decode("utf-8", errors="replace")) for line in lines])
+        """Whether the log's new complete lines hold progress (each line is read, for the devices' sign too)."""
+        return any([self._progress(line) for line in self.log.lines()])
 
     def _progress(self, line: str) -> bool:
         match = PROGRESS.search(line)
@@ -110,17 +83,6 @@ class Progress:
             return False  # a step seen before: a loop, not training
         self.step = step
         return True
-
-
-def interval(seconds: float) -> float:
-    """How often the log is looked at: a twentieth of the bound, between 0.05 s and a minute."""
-    return min(60.0, max(0.05, seconds / 20))
-
-
-def duration(seconds: float) -> str:
-    minutes, rest = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
 
 
 def stalled_for(seconds: float) -> str:
@@ -147,7 +109,7 @@ def watch(  # noqa: PLR0913 (the program's arguments, and its clocks)
     progress, since = Progress(log), clock()
     armed = devices_seconds is None
     while alive(pid):
-        sleep(interval(seconds if armed else min(seconds, devices_seconds or seconds)))
+        sleep(interval(seconds if armed else min(seconds, devices_seconds or seconds), LOOKS, LONGEST_LOOK))
         now = clock()
         moved = progress.moved()
         if not armed and progress.devices:
@@ -163,12 +125,7 @@ def watch(  # noqa: PLR0913 (the program's arguments, and its clocks)
             handle.write(line + "\n")
         with open(log, "a", encoding="utf-8") as handle:
             handle.write(f"tpu-rl: {line}; stopping it\n")
-        os.kill(pid, signal.SIGTERM)
-        deadline = clock() + KILL_AFTER
-        while alive(pid) and clock() < deadline:
-            sleep(0.5)
-        if alive(pid):
-            os.kill(pid, signal.SIGKILL)
+        stop(pid, clock, sleep)
         return True
     return False
 

@@ -426,16 +426,18 @@ def train_config(argv: list[str]) -> dict[str, str]:
     return {CONFIG_FILE: config_text(argv[2:])}
 
 
-_BESIDE = re.compile(r"^ +import ([a-z_]+)(?: as [a-z_]+)?$", re.MULTILINE)
-"""A program's import of another file of its ConfigMap's folder: a bare ``import shown`` (the branch a program takes
-when run as ``python3 /tpu-rl/<file>``, no package around it; as ``stage_dataset.py`` imports ``base_snapshot.py``)."""
+_BESIDE = re.compile(r"^ +(?:import|from) ([a-z_]+)\b", re.MULTILINE)
+"""A program's import of another file of its ConfigMap's folder: a bare ``import shown`` or ``from tpu_rl_program
+import ...`` (the branch a program takes when run as ``python3 /tpu-rl/<file>``, no package around it; as
+``stage_dataset.py`` imports ``base_snapshot.py``). A name that is no file of the folder (``from google.cloud import
+storage`` in a function, ``from core import hf_model`` in the package's branch) is the image's or the repository's."""
 
 
 def program_imports(file_name: str) -> tuple[str, ...]:
     """The files of ``workloads/container`` (and ``hf_model.py``, ``core``'s) the program ``file_name`` imports from its
     folder (``_BESIDE``), read from its source: each goes into every ConfigMap that holds the importer
     (``program_files``). ``shown.py``, what a step prints of a text from elsewhere, is one, for every program that
-    prints such text; a snippet imports none."""
+    prints such text; ``tpu_rl_program.py``, how a run ends and the process helpers, another; a snippet imports none."""
     if file_name in SNIPPETS or file_name == HF_MODEL_FILE:
         return ()
     folder = Path(__file__).parents[1] / "container"
