@@ -47,6 +47,7 @@ from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.proxy import unknown_checking_proxy
 
 from tests.fake_kube import with_state
+from tests.frozen import freeze
 from tests.k8s_validation import jobset_defaults
 from tests.pure_plan import remembering
 from tools.plan.offline import SECRET_SIG, SECRET_SIG_KEY, UNKNOWN, Plan
@@ -115,22 +116,27 @@ def properties(props: Mapping[str, Any]) -> struct_pb2.Struct:
 _FROZEN: dict[int, list[Any]] = {}
 """Values no test changes, by identity: [the value (held, so that no other object takes its id), its pickle once
 made or None, what the engine reads of it as it crossed the wire (``_from_wire``) once made or None]."""
-_FROZEN_PLANS: dict[int, Plan] = {}
+_FROZEN_PLANS: dict[int, tuple[Plan, Plan]] = {}
+"""A plan given to ``frozen`` (held, by identity) and its frozen copy; a frozen copy maps to itself."""
 
 
 def frozen(plan: Plan) -> Plan:
-    """``plan``, its resources' inputs (and what the program sent of them) noted as never changed in place (a plan the
-    tests share, cached once per process, which a test copies before it changes anything: ``test_policy.py``'s cases
-    check it stays as built), so that each is pickled once (``_content``) and read off the wire once (``inputs``), not
-    once per judgement (a stack's pickles, and the hash of a 600 kB key, were a tenth of the pack's tests)."""
-    if _FROZEN_PLANS.get(id(plan)) is not plan:
-        _FROZEN_PLANS[id(plan)] = plan
-        for r in plan.resources:
-            _freeze(r["inputs"])
-        for sent in plan.wire.values():
-            for value in sent:
-                _freeze(value)
-    return plan
+    """``plan`` frozen (``tests.frozen.freeze``: a plan the tests share, cached once per process, which a test copies
+    before it changes anything; one that changes it in place fails at once), its resources' inputs (and what the
+    program sent of them) noted as never changed, so that each is pickled once (``_content``) and read off the wire
+    once (``inputs``), not once per judgement (a stack's pickles, and the hash of a 600 kB key, were a tenth of the
+    pack's tests)."""
+    found = _FROZEN_PLANS.get(id(plan))
+    if found is not None and found[0] is plan:
+        return found[1]
+    shared = freeze(plan)
+    for r in shared.resources:
+        _freeze(r["inputs"])
+    for sent in shared.wire.values():
+        for value in sent:
+            _freeze(value)
+    _FROZEN_PLANS[id(plan)], _FROZEN_PLANS[id(shared)] = (plan, shared), (shared, shared)
+    return shared
 
 
 def _freeze(value: Any) -> None:
@@ -157,7 +163,7 @@ def _read(sent: Any) -> Any:
     if entry is None or entry[0] is not sent:
         return _from_wire(sent)
     if entry[2] is None:
-        entry[2] = _from_wire(sent)
+        entry[2] = freeze(_from_wire(sent))
         _freeze(entry[2])
     return entry[2]
 
@@ -243,7 +249,7 @@ def _deserialized(props: Any, proxy_secrets: bool = False) -> Any:
 def _proxied(props: Any) -> Any:
     if not isinstance(props, _Sent):
         return unknown_checking_proxy(props)
-    found = _PROXIES.get(props.key)
+    found = _PROXIES.get(props.key) if remembering() else None
     if found is None:
         found = props.made()
         if len(_PROXIES) >= 20_000:
@@ -647,7 +653,7 @@ def _live_jobset(name: str, sent: dict[str, Any]) -> dict[str, Any]:
         key: tuple[str, str, bytes] | None = (os.environ.get("MUTANT_UNDER_TEST", ""), name, _content(sent))
     except (pickle.PicklingError, TypeError, AttributeError):
         key = None
-    found = _LIVE.get(key) if key is not None else None
+    found = _LIVE.get(key) if key is not None and remembering() else None
     if found is not None:
         return found
     live = sent
@@ -659,9 +665,10 @@ def _live_jobset(name: str, sent: dict[str, Any]) -> dict[str, Any]:
     if key is not None:
         if len(_LIVE) >= 5_000:
             _LIVE.clear()  # bounded: a cache, not a record
-        _LIVE[key] = live
         if live is not sent:
-            _freeze(live)  # the tests' own copy, which nothing changes
+            live = freeze(live)  # the tests' own copy, which nothing changes
+            _freeze(live)
+        _LIVE[key] = live
     return live
 
 
@@ -714,10 +721,19 @@ __all__ = [
 ]
 
 
-@functools.lru_cache(maxsize=8)
 def first_preview(stack: str, *overrides: str) -> Plan:
     """The first ``pulumi preview`` of an example stack, nothing created yet: what the program registers when every
-    output a provider computes (ids, emails, endpoints, URLs) is unknown (``run_program``'s ``unknown_outputs``)."""
+    output a provider computes (ids, emails, endpoints, URLs) is unknown (``run_program``'s ``unknown_outputs``).
+    Shared (frozen) and made once per process, unless the caches are off (``remembering``)."""
+    return _first_preview(stack, *overrides) if remembering() else frozen(_preview(stack, *overrides))
+
+
+@functools.lru_cache(maxsize=8)
+def _first_preview(stack: str, *overrides: str) -> Plan:
+    return frozen(_preview(stack, *overrides))
+
+
+def _preview(stack: str, *overrides: str) -> Plan:
     from tests.conftest import SENTINEL_TOKEN
     from tools.plan import plan_stack
 
@@ -729,4 +745,4 @@ def first_preview(stack: str, *overrides: str) -> Plan:
         unknown_outputs=True,
         secrets={"tpu-rl:hfToken": SENTINEL_TOKEN},
     )
-    return frozen(plan)  # shared: no test changes it
+    return plan

@@ -23,6 +23,7 @@ from pulumi.runtime.proto import source_pb2
 
 import tools.stack_files
 from core.inputs import MAX_DEPTH
+from tests.frozen import caching, freeze
 from tests.world import APPLIED
 from tools.plan import plan_stack
 from tools.plan.offline import Plan
@@ -153,6 +154,10 @@ def _unpacked(packed: Path) -> Path:
 
 @functools.lru_cache(maxsize=64)
 def _plan(stack: str, overrides: tuple[str, ...]) -> Plan:
+    return freeze(_build_plan(stack, overrides))
+
+
+def _build_plan(stack: str, overrides: tuple[str, ...]) -> Plan:
     plan, _ = plan_stack(
         ROOT / f"Pulumi.{stack}.yaml", list(overrides), stack=stack, secrets={"tpu-rl:hfToken": SENTINEL_TOKEN}
     )
@@ -160,8 +165,9 @@ def _plan(stack: str, overrides: tuple[str, ...]) -> Plan:
 
 
 def plan_of(stack: str, *overrides: str) -> Plan:
-    """Offline plan of an example stack with ``--set`` overrides (cached; do not mutate)."""
-    return _plan(stack, tuple(overrides))
+    """Offline plan of an example stack with ``--set`` overrides (cached and frozen: a test that changes one copies
+    it first, ``copy.deepcopy``; ``TPU_RL_NO_TEST_CACHE=1`` builds it afresh each time)."""
+    return _plan(stack, tuple(overrides)) if caching() else freeze(_build_plan(stack, tuple(overrides)))
 
 
 def statuses(status_for):

@@ -22,6 +22,7 @@ from infra.gcp.naming import names_for
 from infra.gcp.storage import bucket_args
 from infra.k8s import kueue
 from infra.k8s.manifests import head_access, namespace_manifest, network_policies, service_account_manifest
+from tests.frozen import caching, freeze
 from tests.lifecycle_walk import settings
 from tools.plan.offline import Plan
 from workloads.specs.step_specs import plan_workflow
@@ -57,30 +58,41 @@ def _resource(type_: str, name: str, inputs: dict[str, Any], **options: Any) -> 
 
 
 def remembering() -> bool:
-    """Whether the tests' caches of what the product computes may answer: not in mutmut's stats run
-    (``MUTANT_UNDER_TEST=stats``), where mutmut records which tests call each function of the product and later runs
-    only those against the function's mutants; a test that read a cached result would not be recorded, nor run."""
-    return os.environ.get("MUTANT_UNDER_TEST") != "stats"
+    """Whether the tests' caches of what the product computes may answer: not with ``TPU_RL_NO_TEST_CACHE=1``
+    (``tests.frozen.caching``), nor in mutmut's stats run (``MUTANT_UNDER_TEST=stats``), where mutmut records which
+    tests call each function of the product and later runs only those against the function's mutants; a test that read
+    a cached result would not be recorded, nor run."""
+    return caching() and os.environ.get("MUTANT_UNDER_TEST") != "stats"
 
 
-def per_mutant_cache(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``functools.cache``, with one cache per mutant of a mutation run, and none in its stats run (``remembering``).
+def per_mutant_cache(function: Callable[..., Any] | None = None, *, maxsize: int | None = None) -> Any:
+    """``functools.cache`` (``functools.lru_cache(maxsize)`` with a ``maxsize``), with one cache per mutant of a
+    mutation run, and none in its stats run or with the caches off (``remembering``); what it hands out is frozen
+    (``tests.frozen.freeze``: a test that changes it fails at once, whether or not it came from the cache).
 
     mutmut forks each mutant's test run from a process that already ran the tests unmutated (it sets
     ``MUTANT_UNDER_TEST`` in the fork); a plain cache would hand every mutant the unmutated result.
     """
-    cache: dict[tuple[str, tuple[Any, ...]], Any] = {}
 
-    @functools.wraps(function)
-    def cached(*args: Any) -> Any:
-        if not remembering():
-            return function(*args)
-        key = (os.environ.get("MUTANT_UNDER_TEST", ""), args)
-        if key not in cache:
-            cache[key] = function(*args)
-        return cache[key]
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        cache: dict[tuple[str, tuple[Any, ...]], Any] = {}
 
-    return cached
+        @functools.wraps(function)
+        def cached(*args: Any) -> Any:
+            if not remembering():
+                return freeze(function(*args))
+            key = (os.environ.get("MUTANT_UNDER_TEST", ""), args)
+            if key in cache:
+                cache[key] = cache.pop(key)  # the most recently used last
+            else:
+                if maxsize is not None and len(cache) >= maxsize:
+                    del cache[next(iter(cache))]  # the least recently used
+                cache[key] = freeze(function(*args))
+            return cache[key]
+
+        return cached
+
+    return decorate if function is None else decorate(function)
 
 
 def _kubernetes_type(obj: dict[str, Any]) -> str:
