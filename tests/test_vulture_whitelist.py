@@ -98,7 +98,21 @@ def imported_libraries(root: Path = ROOT) -> frozenset[str]:
                     names |= {alias.name.split(".")[0] for alias in node.names}
                 elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                     names.add(node.module.split(".")[0])
+                elif _imported_by_name(node):
+                    names.add(node.args[0].value.split(".")[0])  # type: ignore[attr-defined]
     return frozenset(names)
+
+
+def _imported_by_name(node: ast.AST) -> bool:
+    """``pytest.importorskip("x")`` or ``importlib.import_module("x")``: how a test imports an optional library."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("importorskip", "import_module")
+        and bool(node.args)
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    )
 
 
 def problems(text: str, root: Path = ROOT) -> list[str]:
