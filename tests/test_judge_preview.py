@@ -189,7 +189,7 @@ def assert_only_secrets_differ(found: list[judge_preview.Finding], plan: Plan, s
 
 
 @pytest.mark.program
-@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("stack", [pytest.param("dev", marks=pytest.mark.slow), "prod"])
 def test_the_first_preview_of_each_example_stack_is_judged_as_the_engine_runs_the_pack(stack):
     """Every resource a create, every output a provider computes unknown: the judge finds what the pack finds in the
     preview when every secret's value is unknown (the digest holds none): the same policies, levels and messages, no
@@ -208,7 +208,7 @@ def test_the_first_preview_of_each_example_stack_is_judged_as_the_engine_runs_th
 
 
 @pytest.mark.program
-@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("stack", [pytest.param("dev", marks=pytest.mark.slow), "prod"])
 def test_an_unchanged_preview_of_each_example_stack_judges_every_same_step(stack):
     """A preview that changes nothing: only ``same`` steps, which the digest holds with ``--show-sames`` (``shouldShow``
     drops them otherwise). The stack validations read their old outputs (the live JobSets, a status included): the

@@ -116,6 +116,7 @@ def dead_pid() -> int:
 # Where the state lives
 
 
+@pytest.mark.slow  # make: some 0.8 s
 def test_a_file_backend_inside_the_checkout_is_refused_in_one_line_naming_the_override(tmp_path):
     inside = f"file://{tmp_path / 'checkout' / '.pulumi-state'}"
     for env in ({"STATE_BACKEND": inside}, {"STATE_BACKEND": inside, "PULUMI_BACKEND_URL": inside}):
@@ -225,6 +226,7 @@ def test_make_up_stops_before_pulumi_up_at_a_release_the_state_lost_while_the_cl
     assert calls[-1] == "stack export --stack dev" and not (tmp_path / "pulumi.log.releases").exists()
 
 
+@pytest.mark.slow  # make: some 0.8 s
 def test_a_new_stack_is_created_with_the_secrets_provider_asked_for(tmp_path):
     path = checkout(tmp_path) / "Pulumi.dev.yaml"  # no permission check (tests/test_state_bucket.py has its own)
     path.write_text(path.read_text().replace("  tpu-rl:workflow:\n", "  tpu-rl:workflow:\n    capacityCheck: false\n"))

@@ -226,6 +226,7 @@ def test_evaluation_lines_need_every_field():
     assert parse_logs([("a.log", "Pre RL Training: corr=1, total=2, accuracy=50.0%")]).pre is None
 
 
+@pytest.mark.slow  # a browser: some 2.5 s
 @pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium (Debian's package `chromium`) on this machine")
 def test_the_page_renders_in_headless_chromium(gcs, tmp_path):
     upload_run(gcs, RUN, steps=STEPS, checkpoints=(10,))

@@ -208,6 +208,7 @@ without one resolves there: pkg/backend/httpstate/backend.go ``ParseStackReferen
 ``$CLOUD_LISTED``."""
 
 
+@pytest.mark.slow  # some 1.2 s of make and a fake CLI
 def test_a_cloud_home_records_its_organization_and_every_command_is_given_it(tmp_path):
     """`make stack` with STATE_ORG: the stack is created in that organization and both keys recorded; every later
     command gets it as PULUMI_DEFAULT_ORGANIZATION; a Cloud home without one is refused before any pulumi runs, and a

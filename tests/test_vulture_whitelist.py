@@ -85,22 +85,28 @@ def defined(name: str, root: Path = ROOT) -> bool:
 
 
 @functools.cache
-def imported_libraries(root: Path = ROOT) -> frozenset[str]:
-    """The top-level names the project's code and tests import: a library entry names one of them, installed here or
-    not (the slow tier's and the by-hand fixtures' libraries are not in the fast tier's venv)."""
-    names: set[str] = set()
+def imported_library(name: str, root: Path = ROOT) -> bool:
+    """Whether the project's code or tests import ``name`` (installed here or not: the slow tier's and the by-hand
+    fixtures' libraries are not in the fast tier's venv); only the files that mention it are parsed."""
     for top in sorted(PROJECT_ROOTS):
         for path in (root / top).rglob("*.py"):
-            if "venv" in path.relative_to(root).parts or "vendor" in path.relative_to(root).parts:
-                continue
-            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-                if isinstance(node, ast.Import):
-                    names |= {alias.name.split(".")[0] for alias in node.names}
-                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                    names.add(node.module.split(".")[0])
-                elif _imported_by_name(node):
-                    names.add(node.args[0].value.split(".")[0])  # type: ignore[attr-defined]
-    return frozenset(names)
+            parts = path.relative_to(root).parts
+            text = path.read_text() if "venv" not in parts and "vendor" not in parts else ""
+            if name in text and name in _imports(ast.parse(text, filename=str(path))):
+                return True
+    return False
+
+
+def _imports(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+        elif _imported_by_name(node):
+            names.add(node.args[0].value.split(".")[0])  # type: ignore[attr-defined]
+    return names
 
 
 def _imported_by_name(node: ast.AST) -> bool:
@@ -134,7 +140,7 @@ def problems(text: str, root: Path = ROOT) -> list[str]:
         if first in PROJECT_ROOTS:
             if not defined(name, root):
                 found.append(f"{where}: no such definition in the tree")
-        elif importlib.util.find_spec(first) is None and first not in imported_libraries(root):
+        elif importlib.util.find_spec(first) is None and not imported_library(first, root):
             found.append(f"{where}: no library {first} is installed or imported by the code")
     return found
 
