@@ -368,7 +368,7 @@ readme: $(VENV)/.installed-dev
 # The test-to-function map is rebuilt every time (mutmut 3 maps only new test names, so a new
 # function called from an existing test would count as untested).
 SHARED ?= $(abspath ../shared)
-MUTMUT := TPU_RL_SHARED=$(SHARED) $(VENV)/bin/mutmut run --max-children 2
+MUTMUT := TPU_RL_SHARED=$(SHARED) TPU_RL_TEST_LIMIT=0 $(VENV)/bin/mutmut run --max-children 2
 mutation: $(VENV)/.installed-dev
 	rm -f mutants/mutmut-stats.json
 	$(MUTMUT)

@@ -66,6 +66,7 @@ def exception_classes() -> list[tuple[str, str]]:
     return sorted(found)
 
 
+@pytest.mark.source
 def test_every_product_exception_is_a_tpu_rl_error():
     found = exception_classes()
     assert len(found) > 25 and ("core.config.values", "ConfigError") in found
@@ -120,7 +121,6 @@ CLI_HANDLERS = {
 ALSO_CAUGHT = {
     "KeyboardInterrupt": "Ctrl-C while watching: exit 130",
     "StopError": "the program's stop as the engine shows it, with its exit code (tools/plan/cli.py runs the program)",
-    "Exception": "a bug, not a refusal: one line naming it as an internal error, exit 1 (tools/plan/cli.py)",
 }
 
 
@@ -153,6 +153,7 @@ def test_a_state_refusal_exits_2_through_the_base(capsys):
     assert capsys.readouterr().err.startswith("error: 'no/such' is not a stack name")
 
 
+@pytest.mark.source
 def test_the_program_stops_only_through_stop_error():
     """Every stop of `pulumi up` is an ``infra.stop.StopError``, which keeps its exit code for the offline plan; a
     bare ``pulumi.RunError`` would reach `make plan` with none."""
@@ -191,7 +192,7 @@ BROAD_HANDLERS = {
     "workloads/preflight.py": (1, "the Hub client's errors, each described in one line (_describe)"),
     "workloads/wiring.py": (3, "the model card's extras: a failure is a warning and never stops `up`"),
     "workloads/observe/scalars.py": (1, "a record cut short ends the file, as TensorBoard itself treats it"),
-    "tools/plan/cli.py": (1, "a bug of the offline plan: one line naming it as an internal error, exit 1"),
+    "tools/process.py": (1, "a fault of tpu-rl's at a command's entry point: one line naming it, exit 70"),
     "tools/plan/offline.py": (1, "the program's own error, returned to the caller that asked for it"),
     "policy/tpu_rl_policies/resources.py": (2, "a malformed shape is a finding, never a traceback"),
 }
@@ -199,6 +200,7 @@ BROAD_HANDLERS = {
 raises (``infra.client_errors.client_errors``, the project's own classes), and anything else is a bug that shows."""
 
 
+@pytest.mark.source
 def test_a_broad_handler_is_one_named_with_its_reason():
     found: dict[str, int] = {}
     for path in product_files():
@@ -222,3 +224,53 @@ def test_reporting_an_error_loads_no_pulumi():
     code = f"import sys; import {', '.join(tools)}; print({loaded})"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def _make_commands() -> set[str]:
+    """The tools the Makefile runs (``$(PY) -m tools.<name>``)."""
+    import re
+
+    return set(re.findall(r"\$\(PY\) -m (tools(?:\.\w+)+)", (ROOT / "Makefile").read_text()))
+
+
+@pytest.mark.source
+def test_every_make_target_ends_through_the_one_entry_point():
+    """Each tool a `make` target runs ends through ``tools.process.entry_point``: no command prints a traceback."""
+    commands = _make_commands()
+    assert {"tools.plan", "tools.state", "tools.adopt_maxtext", "tools.closed_world"} <= commands
+    wrong = []
+    for command in sorted(commands):
+        path = ROOT / (command.replace(".", "/") + ".py")
+        path = path if path.is_file() else path.with_suffix("") / "__main__.py"
+        calls = [
+            n
+            for n in ast.walk(parsed(path))
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "entry_point"
+        ]
+        if [ast.unparse(c) for c in calls] != ["entry_point(main)"]:
+            wrong.append(command)
+    assert wrong == []
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "said"),
+    [
+        ("raise KeyError('x')", 70, "error: internal error: KeyError: 'x' (at <string>:3); please report it"),
+        ("raise BadInputError('a: bad')", 2, "error: a: bad"),
+        ("return 5", 5, None),
+    ],
+)
+def test_a_command_ends_in_one_line_and_its_exit_code(body, code, said):
+    import subprocess
+    import sys
+
+    program = f"from core.errors import BadInputError\ndef main():\n    {body}\n"
+    program += "from tools.process import entry_point\nentry_point(main)\n"
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, cwd=ROOT, timeout=60, env={"PATH": "/bin"}
+    )
+    assert done.returncode == code
+    assert done.stderr.splitlines() == ([] if said is None else [said.replace("please report it", _REPORT)])
+
+
+_REPORT = "please report it (TPU_RL_TRACEBACK=1 shows the traceback)"

@@ -89,6 +89,7 @@ def argv_env_bytes(container: dict) -> int:
     return sum(len(word.encode()) + 1 for word in words + env)
 
 
+@pytest.mark.source
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_every_containers_argv_and_env_stay_far_below_the_kernels_limits_at_the_largest_options(model):
     s, extra_keys = largest(model)

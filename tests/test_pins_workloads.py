@@ -640,6 +640,7 @@ def test_identity_ignores_annotations_and_exactly_the_operational_paths():
     assert steps.identity(other, drilled, both) == steps.identity(other, manifest, both), "the drill is operational"
 
 
+@pytest.mark.source
 def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existing_object():
     """Each CPU step's Kubernetes service account is named as its Google account (``<clusterName>-<step>``), in
     earlier versions ``tpu-rl-<step>``. Who a step runs as is not what it computes, and the cluster and the step are in
@@ -699,11 +700,13 @@ tpu-rl's: docs/first-run.md "The first training run's path"): training and the s
 STEP_NAMES, the conversion is the same."""
 
 
+@pytest.mark.source
 @pytest.mark.parametrize("stack", sorted(STEP_NAMES))
 def test_the_example_stacks_step_names(stack):
     assert [step.name for step in jobs(settings(stack, [])).steps] == STEP_NAMES[stack]
 
 
+@pytest.mark.source
 @pytest.mark.parametrize("stack", sorted(ONE_READ))
 def test_reading_the_checkpoint_once_renames_training_and_after_never_the_conversion(stack):
     """MaxText's default (false) leaves the key out of the argv, and setting it false names nothing new; true puts it

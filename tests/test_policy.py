@@ -1446,7 +1446,16 @@ def test_each_policy_catches_its_mutation(case, policy, stack, type_, name, chan
     found = list(caught(case))
     assert any(words in v for v in found), found
     if not os.environ.get("TPU_RL_UPDATE_MESSAGES"):
-        assert found == read_policy_messages()[case]
+        assert _named(found) == _named(read_policy_messages()[case])
+
+
+MUTATING = "MUTANT_UNDER_TEST" in os.environ
+"""Under ``make mutation`` (mutmut sets it), whose tree ships mutmut's copy of ``core/hf_model.py`` in the steps'
+ConfigMaps: a step's name hashes that text, so the names in the pinned messages are compared without their hash."""
+
+
+def _named(messages: list[str]) -> list[str]:
+    return [re.sub(r"(-[a-z0-9]+)-[0-9a-f]{10}\b", r"\1-<hash>", m) for m in messages] if MUTATING else messages
 
 
 # The accepted side of each boundary: changes that must not be reported.

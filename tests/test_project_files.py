@@ -286,6 +286,7 @@ SAME_CONCEPT_NAMES = {
 @pytest.mark.skipif(
     "MUTANT_UNDER_TEST" in os.environ, reason="a mutation run's copy of the tree (mutants/) is not a git checkout"
 )
+@pytest.mark.source
 def test_no_two_modules_share_a_file_name_unless_one_concept_at_two_layers():
     """A module's file name says what it holds, once: the same name in two folders is the same concept at two
     layers (the platform builds it, the capacity check or the policy pack judges it), each listed here and in

@@ -72,6 +72,7 @@ from infra.k8s.kueue import CHART as KUEUE_CHART
 from infra.k8s.kueue import configuration
 from infra.k8s.manifests import JOBSET_CHART, jobset_crd_fields
 from tools.controller_facts import extract, fact_problems
+from tools.process import entry_point
 from tools.vendoring import AdoptError, compressed, git_blob, merge_sums, run, sha256
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -432,4 +433,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry_point(main)

@@ -54,6 +54,7 @@ import yaml
 from core import maxtext_keys
 from core.config.load import INTERPRETED, PROGRAM_KEYS
 from core.knobs import DATASETS, TRAINING_KNOBS
+from tools.process import entry_point
 from tools.vendoring import AdoptError, compressed, git_blob, merge_sums, run, sha256
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -484,4 +485,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry_point(main)

@@ -43,7 +43,7 @@ from core.settings import Settings
 from infra.client_errors import client_errors
 from infra.gcp.permissions import state_role
 from tools.audit_model import Binding, Policy, Reach, Resource, Target, lines, rbac_reaches, reaches
-from tools.process import exit_now, report
+from tools.process import entry_point, report
 from tools.stack_files import ROOT
 
 # google-api-core's notice about Python 3.11's end of life (2027) is not the operator's business (as tools/state.py).
@@ -538,4 +538,4 @@ def _report(args: argparse.Namespace, found: list[str], unread: list[str], clust
 
 
 if __name__ == "__main__":
-    exit_now(main())
+    entry_point(main)

@@ -47,6 +47,7 @@ from core.names import PROJECT
 from core.redact import scrub
 from tools.plan import plan_stack
 from tools.plan.offline import UNKNOWN, Plan
+from tools.process import entry_point
 from tools.stack_files import ROOT, load_stack_config
 
 REPOSITORY = "gcp:artifactregistry/repository:Repository"
@@ -425,4 +426,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry_point(main)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from core.errors import TpuRlError
 from core.iam_types import DATA, grant_types
-from tools.process import report
+from tools.process import entry_point, report
 
 REGISTER = re.compile(r'resource_modules="""(?P<json>.*?)"""', re.S)
 
@@ -67,4 +67,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry_point(main)

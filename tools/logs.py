@@ -35,7 +35,7 @@ from core.steps import STEPS
 from infra.k8s import live
 from infra.transports import read_response
 from tools.notices import hide_python_version_notice
-from tools.process import exit_now, report
+from tools.process import entry_point, report
 from tools.status import kubeconfig_for, load_settings
 from workloads.observe import objects
 from workloads.specs.step_specs import Step
@@ -245,4 +245,4 @@ def main(argv: list[str] | None = None, *, reader_options: dict[str, Any] | None
 
 
 if __name__ == "__main__":
-    exit_now(main())
+    entry_point(main)

@@ -20,7 +20,7 @@ from core.estimate import STARTUP_GOAL_MINUTES, STARTUP_MINUTES, restarted
 from core.settings import Settings
 from core.tpu import CAPACITY_MODES
 from tools.notices import hide_python_version_notice
-from tools.process import exit_now, report
+from tools.process import entry_point, report
 from tools.report_html import render_html
 from tools.report_info import RunInfo
 from workloads.observe.plots import plot
@@ -309,4 +309,4 @@ def _startups(
 
 
 if __name__ == "__main__":
-    exit_now(main())
+    entry_point(main)

@@ -50,7 +50,7 @@ from typing import Any
 from core.errors import TpuRlError
 from core.redact import scrub
 from infra.client_errors import client_errors, translated
-from tools.process import exit_now, report
+from tools.process import entry_point, report
 from tools.shared_names import refuse_shared
 from tools.stack_files import ROOT, StackFileError
 from tools.state_export import (
@@ -393,4 +393,4 @@ def _stranded(stack: str, export: str, held: list[str]) -> str | None:
 
 
 if __name__ == "__main__":
-    exit_now(main())
+    entry_point(main)

@@ -27,7 +27,7 @@ from core.redact import env_secrets, remember, scrub
 from core.settings import Settings
 from infra.k8s import credentials, live
 from tools.notices import hide_python_version_notice
-from tools.process import exit_now, report
+from tools.process import entry_point, report
 from workloads.observe import objects
 from workloads.observe.live_state import live_step
 from workloads.observe.waiting import read_step
@@ -388,4 +388,4 @@ def main(argv: list[str] | None = None, *, clock: Any = time) -> int:
 
 
 if __name__ == "__main__":
-    exit_now(main())
+    entry_point(main)

@@ -1,6 +1,6 @@
 """``python -m tools.plan``: see ``tools.plan.cli``."""
 
 from tools.plan.cli import main
-from tools.process import exit_now
+from tools.process import entry_point
 
-exit_now(main())
+entry_point(main)

@@ -166,12 +166,6 @@ def _plan(args: argparse.Namespace) -> int:
         plan, notes = plan_stack(stack_file, args.set, stack=args.stack, preflight=args.preflight)
     except (TpuRlError, StopError) as err:  # StopError: the program's own stop, as the engine shows it
         return report(err)
-    except Exception as err:  # noqa: BLE001 (a bug, not a bad input: one line, and a distinct exit code)
-        print(
-            f"error: internal error in the offline plan ({type(err).__name__}: {err}); please report it",
-            file=sys.stderr,
-        )
-        return 1
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     if args.out:
