@@ -75,7 +75,7 @@ def _described_size(raw: bytes) -> int | None:
     JSON object: the library then says why)."""
     try:
         header = json.loads(raw)
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # nested past Python's limit: the library refuses it
         return None
     if not isinstance(header, dict):
         return None
