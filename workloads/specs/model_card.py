@@ -231,8 +231,9 @@ def _render(lines: Sequence[str | _Rows], shown: Mapping[int, int]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _rows(rows: Sequence[str], total: int, limit: int, more: str, outside: bool = False) -> _Rows:
-    return _Rows(tuple(rows[:limit]), total, more, outside)
+def _rows(rows: Sequence[str], total: int, more: str, outside: bool = False) -> _Rows:
+    """The table's rows (each caller has cut them to its cap), of ``total``, and the line saying how many more."""
+    return _Rows(tuple(rows), total, more, outside)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -307,7 +308,7 @@ def _configuration(facts: CardFacts) -> list[str | _Rows]:
     ]
     more = "and {n} more (the run's stack configuration has them all)"
     header = [_row("setting", "this run", "tutorial"), _row("---", "---", "---")]
-    return [*lines, *header, _rows(rows, len(facts.config_diff), MAX_SETTINGS, more)]
+    return [*lines, *header, _rows(rows, len(facts.config_diff), more)]
 
 
 def _evaluation(facts: CardFacts) -> list[str]:
@@ -347,7 +348,7 @@ def _record(record: Mapping[str, Any]) -> list[str | _Rows]:
         "",
         _row(*(_text(c) for c in columns)),
         _row(*("---" for _ in columns)),
-        _rows(shown, len(rows), MAX_RECORD_ROWS, more, outside=True),
+        _rows(shown, len(rows), more, outside=True),
     ]
 
 
@@ -407,7 +408,7 @@ def _images(facts: CardFacts) -> list[str | _Rows]:
             )
         )
     header = [_row("image", "reference", "digest"), _row("---", "---", "---")]
-    return ["## Images", "", *header, _rows(rows, len(facts.images), MAX_LISTED, "and {n} more")]
+    return ["## Images", "", *header, _rows(rows, len(facts.images), "and {n} more")]
 
 
 def _provenance(facts: CardFacts) -> list[str | _Rows]:
@@ -417,7 +418,7 @@ def _provenance(facts: CardFacts) -> list[str | _Rows]:
         lines += [
             _row("step", "JobSet"),
             _row("---", "---"),
-            _rows(rows, len(facts.steps), MAX_LISTED, "and {n} more"),
+            _rows(rows, len(facts.steps), "and {n} more"),
         ]
     else:
         lines.append(f"steps: {NOT_RECORDED}")
