@@ -130,7 +130,7 @@ def _name_at(text: str, end: int, tail_start: int) -> str | None:
     before = _WORD_BACKWARDS.match(text[max(0, tail_start - 64) : tail_start][::-1]).group()[::-1]  # type: ignore[union-attr]
     word = before + text[tail_start:end]
     start = tail_start - len(before)
-    if start > 1 and text[start - 1] == "\\" and word[:1] in "nrt":
+    if start > 0 and text[start - 1] == "\\" and word[:1] in "nrt":
         word = word[1:]
     return word if _NAME.fullmatch(word) else None
 
@@ -196,10 +196,10 @@ def scrub(text: str, *secrets: str, limit: int = 200) -> str:
 
 def scrub_lines(text: str, *secrets: str, limit: int = 200) -> list[str]:
     """Each line of `text` (a ``ConfigError`` holds one problem a line) as ``scrub`` makes a line, redacted as a whole
-    first (a key spans lines); empty lines dropped."""
+    first (a key spans lines); empty lines dropped (a blank text is one empty line)."""
     redacted = _redacted(text, secrets)
     lines = [" ".join(line.split())[:limit] for line in redacted.splitlines()]
-    return [line for line in lines if line] or [" ".join(redacted.split())[:limit]]
+    return [line for line in lines if line] or [""]
 
 
 def redact_text(text: str, *secrets: str, width: int = 4000) -> str:

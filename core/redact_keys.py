@@ -122,6 +122,8 @@ def private_keys(text: str, known: Iterable[str] = ()) -> str:
         else:
             behind = text[max(pos, mark.start() - _BEHIND) : mark.start()][::-1]
             start, end = mark.start() - _BODY_BEFORE.match(behind).end(), mark.end()  # type: ignore[union-attr]
+            if start == mark.start() - _BEHIND > pos:  # a body longer than the look-back: the line it cuts is the key's
+                start = max(pos, text.rfind("\n", 0, start) + 1)
             first = re.search(_LINE_SEP, text[start : mark.start()])
             if first and start > 0 and text[start - 1] in " \t" and first.start() < 16:  # a prose line's last word
                 start += first.end()
