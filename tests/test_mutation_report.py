@@ -15,8 +15,8 @@ pytestmark = pytest.mark.pure
 
 def _run(tmp_path, monkeypatch, codes: dict[str, int | None], equivalents: str, *args: str) -> int:
     mutants = tmp_path / "mutants"
-    (mutants / "core").mkdir(parents=True, exist_ok=True)
-    (mutants / "core" / "x.py.meta").write_text(json.dumps({"exit_code_by_key": codes}))
+    (mutants / "pkg").mkdir(parents=True, exist_ok=True)
+    (mutants / "pkg" / "x.py.meta").write_text(json.dumps({"exit_code_by_key": codes}))
     listed = tmp_path / "equivalents.txt"
     listed.write_text(equivalents)
     monkeypatch.setattr(mutation_report, "MUTANTS", mutants)
@@ -24,23 +24,23 @@ def _run(tmp_path, monkeypatch, codes: dict[str, int | None], equivalents: str, 
     return mutation_report.main(list(args))
 
 
-CODES = {"core.x.x_f__mutmut_1": 1, "core.x.x_f__mutmut_2": 0, "core.x.x_f__mutmut_3": None, "core.x.x_f__mutmut_4": 0}
+CODES = {"pkg.x.x_f__mutmut_1": 1, "pkg.x.x_f__mutmut_2": 0, "pkg.x.x_f__mutmut_3": None, "pkg.x.x_f__mutmut_4": 0}
 
 
 def test_the_score_leaves_out_the_equivalents_and_counts_the_untested(tmp_path, monkeypatch, capsys):
-    code = _run(tmp_path, monkeypatch, CODES, "core.x.x_f__mutmut_4  # same value\n", "--min", "30")
+    code = _run(tmp_path, monkeypatch, CODES, "pkg.x.x_f__mutmut_4  # same value\n", "--min", "30")
     out = capsys.readouterr().out
     assert code == 0
-    assert "core/x.py" in out and " 33.3% " in out  # 1 detected of 3 scored (one equivalent left out)
-    assert "survived  core.x.x_f__mutmut_2" in out and "no test   core.x.x_f__mutmut_3" in out
-    assert _run(tmp_path, monkeypatch, CODES, "core.x.x_f__mutmut_4  # same value\n", "--min", "34") == 1
+    assert "pkg/x.py" in out and " 33.3% " in out  # 1 detected of 3 scored (one equivalent left out)
+    assert "survived  pkg.x.x_f__mutmut_2" in out and "no test   pkg.x.x_f__mutmut_3" in out
+    assert _run(tmp_path, monkeypatch, CODES, "pkg.x.x_f__mutmut_4  # same value\n", "--min", "34") == 1
 
 
 @pytest.mark.parametrize(
     ("entry", "said"),
     [
-        ("core.x.x_f__mutmut_9  # gone", "stale equivalence entry (no such mutant): core.x.x_f__mutmut_9"),
-        ("core.x.x_f__mutmut_1  # killed", "equivalence entry the tests kill (not equivalent: remove it): core.x.x_f"),
+        ("pkg.x.x_f__mutmut_9  # gone", "stale equivalence entry (no such mutant): pkg.x.x_f__mutmut_9"),
+        ("pkg.x.x_f__mutmut_1  # killed", "equivalence entry the tests kill (not equivalent: remove it): pkg.x.x_f"),
     ],
 )
 def test_an_entry_that_names_no_survivor_fails_the_report(tmp_path, monkeypatch, capsys, entry, said):
@@ -49,5 +49,5 @@ def test_an_entry_that_names_no_survivor_fails_the_report(tmp_path, monkeypatch,
 
 
 def test_an_entry_without_its_reason_is_refused(tmp_path, monkeypatch):
-    with pytest.raises(SystemExit, match="core.x.x_f__mutmut_2 has no reason"):
-        _run(tmp_path, monkeypatch, CODES, "core.x.x_f__mutmut_2\n")
+    with pytest.raises(SystemExit, match="pkg.x.x_f__mutmut_2 has no reason"):
+        _run(tmp_path, monkeypatch, CODES, "pkg.x.x_f__mutmut_2\n")
