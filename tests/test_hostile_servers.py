@@ -435,4 +435,5 @@ def test_status_as_a_process_exits_after_its_line_even_with_a_call_still_running
     assert done.returncode == 1, done.stderr[-500:]  # a cluster that did not answer: a retry may cure it
     assert done.stderr.strip().splitlines()[-1].startswith("error: cannot read the cluster: ")
     for module in ("tools/status.py", "tools/report.py", "tools/plan/__main__.py"):
-        assert "exit_now(main())" in (ROOT / module).read_text(), module
+        assert "entry_point(main)" in (ROOT / module).read_text(), module  # which ends through exit_now
+    assert "exit_now(code)" in (ROOT / "tools" / "process.py").read_text()
