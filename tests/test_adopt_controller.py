@@ -41,7 +41,8 @@ from core.controllers import (
     facts_file,
     load,
 )
-from infra.k8s.kueue import configuration, manager_config
+from core.kueue_manager import configuration
+from infra.k8s.kueue import manager_config
 from infra.k8s.manifests import jobset_crd_fields
 from tests.conftest import release_crd, shared_path
 from tests.lifecycle_walk import settings

@@ -23,7 +23,7 @@
      tpu-rl sets (``core.controllers.CHART_VALUES``); its ``Configuration``
      (``apis/config/v1beta2/configuration_types.go``, decoded strictly: ``pkg/config/config.go`` ``fromFile``,
      ``serializer.EnableStrict``) has every field of the stack's manager configuration
-     (``infra.k8s.kueue.configuration``; fields of other packages' types are not checked), and each integration it
+     (``core.kueue_manager.configuration``; fields of other packages' types are not checked), and each integration it
      names is one Kueue registers (``FrameworkName`` in ``pkg/controller/jobs/``);
    - every label and annotation key of the controller the stack's objects and readers rely on
      (``core.controllers.RELIED_ON``: the env ``fieldRef``\\ s, the exclusive-topology annotation, the queue label)
@@ -68,8 +68,8 @@ from typing import Any
 import yaml
 
 from core.controllers import API_VERSIONS, CHART_VALUES, CONTROLLERS, CRDS, DATA, Controller, crd_file, facts_file
+from core.kueue_manager import configuration
 from infra.k8s.kueue import CHART as KUEUE_CHART
-from infra.k8s.kueue import configuration
 from infra.k8s.manifests import JOBSET_CHART, jobset_crd_fields
 from tools.controller_facts import extract, fact_problems
 from tools.process import entry_point

@@ -29,7 +29,7 @@ from typing import Any
 
 from core.controller_strings import KUBERNETES_MINORS, Source, checked_sources, job_failure_reasons, rows_of
 from core.controllers import RELIED_ON, Controller, Use
-from infra.k8s.kueue import FRAMEWORKS
+from core.kueue_manager import FRAMEWORKS
 
 CONFIGURATION_TYPES = "apis/config/v1beta2/configuration_types.go"
 CONFIGURATION = "Configuration"
@@ -70,7 +70,7 @@ FRAMEWORK_FILES = {
     "batch/job": "pkg/controller/jobs/job/job_controller.go",
     "jobset.x-k8s.io/jobset": "pkg/controller/jobs/jobset/jobset_controller.go",
 }
-"""Where Kueue names each integration the stack turns on (``infra.k8s.kueue.FRAMEWORKS``): ``FrameworkName``, which
+"""Where Kueue names each integration the stack turns on (``core.kueue_manager.FRAMEWORKS``): ``FrameworkName``, which
 its configuration's validation requires of every name in ``integrations.frameworks`` (``pkg/config/validation.go``
 ``validateIntegrations``)."""
 FIX = "the stack cannot run on it as it is (core/controllers.py RELIED_ON)"

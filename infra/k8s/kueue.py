@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from core.config.values import format_duration
+from core.kueue_manager import configuration
 from core.machines import machine_shape
 from core.names import (
     CLUSTER_QUEUE,
@@ -63,46 +63,11 @@ API = "kueue.x-k8s.io/v1beta2"
 CHART = "oci://registry.k8s.io/kueue/charts/kueue"
 NAMESPACE = "kueue-system"
 TPU_RESOURCE = "google.com/tpu"
-FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
-"""The integrations Kueue manages: JobSets, and the Jobs they create (a child Job follows its JobSet)."""
 
 
 def manager_config(settings: Settings) -> dict[str, Any]:
     """Kueue's Configuration (``config.kueue.x-k8s.io/v1beta2``, decoded strictly: no unknown field)."""
     return configuration(settings.kueue.pods_ready_timeout, settings.kueue.recovery_timeout)
-
-
-def configuration(pods_ready_timeout: int, recovery_timeout: int) -> dict[str, Any]:
-    """The manager configuration with these waitForPodsReady timeouts (seconds): ``tools/adopt_controller.py``
-    checks a release's ``Configuration`` has every field of it."""
-    return {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-        "kind": "Configuration",
-        "health": {"healthProbeBindAddress": ":8081"},
-        "metrics": {"bindAddress": ":8443"},
-        "webhook": {"port": 9443},
-        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
-        "controller": {
-            "groupKindConcurrency": {
-                "Job.batch": 5,
-                "Pod": 5,
-                "Workload.kueue.x-k8s.io": 5,
-                "LocalQueue.kueue.x-k8s.io": 1,
-                "ClusterQueue.kueue.x-k8s.io": 1,
-                "ResourceFlavor.kueue.x-k8s.io": 1,
-            }
-        },
-        "clientConnection": {"qps": 50, "burst": 100},
-        # v1beta2 has no `enable`: the block's presence turns it on. recoveryTimeout would default to timeout
-        # (apis/config/v1beta2/defaults.go): a node repair under a running training takes longer than that.
-        "waitForPodsReady": {
-            "timeout": format_duration(pods_ready_timeout),
-            "recoveryTimeout": format_duration(recovery_timeout),
-            "blockAdmission": False,
-            "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 0},
-        },
-        "integrations": {"frameworks": list(FRAMEWORKS)},
-    }
 
 
 def helm_values(settings: Settings) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import yaml
 from pulumi_policy import EnforcementLevel, ResourceValidationArgs, ResourceValidationPolicy, Severity
 
 from core.controllers import CHART_VALUES, JOBSET_VERSIONS, KUEUE_VERSIONS
+from core.kueue_manager import configuration
 from core.names import NODEPOOL_LABEL, SYSTEM_POOL
 
 from .properties import _m, unseen
@@ -18,35 +19,13 @@ from .resources import HELM_RELEASE, Report, _guarded_resource
 
 DURATION = re.compile(r"(?=[0-9])([0-9]+h)?([0-9]+m)?([0-9]+s)?")
 """A duration as ``core.config.values.format_duration`` writes it: what the configuration chooses (``tpu-rl:kueue``)."""
+_MANAGER = configuration(0, 0)
 KUEUE_CONFIGURATION: dict[str, Any] = {
-    "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-    "kind": "Configuration",
-    "health": {"healthProbeBindAddress": ":8081"},
-    "metrics": {"bindAddress": ":8443"},
-    "webhook": {"port": 9443},
-    "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
-    "controller": {
-        "groupKindConcurrency": {
-            "Job.batch": 5,
-            "Pod": 5,
-            "Workload.kueue.x-k8s.io": 5,
-            "LocalQueue.kueue.x-k8s.io": 1,
-            "ClusterQueue.kueue.x-k8s.io": 1,
-            "ResourceFlavor.kueue.x-k8s.io": 1,
-        }
-    },
-    "clientConnection": {"qps": 50, "burst": 100},
-    "waitForPodsReady": {
-        "timeout": DURATION,
-        "recoveryTimeout": DURATION,
-        "blockAdmission": False,
-        "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 0},
-    },
-    "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
+    **_MANAGER,
+    "waitForPodsReady": {**_MANAGER["waitForPodsReady"], "timeout": DURATION, "recoveryTimeout": DURATION},
 }
-"""Kueue's manager configuration as ``infra.k8s.kueue.configuration`` writes it (a test keeps them equal), its two
-timeouts any duration: a field more (``manageJobsWithoutQueueName``, another integration) or a value changed is not one
-tpu-rl sets."""
+"""Kueue's manager configuration as the program writes it (``core.kueue_manager``), its two timeouts any duration:
+a field more (``manageJobsWithoutQueueName``, another integration) or a value changed is not one tpu-rl sets."""
 
 
 HELM_CHARTS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]] = {
