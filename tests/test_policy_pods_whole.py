@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests import analyzer
+from tests.example_stacks import STACKS
 from tools.plan.offline import UNKNOWN, Plan
 
 pytestmark = pytest.mark.pure
@@ -490,15 +491,6 @@ POD_RULES = ("pod-bindings", "least-privilege-pods", "known-workload-kinds", "pi
 
 
 MIRRORED = ("tpu-rl:gke.versionPrefix=1.35.", "tpu-rl:gke.secretsEncryptionKey=create", "tpu-rl:images.mirror=true")
-STACKS: dict[str, tuple[str, ...]] = {
-    "dev": ("dev",),
-    "prod": ("prod",),
-    "prod-publishing-evaluating": ("prod", "tpu-rl:publish.repo=me/model", "tpu-rl:workflow.steps.evaluate=true"),
-    "dev-flex-start": ("dev", "tpu-rl:tpu.capacity=flex-start"),
-    "prod-pinned-encrypted-mirrored": ("prod", *MIRRORED),
-    "dev-without-kueue": ("dev", "tpu-rl:kueue.enabled=false"),
-}
-"""The example stacks and their variants, as tests/test_registered.py pins them (a test module imports no other)."""
 
 
 def _stacks() -> list[Any]:
