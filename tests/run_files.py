@@ -5,8 +5,10 @@ evaluation lines, and tunix's checkpoints."""
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 START = 1_790_000_000.0
 """Wall time of the first training event (2026-09-21): the test data's clock."""
@@ -61,12 +63,26 @@ def wall(step: int) -> float:
     return START + step * STEP_SECONDS + (RESUME_GAP if step > RESTORED else 0.0)
 
 
+def summary_writer() -> Any:
+    """tensorboardX's ``SummaryWriter``, imported without torch unless torch is imported already: its writer module
+    imports torch when it can, only to accept torch tensors (``writer.numpy_compatible``), and importing torch takes
+    seconds of a fast test's time; these event files hold Python floats only."""
+    if "torch" in sys.modules or "tensorboardX" in sys.modules:
+        from tensorboardX import SummaryWriter
+
+        return SummaryWriter
+    sys.modules["torch"] = None  # type: ignore[assignment]  # `import torch` raises ImportError, which tensorboardX expects
+    try:
+        from tensorboardX import SummaryWriter
+    finally:
+        del sys.modules["torch"]
+    return SummaryWriter
+
+
 def write_events(folder: Path, steps: list[int]) -> None:
     """One attempt's event file: per optimizer step s, ``actor/*`` at step s and the rollout's tags at step
     s - 1 (tunix), and Orbax's two step-0 scalars at a save (an epoch in milliseconds, a count)."""
-    from tensorboardX import SummaryWriter
-
-    writer = SummaryWriter(str(folder), flush_secs=1)
+    writer = summary_writer()(str(folder), flush_secs=1)
     for step in steps:
         at = wall(step)
         writer.add_scalar("rewards/train/sum", reward(step), step - 1, walltime=at - 1)
@@ -134,13 +150,11 @@ def upload_run(
 def write_events_with(client, output_uri: str, tag: str, values: list[float]) -> None:
     """One attempt's event file in the run's TensorBoard folder: ``tag`` at steps 0, 1, ... with ``values`` (any
     float, as tensorboardX writes it)."""
-    from tensorboardX import SummaryWriter
-
     bucket_name, _, prefix = output_uri.removeprefix("gs://").partition("/")
     if not client.lookup_bucket(bucket_name):
         client.create_bucket(bucket_name)
     with tempfile.TemporaryDirectory() as folder:
-        writer = SummaryWriter(folder, flush_secs=1)
+        writer = summary_writer()(folder, flush_secs=1)
         for step, value in enumerate(values):
             writer.add_scalar(tag, value, step, walltime=START + step)
         writer.close()

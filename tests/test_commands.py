@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
+from core.maxtext_keys import MAXTEXT_VERSION, known_keys
 from core.names import DRILL_EXIT, SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from tests.conftest import put, shared_path, slug
 from tests.fake_hub import COMMIT
@@ -642,50 +642,38 @@ def test_optimizer_patch_fails_loudly_when_the_image_changed(tmp_path, text):
     assert target.read_text() == text
 
 
-TYPES_ONLY_0_2_4 = {"load_checkpoint_only_once"}
-"""Keys of MaxText 0.2.4 that no YAML file names: fields of its ``configs/types.py`` (``load_checkpoint_only_once``:
-line 348 at the tag maxtext-v0.2.4, read in the mirrored repository; ``../shared`` holds the YAML files only)."""
-
-
-def _maxtext_keys() -> set[str]:
-    keys: set[str] = set(TYPES_ONLY_0_2_4)
-    for path in (
-        shared_path("maxtext-0.2.4", "configs", "base.yml"),
-        shared_path("maxtext-0.2.4", "configs", "post_train", "rl.yml"),
-    ):
-        for key, value in (yaml.safe_load(path.read_text()) or {}).items():
-            keys.add(key)
-            if isinstance(value, dict):
-                keys |= {f"{key}.{sub}" for sub in value}
-    return keys
+PINNED = f"maxtext-{MAXTEXT_VERSION}"
+"""The pinned MaxText release's configuration files (``../shared``)."""
 
 
 @pytest.mark.pure
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 @pytest.mark.slow
-def test_every_maxtext_key_exists_in_maxtext_0_2_4(stack, tmp_path):
-    known = _maxtext_keys()
+def test_every_maxtext_key_exists_in_the_pinned_maxtext(stack, tmp_path):
+    """Every ``key=value`` a step's script hands MaxText is a key of the pinned release (its YAML files and the
+    fields only ``configs/types.py`` declares: ``core.maxtext_keys``'s table, made from that release's files)."""
+    known = known_keys()
     overrides = ("tpu-rl:training.extraArgs.eval_interval=1000",)
     for step, obj in objects(stack, *overrides).items():
         calls = run_in_bash(obj, tmp_path)
         argv = next(c for c in calls if c[0] == "-m")
         keys = [a.split("=", 1)[0] for a in argv[2:] if not a.startswith("-")]
         unknown = [k for k in keys if k not in known]
-        assert not unknown, f"{step}: keys not in MaxText 0.2.4 configs: {unknown}"
+        assert not unknown, f"{step}: keys not in MaxText {MAXTEXT_VERSION}: {unknown}"
         assert "hf_access_token" not in keys
 
 
 @pytest.mark.pure
-def test_data_templates_exist_in_maxtext_0_2_4():
+def test_data_templates_exist_in_the_pinned_maxtext():
     for stack in ("dev", "prod"):
         template = json.loads(scripts_of(objects(stack)["train"])["data"]["train.json"])["data_template_path"]
-        assert shared_path("maxtext-0.2.4", *template.split("/")[1:]).exists()
+        assert shared_path(PINNED, *template.split("/")[1:]).exists()
 
 
 @pytest.mark.pure
-def test_model_names_exist_in_maxtext_0_2_4():
+def test_model_names_exist_in_the_pinned_maxtext():
     for name in ("gemma4-26b", "gemma4-e4b"):
-        assert shared_path("maxtext-0.2.4", "configs", "models", f"{name}.yml").exists()
+        assert shared_path(PINNED, "configs", "models", f"{name}.yml").exists()
 
 
 @pytest.mark.pure
@@ -1014,7 +1002,7 @@ def test_each_dataset_prompt_has_exactly_one_turn_marker_per_turn_for_gemma4(dat
     the tokenizer's chat template: a template with turn markers of its own would nest them."""
     from core.knobs import DATASETS
 
-    template = json.loads(shared_path("maxtext-0.2.4", *DATASETS[dataset].template.split("/")[1:]).read_text())
+    template = json.loads(shared_path(PINNED, *DATASETS[dataset].template.split("/")[1:]).read_text())
     system = template["SYSTEM_PROMPT"].format(
         reasoning_start_token="<reasoning>",
         reasoning_end_token="</reasoning>",
@@ -1030,7 +1018,7 @@ def test_each_dataset_prompt_has_exactly_one_turn_marker_per_turn_for_gemma4(dat
 
 def test_the_gsm8k_template_would_nest_turn_markers():
     """Why neither choice uses gsm8k_rl.json: its TEMPLATE hard-codes Gemma 3's markers."""
-    template = json.loads(shared_path("maxtext-0.2.4", "examples", "chat_templates", "gsm8k_rl.json").read_text())
+    template = json.loads(shared_path(PINNED, "examples", "chat_templates", "gsm8k_rl.json").read_text())
     assert all(marker in template["TEMPLATE"] for marker in GEMMA3_MARKERS)
 
 
