@@ -227,7 +227,7 @@ audit_before_up = $(PY) -m tools.audit --stack '$(STACK)' --before-up --accept '
 # cannot read (exit 3): one warning, the variable unset, nothing compared (as in a `pulumi up` run by hand).
 # The same read hands over the digests the last `up` pinned the images' tags to (TPU_RL_IMAGES_IN_STATE,
 # core/images.py recorded_pins): a tag that moved upstream since renames no finished or running step.
-# And the Cloud KMS keys the state holds (TPU_RL_KEYS_IN_STATE, infra/gcp/capacity/keys.py): a key the state holds is
+# And the Cloud KMS keys the state holds (TPU_RL_KEYS_IN_STATE, core/names.py): a key the state holds is
 # the stack's own; a key of its names that another stack uses is never imported. And the version that wrote the state
 # and its steps' names (TPU_RL_STEPS_IN_STATE, core/version.py): the program says which steps this `up` runs again.
 # `pulumi up` runs with the policy pack (policy/, the stack's policy/config/<stack>.json): a mandatory finding stops

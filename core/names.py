@@ -117,3 +117,9 @@ RETRY_ANNOTATION = "tpu-rl/retry-of"
 """The annotation a retried step carries: the failed run's UID (``workloads.observe.live_state``)."""
 ADOPTED = "/adopted"
 """The suffix of the retry marker of a run adopted by a create (``workloads.observe.live_state``)."""
+
+KEYS_IN_STATE = "TPU_RL_KEYS_IN_STATE"
+"""The environment variable through which ``make up`` tells the program the ids of the Cloud KMS keys the stack's
+state holds (``tools.state_export.keys_in_state``, from ``pulumi stack export``; ``program.world.InState.keys``):
+comma-separated; empty: none; unset: unknown (a `pulumi up` run by hand), and the capacity check decides by the key's
+labels and the clusters that use it (``infra.gcp.capacity.keys``)."""

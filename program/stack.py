@@ -159,7 +159,7 @@ def _preflight_phase(checked: _Checked, world: World) -> _Checked:
     if world.registry is not None and plan is not None:  # the images are the steps': no workflow, nothing runs them
         settings, plan = _pinned_images(settings, plan, world.registry, world.state.pins)
     if world.capacity is not None and settings.workflow.capacity_check:
-        reuse = _capacity(settings, world.capacity)
+        reuse = _capacity(settings, world.capacity, world.state.keys)
     return _Checked(settings, plan, base, reuse)
 
 
@@ -429,11 +429,11 @@ def _pinned_images(
         raise stop(err) from None
 
 
-def _capacity(settings: Settings, check: CheckCapacity) -> frozenset[str]:
+def _capacity(settings: Settings, check: CheckCapacity, held_keys: str | None) -> frozenset[str]:
     """Fail before any resource when the slice cannot be had (reservation, quotas, APIs, the Secrets key):
     ``check`` (infra.gcp.capacity in a real run). Returns the ids of what an earlier destroy left that this `up` imports
     (a KMS key ring and key of the stack's names)."""
-    findings = check(settings)
+    findings = check(settings, held_keys=held_keys)
     for finding in findings:
         if finding.level == "unknown":
             pulumi.log.warn(f"capacity check: {finding.text}")

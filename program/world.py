@@ -7,13 +7,14 @@ uses, never the whole world (``program.stack``)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from pulumi.runtime import config as runtime_config
 
 from core.images import PINS_IN_STATE
+from core.names import KEYS_IN_STATE
 from core.version import STEPS_IN_STATE
 from infra.k8s.live import ClusterReader, Connect
 from infra.k8s.manifests import RELEASES_IN_STATE
@@ -33,8 +34,11 @@ class ResolveDigest(Protocol):
     def __call__(self, image: str, *, key: str) -> str: ...
 
 
-CheckCapacity = Callable[["Settings"], "list[Finding]"]
-"""Every finding of the capacity check before anything is created (``infra.gcp.capacity.check_capacity``)."""
+class CheckCapacity(Protocol):
+    """Every finding of the capacity check before anything is created (``infra.gcp.capacity.check_capacity``);
+    ``held_keys``: the Cloud KMS keys the stack's state holds (``InState.keys``)."""
+
+    def __call__(self, settings: Settings, *, held_keys: str | None = None) -> list[Finding]: ...
 
 
 @dataclass(frozen=True)
@@ -48,11 +52,18 @@ class InState:
     """``core.images.PINS_IN_STATE``: the digests the last `up` pinned each tag to."""
     releases: str | None = None
     """``infra.k8s.manifests.RELEASES_IN_STATE``: the Helm releases the state holds."""
+    keys: str | None = None
+    """``core.names.KEYS_IN_STATE``: the Cloud KMS keys the state holds."""
 
     @classmethod
     def of(cls, environ: Mapping[str, str]) -> InState:
         """What `make up` handed over in ``environ`` (the process's environment)."""
-        return cls(environ.get(STEPS_IN_STATE), environ.get(PINS_IN_STATE), environ.get(RELEASES_IN_STATE))
+        return cls(
+            environ.get(STEPS_IN_STATE),
+            environ.get(PINS_IN_STATE),
+            environ.get(RELEASES_IN_STATE),
+            environ.get(KEYS_IN_STATE),
+        )
 
 
 @dataclass(frozen=True)
@@ -98,10 +109,10 @@ def _resolve_digest(image: str, *, key: str) -> str:
     return resolve_digest(image, key=key)
 
 
-def _check_capacity(settings: Settings) -> list[Finding]:
+def _check_capacity(settings: Settings, *, held_keys: str | None = None) -> list[Finding]:
     from infra.gcp.capacity import check_capacity  # Google's API clients only where a run checks the capacity
 
-    return check_capacity(settings)
+    return check_capacity(settings, held_keys=held_keys)
 
 
 def _storage_client() -> storage.Client:

@@ -15,9 +15,10 @@ import functools
 import pytest
 from google.auth.credentials import AnonymousCredentials
 
+from core.names import KEYS_IN_STATE
 from infra.gcp import capacity
 from infra.gcp.capacity import SURVIVORS, CryptoKey, Finding, key_version_fix, surviving_key_findings
-from infra.gcp.capacity.keys import KEYS_IN_STATE, Claim, ReplyError, clusters_reply, judge_key
+from infra.gcp.capacity.keys import Claim, ReplyError, clusters_reply, judge_key
 from tests.conftest import SENTINEL_TOKEN
 from tests.fake_compute import (
     crypto_key,

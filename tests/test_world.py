@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from core.images import PINS_IN_STATE
+from core.names import KEYS_IN_STATE
 from core.version import STEPS_IN_STATE
 from infra.k8s.live import ClusterReader
 from infra.k8s.manifests import RELEASES_IN_STATE
@@ -14,9 +15,15 @@ from program.world import OFFLINE, InState, environment_hub, live_world
 pytestmark = pytest.mark.pure
 
 
-def test_the_state_make_up_hands_over_is_read_from_its_three_variables():
-    environ = {STEPS_IN_STATE: "steps", PINS_IN_STATE: "pins", RELEASES_IN_STATE: "releases", "OTHER": "x"}
-    assert InState.of(environ) == InState(steps="steps", pins="pins", releases="releases")
+def test_the_state_make_up_hands_over_is_read_from_its_four_variables():
+    environ = {
+        STEPS_IN_STATE: "steps",
+        PINS_IN_STATE: "pins",
+        RELEASES_IN_STATE: "releases",
+        KEYS_IN_STATE: "",
+        "OTHER": "x",
+    }
+    assert InState.of(environ) == InState(steps="steps", pins="pins", releases="releases", keys="")
     assert InState.of({}) == InState(), "nothing handed over: nothing compared"
 
 
@@ -34,3 +41,20 @@ def test_the_offline_preflight_checks_the_tokens_of_the_environment():
     hub = environment_hub({"HF_TOKEN": "read", "HF_WRITE_TOKEN": "write", "HF_ENDPOINT": "http://hub.test"})
     assert (hub.endpoint, hub.read_token, hub.write_token) == ("http://hub.test", "read", "write")
     assert environment_hub({}) == type(hub)(None, "", ""), "no token given: the preflight says which to export"
+
+
+def test_the_capacity_check_is_handed_the_keys_the_state_holds():
+    """The keys `make up` read of the state reach the capacity check through the world, not the environment: a key the
+    state holds is the stack's own (``infra.gcp.capacity.keys``)."""
+    from program.stack import _capacity
+    from tests.lifecycle_walk import settings
+
+    asked: list[str | None] = []
+
+    def check(settings, *, held_keys=None):
+        asked.append(held_keys)
+        return []
+
+    assert _capacity(settings("prod", []), check, "projects/p/locations/l/keyRings/r/cryptoKeys/k") == frozenset()
+    assert _capacity(settings("prod", []), check, None) == frozenset()
+    assert asked == ["projects/p/locations/l/keyRings/r/cryptoKeys/k", None]

@@ -345,7 +345,7 @@ def _releases(stack: str, pins: str = "", keys: str = "", steps: str = "") -> in
     check is left out, `up` goes on, and Helm's own refusal stands). A cluster it cannot
     read is a warning too: the program reads it again before each release's install. ``pins``: a file to write the
     state's image pins to (``pins_in_state``), ``keys``: a file to write the Cloud KMS keys the state holds to,
-    comma-separated (``keys_in_state``, for ``infra.gcp.capacity.keys.KEYS_IN_STATE``), ``steps``: a file to write the
+    comma-separated (``keys_in_state``, for ``core.names.KEYS_IN_STATE``), ``steps``: a file to write the
     version that wrote the state and its steps' names to (``steps_in_state``, for ``core.version.STEPS_IN_STATE``);
     each left empty when the state cannot be read."""
     try:

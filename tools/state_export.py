@@ -109,7 +109,7 @@ def steps_in_state(export: str) -> dict[str, object]:
 
 def keys_in_state(export: str) -> list[str]:
     """The ids of the Cloud KMS keys (``gcp:kms/cryptoKey:CryptoKey``) the exported state holds, sorted, for ``make up``
-    to hand the program (``infra.gcp.capacity.keys.KEYS_IN_STATE``): a key the state holds is the stack's own, whatever
+    to hand the program (``core.names.KEYS_IN_STATE``): a key the state holds is the stack's own, whatever
     cluster uses it. A key is named by its inputs as the provider names it (``{keyRing}/cryptoKeys/{name}``:
     magic-modules ``CryptoKey.yaml`` ``id_format``); one with a create pending counts (its runner was killed while the
     provider created it, so it may be this stack's)."""

@@ -22,20 +22,24 @@ from infra.gcp.capacity.reads import Clients, make_clients
 from infra.gcp.capacity.reservations import check_reservation
 
 
-def check_capacity(settings: Settings, clients: Clients | None = None) -> list[Finding]:
-    """Every finding of the capacity preflight (bounded reads; never raises for a read it cannot make)."""
+def check_capacity(
+    settings: Settings, clients: Clients | None = None, *, held_keys: str | None = None
+) -> list[Finding]:
+    """Every finding of the capacity preflight (bounded reads; never raises for a read it cannot make); ``held_keys``:
+    the Cloud KMS keys the stack's state holds, as `make up` handed them over (``core.names.KEYS_IN_STATE``; None:
+    unknown)."""
     budget = deadline.BUDGETS["compute"]
     try:
         clients = clients or make_clients()
     except client_errors() as err:  # no credentials: the check cannot run
         return [Finding("unknown", f"the capacity check could not start ({type(err).__name__}); nothing was checked")]
     try:
-        return _check(settings, clients, budget)
+        return _check(settings, clients, budget, held_keys)
     finally:
         clients.close()
 
 
-def _check(settings: Settings, clients: Clients, budget: deadline.Budget) -> list[Finding]:
+def _check(settings: Settings, clients: Clients, budget: deadline.Budget, held_keys: str | None) -> list[Finding]:
     findings: list[Finding] = check_permissions(settings, clients, budget)
     apis = REQUIRED_APIS + ((KMS_API,) if settings.gke.secrets_key else ())
     states, unread = read_api_states(settings.project, apis, clients, budget)
@@ -63,7 +67,7 @@ def _check(settings: Settings, clients: Clients, budget: deadline.Budget) -> lis
                 f"checked{unread_image}",
             )
         )
-        return findings + check_secrets_key(settings, clients, budget, kms, gke)
+        return findings + check_secrets_key(settings, clients, budget, kms, gke, held_keys)
     vcpus = check_offers(settings, clients, budget, findings)
     image_findings, secondary_gb = check_boot_disk_image(settings, clients, budget)
     findings += image_findings
@@ -74,4 +78,4 @@ def _check(settings: Settings, clients: Clients, budget: deadline.Budget) -> lis
     findings += check_global_quotas(settings, need, ours, clients, budget)
     if need.reservation is None:
         findings += check_tpu_quota(settings, need, clients, budget)
-    return findings + check_secrets_key(settings, clients, budget, kms, gke)
+    return findings + check_secrets_key(settings, clients, budget, kms, gke, held_keys)

@@ -20,15 +20,14 @@ name this stack and cluster is the stack's own record. A key that encrypts a GKE
 stack, or of an unlabelled cluster, stops `up` before anything is created, naming it; this stack's own cluster's key
 is left as the stack's state records it (not imported: the state holds it, and a stack whose state does not fails at
 its create with 409, changing nothing of it). ``make up`` can hand the program the keys the state holds
-(``KEYS_IN_STATE``): a key the state holds is the stack's own whatever uses it, and one it does not hold that a
-cluster uses stops `up`. A key whose primary version is not enabled stops `up` with the one gcloud command that makes
-it usable (``key_version_fix``); one GKE can never use (another purpose) stops it with the key to set instead."""
+(``core.names.KEYS_IN_STATE``): a key the state holds is the stack's own whatever uses it, and one it does not hold
+that a cluster uses stops `up`. A key whose primary version is not enabled stops `up` with the one gcloud command that
+makes it usable (``key_version_fix``); one GKE can never use (another purpose) stops it with the key to set instead."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
-import os
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -182,12 +181,6 @@ SURVIVORS: dict[str, tuple[bool, str]] = {
 """Every GCP resource type the stack registers -> (whether `pulumi destroy` frees its name for the next `up`,
 why). The two that do not are handled by the check (``surviving_key_findings``); Kubernetes objects go with the
 cluster (docs/destroy.md "Destroy, and up again")."""
-
-
-KEYS_IN_STATE = "TPU_RL_KEYS_IN_STATE"
-"""The environment variable through which ``make up`` can tell the program the ids of the Cloud KMS keys the stack's
-state holds (``tools.state_export.keys_in_state``, from ``pulumi stack export``): comma-separated; empty: none; unset:
-unknown (a `pulumi up` run by hand), and the check decides by the key's labels and the clusters that use it."""
 
 
 def keys_in_state(value: str | None) -> frozenset[str] | None:
@@ -459,12 +452,18 @@ def crypto_key_reply(message: Any, name: str) -> CryptoKey:
 
 
 def check_secrets_key(
-    settings: Settings, clients: Clients, budget: deadline.Budget, kms: bool = True, gke: bool = True
+    settings: Settings,
+    clients: Clients,
+    budget: deadline.Budget,
+    kms: bool = True,
+    gke: bool = True,
+    held_keys: str | None = None,
 ) -> list[Finding]:
     """The Secrets key: one of one's own is read; with ``create``, a ring and key of the stack's names that exist are
     found: adopted when a destroy left them, else a stop naming the key to set (``surviving_key_findings``). ``kms``:
     the Cloud KMS API may be enabled in the stack's project (False: it is not; no ring of the stack's can exist there);
-    ``gke``: the GKE API may be (False: no cluster can use the key)."""
+    ``gke``: the GKE API may be (False: no cluster can use the key); ``held_keys``: ``KEYS_IN_STATE``'s text, as
+    `make up` handed it over (None: unset)."""
     key = settings.gke.secrets_key
     if not key or (key == "create" and not kms):
         return []
@@ -476,7 +475,7 @@ def check_secrets_key(
     names = names_for(settings)
     ring_id = key_ring_id(settings.project, settings.region, names.key_ring)
     key_id = crypto_key_id(settings.project, settings.region, names.key_ring, names.crypto_key)
-    held = keys_in_state(os.environ.get(KEYS_IN_STATE))
+    held = keys_in_state(held_keys)
     claim = Claim(
         settings.labels.get("stack", ""),
         settings.cluster_name,
