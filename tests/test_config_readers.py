@@ -287,6 +287,11 @@ DELETE = object()
             set(),
             f'tpu-rl:clusterName:x = "(set)" is invalid: unknown key; did you mean tpu-rl:clusterName? {KNOWN}',
         ),
+        (  # a full-width letter (U+FF43): one line, the key as written and the key it looks like
+            {"tpu-rl:\uff43lusterName": "y"},
+            set(),
+            f'tpu-rl:\uff43lusterName = "(set)" is invalid: unknown key; did you mean tpu-rl:clusterName? {KNOWN}',
+        ),
         (
             {"tpu-rl:hfToken": "", "tpu-rl:workflow": {"enabled": False}},
             {"-tpu-rl:hfToken"},
