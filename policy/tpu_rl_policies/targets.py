@@ -329,7 +329,7 @@ def _why_project(role: str) -> str:
         return (
             "it reaches every bucket of the project, other stacks' and their state among them: grant it on the bucket"
         )
-    if role in ("roles/viewer", "roles/browser", "roles/iam.securityReviewer") or role.lower().endswith("viewer"):
+    if role == "roles/browser" or role.lower().endswith("viewer"):  # roles/viewer, roles/iam.securityReviewer, ...
         return "it reads every resource of its kind in the project, other stacks' among them"
     return "the stack's identities need only " + ", ".join(sorted(ROLES_ON["project"])) + " at project level"
 
