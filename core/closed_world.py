@@ -263,7 +263,10 @@ def segments(path: str) -> list[str] | None:
         if found is None:
             return None
         word, free, items, quoted = found.groups()
-        out.append(word if word is not None else FREE if free else ITEMS if items else json.loads(quoted))
+        try:
+            out.append(word if word is not None else FREE if free else ITEMS if items else json.loads(quoted))
+        except ValueError:  # a quoted key JSON does not read (an escape it lacks, a control character)
+            return None
         at = found.end()
     return out
 

@@ -160,3 +160,98 @@ def test_admissions_need_a_reason_and_a_shape():
 @pytest.mark.pure
 def test_the_variants_rename_the_stack():
     assert "dev-renamed" in generator.VARIANTS
+
+
+PREFIX = "the policy config's closed-world-shapes admit[0]"
+SUFFIX = "; it admits nothing until fixed"
+TOKEN = f"r: data.token is not a property the program sets on {CONFIG_MAP}: remove it, {FIX}"
+"""The finding on ``cm(data={"token": ...})`` that a malformed admission leaves standing."""
+SHAPE = "see docs/policies.md (the closed world) for the entry's shape"
+RULE = {"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}
+
+MALFORMED = [
+    ({"reason": "r"}, "names nothing: name one of path, namespace, pinned"),
+    (
+        {"path": f"{CONFIG_MAP}:data.token", "pinned": f"{CONFIG_MAP}:data.token", "reason": "r"},
+        "names path and pinned: name one of path, namespace, pinned",
+    ),
+    (
+        {"path": f"{CONFIG_MAP}:data.token", "value": "x", "reason": "r"},
+        "has value, which a path entry does not take",
+    ),
+    (
+        {"path": f"{CONFIG_MAP}:data.token", "why": "x", "because": "y", "reason": "r"},
+        "has because, why, which a path entry does not take",
+    ),
+    ({"namespace": "kube-system", "value": "x", "reason": "r"}, "has value, which a namespace entry does not take"),
+    ({"path": 5, "reason": "r"}, f"admits a malformed path (5): {SHAPE}"),
+    ({"path": f"{CONFIG_MAP}:data[", "reason": "r"}, f"admits a malformed path ({CONFIG_MAP}:data[): {SHAPE}"),
+    ({"path": "data.token", "reason": "r"}, f"admits a malformed path (data.token): {SHAPE}"),
+    (
+        {"path": f'{CONFIG_MAP}:data["\\q"]', "reason": "r"},
+        f'admits a malformed path ({CONFIG_MAP}:data["\\q"]): {SHAPE}',
+    ),
+    ({"namespace": "", "reason": "r"}, f"admits a malformed namespace (): {SHAPE}"),
+    ({"pinned": f"{ROLE}:rules[]", "reason": "r"}, f"admits a malformed pinned ({ROLE}:rules[]): {SHAPE}"),
+    ({"pinned": "rules[]", "value": RULE, "reason": "r"}, f"admits a malformed pinned (rules[]): {SHAPE}"),
+]
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(("entry", "problem"), MALFORMED, ids=[p.split(":")[0] for _, p in MALFORMED])
+def test_a_malformed_admission_says_what_is_wrong_and_admits_nothing(entry: dict[str, Any], problem: str) -> None:
+    """The finding names what the entry lacks or has too much of (the keys sorted), and the path it would have
+    admitted stays a finding."""
+    found = judge(CONFIG_MAP, cm(data={"token": "x"}), admit=[entry])
+    assert [f.message for f in found] == [f"{PREFIX} {problem}{SUFFIX}", TOKEN]
+
+
+@pytest.mark.pure
+def test_an_admitted_path_admits_everything_under_it() -> None:
+    """``<type>:data`` admits any key of ``data`` and any depth below it, not only the paths it spells out."""
+    admit = [{"path": f"{CONFIG_MAP}:data", "reason": "the team's scripts"}]
+    assert judge(CONFIG_MAP, cm(data={"token": "x", "other": "y"}), admit=admit) == []
+    values = {"values": {"extra": {"deep": {"deeper": 1}}}}
+    assert judge(RELEASE, {**release(), **values}, admit=[{"path": f"{RELEASE}:values.extra", "reason": "r"}]) == []
+    (found,) = judge(RELEASE, {**release(), **values}, admit=[{"path": f"{RELEASE}:values.extra.other", "reason": "r"}])
+    assert found.message.startswith("r: values.extra is not a property the program sets on")
+
+
+@pytest.mark.pure
+def test_an_admitted_path_may_quote_a_key_holding_a_colon() -> None:
+    """The type token is the first three ``:`` parts; the rest, colons and all, is the path."""
+    values = {"values": {"host:port": "a:1"}}
+    admit = [{"path": f'{RELEASE}:values["host:port"]', "reason": "r"}]
+    assert judge(RELEASE, {**release(), **values}, admit=admit) == []
+    (found,) = judge(RELEASE, {**release(), **values})
+    assert found.message.startswith('r: values["host:port"] is not a property the program sets on')
+
+
+@pytest.mark.pure
+def test_a_namespace_entry_admits_its_text_as_a_name_never_as_a_path() -> None:
+    """A namespace is read as written, even one that a path reader would refuse (a quoted key JSON cannot read)."""
+    odd = 'a:b:c:["\\q"]'
+    meta = {"metadata": {"name": "c", "namespace": odd}}
+    assert judge(CONFIG_MAP, {**cm(), **meta}, admit=[{"namespace": odd, "reason": "r"}]) == []
+
+
+def release() -> dict[str, Any]:
+    return {
+        "namespace": "kueue-system",
+        "chart": "oci://registry.k8s.io/kueue/charts/kueue",
+        "createNamespace": True,
+    }
+
+
+@pytest.mark.pure
+def test_the_tree_takes_the_listed_paths_and_nothing_under_a_leaf() -> None:
+    """Built from the list's paths (the policy builds one per type at import): each listed path is taken, a key under
+    a listed path is a stray at that key, a path that is not one is skipped, and an empty object is taken at the
+    root (a resource with no properties sets none the program does not)."""
+    tree = shapes._tree(["data", 'metadata.labels["app"]', "spec.["])
+    assert list(shapes._strays({}, tree, "")) == []
+    assert list(shapes._strays({"data": "x", "metadata": {"labels": {"app": "a"}}}, tree, "")) == []
+    assert list(shapes._strays({"data": {"token": "x"}}, tree, "")) == ["data.token"]
+    assert list(shapes._strays({"metadata": {"labels": {"app": {"x": 1}}}}, tree, "")) == ["metadata.labels.app.x"]
+    assert list(shapes._strays({"metadata": {"labels": 1}}, tree, "")) == ["metadata.labels"]
+    assert list(shapes._strays({"spec": 1}, tree, "")) == ["spec"]

@@ -548,3 +548,46 @@ def test_an_admit_that_is_not_a_list_is_refused_by_the_engine():
 def test_the_example_configs_admit_nothing_and_are_mandatory():
     for stack in ("dev", "prod"):
         assert analyzer.policy_config_file(stack)["closed-world"] == {"enforcementLevel": "mandatory", "admit": []}
+
+
+closed_world = importlib.import_module("policy.tpu_rl_policies.closed_world")
+
+pytestmark = pytest.mark.pure
+
+PREFIX = "the policy config's closed-world admit[0]"
+SUFFIX = "; it admits nothing until fixed"
+SHAPE = "see docs/guardrails.md for the entry's shape"
+ADMIN = "roles/storage.admin"
+REFUSED_GRANT = f"hostile-grant: role {ADMIN} on {BUCKET_GRANT} is not one the program grants with it"
+
+MALFORMED = [
+    ({"type": "", "reason": "r"}, f"admits a malformed type (): {SHAPE}"),
+    ({"image": "", "reason": "r"}, f"admits a malformed image (): {SHAPE}"),
+    ({"role": ADMIN, "grantType": "", "reason": "r"}, f"admits a malformed role ({ADMIN}): {SHAPE}"),
+    ({"role": ADMIN, "grantType": None, "reason": "r"}, f"admits a malformed role ({ADMIN}): {SHAPE}"),
+    (
+        {"type": "a", "grantType": "b", "apiVersion": "c", "reason": "r"},
+        "has apiVersion, grantType, which a type entry does not take",
+    ),
+]
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(("entry", "problem"), MALFORMED, ids=["type", "image", "grant-type", "null-grant", "extra"])
+def test_a_malformed_admission_says_what_is_wrong_and_admits_nothing(entry: dict[str, Any], problem: str) -> None:
+    """An empty text or a ``grantType`` given as no type token is malformed, never a wildcard: the grant the entry
+    might have admitted stays refused."""
+    found = messages(grant(ADMIN), admit=[entry])
+    assert found[0] == f"{PREFIX} {problem}{SUFFIX}"
+    assert len(found) == 2 and found[1].startswith(REFUSED_GRANT)
+
+
+@pytest.mark.pure
+def test_a_core_kind_admits_the_core_groups_type_token() -> None:
+    """``{"apiVersion": "v1", "kind": "Pod"}`` admits the object and the token that creates it,
+    ``kubernetes:core/v1:Pod``; a grouped version is its own token's."""
+    pod = k8s("kubernetes:core/v1:Pod", "p")
+    assert len(messages(pod)) == 2
+    assert messages(pod, admit=[{"apiVersion": "v1", "kind": "Pod", "reason": "the team's debug pod"}]) == []
+    assert closed_world.kind_type("v1", "Pod") == "kubernetes:core/v1:Pod"
+    assert closed_world.kind_type("apps/v1", "Deployment") == "kubernetes:apps/v1:Deployment"

@@ -198,3 +198,14 @@ def test_a_stack_value_not_known_at_a_preview_withholds_the_findings_on_its_reso
         "Job late: .image not known until what they come from exists; judged at `pulumi up`; reading them as unset it "
         "would report: on the unknown one"
     )
+
+
+def test_a_stack_check_is_handed_the_validations_arguments() -> None:
+    handed: list[Any] = []
+
+    def check(args: Any, resources: list[Resource], say: Any) -> None:
+        handed.append(args)
+
+    args = stack_args(stack_resource({}))
+    _guarded_stack(check)(args, Reports())
+    assert handed == [args] and handed[0] is args

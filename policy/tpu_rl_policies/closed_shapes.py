@@ -122,7 +122,7 @@ def _entry(entry: dict[str, Any], admitted: Admitted) -> str | None:
     reason, value = entry.get("reason"), entry[thing]
     if not isinstance(reason, str) or not reason.strip():
         return f"admits the {thing} {value} without a reason: give it a non-empty reason (why the stack needs it)"
-    typed = _typed_path(value) if thing != "namespace" else None
+    typed = _typed_path(value)
     if thing == "namespace" and isinstance(value, str) and value:
         admitted.namespaces.add(value)
     elif thing == "path" and typed is not None:
