@@ -29,6 +29,7 @@ from pulumi_policy.proxy import unknown_checking_proxy
 from tests import analyzer
 from tests.analyzer import Finding, Pack
 from tests.conftest import plan_of as _program_plan
+from tests.policy_args import shown
 from tests.pure_plan import per_mutant_cache
 from tests.pure_plan import pure_plan as _built
 from tools.plan.offline import ROOT, Plan
@@ -257,18 +258,6 @@ def _read_item_by_item(value: Any, depth: int = 0, path: str = "", owner: Any = 
     return out
 
 
-def _shown(value: Any) -> Any:
-    """A plain value with each ``Unseen`` as its path and owner and each leaf with its type (``1``, ``1.0``, ``True``
-    told apart), to compare (an ``Unseen`` equals nothing)."""
-    if isinstance(value, policies.properties.Unseen):
-        return ("unseen", value.path, value.owner)
-    if isinstance(value, dict):
-        return {key: _shown(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_shown(item) for item in value]
-    return (type(value).__name__, value)
-
-
 def test_plain_reads_a_proxy_as_its_items_read_one_by_one():
     """``properties.plain`` reads what pulumi-policy's proxy wraps at once: the same plain copy as reading each item
     through the proxy (every unknown the same ``Unseen`` at its path, whole numbers ``int``), on what the first preview
@@ -296,12 +285,12 @@ def test_plain_reads_a_proxy_as_its_items_read_one_by_one():
     for props in sent:
         proxied = proxy.unknown_checking_proxy(deserialize_properties(props))
         for path, owner in (("", None), ("JobSet x: ", ("urn:x", JOBSET))):
-            expected = _shown(_read_item_by_item(proxied, path=path, owner=owner))
-            assert _shown(policies.properties.plain(proxied, path=path, owner=owner)) == expected
-    assert _shown(policies.properties.plain((1.0, "a"))) == [("int", 1), ("str", "a")]
+            expected = shown(_read_item_by_item(proxied, path=path, owner=owner))
+            assert shown(policies.properties.plain(proxied, path=path, owner=owner)) == expected
+    assert shown(policies.properties.plain((1.0, "a"))) == [("int", 1), ("str", "a")]
     other = collections.OrderedDict(a=2.0, b=[proxy.UNKNOWN_STRING_VALUE], c=collections.UserString("text"))
-    assert _shown(policies.properties.plain(other, path="p")) == _shown(_read_item_by_item(other, path="p"))
-    assert _shown(policies.properties.plain(other, path="p"))["b"] == [("unseen", "p.b[0]", None)]
+    assert shown(policies.properties.plain(other, path="p")) == shown(_read_item_by_item(other, path="p"))
+    assert shown(policies.properties.plain(other, path="p"))["b"] == [("unseen", "p.b[0]", None)]
 
 
 def test_the_analyzers_stack_request_is_the_one_protobuf_serialises():

@@ -6,45 +6,16 @@ which resource, a check that raises on a hostile shape, and a value the engine d
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from pulumi_policy import PolicyCustomTimeouts, PolicyResourceOptions, ResourceValidationArgs, StackValidationArgs
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError
 
 from policy.tpu_rl_policies.properties import Unseen
 from policy.tpu_rl_policies.resources import DEPLOYMENT, Resource, _guarded_resource, _guarded_stack
+from tests.policy_args import TYPE, Reports, resource_args, stack_args, stack_resource
 
 pytestmark = pytest.mark.pure
-
-TYPE = "kubernetes:batch/v1:Job"
-OPTIONS = PolicyResourceOptions(False, [], False, [], PolicyCustomTimeouts(0, 0, 0), [])
-URN = "urn:pulumi:dev::tpu-rl::kubernetes:batch/v1:Job::step"
-
-
-class Reports:
-    """The SDK's ``report(message, urn=None)``, recording what it is called with."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str | None]] = []
-
-    def __call__(self, message: str, urn: str | None = None) -> None:
-        self.calls.append((message, urn))
-
-
-def resource_args(props: Any) -> ResourceValidationArgs:
-    return ResourceValidationArgs(TYPE, props, URN, "step", OPTIONS, None)
-
-
-def stack_args(*resources: Any) -> StackValidationArgs:
-    return StackValidationArgs(list(resources))
-
-
-def stack_resource(props: Any, name: str = "step", protect: bool = False) -> Any:
-    """A resource as ``StackValidationArgs`` holds it (what ``_resources`` reads of a ``PolicyResource``)."""
-    urn = f"urn:pulumi:dev::tpu-rl::{TYPE}::{name}"
-    return SimpleNamespace(resource_type=TYPE, props=props, urn=urn, name=name, opts=SimpleNamespace(protect=protect))
 
 
 @pytest.fixture

@@ -1,0 +1,52 @@
+"""The policy SDK's arguments as the engine hands them to a policy, its ``report`` recorded, and what a policy read
+shown to compare, for tests that call the pack's checks directly (``policy/tpu_rl_policies/resources.py``'s factories
+and what they wrap, ``properties.plain``)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from pulumi_policy import PolicyCustomTimeouts, PolicyResourceOptions, ResourceValidationArgs, StackValidationArgs
+
+from policy.tpu_rl_policies.properties import Unseen
+
+TYPE = "kubernetes:batch/v1:Job"
+OPTIONS = PolicyResourceOptions(False, [], False, [], PolicyCustomTimeouts(0, 0, 0), [])
+URN = "urn:pulumi:dev::tpu-rl::kubernetes:batch/v1:Job::step"
+
+
+class Reports:
+    """The SDK's ``report(message, urn=None)``, recording what it is called with."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str | None]] = []
+
+    def __call__(self, message: str, urn: str | None = None) -> None:
+        self.calls.append((message, urn))
+
+
+def resource_args(props: Any) -> ResourceValidationArgs:
+    return ResourceValidationArgs(TYPE, props, URN, "step", OPTIONS, None)
+
+
+def stack_args(*resources: Any) -> StackValidationArgs:
+    return StackValidationArgs(list(resources))
+
+
+def stack_resource(props: Any, name: str = "step", protect: bool = False) -> Any:
+    """A resource as ``StackValidationArgs`` holds it (what ``_resources`` reads of a ``PolicyResource``)."""
+    urn = f"urn:pulumi:dev::tpu-rl::{TYPE}::{name}"
+    return SimpleNamespace(resource_type=TYPE, props=props, urn=urn, name=name, opts=SimpleNamespace(protect=protect))
+
+
+def shown(value: Any) -> Any:
+    """A plain value with each ``Unseen`` as its path and owner and each leaf with its type (``1``, ``1.0``, ``True``
+    told apart), to compare (an ``Unseen`` equals nothing)."""
+    if isinstance(value, Unseen):
+        return ("unseen", value.path, value.owner)
+    if isinstance(value, dict):
+        return {key: shown(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [shown(item) for item in value]
+    return (type(value).__name__, value)
