@@ -1,0 +1,86 @@
+"""Edges of the planned steps (``workloads.specs.step_specs``): the paths each CPU step's script is given, the
+held-out questions carried as they read, the MaxText check's mode in the export, what a failed step's message says
+of its memory and its retry, and the workflow's lookup of a step it does not run. Pure."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+
+from tests.lifecycle_walk import settings
+from workloads.specs.evaluation import HELD_OUT
+from workloads.specs.step_manifests import WORKLOAD_CONTAINER
+from workloads.specs.step_specs import Workflow, plan_workflow
+
+pytestmark = pytest.mark.pure
+
+EVERY_STEP = [
+    "tpu-rl:workflow.steps.evaluate=true",
+    "tpu-rl:publish.repo=acme/gemma4-grpo",
+    "tpu-rl:images.maxtextCheck=warn",
+]
+
+
+@pytest.fixture(scope="module")
+def workflow() -> Workflow:
+    """The prod stack running every step, its image's MaxText checked with a warning only."""
+    return plan_workflow(settings("prod", EVERY_STEP))
+
+
+def test_the_export_script_is_given_its_paths_and_the_check_mode(workflow):
+    """The export marks its own output once it may read the checkpoints and the conversion, and the completion
+    gets the base's repository, its output and the conversion's folder; ``warn`` reaches the MaxText check."""
+    convert, train, export = workflow.convert, workflow.train, workflow.export
+    lines = export.script.splitlines()
+    assert lines[1].startswith("python3 /tpu-rl/maxtext_check.py ") and lines[1].endswith(" warn")
+    assert lines[2] == f"python3 /tpu-rl/mark_folder.py {export.output_uri} {train.artifact_uri} {convert.output_uri}"
+    assert lines[-1] == (
+        f'exec python3 /tpu-rl/complete_export.py google/gemma-4-26b-a4b-it "${{commit}}" {export.output_uri} '
+        f"{convert.output_uri}"
+    )
+
+
+def test_the_evaluation_marks_its_output_and_carries_the_questions_as_they_read(workflow):
+    """The evaluation's folder is marked once its grant on the export holds; its spec is the last word of the
+    program's line, the held-out questions in it as written (a typographic apostrophe stays one, not ``\\u2019``)."""
+    export, evaluate = workflow.export, workflow["evaluate"]
+    lines = evaluate.script.splitlines()
+    assert lines[1] == f"python3 /tpu-rl/mark_folder.py {evaluate.output_uri} {export.artifact_uri}"
+    words = shlex.split(lines[-1])
+    assert words[:6] == [
+        "exec",
+        "python3",
+        "/tpu-rl/evaluate_export.py",
+        export.artifact_uri,
+        "/scratch/evaluate",
+        evaluate.output_uri + "record.json",
+    ]
+    spec = json.loads(words[6])
+    assert [(q["question"], q["answer"]) for q in spec["questions"]] == [tuple(pair) for pair in HELD_OUT]
+    question = HELD_OUT[0][0]
+    assert not question.isascii() and question in words[6] and "\\u" not in words[6]
+
+
+def test_a_failed_step_says_what_holds_its_memory_and_what_a_retry_does(workflow):
+    """What a step's failure message names: the container whose memory ran out and what raises it, what a retry
+    does beyond running again (training alone resumes), and what it leaves behind to verify."""
+    train, publish = workflow.train, workflow.publish
+    assert publish is not None
+    assert (train.container, train.output) == (WORKLOAD_CONTAINER, "checkpoints")
+    assert train.memory_fix == "the Pathways head's limits are xpk's (core/pathways.py HEAD_RESOURCES)"
+    assert train.retry_note == "training resumes from its last checkpoint"
+    assert publish.memory_fix == (
+        "the publication's 32 GiB are fixed (workloads/specs/step_specs.py PUBLISH_MEMORY_GIB): it streams the export, "
+        "so running out of memory is a bug of the upload to report"
+    )
+    assert (publish.container, publish.retry_note) == ("publish", "")
+
+
+def test_a_step_the_workflow_does_not_run_is_named_in_the_lookup_error(workflow):
+    without = Workflow(tuple(step for step in workflow if step.step != "evaluate"))
+    assert without.get("evaluate") is None
+    with pytest.raises(KeyError) as caught:
+        without["evaluate"]
+    assert caught.value.args == ("the workflow has no evaluate step",)
