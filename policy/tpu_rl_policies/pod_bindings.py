@@ -41,7 +41,8 @@ class Declared:
     """(namespace, name) of each ServiceAccount."""
     claims: dict[tuple[Any, Any], tuple[dict[str, Any], str]] = field(default_factory=dict)
     """(namespace, name) -> the claim's spec and URN."""
-    volumes: dict[Any, dict[str, Any]] = field(default_factory=dict)
+    volumes: set[Any] = field(default_factory=set)
+    """Names of the PersistentVolumes the stack declares (each judged itself, ``least-privilege-pods``)."""
     classes: dict[Any, Any] = field(default_factory=dict)
     """StorageClass name -> its provisioner."""
     pending: list[Unseen] = field(default_factory=list)
@@ -69,7 +70,7 @@ def _declared(resources: list[Resource]) -> Declared:
         elif r.resource_type == CLAIM:
             declared.claims[(namespace, name)] = (_m(r.props.get("spec")), r.urn)
         elif r.resource_type == PERSISTENT_VOLUME:
-            declared.volumes[name] = _m(r.props.get("spec"))
+            declared.volumes.add(name)
         elif r.resource_type == STORAGE_CLASS:
             declared.classes[name] = r.props.get("provisioner")
     return declared
@@ -83,8 +84,8 @@ def _pod_bindings(args: StackValidationArgs, resources: list[Resource], report: 
         if kind_of(r.resource_type) is None:
             continue
 
-        def say(message: str, urn: str | None = r.urn) -> None:
-            report(f"{labels.get(urn or '', '')}: {message}", urn)
+        def say(message: str, urn: str | None = r.urn, label: str = labels[r.urn]) -> None:
+            report(f"{label}: {message}", urn)
 
         for pod in pods(r.resource_type, r.props):
             if pod.whole:
@@ -108,7 +109,7 @@ def _pod_bindings(args: StackValidationArgs, resources: list[Resource], report: 
 def _judge_pod(pod: Pod, declared: Declared, users: dict[tuple[Any, Any], set[str]], urn: str, say: Report) -> None:
     spec, namespace = pod.spec, pod.namespace
     if namespace not in declared.namespaces:
-        stack = ", ".join(sorted(str(n) for n in declared.namespaces)) or "none declared"
+        stack = ", ".join(sorted(str(n) for n in declared.namespaces))  # never empty: the configured or default one
         say(
             f"pod {pod.where} runs in namespace {namespace or '(unset: the provider default)'}, not the stack's "
             f"({stack}): its service account and Secrets there are outside the stack's review; set "
