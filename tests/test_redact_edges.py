@@ -248,3 +248,20 @@ def test_a_key_body_longer_than_the_look_back_leaves_no_part_of_the_line_it_cuts
     lines = [base64.b64encode(hashlib.sha512(str(i).encode()).digest()[:48]).decode() for i in range(1100)]
     shown = private_keys("\n".join(lines) + "\n-----END PRIVATE KEY-----\n")
     assert not any(line[:20] in shown for line in lines), shown[:200]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("refresh_token=r3fr3sh-v4lue \\", "refresh_token=[redacted] \\"),
+        ("refresh_token: r3fr3sh-v4lue\\", "refresh_token: [redacted]\\"),
+        ("rcookie=a1 cookie=session-42 \\", "rcookie=a1 cookie=[redacted] \\"),
+    ],
+    ids=["continued-shell-line", "trailing-backslash", "a-longer-word-is-no-name"],
+)
+def test_a_name_at_the_start_of_a_text_ending_in_a_backslash_is_read_whole(text, expected):
+    """A shell line continued on the next (``refresh_token=... \\``) ends with a backslash; the field at its start is
+    its whole first word, not that word after an escaped ``\\n``, ``\\r`` or ``\\t`` (only a backslash before it
+    makes one)."""
+    assert scrub(text) == expected
+    assert redact_text(text) == expected
