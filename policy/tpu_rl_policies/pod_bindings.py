@@ -64,7 +64,8 @@ def _declared(resources: list[Resource]) -> Declared:
             declared.namespaces.add(name)
         elif r.resource_type == SERVICE_ACCOUNT:
             if isinstance(name, Unseen) or isinstance(namespace, Unseen):
-                declared.pending.append(Unseen(f"ServiceAccount {r.name}: metadata.name"))
+                field = "name" if isinstance(name, Unseen) else "namespace"
+                declared.pending.append(Unseen(f"ServiceAccount {r.name}: metadata.{field}"))
             else:
                 declared.accounts.add((namespace, name))
         elif r.resource_type == CLAIM:
