@@ -23,9 +23,10 @@ EVERY_STEP = [
 ]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def workflow() -> Workflow:
-    """The prod stack running every step, its image's MaxText checked with a warning only."""
+    """The prod stack running every step, its image's MaxText checked with a warning only; planned for each test, so
+    that the mutation run, which maps each function to the tests that call it, maps the steps' builders to each."""
     return plan_workflow(settings("prod", EVERY_STEP))
 
 
