@@ -65,13 +65,28 @@ def remembering() -> bool:
     return caching() and os.environ.get("MUTANT_UNDER_TEST") != "stats"
 
 
-def per_mutant_cache(function: Callable[..., Any] | None = None, *, maxsize: int | None = None) -> Any:
+PACK_MUTANTS = "policy."
+"""How the mutation run names a mutant of the policy pack (``MUTANT_UNDER_TEST``, its module's dotted path)."""
+
+
+def product_mutant() -> str:
+    """The mutant under test a result of the product alone may depend on: none for a mutant of the policy pack, which
+    nothing of the product imports (`make lint`'s contract "the product never imports the policy pack")."""
+    name = os.environ.get("MUTANT_UNDER_TEST", "")
+    return "" if name.startswith(PACK_MUTANTS) else name
+
+
+def per_mutant_cache(
+    function: Callable[..., Any] | None = None, *, maxsize: int | None = None, product_only: bool = False
+) -> Any:
     """``functools.cache`` (``functools.lru_cache(maxsize)`` with a ``maxsize``), with one cache per mutant of a
     mutation run, and none in its stats run or with the caches off (``remembering``); what it hands out is frozen
     (``tests.frozen.freeze``: a test that changes it fails at once, whether or not it came from the cache).
 
     mutmut forks each mutant's test run from a process that already ran the tests unmutated (it sets
-    ``MUTANT_UNDER_TEST`` in the fork); a plain cache would hand every mutant the unmutated result.
+    ``MUTANT_UNDER_TEST`` in the fork); a plain cache would hand every mutant the unmutated result. With
+    ``product_only`` (a function of the product alone, which the pack's mutants cannot change: a plan), the tests of
+    the pack's thousands of mutants share the unmutated results instead of each computing them (``product_mutant``).
     """
 
     def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -81,7 +96,7 @@ def per_mutant_cache(function: Callable[..., Any] | None = None, *, maxsize: int
         def cached(*args: Any) -> Any:
             if not remembering():
                 return freeze(function(*args))
-            key = (os.environ.get("MUTANT_UNDER_TEST", ""), args)
+            key = (product_mutant() if product_only else os.environ.get("MUTANT_UNDER_TEST", ""), args)
             if key in cache:
                 cache[key] = cache.pop(key)  # the most recently used last
             else:
@@ -101,7 +116,7 @@ def _kubernetes_type(obj: dict[str, Any]) -> str:
     return f"kubernetes:{api if '/' in api else 'core/' + api}:{obj['kind']}"
 
 
-@per_mutant_cache
+@per_mutant_cache(product_only=True)
 def pure_plan(stack: str, *overrides: str) -> Plan:
     """The cluster, pools, bucket, project IAM and workflow objects of an example stack."""
     s = settings(stack, list(overrides))

@@ -164,6 +164,18 @@ def test_a_bounded_cache_drops_the_least_recently_used(monkeypatch):
     assert calls == [1, 2, 3, 2]
 
 
+def test_each_mutant_has_its_own_cache_but_the_packs_share_a_product_result(monkeypatch):
+    """A mutant of the product gets values made with it active; a mutant of the policy pack, which the product never
+    imports, shares what the unmutated run made of a product-only function (a plan), not of one that reads the pack."""
+    monkeypatch.delenv(NO_CACHE, raising=False)
+    calls, build = _counted()
+    plan, judged = per_mutant_cache(product_only=True)(build), per_mutant_cache(build)
+    for mutant in ("", "policy.tpu_rl_policies.env.x__secret_data__mutmut_1", "core.redact.x_scrub__mutmut_1"):
+        monkeypatch.setenv("MUTANT_UNDER_TEST", mutant)
+        plan(1), judged(2)
+    assert calls == [1, 2, 2, 1, 2], "the plan made again only for the product's mutant; the judgement for each"
+
+
 def test_the_caches_are_off_with_no_test_cache(monkeypatch):
     monkeypatch.setenv(NO_CACHE, "1")
     assert not caching() and not remembering()
