@@ -160,7 +160,12 @@ def _judge_claim_volume(pod: Pod, volume: dict[str, Any], declared: Declared, sa
     name = volume.get("name")
     if "persistentVolumeClaim" in volume:
         claim = _m(volume.get("persistentVolumeClaim")).get("claimName")
-        if (pod.namespace, claim) not in declared.claims:
+        if claim is None:
+            say(
+                f"pod {pod.where}: volume {name} names no claim (persistentVolumeClaim.claimName): name a claim the "
+                f"stack declares in namespace {pod.namespace}"
+            )
+        elif (pod.namespace, claim) not in declared.claims:
             say(
                 f"pod {pod.where}: volume {name} claims {claim}, which the stack does not declare in namespace "
                 f"{pod.namespace}: it may be bound to any volume of the cluster, the node's disk among them; declare "

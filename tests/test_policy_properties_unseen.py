@@ -1,0 +1,33 @@
+"""What a value the engine does not know yet (``Unseen``) holds when a policy looks inside it: nothing. A check of
+membership, length or items on one decides nothing in the policy's favour or against it; it is noted, so the policy
+says what it could not see."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from policy.tpu_rl_policies import properties
+from policy.tpu_rl_policies.properties import Unseen
+
+pytestmark = pytest.mark.pure
+
+
+@pytest.mark.parametrize("item", ["hostPath", "", None, 0, ("a", "b")])
+def test_nothing_is_in_an_unknown_and_looking_is_noted(item):
+    """``"hostPath" in volume`` on a volume not known yet is false (no field is there to pass or refuse), and read."""
+    unknown = Unseen("spec.volumes[0]")
+    seen: list[Any] = []
+    token = properties._UNSEEN.set(seen)
+    try:
+        found = item in unknown
+    finally:
+        properties._UNSEEN.reset(token)
+    assert found is False
+    assert [value for value, _ in seen] == [unknown]
+
+
+def test_an_unknown_has_no_items():
+    unknown = Unseen("spec.containers")
+    assert len(unknown) == 0 and list(unknown) == []
