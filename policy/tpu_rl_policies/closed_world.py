@@ -114,11 +114,10 @@ def _entry(entry: dict[str, Any], admitted: Admitted) -> str | None:
     return None
 
 
-def _admitted(entries: Any, report: Report) -> Admitted:
+def _admitted(entries: list[Any], report: Report) -> Admitted:
+    """The entries of ``closed-world.admit``: a list, as the policy's schema declares it (the engine refuses any other
+    value before the pack runs)."""
     admitted = Admitted()
-    if not isinstance(entries, list):
-        report("the policy config's closed-world admit is not a list of entries: make it one ([] admits nothing)")
-        return admitted
     for index, entry in enumerate(entries):
         problem = _entry(entry, admitted) if isinstance(entry, dict) else "is not an object"
         if problem is not None:
