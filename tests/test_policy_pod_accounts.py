@@ -170,3 +170,33 @@ def test_a_pods_volumes_are_judged_with_the_pod():
             urn(JOB, "a"),
         ),
     ]
+
+
+@pytest.mark.parametrize(
+    ("volumes", "projecting"),
+    [
+        pytest.param([{"name": "api", "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}}], ["api"]),
+        pytest.param(
+            [
+                {"name": "cfg", "projected": {"sources": [{"configMap": {"name": "c"}}]}},
+                {"name": "both", "projected": {"sources": [{"configMap": {"name": "c"}}, {"serviceAccountToken": {}}]}},
+                {"name": "plain", "emptyDir": {}},
+            ],
+            ["both"],
+        ),
+        pytest.param([{"name": "odd", "projected": {"sources": ["serviceAccountToken"]}}], []),
+    ],
+    ids=["one", "among-others", "source-not-a-mapping"],
+)
+def test_a_pod_of_the_default_account_projects_no_token_of_it(volumes, projecting):
+    """Without the mounted token, a projected ``serviceAccountToken`` source is the default account's token all the
+    same: each volume that projects one is named; other sources and volumes are not."""
+    found = judged(STEP, job(automountServiceAccountToken=False, volumes=volumes))
+    assert found == [
+        (
+            f"Job a: pod spec.template: volume {name} projects a token of the default service account: remove it, "
+            f"or {FIX}",
+            urn(JOB, "a"),
+        )
+        for name in projecting
+    ]
