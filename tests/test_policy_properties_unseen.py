@@ -28,6 +28,24 @@ def test_nothing_is_in_an_unknown_and_looking_is_noted(item):
     assert [value for value, _ in seen] == [unknown]
 
 
-def test_an_unknown_has_no_items():
+def _noted(read: Any) -> list[Any]:
+    """What reading with ``read`` noted as not known."""
+    seen: list[Any] = []
+    token = properties._UNSEEN.set(seen)
+    try:
+        read()
+    finally:
+        properties._UNSEEN.reset(token)
+    return [value for value, _ in seen]
+
+
+def test_an_unknown_has_no_items_and_counting_or_walking_them_is_noted():
     unknown = Unseen("spec.containers")
     assert len(unknown) == 0 and list(unknown) == []
+    assert _noted(lambda: len(unknown)) == [unknown]
+    assert _noted(lambda: [item for item in unknown]) == [unknown]
+
+
+def test_a_value_no_policy_can_see_reads_as_such():
+    """What a finding shows for a value known only at run time (a ``fieldRef``) or not declared by the stack."""
+    assert repr(properties.UNKNOWN) == str(properties.UNKNOWN) == "(not known during preview)"
