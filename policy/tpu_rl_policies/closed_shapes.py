@@ -57,6 +57,8 @@ SHOWN = 5
 """The paths one finding names at most."""
 FIX = "or admit with a reason in the base branch's policy/config/<stack>.json (closed-world-shapes.admit)"
 THINGS = ("path", "namespace", "pinned")
+NOTHING = "\x00"
+"""What a template's name stands for when the configured one is not the stack's own: no value holding it is one."""
 
 
 @dataclass
@@ -151,8 +153,8 @@ def names() -> dict[str, str]:
     cluster = DEPLOYMENT.setting("tpu-rl:clusterName") or DEFAULTS["tpu-rl:clusterName"]
     namespace = DEPLOYMENT.setting("tpu-rl:namespace") or DEFAULTS["tpu-rl:namespace"]
     return {
-        "clusterName": cluster if CLUSTER_NAME.matches(cluster) else "\x00",
-        "namespace": namespace if NAMESPACE.matches(namespace) else "\x00",
+        "clusterName": cluster if CLUSTER_NAME.matches(cluster) else NOTHING,
+        "namespace": namespace if NAMESPACE.matches(namespace) else NOTHING,
     }
 
 
@@ -230,7 +232,7 @@ def _namespace(
             return  # a kind the program keeps out of namespaces; a namespace it is given is a stray path
     if unseen(value):
         return
-    allowed = {str(fill_value(n, names())) for n in WORLD.namespaces} | admitted.namespaces
+    allowed = {str(n) for n in _filled(WORLD.namespaces)} | admitted.namespaces
     if not present or not isinstance(value, str) or value not in allowed:
         shown = f"namespace {value}" if present else "no namespace (the provider's default)"
         say(
@@ -248,7 +250,7 @@ def _pinned(
             present, value = value_at(props, path.removesuffix("[]"))
             if present and _holds_unseen(value):
                 continue
-            allowed = [fill_value(v, names()) for v in values] + admitted.values.get((type_, path), [])
+            allowed = _filled(values) + admitted.values.get((type_, path), [])
             if not present:
                 if ABSENT not in values:
                     say(f"{args.name}: {path} of {type_} is unset, and the program always sets it: set it, {FIX}")
@@ -260,6 +262,12 @@ def _pinned(
                         f"{args.name}: {path} of {type_} is {json.dumps(item, sort_keys=True)[:300]}, not a value the "
                         f"program writes there: write the program's, {FIX}"
                     )
+
+
+def _filled(templates: Any) -> list[Any]:
+    """The values the templates stand for in the stack's configuration; none for one naming ``NOTHING``."""
+    filled = [fill_value(t, names()) for t in templates]
+    return [v for v in filled if json.dumps(NOTHING)[1:-1] not in json.dumps(v)]
 
 
 def _holds_unseen(value: Any) -> bool:
