@@ -8,38 +8,20 @@ finding is pinned whole, on the workload it is reported on: the words an operato
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import pytest
 
 from tests import analyzer
+from tests.pod_bindings_stack import CLAIM, CLASS, FIX, FROM, JOB, VOLUME, judged, k8s, urn
 
 pytestmark = pytest.mark.pure
 
-pod_bindings = importlib.import_module("policy.tpu_rl_policies.pod_bindings").pod_bindings
-JOB = "kubernetes:batch/v1:Job"
-CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
-VOLUME = "kubernetes:core/v1:PersistentVolume"
-CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
-FIX = "run it as its step's own Kubernetes service account, in the stack's namespace (infra/k8s)"
-FROM = "claim from a class the stack declares"
 
-
-def urn(type_: str, name: str) -> str:
-    return f"urn:pulumi:prod::tpu-rl::{type_}::{name}"
-
-
-def declared(type_: str, name: str, body: dict[str, Any], namespace: str | None = None) -> analyzer.Resource:
-    """An object the stack declares: a claim (in ``namespace``), a PersistentVolume or a StorageClass."""
-    metadata = {"name": name, **({} if namespace is None else {"namespace": namespace})}
-    return analyzer.Resource(type_, name, urn(type_, name), {"metadata": metadata, **body})
-
-
-FAST = declared(CLASS, "fast", {"provisioner": "pd.csi.storage.gke.io"})
-STATIC = declared(CLASS, "static", {"provisioner": "kubernetes.io/no-provisioner"})
-DISK = declared(VOLUME, "disk", {"spec": {"capacity": {"storage": "1Gi"}}})
-DATA = declared(CLAIM, "data", {"spec": {"storageClassName": "fast"}}, "tpu-rl")
+FAST = k8s(CLASS, "fast", {"provisioner": "pd.csi.storage.gke.io"}, namespace=None)
+STATIC = k8s(CLASS, "static", {"provisioner": "kubernetes.io/no-provisioner"}, namespace=None)
+DISK = k8s(VOLUME, "disk", {"spec": {"capacity": {"storage": "1Gi"}}}, namespace=None)
+DATA = k8s(CLAIM, "data", {"spec": {"storageClassName": "fast"}})
 STACK = (FAST, STATIC, DISK, DATA)
 """A stack declaring a class with a provisioner, one without, a volume, and a claim of the first class."""
 
@@ -52,12 +34,6 @@ def workload(*volumes: dict[str, Any], tokenless: bool = True, namespace: str = 
         spec["automountServiceAccountToken"] = False
     props = {"metadata": {"name": "a", "namespace": namespace}, "spec": {"template": {"spec": spec}}}
     return analyzer.Resource(JOB, "a", urn(JOB, "a"), props)
-
-
-def judged(*resources: analyzer.Resource) -> list[tuple[str, str]]:
-    """(message, URN) of each finding of ``pod-bindings`` at ``pulumi up``: what an operator reads, and where."""
-    pack = analyzer.Pack({"all": "mandatory"}, dry_run=False, policies=[pod_bindings], stack="prod")
-    return [(f.message, f.urn) for f in pack.analyze_stack(list(resources))]
 
 
 def on_job(message: str) -> tuple[str, str]:

@@ -5,46 +5,27 @@ engine runs it; each finding is pinned whole, with the resource it is reported o
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import pytest
 
 from tests import analyzer
+from tests.pod_bindings_stack import ACCOUNT, FIX, JOB, judged, k8s, urn
 
 pytestmark = pytest.mark.pure
 
-pod_bindings = importlib.import_module("policy.tpu_rl_policies.pod_bindings").pod_bindings
-JOB = "kubernetes:batch/v1:Job"
-ACCOUNT = "kubernetes:core/v1:ServiceAccount"
 RUNNER = "kubernetes:example.com/v1:Runner"
 """A custom kind: the pack finds a pod in it by its shape, not at an API path."""
-FIX = "run it as its step's own Kubernetes service account, in the stack's namespace (infra/k8s)"
 CONTAINERS = [{"name": "main", "image": "img"}]
 
 
-def urn(type_: str, name: str) -> str:
-    return f"urn:pulumi:prod::tpu-rl::{type_}::{name}"
-
-
-def resource(type_: str, name: str, body: dict[str, Any]) -> analyzer.Resource:
-    metadata = {"name": name, "namespace": "tpu-rl"}
-    return analyzer.Resource(type_, name, urn(type_, name), {"metadata": metadata, **body})
-
-
-STEP = resource(ACCOUNT, "step", {})
+STEP = k8s(ACCOUNT, "step", {})
 """The stack's one ServiceAccount, ``tpu-rl/step``."""
 
 
 def job(**pod: Any) -> analyzer.Resource:
     """Job ``a`` whose pod spec holds ``pod`` beside its one container."""
-    return resource(JOB, "a", {"spec": {"template": {"spec": {"containers": CONTAINERS, **pod}}}})
-
-
-def judged(*resources: analyzer.Resource) -> list[tuple[str, str]]:
-    """(message, URN) of each finding of ``pod-bindings`` at `pulumi up` on a stack of ``resources``."""
-    pack = analyzer.Pack({"all": "mandatory"}, policies=[pod_bindings], stack="prod")
-    return [(f.message, f.urn) for f in pack.analyze_stack(list(resources))]
+    return k8s(JOB, "a", {"spec": {"template": {"spec": {"containers": CONTAINERS, **pod}}}})
 
 
 def undeclared(account: str) -> tuple[str, str]:
@@ -108,7 +89,7 @@ def test_every_account_a_pod_names_is_one_the_stack_declares_or_the_default(fiel
 
 
 def runner(body: dict[str, Any]) -> analyzer.Resource:
-    return resource(RUNNER, "r", {"spec": body})
+    return k8s(RUNNER, "r", {"spec": body})
 
 
 TOKENS = [

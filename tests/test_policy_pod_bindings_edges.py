@@ -5,57 +5,36 @@ resource it is reported on: these are the words and the resource an operator see
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import pytest
 
 from tests import analyzer
+from tests.pod_bindings_stack import (
+    ACCOUNT,
+    CLAIM,
+    CLASS,
+    FIX,
+    FROM,
+    JOB,
+    NAMESPACE,
+    VOLUME,
+    findings,
+    judged,
+    k8s,
+    urn,
+)
 from tools.plan.offline import UNKNOWN
 
 pytestmark = pytest.mark.pure
 
-pod_bindings = importlib.import_module("policy.tpu_rl_policies.pod_bindings").pod_bindings
-JOB = "kubernetes:batch/v1:Job"
-ACCOUNT = "kubernetes:core/v1:ServiceAccount"
-NAMESPACE = "kubernetes:core/v1:Namespace"
-CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
-VOLUME = "kubernetes:core/v1:PersistentVolume"
-CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
-FIX = "run it as its step's own Kubernetes service account, in the stack's namespace (infra/k8s)"
 SHARED = "each workload runs as a service account of its own, so that one step's rights are not another's"
-
-
-def urn(type_: str, name: str) -> str:
-    return f"urn:pulumi:prod::tpu-rl::{type_}::{name}"
-
-
-def k8s(type_: str, name: str, body: dict[str, Any] | None = None, namespace: Any = "tpu-rl") -> analyzer.Resource:
-    """A Kubernetes object named ``name`` (in ``namespace``; None: unset)."""
-    metadata = {"name": name, **({} if namespace is None else {"namespace": namespace})}
-    return analyzer.Resource(type_, name, urn(type_, name), {"metadata": metadata, **(body or {})})
 
 
 def job(name: str, namespace: Any = "tpu-rl", **pod: Any) -> analyzer.Resource:
     """A Job whose pod holds no API token of the default account (so only what a case sets is judged)."""
     spec = {"containers": [{"name": "main", "image": "img"}], "automountServiceAccountToken": False, **pod}
     return k8s(JOB, name, {"spec": {"template": {"spec": spec}}}, namespace)
-
-
-def findings(
-    *resources: analyzer.Resource, preview: bool = False, config: dict[str, str] | None = None
-) -> list[analyzer.Finding]:
-    """The findings of ``pod-bindings`` on a stack of ``resources``, at a preview or at ``pulumi up``, with the stack's
-    configuration ``config`` (as ``ConfigureStack`` sends it)."""
-    pack = analyzer.Pack(
-        {"all": "mandatory"}, dry_run=preview, policies=[pod_bindings], stack="prod", stack_config=config
-    )
-    return pack.analyze_stack(list(resources))
-
-
-def judged(*resources: analyzer.Resource, **kwargs: Any) -> list[tuple[str, str]]:
-    """(message, URN) of each finding: what an operator reads, and the resource it is shown on."""
-    return [(f.message, f.urn) for f in findings(*resources, **kwargs)]
 
 
 def elsewhere(namespace: str, stack: str, shown: str | None = None) -> tuple[str, str]:
@@ -181,7 +160,6 @@ def test_one_workload_with_an_account_of_its_own_is_not_sharing_it():
 STATIC = k8s(CLASS, "static", {"provisioner": "kubernetes.io/no-provisioner"}, namespace=None)
 DYNAMIC = k8s(CLASS, "fast", {"provisioner": "pd.csi.storage.gke.io"}, namespace=None)
 DISK = k8s(VOLUME, "disk", {"spec": {"capacity": {"storage": "1Gi"}}}, namespace=None)
-FROM = "claim from a class the stack declares"
 
 
 @pytest.mark.parametrize(
