@@ -163,3 +163,17 @@ def test_the_gke_version_minimum(prefix, kueue, refused):
         return
     with pytest.raises(ConfigError, match=r"^tpu-rl:gke\.versionPrefix = "):
         settings("prod", overrides)
+
+
+def test_every_unreadable_network_is_named_not_only_the_first():
+    """All of a list's errors at once: a CIDR that cannot be read does not stop the items after it being checked."""
+    shape = (
+        "is invalid: an IPv4 CIDR block a.b.c.d/n such as 203.0.113.0/24 "
+        "(prefix 0-32, no leading zeros, host bits zero)"
+    )
+    with pytest.raises(ConfigError) as caught:
+        settings("dev", ['tpu-rl:authorizedNetworks=["bad", "10.0.0.0/8", "worse"]'])
+    assert str(caught.value).splitlines() == [
+        f'tpu-rl:authorizedNetworks[0] = "bad" {shape}',
+        f'tpu-rl:authorizedNetworks[2] = "worse" {shape}',
+    ]
