@@ -14,8 +14,7 @@ from pulumi_policy.proxy import UNKNOWN_NUMBER_VALUE, UNKNOWN_STRING_VALUE, Unkn
 
 from policy.tpu_rl_policies import properties
 from policy.tpu_rl_policies.properties import Unseen, _yaml, plain
-from policy.tpu_rl_policies.resources import DEPLOYMENT, Resource, _guarded_stack
-from tests.policy_args import TYPE, Reports, shown, stack_args, stack_resource
+from tests.policy_args import TYPE, shown
 
 pytestmark = pytest.mark.pure
 
@@ -98,26 +97,6 @@ def test_another_mapping_sequence_or_subclass_is_read_like_a_dict_list_or_leaf(v
     mapping raises ``UnknownValueError`` on is unknown), an unknown sentinel an ``Unseen`` at its path (``.`` at the
     top) and of its resource, a whole number a count."""
     assert shown(plain(value, path=path, owner=owner)) == expected
-
-
-def test_an_unknown_of_another_resource_does_not_withhold_a_finding_at_a_preview(monkeypatch):
-    """In a stack validation each unknown is of its resource: once the check read one of ``late``, a finding on
-    ``known`` still stands at a preview, and only the findings on ``late`` wait for ``pulumi up``."""
-    monkeypatch.setattr(DEPLOYMENT, "dry_run", True)
-
-    def check(args: Any, resources: list[Resource], say: Any) -> None:
-        known, late = resources
-        if late.props["image"]:
-            say("never")
-        say("on the known one", known.urn)
-        say("on the late one", late.urn)
-
-    report = Reports()
-    args = stack_args(stack_resource({"image": "a"}, "known"), stack_resource({"image": UNKNOWN_STRING_VALUE}, "late"))
-    with pytest.raises(UnknownValueError) as raised:
-        _guarded_stack(check)(args, report)
-    assert report.calls == [("on the known one", f"urn:pulumi:dev::tpu-rl::{TYPE}::known")]
-    assert raised.value.message.endswith("reading them as unset it would report: on the late one")
 
 
 def test_an_unknown_is_neither_equal_nor_unequal_and_prints_as_not_known():

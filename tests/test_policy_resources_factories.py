@@ -150,11 +150,16 @@ def test_a_stack_check_that_raises_is_a_finding_on_the_stack(deployment, error):
     ]
 
 
-def test_a_stack_value_not_known_at_a_preview_withholds_the_findings_on_its_resource(deployment):
+@pytest.mark.parametrize("read_first", [False, True], ids=["reported-first", "unknown-read-first"])
+def test_a_stack_value_not_known_at_a_preview_withholds_the_findings_on_its_resource(deployment, read_first):
+    """Each unknown is of its resource: a finding on ``known`` stands at a preview whether it is reported before or
+    after the check read the unknown of ``late``, and only the findings on ``late`` wait for ``pulumi up``."""
     deployment(True)
 
     def check(args: Any, resources: list[Resource], say: Any) -> None:
         known, unknown = resources
+        if read_first and unknown.props["image"]:
+            say("never")
         say("on the known one", known.urn)
         if unknown.props["image"]:
             say("never")
