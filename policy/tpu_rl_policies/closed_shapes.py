@@ -59,6 +59,8 @@ FIX = "or admit with a reason in the base branch's policy/config/<stack>.json (c
 THINGS = ("path", "namespace", "pinned")
 NOTHING = "\x00"
 """What a template's name stands for when the configured one is not the stack's own: no value holding it is one."""
+NOTHING_IN_JSON = json.dumps(NOTHING)[1:-1]
+"""``NOTHING`` as JSON spells it inside a value (``\\u0000``)."""
 
 
 @dataclass
@@ -267,7 +269,7 @@ def _pinned(
 def _filled(templates: Any) -> list[Any]:
     """The values the templates stand for in the stack's configuration; none for one naming ``NOTHING``."""
     filled = [fill_value(t, names()) for t in templates]
-    return [v for v in filled if json.dumps(NOTHING)[1:-1] not in json.dumps(v)]
+    return [v for v in filled if NOTHING_IN_JSON not in json.dumps(v)]
 
 
 def _holds_unseen(value: Any) -> bool:
