@@ -51,3 +51,15 @@ def test_an_entry_that_names_no_survivor_fails_the_report(tmp_path, monkeypatch,
 def test_an_entry_without_its_reason_is_refused(tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match="pkg.x.x_f__mutmut_2 has no reason"):
         _run(tmp_path, monkeypatch, CODES, "pkg.x.x_f__mutmut_2\n")
+
+
+def test_a_mutants_tests_run_fastest_first_and_the_unmeasured_last():
+    """The order the mutation run gives a mutant's tests (``tests.conftest.fastest_first``): by their stats-run
+    durations, a test the stats did not time last, ties in the order pytest collected them."""
+    from types import SimpleNamespace
+
+    from tests.conftest import fastest_first
+
+    items = [SimpleNamespace(nodeid=name) for name in ("slow", "new", "quick", "also-quick")]
+    fastest_first(items, {"slow": 9.0, "quick": 0.1, "also-quick": 0.1})  # type: ignore[arg-type]
+    assert [item.nodeid for item in items] == ["quick", "also-quick", "slow", "new"]
