@@ -24,6 +24,8 @@ def runs(job: str) -> list[str]:
 
 def make_targets(command: str) -> list[str]:
     words = shlex.split(command.split("|")[0])
+    if words[0] == "timeout":
+        words = words[2:]
     assert words[0] == "make", command
     return [word for word in words[1:] if "=" not in word and not word.startswith("-") and word != "2>&1"]
 
@@ -51,11 +53,11 @@ def test_every_tier_runs_with_the_caches_off_in_a_seeded_random_order():
 
 
 def test_the_mutation_run_publishes_its_table_and_survivors():
-    assert runs("mutation") == ["make mutation 2>&1 | tee mutation-report.txt"]
+    assert runs("mutation") == ["timeout 330m make mutation 2>&1 | tee mutation-report.txt"]
     steps = WORKFLOW["jobs"]["mutation"]["steps"]
     run = next(step for step in steps if "run" in step)
     assert run["shell"] == "bash", "bash -eo pipefail: the run fails when make mutation does, not with tee"
-    upload = steps[steps.index(run) + 1]
+    upload = steps[-1]
     assert upload["uses"].startswith("actions/upload-artifact@") and upload["if"] == "always()"
     assert upload["with"]["path"].split() == ["mutation-report.txt", "mutants/survivors.txt"]
     assert "mutants/survivors.txt" in MAKEFILE.split("\nmutation:", 1)[1].split("\n\n", 1)[0]
@@ -83,3 +85,20 @@ def test_a_seed_gives_one_order_whatever_the_collection_order():
     other = [item.nodeid for item in shuffled(_items(*names), 8)]  # type: ignore[arg-type]
     assert first == again and sorted(first) == sorted(names)
     assert first != other and first != sorted(names)
+
+
+def test_the_mutation_run_goes_on_from_the_last_runs_results_and_keeps_its_own_even_when_cut():
+    job = WORKFLOW["jobs"]["mutation"]
+    steps = job["steps"]
+    at = next(i for i, step in enumerate(steps) if "run" in step)
+    restore, save = steps[at - 1], steps[at + 1]
+    assert restore["uses"].startswith("actions/cache/restore@") and save["uses"].startswith("actions/cache/save@")
+    assert restore["uses"].split("@")[1] == save["uses"].split("@")[1], "one release of the cache action"
+    assert re.fullmatch(r"[0-9a-f]{40}", restore["uses"].split("@")[1]), "pinned by its commit"
+    assert restore["with"]["path"] == save["with"]["path"] == "mutants"
+    key = "mutation-${{ github.run_id }}"
+    assert restore["with"]["key"] == save["with"]["key"] == key, "a new entry each run (an entry's key is written once)"
+    assert key.startswith(restore["with"]["restore-keys"]), "the newest earlier run's entry"
+    assert save["if"] == "always()", "a run that failed or was cut keeps what it ran"
+    minutes = int(re.fullmatch(r"timeout (\d+)m make .*", steps[at]["run"]).group(1))
+    assert minutes + 20 <= job["timeout-minutes"], "the run stops with time left to save its results"
