@@ -90,7 +90,7 @@ def test_secrets_reach_the_preview_step_alone_and_the_branchs_install_runs_first
 
 
 def test_every_action_is_pinned_by_commit_sha_with_its_tag():
-    pinned = re.compile(r"^\s*- uses: [\w.-]+/[\w.-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+$")
+    pinned = re.compile(r"^\s*- uses: [\w.-]+/[\w.-]+(/[\w.-]+)?@[0-9a-f]{40} # v\d+\.\d+\.\d+$")  # owner/repo[/action]
     for workflow in sorted(WORKFLOWS.glob("*.yml")):
         uses = [line for line in workflow.read_text().splitlines() if "uses:" in line]
         assert uses, workflow.name
