@@ -591,3 +591,43 @@ def test_a_core_kind_admits_the_core_groups_type_token() -> None:
     assert messages(pod, admit=[{"apiVersion": "v1", "kind": "Pod", "reason": "the team's debug pod"}]) == []
     assert closed_world.kind_type("v1", "Pod") == "kubernetes:core/v1:Pod"
     assert closed_world.kind_type("apps/v1", "Deployment") == "kubernetes:apps/v1:Deployment"
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("present", ["apiVersion", "kind"])
+def test_a_kubernetes_object_with_only_one_of_apiversion_and_kind_is_judged(present):
+    """Either field makes it an object whose kind is judged; the other, missing, is not a text."""
+    type_ = "kubernetes:core/v1:ConfigMap"
+    props = {present: {"apiVersion": "v1", "kind": "ConfigMap"}[present], "metadata": {"name": "c"}}
+    (message,) = messages((type_, "c", props))
+    api, kind = ("v1", None) if present == "apiVersion" else (None, "ConfigMap")
+    assert message == f"c: a Kubernetes object of apiVersion {api} and kind {kind}, which are not texts: fix them"
+    assert messages((type_, "c", {"metadata": {"name": "c"}})) == [], "neither: nothing to judge"
+
+
+@pytest.mark.pure
+def test_an_apiversion_not_known_at_up_is_named_not_judged_as_a_text():
+    found = judge(k8s("kubernetes:core/v1:ConfigMap", "c", apiVersion=Unknown()))
+    assert [f.message for f in found] == [
+        "cannot judge ConfigMap c: .apiVersion: not known at `pulumi up`; give it a value the program knows"
+    ]
+
+
+@pytest.mark.pure
+def test_a_policy_document_not_known_at_up_is_named():
+    type_ = "gcp:storage/bucketIAMPolicy:BucketIAMPolicy"
+    found = judge((type_, "policy", {"bucket": "b", "policyData": Unknown()}))
+    assert [f.message for f in found][-1] == (
+        "cannot judge BucketIAMPolicy policy: .policyData: not known at `pulumi up`; give it a value the program knows"
+    )
+
+
+@pytest.mark.pure
+def test_subjects_are_judged_on_kubernetes_objects_only_and_each_one():
+    """A subject that is not texts is named and the next one is still judged; a ``subjects`` field of another
+    provider's resource is no RBAC subject."""
+    anonymous = {"kind": "User", "name": "system:anonymous"}
+    found = messages(binding({"kind": "User", "name": ["x"]}, anonymous))
+    assert len(found) == 2 and "not kind, namespace and name texts" in found[0] and "system:anonymous" in found[1]
+    grant_with_subjects = (BUCKET_GRANT, "g", {**grant("roles/storage.objectViewer")[2], "subjects": [anonymous]})
+    assert messages(grant_with_subjects) == []

@@ -1,6 +1,8 @@
-"""``known-workload-kinds`` and ``no-admission-webhooks`` on one resource, called as the SDK calls a resource
-policy's check: which resources run containers where the pack does not judge their pods, how many of their places a
-finding lists, and the name each finding gives the resource (its ``metadata.name``, else its name in the stack)."""
+"""``known-workload-kinds``, ``no-admission-webhooks`` and ``model-revision-pinned`` on one resource, called as the
+SDK calls a resource policy's check: which resources run containers where the pack does not judge their pods, how many
+of their places a finding lists, the name each finding gives the resource (its ``metadata.name``, else its name in the
+stack), and where a step's revision is read (every word of its containers' command and args, every file of a
+ConfigMap)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ pytestmark = pytest.mark.pure
 
 workloads = importlib.import_module("policy.tpu_rl_policies.workloads")
 iam = importlib.import_module("policy.tpu_rl_policies.iam")
+pods = importlib.import_module("policy.tpu_rl_policies.pods")
 RUNNER = "kubernetes:example.com/v1:Runner"
 POD = {"containers": [{"name": "main", "image": "img"}]}
 CUSTOM = (
@@ -86,3 +89,22 @@ def test_an_admission_webhook_is_refused_by_its_name(metadata, name):
         f"ValidatingWebhookConfiguration {name} sees or changes every object it matches, Secrets and pods among them: "
         "the stack installs admission control only through the reviewed charts (JobSet's and Kueue's webhooks)"
     ]
+
+
+JOB = "kubernetes:batch/v1:Job"
+MOVING = (
+    "model revision 'main' is a moving ref; pin a commit for reproducible runs (PULUMI_BACKEND_URL=$(make -s backend "
+    "STACK=<stack>) pulumi config set --path --stack <stack> 'tpu-rl:model.revision' <commit>)"
+)
+
+
+def test_a_revision_is_read_from_a_containers_command_and_its_args():
+    container = {"name": "main", "image": "img", "command": ["convert", "--revision=main"], "args": ["--out=gs://b"]}
+    job = {"spec": {"template": {"spec": {"containers": [container]}}}}
+    assert pods.command_text(job["spec"]) == "convert --revision=main --out=gs://b"
+    assert judged(workloads._model_revision, JOB, job) == [MOVING]
+
+
+def test_a_revision_is_read_across_a_configmaps_files_each_its_own_words():
+    data = {"run.sh": "python3 convert.py --revision=main", "z.txt": "done"}
+    assert judged(workloads._model_revision, "kubernetes:core/v1:ConfigMap", {"data": data}) == [MOVING]
