@@ -37,6 +37,8 @@ from typing import Any, NamedTuple
 
 import yaml
 
+from core.inputs import SAFE_LOADER
+
 MAXTEXT_VERSION = "0.2.5"
 """The MaxText of the image ``tpu_post_training:0.2.5`` (``core.config.workflow_keys`` ``DEFAULT_IMAGES``)."""
 TABLE = Path(__file__).parent / "data" / f"maxtext-{MAXTEXT_VERSION}-keys.json"
@@ -58,8 +60,6 @@ META = {
 }
 """The field pyconfig itself consumes (``RunInfo``: "a meta-field ... consumed by the config loading system")."""
 TYPES = ("bool", "int", "float", "str", "null", "list", "dict")
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""PyYAML's safe loader, through libyaml where PyYAML has it (the same documents, ten times faster on base.yml)."""
 _ANNOTATED = {
     "bool": "bool",
     "int": "int",
@@ -89,7 +89,7 @@ def _yaml_keys(configs_dir: Path) -> dict[str, str]:
     """Key -> type of its default for every key of ``base.yml`` and ``post_train/rl.yml`` (rl.yml wins)."""
     table: dict[str, str] = {}
     for name in CONFIG_FILES:
-        document = yaml.load((configs_dir / name).read_text(), Loader=_LOADER) or {}  # noqa: S506 - a safe loader
+        document = yaml.load((configs_dir / name).read_text(), Loader=SAFE_LOADER) or {}  # noqa: S506 - a safe loader
         for key, value in document.items():
             table[key] = type_name(value)
             if isinstance(value, dict):

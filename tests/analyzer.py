@@ -366,7 +366,7 @@ def _read_stack_file_config(stack: str) -> dict[str, Any]:
 def _stack_file_config(stack: str) -> dict[str, Any]:
     """``Pulumi.<stack>.yaml``'s ``config``, parsed once per process (the tests write no stack file of the project;
     PyYAML's pure-Python parse of a commented stack file took a tenth of the policy tests' time)."""
-    return freeze(_read_stack_file_config(stack))  # type: ignore[no-any-return]
+    return freeze(_read_stack_file_config(stack))
 
 
 def engine_config(stack: str, *overrides: str) -> dict[str, str]:

@@ -78,7 +78,7 @@ def test_a_stack_file_that_is_no_regular_file_is_refused_before_reading(case, tm
         ("config:\n  tpu-rl:training:\n    numBatches: " + "9" * 5000 + "\n", "out of range"),
         ("config:\n  a: &a [1]\n  b: *a\n", "YAML aliases"),
         (f"config:\n  tpu-rl:{TOKEN_LIKE}: 1\n", "[redacted]"),
-        (f"config:\n  tpu-rl:clusterName{ESC}: x\n", "special characters are not allowed"),
+        (f"config:\n  tpu-rl:clusterName{ESC}: x\n", "characters are not allowed"),
         ("config:\n  tpu-rl:clusterName\u200b: x\n", "unknown key"),
         ("config:\n  tpu-rl:namespace: !!binary aGVsbG8=\n", "the YAML tag !!binary is not a value here"),
         ("config:\n  tpu-rl:authorizedNetworks: !!set {1.2.3.4/32: null}\n", "the YAML tag !!set is not a value"),

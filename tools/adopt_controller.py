@@ -68,6 +68,7 @@ from typing import Any
 import yaml
 
 from core.controllers import API_VERSIONS, CHART_VALUES, CONTROLLERS, CRDS, DATA, Controller, crd_file, facts_file
+from core.inputs import SAFE_LOADER
 from core.kueue_manager import configuration
 from infra.k8s.kueue import CHART as KUEUE_CHART
 from infra.k8s.manifests import JOBSET_CHART, jobset_crd_fields
@@ -83,8 +84,6 @@ GIT_SECONDS = 60
 VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
 LICENCE = "Apache-2.0"
 CRD_DIR = "config/components/crd/bases"
-LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's loader where PyYAML has it: a JobSet CRD is ~0.9 MB of YAML."""
 PACKAGING = "hack/helm-chart-package.sh"
 PUBLISHED_AS = ('chart_version="${GIT_TAG/#v/}"', 'package --version "${chart_version}"')
 """What the release's packaging script says of the chart's version (both projects, v0.10.1 to v0.19.2): the tag
@@ -188,8 +187,8 @@ def _fields(name: Controller, crd: dict[str, Any]) -> frozenset[str]:
 
 
 def parse_yaml(content: bytes | str) -> Any:
-    """A YAML document as ``LOADER`` reads it (every YAML this command reads goes through here)."""
-    return yaml.load(content, Loader=LOADER)
+    """A YAML document as ``core.inputs.SAFE_LOADER`` reads it (every YAML this command reads goes through here)."""
+    return yaml.load(content, Loader=SAFE_LOADER)
 
 
 def _load(content: bytes, what: str) -> Any:
