@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 
-from workloads.specs.commands import export_script, slice_warnings
+from workloads.specs.commands import export_script, slice_warnings, train_config
 
 pytestmark = pytest.mark.pure
 
@@ -46,3 +46,8 @@ def test_a_plan_of_two_slices_prints_the_whole_experimental_warning():
         "but no training run on two slices has been seen: watch its first run (make status) before relying on it"
     ]
     assert slice_warnings(1) == []
+
+
+def test_the_overrides_file_is_made_of_train_rls_argv_only():
+    with pytest.raises(ValueError, match=r"\Anot train_rl's argv: \['-m', 'exporter'\]\Z"):
+        train_config(["-m", "exporter", "a=b"])

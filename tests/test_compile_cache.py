@@ -117,3 +117,11 @@ def test_only_the_training_step_may_write_the_cache_and_a_folder_walk_stays_insi
             assert all(holds), grant
         else:
             assert not any(holds), grant
+
+
+@pytest.mark.pure
+def test_the_key_of_the_same_settings_is_the_key_an_earlier_release_gave():
+    """The folder a stack's earlier runs filled: a key computed differently (a field renamed or added) sends every
+    stack to a cold cache, hours of TPU compile; such a change is a release's note (CHANGELOG.md: what it re-runs),
+    and this pin moves with it."""
+    assert (compile_cache_key(PROD), compile_cache_key(settings("dev", []))) == ("c9bd5f7c7c", "9afad0ee86")

@@ -9,6 +9,7 @@ import shlex
 
 import pytest
 
+from core.config.lists import read_networks
 from core.config.load import read_fields
 from core.config.values import OPAQUE_SECRET, ConfigError, error
 from core.redact import scrub
@@ -177,3 +178,13 @@ def test_every_unreadable_network_is_named_not_only_the_first():
         f'tpu-rl:authorizedNetworks[0] = "bad" {shape}',
         f'tpu-rl:authorizedNetworks[2] = "worse" {shape}',
     ]
+
+
+def test_an_unreadable_network_does_not_stop_the_duplicates_after_it_being_named():
+    with pytest.raises(ConfigError) as raised:
+        read_networks("k", ["office", "10.0.0.0/8", "10.0.0.0/8"])
+    assert [line.split(" is invalid: ")[0] for line in str(raised.value).splitlines()] == [
+        'k[0] = "office"',
+        'k[2] = "10.0.0.0/8"',
+    ]
+    assert str(raised.value).endswith("duplicate of k[1]")

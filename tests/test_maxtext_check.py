@@ -16,6 +16,7 @@ import json
 import lzma
 import os
 import re
+import shlex
 import subprocess
 import sys
 import zipfile
@@ -39,7 +40,6 @@ from workloads.specs.commands import (
     program_file,
     with_pin,
 )
-from workloads.specs.commands import maxtext_check as check_line
 from workloads.specs.step_manifests import head_pod_failure_policy
 from workloads.specs.step_specs import plan_workflow
 from workloads.specs.train_script import EVALS_LOG, SLICE_WAIT_ENV, STALL_ENV, STALL_MARKER, TRAIN_LOG
@@ -368,16 +368,20 @@ def test_each_maxtext_step_checks_its_image_before_it_reads_a_weight(tmp_path, s
 
 
 @pytest.mark.pure
-@pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_the_check_is_each_maxtext_steps_first_line_with_the_committed_pin(stack):
-    config = settings(stack, ["tpu-rl:workflow.steps.evaluate=true"])
+@pytest.mark.parametrize(("stack", "mode"), [("dev", "refuse"), ("prod", "refuse"), ("prod", "warn")])
+def test_the_check_is_each_maxtext_steps_first_line_with_the_committed_pin(stack, mode):
+    """``python3 /tpu-rl/maxtext_check.py IMAGE``, the image the step's manifest runs, ``warn`` after it only when
+    ``tpu-rl:images.maxtextCheck`` says so."""
+    config = settings(stack, ["tpu-rl:workflow.steps.evaluate=true", f"tpu-rl:images.maxtextCheck={mode}"])
+    line = f"python3 /tpu-rl/{MAXTEXT_CHECK} {shlex.quote(config.images.maxtext)}" + (" warn" if mode == "warn" else "")
     for planned in plan_workflow(config).steps:
         data = planned.scripts["data"]
         lines = data[RUN_SCRIPT].splitlines()
         if planned.step not in MAXTEXT_STEPS:
             assert MAXTEXT_CHECK not in data, planned.step
             continue
-        assert lines[:2] == ["set -euo pipefail", check_line(config.images.maxtext)], planned.step
+        assert lines[:2] == ["set -euo pipefail", line], planned.step
+        assert config.images.maxtext in json.dumps(planned.manifest), "the image the check names is the one it runs"
         program = data[MAXTEXT_CHECK]
         assert PIN_START not in program and PIN_END not in program
         packed = re.search(r'^PINNED = """\n([A-Za-z0-9+/=\n]+)"""$', program, re.M)

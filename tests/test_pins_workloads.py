@@ -788,3 +788,17 @@ def test_the_identity_of_an_object_without_labels():
     empty = copy.deepcopy(unlabelled)
     empty["metadata"]["labels"] = {}
     assert steps.identity(PROD, unlabelled) == steps.identity(PROD, empty)
+
+
+@pytest.mark.parametrize("s", [PROD, DEV, TWO_SLICES])
+def test_the_training_head_mounts_its_accounts_token_and_the_workers_none(s):
+    """The head reads the pods of its namespace through its own account (``infra.k8s.manifests.head_access``); the
+    TPU workers run as the namespace's default account, and a pod's setting wins over its account's."""
+    pods = {
+        job["name"]: (
+            job["template"]["spec"]["template"]["spec"].get("serviceAccountName"),
+            job["template"]["spec"]["template"]["spec"]["automountServiceAccountToken"],
+        )
+        for job in plan_workflow(s).train.manifest["spec"]["replicatedJobs"]
+    }
+    assert pods == {"pathways-head": (f"{s.cluster_name}-train-head", True), "worker": (None, False)}

@@ -64,7 +64,7 @@ def with_pin(source: str, pin: dict[str, object]) -> str:
     return f'{source[:start]}PINNED = """\n{packed}"""\n{source[end:]}'
 
 
-def maxtext_check(image: str, mode: str = "refuse") -> str:
+def maxtext_check(image: str, mode: str) -> str:
     """The first line of a MaxText step's script, before any weight is read: ``MAXTEXT_CHECK`` with the image its
     manifest names (``tpu-rl:images.maxtext`` as ``up`` pinned it), shown when the check fails, and with ``warn``
     when ``tpu-rl:images.maxtextCheck`` says so (the default, ``refuse``, adds no word). ``set -e`` ends the script
