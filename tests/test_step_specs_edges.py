@@ -1,6 +1,7 @@
 """Edges of the planned steps (``workloads.specs.step_specs``): the paths each CPU step's script is given, the
 held-out questions carried as they read, the MaxText check's mode in the export, what a failed step's message says
-of its memory and its retry, and the workflow's lookup of a step it does not run. Pure."""
+of its memory and its retry, the workflow's lookup of a step it does not run, and how a step's identity hashes the
+account it runs as. Pure."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from tests.lifecycle_walk import settings
 from workloads.specs.evaluation import HELD_OUT
 from workloads.specs.step_manifests import WORKLOAD_CONTAINER
-from workloads.specs.step_specs import Workflow, plan_workflow
+from workloads.specs.step_specs import Workflow, identity, plan_workflow
 
 pytestmark = pytest.mark.pure
 
@@ -85,3 +86,25 @@ def test_a_step_the_workflow_does_not_run_is_named_in_the_lookup_error(workflow)
     with pytest.raises(KeyError) as caught:
         without["evaluate"]
     assert caught.value.args == ("the workflow has no evaluate step",)
+
+
+def test_a_steps_identity_hashes_its_account_by_its_step_and_a_pod_without_one_as_it_is(workflow):
+    """Who a CPU step runs as is not what it computes: its account is hashed as ``tpu-rl-<step>`` whatever it is named
+    (the account's name before clusters named theirs), so a renamed account keeps the step's name; a pod that names
+    no account is hashed as it is."""
+    prod = settings("prod", EVERY_STEP)
+    manifest = workflow.convert.manifest
+
+    def with_account(name: str | None) -> dict:
+        changed = json.loads(json.dumps(manifest))
+        pod = changed["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        if name is None:
+            del pod["serviceAccountName"]
+        else:
+            pod["serviceAccountName"] = name
+        return changed
+
+    hashed = identity(prod, manifest, step="convert")
+    assert identity(prod, with_account("another"), step="convert") == hashed
+    assert identity(prod, with_account("tpu-rl-convert")) == hashed
+    assert identity(prod, with_account(None), step="convert") == identity(prod, with_account(None)) != hashed
