@@ -382,8 +382,9 @@ mutation: $(VENV)/.installed-dev
 # seconds for all of it from a fresh clone; a test whose call takes more than TPU_RL_TEST_LIMIT seconds
 # (tests/conftest.py) fails, to be made faster or marked slow. Over the budget, make test says so; with
 # TEST_BUDGET_STRICT=1 (.ci/run) it fails. The install compiles nothing: tests.warm_bytecode compiles what the tests
-# import on both cores first (tests/data/bytecode.txt), and PYTHONDONTWRITEBYTECODE is emptied for the tests so that
-# Python writes the bytecode of anything else once instead of compiling it in every worker.
+# import on both cores first (tests/data/bytecode.txt) and writes pytest's rewritten test modules beside it, and
+# PYTHONDONTWRITEBYTECODE is emptied for the tests so that Python writes the bytecode of anything else once instead of
+# compiling it in every worker.
 TEST_BUDGET ?= 90
 STARTED := $(shell date +%s)
 PYTEST_FAST := -m pytest -q -n 2 --dist loadfile -m "not slow" --durations=10 --durations-min=1
