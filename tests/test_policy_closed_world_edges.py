@@ -45,7 +45,9 @@ def judge(
         stack="dev",
         stack_config=analyzer.engine_config("dev") if stack_config is None else stack_config,
     )
-    return pack.analyze_stack([analyzer.Resource(t, n, f"urn:pulumi:dev::tpu-rl::{t}::{n}", p) for t, n, p in resources])
+    return pack.analyze_stack(
+        [analyzer.Resource(t, n, f"urn:pulumi:dev::tpu-rl::{t}::{n}", p) for t, n, p in resources]
+    )
 
 
 def messages(*resources: Spec, **options: Any) -> list[str]:
@@ -101,23 +103,23 @@ def binding(namespace: str, name: str) -> Spec:
 
 @pytest.mark.parametrize(
     "before",
-    [[["a"]], [None, 7], [f"{MAXTEXT}:0.2.6"], [f"{MAXTEXT}:0.2.6", "ubuntu:24.04"]],
+    [[["a"]], [None, 7], [f"{MAXTEXT}:0.2.6"], [f"{MAXTEXT}:0.2.6", "docker.io/library/ubuntu"]],
     ids=["not-text", "none-and-number", "listed", "listed-then-refused"],
 )
 def test_an_image_after_one_skipped_or_passed_is_still_judged(before: list[Any]) -> None:
     """An image that is not a text (no repository to judge) or one of a listed repository decides nothing for the
     containers after it: the last, of no listed repository, is refused, at its own path."""
-    last = "docker.io/library/nginx:1.27"
-    expected = [refused(image, i) for i, image in enumerate(before) if image == "ubuntu:24.04"]
+    last = "docker.io/library/nginx"
+    expected = [refused(image, i) for i, image in enumerate(before) if image == "docker.io/library/ubuntu"]
     assert messages(steps(*before, last)) == [*expected, refused(last, len(before))]
 
 
 def test_an_image_a_mirror_not_known_yet_may_serve_leaves_the_next_judged() -> None:
     """At a preview where a mirror's upstream is unknown, an image of an Artifact Registry path waits for `pulumi up`;
     the container after it, of a registry no mirror can be, is refused now."""
-    found = judge(steps(f"{MIRROR_PATH}/tpu_post_training:0.2.5", "ubuntu:24.04"), mirror(mode=Unknown()), preview=True)
+    found = judge(steps(f"{MIRROR_PATH}/tpu_post_training:0.2.5", "ghcr.io/x/y"), mirror(mode=Unknown()), preview=True)
     assert sorted((f.level, f.unjudged) for f in found) == [("advisory", True), ("mandatory", False)]
-    assert next(f.message for f in found if not f.unjudged) == refused("ubuntu:24.04", 1)
+    assert next(f.message for f in found if not f.unjudged) == refused("ghcr.io/x/y", 1)
 
 
 def test_an_images_line_names_its_path_and_every_listed_repository() -> None:
@@ -126,8 +128,10 @@ def test_an_images_line_names_its_path_and_every_listed_repository() -> None:
     assert len(closed_world.WORLD.images) >= 2
     runner = ("kubernetes:example.com/v1:Runner", "runner", {"XPU": {"workers": [{"image": "a.io/b:1"}]}})
     listed = ", ".join(sorted(closed_world.WORLD.images))
-    assert f"runner: image a.io/b:1 (repository a.io/b) at XPU.workers[0].image is not from a repository the program " \
+    assert (
+        f"runner: image a.io/b:1 (repository a.io/b) at XPU.workers[0].image is not from a repository the program "
         f"runs ({listed}; tpu-rl:images.* moves only a tag or digest): {FIX}" in messages(runner)
+    )
     assert f"{MAXTEXT}, us-docker.pkg.dev/cloud-tpu-v2-images/pathways/" in listed
 
 
@@ -152,7 +156,11 @@ def test_a_cluster_name_that_is_no_clusters_stands_for_nothing(cluster: str) -> 
     subject = binding("tpu-rl", f"{cluster}-train-head")
     config = analyzer.engine_config("dev", f"tpu-rl:clusterName={cluster}")
     assert len(messages(subject, stack_config=config)) == 1
-    namespace = ("kubernetes:core/v1:Namespace", "ns", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tpu-rl"}})
+    namespace = (
+        "kubernetes:core/v1:Namespace",
+        "ns",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tpu-rl"}},
+    )
     stack = ("gcp:container/cluster:Cluster", "cluster", {"name": cluster})
     assert len(messages(subject, stack, namespace, stack_config={})) == 1
     named = ("gcp:container/cluster:Cluster", "cluster", {"name": "tpu-rl-dev"})

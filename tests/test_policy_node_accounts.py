@@ -76,7 +76,10 @@ STACKS = [
     ([cluster(), pool("tpu-pool", {"serviceAccount": TPU_NODES})], []),
     ([cluster({"serviceAccount": SYSTEM_NODES}), pool("tpu-pool", {"serviceAccount": TPU_NODES})], []),
     ([cluster({"serviceAccount": STEP})], [(urn(CLUSTER, "cluster"), refused("cluster", STEP))]),
-    ([cluster(), pool("tpu-pool", {"serviceAccount": STEP})], [(urn(NODE_POOL, "tpu-pool"), refused("tpu-pool", STEP))]),
+    (
+        [cluster(), pool("tpu-pool", {"serviceAccount": STEP})],
+        [(urn(NODE_POOL, "tpu-pool"), refused("tpu-pool", STEP))],
+    ),
     (
         [cluster(), pool("cpu-pool", {"machineType": "n2-standard-8"}), pool("tpu-pool", {"serviceAccount": STEP})],
         [(urn(NODE_POOL, "tpu-pool"), refused("tpu-pool", STEP))],
@@ -111,7 +114,8 @@ def test_a_node_account_not_known_at_preview_is_judged_at_up() -> None:
     found = judge(cluster(), unknown, preview=True)
     assert [(f.level, f.unjudged) for f in found] == [("advisory", True)]
     assert found[0].message.endswith(
-        ": NodePool tpu-pool: .nodeConfig.serviceAccount not known until what they come from exists; judged at `pulumi up`"
+        ": NodePool tpu-pool: .nodeConfig.serviceAccount not known until what they come from exists; judged at "
+        "`pulumi up`"
     )
     assert [f.message for f in judge(cluster(), unknown)] == [
         "cannot judge NodePool tpu-pool: .nodeConfig.serviceAccount: not known at `pulumi up`; give it a value the "

@@ -136,12 +136,9 @@ def _node_accounts(resources: list[Resource], holders: dict[str, str], report: R
     for r in resources:
         if r.resource_type not in (CLUSTER, NODE_POOL):
             continue
-        node = r.props.get("nodeConfig")
-        if r.resource_type == CLUSTER and node is None:
-            continue
-        account = _m(node).get("serviceAccount")
+        account = _m(r.props.get("nodeConfig")).get("serviceAccount")
         if unseen(account) or account is None:
-            continue  # unset: the Compute Engine default account (gke-private-cluster)
+            continue  # unset, or no nodeConfig (a cluster whose nodes are its pools'): gke-private-cluster judges it
         if holders.get(str(account)) not in NODE_HOLDERS:
             report(
                 f"{r.name}'s nodes run as {account}, which is not one of this stack's node accounts "
