@@ -29,7 +29,7 @@ from typing import Any
 
 from core.config.values import error
 from core.layout import CONVERTED, actor_checkpoints, compile_cache, hub_cache, step_output
-from core.names import CLUSTER_QUEUE, HF_WRITE_SECRET, PUBLISH_ENV, QUEUE_LABEL, RETRY_ANNOTATION
+from core.names import HF_WRITE_SECRET, PUBLISH_ENV, QUEUE_LABEL, RETRY_ANNOTATION
 from core.records import RECORD
 from core.settings import Settings
 from core.steps import STEPS, Output, StepName, scratch_gib, template_tokens
@@ -327,7 +327,7 @@ def _address(
     config_map = scripts_config_map(settings, step, scripts_name(NAME), STEP_ID, files)
     scripts = _fill(config_map, name, digest, output, caches)
     _creatable(settings, step, filled)
-    _fits(settings, step, scripts)
+    _fits(step, scripts)
     return digest, name, output, filled, scripts
 
 
@@ -336,7 +336,7 @@ def config_map_bytes(config_map: dict[str, Any]) -> int:
     return sum(len(key) + len(value.encode()) for key, value in config_map["data"].items())
 
 
-def _fits(settings: Settings, step: str, scripts: dict[str, Any]) -> None:
+def _fits(step: str, scripts: dict[str, Any]) -> None:
     """Refuse a step whose ConfigMap of scripts the API server would refuse (``CONFIG_MAP_MAX_BYTES``): only
     ``tpu-rl:training.extraArgs`` lengthens a script by more than a few names."""
     size = config_map_bytes(scripts)
@@ -353,10 +353,11 @@ def _creatable(settings: Settings, step: str, manifest: dict[str, Any]) -> None:
     """Refuse a step whose JobSet, or an object the controllers would derive from it (its Jobs, pods, Service,
     Kueue Workload: ``workloads.specs.derived``), Kubernetes or JobSet's webhook would refuse. Every name they
     derive starts with the step's name, ``<tpu-rl:model.name>-<step>-<hash>``; the other values a stack can set
-    (the queue, the cluster name, the slice count) are bounded where they are read."""
+    (the queue, the cluster name, the slice count) are bounded where they are read. Which ClusterQueue admits the
+    step refuses nothing: its name labels the pods only when it is a DNS-1123 label (``derived.derive``), and such a
+    name is always a valid label value."""
     version = settings.workflow.jobset_version
-    cluster_queue = CLUSTER_QUEUE if settings.kueue.install else None
-    found = derived.problems(manifest, version, cluster_queue=cluster_queue)
+    found = derived.problems(manifest, version)
     if found:
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
         raise error(
