@@ -384,6 +384,7 @@ def test_the_check_is_each_maxtext_steps_first_line_with_the_committed_pin(stack
         assert config.images.maxtext in json.dumps(planned.manifest), "the image the check names is the one it runs"
         program = data[MAXTEXT_CHECK]
         assert PIN_START not in program and PIN_END not in program
+        assert SOURCE.count(PIN_START) == SOURCE.count(PIN_END) == 1, "the pin replaces the one block between them"
         packed = re.search(r'^PINNED = """\n([A-Za-z0-9+/=\n]+)"""$', program, re.M)
         assert packed and maxtext_check.pinned(packed[1]) == maxtext_keys.pinned_record()
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any
 
 from core.config.cluster_rules import (
     check_flex_start_zone,
@@ -36,11 +35,10 @@ from core.names import PROJECT
 from core.settings import ModelSettings, Settings
 
 
-def build_settings(values: dict[str, Any], stack: str, problems: Problems) -> Settings:
+def build_settings(v: Values, stack: str, problems: Problems) -> Settings:
     """Apply the cross-field rules to typed field values and assemble ``Settings``. Every rule's problem goes to
     ``problems`` (a rule that needs a value which failed is skipped: that value's problem is there already);
     with any problem the result is ``UNREADABLE`` and the caller raises them all."""
-    v = values if isinstance(values, Values) else Values(values)
     run = problems.run
     run(_zone_in_region, v)
     bucket = run(bucket_name, v, stack)
