@@ -10,7 +10,7 @@ import shlex
 import pytest
 
 from core.config.lists import read_networks
-from core.config.load import read_fields
+from core.config.load import load_settings, read_fields
 from core.config.values import OPAQUE_SECRET, ConfigError, error
 from core.redact import scrub
 from core.steps import EVALUATE_MAX_MARKER, EVALUATE_MAX_NEW_TOKENS, template_tokens
@@ -188,3 +188,32 @@ def test_an_unreadable_network_does_not_stop_the_duplicates_after_it_being_named
         'k[2] = "10.0.0.0/8"',
     ]
     assert str(raised.value).endswith("duplicate of k[1]")
+
+
+@pytest.mark.parametrize("key", ["tpu-rl:hfToken", "tpu-rl:hfWriteToken"])
+@pytest.mark.parametrize(
+    "value", ["my secret value", "x" * 600, '{"a": 1}', "[1, 2]"], ids=["space", "long", "object", "list"]
+)
+def test_a_secret_that_is_no_token_is_refused_without_its_value(key, value):
+    """A token pasted with a space, cut and pasted twice, or JSON: refused, and the line never shows what was stored,
+    though it looks like no Hugging Face token."""
+    config, secret_keys = raw("prod", ["tpu-rl:publish.repo=acme/model"])
+    config[key] = value
+    with pytest.raises(ConfigError) as raised:
+        load_settings(config, "prod", secret_keys | {key})
+    (line,) = [line for line in str(raised.value).splitlines() if line.startswith(key)]
+    assert (
+        line == f"{key} = (value, not shown) is invalid: a Hugging Face {'write' if 'Write' in key else 'read'} token"
+    )
+    assert value[:12] not in str(raised.value)
+
+
+def test_a_key_stored_as_a_secret_is_one_line_and_its_value_never_read():
+    """Only the tokens may be secret: another key stored as one is refused by its storage alone; its value (here one
+    the key refuses) is never read, so no second line and nothing of it shown."""
+    config, secret_keys = raw("dev", [])
+    config["tpu-rl:clusterName"] = "NOT VALID"
+    with pytest.raises(ConfigError) as raised:
+        load_settings(config, "dev", secret_keys | {"tpu-rl:clusterName"})
+    (line,) = str(raised.value).splitlines()
+    assert line.startswith("tpu-rl:clusterName is stored as a secret: only tpu-rl:hfToken and tpu-rl:hfWriteToken")

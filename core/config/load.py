@@ -238,6 +238,11 @@ def _read(field: Field, value: Any, stack: str) -> Any:
         return read_registries(field.key, value)
     if not field.path:
         value = _decoded(value)  # `[]` or `{}` for a scalar key is a list or object, refused as such
+    if field.secret:  # refused without its value, even one that looks like no token (a paste with a space in it)
+        try:
+            return field.read(field.key, value)
+        except ConfigError:
+            raise error(field.key, Hidden("value"), field.read.describe()) from None  # type: ignore[attr-defined]
     return field.read(field.key, value)
 
 
