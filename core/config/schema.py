@@ -28,12 +28,12 @@ _BY_TOP = {top: tuple(f for f in FIELDS if f.top == top) for top in dict.fromkey
 
 def fields_of(top: str) -> list[Field]:
     """The fields stored under one stack-file key (``tpu-rl:tpu``)."""
-    return list(_BY_TOP.get(top, ()))
+    return list(_BY_TOP[top])
 
 
 def is_object(top: str) -> bool:
     """Whether a stack-file key holds an object of fields."""
-    return any(f.path for f in _BY_TOP.get(top, ()))
+    return any(f.path for f in _BY_TOP[top])
 
 
 def declared_default(top: str) -> Any:
