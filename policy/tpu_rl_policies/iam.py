@@ -195,7 +195,7 @@ def _judge_grants(
             bound = r.props.get("serviceAccountId")
             if unseen(bound):
                 continue
-            account = accounts.get(str(bound).rsplit("/", 1)[-1])
+            account = accounts.get(str(bound).rpartition("/")[2])
             if account is not None and ksa != account:
                 report(
                     f"{r.name} binds {namespace}/{ksa} to the account {account}: a Kubernetes service account is named "
