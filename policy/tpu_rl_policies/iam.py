@@ -310,7 +310,7 @@ def _rbac_objects(resource_type: str, props: dict[str, Any]) -> list[tuple[str, 
     item of its ``...List``."""
     if not resource_type.startswith(RBAC_GROUP):
         return []
-    kind = resource_type.rsplit(":", 1)[-1]
+    kind = resource_type.rpartition(":")[2]
     if kind.endswith("List"):
         return [(kind.removesuffix("List"), _m(item)) for item in _l(props.get("items"))]
     return [(kind, props)]
