@@ -330,7 +330,9 @@ def _judge_rules(kind: str, name: Any, obj: dict[Any, Any], say: Callable[[str],
         rule = _m(rule)
         for field_name in ("apiGroups", "resources", "verbs", "nonResourceURLs"):
             values = [str(v) for v in _l(rule.get(field_name))]
-            if "*" in values or (field_name == "resources" and any(v.endswith("/*") for v in values)):
+            if "*" in values or (
+                field_name == "resources" and any(v.startswith("*/") or v.endswith("/*") for v in values)
+            ):
                 say(f"{kind} {name} rule {index} grants every {field_name[:-1]} ('*'): list what it needs")
         verbs = {str(v) for v in _l(rule.get("verbs"))} & ESCALATING_VERBS
         if verbs:
