@@ -303,6 +303,9 @@ account of the cluster or of a namespace (Kubernetes "Using RBAC Authorization",
 ROLES = ("Role", "ClusterRole")
 BINDINGS = ("RoleBinding", "ClusterRoleBinding")
 RBAC_GROUP = "kubernetes:rbac.authorization.k8s.io/"
+SYSTEM_NAMESPACES = frozenset(("kube-system", "kube-public"))
+"""The namespaces the cluster's own Roles live in (Kubernetes ``plugin/pkg/auth/authorizer/rbac/bootstrappolicy``
+``namespace_policy.go``)."""
 
 
 def _rbac_objects(resource_type: str, props: dict[str, Any]) -> list[tuple[str, dict[Any, Any]]]:
@@ -323,6 +326,16 @@ def _spelled(name: Any) -> str:
 
 def _built_in(name: Any) -> bool:
     return _spelled(name).startswith("system:") or _spelled(name) in BUILT_IN
+
+
+def _changes_built_in_role(kind: str, name: Any, obj: dict[Any, Any]) -> bool:
+    """Whether declaring ``obj`` changes one of the cluster's own roles: a patch of a built-in name, and, since the
+    stack's Kubernetes provider upserts (``upsertExistingObjects``, ``infra/gcp/cluster.py``: a create of an object
+    that exists applies to it), a ClusterRole of one, or a Role of one in the namespaces the cluster's own live in."""
+    if not _built_in(name):
+        return False
+    namespace = _m(obj.get("metadata")).get("namespace")
+    return kind.endswith("Patch") or kind == "ClusterRole" or namespace in SYSTEM_NAMESPACES
 
 
 def _judge_rules(kind: str, name: Any, obj: dict[Any, Any], say: Callable[[str], None]) -> None:
@@ -389,7 +402,8 @@ def _judge_binding(kind: str, obj: dict[Any, Any], ksas: set[tuple[str, str]], r
 
 def _rbac(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
     """No wildcard or escalating RBAC rule; a binding binds a role the stack declares to the stack's own Kubernetes
-    service accounts only: never everyone, a built-in role, nor a patch of a built-in binding or role."""
+    service accounts only: never everyone, a built-in role, nor a patch of a built-in binding or role, nor a role of
+    a built-in name the provider's upsert would apply to the cluster's own."""
     _, ksas = _own_principals(resources)
     roles: set[Any] = set()
     found = [(r, kind, obj) for r in resources for kind, obj in _rbac_objects(r.resource_type, r.props)]
@@ -405,7 +419,7 @@ def _rbac(args: StackValidationArgs, resources: list[Resource], report: Report) 
 
             name = _m(obj.get("metadata")).get("name") or r.name
             if kind.removesuffix("Patch") in ROLES:
-                if kind.endswith("Patch") and _built_in(name):
+                if _changes_built_in_role(kind, name, obj):
                     say(f"{kind} {name} changes a built-in role of the cluster: declare a role of the stack's")
                 _judge_rules(kind.removesuffix("Patch"), name, obj, say)
             elif kind.removesuffix("Patch") in BINDINGS:
