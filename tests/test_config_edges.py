@@ -217,3 +217,13 @@ def test_a_key_stored_as_a_secret_is_one_line_and_its_value_never_read():
         load_settings(config, "dev", secret_keys | {"tpu-rl:clusterName"})
     (line,) = str(raised.value).splitlines()
     assert line.startswith("tpu-rl:clusterName is stored as a secret: only tpu-rl:hfToken and tpu-rl:hfWriteToken")
+
+
+def test_a_token_stored_in_plain_text_is_one_line_and_its_value_never_read():
+    """A token written without --secret is refused by its storage alone: whatever it holds (here JSON, which the
+    token's reader would refuse too) is never read, so there is no second line."""
+    config, secret_keys = raw("dev", [], token='{"a": 1}')
+    with pytest.raises(ConfigError) as raised:
+        load_settings(config, "dev", secret_keys - {"tpu-rl:hfToken"})
+    (line,) = str(raised.value).splitlines()
+    assert line.startswith("tpu-rl:hfToken is stored in plain text: remove it and set it again with")
