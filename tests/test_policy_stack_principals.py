@@ -8,7 +8,6 @@ when the stack has nothing to list."""
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import pytest
@@ -16,31 +15,17 @@ from pulumi.output import Unknown
 
 from tests import analyzer
 from tests.grant_cases import ACCOUNT_IAM, AGENT, BUCKET_IAM, KEY, KEY_IAM, PROJECT, STEP
+from tests.principals_stack import ACCOUNT, CLUSTER, KSA, POOL, WORKLOAD_USER, found, judge, resource
 
 pytestmark = pytest.mark.pure
 
-policies = importlib.import_module("policy.tpu_rl_policies")
-PRINCIPALS = next(p for p in policies.POLICIES if p.name == "stack-principals")
-CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
-ACCOUNT = "gcp:serviceaccount/account:Account"
-KSA = "kubernetes:core/v1:ServiceAccount"
 BUCKET_BINDING = "gcp:storage/bucketIAMBinding:BucketIAMBinding"
 ROLE = "roles/storage.objectUser"
 FOREIGN = "serviceAccount:tpu-rl-prod-export@other-project.iam.gserviceaccount.com"
 """Another project's account of the same name: not one of this stack's."""
 PERSON = "user:alice@example.com"
-POOL = f"{PROJECT}.svc.id.goog"
-WORKLOAD_USER = "roles/iam.workloadIdentityUser"
 EXPORT_ACCOUNT = f"projects/{PROJECT}/serviceAccounts/tpu-rl-prod-export@{PROJECT}.iam.gserviceaccount.com"
-
-
-def urn(type_: str, name: str) -> str:
-    return f"urn:pulumi:prod::tpu-rl::{type_}::{name}"
-
-
-def resource(type_: str, name: str, /, **props: Any) -> analyzer.Resource:
-    return analyzer.Resource(type_, name, urn(type_, name), props)
 
 
 def cluster(name: str = "tpu-rl-prod", project: str = PROJECT) -> analyzer.Resource:
@@ -53,18 +38,6 @@ def principals() -> list[analyzer.Resource]:
         resource(ACCOUNT, "export-sa", accountId="tpu-rl-prod-export", project=PROJECT),
         resource(KSA, "export-ksa", metadata={"name": "tpu-rl-prod-export", "namespace": "tpu-rl"}),
     ]
-
-
-def judge(*resources: analyzer.Resource, preview: bool = False) -> list[analyzer.Finding]:
-    pack = analyzer.Pack({"all": "mandatory"}, dry_run=preview, policies=[PRINCIPALS], stack="prod", stack_config={})
-    return pack.analyze_stack(list(resources))
-
-
-def found(*resources: analyzer.Resource) -> list[tuple[str, str]]:
-    """(URN, message) of each finding, every one mandatory and judged."""
-    findings = judge(*resources)
-    assert all(f.level == "mandatory" and not f.unjudged for f in findings), findings
-    return [(f.urn, f.message) for f in findings]
 
 
 def not_ours(name: str, member: str, role: Any = ROLE) -> str:

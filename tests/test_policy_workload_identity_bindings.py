@@ -8,7 +8,6 @@ small stacks built by hand; each finding is the exact line an operator reads, on
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import pytest
@@ -16,17 +15,11 @@ from pulumi.output import Unknown
 
 from tests import analyzer
 from tests.grant_cases import ACCOUNT_IAM, PROJECT
+from tests.principals_stack import ACCOUNT, CLUSTER, KSA, POOL, WORKLOAD_USER, found, judge, resource
 
 pytestmark = pytest.mark.pure
 
-policies = importlib.import_module("policy.tpu_rl_policies")
-PRINCIPALS = next(p for p in policies.POLICIES if p.name == "stack-principals")
-CLUSTER = "gcp:container/cluster:Cluster"
-ACCOUNT = "gcp:serviceaccount/account:Account"
-KSA = "kubernetes:core/v1:ServiceAccount"
 ACCOUNT_BINDING = "gcp:serviceaccount/iAMBinding:IAMBinding"
-WORKLOAD_USER = "roles/iam.workloadIdentityUser"
-POOL = f"{PROJECT}.svc.id.goog"
 EXPORT = "tpu-rl-prod-export"
 CONVERT = "tpu-rl-prod-convert"
 
@@ -44,14 +37,6 @@ def principal(namespace: str, ksa: str, pool: str = POOL) -> str:
     return f"serviceAccount:{pool}[{namespace}/{ksa}]"
 
 
-def urn(type_: str, name: str) -> str:
-    return f"urn:pulumi:prod::tpu-rl::{type_}::{name}"
-
-
-def resource(type_: str, name: str, /, **props: Any) -> analyzer.Resource:
-    return analyzer.Resource(type_, name, urn(type_, name), props)
-
-
 def stack() -> list[analyzer.Resource]:
     """The stack's cluster (naming its project, so its pool), two steps' accounts and their Kubernetes service
     accounts in the stack's namespace, and one Kubernetes service account it makes in another namespace."""
@@ -66,18 +51,6 @@ def stack() -> list[analyzer.Resource]:
 def binding(bound: Any, member: Any, name: str = "wi", type_: str = ACCOUNT_IAM) -> analyzer.Resource:
     key = "members" if isinstance(member, list) else "member"
     return resource(type_, name, serviceAccountId=bound, role=WORKLOAD_USER, **{key: member})
-
-
-def judge(*resources: analyzer.Resource, preview: bool = False) -> list[analyzer.Finding]:
-    pack = analyzer.Pack({"all": "mandatory"}, dry_run=preview, policies=[PRINCIPALS], stack="prod", stack_config={})
-    return pack.analyze_stack(list(resources))
-
-
-def found(*resources: analyzer.Resource) -> list[tuple[str, str]]:
-    """(URN, message) of each finding, every one mandatory and judged."""
-    findings = judge(*resources)
-    assert all(f.level == "mandatory" and not f.unjudged for f in findings), findings
-    return [(f.urn, f.message) for f in findings]
 
 
 def not_made(name: str, namespace: str, ksa: str) -> str:
