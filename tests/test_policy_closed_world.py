@@ -17,21 +17,15 @@ from core.closed_world import DATA, load
 from core.config.schema import FIELDS
 from core.config.values import Boolean, OneOf
 from tests import analyzer
+from tests.closed_world_stack import CLOSED, JOBSET, MAXTEXT, MIRROR_PATH, ROLE_BINDING, mirror
 from tests.conftest import plan_of
 from tests.example_stacks import STACKS
 from tools import closed_world as generator
 from tools.plan.offline import Plan
 from tools.stack_files import ROOT
 
-policies = importlib.import_module("policy.tpu_rl_policies")
-CLOSED = next(p for p in policies.POLICIES if p.name == "closed-world")
 WORLD = load()
-MAXTEXT = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training"
-MIRROR_PATH = "us-east5-docker.pkg.dev/my-tpu-dev-project/tpu-rl-dev-cloud-tpu-images-maxtext-images"
-ROLE_BINDING = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
 BUCKET_GRANT = "gcp:storage/bucketIAMMember:BucketIAMMember"
-JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
-REPOSITORY = "gcp:artifactregistry/repository:Repository"
 HEAD = {"kind": "ServiceAccount", "namespace": "tpu-rl", "name": "tpu-rl-dev-train-head"}
 """The dev stack's one RBAC subject: its training head's Kubernetes service account."""
 
@@ -420,19 +414,6 @@ def test_an_image_of_another_repository_is_refused(image, repository):
         "tpu-rl:images.* moves only a tag or digest): remove it, or admit it with a reason in the base branch's "
         "policy/config/<stack>.json (closed-world.admit)"
     )
-
-
-def mirror(upstream: Any = "https://us-docker.pkg.dev/cloud-tpu-images/maxtext-images", **props: Any) -> tuple:
-    inputs = {
-        "project": "my-tpu-dev-project",
-        "location": "us-east5",
-        "repositoryId": "tpu-rl-dev-cloud-tpu-images-maxtext-images",
-        "mode": "REMOTE_REPOSITORY",
-        "format": "DOCKER",
-        "remoteRepositoryConfig": {"commonRepository": {"uri": upstream}},
-        **props,
-    }
-    return (REPOSITORY, "mirror", inputs)
 
 
 @pytest.mark.pure

@@ -15,22 +15,23 @@ from pulumi.output import Unknown
 from policy.tpu_rl_policies.properties import Unseen
 from policy.tpu_rl_policies.resources import Resource
 from tests import analyzer
+from tests.closed_world_stack import (
+    CLOSED,
+    JOBSET,
+    MAXTEXT,
+    MIRROR_PATH,
+    REPOSITORY,
+    ROLE_BINDING,
+    UPSTREAM,
+    Spec,
+    mirror,
+)
 
 pytestmark = pytest.mark.pure
 
-policies = importlib.import_module("policy.tpu_rl_policies")
 closed_world = importlib.import_module("policy.tpu_rl_policies.closed_world")
-CLOSED = next(p for p in policies.POLICIES if p.name == "closed-world")
-MAXTEXT = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training"
-MIRROR_PATH = "us-east5-docker.pkg.dev/my-tpu-dev-project/tpu-rl-dev-cloud-tpu-images-maxtext-images"
-UPSTREAM = "https://us-docker.pkg.dev/cloud-tpu-images/maxtext-images"
-JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
-ROLE_BINDING = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
-REPOSITORY = "gcp:artifactregistry/repository:Repository"
 FIX = "remove it, or admit it with a reason in the base branch's policy/config/<stack>.json (closed-world.admit)"
 CONTAINERS = "spec.replicatedJobs[0].template.spec.template.spec.containers"
-
-Spec = tuple[str, str, dict[str, Any]]
 
 
 def judge(
@@ -70,19 +71,6 @@ def refused(image: str, index: int) -> str:
         f"steps: image {image} at {CONTAINERS}[{index}].image is not from a repository the program runs ({listed}; "
         f"tpu-rl:images.* moves only a tag or digest): {FIX}"
     )
-
-
-def mirror(**props: Any) -> Spec:
-    inputs = {
-        "project": "my-tpu-dev-project",
-        "location": "us-east5",
-        "repositoryId": "tpu-rl-dev-cloud-tpu-images-maxtext-images",
-        "mode": "REMOTE_REPOSITORY",
-        "format": "DOCKER",
-        "remoteRepositoryConfig": {"commonRepository": {"uri": UPSTREAM}},
-        **props,
-    }
-    return (REPOSITORY, "mirror", inputs)
 
 
 def binding(namespace: str, name: str) -> Spec:
