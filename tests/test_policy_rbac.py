@@ -104,9 +104,9 @@ def test_subjects_only_the_stacks_own_accounts(kind, subject, words):
     [
         (
             _binding("ClusterRoleBindingPatch", "cluster-admin", False),
-            "ClusterRoleBindingPatch cluster-admin changes a built-in binding",
+            "ClusterRoleBindingPatch cluster-admin has a built-in name, and declaring it changes the cluster's own",
         ),
-        (_binding("ClusterRoleBindingPatch", "system:node-proxier", False), "changes a built-in binding"),
+        (_binding("ClusterRoleBindingPatch", "system:node-proxier", False), "has a built-in name"),
         (_binding("RoleBindingPatch", "readers", False), "names no roleRef"),
         (
             _binding("RoleBinding", "r", {"kind": "ClusterRole", "name": "system:controller:job-controller"}),

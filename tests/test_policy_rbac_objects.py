@@ -11,13 +11,23 @@ from typing import Any
 
 import pytest
 
-from tests.rbac_stack import OWN, binding, found, resource, rule
+from tests.rbac_stack import OWN, binding, found, resource, role, rule
 
 pytestmark = pytest.mark.pure
 
 
 def changes_built_in(kind: str, name: str) -> str:
-    return f"{kind} {name} changes a built-in role of the cluster: declare a role of the stack's"
+    return (
+        f"{kind} {name} has a built-in name, and declaring it changes the cluster's own: declare a role of the "
+        "stack's in the stack's namespace"
+    )
+
+
+def in_system(kind: str, name: str, namespace: str) -> str:
+    return (
+        f"{kind} {name} is in {namespace}, where declaring it changes the cluster's own of that name: declare a role "
+        "of the stack's in the stack's namespace"
+    )
 
 
 def undeclared(kind: str, name: str, ref_kind: str, ref_name: str) -> str:
@@ -55,7 +65,7 @@ def test_a_patch_of_a_role_has_its_rules_judged_as_the_role_it_patches(kind, met
         (
             "RolePatch",
             {"name": "system:controller:bootstrap-signer", "namespace": "kube-system"},
-            [changes_built_in("RolePatch", "system:controller:bootstrap-signer")],
+            [in_system("RolePatch", "system:controller:bootstrap-signer", "kube-system")],
         ),
         ("ClusterRolePatch", {"name": "admins"}, []),
         ("Role", {"name": "view", "namespace": "tpu-rl"}, []),
@@ -63,8 +73,16 @@ def test_a_patch_of_a_role_has_its_rules_judged_as_the_role_it_patches(kind, met
         (
             "Role",
             {"name": "system:controller:bootstrap-signer", "namespace": "kube-public"},
-            [changes_built_in("Role", "system:controller:bootstrap-signer")],
+            [in_system("Role", "system:controller:bootstrap-signer", "kube-public")],
         ),
+        (
+            "Role",
+            {"name": "extension-apiserver-authentication-reader", "namespace": "kube-system"},
+            [in_system("Role", "extension-apiserver-authentication-reader", "kube-system")],
+        ),
+        ("Role", {"name": "pod-reader", "namespace": "kube-system"}, [in_system("Role", "pod-reader", "kube-system")]),
+        ("ClusterRole", {"name": "pod-reader"}, []),
+        ("RolePatch", {"name": "Admin", "namespace": "tpu-rl"}, [changes_built_in("RolePatch", "Admin")]),
     ],
     ids=[
         "admin",
@@ -74,14 +92,19 @@ def test_a_patch_of_a_role_has_its_rules_judged_as_the_role_it_patches(kind, met
         "namespaced-role-named-view",
         "upserted-cluster-role",
         "upserted-kube-public-role",
+        "kube-system-role-without-system-prefix",
+        "any-kube-system-role",
+        "cluster-role-of-its-own-name",
+        "patch-of-a-built-in-name-in-the-stacks-namespace",
     ],
 )
-def test_a_role_that_changes_a_built_in_one_is_refused_by_its_name(kind, metadata, expected):
+def test_a_role_that_changes_a_built_in_one_is_refused_by_its_name_or_namespace(kind, metadata, expected):
     """A patch of ``admin`` or of any ``system:`` role, however spelled, changes what every binding of that role grants
     across the cluster (``system:basic-user`` is bound to every authenticated user), whatever rules it adds. A Role the
     stack declares in its own namespace under the name of a built-in ClusterRole is a role of its own; a ClusterRole
-    of a built-in name, or a Role of one in ``kube-system`` or ``kube-public``, is the cluster's own, which the
-    provider's upsert (``upsertExistingObjects``) changes as a patch would."""
+    of a built-in name is the cluster's own, which the provider's upsert (``upsertExistingObjects``) changes as a
+    patch would. So is a Role of any name in ``kube-system`` or ``kube-public``: the cluster's own there are not all
+    ``system:`` (``extension-apiserver-authentication-reader``)."""
     changed = resource(kind, "changed-res", {"metadata": metadata, "rules": [rule()]})
     assert found(changed) == [(changed.urn, message) for message in expected]
 
@@ -160,3 +183,77 @@ def test_a_binding_patch_is_judged_as_the_binding_it_patches(ref, expected):
     apart from the other built-in ones."""
     patch = binding("RoleBindingPatch", "b", ref, OWN)
     assert found(patch) == ([] if expected is None else [(patch.urn, expected)])
+
+
+def in_the(namespace: str, kind: str, name: str, ref: Any, *subjects: dict[str, Any]) -> Any:
+    """``binding()`` with its metadata's namespace ``namespace`` (none when ``None``)."""
+    bound = binding(kind, name, ref, *subjects)
+    metadata = {"name": name} if namespace is None else {"name": name, "namespace": namespace}
+    return resource(kind, f"{name}-res", {**bound.props, "metadata": metadata})
+
+
+@pytest.mark.parametrize(
+    ("namespace", "kind", "name", "expected"),
+    [
+        (
+            None,
+            "ClusterRoleBinding",
+            "system:node",
+            "ClusterRoleBinding system:node has a built-in name, and declaring it changes the cluster's own",
+        ),
+        (
+            "kube-system",
+            "RoleBinding",
+            "readers",
+            "RoleBinding readers is in kube-system, where declaring it changes the cluster's own of that name",
+        ),
+        ("tpu-rl", "RoleBinding", "system:node", None),
+        (None, "ClusterRoleBinding", "readers", None),
+    ],
+    ids=["upserted-cluster-binding", "kube-system-binding", "namespaced-binding-of-a-system-name", "own-name"],
+)
+def test_a_binding_that_changes_one_of_the_clusters_is_refused_by_its_name_or_namespace(
+    namespace, kind, name, expected
+):
+    """A ClusterRoleBinding of a built-in name is the cluster's own, which the provider's upsert replaces (its
+    subjects and role with the stack's); so is a binding of any name in ``kube-system`` or ``kube-public``. A
+    RoleBinding in the stack's own namespace is its own, whatever its name."""
+    ref = {"kind": "ClusterRole" if kind.startswith("Cluster") else "Role", "name": "reader"}
+    cluster_reader = role("ClusterRole", "reader")
+    bound = in_the(namespace, kind, name, ref, OWN)
+    remedy = ": bind a role of the stack's in a binding of its own, in the stack's namespace"
+    messages = [message for urn, message in found(cluster_reader, bound) if urn == bound.urn]
+    undeclared_role = undeclared(kind, name, "Role", "reader")
+    assert [m for m in messages if m != undeclared_role] == ([] if expected is None else [expected + remedy])
+
+
+@pytest.mark.parametrize(
+    ("kind", "subject", "expected"),
+    [
+        ("RoleBinding", {"kind": "ServiceAccount", "name": "tpu-rl-dev-export"}, None),
+        (
+            "ClusterRoleBinding",
+            {"kind": "ServiceAccount", "name": "tpu-rl-dev-export"},
+            "ServiceAccount tpu-rl-dev-export",
+        ),
+        ("RoleBinding", {"kind": "User", "name": "alice@example.com", "namespace": "tpu-rl"}, "User alice@example.com"),
+        ("RoleBinding", {"kind": "ServiceAccount", "name": "default"}, "ServiceAccount tpu-rl/default"),
+    ],
+    ids=["role-binding-namespace-defaulted", "cluster-binding-no-namespace", "user", "defaulted-other-account"],
+)
+def test_a_subject_without_a_namespace_is_in_a_role_bindings_own(kind, subject, expected):
+    """A RoleBinding's ServiceAccount subject with no namespace is the binding's namespace's account (Kubernetes
+    ``pkg/registry/rbac/validation/rule.go`` ``appliesToUser``), so the stack's own passes; a ClusterRoleBinding's has
+    no namespace to default to and binds no account of the stack's. A subject is named as ``kubectl`` shows it: with
+    its namespace only where it has one."""
+    ref = {"kind": "ClusterRole" if kind.startswith("Cluster") else "Role", "name": "reader"}
+    bound = binding(kind, "b", ref, subject)
+    messages = [message for _, message in found(role("ClusterRole", "reader"), bound)]
+    assert messages == (
+        []
+        if expected is None
+        else [
+            f"{kind} b binds {expected}, not one of the stack's Kubernetes service accounts in its namespace: bind "
+            "the account of the step that needs it"
+        ]
+    )

@@ -136,8 +136,8 @@ def test_a_patch_of_a_built_in_binding_is_refused_with_the_role_it_leaves_undecl
     assert found(patch) == [
         (
             patch.urn,
-            "ClusterRoleBindingPatch cluster-admin changes a built-in binding of the cluster: bind a role of the "
-            "stack's in a binding of its own",
+            "ClusterRoleBindingPatch cluster-admin has a built-in name, and declaring it changes the cluster's own: "
+            "bind a role of the stack's in a binding of its own, in the stack's namespace",
         ),
         (
             patch.urn,
@@ -159,7 +159,7 @@ def outside(kind: str, name: str, subject: str) -> str:
     [
         (
             {"kind": "User", "name": "alice@example.com", "apiGroup": "rbac.authorization.k8s.io"},
-            "User /alice@example.com",
+            "User alice@example.com",
         ),
         (
             {"kind": "ServiceAccount", "name": "tpu-rl-dev-export", "namespace": "kube-system"},
@@ -167,12 +167,12 @@ def outside(kind: str, name: str, subject: str) -> str:
         ),
         (
             {"kind": "Group", "name": "tpu-rl-operators@example.com", "apiGroup": "rbac.authorization.k8s.io"},
-            "Group /tpu-rl-operators@example.com",
+            "Group tpu-rl-operators@example.com",
         ),
     ],
     ids=["user", "other-namespace", "group"],
 )
 def test_a_subject_outside_the_stack_is_named_by_kind_namespace_and_name(subject, words):
-    """A user or group has no namespace: it reads ``/<name>``."""
+    """A user or group has no namespace: it reads by its name alone."""
     bound = binding("RoleBinding", "b", READER, OWN, subject)
     assert found(bound) == [(bound.urn, outside("RoleBinding", "b", words))]

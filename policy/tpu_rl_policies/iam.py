@@ -328,14 +328,18 @@ def _built_in(name: Any) -> bool:
     return _spelled(name).startswith("system:") or _spelled(name) in BUILT_IN
 
 
-def _changes_built_in_role(kind: str, name: Any, obj: dict[Any, Any]) -> bool:
-    """Whether declaring ``obj`` changes one of the cluster's own roles: a patch of a built-in name, and, since the
-    stack's Kubernetes provider upserts (``upsertExistingObjects``, ``infra/gcp/cluster.py``: a create of an object
-    that exists applies to it), a ClusterRole of one, or a Role of one in the namespaces the cluster's own live in."""
-    if not _built_in(name):
-        return False
+def _changes_clusters_own(kind: str, name: Any, obj: dict[Any, Any]) -> str:
+    """How declaring the RBAC object ``obj`` would change one of the cluster's own ('' when it would not): a patch of
+    a built-in name, and, since the stack's Kubernetes provider upserts (``upsertExistingObjects``,
+    ``infra/gcp/cluster.py``: a create of an object that exists applies to it), a cluster-wide one of a built-in name,
+    or one of any name in a namespace the cluster's own live in (not all of theirs are ``system:``:
+    ``extension-apiserver-authentication-reader``)."""
     namespace = _m(obj.get("metadata")).get("namespace")
-    return kind.endswith("Patch") or kind == "ClusterRole" or namespace in SYSTEM_NAMESPACES
+    if namespace in SYSTEM_NAMESPACES:
+        return f"is in {namespace}, where declaring it changes the cluster's own of that name"
+    if _built_in(name) and (kind.endswith("Patch") or kind.startswith("Cluster")):
+        return "has a built-in name, and declaring it changes the cluster's own"
+    return ""
 
 
 def _judge_rules(kind: str, name: Any, obj: dict[Any, Any], say: Callable[[str], None]) -> None:
@@ -360,28 +364,31 @@ def _judge_rules(kind: str, name: Any, obj: dict[Any, Any], say: Callable[[str],
 
 
 def _judge_subjects(kind: str, name: Any, obj: dict[Any, Any], ksas: set[tuple[str, str]], say: Any) -> None:
+    # A RoleBinding's ServiceAccount subject without a namespace is the binding's namespace's (Kubernetes
+    # pkg/registry/rbac/validation/rule.go, appliesToUser); a ClusterRoleBinding's has none.
+    default = _m(obj.get("metadata")).get("namespace") if kind == "RoleBinding" else None
     for subject in _l(obj.get("subjects")):
         subject = _m(subject)
         who = subject.get("name")
+        account = subject.get("kind") == "ServiceAccount"
+        namespace = (subject.get("namespace") or default) if account else None  # a user's or group's has no meaning
         if BROAD_SUBJECTS.fullmatch(_spelled(who)):
             say(f"{kind} {name} binds {who!s}: everyone who can reach the API server, or every service account")
-        elif subject.get("kind") != "ServiceAccount" or (str(subject.get("namespace")), str(who)) not in ksas:
+        elif not account or (str(namespace), str(who)) not in ksas:
             say(
-                f"{kind} {name} binds {subject.get('kind')!s} {subject.get('namespace') or ''}/{who!s}, not one of the "
-                "stack's Kubernetes service accounts in its namespace: bind the account of the step that needs it"
+                f"{kind} {name} binds {subject.get('kind')!s} {f'{namespace}/' if namespace else ''}{who!s}, not one "
+                "of the stack's Kubernetes service accounts in its namespace: bind the account of the step that "
+                "needs it"
             )
 
 
 def _judge_binding(kind: str, obj: dict[Any, Any], ksas: set[tuple[str, str]], roles: set[Any], say: Any) -> None:
     meta = _m(obj.get("metadata"))
     name = meta.get("name")
-    patch = kind.endswith("Patch")
+    changes = _changes_clusters_own(kind, name, obj)
+    if changes:
+        say(f"{kind} {name} {changes}: bind a role of the stack's in a binding of its own, in the stack's namespace")
     kind = kind.removesuffix("Patch")
-    if patch and _built_in(name):
-        say(
-            f"{kind}Patch {name} changes a built-in binding of the cluster: bind a role of the stack's in a "
-            "binding of its own"
-        )
     ref = _m(obj.get("roleRef"))
     if not ref:
         say(f"{kind} {name} names no roleRef: the role it grants is whatever the binding it patches holds; declare it")
@@ -419,8 +426,9 @@ def _rbac(args: StackValidationArgs, resources: list[Resource], report: Report) 
 
             name = _m(obj.get("metadata")).get("name") or r.name
             if kind.removesuffix("Patch") in ROLES:
-                if _changes_built_in_role(kind, name, obj):
-                    say(f"{kind} {name} changes a built-in role of the cluster: declare a role of the stack's")
+                changes = _changes_clusters_own(kind, name, obj)
+                if changes:
+                    say(f"{kind} {name} {changes}: declare a role of the stack's in the stack's namespace")
                 _judge_rules(kind.removesuffix("Patch"), name, obj, say)
             elif kind.removesuffix("Patch") in BINDINGS:
                 _judge_binding(kind, obj, ksas, roles, say)
