@@ -161,23 +161,22 @@ def test_the_launcher_is_known_by_its_text():
     assert _is_launcher(LAUNCHER_TEXT + "\n") is False
 
 
-def _cluster_findings(config: dict[str, Any] | None) -> list[tuple[str, str | None]]:
+def _cluster_findings(config: dict[str, Any]) -> list[tuple[str, str | None]]:
     report = Reports()
     args = _cluster_args(config)
     _secrets_encryption(args, dict(args.props), report)
     return report.calls
 
 
-def _cluster_args(config: dict[str, Any] | None) -> ResourceValidationArgs:
+def _cluster_args(config: dict[str, Any]) -> ResourceValidationArgs:
     props = {"databaseEncryption": {"state": "DECRYPTED"}}
     return ResourceValidationArgs(CLUSTER, props, "urn:pulumi:dev::tpu-rl::c::c", "c", OPTIONS, None, config)
 
 
-def test_secrets_encryption_without_a_config_falls_back_to_its_schema_default():
-    """Called with no config (the engine always sends the schema's defaults), the check reads ``required`` as the
-    schema's default: an unencrypted cluster is a finding only where the config asks for encryption."""
+def test_secrets_encryption_reads_required_as_the_engine_sends_it():
+    """The engine sends ``required`` always, its schema's default (false) where the config does not set it
+    (``ReconcilePolicyPackConfig``): an unencrypted cluster is a finding only where the config asks for encryption."""
     assert secrets_encryption.config_schema is not None
     assert secrets_encryption.config_schema.properties["required"]["default"] is False
-    assert _cluster_findings(None) == []
-    assert _cluster_findings({}) == []
+    assert _cluster_findings({"required": False}) == []
     assert len(_cluster_findings({"required": True})) == 1

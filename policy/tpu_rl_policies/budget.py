@@ -128,7 +128,7 @@ def _budget(args: StackValidationArgs, resources: list[Resource], report: Report
     estimate = _estimate(resources, runs)
     if estimate is None:
         return
-    budget = float(_config(args).get("maxEstimatedUsd", 1000))
+    budget = float(_config(args)["maxEstimatedUsd"])
     if estimate["totalUsd"] > budget:
         report(
             f"estimated TPU cost of one run is ${estimate['totalUsd']:,.2f} ({estimate['capacity']}, "
@@ -136,7 +136,7 @@ def _budget(args: StackValidationArgs, resources: list[Resource], report: Report
             "numBatches or spot/flex-start capacity, or raise the budget in the policy config"
         )
     reserved, kept = estimate["idleUsdPerDay"], _idle_usd_per_day(resources)
-    if max(reserved, kept) > float(_config(args).get("maxIdleUsdPerDay", 5000)):
+    if max(reserved, kept) > float(_config(args)["maxIdleUsdPerDay"]):
         what = "the slice's reservation bills" if reserved >= kept else "the TPU pools' kept nodes (minNodeCount) bill"
         report(
             f"{what} ${max(reserved, kept):,.2f} per day until it is deleted, used or not (`pulumi destroy` removes "
@@ -156,7 +156,7 @@ def _kept_nodes(args: StackValidationArgs, resources: list[Resource], report: Re
         count = _kept(r)
         if count is not None:
             kept[str(r.name)] = count
-    most = int(_config(args).get("maxKeptNodes", 4))
+    most = int(_config(args)["maxKeptNodes"])
     if sum(kept.values()) > most:
         pools = ", ".join(f"{name} {count}" for name, count in sorted(kept.items()))
         report(

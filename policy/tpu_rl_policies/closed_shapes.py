@@ -285,7 +285,7 @@ JUDGES = (_paths, _namespace, _pinned)
 
 
 def _closed_shapes(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
-    admitted = _admitted(_config(args).get("admit", []), report)
+    admitted = _admitted(_config(args)["admit"], report)
     for judge in JUDGES:
         with judging():
             judge(args, props, admitted, report)

@@ -177,7 +177,7 @@ class _Stack:
 
 
 def _closed_world(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
-    admitted = _admitted(_config(args).get("admit", []), report)
+    admitted = _admitted(_config(args)["admit"], report)
     fix = "remove it, or admit it with a reason in the base branch's policy/config/<stack>.json (closed-world.admit)"
     with judging():
         mirrors, pending = _mirrors(resources)

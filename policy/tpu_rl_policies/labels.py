@@ -25,7 +25,7 @@ def _labels(args: ResourceValidationArgs, props: dict[str, Any], report: Report)
     labels: Any = props
     for key in path:
         labels = _m(labels).get(key)
-    required = _config(args).get("requiredLabels", ["app", "stack"])
+    required = _config(args)["requiredLabels"]
     labels = _m(labels)
     missing = [k for k in required if k not in labels or unseen(labels[k])]
     if missing:

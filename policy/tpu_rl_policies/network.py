@@ -100,8 +100,8 @@ def _open_control_plane(args: ResourceValidationArgs, props: dict[str, Any], rep
     if endpoint:
         report(endpoint)
     policy_config = _config(args)
-    widest = int(policy_config.get("minPrefixLength", 16))
-    max_share = float(policy_config.get("maxPublicShare", 0.0001))
+    widest = int(policy_config["minPrefixLength"])
+    max_share = float(policy_config["maxPublicShare"])
     fix = "set tpu-rl:authorizedNetworks to the networks you deploy from"
     networks = []
     for block in _l(config.get("cidrBlocks")):

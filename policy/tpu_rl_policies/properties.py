@@ -207,7 +207,9 @@ def _plain_other(value: Any, depth: int, path: str, owner: tuple[str, str] | Non
 
 
 def _config(args: ResourceValidationArgs | StackValidationArgs) -> dict[str, Any]:
-    """The policy's config as plain values (the engine sends it as a Struct: ``256`` arrives as ``256.0``)."""
+    """The policy's config as plain values (the engine sends it as a Struct: ``256`` arrives as ``256.0``): every key
+    its schema gives a default holds a value of the schema's type (the engine fills the defaults and refuses any
+    other type before the pack runs: ``ReconcilePolicyPackConfig``, ``tests/analyzer.py`` ``reconciled``)."""
     config = plain(args.get_config())
     return config if isinstance(config, dict) else {}
 

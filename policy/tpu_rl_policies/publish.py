@@ -8,7 +8,7 @@ from core.names import PUBLISH_ENV
 
 from .env import EnvValue, StackObjects, container_env
 from .pods import _namespace, pod_containers, pods
-from .properties import _config, _l
+from .properties import _config
 from .resources import Report, Resource, _guarded_stack
 
 
@@ -21,7 +21,7 @@ def _private_publish(args: StackValidationArgs, resources: list[Resource], repor
     """A container publishes when its environment (resolved: ``envFrom``, ``configMapKeyRef``, ``$(VAR)``) names a
     repository (``workloads/container/publish_hub.py`` reads ``core.names.PUBLISH_ENV``); it is private only when
     ``TPU_RL_PUBLISH_PRIVATE`` is exactly ``true``, as publish_hub.py reads it."""
-    allowed = {str(repo) for repo in _l(_config(args).get("publicRepos"))}
+    allowed = {str(repo) for repo in _config(args)["publicRepos"]}
     repo_env, _branch_env, private_env = PUBLISH_ENV
     objects = StackObjects(resources)
     for r in resources:

@@ -26,7 +26,7 @@ WHOLE_BUCKET_ROLES = ("roles/storage.objectAdmin", "roles/storage.admin", "roles
 
 
 def _secrets_encryption(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
-    if args.resource_type != CLUSTER or not _config(args).get("required", False):
+    if args.resource_type != CLUSTER or not _config(args)["required"]:
         return
     encryption = _m(props.get("databaseEncryption"))
     if encryption.get("state") != "ENCRYPTED" or not encryption.get("keyName"):

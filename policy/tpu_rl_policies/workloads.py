@@ -69,7 +69,7 @@ def _bounded_retries(args: ResourceValidationArgs, props: dict[str, Any], report
     if args.resource_type not in (JOB, JOBSET):
         return
     config = _config(args)
-    max_backoff, max_restarts = config.get("maxBackoffLimit", 256), config.get("maxRestarts", 3)
+    max_backoff, max_restarts = config["maxBackoffLimit"], config["maxRestarts"]
     spec = _m(props.get("spec"))
     jobs = (
         [("Job", spec)]
@@ -118,14 +118,9 @@ def _all_containers(resource_type: str, props: Mapping[str, Any]) -> Iterator[di
 
 
 DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
-TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
-"""A Docker tag (distribution/reference): what follows the last ``:`` of the last path component."""
-
-
-def image_tag(image: str) -> str | None:
-    """The tag of an image reference (None: untagged; ``registry:5000/name`` has no tag)."""
-    last = image.split("@", 1)[0].rsplit("/", 1)[-1]
-    return last.split(":", 1)[1] if ":" in last else None
+TAGGED = re.compile(r"(?:^|/)[^/:@]+:([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})$")
+"""A reference that ends in a Docker tag (distribution/reference): its last path component is a name, ``:`` and the
+tag (group 1). ``registry:5000/name`` has none (that ``:`` is in the host), nor has ``name:v1@sha256:...``."""
 
 
 def _shown(image: Any) -> str:
@@ -136,14 +131,14 @@ def _pinned_images(args: ResourceValidationArgs, props: dict[str, Any], report: 
     # `digests`: every image by digest. `pulumi up` and `pulumi preview` pin each tag to the digest its registry gives
     # it before anything is registered (program.stack), so a stack whose previews run the program for real
     # can require it; the offline plan reads no registry and shows the tags as configured (off by default).
-    digests = _config(args).get("digests") is True
+    digests = _config(args)["digests"] is True
     for container in _all_containers(args.resource_type, props):
         image = container.get("image")
         text = image if isinstance(image, str) else ""
         by_digest = DIGEST.search(text) is not None
-        tag = image_tag(text) if "@" not in text else None
+        tag = TAGGED.search(text)
         # `latest` in any case: registries treat tags case-sensitively, so `:LATEST` is just as mutable.
-        tagged = tag is not None and TAG.fullmatch(tag) is not None and tag.lower() != "latest"
+        tagged = tag is not None and tag.group(1).lower() != "latest"
         if not (by_digest or tagged):
             report(
                 f"container {container.get('name')}: image {_shown(image)} is not pinned; use a version tag or a digest"
@@ -217,7 +212,7 @@ def _trusted_registries(args: StackValidationArgs, resources: list[Resource], re
     from, never by a prefix, even where the config lists it: another repository of the project may hold anything its
     writers pushed. Such an entry trusts nothing and is named only where an image relies on it; a mirror of the
     stack's needs none."""
-    listed = tuple(str(r) for r in (_config(args).get("registries") or IMAGE_REGISTRIES))
+    listed = tuple(str(r) for r in (_config(args)["registries"] or IMAGE_REGISTRIES))
     project_wide = _project_paths(listed, own_resources(resources).projects)
     trust = Trust(tuple(r for r in listed if r not in project_wide), project_wide, _mirrors(resources))
     for r in resources:
