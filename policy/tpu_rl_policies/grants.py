@@ -144,16 +144,6 @@ def _holder(account_id: Any, clusters: set[str]) -> str:
     return ""
 
 
-NAMESPACE_DEFAULT = "tpu-rl"
-"""``tpu-rl:namespace``'s default (``core.config.schema``)."""
-
-
-def stack_namespace() -> str:
-    """The namespace the stack's steps run in: ``tpu-rl:namespace`` as the engine sends it, or its default."""
-    configured = DEPLOYMENT.setting("tpu-rl:namespace")
-    return configured if isinstance(configured, str) and configured else NAMESPACE_DEFAULT
-
-
 def own_resources(resources: list[Resource]) -> Own:
     own = Own()
     project = DEPLOYMENT.setting("gcp:project")

@@ -60,8 +60,6 @@ IAM_LIKE = re.compile(r"gcp:[^:]+:[A-Za-z0-9]*iam(member|binding|policy)", re.IG
 KMS_KEY_IAM = "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember"
 ACCOUNT = "gcp:serviceaccount/account:Account"
 SERVICE_ACCOUNT = "kubernetes:core/v1:ServiceAccount"
-NAMESPACE_DEFAULT = "tpu-rl"
-"""``tpu-rl:namespace``'s default (``core.config.schema``)."""
 
 
 def _iam_grants(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
@@ -115,8 +113,7 @@ def _own_principals(resources: list[Resource]) -> tuple[dict[str, str], set[tupl
             emails[email] = str(account_id)
         elif isinstance(account_id, str) and isinstance(project, str):
             emails[f"{account_id}@{project}.iam.gserviceaccount.com"] = account_id
-    namespace = DEPLOYMENT.setting("tpu-rl:namespace")
-    namespace = namespace if isinstance(namespace, str) and namespace else NAMESPACE_DEFAULT
+    namespace = DEPLOYMENT.namespace()
     ksas = set()
     for r in resources:
         if r.resource_type == SERVICE_ACCOUNT:

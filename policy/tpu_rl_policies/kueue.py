@@ -11,10 +11,9 @@ from pulumi_policy import EnforcementLevel, Severity, StackValidationArgs, Stack
 from core.errors import TpuRlError
 from core.requests import pod_requests, quantity
 
-from .grants import stack_namespace
 from .pods import _asks_tpu, _name, kind_of, pods
 from .properties import _l, _m, judging, unseen
-from .resources import CLUSTER_QUEUE, LOCAL_QUEUE, RESOURCE_FLAVOR, Report, Resource, _guarded_stack
+from .resources import CLUSTER_QUEUE, DEPLOYMENT, LOCAL_QUEUE, RESOURCE_FLAVOR, Report, Resource, _guarded_stack
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
@@ -239,7 +238,7 @@ MANAGED_BY = {"JobSet": "jobset.sigs.k8s.io/jobset-controller", "Job": "kubernet
 def _own_queues(resources: list[Resource], report: Report) -> None:
     """A ClusterQueue admits the stack's namespace only: its selector is exactly the namespace's name label (``{}``
     selects every namespace, another label whatever namespaces carry it); none selects no namespace."""
-    wanted = {"matchLabels": {METADATA_NAME: stack_namespace()}}
+    wanted = {"matchLabels": {METADATA_NAME: DEPLOYMENT.namespace()}}
     for r in resources:
         if r.resource_type != CLUSTER_QUEUE:
             continue

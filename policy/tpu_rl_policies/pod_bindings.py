@@ -10,8 +10,6 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, Severity, StackValidationArgs, StackValidationPolicy
 
-from core.config.schema import FIELDS
-
 from .pods import Pod, _name, kind_of, pods
 from .properties import Unseen, _l, _m, judging, unseen
 from .resources import (
@@ -49,14 +47,10 @@ class Declared:
     """Names of the stack's ServiceAccounts not known yet: a pod's account may be one of them."""
 
 
-NAMESPACE_DEFAULT = next(f.default for f in FIELDS if f.key == "tpu-rl:namespace")
-
-
 def _declared(resources: list[Resource]) -> Declared:
     """What the stack declares; its namespace is also the one its configuration names (``tpu-rl:namespace``, as the
     engine sends it, or its default), which the program may use without creating it."""
-    configured = DEPLOYMENT.setting("tpu-rl:namespace")
-    declared = Declared(namespaces={configured if isinstance(configured, str) and configured else NAMESPACE_DEFAULT})
+    declared = Declared(namespaces={DEPLOYMENT.namespace()})
     for r in resources:
         metadata = _m(r.props.get("metadata"))
         name, namespace = metadata.get("name"), metadata.get("namespace")

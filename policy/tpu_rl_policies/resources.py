@@ -18,6 +18,7 @@ from pulumi_policy import (
 from pulumi_policy.policy import _PolicyAnalyzerServicer
 from pulumi_policy.proxy import UnknownValueError
 
+from core.config.schema import FIELDS
 from core.tpu import CATALOGUE, TpuVersionName
 
 from .properties import _SCOPE, _UNKNOWN_STRING, _UNSEEN, Unseen, plain, unseen
@@ -118,7 +119,13 @@ class Deployment:
             return None
         return value.get(path) if isinstance(value, dict) else None
 
+    def namespace(self) -> str:
+        """The namespace the stack's steps run in: ``tpu-rl:namespace`` as the engine sends it, or its default."""
+        configured = self.setting("tpu-rl:namespace")
+        return configured if isinstance(configured, str) and configured else NAMESPACE_DEFAULT
 
+
+NAMESPACE_DEFAULT = next(f.default for f in FIELDS if f.key == "tpu-rl:namespace")
 DEPLOYMENT = Deployment()
 
 
