@@ -135,7 +135,9 @@ def _budget(args: StackValidationArgs, resources: list[Resource], report: Report
             f"{estimate['chips']} chips), above maxEstimatedUsd ${budget:,.2f}: use a smaller slice, fewer "
             "numBatches or spot/flex-start capacity, or raise the budget in the policy config"
         )
-    reserved, kept = estimate["idleUsdPerDay"], _idle_usd_per_day(resources)
+    # in cents, as the estimate gives the reservation's and as the finding shows it: a bound of $518.40 passes a bill
+    # of $518.40 (the unrounded 518.4000000000001 of 2 x 4 chips x $2.70 x 24 h was above it)
+    reserved, kept = estimate["idleUsdPerDay"], round(_idle_usd_per_day(resources), 2)
     if max(reserved, kept) > float(_config(args)["maxIdleUsdPerDay"]):
         what = "the slice's reservation bills" if reserved >= kept else "the TPU pools' kept nodes (minNodeCount) bill"
         report(

@@ -84,7 +84,7 @@ the GKE metadata server, never the node's (GKE ``WorkloadMetadataConfig``)."""
 def _control_plane(args: ResourceValidationArgs, props: dict[str, Any], report: Report) -> None:
     if args.resource_type == NODE_POOL:
         mode = _m(_m(props.get("nodeConfig")).get("workloadMetadataConfig")).get("mode")
-        if not unseen(mode) and mode != METADATA_MODE:
+        if mode != METADATA_MODE:  # an unknown mode is noted and equal or unequal to nothing: no finding
             report(
                 f"node pool metadata mode {mode or '(unset)'}: pods could read the node's own credentials from the "
                 f"metadata server; set nodeConfig.workloadMetadataConfig.mode {METADATA_MODE}"
@@ -102,10 +102,9 @@ def _control_plane(args: ResourceValidationArgs, props: dict[str, Any], report: 
     if args.resource_type != CLUSTER:
         return
     node = props.get("nodeConfig")
-    if node is not None and not unseen(node):
-        mode = _m(_m(node).get("workloadMetadataConfig")).get("mode")
-        if not unseen(mode) and mode not in (None, METADATA_MODE):
-            report(f"the cluster's default node metadata mode is {mode}; set it {METADATA_MODE} or leave it unset")
+    mode = _m(_m(node).get("workloadMetadataConfig")).get("mode")
+    if not unseen(mode) and mode not in (None, METADATA_MODE):
+        report(f"the cluster's default node metadata mode is {mode}; set it {METADATA_MODE} or leave it unset")
     if _on(props.get("enableLegacyAbac")):
         report("legacy ABAC grants every service account broad access to the API: set enableLegacyAbac false")
     if not _m(props.get("privateClusterConfig")).get("enablePrivateNodes"):
@@ -134,7 +133,7 @@ def _cluster_access(props: dict[str, Any], node: Any, report: Report) -> None:
         ("nodePoolDefaults.nodeConfigDefaults", defaults.get("insecureKubeletReadonlyPortEnabled")),
         ("nodeConfig.kubeletConfig", _m(_m(node).get("kubeletConfig")).get("insecureKubeletReadonlyPortEnabled")),
     ):
-        if _readonly_port_open(value, required=False):
+        if _readonly_port_open(value):
             report(f"the cluster's {where} opens {READONLY_PORT}: set insecureKubeletReadonlyPortEnabled FALSE")
 
 
@@ -143,7 +142,7 @@ COMPUTE_DEFAULT = re.compile(r"(?i)\s*([0-9]+-compute@developer\.gserviceaccount
 """The Compute Engine default service account (Editor on the project in most projects), by email or as ``default``."""
 
 
-def _readonly_port_open(value: Any, *, required: bool) -> bool:
+def _readonly_port_open(value: Any, *, required: bool = False) -> bool:
     """Whether a kubelet read-only port setting opens it: ``TRUE`` in any spelling, or anything but ``FALSE`` where the
     program sets it (``required``); one not known yet is noted, not judged."""
     if unseen(value):

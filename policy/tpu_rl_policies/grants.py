@@ -35,9 +35,13 @@ def _members(props: Mapping[str, Any]) -> list[Any]:
         return [props.get("member")]
     if "members" in props:
         return _l(props.get("members"))
-    data = props.get("policyData")
-    if unseen(data) or not isinstance(data, str):
+    if "policyData" not in props:
         return []
+    data = props.get("policyData")
+    if unseen(data):
+        return []
+    if not isinstance(data, str):  # a value that is no text: unreadable, as grants_of reads it
+        return ["(a policy document this pack cannot read)"]
     try:
         document = yaml.safe_load(data)
     except yaml.YAMLError:

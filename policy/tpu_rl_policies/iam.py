@@ -74,7 +74,7 @@ def _iam_grants(args: ResourceValidationArgs, props: dict[str, Any], report: Rep
                 "types lacks, so no rule judges it: run `make iam-types` with the provider the program uses"
             )
         return
-    name = args.resource_type.rsplit(":", 1)[-1]
+    name = args.resource_type.rpartition(":")[2]
     if kind != "Member":
         report(
             f"{name} replaces every other grant of its role or resource (authoritative); grant with the matching "

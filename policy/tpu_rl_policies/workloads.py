@@ -317,7 +317,13 @@ trusted_registries = StackValidationPolicy(
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Set tpu-rl:images to images of tpu-rl:images.registries; add an upstream to the policy config.",
     config_schema=PolicyConfigSchema(
-        properties={"registries": {"type": "array", "items": {"type": "string"}, "default": list(IMAGE_REGISTRIES)}}
+        properties={
+            "registries": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1},  # "" would trust every image (a prefix of every path)
+                "default": list(IMAGE_REGISTRIES),
+            }
+        }
     ),
     validate=_guarded_stack(_trusted_registries),
 )
