@@ -330,13 +330,18 @@ _SCHEMA_TYPES: dict[str, Any] = {
 
 
 def _schema_errors(value: Any, schema: Mapping[str, Any], path: str) -> list[str]:
-    """JSON Schema's ``type`` and ``items``, the keywords the pack's schemas use; any other is refused."""
-    other = set(schema) - {"type", "items", "default", "description"}
+    """JSON Schema's ``type``, ``items``, ``minLength`` and ``pattern`` (searched, as JSON Schema's is unanchored), the
+    keywords the pack's schemas use; any other is refused."""
+    other = set(schema) - {"type", "items", "default", "description", "minLength", "pattern"}
     if other:
         return [f"{path}: the judge does not read the schema keywords {sorted(other)}"]
     kind = schema.get("type")
     if kind is not None and (kind not in _SCHEMA_TYPES or not _SCHEMA_TYPES[kind](value)):
         return [f"{path}: {json.dumps(value)[:60]} is not of type {kind}"]
+    if isinstance(value, str) and len(value) < schema.get("minLength", 0):
+        return [f"{path}: {json.dumps(value)[:60]} is shorter than {schema['minLength']}"]
+    if isinstance(value, str) and "pattern" in schema and not re.search(schema["pattern"], value):
+        return [f"{path}: {json.dumps(value)[:60]} does not match {schema['pattern']}"]
     items = schema.get("items")
     if isinstance(items, dict) and isinstance(value, list):
         return [e for i, v in enumerate(value) for e in _schema_errors(v, items, f"{path}[{i}]")]

@@ -371,6 +371,25 @@ def test_the_policy_config_is_reconciled_as_the_engine_and_the_tests_analyzer_do
         judge_preview.reconciled(policies, {"all": "strict"})
 
 
+@pytest.mark.pure
+def test_the_policy_config_s_texts_are_held_to_their_length_and_pattern():
+    """``trusted-registries``' entries are non-empty text, ``grant-targets``' Hub caches ``gs://`` paths: the judge
+    refuses what the engine's schema check refuses, naming each value."""
+    policies = analyzer._pack_module().POLICIES
+    config = {
+        "trusted-registries": {"registries": ["us-docker.pkg.dev/cloud-tpu-images", ""]},
+        "grant-targets": {"hubCaches": ["gs://cache/hub/", "s3://cache/hub/"]},
+    }
+    with pytest.raises(judge_preview.BadInputError) as refused:
+        judge_preview.reconciled(policies, config)
+    assert str(refused.value) == (
+        'the policy config cannot be used: grant-targets.hubCaches[1]: "s3://cache/hub/" does not match '
+        '^gs://[a-z0-9][a-z0-9_.-]+/.+; trusted-registries.registries[1]: "" is shorter than 1'
+    )
+    fine = {"trusted-registries": {"registries": ["a"]}, "grant-targets": {"hubCaches": ["gs://cache/hub/"]}}
+    assert judge_preview.reconciled(policies, fine) == analyzer.reconciled(policies, fine)
+
+
 # ---------------------------------------------------------------------------------------------
 # As the workflow runs it: a file of the pack's folder, one line per finding, the exit status the verdict
 

@@ -172,14 +172,14 @@ class Stack:
 
 def _caches(config: Mapping[str, Any]) -> dict[str, dict[str, bool]]:
     """The policy config's shared Hub caches (``gs://<bucket>/<folder>/``): ``hubCaches`` the stack reads,
-    ``writtenHubCaches`` the one it writes (``tpu-rl:model.hubCacheWriter``), bucket -> folder -> written."""
+    ``writtenHubCaches`` the one it writes (``tpu-rl:model.hubCacheWriter``), bucket -> folder -> written. Every entry
+    is ``gs://<bucket>/<folder>`` (the engine refuses any other before the pack runs: the schema's pattern); the
+    written ones are read last, so a folder listed in both is written."""
     caches: dict[str, dict[str, bool]] = {}
     for key, writes in (("hubCaches", False), ("writtenHubCaches", True)):
         for entry in _l(config.get(key)):
             bucket, _, folder = str(entry).removeprefix("gs://").partition("/")
-            if str(entry).startswith("gs://") and bucket and folder:
-                folders = caches.setdefault(bucket, {})
-                folders[folder] = folders.get(folder, False) or writes
+            caches.setdefault(bucket, {})[folder] = writes
     return caches
 
 
@@ -213,7 +213,7 @@ def _resolved(role: Any, target: str, stack: Stack, say: Say) -> str | None:
     for candidate in (r for r in NARROWEST_FIRST if r in allowed):
         if held <= ROLE_PERMISSIONS[candidate]:
             return candidate
-    extra = sorted(held - frozenset().union(*(ROLE_PERMISSIONS.get(r, frozenset()) for r in allowed)))
+    extra = sorted(held - frozenset().union(*(ROLE_PERMISSIONS[r] for r in allowed)))
     say(
         f"the custom role {role} holds {', '.join(extra[:3]) or ', '.join(sorted(held)[:3])}, which no role the stack "
         f"needs on its {target} holds: grant {', '.join(sorted(allowed))}"
@@ -222,8 +222,9 @@ def _resolved(role: Any, target: str, stack: Stack, say: Say) -> str | None:
 
 
 def _folders(holder: str, role: str, models: frozenset[str]) -> set[str]:
-    """The object-name prefixes ``holder`` may hold an object role under, in the stack's bucket."""
-    steps = BUCKET_FOLDERS.get(holder, {}).get(role, frozenset())
+    """The object-name prefixes ``holder`` (one ``GRANTS["bucket"]`` names) may hold an object role under, in the
+    stack's bucket."""
+    steps = BUCKET_FOLDERS[holder].get(role, frozenset())
     scratch = {PATHWAYS_SCRATCH.removesuffix("/")} if "scratch" in steps else set()
     return scratch | {f"{m}/{s}/" for m in models for s in steps if s != "scratch"}
 
