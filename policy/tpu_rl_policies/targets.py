@@ -288,15 +288,15 @@ def _on_bucket(props: Mapping[str, Any], grants: list[Grant], stack: Stack, say:
     value = props.get("bucket")
     if unseen(value):
         return None
-    bucket = str(value).removeprefix("gs://").removeprefix("b/").removeprefix("projects/_/buckets/").split("/", 1)[0]
+    bucket = str(value).removeprefix("gs://").removeprefix("b/").removeprefix("projects/_/buckets/").partition("/")[0]
     target = _bucket_target(bucket, stack, say)
     if target is None:
         return None
     roles = [(grant, _resolved(grant.role, target, stack, say)) for grant in grants]
 
-    def per_holder(holder: str, holder_say: Say) -> None:
+    def per_holder(holder: str, holder_say: Say, only: Grant | None = None) -> None:
         for grant, role in roles:
-            if role is None:
+            if role is None or (only is not None and grant is not only):  # only the binding it is a member of
                 continue
             if role not in GRANTS[target].get(holder, frozenset()):
                 holder_say(f"{grant.role} on the {target} {bucket}: its step does not use it; remove the grant")
@@ -336,9 +336,9 @@ def _why_project(role: str) -> str:
 
 
 def _holders_roles(target: str, grants: list[Grant], where: str) -> Callable[..., None]:
-    def per_holder(holder: str, say: Say) -> None:
+    def per_holder(holder: str, say: Say, only: Grant | None = None) -> None:
         for grant in grants:
-            if grant.role not in GRANTS[target].get(holder, frozenset()):
+            if (only is None or grant is only) and grant.role not in GRANTS[target].get(holder, frozenset()):
                 say(f"{grant.role} on {where} to the {holder} account: its step does not use it; remove the grant")
 
     return per_holder
@@ -406,7 +406,7 @@ def _on_account(props: Mapping[str, Any], grants: list[Grant], stack: Stack, say
     account = props.get("serviceAccountId")
     if unseen(account):
         return None
-    email = str(account).rsplit("/", 1)[-1]
+    email = str(account).rpartition("/")[2]
     if email not in stack.own.accounts:
         say(f"grants on the account {email}, not one of the stack's: remove the grant")
     return None
@@ -427,7 +427,7 @@ GRANT_CLASS = re.compile(r"(?P<on>[A-Za-z0-9]*?)(?:IAM|Iam)(?:Member|Binding|Pol
 
 def _target(resource_type: str) -> str:
     module = resource_type.split(":")[1].split("/")[0]
-    match = GRANT_CLASS.fullmatch(resource_type.rsplit(":", 1)[-1])
+    match = GRANT_CLASS.fullmatch(resource_type.rpartition(":")[2])
     return f"{module}/{match.group('on') if match else '?'}"
 
 
@@ -461,6 +461,7 @@ def _judge(r: Resource, stack: Stack, report: Report) -> Callable[[], None] | No
 
     def holders() -> None:
         for grant in grants:
+            judged: set[str] = set()  # a holder listed twice in one binding is judged once
             for member in grant.members:
                 if isinstance(member, str) and WORKLOAD_PRINCIPAL.fullmatch(member):
                     say(
@@ -469,8 +470,9 @@ def _judge(r: Resource, stack: Stack, report: Report) -> Callable[[], None] | No
                     )
                     continue
                 holder = _member_holder(member, stack)
-                if holder is not None:
-                    per_holder(holder, say)
+                if holder is not None and holder not in judged:
+                    judged.add(holder)
+                    per_holder(holder, say, grant)
 
     return holders
 
