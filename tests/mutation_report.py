@@ -3,12 +3,16 @@
 mutmut keeps one `mutants/<source>.meta` JSON file per mutated source file with the exit code
 of the test run against each mutant. A mutant is detected when the tests failed (or ran out of
 time); it survives when they passed. Mutants listed in `tests/mutation-equivalents.txt` (one
-name and a one-line reason per line) change no behaviour and are left out of the score.
+name, the digest of its change and a one-line reason per line) change no behaviour and are left
+out of the score.
 
     python -m tests.mutation_report [--min 90]
 
 Exit 1 when any module scores below `--min`, or when an equivalence entry names a mutant that
-no longer exists, that the tests now kill, or has no reason (the list must not rot). mutmut runs every
+no longer exists, that the tests now kill, or whose change is not the one the entry was written
+for (mutmut numbers a function's mutants in order: a change to the function renumbers them, and
+the name then means another mutant); an entry without a reason or digest is refused (the list
+must not rot). mutmut runs every
 mutant, listed or not, so a listed one the tests kill shows as detected.
 """
 
@@ -18,8 +22,10 @@ import argparse
 import ast
 import difflib
 import functools
+import hashlib
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,23 +59,33 @@ class ModuleScore:
         return 100.0 if self.scored == 0 else 100.0 * self.detected / self.scored
 
 
-def read_equivalents(path: Path = EQUIVALENTS) -> dict[str, str]:
-    """`name  # reason` lines; blank lines and lines starting with `#` are comments."""
-    equivalents: dict[str, str] = {}
+def read_equivalents(path: Path = EQUIVALENTS) -> dict[str, tuple[str, str]]:
+    """`name @digest  # reason` lines (``digest``: ``change_digest`` of the mutant the entry is about), as name ->
+    (digest, reason); blank lines and lines starting with `#` are comments."""
+    equivalents: dict[str, tuple[str, str]] = {}
     if not path.exists():
         return equivalents
     for number, raw in enumerate(path.read_text().splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        name, _, reason = line.partition("#")
+        named, _, reason = line.partition("#")
+        name, _, digest = named.strip().partition(" @")
         if not reason.strip():
             raise SystemExit(f"{path.name}:{number}: {name.strip()} has no reason")
-        equivalents[name.strip()] = reason.strip()
+        if not digest.strip():
+            raise SystemExit(f"{path.name}:{number}: {name.strip()} has no @digest of its change (--digest prints it)")
+        equivalents[name.strip()] = (digest.strip(), reason.strip())
     return equivalents
 
 
-def scores(mutants_dir: Path = MUTANTS, equivalents: dict[str, str] | None = None) -> list[ModuleScore]:
+def change_digest(name: str, mutants_dir: Path = MUTANTS) -> str:
+    """The first 8 hex digits of the sha256 of the lines a mutant changes (``mutant_diff``): what an equivalence entry
+    records, so that a renumbered mutant no longer matches it."""
+    return hashlib.sha256(mutant_diff(name, mutants_dir).encode()).hexdigest()[:8]
+
+
+def scores(mutants_dir: Path = MUTANTS, equivalents: Mapping[str, object] | None = None) -> list[ModuleScore]:
     """One ModuleScore per `.meta` file under `mutants_dir`, sorted by path."""
     equivalents = equivalents or {}
     result = []
@@ -117,10 +133,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min", type=float, default=90.0, help="lowest acceptable score per module")
     parser.add_argument("--diff", action="store_true", help="show the lines each survivor changes")
     parser.add_argument("--survivors", action="store_true", help="only list the survivors' names (to test again)")
+    parser.add_argument("--digest", nargs="+", metavar="MUTANT", help="print each mutant's entry name with its @digest")
     args = parser.parse_args(argv)
     if not MUTANTS.exists():
         print("no mutants/ directory: run `make mutation` first", file=sys.stderr)
         return 1
+    if args.digest:
+        print("\n".join(f"{name} @{change_digest(name, MUTANTS)}" for name in args.digest))
+        return 0
     equivalents = read_equivalents(EQUIVALENTS)
     modules = scores(MUTANTS, equivalents)
     if args.survivors:
@@ -132,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, code in json.loads(meta.read_text())["exit_code_by_key"].items()
     }
     stale = sorted(set(equivalents) - set(codes))
+    moved = sorted(n for n, (digest, _) in equivalents.items() if n in codes and change_digest(n, MUTANTS) != digest)
     killed = sorted(name for name in equivalents if codes.get(name) in DETECTED)  # a test tells it apart after all
     failing = False
     print(f"{'module':44} {'score':>7} {'detected':>9} {'survived':>9} {'no test':>8} {'equiv.':>7}")
@@ -151,7 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  stale equivalence entry (no such mutant): {name}")
     for name in killed:
         print(f"  equivalence entry the tests kill (not equivalent: remove it): {name}")
-    return 1 if failing or stale or killed else 0
+    for name in moved:
+        print(f"  equivalence entry whose mutant is another change now (renumbered: find it with --diff): {name}")
+    return 1 if failing or stale or killed or moved else 0
 
 
 if __name__ == "__main__":
