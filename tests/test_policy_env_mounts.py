@@ -6,7 +6,6 @@ a run the policy miscounts or a mention it never sees."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,19 +18,9 @@ from policy.tpu_rl_policies.env import ContainerEnv, EnvValue, MountedFile, Moun
 from policy.tpu_rl_policies.properties import UNKNOWN, Unseen
 from policy.tpu_rl_policies.resources import CONFIG_MAP, Resource
 from policy.tpu_rl_policies.scripts import trainer_runs
-from workloads.container import launch
+from tests.launcher_stack import LAUNCHER_TEXT, NAMESPACE, RUN
 
 pytestmark = pytest.mark.pure
-
-NAMESPACE = "tpu-rl"
-LAUNCHER_TEXT = Path(launch.__file__).read_text(encoding="utf-8")
-RUN = {
-    "model_name": "gemma4-26b",
-    "num_batches": "7",
-    "batch_size": "4",
-    "rl.num_generations": "2",
-    "max_target_length": "1024",
-}
 
 
 def _config_map(name: str, data: Any, namespace: str = NAMESPACE) -> Resource:

@@ -6,7 +6,6 @@ accounts by email, its Kubernetes service accounts in its namespace)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,21 +17,10 @@ from policy.tpu_rl_policies.env import EnvValue, Mounts, StackObjects, container
 from policy.tpu_rl_policies.iam import _own_principals
 from policy.tpu_rl_policies.resources import CONFIG_MAP, DEPLOYMENT, Resource
 from policy.tpu_rl_policies.scripts import LAUNCHED_BY, trainer_runs, training_run
-from workloads.container import launch
+from tests.launcher_stack import LAUNCHER_TEXT, NAMESPACE, RUN
 
 pytestmark = pytest.mark.pure
 
-NAMESPACE = "tpu-rl"
-LAUNCHER_TEXT = Path(launch.__file__).read_text(encoding="utf-8")
-"""The launcher as the train step's ConfigMap holds it: the policy knows it by its sha256."""
-RUN = {
-    "model_name": "gemma4-26b",
-    "num_batches": "7",
-    "batch_size": "4",
-    "rl.num_generations": "2",
-    "max_target_length": "1024",
-}
-"""A complete run's overrides, every run key set."""
 MODEL = model_for_maxtext("gemma4-26b")
 ACCOUNT = "gcp:serviceaccount/account:Account"
 KSA = "kubernetes:core/v1:ServiceAccount"
