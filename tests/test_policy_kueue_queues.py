@@ -161,6 +161,38 @@ def test_a_request_not_known_at_a_preview_is_judged_at_up_and_the_others_are_sti
     ]
 
 
+@pytest.mark.parametrize(
+    ("what", "asked", "offered", "shown", "shown_offered"),
+    [
+        ("memory", "1Gi", "1023Mi", "1Gi", "1023Mi"),
+        ("memory", "1536Mi", "1Gi", "1536Mi", "1Gi"),
+        ("memory", "2Ti", "1Ti", "2Ti", "1Ti"),
+        ("memory", "1025", "1Ki", "1025", "1Ki"),
+        ("memory", "1G", "0", "1000000000", "0"),
+        ("ephemeral-storage", "2Gi", "1Gi", "2Gi", "1Gi"),
+        ("hugepages-2Mi", "4Mi", "2Mi", "4Mi", "2Mi"),
+        ("cpu", "1024", "1000", "1024", "1000"),
+        ("cpu", "1500m", "1", "1.5", "1"),
+    ],
+    ids=[
+        "gi",
+        "mi-not-whole-gi",
+        "ti",
+        "bytes-past-a-ki",
+        "decimal-bytes",
+        "ephemeral",
+        "huge-pages",
+        "cpu-no-unit",
+        "cpu-fraction",
+    ],
+)
+def test_an_amount_is_shown_as_a_person_writes_it(what, asked, offered, shown, shown_offered):
+    """Bytes are shown in the largest binary unit that holds them whole (a memory request read as 1.07374e+09 tells
+    an operator nothing); counts and cores as the number."""
+    step = job(pod_spec=pod(container(requests={what: asked})))
+    assert found(step, *queues({what: offered})) == [(JOB_URN, asks(shown, what, at_most=shown_offered))]
+
+
 # ---------------------------------------------------------------------------------------------
 # What one pod asks, and how many pods a pod set has
 

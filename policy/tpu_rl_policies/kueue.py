@@ -224,10 +224,26 @@ def _group_problems(  # noqa: PLR0913 (the pod set, its queue's group and what i
         if amount > best:
             return [
                 *problems,
-                f"{where} asks for {amount:g} {resource} but ClusterQueue {cq_name} offers at most {best:g} on a "
+                f"{where} asks for {_shown(resource, amount)} {resource} but ClusterQueue {cq_name} offers at most "
+                f"{_shown(resource, best)} on a "
                 "flavor its pods fit",
             ]
     return [*problems, f"{where} asks for {', '.join(need)} that no one flavor of ClusterQueue {cq_name} offers all of"]
+
+
+BINARY_UNITS = (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+"""The binary suffixes of a Kubernetes quantity, largest first."""
+
+
+def _shown(resource: str, amount: float) -> str:
+    """``amount`` of ``resource`` as a person reads it: bytes (memory, ephemeral storage, huge pages) in the largest
+    binary unit that holds them whole (1073741824 is ``1Gi``), anything else as the number (32, 0.5)."""
+    whole = amount == int(amount)
+    if whole and (resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-")):
+        for suffix, size in BINARY_UNITS:
+            if amount >= size and amount % size == 0:
+                return f"{int(amount) // size}{suffix}"
+    return f"{int(amount)}" if whole else f"{amount:g}"
 
 
 METADATA_NAME = "kubernetes.io/metadata.name"
