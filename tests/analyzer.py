@@ -613,6 +613,20 @@ def _pack_module() -> Any:
     return importlib.import_module("policy.tpu_rl_policies")
 
 
+def pack_policy(name: str) -> Policy:
+    """The pack's policy ``name``."""
+    (policy,) = [p for p in _pack_module().POLICIES if p.name == name]
+    return policy
+
+
+def found_at_up(policy: Policy, resource: Resource) -> list[str]:
+    """The message of each finding of ``policy`` alone on ``resource`` at `pulumi up`: every one mandatory, judged
+    and on the resource asked about (the engine's empty URN)."""
+    findings = Pack({"all": "mandatory"}, policies=[policy]).analyze(resource)
+    assert all(f.level == "mandatory" and not f.unjudged and f.urn == "" for f in findings), findings
+    return [f.message for f in findings]
+
+
 # ---------------------------------------------------------------------------------------------
 # A plan, as the engine hands it to the pack at preview and at up
 

@@ -4,11 +4,11 @@ policy, the type tokens and the dev stack's image mirror (shared by ``tests/test
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-policies = importlib.import_module("policy.tpu_rl_policies")
-CLOSED = next(p for p in policies.POLICIES if p.name == "closed-world")
+from tests import analyzer
+
+CLOSED = analyzer.pack_policy("closed-world")
 MAXTEXT = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training"
 UPSTREAM = "https://us-docker.pkg.dev/cloud-tpu-images/maxtext-images"
 MIRROR_PATH = "us-east5-docker.pkg.dev/my-tpu-dev-project/tpu-rl-dev-cloud-tpu-images-maxtext-images"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib
+import json
 from typing import Any
 
 from tests import analyzer
@@ -14,9 +15,16 @@ from tests.pure_plan import pure_plan
 from tools.plan.offline import Plan
 
 policies = importlib.import_module("policy.tpu_rl_policies")
-TARGETS = next(p for p in policies.POLICIES if p.name == "grant-targets")
+TARGETS = analyzer.pack_policy("grant-targets")
 PROJECT = "my-tpu-prod-project"
 BUCKET = f"{PROJECT}-tpu-rl-prod"
+MODEL = "gemma4-26b"
+STACK_CONFIG = {
+    "gcp:project": PROJECT,
+    "tpu-rl:clusterName": "tpu-rl-prod",
+    "tpu-rl:model": json.dumps({"name": MODEL, "revision": "main"}),
+}
+"""The prod stack's settings ``grant-targets`` reads (its project, cluster and model)."""
 STEP = f"serviceAccount:tpu-rl-prod-export@{PROJECT}.iam.gserviceaccount.com"
 NODE = f"serviceAccount:tpu-rl-prod-cpu-np@{PROJECT}.iam.gserviceaccount.com"
 PRINCIPAL = f"serviceAccount:{PROJECT}.svc.id.goog[tpu-rl/tpu-rl-prod-export]"

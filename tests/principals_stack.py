@@ -12,7 +12,7 @@ from tests import analyzer
 from tests.grant_cases import PROJECT
 
 policies = importlib.import_module("policy.tpu_rl_policies")
-PRINCIPALS = next(p for p in policies.POLICIES if p.name == "stack-principals")
+PRINCIPALS = analyzer.pack_policy("stack-principals")
 CLUSTER = "gcp:container/cluster:Cluster"
 ACCOUNT = "gcp:serviceaccount/account:Account"
 KSA = "kubernetes:core/v1:ServiceAccount"

@@ -10,7 +10,7 @@ from typing import Any
 from tests import analyzer
 
 policies = importlib.import_module("policy.tpu_rl_policies")
-RBAC_POLICY = next(p for p in policies.POLICIES if p.name == "no-broad-rbac")
+RBAC_POLICY = analyzer.pack_policy("no-broad-rbac")
 RBAC = "kubernetes:rbac.authorization.k8s.io/v1"
 KSA_TYPE = "kubernetes:core/v1:ServiceAccount"
 OWN = {"kind": "ServiceAccount", "name": "tpu-rl-dev-export", "namespace": "tpu-rl"}

@@ -26,7 +26,7 @@ from tests import analyzer
 pytestmark = pytest.mark.pure
 
 policies = importlib.import_module("policy.tpu_rl_policies")
-BUDGET = next(p for p in policies.POLICIES if p.name == "tpu-budget")
+BUDGET = analyzer.pack_policy("tpu-budget")
 NODE_POOL = "gcp:container/nodePool:NodePool"
 TPU = {"machineType": "ct6e-standard-4t"}
 CPU = {"machineType": "e2-standard-4"}

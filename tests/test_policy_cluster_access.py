@@ -10,11 +10,11 @@ it (``tests/policy_args.py``); one test runs it through pulumi-policy's analyzer
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from pulumi.output import Unknown
-from pulumi_policy import ResourceValidationArgs
+from pulumi_policy import ResourceValidationArgs, ResourceValidationPolicy
 from pulumi_policy.proxy import UNKNOWN_OBJECT_VALUE, UNKNOWN_STRING_VALUE, UnknownValueError
 
 from policy.tpu_rl_policies.resources import DEPLOYMENT
@@ -24,7 +24,7 @@ from tests.policy_args import OPTIONS, Reports
 pytestmark = pytest.mark.pure
 
 policies = importlib.import_module("policy.tpu_rl_policies")
-POLICY = next(p for p in policies.POLICIES if p.name == "gke-private-cluster")
+POLICY = cast(ResourceValidationPolicy, analyzer.pack_policy("gke-private-cluster"))
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
 NODES = "tpu-rl-dev-tpu-np@my-tpu-dev-project.iam.gserviceaccount.com"

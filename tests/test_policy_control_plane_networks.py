@@ -25,7 +25,7 @@ from tests import analyzer
 pytestmark = pytest.mark.pure
 
 policies = importlib.import_module("policy.tpu_rl_policies")
-CONTROL_PLANE = next(p for p in policies.POLICIES if p.name == "no-open-control-plane")
+CONTROL_PLANE = analyzer.pack_policy("no-open-control-plane")
 CLUSTER = "gcp:container/cluster:Cluster"
 URN = f"urn:pulumi:prod::tpu-rl::{CLUSTER}::cluster"
 DEPLOY_FROM = {"cidrBlocks": [{"cidrBlock": "8.8.8.0/28", "displayName": "office"}]}
@@ -46,10 +46,7 @@ def judge(resource: analyzer.Resource, preview: bool = False) -> list[analyzer.F
 
 
 def found(resource: analyzer.Resource) -> list[str]:
-    """The message of each finding at `pulumi up`, every one mandatory, judged and on the cluster asked about."""
-    findings = judge(resource)
-    assert all(f.level == "mandatory" and not f.unjudged and f.urn == "" for f in findings), findings
-    return [f.message for f in findings]
+    return analyzer.found_at_up(CONTROL_PLANE, resource)
 
 
 def open_endpoint(shown: str) -> str:

@@ -28,20 +28,13 @@ import pytest
 from pulumi.output import Unknown
 
 from tests import analyzer
+from tests.grant_cases import BUCKET, MODEL, PROJECT, STACK_CONFIG
 
 pytestmark = pytest.mark.pure
 
 policies = importlib.import_module("policy.tpu_rl_policies")
-TARGETS = next(p for p in policies.POLICIES if p.name == "grant-targets")
-PROJECT = "my-tpu-prod-project"
-BUCKET = f"{PROJECT}-tpu-rl-prod"
-MODEL = "gemma4-26b"
+TARGETS = analyzer.pack_policy("grant-targets")
 OTHER_MODEL = "gemma4-e4b"
-STACK_CONFIG = {
-    "gcp:project": PROJECT,
-    "tpu-rl:clusterName": "tpu-rl-prod",
-    "tpu-rl:model": json.dumps({"name": MODEL, "revision": "main"}),
-}
 BUCKET_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
 BUCKET_BINDING = "gcp:storage/bucketIAMBinding:BucketIAMBinding"
 BUCKET_POLICY = "gcp:storage/bucketIAMPolicy:BucketIAMPolicy"

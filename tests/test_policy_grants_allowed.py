@@ -37,7 +37,7 @@ pytestmark = pytest.mark.pure
 
 policies = importlib.import_module("policy.tpu_rl_policies")
 targets = policies.targets
-PRINCIPALS = next(p for p in policies.POLICIES if p.name == "stack-principals")
+PRINCIPALS = analyzer.pack_policy("stack-principals")
 CUSTOM = "gcp:projects/iAMCustomRole:IAMCustomRole"
 ACCOUNT = "gcp:serviceaccount/account:Account"
 FOLDER_IAM = "gcp:storage/managedFolderIamMember:ManagedFolderIamMember"

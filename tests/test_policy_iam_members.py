@@ -22,7 +22,7 @@ from tests import analyzer
 pytestmark = pytest.mark.pure
 
 policies = importlib.import_module("policy.tpu_rl_policies")
-GRANTS = next(p for p in policies.POLICIES if p.name == "iam-service-accounts-only")
+GRANTS = analyzer.pack_policy("iam-service-accounts-only")
 MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
 BINDING = "gcp:storage/bucketIAMBinding:BucketIAMBinding"
 POLICY = "gcp:storage/bucketIAMPolicy:BucketIAMPolicy"
@@ -42,10 +42,7 @@ def judge(resource: analyzer.Resource, preview: bool = False) -> list[analyzer.F
 
 
 def found(resource: analyzer.Resource) -> list[str]:
-    """The message of each finding at `pulumi up`, every one mandatory and judged, none on another URN."""
-    findings = judge(resource)
-    assert all(f.level == "mandatory" and not f.unjudged and f.urn == "" for f in findings), findings
-    return [f.message for f in findings]
+    return analyzer.found_at_up(GRANTS, resource)
 
 
 def not_an_account(member: str) -> str:

@@ -16,7 +16,7 @@ from tools import gcp_iam_types
 pytestmark = pytest.mark.pure
 
 policies = importlib.import_module("policy.tpu_rl_policies")
-GRANTS = next(p for p in policies.POLICIES if p.name == "iam-service-accounts-only")
+GRANTS = analyzer.pack_policy("iam-service-accounts-only")
 
 
 def _installed() -> Path:

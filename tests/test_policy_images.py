@@ -18,7 +18,7 @@ from tools.plan.offline import UNKNOWN, Plan
 pytestmark = pytest.mark.pure
 
 policies = importlib.import_module("policy.tpu_rl_policies")
-TRUSTED = next(p for p in policies.POLICIES if p.name == "trusted-registries")
+TRUSTED = analyzer.pack_policy("trusted-registries")
 MIRROR = "tpu-rl:images.mirror=true"
 PROJECT = "my-tpu-prod-project"
 OWN = f"us-east5-docker.pkg.dev/{PROJECT}"

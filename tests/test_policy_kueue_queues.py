@@ -20,7 +20,7 @@ from tools.plan.offline import UNKNOWN
 pytestmark = pytest.mark.pure
 
 policies = importlib.import_module("policy.tpu_rl_policies")
-POLICY = next(p for p in policies.POLICIES if p.name == "kueue-queue-fits")
+POLICY = analyzer.pack_policy("kueue-queue-fits")
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2"
 JOB = "kubernetes:batch/v1:Job"
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"

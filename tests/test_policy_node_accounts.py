@@ -18,7 +18,7 @@ from tests import analyzer
 pytestmark = pytest.mark.pure
 
 policies = importlib.import_module("policy.tpu_rl_policies")
-PRINCIPALS = next(p for p in policies.POLICIES if p.name == "stack-principals")
+PRINCIPALS = analyzer.pack_policy("stack-principals")
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
 ACCOUNT = "gcp:serviceaccount/account:Account"

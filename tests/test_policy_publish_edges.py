@@ -14,7 +14,7 @@ from tests import analyzer
 pytestmark = pytest.mark.pure
 
 policies = importlib.import_module("policy.tpu_rl_policies")
-PUBLISH = next(p for p in policies.POLICIES if p.name == "private-publish")
+PUBLISH = analyzer.pack_policy("private-publish")
 JOB = "kubernetes:batch/v1:Job"
 PUBLIC = "to the Hugging Face Hub as a public repository"
 ELSEWHERE = {"configMapKeyRef": {"name": "elsewhere", "key": "repo"}}

@@ -17,7 +17,7 @@ from tools.plan.offline import UNKNOWN
 pytestmark = pytest.mark.pure
 
 policies = importlib.import_module("policy.tpu_rl_policies")
-RBAC_POLICY = next(p for p in policies.POLICIES if p.name == "no-broad-rbac")
+RBAC_POLICY = analyzer.pack_policy("no-broad-rbac")
 API = "rbac.authorization.k8s.io/v1"
 KSA = {"kind": "ServiceAccount", "name": "tpu-rl-prod-export", "namespace": "tpu-rl"}
 ROLE = (

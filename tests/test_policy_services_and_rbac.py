@@ -17,8 +17,8 @@ from tests import analyzer
 pytestmark = pytest.mark.pure
 
 policies = importlib.import_module("policy.tpu_rl_policies")
-EXPOSED = next(p for p in policies.POLICIES if p.name == "no-exposed-services")
-RBAC_POLICY = next(p for p in policies.POLICIES if p.name == "no-broad-rbac")
+EXPOSED = analyzer.pack_policy("no-exposed-services")
+RBAC_POLICY = analyzer.pack_policy("no-broad-rbac")
 SERVICE = "kubernetes:core/v1:Service"
 CLUSTER_ROLE_LIST = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleList"
 OPEN_PORT = [{"protocol": "tcp", "ports": ["22"]}]

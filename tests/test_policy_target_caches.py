@@ -18,26 +18,18 @@ Each finding is the exact line an operator reads, mandatory, on the grant's URN.
 from __future__ import annotations
 
 import importlib
-import json
 from typing import Any
 
 import pytest
 
 from tests import analyzer
+from tests.grant_cases import BUCKET, MODEL, PROJECT, STACK_CONFIG
 
 pytestmark = pytest.mark.pure
 
 policies = importlib.import_module("policy.tpu_rl_policies")
-TARGETS = next(p for p in policies.POLICIES if p.name == "grant-targets")
-PROJECT = "my-tpu-prod-project"
-BUCKET = f"{PROJECT}-tpu-rl-prod"
+TARGETS = analyzer.pack_policy("grant-targets")
 CACHE = "shared-hub"
-MODEL = "gemma4-26b"
-STACK_CONFIG = {
-    "gcp:project": PROJECT,
-    "tpu-rl:clusterName": "tpu-rl-prod",
-    "tpu-rl:model": json.dumps({"name": MODEL, "revision": "main"}),
-}
 GRANT = "gcp:storage/bucketIAMMember:BucketIAMMember"
 GRANT_URN = f"urn:pulumi:prod::tpu-rl::{GRANT}::grant"
 BUCKET_READER = "roles/storage.legacyBucketReader"

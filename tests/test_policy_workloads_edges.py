@@ -17,7 +17,7 @@ from tools.plan.offline import UNKNOWN
 pytestmark = pytest.mark.pure
 
 policies = importlib.import_module("policy.tpu_rl_policies")
-TRUSTED = next(p for p in policies.POLICIES if p.name == "trusted-registries")
+TRUSTED = analyzer.pack_policy("trusted-registries")
 REPO = "gcp:artifactregistry/repository:Repository"
 POD = "kubernetes:core/v1:Pod"
 PROJECT, LOCATION, REPOSITORY_ID = "my-tpu-prod-project", "us-east5", "tpu-rl-prod-mirror"
