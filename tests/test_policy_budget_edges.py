@@ -35,3 +35,17 @@ def test_a_stack_it_cannot_read_is_refused_with_the_first_reason() -> None:
 
 def test_a_stack_without_tpu_pools_has_no_estimate() -> None:
     assert stack_estimate([]) is None
+
+
+def test_a_trainer_named_outside_the_launcher_is_refused_in_the_budget_gates_words() -> None:
+    """A TPU pod that names the trainer in its command (not through the launcher) cannot be costed: the refusal says
+    where the trainer is named and that there is no estimate."""
+    job = tpu_job("direct")
+    container = job.props["spec"]["template"]["spec"]["containers"][0]
+    container["command"] = ["python3", "-m", "maxtext.trainers.post_train.rl.train_rl", "num_batches=1"]
+    with pytest.raises(EstimateInputError) as raised:
+        stack_estimate([job])
+    assert str(raised.value) == (
+        "Job direct names the trainer in its command, not through tpu-rl's launcher (launch.py, known by its sha256: "
+        "core/step_config.py): this policy cannot read that run, so no estimate"
+    )
