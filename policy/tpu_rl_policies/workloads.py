@@ -401,9 +401,9 @@ def _least_privilege_pods(args: ResourceValidationArgs, props: dict[str, Any], r
         label = f"{kind_of(args.resource_type)} {_m(props.get('metadata')).get('name') or args.name}"
         for where, source, path in host_storage(props, "", judged, 0):
             report(
-                f"{label}: {where} is the node's {_shown(path)} ({source}): a pod that mounts it, as a volume or through a "
-                "claim bound to it, gets the node's files; only the Pathways workers on TPU hosts mount a host path "
-                "(/tmp), as a volume of their pod spec"
+                f"{label}: {where} is the node's {_shown(path)} ({source}): a pod that mounts it, as a volume or "
+                "through a claim bound to it, gets the node's files; only the Pathways workers on TPU hosts mount a "
+                "host path (/tmp), as a volume of their pod spec"
             )
 
 
