@@ -62,14 +62,16 @@ INDEX = re.compile(r"\[[0-9]+\]")
 
 def _texts(node: Any, path: str, depth: int) -> Iterator[tuple[str, str]]:
     """Every text in ``node`` (plain), with its path (a key of a mapping is text too: an env name, a header's); one
-    not known yet is noted, not judged."""
-    if depth > MAX_DEPTH or unseen(node):
+    not known yet is noted, not judged (one nested past the props' depth limit too). A key that is itself secret
+    material is named ``<secret>`` in the path: a message names where, never what."""
+    if unseen(node) or depth > MAX_DEPTH:
         return
     if isinstance(node, str):
         yield path or ".", node
     elif isinstance(node, dict):
         for key, value in node.items():
-            here = f"{path}.{key}" if path else str(key)
+            shown = "<secret>" if _secret_kind(key) else key
+            here = f"{path}.{shown}" if path else str(shown)
             if isinstance(key, str):
                 yield here, key
             yield from _texts(value, here, depth + 1)
