@@ -81,6 +81,14 @@ def test_a_label_of_the_objects_own_metadata_is_named_without_a_prefix():
     ]
 
 
+@pytest.mark.parametrize("field", ["labels", "annotations"])
+def test_a_label_or_annotation_whose_key_is_a_token_is_a_finding_that_never_shows_it(field):
+    dirty = resource(JOB, {"metadata": {"name": "step", field: {TOKEN: "x", "team": "ml"}}}, "dirty")
+    assert findings(dirty) == [
+        (f"{field[:-1]} <secret> contains secret material ({HF}); {FIX}", urn(JOB, "dirty")),
+    ]
+
+
 def test_a_jobsets_pod_template_metadata_is_its_pods_and_its_job_template_metadata_its_path():
     replicated = {
         "name": "workers",
@@ -296,6 +304,13 @@ def test_a_config_maps_data_is_judged_on_the_config_map():
             "in a Secret",
             dirty.urn,
         ),
+    ]
+
+
+def test_a_config_maps_key_that_is_a_token_is_a_finding_that_never_shows_it():
+    dirty = config_map("cfg", "ml", {TOKEN: "x", "safe": "x"})
+    assert findings(dirty) == [
+        (f"ConfigMap cfg: data <secret> contains secret material ({HF}); store it in a Secret", dirty.urn),
     ]
 
 

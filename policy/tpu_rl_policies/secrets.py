@@ -57,6 +57,12 @@ def _secret_kind(text: Any) -> str | None:
     )
 
 
+def _key(key: Any) -> str:
+    """A mapping key as a message names it: ``<secret>`` when the key is itself secret material (a message says
+    where and what kind, never the text)."""
+    return "<secret>" if _secret_kind(key) else str(key)
+
+
 INDEX = re.compile(r"\[[0-9]+\]")
 
 
@@ -70,8 +76,7 @@ def _texts(node: Any, path: str, depth: int) -> Iterator[tuple[str, str]]:
         yield path or ".", node
     elif isinstance(node, dict):
         for key, value in node.items():
-            shown = "<secret>" if _secret_kind(key) else key
-            here = f"{path}.{shown}" if path else str(shown)
+            here = f"{path}.{_key(key)}" if path else _key(key)
             if isinstance(key, str):
                 yield here, key
             yield from _texts(value, here, depth + 1)
@@ -100,9 +105,9 @@ def _metadata_secrets(metadata: Mapping[str, Any], where: str, report: Callable[
     """Labels and annotations are readable by anyone who may list the object (and land in logs and events)."""
     for field_name in ("labels", "annotations"):
         for key, value in _m(metadata.get(field_name)).items():
-            kind = _secret_kind(value)
+            kind = _secret_kind(value) or _secret_kind(key)
             if kind:
-                report(f"{where}{field_name[:-1]} {key} contains secret material ({kind}); {SECRETS_FIX}")
+                report(f"{where}{field_name[:-1]} {_key(key)} contains secret material ({kind}); {SECRETS_FIX}")
 
 
 def _container_secrets(
@@ -152,9 +157,9 @@ def _object_secrets(r: Resource, say: Callable[[str], None]) -> None:
     that mounts it acts as that account (the steps get short-lived projected tokens)."""
     if r.resource_type == CONFIG_MAP:
         for key, value in _m(r.props.get("data")).items():
-            kind = _secret_kind(value)
+            kind = _secret_kind(value) or _secret_kind(key)
             if kind:
-                say(f"ConfigMap {_name(r)}: data {key} contains secret material ({kind}); store it in a Secret")
+                say(f"ConfigMap {_name(r)}: data {_key(key)} contains secret material ({kind}); store it in a Secret")
     elif r.resource_type == SECRET and r.props.get("type") == SERVICE_ACCOUNT_TOKEN:
         say(
             f"Secret {_name(r)} is a {SERVICE_ACCOUNT_TOKEN}: a service account's token that never expires; the "
