@@ -62,6 +62,19 @@ def test_the_score_leaves_out_the_equivalents_and_counts_the_untested(tmp_path, 
 
 
 @pytest.mark.parametrize(
+    ("code", "score"),
+    [(-9, "100.0%         2"), (-11, " 50.0%         1")],
+    ids=["killed-after-the-cpu-limit", "segfault"],
+)
+def test_a_mutant_killed_after_the_cpu_limit_is_detected_and_a_crash_is_not(tmp_path, monkeypatch, capsys, code, score):
+    """mutmut's runner sends SIGKILL one second after a SIGXCPU the tests did not end on (a mutant that loops): -9 is
+    detected, as a timeout is; a segmentation fault (-11) is not, and counts against the score."""
+    codes = {"pkg.x.x_f__mutmut_1": code, "pkg.x.x_f__mutmut_2": 1}
+    _run(tmp_path, monkeypatch, codes, "")
+    assert score in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
     ("entry", "said"),
     [
         ("pkg.x.x_f__mutmut_9 @00000000  # gone", "stale equivalence entry (no such mutant): pkg.x.x_f__mutmut_9"),
