@@ -2,8 +2,9 @@
 ``known-workload-kinds`` refuses it through pulumi-policy's own analyzer (``tests/analyzer.py``): an image whose
 mapping is ``pods.MAX_DEPTH`` levels below the properties, through mappings, lists and the YAML or JSON text of a
 container definition (an ECS task's ``containerDefinitions``), is refused at its full path; one level deeper is not
-searched for. Each level counts once, the text's top as one more: counted faster, an image the pack reaches would
-pass unrefused; counted slower (or not at all), the search of a hostile resource would go unbounded."""
+searched for, and said to be unjudged. Each level counts once, the text's top as one more: counted faster, an image
+the pack reaches would pass unrefused; counted slower (or not at all), the search of a hostile resource would go
+unbounded."""
 
 from __future__ import annotations
 
@@ -47,5 +48,11 @@ def test_an_image_at_the_packs_depth_in_a_container_definition_is_refused_at_its
 
 
 @pytest.mark.parametrize("container", ["mapping", "list"])
-def test_an_image_one_level_past_the_packs_depth_is_not_searched_for(container):
-    assert refused(definitions(MAX_DEPTH, container)) == []
+def test_what_lies_one_level_past_the_packs_depth_is_not_searched_and_said_unjudged(container):
+    """Deeper than the pack reads, a mapping or list may hold an image: it is not searched (the search stays
+    bounded), and not passed over either: at `pulumi up` the policy says it cannot judge it."""
+    shown = "containerDefinitions" + (".a" if container == "mapping" else "[0]") * MAX_DEPTH
+    assert refused(definitions(MAX_DEPTH, container)) == [
+        f"cannot judge {shown} (nested more than {MAX_DEPTH} levels): not known at `pulumi up`; give it a value the "
+        "program knows"
+    ]

@@ -217,7 +217,7 @@ class Mounts:
         for mount in _l(container.get("volumeMounts")):
             mount = _m(mount)
             where, name = mount.get("mountPath"), mount.get("name")
-            self._paths.append(where.rstrip("/") or "/" if isinstance(where, str) and not unseen(where) else None)
+            self._paths.append(where.rstrip("/") or "/" if isinstance(where, str) else None)
             if unseen(where) or unseen(name) or not isinstance(where, str) or name not in volumes:
                 continue
             volume = volumes[name]

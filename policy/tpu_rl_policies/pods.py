@@ -14,7 +14,7 @@ import yaml
 
 from core.requests import quantity
 
-from .properties import _l, _m, plain, unseen
+from .properties import Unseen, _l, _m, plain, unseen
 from .resources import Resource
 
 TPU_RESOURCE = "google.com/tpu"
@@ -67,7 +67,7 @@ def kind_of(resource_type: str) -> str | None:
     is ``workload_kind``'s."""
     if not resource_type.startswith("kubernetes:"):
         return None
-    kind = resource_type.rsplit(":", 1)[-1]
+    kind = resource_type.rpartition(":")[2]
     return kind.removesuffix("Patch") or kind
 
 
@@ -260,6 +260,10 @@ def _foreign(obj: dict[str, Any]) -> list[Pod]:
 
 def _foreign_images(node: Any, path: str, depth: int) -> Iterator[tuple[str, Any]]:
     if depth > MAX_DEPTH:
+        # Deeper than the pack reads (``plain`` made it an Unseen; a parsed text's is still a value): it may name an
+        # image, so it is noted as read (a preview's advisory, "cannot judge" at `pulumi up`), never passed over.
+        if isinstance(node, (dict, list, Unseen)):
+            unseen(node if isinstance(node, Unseen) else Unseen(f"{path} (nested more than {MAX_DEPTH} levels)"))
         return
     if isinstance(node, list):
         for index, item in enumerate(node):

@@ -81,7 +81,7 @@ def _resources(resources: Sequence[Any]) -> list[Resource]:
         name = str(getattr(r, "name", ""))
         type_ = str(r.resource_type)
         urn = str(getattr(r, "urn", ""))
-        props = plain(r.props, path=f"{type_.rsplit(':', 1)[-1]} {name}: ", owner=(urn, type_))
+        props = plain(r.props, path=f"{type_.rpartition(':')[2]} {name}: ", owner=(urn, type_))
         opts = getattr(r, "opts", None)
         out.append(
             Resource(
