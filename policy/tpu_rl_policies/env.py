@@ -218,7 +218,8 @@ class Mounts:
             mount = _m(mount)
             where, name = mount.get("mountPath"), mount.get("name")
             self._paths.append(where.rstrip("/") or "/" if isinstance(where, str) else None)
-            if unseen(where) or unseen(name) or not isinstance(where, str) or name not in volumes:
+            # A volume name not known yet is noted by the lookup (``Unseen.__hash__``).
+            if unseen(where) or not isinstance(where, str) or name not in volumes:
                 continue
             volume = volumes[name]
             sources = [_m(volume.get("configMap"))] if "configMap" in volume else []

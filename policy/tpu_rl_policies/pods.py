@@ -88,11 +88,7 @@ def workload_kind(resource_type: str) -> str | None:
     if parts is None:
         return None
     kind = parts["kind"].removesuffix("Patch") or parts["kind"]
-    listed = kind != "List" and kind.endswith("List")
-    base = kind.removesuffix("List") if listed else kind
-    if base not in WORKLOAD_KINDS.get(parts["group"], ()):
-        return None
-    return f"{base}List" if listed else base
+    return kind if kind.removesuffix("List") in WORKLOAD_KINDS.get(parts["group"], ()) else None
 
 
 @dataclass(frozen=True)
