@@ -4,11 +4,13 @@ and what they wrap, ``properties.plain``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
 from pulumi_policy import PolicyCustomTimeouts, PolicyResourceOptions, ResourceValidationArgs, StackValidationArgs
 
+from policy.tpu_rl_policies import properties
 from policy.tpu_rl_policies.properties import Unseen
 
 TYPE = "kubernetes:batch/v1:Job"
@@ -50,3 +52,15 @@ def shown(value: Any) -> Any:
     if isinstance(value, list):
         return [shown(item) for item in value]
     return (type(value).__name__, value)
+
+
+def noting(read: Callable[[], Any]) -> tuple[Any, list[Any]]:
+    """What ``read`` returns, and the values not known yet it noted as read (in the order read): what a policy's
+    ``_judged`` names as not seen."""
+    seen: list[Any] = []
+    token = properties._UNSEEN.set(seen)
+    try:
+        result = read()
+    finally:
+        properties._UNSEEN.reset(token)
+    return result, [value for value, _ in seen]

@@ -13,12 +13,12 @@ import pytest
 from core.estimate import TrainingRun
 from core.models import model_for_maxtext
 from core.step_config import CONFIG_FILE, LAUNCHER, config_text
-from policy.tpu_rl_policies import properties
 from policy.tpu_rl_policies.env import ContainerEnv, EnvValue, MountedFile, Mounts, StackObjects
 from policy.tpu_rl_policies.properties import UNKNOWN, Unseen
 from policy.tpu_rl_policies.resources import CONFIG_MAP, Resource
 from policy.tpu_rl_policies.scripts import trainer_runs
 from tests.launcher_stack import LAUNCHER_TEXT, NAMESPACE, RUN
+from tests.policy_args import noting
 
 pytestmark = pytest.mark.pure
 
@@ -154,23 +154,12 @@ def test_the_config_map_of_the_pods_namespace_is_the_one_mounted() -> None:
     assert mounts.files() == [MountedFile("/m/a", "x", "ConfigMap scripts key a")]
 
 
-def _noted(read: Any) -> tuple[Any, list[Any]]:
-    """What ``read`` returns, and the values not known yet it noted."""
-    seen: list[Any] = []
-    token = properties._UNSEEN.set(seen)
-    try:
-        result = read()
-    finally:
-        properties._UNSEEN.reset(token)
-    return result, [value for value, _ in seen]
-
-
 def test_files_not_known_yet_are_noted_not_reported_as_unread() -> None:
     """A run file and a mounted file whose ConfigMap data is not known yet are neither files the policy says it cannot
     read (it is judged at ``pulumi up``) nor passed over: reading them is noted."""
     pending = Unseen("data")
     mounts = _mounts({"configMap": {"name": "pending"}}, {"mountPath": "/m"}, [_config_map("pending", pending)])
-    runs, noted = _noted(lambda: trainer_runs(["bash", "/m/run.sh"], ContainerEnv(), mounts))
+    runs, noted = noting(lambda: trainer_runs(["bash", "/m/run.sh"], ContainerEnv(), mounts))
     assert (runs.unread_files, runs.unread_mounts, runs.mentions, runs.runs) == ([], [], [], [])
     assert pending in noted
 
@@ -179,7 +168,7 @@ def test_an_environment_value_not_known_yet_is_noted() -> None:
     """A variable not known yet may name the trainer: reading it is noted (the container is judged at ``pulumi up``)."""
     value = Unseen("spec.containers[0].env[0].value")
     env = ContainerEnv({"TRAINER": EnvValue(value, "literal", "literal")})
-    runs, noted = _noted(lambda: trainer_runs(["true"], env, _mounts({}, {"mountPath": "/m"}, [])))
+    runs, noted = noting(lambda: trainer_runs(["true"], env, _mounts({}, {"mountPath": "/m"}, [])))
     assert runs.mentions == []
     assert noted == [value]
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from policy.tpu_rl_policies import properties
 from policy.tpu_rl_policies.grants import Grant, _document, grants_of
 from policy.tpu_rl_policies.properties import Unseen
+from tests.policy_args import noting
 
 pytestmark = pytest.mark.pure
 
@@ -60,12 +60,5 @@ def test_a_policy_document_not_known_yet_grants_nothing_and_its_reading_is_noted
     """At a preview the document of a policy built from outputs is unknown: no grant is judged on it, and the read is
     noted, so the policy says what it could not see instead of passing it as an empty document."""
     unknown = Unseen("policyData")
-    seen: list[Any] = []
-    token = properties._UNSEEN.set(seen)
-    try:
-        document = _document(unknown)
-    finally:
-        properties._UNSEEN.reset(token)
-    assert document is None
-    assert [value for value, _ in seen] == [unknown]
+    assert noting(lambda: _document(unknown)) == (None, [unknown])
     assert grants_of({"policyData": unknown}) == []

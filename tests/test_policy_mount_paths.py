@@ -30,7 +30,6 @@ from pulumi_policy import ResourceValidationArgs, StackValidationArgs
 from core.estimate import TrainingRun
 from core.models import model_for_maxtext
 from core.step_config import CONFIG_FILE, CONFIG_PATH, LAUNCHER, config_text
-from policy.tpu_rl_policies import properties
 from policy.tpu_rl_policies.env import (
     ContainerEnv,
     EnvValue,
@@ -49,7 +48,7 @@ from policy.tpu_rl_policies.targets import grant_targets
 from policy.tpu_rl_policies.workloads import known_workload_kinds, pinned_images
 from tests.grant_cases import STACK_CONFIG
 from tests.launcher_stack import LAUNCHER_TEXT, NAMESPACE, RUN
-from tests.policy_args import OPTIONS, Reports
+from tests.policy_args import OPTIONS, Reports, noting
 
 pytestmark = pytest.mark.pure
 
@@ -236,13 +235,7 @@ def test_each_file_a_command_runs_and_each_its_scripts_name() -> None:
 
 def _noted(read: Any) -> list[str]:
     """The paths of the values not known yet that ``read`` noted as read."""
-    seen: list[Any] = []
-    token = properties._UNSEEN.set(seen)
-    try:
-        read()
-    finally:
-        properties._UNSEEN.reset(token)
-    return [value.path for value, _ in seen]
+    return [value.path for value in noting(read)[1]]
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from pulumi_policy.proxy import UNKNOWN_NUMBER_VALUE, UNKNOWN_STRING_VALUE, Unkn
 
 from policy.tpu_rl_policies import properties
 from policy.tpu_rl_policies.properties import Unseen, _yaml, plain
-from tests.policy_args import TYPE, shown
+from tests.policy_args import TYPE, noting, shown
 
 pytestmark = pytest.mark.pure
 
@@ -114,13 +114,10 @@ def test_an_unknown_is_neither_equal_nor_unequal_and_prints_as_not_known():
 def test_a_check_on_an_unknown_is_noted():
     """Every way of reading an unknown to decide something is noted (what ``_judged`` names as not seen)."""
     unknown = Unseen("spec.namespace")
-    seen: list[Any] = []
-    token = properties._UNSEEN.set(seen)
-    try:
-        reads = [unknown == "a", unknown != "a", str(unknown), hash(unknown), bool(unknown), "a" in unknown]
-    finally:
-        properties._UNSEEN.reset(token)
-    assert len(seen) == len(reads) and all(value is unknown for value, _ in seen)
+    reads, seen = noting(
+        lambda: [unknown == "a", unknown != "a", str(unknown), hash(unknown), bool(unknown), "a" in unknown]
+    )
+    assert len(seen) == len(reads) and all(value is unknown for value in seen)
 
 
 @pytest.mark.parametrize(

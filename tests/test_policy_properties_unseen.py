@@ -10,6 +10,7 @@ import pytest
 
 from policy.tpu_rl_policies import properties
 from policy.tpu_rl_policies.properties import Unseen
+from tests.policy_args import noting
 
 pytestmark = pytest.mark.pure
 
@@ -18,25 +19,12 @@ pytestmark = pytest.mark.pure
 def test_nothing_is_in_an_unknown_and_looking_is_noted(item):
     """``"hostPath" in volume`` on a volume not known yet is false (no field is there to pass or refuse), and read."""
     unknown = Unseen("spec.volumes[0]")
-    seen: list[Any] = []
-    token = properties._UNSEEN.set(seen)
-    try:
-        found = item in unknown
-    finally:
-        properties._UNSEEN.reset(token)
-    assert found is False
-    assert [value for value, _ in seen] == [unknown]
+    assert noting(lambda: item in unknown) == (False, [unknown])
 
 
 def _noted(read: Any) -> list[Any]:
     """What reading with ``read`` noted as not known."""
-    seen: list[Any] = []
-    token = properties._UNSEEN.set(seen)
-    try:
-        read()
-    finally:
-        properties._UNSEEN.reset(token)
-    return [value for value, _ in seen]
+    return noting(read)[1]
 
 
 def test_an_unknown_has_no_items_and_counting_or_walking_them_is_noted():
