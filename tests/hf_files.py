@@ -7,6 +7,7 @@ ignores ``Range``, as a misbehaving endpoint would."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -14,8 +15,6 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from core.hf_model import ModelLayout, Tensor
 from tests.loopback import POLL_SECONDS
@@ -43,19 +42,22 @@ BYTES = {"BF16": 2, "F32": 4}
 
 def tensor_data(name: str, dtype: str, shape: list[int]) -> bytes:
     """Bytes of a tensor that differ from tensor to tensor (a copy from the wrong place shows)."""
-    count = int(np.prod(shape)) * BYTES[dtype]
+    import numpy as np  # here, not at import: only the tests that write tensors pay for numpy
+
+    count = math.prod(shape) * BYTES[dtype]
     seed = int.from_bytes(name.encode()[-8:].rjust(8, b"\0"), "little") ^ len(name)
     return np.random.default_rng(seed).integers(0, 255, count, dtype=np.uint8).tobytes()
 
 
 def shard_bytes(tensors: dict[str, tuple[str, list[int]]], values: dict[str, bytes] | None = None) -> bytes:
     """A safetensors file, as the library writes it (zeros, or the bytes ``values`` gives a tensor)."""
+    import numpy as np
     import safetensors
 
     keep = []
     specs = {}
     for name, (dtype, shape) in tensors.items():
-        count = int(np.prod(shape)) * BYTES[dtype]
+        count = math.prod(shape) * BYTES[dtype]
         raw = (values or {}).get(name)
         data = np.frombuffer(raw, dtype=np.uint8).copy() if raw is not None else np.zeros(count, dtype=np.uint8)
         keep.append(data)
@@ -86,7 +88,7 @@ def model_files(
         file = f"model-{i:05d}-of-{shards:05d}.safetensors"
         files[file] = shard_bytes({n: tensors[n] for n in group}, values)
         weight_map.update(dict.fromkeys(group, file))
-    total = sum(int(np.prod(shape)) * BYTES[dtype] for dtype, shape in tensors.values())
+    total = sum(math.prod(shape) * BYTES[dtype] for dtype, shape in tensors.values())
     files["model.safetensors.index.json"] = json.dumps(
         {"metadata": {"total_size": total}, "weight_map": weight_map}
     ).encode()
@@ -128,7 +130,7 @@ def maxtext_files(
     used = 0
     for name in sorted(tensors):
         dtype, shape = tensors[name]
-        size = int(np.prod(shape)) * BYTES[dtype]
+        size = math.prod(shape) * BYTES[dtype]
         if used + size > max_shard_bytes and groups[-1]:
             groups.append([])
             used = 0
@@ -148,7 +150,7 @@ def maxtext_files(
         file = f"model-{i:05d}-of-{len(groups):05d}.safetensors"
         files[file] = shard_bytes({n: tensors[n] for n in group}, values)
         weight_map.update(dict.fromkeys(group, file))
-    total = sum(int(np.prod(shape)) * BYTES[dtype] for dtype, shape in tensors.values())
+    total = sum(math.prod(shape) * BYTES[dtype] for dtype, shape in tensors.values())
     files["model.safetensors.index.json"] = json.dumps(
         {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2
     ).encode()
