@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
 import re
 import subprocess
 import sys
@@ -42,16 +43,13 @@ BYTES = {"BF16": 2, "F32": 4}
 
 def tensor_data(name: str, dtype: str, shape: list[int]) -> bytes:
     """Bytes of a tensor that differ from tensor to tensor (a copy from the wrong place shows)."""
-    import numpy as np  # here, not at import: only the tests that write tensors pay for numpy
-
-    count = math.prod(shape) * BYTES[dtype]
     seed = int.from_bytes(name.encode()[-8:].rjust(8, b"\0"), "little") ^ len(name)
-    return np.random.default_rng(seed).integers(0, 255, count, dtype=np.uint8).tobytes()
+    return random.Random(seed).randbytes(math.prod(shape) * BYTES[dtype])
 
 
 def shard_bytes(tensors: dict[str, tuple[str, list[int]]], values: dict[str, bytes] | None = None) -> bytes:
     """A safetensors file, as the library writes it (zeros, or the bytes ``values`` gives a tensor)."""
-    import numpy as np
+    import numpy as np  # here, not at import: only the tests that write a shard pay for numpy
     import safetensors
 
     keep = []
