@@ -140,8 +140,9 @@ def test_publishing_is_off_with_the_workflow():
 # The container command, through bash, against fake-gcs-server and the loopback Hub
 
 
-EXPORT_FILES = model_files({**LANGUAGE, **VISION}, shards=2)
-"""The export as the export step leaves it: the whole base model (the trained language model and the rest)."""
+def export_files() -> dict[str, bytes]:
+    """The export as the export step leaves it: the whole base model (the trained language model and the rest)."""
+    return model_files({**LANGUAGE, **VISION}, shards=2)
 
 
 def run_publish(step, gcs, hub_url: str, tmp_path: Path, token: str = WRITE) -> subprocess.CompletedProcess:
@@ -179,7 +180,7 @@ def lay_out(gcs, step, card: Path) -> None:
     gcs.create_bucket(bucket)
     prefix = step.input_uri.removeprefix(f"gs://{bucket}/")
     put(gcs, bucket, prefix, data=b"")  # the export's own folder marker
-    for name, data in EXPORT_FILES.items():
+    for name, data in export_files().items():
         put(gcs, bucket, prefix + name, data=data)
     card.mkdir(exist_ok=True)
     (card / "README.md").write_text("---\nlicense: apache-2.0\n---\n\n# the card\n")
@@ -204,9 +205,9 @@ def test_the_container_uploads_the_export_and_its_card_to_the_branch_then_a_reru
         repo = hub.repos[REPO]
         assert repo.private
         tree = repo.head(branch).tree
-        assert set(tree) == {*EXPORT_FILES, "README.md", "reward-curve.png", ".gitattributes"}
+        assert set(tree) == {*export_files(), "README.md", "reward-curve.png", ".gitattributes"}
         assert "old-model.safetensors" in repo.head("main").tree, "main keeps what it had"
-        for name, data in EXPORT_FILES.items():
+        for name, data in export_files().items():
             assert tree[name].data == data, name
         commit = repo.branches[branch]
         assert repo.branches["main"] != commit, "main is never written"
@@ -228,7 +229,7 @@ def test_the_container_uploads_the_export_and_its_card_to_the_branch_then_a_reru
         assert revision is not None, "the branch was published"
         found, files = revision
         assert found == commit
-        assert {n: files[n] for n in EXPORT_FILES} == {n: len(d) for n, d in EXPORT_FILES.items()}
+        assert {n: files[n] for n in export_files()} == {n: len(d) for n, d in export_files().items()}
 
 
 @pytest.mark.slow
@@ -353,7 +354,7 @@ def publishing_up(stack, monkeypatch, tmp_path, hub_url: str, hub, partial: list
     # Only a verified export is published: the Hub also serves the base model the export check reads.
     stack.overrides = [o for o in stack.overrides if not o.startswith("tpu-rl:workflow.verifyExport")] + PUBLISHING
     stack.secrets = {"tpu-rl:hfToken": READ_ONLY, "tpu-rl:hfWriteToken": WRITE}
-    stack.export_files = EXPORT_FILES  # the export step's output: the whole model, as the export check wants
+    stack.export_files = export_files()  # the export step's output: the whole model, as the export check wants
     base = new_repo(BASE_REPO, created_by="google")
     files = model_files({**LANGUAGE, **VISION}, 2)
     tree = {name: Blob(data, lfs=name.endswith(".safetensors")) for name, data in files.items()}
@@ -466,7 +467,7 @@ def test_a_branch_without_the_export_fails_up_and_the_next_up_publishes_again(st
         assert again.error is None, again.error
         assert again.actions[publish.name] == "replace", "the completed step whose branch is incomplete is retried"
         tree = hub.repos[REPO].head(branch_of(publish.step_id)).tree
-        assert set(EXPORT_FILES) <= set(tree), "the retry uploaded what was missing"
+        assert set(export_files()) <= set(tree), "the retry uploaded what was missing"
 
 
 @pytest.mark.slow
@@ -487,7 +488,7 @@ def test_a_deleted_branch_or_a_stray_file_is_published_again_by_the_next_up(stac
         assert said and "`pulumi up` will retry it" in said[0]
         again = stack.up()
         assert again.error is None and again.actions[publish.name] == "replace", again.error
-        assert set(EXPORT_FILES) <= set(repo.head(branch).tree)
+        assert set(export_files()) <= set(repo.head(branch).tree)
 
         head = repo.head(branch)
         repo.commit(branch, "someone's file", {**head.tree, "notes.txt": Blob(b"mine")})
