@@ -13,7 +13,7 @@ from pulumi_policy import EnforcementLevel, Severity, StackValidationArgs, Stack
 from core.redact import HF_TOKEN
 
 from .env import ContainerEnv, MountedFile, Mounts, StackObjects, _command_words, container_env
-from .pods import MAX_DEPTH, _name, _namespace, kind_of, pod_containers, pods
+from .pods import _name, _namespace, kind_of, pod_containers, pods
 from .properties import _l, _m, judging, unseen
 from .resources import CONFIG_MAP, SECRET, Report, Resource, _guarded_stack
 
@@ -66,11 +66,12 @@ def _key(key: Any) -> str:
 INDEX = re.compile(r"\[[0-9]+\]")
 
 
-def _texts(node: Any, path: str, depth: int) -> Iterator[tuple[str, str]]:
+def _texts(node: Any, path: str) -> Iterator[tuple[str, str]]:
     """Every text in ``node`` (plain), with its path (a key of a mapping is text too: an env name, a header's); one
-    not known yet is noted, not judged (one nested past the props' depth limit too). A key that is itself secret
-    material is named ``<secret>`` in the path: a message names where, never what."""
-    if unseen(node) or depth > MAX_DEPTH:
+    not known yet is noted, not judged (one nested past the props' depth limit too: ``plain`` made it one, and so
+    bounds this walk). A key that is itself secret material is named ``<secret>`` in the path: a message names where,
+    never what."""
+    if unseen(node):
         return
     if isinstance(node, str):
         yield path or ".", node
@@ -79,26 +80,24 @@ def _texts(node: Any, path: str, depth: int) -> Iterator[tuple[str, str]]:
             here = f"{path}.{_key(key)}" if path else _key(key)
             if isinstance(key, str):
                 yield here, key
-            yield from _texts(value, here, depth + 1)
+            yield from _texts(value, here)
     elif isinstance(node, list):
         for index, item in enumerate(node):
-            yield from _texts(item, f"{path}[{index}]", depth + 1)
+            yield from _texts(item, f"{path}[{index}]")
 
 
-def _metadata_everywhere(node: Any, path: str, depth: int) -> Iterator[tuple[str, dict[Any, Any]]]:
-    """Every ``metadata`` mapping of an object (plain): its own, its pod templates', a JobSet's replicated Job
-    templates', a CronJob's Job template's, a custom kind's, with the path it is at."""
-    if depth > MAX_DEPTH:
-        return
+def _metadata_everywhere(node: Any, path: str) -> Iterator[tuple[str, dict[Any, Any]]]:
+    """Every ``metadata`` mapping of an object (plain: ``plain`` bounds its depth), its own, its pod templates', a
+    JobSet's replicated Job templates', a CronJob's Job template's, a custom kind's, with the path it is at."""
     if isinstance(node, dict):
         for key, value in node.items():
             here = f"{path}.{key}" if path else str(key)
             if key == "metadata" and isinstance(value, dict):
                 yield here, value
-            yield from _metadata_everywhere(value, here, depth + 1)
+            yield from _metadata_everywhere(value, here)
     elif isinstance(node, list):
         for index, item in enumerate(node):
-            yield from _metadata_everywhere(item, f"{path}[{index}]", depth + 1)
+            yield from _metadata_everywhere(item, f"{path}[{index}]")
 
 
 def _metadata_secrets(metadata: Mapping[str, Any], where: str, report: Callable[[str], None]) -> None:
@@ -116,7 +115,7 @@ def _container_secrets(
     name = container.get("name", "?")
     # Every text the container carries but its env (judged below by name too): command, args, probes' and lifecycle
     # hooks' commands and headers, working directory... What kind, never what: PR comments carry policy messages.
-    for path, text in _texts({k: v for k, v in container.items() if k != "env"}, "", 0):
+    for path, text in _texts({k: v for k, v in container.items() if k != "env"}, ""):
         kind = _secret_kind(text)
         if kind:
             where = INDEX.sub("", path)
@@ -178,7 +177,7 @@ def _no_secrets(args: StackValidationArgs, resources: list[Resource], report: Re
 
         found = pods(r.resource_type, r.props)
         named = {id(pod.metadata): f"pod {pod.where}: " for pod in found}
-        for path, metadata in _metadata_everywhere(r.props, "", 0):
+        for path, metadata in _metadata_everywhere(r.props, ""):
             with judging():
                 _metadata_secrets(metadata, "" if path == "metadata" else named.get(id(metadata), f"{path}: "), say)
         with judging():
