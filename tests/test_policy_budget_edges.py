@@ -21,7 +21,8 @@ def tpu_job(name: str) -> Any:
     container = {"name": "main", "image": "x", "command": ["sleep", "1"], "resources": limits}
     pod = {"spec": {"containers": [container]}}
     props = {"metadata": {"name": name, "namespace": "tpu-rl"}, "spec": {"template": pod}}
-    return SimpleNamespace(resource_type=JOB, props=props, urn=f"urn:pulumi:dev::tpu-rl::{JOB}::{name}", name=name)
+    urn = f"urn:pulumi:dev::tpu-rl::{JOB}::{name}"
+    return SimpleNamespace(resource_type=JOB, props=props, urn=urn, name=name, opts=SimpleNamespace(protect=False))
 
 
 def test_a_stack_it_cannot_read_is_refused_with_the_first_reason() -> None:

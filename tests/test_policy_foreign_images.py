@@ -56,3 +56,15 @@ def test_what_lies_one_level_past_the_packs_depth_is_not_searched_and_said_unjud
         f"cannot judge {shown} (nested more than {MAX_DEPTH} levels): not known at `pulumi up`; give it a value the "
         "program knows"
     ]
+
+
+def test_properties_nested_past_the_packs_depth_are_said_unjudged_at_the_path_they_have():
+    """Not a text but the properties themselves nested deeper than the pack reads: ``plain`` made what lies there a
+    value not known, at its own path, and that value (not another at the search's path) is the one the policy names."""
+    node: Any = {"name": "web", "image": PUBLIC}
+    for _ in range(MAX_DEPTH):
+        node = {"a": node}
+    assert refused({"family": "web", "spec": node}) == [
+        f"cannot judge .spec{'.a' * MAX_DEPTH} (nested more than {MAX_DEPTH} levels): not known at `pulumi up`; give "
+        "it a value the program knows"
+    ]

@@ -733,7 +733,7 @@ BUCKET_TYPE = "gcp:storage/bucket:Bucket"
 
 def _bucket(props: dict[str, Any]) -> Any:
     urn = f"urn:pulumi:prod::tpu-rl::{BUCKET_TYPE}::bucket"
-    return SimpleNamespace(resource_type=BUCKET_TYPE, props=props, urn=urn, name="bucket", opts=SimpleNamespace())
+    return SimpleNamespace(resource_type=BUCKET_TYPE, props=props, urn=urn, name="bucket", opts=SimpleNamespace(protect=False))
 
 
 def _grant_findings(monkeypatch: pytest.MonkeyPatch, config: dict[str, str], bucket: Any) -> list[Any]:

@@ -32,7 +32,7 @@ def urn(type_: str, name: str) -> str:
 
 def resource(type_: str, name: str, props: dict[str, Any]) -> Any:
     """A resource as ``StackValidationArgs`` holds it."""
-    return SimpleNamespace(resource_type=type_, props=props, urn=urn(type_, name), name=name, opts=None)
+    return SimpleNamespace(resource_type=type_, props=props, urn=urn(type_, name), name=name, opts=SimpleNamespace(protect=False))
 
 
 def job(*containers: dict[str, Any], name: str = "pub", namespace: str = "tpu-rl") -> Any:

@@ -43,7 +43,7 @@ def urn_of(resource_type: str) -> str:
 def judge(resource_type: str, props: dict[str, Any], registries: list[str]) -> list[tuple[str, str | None]]:
     """What the policy reports (message, URN) on a stack of one resource, with ``registries`` as its config."""
     resource: Any = SimpleNamespace(
-        resource_type=resource_type, props=props, urn=urn_of(resource_type), name="step", opts=SimpleNamespace()
+        resource_type=resource_type, props=props, urn=urn_of(resource_type), name="step", opts=SimpleNamespace(protect=False)
     )
     report = Reports()
     trusted_registries.validate(StackValidationArgs([resource], {"registries": registries}), report)

@@ -222,9 +222,8 @@ class Mounts:
             if unseen(where) or not isinstance(where, str) or name not in volumes:
                 continue
             volume = volumes[name]
-            sources = [_m(volume.get("configMap"))] if "configMap" in volume else []
-            sources += [_m(_m(src).get("configMap")) for src in _l(_m(volume.get("projected")).get("sources"))]
-            sources = [src for src in sources if src]
+            projected = [_m(src).get("configMap") for src in _l(_m(volume.get("projected")).get("sources"))]
+            sources = [src for src in map(_m, [volume.get("configMap"), *projected]) if src]
             if sources:
                 sub = mount.get("subPath")
                 self._mounts.append((where.rstrip("/") or "/", sub.strip("/") if isinstance(sub, str) else "", sources))

@@ -76,22 +76,13 @@ class Resource:
 
 
 def _resources(resources: Sequence[Any]) -> list[Resource]:
+    """The stack's resources (pulumi-policy's ``PolicyResource``: its type, props, URN, name and options) as plain
+    ``Resource`` values."""
     out = []
     for r in resources:
-        name = str(getattr(r, "name", ""))
-        type_ = str(r.resource_type)
-        urn = str(getattr(r, "urn", ""))
+        type_, urn, name = r.resource_type, r.urn, r.name
         props = plain(r.props, path=f"{type_.rpartition(':')[2]} {name}: ", owner=(urn, type_))
-        opts = getattr(r, "opts", None)
-        out.append(
-            Resource(
-                type_,
-                props if isinstance(props, dict) else {},
-                urn,
-                name,
-                bool(getattr(opts, "protect", False)),
-            )
-        )
+        out.append(Resource(type_, props if isinstance(props, dict) else {}, urn, name, bool(r.opts.protect)))
     return out
 
 
@@ -100,11 +91,10 @@ class Deployment:
     """What the engine says of the deployment the pack analyses, in ``ConfigureStack`` (pulumi/pulumi
     ``sdk/go/common/resource/plugin/analyzer_plugin.go`` ``NewPolicyAnalyzer``: ``Stack``, ``DryRun``, ``Config``, the
     stack's configuration as key -> text, an object's as its JSON, and ``ConfigSecretKeys``): ``dry_run`` (a preview;
-    ``None`` until the engine says), the stack's name, and its configuration without the keys the engine marks secret
+    ``None`` until the engine says) and the stack's configuration without the keys the engine marks secret
     (the pack never holds a secret's value)."""
 
     dry_run: bool | None = None
-    stack: str = ""
     config: dict[str, str] = field(default_factory=dict)
 
     def setting(self, key: str, path: str = "") -> Any:
@@ -136,7 +126,6 @@ class Analyzer(_PolicyAnalyzerServicer):
 
     def ConfigureStack(self, request: Any, context: Any) -> Any:  # noqa: N802 (the gRPC method's name)
         DEPLOYMENT.dry_run = bool(request.dry_run)
-        DEPLOYMENT.stack = str(request.stack)
         secret = set(request.config_secret_keys)
         DEPLOYMENT.config = {str(k): str(v) for k, v in request.config.items() if k not in secret}
         return super().ConfigureStack(request, context)
