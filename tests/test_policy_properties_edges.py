@@ -127,3 +127,9 @@ def test_a_check_on_an_unknown_is_noted():
 def test_a_manifest_value_is_spelled_as_the_manifest_spells_it(value, spelled):
     """Booleans as YAML spells them (``true``, not Python's ``True``); any other value as its text."""
     assert _yaml(value) == spelled
+
+
+def test_an_unknown_sentinel_that_is_the_whole_value_is_an_unseen_at_the_top():
+    """The engine's sentinel as the whole value read (a whole field not known yet): its path is ``.``, which a finding
+    shows ("cannot judge .")."""
+    assert shown(plain(UNKNOWN_STRING_VALUE)) == ("unseen", ".", None)
