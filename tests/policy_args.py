@@ -36,10 +36,22 @@ def stack_args(*resources: Any) -> StackValidationArgs:
     return StackValidationArgs(list(resources))
 
 
+def urn_of(resource_type: str, name: str, stack: str = "dev") -> str:
+    """The URN of a resource of the project ``tpu-rl`` with no parent."""
+    return f"urn:pulumi:{stack}::tpu-rl::{resource_type}::{name}"
+
+
+def policy_resource(resource_type: str, name: str, props: Any, stack: str = "dev", protect: bool = False) -> Any:
+    """A resource as ``StackValidationArgs`` holds it: what ``_resources`` reads of pulumi-policy's ``PolicyResource``
+    (its type, props, URN, name and options)."""
+    urn = urn_of(resource_type, name, stack)
+    opts = SimpleNamespace(protect=protect)
+    return SimpleNamespace(resource_type=resource_type, props=props, urn=urn, name=name, opts=opts)
+
+
 def stack_resource(props: Any, name: str = "step", protect: bool = False) -> Any:
-    """A resource as ``StackValidationArgs`` holds it (what ``_resources`` reads of a ``PolicyResource``)."""
-    urn = f"urn:pulumi:dev::tpu-rl::{TYPE}::{name}"
-    return SimpleNamespace(resource_type=TYPE, props=props, urn=urn, name=name, opts=SimpleNamespace(protect=protect))
+    """A Job of the stack ``dev`` as ``StackValidationArgs`` holds it."""
+    return policy_resource(TYPE, name, props, protect=protect)
 
 
 def shown(value: Any) -> Any:

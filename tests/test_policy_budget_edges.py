@@ -3,12 +3,12 @@ with the first reason, in the words the budget gate reports."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from policy.tpu_rl_policies.budget import EstimateInputError, stack_estimate
+from tests.policy_args import policy_resource
 
 pytestmark = pytest.mark.pure
 
@@ -21,8 +21,7 @@ def tpu_job(name: str) -> Any:
     container = {"name": "main", "image": "x", "command": ["sleep", "1"], "resources": limits}
     pod = {"spec": {"containers": [container]}}
     props = {"metadata": {"name": name, "namespace": "tpu-rl"}, "spec": {"template": pod}}
-    urn = f"urn:pulumi:dev::tpu-rl::{JOB}::{name}"
-    return SimpleNamespace(resource_type=JOB, props=props, urn=urn, name=name, opts=SimpleNamespace(protect=False))
+    return policy_resource(JOB, name, props)
 
 
 def test_a_stack_it_cannot_read_is_refused_with_the_first_reason() -> None:

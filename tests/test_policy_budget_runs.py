@@ -13,7 +13,6 @@ Each finding is the exact line an operator reads, on the stack (no one resource:
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -23,7 +22,7 @@ from core.step_config import CONFIG_FILE, LAUNCHER, config_text
 from policy.tpu_rl_policies.budget import stack_estimate, tpu_budget
 from policy.tpu_rl_policies.resources import DEPLOYMENT
 from tests.launcher_stack import LAUNCHER_TEXT, NAMESPACE, RUN
-from tests.policy_args import Reports
+from tests.policy_args import Reports, policy_resource
 
 pytestmark = pytest.mark.pure
 
@@ -44,8 +43,7 @@ def at_up(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def resource(type_: str, name: str, props: dict[str, Any]) -> Any:
     """A resource as ``StackValidationArgs`` holds it."""
-    urn = f"urn:pulumi:dev::tpu-rl::{type_}::{name}"
-    return SimpleNamespace(resource_type=type_, props=props, urn=urn, name=name, opts=SimpleNamespace(protect=False))
+    return policy_resource(type_, name, props)
 
 
 def pool(**props: Any) -> Any:

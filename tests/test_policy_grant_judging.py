@@ -12,7 +12,6 @@ Each finding is the exact line an operator reads, on the grant's URN where the p
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -22,7 +21,7 @@ from policy.tpu_rl_policies.iam import iam_grants
 from policy.tpu_rl_policies.resources import DEPLOYMENT
 from policy.tpu_rl_policies.targets import grant_targets
 from tests.grant_cases import BUCKET, MODEL, PROJECT, STACK_CONFIG
-from tests.policy_args import OPTIONS, Reports
+from tests.policy_args import OPTIONS, Reports, policy_resource
 
 pytestmark = pytest.mark.pure
 
@@ -45,8 +44,7 @@ def member(holder: str) -> str:
 
 def resource(type_: str, name: str, props: dict[str, Any]) -> Any:
     """A resource as ``StackValidationArgs`` holds it."""
-    urn = f"urn:pulumi:prod::tpu-rl::{type_}::{name}"
-    return SimpleNamespace(resource_type=type_, props=props, urn=urn, name=name, opts=SimpleNamespace(protect=False))
+    return policy_resource(type_, name, props, stack="prod")
 
 
 def urn(type_: str) -> str:

@@ -17,7 +17,6 @@ Each finding is the exact line an operator reads, on the grant's URN."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -26,7 +25,7 @@ from pulumi_policy import StackValidationArgs
 from policy.tpu_rl_policies.resources import DEPLOYMENT
 from policy.tpu_rl_policies.targets import grant_targets
 from tests.grant_cases import AGENT, KEY_IAM, PROJECT, PROJECT_IAM, STACK_CONFIG
-from tests.policy_args import Reports
+from tests.policy_args import Reports, policy_resource
 
 pytestmark = pytest.mark.pure
 
@@ -54,8 +53,7 @@ def configure(monkeypatch: pytest.MonkeyPatch, config: dict[str, str]) -> None:
 
 def resource(type_: str, name: str, props: dict[str, Any]) -> Any:
     """A resource as ``StackValidationArgs`` holds it."""
-    urn = f"urn:pulumi:prod::tpu-rl::{type_}::{name}"
-    return SimpleNamespace(resource_type=type_, props=props, urn=urn, name=name, opts=SimpleNamespace(protect=False))
+    return policy_resource(type_, name, props, stack="prod")
 
 
 def found(*resources: Any) -> list[tuple[str, str | None]]:

@@ -17,7 +17,6 @@ Each finding is the exact line an operator reads, on the grant's (or the bucket'
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -25,7 +24,7 @@ from pulumi_policy import StackValidationArgs
 
 from policy.tpu_rl_policies.resources import DEPLOYMENT
 from policy.tpu_rl_policies.targets import grant_targets
-from tests.policy_args import Reports
+from tests.policy_args import Reports, policy_resource
 
 pytestmark = pytest.mark.pure
 
@@ -65,9 +64,7 @@ def urn(type_: str, name: str) -> str:
 
 def resource(type_: str, name: str, props: dict[str, Any]) -> Any:
     """A resource as ``StackValidationArgs`` holds it."""
-    return SimpleNamespace(
-        resource_type=type_, props=props, urn=urn(type_, name), name=name, opts=SimpleNamespace(protect=False)
-    )
+    return policy_resource(type_, name, props, stack="prod")
 
 
 def found(*resources: Any) -> list[tuple[str, str | None]]:

@@ -21,7 +21,6 @@ TPU pod not seen as one is one the budget and Kueue checks pass over; an image n
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -48,7 +47,7 @@ from policy.tpu_rl_policies.targets import grant_targets
 from policy.tpu_rl_policies.workloads import known_workload_kinds, pinned_images
 from tests.grant_cases import STACK_CONFIG
 from tests.launcher_stack import LAUNCHER_TEXT, NAMESPACE, RUN
-from tests.policy_args import OPTIONS, Reports, noting
+from tests.policy_args import OPTIONS, Reports, noting, policy_resource
 
 pytestmark = pytest.mark.pure
 
@@ -732,8 +731,7 @@ BUCKET_TYPE = "gcp:storage/bucket:Bucket"
 
 
 def _bucket(props: dict[str, Any]) -> Any:
-    urn = f"urn:pulumi:prod::tpu-rl::{BUCKET_TYPE}::bucket"
-    return SimpleNamespace(resource_type=BUCKET_TYPE, props=props, urn=urn, name="bucket", opts=SimpleNamespace(protect=False))
+    return policy_resource(BUCKET_TYPE, "bucket", props, stack="prod")
 
 
 def _grant_findings(monkeypatch: pytest.MonkeyPatch, config: dict[str, str], bucket: Any) -> list[Any]:

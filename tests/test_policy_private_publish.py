@@ -6,7 +6,6 @@ namespace of the pod that reads it."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,7 +13,7 @@ from pulumi_policy import StackValidationArgs
 
 from policy.tpu_rl_policies.publish import private_publish
 from policy.tpu_rl_policies.resources import CONFIG_MAP
-from tests.policy_args import Reports
+from tests.policy_args import Reports, policy_resource
 
 pytestmark = pytest.mark.pure
 
@@ -32,7 +31,7 @@ def urn(type_: str, name: str) -> str:
 
 def resource(type_: str, name: str, props: dict[str, Any]) -> Any:
     """A resource as ``StackValidationArgs`` holds it."""
-    return SimpleNamespace(resource_type=type_, props=props, urn=urn(type_, name), name=name, opts=SimpleNamespace(protect=False))
+    return policy_resource(type_, name, props)
 
 
 def job(*containers: dict[str, Any], name: str = "pub", namespace: str = "tpu-rl") -> Any:

@@ -10,14 +10,13 @@ policy through whole plans; these pin the messages and paths themselves."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from policy.tpu_rl_policies import secrets
 from policy.tpu_rl_policies.resources import DEPLOYMENT
-from tests.policy_args import Reports, stack_args
+from tests.policy_args import Reports, policy_resource, stack_args
 
 pytestmark = pytest.mark.pure
 
@@ -47,9 +46,7 @@ def urn(type_: str, name: str) -> str:
 
 def resource(type_: str, props: dict[str, Any], name: str = "step") -> Any:
     """A resource as ``StackValidationArgs`` holds it."""
-    return SimpleNamespace(
-        resource_type=type_, props=props, urn=urn(type_, name), name=name, opts=SimpleNamespace(protect=False)
-    )
+    return policy_resource(type_, name, props)
 
 
 def findings(*resources: Any) -> list[tuple[str, str | None]]:

@@ -7,7 +7,6 @@ that runs the image, and which containers of an Argo ``podSpecPatch`` are judged
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,7 +15,7 @@ from pulumi_policy import StackValidationArgs
 from policy.tpu_rl_policies.resources import DEPLOYMENT
 from policy.tpu_rl_policies.workloads import trusted_registries
 from tests import analyzer
-from tests.policy_args import Reports
+from tests.policy_args import Reports, policy_resource
 
 pytestmark = pytest.mark.pure
 
@@ -42,9 +41,7 @@ def urn_of(resource_type: str) -> str:
 
 def judge(resource_type: str, props: dict[str, Any], registries: list[str]) -> list[tuple[str, str | None]]:
     """What the policy reports (message, URN) on a stack of one resource, with ``registries`` as its config."""
-    resource: Any = SimpleNamespace(
-        resource_type=resource_type, props=props, urn=urn_of(resource_type), name="step", opts=SimpleNamespace(protect=False)
-    )
+    resource = policy_resource(resource_type, "step", props, stack="prod")
     report = Reports()
     trusted_registries.validate(StackValidationArgs([resource], {"registries": registries}), report)
     return report.calls
