@@ -327,6 +327,14 @@ DELETE = object()
             set(),
             'tpu-rl:workflow.timeouts = ["1h"] is invalid: expected an object',
         ),
+        (  # every problem at once: the fields after a malformed object are still read
+            {"tpu-rl:workflow": {"timeouts": ["1h"], "zzzz": 1}},
+            set(),
+            'tpu-rl:workflow.timeouts = ["1h"] is invalid: expected an object\n'
+            "tpu-rl:workflow.zzzz = 1 is invalid: unknown field; known fields: capacityCheck, enabled, "
+            "jobsetVersion, maxRestarts, preflight, restartDrill, stallTimeout, stepMemoryGib, steps, timeouts, "
+            "unschedulableTimeout, verifyExport",
+        ),
     ],
 )
 def test_the_loader_on_raw_stack_values(changes, secret, expected):
