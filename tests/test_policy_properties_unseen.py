@@ -37,3 +37,10 @@ def test_an_unknown_has_no_items_and_counting_or_walking_them_is_noted():
 def test_a_value_no_policy_can_see_reads_as_such():
     """What a finding shows for a value known only at run time (a ``fieldRef``) or not declared by the stack."""
     assert repr(properties.UNKNOWN) == str(properties.UNKNOWN) == "(not known during preview)"
+
+
+def test_two_unknowns_in_a_set_are_each_noted_once():
+    """Each unknown hashes apart: putting two in a set reads each once, and compares neither with the other (a
+    comparison would note one again, where another part of the policy is judged)."""
+    first, second = Unseen("spec.a"), Unseen("spec.b")
+    assert noting(lambda: {first, second})[1] == [first, second]

@@ -31,3 +31,18 @@ def test_a_body_longer_than_the_look_back_goes_from_the_start_of_the_line_it_cut
     text = f"{before}{BODY}\n{END}\nI1205 12:00:02 next"
     assert len(f"{BODY}\n") - 65536 == 49
     assert private_keys(text) == f"{before}{REDACTED_KEY}\nI1205 12:00:02 next"
+
+
+@pytest.mark.parametrize(
+    ("run", "known"),
+    [
+        (base64.b64encode(b"secretkey-and-more").decode(), "secretkey-and-moreX"),
+        ("4gRieV5RRJRFF4GVgcodkkjE", "(vI#\ny^QD"),
+    ],
+    ids=["all-but-the-last-letter", "a-secret-holding-a-newline"],
+)
+def test_base64_is_redacted_only_when_one_of_its_alignments_holds_the_secret(run, known):
+    """Each of a run's four alignments is decoded and searched apart: a secret is not found across two of them (the
+    first ends with all of it but its last letter; the secret's newline is where two alignments meet), so the run,
+    which holds no secret, is left as it is."""
+    assert private_keys(f"data: {run}\n", [known]) == f"data: {run}\n"
