@@ -1,6 +1,7 @@
 """Grant cases for the ``grant-targets`` policy's tests: the prod stack's names, grant resources as the program
-writes them, and the pack run on a pure plan with extra resources (``tests/test_policy_targets.py``,
-``tests/test_policy_grants_allowed.py``, ``tests/test_policy_rbac.py``)."""
+writes them, the pack run on a pure plan with extra resources (``tests/test_policy_targets.py``,
+``tests/test_policy_grants_allowed.py``, ``tests/test_policy_rbac.py``), and ``grant-targets`` alone on a stack of a few
+resources of the prod stack (``prod_resource``, ``grant_findings``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ import importlib
 import json
 from typing import Any
 
+from pulumi_policy import StackValidationArgs
+
+from policy.tpu_rl_policies.targets import grant_targets
 from tests import analyzer
+from tests.policy_args import Reports, policy_resource
 from tests.pure_plan import pure_plan
 from tools.plan.offline import Plan
 
@@ -83,3 +88,15 @@ def under(bucket: str, *prefixes: str) -> dict[str, str]:
     """An IAM condition as infra/gcp/access.py writes it."""
     terms = [f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{p}")' for p in prefixes]
     return {"title": "t", "expression": " || ".join(terms)}
+
+
+def prod_resource(type_: str, name: str, props: dict[str, Any]) -> Any:
+    """A resource of the prod stack as ``StackValidationArgs`` holds it."""
+    return policy_resource(type_, name, props, stack="prod")
+
+
+def grant_findings(resources: list[Any]) -> list[tuple[str, str | None]]:
+    """(message, URN) of each ``grant-targets`` finding on the stack of ``resources``, called as the SDK calls it."""
+    report = Reports()
+    grant_targets.validate(StackValidationArgs(resources, {"hubCaches": [], "writtenHubCaches": []}), report)
+    return report.calls

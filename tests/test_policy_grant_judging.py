@@ -15,13 +15,12 @@ import json
 from typing import Any
 
 import pytest
-from pulumi_policy import ResourceValidationArgs, StackValidationArgs
+from pulumi_policy import ResourceValidationArgs
 
 from policy.tpu_rl_policies.iam import iam_grants
 from policy.tpu_rl_policies.resources import DEPLOYMENT
-from policy.tpu_rl_policies.targets import grant_targets
-from tests.grant_cases import BUCKET, MODEL, PROJECT, STACK_CONFIG
-from tests.policy_args import OPTIONS, Reports, policy_resource
+from tests.grant_cases import BUCKET, MODEL, PROJECT, STACK_CONFIG, grant_findings, prod_resource
+from tests.policy_args import OPTIONS, Reports
 
 pytestmark = pytest.mark.pure
 
@@ -42,11 +41,6 @@ def member(holder: str) -> str:
     return f"serviceAccount:tpu-rl-prod-{holder}@{PROJECT}.iam.gserviceaccount.com"
 
 
-def resource(type_: str, name: str, props: dict[str, Any]) -> Any:
-    """A resource as ``StackValidationArgs`` holds it."""
-    return policy_resource(type_, name, props, stack="prod")
-
-
 def urn(type_: str) -> str:
     return f"urn:pulumi:prod::tpu-rl::{type_}::grant"
 
@@ -60,18 +54,18 @@ def under(*folders: str) -> dict[str, str]:
 def targets_found(type_: str, props: dict[str, Any]) -> list[tuple[str, str | None]]:
     """(message, URN) of each ``grant-targets`` finding on the stack with one grant, ``grant``, of ``type_``."""
     stack = [
-        resource("gcp:storage/bucket:Bucket", "bucket", {"name": BUCKET, "project": PROJECT, "location": "US-EAST5"}),
+        prod_resource(
+            "gcp:storage/bucket:Bucket", "bucket", {"name": BUCKET, "project": PROJECT, "location": "US-EAST5"}
+        ),
         *(
-            resource(
+            prod_resource(
                 "gcp:serviceaccount/account:Account", holder, {"accountId": f"tpu-rl-prod-{holder}", "project": PROJECT}
             )
             for holder in ("export", "convert", "cpu-np")
         ),
-        resource(type_, "grant", {"bucket": BUCKET, **props}),
+        prod_resource(type_, "grant", {"bucket": BUCKET, **props}),
     ]
-    report = Reports()
-    grant_targets.validate(StackValidationArgs(stack, {"hubCaches": [], "writtenHubCaches": []}), report)
-    return report.calls
+    return grant_findings(stack)
 
 
 def unused(role: str) -> str:

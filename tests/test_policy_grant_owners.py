@@ -20,12 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pulumi_policy import StackValidationArgs
 
 from policy.tpu_rl_policies.resources import DEPLOYMENT
-from policy.tpu_rl_policies.targets import grant_targets
-from tests.grant_cases import AGENT, KEY_IAM, PROJECT, PROJECT_IAM, STACK_CONFIG
-from tests.policy_args import Reports, policy_resource
+from tests.grant_cases import AGENT, KEY_IAM, PROJECT, PROJECT_IAM, STACK_CONFIG, grant_findings, prod_resource
 
 pytestmark = pytest.mark.pure
 
@@ -51,20 +48,12 @@ def configure(monkeypatch: pytest.MonkeyPatch, config: dict[str, str]) -> None:
     monkeypatch.setattr(DEPLOYMENT, "config", dict(config))
 
 
-def resource(type_: str, name: str, props: dict[str, Any]) -> Any:
-    """A resource as ``StackValidationArgs`` holds it."""
-    return policy_resource(type_, name, props, stack="prod")
-
-
 def found(*resources: Any) -> list[tuple[str, str | None]]:
-    """(message, URN) of each ``grant-targets`` finding on the stack of ``resources``."""
-    report = Reports()
-    grant_targets.validate(StackValidationArgs(list(resources), {"hubCaches": [], "writtenHubCaches": []}), report)
-    return report.calls
+    return grant_findings(list(resources))
 
 
 def account(account_id: str) -> Any:
-    return resource(ACCOUNT, account_id, {"accountId": account_id, "project": PROJECT})
+    return prod_resource(ACCOUNT, account_id, {"accountId": account_id, "project": PROJECT})
 
 
 def email(account_id: str) -> str:
@@ -72,13 +61,13 @@ def email(account_id: str) -> str:
 
 
 def cluster(**props: Any) -> Any:
-    return resource(CLUSTER, "cluster", props)
+    return prod_resource(CLUSTER, "cluster", props)
 
 
 def project_grant(account_id: str, project: str = PROJECT) -> Any:
     """GKE's node role in ``project`` to the account ``account_id`` of the stack's project."""
     props = {"project": project, "role": NODE_ROLE, "member": f"serviceAccount:{email(account_id)}"}
-    return resource(PROJECT_IAM, "grant", props)
+    return prod_resource(PROJECT_IAM, "grant", props)
 
 
 def unused(holder: str) -> tuple[str, str]:
@@ -99,7 +88,7 @@ KEY_GRANT_URN = f"urn:pulumi:prod::tpu-rl::{KEY_IAM}::grant"
 
 
 def key_grant(key: str) -> Any:
-    return resource(KEY_IAM, "grant", {"cryptoKeyId": key, "role": KEY_ROLE, "member": AGENT})
+    return prod_resource(KEY_IAM, "grant", {"cryptoKeyId": key, "role": KEY_ROLE, "member": AGENT})
 
 
 def not_the_stacks_key(key: str) -> tuple[str, str]:
@@ -127,7 +116,7 @@ def test_a_key_is_the_stacks_by_its_key_ring_id_when_the_stack_declares_no_ring(
     stack's as ``<its keyRing>/cryptoKeys/<its name>``: GKE's service agent is granted it; the same name in another
     ring, another key of the ring, and a key of an empty ring are refused, on the grant."""
     configure(monkeypatch, STACK_CONFIG)
-    stack = [resource(CRYPTO_KEY, "secrets-key", {"name": "gke-secrets", "keyRing": RING}), key_grant(key)]
+    stack = [prod_resource(CRYPTO_KEY, "secrets-key", {"name": "gke-secrets", "keyRing": RING}), key_grant(key)]
     assert found(*stack) == expected
 
 
@@ -137,8 +126,8 @@ def test_a_key_of_a_declared_ring_is_the_stacks_by_the_rings_project_location_an
     """The program's shape: the ring declared, the key's ``keyRing`` an id the engine gives later; the key is known
     by the ring's project, location and name, and one of another ring is refused."""
     configure(monkeypatch, STACK_CONFIG)
-    ring = resource(KEY_RING, "key-ring", {"project": PROJECT, "location": "us-east5", "name": "tpu-rl-prod-keys"})
-    key = resource(CRYPTO_KEY, "secrets-key", {"name": "gke-secrets", "keyRing": "key-ring-id"})
+    ring = prod_resource(KEY_RING, "key-ring", {"project": PROJECT, "location": "us-east5", "name": "tpu-rl-prod-keys"})
+    key = prod_resource(CRYPTO_KEY, "secrets-key", {"name": "gke-secrets", "keyRing": "key-ring-id"})
     other = f"projects/{PROJECT}/locations/us-east5/keyRings/other-keys/cryptoKeys/gke-secrets"
     assert found(ring, key, key_grant(f"{RING}/cryptoKeys/gke-secrets")) == []
     assert found(ring, key, key_grant(other)) == [not_the_stacks_key(other)]
@@ -191,7 +180,7 @@ def test_an_account_known_by_its_email_alone_holds_nothing(monkeypatch: pytest.M
     props = {"email": email("tpu-rl-prod-cpu-np"), "project": PROJECT}
     if account_id is not None:
         props["accountId"] = account_id
-    stack = [resource(ACCOUNT, "nodes", props), project_grant("tpu-rl-prod-cpu-np")]
+    stack = [prod_resource(ACCOUNT, "nodes", props), project_grant("tpu-rl-prod-cpu-np")]
     assert found(*stack) == [unused("")]
 
 
@@ -199,7 +188,7 @@ def test_an_account_known_by_its_email_and_id_is_named_by_its_id(monkeypatch: py
     """Near miss: the same account with its id is the CPU pool's, and holds GKE's node role."""
     configure(monkeypatch, STACK_CONFIG)
     props = {"email": email("tpu-rl-prod-cpu-np"), "accountId": "tpu-rl-prod-cpu-np", "project": PROJECT}
-    assert found(resource(ACCOUNT, "nodes", props), project_grant("tpu-rl-prod-cpu-np")) == []
+    assert found(prod_resource(ACCOUNT, "nodes", props), project_grant("tpu-rl-prod-cpu-np")) == []
 
 
 # The cluster names.
@@ -256,7 +245,7 @@ def test_a_cluster_whose_project_is_no_text_adds_no_project(monkeypatch: pytest.
     refusal of a grant in another project lists them."""
     configure(monkeypatch, {"tpu-rl:clusterName": "tpu-rl-prod"})
     props = {"name": "tpu-rl-prod"} if project is None else {"name": "tpu-rl-prod", "project": project}
-    stack = [cluster(name="tpu-rl-prod", project=PROJECT), resource(CLUSTER, "second", props)]
+    stack = [cluster(name="tpu-rl-prod", project=PROJECT), prod_resource(CLUSTER, "second", props)]
     stack += [account("tpu-rl-prod-cpu-np"), project_grant("tpu-rl-prod-cpu-np", "other-project")]
     assert found(*stack) == [elsewhere("other-project", PROJECT)]
 

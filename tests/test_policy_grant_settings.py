@@ -20,11 +20,9 @@ import json
 from typing import Any
 
 import pytest
-from pulumi_policy import StackValidationArgs
 
 from policy.tpu_rl_policies.resources import DEPLOYMENT
-from policy.tpu_rl_policies.targets import grant_targets
-from tests.policy_args import Reports, policy_resource
+from tests.grant_cases import grant_findings, prod_resource
 
 pytestmark = pytest.mark.pure
 
@@ -62,16 +60,8 @@ def urn(type_: str, name: str) -> str:
     return f"urn:pulumi:prod::tpu-rl::{type_}::{name}"
 
 
-def resource(type_: str, name: str, props: dict[str, Any]) -> Any:
-    """A resource as ``StackValidationArgs`` holds it."""
-    return policy_resource(type_, name, props, stack="prod")
-
-
 def found(*resources: Any) -> list[tuple[str, str | None]]:
-    """(message, URN) of each ``grant-targets`` finding on the stack of ``resources``."""
-    report = Reports()
-    grant_targets.validate(StackValidationArgs(list(resources), {"hubCaches": [], "writtenHubCaches": []}), report)
-    return report.calls
+    return grant_findings(list(resources))
 
 
 # The stack's Cloud KMS key.
@@ -79,7 +69,7 @@ def found(*resources: Any) -> list[tuple[str, str | None]]:
 
 def key_grant(key: str, name: str = "grant") -> Any:
     """GKE's service agent granted the key ``key``, as ``infra/gcp/kms.py`` grants it."""
-    return resource(KEY_IAM, name, {"cryptoKeyId": key, "role": KEY_ROLE, "member": AGENT})
+    return prod_resource(KEY_IAM, name, {"cryptoKeyId": key, "role": KEY_ROLE, "member": AGENT})
 
 
 def not_the_stacks_key(key: str, name: str = "grant") -> tuple[str, str]:
@@ -120,8 +110,8 @@ def test_every_declared_key_is_the_stacks_not_only_the_last() -> None:
     """Two ``CryptoKey`` resources in a ring the stack does not declare: each is the stack's by its ring's id, so
     GKE's service agent is granted both; a third key of the ring is refused, on its grant alone."""
     keys = [
-        resource(CRYPTO_KEY, "secrets-key", {"name": "gke-secrets", "keyRing": RING}),
-        resource(CRYPTO_KEY, "backup-key", {"name": "backup", "keyRing": RING}),
+        prod_resource(CRYPTO_KEY, "secrets-key", {"name": "gke-secrets", "keyRing": RING}),
+        prod_resource(CRYPTO_KEY, "backup-key", {"name": "backup", "keyRing": RING}),
     ]
     grants = [key_grant(KEY, "first"), key_grant(f"{RING}/cryptoKeys/backup", "second")]
     third = key_grant(f"{RING}/cryptoKeys/third", "third")
@@ -134,7 +124,7 @@ def test_every_declared_key_is_the_stacks_not_only_the_last() -> None:
 def bucket_grant(bucket: str) -> Any:
     """Bucket names to an account the stack does not declare (whose holder ``stack-principals`` judges)."""
     member = f"serviceAccount:tpu-rl-prod-export@{PROJECT}.iam.gserviceaccount.com"
-    return resource(BUCKET_IAM, "grant", {"bucket": bucket, "role": BUCKET_READER, "member": member})
+    return prod_resource(BUCKET_IAM, "grant", {"bucket": bucket, "role": BUCKET_READER, "member": member})
 
 
 def not_the_stacks_bucket(bucket: str) -> tuple[str, str]:
@@ -151,13 +141,13 @@ def test_a_bucket_of_no_name_makes_no_empty_bucket_name_the_stacks(name: Any, gr
     """A ``Bucket`` whose name is missing or no text is no bucket named ``""``: a grant whose bucket is empty (``""``
     or a bare ``gs://``) is refused as another's, on the grant."""
     props = {"project": PROJECT, "location": "US-EAST5"} | ({} if name is None else {"name": name})
-    assert found(resource(BUCKET_TYPE, "bucket", props), bucket_grant(granted)) == [not_the_stacks_bucket("")]
+    assert found(prod_resource(BUCKET_TYPE, "bucket", props), bucket_grant(granted)) == [not_the_stacks_bucket("")]
 
 
 def test_a_named_bucket_is_the_stacks() -> None:
     """Near miss: the bucket named, a grant of bucket names on it passes."""
     props = {"name": f"{PROJECT}-tpu-rl-prod", "project": PROJECT, "location": "US-EAST5"}
-    assert found(resource(BUCKET_TYPE, "bucket", props), bucket_grant(f"{PROJECT}-tpu-rl-prod")) == []
+    assert found(prod_resource(BUCKET_TYPE, "bucket", props), bucket_grant(f"{PROJECT}-tpu-rl-prod")) == []
 
 
 # The stack's accounts.
@@ -170,7 +160,7 @@ def account_grant(email: str) -> Any:
         "role": IDENTITY_USER,
         "member": PRINCIPAL,
     }
-    return resource(ACCOUNT_IAM, "grant", props)
+    return prod_resource(ACCOUNT_IAM, "grant", props)
 
 
 def not_the_stacks_account(email: str) -> tuple[str, str]:
@@ -198,14 +188,14 @@ def test_an_account_given_no_email_nor_an_id_and_project_as_text_adds_no_account
     what is missing (``None@...``, ``42@...``, ``...@None...``), so a grant on such an email is refused as another's,
     on the grant."""
     props, email = NO_EMAIL[case]
-    assert found(resource(ACCOUNT, "export", props), account_grant(email)) == [not_the_stacks_account(email)]
+    assert found(prod_resource(ACCOUNT, "export", props), account_grant(email)) == [not_the_stacks_account(email)]
 
 
 def test_an_account_given_no_email_is_known_by_its_id_and_project() -> None:
     """Near miss: the same account with its id and project as text is ``<accountId>@<project>.iam.gserviceaccount
     .com``: a Kubernetes service account bound to it passes."""
     props = {"accountId": "tpu-rl-prod-export", "project": PROJECT}
-    assert found(resource(ACCOUNT, "export", props), account_grant(EXPORT)) == []
+    assert found(prod_resource(ACCOUNT, "export", props), account_grant(EXPORT)) == []
 
 
 @pytest.mark.parametrize(
@@ -219,7 +209,7 @@ def test_an_account_given_no_email_is_known_by_its_id_and_project() -> None:
 def test_an_account_given_its_email_is_known_by_that_email(props: dict[str, Any]) -> None:
     """An ``Account`` given its email is known by it, not by one built of its id and project: a binding on the given
     email passes, one on the built email (``...@None...``, ``...@other-project...``) is refused, on the grant."""
-    account = resource(ACCOUNT, "export", {**props, "email": EXPORT})
+    account = prod_resource(ACCOUNT, "export", {**props, "email": EXPORT})
     built = f"tpu-rl-prod-export@{props.get('project')}.iam.gserviceaccount.com"
     assert found(account, account_grant(EXPORT)) == []
     assert found(account, account_grant(built)) == [not_the_stacks_account(built)]
@@ -234,7 +224,7 @@ def test_the_recorded_state_home_is_a_state_bucket_no_grant_lands_on(monkeypatch
     """``tpu-rl:stateBackend`` ``gs://tpu-rl-state-home/prod``: the stack's bucket of that name is refused (on the
     bucket) and so is a grant on it (on the grant), though the name is not a ``-pulumi-state`` one."""
     configure(monkeypatch, stateBackend=f"gs://{STATE_HOME}/prod")
-    bucket = resource(BUCKET_TYPE, "bucket", {"name": STATE_HOME, "project": PROJECT, "location": "US-EAST5"})
+    bucket = prod_resource(BUCKET_TYPE, "bucket", {"name": STATE_HOME, "project": PROJECT, "location": "US-EAST5"})
     assert found(bucket, bucket_grant(STATE_HOME)) == [
         (
             f"bucket: the stack's bucket is named as a Pulumi state bucket ({STATE_HOME}): its grants would reach the "
@@ -259,5 +249,5 @@ def test_with_no_gcs_state_home_recorded_the_bucket_is_the_stacks(
     stack's and the grant on it passes."""
     if recorded is not None:
         configure(monkeypatch, stateBackend=recorded)
-    bucket = resource(BUCKET_TYPE, "bucket", {"name": STATE_HOME, "project": PROJECT, "location": "US-EAST5"})
+    bucket = prod_resource(BUCKET_TYPE, "bucket", {"name": STATE_HOME, "project": PROJECT, "location": "US-EAST5"})
     assert found(bucket, bucket_grant(STATE_HOME)) == []

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pulumi_policy import ResourceValidationArgs, StackValidationArgs
+from pulumi_policy import ResourceValidationArgs
 
 from core.estimate import TrainingRun
 from core.models import model_for_maxtext
@@ -43,9 +43,8 @@ from policy.tpu_rl_policies.pods import Pod, _asks_tpu, kind_of, pod_containers,
 from policy.tpu_rl_policies.properties import UNKNOWN, Unseen
 from policy.tpu_rl_policies.resources import CONFIG_MAP, DEPLOYMENT, SECRET, Deployment, Resource
 from policy.tpu_rl_policies.scripts import LAUNCHED_BY, trainer_runs
-from policy.tpu_rl_policies.targets import grant_targets
 from policy.tpu_rl_policies.workloads import known_workload_kinds, pinned_images
-from tests.grant_cases import STACK_CONFIG
+from tests.grant_cases import STACK_CONFIG, grant_findings
 from tests.launcher_stack import LAUNCHER_TEXT, NAMESPACE, RUN
 from tests.policy_args import OPTIONS, Reports, noting, policy_resource
 
@@ -737,9 +736,7 @@ def _bucket(props: dict[str, Any]) -> Any:
 def _grant_findings(monkeypatch: pytest.MonkeyPatch, config: dict[str, str], bucket: Any) -> list[Any]:
     monkeypatch.setattr(DEPLOYMENT, "config", dict(config))
     monkeypatch.setattr(DEPLOYMENT, "dry_run", False)
-    report = Reports()
-    grant_targets.validate(StackValidationArgs([bucket], {"hubCaches": [], "writtenHubCaches": []}), report)
-    return report.calls
+    return grant_findings([bucket])
 
 
 @pytest.mark.parametrize("props", [{}, {"name": 7}], ids=["no name", "a name that is no text"])
