@@ -38,7 +38,7 @@ YES ?=
 ACCEPT ?=
 FORCE ?=
 
-.PHONY: help up stack backend preview policy-preview plan destroy refresh unlock state-bucket state-move audit logs test test-slow lint venv dev-venv policy-venv status report mutation readme lock maxtext controller iam-types closed-world bytecode-list maintenance
+.PHONY: help up stack backend preview policy-preview plan destroy refresh unlock state-bucket state-move audit logs test test-slow lint venv dev-venv policy-venv status report mutation readme lock maxtext controller iam-types closed-world bytecode-list test-split maintenance
 
 # The targets a user runs, with what they do (`make help`; tests/test_makefile.py keeps it complete).
 help:
@@ -76,6 +76,7 @@ help:
 	@echo "make closed-world            rewrite core/data/closed-world.json from the program's plans (after it creates something new)"
 	@echo "make mutation                mutation testing of the pure builders"
 	@echo "make bytecode-list           rewrite the modules make test compiles first (after make lock)"
+	@echo "make test-split              rewrite the seconds per test file by which make test cuts its two halves"
 
 # Every environment comes from a hashed lock alone (docs/testing.md "Dependencies"). requirements.lock pins,
 # together, every package of the program (requirements.txt, the ranges Pulumi's pip toolchain reads), of the pure
@@ -376,18 +377,19 @@ mutation: $(VENV)/.installed-dev
 	if [ -s mutants/survivors.txt ]; then $(MUTMUT) $$(cat mutants/survivors.txt); fi
 	$(PY) -m tests.mutation_report
 
-# The fast tier, the README's command: the install, then every test not marked slow, with two workers on the two
-# cores (four paid four collections of the whole suite for little waiting left to overlap), the ten slowest named.
+# The fast tier, the README's command: the install, then every test not marked slow, on the two cores as two
+# pytest processes that each run half of the test files (tests/fast_tier.py: cut by each file's recorded seconds,
+# tests/data/file-seconds.txt), each half's ten slowest named.
 # Lint is its own command (`make lint`; CI runs it first). The budget (docs/testing.md "Timings"): TEST_BUDGET
 # seconds for all of it from a fresh clone; a test whose call takes more than TPU_RL_TEST_LIMIT seconds
 # (tests/conftest.py) fails, to be made faster or marked slow. Over the budget, make test says so; with
 # TEST_BUDGET_STRICT=1 (.ci/run) it fails. The install compiles nothing: tests.warm_bytecode compiles what the tests
 # import on both cores first (tests/data/bytecode.txt) and writes pytest's rewritten test modules beside it, and
 # PYTHONDONTWRITEBYTECODE is emptied for the tests so that Python writes the bytecode of anything else once instead of
-# compiling it in every worker.
+# compiling it in every process.
 TEST_BUDGET ?= 90
 STARTED := $(shell date +%s)
-PYTEST_FAST := -m pytest -q -n 2 --dist loadfile -m "not slow" --durations=10 --durations-min=1
+PYTEST_FAST := -m tests.fast_tier -q -m "not slow" --durations=10 --durations-min=1
 test: $(VENV)/.installed-dev
 	@date +%s > $(VENV)/.test-installed
 	$(PY) -m tests.warm_bytecode
@@ -406,6 +408,12 @@ bytecode-list: $(VENV)/.installed-dev
 	find $$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') -name __pycache__ -type d -prune -exec rm -rf {} +
 	-PYTHONDONTWRITEBYTECODE= $(PY) $(PYTEST_FAST)
 	$(PY) -m tests.warm_bytecode --write
+
+# The seconds each test file took in a run of the fast tier (tests/data/file-seconds.txt), by which `make test` cuts
+# the files into its two halves: run after adding or moving much of the suite, when the halves' times printed at the
+# end of `make test` drift apart.
+test-split: $(VENV)/.installed-dev
+	PYTHONDONTWRITEBYTECODE= $(PY) -m tests.fast_tier --record -q -m "not slow"
 
 # The slow tier, which CI runs after `make test` (not the README's command): what does not fit the budget,
 # and the export loaded for real with torch and transformers (the group `slow` of pyproject.toml; skipped without them).

@@ -24,6 +24,7 @@ from pulumi.runtime.proto import source_pb2
 
 import tools.stack_files
 from core.inputs import MAX_DEPTH
+from tests.file_groups import GOOGLE_CLIENTS, unit
 from tests.frozen import caching, freeze
 from tests.world import APPLIED
 from tools.plan import plan_stack
@@ -306,15 +307,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     alone = sorted(
         {item.nodeid.split("::")[0] for item in items if "google_clients" in getattr(item, "fixturenames", ())}
     )
-    if set(alone) - set(ONE_WORKER):
-        raise pytest.UsageError(f"add {sorted(set(alone) - set(ONE_WORKER))} to tests/conftest.py GOOGLE_CLIENTS")
+    if set(alone) - set(GOOGLE_CLIENTS):
+        raise pytest.UsageError(
+            f"add {sorted(set(alone) - set(GOOGLE_CLIENTS))} to tests/file_groups.py GOOGLE_CLIENTS"
+        )
 
 
 GC_THRESHOLDS = (700, 10, 100)
 """The cyclic garbage collector's thresholds in a test process: Python's own (700, 10, 10) but a full collection
-after 100 collections of the middle generation instead of 10. A worker holds some 1.5 million objects (the provider
-SDKs' classes, the plans it keeps), which each full collection walks: at Python's pace that was a fifth of a
-worker's CPU. Garbage is still collected, a little later (``pytest_runtest_protocol`` collects at each file's end)."""
+after 100 collections of the middle generation instead of 10. A test process holds some 1.5 million objects (the
+provider SDKs' classes, the plans it keeps), which each full collection walks: at Python's pace that was a fifth of
+a process's CPU. Garbage is still collected, later (``pytest_runtest_protocol`` collects at each file's end)."""
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -391,42 +394,20 @@ def stack(cluster, gcs, tmp_path, monkeypatch):
     return Stack(cluster, gcs)
 
 
-GOOGLE_CLIENTS = (
-    "tests/test_capacity.py",
-    "tests/test_capacity_boot_disk.py",
-    "tests/test_capacity_hostile.py",
-    "tests/test_capacity_hub_cache.py",
-    "tests/test_capacity_quotas.py",
-    "tests/test_capacity_survivors.py",
-    "tests/test_catalogue_entries.py",
-    "tests/test_state_bucket.py",
-    "tests/test_state_messages.py",
-)
-"""The files that use the ``google_clients`` fixture."""
-FIRST_PREVIEWS = ("tests/test_policy.py", "tests/test_judge_preview.py")
-"""The files that judge the example stacks' first previews (``tests.analyzer.first_preview``, a run of the program
-each, remembered per process)."""
-ONE_WORKER = {
-    **{name: "google-clients" for name in GOOGLE_CLIENTS},
-    **{name: "first-previews" for name in FIRST_PREVIEWS},
-}
-"""Test files `make test` runs on one worker (``pytest_xdist_make_scheduler``), by group, so that one worker alone
-pays what they share: the Google clients' libraries, imported once; the example stacks' first previews, run once."""
-
-
 @pytest.fixture(scope="session")
 def google_clients() -> None:
     """The Google API clients' libraries (google-cloud-compute alone is some 40 MB of Python, 4-5 s to import),
     imported in the setup of the first test that uses the loopback Compute, KMS or Service Usage API, not at
-    collection in every worker: only the worker that runs the files of ``ONE_WORKER``'s group pays it, and no
-    test's call (TEST_LIMIT) does."""
+    collection: only the process that runs the files of ``tests.file_groups.GOOGLE_CLIENTS`` pays it, and no test's
+    call (TEST_LIMIT) does."""
     from google.cloud import cloudquotas_v1, compute_v1, kms_v1, service_usage_v1, storage  # noqa: F401
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's controller starts its workers (its hook is trylast)
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """`make test`'s controller writes pytest's rewritten test modules (``tests.assert_cache``) before the workers
-    start: each worker collects the whole suite, and on a fresh clone both would rewrite every module."""
+    """An xdist controller (the slow tier's, ``-n``) writes pytest's rewritten test modules (``tests.assert_cache``)
+    before the workers start: each worker collects the whole suite, and on a fresh clone each would rewrite every
+    module."""
     from tests import assert_cache
 
     if assert_cache.wanted(session.config):
@@ -435,17 +416,16 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: absent under -p no:xdist (mutmut, the TSV rewrites)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`make test`'s ``--dist loadfile``, with the files of a group of ``ONE_WORKER`` as one unit: a file's tests
-    go to one worker (its module fixtures paid once), and a group's files to the same worker (a library only they
-    import paid once). pytest-xdist's own ``xdist_group`` marks reach the scheduler through the test ids, which
-    pytest 9 no longer lets it change."""
+    """``--dist loadfile`` (the slow tier's), with the files of a group (``tests.file_groups``) as one unit: a
+    file's tests go to one worker (its module fixtures paid once), and a group's files to the same worker (a library
+    only they import paid once). pytest-xdist's own ``xdist_group`` marks reach the scheduler through the test ids,
+    which pytest 9 no longer lets it change."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling  # type: ignore[import-untyped]
 
     class ByFileOrGroup(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return ONE_WORKER.get(path, path)
+            return unit(nodeid.split("::", 1)[0])
 
     return ByFileOrGroup(config, log)

@@ -115,7 +115,7 @@ def test_make_up_selects_the_stack_where_its_state_lives_and_runs_pulumi_up():
         "pulumi up --stack dev --policy-pack policy --policy-pack-config policy/config/dev.json"
     ), "with the policy pack (docs/guardrails.md)"
     test = dry_run("test")
-    assert '-m pytest -q -n 2 --dist loadfile -m "not slow"' in test, "the fast tier"
+    assert '-m tests.fast_tier -q -m "not slow"' in test, "the fast tier"
     assert "ruff check" in dry_run("lint") and "ruff check" not in test, "lint is its own command (CI runs both)"
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert [line for line in ci if not line.startswith("#") and "make " in line] == [

@@ -1,15 +1,15 @@
-"""The bytecode of what the fast tier imports, compiled once on both cores before its workers start.
+"""The bytecode of what the fast tier imports, compiled once on both cores before its two halves start.
 
 A fresh clone's venv has no bytecode (uv compiles nothing unless told, and compiling the whole venv would cost
-some 50 s of CPU for 13,000 files the tests never import). Left to the tests, each worker and each subprocess a
-test starts compiles the same modules at the same time until one of them has written the ``.pyc``: some 45 s of
-CPU, 20 s of the wall. Compiled here, from the list of modules a fast-tier run imports
-(``tests/data/bytecode.txt``, paths under site-packages, longest first so the two halves end together), it is
+some 50 s of CPU for 13,000 files the tests never import). Left to the tests, each half (``tests/fast_tier.py``)
+and each subprocess a test starts compiles the same modules at the same time until one of them has written the
+``.pyc``. Compiled here, from the list of modules a fast-tier run imports
+(``tests/data/bytecode.txt``, paths under site-packages, longest first so the two shares end together), it is
 some 10 s of CPU, half of it on each core, and nothing already compiled is compiled again.
 
 The test modules are pytest's to read (``test_*.py``, ``conftest.py``): their plain bytecode is never used, so they
-are rewritten and cached as pytest reads them (``tests.assert_cache``) in the same two processes, not compiled; the
-controller then finds every one current and the workers start at once.
+are rewritten and cached as pytest reads them (``tests.assert_cache``) in the same two processes, not compiled; each
+half then finds its test modules current.
 
 ``python -m tests.warm_bytecode``: compile (what ``make test`` runs first). ``--write``: rewrite the list from the
 ``.pyc`` files the venv holds after a run of the fast tier that started from none (``make bytecode-list``). A

@@ -1,0 +1,39 @@
+"""Test files that share something costly, run in one process together: `make test`'s halves
+(``tests/fast_tier.py``) and the slow tier's workers (``--dist loadfile``: ``pytest_xdist_make_scheduler`` in
+``tests/conftest.py``) each keep a group's files together, so that one process alone pays what they share.
+
+A plain module (no pytest, no product import): the fast tier's runner reads it before any test process starts.
+"""
+
+from __future__ import annotations
+
+GOOGLE_CLIENTS = (
+    "tests/test_capacity.py",
+    "tests/test_capacity_boot_disk.py",
+    "tests/test_capacity_hostile.py",
+    "tests/test_capacity_hub_cache.py",
+    "tests/test_capacity_quotas.py",
+    "tests/test_capacity_survivors.py",
+    "tests/test_catalogue_entries.py",
+    "tests/test_state_bucket.py",
+    "tests/test_state_messages.py",
+)
+"""The files that use the ``google_clients`` fixture: the Google API clients' libraries (google-cloud-compute alone is
+34 MB of Python), imported once."""
+FIRST_PREVIEWS = ("tests/test_policy.py", "tests/test_judge_preview.py")
+"""The files that judge the example stacks' first previews (``tests.analyzer.first_preview``, a run of the program
+each, remembered per process)."""
+PROPERTY_TESTS = ("tests/test_container_shown.py", "tests/test_redact_properties.py", "tests/test_redact_terminal.py")
+"""The files that import hypothesis (about a second of a process's CPU to import and set up)."""
+
+GROUPS = {
+    **{name: "google-clients" for name in GOOGLE_CLIENTS},
+    **{name: "first-previews" for name in FIRST_PREVIEWS},
+    **{name: "property-tests" for name in PROPERTY_TESTS},
+}
+"""Test file -> its group; a file of no group is its own unit."""
+
+
+def unit(path: str) -> str:
+    """What runs in one process: ``path``'s group, or the file itself (a path relative to the root)."""
+    return GROUPS.get(path, path)
