@@ -294,13 +294,24 @@ def identity(
 
 
 def _fill(value: Any, name: str, step_id: str, output: str, caches: tuple[str, str]) -> Any:
-    """Replace the placeholders everywhere in a manifest (they never appear in user-supplied text); ``caches``: the
-    Hub cache written and the one read first."""
-    text = json.dumps(value)
+    """A copy of a manifest with the placeholders replaced in every key and string (they never appear in
+    user-supplied text); ``caches``: the Hub cache written and the one read first."""
     pairs = ((NAME, name), (STEP_ID, step_id), (OUTPUT, output), (HUB_CACHE, caches[0]), (SHARED_CACHE, caches[1]))
-    for placeholder, real in pairs:
-        text = text.replace(placeholder, real)
-    return json.loads(text)
+    return _replaced(value, pairs)
+
+
+def _replaced(value: Any, pairs: tuple[tuple[str, str], ...]) -> Any:
+    """``value`` (JSON-like: dicts, lists, strings, numbers) copied with each placeholder of ``pairs`` replaced, in
+    order, in every string and key."""
+    if isinstance(value, str):
+        for placeholder, real in pairs:
+            value = value.replace(placeholder, real)
+        return value
+    if isinstance(value, dict):
+        return {_replaced(key, pairs): _replaced(item, pairs) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_replaced(item, pairs) for item in value]
+    return value
 
 
 def _address(
