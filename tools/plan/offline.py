@@ -288,10 +288,11 @@ def _quiet_program_errors(loop: asyncio.AbstractEventLoop, context: dict[str, An
 
 
 class _Capture(logging.Handler):
-    """Keeps what the program logs through ``pulumi.log`` (the mock engine's logger)."""
+    """Keeps what the program logs through ``pulumi.log`` (the mock engine's logger), info and above: the SDK's own
+    debug lines (one per registration, no program's) are dropped before a record is made."""
 
     def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
+        super().__init__(logging.INFO)
         self.records: list[tuple[str, str]] = []
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -328,7 +329,7 @@ def _run_isolated(
     capture = _Capture()
     logger = logging.getLogger(f"tpu-rl.plan.{id(capture)}")
     logger.propagate = False
-    logger.setLevel(logging.DEBUG)
+    logger.setLevel(logging.INFO)
     logger.addHandler(capture)
     pulumi.runtime.set_mocks(
         recorder.mocks, project=project, stack=stack, preview=preview, logger=logger, monitor=recorder
