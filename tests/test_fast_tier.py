@@ -143,6 +143,7 @@ def test_the_plugin_adds_each_files_seconds_in_one_write(tmp_path, monkeypatch):
 
 
 def test_a_recording_rewrites_the_seconds_only_when_the_run_passes(tmp_path, monkeypatch):
+    monkeypatch.delenv(file_seconds.SECONDS_FILE, raising=False)  # set when this very run records
     seconds = tmp_path / "file-seconds.txt"
     seconds.write_text("7.00 suite/test_a.py\n")
     monkeypatch.setattr(fast_tier, "SECONDS", seconds)
