@@ -7,7 +7,8 @@ The cut (``halves``) weighs each test file by its seconds in a recorded run (``t
 ``make test-split`` records it again); a file not recorded weighs the median. The files of a group
 (``tests.file_groups``) stay together. The first half prints as it runs, the second once the first has ended, then
 one line for both; the exit status is the first failing half's (pytest's codes), 0 when both pass. Both halves
-are bounded together by ``TIMEOUT``.
+are bounded together by ``TIMEOUT``; after a Ctrl-C, which reaches both, the run waits ``INTERRUPTED`` seconds for
+them to end (a second Ctrl-C kills them) and exits 2.
 
 ``python -m tests.fast_tier [pytest options]``: the run `make test` makes. ``--record`` first: the same run, then
 ``tests/data/file-seconds.txt`` rewritten from what each file took in it (``tests.file_seconds``).
@@ -35,6 +36,10 @@ TIMEOUT = 20 * 60
 """How long both halves may take together, in seconds: a hung test ends the run here, not CI's job limit."""
 NO_TESTS = 5
 """pytest's exit status when a half collected no test (its files all deselected): not a failure."""
+INTERRUPTED_STATUS = 2
+"""pytest's exit status when interrupted (Ctrl-C), and the run's."""
+INTERRUPTED = 30
+"""How long the halves may take to end after a Ctrl-C, in seconds, before they are killed."""
 HEADER = "# seconds per test file in a run of the fast tier (make test-split); tests/fast_tier.py cuts by them\n"
 
 
@@ -91,6 +96,13 @@ class Process(Protocol):
     def wait(self) -> int: ...
 
 
+def stop(processes: Sequence[Process]) -> None:
+    """Kill each process and reap it."""
+    for process in processes:
+        process.kill()
+        process.wait()
+
+
 def wait(
     processes: Sequence[Process],
     timeout: float,
@@ -106,9 +118,7 @@ def wait(
             if ended[index] is None and process.poll() is not None:
                 ended[index] = now
         if None in ended and now > timeout:
-            for process in processes:
-                process.kill()
-                process.wait()
+            stop(processes)
             return None
         if None in ended:
             pause(0.1)
@@ -130,11 +140,22 @@ def run(
             subprocess.Popen([*command, *arguments, *first], env=environment),
             subprocess.Popen([*command, *arguments, *second], env=environment, stdout=later, stderr=subprocess.STDOUT),
         ]
-        took = wait(processes, timeout)
+        interrupted = False
+        try:
+            took = wait(processes, timeout)
+        except KeyboardInterrupt:  # Ctrl-C reached both halves too: each ends printing what it ran
+            interrupted = True
+            try:
+                wait(processes, INTERRUPTED)
+            except KeyboardInterrupt:  # a second Ctrl-C: no more waiting
+                stop(processes)
         sys.stdout.flush()
         later.seek(0)
         shutil.copyfileobj(later, sys.stdout.buffer)
         sys.stdout.flush()
+    if interrupted:
+        print("fast tier: interrupted")
+        return INTERRUPTED_STATUS
     if took is None:
         print(f"fast tier: not ended in {timeout:.0f} s, both halves killed: a test hangs where a half's output stops")
         return 1

@@ -110,7 +110,9 @@ def test_a_half_past_the_bound_ends_the_run_with_both_killed():
 FAKE_PYTEST = """import sys, time
 files = [word for word in sys.argv[1:] if word.startswith("suite/")]
 if "suite/test_slow_first.py" in files:
-    time.sleep(0.3)  # the first half ends last: its output still comes first
+    time.sleep(0.1)  # the first half ends last: its output still comes first
+if "suite/test_hangs.py" in files:
+    time.sleep(60)
 print("half of", len(files), "files:", " ".join(sys.argv[1:3]))
 sys.exit(1 if "suite/test_fails.py" in files else 0)
 """
@@ -165,3 +167,43 @@ def test_a_recording_rewrites_the_seconds_only_when_the_run_passes(tmp_path, mon
     assert fast_tier.main(["--record"]) == 1
     assert "2.50 suite/test_a.py" in seconds.read_text(), "a failed run records nothing"
     assert file_seconds.SECONDS_FILE not in file_seconds.os.environ, "only the halves' environment names the file"
+
+
+def test_a_ctrl_c_waits_for_both_halves_to_end_shows_what_they_ran_and_says_it_was_interrupted(
+    tmp_path, monkeypatch, capfd
+):
+    monkeypatch.setattr(fast_tier, "test_files", lambda: ["suite/test_a.py", "suite/test_b.py"])
+    script = tmp_path / "pytest.py"
+    script.write_text(FAKE_PYTEST)
+    real, calls = fast_tier.wait, []
+
+    def interrupted(processes, timeout):
+        calls.append(timeout)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real(processes, timeout)
+
+    monkeypatch.setattr(fast_tier, "wait", interrupted)
+    status = fast_tier.run(["-q"], [sys.executable, str(script)], {})
+    assert capfd.readouterr().out.splitlines() == [
+        "half of 1 files: -q suite/test_a.py",
+        "half of 1 files: -q suite/test_b.py",
+        "fast tier: interrupted",
+    ]
+    assert status == 2 and calls == [fast_tier.TIMEOUT, fast_tier.INTERRUPTED]
+
+
+def test_a_second_ctrl_c_kills_both_halves_at_once(tmp_path, monkeypatch, capfd):
+    monkeypatch.setattr(fast_tier, "test_files", lambda: ["suite/test_a.py", "suite/test_hangs.py"])
+    script = tmp_path / "pytest.py"
+    script.write_text(FAKE_PYTEST)
+    started = []
+
+    def interrupted(processes, timeout):
+        started.extend(processes)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fast_tier, "wait", interrupted)
+    assert fast_tier.run(["-q"], [sys.executable, str(script)], {}) == 2
+    assert capfd.readouterr().out.splitlines()[-1] == "fast tier: interrupted"
+    assert all(process.returncode is not None for process in started), "both reaped"
