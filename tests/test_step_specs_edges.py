@@ -128,3 +128,20 @@ def test_a_steps_identity_is_the_hash_earlier_releases_gave_the_same_object_and_
     files = {"run.sh": "set -e  # bash, which parses as Python too\n", "p.py": '"""Doc."""\nX = 1  # why\n'}
     pinned = (identity(prod, manifest), identity(prod, manifest, step="convert"), identity(prod, manifest, files=files))
     assert pinned == ("7894eff9a4", "99b49cc9b2", "babfb9e1ed")
+
+
+def test_the_fill_copies_as_json_would_and_refuses_what_json_cannot_carry():
+    """Every key and string filled, a tuple carried as a list, the numbers, booleans and nulls as they are, nothing
+    shared with the manifest; a set is a builder's bug."""
+    from workloads.specs import step_specs
+
+    manifest = {
+        step_specs.NAME: [step_specs.OUTPUT, (step_specs.STEP_ID, 3)],
+        "cache": f"{step_specs.HUB_CACHE}a {step_specs.SHARED_CACHE}b",
+        "flags": [True, None, 1.5],
+    }
+    filled = step_specs._fill(manifest, "n", "h", "gs://b/out/", ("gs://c/w/", "gs://c/r/"))
+    assert filled == {"n": ["gs://b/out/", ["h", 3]], "cache": "gs://c/w/a gs://c/r/b", "flags": [True, None, 1.5]}
+    assert json.loads(json.dumps(filled)) == filled and manifest["flags"] is not filled["flags"]
+    with pytest.raises(TypeError, match="a manifest holds a set"):
+        step_specs._fill({"x": {1}}, "n", "h", "o", ("a", "b"))

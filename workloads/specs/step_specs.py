@@ -301,17 +301,19 @@ def _fill(value: Any, name: str, step_id: str, output: str, caches: tuple[str, s
 
 
 def _replaced(value: Any, pairs: tuple[tuple[str, str], ...]) -> Any:
-    """``value`` (JSON-like: dicts, lists, strings, numbers) copied with each placeholder of ``pairs`` replaced, in
-    order, in every string and key."""
+    """``value`` copied as JSON would carry it (a tuple as a list), with each placeholder of ``pairs`` replaced, in
+    order, in every string and key; a value JSON cannot carry is a bug of a builder (``TypeError``)."""
     if isinstance(value, str):
         for placeholder, real in pairs:
             value = value.replace(placeholder, real)
         return value
     if isinstance(value, dict):
         return {_replaced(key, pairs): _replaced(item, pairs) for key, item in value.items()}
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return [_replaced(item, pairs) for item in value]
-    return value
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    raise TypeError(f"a manifest holds a {type(value).__name__}, which JSON cannot carry")
 
 
 def _address(
