@@ -7,8 +7,9 @@ The cut (``halves``) weighs each test file by its seconds in a recorded run (``t
 ``make test-split`` records it again); a file not recorded weighs the median. The files of a group
 (``tests.file_groups``) stay together. The first half prints as it runs, the second once the first has ended, then
 one line for both; the exit status is the first failing half's (pytest's codes), 0 when both pass. Both halves
-are bounded together by ``TIMEOUT``; after a Ctrl-C, which reaches both, the run waits ``INTERRUPTED`` seconds for
-them to end (a second Ctrl-C kills them) and exits 2.
+are bounded together by ``TIMEOUT``; a Ctrl-C interrupts both and waits ``INTERRUPTED`` seconds for them to end (a
+second Ctrl-C kills them), then the run exits 2. Each half runs in a session of its own, killed at the end with
+whatever its tests left running.
 
 ``python -m tests.fast_tier [pytest options]``: the run `make test` makes. ``--record`` first: the same run, then
 ``tests/data/file-seconds.txt`` rewritten from what each file took in it (``tests.file_seconds``).
@@ -16,8 +17,10 @@ them to end (a second Ctrl-C kills them) and exits 2.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -25,7 +28,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
 
 from tests.file_groups import unit
 from tests.file_seconds import SECONDS_FILE
@@ -96,6 +99,36 @@ class Process(Protocol):
     def wait(self) -> int: ...
 
 
+class Half:
+    """One half's pytest, in a session of its own, so that ``kill`` ends it with every process its tests started
+    (a hung one's too); a Ctrl-C reaches it through ``interrupt`` (the terminal's reaches only this runner's group)."""
+
+    def __init__(self, argv: list[str], environment: dict[str, str] | None, output: IO[bytes] | None = None) -> None:
+        errors = None if output is None else subprocess.STDOUT
+        self.process = subprocess.Popen(argv, env=environment, stdout=output, stderr=errors, start_new_session=True)
+
+    def poll(self) -> int | None:
+        return self.process.poll()
+
+    def wait(self) -> int:
+        return self.process.wait()
+
+    @property
+    def returncode(self) -> int:
+        """The half's exit status, once it has ended (``wait``)."""
+        return self.process.wait()
+
+    def interrupt(self) -> None:
+        self._signal(signal.SIGINT)
+
+    def kill(self) -> None:
+        self._signal(signal.SIGKILL)
+
+    def _signal(self, number: int) -> None:
+        with contextlib.suppress(ProcessLookupError):  # the group has ended
+            os.killpg(self.process.pid, number)
+
+
 def stop(processes: Sequence[Process]) -> None:
     """Kill each process and reap it."""
     for process in processes:
@@ -137,18 +170,21 @@ def run(
     first, second = halves(test_files(), seconds)
     with tempfile.TemporaryFile() as later:
         processes = [
-            subprocess.Popen([*command, *arguments, *first], env=environment),
-            subprocess.Popen([*command, *arguments, *second], env=environment, stdout=later, stderr=subprocess.STDOUT),
+            Half([*command, *arguments, *first], environment),
+            Half([*command, *arguments, *second], environment, later),
         ]
         interrupted = False
         try:
             took = wait(processes, timeout)
-        except KeyboardInterrupt:  # Ctrl-C reached both halves too: each ends printing what it ran
+        except KeyboardInterrupt:  # each half, interrupted in turn, ends printing what it ran
             interrupted = True
             try:
+                for process in processes:
+                    process.interrupt()
                 wait(processes, INTERRUPTED)
             except KeyboardInterrupt:  # a second Ctrl-C: no more waiting
-                stop(processes)
+                pass
+        stop(processes)  # what a half's tests left running ends with it
         sys.stdout.flush()
         later.seek(0)
         shutil.copyfileobj(later, sys.stdout.buffer)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import sys
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -107,12 +109,18 @@ def test_a_half_past_the_bound_ends_the_run_with_both_killed():
     assert all(process.killed for process in processes) and 30 < now[0] < 31
 
 
-FAKE_PYTEST = """import sys, time
+FAKE_PYTEST = """import os, signal, subprocess, sys, time
 files = [word for word in sys.argv[1:] if word.startswith("suite/")]
 if "suite/test_slow_first.py" in files:
     time.sleep(0.1)  # the first half ends last: its output still comes first
 if "suite/test_hangs.py" in files:
     time.sleep(60)
+if "suite/test_leaves_a_process.py" in files:
+    os.environ["LEFT"] and open(os.environ["LEFT"], "w").write(str(subprocess.Popen(["sleep", "60"]).pid))
+if "suite/test_waits_for_ctrl_c.py" in files:
+    signal.signal(signal.SIGINT, lambda *_: (print("interrupted:", " ".join(files)), sys.exit(2)))
+    open(os.environ["READY"], "w").close()
+    time.sleep(10)
 print("half of", len(files), "files:", " ".join(sys.argv[1:3]))
 sys.exit(1 if "suite/test_fails.py" in files else 0)
 """
@@ -169,10 +177,11 @@ def test_a_recording_rewrites_the_seconds_only_when_the_run_passes(tmp_path, mon
     assert file_seconds.SECONDS_FILE not in file_seconds.os.environ, "only the halves' environment names the file"
 
 
-def test_a_ctrl_c_waits_for_both_halves_to_end_shows_what_they_ran_and_says_it_was_interrupted(
-    tmp_path, monkeypatch, capfd
-):
-    monkeypatch.setattr(fast_tier, "test_files", lambda: ["suite/test_a.py", "suite/test_b.py"])
+def test_a_ctrl_c_interrupts_both_halves_waits_for_them_and_says_so(tmp_path, monkeypatch, capfd):
+    """The terminal's Ctrl-C reaches this runner alone (each half has a session of its own): it interrupts each
+    half, which ends printing what it ran."""
+    monkeypatch.setattr(fast_tier, "test_files", lambda: ["suite/test_a.py", "suite/test_waits_for_ctrl_c.py"])
+    monkeypatch.setenv("READY", str(tmp_path / "ready"))
     script = tmp_path / "pytest.py"
     script.write_text(FAKE_PYTEST)
     real, calls = fast_tier.wait, []
@@ -180,6 +189,10 @@ def test_a_ctrl_c_waits_for_both_halves_to_end_shows_what_they_ran_and_says_it_w
     def interrupted(processes, timeout):
         calls.append(timeout)
         if len(calls) == 1:
+            deadline = time.monotonic() + 10
+            # The first half has ended, and the second, waiting for a Ctrl-C, has set its handler.
+            while (processes[0].poll() is None or not (tmp_path / "ready").exists()) and time.monotonic() < deadline:
+                time.sleep(0.01)
             raise KeyboardInterrupt
         return real(processes, timeout)
 
@@ -187,10 +200,23 @@ def test_a_ctrl_c_waits_for_both_halves_to_end_shows_what_they_ran_and_says_it_w
     status = fast_tier.run(["-q"], [sys.executable, str(script)], {})
     assert capfd.readouterr().out.splitlines() == [
         "half of 1 files: -q suite/test_a.py",
-        "half of 1 files: -q suite/test_b.py",
+        "interrupted: suite/test_waits_for_ctrl_c.py",
         "fast tier: interrupted",
     ]
     assert status == 2 and calls == [fast_tier.TIMEOUT, fast_tier.INTERRUPTED]
+
+
+def test_what_a_half_left_running_ends_with_the_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(fast_tier, "test_files", lambda: ["suite/test_a.py", "suite/test_leaves_a_process.py"])
+    monkeypatch.setenv("LEFT", str(tmp_path / "left"))
+    script = tmp_path / "pytest.py"
+    script.write_text(FAKE_PYTEST)
+    assert fast_tier.run(["-q"], [sys.executable, str(script)], {}) == 0
+    left = int((tmp_path / "left").read_text())
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{left}").exists() and "Z" not in Path(f"/proc/{left}/stat").read_text().split()[2]:
+        assert time.monotonic() < deadline, "the sleep a half started still runs"
+        time.sleep(0.01)
 
 
 def test_a_second_ctrl_c_kills_both_halves_at_once(tmp_path, monkeypatch, capfd):
@@ -206,4 +232,4 @@ def test_a_second_ctrl_c_kills_both_halves_at_once(tmp_path, monkeypatch, capfd)
     monkeypatch.setattr(fast_tier, "wait", interrupted)
     assert fast_tier.run(["-q"], [sys.executable, str(script)], {}) == 2
     assert capfd.readouterr().out.splitlines()[-1] == "fast tier: interrupted"
-    assert all(process.returncode is not None for process in started), "both reaped"
+    assert all(process.poll() is not None for process in started), "the hung half was killed, not left running"
