@@ -401,3 +401,15 @@ def test_the_newest_complete_step_among_150k_objects_is_found_quickly(gcs):
     assert found is not None
     assert (found.step, found.uri, found.incomplete) == (80, f"{ACTOR}80/model_params/", (90,))
     assert elapsed < 30, f"the scan took {elapsed:.1f} s"
+
+
+def test_the_librarys_retries_end_one_read_before_the_wall_clocks_bound():
+    """A run of 429s or 5xx ends in the library's RetryError, which names the answer, before ``bounded`` gives up
+    on the call by the wall clock (tests/test_hostile_servers.py ``429-long``: "kept answering HTTP 429")."""
+    from core.deadline import Budget
+    from workloads.observe.artifacts import call_options
+
+    assert call_options(Budget(60.0, 5.0, 20.0))["retry"].timeout == 40.0
+    assert call_options(Budget(1.5, 0.5, 0.5))["timeout"] == (0.5, 0.5)
+    assert call_options(Budget(1.5, 0.5, 0.5))["retry"].timeout == 1.0
+    assert call_options(Budget(2.0, 1.0, 2.0))["retry"].timeout == 2.0, "never shorter than one read"

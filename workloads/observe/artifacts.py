@@ -119,11 +119,13 @@ def transient(err: Exception) -> bool:
 
 
 def call_options(budget: deadline.Budget | None = None) -> dict[str, Any]:
-    """``timeout`` and ``retry`` for every storage request (the library's own hooks)."""
+    """``timeout`` and ``retry`` for every storage request (the library's own hooks). The retries end one read before
+    the wall clock's bound (``bounded``, at ``budget.total``), so that answers that kept failing (429s, 5xx) are
+    named as such by the library's ``RetryError``, not as a call that did not finish in time."""
     from google.cloud.storage.retry import DEFAULT_RETRY
 
     budget = budget or deadline.BUDGETS["gcs"]
-    retry = DEFAULT_RETRY.with_predicate(transient).with_timeout(budget.total)
+    retry = DEFAULT_RETRY.with_predicate(transient).with_timeout(max(budget.total - budget.read, budget.read))
     return {"timeout": (budget.connect, budget.read), "retry": retry}
 
 
