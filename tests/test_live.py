@@ -8,6 +8,7 @@ import copy
 import json
 import re
 import stat
+import subprocess
 import time
 from pathlib import Path
 
@@ -248,15 +249,65 @@ def test_the_plugin_gets_the_cluster_info_and_its_token_is_used(cluster: FakeClu
     assert found is not None and found["metadata"]["name"] == "with-plugin"
 
 
+def ended(pid: int) -> bool:
+    """Whether process ``pid`` has ended (gone, or a zombie its new parent has yet to reap)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
 @pytest.mark.slow
-def test_a_hanging_plugin_is_bounded_and_later_reads_skip(cluster: FakeCluster, tmp_path):
-    shared = reader(cluster.kubeconfig(plugin(tmp_path, "sleep 30\n")))
+def test_a_hanging_plugin_is_bounded_killed_with_what_it_started_and_later_reads_skip(cluster: FakeCluster, tmp_path):
+    pids = tmp_path / "pids"
+    body = f"sleep 300 &\necho $$ $! > {pids}\nwait\n"  # the plugin, and a gcloud it waits on
+    shared = reader(cluster.kubeconfig(plugin(tmp_path, body)))
     start = time.monotonic()
     with pytest.raises(live.ClusterReadError, match="gke-gcloud-auth-plugin did not answer within 1 s"):
         shared.get(JOBSET, "JobSet", "tpu-rl", "x")
     with pytest.raises(live.ClusterReadError, match="did not answer within"):
         shared.get(JOBSET, "JobSet", "tpu-rl", "y")
     assert time.monotonic() - start < FAST.auth.total + SLACK
+    # SIGKILL is delivered as the killed process next runs: look until both have ended, within a second.
+    deadline = time.monotonic() + 1
+    while not all(ended(int(pid)) for pid in pids.read_text().split()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert all(ended(int(pid)) for pid in pids.read_text().split())
+
+
+def test_a_ctrl_c_while_the_plugin_runs_kills_it(tmp_path, monkeypatch):
+    started = []
+
+    def interrupted(process, timeout=None):
+        started.append(process.pid)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess.Popen, "communicate", interrupted)
+    exec_config = plugin(tmp_path, "sleep 300\n")["exec"]
+    with pytest.raises(KeyboardInterrupt):
+        credentials.run_plugin(exec_config, {"server": "https://h"}, 10)
+    assert len(started) == 1 and ended(started[0])
+
+
+def test_the_exec_info_says_not_interactive_and_gives_the_cluster_only_when_asked():
+    cluster = {
+        "server": "https://h",
+        "certificate-authority-data": "Q0E=",
+        "extensions": [{"name": "other", "extension": 1}, {"name": credentials.EXEC_EXTENSION, "extension": {"a": 1}}],
+    }
+    asked = {"apiVersion": "client.authentication.k8s.io/v1", "command": "p", "provideClusterInfo": True}
+    assert json.loads(credentials.exec_info(asked, cluster)) == {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "kind": "ExecCredential",
+        "spec": {
+            "interactive": False,
+            "cluster": {"server": "https://h", "certificate-authority-data": "Q0E=", "config": {"a": 1}},
+        },
+    }
+    not_asked = {**asked, "provideClusterInfo": False}
+    assert json.loads(credentials.exec_info(not_asked, cluster))["spec"] == {"interactive": False}
+    without_extension = {k: v for k, v in cluster.items() if k != "extensions"}
+    assert "config" not in json.loads(credentials.exec_info(asked, without_extension))["spec"]["cluster"]
 
 
 @pytest.mark.parametrize(
@@ -266,14 +317,33 @@ def test_a_hanging_plugin_is_bounded_and_later_reads_skip(cluster: FakeCluster, 
             "echo 'ERROR: token ya29.SECRETSECRET expired' >&2; exit 1",
             r"failed: process returned 1\. ERROR: token \[redacted\] expired",
         ),
-        ("echo not-json", "failed: failed to decode process output"),
+        ("echo not-json", "failed: what it printed is not JSON"),
         (
             'echo \'{"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential", "status": {}}\'',
             "did not print an ExecCredential with a token",
         ),
+        (
+            'echo \'{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": {}}\'',
+            "failed: it printed apiVersion client.authentication.k8s.io/v1, not client.authentication.k8s.io/v1beta1",
+        ),
+        (
+            'echo \'{"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "Status", "status": {}}\'',
+            "did not print an ExecCredential with a token",
+        ),
+        ("echo '[]'", "did not print an ExecCredential with a token"),
+        ("exit 4", r"failed: process returned 4$"),
         ("printf '\\033[31mRED\\033[0m\\n' >&2; exit 3", r"failed: process returned 3\. RED$"),
     ],
-    ids=["stderr-with-token", "not-json", "no-token", "ansi-in-stderr"],
+    ids=[
+        "stderr-with-token",
+        "not-json",
+        "no-token",
+        "other-version",
+        "other-kind",
+        "a-list",
+        "silent",
+        "ansi-in-stderr",
+    ],
 )
 def test_plugin_failures_are_one_line_without_tokens_or_escapes(cluster: FakeCluster, tmp_path, body, words):
     with pytest.raises(live.ClusterReadError, match=words) as caught:
@@ -300,7 +370,7 @@ def test_a_missing_plugin_gives_the_install_hint(cluster: FakeCluster):
 
 
 EXEC_SHAPES = [
-    # What the kubernetes client's ExecProvider subscripts unchecked (a TypeError or KeyError, a traceback).
+    # What run_plugin reads of the exec block, refused before it reads it (a TypeError or KeyError otherwise).
     ("command: p, apiVersion: v1, env: x", "exec plugin: env: Input should be a valid list"),
     ("command: p, apiVersion: v1, env: [x]", "exec plugin: env.0: Input should be a valid dictionary"),
     ("command: p, apiVersion: v1, env: [{name: A}]", "exec plugin: env.0.value: Field required"),

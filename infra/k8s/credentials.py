@@ -1,11 +1,26 @@
 """A kubeconfig read with limits and its credentials (no Pulumi): the text parsed and its shape checked before the
 Kubernetes client's loader (``kubernetes.config.load_kube_config_from_dict``) sees it, and its exec plugin
-(``gke-gcloud-auth-plugin``) run through the client's ``ExecProvider`` within the ``auth-plugin`` budget of
-``core.deadline``, the token it prints handed to the loader (``infra.k8s.live.ClusterReader`` reads with them)."""
+(``gke-gcloud-auth-plugin``) run within the ``auth-plugin`` budget of ``core.deadline``, the token it prints handed to
+the loader (``infra.k8s.live.ClusterReader`` reads with them).
+
+The plugin is run here, not through the client's ``ExecProvider``: ``ExecProvider.run``
+(``kubernetes/config/exec_provider.py``) waits on the plugin's ``communicate()`` with no timeout, so a caller that
+stops waiting at its deadline leaves the plugin, and the gcloud it starts, running until they end on their own. Here
+the plugin runs in a session of its own, and at the deadline, or on a Ctrl-C, the whole session is killed. What it is
+given and what it must print is client-go's exec protocol (``k8s.io/client-go/plugin/pkg/client/auth/exec``; the
+ExecCredential API, ``client.authentication.k8s.io/v1beta1`` and ``v1``): ``KUBERNETES_EXEC_INFO`` holds an
+ExecCredential whose spec says it is not interactive and, with ``provideClusterInfo``, the cluster (the kubeconfig's
+fields, its ``client.authentication.k8s.io/exec`` extension as ``config``); the plugin prints an ExecCredential of the
+same ``apiVersion`` whose ``status`` holds a token or a client certificate and key."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import json
+import os
+import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +59,9 @@ class ExecVar(Model):
 
 
 class ExecPlugin(Model):
-    """A kubeconfig user's exec credential plugin (client-go ``ExecConfig``): the fields the ``kubernetes``
-    client's ``ExecProvider`` reads without checking their shape (``args`` a list of strings, ``env`` a list of
-    ``{name, value}``, ``apiVersion`` text; it subscripts them and raises ``TypeError`` or ``KeyError``
-    otherwise). Only checked: the plugin runs with the values as written, never scrubbed."""
+    """A kubeconfig user's exec credential plugin (client-go ``ExecConfig``): the fields ``run_plugin`` reads
+    (``args`` a list of strings, ``env`` a list of ``{name, value}``, ``apiVersion`` text), checked before it reads
+    them. Only checked: the plugin runs with the values as written, never scrubbed."""
 
     command: str = Field(min_length=1)
     api_version: str = Field(min_length=1)
@@ -142,7 +156,6 @@ def load_client() -> None:
     from kubernetes.client.api.core_v1_api import CoreV1Api  # noqa: F401
     from kubernetes.client.api.custom_objects_api import CustomObjectsApi  # noqa: F401
     from kubernetes.client.exceptions import ApiException  # noqa: F401
-    from kubernetes.config.exec_provider import ExecProvider  # noqa: F401
     from kubernetes.config.kube_config import load_kube_config_from_dict  # noqa: F401
 
 
@@ -150,33 +163,96 @@ def _plugin_name(exec_config: dict[str, Any]) -> str:
     return Path(str(exec_config.get("command", ""))).name or "the kubeconfig's exec plugin"
 
 
-def _credential(config: dict[str, Any], budget: deadline.Budget) -> dict[str, Any]:
-    """Run the user's exec plugin (if any) through the client's ExecProvider; return the user entry the
-    loader gets (a token or client certificate instead of the exec block)."""
-    from kubernetes.config.config_exception import ConfigException
-    from kubernetes.config.exec_provider import ExecProvider
-    from kubernetes.config.kube_config import ConfigNode
+EXEC_EXTENSION = "client.authentication.k8s.io/exec"
+"""The cluster extension client-go hands an exec plugin as the cluster's ``config`` (``exec.go``)."""
 
+
+def exec_info(exec_config: dict[str, Any], cluster: dict[str, Any]) -> str:
+    """``KUBERNETES_EXEC_INFO`` for the plugin: an ExecCredential of the plugin's ``apiVersion`` whose spec says the
+    call is not interactive and, with ``provideClusterInfo``, holds ``cluster`` (its exec extension as ``config``)."""
+    spec: dict[str, Any] = {"interactive": False}
+    if exec_config.get("provideClusterInfo"):
+        fields = {key: value for key, value in cluster.items() if key != "extensions"}
+        for extension in cluster.get("extensions") or []:
+            if isinstance(extension, dict) and extension.get("name") == EXEC_EXTENSION:
+                fields["config"] = extension.get("extension")
+                break
+        spec["cluster"] = fields
+    return json.dumps({"apiVersion": exec_config["apiVersion"], "kind": "ExecCredential", "spec": spec})
+
+
+def _end(process: subprocess.Popen[bytes]) -> None:
+    """Kill the plugin's session (the plugin and what it started) and reap the plugin."""
+    with contextlib.suppress(ProcessLookupError):  # the session is gone already
+        os.killpg(process.pid, signal.SIGKILL)
+    for pipe in (process.stdout, process.stderr):
+        if pipe is not None:
+            pipe.close()
+    process.wait()
+
+
+def run_plugin(exec_config: dict[str, Any], cluster: dict[str, Any], seconds: float) -> Any:
+    """The ``status`` of the ExecCredential the exec plugin prints, the plugin run with ``exec_info`` in a session of
+    its own, killed whole if it has not ended within ``seconds`` (or on a Ctrl-C). Raises ``ClusterReadError``."""
+    name = _plugin_name(exec_config)
+    env = {**os.environ, **{var["name"]: var["value"] for var in exec_config.get("env") or []}}
+    env["KUBERNETES_EXEC_INFO"] = exec_info(exec_config, cluster)
+    argv = [exec_config["command"], *(exec_config.get("args") or [])]
+    try:
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        hint = exec_config.get("installHint") or f"install {name}"
+        raise ClusterReadError(f"{name} was not found: {scrub(str(hint))}") from None
+    except OSError as err:
+        raise ClusterReadError(f"{name} failed: {scrub(str(err))}") from None
+    finished = False
+    try:
+        out, said = process.communicate(timeout=seconds)
+        finished = True
+    except subprocess.TimeoutExpired:
+        raise ClusterReadError(
+            f"{name} did not answer within {seconds:.0f} s: check `{name}` and `gcloud auth application-default login`"
+        ) from None
+    finally:
+        if not finished:
+            _end(process)
+    if process.returncode != 0:
+        stderr = said.decode(errors="replace").strip()
+        message = f"{name} failed: process returned {process.returncode}" + (f". {stderr}" if stderr else "")
+        raise ClusterReadError(scrub(message))
+    return _status(name, exec_config["apiVersion"], out)
+
+
+def _status(name: str, api_version: str, out: bytes) -> Any:
+    try:
+        printed = json.loads(out.decode(errors="replace"))
+    except ValueError:
+        raise ClusterReadError(f"{name} failed: what it printed is not JSON") from None
+    if not (isinstance(printed, dict) and printed.get("kind") == "ExecCredential" and "status" in printed):
+        raise ClusterReadError(f"{name} did not print an ExecCredential with a token")
+    if printed.get("apiVersion") != api_version:
+        said = scrub(str(printed.get("apiVersion")), limit=80)
+        raise ClusterReadError(f"{name} failed: it printed apiVersion {said}, not {api_version}")
+    return printed["status"]
+
+
+def _credential(config: dict[str, Any], budget: deadline.Budget) -> dict[str, Any]:
+    """Run the user's exec plugin (if any, ``run_plugin``); return the user entry the loader gets (a token or client
+    certificate instead of the exec block)."""
     user = config["users"][0]["user"]
     exec_config = user.get("exec")
     if not exec_config:
         return user
     name = _plugin_name(exec_config)
     exec_config = {"apiVersion": "client.authentication.k8s.io/v1beta1", **exec_config}
-    cluster = ConfigNode("cluster", config["clusters"][0]["cluster"])
-    provider = ExecProvider(ConfigNode("exec", exec_config), None, cluster)
-    try:
-        status = deadline.call(provider.run, budget.total)
-    except deadline.DeadlineExceededError:
-        raise ClusterReadError(
-            f"{name} did not answer within {budget.total:.0f} s: check `{name}` and "
-            "`gcloud auth application-default login`"
-        ) from None
-    except FileNotFoundError:
-        hint = exec_config.get("installHint") or f"install {name}"
-        raise ClusterReadError(f"{name} was not found: {scrub(str(hint))}") from None
-    except (ConfigException, OSError, ValueError, KeyError, TypeError) as err:
-        raise ClusterReadError(f"{name} failed: {scrub(str(err).removeprefix('exec: '))}") from None
+    status = run_plugin(exec_config, config["clusters"][0]["cluster"], budget.total)
     if not isinstance(status, dict):
         raise ClusterReadError(f"{name} did not print an ExecCredential with a token")
     if isinstance(status.get("token"), str) and status["token"]:

@@ -5,9 +5,9 @@ going?), and `make status` reads them to show a run. How a read stays bounded an
 
 - the kubeconfig is parsed with limits and its shape checked before the client's loader
   (``kubernetes.config.load_kube_config_from_dict``) sees it;
-- its exec plugin (``gke-gcloud-auth-plugin``) runs through the client's ``ExecProvider`` within the
-  ``auth-plugin`` budget of ``core.deadline`` (the loader itself would log the plugin's error and go
-  on without credentials), and the token it prints is handed to the loader;
+- its exec plugin (``gke-gcloud-auth-plugin``) runs within the ``auth-plugin`` budget of ``core.deadline``,
+  killed with what it started when the budget ends (``infra.k8s.credentials.run_plugin``; the loader itself would
+  log the plugin's error and go on without credentials), and the token it prints is handed to the loader;
 - each read goes through ``CustomObjectsApi`` (a JobSet is ``/apis/jobset.x-k8s.io/v1alpha2/...``), or
   ``CoreV1Api`` for a step's pods and their events, with
   ``_request_timeout=(connect, read)``, retried with backoff on 429 (``Retry-After``), 5xx and dropped
