@@ -364,7 +364,7 @@ lint: $(VENV)/.installed-dev
 readme: $(VENV)/.installed-dev
 	$(PY) -m tests.readme_tables
 
-# Mutation testing of the pure builders and validators (not part of `make test` or CI; docs/testing.md "Mutation testing").
+# Mutation testing of the pure builders and validators (not part of `make test` or CI; docs/mutation-testing.md).
 # Incremental: only mutants of changed functions and the last run's survivors are tested again.
 # The test-to-function map is rebuilt every time (mutmut 3 maps only new test names, so a new
 # function called from an existing test would count as untested).
