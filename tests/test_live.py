@@ -8,7 +8,6 @@ import copy
 import json
 import re
 import stat
-import subprocess
 import time
 from pathlib import Path
 
@@ -258,9 +257,19 @@ def ended(pid: int) -> bool:
 
 
 @pytest.mark.slow
-def test_a_hanging_plugin_is_bounded_killed_with_what_it_started_and_later_reads_skip(cluster: FakeCluster, tmp_path):
+@pytest.mark.parametrize(
+    "hangs",
+    [
+        "sleep 300 &\necho $$ $! > {pids}\nwait\n",  # the plugin, and a gcloud it waits on
+        "exec >&- 2>&-\nsleep 300 &\necho $$ $! > {pids}\nwait\n",  # its outputs closed first: it lives on
+    ],
+    ids=["waiting-on-a-child", "outputs-closed"],
+)
+def test_a_hanging_plugin_is_bounded_killed_with_what_it_started_and_later_reads_skip(
+    cluster: FakeCluster, tmp_path, hangs
+):
     pids = tmp_path / "pids"
-    body = f"sleep 300 &\necho $$ $! > {pids}\nwait\n"  # the plugin, and a gcloud it waits on
+    body = hangs.format(pids=pids)
     shared = reader(cluster.kubeconfig(plugin(tmp_path, body)))
     start = time.monotonic()
     with pytest.raises(live.ClusterReadError, match="gke-gcloud-auth-plugin did not answer within 1 s"):
@@ -278,15 +287,33 @@ def test_a_hanging_plugin_is_bounded_killed_with_what_it_started_and_later_reads
 def test_a_ctrl_c_while_the_plugin_runs_kills_it(tmp_path, monkeypatch):
     started = []
 
-    def interrupted(process, timeout=None):
+    def interrupted(process, seconds):
         started.append(process.pid)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(subprocess.Popen, "communicate", interrupted)
+    monkeypatch.setattr(credentials, "_collect", interrupted)
     exec_config = plugin(tmp_path, "sleep 300\n")["exec"]
     with pytest.raises(KeyboardInterrupt):
         credentials.run_plugin(exec_config, {"server": "https://h"}, 10)
     assert len(started) == 1 and ended(started[0])
+
+
+def test_a_plugin_that_prints_without_end_is_stopped_at_the_limit(tmp_path):
+    exec_config = plugin(tmp_path, "yes\n")["exec"]
+    with pytest.raises(live.ClusterReadError, match=f"printed more than {credentials.OUTPUT_LIMIT} bytes"):
+        credentials.run_plugin(exec_config, {"server": "https://h"}, 10)
+
+
+@pytest.mark.parametrize("size", [credentials.OUTPUT_LIMIT, credentials.OUTPUT_LIMIT + 1], ids=["limit", "past"])
+def test_what_a_plugin_prints_is_read_up_to_the_limit(tmp_path, size):
+    printed = credential("t" * 16)
+    padding = size - len(printed) - 1  # the JSON, then spaces up to `size` bytes with its newline
+    exec_config = plugin(tmp_path, f"printf '%s%{padding}s\\n' '{printed}' ''\n")["exec"]
+    if size > credentials.OUTPUT_LIMIT:
+        with pytest.raises(live.ClusterReadError, match="printed more than"):
+            credentials.run_plugin(exec_config, {"server": "https://h"}, 10)
+    else:
+        assert credentials.run_plugin(exec_config, {"server": "https://h"}, 10)["token"] == "t" * 16
 
 
 def test_the_exec_info_says_not_interactive_and_gives_the_cluster_only_when_asked():

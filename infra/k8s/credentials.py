@@ -19,8 +19,10 @@ import base64
 import contextlib
 import json
 import os
+import selectors
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -191,9 +193,40 @@ def _end(process: subprocess.Popen[bytes]) -> None:
     process.wait()
 
 
+OUTPUT_LIMIT = 1024 * 1024
+"""The most a plugin may print on each of its outputs, in bytes: a token, or a certificate and key, is a few KB."""
+
+
+def _collect(process: subprocess.Popen[bytes], seconds: float) -> tuple[bytes, bytes]:
+    """What the plugin prints on its stdout and stderr until it closes both and ends, within ``seconds`` (else
+    ``subprocess.TimeoutExpired``) and ``OUTPUT_LIMIT`` bytes each (else ``OverflowError``)."""
+    deadline = time.monotonic() + seconds
+    assert process.stdout is not None and process.stderr is not None  # both are pipes (run_plugin)
+    printed = {process.stdout.fileno(): bytearray(), process.stderr.fileno(): bytearray()}
+    with selectors.DefaultSelector() as selector:
+        for fd in printed:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            ready = selector.select(left) if left > 0 else []
+            if not ready:
+                raise subprocess.TimeoutExpired(process.args, seconds)
+            for key, _ in ready:
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    selector.unregister(key.fd)
+                elif len(printed[key.fd]) + len(chunk) > OUTPUT_LIMIT:
+                    raise OverflowError
+                else:
+                    printed[key.fd] += chunk
+    process.wait(max(0.0, deadline - time.monotonic()))  # its outputs closed, it may still run
+    return bytes(printed[process.stdout.fileno()]), bytes(printed[process.stderr.fileno()])
+
+
 def run_plugin(exec_config: dict[str, Any], cluster: dict[str, Any], seconds: float) -> Any:
     """The ``status`` of the ExecCredential the exec plugin prints, the plugin run with ``exec_info`` in a session of
-    its own, killed whole if it has not ended within ``seconds`` (or on a Ctrl-C). Raises ``ClusterReadError``."""
+    its own, killed whole if it has not ended within ``seconds`` (or on a Ctrl-C) or prints more than ``OUTPUT_LIMIT``.
+    Raises ``ClusterReadError``."""
     name = _plugin_name(exec_config)
     env = {**os.environ, **{var["name"]: var["value"] for var in exec_config.get("env") or []}}
     env["KUBERNETES_EXEC_INFO"] = exec_info(exec_config, cluster)
@@ -214,12 +247,14 @@ def run_plugin(exec_config: dict[str, Any], cluster: dict[str, Any], seconds: fl
         raise ClusterReadError(f"{name} failed: {scrub(str(err))}") from None
     finished = False
     try:
-        out, said = process.communicate(timeout=seconds)
+        out, said = _collect(process, seconds)
         finished = True
     except subprocess.TimeoutExpired:
         raise ClusterReadError(
             f"{name} did not answer within {seconds:.0f} s: check `{name}` and `gcloud auth application-default login`"
         ) from None
+    except OverflowError:
+        raise ClusterReadError(f"{name} printed more than {OUTPUT_LIMIT} bytes, no credential") from None
     finally:
         if not finished:
             _end(process)
