@@ -25,11 +25,15 @@ FIRST_PREVIEWS = ("tests/test_policy.py", "tests/test_judge_preview.py")
 each, remembered per process)."""
 PROPERTY_TESTS = ("tests/test_container_shown.py", "tests/test_redact_properties.py", "tests/test_redact_terminal.py")
 """The files that import hypothesis (about a second of a process's CPU to import and set up)."""
+PRODUCT_SOURCES = ("tests/test_bounded.py", "tests/test_errors.py", "tests/test_limits.py", "tests/test_step_roles.py")
+"""The files that read the product's syntax trees (``tests.source_files``: some 28,000 lines, more than a second of
+a process's CPU to parse and walk), parsed once."""
 
 GROUPS = {
     **{name: "google-clients" for name in GOOGLE_CLIENTS},
     **{name: "first-previews" for name in FIRST_PREVIEWS},
     **{name: "property-tests" for name in PROPERTY_TESTS},
+    **{name: "product-sources" for name in PRODUCT_SOURCES},
 }
 """Test file -> its group; a file of no group is its own unit."""
 

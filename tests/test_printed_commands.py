@@ -310,7 +310,7 @@ def loaded(stack: str, config: dict[str, Any], overrides: tuple[str, ...] = (), 
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "Pulumi.stack.yaml"
-        path.write_text(yaml.safe_dump({"config": config}))
+        path.write_text(yaml.dump({"config": config}, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper)))
         try:
             strings, secret_keys, _ = load_stack_config(path, list(overrides))
         except tools.stack_files.StackFileError as err:

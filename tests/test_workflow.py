@@ -6,6 +6,7 @@ import json
 
 import pulumi
 import pytest
+import yaml
 
 from infra.gcp.naming import names_for
 from tests.conftest import JOBSET, SENTINEL_TOKEN, plan_of, statuses
@@ -186,6 +187,35 @@ def test_token_never_reaches_plan_files(tmp_path):
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert SENTINEL_TOKEN not in path.read_text(), path
+
+
+def test_each_manifest_file_reads_back_as_its_object_with_scripts_as_literal_blocks(tmp_path):
+    from tools.plan import write_plan
+    from tools.plan.cli import is_kubernetes_object, manifest_filename
+
+    plan = plan_of("dev")
+    write_plan(plan, tmp_path)
+    objects = [r["inputs"] for r in plan.resources if is_kubernetes_object(r["type"])]
+    assert len(objects) > 10
+    for obj in objects:
+        text = (tmp_path / "manifests" / manifest_filename(obj)).read_text()
+        assert yaml.safe_load(text) == json.loads(json.dumps(obj))
+        assert list(yaml.safe_load(text))[:2] == ["apiVersion", "kind"]
+    scripts = [s for obj in objects for s in _strings(obj) if "\n" in s]
+    assert scripts
+    written = "".join(p.read_text() for p in (tmp_path / "manifests").iterdir())
+    assert written.count(": |") >= len({s for s in scripts if not s.endswith(" ")})
+
+
+def _strings(node):
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for value in node.values():
+            yield from _strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _strings(value)
 
 
 def _containers(node):

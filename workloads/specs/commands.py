@@ -16,6 +16,7 @@ the one argument's cap.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 import shlex
@@ -375,8 +376,14 @@ def program(file_name: str) -> str:
     record."""
     if file_name == HF_MODEL_FILE:
         return HF_MODEL
-    source = (Path(__file__).parents[1] / "container" / file_name).read_text()
+    source = _container_source(file_name)
     return with_pin(source, pinned_record()) if file_name == MAXTEXT_CHECK else source
+
+
+@functools.cache  # a plan reads each program once for every step that ships it, and again for what it imports
+def _container_source(file_name: str) -> str:
+    """The text of ``workloads/container/<file_name>`` as the repository holds it, read once per process."""
+    return (Path(__file__).parents[1] / "container" / file_name).read_text()
 
 
 def program_script(file_name: str, *words: str, output_uri: str, reads: tuple[str, ...] = ()) -> str:
@@ -433,6 +440,7 @@ import ...`` (the branch a program takes when run as ``python3 /tpu-rl/<file>``,
 storage`` in a function, ``from core import hf_model`` in the package's branch) is the image's or the repository's."""
 
 
+@functools.cache  # every plan asks it of the same few programs
 def program_imports(file_name: str) -> tuple[str, ...]:
     """The files of ``workloads/container`` (and ``hf_model.py``, ``core``'s) the program ``file_name`` imports from its
     folder (``_BESIDE``), read from its source: each goes into every ConfigMap that holds the importer
@@ -441,7 +449,7 @@ def program_imports(file_name: str) -> tuple[str, ...]:
     if file_name in SNIPPETS or file_name == HF_MODEL_FILE:
         return ()
     folder = Path(__file__).parents[1] / "container"
-    found = (f"{name}.py" for name in _BESIDE.findall((folder / file_name).read_text()))
+    found = (f"{name}.py" for name in _BESIDE.findall(_container_source(file_name)))
     return tuple(name for name in found if (folder / name).is_file() or name == HF_MODEL_FILE)
 
 
