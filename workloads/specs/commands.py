@@ -382,7 +382,8 @@ def program(file_name: str) -> str:
 
 @functools.cache  # a plan reads each program once for every step that ships it, and again for what it imports
 def _container_source(file_name: str) -> str:
-    """The text of ``workloads/container/<file_name>`` as the repository holds it, read once per process."""
+    """The text of ``workloads/container/<file_name>`` as the repository holds it, read once per process (a read
+    alone: what decides on it, ``program`` and ``program_imports``, is left undecorated, where mutmut mutates it)."""
     return (Path(__file__).parents[1] / "container" / file_name).read_text()
 
 
@@ -440,7 +441,6 @@ import ...`` (the branch a program takes when run as ``python3 /tpu-rl/<file>``,
 storage`` in a function, ``from core import hf_model`` in the package's branch) is the image's or the repository's."""
 
 
-@functools.cache  # every plan asks it of the same few programs
 def program_imports(file_name: str) -> tuple[str, ...]:
     """The files of ``workloads/container`` (and ``hf_model.py``, ``core``'s) the program ``file_name`` imports from its
     folder (``_BESIDE``), read from its source: each goes into every ConfigMap that holds the importer
