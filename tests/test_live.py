@@ -287,7 +287,7 @@ def test_a_hanging_plugin_is_bounded_killed_with_what_it_started_and_later_reads
 def test_a_ctrl_c_while_the_plugin_runs_kills_it(tmp_path, monkeypatch):
     started = []
 
-    def interrupted(process, seconds):
+    def interrupted(process, name, seconds):
         started.append(process.pid)
         raise KeyboardInterrupt
 

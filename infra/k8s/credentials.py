@@ -197,9 +197,9 @@ OUTPUT_LIMIT = 1024 * 1024
 """The most a plugin may print on each of its outputs, in bytes: a token, or a certificate and key, is a few KB."""
 
 
-def _collect(process: subprocess.Popen[bytes], seconds: float) -> tuple[bytes, bytes]:
-    """What the plugin prints on its stdout and stderr until it closes both and ends, within ``seconds`` (else
-    ``subprocess.TimeoutExpired``) and ``OUTPUT_LIMIT`` bytes each (else ``OverflowError``)."""
+def _collect(process: subprocess.Popen[bytes], name: str, seconds: float) -> tuple[bytes, bytes]:
+    """What the plugin ``name`` prints on its stdout and stderr until it closes both and ends, within ``seconds`` and
+    ``OUTPUT_LIMIT`` bytes each; else ``ClusterReadError``, the plugin left running (``run_plugin`` ends it)."""
     deadline = time.monotonic() + seconds
     assert process.stdout is not None and process.stderr is not None  # both are pipes (run_plugin)
     printed = {process.stdout.fileno(): bytearray(), process.stderr.fileno(): bytearray()}
@@ -210,17 +210,26 @@ def _collect(process: subprocess.Popen[bytes], seconds: float) -> tuple[bytes, b
             left = deadline - time.monotonic()
             ready = selector.select(left) if left > 0 else []
             if not ready:
-                raise subprocess.TimeoutExpired(process.args, seconds)
+                raise _late(name, seconds)
             for key, _ in ready:
                 chunk = os.read(key.fd, 65536)
                 if not chunk:
                     selector.unregister(key.fd)
                 elif len(printed[key.fd]) + len(chunk) > OUTPUT_LIMIT:
-                    raise OverflowError
+                    raise ClusterReadError(f"{name} printed more than {OUTPUT_LIMIT} bytes, no credential")
                 else:
                     printed[key.fd] += chunk
-    process.wait(max(0.0, deadline - time.monotonic()))  # its outputs closed, it may still run
+    try:
+        process.wait(max(0.0, deadline - time.monotonic()))  # its outputs closed, it may still run
+    except subprocess.TimeoutExpired:
+        raise _late(name, seconds) from None
     return bytes(printed[process.stdout.fileno()]), bytes(printed[process.stderr.fileno()])
+
+
+def _late(name: str, seconds: float) -> ClusterReadError:
+    return ClusterReadError(
+        f"{name} did not answer within {seconds:.0f} s: check `{name}` and `gcloud auth application-default login`"
+    )
 
 
 def run_plugin(exec_config: dict[str, Any], cluster: dict[str, Any], seconds: float) -> Any:
@@ -247,16 +256,10 @@ def run_plugin(exec_config: dict[str, Any], cluster: dict[str, Any], seconds: fl
         raise ClusterReadError(f"{name} failed: {scrub(str(err))}") from None
     finished = False
     try:
-        out, said = _collect(process, seconds)
+        out, said = _collect(process, name, seconds)
         finished = True
-    except subprocess.TimeoutExpired:
-        raise ClusterReadError(
-            f"{name} did not answer within {seconds:.0f} s: check `{name}` and `gcloud auth application-default login`"
-        ) from None
-    except OverflowError:
-        raise ClusterReadError(f"{name} printed more than {OUTPUT_LIMIT} bytes, no credential") from None
     finally:
-        if not finished:
+        if not finished:  # past its budget or its output limit, or a Ctrl-C
             _end(process)
     if process.returncode != 0:
         stderr = said.decode(errors="replace").strip()
