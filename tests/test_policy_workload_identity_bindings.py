@@ -133,6 +133,19 @@ def test_every_member_of_a_binding_is_judged_after_a_finding() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("ksa", "expected"), [(EXPORT, []), (CONVERT, [named_as_another("wi", "tpu-rl", CONVERT, EXPORT)])]
+)
+def test_an_account_known_by_its_email_alone_is_named_by_the_emails_id(ksa: str, expected: list[str]) -> None:
+    """An account whose ``accountId`` the engine does not send (its ``email`` alone) is the id its email starts
+    with: the Kubernetes service account named so is bound to it, one named otherwise is named as another account."""
+    own = [r for r in stack() if r.name != f"{EXPORT}-sa"]
+    grant = binding(path(EXPORT), principal("tpu-rl", ksa))
+    assert found(*own, resource(ACCOUNT, f"{EXPORT}-sa", email=email(EXPORT)), grant) == [
+        (grant.urn, message) for message in expected
+    ]
+
+
 def test_an_account_bound_not_known_at_up_is_never_read_as_text() -> None:
     """At `pulumi up` an unknown ``serviceAccountId`` cannot be judged: no name is compared with it (not even with an
     account whose email reads as an unknown's text), and the binding's members after one it leaves unjudged are still
