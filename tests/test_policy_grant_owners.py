@@ -72,7 +72,8 @@ def project_grant(account_id: str, project: str = PROJECT) -> Any:
 
 def unused(holder: str) -> tuple[str, str]:
     """The refusal of GKE's node role in the project to ``holder``, whose step does not use it."""
-    message = f"grant: {NODE_ROLE} on the project to the {holder} account: its step does not use it; remove the grant"
+    who = f"the {holder} account" if holder else "an account of no kind the stack makes"
+    message = f"grant: {NODE_ROLE} on the project to {who}: its step does not use it; remove the grant"
     return (message, GRANT_URN)
 
 
@@ -165,8 +166,7 @@ def test_of_two_cluster_names_one_prefixing_the_other_the_longest_names_the_acco
 
 def test_an_account_of_no_cluster_of_the_stack_holds_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     """An account whose id starts with none of the stack's cluster names (``other-cpu-np`` in the ``tpu-rl-prod``
-    stack) is of none of its kinds: even GKE's node role, a CPU pool's, is refused it, the holder named as no kind
-    (an empty name)."""
+    stack) is of none of its kinds: even GKE's node role, a CPU pool's, is refused it, naming it as of no kind."""
     configure(monkeypatch, STACK_CONFIG)
     stack = [cluster(name="tpu-rl-prod", project=PROJECT), account("other-cpu-np"), project_grant("other-cpu-np")]
     assert found(*stack) == [unused("")]

@@ -109,8 +109,8 @@ def _own_principals(resources: list[Resource]) -> tuple[dict[str, str], set[tupl
         if r.resource_type != ACCOUNT:
             continue
         account_id, project, email = r.props.get("accountId"), r.props.get("project"), r.props.get("email")
-        if isinstance(email, str):  # a service account's email is its id at its project's domain
-            emails[email] = account_id if isinstance(account_id, str) else email.partition("@")[0]
+        if isinstance(email, str):  # no id (the program always sets one): named by its email, which no KSA matches
+            emails[email] = account_id if isinstance(account_id, str) else email
         elif isinstance(account_id, str) and isinstance(project, str):
             emails[f"{account_id}@{project}.iam.gserviceaccount.com"] = account_id
     namespace = DEPLOYMENT.namespace()

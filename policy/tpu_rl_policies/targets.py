@@ -339,7 +339,8 @@ def _holders_roles(target: str, grants: list[Grant], where: str) -> Callable[...
     def per_holder(holder: str, say: Say, only: Grant | None = None) -> None:
         for grant in grants:
             if (only is None or grant is only) and grant.role not in GRANTS[target].get(holder, frozenset()):
-                say(f"{grant.role} on {where} to the {holder} account: its step does not use it; remove the grant")
+                who = f"the {holder} account" if holder else "an account of no kind the stack makes"
+                say(f"{grant.role} on {where} to {who}: its step does not use it; remove the grant")
 
     return per_holder
 
