@@ -16,8 +16,9 @@ import re
 from pathlib import Path
 
 DATA = Path(__file__).parent / "data" / "gcp-iam-types.json"
-GRANT_CLASS = re.compile(r"[A-Za-z0-9]*(?:IAM|Iam)(?P<kind>Member|Binding|Policy)")
-"""The class name of an IAM grant resource: ``BucketIAMMember``, ``RepositoryIamBinding``, ``IAMPolicy``."""
+GRANT_CLASS = re.compile(r"(?P<on>[A-Za-z0-9]*?)(?:IAM|Iam)(?P<kind>Member|Binding|Policy)")
+"""The class name of an IAM grant resource: ``BucketIAMMember``, ``RepositoryIamBinding``, ``IAMPolicy``; ``on``, the
+resource it grants on (``Bucket``, ``Repository``, empty for a project's ``IAMPolicy``)."""
 
 
 def grant_types(tokens: list[str]) -> list[str]:

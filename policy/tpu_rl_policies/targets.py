@@ -31,7 +31,7 @@ from pulumi_policy import (
 )
 
 from core.config.formats import CLUSTER_NAME
-from core.iam_types import IAM_TYPES, grant_kind
+from core.iam_types import GRANT_CLASS, IAM_TYPES, grant_kind
 from core.layout import PATHWAYS_SCRATCH
 from core.models import MODELS
 from core.state_names import is_state_bucket, is_state_key, project_part
@@ -423,7 +423,6 @@ JUDGES: dict[str, Callable[[Mapping[str, Any], list[Grant], Stack, Say], Callabl
 """A grant's target judged by the module and resource of its type (``gcp:storage/bucketIAMMember:BucketIAMMember``:
 ``storage/Bucket``); each returns the check of the grant's holders, run once its target is judged, or None. A grant on
 any other resource (a managed folder, a key ring, a secret) is a finding: the program makes none."""
-GRANT_CLASS = re.compile(r"(?P<on>[A-Za-z0-9]*?)(?:IAM|Iam)(?:Member|Binding|Policy)")
 
 
 def _target(resource_type: str) -> str:
