@@ -29,6 +29,7 @@ from pulumi_policy.proxy import unknown_checking_proxy
 from tests import analyzer
 from tests.analyzer import Finding, Pack
 from tests.conftest import plan_of as _program_plan
+from tests.pack_estimate import stack_estimate
 from tests.policy_args import shown
 from tests.pure_plan import per_mutant_cache
 from tests.pure_plan import pure_plan as _built
@@ -1401,8 +1402,8 @@ def test_the_budget_reads_the_launcher_in_an_argv_form_command(field):
     argv = ["python3", "/tpu-rl/launch.py"]
     head = next(c for c in _head(jobset)["containers"] if c["name"] == "workload-container")
     head.update({"command": argv[:1], "args": argv[1:]} if field == "args" else {"command": argv, "args": []})
-    estimate = policies.stack_estimate([_policy_resource(r) for r in plan.resources])
-    assert estimate == policies.stack_estimate([_policy_resource(r) for r in pure_plan("prod").resources])
+    estimate = stack_estimate([_policy_resource(r) for r in plan.resources])
+    assert estimate == stack_estimate([_policy_resource(r) for r in pure_plan("prod").resources])
     trainer = ["python3", "-m", "maxtext.trainers.post_train.rl.train_rl", "model_name=gemma4-26b", "num_batches=50"]
     head.update({"command": trainer[:3], "args": trainer[3:]} if field == "args" else {"command": trainer})
     (found,) = violations(plan, "tpu-budget", "prod")
@@ -1723,9 +1724,7 @@ def test_every_policy_has_a_mutation():
 
 def test_budget_gate():
     prod = pure_plan("prod")
-    assert policies.stack_estimate([_policy_resource(r) for r in prod.resources])["totalUsd"] == pytest.approx(
-        230.23, abs=0.01
-    )
+    assert stack_estimate([_policy_resource(r) for r in prod.resources])["totalUsd"] == pytest.approx(230.23, abs=0.01)
     assert violations(pure_plan("prod", "tpu-rl:training.numBatches=2000"), "tpu-budget", "prod")[0].startswith(
         "estimated TPU cost of one run is $"
     )
@@ -1978,13 +1977,13 @@ def test_required_labels_come_from_the_policy_config():
 )
 def test_the_budget_reads_capacity_and_slices_from_the_pools(overrides, capacity, chips):
     plan = pure_plan("prod", *overrides)
-    estimate = policies.stack_estimate([_policy_resource(r) for r in plan.resources])
+    estimate = stack_estimate([_policy_resource(r) for r in plan.resources])
     assert (estimate["capacity"], estimate["chips"]) == (capacity, chips)
 
 
 def test_a_provision_only_stack_costs_nothing_per_run_but_bills_per_day():
     plan = pure_plan("prod", "tpu-rl:workflow.enabled=false")
-    estimate = policies.stack_estimate([_policy_resource(r) for r in plan.resources])
+    estimate = stack_estimate([_policy_resource(r) for r in plan.resources])
     assert (estimate["totalUsd"], estimate["totalHours"], estimate["idleUsdPerDay"]) == (0.0, 0.0, 1451.52)
 
 
@@ -2000,7 +1999,7 @@ def test_a_pool_the_budget_cannot_read_is_skipped_not_the_rest():
     )
     first = next(r for r in plan.resources if r["name"] == "tpu-pool-0")
     first["inputs"]["placementPolicy"]["tpuTopology"] = "4x5"
-    estimate = policies.stack_estimate([_policy_resource(r) for r in plan.resources])
+    estimate = stack_estimate([_policy_resource(r) for r in plan.resources])
     assert estimate["chips"] == 32
 
 
@@ -3033,7 +3032,7 @@ def _set_override(key: str, value: Any):
 
 
 def _estimate(plan: Plan) -> dict[str, Any]:
-    return policies.stack_estimate([_policy_resource(r) for r in plan.resources])
+    return stack_estimate([_policy_resource(r) for r in plan.resources])
 
 
 @per_mutant_cache

@@ -19,9 +19,10 @@ import pytest
 from pulumi_policy import StackValidationArgs
 
 from core.step_config import CONFIG_FILE, LAUNCHER, config_text
-from policy.tpu_rl_policies.budget import stack_estimate, tpu_budget
+from policy.tpu_rl_policies.budget import tpu_budget
 from policy.tpu_rl_policies.resources import DEPLOYMENT
 from tests.launcher_stack import LAUNCHER_TEXT, NAMESPACE, RUN
+from tests.pack_estimate import stack_estimate
 from tests.policy_args import Reports, policy_resource
 
 pytestmark = pytest.mark.pure
@@ -161,13 +162,12 @@ def test_a_run_is_read_from_the_config_maps_of_its_own_namespace(container: dict
 
 def test_a_second_runs_training_is_added_and_the_total_compared_in_cents() -> None:
     """Two Jobs each start ``RUN``: the estimate is the first's workflow with the second's training added, $40.05288,
-    shown and compared as $40.05: a budget of $40.05 passes it, one of $40.04 refuses it; the program's own estimate
-    gives the same total and names both runs."""
+    shown and compared as $40.05: a budget of $40.05 passes it, one of $40.04 refuses it; the estimate the policy
+    compares gives that total and names both runs."""
     stack = [pool(nodeCount=1), config_map("scripts", scripts()), job("train-a"), job("train-b")]
     assert found(*stack, maxEstimatedUsd=40.05) == []
     assert found(*stack, maxEstimatedUsd=40.04) == [(over_budget("40.05", "40.04"), None)]
     estimate = stack_estimate(stack)
-    assert estimate is not None
     assert (estimate["totalUsd"], estimate["runs"]) == (40.05, ["train-a", "train-b"])
 
 

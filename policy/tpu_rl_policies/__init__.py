@@ -38,7 +38,7 @@ Inside the package, imports are relative: the Pulumi CLI runs ``policy/__main__.
 
 from __future__ import annotations
 
-from .budget import EstimateInputError, stack_estimate, tpu_budget
+from .budget import tpu_budget
 from .closed_shapes import closed_world_shapes
 from .closed_world import closed_world
 from .cluster import gke_control_plane, tpu_node_pool_shape
@@ -109,7 +109,5 @@ __all__ = [
     "PACK_NAME",
     "POLICIES",
     "Analyzer",
-    "EstimateInputError",
     "servicer",
-    "stack_estimate",
 ]

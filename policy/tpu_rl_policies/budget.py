@@ -1,14 +1,12 @@
 """The estimated TPU cost of one workflow run, from the stack's TPU pools and every TPU workload's training command
-(``tpu-budget``; ``stack_estimate`` for the program's own estimate)."""
+(``tpu-budget``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, Severity, StackValidationArgs, StackValidationPolicy
 
-from core.errors import BadInputError
 from core.estimate import TrainingRun, estimate_run, usd_per_chip_hour
 from core.step_config import CONFIG_PATH
 from core.tpu import Capacity, SliceShape, resolve_slice
@@ -16,12 +14,8 @@ from core.tpu import Capacity, SliceShape, resolve_slice
 from .env import Mounts, StackObjects, _command_words, container_env
 from .pods import _asks_tpu, _name, _namespace, kind_of, pod_containers, pods
 from .properties import _config, _m, unseen
-from .resources import NODE_POOL, Report, Resource, _guarded_stack, _machine, _resources
+from .resources import NODE_POOL, Report, Resource, _guarded_stack, _machine
 from .scripts import LAUNCHED_BY, trainer_runs
-
-
-class EstimateInputError(BadInputError):
-    """A TPU workload does not carry a training command the estimate can read."""
 
 
 def _training_runs(resources: list[Resource]) -> tuple[list[tuple[str, TrainingRun]], list[str]]:
@@ -109,15 +103,6 @@ def _estimate(resources: list[Resource], runs: list[tuple[str, TrainingRun]]) ->
         out["totalUsd"] = round(first.total_usd + more, 2)
     out["runs"] = [name for name, _ in runs]
     return out
-
-
-def stack_estimate(resources: Sequence[Any]) -> dict[str, Any] | None:
-    """The cost estimate of a stack, from its TPU pools and every TPU workload's training command."""
-    plain_resources = _resources(resources)
-    runs, problems = _training_runs(plain_resources)
-    if problems:
-        raise EstimateInputError(problems[0])
-    return _estimate(plain_resources, runs)
 
 
 def _budget(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
