@@ -28,12 +28,21 @@ PROPERTY_TESTS = ("tests/test_container_shown.py", "tests/test_redact_properties
 PRODUCT_SOURCES = ("tests/test_bounded.py", "tests/test_errors.py", "tests/test_limits.py", "tests/test_step_roles.py")
 """The files that read the product's syntax trees (``tests.source_files``: some 28,000 lines, more than a second of
 a process's CPU to parse and walk), parsed once."""
+EXAMPLE_VARIANTS = (
+    "tests/test_pod_tokens_and_egress.py",
+    "tests/test_policy_closed_world.py",
+    "tests/test_policy_grants_allowed.py",
+    "tests/test_policy_pods_whole.py",
+    "tests/test_registered.py",
+)
+"""The files that plan every example stack and variant (``tests.example_stacks.STACKS``), planned once."""
 
 GROUPS = {
     **{name: "google-clients" for name in GOOGLE_CLIENTS},
     **{name: "first-previews" for name in FIRST_PREVIEWS},
     **{name: "property-tests" for name in PROPERTY_TESTS},
     **{name: "product-sources" for name in PRODUCT_SOURCES},
+    **{name: "example-variants" for name in EXAMPLE_VARIANTS},
 }
 """Test file -> its group; a file of no group is its own unit."""
 
