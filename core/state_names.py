@@ -104,7 +104,8 @@ def is_state_bucket(bucket: str, recorded: str = "") -> bool:
     """Whether ``bucket`` (a name, or ``gs://`` / ``projects/_/buckets/`` form) is a state bucket: named as every
     stack's is, or the ``recorded`` home's (``tpu-rl:stateBackend``)."""
     name = bucket.removeprefix("gs://").removeprefix("projects/_/buckets/").split("/", 1)[0]
-    return bool(STATE_BUCKET.fullmatch(name)) or (bool(recorded) and name == backend_bucket(recorded))
+    home = backend_bucket(recorded)  # "" for a home in no bucket (Pulumi Cloud, a file): no name is it
+    return bool(STATE_BUCKET.fullmatch(name)) or (bool(home) and name == home)
 
 
 def is_state_key(key: str) -> bool:

@@ -23,6 +23,7 @@ import pytest
 
 from policy.tpu_rl_policies.resources import DEPLOYMENT
 from tests.grant_cases import grant_findings, prod_resource
+from tools.plan.offline import UNKNOWN
 
 pytestmark = pytest.mark.pure
 
@@ -251,3 +252,14 @@ def test_with_no_gcs_state_home_recorded_the_bucket_is_the_stacks(
         configure(monkeypatch, stateBackend=recorded)
     bucket = prod_resource(BUCKET_TYPE, "bucket", {"name": STATE_HOME, "project": PROJECT, "location": "US-EAST5"})
     assert found(bucket, bucket_grant(STATE_HOME)) == []
+
+
+@pytest.mark.parametrize("recorded", ["https://api.pulumi.com", "file:///home/ops/.pulumi"], ids=["cloud", "local"])
+def test_a_bucket_whose_name_is_not_known_is_not_the_home_that_is_no_bucket(
+    monkeypatch: pytest.MonkeyPatch, recorded: str
+) -> None:
+    """A home that is no bucket names none: the stack's bucket whose name a preview does not know yet (read as no
+    text) is not taken for it (it was: both read as the empty name)."""
+    configure(monkeypatch, stateBackend=recorded)
+    bucket = prod_resource(BUCKET_TYPE, "bucket", {"name": UNKNOWN, "project": PROJECT, "location": "US-EAST5"})
+    assert found(bucket) == []
