@@ -93,8 +93,9 @@ def full_key(key: str) -> str:
 
 
 def _value(value: str) -> str:
-    """A value as typed: a placeholder (``<your CIDR>``, ``STACK``) as it is, anything else quoted for the shell."""
-    return value if re.fullmatch(r"[A-Z][A-Z0-9_-]*|.*<[^<>]+>.*", value) else shlex.quote(value)
+    """A value as typed: a placeholder (``<your CIDR>``) as it is, anything else quoted for the shell where it needs
+    it (``shlex.quote`` leaves a bare word, ``STACK`` or ``false``, as it is)."""
+    return value if re.fullmatch(r".*<[^<>]+>.*", value) else shlex.quote(value)
 
 
 def _config(verb: str, stack: str, key: str, value: str | None, secret: bool, url: str, organization: str) -> str:
