@@ -97,7 +97,7 @@ def parse(model: type[M], data: Any, source: str) -> M:
             raise BoundaryError(f"{source}: expected an object, got {type(data).__name__}")
         return model.model_validate(data)
     except ValidationError as err:
-        first = err.errors(include_url=False, include_context=False)[0]
+        first = err.errors()[0]
         raise BoundaryError(
             f"{source}: {scrub(_where(first['loc']), limit=120)}: {scrub(first['msg'], limit=120)}"
         ) from None

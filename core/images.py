@@ -62,13 +62,10 @@ def parse(image: str) -> ImageRef:
     host, slash, path = rest.partition("/")
     if not slash or not path or ("." not in host and ":" not in host and host != "localhost"):
         raise ValueError(f"image {image!r} names no registry host")
-    last = path.rsplit("/", 1)[-1]
-    tag = None
-    if ":" in last:
-        path, _, tag = path.rpartition(":")
+    name, _, tag = path.rpartition(":") if ":" in path.rpartition("/")[2] else (path, "", "")
     if digest and not DIGEST.fullmatch(digest):
         raise ValueError(f"image {image!r} has a digest that is not sha256:<64 hex>")
-    return ImageRef(host, path, tag or None, digest or None)
+    return ImageRef(host, name, tag or None, digest or None)
 
 
 def tag_release(image: str) -> str | None:
@@ -222,8 +219,9 @@ def mirrored(images: ImageSettings, mirrors: dict[str, Mirror]) -> ImageSettings
 
     def through(image: str) -> str:
         upstream = upstream_repository(image)
-        mirror = mirrors.get(upstream) if upstream else None
-        return f"{mirror.path}/{image.removeprefix(upstream + '/')}" if mirror and upstream else image
+        if upstream is None or upstream not in mirrors:
+            return image
+        return f"{mirrors[upstream].path}/{image.removeprefix(upstream + '/')}"
 
     return replace(
         images,

@@ -98,7 +98,9 @@ def _value(value: str) -> str:
     return value if re.fullmatch(r".*<[^<>]+>.*", value) else shlex.quote(value)
 
 
-def _config(verb: str, stack: str, key: str, value: str | None, secret: bool, url: str, organization: str) -> str:
+def _config(
+    verb: str, stack: str, key: str, url: str, organization: str, value: str | None = None, secret: bool = False
+) -> str:
     key = full_key(key)
     flags = [*(["--secret"] if secret else []), *(["--path"] if needs_path(key) else [])]
     words = [backend(stack, url), "pulumi", "config", verb, *flags, "--stack", stack_name(stack, organization)]
@@ -114,9 +116,9 @@ def pulumi_config_set(
     """The command that sets ``key`` to ``value`` in ``stack`` (no value: the CLI prompts for it, which keeps a
     secret out of the shell's history), ``--path`` for a nested key: ``PULUMI_BACKEND_URL=$(make -s backend
     STACK=prod) pulumi config set --path --stack prod 'tpu-rl:workflow.enabled' false``."""
-    return _config("set", stack, key, value, secret, url, organization)
+    return _config("set", stack, key, url, organization, value, secret)
 
 
 def pulumi_config_rm(stack: str, key: str, *, url: str = "", organization: str = "") -> str:
     """The command that removes ``key`` from ``stack`` (its default applies again), ``--path`` for a nested key."""
-    return _config("rm", stack, key, None, False, url, organization)
+    return _config("rm", stack, key, url, organization)

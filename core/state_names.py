@@ -77,8 +77,9 @@ def shared_ring_key(project: str, stack: str) -> str:
 
 
 def ring_of(key: str) -> str:
-    """The key ring of a key's resource name (``projects/P/locations/L/keyRings/R``)."""
-    return key.rsplit("/cryptoKeys/", 1)[0]
+    """The key ring of a key's resource name: its first six parts, ``projects/P/locations/L/keyRings/R`` (whatever
+    the ring is named, ``cryptoKeys`` too)."""
+    return "/".join(key.split("/")[:6])
 
 
 def in_shared_ring(key: str) -> bool:
@@ -100,14 +101,14 @@ def backend_bucket(url: str) -> str:
     return urlparse(url).netloc if url.startswith("gs://") else ""
 
 
-def is_state_bucket(bucket: str, recorded: str = "") -> bool:
+def is_state_bucket(bucket: str, recorded: str) -> bool:
     """Whether ``bucket`` (a name, or ``gs://`` / ``projects/_/buckets/`` form) is a state bucket: named as every
-    stack's is, or the ``recorded`` home's (``tpu-rl:stateBackend``)."""
-    name = bucket.removeprefix("gs://").removeprefix("projects/_/buckets/").split("/", 1)[0]
+    stack's is, or the ``recorded`` home's (``tpu-rl:stateBackend``, "" when none is)."""
+    name = bucket.removeprefix("gs://").removeprefix("projects/_/buckets/").partition("/")[0]
     home = backend_bucket(recorded)  # "" for a home in no bucket (Pulumi Cloud, a file): no name is it
     return bool(STATE_BUCKET.fullmatch(name)) or (bool(home) and name == home)
 
 
 def is_state_key(key: str) -> bool:
     """Whether a Cloud KMS key (or ring) is of the state's key ring."""
-    return bool(STATE_KEY.fullmatch(key.removeprefix("gcpkms://").split("?", 1)[0].strip("/")))
+    return bool(STATE_KEY.fullmatch(key.removeprefix("gcpkms://").partition("?")[0].strip("/")))

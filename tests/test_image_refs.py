@@ -34,6 +34,7 @@ IMAGES = ImageSettings(maxtext=MAXTEXT, pathways_server=SERVER, pathways_proxy=P
         ("registry:5000/x", ("registry:5000", "x", None, None)),
         ("host.example/a:b/c", ("host.example", "a:b/c", None, None)),
         ("host.example/a/c:v1:v2", ("host.example", "a/c:v1", "v2", None)),
+        ("host.example/x/a:b/c", ("host.example", "x/a:b/c", None, None)),
         ("host.example/x:", ("host.example", "x", None, None)),
     ],
     ids=[
@@ -45,6 +46,7 @@ IMAGES = ImageSettings(maxtext=MAXTEXT, pathways_server=SERVER, pathways_proxy=P
         "a-host-with-a-port",
         "a-colon-in-a-folder",
         "the-last-colon-is-the-tags",
+        "a-colon-in-a-middle-folder",
         "an-empty-tag",
     ],
 )
@@ -133,9 +135,8 @@ def test_the_images_output_and_the_pins_it_records() -> None:
     assert output["maxtext"] == {"configured": MAXTEXT, "image": f"{AR}/tpu_post_training@{D1}", "digest": D1}
     assert output["pathwaysProxy"] == {"configured": PROXY, "image": PROXY, "digest": None}
     assert images.pins_of_outputs(output) == {MAXTEXT: D1}
-    assert images.pins_of_outputs({**output, "odd": "text", "bad": {"configured": SERVER, "digest": "x"}}) == {
-        MAXTEXT: D1
-    }
+    odd = {"odd": "text", "bad": {"configured": SERVER, "digest": "x"}}
+    assert images.pins_of_outputs({**odd, **output}) == {MAXTEXT: D1}
     assert images.pins_of_outputs([output]) == {}
 
 
@@ -192,6 +193,8 @@ def test_the_mirrors_of_the_images_and_the_images_named_through_them() -> None:
         "us-docker.pkg.dev/cloud-tpu-v2-images/pathways"
     ]
     assert images.mirrored(IMAGES, {}).maxtext == MAXTEXT
+    proxied = ImageSettings(maxtext=PROXY, pathways_server=PROXY, pathways_proxy=f"{AR}/proxy:1")
+    assert images.mirrored(proxied, mirrors).pathways_proxy == f"{mirror.path}/proxy:1"
 
 
 def test_a_mirrors_repository_arguments() -> None:

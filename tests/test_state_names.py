@@ -33,9 +33,10 @@ def test_a_domain_scoped_project_names_its_buckets_with_its_last_part() -> None:
     assert names.project_part("my-project") == "my-project"
 
 
-def test_a_keys_ring_is_all_before_its_last_crypto_keys_part() -> None:
+def test_a_keys_ring_is_its_first_six_parts() -> None:
     assert names.ring_of(f"{RINGS}/pulumi-state-dev/cryptoKeys/state") == f"{RINGS}/pulumi-state-dev"
     assert names.ring_of(f"{RINGS}/cryptoKeys/cryptoKeys/k") == f"{RINGS}/cryptoKeys"  # a ring may be named so
+    assert names.ring_of(f"{RINGS}/r/cryptoKeys/k/cryptoKeyVersions/1") == f"{RINGS}/r"
     assert names.ring_of(f"{RINGS}/r") == f"{RINGS}/r"
 
 
@@ -134,6 +135,9 @@ def test_a_state_bucket_by_its_shape_or_as_the_recorded_home(bucket: str, record
         (f"{RINGS}/pulumi-state-dev/cryptoKeys", True),
         (f"projects/{P}/keyRings/pulumi-state-dev/cryptoKeys/state", False),
         ("pulumi-state-dev", False),
+        (f"gcpkms://{RINGS}/pulumi-state-dev?x=1", True),
+        (f"/{RINGS}/pulumi-state-dev/cryptoKeys/state", True),
+        (f"{RINGS}/pulumi-stateX", False),
     ],
     ids=[
         "a-stacks-key",
@@ -149,6 +153,9 @@ def test_a_state_bucket_by_its_shape_or_as_the_recorded_home(bucket: str, record
         "anything-under-the-ring",
         "no-location",
         "a-bare-id",
+        "a-ring-with-a-query",
+        "a-leading-slash",
+        "a-lookalike-ring-alone",
     ],
 )
 def test_a_state_key_or_ring_in_any_location(key: str, state: bool) -> None:
