@@ -56,12 +56,12 @@ class StepRecord(Model):
         return {"title": self.title, "summary": self.summary, "columns": self.columns, "rows": self.rows}
 
 
-def parse_record(data: bytes, source: str) -> StepRecord | None:
-    """The record in ``data`` (read from ``source``), None when it is not one (not JSON, nested too deeply,
-    another shape, too large); its text is made printable on one line (``core.boundary.Text``)."""
+def parse_record(data: bytes) -> StepRecord | None:
+    """The record in ``data``, None when it is not one (not JSON, nested too deeply, another shape, more than
+    ``MAX_RECORD_BYTES``); its text is made printable on one line (``core.boundary.Text``)."""
     if len(data) > MAX_RECORD_BYTES:
         return None
     try:
-        return parse(StepRecord, json.loads(data), source)
+        return parse(StepRecord, json.loads(data), RECORD)  # the reason is not shown: the record is only left out
     except (ValueError, BoundaryError, RecursionError):  # RecursionError: JSON nested too deeply
         return None

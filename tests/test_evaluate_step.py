@@ -14,7 +14,7 @@ import pytest
 
 from core.config.schema import FIELDS_BY_KEY
 from core.estimate import estimate_for
-from core.records import MAX_ROWS, RECORD, parse_record
+from core.records import MAX_RECORD_BYTES, MAX_ROWS, RECORD, parse_record
 from core.steps import STEPS
 from infra.gcp.access import access, bucket_grants
 from tests.conftest import plan_of, put
@@ -146,7 +146,7 @@ def test_its_keys_are_generated_from_the_entry_and_it_is_estimated():
 
 @pytest.mark.pure
 def test_a_record_parses_within_its_bounds_and_nothing_else_does():
-    record = parse_record(json.dumps(RECORDED).encode(), "gs://b/r")
+    record = parse_record(json.dumps(RECORDED).encode())
     assert record is not None and record.to_json() == RECORDED
     bad = [
         b"not json",
@@ -159,9 +159,19 @@ def test_a_record_parses_within_its_bounds_and_nothing_else_does():
         json.dumps([RECORDED]).encode(),
         b"[" * 200_000,  # nested too deeply for the JSON parser: not a record, not a crash
     ]
-    assert [parse_record(data, "gs://b/r") for data in bad] == [None] * len(bad)
-    shown = parse_record(json.dumps({**RECORDED, "summary": "two\nlines\x1b[31m"}).encode(), "gs://b/r")
+    assert [parse_record(data) for data in bad] == [None] * len(bad)
+    shown = parse_record(json.dumps({**RECORDED, "summary": "two\nlines\x1b[31m"}).encode())
     assert shown is not None and shown.summary.isprintable(), "outside text is made printable once, where it is read"
+
+
+@pytest.mark.pure
+def test_a_record_of_exactly_its_byte_bound_is_read_and_one_byte_more_is_not():
+    text = json.dumps(RECORDED)
+    at_bound = (text[:-1] + " " * (MAX_RECORD_BYTES - len(text.encode())) + "}").encode()
+    assert len(at_bound) == MAX_RECORD_BYTES
+    record = parse_record(at_bound)
+    assert record is not None and record.to_json() == RECORDED
+    assert parse_record(at_bound[:-1] + b" }") is None
 
 
 def test_the_artifact_check_and_the_status_read_the_record(gcs):

@@ -396,7 +396,7 @@ def step_record(client: Any, record_uri: str, **call: Any) -> StepRecord | None:
         data = read_object(client.bucket(bucket).blob(name), LIMIT, f"reading {record_uri}", 0, LIMIT - 1, **call)
     except NotFound:
         return None
-    return parse_record(data, record_uri)
+    return parse_record(data)
 
 
 def no_step_record(record_uri: str) -> str:
