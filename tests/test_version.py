@@ -30,6 +30,7 @@ def test_the_changelog_repeats_the_releases():
     assert RELEASES[-1].version == VERSION and text.index(f"## {VERSION} ") < text.index("## Before 0.1.0")
 
 
+@pytest.mark.pure
 def test_what_the_state_holds_is_read_as_make_up_hands_it():
     state = {"deployment": {"resources": [{"type": "pulumi:pulumi:Stack", "outputs": {
         "version": "0.1.0", "steps": {"convert": {"name": "m-convert-1"}, "train": {"name": "m-train-2"}, "x": 3},
@@ -42,6 +43,7 @@ def test_what_the_state_holds_is_read_as_make_up_hands_it():
         assert in_state(unusable) is None
 
 
+@pytest.mark.pure
 def test_the_steps_run_again_are_those_renamed_in_order_and_why():
     state = InState("", {"convert": "c1", "train": "t1", "export": "e1"})
     assert runs_again(state, {"convert": "c1", "train": "t2", "export": "e2"}) == ("train", "export")
@@ -52,6 +54,26 @@ def test_the_steps_run_again_are_those_renamed_in_order_and_why():
     current = InState(VERSION, state.steps)
     assert why_again(current, ("train",)) == "the configuration changed what they run"
     assert since("") == RELEASES and since(VERSION) == ()
+
+
+@pytest.mark.pure
+def test_the_releases_since_a_version_and_the_line_that_names_them():
+    """An unknown version (or none) is older than every release; the line names the state's version, this one, and
+    each release since that renames one of the steps, with its reason; a step no release renames is the
+    configuration's doing."""
+    assert since("0.0.9") == RELEASES and since("") == RELEASES and since(RELEASES[0].version) == RELEASES[1:]
+    (release,) = RELEASES
+    again = (release.reruns[-1],)
+    assert why_again(InState("0.0.9", {}), again) == (
+        f"the state was written by tpu-rl 0.0.9, and this is {VERSION} (CHANGELOG.md: {release.version}: {release.why})"
+    )
+    assert why_again(InState("", {}), again) == (
+        f"the state was written by a tpu-rl older than 0.1.0, and this is {VERSION} (CHANGELOG.md: "
+        f"{release.version}: {release.why})"
+    )
+    assert why_again(InState("0.0.9", {}), ("not-a-step",)) == "the configuration changed what they run"
+    assert in_state(json.dumps({"version": 3, "steps": {"train": "t"}})) == InState("", {"train": "t"})
+    assert in_state(json.dumps({"steps": {"train": "t", 7: "x"}})) == InState("", {"train": "t", "7": "x"})
 
 
 def _up(monkeypatch, stack: str, state: Mapping[str, object], *overrides: str, accept: str = ""):
