@@ -237,6 +237,28 @@ def test_the_launcher_and_the_policy_pack_accept_the_same_files(text, words):
 def test_a_file_over_the_policy_packs_bound_is_not_read():
     text = json.dumps({"a": "x" * (128 * 1024)})
     assert read_config(text) == "it is longer than 131072 bytes"
+    at_bound = '{"a": "' + "x" * (128 * 1024 - 9) + '"}'
+    assert len(at_bound.encode()) == 128 * 1024 and read_config(at_bound) == {"a": "x" * (128 * 1024 - 9)}
+    assert read_config(at_bound[:-1] + " }") == "it is longer than 131072 bytes"
+
+
+def test_the_policy_packs_reasons_in_its_words():
+    assert read_config('["a=1"]') == "it is not a JSON object of strings"
+    assert read_config('{"a": 1}') == "the value of a is not a string"
+    assert read_config('{"a": "1", "a": "2"}') == "it is not a JSON object of strings (the key a is set twice)"
+    long = "-" + "k" * 100
+    assert read_config(json.dumps({long: "1"})) == f"the key {long[:80]!r} is not a dotted name"
+
+
+def test_the_writers_refusal_names_the_word_cut_at_80_characters():
+    word = "-" * 100
+    with pytest.raises(ValueError) as raised:
+        config_text([word])
+    assert str(raised.value) == f"train_rl's argument {word[:80]!r} is no key=value override"
+
+
+def test_the_writer_keeps_a_values_characters_as_they_are_not_escaped():
+    assert config_text(["a=é", "b=1"]) == '{\n  "a": "é",\n  "b": "1"\n}\n'
 
 
 @pytest.mark.parametrize(
