@@ -15,12 +15,27 @@ in ``core``; these adapters import the network libraries, so they live here, bel
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
 from core import bounded
 from core.bounded import Cap
+
+STORAGE_METADATA_OFF = "DISABLE_GCS_PYTHON_CLIENT_OTEL_BUCKET_METADATA"
+"""What turns off google-cloud-storage's background fetch of a bucket's metadata (``no_background_fetches``)."""
+
+
+def no_background_fetches() -> None:
+    """google-cloud-storage 3.17 fetches a bucket's metadata for its trace spans, on the first call that names the
+    bucket, in a daemon thread of its own (``_helpers.create_trace_span_helper``,
+    ``_bucket_metadata_cache.BucketMetadataCache.get_or_queue_fetch``), traces on or not: a ``buckets.get`` with the
+    library's default retry (two minutes), outside every budget, asking for a permission the steps' accounts do not
+    hold. Turned off through the variable the library reads at each call
+    (``_opentelemetry_tracing._is_bucket_metadata_disabled``), unless the operator set it."""
+    os.environ.setdefault(STORAGE_METADATA_OFF, "true")
+
 
 CHUNK = 64 * 1024
 """Bytes read from the socket at a time."""

@@ -413,3 +413,31 @@ def test_the_librarys_retries_end_one_read_before_the_wall_clocks_bound():
     assert call_options(Budget(1.5, 0.5, 0.5))["timeout"] == (0.5, 0.5)
     assert call_options(Budget(1.5, 0.5, 0.5))["retry"].timeout == 1.0
     assert call_options(Budget(2.0, 1.0, 2.0))["retry"].timeout == 2.0, "never shorter than one read"
+
+
+@pytest.mark.parametrize("variable", [None, "false"], ids=["unset", "set-by-the-operator"])
+def test_a_read_starts_no_thread_of_the_library_unless_the_operator_asked(gcs, monkeypatch, variable):
+    """google-cloud-storage fetches a bucket's metadata in a thread of its own on the first call that names the
+    bucket, retried outside every budget: the product's clients turn it off (``infra.transports``), unless the
+    operator set the library's variable, which is kept."""
+    import threading
+
+    from infra.transports import STORAGE_METADATA_OFF
+    from workloads.observe.artifacts import storage_client
+
+    if variable is None:
+        monkeypatch.delenv(STORAGE_METADATA_OFF, raising=False)
+    else:
+        monkeypatch.setenv(STORAGE_METADATA_OFF, variable)
+    started: list[str] = []
+    start = threading.Thread.start
+
+    def recorded(thread: threading.Thread) -> None:
+        started.append(getattr(getattr(thread, "_target", None), "__name__", ""))
+        start(thread)
+
+    gcs.create_bucket("fresh-bucket").blob("note.txt").upload_from_string("a")
+    monkeypatch.setattr(threading.Thread, "start", recorded)
+    assert storage_client().bucket("fresh-bucket").blob("note.txt").download_as_bytes() == b"a"
+    fetches = [name for name in started if name == "_fetch_background"]
+    assert (fetches == []) is (variable is None), started

@@ -81,8 +81,9 @@ def capped(client: storage.Client) -> storage.Client:
     ``google/cloud/client/__init__.py``), which every JSON API call and media download of google-cloud-storage goes
     through. The JSON replies (listings, metadata) are read through the cap; a media download (``stream=True``) is
     bounded by its reader, ``core.bounded.read_object``."""
-    from infra.transports import cap_session
+    from infra.transports import cap_session, no_background_fetches
 
+    no_background_fetches()
     cap_session(client._http, REPLY_CAP)
     return client
 

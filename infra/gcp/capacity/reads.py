@@ -20,7 +20,7 @@ from core import deadline
 from core.bounded import Cap, ReplyEncodingError, ReplyTooLargeError
 from core.errors import TpuRlError
 from core.redact import scrub
-from infra.transports import cap_session
+from infra.transports import cap_session, no_background_fetches
 
 T = TypeVar("T")
 MAX_REPLY_BYTES = 4 * 1024 * 1024
@@ -156,6 +156,7 @@ class Clients:
         for client in self.all():
             cap_replies(client.transport._session)
         # project=None: buckets.get names no project (the client would otherwise look one up, or fail without one).
+        no_background_fetches()
         self.storage = storage.Client(project=None, **options)
         cap_replies(self.storage._http)
 
