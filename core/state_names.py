@@ -109,6 +109,11 @@ def is_state_bucket(bucket: str, recorded: str) -> bool:
     return bool(STATE_BUCKET.fullmatch(name)) or (bool(home) and name == home)
 
 
+def key_name(key: str) -> str:
+    """A Cloud KMS key's resource name, of a ``gcpkms://`` secrets provider URL (its query dropped) or as it is."""
+    return key.removeprefix("gcpkms://").partition("?")[0].strip("/")
+
+
 def is_state_key(key: str) -> bool:
     """Whether a Cloud KMS key (or ring) is of the state's key ring."""
-    return bool(STATE_KEY.fullmatch(key.removeprefix("gcpkms://").partition("?")[0].strip("/")))
+    return bool(STATE_KEY.fullmatch(key_name(key)))

@@ -31,8 +31,8 @@ def no_background_fetches() -> None:
     """google-cloud-storage 3.17 fetches a bucket's metadata for its trace spans, on the first call that names the
     bucket, in a daemon thread of its own (``_helpers.create_trace_span_helper``,
     ``_bucket_metadata_cache.BucketMetadataCache.get_or_queue_fetch``), traces on or not: a ``buckets.get`` with the
-    library's default retry (two minutes), outside every budget, asking for a permission the steps' accounts do not
-    hold. Turned off through the variable the library reads at each call
+    library's default retry (two minutes), outside every budget, asking for ``storage.buckets.get``, which a reader
+    of objects need not hold. Turned off through the variable the library reads at each call
     (``_opentelemetry_tracing._is_bucket_metadata_disabled``), unless the operator set it."""
     os.environ.setdefault(STORAGE_METADATA_OFF, "true")
 

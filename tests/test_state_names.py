@@ -119,6 +119,13 @@ def test_a_state_bucket_by_its_shape_or_as_the_recorded_home(bucket: str, record
     assert names.is_state_bucket(bucket, recorded) is state
 
 
+def test_a_keys_name_of_a_secrets_provider_or_as_it_is() -> None:
+    name = f"{RINGS}/pulumi-state-dev/cryptoKeys/state"
+    assert names.key_name(f"gcpkms://{name}?version=1") == name
+    assert names.key_name(f"gcpkms:///{name}/") == name
+    assert names.key_name(name) == name
+
+
 @pytest.mark.parametrize(
     ("key", "state"),
     [

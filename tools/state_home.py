@@ -38,6 +38,7 @@ from core.state_names import (
     KEY_LOCATION,
     in_shared_ring,
     is_legacy_key,
+    key_name,
     legacy_bucket,
     ring_id,
     state_bucket,
@@ -124,9 +125,7 @@ class Home:
 
 def kms_key(provider: str) -> str:
     """``projects/P/locations/L/keyRings/R/cryptoKeys/K`` of a ``gcpkms://`` secrets provider URL, else ""."""
-    if not provider.startswith("gcpkms://"):
-        return ""
-    return provider.removeprefix("gcpkms://").split("?", 1)[0].strip("/")
+    return key_name(provider) if provider.startswith("gcpkms://") else ""
 
 
 def is_cloud(url: str) -> bool:

@@ -316,6 +316,8 @@ def script(*lines: str, argv: list[str]) -> str:
     return "\n".join(body) + "\n"
 
 
+CONTAINER = Path(__file__).parents[1] / "container"
+"""``workloads/container``: the programs a step's ConfigMap ships."""
 HF_MODEL = (Path(__file__).parents[2] / "core" / "hf_model.py").read_text()
 """``core/hf_model.py``: the safetensors header check, the names of a model folder's files, the bounded GCS read and
 the comparison; shipped as ``hf_model.py``, a file of the ConfigMap of every step whose program imports it (the image
@@ -384,7 +386,7 @@ def program(file_name: str) -> str:
 def _container_source(file_name: str) -> str:
     """The text of ``workloads/container/<file_name>`` as the repository holds it, read once per process (a read
     alone: what decides on it, ``program`` and ``program_imports``, is left undecorated, where mutmut mutates it)."""
-    return (Path(__file__).parents[1] / "container" / file_name).read_text()
+    return (CONTAINER / file_name).read_text()
 
 
 def program_script(file_name: str, *words: str, output_uri: str, reads: tuple[str, ...] = ()) -> str:
@@ -448,9 +450,8 @@ def program_imports(file_name: str) -> tuple[str, ...]:
     prints such text; ``tpu_rl_program.py``, how a run ends and the process helpers, another; a snippet imports none."""
     if file_name in SNIPPETS or file_name == HF_MODEL_FILE:
         return ()
-    folder = Path(__file__).parents[1] / "container"
     found = (f"{name}.py" for name in _BESIDE.findall(_container_source(file_name)))
-    return tuple(name for name in found if (folder / name).is_file() or name == HF_MODEL_FILE)
+    return tuple(name for name in found if (CONTAINER / name).is_file() or name == HF_MODEL_FILE)
 
 
 def program_files(*file_names: str) -> dict[str, str]:
