@@ -3,7 +3,12 @@
 #   make test            run the offline test suite
 # `make help` lists the others.
 STACK ?= dev
-PYTHON ?= python3
+# The interpreter every venv is made with: the distribution's CPython 3.11 where it can make a venv with pip (Debian
+# and Ubuntu build theirs with profile-guided and link-time optimization; a pyenv or asdf build, made without either and
+# through a shared libpython, runs the fast tier on about a fifth more CPU: docs/testing.md "The interpreter"), else
+# python3. PYTHON= chooses another. Probed once, when first used (the assignment inside replaces this definition).
+DISTRO_PYTHON := /usr/bin/python3.11
+PYTHON ?= $(eval PYTHON := $(if $(shell $(DISTRO_PYTHON) -c 'import ensurepip, venv; ensurepip.version()' 2>/dev/null && echo yes),$(DISTRO_PYTHON),python3))$(PYTHON)
 VENV := .venv
 PY := $(VENV)/bin/python
 POLICY_VENV := policy/venv
@@ -396,7 +401,7 @@ test: $(VENV)/.installed-dev
 	PYTHONDONTWRITEBYTECODE= $(PY) $(PYTEST_FAST)
 	@installed=$$(cat $(VENV)/.test-installed); done=$$(date +%s); \
 	total=$$((done - $(STARTED))); \
-	echo "make test: $$total s (install $$((installed - $(STARTED))) s, tests $$((done - installed)) s); the budget is $(TEST_BUDGET) s from a fresh clone on two cores"; \
+	echo "make test: $$total s (install $$((installed - $(STARTED))) s, tests $$((done - installed)) s; $$($(PY) -c 'import sys; print("Python", sys.version.split()[0], "of", sys.base_prefix)')); the budget is $(TEST_BUDGET) s from a fresh clone on two cores"; \
 	if [ $$total -gt $(TEST_BUDGET) ]; then \
 		echo "make test: over the $(TEST_BUDGET) s budget: the slowest tests are named above; make them faster or mark them slow (docs/testing.md \"Timings\")" >&2; \
 		if [ -n "$(TEST_BUDGET_STRICT)" ]; then exit 1; fi; \
