@@ -59,4 +59,5 @@ def test_python3_makes_it_when_the_distributions_cannot(tmp_path):
 
 
 def test_an_interpreter_given_is_used_and_nothing_probed(tmp_path):
-    assert venv_command(tmp_path, distro(tmp_path, "exit 0"), "PYTHON=/opt/py/bin/python3") == ("/opt/py/bin/python3", 0)
+    given = "/opt/py/bin/python3"
+    assert venv_command(tmp_path, distro(tmp_path, "exit 0"), f"PYTHON={given}") == (given, 0)
