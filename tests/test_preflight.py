@@ -98,6 +98,8 @@ def test_a_dataset_revision_that_does_not_exist_stops_up_before_any_resource(hub
 
 
 FAST = Budget(1.2, 0.5, 0.5)
+ROOMY = Budget(30.0, 10.0, 10.0)
+"""For a test whose answer comes before any budget ends: a stalled host must not turn it into a timeout."""
 
 
 @pytest.mark.parametrize(
@@ -158,22 +160,22 @@ def test_a_hub_reply_past_the_cap_is_one_line_naming_the_request_and_the_fix():
     with serve(Large) as url:
         for repo in ("x/plain", "x/packed"):
             with pytest.raises(PreflightError) as caught:
-                check_model_access(repo, "main", GOOD, endpoint=url, budget=FAST)
+                check_model_access(repo, "main", GOOD, endpoint=url, budget=ROOMY)
             assert str(caught.value) == (
                 f"GET {url}/api/models/{repo}/revision/main replied more than 2 MiB (check HF_ENDPOINT or a proxy in "
                 "the way)"
             )
         with pytest.raises(PreflightError, match=r"with a body it cannot read \(content encoding 'br'\)"):
-            check_model_access("x/encoded", "main", GOOD, endpoint=url, budget=FAST)
+            check_model_access("x/encoded", "main", GOOD, endpoint=url, budget=ROOMY)
 
 
 def test_a_refused_connection_and_a_bad_endpoint_are_one_line():
     with pytest.raises(HubUnavailableError, match="cannot reach the Hub at 127.0.0.1:9") as caught:
-        check_model_access(REPO, "main", GOOD, endpoint="http://127.0.0.1:9", budget=FAST)
+        check_model_access(REPO, "main", GOOD, endpoint="http://127.0.0.1:9", budget=ROOMY)
     assert caught.value.exit_code == FAILED and "; retry, or check the network" in str(caught.value)
     for endpoint in ("huggingface.co", "ftp://x", "http://", "://"):
         with pytest.raises(PreflightError, match="HF_ENDPOINT = .* is invalid: expected an http\\(s\\) URL"):
-            check_model_access(REPO, "main", GOOD, endpoint=endpoint, budget=FAST)
+            check_model_access(REPO, "main", GOOD, endpoint=endpoint, budget=ROOMY)
 
 
 def test_the_default_budget_is_bounded():
