@@ -4,9 +4,9 @@
 # `make help` lists the others.
 STACK ?= dev
 # The interpreter every venv is made with: the distribution's CPython 3.11 where it can make a venv with pip (Debian
-# and Ubuntu build theirs with profile-guided and link-time optimization; a pyenv or asdf build, made without either and
-# through a shared libpython, runs the fast tier on about a fifth more CPU: docs/testing.md "The interpreter"), else
-# python3. PYTHON= chooses another. Probed once, when first used (the assignment inside replaces this definition).
+# builds its own with profile-guided and link-time optimization; pyenv's here, built without either and through a
+# shared libpython, runs the fast tier on about a fifth more CPU: docs/testing.md "The interpreter"), else python3.
+# PYTHON= chooses another. Probed once, when first used (the assignment inside replaces this definition).
 DISTRO_PYTHON := /usr/bin/python3.11
 PYTHON ?= $(eval PYTHON := $(if $(shell $(DISTRO_PYTHON) -c 'import ensurepip, venv; ensurepip.version()' 2>/dev/null && echo yes),$(DISTRO_PYTHON),python3))$(PYTHON)
 VENV := .venv
