@@ -42,6 +42,7 @@ from workloads.specs.train_script import (
     SLICE_WAIT_ENV,
     STALL_ENV,
     TRAIN_LOG,
+    launch_env,
 )
 
 # The tutorial's training command, verbatim (../shared/reference/tutorial.md, step 2).
@@ -294,7 +295,7 @@ def train_call(calls: list[list[str]]) -> list[str]:
 def test_training_fails_with_train_rls_exit_code_after_copying_the_log(tmp_path):
     """The log is copied whatever happens; the container exits with train_rl's status."""
     train = objects("prod", "tpu-rl:training.optimizer=adamw")["train"]
-    launch = f"HF_HUB_OFFLINE=1 python3 {SCRIPTS_DIR}/launch.py"
+    launch = f"{launch_env()} python3 {SCRIPTS_DIR}/launch.py"
     failing = container_script(train).replace(launch, f"(exit 7) && {launch}", 1)
     calls = run_in_bash(train, tmp_path, check=False, script=failing)
     assert last_run().returncode == 7, "the judge printed nothing (not run here): train_rl's status"

@@ -40,6 +40,7 @@ from workloads.container import launch
 from workloads.specs import commands
 from workloads.specs.commands import SCRIPTS_DIR, command_line, train_argv, train_config
 from workloads.specs.step_specs import plan_workflow
+from workloads.specs.train_script import launch_env
 
 pytestmark = pytest.mark.pure
 
@@ -85,8 +86,8 @@ def test_the_training_step_ships_its_overrides_and_the_launcher_runs_them(stack)
     data = train.scripts["data"]
     assert data[CONFIG_FILE] == train_config(_argv(stack, train))[CONFIG_FILE]
     launches = [line for line in data["run.sh"].splitlines() if f"{SCRIPTS_DIR}/{LAUNCHER}" in line]
-    # train_rl with the Hub off: its tokenizer, vLLM's model config and its dataset are the attempt's own copies
-    assert launches == [f"HF_HUB_OFFLINE=1 python3 {SCRIPTS_DIR}/{LAUNCHER} >> /tmp/tpu-rl-train.log 2>&1 &"]
+    # train_rl in its environment (the Hub off, the staged dataset readable: make rehearse loads it so)
+    assert launches == [f"{launch_env()} python3 {SCRIPTS_DIR}/{LAUNCHER} >> /tmp/tpu-rl-train.log 2>&1 &"]
     assert not any(m in data["run.sh"] for m in ("trainers.post_train.rl.train_rl", "post_train/rl/train_rl"))
 
 

@@ -56,6 +56,19 @@ DRILL_MARKER = "/tmp/tpu-rl-drilled"
 TRAIN_LOG = "/tmp/tpu-rl-train.log"
 EVALS_LOG = "/tmp/tpu-rl-evals.txt"
 STALL_MARKER = "/tmp/tpu-rl-stalled"
+LAUNCH_ENV = (("HF_HUB_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "0"))
+"""The environment train_rl starts in (the launcher line's prefix), for two libraries that read it:
+
+- ``HF_HUB_OFFLINE=1``: huggingface_hub makes no request (``constants.HF_HUB_OFFLINE``, checked on every request), so
+  the tokenizer and vLLM's model config come from ``TRAIN_BASE_DIR``'s files alone, and a call that would reach the Hub
+  fails at once instead of fetching another revision;
+- ``HF_DATASETS_OFFLINE=0``: ``datasets`` reads its own variable first and falls back to huggingface_hub's only when
+  it is unset (``datasets/config.py``, 4.8.5 to 5.2.0: ``HF_HUB_OFFLINE = constants.HF_HUB_OFFLINE if _offline is None
+  else ...``); offline, it refuses every remote file (``utils/file_utils.py`` ``fsspec_head``, ``fsspec_get``: "Offline
+  mode is enabled. Tried to reach gs://..."), the staged ``gs://`` parquet files of ``hf_train_files`` among them. Set
+  to ``0``, it reads them through fsspec (gcsfs); a request of its own to the Hub still goes through huggingface_hub,
+  which refuses it.
+"""
 
 
 def run_record(settings: Settings, argv: list[str]) -> dict[str, object]:
@@ -181,12 +194,9 @@ def train_script(settings: Settings, argv: list[str], output_uri: str, convert_u
       once, so `make status` sees a new attempt as it starts;
     - the wait for the slice (``slice_lines``): every worker Ready, at most the recovery budget;
     - ``train_rl`` in the background, started by the launcher (``workloads/container/launch.py``) from its
-      overrides, the ConfigMap's ``train.json`` (``train_config``), with ``HF_HUB_OFFLINE=1`` (its tokenizer and
-      vLLM's model config are ``TRAIN_BASE_DIR``'s files, its dataset the staged copy in GCS: huggingface_hub then
-      makes no request, and a call that would reach the Hub fails at once instead of fetching another revision; the
-      script's own fetches before it, the dataset's first staging among them, keep the Hub), its output appended to
-      the log, which
-      ``tail --pid`` shows on the container's stdout (``kubectl logs``); SIGTERM (a JobSet restart, a deadline,
+      overrides, the ConfigMap's ``train.json`` (``train_config``), in ``LAUNCH_ENV`` (the Hub off for
+      huggingface_hub, ``datasets`` able to read the staged copy in GCS; the script's own fetches before it, the
+      dataset's first staging among them, keep the Hub), its output appended to the log, which ``tail --pid`` shows on the container's stdout (``kubectl logs``); SIGTERM (a JobSet restart, a deadline,
       a deleted pod) is forwarded to it (PID 1 ignores a signal it has no handler for, so without the trap
       nothing would stop train_rl until the grace period's SIGKILL);
     - each evaluation and restore line, as it appears, appended to the side file and the side file
@@ -231,13 +241,18 @@ def train_script(settings: Settings, argv: list[str], output_uri: str, convert_u
     return "\n".join(lines) + "\n"
 
 
+def launch_env() -> str:
+    """``LAUNCH_ENV`` as the launcher line's prefix (``NAME=value ...``)."""
+    return " ".join(f"{name}={value}" for name, value in LAUNCH_ENV)
+
+
 def run_lines(settings: Settings, output_uri: str) -> list[str]:
     """The training script's lines from train_rl's start to the container's exit (``train_script``'s list, from the
     launcher on): train_rl, its watchers, its end, the copies and the judge."""
     upload = run_program("upload.py")
     return [
         'echo "tpu-rl: starting train_rl (VLLM_HOST_IP=${VLLM_HOST_IP:-unset})"',
-        f"HF_HUB_OFFLINE=1 {run_program(LAUNCHER)} >> {TRAIN_LOG} 2>&1 &",
+        f"{launch_env()} {run_program(LAUNCHER)} >> {TRAIN_LOG} 2>&1 &",
         "child=$!; what=train_rl",
         f'{run_program("stall_watchdog.py")} "$child" {TRAIN_LOG} "${{{STALL_ENV}}}" {STALL_MARKER} '
         f'"${{{SLICE_WAIT_ENV}}}" &',
