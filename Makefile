@@ -43,7 +43,7 @@ YES ?=
 ACCEPT ?=
 FORCE ?=
 
-.PHONY: help up stack backend preview policy-preview plan destroy refresh unlock state-bucket state-move audit logs test test-slow lint venv dev-venv policy-venv status report mutation readme lock maxtext controller iam-types closed-world bytecode-list test-split maintenance
+.PHONY: help up stack backend preview policy-preview plan destroy refresh unlock state-bucket state-move audit logs test test-slow lint venv dev-venv policy-venv status report rehearse mutation readme lock maxtext controller iam-types closed-world bytecode-list test-split maintenance
 
 # The targets a user runs, with what they do (`make help`; tests/test_makefile.py keeps it complete).
 help:
@@ -67,6 +67,8 @@ help:
 	@echo "make logs STACK=dev STEP=train  a step's current or last attempt's logs"
 	@echo "make maintenance STACK=dev   start the slice's scheduled host maintenance now, before training (FORCE=1: even"
 	@echo "                             while training runs, or with none scheduled: a rehearsal)"
+	@echo "make rehearse STACK=dev      every step rehearsed on CPU with MaxText and the image's packages, before any TPU"
+	@echo "                             is billed (STEP=: one step, on the bucket as the last rehearsal left it)"
 	@echo "make report STACK=dev        reward curves, accuracy and chip-hours: build/report-<stack>/"
 	@echo "make refresh STACK=dev       pulumi refresh, without the program"
 	@echo "make destroy STACK=dev       pulumi destroy, without the program; refused while tpu-rl:protect is true"
@@ -348,6 +350,13 @@ logs: $(VENV)/.installed
 # unless FORCE=1 (docs/maintenance.md): make maintenance STACK=dev
 maintenance: $(VENV)/.installed
 	$(PY) -m tools.maintenance --stack $(STACK)$(if $(FORCE), --force)
+
+# Every step of the stack's plan rehearsed on this machine before any TPU is billed (tools/rehearse/cli.py,
+# docs/first-run.md "Rehearse first"): the steps' rendered scripts with MaxText's code and the image's package set
+# (Python 3.12: PYTHON312= names one) against a Cloud Storage emulator and a loopback Hub; STEP= one step alone.
+PYTHON312 ?=
+rehearse: $(VENV)/.installed-dev
+	$(PY) -m tools.rehearse --stack $(STACK)$(if $(STEP), --step $(STEP))$(if $(PYTHON312), --python312 '$(PYTHON312)')
 
 # Reward curves, before/after accuracy, config diff and chip-hours of the stack's run: build/report-<stack>/
 report: $(VENV)/.installed
