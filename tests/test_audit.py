@@ -25,7 +25,7 @@ from tests.fake_iam import (
 )
 from tests.fake_kube import fake_cluster
 from tests.loopback import LoopbackServer, QuietHandler
-from tests.stack_homes import cli_file, repo
+from tests.stack_homes import access_lines, cli_file, repo
 from tools import audit
 from tools.audit_reads import Endpoints, Reads
 
@@ -47,11 +47,22 @@ ROOMY = Budget(30.0, 10.0, 10.0, "a test's")
 """Every read's budget but where running out is the point (a stalled host must not end a read that gets its answer)."""
 
 
-def stack_file(project: str = PROJECT, *, protect: bool = True, shared: bool = False, check: bool = True) -> str:
-    """Prod's stack file as the CLI writes it, its home and key recorded."""
+def stack_file(
+    project: str = PROJECT,
+    *,
+    protect: bool = True,
+    shared: bool = False,
+    check: bool = True,
+    members: tuple[str, ...] = (OPS, DEPLOY),
+    readers: tuple[str, ...] = (PREVIEW,),
+) -> str:
+    """Prod's stack file as the CLI writes it, its home and key recorded, its operator and deploy account its
+    ``tpu-rl:access`` members and its preview account its reader."""
     config = {"tpu-rl:stateBackend": f"gs://{BUCKET}", **({"tpu-rl:sharedProject": '"true"'} if shared else {})}
     text = cli_file(project=project, provider=f"gcpkms://{KEY}", protect=protect, config=config)
-    text = text.replace("tpu-rl:clusterName: tpu-rl-dev", "tpu-rl:clusterName: tpu-rl-prod")
+    text = text.replace("tpu-rl:clusterName: tpu-rl-dev", "tpu-rl:clusterName: tpu-rl-prod") + access_lines(
+        members, readers
+    )
     return text if check else text.replace("  tpu-rl:workflow:\n", "  tpu-rl:workflow:\n    capacityCheck: false\n")
 
 
@@ -198,6 +209,51 @@ def test_members_named_as_the_stacks_own_are_not_findings(world, tmp_path, capsy
     assert code == 1 and out[0].startswith("finding: principalSet://gh/repo/1 can mint tokens of deploy-prod@")
     code, out, _ = run(world, root, capsys, "--members", "principalSet://gh/repo/1")
     assert code == 0
+    declared = repo(tmp_path, prod=stack_file(members=(OPS, DEPLOY, "principalSet://gh/repo/1")))
+    assert run(world, declared, capsys)[:2] == (
+        0,
+        ["access audit of stack prod: nothing outside its own list (docs/audit.md)"],
+    )
+
+
+def test_a_member_granted_on_the_state_who_is_not_the_stacks_own_is_a_finding(world, tmp_path, capsys):
+    """The own list is never read from the state bucket's or key's policy: a member granted there, by a self-grant
+    of whoever can set the bucket's policy or by `make state-bucket` without being recorded, is named."""
+    grant(world.bucket_policies, BUCKET, "roles/storage.objectViewer", "user:mallory@acme.example")
+    grant(world.key_policies, KEY, "roles/cloudkms.cryptoKeyDecrypter", "user:mallory@acme.example")
+    code, out, _ = run(world, repo(tmp_path, prod=stack_file()), capsys)
+    assert code == 1
+    assert out[:-1] == [
+        f"finding: user:mallory@acme.example can read or write stack prod's state (roles/storage.objectViewer on "
+        f"gs://{BUCKET})",
+        f"finding: user:mallory@acme.example can decrypt stack prod's state key (roles/cloudkms.cryptoKeyDecrypter on "
+        f"the key {KEY})",
+    ]
+    code, out, _ = run(world, repo(tmp_path, prod=stack_file(members=(OPS,))), capsys)
+    assert code == 1 and {line.split(" can ")[0] for line in out[:-1]} == {
+        f"finding: {DEPLOY}",
+        "finding: user:mallory@acme.example",
+    }, "the deploy account the state grants, not named in tpu-rl:access, is not the stack's own"
+
+
+def test_the_programs_workload_identity_members_are_the_stacks_own(world, tmp_path, capsys):
+    """Each CPU step's account grants roles/iam.workloadIdentityUser to its Kubernetes service account's member
+    (infra/gcp/cluster.py): the stack's own, as the program makes it; another namespace's is not."""
+    email = f"tpu-rl-prod-export@{PROJECT}.iam.gserviceaccount.com"
+    world.account_policies[email] = []
+    own = f"serviceAccount:{PROJECT}.svc.id.goog[tpu-rl/tpu-rl-prod-export]"
+    grant(world.account_policies, email, "roles/iam.workloadIdentityUser", own)
+    root = repo(tmp_path, prod=stack_file())
+    assert run(world, root, capsys)[0] == 0
+    other = f"serviceAccount:{PROJECT}.svc.id.goog[other/tpu-rl-prod-export]"
+    grant(world.account_policies, email, "roles/iam.workloadIdentityUser", other)
+    code, out, _ = run(world, root, capsys)
+    assert (code, out[:-1]) == (
+        1,
+        [
+            f"finding: {other} can mint tokens of {email} (roles/iam.workloadIdentityUser on the account {email})",
+        ],
+    )
 
 
 def test_an_unreachable_cluster_is_one_line_and_the_rest_goes_on(world, cluster, tmp_path, capsys):

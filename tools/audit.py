@@ -12,11 +12,11 @@ on the project, the rings, the keys, the buckets or the accounts; a token of one
 its cluster (GKE's project-level ``container.*`` permissions, and the cluster's RBAC: bindings to ``cluster-admin``,
 ``admin``, ``edit`` or a role that reads Secrets, read through the stack's kubeconfig).
 
-The stack's own list: its node and step accounts (``infra.gcp.naming``), who `make state-bucket` recorded as the
-stack's (the members holding ``roles/storage.objectUser``/``objectViewer`` on the state bucket itself,
-``roles/cloudkms.cryptoKeyEncrypterDecrypter``/``cryptoKeyDecrypter`` on the key itself: its ``MEMBERS=`` and
-``READERS=``; a grant there needs ``setIamPolicy`` on them, itself a finding for anyone else), and
-``--members``/``--readers``. Google's service agents are not members one can act as.
+The stack's own list is what the program creates and what the stack's configuration declares, never read from a
+policy (whoever can write one could name itself there): its node and step accounts and each step account's Kubernetes
+service account's Workload Identity member (``infra.gcp.naming``, ``core.names.workload_member``), the members and
+readers of ``tpu-rl:access``, and ``--members``/``--readers``. Google's service agents are not members one can act
+as.
 
 Exit 0: nothing found; 1: a finding, or a policy that could not be read (each one line); 2: bad input, a project
 another stack file names too without both accepting it (``core.config.projects``). An unreachable cluster is one
@@ -41,7 +41,6 @@ from core.printed_commands import make_target
 from core.redact import env_secrets, remember, scrub
 from core.settings import Settings
 from infra.client_errors import client_errors
-from infra.gcp.permissions import state_role
 from tools.audit_model import Binding, Policy, Reach, Resource, Target, lines, rbac_reaches, reaches
 from tools.process import entry_point, report
 from tools.stack_files import ROOT
@@ -199,24 +198,16 @@ def chain(*policies: Policy | tuple[Policy, ...] | None) -> tuple[Policy, ...]:
     return tuple(found)
 
 
-def own_members(settings: Settings, explicit: tuple[str, ...], bucket: Policy | None, key: Policy | None) -> set[str]:
-    """The stack's own list (module docstring), lowercased."""
+def own_members(settings: Settings, explicit: tuple[str, ...]) -> set[str]:
+    """The stack's own list (module docstring), lowercased: what the program creates, what ``tpu-rl:access`` names,
+    and ``explicit`` (``--members``, ``--readers``)."""
+    from core.names import workload_member
     from infra.gcp.naming import names_for
 
-    own = {m.lower() for m in explicit}
-    own |= {
-        f"serviceaccount:{a}@{settings.project}.iam.gserviceaccount.com"
-        for a in names_for(settings).service_accounts.values()
-    }
-    recorded = {
-        (bucket, state_role("write", "bucket")),
-        (bucket, state_role("read", "bucket")),
-        (key, state_role("write", "key")),
-        (key, state_role("read", "key")),
-    }
-    for policy, role in recorded:
-        if policy is not None:
-            own |= {m.lower() for b in policy.bindings if b.role == role for m in b.members}
+    names = names_for(settings)
+    own = {m.lower() for m in (*explicit, *settings.access.members, *settings.access.readers)}
+    own |= {f"serviceaccount:{a}@{settings.project}.iam.gserviceaccount.com" for a in names.service_accounts.values()}
+    own |= {workload_member(settings.project, settings.namespace, ksa).lower() for ksa in names.ksas.values()}
     return own
 
 
@@ -231,28 +222,26 @@ def targets(audit: Audit, settings: Settings, home: Any, explicit: tuple[str, ..
     """Every question of the audit, with the policies read for it, and the stack's own list."""
     project = audit.own_project()
     found: list[Target] = []
-    bucket = key = None
     if home.bucket:
-        bucket, bucket_chain = _bucket(audit, home.bucket)
+        bucket_chain = _bucket(audit, home.bucket)
         objects = tuple(bucket_resource(home.bucket, n) for n in state_objects(settings.stack, home.prefix))
         found.append(Target(f"read or write stack {settings.stack}'s state", STATE, bucket_chain, objects))
         found.append(_set_iam("bucket", f"gs://{home.bucket}", bucket_chain, bucket_resource(home.bucket)))
     if home.key:
-        key, key_targets = _key(audit, home.key, f"decrypt stack {settings.stack}'s state key")
-        found += key_targets
-    own = own_members(settings, explicit, bucket, key)
+        found += _key(audit, home.key, f"decrypt stack {settings.stack}'s state key")
+    own = own_members(settings, explicit)
     found.append(
         Target(f"set IAM on project {settings.project}", frozenset({SET_IAM["project"]}), chain(project), (), False)
     )
     found.append(Target(f"administer cluster {settings.cluster_name}", CLUSTER, chain(project), (), False))
     if settings.bucket_name:
-        _, artifacts = _bucket(audit, settings.bucket_name)
+        artifacts = _bucket(audit, settings.bucket_name)
         found.append(
             _set_iam("bucket", f"gs://{settings.bucket_name}", artifacts, bucket_resource(settings.bucket_name))
         )
     secrets = _secrets_key(settings)
     if secrets:
-        found += _key(audit, secrets, "")[1]
+        found += _key(audit, secrets, "")
     for email in accounts_of(own):
         found += _account(audit, email)
     return found, own
@@ -263,16 +252,17 @@ def _set_iam(kind: str, where: str, chained: tuple[Policy, ...], resource: Resou
     return Target(f"set IAM on {where}", frozenset({SET_IAM[kind]}), chained, resources, resource is not None)
 
 
-def _bucket(audit: Audit, bucket: str) -> tuple[Policy | None, tuple[Policy, ...]]:
+def _bucket(audit: Audit, bucket: str) -> tuple[Policy, ...]:
+    """The policies that apply to ``bucket``: its project's chain and its own (none when it does not exist)."""
     number = audit.read(lambda: audit.reads.bucket_project(bucket))
     if number is None:
-        return None, ()
+        return ()
     bindings = audit.read(lambda: audit.reads.bucket_policy(bucket))
     policy = None if bindings is None else Policy(f"gs://{bucket}", bindings)
-    return policy, chain(audit.project_policy(number) if number else (), policy)
+    return chain(audit.project_policy(number) if number else (), policy)
 
 
-def _key(audit: Audit, key: str, decrypt: str) -> tuple[Policy | None, list[Target]]:
+def _key(audit: Audit, key: str, decrypt: str) -> list[Target]:
     """The key's and its ring's targets (``decrypt``: the decryption target's words, none when "")."""
     ring = key.rsplit("/cryptoKeys/", 1)[0]
     project = audit.project_policy(key.split("/")[1])
@@ -286,7 +276,7 @@ def _key(audit: Audit, key: str, decrypt: str) -> tuple[Policy | None, list[Targ
         found.append(_set_iam("key", f"the key {key}", on_key, kms_resource(key)))
         if decrypt:
             found.insert(0, Target(decrypt, DECRYPT, on_key, (kms_resource(key),)))
-    return key_policy, found if ring_policy is not None else []
+    return found if ring_policy is not None else []
 
 
 def _secrets_key(settings: Settings) -> str:

@@ -18,8 +18,8 @@ from typing import Any
 
 from core.config import rules
 from core.config.fields import DERIVED, REQUIRED, Field
-from core.config.formats import MAXTEXT_ARGS, NETWORKS, REGISTRIES
-from core.config.lists import read_networks, read_registries
+from core.config.formats import IAM_MEMBERS, MAXTEXT_ARGS, NETWORKS, REGISTRIES
+from core.config.lists import read_members, read_networks, read_registries
 from core.config.schema import FIELDS, PROJECT_KEYS, SECRET_KEYS, fields_of, is_object
 from core.config.values import (
     OFFLINE_SECRETS,
@@ -236,6 +236,8 @@ def _read(field: Field, value: Any, stack: str) -> Any:
         return read_networks(field.key, value)
     if field.read is REGISTRIES:
         return read_registries(field.key, value)
+    if field.read is IAM_MEMBERS:
+        return read_members(field.key, value)
     if not field.path:
         value = _decoded(value)  # `[]` or `{}` for a scalar key is a list or object, refused as such
     if field.secret:  # refused without its value, even one that looks like no token (a paste with a space in it)

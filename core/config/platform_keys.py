@@ -1,7 +1,7 @@
 """The platform's keys of the configuration's table (``core.config.schema.FIELDS``), in the order the reference
-shows them: the project and its place, the cluster's and the bucket's names and protection, the state's home, the
-workflow's namespace and the Hugging Face tokens, the TPU slice and its capacity, the node pools and GKE. Their rules
-are ``core.config.cluster_rules`` and ``core.config.storage_rules``."""
+shows them: the project and its place, the cluster's and the bucket's names and protection, the state's home and who
+is the stack's own, the workflow's namespace and the Hugging Face tokens, the TPU slice and its capacity, the node
+pools and GKE. Their rules are ``core.config.cluster_rules`` and ``core.config.storage_rules``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from core.config.formats import (
     CLUSTER_NAME,
     DISK_IMAGE,
     HOLD,
+    IAM_MEMBERS,
     KMS_KEY,
     MACHINE_TYPE,
     NAMESPACE,
@@ -100,6 +101,22 @@ PLATFORM_FIELDS: tuple[Field, ...] = (
         "every command gets it as PULUMI_DEFAULT_ORGANIZATION, so `prod` names one stack whoever runs it; required "
         "with an https:// tpu-rl:stateBackend",
         samples=("acme",),
+    ),
+    Field(
+        _key("access.members"),
+        IAM_MEMBERS,
+        [],
+        "who runs the stack's commands (operators, the deploy account, the CI principalSets that act as it), read by "
+        "`make` and never by the program: the access audit counts them as the stack's own (docs/audit.md)",
+        samples=(["user:ops@example.com", "serviceAccount:deploy-prod@my-project.iam.gserviceaccount.com"],),
+    ),
+    Field(
+        _key("access.readers"),
+        IAM_MEMBERS,
+        [],
+        "who only previews the stack (the preview account and its principalSet), read by `make`: the access audit "
+        "counts them as the stack's own",
+        samples=(["serviceAccount:preview-prod@my-project.iam.gserviceaccount.com"],),
     ),
     Field(_key("namespace"), NAMESPACE, "tpu-rl", "Kubernetes namespace of the workflow", samples=("rl-runs",)),
     Field(
