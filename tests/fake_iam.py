@@ -77,15 +77,38 @@ TOKENS = (
     "iam.serviceAccounts.signBlob",
     "iam.serviceAccounts.signJwt",
 )
+WORKLOADS = tuple(
+    f"container.{kind}.{verb}"
+    for kind in (
+        "jobs",
+        "cronJobs",
+        "scheduledJobs",
+        "deployments",
+        "daemonSets",
+        "statefulSets",
+        "replicaSets",
+        "replicationControllers",
+        "configMaps",
+        "thirdPartyObjects",
+    )
+    for verb in ("create", "update")
+)
+"""GKE's IAM permissions that create or change a workload, the ConfigMaps the steps' scripts are in, or a custom
+resource (a JobSet)."""
 KUBERNETES = (
     "container.secrets.get",
     "container.secrets.list",
     "container.secrets.update",
     "container.pods.exec",
+    "container.pods.attach",
     "container.pods.create",
+    "container.pods.update",
+    "container.serviceAccounts.createToken",
+    *WORKLOADS,
 )
-"""GKE's IAM permissions on the Kubernetes API that read Secrets or run code in a pod (container.admin and
-container.developer hold them)."""
+"""GKE's IAM permissions on the Kubernetes API that read Secrets, run code in a pod or as its Kubernetes service
+account, or create or change a workload (container.admin and container.developer hold them: Kubernetes Engine
+Developer "provides access to Kubernetes API objects inside clusters", RBAC's aside)."""
 ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
     # Cloud Storage (and its legacy roles)
     "roles/storage.admin": (*OBJECT_READ, *OBJECT_WRITE, *BUCKET_IAM, "storage.buckets.get", "storage.buckets.update"),
@@ -126,6 +149,20 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "iam.serviceAccounts.setIamPolicy",
     ),
     "roles/iam.serviceAccountUser": ("iam.serviceAccounts.actAs", "iam.serviceAccounts.get"),
+    "roles/iam.serviceAccountKeyAdmin": (
+        "iam.serviceAccountKeys.create",
+        "iam.serviceAccountKeys.delete",
+        "iam.serviceAccountKeys.get",
+        "iam.serviceAccountKeys.list",
+        "iam.serviceAccounts.get",
+    ),
+    "roles/iam.securityReviewer": (
+        "iam.serviceAccounts.getIamPolicy",
+        "resourcemanager.projects.getIamPolicy",
+        "storage.buckets.getIamPolicy",
+        "cloudkms.keyRings.getIamPolicy",
+        "cloudkms.cryptoKeys.getIamPolicy",
+    ),
     "roles/iam.serviceAccountTokenCreator": (*TOKENS, "iam.serviceAccounts.get"),
     "roles/iam.workloadIdentityUser": ("iam.serviceAccounts.getAccessToken", "iam.serviceAccounts.getOpenIdToken"),
     # Resource Manager
@@ -141,11 +178,21 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "container.clusters.delete",
         "container.clusters.get",
         "container.clusters.update",
+        "container.clusters.impersonate",
         "container.clusterRoleBindings.create",
+        "container.clusterRoleBindings.update",
         "container.roleBindings.create",
+        "container.roleBindings.update",
+        "container.clusterRoles.bind",
+        "container.clusterRoles.escalate",
+        "container.roles.bind",
+        "container.roles.escalate",
+        "container.mutatingWebhookConfigurations.create",
+        "container.nodes.proxy",
         *KUBERNETES,
     ),
     "roles/container.developer": ("container.clusters.get", *KUBERNETES),
+    "roles/container.clusterViewer": ("container.clusters.get", "container.clusters.list"),
     "roles/container.defaultNodeServiceAccount": ("logging.logEntries.create", "monitoring.timeSeries.create"),
     # The rest of what the program's deployer holds (docs/permissions.md "The roles"): nothing the audit asks about
     "roles/serviceusage.serviceUsageAdmin": ("serviceusage.services.enable", "serviceusage.services.get"),

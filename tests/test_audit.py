@@ -150,6 +150,40 @@ def test_each_way_in_is_one_line_naming_the_member_what_it_can_do_and_the_grant(
     assert out[-1] == "access audit of stack prod: 6 finding(s) (docs/audit.md)"
 
 
+DEPLOY_EMAIL, PREVIEW_EMAIL = DEPLOY.split(":")[1], PREVIEW.split(":")[1]
+EQUAL_PATHS = [
+    ("iam.serviceAccountKeys.create", f"mint tokens of {DEPLOY_EMAIL} and {PREVIEW_EMAIL}"),
+    ("iam.serviceAccountKeys.upload", f"mint tokens of {DEPLOY_EMAIL} and {PREVIEW_EMAIL}"),
+    ("container.configMaps.update", "administer cluster tpu-rl-prod"),
+    ("container.thirdPartyObjects.create", "administer cluster tpu-rl-prod"),
+    ("container.thirdPartyObjects.update", "administer cluster tpu-rl-prod"),
+    ("container.jobs.create", "administer cluster tpu-rl-prod"),
+    ("container.cronJobs.create", "administer cluster tpu-rl-prod"),
+    ("container.deployments.create", "administer cluster tpu-rl-prod"),
+    ("container.daemonSets.create", "administer cluster tpu-rl-prod"),
+    ("container.statefulSets.update", "administer cluster tpu-rl-prod"),
+    ("container.replicaSets.create", "administer cluster tpu-rl-prod"),
+    ("container.replicationControllers.create", "administer cluster tpu-rl-prod"),
+    ("container.serviceAccounts.createToken", "administer cluster tpu-rl-prod"),
+    ("container.pods.attach", "administer cluster tpu-rl-prod"),
+    ("container.pods.update", "administer cluster tpu-rl-prod"),
+    ("container.mutatingWebhookConfigurations.create", "administer cluster tpu-rl-prod"),
+    ("container.roles.escalate", "administer cluster tpu-rl-prod"),
+]
+"""A permission that reaches an account or the cluster as surely as the ones named first, and what the audit says it
+lets its holder do (a key signs as its account until it is deleted; the steps' scripts are in ConfigMaps and the steps
+are JobSets, custom resources; any workload runs a pod as its namespace's accounts)."""
+
+
+@pytest.mark.parametrize(("permission", "can"), EQUAL_PATHS, ids=[p for p, _ in EQUAL_PATHS])
+def test_every_equal_path_to_an_account_or_the_cluster_is_named(world, tmp_path, capsys, permission, can):
+    role = f"projects/{PROJECT}/roles/only"
+    world.custom_roles[role] = (permission,)
+    grant(world.project_policies, PROJECT, role, "user:eve@acme.example")
+    code, out, _ = run(world, repo(tmp_path, prod=stack_file()), capsys)
+    assert (code, out[:-1]) == (1, [f"finding: user:eve@acme.example can {can} ({role} on project {PROJECT})"])
+
+
 def test_a_grant_on_the_projects_folder_or_organization_reaches_down(world, tmp_path, capsys):
     from tests.fake_iam import as_member, binding
 

@@ -62,22 +62,64 @@ TOKENS = frozenset(
         "iam.serviceAccounts.implicitDelegation",
         "iam.serviceAccounts.getOpenIdToken",
         "iam.serviceAccounts.actAs",
+        "iam.serviceAccountKeys.create",
+        "iam.serviceAccountKeys.upload",
     }
 )
+"""Acting as an account: a token, a signature, or a key of it (a key made or uploaded signs as the account until it is
+deleted: https://cloud.google.com/iam/docs/keys-create-delete, https://cloud.google.com/iam/docs/keys-upload)."""
+WORKLOADS = (
+    "jobs",
+    "cronJobs",
+    "scheduledJobs",
+    "deployments",
+    "daemonSets",
+    "statefulSets",
+    "replicaSets",
+    "replicationControllers",
+)
+"""The Kubernetes kinds whose objects run a pod template (``scheduledJobs`` is GKE's older name of CronJobs)."""
 CLUSTER = frozenset(
     {
+        # the cluster itself, and acting as any of its users
         "container.clusters.update",
         "container.clusters.delete",
+        "container.clusters.impersonate",
+        # its Secrets (the Hugging Face tokens)
         "container.secrets.get",
         "container.secrets.list",
+        # code in a running pod, or a token of its Kubernetes service account (the step accounts' Workload Identity)
         "container.pods.exec",
+        "container.pods.attach",
+        "container.nodes.proxy",
+        "container.serviceAccounts.createToken",
+        # a workload of one's own, or a change to what the stack's run: a pod, anything that runs a pod template,
+        # the steps' scripts (ConfigMaps), their JobSets (custom resources), a webhook that rewrites pods
         "container.pods.create",
+        "container.pods.update",
+        *(f"container.{kind}.{verb}" for kind in WORKLOADS for verb in ("create", "update")),
+        "container.configMaps.create",
+        "container.configMaps.update",
+        "container.thirdPartyObjects.create",
+        "container.thirdPartyObjects.update",
+        "container.mutatingWebhookConfigurations.create",
+        "container.mutatingWebhookConfigurations.update",
+        # a role bound, or granted beyond one's own
         "container.clusterRoleBindings.create",
+        "container.clusterRoleBindings.update",
         "container.roleBindings.create",
+        "container.roleBindings.update",
+        "container.clusterRoles.bind",
+        "container.clusterRoles.escalate",
+        "container.roles.bind",
+        "container.roles.escalate",
     }
 )
-"""Administering a cluster: changing or deleting it, and GKE's IAM permissions on its Kubernetes API that read
-Secrets, run code in a pod or bind a role (https://cloud.google.com/kubernetes-engine/docs/how-to/iam)."""
+"""Administering a cluster: changing or deleting it, and GKE's IAM permissions on its Kubernetes API (one per kind and
+verb, custom resources such as JobSets as ``thirdPartyObjects``: https://cloud.google.com/kubernetes-engine/docs/
+reference/api-permissions, https://cloud.google.com/iam/docs/roles-permissions/container) that read Secrets, run code
+in a pod or as its account, create or change a workload or what it runs, or bind a role. ``roles/container.admin``'s
+list names no permission for a pod's ephemeral containers: ``container.pods.update``, the nearest, is asked."""
 SET_IAM = {
     "project": "resourcemanager.projects.setIamPolicy",
     "ring": "cloudkms.keyRings.setIamPolicy",
