@@ -12,6 +12,7 @@ import pytest
 from tests.fake_state_apis import admin_clients, clients, fake_state_apis
 from tests.stack_homes import KEY, RING_KEY, SHARED, cli_file, repo
 from tools import shared_names, state, state_access, state_bucket, state_lookup, state_move
+from tools.stack_access import with_access
 from tools.stack_files import ROOT
 from tools.state_export import StateError
 from tools.state_home import Home, decide, ring_warning, with_record
@@ -81,6 +82,12 @@ def home_refusals(tmp: Path) -> dict[str, Callable[[], object]]:
         "bucket-name": lambda: decide("europe-west4-production", root),
         "key-name": lambda: decide("prod.eu", root),
         "record-flow-mapping": lambda: with_record("config: {gcp:project: acme-tpu}\n", "gs://b-1", "Pulumi.dev.yaml"),
+        "record-access-flow-list": lambda: with_access(
+            "config:\n  tpu-rl:access:\n    members: [user:ops@acme.example]\n",
+            "Pulumi.dev.yaml",
+            "members",
+            ("user:dev@acme.example",),
+        ),
     }
 
 

@@ -249,28 +249,36 @@ def _bucket_exists(storage: Any, bucket: str, stack: str) -> bool:
 
 
 def _create(home: Home, root: Path, members: str, readers: str) -> int:
-    """`make state-bucket`: the project's permissions first, then ``tools.state_bucket.create``, then the record."""
+    """`make state-bucket`: the project's permissions first, then ``tools.state_bucket.create`` for the caller, the
+    stack file's ``tpu-rl:access`` and ``MEMBERS``/``READERS``, then the home and those not in ``tpu-rl:access`` yet
+    recorded in the stack file."""
+    from tools import stack_access
     from tools.state_bucket import caller_of, create, parse_members, project_number, setup_missing
 
-    writers = parse_members(members, "MEMBERS")
+    named = parse_members(members, "MEMBERS")
     viewers = parse_members(readers, "READERS")
+    access = stack_access.declared(home.stack, root)  # its problems: a line each, exit 2
+    writers = tuple(dict.fromkeys([*access.members, *named]))
+    everyone = tuple(dict.fromkeys([*access.readers, *viewers]))
     if not home.bucket:
-        create(home, writers=writers, readers=viewers, storage=None, kms=None, services=None)
+        create(home, writers=writers, readers=everyone, storage=None, kms=None, services=None)
     credentials = _credentials()
     caller = caller_of(credentials)
-    writers = tuple(dict.fromkeys([*([caller] if caller else []), *writers]))
+    named = tuple(dict.fromkeys([*([caller] if caller else []), *named]))
+    writers = tuple(dict.fromkeys([*named, *writers]))
     storage, kms, services, projects = _admin_clients(credentials, home.project)
     _setup_permissions(home, projects, setup_missing)
     number = project_number(projects, home.project)
     try:
         lines = create(
-            home, writers=writers, readers=viewers, storage=storage, kms=kms, services=services, project_number=number
+            home, writers=writers, readers=everyone, storage=storage, kms=kms, services=services, project_number=number
         )
     except client_errors() as err:
         raise translated(err, f"make state-bucket STACK={home.stack}", StateError) from None
     for line in lines:
         print(line)
     record(home, root)
+    stack_access.record(home.stack, root, access, named, viewers)
     return 0
 
 

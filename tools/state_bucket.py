@@ -18,9 +18,10 @@ In order, each step safe to run again:
    of its own, as a grant on a ring reaches every key in it; another stack's key is refused;
 5. the IAM policy of the bucket and of the key, set here: every project convenience member (``projectOwner:``,
    ``projectEditor:``, ``projectViewer:``, which the default bucket policy grants) and every public member
-   (``allUsers``, ``allAuthenticatedUsers``) removed from every binding; the caller and ``MEMBERS`` get
-   ``roles/storage.objectUser`` on the bucket and ``roles/cloudkms.cryptoKeyEncrypterDecrypter`` on the key,
-   ``READERS`` (a preview's account) ``roles/storage.objectViewer`` and ``roles/cloudkms.cryptoKeyDecrypter``;
+   (``allUsers``, ``allAuthenticatedUsers``) removed from every binding; the writers (the caller, the stack file's
+   ``tpu-rl:access.members`` and ``MEMBERS``: ``tools/state.py``) get ``roles/storage.objectUser`` on the bucket and
+   ``roles/cloudkms.cryptoKeyEncrypterDecrypter`` on the key, the readers (``tpu-rl:access.readers`` and
+   ``READERS``, a preview's account) ``roles/storage.objectViewer`` and ``roles/cloudkms.cryptoKeyDecrypter``;
    members already granted on purpose stay (remove one with gcloud);
 6. the check: both policies read back (no convenience or public member, each named member in its role), and the
    caller's own permissions tested on the bucket and the key (``tools.state_access``), waited for while IAM

@@ -107,15 +107,17 @@ PLATFORM_FIELDS: tuple[Field, ...] = (
         IAM_MEMBERS,
         [],
         "who runs the stack's commands (operators, the deploy account, the CI principalSets that act as it), read by "
-        "`make` and never by the program: the access audit counts them as the stack's own (docs/audit.md)",
+        "`make` and never by the program: `make state-bucket` grants them the state and records its MEMBERS= here, "
+        "and the access audit counts them as the stack's own (docs/audit.md)",
         samples=(["user:ops@example.com", "serviceAccount:deploy-prod@my-project.iam.gserviceaccount.com"],),
     ),
     Field(
         _key("access.readers"),
         IAM_MEMBERS,
         [],
-        "who only previews the stack (the preview account and its principalSet), read by `make`: the access audit "
-        "counts them as the stack's own",
+        "who only previews the stack (the preview account and its principalSet), read by `make`: `make state-bucket` "
+        "grants them read access to the state and records its READERS= here; the access audit counts them as the "
+        "stack's own",
         samples=(["serviceAccount:preview-prod@my-project.iam.gserviceaccount.com"],),
     ),
     Field(_key("namespace"), NAMESPACE, "tpu-rl", "Kubernetes namespace of the workflow", samples=("rl-runs",)),
