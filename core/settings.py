@@ -152,6 +152,9 @@ class AccessSettings:
     """Who runs the stack's commands: its operators, its deploy account, the CI principals that act as it."""
     readers: tuple[str, ...] = ()
     """Who only previews it: its preview account and the CI principal that acts as it."""
+    workload_identity_pool: str = ""
+    """``projects/NUMBER/locations/global/workloadIdentityPools/ID``: the pool the CI principals come from ("" for
+    none)."""
 
 
 @dataclass(frozen=True)

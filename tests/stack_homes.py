@@ -45,7 +45,7 @@ def repo(tmp_path: Path, **files: str) -> Path:
     return root
 
 
-def access_lines(members: tuple[str, ...] = (), readers: tuple[str, ...] = ()) -> str:
+def access_lines(members: tuple[str, ...] = (), readers: tuple[str, ...] = (), pool: str = "") -> str:
     """``tpu-rl:access`` as `pulumi config set --path 'tpu-rl:access.members[0]' ...` writes it under ``config:``
     (empty: no field set)."""
     fields = [
@@ -53,4 +53,5 @@ def access_lines(members: tuple[str, ...] = (), readers: tuple[str, ...] = ()) -
         for name, items in (("members", members), ("readers", readers))
         if items
     ]
+    fields += [f"    workloadIdentityPool: {pool}\n"] if pool else []
     return "  tpu-rl:access:\n" + "".join(fields) if fields else ""

@@ -55,13 +55,14 @@ def stack_file(
     check: bool = True,
     members: tuple[str, ...] = (OPS, DEPLOY),
     readers: tuple[str, ...] = (PREVIEW,),
+    pool: str = "",
 ) -> str:
     """Prod's stack file as the CLI writes it, its home and key recorded, its operator and deploy account its
     ``tpu-rl:access`` members and its preview account its reader."""
     config = {"tpu-rl:stateBackend": f"gs://{BUCKET}", **({"tpu-rl:sharedProject": '"true"'} if shared else {})}
     text = cli_file(project=project, provider=f"gcpkms://{KEY}", protect=protect, config=config)
     text = text.replace("tpu-rl:clusterName: tpu-rl-dev", "tpu-rl:clusterName: tpu-rl-prod") + access_lines(
-        members, readers
+        members, readers, pool
     )
     return text if check else text.replace("  tpu-rl:workflow:\n", "  tpu-rl:workflow:\n    capacityCheck: false\n")
 
@@ -182,6 +183,59 @@ def test_every_equal_path_to_an_account_or_the_cluster_is_named(world, tmp_path,
     grant(world.project_policies, PROJECT, role, "user:eve@acme.example")
     code, out, _ = run(world, repo(tmp_path, prod=stack_file()), capsys)
     assert (code, out[:-1]) == (1, [f"finding: user:eve@acme.example can {can} ({role} on project {PROJECT})"])
+
+
+DEV_PROJECT = "acme-tpu-dev"
+DEPLOY_DEV = account("deploy-dev", DEV_PROJECT)
+
+
+def pool_in(fake: Any, project: str, number: str) -> str:
+    """A Workload Identity pool ``github`` in ``project`` (of ``number``), with no binding of its own."""
+    fake.numbers[project] = number
+    fake.project_policies.setdefault(project, [])
+    pool = f"projects/{number}/locations/global/workloadIdentityPools/github"
+    fake.pool_policies[pool] = []
+    return pool
+
+
+def test_a_pool_in_another_stacks_project_is_one_line(world, tmp_path, capsys):
+    """dev's deploy account administers dev's project, the pool's providers there among it: prod's CI principals
+    would be whoever dev's deploy identity says. Compared by the pool project's id, which projects.get of its number
+    names (the other stack files name their projects by id)."""
+    pool = pool_in(world, DEV_PROJECT, "200000000002")
+    for role in deployer_roles():
+        grant(world.project_policies, DEV_PROJECT, role, DEPLOY_DEV)
+    dev = cli_file(project=DEV_PROJECT)
+    root = repo(tmp_path, prod=stack_file(pool=pool), dev=dev)
+    code, out, _ = run(world, root, capsys)
+    assert code == 1
+    assert out[0] == (
+        "finding: stack prod's Workload Identity pool is in project 200000000002 (acme-tpu-dev), which stack dev uses: "
+        f"dev's deploy identity can rewrite it; put prod's pool in prod's project ({PROJECT}) and name it in "
+        "tpu-rl:access.workloadIdentityPool (docs/guardrails.md#guardrails-and-pr-review)"
+    )
+    assert out[1].startswith(f"finding: {DEPLOY_DEV} can rewrite the Workload Identity pool {pool} that stack prod's ")
+    own = pool_in(world, PROJECT, world.numbers[PROJECT])
+    root = repo(tmp_path, prod=stack_file(pool=own), dev=dev)
+    assert run(world, root, capsys)[:2] == (
+        0,
+        ["access audit of stack prod: nothing outside its own list (docs/audit.md)"],
+    )
+
+
+def test_who_can_rewrite_the_stacks_pool_is_named_through_its_project_and_its_own_policy(world, tmp_path, capsys):
+    pool = pool_in(world, PROJECT, world.numbers[PROJECT])
+    grant(world.project_policies, PROJECT, "roles/iam.workloadIdentityPoolAdmin", DEPLOY_DEV)
+    grant(world.pool_policies, pool, "roles/iam.workloadIdentityPoolAdmin", "user:eve@acme.example")
+    code, out, _ = run(world, repo(tmp_path, prod=stack_file(pool=pool)), capsys)
+    can = f"can rewrite the Workload Identity pool {pool} that stack prod's CI principals come from"
+    assert (code, out[:-1]) == (
+        1,
+        [
+            f"finding: {DEPLOY_DEV} {can} (roles/iam.workloadIdentityPoolAdmin on project {PROJECT})",
+            f"finding: user:eve@acme.example {can} (roles/iam.workloadIdentityPoolAdmin on the pool {pool})",
+        ],
+    )
 
 
 def test_a_grant_on_the_projects_folder_or_organization_reaches_down(world, tmp_path, capsys):

@@ -797,7 +797,7 @@ def test_the_prod_stack_reads_as_written():
         "publish": {"repo": None, "private": True},
         "hf_write_token_set": False,
         "shared_project": False,
-        "access": {"members": (), "readers": ()},
+        "access": {"members": (), "readers": (), "workload_identity_pool": ""},
     }
 
 
@@ -849,6 +849,7 @@ def values_of_knobs() -> dict[str, Any]:
                 'tpu-rl:access.members=["user:ops@acme.example", "principalSet://iam.googleapis.com/projects/1/'
                 'locations/global/workloadIdentityPools/github/attribute.environment/deploy-prod"]',
                 "tpu-rl:access.readers[0]=serviceAccount:preview-prod@acme-tpu.iam.gserviceaccount.com",
+                "tpu-rl:access.workloadIdentityPool=projects/1/locations/global/workloadIdentityPools/github",
             ],
             {
                 "access.members": (
@@ -857,6 +858,7 @@ def values_of_knobs() -> dict[str, Any]:
                     "attribute.environment/deploy-prod",
                 ),
                 "access.readers": ("serviceAccount:preview-prod@acme-tpu.iam.gserviceaccount.com",),
+                "access.workload_identity_pool": "projects/1/locations/global/workloadIdentityPools/github",
             },
         ),
         (["tpu-rl:bucketName=my-bucket"], {"bucket_name": "my-bucket"}),

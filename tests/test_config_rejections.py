@@ -180,6 +180,18 @@ BAD_INPUTS = [
         "tpu-rl:access.members[1]",
         "duplicate of tpu-rl:access.members[0]",
     ),
+    (
+        "access-pool-location",
+        ["tpu-rl:access.workloadIdentityPool=projects/123/locations/us-east5/workloadIdentityPools/github"],
+        "tpu-rl:access.workloadIdentityPool",
+        "locations/global",
+    ),
+    (
+        "access-pool-project-id",
+        ["tpu-rl:access.workloadIdentityPool=projects/acme-tpu/locations/global/workloadIdentityPools/github"],
+        "tpu-rl:access.workloadIdentityPool",
+        "the project's number",
+    ),
     ("access-members-text", ["tpu-rl:access.members=user:ops@acme.example"], "tpu-rl:access.members", "a list"),
     ("exclusion-boolean", ["tpu-rl:gke.maintenanceExclusion=true"], "tpu-rl:gke.maintenanceExclusion", "NO_MINOR"),
     ("hold-format", ["tpu-rl:gke.holdUpgrades=2026-12-01"], "tpu-rl:gke.holdUpgrades", "START/END"),

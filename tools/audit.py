@@ -10,7 +10,9 @@ member outside the stack's own list that holds, through any of them (a project's
 key and account in it; a ring's every key of it): decryption with its state key; read or write of its state; IAM
 on the project, the rings, the keys, the buckets or the accounts; a token of one of its accounts; administration of
 its cluster (GKE's project-level ``container.*`` permissions, and the cluster's RBAC: bindings to ``cluster-admin``,
-``admin``, ``edit`` or a role that reads Secrets, read through the stack's kubeconfig).
+``admin``, ``edit`` or a role that reads Secrets, read through the stack's kubeconfig); with
+``tpu-rl:access.workloadIdentityPool``, a rewrite of that pool (its project's chain and its own policy), and one line
+when the pool is in the project of another stack file of the checkout.
 
 The stack's own list is what the program creates and what the stack's configuration declares, never read from a
 policy (whoever can write one could name itself there): its node and step accounts and each step account's Kubernetes
@@ -37,11 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import BadInputError, TpuRlError
+from core.names import PROJECT as PROJECT_KEY
 from core.printed_commands import make_target
 from core.redact import env_secrets, remember, scrub
 from core.settings import Settings
 from infra.client_errors import client_errors
-from tools.audit_model import Binding, Policy, Reach, Resource, Target, lines, rbac_reaches, reaches
+from tools.audit_model import Binding, Node, Policy, Reach, Resource, Target, lines, rbac_reaches, reaches
+from tools.audit_permissions import CLUSTER, DECRYPT, POOL, SET_IAM, STATE, TOKENS
 from tools.process import entry_point, report
 from tools.stack_files import ROOT
 
@@ -52,81 +56,6 @@ HELP = "docs/audit.md"
 MAX_DEPTH = 12
 """Folders nest at most 10 deep under an organization (https://cloud.google.com/resource-manager/docs/
 creating-managing-folders)."""
-DECRYPT = frozenset({"cloudkms.cryptoKeyVersions.useToDecrypt"})
-STATE = frozenset({"storage.objects.get", "storage.objects.create", "storage.objects.delete"})
-TOKENS = frozenset(
-    {
-        "iam.serviceAccounts.getAccessToken",
-        "iam.serviceAccounts.signBlob",
-        "iam.serviceAccounts.signJwt",
-        "iam.serviceAccounts.implicitDelegation",
-        "iam.serviceAccounts.getOpenIdToken",
-        "iam.serviceAccounts.actAs",
-        "iam.serviceAccountKeys.create",
-        "iam.serviceAccountKeys.upload",
-    }
-)
-"""Acting as an account: a token, a signature, or a key of it (a key made or uploaded signs as the account until it is
-deleted: https://cloud.google.com/iam/docs/keys-create-delete, https://cloud.google.com/iam/docs/keys-upload)."""
-WORKLOADS = (
-    "jobs",
-    "cronJobs",
-    "scheduledJobs",
-    "deployments",
-    "daemonSets",
-    "statefulSets",
-    "replicaSets",
-    "replicationControllers",
-)
-"""The Kubernetes kinds whose objects run a pod template (``scheduledJobs`` is GKE's older name of CronJobs)."""
-CLUSTER = frozenset(
-    {
-        # the cluster itself, and acting as any of its users
-        "container.clusters.update",
-        "container.clusters.delete",
-        "container.clusters.impersonate",
-        # its Secrets (the Hugging Face tokens)
-        "container.secrets.get",
-        "container.secrets.list",
-        # code in a running pod, or a token of its Kubernetes service account (the step accounts' Workload Identity)
-        "container.pods.exec",
-        "container.pods.attach",
-        "container.nodes.proxy",
-        "container.serviceAccounts.createToken",
-        # a workload of one's own, or a change to what the stack's run: a pod, anything that runs a pod template,
-        # the steps' scripts (ConfigMaps), their JobSets (custom resources), a webhook that rewrites pods
-        "container.pods.create",
-        "container.pods.update",
-        *(f"container.{kind}.{verb}" for kind in WORKLOADS for verb in ("create", "update")),
-        "container.configMaps.create",
-        "container.configMaps.update",
-        "container.thirdPartyObjects.create",
-        "container.thirdPartyObjects.update",
-        "container.mutatingWebhookConfigurations.create",
-        "container.mutatingWebhookConfigurations.update",
-        # a role bound, or granted beyond one's own
-        "container.clusterRoleBindings.create",
-        "container.clusterRoleBindings.update",
-        "container.roleBindings.create",
-        "container.roleBindings.update",
-        "container.clusterRoles.bind",
-        "container.clusterRoles.escalate",
-        "container.roles.bind",
-        "container.roles.escalate",
-    }
-)
-"""Administering a cluster: changing or deleting it, and GKE's IAM permissions on its Kubernetes API (one per kind and
-verb, custom resources such as JobSets as ``thirdPartyObjects``: https://cloud.google.com/kubernetes-engine/docs/
-reference/api-permissions, https://cloud.google.com/iam/docs/roles-permissions/container) that read Secrets, run code
-in a pod or as its account, create or change a workload or what it runs, or bind a role. ``roles/container.admin``'s
-list names no permission for a pod's ephemeral containers: ``container.pods.update``, the nearest, is asked."""
-SET_IAM = {
-    "project": "resourcemanager.projects.setIamPolicy",
-    "ring": "cloudkms.keyRings.setIamPolicy",
-    "key": "cloudkms.cryptoKeys.setIamPolicy",
-    "bucket": "storage.buckets.setIamPolicy",
-    "account": "iam.serviceAccounts.setIamPolicy",
-}
 ACCOUNT_PROJECT = re.compile(r"[^@]+@([a-z][a-z0-9-]{4,28}[a-z0-9])\.iam\.gserviceaccount\.com")
 """A user-managed service account's email names its project (https://cloud.google.com/iam/docs/service-accounts)."""
 
@@ -173,6 +102,8 @@ class Audit:
     """Project id (a number for another project's bucket) -> its policy (None: not read)."""
     chains: dict[str, tuple[Policy, ...]] = field(default_factory=dict)
     """Project -> its ancestors' policies and its own, outermost first."""
+    ids: dict[str, str] = field(default_factory=dict)
+    """Project (an id or a number) -> its id, as ``projects.get`` names it ("" when it could not be read)."""
     nodes: dict[str, tuple[Policy | None, str]] = field(default_factory=dict)
     """``folders/<id>``/``organizations/<id>`` -> its policy and its parent."""
     roles: dict[str, frozenset[str] | None] = field(default_factory=dict)
@@ -191,8 +122,9 @@ class Audit:
         either, read once). A policy that could not be read is left out, its line kept."""
         key = self.project if self.number and project == self.number else project
         if key not in self.chains:
-            found = self.read(lambda: self.reads.parent(f"projects/{key}"))
-            number, parent = found or ("", "")
+            found = self.read(lambda: self.reads.parent(f"projects/{key}")) or Node("", "")
+            number, parent = found.number, found.parent
+            self.ids[key] = found.project_id
             if key == self.project:
                 self.number = number
             self.projects[key] = self.read(lambda: self.reads.node_policy(f"projects/{key}"))
@@ -211,7 +143,7 @@ class Audit:
                 policy = self.read(lambda name=parent: self.reads.node_policy(name))
                 up = self.read(lambda name=parent: self.reads.parent(name)) if parent.startswith("folders/") else None
                 where = parent.replace("s/", " ", 1)
-                self.nodes[parent] = (None if policy is None else Policy(where, policy), (up or ("", ""))[1])
+                self.nodes[parent] = (None if policy is None else Policy(where, policy), up.parent if up else "")
             policy, parent = self.nodes[parent]
             found += [policy] if policy else []
         return tuple(reversed(found))
@@ -286,7 +218,38 @@ def targets(audit: Audit, settings: Settings, home: Any, explicit: tuple[str, ..
         found += _key(audit, secrets, "")
     for email in accounts_of(own):
         found += _account(audit, email)
+    if settings.access.workload_identity_pool:
+        found.append(_pool(audit, settings.access.workload_identity_pool, settings.stack))
     return found, own
+
+
+def _pool(audit: Audit, pool: str, stack: str) -> Target:
+    """Who can rewrite the stack's Workload Identity pool: through its project's chain, and the pool's own policy,
+    which applies to it and its providers (IAM ``workloadIdentityPools.getIamPolicy``)."""
+    project = audit.project_policy(pool.split("/")[1])
+    bindings = audit.read(lambda: audit.reads.pool_policy(pool))
+    own = None if bindings is None else Policy(f"the pool {pool}", bindings)
+    can = f"rewrite the Workload Identity pool {pool} that stack {stack}'s CI principals come from"
+    return Target(can, POOL, chain(project, own), (), False)
+
+
+def pool_elsewhere(audit: Audit, settings: Settings, others: dict[str, dict[str, str]]) -> list[str]:
+    """The line for a Workload Identity pool in the project of another stack file of the checkout: that stack's
+    deploy account, with the project roles docs/permissions.md gives it, can rewrite the pool (none when the pool is
+    in the stack's own project, or its project could not be read: that read's line is kept)."""
+    pool = settings.access.workload_identity_pool
+    number = pool.split("/")[1] if pool else ""
+    project = audit.ids.get(audit.project if number == audit.number else number, "")
+    if not project or project == settings.project:
+        return []
+    stack = settings.stack
+    return [
+        f"stack {stack}'s Workload Identity pool is in project {number} ({project}), which stack {other} uses: "
+        f"{other}'s deploy identity can rewrite it; put {stack}'s pool in {stack}'s project ({settings.project}) and "
+        f"name it in {PROJECT_KEY}:access.workloadIdentityPool (docs/guardrails.md#guardrails-and-pr-review)"
+        for other, config in others.items()
+        if config.get("gcp:project") == project
+    ]
 
 
 def _set_iam(kind: str, where: str, chained: tuple[Policy, ...], resource: Resource | None) -> Target:
@@ -476,8 +439,9 @@ def run(args: argparse.Namespace, reads: Any = None) -> tuple[list[str], list[st
     from tools.state_bucket import parse_members
 
     settings = _settings(args.stack, args.root)
+    others = _others(args.stack, args.root)
     if not args.before_up:
-        refuse_shared(args.stack, settings, _others(args.stack, args.root))
+        refuse_shared(args.stack, settings, others)
     explicit = parse_members(args.members, "MEMBERS") + parse_members(args.readers, "READERS")
     home = _home(args)
     reads = reads if reads is not None else _reads()
@@ -488,7 +452,7 @@ def run(args: argparse.Namespace, reads: Any = None) -> tuple[list[str], list[st
     finally:
         reads.close()
     on_cluster, cluster_line = cluster_reaches(settings, own, args.kubeconfig, args.context)
-    return lines(reached + on_cluster), audit.unread, cluster_line
+    return pool_elsewhere(audit, settings, others) + lines(reached + on_cluster), audit.unread, cluster_line
 
 
 def main(argv: list[str] | None = None, *, reads: Any = None) -> int:

@@ -82,6 +82,10 @@ IAM_MEMBER = Text(
 )
 """An IAM member a stack names as its own (https://cloud.google.com/iam/docs/principal-identifiers): what `make
 state-bucket` grants the state (``MEMBERS=``, ``READERS=``) and ``tpu-rl:access`` lists."""
+WORKLOAD_IDENTITY_POOL = Text(
+    r"projects/[0-9]{1,20}/locations/global/workloadIdentityPools/[a-z0-9-]{4,32}",
+    "a Workload Identity pool projects/NUMBER/locations/global/workloadIdentityPools/ID (the project's number)",
+)
 STACK_NAME = Text(
     r"[A-Za-z0-9_.-]{1,100}", "a Pulumi stack name such as prod (letters, digits, hyphens, underscores, periods)"
 )

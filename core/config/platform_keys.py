@@ -27,6 +27,7 @@ from core.config.formats import (
     TOKEN,
     TPU_MACHINE_TYPE,
     VERSION_PREFIX,
+    WORKLOAD_IDENTITY_POOL,
     WRITE_TOKEN,
     ZONE,
 )
@@ -119,6 +120,15 @@ PLATFORM_FIELDS: tuple[Field, ...] = (
         "grants them read access to the state and records its READERS= here; the access audit counts them as the "
         "stack's own",
         samples=(["serviceAccount:preview-prod@my-project.iam.gserviceaccount.com"],),
+    ),
+    Field(
+        _key("access.workloadIdentityPool"),
+        WORKLOAD_IDENTITY_POOL,
+        "",
+        "the Workload Identity pool the CI principals of access.members and access.readers come from, in the stack's "
+        "own project, read by `make`: the access audit names whoever can rewrite it, and refuses it in another stack's "
+        "project; empty = none",
+        samples=("projects/123456789012/locations/global/workloadIdentityPools/github",),
     ),
     Field(_key("namespace"), NAMESPACE, "tpu-rl", "Kubernetes namespace of the workflow", samples=("rl-runs",)),
     Field(

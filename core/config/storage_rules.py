@@ -50,8 +50,12 @@ def check_state_backend(v: Values, bucket: str) -> None:
 
 
 def access_settings(v: Values) -> AccessSettings:
-    """``tpu-rl:access``: its members and readers, as read."""
-    return AccessSettings(members=v[_k("access.members")], readers=v[_k("access.readers")])
+    """``tpu-rl:access``: its members, readers and Workload Identity pool, as read."""
+    return AccessSettings(
+        members=v[_k("access.members")],
+        readers=v[_k("access.readers")],
+        workload_identity_pool=v[_k("access.workloadIdentityPool")],
+    )
 
 
 def hub_cache(v: Values, bucket: str, stack: str) -> tuple[str, str]:
