@@ -270,6 +270,8 @@ class PolicedApis(FakeStateApis):
         """``projects/P/roles/R`` -> its permissions."""
         self.minted: list[tuple[str, str]] = []
         """(caller, account) of every token IAM Credentials made."""
+        self.repository_policies: dict[str, list[dict[str, Any]]] = {}
+        """Artifact Registry repository -> its policy: held (``tests/plan_iam.py``), not served."""
         self.pool_policies: dict[str, list[dict[str, Any]]] = {}
         """``projects/<number>/locations/global/workloadIdentityPools/<id>`` -> its policy (the pools that exist)."""
 

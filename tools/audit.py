@@ -129,7 +129,7 @@ class Audit:
                 self.number = number
             self.projects[key] = self.read(lambda: self.reads.node_policy(f"projects/{key}"))
             bindings = self.projects[key]
-            own = () if bindings is None else (Policy(f"project {key}", bindings),)
+            own = () if bindings is None else (Policy(f"project {self.ids[key] or key}", bindings),)
             self.chains[key] = (*self.ancestors(parent), *own)
         return self.chains[key]
 
