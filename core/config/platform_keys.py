@@ -126,7 +126,7 @@ PLATFORM_FIELDS: tuple[Field, ...] = (
         WORKLOAD_IDENTITY_POOL,
         "",
         "the Workload Identity pool the CI principals of access.members and access.readers come from, in the stack's "
-        "own project, read by `make`: the access audit names whoever can rewrite it, and refuses it in another stack's "
+        "own project, read by `make`: the access audit names whoever can rewrite it, and a pool in another stack's "
         "project; empty = none",
         samples=("projects/123456789012/locations/global/workloadIdentityPools/github",),
     ),
