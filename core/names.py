@@ -50,6 +50,14 @@ def step_ksa(cluster: str, step: str) -> str:
     return step_account(cluster, step)
 
 
+def workload_member(project: str, namespace: str, ksa: str) -> str:
+    """The IAM member a Kubernetes service account is to Workload Identity, a principal of the project's one
+    identity pool (``step_ksa``): ``serviceAccount:PROJECT.svc.id.goog[NAMESPACE/KSA]``. The program grants each CPU
+    step's member ``roles/iam.workloadIdentityUser`` on the step's Google account (``infra.gcp.cluster``); the access
+    audit counts the same members as the stack's own (``tools.audit``)."""
+    return f"serviceAccount:{project}.svc.id.goog[{namespace}/{ksa}]"
+
+
 HF_SECRET = "hf-token"
 HF_SECRET_KEY = "token"
 HF_WRITE_SECRET = "hf-write-token"

@@ -144,6 +144,20 @@ class WorkflowSettings:
 
 
 @dataclass(frozen=True)
+class AccessSettings:
+    """Who the stack's configuration names as its own (``tpu-rl:access``), read by `make` and never by the program:
+    `make state-bucket` grants them the state, the access audit counts them as the stack's own (``tools.audit``)."""
+
+    members: tuple[str, ...] = ()
+    """Who runs the stack's commands: its operators, its deploy account, the CI principals that act as it."""
+    readers: tuple[str, ...] = ()
+    """Who only previews it: its preview account and the CI principal that acts as it."""
+    workload_identity_pool: str = ""
+    """``projects/NUMBER/locations/global/workloadIdentityPools/ID``: the pool the CI principals come from ("" for
+    none)."""
+
+
+@dataclass(frozen=True)
 class PublishSettings:
     """Where the verified export is published (``tpu-rl:publish``); ``repo`` None: nowhere."""
 
@@ -209,6 +223,8 @@ class Settings:
     shared_project: bool = False
     """``tpu-rl:sharedProject``: this stack accepts a ``gcp:project`` another stack file names too
     (``core.config.projects``)."""
+    access: AccessSettings = AccessSettings()
+    """``tpu-rl:access``: the members the stack's configuration names as its own."""
 
     @property
     def hub_cache(self) -> str:

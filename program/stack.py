@@ -25,7 +25,7 @@ from core.images import (
     recorded_pins,
     to_resolve,
 )
-from core.names import KMS_API, REQUIRED_APIS, head_ksa
+from core.names import KMS_API, REQUIRED_APIS, head_ksa, workload_member
 from core.printed_commands import make_target, pulumi_config_set
 from core.settings import Settings
 from core.steps import STEPS
@@ -256,8 +256,7 @@ def _gke_args(
         kube_context=settings.kube_context,
         cluster_identifier=settings.cluster_identifier,
         workload_members={
-            step: f"serviceAccount:{settings.project}.svc.id.goog[{settings.namespace}/{ksa}]"
-            for step, ksa in names.ksas.items()
+            step: workload_member(settings.project, settings.namespace, ksa) for step, ksa in names.ksas.items()
         },
         identities=identities,
         secrets_key=secrets_key,

@@ -24,7 +24,9 @@ Routes, besides ``FakeStateApis``' (the official clients' REST paths and JSON):
   ``testIamPermissions`` of a key or a key ring (``/v1/<resource>:<verb>``);
 - Resource Manager v3: ``projects.get`` and ``projects.getIamPolicy`` / ``setIamPolicy`` / ``testIamPermissions``
   (``POST /v3/projects/<p>:<verb>``, https://cloud.google.com/resource-manager/reference/rest/v3/projects);
-- IAM v1: ``serviceAccounts.getIamPolicy`` / ``setIamPolicy`` (``POST /v1/projects/<p|->/serviceAccounts/<e>:<verb>``)
+- IAM v1: ``serviceAccounts.getIamPolicy`` / ``setIamPolicy`` (``POST /v1/projects/<p|->/serviceAccounts/<e>:<verb>``),
+  ``workloadIdentityPools.getIamPolicy`` / ``setIamPolicy`` (``POST /v1/projects/<number>/locations/global/
+  workloadIdentityPools/<id>:<verb>``, the pool's project by its number as Resource Manager takes it too)
   and ``roles.get`` (``GET /v1/roles/<r>``, ``/v1/projects/<p>/roles/<r>``), which answers ``includedPermissions``
   from ``ROLE_PERMISSIONS`` and ``custom_roles``;
 - IAM Credentials v1: ``serviceAccounts.generateAccessToken`` (``POST /v1/projects/-/serviceAccounts/<e>
@@ -77,15 +79,38 @@ TOKENS = (
     "iam.serviceAccounts.signBlob",
     "iam.serviceAccounts.signJwt",
 )
+WORKLOADS = tuple(
+    f"container.{kind}.{verb}"
+    for kind in (
+        "jobs",
+        "cronJobs",
+        "scheduledJobs",
+        "deployments",
+        "daemonSets",
+        "statefulSets",
+        "replicaSets",
+        "replicationControllers",
+        "configMaps",
+        "thirdPartyObjects",
+    )
+    for verb in ("create", "update")
+)
+"""GKE's IAM permissions that create or change a workload, the ConfigMaps the steps' scripts are in, or a custom
+resource (a JobSet)."""
 KUBERNETES = (
     "container.secrets.get",
     "container.secrets.list",
     "container.secrets.update",
     "container.pods.exec",
+    "container.pods.attach",
     "container.pods.create",
+    "container.pods.update",
+    "container.serviceAccounts.createToken",
+    *WORKLOADS,
 )
-"""GKE's IAM permissions on the Kubernetes API that read Secrets or run code in a pod (container.admin and
-container.developer hold them)."""
+"""GKE's IAM permissions on the Kubernetes API that read Secrets, run code in a pod or as its Kubernetes service
+account, or create or change a workload (container.admin and container.developer hold them: Kubernetes Engine
+Developer "provides access to Kubernetes API objects inside clusters", RBAC's aside)."""
 ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
     # Cloud Storage (and its legacy roles)
     "roles/storage.admin": (*OBJECT_READ, *OBJECT_WRITE, *BUCKET_IAM, "storage.buckets.get", "storage.buckets.update"),
@@ -126,8 +151,27 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "iam.serviceAccounts.setIamPolicy",
     ),
     "roles/iam.serviceAccountUser": ("iam.serviceAccounts.actAs", "iam.serviceAccounts.get"),
+    "roles/iam.serviceAccountKeyAdmin": (
+        "iam.serviceAccountKeys.create",
+        "iam.serviceAccountKeys.delete",
+        "iam.serviceAccountKeys.get",
+        "iam.serviceAccountKeys.list",
+        "iam.serviceAccounts.get",
+    ),
+    "roles/iam.securityReviewer": (
+        "iam.serviceAccounts.getIamPolicy",
+        "resourcemanager.projects.getIamPolicy",
+        "storage.buckets.getIamPolicy",
+        "cloudkms.keyRings.getIamPolicy",
+        "cloudkms.cryptoKeys.getIamPolicy",
+    ),
     "roles/iam.serviceAccountTokenCreator": (*TOKENS, "iam.serviceAccounts.get"),
     "roles/iam.workloadIdentityUser": ("iam.serviceAccounts.getAccessToken", "iam.serviceAccounts.getOpenIdToken"),
+    "roles/iam.workloadIdentityPoolAdmin": tuple(
+        f"iam.{kind}.{verb}"
+        for kind in ("workloadIdentityPools", "workloadIdentityPoolProviders")
+        for verb in ("create", "delete", "get", "list", "undelete", "update")
+    ),
     # Resource Manager
     "roles/resourcemanager.projectIamAdmin": (
         "resourcemanager.projects.get",
@@ -141,11 +185,21 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "container.clusters.delete",
         "container.clusters.get",
         "container.clusters.update",
+        "container.clusters.impersonate",
         "container.clusterRoleBindings.create",
+        "container.clusterRoleBindings.update",
         "container.roleBindings.create",
+        "container.roleBindings.update",
+        "container.clusterRoles.bind",
+        "container.clusterRoles.escalate",
+        "container.roles.bind",
+        "container.roles.escalate",
+        "container.mutatingWebhookConfigurations.create",
+        "container.nodes.proxy",
         *KUBERNETES,
     ),
     "roles/container.developer": ("container.clusters.get", *KUBERNETES),
+    "roles/container.clusterViewer": ("container.clusters.get", "container.clusters.list"),
     "roles/container.defaultNodeServiceAccount": ("logging.logEntries.create", "monitoring.timeSeries.create"),
     # The rest of what the program's deployer holds (docs/permissions.md "The roles"): nothing the audit asks about
     "roles/serviceusage.serviceUsageAdmin": ("serviceusage.services.enable", "serviceusage.services.get"),
@@ -216,6 +270,10 @@ class PolicedApis(FakeStateApis):
         """``projects/P/roles/R`` -> its permissions."""
         self.minted: list[tuple[str, str]] = []
         """(caller, account) of every token IAM Credentials made."""
+        self.repository_policies: dict[str, list[dict[str, Any]]] = {}
+        """Artifact Registry repository -> its policy: held (``tests/plan_iam.py``), not served."""
+        self.pool_policies: dict[str, list[dict[str, Any]]] = {}
+        """``projects/<number>/locations/global/workloadIdentityPools/<id>`` -> its policy (the pools that exist)."""
 
     # -- who may
 
@@ -232,13 +290,17 @@ class PolicedApis(FakeStateApis):
             for b in bindings
         )
 
+    def project_id(self, project: str) -> str:
+        """A project's id, from its id or its number (Resource Manager and a pool's name take either)."""
+        return next((p for p, number in self.numbers.items() if number == project), project)
+
     def project_of(self, resource: str) -> str:
-        """The project a resource is in: a bucket's recorded one, a key's or ring's from its name, an account's from
-        its email."""
+        """The project a resource is in: a bucket's recorded one, a key's, ring's or pool's from its name, an
+        account's from its email."""
         if resource.startswith("projects/_/buckets/"):
             return self.bucket_projects.get(resource.split("/")[3], self.project)
         if resource.startswith("projects/"):
-            return resource.split("/")[1]
+            return self.project_id(resource.split("/")[1])
         found = re.fullmatch(r"[^@]+@([^.]+)\.iam\.gserviceaccount\.com", resource)
         return found.group(1) if found else self.project
 
@@ -252,6 +314,8 @@ class PolicedApis(FakeStateApis):
         if "/keyRings/" in resource:
             ring = resource.split("/cryptoKeys/")[0]
             return bindings + self.ring_policies.get(ring, []) + self.key_policies.get(resource, [])
+        if "/workloadIdentityPools/" in resource:
+            return bindings + self.pool_policies.get(resource, [])
         return bindings + self.account_policies.get(resource, [])
 
     def ancestry(self, name: str) -> list[str]:
@@ -341,6 +405,12 @@ class PolicedApis(FakeStateApis):
         account = re.fullmatch(r"/v1/projects/[^/]+/serviceAccounts/([^/:]+):(\w+)", path)
         if account:
             return self._account(caller, unquote(account.group(1)), account.group(2), body)
+        pool = re.fullmatch(r"/v1/(projects/[^/]+/locations/global/workloadIdentityPools/[^/:]+):(\w+IamPolicy)", path)
+        if pool:
+            name, verb = pool.groups()
+            if name not in self.pool_policies:
+                return 404, error(404, f"Requested entity was not found: {name}.", "notFound")
+            return self._policy_verb(caller, name, "iam.workloadIdentityPools", verb, self.pool_policies, name, body)
         role = re.fullmatch(r"/v1/((?:projects/[^/]+/)?roles/[^/]+)", path)
         if role and method == "GET":
             permissions = self.role_permissions(unquote(role.group(1)))
@@ -374,6 +444,7 @@ class PolicedApis(FakeStateApis):
         return 200, {"version": version, "etag": "BwY=", **({"bindings": bindings} if bindings else {})}
 
     def _project(self, caller: str | None, project: str, verb: str, body: Any) -> tuple[int, Any]:
+        project = self.project_id(project)
         if project not in self.project_policies:
             return 403, error(403, f"The caller does not have permission (project {project})", "forbidden")
         if not verb:

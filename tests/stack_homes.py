@@ -43,3 +43,15 @@ def repo(tmp_path: Path, **files: str) -> Path:
     for stack, text in files.items():
         (root / f"Pulumi.{stack}.yaml").write_text(text)
     return root
+
+
+def access_lines(members: tuple[str, ...] = (), readers: tuple[str, ...] = (), pool: str = "") -> str:
+    """``tpu-rl:access`` as `pulumi config set --path 'tpu-rl:access.members[0]' ...` writes it under ``config:``
+    (empty: no field set)."""
+    fields = [
+        f"    {name}:\n" + "".join(f"      - {m}\n" for m in items)
+        for name, items in (("members", members), ("readers", readers))
+        if items
+    ]
+    fields += [f"    workloadIdentityPool: {pool}\n"] if pool else []
+    return "  tpu-rl:access:\n" + "".join(fields) if fields else ""

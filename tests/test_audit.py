@@ -25,7 +25,7 @@ from tests.fake_iam import (
 )
 from tests.fake_kube import fake_cluster
 from tests.loopback import LoopbackServer, QuietHandler
-from tests.stack_homes import cli_file, repo
+from tests.stack_homes import access_lines, cli_file, repo
 from tools import audit
 from tools.audit_reads import Endpoints, Reads
 
@@ -47,11 +47,23 @@ ROOMY = Budget(30.0, 10.0, 10.0, "a test's")
 """Every read's budget but where running out is the point (a stalled host must not end a read that gets its answer)."""
 
 
-def stack_file(project: str = PROJECT, *, protect: bool = True, shared: bool = False, check: bool = True) -> str:
-    """Prod's stack file as the CLI writes it, its home and key recorded."""
+def stack_file(
+    project: str = PROJECT,
+    *,
+    protect: bool = True,
+    shared: bool = False,
+    check: bool = True,
+    members: tuple[str, ...] = (OPS, DEPLOY),
+    readers: tuple[str, ...] = (PREVIEW,),
+    pool: str = "",
+) -> str:
+    """Prod's stack file as the CLI writes it, its home and key recorded, its operator and deploy account its
+    ``tpu-rl:access`` members and its preview account its reader."""
     config = {"tpu-rl:stateBackend": f"gs://{BUCKET}", **({"tpu-rl:sharedProject": '"true"'} if shared else {})}
     text = cli_file(project=project, provider=f"gcpkms://{KEY}", protect=protect, config=config)
-    text = text.replace("tpu-rl:clusterName: tpu-rl-dev", "tpu-rl:clusterName: tpu-rl-prod")
+    text = text.replace("tpu-rl:clusterName: tpu-rl-dev", "tpu-rl:clusterName: tpu-rl-prod") + access_lines(
+        members, readers, pool
+    )
     return text if check else text.replace("  tpu-rl:workflow:\n", "  tpu-rl:workflow:\n    capacityCheck: false\n")
 
 
@@ -139,6 +151,93 @@ def test_each_way_in_is_one_line_naming_the_member_what_it_can_do_and_the_grant(
     assert out[-1] == "access audit of stack prod: 6 finding(s) (docs/audit.md)"
 
 
+DEPLOY_EMAIL, PREVIEW_EMAIL = DEPLOY.split(":")[1], PREVIEW.split(":")[1]
+EQUAL_PATHS = [
+    ("iam.serviceAccountKeys.create", f"mint tokens of {DEPLOY_EMAIL} and {PREVIEW_EMAIL}"),
+    ("iam.serviceAccountKeys.upload", f"mint tokens of {DEPLOY_EMAIL} and {PREVIEW_EMAIL}"),
+    ("container.configMaps.update", "administer cluster tpu-rl-prod"),
+    ("container.thirdPartyObjects.create", "administer cluster tpu-rl-prod"),
+    ("container.thirdPartyObjects.update", "administer cluster tpu-rl-prod"),
+    ("container.jobs.create", "administer cluster tpu-rl-prod"),
+    ("container.cronJobs.create", "administer cluster tpu-rl-prod"),
+    ("container.deployments.create", "administer cluster tpu-rl-prod"),
+    ("container.daemonSets.create", "administer cluster tpu-rl-prod"),
+    ("container.statefulSets.update", "administer cluster tpu-rl-prod"),
+    ("container.replicaSets.create", "administer cluster tpu-rl-prod"),
+    ("container.replicationControllers.create", "administer cluster tpu-rl-prod"),
+    ("container.serviceAccounts.createToken", "administer cluster tpu-rl-prod"),
+    ("container.pods.attach", "administer cluster tpu-rl-prod"),
+    ("container.pods.update", "administer cluster tpu-rl-prod"),
+    ("container.mutatingWebhookConfigurations.create", "administer cluster tpu-rl-prod"),
+    ("container.roles.escalate", "administer cluster tpu-rl-prod"),
+]
+"""A permission that reaches an account or the cluster as surely as the ones named first, and what the audit says it
+lets its holder do (a key signs as its account until it is deleted; the steps' scripts are in ConfigMaps and the steps
+are JobSets, custom resources; any workload runs a pod as its namespace's accounts)."""
+
+
+@pytest.mark.parametrize(("permission", "can"), EQUAL_PATHS, ids=[p for p, _ in EQUAL_PATHS])
+def test_every_equal_path_to_an_account_or_the_cluster_is_named(world, tmp_path, capsys, permission, can):
+    role = f"projects/{PROJECT}/roles/only"
+    world.custom_roles[role] = (permission,)
+    grant(world.project_policies, PROJECT, role, "user:eve@acme.example")
+    code, out, _ = run(world, repo(tmp_path, prod=stack_file()), capsys)
+    assert (code, out[:-1]) == (1, [f"finding: user:eve@acme.example can {can} ({role} on project {PROJECT})"])
+
+
+DEV_PROJECT = "acme-tpu-dev"
+DEPLOY_DEV = account("deploy-dev", DEV_PROJECT)
+
+
+def pool_in(fake: Any, project: str, number: str) -> str:
+    """A Workload Identity pool ``github`` in ``project`` (of ``number``), with no binding of its own."""
+    fake.numbers[project] = number
+    fake.project_policies.setdefault(project, [])
+    pool = f"projects/{number}/locations/global/workloadIdentityPools/github"
+    fake.pool_policies[pool] = []
+    return pool
+
+
+def test_a_pool_in_another_stacks_project_is_one_line(world, tmp_path, capsys):
+    """dev's deploy account administers dev's project, the pool's providers there among it: prod's CI principals
+    would be whoever dev's deploy identity says. Compared by the pool project's id, which projects.get of its number
+    names (the other stack files name their projects by id)."""
+    pool = pool_in(world, DEV_PROJECT, "200000000002")
+    for role in deployer_roles():
+        grant(world.project_policies, DEV_PROJECT, role, DEPLOY_DEV)
+    dev = cli_file(project=DEV_PROJECT)
+    root = repo(tmp_path, prod=stack_file(pool=pool), dev=dev)
+    code, out, _ = run(world, root, capsys)
+    assert code == 1
+    assert out[0] == (
+        "finding: stack prod's Workload Identity pool is in project 200000000002 (acme-tpu-dev), which stack dev uses: "
+        f"dev's deploy identity can rewrite it; put prod's pool in prod's project ({PROJECT}) and name it in "
+        "tpu-rl:access.workloadIdentityPool (docs/guardrails.md#guardrails-and-pr-review)"
+    )
+    assert out[1].startswith(f"finding: {DEPLOY_DEV} can rewrite the Workload Identity pool {pool} that stack prod's ")
+    own = pool_in(world, PROJECT, world.numbers[PROJECT])
+    root = repo(tmp_path, prod=stack_file(pool=own), dev=dev)
+    assert run(world, root, capsys)[:2] == (
+        0,
+        ["access audit of stack prod: nothing outside its own list (docs/audit.md)"],
+    )
+
+
+def test_who_can_rewrite_the_stacks_pool_is_named_through_its_project_and_its_own_policy(world, tmp_path, capsys):
+    pool = pool_in(world, PROJECT, world.numbers[PROJECT])
+    grant(world.project_policies, PROJECT, "roles/iam.workloadIdentityPoolAdmin", DEPLOY_DEV)
+    grant(world.pool_policies, pool, "roles/iam.workloadIdentityPoolAdmin", "user:eve@acme.example")
+    code, out, _ = run(world, repo(tmp_path, prod=stack_file(pool=pool)), capsys)
+    can = f"can rewrite the Workload Identity pool {pool} that stack prod's CI principals come from"
+    assert (code, out[:-1]) == (
+        1,
+        [
+            f"finding: {DEPLOY_DEV} {can} (roles/iam.workloadIdentityPoolAdmin on project {PROJECT})",
+            f"finding: user:eve@acme.example {can} (roles/iam.workloadIdentityPoolAdmin on the pool {pool})",
+        ],
+    )
+
+
 def test_a_grant_on_the_projects_folder_or_organization_reaches_down(world, tmp_path, capsys):
     from tests.fake_iam import as_member, binding
 
@@ -198,6 +297,51 @@ def test_members_named_as_the_stacks_own_are_not_findings(world, tmp_path, capsy
     assert code == 1 and out[0].startswith("finding: principalSet://gh/repo/1 can mint tokens of deploy-prod@")
     code, out, _ = run(world, root, capsys, "--members", "principalSet://gh/repo/1")
     assert code == 0
+    declared = repo(tmp_path, prod=stack_file(members=(OPS, DEPLOY, "principalSet://gh/repo/1")))
+    assert run(world, declared, capsys)[:2] == (
+        0,
+        ["access audit of stack prod: nothing outside its own list (docs/audit.md)"],
+    )
+
+
+def test_a_member_granted_on_the_state_who_is_not_the_stacks_own_is_a_finding(world, tmp_path, capsys):
+    """The own list is never read from the state bucket's or key's policy: a member granted there, by a self-grant
+    of whoever can set the bucket's policy or by `make state-bucket` without being recorded, is named."""
+    grant(world.bucket_policies, BUCKET, "roles/storage.objectViewer", "user:mallory@acme.example")
+    grant(world.key_policies, KEY, "roles/cloudkms.cryptoKeyDecrypter", "user:mallory@acme.example")
+    code, out, _ = run(world, repo(tmp_path, prod=stack_file()), capsys)
+    assert code == 1
+    assert out[:-1] == [
+        f"finding: user:mallory@acme.example can read or write stack prod's state (roles/storage.objectViewer on "
+        f"gs://{BUCKET})",
+        f"finding: user:mallory@acme.example can decrypt stack prod's state key (roles/cloudkms.cryptoKeyDecrypter on "
+        f"the key {KEY})",
+    ]
+    code, out, _ = run(world, repo(tmp_path, prod=stack_file(members=(OPS,))), capsys)
+    assert code == 1 and {line.split(" can ")[0] for line in out[:-1]} == {
+        f"finding: {DEPLOY}",
+        "finding: user:mallory@acme.example",
+    }, "the deploy account the state grants, not named in tpu-rl:access, is not the stack's own"
+
+
+def test_the_programs_workload_identity_members_are_the_stacks_own(world, tmp_path, capsys):
+    """Each CPU step's account grants roles/iam.workloadIdentityUser to its Kubernetes service account's member
+    (infra/gcp/cluster.py): the stack's own, as the program makes it; another namespace's is not."""
+    email = f"tpu-rl-prod-export@{PROJECT}.iam.gserviceaccount.com"
+    world.account_policies[email] = []
+    own = f"serviceAccount:{PROJECT}.svc.id.goog[tpu-rl/tpu-rl-prod-export]"
+    grant(world.account_policies, email, "roles/iam.workloadIdentityUser", own)
+    root = repo(tmp_path, prod=stack_file())
+    assert run(world, root, capsys)[0] == 0
+    other = f"serviceAccount:{PROJECT}.svc.id.goog[other/tpu-rl-prod-export]"
+    grant(world.account_policies, email, "roles/iam.workloadIdentityUser", other)
+    code, out, _ = run(world, root, capsys)
+    assert (code, out[:-1]) == (
+        1,
+        [
+            f"finding: {other} can mint tokens of {email} (roles/iam.workloadIdentityUser on the account {email})",
+        ],
+    )
 
 
 def test_an_unreachable_cluster_is_one_line_and_the_rest_goes_on(world, cluster, tmp_path, capsys):

@@ -569,6 +569,14 @@ BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
         "use -1 (fill the remaining chips) or a positive size",
     ),
     (
+        "access-members-limit",
+        ["tpu-rl:access.members=" + str([f"user:ops{i}@acme.example" for i in range(50)]).replace("'", '"')],
+        lambda s: len(s.access.members),
+        50,
+        ["tpu-rl:access.members=" + str([f"user:ops{i}@acme.example" for i in range(51)]).replace("'", '"')],
+        "at most 50",
+    ),
+    (
         "a-host-route-is-a-network",
         ["tpu-rl:authorizedNetworks[0]=198.51.100.7/32"],
         lambda s: s.authorized_networks,
@@ -642,6 +650,7 @@ REFUSED_AS = {
     "training-steps-count-epochs": "tpu-rl:training.extraArgs.train_fraction = 0.0066",
     "trainer-above-zero": "tpu-rl:training.trainerDevicesFraction = 0.0",
     "fsdp-fill-or-positive": "tpu-rl:training.iciFsdpParallelism = 0",
+    "access-members-limit": 'tpu-rl:access.members = "51 members"',
     "a-host-route-is-a-network": 'tpu-rl:authorizedNetworks[0] = "198.51.100.7/33"',
 }
 
@@ -788,6 +797,7 @@ def test_the_prod_stack_reads_as_written():
         "publish": {"repo": None, "private": True},
         "hf_write_token_set": False,
         "shared_project": False,
+        "access": {"members": (), "readers": (), "workload_identity_pool": ""},
     }
 
 
@@ -834,6 +844,23 @@ def values_of_knobs() -> dict[str, Any]:
             {"images.maxtext": "europe-docker.pkg.dev/my-project/mirror/maxtext:0.2.5"},
         ),
         (["tpu-rl:forceDestroy=true"], {"force_destroy": True}),
+        (
+            [
+                'tpu-rl:access.members=["user:ops@acme.example", "principalSet://iam.googleapis.com/projects/1/'
+                'locations/global/workloadIdentityPools/github/attribute.environment/deploy-prod"]',
+                "tpu-rl:access.readers[0]=serviceAccount:preview-prod@acme-tpu.iam.gserviceaccount.com",
+                "tpu-rl:access.workloadIdentityPool=projects/1/locations/global/workloadIdentityPools/github",
+            ],
+            {
+                "access.members": (
+                    "user:ops@acme.example",
+                    "principalSet://iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/github/"
+                    "attribute.environment/deploy-prod",
+                ),
+                "access.readers": ("serviceAccount:preview-prod@acme-tpu.iam.gserviceaccount.com",),
+                "access.workload_identity_pool": "projects/1/locations/global/workloadIdentityPools/github",
+            },
+        ),
         (["tpu-rl:bucketName=my-bucket"], {"bucket_name": "my-bucket"}),
         (["tpu-rl:tpu.reservation=r2"], {"tpu.reservation": "projects/my-tpu-prod-project/reservations/r2"}),
         (["tpu-rl:cpuPool.machineType=n4-standard-64"], {"cpu_pool.disk_type": "hyperdisk-balanced"}),

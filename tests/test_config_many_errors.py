@@ -20,8 +20,8 @@ FIXTURE = Path(__file__).parent / "data" / "stacks" / "Pulumi.many-errors.yaml"
 """The passphrase fixture (tests/data/stacks, the CLI's format) with ten independent mistakes."""
 KNOWN_KEYS = (
     "clusterName, bucketName, authorizedNetworks, protect, forceDestroy, sharedProject, bucketVersioning, "
-    "stateBackend, stateOrganization, namespace, hfToken, hfWriteToken, tpu, systemPool, cpuPool, gke, model, images, "
-    "training, publish, workflow, kueue"
+    "stateBackend, stateOrganization, access, namespace, hfToken, hfWriteToken, tpu, systemPool, cpuPool, gke, "
+    "model, images, training, publish, workflow, kueue"
 )
 EXPECTED = [
     f'tpu-rl:protec = "(set)" is invalid: unknown key; did you mean tpu-rl:protect? known keys: {KNOWN_KEYS}',

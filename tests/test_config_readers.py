@@ -204,7 +204,7 @@ SECRET = {key: pulumi_config_set("prod", key, secret=True) for key in ("tpu-rl:h
 SET_TOKEN = f"the token belongs in tpu-rl:hfToken only, set with `{SECRET['tpu-rl:hfToken']}`"
 KNOWN = (
     "known keys: clusterName, bucketName, authorizedNetworks, protect, forceDestroy, sharedProject, bucketVersioning, "
-    "stateBackend, stateOrganization, namespace, hfToken, hfWriteToken, tpu, "
+    "stateBackend, stateOrganization, access, namespace, hfToken, hfWriteToken, tpu, "
     "systemPool, cpuPool, gke, model, images, training, publish, workflow, kueue"
 )
 TOKEN = "hf_" + "A" * 30

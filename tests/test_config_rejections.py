@@ -166,6 +166,33 @@ BAD_INPUTS = [
         "tpu-rl:images.registries[1]",
         "duplicate of tpu-rl:images.registries[0]",
     ),
+    # -- who the stack names as its own (the grammar of `make state-bucket`'s MEMBERS=)
+    ("access-public-member", ['tpu-rl:access.members=["allUsers"]'], "tpu-rl:access.members[0]", "allUsers"),
+    (
+        "access-convenience-member",
+        ['tpu-rl:access.readers=["projectViewer:acme-tpu"]'],
+        "tpu-rl:access.readers[0]",
+        "convenience member",
+    ),
+    (
+        "access-member-duplicate",
+        ['tpu-rl:access.members=["user:ops@acme.example", "user:OPS@acme.example"]'],
+        "tpu-rl:access.members[1]",
+        "duplicate of tpu-rl:access.members[0]",
+    ),
+    (
+        "access-pool-location",
+        ["tpu-rl:access.workloadIdentityPool=projects/123/locations/us-east5/workloadIdentityPools/github"],
+        "tpu-rl:access.workloadIdentityPool",
+        "locations/global",
+    ),
+    (
+        "access-pool-project-id",
+        ["tpu-rl:access.workloadIdentityPool=projects/acme-tpu/locations/global/workloadIdentityPools/github"],
+        "tpu-rl:access.workloadIdentityPool",
+        "the project's number",
+    ),
+    ("access-members-text", ["tpu-rl:access.members=user:ops@acme.example"], "tpu-rl:access.members", "a list"),
     ("exclusion-boolean", ["tpu-rl:gke.maintenanceExclusion=true"], "tpu-rl:gke.maintenanceExclusion", "NO_MINOR"),
     ("hold-format", ["tpu-rl:gke.holdUpgrades=2026-12-01"], "tpu-rl:gke.holdUpgrades", "START/END"),
     ("hold-not-a-date", ["tpu-rl:gke.holdUpgrades=2026-02-30/2026-03-10"], "tpu-rl:gke.holdUpgrades", "real dates"),

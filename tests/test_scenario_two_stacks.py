@@ -45,6 +45,7 @@ from tests.conftest import SENTINEL_TOKEN
 from tests.engine import Recorded
 from tests.engine import Stack as EngineStack
 from tests.fake_iam import as_member, binding, deployer_roles, grant, lay_out_state, policed_apis
+from tests.stack_homes import access_lines
 from tools import shared_names, state, state_access
 from tools.plan import plan_stack
 from tools.plan.offline import Plan, Registration
@@ -593,14 +594,20 @@ def as_rest(fake, member: str) -> Any:
 
 
 def audit_prod(fake, tmp_path: Path, capsys, project: str = PROJECT) -> tuple[int, list[str]]:
-    """`make audit STACK=prod` over the checkout's stack files (the shared project accepted in both where shared), as
-    the operator (the projects' owner), on the loopback APIs; its findings, one line each."""
+    """`make audit STACK=prod` over the checkout's stack files (the shared project accepted in both where shared; each
+    naming in ``tpu-rl:access`` the members and readers `make state-bucket` granted its state, ``lay_out``), as the
+    operator (the projects' owner), on the loopback APIs; its findings, one line each."""
     from google.auth.credentials import AnonymousCredentials
 
     from tools import audit
     from tools.audit_reads import Endpoints, Reads
 
-    texts = {stack: stack_text(stack, project=APART[stack] if project != PROJECT else PROJECT) for stack in STACKS}
+    homes = {stack: APART[stack] if project != PROJECT else PROJECT for stack in STACKS}
+    texts = {
+        stack: stack_text(stack, project=homes[stack])
+        + access_lines((OPS, deploy(stack, homes[stack])), (preview(stack, homes[stack]),))
+        for stack in STACKS
+    }
     if project == PROJECT:
         texts = {stack: text + '  tpu-rl:sharedProject: "true"\n' for stack, text in texts.items()}
     root = checkout(tmp_path / "audit", **texts)

@@ -363,9 +363,94 @@ def test_make_state_bucket_names_the_caller_records_the_home_and_stops_on_missin
     assert state.main([*argv, "--members", DEPLOY]) == 0
     out = capsys.readouterr().out.splitlines()
     assert f"gs://{BUCKET}: roles/storage.objectUser: {DEPLOY}, {OPS}" in out
-    assert out[-2:] == [
+    assert out[-3:] == [
         f"stack prod's secrets are still encrypted by {SHARED}: make state-move STACK=prod moves them to {KEY}",
         f"recorded tpu-rl:stateBackend: gs://{BUCKET} in Pulumi.prod.yaml: commit it, so that every clone and CI job "
         "finds the state there",
+        f"recorded tpu-rl:access.members {OPS}, {DEPLOY}; tpu-rl:access.readers {PREVIEW} in Pulumi.prod.yaml: commit "
+        "it, so that the access audit of `make up STACK=prod` counts them as the stack's own "
+        "(docs/audit.md#the-stacks-own-list)",
     ], "a stack on the shared key gets its own, the first step of its move"
-    assert (root / "Pulumi.prod.yaml").read_text().endswith(f"  tpu-rl:stateBackend: gs://{BUCKET}\n")
+    assert (
+        (root / "Pulumi.prod.yaml")
+        .read_text()
+        .endswith(
+            f"  tpu-rl:stateBackend: gs://{BUCKET}\n"
+            f"  tpu-rl:access:\n    members:\n      - {OPS}\n      - {DEPLOY}\n    readers:\n      - {PREVIEW}\n"
+        )
+    )
+
+
+def test_make_state_bucket_grants_the_stack_files_access_and_records_only_who_it_does_not_name(
+    apis, tmp_path, monkeypatch, capsys
+):
+    """The members and readers tpu-rl:access names are granted with the caller and MEMBERS=/READERS=; those it names
+    already are not recorded again (in any case), the others are appended to its lists, every other line kept."""
+    from google.oauth2 import credentials
+
+    from tests.fake_state_apis import admin_clients
+    from tests.stack_homes import access_lines, cli_file, repo
+    from tools import state
+
+    ci = "principalSet://iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/github/attribute.x/y"
+    text = cli_file(protect=True) + access_lines((OPS.upper().replace("USER:", "user:"), DEPLOY), (PREVIEW,))
+    root = repo(tmp_path, prod=text)
+    user = credentials.Credentials("ya29.token", id_token=jwt({"email": "ops@acme.example"}))
+    monkeypatch.setattr(state, "_credentials", lambda: user)
+    monkeypatch.setattr(state, "_admin_clients", lambda credentials, project: admin_clients(apis))
+    assert state.main(["create", "--stack", "prod", "--root", str(root), "--members", ci]) == 0
+    granted = policy(apis.bucket_policies[BUCKET])
+    assert granted["roles/storage.objectUser"] >= {OPS, OPS.upper().replace("USER:", "user:"), DEPLOY, ci}
+    assert granted["roles/storage.objectViewer"] == {PREVIEW}
+    assert capsys.readouterr().out.splitlines()[-1].startswith(f"recorded tpu-rl:access.members {ci} in ")
+    assert (root / "Pulumi.prod.yaml").read_text() == text.replace(
+        f"      - {DEPLOY}\n", f"      - {DEPLOY}\n      - {ci}\n"
+    ) + ("  tpu-rl:stateBackend: gs://acme-tpu-pulumi-state-prod\n")
+    before = (root / "Pulumi.prod.yaml").read_text()
+    assert state.main(["create", "--stack", "prod", "--root", str(root), "--members", ci]) == 0
+    assert not capsys.readouterr().out.splitlines()[-1].startswith("recorded ")
+    assert (root / "Pulumi.prod.yaml").read_text() == before
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (
+            "config:\n  gcp:project: acme-tpu  # mine\n",
+            "config:\n  gcp:project: acme-tpu  # mine\n  tpu-rl:access:\n    members:\n      - user:b@acme.example\n",
+        ),
+        (
+            "config:\n  tpu-rl:access:\n    readers:\n      - user:r@acme.example\n  tpu-rl:protect: true\n",
+            "config:\n  tpu-rl:access:\n    readers:\n      - user:r@acme.example\n    members:\n"
+            "      - user:b@acme.example\n  tpu-rl:protect: true\n",
+        ),
+        (  # a list at its key's indent, and a comment after it, kept where they are
+            "config:\n  tpu-rl:access:\n    members:\n    - user:a@acme.example\n    # ops\n  tpu-rl:protect: true\n",
+            "config:\n  tpu-rl:access:\n    members:\n    - user:a@acme.example\n    - user:b@acme.example\n    # ops\n"
+            "  tpu-rl:protect: true\n",
+        ),
+    ],
+    ids=["no-access", "other-field", "indentless-list"],
+)
+def test_a_member_is_appended_where_pulumi_config_set_would_and_nothing_else_changes(before, after):
+    from tools.stack_access import with_access
+
+    assert with_access(before, "Pulumi.prod.yaml", "members", ("user:b@acme.example",)) == after
+
+
+def test_make_state_bucket_refuses_a_stack_files_access_it_cannot_read_before_anything_is_made(
+    apis, tmp_path, monkeypatch, capsys
+):
+    from tests.stack_homes import cli_file, repo
+    from tools import state
+
+    text = cli_file(protect=True) + '  tpu-rl:access:\n    members:\n      - allUsers\n    readers: "x"\n'
+    root = repo(tmp_path, prod=text)
+    monkeypatch.setattr(state, "_credentials", lambda: pytest.fail("a client was made"))
+    assert state.main(["create", "--stack", "prod", "--root", str(root)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" = ")[0] for line in lines] == [
+        "error: tpu-rl:access.members[0]",
+        "error: tpu-rl:access.readers",
+    ], "every problem of the key at once, each one line"
+    assert apis.requests == [] and (root / "Pulumi.prod.yaml").read_text() == text

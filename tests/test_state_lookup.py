@@ -260,6 +260,26 @@ def test_new_refuses_a_stack_found_elsewhere_in_one_line_and_writes_nothing(gcs,
     assert state.main(["new", "--stack", "dev", "--root", str(root)]) == 0
 
 
+def test_new_cannot_tell_whether_a_bucket_it_may_neither_get_nor_list_exists(tmp_path, capsys, monkeypatch):
+    """Cloud Storage answers 403 for a bucket whether or not it exists: two 403s are one line, exit 1, and `pulumi
+    stack init` does not run."""
+    from tests.fake_state_apis import clients, fake_state_apis
+
+    monkeypatch.setenv("PULUMI_HOME", str(tmp_path / "no-login"))
+    root = repo(tmp_path, dev=cli_file())
+    with fake_state_apis() as fake:
+        fake.services["storage.googleapis.com"] = "ENABLED"
+        fake.forbidden.add("acme-tpu-pulumi-state-dev")
+        monkeypatch.setattr(state, "_storage", lambda: clients(fake)[0])
+        assert state.main(["new", "--stack", "dev", "--root", str(root)]) == 1
+        assert fake.requests[-2:] == [
+            "GET /storage/v1/b/acme-tpu-pulumi-state-dev",
+            "GET /storage/v1/b/acme-tpu-pulumi-state-dev/o",
+        ]
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: cannot tell whether stack dev's state bucket gs://acme-tpu-pulumi-state-dev exists:")
+
+
 def test_new_stops_when_a_known_backend_cannot_be_asked(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("PULUMI_ACCESS_TOKEN", "pul-x")
     monkeypatch.setenv("PATH", str(tmp_path / "no-pulumi"))

@@ -11,7 +11,8 @@ import pytest
 
 from tests.fake_state_apis import admin_clients, clients, fake_state_apis
 from tests.stack_homes import KEY, RING_KEY, SHARED, cli_file, repo
-from tools import shared_names, state_access, state_bucket, state_lookup, state_move
+from tools import shared_names, state, state_access, state_bucket, state_lookup, state_move
+from tools.stack_access import with_access
 from tools.stack_files import ROOT
 from tools.state_export import StateError
 from tools.state_home import Home, decide, ring_warning, with_record
@@ -20,6 +21,8 @@ from tools.state_lookup import Known
 pytestmark = pytest.mark.usefixtures("google_clients")
 
 MESSAGES = ROOT / "tests" / "data" / "state-messages.tsv"
+BUCKET_EXISTS = state._bucket_exists
+"""``tools.state new``'s look at the bucket, kept before ``tool_lines`` replaces it for its cases."""
 PROD = Home(
     "prod",
     "gs://acme-tpu-pulumi-state-prod",
@@ -79,13 +82,19 @@ def home_refusals(tmp: Path) -> dict[str, Callable[[], object]]:
         "bucket-name": lambda: decide("europe-west4-production", root),
         "key-name": lambda: decide("prod.eu", root),
         "record-flow-mapping": lambda: with_record("config: {gcp:project: acme-tpu}\n", "gs://b-1", "Pulumi.dev.yaml"),
+        "record-access-flow-list": lambda: with_access(
+            "config:\n  tpu-rl:access:\n    members: [user:ops@acme.example]\n",
+            "Pulumi.dev.yaml",
+            "members",
+            ("user:dev@acme.example",),
+        ),
     }
 
 
 def tool_lines(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Callable[[], object]]:
     from dataclasses import replace
 
-    from tools import state, state_lookup
+    from tools import state_lookup
 
     shared = Known(
         "gs://acme-tpu-pulumi-state",
@@ -102,7 +111,7 @@ def tool_lines(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Callable
         monkeypatch.setattr(state_lookup, "known", lambda *a, **k: state_lookup.Lookup([]))
         monkeypatch.setattr(state_lookup, "found_elsewhere", lambda *a, **k: (found, failures))
         monkeypatch.setattr(state, "_storage", object)
-        monkeypatch.setattr(state, "_bucket_exists", lambda storage, bucket: exists)
+        monkeypatch.setattr(state, "_bucket_exists", lambda storage, bucket, stack: exists)
         return state._new(home, tmp)
 
     return {
@@ -247,6 +256,7 @@ def world_lines() -> dict[str, str]:
         fake.buckets[PROD.bucket]["projectNumber"] = fake.project_number
         fake.forbidden.add(PROD.bucket)
         catch("bucket-cannot-tell", make)
+        catch("new-bucket-cannot-tell", lambda: BUCKET_EXISTS(storage, PROD.bucket, PROD.stack))
         fake.forbidden.clear()
         folder = replace(PROD, backend=f"{PROD.backend}/tpu-rl/prod", origin="STATE_BACKEND")
         fake.objects[PROD.bucket] = ["tpu-rl/prod/.pulumi/meta.yaml", "exports/model.safetensors"]

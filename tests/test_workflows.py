@@ -1,7 +1,8 @@
 """The pull-request workflows: the tests and the policy preview run, and a branch cannot use the preview to
 read prod (docs/guardrails.md "Guardrails and PR review"; GitHub's security hardening guide for Actions); the
-Workload Identity provider and bindings the page documents admit this repository's tokens, by id, from each account's
-own environments alone (evaluated here as Google evaluates an attribute condition: CEL on the token's claims)."""
+Workload Identity providers (one in each stack's project) and bindings the page documents admit this repository's
+tokens, by id, from each account's own environments alone (evaluated here as Google evaluates an attribute condition:
+CEL on the token's claims)."""
 
 from __future__ import annotations
 
@@ -103,8 +104,8 @@ def test_the_security_page_gives_the_setup_that_makes_this_hold():
     for words in (
         "required reviewers",
         "assertion.repository_owner_id == 'OWNER_ID' && assertion.repository_id == 'REPO_ID'",
-        "assertion.environment in ['preview-dev', 'preview-prod']",
-        "assertion.environment in ['deploy-dev', 'deploy-dev-continued', 'deploy-prod', 'deploy-prod-continued'] && "
+        "assertion.environment == 'preview-prod'",
+        "assertion.environment in ['deploy-prod', 'deploy-prod-continued'] && "
         "assertion.workflow_ref.startsWith('OWNER/REPO/.github/workflows/deploy.yml@refs/heads/')",
         "attribute.environment/preview-prod",
         "environment secrets",
@@ -141,8 +142,18 @@ def _flags(command: list[str]) -> dict[str, str]:
 
 
 PAGE_COMMANDS = _commands((ROOT / "docs" / "guardrails.md").read_text())
-PROVIDER = next(c for c in PAGE_COMMANDS if c[1:5] == ["iam", "workload-identity-pools", "providers", "create-oidc"])
-CONDITION = _flags(PROVIDER)["attribute-condition"]
+PROVIDERS = {
+    _flags(c)["project"]: c
+    for c in PAGE_COMMANDS
+    if c[1:5] == ["iam", "workload-identity-pools", "providers", "create-oidc"]
+}
+"""Each stack's provider, by the project of its pool: prod's ``P``, dev's ``D`` (one pool per stack's project)."""
+STACK_OF = {"P": "prod", "D": "dev"}
+ENVIRONMENTS = {
+    "prod": (("preview-prod",), ("deploy-prod", "deploy-prod-continued")),
+    "dev": (("preview-dev",), ("deploy-dev", "deploy-dev-continued")),
+}
+"""A stack's preview and deploy environments."""
 REPO = {"OWNER/REPO": "octo-org/octo-repo", "REPO_ID": "74", "OWNER_ID": "65"}
 """The page's placeholders, filled as GitHub's own example token has them (GitHub Docs, "OpenID Connect reference":
 ``repository_id`` and ``repository_owner_id`` are strings)."""
@@ -166,9 +177,10 @@ def _claims(environment: str | None, workflow: str = "preview.yml", **changed: s
     return claims
 
 
-def _admits(claims: dict[str, Any]) -> bool:
-    """Google's verdict: the condition is true (false, or an error such as a missing claim, rejects the token)."""
-    expression = CONDITION
+def _admits(claims: dict[str, Any], project: str = "P") -> bool:
+    """Google's verdict on the provider of the pool in ``project``: its condition is true (false, or an error such
+    as a missing claim, rejects the token)."""
+    expression = _flags(PROVIDERS[project])["attribute-condition"]
     for placeholder, value in REPO.items():
         expression = expression.replace(placeholder, value)
     environment = celpy.Environment()
@@ -180,18 +192,25 @@ def _admits(claims: dict[str, Any]) -> bool:
     return isinstance(result, celpy.celtypes.BoolType) and bool(result)
 
 
-def test_the_provider_pins_the_repository_by_id_and_names_the_environments():
-    assert "assertion.repository ==" not in CONDITION and "assertion.repository_owner ==" not in CONDITION, (
-        "a name is reused once a repository is renamed or deleted; an id never is"
-    )
-    flags = _flags(PROVIDER)
-    assert flags["issuer-uri"] == "https://token.actions.githubusercontent.com"
-    assert "attribute.environment=assertion.environment" in flags["attribute-mapping"].split(",")
-    for environment in ("preview-dev", "preview-prod"):
-        assert _admits(_claims(environment)), environment
-    for environment in ("deploy-dev", "deploy-dev-continued", "deploy-prod", "deploy-prod-continued"):
-        assert _admits(_claims(environment, "deploy.yml")), environment
-        assert not _admits(_claims(environment, "preview.yml")), f"{environment} from another workflow"
+def test_each_stacks_provider_pins_the_repository_by_id_and_names_its_own_environments_alone():
+    """One pool per stack's project: prod's provider admits prod's environments and none of dev's, and the other way
+    round, so dev's deploy identity, which administers dev's project, rewrites no provider prod's principals come
+    from."""
+    assert set(PROVIDERS) == set(STACK_OF)
+    for project, stack in STACK_OF.items():
+        flags = _flags(PROVIDERS[project])
+        condition = flags["attribute-condition"]
+        assert "assertion.repository ==" not in condition and "assertion.repository_owner ==" not in condition, (
+            "a name is reused once a repository is renamed or deleted; an id never is"
+        )
+        assert flags["issuer-uri"] == "https://token.actions.githubusercontent.com"
+        assert "attribute.environment=assertion.environment" in flags["attribute-mapping"].split(",")
+        for other, (previews, deploys) in ENVIRONMENTS.items():
+            for environment in previews:
+                assert _admits(_claims(environment), project) == (other == stack), (project, environment)
+            for environment in deploys:
+                assert _admits(_claims(environment, "deploy.yml"), project) == (other == stack), (project, environment)
+                assert not _admits(_claims(environment, "preview.yml"), project), f"{environment} from another workflow"
 
 
 @pytest.mark.parametrize(
@@ -211,17 +230,19 @@ def test_the_provider_refuses_another_repository_or_environment(claims):
 
 
 def test_each_account_is_bound_to_its_own_environments_alone():
-    """A principalSet per environment (attribute.environment, mapped from assertion.environment), one binding per
-    account and environment: a dev job cannot impersonate a prod account, a preview never a deploy account."""
-    pool = _flags(PROVIDER)["workload-identity-pool"]
+    """A principalSet per environment (attribute.environment, mapped from assertion.environment) of the pool in the
+    account's own project, one binding per account and environment: a dev job cannot impersonate a prod account, a
+    preview never a deploy account."""
     bound: dict[str, set[str]] = {}
     for command in PAGE_COMMANDS:
         if command[1:4] != ["iam", "service-accounts", "add-iam-policy-binding"]:
             continue
         flags = _flags(command)
         assert flags["role"] == "roles/iam.workloadIdentityUser"
-        prefix = f"principalSet://iam.googleapis.com/projects/NUMBER/locations/global/workloadIdentityPools/{pool}/"
-        assert flags["member"].startswith(prefix + "attribute.environment/"), flags["member"]
+        project = command[4].split("@")[1].split(".")[0]
+        pool = _flags(PROVIDERS[project])["workload-identity-pool"]
+        prefix = f"principalSet://iam.googleapis.com/projects/{project}_NUMBER/locations/global/workloadIdentityPools/"
+        assert flags["member"].startswith(f"{prefix}{pool}/attribute.environment/"), flags["member"]
         bound.setdefault(command[4].split("@")[0], set()).add(flags["member"].rsplit("/", 1)[1])
     assert bound == {
         "preview-prod": {"preview-prod"},

@@ -10,13 +10,15 @@ member outside the stack's own list that holds, through any of them (a project's
 key and account in it; a ring's every key of it): decryption with its state key; read or write of its state; IAM
 on the project, the rings, the keys, the buckets or the accounts; a token of one of its accounts; administration of
 its cluster (GKE's project-level ``container.*`` permissions, and the cluster's RBAC: bindings to ``cluster-admin``,
-``admin``, ``edit`` or a role that reads Secrets, read through the stack's kubeconfig).
+``admin``, ``edit`` or a role that reads Secrets, read through the stack's kubeconfig); with
+``tpu-rl:access.workloadIdentityPool``, a rewrite of that pool (its project's chain and its own policy), and one line
+when the pool is in the project of another stack file of the checkout.
 
-The stack's own list: its node and step accounts (``infra.gcp.naming``), who `make state-bucket` recorded as the
-stack's (the members holding ``roles/storage.objectUser``/``objectViewer`` on the state bucket itself,
-``roles/cloudkms.cryptoKeyEncrypterDecrypter``/``cryptoKeyDecrypter`` on the key itself: its ``MEMBERS=`` and
-``READERS=``; a grant there needs ``setIamPolicy`` on them, itself a finding for anyone else), and
-``--members``/``--readers``. Google's service agents are not members one can act as.
+The stack's own list is what the program creates and what the stack's configuration declares, never read from a
+policy (whoever can write one could name itself there): its node and step accounts and each step account's Kubernetes
+service account's Workload Identity member (``infra.gcp.naming``, ``core.names.workload_member``), the members and
+readers of ``tpu-rl:access``, and ``--members``/``--readers``. Google's service agents are not members one can act
+as.
 
 Exit 0: nothing found; 1: a finding, or a policy that could not be read (each one line); 2: bad input, a project
 another stack file names too without both accepting it (``core.config.projects``). An unreachable cluster is one
@@ -37,12 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import BadInputError, TpuRlError
+from core.names import PROJECT as PROJECT_KEY
 from core.printed_commands import make_target
 from core.redact import env_secrets, remember, scrub
 from core.settings import Settings
 from infra.client_errors import client_errors
-from infra.gcp.permissions import state_role
-from tools.audit_model import Binding, Policy, Reach, Resource, Target, lines, rbac_reaches, reaches
+from tools.audit_model import Binding, Node, Policy, Reach, Resource, Target, lines, rbac_reaches, reaches
+from tools.audit_permissions import CLUSTER, DECRYPT, POOL, SET_IAM, STATE, TOKENS
 from tools.process import entry_point, report
 from tools.stack_files import ROOT
 
@@ -53,39 +56,6 @@ HELP = "docs/audit.md"
 MAX_DEPTH = 12
 """Folders nest at most 10 deep under an organization (https://cloud.google.com/resource-manager/docs/
 creating-managing-folders)."""
-DECRYPT = frozenset({"cloudkms.cryptoKeyVersions.useToDecrypt"})
-STATE = frozenset({"storage.objects.get", "storage.objects.create", "storage.objects.delete"})
-TOKENS = frozenset(
-    {
-        "iam.serviceAccounts.getAccessToken",
-        "iam.serviceAccounts.signBlob",
-        "iam.serviceAccounts.signJwt",
-        "iam.serviceAccounts.implicitDelegation",
-        "iam.serviceAccounts.getOpenIdToken",
-        "iam.serviceAccounts.actAs",
-    }
-)
-CLUSTER = frozenset(
-    {
-        "container.clusters.update",
-        "container.clusters.delete",
-        "container.secrets.get",
-        "container.secrets.list",
-        "container.pods.exec",
-        "container.pods.create",
-        "container.clusterRoleBindings.create",
-        "container.roleBindings.create",
-    }
-)
-"""Administering a cluster: changing or deleting it, and GKE's IAM permissions on its Kubernetes API that read
-Secrets, run code in a pod or bind a role (https://cloud.google.com/kubernetes-engine/docs/how-to/iam)."""
-SET_IAM = {
-    "project": "resourcemanager.projects.setIamPolicy",
-    "ring": "cloudkms.keyRings.setIamPolicy",
-    "key": "cloudkms.cryptoKeys.setIamPolicy",
-    "bucket": "storage.buckets.setIamPolicy",
-    "account": "iam.serviceAccounts.setIamPolicy",
-}
 ACCOUNT_PROJECT = re.compile(r"[^@]+@([a-z][a-z0-9-]{4,28}[a-z0-9])\.iam\.gserviceaccount\.com")
 """A user-managed service account's email names its project (https://cloud.google.com/iam/docs/service-accounts)."""
 
@@ -132,6 +102,8 @@ class Audit:
     """Project id (a number for another project's bucket) -> its policy (None: not read)."""
     chains: dict[str, tuple[Policy, ...]] = field(default_factory=dict)
     """Project -> its ancestors' policies and its own, outermost first."""
+    ids: dict[str, str] = field(default_factory=dict)
+    """Project (an id or a number) -> its id, as ``projects.get`` names it ("" when it could not be read)."""
     nodes: dict[str, tuple[Policy | None, str]] = field(default_factory=dict)
     """``folders/<id>``/``organizations/<id>`` -> its policy and its parent."""
     roles: dict[str, frozenset[str] | None] = field(default_factory=dict)
@@ -150,13 +122,14 @@ class Audit:
         either, read once). A policy that could not be read is left out, its line kept."""
         key = self.project if self.number and project == self.number else project
         if key not in self.chains:
-            found = self.read(lambda: self.reads.parent(f"projects/{key}"))
-            number, parent = found or ("", "")
+            found = self.read(lambda: self.reads.parent(f"projects/{key}")) or Node("", "")
+            number, parent = found.number, found.parent
+            self.ids[key] = found.project_id
             if key == self.project:
                 self.number = number
             self.projects[key] = self.read(lambda: self.reads.node_policy(f"projects/{key}"))
             bindings = self.projects[key]
-            own = () if bindings is None else (Policy(f"project {key}", bindings),)
+            own = () if bindings is None else (Policy(f"project {self.ids[key] or key}", bindings),)
             self.chains[key] = (*self.ancestors(parent), *own)
         return self.chains[key]
 
@@ -170,7 +143,7 @@ class Audit:
                 policy = self.read(lambda name=parent: self.reads.node_policy(name))
                 up = self.read(lambda name=parent: self.reads.parent(name)) if parent.startswith("folders/") else None
                 where = parent.replace("s/", " ", 1)
-                self.nodes[parent] = (None if policy is None else Policy(where, policy), (up or ("", ""))[1])
+                self.nodes[parent] = (None if policy is None else Policy(where, policy), up.parent if up else "")
             policy, parent = self.nodes[parent]
             found += [policy] if policy else []
         return tuple(reversed(found))
@@ -199,24 +172,16 @@ def chain(*policies: Policy | tuple[Policy, ...] | None) -> tuple[Policy, ...]:
     return tuple(found)
 
 
-def own_members(settings: Settings, explicit: tuple[str, ...], bucket: Policy | None, key: Policy | None) -> set[str]:
-    """The stack's own list (module docstring), lowercased."""
+def own_members(settings: Settings, explicit: tuple[str, ...]) -> set[str]:
+    """The stack's own list (module docstring), lowercased: what the program creates, what ``tpu-rl:access`` names,
+    and ``explicit`` (``--members``, ``--readers``)."""
+    from core.names import workload_member
     from infra.gcp.naming import names_for
 
-    own = {m.lower() for m in explicit}
-    own |= {
-        f"serviceaccount:{a}@{settings.project}.iam.gserviceaccount.com"
-        for a in names_for(settings).service_accounts.values()
-    }
-    recorded = {
-        (bucket, state_role("write", "bucket")),
-        (bucket, state_role("read", "bucket")),
-        (key, state_role("write", "key")),
-        (key, state_role("read", "key")),
-    }
-    for policy, role in recorded:
-        if policy is not None:
-            own |= {m.lower() for b in policy.bindings if b.role == role for m in b.members}
+    names = names_for(settings)
+    own = {m.lower() for m in (*explicit, *settings.access.members, *settings.access.readers)}
+    own |= {f"serviceaccount:{a}@{settings.project}.iam.gserviceaccount.com" for a in names.service_accounts.values()}
+    own |= {workload_member(settings.project, settings.namespace, ksa).lower() for ksa in names.ksas.values()}
     return own
 
 
@@ -231,31 +196,60 @@ def targets(audit: Audit, settings: Settings, home: Any, explicit: tuple[str, ..
     """Every question of the audit, with the policies read for it, and the stack's own list."""
     project = audit.own_project()
     found: list[Target] = []
-    bucket = key = None
     if home.bucket:
-        bucket, bucket_chain = _bucket(audit, home.bucket)
+        bucket_chain = _bucket(audit, home.bucket)
         objects = tuple(bucket_resource(home.bucket, n) for n in state_objects(settings.stack, home.prefix))
         found.append(Target(f"read or write stack {settings.stack}'s state", STATE, bucket_chain, objects))
         found.append(_set_iam("bucket", f"gs://{home.bucket}", bucket_chain, bucket_resource(home.bucket)))
     if home.key:
-        key, key_targets = _key(audit, home.key, f"decrypt stack {settings.stack}'s state key")
-        found += key_targets
-    own = own_members(settings, explicit, bucket, key)
+        found += _key(audit, home.key, f"decrypt stack {settings.stack}'s state key")
+    own = own_members(settings, explicit)
     found.append(
         Target(f"set IAM on project {settings.project}", frozenset({SET_IAM["project"]}), chain(project), (), False)
     )
     found.append(Target(f"administer cluster {settings.cluster_name}", CLUSTER, chain(project), (), False))
     if settings.bucket_name:
-        _, artifacts = _bucket(audit, settings.bucket_name)
+        artifacts = _bucket(audit, settings.bucket_name)
         found.append(
             _set_iam("bucket", f"gs://{settings.bucket_name}", artifacts, bucket_resource(settings.bucket_name))
         )
     secrets = _secrets_key(settings)
     if secrets:
-        found += _key(audit, secrets, "")[1]
+        found += _key(audit, secrets, "")
     for email in accounts_of(own):
         found += _account(audit, email)
+    if settings.access.workload_identity_pool:
+        found.append(_pool(audit, settings.access.workload_identity_pool, settings.stack))
     return found, own
+
+
+def _pool(audit: Audit, pool: str, stack: str) -> Target:
+    """Who can rewrite the stack's Workload Identity pool: through its project's chain, and the pool's own policy,
+    which applies to it and its providers (IAM ``workloadIdentityPools.getIamPolicy``)."""
+    project = audit.project_policy(pool.split("/")[1])
+    bindings = audit.read(lambda: audit.reads.pool_policy(pool))
+    own = None if bindings is None else Policy(f"the pool {pool}", bindings)
+    can = f"rewrite the Workload Identity pool {pool} that stack {stack}'s CI principals come from"
+    return Target(can, POOL, chain(project, own), (), False)
+
+
+def pool_elsewhere(audit: Audit, settings: Settings, others: dict[str, dict[str, str]]) -> list[str]:
+    """The line for a Workload Identity pool in the project of another stack file of the checkout: that stack's
+    deploy account, with the project roles docs/permissions.md gives it, can rewrite the pool (none when the pool is
+    in the stack's own project, or its project could not be read: that read's line is kept)."""
+    pool = settings.access.workload_identity_pool
+    number = pool.split("/")[1] if pool else ""
+    project = audit.ids.get(audit.project if number == audit.number else number, "")
+    if not project or project == settings.project:
+        return []
+    stack = settings.stack
+    return [
+        f"stack {stack}'s Workload Identity pool is in project {number} ({project}), which stack {other} uses: "
+        f"{other}'s deploy identity can rewrite it; put {stack}'s pool in {stack}'s project ({settings.project}) and "
+        f"name it in {PROJECT_KEY}:access.workloadIdentityPool (docs/guardrails.md#guardrails-and-pr-review)"
+        for other, config in others.items()
+        if config.get("gcp:project") == project
+    ]
 
 
 def _set_iam(kind: str, where: str, chained: tuple[Policy, ...], resource: Resource | None) -> Target:
@@ -263,16 +257,17 @@ def _set_iam(kind: str, where: str, chained: tuple[Policy, ...], resource: Resou
     return Target(f"set IAM on {where}", frozenset({SET_IAM[kind]}), chained, resources, resource is not None)
 
 
-def _bucket(audit: Audit, bucket: str) -> tuple[Policy | None, tuple[Policy, ...]]:
+def _bucket(audit: Audit, bucket: str) -> tuple[Policy, ...]:
+    """The policies that apply to ``bucket``: its project's chain and its own (none when it does not exist)."""
     number = audit.read(lambda: audit.reads.bucket_project(bucket))
     if number is None:
-        return None, ()
+        return ()
     bindings = audit.read(lambda: audit.reads.bucket_policy(bucket))
     policy = None if bindings is None else Policy(f"gs://{bucket}", bindings)
-    return policy, chain(audit.project_policy(number) if number else (), policy)
+    return chain(audit.project_policy(number) if number else (), policy)
 
 
-def _key(audit: Audit, key: str, decrypt: str) -> tuple[Policy | None, list[Target]]:
+def _key(audit: Audit, key: str, decrypt: str) -> list[Target]:
     """The key's and its ring's targets (``decrypt``: the decryption target's words, none when "")."""
     ring = key.rsplit("/cryptoKeys/", 1)[0]
     project = audit.project_policy(key.split("/")[1])
@@ -286,7 +281,7 @@ def _key(audit: Audit, key: str, decrypt: str) -> tuple[Policy | None, list[Targ
         found.append(_set_iam("key", f"the key {key}", on_key, kms_resource(key)))
         if decrypt:
             found.insert(0, Target(decrypt, DECRYPT, on_key, (kms_resource(key),)))
-    return key_policy, found if ring_policy is not None else []
+    return found if ring_policy is not None else []
 
 
 def _secrets_key(settings: Settings) -> str:
@@ -444,8 +439,9 @@ def run(args: argparse.Namespace, reads: Any = None) -> tuple[list[str], list[st
     from tools.state_bucket import parse_members
 
     settings = _settings(args.stack, args.root)
+    others = _others(args.stack, args.root)
     if not args.before_up:
-        refuse_shared(args.stack, settings, _others(args.stack, args.root))
+        refuse_shared(args.stack, settings, others)
     explicit = parse_members(args.members, "MEMBERS") + parse_members(args.readers, "READERS")
     home = _home(args)
     reads = reads if reads is not None else _reads()
@@ -456,7 +452,7 @@ def run(args: argparse.Namespace, reads: Any = None) -> tuple[list[str], list[st
     finally:
         reads.close()
     on_cluster, cluster_line = cluster_reaches(settings, own, args.kubeconfig, args.context)
-    return lines(reached + on_cluster), audit.unread, cluster_line
+    return pool_elsewhere(audit, settings, others) + lines(reached + on_cluster), audit.unread, cluster_line
 
 
 def main(argv: list[str] | None = None, *, reads: Any = None) -> int:

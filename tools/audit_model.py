@@ -47,6 +47,18 @@ class Binding:
 
 
 @dataclass(frozen=True)
+class Node:
+    """A project or folder as Resource Manager's ``projects.get``/``folders.get`` names it."""
+
+    number: str
+    """A project's number ("" for a folder)."""
+    parent: str
+    """``folders/<id>`` or ``organizations/<id>`` ("" for none)."""
+    project_id: str = ""
+    """A project's id ("" for a folder, or a reply that names none)."""
+
+
+@dataclass(frozen=True)
 class Policy:
     """One resource's IAM policy: ``where`` names it in a finding (``project P``, ``gs://B``...)."""
 

@@ -15,7 +15,10 @@ object), each read within the ``iam-audit`` budget and retried on 429/5xx (``bou
 - Cloud Storage ``buckets.get`` (its ``projectNumber``) and ``buckets.getIamPolicy`` (``GET .../b/B/iam``,
   https://cloud.google.com/storage/docs/json_api/v1/buckets/getIamPolicy);
 - IAM ``serviceAccounts.getIamPolicy`` (``POST .../v1/projects/-/serviceAccounts/E:getIamPolicy``,
-  https://cloud.google.com/iam/docs/reference/rest/v1/projects.serviceAccounts/getIamPolicy) and ``roles.get``
+  https://cloud.google.com/iam/docs/reference/rest/v1/projects.serviceAccounts/getIamPolicy),
+  ``workloadIdentityPools.getIamPolicy`` (``POST .../v1/projects/N/locations/global/workloadIdentityPools/ID
+  :getIamPolicy``, https://cloud.google.com/iam/docs/reference/rest/v1/projects.locations.workloadIdentityPools/
+  getIamPolicy: a pool has a policy of its own, and its providers are in it) and ``roles.get``
   (``GET .../v1/roles/R`` or ``.../v1/projects/P/roles/R``, https://cloud.google.com/iam/docs/reference/rest/v1/
   roles/get: a predefined role's ``includedPermissions``).
 
@@ -35,7 +38,7 @@ from urllib.parse import quote
 from core import deadline
 from infra.gcp.capacity.reads import ReadFailedError, bounded_read, cap_replies
 from infra.k8s import live
-from tools.audit_model import Binding, bindings_of, permissions_of
+from tools.audit_model import Binding, Node, bindings_of, permissions_of
 
 T = TypeVar("T")
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
@@ -111,16 +114,16 @@ class Reads:
                 self.broken = f"an earlier read of {source} had no answer in time"
             raise
 
-    def parent(self, name: str) -> tuple[str, str] | None:
-        """A project's number and parent, or a folder's parent (``projects/<number>`` or ``folders/<id>``, and
-        ``folders/<id>``/``organizations/<id>``: Resource Manager v3 ``projects.get``, ``folders.get``; "" for none)."""
+    def parent(self, name: str) -> Node | None:
+        """A project's number, id and parent, or a folder's parent (``projects/<id or number>`` or ``folders/<id>``:
+        Resource Manager v3 ``projects.get``, ``folders.get``, whose ``name`` is ``projects/<number>``)."""
 
-        def named(reply: Any) -> tuple[str, str]:
+        def named(reply: Any) -> Node:
             found = reply if isinstance(reply, dict) else {}
-            number, parent = found.get("name"), found.get("parent")
+            number, parent, project = found.get("name"), found.get("parent"), found.get("projectId")
             number = number.rpartition("/")[2] if isinstance(number, str) else ""
             parent = parent if isinstance(parent, str) and parent.startswith(("folders/", "organizations/")) else ""
-            return number, parent
+            return Node(number, parent, project if isinstance(project, str) else "")
 
         url = f"{self.endpoints.resource_manager}/v3/{quote(name)}"
         return self._read(name.replace("s/", " ", 1), "Resource Manager", "GET", url, named)
@@ -159,6 +162,13 @@ class Reads:
         url = f"{self.endpoints.iam}/v1/{resource}:getIamPolicy?options.requestedPolicyVersion=3"
         what = f"the IAM policy of the account {email}"
         return self._read(what, "IAM", "POST", url, lambda r: bindings_of(r, what), {})
+
+    def pool_policy(self, pool: str) -> tuple[Binding, ...] | None:
+        """A Workload Identity pool's own policy (``projects/N/locations/global/workloadIdentityPools/ID``)."""
+        url = f"{self.endpoints.iam}/v1/{quote(pool)}:getIamPolicy"
+        what = f"the IAM policy of the Workload Identity pool {pool}"
+        body = {"options": {"requestedPolicyVersion": 3}}
+        return self._read(what, "IAM", "POST", url, lambda r: bindings_of(r, what), body)
 
     def role(self, role: str) -> frozenset[str] | None:
         """The permissions a role holds (a predefined ``roles/R``, or a custom ``projects/P/roles/R`` or

@@ -114,6 +114,7 @@ VALUE_ONLY: dict[str, str] = {
     "tpu-rl:hfToken": "a Secret's value",
     "tpu-rl:hfWriteToken": "a Secret's value (the publishing variants plan with a placeholder)",
     "tpu-rl:stateOrganization": "where the state lives (Pulumi Cloud): read by make, not by the program",
+    "tpu-rl:access.workloadIdentityPool": "the pool the access audit reads: read by make, not by the program",
 }
 """The feature keys of the configuration (booleans, choices, optional texts) that no variant sets, each with why: a
 change of one changes values of what the program creates, not what it creates."""

@@ -28,7 +28,7 @@ made, a warning.
 when another backend the project knows holds the stack (``tools.state_lookup``) or when the stack shares its cluster
 name, artifacts bucket or Hub cache writer with another stack file of its project (``tools.shared_names``;
 ``releases`` refuses it too, before every `up` and preview), or (exit 1) when one cannot be asked or the home's
-bucket does not exist. ``locks``,
+bucket does not exist or cannot be read (a 403 to both ``buckets.get`` and ``objects.list``: it cannot tell). ``locks``,
 ``unlock``: ``tools.state_locks``. ``releases`` prints the names of the Helm releases the stack's state holds,
 comma-separated, from ``pulumi stack export`` (which takes no lock), for ``make up`` to hand the program
 (``infra.k8s.manifests.RELEASES_IN_STATE``); when the state holds the cluster but not one of the program's releases
@@ -202,7 +202,7 @@ def _new(home: Home, root: Path) -> int:
             f"cannot tell whether stack {home.stack} already exists elsewhere: {failures[0]}; run it again when that "
             "backend answers (or log out of a backend the stack cannot be in: pulumi logout <url>)"
         )
-    if home.bucket and storage is not None and not _bucket_exists(storage, home.bucket):
+    if home.bucket and storage is not None and not _bucket_exists(storage, home.bucket, home.stack):
         raise StateError(
             f"stack {home.stack}'s state bucket gs://{home.bucket} does not exist: create it, with its key, once: "
             f"make state-bucket STACK={home.stack}"
@@ -220,10 +220,11 @@ def _storage() -> Any:
         return None
 
 
-def _bucket_exists(storage: Any, bucket: str) -> bool:
+def _bucket_exists(storage: Any, bucket: str, stack: str) -> bool:
     """Whether the home's bucket exists: ``buckets.get``, else (an account with object roles alone, a deploy
-    account's, may not get the bucket) a one-object ``objects.list``; when neither may be asked, one warning and
-    True (`pulumi stack init` says what it meets)."""
+    account's, may not get the bucket) a one-object ``objects.list``. When neither may be asked it cannot tell, as
+    Cloud Storage answers 403 for a bucket that does not exist too (the name may be another project's): StateError,
+    exit 1, and nothing is created."""
     from google.api_core import exceptions
 
     try:
@@ -238,39 +239,46 @@ def _bucket_exists(storage: Any, bucket: str) -> bool:
     except exceptions.NotFound:
         return False
     except exceptions.Forbidden:
-        print(
-            f"warning: cannot tell whether the state bucket gs://{bucket} exists (this account may neither get it nor "
-            "list its objects); pulumi stack init goes on and says what it meets",
-            file=sys.stderr,
-        )
-        return True
+        raise StateError(
+            f"cannot tell whether stack {stack}'s state bucket gs://{bucket} exists: this account may neither get it "
+            "nor list its objects (HTTP 403); the stack's commands need roles/storage.objectUser on it, which whoever "
+            f"administers the state grants: make state-bucket STACK={stack} MEMBERS=user:YOU"
+        ) from None
     except client_errors() as err:
         raise translated(err, f"listing gs://{bucket}", StateError, "GCS") from None
 
 
 def _create(home: Home, root: Path, members: str, readers: str) -> int:
-    """`make state-bucket`: the project's permissions first, then ``tools.state_bucket.create``, then the record."""
+    """`make state-bucket`: the project's permissions first, then ``tools.state_bucket.create`` for the caller, the
+    stack file's ``tpu-rl:access`` and ``MEMBERS``/``READERS``, then the home and those not in ``tpu-rl:access`` yet
+    recorded in the stack file."""
+    from tools import stack_access
     from tools.state_bucket import caller_of, create, parse_members, project_number, setup_missing
 
-    writers = parse_members(members, "MEMBERS")
+    named = parse_members(members, "MEMBERS")
     viewers = parse_members(readers, "READERS")
+    access = stack_access.declared(home.stack, root)  # its problems: a line each, exit 2
+    writers = tuple(dict.fromkeys([*access.members, *named]))
+    everyone = tuple(dict.fromkeys([*access.readers, *viewers]))
     if not home.bucket:
-        create(home, writers=writers, readers=viewers, storage=None, kms=None, services=None)
+        create(home, writers=writers, readers=everyone, storage=None, kms=None, services=None)
     credentials = _credentials()
     caller = caller_of(credentials)
-    writers = tuple(dict.fromkeys([*([caller] if caller else []), *writers]))
+    named = tuple(dict.fromkeys([*([caller] if caller else []), *named]))
+    writers = tuple(dict.fromkeys([*named, *writers]))
     storage, kms, services, projects = _admin_clients(credentials, home.project)
     _setup_permissions(home, projects, setup_missing)
     number = project_number(projects, home.project)
     try:
         lines = create(
-            home, writers=writers, readers=viewers, storage=storage, kms=kms, services=services, project_number=number
+            home, writers=writers, readers=everyone, storage=storage, kms=kms, services=services, project_number=number
         )
     except client_errors() as err:
         raise translated(err, f"make state-bucket STACK={home.stack}", StateError) from None
     for line in lines:
         print(line)
     record(home, root)
+    stack_access.record(home.stack, root, access, named, viewers)
     return 0
 
 

@@ -18,9 +18,10 @@ In order, each step safe to run again:
    of its own, as a grant on a ring reaches every key in it; another stack's key is refused;
 5. the IAM policy of the bucket and of the key, set here: every project convenience member (``projectOwner:``,
    ``projectEditor:``, ``projectViewer:``, which the default bucket policy grants) and every public member
-   (``allUsers``, ``allAuthenticatedUsers``) removed from every binding; the caller and ``MEMBERS`` get
-   ``roles/storage.objectUser`` on the bucket and ``roles/cloudkms.cryptoKeyEncrypterDecrypter`` on the key,
-   ``READERS`` (a preview's account) ``roles/storage.objectViewer`` and ``roles/cloudkms.cryptoKeyDecrypter``;
+   (``allUsers``, ``allAuthenticatedUsers``) removed from every binding; the writers (the caller, the stack file's
+   ``tpu-rl:access.members`` and ``MEMBERS``: ``tools/state.py``) get ``roles/storage.objectUser`` on the bucket and
+   ``roles/cloudkms.cryptoKeyEncrypterDecrypter`` on the key, the readers (``tpu-rl:access.readers`` and
+   ``READERS``, a preview's account) ``roles/storage.objectViewer`` and ``roles/cloudkms.cryptoKeyDecrypter``;
    members already granted on purpose stay (remove one with gcloud);
 6. the check: both policies read back (no convenience or public member, each named member in its role), and the
    caller's own permissions tested on the bucket and the key (``tools.state_access``), waited for while IAM
@@ -40,6 +41,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
+from core.config.formats import IAM_MEMBER
 from core.names import PROJECT
 from core.redact import scrub
 from core.state_names import legacy_bucket, ring_of
@@ -53,11 +55,6 @@ from tools.state_home import Home, RefusedError, target_key
 from tools.state_lookup import STACKS, listed, stacks
 
 APIS = ("storage.googleapis.com", "cloudkms.googleapis.com")
-MEMBER = re.compile(
-    r"(user|serviceAccount|group):[A-Za-z0-9._%+-]{1,100}@[A-Za-z0-9.-]{1,200}|domain:[a-z0-9.-]{1,200}"
-    r"|principal(Set)?://[!-~]{1,400}"
-)
-"""An IAM member named on purpose (https://cloud.google.com/iam/docs/principal-identifiers)."""
 NONCURRENT_DAYS = 90
 """A checkpoint's older versions are kept this long after a newer one replaced them (a lifecycle rule)."""
 TIMEOUT = (5.0, 20.0)
@@ -73,11 +70,12 @@ WAIT_SECONDS = 10.0
 
 
 def parse_members(text: str, name: str) -> tuple[str, ...]:
-    """``MEMBERS``/``READERS``: comma-separated IAM members; StateError (exit 2) naming one that is not an account,
-    group, domain or principal (a convenience or public member above all)."""
+    """``MEMBERS``/``READERS``: comma-separated IAM members (``IAM_MEMBER``, the grammar of ``tpu-rl:access``);
+    RefusedError (exit 2) naming one that is not an account, group, domain or principal (a convenience or public
+    member above all)."""
     members = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
     for member in members:
-        if not MEMBER.fullmatch(member):
+        if not IAM_MEMBER.matches(member):
             raise RefusedError(
                 f"{name} names {scrub(member, limit=80)!r}, which is no account, group, domain or principal (e.g. "
                 "user:ops@example.com, serviceAccount:deploy-prod@PROJECT.iam.gserviceaccount.com); project and "

@@ -74,6 +74,18 @@ STATE_BACKEND = Text(
     "where the stack's Pulumi state lives: gs://BUCKET or gs://BUCKET/PREFIX (a bucket of the stack's own), a "
     "Pulumi Cloud URL such as https://api.pulumi.com, or file:///DIR (outside the checkout)",
 )
+IAM_MEMBER = Text(
+    r"(user|serviceAccount|group):[A-Za-z0-9._%+-]{1,100}@[A-Za-z0-9.-]{1,200}|domain:[a-z0-9.-]{1,200}"
+    r"|principal(Set)?://[!-~]{1,400}",
+    "an IAM member named on purpose: user:, serviceAccount: or group: with an email, domain:, principal:// or "
+    "principalSet:// (never a project's convenience member or allUsers/allAuthenticatedUsers)",
+)
+"""An IAM member a stack names as its own (https://cloud.google.com/iam/docs/principal-identifiers): what `make
+state-bucket` grants the state (``MEMBERS=``, ``READERS=``) and ``tpu-rl:access`` lists."""
+WORKLOAD_IDENTITY_POOL = Text(
+    r"projects/[0-9]{1,20}/locations/global/workloadIdentityPools/[a-z0-9-]{4,32}",
+    "a Workload Identity pool projects/NUMBER/locations/global/workloadIdentityPools/ID (the project's number)",
+)
 STACK_NAME = Text(
     r"[A-Za-z0-9_.-]{1,100}", "a Pulumi stack name such as prod (letters, digits, hyphens, underscores, periods)"
 )
@@ -108,3 +120,5 @@ NETWORKS = _Marker("list of CIDRs")
 """``authorizedNetworks``: a list checked by ``core.config.lists.read_networks``."""
 REGISTRIES = _Marker("list of registry paths")
 """``images.registries``: a list checked by ``core.config.lists.read_registries``."""
+IAM_MEMBERS = _Marker("list of IAM members")
+"""``access.members``, ``access.readers``: a list checked by ``core.config.lists.read_members``."""

@@ -1,25 +1,40 @@
 """The list values of a stack file: the networks that may reach the control plane (``tpu-rl:authorizedNetworks``)
-and the registries the images may come from (``tpu-rl:images.registries``), each a non-empty list of unique items
-read one by one, every item's problem reported with its index (the ``NETWORKS`` and ``REGISTRIES`` markers of
-``core.config.formats``, read by ``core.config.load``)."""
+and the registries the images may come from (``tpu-rl:images.registries``), each a non-empty list of unique items,
+and the stack's own IAM members (``tpu-rl:access.members``, ``.readers``), a list of unique members that may be
+empty; each read one by one, every item's problem reported with its index (the ``NETWORKS``, ``REGISTRIES`` and
+``IAM_MEMBERS`` markers of ``core.config.formats``, read by ``core.config.load``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from core.config.formats import REGISTRY
+from core.config.formats import IAM_MEMBER, REGISTRY
 from core.config.values import UNREADABLE, Problems, canonical_cidr, error
 from core.inputs import parse_json
 
 MAX_REGISTRIES = 20
 MAX_AUTHORIZED_NETWORKS = 50
 """GKE's limit of authorized networks for a cluster with a public endpoint."""
+MAX_MEMBERS = 50
+"""The most members ``tpu-rl:access.members`` or ``.readers`` lists: a stack's operators and CI principals are a
+few; each is granted on the state bucket and key, whose policies hold at most 1,500 principals
+(https://cloud.google.com/iam/quotas)."""
 
 
 def _config_list(
-    key: str, value: Any, *, items: str, example: str, purpose: str, limit: int, counted: str, too_many: str
+    key: str,
+    value: Any,
+    *,
+    items: str,
+    example: str,
+    purpose: str,
+    limit: int,
+    counted: str,
+    too_many: str,
+    empty: bool = False,
 ) -> list[Any]:
-    """A non-empty JSON list (a stack file's YAML list, or the CLI's JSON text) of at most ``limit`` items."""
+    """A JSON list (a stack file's YAML list, or the CLI's JSON text) of at most ``limit`` items, non-empty unless
+    ``empty``."""
     if isinstance(value, str):
         if value[:1] != "[":
             raise error(key, value, f"a list of {items}, e.g. {example}")
@@ -27,8 +42,8 @@ def _config_list(
             value = parse_json(value, "a config value")
         except ValueError:
             raise error(key, value, f"malformed JSON; expected a list of {items}") from None
-    if not isinstance(value, list) or not value:
-        raise error(key, value, f"a non-empty list of {items} {purpose}")
+    if not isinstance(value, list) or not (value or empty):
+        raise error(key, value, f"a {'' if empty else 'non-empty '}list of {items} {purpose}")
     if len(value) > limit:
         raise error(key, f"{len(value)} {counted}", too_many)
     return value
@@ -77,3 +92,28 @@ def read_registries(key: str, value: Any) -> tuple[str, ...]:
             problems.add(error(f"{key}[{index}]", item, f"duplicate of {key}[{registries.index(item)}]"))
     problems.check()
     return tuple(registries)
+
+
+def read_members(key: str, value: Any) -> tuple[str, ...]:
+    """A list of unique IAM members (``IAM_MEMBER``), at most ``MAX_MEMBERS``; empty is none."""
+    members = _config_list(
+        key,
+        value,
+        items="IAM members",
+        example='["user:ops@example.com"]',
+        purpose="the stack counts as its own",
+        limit=MAX_MEMBERS,
+        counted="members",
+        too_many=f"at most {MAX_MEMBERS}",
+        empty=True,
+    )
+    problems = Problems()
+    seen: dict[str, int] = {}
+    for index, item in enumerate(members):
+        if problems.run(IAM_MEMBER, f"{key}[{index}]", item) is UNREADABLE:
+            continue
+        if item.lower() in seen:
+            problems.add(error(f"{key}[{index}]", item, f"duplicate of {key}[{seen[item.lower()]}]"))
+        seen.setdefault(item.lower(), index)
+    problems.check()
+    return tuple(members)

@@ -18,8 +18,8 @@ from typing import Any
 
 from core.config import rules
 from core.config.fields import DERIVED, REQUIRED, Field
-from core.config.formats import MAXTEXT_ARGS, NETWORKS, REGISTRIES
-from core.config.lists import read_networks, read_registries
+from core.config.formats import IAM_MEMBERS, MAXTEXT_ARGS, NETWORKS, REGISTRIES
+from core.config.lists import read_members, read_networks, read_registries
 from core.config.schema import FIELDS, PROJECT_KEYS, SECRET_KEYS, fields_of, is_object
 from core.config.values import (
     OFFLINE_SECRETS,
@@ -37,7 +37,7 @@ from core.maxtext_keys import closest_key, known_keys, refused_keys
 from core.names import PROJECT
 from core.printed_commands import ANY_STACK, pulumi_config_rm, pulumi_config_set
 from core.redact import HF_TOKEN
-from core.settings import Settings
+from core.settings import AccessSettings, Settings
 
 TOKEN_KEY = f"{PROJECT}:hfToken"
 WRITE_TOKEN_KEY = f"{PROJECT}:hfWriteToken"
@@ -63,6 +63,24 @@ def read_fields(
     values = _read_all(raw, secret_keys, problems, stack)
     problems.check()
     return dict(values)
+
+
+def read_access(raw: Mapping[str, Any], stack: str) -> AccessSettings:
+    """``tpu-rl:access`` alone, read as ``load_settings`` reads it, for a tool that reads no other key (`make
+    state-bucket`: the state is made before the stack's settings are final); one ``ConfigError`` with each of its
+    problems."""
+    from core.config.storage_rules import access_settings
+
+    problems = Problems()
+    top = f"{PROJECT}:access"
+    flat = problems.run(_flatten, top, raw.get(top), problems, stack)
+    values = Values()
+    for field in fields_of(top):
+        value = UNREADABLE if flat is UNREADABLE else flat.get(field.path)
+        values[field.key] = problems.run(_read, field, value, stack)
+    access: AccessSettings = problems.run(access_settings, values)
+    problems.check()
+    return access
 
 
 def _read_all(raw: Mapping[str, Any], secret_keys: frozenset[str], problems: Problems, stack: str) -> Values:
@@ -236,6 +254,8 @@ def _read(field: Field, value: Any, stack: str) -> Any:
         return read_networks(field.key, value)
     if field.read is REGISTRIES:
         return read_registries(field.key, value)
+    if field.read is IAM_MEMBERS:
+        return read_members(field.key, value)
     if not field.path:
         value = _decoded(value)  # `[]` or `{}` for a scalar key is a list or object, refused as such
     if field.secret:  # refused without its value, even one that looks like no token (a paste with a space in it)

@@ -1,7 +1,7 @@
 """The platform's keys of the configuration's table (``core.config.schema.FIELDS``), in the order the reference
-shows them: the project and its place, the cluster's and the bucket's names and protection, the state's home, the
-workflow's namespace and the Hugging Face tokens, the TPU slice and its capacity, the node pools and GKE. Their rules
-are ``core.config.cluster_rules`` and ``core.config.storage_rules``."""
+shows them: the project and its place, the cluster's and the bucket's names and protection, the state's home and who
+is the stack's own, the workflow's namespace and the Hugging Face tokens, the TPU slice and its capacity, the node
+pools and GKE. Their rules are ``core.config.cluster_rules`` and ``core.config.storage_rules``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from core.config.formats import (
     CLUSTER_NAME,
     DISK_IMAGE,
     HOLD,
+    IAM_MEMBERS,
     KMS_KEY,
     MACHINE_TYPE,
     NAMESPACE,
@@ -26,6 +27,7 @@ from core.config.formats import (
     TOKEN,
     TPU_MACHINE_TYPE,
     VERSION_PREFIX,
+    WORKLOAD_IDENTITY_POOL,
     WRITE_TOKEN,
     ZONE,
 )
@@ -100,6 +102,33 @@ PLATFORM_FIELDS: tuple[Field, ...] = (
         "every command gets it as PULUMI_DEFAULT_ORGANIZATION, so `prod` names one stack whoever runs it; required "
         "with an https:// tpu-rl:stateBackend",
         samples=("acme",),
+    ),
+    Field(
+        _key("access.members"),
+        IAM_MEMBERS,
+        [],
+        "who runs the stack's commands (operators, the deploy account, the CI principalSets that act as it), read by "
+        "`make` and never by the program: `make state-bucket` grants them the state and records its MEMBERS= here, "
+        "and the access audit counts them as the stack's own (docs/audit.md)",
+        samples=(["user:ops@example.com", "serviceAccount:deploy-prod@my-project.iam.gserviceaccount.com"],),
+    ),
+    Field(
+        _key("access.readers"),
+        IAM_MEMBERS,
+        [],
+        "who only previews the stack (the preview account and its principalSet), read by `make`: `make state-bucket` "
+        "grants them read access to the state and records its READERS= here; the access audit counts them as the "
+        "stack's own",
+        samples=(["serviceAccount:preview-prod@my-project.iam.gserviceaccount.com"],),
+    ),
+    Field(
+        _key("access.workloadIdentityPool"),
+        WORKLOAD_IDENTITY_POOL,
+        "",
+        "the Workload Identity pool the CI principals of access.members and access.readers come from, in the stack's "
+        "own project, read by `make`: the access audit names whoever can rewrite it, and a pool in another stack's "
+        "project; empty = none",
+        samples=("projects/123456789012/locations/global/workloadIdentityPools/github",),
     ),
     Field(_key("namespace"), NAMESPACE, "tpu-rl", "Kubernetes namespace of the workflow", samples=("rl-runs",)),
     Field(

@@ -26,7 +26,7 @@ from core.config.finish import check_actor_copy, check_cpu_disk, check_cpu_pool,
 from core.config.image_rules import image_settings
 from core.config.kueue_rules import check_own_queue, kueue_settings
 from core.config.resume import check_resume_exact
-from core.config.storage_rules import bucket_name, check_state_backend, hub_cache
+from core.config.storage_rules import access_settings, bucket_name, check_state_backend, hub_cache
 from core.config.training_rules import training_settings
 from core.config.values import UNREADABLE, Problems, Values, error
 from core.config.workflow_rules import check_token, publish_settings, restarts_for_run, workflow_settings
@@ -68,6 +68,7 @@ def build_settings(v: Values, stack: str, problems: Problems) -> Settings:
     images = run(image_settings, v)
     run(check_state_backend, v, bucket)
     shared_cache = run(hub_cache, v, bucket, stack)
+    access = run(access_settings, v)
     if problems.lines:
         return UNREADABLE
     return Settings(
@@ -97,6 +98,7 @@ def build_settings(v: Values, stack: str, problems: Problems) -> Settings:
         publish=publish,
         hf_write_token_set=v["hfWriteTokenSet"],
         shared_project=v[_k("sharedProject")],
+        access=access,
     )
 
 

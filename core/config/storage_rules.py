@@ -1,5 +1,6 @@
 """The storage's rules: the artifacts bucket's name, the state's home apart from what the steps read or a destroy
-empties, and the shared Hub cache in a bucket of its own with its one writer."""
+empties, who the stack names as its own (``tpu-rl:access``), and the shared Hub cache in a bucket of its own with its
+one writer."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from core.config.fields import project_key as _k
 from core.config.formats import BUCKET_NAME
 from core.config.values import Values, error
 from core.printed_commands import pulumi_config_set
+from core.settings import AccessSettings
 
 
 def bucket_name(v: Values, stack: str) -> str:
@@ -45,6 +47,15 @@ def check_state_backend(v: Values, bucket: str) -> None:
             "names the bucket of the shared Hub cache (tpu-rl:model.hubCache), which other stacks read: keep the state "
             "in a bucket of its own",
         )
+
+
+def access_settings(v: Values) -> AccessSettings:
+    """``tpu-rl:access``: its members, readers and Workload Identity pool, as read."""
+    return AccessSettings(
+        members=v[_k("access.members")],
+        readers=v[_k("access.readers")],
+        workload_identity_pool=v[_k("access.workloadIdentityPool")],
+    )
 
 
 def hub_cache(v: Values, bucket: str, stack: str) -> tuple[str, str]:

@@ -196,8 +196,9 @@ def train_script(settings: Settings, argv: list[str], output_uri: str, convert_u
     - ``train_rl`` in the background, started by the launcher (``workloads/container/launch.py``) from its
       overrides, the ConfigMap's ``train.json`` (``train_config``), in ``LAUNCH_ENV`` (the Hub off for
       huggingface_hub, ``datasets`` able to read the staged copy in GCS; the script's own fetches before it, the
-      dataset's first staging among them, keep the Hub), its output appended to the log, which ``tail --pid`` shows on the container's stdout (``kubectl logs``); SIGTERM (a JobSet restart, a deadline,
-      a deleted pod) is forwarded to it (PID 1 ignores a signal it has no handler for, so without the trap
+      dataset's first staging among them, keep the Hub), its output appended to the log, which ``tail --pid``
+      shows on the container's stdout (``kubectl logs``); SIGTERM (a JobSet restart, a deadline, a deleted pod) is
+      forwarded to it (PID 1 ignores a signal it has no handler for, so without the trap
       nothing would stop train_rl until the grace period's SIGKILL);
     - each evaluation and restore line, as it appears, appended to the side file and the side file
       copied (a killed attempt keeps its evaluations);
