@@ -237,8 +237,9 @@ def layout_entries() -> dict[str, str]:
     return entries
 
 
-NOT_PACKAGES = {"tests", "venv", ".venv", "mutants", "node_modules"}
-"""Folders whose packages the layout need not list."""
+NOT_PACKAGES = {"tests", "venv", ".venv", "mutants", "node_modules", "build"}
+"""Folders whose packages the layout need not list (``build/``: what the tools make, MaxText's unpacked wheel among
+it)."""
 
 
 def package_folders() -> list[str]:

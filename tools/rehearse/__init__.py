@@ -1,1 +1,1 @@
-"""`make rehearse`: a stack's steps rehearsed on CPU before any TPU is billed (``tools.rehearse.cli``)."""
+"""`make rehearse`: a stack's steps rehearsed on CPU before any TPU is billed (``tools.rehearse.rehearsal``)."""

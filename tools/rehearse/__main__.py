@@ -1,8 +1,6 @@
-"""``python -m tools.rehearse``: see ``tools.rehearse.cli``."""
-
-import sys
+"""``python -m tools.rehearse``: see ``tools.rehearse.rehearsal``."""
 
 from tools.process import entry_point
-from tools.rehearse.cli import main
+from tools.rehearse.rehearsal import main
 
-entry_point(lambda: main(sys.argv[1:]))
+entry_point(main)

@@ -63,8 +63,7 @@ def lay_out(pod: StepPod, root: Path, package: Path) -> Path:
     for name, text in pod.files.items():
         (config / name).write_text(sandbox.mapped(text, root, paths))
     script = sandbox.mapped(pod.script, root, paths)
-    if pod.step == "train":
-        script = sandbox.launcher_cut(script)
+    script = sandbox.launcher_cut(script)
     run = root / "rehearsed.sh"
     run.write_text(script)
     shim = root / "bin" / "python3"

@@ -20,6 +20,7 @@ from typing import Any
 
 from core.errors import TpuRlError
 from core.step_config import LAUNCHER
+from core.steps import STEPS, StepName
 
 COMPONENT = "app.kubernetes.io/component"
 IMAGE_PATHS = ("/tmp", "/deps/src", "/var/run/secrets")
@@ -36,7 +37,7 @@ class RenderedStepError(TpuRlError):
 class StepPod:
     """One step's container, as rendered."""
 
-    step: str
+    step: StepName
     name: str
     script: str
     files: Mapping[str, str]
@@ -56,15 +57,22 @@ def _script_container(spec: Mapping[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _under(path: str, folder: str) -> bool:
+    return path.startswith(folder.rstrip("/") + "/")
+
+
 def step_pods(objects: Iterable[Mapping[str, Any]]) -> list[StepPod]:
-    """Every step of the plan, in the plan's order."""
+    """Every step of the plan, in the workflow's order (the catalogue's)."""
     listed = list(objects)
     config_maps = {(o["metadata"]["name"]): o.get("data") or {} for o in listed if o.get("kind") == "ConfigMap"}
     found = []
     for obj in listed:
         if obj.get("kind") != "JobSet":
             continue
-        step = (obj["metadata"].get("labels") or {}).get(COMPONENT, "")
+        label = (obj["metadata"].get("labels") or {}).get(COMPONENT, "")
+        step = next((name for name in STEPS if name == label), None)
+        if step is None:
+            raise RenderedStepError(f"JobSet {obj['metadata']['name']} names no step of the catalogue ({label!r})")
         for replicated in obj["spec"]["replicatedJobs"]:
             spec = replicated["template"]["spec"]["template"]["spec"]
             container = _script_container(spec)
@@ -72,17 +80,21 @@ def step_pods(objects: Iterable[Mapping[str, Any]]) -> list[StepPod]:
                 continue
             volumes = {v["name"]: v for v in spec.get("volumes") or []}
             mounts = {m["mountPath"]: volumes.get(m["name"], {}) for m in container.get("volumeMounts") or []}
-            config = next(((p, v["configMap"]["name"]) for p, v in mounts.items() if "configMap" in v), None)
+            script_path = str([*(container.get("command") or []), *(container.get("args") or [])][-1])
+            config = next(
+                ((p, v["configMap"]["name"]) for p, v in mounts.items() if "configMap" in v and _under(script_path, p)),
+                None,
+            )
             if config is None or config[1] not in config_maps:
                 raise RenderedStepError(
                     f"step {step} ({obj['metadata']['name']}): its script's ConfigMap is not in the plan"
                 )
             files = config_maps[config[1]]
-            script_path = container["command"][-1] if container.get("command") else container["args"][-1]
-            script = files.get(script_path.removeprefix(config[0] + "/"), "")
+            script = files.get(script_path.removeprefix(config[0].rstrip("/") + "/"), "")
             env = tuple((e["name"], e) for e in container.get("env") or [])
             found.append(StepPod(step, obj["metadata"]["name"], script, files, env, tuple(mounts), config[0]))
-    return found
+    order = list(STEPS)
+    return sorted(found, key=lambda pod: order.index(pod.step))
 
 
 def mapped(text: str, root: Path, paths: Iterable[str]) -> str:
@@ -98,31 +110,19 @@ def container_paths(pod: StepPod) -> tuple[str, ...]:
 
 
 def launcher_cut(script: str) -> str:
-    """Training's script up to and including the line that starts train_rl through the launcher, which runs it in the
-    background: then the script waits for it and exits with its status. What follows in the real script (the
-    watchdog, the side file, the judge) watches a train_rl that runs on the slice."""
+    """A script that starts train_rl through the launcher in the background (training's), up to and including that
+    line: then it waits for it and exits with its status. What follows in the real script (the watchdog, the side
+    file, the judge) watches a train_rl that runs on the slice. Any other script as it is."""
     lines = script.splitlines()
     at = next((n for n, line in enumerate(lines) if f"/{LAUNCHER}" in line and line.rstrip().endswith("&")), None)
     if at is None:
-        raise RenderedStepError(f"training's script starts no {LAUNCHER} in the background")
+        return script
     return "\n".join([*lines[: at + 1], "wait $!; status=$?", f"cat {_log_of(lines[at])}", 'exit "$status"']) + "\n"
 
 
 def _log_of(line: str) -> str:
     match = re.search(r">>\s*(\S+)", line)
     return match.group(1) if match else "/dev/null"
-
-
-def launch_env(script: str) -> dict[str, str]:
-    """The environment prefix of training's launcher line (``NAME=value`` words before the program), as rendered."""
-    line = next((line for line in script.splitlines() if f"/{LAUNCHER}" in line), "")
-    found = {}
-    for word in line.split():
-        match = re.fullmatch(r"([A-Z_][A-Z0-9_]*)=(\S*)", word)
-        if match is None:
-            break
-        found[match.group(1)] = match.group(2)
-    return found
 
 
 def environment(pod: StepPod, stand_ins: Mapping[str, str], settings: Mapping[str, str]) -> dict[str, str]:

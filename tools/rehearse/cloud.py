@@ -45,7 +45,7 @@ def _gcs_binary() -> str:
 
 
 @dataclass
-class World:
+class Cloud:
     root: Path
     gcs_url: str = ""
     hub: Hub = field(default_factory=Hub)
@@ -56,7 +56,7 @@ class World:
     def hub_url(self) -> str:
         return self._hub.url if self._hub else ""
 
-    def start(self) -> World:
+    def start(self) -> Cloud:
         port = _free_port()
         self.gcs_url = f"http://127.0.0.1:{port}"
         data = self.root / "gcs"

@@ -7,7 +7,7 @@ For each step the offline plan renders (``tools.plan``, the stack's own configur
 step's container runs up to its first accelerator call (``tools.rehearse.run``): the step's ConfigMap and script as
 rendered, MaxText's own code at the adopted release, the image's package set (``tools.rehearse.venv``), against a
 Cloud Storage emulator that holds what the steps before it wrote and a loopback Hub serving a small model of the
-base's structure and small datasets of the real schemas (``tools.rehearse.world``, ``inside/assets.py``). Prints one
+base's structure and small datasets of the real schemas (``tools.rehearse.cloud``, ``inside/assets.py``). Prints one
 line per step (what ran, in seconds, what was not and why); exit 0 when every step passed, 1 with the failing step's
 line (its log names the rest), 2 for bad input (an unknown stack or step, a stack file the program refuses).
 
@@ -27,14 +27,20 @@ from typing import Any
 
 from core.errors import BadInputError, UnavailableError
 from core.knobs import DATASETS
+from core.names import HF_SECRET, HF_WRITE_SECRET
+from core.settings import Settings
+from core.steps import STEPS, StepName
 from tools.rehearse import run, sandbox, venv
-from tools.rehearse.world import World
+from tools.rehearse.cloud import Cloud
 from tools.stack_files import ROOT, load_stack
 from workloads.container.checkpoint_scan import COMMIT_FILE
 from workloads.specs.step_specs import plan_workflow
 
-STAND_IN_TOKEN = "hf_rehearsalSTANDinTOKEN000000000000"
-"""The Hugging Face token the rehearsal's pods hold (the loopback Hub takes any)."""
+STAND_IN_SECRETS = {
+    HF_SECRET: "hf_rehearsalSTANDinTOKEN000000000000",
+    HF_WRITE_SECRET: "hf_rehearsalWRITEtoken0000000000000",
+}
+"""The Secrets' values the rehearsal's pods hold (the loopback Hub takes any token)."""
 ASSET_SECONDS = 600
 
 
@@ -59,7 +65,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def plan_pods(stack: str) -> list[sandbox.StepPod]:
     from tools.plan.cli import plan_stack
 
-    plan, _ = plan_stack(ROOT / f"Pulumi.{stack}.yaml", stack=stack, secrets={"tpu-rl:hfToken": STAND_IN_TOKEN})
+    plan, _ = plan_stack(
+        ROOT / f"Pulumi.{stack}.yaml", stack=stack, secrets={"tpu-rl:hfToken": STAND_IN_SECRETS[HF_SECRET]}
+    )
     return sandbox.step_pods(plan.kubernetes_objects())
 
 
@@ -87,7 +95,7 @@ def assets(made: venv.Venv, model: str) -> Path:
     return folder
 
 
-def settings_env(world: World, made: venv.Venv, small: Path) -> dict[str, str]:
+def settings_env(world: Cloud, made: venv.Venv, small: Path) -> dict[str, str]:
     """The rehearsal's settings over every container's environment (each named in the output)."""
     return {
         "JAX_PLATFORMS": "cpu",  # the container's proxy,cpu: the proxy is the slice
@@ -105,14 +113,26 @@ def settings_env(world: World, made: venv.Venv, small: Path) -> dict[str, str]:
     }
 
 
-def stand_in_checkpoint(world: World, steps: dict[str, Any], final: int) -> str:
-    """What training leaves for the export, stood in: the conversion's weights as the run's last checkpoint."""
-    source = steps["convert"].artifact_uri
-    target = f"{steps['train'].artifact_uri}{final}/model_params/"
-    copied = world.copy_folder(source, target, marker=COMMIT_FILE)
+def stood_in(step: StepName) -> list[tuple[StepName, StepName]]:
+    """The outputs a step reads that the rehearsal stands in for (the catalogue, ``core.steps.STEPS``): a step on the
+    slice leaves checkpoints the rehearsal cannot make, so the MaxText checkpoint that step itself reads stands in
+    for its last one. Pairs (the slice's step, the step whose output stands in)."""
+    found = []
+    for read in STEPS[step].reads:
+        facts = STEPS[read]
+        if facts.holds_tpu and facts.output == "checkpoints":
+            found += [(read, source) for source in facts.reads if STEPS[source].output == "maxtext-checkpoint"]
+    return found
+
+
+def stand_in_checkpoint(world: Cloud, on_slice: Any, source: Any, training: Any) -> str:
+    """What the slice's step leaves for the step after it, stood in: ``source``'s checkpoint as its last one."""
+    target = f"{on_slice.artifact_uri}{training.final_step}/model_params/"
+    copied = world.copy_folder(source.artifact_uri, target, marker=COMMIT_FILE)
     return (
-        f"train -> export: the run's checkpoint stood in by the conversion's weights, {copied} objects at {target} "
-        "(MaxText's Linen layout; tunix writes an NNX-RL one, which to_huggingface reads too), committed"
+        f"{STEPS[on_slice.step].noun}'s last checkpoint stood in by the {STEPS[source.step].noun}'s weights: {copied} "
+        f"objects at {target}, committed (MaxText's Linen layout; tunix writes an NNX-RL one, which to_huggingface "
+        "reads too)"
     )
 
 
@@ -145,9 +165,16 @@ def main(argv: list[str] | None = None) -> int:
             )
     else:
         shutil.rmtree(out / "gcs", ignore_errors=True)  # the bucket as a first `up` finds it
+    print(rehearse(settings, pods, out, args.python312))
+    return 0
+
+
+def rehearse(settings: Settings, pods: list[sandbox.StepPod], out: Path, python312: str = "") -> str:
+    """Rehearse ``pods`` in order, in ``out`` (its ``gcs/`` is the bucket as it is), printing a line per step; the
+    closing line, or ``RehearsalFailedError`` with the failing step's."""
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    made = venv.ensure(args.python312, log=out / "venv.log")
+    made = venv.ensure(python312, log=out / "venv.log")
     print(
         f"venv: {made.folder.relative_to(ROOT)} ({'made' if made.made else 'reused'} in "
         f"{time.monotonic() - started:.0f} s): "
@@ -159,40 +186,34 @@ def main(argv: list[str] | None = None) -> int:
     )
     model = settings.model.spec
     folder = assets(made, model.maxtext_name)
-    world = World(out).start()
+    cloud = Cloud(out).start()
     try:
-        world.bucket(settings.bucket_name)
-        world.serve("model", model.hf_repo, folder / "model")
+        cloud.bucket(settings.bucket_name)
+        cloud.serve("model", model.hf_repo, folder / "model")
         for dataset in DATASETS.values():
             repo = dict(dataset.keys)["dataset_name"]
-            world.serve("dataset", repo, folder / "datasets" / repo.replace("/", "__"))
-        env = settings_env(world, made, folder / "small.json")
+            cloud.serve("dataset", repo, folder / "datasets" / repo.replace("/", "__"))
+        env = settings_env(cloud, made, folder / "small.json")
         print(
             "rehearsal settings: "
             + " ".join(f"{k}={v}" for k, v in env.items() if not k.startswith("REHEARSE_") and k != "LANG"),
             flush=True,
         )
-        failed = None
         steps = {step.step: step for step in plan_workflow(settings)}
         for pod in pods:
-            if pod.step == "export":
-                print(stand_in_checkpoint(world, steps, settings.training.final_step), flush=True)
-            stand_ins = {"hf-token": STAND_IN_TOKEN}
-            outcome = run.run_step(
-                pod, out / pod.step, made.package, sandbox.environment(pod, stand_ins, env), out / f"{pod.step}.log"
-            )
+            for slice_step, source in stood_in(pod.step):
+                print(stand_in_checkpoint(cloud, steps[slice_step], steps[source], settings.training), flush=True)
+            environment = sandbox.environment(pod, STAND_IN_SECRETS, env)
+            outcome = run.run_step(pod, out / pod.step, made.package, environment, out / f"{pod.step}.log")
             print(describe(outcome), flush=True)
             if outcome.code != 0:
-                failed = outcome
-                break
+                raise RehearsalFailedError(
+                    f"stack {settings.stack}'s step {outcome.step} failed its rehearsal: {outcome.last[:400]} "
+                    f"(its log: {outcome.log})"
+                )
     finally:
-        world.stop()
-    total = time.monotonic() - started
-    if failed is not None:
-        raise RehearsalFailedError(
-            f"stack {args.stack}'s step {failed.step} failed its rehearsal: {failed.last[:400]} "
-            f"(its log: {failed.log.relative_to(ROOT)})"
-        )
-    hub = f"the Hub sent {world.hub.sent / 1e6:.1f} MB in {len(world.hub.requests)} requests"
-    print(f"rehearsal of stack {args.stack}: {len(pods)} step(s) passed in {total:.0f} s; {hub}")
-    return 0
+        cloud.stop()
+    hub = f"the Hub sent {cloud.hub.sent / 1e6:.1f} MB in {len(cloud.hub.requests)} requests"
+    return (
+        f"rehearsal of stack {settings.stack}: {len(pods)} step(s) passed in {time.monotonic() - started:.0f} s; {hub}"
+    )
