@@ -73,9 +73,10 @@ DATASETS = {
     },
 }
 """Each dataset's files (as the Hub's repository names them) and their schema."""
-ROWS = 48
-LONG_ROWS = 3
-"""Rows per file, of which this many have a question of some 2,000 words (over any prefill limit)."""
+ROWS = 240
+LONG_ROWS = 6
+"""Rows per file (the example stacks' runs take at most 200), of which this many have a question of some 2,000 words
+(over any prefill limit)."""
 
 
 def small_config(model: str) -> dict:

@@ -101,16 +101,12 @@ def train(words: list) -> int:
     train_data, test_data = train_rl.prepare_datasets(config, tokenizer)
     batches = list(train_data)
     wanted = int(config.num_batches * config.train_fraction)
-    short = (
-        f" (fewer: MaxText takes num_batches x batch_size rows, then drops the long prompts among them, so the run "
-        f"ends at step {len(batches)}; `up` says so when it verifies the run)"
-        if len(batches) < wanted
-        else ""
-    )
     tests = sum(1 for _ in test_data) if test_data is not None else 0
+    taken = min(wanted * config.batch_size, rows)
     say(
-        f"prepare_datasets: {len(batches)} training batches of {config.batch_size} where the run asks for {wanted}"
-        f"{short}; {tests} test batches"
+        f"prepare_datasets: {len(batches)} training batches of {config.batch_size} where the run asks for {wanted} "
+        f"(MaxText takes the first {taken} shuffled rows and then drops the long prompts among them: a run whose rows "
+        f"hold long prompts ends early, and `up` says so when it verifies the run); {tests} test batches"
     )
     if not batches:
         raise ValueError("the staged dataset gives no training batch: every prompt is over the prefill limit")
