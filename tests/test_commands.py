@@ -265,11 +265,11 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
     attempt = re.fullmatch(re.escape(f"{train_out}logs/train-") + r"(\d{8}T\d{6}Z)\.log", uploads[1][1])
     assert attempt and uploads[0][1] == uploads[2][1] == f"{train_out}logs/evals-{attempt.group(1)}.txt"
     stall = str(tmp_path / "stalled")
-    assert any(c[:1] == [WATCHDOG] and c[2:] == [log, "7200", stall, "16200"] for c in calls), (
-        "the watchdog watches the log with the manifest's bound, and the devices' until their first sign"
+    account, baseline = str(tmp_path / "account"), str(tmp_path / "slice.json")
+    assert any(c[:1] == [WATCHDOG] and c[2:] == [log, "7200", stall, "16200", baseline] for c in calls), (
+        "the watchdog watches the log with the manifest's bound, and the devices' by what the slice's wait saw"
     )
     drilled = str(tmp_path / "drilled")
-    account, baseline = str(tmp_path / "account"), str(tmp_path / "slice.json")
     slice_words = [SLICE, account, "8", baseline]
     assert calls[-1] == [
         JUDGE,

@@ -24,12 +24,13 @@ import copy
 import os
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from core.names import SLICE_DOWN_EXIT, SLICE_WAIT_EXIT
+from core.names import SLICE_DOWN_EXIT, SLICE_WAIT_EXIT, STALLED_EXIT
 from tests.fake_hub import COMMIT
 from tests.fake_kube import fake_cluster, step_pod
 from tests.jobset_model import head_exit
@@ -218,3 +219,28 @@ def test_a_slice_away_past_the_recovery_budget_fails_the_step_with_one_line(tmp_
     )
     assert "the next `pulumi up` retries it from its last checkpoint" in line
     assert SLICE_WAIT_EXIT == 78
+
+
+HANGS = """import time
+print("I1201 05:00:01.000000 1 train_rl.py:348] Installed tunix", flush=True)
+time.sleep(60)
+"""
+"""A train_rl whose start-up hangs before its devices answer (a Pathways client blocked on a worker that never
+registers): no ``System Information: Jax Backend:`` line, no progress."""
+
+
+def test_a_start_up_that_hangs_on_a_slice_seen_ready_is_ended_at_the_stall_bound(tmp_path, world):
+    """The wait saw every worker Ready, so the devices' bound is the stall bound (2 s here), not the recovery budget
+    (10 s): the attempt ends stalled, exit 76, a counted restart, after about one stall bound."""
+    train = training()
+
+    def ready(pods: Slice) -> None:
+        pods.show("running", 0)
+
+    started = time.monotonic()
+    ((state, counted, out),) = play(tmp_path, world, train, [(HANGS, ready)])
+    assert (state, counted) == ("restarted", 1), out[-3000:]
+    assert time.monotonic() - started < BUDGET, "ended at the stall bound, not the recovery budget"
+    assert "tpu-rl: the slice is up: 8 of 8 workers Ready" in out
+    assert f"train_rl's devices did not come up within {STALL}s of its start (tpu-rl:workflow.stallTimeout)" in out
+    assert f"exiting {STALLED_EXIT} so the JobSet restarts it from its last checkpoint" in out

@@ -134,6 +134,7 @@ def watched(
     ticks: int = 200,
     seconds: float = 100,
     devices: float | None = None,
+    devices_key: str = stall_watchdog.BUDGET_KEY,
 ) -> tuple[bool, float]:
     """Watch a live process for ``ticks`` looks while ``write(tick)`` appends to ``log`` before each; (whether the
     watchdog ended it, when on the fake clock)."""
@@ -153,7 +154,14 @@ def watched(
 
     try:
         ended = stall_watchdog.watch(
-            child.pid, str(log), seconds, str(log) + ".marker", clock=clock, sleep=look, devices_seconds=devices
+            child.pid,
+            str(log),
+            seconds,
+            str(log) + ".marker",
+            clock=clock,
+            sleep=look,
+            devices_seconds=devices,
+            devices_key=devices_key,
         )
     finally:
         child.kill()
@@ -462,6 +470,44 @@ def test_devices_that_never_come_up_are_ended_at_their_own_bound(tmp_path, monke
     assert (tmp_path / "log.marker").read_text() == (
         "stalled: train_rl's devices did not come up within 5m00s of its start (tpu-rl:kueue.recoveryTimeout)\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("workers_ready", "when", "key"),
+    [(True, 100, "tpu-rl:workflow.stallTimeout"), (False, 1000, "tpu-rl:kueue.recoveryTimeout")],
+    ids=["workers-seen-ready", "workers-unread"],
+)
+def test_devices_that_hang_after_the_slice_was_seen_ready_cost_the_stall_bound(
+    tmp_path, monkeypatch, workers_ready, when, key
+):
+    """Once the slice's wait saw every worker Ready, the devices answer in minutes: a start-up that hangs before them
+    is ended at the stall bound (100 s here), not the recovery budget (1000 s), which stays the bound only while the
+    workers could not be read (the slice may then still be away)."""
+    log = tmp_path / "log"
+    log.write_text("")
+    bound, named = stall_watchdog.devices_bound(100, 1000, workers_ready)
+    assert named == key
+    ended, at = watched(log, lambda tick: "", monkeypatch, devices=bound, devices_key=named, ticks=1000)
+    assert ended and when <= at < when * 1.1
+    assert (tmp_path / "log.marker").read_text() == stall_watchdog.no_devices_for(when, key) + "\n"
+
+
+def test_the_watchdog_takes_its_devices_bound_from_the_slices_baseline(tmp_path, monkeypatch):
+    """The program's arguments as the training script gives them: the stall bound, the recovery budget and the
+    baseline the slice's wait writes once every worker is Ready (its absence: the workers were not read)."""
+    asked = []
+    monkeypatch.setattr(stall_watchdog, "watch", lambda *args, **kwargs: asked.append(kwargs))
+    baseline = tmp_path / "slice.json"
+    args = ["4242", str(tmp_path / "log"), "7200", str(tmp_path / "m"), "16200", str(baseline)]
+    stall_watchdog.main(args)
+    baseline.write_text("{}")
+    stall_watchdog.main(args)
+    stall_watchdog.main(args[:4])
+    assert asked == [
+        {"devices_seconds": 16200.0, "devices_key": "tpu-rl:kueue.recoveryTimeout"},
+        {"devices_seconds": 7200.0, "devices_key": "tpu-rl:workflow.stallTimeout"},
+        {"devices_seconds": None, "devices_key": "tpu-rl:kueue.recoveryTimeout"},
+    ]
 
 
 def test_any_progress_line_also_starts_the_stall_clock(tmp_path, monkeypatch):

@@ -45,8 +45,9 @@ STALL_ENV = "TPU_RL_STALL_SECONDS"
 DRILL_ENV = "TPU_RL_RESTART_DRILL"
 """``true`` when the training run does the restart drill (``tpu-rl:workflow.restartDrill``, an operational field)."""
 SLICE_WAIT_ENV = "TPU_RL_SLICE_WAIT_SECONDS"
-"""How long an attempt waits for its slice's workers before train_rl starts, and for its devices once it has: the
-attempt's recovery budget (``tpu-rl:kueue.recoveryTimeout``, an operational field like ``STALL_ENV``)."""
+"""How long an attempt waits for its slice's workers before train_rl starts, and, when the wait could not read them,
+for its devices once it has: the attempt's recovery budget (``tpu-rl:kueue.recoveryTimeout``, an operational field
+like ``STALL_ENV``)."""
 ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 """Where the kubelet mounts the head's service account token, CA and namespace (Kubernetes "Service account token
 volume projection": ``kube-api-access-*`` at this path)."""
@@ -196,14 +197,16 @@ def train_script(settings: Settings, argv: list[str], output_uri: str, convert_u
     - ``train_rl`` in the background, started by the launcher (``workloads/container/launch.py``) from its
       overrides, the ConfigMap's ``train.json`` (``train_config``), in ``LAUNCH_ENV`` (the Hub off for
       huggingface_hub, ``datasets`` able to read the staged copy in GCS; the script's own fetches before it, the
-      dataset's first staging among them, keep the Hub), its output appended to the log, which ``tail --pid`` shows on the container's stdout (``kubectl logs``); SIGTERM (a JobSet restart, a deadline,
-      a deleted pod) is forwarded to it (PID 1 ignores a signal it has no handler for, so without the trap
-      nothing would stop train_rl until the grace period's SIGKILL);
+      dataset's first staging among them, keep the Hub), its output appended to the log, which ``tail --pid``
+      shows on the container's stdout (``kubectl logs``); SIGTERM (a JobSet restart, a deadline, a deleted pod) is
+      forwarded to it (PID 1 ignores a signal it has no handler for, so without the trap nothing would stop train_rl
+      until the grace period's SIGKILL);
     - each evaluation and restore line, as it appears, appended to the side file and the side file
       copied (a killed attempt keeps its evaluations);
     - a stall watchdog (``workloads/container/stall_watchdog.py``) beside it: a log without training progress (a new
       step, a stage of start-up or evaluation) for ``$TPU_RL_STALL_SECONDS`` (``tpu-rl:workflow.stallTimeout``),
-      counted from the first sign of devices up (until then ``$TPU_RL_SLICE_WAIT_SECONDS``), ends train_rl;
+      counted from the first sign of devices up (until then the same bound once the wait saw every worker Ready, its
+      ``SLICE_BASELINE``, else ``$TPU_RL_SLICE_WAIT_SECONDS``), ends train_rl;
     - the restart drill (``drill_lines``), when ``$TPU_RL_RESTART_DRILL`` is ``true`` and the attempt starts fresh;
     - when train_rl exits, for any reason, the log and the side file copied to ``<output>logs/``, and the
       container exits as ``workloads/container/train_exit.py`` judges by the evidence in the log and, for an error
@@ -255,7 +258,7 @@ def run_lines(settings: Settings, output_uri: str) -> list[str]:
         f"{launch_env()} {run_program(LAUNCHER)} >> {TRAIN_LOG} 2>&1 &",
         "child=$!; what=train_rl",
         f'{run_program("stall_watchdog.py")} "$child" {TRAIN_LOG} "${{{STALL_ENV}}}" {STALL_MARKER} '
-        f'"${{{SLICE_WAIT_ENV}}}" &',
+        f'"${{{SLICE_WAIT_ENV}}}" {SLICE_BASELINE} &',
         "watchdog=$!",
         *drill_lines(settings, output_uri),
         f'tail -n +1 --pid="$child" -f {TRAIN_LOG} &',
