@@ -319,6 +319,25 @@ def step_pod(
     return pod
 
 
+def restarted(pod: dict[str, Any], container: str, reason: str, code: int, *, sidecar: bool = False) -> dict[str, Any]:
+    """``pod`` after its ``container`` restarted in place as the kubelet reports it: ``restartCount`` one more and the
+    termination in ``lastState.terminated`` (``reason`` ``OOMKilled`` with 137 for the kernel's OOM killer, ``Error``
+    for a non-zero exit), running again; a ``sidecar`` (a native sidecar, ``restartPolicy: Always``) is in
+    ``initContainerStatuses``."""
+    key = "initContainerStatuses" if sidecar else "containerStatuses"
+    statuses = pod["status"].setdefault(key, [])
+    found = next((s for s in statuses if s["name"] == container), None)
+    if found is None:
+        found = {"name": container, "ready": True, "restartCount": 0, "started": True, "state": {}, "lastState": {}}
+        statuses.append(found)
+    found["restartCount"] += 1
+    found["lastState"] = {
+        "terminated": {"exitCode": code, "reason": reason, "startedAt": T0, "finishedAt": T1, "containerID": "c"}
+    }
+    found["state"] = {"running": {"startedAt": T1}}
+    return pod
+
+
 def pod_event(pod: dict[str, Any], reason: str, *, at: str = T1) -> dict[str, Any]:
     """A core/v1 Event on ``pod``: ``FailedScheduling`` from the scheduler (written through events.k8s.io, so
     ``source`` is empty and ``reportingComponent`` names it) or an autoscaler event (``source.component``)."""

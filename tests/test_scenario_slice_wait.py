@@ -32,16 +32,17 @@ import pytest
 
 from core.names import SLICE_DOWN_EXIT, SLICE_WAIT_EXIT, STALLED_EXIT
 from tests.fake_hub import COMMIT
-from tests.fake_kube import fake_cluster, step_pod
+from tests.fake_kube import fake_cluster, restarted, step_pod
 from tests.jobset_model import head_exit
 from tests.step_scripts import install, literal_env, objects
 from workloads.container.slice_state import ATTEMPT_ENV, JOBSET_UID_ENV
+from workloads.container.train_exit import CHECK_SECONDS
 from workloads.specs.train_script import SLICE_WAIT_ENV, STALL_ENV
 
 pytestmark = pytest.mark.slow
 
-STALL, BUDGET = 2, 10
-"""The compressed stall bound and recovery budget (seconds)."""
+STALL, BUDGET, CHECK = 2, 10, 2
+"""The compressed stall bound, recovery budget and the judge's look at the slice (seconds)."""
 NAMESPACE = "tpu-rl"
 UID = "3f1c2a9e-train-uid"
 
@@ -76,11 +77,16 @@ class Slice:
         self.threads: list[threading.Thread] = []
 
     def show(self, state: str, restarts: int) -> None:
+        """``running``, ``unschedulable`` (re-made Pending), or ``oom``: running, worker 3's Pathways server OOMKilled
+        and restarted in place (the same pod)."""
         obj = copy.deepcopy(self.jobset)
         obj["status"] = {"restarts": restarts}
-        workers = [step_pod(obj, "worker", state, index=i) for i in range(8)]
+        made = "running" if state == "oom" else state
+        workers = [step_pod(obj, "worker", made, index=i) for i in range(8)]
         for pod in workers:  # a re-made pod is another object: another UID
-            pod["metadata"]["uid"] += f"-{state}-{restarts}"
+            pod["metadata"]["uid"] += f"-{made}-{restarts}"
+        if state == "oom":
+            restarted(workers[3], "pathways-worker", "OOMKilled", 137)
         self.cluster.core[("pods", NAMESPACE)] = [step_pod(obj, "pathways-head", "running"), *workers]
 
     def after(self, text: str, seconds: float, state: str, restarts: int) -> None:
@@ -120,6 +126,10 @@ def run_attempt(
         gcs.create_bucket(bucket)
     (folder / "train_rl.py").write_text(train_rl)
     run_sh = install(train, folder)
+    judge = run_sh.parent / "train_exit.py"
+    window = f"CHECK_SECONDS = {CHECK_SECONDS}\n"
+    assert window in judge.read_text()
+    judge.write_text(judge.read_text().replace(window, f"CHECK_SECONDS = {CHECK}\n"))  # the clock compressed
     account = folder / "account"
     account.mkdir()
     (account / "token").write_text(cluster.token)
@@ -244,3 +254,19 @@ def test_a_start_up_that_hangs_on_a_slice_seen_ready_is_ended_at_the_stall_bound
     assert "tpu-rl: the slice is up: 8 of 8 workers Ready" in out
     assert f"train_rl's devices did not come up within {STALL}s of its start (tpu-rl:workflow.stallTimeout)" in out
     assert f"exiting {STALLED_EXIT} so the JobSet restarts it from its last checkpoint" in out
+
+
+def test_a_worker_that_runs_out_of_memory_fails_the_run_at_once_naming_it(tmp_path, world):
+    """A worker's Pathways server is OOMKilled and restarted in place, no disruption: train_rl dies of the error it
+    saw; the judge names the container, its reason and code, and exits 1, which fails the JobSet at once instead of
+    spending every restart on the same fault."""
+    train = training()
+
+    def oom(pods: Slice) -> None:
+        pods.show("running", 0)
+        pods.after("Train step 3 training loss", 0.1, "oom", 0)
+
+    ((state, reason, out),) = play(tmp_path, world, train, [(DIES, oom)])
+    assert (state, reason) == ("failed", "PodFailurePolicy"), out[-3000:]
+    assert "its slice shows a container's own fault (" in out
+    assert "container pathways-worker ended OOMKilled (exit code 137)" in out

@@ -303,6 +303,12 @@ def test_the_watchdog_interval_and_messages():
     assert time.monotonic() - start < 1
 
 
+FAULT = (
+    3,
+    "fault: run-worker-0-3-x: container pathways-worker ended OOMKilled (exit code 137), with no disruption in 1m00s",
+)
+
+
 # How a training attempt ends, by the evidence in its log: (error, hung, completed) -> the container's exit status.
 # Each row is judged with and without shutdown noise (the same verdict), on a log as train_rl prints it: absl lines
 # (MaxText 0.2.4 train_rl.py, tunix c4ec573), then what a real Python interpreter prints for the error and for the
@@ -319,9 +325,18 @@ VERDICTS = {
     ("maybe lost, slice down", True, False): SLICE_DOWN_EXIT,
     ("maybe lost, slice up", False, False): 1,
     ("maybe lost, slice up", True, False): 1,
+    ("maybe lost, a container's own fault", False, False): 1,
+    ("maybe lost, a container's own fault", True, False): 1,
     **{
         (error, hung, True): 0
-        for error in ("none", "deterministic", "slice lost", "maybe lost, slice down", "maybe lost, slice up")
+        for error in (
+            "none",
+            "deterministic",
+            "slice lost",
+            "maybe lost, slice down",
+            "maybe lost, slice up",
+            "maybe lost, a container's own fault",
+        )
         for hung in (False, True)
     },
 }
@@ -331,10 +346,12 @@ ERRORS = {
     "slice lost": 'raise JaxRuntimeError("DATA_LOSS: Slice 1 is unhealthy: the TPU worker is gone")',
     "maybe lost, slice down": 'raise JaxRuntimeError("DEADLINE_EXCEEDED: pipe to worker 3 unreachable for 60s")',
     "maybe lost, slice up": 'raise JaxRuntimeError("INTERNAL: RET_CHECK failure (xla/service/hlo_sharding.cc:1123)")',
+    "maybe lost, a container's own fault": 'raise JaxRuntimeError("DEADLINE_EXCEEDED: pipe to worker 3 unreachable")',
 }
 SLICE = {
     "maybe lost, slice down": (1, "down: worker run-worker-0-3-x of this attempt is gone"),
     "maybe lost, slice up": (0, "up: 8 of 8 workers Ready for 1m00s, none restarted or stopped"),
+    "maybe lost, a container's own fault": FAULT,
 }
 """What ``slice_state.py check`` answers for each "maybe down" row (the others never ask it)."""
 RUN = [
@@ -545,6 +562,16 @@ def test_a_maybe_down_error_is_judged_by_the_slice(answer, code, says):
     found, line = train_exit.verdict(1, MAYBE, None, CODES, None, slice_check)
     assert (found, asked) == (code, [True])
     assert says in line and f"and its slice is {answer[1]}" in line and "\n" not in line
+
+
+def test_a_containers_own_fault_fails_the_run_naming_it():
+    """A worker's OOM kill (or a sidecar's crash), with no disruption, restarted in place: train_rl's error is not a
+    lost slice, so the run fails at once (exit 1) with the container, reason and code, instead of spending every
+    restart on the same fault."""
+    code, line = train_exit.verdict(1, MAYBE, None, CODES, None, lambda: FAULT)
+    assert code == 1 and "\n" not in line
+    assert "(run-worker-0-3-x: container pathways-worker ended OOMKilled (exit code 137)" in line
+    assert "not a lost slice, so not restarted" in line
 
 
 def test_the_slice_is_asked_only_after_a_maybe_down_error():

@@ -31,8 +31,10 @@ The verdict goes by evidence, in this order (docs/when-a-step-fails.md "How a tr
      So the slice decides, by evidence: ``slice_state.py check`` (``SLICE_STATE``, with the head's service account in
      ``ACCOUNT_DIR``, the slice's ``WORKERS`` and the ``BASELINE`` its wait wrote) watches the attempt's worker pods
      for ``CHECK_SECONDS``; a worker gone, restarted, being stopped by Kubernetes or not Ready is a lost slice
-     (``SLICE_DOWN_EXIT``); on a slice whose every worker stayed Ready, or one that cannot be read, the error fails
-     the run (the next `pulumi up` retries it from its checkpoint), and the line says why.
+     (``SLICE_DOWN_EXIT``); a worker's or a head sidecar's container that ended ``OOMKilled`` or with a non-zero exit,
+     with no disruption, is a fault of its own, named, and fails the run (a restart would meet it again, and spend
+     every restart); on a slice whose every worker stayed Ready, or one that cannot be read, the error fails the run
+     (the next `pulumi up` retries it from its checkpoint), and the line says why.
    - Any other error fails the run (1; the head's pod failure policy fails it at once): a deterministic error
      would fail the same way after a restart.
 4. **Stalled, with no other evidence**: the stall watchdog ended it (``STALL_MARKER`` exists,
@@ -181,7 +183,8 @@ def final_error(lines: Iterable[str]) -> str | None:
 
 
 SliceCheck = Callable[[], tuple[int, str]]
-"""``slice_state.py check``'s answer: (0 up, 1 down, 2 unknown; its line)."""
+"""``slice_state.py check``'s answer: (0 up, 1 down, 2 unknown, 3 a container's own fault; its line)."""
+FAULT = 3
 
 
 def verdict(  # noqa: PLR0913 (the evidence, each of its own kind)
@@ -249,6 +252,8 @@ def _error_verdict(
                     f"may not be due to slice down', and its slice is {seen}; exiting {slice_down_exit} so the JobSet "
                     "restarts"
                 )
+            if state == FAULT:
+                return UNCAUGHT_EXIT, _fault_line(f"train_rl ({exited}) failed with {maybe} ({first}){hung}", seen)
             return UNCAUGHT_EXIT, (
                 f"train_rl ({exited}) failed with {maybe} ({first}){hung}, which pathways-utils calls 'may or may "
                 f"not be due to slice down', and its slice is {seen}: not restarted, since a deterministic error "
@@ -259,6 +264,15 @@ def _error_verdict(
     return UNCAUGHT_EXIT, (
         f"train_rl failed with {first}{hung}: exiting {UNCAUGHT_EXIT}, not restarted, since a deterministic error "
         "would fail the same way"
+    )
+
+
+def _fault_line(what: str, seen: str) -> str:
+    """The line of an error whose slice shows a container's own fault (``slice_state.py check``'s ``fault: ...``)."""
+    return (
+        f"{what}, and its slice shows a container's own fault ({seen.removeprefix('fault: ')}): not a lost slice, so "
+        f"not restarted (the next attempt would meet the same fault and spend a restart on it); exiting "
+        f"{UNCAUGHT_EXIT}: the next `pulumi up` retries the run from its last checkpoint"
     )
 
 
@@ -278,7 +292,7 @@ def ask_slice(program: str, account_dir: str, workers: str, baseline: str) -> tu
     except (OSError, subprocess.TimeoutExpired) as err:
         return 2, f"unknown: the check did not answer ({type(err).__name__})"
     said = (done.stdout.strip().splitlines() or [f"unknown: the check exited {done.returncode} saying nothing"])[-1]
-    return (done.returncode if done.returncode in (0, 1) else 2), " ".join(said.split())[:400]
+    return (done.returncode if done.returncode in (0, 1, FAULT) else 2), " ".join(said.split())[:400]
 
 
 def main(argv: list[str]) -> int:

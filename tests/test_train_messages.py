@@ -1,0 +1,76 @@
+"""Every line the training container says of how an attempt ended that an operator acts on, reviewed word for word in
+tests/data/train-messages.tsv (`TPU_RL_UPDATE_MESSAGES=1` rewrites it; check the diff): each made by the real
+function, from the evidence a case names. The behaviour behind each line is its module's tests'. Pure."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from core.names import SLICE_DOWN_EXIT, STALLED_EXIT
+from workloads.container import slice_state, stall_watchdog, train_exit
+from workloads.container.slice_state import Clock, Ended, Worker
+
+pytestmark = pytest.mark.pure
+
+MESSAGES = Path(__file__).parent / "data" / "train-messages.tsv"
+CODES = (SLICE_DOWN_EXIT, STALLED_EXIT)
+FRAMES = ["Traceback (most recent call last):", '  File "train_rl.py", line 812, in main', "    rl_train(config)"]
+DEADLINE = [*FRAMES, "jax.errors.JaxRuntimeError: DEADLINE_EXCEEDED: pipe to worker 3 unreachable for 60s"]
+WORKERS = [Worker(f"run-worker-0-{i}-x", f"uid-{i}", True, 0, None, "Running") for i in range(8)]
+OOM = Worker("run-worker-0-3-x", "uid-3", True, 1, None, "Running", ended=(Ended("pathways-worker", "OOMKilled", 137),))
+
+
+class Still:
+    """The attempt's pods, the same at every read, on a clock that moves only when the check sleeps."""
+
+    def __init__(self, pods: list[Worker]) -> None:
+        self.answer, self.t = pods, 0.0
+
+    def pods(self) -> list[Worker]:
+        return list(self.answer)
+
+    def clock(self) -> Clock:
+        return Clock(now=lambda: self.t, wall=lambda: 1_796_032_800.0 + self.t, sleep=self._sleep)
+
+    def _sleep(self, seconds: float) -> None:
+        self.t += seconds
+
+
+def checked(pods: list[Worker], tmp_path: Path) -> tuple[int, str]:
+    """``slice_state.check`` of ``pods`` against a baseline of every worker Ready, unrestarted."""
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(json.dumps({w.uid: [w.name, 0] for w in WORKERS}))
+    api = Still(pods)
+    return slice_state.check(api, 8, train_exit.CHECK_SECONDS, str(baseline), api.clock())
+
+
+def judged(lines: list[str], check: Callable[[], tuple[int, str]]) -> str:
+    return train_exit.verdict(1, lines, None, CODES, None, check)[1]
+
+
+def cases(tmp_path: Path) -> dict[str, str]:
+    fault = checked([*WORKERS[:3], OOM, *WORKERS[4:]], tmp_path)
+    return {
+        "devices-after-ready": stall_watchdog.no_devices_for(7200, stall_watchdog.STALL_KEY),
+        "devices-unread": stall_watchdog.no_devices_for(16200, stall_watchdog.BUDGET_KEY),
+        "check-fault": fault[1],
+        "judge-fault": judged(DEADLINE, lambda: fault),
+    }
+
+
+def read_messages() -> dict[str, str]:
+    rows = (line.split("\t", 1) for line in MESSAGES.read_text().splitlines())
+    return {case: text for case, text in rows}
+
+
+def test_every_line_is_one_line_and_the_reviewed_one(tmp_path):
+    found = cases(tmp_path)
+    assert all(text and "\n" not in text and "\t" not in text for text in found.values())
+    if os.environ.get("TPU_RL_UPDATE_MESSAGES"):
+        MESSAGES.write_text("".join(f"{case}\t{text}\n" for case, text in found.items()))
+    assert found == read_messages()
