@@ -825,6 +825,7 @@ while left > 0:
 
 
 DATA_LOSS = "jax.errors.JaxRuntimeError: DATA_LOSS: Simulated device loss error accessing array on lost device"
+UNREAD = "and its slice is unknown: no in-cluster API"
 LOST = f"lost a TPU slice ({DATA_LOSS}); exiting {SLICE_DOWN_EXIT} so the JobSet restarts"
 
 
@@ -854,9 +855,11 @@ LOST = f"lost a TPU slice ({DATA_LOSS}); exiting {SLICE_DOWN_EXIT} so the JobSet
             "'may or may not be due to slice down'",
         ),
         (stand_in("jax.errors.JaxRuntimeError: NOT_FOUND: buffer 17"), 1, "not restarted"),
-        (stand_in("ValueError: INTERNAL is not a valid value for rl.loss_algo"), 1, ""),
+        # Any other error asks the slice too; this head may not read it (no API here): not restarted, saying so.
+        (stand_in("ValueError: INTERNAL is not a valid value for rl.loss_algo"), 1, UNREAD),
+        (stand_in("jax.errors.JaxRuntimeError: UNAVAILABLE: Socket closed"), 1, UNREAD),
         # An earlier, handled DATA_LOSS traceback does not decide: the last traceback is what killed train_rl.
-        (stand_in("ValueError: bad batch", before=TRACEBACK.format(error=DATA_LOSS)), 1, ""),
+        (stand_in("ValueError: bad batch", before=TRACEBACK.format(error=DATA_LOSS)), 1, UNREAD),
         # Chained: the JaxRuntimeError is the cause, a RuntimeError what propagated (not a JaxRuntimeError).
         (
             stand_in(
@@ -864,7 +867,7 @@ LOST = f"lost a TPU slice ({DATA_LOSS}); exiting {SLICE_DOWN_EXIT} so the JobSet
                 + TRACEBACK.format(error="RuntimeError: rollout failed").rstrip()
             ),
             1,
-            "",
+            UNREAD,
         ),
         # Killed by a signal after printing one: an OOM kill is not an exception of train_rl.
         (stand_in(DATA_LOSS, exit="os.kill(os.getpid(), 9)"), 137, ""),
@@ -886,6 +889,7 @@ LOST = f"lost a TPU slice ({DATA_LOSS}); exiting {SLICE_DOWN_EXIT} so the JobSet
         "deadline",
         "not-found",
         "exception",
+        "unavailable",
         "earlier-traceback",
         "chained",
         "killed",
@@ -895,8 +899,9 @@ LOST = f"lost a TPU slice ({DATA_LOSS}); exiting {SLICE_DOWN_EXIT} so the JobSet
 @pytest.mark.slow
 def test_the_training_script_exits_as_train_rl_died_for_any_log(tmp_path, gcs, train_rl, status, says):
     """A lost slice (pathways-utils' definite DATA_LOSS, in the exception train_rl died of) exits SLICE_DOWN_EXIT,
-    which the head's podFailurePolicy counts as a disruption; the ambiguous codes, any other failure and a kill
-    keep train_rl's status (FailJob); success stays 0 however the log reads. The log is copied either way."""
+    which the head's podFailurePolicy counts as a disruption; any other error, on a slice this head cannot read, and
+    a kill keep train_rl's status (FailJob), the error's line saying so; success stays 0 however the log reads. The
+    log is copied either way."""
     done, logs = run_training(tmp_path, gcs, train_rl)
     assert done.returncode == status, done.stdout[-2000:] + done.stderr[-2000:]
     if says:

@@ -270,3 +270,17 @@ def test_a_worker_that_runs_out_of_memory_fails_the_run_at_once_naming_it(tmp_pa
     assert (state, reason) == ("failed", "PodFailurePolicy"), out[-3000:]
     assert "its slice shows a container's own fault (" in out
     assert "container pathways-worker ended OOMKilled (exit code 137)" in out
+
+
+def test_an_error_outside_pathways_utils_codes_on_a_slice_that_goes_is_a_lost_slice(tmp_path, world):
+    """train_rl dies of ``UNAVAILABLE`` (a code pathways-utils does not list) as its slice goes: the judge looks at the
+    slice, finds it down and exits 75, a counted restart; the restarted attempt waits for the slice and completes."""
+    train = training()
+    unavailable = DIES.replace(
+        "DEADLINE_EXCEEDED: Pathways pipe to worker 3 unreachable for 60s", "UNAVAILABLE: Socket closed"
+    )
+    assert unavailable != DIES
+    (_, first), second = maintenance_then(back_after=1)
+    found = play(tmp_path, world, train, [(unavailable, first), second])
+    assert [f[:2] for f in found] == [("restarted", 1), ("completed", 1)], found[0][2][-3000:]
+    assert "failed with jax.errors.JaxRuntimeError: UNAVAILABLE: Socket closed, and its slice is down: " in found[0][2]

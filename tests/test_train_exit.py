@@ -89,7 +89,8 @@ def test_what_the_judge_says():
         "'may or may not be due to slice down', and its slice is unknown: not read: not restarted, since a "
         "deterministic error would fail the same way; the next `pulumi up` retries the run from its last checkpoint"
     )
-    assert train_exit.verdict(1, [*FRAMES, "ValueError: x"], None, CODES) == (1, "")
+    code, line = train_exit.verdict(1, [*FRAMES, "ValueError: x"], None, CODES)
+    assert code == 1 and line.startswith("train_rl (exit 1) failed with ValueError: x, and its slice is unknown")
     assert train_exit.verdict(143, [], "stalled: quiet", CODES) == (
         STALLED_EXIT,
         f"stalled: quiet; exiting {STALLED_EXIT} so the JobSet restarts it from its last checkpoint",
@@ -314,46 +315,44 @@ FAULT = (
 # (MaxText 0.2.4 train_rl.py, tunix c4ec573), then what a real Python interpreter prints for the error and for the
 # noise at exit (tracebacks of an atexit callback, a finalizer and a thread). docs/when-a-step-fails.md "How a
 # training attempt ends" is this table (test_the_docs_table_is_this_one).
-VERDICTS = {
-    ("none", False, False): 143,  # no evidence: train_rl's status (a signal: the JobSet's restart, a deleted pod)
-    ("none", True, False): STALLED_EXIT,
-    ("deterministic", False, False): 1,
-    ("deterministic", True, False): 1,
-    ("slice lost", False, False): SLICE_DOWN_EXIT,
-    ("slice lost", True, False): SLICE_DOWN_EXIT,
-    ("maybe lost, slice down", False, False): SLICE_DOWN_EXIT,
-    ("maybe lost, slice down", True, False): SLICE_DOWN_EXIT,
-    ("maybe lost, slice up", False, False): 1,
-    ("maybe lost, slice up", True, False): 1,
-    ("maybe lost, a container's own fault", False, False): 1,
-    ("maybe lost, a container's own fault", True, False): 1,
-    **{
-        (error, hung, True): 0
-        for error in (
-            "none",
-            "deterministic",
-            "slice lost",
-            "maybe lost, slice down",
-            "maybe lost, slice up",
-            "maybe lost, a container's own fault",
-        )
-        for hung in (False, True)
-    },
-}
 ERRORS = {
     "none": "",
-    "deterministic": 'raise ValueError("Reference model parameters changed during training!")',
     "slice lost": 'raise JaxRuntimeError("DATA_LOSS: Slice 1 is unhealthy: the TPU worker is gone")',
     "maybe lost, slice down": 'raise JaxRuntimeError("DEADLINE_EXCEEDED: pipe to worker 3 unreachable for 60s")',
     "maybe lost, slice up": 'raise JaxRuntimeError("INTERNAL: RET_CHECK failure (xla/service/hlo_sharding.cc:1123)")',
-    "maybe lost, a container's own fault": 'raise JaxRuntimeError("DEADLINE_EXCEEDED: pipe to worker 3 unreachable")',
+    "another error, slice down": 'raise JaxRuntimeError("UNAVAILABLE: Socket closed")',
+    "another error, slice up": 'raise ValueError("Reference model parameters changed during training!")',
+    "any error, a container's own fault": 'raise JaxRuntimeError("DATA_LOSS: Slice 0 is unhealthy")',
 }
+VERDICTS = {
+    ("none", False, False): 143,  # no evidence: train_rl's status (a signal: the JobSet's restart, a deleted pod)
+    ("none", True, False): STALLED_EXIT,
+    **{
+        (error, hung, False): code
+        for error, code in (
+            ("slice lost", SLICE_DOWN_EXIT),
+            ("maybe lost, slice down", SLICE_DOWN_EXIT),
+            ("maybe lost, slice up", 1),
+            ("another error, slice down", SLICE_DOWN_EXIT),
+            ("another error, slice up", 1),
+            ("any error, a container's own fault", 1),
+        )
+        for hung in (False, True)
+    },
+    **{(error, hung, True): 0 for error in ERRORS for hung in (False, True)},
+}
+DOWN = (1, "down: worker run-worker-0-3-x of this attempt is gone")
+UP = (0, "up: 8 of 8 workers Ready for 1m00s, none restarted or stopped")
 SLICE = {
-    "maybe lost, slice down": (1, "down: worker run-worker-0-3-x of this attempt is gone"),
-    "maybe lost, slice up": (0, "up: 8 of 8 workers Ready for 1m00s, none restarted or stopped"),
-    "maybe lost, a container's own fault": FAULT,
+    "slice lost": UP,
+    "maybe lost, slice down": DOWN,
+    "maybe lost, slice up": UP,
+    "another error, slice down": DOWN,
+    "another error, slice up": UP,
+    "any error, a container's own fault": FAULT,
 }
-"""What ``slice_state.py check`` answers for each "maybe down" row (the others never ask it)."""
+"""What ``slice_state.py check`` answers for each row with an error (every one asks it; a lost slice's ``DATA_LOSS``
+keeps its verdict on a slice that shows no fault)."""
 RUN = [
     absl("Creating RL cluster...", where="train_rl.py:558"),
     absl("Setting up RL trainer...", where="train_rl.py:596"),
@@ -409,10 +408,16 @@ def test_how_a_training_attempt_ends(error, hung, completed, noise):
         status = 1 if error != "none" else 0 if completed else 128 + signal.SIGTERM
 
     def slice_check() -> tuple[int, str]:
+        asked.append(error)
         return SLICE[error]
+
+    asked: list[str] = []
 
     code, said = train_exit.verdict(status, log, stalled, CODES, None, slice_check)
     assert code == VERDICTS[error, hung, completed]
+    assert asked == ([error] if error != "none" and not completed else []), "the slice is asked after every error"
+    if code == 1:
+        assert said, "a failure says why"
     if completed and (hung or error != "none"):
         assert "training completed (its last checkpoint saved)" in said and "recorded as done" in said
     if hung and error != "none" and not completed:
@@ -574,13 +579,45 @@ def test_a_containers_own_fault_fails_the_run_naming_it():
     assert "not a lost slice, so not restarted" in line
 
 
-def test_the_slice_is_asked_only_after_a_maybe_down_error():
-    def never() -> tuple[int, str]:
-        raise AssertionError("asked")
+@pytest.mark.parametrize(
+    "error",
+    [
+        "jax.errors.JaxRuntimeError: UNAVAILABLE: Socket closed",
+        "jax.errors.JaxRuntimeError: ABORTED: the collective was cancelled",
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace for the cause.",
+        "ValueError: x",
+    ],
+    ids=["unavailable", "aborted", "sampler-engine", "python"],
+)
+def test_an_error_outside_pathways_utils_codes_is_judged_by_the_slice(error):
+    """Any error train_rl died of asks the slice: a lost slice's evidence restarts it, a healthy or unreadable slice
+    fails it at once with a line saying so (before, these failed with no line and no look)."""
+    lines = [*FRAMES, error]
+    assert train_exit.verdict(1, lines, None, CODES, None, lambda: DOWN)[0] == SLICE_DOWN_EXIT
+    for answer in (UP, (2, "unknown: cannot read the slice's workers (HTTP 403 listing the pods)")):
 
-    for lines in ([*FRAMES, "jax.errors.JaxRuntimeError: DATA_LOSS: x"], [*FRAMES, "ValueError: x"], []):
-        train_exit.verdict(1, lines, None, CODES, None, never)
-    assert train_exit.verdict(0, MAYBE, None, CODES, None, never) == (0, "")
+        def check(answer: tuple[int, str] = answer) -> tuple[int, str]:
+            return answer
+
+        code, line = train_exit.verdict(1, lines, None, CODES, None, check)
+        assert code == 1 and f"failed with {error[:60]}" in line
+        assert f"and its slice is {answer[1]}: not restarted" in line
+
+
+def test_the_slice_is_asked_after_every_error_and_never_without_one():
+    asked = []
+
+    def answer() -> tuple[int, str]:
+        asked.append(True)
+        return UP
+
+    data_loss = [*FRAMES, "jax.errors.JaxRuntimeError: DATA_LOSS: x"]
+    assert train_exit.verdict(1, data_loss, None, CODES, None, answer)[0] == SLICE_DOWN_EXIT, "pathways-utils' own"
+    assert train_exit.verdict(1, data_loss, None, CODES, None, lambda: FAULT)[0] == 1, "unless a container's fault"
+    for lines in ([], ["I1201 05:00:00.1 7 x.py:1] done"]):
+        train_exit.verdict(1, lines, None, CODES, None, answer)
+    assert train_exit.verdict(0, MAYBE, None, CODES, None, answer) == (0, "")
+    assert len(asked) == 1, "no error, no look (a signal, success)"
     hung = train_exit.verdict(143, MAYBE, "stalled: quiet", CODES, None, lambda: (1, "down: gone"))
     assert hung[0] == SLICE_DOWN_EXIT, "an error the run hung after is judged by the slice too"
 

@@ -21,6 +21,9 @@ MESSAGES = Path(__file__).parent / "data" / "train-messages.tsv"
 CODES = (SLICE_DOWN_EXIT, STALLED_EXIT)
 FRAMES = ["Traceback (most recent call last):", '  File "train_rl.py", line 812, in main', "    rl_train(config)"]
 DEADLINE = [*FRAMES, "jax.errors.JaxRuntimeError: DEADLINE_EXCEEDED: pipe to worker 3 unreachable for 60s"]
+DATA_LOSS = [*FRAMES, "jax.errors.JaxRuntimeError: DATA_LOSS: Slice 0 is unhealthy"]
+UNAVAILABLE = [*FRAMES, "jax.errors.JaxRuntimeError: UNAVAILABLE: Socket closed"]
+EXCEPTION = [*FRAMES, "ValueError: Reference model parameters changed during training!"]
 WORKERS = [Worker(f"run-worker-0-{i}-x", f"uid-{i}", True, 0, None, "Running") for i in range(8)]
 OOM = Worker("run-worker-0-3-x", "uid-3", True, 1, None, "Running", ended=(Ended("pathways-worker", "OOMKilled", 137),))
 
@@ -55,11 +58,17 @@ def judged(lines: list[str], check: Callable[[], tuple[int, str]]) -> str:
 
 def cases(tmp_path: Path) -> dict[str, str]:
     fault = checked([*WORKERS[:3], OOM, *WORKERS[4:]], tmp_path)
+    up = checked(WORKERS, tmp_path)
+    down = checked(WORKERS[:7], tmp_path)
     return {
         "devices-after-ready": stall_watchdog.no_devices_for(7200, stall_watchdog.STALL_KEY),
         "devices-unread": stall_watchdog.no_devices_for(16200, stall_watchdog.BUDGET_KEY),
         "check-fault": fault[1],
         "judge-fault": judged(DEADLINE, lambda: fault),
+        "judge-fault-data-loss": judged(DATA_LOSS, lambda: fault),
+        "judge-other-down": judged(UNAVAILABLE, lambda: down),
+        "judge-other-up": judged(UNAVAILABLE, lambda: up),
+        "judge-exception-unread": judged(EXCEPTION, lambda: (2, "unknown: cannot read the slice's workers (HTTP 403)")),
     }
 
 

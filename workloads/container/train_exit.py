@@ -35,8 +35,12 @@ The verdict goes by evidence, in this order (docs/when-a-step-fails.md "How a tr
      with no disruption, is a fault of its own, named, and fails the run (a restart would meet it again, and spend
      every restart); on a slice whose every worker stayed Ready, or one that cannot be read, the error fails the run
      (the next `pulumi up` retries it from its checkpoint), and the line says why.
-   - Any other error fails the run (1; the head's pod failure policy fails it at once): a deterministic error
-     would fail the same way after a restart.
+   - Any other error (``UNAVAILABLE``, ``ABORTED``, a dying sampler engine, a Python exception) is judged by the slice
+     the same way: a lost slice's evidence restarts it (``SLICE_DOWN_EXIT``); a healthy or unreadable slice fails the
+     run (1; the head's pod failure policy fails it at once), since a deterministic error would fail the same way
+     after a restart, and the line says so.
+   - Whatever the error, ``DATA_LOSS`` included, a container of the slice that ended of its own fault (an OOM kill, a
+     non-zero exit, with no disruption) fails the run naming it.
 4. **Stalled, with no other evidence**: the stall watchdog ended it (``STALL_MARKER`` exists,
    ``stall_watchdog.py``): ``STALLED_EXIT``, which the head's pod failure policy counts like a disruption, so
    the JobSet restarts the run from its last checkpoint.
@@ -233,37 +237,33 @@ def _first(error: str) -> str:
 def _error_verdict(
     status: int, error: str, stalled: str | None, slice_down_exit: int, slice_check: SliceCheck | None
 ) -> tuple[int, str]:
-    """The verdict of a run that died of ``error`` (exit 1), or hung after it until the watchdog ended it."""
+    """The verdict of a run that died of ``error`` (exit 1), or hung after it until the watchdog ended it: the slice is
+    asked after every error (the module's docstring)."""
     first = _first(error)
     hung = f", then hung until the stall watchdog ended it ({stalled})" if stalled is not None else ""
     exited = f"exit {status}" if stalled is None else "uncaught error"
-    if error.split(":", 1)[0].rsplit(".", 1)[-1] == JAX_ERROR_TYPE:
-        if any(code in error for code in DOWN_CODES):
-            return slice_down_exit, (
-                f"train_rl ({exited}) lost a TPU slice ({first}){hung}; exiting {slice_down_exit} so the JobSet "
-                "restarts"
-            )
-        maybe = next((code for code in MAYBE_DOWN_CODES if code in error), None)
-        if maybe:
-            state, seen = slice_check() if slice_check is not None else (2, "unknown: not read")
-            if state == 1:
-                return slice_down_exit, (
-                    f"train_rl ({exited}) failed with {maybe} ({first}){hung}, which pathways-utils calls 'may or "
-                    f"may not be due to slice down', and its slice is {seen}; exiting {slice_down_exit} so the JobSet "
-                    "restarts"
-                )
-            if state == FAULT:
-                return UNCAUGHT_EXIT, _fault_line(f"train_rl ({exited}) failed with {maybe} ({first}){hung}", seen)
-            return UNCAUGHT_EXIT, (
-                f"train_rl ({exited}) failed with {maybe} ({first}){hung}, which pathways-utils calls 'may or may "
-                f"not be due to slice down', and its slice is {seen}: not restarted, since a deterministic error "
-                "would fail the same way; the next `pulumi up` retries the run from its last checkpoint"
-            )
-    if stalled is None:
-        return status, ""
+    jax = error.split(":", 1)[0].rsplit(".", 1)[-1] == JAX_ERROR_TYPE
+    maybe = next((code for code in MAYBE_DOWN_CODES if code in error), None) if jax else None
+    said = (
+        f"{maybe} ({first}){hung}, which pathways-utils calls 'may or may not be due to slice down'"
+        if maybe
+        else f"{first}{hung}"
+    )
+    state, seen = slice_check() if slice_check is not None else (2, "unknown: not read")
+    if state == FAULT:
+        return UNCAUGHT_EXIT, _fault_line(f"train_rl ({exited}) failed with {maybe or first}{hung}", seen)
+    if jax and any(code in error for code in DOWN_CODES):
+        return slice_down_exit, (
+            f"train_rl ({exited}) lost a TPU slice ({first}){hung}; exiting {slice_down_exit} so the JobSet restarts"
+        )
+    if state == 1:
+        return slice_down_exit, (
+            f"train_rl ({exited}) failed with {said}, and its slice is {seen}; exiting {slice_down_exit} so the "
+            "JobSet restarts"
+        )
     return UNCAUGHT_EXIT, (
-        f"train_rl failed with {first}{hung}: exiting {UNCAUGHT_EXIT}, not restarted, since a deterministic error "
-        "would fail the same way"
+        f"train_rl ({exited}) failed with {said}, and its slice is {seen}: not restarted, since a deterministic error "
+        "would fail the same way; the next `pulumi up` retries the run from its last checkpoint"
     )
 
 

@@ -174,7 +174,7 @@ def slice_lines(settings: Settings) -> list[str]:
 
 def judge_line(settings: Settings) -> str:
     """The line that judges how train_rl ended (``workloads/container/train_exit.py``), with the slice's evidence for
-    an error that may or may not be a lost slice (``slice_state.py check``)."""
+    any error it died of (``slice_state.py check``)."""
     workers = settings.slice.hosts * settings.tpu.slices
     return (
         f'judged="$({run_program("train_exit.py")} {TRAIN_LOG} "$status" {STALL_MARKER} '
@@ -209,8 +209,8 @@ def train_script(settings: Settings, argv: list[str], output_uri: str, convert_u
       ``SLICE_BASELINE``, else ``$TPU_RL_SLICE_WAIT_SECONDS``), ends train_rl;
     - the restart drill (``drill_lines``), when ``$TPU_RL_RESTART_DRILL`` is ``true`` and the attempt starts fresh;
     - when train_rl exits, for any reason, the log and the side file copied to ``<output>logs/``, and the
-      container exits as ``workloads/container/train_exit.py`` judges by the evidence in the log and, for an error
-      that may or may not be a lost slice, in the slice's pods (``judge_line``): 0 once training completed, the
+      container exits as ``workloads/container/train_exit.py`` judges by the evidence in the log and, for an error,
+      in the slice's pods (``judge_line``): 0 once training completed, the
       error it died of (``SLICE_DOWN_EXIT`` for a lost TPU slice), ``STALLED_EXIT`` after a stall with no other
       evidence (both counted as disruptions, which the JobSet restarts), ``DRILL_EXIT`` after the drill (restarted
       once, not counted), else train_rl's status.
