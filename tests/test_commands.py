@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from core.maxtext_keys import MAXTEXT_VERSION, known_keys
-from core.names import DRILL_EXIT, SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
+from core.names import DRILL_EXIT, SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, SLICE_WAIT_EXIT, STALLED_EXIT
 from tests.conftest import put, shared_path, slug
 from tests.fake_hub import COMMIT
+from tests.jobset_model import head_exit
 from tests.lifecycle_walk import settings
 from tests.shim_calls import read_calls
 from tests.step_scripts import install, literal_env, objects, scripts_of, step_id
@@ -302,6 +303,19 @@ def test_training_fails_with_train_rls_exit_code_after_copying_the_log(tmp_path)
     finished = [c for c in calls if c[:1] != [WATCHDOG]]  # started in the background: any order
     assert finished[-3][:2] == [UPLOADER, str(tmp_path / "train.log")]
     assert finished[-1][:3] == [JUDGE, str(tmp_path / "train.log"), "7"]
+
+
+@pytest.mark.pure
+@pytest.mark.slow
+@pytest.mark.parametrize("status", [SLICE_DOWN_EXIT, STALLED_EXIT, DRILL_EXIT, SLICE_WAIT_EXIT])
+def test_a_judge_that_printed_nothing_never_passes_on_one_of_the_scripts_verdicts(tmp_path, status):
+    """train_rl's status stands when the judge cannot say, except a code the script keeps for its own verdicts, which
+    only evidence may give: 1, which fails the step (a 77 would restart it without bound: tests/test_failure_policy)."""
+    train = objects("prod", "tpu-rl:training.optimizer=adamw")["train"]
+    launch = f"{launch_env()} python3 {SCRIPTS_DIR}/launch.py"
+    failing = container_script(train).replace(launch, f"(exit {status}) && {launch}", 1)
+    run_in_bash(train, tmp_path, check=False, script=failing)
+    assert last_run().returncode == 1
 
 
 @pytest.mark.pure
@@ -987,6 +1001,23 @@ def test_the_restart_drill_ends_a_fresh_attempt_once_after_its_first_checkpoint(
         assert restart_drill.SAYS not in evals and restart_drill.SAYS not in log and "Train step 12" in log
     armed = "tpu-rl: the restart drill is on: this fresh attempt ends once after the run's first committed checkpoint"
     assert (armed in log) == (drill == "true" and not resumes)
+
+
+@pytest.mark.parametrize("drill", ["true", "false"])
+@pytest.mark.slow
+def test_train_rls_own_77_is_not_the_drill_and_fails_the_run(tmp_path, gcs, drill):
+    """Only the drill's own end (its marker) is the drill: a train_rl that itself exits 77, drill on or off, makes the
+    script exit 1, which the JobSet's rules fail; a 77 passed on would be restarted without bound, never counted."""
+    objs = objects("prod", "tpu-rl:training.optimizer=adamw")
+    exits = (
+        'print("I1201 05:00:03.000000 1 peft_trainer.py:736] Train step 1 training loss: 0.1")\nraise SystemExit(77)\n'
+    )
+    done, logs = run_training(tmp_path, gcs, exits, **{DRILL_ENV: drill})
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "train_rl itself exited 77, a code the training script keeps for its own verdicts" in done.stderr
+    assert head_exit(objs["train"], done.returncode, 0) == ("failed", "PodFailurePolicy")
+    assert head_exit(objs["train"], DRILL_EXIT, 0) == ("restarted", 0), "what a 77 passed on would have done"
+    assert any(name.startswith("train-") for name in logs)
 
 
 # Gemma 4's turn markers (MaxText 0.2.4 multimodal/processor_gemma4.py:97; tunix c4ec573

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from core.names import SLICE_DOWN_EXIT, STALLED_EXIT
+from core.names import DRILL_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from tests.container_files import container_program
 from tests.process_clock import ProcessClock
 from workloads.container import stall_watchdog, tpu_rl_program, train_exit
@@ -635,3 +635,30 @@ def test_the_judge_runs_the_slice_check_as_the_container_does(tmp_path):
     assert train_exit.ask_slice(*slice_args) == (1, f"down: asked check /account 8 60 {tmp_path / 'baseline.json'}")
     assert train_exit.ask_slice(str(tmp_path / "missing.py"), "/a", "8", "/b")[0] == 2
     assert train_exit.main(args) == 1, "no slice program: the slice is unknown, the error fails the run"
+
+
+@pytest.mark.parametrize("status", [SLICE_DOWN_EXIT, STALLED_EXIT, DRILL_EXIT])
+def test_train_rls_own_exit_is_never_taken_for_one_of_the_scripts_verdicts(tmp_path, status):
+    """train_rl (or anything under it) that itself exits 75, 76 or 77 with none of their evidence (no error in its
+    log, no stall marker, no drill marker) fails the run: the JobSet's rules would otherwise restart it as a lost slice,
+    a stall, or the drill without bound (77 restarts without counting). Only the drill's marker makes 77."""
+    log, marker, drill = tmp_path / "log", tmp_path / "stalled", tmp_path / "drilled"
+    log.write_text(absl("Train step 3 training loss: 0.5"))
+    args = [str(log), str(status), str(marker), "75", "76", str(drill), str(DRILL_EXIT)]
+    assert train_exit.main(args) == 1
+    assert train_exit.verdict(status, [], None, CODES, None, None, (DRILL_EXIT,)) == (1, train_exit.kept_line(status))
+    drill.write_text("restart drill: checkpoint 10 is committed\n")
+    assert train_exit.main([*args[:1], "143", *args[2:]]) == DRILL_EXIT, "the drill's own end"
+    assert train_exit.main(args) == DRILL_EXIT, "its marker decides when nothing else explains the end"
+
+
+def test_a_judge_that_breaks_never_passes_on_a_kept_code(tmp_path):
+    source = str(container_program(tmp_path, "train_exit.py"))
+    unreadable = str(tmp_path)  # a stall marker that is a folder: the judge fails reading it
+    for status, code in ((DRILL_EXIT, 1), (SLICE_DOWN_EXIT, 1), (7, 7)):
+        broken = subprocess.run(
+            [sys.executable, source, str(tmp_path / "log"), str(status), unreadable, "75", "76", "d", "77"],
+            capture_output=True,
+            text=True,
+        )
+        assert broken.stdout == f"{code}\n" and "could not judge train_rl's exit" in broken.stderr

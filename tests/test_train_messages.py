@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from core.names import SLICE_DOWN_EXIT, STALLED_EXIT
+from core.names import DRILL_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from workloads.container import slice_state, stall_watchdog, train_exit
 from workloads.container.slice_state import Clock, Ended, Worker
 
@@ -69,6 +69,7 @@ def cases(tmp_path: Path) -> dict[str, str]:
         "judge-other-down": judged(UNAVAILABLE, lambda: down),
         "judge-other-up": judged(UNAVAILABLE, lambda: up),
         "judge-exception-unread": judged(EXCEPTION, lambda: (2, "unknown: cannot read the slice's workers (HTTP 403)")),
+        "judge-kept-code": train_exit.kept_line(DRILL_EXIT),
     }
 
 

@@ -47,7 +47,9 @@ The verdict goes by evidence, in this order (docs/when-a-step-fails.md "How a tr
 5. **Ended by the restart drill, with no other evidence**: the drill ended this fresh attempt after the run's
    first committed checkpoint (``DRILL_MARKER`` exists, ``restart_drill.py``): ``DRILL_EXIT``, which the JobSet
    restarts once on the same nodes without counting it against ``maxRestarts``.
-6. Anything else (a signal, an OOM kill): train_rl's status.
+6. Anything else (a signal, an OOM kill): train_rl's status, unless train_rl itself exited one of the codes the script
+   keeps for its own verdicts (``SLICE_DOWN_EXIT``, ``STALLED_EXIT``, ``DRILL_EXIT``) with none of their evidence:
+   1, so that only the drill's own end (its marker) is restarted as the drill and only evidence restarts the run.
 
 The error judged is the exception of the log's last traceback (Python prints the propagated exception last;
 an earlier traceback is superseded), or, in a log without a traceback, its last ``JaxRuntimeError`` line. Two
@@ -67,7 +69,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -198,12 +200,14 @@ def verdict(  # noqa: PLR0913 (the evidence, each of its own kind)
     codes: tuple[int, int],
     drilled: tuple[str, int] | None = None,
     slice_check: SliceCheck | None = None,
+    kept: Collection[int] = (),
 ) -> tuple[int, str]:
     """(the container's exit status, what it says) for train_rl's ``status``, its log's lines and the stall
     watchdog's note (None: it did not end the attempt); ``codes``: the slice-down and stalled exit codes;
     ``drilled``: the restart drill's note and exit code when it ended the attempt; ``slice_check``: the slice's
-    evidence, asked only after a "maybe down" error (None: not asked, the slice counts as unknown). The order of the
-    evidence is the module docstring's."""
+    evidence, asked after an error (None: not asked, the slice counts as unknown); ``kept``: the other codes the
+    script keeps for its own verdicts (the drill's, whether or not it ran). The order of the evidence is the module
+    docstring's."""
     slice_down_exit, stalled_exit = codes
     found = evidence(lines)
     ended = f"was ended by the stall watchdog ({stalled})" if stalled is not None else f"exited {status}"
@@ -227,7 +231,18 @@ def verdict(  # noqa: PLR0913 (the evidence, each of its own kind)
             f"{note}; exiting {drill_exit} so the JobSet restarts it once from that checkpoint, not counted against "
             "tpu-rl:workflow.maxRestarts"
         )
+    if status in {*codes, *kept, *([drilled[1]] if drilled else [])}:
+        return UNCAUGHT_EXIT, kept_line(status)
     return status, ""
+
+
+def kept_line(status: int) -> str:
+    """What the judge says of a train_rl that itself exited a code the script keeps for its own verdicts."""
+    return (
+        f"train_rl itself exited {status}, a code the training script keeps for its own verdicts (a lost slice, a "
+        f"stall, the restart drill's end), with none of their evidence: exiting {UNCAUGHT_EXIT} so the JobSet fails "
+        "the run instead of restarting it; the next `pulumi up` retries it from its last checkpoint"
+    )
 
 
 def _first(error: str) -> str:
@@ -299,14 +314,16 @@ def main(argv: list[str]) -> int:
     log, status_text, marker, slice_down_exit, stalled_exit, *more = argv
     status = int(status_text) if status_text.isdigit() else 1
     stalled = _note(marker, "the stall watchdog ended train_rl")
-    drilled = None
+    drilled: tuple[str, int] | None = None
+    kept: tuple[int, ...] = ()
     if more:
         drill_marker, drill_exit = more[:2]
         note = _note(drill_marker, "the restart drill ended train_rl")
         drilled = (note, int(drill_exit)) if note is not None else None
+        kept = (int(drill_exit),)
     check = functools.partial(ask_slice, *more[2:6]) if len(more) >= 6 else None
     codes = (int(slice_down_exit), int(stalled_exit))
-    code, message = verdict(status, lines_of(log), stalled, codes, drilled, check)
+    code, message = verdict(status, lines_of(log), stalled, codes, drilled, check, kept)
     if message:  # it quotes train_rl's log and the slice check's line: nothing a terminal would act on or hide
         print(f"tpu-rl: {shown.redacted(message)}", file=sys.stderr, flush=True)
     return code
@@ -318,4 +335,5 @@ if __name__ == "__main__":
     except Exception as err:  # noqa: BLE001 (the container keeps train_rl's status)
         print(f"tpu-rl: could not judge train_rl's exit ({type(err).__name__})", file=sys.stderr, flush=True)
         code = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].isdigit() else 1
+        code = UNCAUGHT_EXIT if str(code) in sys.argv[4:6] + sys.argv[7:8] else code  # never a verdict it keeps
     print(code)

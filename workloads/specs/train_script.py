@@ -172,6 +172,11 @@ def slice_lines(settings: Settings) -> list[str]:
     ]
 
 
+KEPT = "|".join(str(code) for code in (SLICE_DOWN_EXIT, STALLED_EXIT, DRILL_EXIT, SLICE_WAIT_EXIT))
+"""The exit codes the training script keeps for its own verdicts (a ``case`` pattern): a judge that printed nothing
+leaves train_rl's status, unless it is one of these, which only evidence may give (1 instead)."""
+
+
 def judge_line(settings: Settings) -> str:
     """The line that judges how train_rl ended (``workloads/container/train_exit.py``), with the slice's evidence for
     any error it died of (``slice_state.py check``)."""
@@ -275,6 +280,7 @@ def run_lines(settings: Settings, output_uri: str) -> list[str]:
         f'{upload} {TRAIN_LOG} "$log_uri"',
         f'{upload} {EVALS_LOG} "$evals_uri"',
         judge_line(settings),
-        'case "$judged" in ""|*[!0-9]*) judged="$status" ;; esac  # the judge could not run: train_rl\'s status',
+        # the judge could not run: train_rl's status, unless it is one of the script's own verdicts
+        f'case "$judged" in ""|*[!0-9]*) case "$status" in {KEPT}) judged=1 ;; *) judged="$status" ;; esac ;; esac',
         'exit "$judged"',
     ]
