@@ -407,9 +407,11 @@ def tpu_node(
     chips: int = 4,
     topology: str = "4x8",
     labels: dict[str, str] | None = None,
+    ready: str = "True",
 ) -> dict[str, Any]:
     """A TPU node as GKE registers it: its pool's, accelerator's and topology's labels (and ``labels``: GKE's
-    ``cloud.google.com/scheduled-maintenance-time``, say), ``google.com/tpu`` in its capacity."""
+    ``cloud.google.com/scheduled-maintenance-time``, say), ``google.com/tpu`` in its capacity, its ``Ready`` condition
+    (``False``: the kubelet says so; ``Unknown``: the node controller's, once the kubelet stopped reporting)."""
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -429,6 +431,16 @@ def tpu_node(
         "status": {
             "capacity": {"cpu": "180", "memory": "742172108Ki", "google.com/tpu": str(chips), "pods": "110"},
             "allocatable": {"cpu": "179", "memory": "721254348Ki", "google.com/tpu": str(chips), "pods": "110"},
+            "conditions": [
+                {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory"},
+                {
+                    "type": "Ready",
+                    "status": ready,
+                    "reason": {"True": "KubeletReady", "False": "KubeletNotReady"}.get(ready, "NodeStatusUnknown"),
+                    "lastHeartbeatTime": created,
+                    "lastTransitionTime": created,
+                },
+            ],
         },
     }
 

@@ -34,7 +34,7 @@ from core.names import SLICE_DOWN_EXIT, SLICE_WAIT_EXIT, STALLED_EXIT
 from tests.fake_hub import COMMIT
 from tests.fake_kube import fake_cluster, restarted, step_pod
 from tests.jobset_model import head_exit
-from tests.step_scripts import install, literal_env, objects
+from tests.step_scripts import install, literal_env, objects, step_id
 from workloads.container.slice_state import ATTEMPT_ENV, JOBSET_UID_ENV
 from workloads.container.train_exit import CHECK_SECONDS
 from workloads.specs.train_script import SLICE_WAIT_ENV, STALL_ENV
@@ -218,9 +218,40 @@ def test_a_maintenance_longer_than_the_stall_bound_costs_one_restart_and_the_run
     assert "stalled" not in out, "the wait is not a stall, and the stall clock starts at the devices"
 
 
+class SideFiles:
+    """The run's side files (``<output>logs/evals-*.txt``) in GCS, polled while the attempts run: every text seen, as
+    `make status` would read them then."""
+
+    def __init__(self, gcs, train: dict) -> None:
+        self.bucket = train["metadata"]["annotations"]["tpu-rl/input"].removeprefix("gs://").split("/")[0]
+        self.logs = f"gemma4-26b/train/{step_id(train)}/logs/"
+        self.gcs, self.seen, self.done = gcs, set[str](), threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        while not self.done.wait(0.2):
+            for blob in self.gcs.list_blobs(self.bucket, prefix=self.logs):
+                if blob.name.rsplit("/", 1)[-1].startswith("evals-"):
+                    self.seen.add(blob.download_as_bytes().decode(errors="replace"))
+
+    def __enter__(self) -> SideFiles:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.done.set()
+        self.thread.join(5)
+
+
 def test_a_slice_away_past_the_recovery_budget_fails_the_step_with_one_line(tmp_path, world):
+    """The wait's lines reach the side file as they are said (`make status` shows what the head waits for and until
+    when), and its last line too."""
     train = training()
-    first, second = play(tmp_path, world, train, maintenance_then(back_after=None))
+    with SideFiles(world[1], train) as side:
+        first, second = play(tmp_path, world, train, maintenance_then(back_after=None))
+    waiting = [text for text in side.seen if "tpu-rl: waiting for the slice until " in text]
+    assert any("did not come back" not in text for text in waiting), "the waiting line, in GCS while it waited"
+    assert any("tpu-rl: the slice did not come back within" in text for text in waiting), "then the end's line"
     assert first[:2] == ("restarted", 1)
     assert second[:2] == ("failed", "PodFailurePolicy"), "exit 78: FailJob, then FailJobSet; `up` reports it"
     (line,) = [x for x in second[2].splitlines() if "did not come back" in x]

@@ -1,6 +1,7 @@
-"""Every line the training container says of how an attempt ended that an operator acts on, reviewed word for word in
-tests/data/train-messages.tsv (`TPU_RL_UPDATE_MESSAGES=1` rewrites it; check the diff): each made by the real
-function, from the evidence a case names. The behaviour behind each line is its module's tests'. Pure."""
+"""Every line an operator acts on of a training run's faults, reviewed word for word in tests/data/train-messages.tsv
+(`TPU_RL_UPDATE_MESSAGES=1` rewrites it; check the diff): how the training container judged an attempt's end, and
+what `pulumi up` and `make status` say of the slice. Each is made by the real function from the evidence a case
+names; the behaviour behind each line is its module's tests'. Pure."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from core.names import DRILL_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from workloads.container import slice_state, stall_watchdog, train_exit
 from workloads.container.slice_state import Clock, Ended, Worker
+from workloads.observe import slice_maintenance
 
 pytestmark = pytest.mark.pure
 
@@ -26,6 +28,16 @@ UNAVAILABLE = [*FRAMES, "jax.errors.JaxRuntimeError: UNAVAILABLE: Socket closed"
 EXCEPTION = [*FRAMES, "ValueError: Reference model parameters changed during training!"]
 WORKERS = [Worker(f"run-worker-0-{i}-x", f"uid-{i}", True, 0, None, "Running") for i in range(8)]
 OOM = Worker("run-worker-0-3-x", "uid-3", True, 1, None, "Running", ended=(Ended("pathways-worker", "OOMKilled", 137),))
+
+
+RESERVED, AUTOSCALED = slice_maintenance.SliceSize(8, True), slice_maintenance.SliceSize(8, False)
+AWAY = slice_maintenance.SliceNotices(
+    tuple(
+        slice_maintenance.SliceNode(f"gke-tpu-rl-prod-tpu-np-{i}", None, active="ONGOING" if i > 4 else "", ready=i < 5)
+        for i in range(7)
+    )
+)
+"""A slice under host maintenance: 5 of its 7 nodes left Ready, 2 under way, 1 of the reservation's 8 gone."""
 
 
 class Still:
@@ -70,6 +82,10 @@ def cases(tmp_path: Path) -> dict[str, str]:
         "judge-other-up": judged(UNAVAILABLE, lambda: up),
         "judge-exception-unread": judged(EXCEPTION, lambda: (2, "unknown: cannot read the slice's workers (HTTP 403)")),
         "judge-kept-code": train_exit.kept_line(DRILL_EXIT),
+        "up-slice-away": slice_maintenance.away_refusal(slice_maintenance.away(AWAY, RESERVED), "prod"),
+        "status-slice-away": slice_maintenance.slice_line(AWAY, RESERVED),
+        "status-slice-gone": slice_maintenance.slice_line(slice_maintenance.SliceNotices(), RESERVED),
+        "status-slice-at-zero": slice_maintenance.slice_line(slice_maintenance.SliceNotices(), AUTOSCALED),
     }
 
 

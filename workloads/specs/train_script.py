@@ -31,13 +31,14 @@ SCAN_ERRORS = "/tmp/tpu-rl-checkpoint-scan.err"
 """Where the training script keeps what ``checkpoint_scan.py`` said on stderr (its last line is shown)."""
 SIDE_PATTERN = (
     r"Pre RL Training:|Post RL Training:|Intermediate Eval \(step=|Restored params from step:|Fast forwarded"
-    r"|Setting up RL trainer\.\.\.|tpu-rl: the slice "
+    r"|Setting up RL trainer\.\.\.|tpu-rl: the slice |tpu-rl: waiting for the slice |tpu-rl: cannot read the slice"
     r"|tpu-rl: stalled: |"
     + DRILL_SAYS
     + "|"
     + PRE_RL_SKIPPED  # plain text: no character of either is special to grep -E
 )
-"""The lines the training script copies to the side file as they appear (``grep -E``)."""
+"""The lines the training script copies to the side file as they appear (``grep -E``), from the wait for the slice
+(``slice_state.py``'s lines: waiting, up, not back, unread) to train_rl's end."""
 RUN_LINE = "tpu-rl run: "
 """The first line of each training log and side file: what the run is (written by the training script)."""
 STALL_ENV = "TPU_RL_STALL_SECONDS"
@@ -153,10 +154,13 @@ def slice_lines(settings: Settings) -> list[str]:
     """The training script's lines that wait for the attempt's slice before train_rl starts
     (``workloads/container/slice_state.py wait``): every worker of the slice Ready, at most ``SLICE_WAIT_ENV``
     seconds. SIGTERM ends the wait as it ends train_rl (the trap names ``$child``). A slice that does not come back
-    within the budget ends the attempt with ``SLICE_WAIT_EXIT``, its line in the side file, both files copied."""
+    within the budget ends the attempt with ``SLICE_WAIT_EXIT``, its line in the side file, both files copied. The
+    side file's follower (``side_lines``) runs from before the wait, so each of its lines reaches the side file, and
+    `make status`, as it is said."""
     workers = settings.slice.hosts * settings.tpu.slices
     upload = run_program("upload.py")
     return [
+        *side_lines(),
         f': "${{{SLICE_WAIT_ENV}:?is set by the manifest (tpu-rl:kueue.recoveryTimeout)}}"',
         f'{run_program("slice_state.py")} wait {ACCOUNT_DIR} {workers} "${{{SLICE_WAIT_ENV}}}" {SLICE_BASELINE} '
         f"{TRAIN_LOG} {SLICE_WAIT_EXIT} &",
@@ -165,10 +169,26 @@ def slice_lines(settings: Settings) -> list[str]:
         'wait "$child"; waited=$?',
         'while kill -0 "$child" 2>/dev/null; do wait "$child"; waited=$?; done  # a trapped signal ends wait early',
         'if [ "$waited" != 0 ]; then',
-        f"  tail -n 1 {TRAIN_LOG} >> {EVALS_LOG}",
+        '  kill "$keeper" 2>/dev/null; wait "$side"',
         f'  {upload} {TRAIN_LOG} "$log_uri"; {upload} {EVALS_LOG} "$evals_uri"',
         '  exit "$waited"',
         "fi",
+    ]
+
+
+def side_lines() -> list[str]:
+    """The follower that copies the log's ``SIDE_PATTERN`` lines to the side file as they appear, and the side file to
+    GCS after each: from the slice's wait to train_rl's end. ``tail --pid`` follows the log for as long as a keeper
+    runs (a ``sleep`` the script kills once the log is complete; tail then reads what is left and ends), since neither
+    the wait nor train_rl lives the whole span; the EXIT trap kills the keeper on any other way out."""
+    upload = run_program("upload.py")
+    return [
+        "sleep 2147483647 & keeper=$!",
+        """trap 'kill "$keeper" 2>/dev/null' EXIT""",
+        f'tail -n +1 --pid="$keeper" -f {TRAIN_LOG} | grep --line-buffered -E {shlex.quote(SIDE_PATTERN)} |',
+        f'  while IFS= read -r line; do printf "%s\\n" "$line" >> {EVALS_LOG}; {upload} {EVALS_LOG} "$evals_uri";',
+        "  done &",
+        "side=$!",
     ]
 
 
@@ -268,15 +288,11 @@ def run_lines(settings: Settings, output_uri: str) -> list[str]:
         *drill_lines(settings, output_uri),
         f'tail -n +1 --pid="$child" -f {TRAIN_LOG} &',
         "shown=$!",
-        f'tail -n +1 --pid="$child" -f {TRAIN_LOG} | grep --line-buffered -E {shlex.quote(SIDE_PATTERN)} |',
-        f'  while IFS= read -r line; do printf "%s\\n" "$line" >> {EVALS_LOG}; {upload} {EVALS_LOG} "$evals_uri";',
-        "  done &",
-        "side=$!",
         'wait "$child"; status=$?',
         'while kill -0 "$child" 2>/dev/null; do wait "$child"; status=$?; done  # a trapped signal ends wait early',
         'kill "$watchdog" 2>/dev/null; wait "$watchdog"',
         'if [ -n "$drill" ]; then kill "$drill" 2>/dev/null; wait "$drill"; fi',
-        'wait "$shown" "$side"',
+        'kill "$keeper" 2>/dev/null; wait "$shown" "$side"',
         f'{upload} {TRAIN_LOG} "$log_uri"',
         f'{upload} {EVALS_LOG} "$evals_uri"',
         judge_line(settings),
