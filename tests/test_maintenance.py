@@ -423,3 +423,21 @@ def test_accept_maintenance_reaches_the_program_and_up_goes_on_with_one_warning(
     assert run.error is None, run.error
     (warning,) = [w for w in run.plan.warnings() if "host maintenance" in w]
     assert "going on as told (ACCEPT=maintenance)" in warning
+
+
+@pytest.mark.slow
+def test_up_stops_before_training_while_the_slice_is_away_and_goes_on_once_it_is_back(stack, monkeypatch):
+    """The real program: nodes of the slice NotReady under a maintenance stop `up` before training's JobSet exists;
+    once every node is Ready again, the next `up` creates it."""
+    from tests.scenario import names
+
+    monkeypatch.setattr(maintenance, "clock", NOW.timestamp)
+    stack.cluster.core[("nodes", "")] = away_nodes(6, active=2)
+    stopped = stack.up()
+    assert str(stopped.error).startswith("the TPU slice is away: 6 of 8 nodes Ready (NotReady: nodes ")
+    train = names(stack)["train"]
+    assert train not in stopped.actions and stack.cluster.get("JobSet", NAMESPACE, train) is None
+    stack.cluster.core[("nodes", "")] = away_nodes(8)
+    after = stack.up()
+    assert after.error is None, after.error
+    assert after.actions[train] == "create"

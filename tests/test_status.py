@@ -351,3 +351,24 @@ def test_a_publishing_stack_shows_the_publish_step_and_where_it_published(tmp_pa
     assert run(tmp_path, api, *args) == 0, "the run ends with its publication"
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("publish "))
     assert f"https://huggingface.co/acme/gemma4-grpo/tree/tpu-rl-{plan.publish.step_id} (commit 0123456789ab)" in row
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("said", "state", "shown"),
+    [
+        ("tpu-rl: waiting for the slice until 14:32 UTC (x): 0 of 2 workers Ready", "pending", True),
+        ("tpu-rl: waiting for the slice until 14:32 UTC (x): 0 of 2 workers Ready", "failed", False),
+        ("tpu-rl: the slice is up: 2 of 2 workers Ready after 3h10m; starting train_rl", "running", False),
+        ("tpu-rl: the slice did not come back within tpu-rl:kueue.recoveryTimeout (4h30m): 0 of 2", "failed", True),
+    ],
+    ids=["waiting", "waited-then-failed", "up", "gave-up"],
+)
+def test_the_heads_line_is_shown_while_it_waits_or_after_it_gave_up(said, state, shown):
+    from types import SimpleNamespace
+
+    from workloads.observe.evaluations import parse_logs
+
+    logs = parse_logs([("evals-20261130T100000Z.txt", f"tpu-rl: waiting for the slice until 11:00 UTC\n{said}\n")])
+    line = status_cli.head_wait(SimpleNamespace(evaluations=logs), state)
+    assert line == (f"slice: the head of attempt 20261130T100000Z: {said.removeprefix('tpu-rl: ')}" if shown else "")
