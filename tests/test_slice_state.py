@@ -167,7 +167,8 @@ def test_without_a_baseline_only_the_ready_count_is_evidence():
 
 # -- a container's own fault: named, not a lost slice ---------------------------------------------------------------
 
-OOM = Ended("pathways-worker", "OOMKilled", 137)
+OOM_FIELDS = ("pathways-worker", "OOMKilled", 137)
+OOM = Ended(*OOM_FIELDS)
 CRASH = Ended("pathways-proxy", "Error", 1)
 
 
@@ -227,6 +228,30 @@ def test_a_container_that_ended_of_its_own_fault_is_named_not_a_lost_slice(pods,
         pods = [*pods, HEAD]
     found = evidence(pods, 8, base)
     assert found is not None and found[0] == expected[0] and found[1].startswith(expected[1]), found
+
+
+def test_a_container_terminated_now_is_a_fault_before_its_restart_is_counted():
+    """The kubelet reports the termination at once (``state.terminated``) and counts the restart only when the
+    container starts again, after its back-off: the fault is named in between, not taken for a worker not Ready."""
+    oom_now = Worker("run-worker-0-7-x", "uid-7", False, 0, None, "Running", ended=(Ended(*OOM_FIELDS, now=True),))
+    found = evidence([*ALL[:7], oom_now, HEAD], 8, {**BASE, HEAD.uid: [HEAD.name, 0]})
+    assert found == ("fault", "run-worker-0-7-x: container pathways-worker ended OOMKilled (exit code 137)")
+    pod = step_pod(jobset(), "worker", "running")
+    pod["status"]["containerStatuses"] = [
+        {
+            "name": "pathways-worker",
+            "restartCount": 0,
+            "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}},
+        }
+    ]
+    assert slice_state.worker(pod).ended == (Ended(*OOM_FIELDS, now=True),)
+
+
+def test_a_head_sidecar_restart_without_a_termination_on_record_is_no_lost_slice():
+    """The head runs on cpu-np: only a fault of its sidecars is evidence; a worker's restart without one is a lost
+    slice, as before."""
+    restarted_head = Worker(HEAD.name, HEAD.uid, True, 1, None, "Running", job=HEAD.job)
+    assert evidence([*ALL, restarted_head], 8, {**BASE, HEAD.uid: [HEAD.name, 0]}) is None
 
 
 def test_a_fault_is_judged_at_the_end_of_the_window_unless_a_disruption_follows(tmp_path):

@@ -83,6 +83,8 @@ class Ended:
     container: str
     reason: str
     code: int
+    now: bool = False
+    """Its current state (terminated, not restarted yet), not its last one."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ def _ended(container: dict[str, Any]) -> Ended | None:
         code = code if isinstance(code, int) and not isinstance(code, bool) else -1
         reason = shown.line(terminated.get("reason") or "Error", 60, " ")
         if reason == "OOMKilled" or code != 0:
-            return Ended(shown.line(container.get("name"), 63, " "), reason, code)
+            return Ended(shown.line(container.get("name"), 63, " "), reason, code, key == "state")
         return None
     return None
 
@@ -303,11 +305,11 @@ def evidence(pods: list[Worker], expected: int, baseline: dict[str, Any]) -> tup
     for uid, (name, _restarts) in baseline.items():
         if uid not in by_uid:
             return DOWN, f"worker {shown.line(name, 100, ' ')} of this attempt is gone"
-    faulted = {p.uid for p in pods if p.ended and (uid_restarts(baseline, p.uid) is None or _restarted(p, baseline))}
-    for p in pods:
+    faulted = {p.uid for p in pods if _faulted(p, baseline)}
+    for p in workers_of(pods):
         if _restarted(p, baseline) and p.uid not in faulted:
-            since = p.restarts - (uid_restarts(baseline, p.uid) or 0)
-            return DOWN, f"{_kind(p)} {p.name} restarted ({since} since the attempt began: {p.why})"
+            since = p.restarts - (_baseline_restarts(baseline, p.uid) or 0)
+            return DOWN, f"worker {p.name} restarted ({since} since the attempt began: {p.why})"
     workers = workers_of(pods)
     if sum(w.ready or w.uid in faulted for w in workers) < expected:
         unexplained = [w for w in workers if w.uid not in faulted]
@@ -318,15 +320,23 @@ def evidence(pods: list[Worker], expected: int, baseline: dict[str, Any]) -> tup
     return None if first is None else (FAULT, first.fault())
 
 
-def uid_restarts(baseline: dict[str, Any], uid: str) -> int | None:
+def _baseline_restarts(baseline: dict[str, Any], uid: str) -> int | None:
     """The restarts ``baseline`` holds for the pod ``uid`` (None: it holds none)."""
     entry = baseline.get(uid)
     return entry[1] if entry is not None and isinstance(entry[1], int) else None
 
 
 def _restarted(pod: Worker, baseline: dict[str, Any]) -> bool:
-    before = uid_restarts(baseline, pod.uid)
+    before = _baseline_restarts(baseline, pod.uid)
     return before is not None and pod.restarts > before
+
+
+def _faulted(pod: Worker, baseline: dict[str, Any]) -> bool:
+    """Whether a container of ``pod`` ended of its own fault in this attempt: it is terminated so now (not restarted
+    yet), or its last termination was, and it restarted since the baseline (or the baseline does not hold it)."""
+    if any(ended.now for ended in pod.ended):
+        return True
+    return bool(pod.ended) and (_baseline_restarts(baseline, pod.uid) is None or _restarted(pod, baseline))
 
 
 def _kind(pod: Worker) -> str:
