@@ -54,6 +54,7 @@ STARTUP = "workloads/observe/startup.py"
 POD_STATE = "workloads/observe/pod_state.py"
 PULLS = "workloads/observe/pulls.py"
 MANIFESTS = "workloads/specs/step_manifests.py"
+SLICE_NODES = "workloads/observe/slice_maintenance.py"
 
 
 @dataclass(frozen=True)
@@ -304,6 +305,13 @@ KUBERNETES_ROWS: tuple[Matched, ...] = (
         POD_STATE,
     ),
     _word("kubernetes", "Pending", "a pod's phase", _api(CORE_API, "Pending", "PodPending"), POD_STATE),
+    _word(
+        "kubernetes",
+        "Ready",
+        "a node's condition type (the slice's nodes: up's check before training, make status)",
+        _api(CORE_API, "Ready", "NodeReady"),
+        SLICE_NODES,
+    ),
     _word(
         "kubernetes",
         "FailedScheduling",

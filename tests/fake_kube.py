@@ -319,6 +319,25 @@ def step_pod(
     return pod
 
 
+def restarted(pod: dict[str, Any], container: str, reason: str, code: int, *, sidecar: bool = False) -> dict[str, Any]:
+    """``pod`` after its ``container`` restarted in place as the kubelet reports it: ``restartCount`` one more and the
+    termination in ``lastState.terminated`` (``reason`` ``OOMKilled`` with 137 for the kernel's OOM killer, ``Error``
+    for a non-zero exit), running again; a ``sidecar`` (a native sidecar, ``restartPolicy: Always``) is in
+    ``initContainerStatuses``."""
+    key = "initContainerStatuses" if sidecar else "containerStatuses"
+    statuses = pod["status"].setdefault(key, [])
+    found = next((s for s in statuses if s["name"] == container), None)
+    if found is None:
+        found = {"name": container, "ready": True, "restartCount": 0, "started": True, "state": {}, "lastState": {}}
+        statuses.append(found)
+    found["restartCount"] += 1
+    found["lastState"] = {
+        "terminated": {"exitCode": code, "reason": reason, "startedAt": T0, "finishedAt": T1, "containerID": "c"}
+    }
+    found["state"] = {"running": {"startedAt": T1}}
+    return pod
+
+
 def pod_event(pod: dict[str, Any], reason: str, *, at: str = T1) -> dict[str, Any]:
     """A core/v1 Event on ``pod``: ``FailedScheduling`` from the scheduler (written through events.k8s.io, so
     ``source`` is empty and ``reportingComponent`` names it) or an autoscaler event (``source.component``)."""
@@ -388,9 +407,11 @@ def tpu_node(
     chips: int = 4,
     topology: str = "4x8",
     labels: dict[str, str] | None = None,
+    ready: str = "True",
 ) -> dict[str, Any]:
     """A TPU node as GKE registers it: its pool's, accelerator's and topology's labels (and ``labels``: GKE's
-    ``cloud.google.com/scheduled-maintenance-time``, say), ``google.com/tpu`` in its capacity."""
+    ``cloud.google.com/scheduled-maintenance-time``, say), ``google.com/tpu`` in its capacity, its ``Ready`` condition
+    (``False``: the kubelet says so; ``Unknown``: the node controller's, once the kubelet stopped reporting)."""
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -410,6 +431,16 @@ def tpu_node(
         "status": {
             "capacity": {"cpu": "180", "memory": "742172108Ki", "google.com/tpu": str(chips), "pods": "110"},
             "allocatable": {"cpu": "179", "memory": "721254348Ki", "google.com/tpu": str(chips), "pods": "110"},
+            "conditions": [
+                {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory"},
+                {
+                    "type": "Ready",
+                    "status": ready,
+                    "reason": {"True": "KubeletReady", "False": "KubeletNotReady"}.get(ready, "NodeStatusUnknown"),
+                    "lastHeartbeatTime": created,
+                    "lastTransitionTime": created,
+                },
+            ],
         },
     }
 

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from core.maxtext_keys import MAXTEXT_VERSION, known_keys
-from core.names import DRILL_EXIT, SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
+from core.names import DRILL_EXIT, SETUP_FAILURE_EXIT, SLICE_DOWN_EXIT, SLICE_WAIT_EXIT, STALLED_EXIT
 from tests.conftest import put, shared_path, slug
 from tests.fake_hub import COMMIT
+from tests.jobset_model import head_exit
 from tests.lifecycle_walk import settings
 from tests.shim_calls import read_calls
 from tests.step_scripts import install, literal_env, objects, scripts_of, step_id
@@ -265,11 +266,11 @@ def test_training_argv_is_the_tutorials_with_only_the_documented_changes(tmp_pat
     attempt = re.fullmatch(re.escape(f"{train_out}logs/train-") + r"(\d{8}T\d{6}Z)\.log", uploads[1][1])
     assert attempt and uploads[0][1] == uploads[2][1] == f"{train_out}logs/evals-{attempt.group(1)}.txt"
     stall = str(tmp_path / "stalled")
-    assert any(c[:1] == [WATCHDOG] and c[2:] == [log, "7200", stall, "16200"] for c in calls), (
-        "the watchdog watches the log with the manifest's bound, and the devices' until their first sign"
+    account, baseline = str(tmp_path / "account"), str(tmp_path / "slice.json")
+    assert any(c[:1] == [WATCHDOG] and c[2:] == [log, "7200", stall, "16200", baseline] for c in calls), (
+        "the watchdog watches the log with the manifest's bound, and the devices' by what the slice's wait saw"
     )
     drilled = str(tmp_path / "drilled")
-    account, baseline = str(tmp_path / "account"), str(tmp_path / "slice.json")
     slice_words = [SLICE, account, "8", baseline]
     assert calls[-1] == [
         JUDGE,
@@ -302,6 +303,19 @@ def test_training_fails_with_train_rls_exit_code_after_copying_the_log(tmp_path)
     finished = [c for c in calls if c[:1] != [WATCHDOG]]  # started in the background: any order
     assert finished[-3][:2] == [UPLOADER, str(tmp_path / "train.log")]
     assert finished[-1][:3] == [JUDGE, str(tmp_path / "train.log"), "7"]
+
+
+@pytest.mark.pure
+@pytest.mark.slow
+@pytest.mark.parametrize("status", [SLICE_DOWN_EXIT, STALLED_EXIT, DRILL_EXIT, SLICE_WAIT_EXIT])
+def test_a_judge_that_printed_nothing_never_passes_on_one_of_the_scripts_verdicts(tmp_path, status):
+    """train_rl's status stands when the judge cannot say, except a code the script keeps for its own verdicts, which
+    only evidence may give: 1, which fails the step (a 77 would restart it without bound: tests/test_failure_policy)."""
+    train = objects("prod", "tpu-rl:training.optimizer=adamw")["train"]
+    launch = f"{launch_env()} python3 {SCRIPTS_DIR}/launch.py"
+    failing = container_script(train).replace(launch, f"(exit {status}) && {launch}", 1)
+    run_in_bash(train, tmp_path, check=False, script=failing)
+    assert last_run().returncode == 1
 
 
 @pytest.mark.pure
@@ -825,6 +839,7 @@ while left > 0:
 
 
 DATA_LOSS = "jax.errors.JaxRuntimeError: DATA_LOSS: Simulated device loss error accessing array on lost device"
+UNREAD = "and its slice is unknown: no in-cluster API"
 LOST = f"lost a TPU slice ({DATA_LOSS}); exiting {SLICE_DOWN_EXIT} so the JobSet restarts"
 
 
@@ -854,9 +869,11 @@ LOST = f"lost a TPU slice ({DATA_LOSS}); exiting {SLICE_DOWN_EXIT} so the JobSet
             "'may or may not be due to slice down'",
         ),
         (stand_in("jax.errors.JaxRuntimeError: NOT_FOUND: buffer 17"), 1, "not restarted"),
-        (stand_in("ValueError: INTERNAL is not a valid value for rl.loss_algo"), 1, ""),
+        # Any other error asks the slice too; this head may not read it (no API here): not restarted, saying so.
+        (stand_in("ValueError: INTERNAL is not a valid value for rl.loss_algo"), 1, UNREAD),
+        (stand_in("jax.errors.JaxRuntimeError: UNAVAILABLE: Socket closed"), 1, UNREAD),
         # An earlier, handled DATA_LOSS traceback does not decide: the last traceback is what killed train_rl.
-        (stand_in("ValueError: bad batch", before=TRACEBACK.format(error=DATA_LOSS)), 1, ""),
+        (stand_in("ValueError: bad batch", before=TRACEBACK.format(error=DATA_LOSS)), 1, UNREAD),
         # Chained: the JaxRuntimeError is the cause, a RuntimeError what propagated (not a JaxRuntimeError).
         (
             stand_in(
@@ -864,7 +881,7 @@ LOST = f"lost a TPU slice ({DATA_LOSS}); exiting {SLICE_DOWN_EXIT} so the JobSet
                 + TRACEBACK.format(error="RuntimeError: rollout failed").rstrip()
             ),
             1,
-            "",
+            UNREAD,
         ),
         # Killed by a signal after printing one: an OOM kill is not an exception of train_rl.
         (stand_in(DATA_LOSS, exit="os.kill(os.getpid(), 9)"), 137, ""),
@@ -886,6 +903,7 @@ LOST = f"lost a TPU slice ({DATA_LOSS}); exiting {SLICE_DOWN_EXIT} so the JobSet
         "deadline",
         "not-found",
         "exception",
+        "unavailable",
         "earlier-traceback",
         "chained",
         "killed",
@@ -895,8 +913,9 @@ LOST = f"lost a TPU slice ({DATA_LOSS}); exiting {SLICE_DOWN_EXIT} so the JobSet
 @pytest.mark.slow
 def test_the_training_script_exits_as_train_rl_died_for_any_log(tmp_path, gcs, train_rl, status, says):
     """A lost slice (pathways-utils' definite DATA_LOSS, in the exception train_rl died of) exits SLICE_DOWN_EXIT,
-    which the head's podFailurePolicy counts as a disruption; the ambiguous codes, any other failure and a kill
-    keep train_rl's status (FailJob); success stays 0 however the log reads. The log is copied either way."""
+    which the head's podFailurePolicy counts as a disruption; any other error, on a slice this head cannot read, and
+    a kill keep train_rl's status (FailJob), the error's line saying so; success stays 0 however the log reads. The
+    log is copied either way."""
     done, logs = run_training(tmp_path, gcs, train_rl)
     assert done.returncode == status, done.stdout[-2000:] + done.stderr[-2000:]
     if says:
@@ -982,6 +1001,23 @@ def test_the_restart_drill_ends_a_fresh_attempt_once_after_its_first_checkpoint(
         assert restart_drill.SAYS not in evals and restart_drill.SAYS not in log and "Train step 12" in log
     armed = "tpu-rl: the restart drill is on: this fresh attempt ends once after the run's first committed checkpoint"
     assert (armed in log) == (drill == "true" and not resumes)
+
+
+@pytest.mark.parametrize("drill", ["true", "false"])
+@pytest.mark.slow
+def test_train_rls_own_77_is_not_the_drill_and_fails_the_run(tmp_path, gcs, drill):
+    """Only the drill's own end (its marker) is the drill: a train_rl that itself exits 77, drill on or off, makes the
+    script exit 1, which the JobSet's rules fail; a 77 passed on would be restarted without bound, never counted."""
+    objs = objects("prod", "tpu-rl:training.optimizer=adamw")
+    exits = (
+        'print("I1201 05:00:03.000000 1 peft_trainer.py:736] Train step 1 training loss: 0.1")\nraise SystemExit(77)\n'
+    )
+    done, logs = run_training(tmp_path, gcs, exits, **{DRILL_ENV: drill})
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "train_rl itself exited 77, a code the training script keeps for its own verdicts" in done.stderr
+    assert head_exit(objs["train"], done.returncode, 0) == ("failed", "PodFailurePolicy")
+    assert head_exit(objs["train"], DRILL_EXIT, 0) == ("restarted", 0), "what a 77 passed on would have done"
+    assert any(name.startswith("train-") for name in logs)
 
 
 # Gemma 4's turn markers (MaxText 0.2.4 multimodal/processor_gemma4.py:97; tunix c4ec573

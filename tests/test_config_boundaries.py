@@ -92,11 +92,11 @@ BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
     ),
     ("slices-min", ["tpu-rl:tpu.slices=1"], lambda s: s.tpu.slices, 1, ["tpu-rl:tpu.slices=0"], "must be at least 1"),
     (
-        "batches-max",
-        [f"{T}numBatches=100000"],
+        "batches-max",  # the reader's bound (a run of them fits no deadline: check_train_deadline)
+        [f"{T}numBatches=100000", "tpu-rl:workflow.enabled=false"],
         knob("num_batches"),
         100000,
-        [f"{T}numBatches=100001"],
+        [f"{T}numBatches=100001", "tpu-rl:workflow.enabled=false"],
         "must be at most 100000",
     ),
     (
@@ -194,10 +194,21 @@ BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str], str]] = [
         [f"{T}numBatches=872", "tpu-rl:workflow.maxRestarts=1"],
         lambda s: s.workflow.max_restarts,
         1,
-        [f"{T}numBatches=873", "tpu-rl:workflow.maxRestarts=1"],
+        [f"{T}numBatches=873", "tpu-rl:workflow.maxRestarts=1", "tpu-rl:workflow.timeouts.train=25h"],
         "each disruption of a training run (a lost slice, a maintenance event, a stalled attempt) costs one counted "
         "JobSet restart, and the estimate's training takes 24.003 h: at least 2, one per started 24 h; raise it to 2 "
         "or more, or set 0 to fail the run at its first disruption (the tutorial's behaviour)",
+    ),
+    (
+        # The attempt's deadline (tpu-rl:workflow.timeouts.train, 24h) holds the estimate's training: 872 batches are
+        # 23.98 h, 873 are 24.003 h (the numbers of restarts-one-per-started-day).
+        "train-fits-its-deadline",
+        [f"{T}numBatches=872"],
+        lambda s: s.workflow.timeouts["train"],
+        24 * 3600,
+        [f"{T}numBatches=873"],
+        "it is each training attempt's deadline, and the estimate's training (873 batches) takes 24.003 h, past it: "
+        "the run would fail when the deadline passes; raise it to at least 25h, or lower tpu-rl:training.numBatches",
     ),
     (
         "gke-version-kueue",
@@ -609,6 +620,7 @@ REFUSED_AS = {
     "cpu-disk-min": 'tpu-rl:cpuPool.diskSizeGb = "49"',
     "restarts-max": 'tpu-rl:workflow.maxRestarts = "11"',
     "restarts-one-per-started-day": "tpu-rl:workflow.maxRestarts = 1",
+    "train-fits-its-deadline": 'tpu-rl:workflow.timeouts.train = "24h"',
     "gke-version-kueue": 'tpu-rl:gke.versionPrefix = "1.32.9"',
     "gke-version-maintenance-label": 'tpu-rl:gke.versionPrefix = "1.31.1-gke.2007999"',
     "maxtext-image-of-another-release": f'tpu-rl:images.maxtext = "{MAXTEXT_0_2_4[:55]}..."',

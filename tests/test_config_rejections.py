@@ -423,10 +423,24 @@ BAD_INPUTS = [
         "maxtext#2702",
     ),
     ("three-slices", ["tpu-rl:tpu.slices=3"], "tpu-rl:tpu.slices", "one slice each"),
+    # -- a training attempt fits its deadline (core/config/workflow_rules.py check_train_deadline): dev's 6h
+    ("train-past-its-deadline", ["tpu-rl:training.numBatches=200"], "tpu-rl:workflow.timeouts.train", "6.1 h"),
+    (
+        "train-past-every-deadline",
+        ["tpu-rl:training.numBatches=7000", "tpu-rl:workflow.timeouts.train=168h"],
+        "tpu-rl:workflow.timeouts.train",
+        "lower tpu-rl:training.numBatches (a deadline is at most 168h)",
+    ),
+    (
+        "train-past-its-deadline-and-another-problem",
+        ["tpu-rl:training.numBatches=200", "tpu-rl:kueue.podsReadyTimeout=1s"],
+        "tpu-rl:workflow.timeouts.train",
+        "tpu-rl:kueue.podsReadyTimeout",
+    ),
     # -- restarts for the run's length (core/config/workflow_rules.py restarts_for_run)
     (
         "restarts-short-of-the-run",
-        ["tpu-rl:training.numBatches=3000", "tpu-rl:workflow.maxRestarts=1"],
+        ["tpu-rl:training.numBatches=3000", "tpu-rl:workflow.maxRestarts=1", "tpu-rl:workflow.timeouts.train=96h"],
         "tpu-rl:workflow.maxRestarts",
         "one per started 24 h",
     ),

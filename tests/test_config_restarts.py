@@ -24,6 +24,10 @@ FLEX = ["tpu-rl:tpu.capacity=flex-start", "tpu-rl:tpu.reservation="]
 ON_DEMAND = ["tpu-rl:tpu.capacity=on-demand", "tpu-rl:tpu.reservation="]
 
 
+LONG = "tpu-rl:workflow.timeouts.train=168h"
+"""A deadline an attempt of these long runs fits in (``check_train_deadline``: one that does not is refused)."""
+
+
 def _hours(s: Settings) -> float:
     return expected_train_hours(s.training, s.model.spec, s.total_chips)
 
@@ -34,7 +38,7 @@ def _hours(s: Settings) -> float:
         ("prod", []),
         ("dev", []),
         ("prod", [f"{T}loadCheckpointOnlyOnce=true"]),
-        ("prod", [f"{T}numBatches=900", f"{T}maxTargetLength=1024"]),
+        ("prod", [f"{T}numBatches=900", f"{T}maxTargetLength=1024", LONG]),
         (
             "prod",
             ["tpu-rl:tpu.slices=2", f"{T}iciExpertParallelism=1", f"{T}rolloutTensorParallelism=32"],
@@ -65,13 +69,13 @@ def test_one_restart_per_started_day():
     ],
 )
 def test_the_default_is_the_capacity_modes_or_the_runs_where_more(capacity, batches, restarts):
-    s = settings("prod", [*capacity, f"{T}numBatches={batches}"])
+    s = settings("prod", [*capacity, f"{T}numBatches={batches}", LONG])
     assert s.workflow.max_restarts == restarts
 
 
 @pytest.mark.parametrize("capacity", [[], SPOT, FLEX, ON_DEMAND], ids=["reservation", "spot", "flex", "on-demand"])
 def test_a_value_below_the_runs_is_refused_in_every_mode_and_0_is_allowed(capacity):
-    long_run = [*capacity, f"{T}numBatches=2673"]  # 72.003 h: 4 restarts
+    long_run = [*capacity, f"{T}numBatches=2673", LONG]  # 72.003 h: 4 restarts
     assert settings("prod", [*long_run, "tpu-rl:workflow.maxRestarts=0"]).workflow.max_restarts == 0
     assert settings("prod", [*long_run, "tpu-rl:workflow.maxRestarts=4"]).workflow.max_restarts == 4
     with pytest.raises(ConfigError) as caught:
@@ -86,7 +90,7 @@ def test_a_value_below_the_runs_is_refused_in_every_mode_and_0_is_allowed(capaci
 
 def test_the_hours_shown_are_past_the_days_they_exceed():
     with pytest.raises(ConfigError, match=r"training takes 30\.0 h: at least 2,"):
-        settings("prod", [f"{T}numBatches=1098", "tpu-rl:workflow.maxRestarts=1"])
+        settings("prod", [f"{T}numBatches=1098", "tpu-rl:workflow.maxRestarts=1", LONG])
 
 
 def test_a_stack_that_runs_no_workflow_keeps_what_it_says():

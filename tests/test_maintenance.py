@@ -50,6 +50,14 @@ def slice_nodes(count: int, value: str | None, *, topology: str = PROD.slice.top
     return [tpu_node(f"gke-tpu-rl-prod-tpu-np-{i}", T0, topology=topology, labels=labels) for i in range(count)]
 
 
+def whole(nodes: list[dict[str, Any]], total: int = 8) -> list[dict[str, Any]]:
+    """``nodes`` and as many more unlabelled Ready nodes as make the reservation's whole slice (``total`` items)."""
+    more = [
+        tpu_node(f"gke-tpu-rl-prod-tpu-np-x{i}", T0, topology=PROD.slice.topology) for i in range(total - len(nodes))
+    ]
+    return [*nodes, *more]
+
+
 def check(cluster, monkeypatch, *, accepted: bool = False, preview: bool = False) -> tuple[Any, list[tuple[str, str]]]:
     """``LiveReader.check_maintenance`` for prod's training (the conversion before it) at ``NOW``: what it resolved
     to (or the ``RunError`` it stopped `up` with), and the lines it logged."""
@@ -105,12 +113,12 @@ def test_a_maintenance_inside_the_expected_training_stops_up_with_one_line(clust
 
 
 def test_a_time_already_past_is_due_now_and_one_during_the_conversion_is_before_training(cluster, monkeypatch):
-    cluster.core[("nodes", "")] = [*slice_nodes(1, at(-2)), *slice_nodes(2, at(CONVERT / 2))[1:]]
+    cluster.core[("nodes", "")] = whole([*slice_nodes(1, at(-2)), *slice_nodes(2, at(CONVERT / 2))[1:]])
     stopped, _ = check(cluster, monkeypatch)
     assert isinstance(stopped, pulumi.RunError)
     assert "inside the expected training: nodes gke-tpu-rl-prod-tpu-np-0, gke-tpu-rl-prod-tpu-np-1 at " in str(stopped)
     assert f"at {NOW - datetime.timedelta(hours=2):%Y-%m-%d %H:%M} UTC, due now (its time has passed). " in str(stopped)
-    cluster.core[("nodes", "")] = slice_nodes(2, at(CONVERT / 2))
+    cluster.core[("nodes", "")] = whole(slice_nodes(2, at(CONVERT / 2)))
     stopped, _ = check(cluster, monkeypatch)
     assert f", in {span(CONVERT * 3600 / 2)}, before training starts (the steps before it run). " in str(stopped)
 
@@ -118,7 +126,7 @@ def test_a_time_already_past_is_due_now_and_one_during_the_conversion_is_before_
 def test_a_completed_conversion_leaves_only_training_in_the_window(cluster, monkeypatch):
     """Half an hour past the end of training counted from now: after it once the conversion is done, inside it
     while the conversion still has to run."""
-    cluster.core[("nodes", "")] = slice_nodes(2, at(TRAIN + min(CONVERT, 1) / 2))
+    cluster.core[("nodes", "")] = whole(slice_nodes(2, at(TRAIN + min(CONVERT, 1) / 2)))
     stopped, _ = check(cluster, monkeypatch)
     assert isinstance(stopped, pulumi.RunError)
     cluster.put(with_state(PLAN.convert.manifest, "completed"))
@@ -146,9 +154,72 @@ def test_accept_maintenance_warns_with_the_notice_and_goes_on(cluster, monkeypat
     )
 
 
+def away_nodes(ready: int, *, total: int = 8, active: int = 0) -> list[dict[str, Any]]:
+    """The slice's ``total`` nodes, the first ``ready`` Ready, the rest not (``Unknown``: the kubelet gone with its
+    host), the last ``active`` of them under maintenance."""
+    nodes = []
+    for i in range(total):
+        labels = {ACTIVE_LABEL: "ONGOING"} if i >= total - active else {}
+        name = f"gke-tpu-rl-prod-tpu-np-{i}"
+        nodes.append(
+            tpu_node(name, T0, topology=PROD.slice.topology, labels=labels, ready="True" if i < ready else "Unknown")
+        )
+    return nodes
+
+
+def test_a_slice_that_is_away_stops_up_before_training_with_one_line(cluster, monkeypatch):
+    """A maintenance under way (nodes NotReady, GKE's active-maintenance label) or a reservation's nodes missing: a
+    training created now would only wait for its slice, so `up` stops, naming what is away and the ways on."""
+    cluster.core[("nodes", "")] = away_nodes(5, active=3)
+    stopped, said = check(cluster, monkeypatch)
+    assert isinstance(stopped, pulumi.RunError) and said == []
+    assert str(stopped) == maintenance.away_refusal(
+        "5 of 8 nodes Ready (NotReady: nodes gke-tpu-rl-prod-tpu-np-5, gke-tpu-rl-prod-tpu-np-6, "
+        f"gke-tpu-rl-prod-tpu-np-7; maintenance under way ({ACTIVE_LABEL}=ONGOING) on 3)",
+        "prod",
+    )
+    cluster.core[("nodes", "")] = away_nodes(6, total=6)
+    stopped, _ = check(cluster, monkeypatch)
+    assert isinstance(stopped, pulumi.RunError)
+    assert "the TPU slice is away: 6 of 8 nodes Ready (2 of the reservation's 8 missing)" in str(stopped)
+    assert "`make status STACK=prod`" in str(stopped) and "ACCEPT=maintenance" in str(stopped)
+
+
+def test_a_slice_that_is_back_or_not_up_yet_lets_up_go_on(cluster, monkeypatch):
+    """Every node Ready: nothing said. No node at all: not judged (an autoscaled pool before training, a pool being
+    created); with ACCEPT=maintenance an away slice is one warning."""
+    cluster.core[("nodes", "")] = away_nodes(8)
+    assert check(cluster, monkeypatch) == ("", [])
+    cluster.core[("nodes", "")] = []
+    assert check(cluster, monkeypatch) == ("", [])
+    cluster.core[("nodes", "")] = away_nodes(7)
+    went, said = check(cluster, monkeypatch, accepted=True)
+    assert went == "" and [level for level, _ in said] == ["warn"]
+    assert said[0][1].startswith("the TPU slice is away: 7 of 8 nodes Ready (NotReady: node gke-tpu-rl-prod-tpu-np-7)")
+
+
+@pytest.mark.parametrize(
+    ("nodes", "reserved", "line"),
+    [
+        (8, True, "slice: 8 of 8 nodes Ready"),
+        (0, True, "slice: away: 0 of 8 nodes (none of the reservation's exists: a maintenance or a repair)"),
+        (0, False, "slice: no nodes (its pool scales up for training and back to zero after it)"),
+        (4, False, "slice: 4 of 8 nodes Ready"),
+    ],
+    ids=["back", "reservation-gone", "autoscaled-at-zero", "autoscaled-scaling"],
+)
+def test_status_shows_how_many_of_the_slices_nodes_are_ready(nodes, reserved, line):
+    notices = maintenance.slice_notices(away_nodes(nodes, total=nodes), "the slice's nodes")
+    assert maintenance.slice_line(notices, maintenance.SliceSize(8, reserved)) == line
+    away = maintenance.slice_notices(away_nodes(6, active=1), "the slice's nodes")
+    assert maintenance.slice_line(away, maintenance.SliceSize(8, reserved)).startswith(
+        "slice: away: 6 of 8 nodes Ready (NotReady: nodes gke-tpu-rl-prod-tpu-np-6, gke-tpu-rl-prod-tpu-np-7; "
+    )
+
+
 @pytest.mark.parametrize("value", ["next tuesday", "1733083200.5", "-5", "9" * 12, ""])
 def test_a_label_that_is_not_a_time_is_one_warning_and_up_goes_on(cluster, monkeypatch, value):
-    cluster.core[("nodes", "")] = [*slice_nodes(1, value), *slice_nodes(2, None)[1:]]
+    cluster.core[("nodes", "")] = whole([*slice_nodes(1, value), *slice_nodes(2, None)[1:]])
     went, said = check(cluster, monkeypatch)
     assert went == ""
     assert said == [
@@ -163,7 +234,7 @@ def test_a_label_that_is_not_a_time_is_one_warning_and_up_goes_on(cluster, monke
 def test_a_node_of_another_shape_is_a_warning_and_the_others_are_still_judged(cluster, monkeypatch):
     broken = tpu_node("gke-broken", T0, topology=PROD.slice.topology)
     broken["metadata"]["labels"] = {**broken["metadata"]["labels"], "odd": 7}
-    cluster.core[("nodes", "")] = [broken, *slice_nodes(1, at(CONVERT + 1))]
+    cluster.core[("nodes", "")] = whole([broken, *slice_nodes(1, at(CONVERT + 1))], total=9)  # 8 read
     stopped, said = check(cluster, monkeypatch)
     assert isinstance(stopped, pulumi.RunError) and "node gke-tpu-rl-prod-tpu-np-0 at" in str(stopped)
     ((level, line),) = said
@@ -299,13 +370,16 @@ def test_make_status_reads_the_slices_nodes_and_says_when_it_cannot(cluster):
     cluster.core[("nodes", "")] = [
         tpu_node(f"n{i}", T0, topology=dev.slice.topology, labels={SCHEDULED_LABEL: at(27)}) for i in range(2)
     ]
-    shown = status_cli.maintenance_lines(dev, cluster.kubeconfig(), NOW)
-    assert shown == ["slice maintenance scheduled 2026-12-02 11:00 UTC (in 1 d 3 h) on 2 of 2 nodes"]
+    shown = status_cli.slice_lines(dev, cluster.kubeconfig(), NOW)
+    assert shown == [
+        "slice: 2 of 2 nodes Ready",
+        "slice maintenance scheduled 2026-12-02 11:00 UTC (in 1 d 3 h) on 2 of 2 nodes",
+    ]
     rendered = status_cli.render(dev, plan_workflow(dev), [], NOW, shown)
-    assert f"\n{shown[0]}\nlogs convert: " in rendered, "below the table, above the log commands"
+    assert f"\n{shown[0]}\n{shown[1]}\nlogs convert: " in rendered, "below the table, above the log commands"
     cluster.stop()
-    (unread,) = status_cli.maintenance_lines(dev, cluster.kubeconfig(), NOW)
-    assert unread.startswith("slice maintenance notices not read (cannot reach the cluster at 127.0.0.1:")
+    (unread,) = status_cli.slice_lines(dev, cluster.kubeconfig(), NOW)
+    assert unread.startswith("slice and its maintenance notices not read (cannot reach the cluster at 127.0.0.1:")
 
 
 def test_a_word_accept_does_not_know_stops_the_program_before_anything(monkeypatch):
@@ -349,3 +423,21 @@ def test_accept_maintenance_reaches_the_program_and_up_goes_on_with_one_warning(
     assert run.error is None, run.error
     (warning,) = [w for w in run.plan.warnings() if "host maintenance" in w]
     assert "going on as told (ACCEPT=maintenance)" in warning
+
+
+@pytest.mark.slow
+def test_up_stops_before_training_while_the_slice_is_away_and_goes_on_once_it_is_back(stack, monkeypatch):
+    """The real program: nodes of the slice NotReady under a maintenance stop `up` before training's JobSet exists;
+    once every node is Ready again, the next `up` creates it."""
+    from tests.scenario import names
+
+    monkeypatch.setattr(maintenance, "clock", NOW.timestamp)
+    stack.cluster.core[("nodes", "")] = away_nodes(6, active=2)
+    stopped = stack.up()
+    assert str(stopped.error).startswith("the TPU slice is away: 6 of 8 nodes Ready (NotReady: nodes ")
+    train = names(stack)["train"]
+    assert train not in stopped.actions and stack.cluster.get("JobSet", NAMESPACE, train) is None
+    stack.cluster.core[("nodes", "")] = away_nodes(8)
+    after = stack.up()
+    assert after.error is None, after.error
+    assert after.actions[train] == "create"

@@ -651,8 +651,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-d60172eda9",
-        "gemma4-26b-publish-ae208c8e8d",
+        "gemma4-26b-evaluate-296baf12ba",
+        "gemma4-26b-publish-5175d47ff6",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -689,12 +689,12 @@ STEP_NAMES = {
     # check, base_snapshot.py's Hub-hashed cache reads, training's launcher, exit judge, stall watchdog and restart
     # drill, the export's completion), with each CPU step's account hashed by its step (steps.hashed_account).
     # docs/upgrades.md "Upgrading tpu-rl" says which version renamed which steps.
-    "dev": ["gemma4-e4b-convert-31362539ff", "gemma4-e4b-train-c242469e71", "gemma4-e4b-export-bc6d12a21e"],
-    "prod": ["gemma4-26b-convert-eb10850312", "gemma4-26b-train-60893f65a1", "gemma4-26b-export-89623874c0"],
+    "dev": ["gemma4-e4b-convert-31362539ff", "gemma4-e4b-train-a11b4fe27b", "gemma4-e4b-export-0315212be0"],
+    "prod": ["gemma4-26b-convert-eb10850312", "gemma4-26b-train-f40301082d", "gemma4-26b-export-875c7b378c"],
 }
 ONE_READ = {
-    "dev": ["gemma4-e4b-convert-31362539ff", "gemma4-e4b-train-8c99612928", "gemma4-e4b-export-52a00c4a6a"],
-    "prod": ["gemma4-26b-convert-eb10850312", "gemma4-26b-train-eca9eaa7c1", "gemma4-26b-export-0c92763995"],
+    "dev": ["gemma4-e4b-convert-31362539ff", "gemma4-e4b-train-594dc43a98", "gemma4-e4b-export-5de470f9f3"],
+    "prod": ["gemma4-26b-convert-eb10850312", "gemma4-26b-train-b1948edf0c", "gemma4-26b-export-98a6c43c0f"],
 }
 """The names of a stack that sets tpu-rl:training.loadCheckpointOnlyOnce to true (MaxText's default, false, is
 tpu-rl's: docs/first-run.md "The first training run's path"): training and the steps after it differ from
@@ -722,7 +722,7 @@ def test_reading_the_checkpoint_once_renames_training_and_after_never_the_conver
         names = [
             s.name for s in plan_workflow(settings("prod", [*every, "tpu-rl:training.loadCheckpointOnlyOnce=true"]))
         ]
-        assert names[3:] == ["gemma4-26b-evaluate-70bc4d697b", "gemma4-26b-publish-ae56685b4f"]
+        assert names[3:] == ["gemma4-26b-evaluate-a59d8b67c0", "gemma4-26b-publish-eedcca4892"]
 
 
 def test_the_cloud_logging_links():

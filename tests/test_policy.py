@@ -56,6 +56,8 @@ pytestmark = pytest.mark.pure  # the policies judge builder output (pure_plan); 
 # read from the module of its concern (policies.scripts.training_run, policies.network.parse_cidr, ...).
 policies = importlib.import_module("policy.tpu_rl_policies")
 BY_NAME = {p.name: p for p in policies.POLICIES}
+LONG = "tpu-rl:workflow.timeouts.train=168h"
+"""A deadline the long runs the budget cases cost fit in (core/config/workflow_rules.py ``check_train_deadline``)."""
 
 
 def stack_config(stack: str) -> dict[str, Any]:
@@ -1725,11 +1727,11 @@ def test_every_policy_has_a_mutation():
 def test_budget_gate():
     prod = pure_plan("prod")
     assert stack_estimate([_policy_resource(r) for r in prod.resources])["totalUsd"] == pytest.approx(230.23, abs=0.01)
-    assert violations(pure_plan("prod", "tpu-rl:training.numBatches=2000"), "tpu-budget", "prod")[0].startswith(
+    assert violations(pure_plan("prod", "tpu-rl:training.numBatches=2000", LONG), "tpu-budget", "prod")[0].startswith(
         "estimated TPU cost of one run is $"
     )
     found = violations(
-        pure_plan("dev", "tpu-rl:tpu.capacity=on-demand", "tpu-rl:training.numBatches=500"), "tpu-budget"
+        pure_plan("dev", "tpu-rl:tpu.capacity=on-demand", "tpu-rl:training.numBatches=500", LONG), "tpu-budget"
     )
     assert found and "above maxEstimatedUsd $100.00" in found[0]
     reserved = violations(pure_plan("dev", "tpu-rl:tpu.capacity=reservation", "tpu-rl:tpu.reservation=r"), "tpu-budget")
@@ -1881,7 +1883,7 @@ OPEN = "set tpu-rl:authorizedNetworks to the networks you deploy from"
         # Defaults without config: 1,000 USD a run, 5,000 USD a day. 1,000 batches: 1.0 + 45 / 60 + 999 x 96 s + 0.75
         # = 29.14 h x 32 x 1.89.
         (
-            ("tpu-rl:training.numBatches=1000",),
+            ("tpu-rl:training.numBatches=1000", LONG),
             {},
             [
                 "estimated TPU cost of one run is $1,762.39 (reservation, 32 chips), above maxEstimatedUsd "
@@ -2994,7 +2996,7 @@ def test_an_unknown_annotation_does_not_switch_a_policy_off():
 # The budget reads every TPU workload: the runs it starts through tpu-rl's launcher, with the overrides of its
 # train.json (core/step_config.py), and no other mention of the trainer.
 
-FIVE_THOUSAND = ("tpu-rl:training.numBatches=5000",)
+FIVE_THOUSAND = ("tpu-rl:training.numBatches=5000", LONG)
 LAUNCHER_PATH = "/tpu-rl/launch.py"
 
 
@@ -3286,7 +3288,9 @@ tpu-rl:training.loadCheckpointOnlyOnce's default leaves it (two reads of the che
 )
 @pytest.mark.slow
 def test_the_launchers_overrides_with_its_environment(overrides, env, num_batches):
-    assert _estimate(_launched(overrides, env))["totalUsd"] == _total((f"tpu-rl:training.numBatches={num_batches}",))
+    assert _estimate(_launched(overrides, env))["totalUsd"] == _total(
+        (f"tpu-rl:training.numBatches={num_batches}", LONG)
+    )
 
 
 SECOND_READ_USD = 2 / 60 * 32 * 1.89
@@ -3309,7 +3313,7 @@ def test_the_budget_costs_the_second_read_unless_train_rl_reads_the_checkpoint_o
     overrides = {**RUN, "num_batches": "5000", **({"load_checkpoint_only_once": once} if once is not None else {})}
     # prod's stack reads the checkpoint twice (loadCheckpointOnlyOnce false, the default): one read less is its cost
     # less SECOND_READ_USD
-    total = _total(("tpu-rl:training.numBatches=5000",)) - SECOND_READ_USD
+    total = _total(FIVE_THOUSAND) - SECOND_READ_USD
     assert _estimate(_launched(overrides, env))["totalUsd"] == pytest.approx(total + extra, abs=0.01)
 
 

@@ -24,23 +24,25 @@ import copy
 import os
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from core.names import SLICE_DOWN_EXIT, SLICE_WAIT_EXIT
+from core.names import SLICE_DOWN_EXIT, SLICE_WAIT_EXIT, STALLED_EXIT
 from tests.fake_hub import COMMIT
-from tests.fake_kube import fake_cluster, step_pod
+from tests.fake_kube import fake_cluster, restarted, step_pod
 from tests.jobset_model import head_exit
-from tests.step_scripts import install, literal_env, objects
+from tests.step_scripts import install, literal_env, objects, step_id
 from workloads.container.slice_state import ATTEMPT_ENV, JOBSET_UID_ENV
+from workloads.container.train_exit import CHECK_SECONDS
 from workloads.specs.train_script import SLICE_WAIT_ENV, STALL_ENV
 
 pytestmark = pytest.mark.slow
 
-STALL, BUDGET = 2, 10
-"""The compressed stall bound and recovery budget (seconds)."""
+STALL, BUDGET, CHECK = 2, 10, 2
+"""The compressed stall bound, recovery budget and the judge's look at the slice (seconds)."""
 NAMESPACE = "tpu-rl"
 UID = "3f1c2a9e-train-uid"
 
@@ -75,11 +77,16 @@ class Slice:
         self.threads: list[threading.Thread] = []
 
     def show(self, state: str, restarts: int) -> None:
+        """``running``, ``unschedulable`` (re-made Pending), or ``oom``: running, worker 3's Pathways server OOMKilled
+        and restarted in place (the same pod)."""
         obj = copy.deepcopy(self.jobset)
         obj["status"] = {"restarts": restarts}
-        workers = [step_pod(obj, "worker", state, index=i) for i in range(8)]
+        made = "running" if state == "oom" else state
+        workers = [step_pod(obj, "worker", made, index=i) for i in range(8)]
         for pod in workers:  # a re-made pod is another object: another UID
-            pod["metadata"]["uid"] += f"-{state}-{restarts}"
+            pod["metadata"]["uid"] += f"-{made}-{restarts}"
+        if state == "oom":
+            restarted(workers[3], "pathways-worker", "OOMKilled", 137)
         self.cluster.core[("pods", NAMESPACE)] = [step_pod(obj, "pathways-head", "running"), *workers]
 
     def after(self, text: str, seconds: float, state: str, restarts: int) -> None:
@@ -119,6 +126,10 @@ def run_attempt(
         gcs.create_bucket(bucket)
     (folder / "train_rl.py").write_text(train_rl)
     run_sh = install(train, folder)
+    judge = run_sh.parent / "train_exit.py"
+    window = f"CHECK_SECONDS = {CHECK_SECONDS}\n"
+    assert window in judge.read_text()
+    judge.write_text(judge.read_text().replace(window, f"CHECK_SECONDS = {CHECK}\n"))  # the clock compressed
     account = folder / "account"
     account.mkdir()
     (account / "token").write_text(cluster.token)
@@ -207,9 +218,40 @@ def test_a_maintenance_longer_than_the_stall_bound_costs_one_restart_and_the_run
     assert "stalled" not in out, "the wait is not a stall, and the stall clock starts at the devices"
 
 
+class SideFiles:
+    """The run's side files (``<output>logs/evals-*.txt``) in GCS, polled while the attempts run: every text seen, as
+    `make status` would read them then."""
+
+    def __init__(self, gcs, train: dict) -> None:
+        self.bucket = train["metadata"]["annotations"]["tpu-rl/input"].removeprefix("gs://").split("/")[0]
+        self.logs = f"gemma4-26b/train/{step_id(train)}/logs/"
+        self.gcs, self.seen, self.done = gcs, set[str](), threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        while not self.done.wait(0.2):
+            for blob in self.gcs.list_blobs(self.bucket, prefix=self.logs):
+                if blob.name.rsplit("/", 1)[-1].startswith("evals-"):
+                    self.seen.add(blob.download_as_bytes().decode(errors="replace"))
+
+    def __enter__(self) -> SideFiles:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.done.set()
+        self.thread.join(5)
+
+
 def test_a_slice_away_past_the_recovery_budget_fails_the_step_with_one_line(tmp_path, world):
+    """The wait's lines reach the side file as they are said (`make status` shows what the head waits for and until
+    when), and its last line too."""
     train = training()
-    first, second = play(tmp_path, world, train, maintenance_then(back_after=None))
+    with SideFiles(world[1], train) as side:
+        first, second = play(tmp_path, world, train, maintenance_then(back_after=None))
+    waiting = [text for text in side.seen if "tpu-rl: waiting for the slice until " in text]
+    assert any("did not come back" not in text for text in waiting), "the waiting line, in GCS while it waited"
+    assert any("tpu-rl: the slice did not come back within" in text for text in waiting), "then the end's line"
     assert first[:2] == ("restarted", 1)
     assert second[:2] == ("failed", "PodFailurePolicy"), "exit 78: FailJob, then FailJobSet; `up` reports it"
     (line,) = [x for x in second[2].splitlines() if "did not come back" in x]
@@ -218,3 +260,58 @@ def test_a_slice_away_past_the_recovery_budget_fails_the_step_with_one_line(tmp_
     )
     assert "the next `pulumi up` retries it from its last checkpoint" in line
     assert SLICE_WAIT_EXIT == 78
+
+
+HANGS = """import time
+print("I1201 05:00:01.000000 1 train_rl.py:348] Installed tunix", flush=True)
+time.sleep(60)
+"""
+"""A train_rl whose start-up hangs before its devices answer (a Pathways client blocked on a worker that never
+registers): no ``System Information: Jax Backend:`` line, no progress."""
+
+
+def test_a_start_up_that_hangs_on_a_slice_seen_ready_is_ended_at_the_stall_bound(tmp_path, world):
+    """The wait saw every worker Ready, so the devices' bound is the stall bound (2 s here), not the recovery budget
+    (10 s): the attempt ends stalled, exit 76, a counted restart, after about one stall bound."""
+    train = training()
+
+    def ready(pods: Slice) -> None:
+        pods.show("running", 0)
+
+    started = time.monotonic()
+    ((state, counted, out),) = play(tmp_path, world, train, [(HANGS, ready)])
+    assert (state, counted) == ("restarted", 1), out[-3000:]
+    assert time.monotonic() - started < BUDGET, "ended at the stall bound, not the recovery budget"
+    assert "tpu-rl: the slice is up: 8 of 8 workers Ready" in out
+    assert f"train_rl's devices did not come up within {STALL}s of its start (tpu-rl:workflow.stallTimeout)" in out
+    assert f"exiting {STALLED_EXIT} so the JobSet restarts it from its last checkpoint" in out
+
+
+def test_a_worker_that_runs_out_of_memory_fails_the_run_at_once_naming_it(tmp_path, world):
+    """A worker's Pathways server is OOMKilled and restarted in place, no disruption: train_rl dies of the error it
+    saw; the judge names the container, its reason and code, and exits 1, which fails the JobSet at once instead of
+    spending every restart on the same fault."""
+    train = training()
+
+    def oom(pods: Slice) -> None:
+        pods.show("running", 0)
+        pods.after("Train step 3 training loss", 0.1, "oom", 0)
+
+    ((state, reason, out),) = play(tmp_path, world, train, [(DIES, oom)])
+    assert (state, reason) == ("failed", "PodFailurePolicy"), out[-3000:]
+    assert "its slice shows a container's own fault (" in out
+    assert "container pathways-worker ended OOMKilled (exit code 137)" in out
+
+
+def test_an_error_outside_pathways_utils_codes_on_a_slice_that_goes_is_a_lost_slice(tmp_path, world):
+    """train_rl dies of ``UNAVAILABLE`` (a code pathways-utils does not list) as its slice goes: the judge looks at the
+    slice, finds it down and exits 75, a counted restart; the restarted attempt waits for the slice and completes."""
+    train = training()
+    unavailable = DIES.replace(
+        "DEADLINE_EXCEEDED: Pathways pipe to worker 3 unreachable for 60s", "UNAVAILABLE: Socket closed"
+    )
+    assert unavailable != DIES
+    (_, first), second = maintenance_then(back_after=1)
+    found = play(tmp_path, world, train, [(unavailable, first), second])
+    assert [f[:2] for f in found] == [("restarted", 1), ("completed", 1)], found[0][2][-3000:]
+    assert "failed with jax.errors.JaxRuntimeError: UNAVAILABLE: Socket closed, and its slice is down: " in found[0][2]

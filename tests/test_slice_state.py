@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_kube import TOKEN, fake_cluster, step_pod
+from tests.fake_kube import TOKEN, fake_cluster, restarted, step_pod
 from workloads.container import slice_state
-from workloads.container.slice_state import Api, Clock, Worker, check, evidence, wait
+from workloads.container.slice_state import Api, Clock, Ended, Worker, check, evidence, wait
 from workloads.container.tpu_rl_program import FailedError, RefusedError
 
 HOUR = 3600.0
@@ -47,7 +47,7 @@ class Timeline:
     def __init__(self, clock: FakeClock, events: list[tuple[float, object]]) -> None:
         self.clock, self.events, self.reads = clock, sorted(events, key=lambda e: e[0]), 0
 
-    def workers(self) -> list[Worker]:
+    def pods(self) -> list[Worker]:
         self.reads += 1
         answer = [value for at, value in self.events if at * HOUR <= self.clock.t][-1]
         if isinstance(answer, Exception):
@@ -157,12 +157,134 @@ BASE = {f"uid-{i}": [f"run-worker-0-{i}-x", 0] for i in range(8)}
 )
 def test_each_kind_of_evidence_says_the_slice_is_down(workers, says):
     found = evidence(workers, 8, BASE)
-    assert (found is None) if says is None else (says in (found or ""))
+    assert (found is None) if says is None else (found is not None and found[0] == "down" and says in found[1])
 
 
 def test_without_a_baseline_only_the_ready_count_is_evidence():
     assert evidence([*ALL[:7], ready(7, restarts=3)], 8, {}) is None
-    assert evidence(ALL[:7], 8, {}) == "7 of 8 workers Ready; 1 not created yet"
+    assert evidence(ALL[:7], 8, {}) == ("down", "7 of 8 workers Ready; 1 not created yet")
+
+
+# -- a container's own fault: named, not a lost slice ---------------------------------------------------------------
+
+OOM_FIELDS = ("pathways-worker", "OOMKilled", 137)
+OOM = Ended(*OOM_FIELDS)
+CRASH = Ended("pathways-proxy", "Error", 1)
+
+
+def faulted(index: int, ended: Ended = OOM, ready: bool = True) -> Worker:
+    """Worker ``index`` restarted in place once since the baseline, its container's termination on record."""
+    why = "Running" if ready else "Running: pathways-worker CrashLoopBackOff"
+    return Worker(f"run-worker-0-{index}-x", f"uid-{index}", ready, 1, None, why, ended=(ended,))
+
+
+HEAD = Worker("run-pathways-head-0-0-x", "uid-head", True, 0, None, "Running", job="pathways-head")
+
+
+@pytest.mark.parametrize(
+    ("pods", "expected"),
+    [
+        (
+            [*ALL[:7], faulted(7)],
+            ("fault", "run-worker-0-7-x: container pathways-worker ended OOMKilled (exit code 137)"),
+        ),
+        (
+            [*ALL[:7], faulted(7, ready=False)],
+            ("fault", "run-worker-0-7-x: container pathways-worker ended OOMKilled (exit code 137)"),
+        ),
+        (
+            [*ALL, Worker(HEAD.name, HEAD.uid, True, 1, None, "Running", job=HEAD.job, ended=(CRASH,))],
+            ("fault", "run-pathways-head-0-0-x: container pathways-proxy ended Error (exit code 1)"),
+        ),
+        (
+            [*ALL[:6], faulted(6), Worker("run-worker-0-7-x", "uid-7", True, 0, "PreemptionByScheduler", "Running")],
+            (
+                "down",
+                "worker run-worker-0-7-x is being stopped by Kubernetes (DisruptionTarget: PreemptionByScheduler)",
+            ),
+        ),
+        ([*ALL[:6], faulted(6)], ("down", "worker run-worker-0-7-x of this attempt is gone")),
+        ([*ALL[:7], ready(7, restarts=1)], ("down", "worker run-worker-0-7-x restarted (1 since the attempt began")),
+        (
+            [*ALL[:6], faulted(6, ready=False), Worker("run-worker-0-7-x", "uid-7", False, 0, None, "Pending: x")],
+            ("down", "6 of 8 workers Ready; run-worker-0-7-x: Pending: x"),
+        ),
+    ],
+    ids=[
+        "oom",
+        "oom-not-ready",
+        "sidecar",
+        "disrupted-too",
+        "gone-too",
+        "no-termination",
+        "another-not-ready",
+    ],
+)
+def test_a_container_that_ended_of_its_own_fault_is_named_not_a_lost_slice(pods, expected):
+    """A worker OOMKilled or a head sidecar's non-zero exit, restarted in place with its termination on record and no
+    disruption, is a fault (its own not-Ready explained by it); any other evidence of a lost slice still wins."""
+    base = {**BASE, HEAD.uid: [HEAD.name, 0]}
+    if all(p.job == "worker" for p in pods):
+        pods = [*pods, HEAD]
+    found = evidence(pods, 8, base)
+    assert found is not None and found[0] == expected[0] and found[1].startswith(expected[1]), found
+
+
+def test_a_container_terminated_now_is_a_fault_before_its_restart_is_counted():
+    """The kubelet reports the termination at once (``state.terminated``) and counts the restart only when the
+    container starts again, after its back-off: the fault is named in between, not taken for a worker not Ready."""
+    oom_now = Worker("run-worker-0-7-x", "uid-7", False, 0, None, "Running", ended=(Ended(*OOM_FIELDS, now=True),))
+    found = evidence([*ALL[:7], oom_now, HEAD], 8, {**BASE, HEAD.uid: [HEAD.name, 0]})
+    assert found == ("fault", "run-worker-0-7-x: container pathways-worker ended OOMKilled (exit code 137)")
+    pod = step_pod(jobset(), "worker", "running")
+    pod["status"]["containerStatuses"] = [
+        {
+            "name": "pathways-worker",
+            "restartCount": 0,
+            "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}},
+        }
+    ]
+    assert slice_state.worker(pod).ended == (Ended(*OOM_FIELDS, now=True),)
+
+
+def test_a_head_sidecar_restart_without_a_termination_on_record_is_no_lost_slice():
+    """The head runs on cpu-np: only a fault of its sidecars is evidence; a worker's restart without one is a lost
+    slice, as before."""
+    restarted_head = Worker(HEAD.name, HEAD.uid, True, 1, None, "Running", job=HEAD.job)
+    assert evidence([*ALL, restarted_head], 8, {**BASE, HEAD.uid: [HEAD.name, 0]}) is None
+
+
+def test_a_fault_is_judged_at_the_end_of_the_window_unless_a_disruption_follows(tmp_path):
+    """A lost host can crash the other workers first: a fault is watched through the window, and a disruption seen
+    in it makes the slice down."""
+    clock = FakeClock()
+    crashed = [*ALL[:7], faulted(7)]
+    status, line = check(Timeline(clock, [(0, crashed)]), 8, 60, write_baseline(tmp_path), clock)
+    assert status == 3 and clock.t >= 60
+    assert (
+        line == "fault: run-worker-0-7-x: container pathways-worker ended OOMKilled (exit code 137), with no "
+        "disruption in 1m00s"
+    )
+    clock = FakeClock()
+    evicted = [*ALL[:6], Worker("run-worker-0-6-x", "uid-6", True, 0, "EvictionByEvictionAPI", "Running"), faulted(7)]
+    status, line = check(Timeline(clock, [(0, crashed), (30 / HOUR, evicted)]), 8, 60, write_baseline(tmp_path), clock)
+    assert status == 1 and line.startswith("down: worker run-worker-0-6-x is being stopped by Kubernetes")
+
+
+def test_a_pods_terminations_are_read_as_the_kubelet_reports_them():
+    """``lastState.terminated`` of a container restarted in place (the workers' ``OnFailure``, the head's native
+    sidecars in ``initContainerStatuses``); a clean exit or a termination without a reason is read as such."""
+    worker_pod = restarted(step_pod(jobset(), "worker", "running", index=2), "pathways-worker", "OOMKilled", 137)
+    parsed = slice_state.worker(worker_pod)
+    assert (parsed.job, parsed.restarts, parsed.ended) == ("worker", 1, (OOM,))
+    head = restarted(step_pod(jobset(), "pathways-head", "running"), "pathways-rm", "Error", 2, sidecar=True)
+    parsed = slice_state.worker(head)
+    assert (parsed.job, parsed.restarts, parsed.ended) == ("pathways-head", 1, (Ended("pathways-rm", "Error", 2),))
+    clean = restarted(step_pod(jobset(), "worker", "running"), "pathways-worker", "Completed", 0)
+    assert slice_state.worker(clean).ended == ()
+    odd = restarted(step_pod(jobset(), "worker", "running"), "pathways-worker", "", 139)
+    odd["status"]["containerStatuses"][0]["lastState"]["terminated"]["reason"] = None
+    assert slice_state.worker(odd).ended == (Ended("pathways-worker", "Error", 139),)
 
 
 def write_baseline(tmp_path: Path) -> str:
@@ -251,8 +373,9 @@ def test_the_client_reads_only_this_attempts_workers_through_tls_and_the_token(t
             step_pod(jobset(uid="another-run", restarts=1), "worker", "unschedulable", index=10),
         ]
         folder, env = account(tmp_path, cluster)
-        workers = Api(folder, env).workers()
-        assert len(workers) == 8 and all(w.ready for w in workers)
+        pods = Api(folder, env).pods()
+        assert len(pods) == 9 and all(p.ready for p in pods)
+        assert [p.job for p in pods].count("worker") == 8 and pods[0].job == "pathways-head", "the head's pod too"
         (path,) = [p for p in cluster.requests if "/pods" in p]
         assert "jobset.sigs.k8s.io%2Fjobset-uid%3Djs-uid-1" in path and "restart-attempt%3D1" in path
 
@@ -261,10 +384,10 @@ def test_a_token_the_api_refuses_is_a_refusal_and_a_server_gone_a_failed_read(tm
     with fake_cluster() as cluster:
         folder, env = account(tmp_path, cluster, token="expired")
         with pytest.raises(RefusedError, match="HTTP 401"):
-            Api(folder, env).workers()
+            Api(folder, env).pods()
         api = Api(*account(tmp_path, cluster))
     with pytest.raises(FailedError):
-        api.workers()
+        api.pods()
 
 
 def test_no_in_cluster_api_is_a_refusal(tmp_path):

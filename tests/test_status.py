@@ -140,6 +140,38 @@ def test_an_attempt_the_stall_watchdog_ended_shows_in_the_training_row(tmp_path,
     assert f"1 attempt ended stalled ({FIRST_ATTEMPT})" in train and "running" in train
 
 
+def test_status_shows_the_slice_away_and_what_the_restarted_head_waits_for_until_when(tmp_path, api, gcs, capsys):
+    """A maintenance under the run: the JobSet restarted (its workers not Ready), one of the slice's nodes NotReady,
+    and the restarted head's wait saying what for and until when: its line reached the side file as it was said,
+    and `make status` shows it below the slice's nodes."""
+    from tests.conftest import put
+    from tests.fake_kube import T0, tpu_node
+    from tests.run_files import RECORD, SECOND_ATTEMPT
+
+    dev = settings("dev", [])
+    OBJECTS[DEV.convert.name] = cpu_step(DEV.convert, "succeeded")
+    OBJECTS[DEV.train.name] = jobset(DEV.train.name, restarts=2, workers_ready=0)
+    upload_run(gcs, DEV.train.output_uri, steps=[1, 2, 3, 4, 5, 6], checkpoints=(5,))
+    waiting = (
+        "tpu-rl: waiting for the slice until 14:32 UTC (tpu-rl:kueue.recoveryTimeout 4h30m): 0 of 2 workers Ready; "
+        "run-worker-0-0-x7k2p: Pending: 0/4 nodes are available"
+    )
+    newest = "20261130T100000Z"
+    assert newest > SECOND_ATTEMPT
+    put(gcs, DEV.train.output_uri, f"logs/evals-{newest}.txt", data="\n".join([RECORD, waiting]).encode())
+    nodes = [tpu_node(f"n{i}", T0, topology=dev.slice.topology, ready=("True", "Unknown")[i]) for i in range(2)]
+    OBJECTS["nodes"] = {"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": nodes}
+    assert run(tmp_path, api) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "slice: away: 1 of 2 nodes Ready (NotReady: node n1)" in out
+    assert f"slice: the head of attempt {newest}: {waiting.removeprefix('tpu-rl: ')}" in out
+    assert (
+        out.index("slice: away: 1 of 2 nodes Ready (NotReady: node n1)")
+        < out.index(f"slice: the head of attempt {newest}: {waiting.removeprefix('tpu-rl: ')}")
+        < out.index(f"logs convert: {DEV.convert.logs_command}")
+    )
+
+
 @pytest.mark.pure
 @pytest.mark.parametrize(
     ("step", "obj", "state"),
@@ -319,3 +351,24 @@ def test_a_publishing_stack_shows_the_publish_step_and_where_it_published(tmp_pa
     assert run(tmp_path, api, *args) == 0, "the run ends with its publication"
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("publish "))
     assert f"https://huggingface.co/acme/gemma4-grpo/tree/tpu-rl-{plan.publish.step_id} (commit 0123456789ab)" in row
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("said", "state", "shown"),
+    [
+        ("tpu-rl: waiting for the slice until 14:32 UTC (x): 0 of 2 workers Ready", "pending", True),
+        ("tpu-rl: waiting for the slice until 14:32 UTC (x): 0 of 2 workers Ready", "failed", False),
+        ("tpu-rl: the slice is up: 2 of 2 workers Ready after 3h10m; starting train_rl", "running", False),
+        ("tpu-rl: the slice did not come back within tpu-rl:kueue.recoveryTimeout (4h30m): 0 of 2", "failed", True),
+    ],
+    ids=["waiting", "waited-then-failed", "up", "gave-up"],
+)
+def test_the_heads_line_is_shown_while_it_waits_or_after_it_gave_up(said, state, shown):
+    from types import SimpleNamespace
+
+    from workloads.observe.evaluations import parse_logs
+
+    logs = parse_logs([("evals-20261130T100000Z.txt", f"tpu-rl: waiting for the slice until 11:00 UTC\n{said}\n")])
+    line = status_cli.head_wait(SimpleNamespace(evaluations=logs), state)
+    assert line == (f"slice: the head of attempt 20261130T100000Z: {said.removeprefix('tpu-rl: ')}" if shown else "")

@@ -57,7 +57,7 @@ STACKS = {
             "tpu-rl:training.rolloutTensorParallelism=32",
         ],
     ),
-    "prod-5000-batches": ("prod", ["tpu-rl:training.numBatches=5000"]),
+    "prod-5000-batches": ("prod", ["tpu-rl:training.numBatches=5000", "tpu-rl:workflow.timeouts.train=168h"]),
 }
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from core.names import SLICE_DOWN_EXIT, STALLED_EXIT
+from core.names import DRILL_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from tests.container_files import container_program
 from tests.process_clock import ProcessClock
 from workloads.container import stall_watchdog, tpu_rl_program, train_exit
@@ -89,7 +89,8 @@ def test_what_the_judge_says():
         "'may or may not be due to slice down', and its slice is unknown: not read: not restarted, since a "
         "deterministic error would fail the same way; the next `pulumi up` retries the run from its last checkpoint"
     )
-    assert train_exit.verdict(1, [*FRAMES, "ValueError: x"], None, CODES) == (1, "")
+    code, line = train_exit.verdict(1, [*FRAMES, "ValueError: x"], None, CODES)
+    assert code == 1 and line.startswith("train_rl (exit 1) failed with ValueError: x, and its slice is unknown")
     assert train_exit.verdict(143, [], "stalled: quiet", CODES) == (
         STALLED_EXIT,
         f"stalled: quiet; exiting {STALLED_EXIT} so the JobSet restarts it from its last checkpoint",
@@ -134,6 +135,7 @@ def watched(
     ticks: int = 200,
     seconds: float = 100,
     devices: float | None = None,
+    devices_key: str = stall_watchdog.BUDGET_KEY,
 ) -> tuple[bool, float]:
     """Watch a live process for ``ticks`` looks while ``write(tick)`` appends to ``log`` before each; (whether the
     watchdog ended it, when on the fake clock)."""
@@ -153,7 +155,14 @@ def watched(
 
     try:
         ended = stall_watchdog.watch(
-            child.pid, str(log), seconds, str(log) + ".marker", clock=clock, sleep=look, devices_seconds=devices
+            child.pid,
+            str(log),
+            seconds,
+            str(log) + ".marker",
+            clock=clock,
+            sleep=look,
+            devices_seconds=devices,
+            devices_key=devices_key,
         )
     finally:
         child.kill()
@@ -295,40 +304,55 @@ def test_the_watchdog_interval_and_messages():
     assert time.monotonic() - start < 1
 
 
+FAULT = (
+    3,
+    "fault: run-worker-0-3-x: container pathways-worker ended OOMKilled (exit code 137), with no disruption in 1m00s",
+)
+
+
 # How a training attempt ends, by the evidence in its log: (error, hung, completed) -> the container's exit status.
 # Each row is judged with and without shutdown noise (the same verdict), on a log as train_rl prints it: absl lines
 # (MaxText 0.2.4 train_rl.py, tunix c4ec573), then what a real Python interpreter prints for the error and for the
 # noise at exit (tracebacks of an atexit callback, a finalizer and a thread). docs/when-a-step-fails.md "How a
 # training attempt ends" is this table (test_the_docs_table_is_this_one).
-VERDICTS = {
-    ("none", False, False): 143,  # no evidence: train_rl's status (a signal: the JobSet's restart, a deleted pod)
-    ("none", True, False): STALLED_EXIT,
-    ("deterministic", False, False): 1,
-    ("deterministic", True, False): 1,
-    ("slice lost", False, False): SLICE_DOWN_EXIT,
-    ("slice lost", True, False): SLICE_DOWN_EXIT,
-    ("maybe lost, slice down", False, False): SLICE_DOWN_EXIT,
-    ("maybe lost, slice down", True, False): SLICE_DOWN_EXIT,
-    ("maybe lost, slice up", False, False): 1,
-    ("maybe lost, slice up", True, False): 1,
-    **{
-        (error, hung, True): 0
-        for error in ("none", "deterministic", "slice lost", "maybe lost, slice down", "maybe lost, slice up")
-        for hung in (False, True)
-    },
-}
 ERRORS = {
     "none": "",
-    "deterministic": 'raise ValueError("Reference model parameters changed during training!")',
     "slice lost": 'raise JaxRuntimeError("DATA_LOSS: Slice 1 is unhealthy: the TPU worker is gone")',
     "maybe lost, slice down": 'raise JaxRuntimeError("DEADLINE_EXCEEDED: pipe to worker 3 unreachable for 60s")',
     "maybe lost, slice up": 'raise JaxRuntimeError("INTERNAL: RET_CHECK failure (xla/service/hlo_sharding.cc:1123)")',
+    "another error, slice down": 'raise JaxRuntimeError("UNAVAILABLE: Socket closed")',
+    "another error, slice up": 'raise ValueError("Reference model parameters changed during training!")',
+    "any error, a container's own fault": 'raise JaxRuntimeError("DATA_LOSS: Slice 0 is unhealthy")',
 }
+VERDICTS = {
+    ("none", False, False): 143,  # no evidence: train_rl's status (a signal: the JobSet's restart, a deleted pod)
+    ("none", True, False): STALLED_EXIT,
+    **{
+        (error, hung, False): code
+        for error, code in (
+            ("slice lost", SLICE_DOWN_EXIT),
+            ("maybe lost, slice down", SLICE_DOWN_EXIT),
+            ("maybe lost, slice up", 1),
+            ("another error, slice down", SLICE_DOWN_EXIT),
+            ("another error, slice up", 1),
+            ("any error, a container's own fault", 1),
+        )
+        for hung in (False, True)
+    },
+    **{(error, hung, True): 0 for error in ERRORS for hung in (False, True)},
+}
+DOWN = (1, "down: worker run-worker-0-3-x of this attempt is gone")
+UP = (0, "up: 8 of 8 workers Ready for 1m00s, none restarted or stopped")
 SLICE = {
-    "maybe lost, slice down": (1, "down: worker run-worker-0-3-x of this attempt is gone"),
-    "maybe lost, slice up": (0, "up: 8 of 8 workers Ready for 1m00s, none restarted or stopped"),
+    "slice lost": UP,
+    "maybe lost, slice down": DOWN,
+    "maybe lost, slice up": UP,
+    "another error, slice down": DOWN,
+    "another error, slice up": UP,
+    "any error, a container's own fault": FAULT,
 }
-"""What ``slice_state.py check`` answers for each "maybe down" row (the others never ask it)."""
+"""What ``slice_state.py check`` answers for each row with an error (every one asks it; a lost slice's ``DATA_LOSS``
+keeps its verdict on a slice that shows no fault)."""
 RUN = [
     absl("Creating RL cluster...", where="train_rl.py:558"),
     absl("Setting up RL trainer...", where="train_rl.py:596"),
@@ -384,10 +408,16 @@ def test_how_a_training_attempt_ends(error, hung, completed, noise):
         status = 1 if error != "none" else 0 if completed else 128 + signal.SIGTERM
 
     def slice_check() -> tuple[int, str]:
+        asked.append(error)
         return SLICE[error]
+
+    asked: list[str] = []
 
     code, said = train_exit.verdict(status, log, stalled, CODES, None, slice_check)
     assert code == VERDICTS[error, hung, completed]
+    assert asked == ([error] if error != "none" and not completed else []), "the slice is asked after every error"
+    if code == 1:
+        assert said, "a failure says why"
     if completed and (hung or error != "none"):
         assert "training completed (its last checkpoint saved)" in said and "recorded as done" in said
     if hung and error != "none" and not completed:
@@ -464,6 +494,44 @@ def test_devices_that_never_come_up_are_ended_at_their_own_bound(tmp_path, monke
     )
 
 
+@pytest.mark.parametrize(
+    ("workers_ready", "when", "key"),
+    [(True, 100, "tpu-rl:workflow.stallTimeout"), (False, 1000, "tpu-rl:kueue.recoveryTimeout")],
+    ids=["workers-seen-ready", "workers-unread"],
+)
+def test_devices_that_hang_after_the_slice_was_seen_ready_cost_the_stall_bound(
+    tmp_path, monkeypatch, workers_ready, when, key
+):
+    """Once the slice's wait saw every worker Ready, the devices answer in minutes: a start-up that hangs before them
+    is ended at the stall bound (100 s here), not the recovery budget (1000 s), which stays the bound only while the
+    workers could not be read (the slice may then still be away)."""
+    log = tmp_path / "log"
+    log.write_text("")
+    bound, named = stall_watchdog.devices_bound(100, 1000, workers_ready)
+    assert named == key
+    ended, at = watched(log, lambda tick: "", monkeypatch, devices=bound, devices_key=named, ticks=1000)
+    assert ended and when <= at < when * 1.1
+    assert (tmp_path / "log.marker").read_text() == stall_watchdog.no_devices_for(when, key) + "\n"
+
+
+def test_the_watchdog_takes_its_devices_bound_from_the_slices_baseline(tmp_path, monkeypatch):
+    """The program's arguments as the training script gives them: the stall bound, the recovery budget and the
+    baseline the slice's wait writes once every worker is Ready (its absence: the workers were not read)."""
+    asked = []
+    monkeypatch.setattr(stall_watchdog, "watch", lambda *args, **kwargs: asked.append(kwargs))
+    baseline = tmp_path / "slice.json"
+    args = ["4242", str(tmp_path / "log"), "7200", str(tmp_path / "m"), "16200", str(baseline)]
+    stall_watchdog.main(args)
+    baseline.write_text("{}")
+    stall_watchdog.main(args)
+    stall_watchdog.main(args[:4])
+    assert asked == [
+        {"devices_seconds": 16200.0, "devices_key": "tpu-rl:kueue.recoveryTimeout"},
+        {"devices_seconds": 7200.0, "devices_key": "tpu-rl:workflow.stallTimeout"},
+        {"devices_seconds": None, "devices_key": "tpu-rl:kueue.recoveryTimeout"},
+    ]
+
+
 def test_any_progress_line_also_starts_the_stall_clock(tmp_path, monkeypatch):
     """Should MaxText stop printing its backend line, the first progress line arms the stall bound instead."""
     log = tmp_path / "log"
@@ -501,13 +569,55 @@ def test_a_maybe_down_error_is_judged_by_the_slice(answer, code, says):
     assert says in line and f"and its slice is {answer[1]}" in line and "\n" not in line
 
 
-def test_the_slice_is_asked_only_after_a_maybe_down_error():
-    def never() -> tuple[int, str]:
-        raise AssertionError("asked")
+def test_a_containers_own_fault_fails_the_run_naming_it():
+    """A worker's OOM kill (or a sidecar's crash), with no disruption, restarted in place: train_rl's error is not a
+    lost slice, so the run fails at once (exit 1) with the container, reason and code, instead of spending every
+    restart on the same fault."""
+    code, line = train_exit.verdict(1, MAYBE, None, CODES, None, lambda: FAULT)
+    assert code == 1 and "\n" not in line
+    assert "(run-worker-0-3-x: container pathways-worker ended OOMKilled (exit code 137)" in line
+    assert "not a lost slice, so not restarted" in line
 
-    for lines in ([*FRAMES, "jax.errors.JaxRuntimeError: DATA_LOSS: x"], [*FRAMES, "ValueError: x"], []):
-        train_exit.verdict(1, lines, None, CODES, None, never)
-    assert train_exit.verdict(0, MAYBE, None, CODES, None, never) == (0, "")
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        "jax.errors.JaxRuntimeError: UNAVAILABLE: Socket closed",
+        "jax.errors.JaxRuntimeError: ABORTED: the collective was cancelled",
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace for the cause.",
+        "ValueError: x",
+    ],
+    ids=["unavailable", "aborted", "sampler-engine", "python"],
+)
+def test_an_error_outside_pathways_utils_codes_is_judged_by_the_slice(error):
+    """Any error train_rl died of asks the slice: a lost slice's evidence restarts it, a healthy or unreadable slice
+    fails it at once with a line saying so (before, these failed with no line and no look)."""
+    lines = [*FRAMES, error]
+    assert train_exit.verdict(1, lines, None, CODES, None, lambda: DOWN)[0] == SLICE_DOWN_EXIT
+    for answer in (UP, (2, "unknown: cannot read the slice's workers (HTTP 403 listing the pods)")):
+
+        def check(answer: tuple[int, str] = answer) -> tuple[int, str]:
+            return answer
+
+        code, line = train_exit.verdict(1, lines, None, CODES, None, check)
+        assert code == 1 and f"failed with {error[:60]}" in line
+        assert f"and its slice is {answer[1]}: not restarted" in line
+
+
+def test_the_slice_is_asked_after_every_error_and_never_without_one():
+    asked = []
+
+    def answer() -> tuple[int, str]:
+        asked.append(True)
+        return UP
+
+    data_loss = [*FRAMES, "jax.errors.JaxRuntimeError: DATA_LOSS: x"]
+    assert train_exit.verdict(1, data_loss, None, CODES, None, answer)[0] == SLICE_DOWN_EXIT, "pathways-utils' own"
+    assert train_exit.verdict(1, data_loss, None, CODES, None, lambda: FAULT)[0] == 1, "unless a container's fault"
+    for lines in ([], ["I1201 05:00:00.1 7 x.py:1] done"]):
+        train_exit.verdict(1, lines, None, CODES, None, answer)
+    assert train_exit.verdict(0, MAYBE, None, CODES, None, answer) == (0, "")
+    assert len(asked) == 1, "no error, no look (a signal, success)"
     hung = train_exit.verdict(143, MAYBE, "stalled: quiet", CODES, None, lambda: (1, "down: gone"))
     assert hung[0] == SLICE_DOWN_EXIT, "an error the run hung after is judged by the slice too"
 
@@ -525,3 +635,30 @@ def test_the_judge_runs_the_slice_check_as_the_container_does(tmp_path):
     assert train_exit.ask_slice(*slice_args) == (1, f"down: asked check /account 8 60 {tmp_path / 'baseline.json'}")
     assert train_exit.ask_slice(str(tmp_path / "missing.py"), "/a", "8", "/b")[0] == 2
     assert train_exit.main(args) == 1, "no slice program: the slice is unknown, the error fails the run"
+
+
+@pytest.mark.parametrize("status", [SLICE_DOWN_EXIT, STALLED_EXIT, DRILL_EXIT])
+def test_train_rls_own_exit_is_never_taken_for_one_of_the_scripts_verdicts(tmp_path, status):
+    """train_rl (or anything under it) that itself exits 75, 76 or 77 with none of their evidence (no error in its
+    log, no stall marker, no drill marker) fails the run: the JobSet's rules would otherwise restart it as a lost slice,
+    a stall, or the drill without bound (77 restarts without counting). Only the drill's marker makes 77."""
+    log, marker, drill = tmp_path / "log", tmp_path / "stalled", tmp_path / "drilled"
+    log.write_text(absl("Train step 3 training loss: 0.5"))
+    args = [str(log), str(status), str(marker), "75", "76", str(drill), str(DRILL_EXIT)]
+    assert train_exit.main(args) == 1
+    assert train_exit.verdict(status, [], None, CODES, None, None, (DRILL_EXIT,)) == (1, train_exit.kept_line(status))
+    drill.write_text("restart drill: checkpoint 10 is committed\n")
+    assert train_exit.main([*args[:1], "143", *args[2:]]) == DRILL_EXIT, "the drill's own end"
+    assert train_exit.main(args) == DRILL_EXIT, "its marker decides when nothing else explains the end"
+
+
+def test_a_judge_that_breaks_never_passes_on_a_kept_code(tmp_path):
+    source = str(container_program(tmp_path, "train_exit.py"))
+    unreadable = str(tmp_path)  # a stall marker that is a folder: the judge fails reading it
+    for status, code in ((DRILL_EXIT, 1), (SLICE_DOWN_EXIT, 1), (7, 7)):
+        broken = subprocess.run(
+            [sys.executable, source, str(tmp_path / "log"), str(status), unreadable, "75", "76", "d", "77"],
+            capture_output=True,
+            text=True,
+        )
+        assert broken.stdout == f"{code}\n" and "could not judge train_rl's exit" in broken.stderr

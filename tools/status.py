@@ -1,6 +1,6 @@
 """Live status of a stack's run while `pulumi up` waits: each step's state, the step training reached,
-an ETA from the estimate model, the latest reward, the slice's host maintenance notices and the command to read each
-step's logs.
+an ETA from the estimate model, the latest reward, the slice (its nodes Ready, its host maintenance notices, what the
+training's head waits for and until when) and the command to read each step's logs.
 
     python -m tools.status (--stack NAME | --config-file FILE) [--set KEY=VALUE] [--watch]
 
@@ -53,6 +53,8 @@ class StepStatus:
     detail: str = ""
     lines: list[str] = field(default_factory=list)
     """Lines shown under the table (training: each attempt's start-up and what the slice bills)."""
+    slice_said: str = ""
+    """Training: what its newest attempt's wait for the slice says now, when it waits or gave up ("" otherwise)."""
 
     def duration(self, now: datetime) -> str:
         if self.started is None:
@@ -174,6 +176,7 @@ def read_status(
             raise StatusError(f"cannot read the run in GCS: {err}", exit_code=err.exit_code) from None
         detail = training_detail(settings, data, train.state == "running")
         train.detail = detail
+        train.slice_said = head_wait(data, train.state)
         train.lines = startup_lines(settings, plan, kubeconfig, client, data, train)
     return statuses, detail
 
@@ -218,20 +221,36 @@ def startup_lines(
     return lines
 
 
-def maintenance_lines(settings: Settings, kubeconfig: dict[str, Any], now: datetime) -> list[str]:
-    """The slice's host maintenance notices (``workloads.observe.slice_maintenance``: scheduled, requested, under
-    way), read with a reader of its own; none without nodes (an autoscaled pool outside training). A convenience: when
-    the nodes cannot be read (they are cluster-scoped) the line says so and the status goes on."""
-    from workloads.observe.slice_maintenance import read_slice, status_lines
+def head_wait(data: Any, state: str) -> str:
+    """``slice: the head of attempt <start>: waiting for the slice until 14:32 UTC (...): 0 of 8 workers Ready; ...``:
+    what the newest training attempt's wait for its slice said last (its side file, copied as each line is said), while
+    it waits, or when the slice did not come back; "" otherwise."""
+    from workloads.observe.evaluations import GAVE_UP, WAITING
+
+    attempts = data.evaluations.attempts
+    said = (attempts[-1].slice_said if attempts else None) or ""
+    waiting = said.startswith(WAITING) and state in ("pending", "running")
+    if not (waiting or said.startswith(GAVE_UP)):
+        return ""
+    return scrub(f"slice: the head of attempt {attempts[-1].name}: {said}", limit=400)
+
+
+def slice_lines(settings: Settings, kubeconfig: dict[str, Any], now: datetime) -> list[str]:
+    """The slice's nodes (how many are Ready, what keeps it away) and host maintenance notices
+    (``workloads.observe.slice_maintenance``: scheduled, requested, under way), read with a reader of its own. A
+    convenience: when the nodes cannot be read (they are cluster-scoped) the line says so and the status goes on."""
+    from core.tpu import Capacity
+    from workloads.observe.slice_maintenance import SliceSize, read_slice, slice_line, status_lines
 
     reader = live.ClusterReader(kubeconfig)
     try:
         notices = read_slice(reader, settings.slice.gke_accelerator, settings.slice.topology)
     except live.ClusterReadError as err:
-        return [f"slice maintenance notices not read ({scrub(str(err), limit=300)})"]
+        return [f"slice and its maintenance notices not read ({scrub(str(err), limit=300)})"]
     finally:
         reader.close()
-    return status_lines(notices, now)
+    size = SliceSize(settings.slice.hosts * settings.tpu.slices, settings.tpu.capacity == Capacity.RESERVATION)
+    return [slice_line(notices, size), *status_lines(notices, now)]
 
 
 def _published(client: Any, step: Step) -> str:
@@ -296,8 +315,8 @@ converted, the branch a publication made, a step record's summary (training's is
 def render(
     settings: Settings, plan: Workflow, statuses: list[StepStatus], now: datetime, notices: Sequence[str] = ()
 ) -> str:
-    """The table, each step's lines, the slice's maintenance ``notices`` (``maintenance_lines``) and the log
-    commands."""
+    """The table, each step's lines, the slice's ``notices`` (``slice_lines``), what training's head waits for, and
+    the log commands."""
     header = (
         f"stack {settings.stack}: cluster {settings.cluster_name} ({settings.project}/{settings.region}), "
         f"namespace {settings.namespace} · {now:%Y-%m-%d %H:%M:%S} UTC"
@@ -313,6 +332,7 @@ def render(
         if s.lines:
             lines += [f"start-up and billing ({s.step}):", *(f"  {line}" for line in s.lines)]
     lines += list(notices)
+    lines += [s.slice_said for s in statuses if s.slice_said]
     lines += [f"logs {step.step}: {step.logs_command}" for step in plan.steps]
     return "\n".join(lines)
 
@@ -373,7 +393,7 @@ def main(argv: list[str] | None = None, *, clock: Any = time) -> int:
         while True:
             statuses, _ = read_status(settings, plan, kubeconfig, client)
             now = datetime.now(UTC)
-            notices = maintenance_lines(settings, kubeconfig, now)
+            notices = slice_lines(settings, kubeconfig, now)
             print(render(settings, plan, statuses, now, notices), flush=True)
             failed = any(s.state in ("failed", "stopped") for s in statuses)
             done = failed or statuses[-1].state == "succeeded"

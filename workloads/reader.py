@@ -148,7 +148,10 @@ class MaintenanceArgs:
     """Each step's wall-clock hours in the program's estimate (``core.estimate.estimate_for``, the stack's
     ``estimate`` output), by step."""
     accepted: bool
-    """`make up ACCEPT=maintenance` (``program.config.Accept``): a maintenance inside the training is a warning."""
+    """`make up ACCEPT=maintenance` (``program.config.Accept``): a maintenance inside the training, or a slice that is
+    away, is a warning."""
+    size: slice_maintenance.SliceSize
+    """What the slice should be: its nodes, and whether they exist outside training (a reservation's)."""
 
 
 def maintenance_args(settings: Settings, *, accepted: bool) -> MaintenanceArgs:
@@ -160,6 +163,9 @@ def maintenance_args(settings: Settings, *, accepted: bool) -> MaintenanceArgs:
         topology=settings.slice.topology,
         hours={s.step: s.hours for s in estimate_for(settings).steps},
         accepted=accepted,
+        size=slice_maintenance.SliceSize(
+            settings.slice.hosts * settings.tpu.slices, settings.tpu.capacity == Capacity.RESERVATION
+        ),
     )
 
 
@@ -478,9 +484,19 @@ class LiveReader:
     def _judge_maintenance(
         self, args: MaintenanceArgs, notices: slice_maintenance.SliceNotices, expected: slice_maintenance.Expected
     ) -> None:
-        """Stop `up` on a maintenance inside the expected training (warn when accepted); say one that comes later."""
+        """Stop `up` on a slice that is away, or a maintenance inside the expected training (warn when accepted); say
+        one that comes later."""
         if notices.problems:
             pulumi.log.warn(f"maintenance notices: {notices.problem()}", resource=self.parent)
+        gone = slice_maintenance.away(notices, args.size)
+        if gone and not args.accepted:
+            raise StopError(slice_maintenance.away_refusal(gone, args.stack))
+        if gone:
+            pulumi.log.warn(
+                f"the TPU slice is away: {gone}; going on as told (ACCEPT=maintenance): training waits for it "
+                '(docs/maintenance.md "The check in up")',
+                resource=self.parent,
+            )
         hits = slice_maintenance.inside(notices, expected)
         if hits and not args.accepted:
             raise StopError(slice_maintenance.refusal(hits, expected, args.stack))

@@ -29,7 +29,13 @@ from core.config.resume import check_resume_exact
 from core.config.storage_rules import access_settings, bucket_name, check_state_backend, hub_cache
 from core.config.training_rules import training_settings
 from core.config.values import UNREADABLE, Problems, Values, error
-from core.config.workflow_rules import check_token, publish_settings, restarts_for_run, workflow_settings
+from core.config.workflow_rules import (
+    check_token,
+    check_train_deadline,
+    publish_settings,
+    restarts_for_run,
+    workflow_settings,
+)
 from core.models import MODELS
 from core.names import PROJECT
 from core.settings import ModelSettings, Settings
@@ -62,6 +68,7 @@ def build_settings(v: Values, stack: str, problems: Problems) -> Settings:
         run(check_resume_exact, training)
     # Apart from the workflow's other settings, which the rules above read whatever the training's problems.
     restarts = run(restarts_for_run, v, tpu, training, model, shape)
+    run(check_train_deadline, v, training, model, shape, tpu)
     publish = run(publish_settings, v, stack)
     run(check_own_queue, v)
     kueue = run(kueue_settings, v, tpu, cpu_pool)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from core.config.defaults import DEFAULT_RESTARTS, DEFAULT_UNSCHEDULABLE, DISRUPTION_HOURS
 from core.config.fields import project_key as _k
-from core.config.values import Values, error
+from core.config.values import Values, error, format_duration
 from core.estimate import train_hours, training_run
 from core.models import Model, step_memory_gib
 from core.printed_commands import pulumi_config_set
@@ -119,9 +119,45 @@ def restarts_for_run(v: Values, tpu: TpuSettings, training: TrainingSettings, mo
     return configured
 
 
+MAX_DEADLINE_HOURS = 168
+"""The most a step's deadline may be (``tpu-rl:workflow.timeouts.*``'s reader)."""
+
+
+def check_train_deadline(
+    v: Values, training: TrainingSettings, model: Model, shape: SliceShape, tpu: TpuSettings
+) -> None:
+    """A training attempt runs the whole training when it starts fresh, and its Job's ``activeDeadlineSeconds`` is
+    ``tpu-rl:workflow.timeouts.train``, which fails the JobSet when it passes (``failOnDeadline``): a run whose
+    estimated training (``expected_train_hours``) is longer than that deadline would fail after it, every time.
+    Refused, naming both; the deadline is not derived, since it is the bound an operator chose for an attempt."""
+    if not v[_k("workflow.enabled")]:
+        return
+    deadline = v[_k("workflow.timeouts.train")]
+    hours = expected_train_hours(training, model, shape.chips * tpu.slices)
+    if hours * 3600 <= deadline:
+        return
+    needed = math.ceil(hours)
+    fix = (
+        f"raise it to at least {needed}h, or lower tpu-rl:training.numBatches"
+        if needed <= MAX_DEADLINE_HOURS
+        else f"lower tpu-rl:training.numBatches (a deadline is at most {MAX_DEADLINE_HOURS}h)"
+    )
+    takes = _past(hours, deadline / 3600)
+    raise error(
+        _k("workflow.timeouts.train"),
+        format_duration(deadline),
+        f"it is each training attempt's deadline, and the estimate's training ({training.knobs['num_batches']} "
+        f"batches) takes {takes} h, past it: the run would fail when the deadline passes; {fix}",
+    )
+
+
 def _hours(hours: float, needed: int) -> str:
     """``hours`` with as many decimals as show it is past the ``needed - 1`` days it exceeds (24.003, not 24.0)."""
-    bound = (needed - 1) * DISRUPTION_HOURS
+    return _past(hours, (needed - 1) * DISRUPTION_HOURS)
+
+
+def _past(hours: float, bound: float) -> str:
+    """``hours`` with as many decimals as show it is past ``bound`` (24.003, not 24.0)."""
     for digits in range(1, 4):
         text = f"{hours:.{digits}f}"
         if float(text) > bound:

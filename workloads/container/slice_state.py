@@ -3,29 +3,36 @@ MaxText image by the training script as ``python3 /tpu-rl/slice_state.py``, a fi
 and ``tpu_rl_program.py``, which it imports; standard library only).
 
     python3 slice_state.py wait ACCOUNT_DIR WORKERS SECONDS BASELINE LOG EXIT   # before train_rl starts
-    python3 slice_state.py check ACCOUNT_DIR WORKERS SECONDS BASELINE           # after a "maybe down" error
+    python3 slice_state.py check ACCOUNT_DIR WORKERS SECONDS BASELINE           # after train_rl died of an error
 
-The workers are the pods JobSet labels with this JobSet's UID, the replicated Job ``worker`` and this attempt's
-restart number (JobSet v0.10.1 ``jobset_controller.go`` ``labelAndAnnotateObject`` puts ``jobset-uid``,
-``replicatedjob-name`` and ``restart-attempt`` on every Job's pod template; the head reads its own two from the
-downward API: ``TPU_RL_JOBSET_UID``, ``TPU_RL_RESTART_ATTEMPT``). The head's Kubernetes service account may get and
-list the pods of its namespace, nothing else (``infra.k8s.manifests.head_access``); its token, CA and namespace are
-the files the kubelet mounts in ``ACCOUNT_DIR``, the token read again for every request (the kubelet rotates it).
+The attempt's pods are the pods JobSet labels with this JobSet's UID and this attempt's restart number (JobSet v0.10.1
+``jobset_controller.go`` ``labelAndAnnotateObject`` puts ``jobset-uid``, ``replicatedjob-name`` and
+``restart-attempt`` on every Job's pod template; the head reads its own two from the downward API:
+``TPU_RL_JOBSET_UID``, ``TPU_RL_RESTART_ATTEMPT``): the workers (the replicated Job ``worker``) and the head, whose
+sidecars (the Pathways proxy and resource manager) restart in place too. The head's Kubernetes service account may
+get and list the pods of its namespace, nothing else (``infra.k8s.manifests.head_access``); its token, CA and
+namespace are the files the kubelet mounts in ``ACCOUNT_DIR``, the token read again for every request (the kubelet
+rotates it).
 
 - ``wait``: until ``WORKERS`` workers are Ready, at most ``SECONDS`` (the attempt's recovery budget,
   ``tpu-rl:kueue.recoveryTimeout``). A restarted attempt's head starts at once on cpu-np while its slice may still be
   away (a host maintenance: "up to a few hours", Cloud TPU's "Manually start a host maintenance event"); train_rl and
   its stall watchdog start only once every worker answers, so the wait is never taken for a stall. It says what it
   waits for (the first Pending worker's reason) and until when, every ``SAY_EVERY`` seconds and whenever the count
-  changes, on stdout and in ``LOG``. Once all are Ready it writes ``BASELINE`` (each worker's UID, name and
-  container restarts) and exits 0; past ``SECONDS`` it says so in one line and exits ``EXIT``
+  changes, on stdout and in ``LOG``. Once all are Ready it writes ``BASELINE`` (each Ready worker's and the head's
+  UID, name and container restarts) and exits 0; past ``SECONDS`` it says so in one line and exits ``EXIT``
   (``core.names.SLICE_WAIT_EXIT``: the step fails, the next `pulumi up` retries it). An API it may not read (no
   grant: 401, 403, 404), or cannot read for ``UNREAD_SECONDS``, never holds the attempt: it says so and exits 0.
-- ``check``: whether the slice is down, judged by evidence over ``SECONDS`` (the first evidence ends it): a worker
-  of ``BASELINE`` gone or restarted since, a worker being disrupted (the ``DisruptionTarget`` condition Kubernetes
-  sets before it evicts or preempts a pod, or garbage-collects a lost node's), fewer than ``WORKERS`` Ready. Prints
-  ``down: <why>`` (exit 1), ``up: <why>`` (exit 0, no evidence in the whole window) or ``unknown: <why>`` (exit 2).
-  ``train_exit.py`` asks it when train_rl died of an error pathways-utils says "may or may not be due to slice down".
+- ``check``: whether the slice is down, judged by evidence over ``SECONDS``: a pod of ``BASELINE`` gone, a pod being
+  disrupted (the ``DisruptionTarget`` condition Kubernetes sets before it evicts or preempts a pod, or
+  garbage-collects a lost node's), a container restarted since with no termination on record, fewer than ``WORKERS``
+  Ready that no fault explains; the first such evidence ends it (``down: <why>``, exit 1). A container of a worker or
+  a head's sidecar that restarted since and whose termination Kubernetes recorded as ``OOMKilled`` or a non-zero exit
+  (``state.terminated``, else ``lastState.terminated``), with no disruption, is a fault of the program, not a lost
+  slice: the check goes on watching the window for a disruption (a lost host can crash the other workers first),
+  then prints ``fault: <pod>: container <name> ended <reason> (exit code <code>)`` (exit 3). Else ``up: <why>``
+  (exit 0, no evidence in the whole window) or ``unknown: <why>`` (exit 2). ``train_exit.py`` asks it when train_rl
+  died of an error.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ else:  # python3 /tpu-rl/slice_state.py: what it imports are files of the same C
 JOBSET_UID_ENV = "TPU_RL_JOBSET_UID"
 ATTEMPT_ENV = "TPU_RL_RESTART_ATTEMPT"
 WORKER_JOB = "worker"
+JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 TIMEOUT = 20.0
 """The bound of one request's connect and of each of its reads (seconds)."""
 MAX_BYTES = 8 << 20
@@ -69,17 +77,38 @@ LOOKS, LONGEST_LOOK = 40, 10.0
 
 
 @dataclass(frozen=True)
+class Ended:
+    """A container whose termination Kubernetes recorded as a fault: killed for memory, or a non-zero exit."""
+
+    container: str
+    reason: str
+    code: int
+    now: bool = False
+    """Its current state (terminated, not restarted yet), not its last one."""
+
+
+@dataclass(frozen=True)
 class Worker:
-    """One worker pod as the API server reports it."""
+    """One pod of the attempt as the API server reports it: a worker, or the head (``job``)."""
 
     name: str
     uid: str
     ready: bool
     restarts: int
+    """Its containers' restarts, sidecars included."""
     disrupted: str | None
     """The ``DisruptionTarget`` condition's reason when Kubernetes is stopping the pod (None: it is not)."""
     why: str
     """What keeps it from Ready: the scheduler's message, a container's waiting reason, its phase."""
+    job: str = WORKER_JOB
+    """Its replicated Job (``worker``, ``pathways-head``)."""
+    ended: tuple[Ended, ...] = ()
+    """Its containers whose last termination was ``OOMKilled`` or a non-zero exit."""
+
+    def fault(self) -> str:
+        """``<pod>: container <name> ended <reason> (exit code <code>)`` for its first faulted container."""
+        first = self.ended[0]
+        return f"{self.name}: container {first.container} ended {first.reason} (exit code {first.code})"
 
 
 def _condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
@@ -87,14 +116,34 @@ def _condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return found[0] if found else None
 
 
+def _ended(container: dict[str, Any]) -> Ended | None:
+    """The container's termination as Kubernetes recorded it (its current state's, else its last state's), when it
+    was a fault: ``OOMKilled``, or a non-zero exit code."""
+    for key in ("state", "lastState"):
+        state = container.get(key)
+        terminated = state.get("terminated") if isinstance(state, dict) else None
+        if not isinstance(terminated, dict):
+            continue
+        code = terminated.get("exitCode")
+        code = code if isinstance(code, int) and not isinstance(code, bool) else -1
+        reason = shown.line(terminated.get("reason") or "Error", 60, " ")
+        if reason == "OOMKilled" or code != 0:
+            return Ended(shown.line(container.get("name"), 63, " "), reason, code, key == "state")
+        return None
+    return None
+
+
 def worker(pod: dict[str, Any]) -> Worker:
-    """A pod of the list, read leniently (a field of another shape is a worker that is not Ready)."""
+    """A pod of the list, read leniently (a field of another shape is a pod that is not Ready)."""
     meta: dict[str, Any] = pod["metadata"] if isinstance(pod.get("metadata"), dict) else {}
     status: dict[str, Any] = pod["status"] if isinstance(pod.get("status"), dict) else {}
+    labels: dict[str, Any] = meta["labels"] if isinstance(meta.get("labels"), dict) else {}
     ready = _condition(status, "Ready")
     disruption = _condition(status, "DisruptionTarget")
     containers = [c for c in status.get("containerStatuses") or [] if isinstance(c, dict)]
-    restarts = sum(c["restartCount"] for c in containers if isinstance(c.get("restartCount"), int))
+    sidecars = [c for c in status.get("initContainerStatuses") or [] if isinstance(c, dict)]
+    restarts = sum(c["restartCount"] for c in [*sidecars, *containers] if isinstance(c.get("restartCount"), int))
+    ended = tuple(found for c in [*sidecars, *containers] if (found := _ended(c)) is not None)
     scheduled = _condition(status, "PodScheduled") or {}
     waiting = [
         f"{c.get('name')} {c['state']['waiting'].get('reason')}"
@@ -117,11 +166,13 @@ def worker(pod: dict[str, Any]) -> Worker:
         if disruption and disruption.get("status") == "True"
         else None,
         why=shown.line("being deleted" if deleting else why, REASON_CHARS, " "),
+        job=str(labels.get(JOB_LABEL) or WORKER_JOB),
+        ended=ended,
     )
 
 
 class Api:
-    """The pods of this attempt's workers, through the in-cluster API server: one bounded GET of a list (the standard
+    """The pods of this attempt, through the in-cluster API server: one bounded GET of a list (the standard
     library's ``urllib`` with the mounted CA, like the image's other programs of this project: the module is also
     imported by the pure step builders, which may import no network library)."""
 
@@ -137,7 +188,6 @@ class Api:
         selector = ",".join(
             (
                 f"jobset.sigs.k8s.io/jobset-uid={env[JOBSET_UID_ENV]}",
-                f"jobset.sigs.k8s.io/replicatedjob-name={WORKER_JOB}",
                 f"jobset.sigs.k8s.io/restart-attempt={env[ATTEMPT_ENV]}",
             )
         )
@@ -145,7 +195,7 @@ class Api:
         self.url = f"https://{host}:{port}/api/v1/namespaces/{urllib.parse.quote(namespace)}/pods?{query}"
         self.tls = ssl.create_default_context(cafile=os.path.join(account_dir, "ca.crt"))
 
-    def workers(self) -> list[Worker]:
+    def pods(self) -> list[Worker]:
         try:
             with open(os.path.join(self.dir, "token"), encoding="utf-8") as handle:
                 token = handle.read().strip()
@@ -170,6 +220,11 @@ class Api:
         except (ValueError, KeyError, TypeError):
             raise FailedError("a reply that is not a pod list") from None
         return [worker(p) for p in items if isinstance(p, dict)] if isinstance(items, list) else []
+
+
+def workers_of(pods: list[Worker]) -> list[Worker]:
+    """The workers among the attempt's pods."""
+    return [p for p in pods if p.job == WORKER_JOB]
 
 
 def _first_not_ready(workers: list[Worker], expected: int) -> str:
@@ -199,7 +254,7 @@ def wait(api: Any, expected: int, seconds: float, baseline: str, say: Callable[[
     until = f"until {clock.at(seconds)} ({BUDGET_KEY} {duration(seconds)})"
     while True:
         try:
-            workers = api.workers()
+            pods = api.pods()
         except RefusedError as err:
             say(f"tpu-rl: cannot read the slice's workers ({err}): starting train_rl without waiting for them")
             return True
@@ -211,10 +266,12 @@ def wait(api: Any, expected: int, seconds: float, baseline: str, say: Callable[[
             clock.sleep(interval(seconds, LOOKS, LONGEST_LOOK))
             continue
         unread_since = None
+        workers = workers_of(pods)
         ready = sum(w.ready for w in workers)
         if ready >= expected:
+            kept = [p for p in pods if p.ready or p.job != WORKER_JOB]  # the Ready workers, and the head
             with open(baseline, "w", encoding="utf-8") as handle:
-                json.dump({w.uid: [w.name, w.restarts] for w in workers if w.ready}, handle)
+                json.dump({p.uid: [p.name, p.restarts] for p in kept}, handle)
             waited = clock.now() - start
             after = f" after {duration(waited)}" if waited >= 1 else ""
             say(f"tpu-rl: the slice is up: {ready} of {expected} workers Ready{after}; starting train_rl")
@@ -235,45 +292,83 @@ def wait(api: Any, expected: int, seconds: float, baseline: str, say: Callable[[
         clock.sleep(interval(seconds, LOOKS, LONGEST_LOOK))
 
 
-def evidence(workers: list[Worker], expected: int, baseline: dict[str, Any]) -> str | None:
-    """What says the slice is down (None: nothing)."""
-    by_uid = {w.uid: w for w in workers}
-    for w in workers:
-        if w.disrupted:
-            return f"worker {w.name} is being stopped by Kubernetes (DisruptionTarget: {w.disrupted})"
-    for uid, (name, restarts) in baseline.items():
-        now = by_uid.get(uid)
-        if now is None:
-            return f"worker {shown.line(name, 100, ' ')} of this attempt is gone"
-        if now.restarts > restarts:
-            return f"worker {now.name} restarted ({now.restarts - restarts} since the attempt began: {now.why})"
-    ready = sum(w.ready for w in workers)
-    if ready < expected:
-        return f"{ready} of {expected} workers Ready{_first_not_ready(workers, expected)}"
-    return None
+DOWN, FAULT = "down", "fault"
+
+
+def evidence(pods: list[Worker], expected: int, baseline: dict[str, Any]) -> tuple[str, str] | None:
+    """What the attempt's pods say now: (``DOWN``, why) for a lost slice, (``FAULT``, which container) for a container
+    that ended of its own fault with no disruption, None for nothing (the module's docstring)."""
+    by_uid = {p.uid: p for p in pods}
+    for p in pods:
+        if p.disrupted:
+            return DOWN, f"{_kind(p)} {p.name} is being stopped by Kubernetes (DisruptionTarget: {p.disrupted})"
+    for uid, (name, _restarts) in baseline.items():
+        if uid not in by_uid:
+            return DOWN, f"worker {shown.line(name, 100, ' ')} of this attempt is gone"
+    faulted = {p.uid for p in pods if _faulted(p, baseline)}
+    for p in workers_of(pods):
+        if _restarted(p, baseline) and p.uid not in faulted:
+            since = p.restarts - (_baseline_restarts(baseline, p.uid) or 0)
+            return DOWN, f"worker {p.name} restarted ({since} since the attempt began: {p.why})"
+    workers = workers_of(pods)
+    if sum(w.ready or w.uid in faulted for w in workers) < expected:
+        unexplained = [w for w in workers if w.uid not in faulted]
+        ready = sum(w.ready for w in workers)
+        missing = expected - len(workers) + len(unexplained)  # the workers not created count against the others
+        return DOWN, f"{ready} of {expected} workers Ready{_first_not_ready(unexplained, missing)}"
+    first = next((p for p in pods if p.uid in faulted), None)
+    return None if first is None else (FAULT, first.fault())
+
+
+def _baseline_restarts(baseline: dict[str, Any], uid: str) -> int | None:
+    """The restarts ``baseline`` holds for the pod ``uid`` (None: it holds none)."""
+    entry = baseline.get(uid)
+    return entry[1] if entry is not None and isinstance(entry[1], int) else None
+
+
+def _restarted(pod: Worker, baseline: dict[str, Any]) -> bool:
+    before = _baseline_restarts(baseline, pod.uid)
+    return before is not None and pod.restarts > before
+
+
+def _faulted(pod: Worker, baseline: dict[str, Any]) -> bool:
+    """Whether a container of ``pod`` ended of its own fault in this attempt: it is terminated so now (not restarted
+    yet), or its last termination was, and it restarted since the baseline (or the baseline does not hold it)."""
+    if any(ended.now for ended in pod.ended):
+        return True
+    return bool(pod.ended) and (_baseline_restarts(baseline, pod.uid) is None or _restarted(pod, baseline))
+
+
+def _kind(pod: Worker) -> str:
+    return "worker" if pod.job == WORKER_JOB else "the head's pod"
 
 
 def check(api: Any, expected: int, seconds: float, baseline: str, clock: Clock) -> tuple[int, str]:
-    """Judge the slice (the module's docstring): (exit status, the line to print)."""
+    """Judge the slice (the module's docstring): (exit status, the line to print): 0 up, 1 down, 2 unknown, 3 fault."""
     try:
         with open(baseline, encoding="utf-8") as handle:
             base = {str(k): v for k, v in json.load(handle).items() if isinstance(v, list) and len(v) == 2}
     except (OSError, ValueError, AttributeError):
         base = {}
-    deadline = clock.now() + seconds
+    deadline, fault = clock.now() + seconds, None
     while True:
         try:
-            found = evidence(api.workers(), expected, base)
+            found = evidence(api.pods(), expected, base)
         except RefusedError as err:
             return 2, f"unknown: cannot read the slice's workers ({err})"
         except FailedError as err:
             if clock.now() >= deadline:
+                if fault:
+                    return 3, f"fault: {fault}, then the slice could not be read ({err})"
                 return 2, f"unknown: cannot read the slice's workers ({err})"
             clock.sleep(interval(seconds, LOOKS, LONGEST_LOOK))
             continue
-        if found:
-            return 1, f"down: {found}"
+        if found is not None and found[0] == DOWN:
+            return 1, f"down: {found[1]}"
+        fault = fault or (found[1] if found is not None else None)
         if clock.now() >= deadline:
+            if fault:
+                return 3, f"fault: {fault}, with no disruption in {duration(seconds)}"
             return 0, f"up: {expected} of {expected} workers Ready for {duration(seconds)}, none restarted or stopped"
         clock.sleep(interval(seconds, LOOKS, LONGEST_LOOK))
 

@@ -2,7 +2,7 @@
 ``python3 /tpu-rl/stall_watchdog.py``, a file of the training step's ConfigMap beside ``tpu_rl_program.py``, which it
 imports; standard library only).
 
-    python3 stall_watchdog.py PID LOG SECONDS MARKER [DEVICES_SECONDS]
+    python3 stall_watchdog.py PID LOG SECONDS MARKER [BUDGET SLICE_BASELINE]
 
 Progress is a line of train_rl's log that says the run moved on, not a new byte: a loop that keeps logging
 (a retry, a warning every second) without training is not alive. The lines that count (``PROGRESS``), each
@@ -22,9 +22,12 @@ The log (not the TensorBoard events, which train_rl writes to GCS, out of this c
 client) is read from where the last look ended, a bounded amount each time. The ``SECONDS`` clock starts at the first
 sign of devices up (``DEVICES``: MaxText's ``System Information: Jax Backend:`` line, which ``train_rl.main`` prints
 once ``max_utils.print_system_information`` has initialized JAX's backend through the Pathways proxy, MaxText 0.2.5
-``train_rl.py`` 797 and ``utils/max_utils.py`` 837; or any progress line, should that line ever go), so the minutes a
-slice takes to answer are never taken for a stall; until then the bound is ``DEVICES_SECONDS`` (the attempt's recovery
-budget; without it, ``SECONDS`` from the watchdog's start). When no progress line has come for the bound while
+``train_rl.py`` 797 and ``utils/max_utils.py`` 837; or any progress line, should that line ever go). Until then the
+bound is ``SECONDS`` too when the slice's wait saw every worker Ready (it wrote ``SLICE_BASELINE``,
+``slice_state.py``): the devices answer in minutes once the workers are up, so a start-up that hangs costs one stall
+bound, not the recovery budget. Only when the wait could not read the workers (no baseline) is the bound ``BUDGET``
+(the attempt's recovery budget, ``tpu-rl:kueue.recoveryTimeout``), since the slice may then still be away; without
+either argument, ``SECONDS`` from the watchdog's start. When no progress line has come for the bound while
 train_rl (``PID``) runs, the watchdog writes ``MARKER`` (why, one line), appends that line to the log, sends train_rl
 SIGTERM and, if it is still there ``KILL_AFTER`` seconds later, SIGKILL. The training script then exits as
 ``train_exit.py`` judges (``STALLED_EXIT`` when nothing else explains the end). It exits by itself once train_rl is
@@ -34,6 +37,7 @@ gone.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sys
 import time
@@ -89,11 +93,18 @@ def stalled_for(seconds: float) -> str:
     return f"stalled: no training progress in train_rl's log for {duration(seconds)} (tpu-rl:workflow.stallTimeout)"
 
 
-def no_devices_for(seconds: float) -> str:
-    return (
-        f"stalled: train_rl's devices did not come up within {duration(seconds)} of its start "
-        "(tpu-rl:kueue.recoveryTimeout)"
-    )
+STALL_KEY = "tpu-rl:workflow.stallTimeout"
+BUDGET_KEY = "tpu-rl:kueue.recoveryTimeout"
+
+
+def no_devices_for(seconds: float, key: str = BUDGET_KEY) -> str:
+    return f"stalled: train_rl's devices did not come up within {duration(seconds)} of its start ({key})"
+
+
+def devices_bound(seconds: float, budget: float, workers_ready: bool) -> tuple[float, str]:
+    """How long train_rl's devices may take to come up, and the key that sets it: the stall bound once the slice's wait
+    saw every worker Ready, the recovery budget while the workers could not be read (the module's docstring)."""
+    return (seconds, STALL_KEY) if workers_ready else (budget, BUDGET_KEY)
 
 
 def watch(  # noqa: PLR0913 (the program's arguments, and its clocks)
@@ -104,8 +115,10 @@ def watch(  # noqa: PLR0913 (the program's arguments, and its clocks)
     clock=time.monotonic,
     sleep=time.sleep,
     devices_seconds: float | None = None,
+    devices_key: str = BUDGET_KEY,
 ) -> bool:
-    """Watch until train_rl is gone; True when it had to be stopped."""
+    """Watch until train_rl is gone; True when it had to be stopped. ``devices_seconds``: the bound until the devices'
+    first sign (``devices_bound``; None: ``seconds`` from the start), set by ``devices_key``."""
     progress, since = Progress(log), clock()
     armed = devices_seconds is None
     while alive(pid):
@@ -120,7 +133,7 @@ def watch(  # noqa: PLR0913 (the program's arguments, and its clocks)
         bound = seconds if armed else devices_seconds or seconds
         if now - since < bound:
             continue
-        line = stalled_for(seconds) if armed else no_devices_for(bound)
+        line = stalled_for(seconds) if armed else no_devices_for(bound, devices_key)
         with open(marker, "w", encoding="utf-8") as handle:
             handle.write(line + "\n")
         with open(log, "a", encoding="utf-8") as handle:
@@ -130,7 +143,15 @@ def watch(  # noqa: PLR0913 (the program's arguments, and its clocks)
     return False
 
 
-if __name__ == "__main__":
-    pid, log, seconds, marker, *devices = sys.argv[1:]
+def main(argv: list[str]) -> None:
+    pid, log, seconds, marker, *slice_wait = argv
+    bound, key = None, BUDGET_KEY
+    if slice_wait:
+        budget, baseline = slice_wait
+        bound, key = devices_bound(float(seconds), float(budget), os.path.exists(baseline))
     with contextlib.suppress(ProcessLookupError):  # train_rl ended between the check and the signal
-        watch(int(pid), log, float(seconds), marker, devices_seconds=float(devices[0]) if devices else None)
+        watch(int(pid), log, float(seconds), marker, devices_seconds=bound, devices_key=key)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -31,17 +31,25 @@ The verdict goes by evidence, in this order (docs/when-a-step-fails.md "How a tr
      So the slice decides, by evidence: ``slice_state.py check`` (``SLICE_STATE``, with the head's service account in
      ``ACCOUNT_DIR``, the slice's ``WORKERS`` and the ``BASELINE`` its wait wrote) watches the attempt's worker pods
      for ``CHECK_SECONDS``; a worker gone, restarted, being stopped by Kubernetes or not Ready is a lost slice
-     (``SLICE_DOWN_EXIT``); on a slice whose every worker stayed Ready, or one that cannot be read, the error fails
-     the run (the next `pulumi up` retries it from its checkpoint), and the line says why.
-   - Any other error fails the run (1; the head's pod failure policy fails it at once): a deterministic error
-     would fail the same way after a restart.
+     (``SLICE_DOWN_EXIT``); a worker's or a head sidecar's container that ended ``OOMKilled`` or with a non-zero exit,
+     with no disruption, is a fault of its own, named, and fails the run (a restart would meet it again, and spend
+     every restart); on a slice whose every worker stayed Ready, or one that cannot be read, the error fails the run
+     (the next `pulumi up` retries it from its checkpoint), and the line says why.
+   - Any other error (``UNAVAILABLE``, ``ABORTED``, a dying sampler engine, a Python exception) is judged by the slice
+     the same way: a lost slice's evidence restarts it (``SLICE_DOWN_EXIT``); a healthy or unreadable slice fails the
+     run (1; the head's pod failure policy fails it at once), since a deterministic error would fail the same way
+     after a restart, and the line says so.
+   - Whatever the error, ``DATA_LOSS`` included, a container of the slice that ended of its own fault (an OOM kill, a
+     non-zero exit, with no disruption) fails the run naming it.
 4. **Stalled, with no other evidence**: the stall watchdog ended it (``STALL_MARKER`` exists,
    ``stall_watchdog.py``): ``STALLED_EXIT``, which the head's pod failure policy counts like a disruption, so
    the JobSet restarts the run from its last checkpoint.
 5. **Ended by the restart drill, with no other evidence**: the drill ended this fresh attempt after the run's
    first committed checkpoint (``DRILL_MARKER`` exists, ``restart_drill.py``): ``DRILL_EXIT``, which the JobSet
    restarts once on the same nodes without counting it against ``maxRestarts``.
-6. Anything else (a signal, an OOM kill): train_rl's status.
+6. Anything else (a signal, an OOM kill): train_rl's status, unless train_rl itself exited one of the codes the script
+   keeps for its own verdicts (``SLICE_DOWN_EXIT``, ``STALLED_EXIT``, ``DRILL_EXIT``) with none of their evidence:
+   1, so that only the drill's own end (its marker) is restarted as the drill and only evidence restarts the run.
 
 The error judged is the exception of the log's last traceback (Python prints the propagated exception last;
 an earlier traceback is superseded), or, in a log without a traceback, its last ``JaxRuntimeError`` line. Two
@@ -61,7 +69,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -181,7 +189,8 @@ def final_error(lines: Iterable[str]) -> str | None:
 
 
 SliceCheck = Callable[[], tuple[int, str]]
-"""``slice_state.py check``'s answer: (0 up, 1 down, 2 unknown; its line)."""
+"""``slice_state.py check``'s answer: (0 up, 1 down, 2 unknown, 3 a container's own fault; its line)."""
+FAULT = 3
 
 
 def verdict(  # noqa: PLR0913 (the evidence, each of its own kind)
@@ -191,12 +200,14 @@ def verdict(  # noqa: PLR0913 (the evidence, each of its own kind)
     codes: tuple[int, int],
     drilled: tuple[str, int] | None = None,
     slice_check: SliceCheck | None = None,
+    kept: Collection[int] = (),
 ) -> tuple[int, str]:
     """(the container's exit status, what it says) for train_rl's ``status``, its log's lines and the stall
     watchdog's note (None: it did not end the attempt); ``codes``: the slice-down and stalled exit codes;
     ``drilled``: the restart drill's note and exit code when it ended the attempt; ``slice_check``: the slice's
-    evidence, asked only after a "maybe down" error (None: not asked, the slice counts as unknown). The order of the
-    evidence is the module docstring's."""
+    evidence, asked after an error (None: not asked, the slice counts as unknown); ``kept``: the other codes the
+    script keeps for its own verdicts (the drill's, whether or not it ran). The order of the evidence is the module
+    docstring's."""
     slice_down_exit, stalled_exit = codes
     found = evidence(lines)
     ended = f"was ended by the stall watchdog ({stalled})" if stalled is not None else f"exited {status}"
@@ -220,7 +231,18 @@ def verdict(  # noqa: PLR0913 (the evidence, each of its own kind)
             f"{note}; exiting {drill_exit} so the JobSet restarts it once from that checkpoint, not counted against "
             "tpu-rl:workflow.maxRestarts"
         )
+    if status in {*codes, *kept, *([drilled[1]] if drilled else [])}:
+        return UNCAUGHT_EXIT, kept_line(status)
     return status, ""
+
+
+def kept_line(status: int) -> str:
+    """What the judge says of a train_rl that itself exited a code the script keeps for its own verdicts."""
+    return (
+        f"train_rl itself exited {status}, a code the training script keeps for its own verdicts (a lost slice, a "
+        f"stall, the restart drill's end), with none of their evidence: exiting {UNCAUGHT_EXIT} so the JobSet fails "
+        "the run instead of restarting it; the next `pulumi up` retries it from its last checkpoint"
+    )
 
 
 def _first(error: str) -> str:
@@ -230,35 +252,42 @@ def _first(error: str) -> str:
 def _error_verdict(
     status: int, error: str, stalled: str | None, slice_down_exit: int, slice_check: SliceCheck | None
 ) -> tuple[int, str]:
-    """The verdict of a run that died of ``error`` (exit 1), or hung after it until the watchdog ended it."""
+    """The verdict of a run that died of ``error`` (exit 1), or hung after it until the watchdog ended it: the slice is
+    asked after every error (the module's docstring)."""
     first = _first(error)
     hung = f", then hung until the stall watchdog ended it ({stalled})" if stalled is not None else ""
     exited = f"exit {status}" if stalled is None else "uncaught error"
-    if error.split(":", 1)[0].rsplit(".", 1)[-1] == JAX_ERROR_TYPE:
-        if any(code in error for code in DOWN_CODES):
-            return slice_down_exit, (
-                f"train_rl ({exited}) lost a TPU slice ({first}){hung}; exiting {slice_down_exit} so the JobSet "
-                "restarts"
-            )
-        maybe = next((code for code in MAYBE_DOWN_CODES if code in error), None)
-        if maybe:
-            state, seen = slice_check() if slice_check is not None else (2, "unknown: not read")
-            if state == 1:
-                return slice_down_exit, (
-                    f"train_rl ({exited}) failed with {maybe} ({first}){hung}, which pathways-utils calls 'may or "
-                    f"may not be due to slice down', and its slice is {seen}; exiting {slice_down_exit} so the JobSet "
-                    "restarts"
-                )
-            return UNCAUGHT_EXIT, (
-                f"train_rl ({exited}) failed with {maybe} ({first}){hung}, which pathways-utils calls 'may or may "
-                f"not be due to slice down', and its slice is {seen}: not restarted, since a deterministic error "
-                "would fail the same way; the next `pulumi up` retries the run from its last checkpoint"
-            )
-    if stalled is None:
-        return status, ""
+    jax = error.split(":", 1)[0].rsplit(".", 1)[-1] == JAX_ERROR_TYPE
+    maybe = next((code for code in MAYBE_DOWN_CODES if code in error), None) if jax else None
+    said = (
+        f"{maybe} ({first}){hung}, which pathways-utils calls 'may or may not be due to slice down'"
+        if maybe
+        else f"{first}{hung}"
+    )
+    state, seen = slice_check() if slice_check is not None else (2, "unknown: not read")
+    if state == FAULT:
+        return UNCAUGHT_EXIT, _fault_line(f"train_rl ({exited}) failed with {maybe or first}{hung}", seen)
+    if jax and any(code in error for code in DOWN_CODES):
+        return slice_down_exit, (
+            f"train_rl ({exited}) lost a TPU slice ({first}){hung}; exiting {slice_down_exit} so the JobSet restarts"
+        )
+    if state == 1:
+        return slice_down_exit, (
+            f"train_rl ({exited}) failed with {said}, and its slice is {seen}; exiting {slice_down_exit} so the "
+            "JobSet restarts"
+        )
     return UNCAUGHT_EXIT, (
-        f"train_rl failed with {first}{hung}: exiting {UNCAUGHT_EXIT}, not restarted, since a deterministic error "
-        "would fail the same way"
+        f"train_rl ({exited}) failed with {said}, and its slice is {seen}: not restarted, since a deterministic error "
+        "would fail the same way; the next `pulumi up` retries the run from its last checkpoint"
+    )
+
+
+def _fault_line(what: str, seen: str) -> str:
+    """The line of an error whose slice shows a container's own fault (``slice_state.py check``'s ``fault: ...``)."""
+    return (
+        f"{what}, and its slice shows a container's own fault ({seen.removeprefix('fault: ')}): not a lost slice, so "
+        f"not restarted (the next attempt would meet the same fault and spend a restart on it); exiting "
+        f"{UNCAUGHT_EXIT}: the next `pulumi up` retries the run from its last checkpoint"
     )
 
 
@@ -278,21 +307,23 @@ def ask_slice(program: str, account_dir: str, workers: str, baseline: str) -> tu
     except (OSError, subprocess.TimeoutExpired) as err:
         return 2, f"unknown: the check did not answer ({type(err).__name__})"
     said = (done.stdout.strip().splitlines() or [f"unknown: the check exited {done.returncode} saying nothing"])[-1]
-    return (done.returncode if done.returncode in (0, 1) else 2), " ".join(said.split())[:400]
+    return (done.returncode if done.returncode in (0, 1, FAULT) else 2), " ".join(said.split())[:400]
 
 
 def main(argv: list[str]) -> int:
     log, status_text, marker, slice_down_exit, stalled_exit, *more = argv
     status = int(status_text) if status_text.isdigit() else 1
     stalled = _note(marker, "the stall watchdog ended train_rl")
-    drilled = None
+    drilled: tuple[str, int] | None = None
+    kept: tuple[int, ...] = ()
     if more:
         drill_marker, drill_exit = more[:2]
         note = _note(drill_marker, "the restart drill ended train_rl")
         drilled = (note, int(drill_exit)) if note is not None else None
+        kept = (int(drill_exit),)
     check = functools.partial(ask_slice, *more[2:6]) if len(more) >= 6 else None
     codes = (int(slice_down_exit), int(stalled_exit))
-    code, message = verdict(status, lines_of(log), stalled, codes, drilled, check)
+    code, message = verdict(status, lines_of(log), stalled, codes, drilled, check, kept)
     if message:  # it quotes train_rl's log and the slice check's line: nothing a terminal would act on or hide
         print(f"tpu-rl: {shown.redacted(message)}", file=sys.stderr, flush=True)
     return code
@@ -304,4 +335,5 @@ if __name__ == "__main__":
     except Exception as err:  # noqa: BLE001 (the container keeps train_rl's status)
         print(f"tpu-rl: could not judge train_rl's exit ({type(err).__name__})", file=sys.stderr, flush=True)
         code = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].isdigit() else 1
+        code = UNCAUGHT_EXIT if str(code) in sys.argv[4:6] + sys.argv[7:8] else code  # never a verdict it keeps
     print(code)

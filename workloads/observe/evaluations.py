@@ -55,6 +55,11 @@ in every attempt)."""
 STALLED = re.compile(r"tpu-rl: (stalled: [^;\n]{1,200})")
 """The line the training script's watchdog writes when it ends an attempt
 (``workloads/container/stall_watchdog.py``)."""
+SLICE_SAID = re.compile(r"tpu-rl: ((?:waiting for the slice |the slice |cannot read the slice's workers )[^\n]{0,400})")
+"""What the attempt's wait for its slice said (``workloads/container/slice_state.py``): waiting (until when), the
+slice up, not back within the budget, or its workers unread."""
+WAITING = "waiting for the slice "
+GAVE_UP = "the slice did not come back "
 KEYS = ("corr", "total", "accuracy", "partial_accuracy", "format_accuracy", "mean_reward")
 ATTEMPT = re.compile(r"(?:train|evals)-([0-9]{8}T[0-9]{6}Z)\.(?:log|txt)")
 MAX_RECORD_CHARS = 100_000
@@ -116,6 +121,8 @@ class Attempt:
     run: RunRecord | None = None
     stalled: str | None = None
     """Why the stall watchdog ended it (``stalled: no training progress ... for 2h00m``), None when it did not."""
+    slice_said: str | None = None
+    """The last line its wait for the slice said (``SLICE_SAID``), None when it said none."""
     ended: float | None = None
     """When its files were last written (a Unix time: the log is copied when train_rl exits, the side file as
     each line appears), None when not known."""
@@ -162,6 +169,7 @@ class Attempt:
             "post": self.post,
             "intermediateSteps": sorted(self.intermediate),
             "stalled": self.stalled,
+            "slice": self.slice_said,
             "heldHours": None if (hours := self.held_hours()) is None else round(hours, 4),
         }
 
@@ -204,6 +212,8 @@ def _read_attempt(attempt: Attempt, text: str) -> None:
             continue
         if (stalled := STALLED.search(line)) and attempt.stalled is None:
             attempt.stalled = stalled.group(1)
+        elif said := SLICE_SAID.search(line):
+            attempt.slice_said = said.group(1)
         elif (restored := RESTORED.search(line)) and attempt.restored_step is None:
             attempt.restored_step = int(restored.group(1))
         elif (skipped := FAST_FORWARDED.search(line)) and attempt.fast_forwarded is None:

@@ -1,5 +1,6 @@
-"""GKE's host maintenance notices on the TPU slice's nodes, as typed values, and what they mean for a run (plain
-functions: `pulumi up`'s check before training, `make status`, `make maintenance`).
+"""GKE's host maintenance notices on the TPU slice's nodes, and whether those nodes are there (``Ready``, as many as the
+slice has), as typed values, and what they mean for a run (plain functions: `pulumi up`'s check before training,
+`make status`, `make maintenance`).
 
 What GKE writes, and where it says so:
 
@@ -18,7 +19,7 @@ What GKE writes, and where it says so:
 - ``cloud.google.com/active-node-maintenance`` (``ONGOING`` while GKE stops the node's workloads for the
   maintenance): named by Google's own GKE troubleshooting skill (GoogleCloudPlatform/gke-mcp
   ``skills/gke-ai-troubleshooting-handle-disruption-gpu-tpu/SKILL.md``), by no GKE page read; `make status` shows it,
-  nothing decides on it.
+  and `up`'s check counts it as one more sign of a slice that is away (``away``), beside the nodes' ``Ready``.
 
 A label of another shape is one problem line (the node is kept, its time unread), never an error.
 """
@@ -37,7 +38,7 @@ from pydantic import Field
 from core.boundary import MAX_ITEMS, BoundaryError, Model, parse
 from core.names import TPU_ACCELERATOR_LABEL, TPU_TOPOLOGY_LABEL
 from core.redact import scrub
-from workloads.observe.objects import Meta
+from workloads.observe.objects import Conditions, Meta, any_condition
 
 SCHEDULED_LABEL = "cloud.google.com/scheduled-maintenance-time"
 PERFORM_LABEL = "cloud.google.com/perform-maintenance"
@@ -56,8 +57,13 @@ def slice_selector(accelerator: str, topology: str) -> str:
     return f"{TPU_ACCELERATOR_LABEL}={accelerator},{TPU_TOPOLOGY_LABEL}={topology}"
 
 
+class _NodeStatus(Model):
+    conditions: Conditions = Field(default_factory=list, max_length=MAX_ITEMS)
+
+
 class _Node(Model):
     metadata: Meta = Field(default_factory=Meta)
+    status: _NodeStatus = Field(default_factory=_NodeStatus)
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,8 @@ class SliceNode:
     """``perform-maintenance=true``: someone asked for the maintenance to start now."""
     active: str = ""
     """``active-node-maintenance``'s value ("" when the label is absent)."""
+    ready: bool = True
+    """Its ``Ready`` condition is ``True`` (a node whose kubelet stopped reporting is ``Unknown``: not Ready)."""
 
 
 @dataclass(frozen=True)
@@ -107,11 +115,12 @@ def slice_notices(items: Sequence[Any], source: str) -> SliceNotices:
     problems: list[str] = []
     for index, item in enumerate(items[:MAX_ITEMS]):
         try:
-            meta = parse(_Node, item, f"{source} item {index}").metadata
+            node = parse(_Node, item, f"{source} item {index}")
         except BoundaryError as err:
             problems.append(f"{err}: that node is not read")
             continue
-        labels = meta.labels
+        meta, labels = node.metadata, node.metadata.labels
+        ready = any_condition(node.status.conditions, "Ready")
         raw, scheduled = labels.get(SCHEDULED_LABEL), None
         if raw is not None:
             try:
@@ -121,7 +130,9 @@ def slice_notices(items: Sequence[Any], source: str) -> SliceNotices:
                     f"node {meta.name}: {SCHEDULED_LABEL}={scrub(raw, limit=40)!r} is not a time in seconds since the "
                     "Unix epoch, as GKE writes it; its maintenance time is not read"
                 )
-        nodes.append(SliceNode(meta.name, scheduled, labels.get(PERFORM_LABEL) == "true", labels.get(ACTIVE_LABEL, "")))
+        active = labels.get(ACTIVE_LABEL, "")
+        is_ready = ready is not None and ready.status == "True"
+        nodes.append(SliceNode(meta.name, scheduled, labels.get(PERFORM_LABEL) == "true", active, is_ready))
     return SliceNotices(tuple(nodes), tuple(problems))
 
 
@@ -238,3 +249,57 @@ def status_lines(notices: SliceNotices, now: datetime.datetime) -> list[str]:
         what = f"{ACTIVE_LABEL}={active[0].active}"
         lines.append(f"slice maintenance under way ({what}) on {len(active)} of {total} nodes")
     return lines + list(notices.problems)
+
+
+@dataclass(frozen=True)
+class SliceSize:
+    """What the slice should be: its nodes (every host of every slice), and whether they exist outside training (a
+    reservation's pool is static; an autoscaled pool is at zero until training scales it up)."""
+
+    nodes: int
+    reserved: bool
+
+
+def away(notices: SliceNotices, shape: SliceSize) -> str:
+    """What keeps the slice away ("" when nothing does): nodes not Ready, a maintenance under way, some of a
+    reservation's nodes missing. A slice without any node is not judged: an autoscaled pool scales up for training,
+    and a reservation's pool being created has none yet (`make status` says so: ``slice_line``)."""
+    nodes = notices.nodes
+    if not nodes:  # an autoscaled pool at zero; a reservation's not judged: a pool not created yet has none either
+        return ""
+    not_ready = [node for node in nodes if not node.ready]
+    active = [node for node in nodes if node.active]
+    missing = max(0, shape.nodes - len(nodes)) if shape.reserved else 0
+    if not (not_ready or active or missing):
+        return ""
+    parts = [f"NotReady: {named(not_ready)}"] if not_ready else []
+    if active:
+        parts.append(f"maintenance under way ({ACTIVE_LABEL}={active[0].active}) on {len(active)}")
+    if missing:
+        parts.append(f"{missing} of the reservation's {shape.nodes} missing")
+    ready = sum(node.ready for node in nodes)
+    return f"{ready} of {shape.nodes} nodes Ready ({'; '.join(parts)})"
+
+
+def away_refusal(gone: str, stack: str) -> str:
+    """The line `up` stops with when the slice is away before training is created."""
+    return (
+        f"the TPU slice is away: {gone}; a training created now would wait for it under a start-up's bounds "
+        "(tpu-rl:workflow.unschedulableTimeout, tpu-rl:kueue.podsReadyTimeout), not a maintenance's. Follow it with "
+        f"`make status STACK={stack}` and run `make up STACK={stack}` once the slice is back, "
+        f'or go on anyway with `make up STACK={stack} ACCEPT=maintenance` (docs/maintenance.md "The check in up")'
+    )
+
+
+def slice_line(notices: SliceNotices, shape: SliceSize) -> str:
+    """`make status`'s line of the slice's nodes: how many are Ready, and what keeps it away."""
+    if not notices.nodes:
+        if shape.reserved:
+            return (
+                f"slice: away: 0 of {shape.nodes} nodes (none of the reservation's exists: a maintenance or a repair)"
+            )
+        return "slice: no nodes (its pool scales up for training and back to zero after it)"
+    gone = away(notices, shape)
+    if gone:
+        return f"slice: away: {gone}"
+    return f"slice: {sum(node.ready for node in notices.nodes)} of {shape.nodes} nodes Ready"

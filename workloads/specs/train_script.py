@@ -31,13 +31,14 @@ SCAN_ERRORS = "/tmp/tpu-rl-checkpoint-scan.err"
 """Where the training script keeps what ``checkpoint_scan.py`` said on stderr (its last line is shown)."""
 SIDE_PATTERN = (
     r"Pre RL Training:|Post RL Training:|Intermediate Eval \(step=|Restored params from step:|Fast forwarded"
-    r"|Setting up RL trainer\.\.\.|tpu-rl: the slice "
+    r"|Setting up RL trainer\.\.\.|tpu-rl: the slice |tpu-rl: waiting for the slice |tpu-rl: cannot read the slice"
     r"|tpu-rl: stalled: |"
     + DRILL_SAYS
     + "|"
     + PRE_RL_SKIPPED  # plain text: no character of either is special to grep -E
 )
-"""The lines the training script copies to the side file as they appear (``grep -E``)."""
+"""The lines the training script copies to the side file as they appear (``grep -E``), from the wait for the slice
+(``slice_state.py``'s lines: waiting, up, not back, unread) to train_rl's end."""
 RUN_LINE = "tpu-rl run: "
 """The first line of each training log and side file: what the run is (written by the training script)."""
 STALL_ENV = "TPU_RL_STALL_SECONDS"
@@ -45,8 +46,9 @@ STALL_ENV = "TPU_RL_STALL_SECONDS"
 DRILL_ENV = "TPU_RL_RESTART_DRILL"
 """``true`` when the training run does the restart drill (``tpu-rl:workflow.restartDrill``, an operational field)."""
 SLICE_WAIT_ENV = "TPU_RL_SLICE_WAIT_SECONDS"
-"""How long an attempt waits for its slice's workers before train_rl starts, and for its devices once it has: the
-attempt's recovery budget (``tpu-rl:kueue.recoveryTimeout``, an operational field like ``STALL_ENV``)."""
+"""How long an attempt waits for its slice's workers before train_rl starts, and, when the wait could not read them,
+for its devices once it has: the attempt's recovery budget (``tpu-rl:kueue.recoveryTimeout``, an operational field
+like ``STALL_ENV``)."""
 ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 """Where the kubelet mounts the head's service account token, CA and namespace (Kubernetes "Service account token
 volume projection": ``kube-api-access-*`` at this path)."""
@@ -152,10 +154,13 @@ def slice_lines(settings: Settings) -> list[str]:
     """The training script's lines that wait for the attempt's slice before train_rl starts
     (``workloads/container/slice_state.py wait``): every worker of the slice Ready, at most ``SLICE_WAIT_ENV``
     seconds. SIGTERM ends the wait as it ends train_rl (the trap names ``$child``). A slice that does not come back
-    within the budget ends the attempt with ``SLICE_WAIT_EXIT``, its line in the side file, both files copied."""
+    within the budget ends the attempt with ``SLICE_WAIT_EXIT``, its line in the side file, both files copied. The
+    side file's follower (``side_lines``) runs from before the wait, so each of its lines reaches the side file, and
+    `make status`, as it is said."""
     workers = settings.slice.hosts * settings.tpu.slices
     upload = run_program("upload.py")
     return [
+        *side_lines(),
         f': "${{{SLICE_WAIT_ENV}:?is set by the manifest (tpu-rl:kueue.recoveryTimeout)}}"',
         f'{run_program("slice_state.py")} wait {ACCOUNT_DIR} {workers} "${{{SLICE_WAIT_ENV}}}" {SLICE_BASELINE} '
         f"{TRAIN_LOG} {SLICE_WAIT_EXIT} &",
@@ -164,16 +169,37 @@ def slice_lines(settings: Settings) -> list[str]:
         'wait "$child"; waited=$?',
         'while kill -0 "$child" 2>/dev/null; do wait "$child"; waited=$?; done  # a trapped signal ends wait early',
         'if [ "$waited" != 0 ]; then',
-        f"  tail -n 1 {TRAIN_LOG} >> {EVALS_LOG}",
+        '  kill "$keeper" 2>/dev/null; wait "$side"',
         f'  {upload} {TRAIN_LOG} "$log_uri"; {upload} {EVALS_LOG} "$evals_uri"',
         '  exit "$waited"',
         "fi",
     ]
 
 
+def side_lines() -> list[str]:
+    """The follower that copies the log's ``SIDE_PATTERN`` lines to the side file as they appear, and the side file to
+    GCS after each: from the slice's wait to train_rl's end. ``tail --pid`` follows the log for as long as a keeper
+    runs (a ``sleep`` the script kills once the log is complete; tail then reads what is left and ends), since neither
+    the wait nor train_rl lives the whole span; the EXIT trap kills the keeper on any other way out."""
+    upload = run_program("upload.py")
+    return [
+        "sleep 2147483647 & keeper=$!",
+        """trap 'kill "$keeper" 2>/dev/null' EXIT""",
+        f'tail -n +1 --pid="$keeper" -f {TRAIN_LOG} | grep --line-buffered -E {shlex.quote(SIDE_PATTERN)} |',
+        f'  while IFS= read -r line; do printf "%s\\n" "$line" >> {EVALS_LOG}; {upload} {EVALS_LOG} "$evals_uri";',
+        "  done &",
+        "side=$!",
+    ]
+
+
+KEPT = "|".join(str(code) for code in (SLICE_DOWN_EXIT, STALLED_EXIT, DRILL_EXIT, SLICE_WAIT_EXIT))
+"""The exit codes the training script keeps for its own verdicts (a ``case`` pattern): a judge that printed nothing
+leaves train_rl's status, unless it is one of these, which only evidence may give (1 instead)."""
+
+
 def judge_line(settings: Settings) -> str:
     """The line that judges how train_rl ended (``workloads/container/train_exit.py``), with the slice's evidence for
-    an error that may or may not be a lost slice (``slice_state.py check``)."""
+    any error it died of (``slice_state.py check``)."""
     workers = settings.slice.hosts * settings.tpu.slices
     return (
         f'judged="$({run_program("train_exit.py")} {TRAIN_LOG} "$status" {STALL_MARKER} '
@@ -198,17 +224,18 @@ def train_script(settings: Settings, argv: list[str], output_uri: str, convert_u
       huggingface_hub, ``datasets`` able to read the staged copy in GCS; the script's own fetches before it, the
       dataset's first staging among them, keep the Hub), its output appended to the log, which ``tail --pid``
       shows on the container's stdout (``kubectl logs``); SIGTERM (a JobSet restart, a deadline, a deleted pod) is
-      forwarded to it (PID 1 ignores a signal it has no handler for, so without the trap
-      nothing would stop train_rl until the grace period's SIGKILL);
+      forwarded to it (PID 1 ignores a signal it has no handler for, so without the trap nothing would stop train_rl
+      until the grace period's SIGKILL);
     - each evaluation and restore line, as it appears, appended to the side file and the side file
       copied (a killed attempt keeps its evaluations);
     - a stall watchdog (``workloads/container/stall_watchdog.py``) beside it: a log without training progress (a new
       step, a stage of start-up or evaluation) for ``$TPU_RL_STALL_SECONDS`` (``tpu-rl:workflow.stallTimeout``),
-      counted from the first sign of devices up (until then ``$TPU_RL_SLICE_WAIT_SECONDS``), ends train_rl;
+      counted from the first sign of devices up (until then the same bound once the wait saw every worker Ready, its
+      ``SLICE_BASELINE``, else ``$TPU_RL_SLICE_WAIT_SECONDS``), ends train_rl;
     - the restart drill (``drill_lines``), when ``$TPU_RL_RESTART_DRILL`` is ``true`` and the attempt starts fresh;
     - when train_rl exits, for any reason, the log and the side file copied to ``<output>logs/``, and the
-      container exits as ``workloads/container/train_exit.py`` judges by the evidence in the log and, for an error
-      that may or may not be a lost slice, in the slice's pods (``judge_line``): 0 once training completed, the
+      container exits as ``workloads/container/train_exit.py`` judges by the evidence in the log and, for an error,
+      in the slice's pods (``judge_line``): 0 once training completed, the
       error it died of (``SLICE_DOWN_EXIT`` for a lost TPU slice), ``STALLED_EXIT`` after a stall with no other
       evidence (both counted as disruptions, which the JobSet restarts), ``DRILL_EXIT`` after the drill (restarted
       once, not counted), else train_rl's status.
@@ -256,23 +283,20 @@ def run_lines(settings: Settings, output_uri: str) -> list[str]:
         f"{launch_env()} {run_program(LAUNCHER)} >> {TRAIN_LOG} 2>&1 &",
         "child=$!; what=train_rl",
         f'{run_program("stall_watchdog.py")} "$child" {TRAIN_LOG} "${{{STALL_ENV}}}" {STALL_MARKER} '
-        f'"${{{SLICE_WAIT_ENV}}}" &',
+        f'"${{{SLICE_WAIT_ENV}}}" {SLICE_BASELINE} &',
         "watchdog=$!",
         *drill_lines(settings, output_uri),
         f'tail -n +1 --pid="$child" -f {TRAIN_LOG} &',
         "shown=$!",
-        f'tail -n +1 --pid="$child" -f {TRAIN_LOG} | grep --line-buffered -E {shlex.quote(SIDE_PATTERN)} |',
-        f'  while IFS= read -r line; do printf "%s\\n" "$line" >> {EVALS_LOG}; {upload} {EVALS_LOG} "$evals_uri";',
-        "  done &",
-        "side=$!",
         'wait "$child"; status=$?',
         'while kill -0 "$child" 2>/dev/null; do wait "$child"; status=$?; done  # a trapped signal ends wait early',
         'kill "$watchdog" 2>/dev/null; wait "$watchdog"',
         'if [ -n "$drill" ]; then kill "$drill" 2>/dev/null; wait "$drill"; fi',
-        'wait "$shown" "$side"',
+        'kill "$keeper" 2>/dev/null; wait "$shown" "$side"',
         f'{upload} {TRAIN_LOG} "$log_uri"',
         f'{upload} {EVALS_LOG} "$evals_uri"',
         judge_line(settings),
-        'case "$judged" in ""|*[!0-9]*) judged="$status" ;; esac  # the judge could not run: train_rl\'s status',
+        # the judge could not run: train_rl's status, unless it is one of the script's own verdicts
+        f'case "$judged" in ""|*[!0-9]*) case "$status" in {KEPT}) judged=1 ;; *) judged="$status" ;; esac ;; esac',
         'exit "$judged"',
     ]
