@@ -122,9 +122,11 @@ def test_make_up_selects_the_stack_where_its_state_lives_and_runs_pulumi_up():
         "TEST_BUDGET_STRICT=1 make test",
         "make lint",
         '  make maxtext VERSION="$MAXTEXT" LOADER="$PY312"',
+        '  make rehearse STACK=dev PYTHON312="$PY312"',
+        '  make rehearse STACK=prod PYTHON312="$PY312"',
         "make test-slow",
     ], "CI: the README's test command first on the fresh clone (its budget counts the install), then lint, MaxText's "
-    "loader venv (its loader and mesh tests), slow tier"
+    "loader venv (its loader and mesh tests), both stacks' rehearsals, slow tier"
 
 
 def test_the_configuration_page_lists_every_key_with_its_default_and_bounds():
