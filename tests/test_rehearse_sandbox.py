@@ -30,6 +30,8 @@ def test_every_step_is_its_jobsets_script_container_with_its_configmap(stack):
         assert pod.config_mount == "/tpu-rl" and pod.script == pod.files["run.sh"]
         assert pod.script.startswith("set -euo pipefail\n")
     assert "train.json" in found["train"].files and LAUNCHER in found["train"].files
+    card = found["publish"].other_config
+    assert list(card) == ["/card"], "the model card's ConfigMap too (the pure plan holds no card's text)"
 
 
 def test_container_paths_move_under_the_sandbox_once_and_nothing_else_does(tmp_path):

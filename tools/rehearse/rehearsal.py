@@ -59,15 +59,18 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--step", default="", help="rehearse this step alone, on the bucket as the last rehearsal left it"
     )
     parser.add_argument("--python312", default="", help="the Python 3.12 to make the venv with")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a key, as make plan's --set"
+    )
     return parser.parse_args(argv)
 
 
-def plan_pods(stack: str) -> list[sandbox.StepPod]:
+def plan_pods(stack: str, overrides: list[str] | None = None) -> list[sandbox.StepPod]:
+    """The steps' pods as the offline plan renders them for the stack file (and ``overrides``)."""
     from tools.plan.cli import plan_stack
 
-    plan, _ = plan_stack(
-        ROOT / f"Pulumi.{stack}.yaml", stack=stack, secrets={"tpu-rl:hfToken": STAND_IN_SECRETS[HF_SECRET]}
-    )
+    secrets = {"tpu-rl:hfToken": STAND_IN_SECRETS[HF_SECRET], "tpu-rl:hfWriteToken": STAND_IN_SECRETS[HF_WRITE_SECRET]}
+    plan, _ = plan_stack(ROOT / f"Pulumi.{stack}.yaml", overrides or (), stack=stack, secrets=secrets)
     return sandbox.step_pods(plan.kubernetes_objects())
 
 
@@ -151,8 +154,8 @@ def describe(outcome: run.Outcome) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    settings = load_stack(args.stack)[0]
-    pods = plan_pods(args.stack)
+    settings = load_stack(args.stack, overrides=args.set)[0]
+    pods = plan_pods(args.stack, args.set)
     names = [p.step for p in pods]
     if args.step and args.step not in names:
         raise RehearseInputError(f"stack {args.stack} has no step {args.step!r}: its steps are {', '.join(names)}")

@@ -1,10 +1,11 @@
 """One step's rehearsal: its rendered script through bash in its sandbox, with the rehearsal's ``python3``.
 
-The rehearsal's ``python3`` (``SHIM``) is the venv's interpreter, except where a call would need the slice or
-the cluster: ``python3 -m maxtext.<module>`` goes to ``inside/stand_in.py`` (the converters on the small model;
-train_rl up to its first device call), and ``slice_state.py`` (the wait for the slice's workers, read from the
-cluster's API) is not run. Every call is written down, so the step's line says what ran. Training's script runs to
-its launcher line (``sandbox.launcher_cut``).
+The rehearsal's ``python3`` (``SHIM``) is the venv's interpreter, except where a call would need the slice, the
+cluster or what the rehearsal has not: ``python3 -m maxtext.<module>`` goes to ``inside/stand_in.py`` (the converters
+on the small model; train_rl up to its first device call); ``slice_state.py`` (the wait for the slice's workers, read
+from the cluster's API) is not run; the evaluation's and the publication's programs stop where they would need what
+the rehearsal has not (``inside/stand_in.py`` ``STOPS``). Every call is written down, so the step's line says what
+ran. Training's script runs to its launcher line (``sandbox.launcher_cut``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ SHIM = """#!/bin/bash
 if [ "$1" = -m ]; then echo "-m $2" >> "$REHEARSE_CALLS"; else echo "${1##*/}" >> "$REHEARSE_CALLS"; fi
 case "$1" in
   -m) case "$2" in maxtext.*) exec "$REHEARSE_PYTHON" "$REHEARSE_STAND_IN" "$REHEARSE_SMALL" "${@:2}" ;; esac ;;
+  */evaluate_export.py|*/publish_hub.py) exec "$REHEARSE_PYTHON" "$REHEARSE_STAND_IN" "$REHEARSE_SMALL" program "$@" ;;
   */slice_state.py) echo "tpu-rl rehearse: not run: slice_state.py $2 (the slice's workers, from the cluster's API)"
     exit 0 ;;
 esac
@@ -59,9 +61,9 @@ def lay_out(pod: StepPod, root: Path, package: Path) -> Path:
     (root / "var/run/secrets/kubernetes.io/serviceaccount").mkdir(parents=True, exist_ok=True)
     (root / "home").mkdir()
     shutil.copytree(package, root / "deps/src/maxtext")
-    config = root / pod.config_mount.lstrip("/")
-    for name, text in pod.files.items():
-        (config / name).write_text(sandbox.mapped(text, root, paths))
+    for mount, files in {pod.config_mount: pod.files, **pod.other_config}.items():
+        for name, text in files.items():
+            (root / mount.lstrip("/") / name).write_text(sandbox.mapped(text, root, paths))
     script = sandbox.mapped(pod.script, root, paths)
     script = sandbox.launcher_cut(script)
     run = root / "rehearsed.sh"

@@ -12,6 +12,7 @@ rehearsal's stand-ins, and the rehearsal's settings on top (``Sandbox.environmen
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -47,6 +48,8 @@ class StepPod:
     """The container's mount paths."""
     config_mount: str
     """Where the ConfigMap of scripts is mounted (``/tpu-rl``)."""
+    other_config: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
+    """The container's other ConfigMaps: mount path -> their files (the publication's model card)."""
 
 
 def _script_container(spec: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -92,7 +95,12 @@ def step_pods(objects: Iterable[Mapping[str, Any]]) -> list[StepPod]:
             files = config_maps[config[1]]
             script = files.get(script_path.removeprefix(config[0].rstrip("/") + "/"), "")
             env = tuple((e["name"], e) for e in container.get("env") or [])
-            found.append(StepPod(step, obj["metadata"]["name"], script, files, env, tuple(mounts), config[0]))
+            others = {
+                path: config_maps.get(v["configMap"]["name"], {})
+                for path, v in mounts.items()
+                if "configMap" in v and path != config[0]
+            }
+            found.append(StepPod(step, obj["metadata"]["name"], script, files, env, tuple(mounts), config[0], others))
     order = list(STEPS)
     return sorted(found, key=lambda pod: order.index(pod.step))
 
