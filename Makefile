@@ -133,11 +133,17 @@ $(VENV)/.installed-dev: $(VENV)/.installed requirements.lock
 # CPU build (2.13.0+cpu; PyPI's Linux torch is a CUDA build of several GB), locked for Linux x86_64 and CPython 3.11,
 # where CI runs the slow tier (elsewhere its marker leaves it out and the tests that need it skip). uv finds its
 # wheel through TORCH_WHEELS, as `make lock` did: pip's find-links here (PIP_FIND_LINKS, where this machine keeps
-# it), else PyTorch's page of torch wheels; either way uv takes only the file whose sha256 the lock lists.
+# it), else PyTorch's page of torch wheels; either way uv takes only the file whose sha256 the lock lists. Where
+# neither has that file (a machine whose find-links folder is empty cannot reach PyTorch's page), the group goes in
+# without torch, saying so, and the tests that need torch skip, each naming why (tests/tiny_gemma.py).
 TORCH_WHEELS ?= $(or $(PIP_FIND_LINKS),https://download.pytorch.org/whl/torch/)
 $(VENV)/.installed-slow: $(VENV)/.installed-dev requirements.lock
 	$(SUBSET) $(RUNTIME) pyproject.toml:dev pyproject.toml:slow > $(VENV)/slow.lock
-	UV_FIND_LINKS="$(TORCH_WHEELS)" $(UV_INSTALL) --python $(PY) -r $(VENV)/slow.lock
+	UV_FIND_LINKS="$(TORCH_WHEELS)" $(UV_INSTALL) --python $(PY) -r $(VENV)/slow.lock 2>$(VENV)/slow.err || { \
+		grep -q 'no version of torch' $(VENV)/slow.err || { cat $(VENV)/slow.err >&2; exit 1; }; \
+		echo "note: torch 2.13.0+cpu is neither in $(TORCH_WHEELS) nor reachable: the slow tier goes on without it, and its tests that need torch skip"; \
+		awk '/^[^ #]/ { skip = ($$0 ~ /^torch==/) } !skip' $(VENV)/slow.lock > $(VENV)/slow-without-torch.lock; \
+		$(UV_INSTALL) --python $(PY) -r $(VENV)/slow-without-torch.lock; }
 	touch $@
 
 # The policy pack's own environment: PulumiPolicy.yaml's `virtualenv: venv` resolves inside policy/. Its packages
