@@ -142,8 +142,9 @@ $(VENV)/.installed-slow: $(VENV)/.installed-dev requirements.lock
 	UV_FIND_LINKS="$(TORCH_WHEELS)" $(UV_INSTALL) --python $(PY) -r $(VENV)/slow.lock 2>$(VENV)/slow.err || { \
 		grep -q 'no version of torch' $(VENV)/slow.err || { cat $(VENV)/slow.err >&2; exit 1; }; \
 		echo "note: torch 2.13.0+cpu is neither in $(TORCH_WHEELS) nor reachable: the slow tier goes on without it, and its tests that need torch skip"; \
-		awk '/^[^ #]/ { skip = ($$0 ~ /^torch==/) } !skip' $(VENV)/slow.lock > $(VENV)/slow-without-torch.lock; \
-		$(UV_INSTALL) --python $(PY) -r $(VENV)/slow-without-torch.lock; }
+		awk '/^[^ #]/ { skip = ($$0 ~ /^torch==/) } !skip' $(VENV)/slow.lock > $(VENV)/slow.lock.new; \
+		mv $(VENV)/slow.lock.new $(VENV)/slow.lock; touch $(VENV)/.slow-without-torch; \
+		$(UV_INSTALL) --python $(PY) -r $(VENV)/slow.lock; }
 	touch $@
 
 # The policy pack's own environment: PulumiPolicy.yaml's `virtualenv: venv` resolves inside policy/. Its packages

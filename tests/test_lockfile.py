@@ -479,7 +479,10 @@ def test_the_lock_pins_what_the_slow_tier_has_installed(lock):
     installed version (without the slow tier's packages, as in `make test`, they are not installed: skipped)."""
     pytest.importorskip("transformers", reason="the slow tier's packages are not installed (make test-slow)")
     _, pins = lock
-    assert dependency_problems(pins, sources(pyproject(), "dev", "slow"), [SLOW_TARGET]) == []
+    problems = dependency_problems(pins, sources(pyproject(), "dev", "slow"), [SLOW_TARGET])
+    if (ROOT / ".venv" / ".slow-without-torch").exists():  # the Makefile's install without torch, said so
+        problems = [p for p in problems if p != "torch (needed by the ranges) is not installed"]
+    assert problems == []
 
 
 def test_uv_and_pip_are_the_installer_group_pinned_with_the_hash_of_each_of_their_files(lock):

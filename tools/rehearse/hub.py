@@ -7,6 +7,7 @@ read, each at one commit, served as huggingface.co serves what ``huggingface_hub
 - ``HEAD`` and ``GET /<repo>/resolve/<rev>/<file>`` (``/datasets/<repo>/...`` for a dataset; ``hf_hub_download``):
   ``X-Repo-Commit``, an ``ETag`` (for an LFS file ``X-Linked-Etag`` and ``X-Linked-Size`` too, as the Hub sends),
   byte ranges (``Range: bytes=a-b`` -> 206);
+- a write (``POST``, ``PUT``, ``DELETE``: a repository made, a commit) refused, 403 ``READS_ONLY``;
 - errors with the Hub's ``X-Error-Code`` header (``RepoNotFound``, ``RevisionNotFound``, ``EntryNotFound``), so the
   client raises what it raises against huggingface.co. A revision is the branch ``main`` or the commit.
 
@@ -23,6 +24,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+READS_ONLY = "the rehearsal's Hub serves reads only"
+"""What the Hub answers a write with (403, the Hub's error headers): the client raises it, the step's program says it,
+and the rehearsal reads the step as passed up to that write (``tools.rehearse.run``)."""
 LFS_SUFFIXES = (".safetensors", ".parquet", ".model", "tokenizer.json")
 """What a repository keeps in Git LFS: the Hub's default ``.gitattributes`` patterns of the files served, and
 ``tokenizer.json``, which Gemma's repositories add."""
@@ -158,6 +162,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_HEAD(self) -> None:  # noqa: N802
         self._route()
+
+    def _refuse(self) -> None:
+        with self.hub.lock:
+            self.hub.requests.append(f"{self.command} {urlsplit(self.path).path}")
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(min(length, 1 << 20))
+        self._error(403, "Forbidden", READS_ONLY)
+
+    do_POST = do_PUT = do_DELETE = _refuse  # noqa: N815
 
 
 class HubServer:

@@ -3,9 +3,10 @@
 The rehearsal's ``python3`` (``SHIM``) is the venv's interpreter, except where a call would need the slice, the
 cluster or what the rehearsal has not: ``python3 -m maxtext.<module>`` goes to ``inside/stand_in.py`` (the converters
 on the small model; train_rl up to its first device call); ``slice_state.py`` (the wait for the slice's workers, read
-from the cluster's API) is not run; the evaluation's and the publication's programs stop where they would need what
-the rehearsal has not (``inside/stand_in.py`` ``STOPS``). Every call is written down, so the step's line says what
-ran. Training's script runs to its launcher line (``sandbox.launcher_cut``).
+from the cluster's API) is not run; a step's own program runs up to its import of torch, left out
+(``inside/left_out/torch``), and a write to the Hub, which the rehearsal's Hub refuses (``hub.READS_ONLY``), ends a
+step as passed up to there. Every call is written down, so the step's line says what ran. Training's script runs to
+its launcher line (``sandbox.launcher_cut``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools.rehearse import sandbox
+from tools.rehearse.hub import READS_ONLY
 from tools.rehearse.sandbox import StepPod
 
 INSIDE = Path(__file__).parent / "inside"
@@ -26,11 +28,10 @@ SHIM = """#!/bin/bash
 if [ "$1" = -m ]; then echo "-m $2" >> "$REHEARSE_CALLS"; else echo "${1##*/}" >> "$REHEARSE_CALLS"; fi
 case "$1" in
   -m) case "$2" in maxtext.*) exec "$REHEARSE_PYTHON" "$REHEARSE_STAND_IN" "$REHEARSE_SMALL" "${@:2}" ;; esac ;;
-  */evaluate_export.py|*/publish_hub.py) exec "$REHEARSE_PYTHON" "$REHEARSE_STAND_IN" "$REHEARSE_SMALL" program "$@" ;;
   */slice_state.py) echo "tpu-rl rehearse: not run: slice_state.py $2 (the slice's workers, from the cluster's API)"
     exit 0 ;;
 esac
-exec "$REHEARSE_PYTHON" "$@"
+PYTHONPATH="$REHEARSE_LEFT_OUT${PYTHONPATH:+:$PYTHONPATH}" exec "$REHEARSE_PYTHON" "$@"
 """
 STEP_SECONDS = 1200
 SAYS = "tpu-rl rehearse: "
@@ -89,6 +90,7 @@ def run_step(pod: StepPod, root: Path, package: Path, env: dict[str, str], log: 
         "MAXTEXT_PKG_DIR": str(root / "deps/src/maxtext"),
         "REHEARSE_CALLS": str(calls),
         "REHEARSE_STAND_IN": str(INSIDE / "stand_in.py"),
+        "REHEARSE_LEFT_OUT": str(INSIDE / "left_out"),
     }
     started = time.monotonic()
     with log.open("w") as out:
@@ -112,6 +114,8 @@ def run_step(pod: StepPod, root: Path, package: Path, env: dict[str, str], log: 
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     failed = [s for s in said if s.startswith("failed: ")]
     last = failed[-1] if failed else (lines[-1] if lines else "")
+    if code != 0 and READS_ONLY in last and not failed:
+        code, said = 0, (*said, f"not run: the write to the Hub it then makes ({READS_ONLY})")
     ran = tuple(calls.read_text().splitlines()) if calls.exists() else ()
     return Outcome(pod.step, code, seconds, said, ran, log, last)
 

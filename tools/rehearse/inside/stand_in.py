@@ -2,7 +2,6 @@
 run by MaxText's Python, the rehearsal's venv; it imports nothing of tpu-rl):
 
     python stand_in.py SMALL_JSON MODULE WORD...
-    python stand_in.py SMALL_JSON program PROGRAM ARG...
 
 - the converters (``checkpoint_conversion.to_maxtext``, ``to_huggingface``) run as MaxText runs them (the module as
   ``__main__``, its argv the step's words), on the rehearsal's small model: MaxText's Hugging Face config of the model
@@ -16,10 +15,6 @@ run by MaxText's Python, the rehearsal's venv; it imports nothing of tpu-rl):
   format; it says what it counted and stops before ``jax.devices()``. vLLM and tpu-inference (not installable here:
   the rollout engine's accelerator code) are modules train_rl imports when it loads; they are stood in for by modules
   that raise if called.
-
-- a step's program that reaches what is not here (``STOPS``: the evaluation's model, which needs torch; the
-  publication's upload, which needs the Hub's write API) runs as its container runs it up to that call, which says
-  what is not run and ends the program (exit 0).
 
 Each line it prints starts with ``tpu-rl rehearse: ``; a failure is its exception's one line, exit 1.
 """
@@ -165,40 +160,9 @@ def rewards(train_rl, utils_rl, config, batch) -> None:
         raise ValueError(f"the reward functions score a right answer ({scores[0]:g}) no higher than a wrong one")
 
 
-STOPS = {
-    "evaluate_export.py": ("load", "the model's load and its answers (transformers' model needs torch, left out)"),
-    "publish_hub.py": ("publish", "the upload to the Hub repository (the rehearsal's Hub serves reads only)"),
-}
-"""A step's program the rehearsal runs up to a function of it: file name -> (the function, what is not run and why)."""
-
-
-def program(path: str, args: list) -> int:
-    """The step's program as its container runs it, stopped where ``STOPS`` says (the call says so, exit 0)."""
-    import importlib.util
-
-    name = os.path.basename(path)
-    function, what = STOPS[name]
-    sys.path.insert(0, os.path.dirname(path))  # python3 FILE puts its folder first: its siblings import
-    spec = importlib.util.spec_from_file_location("rehearsed_" + name.removesuffix(".py"), path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-
-    def stop(*args, **kwargs):
-        say(f"not run: {what}")
-        sys.exit(0)
-
-    setattr(module, function, stop)
-    sys.argv = [path, *args]
-    module.main(args)
-    return 0
-
-
 def main(argv: list) -> int:
     small_file, module, words = argv[0], argv[1], argv[2:]
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    if module == "program":
-        return program(words[0], words[1:])
     try:
         if module == TRAINER:
             return train(words)
