@@ -24,6 +24,7 @@ from tests.lifecycle_walk import settings
 from tests.scenario import EXPORT, auth_plugin, credential, helm_secret, unprotected, with_cluster
 from tools import state_locks
 from tools.stack_files import ROOT
+from workloads.container.tpu_rl_program import alive
 
 MAKE = shutil.which("make")
 pytestmark = pytest.mark.skipif(MAKE is None, reason="make is not installed")
@@ -284,7 +285,7 @@ def test_make_unlock_refuses_while_the_locks_process_runs_here_and_otherwise_run
 
 def test_a_lock_of_a_dead_process_on_this_machine_is_called_so():
     lock = state_locks.Lock(url="u", pid=dead_pid(), username="ops", hostname="here", timestamp="t")
-    (line,) = state_locks.lock_lines("dev", [lock], "here", state_locks.alive)
+    (line,) = state_locks.lock_lines("dev", [lock], "here", alive)
     assert "whose process is gone" in line and "make unlock STACK=dev" in line
 
 

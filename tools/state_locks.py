@@ -6,7 +6,6 @@ pid, user, host and time of the ``pulumi`` that took it), and the lines that nam
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -135,13 +134,3 @@ def _gcs_locks(bucket: str, subdir: str, prefix: str) -> list[Lock]:
         raise StateError(f"the state bucket gs://{bucket} does not exist: create it with `make state-bucket`") from None
     except client_errors() as err:
         raise translated(err, f"reading the locks in gs://{bucket}/{full}", StateError, "GCS") from None
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
