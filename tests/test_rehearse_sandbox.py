@@ -81,3 +81,32 @@ def test_a_jobset_of_no_step_is_refused():
     jobset["metadata"]["labels"][sandbox.COMPONENT] = "warmup"
     with pytest.raises(sandbox.RenderedStepError, match="names no step of the catalogue"):
         sandbox.step_pods(objects)
+
+
+def test_the_rehearsals_python3_gives_torchs_stand_in_to_the_steps_programs_alone(tmp_path):
+    """A step's program runs with torch's stand-in on its path; MaxText's modules never do, even when a program
+    (training's launcher) starts them with its own environment."""
+    import subprocess
+
+    from tools.rehearse.run import SHIM
+
+    shim, python = tmp_path / "python3", tmp_path / "python"
+    shim.write_text(SHIM)
+    python.write_text('#!/bin/sh\necho "$PYTHONPATH"\n')
+    for path in (shim, python):
+        path.chmod(0o755)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "REHEARSE_PYTHON": str(python),
+        "REHEARSE_PYTHONPATH": "/deps/src",
+        "REHEARSE_LEFT_OUT": "/left-out",
+        "REHEARSE_CALLS": str(tmp_path / "calls"),
+        "PYTHONPATH": "/left-out:/deps/src",  # what the launcher's own environment holds
+    }
+
+    def path_of(*argv: str) -> str:
+        return subprocess.run([str(shim), *argv], env=env, capture_output=True, text=True, check=True).stdout.strip()
+
+    assert path_of("/tpu-rl/launch.py") == "/left-out:/deps/src"
+    assert path_of("-m", "maxtext.trainers.post_train.rl.train_rl").splitlines()[-1] == "/deps/src"
+    assert (tmp_path / "calls").read_text().splitlines() == ["launch.py", "-m maxtext.trainers.post_train.rl.train_rl"]

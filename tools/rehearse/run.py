@@ -27,11 +27,12 @@ SHIM = """#!/bin/bash
 # The rehearsal's python3 (tools/rehearse/run.py): the venv's interpreter, but for what needs the slice or cluster.
 if [ "$1" = -m ]; then echo "-m $2" >> "$REHEARSE_CALLS"; else echo "${1##*/}" >> "$REHEARSE_CALLS"; fi
 case "$1" in
-  -m) case "$2" in maxtext.*) exec "$REHEARSE_PYTHON" "$REHEARSE_STAND_IN" "$REHEARSE_SMALL" "${@:2}" ;; esac ;;
+  -m) case "$2" in maxtext.*) PYTHONPATH="$REHEARSE_PYTHONPATH" \\
+        exec "$REHEARSE_PYTHON" "$REHEARSE_STAND_IN" "$REHEARSE_SMALL" "${@:2}" ;; esac ;;
   */slice_state.py) echo "tpu-rl rehearse: not run: slice_state.py $2 (the slice's workers, from the cluster's API)"
     exit 0 ;;
 esac
-PYTHONPATH="$REHEARSE_LEFT_OUT${PYTHONPATH:+:$PYTHONPATH}" exec "$REHEARSE_PYTHON" "$@"
+PYTHONPATH="$REHEARSE_LEFT_OUT:$REHEARSE_PYTHONPATH" exec "$REHEARSE_PYTHON" "$@"  # never inherited by the next call
 """
 STEP_SECONDS = 1200
 SAYS = "tpu-rl rehearse: "
@@ -87,6 +88,7 @@ def run_step(pod: StepPod, root: Path, package: Path, env: dict[str, str], log: 
         "HOME": str(root / "home"),
         "TMPDIR": str(root / "tmp"),
         "PYTHONPATH": str(root / "deps/src"),
+        "REHEARSE_PYTHONPATH": str(root / "deps/src"),  # the image's, which the shim restores on every call
         "MAXTEXT_PKG_DIR": str(root / "deps/src/maxtext"),
         "REHEARSE_CALLS": str(calls),
         "REHEARSE_STAND_IN": str(INSIDE / "stand_in.py"),

@@ -3,7 +3,9 @@ program that imports it runs up to that import, which says so and ends it (exit 
 (the rehearsal's ``python3`` puts this folder on their path only for the steps' programs), and neither does a library
 that asks whether torch is installed (no distribution metadata: transformers finds none)."""
 
+import os
 import sys
 
-print("tpu-rl rehearse: not run: what follows the program's import of torch (torch is left out)", flush=True)
+program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "the program"
+print(f"tpu-rl rehearse: not run: what follows {program}'s import of torch (torch is left out)", flush=True)
 sys.exit(0)
