@@ -226,6 +226,8 @@ def _reply_failure(err: Exception, repo: str, token: str, host: str, what: str) 
             f"cannot reach the Hub at {host} for {what} ({type(err).__name__}); retry, or check the network, a proxy "
             "or HF_ENDPOINT"
         )
+    if isinstance(err, RecursionError):  # the client's own parse of a reply nested past Python's limit
+        return PreflightError(f"the Hub at {host} answered {what} with JSON nested too deeply; {FIX}")
     if isinstance(err, (ValueError, TypeError, KeyError, AttributeError)):  # not the JSON the client expects
         return PreflightError(f"the Hub at {host} answered {what} with something unexpected; check HF_ENDPOINT")
     failed = f"Hugging Face preflight for {repo} at {host} failed ({type(err).__name__})"
