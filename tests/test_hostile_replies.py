@@ -4,17 +4,19 @@ cluster, fake-gcs-server, tensorboardX's event files), and the one line with its
 
 from __future__ import annotations
 
+import json
 import struct
 
 import pytest
 import yaml
 
+from core.hf_model import Tensor
 from tests.conftest import put
 from tests.fake_hub import COMMIT, GOOD, REPO, FakeHub
 from tests.fake_kube import fake_cluster, with_state
-from tests.hf_files import LANGUAGE, model_files
+from tests.hf_files import CONFIG, LANG, LANGUAGE, model_files
 from tests.lifecycle_walk import settings
-from tests.loopback import serve
+from tests.loopback import QuietHandler, serve
 from workloads.specs.step_specs import plan_workflow
 
 DEV = plan_workflow(settings("dev", []))
@@ -88,3 +90,138 @@ def test_a_conversion_record_nested_past_pythons_limit_never_crashes_make_status
         cluster.put(with_state(DEV.convert.manifest, "completed"))
         assert status(tmp_path, cluster) == 0
     assert f"no record at {DEV.convert.output_uri}source.json" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. A Hub reply of another shape, where the check reads it
+
+
+def shaped_hub(info: dict) -> type[FakeHub]:
+    """The loopback Hub whose model info holds ``info``'s fields in place of its own."""
+
+    class Shaped(FakeHub.serving(model_files(LANGUAGE, 1))):  # type: ignore[misc]
+        def send_json(self, status: int, value: object) -> None:
+            if isinstance(value, dict) and "siblings" in value:
+                value = {**value, **info}
+            super().send_json(status, value)
+
+    return Shaped
+
+
+@pytest.mark.parametrize(
+    ("info", "field"),
+    [({"tags": 5}, "tags"), ({"sha": ["x"]}, "sha"), ({"private": "no"}, "private")],
+    ids=["tags-a-number", "sha-a-list", "private-text"],
+)
+def test_a_model_reply_of_another_shape_is_one_line_naming_the_field(info, field):
+    from workloads.preflight import PreflightError, check_model_access
+
+    with serve(shaped_hub(info)) as url, pytest.raises(PreflightError) as err:
+        check_model_access(REPO, "main", GOOD, endpoint=url)
+    line = str(err.value)
+    assert err.value.exit_code == 2 and "\n" not in line
+    assert f"/revision/main with a reply of another shape: {field}: " in line and line.endswith(
+        "HF_ENDPOINT or a proxy in the way"
+    )
+
+
+@pytest.mark.parametrize(
+    ("shape", "field"),
+    [([2, None], "shape.1"), (5, "shape"), ([-1], "shape.0")],
+    ids=["a-null-dimension", "a-number", "a-negative-dimension"],
+)
+def test_a_header_of_another_shape_from_the_hub_is_one_line_naming_the_tensor(shape, field):
+    """``parse_safetensors_file_metadata`` takes a tensor's shape as the JSON has it; the check reads it as whole
+    numbers (before: ``int(None)`` or a number iterated, a ``TypeError`` out of the export check; a negative
+    dimension taken as it came)."""
+    from workloads.preflight import PreflightError, base_model_layout
+
+    raw = json.dumps({f"{LANG}norm.weight": {"dtype": "BF16", "shape": shape, "data_offsets": [0, 8]}}).encode()
+    files = {"config.json": json.dumps(CONFIG).encode(), "model.safetensors": hub_header(raw) + b"\0" * 8}
+    with serve(FakeHub.serving(files)) as url, pytest.raises(PreflightError) as err:
+        base_model_layout(REPO, COMMIT, GOOD, url)
+    assert err.value.exit_code == 2 and f"tensors.{LANG}norm.weight.{field}: " in str(err.value)
+
+
+def test_a_header_from_the_hub_is_read_as_whole_numbers():
+    from workloads.preflight import base_model_layout
+
+    files = model_files(LANGUAGE, 1)
+    with serve(FakeHub.serving(files)) as url:
+        found = base_model_layout(REPO, COMMIT, GOOD, url)
+    assert found.tensors == {n: Tensor(d, tuple(s)) for n, (d, s) in LANGUAGE.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. The publication's preflight on an account of another shape
+
+
+WRITE = "hf_" + "W" * 34
+
+
+def account_hub(who: object) -> type[QuietHandler]:
+    """A Hub for the dev stack's preflight whose ``/api/whoami-v2`` answers ``who``."""
+    from core.models import MODELS
+
+    repo = MODELS["gemma4-e4b"].hf_repo
+    parquet = [{"rfilename": f"main/{split}-00000-of-00001.parquet"} for split in ("train", "test")]
+
+    class Accounts(QuietHandler):
+        def do_GET(self):  # noqa: N802
+            path = self.path.split("?")[0]
+            if path == "/api/whoami-v2":
+                self.send_json(200, who)
+            elif path == f"/api/models/{repo}/revision/main":
+                self.send_json(200, {"id": repo, "sha": COMMIT})
+            elif path == "/api/datasets/openai/gsm8k/revision/main":
+                self.send_json(200, {"id": "openai/gsm8k", "sha": COMMIT, "siblings": parquet})
+            else:
+                self.send_body(404, b'{"error": "not found"}', **{"X-Error-Code": "RepoNotFound"})
+
+        def do_HEAD(self):  # noqa: N802
+            self.send_body(200, b"", **{"X-Repo-Commit": COMMIT, "ETag": '"abc"'})
+
+    return Accounts
+
+
+@pytest.mark.parametrize(
+    ("who", "field"),
+    [
+        ({"name": "alice", "orgs": 5, "auth": {"accessToken": {"role": "write"}}}, "orgs"),
+        ({"name": "alice", "orgs": [{"name": ["acme"]}]}, "orgs.0.name"),
+        (
+            {
+                "name": "acme",
+                "auth": {"accessToken": {"role": "fineGrained", "fineGrained": {"scoped": [{"permissions": 5}]}}},
+            },
+            "auth.accessToken.fineGrained.scoped.0.permissions",
+        ),
+        (["alice"], "expected an object"),
+    ],
+    ids=["orgs-a-number", "an-orgs-name-a-list", "permissions-a-number", "a-list"],
+)
+def test_an_odd_account_stops_the_publication_preflight_in_one_line_exit_2(who, field, monkeypatch, capsys):
+    """`python -m tools.plan --preflight` as `pulumi up` runs it (before: a ``TypeError``, exit 70)."""
+    from tools.plan.cli import main as plan_main
+
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "R" * 34)
+    monkeypatch.setenv("HF_WRITE_TOKEN", WRITE)
+    with serve(account_hub(who)) as url:
+        monkeypatch.setenv("HF_ENDPOINT", url)
+        code = plan_main(
+            [
+                "--stack",
+                "dev",
+                "--preflight",
+                "--set",
+                "gcp:project=real-project-1",
+                "--set",
+                "tpu-rl:publish.repo=acme/m",
+            ]
+        )
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and WRITE not in err, err
+    assert (
+        err.startswith("error: preflight: the Hub at ")
+        and f"/api/whoami-v2 with a reply of another shape: {field}" in err
+    )
