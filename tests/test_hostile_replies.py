@@ -5,7 +5,10 @@ cluster, fake-gcs-server, tensorboardX's event files), and the one line with its
 from __future__ import annotations
 
 import json
+import math
 import struct
+import tempfile
+from pathlib import Path
 
 import pytest
 import yaml
@@ -17,12 +20,15 @@ from tests.fake_kube import fake_cluster, with_state
 from tests.hf_files import CONFIG, LANG, LANGUAGE, model_files
 from tests.lifecycle_walk import settings
 from tests.loopback import QuietHandler, serve
+from tests.run_files import START, upload_run, write_raw_events
 from workloads.specs.step_specs import plan_workflow
 
 DEV = plan_workflow(settings("dev", []))
 CONTEXT = "gke_my-tpu-dev-project_us-east5_tpu-rl-dev"
 DEEP = b'{"a": ' * 5_000 + b"1" + b"}" * 5_000
 """JSON nested past Python's recursion limit: ``json.loads`` raises ``RecursionError``, no ``ValueError``."""
+ESC = "\x1b]8;;https://evil.example\x07click\x1b]8;;\x07\x1b[2J\u202e"
+"""An OSC 8 hyperlink, a screen clear and a right-to-left override: what a terminal would act on or hide."""
 EXPORT = "gs://bkt/gemma4-26b/export/0123456789/"
 
 
@@ -225,3 +231,33 @@ def test_an_odd_account_stops_the_publication_preflight_in_one_line_exit_2(who, 
         err.startswith("error: preflight: the Hub at ")
         and f"/api/whoami-v2 with a reply of another shape: {field}" in err
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# 4 and 5. An event file's wall times and tags, through `make report`
+
+
+@pytest.mark.filterwarnings("error:Glyph:UserWarning")  # a control character drawn in a plot
+def test_an_absurd_wall_time_or_an_escape_in_a_tag_never_breaks_the_report(gcs, tmp_path, capsys):
+    """Wall times no clock shows (1e300, NaN, negative, infinite) left out and counted, not a datetime overflow
+    (before: exit 70); the run's own reward tag printed as a terminal draws it (before: the escapes raw)."""
+    from tools import report as report_cli
+
+    run = DEV.train.output_uri
+    upload_run(gcs, run, steps=[], logs=False)
+    tag = f"rewards/{ESC}/sum"
+    walls = [START, 1e300, math.nan, -5.0, math.inf, START + 60]
+    bucket, _, prefix = run.removeprefix("gs://").partition("/")
+    with tempfile.TemporaryDirectory() as folder:
+        write_raw_events(Path(folder), [(tag, step, wall, 0.5) for step, wall in enumerate(walls)])
+        for path in Path(folder).iterdir():
+            gcs.bucket(bucket).blob(f"{prefix}rl/tensorboard/{path.name}").upload_from_filename(str(path))
+    out = tmp_path / "report"
+    assert report_cli.main(["--run-uri", run, "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "\x1b" not in captured.out + captured.err and "\u202e" not in captured.out
+    assert "reward tag rewards/click/sum)" in captured.out
+    report = json.loads((out / "report.json").read_text())
+    assert report["untimed"] == 4 and [(a["start"], a["end"]) for a in report["attempts"]] == [(START, START + 60)]
+    assert report["scalars"][tag] == [[0, 0.5], [5, 0.5]], "the data keeps the tag as the run wrote it"
+    assert "4 TensorBoard events are left out" in (out / "report.html").read_text()
