@@ -17,7 +17,7 @@ from core.hf_model import Tensor
 from tests.conftest import put
 from tests.fake_hub import COMMIT, GOOD, REPO, FakeHub
 from tests.fake_kube import fake_cluster, with_state
-from tests.hf_files import CONFIG, LANG, LANGUAGE, model_files
+from tests.hf_files import CONFIG, LANG, LANGUAGE, model_files, shard_bytes
 from tests.lifecycle_walk import settings
 from tests.loopback import QuietHandler, serve
 from tests.run_files import START, upload_run, write_raw_events
@@ -261,3 +261,55 @@ def test_an_absurd_wall_time_or_an_escape_in_a_tag_never_breaks_the_report(gcs, 
     assert report["untimed"] == 4 and [(a["start"], a["end"]) for a in report["attempts"]] == [(START, START + 60)]
     assert report["scalars"][tag] == [[0, 0.5], [5, 0.5]], "the data keeps the tag as the run wrote it"
     assert "4 TensorBoard events are left out" in (out / "report.html").read_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. Text from elsewhere in what `pulumi up` prints
+
+
+def test_an_escape_in_a_shards_header_reaches_pulumi_ups_line_as_a_terminal_draws_it(gcs):
+    """A tensor's name is the header's text; the export check's line names it, and the engine prints a stop's text
+    as it is (before: the hyperlink, the screen clear and the override reached the terminal)."""
+    from infra.stop import StopError
+    from workloads.observe.artifacts import incomplete_export
+    from workloads.wiring import retried
+
+    files = model_files(LANGUAGE, 1)
+    files["model-00001-of-00001.safetensors"] = shard_bytes({**LANGUAGE, f"{LANG}x{ESC}": ("BF16", [2])})
+    upload(gcs, EXPORT, files)
+    problems = read_export(gcs).problems
+    assert any(ESC in p for p in problems), "the problem holds the name as the header wrote it"
+    problem = incomplete_export(EXPORT, problems)
+    assert problem is not None
+    with pytest.raises(StopError) as stopped:
+        retried(DEV.export, problem)
+    line = str(stopped.value)
+    assert line.isprintable() and f"{LANG}xclick" in line and "export finished but" in line
+
+
+def test_every_line_the_program_logs_is_drawn_as_a_terminal_draws_it(monkeypatch):
+    import pulumi
+
+    from infra.stop import log_info, log_warn
+
+    said: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *_, **__: said.append(message))
+    monkeypatch.setattr(pulumi.log, "info", lambda message, *_, **__: said.append(message))
+    log_warn(f"a record's title {ESC}\nits second line")
+    log_info(f"published {ESC}", ephemeral=True)
+    assert said == ["a record's title click\nits second line", "published click"]
+
+
+def test_the_program_logs_only_through_the_one_that_scrubs():
+    """Every warning and note of the program goes through ``infra.stop.log_info``/``log_warn`` (a stop through
+    ``StopError``): no other module calls ``pulumi.log`` or raises a ``RunError`` of its own."""
+    root = Path(__file__).resolve().parent.parent
+    found = [
+        f"{path.relative_to(root)}:{number}"
+        for folder in ("program", "workloads", "infra", "core")
+        for path in sorted((root / folder).rglob("*.py"))
+        if path != root / "infra" / "stop.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "pulumi.log." in line or "RunError(" in line
+    ]
+    assert found == []
