@@ -313,3 +313,23 @@ def test_the_program_logs_only_through_the_one_that_scrubs():
         if "pulumi.log." in line or "RunError(" in line
     ]
     assert found == []
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. A cluster object of another shape: `make status` exits as docs/troubleshooting.md says
+
+
+@pytest.mark.parametrize(
+    "change",
+    [lambda o: o["status"].update(conditions=5), lambda o: o.update(status=[1])],
+    ids=["conditions-a-number", "status-a-list"],
+)
+def test_a_jobset_of_another_shape_exits_2_as_the_docs_say(change, gcs, tmp_path, capsys):
+    obj = with_state(DEV.convert.manifest, "completed")
+    change(obj)
+    with fake_cluster() as cluster:
+        cluster.put(obj)
+        code = status(tmp_path, cluster)
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"error: cannot read the cluster: JobSet tpu-rl/{DEV.convert.name}: ")
+    assert err.count("\n") == 1
