@@ -1,6 +1,7 @@
 """Hostile replies never crash a tool: each reply a review found ending a check in a traceback (a tool's exit 70), in
 the wrong exit code or with raw terminal controls in a line, served by the project's fakes (the loopback Hub and
-cluster, fake-gcs-server, tensorboardX's event files), and the one line with its exit code it is now."""
+cluster, fake-gcs-server, tensorboardX's event files), and the one line with its exit code it is now. The shapes of
+each parser family, generated: ``tests/test_hostile_reply_properties.py``."""
 
 from __future__ import annotations
 
