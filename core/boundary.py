@@ -30,7 +30,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from core.errors import TpuRlError
+from core.errors import BAD_INPUT, TpuRlError
 from core.redact import scrub
 
 MAX_TEXT = 4096
@@ -41,7 +41,11 @@ MAX_ITEMS = 10_000
 
 
 class BoundaryError(TpuRlError):
-    """Outside data has a shape the program does not read: one line, ``<source>: <field>: <why>``."""
+    """Outside data has a shape the program does not read: one line, ``<source>: <field>: <why>``. Exit 2, as for a
+    service that answers what no such service would (docs/troubleshooting.md "`make status`, `make logs` and `make
+    report`"): a retry reads the same object again."""
+
+    exit_code = BAD_INPUT
 
 
 def _printable(value: str) -> str:

@@ -15,6 +15,10 @@ into a sparse file of the shard's size, which ``safetensors.safe_open`` validate
 ``__metadata__`` a map of strings, known dtypes, offsets that start at 0 and follow each other with no gap or
 overlap, each tensor's bytes what its dtype and shape need, the data ending exactly at the file's end),
 reading none of the data.
+
+Every JSON document read from outside (a header, an index, a config, a record the steps read back) is parsed by
+``json_document``: at most ``MAX_JSON_DEPTH`` levels, checked on the bytes before any object is built, so no reader
+meets Python's recursion limit (``core.inputs.parse_json`` is it, for the rest of the project).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import re
 import struct
 import tempfile
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 MAX_HEADER_BYTES = 100_000_000
@@ -40,6 +45,44 @@ LIBRARY_PREFIX = "Error while deserializing header: "
 
 class ModelFormatError(ValueError):
     """A file of the folder is not what the safetensors or Transformers format says it is (one line)."""
+
+
+MAX_JSON_DEPTH = 64
+"""The deepest nesting of a JSON document from outside: a header, an index, a config or a record needs under 10
+levels, a Kubernetes object or a stack file under 20."""
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKETS = bytes(range(256)).translate(None, b"[]{}")
+_NESTING = [0] * 256
+_NESTING[ord("[")] = _NESTING[ord("{")] = 1
+_NESTING[ord("]")] = _NESTING[ord("}")] = -1
+
+
+class JsonDocumentError(ValueError):
+    """A document from outside that is not JSON within the limits, one line: ``<what> is not JSON``, ``<what> is
+    nested deeper than <N> levels`` or ``<what> is a number with too many digits``."""
+
+
+def json_nesting(raw: bytes) -> int:
+    """How deep JSON nests, counted on its brackets outside strings before any parse (exact for JSON; text that is
+    not JSON may count deeper than it is, never shallower than a parser would recurse before refusing it)."""
+    brackets = _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    return max(accumulate(map(_NESTING.__getitem__, brackets), initial=0))
+
+
+def json_document(data: bytes | str, what: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """``data`` as JSON, its nesting checked first (``json_nesting``): deeper than ``max_depth`` levels is refused
+    before any object is built, so neither the parser nor a reader that walks the value meets Python's recursion
+    limit; integers of at most 4,300 digits (Python's own limit). ``JsonDocumentError`` otherwise."""
+    raw = data.encode("utf-8", errors="surrogateescape") if isinstance(data, str) else data
+    if json_nesting(raw) > max_depth:
+        raise JsonDocumentError(f"{what} is nested deeper than {max_depth} levels")
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, RecursionError):
+        raise JsonDocumentError(f"{what} is not JSON") from None
+    except ValueError as err:
+        detail = "a number with too many digits" if "digits" in str(err) else "not JSON"
+        raise JsonDocumentError(f"{what} is {detail}") from None
 
 
 @dataclass(frozen=True)
@@ -70,21 +113,14 @@ def header_length(first_bytes: bytes, file_name: str, file_size: int) -> int:
     return int(length)
 
 
-def _described_size(raw: bytes) -> int | None:
-    """The file size the header describes (8 + N + the largest end offset), None when it cannot be told (not a
-    JSON object: the library then says why)."""
-    try:
-        header = json.loads(raw)
-    except (UnicodeDecodeError, ValueError, RecursionError):  # nested past Python's limit: the library refuses it
-        return None
-    if not isinstance(header, dict):
-        return None
+def _described_size(header: dict[str, Any], length: int) -> int:
+    """The file size a header of ``length`` bytes describes: 8 + ``length`` + the largest end offset."""
     end = 0
     for name, info in header.items():
         offsets = info.get("data_offsets") if name != "__metadata__" and isinstance(info, dict) else None
         if isinstance(offsets, list) and len(offsets) == 2 and all(type(n) is int and n >= 0 for n in offsets):
             end = max(end, offsets[1])
-    return 8 + len(raw) + end
+    return 8 + length + end
 
 
 def _library_read(raw: bytes, size: int, file_name: str) -> dict[str, Tensor]:
@@ -110,11 +146,17 @@ def _library_read(raw: bytes, size: int, file_name: str) -> dict[str, Tensor]:
 
 def parse_header(raw: bytes, file_name: str, file_size: int) -> dict[str, Tensor]:
     """The tensors of one shard from its header (the ``N`` bytes after the first 8), as the safetensors library
-    reads them: the header is judged by the library, then the shard's size against the size it describes."""
-    described = _described_size(raw)
-    if described is None:
-        _library_read(raw, max(file_size, 8 + len(raw)), file_name)  # refused: the library says why
-        raise ModelFormatError(f"{file_name}: its safetensors header is not a JSON object")
+    reads them: the header is judged by the library, then the shard's size against the size it describes. A header
+    that is no JSON object is refused in the library's words where it refuses it."""
+    try:
+        header = json_document(raw, "its safetensors header")
+        problem = None if isinstance(header, dict) else "its safetensors header is not a JSON object"
+    except JsonDocumentError as err:
+        problem = str(err)
+    if problem is not None:  # refused: the library says why, judging a file of the shard's size (at most 1 TiB)
+        _library_read(raw, min(max(file_size, 8 + len(raw)), MAX_DESCRIBED), file_name)
+        raise ModelFormatError(f"{file_name}: {problem}")
+    described = _described_size(header, len(raw))
     if described > MAX_DESCRIBED:
         raise ModelFormatError(
             f"{file_name} is {file_size} bytes but its header describes {described}: the shard is cut short"
@@ -131,9 +173,9 @@ def parse_header(raw: bytes, file_name: str, file_size: int) -> dict[str, Tensor
 def parse_index(raw: bytes) -> dict[str, str]:
     """``model.safetensors.index.json``'s ``weight_map``: tensor -> shard file."""
     try:
-        index = json.loads(raw)
-    except (UnicodeDecodeError, ValueError):
-        raise ModelFormatError(f"{INDEX_FILE} is not JSON") from None
+        index = json_document(raw, INDEX_FILE)
+    except JsonDocumentError as err:
+        raise ModelFormatError(str(err)) from None
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not weight_map or not all(isinstance(v, str) for v in weight_map.values()):
         raise ModelFormatError(f"{INDEX_FILE} has no weight_map of tensor names to shard files")
@@ -147,9 +189,9 @@ def parse_index(raw: bytes) -> dict[str, str]:
 def parse_config(raw: bytes) -> dict[str, Any]:
     """``config.json`` as an object."""
     try:
-        config = json.loads(raw)
-    except (UnicodeDecodeError, ValueError):
-        raise ModelFormatError("config.json is not JSON") from None
+        config = json_document(raw, CONFIG_FILE)
+    except JsonDocumentError as err:
+        raise ModelFormatError(str(err)) from None
     if not isinstance(config, dict):
         raise ModelFormatError("config.json is not an object")
     return config

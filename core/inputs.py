@@ -5,9 +5,7 @@ token stream before any object is built, integers of bounded size. Every failure
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -15,8 +13,9 @@ from typing import Any
 import yaml
 
 from core.errors import BadInputError
+from core.hf_model import MAX_JSON_DEPTH, JsonDocumentError, json_document
 
-MAX_DEPTH = 64
+MAX_DEPTH = MAX_JSON_DEPTH
 """Nesting a stack file, a kubeconfig or an API object needs is under 20 levels."""
 
 
@@ -113,24 +112,11 @@ def parse_yaml(text: str, what: str, *, max_depth: int = MAX_DEPTH) -> Any:
         raise InputError(f"{what} holds a value out of range ({type(err).__name__})") from None
 
 
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
-_JSON_NESTING = re.compile(rb"[\[\]{}]")
-
-
 def parse_json(data: bytes | str, what: str, *, max_depth: int = MAX_DEPTH) -> Any:
-    """A JSON document of at most ``max_depth`` levels (checked before parsing) and integers of at
-    most 4,300 digits."""
-    raw = data.encode("utf-8", errors="surrogateescape") if isinstance(data, str) else data
-    depth = deepest = 0
-    for bracket in _JSON_NESTING.finditer(_JSON_STRING.sub(b"", raw)):
-        depth += 1 if bracket.group() in (b"[", b"{") else -1
-        deepest = max(deepest, depth)
-    if deepest > max_depth:
-        raise InputError(f"{what} is nested deeper than {max_depth} levels")
+    """A JSON document from outside (``core.hf_model.json_document``, the one JSON reader of the project and of the
+    step programs): at most ``max_depth`` levels, checked before parsing, and integers of at most 4,300 digits;
+    ``InputError`` (one line) otherwise."""
     try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, RecursionError):
-        raise InputError(f"{what} is not JSON") from None
-    except ValueError as err:
-        detail = "a number with too many digits" if "digits" in str(err) else "not JSON"
-        raise InputError(f"{what} is {detail}") from None
+        return json_document(data, what, max_depth=max_depth)
+    except JsonDocumentError as err:
+        raise InputError(str(err)) from None

@@ -15,12 +15,12 @@ it for where it goes (HTML, Markdown); nothing else is done with it.
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Self
 
 from pydantic import Field, StringConstraints, model_validator
 
 from core.boundary import BoundaryError, Model, Text, parse
+from core.inputs import InputError, parse_json
 
 RECORD = "record.json"
 """The record's name in its step's output folder (the step's artifact)."""
@@ -62,6 +62,6 @@ def parse_record(data: bytes) -> StepRecord | None:
     if len(data) > MAX_RECORD_BYTES:
         return None
     try:
-        return parse(StepRecord, json.loads(data), RECORD)  # the reason is not shown: the record is only left out
-    except (ValueError, BoundaryError, RecursionError):  # RecursionError: JSON nested too deeply
+        return parse(StepRecord, parse_json(data, RECORD), RECORD)  # the reason is not shown: it is only left out
+    except (InputError, BoundaryError):
         return None

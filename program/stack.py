@@ -43,7 +43,7 @@ from infra.gcp.storage import ArtifactBucket, BucketArgs, bucket_args
 from infra.k8s.kueue import kueue_objects
 from infra.k8s.manifests import platform_labels
 from infra.k8s.platform import ClusterReads, DestroyGuard, KubernetesPlatform, PlatformArgs
-from infra.stop import StopError, stop, stop_all
+from infra.stop import StopError, log_info, log_warn, stop, stop_all
 from program.config import Accept, accepted, settings_from_runtime
 from program.world import OFFLINE, CheckCapacity, ResolveDigest, World
 from workloads.preflight import COMMIT, BaseModel
@@ -72,7 +72,7 @@ def main(world: World = OFFLINE, *, preflight: bool = True) -> Settings:
     except TpuRlError as err:
         raise stop(err) from None
     for line in slice_warnings(settings.tpu.slices):
-        pulumi.log.warn(line)
+        log_warn(line)
     names = names_for(settings)
     mirrors = _mirrors(settings)
     pinned = settings.model.revision if COMMIT.fullmatch(settings.model.revision) else ""
@@ -111,7 +111,7 @@ def _runs_again(settings: Settings, plan: Workflow, accept: frozenset[Accept], s
     if settings.protect and upgraded and on_tpu and Accept.RERUN not in accept:
         again_command = make_target("up", settings.stack, f"ACCEPT={Accept.RERUN}")
         raise StopError(f"{line}: `{again_command}` to run them again", BAD_INPUT)
-    pulumi.log.warn(line)
+    log_warn(line)
 
 
 STACK_FILES = Path(__file__).resolve().parents[1]
@@ -420,7 +420,7 @@ def _pinned_images(
     if not digests:
         return settings, plan
     for key, digest in digests.items():
-        pulumi.log.info(f"images: tpu-rl:images.{key} ({tagged[key]}) is {digest}")
+        log_info(f"images: tpu-rl:images.{key} ({tagged[key]}) is {digest}")
     pinned = dataclasses.replace(settings, images=pin_images(settings.images, digests))
     try:
         return pinned, plan_workflow(pinned) if plan is not None else None
@@ -435,9 +435,9 @@ def _capacity(settings: Settings, check: CheckCapacity, held_keys: str | None) -
     findings = check(settings, held_keys=held_keys)
     for finding in findings:
         if finding.level == "unknown":
-            pulumi.log.warn(f"capacity check: {finding.text}")
+            log_warn(f"capacity check: {finding.text}")
         elif finding.level == "note":
-            pulumi.log.info(f"capacity check: {finding.text}")
+            log_info(f"capacity check: {finding.text}")
     problems = [f.text for f in findings if f.level == "problem"]
     if problems:
         skip = " (tpu-rl:workflow.capacityCheck: false skips this check)"
@@ -492,7 +492,7 @@ def _preflight(settings: Settings, hub: Hub) -> BaseModel:
     except TpuRlError as err:
         raise stop(err, "preflight: ") from None
     commit = base.commit
-    pulumi.log.info(f"preflight: {model.spec.hf_repo}@{model.revision} is readable (commit {commit or 'unknown'})")
+    log_info(f"preflight: {model.spec.hf_repo}@{model.revision} is readable (commit {commit or 'unknown'})")
     _dataset_preflight(settings, token, hub.endpoint)
     if settings.publish.repo:
         _publish_preflight(settings, hub)
@@ -516,7 +516,7 @@ def _dataset_preflight(settings: Settings, token: str, endpoint: str | None) -> 
         commit = check_dataset_access(repo, revision, tuple(patterns), token, endpoint=endpoint)
     except TpuRlError as err:
         raise stop(err, "preflight: ") from None
-    pulumi.log.info(f"preflight: the dataset {repo}@{revision} is readable (commit {commit or 'unknown'})")
+    log_info(f"preflight: the dataset {repo}@{revision} is readable (commit {commit or 'unknown'})")
 
 
 def _publish_preflight(settings: Settings, hub: Hub) -> None:
@@ -531,4 +531,4 @@ def _publish_preflight(settings: Settings, hub: Hub) -> None:
         found = check_publish_access(publish.repo, publish.private, token, endpoint=hub.endpoint)
     except TpuRlError as err:
         raise stop(err, "preflight: ") from None
-    pulumi.log.info(f"preflight: tpu-rl:hfWriteToken can publish to {publish.repo} ({found})")
+    log_info(f"preflight: tpu-rl:hfWriteToken can publish to {publish.repo} ({found})")

@@ -23,7 +23,12 @@ GOOGLE_CLIENTS = (
 FIRST_PREVIEWS = ("tests/test_policy.py", "tests/test_judge_preview.py")
 """The files that judge the example stacks' first previews (``tests.analyzer.first_preview``, a run of the program
 each, remembered per process)."""
-PROPERTY_TESTS = ("tests/test_container_shown.py", "tests/test_redact_properties.py", "tests/test_redact_terminal.py")
+PROPERTY_TESTS = (
+    "tests/test_container_shown.py",
+    "tests/test_hostile_reply_properties.py",
+    "tests/test_redact_properties.py",
+    "tests/test_redact_terminal.py",
+)
 """The files that import hypothesis (about a second of a process's CPU to import and set up)."""
 PRODUCT_SOURCES = ("tests/test_bounded.py", "tests/test_errors.py", "tests/test_limits.py", "tests/test_step_roles.py")
 """The files that read the product's syntax trees (``tests.source_files``: some 28,000 lines, more than a second of

@@ -79,6 +79,21 @@ def summary_writer() -> Any:
     return SummaryWriter
 
 
+def write_raw_events(folder: Path, events: list[tuple[str, int, float, float]]) -> None:
+    """One event file of ``(tag, step, wall time, value)`` events as written, each an ``Event`` protobuf through
+    tensorboardX's file writer: its ``SummaryWriter`` would clean the tag's characters (a hostile run's writer does
+    not) and takes any wall time."""
+    summary_writer()  # tensorboardX imported without torch
+    from tensorboardX.event_file_writer import EventFileWriter
+    from tensorboardX.proto import event_pb2, summary_pb2
+
+    writer = EventFileWriter(str(folder), flush_secs=1)
+    for tag, step, wall_time, value in events:
+        summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)])
+        writer.add_event(event_pb2.Event(wall_time=wall_time, step=step, summary=summary))
+    writer.close()
+
+
 def write_events(folder: Path, steps: list[int]) -> None:
     """One attempt's event file: per optimizer step s, ``actor/*`` at step s and the rollout's tags at step
     s - 1 (tunix), and Orbax's two step-0 scalars at a save (an epoch in milliseconds, a count)."""

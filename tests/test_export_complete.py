@@ -542,7 +542,7 @@ def test_a_kept_key_of_another_shape_is_left_out(key, value, kept):
     [
         (b"nope", "generation_config.json is not JSON"),
         (b"\xff", "generation_config.json is not JSON"),
-        (b"[" * 100_000, "generation_config.json is not JSON"),
+        (b"[" * 100_000, "generation_config.json is nested deeper than 64 levels"),
         (b"[1, 2]", "generation_config.json is not an object"),
     ],
     ids=["not-json", "not-utf-8", "nested-too-deeply", "a-list"],

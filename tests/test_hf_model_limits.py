@@ -167,8 +167,8 @@ def test_the_librarys_reason_is_shown_in_200_characters(past):
 
 def test_an_offset_of_0_counts_and_a_negative_one_does_not():
     raw = json.dumps({"w": {"dtype": "U8", "shape": [0], "data_offsets": [0, 0]}, "v": {"data_offsets": [-1, 9]}})
-    assert hf_model._described_size(raw.encode()) == 8 + len(raw)
-    assert hf_model._described_size(_header(8)) == 8 + len(_header(8)) + 8
+    assert hf_model._described_size(json.loads(raw), len(raw)) == 8 + len(raw)
+    assert hf_model._described_size(json.loads(_header(8)), len(_header(8))) == 8 + len(_header(8)) + 8
 
 
 # ---------------------------------------------------------------------------------------------

@@ -252,9 +252,10 @@ def test_preflight_passes_and_changes_nothing_rendered(hub, monkeypatch):
 def test_the_licence_is_the_one_the_base_models_card_declares(card, tags, found):
     from types import SimpleNamespace
 
+    from workloads.hub_replies import model_reply
     from workloads.preflight import _license
 
-    assert _license(SimpleNamespace(card_data=card, tags=tags)) == found
+    assert _license(model_reply(SimpleNamespace(card_data=card, tags=tags))) == found
 
 
 def test_the_preflight_exit_code_crosses_the_program_boundary(hub, monkeypatch, capsys):

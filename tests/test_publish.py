@@ -34,6 +34,7 @@ from tests.hf_files import LANGUAGE, VISION, model_files
 from tests.lifecycle_walk import settings
 from tests.loopback import serve
 from tests.world import fake_world
+from workloads.hub_replies import Account, account
 from workloads.preflight import PreflightError, check_publish_access, published_revision, token_denial
 from workloads.specs.commands import CARD_DIR, PUBLISH_WORK
 from workloads.specs.step_specs import branch_of, plan_workflow
@@ -313,12 +314,14 @@ def test_the_write_token_is_checked_before_anything_is_created(hub, repo, privat
 
 @pytest.mark.pure
 def test_an_organization_role_below_contributor_cannot_publish():
-    def who(role: str | None) -> dict:
-        return {
-            "name": "alice",
-            "orgs": [{"name": "org", "roleInOrg": role}],
-            "auth": {"accessToken": {"role": "write"}},
-        }
+    def who(role: str | None) -> Account:
+        return account(
+            {
+                "name": "alice",
+                "orgs": [{"name": "org", "roleInOrg": role}],
+                "auth": {"accessToken": {"role": "write"}},
+            }
+        )
 
     for role in ("write", "admin", "contributor"):  # a contributor's existing repository: the Hub's auth-check decides
         assert token_denial(who(role), "org/model", exists=True) is None, role
@@ -329,10 +332,12 @@ def test_an_organization_role_below_contributor_cannot_publish():
 
 @pytest.mark.pure
 def test_a_fine_grained_token_needs_repo_write_scoped_to_the_namespace():
-    def who(entity: str, permissions: list[str], kind: str = "org") -> dict:
+    def who(entity: str, permissions: list[str], kind: str = "org") -> Account:
         scoped = [{"entity": {"type": kind, "name": entity}, "permissions": permissions}]
         access = {"role": "fineGrained", "fineGrained": {"scoped": scoped}}
-        return {"name": "alice", "orgs": [{"name": "acme", "roleInOrg": "write"}], "auth": {"accessToken": access}}
+        return account(
+            {"name": "alice", "orgs": [{"name": "acme", "roleInOrg": "write"}], "auth": {"accessToken": access}}
+        )
 
     assert token_denial(who("acme", ["repo.write"]), "acme/m", exists=True) is None
     assert token_denial(who("acme", ["repo.content.read"]), "acme/m", exists=True)

@@ -218,13 +218,13 @@ def test_a_jobset_of_another_shape_is_one_line_naming_the_object_and_the_field(
     tmp_path, api, gcs, capsys, change, field
 ):
     """A JobSet the cluster (or a proxy) sends in another shape stops at the boundary: `make status` prints one
-    line naming the object and the field and exits 1 (no traceback: the cluster's object, not what the operator gave),
-    and nothing past it re-checks the shape."""
+    line naming the object and the field and exits 2, the code docs/troubleshooting.md gives an endpoint that answers
+    what no such service would (a retry reads the same object), no traceback; nothing past it re-checks the shape."""
     obj = cpu_step(DEV.convert, "running")
     obj["status"].setdefault("conditions", [])
     change(obj)
     OBJECTS[DEV.convert.name] = obj
-    assert run(tmp_path, api) == 1
+    assert run(tmp_path, api) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: cannot read the cluster: JobSet tpu-rl/{DEV.convert.name}: ") and field in err
     assert err.count("\n") == 1 and "Traceback" not in err

@@ -17,6 +17,7 @@ from typing import Any
 from core.config.diff import config_diff
 from core.errors import BadInputError, TpuRlError
 from core.estimate import STARTUP_GOAL_MINUTES, STARTUP_MINUTES, restarted
+from core.redact import scrub
 from core.settings import Settings
 from core.tpu import CAPACITY_MODES
 from tools.notices import hide_python_version_notice
@@ -81,6 +82,7 @@ def report_json(info: RunInfo, data: RunData) -> dict[str, Any]:
         "evaluation": data.evaluations.to_json(),
         "summary": data.summary(chips or 0),
         "truncated": data.scalars.truncated,
+        "untimed": data.scalars.untimed,
         "startup": {
             "attempts": info.startup,
             "billing": info.billing,
@@ -259,9 +261,10 @@ def _run(args: argparse.Namespace) -> int:
         info.version = info.version or record.slice.version or None
     _startups(info, data, attempts, stack, kubeconfig)
     write_report(info, data, args.out)
+    tag = reward_tag(data.scalars)  # the event files' own text: printed as a terminal would draw it, no secret
     print(
         f"wrote {args.out / 'report.json'}, {args.out / 'report.html'} and the plots "
-        f"(last step {data.last_step}, reward tag {reward_tag(data.scalars)})"
+        f"(last step {data.last_step}, reward tag {None if tag is None else scrub(tag, limit=200)})"
     )
     return 0
 
@@ -285,7 +288,6 @@ def _startups(
     import time
 
     from core.boundary import BoundaryError
-    from core.redact import scrub
     from infra.k8s import live
     from workloads.observe.startup import read_cluster_facts, slice_billing, startups
 

@@ -80,6 +80,11 @@ def render_html(report: dict[str, Any], info: RunInfo, plots: list[tuple[str, st
         if (report["truncated"])
         else ""
     )
+    if report["untimed"]:
+        truncated += (
+            f"<p class=note>{report['untimed']} TensorBoard events are left out: their wall time is no time "
+            "(not a number, negative or past year 9999).</p>"
+        )
     title = f"tpu-rl report: {html.escape(info.model or 'run')}" + (
         f" ({html.escape(info.stack)})" if info.stack else ""
     )

@@ -367,14 +367,12 @@ def _releases(stack: str, pins: str = "", keys: str = "", steps: str = "") -> in
         if steps:
             Path(steps).write_text(json.dumps(steps_in_state(export), sort_keys=True))
     except StateError as err:
-        print(
-            f"warning: {err}; `pulumi up` goes on without comparing the cluster's Helm releases with the state",
-            file=sys.stderr,
-        )
+        said = f"{err}; `pulumi up` goes on without comparing the cluster's Helm releases with the state"
+        report(StateError(said), prefix="warning")
         return 3
     problem = None if state_cluster(export) is None else _stranded(stack, export, held)
     if problem:
-        print(f"error: {problem}", file=sys.stderr)
+        report(StateError(problem))  # the state's and the cluster's names: scrubbed as every error line is
         return 1
     print(",".join(held))
     return 0
@@ -395,8 +393,9 @@ def _stranded(stack: str, export: str, held: list[str]) -> str | None:
     except (ConfigError, StackFileError):
         return None
     except live.ClusterReadError as err:
-        print(
-            f"warning: cannot read the cluster's Helm releases ({err}); `pulumi up` reads them again", file=sys.stderr
+        report(
+            StateError(f"cannot read the cluster's Helm releases ({err}); `pulumi up` reads them again"),
+            prefix="warning",
         )
         return None
 

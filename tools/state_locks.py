@@ -5,12 +5,12 @@ pid, user, host and time of the ``pulumi`` that took it), and the lines that nam
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
+from core.inputs import InputError, parse_json
 from core.names import PROJECT
 from core.redact import scrub
 from infra.client_errors import client_errors, translated
@@ -46,8 +46,8 @@ def parse_lock(url: str, data: bytes) -> Lock:
     """A lock file's JSON (lock.go ``lockContent``): pid, username, hostname, timestamp; anything else is shown
     as unknown rather than trusted."""
     try:
-        content = json.loads(data.decode("utf-8", "replace"))
-    except json.JSONDecodeError:
+        content = parse_json(data.decode("utf-8", "replace"), url)
+    except InputError:
         content = {}
     content = content if isinstance(content, dict) else {}
     pid = content.get("pid")

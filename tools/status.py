@@ -7,7 +7,8 @@ training's head waits for and until when) and the command to read each step's lo
 Reads the stack's config as the program does (no Pulumi CLI), the cluster through the context
 ``gcloud container clusters get-credentials`` writes (``gke_<project>_<region>_<cluster>``; see the
 stack output ``getCredentialsCommand``) and the run's files in GCS. Every read is bounded; an
-unreachable cluster or bucket is one line and exit 2. Exit 1 when a step failed (or Kueue stopped it), else 0.
+unreachable cluster or bucket is one line and exit 1, a JobSet or Workload of another shape one line naming the field
+and exit 2 (docs/troubleshooting.md). Exit 1 when a step failed (or Kueue stopped it), else 0.
 """
 
 from __future__ import annotations

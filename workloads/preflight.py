@@ -10,7 +10,9 @@ commit) and ``get_hf_file_metadata`` of ``config.json`` (what the licence gate g
   connections included), so a server that drips its status line or headers cannot hold `pulumi up`.
 
 Errors are the Hub client's own (``GatedRepoError``, ``RevisionNotFoundError``, ...), each turned into one
-line that names the endpoint and never contains the token.
+line that names the endpoint and never contains the token. What a check reads of a reply is parsed inside its call,
+into typed values (``workloads.hub_replies``): a field of another shape is one line naming the request and the field
+(exit 2), as a reply the client itself cannot read is.
 """
 
 from __future__ import annotations
@@ -24,9 +26,12 @@ from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 from core import deadline
+from core.boundary import BoundaryError
 from core.bounded import ACCEPT_ENCODING, Cap, ReplyEncodingError, ReplyTooLargeError
 from core.errors import BadInputError, TpuRlError, UnavailableError
+from core.hf_model import Tensor
 from core.redact import scrub
+from workloads.hub_replies import Account, ModelReply, account, header_reply, model_reply
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 MAX_BODY_BYTES = 2 * 1024 * 1024
@@ -226,6 +231,10 @@ def _reply_failure(err: Exception, repo: str, token: str, host: str, what: str) 
             f"cannot reach the Hub at {host} for {what} ({type(err).__name__}); retry, or check the network, a proxy "
             "or HF_ENDPOINT"
         )
+    if isinstance(err, BoundaryError):  # a field the check reads, of another shape (``hub_replies.SHAPE``)
+        return PreflightError(f"the Hub at {host} answered {what} with {err}; {FIX}")
+    if isinstance(err, RecursionError):  # the client's own parse of a reply nested past Python's limit
+        return PreflightError(f"the Hub at {host} answered {what} with JSON nested too deeply; {FIX}")
     if isinstance(err, (ValueError, TypeError, KeyError, AttributeError)):  # not the JSON the client expects
         return PreflightError(f"the Hub at {host} answered {what} with something unexpected; check HF_ENDPOINT")
     failed = f"Hugging Face preflight for {repo} at {host} failed ({type(err).__name__})"
@@ -275,13 +284,11 @@ class BaseModel:
     """The licence its card declares (``license:`` in its front matter), None when it declares none."""
 
 
-def _license(info: Any) -> str | None:
+def _license(info: ModelReply) -> str | None:
     """The licence a model's card declares (``cardData.license``, else a ``license:`` tag)."""
-    card = getattr(info, "card_data", None)
-    found = card.get("license") if card is not None and hasattr(card, "get") else None
-    if isinstance(found, str) and found:
-        return found
-    tags = [t for t in getattr(info, "tags", None) or [] if isinstance(t, str) and t.startswith("license:")]
+    if isinstance(info.license, str) and info.license:
+        return info.license
+    tags = [t for t in info.tags or [] if t.startswith("license:")]
     return tags[0].removeprefix("license:") or None if tags else None
 
 
@@ -305,10 +312,9 @@ def check_model_access(
     try:
         info = bounded(
             f"GET {url}/api/models/{repo}/revision/{shown}",
-            lambda: api.model_info(repo, revision=revision, timeout=budget.read),
+            lambda: model_reply(api.model_info(repo, revision=revision, timeout=budget.read)),
         )
-        found = getattr(info, "sha", None)
-        sha = found if isinstance(found, str) else ""
+        sha = info.sha or ""
         license = _license(info)
         config = hf_hub_url(repo, "config.json", revision=revision, endpoint=url)
         bounded(
@@ -388,7 +394,7 @@ def base_model_layout(
 
     from huggingface_hub import HfApi, close_session, set_client_factory
 
-    from core.hf_model import INDEX_FILE, SINGLE_FILE, ModelLayout, Tensor, parse_config, parse_index
+    from core.hf_model import INDEX_FILE, SINGLE_FILE, ModelLayout, parse_config, parse_index
 
     budget = budget or deadline.BUDGETS["hub-model"]
     url = _endpoint(endpoint)
@@ -406,12 +412,14 @@ def base_model_layout(
         return Path(path).read_bytes()
 
     def header(name: str) -> dict[str, Tensor]:
-        found = bounded(
+        found: dict[str, Tensor] = bounded(
             f"the safetensors header of {repo}@{shown}/{name}",
-            lambda: api.parse_safetensors_file_metadata(repo, name, revision=revision, timeout=budget.read),
+            lambda: header_reply(
+                api.parse_safetensors_file_metadata(repo, name, revision=revision, timeout=budget.read)
+            ),
             name,
         )
-        return {n: Tensor(str(t.dtype), tuple(int(d) for d in t.shape)) for n, t in found.tensors.items()}
+        return found
 
     try:
         with tempfile.TemporaryDirectory(prefix="tpu-rl-base-") as folder:
@@ -419,7 +427,8 @@ def base_model_layout(
             files = bounded(
                 f"GET {url}/api/models/{repo}/revision/{shown}",
                 lambda: {
-                    s.rfilename for s in api.model_info(repo, revision=revision, timeout=budget.read).siblings or []
+                    f.rfilename
+                    for f in model_reply(api.model_info(repo, revision=revision, timeout=budget.read)).siblings or []
                 },
             )
             if INDEX_FILE in files:
@@ -448,24 +457,20 @@ WRITE_ROLES = ("write", "admin")
 and write to those only: https://huggingface.co/docs/hub/organizations-security)."""
 
 
-def _object(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def token_denial(whoami: dict[str, Any], repo: str, exists: bool) -> str | None:
-    """Why the token ``whoami`` describes (``/api/whoami-v2``) cannot publish to ``repo`` (None: it can as far as
-    its account says; an existing repository is then asked, ``auth-check/write``).
+def token_denial(who: Account, repo: str, exists: bool) -> str | None:
+    """Why the token ``who`` describes (``/api/whoami-v2``, ``account``) cannot publish to ``repo`` (None: it can as
+    far as its account says; an existing repository is then asked, ``auth-check/write``).
 
     Classic tokens have ``role`` read or write; a fine-grained token (``fineGrained``) must also hold
     ``repo.write`` scoped to the namespace, or, for an existing repository, to the repository itself."""
     namespace = repo.split("/", 1)[0]
-    access = _object(_object(whoami.get("auth")).get("accessToken"))
-    role = access.get("role")
-    user = scrub(str(whoami.get("name")), limit=60)
+    access = who.auth.access_token
+    role = access.role if access else None
+    user = scrub(str(who.name), limit=60)
     if role == "read":
         return f"{WRITE_KEY} is a read token: publishing needs a write token (https://huggingface.co/settings/tokens)"
-    orgs = {o.get("name"): o.get("roleInOrg") for o in whoami.get("orgs") or [] if isinstance(o, dict)}
-    if namespace != whoami.get("name"):
+    orgs = {o.name: o.role_in_org for o in who.orgs or []}
+    if namespace != who.name:
         if namespace not in orgs:
             return f"{WRITE_KEY} belongs to {user}, who is not a member of {namespace}"
         org_role = orgs[namespace]
@@ -477,14 +482,14 @@ def token_denial(whoami: dict[str, Any], repo: str, exists: bool) -> str | None:
                 "publishing needs write or admin (or contributor, for repositories of its own)"
             )
     if role == "fineGrained":
-        grants = _object(access.get("fineGrained")).get("scoped")
-        for grant in grants if isinstance(grants, list) else []:
-            entity = _object(_object(grant).get("entity"))
-            if "repo.write" not in (_object(grant).get("permissions") or []):
+        scoped = access.fine_grained.scoped if access and access.fine_grained else None
+        for grant in scoped or []:
+            entity = grant.entity
+            if "repo.write" not in (grant.permissions or []):
                 continue
-            if entity.get("type") in ("user", "org") and entity.get("name") == namespace:
+            if entity.type in ("user", "org") and entity.name == namespace:
                 return None
-            if exists and entity.get("type") == "model" and entity.get("name") == repo:
+            if exists and entity.type == "model" and entity.name == repo:
                 return None
         return (
             f"{WRITE_KEY} is a fine-grained token without write access to {namespace}'s repositories "
@@ -507,10 +512,8 @@ def check_publish_access(
     api = HfApi(endpoint=url, token=token, library_name="tpu-rl")
     bounded = _bounded_calls(budget, url, repo, "main", token, WRITE_KEY)
     try:
-        who = bounded(f"GET {url}/api/whoami-v2", lambda: api.whoami())
-        if not isinstance(who, dict):
-            raise PreflightError(f"the Hub at {url} answered GET /api/whoami-v2 with something unexpected")
-        info: Any = bounded(f"GET {url}/api/models/{repo}", lambda: _or_none(lambda: api.model_info(repo)))
+        who = bounded(f"GET {url}/api/whoami-v2", lambda: account(api.whoami()))
+        info = bounded(f"GET {url}/api/models/{repo}", lambda: _or_none(lambda: model_reply(api.model_info(repo))))
         denial = token_denial(who, repo, exists=info is not None)
         if denial:
             raise PreflightError(f"{denial}; tpu-rl:publish.repo is {repo}")
@@ -559,9 +562,9 @@ def published_revision(
     api = HfApi(endpoint=url, token=token, library_name="tpu-rl")
     bounded = _bounded_calls(budget, url, repo, branch, token, WRITE_KEY)
 
-    def read() -> Any:
+    def read() -> ModelReply | None:
         try:
-            return api.model_info(repo, revision=branch, files_metadata=True, timeout=budget.read)
+            return model_reply(api.model_info(repo, revision=branch, files_metadata=True, timeout=budget.read))
         except (RevisionNotFoundError, RepositoryNotFoundError):
             return None  # a definite answer: nothing is published there
 
@@ -571,8 +574,8 @@ def published_revision(
         close_session()
     if info is None:
         return None
-    sha = getattr(info, "sha", None)
-    if not isinstance(sha, str) or not COMMIT.fullmatch(sha):
+    sha = info.sha
+    if sha is None or not COMMIT.fullmatch(sha):
         raise PreflightError(f"the Hub at {url} named no commit for {repo}@{branch}")
-    files = {s.rfilename: s.size for s in info.siblings or []}
+    files = {f.rfilename: f.size for f in info.siblings or []}
     return sha, files

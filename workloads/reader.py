@@ -25,7 +25,7 @@ from core.redact import scrub
 from core.settings import Settings
 from core.tpu import Capacity, TpuVersionName
 from infra.k8s import credentials, live
-from infra.stop import StopError, stop
+from infra.stop import StopError, log_info, log_warn, stop
 from infra.threads import in_daemon_thread
 from workloads.observe import live_state, pod_state, slice_maintenance, waiting
 from workloads.observe.exported import Exported
@@ -239,7 +239,7 @@ class LiveReader:
             raise StopError(f"cannot read {what}: {err}")
         if not self._warned:
             self._warned = True
-            pulumi.log.warn(
+            log_warn(
                 f"preview could not read the cluster ({err}); every step is shown as recorded at the last "
                 "`pulumi up`, which reads the cluster again and retries a step that ended Failed (a runner "
                 "outside tpu-rl:authorizedNetworks sees this warning)",
@@ -250,7 +250,7 @@ class LiveReader:
         """Stop `pulumi up` with `message`; a preview only warns (it changes nothing)."""
         if not self.preview:
             raise StopError(message)
-        pulumi.log.warn(message, resource=self.parent)
+        log_warn(message, resource=self.parent)
 
     def _output_problem(self, step: Step) -> str | None:
         """Why a completed step's output is unusable (read in GCS), None when it is fine or unknown."""
@@ -267,12 +267,12 @@ class LiveReader:
                 try:
                     problem = check(step)
                 except HubUnknownError as err:  # not a reason to run it again: kept as recorded
-                    pulumi.log.warn(f"{err}; {step.name} is kept as recorded", resource=self.parent)
+                    log_warn(f"{err}; {step.name} is kept as recorded", resource=self.parent)
             return problem
         except pulumi.RunError as err:
             if not self.preview:
                 raise
-            pulumi.log.warn(f"preview could not check the output of {step.name}: {err}", resource=self.parent)
+            log_warn(f"preview could not check the output of {step.name}: {err}", resource=self.parent)
             return None
 
     def _read(self, reader: live.ClusterReader, step: Step, *, pods: bool = False) -> waiting.Poll:
@@ -310,9 +310,9 @@ class LiveReader:
 
     def _say(self, message: str) -> None:
         if self.preview:
-            pulumi.log.warn(message, resource=self.parent)
+            log_warn(message, resource=self.parent)
         else:
-            pulumi.log.info(message, resource=self.parent)
+            log_info(message, resource=self.parent)
 
     def wait(self, step: Step, resource: pulumi.CustomResource) -> pulumi.Output[Any]:
         """The status the step's JobSet ended with, once the provider applied it (``workloads.observe.waiting``); a
@@ -336,7 +336,7 @@ class LiveReader:
             program = contextvars.copy_context()
 
             def report(message: str) -> None:  # progress on the step's row (called from the waiting thread)
-                _on_loop(loop, lambda: pulumi.log.info(message, resource=resource, ephemeral=True), context=program)
+                _on_loop(loop, lambda: log_info(message, resource=resource, ephemeral=True), context=program)
 
             def fresh(read: Callable[[live.ClusterReader], T]) -> T:
                 reader = self.connect(config)  # a fresh credential on every poll
@@ -399,7 +399,7 @@ class LiveReader:
                 for step in steps:
                     found += waiting.read_pods(reader, namespace, step.name)
             except live.ClusterReadError as err:
-                pulumi.log.warn(f"no image digests for the model card: cannot read the pods ({err})", self.parent)
+                log_warn(f"no image digests for the model card: cannot read the pods ({err})", self.parent)
                 return {}
             finally:
                 reader.close()
@@ -450,7 +450,7 @@ class LiveReader:
             try:
                 found = self._maintenance_window(reader, args, train, before)
             except (live.ClusterReadError, BoundaryError) as err:
-                pulumi.log.warn(
+                log_warn(
                     f"the slice's maintenance notices were not read ({err}); training starts unchecked: `make status "
                     f"STACK={args.stack}` shows them",
                     resource=self.parent,
@@ -487,12 +487,12 @@ class LiveReader:
         """Stop `up` on a slice that is away, or a maintenance inside the expected training (warn when accepted); say
         one that comes later."""
         if notices.problems:
-            pulumi.log.warn(f"maintenance notices: {notices.problem()}", resource=self.parent)
+            log_warn(f"maintenance notices: {notices.problem()}", resource=self.parent)
         gone = slice_maintenance.away(notices, args.size)
         if gone and not args.accepted:
             raise StopError(slice_maintenance.away_refusal(gone, args.stack))
         if gone:
-            pulumi.log.warn(
+            log_warn(
                 f"the TPU slice is away: {gone}; going on as told (ACCEPT=maintenance): training waits for it "
                 '(docs/maintenance.md "The check in up")',
                 resource=self.parent,
@@ -501,13 +501,13 @@ class LiveReader:
         if hits and not args.accepted:
             raise StopError(slice_maintenance.refusal(hits, expected, args.stack))
         if hits:
-            pulumi.log.warn(
+            log_warn(
                 f"{slice_maintenance.notice(hits, expected)}; going on as told (ACCEPT=maintenance): the run will meet "
                 'it (docs/maintenance.md "The check in up")',
                 resource=self.parent,
             )
         elif later := slice_maintenance.later(notices, expected):
-            pulumi.log.info(later, resource=self.parent)
+            log_info(later, resource=self.parent)
 
 
 def _unschedulable_then(settings: Settings) -> str:

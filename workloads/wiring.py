@@ -27,7 +27,7 @@ from core.hf_model import ModelLayout
 from core.names import HUB_URL
 from core.settings import Settings
 from infra.k8s.object import KubernetesObject
-from infra.stop import StopError
+from infra.stop import StopError, log_info, log_warn
 from workloads.reader import Hub, HubUnknownError, LiveReader, OpenBucket, gcs_read, read_export
 from workloads.specs.card_config import CARD_FILES, card_config_map
 from workloads.specs.step_inputs import ExportInputs, PublishInputs, StepInputs
@@ -187,7 +187,7 @@ class TrainWiring(StepWiring):
             )
         warning = short_run_warning(found, inputs.final_step, inputs.prefill)
         if warning:
-            pulumi.log.warn(warning, resource=context.parent)
+            log_warn(warning, resource=context.parent)
         summary, curve = self._summary(context, step)
         return {
             "step": found.step,
@@ -216,7 +216,7 @@ class TrainWiring(StepWiring):
             client = live(context).bucket()
             record = bounded(client, f"reading {output}", lambda call: dataset_record(client, output, **call))
         except Exception as err:  # noqa: BLE001 (bounded: StorageError; no credentials: google-auth's error)
-            pulumi.log.warn(
+            log_warn(
                 f"the dataset record of {train.name} was not read ({type(err).__name__}); the model card says "
                 "its commit was not recorded",
                 resource=context.parent,
@@ -233,7 +233,7 @@ class TrainWiring(StepWiring):
         try:
             data = gather(live(context).bucket(), train.output_uri)
         except Exception as err:  # noqa: BLE001 (the summary is a convenience: it never fails `up`)
-            pulumi.log.warn(
+            log_warn(
                 f"no run summary for {train.name} ({type(err).__name__}); `make report` reads it later",
                 resource=context.parent,
             )
@@ -245,7 +245,7 @@ class TrainWiring(StepWiring):
             try:
                 curve = reward_curve_png(data)
             except Exception as err:  # noqa: BLE001 (the card says the curve was not recorded)
-                pulumi.log.warn(f"no reward curve for the model card ({type(err).__name__})", resource=context.parent)
+                log_warn(f"no reward curve for the model card ({type(err).__name__})", resource=context.parent)
         return data.summary(context.inputs.train.chips), curve
 
 
@@ -323,7 +323,7 @@ class ExportWiring(StepWiring):
                 "the same model, so the next `up` does not retry it: change what the export runs "
                 "(tpu-rl:images.maxtext, tpu-rl:model) or set tpu-rl:workflow.verifyExport: false"
             )
-        pulumi.log.info(f"export check: {step.artifact_uri} matches {base}", context.parent)
+        log_info(f"export check: {step.artifact_uri} matches {base}", context.parent)
 
 
 class PublishWiring(StepWiring):
@@ -378,14 +378,14 @@ class PublishWiring(StepWiring):
         try:
             problem, commit = self.on_hub(context, step)
         except HubUnknownError as err:
-            pulumi.log.warn(f"{err}; hubCommit is the commit the step recorded", resource=context.parent)
+            log_warn(f"{err}; hubCommit is the commit the step recorded", resource=context.parent)
             commit = self._recorded_commit(context, step)
             if commit is None:
                 retried(step, no_record(step.artifact_uri))
             return {**where, "commit": commit}
         if problem:
             retried(step, f"{problem}; publish logs: {step.logs_command}")
-        pulumi.log.info(f"published: {where['url']}/tree/{where['branch']} is commit {commit}", context.parent)
+        log_info(f"published: {where['url']}/tree/{where['branch']} is commit {commit}", context.parent)
         return {**where, "commit": commit}
 
     def output_check(self, context: Context, step: Step) -> str | None:
@@ -418,9 +418,7 @@ class PublishWiring(StepWiring):
         inputs = PublishWiring._inputs(context)
         image = found.get("rewardCurve")
         if image is not None and len(image) > REWARD_IMAGE_MAX_BYTES:
-            pulumi.log.warn(
-                f"the reward curve ({len(image)} bytes) is too large for the model card; left out", context.parent
-            )
+            log_warn(f"the reward curve ({len(image)} bytes) is too large for the model card; left out", context.parent)
             image = None
         staged, dataset_commit = inputs.staged_repo, found.get("datasetCommit")
         facts = dataclasses.replace(
@@ -510,7 +508,7 @@ class RecordWiring(StepWiring):
         )
         if record is None:
             retried(step, no_step_record(step.artifact_uri))
-        pulumi.log.info(f"{step.step}: {record.title}: {record.summary}", context.parent)
+        log_info(f"{step.step}: {record.title}: {record.summary}", context.parent)
         return {"uri": step.artifact_uri, "record": record.to_json()}
 
     def offline(self, context: Context, step: Step) -> Result:

@@ -64,6 +64,7 @@ from pulumi import dynamic
 
 from infra.gcp.naming import crypto_key_id, key_ring_id
 from infra.options import child_options
+from infra.stop import log_info
 from infra.threads import in_daemon_thread
 
 KEY_ROLE = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
@@ -217,7 +218,7 @@ class GrantPropagation(dynamic.Resource, module="kms", name="GrantPropagation"):
 
         def done(line: str | None) -> GrantPropagation:
             if line:
-                pulumi.log.info(line, resource=self)
+                log_info(line, resource=self)
             return self
 
         waited: pulumi.Output[str | None] = pulumi.Output.all(self.since, self.id).apply(wait)

@@ -23,7 +23,6 @@ connections, all within the total) and every failure is one ``RegistryError`` li
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import time
 from collections.abc import Callable
@@ -33,6 +32,7 @@ from urllib.parse import urlsplit
 from core import deadline
 from core.errors import BAD_INPUT, TpuRlError
 from core.images import DIGEST, ImageRef, parse
+from core.inputs import InputError, parse_json
 from core.redact import scrub
 from infra.client_errors import client_errors, exit_code_of
 
@@ -228,9 +228,9 @@ def _bearer(session: Any, ref: ImageRef, answer: Any, budget: deadline.Budget, g
     if len(raw) > MAX_TOKEN_BYTES:
         raise RegistryError(f"{ref.host} sent a token over {MAX_TOKEN_BYTES} bytes")
     try:
-        value = json.loads(raw)
+        value = parse_json(raw, "the token reply")
         token = value.get("token") or value.get("access_token")
-    except (ValueError, AttributeError):
+    except (InputError, AttributeError):
         token = None
     if not isinstance(token, str) or not token:
         raise RegistryError(f"{ref.host} answered the token request without a token")

@@ -31,7 +31,7 @@ from infra.k8s.manifests import (
     token_secret_manifest,
 )
 from infra.k8s.object import KubernetesObject
-from infra.stop import StopError, stop
+from infra.stop import StopError, log_warn, stop
 from infra.threads import in_daemon_thread
 
 __all__ = ["JOBSET_CHART", "JOBSET_NAMESPACE", "ClusterReads", "DestroyGuard", "KubernetesPlatform", "PlatformArgs"]
@@ -356,7 +356,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
             if preview:
                 if not warn:
                     return version
-                pulumi.log.warn(
+                log_warn(
                     f"the preview did not check the cluster's JobSet CRD for JobSet {version} ({err}); `pulumi up` "
                     "checks it before the chart changes"
                 )

@@ -104,9 +104,9 @@ def read_record(bucket: Any, prefix: str, uri: str) -> dict[str, Any] | None:
         return None
     data = blob.download_as_bytes(start=0, end=MAX_FILE_BYTES - 1, timeout=TIMEOUT)
     try:
-        record = json.loads(data)
-    except ValueError:
-        raise RefusedError(f"{uri}{RECORD} is not JSON") from None
+        record = hf_model.json_document(data, f"{uri}{RECORD}")
+    except hf_model.JsonDocumentError as err:
+        raise RefusedError(str(err)) from None
     files = record.get("files") if isinstance(record, dict) else None
     if not (
         isinstance(record, dict)
@@ -138,11 +138,12 @@ def needed(name: str, size: int) -> bool:
 
 
 def entry_json(bucket: Any, prefix: str) -> Any:
-    """A cache entry's ``entry.json`` parsed (``ValueError``: not JSON), None when there is none (yet)."""
+    """A cache entry's ``entry.json`` parsed (``ValueError``: not JSON within the limits), None when there is none
+    (yet)."""
     blob = bucket.blob(prefix + ENTRY)
     if not blob.exists(timeout=TIMEOUT):
         return None
-    return json.loads(blob.download_as_bytes(start=0, end=MAX_FILE_BYTES - 1, timeout=TIMEOUT))
+    return hf_model.json_document(blob.download_as_bytes(start=0, end=MAX_FILE_BYTES - 1, timeout=TIMEOUT), ENTRY)
 
 
 def entry_uri(cache_root: str, repo: str, commit: str) -> str:

@@ -125,7 +125,7 @@ class Base:
         length = hf_model.header_length(self.read(shard, 8, 0, 7), shard, size)
         raw = self.read(shard, length, 8, 8 + length - 1)
         tensors = hf_model.parse_header(raw, shard, size)
-        entries = {name: entry for name, entry in json.loads(raw).items() if name in tensors}
+        entries = {name: entry for name, entry in hf_model.json_document(raw, shard).items() if name in tensors}
         return length, tensors, entries
 
 
@@ -227,10 +227,11 @@ def verified_base(repo: str, revision: str, convert_uri: str) -> Verified:
     bucket_name, _, prefix = convert_uri.removeprefix("gs://").partition("/")
     again = f"delete {uri} and run `pulumi up` again (the conversion runs again)"
     try:
-        record = json.loads(
+        record = hf_model.json_document(
             hf_model.read_object(
                 storage.Client().bucket(bucket_name).blob(prefix + RECORD), MAX_FILE_BYTES, uri, timeout=TIMEOUT
-            )
+            ),
+            uri,
         )
     except NotFound:
         raise RefusedError(f"{uri} is missing: the conversion did not finish") from None
@@ -364,9 +365,9 @@ def generation_config(raw: bytes) -> tuple[bytes, list[str]]:
     written as transformers' ``GenerationConfig.to_json_file`` writes one (indent 2, sorted keys, a final line
     end); and what was left out (keys shown as JSON strings, at most 60 characters each)."""
     try:
-        config = json.loads(raw)
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise RefusedError(f"{GENERATION_FILE} is not JSON") from None
+        config = hf_model.json_document(raw, GENERATION_FILE)
+    except hf_model.JsonDocumentError as err:
+        raise RefusedError(str(err)) from None
     if not isinstance(config, dict):
         raise RefusedError(f"{GENERATION_FILE} is not an object")
     kept = {key: value for key, value in config.items() if key in GENERATION_VALUES and GENERATION_VALUES[key](value)}

@@ -63,10 +63,11 @@ def read_dataset_record(bucket: Any, prefix: str, uri: str, repo: str) -> dict[s
     blob = bucket.blob(prefix + DATASET_RECORD)
     if not blob.exists(timeout=TIMEOUT):
         return None
+    data = blob.download_as_bytes(start=0, end=base.MAX_FILE_BYTES - 1, timeout=TIMEOUT)
     try:
-        record = json.loads(blob.download_as_bytes(start=0, end=base.MAX_FILE_BYTES - 1, timeout=TIMEOUT))
-    except ValueError:
-        raise RefusedError(f"{uri}{DATASET_RECORD} is not JSON") from None
+        record = hf_model.json_document(data, f"{uri}{DATASET_RECORD}")
+    except hf_model.JsonDocumentError as err:
+        raise RefusedError(str(err)) from None
     files = record.get("files") if isinstance(record, dict) else None
     if not (
         isinstance(record, dict)

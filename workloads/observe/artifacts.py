@@ -19,6 +19,7 @@ from core import deadline
 from core.boundary import BoundaryError, Model, Text, parse
 from core.bounded import Cap, ReplyEncodingError, ReplyTooLargeError
 from core.errors import BAD_INPUT, FAILED, TpuRlError
+from core.inputs import InputError, parse_json
 from core.layout import BASE_FILES, CONVERTED, DATASET_RECORD, SOURCE_RECORD, STAGED_DATASET
 from core.redact import scrub
 from infra.client_errors import RETRY, client_errors, described
@@ -230,8 +231,6 @@ class SourceRecord(Model):
 
 def source_record(client: Any, output_uri: str, **call: Any) -> SourceRecord | None:
     """The conversion's record, None when it is missing or is not one."""
-    import json
-
     from google.api_core.exceptions import NotFound
 
     from core.bounded import read_object
@@ -243,8 +242,8 @@ def source_record(client: Any, output_uri: str, **call: Any) -> SourceRecord | N
     except NotFound:
         return None
     try:
-        return parse(SourceRecord, json.loads(data), f"{output_uri}{SOURCE_RECORD}")
-    except (ValueError, BoundaryError):
+        return parse(SourceRecord, parse_json(data, SOURCE_RECORD), f"{output_uri}{SOURCE_RECORD}")
+    except (InputError, BoundaryError):
         return None
 
 
@@ -260,8 +259,6 @@ class DatasetRecord(Model):
 def dataset_record(client: Any, output_uri: str, **call: Any) -> DatasetRecord | None:
     """A training run's dataset record, None when it is missing (a dataset loaded by name, a run of an earlier
     version) or is not one."""
-    import json
-
     from google.api_core.exceptions import NotFound
 
     from core.bounded import read_object
@@ -273,8 +270,8 @@ def dataset_record(client: Any, output_uri: str, **call: Any) -> DatasetRecord |
     except NotFound:
         return None
     try:
-        return parse(DatasetRecord, json.loads(data), uri)
-    except (ValueError, BoundaryError):
+        return parse(DatasetRecord, parse_json(data, uri), uri)
+    except (InputError, BoundaryError):
         return None
 
 
@@ -347,8 +344,6 @@ MAX_RECORD_BYTES = 64 * 1024
 def published_record(client: Any, record_uri: str, **call: Any) -> dict[str, Any] | None:
     """The publish step's record (``published.json``: repo, branch, commit), None when it is missing or is
     not one (the step did not finish publishing)."""
-    import json
-
     from google.api_core.exceptions import NotFound
 
     bucket, name = split_uri(record_uri)
@@ -360,8 +355,8 @@ def published_record(client: Any, record_uri: str, **call: Any) -> dict[str, Any
     except NotFound:
         return None
     try:
-        record = json.loads(data)
-    except ValueError:
+        record = parse_json(data, record_uri)
+    except InputError:
         return None
     if not isinstance(record, dict) or not all(isinstance(record.get(k), str) for k in ("repo", "branch", "commit")):
         return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from core.terminal import visible
 from workloads.observe.run_data import RunData, reward_tag
 from workloads.observe.scalars import is_training_tag
 
@@ -55,7 +56,9 @@ def render_png(title: str, series: dict[str, list[tuple[int, float]]], eval_step
     """One figure: a line per tag (in the order given) over the optimizer step, dashed lines at ``eval_steps``.
 
     Tags and titles are text from the run: drawn as text, never parsed as matplotlib's math (``$...$``, whose
-    syntax errors would stop the report); values out of ``PLOTTABLE`` are left out, the legend says how many."""
+    syntax errors would stop the report), and as a terminal would draw them (``core.terminal.visible``: a control
+    character has no glyph, and matplotlib's warning would print it raw); values out of ``PLOTTABLE`` are left out,
+    the legend says how many."""
     import io
 
     import matplotlib
@@ -76,7 +79,7 @@ def _draw(axes: Any, title: str, series: dict[str, list[tuple[int, float]]], eva
     for tag, points in series.items():
         kept = [(step, value) for step, value in points if abs(value) <= PLOTTABLE]
         left_out = len(points) - len(kept)
-        label = tag if not left_out else f"{tag} ({left_out} out of range, not drawn)"
+        label = visible(tag) if not left_out else f"{visible(tag)} ({left_out} out of range, not drawn)"
         if not kept:
             axes.plot([], [], label=label)
             continue

@@ -32,6 +32,9 @@ FRAMEWORK_PREFIXES = ("jax/",)
 ROLLOUT_PREFIXES = ("rewards/", "completions/", "global/", "sampler_trainer/", "sampler_is/")
 """Tags logged at the global step before the optimizer update they feed (one step behind ``actor/``)."""
 MAX_FILES = 1000
+LAST_TIME = 253402300799.0
+"""The last second a date can show (9999-12-31 23:59:59 UTC): an event's wall time is a time from the epoch to this,
+else it is no time (NaN, infinite, negative, past year 9999) and the event is left out."""
 
 
 def is_training_tag(tag: str) -> bool:
@@ -79,6 +82,8 @@ class Scalars:
     files: int = 0
     truncated: bool = False
     """A file ended in the middle of a record (a writer that was still running, or a cut copy)."""
+    untimed: int = 0
+    """Events left out for a wall time that is no time (``LAST_TIME``): their step's newest write cannot be told."""
 
     def aligned(self, tag: str) -> list[tuple[int, float]]:
         """The tag's points at the optimizer step they describe."""
@@ -134,6 +139,9 @@ def read_event_files(paths: Iterable[Path]) -> Scalars:
         steps: list[int] = []
         try:
             for event in EventFileLoader(str(path)).Load():
+                if event.summary.value and not 0.0 <= event.wall_time <= LAST_TIME:  # False for NaN too
+                    scalars.untimed += 1
+                    continue
                 for value in event.summary.value:
                     number = _value(value)
                     if number is None or not math.isfinite(number):

@@ -127,11 +127,12 @@ def read_jobsets(reader: ClusterReader, namespace: str, selector: str) -> list[o
 
 def _parsed(parse: Callable[[Any, str], T], raw: Any, source: str) -> T:
     """``parse(raw, source)``; an object of another shape is a read that failed (``ClusterReadError``, one
-    line), as an unreadable one is: the wait and `make status` report it, and nothing past here re-checks it."""
+    line, exit 2 as ``BoundaryError`` says: a retry reads the same object), as an unreadable one is: the wait and
+    `make status` report it, and nothing past here re-checks it."""
     try:
         return parse(raw, source)
     except BoundaryError as err:
-        raise ClusterReadError(str(err)) from None
+        raise ClusterReadError(str(err), exit_code=err.exit_code) from None
 
 
 def sleep(seconds: float) -> None:

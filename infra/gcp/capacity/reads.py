@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from core import deadline
 from core.bounded import Cap, ReplyEncodingError, ReplyTooLargeError
 from core.errors import TpuRlError
+from core.hf_model import json_nesting
 from core.redact import scrub
 from infra.transports import cap_session, no_background_fetches
 
@@ -97,27 +98,12 @@ def granted(body: bytes) -> list[str]:
     return [as_text(p, f"permissions[{n}]", 100) for n, p in enumerate(permissions)]
 
 
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
-_JSON_NESTING = re.compile(rb"[\[\]{}]")
-
-
-def too_deep(body: bytes, limit: int = MAX_DEPTH) -> bool:
-    """Whether JSON nests deeper than ``limit`` (counted on brackets outside strings, before any parse: the
-    protobuf parser recurses on nesting)."""
-    depth = 0
-    for bracket in _JSON_NESTING.finditer(_JSON_STRING.sub(b"", body)):
-        depth += 1 if bracket.group() in (b"[", b"{") else -1
-        if depth > limit:
-            return True
-    return False
-
-
 def json_object(body: bytes) -> None:
     """A successful reply of a Google API is a JSON object (checked before the client's protobuf parser, which
     reads an array as an empty message and recurses on nesting): ``ReplyError`` otherwise."""
     if not body.lstrip()[:1] == b"{":
         raise ReplyError("not a JSON object")
-    if too_deep(body):
+    if json_nesting(body) > MAX_DEPTH:  # counted before any parse: the protobuf parser recurses on nesting
         raise ReplyError(f"JSON nested deeper than {MAX_DEPTH} levels")
 
 
@@ -359,6 +345,6 @@ def bounded_read(
         raise ReadFailedError(f"{what}: {source} {REPLY} ({parse_failure(str(err))})") from None
     except requests_errors.RequestException as err:
         raise ReadFailedError(f"{what}: {type(err).__name__}") from None
-    except (UnicodeError, ValueError, TypeError, AttributeError, KeyError, OverflowError, RecursionError) as err:
+    except (UnicodeError, ValueError, TypeError, AttributeError, KeyError, OverflowError) as err:
         # what the client's own parse raises besides ParseError (bytes that are not UTF-8, an enum it cannot map)
         raise ReadFailedError(f"{what}: {source} {REPLY} ({type(err).__name__})") from None
