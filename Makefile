@@ -103,6 +103,9 @@ help:
 UV := $(VENV)/bin/uv
 VENV_GUARD = if [ -e venv ] && [ ! -L venv ]; then echo "error: venv/ is a directory, not the link to $(VENV) (made by pulumi?): remove it and run make again" >&2; exit 1; fi
 UV_INSTALL = $(UV) pip install --quiet --require-hashes --no-deps
+# This checkout, editable, for the console script .venv/bin/tpu-rl (tools/cli.py): built with the lock's setuptools,
+# nothing fetched or resolved; `compat` puts the checkout's root on the venv's path, where tools/ is (a second).
+OWN_INSTALL = $(UV) pip install --quiet --python $(PY) --no-deps --no-build-isolation --no-index --config-settings editable_mode=compat -e .
 PIP_INSTALL = install --quiet --no-compile --require-hashes --no-deps
 # The lock's entries one venv needs, by their sources (tools/lock_subset.py): the program's, then a group's more.
 SUBSET = $(PYTHON) tools/lock_subset.py requirements.lock
@@ -116,10 +119,11 @@ $(UV): requirements.lock
 		{ $(PY) -m ensurepip --default-pip >/dev/null && $(PY) -m pip $(PIP_INSTALL) -r $(VENV)/installer.lock; }
 	touch $@
 
-$(VENV)/.installed: $(UV) requirements.lock
+$(VENV)/.installed: $(UV) requirements.lock pyproject.toml
 	@$(VENV_GUARD)
 	$(SUBSET) $(RUNTIME) > $(VENV)/runtime.lock
 	$(UV_INSTALL) --python $(PY) -r $(VENV)/runtime.lock
+	$(OWN_INSTALL)
 	ln -sfn $(VENV) venv   # Pulumi.yaml's virtualenv (venv) is this same environment
 	touch $@
 
