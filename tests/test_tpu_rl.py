@@ -118,8 +118,8 @@ def test_pulumi_runs_in_the_stacks_home_with_its_stack_and_exits_with_pulumis_co
 
 
 def test_pulumi_never_runs_where_the_home_cannot_be_decided(root):
-    """The example stack file: no project of yours, no home recorded. Before, `PULUMI_BACKEND_URL=$(make -s backend
-    STACK=dev) pulumi ...` ran pulumi with an empty PULUMI_BACKEND_URL: the operator's own login."""
+    """The example stack file: no project of yours, no home recorded. A home put in front by a substitution,
+    `PULUMI_BACKEND_URL=$(...) pulumi ...`, would be empty here, and pulumi would go to the operator's own login."""
     args = ("pulumi", "--stack", "dev", "--", "config", "set", "--secret", "tpu-rl:hfToken")
     done = tpu_rl(root, *args)
     assert done.returncode == 2 and errors(done) == [
