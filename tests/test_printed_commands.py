@@ -45,9 +45,11 @@ from tests.printed_commands import (
     ALLOWED,
     MAKEFILE,
     PAGES,
+    RUN_AGAIN,
     STACK_FILES,
     ConfigSet,
     Found,
+    bare_runs_again,
     commands_in,
     config_set,
     every_command,
@@ -93,6 +95,15 @@ def test_every_allowed_command_is_still_printed():
     printed = {f"{f.where.rsplit(':', 1)[0]}: {f.command}" for f in every_command()}
     assert sorted(set(ALLOWED) - printed) == [], "stale entries of ALLOWED"
     assert all(len(why) > 40 for why in ALLOWED.values()), "each allowed command says why"
+
+
+def test_every_line_that_says_run_again_names_make_up_with_its_stack():
+    """`pulumi up` by hand skips the access audit, the policy pack and the image pins `make up` adds: a line that sends
+    the operator to run again names `make up STACK=<stack>` (tests.printed_commands.RUN_AGAIN)."""
+    assert bare_runs_again() == []
+    assert RUN_AGAIN.search("the step keeps running: run `pulumi up` again to follow it")
+    assert RUN_AGAIN.search("finished but it is incomplete; the next `pulumi up` runs export again")
+    assert not RUN_AGAIN.search("the step keeps running: run `make up STACK=dev` again to follow it")
 
 
 EXPORTS = re.compile(r"export\s+PULUMI_(?:BACKEND_URL|DEFAULT_ORGANIZATION)\b")

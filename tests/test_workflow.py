@@ -308,7 +308,7 @@ def test_a_failed_cpu_step_stops_up_with_name_reason_and_logs_command():
     assert str(plan.error) == (
         f"JobSet tpu-rl/{name} failed (FailedJobs): jobset failed due to one or more job failures (first failed "
         f"job: {name}-convert-0). Read the logs with: kubectl --context {PROD_CONTEXT} logs -n tpu-rl "
-        f"-l job-name={name}-convert-0 -c convert --tail=200 -f. Run `pulumi up` again to retry it"
+        f"-l job-name={name}-convert-0 -c convert --tail=200 -f. Run `make up STACK=prod` again to retry it"
     )
     assert "train" not in steps(plan)
 

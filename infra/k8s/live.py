@@ -37,7 +37,7 @@ from core import deadline
 from core.bounded import Cap, ReplyEncodingError
 from core.errors import TpuRlError
 from core.inputs import InputError, parse_json
-from core.printed_commands import kubectl
+from core.printed_commands import ANY_STACK, kubectl, make_target
 from core.redact import scrub
 from infra.k8s.credentials import (
     ClusterReadError,
@@ -280,7 +280,7 @@ class ClusterReader:
                 f"the cluster at {self.where} answered the dry-run create of {what} with a body it cannot read ({err})"
             ) from None
 
-    def wait_admitted(self, manifest: dict[str, Any], bound: float = WEBHOOK_BOUND) -> int:
+    def wait_admitted(self, manifest: dict[str, Any], bound: float = WEBHOOK_BOUND, *, stack: str = ANY_STACK) -> int:
         """Dry-run create ``manifest`` until the API server admits it (its webhooks answer), at most ``bound``
         seconds of wall clock (``webhook_clock``), every ``WEBHOOK_POLL``; returns how many tries it refused.
         When the bound is hit, one line names the webhook, its Service's namespace and the fix."""
@@ -294,7 +294,7 @@ class ClusterReader:
                 last = str(err)
             refused += 1
             if webhook_clock() + WEBHOOK_POLL > ends:
-                raise ClusterReadError(_not_admitted(manifest, bound, refused, last, self.context))
+                raise ClusterReadError(_not_admitted(manifest, bound, refused, last, self.context, stack))
             webhook_sleep(WEBHOOK_POLL)
 
     def _pages(
@@ -506,7 +506,7 @@ def _status_message(body: Any) -> str:
     return scrub(str(message or ""), limit=300)
 
 
-def _not_admitted(manifest: dict[str, Any], bound: float, refused: int, last: str, context: str) -> str:
+def _not_admitted(manifest: dict[str, Any], bound: float, refused: int, last: str, context: str, stack: str) -> str:
     """The line when the webhook wait's bound is hit: the webhook the API server could not call and the
     namespace of its Service, when its answer names them (``Post "https://<service>.<namespace>.svc:443/..."``), and
     the command that shows them in the cluster of kubeconfig ``context``."""
@@ -523,5 +523,5 @@ def _not_admitted(manifest: dict[str, Any], bound: float, refused: int, last: st
     )
     return (
         f"{who} did not admit a dry-run create of {kind} {name} within {bound:g} s ({refused} tries; last: "
-        f"{last}): check {check}, then run `pulumi up` again"
+        f"{last}): check {check}, then run `{make_target('up', stack)}` again"
     )
