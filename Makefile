@@ -82,6 +82,11 @@ help:
 	@echo "make mutation                mutation testing of the pure builders"
 	@echo "make bytecode-list           rewrite the modules make test compiles first (after make lock)"
 	@echo "make test-split              rewrite the seconds per test file by which make test cuts its two halves"
+	@echo ""
+	@echo "Every target reports any failure as exit 2 (make's own). The tools' own codes (1 a retry may cure it, 2 bad"
+	@echo "input, 70 a fault of tpu-rl's) reach the shell through .venv/bin/tpu-rl, which every target installs:"
+	@echo "tpu-rl status|report|logs|audit|maintenance|plan|rehearse --stack dev, and one pulumi command of your own in"
+	@echo "the stack's home: tpu-rl pulumi --stack dev -- config set ... (docs/troubleshooting.md#exit-codes)"
 
 # Every environment comes from a hashed lock alone (docs/testing.md "Dependencies"). requirements.lock pins,
 # together, every package of the program (requirements.txt, the ranges Pulumi's pip toolchain reads), of the pure

@@ -63,13 +63,6 @@ def test_the_console_script_is_installed_in_the_venv_and_runs_from_any_folder(tm
     assert done.returncode == 2 and done.stderr.startswith("usage: tpu-rl COMMAND")
 
 
-def test_an_unknown_command_is_one_line_exit_2(root):
-    done = tpu_rl(root, "stauts", "--stack", "dev")
-    assert done.returncode == 2 and errors(done) == [
-        "error: tpu-rl has no command 'stauts': status, report, logs, audit, maintenance, plan, rehearse, pulumi"
-    ]
-
-
 @pytest.mark.skipif(MAKE is None, reason="make is not installed")
 def test_the_tools_own_exit_code_reaches_the_shell_where_make_reports_2(root):
     """A cluster that does not answer is what a retry may cure: `tpu-rl logs` exits 1; `make logs` says 2."""
@@ -117,22 +110,13 @@ def test_pulumi_runs_in_the_stacks_home_with_its_stack_and_exits_with_pulumis_co
     assert called(root)[-1][0] == ["config", "set", "--stack", "dev", "--", "tpu-rl:x", "-1"], "before pulumi's --"
 
 
-def test_pulumi_never_runs_where_the_home_cannot_be_decided(root):
-    """The example stack file: no project of yours, no home recorded. A home put in front by a substitution,
-    `PULUMI_BACKEND_URL=$(...) pulumi ...`, would be empty here, and pulumi would go to the operator's own login."""
+def test_pulumi_never_runs_where_the_home_is_another_stacks(root):
+    """A PULUMI_BACKEND_URL left in the shell that is not the stack's home is refused, as `make` refuses it (the
+    example stack file without a home, a bad stack name: docs/troubleshooting.md "Exit codes",
+    tests/test_exit_codes_documented.py)."""
     args = ("pulumi", "--stack", "dev", "--", "config", "set", "--secret", "tpu-rl:hfToken")
-    done = tpu_rl(root, *args)
-    assert done.returncode == 2 and errors(done) == [
-        "error: Pulumi.dev.yaml has no gcp:project of yours (unset, or the example's placeholder): set your project "
-        "id in the file first; the stack's state bucket is named after it"
-    ]
-    url = outside(root)
-    done = tpu_rl(root, *args, STATE_BACKEND=url, PULUMI_BACKEND_URL="gs://another-stacks-state")
+    done = tpu_rl(root, *args, STATE_BACKEND=outside(root), PULUMI_BACKEND_URL="gs://another-stacks-state")
     assert done.returncode == 2 and "unset PULUMI_BACKEND_URL" in errors(done)[0]
-    done = tpu_rl(root, "pulumi", "--stack", "b@d", "--", "stack", "export", STATE_BACKEND=url)
-    assert done.returncode == 2 and errors(done) == [
-        "error: 'b@d' is not a stack name (letters, digits, '-', '_', '.')"
-    ]
     assert called(root) == []
 
 
