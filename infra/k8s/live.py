@@ -35,7 +35,7 @@ from typing import Any
 
 from core import deadline
 from core.bounded import Cap, ReplyEncodingError
-from core.errors import TpuRlError
+from core.errors import BAD_INPUT, TpuRlError
 from core.inputs import InputError, parse_json
 from core.printed_commands import ANY_STACK, kubectl, make_target
 from core.redact import scrub
@@ -373,7 +373,9 @@ class ClusterReader:
         try:
             load_kube_config_from_dict(config, client_configuration=configuration, persist_config=False)
         except (ConfigException, ValueError, TypeError, KeyError, OSError) as err:
-            raise ClusterReadError(f"the kubeconfig is not usable: {scrub(str(err), limit=120)}") from None
+            raise ClusterReadError(
+                f"the kubeconfig is not usable: {scrub(str(err), limit=120)}", exit_code=BAD_INPUT
+            ) from None
         configuration.retries = False  # retries are ours (bounded); urllib3 would retry connects on its own
         return ApiClient(configuration)
 
