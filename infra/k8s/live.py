@@ -26,6 +26,7 @@ import binascii
 import contextlib
 import copy
 import os
+import ssl
 import tempfile
 import threading
 import time
@@ -45,7 +46,7 @@ from infra.k8s.credentials import (
     check_kubeconfig,
     parse_kubeconfig,
 )
-from infra.k8s.read_errors import DROPPED, described, tls_error, tls_line
+from infra.k8s.read_errors import DROPPED, described, speaks_plain_http, tls_error, tls_line
 from infra.transports import read_response
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -136,6 +137,12 @@ class ClusterReader:
         self._client: Any = None
         self.broken: ClusterReadError | None = None
         self.where = "(unknown server)"
+        self._server = ""
+        """The cluster's server URL, as the kubeconfig gives it."""
+        self._proxied = False
+        """The client reaches the server through a proxy (the kubeconfig's ``proxy-url``)."""
+        self._plain: bool | None = None
+        """Whether the server answered plain HTTP at its https:// address (None: not asked)."""
         self.context = "gke_<project>_<region>_<cluster>"
         """The kubeconfig context read (its ``current-context``, the stack's ``Settings.kube_context`` in the
         program's): the cluster a printed command names."""
@@ -354,7 +361,9 @@ class ClusterReader:
                     if isinstance(self._kubeconfig, str)
                     else check_kubeconfig(self._kubeconfig)
                 )
-                self.where = scrub(config["clusters"][0]["cluster"]["server"].split("://", 1)[-1], limit=100)
+                cluster = config["clusters"][0]["cluster"]
+                self._server, self._proxied = cluster["server"], bool(cluster.get("proxy-url"))
+                self.where = scrub(self._server.split("://", 1)[-1], limit=100)
                 self.context = scrub(config["current-context"], limit=200)
                 self._client = self._connect(config)
             except ClusterReadError as err:
@@ -423,12 +432,13 @@ class ClusterReader:
                 return None
             raise self._fail(self._describe(err, path)) from None
 
-    @staticmethod
-    def _transient(err: Exception) -> float | None:
+    def _transient(self, err: Exception) -> float | None:
         """Seconds to wait before retrying (0 = the default backoff), or None when retrying cannot help."""
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
+        if self._answers_plain_http(err):
+            return None
         if isinstance(tls_error(err), DROPPED):  # the connection ended mid-handshake, as a reset does
             return 0.0
         if isinstance(err, ApiException):
@@ -440,7 +450,33 @@ class ClusterReader:
         return None
 
     def _describe(self, err: Exception, path: str) -> ClusterReadError:
+        if self._answers_plain_http(err):
+            return ClusterReadError(
+                f"the cluster at {self.where} answers plain HTTP, not TLS: the kubeconfig's https:// server is not an "
+                "API server's address (another service's port?), or the kubeconfig is not current",
+                exit_code=BAD_INPUT,
+            )
         return described(err, path, self.where, self.budgets.read.read)
+
+    def _answers_plain_http(self, err: Exception) -> bool:
+        """Whether ``err`` is a TLS connection that was reset or answered with what is not TLS (not one closed
+        mid-handshake, ``DROPPED``, which a plain HTTP server that answered does not do) by a server that answers a
+        plain HTTP request at the same address, asked once.
+
+        A plain HTTP server answers the TLS ClientHello with its 400 and closes, the rest of the hello often unread,
+        which resets the connection: the client reads either the 400 (a TLS record it cannot parse) or the reset
+        first (a handshake cut short, which a retry may cure), as the race between the two goes. Asking the server
+        in plain HTTP gives the same answer every run."""
+        import urllib3
+
+        cause = tls_error(err)
+        failed = cause is not None and not isinstance(cause, (ssl.SSLCertVerificationError, *DROPPED))
+        failed |= isinstance(err, (urllib3.exceptions.ProtocolError, ConnectionResetError))
+        if not failed or not self._server.startswith("https://") or self._proxied:
+            return False
+        if self._plain is None:
+            self._plain = speaks_plain_http(self._server, self.budgets.read.connect)
+        return self._plain
 
 
 Connect = Callable[[str], ClusterReader]
