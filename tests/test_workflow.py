@@ -16,6 +16,7 @@ from tests.lifecycle_walk import settings
 from tools.plan import main as plan_main
 from tools.plan import plan_stack
 from tools.stack_files import ROOT
+from workloads.specs.commands import slice_warnings
 from workloads.specs.step_specs import plan_workflow
 
 PROD_CONTEXT = "gke_my-tpu-prod-project_us-east5_tpu-rl-prod"
@@ -236,6 +237,18 @@ def test_workflow_disabled_plans_no_steps(tmp_path):
     assert "namespace-cluster-tpu-rl.yaml" in manifests
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert "steps" not in plan["outputs"] and "hfModelUri" not in plan["outputs"]
+
+
+def test_the_plan_prints_what_the_program_warns_of(capsys):
+    """Two slices' line reaches the offline plan as it reaches `pulumi preview` (``pulumi.log.warn``)."""
+    two = [
+        "tpu-rl:tpu.slices=2",
+        "tpu-rl:training.iciExpertParallelism=1",
+        "tpu-rl:training.rolloutTensorParallelism=32",
+    ]
+    assert plan_main(["--stack", "prod", *(word for o in two for word in ("--set", o))]) == 0
+    (line,) = slice_warnings(2)
+    assert f"warning: {line}" in capsys.readouterr().err.splitlines()
 
 
 def test_dev_plan_writes_the_three_steps(tmp_path):
