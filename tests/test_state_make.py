@@ -104,7 +104,7 @@ def test_dev_and_prod_in_one_project_live_apart_and_every_command_is_given_its_h
         assert blobs == [f".pulumi/stacks/tpu-rl/{stack}.json"]
         text = (repo / f"Pulumi.{stack}.yaml").read_text()
         assert text.startswith(f"secretsprovider: {own_key(stack)}\n")
-        assert text.endswith(f"  tpu-rl:stateBackend: gs://{PROJECT}-pulumi-state-{stack}\n")
+        assert f"\n  tpu-rl:stateBackend: gs://{PROJECT}-pulumi-state-{stack}\n" in text, "after the config's last key"
 
 
 def test_a_stack_another_stacks_home_holds_is_refused_before_stack_init(tmp_path):
@@ -188,7 +188,7 @@ def test_a_stack_in_the_shared_bucket_and_key_moves_into_its_own(repo, gcs):
     ]
     assert [b.name for b in gcs.list_blobs(f"{PROJECT}-pulumi-state")] == []
     text = (repo / "Pulumi.prod.yaml").read_text()
-    assert text.startswith(f"secretsprovider: {own_key('prod')}\n") and text.endswith(f"tpu-rl:stateBackend: {own}\n")
+    assert text.startswith(f"secretsprovider: {own_key('prod')}\n") and f"\n  tpu-rl:stateBackend: {own}\n" in text
     done = make(repo, "up", "STACK=prod")
     assert done.returncode == 0, done.stderr
     assert made(repo)[-1] == ("up --stack prod", own)
