@@ -43,7 +43,7 @@ YES ?=
 ACCEPT ?=
 FORCE ?=
 
-.PHONY: help up stack backend preview policy-preview plan destroy refresh unlock state-bucket state-move audit logs test test-slow lint venv dev-venv policy-venv status report rehearse mutation readme lock maxtext controller iam-types closed-world bytecode-list test-split maintenance
+.PHONY: help up stack preview policy-preview plan destroy refresh unlock state-bucket state-move audit logs test test-slow lint venv dev-venv policy-venv status report rehearse mutation readme lock maxtext controller iam-types closed-world bytecode-list test-split maintenance
 
 # The targets a user runs, with what they do (`make help`; tests/test_makefile.py keeps it complete).
 help:
@@ -55,8 +55,6 @@ help:
 	@echo "make state-bucket STACK=dev  the stack's own state bucket, key ring and key, and who may use them (MEMBERS=, READERS=)"
 	@echo "make stack STACK=dev         select (or create) the stack and record where its state lives (STATE_BACKEND=,"
 	@echo "                             and STATE_ORG= for Pulumi Cloud)"
-	@echo "make backend STACK=dev       print the stack's state home, for one pulumi command of your own:"
-	@echo "                             PULUMI_BACKEND_URL=\$$(make -s backend STACK=dev) pulumi ... --stack dev"
 	@echo "make state-move STACK=dev    move a stack out of a shared bucket, key or key ring into its own (FROM=<url>)"
 	@echo "make audit STACK=prod        who outside the stack's own list reaches its state, key, accounts or cluster"
 	@echo "                             (MEMBERS=, READERS=: more of its own)"
@@ -84,6 +82,11 @@ help:
 	@echo "make mutation                mutation testing of the pure builders"
 	@echo "make bytecode-list           rewrite the modules make test compiles first (after make lock)"
 	@echo "make test-split              rewrite the seconds per test file by which make test cuts its two halves"
+	@echo ""
+	@echo "Every target reports any failure as exit 2 (make's own). The tools' own codes (1 a retry may cure it, 2 bad"
+	@echo "input, 70 a fault of tpu-rl's) reach the shell through .venv/bin/tpu-rl, which every target installs:"
+	@echo "tpu-rl status|report|logs|audit|maintenance|plan|rehearse --stack dev, and one pulumi command of your own in"
+	@echo "the stack's home: tpu-rl pulumi --stack dev -- config set ... (docs/troubleshooting.md#exit-codes)"
 
 # Every environment comes from a hashed lock alone (docs/testing.md "Dependencies"). requirements.lock pins,
 # together, every package of the program (requirements.txt, the ranges Pulumi's pip toolchain reads), of the pure
@@ -103,6 +106,9 @@ help:
 UV := $(VENV)/bin/uv
 VENV_GUARD = if [ -e venv ] && [ ! -L venv ]; then echo "error: venv/ is a directory, not the link to $(VENV) (made by pulumi?): remove it and run make again" >&2; exit 1; fi
 UV_INSTALL = $(UV) pip install --quiet --require-hashes --no-deps
+# This checkout, editable, for the console script .venv/bin/tpu-rl (tools/tpu_rl.py): built with the lock's setuptools,
+# nothing fetched or resolved; `compat` puts the checkout's root on the venv's path, where tools/ is (a second).
+OWN_INSTALL = $(UV) pip install --quiet --python $(PY) --no-deps --no-build-isolation --no-index --config-settings editable_mode=compat -e .
 PIP_INSTALL = install --quiet --no-compile --require-hashes --no-deps
 # The lock's entries one venv needs, by their sources (tools/lock_subset.py): the program's, then a group's more.
 SUBSET = $(PYTHON) tools/lock_subset.py requirements.lock
@@ -116,10 +122,11 @@ $(UV): requirements.lock
 		{ $(PY) -m ensurepip --default-pip >/dev/null && $(PY) -m pip $(PIP_INSTALL) -r $(VENV)/installer.lock; }
 	touch $@
 
-$(VENV)/.installed: $(UV) requirements.lock
+$(VENV)/.installed: $(UV) requirements.lock pyproject.toml
 	@$(VENV_GUARD)
 	$(SUBSET) $(RUNTIME) > $(VENV)/runtime.lock
 	$(UV_INSTALL) --python $(PY) -r $(VENV)/runtime.lock
+	$(OWN_INSTALL)
 	ln -sfn $(VENV) venv   # Pulumi.yaml's virtualenv (venv) is this same environment
 	touch $@
 
@@ -264,18 +271,10 @@ up: $(VENV)/.installed $(if $(NO_POLICY),,$(POLICY_VENV)/.installed)
 	export TPU_RL_ACCEPT='$(ACCEPT)'; \
 	pulumi up --stack $(STACK)$(if $(YES), --yes --non-interactive)$(if $(NO_POLICY),, --policy-pack policy --policy-pack-config policy/config/$(STACK).json)
 
-# Select (or create) the stack and record its home, e.g. before your own `pulumi config set` (with PULUMI_BACKEND_URL
-# set to what `make backend` prints, for that command alone).
+# Select (or create) the stack and record its home, e.g. before your own `pulumi config set`, which runs through
+# `tpu-rl pulumi --stack dev -- config set ...` (tools/tpu_rl.py: the same home for that one pulumi, or none run).
 stack: $(VENV)/.installed
 	@$(create_stack) true
-
-# The stack's home, for one pulumi command of your own, never exported for the shell (the next command may be another
-# stack's): `PULUMI_BACKEND_URL=$$(make -s backend STACK=dev) pulumi config set --stack dev ...`
-# (core/printed_commands.py prints every command so); a Pulumi Cloud home's organization is said on stderr (name the
-# stack <org>/<stack>).
-backend: $(VENV)/.installed
-	@chosen=$$($(PY) -m tools.state select $(STATE_ARGS)) || exit $$?; printf '%s\n' "$$chosen" | sed -n 1p; \
-	org="$$(printf '%s\n' "$$chosen" | sed -n 3p)"; if [ -n "$$org" ]; then echo "stack $(STACK) is in the Pulumi Cloud organization $$org: name it $$org/$(STACK) in your own pulumi commands (--stack $$org/$(STACK))" >&2; fi
 
 # A preview sees what the next `make up` will do: the same state read hands it the image pins the state holds (without
 # them a tag that moved upstream would show renames `make up` does not make). It reads the state and takes no lock.
@@ -328,7 +327,7 @@ destroy: $(VENV)/.installed
 	@$(call select_stack,write) \
 	$(check_locks) \
 	if pulumi config get tpu-rl:protect --stack $(STACK) 2>/dev/null | grep -qix true; then \
-		echo "error: stack $(STACK) is protected (tpu-rl:protect: true); to destroy it, run \`PULUMI_BACKEND_URL=$$PULUMI_BACKEND_URL pulumi config set --stack $${org:+$$org/}$(STACK) 'tpu-rl:protect' false\`, \`PULUMI_BACKEND_URL=$$PULUMI_BACKEND_URL pulumi config set --path --stack $${org:+$$org/}$(STACK) 'tpu-rl:workflow.enabled' false\` and \`make up STACK=$(STACK)\` (it lifts every protection, GKE's deletion protection included, and deletes the steps' objects without running a step), then \`make destroy STACK=$(STACK)\` again" >&2; \
+		echo "error: stack $(STACK) is protected (tpu-rl:protect: true); to destroy it, run \`tpu-rl pulumi --stack $(STACK) -- config set 'tpu-rl:protect' false\`, \`tpu-rl pulumi --stack $(STACK) -- config set --path 'tpu-rl:workflow.enabled' false\` and \`make up STACK=$(STACK)\` (it lifts every protection, GKE's deletion protection included, and deletes the steps' objects without running a step), then \`make destroy STACK=$(STACK)\` again" >&2; \
 		exit 1; \
 	fi; \
 	pulumi destroy --stack $(STACK) --run-program=false --continue-on-error=false

@@ -10,9 +10,12 @@ a command that leaves any of them to the shell acts on whichever it points at. S
 - ``pulumi`` acts on the selected stack of the backend the shell is logged in to, and ``pulumi config set`` offers
   to create a stack it does not find there (pulumi/pulumi ``pkg/cmd/pulumi/config/config.go`` ``newConfigSetCmd``:
   ``RequireStack(..., OfferNew|SetCurrent, ...)``), with a new secrets provider that would replace the stack file's.
-  A printed command names its stack with ``--stack`` and the stack's home with ``PULUMI_BACKEND_URL=...`` in front of
-  that one command (``$(make -s backend STACK=<stack>)``, the home ``make`` itself uses: docs/state.md "Where the
-  state lives"), never exported for the shell; a stack whose home is Pulumi Cloud is named ``<org>/<stack>``;
+  A printed command runs through ``tpu-rl pulumi --stack <stack> -- <pulumi arguments>`` (``tools/tpu_rl.py``), which
+  gives that one pulumi process the stack's home (the one ``make`` uses: docs/state.md "Where the state lives") and
+  ``--stack``, or refuses and runs no pulumi when the home cannot be decided. Never ``PULUMI_BACKEND_URL=$(...)
+  pulumi``: a substitution that fails leaves the variable empty, and pulumi goes to the operator's own login, which
+  may hold another stack of the same name. A home given as a URL (``url``: where a stack lived before a move) is
+  written in front of the command, never empty;
 - a nested key (``tpu-rl:workflow.enabled``, ``tpu-rl:authorizedNetworks[0]``) goes with ``--path``: without it the
   CLI takes the whole name for one flat key (``sdk/go/common/resource/config/key.go`` ``ParseKey``: everything after
   the ``:``), stores ``workflow.enabled: "false"`` beside the ``workflow`` object, and the program refuses the
@@ -63,12 +66,6 @@ def make_target(target: str, stack: str, *args: str) -> str:
     return " ".join(("make", target, f"STACK={stack}", *args))
 
 
-def backend(stack: str, url: str = "") -> str:
-    """What stands in front of a printed ``pulumi`` command: the stack's home for that command alone, ``url`` when the
-    printer knows it, else what ``make backend`` resolves (the home the stack file records, or its default)."""
-    return f"PULUMI_BACKEND_URL={url or f'$(make -s backend STACK={stack})'}"
-
-
 def stack_name(stack: str, organization: str = "") -> str:
     """The name ``--stack`` takes: ``<org>/<stack>`` for a Pulumi Cloud home's organization (a bare name resolves in
     the operator's own default organization: pkg/backend/httpstate/backend.go ``ParseStackReference``)."""
@@ -76,8 +73,12 @@ def stack_name(stack: str, organization: str = "") -> str:
 
 
 def pulumi_command(stack: str, *args: str, url: str = "", organization: str = "") -> str:
-    """``PULUMI_BACKEND_URL=<home> pulumi args... --stack <stack>``."""
-    return " ".join((backend(stack, url), "pulumi", *args, "--stack", stack_name(stack, organization)))
+    """``tpu-rl pulumi --stack <stack> -- args...``: pulumi in the stack's home, or no pulumi at all. With ``url`` (a
+    home other than the one the stack file names now): ``PULUMI_BACKEND_URL=<url> pulumi args... --stack <stack>``
+    (``<org>/<stack>`` for a Pulumi Cloud ``organization``)."""
+    if url:
+        return " ".join((f"PULUMI_BACKEND_URL={url}", "pulumi", *args, "--stack", stack_name(stack, organization)))
+    return " ".join(("tpu-rl", "pulumi", "--stack", stack, "--", *args))
 
 
 def needs_path(key: str) -> bool:
@@ -98,27 +99,20 @@ def _value(value: str) -> str:
     return value if re.fullmatch(r".*<[^<>]+>.*", value) else shlex.quote(value)
 
 
-def _config(
-    verb: str, stack: str, key: str, url: str, organization: str, value: str | None = None, secret: bool = False
-) -> str:
+def _config(verb: str, stack: str, key: str, value: str | None = None, secret: bool = False) -> str:
     key = full_key(key)
     flags = [*(["--secret"] if secret else []), *(["--path"] if needs_path(key) else [])]
-    words = [backend(stack, url), "pulumi", "config", verb, *flags, "--stack", stack_name(stack, organization)]
-    words.append(f"'{key}'")
-    if value is not None:
-        words.append(_value(value))
-    return " ".join(words)
+    words = ["config", verb, *flags, f"'{key}'", *([] if value is None else [_value(value)])]
+    return pulumi_command(stack, *words)
 
 
-def pulumi_config_set(
-    stack: str, key: str, value: str | None = None, *, secret: bool = False, url: str = "", organization: str = ""
-) -> str:
+def pulumi_config_set(stack: str, key: str, value: str | None = None, *, secret: bool = False) -> str:
     """The command that sets ``key`` to ``value`` in ``stack`` (no value: the CLI prompts for it, which keeps a
-    secret out of the shell's history), ``--path`` for a nested key: ``PULUMI_BACKEND_URL=$(make -s backend
-    STACK=prod) pulumi config set --path --stack prod 'tpu-rl:workflow.enabled' false``."""
-    return _config("set", stack, key, url, organization, value, secret)
+    secret out of the shell's history), ``--path`` for a nested key: ``tpu-rl pulumi --stack prod -- config set
+    --path 'tpu-rl:workflow.enabled' false``."""
+    return _config("set", stack, key, value, secret)
 
 
-def pulumi_config_rm(stack: str, key: str, *, url: str = "", organization: str = "") -> str:
+def pulumi_config_rm(stack: str, key: str) -> str:
     """The command that removes ``key`` from ``stack`` (its default applies again), ``--path`` for a nested key."""
-    return _config("rm", stack, key, url, organization)
+    return _config("rm", stack, key)

@@ -7,7 +7,8 @@ requests/urllib3 transport under them) fails in one of three ways, and the exit 
   (404), a request the service calls invalid (400, 409, 412), a proxy that wants credentials (407), TLS that fails (a
   proxy, its certificate), endless redirects;
 - **a retry may cure it** (exit 1, the message ends with the retry hint): no answer in time, 408, 429, a 5xx, a
-  connection that could not be made or was dropped, the library's own retry given up;
+  connection that could not be made or was dropped (the credentials' token endpoint's too), the library's own retry
+  given up;
 - anything else is a failure of the world (exit 1) named by its status or type, without the hint.
 
 A seam catches ``CLIENT_ERRORS`` and raises ``translated(err, what, kind)``: the caller's own class (``StateError``,
@@ -63,6 +64,9 @@ def described(err: BaseException, what: str, service: str = "Google Cloud") -> t
 
     if isinstance(err, auth.DefaultCredentialsError | auth.RefreshError):
         return f"no usable Google credentials for {what}: {LOGIN}", BAD_INPUT
+    if isinstance(err, auth.TransportError):  # the token endpoint did not answer
+        named = type(err.__cause__ or err.__context__ or err).__name__
+        return f"cannot reach the token endpoint of the Google credentials for {what} ({named}); {RETRY}", FAILED
     if isinstance(err, api.RetryError):
         cause = err.cause
         if isinstance(cause, http.SSLError):

@@ -7,7 +7,8 @@ linked; ``install(folder)`` puts this module on PATH as ``pulumi``. It keeps sta
 ``PULUMI_BACKEND_URL`` it is given: a folder for ``file://``, fake-gcs-server for ``gs://`` through
 ``STORAGE_EMULATOR_HOST``), Pulumi Cloud's in ``$FAKE_CLOUD`` (one folder per URL), and writes a new stack's
 ``secretsprovider`` and ``encryptedkey`` into its stack file as ``pulumi stack init --secrets-provider`` does. Every
-call is logged as a JSON line ``{"argv": [...], "backend": <PULUMI_BACKEND_URL or null>}`` to ``$PULUMI_LOG``."""
+call is logged as a JSON line ``{"argv": [...], "backend": <PULUMI_BACKEND_URL or null>, "organization":
+<PULUMI_DEFAULT_ORGANIZATION or null>}`` to ``$PULUMI_LOG``."""
 
 from __future__ import annotations
 
@@ -190,7 +191,8 @@ def stack_command(argv: list[str], backend: Backend) -> int:
 def main(argv: list[str]) -> int:
     backend_url = os.environ.get("PULUMI_BACKEND_URL")
     with open(os.environ["PULUMI_LOG"], "a") as log:
-        log.write(json.dumps({"argv": argv, "backend": backend_url}) + "\n")
+        organization = os.environ.get("PULUMI_DEFAULT_ORGANIZATION")
+        log.write(json.dumps({"argv": argv, "backend": backend_url, "organization": organization}) + "\n")
     if not argv or argv[0] in ("login", "logout", "whoami"):
         return 0
     if backend_url is None:

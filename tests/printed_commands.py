@@ -12,16 +12,20 @@ on whichever the shell points at (``core.printed_commands``, the one home that b
   home (``$(call home)`` exports it for the line).
 
 A text is split into its inline code spans and fenced lines, read as code, and the rest, read as prose. In code a
-command starts at ``pulumi``, ``kubectl``, ``helm`` or ``make`` and runs to a backtick, the end of the line, ``;``,
-``|``, ``&&``, ``)``, ``,`` or `` (`` outside quotes; in prose it starts only at a subcommand the tool has and ends at
-the first word that is no argument (``prose_words``), so "pulumi goes on" or "make status reads" are words. A command
-that gives nothing but its name (``pulumi up``, ``pulumi config set``, ``kubectl logs``, ``make up``) names it and is
-not judged. The rules (``problems``):
+command starts at ``tpu-rl``, ``pulumi``, ``kubectl``, ``helm`` or ``make`` and runs to a backtick, the end of the
+line, ``;``, ``|``, ``&&``, ``)``, ``,`` or `` (`` outside quotes; in prose it starts only at a subcommand the tool has
+and ends at the first word that is no argument (``prose_words``), so "pulumi goes on" or "make status reads" are
+words. A command that gives nothing but its name (``pulumi up``, ``pulumi config set``, ``kubectl logs``, ``make
+up``) names it and is not judged. The rules (``problems``):
 
-- ``pulumi``, but the commands of ``NO_STACK``: ``--stack`` (or ``-s``; ``stack select|init|rm`` take the stack as
-  their argument; ``stack ls`` lists a backend and names none), and ``PULUMI_BACKEND_URL=...`` in front, else it acts
-  on whatever backend the shell is logged in to (a Makefile recipe line has its home already); a ``config
-  set|get|rm`` of a nested key with ``--path``;
+- ``pulumi``, but the commands of ``NO_STACK``: run as ``tpu-rl pulumi --stack <stack> -- <arguments>``, which gives
+  it the stack's home and ``--stack`` or runs no pulumi; or ``--stack`` (or ``-s``; ``stack select|init|rm`` take
+  the stack as their argument; ``stack ls`` lists a backend and names none) with a home written in front,
+  ``PULUMI_BACKEND_URL=<url>``, else it acts on whatever backend the shell is logged in to (a Makefile recipe line has
+  its home already). A home in front that a command substitution gives, ``PULUMI_BACKEND_URL=$(...)``, fails open:
+  when the substitution fails the variable is empty and pulumi goes to the operator's own login. A ``config
+  set|get|rm`` of a nested key goes with ``--path``;
+- ``tpu-rl <tool>`` with ``--stack``;
 - ``kubectl`` with ``--context``, ``helm`` with ``--kube-context`` (but the helm commands of ``NO_CLUSTER``);
 - ``make <target>`` of a target that acts on a stack with ``STACK=``: the Makefile's default is dev.
 
@@ -53,9 +57,14 @@ PAGES = (ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").g
 STACK_FILES = tuple(sorted(ROOT.glob("Pulumi*.yaml")))
 MAKEFILE = ROOT / "Makefile"
 
-START = re.compile(r"(?<![\w./$-])(?:pulumi|kubectl|helm|make)(?= +[a-z{-])")
+START = re.compile(r"(?<![\w./$-])(?:tpu-rl|pulumi|kubectl|helm|make)(?= +[a-z{-])")
 BACKEND = re.compile(r"PULUMI_BACKEND_URL=(?:\$\([^()]*\)|\"[^\"]*\"|'[^']*'|\S+)\s+(?:[A-Z_][A-Z0-9_]*=\S+\s+)*$")
-"""``PULUMI_BACKEND_URL=<url>`` (or ``$(make -s backend STACK=...)``), maybe more variables, right in front."""
+"""``PULUMI_BACKEND_URL=<url>`` (or a command substitution, which fails open), maybe more variables, right in
+front."""
+SUBSTITUTED = re.compile(r"PULUMI_BACKEND_URL=[\"']?(?:\$\(|`)")
+"""A home in front that a command substitution gives: empty when the substitution fails."""
+TOOLS = {"status", "report", "logs", "audit", "maintenance", "plan", "rehearse", "pulumi"}
+"""The commands of ``tpu-rl`` (tools/tpu_rl.py)."""
 SPAN = re.compile(r"(?<!`)`([^`\n]+(?:\n[^`\n]+)?)`(?!`)")
 """An inline code span, which Markdown lets run over one line break."""
 FENCE = re.compile(r"^[ \t]*```[^\n]*\n(.*?)^[ \t]*```", re.M | re.S)
@@ -88,6 +97,7 @@ VERBS = {
         *("install", "upgrade", "uninstall", "rollback", "list", "ls", "status", "history", "get", "show", "repo"),
         *("template", "test", "pull", "search", "version"),
     },
+    "tpu-rl": TOOLS,
 }
 """What each tool takes as its first word: prose that names the tool otherwise ("pulumi goes on") is no command."""
 NO_STACK = {"login", "logout", "whoami", "version", "about", "plugin", "new", "install", "org", "policy", "convert"}
@@ -111,7 +121,7 @@ def make_targets() -> set[str]:
 
 
 STACK_TARGETS = {
-    *("up", "stack", "backend", "preview", "policy-preview", "plan", "destroy", "refresh", "unlock", "state-bucket"),
+    *("up", "stack", "preview", "policy-preview", "plan", "destroy", "refresh", "unlock", "state-bucket"),
     *("state-move", "audit", "logs", "status", "report", "maintenance"),
 }
 """The make targets that act on a stack (``STACK ?= dev`` otherwise)."""
@@ -199,14 +209,27 @@ def commands_in(text: str, code: bool) -> Iterator[tuple[int, str, str]]:
     for match in START.finditer(text):
         start = match.start()
         line = text[text.rfind("\n", 0, start) + 1 : start]
+        if line.endswith("tpu-rl "):
+            continue  # the pulumi of `tpu-rl pulumi`: that command's
         command = text[start : _end(text, start)].rstrip(" .:")
         if not code:
             command = " ".join(prose_words(command.split()))
         yield start, line[line.rfind("`") + 1 :], command
 
 
+def through_cli(words: list[str]) -> list[str] | None:
+    """The pulumi command ``tpu-rl pulumi --stack <stack> -- <arguments>`` runs, as pulumi sees it (``pulumi
+    <arguments> --stack <stack>``); None when ``words`` do not say both the stack and ``--``."""
+    rest = words[2:]
+    if len(rest) < 3 or rest[0] != "--stack" or rest[2] != "--":
+        return None
+    return ["pulumi", *rest[3:], "--stack", rest[1]]
+
+
 def named_only(words: list[str]) -> bool:
     """The command gives its name and nothing more (``pulumi up``, ``pulumi config set``, ``helm uninstall``)."""
+    if words[:2] == ["tpu-rl", "pulumi"]:
+        return len(words) <= 2
     if words[0] == "pulumi":
         size = 3 if len(words) > 2 and words[1] in SUBCOMMANDS and words[2] in SUBCOMMANDS[words[1]] else 2
         return len(words) <= size
@@ -218,6 +241,13 @@ def problems(found: Found) -> list[str]:
     words = words_of(found.command)
     if named_only(words):
         return []
+    if words[0] == "tpu-rl":
+        if words[1] != "pulumi":
+            return [] if words[1] not in TOOLS or _has(words[2:], "--stack") else ["names no stack (--stack)"]
+        inner = through_cli(words)
+        if inner is None:
+            return ["names its stack before -- (tpu-rl pulumi --stack <stack> -- <pulumi arguments>)"]
+        return problems(Found(found.where, found.before, shlex.join(inner), in_home=True))
     tool, rest = words[0], words[1:]
     out: list[str] = []
     named = [w for w in rest if not w.startswith("-")]
@@ -234,7 +264,12 @@ def problems(found: Found) -> list[str]:
         if not stacked:
             out.append("names no stack (--stack)")
         if not found.in_home and not BACKEND.search(found.before):
-            out.append("names no state home (PULUMI_BACKEND_URL=$(make -s backend STACK=<stack>) in front)")
+            out.append("names no state home (tpu-rl pulumi --stack <stack> -- <pulumi arguments>)")
+        elif not found.in_home and SUBSTITUTED.search(found.before):
+            out.append(
+                "fails open: an empty PULUMI_BACKEND_URL when the substitution fails sends pulumi to the operator's "
+                "own login (tpu-rl pulumi --stack <stack> -- <pulumi arguments>)"
+            )
         if verb[:1] == ("config",) and verb[1:2] in (("set",), ("get",), ("rm",)) and "--path" not in rest:
             keys = [w for w in named[2:] if ":" in w or "." in w]
             if keys and re.search(r"[.\[]", keys[0].partition(":")[2]):
@@ -378,6 +413,34 @@ def makefile_commands() -> Iterator[Found]:
         yield from _found("Makefile", n, ECHO.sub("", line), code=True, in_home=True)
 
 
+RUN_AGAIN = re.compile(r"`pulumi up`,? again|next `pulumi up`|`pulumi up` (?:will retry|runs \w+ again)")
+"""A line that sends the operator to ``pulumi up`` by hand to run again: it skips what ``make up`` adds (the access
+audit, the policy pack, the image pins the state holds)."""
+IN_THE_IMAGE = "workloads/container/"
+"""The container programs, each hashed into its step's name: a changed line would run the step again, so their lines
+stay as they are (they cannot import ``core.printed_commands`` either)."""
+
+
+def bare_runs_again() -> list[str]:
+    """``where: text`` of every product string (but a docstring) and reviewed message that says to run ``pulumi up``
+    again, but the container programs'."""
+    found = []
+    for path in product_files():
+        if rel(path).startswith(IN_THE_IMAGE):
+            continue
+        skip = _docstrings(parsed(path))
+        for node in nodes(path, ast.Constant, ast.JoinedStr):
+            if id(node) not in skip and isinstance(getattr(node, "value", ""), str):
+                text = rendered(node)  # type: ignore[arg-type]
+                if RUN_AGAIN.search(text):
+                    found.append(f"{rel(path)}:{node.lineno}: {text}")  # type: ignore[attr-defined]
+    for path in MESSAGES:
+        if path.name == "train-messages.tsv":
+            continue  # the training container's judge lines (train_exit.py) among them
+        found += [f"{rel(path)}: {line}" for line in path.read_text().splitlines() if RUN_AGAIN.search(line)]
+    return found
+
+
 MESSAGES = tuple(sorted((ROOT / "tests" / "data").glob("*-messages.tsv")))
 """The reviewed messages, as the product renders them (the source's f-strings hold ``{kubectl(...)}``, these the
 command itself)."""
@@ -438,6 +501,8 @@ VALUE_FLAGS = {"--stack", "-s", "--type", "--config-file", "-C", "--cwd"}
 def config_set(command: str) -> ConfigSet | None:
     """The ``pulumi config set`` a printed command is (None: another command)."""
     words = words_of(re.sub(r"\$\([^()]*\)", "HOME", command))
+    if words[:2] == ["tpu-rl", "pulumi"]:
+        words = through_cli(words) or []
     if words[:3] != ["pulumi", "config", "set"]:
         return None
     flags: dict[str, str] = {}

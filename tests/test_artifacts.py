@@ -348,7 +348,7 @@ def test_up_runs_an_export_again_when_a_shard_is_missing(gcs, monkeypatch):
     text = str(plan.error)
     assert text.startswith(f"export finished but {steps['export']['artifactUri']} is incomplete: ")
     assert "model-00003-of-00003.safetensors, named by model.safetensors.index.json, is missing" in text
-    assert f"the next `pulumi up` runs {steps['export']['name']} again" in text
+    assert f"the next `make up STACK=prod` runs {steps['export']['name']} again" in text
 
 
 @pytest.mark.slow
@@ -358,7 +358,7 @@ def test_up_fails_naming_the_path_when_training_saved_nothing(gcs):
     plan = _run_up()
     assert isinstance(plan.error, pulumi.RunError)
     assert f"no complete checkpoint was found under {steps['train']['artifactUri']}" in str(plan.error)
-    assert "the next `pulumi up` runs" in str(plan.error), "the error says how it is retried"
+    assert "the next `make up STACK=prod` runs" in str(plan.error), "the error says how it is retried"
     assert not plan.find(JOBSET, steps["export"]["name"]), "nothing to export: the export is never created"
 
 

@@ -116,6 +116,36 @@ def test_prod_in_a_project_of_its_own_has_no_finding(world, cluster, tmp_path, c
     )
 
 
+def test_a_token_endpoint_that_does_not_answer_is_a_failure_a_retry_may_cure_not_a_fault_of_ours(
+    world, tmp_path, capsys
+):
+    """Google credentials whose token URI is a closed loopback port: google-auth's TransportError, on every read, is
+    each read's line and exit 1, not an internal error (70)."""
+    import socket
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from google.oauth2 import service_account
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    info = {"client_email": "ops@acme.iam.gserviceaccount.com", "private_key": key.decode(), "private_key_id": "k"}
+    credentials = service_account.Credentials.from_service_account_info(
+        {**info, "token_uri": f"http://127.0.0.1:{closed}/token", "type": "service_account"}
+    )
+    code, out, err = run(world, repo(tmp_path, prod=stack_file()), capsys, credentials=credentials)
+    assert code == 1 and out[-1].startswith("access audit of stack prod: incomplete"), (out, err)
+    assert err[0] == (
+        f"error: cannot read project {PROJECT}: cannot reach the token endpoint of the Google credentials "
+        "(ConnectionError): check the network or a proxy, or retry later"
+    )
+    assert not [line for line in err if "internal error" in line]
+
+
 def test_each_way_in_is_one_line_naming_the_member_what_it_can_do_and_the_grant(world, cluster, tmp_path, capsys):
     grant(world.ring_policies, RING, "roles/cloudkms.cryptoKeyDecrypter", "user:mallory@acme.example")
     grant(world.project_policies, PROJECT, "roles/storage.objectViewer", "group:data@acme.example")

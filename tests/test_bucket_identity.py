@@ -40,8 +40,7 @@ def test_a_change_of_any_replacing_argument_is_one_line_naming_the_key_and_the_o
         f"{IDENTITY_KEYS[key]} ({key}: {OLD[key]} -> other) changed. Set the old value back; "
     )
     assert problem.endswith(
-        f"run `PULUMI_BACKEND_URL=$(make -s backend STACK=dev) pulumi state delete '{URN}' --yes --stack dev`, then "
-        "`make up STACK=dev`"
+        f"run `tpu-rl pulumi --stack dev -- state delete '{URN}' --yes`, then `make up STACK=dev`"
     ), "the stack the URN names, in its own home"
 
 
@@ -101,8 +100,7 @@ def test_a_dev_stack_refuses_a_new_bucket_name_at_preview_and_up_until_the_ident
         ), message
         stack_name = urn.split("::")[0].rpartition(":")[2]
         assert message.endswith(
-            f"run `PULUMI_BACKEND_URL=$(make -s backend STACK={stack_name}) pulumi state delete '{urn}' --yes "
-            f"--stack {stack_name}`, then `make up STACK={stack_name}`"
+            f"run `tpu-rl pulumi --stack {stack_name} -- state delete '{urn}' --yes`, then `make up STACK={stack_name}`"
         )
         assert bucket not in run.resources and run.actions == {}, "the bucket and the steps are not reached"
     assert stack.state[bucket].inputs["name"] == old_name

@@ -156,7 +156,7 @@ def test_a_ring_without_its_key_is_imported_and_the_key_created(compute):
 
 
 SKIP = " (tpu-rl:workflow.capacityCheck: false skips this check)"
-AGAIN = "then `pulumi up` again (it adopts the key)"
+AGAIN = "then `make up STACK=prod` again (it adopts the key)"
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,7 @@ def _status(code: int) -> requests.exceptions.HTTPError:
     [
         (auth.DefaultCredentialsError("none"), BAD_INPUT, "no usable Google credentials for reading x: run `gcloud"),
         (auth.RefreshError("expired"), BAD_INPUT, "no usable Google credentials"),
+        (auth.TransportError("refused"), FAILED, "cannot reach the token endpoint of the Google credentials for read"),
         (api.Unauthorized("who"), BAD_INPUT, "GCS refused reading x (HTTP 401: permission denied): who"),
         (api.Forbidden("no"), BAD_INPUT, "GCS refused reading x (HTTP 403: permission denied): no"),
         (api.NotFound("gone"), BAD_INPUT, "GCS found nothing for reading x (HTTP 404): gone"),

@@ -290,7 +290,8 @@ DELETE = object()
         (  # a full-width letter (U+FF43): one line, the key as written and the key it looks like
             {"tpu-rl:\uff43lusterName": "y"},
             set(),
-            f'tpu-rl:\uff43lusterName = "(set)" is invalid: unknown key; did you mean tpu-rl:clusterName? {KNOWN}',
+            'tpu-rl:\uff43lusterName = "(set)" is invalid: unknown key; did you mean tpu-rl:clusterName? '
+            f"('\uff43' not ASCII) {KNOWN}",
         ),
         (
             {"tpu-rl:hfToken": "", "tpu-rl:workflow": {"enabled": False}},

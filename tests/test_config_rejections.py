@@ -326,6 +326,12 @@ BAD_INPUTS = [
     ),
     # -- structure
     ("unknown-key", ["tpu-rl:clustername=x"], "tpu-rl:clustername", "did you mean tpu-rl:clusterName"),
+    (
+        "unknown-key-full-width",
+        ["tpu-rl:training=", "tpu-rl:trainｉng.numBatches=10"],
+        "tpu-rl:trainｉng",
+        "did you mean tpu-rl:training? ('ｉ' not ASCII)",
+    ),
     ("tpu-unknown-field", ["tpu-rl:tpu.topolgy=4x4"], "tpu-rl:tpu.topolgy", "did you mean topology"),
     ("nested-unknown-field", ["tpu-rl:workflow.timeouts.trian=4h"], "tpu-rl:workflow.timeouts.trian", "train"),
     ("object-bad-json", ["tpu-rl:workflow={bad"], "tpu-rl:workflow", "malformed JSON"),
@@ -688,6 +694,25 @@ def test_bad_stack_file_exits_2_with_one_line(text, key, words, tmp_path, capsys
     assert "Traceback" not in err and all(line.startswith("error: ") for line in lines), err
     assert key in message and words in message, err
     assert TOKEN_LIKE not in err and out == "" and elapsed < 5
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    "typed",
+    ["tpu-rl:trainｉng", "tpu-rl:ｔｒａｉｎｉｎｇ", "tpu-rl:trainng"],
+    ids=["one-full-width", "all-full-width", "ascii"],
+)
+def test_a_mistyped_key_is_one_line_not_also_the_rules_that_its_default_breaks(typed, tmp_path):
+    """The stack file's training block under a key with a full-width letter: the CLI hands the program Pulumi.yaml's
+    default for tpu-rl:training (tools.stack_files.load_stack_config applies it as the CLI does), the tutorial's mesh,
+    which a 2x4 slice cannot tile. One problem, the mistyped key, is one line."""
+    path = tmp_path / "Pulumi.dev.yaml"
+    path.write_text((stack_files.ROOT / "Pulumi.dev.yaml").read_text().replace("  tpu-rl:training:\n", f"  {typed}:\n"))
+    config, secret_keys, _ = stack_files.load_stack_config(path)
+    with pytest.raises(ConfigError) as caught:
+        load_settings({**config, "tpu-rl:hfToken": "hf_x"}, "dev", frozenset(secret_keys | {"tpu-rl:hfToken"}))
+    (line,) = str(caught.value).splitlines()
+    assert line.startswith(f'{typed} = "(set)" is invalid: unknown key; did you mean tpu-rl:training? '), line
 
 
 def test_stack_file_limits(tmp_path, capsys):

@@ -8,7 +8,8 @@ each inline code span that is a command are split into simple commands and judge
   gs://bucket ... and then deletes the bucket"), after which the stack's destroy fails with 404. Objects go by name,
   by a wildcard under a folder, or with `--recursive` on a folder (`gs://b/folder/`);
 - no `gcloud storage buckets delete`, `gsutil rb`: the stack deletes its bucket itself;
-- `pulumi refresh` and `pulumi destroy` run with `--run-program=false`: with the program, the engine runs it as in an
+- `pulumi refresh` and `pulumi destroy` (by themselves or through `tpu-rl pulumi --stack <stack> --`) run with
+  `--run-program=false`: with the program, the engine runs it as in an
   `up`, which waits hours for a running step (docs/destroy.md "Refresh").
 """
 
@@ -41,7 +42,7 @@ def commands(text: str) -> list[str]:
     prose = FENCE.sub("", text)
     for span in SPAN.findall(prose):
         for part in SEPARATORS.split(" ".join(span.split())):
-            words = words_of(part)  # after the variables in front (PULUMI_BACKEND_URL=$(make -s backend STACK=dev))
+            words = words_of(part)  # after the variables in front, and as `tpu-rl pulumi` runs pulumi
             if len(words) > 2 and words[0] in {"gcloud", "gsutil", "pulumi"}:
                 found.append(part)
     return found
@@ -55,6 +56,8 @@ def words_of(command: str) -> list[str]:
         words = command.split()
     while words and re.match(r"^[A-Z_][A-Z0-9_]*=", words[0]):  # an environment assignment in front
         words = words[1:]
+    if words[:3] == ["tpu-rl", "pulumi", "--stack"] and words[4:5] == ["--"]:  # tools/tpu_rl.py: pulumi in the home
+        words = ["pulumi", *words[5:], "--stack", words[3]]
     return words
 
 
@@ -106,7 +109,8 @@ def test_the_docs_have_the_commands_this_checks():
         "pulumi refresh --clear-pending-creates --yes",
         "PULUMI_K8S_DELETE_UNREACHABLE=true pulumi refresh --stack dev",
         "pulumi destroy --stack prod --skip-preview",
-        "PULUMI_BACKEND_URL=$(make -s backend STACK=dev) pulumi refresh --stack dev --yes",
+        "tpu-rl pulumi --stack dev -- refresh --yes",
+        "PULUMI_K8S_DELETE_UNREACHABLE=true tpu-rl pulumi --stack dev -- destroy",
     ],
 )
 def test_a_command_that_deletes_too_much_is_named(command):
@@ -122,8 +126,7 @@ def test_a_command_that_deletes_too_much_is_named(command):
         "pulumi refresh --stack dev --run-program=false",
         "PULUMI_K8S_DELETE_UNREACHABLE=true pulumi refresh --stack dev --run-program=false",
         "pulumi destroy --stack dev --run-program=false",
-        "PULUMI_BACKEND_URL=$(make -s backend STACK=dev) PULUMI_K8S_DELETE_UNREACHABLE=true pulumi refresh --stack dev "
-        "--run-program=false",
+        "PULUMI_K8S_DELETE_UNREACHABLE=true tpu-rl pulumi --stack dev -- refresh --run-program=false",
         "gcloud storage ls gs://b",
     ],
 )
@@ -134,6 +137,6 @@ def test_a_command_that_deletes_what_it_says_passes(command):
 def test_commands_are_found_in_blocks_with_continuations_and_in_spans():
     text = "Run `pulumi refresh --yes` then:\n\n```bash\ngcloud storage rm \\\n  -r gs://b   # all\nmake up\n```\n"
     assert commands(text) == ["gcloud storage rm -r gs://b", "make up", "pulumi refresh --yes"]
-    bound = "`PULUMI_BACKEND_URL=$(make -s backend STACK=dev) pulumi refresh --stack dev --yes`"
-    assert commands(bound) == [bound.strip("`")], "a command behind its state home is still read"
+    bound = "`tpu-rl pulumi --stack dev -- refresh --yes`"
+    assert commands(bound) == [bound.strip("`")], "a command run in its state home is still read"
     assert commands("`pulumi destroy` runs a preview first") == [], "a command's name is not a command"

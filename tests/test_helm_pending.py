@@ -57,9 +57,9 @@ def test_a_release_helm_can_install_or_upgrade_is_no_problem():
 
 @pytest.mark.pure
 def test_a_killed_install_is_one_line_naming_the_uninstall():
-    assert helm_release_problem("jobset", "jobset-system", (1, "pending-install"), context=CTX) == (
+    assert helm_release_problem("jobset", "jobset-system", (1, "pending-install"), stack="prod", context=CTX) == (
         "Helm release jobset-system/jobset is pending-install (revision 1), left by an interrupted helm operation, "
-        "and Helm refuses every install or upgrade until it is cleared. Run, then `pulumi up` again: "
+        "and Helm refuses every install or upgrade until it is cleared. Run, then `make up STACK=prod` again: "
         f"helm --kube-context {CTX} uninstall jobset -n jobset-system"
     )
 
@@ -110,7 +110,7 @@ def test_the_state_is_compared_only_when_known_and_a_pending_status_keeps_its_ow
     pending = helm_release_problem(
         "jobset", "jobset-system", (1, "pending-install"), in_state=frozenset(), stack="dev", context=CTX
     )
-    assert pending == helm_release_problem("jobset", "jobset-system", (1, "pending-install"), context=CTX)
+    assert pending == helm_release_problem("jobset", "jobset-system", (1, "pending-install"), stack="dev", context=CTX)
     assert pending is not None and pending.endswith(f": helm --kube-context {CTX} uninstall jobset -n jobset-system")
 
 

@@ -15,7 +15,7 @@ import pytest
 from pulumi.dynamic.dynamic import serialize_provider
 
 from infra.gcp import kms
-from infra.gcp.kms import POLL_SECONDS, PROPAGATION_SECONDS, GrantPropagationProvider, wait_for_propagation
+from infra.gcp.kms import POLL_SECONDS, PROPAGATION_SECONDS, GrantPropagationProvider, key_advice, wait_for_propagation
 from tests.conftest import plan_of
 from workloads.specs.commands import program_file
 
@@ -45,30 +45,32 @@ class FakeClock:
 @pytest.mark.pure
 def test_the_wait_lasts_from_the_grants_to_the_bound_by_the_clock_in_short_steps():
     clock = FakeClock()
-    line = wait_for_propagation(clock.now - 20.0, 420.0, f"the new grant {GRANT}", clock=clock, pause=clock.sleep)
+    line = wait_for_propagation(
+        clock.now - 20.0, 420.0, f"the new grant {GRANT}", key_advice("dev"), clock=clock, pause=clock.sleep
+    )
     assert clock.now == 1400.0 and max(clock.sleeps) == POLL_SECONDS == 5.0, "what is left of the bound, 5 s at a time"
     assert line == (
         f"waited 420 s for the new grant {GRANT} to take effect (IAM: typically 2 minutes, potentially 7 or longer, "
         "https://cloud.google.com/iam/docs/access-change-propagation); if the cluster create still fails on a Cloud "
-        "KMS permission, run `pulumi up` again"
+        "KMS permission, run `make up STACK=dev` again"
     )
 
 
 @pytest.mark.pure
 def test_a_sleep_that_wakes_early_sleeps_again_and_the_wait_never_overruns():
     clock = FakeClock(short=4.0)
-    wait_for_propagation(clock.now, 60.0, "x", clock=clock, pause=clock.sleep, step=15.0)
+    wait_for_propagation(clock.now, 60.0, "x", "", clock=clock, pause=clock.sleep, step=15.0)
     assert 1060.0 <= clock.now < 1060.0 + 15.0, "the bound by the clock, not by the count of sleeps"
     clock = FakeClock()
-    wait_for_propagation(clock.now, 3.0, "x", clock=clock, pause=clock.sleep)
+    wait_for_propagation(clock.now, 3.0, "x", "", clock=clock, pause=clock.sleep)
     assert clock.sleeps == [3.0], "the last sleep is what is left, not a whole step"
 
 
 @pytest.mark.pure
 def test_a_later_up_or_an_old_record_waits_for_nothing():
     clock = FakeClock()
-    assert wait_for_propagation(clock.now - 420.0, 420.0, "x", clock=clock, pause=clock.sleep) is None
-    assert wait_for_propagation(None, 420.0, "x", clock=clock, pause=clock.sleep) is None, "no time recorded"
+    assert wait_for_propagation(clock.now - 420.0, 420.0, "x", "", clock=clock, pause=clock.sleep) is None
+    assert wait_for_propagation(None, 420.0, "x", "", clock=clock, pause=clock.sleep) is None, "no time recorded"
     assert clock.sleeps == []
 
 
@@ -84,7 +86,7 @@ def test_an_interrupted_wait_ends_within_one_poll():
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        wait_for_propagation(clock.now, 420.0, "x", clock=clock, pause=interrupted)
+        wait_for_propagation(clock.now, 420.0, "x", "", clock=clock, pause=interrupted)
     assert 100.0 <= clock.now - 1000.0 <= 100.0 + POLL_SECONDS
 
 

@@ -345,7 +345,7 @@ def test_a_runner_killed_during_a_helm_install_stops_up_with_the_one_command_the
 
     stuck = dev.up()
     context = settings(dev.name, dev.overrides).kube_context
-    line = helm_release_problem(release, namespace, (1, "pending-install"), context=context)
+    line = helm_release_problem(release, namespace, (1, "pending-install"), stack=dev.name, context=context)
     assert str(stuck.error) == line and line.endswith(
         f"helm --kube-context {context} uninstall {release} -n {namespace}"
     )
@@ -371,7 +371,9 @@ def test_a_killed_upgrade_stops_up_with_the_rollback_before_helm_refuses_it(dev)
     dev.helm[("kueue-system", "kueue")] = (2, "pending-upgrade")  # killed during that upgrade
     stuck = dev.up()
     context = settings(dev.name, dev.overrides).kube_context
-    assert str(stuck.error) == helm_release_problem("kueue", "kueue-system", (2, "pending-upgrade"), context=context)
+    assert str(stuck.error) == helm_release_problem(
+        "kueue", "kueue-system", (2, "pending-upgrade"), stack=dev.name, context=context
+    )
     assert str(stuck.error).endswith(f": helm --kube-context {context} rollback kueue -n kueue-system")
     assert ("Update", release) not in stuck.calls
     dev.helm[("kueue-system", "kueue")] = (3, "deployed")  # helm rollback kueue -n kueue-system: revision 3

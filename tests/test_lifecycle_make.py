@@ -67,25 +67,14 @@ def test_make_destroy_refuses_a_protected_stack_in_one_line_naming_the_fix(tmp_p
     done, calls = make(tmp_path, "destroy", "prod", value)
     assert done.returncode != 0
     (line,) = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-    home = f"file://{tmp_path / 'state'}"
-    protect, workflow = (pulumi_config_set("prod", key, "false", url=home) for key in (PROTECT, WORKFLOW))
+    protect, workflow = (pulumi_config_set("prod", key, "false") for key in (PROTECT, WORKFLOW))
     assert line == (
         f"error: stack prod is protected (tpu-rl:protect: true); to destroy it, run `{protect}`, `{workflow}` and "
         "`make up STACK=prod` (it lifts every protection, GKE's deletion protection included, and deletes the steps' "
         "objects without running a step), then `make destroy STACK=prod` again"
-    ), "each command in the stack's own home, the workflow's field with --path (core.printed_commands)"
-    assert "--path --stack prod 'tpu-rl:workflow.enabled' false" in workflow
+    ), "each command in the stack's own home (tpu-rl pulumi), the workflow's field with --path"
+    assert workflow == "tpu-rl pulumi --stack prod -- config set --path 'tpu-rl:workflow.enabled' false"
     assert not [c for c in calls if c.startswith("destroy")], "the CLI was never asked to destroy"
-
-
-def test_the_way_out_of_a_protected_stack_in_pulumi_cloud_names_its_organization(tmp_path):
-    """A Cloud home's stack is `<org>/<stack>` in a command of the operator's own: a bare name resolves in their own
-    default organization (docs/state.md "Where the state lives")."""
-    cloud = {"STATE_BACKEND": "https://api.pulumi.com", "STATE_ORG": "acme"}
-    done, _ = make(tmp_path, "destroy", "prod", "true", **cloud)
-    (line,) = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-    workflow = pulumi_config_set("prod", WORKFLOW, "false", url="https://api.pulumi.com", organization="acme")
-    assert f"`{workflow}`" in line and "--stack acme/prod" in workflow
 
 
 @pytest.mark.parametrize("protect", ["false", None])

@@ -57,18 +57,21 @@ def test_every_allowed_jobset_version_names_the_fields_its_crd_serves():
 
 @pytest.mark.pure
 def test_the_crd_check_refuses_an_older_crd_in_one_line_with_the_command():
-    assert jobset_crd_problem(None, "0.12.0", CTX) is None, "no CRD yet: the chart's install creates it"
-    assert jobset_crd_problem(crd("0.12.0"), "0.12.0", CTX) is None
-    assert jobset_crd_problem(crd("0.12.0"), "0.10.1", CTX) is None, "a newer CRD serves the older controller's fields"
-    assert jobset_crd_problem(crd("0.10.1"), "0.12.0", CTX) == (
+    assert jobset_crd_problem(None, "0.12.0", CTX, "prod") is None, "no CRD yet: the chart's install creates it"
+    assert jobset_crd_problem(crd("0.12.0"), "0.12.0", CTX, "prod") is None
+    assert jobset_crd_problem(crd("0.12.0"), "0.10.1", CTX, "prod") is None, (
+        "a newer CRD serves the older controller's fields"
+    )
+    assert jobset_crd_problem(crd("0.10.1"), "0.12.0", CTX, "prod") == (
         "the cluster's JobSet CRD jobsets.jobset.x-k8s.io predates JobSet 0.12.0 (it has no spec.volumeClaimPolicies, "
         "status.currentInPlaceRestartAttempt, status.previousInPlaceRestartAttempt and 2 more): "
         "Helm installs a chart's CRDs only when it first installs the chart, never on an upgrade. Apply the new CRD, "
-        "then run `pulumi up` again: helm show crds oci://registry.k8s.io/jobset/charts/jobset --version 0.12.0 | "
+        "then run `make up STACK=prod` again: helm show crds oci://registry.k8s.io/jobset/charts/jobset "
+        "--version 0.12.0 | "
         f"kubectl --context {CTX} apply --server-side --force-conflicts -f -"
     )
     unreadable = {"spec": {"versions": [{"name": "v1beta1"}]}}
-    assert str(jobset_crd_problem(unreadable, "0.12.0", CTX)).startswith(
+    assert str(jobset_crd_problem(unreadable, "0.12.0", CTX, "prod")).startswith(
         "the cluster's JobSet CRD jobsets.jobset.x-k8s.io predates JobSet 0.12.0 (it has no spec.coordinator, "
         "spec.failurePolicy, spec.managedBy and "
     ), "a CRD it cannot read is taken as serving nothing"
@@ -81,7 +84,7 @@ def test_a_crd_lacking_only_a_status_field_of_the_new_version_is_refused():
     older = crd("0.12.0")
     status = older["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
     del status["replicatedJobsStatus"]["items"]["properties"]["jobRestarts"]
-    assert str(jobset_crd_problem(older, "0.12.0", CTX)).startswith(
+    assert str(jobset_crd_problem(older, "0.12.0", CTX, "prod")).startswith(
         "the cluster's JobSet CRD jobsets.jobset.x-k8s.io predates JobSet 0.12.0 (it has no "
         "status.replicatedJobsStatus[].jobRestarts): "
     )
@@ -101,12 +104,12 @@ def test_upgrading_jobset_stops_before_the_chart_until_its_crd_is_applied_then_u
 
     previewed = stack.preview(overrides=UPGRADE)
     assert str(previewed.error) == jobset_crd_problem(
-        installed, "0.12.0", settings(stack.name, stack.overrides).kube_context
+        installed, "0.12.0", settings(stack.name, stack.overrides).kube_context, stack.name
     ), "refused at plan time"
     assert ("Update", release) not in previewed.calls and stack.state[release].inputs["version"] == "0.10.1"
     refused = stack.up(overrides=UPGRADE)
     assert str(refused.error) == jobset_crd_problem(
-        installed, "0.12.0", settings(stack.name, stack.overrides).kube_context
+        installed, "0.12.0", settings(stack.name, stack.overrides).kube_context, stack.name
     )
     assert stack.state[release].inputs["version"] == "0.10.1" and ("Update", release) not in refused.calls
     assert refused.actions == {}, "no step is touched"
@@ -234,5 +237,5 @@ def test_a_preview_that_cannot_read_the_cluster_warns_once_and_up_still_refuses(
     assert unreadable[0].endswith("); `pulumi up` checks it before the chart changes")
     stack.cluster.token = token
     assert str(stack.up(overrides=UPGRADE).error) == jobset_crd_problem(
-        installed, "0.12.0", settings(stack.name, stack.overrides).kube_context
+        installed, "0.12.0", settings(stack.name, stack.overrides).kube_context, stack.name
     )

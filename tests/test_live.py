@@ -4,11 +4,16 @@ speaking the real paths, list pages, Status errors and TLS, with real exec auth 
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import json
 import re
+import socket
 import stat
+import struct
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -213,6 +218,49 @@ def test_handshakes_cut_short_every_time_are_one_line_naming_the_network(cluster
     assert str(failed.value) == (
         f"the cluster at {relay.kubeconfig['clusters'][0]['cluster']['server'][8:]} kept closing the connection "
         "during the TLS handshake: is this machine in tpu-rl:authorizedNetworks, and is a proxy in the way?"
+    )
+
+
+@contextlib.contextmanager
+def plain_http(reset_tls: bool) -> Iterator[str]:
+    """A plain HTTP server's address: a request gets its 400; a TLS ClientHello gets the 400 too, or (``reset_tls``)
+    a reset, which is what the client meets first when the server closes with the rest of the hello unread and the
+    reset wins the race with its 400."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(10)
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                connection, _ = listener.accept()
+                with connection:
+                    first = connection.recv(1)
+                    if first == b"\x16" and reset_tls:
+                        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                        continue
+                    connection.recv(65536)
+                    connection.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+
+
+@pytest.mark.parametrize("reset_tls", [False, True], ids=["its-400-read-first", "the-reset-first"])
+def test_a_plain_http_server_at_an_https_address_is_bad_input_whichever_the_client_meets_first(reset_tls, pauses):
+    """The same fault, the same line and code every run: not a TLS record the client cannot parse one run (2) and a
+    reset retried until the budget ends the next (1)."""
+    with plain_http(reset_tls) as where, pytest.raises(live.ClusterReadError) as failed:
+        config = FakeCluster().kubeconfig()
+        config["clusters"][0]["cluster"]["server"] = f"https://{where}"
+        reader(config).get(JOBSET, "JobSet", "tpu-rl", "x")
+    assert (failed.value.exit_code, pauses) == (2, []), "not retried"
+    assert str(failed.value) == (
+        f"the cluster at {where} answers plain HTTP, not TLS: the kubeconfig's https:// server is not an API "
+        "server's address (another service's port?), or the kubeconfig is not current"
     )
 
 

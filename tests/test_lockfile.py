@@ -310,6 +310,14 @@ def rule(makefile: str, target: str) -> re.Match[str] | None:
     return re.search(rf"^{re.escape(target)}:(?P<prereqs>.*)\n(?P<recipe>(?:\t.*\n)+)", makefile, re.MULTILINE)
 
 
+def own(line: str) -> list[str]:
+    """``[line]`` when it installs this checkout itself (the console script's project) with nothing fetched or
+    resolved: no index, no dependencies, the venv's own build backend."""
+    words = line.split()
+    ours = words[-2:] == ["-e", "."] and {"--no-deps", "--no-index", "--no-build-isolation"} <= set(words)
+    return [line] if ours else []
+
+
 def makefile_problems(makefile: str, locks: dict[str, str], data: dict) -> list[str]:
     """Each install rule writes the lock's entries its sources need (tools/lock_subset.py) and installs that file
     alone, hash-checked and without resolving; the pack's venv installs its lock so; `make lock` runs, with the uv
@@ -331,7 +339,7 @@ def makefile_problems(makefile: str, locks: dict[str, str], data: dict) -> list[
         hashed = [line for line in installs if re.search(rf"\s-r {re.escape(subset['file'])}(\s|;|$)", line)]
         if not hashed or not all("--require-hashes" in line and "--no-deps" in line for line in hashed):
             problems.append(f"{target} does not install --require-hashes --no-deps -r {subset['file']}")
-        problems += [f"unhashed install in {target}: {line}" for line in installs if line not in hashed]
+        problems += [f"unhashed install in {target}: {line}" for line in installs if line not in hashed + own(line)]
     pack = rule(makefile, "$(POLICY_VENV)/.installed")
     if not pack or "--require-hashes --no-deps --python policy/venv/bin/python -r policy/requirements.lock" not in (
         expand(makefile, pack["recipe"])
@@ -522,6 +530,7 @@ MUTANTS = {
     "an unhashed install": ("makefile", lambda t: t.replace("--require-hashes ", "")),
     "a resolving install": ("makefile", lambda t: t.replace("--no-deps\n", "\n", 1)),
     "the ranges installed": ("makefile", lambda t: t.replace("-r $(VENV)/runtime.lock", "-r requirements.txt", 1)),
+    "the project's own install from the index": ("makefile", lambda t: t.replace("--no-index --config", "--config")),
     "uv from the index unhashed": ("makefile", lambda t: t.replace("-r $(VENV)/installer.lock", "uv pip", 1)),
     "the dev venv without its group": (
         "makefile",

@@ -237,6 +237,27 @@ def test_a_step_not_started_is_exit_1(kube, kubeconfig, capsys):
     assert err == f"error: step convert has not started: JobSet {NAMESPACE}/{PLAN['convert'].name} does not exist\n"
 
 
+@pytest.mark.parametrize(
+    ("server", "words"),
+    [
+        ("https://127.0.0.1:99999", "Port out of range"),
+        ("https://[::1", "Invalid IPv6 URL"),
+        ("https://exa mple.com", "is not a URL"),
+        ("https://:443", "names no host"),
+        ("ftp://127.0.0.1:1", "is not an http(s) URL"),
+    ],
+    ids=["port-out-of-range", "bracket-not-closed", "space-in-host", "no-host", "not-http"],
+)
+def test_a_server_that_is_no_url_is_bad_input_one_line_exit_2(server, words, kube, kubeconfig, capsys):
+    """Not a cluster that cannot be reached (exit 1): no retry cures the kubeconfig."""
+    config = yaml.safe_load(kubeconfig.read_text())
+    config["clusters"][0]["cluster"]["server"] = server
+    kubeconfig.write_text(yaml.safe_dump(config))
+    code, out, err = run(kubeconfig, capsys, "--step", "convert")
+    assert (code, out, err.count("\n")) == (2, "", 1), err
+    assert err.startswith("error: the kubeconfig is not usable: the cluster's server ") and words in err, err
+
+
 def test_an_unreachable_cluster_is_one_line_and_exit_1(kube, kubeconfig, capsys):
     kube.stop()
     code, out, err = run(kubeconfig, capsys, "--step", "convert")

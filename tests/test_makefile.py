@@ -164,14 +164,6 @@ def test_make_up_selects_and_runs_up_in_the_stacks_home_and_yes_only_when_asked(
     assert backends(tmp_path) == [url] * 3
 
 
-def test_make_backend_prints_the_stacks_home_for_the_operators_own_pulumi_commands(tmp_path):
-    url = f"file://{tmp_path / 'state'}"
-    done, calls = make(tmp_path, "-s", "backend", "STACK=dev", STATE_BACKEND=url)
-    assert (done.returncode, done.stdout, calls) == (0, f"{url}\n", [])
-    done, _ = make(tmp_path, "-s", "backend", "STACK=dev", STATE_BACKEND=url, PULUMI_BACKEND_URL="gs://other-state")
-    assert done.returncode == 2 and done.stdout == "" and "unset PULUMI_BACKEND_URL" in done.stderr
-
-
 # ---------------------------------------------------------------------------------------------
 # The state's Helm releases, before `pulumi up` (tools/state.py `releases`)
 

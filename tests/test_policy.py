@@ -1371,8 +1371,7 @@ def test_model_revision_policy_catches_a_moving_ref():
     data["run.sh"] = data["run.sh"].replace(PINNED.split("=", 1)[1], "main")
     assert violations(moved, "model-revision-pinned", "prod") == [
         "model revision 'main' is a moving ref; pin a commit for reproducible runs "
-        "(PULUMI_BACKEND_URL=$(make -s backend STACK=<stack>) pulumi config set --path --stack <stack> "
-        "'tpu-rl:model.revision' <commit>)"
+        "(tpu-rl pulumi --stack <stack> -- config set --path 'tpu-rl:model.revision' <commit>)"
     ]
 
 
@@ -1391,7 +1390,7 @@ def test_model_revision_policy_reads_argv_form_commands_and_args(revision, found
     convert = next(r for r in plan.resources if r["type"] == JOBSET and _is(r, "convert"))
     argv = ["python3", "-m", "convert", f"--revision={revision}", "--lazy_load_tensors=true"]
     _container(convert).update({"command": argv[:2], "args": argv[2:]} if field == "args" else {"command": argv})
-    assert [v.split(" (PULUMI_BACKEND_URL")[0] for v in violations(plan, "model-revision-pinned", "prod")] == found
+    assert [v.split(" (tpu-rl pulumi")[0] for v in violations(plan, "model-revision-pinned", "prod")] == found
 
 
 @pytest.mark.parametrize("field", ["command", "args"])

@@ -93,8 +93,8 @@ def test_an_admission_webhook_is_refused_by_its_name(metadata, name):
 
 JOB = "kubernetes:batch/v1:Job"
 MOVING = (
-    "model revision 'main' is a moving ref; pin a commit for reproducible runs (PULUMI_BACKEND_URL=$(make -s backend "
-    "STACK=<stack>) pulumi config set --path --stack <stack> 'tpu-rl:model.revision' <commit>)"
+    "model revision 'main' is a moving ref; pin a commit for reproducible runs (tpu-rl pulumi --stack <stack> -- "
+    "config set --path 'tpu-rl:model.revision' <commit>)"
 )
 
 

@@ -12,7 +12,8 @@ from core import printed_commands as printed
 
 pytestmark = pytest.mark.pure
 
-HOME = "PULUMI_BACKEND_URL=$(make -s backend STACK=prod)"
+CLI = "tpu-rl pulumi --stack prod --"
+"""The stack's home and ``--stack`` for one pulumi process, or no pulumi (tools/tpu_rl.py)."""
 
 
 @dataclass(frozen=True)
@@ -28,11 +29,9 @@ def test_kubectl_helm_and_make_name_the_stacks_cluster_and_stack() -> None:
 
 
 def test_a_pulumi_command_names_its_home_and_stack() -> None:
-    assert printed.backend("prod") == HOME
-    assert printed.backend("prod", "gs://team-state") == "PULUMI_BACKEND_URL=gs://team-state"
     assert printed.stack_name("prod") == "prod"
     assert printed.stack_name("prod", "acme") == "acme/prod"
-    assert printed.pulumi_command("prod", "stack", "export") == f"{HOME} pulumi stack export --stack prod"
+    assert printed.pulumi_command("prod", "stack", "export") == f"{CLI} stack export"
     assert printed.pulumi_command("prod", "refresh", url="https://api.pulumi.com", organization="acme") == (
         "PULUMI_BACKEND_URL=https://api.pulumi.com pulumi refresh --stack acme/prod"
     )
@@ -70,23 +69,16 @@ def test_a_key_without_a_namespace_is_the_projects(key: str, full: str) -> None:
 
 def test_config_set_and_rm_in_full() -> None:
     assert printed.pulumi_config_set("prod", "workflow.enabled", "false") == (
-        f"{HOME} pulumi config set --path --stack prod 'tpu-rl:workflow.enabled' false"
+        f"{CLI} config set --path 'tpu-rl:workflow.enabled' false"
     )
     assert printed.pulumi_config_set("prod", "tpu-rl:hfToken", secret=True) == (
-        f"{HOME} pulumi config set --secret --stack prod 'tpu-rl:hfToken'"
+        f"{CLI} config set --secret 'tpu-rl:hfToken'"
     )
-    assert printed.pulumi_config_set(
-        "prod", "authorizedNetworks[0]", "<your CIDR>", secret=True, url="gs://s", organization="acme"
-    ) == (
-        "PULUMI_BACKEND_URL=gs://s pulumi config set --secret --path --stack acme/prod "
-        "'tpu-rl:authorizedNetworks[0]' <your CIDR>"
+    assert printed.pulumi_config_set("prod", "authorizedNetworks[0]", "<your CIDR>", secret=True) == (
+        f"{CLI} config set --secret --path 'tpu-rl:authorizedNetworks[0]' <your CIDR>"
     )
-    assert printed.pulumi_config_rm("prod", "workflow.enabled") == (
-        f"{HOME} pulumi config rm --path --stack prod 'tpu-rl:workflow.enabled'"
-    )
-    assert printed.pulumi_config_rm("prod", "gcp:zone", url="gs://s", organization="acme") == (
-        "PULUMI_BACKEND_URL=gs://s pulumi config rm --stack acme/prod 'gcp:zone'"
-    )
+    assert printed.pulumi_config_rm("prod", "workflow.enabled") == f"{CLI} config rm --path 'tpu-rl:workflow.enabled'"
+    assert printed.pulumi_config_rm("prod", "gcp:zone") == f"{CLI} config rm 'gcp:zone'"
 
 
 @pytest.mark.parametrize(

@@ -45,9 +45,11 @@ from tests.printed_commands import (
     ALLOWED,
     MAKEFILE,
     PAGES,
+    RUN_AGAIN,
     STACK_FILES,
     ConfigSet,
     Found,
+    bare_runs_again,
     commands_in,
     config_set,
     every_command,
@@ -66,9 +68,9 @@ DEV = settings("dev", [])
 
 
 def judged(command: str) -> Found:
-    """The command a text gives (not the ``make -s backend`` of its home), as the scan finds it."""
+    """The command a text gives (not the ``make`` of a substitution in front), as the scan finds it."""
     found = [Found("x", before, text) for _, before, text in commands_in(command, code=True)]
-    return next(f for f in found if not f.command.startswith("make -s backend"))
+    return next(f for f in found if not f.command.startswith("make -s"))
 
 
 # -- the scan ------------------------------------------------------------------------------------------------------
@@ -84,7 +86,7 @@ def test_the_scan_reads_every_kind_of_text_and_finds_the_commands_it_judges():
     assert {"core", "infra", "workloads", "tools", "docs", "README.md", "Makefile", "tests"} <= kinds, kinds
     assert any(f.where.startswith("Pulumi.prod.yaml") for f in found)
     texts = [f.command for f in found]
-    assert any(t.startswith("pulumi config set") for t in texts)
+    assert any(t.startswith("tpu-rl pulumi --stack prod -- config set") for t in texts)
     assert any(t.startswith("kubectl --context") for t in texts)
     assert any(t.startswith("helm --kube-context") for t in texts)
 
@@ -93,6 +95,15 @@ def test_every_allowed_command_is_still_printed():
     printed = {f"{f.where.rsplit(':', 1)[0]}: {f.command}" for f in every_command()}
     assert sorted(set(ALLOWED) - printed) == [], "stale entries of ALLOWED"
     assert all(len(why) > 40 for why in ALLOWED.values()), "each allowed command says why"
+
+
+def test_every_line_that_says_run_again_names_make_up_with_its_stack():
+    """`pulumi up` by hand skips the access audit, the policy pack and the image pins `make up` adds: a line that sends
+    the operator to run again names `make up STACK=<stack>` (tests.printed_commands.RUN_AGAIN)."""
+    assert bare_runs_again() == []
+    assert RUN_AGAIN.search("the step keeps running: run `pulumi up` again to follow it")
+    assert RUN_AGAIN.search("finished but it is incomplete; the next `pulumi up` runs export again")
+    assert not RUN_AGAIN.search("the step keeps running: run `make up STACK=dev` again to follow it")
 
 
 EXPORTS = re.compile(r"export\s+PULUMI_(?:BACKEND_URL|DEFAULT_ORGANIZATION)\b")
@@ -118,11 +129,16 @@ def test_no_page_or_message_exports_a_stack_home_for_the_shell():
     [
         ("pulumi config set tpu-rl:protect false", ["names no stack", "names no state home"]),
         ("pulumi config set --stack prod tpu-rl:protect false", ["names no state home"]),
+        ("tpu-rl pulumi --stack prod -- config set tpu-rl:workflow.enabled false", ["sets the flat key"]),
+        ("tpu-rl pulumi -- config set --stack prod tpu-rl:protect false", ["names its stack before --"]),
+        ("tpu-rl pulumi --stack prod config set tpu-rl:protect false", ["names its stack before --"]),
+        ("tpu-rl status --watch", ["names no stack (--stack)"]),
         (
-            "PULUMI_BACKEND_URL=$(make -s backend STACK=prod) pulumi config set --stack prod tpu-rl:workflow.enabled "
-            "false",
-            ["sets the flat key tpu-rl:workflow.enabled"],
+            "PULUMI_BACKEND_URL=$(make -s backend STACK=prod) pulumi config set --path --stack prod "
+            "'tpu-rl:workflow.enabled' false",
+            ["fails open: an empty PULUMI_BACKEND_URL"],
         ),
+        ('PULUMI_BACKEND_URL="$(cat home)" pulumi cancel --yes --stack dev', ["fails open"]),
         ("PULUMI_BACKEND_URL=gs://b pulumi config rm --stack prod tpu-rl:gke.holdUpgrades", ["sets the flat key"]),
         ("pulumi refresh --yes", ["names no stack", "names no state home"]),
         ("PULUMI_K8S_DELETE_UNREACHABLE=true pulumi refresh --stack dev --run-program=false", ["names no state home"]),
@@ -143,11 +159,11 @@ def test_an_unbound_command_is_named(command, words):
 @pytest.mark.parametrize(
     "command",
     [
-        "PULUMI_BACKEND_URL=$(make -s backend STACK=prod) pulumi config set --path --stack prod "
-        "'tpu-rl:workflow.enabled' false",
+        "tpu-rl pulumi --stack prod -- config set --path 'tpu-rl:workflow.enabled' false",
         "PULUMI_BACKEND_URL=gs://acme-tpu-pulumi-state-dev pulumi cancel --yes --stack dev",
-        "PULUMI_BACKEND_URL=$(make -s backend STACK=dev) PULUMI_K8S_DELETE_UNREACHABLE=true pulumi refresh --stack dev "
-        "--run-program=false",
+        "PULUMI_K8S_DELETE_UNREACHABLE=true tpu-rl pulumi --stack dev -- refresh --run-program=false",
+        "tpu-rl status --stack prod --watch",
+        "tpu-rl pulumi",
         "PULUMI_BACKEND_URL=https://api.pulumi.com pulumi stack ls",
         "kubectl --context gke_p_r_c logs -n tpu-rl -l job-name=x",
         "helm --kube-context gke_p_r_c uninstall jobset -n jobset-system",
@@ -162,7 +178,7 @@ def test_an_unbound_command_is_named(command, words):
 def test_a_bound_command_or_a_name_passes(command):
     found = [Found("x", before, text) for _, before, text in commands_in(command, code=True)]
     assert found and [p for f in found for p in problems(f)] == []
-    assert judged(command).command.split()[0] in ("pulumi", "kubectl", "helm", "make")
+    assert judged(command).command.split()[0] in ("tpu-rl", "pulumi", "kubectl", "helm", "make")
 
 
 @pytest.mark.pure
@@ -189,24 +205,21 @@ def test_the_builders_bind_every_command_to_the_stack():
         "helm --kube-context gke_p_r_c uninstall kueue -n kueue-system"
     )
     assert make_target("destroy", "prod") == "make destroy STACK=prod"
-    assert pulumi_command("prod", "cancel", "--yes") == (
-        "PULUMI_BACKEND_URL=$(make -s backend STACK=prod) pulumi cancel --yes --stack prod"
-    )
+    assert pulumi_command("prod", "cancel", "--yes") == "tpu-rl pulumi --stack prod -- cancel --yes"
     assert pulumi_command("prod", "cancel", url="https://api.pulumi.com", organization="acme") == (
         "PULUMI_BACKEND_URL=https://api.pulumi.com pulumi cancel --stack acme/prod"
     )
     assert pulumi_config_set("prod", "tpu-rl:workflow.enabled", "false") == (
-        "PULUMI_BACKEND_URL=$(make -s backend STACK=prod) pulumi config set --path --stack prod "
-        "'tpu-rl:workflow.enabled' false"
+        "tpu-rl pulumi --stack prod -- config set --path 'tpu-rl:workflow.enabled' false"
     )
     assert pulumi_config_set("prod", "tpu-rl:protect", "false") == (
-        "PULUMI_BACKEND_URL=$(make -s backend STACK=prod) pulumi config set --stack prod 'tpu-rl:protect' false"
+        "tpu-rl pulumi --stack prod -- config set 'tpu-rl:protect' false"
     )
-    assert pulumi_config_set("dev", "tpu-rl:hfToken", secret=True, url="gs://b") == (
-        "PULUMI_BACKEND_URL=gs://b pulumi config set --secret --stack dev 'tpu-rl:hfToken'"
+    assert pulumi_config_set("dev", "tpu-rl:hfToken", secret=True) == (
+        "tpu-rl pulumi --stack dev -- config set --secret 'tpu-rl:hfToken'"
     ), "no value: the CLI prompts for it, and the token stays out of the shell's history"
     assert pulumi_config_rm("dev", "tpu-rl:gke.holdUpgrades") == (
-        "PULUMI_BACKEND_URL=$(make -s backend STACK=dev) pulumi config rm --path --stack dev 'tpu-rl:gke.holdUpgrades'"
+        "tpu-rl pulumi --stack dev -- config rm --path 'tpu-rl:gke.holdUpgrades'"
     )
 
 
@@ -233,7 +246,7 @@ def test_a_key_without_namespace_is_the_projects_and_values_are_quoted_but_place
     assert pulumi_config_set("dev", "tpu-rl:bucketName", "<name>").endswith("'tpu-rl:bucketName' <name>")
     assert pulumi_config_set("dev", "tpu-rl:model.revision", "a b").endswith("'tpu-rl:model.revision' 'a b'")
     assert pulumi_config_set(ANY_STACK, "tpu-rl:protect", "true").startswith(
-        "PULUMI_BACKEND_URL=$(make -s backend STACK=<stack>) pulumi config set --stack <stack>"
+        "tpu-rl pulumi --stack <stack> -- config set 'tpu-rl:protect'"
     )
 
 

@@ -465,7 +465,7 @@ def test_a_branch_without_the_export_fails_up_and_the_next_up_publishes_again(st
         message = str(failed.error)
         publish = stack.steps().publish
         assert f"{REPO}@tpu-rl-" in message and "does not hold the export" in message and "(missing)" in message
-        assert f"the next `pulumi up` runs {publish.name} again" in message and "\n" not in message
+        assert f"the next `make up STACK={stack.name}` runs {publish.name} again" in message and "\n" not in message
 
         partial[0] = False
         again = stack.up()
@@ -490,7 +490,7 @@ def test_a_deleted_branch_or_a_stray_file_is_published_again_by_the_next_up(stac
         preview = stack.preview()
         assert preview.error is None, preview.error
         said = [w for w in preview.plan.warnings() if f"has no branch {branch}" in w]
-        assert said and "`pulumi up` will retry it" in said[0]
+        assert said and f"`make up STACK={stack.name}` will retry it" in said[0]
         again = stack.up()
         assert again.error is None and again.actions[publish.name] == "replace", again.error
         assert set(export_files()) <= set(repo.head(branch).tree)
@@ -671,7 +671,7 @@ def test_up_with_the_evaluation_puts_its_record_in_the_outputs_and_the_card_and_
         evaluate = stack.steps()["evaluate"]
         error = str(failed.error)
         assert f"the step finished but its record {evaluate.artifact_uri} is missing or is not a step record" in error
-        assert f"the next `pulumi up` runs {evaluate.name} again" in error
+        assert f"the next `make up STACK={stack.name}` runs {evaluate.name} again" in error
         assert stack.steps().publish.name not in failed.actions, "the publication waits for the evaluation"
 
         stack.record = json.dumps(RECORD).encode()

@@ -47,7 +47,9 @@ def test_a_step_fails_then_up_retries_it_with_the_configured_values(stack):
         f"JobSet tpu-rl/{train} failed (FailedJobs): jobset failed due to one or more job failures (first failed "
         f"job: {train}-pathways-head-0)."
     )
-    assert message.endswith("Run `pulumi up` again to retry it (training resumes from its last checkpoint)")
+    assert message.endswith(
+        f"Run `make up STACK={stack.name}` again to retry it (training resumes from its last checkpoint)"
+    )
     assert names(stack)["export"] not in failed.actions, "nothing downstream of a failed step is created"
     old_uid = live(stack, "train")["metadata"]["uid"]
 
@@ -310,9 +312,9 @@ def test_a_completed_step_whose_output_is_missing_is_run_again_by_the_next_up(st
     the run's UID as the trigger (a replacement, sg.go shouldTriggerReplace)."""
     first = stack.up({"convert": "complete-without-output"})
     convert = names(stack)["convert"]
-    assert "conversion finished but" in str(first.error) and f"the next `pulumi up` runs {convert} again" in str(
+    assert "conversion finished but" in str(
         first.error
-    )
+    ) and f"the next `make up STACK={stack.name}` runs {convert} again" in str(first.error)
     again = stack.up()
     assert again.error is None, again.error
     assert again.actions[convert] == "replace" and again.actions[names(stack)["export"]] == "create"
@@ -343,7 +345,8 @@ def test_pr_preview_after_a_failed_run_warns_and_shows_the_retry(stack):
     preview = stack.preview()
     assert preview.error is None, preview.error
     assert preview.actions[train] == "replace"
-    assert any("ended Failed (FailedJobs); `pulumi up` will retry it" in w for w in preview.plan.warnings())
+    retry = f"ended Failed (FailedJobs); `make up STACK={stack.name}` will retry it"
+    assert any(retry in w for w in preview.plan.warnings())
 
 
 def test_pr_preview_after_a_failed_run_from_outside_the_network_warns_once(stack):

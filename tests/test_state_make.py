@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -103,7 +104,7 @@ def test_dev_and_prod_in_one_project_live_apart_and_every_command_is_given_its_h
         assert blobs == [f".pulumi/stacks/tpu-rl/{stack}.json"]
         text = (repo / f"Pulumi.{stack}.yaml").read_text()
         assert text.startswith(f"secretsprovider: {own_key(stack)}\n")
-        assert text.endswith(f"  tpu-rl:stateBackend: gs://{PROJECT}-pulumi-state-{stack}\n")
+        assert f"\n  tpu-rl:stateBackend: gs://{PROJECT}-pulumi-state-{stack}\n" in text, "after the config's last key"
 
 
 def test_a_stack_another_stacks_home_holds_is_refused_before_stack_init(tmp_path):
@@ -187,7 +188,7 @@ def test_a_stack_in_the_shared_bucket_and_key_moves_into_its_own(repo, gcs):
     ]
     assert [b.name for b in gcs.list_blobs(f"{PROJECT}-pulumi-state")] == []
     text = (repo / "Pulumi.prod.yaml").read_text()
-    assert text.startswith(f"secretsprovider: {own_key('prod')}\n") and text.endswith(f"tpu-rl:stateBackend: {own}\n")
+    assert text.startswith(f"secretsprovider: {own_key('prod')}\n") and f"\n  tpu-rl:stateBackend: {own}\n" in text
     done = make(repo, "up", "STACK=prod")
     assert done.returncode == 0, done.stderr
     assert made(repo)[-1] == ("up --stack prod", own)
@@ -239,11 +240,8 @@ def test_a_cloud_home_records_its_organization_and_every_command_is_given_it(tmp
     (tmp_path / "pulumi.log").unlink()
     done = make(root, *args, CLOUD_LISTED='[{"name": "ops-team/dev"}]', **cloud)
     assert done.returncode == 0, done.stderr
-    assert (
-        (root / "Pulumi.prod.yaml")
-        .read_text()
-        .endswith("  tpu-rl:stateBackend: https://api.pulumi.com\n  tpu-rl:stateOrganization: acme\n")
-    )
+    recorded = "\n  tpu-rl:stateBackend: https://api.pulumi.com\n  tpu-rl:stateOrganization: acme\n"
+    assert recorded in (root / "Pulumi.prod.yaml").read_text(), "after the config block's last key"
     done = make(root, "preview", "STACK=prod", **cloud)
     assert done.returncode == 0, done.stderr
     lines = (tmp_path / "pulumi.log").read_text().splitlines()
@@ -257,9 +255,25 @@ def test_a_cloud_home_records_its_organization_and_every_command_is_given_it(tmp
         ["preview", "--stack"],
     ]
     assert (tmp_path / "cloud" / "acme-prod").exists()
-    done = make(root, "backend", "STACK=prod", **cloud)
-    assert done.stdout == "https://api.pulumi.com\n"
-    assert "name it acme/prod in your own pulumi commands" in done.stderr
+    environment = {k: v for k, v in os.environ.items() if k not in CLEAN}
+    environment.update(PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", PULUMI_LOG=str(tmp_path / "pulumi.log"))
+    command = [
+        sys.executable,
+        "-m",
+        "tools.tpu_rl",
+        "pulumi",
+        "--stack",
+        "prod",
+        "--",
+        "config",
+        "set",
+        "tpu-rl:x",
+        "1",
+    ]
+    done = subprocess.run(command, cwd=root, env=environment, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    last = (tmp_path / "pulumi.log").read_text().splitlines()[-1]
+    assert last == "config set tpu-rl:x 1 --stack prod | https://api.pulumi.com | acme", "tpu-rl pulumi too"
 
 
 @pytest.mark.slow

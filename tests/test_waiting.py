@@ -191,7 +191,7 @@ def test_total_bound(clock):
     assert isinstance(err, StepWaitError) and clock.t == BOUNDS.total
     assert str(err) == (
         f"{WHAT} did not end within 48h30m (every attempt's deadline plus 15m); it keeps running: "
-        "run `pulumi up` again to follow it"
+        "run `make up STACK=<stack>` again to follow it"
     )
     assert lines == [f"{WHAT}: running"]
 
@@ -202,7 +202,7 @@ def test_lost_contact_bound(clock):
     assert isinstance(err, StepWaitError) and clock.t == 100 + 600
     assert str(err) == (
         f"could not read the cluster for 10m while waiting for {WHAT} ({lost}); the step keeps running: "
-        "run `pulumi up` again to follow it"
+        "run `make up STACK=<stack>` again to follow it"
     )
     assert lines == [f"{WHAT}: running"]
 
@@ -217,7 +217,7 @@ def test_a_deleted_jobset(clock):
     err, lines = run(clock, lambda t: RUNNING if t < 40 else (None, None))
     assert str(err) == (
         f"{WHAT} is gone (deleted outside Pulumi?); run `make refresh STACK=<stack>` so the stack forgets it, "
-        "then `pulumi up` runs it again"
+        "then `make up STACK=<stack>` runs it again"
     )
     assert clock.t == 40 and lines == [f"{WHAT}: running"]
 
@@ -544,7 +544,7 @@ def test_kueue_giving_up_on_the_recovery_fails_with_one_line_naming_its_budget(c
         f"Kueue stopped {WHAT} (DeactivatedDueToRequeuingLimitExceeded: {KUEUE_MESSAGES['deactivated']}); its pods "
         "were not all Ready again within tpu-rl:kueue.recoveryTimeout (4h30m) after they stopped being Ready at "
         "10:02 UTC (a TPU maintenance event, a node repair or a restart that outlasted it), so it holds no quota now. "
-        "The next `pulumi up` runs it again; if the slice's maintenance takes longer, raise "
+        "The next `make up STACK=<stack>` runs it again; if the slice's maintenance takes longer, raise "
         "tpu-rl:kueue.recoveryTimeout"
     )
     assert "\n" not in str(err) and lines == [RECOVERY_LINE]

@@ -83,7 +83,7 @@ def test_the_bound_stops_the_wait_with_the_webhook_its_namespace_and_the_fix(clu
     assert 'no endpoints available for service "kueue-webhook-service"' in message
     assert message.endswith(
         "check `kubectl --context test get pods,endpoints -n kueue-system` (Service kueue-webhook-service), then run "
-        "`pulumi up` again"
+        "`make up STACK=<stack>` again"
     ), "the command names the cluster the kubeconfig read names (its current-context)"
     assert "\n" not in message and clock[0] == 60
 
@@ -131,7 +131,7 @@ def test_a_webhook_never_reachable_stops_up_at_the_bound_before_what_it_admits(s
         "the admission webhook mresourceflavor.kb.io did not admit a dry-run create of ResourceFlavor tpu-rl-tpu-slice "
         f"within {live.WEBHOOK_BOUND:g} s"
     )
-    assert str(failed.error).endswith("then run `pulumi up` again") and clock[0] == live.WEBHOOK_BOUND
+    assert str(failed.error).endswith(f"then run `make up STACK={stack.name}` again") and clock[0] == live.WEBHOOK_BOUND
     kinds = {r.type.split(":")[-1] for r in stack.state.values()}
     assert not kinds & {"ResourceFlavor", "ClusterQueue", "LocalQueue", "JobSet"}, "nothing it admits was created"
     assert failed.actions == {}

@@ -16,6 +16,7 @@ from tests.lifecycle_walk import settings
 from tools.plan import main as plan_main
 from tools.plan import plan_stack
 from tools.stack_files import ROOT
+from workloads.specs.commands import slice_warnings
 from workloads.specs.step_specs import plan_workflow
 
 PROD_CONTEXT = "gke_my-tpu-prod-project_us-east5_tpu-rl-prod"
@@ -238,6 +239,18 @@ def test_workflow_disabled_plans_no_steps(tmp_path):
     assert "steps" not in plan["outputs"] and "hfModelUri" not in plan["outputs"]
 
 
+def test_the_plan_prints_what_the_program_warns_of(capsys):
+    """Two slices' line reaches the offline plan as it reaches `pulumi preview` (``pulumi.log.warn``)."""
+    two = [
+        "tpu-rl:tpu.slices=2",
+        "tpu-rl:training.iciExpertParallelism=1",
+        "tpu-rl:training.rolloutTensorParallelism=32",
+    ]
+    assert plan_main(["--stack", "prod", *(word for o in two for word in ("--set", o))]) == 0
+    (line,) = slice_warnings(2)
+    assert f"warning: {line}" in capsys.readouterr().err.splitlines()
+
+
 def test_dev_plan_writes_the_three_steps(tmp_path):
     assert plan_main(["--stack", "dev", "--out", str(tmp_path)]) == 0
     names = sorted(p.name for p in (tmp_path / "manifests").iterdir())
@@ -308,7 +321,7 @@ def test_a_failed_cpu_step_stops_up_with_name_reason_and_logs_command():
     assert str(plan.error) == (
         f"JobSet tpu-rl/{name} failed (FailedJobs): jobset failed due to one or more job failures (first failed "
         f"job: {name}-convert-0). Read the logs with: kubectl --context {PROD_CONTEXT} logs -n tpu-rl "
-        f"-l job-name={name}-convert-0 -c convert --tail=200 -f. Run `pulumi up` again to retry it"
+        f"-l job-name={name}-convert-0 -c convert --tail=200 -f. Run `make up STACK=prod` again to retry it"
     )
     assert "train" not in steps(plan)
 

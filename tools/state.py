@@ -123,15 +123,11 @@ def main(argv: list[str] | None = None) -> int:
             from tools.state_move import move
 
             return move(home_of_args(args, moving=True), Path(args.root), args.source)
-        home = home_of_args(args, moving=args.command == "create")
         if args.command == "select":
-            warning = ring_warning(home)
-            if warning:
-                print(warning, file=sys.stderr)
-            if args.access:
-                _access(home, args.access, Path(args.root))
+            home = selected(args)
             print(home.backend, home.secrets_provider, home.organization, sep="\n")
             return 0
+        home = home_of_args(args, moving=args.command == "create")
         if args.command == "record":
             record(home, Path(args.root))
             return 0
@@ -143,6 +139,19 @@ def main(argv: list[str] | None = None) -> int:
         return _locks(home, args.command)
     except TpuRlError as err:  # a refusal (RefusedError) exits 2, a state that cannot be read 1
         return report(err)
+
+
+def selected(args: argparse.Namespace) -> Home:
+    """``select``'s home, as every Pulumi command of the stack gets it (``make``'s recipes, ``tpu-rl pulumi``): decided
+    (a refusal: ``RefusedError``, exit 2), a key in the shared ring of earlier versions said in one warning line, and
+    with ``--access`` the permissions tested (``StateError``, exit 1)."""
+    home = home_of_args(args)
+    warning = ring_warning(home)
+    if warning:
+        print(warning, file=sys.stderr)
+    if args.access:
+        _access(home, args.access, Path(args.root))
+    return home
 
 
 def _access(home: Home, access: str, root: Path) -> None:

@@ -439,9 +439,7 @@ def _provider(own: StackFile, backend: str, asked: str) -> str:
     """The stack file's secrets provider; for a file without one, what ``stack init`` is given."""
     current = own.secrets_provider or ("passphrase" if own.salt else "")
     if current and asked and asked != current:
-        change = pulumi_command(
-            own.stack, "stack", "change-secrets-provider", "<provider>", url=backend, organization=own.organization
-        )
+        change = pulumi_command(own.stack, "stack", "change-secrets-provider", "<provider>")
         raise RefusedError(
             f"SECRETS_PROVIDER is {scrub(asked, limit=160)}, but {own.name}'s secrets are encrypted by {current}: "
             "`pulumi stack init` would make a new data key and every secret in the file would be lost; change it "

@@ -149,10 +149,7 @@ def move(
         print(line, file=out)
     record(home, root, rewrite=True)
     _release(home, kms, kms_of(target), before, out)
-    rotate = [
-        pulumi_config_set(home.stack, f"{PROJECT}:{key}", secret=True, url=home.backend, organization=home.organization)
-        for key in ("hfToken", "hfWriteToken")
-    ]
+    rotate = [pulumi_config_set(home.stack, f"{PROJECT}:{key}", secret=True) for key in ("hfToken", "hfWriteToken")]
     print(
         f"stack {home.stack} lives in {home.backend}, its secrets encrypted by {target}: commit {own.name}, and "
         f"rotate the secrets every holder of the old key could read ({PROJECT}:hfToken, {PROJECT}:hfWriteToken: "

@@ -20,7 +20,7 @@ import pulumi
 from core.boundary import BoundaryError
 from core.config.values import format_duration
 from core.errors import BAD_INPUT, TpuRlError
-from core.printed_commands import kubectl
+from core.printed_commands import kubectl, make_target
 from core.redact import scrub
 from core.settings import Settings
 from core.tpu import Capacity, TpuVersionName
@@ -306,7 +306,7 @@ class LiveReader:
         return pulumi.Output.unsecret(self.kubeconfig.apply(read))
 
     def _will(self) -> str:
-        return "`pulumi up` will retry it" if self.preview else "retrying it"
+        return f"`{make_target('up', self.args.stack)}` will retry it" if self.preview else "retrying it"
 
     def _say(self, message: str) -> None:
         if self.preview:
@@ -427,7 +427,7 @@ class LiveReader:
                 message = (
                     f"training run {', '.join(others)} (an earlier configuration) is still running on the TPU slice; "
                     f"{train.name} cannot start until it ends. Wait for it (`{watch}`) "
-                    f"or stop it (`{stop}`), then run `pulumi up` again"
+                    f"or stop it (`{stop}`), then run `{make_target('up', self.args.stack)}` again"
                 )
                 self._refuse(message)
             return ""
@@ -512,11 +512,12 @@ class LiveReader:
 
 def _unschedulable_then(settings: Settings) -> str:
     """What becomes of a step `up` stopped waiting for as unschedulable."""
+    up = make_target("up", settings.stack)
     if settings.kueue.install:
         # Reached for a step that is starting (Kueue's PodsReady WaitForStart: its bound runs from the admission);
         # a running step whose pods stopped being Ready is Kueue's to wait for (workloads.observe.recovery).
         return (
             "It stays pending: Kueue stops it after tpu-rl:kueue.podsReadyTimeout "
-            f"({format_duration(settings.kueue.pods_ready_timeout)}) and the next `pulumi up` runs it again"
+            f"({format_duration(settings.kueue.pods_ready_timeout)}) and the next `{up}` runs it again"
         )
-    return "It stays pending and starts if capacity appears; run `pulumi up` again to follow it"
+    return f"It stays pending and starts if capacity appears; run `{up}` again to follow it"

@@ -25,6 +25,7 @@ import pulumi_kubernetes as k8s
 
 from core.hf_model import ModelLayout
 from core.names import HUB_URL
+from core.printed_commands import make_target
 from core.settings import Settings
 from infra.k8s.object import KubernetesObject
 from infra.stop import StopError, log_info, log_warn
@@ -59,8 +60,8 @@ class Context:
 def retried(step: Step, problem: str) -> NoReturn:
     """Stop `up`: a completed step's output is unusable, so the next `up` runs the step again."""
     raise StopError(
-        f"{problem}; the next `pulumi up` runs {step.name} again (a completed step whose output is incomplete is "
-        "retried)"
+        f"{problem}; the next `{make_target('up', pulumi.get_stack())}` runs {step.name} again (a completed step "
+        "whose output is incomplete is retried)"
     )
 
 
@@ -183,7 +184,7 @@ class TrainWiring(StepWiring):
             # It lists again and did not raise: a complete checkpoint appeared between the two listings.
             raise StopError(
                 f"the checkpoints under {step.artifact_uri} changed while they were checked (none was "
-                "complete, then one was); run `pulumi up` again"
+                f"complete, then one was); run `{make_target('up', pulumi.get_stack())}` again"
             )
         warning = short_run_warning(found, inputs.final_step, inputs.prefill)
         if warning:

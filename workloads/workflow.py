@@ -30,6 +30,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from core.names import RETRY_ANNOTATION
+from core.printed_commands import make_target
 from infra.k8s.object import KubernetesObject
 from infra.stop import StopError
 from workloads.observe.failures import StepFailedError, check_step_status
@@ -259,7 +260,8 @@ class WorkflowRun(pulumi.ComponentResource):
         try:
             state = check_step_status(step.kind, status, namespace, step.name, step.logs_command)
         except StepFailedError as err:
-            raise StopError(f"{err}. Run `pulumi up` again to retry it{resumes(step)}") from None
+            again = make_target("up", pulumi.get_stack())
+            raise StopError(f"{err}. Run `{again}` again to retry it{resumes(step)}") from None
         if self._verify and state != "succeeded":
             raise StopError(
                 f"{step.kind} {namespace}/{step.name} stopped without completing (state {state}); "

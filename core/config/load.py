@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,7 +21,7 @@ from core.config import rules
 from core.config.fields import DERIVED, REQUIRED, Field
 from core.config.formats import IAM_MEMBERS, MAXTEXT_ARGS, NETWORKS, REGISTRIES
 from core.config.lists import read_members, read_networks, read_registries
-from core.config.schema import FIELDS, PROJECT_KEYS, SECRET_KEYS, fields_of, is_object
+from core.config.schema import FIELDS, PROJECT_KEYS, SECRET_KEYS, declared_default, fields_of, is_object
 from core.config.values import (
     OFFLINE_SECRETS,
     UNREADABLE,
@@ -131,8 +132,11 @@ def _check_keys(raw: Mapping[str, Any], secret_keys: frozenset[str], problems: P
             continue
         name = key.split(":", 1)[1]
         if name not in PROJECT_KEYS:
-            hint = difflib.get_close_matches(name, PROJECT_KEYS, n=1)
+            typed = unicodedata.normalize("NFKC", name)  # a full-width letter typed for an ASCII one
+            hint = [typed] if typed in PROJECT_KEYS else difflib.get_close_matches(name, PROJECT_KEYS, n=1)
+            odd = ", ".join(repr(c) for c in dict.fromkeys(c for c in name if not c.isascii()))
             suggestion = f"did you mean {PROJECT}:{hint[0]}? " if hint else ""
+            suggestion += f"({odd} not ASCII) " if odd else ""
             problems.add(
                 error(
                     key,
@@ -140,6 +144,12 @@ def _check_keys(raw: Mapping[str, Any], secret_keys: frozenset[str], problems: P
                     f"unknown key; {suggestion}known keys: {', '.join(PROJECT_KEYS)}",
                 )
             )
+            meant = f"{PROJECT}:{hint[0]}" if hint else ""
+            if meant and _declared_only(meant, raw.get(meant)):
+                # The settings meant for it are under the mistyped key, and the key it meant holds Pulumi.yaml's
+                # default (what the CLI hands the program for a key the stack file leaves out): read as unknown,
+                # not as that default, so that no rule meets it and says a second line of the one problem.
+                refused.add(meant)
         elif key in secret_keys and key not in SECRET_KEYS:
             refused.add(key)
             remove = pulumi_config_rm(stack, key)
@@ -161,6 +171,32 @@ def _check_keys(raw: Mapping[str, Any], secret_keys: frozenset[str], problems: P
                 )
             )
     return refused
+
+
+def _declared_only(top: str, value: Any) -> bool:
+    """Whether ``value`` of stack-file key ``top`` is nothing, or no more than what Pulumi.yaml declares as its
+    default (``declared_default``): nothing the stack file set itself."""
+    value = _decoded(value)
+    if value in (None, ""):
+        return True
+    default = declared_default(top)
+    if not isinstance(value, dict):
+        return str(value).lower() == str(default).lower()
+    return isinstance(default, dict) and all(_at(default, path) == leaf for path, leaf in _leaves(value))
+
+
+def _leaves(value: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    found: list[tuple[tuple[str, ...], Any]] = []
+    for name, item in value.items():
+        path = (*prefix, str(name))
+        found += _leaves(item, path) if isinstance(item, dict) and item else [(path, item)]
+    return found
+
+
+def _at(value: Any, path: tuple[str, ...]) -> Any:
+    for name in path:
+        value = value.get(name) if isinstance(value, dict) else None
+    return value
 
 
 def _decoded(value: Any) -> Any:

@@ -9,6 +9,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from core.printed_commands import make_target
 from infra.gcp.artifact_registry import ImageMirror
 from infra.gcp.gke_spec import ClusterSpec, NodePoolSpec
 from infra.gcp.identities import NodeIdentities
@@ -158,7 +159,10 @@ class GkeCluster(pulumi.ComponentResource):
             opts=child_options(self, opts, depends_on=grants),
             grants=pulumi.Output.all(*node_grants).apply(sorted),
             what=f"the new grants of the node accounts of {args.cluster_name}",
-            advice="if a node or the training still fails with 403 on the bucket, run `pulumi up` again",
+            advice=(
+                "if a node or the training still fails with 403 on the bucket, run "
+                f"`{make_target('up', pulumi.get_stack())}` again"
+            ),
         )
         return grants
 

@@ -62,6 +62,7 @@ import pulumi
 import pulumi_gcp as gcp
 from pulumi import dynamic
 
+from core.printed_commands import make_target
 from infra.gcp.naming import crypto_key_id, key_ring_id
 from infra.options import child_options
 from infra.stop import log_info
@@ -83,7 +84,11 @@ FIRST_USE_SECONDS = PROPAGATION_SECONDS + FIRST_USE_MARGIN_SECONDS
 IAM's "potentially 7 minutes", and a margin for the pod's own start and the last retry's pause."""
 POLL_SECONDS = 5.0
 """The wait's longest sleep: an interrupted program never sleeps longer than this past the signal."""
-KEY_ADVICE = "if the cluster create still fails on a Cloud KMS permission, run `pulumi up` again"
+
+
+def key_advice(stack: str) -> str:
+    """What to do when the wait for the GKE agent's grant on the Secrets key was not enough."""
+    return f"if the cluster create still fails on a Cloud KMS permission, run `{make_target('up', stack)}` again"
 
 
 def gke_service_agent(project_number: str) -> str:
@@ -111,7 +116,7 @@ def wait_for_propagation(
     since: float | None,
     seconds: float,
     what: str,
-    advice: str = KEY_ADVICE,
+    advice: str,
     *,
     clock: Callable[[], float] | None = None,
     pause: Callable[[float], object] | None = None,
@@ -188,13 +193,13 @@ class GrantPropagation(dynamic.Resource, module="kms", name="GrantPropagation"):
         *,
         grants: pulumi.Input[list[str]] | None = None,
         what: str | None = None,
-        advice: str = KEY_ADVICE,
+        advice: str | None = None,
     ) -> None:
         """``grant`` names what is waited for (one grant's id, or an account); ``grants`` is the list of grants (each
         grant's id and condition) whose new members make a new wait: ``[grant]`` when not given."""
         self._seconds = seconds
         self._what = what
-        self._advice = advice
+        self._advice = advice or key_advice(pulumi.get_stack())
         props = {
             "grant": grant,
             "grants": grants if grants is not None else pulumi.Output.from_input(grant).apply(lambda g: [g]),

@@ -30,7 +30,7 @@ from pydantic import Field
 
 from core import deadline
 from core.boundary import BoundaryError, Model, parse
-from core.errors import TpuRlError
+from core.errors import BAD_INPUT, TpuRlError
 from core.inputs import InputError, parse_yaml, read_file
 from core.redact import scrub
 
@@ -86,8 +86,9 @@ def check_kubeconfig(config: Any, context: str | None = None) -> dict[str, Any]:
     cluster = _entries(config, "clusters", "cluster").get(str(chosen.get("cluster")))
     if cluster is None or not isinstance(cluster.get("server"), str):
         raise ClusterReadError("the kubeconfig is not usable: the context's cluster has no server")
-    if not cluster["server"].startswith(("https://", "http://")):
-        raise ClusterReadError("the kubeconfig is not usable: the cluster's server is not an http(s) URL")
+    problem = server_problem(cluster["server"])
+    if problem:
+        raise ClusterReadError(f"the kubeconfig is not usable: the cluster's server {problem}", exit_code=BAD_INPUT)
     user = _entries(config, "users", "user").get(str(chosen.get("user")), {})
     exec_config = user.get("exec")
     if exec_config is not None and not (isinstance(exec_config, dict) and isinstance(exec_config.get("command"), str)):
@@ -109,6 +110,30 @@ def check_kubeconfig(config: Any, context: str | None = None) -> dict[str, Any]:
         "clusters": [{"name": str(chosen.get("cluster")), "cluster": cluster}],
         "users": [{"name": str(chosen.get("user")), "user": user}],
     }
+
+
+def server_problem(server: str) -> str | None:
+    """Why a cluster's ``server`` is no URL the client can connect to (None: it is one): a scheme but http(s), a port
+    out of range, a bracket not closed, a host urllib3 cannot parse (a space in it). Bad input, found before any
+    connection, so that every run of the same kubeconfig says the same (a connection attempt would read as a host
+    that cannot be reached, which a retry may cure)."""
+    from urllib.parse import urlsplit
+
+    from urllib3.exceptions import LocationParseError
+    from urllib3.util import parse_url
+
+    if not server.startswith(("https://", "http://")):
+        return "is not an http(s) URL"
+    shown = scrub(server, limit=100)
+    try:
+        parts = urlsplit(server)
+        _ = parts.port  # ValueError past 65535
+        parse_url(server)
+    except (ValueError, LocationParseError) as err:
+        return f"{shown} is not a URL ({scrub(str(err), limit=100)})"
+    if not parts.hostname:
+        return f"{shown} names no host"
+    return None
 
 
 def parse_kubeconfig(text: str, context: str | None = None) -> dict[str, Any]:

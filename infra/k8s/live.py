@@ -26,6 +26,7 @@ import binascii
 import contextlib
 import copy
 import os
+import ssl
 import tempfile
 import threading
 import time
@@ -35,9 +36,9 @@ from typing import Any
 
 from core import deadline
 from core.bounded import Cap, ReplyEncodingError
-from core.errors import TpuRlError
+from core.errors import BAD_INPUT, TpuRlError
 from core.inputs import InputError, parse_json
-from core.printed_commands import kubectl
+from core.printed_commands import ANY_STACK, kubectl, make_target
 from core.redact import scrub
 from infra.k8s.credentials import (
     ClusterReadError,
@@ -45,7 +46,7 @@ from infra.k8s.credentials import (
     check_kubeconfig,
     parse_kubeconfig,
 )
-from infra.k8s.read_errors import DROPPED, described, tls_error, tls_line
+from infra.k8s.read_errors import DROPPED, described, speaks_plain_http, tls_error, tls_line
 from infra.transports import read_response
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -136,6 +137,12 @@ class ClusterReader:
         self._client: Any = None
         self.broken: ClusterReadError | None = None
         self.where = "(unknown server)"
+        self._server = ""
+        """The cluster's server URL, as the kubeconfig gives it."""
+        self._proxied = False
+        """The client reaches the server through a proxy (the kubeconfig's ``proxy-url``)."""
+        self._plain: bool | None = None
+        """Whether the server answered plain HTTP at its https:// address (None: not asked)."""
         self.context = "gke_<project>_<region>_<cluster>"
         """The kubeconfig context read (its ``current-context``, the stack's ``Settings.kube_context`` in the
         program's): the cluster a printed command names."""
@@ -280,7 +287,7 @@ class ClusterReader:
                 f"the cluster at {self.where} answered the dry-run create of {what} with a body it cannot read ({err})"
             ) from None
 
-    def wait_admitted(self, manifest: dict[str, Any], bound: float = WEBHOOK_BOUND) -> int:
+    def wait_admitted(self, manifest: dict[str, Any], bound: float = WEBHOOK_BOUND, *, stack: str = ANY_STACK) -> int:
         """Dry-run create ``manifest`` until the API server admits it (its webhooks answer), at most ``bound``
         seconds of wall clock (``webhook_clock``), every ``WEBHOOK_POLL``; returns how many tries it refused.
         When the bound is hit, one line names the webhook, its Service's namespace and the fix."""
@@ -294,7 +301,7 @@ class ClusterReader:
                 last = str(err)
             refused += 1
             if webhook_clock() + WEBHOOK_POLL > ends:
-                raise ClusterReadError(_not_admitted(manifest, bound, refused, last, self.context))
+                raise ClusterReadError(_not_admitted(manifest, bound, refused, last, self.context, stack))
             webhook_sleep(WEBHOOK_POLL)
 
     def _pages(
@@ -354,7 +361,9 @@ class ClusterReader:
                     if isinstance(self._kubeconfig, str)
                     else check_kubeconfig(self._kubeconfig)
                 )
-                self.where = scrub(config["clusters"][0]["cluster"]["server"].split("://", 1)[-1], limit=100)
+                cluster = config["clusters"][0]["cluster"]
+                self._server, self._proxied = cluster["server"], bool(cluster.get("proxy-url"))
+                self.where = scrub(self._server.split("://", 1)[-1], limit=100)
                 self.context = scrub(config["current-context"], limit=200)
                 self._client = self._connect(config)
             except ClusterReadError as err:
@@ -373,7 +382,9 @@ class ClusterReader:
         try:
             load_kube_config_from_dict(config, client_configuration=configuration, persist_config=False)
         except (ConfigException, ValueError, TypeError, KeyError, OSError) as err:
-            raise ClusterReadError(f"the kubeconfig is not usable: {scrub(str(err), limit=120)}") from None
+            raise ClusterReadError(
+                f"the kubeconfig is not usable: {scrub(str(err), limit=120)}", exit_code=BAD_INPUT
+            ) from None
         configuration.retries = False  # retries are ours (bounded); urllib3 would retry connects on its own
         return ApiClient(configuration)
 
@@ -421,12 +432,13 @@ class ClusterReader:
                 return None
             raise self._fail(self._describe(err, path)) from None
 
-    @staticmethod
-    def _transient(err: Exception) -> float | None:
+    def _transient(self, err: Exception) -> float | None:
         """Seconds to wait before retrying (0 = the default backoff), or None when retrying cannot help."""
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
+        if self._answers_plain_http(err):
+            return None
         if isinstance(tls_error(err), DROPPED):  # the connection ended mid-handshake, as a reset does
             return 0.0
         if isinstance(err, ApiException):
@@ -438,7 +450,33 @@ class ClusterReader:
         return None
 
     def _describe(self, err: Exception, path: str) -> ClusterReadError:
+        if self._answers_plain_http(err):
+            return ClusterReadError(
+                f"the cluster at {self.where} answers plain HTTP, not TLS: the kubeconfig's https:// server is not an "
+                "API server's address (another service's port?), or the kubeconfig is not current",
+                exit_code=BAD_INPUT,
+            )
         return described(err, path, self.where, self.budgets.read.read)
+
+    def _answers_plain_http(self, err: Exception) -> bool:
+        """Whether ``err`` is a TLS connection that was reset or answered with what is not TLS (not one closed
+        mid-handshake, ``DROPPED``, which a plain HTTP server that answered does not do) by a server that answers a
+        plain HTTP request at the same address, asked once.
+
+        A plain HTTP server answers the TLS ClientHello with its 400 and closes, the rest of the hello often unread,
+        which resets the connection: the client reads either the 400 (a TLS record it cannot parse) or the reset
+        first (a handshake cut short, which a retry may cure), as the race between the two goes. Asking the server
+        in plain HTTP gives the same answer every run."""
+        import urllib3
+
+        cause = tls_error(err)
+        failed = cause is not None and not isinstance(cause, (ssl.SSLCertVerificationError, *DROPPED))
+        failed |= isinstance(err, (urllib3.exceptions.ProtocolError, ConnectionResetError))
+        if not failed or not self._server.startswith("https://") or self._proxied:
+            return False
+        if self._plain is None:
+            self._plain = speaks_plain_http(self._server, self.budgets.read.connect)
+        return self._plain
 
 
 Connect = Callable[[str], ClusterReader]
@@ -506,7 +544,7 @@ def _status_message(body: Any) -> str:
     return scrub(str(message or ""), limit=300)
 
 
-def _not_admitted(manifest: dict[str, Any], bound: float, refused: int, last: str, context: str) -> str:
+def _not_admitted(manifest: dict[str, Any], bound: float, refused: int, last: str, context: str, stack: str) -> str:
     """The line when the webhook wait's bound is hit: the webhook the API server could not call and the
     namespace of its Service, when its answer names them (``Post "https://<service>.<namespace>.svc:443/..."``), and
     the command that shows them in the cluster of kubeconfig ``context``."""
@@ -523,5 +561,5 @@ def _not_admitted(manifest: dict[str, Any], bound: float, refused: int, last: st
     )
     return (
         f"{who} did not admit a dry-run create of {kind} {name} within {bound:g} s ({refused} tries; last: "
-        f"{last}): check {check}, then run `pulumi up` again"
+        f"{last}): check {check}, then run `{make_target('up', stack)}` again"
     )

@@ -8,7 +8,7 @@ from typing import Any
 from core.controllers import JOBSET_SCHEMA_FIELDS
 from core.names import COMPONENT_LABEL, HF_SECRET, HF_SECRET_KEY, SCRATCH_STORAGE_CLASS
 from core.pathways import PORTS
-from core.printed_commands import helm, kubectl
+from core.printed_commands import ANY_STACK, helm, kubectl, make_target
 from core.steps import STEPS
 
 POD_SECURITY = {
@@ -274,7 +274,7 @@ def _outermost(paths: list[str]) -> list[str]:
     return [p for p in paths if p.rsplit(".", 1)[0].removesuffix("[]") not in within]
 
 
-def jobset_crd_problem(crd: Mapping[str, Any] | None, version: str, context: str) -> str | None:
+def jobset_crd_problem(crd: Mapping[str, Any] | None, version: str, context: str, stack: str) -> str | None:
     """Why the cluster's JobSet CRD cannot serve chart ``version`` (None: it can, or there is none yet and
     the chart's install creates it); the fix names the cluster by its kubeconfig ``context``.
 
@@ -293,7 +293,7 @@ def jobset_crd_problem(crd: Mapping[str, Any] | None, version: str, context: str
     return (
         f"the cluster's JobSet CRD {JOBSET_CRD} predates JobSet {version} (it has no {fields}): Helm installs a "
         "chart's CRDs only when it first installs the chart, never on an upgrade. Apply the new CRD, then run "
-        f"`pulumi up` again: helm show crds {JOBSET_CHART} --version {version} | "
+        f"`{make_target('up', stack)}` again: helm show crds {JOBSET_CHART} --version {version} | "
         f"{kubectl(context, 'apply', '--server-side', '--force-conflicts', '-f', '-')}"
     )
 
@@ -333,7 +333,7 @@ def helm_release_problem(
     newest: tuple[int, str] | None,
     *,
     in_state: frozenset[str] | None = None,
-    stack: str = "",
+    stack: str = ANY_STACK,
     protected: bool = False,
     context: str,
 ) -> str | None:
@@ -369,7 +369,8 @@ def helm_release_problem(
         fix = PENDING_FIXES[status]
         return (
             f"Helm release {namespace}/{name} is {status} (revision {revision}), left by an interrupted helm "
-            f"operation, and Helm refuses every install or upgrade until it is cleared. Run, then `pulumi up` again: "
+            "operation, and Helm refuses every install or upgrade until it is cleared. Run, then "
+            f"`{make_target('up', stack)}` again: "
             f"{helm(context, fix, name, '-n', namespace)}"
         )
     if in_state is None or name in in_state:

@@ -200,7 +200,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
             return self._after(
                 provider.id,
                 lambda reader: self._helm_free(
-                    reader, JOBSET_NAMESPACE, "jobset", self._jobset_crd(reader, wanted, self._context)
+                    reader, JOBSET_NAMESPACE, "jobset", self._jobset_crd(reader, wanted, self._context, self._stack)
                 ),
             )
         if args.reads is not None:
@@ -210,7 +210,8 @@ class KubernetesPlatform(pulumi.ComponentResource):
             # storage is read by `up` only, which is where a release is installed or upgraded.
             warn = args.first_jobset is None
             return self._after(
-                provider.id, lambda reader: self._jobset_crd(reader, wanted, self._context, preview=True, warn=warn)
+                provider.id,
+                lambda reader: self._jobset_crd(reader, wanted, self._context, self._stack, preview=True, warn=warn),
             )
         return wanted
 
@@ -345,13 +346,13 @@ class KubernetesPlatform(pulumi.ComponentResource):
 
     @staticmethod
     def _jobset_crd(
-        reader: live.ClusterReader, version: str, context: str, *, preview: bool = False, warn: bool = True
+        reader: live.ClusterReader, version: str, context: str, stack: str, *, preview: bool = False, warn: bool = True
     ) -> str:
         """The chart version, once the cluster's JobSet CRD serves it (``jobset_crd_problem``). A preview that
         cannot read the cluster (this machine cannot reach it, or it is not up yet) goes on, with a warning when
         ``warn``: `up` checks again before the chart changes."""
         try:
-            problem = jobset_crd_problem(reader.crd(JOBSET_CRD), version, context)
+            problem = jobset_crd_problem(reader.crd(JOBSET_CRD), version, context, stack)
         except live.ClusterReadError as err:
             if preview:
                 if not warn:
@@ -387,11 +388,10 @@ class KubernetesPlatform(pulumi.ComponentResource):
             raise StopError(problem, BAD_INPUT)  # the operator runs the command it names
         return value
 
-    @staticmethod
-    def _admitted(reader: live.ClusterReader, manifest: Mapping[str, Any], resource: R) -> R:
+    def _admitted(self, reader: live.ClusterReader, manifest: Mapping[str, Any], resource: R) -> R:
         """``resource`` once the API server admits a dry-run create of ``manifest`` (its webhooks answer)."""
         try:
-            reader.wait_admitted(dict(manifest))
+            reader.wait_admitted(dict(manifest), stack=self._stack)
         except live.ClusterReadError as err:
             raise stop(err) from None
         return resource

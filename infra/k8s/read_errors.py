@@ -33,6 +33,31 @@ def tls_error(err: BaseException) -> ssl.SSLError | None:
     return None
 
 
+PROBE_BYTES = 4096
+"""How much of a plain HTTP answer the probe reads."""
+
+
+def speaks_plain_http(server: str, seconds: float) -> bool:
+    """Whether the host and port of ``server`` (an https:// URL) answer a plain HTTP request with an HTTP status line,
+    each of the connect, the send and the read within ``seconds`` (False: no answer, another one, or none in time)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(server)
+    if not parts.hostname:
+        return False
+    request = f"GET /version HTTP/1.0\r\nHost: {parts.hostname}\r\n\r\n".encode("ascii", "replace")
+    answer = b""
+    try:
+        with socket.create_connection((parts.hostname, parts.port or 443), timeout=seconds) as sock:
+            sock.sendall(request)
+            while len(answer) < PROBE_BYTES and (chunk := sock.recv(PROBE_BYTES - len(answer))):
+                answer += chunk  # to its end where it is short: a close with an answer unread would reset it
+    except (OSError, ValueError):
+        pass
+    return answer.startswith(b"HTTP/")
+
+
 def tls_line(where: str, cause: ssl.SSLError | None) -> ClusterReadError:
     """The line of a failed TLS connection, naming why (the certificate, or the connection cut short)."""
     if isinstance(cause, DROPPED):

@@ -2,8 +2,9 @@
 
     python -m tools.plan (--stack NAME | --config-file FILE) [--set KEY=VALUE ...] [--out DIR]
 
-Prints a table of resources; with ``--out`` writes ``DIR/plan.json`` and one YAML file per
-Kubernetes object under ``DIR/manifests/``. A config error exits 2 with one line on stderr.
+Prints a table of resources, and on stderr what the program warns of (``pulumi.log.warn``, as `pulumi preview` shows
+it); with ``--out`` writes ``DIR/plan.json`` and one YAML file per Kubernetes object under ``DIR/manifests/``. A
+config error exits 2 with one line on stderr.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import yaml
 from core.errors import TpuRlError
 from core.estimate import describe
 from core.outdir import check, write_files
+from core.redact import scrub_lines
 from infra.stop import StopError
 from tools.plan.offline import Plan, is_kubernetes_object, run_program
 from tools.process import exit_now, report
@@ -169,6 +171,9 @@ def _plan(args: argparse.Namespace) -> int:
         return report(err)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
+    for warning in plan.warnings():  # what the program says through pulumi.log.warn: `pulumi preview` shows it too
+        for line in scrub_lines(warning, limit=1000):
+            print(f"warning: {line}", file=sys.stderr)
     if args.out:
         try:
             write_plan(plan, args.out)

@@ -34,6 +34,7 @@ import datetime
 from dataclasses import dataclass
 
 from core.config.values import format_duration
+from core.printed_commands import make_target
 from workloads.observe.objects import Workload, any_condition, true_condition
 from workloads.observe.pod_state import Stuck
 
@@ -103,12 +104,13 @@ def line(recovery: Recovery, stuck: list[Stuck]) -> str:
     return f"Kueue waits for {head} (recovery, {recovery.when()}){colon}{rest}"
 
 
-def stopped_after(recovery: Recovery) -> str:
-    """What a step Kueue stopped while it was recovering means, and what to do."""
+def stopped_after(recovery: Recovery, stack: str) -> str:
+    """What a step Kueue stopped while it was recovering means, and what to do (``stack``: the one the command
+    names)."""
     since = "" if recovery.since is None else f" after they stopped being Ready at {recovery.since:%H:%M} UTC"
     return (
         f"its pods were not all Ready again within tpu-rl:kueue.recoveryTimeout "
         f"({format_duration(int(recovery.budget))}){since} (a TPU maintenance event, a node repair or a restart "
-        "that outlasted it), so it holds no quota now. The next `pulumi up` runs it again; if the slice's "
-        "maintenance takes longer, raise tpu-rl:kueue.recoveryTimeout"
+        f"that outlasted it), so it holds no quota now. The next `{make_target('up', stack)}` runs it again; if the "
+        "slice's maintenance takes longer, raise tpu-rl:kueue.recoveryTimeout"
     )

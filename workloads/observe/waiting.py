@@ -151,24 +151,25 @@ def describe(current: LiveStep) -> str:
     return current.state
 
 
-def _why_stopped(reason: str, recovered: recovery.Recovery | None = None) -> str:
+def _why_stopped(reason: str, recovered: recovery.Recovery | None, stack: str) -> str:
     """What a step Kueue stopped means and what to do (Kueue 0.17.1's reasons); ``recovered``: the recovery the wait
-    last saw it in (Kueue's recovery budget is what passed)."""
+    last saw it in (Kueue's recovery budget is what passed); ``stack``: the one the commands name."""
+    up = make_target("up", stack)
     if "RequeuingLimitExceeded" in reason:  # waitForPodsReady: not all pods Ready within the timeout
         if recovered is not None:
-            return recovery.stopped_after(recovered)
+            return recovery.stopped_after(recovered, stack)
         return (
             "its pods were not all Ready in time (at its start, or again after a restart, a node repair or a TPU "
-            "maintenance event), so it holds no quota now. The next `pulumi up` runs it again; "
+            f"maintenance event), so it holds no quota now. The next `{up}` runs it again; "
             "if its pods need longer to start (image pulls, node scale-up, flex-start capacity), raise "
             "tpu-rl:kueue.podsReadyTimeout; if the slice's maintenance takes longer, tpu-rl:kueue.recoveryTimeout"
         )
     if reason == "FailedToStart":  # the admission could not be applied to the JobSet (reconciler.go startJob)
         return (
             "Kueue could not start it as admitted (a flavor's node labels or tolerations conflict with the pods'), "
-            "and a rerun meets the same conflict: fix the ResourceFlavors of its queue, then run `pulumi up` again"
+            f"and a rerun meets the same conflict: fix the ResourceFlavors of its queue, then run `{up}` again"
         )
-    return "its Workload is inactive and holds no quota; the next `pulumi up` runs it again"
+    return f"its Workload is inactive and holds no quota; the next `{up}` runs it again"
 
 
 def _why_unschedulable(what: str, stuck: pod_state.Stuck, bounds: Bounds, reads: Unschedulable) -> str:
@@ -184,19 +185,19 @@ def _why_unschedulable(what: str, stuck: pod_state.Stuck, bounds: Bounds, reads:
     )
 
 
-def _ended(what: str, current: LiveStep, recovered: recovery.Recovery | None) -> None:
+def _ended(what: str, current: LiveStep, recovered: recovery.Recovery | None, stack: str) -> None:
     """``StepWaitError`` for a step Kueue stopped or can never admit; nothing for any other."""
     kueue = current.kueue
     if current.state == "stopped":
         raise StepWaitError(
             f"Kueue stopped {what} ({current.reason[:80]}: {current.message[:300]}); "
-            + _why_stopped(current.reason, recovered)
+            + _why_stopped(current.reason, recovered, stack)
         )
     if kueue is not None and kueue.state == "never":
         raise StepWaitError(
             f"Kueue can never admit {what} as its queue is configured: {kueue.message[:400]}; "
             "fix the ClusterQueue behind tpu-rl:kueue.queue (quota, flavors, namespaces), then run "
-            "`pulumi up` again"
+            f"`{make_target('up', stack)}` again"
         )
 
 
@@ -243,6 +244,7 @@ def wait_for_step(
     start = now()
     since = _Since()
     shown = ""
+    up = make_target("up", stack)
     while True:
         try:
             obj, workloads, pods = read()
@@ -251,7 +253,7 @@ def wait_for_step(
             if now() - since.lost >= bounds.lost:
                 raise StepWaitError(
                     f"could not read the cluster for {format_duration(int(bounds.lost))} while waiting for {what} "
-                    f"({str(err)[:300]}); the step keeps running: run `pulumi up` again to follow it"
+                    f"({str(err)[:300]}); the step keeps running: run `{up}` again to follow it"
                 ) from None
             sleep(POLL_SECONDS)
             continue
@@ -259,12 +261,12 @@ def wait_for_step(
         if obj is None:
             raise StepWaitError(
                 f"{what} is gone (deleted outside Pulumi?); run `{make_target('refresh', stack)}` so the stack "
-                "forgets it, then `pulumi up` runs it again"
+                f"forgets it, then `{up}` runs it again"
             )
         current = live_step(obj, workloads)
         if current.state in ("succeeded", "failed"):
             return obj
-        _ended(what, current, since.recovered)
+        _ended(what, current, since.recovered, stack)
         moment = now()
         if current.state == "queued":
             since.queued = moment if since.queued is None else since.queued
@@ -272,7 +274,7 @@ def wait_for_step(
                 raise StepWaitError(
                     f"{what} is still queued after {format_duration(int(bounds.admission))}: Kueue: "
                     f"{(current.message or current.reason)[:300]}. It stays queued and starts once "
-                    "Kueue admits it; run `pulumi up` again to follow it (tpu-rl:kueue.admissionTimeout)"
+                    f"Kueue admits it; run `{up}` again to follow it (tpu-rl:kueue.admissionTimeout)"
                 )
         else:
             since.queued = None
@@ -287,7 +289,7 @@ def wait_for_step(
         if moment - start >= bounds.total:
             raise StepWaitError(
                 f"{what} did not end within {format_duration(int(bounds.total))} (every attempt's deadline plus "
-                "15m); it keeps running: run `pulumi up` again to follow it"
+                f"15m); it keeps running: run `{up}` again to follow it"
             )
         line = _progress(current, stuck, recovering)
         if line != shown:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core import deadline
+from core.printed_commands import ANY_STACK, make_target
 from core.redact import scrub
 from core.settings import Settings
 from infra.gcp.capacity.findings import Finding
@@ -242,7 +243,7 @@ def judge_key(key_id: str, key: CryptoKey, claim: Claim) -> tuple[list[Finding],
     warning, and then only what a destroy leaves is adopted."""
     if claim.held:
         if key.primary_state != "ENABLED":
-            return [Finding("problem", _not_enabled(key_id, key))], False
+            return [Finding("problem", _not_enabled(key_id, key, claim.stack))], False
         return [Finding("note", f"key {key_id}: the stack's state holds it", reuse=key_id)], True
     if claim.users:
         return [_in_use(key_id, key, claim)], False
@@ -257,7 +258,7 @@ def judge_key(key_id: str, key: CryptoKey, claim: Claim) -> tuple[list[Finding],
             )
         ]
     if key.primary_state != "ENABLED":
-        return [*unread, Finding("problem", _not_enabled(key_id, key))], False
+        return [*unread, Finding("problem", _not_enabled(key_id, key, claim.stack))], False
     if not key.rotates:
         return [
             *unread,
@@ -309,7 +310,7 @@ def _adopted(key_id: str, why: str) -> Finding:
     )
 
 
-def _not_enabled(key_id: str, key: CryptoKey) -> str:
+def _not_enabled(key_id: str, key: CryptoKey, stack: str) -> str:
     """What a destroy leaves (the provider schedules every version for destruction): the key was last used by a
     cluster the destroy deleted first and none uses it now, so bringing its primary version back is safe."""
     primary = f"its primary version {key.primary_version}".rstrip()
@@ -323,9 +324,10 @@ def _not_enabled(key_id: str, key: CryptoKey) -> str:
         state = f"{primary} {key.primary_state}"
     else:
         state = "no primary version"
+    up = make_target("up", stack or ANY_STACK)
     return (
         f"{KEY}: key {key_id}, which Cloud KMS keeps after a destroy, has {state}; GKE needs an enabled one: "
-        f"run `{key_version_fix(key_id, key)}`, then `pulumi up` again (it adopts the key)"
+        f"run `{key_version_fix(key_id, key)}`, then `{up}` again (it adopts the key)"
     )
 
 

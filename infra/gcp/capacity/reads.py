@@ -305,6 +305,14 @@ def parse_failure(message: str) -> str:
 
 
 REPLY = "answered with a reply this check cannot read"
+TOKEN_ENDPOINT = "cannot reach the token endpoint of the Google credentials"
+
+
+def unreachable_token_endpoint(err: BaseException) -> str:
+    """The clause for credentials whose token could not be fetched or refreshed for want of an answer
+    (google-auth's ``TransportError``), naming the transport's own error."""
+    cause = err.__cause__ or err.__context__
+    return f"{TOKEN_ENDPOINT} ({type(cause or err).__name__}): check the network or a proxy, or retry later"
 
 
 def bounded_read(
@@ -335,6 +343,8 @@ def bounded_read(
         raise ReadFailedError(f"{what}: HTTP {err.code}") from None
     except (auth.DefaultCredentialsError, auth.RefreshError):
         raise ReadFailedError(f"{what}: no usable Google credentials (gcloud auth application-default login)") from None
+    except auth.TransportError as err:  # the credentials' token endpoint did not answer: a retry may cure it
+        raise ReadFailedError(f"{what}: {unreachable_token_endpoint(err)}") from None
     except ReplyTooLargeError as err:
         raise ReadFailedError(f"{what}: {source}: {err}") from None
     except ReplyEncodingError as err:
