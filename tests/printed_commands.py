@@ -416,18 +416,13 @@ def makefile_commands() -> Iterator[Found]:
 RUN_AGAIN = re.compile(r"`pulumi up`,? again|next `pulumi up`|`pulumi up` (?:will retry|runs \w+ again)")
 """A line that sends the operator to ``pulumi up`` by hand to run again: it skips what ``make up`` adds (the access
 audit, the policy pack, the image pins the state holds)."""
-IN_THE_IMAGE = "workloads/container/"
-"""The container programs, each hashed into its step's name: a changed line would run the step again, so their lines
-stay as they are (they cannot import ``core.printed_commands`` either)."""
 
 
 def bare_runs_again() -> list[str]:
     """``where: text`` of every product string (but a docstring) and reviewed message that says to run ``pulumi up``
-    again, but the container programs'."""
+    again (the container programs', which cannot import ``core.printed_commands``, write ``make up STACK=<stack>``)."""
     found = []
     for path in product_files():
-        if rel(path).startswith(IN_THE_IMAGE):
-            continue
         skip = _docstrings(parsed(path))
         for node in nodes(path, ast.Constant, ast.JoinedStr):
             if id(node) not in skip and isinstance(getattr(node, "value", ""), str):
@@ -435,8 +430,6 @@ def bare_runs_again() -> list[str]:
                 if RUN_AGAIN.search(text):
                     found.append(f"{rel(path)}:{node.lineno}: {text}")  # type: ignore[attr-defined]
     for path in MESSAGES:
-        if path.name == "train-messages.tsv":
-            continue  # the training container's judge lines (train_exit.py) among them
         found += [f"{rel(path)}: {line}" for line in path.read_text().splitlines() if RUN_AGAIN.search(line)]
     return found
 

@@ -201,7 +201,7 @@ def test_a_cache_object_replaced_since_the_conversion_is_hashed_again_and_refuse
     assert done.stderr.strip().splitlines()[-1] == (
         f"tpu-rl export: {uri} is sha256 {hashlib.sha256(swapped).hexdigest()}, not the Hub's {len(original)} bytes, "
         f"sha256 {hashlib.sha256(original).hexdigest()}: the Hub cache changed since the conversion verified it; run "
-        f"the conversion again: delete {record} and run `pulumi up` again"
+        f"the conversion again: delete {record} and run `make up STACK=<stack>` again"
     )
     assert not [n for n in objects(gcs, bucket, prefix) if n.startswith("model-base-")], "no base shard written"
     replace_in_cache(gcs, shards[-1], original + b"x" * 1024)  # another size: named by it, never read
@@ -239,7 +239,7 @@ def test_a_record_without_the_conversions_verified_objects_is_refused_in_one_lin
     pin = good["verified"]["config.json"]
     line = (
         f"{convert}source.json is not a record of {REPO}@{COMMIT} with the files the conversion verified: delete "
-        f"{convert}source.json and run `pulumi up` again (the conversion runs again)"
+        f"{convert}source.json and run `make up STACK=<stack>` again (the conversion runs again)"
     )
     for body in [
         {**good, "commit": "f" * 40},

@@ -303,7 +303,7 @@ def test_a_grant_still_refused_past_the_bound_is_one_line_and_another_error_fail
     assert 1480.0 <= clock.now <= 1480.0 + 10.0, "bounded by 420 s and the margin, from the pod's start"
     assert isinstance(code, str) and "\n" not in code
     assert code.startswith(f"tpu-rl: {READS[0]} still refused after 480 s (Forbidden: 403 GET {fake.url}/storage/")
-    assert code.endswith("): the step account's grants have not taken effect; run `pulumi up` again")
+    assert code.endswith("): the step account's grants have not taken effect; run `make up STACK=<stack>` again")
     clock = FakeClock()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(fake, "clock", clock)

@@ -651,8 +651,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-e15bd212d3",
-        "gemma4-26b-publish-505bba6b18",
+        "gemma4-26b-evaluate-3015348bb8",
+        "gemma4-26b-publish-4613b32fd8",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -689,12 +689,12 @@ STEP_NAMES = {
     # check, base_snapshot.py's Hub-hashed cache reads, training's launcher, exit judge, stall watchdog and restart
     # drill, the export's completion), with each CPU step's account hashed by its step (steps.hashed_account).
     # docs/upgrades.md "Upgrading tpu-rl" says which version renamed which steps.
-    "dev": ["gemma4-e4b-convert-ae3aade23c", "gemma4-e4b-train-f2aed99b36", "gemma4-e4b-export-7bf303dc20"],
-    "prod": ["gemma4-26b-convert-b64c36afbe", "gemma4-26b-train-bcdf7510da", "gemma4-26b-export-bd611ffcdc"],
+    "dev": ["gemma4-e4b-convert-7a2abbb972", "gemma4-e4b-train-9a0d9e8b29", "gemma4-e4b-export-79d90777cd"],
+    "prod": ["gemma4-26b-convert-b6ee7e5d69", "gemma4-26b-train-3ae8942bcf", "gemma4-26b-export-c977124c22"],
 }
 ONE_READ = {
-    "dev": ["gemma4-e4b-convert-ae3aade23c", "gemma4-e4b-train-b2f96a13ce", "gemma4-e4b-export-c09249dabb"],
-    "prod": ["gemma4-26b-convert-b64c36afbe", "gemma4-26b-train-66906b9b05", "gemma4-26b-export-74cc70d078"],
+    "dev": ["gemma4-e4b-convert-7a2abbb972", "gemma4-e4b-train-0572966a73", "gemma4-e4b-export-f6df60c08c"],
+    "prod": ["gemma4-26b-convert-b6ee7e5d69", "gemma4-26b-train-4c49a3a3bc", "gemma4-26b-export-6b080334a0"],
 }
 """The names of a stack that sets tpu-rl:training.loadCheckpointOnlyOnce to true (MaxText's default, false, is
 tpu-rl's: docs/first-run.md "The first training run's path"): training and the steps after it differ from
@@ -722,7 +722,7 @@ def test_reading_the_checkpoint_once_renames_training_and_after_never_the_conver
         names = [
             s.name for s in plan_workflow(settings("prod", [*every, "tpu-rl:training.loadCheckpointOnlyOnce=true"]))
         ]
-        assert names[3:] == ["gemma4-26b-evaluate-b667fada69", "gemma4-26b-publish-603beb6bce"]
+        assert names[3:] == ["gemma4-26b-evaluate-1ba7205e87", "gemma4-26b-publish-35615983e5"]
 
 
 def test_the_cloud_logging_links():

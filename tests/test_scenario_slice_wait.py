@@ -257,7 +257,7 @@ def test_a_slice_away_past_the_recovery_budget_fails_the_step_with_one_line(tmp_
     assert line.startswith(
         f"tpu-rl: the slice did not come back within tpu-rl:kueue.recoveryTimeout ({BUDGET}s): 0 of 8 workers Ready; "
     )
-    assert "the next `pulumi up` retries it from its last checkpoint" in line
+    assert "the next `make up STACK=<stack>` retries it from its last checkpoint" in line
     assert SLICE_WAIT_EXIT == 78
 
 

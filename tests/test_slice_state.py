@@ -93,8 +93,8 @@ def test_a_slice_away_past_its_budget_ends_the_wait_with_one_line(tmp_path):
     assert not done and not (tmp_path / "baseline.json").exists()
     assert said[-1] == (
         "tpu-rl: the slice did not come back within tpu-rl:kueue.recoveryTimeout (4h30m): 0 of 8 workers Ready; "
-        "run-worker-0-0-x: Pending: 0/4 nodes are available: 4 didn't match; the step fails, and the next `pulumi up` "
-        "retries it from its last checkpoint (raise the key for a longer maintenance)"
+        "run-worker-0-0-x: Pending: 0/4 nodes are available: 4 didn't match; the step fails, and the next "
+        "`make up STACK=<stack>` retries it from its last checkpoint (raise the key for a longer maintenance)"
     )
     assert "\n" not in said[-1]
 

@@ -87,7 +87,8 @@ def test_what_the_judge_says():
     assert maybe == (
         "train_rl (exit 1) failed with INTERNAL (jax.errors.JaxRuntimeError: INTERNAL: y), which pathways-utils calls "
         "'may or may not be due to slice down', and its slice is unknown: not read: not restarted, since a "
-        "deterministic error would fail the same way; the next `pulumi up` retries the run from its last checkpoint"
+        "deterministic error would fail the same way; the next `make up STACK=<stack>` retries the run from its last "
+        "checkpoint"
     )
     code, line = train_exit.verdict(1, [*FRAMES, "ValueError: x"], None, CODES)
     assert code == 1 and line.startswith("train_rl (exit 1) failed with ValueError: x, and its slice is unknown")

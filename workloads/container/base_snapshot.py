@@ -76,7 +76,7 @@ VERIFIED = "verified"
 """The conversion's record (``RECORD``) of the cache object it took each file from, hashed:
 ``{name: {"object": "gs://...", "generation": N, "size", "sha256" | "blobId"}}``. The export reads the base's
 tensors from exactly those objects at those generations (``complete_export.py``), never the Hub."""
-AGAIN = "delete {uri} and run `pulumi up` again"
+AGAIN = "delete {uri} and run `make up STACK=<stack>` again"
 """The fix for a damaged cache entry: the step's retry fills it again."""
 MAX_FILES = 100
 TIMEOUT = 60.0

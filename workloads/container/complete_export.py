@@ -34,7 +34,7 @@ asked nothing, and the step runs with it switched off (``HF_HUB_OFFLINE``):
 
 Exit 0 when the export is whole; 3 for a refusal (a record that is not the conversion's, or a cache object that is no
 longer the file the conversion verified: the same input fails the same way, and the line says what to run); 1 when
-GCS fails (the next ``pulumi up`` runs the step again).
+GCS fails (the next ``make up`` runs the step again).
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ class Verified(Base):
         """The object of ``pin`` at its current generation, once its bytes hash to the Hub's value (refused else)."""
         bucket = self.client.bucket(pin.bucket)
         found = bucket.get_blob(pin.name, timeout=TIMEOUT)
-        again = f"run the conversion again: delete {self.record} and run `pulumi up` again"
+        again = f"run the conversion again: delete {self.record} and run `make up STACK=<stack>` again"
         if found is None:
             raise RefusedError(f"{pin.uri}, which the conversion verified, is gone from the Hub cache: {again}")
         digest = hf_model.Digest(pin.expected)
@@ -225,7 +225,7 @@ def verified_base(repo: str, revision: str, convert_uri: str) -> Verified:
         raise RefusedError(f"{convert_uri} is not a gs:// folder")
     uri = convert_uri + RECORD
     bucket_name, _, prefix = convert_uri.removeprefix("gs://").partition("/")
-    again = f"delete {uri} and run `pulumi up` again (the conversion runs again)"
+    again = f"delete {uri} and run `make up STACK=<stack>` again (the conversion runs again)"
     try:
         record = hf_model.json_document(
             hf_model.read_object(

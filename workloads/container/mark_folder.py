@@ -87,7 +87,7 @@ def main(argv, clock=time.monotonic, pause=time.sleep):
             if clock() >= ends:
                 return (
                     f"tpu-rl: {what} still refused after {BOUND_SECONDS:g} s ({said}): the step account's grants have "
-                    "not taken effect; run `pulumi up` again"
+                    "not taken effect; run `make up STACK=<stack>` again"
                 )
             if not waited:
                 print(f"tpu-rl: waiting up to {BOUND_SECONDS:g} s for the step account's grants ({what}: {said})")

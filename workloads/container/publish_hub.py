@@ -25,7 +25,7 @@ and ``TPU_RL_PUBLISH_PRIVATE`` (``true``/``false``); the write token is ``HF_TOK
 Exit 0 when published; 3 for a refusal (a public repository for a private run, an export folder with nothing
 in it: running it again fails the same way until that is fixed; the preflight refuses the first before
 anything is created); 1 for anything else (the Hub or GCS failing). Either fails the step, which the next
-`pulumi up` runs again; an upload resumes.
+`make up` runs again; an upload resumes.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ rotates it).
   waits for (the first Pending worker's reason) and until when, every ``SAY_EVERY`` seconds and whenever the count
   changes, on stdout and in ``LOG``. Once all are Ready it writes ``BASELINE`` (each Ready worker's and the head's
   UID, name and container restarts) and exits 0; past ``SECONDS`` it says so in one line and exits ``EXIT``
-  (``core.names.SLICE_WAIT_EXIT``: the step fails, the next `pulumi up` retries it). An API it may not read (no
+  (``core.names.SLICE_WAIT_EXIT``: the step fails, the next `make up` retries it). An API it may not read (no
   grant: 401, 403, 404), or cannot read for ``UNREAD_SECONDS``, never holds the attempt: it says so and exits 0.
 - ``check``: whether the slice is down, judged by evidence over ``SECONDS``: a pod of ``BASELINE`` gone, a pod being
   disrupted (the ``DisruptionTarget`` condition Kubernetes sets before it evicts or preempts a pod, or
@@ -280,7 +280,7 @@ def wait(api: Any, expected: int, seconds: float, baseline: str, say: Callable[[
             say(
                 f"tpu-rl: the slice did not come back within {BUDGET_KEY} ({duration(seconds)}): {ready} of "
                 f"{expected} workers Ready{_first_not_ready(workers, expected)}; the step fails, and the next "
-                "`pulumi up` retries it from its last checkpoint (raise the key for a longer maintenance)"
+                "`make up STACK=<stack>` retries it from its last checkpoint (raise the key for a longer maintenance)"
             )
             return False
         if ready != count or said is None or clock.now() - said >= SAY_EVERY:

@@ -23,7 +23,7 @@ from pathlib import Path
 REFUSED = 3
 """A refusal's exit status (``core.names.SETUP_FAILURE_EXIT``): the step fails at once and is not retried."""
 FAILED = 1
-"""A failure's exit status: the step fails, and the next `pulumi up` runs it again."""
+"""A failure's exit status: the step fails, and the next `make up` runs it again."""
 
 
 class RefusedError(Exception):

@@ -34,7 +34,7 @@ The verdict goes by evidence, in this order (docs/when-a-step-fails.md "How a tr
      (``SLICE_DOWN_EXIT``); a worker's or a head sidecar's container that ended ``OOMKilled`` or with a non-zero exit,
      with no disruption, is a fault of its own, named, and fails the run (a restart would meet it again, and spend
      every restart); on a slice whose every worker stayed Ready, or one that cannot be read, the error fails the run
-     (the next `pulumi up` retries it from its checkpoint), and the line says why.
+     (the next `make up STACK=<stack>` retries it from its checkpoint), and the line says why.
    - Any other error (``UNAVAILABLE``, ``ABORTED``, a dying sampler engine, a Python exception) is judged by the slice
      the same way: a lost slice's evidence restarts it (``SLICE_DOWN_EXIT``); a healthy or unreadable slice fails the
      run (1; the head's pod failure policy fails it at once), since a deterministic error would fail the same way
@@ -241,7 +241,7 @@ def kept_line(status: int) -> str:
     return (
         f"train_rl itself exited {status}, a code the training script keeps for its own verdicts (a lost slice, a "
         f"stall, the restart drill's end), with none of their evidence: exiting {UNCAUGHT_EXIT} so the JobSet fails "
-        "the run instead of restarting it; the next `pulumi up` retries it from its last checkpoint"
+        "the run instead of restarting it; the next `make up STACK=<stack>` retries it from its last checkpoint"
     )
 
 
@@ -278,7 +278,7 @@ def _error_verdict(
         )
     return UNCAUGHT_EXIT, (
         f"train_rl ({exited}) failed with {said}, and its slice is {seen}: not restarted, since a deterministic error "
-        "would fail the same way; the next `pulumi up` retries the run from its last checkpoint"
+        "would fail the same way; the next `make up STACK=<stack>` retries the run from its last checkpoint"
     )
 
 
@@ -287,7 +287,7 @@ def _fault_line(what: str, seen: str) -> str:
     return (
         f"{what}, and its slice shows a container's own fault ({seen.removeprefix('fault: ')}): not a lost slice, so "
         f"not restarted (the next attempt would meet the same fault and spend a restart on it); exiting "
-        f"{UNCAUGHT_EXIT}: the next `pulumi up` retries the run from its last checkpoint"
+        f"{UNCAUGHT_EXIT}: the next `make up STACK=<stack>` retries the run from its last checkpoint"
     )
 
 
