@@ -21,9 +21,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from core.redact_keys import REDACTED, encoded_forms, private_keys, wrapped
-from core.terminal import TERMINAL_CONTROLS, visible
+if TYPE_CHECKING or __package__:  # the project's package
+    from core.redact_keys import REDACTED, encoded_forms, private_keys, wrapped
+    from core.terminal import TERMINAL_CONTROLS, visible
+else:  # a file of a step's ConfigMap, beside its programs (workloads/specs/commands.py CORE_FILES)
+    from redact_keys import REDACTED, encoded_forms, private_keys, wrapped
+    from terminal import TERMINAL_CONTROLS, visible
 
 __all__ = ["HF_TOKEN", "TERMINAL_CONTROLS", "env_secrets", "redact_text", "remember", "scrub", "scrub_lines"]
 

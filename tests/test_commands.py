@@ -201,12 +201,14 @@ def test_each_step_runs_its_script_from_its_own_config_map(stack):
         assert "python3 -c" not in script and "bash -c" not in script
 
 
+REDACTION = ("redact.py", "redact_keys.py", "terminal.py")
+"""core's redaction, which ``shown.py`` imports (``commands.CORE_FILES``)."""
 IMPORTED = {
-    "convert": {"shown.py", "hf_model.py", "tpu_rl_program.py"},
-    "train": {"shown.py", "hf_model.py", "tpu_rl_program.py"},
-    "export": {"shown.py", "hf_model.py", "tpu_rl_program.py"},
-    "evaluate": {"shown.py", "evaluate_grader.py", "hf_model.py", "tpu_rl_program.py"},
-    "publish": {"shown.py", "hf_model.py", "tpu_rl_program.py"},
+    "convert": {"shown.py", "hf_model.py", "tpu_rl_program.py", *REDACTION},
+    "train": {"shown.py", "hf_model.py", "tpu_rl_program.py", *REDACTION},
+    "export": {"shown.py", "hf_model.py", "tpu_rl_program.py", *REDACTION},
+    "evaluate": {"shown.py", "evaluate_grader.py", "hf_model.py", "tpu_rl_program.py", *REDACTION},
+    "publish": {"shown.py", "hf_model.py", "tpu_rl_program.py", *REDACTION},
 }
 """The files of each step's ConfigMap its programs import and no script runs (``commands.program_imports``)."""
 

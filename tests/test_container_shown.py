@@ -1,7 +1,7 @@
 """What a step prints of a text from elsewhere (``workloads/container/shown.py``), the one module every container
-program prints such text through: core's patterns as core writes them (the image has no ``core``), terminal controls
-removed before the secrets are looked for, and every program shipped with it in its ConfigMap and printing through it,
-run as the pod runs it (``python3 /tpu-rl/<file>``)."""
+program prints such text through: core's redaction (shipped beside the programs: the image has no ``core``), terminal
+controls removed before the secrets are looked for, and every program shipped with it in its ConfigMap and printing
+through it, run as the pod runs it (``python3 /tpu-rl/<file>``)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import core.terminal
 from core.terminal import visible
 from tests.source_files import ROOT
 from workloads.container import shown
-from workloads.specs.commands import program_files, program_imports
+from workloads.specs.commands import CORE_FILES, program_files, program_imports
 
 pytestmark = pytest.mark.pure
 configuration.set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "tpu-rl-hypothesis")
@@ -40,26 +40,6 @@ SHOWN = "404 Client Error click exe.txt repo for url: https://huggingface.co/api
 TOKEN = "hf_" + "Sx7" * 11 + "q"
 """A Hugging Face token's shape (``hf_`` and 34 letters and digits)."""
 NO_SECRETS: dict[str, str] = {}
-
-
-@pytest.mark.parametrize(
-    ("name", "core_pattern"),
-    [
-        ("HIDDEN", core.terminal.HIDDEN),
-        ("SECRET_NAMES", core.redact.SECRET_NAMES),
-        ("KEY_MARK", core.redact_keys.KEY_MARK),
-        ("ACCESS_TOKENS", core.redact.ACCESS_TOKENS),
-    ],
-    ids=["HIDDEN", "SECRET_NAMES", "KEY_MARK", "ACCESS_TOKENS"],
-)
-def test_the_module_holds_cores_patterns_as_core_writes_them(name, core_pattern):
-    mine = getattr(shown, name)
-    assert (mine.pattern, mine.flags) == (core_pattern.pattern, core_pattern.flags)
-
-
-def test_the_line_separators_and_the_redaction_marks_are_cores():
-    assert shown.LINE_SEPARATORS == core.terminal.LINE_SEPARATORS
-    assert (shown.REDACTED, shown.REDACTED_KEY) == (core.redact_keys.REDACTED, core.redact_keys.REDACTED_KEY)
 
 
 def test_a_hub_error_with_escapes_hyperlinks_and_invisible_characters_is_the_terminals_text():
@@ -97,7 +77,7 @@ def test_a_longer_secret_is_redacted_before_a_shorter_one_inside_it():
         ("cut -----BEGIN RSA PRIVATE KEY-----\nMIIEvQIBADANBg", "cut [redacted private key]"),
         (
             "tail: MIIEvQIBADANBg\nkqhkiG9w0BAQEF\n-----END EC PRIVATE KEY----- next",
-            "tail: [redacted private key] next",
+            "tail: MIIEvQIBADANBg\n[redacted private key] next",  # core's rule: a prose line's last word stays
         ),
         (
             "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----",
@@ -133,15 +113,12 @@ def test_a_line_is_one_line_cut_at_its_limit_after_the_redaction():
     assert shown.line("a\ud800b") == "a?b" and shown.line("a\ud800b", None, " ") == "a b"
 
 
-DRAWN = st.text(max_size=300).filter(lambda text: not shown.ACCESS_TOKENS.search(visible(text)))
-
-
 @PROPERTIES
-@given(DRAWN)
-def test_a_line_is_the_terminals_text_on_one_line(text):
+@given(st.text(max_size=300))
+def test_a_line_is_one_printable_line_of_what_a_terminal_draws(text):
     line = shown.line(text, 10_000)
-    assert line == "".join(c if c.isprintable() else "?" for c in " ".join(visible(text).split()))
-    assert line.isprintable() and not shown.HIDDEN.search(line)
+    assert line.isprintable() and not core.terminal.HIDDEN.search(line) and line == " ".join(line.split())
+    assert line == shown.line(core.redact.redact_text(text, width=10_000), 10_000), "core's redaction, once"
 
 
 @PROPERTIES
@@ -169,7 +146,7 @@ def project_imports(name: str) -> set[str]:
     bare += [
         node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module and not node.level
     ]
-    return {f"{module}.py" for module in bare if (CONTAINER / f"{module}.py").exists() or module == "hf_model"}
+    return {f"{module}.py" for module in bare if (CONTAINER / f"{module}.py").exists() or f"{module}.py" in CORE_FILES}
 
 
 def test_no_program_holds_a_copy_of_the_patterns():
@@ -184,6 +161,7 @@ def test_every_file_a_program_imports_ships_beside_it():
         name: project_imports(name) for name in program_names()
     }
     shipped = {"stage_dataset.py", "base_snapshot.py", "shown.py", "hf_model.py", "tpu_rl_program.py"}
+    shipped |= {"redact.py", "redact_keys.py", "terminal.py"}  # core's redaction, which shown.py applies
     assert set(program_files("stage_dataset.py")) == shipped
 
 

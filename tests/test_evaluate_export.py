@@ -474,7 +474,8 @@ def test_the_program_ships_with_what_it_imports():
     from workloads.specs.commands import HF_MODEL, program_files
 
     files = program_files("evaluate_export.py")
-    shipped = ["evaluate_export.py", "evaluate_grader.py", "hf_model.py", "shown.py", "tpu_rl_program.py"]
+    shipped = ["evaluate_export.py", "evaluate_grader.py", "hf_model.py", "redact.py", "redact_keys.py", "shown.py"]
+    shipped += ["terminal.py", "tpu_rl_program.py"]
     assert sorted(files) == shipped
     assert files["hf_model.py"] == HF_MODEL and "def export_file_problem(" in files["hf_model.py"]
     for name, text in files.items():

@@ -37,7 +37,7 @@ from workloads.specs.commands import (
     PIN_START,
     RUN_SCRIPT,
     SCRIPTS_DIR,
-    program_file,
+    program_files,
     with_pin,
 )
 from workloads.specs.step_manifests import head_pod_failure_policy
@@ -100,7 +100,8 @@ def installed(tmp_path):
     program = tmp_path / MAXTEXT_CHECK
     pin = pin_of(wheel)
     program.write_text(with_pin(SOURCE, pin))
-    (tmp_path / "shown.py").write_text(program_file("shown.py"))  # beside it, as its ConfigMap holds it
+    for name, text in program_files("shown.py").items():  # beside it, as its ConfigMap holds them
+        (tmp_path / name).write_text(text)
     return program, site, pin
 
 
@@ -157,7 +158,8 @@ def test_many_differences_are_counted_past_the_first_names(tmp_path):
         path.write_text("changed\n")
     program = tmp_path / MAXTEXT_CHECK
     program.write_text(with_pin(SOURCE, pin_of(wheel)))
-    (tmp_path / "shown.py").write_text(program_file("shown.py"))
+    for name, text in program_files("shown.py").items():
+        (tmp_path / name).write_text(text)
     done = run(program, site, tmp_path)
     assert done.returncode == SETUP_FAILURE_EXIT and len(done.stderr.splitlines()) == 1
     assert "8 of the 9 files of its RECORD differ" in done.stderr
@@ -288,7 +290,8 @@ def test_a_mode_other_than_refuse_or_warn_is_refused(argv):
 def test_a_program_without_its_pin_is_one_line_not_a_traceback(tmp_path):
     program = tmp_path / MAXTEXT_CHECK
     program.write_text(SOURCE)  # not inlined: PINNED is empty
-    (program.parent / "shown.py").write_text(program_file("shown.py"))
+    for name, text in program_files("shown.py").items():
+        (program.parent / name).write_text(text)
     done = run(program, tmp_path, tmp_path)
     assert done.returncode == SETUP_FAILURE_EXIT
     assert done.stderr.startswith("tpu-rl: cannot check the image's MaxText (JSONDecodeError: ")

@@ -318,11 +318,15 @@ def script(*lines: str, argv: list[str]) -> str:
 
 CONTAINER = Path(__file__).parents[1] / "container"
 """``workloads/container``: the programs a step's ConfigMap ships."""
-HF_MODEL = (Path(__file__).parents[2] / "core" / "hf_model.py").read_text()
-"""``core/hf_model.py``: the safetensors header check, the names of a model folder's files, the bounded GCS read and
-the comparison; shipped as ``hf_model.py``, a file of the ConfigMap of every step whose program imports it (the image
-has no copy of it), and imported there by that name (``program_imports``)."""
+CORE = Path(__file__).parents[2] / "core"
+CORE_FILES = ("hf_model.py", "redact.py", "redact_keys.py", "terminal.py")
+"""``core``'s standard-library modules the programs import as files of their ConfigMap (the image has no copy of
+them), each by its name (``program_imports``): ``hf_model.py`` (the safetensors header check, the names of a model
+folder's files, the bounded GCS read and the comparison) and core's redaction (``redact.py`` and what it imports),
+which ``shown.py`` applies to what a step prints."""
 HF_MODEL_FILE = "hf_model.py"
+HF_MODEL = (CORE / HF_MODEL_FILE).read_text()
+"""``core/hf_model.py`` as a step ships it (a mutation run puts the file as written here: tests/conftest.py)."""
 
 
 def base_line(*words: str) -> str:
@@ -378,8 +382,16 @@ def program(file_name: str) -> str:
     record."""
     if file_name == HF_MODEL_FILE:
         return HF_MODEL
+    if file_name in CORE_FILES:
+        return _core_source(file_name)
     source = _container_source(file_name)
     return with_pin(source, pinned_record()) if file_name == MAXTEXT_CHECK else source
+
+
+@functools.cache
+def _core_source(file_name: str) -> str:
+    """The text of ``core/<file_name>`` (``CORE_FILES``), read once per process."""
+    return (CORE / file_name).read_text()
 
 
 @functools.cache  # a plan reads each program once for every step that ships it, and again for what it imports
@@ -448,10 +460,11 @@ def program_imports(file_name: str) -> tuple[str, ...]:
     folder (``_BESIDE``), read from its source: each goes into every ConfigMap that holds the importer
     (``program_files``). ``shown.py``, what a step prints of a text from elsewhere, is one, for every program that
     prints such text; ``tpu_rl_program.py``, how a run ends and the process helpers, another; a snippet imports none."""
-    if file_name in SNIPPETS or file_name == HF_MODEL_FILE:
+    if file_name in SNIPPETS:
         return ()
-    found = (f"{name}.py" for name in _BESIDE.findall(_container_source(file_name)))
-    return tuple(name for name in found if (CONTAINER / name).is_file() or name == HF_MODEL_FILE)
+    source = _core_source(file_name) if file_name in CORE_FILES else _container_source(file_name)
+    found = (f"{name}.py" for name in _BESIDE.findall(source))
+    return tuple(name for name in found if (CONTAINER / name).is_file() or name in CORE_FILES)
 
 
 def program_files(*file_names: str) -> dict[str, str]:
