@@ -4,7 +4,7 @@ launcher (``workloads/container/launch.py``, the file ``LAUNCHER`` of the same C
 argv, ``key=value`` in the object's order, and ``exec``\\ s in its place. The policy pack reads the same object
 (``read_config``) rather than a script, and knows the launcher by its text (``LAUNCHER_SHA256``).
 
-Why not a config file MaxText reads itself: MaxText 0.2.4's ``pyconfig._initialize_pydantic`` merges a config
+Why not a config file MaxText reads itself: MaxText's ``pyconfig._initialize_pydantic`` (0.2.4, 0.2.5) merges a config
 file's keys *under* the model's config (``OmegaConf.merge(base_yml_config, model_cfg_oc, overrides_cfg)``) and
 lets an ``M_<KEY>`` environment variable override any key not on the command line (its step 6 refuses both only
 for ``cli_keys``): the same keys in a file would mean other values than on the command line. The launcher keeps

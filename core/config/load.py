@@ -305,9 +305,9 @@ def _read(field: Field, value: Any, stack: str) -> Any:
 # ---------------------------------------------------------------------------------------------
 # training.extraArgs: more MaxText key=value pairs, checked against MaxText 0.2.5's keys
 
-# Keys extraArgs may not set, each with the reason (docs/configuration.md "Refused extraArgs keys"; MaxText 0.2.4
+# Keys extraArgs may not set, each with the reason (docs/configuration.md "Refused extraArgs keys"; MaxText 0.2.5
 # configs/types.py RLConfig derives checkpoint_dir and tensorboard_dir from base_output_directory and run_name;
-# train_rl.py 443-450 saves nothing without enable_checkpointing).
+# train_rl.py 368 saves nothing without enable_checkpointing).
 REFUSED_KEYS: dict[str, str] = {
     "run_name": "the program sets it (rl): a retry resumes from the run's rl/checkpoints/, another name starts over",
     "base_output_directory": "the step's content-addressed output path, set by the program",

@@ -1,9 +1,8 @@
 """The steps' argv and the bash scripts that run them (plain functions, no Pulumi), train_rl's split over two slices
 among them (``disaggregated``, and what a plan of two says: ``slice_warnings``).
 
-The Hugging Face token is never an argument: MaxText 0.2.4 reads ``HF_TOKEN`` from the
-environment when ``hf_access_token`` is not passed, and the container gets ``HF_TOKEN``
-from a Kubernetes Secret.
+The Hugging Face token is never an argument: MaxText (0.2.5 ``configs/pyconfig.py``) reads ``HF_TOKEN`` from the
+environment when ``hf_access_token`` is not passed, and the container gets ``HF_TOKEN`` from a Kubernetes Secret.
 
 No script or program is an argument: each step's bash script (``RUN_SCRIPT``) and the Python programs it runs
 (``program_file``) reach its container as files of a ConfigMap mounted at ``SCRIPTS_DIR`` (``step_files``;
@@ -205,8 +204,8 @@ def staged_dataset(dataset: Dataset, output_uri: str) -> tuple[list[tuple[str, s
     pattern in the copy training stages under ``<output>dataset/`` on its first attempt (``base_snapshot.py
     dataset``: every later attempt reads it there, and the Hub sends each file once); and what the script stages:
     the repository and its patterns (None: the dataset names no files, ``datasets`` loads it from the Hub by name).
-    MaxText 0.2.4's ``train_rl.get_dataset`` hands the files to ``datasets.load_dataset("parquet", data_files=...)``,
-    which globs a ``gs://`` pattern through gcsfs (in the image)."""
+    MaxText's ``train_rl.get_dataset`` (0.2.4 and 0.2.5) hands the files to ``datasets.load_dataset("parquet",
+    data_files=...)``, which globs a ``gs://`` pattern through gcsfs (in the image)."""
     keys, repos, patterns = [], set(), []
     for key, value in dataset.keys:
         found = HUB_DATASET_FILES.fullmatch(value)
