@@ -22,6 +22,8 @@ BUCKET = f"{PROD}-pulumi-state-prod"
 KEY = state_key(PROD, "prod")
 AUDITED_BEFORE_UP = "access audit of stack prod: no member outside its own list reaches it"
 """What `make up`'s access audit of prod says when it finds nothing (``tools/audit.py`` ``_report``)."""
+AUDITED = "access audit of stack prod: nothing outside its own list (docs/audit.md)"
+"""What `make audit STACK=prod` says when it finds nothing and read everything."""
 ENCRYPTED_KEY = "CiQAiRhdlQ7ogTYJFm9rET0XjWwP05Af8jmhoJXyD5OVZQz5OAsSSQCO2yJKaySKHpJOj9CuLhqUkqMwXxiMthCQD540f66IbcZQ="
 
 
