@@ -47,6 +47,7 @@ from typing import Any
 import dill
 from pulumi.output import Unknown
 
+from core.settings import Settings
 from infra.k8s.live import ClusterReader
 from tests.conftest import JOBSET, SENTINEL_TOKEN, put, put_conversion
 from tests.fake_kube import FakeCluster, pod_event, step_pod, with_state
@@ -367,7 +368,7 @@ class Stack:
 
     def _run(self, preview: bool, outcomes: dict[str, str], overrides: list[str]) -> Run:
         self._steps = self.steps(overrides)
-        self._final_step = settings(self.name, [*self.overrides, *overrides]).training.final_step
+        self._final_step = self.loaded(overrides).training.final_step
         actions: dict[str, str] = {}
         resources: dict[str, str] = {}
         calls: list[tuple[str, str]] = []
@@ -938,9 +939,13 @@ class Stack:
 
     # -- what the steps write ------------------------------------------------------------------
 
+    def loaded(self, overrides: Sequence[str] = ()) -> Settings:
+        """The settings of the stack's file with its overrides and ``overrides``, as the program loads them."""
+        return settings(self.name, [*self.overrides, *overrides], stack_file=self.stack_file)
+
     def steps(self, overrides: Sequence[str] = ()) -> Workflow:
         """The three steps of the stack's configuration (the pure builders the program uses)."""
-        return plan_workflow(settings(self.name, [*self.overrides, *overrides]))
+        return plan_workflow(self.loaded(overrides))
 
     def write_outputs(self, obj: dict[str, Any]) -> None:
         """The files a step that succeeds leaves in its output path."""

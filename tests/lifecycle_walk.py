@@ -10,6 +10,7 @@ import functools
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from core.config import ConfigError, load_settings, read_fields
@@ -28,22 +29,27 @@ OTHER_TOKEN = "hf_OTHERtokenVALUEforLIFECYCLEwalk0123456789"
 
 
 @functools.lru_cache(maxsize=64)
-def _stack_config(stack: str, overrides: tuple[str, ...]) -> tuple[dict[str, str], frozenset[str]]:
-    """The stack file read once per test process: some thirty modules build the example stacks' settings at
-    import, in every worker (read fresh, Pulumi.yaml and the stack file take about 0.2 s each time)."""
-    strings, secret_keys, _ = load_stack_config(ROOT / f"Pulumi.{stack}.yaml", overrides)
+def _stack_config(stack_file: Path, text: str, overrides: tuple[str, ...]) -> tuple[dict[str, str], frozenset[str]]:
+    """The stack file read once per test process and text (``text``, the file's, is the key: a stack file a test
+    writes again is read again): some thirty modules build the example stacks' settings at import, in every worker
+    (read fresh, Pulumi.yaml and the stack file take about 0.2 s each time)."""
+    strings, secret_keys, _ = load_stack_config(stack_file, overrides)
     return strings, frozenset(secret_keys)
 
 
-def raw(stack: str, overrides: list[str], token: str | None = TOKEN) -> tuple[dict[str, str | None], frozenset[str]]:
-    """The stack's raw config with ``token`` as the Hugging Face token (None: the token is not set)."""
-    strings, secret_keys = _stack_config(stack, tuple(overrides))
+def raw(
+    stack: str, overrides: list[str], token: str | None = TOKEN, stack_file: Path | None = None
+) -> tuple[dict[str, str | None], frozenset[str]]:
+    """The stack's raw config with ``token`` as the Hugging Face token (None: the token is not set), from
+    ``stack_file`` (default: the example ``Pulumi.<stack>.yaml``)."""
+    path = stack_file or ROOT / f"Pulumi.{stack}.yaml"
+    strings, secret_keys = _stack_config(path, path.read_text(), tuple(overrides))
     config: dict[str, str | None] = {**strings, "tpu-rl:hfToken": token}
     return config, frozenset(secret_keys | {"tpu-rl:hfToken"})
 
 
-def settings(stack: str, overrides: list[str], token: str | None = TOKEN) -> Settings:
-    config, secret_keys = raw(stack, overrides, token)
+def settings(stack: str, overrides: list[str], token: str | None = TOKEN, stack_file: Path | None = None) -> Settings:
+    config, secret_keys = raw(stack, overrides, token, stack_file)
     return load_settings(config, stack, secret_keys)
 
 

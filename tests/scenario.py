@@ -196,12 +196,11 @@ def before_up(stack: Stack, monkeypatch: Any) -> str | None:
     """What `make up` does before `pulumi up` (``tools.state releases``) on the model's export: the line it stops with,
     having read Helm's storage in the loopback cluster through the kubeconfig the state's cluster outputs make (None:
     it goes on, with ``TPU_RL_RELEASES_IN_STATE`` set: ``releases_env``)."""
-    from tests.lifecycle_walk import settings
     from tools.state_export import platform_releases, releases_in_state, stranded_release
 
     export = exported(stack)
     held = releases_in_state(export)
-    loaded = settings(stack.name, stack.overrides)
+    loaded = stack.loaded()
     releases = platform_releases(loaded.kueue.install)
     problem = stranded_release(stack.name, export, held, releases, context=loaded.kube_context)
     if problem is None:

@@ -10,43 +10,48 @@ evaluates them (tests/github_expression.py)."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import stat
 import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
+from tests.deploy_rounds import (
+    BASH,
+    DEPLOY,
+    JOB,
+    JOBS,
+    JQ,
+    STEPS,
+    TOKEN,
+    WORKFLOWS,
+    check_round,
+    github_answers,
+    index,
+    pull_request,
+    rule,
+    run_step,
+    stack_step,
+    up_env,
+    with_check_tool,
+    write,
+)
 from tests.fake_pulumi import CLEAN, calls, checkout, install
 from tests.github_expression import evaluate, render, render_text
 from tools.stack_files import ROOT
 
-WORKFLOWS = ROOT / ".github" / "workflows"
-DEPLOY = yaml.safe_load((WORKFLOWS / "deploy.yml").read_text())
 PREVIEW = yaml.safe_load((WORKFLOWS / "preview.yml").read_text())
-JOBS: dict[str, Any] = DEPLOY["jobs"]
-JOB = JOBS["deploy"]
-STEPS = JOB["steps"]
 ROUNDS = 13
 """Round 0 (the job `deploy`) and the continuations `continue-1` ... `continue-12`."""
 CONTINUATIONS = [f"continue-{n}" for n in range(1, ROUNDS)]
 HOSTED_JOB_LIMIT_MINUTES = 360
 """GitHub-hosted runners: "Each job in a workflow can run for up to 6 hours of execution time" (GitHub Docs, Actions
 limits)."""
-BASH = shutil.which("bash")
-JQ = shutil.which("jq")
 MAKE = shutil.which("make")
 REVIEWED = "deploy-${{ inputs.stack }}"
 CONTINUED = "deploy-${{ inputs.stack }}-continued"
-
-
-def index(text: str) -> int:
-    return next(i for i, s in enumerate(STEPS) if s.get("uses", "").startswith(text) or text in s.get("run", ""))
 
 
 def test_deploys_are_started_by_hand_never_by_a_pull_request():
@@ -199,115 +204,6 @@ def test_up_is_bounded_below_the_runners_job_limit_and_the_rounds_outlast_a_trai
     assert ROUNDS * minutes / 60 > 48.5, "longer than a training's wait: 2 attempts x (24 h + 15 min)"
 
 
-def write(folder: Path, name: str, text: str) -> None:
-    path = folder / name
-    path.write_text(text)
-    path.chmod(path.stat().st_mode | stat.S_IEXEC)
-
-
-def run_step(
-    tmp_path: Path, text: str, env: dict[str, str], cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    assert BASH is not None
-    script = tmp_path / "step.sh"
-    script.write_text(text)
-    environment = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", **env}
-    return subprocess.run(
-        [BASH, "--noprofile", "--norc", "-euo", "pipefail", str(script)],
-        env=environment,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-
-
-def round_env(tmp_path: Path, **values: str) -> dict[str, str]:
-    """The round step's environment as the runner sets it: GitHub's variables for a dispatch of `main`, and what the
-    fake `curl` answers (``CURL_*``)."""
-    return {
-        "GITHUB_API_URL": "https://api.github.com",
-        "GITHUB_REPOSITORY": "acme/tpu-rl",
-        "GITHUB_TOKEN": TOKEN,
-        "CURL_BODY": str(tmp_path / "answer.json"),
-        "CURL_STATUS": "200",
-        "CURL_EXIT": "0",
-        "CURL_LOG": str(tmp_path / "curl.log"),
-        "GITHUB_REF": "refs/heads/main",
-        "GITHUB_REF_NAME": "main",
-        "GITHUB_REF_TYPE": "branch",
-        "GITHUB_REF_PROTECTED": "true",
-        "GITHUB_RUN_ID": "4242",
-        "GITHUB_RUN_ATTEMPT": "1",
-        "GITHUB_SHA": "a" * 40,
-        "GITHUB_OUTPUT": str(tmp_path / "output"),
-        "DEFAULT_BRANCH": "main",
-        "STACK": "prod",
-        "ROUND_JOB": "deploy",
-        "APPROVED_ATTEMPT": "",
-        **values,
-    }
-
-
-TOKEN = "ghs_" + "T" * 36
-"""The job's GITHUB_TOKEN (its shape: ``ghs_`` and 36 characters)."""
-
-
-def rule(kind: str, ruleset: int = 42, **parameters: Any) -> dict[str, Any]:
-    """One entry of GitHub's answer to ``GET /repos/{owner}/{repo}/rules/branches/{branch}`` ("Get rules for a
-    branch", https://docs.github.com/en/rest/repos/rules: every rule of every active ruleset that targets the branch,
-    whatever the level it is set at), with the ruleset it comes from."""
-    entry: dict[str, Any] = {"type": kind}
-    if parameters:
-        entry["parameters"] = parameters
-    return {**entry, "ruleset_source_type": "Repository", "ruleset_source": "acme/tpu-rl", "ruleset_id": ruleset}
-
-
-def pull_request(**changed: Any) -> dict[str, Any]:
-    """The `pull_request` rule of a ruleset that makes a branch reviewed (the REST API's
-    ``repository-rule-pull-request`` parameters), with ``changed`` set."""
-    parameters = {
-        "required_approving_review_count": 1,
-        "dismiss_stale_reviews_on_push": True,
-        "require_code_owner_review": False,
-        "require_last_push_approval": True,
-        "required_review_thread_resolution": False,
-        "allowed_merge_methods": ["merge", "squash", "rebase"],
-        **changed,
-    }
-    return rule("pull_request", **parameters)
-
-
-REVIEWED_RULES = [rule("deletion"), rule("non_fast_forward"), pull_request()]
-FAKE_CURL = r"""#!/bin/bash
-# GitHub's REST API as curl hands it over with --write-out '\n%{http_code}': the body, a newline, the status.
-printf '%s\n' "$@" > "$CURL_LOG.argv"
-cat > "$CURL_LOG.stdin"
-[ -e "$CURL_BODY" ] && cat "$CURL_BODY"
-printf '\n%s' "$CURL_STATUS"
-exit "$CURL_EXIT"
-"""
-
-
-def github_answers(tmp_path: Path, rules: Any = None, body: str | None = None) -> None:
-    """The fake `curl` on the step's PATH, and what GitHub answers: ``rules`` as JSON, or ``body`` as it is."""
-    folder = tmp_path / "bin"
-    folder.mkdir(exist_ok=True)
-    write(folder, "curl", FAKE_CURL)
-    text = body if body is not None else json.dumps(REVIEWED_RULES if rules is None else rules)
-    (tmp_path / "answer.json").write_text(text)
-
-
-def check_round(tmp_path: Path, **values: str) -> tuple[subprocess.CompletedProcess[str], str]:
-    output = tmp_path / "output"
-    output.write_text("")
-    if not (tmp_path / "bin" / "curl").exists():
-        github_answers(tmp_path)
-    done = run_step(tmp_path, STEPS[0]["run"], round_env(tmp_path, **values))
-    return done, output.read_text()
-
-
 @pytest.mark.skipif(BASH is None, reason="bash")
 def test_the_round_step_reads_what_the_runner_sets():
     step = STEPS[0]
@@ -453,19 +349,6 @@ def test_an_answer_the_round_cannot_read_refuses_in_one_line(tmp_path):
         ), body
 
 
-def up_env(tmp_path: Path, **values: str) -> dict[str, str]:
-    env = {
-        "CALLS": str(tmp_path / "calls"),
-        "GITHUB_OUTPUT": str(tmp_path / "output"),
-        "STACK": "prod",
-        "ROUND": "0",
-        "UP_MINUTES": "0.005",
-        **values,
-    }
-    (tmp_path / "output").write_text("")
-    return env
-
-
 @pytest.mark.skipif(BASH is None or shutil.which("timeout") is None, reason="bash and coreutils' timeout")
 def test_an_up_stopped_at_its_bound_asks_for_the_next_round_until_the_last(tmp_path):
     """The bound and the rounds, with a `make` that waits for Ctrl-C as `pulumi up` does (what `make up` itself does
@@ -569,20 +452,11 @@ def test_make_up_gets_the_stack_files_home_through_tools_state_select_and_no_oth
 def stack_files(tmp_path: Path, dev_project: str, prod_project: str, backend: str = "gs://acme-{stack}-state") -> Path:
     """What the stack step finds: the checkout's check tool, the venv's python and the two stack files, each
     recording ``backend`` (``{stack}`` the stack's name) unless it is empty."""
-    root = tmp_path / "checkout"
-    (root / "tools").mkdir(parents=True)
-    (root / ".venv" / "bin").mkdir(parents=True)
-    (root / ".venv" / "bin" / "python").symlink_to(sys.executable)
-    shutil.copy(ROOT / "tools" / "check_pulumi_project.py", root / "tools")
+    root = with_check_tool(tmp_path / "checkout")
     for stack, project in (("dev", dev_project), ("prod", prod_project)):
         record = f"  tpu-rl:stateBackend: {backend.replace('{stack}', stack)}\n" if backend else ""
         (root / f"Pulumi.{stack}.yaml").write_text(f"config:\n  gcp:project: {project}\n{record}")
     return root
-
-
-def stack_step(tmp_path: Path, root: Path, stack: str) -> subprocess.CompletedProcess[str]:
-    env = {"STACK": stack, "GITHUB_OUTPUT": str(tmp_path / "output")}
-    return run_step(tmp_path, STEPS[index("tools/check_pulumi_project.py --get")]["run"], env, cwd=root)
 
 
 @pytest.mark.skipif(BASH is None, reason="bash")

@@ -1,19 +1,11 @@
 """The judge of the PR preview (``policy/judge_preview.py``) on preview digests written as ``pulumi preview --json
---show-sames`` writes them, against the pack as the engine runs it (``tests/analyzer.py``).
-
-A digest is built here from an offline plan with the field names of pulumi's Go structs (pulumi/pulumi at 1b59498:
-``pkg/display/json.go`` ``PreviewDigest``, ``PreviewStep``; ``sdk/go/common/apitype/core.go`` ``ResourceV3``) and
-the values ``pkg/backend/display/json.go`` writes: ``getPreviewMetadataStep`` serialises a step's states with
-``stateForJSONOutput`` (every secret the string ``[secret]``: ``massagePropertyValue``) and
-``stack.SerializeResource`` (an unknown the ``computedValuePlaceholder`` string, empty maps and false flags left out:
-``omitempty``), and ``json.MarshalIndent`` prints it (numbers as Go prints a float64: ``8``, not ``8.0``; ``<``,
-``>``, ``&`` escaped).
+--show-sames`` writes them (``tests/preview_digest.py``: from an offline plan, with the field names of pulumi's Go
+structs and the values its JSON display writes), against the pack as the engine runs it (``tests/analyzer.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import json
 import shutil
@@ -31,98 +23,12 @@ from policy import judge_preview
 from tests import analyzer
 from tests.analyzer import Pack
 from tests.conftest import plan_of
+from tests.preview_digest import HOSTILE, JOBSET, digest, hostile, image, load_balancer, written
 from tests.pure_plan import per_mutant_cache, pure_plan
 from tools.plan.offline import SECRET_SIG, SECRET_SIG_KEY, UNKNOWN, Plan
 from tools.stack_files import ROOT
 
 STACKS = ("dev", "prod")
-SERVICE = "kubernetes:core/v1:Service"
-JOBSET = analyzer.JOBSET
-
-
-# ---------------------------------------------------------------------------------------------
-# A digest as the CLI writes it
-
-
-def _massaged(value: Any) -> Any:
-    """``massagePropertyValue`` without ``--show-secrets``, then the JSON Go writes of a float64."""
-    if isinstance(value, analyzer.Secret):
-        return judge_preview.SECRET
-    if isinstance(value, dict):
-        if value.get(SECRET_SIG_KEY) == SECRET_SIG:
-            return judge_preview.SECRET
-        return {k: _massaged(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_massaged(v) for v in value]
-    if isinstance(value, Unknown):
-        return UNKNOWN
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
-        return int(value)
-    return value
-
-
-def _state(urn: str, type_: str, inputs: Mapping[str, Any], outputs: Mapping[str, Any], *, custom: bool = True,
-           parent: str = "", protect: bool = False) -> dict[str, Any]:  # fmt: skip
-    """An ``apitype.ResourceV3`` as ``SerializeResource`` fills it (``omitempty`` fields left out when empty)."""
-    state: dict[str, Any] = {"urn": urn, "custom": custom, "type": type_}
-    if inputs:
-        state["inputs"] = _massaged(dict(inputs))
-    if outputs:
-        state["outputs"] = _massaged(dict(outputs))
-    if parent:
-        state["parent"] = parent
-    if protect:
-        state["protect"] = True
-    return state
-
-
-def _wire_inputs(plan: Plan, r: Mapping[str, Any]) -> Any:
-    """What the engine holds of the resource's inputs: the program's own Struct where the plan ran it."""
-    sent = plan.wire.get((r["type"], r["name"]))
-    return sent[0] if sent is not None else r["inputs"]
-
-
-def _urn(plan: Plan, type_: str, name: str) -> str:
-    """The resource's URN (the mock monitor's, keyed by name: a component and its provider may share one)."""
-    urn = analyzer._urn(plan, type_, name)
-    if urn.split("::")[2].rsplit("$", 1)[-1] == type_:
-        return urn
-    return f"urn:pulumi:{plan.stack}::tpu-rl::{type_}::{name}"
-
-
-def digest(plan: Plan, op: str = "create") -> dict[str, Any]:
-    """The ``PreviewDigest`` of a preview of ``plan``: every resource a ``create`` (a stack with nothing created), or
-    ``same`` (a stack already up to date: the old state's outputs are the live objects)."""
-    stack_urn = f"urn:pulumi:{plan.stack}::tpu-rl::pulumi:pulumi:Stack::tpu-rl-{plan.stack}"
-    root = _state(stack_urn, "pulumi:pulumi:Stack", {}, {}, custom=False)
-    steps: list[dict[str, Any]] = [
-        {"op": op, "urn": stack_urn, **({"oldState": root} if op == "same" else {}), "newState": root}
-    ]
-    for r in plan.resources:
-        urn = _urn(plan, r["type"], r["name"])
-        o = r["options"]
-        parent = analyzer._urn(plan, "", o["parent"]) if o.get("parent") else stack_urn
-        inputs = _wire_inputs(plan, r)
-        new = _state(urn, r["type"], inputs, {}, parent=parent, protect=bool(o.get("protect")))
-        step: dict[str, Any] = {"op": op, "urn": urn, "provider": "", "newState": new, "detailedDiff": None}
-        if op == "same":
-            live = analyzer.outputs(plan, r, preview=False)
-            step["oldState"] = _state(urn, r["type"], inputs, live, parent=parent, protect=bool(o.get("protect")))
-        steps.append({k: v for k, v in step.items() if v != ""})
-    return {
-        "config": {"tpu-rl:hfToken": judge_preview.SECRET, "tpu-rl:project": "p"},
-        "steps": steps,
-        "duration": 4_200_000_000,
-        "changeSummary": {op: len(steps)},
-    }
-
-
-def written(document: Mapping[str, Any]) -> str:
-    """The text ``json.MarshalIndent(&digest, "", "    ")`` prints (HTML characters escaped, as Go's encoder does)."""
-    text = json.dumps(document, indent=4, ensure_ascii=False)
-    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028")):
-        text = text.replace(char, escaped)
-    return text + "\n"
 
 
 def judged(document: Mapping[str, Any], stack: str, *, remembered: bool = True) -> list[judge_preview.Finding]:
@@ -228,37 +134,7 @@ def test_an_unchanged_preview_of_each_example_stack_judges_every_same_step(stack
 
 
 def _hostile(change) -> Plan:
-    plan = copy.deepcopy(pure_plan("prod"))
-    change(plan)
-    return plan
-
-
-def _image(image: Any):
-    def change(plan: Plan) -> None:
-        train = next(r for r in plan.resources if r["type"] == JOBSET)
-        spec = train["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-        spec["containers"][0]["image"] = image
-
-    return change
-
-
-def _load_balancer(plan: Plan) -> None:
-    service = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": "exposed", "namespace": "tpu-rl"},
-        "spec": {"type": "LoadBalancer", "ports": [{"port": 443}], "selector": {"app": "tpu-rl"}},
-    }
-    plan.resources.append(
-        {"type": SERVICE, "name": "exposed", "inputs": service, "options": {"protect": False, "parent": None}}
-    )
-
-
-HOSTILE = {
-    "a JobSet with an image from Docker Hub": (_image("docker.io/library/python:3.12"), {"trusted-registries"}),
-    "a JobSet with an unpinned image": (_image("us-docker.pkg.dev/cloud-tpu-images/inference/x:latest"), None),
-    "a LoadBalancer Service": (_load_balancer, {"no-exposed-services"}),
-}
+    return hostile(pure_plan("prod"), change)
 
 
 @per_mutant_cache
@@ -292,13 +168,13 @@ def test_a_value_the_digest_does_not_show_is_not_judged_harmless(placeholder):
     unknown (inside a secret, for ``[secret]``): the policies that read it say they cannot judge it (advisory, "can't
     run policy ... during preview"), as they do in the engine, and the verdict says so; a known forbidden image in the
     same place is mandatory."""
-    plan = _hostile(_image(placeholder))
+    plan = _hostile(image(placeholder))
     found = judged(digest(plan), "prod")
     images = [f for f in found if f.policy in ("trusted-registries", "pinned-images")]
     assert images and all(f.unjudged and f.level == "advisory" for f in images), images
     assert all("image" in f.message for f in images)
     if placeholder == UNKNOWN:
-        assert _key(found) == _key(engine_findings(_hostile(_image(Unknown())), "prod"))
+        assert _key(found) == _key(engine_findings(_hostile(image(Unknown())), "prod"))
 
 
 @pytest.mark.pure
@@ -419,7 +295,7 @@ def test_the_judge_runs_as_a_file_of_the_pack_and_fails_on_a_mandatory_finding(t
     pack, env = _pack_copy(tmp_path)
     clean, hostile = tmp_path / "clean.json", tmp_path / "hostile.json"
     clean.write_text(written(digest(pure_plan("prod"))))
-    hostile.write_text(written(digest(_hostile(_load_balancer))))
+    hostile.write_text(written(digest(_hostile(load_balancer))))
     summary = tmp_path / "verdict.md"
 
     stack_file = ("--stack-file", str(ROOT / "Pulumi.prod.yaml"))
@@ -510,7 +386,7 @@ def test_an_unreadable_digest_and_a_stack_without_config_exit_2(tmp_path, capsys
 def test_the_summary_names_steps_and_findings_and_no_value():
     """The comment shows ops, types, names and the pack's messages: no property value (a secret is never in the
     digest; the program's other values stay out of the comment too)."""
-    plan = _hostile(_load_balancer)
+    plan = _hostile(load_balancer)
     secret_like = "hf_NOTINTHECOMMENTabcdefghijklmnopqrstuvwx"
     next(r for r in plan.resources if r["name"] == "exposed")["inputs"]["metadata"]["annotations"] = {
         "note": secret_like
@@ -602,7 +478,7 @@ def test_the_workflows_judge_step_ends_the_branch_first_and_fails_the_job_on_a_m
     assert log.read_text() == "ended\njudged\n"
     assert "no mandatory finding" in (temp / "verdict.md").read_text()
 
-    digest_file.write_text(written(digest(_hostile(_load_balancer))))
+    digest_file.write_text(written(digest(_hostile(load_balancer))))
     failed = _run_step(how)
     assert failed.returncode == 1
     assert "mandatory: no-exposed-services: kubernetes:core/v1:Service::exposed:" in failed.stdout
