@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from core.steps import STEPS
 
-VERSION = "0.1.0"
+VERSION = "0.2.0"
 """This checkout's version: the newest of ``RELEASES``."""
 STEPS_IN_STATE = "TPU_RL_STEPS_IN_STATE"
 """What `make up` hands the program: the state's ``version`` output and each step's name (``tools/state.py``
@@ -41,6 +41,13 @@ RELEASES = (
         tuple(STEPS),
         "a step's name hashes its programs without their comments and docstrings; the programs import what they share "
         "(hf_model.py, shown.py) as files of their ConfigMap; the TPU workers mount no API token",
+    ),
+    Release(
+        "0.2.0",
+        "2026-12-07",
+        tuple(STEPS),
+        "training reads its staged dataset (HF_DATASETS_OFFLINE=0); each fault of training gets its own verdict; one "
+        "JSON reader and core's redaction ship in every step's ConfigMap; the steps' lines name make up",
     ),
 )
 """Every release, oldest first. A state without a ``version`` output was written before 0.1.0."""

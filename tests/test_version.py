@@ -62,15 +62,19 @@ def test_the_releases_since_a_version_and_the_line_that_names_them():
     each release since that renames one of the steps, with its reason; a step no release renames is the
     configuration's doing."""
     assert since("0.0.9") == RELEASES and since("") == RELEASES and since(RELEASES[0].version) == RELEASES[1:]
-    (release,) = RELEASES
-    again = (release.reruns[-1],)
+    first, newest = RELEASES[0], RELEASES[-1]
+    again = (newest.reruns[-1],)
+    every = "; ".join(f"{r.version}: {r.why}" for r in RELEASES if again[0] in r.reruns)
     assert why_again(InState("0.0.9", {}), again) == (
-        f"the state was written by tpu-rl 0.0.9, and this is {VERSION} (CHANGELOG.md: {release.version}: {release.why})"
+        f"the state was written by tpu-rl 0.0.9, and this is {VERSION} (CHANGELOG.md: {every})"
     )
     assert why_again(InState("", {}), again) == (
-        f"the state was written by a tpu-rl older than 0.1.0, and this is {VERSION} (CHANGELOG.md: "
-        f"{release.version}: {release.why})"
+        f"the state was written by a tpu-rl older than 0.1.0, and this is {VERSION} (CHANGELOG.md: {every})"
     )
+    assert why_again(InState(first.version, {}), again) == (
+        f"the state was written by tpu-rl {first.version}, and this is {VERSION} (CHANGELOG.md: "
+        f"{newest.version}: {newest.why})"
+    ), "only the releases since the state's version"
     assert why_again(InState("0.0.9", {}), ("not-a-step",)) == "the configuration changed what they run"
     assert in_state(json.dumps({"version": 3, "steps": {"train": "t"}})) == InState("", {"train": "t"})
     assert in_state(json.dumps({"steps": {"train": "t", 7: "x"}})) == InState("", {"train": "t", "7": "x"})
