@@ -357,12 +357,14 @@ logs: $(VENV)/.installed
 maintenance: $(VENV)/.installed
 	$(PY) -m tools.maintenance --stack $(STACK)$(if $(FORCE), --force)
 
-# Every step of the stack's plan rehearsed on this machine before any TPU is billed (tools/rehearse/cli.py,
+# Every step of the stack's plan rehearsed on this machine before any TPU is billed (tools/rehearse/rehearsal.py,
 # docs/first-run.md "Rehearse first"): the steps' rendered scripts with MaxText's code and the image's package set
-# (Python 3.12: PYTHON312= names one) against a Cloud Storage emulator and a loopback Hub; STEP= one step alone.
+# (Python 3.12: PYTHON312= names one) against a Cloud Storage emulator and a loopback Hub; STEP= one step alone;
+# SET='key=value ...' overrides the stack file's keys (tools.plan's --set: a step the stack leaves off, say).
 PYTHON312 ?=
+SET ?=
 rehearse: $(VENV)/.installed-dev
-	$(PY) -m tools.rehearse --stack $(STACK)$(if $(STEP), --step $(STEP))$(if $(PYTHON312), --python312 '$(PYTHON312)')
+	$(PY) -m tools.rehearse --stack $(STACK)$(if $(STEP), --step $(STEP))$(if $(PYTHON312), --python312 '$(PYTHON312)')$(foreach s,$(SET), --set '$(s)')
 
 # Reward curves, before/after accuracy, config diff and chip-hours of the stack's run: build/report-<stack>/
 report: $(VENV)/.installed

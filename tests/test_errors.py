@@ -194,6 +194,7 @@ BROAD_HANDLERS = {
     "workloads/observe/scalars.py": (1, "a record cut short ends the file, as TensorBoard itself treats it"),
     "tools/process.py": (1, "a fault of tpu-rl's at a command's entry point: one line naming it, exit 70"),
     "tools/plan/offline.py": (1, "the program's own error, returned to the caller that asked for it"),
+    "tools/rehearse/hub.py": (1, "a request the loopback Hub cannot serve is a 500 the client reads, not a reset"),
     "policy/tpu_rl_policies/resources.py": (2, "a malformed shape is a finding, never a traceback"),
 }
 """Where a handler may catch ``Exception``: path -> (how many, why). Everywhere else a seam catches what its client

@@ -28,6 +28,8 @@ from tests.fake_hub_write import (
     new_repo,
 )
 from tests.loopback import serve
+from tools.rehearse.hub import HubHandler
+from tools.rehearse.hub_repos import Hub, StandIns, filled_repo
 
 PRELUDE = """
 import json, os, sys
@@ -238,6 +240,44 @@ def test_failures_the_client_sees(tmp_path):
     assert out["commits"] == ["Upload notes.txt with huggingface_hub", "initial commit"]
     assert hub.repos[PUBLIC_REPO].head().tree["notes.txt"].data == b"hello"
     assert hub.fail == {}
+
+
+@pytest.mark.slow
+def test_the_rehearsals_accounts_and_where_a_file_is_stored(tmp_path):
+    """The rehearsal's Hub (``StandIns``): its pods' write token creates and uploads, the read token reads the served
+    repositories and writes nothing, any other token is a 401; the upload's files go to LFS as the Hub decides, by
+    the branch's ``.gitattributes`` (``*.safetensors``), by a NUL in the first bytes (the card's PNG), else regular."""
+    read, write = "hf_rehearsalREAD", "hf_rehearsalWRITE"
+    hub = Hub(StandIns(read, write))
+    hub.add(filled_repo("google/base", {"config.json": b"{}", "tokenizer.json": b"{}"}, extra_lfs=("tokenizer.json",)))
+    folder = tmp_path / "export"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"weights")
+    (folder / "reward-curve.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    (folder / "config.json").write_text("{}")
+    script = f"""
+    out["read"] = outcome(lambda: [s.rfilename for s in api.model_info("google/base", token={read!r}).siblings])
+    out["read token writes"] = outcome(api.create_repo, "org/model", token={read!r})
+    out["unknown token"] = outcome(api.model_info, "google/base", token="hf_other")
+    api.create_repo("org/model", private=True, token={write!r})
+    upload = lambda: api.upload_folder(repo_id="org/model", folder_path={str(folder)!r}, token={write!r}).oid
+    out["upload"] = outcome(upload)
+    """
+    with serve(type("RehearsalHub", (HubHandler,), {"hub": hub})) as url:
+        out = run_client(url, script, tmp_path, token="")
+
+    assert out["read"] == ["ok", [".gitattributes", "config.json", "tokenizer.json"]]
+    assert out["read token writes"] == ["HfHubHTTPError", 403]
+    assert out["unknown token"] == ["HfHubHTTPError", 401]
+    assert out["upload"][0] == "ok"
+    stored = {name: blob.lfs for name, blob in hub.repos["org/model"].head().tree.items()}
+    assert stored == {
+        ".gitattributes": False,
+        "model.safetensors": True,
+        "reward-curve.png": True,
+        "config.json": False,
+    }
+    assert hub.repos["google/base"].head().tree["tokenizer.json"].lfs
 
 
 def _sha256(data: bytes) -> str:

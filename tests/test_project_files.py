@@ -123,7 +123,8 @@ def test_make_up_selects_the_stack_where_its_state_lives_and_runs_pulumi_up():
         "make lint",
         '  make maxtext VERSION="$MAXTEXT" LOADER="$PY312"',
         '  make rehearse STACK=dev PYTHON312="$PY312"',
-        '  make rehearse STACK=prod PYTHON312="$PY312"',
+        '  make rehearse STACK=prod PYTHON312="$PY312" SET="tpu-rl:workflow.steps.evaluate=true '
+        'tpu-rl:publish.repo=my-org/gemma4-26b-grpo"',
         "make test-slow",
     ], "CI: the README's test command first on the fresh clone (its budget counts the install), then lint, MaxText's "
     "loader venv (its loader and mesh tests), both stacks' rehearsals, slow tier"

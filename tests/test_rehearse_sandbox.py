@@ -83,9 +83,9 @@ def test_a_jobset_of_no_step_is_refused():
         sandbox.step_pods(objects)
 
 
-def test_the_rehearsals_python3_gives_torchs_stand_in_to_the_steps_programs_alone(tmp_path):
-    """A step's program runs with torch's stand-in on its path; MaxText's modules never do, even when a program
-    (training's launcher) starts them with its own environment."""
+def test_the_rehearsals_python3_runs_every_call_on_the_images_path(tmp_path):
+    """Every call gets the image's PYTHONPATH, whatever its caller's environment held (training's launcher starts
+    MaxText with its own), and every call is written down in order."""
     import subprocess
 
     from tools.rehearse.run import SHIM
@@ -99,14 +99,37 @@ def test_the_rehearsals_python3_gives_torchs_stand_in_to_the_steps_programs_alon
         "PATH": "/usr/bin:/bin",
         "REHEARSE_PYTHON": str(python),
         "REHEARSE_PYTHONPATH": "/deps/src",
-        "REHEARSE_LEFT_OUT": "/left-out",
         "REHEARSE_CALLS": str(tmp_path / "calls"),
-        "PYTHONPATH": "/left-out:/deps/src",  # what the launcher's own environment holds
+        "PYTHONPATH": "/elsewhere:/deps/src",  # what the launcher's own environment holds
     }
 
     def path_of(*argv: str) -> str:
         return subprocess.run([str(shim), *argv], env=env, capture_output=True, text=True, check=True).stdout.strip()
 
-    assert path_of("/tpu-rl/launch.py") == "/left-out:/deps/src"
+    assert path_of("/tpu-rl/launch.py") == "/deps/src"
     assert path_of("-m", "maxtext.trainers.post_train.rl.train_rl").splitlines()[-1] == "/deps/src"
     assert (tmp_path / "calls").read_text().splitlines() == ["launch.py", "-m maxtext.trainers.post_train.rl.train_rl"]
+
+
+def test_a_steps_line_says_what_it_wrote_to_the_hub_and_what_its_program_said_last(tmp_path):
+    """Only the branches a step made or moved are named, with what they then hold; a program's own closing line is
+    said when no stand-in spoke for the step."""
+    from tools.rehearse.hub_repos import Blob, Hub, StandIns, filled_repo, new_repo
+    from tools.rehearse.rehearsal import describe, heads, written
+    from tools.rehearse.run import Outcome
+
+    hub = Hub(StandIns("r", "w"))
+    hub.add(filled_repo("google/base", {"config.json": b"{}"}))
+    before = heads(hub)
+    hub.add(new_repo("org/model", private=True))
+    hub.repos["org/model"].commit("run-1", "tpu-rl", {"model.safetensors": Blob(b"w" * 2_000_000, lfs=True)})
+    lines = written(hub, before)
+    assert [line.split(" is commit ")[0] for line in lines] == [
+        "the Hub's org/model (private) @main",
+        "the Hub's org/model (private) @run-1",
+    ]
+    assert lines[1].endswith(": 1 files, 2.0 MB, 1 in LFS (model.safetensors)")
+    outcome = Outcome("publish", 0, 7.0, (), ("publish_hub.py",), tmp_path / "log", "", "tpu-rl publish: done")
+    assert describe(outcome, lines[1:]) == (
+        f"publish: passed in 7 s; ran publish_hub.py; it said: tpu-rl publish: done; {lines[1]}"
+    )

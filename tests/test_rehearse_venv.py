@@ -24,14 +24,15 @@ tzdata>=2026.4 ; sys_platform == 'emscripten' or sys_platform == 'win32'
 """
 
 
-def test_the_list_loses_what_is_left_out_and_nothing_else():
-    kept = venv.without(LISTED, venv.LEFT_OUT).splitlines()
-    assert kept == [line for line in LISTED.splitlines() if not line.startswith(("torch==", "torchvision=="))]
-    assert "torchax>=0.0.13" in kept, "a package whose name starts like a left-out one stays"
-
-
-def test_what_is_left_out_is_kept_out_of_every_dependency_by_a_marker_that_never_holds():
-    assert venv.never(venv.LEFT_OUT) == "torch ; sys_platform == 'never'\ntorchvision ; sys_platform == 'never'\n"
+def test_a_stood_in_package_keeps_its_release_without_the_local_build_and_nothing_else_changes():
+    listed = LISTED + "torch==2.11.0+cpu ; sys_platform == 'linux'\n"
+    kept = venv.stood_in(listed, venv.STOOD_IN).splitlines()
+    changed = {(a, b) for a, b in zip(listed.splitlines(), kept, strict=True) if a != b}
+    assert changed == {
+        ("torch==2.11.0+cpu", "torch==2.11.0"),
+        ("torchvision==0.26.0+cpu", "torchvision==0.26.0"),
+        ("torch==2.11.0+cpu ; sys_platform == 'linux'", "torch==2.11.0 ; sys_platform == 'linux'"),
+    }, "torchax (a name that starts like torch) and every other line stay as listed"
 
 
 def test_the_list_is_read_from_the_wheel(tmp_path):

@@ -17,11 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import UnavailableError
-from tools.rehearse.hub import Hub, HubServer, Repository
+from tools.rehearse.hub import HubServer
+from tools.rehearse.hub_repos import Accounts, Hub, Repo, filled_repo
 
 START_SECONDS = 10.0
-HUB_COMMIT = "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed"
-"""The commit every repository of the rehearsal's Hub is at (``main`` names it)."""
+CARD = b"---\nlicense: apache-2.0\n---\n"
+"""The card of a served repository without a README of its own (the Hub reads ``cardData`` from its front matter)."""
+EXTRA_LFS = ("tokenizer.json",)
+"""What a served repository keeps in LFS beyond the Hub's default patterns (Gemma's repositories add this)."""
 
 
 class WorldError(UnavailableError):
@@ -47,14 +50,18 @@ def _gcs_binary() -> str:
 @dataclass
 class Cloud:
     root: Path
+    accounts: Accounts
     gcs_url: str = ""
-    hub: Hub = field(default_factory=Hub)
+    hub: Hub = field(init=False)
     _gcs: subprocess.Popen[bytes] | None = None
     _hub: HubServer | None = None
 
     @property
     def hub_url(self) -> str:
         return self._hub.url if self._hub else ""
+
+    def __post_init__(self) -> None:
+        self.hub = Hub(self.accounts)
 
     def start(self) -> Cloud:
         port = _free_port()
@@ -88,11 +95,13 @@ class Cloud:
             if err.code != 409:  # 409: it exists (a later step's rehearsal on the bucket as it was left)
                 raise WorldError(f"fake-gcs-server refused to make bucket {name} (HTTP {err.code})") from None
 
-    def serve(self, kind: str, name: str, folder: Path) -> Repository:
-        files = {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-        repository = Repository(kind, name, HUB_COMMIT, files, {"license": "apache-2.0"})
-        self.hub.add(repository)
-        return repository
+    def serve(self, kind: str, name: str, folder: Path) -> Repo:
+        """A public repository whose ``main`` holds ``folder``'s files."""
+        files = {"README.md": CARD}
+        files |= {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+        repo = filled_repo(name, files, repo_type=kind, extra_lfs=EXTRA_LFS)
+        self.hub.add(repo)
+        return repo
 
     def copy_folder(self, source: str, target: str, marker: str = "") -> int:
         """Copy every object under the ``gs://`` folder ``source`` to ``target`` (a rewrite inside the emulator), and

@@ -22,6 +22,7 @@ import hashlib
 import shutil
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,10 @@ from core.knobs import DATASETS
 from core.names import HF_SECRET, HF_WRITE_SECRET
 from core.settings import Settings
 from core.steps import STEPS, StepName
+from tools.notices import hide_python_version_notice
 from tools.rehearse import run, sandbox, venv
 from tools.rehearse.cloud import Cloud
+from tools.rehearse.hub_repos import Hub, StandIns
 from tools.stack_files import ROOT, load_stack
 from workloads.container.checkpoint_scan import COMMIT_FILE
 from workloads.specs.step_specs import plan_workflow
@@ -139,9 +142,34 @@ def stand_in_checkpoint(world: Cloud, on_slice: Any, source: Any, training: Any)
     )
 
 
-def describe(outcome: run.Outcome) -> str:
+def heads(hub: Hub) -> dict[tuple[str, str], str]:
+    """Every branch of the Hub's repositories: (repository, branch) -> commit."""
+    return {(repo.id, branch): oid for repo in hub.repos.values() for branch, oid in repo.branches.items()}
+
+
+def written(hub: Hub, before: dict[tuple[str, str], str]) -> list[str]:
+    """What a step wrote to the Hub: each branch made or moved since ``before``, with what it now holds."""
+    lines = []
+    for (repo_id, branch), oid in sorted(heads(hub).items()):
+        if before.get((repo_id, branch)) == oid:
+            continue
+        repo = hub.repos[repo_id]
+        tree = repo.commits[oid].tree
+        in_lfs = sum(blob.lfs for blob in tree.values())
+        size = sum(len(blob.data) for blob in tree.values()) / 1e6
+        visibility = "private" if repo.private else "public"
+        lines.append(
+            f"the Hub's {repo_id} ({visibility}) @{branch} is commit {oid[:12]}: {len(tree)} files, {size:.1f} MB, "
+            f"{in_lfs} in LFS ({', '.join(sorted(tree))})"
+        )
+    return lines
+
+
+def describe(outcome: run.Outcome, wrote: Sequence[str] = ()) -> str:
     ran = ", ".join(dict.fromkeys(outcome.calls)) or "nothing"
-    facts = "; ".join(s for s in outcome.said if not s.startswith(("failed: ", "not run: ")))
+    said = [s for s in outcome.said if not s.startswith(("failed: ", "not run: "))]
+    closing = [f"it said: {outcome.closing}"] if outcome.closing and not said and outcome.code == 0 else []
+    facts = "; ".join([*said, *closing, *wrote])
     skipped = "; ".join(s.removeprefix("not run: ") for s in outcome.said if s.startswith("not run: "))
     verdict = "passed" if outcome.code == 0 else f"FAILED (exit {outcome.code})"
     line = f"{outcome.step}: {verdict} in {outcome.seconds:.0f} s; ran {ran}"
@@ -153,6 +181,7 @@ def describe(outcome: run.Outcome) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    hide_python_version_notice()  # the tool's own google-cloud-storage (the stand-in checkpoint's copy)
     args = parse(argv)
     settings = load_stack(args.stack, overrides=args.set)[0]
     pods = plan_pods(args.stack, args.set)
@@ -181,15 +210,15 @@ def rehearse(settings: Settings, pods: list[sandbox.StepPod], out: Path, python3
     print(
         f"venv: {made.folder.relative_to(ROOT)} ({'made' if made.made else 'reused'} in "
         f"{time.monotonic() - started:.0f} s): "
-        f"MaxText {venv.MAXTEXT_VERSION}'s post-training package list, less "
-        + "; ".join(f"{name} ({why})" for name, why in venv.LEFT_OUT.items())
+        f"MaxText {venv.MAXTEXT_VERSION}'s post-training package list, with "
+        + "; ".join(f"{name} ({why})" for name, why in venv.STOOD_IN.items())
         + "; the image's GitHub packages not installed: "
         + "; ".join(f"{name} ({why})" for name, why in venv.NOT_IN_LIST.items()),
         flush=True,
     )
     model = settings.model.spec
     folder = assets(made, model.maxtext_name)
-    cloud = Cloud(out).start()
+    cloud = Cloud(out, StandIns(STAND_IN_SECRETS[HF_SECRET], STAND_IN_SECRETS[HF_WRITE_SECRET])).start()
     try:
         cloud.bucket(settings.bucket_name)
         cloud.serve("model", model.hf_repo, folder / "model")
@@ -207,8 +236,9 @@ def rehearse(settings: Settings, pods: list[sandbox.StepPod], out: Path, python3
             for slice_step, source in stood_in(pod.step):
                 print(stand_in_checkpoint(cloud, steps[slice_step], steps[source], settings.training), flush=True)
             environment = sandbox.environment(pod, STAND_IN_SECRETS, env)
+            before = heads(cloud.hub)
             outcome = run.run_step(pod, out / pod.step, made.package, environment, out / f"{pod.step}.log")
-            print(describe(outcome), flush=True)
+            print(describe(outcome, written(cloud.hub, before)), flush=True)
             if outcome.code != 0:
                 raise RehearsalFailedError(
                     f"stack {settings.stack}'s step {outcome.step} failed its rehearsal: {outcome.last[:400]} "

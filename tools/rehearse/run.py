@@ -3,10 +3,9 @@
 The rehearsal's ``python3`` (``SHIM``) is the venv's interpreter, except where a call would need the slice, the
 cluster or what the rehearsal has not: ``python3 -m maxtext.<module>`` goes to ``inside/stand_in.py`` (the converters
 on the small model; train_rl up to its first device call); ``slice_state.py`` (the wait for the slice's workers, read
-from the cluster's API) is not run; a step's own program runs up to its import of torch, left out
-(``inside/left_out/torch``), and a write to the Hub, which the rehearsal's Hub refuses (``hub.READS_ONLY``), ends a
-step as passed up to there. Every call is written down, so the step's line says what ran. Training's script runs to
-its launcher line (``sandbox.launcher_cut``).
+from the cluster's API) is not run; every other program (the evaluation's and the publication's included) runs whole.
+Every call is written down, so the step's line says what ran. Training's script runs to its launcher line
+(``sandbox.launcher_cut``).
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools.rehearse import sandbox
-from tools.rehearse.hub import READS_ONLY
 from tools.rehearse.sandbox import StepPod
 
 INSIDE = Path(__file__).parent / "inside"
@@ -32,7 +30,7 @@ case "$1" in
   */slice_state.py) echo "tpu-rl rehearse: not run: slice_state.py $2 (the slice's workers, from the cluster's API)"
     exit 0 ;;
 esac
-PYTHONPATH="$REHEARSE_LEFT_OUT:$REHEARSE_PYTHONPATH" exec "$REHEARSE_PYTHON" "$@"  # never inherited by the next call
+PYTHONPATH="$REHEARSE_PYTHONPATH" exec "$REHEARSE_PYTHON" "$@"  # never inherited by the next call
 """
 STEP_SECONDS = 1200
 SAYS = "tpu-rl rehearse: "
@@ -50,6 +48,8 @@ class Outcome:
     log: Path
     last: str
     """The log's last line that says something (a failure's)."""
+    closing: str = ""
+    """The step's own program's last line (``tpu-rl <step>: ...``)."""
 
 
 def lay_out(pod: StepPod, root: Path, package: Path) -> Path:
@@ -92,7 +92,6 @@ def run_step(pod: StepPod, root: Path, package: Path, env: dict[str, str], log: 
         "MAXTEXT_PKG_DIR": str(root / "deps/src/maxtext"),
         "REHEARSE_CALLS": str(calls),
         "REHEARSE_STAND_IN": str(INSIDE / "stand_in.py"),
-        "REHEARSE_LEFT_OUT": str(INSIDE / "left_out"),
     }
     started = time.monotonic()
     with log.open("w") as out:
@@ -116,10 +115,9 @@ def run_step(pod: StepPod, root: Path, package: Path, env: dict[str, str], log: 
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     failed = [s for s in said if s.startswith("failed: ")]
     last = failed[-1] if failed else (lines[-1] if lines else "")
-    if code != 0 and READS_ONLY in last and not failed:
-        code, said = 0, (*said, f"not run: the write to the Hub it then makes ({READS_ONLY})")
     ran = tuple(calls.read_text().splitlines()) if calls.exists() else ()
-    return Outcome(pod.step, code, seconds, said, ran, log, last)
+    own = [line for line in lines if line.startswith("tpu-rl ") and not line.startswith(SAYS)]
+    return Outcome(pod.step, code, seconds, said, ran, log, last, own[-1] if own else "")
 
 
 def python_env(python: Path, small: Path) -> dict[str, str]:

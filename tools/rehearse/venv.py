@@ -5,12 +5,12 @@ MaxText's post-training image installs its Python packages from the wheel's own 
 ``UV_TORCH_BACKEND=cpu uv pip install --resolution=lowest -r <that file>`` (the wheel's
 ``dependencies/scripts/setup.sh`` ``install_post_training_deps``): every bound of the file is a lower one, so the
 lowest resolution installs exactly the versions the file was generated at. The venv here is made the same way, from
-the adopted wheel (``core/data/maxtext-<version>-record.json`` names it and its sha256), with what cannot be had on
-this machine left out, each named with why (``LEFT_OUT``); MaxText itself is not installed in it: each step's
-sandbox holds the wheel's ``maxtext/`` at ``/deps/src/maxtext``, where the image keeps it (``tools.rehearse.sandbox``).
+the adopted wheel (``core/data/maxtext-<version>-record.json`` names it and its sha256), with what this machine cannot
+have stood in for, each named with why (``STOOD_IN``); MaxText itself is not installed in it: each step's sandbox
+holds the wheel's ``maxtext/`` at ``/deps/src/maxtext``, where the image keeps it (``tools.rehearse.sandbox``).
 
 The venv is ``build/rehearse/venv-<version>``; its stamp records what it was made from (the wheel's sha256, the
-list's, what was left out, the interpreter), and a venv whose stamp differs is made again.
+list's, what was stood in for, the interpreter), and a venv whose stamp differs is made again.
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ from tools.stack_files import ROOT
 BUILD = ROOT / "build" / "rehearse"
 REQUIREMENTS = "dependencies/requirements/generated_requirements/tpu-post-train-requirements.txt"
 """The image's package list inside the wheel."""
-LEFT_OUT = {
-    "torch": "its CPU build (2.11.0+cpu) is on download.pytorch.org only, which this machine does not reach, and "
-    "PyPI's is the CUDA build (4.6 GB); no step's path before its accelerator call imports it (MaxText's converters "
-    "read safetensors with numpy)",
+STOOD_IN = {
+    "torch": "PyPI's build of the same release stands in for the image's CPU build (+cpu), which is on "
+    "download.pytorch.org only: the CUDA build, whose CUDA libraries (about 4 GB, once) are installed, unused on CPU",
     "torchvision": "as torch",
 }
-"""Packages of the image's list the venv does not install, with why (each one line of the rehearsal's output)."""
+"""Packages of the image's list pinned to a build this machine cannot have (a local version, ``==X+cpu``), installed
+at the same release from PyPI instead, with why (each named in the rehearsal's output)."""
 NOT_IN_LIST = {
     "vllm": "built from GitHub (the wheel's extra_deps/post_train_github_deps.txt), which this machine does not reach, "
     "and it needs a TPU or GPU: the rollout engine is where training's accelerator calls begin",
@@ -141,19 +141,17 @@ def requirements(wheel: Path) -> str:
         return archive.read(REQUIREMENTS).decode()
 
 
-def without(text: str, names: dict[str, str]) -> str:
-    """The list less the packages named (a line ``name==...``/``name>=...``, markers and all)."""
+def stood_in(text: str, names: dict[str, str]) -> str:
+    """The list with the packages named pinned to their release without its local version (``torch==2.11.0+cpu``:
+    ``torch==2.11.0``), markers and all; every other line as it is."""
     kept = []
     for line in text.splitlines():
-        name = line.split(";")[0].split("=")[0].split(">")[0].split("<")[0].strip().lower()
-        if name not in names:
-            kept.append(line)
+        requirement, marker, rest = line.partition(";")
+        name, pinned, version = requirement.partition("==")
+        if pinned and name.strip().lower() in names:
+            line = f"{name}=={version.strip().split('+')[0]}" + (f" {marker}{rest}" if marker else "")
+        kept.append(line)
     return "\n".join(kept) + "\n"
-
-
-def never(names: dict[str, str]) -> str:
-    """uv overrides that keep the packages out as dependencies of others too (a marker that never holds)."""
-    return "".join(f"{name} ; sys_platform == 'never'\n" for name in sorted(names))
 
 
 def ensure(python312: str = "", *, log: Path | None = None) -> Venv:
@@ -166,7 +164,7 @@ def ensure(python312: str = "", *, log: Path | None = None) -> Venv:
     stamp = {
         "wheel": _sha256(wheel),
         "requirements": hashlib.sha256(listed.encode()).hexdigest(),
-        "leftOut": sorted(LEFT_OUT),
+        "stoodIn": sorted(STOOD_IN),
         "python": python,
     }
     stamp_file = folder / "tpu-rl-rehearse.json"
@@ -175,11 +173,10 @@ def ensure(python312: str = "", *, log: Path | None = None) -> Venv:
     shutil.rmtree(folder, ignore_errors=True)
     shutil.rmtree(package.parent, ignore_errors=True)
     BUILD.mkdir(parents=True, exist_ok=True)
-    (BUILD / "requirements.txt").write_text(without(listed, LEFT_OUT))
-    (BUILD / "overrides.txt").write_text(never(LEFT_OUT))
+    (BUILD / "requirements.txt").write_text(stood_in(listed, STOOD_IN))
     uv = ROOT / ".venv" / "bin" / "uv"
-    # No UV_TORCH_BACKEND (the image's setting, for torch, which is left out): with it uv asks PyTorch's index for
-    # the packages it serves (triton among them), which this machine does not reach.
+    # No UV_TORCH_BACKEND (the image's setting, for torch, which PyPI's build stands in for): with it uv asks
+    # PyTorch's index for the packages it serves (triton among them), which this machine does not reach.
     env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
     steps = [
         [str(uv), "venv", "--quiet", "--python", python, str(folder)],
@@ -193,8 +190,6 @@ def ensure(python312: str = "", *, log: Path | None = None) -> Venv:
             "--resolution=lowest",
             "-r",
             str(BUILD / "requirements.txt"),
-            "--override",
-            str(BUILD / "overrides.txt"),
         ],
     ]
     for command in steps:
