@@ -382,7 +382,7 @@ lint: $(VENV)/.installed-dev
 # extraArgs keys), docs/upgrades.md (what re-runs) and docs/watching-a-run.md (the
 # network budgets).
 readme: $(VENV)/.installed-dev
-	$(PY) -m tests.readme_tables
+	$(PY) -m tools.docs_tables
 
 # Mutation testing of the pure builders and validators (not part of `make test` or CI; docs/mutation-testing.md).
 # Incremental: only mutants of changed functions and the last run's survivors are tested again.

@@ -12,13 +12,14 @@ import pytest
 
 from infra.k8s import live
 from tests.conftest import SENTINEL_TOKEN, plan_of, step_resources
-from tests.lifecycle_walk import settings, table, walk
+from tests.lifecycle_walk import settings
+from tools.lifecycle_walk import table, walk
 from tools.plan import plan_stack
 from tools.stack_files import ROOT
 from workloads.specs.step_specs import AWAIT_GRACE_SECONDS, OPERATIONAL_PATHS, plan_workflow
 
 UPGRADES = (ROOT / "docs" / "upgrades.md").read_text()
-"""The page with the generated "what re-runs" table (tests/readme_tables.py writes it)."""
+"""The page with the generated "what re-runs" table (tools/docs_tables.py writes it)."""
 
 
 @pytest.fixture(scope="module")
