@@ -369,8 +369,8 @@ report: $(VENV)/.installed
 	$(PY) -m tools.report --stack $(STACK) --out build/report-$(STACK)
 
 # Style, formatting, the import contracts (imports point one way: docs/architecture.md "Layers and import
-# contracts") and the types, as
-# pyproject.toml configures them.
+# contracts"), the types and the product's dead code (vulture over the product alone, where code only the tests use
+# is dead), as pyproject.toml configures them.
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
