@@ -371,8 +371,8 @@ report: $(VENV)/.installed
 	$(PY) -m tools.report --stack $(STACK) --out build/report-$(STACK)
 
 # Style, formatting, the import contracts (imports point one way: docs/architecture.md "Layers and import
-# contracts") and the types, as
-# pyproject.toml configures them.
+# contracts"), the types and the product's dead code (vulture over the product alone, where code only the tests use
+# is dead), as pyproject.toml configures them.
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -384,7 +384,7 @@ lint: $(VENV)/.installed-dev
 # extraArgs keys), docs/upgrades.md (what re-runs) and docs/watching-a-run.md (the
 # network budgets).
 readme: $(VENV)/.installed-dev
-	$(PY) -m tests.readme_tables
+	$(PY) -m tools.docs_tables
 
 # Mutation testing of the pure builders and validators (not part of `make test` or CI; docs/mutation-testing.md).
 # Incremental: only mutants of changed functions and the last run's survivors are tested again.

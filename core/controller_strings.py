@@ -14,10 +14,11 @@ verbs kept: ``flavor %s not found``).
   adopted release's facts.
 - Kubernetes' rows are a reviewed table: the API's constants (``kubernetes/api``, the module ``k8s.io/api`` a release
   builds with) were read at the tags of ``KUBERNETES_MINORS``; the Job controller's message, the scheduler's, the
-  kubelet's and the cluster autoscaler's events and the runtime's ``OOMKilled`` in the copies ``KUBERNETES_READ``
-  names. ``make controller NAME=jobset`` refuses a JobSet built against another Kubernetes minor (its ``go.mod``)
-  until they are read there, and checks that its webhook still accepts each Job failure reason the failure policy
-  names and that it still matches them as the rules rely on (``pkg/controllers/failure_policy.go``).
+  kubelet's and the cluster autoscaler's events and the runtime's ``OOMKilled`` in the copies
+  ``tests/test_controller_facts.py`` names (``KUBERNETES_READ``). ``make controller NAME=jobset`` refuses a JobSet
+  built against another Kubernetes minor (its ``go.mod``) until they are read there, and checks that its webhook
+  still accepts each Job failure reason the failure policy names and that it still matches them as the rules rely
+  on (``pkg/controllers/failure_policy.go``).
 
 ``tests/test_adopt_controller.py`` derives every string the rules match from the rule modules and the step manifests
 and fails when one is not a row here, or a row is matched by no rule.
@@ -391,16 +392,6 @@ KUBERNETES_MINORS: tuple[str, ...] = ("1.33", "1.34", "1.35", "1.36")
 """The Kubernetes minors whose API the Kubernetes rows were read at (``kubernetes/api`` v0.33.0, v0.34.1, v0.35.3 and
 v0.36.0, the module ``k8s.io/api`` JobSet 0.10.1 and 0.12.0 and Kueue 0.17 build with; GKE's 1.33 to 1.35): a JobSet
 release built against another is refused until the rows are read again there."""
-KUBERNETES_READ: dict[str, str] = {
-    KUBERNETES_API: "tags v0.33.0, v0.34.1, v0.35.3 and v0.36.0",
-    KUBERNETES: "pod_failure_policy.go matchPodFailurePolicy at commits 2b02db1b and 95f08499 (the same format in "
-    "both); scheduler/schedule_one.go handleSchedulingFailure, kubelet/events/event.go PulledImage and "
-    "kubelet/images/image_manager.go EnsureImageExists in every copy read, none pinned to a tag",
-    AUTOSCALER: "eventing_scale_up_processor.go at commit 16c271a3 (EventingScaleUpStatusProcessor.Process)",
-    CONTAINERD: "internal/cri/server/helpers.go (oomExitReason), the runtime of GKE's nodes",
-}
-"""Where each repository of the Kubernetes rows was read (none of them is a dependency of JobSet or Kueue whose tag
-``make controller`` could read)."""
 
 
 def texts(what: str, how: How) -> tuple[str, ...]:
@@ -443,24 +434,3 @@ def matches(row: Matched, value: str) -> bool:
     if row.how == "contains":
         return row.text in value
     return re.search(row.text, value) is not None
-
-
-_VERB = re.compile(r"%%|%[-+# 0]*[0-9]*(?:\.[0-9]+)?[a-zA-Z]")
-
-
-def format_pattern(literal: str) -> re.Pattern[str]:
-    """A Go format string as a regular expression of what it prints (each verb any text; ``%d`` digits, ``%q`` a
-    quoted string)."""
-    parts, at = [], 0
-    for verb in _VERB.finditer(literal):
-        parts.append(re.escape(literal[at : verb.start()]))
-        token = verb.group()
-        parts.append({"%%": "%", "%d": "-?[0-9]+", "%q": '"[^"]*"'}.get(token, ".+?"))
-        at = verb.end()
-    parts.append(re.escape(literal[at:]))
-    return re.compile("".join(parts))
-
-
-def written_by_sources(row: Matched) -> bool:
-    """Whether the row's example is what its sources print: each literal is in it (a format's verbs filled)."""
-    return all(format_pattern(source.literal).search(row.example) for source in row.sources)

@@ -87,11 +87,6 @@ BUDGETS: dict[str, Budget] = {
 """The documented budget of each kind of call."""
 
 
-def reference_table() -> str:
-    """docs/watching-a-run.md's table of budgets (rows after its header)."""
-    return "\n".join(f"| {b.what} | {b.total:g} s | {b.connect:g} s | {b.read:g} s |" for b in BUDGETS.values())
-
-
 class DeadlineExceededError(TpuRlError):
     """The call did not finish within its budget (the message names the budget)."""
 

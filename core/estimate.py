@@ -109,8 +109,13 @@ compile. The first attempt of a run with a new cache key compiles cold (``STARTU
 
 
 def restarted(first: Mapping[str, int], *, same_nodes: bool = False) -> dict[str, int]:
-    """A restarted attempt's start-up from a first attempt's (``RESTART_STARTUP_MINUTES``), on the nodes the run
-    already holds with ``same_nodes`` (``WARM_NODE_RESTART_MINUTES``)."""
+    """A restarted attempt's start-up from a first attempt's (``RESTART_STARTUP_MINUTES``); with ``same_nodes``, a
+    restart on the nodes the run already holds (a stalled attempt, a restart after a pod's disruption that left the
+    VMs in place): no node to wait for, and no image to pull, since the kubelet keeps the digest-pinned images (no
+    ``imagePullPolicy`` is set, so Kubernetes' default for an image that is not ``:latest`` applies, ``IfNotPresent``:
+    https://kubernetes.io/docs/concepts/containers/images/#image-pull-policy): 32 - 5 - 12 = 15 minutes at the
+    defaults. docs/cost.md "Start-up, before and after" shows it beside the other two and `make report` beside a
+    restart's measure; the estimate's failure modes keep ``RESTART_STARTUP_MINUTES``, which assumes new nodes."""
     restart = {**first, "compile": WARM_COMPILE_MINUTES, "pre-RL eval": 0}
     return {**restart, "nodes": 0, "images": 0} if same_nodes else restart
 
@@ -121,13 +126,6 @@ RESTART_STARTUP_MINUTES: dict[str, int] = restarted(STARTUP_MINUTES)
 base's: ``workloads/container/launch.py`` ``skip_pre_rl_evaluation``; the weight sync before it stays), and a restart
 resumes from the checkpoint the failure modes count the steps since (one before the run's first checkpoint is a fresh
 start and evaluates again)."""
-WARM_NODE_RESTART_MINUTES: dict[str, int] = restarted(STARTUP_MINUTES, same_nodes=True)
-"""A restart on the nodes the run already holds (a stalled attempt, a restart after a pod's disruption that left the
-VMs in place): no node to wait for, and no image to pull, since the kubelet keeps the digest-pinned images (no
-``imagePullPolicy`` is set, so Kubernetes' default for an image that is not ``:latest`` applies, ``IfNotPresent``:
-https://kubernetes.io/docs/concepts/containers/images/#image-pull-policy): 32 - 5 - 12 = 15 minutes at the
-defaults. docs/cost.md "Start-up, before and after" shows it beside the other two; the estimate's failure modes keep
-``RESTART_STARTUP_MINUTES``, which assumes new nodes."""
 STARTUP_GOAL_MINUTES = BASELINE_STARTUP_MINUTES / 4
 """The start-up goal of a restart with warm caches and images: a quarter of the baseline's 45 minutes (0.75 h)."""
 REFERENCE_TARGET_LENGTH = 640

@@ -114,15 +114,6 @@ def label_key(key: str) -> list[str]:
     return problems
 
 
-def label_problems(found: Mapping[str, str]) -> list[str]:
-    """``ValidateLabels``: every key a qualified name, every value a label value; each problem names its label."""
-    problems = []
-    for key, value in found.items():
-        problems += [f"label key {key!r}: {p}" for p in label_key(key)]
-        problems += [f"label {key}={value!r} ({len(value.encode())} bytes): {p}" for p in label_value(value)]
-    return problems
-
-
 def annotation_problems(found: Mapping[str, str]) -> list[str]:
     """``ValidateAnnotations``: every key a qualified name (lowercased), all of them at most 256 KiB."""
     problems = [f"annotation key {key!r}: {p}" for key in found for p in label_key(key.lower())]

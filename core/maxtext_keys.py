@@ -59,7 +59,6 @@ META = {
     "base_config": "pyconfig reads it from a config file only (configs/pyconfig.py _load_config): a value does nothing"
 }
 """The field pyconfig itself consumes (``RunInfo``: "a meta-field ... consumed by the config loading system")."""
-TYPES = ("bool", "int", "float", "str", "null", "list", "dict")
 _ANNOTATED = {
     "bool": "bool",
     "int": "int",

@@ -1,5 +1,5 @@
-"""Kubernetes resource quantities, what a pod set asks the scheduler and Kueue for, and what a GKE node
-can give: the numbers a ClusterQueue's quota and a pool's size must agree on (plain functions).
+"""Kubernetes resource quantities, what a pod asks the scheduler and Kueue for, and what a GKE node can give: the
+numbers a ClusterQueue's quota and a pool's size must agree on (plain functions).
 
 - A pod's request is the scheduler's formula, which Kueue uses as is (Kueue 0.17.1
   ``pkg/workload/workload.go`` ``totalRequestsFromPodSets`` -> ``k8s.io/component-helpers/resource``
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -109,26 +109,6 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, float]:
     _add(running, sidecars)
     needed = {name: max(running.get(name, 0.0), starting.get(name, 0.0)) for name in set(running) | set(starting)}
     return {name: amount for name, amount in sorted(needed.items()) if amount}
-
-
-def jobset_pod_sets(jobset: Mapping[str, Any]) -> list[tuple[str, int, dict[str, float]]]:
-    """Kueue's pod sets of a JobSet: (replicated Job, pods, requests of one pod); a replicated Job's pods
-    are ``replicas x min(parallelism, completions)`` (Kueue ``jobset_controller.go`` ``PodSets``)."""
-    sets = []
-    for job in jobset["spec"]["replicatedJobs"]:
-        spec = job["template"]["spec"]
-        parallelism = spec.get("parallelism", 1)
-        count = job.get("replicas", 1) * min(parallelism, spec.get("completions", parallelism))
-        sets.append((job["name"], count, pod_requests(spec["template"]["spec"])))
-    return sets
-
-
-def total(pod_sets: Iterable[tuple[str, int, dict[str, float]]]) -> dict[str, float]:
-    """What a workload asks for in all: every pod set's requests times its pods."""
-    found: dict[str, float] = {}
-    for _name, count, asked in pod_sets:
-        _add(found, {name: amount * count for name, amount in asked.items()})
-    return found
 
 
 def _tiers(amount: float, tiers: tuple[tuple[float, float], ...], rest: float) -> float:

@@ -218,8 +218,6 @@ class Settings:
     """Cost-attribution labels put on every labelable GCP resource."""
     publish: PublishSettings = PublishSettings()
     """The optional publication of the export to the Hub."""
-    hf_write_token_set: bool = False
-    """``tpu-rl:hfWriteToken`` is set (its value never leaves ``core.config.load``)."""
     shared_project: bool = False
     """``tpu-rl:sharedProject``: this stack accepts a ``gcp:project`` another stack file names too
     (``core.config.projects``)."""

@@ -255,6 +255,10 @@ HUB_CACHE_FILLER: Final[StepName] = _the_one(
     "fills the Hub cache", (name for name, facts in STEPS.items() if facts.hub_cache is HubCache.FILLS)
 )
 """The step whose identity fills the Hub cache, under whose prefix it lies (``HubCache.FILLS``)."""
+TPU_HOLDER: Final[StepName] = _the_one(
+    "runs on the TPU slice", (name for name, facts in STEPS.items() if facts.holds_tpu)
+)
+"""The step whose pods are the Pathways head and workers on the TPU slice (``StepFacts.holds_tpu``)."""
 WRITE_TOKEN_HOLDERS: Final[tuple[StepName, ...]] = tuple(name for name, facts in STEPS.items() if facts.write_token)
 """The steps whose containers read the Hub write token (``StepFacts.write_token``)."""
 

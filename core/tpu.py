@@ -14,10 +14,10 @@ each other field cites its own. A slice is ``topology`` chips; it needs ``chips 
 ("hosts"). A single-host slice is what one VM forms on its own; GKE rejects ``tpu_topology`` on such pools,
 so they get no COMPACT placement policy.
 
-The closed sets that go with it: the generations, a Literal mypy checks (``TpuVersionName``, its values in
-``TPU_VERSIONS`` from ``typing.get_args``), and the capacity modes, an enum (``Capacity``, its members in order in
-``CAPACITY_MODES``): a ``StrEnum``, so a mode compares equal to, formats as and serializes as the string the
-config and the manifests hold.
+The closed sets that go with it: the generations, a Literal mypy checks (``TpuVersionName``, the catalogue's keys,
+which the configuration reads the string against), and the capacity modes, an enum (``Capacity``, its members in
+order in ``CAPACITY_MODES``): a ``StrEnum``, so a mode compares equal to, formats as and serializes as the string
+the config and the manifests hold.
 """
 
 from __future__ import annotations
@@ -25,11 +25,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal, get_args
+from typing import Literal
 
 TpuVersionName = Literal["v6e", "v5e", "v5p"]
 """The TPU generations the catalogue lists (``tpu-rl:tpu.version``): the keys of ``CATALOGUE``."""
-TPU_VERSIONS: tuple[TpuVersionName, ...] = get_args(TpuVersionName)
 
 
 class Capacity(StrEnum):
@@ -248,11 +247,6 @@ def resolve_slice(version: TpuVersionName, machine_type: str, topology: str) -> 
         pathways_type=v.pathways_type,
         boot_disk_type=v.boot_disk_type,
     )
-
-
-def all_slices() -> list[SliceShape]:
-    """Every (version, machine type, topology) the catalogue lists."""
-    return [resolve_slice(v.name, m.name, t) for v in CATALOGUE.values() for m in v.machine_types for t in m.topologies]
 
 
 # Flex-start (Dynamic Workload Scheduler) needs GKE 1.33.0-gke.1712000 or later (GKE's "About TPUs in GKE:

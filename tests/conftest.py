@@ -172,6 +172,14 @@ def plan_of(stack: str, *overrides: str) -> Plan:
     return _plan(stack, tuple(overrides)) if caching() else freeze(_build_plan(stack, tuple(overrides)))
 
 
+def one(plan: Plan, type_: str, name: str | None = None) -> dict[str, Any]:
+    """The plan's one resource of a type token (and name, when given)."""
+    found = plan.find(type_, name)
+    if len(found) != 1:
+        raise AssertionError(f"expected one {type_} {name or ''}, found {len(found)}")
+    return found[0]
+
+
 def statuses(status_for):
     """``outputs_for`` for the mock runtime: the resources ``status_for(type, inputs)`` gives a status
     get their inputs back with it (as the provider returns a live object), the rest the default."""

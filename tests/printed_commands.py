@@ -601,7 +601,7 @@ def field_of(key: str) -> Field | None:
 
 def sample(field: Field) -> Any:
     """A valid value of a field: its first sample, else the lifecycle walk's first candidate (None: none)."""
-    from tests.lifecycle_walk import candidates
+    from tools.lifecycle_walk import candidates
 
     if field.samples:
         return field.samples[0]

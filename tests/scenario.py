@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from tests import fake_kube
+from tests.conftest import JOBSET, one
 from tests.engine import CLUSTER, HELM_RELEASE, Stack
+from tools.plan.offline import Plan
 from tools.stack_files import ROOT
 
 STEPS = ("convert", "train", "export")
@@ -76,6 +78,11 @@ def live(stack: Stack, step: str, overrides: Sequence[str] = ()) -> dict[str, An
     obj = stack.cluster.get(built.kind, "tpu-rl", built.name)
     assert obj is not None, f"{step}'s {built.kind} {built.name} is not in the cluster"
     return obj
+
+
+def trigger(plan: Plan, name: str) -> Any:
+    """The ``replacement_trigger`` the program gave the step's JobSet ``name`` (None: none)."""
+    return one(plan, JOBSET, name)["options"]["replacementTrigger"]
 
 
 def helm_secret(name: str, namespace: str, version: int, status: str) -> dict[str, Any]:

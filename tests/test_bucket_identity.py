@@ -13,6 +13,7 @@ import pytest
 from pulumi.dynamic.dynamic import serialize_provider
 
 from infra.gcp.storage import IDENTITY_KEYS, BucketIdentityProvider, identity_problem, identity_urn
+from tests.conftest import one
 from tests.engine import BUCKET
 from tests.scenario import STEPS
 from tools.stack_files import ROOT
@@ -70,8 +71,8 @@ def test_the_provider_is_stored_by_reference():
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_every_stack_registers_the_identity_before_the_bucket(stack, request):
     plan = request.getfixturevalue(f"{stack}_plan")
-    identity = plan.one(IDENTITY, "bucket-identity")
-    bucket = plan.one(BUCKET, "bucket")
+    identity = one(plan, IDENTITY, "bucket-identity")
+    bucket = one(plan, BUCKET, "bucket")
     assert {k: identity["inputs"][k] for k in IDENTITY_KEYS} == {k: bucket["inputs"][k] for k in IDENTITY_KEYS}
     assert identity["inputs"]["urn"] == identity_urn(stack, "tpu-rl", "tpu-rl:gcp:ArtifactBucket", "bucket-identity")
     assert "bucket-identity" in bucket["options"]["dependsOn"], "the bucket is registered only once it passed"

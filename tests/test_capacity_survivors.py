@@ -19,7 +19,7 @@ from core.names import KEYS_IN_STATE
 from infra.gcp import capacity
 from infra.gcp.capacity import SURVIVORS, CryptoKey, Finding, key_version_fix, surviving_key_findings
 from infra.gcp.capacity.keys import Claim, ReplyError, clusters_reply, judge_key
-from tests.conftest import SENTINEL_TOKEN
+from tests.conftest import SENTINEL_TOKEN, one
 from tests.fake_compute import (
     crypto_key,
     error,
@@ -111,9 +111,9 @@ def test_up_after_a_destroy_imports_the_ring_and_the_key_it_left(compute):
     # The ids the provider gives a ring and a key it creates (naming.key_ring_id, crypto_key_id): on a later `up`
     # the old id equals the import id, and the engine plans no import (step_generator.go, isImport).
     assert imports["key-ring"] == RING_ID and imports["secrets-key"] == KEY_ID
-    key = plan.one("gcp:kms/cryptoKey:CryptoKey", "secrets-key")["inputs"]
+    key = one(plan, "gcp:kms/cryptoKey:CryptoKey", "secrets-key")["inputs"]
     assert key["deletionPolicy"] == "DELETE" and key["keyRing"] == "key-ring-id", "the same inputs as a create"
-    assert plan.one("gcp:container/cluster:Cluster")["inputs"]["databaseEncryption"] == {
+    assert one(plan, "gcp:container/cluster:Cluster")["inputs"]["databaseEncryption"] == {
         "state": "ENCRYPTED",
         "keyName": KEY_ID,
     }

@@ -7,9 +7,20 @@ import math
 import pytest
 
 from core.machines import machine_shape
-from core.tpu import CATALOGUE, all_slices, chips_in, resolve_slice
+from core.tpu import CATALOGUE, SliceShape, chips_in, resolve_slice
 
 pytestmark = pytest.mark.pure
+
+
+def all_slices() -> list[SliceShape]:
+    """Every (version, machine type, topology) the catalogue lists."""
+    return [resolve_slice(v.name, m.name, t) for v in CATALOGUE.values() for m in v.machine_types for t in m.topologies]
+
+
+def test_every_slice_is_listed_once():
+    slices = all_slices()
+    assert len(slices) == sum(len(m.topologies) for v in CATALOGUE.values() for m in v.machine_types) == 27
+    assert len({(s.version, s.machine_type, s.topology) for s in slices}) == len(slices)
 
 
 @pytest.mark.parametrize("shape", all_slices(), ids=lambda s: f"{s.machine_type}-{s.topology}")

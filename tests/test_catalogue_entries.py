@@ -24,14 +24,13 @@ from google.auth.credentials import AnonymousCredentials
 
 from core.config import ConfigError
 from core.config.defaults import DEFAULT_PODS_READY, DEFAULT_RESTARTS, DEFAULT_UNSCHEDULABLE
-from core.config.schema import FIELDS_BY_KEY
+from core.config.schema import FIELDS
 from core.estimate import FLEX_START_FACTOR, SPOT_FACTOR, estimate_for, training_run, usd_per_chip_hour
 from core.models import MODELS, Model, model_for_maxtext, step_memory_gib
 from core.steps import REQUIRED, STEPS, StepName, scratch_gib
 from core.tpu import (
     CAPACITY_MODES,
     CATALOGUE,
-    TPU_VERSIONS,
     Capacity,
     MachineType,
     TpuPrices,
@@ -66,6 +65,9 @@ REAL_CHECK = capacity.check_capacity
 """The check itself (conftest replaces it with one that finds nothing, for every other test)."""
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 NODE_POOL = "gcp:container/nodePool:NodePool"
+TPU_VERSIONS: tuple[TpuVersionName, ...] = get_args(TpuVersionName)
+FIELD = {f.key: f for f in FIELDS}
+"""The configuration's fields by key."""
 
 NEW_MODEL = Model(
     name="gemma4-31b",
@@ -206,16 +208,16 @@ def test_the_closed_sets_and_the_tables_keyed_by_them():
     assert REQUIRED == ("convert", "train", "export")
     # The config schema reads them with the messages it always had (tests/data/config-messages.tsv pins them).
     with pytest.raises(ConfigError, match=r"expected one of reservation, spot, flex-start, on-demand$"):
-        FIELDS_BY_KEY["tpu-rl:tpu.capacity"].read("tpu-rl:tpu.capacity", "preemptible")
+        FIELD["tpu-rl:tpu.capacity"].read("tpu-rl:tpu.capacity", "preemptible")
     with pytest.raises(ConfigError, match=r"expected one of v6e, v5e, v5p$"):
-        FIELDS_BY_KEY["tpu-rl:tpu.version"].read("tpu-rl:tpu.version", "v7x")
+        FIELD["tpu-rl:tpu.version"].read("tpu-rl:tpu.version", "v7x")
 
 
 @pytest.mark.pure
 def test_the_schema_describes_the_defaults_the_entries_give():
-    topology, memory = FIELDS_BY_KEY["tpu-rl:tpu.topology"], FIELDS_BY_KEY["tpu-rl:workflow.stepMemoryGib"]
+    topology, memory = FIELD["tpu-rl:tpu.topology"], FIELD["tpu-rl:workflow.stepMemoryGib"]
     assert topology.doc == "slice topology; default 4x8 (v6e, v5e) or 2x2x4 (v5p)" and topology.shown_default == "4x8"
-    assert FIELDS_BY_KEY["tpu-rl:tpu.machineType"].shown_default == "ct6e-standard-4t"
+    assert FIELD["tpu-rl:tpu.machineType"].shown_default == "ct6e-standard-4t"
     assert memory.doc.endswith("rounded up to 8 (gemma4-26b 168, gemma4-e4b 56)")
 
 

@@ -807,7 +807,6 @@ def test_the_prod_stack_reads_as_written():
         },
         "labels": {"app": "tpu-rl", "stack": "prod", "cluster": "tpu-rl-prod", "managed-by": "pulumi"},
         "publish": {"repo": None, "private": True},
-        "hf_write_token_set": False,
         "shared_project": False,
         "access": {"members": (), "readers": (), "workload_identity_pool": ""},
     }

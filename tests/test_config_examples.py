@@ -9,10 +9,11 @@ import re
 
 import pytest
 
-from core.config.schema import FIELDS, reference_table
+from core.config.schema import FIELDS
 from core.config.values import Text
 from core.machines import HYPERDISK_FAMILIES, PD_FAMILIES, machine_family
 from core.tpu import CATALOGUE
+from tools.docs_tables import configuration_reference
 
 pytestmark = pytest.mark.pure
 
@@ -44,7 +45,7 @@ def test_every_described_example_is_a_value_its_key_takes(field_key):
 def test_the_tpu_machine_type_is_described_by_a_tpu_vm_type():
     key = "tpu-rl:tpu.machineType"
     assert example(key) in TPU_TYPES, "a TPU key's example names a TPU VM type of the catalogue"
-    row = next(line for line in reference_table().splitlines() if line.startswith(f"| `{key}` |"))
+    row = next(line for line in configuration_reference().splitlines() if line.startswith(f"| `{key}` |"))
     assert f"such as {example(key)} |" in row and "n2-" not in row, row
 
 

@@ -243,7 +243,7 @@ DELETE = object()
         (
             {"tpu-rl:hfWriteToken": TOKEN, "tpu-rl:publish": {"repo": "acme/gemma4-grpo"}},
             {"tpu-rl:hfWriteToken"},
-            lambda s: s.publish.repo == "acme/gemma4-grpo" and s.publish.private and s.hf_write_token_set,
+            lambda s: s.publish.repo == "acme/gemma4-grpo" and s.publish.private,
         ),
         (
             {"tpu-rl:publish": {"repo": "acme/gemma4-grpo", "private": False}},
@@ -255,7 +255,7 @@ DELETE = object()
         (
             {"tpu-rl:hfWriteToken": TOKEN},
             {"tpu-rl:hfWriteToken"},
-            lambda s: s.publish.repo is None and s.hf_write_token_set,  # unused: no Secret holds it
+            lambda s: s.publish.repo is None,  # unused: no Secret holds it
         ),
         (
             {"gcp:project": TOKEN},

@@ -14,7 +14,7 @@ from unittest import mock
 import pytest
 
 from core.config import ConfigError, load_settings
-from tests.conftest import plan_of
+from tests.conftest import one, plan_of
 from tests.lifecycle_walk import settings
 from tests.pure_plan import per_mutant_cache
 from tools import stack_files
@@ -780,7 +780,7 @@ def test_readme_commands_work_as_written(tmp_path, capsys):
         "tpu-rl:training.extraArgs.num_epoch=2",
         "tpu-rl:workflow.maxRestarts=0",
     )
-    cluster = plan.one("gcp:container/cluster:Cluster")["inputs"]
+    cluster = one(plan, "gcp:container/cluster:Cluster")["inputs"]
     blocks = [b["cidrBlock"] for b in cluster["masterAuthorizedNetworksConfig"]["cidrBlocks"]]
     assert blocks == ["198.51.100.7/32", "192.0.2.0/24"]
     assert plan.outputs["steps"]["train"]["finalStep"] == 100, "num_epoch=2 doubles the steps"

@@ -6,22 +6,25 @@ whole command and the committed facts are tests/test_adopt_controller.py's."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from core.controller_strings import (
+    AUTOSCALER,
+    CONTAINERD,
+    KUBERNETES,
+    KUBERNETES_API,
     KUBERNETES_MINORS,
-    KUBERNETES_READ,
     KUEUE_TYPES,
     STRINGS,
+    Matched,
     Source,
     checked_sources,
-    format_pattern,
     job_failure_reasons,
     matches,
-    written_by_sources,
 )
 from tools.controller_facts import (
     CONFIGURATION_TYPES,
@@ -537,6 +540,38 @@ def test_a_jobset_built_with_another_kubernetes_refusing_a_reason_or_matching_ot
     assert jobset_problems("0.13.0", unknown) == [
         "jobset v0.13.0's go.mod requires no k8s.io/api: its Kubernetes is not known"
     ]
+
+
+KUBERNETES_READ: dict[str, str] = {
+    KUBERNETES_API: "tags v0.33.0, v0.34.1, v0.35.3 and v0.36.0",
+    KUBERNETES: "pod_failure_policy.go matchPodFailurePolicy at commits 2b02db1b and 95f08499 (the same format in "
+    "both); scheduler/schedule_one.go handleSchedulingFailure, kubelet/events/event.go PulledImage and "
+    "kubelet/images/image_manager.go EnsureImageExists in every copy read, none pinned to a tag",
+    AUTOSCALER: "eventing_scale_up_processor.go at commit 16c271a3 (EventingScaleUpStatusProcessor.Process)",
+    CONTAINERD: "internal/cri/server/helpers.go (oomExitReason), the runtime of GKE's nodes",
+}
+"""Where each repository of core/controller_strings.py's Kubernetes rows was read (none of them is a dependency of
+JobSet or Kueue whose tag ``make controller`` could read)."""
+
+_VERB = re.compile(r"%%|%[-+# 0]*[0-9]*(?:\.[0-9]+)?[a-zA-Z]")
+
+
+def format_pattern(literal: str) -> re.Pattern[str]:
+    """A Go format string as a regular expression of what it prints (each verb any text; ``%d`` digits, ``%q`` a
+    quoted string)."""
+    parts, at = [], 0
+    for verb in _VERB.finditer(literal):
+        parts.append(re.escape(literal[at : verb.start()]))
+        token = verb.group()
+        parts.append({"%%": "%", "%d": "-?[0-9]+", "%q": '"[^"]*"'}.get(token, ".+?"))
+        at = verb.end()
+    parts.append(re.escape(literal[at:]))
+    return re.compile("".join(parts))
+
+
+def written_by_sources(row: Matched) -> bool:
+    """Whether the row's example is what its sources print: each literal is in it (a format's verbs filled)."""
+    return all(format_pattern(source.literal).search(row.example) for source in row.sources)
 
 
 def test_every_row_is_matched_in_its_example_and_its_example_is_what_its_sources_write():

@@ -87,9 +87,9 @@ def test_rule_messages_are_the_api_servers():
         "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic "
         "character, and end with an alphanumeric character"
     ]
-    assert rules.label_problems({"app": "-x"}) == [
-        "label app='-x' (2 bytes): a valid label must be an empty string or consist of alphanumeric characters, "
-        "'-', '_' or '.', and must start and end with an alphanumeric character"
+    assert rules.label_value("-x") == [
+        "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must "
+        "start and end with an alphanumeric character"
     ]
     assert rules.label_key("a/b/c") and rules.label_key("example.com/") == ["name part must be non-empty"]
 

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from core.config import ConfigError
-from tests.conftest import plan_of, step_resources
+from tests.conftest import one, plan_of, step_resources
 from tests.lifecycle_walk import settings
 
 POOL = "gcp:container/nodePool:NodePool"
@@ -30,7 +30,7 @@ def test_no_node_upgrade_reaches_a_run_by_default(prod_plan):
     """NO_MINOR_OR_NODE_UPGRADES (Cluster Toolkit's) keeps minor versions and node upgrades away until end of
     support; control-plane patches still come in, in the window (GKE "Maintenance windows and exclusions").
     NO_MINOR_UPGRADES, the opt-in, lets node patches in (the only scope that allows them)."""
-    policy = prod_plan.one(CLUSTER)["inputs"]["maintenancePolicy"]
+    policy = one(prod_plan, CLUSTER)["inputs"]["maintenancePolicy"]
     assert policy == {
         "dailyMaintenanceWindow": {"startTime": "09:00"},
         "maintenanceExclusions": [
@@ -42,14 +42,14 @@ def test_no_node_upgrade_reaches_a_run_by_default(prod_plan):
         ],
     }
     patches = plan_of("prod", "tpu-rl:gke.maintenanceExclusion=NO_MINOR_UPGRADES")
-    (exclusion,) = patches.one(CLUSTER)["inputs"]["maintenancePolicy"]["maintenanceExclusions"]
+    (exclusion,) = one(patches, CLUSTER)["inputs"]["maintenancePolicy"]["maintenanceExclusions"]
     assert exclusion == {
         "exclusionName": "no-minor-upgrades-indefinite",
         "startTime": "2025-12-01T00:00:00Z",
         "exclusionOptions": {"scope": "NO_MINOR_UPGRADES", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"},
     }
     off = plan_of("prod", "tpu-rl:gke.maintenanceExclusion=none", "tpu-rl:gke.maintenanceWindow=03:30")
-    assert off.one(CLUSTER)["inputs"]["maintenancePolicy"] == {"dailyMaintenanceWindow": {"startTime": "03:30"}}
+    assert one(off, CLUSTER)["inputs"]["maintenancePolicy"] == {"dailyMaintenanceWindow": {"startTime": "03:30"}}
 
 
 @pytest.mark.slow
@@ -57,7 +57,7 @@ def test_a_hold_keeps_every_upgrade_away_between_its_dates(prod_plan):
     """A long run: a NO_UPGRADES exclusion (at most 30 days) beside the standing one; removing the key lifts it.
     Only the cluster changes (in place): no step is renamed (test_lifecycle walks every key)."""
     held = plan_of("prod", "tpu-rl:gke.holdUpgrades=2026-12-01/2026-12-29")
-    exclusions = held.one(CLUSTER)["inputs"]["maintenancePolicy"]["maintenanceExclusions"]
+    exclusions = one(held, CLUSTER)["inputs"]["maintenancePolicy"]["maintenanceExclusions"]
     assert exclusions[1:] == [
         {
             "exclusionName": "hold-all-upgrades",
@@ -68,17 +68,17 @@ def test_a_hold_keeps_every_upgrade_away_between_its_dates(prod_plan):
     ]
     assert exclusions[0]["exclusionOptions"]["scope"] == "NO_MINOR_OR_NODE_UPGRADES"
     alone = plan_of("prod", "tpu-rl:gke.holdUpgrades=2026-12-01/2026-12-29", "tpu-rl:gke.maintenanceExclusion=none")
-    assert [e["exclusionName"] for e in alone.one(CLUSTER)["inputs"]["maintenancePolicy"]["maintenanceExclusions"]] == [
-        "hold-all-upgrades"
-    ]
+    assert [
+        e["exclusionName"] for e in one(alone, CLUSTER)["inputs"]["maintenancePolicy"]["maintenanceExclusions"]
+    ] == ["hold-all-upgrades"]
     assert [s["name"] for s in step_resources(held).values()] == [s["name"] for s in step_resources(prod_plan).values()]
 
 
 @pytest.mark.slow
 def test_the_version_prefix_pins_the_control_plane_once(prod_plan, dev_plan):
-    assert "minMasterVersion" not in dev_plan.one(CLUSTER)["inputs"], "no prefix: the channel decides"
-    assert prod_plan.one(CLUSTER)["inputs"]["minMasterVersion"] == "1.35.0-gke.0", "the prod example pins 1.35."
-    cluster = plan_of("prod", "tpu-rl:gke.versionPrefix=1.35.", "tpu-rl:gke.releaseChannel=STABLE").one(CLUSTER)
+    assert "minMasterVersion" not in one(dev_plan, CLUSTER)["inputs"], "no prefix: the channel decides"
+    assert one(prod_plan, CLUSTER)["inputs"]["minMasterVersion"] == "1.35.0-gke.0", "the prod example pins 1.35."
+    cluster = one(plan_of("prod", "tpu-rl:gke.versionPrefix=1.35.", "tpu-rl:gke.releaseChannel=STABLE"), CLUSTER)
     assert cluster["inputs"]["minMasterVersion"] == "1.35.0-gke.0", "the mock's newest 1.35. on STABLE"
     assert cluster["inputs"]["releaseChannel"] == {"channel": "STABLE"}
     assert "minMasterVersion" in cluster["options"]["ignoreChanges"], "later upgrades are GKE's, inside the policy"
@@ -113,9 +113,9 @@ def test_checkpoints_bound_what_a_failure_loses():
 
 
 def test_cpu_np_is_tainted_and_exactly_our_cpu_pods_tolerate_it(prod_plan):
-    taints = prod_plan.one(POOL, "cpu-pool")["inputs"]["nodeConfig"]["taints"]
+    taints = one(prod_plan, POOL, "cpu-pool")["inputs"]["nodeConfig"]["taints"]
     assert taints == [{"key": "tpu-rl/pool", "value": "cpu-np", "effect": "NO_SCHEDULE"}]
-    assert "taints" not in prod_plan.one(POOL, "system-pool")["inputs"]["nodeConfig"], "system pods go there"
+    assert "taints" not in one(prod_plan, POOL, "system-pool")["inputs"]["nodeConfig"], "system pods go there"
     toleration = {"key": "tpu-rl/pool", "operator": "Equal", "value": "cpu-np", "effect": "NoSchedule"}
     steps = step_resources(prod_plan)
     for step in ("convert", "export"):
@@ -140,12 +140,12 @@ def test_cpu_np_is_tainted_and_exactly_our_cpu_pods_tolerate_it(prod_plan):
 @pytest.mark.slow
 def test_disk_type_and_scratch_storage_class_follow_the_machine_family(machine, disk):
     plan = plan_of("prod", f"tpu-rl:cpuPool.machineType={machine}")
-    assert plan.one(POOL, "cpu-pool")["inputs"]["nodeConfig"]["diskType"] == disk
-    storage_class = plan.one(STORAGE_CLASS)["inputs"]
+    assert one(plan, POOL, "cpu-pool")["inputs"]["nodeConfig"]["diskType"] == disk
+    storage_class = one(plan, STORAGE_CLASS)["inputs"]
     assert storage_class["parameters"] == {"type": disk}
     assert storage_class["provisioner"] == "pd.csi.storage.gke.io"
     assert storage_class["volumeBindingMode"] == "WaitForFirstConsumer", "the disk is made in the node's zone"
-    assert plan.one(STORAGE_CLASS)["options"]["deleteBeforeReplace"] is True, "a fixed name"
+    assert one(plan, STORAGE_CLASS)["options"]["deleteBeforeReplace"] is True, "a fixed name"
 
 
 @pytest.mark.pure
@@ -158,9 +158,9 @@ def test_an_unknown_machine_family_is_refused():
 
 @pytest.mark.slow
 def test_tpu_boot_disks(prod_plan):
-    tpu = prod_plan.one(POOL, "tpu-pool-0")["inputs"]["nodeConfig"]
+    tpu = one(prod_plan, POOL, "tpu-pool-0")["inputs"]["nodeConfig"]
     assert (tpu["diskType"], tpu["diskSizeGb"]) == ("hyperdisk-balanced", 100), "Cluster Toolkit's v6e pool"
-    v5e = plan_of("dev", "tpu-rl:tpu.version=v5e", "tpu-rl:tpu.machineType=").one(POOL, "tpu-pool-0")
+    v5e = one(plan_of("dev", "tpu-rl:tpu.version=v5e", "tpu-rl:tpu.machineType="), POOL, "tpu-pool-0")
     assert v5e["inputs"]["nodeConfig"]["diskType"] == "pd-balanced"
 
 

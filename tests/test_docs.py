@@ -2,7 +2,7 @@
 link and anchor resolves, every page is linked from the README and links back, each opens with its summary and is
 read in one sitting (under 400 lines), every ``docs/<page>.md "Section"`` or ``docs/<page>.md#anchor`` that code, a
 message, the Makefile or a workflow cites names a page and a heading that exist, and the generated tables sit where
-tests/readme_tables.py writes them."""
+tools/docs_tables.py writes them."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def test_the_readme_is_a_newcomers_page():
     headings = [match.group(2) for match in HEADING.finditer(prose(README)) if match.group(1) == "##"]
     for section in ("The two set-up commands", "Daily use", "Deviations from the tutorial", "Where to go next"):
         assert section in headings, section
-    assert GENERATED not in README.read_text(), "generated tables belong in docs/ (tests/readme_tables.py)"
+    assert GENERATED not in README.read_text(), "generated tables belong in docs/ (tools/docs_tables.py)"
 
 
 def test_the_readme_keeps_the_two_set_up_commands():
@@ -141,7 +141,7 @@ def test_every_page_opens_with_a_title_and_a_summary(page):
 
 
 def test_the_generated_tables_are_where_make_readme_writes_them():
-    from tests.readme_tables import PAGES as GENERATED_PAGES
+    from tools.docs_tables import PAGES as GENERATED_PAGES
 
     marked = {page: page.read_text().count(GENERATED) for page in PAGES}
     assert {page: count for page, count in marked.items() if count} == {
@@ -154,19 +154,17 @@ def test_the_generated_tables_are_where_make_readme_writes_them():
 
 def test_a_stale_table_is_rewritten_and_nothing_else():
     """Rows-only tables too: the page keeps its header, and a changed first row is found by the marker."""
-    from core.config.schema import reference_table as config_table
-    from core.deadline import reference_table
-    from tests.readme_tables import CONFIGURATION, WATCHING, replace_table
+    from tools.docs_tables import CONFIGURATION, WATCHING, budgets, configuration_reference, replace_table
 
     text = WATCHING.read_text()
-    rows = reference_table()
+    rows = budgets()
     first = rows.splitlines()[0]
     stale = text.replace(first, first.replace("| 30 s |", "| 31 s |"), 1)
     assert stale != text and rows not in stale, "the budget table's first row changed: update this test"
     assert replace_table(stale, "core/deadline.py", rows) == text
     fewer = text.replace(rows, "\n".join(rows.splitlines()[1:]), 1)
     assert replace_table(fewer, "core/deadline.py", rows) == text
-    page, whole = CONFIGURATION.read_text(), config_table()  # a whole table, header included
+    page, whole = CONFIGURATION.read_text(), configuration_reference()  # a whole table, header included
     shorter = page.replace(whole, "\n".join(whole.splitlines()[:-1]), 1)
     assert shorter != page and replace_table(shorter, "core/config/schema.py", whole) == page
     with pytest.raises(ValueError, match="no '<!-- generated from nowhere.py"):

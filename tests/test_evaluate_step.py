@@ -12,7 +12,7 @@ import shlex
 
 import pytest
 
-from core.config.schema import FIELDS_BY_KEY
+from core.config.schema import FIELDS
 from core.estimate import estimate_for
 from core.records import MAX_RECORD_BYTES, MAX_ROWS, RECORD, parse_record
 from core.steps import STEPS
@@ -23,6 +23,9 @@ from workloads.container.evaluate_export import parse_spec
 from workloads.container.evaluate_grader import GRADER
 from workloads.specs.commands import program
 from workloads.specs.step_specs import HELD_OUT, plan_workflow
+
+FIELD = {f.key: f for f in FIELDS}
+"""The configuration's fields by key."""
 
 ON = ["tpu-rl:workflow.steps.evaluate=true"]
 PUBLISHING = ["tpu-rl:publish.repo=acme/gemma4-grpo"]
@@ -51,7 +54,7 @@ def spec_of(step) -> str:
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_off_by_default_nothing_of_it_exists(stack):
     assert "evaluate" not in settings(stack, []).workflow.steps
-    assert FIELDS_BY_KEY["tpu-rl:workflow.steps.evaluate"].default is False
+    assert FIELD["tpu-rl:workflow.steps.evaluate"].default is False
     assert not [r["name"] for r in plan_of(stack).resources if "evaluate" in r["name"]]
 
 
@@ -63,7 +66,10 @@ def test_on_it_reads_the_export_and_the_publication_comes_after_it_unchanged():
     step = on["evaluate"]
     assert step.input_uri == on.export.artifact_uri and step.output == "record"
     assert step.artifact_uri == step.output_uri + RECORD and step.output_uri.endswith(f"/evaluate/{step.step_id}/")
-    assert step.deadline_seconds == 3 * 3600 and step.container == "evaluate"
+    assert (
+        step.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["activeDeadlineSeconds"] == 3 * 3600
+        and step.container == "evaluate"
+    )
     pod = step.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "tpu-rl-prod-evaluate", "its Google account's name (core.names.step_ksa)"
     env = {e["name"]: e for e in container(step)["env"]}
@@ -131,8 +137,8 @@ def test_the_two_catalogues_list_the_same_steps_in_the_same_order():
 @pytest.mark.pure
 def test_its_keys_are_generated_from_the_entry_and_it_is_estimated():
     """Its hours are the model's entry's (gemma4-26b: 1.5 h); on a reservation the slice bills them too."""
-    assert FIELDS_BY_KEY["tpu-rl:workflow.timeouts.evaluate"].default == STEPS["evaluate"].timeout == "3h"
-    assert "held-out" in FIELDS_BY_KEY["tpu-rl:workflow.steps.evaluate"].doc
+    assert FIELD["tpu-rl:workflow.timeouts.evaluate"].default == STEPS["evaluate"].timeout == "3h"
+    assert "held-out" in FIELD["tpu-rl:workflow.steps.evaluate"].doc
     on, off = (estimate_for(settings("prod", keys)).to_output() for keys in (ON, []))
     assert list(on["steps"]) == [*off["steps"], "evaluate"]
     assert on["steps"]["evaluate"] == {"hours": 1.5, "holdsTpu": False, "tpuChipHours": 48.0, "usd": 90.72}

@@ -11,7 +11,7 @@ import pytest
 from core.layout import PATHWAYS_SCRATCH
 from core.pathways import PORTS
 from infra.gcp.access import BucketGrant, bucket_grants, hub_cache_grants
-from tests.conftest import plan_of, step_resources
+from tests.conftest import one, plan_of, step_resources
 from tools.plan.offline import PROJECT_NUMBER
 
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -25,9 +25,9 @@ KEY_NAME = "projects/my-tpu-prod-project/locations/us-east5/keyRings/tpu-rl-prod
 
 
 def test_prod_encrypts_secrets_with_a_key_it_creates_in_the_clusters_region(prod_plan):
-    ring = prod_plan.one("gcp:kms/keyRing:KeyRing", "key-ring")
+    ring = one(prod_plan, "gcp:kms/keyRing:KeyRing", "key-ring")
     assert ring["inputs"] == {"name": "tpu-rl-prod-keys", "project": "my-tpu-prod-project", "location": "us-east5"}
-    key = prod_plan.one("gcp:kms/cryptoKey:CryptoKey", "secrets-key")
+    key = one(prod_plan, "gcp:kms/cryptoKey:CryptoKey", "secrets-key")
     assert key["inputs"]["name"] == "gke-secrets" and key["inputs"]["purpose"] == "ENCRYPT_DECRYPT"
     # DELETE: a destroy schedules every version for destruction and turns rotation off (terraform-provider-google
     # resourceKMSCryptoKeyDelete), so nothing of the key bills after the stack is gone; the cluster that used it goes
@@ -35,7 +35,7 @@ def test_prod_encrypts_secrets_with_a_key_it_creates_in_the_clusters_region(prod
     assert key["inputs"]["deletionPolicy"] == "DELETE", "destroy schedules the versions for destruction"
     assert key["inputs"]["rotationPeriod"] == "7776000s", "90 days"
     assert key["options"]["protect"] is False, "removing the key from a stack must not fail"
-    grant_resource = prod_plan.one("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember", "gke-agent-key-user")
+    grant_resource = one(prod_plan, "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember", "gke-agent-key-user")
     assert grant_resource["options"]["retainOnDelete"] is False, "the stack's own key's grant is its alone: deleted"
     grant = grant_resource["inputs"]
     assert grant == {
@@ -43,12 +43,12 @@ def test_prod_encrypts_secrets_with_a_key_it_creates_in_the_clusters_region(prod
         "role": "roles/cloudkms.cryptoKeyEncrypterDecrypter",
         "member": f"serviceAccount:service-{PROJECT_NUMBER}@container-engine-robot.iam.gserviceaccount.com",
     }
-    cluster = prod_plan.one(CLUSTER)
+    cluster = one(prod_plan, CLUSTER)
     assert cluster["inputs"]["databaseEncryption"] == {"state": "ENCRYPTED", "keyName": KEY_NAME}
     assert "gke-agent-key-user" in cluster["options"]["dependsOn"], "GKE checks its access to the key at creation"
-    grant_deps = prod_plan.one("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")["options"]["dependsOn"]
+    grant_deps = one(prod_plan, "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")["options"]["dependsOn"]
     assert {"secrets-key", "gke-service-agent"} <= set(grant_deps), "the key and GKE's service agent exist first"
-    agent = prod_plan.one("gcp:projects/serviceIdentity:ServiceIdentity", "gke-service-agent")["inputs"]
+    agent = one(prod_plan, "gcp:projects/serviceIdentity:ServiceIdentity", "gke-service-agent")["inputs"]
     assert agent == {"project": "my-tpu-prod-project", "service": "container.googleapis.com"}
     assert "cloudkms" in cluster["options"]["dependsOn"]
     assert "cloudkms.googleapis.com" in {s["inputs"]["service"] for s in prod_plan.find("gcp:projects/service:Service")}
@@ -59,8 +59,8 @@ def test_a_key_of_its_own_is_used_and_granted_but_not_created():
     own = "projects/security-project/locations/us-east5/keyRings/gke/cryptoKeys/secrets"
     plan = plan_of("prod", f"tpu-rl:gke.secretsEncryptionKey={own}")
     assert plan.find("gcp:kms/keyRing:KeyRing") == [] and plan.find("gcp:kms/cryptoKey:CryptoKey") == []
-    assert plan.one(CLUSTER)["inputs"]["databaseEncryption"] == {"state": "ENCRYPTED", "keyName": own}
-    grant = plan.one("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")
+    assert one(plan, CLUSTER)["inputs"]["databaseEncryption"] == {"state": "ENCRYPTED", "keyName": own}
+    grant = one(plan, "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")
     assert grant["inputs"]["cryptoKeyId"] == own
     # The member is the project's GKE service agent: every stack of the project given this key registers the same
     # binding, and the provider's delete would remove it from all of them (resourceIamMemberDelete).
@@ -69,7 +69,7 @@ def test_a_key_of_its_own_is_used_and_granted_but_not_created():
 
 def test_dev_keeps_gkes_default_encryption_and_enables_no_kms_api(dev_plan):
     # Sent explicitly: removing a key from a stack decrypts the Secrets before the key's grant is deleted.
-    assert dev_plan.one(CLUSTER)["inputs"]["databaseEncryption"] == {"state": "DECRYPTED"}
+    assert one(dev_plan, CLUSTER)["inputs"]["databaseEncryption"] == {"state": "DECRYPTED"}
     assert [r for r in dev_plan.resources if r["type"].startswith("gcp:kms/")] == []
     assert "cloudkms.googleapis.com" not in {
         s["inputs"]["service"] for s in dev_plan.find("gcp:projects/service:Service")
@@ -138,7 +138,7 @@ def test_each_identity_reads_and_writes_only_under_its_steps_prefixes(prod_plan)
         ("tpu", "objectUser"): [f"{m}/train/", "pathways"],
         ("tpu", "objectViewer"): [f"{m}/convert/"],
     }, "no step writes another's output; the publication reads the export only"
-    condition = prod_plan.one(BUCKET_IAM, "export-bucket-objectViewer")["inputs"]["condition"]
+    condition = one(prod_plan, BUCKET_IAM, "export-bucket-objectViewer")["inputs"]["condition"]
     assert condition["expression"] == (
         'resource.name.startsWith("projects/_/buckets/my-tpu-prod-project-tpu-rl-prod/objects/gemma4-26b/train/") || '
         'resource.name.startsWith("projects/_/buckets/my-tpu-prod-project-tpu-rl-prod/objects/gemma4-26b/convert/")'
@@ -244,12 +244,12 @@ def test_a_stack_sharing_a_hub_cache_renames_no_step_and_points_its_conversion_a
             "export-hubcache-objectViewer": ("shared-hub", "roles/storage.objectViewer", ["tpu-rl/hub/"]),
         }
         name = step_resources(shared)["convert"]["name"]
-        script = shared.one("kubernetes:core/v1:ConfigMap", f"{name}-scripts")["inputs"]["data"]["run.sh"]
+        script = one(shared, "kubernetes:core/v1:ConfigMap", f"{name}-scripts")["inputs"]["data"]["run.sh"]
         written = "gs://shared-hub/tpu-rl/hub/" if writer == "prod" else own_cache
         snapshot = next(line for line in script.splitlines() if " snapshot " in line)
         assert snapshot.endswith(f" {written} /scratch/base-model gs://shared-hub/tpu-rl/hub/)"), snapshot
         export = step_resources(shared)["export"]["name"]
-        exported = shared.one("kubernetes:core/v1:ConfigMap", f"{export}-scripts")["inputs"]["data"]["run.sh"]
+        exported = one(shared, "kubernetes:core/v1:ConfigMap", f"{export}-scripts")["inputs"]["data"]["run.sh"]
         assert "/hub/" not in exported, "the export reads its conversion's verified objects, no cache root"
 
 
@@ -263,7 +263,7 @@ def test_the_prefixes_cover_where_each_step_really_writes_and_reads(stack, overr
     nodes' (hostNetwork)."""
     plan = plan_of(stack, *overrides)
     access = _access(plan)
-    bucket = plan.one("gcp:storage/bucket:Bucket")["inputs"]["name"]
+    bucket = one(plan, "gcp:storage/bucket:Bucket")["inputs"]["name"]
     steps = step_resources(plan)
     assert set(steps) == {"convert", "train", "export", *(("publish",) if overrides else ())}
 
@@ -274,7 +274,7 @@ def test_the_prefixes_cover_where_each_step_really_writes_and_reads(stack, overr
     def step_text(resource: dict) -> str:
         """A step's JobSet and the scripts its pods run (its ``<step>-scripts`` ConfigMap): where its object names
         are."""
-        scripts = plan.one("kubernetes:core/v1:ConfigMap", f"{resource['name']}-scripts")
+        scripts = one(plan, "kubernetes:core/v1:ConfigMap", f"{resource['name']}-scripts")
         return str(resource["inputs"]) + str(scripts["inputs"]["data"])
 
     for step, resource in steps.items():
@@ -324,7 +324,7 @@ def _jobset_ports(plan) -> set[int]:
 
 
 def test_the_firewall_opens_the_pathways_ports_between_nodes_only(prod_plan):
-    rule = prod_plan.one("gcp:compute/firewall:Firewall", "internal")["inputs"]
+    rule = one(prod_plan, "gcp:compute/firewall:Firewall", "internal")["inputs"]
     assert rule["sourceRanges"] == ["192.168.0.0/18"], "the nodes' range: the head and workers use hostNetwork"
     assert rule["direction"] == "INGRESS"
     (tcp,) = [a for a in rule["allows"] if a["protocol"] == "tcp"]
@@ -333,7 +333,7 @@ def test_the_firewall_opens_the_pathways_ports_between_nodes_only(prod_plan):
 
 
 def test_the_subnet_logs_its_flows(dev_plan):
-    subnet = dev_plan.one("gcp:compute/subnetwork:Subnetwork")["inputs"]
+    subnet = one(dev_plan, "gcp:compute/subnetwork:Subnetwork")["inputs"]
     assert subnet["logConfig"] == {
         "aggregationInterval": "INTERVAL_5_SEC",
         "flowSampling": 0.5,
@@ -370,7 +370,7 @@ def test_the_evaluation_reaches_names_its_token_and_cloud_storage_only():
     services on their ports only (the GKE metadata server's token, the DNS cache) and HTTPS outside the cluster, the
     VPC and the link-local range, nothing else."""
     plan = plan_of("prod", "tpu-rl:workflow.steps.evaluate=true")
-    egress = plan.one(NETWORK_POLICY, "network-policy-evaluation-egress")["inputs"]["spec"]
+    egress = one(plan, NETWORK_POLICY, "network-policy-evaluation-egress")["inputs"]["spec"]
     assert egress["policyTypes"] == ["Egress"]
     selector = egress["podSelector"]
 
@@ -409,11 +409,11 @@ def test_the_evaluation_reaches_names_its_token_and_cloud_storage_only():
 
 
 def test_prod_keeps_noncurrent_versions_for_a_week_and_dev_keeps_none(dev_plan, prod_plan):
-    prod = prod_plan.one("gcp:storage/bucket:Bucket")["inputs"]
+    prod = one(prod_plan, "gcp:storage/bucket:Bucket")["inputs"]
     assert prod["versioning"] == {"enabled": True}
     assert prod["lifecycleRules"] == [
         {"action": {"type": "Delete"}, "condition": {"daysSinceNoncurrentTime": 7, "withState": "ARCHIVED"}}
     ]
-    dev = dev_plan.one("gcp:storage/bucket:Bucket")["inputs"]
+    dev = one(dev_plan, "gcp:storage/bucket:Bucket")["inputs"]
     assert dev["versioning"] == {"enabled": False}, "sent: turning versioning off is an update GCS applies"
     assert dev["lifecycleRules"] == prod["lifecycleRules"], "the rule stays: versions made before are deleted too"

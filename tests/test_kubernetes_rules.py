@@ -138,13 +138,6 @@ def test_a_label_key(key: str, problems: list[str]) -> None:
     assert rules.label_key(key) == problems
 
 
-def test_label_problems_name_each_label() -> None:
-    assert rules.label_problems({"ok": "fine", "-k": "v", "k": "_v"}) == [
-        f"label key '-k': {NAME_PART}",
-        f"label k='_v' (2 bytes): {VALUE}",
-    ]
-
-
 def test_annotation_keys_are_read_lowercased_and_all_of_them_count_against_256_kib() -> None:
     assert rules.annotation_problems({"Example.COM/Key": "v"}) == []
     assert rules.annotation_problems({"a/b/c": "v"}) == [f"annotation key 'a/b/c': {QUALIFIED}"]

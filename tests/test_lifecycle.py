@@ -11,14 +11,15 @@ import re
 import pytest
 
 from infra.k8s import live
-from tests.conftest import SENTINEL_TOKEN, plan_of, step_resources
-from tests.lifecycle_walk import settings, table, walk
+from tests.conftest import SENTINEL_TOKEN, one, plan_of, step_resources
+from tests.lifecycle_walk import settings
+from tools.lifecycle_walk import table, walk
 from tools.plan import plan_stack
 from tools.stack_files import ROOT
 from workloads.specs.step_specs import AWAIT_GRACE_SECONDS, OPERATIONAL_PATHS, plan_workflow
 
 UPGRADES = (ROOT / "docs" / "upgrades.md").read_text()
-"""The page with the generated "what re-runs" table (tests/readme_tables.py writes it)."""
+"""The page with the generated "what re-runs" table (tools/docs_tables.py writes it)."""
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +143,7 @@ def test_step_options_never_replace_a_step_for_anything_but_its_identity(prod_pl
 def test_pulumi_waits_longer_than_each_steps_own_deadline(stack):
     s = settings(stack, [])
     for step in plan_workflow(s).steps:
-        deadline = step.deadline_seconds
+        deadline = step.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["activeDeadlineSeconds"]
         # Each JobSet attempt (a restart re-creates the Jobs) gets the first Job's deadline; the CPU steps never
         # restart (their Job retries its pod within the same deadline).
         restarts = step.manifest["spec"]["failurePolicy"]["maxRestarts"]
@@ -166,7 +167,7 @@ def test_the_names_the_next_up_would_use_are_stable():
 
 
 def test_the_kubernetes_provider_adopts_a_run_a_killed_up_created_and_never_drops_state(prod_plan):
-    provider = prod_plan.one("pulumi:providers:kubernetes", "gke")["inputs"]
+    provider = one(prod_plan, "pulumi:providers:kubernetes", "gke")["inputs"]
     assert provider["upsertExistingObjects"] == "true" or provider["upsertExistingObjects"] is True
     assert provider["clusterIdentifier"] == "my-tpu-prod-project/us-east5/tpu-rl-prod"
     # deleteUnreachable would make a refresh that cannot reach the cluster drop every object from the state.

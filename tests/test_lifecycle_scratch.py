@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from tests.lifecycle_walk import PUBLISHING, settings
+from tests.lifecycle_walk import settings
+from tools.lifecycle_walk import PUBLISHING
 from workloads.specs.step_manifests import scratch_volume
 from workloads.specs.step_specs import plan_workflow
 

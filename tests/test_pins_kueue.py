@@ -5,6 +5,8 @@ manager configuration and what Kueue 0.17.1 accepts. Pure: builders only (fast e
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import pytest
 import yaml
@@ -12,7 +14,7 @@ import yaml
 from core.config.values import ConfigError
 from core.machines import MachineShape, machine_shape
 from core.names import CPU_FLAVOR, CPU_POOL, NODEPOOL_LABEL, QUEUE_LABEL, SYSTEM_POOL, TPU_FLAVOR
-from core.requests import allocatable, jobset_pod_sets, quantity, total
+from core.requests import allocatable, pod_requests, quantity
 from infra.gcp.gke_spec import cpu_pool_args, system_pool_args, tpu_pool_args
 from infra.k8s import kueue
 from infra.k8s.manifests import namespace_manifest
@@ -37,6 +39,27 @@ STACKS = [
     ),
     settings("prod", ["tpu-rl:cpuPool.maxNodes=9"]),
 ]
+
+
+def jobset_pod_sets(jobset: Mapping[str, Any]) -> list[tuple[str, int, dict[str, float]]]:
+    """Kueue's pod sets of a JobSet: (replicated Job, pods, requests of one pod); a replicated Job's pods
+    are ``replicas x min(parallelism, completions)`` (Kueue ``jobset_controller.go`` ``PodSets``)."""
+    sets = []
+    for job in jobset["spec"]["replicatedJobs"]:
+        spec = job["template"]["spec"]
+        parallelism = spec.get("parallelism", 1)
+        count = job.get("replicas", 1) * min(parallelism, spec.get("completions", parallelism))
+        sets.append((job["name"], count, pod_requests(spec["template"]["spec"])))
+    return sets
+
+
+def total(pod_sets: Iterable[tuple[str, int, dict[str, float]]]) -> dict[str, float]:
+    """What a workload asks for in all: every pod set's requests times its pods."""
+    found: dict[str, float] = {}
+    for _name, count, asked in pod_sets:
+        for name, amount in asked.items():
+            found[name] = found.get(name, 0.0) + amount * count
+    return found
 
 
 def queue_objects(s):
@@ -234,8 +257,6 @@ def test_pod_requests_follow_the_schedulers_formula():
     """Containers + native sidecars, or an init container with the sidecars started before it if more;
     limits stand in for missing requests (component-helpers PodRequests; Kueue UseLimitsAsMissingRequestsInPod)."""
     head, worker = pods(plan_workflow(PROD).train)
-    from core.requests import pod_requests
-
     assert pod_requests(head) == {"cpu": 16 + 8 + 8, "memory": (100 + 32 + 64) * 2**30}
     assert pod_requests(worker) == {"google.com/tpu": 4, "cpu": 8, "memory": 64 * 2**30}
     init_heavy = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.tpu import CATALOGUE, TpuVersionName, all_slices, chips_in, resolve_slice
+from core.tpu import CATALOGUE, TpuVersionName, chips_in, resolve_slice
 from infra.gcp import gke_spec
 from tests.lifecycle_walk import settings
 
@@ -310,10 +310,7 @@ def test_resolve_slice_refuses_what_a_machine_cannot_form():
             resolve_slice(version, machine, topology)
 
 
-def test_every_slice_is_listed_once():
-    slices = all_slices()
-    assert len(slices) == sum(len(m.topologies) for v in CATALOGUE.values() for m in v.machine_types) == 27
-    assert len({(s.version, s.machine_type, s.topology) for s in slices}) == len(slices)
+def test_a_topology_counts_its_chips():
     assert chips_in("4x8") == 32 and chips_in("2x2x4") == 16 and chips_in("1x1") == 1
 
 

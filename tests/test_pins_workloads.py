@@ -604,7 +604,10 @@ def test_the_identity_covers_the_object_the_cluster_and_the_bucket_but_not_opera
     assert {"name": "TPU_RL_STALL_SECONDS", "value": "2700"} in head["containers"][0]["env"]
     assert {"name": "TPU_RL_RESTART_DRILL", "value": "true"} in head["containers"][0]["env"]
     # Every attempt's deadline: the first, three restarts and the drill's restart, which maxRestarts does not count.
-    assert timeouts.train.deadline_seconds == 30 * 3600 and timeouts.train.await_seconds == 5 * (30 * 3600 + 900)
+    assert (
+        timeouts.train.manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["activeDeadlineSeconds"] == 30 * 3600
+    )
+    assert timeouts.train.await_seconds == 5 * (30 * 3600 + 900)
     assert base.train.await_seconds == 2 * (24 * 3600 + 900)
 
 

@@ -11,7 +11,7 @@ import yaml
 from core.names import step_account, step_ksa
 from core.steps import STEPS
 from infra.gcp.identities import NODE_PROJECT_ROLES
-from tests.conftest import plan_of, step_resources
+from tests.conftest import one, plan_of, step_resources
 from tools.plan import main as plan_main
 
 POOL = "gcp:container/nodePool:NodePool"
@@ -102,16 +102,16 @@ def test_single_host_pool_has_no_topology():
 
 
 def test_cpu_and_system_pools(dev_plan, prod_plan):
-    cpu = prod_plan.one(POOL, "cpu-pool")["inputs"]
+    cpu = one(prod_plan, POOL, "cpu-pool")["inputs"]
     assert cpu["name"] == "cpu-np"
     assert cpu["nodeConfig"]["machineType"] == "n4-standard-64"
     assert cpu["nodeConfig"]["diskType"] == "hyperdisk-balanced", "N4 has no Persistent Disk"
     assert cpu["autoscaling"] == {"minNodeCount": 0, "maxNodeCount": 4}
     assert cpu["nodeConfig"]["diskSizeGb"] >= 200, "conversion downloads ~52 GB"
-    system = prod_plan.one(POOL, "system-pool")["inputs"]
+    system = one(prod_plan, POOL, "system-pool")["inputs"]
     assert system["nodeConfig"]["machineType"] == "e2-standard-8"
     assert system["nodeLocations"] == ["us-east5-b"]
-    assert dev_plan.one(POOL, "system-pool")["inputs"]["autoscaling"]["minNodeCount"] == 1
+    assert one(dev_plan, POOL, "system-pool")["inputs"]["autoscaling"]["minNodeCount"] == 1
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
@@ -137,14 +137,14 @@ def test_iam_is_least_privilege(stack):
         condition = grant["inputs"].get("condition")
         assert (condition is None) == (grant["inputs"]["role"] == "roles/storage.legacyBucketReader"), grant["name"]
     holders = {r["inputs"]["member"].split(":")[1].split("@")[0] for r in bucket_grants}
-    cluster = plan.one(CLUSTER)["inputs"]["name"]
+    cluster = one(plan, CLUSTER)["inputs"]["name"]
     assert holders == {f"{cluster}-{n}" for n in ("cpu-np", "tpu-np", "convert", "export", "publish")}, (
         "system nodes get no bucket access; each CPU step has its own identity, the publication's in every stack"
     )
-    assert all(r["inputs"]["bucket"] == plan.one("gcp:storage/bucket:Bucket")["inputs"]["name"] for r in bucket_grants)
-    project = plan.one(CLUSTER)["inputs"]["project"]
+    assert all(r["inputs"]["bucket"] == one(plan, "gcp:storage/bucket:Bucket")["inputs"]["name"] for r in bucket_grants)
+    project = one(plan, CLUSTER)["inputs"]["project"]
     for step in ("convert", "export", "publish"):
-        wi = plan.one("gcp:serviceaccount/iAMMember:IAMMember", f"{step}-workload-identity")["inputs"]
+        wi = one(plan, "gcp:serviceaccount/iAMMember:IAMMember", f"{step}-workload-identity")["inputs"]
         assert wi["role"] == "roles/iam.workloadIdentityUser"
         # The KSA is named as the Google account (<clusterName>-<step>), which no other stack has.
         assert wi["member"] == f"serviceAccount:{project}.svc.id.goog[tpu-rl/{cluster}-{step}]", "only its own KSA"
@@ -207,7 +207,7 @@ def test_two_stacks_in_one_project_and_namespace_share_no_workload_identity_prin
     plans = {stack: plan_of(stack, *SHARED_PROJECT) for stack in ("dev", "prod")}
     principals, ksas, pods = {}, {}, {}
     for stack, plan in plans.items():
-        assert plan.one(CLUSTER)["inputs"]["project"] == "shared-tpu-project"
+        assert one(plan, CLUSTER)["inputs"]["project"] == "shared-tpu-project"
         bound, accounts, running = workload_identities(plan), kubernetes_accounts(plan), pod_accounts(plan)
         assert set(bound) == set(accounts) == set(running) == {"convert", "export", "evaluate", "publish"}, stack
         for step, (member, google) in bound.items():
@@ -249,7 +249,7 @@ def test_service_account_ids_fit_the_30_character_limit():
 
 def test_bucket_security(dev_plan, prod_plan):
     for plan, force, protect in ((dev_plan, True, False), (prod_plan, False, True)):
-        bucket = plan.one("gcp:storage/bucket:Bucket")
+        bucket = one(plan, "gcp:storage/bucket:Bucket")
         inputs = bucket["inputs"]
         assert inputs["uniformBucketLevelAccess"] is True
         assert inputs["publicAccessPrevention"] == "enforced"
@@ -261,7 +261,7 @@ def test_bucket_security(dev_plan, prod_plan):
 
 def test_cluster_security(dev_plan, prod_plan):
     for plan, protect, networks in ((dev_plan, False, ["0.0.0.0/0"]), (prod_plan, True, ["203.0.113.0/24"])):
-        cluster = plan.one(CLUSTER)
+        cluster = one(plan, CLUSTER)
         c = cluster["inputs"]
         assert c["location"] == "us-east5" and c["nodeLocations"] == ["us-east5-b"]
         assert c["removeDefaultNodePool"] is True
@@ -280,9 +280,9 @@ def test_cluster_security(dev_plan, prod_plan):
 
 
 def test_network_has_nat_and_pod_ranges(dev_plan):
-    subnet = dev_plan.one("gcp:compute/subnetwork:Subnetwork")["inputs"]
+    subnet = one(dev_plan, "gcp:compute/subnetwork:Subnetwork")["inputs"]
     assert {r["rangeName"] for r in subnet["secondaryIpRanges"]} == {"pods", "services"}
-    nat = dev_plan.one("gcp:compute/routerNat:RouterNat")["inputs"]
+    nat = one(dev_plan, "gcp:compute/routerNat:RouterNat")["inputs"]
     assert nat["sourceSubnetworkIpRangesToNat"] == "ALL_SUBNETWORKS_ALL_IP_RANGES"
     services = dev_plan.find("gcp:projects/service:Service")
     assert {s["inputs"]["service"] for s in services} >= {"container.googleapis.com", "compute.googleapis.com"}
@@ -290,7 +290,7 @@ def test_network_has_nat_and_pod_ranges(dev_plan):
 
 
 def test_kubernetes_provider_uses_exec_plugin_and_stable_identifier(dev_plan):
-    provider = dev_plan.one("pulumi:providers:kubernetes", "gke")
+    provider = one(dev_plan, "pulumi:providers:kubernetes", "gke")
     assert provider["inputs"]["kubeconfig"] == "[secret]"
     assert provider["inputs"]["clusterIdentifier"] == "my-tpu-dev-project/us-east5/tpu-rl-dev"
     kubeconfig = yaml.safe_load(dev_plan.raw_inputs["gke"]["kubeconfig"])
@@ -303,21 +303,21 @@ def test_kubernetes_provider_uses_exec_plugin_and_stable_identifier(dev_plan):
 
 def test_dependencies(dev_plan):
     apis = {r["name"] for r in dev_plan.find("gcp:projects/service:Service")}
-    cluster = dev_plan.one(CLUSTER)
+    cluster = one(dev_plan, CLUSTER)
     assert apis <= set(cluster["options"]["dependsOn"])
     for pool in dev_plan.find(POOL):
         assert "tpu-container.defaultNodeServiceAccount" in pool["options"]["dependsOn"]
         assert "cluster" in pool["options"]["dependsOn"]
-    provider = dev_plan.one("pulumi:providers:kubernetes", "gke")
+    provider = one(dev_plan, "pulumi:providers:kubernetes", "gke")
     assert {"system-pool", "cpu-pool"} <= set(provider["options"]["dependsOn"])
     assert "tpu-pool-0" not in provider["options"]["dependsOn"], "conversion need not wait for the TPU slice"
     steps = step_resources(dev_plan)
     assert "tpu-pool-0" in steps["train"]["options"]["dependsOn"]
     assert "tpu-pool-0" not in steps["convert"]["options"]["dependsOn"], "conversion runs while the slice comes up"
     for step in ("convert", "export"):
-        wi = dev_plan.one("gcp:serviceaccount/iAMMember:IAMMember", f"{step}-workload-identity")
+        wi = one(dev_plan, "gcp:serviceaccount/iAMMember:IAMMember", f"{step}-workload-identity")
         assert "cluster" in wi["options"]["dependsOn"], "the identity pool exists once the cluster does"
-        ksa = dev_plan.one("kubernetes:core/v1:ServiceAccount", f"{step}-ksa")["options"]["dependsOn"]
+        ksa = one(dev_plan, "kubernetes:core/v1:ServiceAccount", f"{step}-ksa")["options"]["dependsOn"]
         assert {f"{step}-workload-identity", f"{step}-bucket-objectUser", "namespace"} <= set(ksa)
 
 
@@ -356,6 +356,7 @@ def test_cli_writes_plan_json_and_is_deterministic(tmp_path, capsys):
         "deletedWith",
         "retainOnDelete",
         "aliases",
+        "replacementTrigger",
     }
     assert plan["resources"] == sorted(plan["resources"], key=lambda r: (r["type"], r["name"]))
     assert (tmp_path / "a" / "manifests").is_dir()
@@ -422,7 +423,7 @@ def test_kueues_guard_stays_when_kueue_is_not_installed():
     guarding nothing, so the engine never has to delete a protected guard (``step.go`` ``DeleteStep.Apply`` refuses
     one)."""
     plan = plan_of("prod", "tpu-rl:kueue.enabled=false")
-    guard = plan.one("tpu-rl:lifecycle:DestroyGuard", "tpu-rl-protect-release-kueue")
+    guard = one(plan, "tpu-rl:lifecycle:DestroyGuard", "tpu-rl-protect-release-kueue")
     assert guard["options"]["dependsOn"] == [] and guard["options"]["protect"] is True
     assert not plan.find("kubernetes:helm.sh/v3:Release", "kueue")
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from infra.k8s.manifests import EVALUATION_EGRESS, METADATA_SERVER, NODE_LOCAL_DNS, POD_READER_RULES
-from tests.conftest import JOBSET, plan_of
+from tests.conftest import JOBSET, one, plan_of
 from tests.example_stacks import STACKS
 from workloads.specs.step_manifests import HEAD_JOB
 
@@ -136,7 +136,7 @@ UNREACHABLE = [
 
 def test_the_evaluation_reaches_the_link_local_range_only_on_the_ports_it_uses():
     plan = plan_of("prod", "tpu-rl:publish.repo=me/model", "tpu-rl:workflow.steps.evaluate=true")
-    egress = plan.one(NETWORK_POLICY, "network-policy-evaluation-egress")["inputs"]["spec"]["egress"]
+    egress = one(plan, NETWORK_POLICY, "network-policy-evaluation-egress")["inputs"]["spec"]["egress"]
     assert egress == EVALUATION_EGRESS
     assert [p for p in REACHABLE if not allows(egress, *p)] == []
     assert [p for p in UNREACHABLE if allows(egress, *p)] == []

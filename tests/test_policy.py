@@ -28,6 +28,7 @@ from pulumi_policy.proxy import unknown_checking_proxy
 
 from tests import analyzer
 from tests.analyzer import Finding, Pack
+from tests.conftest import one
 from tests.conftest import plan_of as _program_plan
 from tests.pack_estimate import stack_estimate
 from tests.policy_args import shown
@@ -1705,7 +1706,7 @@ def test_a_public_repository_needs_the_policy_config_to_list_it():
 
 def test_secrets_encryption_is_required_only_where_the_policy_config_says_so():
     dev = base_plan("dev")
-    assert dev.one(CLUSTER)["inputs"]["databaseEncryption"] == {"state": "DECRYPTED"}
+    assert one(dev, CLUSTER)["inputs"]["databaseEncryption"] == {"state": "DECRYPTED"}
     assert violations(dev, "secrets-encryption", "dev") == []
     assert violations(dev, "secrets-encryption", "dev", config={"required": True})
     assert violations(dev, "secrets-encryption", "dev", config={}) == [], "not required unless the config says so"
@@ -1849,7 +1850,7 @@ def _normalised(resource):
 def test_the_builders_plan_is_what_the_program_registers(stack):
     program = plan_of(stack)
     for resource in pure_plan(stack).resources:
-        registered = program.one(resource["type"], resource["name"])
+        registered = one(program, resource["type"], resource["name"])
         assert _normalised(resource) == _normalised(registered), resource["name"]
         assert resource["options"]["protect"] == registered["options"]["protect"]
 
@@ -2120,7 +2121,7 @@ def test_the_namespace_selector_of_the_cluster_queue(selector, admitted):
 
 def test_the_program_s_namespace_selector_is_the_one_that_passes():
     own = {"matchLabels": {NS_NAME: "tpu-rl"}}
-    assert base_plan("prod").one(CQ)["inputs"]["spec"]["namespaceSelector"] == own
+    assert one(base_plan("prod"), CQ)["inputs"]["spec"]["namespaceSelector"] == own
     equal = mutated_to_judge("prod", CQ, "kueue-cluster-queue", _set(["spec", "namespaceSelector"], copy.deepcopy(own)))
     assert violations(equal, "kueue-queue-fits", "prod") == []
     wider = {"matchLabels": {NS_NAME: "tpu-rl", "team": "ml"}}  # narrower in fact, but not the program's

@@ -19,7 +19,7 @@ from tools.stack_files import ROOT, project_declarations
 pytestmark = pytest.mark.pure  # files and tables only
 
 CONFIGURATION = ROOT / "docs" / "configuration.md"
-"""The generated configuration reference and refused extraArgs keys (tests/readme_tables.py writes them)."""
+"""The generated configuration reference and refused extraArgs keys (tools/docs_tables.py writes them)."""
 WATCHING = ROOT / "docs" / "watching-a-run.md"
 """The generated budget and "what re-runs" tables."""
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
@@ -131,26 +131,28 @@ def test_make_up_selects_the_stack_where_its_state_lives_and_runs_pulumi_up():
 
 
 def test_the_configuration_page_lists_every_key_with_its_default_and_bounds():
-    from core.config.schema import reference_table
+    from tools.docs_tables import configuration_reference
 
-    table = reference_table()
+    table = configuration_reference()
     assert table in CONFIGURATION.read_text(), "docs/configuration.md's table is stale (make readme):\n" + table
     assert "| `tpu-rl:training.numBatches` | `50` | integer 1..100000 |" in table
     assert "| `tpu-rl:workflow.timeouts.train` | `24h` | duration 1m..168h |" in table
 
 
 def test_the_configuration_page_lists_every_refused_extra_arg():
-    from core.config.load import REFUSED_KEYS, refused_keys_table
+    from core.config.load import REFUSED_KEYS
+    from tools.docs_tables import refused_keys
 
-    assert refused_keys_table() in CONFIGURATION.read_text(), "docs/configuration.md's refused keys are stale"
+    assert refused_keys() in CONFIGURATION.read_text(), "docs/configuration.md's refused keys are stale"
     workflow = {"enable_checkpointing", "checkpoint_dir", "run_name", "base_output_directory", "load_parameters_path"}
     assert workflow | {"tensorboard_dir"} <= set(REFUSED_KEYS)
 
 
 def test_the_watching_page_lists_every_network_budget():
-    from core.deadline import BUDGETS, reference_table
+    from core.deadline import BUDGETS
+    from tools.docs_tables import budgets
 
-    table = reference_table()
+    table = budgets()
     assert table in WATCHING.read_text(), "docs/watching-a-run.md's budget table is stale (make readme):\n" + table
     assert BUDGETS["auth-plugin"].total + BUDGETS["cluster-read"].total < 30, "a preview with a hanging plugin"
     assert all(b.total <= 60 for b in BUDGETS.values())
@@ -164,14 +166,14 @@ def test_every_training_field_is_its_knob():
     from core.knobs import TRAINING_KNOBS
 
     for knob in TRAINING_KNOBS:
-        field = schema.FIELDS_BY_KEY[f"tpu-rl:training.{knob.field}"]
+        field = next(f for f in schema.FIELDS if f.key == f"tpu-rl:training.{knob.field}")
         assert knob_field(knob) == field
         assert field.default == knob.default and field.samples == knob.samples
         assert f"MaxText `{knob.key}`" in field.doc
 
 
 def test_the_reference_shows_each_kind_of_default():
-    from core.config.fields import shown as _shown
+    from tools.docs_tables import shown as _shown
 
     networks = next(f for f in FIELDS if f.key == "tpu-rl:authorizedNetworks")
     assert _shown(networks) == "`0.0.0.0/0`"

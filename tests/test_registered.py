@@ -33,12 +33,14 @@ def rows(variant: str, plan: Plan) -> list[str]:
     lines = []
     for resource in plan.resources:
         type_, name = resource["type"], resource["name"]
+        options = dict(resource["options"])
+        trigger = options.pop("replacementTrigger")
         whole = {
             "urn": plan.urns.get(name),
             "inputs": plan.raw_inputs.get(name),
             "wire": plan.wire.get((type_, name), ({}, {}))[0],
-            "options": resource["options"],
-            "trigger": plan.replacement_triggers.get(name),
+            "options": options,
+            "trigger": trigger,
         }
         lines.append(f"{variant}\t{type_}\t{name}\t{digest(whole)}")
     lines.append(f"{variant}\t(outputs)\t-\t{digest(plan.outputs)}")
@@ -72,7 +74,6 @@ def test_the_pin_sees_one_changed_input():
         plan.resources,
         plan.outputs,
         raw_inputs={**plan.raw_inputs, name: {**plan.raw_inputs[name], "extra": 1}},
-        replacement_triggers=plan.replacement_triggers,
         logs=plan.logs,
         urns=plan.urns,
         wire=plan.wire,

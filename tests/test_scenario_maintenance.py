@@ -19,7 +19,7 @@ import yaml
 
 from tests.engine import Stack, StoppedError
 from tests.fake_kube import step_pod
-from tests.scenario import live, names
+from tests.scenario import live, names, trigger
 from tools.stack_files import ROOT
 from workloads.observe.waiting import POLL_SECONDS
 
@@ -192,7 +192,7 @@ def test_a_maintenance_longer_than_kueues_budget_fails_up_with_one_line_and_the_
     stack.on_wait = None
     retried = stack.up()
     assert retried.error is None, retried.error
-    assert retried.actions[train] == "replace" and retried.plan.replacement_triggers[train] == uid
+    assert retried.actions[train] == "replace" and trigger(retried.plan, train) == uid
     assert any(
         "was stopped by Kueue (DeactivatedDueToRequeuingLimitExceeded); retrying it" in m for _, m in retried.plan.logs
     )

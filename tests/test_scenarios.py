@@ -11,7 +11,7 @@ import pytest
 
 from core.names import ADOPTED, RETRY_ANNOTATION
 from tests.lifecycle_walk import settings
-from tests.scenario import STEPS, live, names
+from tests.scenario import STEPS, live, names, trigger
 
 # The whole module is the slow tier (`make test-slow`, in CI; docs/testing.md "Timings"): each test runs the
 # program or a step for real against loopback servers, seconds apiece. The fast tier keeps the same boundaries
@@ -27,7 +27,7 @@ def test_first_up_of_a_new_stack_creates_each_step_once_and_the_next_up_changes_
     assert first.error is None, first.error
     step_names = names(stack)
     assert first.actions == {step_names[s]: "create" for s in STEPS}
-    assert all(first.plan.replacement_triggers[step_names[s]] == "" for s in STEPS)
+    assert all(trigger(first.plan, step_names[s]) == "" for s in STEPS)
     assert [w.split(":")[0] for w in stack.written] == list(STEPS)
     again = stack.up()
     assert again.error is None and again.actions == {step_names[s]: "same" for s in STEPS}
@@ -55,7 +55,7 @@ def test_a_step_fails_then_up_retries_it_with_the_configured_values(stack):
 
     retry = stack.up(overrides=["tpu-rl:workflow.timeouts.train=30h"])
     assert retry.error is None, retry.error
-    assert retry.actions[train] == "replace" and retry.plan.replacement_triggers[train] == old_uid
+    assert retry.actions[train] == "replace" and trigger(retry.plan, train) == old_uid
     now = live(stack, "train")
     assert now["metadata"]["uid"] != old_uid and now["metadata"]["annotations"][RETRY_ANNOTATION] == old_uid
     assert now["spec"]["replicatedJobs"][0]["template"]["spec"]["activeDeadlineSeconds"] == 30 * 3600
@@ -184,7 +184,7 @@ def test_kueue_stops_a_step_whose_pods_are_never_ready_and_the_next_up_retries_i
     uid = live(stack, "train")["metadata"]["uid"]
     retried = stack.up()
     assert retried.error is None, retried.error
-    assert retried.actions[train] == "replace" and retried.plan.replacement_triggers[train] == uid
+    assert retried.actions[train] == "replace" and trigger(retried.plan, train) == uid
     assert any(
         "was stopped by Kueue (DeactivatedDueToRequeuingLimitExceeded); retrying it" in m for _, m in retried.plan.logs
     )
@@ -246,7 +246,7 @@ def test_runner_killed_while_up_waits_the_run_fails_meanwhile_then_up_retries_it
     uid = live(stack, "train")["metadata"]["uid"]
     retried = stack.up()
     assert retried.error is None, retried.error
-    assert retried.actions[train] == "replace" and retried.plan.replacement_triggers[train] == uid
+    assert retried.actions[train] == "replace" and trigger(retried.plan, train) == uid
     assert set(stack.up().actions.values()) == {"same"}
 
 
@@ -271,7 +271,7 @@ def test_runner_killed_during_the_create_the_run_fails_meanwhile_then_up_twice_r
 
     retried = stack.up()
     assert retried.error is None, retried.error
-    assert retried.actions[train] == "replace" and retried.plan.replacement_triggers[train] == uid + ADOPTED
+    assert retried.actions[train] == "replace" and trigger(retried.plan, train) == uid + ADOPTED
     assert live(stack, "train")["metadata"]["uid"] != uid
     assert set(stack.up().actions.values()) == {"same"}
 
@@ -292,7 +292,7 @@ def test_runner_killed_during_a_retrys_create_the_retry_fails_meanwhile_then_up_
     assert adopted.actions[train] == "adopt" and "failed (FailedJobs)" in str(adopted.error)
     assert live(stack, "train")["metadata"]["annotations"][RETRY_ANNOTATION] == retry_uid
     again = stack.up()
-    assert again.error is None and again.plan.replacement_triggers[train] == retry_uid + ADOPTED
+    assert again.error is None and trigger(again.plan, train) == retry_uid + ADOPTED
 
 
 def test_runner_killed_during_the_create_while_training_runs_then_up_adopts_and_waits_for_it(stack):

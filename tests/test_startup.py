@@ -9,6 +9,7 @@ import datetime
 
 import pytest
 
+from core.estimate import STARTUP_MINUTES, restarted
 from infra.k8s import live
 from tests.fake_kube import fake_cluster, kubelet_event, tpu_node, with_state, workload
 from tests.lifecycle_walk import settings
@@ -20,6 +21,8 @@ from workloads.specs.step_specs import plan_workflow
 
 DEV = plan_workflow(settings("dev", []))
 UTC = datetime.UTC
+WARM_NODE_RESTART_MINUTES = restarted(STARTUP_MINUTES, same_nodes=True)
+"""The estimate's restart on the nodes the run holds, at the defaults."""
 NS = "tpu-rl"
 ATTEMPT = "20261231T234100Z"
 """The first attempt starts 20 minutes before New Year: its later lines are dated 0101 (no year in absl)."""
@@ -443,7 +446,7 @@ def test_make_report_holds_a_resumed_attempt_against_the_goal(gcs, tmp_path):
     verdict, and carries the restart columns of the estimate."""
     import json
 
-    from core.estimate import RESTART_STARTUP_MINUTES, WARM_NODE_RESTART_MINUTES
+    from core.estimate import RESTART_STARTUP_MINUTES
     from tests.conftest import put
     from tools import report
 
@@ -488,7 +491,6 @@ def test_make_report_measures_the_restart_drills_restart_component_by_component(
     component of the first start and of the restart beside the model's restart on the same nodes, and its verdict."""
     import json
 
-    from core.estimate import WARM_NODE_RESTART_MINUTES
     from tests.conftest import put
     from tools import report
     from workloads.container.restart_drill import drill_line
@@ -610,7 +612,7 @@ def test_an_attempt_is_resumed_by_its_restore_line_and_fresh_by_a_log_that_goes_
 def test_the_report_shows_the_restart_columns_and_each_restarts_verdict():
     """The page's start-up table: the estimate of a first attempt and of a restart on new and on the same nodes
     (docs/cost.md "Start-up, before and after"), then each restart against the goal."""
-    from core.estimate import RESTART_STARTUP_MINUTES, STARTUP_MINUTES, WARM_NODE_RESTART_MINUTES
+    from core.estimate import RESTART_STARTUP_MINUTES
     from tools.report_html import _startup_section
 
     attempts = [_attempt(1, 44), _attempt(2, 14.2)]
@@ -638,7 +640,7 @@ def test_the_reports_restart_columns_are_the_stacks_own_estimate():
     """A stack that reads the checkpoint once (tpu-rl:training.loadCheckpointOnlyOnce true) has 45 - 2 = 43 minutes
     per attempt in its estimate output: the restart columns follow it (32 - 2 = 30, 15 - 2 = 13); a run known by its
     URI gets the defaults' (the checkpoint read twice: 32 and 15)."""
-    from core.estimate import RESTART_STARTUP_MINUTES, WARM_NODE_RESTART_MINUTES, estimate_for
+    from core.estimate import RESTART_STARTUP_MINUTES, estimate_for
     from tools.report import RunInfo, report_json
     from workloads.observe.evaluations import parse_logs
     from workloads.observe.run_data import RunData

@@ -1,8 +1,8 @@
-"""A step's behaviour is a property of its entry in the step catalogue (``core.steps.STEPS``), its roles among them:
-the step that fills the Hub cache and those that read it (``HubCache``), the steps whose containers hold the Hub
-write token (``write_token``). Outside the catalogue no code compares a value with a step's name, whether written
-out or through a name bound to it (a constant, a class attribute, a loop over names), and no code binds a name to
-a step's name: each user reads the entry's field instead.
+"""A step's behaviour is a property of its entry in the step catalogue (``core.steps.STEPS``), its roles among them: the
+step that fills the Hub cache and those that read it (``HubCache``), the steps whose containers hold the Hub write
+token (``write_token``), the step on the TPU slice (``holds_tpu``). Outside the catalogue no code compares a value
+with a step's name, whether written out or through a name bound to it (a constant, a class attribute, a loop over
+names), and no code binds a name to a step's name: each user reads the entry's field instead.
 
 The product's files are parsed once per process (``tests.source_files``); the checks are tested on planted modules
 of their own.
@@ -20,21 +20,12 @@ import pytest
 
 from core.layout import hub_cache
 from core.names import HF_SECRET, HF_WRITE_SECRET
-from core.steps import HUB_CACHE_FILLER, STEPS, WRITE_TOKEN_HOLDERS, HubCache, _the_one
+from core.steps import HUB_CACHE_FILLER, STEPS, TPU_HOLDER, WRITE_TOKEN_HOLDERS, HubCache, _the_one
 from infra.gcp.access import READER_ROLE, WRITER_ROLE, hub_cache_grants
 from tests.source_files import module_name, nodes, product_files, rel
 
 CATALOGUE = ("core/steps.py",)
 """Where a step's name may be compared or bound: the catalogue itself."""
-
-NOT_STEP_NAMES: dict[tuple[str, str], str] = {
-    ("workloads/observe/startup.py", "'train' in files[name]"): "the kind of a log file (`train-<start>.log` "
-    "beside `evals-<start>.txt`), which the training step's script names, not a step",
-    ("workloads/observe/startup.py", "for kind in ('evals', 'train')"): "the kinds of a training attempt's log "
-    "files, read in this order, not steps",
-}
-"""Comparisons and bindings of a word that is also a step's name but means something else: (path, the code) ->
-what it is."""
 
 PER_STEP_CODE: dict[tuple[str, str], str] = {
     ("workloads/wiring.py", "uses = ('convert',)"): "the export's wiring names the earlier step whose result its "
@@ -179,16 +170,14 @@ def test_no_step_name_is_compared_outside_the_catalogue():
         for path in _outside_the_catalogue()
         for comparison in step_name_comparisons(path, product_bindings())
     }
-    listed = {key for key in NOT_STEP_NAMES if not key[1].startswith("for ")}
-    assert found - listed == set(), "a step's behaviour is a property of its entry in core.steps.STEPS"
-    assert listed <= found, "a listed comparison is gone: drop it from NOT_STEP_NAMES"
+    assert found == set(), "a step's behaviour is a property of its entry in core.steps.STEPS"
 
 
 def test_no_name_is_bound_to_a_step_name_outside_the_catalogue():
     found = {(rel(path), code) for path in _outside_the_catalogue() for code in step_bindings(path).values()}
-    listed = {key for key in NOT_STEP_NAMES if key[1].startswith("for ")} | set(PER_STEP_CODE)
+    listed = set(PER_STEP_CODE)
     assert found - listed == set(), "a step's role is a field of its entry in core.steps.STEPS (read the field)"
-    assert listed <= found, "a listed binding is gone: drop it from NOT_STEP_NAMES or PER_STEP_CODE"
+    assert listed <= found, "a listed binding is gone: drop it from PER_STEP_CODE"
 
 
 @pytest.fixture
@@ -272,7 +261,7 @@ def test_each_role_is_a_field_of_its_entry():
         "convert": HubCache.FILLS,
         "export": HubCache.READS,
     }
-    assert (HUB_CACHE_FILLER, WRITE_TOKEN_HOLDERS) == ("convert", ("publish",))
+    assert (HUB_CACHE_FILLER, TPU_HOLDER, WRITE_TOKEN_HOLDERS) == ("convert", "train", ("publish",))
     assert hub_cache("bucket", "gemma4-26b") == "gs://bucket/gemma4-26b/convert/hub/", "under the filler's prefix"
     with pytest.raises(ValueError, match=r"exactly one step that fills the Hub cache, not \('convert', 'export'\)"):
         _the_one("fills the Hub cache", ["convert", "export"])

@@ -1,8 +1,10 @@
-"""The dead-code whitelist says exactly what it excuses: vulture matches a whitelisted name wherever it is defined,
-so each entry of ``tests/data/vulture-whitelist.txt`` names one definition (``module.Class.name``,
-``module.function.parameter``, or a library's attribute the project sets), under a comment saying who reads it; a
-project entry resolves to a definition in the tree, and, without the whitelist, vulture reports exactly one
-definition per entry: none hidden by another's name, none stale."""
+"""The dead-code whitelists say exactly what they excuse: vulture matches a whitelisted name wherever it is defined, so
+each entry of ``tests/data/vulture-whitelist.txt`` (the product's, read by the scan of the product alone) and of
+``tests/data/vulture-whitelist-tests.txt`` (the tests', read with it by this test's scan of the product and the
+tests) names one definition (``module.Class.name``, ``module.function.parameter``, or a library's attribute the
+project sets), under a comment saying who reads it; a project entry resolves to a definition in the tree, the
+product's whitelist names none of the tests, and, without its whitelist, each scan reports exactly one definition per
+entry: none hidden by another's name, none stale."""
 
 from __future__ import annotations
 
@@ -18,6 +20,9 @@ import pytest
 from tools.stack_files import ROOT
 
 WHITELIST = ROOT / "tests" / "data" / "vulture-whitelist.txt"
+"""The product's: what the scan of the product alone (``[tool.vulture]`` paths) reads."""
+TESTS_WHITELIST = ROOT / "tests" / "data" / "vulture-whitelist-tests.txt"
+"""The tests': what the scan of the product and the tests reads besides the product's."""
 PROJECT_ROOTS = frozenset({"core", "infra", "workloads", "tools", "program", "policy", "tests"})
 """The first part of an entry that names the project's own code (any other names a library)."""
 
@@ -154,8 +159,13 @@ def dotted_line(line: str) -> bool:
     return len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr) and dotted(tree.body[0].value) is not None
 
 
-def test_every_entry_is_one_commented_definition_of_the_tree_or_a_library():
-    assert not problems(WHITELIST.read_text())
+@pytest.mark.parametrize("whitelist", [WHITELIST, TESTS_WHITELIST], ids=lambda p: p.name)
+def test_every_entry_is_one_commented_definition_of_the_tree_or_a_library(whitelist):
+    assert not problems(whitelist.read_text())
+
+
+def test_the_products_whitelist_names_no_tests_definition():
+    assert [name for _, name in entries(WHITELIST.read_text()) if name and name.startswith("tests.")] == []
 
 
 PLANTED = '''"""A whitelist."""
@@ -204,21 +214,25 @@ def test_a_definition_is_found_through_classes_functions_parameters_and_lambdas(
         assert not defined(name, tmp_path), name
 
 
-def unwhitelisted() -> Counter[str]:
-    """The names of what vulture reports, as ``make lint`` runs it but without the whitelist, one per definition."""
+def unwhitelisted(whitelist: Path) -> Counter[str]:
+    """The names of what vulture reports, one per definition, in the scan that reads ``whitelist`` but without it:
+    the product alone, as ``make lint`` scans it, or the product and the tests."""
     from vulture.core import Vulture  # type: ignore[import-untyped]
 
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["vulture"]
     scanner = Vulture(ignore_names=config.get("ignore_names", []))
-    paths = [ROOT / path for path in config["paths"] if ROOT / path != WHITELIST]
-    scanner.scavenge(paths, exclude=config["exclude"])
+    paths = [ROOT / path for path in config["paths"]]
+    if whitelist == TESTS_WHITELIST:
+        paths.append(ROOT / "tests")
+    scanner.scavenge([path for path in paths if path != whitelist], exclude=config["exclude"])
     return Counter(item.name for item in scanner.get_unused_code(min_confidence=config["min_confidence"]))
 
 
-@pytest.mark.slow  # vulture reads the whole tree: ~3 s
-def test_without_the_whitelist_vulture_reports_one_definition_per_entry():
-    listed = Counter(name.rsplit(".", 1)[-1] for _, name in entries(WHITELIST.read_text()) if name)
-    reported = unwhitelisted()
+@pytest.mark.slow  # vulture reads the whole tree: ~3 s a scan
+@pytest.mark.parametrize("whitelist", [WHITELIST, TESTS_WHITELIST], ids=lambda p: p.name)
+def test_without_its_whitelist_each_scan_reports_one_definition_per_entry(whitelist):
+    listed = Counter(name.rsplit(".", 1)[-1] for _, name in entries(whitelist.read_text()) if name)
+    reported = unwhitelisted(whitelist)
     unlisted, stale = sorted((reported - listed).elements()), sorted((listed - reported).elements())
     assert not unlisted, f"dead code, or a definition whose entry is missing (one entry each): {unlisted}"
     assert not stale, f"entries for which vulture reports nothing (remove them): {stale}"

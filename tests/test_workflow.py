@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from infra.gcp.naming import names_for
-from tests.conftest import JOBSET, SENTINEL_TOKEN, plan_of, statuses
+from tests.conftest import JOBSET, SENTINEL_TOKEN, one, plan_of, statuses
 from tests.conftest import step_resources as steps
 from tests.fake_kube import with_state
 from tests.lifecycle_walk import settings
@@ -74,7 +74,7 @@ def test_waiting_options_and_the_jobset_controller():
             assert job["backoffLimit"] == 0 and job["activeDeadlineSeconds"] == 4 * 3600
     for resource in plan.find("kubernetes:core/v1:Namespace") + plan.find("kubernetes:helm.sh/v3:Release"):
         assert resource["options"]["deletedWith"] == "cluster"
-    release = plan.one("kubernetes:helm.sh/v3:Release", "jobset")["inputs"]
+    release = one(plan, "kubernetes:helm.sh/v3:Release", "jobset")["inputs"]
     assert release["chart"] == "oci://registry.k8s.io/jobset/charts/jobset"
     assert release["version"] == "0.10.1" and release["namespace"] == "jobset-system"
 
@@ -173,7 +173,7 @@ def test_token_appears_only_in_the_secret(tmp_path):
     assert SENTINEL_TOKEN not in json.dumps(plan.outputs)
     holders = [name for name, inputs in plan.raw_inputs.items() if SENTINEL_TOKEN in json.dumps(inputs)]
     assert holders == ["hf-token"]
-    assert plan.one("kubernetes:core/v1:Secret", "hf-token")["inputs"]["stringData"] == {"token": "[secret]"}
+    assert one(plan, "kubernetes:core/v1:Secret", "hf-token")["inputs"]["stringData"] == {"token": "[secret]"}
     for obj in plan.kubernetes_objects():
         for container in _containers(obj):
             for env in container.get("env", []):

@@ -1,8 +1,8 @@
 """Write ``core/data/closed-world.json``: every resource type, Kubernetes kind, IAM role (per grant type), RBAC subject
 and image repository the program creates, read from its own offline plans (``tools.plan``) of the example stacks and
-of variants that, together, turn on every feature the configuration offers (``VARIANTS``; ``VALUE_ONLY`` names the
-keys that change values only). ``make closed-world`` after a change to what the program creates;
-``tests/test_policy_closed_world.py`` fails until then.
+of variants that, together, turn on every feature the configuration offers (``VARIANTS``; the keys that change values
+only are named in ``tests/test_policy_closed_world.py``, which fails until ``make closed-world`` has run after a change
+to what the program creates).
 
     python -m tools.closed_world [--check]
 """
@@ -106,18 +106,6 @@ read alike; a given Secrets key, a shared Hub cache, an external queue, a regist
 registry reader role; two slices, the restart drill, a public publication; no workflow; the dev stack renamed, whose
 pinned values the templates must write alike). The registry is widened
 without an image in it: an image the configuration selects is its repository's, which the program's defaults name."""
-VALUE_ONLY: dict[str, str] = {
-    "tpu-rl:tpu.version": "one TPU generation (v6e)",
-    "tpu-rl:gke.releaseChannel": "the cluster's channel: a value of the Cluster",
-    "tpu-rl:model.name": "the model: values of the steps",
-    "tpu-rl:kueue.version": "one Kueue release",
-    "tpu-rl:hfToken": "a Secret's value",
-    "tpu-rl:hfWriteToken": "a Secret's value (the publishing variants plan with a placeholder)",
-    "tpu-rl:stateOrganization": "where the state lives (Pulumi Cloud): read by make, not by the program",
-    "tpu-rl:access.workloadIdentityPool": "the pool the access audit reads: read by make, not by the program",
-}
-"""The feature keys of the configuration (booleans, choices, optional texts) that no variant sets, each with why: a
-change of one changes values of what the program creates, not what it creates."""
 PLACEHOLDER_TOKEN = "hf_closedWorldPlaceholderToken000000000"  # noqa: S105 (a placeholder, not a credential)
 
 

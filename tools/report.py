@@ -19,6 +19,7 @@ from core.errors import BadInputError, TpuRlError
 from core.estimate import STARTUP_GOAL_MINUTES, STARTUP_MINUTES, restarted
 from core.redact import scrub
 from core.settings import Settings
+from core.steps import STEPS
 from core.tpu import CAPACITY_MODES
 from tools.notices import hide_python_version_notice
 from tools.process import entry_point, report
@@ -224,7 +225,9 @@ def _run(args: argparse.Namespace) -> int:
     try:
         client = open_client()
         data = gather(client, info.output_uri)
-        convert = info.steps.get("convert")
+        # The base's record is beside the MaxText checkpoint the conversion leaves (core.steps Output).
+        converted = (facts.name for facts in STEPS.values() if facts.output == "maxtext-checkpoint")
+        convert = next((info.steps[name] for name in converted if name in info.steps), None)
         if convert:
             from workloads.observe.artifacts import bounded, source_record
 

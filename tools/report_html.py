@@ -403,7 +403,7 @@ def _cost_rows(info: RunInfo, summary: dict[str, Any]) -> str:
             rows += f"<td>${usd:,.2f} ({html.escape(info.capacity)})</td>"
         rows += "</tr>"
     if info.estimate:
-        train = info.estimate["steps"]["train"]
+        train = next(step for step in info.estimate["steps"].values() if step["holdsTpu"])
         chip_hours, usd = _fmt(train["tpuChipHours"]), train["usd"]
         rows += f"<tr><th>estimate (train)</th><td>{chip_hours} chip-h</td><td>${usd:,.2f}</td></tr>"
     return rows

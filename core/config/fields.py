@@ -1,12 +1,12 @@
 """The machinery of the configuration's key table (``core.config.schema``): what one key is (``Field``), the default
-markers, the field a training knob makes, and how a field is shown in docs/configuration.md's reference.
+markers and the field a training knob makes.
 
-The table itself, every key with its reader, default and description, is ``core.config.schema.FIELDS``.
+The table itself, every key with its reader, default and description, is ``core.config.schema.FIELDS``;
+docs/configuration.md's reference shows it (``tools.docs_tables``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,29 +73,3 @@ def knob_field(knob: Knob) -> Field:
         samples=knob.samples,
         companions=tuple((project_key(f"training.{field}"), value) for field, value in knob.companions),
     )
-
-
-def shown(field: Field) -> str:
-    """A field's default as the reference shows it."""
-    if field.default is REQUIRED:
-        return "(required)"
-    if field.default is DERIVED:
-        return f"`{field.shown_default}`" if field.shown_default is not None else "(derived)"
-    if field.secret:
-        return "(secret)"
-    if field.default in ("", {}, []):
-        return "(empty)"
-    if isinstance(field.default, bool):
-        return f"`{str(field.default).lower()}`"
-    if isinstance(field.default, list):
-        return "`" + ", ".join(field.default) + "`"
-    return f"`{field.default}`"
-
-
-def reference_rows(fields: Iterable[Field]) -> str:
-    """The reference table of ``fields``: each key, its default and what is allowed."""
-    lines = ["| key | default | allowed | meaning |", "| --- | --- | --- | --- |"]
-    for field in fields:
-        allowed = field.read.describe()  # type: ignore[attr-defined]  # every reader describes itself
-        lines.append(f"| `{field.key}` | {shown(field)} | {allowed.replace('|', '/')} | {field.doc} |")
-    return "\n".join(lines)

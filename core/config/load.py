@@ -347,11 +347,6 @@ REFUSED_KEYS: dict[str, str] = {
 PROGRAM_KEYS = frozenset(REFUSED_KEYS)
 
 
-def refused_keys_table() -> str:
-    """docs/configuration.md's list of refused keys (rows after its header)."""
-    return "\n".join(f"| `{key}` | {reason} |" for key, reason in sorted(REFUSED_KEYS.items()))
-
-
 # extraArgs the program itself interprets (the final step; the report), read like typed knobs.
 INTERPRETED = {
     "rl.num_iterations": Integer(1, 1000),

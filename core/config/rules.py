@@ -103,7 +103,6 @@ def build_settings(v: Values, stack: str, problems: Problems) -> Settings:
         kueue=kueue,
         labels={"app": PROJECT, "stack": label_value(stack), "cluster": v[_k("clusterName")], "managed-by": "pulumi"},
         publish=publish,
-        hf_write_token_set=v["hfWriteTokenSet"],
         shared_project=v[_k("sharedProject")],
         access=access,
     )

@@ -1,25 +1,24 @@
 """The stack's configuration as data: every key, its reader, default, samples and description.
 
 One table, ``FIELDS``, drives parsing (``core.config.load``), the declarations in ``Pulumi.yaml`` (a test keeps them
-equal), the configuration reference in docs/configuration.md and the invariance test that walks every key. It is the
-platform's keys (``core.config.platform_keys``) then the workflow's (``core.config.workflow_keys``), in the order the
-reference shows them; a key's machinery is ``core.config.fields``. A new setting is one ``Field`` in the keys of its
-part plus its use in the rules of its area (``core.config.rules``). Here are the table and its lookups: a key's field,
-the fields under a stack-file key, what ``Pulumi.yaml`` declares, the reference.
+equal), the configuration reference in docs/configuration.md (``tools.docs_tables``) and the walk of every key
+(``tools.lifecycle_walk``). It is the platform's keys (``core.config.platform_keys``) then the workflow's
+(``core.config.workflow_keys``), in the order the reference shows them; a key's machinery is ``core.config.fields``.
+A new setting is one ``Field`` in the keys of its part plus its use in the rules of its area (``core.config.rules``).
+Here are the table and its lookups: the fields under a stack-file key and what ``Pulumi.yaml`` declares.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from core.config.fields import DERIVED, REQUIRED, Field, reference_rows
+from core.config.fields import DERIVED, REQUIRED, Field
 from core.config.platform_keys import PLATFORM_FIELDS
 from core.config.workflow_keys import WORKFLOW_FIELDS
 from core.names import PROJECT
 
 FIELDS: tuple[Field, ...] = (*PLATFORM_FIELDS, *WORKFLOW_FIELDS)
 
-FIELDS_BY_KEY: dict[str, Field] = {f.key: f for f in FIELDS}
 PROVIDER_KEYS = tuple(f.key for f in FIELDS if not f.key.startswith(f"{PROJECT}:"))
 PROJECT_KEYS = tuple(dict.fromkeys(f.top.split(":", 1)[1] for f in FIELDS if f.key.startswith(f"{PROJECT}:")))
 SECRET_KEYS = tuple(f.key for f in FIELDS if f.secret)
@@ -52,8 +51,3 @@ def declared_default(top: str) -> Any:
             cursor = cursor.setdefault(part, {})
         cursor[leaf] = default
     return out
-
-
-def reference_table() -> str:
-    """docs/configuration.md's configuration reference: every key, its default and what is allowed."""
-    return reference_rows(FIELDS)

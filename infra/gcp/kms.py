@@ -30,15 +30,16 @@ node accounts' first uses are the nodes' own agents and the closed Pathways serv
 pools' account, with no script of the stack before them), which retry nothing the stack controls: their wait stays
 fixed too, and runs while the cluster is created.
 
-A step account's grants have that signal: the step's own first use of each, retried while it is refused, bounded by
-``FIRST_USE_SECONDS`` from the pod's start (its script's first program, ``mark_folder.py``: the bucket's metadata, a
-read of an absent object under each prefix it reads, whose 404 says the read grant applies, then its output folder;
-a refused token for the account is the Workload Identity binding not applied yet). It sees what the pods use: the
-account's token through Workload Identity and each object-prefix grant under its condition. Probing from the
-program instead would need a token for the account (``iam.serviceAccounts.getAccessToken``,
-``roles/iam.serviceAccountTokenCreator``, for the deployer on each step account: a grant that itself propagates, and
-a path from the deployer to the accounts), would not exercise the Workload Identity binding, and a bucket's
-``testIamPermissions`` is asked of the bucket, where an object-name condition cannot hold.
+A step account's grants have that signal: the step's own first use of each, retried while it is refused, for up to
+IAM's 7 minutes and a margin of one from the pod's start (its script's first program, ``mark_folder.py``
+``BOUND_SECONDS``: the bucket's metadata, a read of an absent object under each prefix it reads, whose 404 says the
+read grant applies, then its output folder; a refused token for the account is the Workload Identity binding not
+applied yet). It sees what the pods use: the account's token through Workload Identity and each object-prefix grant
+under its condition. Probing from the program instead would need a token for the account
+(``iam.serviceAccounts.getAccessToken``, ``roles/iam.serviceAccountTokenCreator``, for the deployer on each step
+account: a grant that itself propagates, and a path from the deployer to the accounts), would not exercise the
+Workload Identity binding, and a bucket's ``testIamPermissions`` is asked of the bucket, where an object-name
+condition cannot hold.
 
 The wait is the program's, not the provider's: ``GrantPropagationProvider.create`` only records when the grants were
 made (``since``), and what depends on them waits in the program until ``since`` + the bound
@@ -78,10 +79,6 @@ PROPAGATION_SECONDS = 420.0
 """How long a new grant is given to take effect before it is used: the 7 minutes IAM documents as "potentially"
 (its "typically" is 2). It runs once per new or changed grant, while what does not need the grant is created."""
 PROPAGATION_DOC = "https://cloud.google.com/iam/docs/access-change-propagation"
-FIRST_USE_MARGIN_SECONDS = 60.0
-FIRST_USE_SECONDS = PROPAGATION_SECONDS + FIRST_USE_MARGIN_SECONDS
-"""How long a step's first use of its account's grants retries them from the pod's start (the module's docstring):
-IAM's "potentially 7 minutes", and a margin for the pod's own start and the last retry's pause."""
 POLL_SECONDS = 5.0
 """The wait's longest sleep: an interrupted program never sleeps longer than this past the signal."""
 

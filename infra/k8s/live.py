@@ -65,17 +65,16 @@ RESOURCES = {
 """Kind -> (API group, version, plural): the paths the reader can read (and dry-run create)."""
 CLUSTER_SCOPED = frozenset({"ResourceFlavor", "CustomResourceDefinition"})
 WEBHOOK_BOUND = 300.0
-"""How long `pulumi up` waits for an admission webhook that is Ready but not yet reachable (its Service has no
-endpoints yet, or they are not programmed, or its certificate is not yet injected), wall clock."""
+"""How long `pulumi up` waits for an admission webhook that is Ready but not yet reachable (its Service has no endpoints
+yet, or they are not programmed, or its certificate is not yet injected), wall clock. Under ``failurePolicy: Fail``
+(every Kueue and JobSet webhook tpu-rl meets) a create the API server could not call such a webhook for fails with
+``apierrors.NewInternalError`` (HTTP 500, "Internal error occurred: failed calling webhook %q: failed to call
+webhook: Post ...: dial tcp ...: connect: connection refused"; kubernetes/apiserver
+``pkg/admission/plugin/webhook/{mutating,validating}/dispatcher.go``, ``pkg/util/webhook/error.go``
+``ErrCallingWebhook``; kubernetes-sigs/kueue#12008, #7650). pulumi-kubernetes retries a create only on NotFound and
+NoMatch (v4.32.0 ``await.go`` ``Creation``: ``retrier.Do(apierrors.IsNotFound, meta.IsNoMatchError)``), so without
+this wait such a create fails the `up`."""
 WEBHOOK_POLL = 5.0
-UNREACHABLE = ("failed calling webhook", "no endpoints available for service")
-"""The API server's words for a webhook it could not call: under ``failurePolicy: Fail`` (every Kueue and JobSet
-webhook tpu-rl meets) the create fails with ``apierrors.NewInternalError`` (HTTP 500, "Internal error
-occurred: failed calling webhook %q: failed to call webhook: Post ...: dial tcp ...: connect: connection
-refused"; kubernetes/apiserver ``pkg/admission/plugin/webhook/{mutating,validating}/dispatcher.go``,
-``pkg/util/webhook/error.go`` ``ErrCallingWebhook``; kubernetes-sigs/kueue#12008, #7650). pulumi-kubernetes
-retries a create only on NotFound and NoMatch (v4.32.0 ``await.go`` ``Creation``: ``retrier.Do(apierrors.IsNotFound,
-meta.IsNoMatchError)``), so without this wait such a create fails the `up`."""
 webhook_clock: Callable[[], float] = time.monotonic
 webhook_sleep: Callable[[float], object] = time.sleep
 """The webhook wait's clock and pause (tests give it a fake clock)."""

@@ -9,7 +9,7 @@ from core.controllers import JOBSET_SCHEMA_FIELDS
 from core.names import COMPONENT_LABEL, HF_SECRET, HF_SECRET_KEY, SCRATCH_STORAGE_CLASS
 from core.pathways import PORTS
 from core.printed_commands import ANY_STACK, helm, kubectl, make_target
-from core.steps import STEPS
+from core.steps import STEPS, TPU_HOLDER
 
 POD_SECURITY = {
     "pod-security.kubernetes.io/enforce": "privileged",
@@ -124,7 +124,7 @@ def network_policies(namespace: str, labels: dict[str, str]) -> list[dict[str, A
     it (the VPC firewall of ``infra.gcp.network`` does); the second policy states the ports they use so
     the policy still holds for them should they ever run on the pod network.
     """
-    training = {"matchLabels": {"app.kubernetes.io/name": "tpu-rl", COMPONENT_LABEL: "train"}}
+    training = {"matchLabels": {"app.kubernetes.io/name": "tpu-rl", COMPONENT_LABEL: TPU_HOLDER}}
     storage_only = {
         "matchLabels": {"app.kubernetes.io/name": "tpu-rl"},
         "matchExpressions": [

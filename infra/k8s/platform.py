@@ -301,7 +301,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
         chart: list[pulumi.Input[pulumi.Resource]] = [self.kueue]
         if self._checks:
             # Ready is not reachable: Helm's wait sees the webhook's pod Ready before its Service's endpoints are
-            # programmed, and the provider does not retry a create a webhook failed (infra.k8s.live UNREACHABLE).
+            # programmed, and the provider does not retry a create a webhook failed (infra.k8s.live WEBHOOK_BOUND).
             release = self.kueue
             chart.append(self._after(release.id, lambda reader: self._admitted(reader, tpu_flavor, release)))
         after_chart = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=chart))

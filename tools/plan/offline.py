@@ -67,8 +67,6 @@ class Plan:
     """Resource name -> inputs with secrets unwrapped (for tests that look for leaks)."""
     error: BaseException | None = None
     """What the program raised, when run with ``raise_errors=False``."""
-    replacement_triggers: dict[str, Any] = field(default_factory=dict, repr=False)
-    """Resource name -> its ``replacement_trigger`` option, where one is set."""
     logs: list[tuple[str, str]] = field(default_factory=list, repr=False)
     """(level, message) of what the program logged through ``pulumi.log`` (warnings, infos)."""
     urns: dict[str, str] = field(default_factory=dict, repr=False)
@@ -88,12 +86,6 @@ class Plan:
     def find(self, type_: str, name: str | None = None) -> list[dict[str, Any]]:
         """Resources of a type token (and name, when given)."""
         return [r for r in self.resources if r["type"] == type_ and (name is None or r["name"] == name)]
-
-    def one(self, type_: str, name: str | None = None) -> dict[str, Any]:
-        found = self.find(type_, name)
-        if len(found) != 1:
-            raise AssertionError(f"expected one {type_} {name or ''}, found {len(found)}")
-        return found[0]
 
     def kubernetes_objects(self) -> list[dict[str, Any]]:
         """Inputs of every Kubernetes object (not providers, not Helm releases), as manifests."""
@@ -352,11 +344,8 @@ def _run_isolated(
 
     resources = []
     raw_inputs: dict[str, dict[str, Any]] = {}
-    triggers: dict[str, Any] = {}
     for registration in recorder.mocks.registrations:
-        if registration.request.HasField("replacement_trigger"):
-            triggers[registration.name] = registration.trigger
-        options = _options(registration.request)
+        options = {**_options(registration.request), "replacementTrigger": registration.trigger}
         resources.append(
             {
                 "type": registration.type,
@@ -373,7 +362,6 @@ def _run_isolated(
         outputs=outputs,
         raw_inputs=raw_inputs,
         error=error,
-        replacement_triggers=triggers,
         logs=capture.records,
         urns=dict(recorder.urns),
         wire=dict(recorder.wire),

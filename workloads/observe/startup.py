@@ -528,7 +528,9 @@ MAX_LOG_HEAD = 4 * 1024 * 1024
 """What is read of an attempt's log: its head (every start-up line comes before the first step's)."""
 MAX_ATTEMPTS = 100
 """The most attempts read (the newest)."""
-_NAME = re.compile(r"(train|evals)-([0-9]{8}T[0-9]{6}Z)\.(log|txt)$")
+_NAME = re.compile(r"(?:train|evals)-([0-9]{8}T[0-9]{6}Z)\.(log|txt)$")
+"""An attempt's files under ``<output>logs/`` (``workloads.specs.train_script``): its start (UTC) and its suffix,
+``txt`` for its side file, copied as lines appear, ``log`` for its whole log, copied when it exits."""
 
 
 def read_log_attempts(client: Any, output_uri: str, **call: Any) -> list[LogAttempt]:
@@ -546,16 +548,16 @@ def read_log_attempts(client: Any, output_uri: str, **call: Any) -> list[LogAtte
         match = _NAME.search(blob.name)
         if match is None:
             continue
-        files.setdefault(match.group(2), {})[match.group(1)] = blob
+        files.setdefault(match.group(1), {})[match.group(2)] = blob
         if blob.updated is not None:
-            written[match.group(2)] = max(written.get(match.group(2), 0.0), blob.updated.timestamp())
+            written[match.group(1)] = max(written.get(match.group(1), 0.0), blob.updated.timestamp())
     found = []
     for name in sorted(files)[-MAX_ATTEMPTS:]:
         start = datetime.datetime.strptime(name, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
         marks: dict[str, float] = {}
         skipped = drilled = False
-        for kind in ("evals", "train"):  # the log, when there is one, has every line the side file has
-            blob = files[name].get(kind)
+        for suffix in ("txt", "log"):  # the log, when there is one, has every line the side file has
+            blob = files[name].get(suffix)
             if blob is None:
                 continue
             cap = min(MAX_LOG_HEAD, int(blob.size or MAX_LOG_HEAD) or 1)
@@ -564,7 +566,7 @@ def read_log_attempts(client: Any, output_uri: str, **call: Any) -> list[LogAtte
             marks.update(log_marks(text, start))
             skipped = skipped or PRE_RL_SKIPPED in text
             drilled = drilled or DRILL_SAYS in text
-        ended = written.get(name) if "train" in files[name] else None
+        ended = written.get(name) if "log" in files[name] else None
         found.append(LogAttempt(name, start.timestamp(), ended, marks, skipped, drilled))
     return found
 

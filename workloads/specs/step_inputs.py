@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.settings import Settings
-from workloads.specs.model_card import CardFacts, card_setting
+from workloads.specs.model_card import CardFacts, card_setting, hub_datasets
 from workloads.specs.step_specs import Step, Workflow
 
 
@@ -93,7 +93,6 @@ def _publish_inputs(
     from workloads.specs.step_specs import branch_of, card_name
 
     dataset = DATASETS[settings.training.dataset]
-    ids = tuple(dict.fromkeys(v for k, v in dataset.keys if k in ("dataset_name", "eval_dataset_name")))
     staged = staged_dataset(dataset, "")[1]  # the repository whose files training staged, at the recorded commit
     card = CardFacts(
         repo=settings.publish.repo or "",
@@ -103,7 +102,7 @@ def _publish_inputs(
         base_commit=None,
         model_name=settings.model.spec.name,
         dataset=settings.training.dataset,
-        dataset_ids=ids,
+        dataset_ids=hub_datasets(settings.training.dataset),
         dataset_revision=settings.training.dataset_revision,
         config_diff=[d for d in config_diff if card_setting(d["key"])],
         images={

@@ -166,10 +166,8 @@ class Step:
     into its container (``workloads.specs.step_manifests.scripts_config_map``); created before the JobSet, deleted
     after it."""
     ignore_changes: tuple[str, ...]
-    deadline_seconds: int
-    """The step's own bound on one attempt (activeDeadlineSeconds)."""
     await_seconds: int
-    """How long `pulumi up` waits for it to end: every attempt's deadline plus a grace."""
+    """How long `pulumi up` waits for it to end: every attempt's deadline (activeDeadlineSeconds) plus a grace."""
     logs_command: str
     console_logs_url: str
     output: Output
@@ -420,7 +418,6 @@ def _cpu_step(
         manifest=manifest,
         scripts=scripts,
         ignore_changes=ignored((*OPERATIONAL_PATHS, ACCOUNT_PATH)),
-        deadline_seconds=deadline,
         await_seconds=deadline + AWAIT_GRACE_SECONDS,
         logs_command=logs_command(settings, job, step),
         console_logs_url=console_logs_url(settings, job, step),
@@ -473,7 +470,6 @@ def _train_step(settings: Settings, before: Mapping[str, Step]) -> Step:
         scripts=scripts,
         # Who the head runs as, like a CPU step's account (ACCOUNT_PATH): hashed by its step, kept on an existing one.
         ignore_changes=ignored((*operational, ACCOUNT_PATH)),
-        deadline_seconds=deadline,
         # Every attempt: the first, a restart per maxRestarts, and the restart drill's, which none of them counts.
         await_seconds=(1 + settings.workflow.max_restarts + settings.workflow.restart_drill)
         * (deadline + AWAIT_GRACE_SECONDS),
