@@ -85,7 +85,7 @@ def test_every_product_exception_is_a_tpu_rl_error():
         ("core.inputs", "InputError", BAD_INPUT),
         ("core.outdir", "OutputError", BAD_INPUT),
         ("tools.stack_files", "StackFileError", BAD_INPUT),
-        ("tools.state_home", "RefusedError", BAD_INPUT),
+        ("tools.state_home", "StateRefusedError", BAD_INPUT),
         ("tools.state_export", "StateError", FAILED),
         ("tools.logs", "NoPodsError", FAILED),
         ("tools.logs", "LogsError", BAD_INPUT),
