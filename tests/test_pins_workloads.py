@@ -651,8 +651,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-0be01353b3",
-        "gemma4-26b-publish-3813e73bfe",
+        "gemma4-26b-evaluate-9add5271d1",
+        "gemma4-26b-publish-aa69f31e88",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -689,12 +689,12 @@ STEP_NAMES = {
     # check, base_snapshot.py's Hub-hashed cache reads, training's launcher, exit judge, stall watchdog and restart
     # drill, the export's completion), with each CPU step's account hashed by its step (steps.hashed_account).
     # docs/upgrades.md "Upgrading tpu-rl" says which version renamed which steps.
-    "dev": ["gemma4-e4b-convert-d18e0d3286", "gemma4-e4b-train-89ba7ab54d", "gemma4-e4b-export-22f78b113f"],
-    "prod": ["gemma4-26b-convert-820a63cd51", "gemma4-26b-train-959799ff28", "gemma4-26b-export-49c307311f"],
+    "dev": ["gemma4-e4b-convert-c1b0a4df31", "gemma4-e4b-train-d818e73c81", "gemma4-e4b-export-99c1e1f8fa"],
+    "prod": ["gemma4-26b-convert-8e8b9b31ee", "gemma4-26b-train-0a5f0a31d2", "gemma4-26b-export-6ce9ea9642"],
 }
 ONE_READ = {
-    "dev": ["gemma4-e4b-convert-d18e0d3286", "gemma4-e4b-train-c4a7e0902e", "gemma4-e4b-export-65d42549ab"],
-    "prod": ["gemma4-26b-convert-820a63cd51", "gemma4-26b-train-287cf6b125", "gemma4-26b-export-52f6140855"],
+    "dev": ["gemma4-e4b-convert-c1b0a4df31", "gemma4-e4b-train-bb58100f8b", "gemma4-e4b-export-2db1795592"],
+    "prod": ["gemma4-26b-convert-8e8b9b31ee", "gemma4-26b-train-7628690c41", "gemma4-26b-export-b5d7c2c996"],
 }
 """The names of a stack that sets tpu-rl:training.loadCheckpointOnlyOnce to true (MaxText's default, false, is
 tpu-rl's: docs/first-run.md "The first training run's path"): training and the steps after it differ from
@@ -722,7 +722,7 @@ def test_reading_the_checkpoint_once_renames_training_and_after_never_the_conver
         names = [
             s.name for s in plan_workflow(settings("prod", [*every, "tpu-rl:training.loadCheckpointOnlyOnce=true"]))
         ]
-        assert names[3:] == ["gemma4-26b-evaluate-0a13282731", "gemma4-26b-publish-60cc794f75"]
+        assert names[3:] == ["gemma4-26b-evaluate-ac51fa971f", "gemma4-26b-publish-f3a04ea176"]
 
 
 def test_the_cloud_logging_links():
